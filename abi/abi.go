@@ -1,0 +1,247 @@
+// Package abi is the contract between infernet's host and its guests: ABI v1
+// of the "infernet" host module, which gives WebAssembly jobs tensor operations
+// that run on the provider's fastest hardware.
+//
+// This package is the single place the ABI is written down. It holds only
+// constants and has no dependencies, so the guest SDKs (guest/), the host
+// module (host/) and third-party tools can all import it.
+//
+// # Calling convention
+//
+// All functions live in the import module [ModuleName]. Every parameter and
+// result is an i32. Guest pointers are offsets into the guest's exported
+// "memory"; a pointer/length pair that does not lie wholly inside that memory
+// is answered with [EFAULT], never with a trap. A negative result is one of the
+// error codes below; a non-negative result is the value described per function.
+//
+// # Tensors and handles
+//
+// A tensor lives on the host (in RAM or on a GPU) and is named by a handle, a
+// positive i32 valid only in the job that created it. Chains of handle
+// operations therefore stay on the device. Shapes have 1 to [MaxDims]
+// dimensions; data is row-major, little-endian, densely packed.
+//
+//	tensor_new(dtype, ndim, dims_ptr) -> handle        dims: ndim little-endian i32
+//	tensor_free(h) -> 0
+//	tensor_write(h, ptr, len) -> 0                      len must be the tensor's byte size
+//	tensor_read(h, ptr, len) -> 0                       len must be the tensor's byte size
+//	tensor_dtype(h) -> dtype
+//	tensor_shape(h, dims_ptr, max_ndim) -> ndim         writes min(ndim, max_ndim) dims
+//	tensor_reshape(h, ndim, dims_ptr) -> 0              same element count, in place
+//
+// # Operations on handles
+//
+// Each returns the handle of a new result tensor, except gemm with c != 0,
+// which writes into (or, with [GemmAccumulate], adds to) the existing tensor c
+// and returns c.
+//
+//	gemm(a, b, c, flags) -> handle     C[m,n] = op(A)[m,k] · op(B)[k,n]; f32·f32→f32, i8·i8→i32
+//	binary(op, a, b) -> handle         elementwise; b's shape equals a's or is a suffix of it (broadcast)
+//	unary(op, a) -> handle             elementwise, f32 only
+//	softmax(a) -> handle               along the last axis, f32 only
+//	reduce(op, a) -> handle            along the last axis: shape [..., n] → [...] (a 1-D input gives [1])
+//
+// # One-shot pointer forms
+//
+// For a single call on data already in guest memory, without handles. All
+// pointers must be aligned to their element size.
+//
+//	gemm_f32(m, n, k, a_ptr, b_ptr, c_ptr, flags) -> 0
+//	gemm_i8(m, n, k, a_ptr, b_ptr, c_ptr, flags) -> 0           c is i32
+//	binary_f32(op, a_ptr, n, b_ptr, nb, out_ptr) -> 0          nb divides n; b repeats
+//	unary_f32(op, a_ptr, n, out_ptr) -> 0
+//	softmax_f32(rows, cols, a_ptr, out_ptr) -> 0
+//	reduce_f32(op, rows, cols, a_ptr, out_ptr) -> 0            out has rows elements
+//
+// # Job information
+//
+//	abi_version() -> 1
+//	mode() -> ModeExact or ModeTolerance
+//
+// # Determinism
+//
+// In [ModeExact] every op runs on the reference kernel: a fixed reduction
+// order, no fused multiply-add, NaNs canonicalized to [CanonicalNaN32]. Its
+// results are bit-identical on every machine and thread count, so replicas
+// can be compared by digest. In [ModeTolerance] the provider uses its fastest
+// kernel (BLAS-class CPU code, CUDA); results agree with the reference within
+// a small relative tolerance and replicas are compared as tensors. Integer
+// GEMM (i8·i8→i32) is exact in both modes.
+//
+// Element types and op codes are fixed for ABI v1; later versions only add.
+package abi
+
+// Version is the ABI version answered by abi_version.
+const Version = 1
+
+// ModuleName is the import module name of the host functions.
+const ModuleName = "infernet"
+
+// Host function names of ABI v1.
+const (
+	FuncABIVersion    = "abi_version"
+	FuncMode          = "mode"
+	FuncTensorNew     = "tensor_new"
+	FuncTensorFree    = "tensor_free"
+	FuncTensorWrite   = "tensor_write"
+	FuncTensorRead    = "tensor_read"
+	FuncTensorDType   = "tensor_dtype"
+	FuncTensorShape   = "tensor_shape"
+	FuncTensorReshape = "tensor_reshape"
+	FuncGemm          = "gemm"
+	FuncBinary        = "binary"
+	FuncUnary         = "unary"
+	FuncSoftmax       = "softmax"
+	FuncReduce        = "reduce"
+	FuncGemmF32       = "gemm_f32"
+	FuncGemmI8        = "gemm_i8"
+	FuncBinaryF32     = "binary_f32"
+	FuncUnaryF32      = "unary_f32"
+	FuncSoftmaxF32    = "softmax_f32"
+	FuncReduceF32     = "reduce_f32"
+)
+
+// DType is a tensor element type.
+type DType int32
+
+// Element types.
+const (
+	F32 DType = 1 // IEEE-754 binary32
+	I8  DType = 2 // signed 8-bit integer; GEMM inputs only
+	I32 DType = 3 // signed 32-bit integer; the result type of i8 GEMM
+)
+
+// Size returns the size of one element in bytes, or 0 for an unknown type.
+func (d DType) Size() int {
+	switch d {
+	case F32, I32:
+		return 4
+	case I8:
+		return 1
+	}
+	return 0
+}
+
+// String returns the type's name as used in the ABI documentation.
+func (d DType) String() string {
+	switch d {
+	case F32:
+		return "f32"
+	case I8:
+		return "i8"
+	case I32:
+		return "i32"
+	}
+	return "dtype(?)"
+}
+
+// Op selects the operation of binary, unary and reduce.
+type Op int32
+
+// Binary operations (elementwise, f32; add also accepts i32).
+const (
+	OpAdd Op = 1
+	OpSub Op = 2
+	OpMul Op = 3
+	OpDiv Op = 4
+)
+
+// Unary operations (elementwise, f32).
+const (
+	OpReLU Op = 1
+	// OpGELU is the tanh approximation:
+	// 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+	OpGELU Op = 2
+)
+
+// Reductions along the last axis (f32).
+const (
+	OpSum  Op = 1
+	OpMax  Op = 2
+	OpMean Op = 3
+)
+
+// GEMM flags, OR-ed together.
+const (
+	GemmTransA     int32 = 1 << 0 // A is stored as [k,m]
+	GemmTransB     int32 = 1 << 1 // B is stored as [n,k]
+	GemmAccumulate int32 = 1 << 2 // C += op(A)·op(B) instead of C = op(A)·op(B)
+)
+
+// Mode is a job's determinism mode.
+type Mode int32
+
+// Determinism modes.
+const (
+	ModeExact     Mode = 0 // reference kernels, bit-identical everywhere
+	ModeTolerance Mode = 1 // fastest kernels, compared within tolerance
+)
+
+// String returns "exact" or "tolerance".
+func (m Mode) String() string {
+	switch m {
+	case ModeExact:
+		return "exact"
+	case ModeTolerance:
+		return "tolerance"
+	}
+	return "mode(?)"
+}
+
+// ParseMode parses "exact" or "tolerance".
+func ParseMode(s string) (Mode, bool) {
+	switch s {
+	case "exact":
+		return ModeExact, true
+	case "tolerance":
+		return ModeTolerance, true
+	}
+	return 0, false
+}
+
+// Errno is a negative result code of a host function.
+type Errno int32
+
+// Error codes returned by host functions.
+const (
+	OK       Errno = 0
+	EINVAL   Errno = -1 // an argument is out of range: op, flags, dtype, ndim, dimension
+	EBADF    Errno = -2 // the handle names no live tensor of this job
+	ESHAPE   Errno = -3 // the shapes do not fit the operation
+	EDTYPE   Errno = -4 // the operation does not take this element type
+	EFAULT   Errno = -5 // a pointer/length is outside guest memory or misaligned
+	ENOMEM   Errno = -6 // the job's host tensor memory limit is reached
+	ETOOMANY Errno = -7 // the job's handle table is full
+	EBACKEND Errno = -8 // the kernel failed (for example a GPU error); the job may retry
+)
+
+// Error returns the code's name and meaning.
+func (e Errno) Error() string {
+	switch e {
+	case OK:
+		return "ok"
+	case EINVAL:
+		return "EINVAL: invalid argument"
+	case EBADF:
+		return "EBADF: unknown tensor handle"
+	case ESHAPE:
+		return "ESHAPE: shape mismatch"
+	case EDTYPE:
+		return "EDTYPE: unsupported element type"
+	case EFAULT:
+		return "EFAULT: pointer outside guest memory"
+	case ENOMEM:
+		return "ENOMEM: host tensor memory limit"
+	case ETOOMANY:
+		return "ETOOMANY: too many tensors"
+	case EBACKEND:
+		return "EBACKEND: kernel failure"
+	}
+	return "errno(?)"
+}
+
+// MaxDims is the largest number of dimensions a tensor may have.
+const MaxDims = 8
+
+// CanonicalNaN32 is the bit pattern every NaN produced by an exact-mode op has.
+const CanonicalNaN32 uint32 = 0x7FC00000

@@ -1,0 +1,111 @@
+package tensor
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/infernet/infernet/abi"
+)
+
+// HostBuffer is a Buffer in Go memory, shared by the CPU backends. Exactly one
+// of F32, I8 and I32 is non-nil, per DType.
+type HostBuffer struct {
+	F32 []float32
+	I8  []int8
+	I32 []int32
+}
+
+// NewHostBuffer returns a zeroed host buffer of n elements of type dt.
+func NewHostBuffer(dt abi.DType, n int) (*HostBuffer, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("tensor: negative length %d", n)
+	}
+	switch dt {
+	case abi.F32:
+		return &HostBuffer{F32: make([]float32, n)}, nil
+	case abi.I8:
+		return &HostBuffer{I8: make([]int8, n)}, nil
+	case abi.I32:
+		return &HostBuffer{I32: make([]int32, n)}, nil
+	}
+	return nil, fmt.Errorf("tensor: %w: %v", ErrUnsupported, dt)
+}
+
+// DType implements Buffer.
+func (b *HostBuffer) DType() abi.DType {
+	switch {
+	case b.I8 != nil:
+		return abi.I8
+	case b.I32 != nil:
+		return abi.I32
+	}
+	return abi.F32
+}
+
+// Len implements Buffer.
+func (b *HostBuffer) Len() int {
+	switch {
+	case b.I8 != nil:
+		return len(b.I8)
+	case b.I32 != nil:
+		return len(b.I32)
+	}
+	return len(b.F32)
+}
+
+// HostMemory implements Alloc, Free, Read and Write of Backend for backends
+// whose buffers are *HostBuffer. Embed it.
+type HostMemory struct{}
+
+// Alloc implements Backend.Alloc.
+func (HostMemory) Alloc(dt abi.DType, n int) (Buffer, error) { return NewHostBuffer(dt, n) }
+
+// Free implements Backend.Free; Go's collector reclaims host buffers.
+func (HostMemory) Free(Buffer) {}
+
+// Write implements Backend.Write.
+func (HostMemory) Write(buf Buffer, src []byte) error {
+	b := buf.(*HostBuffer)
+	if len(src) != b.Len()*b.DType().Size() {
+		return fmt.Errorf("tensor: write of %d bytes into %d elements of %v", len(src), b.Len(), b.DType())
+	}
+	switch {
+	case b.I8 != nil:
+		for i := range b.I8 {
+			b.I8[i] = int8(src[i])
+		}
+	case b.I32 != nil:
+		for i := range b.I32 {
+			b.I32[i] = int32(binary.LittleEndian.Uint32(src[4*i:]))
+		}
+	default:
+		for i := range b.F32 {
+			b.F32[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+		}
+	}
+	return nil
+}
+
+// Read implements Backend.Read.
+func (HostMemory) Read(buf Buffer, dst []byte) error {
+	b := buf.(*HostBuffer)
+	if len(dst) != b.Len()*b.DType().Size() {
+		return fmt.Errorf("tensor: read of %d elements of %v into %d bytes", b.Len(), b.DType(), len(dst))
+	}
+	switch {
+	case b.I8 != nil:
+		for i, v := range b.I8 {
+			dst[i] = byte(v)
+		}
+	case b.I32 != nil:
+		for i, v := range b.I32 {
+			binary.LittleEndian.PutUint32(dst[4*i:], uint32(v))
+		}
+	default:
+		for i, v := range b.F32 {
+			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))
+		}
+	}
+	return nil
+}
