@@ -1,0 +1,38 @@
+# infernet — common tasks. `make demo` runs real jobs; `make test` is what CI runs.
+GO      ?= go
+BIN     := bin/infernet
+PKGS    := ./...
+
+.PHONY: all build test vet demo bench deps testdata clean
+
+all: build
+
+# Debian packages and pinned tools (idempotent; see scripts/deps.sh).
+deps:
+	@./scripts/deps.sh
+
+build:
+	$(GO) build -o $(BIN) ./cmd/infernet
+
+vet:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+# Unit and integration tests: real wazero, real guests from testdata/.
+test: deps vet
+	$(GO) test -count=1 $(PKGS)
+
+# Runs the example jobs end to end and shows what the sandbox refuses.
+demo: deps build
+	@./scripts/demo.sh
+
+# Benchmarks, side by side with their peers in one run (see scripts/bench.sh).
+bench: deps build
+	@./scripts/bench.sh
+
+# Rebuilds every guest in testdata/ from its source.
+testdata: deps
+	$(MAKE) -C testdata
+
+clean:
+	rm -rf bin

@@ -1,0 +1,97 @@
+// Package cli holds infernet's commands. Commands write only to the IO they
+// are given; Main alone turns errors into exit codes.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// IO is where commands read and write.
+type IO struct {
+	In  io.Reader
+	Out io.Writer
+	Err io.Writer
+}
+
+// Exit codes of infernet. A job's own exit code passes through `infernet run`
+// unchanged (codes above 255 become 255).
+const (
+	ExitOK       = 0
+	ExitError    = 1   // usage or other error of infernet itself
+	ExitNotRun   = 125 // the job could not run or was stopped (invalid module, limit, trap)
+	maxExitCode  = 255
+	programName  = "infernet"
+	shortVersion = "0.1.0"
+)
+
+// Version is the software version, printed by --version and advertised later.
+var Version = shortVersion
+
+// exitError carries an exit code out of a command. Err is printed unless nil.
+type exitError struct {
+	Code int
+	Err  error
+}
+
+func (e *exitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.Err }
+
+// NewRoot returns the root command with every subcommand.
+func NewRoot(stdio IO) *cobra.Command {
+	root := &cobra.Command{
+		Use:   programName,
+		Short: "Rent out and rent idle CPU/GPU cycles, peer to peer, verified",
+		Long: `infernet runs WebAssembly jobs in a sandbox with tensor ops on the fastest
+local hardware, and (in later versions) on a peer-to-peer network of providers
+paid over Lightning.`,
+		Version:       Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(stdio.In)
+	root.SetOut(stdio.Out)
+	root.SetErr(stdio.Err)
+	root.AddCommand(NewCmdRun(stdio, nil))
+	return root
+}
+
+// Main runs infernet with args and returns the process exit code. SIGINT and
+// SIGTERM cancel the command's context.
+func Main(args []string, stdio IO) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	root := NewRoot(stdio)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.Err != nil {
+			fmt.Fprintf(stdio.Err, "%s: %s\n", programName, oneLine(ee.Err.Error()))
+		}
+		return ee.Code
+	}
+	fmt.Fprintf(stdio.Err, "%s: %s\n", programName, oneLine(err.Error()))
+	return ExitError
+}
+
+// oneLine keeps messages to one line on stderr.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

@@ -1,0 +1,228 @@
+package cli
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host/tensor/backends"
+)
+
+// RunOptions are the settings of `infernet run`.
+type RunOptions struct {
+	IO        IO
+	Module    string
+	Input     string // file, "-" for stdin, "" for no input
+	Output    string // file, "" for stdout
+	Timeout   time.Duration
+	Memory    string // size, e.g. "256MiB"
+	MaxOutput string
+	Mode      string
+	Fuel      uint64
+	Seed      string // hex, up to 32 bytes
+	Backend   string
+	CacheDir  string
+	Stats     bool
+}
+
+// NewCmdRun returns `infernet run`. runF replaces the command's action in tests.
+func NewCmdRun(stdio IO, runF func(context.Context, *RunOptions) error) *cobra.Command {
+	opts := &RunOptions{IO: stdio}
+	cmd := &cobra.Command{
+		Use:   "run MODULE",
+		Short: "Run a WebAssembly job locally in the sandbox",
+		Long: `Run a WASI command module in infernet's sandbox: stdin is the input, stdout
+the output, with no filesystem or network, deterministic clocks and randomness,
+and the infernet tensor host module.
+
+Exit status: the job's own exit code when it exits (above 255: 255); 125 when
+it could not run or was stopped (invalid module, disallowed import, trap, time,
+memory, fuel or output limit), with one line on stderr naming the cause.`,
+		Example: `  infernet run job.wasm --input data.bin --output out.bin
+  infernet run mlp.wasm --input - --mode tolerance < batch.f32`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Module = args[0]
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runRun(cmd.Context(), opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&opts.Input, "input", "i", "", "input `FILE` for the job's stdin, - for this process's stdin (default: no input)")
+	f.StringVarP(&opts.Output, "output", "o", "", "write the job's stdout to `FILE` (default: stdout)")
+	f.DurationVar(&opts.Timeout, "timeout", host.DefaultTimeout, "wall-clock limit of the run")
+	f.StringVar(&opts.Memory, "memory", "256MiB", "guest memory limit (`SIZE`: bytes, or with KiB, MiB, GiB, K, M, G)")
+	f.StringVar(&opts.MaxOutput, "max-output", "64MiB", "stdout limit (`SIZE`)")
+	f.StringVar(&opts.Mode, "mode", "exact", "determinism mode of tensor ops: exact or tolerance")
+	f.Uint64Var(&opts.Fuel, "fuel", 0, "stop after this many fuel units of metered work (0: no limit)")
+	f.StringVar(&opts.Seed, "seed", "", "seed of the guest's random source, up to 32 bytes in `HEX`")
+	f.StringVar(&opts.Backend, "backend", "auto", "tensor backend for tolerance mode: auto, "+backends.Names())
+	f.StringVar(&opts.CacheDir, "cache-dir", defaultCacheDir(), "compiled-module cache directory (empty: memory only)")
+	f.BoolVar(&opts.Stats, "stats", false, "print run statistics as JSON on stderr")
+	return cmd
+}
+
+func defaultCacheDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "infernet", "wasm")
+}
+
+// jobConfig turns the options into a host.JobConfig.
+func (o *RunOptions) jobConfig() (host.JobConfig, error) {
+	cfg := host.NewJobConfig().WithTimeout(o.Timeout).WithFuelLimit(o.Fuel)
+	mem, err := parseSize(o.Memory)
+	if err != nil {
+		return cfg, fmt.Errorf("--memory: %w", err)
+	}
+	maxOut, err := parseSize(o.MaxOutput)
+	if err != nil {
+		return cfg, fmt.Errorf("--max-output: %w", err)
+	}
+	mode, ok := abi.ParseMode(o.Mode)
+	if !ok {
+		return cfg, fmt.Errorf("--mode: %q is not exact or tolerance", o.Mode)
+	}
+	var seed [32]byte
+	if o.Seed != "" {
+		b, err := hex.DecodeString(o.Seed)
+		if err != nil || len(b) > 32 {
+			return cfg, fmt.Errorf("--seed: want up to 32 bytes of hex")
+		}
+		copy(seed[:], b)
+	}
+	return cfg.WithMemoryLimit(mem).WithMaxOutput(int64(maxOut)).WithMode(mode).WithSeed(seed), nil
+}
+
+func readInput(o *RunOptions) ([]byte, error) {
+	switch o.Input {
+	case "":
+		return nil, nil
+	case "-":
+		return io.ReadAll(o.IO.In)
+	}
+	return os.ReadFile(o.Input)
+}
+
+func runRun(ctx context.Context, o *RunOptions) error {
+	cfg, err := o.jobConfig()
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	module, err := os.ReadFile(o.Module)
+	if err != nil {
+		return &exitError{Code: ExitNotRun, Err: err}
+	}
+	input, err := readInput(o)
+	if err != nil {
+		return &exitError{Code: ExitNotRun, Err: fmt.Errorf("input: %w", err)}
+	}
+	set, err := backends.Open(ctx, backends.Config{Fast: o.Backend})
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	defer set.Close()
+	sb, err := host.New(ctx, host.Config{
+		CacheDir:  o.CacheDir,
+		Reference: set.Reference,
+		Fast:      set.Fast,
+		Logger:    slog.New(slog.NewTextHandler(o.IO.Err, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		return &exitError{Code: ExitNotRun, Err: err}
+	}
+	defer sb.Close(context.WithoutCancel(ctx))
+
+	res, runErr := sb.Run(ctx, host.Job{Module: module, Input: input}, cfg)
+	if res != nil {
+		if err := writeOutput(o, res.Output); err != nil {
+			return &exitError{Code: ExitError, Err: fmt.Errorf("output: %w", err)}
+		}
+		if _, err := o.IO.Err.Write(res.Stderr); err != nil {
+			return err
+		}
+		if o.Stats {
+			printStats(o.IO.Err, res, runErr)
+		}
+	}
+	if runErr != nil {
+		return &exitError{Code: ExitNotRun, Err: runErr}
+	}
+	if res.ExitCode != 0 {
+		return &exitError{Code: int(min(res.ExitCode, maxExitCode))}
+	}
+	return nil
+}
+
+func writeOutput(o *RunOptions, out []byte) error {
+	if o.Output == "" {
+		_, err := o.IO.Out.Write(out)
+		return err
+	}
+	return os.WriteFile(o.Output, out, 0o644)
+}
+
+// runStats is the --stats record.
+type runStats struct {
+	ExitCode    uint32  `json:"exit_code"`
+	Error       string  `json:"error,omitempty"`
+	OutputBytes int     `json:"output_bytes"`
+	Fuel        uint64  `json:"fuel"`
+	RunMS       float64 `json:"run_ms"`
+	CompileMS   float64 `json:"compile_ms"`
+	Backend     string  `json:"backend"`
+	TensorOps   uint64  `json:"tensor_ops"`
+	GFlops      float64 `json:"gflop"`
+	MemoryBytes uint64  `json:"memory_bytes"`
+}
+
+func printStats(w io.Writer, res *host.Result, runErr error) {
+	s := runStats{
+		ExitCode: res.ExitCode, OutputBytes: len(res.Output), Fuel: res.Fuel,
+		RunMS:     float64(res.Duration.Microseconds()) / 1000,
+		CompileMS: float64(res.Compile.Microseconds()) / 1000,
+		Backend:   res.Backend, TensorOps: res.TensorOps, GFlops: res.Flops / 1e9,
+		MemoryBytes: res.MemoryBytes,
+	}
+	if runErr != nil {
+		s.Error = runErr.Error()
+	}
+	b, _ := json.Marshal(s)
+	fmt.Fprintf(w, "%s\n", b)
+}
+
+// errBadSize is returned for sizes parseSize does not understand.
+var errBadSize = errors.New("want a size such as 65536, 64KiB, 256MiB or 1G")
+
+// parseSize parses a byte size with an optional binary suffix.
+func parseSize(s string) (uint64, error) {
+	var n uint64
+	var unit string
+	if _, err := fmt.Sscanf(s, "%d%s", &n, &unit); err != nil {
+		if _, err := fmt.Sscanf(s, "%d", &n); err != nil {
+			return 0, fmt.Errorf("%q: %w", s, errBadSize)
+		}
+		unit = ""
+	}
+	mult := map[string]uint64{"": 1, "B": 1, "K": 1 << 10, "KiB": 1 << 10, "M": 1 << 20, "MiB": 1 << 20, "G": 1 << 30, "GiB": 1 << 30}
+	m, ok := mult[unit]
+	if !ok || n > (1<<40)/m {
+		return 0, fmt.Errorf("%q: %w", s, errBadSize)
+	}
+	return n * m, nil
+}

@@ -1,0 +1,261 @@
+/*
+ * infernet.h - C SDK for infernet jobs: ABI v1 of the "infernet" host module.
+ *
+ * The contract is written down in abi/abi.go of github.com/infernet/infernet,
+ * which is the single source of truth; every name, number and signature below
+ * matches it. Read its package comment for the full semantics.
+ *
+ * A job is a WASI command module (input on stdin, output on stdout) built with
+ *
+ *     clang --target=wasm32-wasi --sysroot=/usr -O2 -I guest/c -o job.wasm job.c
+ *
+ * Calling convention: every parameter and result is an i32, and a pointer is
+ * an offset into the module's linear memory, so on wasm32 a C pointer is
+ * passed as is. A pointer/length pair outside memory, or a pointer not
+ * aligned to its element size, is answered with INFERNET_EFAULT (never a
+ * trap). A negative result is an INFERNET_E* code; a non-negative result is
+ * the value described per function.
+ *
+ * Tensors live on the host (RAM or GPU) and are named by handles, positive
+ * int32_t values valid only in the job that created them. Shapes have 1 to
+ * INFERNET_MAX_DIMS dimensions; data is row-major, little-endian, dense.
+ */
+#ifndef INFERNET_H
+#define INFERNET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if !defined(__wasm32__)
+#error "infernet.h is for WebAssembly jobs: compile with clang --target=wasm32-wasi"
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ABI version answered by infernet_abi_version() (abi.Version). */
+#define INFERNET_ABI_VERSION 1
+
+/* Largest number of dimensions of a tensor (abi.MaxDims). */
+#define INFERNET_MAX_DIMS 8
+
+/* Bit pattern of every NaN produced in exact mode (abi.CanonicalNaN32). */
+#define INFERNET_CANONICAL_NAN32 0x7FC00000u
+
+/* Element types (abi.DType). */
+#define INFERNET_F32 1 /* IEEE-754 binary32 */
+#define INFERNET_I8 2  /* signed 8-bit integer; GEMM inputs only */
+#define INFERNET_I32 3 /* signed 32-bit integer; result of i8 GEMM */
+
+/* Binary operations, elementwise (abi.OpAdd...): f32; add also takes i32. */
+#define INFERNET_OP_ADD 1
+#define INFERNET_OP_SUB 2
+#define INFERNET_OP_MUL 3
+#define INFERNET_OP_DIV 4
+
+/* Unary operations, elementwise, f32 (abi.OpReLU, abi.OpGELU).
+ * GELU is the tanh approximation 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))). */
+#define INFERNET_OP_RELU 1
+#define INFERNET_OP_GELU 2
+
+/* Reductions along the last axis, f32 (abi.OpSum, abi.OpMax, abi.OpMean). */
+#define INFERNET_OP_SUM 1
+#define INFERNET_OP_MAX 2
+#define INFERNET_OP_MEAN 3
+
+/* GEMM flags, OR-ed together (abi.GemmTransA...). */
+#define INFERNET_GEMM_TRANS_A 1    /* A is stored as [k,m] */
+#define INFERNET_GEMM_TRANS_B 2    /* B is stored as [n,k] */
+#define INFERNET_GEMM_ACCUMULATE 4 /* C += op(A)op(B) instead of C = op(A)op(B) */
+
+/* Determinism modes answered by infernet_mode() (abi.Mode). */
+#define INFERNET_MODE_EXACT 0     /* reference kernels, bit-identical everywhere */
+#define INFERNET_MODE_TOLERANCE 1 /* fastest kernels, compared within tolerance */
+
+/* Error codes (abi.Errno). */
+#define INFERNET_OK 0
+#define INFERNET_EINVAL (-1)   /* argument out of range: op, flags, dtype, ndim, dimension */
+#define INFERNET_EBADF (-2)    /* the handle names no live tensor of this job */
+#define INFERNET_ESHAPE (-3)   /* the shapes do not fit the operation */
+#define INFERNET_EDTYPE (-4)   /* the operation does not take this element type */
+#define INFERNET_EFAULT (-5)   /* pointer/length outside guest memory or misaligned */
+#define INFERNET_ENOMEM (-6)   /* the job's host tensor memory limit is reached */
+#define INFERNET_ETOOMANY (-7) /* the job's handle table is full */
+#define INFERNET_EBACKEND (-8) /* the kernel failed (e.g. GPU error); the job may retry */
+
+/* Declares a function imported from the "infernet" host module. */
+#define INFERNET_IMPORT(name) \
+	__attribute__((import_module("infernet"), import_name(#name)))
+
+/* ---- Job information ---------------------------------------------------- */
+
+/* Returns the ABI version, 1. */
+INFERNET_IMPORT(abi_version) int32_t infernet_abi_version(void);
+
+/* Returns INFERNET_MODE_EXACT or INFERNET_MODE_TOLERANCE. */
+INFERNET_IMPORT(mode) int32_t infernet_mode(void);
+
+/* ---- Tensors ------------------------------------------------------------- */
+
+/* Creates a zero-filled tensor of ndim dimensions dims[0..ndim); returns its
+ * handle. */
+INFERNET_IMPORT(tensor_new)
+int32_t infernet_tensor_new(int32_t dtype, int32_t ndim, const int32_t *dims);
+
+/* Frees a tensor; returns 0. */
+INFERNET_IMPORT(tensor_free) int32_t infernet_tensor_free(int32_t h);
+
+/* Copies len bytes from ptr into the tensor; len must be its byte size. */
+INFERNET_IMPORT(tensor_write)
+int32_t infernet_tensor_write(int32_t h, const void *ptr, int32_t len);
+
+/* Copies the tensor into len bytes at ptr; len must be its byte size. */
+INFERNET_IMPORT(tensor_read)
+int32_t infernet_tensor_read(int32_t h, void *ptr, int32_t len);
+
+/* Returns the tensor's element type. */
+INFERNET_IMPORT(tensor_dtype) int32_t infernet_tensor_dtype(int32_t h);
+
+/* Writes min(ndim, max_ndim) dimensions to dims; returns ndim. */
+INFERNET_IMPORT(tensor_shape)
+int32_t infernet_tensor_shape(int32_t h, int32_t *dims, int32_t max_ndim);
+
+/* Gives the tensor new dimensions with the same element count, in place;
+ * returns 0. */
+INFERNET_IMPORT(tensor_reshape)
+int32_t infernet_tensor_reshape(int32_t h, int32_t ndim, const int32_t *dims);
+
+/* ---- Operations on handles ----------------------------------------------- */
+
+/* C[m,n] = op(A)[m,k] op(B)[k,n]; f32 x f32 -> f32, i8 x i8 -> i32.
+ * With c == 0 returns the handle of a new tensor; otherwise writes into (or,
+ * with INFERNET_GEMM_ACCUMULATE, adds to) tensor c and returns c. */
+INFERNET_IMPORT(gemm)
+int32_t infernet_gemm(int32_t a, int32_t b, int32_t c, int32_t flags);
+
+/* Elementwise op(a, b) into a new tensor; b's shape equals a's or is a suffix
+ * of it (broadcast). */
+INFERNET_IMPORT(binary) int32_t infernet_binary(int32_t op, int32_t a, int32_t b);
+
+/* Elementwise op(a) into a new tensor; f32 only. */
+INFERNET_IMPORT(unary) int32_t infernet_unary(int32_t op, int32_t a);
+
+/* Softmax along the last axis into a new tensor; f32 only. */
+INFERNET_IMPORT(softmax) int32_t infernet_softmax(int32_t a);
+
+/* Reduction along the last axis into a new tensor: [..., n] -> [...], and a
+ * 1-D input gives [1]. */
+INFERNET_IMPORT(reduce) int32_t infernet_reduce(int32_t op, int32_t a);
+
+/* ---- One-shot pointer forms (pointers aligned to their element size) ------ */
+
+/* C[m,n] = op(A)[m,k] op(B)[k,n] on f32 matrices in guest memory; returns 0. */
+INFERNET_IMPORT(gemm_f32)
+int32_t infernet_gemm_f32(int32_t m, int32_t n, int32_t k, const float *a,
+                          const float *b, float *c, int32_t flags);
+
+/* The same for i8 inputs and an i32 result (exact); returns 0. */
+INFERNET_IMPORT(gemm_i8)
+int32_t infernet_gemm_i8(int32_t m, int32_t n, int32_t k, const int8_t *a,
+                         const int8_t *b, int32_t *c, int32_t flags);
+
+/* out[i] = op(a[i], b[i % nb]) for i < n; nb divides n; returns 0. */
+INFERNET_IMPORT(binary_f32)
+int32_t infernet_binary_f32(int32_t op, const float *a, int32_t n,
+                            const float *b, int32_t nb, float *out);
+
+/* out[i] = op(a[i]) for i < n; returns 0. */
+INFERNET_IMPORT(unary_f32)
+int32_t infernet_unary_f32(int32_t op, const float *a, int32_t n, float *out);
+
+/* Softmax of each row of the [rows,cols] matrix a into out; returns 0. */
+INFERNET_IMPORT(softmax_f32)
+int32_t infernet_softmax_f32(int32_t rows, int32_t cols, const float *a,
+                             float *out);
+
+/* Reduces each row of the [rows,cols] matrix a to out[row]; returns 0. */
+INFERNET_IMPORT(reduce_f32)
+int32_t infernet_reduce_f32(int32_t op, int32_t rows, int32_t cols,
+                            const float *a, float *out);
+
+/* ---- Helpers --------------------------------------------------------------- */
+
+/* Returns the size in bytes of one element of dtype, or 0 if unknown. */
+static inline int32_t infernet_dtype_size(int32_t dtype) {
+	switch (dtype) {
+	case INFERNET_F32:
+	case INFERNET_I32:
+		return 4;
+	case INFERNET_I8:
+		return 1;
+	}
+	return 0;
+}
+
+/* Returns the name and meaning of a result code, like abi.Errno.Error. */
+static inline const char *infernet_strerror(int32_t code) {
+	switch (code) {
+	case INFERNET_OK: return "ok";
+	case INFERNET_EINVAL: return "EINVAL: invalid argument";
+	case INFERNET_EBADF: return "EBADF: unknown tensor handle";
+	case INFERNET_ESHAPE: return "ESHAPE: shape mismatch";
+	case INFERNET_EDTYPE: return "EDTYPE: unsupported element type";
+	case INFERNET_EFAULT: return "EFAULT: pointer outside guest memory";
+	case INFERNET_ENOMEM: return "ENOMEM: host tensor memory limit";
+	case INFERNET_ETOOMANY: return "ETOOMANY: too many tensors";
+	case INFERNET_EBACKEND: return "EBACKEND: kernel failure";
+	}
+	return code >= 0 ? "ok" : "errno(?)";
+}
+
+/* Returns "exact" or "tolerance" for a mode. */
+static inline const char *infernet_mode_name(int32_t mode) {
+	switch (mode) {
+	case INFERNET_MODE_EXACT: return "exact";
+	case INFERNET_MODE_TOLERANCE: return "tolerance";
+	}
+	return "mode(?)";
+}
+
+/* Creates a rows x cols tensor (a matrix); returns its handle or an error. */
+static inline int32_t infernet_tensor_new2(int32_t dtype, int32_t rows,
+                                           int32_t cols) {
+	int32_t dims[2] = {rows, cols};
+	return infernet_tensor_new(dtype, 2, dims);
+}
+
+/* Creates a rows x cols f32 tensor holding a copy of data[0..rows*cols);
+ * returns its handle or an error (the tensor is freed on error). */
+static inline int32_t infernet_tensor_from_f32(const float *data, int32_t rows,
+                                               int32_t cols) {
+	if (rows < 0 || cols < 0 || (int64_t)rows * cols * 4 > INT32_MAX)
+		return INFERNET_EINVAL;
+	int32_t h = infernet_tensor_new2(INFERNET_F32, rows, cols);
+	if (h < 0)
+		return h;
+	int32_t r = infernet_tensor_write(h, data, rows * cols * 4);
+	if (r < 0) {
+		infernet_tensor_free(h);
+		return r;
+	}
+	return h;
+}
+
+/* Returns the number of elements of a tensor, or an error code. */
+static inline int64_t infernet_tensor_numel(int32_t h) {
+	int32_t dims[INFERNET_MAX_DIMS];
+	int32_t nd = infernet_tensor_shape(h, dims, INFERNET_MAX_DIMS);
+	if (nd < 0)
+		return nd;
+	int64_t n = 1;
+	for (int32_t i = 0; i < nd && i < INFERNET_MAX_DIMS; i++)
+		n *= dims[i];
+	return n;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* INFERNET_H */

@@ -1,0 +1,55 @@
+package tensor
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/infernet/infernet/abi"
+)
+
+// noHost is what the stand-in host functions of non-wasip1 builds answer. It
+// is not an ABI error code (those are small negative numbers).
+const noHost int32 = -1 << 31
+
+// ErrNoHost is returned by every call when the program was not built for
+// GOOS=wasip1, so the infernet host module cannot be reached.
+var ErrNoHost = errors.New("infernet: host module not available (build with GOOS=wasip1 GOARCH=wasm and run under infernet)")
+
+// Error is a failed call of the infernet host module, or a call this package
+// refused before reaching the host because it could not succeed.
+//
+// It wraps the ABI error code, so errors.Is(err, abi.EBADF) and the like work.
+type Error struct {
+	Func  string    // ABI function name, such as "gemm_f32" (abi.FuncGemmF32)
+	Errno abi.Errno // the (negative) ABI error code
+	Msg   string    // optional detail from this package; empty for host answers
+}
+
+// Error returns "infernet: <func>: <code meaning>[: <detail>]".
+func (e *Error) Error() string {
+	s := "infernet: " + e.Func + ": " + e.Errno.Error()
+	if e.Msg != "" {
+		s += ": " + e.Msg
+	}
+	return s
+}
+
+// Unwrap returns the ABI error code.
+func (e *Error) Unwrap() error { return e.Errno }
+
+// check turns the result r of host function fn into (r, nil) if it is a
+// value, or into (0, error) if it is an error code.
+func check(fn string, r int32) (int32, error) {
+	switch {
+	case r >= 0:
+		return r, nil
+	case r == noHost:
+		return 0, ErrNoHost
+	}
+	return 0, &Error{Func: fn, Errno: abi.Errno(r)}
+}
+
+// refuse reports a call this package did not pass on to the host.
+func refuse(fn string, code abi.Errno, format string, args ...any) error {
+	return &Error{Func: fn, Errno: code, Msg: fmt.Sprintf(format, args...)}
+}

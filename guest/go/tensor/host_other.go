@@ -1,0 +1,42 @@
+//go:build !wasip1
+
+package tensor
+
+import "unsafe"
+
+// Stand-ins for the host imports on every target other than GOOS=wasip1, so
+// that code using this package builds, vets and unit-tests on the developer's
+// machine. Each answers noHost, which the exported API reports as ErrNoHost.
+
+func hostABIVersion() int32                                           { return noHost }
+func hostMode() int32                                                 { return noHost }
+func hostTensorNew(dtype, ndim int32, dims unsafe.Pointer) int32      { return noHost }
+func hostTensorFree(h int32) int32                                    { return noHost }
+func hostTensorWrite(h int32, ptr unsafe.Pointer, length int32) int32 { return noHost }
+func hostTensorRead(h int32, ptr unsafe.Pointer, length int32) int32  { return noHost }
+func hostTensorDType(h int32) int32                                   { return noHost }
+func hostTensorShape(h int32, dims unsafe.Pointer, maxNDim int32) int32 {
+	return noHost
+}
+func hostTensorReshape(h, ndim int32, dims unsafe.Pointer) int32 { return noHost }
+func hostGemm(a, b, c, flags int32) int32                        { return noHost }
+func hostBinary(op, a, b int32) int32                            { return noHost }
+func hostUnary(op, a int32) int32                                { return noHost }
+func hostSoftmax(a int32) int32                                  { return noHost }
+func hostReduce(op, a int32) int32                               { return noHost }
+func hostGemmF32(m, n, k int32, a, b, c unsafe.Pointer, flags int32) int32 {
+	return noHost
+}
+func hostGemmI8(m, n, k int32, a, b, c unsafe.Pointer, flags int32) int32 {
+	return noHost
+}
+func hostBinaryF32(op int32, a unsafe.Pointer, n int32, b unsafe.Pointer, nb int32, out unsafe.Pointer) int32 {
+	return noHost
+}
+func hostUnaryF32(op int32, a unsafe.Pointer, n int32, out unsafe.Pointer) int32 {
+	return noHost
+}
+func hostSoftmaxF32(rows, cols int32, a, out unsafe.Pointer) int32 { return noHost }
+func hostReduceF32(op, rows, cols int32, a, out unsafe.Pointer) int32 {
+	return noHost
+}

@@ -1,0 +1,75 @@
+//go:build wasip1
+
+package tensor
+
+import "unsafe"
+
+// The raw imports of the "infernet" host module, ABI v1 (see
+// github.com/infernet/infernet/abi). Every parameter and result is an i32 on
+// the wasm side; unsafe.Pointer parameters are lowered by the Go compiler to
+// the i32 offset of the pointee in linear memory, and keep the pointee alive
+// for the duration of the call.
+//
+// These functions do no checking of their own: the exported API of this
+// package validates slice lengths before it passes a pointer, because the host
+// can only check that a range lies inside linear memory, not inside a slice.
+
+//go:wasmimport infernet abi_version
+func hostABIVersion() int32
+
+//go:wasmimport infernet mode
+func hostMode() int32
+
+//go:wasmimport infernet tensor_new
+func hostTensorNew(dtype, ndim int32, dims unsafe.Pointer) int32
+
+//go:wasmimport infernet tensor_free
+func hostTensorFree(h int32) int32
+
+//go:wasmimport infernet tensor_write
+func hostTensorWrite(h int32, ptr unsafe.Pointer, length int32) int32
+
+//go:wasmimport infernet tensor_read
+func hostTensorRead(h int32, ptr unsafe.Pointer, length int32) int32
+
+//go:wasmimport infernet tensor_dtype
+func hostTensorDType(h int32) int32
+
+//go:wasmimport infernet tensor_shape
+func hostTensorShape(h int32, dims unsafe.Pointer, maxNDim int32) int32
+
+//go:wasmimport infernet tensor_reshape
+func hostTensorReshape(h, ndim int32, dims unsafe.Pointer) int32
+
+//go:wasmimport infernet gemm
+func hostGemm(a, b, c, flags int32) int32
+
+//go:wasmimport infernet binary
+func hostBinary(op, a, b int32) int32
+
+//go:wasmimport infernet unary
+func hostUnary(op, a int32) int32
+
+//go:wasmimport infernet softmax
+func hostSoftmax(a int32) int32
+
+//go:wasmimport infernet reduce
+func hostReduce(op, a int32) int32
+
+//go:wasmimport infernet gemm_f32
+func hostGemmF32(m, n, k int32, a, b, c unsafe.Pointer, flags int32) int32
+
+//go:wasmimport infernet gemm_i8
+func hostGemmI8(m, n, k int32, a, b, c unsafe.Pointer, flags int32) int32
+
+//go:wasmimport infernet binary_f32
+func hostBinaryF32(op int32, a unsafe.Pointer, n int32, b unsafe.Pointer, nb int32, out unsafe.Pointer) int32
+
+//go:wasmimport infernet unary_f32
+func hostUnaryF32(op int32, a unsafe.Pointer, n int32, out unsafe.Pointer) int32
+
+//go:wasmimport infernet softmax_f32
+func hostSoftmaxF32(rows, cols int32, a, out unsafe.Pointer) int32
+
+//go:wasmimport infernet reduce_f32
+func hostReduceF32(op, rows, cols int32, a, out unsafe.Pointer) int32

@@ -1,0 +1,118 @@
+package tensor
+
+import (
+	"math"
+
+	"github.com/infernet/infernet/abi"
+)
+
+// The one-shot forms compute on Go slices directly, without handles: each is
+// one host call that reads its inputs from, and writes its output to, guest
+// memory. Slices may be longer than needed; only the leading elements are
+// used. A slice that is too short is refused with abi.ESHAPE before the host
+// is called, and a negative size with abi.EINVAL.
+
+// GemmF32 computes C[m,n] = op(A)[m,k] · op(B)[k,n] on row-major f32 slices,
+// or adds the product to C with Accumulate. With TransA, a holds A as [k,m];
+// with TransB, b holds B as [n,k].
+func GemmF32(m, n, k int, a, b, c []float32, flags GemmFlags) error {
+	const fn = abi.FuncGemmF32
+	if err := gemmSizes(fn, m, n, k, len(a), len(b), len(c)); err != nil {
+		return err
+	}
+	_, err := check(fn, hostGemmF32(int32(m), int32(n), int32(k), ptr(a), ptr(b), ptr(c), int32(flags)))
+	return err
+}
+
+// GemmI8 computes the exact integer product C[m,n] = op(A)[m,k] · op(B)[k,n]
+// of i8 matrices into i32, with the flags of GemmF32.
+func GemmI8(m, n, k int, a, b []int8, c []int32, flags GemmFlags) error {
+	const fn = abi.FuncGemmI8
+	if err := gemmSizes(fn, m, n, k, len(a), len(b), len(c)); err != nil {
+		return err
+	}
+	_, err := check(fn, hostGemmI8(int32(m), int32(n), int32(k), ptr(a), ptr(b), ptr(c), int32(flags)))
+	return err
+}
+
+func gemmSizes(fn string, m, n, k, la, lb, lc int) error {
+	if err := sizes(fn, m, n, k); err != nil {
+		return err
+	}
+	switch mk, kn, mn := int64(m)*int64(k), int64(k)*int64(n), int64(m)*int64(n); {
+	case int64(la) < mk:
+		return refuse(fn, abi.ESHAPE, "len(a) = %d, want m·k = %d", la, mk)
+	case int64(lb) < kn:
+		return refuse(fn, abi.ESHAPE, "len(b) = %d, want k·n = %d", lb, kn)
+	case int64(lc) < mn:
+		return refuse(fn, abi.ESHAPE, "len(c) = %d, want m·n = %d", lc, mn)
+	}
+	return nil
+}
+
+// BinaryF32 computes out[i] = op(a[i], b[i mod len(b)]) for i < len(a)
+// (abi.OpAdd, OpSub, OpMul, OpDiv). len(b) must divide len(a), so b can be a
+// bias repeated over the rows of a.
+func BinaryF32(op abi.Op, a, b, out []float32) error {
+	const fn = abi.FuncBinaryF32
+	if err := sizes(fn, len(a), len(b)); err != nil {
+		return err
+	}
+	if len(out) < len(a) {
+		return refuse(fn, abi.ESHAPE, "len(out) = %d, want len(a) = %d", len(out), len(a))
+	}
+	_, err := check(fn, hostBinaryF32(int32(op), ptr(a), int32(len(a)), ptr(b), int32(len(b)), ptr(out)))
+	return err
+}
+
+// UnaryF32 computes out[i] = op(a[i]) for i < len(a) (abi.OpReLU, OpGELU).
+func UnaryF32(op abi.Op, a, out []float32) error {
+	const fn = abi.FuncUnaryF32
+	if err := sizes(fn, len(a)); err != nil {
+		return err
+	}
+	if len(out) < len(a) {
+		return refuse(fn, abi.ESHAPE, "len(out) = %d, want len(a) = %d", len(out), len(a))
+	}
+	_, err := check(fn, hostUnaryF32(int32(op), ptr(a), int32(len(a)), ptr(out)))
+	return err
+}
+
+// SoftmaxF32 computes the softmax of each row of the row-major [rows,cols]
+// matrix a into out.
+func SoftmaxF32(rows, cols int, a, out []float32) error {
+	const fn = abi.FuncSoftmaxF32
+	if err := sizes(fn, rows, cols); err != nil {
+		return err
+	}
+	if rc := int64(rows) * int64(cols); int64(len(a)) < rc || int64(len(out)) < rc {
+		return refuse(fn, abi.ESHAPE, "len(a) = %d, len(out) = %d, want rows·cols = %d", len(a), len(out), rc)
+	}
+	_, err := check(fn, hostSoftmaxF32(int32(rows), int32(cols), ptr(a), ptr(out)))
+	return err
+}
+
+// ReduceF32 reduces each row of the row-major [rows,cols] matrix a to one
+// element of out (abi.OpSum, OpMax, OpMean).
+func ReduceF32(op abi.Op, rows, cols int, a, out []float32) error {
+	const fn = abi.FuncReduceF32
+	if err := sizes(fn, rows, cols); err != nil {
+		return err
+	}
+	if rc := int64(rows) * int64(cols); int64(len(a)) < rc || len(out) < rows {
+		return refuse(fn, abi.ESHAPE, "len(a) = %d, len(out) = %d, want rows·cols = %d and rows = %d", len(a), len(out), rc, rows)
+	}
+	_, err := check(fn, hostReduceF32(int32(op), int32(rows), int32(cols), ptr(a), ptr(out)))
+	return err
+}
+
+// sizes refuses sizes that are negative or do not fit an i32, so that the
+// products of two sizes, computed in int64, cannot overflow.
+func sizes(fn string, xs ...int) error {
+	for _, x := range xs {
+		if x < 0 || x > math.MaxInt32 {
+			return refuse(fn, abi.EINVAL, "size %d out of range", x)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,30 @@
+package host
+
+import "errors"
+
+// Causes of a job that could not run or was stopped. Run returns them
+// wrapped with detail; test with errors.Is. A job that runs and exits with a
+// non-zero code is not an error: see Result.ExitCode.
+var (
+	// ErrInvalidModule: the bytes are not a valid WebAssembly command module.
+	ErrInvalidModule = errors.New("invalid module")
+	// ErrImportNotAllowed: the module imports something outside the allow-list
+	// (WASI preview 1 and the infernet ABI) or with the wrong signature.
+	ErrImportNotAllowed = errors.New("import not allowed")
+	// ErrTrap: the guest trapped (unreachable, out-of-bounds access, stack
+	// overflow, division by zero, …).
+	ErrTrap = errors.New("trap")
+	// ErrTimeout: the job ran past its time limit.
+	ErrTimeout = errors.New("time limit exceeded")
+	// ErrMemoryLimit: the module needs more memory than the job allows, or
+	// trapped after its memory reached the limit.
+	ErrMemoryLimit = errors.New("memory limit exceeded")
+	// ErrOutputLimit: the job wrote more to stdout than allowed.
+	ErrOutputLimit = errors.New("output limit exceeded")
+	// ErrStderrLimit: the job wrote more to stderr than allowed.
+	ErrStderrLimit = errors.New("stderr limit exceeded")
+	// ErrFuelLimit: the job used more fuel (metered work) than allowed.
+	ErrFuelLimit = errors.New("fuel limit exceeded")
+	// ErrCanceled: the caller's context was cancelled.
+	ErrCanceled = errors.New("job canceled")
+)

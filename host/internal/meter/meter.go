@@ -1,0 +1,656 @@
+// Package meter rewrites WebAssembly modules so that they meter their own
+// execution and periodically yield to the host, which can then stop them.
+//
+// Stopping a guest through wazero's RuntimeConfig.WithCloseOnContextDone
+// makes tight loops several times slower, so instead every module is
+// instrumented once, before compilation. Instrument adds a mutable i64 global
+// holding the remaining fuel, exported as ExportFuel, and a function import
+// ImportModule.ImportTick of type (i64) -> (i64). At the entry of every
+// function and at the top of every loop it inserts a check equivalent to:
+//
+//	fuel -= COST
+//	if fuel < 0 {
+//		fuel = tick(fuel)
+//	}
+//
+// COST counts the instructions of the straight-line region the check guards:
+// for a function entry, its body outside any loop; for a loop, its body
+// outside nested loops. Every backward branch and every call therefore passes
+// a check, and the fuel consumed is an upper bound on the number of
+// instructions executed. Fuel is measured in these "fuel units": one unit per
+// static instruction (including end and else) of each region entered.
+//
+// The fuel global starts at zero, so the first check calls tick. The host
+// refuels by returning the new remaining fuel (typically the argument plus a
+// grant, paying off the debt) and stops the guest by closing the module and
+// panicking with a sys.ExitError from tick. The total consumed is the sum of
+// grants minus the remaining fuel read back through the export.
+package meter
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+)
+
+const (
+	// ImportModule is the import module name reserved for the metering
+	// host functions. Modules that already import from it are rejected.
+	ImportModule = "infernet_meter"
+
+	// ImportTick is the function ImportModule.ImportTick, of type
+	// (fuel i64) -> i64, that a check calls when fuel drops below zero. Its
+	// argument is the (negative) remaining fuel and its result becomes the
+	// new remaining fuel.
+	ImportTick = "tick"
+
+	// ExportFuel is the export name of the mutable i64 global holding the
+	// remaining fuel. The host may read or set it between calls.
+	ExportFuel = "infernet_meter_fuel"
+)
+
+// Options configures Instrument.
+type Options struct {
+	// MaxMemoryPages caps the maximum size, in 64 KiB pages, of memories the
+	// module defines. Zero leaves memory limits alone.
+	MaxMemoryPages uint32
+}
+
+// Info describes an instrumented module.
+type Info struct {
+	// Functions is the number of functions the module defines.
+	Functions int
+
+	// Checks is the number of fuel checks inserted: one per function plus
+	// one per loop.
+	Checks int
+
+	// MemoryMinPages and MemoryMaxPages are the limits of the module's
+	// memory after capping, 65536 pages standing for "no declared maximum".
+	// Both are zero when the module has no memory.
+	MemoryMinPages, MemoryMaxPages uint32
+}
+
+var (
+	// ErrInvalid is returned for a malformed binary or one using features
+	// Instrument does not support. The wrapping error names the section,
+	// the function index and the byte offset.
+	ErrInvalid = errors.New("meter: invalid or unsupported module")
+
+	// ErrMemoryLimit is returned when a memory's declared minimum exceeds
+	// Options.MaxMemoryPages.
+	ErrMemoryLimit = errors.New("meter: memory minimum exceeds limit")
+
+	// ErrReserved is returned when a module imports from ImportModule or
+	// exports ExportFuel.
+	ErrReserved = errors.New("meter: module uses a reserved name")
+)
+
+// Section IDs.
+const (
+	secCustom    = 0
+	secType      = 1
+	secImport    = 2
+	secFunction  = 3
+	secTable     = 4
+	secMemory    = 5
+	secGlobal    = 6
+	secExport    = 7
+	secStart     = 8
+	secElement   = 9
+	secCode      = 10
+	secData      = 11
+	secDataCount = 12
+)
+
+var sectionNames = [...]string{"custom", "type", "import", "function", "table", "memory", "global",
+	"export", "start", "element", "code", "data", "data count"}
+
+// sectionOrder is the position a section must appear in; data count sits
+// between element and code.
+var sectionOrder = [...]int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 10}
+
+const maxPages = 65536 // 4 GiB of 64 KiB pages, the wasm32 limit
+
+var magic = []byte{0x00, 'a', 's', 'm', 0x01, 0x00, 0x00, 0x00}
+
+// section locates one section of the input.
+type section struct {
+	id         byte
+	header     int    // offset of the section ID
+	start, end int    // content, after a custom section's name
+	custom     string // custom section name
+}
+
+// instrumenter carries the state of one Instrument call.
+type instrumenter struct {
+	wasm     []byte
+	opts     Options
+	sections []section
+	info     Info
+
+	importedFuncs, importedGlobals uint32
+	definedFuncs, definedGlobals   uint32
+	tickType                       uint32 // type index of (i64) -> (i64)
+	appendType                     bool   // tickType is a new type
+	sawCode, sawMemory             bool
+
+	w   *rewriter
+	out []byte
+}
+
+// Instrument returns a copy of the WebAssembly binary wasm with fuel metering
+// added, as described in the package documentation. The output is
+// deterministic. wasm is only decoded as far as rewriting needs: the result
+// still has to be validated by compiling it.
+func Instrument(wasm []byte, opts Options) ([]byte, Info, error) {
+	m := &instrumenter{wasm: wasm, opts: opts}
+	if err := m.split(); err != nil {
+		return nil, Info{}, err
+	}
+	if err := m.prescan(); err != nil {
+		return nil, Info{}, err
+	}
+	out, err := m.rewrite()
+	if err != nil {
+		return nil, Info{}, err
+	}
+	return out, m.info, nil
+}
+
+// split checks the header and locates every section, enforcing their order.
+func (m *instrumenter) split() error {
+	if len(m.wasm) < len(magic) || !bytes.Equal(m.wasm[:len(magic)], magic) {
+		return fmt.Errorf("%w: bad magic number or version", ErrInvalid)
+	}
+	r := newReader(m.wasm, 0)
+	r.pos = len(magic)
+	last := 0
+	for r.remaining() > 0 {
+		header := r.pos
+		id := r.byte()
+		size := r.u32()
+		r.bytes(int(size))
+		if r.err != nil {
+			return fmt.Errorf("%w: section header: %w", ErrInvalid, r.err)
+		}
+		if int(id) >= len(sectionOrder) {
+			return fmt.Errorf("%w: offset %#x: unsupported section id %d", ErrInvalid, header, id)
+		}
+		s := section{id: id, header: header, start: r.pos - int(size), end: r.pos}
+		if id == secCustom {
+			cr := newReader(m.wasm[s.start:s.end], s.start)
+			name := cr.name()
+			if cr.err != nil {
+				return fmt.Errorf("%w: custom section name: %w", ErrInvalid, cr.err)
+			}
+			s.custom, s.start = string(name), s.start+cr.pos
+		} else {
+			if sectionOrder[id] <= last {
+				return fmt.Errorf("%w: offset %#x: %s section out of order", ErrInvalid, header, sectionNames[id])
+			}
+			last = sectionOrder[id]
+		}
+		m.sections = append(m.sections, s)
+	}
+	return nil
+}
+
+func (m *instrumenter) reader(s section) *reader {
+	return newReader(m.wasm[s.start:s.end], s.start)
+}
+
+// prescan gathers what rewriting needs before the first section is written:
+// the tick type, import counts and the number of defined functions and
+// globals.
+func (m *instrumenter) prescan() error {
+	typeCount := uint32(0)
+	found := false
+	for _, s := range m.sections {
+		r := m.reader(s)
+		switch s.id {
+		case secType:
+			n := r.count(3)
+			typeCount = uint32(n)
+			for i := 0; i < n && r.err == nil; i++ {
+				if form := r.byte(); form != 0x60 && r.err == nil {
+					r.fail("unsupported type form %#x", form)
+				}
+				params := r.valTypes()
+				results := r.valTypes()
+				if !found && string(params) == "\x7e" && string(results) == "\x7e" {
+					m.tickType, found = uint32(i), true
+				}
+			}
+		case secImport:
+			if err := m.imports(r); err != nil {
+				return err
+			}
+		case secFunction:
+			n := r.count(1)
+			m.definedFuncs = uint32(n)
+			for i := 0; i < n && r.err == nil; i++ {
+				r.u32()
+			}
+		case secGlobal:
+			m.definedGlobals = uint32(r.count(3))
+			continue // entries are checked while rewriting
+		default:
+			continue
+		}
+		if r.err == nil && r.remaining() != 0 {
+			r.fail("%d unread bytes at end of section", r.remaining())
+		}
+		if r.err != nil {
+			return fmt.Errorf("%w: %s section: %w", ErrInvalid, sectionNames[s.id], r.err)
+		}
+	}
+	if !found {
+		m.tickType, m.appendType = typeCount, true
+	}
+	funcs := m.importedFuncs + m.definedFuncs
+	globals := m.importedGlobals + m.definedGlobals
+	m.w = newRewriter(m.importedFuncs, funcs, globals, globals, m.importedFuncs)
+	m.info.Functions = int(m.definedFuncs)
+	return nil
+}
+
+// imports counts imported functions and globals and rejects the reserved
+// import module.
+func (m *instrumenter) imports(r *reader) error {
+	n := r.count(4)
+	for i := 0; i < n && r.err == nil; i++ {
+		module := r.name()
+		field := r.name()
+		if r.err == nil && string(module) == ImportModule {
+			return fmt.Errorf("%w: module imports %s.%s", ErrReserved, module, field)
+		}
+		switch kind := r.byte(); kind {
+		case 0x00: // function
+			r.u32()
+			m.importedFuncs++
+		case 0x01: // table
+			r.refType()
+			r.limits(false)
+		case 0x02: // memory
+			m.noteMemory(r.limits(true))
+		case 0x03: // global
+			r.globalType()
+			m.importedGlobals++
+		default:
+			if r.err == nil {
+				r.fail("unsupported import kind %#x", kind)
+			}
+		}
+	}
+	return nil
+}
+
+// rewrite writes the instrumented module, adding the type, import, global
+// and export sections where the input has none.
+func (m *instrumenter) rewrite() ([]byte, error) {
+	// Checks and remapped indices grow code by a few percent.
+	m.out = make([]byte, 0, len(m.wasm)+len(m.wasm)/4+256)
+	m.out = append(m.out, magic...)
+
+	var has [len(sectionOrder)]bool
+	for _, s := range m.sections {
+		has[s.id] = true
+	}
+	// Sections that must exist, in order; absent ones are synthesised from
+	// an empty vector.
+	var missing []byte
+	for _, id := range []byte{secType, secImport, secGlobal, secExport} {
+		if !has[id] && (id != secType || m.appendType) {
+			missing = append(missing, id)
+		}
+	}
+	synthesise := func(id byte) error {
+		return m.section(section{id: id}, newReader([]byte{0}, 0))
+	}
+
+	for _, s := range m.sections {
+		for s.id != secCustom && len(missing) > 0 && sectionOrder[missing[0]] < sectionOrder[s.id] {
+			if err := synthesise(missing[0]); err != nil {
+				return nil, err
+			}
+			missing = missing[1:]
+		}
+		if err := m.section(s, m.reader(s)); err != nil {
+			return nil, err
+		}
+	}
+	for _, id := range missing {
+		if err := synthesise(id); err != nil {
+			return nil, err
+		}
+	}
+	if m.definedFuncs > 0 && !m.sawCode {
+		return nil, fmt.Errorf("%w: %d functions declared but no code section", ErrInvalid, m.definedFuncs)
+	}
+	return m.out, nil
+}
+
+// section appends section s, rewritten if it refers to function indices or
+// needs additions, otherwise verbatim.
+func (m *instrumenter) section(s section, r *reader) error {
+	switch {
+	case s.id == secType && !m.appendType,
+		s.id == secCustom && s.custom != "name",
+		s.id == secFunction, s.id == secTable, s.id == secData, s.id == secDataCount:
+		m.out = append(m.out, m.wasm[s.header:s.end]...)
+		return nil
+	case s.id == secMemory && m.opts.MaxMemoryPages == 0:
+		m.memoryInfo(r)
+		m.out = append(m.out, m.wasm[s.header:s.end]...)
+		return wrapSection(s, r.err)
+	}
+
+	m.out = append(m.out, s.id)
+	var start int
+	m.out, start = beginSized(m.out)
+	var err error
+	switch s.id {
+	case secType:
+		m.typeSection(r)
+	case secImport:
+		m.importSection(r)
+	case secMemory:
+		err = m.memorySection(r)
+	case secGlobal:
+		m.globalSection(r)
+	case secExport:
+		err = m.exportSection(r)
+	case secStart:
+		m.out = appendU32(m.out, m.funcRef(r))
+	case secElement:
+		m.elementSection(r)
+	case secCode:
+		err = m.codeSection(r)
+	case secCustom:
+		m.out = appendName(m.out, "name")
+		m.nameSection(r)
+	}
+	if err != nil {
+		return err
+	}
+	if r.err == nil && r.remaining() != 0 {
+		r.fail("%d unread bytes at end of section", r.remaining())
+	}
+	if err := wrapSection(s, r.err); err != nil {
+		return err
+	}
+	m.out = endSized(m.out, start)
+	return nil
+}
+
+func wrapSection(s section, err error) error {
+	if err == nil {
+		return nil
+	}
+	if s.id == secCustom {
+		return fmt.Errorf("%w: custom section %q: %w", ErrInvalid, s.custom, err)
+	}
+	return fmt.Errorf("%w: %s section: %w", ErrInvalid, sectionNames[s.id], err)
+}
+
+// typeSection appends the tick type (validated by prescan).
+func (m *instrumenter) typeSection(r *reader) {
+	n := r.count(3)
+	m.out = appendU32(m.out, uint32(n)+1)
+	m.out = append(m.out, r.bytes(r.remaining())...)
+	m.out = append(m.out, 0x60, 1, 0x7e, 1, 0x7e)
+}
+
+// importSection appends the tick import after the existing imports (validated
+// by prescan), so its function index is the number of imported functions.
+func (m *instrumenter) importSection(r *reader) {
+	n := r.count(4)
+	m.out = appendU32(m.out, uint32(n)+1)
+	m.out = append(m.out, r.bytes(r.remaining())...)
+	m.out = appendName(m.out, ImportModule)
+	m.out = appendName(m.out, ImportTick)
+	m.out = append(m.out, 0x00)
+	m.out = appendU32(m.out, m.tickType)
+}
+
+// memorySection caps every defined memory's maximum at MaxMemoryPages.
+func (m *instrumenter) memorySection(r *reader) error {
+	limit := m.opts.MaxMemoryPages
+	n := r.count(2)
+	m.out = appendU32(m.out, uint32(n))
+	for i := 0; i < n && r.err == nil; i++ {
+		flags := r.byte()
+		r.pos--
+		min, max := r.limits(true)
+		if r.err != nil {
+			break
+		}
+		if min > limit {
+			return fmt.Errorf("%w: memory %d: minimum %d pages, limit %d", ErrMemoryLimit, i, min, limit)
+		}
+		max = minU32(max, limit)
+		m.out = append(m.out, flags|1) // keep the shared flag, force a maximum
+		m.out = appendU32(m.out, min)
+		m.out = appendU32(m.out, max)
+		m.noteMemory(min, max)
+	}
+	return nil
+}
+
+// memoryInfo records uncapped memory limits for Info.
+func (m *instrumenter) memoryInfo(r *reader) {
+	n := r.count(2)
+	for i := 0; i < n && r.err == nil; i++ {
+		min, max := r.limits(true)
+		m.noteMemory(min, max)
+	}
+}
+
+// noteMemory reports memory 0 in Info: the first imported memory, else the
+// first defined one.
+func (m *instrumenter) noteMemory(min, max uint32) {
+	if !m.sawMemory {
+		m.info.MemoryMinPages, m.info.MemoryMaxPages = min, max
+		m.sawMemory = true
+	}
+}
+
+// globalSection rewrites initialisers (ref.func) and appends the fuel global,
+// initialised to zero.
+func (m *instrumenter) globalSection(r *reader) {
+	n := r.count(3)
+	m.out = appendU32(m.out, uint32(n)+1)
+	for i := 0; i < n && r.err == nil; i++ {
+		mark := r.pos
+		r.globalType()
+		m.out = append(m.out, r.buf[mark:r.pos]...)
+		m.out = m.w.constExpr(m.out, r)
+	}
+	m.out = append(m.out, 0x7e, 0x01, opI64, 0, opEnd)
+}
+
+// exportSection remaps function exports and exports the fuel global.
+func (m *instrumenter) exportSection(r *reader) error {
+	n := r.count(3)
+	m.out = appendU32(m.out, uint32(n)+1)
+	for i := 0; i < n && r.err == nil; i++ {
+		mark := r.pos
+		name := r.name()
+		if r.err == nil && string(name) == ExportFuel {
+			return fmt.Errorf("%w: module exports %q", ErrReserved, name)
+		}
+		kind := r.byte()
+		m.out = append(m.out, r.buf[mark:r.pos]...)
+		switch kind {
+		case 0x00:
+			m.out = appendU32(m.out, m.funcRef(r))
+		case 0x01, 0x02:
+			m.out = appendU32(m.out, r.u32())
+		case 0x03:
+			m.out = appendU32(m.out, m.globalRef(r))
+		default:
+			if r.err == nil {
+				r.fail("unsupported export kind %#x", kind)
+			}
+		}
+	}
+	m.out = appendName(m.out, ExportFuel)
+	m.out = append(m.out, 0x03)
+	m.out = appendU32(m.out, m.w.globals)
+	return nil
+}
+
+// elementSection remaps function indices in all eight segment encodings.
+// Flag bit 0 marks passive or declarative segments, bit 1 an explicit table
+// index (active) or declarative (otherwise), bit 2 expression items.
+func (m *instrumenter) elementSection(r *reader) {
+	n := r.count(2)
+	m.out = appendU32(m.out, uint32(n))
+	for i := 0; i < n && r.err == nil; i++ {
+		mark := r.pos
+		flags := r.u32()
+		if flags > 7 {
+			if r.err == nil {
+				r.failAt(mark, "unsupported element segment flags %d", flags)
+			}
+			break
+		}
+		if flags == 2 || flags == 6 {
+			r.u32() // table index
+		}
+		m.out = append(m.out, r.buf[mark:r.pos]...)
+		if flags&1 == 0 {
+			m.out = m.w.constExpr(m.out, r) // offset
+		}
+		mark = r.pos
+		if flags&3 != 0 { // element kind or reference type
+			if flags&4 == 0 {
+				if k := r.byte(); k != 0x00 && r.err == nil {
+					r.fail("unsupported element kind %#x", k)
+				}
+			} else {
+				r.refType()
+			}
+		}
+		items := r.count(1)
+		m.out = append(m.out, r.buf[mark:r.pos]...)
+		for j := 0; j < items && r.err == nil; j++ {
+			if flags&4 == 0 {
+				m.out = appendU32(m.out, m.funcRef(r))
+			} else {
+				m.out = m.w.constExpr(m.out, r)
+			}
+		}
+	}
+}
+
+// codeSection rewrites every function body.
+func (m *instrumenter) codeSection(r *reader) error {
+	m.sawCode = true
+	n := r.count(2)
+	if r.err == nil && uint32(n) != m.definedFuncs {
+		r.fail("%d bodies for %d declared functions", n, m.definedFuncs)
+	}
+	m.out = appendU32(m.out, uint32(n))
+	for i := 0; i < n && r.err == nil; i++ {
+		size := r.u32()
+		start := r.pos
+		body := r.bytes(int(size))
+		if r.err != nil {
+			break
+		}
+		br := newReader(body, r.base+start)
+		m.out = m.w.function(m.out, br)
+		if br.err != nil {
+			return fmt.Errorf("%w: code section: function %d: %w", ErrInvalid, m.importedFuncs+uint32(i), br.err)
+		}
+		m.info.Checks += m.w.checks()
+	}
+	return nil
+}
+
+// funcRef reads a function index, checks it and returns its new index.
+func (m *instrumenter) funcRef(r *reader) uint32 {
+	p := r.pos
+	idx := r.u32()
+	if r.err == nil && idx >= m.w.funcs {
+		r.failAt(p, "function index %d out of range (%d functions)", idx, m.w.funcs)
+	}
+	return m.w.funcIndex(idx)
+}
+
+// globalRef reads a global index and checks that it existed before the fuel
+// global was added.
+func (m *instrumenter) globalRef(r *reader) uint32 {
+	p := r.pos
+	idx := r.u32()
+	if r.err == nil && idx >= m.w.globals {
+		r.failAt(p, "global index %d out of range (%d globals)", idx, m.w.globals)
+	}
+	return idx
+}
+
+// valTypes reads a vector of value types.
+func (r *reader) valTypes() []byte {
+	ts := r.bytes(r.count(1))
+	for _, t := range ts {
+		if !isValType(t) {
+			r.fail("unsupported value type %#x", t)
+		}
+	}
+	return ts
+}
+
+func isValType(t byte) bool {
+	switch t {
+	case 0x7f, 0x7e, 0x7d, 0x7c, 0x7b, 0x70, 0x6f:
+		return true
+	}
+	return false
+}
+
+func (r *reader) refType() {
+	if t := r.byte(); t != 0x70 && t != 0x6f && r.err == nil {
+		r.fail("unsupported reference type %#x", t)
+	}
+}
+
+func (r *reader) globalType() {
+	if t := r.byte(); !isValType(t) && r.err == nil {
+		r.fail("unsupported global type %#x", t)
+	}
+	if mut := r.byte(); mut > 1 && r.err == nil {
+		r.fail("invalid global mutability %#x", mut)
+	}
+}
+
+// limits reads table or memory limits. A missing maximum reads as maxPages.
+// Memories may carry the threads proposal's shared flag; 64-bit limits are
+// not supported.
+func (r *reader) limits(memory bool) (min, max uint32) {
+	flags := r.byte()
+	if flags > 3 || (!memory && flags > 1) {
+		if r.err == nil {
+			r.fail("unsupported limits flags %#x", flags)
+		}
+		return 0, 0
+	}
+	min, max = r.u32(), maxPages
+	if flags&1 != 0 {
+		max = r.u32()
+	}
+	return min, max
+}
+
+func appendName(b []byte, s string) []byte {
+	b = appendU32(b, uint32(len(s)))
+	return append(b, s...)
+}
+
+func minU32(a, b uint32) uint32 {
+	if a < b {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,253 @@
+// Package tensorhost implements the "infernet" host module (ABI v1, see
+// package abi): a per-job table of tensor handles and the host functions that
+// validate guest arguments and run operations on a tensor.Backend.
+//
+// The module is instantiated once per wazero runtime; per-job state (the
+// Session) travels in the context.Context of each guest call, so many jobs can
+// share one runtime concurrently.
+package tensorhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/tensor"
+)
+
+// Defaults for a Session's limits.
+const (
+	DefaultMaxHandles = 4096
+	DefaultMaxBytes   = 256 << 20
+)
+
+// Config configures a Session.
+type Config struct {
+	// Mode is the job's determinism mode. In abi.ModeExact, Backend is ignored
+	// and every op runs on Reference.
+	Mode abi.Mode
+	// Reference is the exact backend; required. It is also the fallback for
+	// ops another backend does not support.
+	Reference tensor.Backend
+	// Backend runs ops in abi.ModeTolerance; nil means Reference.
+	Backend tensor.Backend
+	// MaxHandles caps live tensors (default DefaultMaxHandles).
+	MaxHandles int
+	// MaxBytes caps the bytes of live tensors (default DefaultMaxBytes).
+	MaxBytes int64
+	// Abort stops the calling guest for good with cause; it does not return.
+	// The sandbox sets it; it is called when ctx is done during an op.
+	Abort func(ctx context.Context, cause error)
+	// Charge, if set, bills host work to the guest's fuel, so one counter
+	// meters guest and host work alike.
+	Charge func(units uint64)
+}
+
+// Session is one job's view of the host module: its handle table, limits and
+// counters. It is used by one guest at a time (guests are single-threaded).
+type Session struct {
+	cfg     Config
+	backend tensor.Backend
+	// hostBuffers says backend's buffers are *tensor.HostBuffer, so pointer
+	// forms can run on views of guest memory without copies.
+	hostBuffers bool
+
+	handles []*entry // handle h is handles[h-1]; nil when free
+	free    []int32  // freed handles, reused first
+	live    int
+	bytes   int64
+
+	// Stats are the session's counters; read them after the job.
+	Stats Stats
+}
+
+// Stats counts a session's host work.
+type Stats struct {
+	Ops   uint64  // host operations called
+	Flops float64 // arithmetic operations performed (2·m·n·k per GEMM)
+	// Fuel is the work charged for host ops, in the same units as guest
+	// fuel: one unit per element touched, one per 8 multiply-adds.
+	Fuel uint64
+	// PeakBytes is the most tensor memory live at once.
+	PeakBytes int64
+	// Fallbacks counts ops the backend did not support and Reference ran.
+	Fallbacks uint64
+}
+
+type entry struct {
+	dt    abi.DType
+	shape []int
+	buf   tensor.Buffer
+}
+
+func (e *entry) elems() int { return product(e.shape) }
+
+// NewSession returns a session for one job.
+func NewSession(cfg Config) (*Session, error) {
+	if cfg.Reference == nil {
+		return nil, errors.New("tensorhost: a reference backend is required")
+	}
+	if cfg.MaxHandles <= 0 {
+		cfg.MaxHandles = DefaultMaxHandles
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = DefaultMaxBytes
+	}
+	s := &Session{cfg: cfg, backend: cfg.Reference}
+	if cfg.Mode == abi.ModeTolerance && cfg.Backend != nil {
+		s.backend = cfg.Backend
+	}
+	if b, err := s.backend.Alloc(abi.F32, 0); err == nil {
+		_, s.hostBuffers = b.(*tensor.HostBuffer)
+		s.backend.Free(b)
+	}
+	return s, nil
+}
+
+// Backend returns the backend this session's ops run on.
+func (s *Session) Backend() tensor.Backend { return s.backend }
+
+// Close frees every live tensor. The session must not be used afterwards.
+func (s *Session) Close() {
+	for i, e := range s.handles {
+		if e != nil {
+			s.backend.Free(e.buf)
+			s.handles[i] = nil
+		}
+	}
+	s.free, s.live, s.bytes = nil, 0, 0
+}
+
+// alloc creates a tensor and returns its handle or an errno.
+func (s *Session) alloc(dt abi.DType, shape []int) (int32, *entry, abi.Errno) {
+	if s.live >= s.cfg.MaxHandles {
+		return 0, nil, abi.ETOOMANY
+	}
+	n := product(shape)
+	size := int64(n) * int64(dt.Size())
+	if n < 0 || s.bytes+size > s.cfg.MaxBytes {
+		return 0, nil, abi.ENOMEM
+	}
+	buf, err := s.backend.Alloc(dt, n)
+	if err != nil {
+		return 0, nil, abi.EBACKEND
+	}
+	e := &entry{dt: dt, shape: shape, buf: buf}
+	var h int32
+	if k := len(s.free); k > 0 {
+		h, s.free = s.free[k-1], s.free[:k-1]
+		s.handles[h-1] = e
+	} else {
+		s.handles = append(s.handles, e)
+		h = int32(len(s.handles))
+	}
+	s.live++
+	s.bytes += size
+	s.Stats.PeakBytes = max(s.Stats.PeakBytes, s.bytes)
+	return h, e, abi.OK
+}
+
+func (s *Session) get(h int32) (*entry, abi.Errno) {
+	if h <= 0 || int(h) > len(s.handles) || s.handles[h-1] == nil {
+		return nil, abi.EBADF
+	}
+	return s.handles[h-1], abi.OK
+}
+
+func (s *Session) release(h int32) abi.Errno {
+	e, errno := s.get(h)
+	if errno != abi.OK {
+		return errno
+	}
+	s.backend.Free(e.buf)
+	s.handles[h-1] = nil
+	s.free = append(s.free, h)
+	s.live--
+	s.bytes -= int64(e.elems()) * int64(e.dt.Size())
+	return abi.OK
+}
+
+// charge records one host op of the given size.
+func (s *Session) charge(elements int, flops float64) {
+	s.Stats.Ops++
+	s.Stats.Flops += flops
+	units := uint64(elements) + uint64(flops/16)
+	s.Stats.Fuel += units
+	if s.cfg.Charge != nil {
+		s.cfg.Charge(units)
+	}
+}
+
+// run executes op on the session backend, falling back to the reference
+// backend (through host copies) when the backend does not support it. Errors
+// that are the context's end stop the job; others become EBACKEND.
+func (s *Session) run(ctx context.Context, op func(tensor.Backend, []tensor.Buffer) error, bufs ...tensor.Buffer) abi.Errno {
+	err := op(s.backend, bufs)
+	if errors.Is(err, tensor.ErrUnsupported) && s.backend != s.cfg.Reference {
+		s.Stats.Fallbacks++
+		err = s.onReference(ctx, op, bufs)
+	}
+	if err == nil {
+		return abi.OK
+	}
+	if ctx.Err() != nil && s.cfg.Abort != nil {
+		s.cfg.Abort(ctx, ctx.Err())
+	}
+	return abi.EBACKEND
+}
+
+// onReference runs op on the reference backend with copies of bufs and
+// copies every buffer back: correct for any backend, used only for the rare
+// unsupported op.
+func (s *Session) onReference(ctx context.Context, op func(tensor.Backend, []tensor.Buffer) error, bufs []tensor.Buffer) error {
+	ref := s.cfg.Reference
+	if s.hostBuffers {
+		return op(ref, bufs)
+	}
+	copies := make([]tensor.Buffer, len(bufs))
+	scratch := make([][]byte, len(bufs))
+	for i, b := range bufs {
+		c, err := ref.Alloc(b.DType(), b.Len())
+		if err != nil {
+			return err
+		}
+		scratch[i] = make([]byte, b.Len()*b.DType().Size())
+		if err := s.backend.Read(b, scratch[i]); err != nil {
+			return err
+		}
+		if err := ref.Write(c, scratch[i]); err != nil {
+			return err
+		}
+		copies[i] = c
+	}
+	if err := op(ref, copies); err != nil {
+		return err
+	}
+	for i, b := range bufs {
+		if err := ref.Read(copies[i], scratch[i]); err != nil {
+			return err
+		}
+		if err := s.backend.Write(b, scratch[i]); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// product returns the element count of shape, or -1 if it overflows an int32
+// element count (no single tensor may exceed 2^31-1 elements).
+func product(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		if d <= 0 || n > (1<<31-1)/d {
+			return -1
+		}
+		n *= d
+	}
+	return n
+}
+
+func (s *Session) String() string {
+	return fmt.Sprintf("tensor session on %s: %d live tensors, %d bytes", s.backend.Name(), s.live, s.bytes)
+}

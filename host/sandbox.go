@@ -1,0 +1,541 @@
+// Package host runs infernet jobs: WebAssembly command modules executed in a
+// wazero sandbox with no filesystem or network, hard limits on memory, time,
+// output and work, deterministic clocks and randomness, and the "infernet"
+// tensor host module (see package abi).
+//
+// Time limits are enforced by fuel metering instead of wazero's
+// WithCloseOnContextDone (which costs 7–10× on guest loops): every module is
+// rewritten once, before compilation, to count fuel at function entries and
+// loop headers and to call the host every few million units, where the host
+// checks the deadline, the context and the output limits. See
+// host/internal/meter.
+//
+// Typical use:
+//
+//	sb, err := host.New(ctx, host.Config{CacheDir: dir})
+//	defer sb.Close(ctx)
+//	res, err := sb.Run(ctx, host.Job{Module: wasm, Input: in}, host.NewJobConfig().WithTimeout(time.Minute))
+package host
+
+import (
+	"bytes"
+	"container/list"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/internal/meter"
+	"github.com/infernet/infernet/host/internal/tensorhost"
+	"github.com/infernet/infernet/host/tensor"
+	"github.com/infernet/infernet/host/tensor/reference"
+)
+
+// Digest is the SHA-256 of a module or blob.
+type Digest [32]byte
+
+// String returns the digest in hex.
+func (d Digest) String() string { return fmt.Sprintf("%x", d[:]) }
+
+// Config configures a Sandbox. The zero value is usable: memory-only cache,
+// reference backend only.
+type Config struct {
+	// CacheDir keeps compiled modules on disk across processes; "" keeps them
+	// in memory only.
+	CacheDir string
+	// CacheModules is how many compiled modules stay in memory (LRU); default 64.
+	CacheModules int
+	// Reference is the exact tensor backend; default reference.New with all cores.
+	Reference tensor.Backend
+	// Fast runs tensor ops of tolerance-mode jobs; nil means Reference.
+	Fast tensor.Backend
+	// FuelSlice is how much fuel the guest gets between host checks of its
+	// deadline and limits; default 1<<22 units (a few milliseconds of guest
+	// work). Not part of a job's definition: it changes no output.
+	FuelSlice uint64
+	// Logger receives debug logs; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Job is one run: a module and its input.
+type Job struct {
+	// Module is the WebAssembly binary.
+	Module []byte
+	// Digest is the SHA-256 of Module when the caller already knows it
+	// (blobs are verified on arrival); zero means compute it.
+	Digest Digest
+	// Input is the guest's stdin.
+	Input []byte
+}
+
+// Result is what a job produced. Run returns a Result also with an error,
+// holding the output written before the job was stopped.
+type Result struct {
+	Output   []byte
+	Stderr   []byte
+	ExitCode uint32
+	// Fuel is the metered work, guest and host ops together: deterministic
+	// for a given module, input and config.
+	Fuel uint64
+	// Duration is the wall time of the run, compilation excluded.
+	Duration time.Duration
+	// Compile is the time spent compiling (0 on a cache hit).
+	Compile time.Duration
+	// Backend names the tensor backend the job's ops ran on.
+	Backend string
+	// TensorOps and Flops count host tensor work.
+	TensorOps uint64
+	Flops     float64
+	// MemoryBytes is the guest's linear memory size at the end.
+	MemoryBytes uint64
+}
+
+// Sandbox compiles and runs jobs. It is safe for concurrent use; each run
+// gets a fresh module instance.
+type Sandbox struct {
+	cfg     Config
+	rt      wazero.Runtime
+	cache   wazero.CompilationCache
+	allowed map[string]map[string]api.FunctionDefinition // module → name → definition
+	log     *slog.Logger
+
+	mu      sync.Mutex // guards modules and lru
+	modules map[moduleKey]*list.Element
+	lru     *list.List // of *compiled, most recent first
+}
+
+type moduleKey struct {
+	digest Digest
+	pages  uint32
+}
+
+// compiled is one cache entry; ready closes when mod or err is set.
+type compiled struct {
+	key   moduleKey
+	ready chan struct{}
+	mod   wazero.CompiledModule
+	err   error
+	took  time.Duration
+}
+
+// New creates a sandbox. Close it to release compiled code.
+func New(ctx context.Context, cfg Config) (*Sandbox, error) {
+	if cfg.CacheModules <= 0 {
+		cfg.CacheModules = 64
+	}
+	if cfg.Reference == nil {
+		cfg.Reference = reference.New(reference.Config{})
+	}
+	if cfg.FuelSlice == 0 {
+		cfg.FuelSlice = 1 << 22
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	var cache wazero.CompilationCache
+	if cfg.CacheDir != "" {
+		c, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("host: compilation cache in %s: %w", cfg.CacheDir, err)
+		}
+		cache = c
+	} else {
+		cache = wazero.NewCompilationCache()
+	}
+	rc := wazero.NewRuntimeConfigCompiler().
+		WithCompilationCache(cache).
+		WithCustomSections(false).
+		WithCloseOnContextDone(false) // fuel metering stops guests instead: see package doc
+	s := &Sandbox{
+		cfg:     cfg,
+		rt:      wazero.NewRuntimeWithConfig(ctx, rc),
+		cache:   cache,
+		log:     cfg.Logger,
+		modules: map[moduleKey]*list.Element{},
+		lru:     list.New(),
+	}
+	if err := s.instantiateHostModules(ctx); err != nil {
+		s.rt.Close(ctx)
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Sandbox) instantiateHostModules(ctx context.Context) error {
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, s.rt); err != nil {
+		return fmt.Errorf("host: wasi: %w", err)
+	}
+	if err := tensorhost.Instantiate(ctx, s.rt); err != nil {
+		return fmt.Errorf("host: infernet module: %w", err)
+	}
+	_, err := s.rt.NewHostModuleBuilder(meter.ImportModule).
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(tick), []api.ValueType{api.ValueTypeI64}, []api.ValueType{api.ValueTypeI64}).
+		Export(meter.ImportTick).
+		Instantiate(ctx)
+	if err != nil {
+		return fmt.Errorf("host: meter module: %w", err)
+	}
+	s.allowed = map[string]map[string]api.FunctionDefinition{}
+	for _, name := range []string{wasi_snapshot_preview1.ModuleName, abi.ModuleName, meter.ImportModule} {
+		s.allowed[name] = s.rt.Module(name).ExportedFunctionDefinitions()
+	}
+	return nil
+}
+
+// Close releases the runtime and compiled modules. Runs in progress fail.
+func (s *Sandbox) Close(ctx context.Context) error {
+	err := s.rt.Close(ctx)
+	if cerr := s.cache.Close(ctx); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Compile validates, instruments and compiles a module for cfg's memory limit
+// and keeps it in the cache, so a later Run with the same digest and memory
+// limit starts at once. It returns the module's digest.
+func (s *Sandbox) Compile(ctx context.Context, module []byte, cfg JobConfig) (Digest, error) {
+	if err := cfg.validate(); err != nil {
+		return Digest{}, err
+	}
+	d := Digest(sha256.Sum256(module))
+	_, _, err := s.compiled(ctx, Job{Module: module, Digest: d}, cfg.pages())
+	return d, err
+}
+
+// compiled returns the compiled module for job at the memory limit pages,
+// compiling it on a miss; concurrent callers of one key wait for one compile.
+func (s *Sandbox) compiled(ctx context.Context, job Job, pages uint32) (wazero.CompiledModule, time.Duration, error) {
+	key := moduleKey{job.Digest, pages}
+	s.mu.Lock()
+	if el, ok := s.modules[key]; ok {
+		s.lru.MoveToFront(el)
+		c := el.Value.(*compiled)
+		s.mu.Unlock()
+		<-c.ready
+		return c.mod, 0, c.err
+	}
+	c := &compiled{key: key, ready: make(chan struct{})}
+	s.modules[key] = s.lru.PushFront(c)
+	s.evictLocked(ctx)
+	s.mu.Unlock()
+
+	start := time.Now()
+	c.mod, c.err = s.compile(ctx, job.Module, pages)
+	c.took = time.Since(start)
+	close(c.ready)
+	if c.err != nil && (errors.Is(c.err, context.Canceled) || errors.Is(c.err, context.DeadlineExceeded)) {
+		s.forget(key) // not the module's fault: let the next caller try again
+	}
+	return c.mod, c.took, c.err
+}
+
+func (s *Sandbox) evictLocked(ctx context.Context) {
+	for s.lru.Len() > s.cfg.CacheModules {
+		el := s.lru.Back()
+		c := el.Value.(*compiled)
+		s.lru.Remove(el)
+		delete(s.modules, c.key)
+		go func() { // compiling entries finish first; Close is safe with running instances
+			<-c.ready
+			if c.mod != nil {
+				c.mod.Close(ctx)
+			}
+		}()
+	}
+}
+
+func (s *Sandbox) forget(key moduleKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if el, ok := s.modules[key]; ok {
+		s.lru.Remove(el)
+		delete(s.modules, key)
+	}
+}
+
+// compile instruments and compiles one module and checks its imports.
+func (s *Sandbox) compile(ctx context.Context, module []byte, pages uint32) (wazero.CompiledModule, error) {
+	metered, _, err := meter.Instrument(module, meter.Options{MaxMemoryPages: pages})
+	switch {
+	case errors.Is(err, meter.ErrMemoryLimit):
+		return nil, fmt.Errorf("%w: %v", ErrMemoryLimit, err)
+	case errors.Is(err, meter.ErrReserved):
+		return nil, fmt.Errorf("%w: %v", ErrImportNotAllowed, err)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %v", ErrInvalidModule, err)
+	}
+	mod, err := s.rt.CompileModule(ctx, metered)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: %v", ErrInvalidModule, firstLine(err))
+	}
+	if err := s.checkImports(mod); err != nil {
+		mod.Close(ctx)
+		return nil, err
+	}
+	if _, ok := mod.ExportedFunctions()["_start"]; !ok {
+		mod.Close(ctx)
+		return nil, fmt.Errorf("%w: no _start export: not a WASI command module", ErrInvalidModule)
+	}
+	return mod, nil
+}
+
+// checkImports enforces the allow-list: functions of the host modules with
+// matching signatures, and nothing else.
+func (s *Sandbox) checkImports(mod wazero.CompiledModule) error {
+	for _, f := range mod.ImportedFunctions() {
+		m, name, _ := f.Import()
+		want, ok := s.allowed[m][name]
+		if !ok {
+			return fmt.Errorf("%w: function %s.%s", ErrImportNotAllowed, m, name)
+		}
+		if !sameTypes(f.ParamTypes(), want.ParamTypes()) || !sameTypes(f.ResultTypes(), want.ResultTypes()) {
+			return fmt.Errorf("%w: function %s.%s has signature %s, want %s",
+				ErrImportNotAllowed, m, name, signature(f), signature(want))
+		}
+	}
+	for _, m := range mod.ImportedMemories() {
+		mm, name, _ := m.Import()
+		return fmt.Errorf("%w: memory %s.%s (jobs define their own memory)", ErrImportNotAllowed, mm, name)
+	}
+	return nil
+}
+
+func sameTypes(a, b []api.ValueType) bool { return bytes.Equal(a, b) }
+
+func signature(f api.FunctionDefinition) string {
+	names := func(ts []api.ValueType) string {
+		out := make([]string, len(ts))
+		for i, t := range ts {
+			out[i] = api.ValueTypeName(t)
+		}
+		return strings.Join(out, ",")
+	}
+	return fmt.Sprintf("(%s)->(%s)", names(f.ParamTypes()), names(f.ResultTypes()))
+}
+
+// Run runs job under cfg. It returns the result and nil when the guest ran
+// to its end (whatever its exit code), or the partial result and an error
+// wrapping one of the Err causes of this package when it could not run or
+// was stopped.
+func (s *Sandbox) Run(ctx context.Context, job Job, cfg JobConfig) (*Result, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if job.Digest == (Digest{}) {
+		job.Digest = sha256.Sum256(job.Module)
+	}
+	mod, took, err := s.compiled(ctx, job, cfg.pages())
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.run(ctx, mod, job.Input, cfg)
+	if res != nil {
+		res.Compile = took
+	}
+	return res, err
+}
+
+// abortCode is the exit code the host uses to stop a guest; the real cause is
+// in jobState.
+const abortCode = 0xAB047
+
+// jobState is one run's state, reachable from host functions through ctx.
+type jobState struct {
+	ctx       context.Context // the run's context, with its deadline
+	mod       api.Module
+	slice     uint64
+	granted   uint64 // fuel handed out by ticks so far
+	fuelLimit uint64
+	cause     error // why the host stopped the guest; first one wins
+}
+
+type jobKey struct{}
+
+func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, input []byte, cfg JobConfig) (*Result, error) {
+	tensorMemory := cfg.tensorMemory
+	if tensorMemory <= 0 {
+		tensorMemory = int64(cfg.memoryLimit)
+	}
+	st := &jobState{slice: s.cfg.FuelSlice, fuelLimit: cfg.fuelLimit}
+	session, err := tensorhost.NewSession(tensorhost.Config{
+		Mode: cfg.mode, Reference: s.cfg.Reference, Backend: s.cfg.Fast,
+		MaxBytes: tensorMemory,
+		Abort:    func(_ context.Context, cause error) { st.abort(cause) },
+		Charge:   st.charge,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer session.Close()
+
+	runCtx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	st.ctx = runCtx
+	runCtx = context.WithValue(tensorhost.WithSession(runCtx, session), jobKey{}, st)
+
+	stdout := &limitedBuffer{limit: cfg.maxOutput, st: st, cause: ErrOutputLimit}
+	stderr := &limitedBuffer{limit: cfg.maxStderr, st: st, cause: ErrStderrLimit}
+	mc := wazero.NewModuleConfig().
+		WithName(""). // anonymous: many instances of one module may run at once
+		WithArgs("job").
+		WithStdin(bytes.NewReader(input)).
+		WithStdout(stdout).
+		WithStderr(stderr).
+		WithRandSource(rand.NewChaCha8(cfg.seed)).
+		WithStartFunctions() // _start is called below, so the instance stays inspectable
+
+	start := time.Now()
+	mod, err := s.rt.InstantiateModule(runCtx, cm, mc)
+	if err != nil {
+		// Data or element segments out of bounds: the module is invalid.
+		return nil, fmt.Errorf("%w: %v", ErrInvalidModule, firstLine(err))
+	}
+	defer mod.Close(ctx)
+	st.mod = mod
+	_, err = mod.ExportedFunction("_start").Call(runCtx)
+	res := &Result{
+		Output:    stdout.buf.Bytes(),
+		Stderr:    stderr.buf.Bytes(),
+		Duration:  time.Since(start),
+		Backend:   session.Backend().Name(),
+		TensorOps: session.Stats.Ops,
+		Flops:     session.Stats.Flops,
+	}
+	res.Fuel = st.fuelUsed()
+	if mem := mod.Memory(); mem != nil {
+		res.MemoryBytes = uint64(mem.Size())
+	}
+	return res, s.classify(err, st, res, cfg)
+}
+
+// classify turns the error of _start into the job's outcome.
+func (s *Sandbox) classify(err error, st *jobState, res *Result, cfg JobConfig) error {
+	if st.cause != nil {
+		return st.cause
+	}
+	if err == nil {
+		return nil
+	}
+	var exit *sys.ExitError
+	if errors.As(err, &exit) {
+		res.ExitCode = exit.ExitCode()
+		return nil
+	}
+	if res.MemoryBytes >= uint64(cfg.pages())*pageSize {
+		return fmt.Errorf("%w: trapped at the limit of %d bytes: %v", ErrMemoryLimit, res.MemoryBytes, firstLine(err))
+	}
+	return fmt.Errorf("%w: %v", ErrTrap, firstLine(err))
+}
+
+// fuelUsed returns the guest fuel consumed: everything granted minus what is
+// left in the guest's counter.
+func (st *jobState) fuelUsed() uint64 {
+	left := int64(0)
+	if g := st.fuelGlobal(); g != nil {
+		left = int64(g.Get())
+	}
+	return uint64(int64(st.granted) - left)
+}
+
+// fuelGlobal returns the guest's fuel counter.
+func (st *jobState) fuelGlobal() api.MutableGlobal {
+	g, _ := st.mod.ExportedGlobal(meter.ExportFuel).(api.MutableGlobal)
+	return g
+}
+
+// charge bills host work to the guest's fuel counter; the guest sees the
+// new value after the host call returns and ticks at its next check.
+func (st *jobState) charge(units uint64) {
+	if g := st.fuelGlobal(); g != nil {
+		g.Set(uint64(int64(g.Get()) - int64(units)))
+	}
+}
+
+// check stops the guest if its context is done or it used more fuel than
+// its limit; used counts guest and host work up to this tick.
+func (st *jobState) check(used uint64) {
+	if err := st.ctx.Err(); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			st.abort(fmt.Errorf("%w", ErrTimeout))
+		}
+		st.abort(fmt.Errorf("%w: %v", ErrCanceled, err))
+	}
+	if st.fuelLimit > 0 && used > st.fuelLimit {
+		st.abort(fmt.Errorf("%w: %d units", ErrFuelLimit, st.fuelLimit))
+	}
+}
+
+// abort stops the guest: it closes the instance and unwinds the guest's stack
+// the way WASI proc_exit does. It must be called on the guest's goroutine.
+func (st *jobState) abort(cause error) {
+	if st.cause == nil {
+		st.cause = cause
+	}
+	if st.mod != nil {
+		_ = st.mod.CloseWithExitCode(st.ctx, abortCode)
+	}
+	panic(sys.NewExitError(abortCode))
+}
+
+// tick is infernet_meter.tick(fuel i64) -> i64: the guest ran out of its
+// fuel slice. Check the limits, then grant another slice.
+func tick(ctx context.Context, _ api.Module, stack []uint64) {
+	st, _ := ctx.Value(jobKey{}).(*jobState)
+	if st == nil {
+		panic(sys.NewExitError(abortCode)) // not one of our runs: refuse to continue
+	}
+	left := int64(stack[0]) // negative: the guest's overshoot
+	st.check(uint64(int64(st.granted) - left))
+	// Grants never add up past the fuel limit, so the guest ticks again at
+	// exactly the first check where it passes the limit, whatever the slice:
+	// the stopping point is part of the job's deterministic behaviour.
+	grant := st.slice
+	if st.fuelLimit > 0 {
+		grant = min(grant, st.fuelLimit-st.granted)
+	}
+	st.granted += grant
+	stack[0] = uint64(left + int64(grant))
+}
+
+// limitedBuffer collects a guest stream up to limit bytes and stops the job
+// when the guest writes more.
+type limitedBuffer struct {
+	buf   bytes.Buffer
+	limit int64
+	st    *jobState
+	cause error
+}
+
+func (w *limitedBuffer) Write(p []byte) (int, error) {
+	if int64(w.buf.Len())+int64(len(p)) > w.limit {
+		w.buf.Write(p[:w.limit-int64(w.buf.Len())])
+		w.st.abort(fmt.Errorf("%w: more than %d bytes", w.cause, w.limit))
+	}
+	return w.buf.Write(p)
+}
+
+// firstLine returns the first line of err's message: wazero appends guest
+// stack traces, which belong in debug logs, not in one-line causes.
+func firstLine(err error) string {
+	msg := err.Error()
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	return msg
+}

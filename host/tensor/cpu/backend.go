@@ -1,0 +1,130 @@
+// Package cpu is infernet's own fast CPU backend: a packed, cache-blocked
+// SGEMM in the GotoBLAS/BLIS style with register-blocked micro-kernels in Go
+// assembly (AVX-512 or AVX2+FMA on amd64) and a portable Go kernel
+// everywhere else. It needs no cgo and no external library.
+//
+// Results are those of tolerance mode: FMA and a blocked summation order,
+// so they differ from the reference kernel in the last bits. Integer GEMM
+// (i8·i8→i32) is exact.
+package cpu
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/tensor"
+)
+
+// Config configures New.
+type Config struct {
+	// Threads is the number of goroutines one GEMM may use; 0 means
+	// runtime.GOMAXPROCS(0) at the time of New.
+	Threads int
+}
+
+// Backend is the fast CPU tensor.Backend. Its buffers are *tensor.HostBuffer.
+// It is safe for concurrent use: every call packs into its own buffers.
+type Backend struct {
+	tensor.HostMemory
+	Elementwise
+	k       *kernel
+	threads int
+}
+
+var _ tensor.Backend = (*Backend)(nil)
+
+// New returns a backend using the fastest micro-kernel the CPU supports.
+func New(cfg Config) *Backend {
+	return newWithKernel(cfg, bestKernel())
+}
+
+func newWithKernel(cfg Config, k *kernel) *Backend {
+	t := cfg.Threads
+	if t <= 0 {
+		t = runtime.GOMAXPROCS(0)
+	}
+	return &Backend{k: k, threads: t}
+}
+
+// Name returns "cpu-" and the kernel: "cpu-avx512", "cpu-avx2" or "cpu-generic".
+func (b *Backend) Name() string { return "cpu-" + b.k.name }
+
+// Class returns tensor.ClassCPU.
+func (b *Backend) Class() tensor.Class { return tensor.ClassCPU }
+
+// Threads returns the number of goroutines one GEMM uses.
+func (b *Backend) Threads() int { return b.threads }
+
+// Gemm implements tensor.Backend.Gemm for F32·F32→F32 and I8·I8→I32 (exact).
+// It splits the work over Threads goroutines and checks ctx between
+// cache blocks (well under a few milliseconds each).
+func (b *Backend) Gemm(ctx context.Context, p tensor.GemmParams, a, bb, c tensor.Buffer) error {
+	ha, hb, hc := a.(*tensor.HostBuffer), bb.(*tensor.HostBuffer), c.(*tensor.HostBuffer)
+	if err := checkGemm(p, ha, hb, hc); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if p.M == 0 || p.N == 0 {
+		return nil
+	}
+	switch ha.DType() {
+	case abi.F32:
+		if p.K == 0 {
+			if !p.Accumulate {
+				clear(hc.F32)
+			}
+			return nil
+		}
+		return gemmF32(ctx, b.k, b.threads, p, ha.F32, hb.F32, hc.F32)
+	default:
+		if p.K == 0 {
+			if !p.Accumulate {
+				clear(hc.I32)
+			}
+			return nil
+		}
+		return gemmI8(ctx, b.k, b.threads, p, ha.I8, hb.I8, hc.I32)
+	}
+}
+
+// checkGemm rejects dtypes and lengths that do not fit p. The host module
+// validates too, but the assembly kernels must never see a short slice.
+func checkGemm(p tensor.GemmParams, a, b, c *tensor.HostBuffer) error {
+	if p.M < 0 || p.N < 0 || p.K < 0 {
+		return fmt.Errorf("cpu: gemm of negative size %d×%d×%d", p.M, p.N, p.K)
+	}
+	switch {
+	case a.DType() == abi.F32 && b.DType() == abi.F32 && c.DType() == abi.F32:
+	case a.DType() == abi.I8 && b.DType() == abi.I8 && c.DType() == abi.I32:
+	default:
+		return fmt.Errorf("cpu: gemm %v·%v→%v: %w", a.DType(), b.DType(), c.DType(), tensor.ErrUnsupported)
+	}
+	if a.Len() != p.M*p.K || b.Len() != p.K*p.N || c.Len() != p.M*p.N {
+		return fmt.Errorf("cpu: gemm %d×%d×%d with buffers of %d, %d, %d elements",
+			p.M, p.N, p.K, a.Len(), b.Len(), c.Len())
+	}
+	return nil
+}
+
+// gemmF32 computes c (= or +=) op(a)·op(b) with kernel k on up to threads goroutines.
+func gemmF32(ctx context.Context, k *kernel, threads int, p tensor.GemmParams, a, b, c []float32) error {
+	ma, mb := operands(p, a, b)
+	j := &job[float32]{k: k, a: ma, b: mb, c: unsafe.Pointer(&c[0]), ldc: p.N,
+		m: p.M, n: p.N, kdim: p.K, accumulate: p.Accumulate}
+	return j.parallel(ctx, threads)
+}
+
+// gemmI8 computes the exact i8 GEMM with the float32 kernel: packing widens
+// int8 to float32 and the kernel converts its integer-valued sums to int32
+// (see maxExactKC for why this is exact).
+func gemmI8(ctx context.Context, k *kernel, threads int, p tensor.GemmParams, a, b []int8, c []int32) error {
+	ma, mb := operands(p, a, b)
+	j := &job[int8]{k: k, a: ma, b: mb, c: unsafe.Pointer(&c[0]), ldc: p.N,
+		m: p.M, n: p.N, kdim: p.K, accumulate: p.Accumulate, integer: true}
+	return j.parallel(ctx, threads)
+}

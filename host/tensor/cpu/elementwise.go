@@ -1,0 +1,225 @@
+package cpu
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/tensor"
+)
+
+// chunk is the number of elements handled between two ctx checks by the
+// elementwise ops: about 100 µs of the slowest op (GELU) on one core.
+const chunk = 1 << 14
+
+// Elementwise implements Binary, Unary, Softmax and Reduce of tensor.Backend
+// with plain Go loops on *tensor.HostBuffer. CPU backends whose strength is
+// GEMM (this package's Backend, the OpenBLAS backend) embed it.
+//
+// The ops are memory-bound and single-threaded; they check ctx every few
+// thousand elements. Elementwise has no state and is safe for concurrent use.
+type Elementwise struct{}
+
+// Binary implements tensor.Backend.Binary: out[i] = a[i] op b[i mod len(b)]
+// for F32 buffers (all ops) and I32 buffers (OpAdd, wrapping on overflow).
+func (Elementwise) Binary(ctx context.Context, op abi.Op, a, b, out tensor.Buffer) error {
+	ha, hb, ho := a.(*tensor.HostBuffer), b.(*tensor.HostBuffer), out.(*tensor.HostBuffer)
+	if ha.DType() == abi.I32 {
+		if op != abi.OpAdd || hb.DType() != abi.I32 || ho.DType() != abi.I32 {
+			return fmt.Errorf("cpu: binary op %d on i32: %w", op, tensor.ErrUnsupported)
+		}
+		return addI32(ctx, ha.I32, hb.I32, ho.I32)
+	}
+	if hb.DType() != abi.F32 || ho.DType() != abi.F32 {
+		return fmt.Errorf("cpu: binary on %v, %v -> %v: %w", ha.DType(), hb.DType(), ho.DType(), tensor.ErrUnsupported)
+	}
+	x, y, z := ha.F32, hb.F32, ho.F32
+	if len(z) != len(x) || (len(x) > 0 && (len(y) == 0 || len(x)%len(y) != 0)) {
+		return fmt.Errorf("cpu: binary lengths %d, %d -> %d", len(x), len(y), len(z))
+	}
+	var f func(x, y, z []float32)
+	switch op {
+	case abi.OpAdd:
+		f = func(x, y, z []float32) {
+			for i := range z {
+				z[i] = x[i] + y[i]
+			}
+		}
+	case abi.OpSub:
+		f = func(x, y, z []float32) {
+			for i := range z {
+				z[i] = x[i] - y[i]
+			}
+		}
+	case abi.OpMul:
+		f = func(x, y, z []float32) {
+			for i := range z {
+				z[i] = x[i] * y[i]
+			}
+		}
+	case abi.OpDiv:
+		f = func(x, y, z []float32) {
+			for i := range z {
+				z[i] = x[i] / y[i]
+			}
+		}
+	default:
+		return fmt.Errorf("cpu: binary op %d: %w", op, tensor.ErrUnsupported)
+	}
+	// Walk a in pieces that each lie inside one repetition of b, so the
+	// inner loops index three slices of equal length (no modulo, no bounds checks).
+	for done, i := 0, 0; i < len(x); {
+		j := i % len(y)
+		n := min(len(y)-j, len(x)-i)
+		f(x[i:i+n], y[j:j+n], z[i:i+n])
+		i += n
+		if done += n; done >= chunk {
+			done = 0
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+	}
+	return ctx.Err()
+}
+
+func addI32(ctx context.Context, x, y, z []int32) error {
+	if len(z) != len(x) || (len(x) > 0 && (len(y) == 0 || len(x)%len(y) != 0)) {
+		return fmt.Errorf("cpu: binary lengths %d, %d -> %d", len(x), len(y), len(z))
+	}
+	for done, i := 0, 0; i < len(x); {
+		j := i % len(y)
+		n := min(len(y)-j, len(x)-i)
+		xs, ys, zs := x[i:i+n], y[j:j+n], z[i:i+n]
+		for k := range zs {
+			zs[k] = xs[k] + ys[k]
+		}
+		i += n
+		if done += n; done >= chunk {
+			done = 0
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+	}
+	return ctx.Err()
+}
+
+// Unary implements tensor.Backend.Unary on F32 buffers: OpReLU and OpGELU
+// (tanh approximation, computed in float64).
+func (Elementwise) Unary(ctx context.Context, op abi.Op, a, out tensor.Buffer) error {
+	x, z := a.(*tensor.HostBuffer).F32, out.(*tensor.HostBuffer).F32
+	if len(x) != len(z) {
+		return fmt.Errorf("cpu: unary lengths %d -> %d", len(x), len(z))
+	}
+	var f func(x, z []float32)
+	switch op {
+	case abi.OpReLU:
+		f = func(x, z []float32) {
+			for i, v := range x {
+				if v < 0 {
+					v = 0 // NaN fails the test and passes through
+				}
+				z[i] = v
+			}
+		}
+	case abi.OpGELU:
+		f = func(x, z []float32) {
+			const c = 0.7978845608028654 // √(2/π)
+			for i, v := range x {
+				u := float64(v)
+				z[i] = float32(0.5 * u * (1 + math.Tanh(c*(u+0.044715*u*u*u))))
+			}
+		}
+	default:
+		return fmt.Errorf("cpu: unary op %d: %w", op, tensor.ErrUnsupported)
+	}
+	for i := 0; i < len(x); i += chunk {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		j := min(i+chunk, len(x))
+		f(x[i:j], z[i:j])
+	}
+	return ctx.Err()
+}
+
+// Softmax implements tensor.Backend.Softmax: each row has its maximum
+// subtracted before exponentiation, so large inputs do not overflow.
+func (Elementwise) Softmax(ctx context.Context, rows, cols int, a, out tensor.Buffer) error {
+	x, z := a.(*tensor.HostBuffer).F32, out.(*tensor.HostBuffer).F32
+	if rows < 0 || cols < 0 || len(x) != rows*cols || len(z) != len(x) {
+		return fmt.Errorf("cpu: softmax of %d×%d over %d -> %d elements", rows, cols, len(x), len(z))
+	}
+	done := 0
+	for r := 0; r < rows; r++ {
+		xr, zr := x[r*cols:(r+1)*cols], z[r*cols:(r+1)*cols]
+		m := float32(math.Inf(-1))
+		for _, v := range xr {
+			m = max(m, v)
+		}
+		var s float64
+		for i, v := range xr {
+			e := math.Exp(float64(v - m))
+			zr[i] = float32(e)
+			s += e
+		}
+		inv := float32(1 / s)
+		for i := range zr {
+			zr[i] *= inv
+		}
+		if done += cols; done >= chunk {
+			done = 0
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+	}
+	return ctx.Err()
+}
+
+// Reduce implements tensor.Backend.Reduce: OpSum and OpMean accumulate in
+// float64; OpMax propagates NaN.
+func (Elementwise) Reduce(ctx context.Context, op abi.Op, rows, cols int, a, out tensor.Buffer) error {
+	x, z := a.(*tensor.HostBuffer).F32, out.(*tensor.HostBuffer).F32
+	if rows < 0 || cols < 0 || len(x) != rows*cols || len(z) != rows {
+		return fmt.Errorf("cpu: reduce of %d×%d over %d -> %d elements", rows, cols, len(x), len(z))
+	}
+	if op != abi.OpSum && op != abi.OpMax && op != abi.OpMean {
+		return fmt.Errorf("cpu: reduce op %d: %w", op, tensor.ErrUnsupported)
+	}
+	done := 0
+	for r := range z {
+		xr := x[r*cols : (r+1)*cols]
+		switch op {
+		case abi.OpMax:
+			m := float32(math.Inf(-1))
+			for _, v := range xr {
+				if v > m || v != v {
+					m = v
+				}
+				if m != m {
+					break
+				}
+			}
+			z[r] = m
+		default:
+			var s float64
+			for _, v := range xr {
+				s += float64(v)
+			}
+			if op == abi.OpMean {
+				s /= float64(cols)
+			}
+			z[r] = float32(s)
+		}
+		if done += cols; done >= chunk {
+			done = 0
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+	}
+	return ctx.Err()
+}

@@ -1,0 +1,102 @@
+package cpu
+
+import "unsafe"
+
+// Store modes of a micro-kernel: how the mr×nr accumulator tile reaches C.
+// The I32 modes convert the (integer-valued) float32 sums to int32; the i8
+// GEMM uses them (see gemmI8).
+const (
+	modeStoreF32 = 0 // C = acc
+	modeAddF32   = 1 // C += acc
+	modeStoreI32 = 2 // C = int32(acc)
+	modeAddI32   = 3 // C += int32(acc)
+)
+
+// kernelFunc computes the mr×nr tile acc = Σ_k Ã[k,:]ᵀ·B̃[k,:] over kc steps
+// and writes it to c (row stride ldc elements) according to mode.
+// Ã holds, for each k, mr consecutive values of one column of A; B̃ holds,
+// for each k, nr consecutive values of one row of B (the packed layouts).
+type kernelFunc func(kc int, a, b *float32, c unsafe.Pointer, ldc int, mode int)
+
+// kernel is a micro-kernel with the blocking parameters tuned for it.
+type kernel struct {
+	name   string
+	mr, nr int
+	fn     kernelFunc
+	// mc, kc, nc are the cache blocks: an mc×kc block of packed A stays in
+	// L2 while kc×nr micro-panels of packed B stream through L1.
+	mc, kc, nc int
+	// asmPack selects the assembly packing routines, which need AVX.
+	asmPack bool
+}
+
+// genericKernel is the portable kernel, also used where the CPU lacks AVX2.
+var genericKernel = &kernel{name: "generic", mr: 4, nr: 4, fn: kernel4x4, mc: 128, kc: 256, nc: 1024}
+
+// kernel4x4 is the portable micro-kernel: 16 scalar accumulators fit the
+// registers of every 64-bit target Go supports.
+func kernel4x4(kc int, a, b *float32, c unsafe.Pointer, ldc int, mode int) {
+	as := unsafe.Slice(a, 4*kc)
+	bs := unsafe.Slice(b, 4*kc)
+	var c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33 float32
+	for k := 0; k < kc; k++ {
+		av := as[4*k : 4*k+4 : 4*k+4]
+		bv := bs[4*k : 4*k+4 : 4*k+4]
+		a0, a1, a2, a3 := av[0], av[1], av[2], av[3]
+		b0, b1, b2, b3 := bv[0], bv[1], bv[2], bv[3]
+		c00 += a0 * b0
+		c01 += a0 * b1
+		c02 += a0 * b2
+		c03 += a0 * b3
+		c10 += a1 * b0
+		c11 += a1 * b1
+		c12 += a1 * b2
+		c13 += a1 * b3
+		c20 += a2 * b0
+		c21 += a2 * b1
+		c22 += a2 * b2
+		c23 += a2 * b3
+		c30 += a3 * b0
+		c31 += a3 * b1
+		c32 += a3 * b2
+		c33 += a3 * b3
+	}
+	acc := [16]float32{
+		c00, c01, c02, c03,
+		c10, c11, c12, c13,
+		c20, c21, c22, c23,
+		c30, c31, c32, c33,
+	}
+	storeTile(acc[:], 4, 4, 4, c, ldc, mode)
+}
+
+// storeTile writes the rows×cols corner of the tile acc (row stride stride)
+// to c according to mode. It serves the Go kernel and the edge tiles of the
+// assembly kernels.
+func storeTile(acc []float32, stride, rows, cols int, c unsafe.Pointer, ldc int, mode int) {
+	for i := 0; i < rows; i++ {
+		src := acc[i*stride : i*stride+cols]
+		switch mode {
+		case modeStoreF32, modeAddF32:
+			dst := unsafe.Slice((*float32)(unsafe.Add(c, 4*i*ldc)), cols)
+			if mode == modeStoreF32 {
+				copy(dst, src)
+				continue
+			}
+			for j, v := range src {
+				dst[j] += v
+			}
+		default:
+			dst := unsafe.Slice((*int32)(unsafe.Add(c, 4*i*ldc)), cols)
+			if mode == modeStoreI32 {
+				for j, v := range src {
+					dst[j] = int32(v)
+				}
+				continue
+			}
+			for j, v := range src {
+				dst[j] += int32(v)
+			}
+		}
+	}
+}

@@ -1,0 +1,606 @@
+package cuda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/tensor"
+)
+
+// Config selects the device and the libraries of a Backend.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+type Config struct {
+	// Device is the CUDA device ordinal (see DeviceInfo.Ordinal).
+	Device int
+	// Driver is the CUDA driver library; "" means libcuda.so.1.
+	Driver string
+	// CUBLAS is the cuBLAS library; "" means the first of libcublas.so.13,
+	// .12 and .11 that loads.
+	CUBLAS string
+}
+
+// Work bounds between context checks. Each GEMM panel or kernel launch is
+// followed by cuCtxSynchronize and a ctx check, so a deadline interrupts an
+// operation after at most one of them. 2^34 flops is a few milliseconds on a
+// 4+ TFLOPS GPU; 2^24 elements is a few hundred MB of memory traffic.
+// Variables so tests can force splitting.
+var (
+	panelFlops = float64(1 << 34)
+	chunkElems = 1 << 24
+)
+
+// cuBLAS and CUDA enumerators (cublas_api.h, library_types.h).
+const (
+	cublasOpN        = 0
+	cublasOpT        = 1
+	cudaR8I          = 3
+	cudaR32I         = 10
+	cublasCompute32I = 72
+	cublasGemmDflt   = -1
+)
+
+// Backend is a tensor.Backend on one CUDA device. Its buffers live in device
+// memory. It is safe for concurrent use; operations run one at a time on a
+// dedicated OS thread that holds the CUDA context.
+//
+// A kernel fault (CUDA_ERROR_ILLEGAL_ADDRESS and other "sticky" errors)
+// leaves a CUDA context unusable: every later call fails. The provider
+// should then Close the Backend and create a new one.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+type Backend struct {
+	cfg  Config
+	drv  *driver
+	blas *blasLib
+	q    *queue
+	info DeviceInfo
+
+	// Owned by the queue's thread.
+	cuctx  uintptr
+	mod    uintptr
+	fns    [numKernels]uintptr
+	handle uintptr
+	live   map[*buffer]struct{}
+}
+
+var _ tensor.Backend = (*Backend)(nil)
+
+// buffer is a Backend's device allocation of n elements of type dt. A
+// zero-length buffer has no allocation (ptr 0): cuMemAlloc rejects size 0.
+type buffer struct {
+	owner *Backend
+	ptr   uint64
+	dt    abi.DType
+	n     int
+}
+
+// DType implements tensor.Buffer.
+func (x *buffer) DType() abi.DType { return x.dt }
+
+// Len implements tensor.Buffer.
+func (x *buffer) Len() int { return x.n }
+
+func (x *buffer) bytes() int { return x.n * x.dt.Size() }
+
+// unavailable wraps err as the reason the backend cannot run here.
+func unavailable(err error) error {
+	return fmt.Errorf("%w: %w", tensor.ErrUnavailable, err)
+}
+
+// New opens the driver and cuBLAS, creates a context on device cfg.Device
+// and loads the kernels. Any failure there (no library, no device, a
+// driver too old for the PTX) is an error wrapping tensor.ErrUnavailable.
+// Close releases the device.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func New(cfg Config) (*Backend, error) {
+	if cfg.Device < 0 || cfg.Device > math.MaxInt32 {
+		return nil, unavailable(fmt.Errorf("cuda: device ordinal %d out of range", cfg.Device))
+	}
+	drv, err := loadDriver(cfg.Driver)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	blas, err := loadCUBLAS(cfg.CUBLAS)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	b := &Backend{cfg: cfg, drv: drv, blas: blas, live: map[*buffer]struct{}{}}
+	q, err := startQueue(b.init, b.teardown)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	b.q = q
+	return b, nil
+}
+
+// init runs on the queue's thread: the context created here stays current
+// on it.
+func (b *Backend) init() error {
+	d := b.drv
+	if err := cuErr(symInit, d.cuInit(0)); err != nil {
+		return err
+	}
+	info, dev, err := d.deviceInfo(b.cfg.Device)
+	if err != nil {
+		return err
+	}
+	b.info = info
+	// Flags 0 = CU_CTX_SCHED_AUTO: the driver spins or yields in
+	// cuCtxSynchronize depending on how many cores there are.
+	if err := cuErr(symCtxCreate, d.cuCtxCreate(&b.cuctx, 0, dev)); err != nil {
+		return err
+	}
+	image := append([]byte(kernelsPTX), 0) // PTX images are NUL-terminated text
+	if err := cuErr(symModuleLoad, d.cuModuleLoadData(&b.mod, &image[0])); err != nil {
+		return err
+	}
+	for k, sig := range kernelSigs {
+		if err := cuErr(symModuleFunc, d.cuModuleGetFunction(&b.fns[k], b.mod, sig.name)); err != nil {
+			return fmt.Errorf("%s: %w", sig.name, err)
+		}
+	}
+	return blasErr(symBlasCreate, b.blas.create(&b.handle))
+}
+
+// teardown releases everything init and the operations created, in
+// reverse order. It runs on the queue's thread, from Close or a failed init.
+func (b *Backend) teardown() error {
+	var errs []error
+	for x := range b.live {
+		if x.ptr != 0 {
+			errs = append(errs, cuErr(symMemFree, b.drv.cuMemFree(x.ptr)))
+		}
+		delete(b.live, x)
+	}
+	if b.handle != 0 {
+		errs = append(errs, blasErr(symBlasDestroy, b.blas.destroy(b.handle)))
+		b.handle = 0
+	}
+	if b.mod != 0 {
+		errs = append(errs, cuErr(symModuleUnload, b.drv.cuModuleUnload(b.mod)))
+		b.mod = 0
+	}
+	if b.cuctx != 0 {
+		errs = append(errs, cuErr(symCtxDestroy, b.drv.cuCtxDestroy(b.cuctx)))
+		b.cuctx = 0
+	}
+	return errors.Join(errs...)
+}
+
+// Close frees every live buffer, the cuBLAS handle, the kernels and the
+// context, and stops the CUDA thread. Later operations fail; a second Close
+// returns nil.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) Close() error { return b.q.close(b.teardown) }
+
+// Name implements tensor.Backend: "cuda".
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) Name() string { return "cuda" }
+
+// Class implements tensor.Backend: tensor.ClassGPU.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) Class() tensor.Class { return tensor.ClassGPU }
+
+// Device describes the device the Backend runs on.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) Device() DeviceInfo { return b.info }
+
+// own converts a tensor.Buffer back to this backend's buffer.
+func (b *Backend) own(bufs ...tensor.Buffer) ([]*buffer, error) {
+	out := make([]*buffer, len(bufs))
+	for i, t := range bufs {
+		x, ok := t.(*buffer)
+		if !ok || x.owner != b {
+			return nil, fmt.Errorf("cuda: buffer %T not allocated by this backend", t)
+		}
+		out[i] = x
+	}
+	return out, nil
+}
+
+// alive reports use of a freed buffer, which on a GPU would be a write to
+// memory some other tensor may now own. Runs on the queue's thread.
+func (b *Backend) alive(bufs ...*buffer) error {
+	for _, x := range bufs {
+		if _, ok := b.live[x]; !ok {
+			return errors.New("cuda: buffer used after Free or Close")
+		}
+	}
+	return nil
+}
+
+// sync waits for the device and reports asynchronous kernel and cuBLAS
+// failures as the error of the operation that launched them.
+func (b *Backend) sync() error { return cuErr(symCtxSync, b.drv.cuCtxSynchronize()) }
+
+// Alloc implements tensor.Backend: a zeroed device buffer.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) Alloc(dt abi.DType, n int) (tensor.Buffer, error) {
+	if dt.Size() == 0 {
+		return nil, fmt.Errorf("cuda: %w: %v", tensor.ErrUnsupported, dt)
+	}
+	if n < 0 {
+		return nil, fmt.Errorf("cuda: negative length %d", n)
+	}
+	x := &buffer{owner: b, dt: dt, n: n}
+	err := b.q.do(context.Background(), func() error {
+		if size := uintptr(x.bytes()); size > 0 {
+			if err := cuErr(symMemAlloc, b.drv.cuMemAlloc(&x.ptr, size)); err != nil {
+				return err
+			}
+			if err := cuErr(symMemsetD8, b.drv.cuMemsetD8(x.ptr, 0, size)); err != nil {
+				_ = b.drv.cuMemFree(x.ptr)
+				return err
+			}
+		}
+		b.live[x] = struct{}{}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// Free implements tensor.Backend. Freeing twice, or after Close, is a no-op.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) Free(t tensor.Buffer) {
+	xs, err := b.own(t)
+	if err != nil {
+		return
+	}
+	x := xs[0]
+	// Free has no error result; a failed cuMemFree leaks device memory until
+	// Close destroys the context, which frees it anyway.
+	_ = b.q.do(context.Background(), func() error {
+		if _, ok := b.live[x]; !ok {
+			return nil
+		}
+		delete(b.live, x)
+		if x.ptr != 0 {
+			return cuErr(symMemFree, b.drv.cuMemFree(x.ptr))
+		}
+		return nil
+	})
+}
+
+// Write implements tensor.Backend: cuMemcpyHtoD_v2 of src's bytes. The
+// device holds the same little-endian bytes as the host.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) Write(t tensor.Buffer, src []byte) error {
+	xs, err := b.own(t)
+	if err != nil {
+		return err
+	}
+	x := xs[0]
+	if len(src) != x.bytes() {
+		return fmt.Errorf("cuda: write of %d bytes into %d elements of %v", len(src), x.n, x.dt)
+	}
+	return b.q.do(context.Background(), func() error {
+		if err := b.alive(x); err != nil || len(src) == 0 {
+			return err
+		}
+		return cuErr(symMemcpyHtoD, b.drv.cuMemcpyHtoD(x.ptr, unsafe.Pointer(&src[0]), uintptr(len(src))))
+	})
+}
+
+// Read implements tensor.Backend: cuMemcpyDtoH_v2 into dst, which waits for
+// the work queued before it.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) Read(t tensor.Buffer, dst []byte) error {
+	xs, err := b.own(t)
+	if err != nil {
+		return err
+	}
+	x := xs[0]
+	if len(dst) != x.bytes() {
+		return fmt.Errorf("cuda: read of %d elements of %v into %d bytes", x.n, x.dt, len(dst))
+	}
+	return b.q.do(context.Background(), func() error {
+		if err := b.alive(x); err != nil || len(dst) == 0 {
+			return err
+		}
+		return cuErr(symMemcpyDtoH, b.drv.cuMemcpyDtoH(unsafe.Pointer(&dst[0]), x.ptr, uintptr(len(dst))))
+	})
+}
+
+// gemmPlan is a row-major GEMM mapped onto column-major cuBLAS.
+//
+// cuBLAS sees a row-major X[r][c] with row stride ld as the column-major
+// Xᵀ with the same ld. So the row-major C = op(A)·op(B) is computed as the
+// column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: cuBLAS's m, n, k are N, M, K, its first
+// operand is B and its second is A, and each keeps its own transpose flag:
+//
+//	B stored [K,N] (no TransB): column-major [N,K] = op(B)ᵀ    → OP_N, ld N
+//	B stored [N,K] (TransB):    column-major [K,N] = op(B)     → OP_T, ld K
+//	A stored [M,K] (no TransA): column-major [K,M] = op(A)ᵀ    → OP_N, ld K
+//	A stored [K,M] (TransA):    column-major [M,K] = op(A)     → OP_T, ld M
+//	C stored [M,N]:             column-major [N,M] = Cᵀ        →       ld N
+//
+// The product is computed in panels of rows of C (columns of Cᵀ); panel
+// rows [m0, m0+mp) start at A + m0·K (no TransA) or A + m0 (TransA) and at
+// C + m0·N.
+type gemmPlan struct {
+	opB, opA   int32 // cuBLAS transa (applies to B) and transb (applies to A)
+	ldB, ldA   int   // cuBLAS lda (of B) and ldb (of A)
+	ldC        int
+	panelRows  int
+	aRowStride int // elements between the first elements of consecutive panel rows in A
+}
+
+func planGemm(p tensor.GemmParams, i8 bool) (gemmPlan, error) {
+	g := gemmPlan{opB: cublasOpN, ldB: p.N, opA: cublasOpN, ldA: p.K, ldC: p.N, aRowStride: p.K}
+	if p.TransB {
+		g.opB, g.ldB = cublasOpT, p.K
+	}
+	if p.TransA {
+		g.opA, g.ldA, g.aRowStride = cublasOpT, p.M, 1
+	}
+	for _, v := range []int{p.N, p.K, g.ldA, g.ldB, g.ldC} {
+		if v > math.MaxInt32 {
+			return g, fmt.Errorf("cuda: %w: GEMM dimension %d exceeds cuBLAS's int32", tensor.ErrUnsupported, v)
+		}
+	}
+	rows := int(panelFlops / max(p.Flops()/float64(p.M), 1))
+	rows = min(max(rows, 1), p.M, math.MaxInt32)
+	if i8 {
+		// cublasGemmEx with CUDA_R_8I inputs needs 4-byte aligned matrices
+		// and leading dimensions that are multiples of 4.
+		if g.ldA%4 != 0 || g.ldB%4 != 0 || g.ldC%4 != 0 {
+			return g, fmt.Errorf("cuda: %w: int8 GEMM needs leading dimensions divisible by 4 (M=%d N=%d K=%d)",
+				tensor.ErrUnsupported, p.M, p.N, p.K)
+		}
+		if p.TransA && rows < p.M {
+			// A panel then starts m0 bytes into A: keep it 4-byte aligned.
+			rows = max(rows&^3, 4)
+		}
+	}
+	g.panelRows = rows
+	return g, nil
+}
+
+// Gemm implements tensor.Backend with cublasSgemm_v2 (f32) or cublasGemmEx
+// (i8·i8→i32, CUBLAS_COMPUTE_32I). Int8 shapes cuBLAS cannot take (leading
+// dimensions not divisible by 4), and GPUs without an int8 GEMM, give an
+// error wrapping tensor.ErrUnsupported.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) Gemm(ctx context.Context, p tensor.GemmParams, a, bm, c tensor.Buffer) error {
+	xs, err := b.own(a, bm, c)
+	if err != nil {
+		return err
+	}
+	xa, xb, xc := xs[0], xs[1], xs[2]
+	i8 := xa.dt == abi.I8
+	switch {
+	case i8 && xb.dt == abi.I8 && xc.dt == abi.I32:
+	case !i8 && xa.dt == abi.F32 && xb.dt == abi.F32 && xc.dt == abi.F32:
+	default:
+		return fmt.Errorf("cuda: %w: GEMM of %v·%v→%v", tensor.ErrUnsupported, xa.dt, xb.dt, xc.dt)
+	}
+	if p.M == 0 || p.N == 0 {
+		return nil
+	}
+	if p.K == 0 {
+		// An empty sum; cuBLAS would reject the zero leading dimension.
+		if p.Accumulate {
+			return nil
+		}
+		return b.q.do(ctx, func() error {
+			if err := b.alive(xc); err != nil {
+				return err
+			}
+			if err := cuErr(symMemsetD8, b.drv.cuMemsetD8(xc.ptr, 0, uintptr(xc.bytes()))); err != nil {
+				return err
+			}
+			return b.sync()
+		})
+	}
+	g, err := planGemm(p, i8)
+	if err != nil {
+		return err
+	}
+	return b.q.do(ctx, func() error {
+		if err := b.alive(xa, xb, xc); err != nil {
+			return err
+		}
+		for m0 := 0; m0 < p.M; m0 += g.panelRows {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			mp := min(g.panelRows, p.M-m0)
+			aPtr := xa.ptr + uint64(m0*g.aRowStride*xa.dt.Size())
+			cPtr := xc.ptr + uint64(m0*p.N*4)
+			if i8 {
+				alpha, beta := int32(1), int32(0)
+				if p.Accumulate {
+					beta = 1
+				}
+				s := b.blas.gemmEx(b.handle, g.opB, g.opA, int32(p.N), int32(mp), int32(p.K),
+					unsafe.Pointer(&alpha), xb.ptr, cudaR8I, int32(g.ldB),
+					aPtr, cudaR8I, int32(g.ldA),
+					unsafe.Pointer(&beta), cPtr, cudaR32I, int32(g.ldC),
+					cublasCompute32I, cublasGemmDflt)
+				if err := blasErr(symGemmEx, s); err != nil {
+					if s == cublasStatusNotSupported || s == cublasStatusArchMismatch {
+						return fmt.Errorf("%w: %w", tensor.ErrUnsupported, err)
+					}
+					return err
+				}
+			} else {
+				alpha, beta := float32(1), float32(0)
+				if p.Accumulate {
+					beta = 1
+				}
+				s := b.blas.sgemm(b.handle, g.opB, g.opA, int32(p.N), int32(mp), int32(p.K),
+					&alpha, xb.ptr, int32(g.ldB), aPtr, int32(g.ldA), &beta, cPtr, int32(g.ldC))
+				if err := blasErr(symSgemm, s); err != nil {
+					return err
+				}
+			}
+			if err := b.sync(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// chunked runs launch over [0, total) in pieces of at most step, with a
+// synchronisation and a ctx check between pieces.
+func (b *Backend) chunked(ctx context.Context, total, step int, launch func(off, n int) error) error {
+	for off := 0; off < total; off += step {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := launch(off, min(step, total-off)); err != nil {
+			return err
+		}
+		if err := b.sync(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Binary implements tensor.Backend with the binary_f32 kernel, and
+// binary_add_i32 for OpAdd on I32.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) Binary(ctx context.Context, op abi.Op, a, bm, out tensor.Buffer) error {
+	xs, err := b.own(a, bm, out)
+	if err != nil {
+		return err
+	}
+	xa, xb, xo := xs[0], xs[1], xs[2]
+	k := kBinaryF32
+	switch {
+	case xa.dt == abi.F32 && op >= abi.OpAdd && op <= abi.OpDiv:
+	case xa.dt == abi.I32 && op == abi.OpAdd:
+		k = kBinaryAddI32
+	default:
+		return fmt.Errorf("cuda: %w: binary op %d on %v", tensor.ErrUnsupported, op, xa.dt)
+	}
+	if xa.n == 0 {
+		return nil
+	}
+	if xb.n == 0 || xa.n%xb.n != 0 {
+		return fmt.Errorf("cuda: binary: %d elements do not repeat over %d", xb.n, xa.n)
+	}
+	return b.q.do(ctx, func() error {
+		if err := b.alive(xa, xb, xo); err != nil {
+			return err
+		}
+		return b.chunked(ctx, xa.n, chunkElems, func(off, n int) error {
+			args := []kernelArg{ptrArg(xa.ptr), ptrArg(xb.ptr), ptrArg(xo.ptr), i64Arg(off), i64Arg(n), i64Arg(xb.n)}
+			if k == kBinaryF32 {
+				args = append(args, i32Arg(int32(op)))
+			}
+			return b.launch(k, gridFor(n), args...)
+		})
+	})
+}
+
+// Unary implements tensor.Backend with the unary_f32 kernel (ReLU, GELU).
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) Unary(ctx context.Context, op abi.Op, a, out tensor.Buffer) error {
+	xs, err := b.own(a, out)
+	if err != nil {
+		return err
+	}
+	xa, xo := xs[0], xs[1]
+	if xa.dt != abi.F32 || (op != abi.OpReLU && op != abi.OpGELU) {
+		return fmt.Errorf("cuda: %w: unary op %d on %v", tensor.ErrUnsupported, op, xa.dt)
+	}
+	return b.q.do(ctx, func() error {
+		if err := b.alive(xa, xo); err != nil {
+			return err
+		}
+		return b.chunked(ctx, xa.n, chunkElems, func(off, n int) error {
+			return b.launch(kUnaryF32, gridFor(n), ptrArg(xa.ptr), ptrArg(xo.ptr), i64Arg(off), i64Arg(n), i32Arg(int32(op)))
+		})
+	})
+}
+
+// Softmax implements tensor.Backend with the softmax_rows kernel, one
+// block per row.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) Softmax(ctx context.Context, rows, cols int, a, out tensor.Buffer) error {
+	xs, err := b.own(a, out)
+	if err != nil {
+		return err
+	}
+	xa, xo := xs[0], xs[1]
+	if xa.dt != abi.F32 {
+		return fmt.Errorf("cuda: %w: softmax on %v", tensor.ErrUnsupported, xa.dt)
+	}
+	if rows == 0 || cols == 0 {
+		return nil
+	}
+	return b.q.do(ctx, func() error {
+		if err := b.alive(xa, xo); err != nil {
+			return err
+		}
+		return b.chunked(ctx, rows, max(chunkElems/cols, 1), func(r0, n int) error {
+			return b.launch(kSoftmaxRows, rowGrid(n), ptrArg(xa.ptr), ptrArg(xo.ptr), i64Arg(r0), i64Arg(n), i64Arg(cols))
+		})
+	})
+}
+
+// Reduce implements tensor.Backend with the reduce_rows kernel (sum, max,
+// mean), one block per row.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) Reduce(ctx context.Context, op abi.Op, rows, cols int, a, out tensor.Buffer) error {
+	xs, err := b.own(a, out)
+	if err != nil {
+		return err
+	}
+	xa, xo := xs[0], xs[1]
+	if xa.dt != abi.F32 || op < abi.OpSum || op > abi.OpMean {
+		return fmt.Errorf("cuda: %w: reduce op %d on %v", tensor.ErrUnsupported, op, xa.dt)
+	}
+	if rows == 0 {
+		return nil
+	}
+	return b.q.do(ctx, func() error {
+		if err := b.alive(xa, xo); err != nil {
+			return err
+		}
+		return b.chunked(ctx, rows, max(chunkElems/max(cols, 1), 1), func(r0, n int) error {
+			return b.launch(kReduceRows, rowGrid(n), ptrArg(xa.ptr), ptrArg(xo.ptr), i64Arg(r0), i64Arg(n), i64Arg(cols), i32Arg(int32(op)))
+		})
+	})
+}

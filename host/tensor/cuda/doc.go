@@ -1,0 +1,46 @@
+// Package cuda is the infernet tensor backend for NVIDIA GPUs: the CUDA driver
+// API and cuBLAS, loaded at run time with purego, so the binary builds and
+// runs without the CUDA toolkit and on machines without a GPU.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+//
+// # Design
+//
+//   - Libraries: libcuda.so.1 (the driver) and libcublas.so.13, .12 or .11 are
+//     opened with dlopen by [New]; a missing library, device or failed
+//     initialisation is reported as an error wrapping tensor.ErrUnavailable, so
+//     the host falls back to a CPU backend.
+//   - Threads: a CUDA context is current per OS thread, so every driver and
+//     cuBLAS call of a [Backend] runs on one goroutine locked to its OS thread
+//     (a small command queue). The context is created on that thread and
+//     destroyed there by [Backend.Close].
+//   - Memory: tensor buffers live in device memory (cuMemAlloc_v2) so chains
+//     of operations stay on the device; Write and Read copy host↔device.
+//   - GEMM: cublasSgemm_v2 for f32 and cublasGemmEx (i8·i8→i32, compute
+//     CUBLAS_COMPUTE_32I) for int8. cuBLAS is column-major; a row-major C =
+//     A·B is computed as the column-major Cᵀ = Bᵀ·Aᵀ by swapping the operands.
+//     Large products are split into row panels, with a synchronisation and a
+//     context check after each, so a deadline interrupts within a bounded time.
+//   - Elementwise, softmax and reduce run as PTX kernels written in CUDA C
+//     (kernels.cu), compiled to PTX with clang (gen_ptx.sh, `go generate`),
+//     embedded, JIT-compiled by the driver with cuModuleLoadData and launched
+//     with cuLaunchKernel.
+//   - Errors: every failing CUresult or cublasStatus_t becomes an [*Error]
+//     naming the call and the code.
+//
+// # Testing
+//
+// The tests run New on this machine (no driver: ErrUnavailable) and run the
+// whole backend against a FAKE libcuda/libcublas (testdata/fakecuda.c, built
+// at test time with the C compiler) that implements the symbols on host
+// memory and records a call log. Its cuLaunchKernel runs kernels.cu itself,
+// compiled as C, with one host thread per GPU thread. That proves the call
+// order, arguments, leading dimensions, copy sizes, thread discipline,
+// cleanup and the kernels' indexing and reductions; not clang's NVPTX code,
+// the driver's JIT, cuBLAS or the GPU's arithmetic. A test also checks that
+// kernels.ptx is what clang-14 makes of kernels.cu and that its parameter
+// lists match what the Go side passes.
+package cuda
+
+//go:generate sh gen_ptx.sh

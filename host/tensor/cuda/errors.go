@@ -1,0 +1,121 @@
+package cuda
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Error is a failed CUDA driver or cuBLAS call.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+type Error struct {
+	// Call is the C function, e.g. "cuMemAlloc_v2" or "cublasSgemm_v2".
+	Call string
+	// Code is the CUresult (driver) or cublasStatus_t (cuBLAS) value.
+	Code int
+	// Name is the code's C enumerator, e.g. "CUDA_ERROR_OUT_OF_MEMORY",
+	// or "CUresult(n)" / "cublasStatus(n)" for codes not in the table.
+	Name string
+}
+
+// Error returns "cuda: CALL: NAME (CODE)".
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (e *Error) Error() string {
+	return fmt.Sprintf("cuda: %s: %s (%d)", e.Call, e.Name, e.Code)
+}
+
+// Common CUresult values; the full list is in cuda.h. Only these are named,
+// since the driver may not be loaded far enough to ask it (cuGetErrorName).
+var cuResultNames = map[int32]string{
+	0:   "CUDA_SUCCESS",
+	1:   "CUDA_ERROR_INVALID_VALUE",
+	2:   "CUDA_ERROR_OUT_OF_MEMORY",
+	3:   "CUDA_ERROR_NOT_INITIALIZED",
+	4:   "CUDA_ERROR_DEINITIALIZED",
+	34:  "CUDA_ERROR_STUB_LIBRARY",
+	46:  "CUDA_ERROR_DEVICE_UNAVAILABLE",
+	100: "CUDA_ERROR_NO_DEVICE",
+	101: "CUDA_ERROR_INVALID_DEVICE",
+	102: "CUDA_ERROR_DEVICE_NOT_LICENSED",
+	200: "CUDA_ERROR_INVALID_IMAGE",
+	201: "CUDA_ERROR_INVALID_CONTEXT",
+	209: "CUDA_ERROR_NO_BINARY_FOR_GPU",
+	214: "CUDA_ERROR_ECC_UNCORRECTABLE",
+	216: "CUDA_ERROR_CONTEXT_ALREADY_IN_USE",
+	218: "CUDA_ERROR_INVALID_PTX",
+	221: "CUDA_ERROR_JIT_COMPILER_NOT_FOUND",
+	222: "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+	300: "CUDA_ERROR_INVALID_SOURCE",
+	301: "CUDA_ERROR_FILE_NOT_FOUND",
+	303: "CUDA_ERROR_SHARED_OBJECT_INIT_FAILED",
+	304: "CUDA_ERROR_OPERATING_SYSTEM",
+	400: "CUDA_ERROR_INVALID_HANDLE",
+	401: "CUDA_ERROR_ILLEGAL_STATE",
+	500: "CUDA_ERROR_NOT_FOUND",
+	600: "CUDA_ERROR_NOT_READY",
+	700: "CUDA_ERROR_ILLEGAL_ADDRESS",
+	701: "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+	702: "CUDA_ERROR_LAUNCH_TIMEOUT",
+	709: "CUDA_ERROR_CONTEXT_IS_DESTROYED",
+	710: "CUDA_ERROR_ASSERT",
+	714: "CUDA_ERROR_HARDWARE_STACK_ERROR",
+	715: "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+	716: "CUDA_ERROR_MISALIGNED_ADDRESS",
+	717: "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+	718: "CUDA_ERROR_INVALID_PC",
+	719: "CUDA_ERROR_LAUNCH_FAILED",
+	800: "CUDA_ERROR_NOT_PERMITTED",
+	801: "CUDA_ERROR_NOT_SUPPORTED",
+	802: "CUDA_ERROR_SYSTEM_NOT_READY",
+	803: "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+	804: "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
+	999: "CUDA_ERROR_UNKNOWN",
+}
+
+// cublasStatus_t values (cublas_api.h).
+var cublasStatusNames = map[int32]string{
+	0:  "CUBLAS_STATUS_SUCCESS",
+	1:  "CUBLAS_STATUS_NOT_INITIALIZED",
+	3:  "CUBLAS_STATUS_ALLOC_FAILED",
+	7:  "CUBLAS_STATUS_INVALID_VALUE",
+	8:  "CUBLAS_STATUS_ARCH_MISMATCH",
+	11: "CUBLAS_STATUS_MAPPING_ERROR",
+	13: "CUBLAS_STATUS_EXECUTION_FAILED",
+	14: "CUBLAS_STATUS_INTERNAL_ERROR",
+	15: "CUBLAS_STATUS_NOT_SUPPORTED",
+	16: "CUBLAS_STATUS_LICENSE_ERROR",
+}
+
+// cublasStatus_t values that mean "this GPU or library cannot do that",
+// which the host answers by falling back to another backend.
+const (
+	cublasStatusArchMismatch = 8
+	cublasStatusNotSupported = 15
+)
+
+// cuErr returns nil for CUDA_SUCCESS, else an *Error for call.
+func cuErr(call string, r int32) error {
+	if r == 0 {
+		return nil
+	}
+	name, ok := cuResultNames[r]
+	if !ok {
+		name = "CUresult(" + strconv.Itoa(int(r)) + ")"
+	}
+	return &Error{Call: call, Code: int(r), Name: name}
+}
+
+// blasErr returns nil for CUBLAS_STATUS_SUCCESS, else an *Error for call.
+func blasErr(call string, s int32) error {
+	if s == 0 {
+		return nil
+	}
+	name, ok := cublasStatusNames[s]
+	if !ok {
+		name = "cublasStatus(" + strconv.Itoa(int(s)) + ")"
+	}
+	return &Error{Call: call, Code: int(s), Name: name}
+}

@@ -1,0 +1,94 @@
+package cuda
+
+import (
+	_ "embed"
+	"fmt"
+	"runtime"
+	"unsafe"
+)
+
+// kernelsPTX is kernels.cu compiled by gen_ptx.sh; the driver JIT-compiles
+// it for the device when the Backend is created.
+//
+//go:embed kernels.ptx
+var kernelsPTX string
+
+// kernelID indexes kernelSigs and Backend.fns.
+type kernelID int
+
+const (
+	kBinaryF32 kernelID = iota
+	kBinaryAddI32
+	kUnaryF32
+	kSoftmaxRows
+	kReduceRows
+	numKernels
+)
+
+// kernelSigs gives each kernel's entry name and the byte size of each
+// parameter, in order, as declared in kernels.cu (pointers and long long: 8,
+// int: 4). launch checks its arguments against it, and a test checks it
+// against the .param lists of kernels.ptx.
+var kernelSigs = [numKernels]struct {
+	name   string
+	params []int
+}{
+	kBinaryF32:    {"binary_f32", []int{8, 8, 8, 8, 8, 8, 4}},  // a, b, out, off, n, nb, op
+	kBinaryAddI32: {"binary_add_i32", []int{8, 8, 8, 8, 8, 8}}, // a, b, out, off, n, nb
+	kUnaryF32:     {"unary_f32", []int{8, 8, 8, 8, 4}},         // a, out, off, n, op
+	kSoftmaxRows:  {"softmax_rows", []int{8, 8, 8, 8, 8}},      // a, out, row0, rows, cols
+	kReduceRows:   {"reduce_rows", []int{8, 8, 8, 8, 8, 4}},    // a, out, row0, rows, cols, op
+}
+
+// blockSize is the threads per block of every launch; kernels.cu's BLOCK
+// sizes its shared reduction arrays to match.
+const blockSize = 256
+
+// maxGrid caps the blocks of one launch; the kernels loop with a grid
+// stride, so a smaller grid only means more iterations per thread.
+const maxGrid = 1 << 16
+
+// kernelArg is one kernel parameter: its size in bytes and its value.
+type kernelArg struct {
+	size int
+	bits uint64
+}
+
+func ptrArg(p uint64) kernelArg { return kernelArg{8, p} }
+func i64Arg(v int) kernelArg    { return kernelArg{8, uint64(int64(v))} }
+func i32Arg(v int32) kernelArg  { return kernelArg{4, uint64(uint32(v))} }
+func gridFor(items int) uint32  { return uint32(min(max((items+blockSize-1)/blockSize, 1), maxGrid)) }
+func rowGrid(rows int) uint32   { return uint32(min(max(rows, 1), maxGrid)) }
+
+// launch starts kernel k with grid blocks of blockSize threads on the
+// default stream. It runs on the queue's thread.
+//
+// cuLaunchKernel takes an array of pointers to the parameter values; both
+// the array and the values are Go memory handed to C, so they are pinned
+// for the call. Each value is stored in a uint64 slot; the driver reads
+// size bytes from its start, which is the value on little-endian hosts
+// (x86-64, arm64 and ppc64le: every host CUDA runs on).
+func (b *Backend) launch(k kernelID, grid uint32, args ...kernelArg) error {
+	sig := kernelSigs[k]
+	if len(args) != len(sig.params) {
+		return fmt.Errorf("cuda: %s takes %d parameters, got %d", sig.name, len(sig.params), len(args))
+	}
+	vals := make([]uint64, len(args))
+	ptrs := make([]unsafe.Pointer, len(args))
+	for i, a := range args {
+		if a.size != sig.params[i] {
+			return fmt.Errorf("cuda: %s parameter %d is %d bytes, got %d", sig.name, i, sig.params[i], a.size)
+		}
+		vals[i] = a.bits
+		ptrs[i] = unsafe.Pointer(&vals[i])
+	}
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	pin.Pin(&vals[0])
+	pin.Pin(&ptrs[0])
+	r := b.drv.cuLaunchKernel(b.fns[k], grid, 1, 1, blockSize, 1, 1, 0, 0, &ptrs[0], nil)
+	if err := cuErr(symLaunchKernel, r); err != nil {
+		return fmt.Errorf("%s: %w", sig.name, err)
+	}
+	return nil
+}

@@ -1,0 +1,720 @@
+/*
+ * FAKE libcuda.so.1 + libcublas.so for the tests of package cuda.
+ *
+ * fake driver: checks our call sequence, not a GPU.
+ *
+ * This is NOT NVIDIA's driver and does NOT model a GPU. The project has no
+ * GPU; this library lets the tests run package cuda's real code path (purego
+ * loading, the locked CUDA thread, the cuBLAS operand swap, kernel parameter
+ * marshalling, cleanup) against something that checks it. It implements the
+ * symbols package cuda uses on host memory:
+ *
+ *   - device pointers are malloc pointers; every pointer range a call touches
+ *     is checked against the live allocations (CUDA_ERROR_INVALID_VALUE /
+ *     CUBLAS_STATUS_INVALID_VALUE if it strays), and new allocations are
+ *     filled with 0xCD so a missing memset shows;
+ *   - a context is current per thread, as in CUDA: calls that need one fail
+ *     with CUDA_ERROR_INVALID_CONTEXT on a thread that did not create it;
+ *   - cublasSgemm_v2 / cublasGemmEx are naive column-major GEMMs that first
+ *     check the BLAS argument rules (leading dimensions, and for int8 the
+ *     types, compute type and 4-alignment rules);
+ *   - cuLaunchKernel runs the real kernels of ../kernels.cu, compiled here
+ *     as C and run with one host thread per GPU thread, reading the
+ *     parameters with the sizes kernels.cu declares;
+ *   - every call is appended to a log, "TID CALL ARGS -> CODE" per line,
+ *     that the tests read with fake_log(); fake_fail(call, code) makes a call
+ *     return code; fake_live(what) counts live objects.
+ *
+ * Built by the tests: cc -shared -fPIC -o libfakecuda.so fakecuda.c -lm -lpthread
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+
+enum {
+  CUDA_SUCCESS = 0,
+  CUDA_ERROR_INVALID_VALUE = 1,
+  CUDA_ERROR_NOT_INITIALIZED = 3,
+  CUDA_ERROR_INVALID_DEVICE = 101,
+  CUDA_ERROR_INVALID_IMAGE = 200,
+  CUDA_ERROR_INVALID_CONTEXT = 201,
+  CUDA_ERROR_INVALID_HANDLE = 400,
+  CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+};
+enum {
+  CUBLAS_STATUS_SUCCESS = 0,
+  CUBLAS_STATUS_NOT_INITIALIZED = 1,
+  CUBLAS_STATUS_INVALID_VALUE = 7,
+  CUBLAS_STATUS_NOT_SUPPORTED = 15,
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- log and failure injection ---- */
+
+static char *logbuf;
+static size_t loglen, logcap;
+static char fail_call[64];
+static int fail_code;
+
+static void record(const char *call, int rc, const char *fmt, ...) {
+  char line[1024];
+  int n = snprintf(line, sizeof line, "%ld %s ", (long)syscall(SYS_gettid), call);
+  va_list ap;
+  va_start(ap, fmt);
+  n += vsnprintf(line + n, sizeof line - n, fmt, ap);
+  va_end(ap);
+  n += snprintf(line + n, sizeof line - n, " -> %d\n", rc);
+  if (n >= (int)sizeof line)
+    n = sizeof line - 1;
+  pthread_mutex_lock(&mu);
+  if (loglen + n + 1 > logcap) {
+    logcap = (loglen + n + 1) * 2;
+    logbuf = realloc(logbuf, logcap);
+  }
+  memcpy(logbuf + loglen, line, n);
+  loglen += n;
+  logbuf[loglen] = 0;
+  pthread_mutex_unlock(&mu);
+}
+
+/* injected returns the code fake_fail set for call, or 0. */
+static int injected(const char *call) {
+  pthread_mutex_lock(&mu);
+  int rc = strcmp(fail_call, call) == 0 ? fail_code : 0;
+  pthread_mutex_unlock(&mu);
+  return rc;
+}
+
+/* ---- test controls ---- */
+
+const char *fake_log(void) { return logbuf ? logbuf : ""; }
+
+void fake_reset(void) {
+  pthread_mutex_lock(&mu);
+  loglen = 0;
+  if (logbuf)
+    logbuf[0] = 0;
+  fail_call[0] = 0;
+  fail_code = 0;
+  pthread_mutex_unlock(&mu);
+}
+
+void fake_fail(const char *call, int code) {
+  pthread_mutex_lock(&mu);
+  snprintf(fail_call, sizeof fail_call, "%s", call);
+  fail_code = code;
+  pthread_mutex_unlock(&mu);
+}
+
+static int live_allocs, live_ctxs, live_mods, live_handles;
+
+int fake_live(const char *what) {
+  pthread_mutex_lock(&mu);
+  int n = !strcmp(what, "allocs")     ? live_allocs
+          : !strcmp(what, "contexts") ? live_ctxs
+          : !strcmp(what, "modules")  ? live_mods
+          : !strcmp(what, "handles")  ? live_handles
+                                      : -1;
+  pthread_mutex_unlock(&mu);
+  return n;
+}
+
+/* ---- devices ---- */
+
+#define NDEV 2
+static int ndev = NDEV;
+static const char *dev_names[NDEV] = {"FAKE GPU 0 (not a GPU)", "FAKE GPU 1 (not a GPU)"};
+static const int dev_sms[NDEV] = {108, 46};
+static const int dev_cc[NDEV][2] = {{8, 0}, {7, 5}};
+static const size_t dev_mem[NDEV] = {(size_t)80 << 30, (size_t)16 << 30};
+static int inited;
+
+void fake_set_devices(int n) { ndev = n < 0 ? 0 : n > NDEV ? NDEV : n; }
+
+/* ---- allocations ---- */
+
+struct alloc {
+  struct alloc *next;
+  int id;
+  unsigned char *p;
+  size_t n;
+};
+static struct alloc *allocs;
+static int next_alloc_id = 1;
+
+/* find returns the allocation holding [p, p+n) and sets *off, or NULL. */
+static struct alloc *find(CUdeviceptr p, size_t n, size_t *off) {
+  pthread_mutex_lock(&mu);
+  struct alloc *a = allocs;
+  for (; a; a = a->next) {
+    uintptr_t base = (uintptr_t)a->p;
+    if (p >= base && p - base <= a->n && n <= a->n - (p - base)) {
+      if (off)
+        *off = p - base;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&mu);
+  return a;
+}
+
+/* ---- contexts ---- */
+
+struct ctx {
+  long tid;
+};
+static __thread struct ctx *cur; /* the calling thread's current context */
+
+#define NEED_INIT()                                                            \
+  if (!inited)                                                                 \
+  return CUDA_ERROR_NOT_INITIALIZED
+
+CUresult cuInit(unsigned flags) {
+  int rc = injected("cuInit");
+  if (!rc && flags)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (!rc)
+    inited = 1;
+  record("cuInit", rc, "flags=%u", flags);
+  return rc;
+}
+
+CUresult cuDriverGetVersion(int *v) {
+  *v = 12040;
+  return 0;
+}
+
+CUresult cuDeviceGetCount(int *n) {
+  NEED_INIT();
+  *n = ndev;
+  record("cuDeviceGetCount", 0, "n=%d", ndev);
+  return 0;
+}
+
+CUresult cuDeviceGet(int *dev, int ordinal) {
+  NEED_INIT();
+  int rc = injected("cuDeviceGet");
+  if (!rc && (ordinal < 0 || ordinal >= ndev))
+    rc = CUDA_ERROR_INVALID_DEVICE;
+  if (!rc)
+    *dev = ordinal;
+  record("cuDeviceGet", rc, "ordinal=%d", ordinal);
+  return rc;
+}
+
+CUresult cuDeviceGetName(char *name, int len, int dev) {
+  NEED_INIT();
+  if (dev < 0 || dev >= ndev || len <= 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  snprintf(name, len, "%s", dev_names[dev]);
+  return 0;
+}
+
+CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
+  NEED_INIT();
+  if (dev < 0 || dev >= ndev)
+    return CUDA_ERROR_INVALID_DEVICE;
+  int rc = 0;
+  switch (attr) {
+  case 16: *v = dev_sms[dev]; break;
+  case 75: *v = dev_cc[dev][0]; break;
+  case 76: *v = dev_cc[dev][1]; break;
+  default: rc = CUDA_ERROR_INVALID_VALUE;
+  }
+  record("cuDeviceGetAttribute", rc, "attr=%d dev=%d", attr, dev);
+  return rc;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t *bytes, int dev) {
+  NEED_INIT();
+  if (dev < 0 || dev >= ndev)
+    return CUDA_ERROR_INVALID_DEVICE;
+  *bytes = dev_mem[dev];
+  return 0;
+}
+
+CUresult cuDeviceGetUuid_v2(unsigned char uuid[16], int dev) {
+  NEED_INIT();
+  if (dev < 0 || dev >= ndev)
+    return CUDA_ERROR_INVALID_DEVICE;
+  for (int i = 0; i < 16; i++)
+    uuid[i] = (unsigned char)(0x10 * dev + i);
+  return 0;
+}
+
+CUresult cuCtxCreate_v2(void **pctx, unsigned flags, int dev) {
+  NEED_INIT();
+  int rc = injected("cuCtxCreate_v2");
+  if (!rc && (dev < 0 || dev >= ndev))
+    rc = CUDA_ERROR_INVALID_DEVICE;
+  if (!rc) {
+    struct ctx *c = calloc(1, sizeof *c);
+    c->tid = (long)syscall(SYS_gettid);
+    cur = c;
+    *pctx = c;
+    pthread_mutex_lock(&mu);
+    live_ctxs++;
+    pthread_mutex_unlock(&mu);
+  }
+  record("cuCtxCreate_v2", rc, "flags=%u dev=%d", flags, dev);
+  return rc;
+}
+
+CUresult cuCtxDestroy_v2(void *c) {
+  int rc = c ? 0 : CUDA_ERROR_INVALID_VALUE;
+  if (!rc) {
+    if (cur == c)
+      cur = NULL;
+    free(c);
+    pthread_mutex_lock(&mu);
+    live_ctxs--;
+    pthread_mutex_unlock(&mu);
+  }
+  record("cuCtxDestroy_v2", rc, "");
+  return rc;
+}
+
+#define NEED_CTX(name)                                                         \
+  do {                                                                         \
+    if (!cur) {                                                                \
+      record(name, CUDA_ERROR_INVALID_CONTEXT, "no current context");          \
+      return CUDA_ERROR_INVALID_CONTEXT;                                       \
+    }                                                                          \
+  } while (0)
+
+CUresult cuCtxSynchronize(void) {
+  NEED_CTX("cuCtxSynchronize");
+  int rc = injected("cuCtxSynchronize");
+  record("cuCtxSynchronize", rc, "");
+  return rc;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
+  NEED_CTX("cuMemAlloc_v2");
+  int rc = injected("cuMemAlloc_v2");
+  if (!rc && n == 0)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  int id = 0;
+  if (!rc) {
+    struct alloc *a = calloc(1, sizeof *a);
+    a->p = malloc(n);
+    memset(a->p, 0xCD, n); /* device memory is not zeroed */
+    a->n = n;
+    pthread_mutex_lock(&mu);
+    a->id = id = next_alloc_id++;
+    a->next = allocs;
+    allocs = a;
+    live_allocs++;
+    pthread_mutex_unlock(&mu);
+    *p = (CUdeviceptr)(uintptr_t)a->p;
+  }
+  record("cuMemAlloc_v2", rc, "bytes=%zu id=%d", n, id);
+  return rc;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr p) {
+  NEED_CTX("cuMemFree_v2");
+  int rc = CUDA_ERROR_INVALID_VALUE, id = 0;
+  pthread_mutex_lock(&mu);
+  for (struct alloc **pa = &allocs; *pa; pa = &(*pa)->next) {
+    if ((uintptr_t)(*pa)->p == p) {
+      struct alloc *a = *pa;
+      *pa = a->next;
+      id = a->id;
+      free(a->p);
+      free(a);
+      live_allocs--;
+      rc = 0;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&mu);
+  record("cuMemFree_v2", rc, "id=%d", id);
+  return rc;
+}
+
+CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n) {
+  NEED_CTX("cuMemsetD8_v2");
+  size_t off = 0;
+  struct alloc *a = find(p, n, &off);
+  int rc = a ? 0 : CUDA_ERROR_INVALID_VALUE;
+  if (!rc)
+    memset((void *)(uintptr_t)p, v, n);
+  record("cuMemsetD8_v2", rc, "id=%d+%zu value=%u bytes=%zu", a ? a->id : 0, off, v, n);
+  return rc;
+}
+
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
+  NEED_CTX("cuMemcpyHtoD_v2");
+  size_t off = 0;
+  struct alloc *a = find(dst, n, &off);
+  int rc = a ? 0 : CUDA_ERROR_INVALID_VALUE;
+  if (!rc)
+    memcpy((void *)(uintptr_t)dst, src, n);
+  record("cuMemcpyHtoD_v2", rc, "id=%d+%zu bytes=%zu", a ? a->id : 0, off, n);
+  return rc;
+}
+
+CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
+  NEED_CTX("cuMemcpyDtoH_v2");
+  size_t off = 0;
+  struct alloc *a = find(src, n, &off);
+  int rc = a ? 0 : CUDA_ERROR_INVALID_VALUE;
+  if (!rc)
+    memcpy(dst, (void *)(uintptr_t)src, n);
+  record("cuMemcpyDtoH_v2", rc, "id=%d+%zu bytes=%zu", a ? a->id : 0, off, n);
+  return rc;
+}
+
+/* ---- modules and kernels ---- */
+
+struct module {
+  char *image;
+};
+struct function {
+  struct module *m;
+  char name[64];
+};
+
+CUresult cuModuleLoadData(void **pm, const void *image) {
+  NEED_CTX("cuModuleLoadData");
+  int rc = injected("cuModuleLoadData");
+  const char *s = image;
+  if (!rc && (!strstr(s, ".version ") || !strstr(s, ".target ") || !strstr(s, ".entry ")))
+    rc = CUDA_ERROR_INVALID_IMAGE;
+  if (!rc) {
+    struct module *m = calloc(1, sizeof *m);
+    m->image = strdup(s);
+    *pm = m;
+    pthread_mutex_lock(&mu);
+    live_mods++;
+    pthread_mutex_unlock(&mu);
+  }
+  record("cuModuleLoadData", rc, "bytes=%zu", strlen(s));
+  return rc;
+}
+
+CUresult cuModuleGetFunction(void **pf, void *mod, const char *name) {
+  NEED_CTX("cuModuleGetFunction");
+  struct module *m = mod;
+  char want[96];
+  snprintf(want, sizeof want, ".entry %s(", name);
+  int rc = m && strstr(m->image, want) ? 0 : CUDA_ERROR_NOT_FOUND;
+  if (!rc) {
+    struct function *f = calloc(1, sizeof *f);
+    f->m = m;
+    snprintf(f->name, sizeof f->name, "%s", name);
+    *pf = f; /* leaked like the driver's: owned by the module */
+  }
+  record("cuModuleGetFunction", rc, "name=%s", name);
+  return rc;
+}
+
+CUresult cuModuleUnload(void *mod) {
+  struct module *m = mod;
+  int rc = m ? 0 : CUDA_ERROR_INVALID_HANDLE;
+  if (!rc) {
+    free(m->image);
+    free(m);
+    pthread_mutex_lock(&mu);
+    live_mods--;
+    pthread_mutex_unlock(&mu);
+  }
+  record("cuModuleUnload", rc, "");
+  return rc;
+}
+
+/* ---- host emulation of kernels.cu ----
+ *
+ * cuLaunchKernel runs the real kernels.cu, compiled here as C: one host
+ * thread per GPU thread, blocks one after another, __shared__ arrays as
+ * function statics (one block is live at a time), __syncthreads as a
+ * pthread barrier, ex2.approx as exp2f. This checks the kernels' indexing,
+ * offsets, grid-stride loops and block reductions, not NVPTX code
+ * generation or the GPU's arithmetic.
+ */
+static __thread int emu_tid, emu_ctaid;
+static int emu_ntid, emu_nctaid;
+static pthread_barrier_t emu_bar;
+static pthread_mutex_t emu_mu = PTHREAD_MUTEX_INITIALIZER;
+
+#define __global__
+#define __device__
+#define __shared__ static
+static int __nvvm_read_ptx_sreg_tid_x(void) { return emu_tid; }
+static int __nvvm_read_ptx_sreg_ntid_x(void) { return emu_ntid; }
+static int __nvvm_read_ptx_sreg_ctaid_x(void) { return emu_ctaid; }
+static int __nvvm_read_ptx_sreg_nctaid_x(void) { return emu_nctaid; }
+static void __syncthreads(void) { pthread_barrier_wait(&emu_bar); }
+static float __nvvm_ex2_approx_f(float x) { return exp2f(x); }
+
+#include "../kernels.cu"
+
+/* Parameter readers: kernelParams[i] points at the value. */
+#define P_PTR(i) ((uintptr_t)(*(CUdeviceptr *)params[i]))
+#define P_I64(i) (*(long long *)params[i])
+#define P_I32(i) (*(int *)params[i])
+
+static void k_binary_f32(void **params) {
+  binary_f32((const float *)P_PTR(0), (const float *)P_PTR(1), (float *)P_PTR(2), P_I64(3),
+             P_I64(4), P_I64(5), P_I32(6));
+}
+static void k_binary_add_i32(void **params) {
+  binary_add_i32((const int *)P_PTR(0), (const int *)P_PTR(1), (int *)P_PTR(2), P_I64(3),
+                 P_I64(4), P_I64(5));
+}
+static void k_unary_f32(void **params) {
+  unary_f32((const float *)P_PTR(0), (float *)P_PTR(1), P_I64(2), P_I64(3), P_I32(4));
+}
+static void k_softmax_rows(void **params) {
+  softmax_rows((const float *)P_PTR(0), (float *)P_PTR(1), P_I64(2), P_I64(3), P_I64(4));
+}
+static void k_reduce_rows(void **params) {
+  reduce_rows((const float *)P_PTR(0), (float *)P_PTR(1), P_I64(2), P_I64(3), P_I64(4),
+              P_I32(5));
+}
+
+/* A pool of EMU_BLOCK threads, started on the first launch and kept for the
+ * life of the process, runs each block: the launcher releases them through
+ * emu_start and waits for them at emu_end. */
+#define EMU_BLOCK 256
+static pthread_barrier_t emu_start, emu_end;
+static void (*emu_body)(void **);
+static void **emu_params;
+static int emu_block;
+
+static void *emu_worker(void *p) {
+  emu_tid = (int)(intptr_t)p;
+  for (;;) {
+    pthread_barrier_wait(&emu_start);
+    emu_ctaid = emu_block;
+    emu_body(emu_params);
+    pthread_barrier_wait(&emu_end);
+  }
+  return NULL;
+}
+
+static int emu_launch(void (*body)(void **), void **params, unsigned gx, unsigned bx) {
+  static int started;
+  if (bx != EMU_BLOCK)
+    return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&emu_mu);
+  if (!started) {
+    pthread_barrier_init(&emu_start, NULL, EMU_BLOCK + 1);
+    pthread_barrier_init(&emu_end, NULL, EMU_BLOCK + 1);
+    pthread_barrier_init(&emu_bar, NULL, EMU_BLOCK);
+    for (int i = 0; i < EMU_BLOCK; i++) {
+      pthread_t th;
+      if (pthread_create(&th, NULL, emu_worker, (void *)(intptr_t)i))
+        abort(); /* the barriers would hang */
+      pthread_detach(th);
+    }
+    started = 1;
+  }
+  emu_ntid = (int)bx;
+  emu_nctaid = (int)gx;
+  emu_body = body;
+  emu_params = params;
+  for (unsigned c = 0; c < gx; c++) {
+    emu_block = (int)c;
+    pthread_barrier_wait(&emu_start);
+    pthread_barrier_wait(&emu_end);
+  }
+  pthread_mutex_unlock(&emu_mu);
+  return 0;
+}
+
+static int in_alloc(uintptr_t p, long long bytes) {
+  return bytes >= 0 && find(p, (size_t)bytes, NULL) != NULL;
+}
+
+/* run checks a launch's pointer ranges, as a GPU's memory protection
+ * would, then runs the kernel. */
+static int run(const char *name, void **params, unsigned gx, unsigned bx, char *desc, size_t dn) {
+  if (!strcmp(name, "binary_f32") || !strcmp(name, "binary_add_i32")) {
+    int isf = name[7] == 'f';
+    uintptr_t a = P_PTR(0), b = P_PTR(1), o = P_PTR(2);
+    long long off = P_I64(3), n = P_I64(4), nb = P_I64(5);
+    snprintf(desc, dn, "off=%lld n=%lld nb=%lld op=%d", off, n, nb, isf ? P_I32(6) : 1);
+    if (nb <= 0 || !in_alloc(a, 4 * (off + n)) || !in_alloc(o, 4 * (off + n)) ||
+        !in_alloc(b, 4 * nb))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return emu_launch(isf ? k_binary_f32 : k_binary_add_i32, params, gx, bx);
+  }
+  if (!strcmp(name, "unary_f32")) {
+    uintptr_t a = P_PTR(0), o = P_PTR(1);
+    long long off = P_I64(2), n = P_I64(3);
+    snprintf(desc, dn, "off=%lld n=%lld op=%d", off, n, P_I32(4));
+    if (!in_alloc(a, 4 * (off + n)) || !in_alloc(o, 4 * (off + n)))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return emu_launch(k_unary_f32, params, gx, bx);
+  }
+  if (!strcmp(name, "softmax_rows") || !strcmp(name, "reduce_rows")) {
+    int sm = name[0] == 's';
+    uintptr_t a = P_PTR(0), o = P_PTR(1);
+    long long r0 = P_I64(2), rows = P_I64(3), cols = P_I64(4);
+    snprintf(desc, dn, "row0=%lld rows=%lld cols=%lld op=%d", r0, rows, cols, sm ? 0 : P_I32(5));
+    if (!in_alloc(a, 4 * (r0 + rows) * cols) ||
+        !in_alloc(o, 4 * (sm ? (r0 + rows) * cols : r0 + rows)))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return emu_launch(sm ? k_softmax_rows : k_reduce_rows, params, gx, bx);
+  }
+  snprintf(desc, dn, "unknown kernel");
+  return CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                        unsigned by, unsigned bz, unsigned shared, void *stream,
+                        void **params, void **extra) {
+  NEED_CTX("cuLaunchKernel");
+  struct function *f = fn;
+  char desc[256] = "";
+  int rc = injected("cuLaunchKernel");
+  if (!rc && (!f || !params || extra))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (!rc && (gx == 0 || gx > 0x7fffffff || gy != 1 || gz != 1 || bx == 0 || bx > 1024 ||
+              by != 1 || bz != 1))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (!rc && bx != 256) /* kernels.cu's BLOCK */
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (!rc)
+    rc = run(f->name, params, gx, bx, desc, sizeof desc);
+  record("cuLaunchKernel", rc, "%s grid=%u block=%u shared=%u stream=%p %s", f ? f->name : "?", gx,
+         bx, shared, stream, desc);
+  return rc;
+}
+
+/* ---- cuBLAS ---- */
+
+struct handle {
+  struct ctx *ctx;
+};
+
+int cublasCreate_v2(void **ph) {
+  int rc = injected("cublasCreate_v2");
+  if (!rc && !cur)
+    rc = CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!rc) {
+    struct handle *h = calloc(1, sizeof *h);
+    h->ctx = cur;
+    *ph = h;
+    pthread_mutex_lock(&mu);
+    live_handles++;
+    pthread_mutex_unlock(&mu);
+  }
+  record("cublasCreate_v2", rc, "");
+  return rc;
+}
+
+int cublasDestroy_v2(void *h) {
+  int rc = h ? 0 : CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!rc) {
+    free(h);
+    pthread_mutex_lock(&mu);
+    live_handles--;
+    pthread_mutex_unlock(&mu);
+  }
+  record("cublasDestroy_v2", rc, "");
+  return rc;
+}
+
+/* operand checks a column-major operand of rows x cols (after undoing op)
+ * with leading dimension ld: ld >= max(1, rows) and in one allocation. */
+static int operand(uintptr_t p, int trans, int m, int k, int ld, size_t esize, int *id,
+                   size_t *off) {
+  int rows = trans ? k : m, cols = trans ? m : k;
+  if (ld < (rows > 1 ? rows : 1))
+    return 0;
+  size_t bytes = cols == 0 ? 0 : ((size_t)(cols - 1) * ld + rows) * esize;
+  struct alloc *a = find(p, bytes, off);
+  *id = a ? a->id : 0;
+  return a != NULL;
+}
+
+static const char *opname(int t) { return t == 0 ? "N" : t == 1 ? "T" : "?"; }
+
+int cublasSgemm_v2(void *h, int ta, int tb, int m, int n, int k, const float *alpha,
+                   const float *A, int lda, const float *B, int ldb, const float *beta, float *C,
+                   int ldc) {
+  int rc = injected("cublasSgemm_v2");
+  int ia = 0, ib = 0, ic = 0;
+  size_t oa = 0, ob = 0, oc = 0;
+  if (!rc && (!h || ((struct handle *)h)->ctx != cur))
+    rc = CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!rc && ((ta != 0 && ta != 1) || (tb != 0 && tb != 1) || m < 0 || n < 0 || k < 0))
+    rc = CUBLAS_STATUS_INVALID_VALUE;
+  if (!rc && (!operand((uintptr_t)A, ta, m, k, lda, 4, &ia, &oa) ||
+              !operand((uintptr_t)B, tb, k, n, ldb, 4, &ib, &ob) ||
+              !operand((uintptr_t)C, 0, m, n, ldc, 4, &ic, &oc)))
+    rc = CUBLAS_STATUS_INVALID_VALUE;
+  if (!rc) {
+    for (int j = 0; j < n; j++)
+      for (int i = 0; i < m; i++) {
+        float s = 0;
+        for (int l = 0; l < k; l++)
+          s += (ta ? A[l + (size_t)i * lda] : A[i + (size_t)l * lda]) *
+               (tb ? B[j + (size_t)l * ldb] : B[l + (size_t)j * ldb]);
+        float *c = &C[i + (size_t)j * ldc];
+        *c = *alpha * s + (*beta == 0 ? 0 : *beta * *c);
+      }
+  }
+  record("cublasSgemm_v2", rc,
+         "ta=%s tb=%s m=%d n=%d k=%d alpha=%g A=%d+%zu lda=%d B=%d+%zu ldb=%d beta=%g C=%d+%zu ldc=%d",
+         opname(ta), opname(tb), m, n, k, alpha ? *alpha : NAN, ia, oa, lda, ib, ob, ldb,
+         beta ? *beta : NAN, ic, oc, ldc);
+  return rc;
+}
+
+int cublasGemmEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha, const void *A,
+                 int atype, int lda, const void *B, int btype, int ldb, const void *beta, void *C,
+                 int ctype, int ldc, int compute, int algo) {
+  int rc = injected("cublasGemmEx");
+  int ia = 0, ib = 0, ic = 0;
+  size_t oa = 0, ob = 0, oc = 0;
+  int32_t al = alpha ? *(const int32_t *)alpha : -1, be = beta ? *(const int32_t *)beta : -1;
+  if (!rc && (!h || ((struct handle *)h)->ctx != cur))
+    rc = CUBLAS_STATUS_NOT_INITIALIZED;
+  /* CUDA_R_8I = 3, CUDA_R_32I = 10, CUBLAS_COMPUTE_32I = 72 */
+  if (!rc && (atype != 3 || btype != 3 || ctype != 10 || compute != 72))
+    rc = CUBLAS_STATUS_NOT_SUPPORTED;
+  if (!rc && ((al != 0 && al != 1) || (be != 0 && be != 1) || lda % 4 || ldb % 4 ||
+              (uintptr_t)A % 4 || (uintptr_t)B % 4))
+    rc = CUBLAS_STATUS_NOT_SUPPORTED;
+  if (!rc && ((ta != 0 && ta != 1) || (tb != 0 && tb != 1) || m < 0 || n < 0 || k < 0))
+    rc = CUBLAS_STATUS_INVALID_VALUE;
+  if (!rc && (!operand((uintptr_t)A, ta, m, k, lda, 1, &ia, &oa) ||
+              !operand((uintptr_t)B, tb, k, n, ldb, 1, &ib, &ob) ||
+              !operand((uintptr_t)C, 0, m, n, ldc, 4, &ic, &oc)))
+    rc = CUBLAS_STATUS_INVALID_VALUE;
+  if (!rc) {
+    const int8_t *a = A, *b = B;
+    int32_t *c = C;
+    for (int j = 0; j < n; j++)
+      for (int i = 0; i < m; i++) {
+        uint32_t s = 0; /* int32 accumulation wraps */
+        for (int l = 0; l < k; l++)
+          s += (uint32_t)((int32_t)(ta ? a[l + (size_t)i * lda] : a[i + (size_t)l * lda]) *
+                          (int32_t)(tb ? b[j + (size_t)l * ldb] : b[l + (size_t)j * ldb]));
+        int32_t *cc = &c[i + (size_t)j * ldc];
+        *cc = (int32_t)((uint32_t)al * s + (be == 0 ? 0u : (uint32_t)*cc));
+      }
+  }
+  record("cublasGemmEx", rc,
+         "ta=%s tb=%s m=%d n=%d k=%d alpha=%d A=%d+%zu atype=%d lda=%d B=%d+%zu btype=%d ldb=%d "
+         "beta=%d C=%d+%zu ctype=%d ldc=%d compute=%d algo=%d",
+         opname(ta), opname(tb), m, n, k, al, ia, oa, atype, lda, ib, ob, btype, ldb, be, ic, oc,
+         ctype, ldc, compute, algo);
+  return rc;
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what infernet's build, tests and benchmarks need, idempotently:
+# Debian packages (only the missing ones) and pinned Go tools cached outside
+# the checkout under ~/.cache/infernet/<tool>-<version>.
+set -euo pipefail
+
+# wabt: wat2wasm for hand-written test modules; clang/lld/wasi-libc: C guests;
+# rustc + libstd-rust-dev-wasm32: Rust guests; libopenblas: the BLAS we
+# compare against (and can load at run time); hyperfine: whole-command timing.
+packages=(wabt binaryen clang lld wasi-libc libclang-rt-dev-wasm32 rustc libstd-rust-dev-wasm32 libopenblas-dev hyperfine gcc)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "deps: installing ${missing[*]}" >&2
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The wazero CLI, pinned: the peer `make bench` compares `infernet run` against.
+cache="${INFERNET_CACHE:-$HOME/.cache/infernet}"
+wazero_version=v1.11.0
+wazero_dir="$cache/wazero-$wazero_version"
+if [ ! -x "$wazero_dir/wazero" ]; then
+  echo "deps: building wazero CLI $wazero_version into $wazero_dir" >&2
+  mkdir -p "$wazero_dir"
+  GOBIN="$wazero_dir" GOFLAGS=-mod=mod go install "github.com/tetratelabs/wazero/cmd/wazero@$wazero_version"
+fi
