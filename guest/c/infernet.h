@@ -130,7 +130,8 @@ int32_t infernet_tensor_reshape(int32_t h, int32_t ndim, const int32_t *dims);
 
 /* C[m,n] = op(A)[m,k] op(B)[k,n]; f32 x f32 -> f32, i8 x i8 -> i32.
  * With c == 0 returns the handle of a new tensor; otherwise writes into (or,
- * with INFERNET_GEMM_ACCUMULATE, adds to) tensor c and returns c. */
+ * with INFERNET_GEMM_ACCUMULATE, adds to) tensor c and returns c.
+ * INFERNET_GEMM_ACCUMULATE with c == 0, or c equal to a or b, is EINVAL. */
 INFERNET_IMPORT(gemm)
 int32_t infernet_gemm(int32_t a, int32_t b, int32_t c, int32_t flags);
 
@@ -160,7 +161,8 @@ INFERNET_IMPORT(gemm_i8)
 int32_t infernet_gemm_i8(int32_t m, int32_t n, int32_t k, const int8_t *a,
                          const int8_t *b, int32_t *c, int32_t flags);
 
-/* out[i] = op(a[i], b[i % nb]) for i < n; nb divides n; returns 0. */
+/* out[i] = op(a[i], b[i % nb]) for i < n; nb divides n (else ESHAPE);
+ * returns 0. */
 INFERNET_IMPORT(binary_f32)
 int32_t infernet_binary_f32(int32_t op, const float *a, int32_t n,
                             const float *b, int32_t nb, float *out);

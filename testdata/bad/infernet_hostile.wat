@@ -282,498 +282,502 @@
   (data (i32.const 0x9bc0) "gemm.flags_unknown\00")
   (data (i32.const 0x9c00) "gemm.one_dim\00")
   (data (i32.const 0x9c40) "gemm.accumulate_without_c\00")
-  (data (i32.const 0x9c80) "binary.ok\00")
-  (data (i32.const 0x9cc0) "binary.op_zero\00")
-  (data (i32.const 0x9d00) "binary.op_unknown\00")
-  (data (i32.const 0x9d40) "binary.stale\00")
-  (data (i32.const 0x9d80) "binary.not_suffix\00")
-  (data (i32.const 0x9dc0) "binary.b_larger\00")
-  (data (i32.const 0x9e00) "binary.i8\00")
-  (data (i32.const 0x9e40) "binary.mixed\00")
-  (data (i32.const 0x9e80) "binary.i32_mul\00")
-  (data (i32.const 0x9ec0) "unary.ok\00")
-  (data (i32.const 0x9f00) "unary.op_zero\00")
-  (data (i32.const 0x9f40) "unary.op_unknown\00")
-  (data (i32.const 0x9f80) "unary.stale\00")
-  (data (i32.const 0x9fc0) "unary.i32\00")
-  (data (i32.const 0xa000) "softmax.ok\00")
-  (data (i32.const 0xa040) "softmax.stale\00")
-  (data (i32.const 0xa080) "softmax.i8\00")
-  (data (i32.const 0xa0c0) "reduce.ok\00")
-  (data (i32.const 0xa100) "reduce.op_zero\00")
-  (data (i32.const 0xa140) "reduce.op_unknown\00")
-  (data (i32.const 0xa180) "reduce.stale\00")
-  (data (i32.const 0xa1c0) "reduce.i32\00")
-  (data (i32.const 0xa200) "tensor_reshape.ok\00")
-  (data (i32.const 0xa240) "tensor_reshape.ok_back\00")
-  (data (i32.const 0xa280) "tensor_reshape.stale\00")
-  (data (i32.const 0xa2c0) "tensor_reshape.ndim_zero\00")
-  (data (i32.const 0xa300) "tensor_reshape.ndim_9\00")
-  (data (i32.const 0xa340) "tensor_reshape.dims_past_end\00")
-  (data (i32.const 0xa380) "tensor_reshape.count_differs\00")
-  (data (i32.const 0xa3c0) "tensor_reshape.two_negative\00")
-  (data (i32.const 0xa400) "tensor_reshape.count_wraps_u32\00")
-  (data (i32.const 0xa440) "tensor_reshape.count_wraps_u64\00")
-  (data (i32.const 0xa480) "tensor_reshape.still_2x2\00")
-  (data (i32.const 0xa4c0) "exhaust.tensor_memory\00")
-  (data (i32.const 0xa500) "exhaust.handles\00")
+  (data (i32.const 0x9c80) "gemm.c_is_input\00")
+  (data (i32.const 0x9cc0) "binary.ok\00")
+  (data (i32.const 0x9d00) "binary.op_zero\00")
+  (data (i32.const 0x9d40) "binary.op_unknown\00")
+  (data (i32.const 0x9d80) "binary.stale\00")
+  (data (i32.const 0x9dc0) "binary.not_suffix\00")
+  (data (i32.const 0x9e00) "binary.b_larger\00")
+  (data (i32.const 0x9e40) "binary.i8\00")
+  (data (i32.const 0x9e80) "binary.mixed\00")
+  (data (i32.const 0x9ec0) "binary.i32_mul\00")
+  (data (i32.const 0x9f00) "unary.ok\00")
+  (data (i32.const 0x9f40) "unary.op_zero\00")
+  (data (i32.const 0x9f80) "unary.op_unknown\00")
+  (data (i32.const 0x9fc0) "unary.stale\00")
+  (data (i32.const 0xa000) "unary.i32\00")
+  (data (i32.const 0xa040) "softmax.ok\00")
+  (data (i32.const 0xa080) "softmax.stale\00")
+  (data (i32.const 0xa0c0) "softmax.i8\00")
+  (data (i32.const 0xa100) "reduce.ok\00")
+  (data (i32.const 0xa140) "reduce.op_zero\00")
+  (data (i32.const 0xa180) "reduce.op_unknown\00")
+  (data (i32.const 0xa1c0) "reduce.stale\00")
+  (data (i32.const 0xa200) "reduce.i32\00")
+  (data (i32.const 0xa240) "tensor_reshape.ok\00")
+  (data (i32.const 0xa280) "tensor_reshape.ok_back\00")
+  (data (i32.const 0xa2c0) "tensor_reshape.stale\00")
+  (data (i32.const 0xa300) "tensor_reshape.ndim_zero\00")
+  (data (i32.const 0xa340) "tensor_reshape.ndim_9\00")
+  (data (i32.const 0xa380) "tensor_reshape.dims_past_end\00")
+  (data (i32.const 0xa3c0) "tensor_reshape.count_differs\00")
+  (data (i32.const 0xa400) "tensor_reshape.two_negative\00")
+  (data (i32.const 0xa440) "tensor_reshape.count_wraps_u32\00")
+  (data (i32.const 0xa480) "tensor_reshape.count_wraps_u64\00")
+  (data (i32.const 0xa4c0) "tensor_reshape.still_2x2\00")
+  (data (i32.const 0xa500) "exhaust.tensor_memory\00")
+  (data (i32.const 0xa540) "exhaust.handles\00")
 
   (func (export "_start") (local $i i32) (local $h i32)
     ;; ---- Setup ------------------------------------------------------------------
-    ;; the version, as a sanity check
+    ;; abi_version: the version, as a sanity check
     (drop (call $check (i32.const 0x8000) (i32.const 1)
-      (call $abi_version )))
-    ;; f32 [2,2]
+      (call $abi_version)))
+    ;; setup.f22: f32 [2,2]
     (global.set $f22 (call $check (i32.const 0x8040) (i32.const 1001)
       (call $tensor_new (i32.const 1) (i32.const 2) (i32.const 256))))
-    ;; f32 [2,3]
+    ;; setup.f23: f32 [2,3]
     (global.set $f23 (call $check (i32.const 0x8080) (i32.const 1001)
       (call $tensor_new (i32.const 1) (i32.const 2) (i32.const 264))))
-    ;; f32 [3]
+    ;; setup.f3: f32 [3]
     (global.set $f3 (call $check (i32.const 0x80c0) (i32.const 1001)
       (call $tensor_new (i32.const 1) (i32.const 1) (i32.const 276))))
-    ;; i8 [2,2]
+    ;; setup.i8: i8 [2,2]
     (global.set $i8 (call $check (i32.const 0x8100) (i32.const 1001)
       (call $tensor_new (i32.const 2) (i32.const 2) (i32.const 256))))
-    ;; i32 [2,2]
+    ;; setup.i32: i32 [2,2]
     (global.set $i32 (call $check (i32.const 0x8140) (i32.const 1001)
       (call $tensor_new (i32.const 3) (i32.const 2) (i32.const 256))))
-    ;; a tensor to free
+    ;; setup.dead: a tensor to free
     (global.set $dead (call $check (i32.const 0x8180) (i32.const 1001)
       (call $tensor_new (i32.const 1) (i32.const 2) (i32.const 256))))
-    ;; free it: from now on $dead is a stale handle
+    ;; setup.free_dead: free it: from now on $dead is a stale handle
     (drop (call $check (i32.const 0x81c0) (i32.const 0)
       (call $tensor_free (global.get $dead))))
     ;; ---- gemm_f32 ---------------------------------------------------------------
-    ;; valid 2x2x2 product
+    ;; gemm_f32.ok: valid 2x2x2 product
     (drop (call $check (i32.const 0x8200) (i32.const 0)
       (call $gemm_f32 (i32.const 2) (i32.const 2) (i32.const 2) (i32.const 1024) (i32.const 2048) (i32.const 3072) (i32.const 0))))
-    ;; A starts past the end of memory
+    ;; gemm_f32.a_past_end: A starts past the end of memory
     (drop (call $check (i32.const 0x8240) (i32.const -5)
       (call $gemm_f32 (i32.const 2) (i32.const 2) (i32.const 2) (i32.const 0xFFFFFFF0) (i32.const 2048) (i32.const 3072) (i32.const 0))))
-    ;; A (16 bytes) starts 8 bytes before the end
+    ;; gemm_f32.a_crosses_end: A (16 bytes) starts 8 bytes before the end
     (drop (call $check (i32.const 0x8280) (i32.const -5)
       (call $gemm_f32 (i32.const 2) (i32.const 2) (i32.const 2) (i32.const 65528) (i32.const 2048) (i32.const 3072) (i32.const 0))))
-    ;; B starts exactly at the end
+    ;; gemm_f32.b_at_end: B starts exactly at the end
     (drop (call $check (i32.const 0x82c0) (i32.const -5)
       (call $gemm_f32 (i32.const 2) (i32.const 2) (i32.const 2) (i32.const 1024) (i32.const 65536) (i32.const 3072) (i32.const 0))))
-    ;; C (16 bytes) starts 4 bytes before the end
+    ;; gemm_f32.c_crosses_end: C (16 bytes) starts 4 bytes before the end
     (drop (call $check (i32.const 0x8300) (i32.const -5)
       (call $gemm_f32 (i32.const 2) (i32.const 2) (i32.const 2) (i32.const 1024) (i32.const 2048) (i32.const 65532) (i32.const 0))))
-    ;; A not 4-byte aligned
+    ;; gemm_f32.a_misaligned: A not 4-byte aligned
     (drop (call $check (i32.const 0x8340) (i32.const -5)
       (call $gemm_f32 (i32.const 2) (i32.const 2) (i32.const 2) (i32.const 1025) (i32.const 2048) (i32.const 3072) (i32.const 0))))
-    ;; C not 4-byte aligned
+    ;; gemm_f32.c_misaligned: C not 4-byte aligned
     (drop (call $check (i32.const 0x8380) (i32.const -5)
       (call $gemm_f32 (i32.const 2) (i32.const 2) (i32.const 2) (i32.const 1024) (i32.const 2048) (i32.const 3074) (i32.const 0))))
-    ;; A = -4, i.e. 0xFFFFFFFC
+    ;; gemm_f32.a_negative: A = -4, i.e. 0xFFFFFFFC
     (drop (call $check (i32.const 0x83c0) (i32.const -5)
       (call $gemm_f32 (i32.const 2) (i32.const 2) (i32.const 2) (i32.const -4) (i32.const 2048) (i32.const 3072) (i32.const 0))))
-    ;; m = -1
+    ;; gemm_f32.m_negative: m = -1
     (drop (call $check (i32.const 0x8400) (i32.const -1)
       (call $gemm_f32 (i32.const -1) (i32.const 2) (i32.const 2) (i32.const 1024) (i32.const 2048) (i32.const 3072) (i32.const 0))))
-    ;; k = -2^31
+    ;; gemm_f32.k_min_int: k = -2^31
     (drop (call $check (i32.const 0x8440) (i32.const -1)
       (call $gemm_f32 (i32.const 2) (i32.const 2) (i32.const 0x80000000) (i32.const 1024) (i32.const 2048) (i32.const 3072) (i32.const 0))))
-    ;; flag bit 3 is not defined
+    ;; gemm_f32.flags_unknown: flag bit 3 is not defined
     (drop (call $check (i32.const 0x8480) (i32.const -1)
       (call $gemm_f32 (i32.const 2) (i32.const 2) (i32.const 2) (i32.const 1024) (i32.const 2048) (i32.const 3072) (i32.const 8))))
-    ;; every flag bit set
+    ;; gemm_f32.flags_all: every flag bit set
     (drop (call $check (i32.const 0x84c0) (i32.const -1)
       (call $gemm_f32 (i32.const 2) (i32.const 2) (i32.const 2) (i32.const 1024) (i32.const 2048) (i32.const 3072) (i32.const -1))))
-    ;; m=n=k=2^16: each matrix is 2^34 bytes, 0 mod 2^32
+    ;; gemm_f32.size_wraps_u32: m=n=k=2^16: each matrix is 2^34 bytes, 0 mod 2^32
     (drop (call $check (i32.const 0x8500) (i32.const 1000)
       (call $gemm_f32 (i32.const 65536) (i32.const 65536) (i32.const 65536) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0))))
-    ;; m=n=k=2^31-1 at address 0
+    ;; gemm_f32.size_max: m=n=k=2^31-1 at address 0
     (drop (call $check (i32.const 0x8540) (i32.const 1000)
       (call $gemm_f32 (i32.const 0x7FFFFFFF) (i32.const 0x7FFFFFFF) (i32.const 0x7FFFFFFF) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0))))
     ;; ---- gemm_i8 ----------------------------------------------------------------
-    ;; valid 2x2x2 product (A and B are i8, C is i32)
+    ;; gemm_i8.ok: valid 2x2x2 product (A and B are i8, C is i32)
     (drop (call $check (i32.const 0x8580) (i32.const 0)
       (call $gemm_i8 (i32.const 2) (i32.const 2) (i32.const 2) (i32.const 1024) (i32.const 2048) (i32.const 3072) (i32.const 0))))
-    ;; A (4 bytes) starts 1 byte before the end
+    ;; gemm_i8.a_crosses_end: A (4 bytes) starts 1 byte before the end
     (drop (call $check (i32.const 0x85c0) (i32.const -5)
       (call $gemm_i8 (i32.const 2) (i32.const 2) (i32.const 2) (i32.const 65535) (i32.const 2048) (i32.const 3072) (i32.const 0))))
-    ;; C starts past the end
+    ;; gemm_i8.c_past_end: C starts past the end
     (drop (call $check (i32.const 0x8600) (i32.const -5)
       (call $gemm_i8 (i32.const 2) (i32.const 2) (i32.const 2) (i32.const 1024) (i32.const 2048) (i32.const 0xFFFFFFF0) (i32.const 0))))
-    ;; C (i32) not 4-byte aligned; A and B (i8) need no alignment
+    ;; gemm_i8.c_misaligned: C (i32) not 4-byte aligned; A and B (i8) need no alignment
     (drop (call $check (i32.const 0x8640) (i32.const -5)
       (call $gemm_i8 (i32.const 2) (i32.const 2) (i32.const 2) (i32.const 1025) (i32.const 2051) (i32.const 3073) (i32.const 0))))
-    ;; n = -2
+    ;; gemm_i8.n_negative: n = -2
     (drop (call $check (i32.const 0x8680) (i32.const -1)
       (call $gemm_i8 (i32.const 2) (i32.const -2) (i32.const 2) (i32.const 1024) (i32.const 2048) (i32.const 3072) (i32.const 0))))
-    ;; flag bit 4 is not defined
+    ;; gemm_i8.flags_unknown: flag bit 4 is not defined
     (drop (call $check (i32.const 0x86c0) (i32.const -1)
       (call $gemm_i8 (i32.const 2) (i32.const 2) (i32.const 2) (i32.const 1024) (i32.const 2048) (i32.const 3072) (i32.const 16))))
-    ;; m=n=k=2^16: A and B are 2^32 bytes, C 2^34, all 0 mod 2^32
+    ;; gemm_i8.size_wraps_u32: m=n=k=2^16: A and B are 2^32 bytes, C 2^34, all 0 mod 2^32
     (drop (call $check (i32.const 0x8700) (i32.const 1000)
       (call $gemm_i8 (i32.const 65536) (i32.const 65536) (i32.const 65536) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0))))
     ;; ---- binary_f32 -------------------------------------------------------------
-    ;; out[0..4) = A + B[i%2]
+    ;; binary_f32.ok: out[0..4) = A + B[i%2]
     (drop (call $check (i32.const 0x8740) (i32.const 0)
       (call $binary_f32 (i32.const 1) (i32.const 1024) (i32.const 4) (i32.const 2048) (i32.const 2) (i32.const 3072))))
-    ;; op 0
+    ;; binary_f32.op_zero: op 0
     (drop (call $check (i32.const 0x8780) (i32.const -1)
       (call $binary_f32 (i32.const 0) (i32.const 1024) (i32.const 4) (i32.const 2048) (i32.const 2) (i32.const 3072))))
-    ;; op 5
+    ;; binary_f32.op_unknown: op 5
     (drop (call $check (i32.const 0x87c0) (i32.const -1)
       (call $binary_f32 (i32.const 5) (i32.const 1024) (i32.const 4) (i32.const 2048) (i32.const 2) (i32.const 3072))))
-    ;; nb = 3 does not divide n = 4
+    ;; binary_f32.nb_not_divisor: nb = 3 does not divide n = 4
     (drop (call $check (i32.const 0x8800) (i32.const -3)
       (call $binary_f32 (i32.const 1) (i32.const 1024) (i32.const 4) (i32.const 2048) (i32.const 3) (i32.const 3072))))
-    ;; nb = 0
+    ;; binary_f32.nb_zero: nb = 0
     (drop (call $check (i32.const 0x8840) (i32.const 1000)
       (call $binary_f32 (i32.const 1) (i32.const 1024) (i32.const 4) (i32.const 2048) (i32.const 0) (i32.const 3072))))
-    ;; n = -4 (nb = 2 'divides' it)
+    ;; binary_f32.n_negative: n = -4 (nb = 2 'divides' it)
     (drop (call $check (i32.const 0x8880) (i32.const -1)
       (call $binary_f32 (i32.const 1) (i32.const 1024) (i32.const -4) (i32.const 2048) (i32.const 2) (i32.const 3072))))
-    ;; a starts past the end
+    ;; binary_f32.a_past_end: a starts past the end
     (drop (call $check (i32.const 0x88c0) (i32.const -5)
       (call $binary_f32 (i32.const 1) (i32.const 0xFFFFFFF0) (i32.const 4) (i32.const 2048) (i32.const 2) (i32.const 3072))))
-    ;; b not 4-byte aligned
+    ;; binary_f32.b_misaligned: b not 4-byte aligned
     (drop (call $check (i32.const 0x8900) (i32.const -5)
       (call $binary_f32 (i32.const 1) (i32.const 1024) (i32.const 4) (i32.const 2049) (i32.const 2) (i32.const 3072))))
-    ;; out (16 bytes) starts 8 bytes before the end
+    ;; binary_f32.out_crosses_end: out (16 bytes) starts 8 bytes before the end
     (drop (call $check (i32.const 0x8940) (i32.const -5)
       (call $binary_f32 (i32.const 1) (i32.const 1024) (i32.const 4) (i32.const 2048) (i32.const 2) (i32.const 65528))))
-    ;; n = nb = 2^30: 2^32 bytes each, 0 mod 2^32
+    ;; binary_f32.size_wraps_u32: n = nb = 2^30: 2^32 bytes each, 0 mod 2^32
     (drop (call $check (i32.const 0x8980) (i32.const 1000)
       (call $binary_f32 (i32.const 1) (i32.const 0) (i32.const 0x40000000) (i32.const 0) (i32.const 0x40000000) (i32.const 0))))
     ;; ---- unary_f32 --------------------------------------------------------------
-    ;; GELU of A
+    ;; unary_f32.ok: GELU of A
     (drop (call $check (i32.const 0x89c0) (i32.const 0)
       (call $unary_f32 (i32.const 2) (i32.const 1024) (i32.const 4) (i32.const 3072))))
-    ;; op 0
+    ;; unary_f32.op_zero: op 0
     (drop (call $check (i32.const 0x8a00) (i32.const -1)
       (call $unary_f32 (i32.const 0) (i32.const 1024) (i32.const 4) (i32.const 3072))))
-    ;; op 3
+    ;; unary_f32.op_unknown: op 3
     (drop (call $check (i32.const 0x8a40) (i32.const -1)
       (call $unary_f32 (i32.const 3) (i32.const 1024) (i32.const 4) (i32.const 3072))))
-    ;; n = -1
+    ;; unary_f32.n_negative: n = -1
     (drop (call $check (i32.const 0x8a80) (i32.const -1)
       (call $unary_f32 (i32.const 1) (i32.const 1024) (i32.const -1) (i32.const 3072))))
-    ;; a starts exactly at the end
+    ;; unary_f32.a_at_end: a starts exactly at the end
     (drop (call $check (i32.const 0x8ac0) (i32.const -5)
       (call $unary_f32 (i32.const 1) (i32.const 65536) (i32.const 4) (i32.const 3072))))
-    ;; out not 4-byte aligned
+    ;; unary_f32.out_misaligned: out not 4-byte aligned
     (drop (call $check (i32.const 0x8b00) (i32.const -5)
       (call $unary_f32 (i32.const 1) (i32.const 1024) (i32.const 4) (i32.const 3075))))
-    ;; n = 2^30: 2^32 bytes, 0 mod 2^32
+    ;; unary_f32.size_wraps_u32: n = 2^30: 2^32 bytes, 0 mod 2^32
     (drop (call $check (i32.const 0x8b40) (i32.const 1000)
       (call $unary_f32 (i32.const 1) (i32.const 0) (i32.const 0x40000000) (i32.const 0))))
     ;; ---- softmax_f32 ------------------------------------------------------------
-    ;; softmax of the rows of A as [2,2]
+    ;; softmax_f32.ok: softmax of the rows of A as [2,2]
     (drop (call $check (i32.const 0x8b80) (i32.const 0)
       (call $softmax_f32 (i32.const 2) (i32.const 2) (i32.const 1024) (i32.const 3072))))
-    ;; rows = -2
+    ;; softmax_f32.rows_negative: rows = -2
     (drop (call $check (i32.const 0x8bc0) (i32.const -1)
       (call $softmax_f32 (i32.const -2) (i32.const 2) (i32.const 1024) (i32.const 3072))))
-    ;; cols = -2
+    ;; softmax_f32.cols_negative: cols = -2
     (drop (call $check (i32.const 0x8c00) (i32.const -1)
       (call $softmax_f32 (i32.const 2) (i32.const -2) (i32.const 1024) (i32.const 3072))))
-    ;; a (16 bytes) starts 12 bytes before the end
+    ;; softmax_f32.a_crosses_end: a (16 bytes) starts 12 bytes before the end
     (drop (call $check (i32.const 0x8c40) (i32.const -5)
       (call $softmax_f32 (i32.const 2) (i32.const 2) (i32.const 65524) (i32.const 3072))))
-    ;; out not 4-byte aligned
+    ;; softmax_f32.out_misaligned: out not 4-byte aligned
     (drop (call $check (i32.const 0x8c80) (i32.const -5)
       (call $softmax_f32 (i32.const 2) (i32.const 2) (i32.const 1024) (i32.const 3074))))
-    ;; rows = 2^16, cols = 2^14: 2^32 bytes, 0 mod 2^32
+    ;; softmax_f32.size_wraps_u32: rows = 2^16, cols = 2^14: 2^32 bytes, 0 mod 2^32
     (drop (call $check (i32.const 0x8cc0) (i32.const 1000)
       (call $softmax_f32 (i32.const 65536) (i32.const 16384) (i32.const 0) (i32.const 0))))
     ;; ---- reduce_f32 -------------------------------------------------------------
-    ;; row sums of A as [2,2]
+    ;; reduce_f32.ok: row sums of A as [2,2]
     (drop (call $check (i32.const 0x8d00) (i32.const 0)
       (call $reduce_f32 (i32.const 1) (i32.const 2) (i32.const 2) (i32.const 1024) (i32.const 3072))))
-    ;; op 0
+    ;; reduce_f32.op_zero: op 0
     (drop (call $check (i32.const 0x8d40) (i32.const -1)
       (call $reduce_f32 (i32.const 0) (i32.const 2) (i32.const 2) (i32.const 1024) (i32.const 3072))))
-    ;; op 4
+    ;; reduce_f32.op_unknown: op 4
     (drop (call $check (i32.const 0x8d80) (i32.const -1)
       (call $reduce_f32 (i32.const 4) (i32.const 2) (i32.const 2) (i32.const 1024) (i32.const 3072))))
-    ;; rows = -1
+    ;; reduce_f32.rows_negative: rows = -1
     (drop (call $check (i32.const 0x8dc0) (i32.const -1)
       (call $reduce_f32 (i32.const 1) (i32.const -1) (i32.const 2) (i32.const 1024) (i32.const 3072))))
-    ;; out starts exactly at the end
+    ;; reduce_f32.out_at_end: out starts exactly at the end
     (drop (call $check (i32.const 0x8e00) (i32.const -5)
       (call $reduce_f32 (i32.const 1) (i32.const 2) (i32.const 2) (i32.const 1024) (i32.const 65536))))
-    ;; rows = 2^14, cols = 2^16: a is 2^32 bytes (0 mod 2^32), out exactly 64 KiB at 0
+    ;; reduce_f32.size_wraps_u32: rows = 2^14, cols = 2^16: a is 2^32 bytes (0 mod 2^32), out exactly 64 KiB at 0
     (drop (call $check (i32.const 0x8e40) (i32.const 1000)
       (call $reduce_f32 (i32.const 1) (i32.const 16384) (i32.const 65536) (i32.const 0) (i32.const 0))))
     ;; ---- tensor_new -------------------------------------------------------------
-    ;; dtype 0
+    ;; tensor_new.dtype_zero: dtype 0
     (drop (call $check (i32.const 0x8e80) (i32.const -1)
       (call $tensor_new (i32.const 0) (i32.const 2) (i32.const 256))))
-    ;; dtype 99
+    ;; tensor_new.dtype_unknown: dtype 99
     (drop (call $check (i32.const 0x8ec0) (i32.const -1)
       (call $tensor_new (i32.const 99) (i32.const 2) (i32.const 256))))
-    ;; dtype -1
+    ;; tensor_new.dtype_negative: dtype -1
     (drop (call $check (i32.const 0x8f00) (i32.const -1)
       (call $tensor_new (i32.const -1) (i32.const 2) (i32.const 256))))
-    ;; ndim 0
+    ;; tensor_new.ndim_zero: ndim 0
     (drop (call $check (i32.const 0x8f40) (i32.const -1)
       (call $tensor_new (i32.const 1) (i32.const 0) (i32.const 256))))
-    ;; ndim 9 > MaxDims
+    ;; tensor_new.ndim_9: ndim 9 > MaxDims
     (drop (call $check (i32.const 0x8f80) (i32.const -1)
       (call $tensor_new (i32.const 1) (i32.const 9) (i32.const 356))))
-    ;; ndim -1
+    ;; tensor_new.ndim_negative: ndim -1
     (drop (call $check (i32.const 0x8fc0) (i32.const -1)
       (call $tensor_new (i32.const 1) (i32.const -1) (i32.const 256))))
-    ;; ndim 2^30 (4 GiB of dims)
+    ;; tensor_new.ndim_huge: ndim 2^30 (4 GiB of dims)
     (drop (call $check (i32.const 0x9000) (i32.const -1)
       (call $tensor_new (i32.const 1) (i32.const 0x40000000) (i32.const 256))))
-    ;; dims start past the end
+    ;; tensor_new.dims_past_end: dims start past the end
     (drop (call $check (i32.const 0x9040) (i32.const -5)
       (call $tensor_new (i32.const 1) (i32.const 2) (i32.const 0xFFFFFFF8))))
-    ;; dims (8 bytes) start 4 bytes before the end
+    ;; tensor_new.dims_cross_end: dims (8 bytes) start 4 bytes before the end
     (drop (call $check (i32.const 0x9080) (i32.const -5)
       (call $tensor_new (i32.const 1) (i32.const 2) (i32.const 65532))))
-    ;; dims [2,-2]
+    ;; tensor_new.dim_negative: dims [2,-2]
     (drop (call $check (i32.const 0x90c0) (i32.const -1)
       (call $tensor_new (i32.const 1) (i32.const 2) (i32.const 280))))
-    ;; dims [-1,-4], whose product is a plausible 4
+    ;; tensor_new.dims_two_negative: dims [-1,-4], whose product is a plausible 4
     (drop (call $check (i32.const 0x9100) (i32.const -1)
       (call $tensor_new (i32.const 1) (i32.const 2) (i32.const 336))))
-    ;; dims [2^30+1,4]: 2^32+4 elements, 4 mod 2^32
+    ;; tensor_new.count_wraps_u32: dims [2^30+1,4]: 2^32+4 elements, 4 mod 2^32
     (call $free_if_pos (call $check (i32.const 0x9140) (i32.const 1000)
       (call $tensor_new (i32.const 1) (i32.const 2) (i32.const 288))))
-    ;; f32 [2^30+1]: 2^32+4 bytes, 4 mod 2^32
+    ;; tensor_new.bytes_wraps_u32: f32 [2^30+1]: 2^32+4 bytes, 4 mod 2^32
     (call $free_if_pos (call $check (i32.const 0x9180) (i32.const 1000)
       (call $tensor_new (i32.const 1) (i32.const 1) (i32.const 296))))
-    ;; dims [4,1923865,48448661,49477]: 2^64+4 elements, 4 mod 2^64
+    ;; tensor_new.count_wraps_u64: dims [4,1923865,48448661,49477]: 2^64+4 elements, 4 mod 2^64
     (call $free_if_pos (call $check (i32.const 0x91c0) (i32.const 1000)
       (call $tensor_new (i32.const 1) (i32.const 4) (i32.const 300))))
-    ;; f32 [1923865,48448661,49477]: 2^62+1 elements, 2^64+4 bytes
+    ;; tensor_new.bytes_wraps_u64: f32 [1923865,48448661,49477]: 2^62+1 elements, 2^64+4 bytes
     (call $free_if_pos (call $check (i32.const 0x9200) (i32.const 1000)
       (call $tensor_new (i32.const 1) (i32.const 3) (i32.const 316))))
-    ;; f32 [2^31-1,2^31-1]: 16 EiB
+    ;; tensor_new.too_large: f32 [2^31-1,2^31-1]: 16 EiB
     (call $free_if_pos (call $check (i32.const 0x9240) (i32.const 1000)
       (call $tensor_new (i32.const 1) (i32.const 2) (i32.const 328))))
     ;; ---- tensor_free ------------------------------------------------------------
-    ;; handle 0
+    ;; tensor_free.zero: handle 0
     (drop (call $check (i32.const 0x9280) (i32.const -2)
       (call $tensor_free (i32.const 0))))
-    ;; handle -1
+    ;; tensor_free.negative: handle -1
     (drop (call $check (i32.const 0x92c0) (i32.const -2)
       (call $tensor_free (i32.const -1))))
-    ;; handle -2^31
+    ;; tensor_free.min_int: handle -2^31
     (drop (call $check (i32.const 0x9300) (i32.const -2)
       (call $tensor_free (i32.const 0x80000000))))
-    ;; a handle never returned
+    ;; tensor_free.unknown: a handle never returned
     (drop (call $check (i32.const 0x9340) (i32.const -2)
       (call $tensor_free (i32.const 2147483632))))
-    ;; the freed $dead again
+    ;; tensor_free.twice: the freed $dead again
     (drop (call $check (i32.const 0x9380) (i32.const -2)
       (call $tensor_free (global.get $dead))))
     ;; ---- tensor_write and tensor_read ($f22 is 16 bytes) ------------------------
-    ;; A into $f22
+    ;; tensor_write.ok: A into $f22
     (drop (call $check (i32.const 0x93c0) (i32.const 0)
       (call $tensor_write (global.get $f22) (i32.const 1024) (i32.const 16))))
-    ;; into the freed $dead
+    ;; tensor_write.stale: into the freed $dead
     (drop (call $check (i32.const 0x9400) (i32.const -2)
       (call $tensor_write (global.get $dead) (i32.const 1024) (i32.const 16))))
-    ;; from past the end
+    ;; tensor_write.ptr_past_end: from past the end
     (drop (call $check (i32.const 0x9440) (i32.const -5)
       (call $tensor_write (global.get $f22) (i32.const 0xFFFFFFF0) (i32.const 16))))
-    ;; from 8 bytes before the end
+    ;; tensor_write.ptr_crosses_end: from 8 bytes before the end
     (drop (call $check (i32.const 0x9480) (i32.const -5)
       (call $tensor_write (global.get $f22) (i32.const 65528) (i32.const 16))))
-    ;; 15 bytes for a 16-byte tensor
+    ;; tensor_write.len_short: 15 bytes for a 16-byte tensor
     (drop (call $check (i32.const 0x94c0) (i32.const 1000)
       (call $tensor_write (global.get $f22) (i32.const 1024) (i32.const 15))))
-    ;; 17 bytes for a 16-byte tensor
+    ;; tensor_write.len_long: 17 bytes for a 16-byte tensor
     (drop (call $check (i32.const 0x9500) (i32.const 1000)
       (call $tensor_write (global.get $f22) (i32.const 1024) (i32.const 17))))
-    ;; -16 bytes
+    ;; tensor_write.len_negative: -16 bytes
     (drop (call $check (i32.const 0x9540) (i32.const 1000)
       (call $tensor_write (global.get $f22) (i32.const 1024) (i32.const -16))))
-    ;; $f22 into C
+    ;; tensor_read.ok: $f22 into C
     (drop (call $check (i32.const 0x9580) (i32.const 0)
       (call $tensor_read (global.get $f22) (i32.const 3072) (i32.const 16))))
-    ;; from the freed $dead
+    ;; tensor_read.stale: from the freed $dead
     (drop (call $check (i32.const 0x95c0) (i32.const -2)
       (call $tensor_read (global.get $dead) (i32.const 3072) (i32.const 16))))
-    ;; into past the end
+    ;; tensor_read.ptr_past_end: into past the end
     (drop (call $check (i32.const 0x9600) (i32.const -5)
       (call $tensor_read (global.get $f22) (i32.const 0xFFFFFFF0) (i32.const 16))))
-    ;; into 4 bytes before the end
+    ;; tensor_read.ptr_crosses_end: into 4 bytes before the end
     (drop (call $check (i32.const 0x9640) (i32.const -5)
       (call $tensor_read (global.get $f22) (i32.const 65532) (i32.const 16))))
-    ;; into -16
+    ;; tensor_read.ptr_negative: into -16
     (drop (call $check (i32.const 0x9680) (i32.const -5)
       (call $tensor_read (global.get $f22) (i32.const -16) (i32.const 16))))
-    ;; 12 bytes of a 16-byte tensor
+    ;; tensor_read.len_short: 12 bytes of a 16-byte tensor
     (drop (call $check (i32.const 0x96c0) (i32.const 1000)
       (call $tensor_read (global.get $f22) (i32.const 3072) (i32.const 12))))
-    ;; 2^31-1 bytes
+    ;; tensor_read.len_huge: 2^31-1 bytes
     (drop (call $check (i32.const 0x9700) (i32.const 1000)
       (call $tensor_read (global.get $f22) (i32.const 3072) (i32.const 0x7FFFFFFF))))
     ;; ---- tensor_dtype and tensor_shape -------------------------------------------
-    ;; $i8 is i8 (2)
+    ;; tensor_dtype.ok: $i8 is i8 (2)
     (drop (call $check (i32.const 0x9740) (i32.const 2)
       (call $tensor_dtype (global.get $i8))))
-    ;; handle 0
+    ;; tensor_dtype.zero: handle 0
     (drop (call $check (i32.const 0x9780) (i32.const -2)
       (call $tensor_dtype (i32.const 0))))
-    ;; the freed $dead
+    ;; tensor_dtype.stale: the freed $dead
     (drop (call $check (i32.const 0x97c0) (i32.const -2)
       (call $tensor_dtype (global.get $dead))))
-    ;; $f23 has 2 dims
+    ;; tensor_shape.ok: $f23 has 2 dims
     (drop (call $check (i32.const 0x9800) (i32.const 2)
       (call $tensor_shape (global.get $f23) (i32.const 512) (i32.const 8))))
-    ;; the freed $dead
+    ;; tensor_shape.stale: the freed $dead
     (drop (call $check (i32.const 0x9840) (i32.const -2)
       (call $tensor_shape (global.get $dead) (i32.const 512) (i32.const 8))))
-    ;; dims out past the end
+    ;; tensor_shape.dims_past_end: dims out past the end
     (drop (call $check (i32.const 0x9880) (i32.const -5)
       (call $tensor_shape (global.get $f23) (i32.const 0xFFFFFFF0) (i32.const 8))))
-    ;; 2 dims (8 bytes) out at 4 bytes before the end
+    ;; tensor_shape.dims_cross_end: 2 dims (8 bytes) out at 4 bytes before the end
     (drop (call $check (i32.const 0x98c0) (i32.const -5)
       (call $tensor_shape (global.get $f23) (i32.const 65532) (i32.const 8))))
-    ;; max_ndim -1
+    ;; tensor_shape.max_ndim_negative: max_ndim -1
     (drop (call $check (i32.const 0x9900) (i32.const 1000)
       (call $tensor_shape (global.get $f23) (i32.const 512) (i32.const -1))))
     ;; ---- gemm on handles ----------------------------------------------------------
-    ;; $f22 . $f22 into a new tensor
+    ;; gemm.ok: $f22 . $f22 into a new tensor
     (call $free_if_pos (call $check (i32.const 0x9940) (i32.const 1001)
       (call $gemm (global.get $f22) (global.get $f22) (i32.const 0) (i32.const 0))))
-    ;; $f22 . $f22 written into an existing C (itself made by a gemm);
+    ;; gemm.into_ok: $f22 . $f22 written into an existing C (itself made by a gemm);
     ;; the answer is C's handle
     (call $free_if_pos (call $check (i32.const 0x9980) (i32.const 1001)
       (call $gemm (global.get $f22) (global.get $f22) (local.tee $h (call $gemm (global.get $f22) (global.get $f22) (i32.const 0) (i32.const 0))) (i32.const 0))))
-    ;; A is the freed $dead
+    ;; gemm.stale_a: A is the freed $dead
     (drop (call $check (i32.const 0x99c0) (i32.const -2)
       (call $gemm (global.get $dead) (global.get $f22) (i32.const 0) (i32.const 0))))
-    ;; B was never returned
+    ;; gemm.unknown_b: B was never returned
     (drop (call $check (i32.const 0x9a00) (i32.const -2)
       (call $gemm (global.get $f22) (i32.const 2147483632) (i32.const 0) (i32.const 0))))
-    ;; C = -1
+    ;; gemm.negative_c: C = -1
     (drop (call $check (i32.const 0x9a40) (i32.const -2)
       (call $gemm (global.get $f22) (global.get $f22) (i32.const -1) (i32.const 0))))
-    ;; i8 . f32
+    ;; gemm.mixed_dtypes: i8 . f32
     (drop (call $check (i32.const 0x9a80) (i32.const -4)
       (call $gemm (global.get $i8) (global.get $f22) (i32.const 0) (i32.const 0))))
-    ;; i32 . i32
+    ;; gemm.i32_inputs: i32 . i32
     (drop (call $check (i32.const 0x9ac0) (i32.const -4)
       (call $gemm (global.get $i32) (global.get $i32) (i32.const 0) (i32.const 0))))
-    ;; [2,3] . [2,3]
+    ;; gemm.k_mismatch: [2,3] . [2,3]
     (drop (call $check (i32.const 0x9b00) (i32.const -3)
       (call $gemm (global.get $f23) (global.get $f23) (i32.const 0) (i32.const 0))))
-    ;; [2,2] . [2,2] into a [2,3] C
+    ;; gemm.c_wrong_shape: [2,2] . [2,2] into a [2,3] C
     (drop (call $check (i32.const 0x9b40) (i32.const -3)
       (call $gemm (global.get $f22) (global.get $f22) (global.get $f23) (i32.const 0))))
-    ;; f32 [2,2] . [2,2] into the i32 [2,2] C
+    ;; gemm.c_wrong_dtype: f32 [2,2] . [2,2] into the i32 [2,2] C
     (drop (call $check (i32.const 0x9b80) (i32.const 1000)
       (call $gemm (global.get $f22) (global.get $f22) (global.get $i32) (i32.const 0))))
-    ;; flag bit 3
+    ;; gemm.flags_unknown: flag bit 3
     (call $free_if_pos (call $check (i32.const 0x9bc0) (i32.const -1)
       (call $gemm (global.get $f22) (global.get $f22) (i32.const 0) (i32.const 8))))
-    ;; [3] . [3]: GEMM needs matrices
+    ;; gemm.one_dim: [3] . [3]: GEMM needs matrices
     (call $free_if_pos (call $check (i32.const 0x9c00) (i32.const 1000)
       (call $gemm (global.get $f3) (global.get $f3) (i32.const 0) (i32.const 0))))
-    ;; ACCUMULATE with no C to add to
-    (call $free_if_pos (call $check (i32.const 0x9c40) (i32.const 1000)
+    ;; gemm.accumulate_without_c: ACCUMULATE with no C to add to
+    (call $free_if_pos (call $check (i32.const 0x9c40) (i32.const -1)
       (call $gemm (global.get $f22) (global.get $f22) (i32.const 0) (i32.const 4))))
+    ;; gemm.c_is_input: C is also A and B: the output may not alias an input
+    (drop (call $check (i32.const 0x9c80) (i32.const -1)
+      (call $gemm (global.get $f22) (global.get $f22) (global.get $f22) (i32.const 0))))
     ;; ---- binary, unary, softmax, reduce on handles -------------------------------
-    ;; [2,3] + [3] (broadcast)
-    (call $free_if_pos (call $check (i32.const 0x9c80) (i32.const 1001)
+    ;; binary.ok: [2,3] + [3] (broadcast)
+    (call $free_if_pos (call $check (i32.const 0x9cc0) (i32.const 1001)
       (call $binary (i32.const 1) (global.get $f23) (global.get $f3))))
-    ;; op 0
-    (drop (call $check (i32.const 0x9cc0) (i32.const -1)
-      (call $binary (i32.const 0) (global.get $f23) (global.get $f3))))
-    ;; op 5
+    ;; binary.op_zero: op 0
     (drop (call $check (i32.const 0x9d00) (i32.const -1)
+      (call $binary (i32.const 0) (global.get $f23) (global.get $f3))))
+    ;; binary.op_unknown: op 5
+    (drop (call $check (i32.const 0x9d40) (i32.const -1)
       (call $binary (i32.const 5) (global.get $f23) (global.get $f3))))
-    ;; $dead + $f22
-    (drop (call $check (i32.const 0x9d40) (i32.const -2)
+    ;; binary.stale: $dead + $f22
+    (drop (call $check (i32.const 0x9d80) (i32.const -2)
       (call $binary (i32.const 1) (global.get $dead) (global.get $f22))))
-    ;; [2,2] + [3]
-    (drop (call $check (i32.const 0x9d80) (i32.const -3)
-      (call $binary (i32.const 1) (global.get $f22) (global.get $f3))))
-    ;; [3] + [2,3]
+    ;; binary.not_suffix: [2,2] + [3]
     (drop (call $check (i32.const 0x9dc0) (i32.const -3)
+      (call $binary (i32.const 1) (global.get $f22) (global.get $f3))))
+    ;; binary.b_larger: [3] + [2,3]
+    (drop (call $check (i32.const 0x9e00) (i32.const -3)
       (call $binary (i32.const 1) (global.get $f3) (global.get $f23))))
-    ;; i8 + i8
-    (drop (call $check (i32.const 0x9e00) (i32.const -4)
-      (call $binary (i32.const 1) (global.get $i8) (global.get $i8))))
-    ;; f32 + i32
+    ;; binary.i8: i8 + i8
     (drop (call $check (i32.const 0x9e40) (i32.const -4)
-      (call $binary (i32.const 1) (global.get $f22) (global.get $i32))))
-    ;; i32 * i32 (only add takes i32)
+      (call $binary (i32.const 1) (global.get $i8) (global.get $i8))))
+    ;; binary.mixed: f32 + i32
     (drop (call $check (i32.const 0x9e80) (i32.const -4)
+      (call $binary (i32.const 1) (global.get $f22) (global.get $i32))))
+    ;; binary.i32_mul: i32 * i32 (only add takes i32)
+    (drop (call $check (i32.const 0x9ec0) (i32.const -4)
       (call $binary (i32.const 3) (global.get $i32) (global.get $i32))))
-    ;; ReLU of [2,3]
-    (call $free_if_pos (call $check (i32.const 0x9ec0) (i32.const 1001)
+    ;; unary.ok: ReLU of [2,3]
+    (call $free_if_pos (call $check (i32.const 0x9f00) (i32.const 1001)
       (call $unary (i32.const 1) (global.get $f23))))
-    ;; op 0
-    (drop (call $check (i32.const 0x9f00) (i32.const -1)
-      (call $unary (i32.const 0) (global.get $f23))))
-    ;; op 3
+    ;; unary.op_zero: op 0
     (drop (call $check (i32.const 0x9f40) (i32.const -1)
+      (call $unary (i32.const 0) (global.get $f23))))
+    ;; unary.op_unknown: op 3
+    (drop (call $check (i32.const 0x9f80) (i32.const -1)
       (call $unary (i32.const 3) (global.get $f23))))
-    ;; the freed $dead
-    (drop (call $check (i32.const 0x9f80) (i32.const -2)
+    ;; unary.stale: the freed $dead
+    (drop (call $check (i32.const 0x9fc0) (i32.const -2)
       (call $unary (i32.const 1) (global.get $dead))))
-    ;; ReLU of i32
-    (drop (call $check (i32.const 0x9fc0) (i32.const -4)
+    ;; unary.i32: ReLU of i32
+    (drop (call $check (i32.const 0xa000) (i32.const -4)
       (call $unary (i32.const 1) (global.get $i32))))
-    ;; softmax of [2,3]
-    (call $free_if_pos (call $check (i32.const 0xa000) (i32.const 1001)
+    ;; softmax.ok: softmax of [2,3]
+    (call $free_if_pos (call $check (i32.const 0xa040) (i32.const 1001)
       (call $softmax (global.get $f23))))
-    ;; the freed $dead
-    (drop (call $check (i32.const 0xa040) (i32.const -2)
+    ;; softmax.stale: the freed $dead
+    (drop (call $check (i32.const 0xa080) (i32.const -2)
       (call $softmax (global.get $dead))))
-    ;; softmax of i8
-    (drop (call $check (i32.const 0xa080) (i32.const -4)
+    ;; softmax.i8: softmax of i8
+    (drop (call $check (i32.const 0xa0c0) (i32.const -4)
       (call $softmax (global.get $i8))))
-    ;; row sums of [2,3]
-    (call $free_if_pos (call $check (i32.const 0xa0c0) (i32.const 1001)
+    ;; reduce.ok: row sums of [2,3]
+    (call $free_if_pos (call $check (i32.const 0xa100) (i32.const 1001)
       (call $reduce (i32.const 1) (global.get $f23))))
-    ;; op 0
-    (drop (call $check (i32.const 0xa100) (i32.const -1)
-      (call $reduce (i32.const 0) (global.get $f23))))
-    ;; op 4
+    ;; reduce.op_zero: op 0
     (drop (call $check (i32.const 0xa140) (i32.const -1)
+      (call $reduce (i32.const 0) (global.get $f23))))
+    ;; reduce.op_unknown: op 4
+    (drop (call $check (i32.const 0xa180) (i32.const -1)
       (call $reduce (i32.const 4) (global.get $f23))))
-    ;; the freed $dead
-    (drop (call $check (i32.const 0xa180) (i32.const -2)
+    ;; reduce.stale: the freed $dead
+    (drop (call $check (i32.const 0xa1c0) (i32.const -2)
       (call $reduce (i32.const 1) (global.get $dead))))
-    ;; sum of i32
-    (drop (call $check (i32.const 0xa1c0) (i32.const -4)
+    ;; reduce.i32: sum of i32
+    (drop (call $check (i32.const 0xa200) (i32.const -4)
       (call $reduce (i32.const 1) (global.get $i32))))
     ;; ---- tensor_reshape ($f22 has 4 elements) ------------------------------------
-    ;; [2,2] -> [4]
-    (drop (call $check (i32.const 0xa200) (i32.const 0)
-      (call $tensor_reshape (global.get $f22) (i32.const 1) (i32.const 272))))
-    ;; [4] -> [2,2]
+    ;; tensor_reshape.ok: [2,2] -> [4]
     (drop (call $check (i32.const 0xa240) (i32.const 0)
+      (call $tensor_reshape (global.get $f22) (i32.const 1) (i32.const 272))))
+    ;; tensor_reshape.ok_back: [4] -> [2,2]
+    (drop (call $check (i32.const 0xa280) (i32.const 0)
       (call $tensor_reshape (global.get $f22) (i32.const 2) (i32.const 256))))
-    ;; the freed $dead
-    (drop (call $check (i32.const 0xa280) (i32.const -2)
+    ;; tensor_reshape.stale: the freed $dead
+    (drop (call $check (i32.const 0xa2c0) (i32.const -2)
       (call $tensor_reshape (global.get $dead) (i32.const 2) (i32.const 256))))
-    ;; ndim 0
-    (drop (call $check (i32.const 0xa2c0) (i32.const -1)
-      (call $tensor_reshape (global.get $f22) (i32.const 0) (i32.const 256))))
-    ;; ndim 9
+    ;; tensor_reshape.ndim_zero: ndim 0
     (drop (call $check (i32.const 0xa300) (i32.const -1)
+      (call $tensor_reshape (global.get $f22) (i32.const 0) (i32.const 256))))
+    ;; tensor_reshape.ndim_9: ndim 9
+    (drop (call $check (i32.const 0xa340) (i32.const -1)
       (call $tensor_reshape (global.get $f22) (i32.const 9) (i32.const 356))))
-    ;; dims past the end
-    (drop (call $check (i32.const 0xa340) (i32.const -5)
+    ;; tensor_reshape.dims_past_end: dims past the end
+    (drop (call $check (i32.const 0xa380) (i32.const -5)
       (call $tensor_reshape (global.get $f22) (i32.const 2) (i32.const 0xFFFFFFF8))))
-    ;; [2,2] -> [2,3]
-    (drop (call $check (i32.const 0xa380) (i32.const -3)
+    ;; tensor_reshape.count_differs: [2,2] -> [2,3]
+    (drop (call $check (i32.const 0xa3c0) (i32.const -3)
       (call $tensor_reshape (global.get $f22) (i32.const 2) (i32.const 264))))
-    ;; [2,2] -> [-1,-4], whose product is 4
-    (drop (call $check (i32.const 0xa3c0) (i32.const -1)
+    ;; tensor_reshape.two_negative: [2,2] -> [-1,-4], whose product is 4
+    (drop (call $check (i32.const 0xa400) (i32.const -1)
       (call $tensor_reshape (global.get $f22) (i32.const 2) (i32.const 336))))
-    ;; [2,2] -> [2^30+1,4], 4 mod 2^32
-    (drop (call $check (i32.const 0xa400) (i32.const 1000)
-      (call $tensor_reshape (global.get $f22) (i32.const 2) (i32.const 288))))
-    ;; [2,2] -> [4,1923865,48448661,49477], 4 mod 2^64
+    ;; tensor_reshape.count_wraps_u32: [2,2] -> [2^30+1,4], 4 mod 2^32
     (drop (call $check (i32.const 0xa440) (i32.const 1000)
+      (call $tensor_reshape (global.get $f22) (i32.const 2) (i32.const 288))))
+    ;; tensor_reshape.count_wraps_u64: [2,2] -> [4,1923865,48448661,49477], 4 mod 2^64
+    (drop (call $check (i32.const 0xa480) (i32.const 1000)
       (call $tensor_reshape (global.get $f22) (i32.const 4) (i32.const 300))))
-    ;; after all that, $f22 still has 2 dims
-    (drop (call $check (i32.const 0xa480) (i32.const 2)
+    ;; tensor_reshape.still_2x2: after all that, $f22 still has 2 dims
+    (drop (call $check (i32.const 0xa4c0) (i32.const 2)
       (call $tensor_shape (global.get $f22) (i32.const 512) (i32.const 8))))
     ;; ---- Exhaustion ---------------------------------------------------------------
     ;; Host tensor memory: make f32 [8192,8192] tensors (256 MiB each) until the
@@ -787,8 +791,8 @@
         (i32.store (i32.add (i32.const 0x4000) (i32.shl (local.get $i) (i32.const 2))) (local.get $h))
         (local.set $i (i32.add (local.get $i) (i32.const 1)))
         (br_if $more (i32.lt_u (local.get $i) (i32.const 256)))))
-    ;; the answer that ended the loop
-    (drop (call $check (i32.const 0xa4c0) (i32.const 1000)
+    ;; exhaust.tensor_memory: the answer that ended the loop
+    (drop (call $check (i32.const 0xa500) (i32.const 1000)
       (local.get $h)))
     (block $freed
       (loop $next
@@ -807,8 +811,8 @@
         (br_if $full (i32.lt_s (local.get $h) (i32.const 0)))
         (local.set $i (i32.add (local.get $i) (i32.const 1)))
         (br_if $more (i32.lt_u (local.get $i) (i32.const 0x100000)))))
-    ;; the answer that ended the loop
-    (drop (call $check (i32.const 0xa500) (i32.const 1000)
+    ;; exhaust.handles: the answer that ended the loop
+    (drop (call $check (i32.const 0xa540) (i32.const 1000)
       (local.get $h)))
     (call $summary))
 )

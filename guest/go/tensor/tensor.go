@@ -218,7 +218,8 @@ const (
 
 // Gemm returns a new tensor C[m,n] = op(A)[m,k] · op(B)[k,n], where op
 // transposes when TransA or TransB is given. f32·f32 gives f32 and i8·i8
-// gives i32.
+// gives i32. Accumulate needs an existing C: use GemmInto (with Gemm it is
+// abi.EINVAL).
 func Gemm(a, b *Tensor, flags ...GemmFlags) (*Tensor, error) {
 	h, err := check(abi.FuncGemm, hostGemm(a.Handle(), b.Handle(), 0, int32(join(flags))))
 	if err != nil {
@@ -228,7 +229,8 @@ func Gemm(a, b *Tensor, flags ...GemmFlags) (*Tensor, error) {
 }
 
 // GemmInto computes op(A)·op(B) into the existing tensor c, replacing its
-// contents, or adding to them with Accumulate.
+// contents, or adding to them with Accumulate. c must have the result's shape
+// and element type, and may not be a or b (abi.EINVAL).
 func GemmInto(c, a, b *Tensor, flags ...GemmFlags) error {
 	if c.Handle() == 0 {
 		// Handle 0 would ask the host for a new tensor, which would leak.

@@ -89,3 +89,14 @@ func TestErrorMessage(t *testing.T) {
 }
 
 func second(_ *Tensor, err error) error { return err }
+
+func TestSprint(t *testing.T) {
+	got := sprint("a %d b %v c %v d %d e", 3, []int{2, 4}, abi.I8, int64(-7))
+	if want := "a 3 b [2 4] c i8 d -7 e"; got != want {
+		t.Errorf("sprint = %q, want %q", got, want)
+	}
+	_, err := FromF32(make([]float32, 3), 2, 2)
+	if want := "infernet: tensor_new: ESHAPE: shape mismatch: 3 elements given for shape [2 2]"; err == nil || err.Error() != want {
+		t.Errorf("FromF32 error %v, want %q", err, want)
+	}
+}
