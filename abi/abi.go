@@ -33,7 +33,7 @@
 //
 // Each returns the handle of a new result tensor, except gemm with c != 0,
 // which writes into (or, with [GemmAccumulate], adds to) the existing tensor c
-// and returns c.
+// and returns c. [GemmAccumulate] with c == 0 is EINVAL; c may not be a or b.
 //
 //	gemm(a, b, c, flags) -> handle     C[m,n] = op(A)[m,k] · op(B)[k,n]; f32·f32→f32, i8·i8→i32
 //	binary(op, a, b) -> handle         elementwise; b's shape equals a's or is a suffix of it (broadcast)
@@ -48,7 +48,7 @@
 //
 //	gemm_f32(m, n, k, a_ptr, b_ptr, c_ptr, flags) -> 0
 //	gemm_i8(m, n, k, a_ptr, b_ptr, c_ptr, flags) -> 0           c is i32
-//	binary_f32(op, a_ptr, n, b_ptr, nb, out_ptr) -> 0          nb divides n; b repeats
+//	binary_f32(op, a_ptr, n, b_ptr, nb, out_ptr) -> 0          nb divides n (else ESHAPE); b repeats
 //	unary_f32(op, a_ptr, n, out_ptr) -> 0
 //	softmax_f32(rows, cols, a_ptr, out_ptr) -> 0
 //	reduce_f32(op, rows, cols, a_ptr, out_ptr) -> 0            out has rows elements

@@ -32,10 +32,12 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/internal/linmem"
 	"github.com/infernet/infernet/host/internal/meter"
 	"github.com/infernet/infernet/host/internal/tensorhost"
 	"github.com/infernet/infernet/host/tensor"
@@ -277,7 +279,7 @@ func (s *Sandbox) compile(ctx context.Context, module []byte, pages uint32) (waz
 	case err != nil:
 		return nil, fmt.Errorf("%w: %v", ErrInvalidModule, err)
 	}
-	mod, err := s.rt.CompileModule(ctx, metered)
+	mod, err := s.compileRecovering(ctx, metered)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -288,11 +290,29 @@ func (s *Sandbox) compile(ctx context.Context, module []byte, pages uint32) (waz
 		mod.Close(ctx)
 		return nil, err
 	}
-	if _, ok := mod.ExportedFunctions()["_start"]; !ok {
+	start, ok := mod.ExportedFunctions()["_start"]
+	if !ok {
 		mod.Close(ctx)
 		return nil, fmt.Errorf("%w: no _start export: not a WASI command module", ErrInvalidModule)
 	}
+	if len(start.ParamTypes()) != 0 || len(start.ResultTypes()) != 0 {
+		mod.Close(ctx)
+		return nil, fmt.Errorf("%w: _start has signature %s, want ()->()", ErrInvalidModule, signature(start))
+	}
 	return mod, nil
+}
+
+// compileRecovering compiles, turning a panic of the compiler (wazero panics
+// on some pathological but valid-looking modules, e.g. millions of locals)
+// into an error: one bad module must not take the provider down.
+func (s *Sandbox) compileRecovering(ctx context.Context, bin []byte) (mod wazero.CompiledModule, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Warn("wazero panicked compiling a module", "panic", r)
+			mod, err = nil, fmt.Errorf("compiler rejected the module: %v", r)
+		}
+	}()
+	return s.rt.CompileModule(ctx, bin)
 }
 
 // checkImports enforces the allow-list: functions of the host modules with
@@ -388,6 +408,7 @@ func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, input []byt
 	defer cancel()
 	st.ctx = runCtx
 	runCtx = context.WithValue(tensorhost.WithSession(runCtx, session), jobKey{}, st)
+	runCtx = experimental.WithMemoryAllocator(runCtx, linmem.Allocator())
 
 	stdout := &limitedBuffer{limit: cfg.maxOutput, st: st, cause: ErrOutputLimit}
 	stderr := &limitedBuffer{limit: cfg.maxStderr, st: st, cause: ErrStderrLimit}
@@ -403,7 +424,10 @@ func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, input []byt
 	start := time.Now()
 	mod, err := s.rt.InstantiateModule(runCtx, cm, mc)
 	if err != nil {
-		// Data or element segments out of bounds: the module is invalid.
+		if st.cause != nil { // a start section ran into a limit
+			return nil, st.cause
+		}
+		// Segments out of bounds, a trapping start section: the module is invalid.
 		return nil, fmt.Errorf("%w: %v", ErrInvalidModule, firstLine(err))
 	}
 	defer mod.Close(ctx)

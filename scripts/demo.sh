@@ -34,8 +34,8 @@ show "$jobs/cpu/cpu.wasm --input $jobs/cpu/input.txt --timeout 200ms"
 run "$jobs/cpu/cpu.wasm" --input "$jobs/cpu/input.txt" --timeout 200ms; echo "exit status $?"
 
 step "Hostile modules are refused or stopped; the process survives each"
-for m in garbage unknown_import infinite_loop memory_bomb output_flood stack_overflow; do
-  f=$(ls testdata/bad/$m*.wasm 2>/dev/null | head -1)
+for m in garbage truncated unknown_import trap_unreachable stack_overflow infinite_loop exp_recursion memory_min_huge output_flood infernet_hostile; do
+  f=testdata/bad/$m.wasm
   [ -n "$f" ] || continue
   printf '%-22s ' "$m:"
   run "$f" --timeout 500ms --memory 16MiB --max-output 1MiB >/dev/null; echo "  (exit $?)"

@@ -3,6 +3,7 @@ package tensorhost
 import (
 	"context"
 	"encoding/binary"
+	"math"
 	"unsafe"
 
 	"github.com/tetratelabs/wazero"
@@ -125,10 +126,15 @@ func readDims(mem api.Memory, ndim, ptr int32) ([]int, abi.Errno) {
 // aligned to align. The slice aliases guest memory and is valid only during
 // the current host call.
 func view(mem api.Memory, ptr int32, n int64, align uint32) ([]byte, bool) {
-	if mem == nil || n < 0 || n > 1<<32 || uint32(ptr)%align != 0 {
+	// n must fit a uint32: 1<<32 would wrap to an empty, "valid" read.
+	if mem == nil || n < 0 || n > math.MaxUint32 || uint32(ptr)%align != 0 {
 		return nil, false
 	}
-	return mem.Read(uint32(ptr), uint32(n))
+	b, ok := mem.Read(uint32(ptr), uint32(n))
+	if !ok || int64(len(b)) != n {
+		return nil, false
+	}
+	return b, true
 }
 
 func tensorNew(_ context.Context, s *Session, mem api.Memory, p []int32) int32 {
@@ -284,6 +290,9 @@ func gemm(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 	outType := gemmOutType(a.dt)
 	h := p[2]
 	var c *entry
+	if h == 0 && gp.Accumulate {
+		return int32(abi.EINVAL) // nothing to accumulate into
+	}
 	if h == 0 {
 		if h, c, errno = s.alloc(outType, []int{gp.M, gp.N}); errno != abi.OK {
 			return int32(errno)
@@ -490,6 +499,9 @@ func (s *Session) runPtr(ctx context.Context, mem api.Memory, work int, flops fl
 // hostView reinterprets aligned little-endian guest bytes as a HostBuffer.
 // Guests are wasm32 (little-endian) and providers are little-endian hosts.
 func hostView(b []byte, dt abi.DType, n int) *tensor.HostBuffer {
+	if len(b) != n*dt.Size() {
+		panic("tensorhost: view size mismatch") // view() guarantees it; never cast past a slice
+	}
 	if n == 0 {
 		return &tensor.HostBuffer{F32: []float32{}}
 	}
@@ -544,8 +556,11 @@ func gemmPtr(dt abi.DType) fn {
 
 func binaryPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 {
 	op, n, nb := abi.Op(p[0]), p[2], p[4]
-	if !validBinary(op, abi.F32) || !positive(n, nb) || n%nb != 0 {
+	if !validBinary(op, abi.F32) || !positive(n, nb) {
 		return int32(abi.EINVAL)
+	}
+	if n%nb != 0 {
+		return int32(abi.ESHAPE)
 	}
 	return s.runPtr(ctx, mem, int(n), 0, func(be tensor.Backend, t []tensor.Buffer) error {
 		return be.Binary(ctx, op, t[0], t[1], t[2])

@@ -80,8 +80,9 @@ type gemmKernels[E, C any] struct {
 	dot  func(c *C, a, b []E)
 }
 
-// runGemm computes C (+)= A·Bᵀᵀ for at [M,K] and bt [N,K], threads splitting
-// C's rows. finish, if not nil, post-processes each finished block of rows.
+// runGemm computes C = at·btᵀ (or C += with p.Accumulate) for at [M,K] and
+// bt [N,K], threads splitting C's rows into tasks. finish, if not nil,
+// post-processes each task's rows once they are final.
 func runGemm[E, C any](ctx context.Context, threads int, p tensor.GemmParams, at, bt []E, c []C, kern gemmKernels[E, C], finish func([]C)) error {
 	m, n, k := p.M, p.N, p.K
 	if m == 0 || n == 0 {

@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const testdata = "../../../../testdata/"
+
+// TestRunExitCodes checks the CLI contract of `infernet run`: output, exit
+// status and the one-line cause on stderr, never a Go panic trace.
+func TestRunExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.wasm")
+	if err := os.WriteFile(garbage, []byte("not wasm at all"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		stdin   string
+		code    int
+		stdout  string // substring
+		errLine string // substring of the last stderr line; "" = stderr empty
+	}{
+		{"runs", []string{"run", testdata + "jobs/wordcount/wordcount.wasm", "--input", testdata + "jobs/wordcount/input.txt"}, "", 0, "the", ""},
+		{"stdin input", []string{"run", testdata + "jobs/echo/echo.wasm", "--input", "-"}, "piped", 0, "piped", ""},
+		{"no input", []string{"run", testdata + "jobs/echo/echo.wasm"}, "ignored", 0, "", ""},
+		{"job exit code", []string{"run", testdata + "bad/proc_exit3.wasm"}, "", 3, "", ""},
+		{"garbage", []string{"run", garbage}, "", ExitNotRun, "", "infernet: invalid module"},
+		{"missing module", []string{"run", filepath.Join(dir, "nope.wasm")}, "", ExitNotRun, "", "no such file"},
+		{"missing input", []string{"run", testdata + "jobs/echo/echo.wasm", "--input", filepath.Join(dir, "nope")}, "", ExitNotRun, "", "input:"},
+		{"trap", []string{"run", testdata + "bad/trap_unreachable.wasm"}, "", ExitNotRun, "", "infernet: trap: wasm error: unreachable"},
+		{"timeout", []string{"run", testdata + "bad/infinite_loop.wasm", "--timeout", "100ms"}, "", ExitNotRun, "", "infernet: time limit exceeded"},
+		{"memory", []string{"run", testdata + "bad/memory_min_huge.wasm", "--memory", "16MiB"}, "", ExitNotRun, "", "infernet: memory limit exceeded"},
+		{"import", []string{"run", testdata + "bad/unknown_import.wasm"}, "", ExitNotRun, "", "infernet: import not allowed: function env.foo"},
+		{"output", []string{"run", testdata + "bad/output_flood.wasm", "--max-output", "1KiB"}, "", ExitNotRun, "", "infernet: output limit exceeded"},
+		{"bad mode", []string{"run", testdata + "jobs/echo/echo.wasm", "--mode", "fast"}, "", ExitError, "", "--mode"},
+		{"bad size", []string{"run", testdata + "jobs/echo/echo.wasm", "--memory", "lots"}, "", ExitError, "", "--memory"},
+		{"bad backend", []string{"run", testdata + "jobs/echo/echo.wasm", "--backend", "tpu"}, "", ExitError, "", "unknown backend"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			args := append(tt.args, "--cache-dir", "")
+			code := Main(args, IO{In: strings.NewReader(tt.stdin), Out: &out, Err: &errOut})
+			if code != tt.code {
+				t.Fatalf("exit %d, want %d; stderr %q", code, tt.code, errOut.String())
+			}
+			if !strings.Contains(out.String(), tt.stdout) {
+				t.Errorf("stdout %q, want %q in it", out.String(), tt.stdout)
+			}
+			stderr := errOut.String()
+			if strings.Contains(stderr, "goroutine ") || strings.Contains(stderr, "panic") {
+				t.Fatalf("stderr has a Go trace: %q", stderr)
+			}
+			if tt.errLine == "" {
+				if stderr != "" {
+					t.Errorf("stderr %q, want none", stderr)
+				}
+				return
+			}
+			lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+			if last := lines[len(lines)-1]; !strings.Contains(last, tt.errLine) {
+				t.Errorf("last stderr line %q, want %q in it", last, tt.errLine)
+			}
+		})
+	}
+}
+
+// TestRunOutputFile: --output writes the job's stdout to a file, and --stats
+// adds one JSON line on stderr.
+func TestRunOutputFile(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out.txt")
+	var stdout, stderr bytes.Buffer
+	code := Main([]string{"run", testdata + "jobs/mlp/mlp.wasm", "--input", testdata + "jobs/mlp/input.txt",
+		"--output", out, "--stats", "--cache-dir", ""}, IO{In: strings.NewReader(""), Out: &stdout, Err: &stderr})
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	got, err := os.ReadFile(out)
+	if err != nil || !strings.Contains(string(got), "class") {
+		t.Fatalf("output file %q: %v", got, err)
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("stdout %q, want empty with --output", stdout.String())
+	}
+	if !strings.Contains(stderr.String(), `"tensor_ops":`) || !strings.Contains(stderr.String(), `"backend":"reference"`) {
+		t.Errorf("stats %q", stderr.String())
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	tests := []struct {
+		in   string
+		want uint64
+		ok   bool
+	}{
+		{"65536", 65536, true},
+		{"64KiB", 64 << 10, true},
+		{"256MiB", 256 << 20, true},
+		{"1G", 1 << 30, true},
+		{"2GiB", 2 << 30, true},
+		{"", 0, false},
+		{"MiB", 0, false},
+		{"12XB", 0, false},
+		{"-1", 0, false},
+		{"99999999999999G", 0, false},
+	}
+	for _, tt := range tests {
+		got, err := parseSize(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d ok=%v", tt.in, got, err, tt.want, tt.ok)
+		}
+	}
+}

@@ -1,0 +1,265 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/tensor/reference"
+)
+
+// TestBadModules runs every hostile module of testdata/bad in one sandbox and
+// checks the cause each is refused or stopped with. The sandbox must survive
+// all of them and still run a good job afterwards.
+func TestBadModules(t *testing.T) {
+	sb := newSandbox(t, Config{})
+	cfg := NewJobConfig().
+		WithTimeout(time.Second).
+		WithMemoryLimit(64 << 20).
+		WithMaxOutput(1 << 20).
+		WithMaxStderr(64 << 10)
+	tests := []struct {
+		file string
+		want error  // nil: runs to its end
+		exit uint32 // with want == nil
+		out  string // substring of stdout, with want == nil
+	}{
+		{file: "garbage.wasm", want: ErrInvalidModule},
+		{file: "garbage_header.wasm", want: ErrInvalidModule},
+		{file: "truncated.wasm", want: ErrInvalidModule},
+		{file: "no_start.wasm", want: ErrInvalidModule},
+		{file: "bad_start_type.wasm", want: ErrInvalidModule},
+		{file: "data_oob.wasm", want: ErrInvalidModule},
+		{file: "locals_bomb.wasm", want: ErrInvalidModule},
+		{file: "unknown_import.wasm", want: ErrImportNotAllowed},
+		{file: "import_memory.wasm", want: ErrImportNotAllowed},
+		{file: "import_global.wasm", want: ErrImportNotAllowed},
+		{file: "import_table.wasm", want: ErrImportNotAllowed},
+		{file: "table_huge.wasm", want: ErrMemoryLimit},
+		{file: "table_fill.wasm", want: ErrMemoryLimit},
+		{file: "memory_min_huge.wasm", want: ErrMemoryLimit},
+		{file: "trap_unreachable.wasm", want: ErrTrap},
+		{file: "div_by_zero.wasm", want: ErrTrap},
+		{file: "int_overflow.wasm", want: ErrTrap},
+		{file: "oob_load.wasm", want: ErrTrap},
+		{file: "stack_overflow.wasm", want: ErrTrap},
+		{file: "infinite_loop.wasm", want: ErrTimeout},
+		{file: "exp_recursion.wasm", want: ErrTimeout},
+		{file: "start_loop.wasm", want: ErrTimeout},
+		{file: "output_flood.wasm", want: ErrOutputLimit},
+		{file: "stderr_flood.wasm", want: ErrStderrLimit},
+		// memory.grow fails (-1) at the limit; the guest reports and exits.
+		{file: "memory_grow_loop.wasm", out: "grown to 1024 pages"}, // the 64 MiB limit
+		{file: "proc_exit3.wasm", exit: 3},
+		// Hostile pointers are answered with errno values, never a crash; the
+		// modules print each answer and the mismatches against the ABI.
+		{file: "wasi_hostile.wasm", out: "mismatches 0"},
+		{file: "infernet_hostile.wasm", out: "mismatches 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			wasm := readFile(t, "../testdata/bad/"+tt.file)
+			start := time.Now()
+			res, err := sb.Run(context.Background(), Job{Module: wasm}, cfg)
+			if tt.want != nil {
+				if !errors.Is(err, tt.want) {
+					t.Fatalf("err = %v, want %v", err, tt.want)
+				}
+				if strings.Contains(err.Error(), "\n") {
+					t.Errorf("cause is not one line: %q", err)
+				}
+				if errors.Is(err, ErrTimeout) && time.Since(start) > cfg.Timeout()+500*time.Millisecond {
+					t.Errorf("stopped %v after a %v limit", time.Since(start), cfg.Timeout())
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("err = %v, want a run to the end", err)
+			}
+			if res.ExitCode != tt.exit || !strings.Contains(string(res.Output), tt.out) {
+				t.Fatalf("exit %d output %q, want exit %d and %q", res.ExitCode, tail(res.Output), tt.exit, tt.out)
+			}
+		})
+	}
+	// The sandbox still serves good jobs.
+	res, err := sb.Run(context.Background(), Job{Module: readFile(t, "../testdata/jobs/echo/echo.wasm"), Input: []byte("still alive")}, cfg)
+	if err != nil || string(res.Output) != "still alive" {
+		t.Fatalf("after the bad modules: %v %q", err, res.Output)
+	}
+}
+
+func tail(b []byte) []byte { return b[max(0, len(b)-200):] }
+
+// TestLimits checks that each limit stops a job with its cause and keeps the
+// output produced before it.
+func TestLimits(t *testing.T) {
+	sb := newSandbox(t, Config{})
+	cpu := readFile(t, "../testdata/jobs/cpu/cpu.wasm")
+	cpuInput := readFile(t, "../testdata/jobs/cpu/input.txt")
+	flood := readFile(t, "../testdata/bad/output_flood.wasm")
+	tests := []struct {
+		name  string
+		wasm  []byte
+		input []byte
+		cfg   JobConfig
+		want  error
+	}{
+		{"timeout", cpu, cpuInput, NewJobConfig().WithTimeout(50 * time.Millisecond), ErrTimeout},
+		{"fuel", cpu, cpuInput, NewJobConfig().WithFuelLimit(5_000_000), ErrFuelLimit},
+		{"output", flood, nil, NewJobConfig().WithMaxOutput(1000), ErrOutputLimit},
+		{"memory below the module's minimum", cpu, cpuInput, NewJobConfig().WithMemoryLimit(64 << 10), ErrMemoryLimit},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := sb.Run(context.Background(), Job{Module: tt.wasm, Input: tt.input}, tt.cfg)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("err = %v, want %v", err, tt.want)
+			}
+			if tt.name == "output" && len(res.Output) != 1000 {
+				t.Errorf("kept %d bytes of output, want the first 1000", len(res.Output))
+			}
+		})
+	}
+}
+
+// TestCancel: cancelling the caller's context stops a running guest.
+func TestCancel(t *testing.T) {
+	sb := newSandbox(t, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	_, err := sb.Run(ctx, Job{Module: readFile(t, "../testdata/bad/infinite_loop.wasm")}, NewJobConfig())
+	if !errors.Is(err, ErrCanceled) {
+		t.Fatalf("err = %v, want ErrCanceled", err)
+	}
+}
+
+// TestFuelDeterministic: fuel is the same on every run, stops a job at the
+// same point whatever the fuel slice (a provider setting), and grows with work.
+func TestFuelDeterministic(t *testing.T) {
+	wasm := readFile(t, "../testdata/jobs/wordcount/wordcount.wasm")
+	input := readFile(t, "../testdata/jobs/wordcount/input.txt")
+	var fuels []uint64
+	for _, slice := range []uint64{1 << 10, 1 << 16, 1 << 22} {
+		sb := newSandbox(t, Config{FuelSlice: slice})
+		for range 2 {
+			res, err := sb.Run(context.Background(), Job{Module: wasm, Input: input}, NewJobConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			fuels = append(fuels, res.Fuel)
+		}
+		// A fuel limit below the job's need stops it with the same partial
+		// output on every slice size.
+		res, err := sb.Run(context.Background(), Job{Module: wasm, Input: input}, NewJobConfig().WithFuelLimit(fuels[0]/2))
+		if !errors.Is(err, ErrFuelLimit) {
+			t.Fatalf("slice %d: err = %v, want ErrFuelLimit", slice, err)
+		}
+		if res.Fuel <= fuels[0]/2 || res.Fuel > fuels[0]/2+1<<20 {
+			t.Errorf("slice %d: stopped at %d fuel, limit %d", slice, res.Fuel, fuels[0]/2)
+		}
+	}
+	for _, f := range fuels {
+		if f != fuels[0] {
+			t.Fatalf("fuel differs between runs and slices: %v", fuels)
+		}
+	}
+	small, err := newSandbox(t, Config{}).Run(context.Background(), Job{Module: wasm, Input: input[:len(input)/4]}, NewJobConfig())
+	if err != nil || small.Fuel >= fuels[0] {
+		t.Fatalf("a quarter of the input used %d fuel (err %v), the whole %d", small.Fuel, err, fuels[0])
+	}
+}
+
+// TestDeterministicOutputs: the same job and input give identical output on
+// repeated runs, concurrently, and across reference-kernel thread counts.
+func TestDeterministicOutputs(t *testing.T) {
+	jobs := []struct{ wasm, input string }{
+		{"../testdata/jobs/mlp/mlp.wasm", "../testdata/jobs/mlp/input.txt"},
+		{"../testdata/jobs/matmul/matmul.wasm", "../testdata/jobs/matmul/input.txt"},
+		{"../testdata/jobs/wordcount/wordcount.wasm", "../testdata/jobs/wordcount/input.txt"},
+		{"../testdata/jobs/cpugo/cpugo.wasm", "../testdata/jobs/cpugo/input.txt"},
+	}
+	for _, j := range jobs {
+		t.Run(j.wasm[strings.LastIndex(j.wasm, "/")+1:], func(t *testing.T) {
+			job := Job{Module: readFile(t, j.wasm), Input: readFile(t, j.input)}
+			digests := map[string][]int{}
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			for _, threads := range []int{1, 2, 3, 8} {
+				sb := newSandbox(t, Config{Reference: reference.New(reference.Config{Threads: threads})})
+				for range 2 {
+					wg.Go(func() {
+						res, err := sb.Run(context.Background(), job, NewJobConfig().WithMode(abi.ModeExact))
+						if err != nil || res.ExitCode != 0 {
+							t.Errorf("threads %d: %v exit %d", threads, err, res.ExitCode)
+							return
+						}
+						d := fmt.Sprintf("%x fuel %d", sha256.Sum256(res.Output), res.Fuel)
+						mu.Lock()
+						digests[d] = append(digests[d], threads)
+						mu.Unlock()
+					})
+				}
+			}
+			wg.Wait()
+			if len(digests) != 1 {
+				t.Fatalf("outputs differ: %v", digests)
+			}
+		})
+	}
+}
+
+// TestSeed: the guest's random source is deterministic per seed.
+func TestSeed(t *testing.T) {
+	sb := newSandbox(t, Config{})
+	wasm := readFile(t, "testdata/random.wasm")
+	run := func(seed byte) []byte {
+		res, err := sb.Run(context.Background(), Job{Module: wasm}, NewJobConfig().WithSeed([32]byte{seed}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Output
+	}
+	a, b, c := run(1), run(1), run(2)
+	if !bytes.Equal(a, b) || bytes.Equal(a, c) {
+		t.Fatalf("seed 1 twice: %q %q; seed 2: %q", a, b, c)
+	}
+}
+
+// TestCompileCache: the second run of a module does not compile, a run with
+// another memory limit does, and eviction keeps the cache bounded.
+func TestCompileCache(t *testing.T) {
+	sb := newSandbox(t, Config{CacheModules: 2})
+	echo := readFile(t, "../testdata/jobs/echo/echo.wasm")
+	run := func(wasm []byte, cfg JobConfig) *Result {
+		res, err := sb.Run(context.Background(), Job{Module: wasm, Input: []byte("x")}, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if r := run(echo, NewJobConfig()); r.Compile == 0 {
+		t.Fatal("first run did not compile")
+	}
+	if r := run(echo, NewJobConfig()); r.Compile != 0 {
+		t.Fatalf("second run compiled again (%v)", r.Compile)
+	}
+	if r := run(echo, NewJobConfig().WithMemoryLimit(128<<20)); r.Compile == 0 {
+		t.Fatal("another memory limit reused the module compiled for the first")
+	}
+	if _, err := sb.Compile(context.Background(), readFile(t, "../testdata/jobs/cpu/cpu.wasm"), NewJobConfig()); err != nil {
+		t.Fatal(err)
+	}
+	sb.mu.Lock()
+	n := sb.lru.Len()
+	sb.mu.Unlock()
+	if n > 2 {
+		t.Fatalf("cache holds %d modules, limit 2", n)
+	}
+}

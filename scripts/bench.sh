@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# make bench: the sandbox measured against its peers, side by side in one run.
+# The machines are shared and noisy: read the ratios, not the absolute times.
+#   (a) CPU-bound guest under a time limit vs the wazero CLI with no limit
+#   (b) GEMM GFLOP/s per backend vs OpenBLAS (n = 256..2048)
+#   (c) the same GEMM called from a guest vs natively
+#   (d) run latency of a cached small Go module
+# BENCH_QUICK=1 shortens every part (a smoke test of this script).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=$PWD/bin/infernet
+cache="${INFERNET_CACHE:-$HOME/.cache/infernet}"
+wazero="$cache/wazero-v1.11.0/wazero"
+runs=7 benchtime=1x count=5
+if [ "${BENCH_QUICK:-}" = 1 ]; then runs=2 benchtime=1x count=1; fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+hr() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+hr "(a) CPU-bound guests: infernet run (60 s limit, fuel-metered) vs wazero CLI (no limit), both cached"
+for job in cpu cpugo; do
+  wasm=testdata/jobs/$job/$job.wasm in=testdata/jobs/$job/input.txt
+  hyperfine --style basic --warmup 1 --runs "$runs" --export-json "$tmp/$job.json" \
+    -n "wazero $job" "$wazero run -cachedir $tmp/wz $wasm < $in" \
+    -n "infernet $job" "$bin run $wasm --input $in --timeout 60s --cache-dir $tmp/inf" >/dev/null
+  python3 - "$tmp/$job.json" <<'EOF'
+import json, sys
+r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
+(w, wv), (i, iv) = [(k, v) for k, v in r.items() if k.startswith("wazero")][0], [(k, v) for k, v in r.items() if k.startswith("infernet")][0]
+print(f"{w:16s} median {wv['median']*1000:8.1f} ms   {i:16s} median {iv['median']*1000:8.1f} ms   ratio {iv['median']/wv['median']:.3f}x (target <= 1.1x)")
+EOF
+done
+
+hr "(a') in-process: instrumented vs uninstrumented vs WithCloseOnContextDone (host/internal/meter)"
+go test -run '^$' -bench 'Overhead' -benchtime "$benchtime" -count "$count" ./host/internal/meter | grep -E '^Benchmark' || true
+
+hr "(b) f32 GEMM GFLOP/s per backend, 2 threads (OpenBLAS with its core type set from CPU features)"
+go test -run '^$' -bench 'BenchmarkGemm$' -benchtime "$benchtime" -count "$count" ./host/tensor/backends | tee "$tmp/gemm.txt" | grep -E '^Benchmark' || true
+python3 - "$tmp/gemm.txt" <<'EOF'
+import re, sys, statistics, collections
+g = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    m = re.match(r'BenchmarkGemm/(\S+)/n=(\d+)-\d+\s.*?([\d.]+) GFLOP/s', line)
+    if m: g[(m[1], int(m[2]))].append(float(m[3]))
+med = {k: statistics.median(v) for k, v in g.items()}
+names = sorted({k[0] for k in med})
+print("%-14s" % "n" + "".join("%14s" % n for n in names) + "   own cpu / openblas")
+for n in sorted({k[1] for k in med}):
+    row = "%-14d" % n + "".join("%14.1f" % med[(b, n)] if (b, n) in med else "%14s" % "-" for b in names)
+    cpu = [med[(b, n)] for b in names if b.startswith("cpu-") and (b, n) in med]
+    if cpu and ("openblas", n) in med: row += "   %.2fx (target >= 0.8x)" % (cpu[0] / med[("openblas", n)])
+    print(row)
+EOF
+
+hr "(c) GEMM from a guest (gemm_f32 pointer form) vs native, same backend"
+go test -run '^$' -bench 'GemmGuestVsNative' -benchtime "$benchtime" -count "$count" ./host | tee "$tmp/guest.txt" | grep -E '^Benchmark' || true
+python3 - "$tmp/guest.txt" <<'EOF'
+import re, sys, statistics, collections
+g = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    m = re.match(r'BenchmarkGemmGuestVsNative/(guest|native)/(\S+)/n=(\d+)-\d+\s.*?([\d.]+) GFLOP/s', line)
+    if m: g[(m[1], int(m[3]))].append(float(m[4]))
+for n in sorted({k[1] for k in g}):
+    gu, na = statistics.median(g[("guest", n)]), statistics.median(g[("native", n)])
+    print(f"n={n:5d}  guest {gu:7.1f}  native {na:7.1f} GFLOP/s  ratio {gu/na:.3f}x (target >= 0.9x)")
+EOF
+
+hr "(d) run latency of a cached small Go module (testdata/jobs/echo), in process"
+go test -run '^$' -bench 'RunCached' -benchtime 200x -count "$count" ./host | grep -E '^Benchmark' || true
+echo "(target <= 10 ms/op)"
+hr "(d') the same through the CLI, a new process per run (compiled-module cache on disk)"
+hyperfine --style basic --warmup 2 --runs $((runs * 3)) -N \
+  -n "infernet run echo" "$bin run testdata/jobs/echo/echo.wasm --cache-dir $tmp/inf" \
+  -n "wazero run echo" "$wazero run -cachedir $tmp/wz testdata/jobs/echo/echo.wasm" 2>/dev/null | grep -E 'Time|±|infernet|wazero' || true
