@@ -65,7 +65,7 @@ paid over Lightning.`,
 	root.SetIn(stdio.In)
 	root.SetOut(stdio.Out)
 	root.SetErr(stdio.Err)
-	root.AddCommand(NewCmdRun(stdio, nil))
+	root.AddCommand(NewCmdRun(stdio, nil), NewCmdInfo(stdio, nil))
 	return root
 }
 

@@ -1,0 +1,96 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime"
+
+	"github.com/spf13/cobra"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/gpu"
+	"github.com/infernet/infernet/host/tensor/backends"
+)
+
+// InfoOptions are the settings of `infernet info`.
+type InfoOptions struct {
+	IO   IO
+	JSON bool
+}
+
+// machineInfo is what `infernet info` reports: what this machine can offer.
+type machineInfo struct {
+	Version     string            `json:"version"`
+	ABI         int               `json:"abi_version"`
+	OS          string            `json:"os"`
+	Arch        string            `json:"arch"`
+	Cores       int               `json:"cores"`
+	Fast        string            `json:"fast_backend"`
+	Unavailable map[string]string `json:"unavailable_backends,omitempty"`
+	GPUs        []gpu.Device      `json:"gpus"`
+	GPUError    string            `json:"gpu_error,omitempty"`
+	Driver      string            `json:"driver_version,omitempty"`
+}
+
+// NewCmdInfo returns `infernet info`: the tensor backends and GPUs found here.
+func NewCmdInfo(stdio IO, runF func(context.Context, *InfoOptions) error) *cobra.Command {
+	opts := &InfoOptions{IO: stdio}
+	cmd := &cobra.Command{
+		Use:   "info",
+		Short: "Show the tensor backends and GPUs this machine offers",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runInfo(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
+	return cmd
+}
+
+func runInfo(ctx context.Context, o *InfoOptions) error {
+	info := machineInfo{
+		Version: Version, ABI: abi.Version,
+		OS: runtime.GOOS, Arch: runtime.GOARCH, Cores: runtime.NumCPU(),
+		Unavailable: map[string]string{},
+	}
+	set, err := backends.Open(ctx, backends.Config{})
+	if err != nil {
+		return err
+	}
+	defer set.Close()
+	info.Fast = set.Fast.Name()
+	for name, err := range set.Unavailable {
+		info.Unavailable[name] = err.Error()
+	}
+	inv, err := gpu.Detect(ctx)
+	info.GPUs, info.Driver = inv.Devices, inv.DriverVersion
+	if info.GPUs == nil {
+		info.GPUs = []gpu.Device{}
+	}
+	if err != nil {
+		info.GPUError = err.Error()
+	}
+	if o.JSON {
+		enc := json.NewEncoder(o.IO.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(info)
+	}
+	w := o.IO.Out
+	fmt.Fprintf(w, "infernet %s (ABI v%d) on %s/%s, %d cores\n", info.Version, info.ABI, info.OS, info.Arch, info.Cores)
+	fmt.Fprintf(w, "tensor backends: reference (exact mode), %s (tolerance mode)\n", info.Fast)
+	for name, why := range info.Unavailable {
+		fmt.Fprintf(w, "  %s unavailable: %s\n", name, why)
+	}
+	if len(info.GPUs) == 0 {
+		fmt.Fprintf(w, "GPUs: none (%s)\n", info.GPUError)
+	}
+	for _, d := range info.GPUs {
+		fmt.Fprintf(w, "GPU %d: %s, %d MiB, %d SMs, %d CUDA cores, compute %d.%d\n",
+			d.Index, d.Name, d.MemoryBytes>>20, d.SMs, d.CUDACores, d.ComputeMajor, d.ComputeMinor)
+	}
+	return nil
+}

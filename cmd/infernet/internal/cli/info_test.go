@@ -1,0 +1,30 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestInfoJSON: `infernet info --json` reports the backends and, on machines
+// without an NVIDIA driver (like the project's), why there are no GPUs.
+func TestInfoJSON(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := Main([]string{"info", "--json"}, IO{In: strings.NewReader(""), Out: &out, Err: &errOut}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var info machineInfo
+	if err := json.Unmarshal(out.Bytes(), &info); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if info.ABI != 1 || info.Cores < 1 || info.Fast == "" {
+		t.Fatalf("info %+v", info)
+	}
+	if len(info.GPUs) == 0 && info.GPUError == "" {
+		t.Fatal("no GPUs and no reason given")
+	}
+	if len(info.GPUs) == 0 && info.Unavailable["cuda"] == "" {
+		t.Fatal("no GPU, yet CUDA not reported unavailable")
+	}
+}
