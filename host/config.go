@@ -15,6 +15,10 @@ const (
 	DefaultMaxStderr   = 1 << 20  // bytes of stderr
 )
 
+// MaxTableElements caps every table a job defines: table elements are host
+// memory (8 bytes each) outside the guest's memory limit.
+const MaxTableElements = 1 << 20
+
 // pageSize is the WebAssembly page size.
 const pageSize = 65536
 

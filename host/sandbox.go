@@ -270,14 +270,19 @@ func (s *Sandbox) forget(key moduleKey) {
 
 // compile instruments and compiles one module and checks its imports.
 func (s *Sandbox) compile(ctx context.Context, module []byte, pages uint32) (wazero.CompiledModule, error) {
-	metered, _, err := meter.Instrument(module, meter.Options{MaxMemoryPages: pages})
+	metered, info, err := meter.Instrument(module, meter.Options{MaxMemoryPages: pages, MaxTableElements: MaxTableElements})
 	switch {
 	case errors.Is(err, meter.ErrMemoryLimit):
-		return nil, fmt.Errorf("%w: %v", ErrMemoryLimit, err)
+		return nil, fmt.Errorf("%w: %v", ErrMemoryLimit, detail(err))
 	case errors.Is(err, meter.ErrReserved):
-		return nil, fmt.Errorf("%w: %v", ErrImportNotAllowed, err)
+		return nil, fmt.Errorf("%w: %v", ErrImportNotAllowed, detail(err))
 	case err != nil:
-		return nil, fmt.Errorf("%w: %v", ErrInvalidModule, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalidModule, detail(err))
+	}
+	for _, imp := range info.Imports {
+		if imp.Kind != meter.ImportFunc { // jobs define their own memory, tables and globals
+			return nil, fmt.Errorf("%w: %s %s.%s", ErrImportNotAllowed, imp.Kind, imp.Module, imp.Name)
+		}
 	}
 	mod, err := s.compileRecovering(ctx, metered)
 	if err != nil {
@@ -329,11 +334,17 @@ func (s *Sandbox) checkImports(mod wazero.CompiledModule) error {
 				ErrImportNotAllowed, m, name, signature(f), signature(want))
 		}
 	}
-	for _, m := range mod.ImportedMemories() {
-		mm, name, _ := m.Import()
-		return fmt.Errorf("%w: memory %s.%s (jobs define their own memory)", ErrImportNotAllowed, mm, name)
-	}
 	return nil
+}
+
+// detail strips the meter's sentinel text from its errors: the sandbox's
+// own cause (ErrInvalidModule, …) already says what kind of failure it is.
+func detail(err error) string {
+	msg := err.Error()
+	for _, sentinel := range []error{meter.ErrInvalid, meter.ErrMemoryLimit, meter.ErrReserved} {
+		msg = strings.TrimPrefix(msg, sentinel.Error()+": ")
+	}
+	return msg
 }
 
 func sameTypes(a, b []api.ValueType) bool { return bytes.Equal(a, b) }

@@ -2,7 +2,6 @@ package meter
 
 import (
 	"context"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,19 +18,16 @@ func BenchmarkInstrument(b *testing.B) {
 			wasm := g.wasm(b)
 			b.SetBytes(int64(len(wasm)))
 			b.ReportAllocs()
-			cpu := cpuTime()
 			for b.Loop() {
 				if _, _, err := Instrument(wasm, Options{MaxMemoryPages: 1024}); err != nil {
 					b.Fatal(err)
 				}
 			}
-			// On a shared machine CPU time is steadier than wall time.
-			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }
 
-// guestKernels are CPU-bound guests taking roughly 0.3 s each.
+// guestKernels are CPU-bound guests taking 0.1 to 0.3 s each.
 var guestKernels = []struct {
 	name string
 	wasm func(testing.TB) []byte
@@ -40,7 +36,7 @@ var guestKernels = []struct {
 	{"c-mandel", cGuest, []string{"mandel", "600"}},
 	{"c-sha", cGuest, []string{"sha", "150000"}},
 	{"c-sort", cGuest, []string{"sort", "300000"}},
-	{"go", goGuest, []string{"300000"}},
+	{"go", goGuest, []string{"100000"}},
 }
 
 // BenchmarkGuest runs CPU-bound guests uninstrumented ("plain"),
@@ -122,22 +118,11 @@ func (g *benchGuest) run(b *testing.B) time.Duration {
 	return d
 }
 
-// bench times runs of the guest, reporting CPU time too.
+// bench times runs of the guest, without instantiation.
 func (g *benchGuest) bench(b *testing.B) {
 	var total time.Duration
-	cpu := cpuTime()
 	for b.Loop() {
 		total += g.run(b)
 	}
 	b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "run-ns/op")
-	b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
-}
-
-// cpuTime is the process's user and system CPU time in nanoseconds.
-func cpuTime() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }

@@ -5,6 +5,69 @@ import (
 	"math/bits"
 )
 
+// Where checks go and what they look like.
+//
+// A check charges the static cost of the region it guards and calls tick
+// when fuel drops below zero. A call inside a loop is expensive in wazero's
+// optimizing compiler even when it never runs: every value live across it
+// is spilled and reloaded around the loop. So a loop's check only branches
+// out of the loop, and the call happens outside it, in three blocks wrapped
+// around the loop:
+//
+//	block bt                  ;; done
+//	  loop bt                 ;; retry
+//	    block                 ;; tick
+//	      loop bt             ;; the original loop
+//	        fuel -= COST
+//	        br_if tick (fuel < 0)
+//	        ...body...        ;; branches out of the loop skip 3 more labels
+//	      end
+//	      br done
+//	    end
+//	    fuel = tick(fuel) + COST  ;; the check runs again on re-entry
+//	    br retry                  ;; re-enter the loop at its top
+//	  end
+//	end
+//
+// Re-entering at the top is exact because the check is the first thing the
+// loop does. Loops with parameters would need a new type for the tick
+// block, so they get the inline check that function entries use:
+//
+//	fuel -= COST
+//	if fuel < 0 { fuel = tick(fuel) }
+//
+// The entry of a function that calls nothing only charges (fuel -= COST):
+// straight-line code that cannot loop or call is bounded, and the checks of
+// its callers and loops come around soon enough.
+
+// wrapLabels is the number of labels wrapped around a loop.
+const wrapLabels = 3
+
+// editKind says what an edit does.
+type editKind uint8
+
+const (
+	editIndex    editKind = iota // replace a LEB128 index (function or label) with val
+	editEntry                    // insert the entry check or charge of region 0
+	editLoop                     // insert the inline check of region val
+	editWrapHead                 // replace "loop bt" with the wrapper head and the check of region val
+	editWrapEnd                  // replace the loop's end with the wrapper tail
+)
+
+// edit replaces src[pos:end] (empty for an insertion) while copying.
+type edit struct {
+	pos, end int
+	kind     editKind
+	val      uint32
+}
+
+// frame is an entry of the control stack.
+type frame struct {
+	parent  int32  // region enclosing a metered loop, or -1 for other blocks
+	wrapped bool   // a loop with wrapper labels around it
+	shift   uint32 // wrapper labels around this frame and all enclosing ones
+}
+
 // rewriter rewrites instruction sequences: it shifts function indices past
 // the tick import and inserts fuel checks. Scratch slices are reused across
 // function bodies so a module costs a handful of allocations.
@@ -12,38 +75,44 @@ type rewriter struct {
 	importedFuncs uint32 // function indices below this keep their index
 	funcs         uint32 // original function count, imports included
 	globals       uint32 // original global count, imports included
+	typeParams    []bool // whether each original type has parameters
 
-	// The check sequence is checkHead, i64.const COST, checkTail.
-	checkHead, checkTail []byte
+	// Code fragments; see above. Each check starts with chargeHead and
+	// i64.const COST.
+	chargeHead []byte // global.get fuel; i64.const
+	chargeTail []byte // i64.sub; global.set fuel
+	inlineTail []byte // chargeTail, then if fuel < 0 { fuel = tick(fuel) }
+	wrapTail   []byte // chargeTail, then br_if 1 (fuel < 0)
+	wrapEnd    []byte // replaces the loop's end, up to fuel = tick(fuel)
+	wrapRetry  []byte // after wrapEnd and COST: i64.add; global.set; br retry
 
 	edits []edit
-	costs []int   // static instruction count per region; 0 is the function entry
-	stack []int32 // control frames: enclosing region of a loop, or -1
+	costs []int // static instruction count per region; 0 is the function entry
+	stack []frame
+	calls bool // the expression calls a function
 }
 
-// edit replaces src[pos:end] (empty for an insertion) while copying.
-type edit struct {
-	pos, end int
-	check    bool   // insert the check of region val
-	val      uint32 // region index, or the new function index
-}
+func newRewriter(importedFuncs, funcs, globals, fuel, tick uint32, typeParams []bool) *rewriter {
+	w := &rewriter{importedFuncs: importedFuncs, funcs: funcs, globals: globals, typeParams: typeParams}
+	g := appendU32(nil, fuel)
+	cat := func(parts ...[]byte) []byte {
+		var b []byte
+		for _, p := range parts {
+			b = append(b, p...)
+		}
+		return b
+	}
+	getFuel := cat([]byte{opGlobalG}, g)
+	setFuel := cat([]byte{opGlobalS}, g)
+	isNegative := cat(getFuel, []byte{opI64, 0, opI64LtS})
+	callTick := cat(getFuel, appendU32([]byte{opCall}, tick), setFuel)
 
-func newRewriter(importedFuncs, funcs, globals, fuel, tick uint32) *rewriter {
-	w := &rewriter{importedFuncs: importedFuncs, funcs: funcs, globals: globals}
-	// fuel -= COST
-	w.checkHead = appendU32([]byte{opGlobalG}, fuel)
-	w.checkHead = append(w.checkHead, opI64)
-	w.checkTail = append([]byte{opI64Sub, opGlobalS}, appendU32(nil, fuel)...)
-	// if fuel < 0 { fuel = tick(fuel) }
-	w.checkTail = append(w.checkTail, opGlobalG)
-	w.checkTail = appendU32(w.checkTail, fuel)
-	w.checkTail = append(w.checkTail, opI64, 0, opI64LtS, opIf, 0x40, opGlobalG)
-	w.checkTail = appendU32(w.checkTail, fuel)
-	w.checkTail = append(w.checkTail, opCall)
-	w.checkTail = appendU32(w.checkTail, tick)
-	w.checkTail = append(w.checkTail, opGlobalS)
-	w.checkTail = appendU32(w.checkTail, fuel)
-	w.checkTail = append(w.checkTail, opEnd)
+	w.chargeHead = cat(getFuel, []byte{opI64})
+	w.chargeTail = cat([]byte{opI64Sub}, setFuel)
+	w.inlineTail = cat(w.chargeTail, isNegative, []byte{opIf, 0x40}, callTick, []byte{opEnd})
+	w.wrapTail = cat(w.chargeTail, isNegative, []byte{opBrIf, 1})
+	w.wrapEnd = cat([]byte{opEnd, opBr, 2, opEnd}, getFuel, appendU32([]byte{opCall}, tick), []byte{opI64})
+	w.wrapRetry = cat([]byte{opI64Add}, setFuel, []byte{opBr, 0, opEnd, opEnd})
 	return w
 }
 
@@ -63,16 +132,12 @@ func (w *rewriter) function(out []byte, r *reader) []byte {
 	var locals uint64
 	for i := 0; i < groups && r.err == nil; i++ {
 		locals += uint64(r.u32())
-		switch t := r.byte(); t {
-		case 0x7f, 0x7e, 0x7d, 0x7c, 0x7b, 0x70, 0x6f:
-		default:
-			if r.err == nil {
-				r.fail("invalid local type %#x", t)
-			}
+		if t := r.byte(); !isValType(t) && r.err == nil {
+			r.fail("invalid local type %#x", t)
 		}
 	}
-	if locals > 1<<32-1 {
-		r.fail("too many locals: %d", locals)
+	if locals > MaxLocals {
+		r.fail("too many locals: %d, limit %d", locals, MaxLocals)
 	}
 	w.scan(r, true)
 	if r.err == nil && r.pos != len(r.buf) {
@@ -105,15 +170,15 @@ func (w *rewriter) constExpr(out []byte, r *reader) []byte {
 // pay for themselves. Counting both arms of an if, and every end, keeps fuel
 // an upper bound on executed instructions.
 func (w *rewriter) scan(r *reader, metered bool) {
-	w.edits, w.costs, w.stack = w.edits[:0], w.costs[:0], w.stack[:0]
+	w.edits, w.costs, w.stack, w.calls = w.edits[:0], w.costs[:0], w.stack[:0], false
 	// cost counts instructions of the current region since it was last
 	// flushed into w.costs[region].
 	region, cost := int32(0), 0
 	if metered {
 		w.costs = append(w.costs, 0)
-		w.edits = append(w.edits, edit{pos: r.pos, end: r.pos, check: true})
+		w.edits = append(w.edits, edit{pos: r.pos, end: r.pos, kind: editEntry})
 	}
-	w.stack = append(w.stack, -1) // the expression's implicit block
+	w.stack = append(w.stack, frame{parent: -1}) // the expression's implicit block
 
 	// The hot loop keeps the position in a local and syncs r.pos around
 	// calls to reader methods, which handle the rare multi-byte cases.
@@ -128,16 +193,20 @@ func (w *rewriter) scan(r *reader, metered bool) {
 		op := buf[pos]
 		pos++
 		cost++
-		switch k := opImm[op]; k {
-		case immNone:
-			if op != opEnd {
-				continue
-			}
+		k := opImm[op]
+		if k == immNone && op != opEnd {
+			continue // the most common case, kept out of the switch's jump table
+		}
+		switch k {
+		case immNone: // end
 			top := w.stack[len(w.stack)-1]
 			w.stack = w.stack[:len(w.stack)-1]
-			if top >= 0 { // end of a metered loop
+			if top.wrapped {
+				w.edits = append(w.edits, edit{pos: start, end: pos, kind: editWrapEnd, val: uint32(region)})
+			}
+			if top.parent >= 0 { // end of a metered loop
 				w.costs[region] += cost
-				region, cost = top, 0
+				region, cost = top.parent, 0
 			}
 			if len(w.stack) == 0 {
 				if metered {
@@ -183,21 +252,37 @@ func (w *rewriter) scan(r *reader, metered bool) {
 				r.blockType()
 				pos = r.pos
 			}
-			w.stack = append(w.stack, -1)
+			w.stack = append(w.stack, frame{parent: -1, shift: w.stack[len(w.stack)-1].shift})
 			continue
 		case immLoop:
 			r.pos = pos
-			r.blockType()
-			if !metered {
-				w.stack = append(w.stack, -1)
-				break
+			params := w.blockParams(r)
+			f := frame{parent: -1, shift: w.stack[len(w.stack)-1].shift}
+			if metered {
+				w.costs[region] += cost
+				f.parent = region
+				region, cost = int32(len(w.costs)), 0
+				w.costs = append(w.costs, 0)
+				if params {
+					w.edits = append(w.edits, edit{pos: r.pos, end: r.pos, kind: editLoop, val: uint32(region)})
+				} else {
+					w.edits = append(w.edits, edit{pos: start, end: r.pos, kind: editWrapHead, val: uint32(region)})
+					f.wrapped = true
+					f.shift += wrapLabels
+				}
 			}
-			w.costs[region] += cost
-			w.stack = append(w.stack, region)
-			region, cost = int32(len(w.costs)), 0
-			w.costs = append(w.costs, 0)
-			w.edits = append(w.edits, edit{pos: r.pos, end: r.pos, check: true, val: uint32(region)})
+			w.stack = append(w.stack, f)
+		case immBr:
+			r.pos = pos
+			w.branch(r)
+		case immBrTable:
+			r.pos = pos
+			n := r.count(1)
+			for i := 0; i <= n && r.err == nil; i++ {
+				w.branch(r)
+			}
 		case immCall, immRefFunc:
+			w.calls = w.calls || op == opCall
 			r.pos = pos
 			idx := r.u32()
 			if r.err == nil && idx >= w.funcs {
@@ -206,6 +291,14 @@ func (w *rewriter) scan(r *reader, metered bool) {
 			if idx >= w.importedFuncs {
 				w.edits = append(w.edits, edit{pos: pos, end: r.pos, val: idx + 1})
 			}
+		case immU32x2: // call_indirect
+			w.calls = true
+			r.pos = pos
+			// As with globals, the tick type must stay out of reach.
+			if t := r.u32(); r.err == nil && t >= uint32(len(w.typeParams)) {
+				r.failAt(pos, "type index %d out of range (%d types)", t, len(w.typeParams))
+			}
+			r.u32()
 		case immPrefix:
 			r.pos = pos
 			sub := r.u32()
@@ -226,19 +319,52 @@ func (w *rewriter) scan(r *reader, metered bool) {
 	}
 }
 
+// branch reads a branch's label depth and, if wrapper labels now lie
+// between the branch and its target, plans the depth's adjustment. Depths
+// beyond the function's own label are rejected: they would now reach the
+// wrapper labels.
+func (w *rewriter) branch(r *reader) {
+	p := r.pos
+	depth := r.u32()
+	top := len(w.stack) - 1
+	if r.err != nil {
+		return
+	}
+	if uint64(depth) > uint64(top) {
+		r.failAt(p, "branch depth %d out of range (%d labels)", depth, top+1)
+		return
+	}
+	if extra := w.stack[top].shift - w.stack[top-int(depth)].shift; extra > 0 {
+		w.edits = append(w.edits, edit{pos: p, end: r.pos, val: depth + extra})
+	}
+}
+
+// blockParams skips a block type and reports whether it has parameters.
+func (w *rewriter) blockParams(r *reader) bool {
+	start := r.pos
+	if r.pos < len(r.buf) && (r.buf[r.pos] == 0x40 || isValType(r.buf[r.pos])) {
+		r.pos++
+		return false
+	}
+	idx := r.signed(33)
+	if r.err != nil {
+		return false
+	}
+	if idx < 0 || idx >= int64(len(w.typeParams)) {
+		r.failAt(start, "invalid block type %d", idx)
+		return false
+	}
+	return w.typeParams[idx]
+}
+
 // skip reads the immediates of kind k that need no rewriting.
 func (r *reader) skip(k imm) {
 	switch k {
-	case immU32:
+	case immU32, immBr:
 		r.u32()
 	case immU32x2:
 		r.u32()
 		r.u32()
-	case immBrTable:
-		n := r.count(1)
-		for i := 0; i <= n && r.err == nil; i++ {
-			r.u32()
-		}
 	case immMemarg:
 		r.memarg()
 	case immMemargLane:
@@ -287,16 +413,13 @@ func shortLEB(buf []byte, pos int) int {
 
 // blockType skips a block type: empty, a value type, or an s33 type index.
 func (r *reader) blockType() {
-	if r.pos < len(r.buf) {
-		switch r.buf[r.pos] {
-		case 0x40, 0x7f, 0x7e, 0x7d, 0x7c, 0x7b, 0x70, 0x6f:
-			r.pos++
-			return
-		}
+	if r.pos < len(r.buf) && (r.buf[r.pos] == 0x40 || isValType(r.buf[r.pos])) {
+		r.pos++
+		return
 	}
 	start := r.pos
 	if v := r.signed(33); r.err == nil && v < 0 {
-		r.failAt(start, "unsupported block type %d", v)
+		r.failAt(start, "invalid block type %d", v)
 	}
 }
 
@@ -314,29 +437,60 @@ func (r *reader) memarg() {
 func (w *rewriter) growth() int {
 	n := 0
 	for _, e := range w.edits {
-		if e.check {
-			n += w.checkSize(w.costs[e.val])
-		} else {
-			n += sizeU32(e.val) - (e.end - e.pos)
-		}
+		n += w.size(e) - (e.end - e.pos)
 	}
 	return n
 }
 
-func (w *rewriter) checkSize(cost int) int {
-	return len(w.checkHead) + len(appendS64(make([]byte, 0, 10), int64(cost))) + len(w.checkTail)
+// size is the length of what e inserts.
+func (w *rewriter) size(e edit) int {
+	var buf [10]byte
+	switch e.kind {
+	case editIndex:
+		return sizeU32(e.val)
+	case editWrapEnd:
+		return len(w.wrapEnd) + len(appendS64(buf[:0], int64(w.costs[e.val]))) + len(w.wrapRetry)
+	case editWrapHead:
+		bt := e.end - e.pos - 1
+		return 5 + 3*bt + len(w.chargeHead) + len(appendS64(buf[:0], int64(w.costs[e.val]))) + len(w.wrapTail)
+	}
+	return len(w.chargeHead) + len(appendS64(buf[:0], int64(w.costs[e.val]))) + len(w.checkTail(e))
+}
+
+// checkTail picks the end of an entry or inline check.
+func (w *rewriter) checkTail(e edit) []byte {
+	if e.kind == editEntry && !w.calls {
+		return w.chargeTail
+	}
+	return w.inlineTail
 }
 
 // emit copies src[from:to] to out, applying the recorded edits.
 func (w *rewriter) emit(out, src []byte, from, to int) []byte {
 	for _, e := range w.edits {
 		out = append(out, src[from:e.pos]...)
-		if e.check {
-			out = append(out, w.checkHead...)
-			out = appendS64(out, int64(w.costs[e.val]))
-			out = append(out, w.checkTail...)
-		} else {
+		switch e.kind {
+		case editIndex:
 			out = appendU32(out, e.val)
+		case editWrapEnd:
+			out = append(out, w.wrapEnd...)
+			out = appendS64(out, int64(w.costs[e.val]))
+			out = append(out, w.wrapRetry...)
+		case editWrapHead:
+			bt := src[e.pos+1 : e.end]
+			out = append(out, opBlock)
+			out = append(out, bt...)
+			out = append(out, opLoop)
+			out = append(out, bt...)
+			out = append(out, opBlock, 0x40, opLoop)
+			out = append(out, bt...)
+			out = append(out, w.chargeHead...)
+			out = appendS64(out, int64(w.costs[e.val]))
+			out = append(out, w.wrapTail...)
+		default:
+			out = append(out, w.chargeHead...)
+			out = appendS64(out, int64(w.costs[e.val]))
+			out = append(out, w.checkTail(e)...)
 		}
 		from = e.end
 	}
@@ -347,7 +501,7 @@ func (w *rewriter) emit(out, src []byte, from, to int) []byte {
 func (w *rewriter) checks() int {
 	n := 0
 	for _, e := range w.edits {
-		if e.check {
+		if e.kind == editEntry || e.kind == editLoop || e.kind == editWrapHead {
 			n++
 		}
 	}

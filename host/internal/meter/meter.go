@@ -15,16 +15,27 @@
 //
 // COST counts the instructions of the straight-line region the check guards:
 // for a function entry, its body outside any loop; for a loop, its body
-// outside nested loops. Every backward branch and every call therefore passes
-// a check, and the fuel consumed is an upper bound on the number of
+// outside nested loops. Every backward branch and every call is therefore
+// metered, and the fuel consumed is an upper bound on the number of
 // instructions executed. Fuel is measured in these "fuel units": one unit per
 // static instruction (including end and else) of each region entered.
+// Accounting is exact and deterministic: the same run consumes the same fuel.
+//
+// Two refinements keep instrumented code within a few percent of the
+// original's speed under wazero's optimizing compiler, where even a call that
+// never runs makes a loop spill its values: a loop's check branches out of
+// the loop to call tick and then re-enters it (see code.go), and the entry
+// of a function that calls nothing only subtracts its cost, since the checks
+// of its callers and loops come around within a bounded number of
+// instructions anyway.
 //
 // The fuel global starts at zero, so the first check calls tick. The host
 // refuels by returning the new remaining fuel (typically the argument plus a
 // grant, paying off the debt) and stops the guest by closing the module and
-// panicking with a sys.ExitError from tick. The total consumed is the sum of
-// grants minus the remaining fuel read back through the export.
+// panicking with a sys.ExitError from tick. If tick returns a negative value,
+// a loop calls it again before running, while a function entry goes on. The
+// total consumed is the sum of grants minus the remaining fuel, read back
+// through the export; the host may also set it there between calls.
 package meter
 
 import (
@@ -41,7 +52,8 @@ const (
 	// ImportTick is the function ImportModule.ImportTick, of type
 	// (fuel i64) -> i64, that a check calls when fuel drops below zero. Its
 	// argument is the (negative) remaining fuel and its result becomes the
-	// new remaining fuel.
+	// new remaining fuel. Results must stay below math.MaxInt64 - 2^32,
+	// since a loop adds its cost back before re-entering.
 	ImportTick = "tick"
 
 	// ExportFuel is the export name of the mutable i64 global holding the
@@ -54,6 +66,49 @@ type Options struct {
 	// MaxMemoryPages caps the maximum size, in 64 KiB pages, of memories the
 	// module defines. Zero leaves memory limits alone.
 	MaxMemoryPages uint32
+
+	// MaxTableElements caps the size of tables the module defines: each
+	// element is host memory (8 bytes in wazero) that no memory limit sees.
+	// A table whose minimum is larger is refused with ErrMemoryLimit. Zero
+	// leaves table limits alone.
+	MaxTableElements uint32
+}
+
+// MaxLocals is the most locals a function may declare (V8's limit): wazero
+// allocates per declared local while compiling, so a 56-byte module declaring
+// 2^32 locals would otherwise cost gigabytes before any limit applies.
+const MaxLocals = 50000
+
+// ImportKind is the kind of an import.
+type ImportKind byte
+
+// Import kinds, as encoded in the binary.
+const (
+	ImportFunc   ImportKind = 0
+	ImportTable  ImportKind = 1
+	ImportMemory ImportKind = 2
+	ImportGlobal ImportKind = 3
+)
+
+// String returns "function", "table", "memory" or "global".
+func (k ImportKind) String() string {
+	switch k {
+	case ImportFunc:
+		return "function"
+	case ImportTable:
+		return "table"
+	case ImportMemory:
+		return "memory"
+	case ImportGlobal:
+		return "global"
+	}
+	return "import(?)"
+}
+
+// Import is one import of the module.
+type Import struct {
+	Module, Name string
+	Kind         ImportKind
 }
 
 // Info describes an instrumented module.
@@ -61,14 +116,19 @@ type Info struct {
 	// Functions is the number of functions the module defines.
 	Functions int
 
-	// Checks is the number of fuel checks inserted: one per function plus
-	// one per loop.
+	// Checks is the number of check sites inserted: one per function
+	// (which only charges its cost if the function calls nothing) plus one
+	// per loop.
 	Checks int
 
 	// MemoryMinPages and MemoryMaxPages are the limits of the module's
 	// memory after capping, 65536 pages standing for "no declared maximum".
 	// Both are zero when the module has no memory.
 	MemoryMinPages, MemoryMaxPages uint32
+
+	// Imports lists the module's own imports (not the tick import), so the
+	// caller can enforce an allow-list on every kind.
+	Imports []Import
 }
 
 var (
@@ -133,6 +193,7 @@ type instrumenter struct {
 	definedFuncs, definedGlobals   uint32
 	tickType                       uint32 // type index of (i64) -> (i64)
 	appendType                     bool   // tickType is a new type
+	typeParams                     []bool // whether each type has parameters
 	sawCode, sawMemory             bool
 
 	w   *rewriter
@@ -218,6 +279,7 @@ func (m *instrumenter) prescan() error {
 				}
 				params := r.valTypes()
 				results := r.valTypes()
+				m.typeParams = append(m.typeParams, len(params) > 0)
 				if !found && string(params) == "\x7e" && string(results) == "\x7e" {
 					m.tickType, found = uint32(i), true
 				}
@@ -250,7 +312,7 @@ func (m *instrumenter) prescan() error {
 	}
 	funcs := m.importedFuncs + m.definedFuncs
 	globals := m.importedGlobals + m.definedGlobals
-	m.w = newRewriter(m.importedFuncs, funcs, globals, globals, m.importedFuncs)
+	m.w = newRewriter(m.importedFuncs, funcs, globals, globals, m.importedFuncs, m.typeParams)
 	m.info.Functions = int(m.definedFuncs)
 	return nil
 }
@@ -265,7 +327,11 @@ func (m *instrumenter) imports(r *reader) error {
 		if r.err == nil && string(module) == ImportModule {
 			return fmt.Errorf("%w: module imports %s.%s", ErrReserved, module, field)
 		}
-		switch kind := r.byte(); kind {
+		kind := r.byte()
+		if r.err == nil && kind <= byte(ImportGlobal) {
+			m.info.Imports = append(m.info.Imports, Import{Module: string(module), Name: string(field), Kind: ImportKind(kind)})
+		}
+		switch kind {
 		case 0x00: // function
 			r.u32()
 			m.importedFuncs++
@@ -337,7 +403,8 @@ func (m *instrumenter) section(s section, r *reader) error {
 	switch {
 	case s.id == secType && !m.appendType,
 		s.id == secCustom && s.custom != "name",
-		s.id == secFunction, s.id == secTable, s.id == secData, s.id == secDataCount:
+		s.id == secFunction, s.id == secData, s.id == secDataCount,
+		s.id == secTable && m.opts.MaxTableElements == 0:
 		m.out = append(m.out, m.wasm[s.header:s.end]...)
 		return nil
 	case s.id == secMemory && m.opts.MaxMemoryPages == 0:
@@ -346,6 +413,7 @@ func (m *instrumenter) section(s section, r *reader) error {
 		return wrapSection(s, r.err)
 	}
 
+	header := len(m.out)
 	m.out = append(m.out, s.id)
 	var start int
 	m.out, start = beginSized(m.out)
@@ -357,6 +425,8 @@ func (m *instrumenter) section(s section, r *reader) error {
 		m.importSection(r)
 	case secMemory:
 		err = m.memorySection(r)
+	case secTable:
+		err = m.tableSection(r)
 	case secGlobal:
 		m.globalSection(r)
 	case secExport:
@@ -369,7 +439,12 @@ func (m *instrumenter) section(s section, r *reader) error {
 		err = m.codeSection(r)
 	case secCustom:
 		m.out = appendName(m.out, "name")
-		m.nameSection(r)
+		if m.nameSection(r); r.err != nil {
+			// Names are debug information, and the spec lets a malformed
+			// name section be ignored, as wazero mostly does: drop it.
+			m.out = m.out[:header]
+			return nil
+		}
 	}
 	if err != nil {
 		return err
@@ -422,18 +497,46 @@ func (m *instrumenter) memorySection(r *reader) error {
 	for i := 0; i < n && r.err == nil; i++ {
 		flags := r.byte()
 		r.pos--
-		min, max := r.limits(true)
+		lo, hi := r.limits(true)
 		if r.err != nil {
 			break
 		}
-		if min > limit {
-			return fmt.Errorf("%w: memory %d: minimum %d pages, limit %d", ErrMemoryLimit, i, min, limit)
+		if lo > limit {
+			return fmt.Errorf("%w: memory %d: minimum %d pages, limit %d", ErrMemoryLimit, i, lo, limit)
 		}
-		max = minU32(max, limit)
+		hi = min(hi, limit)
 		m.out = append(m.out, flags|1) // keep the shared flag, force a maximum
-		m.out = appendU32(m.out, min)
-		m.out = appendU32(m.out, max)
-		m.noteMemory(min, max)
+		m.out = appendU32(m.out, lo)
+		m.out = appendU32(m.out, hi)
+		m.noteMemory(lo, hi)
+	}
+	return nil
+}
+
+// tableSection caps every defined table's maximum at MaxTableElements.
+func (m *instrumenter) tableSection(r *reader) error {
+	limit := m.opts.MaxTableElements
+	n := r.count(3)
+	m.out = appendU32(m.out, uint32(n))
+	for i := 0; i < n && r.err == nil; i++ {
+		ref := r.byte()
+		r.pos--
+		r.refType()
+		flags := r.byte()
+		r.pos--
+		lo, hi := r.limits(false)
+		if r.err != nil {
+			break
+		}
+		if lo > limit {
+			return fmt.Errorf("%w: table %d: minimum %d elements, limit %d", ErrMemoryLimit, i, lo, limit)
+		}
+		if flags&1 == 0 {
+			hi = limit // no declared maximum: table.grow may go up to the cap
+		}
+		m.out = append(m.out, ref, 1)
+		m.out = appendU32(m.out, lo)
+		m.out = appendU32(m.out, min(hi, limit))
 	}
 	return nil
 }
@@ -442,16 +545,15 @@ func (m *instrumenter) memorySection(r *reader) error {
 func (m *instrumenter) memoryInfo(r *reader) {
 	n := r.count(2)
 	for i := 0; i < n && r.err == nil; i++ {
-		min, max := r.limits(true)
-		m.noteMemory(min, max)
+		m.noteMemory(r.limits(true))
 	}
 }
 
 // noteMemory reports memory 0 in Info: the first imported memory, else the
 // first defined one.
-func (m *instrumenter) noteMemory(min, max uint32) {
+func (m *instrumenter) noteMemory(lo, hi uint32) {
 	if !m.sawMemory {
-		m.info.MemoryMinPages, m.info.MemoryMaxPages = min, max
+		m.info.MemoryMinPages, m.info.MemoryMaxPages = lo, hi
 		m.sawMemory = true
 	}
 }
@@ -646,11 +748,4 @@ func (r *reader) limits(memory bool) (min, max uint32) {
 func appendName(b []byte, s string) []byte {
 	b = appendU32(b, uint32(len(s)))
 	return append(b, s...)
-}
-
-func minU32(a, b uint32) uint32 {
-	if a < b {
-		return a
-	}
-	return b
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -73,7 +74,7 @@ func TestInstrumentedGuestsRunTheSame(t *testing.T) {
 			if got != want {
 				t.Errorf("instrumented output differs\n got: %q\nwant: %q", got, want)
 			}
-			if host.ticks == 0 || host.consumed(mod) <= 0 {
+			if host.consumed(mod) <= 0 {
 				t.Errorf("ticks = %d, consumed = %d: metering did not run", host.ticks, host.consumed(mod))
 			}
 			t.Logf("%s: consumed %d fuel, %d ticks, %+v", strings.TrimSpace(want), host.consumed(mod), host.ticks, info)
@@ -106,7 +107,9 @@ func TestRunawayGuestsAreStopped(t *testing.T) {
 		args []string
 	}{
 		{name: "infinite loop", wasm: fuelWasm, call: "spin"},
+		{name: "infinite loop with parameters", wasm: fuelWasm, call: "spin_params"},
 		{name: "exponential recursion", wasm: fuelWasm, call: "fan", arg: 60},
+		{name: "exponential indirect recursion", wasm: fuelWasm, call: "fan_indirect", arg: 60},
 		{name: "c mandel", wasm: cGuest, args: []string{"mandel", "100000"}},
 		{name: "go", wasm: goGuest, args: []string{"1000000000"}},
 	}
@@ -283,9 +286,12 @@ func TestErrors(t *testing.T) {
 		t.Fatalf("baseline module: %v", err)
 	}
 	header := func(sections ...byte) []byte { return append(append([]byte(nil), magic...), sections...) }
+	// wat builds a case's module with wat2wasm when the case runs, so that
+	// only that case is skipped without wat2wasm.
+	type wat []string // source, then flags
 	tests := []struct {
 		name string
-		wasm []byte
+		wasm any // []byte or wat
 		err  error
 		msg  []string // substrings the message must contain
 	}{
@@ -311,6 +317,9 @@ func TestErrors(t *testing.T) {
 		{"memarg flags", moduleWithBody(0, 0x41, 0, 0x28, 0x40, 0, 0x1a, opEnd), ErrInvalid, []string{"alignment 64"}},
 		{"global out of range", moduleWithBody(0, opGlobalG, 0, 0x1a, opEnd), ErrInvalid, []string{"global index 0 out of range"}},
 		{"call out of range", moduleWithBody(0, opCall, 1, opEnd), ErrInvalid, []string{"function index 1 out of range"}},
+		{"call_indirect type out of range", moduleWithBody(0, 0x41, 0, opCallIndirect, 1, 0, opEnd), ErrInvalid, []string{"type index 1 out of range"}},
+		{"loop type out of range", moduleWithBody(0, opLoop, 1, opEnd, opEnd), ErrInvalid, []string{"invalid block type 1"}},
+		{"branch out of range", moduleWithBody(0, opBr, 1, opEnd), ErrInvalid, []string{"branch depth 1 out of range"}},
 		{"missing end", moduleWithBody(0, 0x01), ErrInvalid, []string{"unexpected end"}},
 		{"bytes after end", moduleWithBody(0, opEnd, 0x01), ErrInvalid, []string{"after the function's final end"}},
 		{"too many locals", moduleWithBody(2, 0xff, 0xff, 0xff, 0xff, 0x0f, 0x7f, 0x01, 0x7f, opEnd), ErrInvalid, []string{"too many locals"}},
@@ -318,13 +327,17 @@ func TestErrors(t *testing.T) {
 		{"no code", header(secType, 4, 1, 0x60, 0, 0, secFunction, 2, 1, 0), ErrInvalid, []string{"no code section"}},
 		{"element flags", header(secElement, 3, 1, 8, 0), ErrInvalid, []string{"element section", "flags 8"}},
 		{"vector too long", header(secType, 2, 0xff, 0x01), ErrInvalid, []string{"vector length 255"}},
-		{"reserved import", watSource(t, `(module (import "infernet_meter" "x" (func)))`), ErrReserved, []string{"infernet_meter.x"}},
-		{"reserved export", watSource(t, `(module (global (export "infernet_meter_fuel") i32 (i32.const 0)))`), ErrReserved, []string{"infernet_meter_fuel"}},
-		{"tail call from wat2wasm", watSource(t, `(module (func $f (return_call $f)))`, "--enable-tail-call"), ErrInvalid, []string{"tail call"}},
+		{"reserved import", wat{`(module (import "infernet_meter" "x" (func)))`}, ErrReserved, []string{"infernet_meter.x"}},
+		{"reserved export", wat{`(module (global (export "infernet_meter_fuel") i32 (i32.const 0)))`}, ErrReserved, []string{"infernet_meter_fuel"}},
+		{"tail call from wat2wasm", wat{`(module (func $f (return_call $f)))`, "--enable-tail-call"}, ErrInvalid, []string{"tail call"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out, _, err := Instrument(tc.wasm, Options{})
+			wasm, _ := tc.wasm.([]byte)
+			if w, ok := tc.wasm.(wat); ok {
+				wasm = watSource(t, w[0], w[1:]...)
+			}
+			out, _, err := Instrument(wasm, Options{})
 			if !errors.Is(err, tc.err) {
 				t.Fatalf("error = %v, want %v", err, tc.err)
 			}
@@ -349,14 +362,29 @@ func TestErrors(t *testing.T) {
 
 // checkWAT is the check sequence in WAT, for golden tests.
 func checkWAT(cost int) string {
-	return fmt.Sprintf(`global.get $fuel i64.const %d i64.sub global.set $fuel
-	  global.get $fuel i64.const 0 i64.lt_s
+	return chargeWAT(cost) + `global.get $fuel i64.const 0 i64.lt_s
 	  if global.get $fuel call $tick global.set $fuel end
-	  `, cost)
+	  `
+}
+
+// chargeWAT is the charge at the entry of functions that do not call.
+func chargeWAT(cost int) string {
+	return fmt.Sprintf("global.get $fuel i64.const %d i64.sub global.set $fuel\n", cost)
+}
+
+// wrapHeadWAT starts a loop whose check branches out to wrapper blocks.
+func wrapHeadWAT(cost int) string {
+	return "block loop block loop " + chargeWAT(cost) + "global.get $fuel i64.const 0 i64.lt_s br_if 1\n"
+}
+
+// wrapEndWAT ends a wrapped loop: tick, refund the check, retry.
+func wrapEndWAT(cost int) string {
+	return fmt.Sprintf("end br 2 end global.get $fuel call $tick i64.const %d i64.add global.set $fuel br 0 end end\n", cost)
 }
 
 // TestGolden compares Instrument's output byte for byte with the expected
-// module written in WAT. CHECK(n) stands for the check sequence of cost n.
+// module written in WAT. CHECK(n) and CHARGE(n) stand for the check and the
+// charge of cost n, WLOOP(n) and WEND(n) for a wrapped loop's head and end.
 func TestGolden(t *testing.T) {
 	tests := []struct {
 		name, in, want string
@@ -374,9 +402,9 @@ func TestGolden(t *testing.T) {
 			  (import "infernet_meter" "tick" (func $tick (type 1)))
 			  (func $a (type 0)
 			    CHECK(4)
-			    loop $l CHECK(6) local.get 0 i32.const 1 i32.sub local.tee 0 br_if $l end
+			    WLOOP(6) local.get 0 i32.const 1 i32.sub local.tee 0 br_if 0 WEND(6)
 			    local.get 0 call $b)
-			  (func $b (type 0) CHECK(2) local.get 0)
+			  (func $b (type 0) CHARGE(2) local.get 0)
 			  (global $fuel (mut i64) (i64.const 0))
 			  (export "infernet_meter_fuel" (global $fuel)))`,
 		},
@@ -409,12 +437,51 @@ func TestGolden(t *testing.T) {
 			  (elem (i32.const 0) $b $imp)
 			  (func $b (type 1) CHECK(4) call $imp ref.func $b drop))`,
 		},
+		{
+			name: "branch depths across wrapped loops, loop with parameters",
+			in: `(module
+			  (type $p (func (param i32) (result i32)))
+			  (func $c (param i32) (result i32)
+			    block $out
+			      loop $outer
+			        loop $inner
+			          local.get 0 br_if $out
+			          local.get 0 br_if $outer
+			          local.get 0 br_table $inner $outer $out
+			        end
+			      end
+			    end
+			    local.get 0
+			    loop (type $p) i32.const 1 i32.sub end))`,
+			want: `(module
+			  (type $p (func (param i32) (result i32)))
+			  (type (func (param i64) (result i64)))
+			  (import "infernet_meter" "tick" (func $tick (type 1)))
+			  (func $c (type $p)
+			    CHARGE(6)
+			    block
+			      WLOOP(2)
+			        WLOOP(7)
+			          local.get 0 br_if 8
+			          local.get 0 br_if 4
+			          local.get 0 br_table 0 4 8
+			        WEND(7)
+			      WEND(2)
+			    end
+			    local.get 0
+			    loop (type $p) CHECK(3) i32.const 1 i32.sub end)
+			  (global $fuel (mut i64) (i64.const 0))
+			  (export "infernet_meter_fuel" (global $fuel)))`,
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			want := tc.want
 			for n := 0; n < 10; n++ {
 				want = strings.ReplaceAll(want, fmt.Sprintf("CHECK(%d)", n), checkWAT(n))
+				want = strings.ReplaceAll(want, fmt.Sprintf("CHARGE(%d)", n), chargeWAT(n))
+				want = strings.ReplaceAll(want, fmt.Sprintf("WLOOP(%d)", n), wrapHeadWAT(n))
+				want = strings.ReplaceAll(want, fmt.Sprintf("WEND(%d)", n), wrapEndWAT(n))
 			}
 			got, _ := instrument(t, watSource(t, tc.in), Options{})
 			if exp := watSource(t, want); !bytes.Equal(got, exp) {
@@ -526,7 +593,7 @@ func TestElementSegmentForms(t *testing.T) {
 
 // elementFlags lists the flags of every element segment.
 func elementFlags(tb testing.TB, wasm []byte) (flags []uint32) {
-	m := &instrumenter{wasm: wasm, w: newRewriter(0, 1<<32-1, 1<<32-1, 0, 0)}
+	m := &instrumenter{wasm: wasm, w: newRewriter(0, 1<<32-1, 1<<32-1, 0, 0, nil)}
 	if err := m.split(); err != nil {
 		tb.Fatal(err)
 	}
@@ -565,7 +632,7 @@ func elementFlags(tb testing.TB, wasm []byte) (flags []uint32) {
 // TestOtherSectionsKept checks that sections Instrument does not need to
 // rewrite, custom ones included, come out byte for byte and in order.
 func TestOtherSectionsKept(t *testing.T) {
-	orig := cGuest(t)
+	orig := goGuest(t)
 	// Add custom sections at both ends.
 	custom := func(name, data string) []byte {
 		c := appendName(nil, name)
@@ -603,7 +670,22 @@ func TestDeterministic(t *testing.T) {
 	wasm := goGuest(t)
 	a, infoA := instrument(t, wasm, Options{MaxMemoryPages: 1000})
 	b, infoB := instrument(t, wasm, Options{MaxMemoryPages: 1000})
-	if !bytes.Equal(a, b) || infoA != infoB {
+	if !bytes.Equal(a, b) || !reflect.DeepEqual(infoA, infoB) {
 		t.Error("two runs differ")
 	}
+}
+
+// TestMalformedNameSection checks that a name section Instrument cannot
+// parse is dropped, as the spec allows, rather than failing the module.
+func TestMalformedNameSection(t *testing.T) {
+	wasm := moduleWithBody(0, opEnd)
+	names := appendName(nil, "name")
+	names = append(names, nameFunctions, 10, 1, 0) // subsection longer than the section
+	wasm = append(wasm, secCustom, byte(len(names)))
+	wasm = append(wasm, names...)
+	out, _ := instrument(t, wasm, Options{})
+	if bytes.Contains(out, []byte("\x04name")) {
+		t.Error("malformed name section kept")
+	}
+	newEnv(t, &fuelHost{grant: 1}, nil).instantiate(t, out)
 }

@@ -12,7 +12,8 @@ const (
 const tickName = ImportModule + "." + ImportTick
 
 // nameSection rewrites the function indices of the "name" custom section.
-// Subsections that do not refer to functions are kept verbatim.
+// Subsections that do not refer to functions are kept verbatim. Errors are
+// left in r.err.
 func (m *instrumenter) nameSection(r *reader) {
 	for r.remaining() > 0 && r.err == nil {
 		id := r.byte()

@@ -10,6 +10,7 @@ const (
 	immLoop                  // block type; starts a metered region
 	immU32                   // one u32 (br, local.*, table.get, memory.size, ...)
 	immU32x2                 // two u32s (call_indirect, memory.copy, table.init, ...)
+	immBr                    // label depth (br, br_if)
 	immBrTable               // vec(u32) u32
 	immCall                  // function index (call)
 	immRefFunc               // function index (ref.func)
@@ -29,18 +30,22 @@ const (
 )
 
 const (
-	opBlock   = 0x02
-	opLoop    = 0x03
-	opIf      = 0x04
-	opElse    = 0x05
-	opEnd     = 0x0b
-	opCall    = 0x10
-	opGlobalG = 0x23
-	opGlobalS = 0x24
-	opI64     = 0x42
-	opI64LtS  = 0x53
-	opI64Sub  = 0x7d
-	opRefFunc = 0xd2
+	opBlock        = 0x02
+	opLoop         = 0x03
+	opIf           = 0x04
+	opElse         = 0x05
+	opEnd          = 0x0b
+	opBr           = 0x0c
+	opBrIf         = 0x0d
+	opCall         = 0x10
+	opCallIndirect = 0x11
+	opGlobalG      = 0x23
+	opGlobalS      = 0x24
+	opI64          = 0x42
+	opI64LtS       = 0x53
+	opI64Add       = 0x7c
+	opI64Sub       = 0x7d
+	opRefFunc      = 0xd2
 
 	prefixMisc   = 0xfc
 	prefixSIMD   = 0xfd
@@ -75,10 +80,11 @@ func init() {
 	set(o, immNone, 0x00, 0x01, opElse, opEnd, 0x0f, 0x1a, 0x1b, 0xd1)
 	set(o, immBlock, opBlock, opIf)
 	set(o, immLoop, opLoop)
-	set(o, immU32, 0x0c, 0x0d, 0x20, 0x21, 0x22, 0x25, 0x26, 0x3f, 0x40)
+	set(o, immBr, opBr, opBrIf)
+	set(o, immU32, 0x20, 0x21, 0x22, 0x25, 0x26, 0x3f, 0x40)
 	set(o, immBrTable, 0x0e)
 	set(o, immCall, opCall)
-	set(o, immU32x2, 0x11) // call_indirect: type index, table index
+	set(o, immU32x2, opCallIndirect) // type index, table index
 	set(o, immSelectT, 0x1c)
 	set(o, immGlobal, opGlobalG, opGlobalS)
 	span(o, immMemarg, 0x28, 0x3e)

@@ -48,10 +48,7 @@ func (r *reader) byte() byte {
 	return r.eof()
 }
 
-// eof fails with "unexpected end"; kept out of line so that the fast paths
-// of the read methods inline.
-//
-//go:noinline
+// eof fails with "unexpected end".
 func (r *reader) eof() byte {
 	r.fail("unexpected end")
 	return 0
@@ -69,7 +66,7 @@ func (r *reader) bytes(n int) []byte {
 }
 
 // u32 reads an unsigned LEB128 value of at most 5 bytes whose unused high
-// bits are zero, as the spec requires. The one-byte case is inlined.
+// bits are zero, as the spec requires. The common one-byte case comes first.
 func (r *reader) u32() uint32 {
 	if p := r.pos; p < len(r.buf) && r.buf[p] < 0x80 {
 		r.pos = p + 1
@@ -103,7 +100,7 @@ func (r *reader) u32Slow() uint32 {
 
 // signed reads a signed LEB128 value of the given bit width (32, 33 or 64),
 // rejecting encodings that are too long or whose unused bits in the last
-// byte are not a sign extension. The one-byte case is inlined.
+// byte are not a sign extension. The common one-byte case comes first.
 func (r *reader) signed(bits int) int64 {
 	if p := r.pos; p < len(r.buf) && r.buf[p] < 0x80 {
 		r.pos = p + 1

@@ -1,8 +1,24 @@
 ;; fuel.wat holds guests with known fuel costs and runaway guests that only
 ;; metering can stop.
 (module
+  (type $fn (func (param i32)))
+  (table 1 funcref)
+  (elem (i32.const 0) $fan_indirect)
+
   ;; spin never returns.
   (func (export "spin") (loop $l (br $l)))
+
+  ;; spin_params never returns either, from a loop with a parameter.
+  (func (export "spin_params")
+    (i32.const 0)
+    (loop $l (param i32) (br $l (i32.add (i32.const 1)))))
+
+  ;; fan_indirect makes 2^n calls through a table.
+  (func $fan_indirect (export "fan_indirect") (param $n i32)
+    (if (local.get $n)
+      (then
+        (call_indirect (type $fn) (i32.sub (local.get $n) (i32.const 1)) (i32.const 0))
+        (call_indirect (type $fn) (i32.sub (local.get $n) (i32.const 1)) (i32.const 0)))))
 
   ;; fan makes 2^n calls without a single loop.
   (func $fan (export "fan") (param $n i32)
