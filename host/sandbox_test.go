@@ -183,11 +183,14 @@ func TestDeterministicOutputs(t *testing.T) {
 		{"../testdata/jobs/mlp/mlp.wasm", "../testdata/jobs/mlp/input.txt"},
 		{"../testdata/jobs/matmul/matmul.wasm", "../testdata/jobs/matmul/input.txt"},
 		{"../testdata/jobs/wordcount/wordcount.wasm", "../testdata/jobs/wordcount/input.txt"},
-		{"../testdata/jobs/cpugo/cpugo.wasm", "../testdata/jobs/cpugo/input.txt"},
+		{"../testdata/jobs/cpugo/cpugo.wasm", ""}, // input below: a smaller image
 	}
 	for _, j := range jobs {
 		t.Run(j.wasm[strings.LastIndex(j.wasm, "/")+1:], func(t *testing.T) {
-			job := Job{Module: readFile(t, j.wasm), Input: readFile(t, j.input)}
+			job := Job{Module: readFile(t, j.wasm), Input: []byte("200 300")}
+			if j.input != "" {
+				job.Input = readFile(t, j.input)
+			}
 			digests := map[string][]int{}
 			var mu sync.Mutex
 			var wg sync.WaitGroup

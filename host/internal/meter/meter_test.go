@@ -2,12 +2,14 @@ package meter
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
 )
@@ -688,4 +690,60 @@ func TestMalformedNameSection(t *testing.T) {
 		t.Error("malformed name section kept")
 	}
 	newEnv(t, &fuelHost{grant: 1}, nil).instantiate(t, out)
+}
+
+// TestHostResourceLimits: tables are capped like memories, functions with
+// more than MaxLocals locals are refused before any compiler sees them, and
+// every import is reported with its kind.
+func TestHostResourceLimits(t *testing.T) {
+	tables := watSource(t, `(module
+  (import "env" "g" (global i32))
+  (import "env" "t" (table 1 funcref))
+  (import "wasi_snapshot_preview1" "proc_exit" (func (param i32)))
+  (table 10 funcref)
+  (table 5 100 externref)
+  (func (export "_start")))`)
+	_, info, err := Instrument(tables, Options{MaxTableElements: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Import{{"env", "g", ImportGlobal}, {"env", "t", ImportTable}, {"wasi_snapshot_preview1", "proc_exit", ImportFunc}}
+	if !reflect.DeepEqual(info.Imports, want) {
+		t.Errorf("imports %v, want %v", info.Imports, want)
+	}
+	if _, _, err := Instrument(tables, Options{MaxTableElements: 8}); !errors.Is(err, ErrMemoryLimit) {
+		t.Errorf("table of 10 under a cap of 8: %v, want ErrMemoryLimit", err)
+	}
+
+	// table.grow stops at the cap even without a declared maximum.
+	grow := watSource(t, `(module
+  (table $t 1 funcref)
+  (func (export "grow") (param i32) (result i32)
+    (table.grow $t (ref.null func) (local.get 0))))`)
+	out, _ := instrument(t, grow, Options{MaxTableElements: 64})
+	e := newEnv(t, &fuelHost{grant: 1 << 20}, wazero.NewRuntimeConfigCompiler())
+	mod, _ := e.instantiate(t, out)
+	for _, tt := range []struct{ delta, want uint64 }{{63, 1}, {1, uint64(1<<32 - 1)}} {
+		res, err := mod.ExportedFunction("grow").Call(context.Background(), tt.delta)
+		if err != nil || res[0] != tt.want {
+			t.Errorf("table.grow(%d) = %v, %v; want %d", tt.delta, res, err, tt.want)
+		}
+	}
+
+	// A function declaring MaxLocals+1 locals: wasm bytes built by hand since
+	// text tools expand locals one by one.
+	body := appendU32(nil, 1)           // one local group
+	body = appendU32(body, MaxLocals+1) // of MaxLocals+1
+	body = append(body, 0x7e, 0x0b)     // i64 locals; end
+	code := appendU32(appendU32(nil, 1), uint32(len(body)))
+	code = append(code, body...)
+	mod2 := append([]byte{}, magic...)
+	mod2 = append(mod2, 1, 4, 1, 0x60, 0, 0) // type section: () -> ()
+	mod2 = append(mod2, 3, 2, 1, 0)          // function section: one function of type 0
+	mod2 = append(mod2, 10)
+	mod2 = appendU32(mod2, uint32(len(code)))
+	mod2 = append(mod2, code...)
+	if _, _, err := Instrument(mod2, Options{}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "too many locals") {
+		t.Errorf("too many locals: %v", err)
+	}
 }

@@ -3,6 +3,7 @@ package cpu
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/infernet/infernet/host/tensor"
@@ -121,55 +122,62 @@ func packAF32(dst []float32, a matrix[float32], i0, mc, p0, kc, mr int, fast boo
 		packA(dst, a, i0, mc, p0, kc, mr)
 		return
 	}
-	full := mc / mr * mr
-	for ir := 0; ir < full; ir += mr {
+	for ir := 0; ir < mc; ir += mr {
 		panel := dst[ir*kc : (ir+mr)*kc]
+		rows := min(mr, mc-ir)
 		switch {
 		case a.cs == 1:
 			// Row-major A: transpose groups of 4 rows, the rest in Go.
 			g := 0
-			for ; g+4 <= mr; g += 4 {
+			for ; g+4 <= rows; g += 4 {
+				_ = a.data[(i0+ir+g+3)*a.rs+p0+kc-1] // the last element packT4 reads
 				packT4(&panel[g], &a.data[(i0+ir+g)*a.rs+p0], a.rs, kc, mr)
 			}
-			for ; g < mr; g++ {
+			for ; g < rows; g++ {
 				src := a.data[(i0+ir+g)*a.rs+p0:][:kc]
 				for k, v := range src {
 					panel[k*mr+g] = v
 				}
 			}
-		case mr%4 == 0:
+			if rows < mr {
+				for k := 0; k < kc; k++ {
+					clear(panel[k*mr+rows : k*mr+mr])
+				}
+			}
+		case rows == mr && mr%4 == 0:
 			// Transposed A: the mr values of one k are contiguous.
 			_ = a.data[(p0+kc-1)*a.cs+i0+ir+mr-1] // the last element packCopy reads
 			packCopy(&panel[0], &a.data[p0*a.cs+i0+ir], a.cs, kc, mr)
 		default:
-			packA(panel, a, i0+ir, mr, p0, kc, mr)
+			packA(panel, a, i0+ir, rows, p0, kc, mr)
 		}
-	}
-	if full < mc {
-		packA(dst[full*kc:], a, i0+full, mc-full, p0, kc, mr)
 	}
 }
 
 // packBF32 is packB for float32, with the full micro-panels done by the
 // assembly packers when fast is set.
 func packBF32(dst []float32, b matrix[float32], p0, kc, j0, nc, nr int, fast bool) {
-	if !fast || nr%4 != 0 {
+	if !fast || nr%8 != 0 {
 		packB(dst, b, p0, kc, j0, nc, nr)
 		return
 	}
-	full := nc / nr * nr
-	for jr := 0; jr < full; jr += nr {
-		panel := dst[jr*kc : (jr+nr)*kc]
+	panels := nc / nr
+	full := panels * nr
+	if panels > 0 {
 		if b.cs == 1 {
-			// Row-major B: nr contiguous values per k.
-			_ = b.data[(p0+kc-1)*b.rs+j0+jr+nr-1] // the last element packCopy reads
-			packCopy(&panel[0], &b.data[p0*b.rs+j0+jr], b.rs, kc, nr)
-			continue
-		}
-		// Transposed B: columns of op(B) are rows of B; transpose by 4.
-		for g := 0; g < nr; g += 4 {
-			_ = b.data[(j0+jr+g+3)*b.cs+p0+kc-1] // the last element packT4 reads
-			packT4(&panel[g], &b.data[(j0+jr+g)*b.cs+p0], b.cs, kc, nr)
+			// Row-major B: copy whole row segments, nr values per panel.
+			_ = b.data[(p0+kc-1)*b.rs+j0+full-1] // the last element packPanels reads
+			_ = dst[full*kc-1]                   // and writes
+			packPanels(&dst[0], &b.data[p0*b.rs+j0], b.rs, kc, nr, panels)
+		} else {
+			// Transposed B: columns of op(B) are rows of B; transpose by 4.
+			for jr := 0; jr < full; jr += nr {
+				panel := dst[jr*kc : (jr+nr)*kc]
+				for g := 0; g < nr; g += 4 {
+					_ = b.data[(j0+jr+g+3)*b.cs+p0+kc-1] // the last element packT4 reads
+					packT4(&panel[g], &b.data[(j0+jr+g)*b.cs+p0], b.cs, kc, nr)
+				}
+			}
 		}
 	}
 	if full < nc {
@@ -177,59 +185,178 @@ func packBF32(dst []float32, b matrix[float32], p0, kc, j0, nc, nr int, fast boo
 	}
 }
 
-// buffers are one worker's packing buffers, recycled through a pool per
-// kernel so steady-state GEMMs do not allocate.
-type buffers struct {
-	a, b []float32
+// workerBuffers are one worker's private packing buffers: the packed block
+// of A and the edge tile. Pools per kernel recycle them and the shared
+// buffers, so steady-state GEMMs do not allocate large blocks.
+type workerBuffers struct {
+	a    []float32
 	tile []float32 // edge tiles: the kernel writes here, storeTile copies the valid corner
 }
 
-var pools sync.Map // *kernel → *sync.Pool of *buffers
-
-func getBuffers(k *kernel) *buffers {
-	pool, _ := pools.LoadOrStore(k, &sync.Pool{New: func() any {
-		return &buffers{
-			a:    make([]float32, k.mc*k.kc),
-			b:    make([]float32, k.kc*k.nc),
-			tile: make([]float32, k.mr*k.nr),
-		}
-	}})
-	return pool.(*sync.Pool).Get().(*buffers)
+// sharedBuffers hold two packed blocks of B, used by turns: the workers pack
+// one while slower workers may still read the other (see run).
+type sharedBuffers struct {
+	b [2][]float32
 }
 
-func putBuffers(k *kernel, b *buffers) {
-	pool, _ := pools.Load(k)
-	pool.(*sync.Pool).Put(b)
+type pools struct {
+	worker, shared sync.Pool
 }
 
-// job is one GEMM as the workers see it. C is given as a pointer and element
-// size-independent strides so the same driver serves f32 and i32 results.
+var kernelPools sync.Map // *kernel → *pools
+
+func poolsFor(k *kernel) *pools {
+	if p, ok := kernelPools.Load(k); ok {
+		return p.(*pools)
+	}
+	p := &pools{}
+	p.worker.New = func() any {
+		return &workerBuffers{a: make([]float32, k.mc*k.kc), tile: make([]float32, k.mr*k.nr)}
+	}
+	p.shared.New = func() any {
+		return &sharedBuffers{b: [2][]float32{make([]float32, k.kc*k.nc), make([]float32, k.kc*k.nc)}}
+	}
+	actual, _ := kernelPools.LoadOrStore(k, p)
+	return actual.(*pools)
+}
+
+// job is one GEMM as the workers see it. C is a pointer to 4-byte elements
+// (float32 or int32) so one driver serves both result types.
 type job[T float32 | int8] struct {
 	k          *kernel
 	a, b       matrix[T]
-	c          unsafe.Pointer // C[0,0]; elements are 4 bytes (float32 or int32)
+	c          unsafe.Pointer // C[0,0]
 	ldc        int
 	m, n, kdim int
 	accumulate bool
 	integer    bool // C is int32: use the I32 store modes
+
+	threads int
+	kcMax   int // depth per block
+	icN     int // row blocks per step: tile rows [b·tiles/icN, (b+1)·tiles/icN) of mr rows each
+	jrN     int // column chunks per row block, to feed every worker when M is small
+
+	shared *sharedBuffers
+	steps  []stepState
+	// itemStep[w] is 1 + the last step in which work item w was finished.
+	// Item w covers the same block of C in every step of one jc, so a step
+	// may run it only once the previous step has.
+	itemStep []atomic.Int64
+	stop     atomic.Bool // set when ctx is done: workers abandon the job
+	mu       sync.Mutex  // with cond: waiting for another worker's progress
+	cond     *sync.Cond
 }
 
-// run computes rows [m0, m1) × columns [n0, n1) of C with the GotoBLAS loop
-// nest: jc (nc columns) → pc (kc depth, packs B) → ic (mc rows, packs A)
-// → jr (nr columns) → ir (mr rows) → micro-kernel. ctx is checked before
-// each mc×kc×nc block, a few milliseconds of work at most.
-func (j *job[T]) run(ctx context.Context, m0, m1, n0, n1 int) error {
+// stepState tracks one (jc, pc) step: work is taken by incrementing a next
+// counter and reported by incrementing a done counter.
+type stepState struct {
+	packNext, packDone atomic.Int64 // units of packUnit micro-panels of B
+	itemNext, itemDone atomic.Int64 // (row block, column chunk) work items
+}
+
+// packUnit is the number of micro-panels of B one worker packs at a time.
+const packUnit = 4
+
+// minParallelFlops is the smallest GEMM worth a second goroutine: below it
+// start-up and synchronisation cost more than they save.
+const minParallelFlops = 1 << 21
+
+// parallel computes the GEMM on up to threads goroutines (the caller's one
+// included) and returns ctx's error if it ended the work early.
+//
+// The loop nest is GotoBLAS's: jc (nc columns) → pc (kc depth) → ic (mc
+// rows) → jr (nr columns) → ir (mr rows) → micro-kernel. Each (jc, pc) step
+// packs a kc×nc block of B, shared by all workers, then runs work items: a
+// row block of A (packed privately) times a chunk of the packed B.
+//
+// Nothing is assigned statically. Workers take units of B packing and work
+// items from per-step counters, and only wait when they need work someone
+// else has taken but not finished: the packed B of their step, the same
+// block of C in the previous step, or (two steps ahead) the end of the step
+// whose B buffer they are about to refill.
+// So when another process stalls one core, the other worker does the
+// remaining work instead of waiting. ctx is checked before every item, a
+// few milliseconds of work at most.
+func (j *job[T]) parallel(ctx context.Context, threads int) error {
 	k := j.k
-	buf := getBuffers(k)
-	defer putBuffers(k, buf)
-	kcMax := k.kc
-	if j.integer {
-		kcMax = min(kcMax, maxExactKC)
+	if 2*float64(j.m)*float64(j.n)*float64(j.kdim) < minParallelFlops {
+		threads = 1
 	}
-	for jc := n0; jc < n1; jc += k.nc {
-		nc := min(k.nc, n1-jc)
-		for pc := 0; pc < j.kdim; pc += kcMax {
-			kc := min(kcMax, j.kdim-pc)
+	j.kcMax = k.kc
+	if j.integer {
+		j.kcMax = min(j.kcMax, maxExactKC)
+	}
+	// Row blocks of at most k.mc rows, at least two per worker, all within
+	// one tile of the same size so that the workers finish together.
+	tiles := (j.m + k.mr - 1) / k.mr
+	j.icN = (tiles*k.mr + k.mc - 1) / k.mc
+	if threads > 1 {
+		j.icN = min(tiles, max(j.icN, 2*threads))
+	}
+	j.jrN = 1
+	if threads > 1 && j.icN < 2*threads {
+		panels := (min(j.n, k.nc) + k.nr - 1) / k.nr
+		j.jrN = min(panels, (2*threads+j.icN-1)/j.icN)
+	}
+	j.steps = make([]stepState, ((j.n+k.nc-1)/k.nc)*((j.kdim+j.kcMax-1)/j.kcMax))
+	j.itemStep = make([]atomic.Int64, j.icN*j.jrN)
+	j.threads = threads
+	j.cond = sync.NewCond(&j.mu)
+
+	p := poolsFor(k)
+	j.shared = p.shared.Get().(*sharedBuffers)
+	defer p.shared.Put(j.shared)
+
+	var wg sync.WaitGroup
+	for t := 1; t < threads; t++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			j.run(ctx)
+		}()
+	}
+	j.run(ctx)
+	wg.Wait()
+	if j.stop.Load() {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// run is one worker: it goes through the steps described at parallel until
+// all are done or the job is stopped.
+func (j *job[T]) run(ctx context.Context) {
+	k := j.k
+	p := poolsFor(k)
+	buf := p.worker.Get().(*workerBuffers)
+	defer p.worker.Put(buf)
+	items := int64(j.icN * j.jrN)
+	tiles := (j.m + k.mr - 1) / k.mr
+	s := 0
+	for jc := 0; jc < j.n; jc += k.nc {
+		nc := min(k.nc, j.n-jc)
+		panels := (nc + k.nr - 1) / k.nr
+		units := int64((panels + packUnit - 1) / packUnit)
+		for pc := 0; pc < j.kdim; pc += j.kcMax {
+			kc := min(j.kcMax, j.kdim-pc)
+			st := &j.steps[s]
+			bp := j.shared.b[s%2]
+			// The buffer was last used two steps ago; those items must be done.
+			if s >= 2 && !j.waitFor(func() bool { return j.steps[s-2].itemDone.Load() >= items }) {
+				return
+			}
+			for {
+				u := st.packNext.Add(1) - 1
+				if u >= units || j.stop.Load() {
+					break
+				}
+				lo, hi := int(u)*packUnit*k.nr, min(nc, int(u+1)*packUnit*k.nr)
+				j.packB(bp[lo*kc:], pc, kc, jc+lo, hi-lo)
+				j.finished(func() { st.packDone.Add(1) })
+			}
+			if !j.waitFor(func() bool { return st.packDone.Load() >= units }) {
+				return
+			}
 			mode := modeAddF32
 			if pc == 0 && !j.accumulate {
 				mode = modeStoreF32
@@ -237,106 +364,106 @@ func (j *job[T]) run(ctx context.Context, m0, m1, n0, n1 int) error {
 			if j.integer {
 				mode += modeStoreI32
 			}
-			first := true
-			for ic := m0; ic < m1; ic += k.mc {
-				if err := ctx.Err(); err != nil {
-					return err
+			for {
+				w := st.itemNext.Add(1) - 1
+				if w >= items || j.stop.Load() {
+					break
 				}
-				mc := min(k.mc, m1-ic)
-				if jf, ok := any(j).(*job[float32]); ok {
-					if first {
-						// Pack B after the first ctx check so a cancelled job does no work.
-						packBF32(buf.b, jf.b, pc, kc, jc, nc, k.nr, k.asmPack)
-					}
-					packAF32(buf.a, jf.a, ic, mc, pc, kc, k.mr, k.asmPack)
-				} else {
-					if first {
-						packB(buf.b, j.b, pc, kc, jc, nc, k.nr)
-					}
-					packA(buf.a, j.a, ic, mc, pc, kc, k.mr)
+				if ctx.Err() != nil {
+					j.abort()
+					return
 				}
-				first = false
-				j.block(buf, ic, mc, jc, nc, kc, mode)
+				if pc > 0 && !j.waitFor(func() bool { return j.itemStep[w].Load() >= int64(s) }) {
+					return
+				}
+				ib, jb := int(w)/j.jrN, int(w)%j.jrN
+				ic := ib * tiles / j.icN * k.mr
+				mc := min((ib+1)*tiles/j.icN*k.mr, j.m) - ic
+				jr0, jr1 := jb*panels/j.jrN*k.nr, min(nc, (jb+1)*panels/j.jrN*k.nr)
+				j.packA(buf.a, ic, mc, pc, kc)
+				j.block(buf, bp, ic, mc, jc, jr0, jr1, kc, mode)
+				j.finished(func() {
+					// Only forward: with a new jc, step s+1 may finish this
+					// item (another block of C) before step s does.
+					if j.itemStep[w].Load() < int64(s+1) {
+						j.itemStep[w].Store(int64(s + 1))
+					}
+					st.itemDone.Add(1)
+				})
 			}
+			s++
 		}
 	}
-	return nil
 }
 
-// block runs the micro-kernel over one packed mc×kc block of A and kc×nc
-// block of B, writing C[ic:ic+mc, jc:jc+nc].
-func (j *job[T]) block(buf *buffers, ic, mc, jc, nc, kc, mode int) {
+// finished records progress with update and wakes the waiting workers.
+// Progress is reported under the mutex so no waiter misses it.
+func (j *job[T]) finished(update func()) {
+	j.mu.Lock()
+	update()
+	j.cond.Broadcast()
+	j.mu.Unlock()
+}
+
+// waitFor blocks until ready reports true; it returns false if the job was
+// stopped instead.
+func (j *job[T]) waitFor(ready func() bool) bool {
+	if !ready() {
+		j.mu.Lock()
+		for !ready() && !j.stop.Load() {
+			j.cond.Wait()
+		}
+		j.mu.Unlock()
+	}
+	return !j.stop.Load()
+}
+
+// abort stops the job and releases every waiting worker.
+func (j *job[T]) abort() {
+	j.stop.Store(true)
+	j.mu.Lock()
+	j.cond.Broadcast()
+	j.mu.Unlock()
+}
+
+// packA packs rows [ic, ic+mc) × depth [pc, pc+kc) of op(A) into dst.
+func (j *job[T]) packA(dst []float32, ic, mc, pc, kc int) {
+	if jf, ok := any(j).(*job[float32]); ok {
+		packAF32(dst, jf.a, ic, mc, pc, kc, j.k.mr, j.k.asmPack)
+		return
+	}
+	packA(dst, j.a, ic, mc, pc, kc, j.k.mr)
+}
+
+// packB packs depth [pc, pc+kc) × columns [j0, j0+nc) of op(B) into dst.
+func (j *job[T]) packB(dst []float32, pc, kc, j0, nc int) {
+	if jf, ok := any(j).(*job[float32]); ok {
+		packBF32(dst, jf.b, pc, kc, j0, nc, j.k.nr, j.k.asmPack)
+		return
+	}
+	packB(dst, j.b, pc, kc, j0, nc, j.k.nr)
+}
+
+// block runs the micro-kernel over the packed mc×kc block of A and columns
+// [jr0, jr1) of the packed kc×nc block of B, writing the matching part of
+// C[ic:ic+mc, jc:jc+nc]. The micro-panel of B stays in L1 while the
+// micro-panels of A stream from L2.
+func (j *job[T]) block(buf *workerBuffers, bp []float32, ic, mc, jc, jr0, jr1, kc, mode int) {
 	k := j.k
 	mr, nr := k.mr, k.nr
-	for jr := 0; jr < nc; jr += nr {
-		bp := &buf.b[jr*kc]
-		cols := min(nr, nc-jr)
+	for jr := jr0; jr < jr1; jr += nr {
+		b := &bp[jr*kc]
+		cols := min(nr, jr1-jr)
 		for ir := 0; ir < mc; ir += mr {
-			ap := &buf.a[ir*kc]
+			a := &buf.a[ir*kc]
 			rows := min(mr, mc-ir)
 			c := unsafe.Add(j.c, 4*((ic+ir)*j.ldc+jc+jr))
 			if rows == mr && cols == nr {
-				k.fn(kc, ap, bp, c, j.ldc, mode)
+				k.fn(kc, a, b, c, j.ldc, mode)
 				continue
 			}
-			k.fn(kc, ap, bp, unsafe.Pointer(&buf.tile[0]), nr, modeStoreF32)
+			k.fn(kc, a, b, unsafe.Pointer(&buf.tile[0]), nr, modeStoreF32)
 			storeTile(buf.tile, nr, rows, cols, c, j.ldc, mode)
 		}
 	}
-}
-
-// minParallelFlops is the smallest GEMM worth a second goroutine: below it
-// the start-up and the duplicated packing cost more than they save.
-const minParallelFlops = 1 << 18
-
-// parallel splits C among up to threads workers, along M when it has at
-// least as many micro-tiles as N, else along N, in whole micro-tiles. The
-// calling goroutine runs the first share. It returns the first error.
-func (j *job[T]) parallel(ctx context.Context, threads int) error {
-	if j.m == 0 || j.n == 0 {
-		return nil
-	}
-	if 2*float64(j.m)*float64(j.n)*float64(j.kdim) < minParallelFlops {
-		threads = 1
-	}
-	mt := (j.m + j.k.mr - 1) / j.k.mr
-	nt := (j.n + j.k.nr - 1) / j.k.nr
-	alongM := mt >= nt
-	tiles, unit, size := nt, j.k.nr, j.n
-	if alongM {
-		tiles, unit, size = mt, j.k.mr, j.m
-	}
-	threads = max(1, min(threads, tiles))
-	span := func(t int) (int, int) {
-		lo := t * tiles / threads * unit
-		hi := min(size, (t+1)*tiles/threads*unit)
-		return lo, hi
-	}
-	runShare := func(t int) error {
-		lo, hi := span(t)
-		if alongM {
-			return j.run(ctx, lo, hi, 0, j.n)
-		}
-		return j.run(ctx, 0, j.m, lo, hi)
-	}
-	if threads == 1 {
-		return runShare(0)
-	}
-	errs := make([]error, threads)
-	var wg sync.WaitGroup
-	for t := 1; t < threads; t++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[t] = runShare(t)
-		}()
-	}
-	errs[0] = runShare(0)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -31,9 +31,7 @@ type spec struct {
 	vw     int // vector width in bytes
 	unroll int
 	pfB    int    // prefetch distance into packed B, in bytes (0 = none)
-	pfA    int    // prefetch distance into packed A, in bytes (0 = none)
 	zero   string // zeroing instruction
-	embed  bool   // FMA with an embedded-broadcast memory operand instead of VBROADCASTSS
 }
 
 func (s spec) nv() int { return s.nr * 4 / s.vw } // vectors per C row
@@ -82,16 +80,7 @@ func (s spec) gen() {
 				p("\tPREFETCHT0 %d(BX)", u*bStep+off+s.pfB)
 			}
 		}
-		if s.pfA > 0 && (u*aStep)%64 < aStep {
-			p("\tPREFETCHT0 %d(AX)", u*aStep+s.pfA)
-		}
 		for i := 0; i < s.mr; i++ {
-			if s.embed {
-				for v := 0; v < nv; v++ {
-					p("\tVFMADD231PS.BCST %d(AX), %s, %s", u*aStep+4*i, r(bReg+v), r(i*nv+v))
-				}
-				continue
-			}
 			bc := r(bcReg + i%nbc)
 			p("\tVBROADCASTSS %d(AX), %s", u*aStep+4*i, bc)
 			for v := 0; v < nv; v++ {
@@ -179,20 +168,6 @@ func main() {
 	p("")
 	spec{name: "kernel12x32", reg: "Z", mr: 12, nr: 32, vw: 64, unroll: 4, pfB: 1024, zero: "VPXORD"}.gen()
 	spec{name: "kernel6x16", reg: "Y", mr: 6, nr: 16, vw: 32, unroll: 4, pfB: 512, zero: "VXORPS"}.gen()
-	if os.Getenv("EXP") != "" {
-		out.Reset()
-		p("#include \"textflag.h\"")
-		spec{name: "x12x32pa", reg: "Z", mr: 12, nr: 32, vw: 64, unroll: 4, pfA: 512, zero: "VPXORD"}.gen()
-		spec{name: "x12x32e", reg: "Z", mr: 12, nr: 32, vw: 64, unroll: 4, pfA: 512, zero: "VPXORD", embed: true}.gen()
-		spec{name: "x14x32", reg: "Z", mr: 14, nr: 32, vw: 64, unroll: 4, pfA: 512, zero: "VPXORD"}.gen()
-		spec{name: "x8x48", reg: "Z", mr: 8, nr: 48, vw: 64, unroll: 4, pfA: 512, zero: "VPXORD"}.gen()
-		spec{name: "x6x64", reg: "Z", mr: 6, nr: 64, vw: 64, unroll: 4, pfA: 512, zero: "VPXORD"}.gen()
-		spec{name: "x6x64n", reg: "Z", mr: 6, nr: 64, vw: 64, unroll: 4, zero: "VPXORD"}.gen()
-		spec{name: "x8x48n", reg: "Z", mr: 8, nr: 48, vw: 64, unroll: 4, zero: "VPXORD"}.gen()
-		spec{name: "x12x32n", reg: "Z", mr: 12, nr: 32, vw: 64, unroll: 4, zero: "VPXORD"}.gen()
-		os.WriteFile("zz_exp_amd64.s", out.Bytes(), 0o644)
-		return
-	}
 	if err := os.WriteFile("kernel_amd64.s", out.Bytes(), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -31,7 +31,7 @@ type kernel struct {
 }
 
 // genericKernel is the portable kernel, also used where the CPU lacks AVX2.
-var genericKernel = &kernel{name: "generic", mr: 4, nr: 4, fn: kernel4x4, mc: 128, kc: 256, nc: 1024}
+var genericKernel = &kernel{name: "generic", mr: 4, nr: 4, fn: kernel4x4, mc: 128, kc: 256, nc: 256}
 
 // kernel4x4 is the portable micro-kernel: 16 scalar accumulators fit the
 // registers of every 64-bit target Go supports.
@@ -40,26 +40,30 @@ func kernel4x4(kc int, a, b *float32, c unsafe.Pointer, ldc int, mode int) {
 	bs := unsafe.Slice(b, 4*kc)
 	var c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33 float32
 	for k := 0; k < kc; k++ {
-		av := as[4*k : 4*k+4 : 4*k+4]
 		bv := bs[4*k : 4*k+4 : 4*k+4]
-		a0, a1, a2, a3 := av[0], av[1], av[2], av[3]
 		b0, b1, b2, b3 := bv[0], bv[1], bv[2], bv[3]
-		c00 += a0 * b0
-		c01 += a0 * b1
-		c02 += a0 * b2
-		c03 += a0 * b3
-		c10 += a1 * b0
-		c11 += a1 * b1
-		c12 += a1 * b2
-		c13 += a1 * b3
-		c20 += a2 * b0
-		c21 += a2 * b1
-		c22 += a2 * b2
-		c23 += a2 * b3
-		c30 += a3 * b0
-		c31 += a3 * b1
-		c32 += a3 * b2
-		c33 += a3 * b3
+		av := as[4*k : 4*k+4 : 4*k+4]
+		// One row at a time keeps 16 accumulators + 5 operands live.
+		a := av[0]
+		c00 += a * b0
+		c01 += a * b1
+		c02 += a * b2
+		c03 += a * b3
+		a = av[1]
+		c10 += a * b0
+		c11 += a * b1
+		c12 += a * b2
+		c13 += a * b3
+		a = av[2]
+		c20 += a * b0
+		c21 += a * b1
+		c22 += a * b2
+		c23 += a * b3
+		a = av[3]
+		c30 += a * b0
+		c31 += a * b1
+		c32 += a * b2
+		c33 += a * b3
 	}
 	acc := [16]float32{
 		c00, c01, c02, c03,

@@ -34,9 +34,15 @@ func packT4(dst, src *float32, ld, kc, stride int)
 //go:noescape
 func packCopy(dst, src *float32, ld, kc, n int)
 
+// packPanels packs panels micro-panels of n columns (n a multiple of 8):
+// src[k·ld + p·n : +n] goes to dst[p·kc·n + k·n : +n]. It needs AVX.
+//
+//go:noescape
+func packPanels(dst, src *float32, ld, kc, n, panels int)
+
 var (
-	avx512Kernel = &kernel{name: "avx512", mr: 12, nr: 32, fn: kernel12x32, mc: 192, kc: 256, nc: 2048, asmPack: true}
-	avx2Kernel   = &kernel{name: "avx2", mr: 6, nr: 16, fn: kernel6x16, mc: 120, kc: 256, nc: 1024, asmPack: true}
+	avx512Kernel = &kernel{name: "avx512", mr: 12, nr: 32, fn: kernel12x32, mc: 96, kc: 256, nc: 2048, asmPack: true}
+	avx2Kernel   = &kernel{name: "avx2", mr: 6, nr: 16, fn: kernel6x16, mc: 96, kc: 256, nc: 1024, asmPack: true}
 )
 
 // bestKernel returns the fastest kernel the CPU and OS support; x/sys/cpu

@@ -66,22 +66,29 @@ func load(path string) (*library, error) {
 			errs = append(errs, err)
 			continue
 		}
-		loadMu.Lock()
-		defer loadMu.Unlock()
-		if lib := libs[h]; lib != nil {
-			purego.Dlclose(h) // balance this Dlopen; the first one keeps it loaded
-			return lib, nil
-		}
-		lib, err := resolve(h, name)
-		if err != nil {
-			purego.Dlclose(h)
-			return nil, err
-		}
-		lib.coreType = envCoreType
-		libs[h] = lib
-		return lib, nil
+		return register(h, name)
 	}
 	return nil, fmt.Errorf("openblas: %w: %w", tensor.ErrUnavailable, errors.Join(errs...))
+}
+
+// register returns the library for the dlopen handle h, resolving its
+// symbols the first time. dlopen returns the same handle for every name of
+// one loaded file, so each library is set up once.
+func register(h uintptr, name string) (*library, error) {
+	loadMu.Lock()
+	defer loadMu.Unlock()
+	if lib := libs[h]; lib != nil {
+		purego.Dlclose(h) // balance this Dlopen; the first one keeps the library loaded
+		return lib, nil
+	}
+	lib, err := resolve(h, name)
+	if err != nil {
+		purego.Dlclose(h)
+		return nil, err
+	}
+	lib.coreType = envCoreType
+	libs[h] = lib
+	return lib, nil
 }
 
 // resolve binds the entry points of the freshly opened library h.
@@ -116,14 +123,14 @@ func (l *library) setThreads(n int) {
 }
 
 // setCoreType puts the chosen core type into the C environment, where
-// OpenBLAS's constructor looks for it, unless the user set one. It returns
-// the value in force.
+// OpenBLAS's constructor reads it, unless the user set one. It returns the
+// value in force.
 //
-// os.Setenv alone reaches the C environment only when the binary links the
-// cgo runtime (purego does when CGO_ENABLED=1); with CGO_ENABLED=0 purego
-// runs without it and getenv in C would not see the value. So after
-// os.Setenv the C environment is read back through libc and, if needed,
-// written with libc's setenv.
+// os.Setenv reaches the C environment only through the runtime's cgo hook
+// (_cgo_setenv). It is there with cgo (runtime/cgo, which purego imports
+// when CGO_ENABLED=1) and without (purego's fakecgo provides it); both were
+// verified on Linux. Other setups may lack it, so the C environment is read
+// back through libc and, if it differs, written with libc's setenv.
 func setCoreType() string {
 	if v, ok := os.LookupEnv(coreTypeEnv); ok {
 		return v

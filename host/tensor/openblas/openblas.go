@@ -4,10 +4,10 @@
 // and the host uses another backend.
 //
 // OpenBLAS picks its kernels in a load-time constructor from the CPU model.
-// Builds that do not know the CPU (Debian's 0.3.21 on Sapphire Rapids) fall
-// back to the 2004 Prescott kernels, three times slower, so before loading
-// the library New sets OPENBLAS_CORETYPE from the CPU features unless the
-// user has set it (see CoreName).
+// Builds that do not know the model (Debian's 0.3.21 on a virtualised
+// Sapphire Rapids) fall back to the 2004 Prescott kernels, three times
+// slower, so before loading the library New sets OPENBLAS_CORETYPE from the
+// CPU features unless the user has set it (see CoreName).
 package openblas
 
 import (
@@ -39,8 +39,7 @@ type Config struct {
 type Backend struct {
 	tensor.HostMemory
 	cpu.Elementwise
-	lib     *library
-	threads int
+	lib *library
 }
 
 var _ tensor.Backend = (*Backend)(nil)
@@ -58,7 +57,7 @@ func New(cfg Config) (*Backend, error) {
 		return nil, err
 	}
 	lib.setThreads(threads)
-	return &Backend{lib: lib, threads: threads}, nil
+	return &Backend{lib: lib}, nil
 }
 
 // Name returns "openblas".
@@ -79,9 +78,9 @@ func (b *Backend) CoreType() string { return b.lib.coreType }
 // Path returns the name the library was loaded by.
 func (b *Backend) Path() string { return b.lib.path }
 
-// Gemm implements tensor.Backend.Gemm. F32 goes to cblas_sgemm in row panels
-// of bounded work, with ctx checked between panels. I8 (exact) also uses
-// cblas_sgemm, see gemmI8.
+// Gemm implements tensor.Backend.Gemm. F32 goes to cblas_sgemm in panels of
+// bounded work, with ctx checked between them (see sgemmPanels). I8 is
+// exact and also runs on cblas_sgemm (see gemmI8).
 func (b *Backend) Gemm(ctx context.Context, p tensor.GemmParams, a, bb, c tensor.Buffer) error {
 	ha, hb, hc := a.(*tensor.HostBuffer), bb.(*tensor.HostBuffer), c.(*tensor.HostBuffer)
 	if err := checkGemm(p, ha, hb, hc); err != nil {
@@ -114,27 +113,31 @@ func (b *Backend) Gemm(ctx context.Context, p tensor.GemmParams, a, bb, c tensor
 // AVX-512 and 15 ms on its Prescott kernels.
 const panelFlops = 1 << 30
 
-// Panels cut the depth K first, into slices of at least minPanelK, and
-// only then the rows of C. A depth slice costs OpenBLAS almost nothing: it
-// packs A and B per depth block (a few hundred) anyway and updates C once
+// Panels cut the depth K first, into slices of at least minPanelK, then the
+// rows of C, then its columns. A depth slice costs OpenBLAS almost nothing:
+// it packs A and B per depth block (a few hundred) anyway and updates C once
 // per block, so consecutive calls with beta = 1 redo no work. Cutting rows
-// instead makes every call repack all of B, which at n = 2048 and 64-row
-// panels costs a third of the time (BenchmarkPanel).
+// makes every call repack its depth slice of B, so rows come second; an
+// earlier version that cut only rows made n = 2048 twice as slow.
+// BenchmarkPanel measures what panels cost against a single call.
 const (
 	minPanelK    = 256
 	minPanelRows = 64
+	minPanelCols = 256
 )
 
 // sgemmPanels computes C (row-major, M×N) = op(A)·op(B) + beta·C as a
 // sequence of cblas_sgemm calls of at most maxFlops each (or the minimum
 // panel), checking ctx before each.
 func (b *Backend) sgemmPanels(ctx context.Context, p tensor.GemmParams, a, bm, c []float32, beta float32, maxFlops float64) error {
-	rows, depth := p.M, p.K
+	rows, cols, depth := p.M, p.N, p.K
 	if p.Flops() > maxFlops {
-		depth = max(minPanelK, int(maxFlops/(2*float64(p.M)*float64(p.N))))
-		depth = min(depth, p.K)
+		depth = min(p.K, max(minPanelK, int(maxFlops/(2*float64(p.M)*float64(p.N)))))
 		if 2*float64(p.M)*float64(p.N)*float64(depth) > maxFlops {
-			rows = max(minPanelRows, int(maxFlops/(2*float64(p.N)*float64(depth))))
+			rows = min(p.M, max(minPanelRows, int(maxFlops/(2*float64(p.N)*float64(depth)))))
+		}
+		if 2*float64(rows)*float64(p.N)*float64(depth) > maxFlops {
+			cols = min(p.N, max(minPanelCols, int(maxFlops/(2*float64(rows)*float64(depth)))))
 		}
 	}
 	transA, lda := int32(cblasNoTrans), p.K
@@ -147,26 +150,29 @@ func (b *Backend) sgemmPanels(ctx context.Context, p tensor.GemmParams, a, bm, c
 	}
 	for i0 := 0; i0 < p.M; i0 += rows {
 		m := min(rows, p.M-i0)
-		for k0 := 0; k0 < p.K; k0 += depth {
-			if err := ctx.Err(); err != nil {
-				return err
+		for j0 := 0; j0 < p.N; j0 += cols {
+			n := min(cols, p.N-j0)
+			for k0 := 0; k0 < p.K; k0 += depth {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				kn := min(depth, p.K-k0)
+				// op(A)[i0:, k0:] and op(B)[k0:, j0:] in their stored layouts.
+				aOff, bOff := i0*p.K+k0, k0*p.N+j0
+				if p.TransA {
+					aOff = k0*p.M + i0
+				}
+				if p.TransB {
+					bOff = j0*p.K + k0
+				}
+				bt := beta
+				if k0 > 0 {
+					bt = 1
+				}
+				b.lib.sgemm(cblasRowMajor, transA, transB, int32(m), int32(n), int32(kn),
+					1, unsafe.Pointer(&a[aOff]), int32(lda), unsafe.Pointer(&bm[bOff]), int32(ldb),
+					bt, unsafe.Pointer(&c[i0*p.N+j0]), int32(p.N))
 			}
-			kn := min(depth, p.K-k0)
-			// op(A)[i0:, k0:] and op(B)[k0:, 0:] in their stored layouts.
-			aOff, bOff := i0*p.K+k0, k0*p.N
-			if p.TransA {
-				aOff = k0*p.M + i0
-			}
-			if p.TransB {
-				bOff = k0
-			}
-			bt := beta
-			if k0 > 0 {
-				bt = 1
-			}
-			b.lib.sgemm(cblasRowMajor, transA, transB, int32(m), int32(p.N), int32(kn),
-				1, unsafe.Pointer(&a[aOff]), int32(lda), unsafe.Pointer(&bm[bOff]), int32(ldb),
-				bt, unsafe.Pointer(&c[i0*p.N]), int32(p.N))
 		}
 	}
 	runtime.KeepAlive(a)

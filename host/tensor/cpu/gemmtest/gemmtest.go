@@ -128,25 +128,28 @@ func Sizes(count int, seed uint64) [][3]int {
 	return sizes
 }
 
-// CheckF32 runs one f32 GEMM with random inputs on be and compares it with
-// RefF32. The bound (K+2)·2⁻²³·Σ|a·b| holds for any summation order, with
-// or without FMA; a wrong element is off by far more.
-func CheckF32(t testing.TB, be tensor.Backend, p tensor.GemmParams, seed uint64) {
+// CheckF32 runs one f32 GEMM with random inputs on every backend and
+// compares each result with RefF32, computed once. The bound
+// (K+2)·2⁻²³·Σ|a·b| holds for any summation order, with or without FMA; a
+// wrong element is off by far more.
+func CheckF32(t testing.TB, p tensor.GemmParams, seed uint64, backends ...tensor.Backend) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, uint64(p.M*1000003+p.N*1009+p.K)))
 	a, b, c := RandF32(r, p.M*p.K), RandF32(r, p.K*p.N), RandF32(r, p.M*p.N)
 	want, scale := RefF32(p, a, b, c)
-	hc := &tensor.HostBuffer{F32: append([]float32(nil), c...)}
-	if err := be.Gemm(context.Background(), p, &tensor.HostBuffer{F32: a}, &tensor.HostBuffer{F32: b}, hc); err != nil {
-		t.Fatalf("%s %s: %v", be.Name(), Name(p), err)
-	}
 	eps := float64(p.K+2) * 0x1p-23
-	bad := 0
-	for i, got := range hc.F32 {
-		if d := math.Abs(float64(got) - want[i]); !(d <= eps*scale[i]+1e-30) {
-			if bad++; bad <= 3 {
-				t.Errorf("%s %s: C[%d,%d] = %g, want %g (diff %g, bound %g)",
-					be.Name(), Name(p), i/p.N, i%p.N, got, want[i], d, eps*scale[i])
+	for _, be := range backends {
+		hc := &tensor.HostBuffer{F32: append([]float32(nil), c...)}
+		if err := be.Gemm(context.Background(), p, &tensor.HostBuffer{F32: a}, &tensor.HostBuffer{F32: b}, hc); err != nil {
+			t.Fatalf("%s %s: %v", be.Name(), Name(p), err)
+		}
+		bad := 0
+		for i, got := range hc.F32 {
+			if d := math.Abs(float64(got) - want[i]); !(d <= eps*scale[i]+1e-30) {
+				if bad++; bad <= 3 {
+					t.Errorf("%s %s: C[%d,%d] = %g, want %g (diff %g, bound %g)",
+						be.Name(), Name(p), i/p.N, i%p.N, got, want[i], d, eps*scale[i])
+				}
 			}
 		}
 	}
@@ -170,9 +173,9 @@ var I8Cases = []I8Case{
 	{M: 13, N: 33, K: 2048, Fill: -128, C0: math.MaxInt32 - 5},
 }
 
-// CheckI8 runs c's eight flag combinations on be and requires results
-// identical to RefI8.
-func CheckI8(t testing.TB, be tensor.Backend, c I8Case) {
+// CheckI8 runs c's eight flag combinations on every backend and requires
+// results identical to RefI8.
+func CheckI8(t testing.TB, c I8Case, backends ...tensor.Backend) {
 	t.Helper()
 	for _, p := range FlagCombos(c.M, c.N, c.K) {
 		r := rand.New(rand.NewPCG(uint64(c.K), 9))
@@ -192,13 +195,15 @@ func CheckI8(t testing.TB, be tensor.Backend, c I8Case) {
 			}
 		}
 		want := RefI8(p, a, b, c0)
-		hc := &tensor.HostBuffer{I32: append([]int32(nil), c0...)}
-		if err := be.Gemm(context.Background(), p, &tensor.HostBuffer{I8: a}, &tensor.HostBuffer{I8: b}, hc); err != nil {
-			t.Fatalf("%s %s: %v", be.Name(), Name(p), err)
-		}
-		for i := range want {
-			if hc.I32[i] != want[i] {
-				t.Fatalf("%s %s: C[%d] = %d, want %d", be.Name(), Name(p), i, hc.I32[i], want[i])
+		for _, be := range backends {
+			hc := &tensor.HostBuffer{I32: append([]int32(nil), c0...)}
+			if err := be.Gemm(context.Background(), p, &tensor.HostBuffer{I8: a}, &tensor.HostBuffer{I8: b}, hc); err != nil {
+				t.Fatalf("%s %s: %v", be.Name(), Name(p), err)
+			}
+			for i := range want {
+				if hc.I32[i] != want[i] {
+					t.Fatalf("%s %s: C[%d] = %d, want %d", be.Name(), Name(p), i, hc.I32[i], want[i])
+				}
 			}
 		}
 	}
