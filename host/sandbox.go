@@ -390,6 +390,7 @@ const abortCode = 0xAB047
 type jobState struct {
 	ctx       context.Context // the run's context, with its deadline
 	mod       api.Module
+	timeout   time.Duration
 	slice     uint64
 	granted   uint64 // fuel handed out by ticks so far
 	fuelLimit uint64
@@ -403,7 +404,7 @@ func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, input []byt
 	if tensorMemory <= 0 {
 		tensorMemory = int64(cfg.memoryLimit)
 	}
-	st := &jobState{slice: s.cfg.FuelSlice, fuelLimit: cfg.fuelLimit}
+	st := &jobState{timeout: cfg.timeout, slice: s.cfg.FuelSlice, fuelLimit: cfg.fuelLimit}
 	session, err := tensorhost.NewSession(tensorhost.Config{
 		Mode: cfg.mode, Reference: s.cfg.Reference, Backend: s.cfg.Fast,
 		MaxBytes: tensorMemory,
@@ -507,7 +508,7 @@ func (st *jobState) charge(units uint64) {
 func (st *jobState) check(used uint64) {
 	if err := st.ctx.Err(); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			st.abort(fmt.Errorf("%w", ErrTimeout))
+			st.abort(fmt.Errorf("%w: %v", ErrTimeout, st.timeout))
 		}
 		st.abort(fmt.Errorf("%w: %v", ErrCanceled, err))
 	}
