@@ -408,7 +408,7 @@ func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, input []byt
 	session, err := tensorhost.NewSession(tensorhost.Config{
 		Mode: cfg.mode, Reference: s.cfg.Reference, Backend: s.cfg.Fast,
 		MaxBytes: tensorMemory,
-		Abort:    func(_ context.Context, cause error) { st.abort(cause) },
+		Abort:    func(context.Context, error) { st.stopIfDone() },
 		Charge:   st.charge,
 	})
 	if err != nil {
@@ -506,14 +506,20 @@ func (st *jobState) charge(units uint64) {
 // check stops the guest if its context is done or it used more fuel than
 // its limit; used counts guest and host work up to this tick.
 func (st *jobState) check(used uint64) {
-	if err := st.ctx.Err(); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			st.abort(fmt.Errorf("%w: %v", ErrTimeout, st.timeout))
-		}
-		st.abort(fmt.Errorf("%w: %v", ErrCanceled, err))
-	}
+	st.stopIfDone()
 	if st.fuelLimit > 0 && used > st.fuelLimit {
 		st.abort(fmt.Errorf("%w: %d units", ErrFuelLimit, st.fuelLimit))
+	}
+}
+
+// stopIfDone stops the guest if the run's context is done: its deadline
+// passed or the caller cancelled it.
+func (st *jobState) stopIfDone() {
+	switch err := st.ctx.Err(); {
+	case errors.Is(err, context.DeadlineExceeded):
+		st.abort(fmt.Errorf("%w: %v", ErrTimeout, st.timeout))
+	case err != nil:
+		st.abort(fmt.Errorf("%w: %v", ErrCanceled, err))
 	}
 }
 

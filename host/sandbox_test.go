@@ -129,6 +129,23 @@ func TestLimits(t *testing.T) {
 	}
 }
 
+// TestTimeoutInHostOp: a deadline interrupts a long tensor op (a 2048³ GEMM
+// on the reference kernel takes seconds), not only guest code.
+func TestTimeoutInHostOp(t *testing.T) {
+	sb := newSandbox(t, Config{})
+	start := time.Now()
+	_, err := sb.Run(context.Background(), Job{Module: readFile(t, "testdata/gemmbench.wasm"), Input: []byte("2048 100")},
+		NewJobConfig().WithTimeout(300*time.Millisecond).WithMemoryLimit(256<<20))
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
+	}
+	// Generous: the reference kernel checks its context every few ms, but
+	// the test machines are shared.
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("stopped after %v", took)
+	}
+}
+
 // TestCancel: cancelling the caller's context stops a running guest.
 func TestCancel(t *testing.T) {
 	sb := newSandbox(t, Config{})

@@ -55,12 +55,13 @@ func (b *Backend) Name() string { return "cpu-" + b.k.name }
 // Class returns tensor.ClassCPU.
 func (b *Backend) Class() tensor.Class { return tensor.ClassCPU }
 
-// Threads returns the number of goroutines one GEMM uses.
+// Threads returns the number of goroutines one GEMM may use; GEMMs of less
+// than about 2 Mflop use one.
 func (b *Backend) Threads() int { return b.threads }
 
 // Gemm implements tensor.Backend.Gemm for F32·F32→F32 and I8·I8→I32 (exact).
-// It splits the work over Threads goroutines and checks ctx between
-// cache blocks (well under a few milliseconds each).
+// It shares the work among up to Threads goroutines and checks ctx between
+// cache blocks of about a millisecond each with the AVX-512 kernel.
 func (b *Backend) Gemm(ctx context.Context, p tensor.GemmParams, a, bb, c tensor.Buffer) error {
 	ha, hb, hc := a.(*tensor.HostBuffer), bb.(*tensor.HostBuffer), c.(*tensor.HostBuffer)
 	if err := checkGemm(p, ha, hb, hc); err != nil {

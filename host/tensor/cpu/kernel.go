@@ -23,8 +23,9 @@ type kernel struct {
 	name   string
 	mr, nr int
 	fn     kernelFunc
-	// mc, kc, nc are the cache blocks: an mc×kc block of packed A stays in
-	// L2 while kc×nr micro-panels of packed B stream through L1.
+	// mc, kc, nc are the cache blocks: a kc×nr micro-panel of packed B
+	// stays in L1 while up to mc/mr micro-panels of packed A stream from
+	// L2; the kc×nc block of packed B, shared by the workers, sits in L2/L3.
 	mc, kc, nc int
 	// asmPack selects the assembly packing routines, which need AVX.
 	asmPack bool
@@ -33,8 +34,9 @@ type kernel struct {
 // genericKernel is the portable kernel, also used where the CPU lacks AVX2.
 var genericKernel = &kernel{name: "generic", mr: 4, nr: 4, fn: kernel4x4, mc: 128, kc: 256, nc: 256}
 
-// kernel4x4 is the portable micro-kernel: 16 scalar accumulators fit the
-// registers of every 64-bit target Go supports.
+// kernel4x4 is the portable micro-kernel: 16 scalar accumulators plus five
+// operands fit the 32 floating-point registers of arm64 and the other RISC
+// targets (amd64 has assembly kernels and only falls back here without AVX2).
 func kernel4x4(kc int, a, b *float32, c unsafe.Pointer, ldc int, mode int) {
 	as := unsafe.Slice(a, 4*kc)
 	bs := unsafe.Slice(b, 4*kc)
