@@ -4,8 +4,12 @@
 // everywhere else. It needs no cgo and no external library.
 //
 // Results are those of tolerance mode: FMA and a blocked summation order,
-// so they differ from the reference kernel in the last bits. Integer GEMM
-// (i8·i8→i32) is exact.
+// so they differ from the reference kernel in the last bits. They do not
+// depend on the thread count or on scheduling: with a given kernel every
+// element is summed in the same order. Integer GEMM (i8·i8→i32) is exact.
+//
+// A GEMM's workers take cache blocks from shared counters rather than fixed
+// shares, so a core slowed by another process holds back little.
 package cpu
 
 import (

@@ -10,7 +10,7 @@ import (
 )
 
 // chunk is the number of elements handled between two ctx checks by the
-// elementwise ops: about 100 µs of the slowest op (GELU) on one core.
+// elementwise ops: a few hundred µs of the slowest op (GELU) on one core.
 const chunk = 1 << 14
 
 // Elementwise implements Binary, Unary, Softmax and Reduce of tensor.Backend

@@ -257,6 +257,12 @@ type stepState struct {
 // packUnit is the number of micro-panels of B one worker packs at a time.
 const packUnit = 4
 
+// itemsPerWorker is the least number of work items per worker and step.
+// Smaller items even out a goroutine that starts late (waking an idle core's
+// thread takes 50-100 µs in a VM) and blocks of unequal height: at n = 256
+// four items per worker are 10% faster than two (measured side by side).
+const itemsPerWorker = 4
+
 // minParallelFlops is the smallest GEMM worth a second goroutine: below it
 // start-up and synchronisation cost more than they save.
 const minParallelFlops = 1 << 21
@@ -286,17 +292,17 @@ func (j *job[T]) parallel(ctx context.Context, threads int) error {
 	if j.integer {
 		j.kcMax = min(j.kcMax, maxExactKC)
 	}
-	// Row blocks of at most k.mc rows, at least two per worker, all within
-	// one tile of the same size so that the workers finish together.
+	// Row blocks of at most k.mc rows, at least itemsPerWorker per worker,
+	// all within one tile of the same size so that the workers finish together.
 	tiles := (j.m + k.mr - 1) / k.mr
 	j.icN = (tiles*k.mr + k.mc - 1) / k.mc
 	if threads > 1 {
-		j.icN = min(tiles, max(j.icN, 2*threads))
+		j.icN = min(tiles, max(j.icN, itemsPerWorker*threads))
 	}
 	j.jrN = 1
-	if threads > 1 && j.icN < 2*threads {
+	if threads > 1 && j.icN < itemsPerWorker*threads {
 		panels := (min(j.n, k.nc) + k.nr - 1) / k.nr
-		j.jrN = min(panels, (2*threads+j.icN-1)/j.icN)
+		j.jrN = min(panels, (itemsPerWorker*threads+j.icN-1)/j.icN)
 	}
 	j.steps = make([]stepState, ((j.n+k.nc-1)/k.nc)*((j.kdim+j.kcMax-1)/j.kcMax))
 	j.itemStep = make([]atomic.Int64, j.icN*j.jrN)
@@ -308,7 +314,7 @@ func (j *job[T]) parallel(ctx context.Context, threads int) error {
 	defer p.shared.Put(j.shared)
 
 	var wg sync.WaitGroup
-	for t := 1; t < threads; t++ {
+	for range threads - 1 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
