@@ -32,7 +32,8 @@ EOF
 done
 
 hr "(a') in-process: instrumented vs uninstrumented vs WithCloseOnContextDone (host/internal/meter)"
-go test -run '^$' -bench 'Overhead' -benchtime "$benchtime" -count "$count" ./host/internal/meter | grep -E '^Benchmark' || true
+go test -run '^$' -bench 'GuestRatio' -benchtime 5x ./host/internal/meter | grep -E '^Benchmark' || true
+go test -run '^$' -bench 'Guest/.*/closeOnDone' -benchtime 1x ./host/internal/meter | grep -E '^Benchmark' || true
 
 hr "(b) f32 GEMM GFLOP/s per backend, 2 threads (OpenBLAS with its core type set from CPU features)"
 go test -run '^$' -bench 'BenchmarkGemm$' -benchtime "$benchtime" -count "$count" ./host/tensor/backends | tee "$tmp/gemm.txt" | grep -E '^Benchmark' || true

@@ -2,6 +2,8 @@ package meter
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -37,6 +39,20 @@ var guestKernels = []struct {
 	{"c-sha", cGuest, []string{"sha", "150000"}},
 	{"c-sort", cGuest, []string{"sort", "300000"}},
 	{"go", goGuest, []string{"100000"}},
+	// The project's CPU-bound example jobs (about 1 s each, default input).
+	{"job-cpu", jobGuest("cpu"), nil},
+	{"job-cpugo", jobGuest("cpugo"), nil},
+}
+
+// jobGuest returns a reader of testdata/jobs/NAME/NAME.wasm of the repository.
+func jobGuest(name string) func(testing.TB) []byte {
+	return func(tb testing.TB) []byte {
+		b, err := os.ReadFile(filepath.Join("..", "..", "..", "testdata", "jobs", name, name+".wasm"))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return b
+	}
 }
 
 // BenchmarkGuest runs CPU-bound guests uninstrumented ("plain"),

@@ -1,0 +1,144 @@
+package tensorhost
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/tensor"
+	"github.com/infernet/infernet/host/tensor/reference"
+)
+
+// deviceBackend stands in for a backend whose buffers are not host memory
+// (a GPU): it keeps elements behind its own buffer type and supports only
+// elementwise ops, so every other op exercises the copy-through fallback.
+type deviceBackend struct {
+	tensor.HostMemory
+	ref tensor.Backend
+}
+
+type deviceBuffer struct{ host *tensor.HostBuffer }
+
+func (b *deviceBuffer) DType() abi.DType { return b.host.DType() }
+func (b *deviceBuffer) Len() int         { return b.host.Len() }
+
+func (d *deviceBackend) Name() string        { return "device" }
+func (d *deviceBackend) Class() tensor.Class { return tensor.ClassGPU }
+func (d *deviceBackend) Alloc(dt abi.DType, n int) (tensor.Buffer, error) {
+	h, err := tensor.NewHostBuffer(dt, n)
+	return &deviceBuffer{h}, err
+}
+func (d *deviceBackend) Write(b tensor.Buffer, src []byte) error {
+	return d.HostMemory.Write(b.(*deviceBuffer).host, src)
+}
+func (d *deviceBackend) Read(b tensor.Buffer, dst []byte) error {
+	return d.HostMemory.Read(b.(*deviceBuffer).host, dst)
+}
+func (d *deviceBackend) Gemm(context.Context, tensor.GemmParams, tensor.Buffer, tensor.Buffer, tensor.Buffer) error {
+	return tensor.ErrUnsupported
+}
+func (d *deviceBackend) Binary(ctx context.Context, op abi.Op, a, b, out tensor.Buffer) error {
+	return d.ref.Binary(ctx, op, a.(*deviceBuffer).host, b.(*deviceBuffer).host, out.(*deviceBuffer).host)
+}
+func (d *deviceBackend) Unary(context.Context, abi.Op, tensor.Buffer, tensor.Buffer) error {
+	return tensor.ErrUnsupported
+}
+func (d *deviceBackend) Softmax(context.Context, int, int, tensor.Buffer, tensor.Buffer) error {
+	return tensor.ErrUnsupported
+}
+func (d *deviceBackend) Reduce(context.Context, abi.Op, int, int, tensor.Buffer, tensor.Buffer) error {
+	return tensor.ErrUnsupported
+}
+
+func f32bytes(v ...float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		bits := math.Float32bits(x)
+		b[4*i], b[4*i+1], b[4*i+2], b[4*i+3] = byte(bits), byte(bits>>8), byte(bits>>16), byte(bits>>24)
+	}
+	return b
+}
+
+// TestFallbackThroughCopies: an op the session backend does not support runs
+// on the reference backend through copies, with the same result as running
+// on the reference directly, and is counted.
+func TestFallbackThroughCopies(t *testing.T) {
+	ctx := context.Background()
+	ref := reference.New(reference.Config{Threads: 1})
+	results := map[string][]byte{}
+	for name, be := range map[string]tensor.Backend{"reference": nil, "device": &deviceBackend{ref: ref}} {
+		s, err := NewSession(Config{Mode: abi.ModeTolerance, Reference: ref, Backend: be})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.hostBuffers != (be == nil) {
+			t.Fatalf("%s: hostBuffers = %v", name, s.hostBuffers)
+		}
+		ha, a, _ := s.alloc(abi.F32, []int{2, 3})
+		hb, b, _ := s.alloc(abi.F32, []int{3, 2})
+		if err := s.backend.Write(a.buf, f32bytes(1, 2, 3, 4, 5, 6)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.backend.Write(b.buf, f32bytes(1, 0, 0, 1, 1, 1)); err != nil {
+			t.Fatal(err)
+		}
+		hc := gemm(ctx, s, nil, []int32{ha, hb, 0, 0})
+		if hc <= 0 {
+			t.Fatalf("%s: gemm = %d", name, hc)
+		}
+		hs := softmax(ctx, s, nil, []int32{hc})
+		e, errno := s.get(hs)
+		if errno != abi.OK {
+			t.Fatalf("%s: softmax = %d", name, hs)
+		}
+		out := make([]byte, 16)
+		if err := s.backend.Read(e.buf, out); err != nil {
+			t.Fatal(err)
+		}
+		results[name] = out
+		if wantFallbacks := map[string]uint64{"reference": 0, "device": 2}[name]; s.Stats.Fallbacks != wantFallbacks {
+			t.Errorf("%s: %d fallbacks, want %d", name, s.Stats.Fallbacks, wantFallbacks)
+		}
+		s.Close()
+	}
+	if string(results["reference"]) != string(results["device"]) {
+		t.Fatalf("fallback result differs: %x vs %x", results["device"], results["reference"])
+	}
+}
+
+// TestSessionLimits: handle and byte limits answer ETOOMANY and ENOMEM, and
+// freed handles and bytes are reusable.
+func TestSessionLimits(t *testing.T) {
+	s, err := NewSession(Config{Reference: reference.New(reference.Config{}), MaxHandles: 2, MaxBytes: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	h1, _, e1 := s.alloc(abi.F32, []int{8}) // 32 bytes
+	_, _, e2 := s.alloc(abi.F32, []int{9})  // 36 more: over 64
+	h3, _, e3 := s.alloc(abi.I8, []int{32}) // 32 more: exactly 64
+	_, _, e4 := s.alloc(abi.I8, []int{1})   // a third handle
+	if e1 != abi.OK || e2 != abi.ENOMEM || e3 != abi.OK || e4 != abi.ETOOMANY {
+		t.Fatalf("alloc errnos %v %v %v %v", e1, e2, e3, e4)
+	}
+	if s.release(h1) != abi.OK || s.release(h1) != abi.EBADF {
+		t.Fatal("release twice")
+	}
+	if h, _, e := s.alloc(abi.F32, []int{8}); e != abi.OK || h != h1 {
+		t.Fatalf("freed handle not reused: %d %v", h, e)
+	}
+	if _, errno := s.get(h3 + 1); errno != abi.EBADF {
+		t.Fatal("unknown handle accepted")
+	}
+	if s.Stats.PeakBytes != 64 {
+		t.Errorf("peak %d bytes, want 64", s.Stats.PeakBytes)
+	}
+}
+
+// TestNewSessionNeedsReference: the exact backend is not optional.
+func TestNewSessionNeedsReference(t *testing.T) {
+	if _, err := NewSession(Config{}); err == nil {
+		t.Fatal("session without a reference backend")
+	}
+}
