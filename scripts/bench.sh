@@ -11,8 +11,8 @@ cd "$(dirname "$0")/.."
 bin=$PWD/bin/infernet
 cache="${INFERNET_CACHE:-$HOME/.cache/infernet}"
 wazero="$cache/wazero-v1.11.0/wazero"
-runs=7 benchtime=1x count=5
-if [ "${BENCH_QUICK:-}" = 1 ]; then runs=2 benchtime=1x count=1; fi
+runs=7 benchtime=1x gemmtime=10x count=5
+if [ "${BENCH_QUICK:-}" = 1 ]; then runs=2 benchtime=1x gemmtime=1x count=1; fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 hr() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
@@ -36,7 +36,7 @@ go test -run '^$' -bench 'GuestRatio' -benchtime 5x ./host/internal/meter | grep
 go test -run '^$' -bench 'Guest/.*/closeOnDone' -benchtime 1x ./host/internal/meter | grep -E '^Benchmark' || true
 
 hr "(b) f32 GEMM GFLOP/s per backend, 2 threads (OpenBLAS with its core type set from CPU features)"
-go test -run '^$' -bench 'BenchmarkGemm$' -benchtime "$benchtime" -count "$count" ./host/tensor/backends | tee "$tmp/gemm.txt" | grep -E '^Benchmark' || true
+go test -run '^$' -bench 'BenchmarkGemm$' -benchtime "$gemmtime" -count "$count" ./host/tensor/backends | tee "$tmp/gemm.txt" | grep -E '^Benchmark' || true
 python3 - "$tmp/gemm.txt" <<'EOF'
 import re, sys, statistics, collections
 g = collections.defaultdict(list)

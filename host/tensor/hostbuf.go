@@ -109,3 +109,24 @@ func (HostMemory) Read(buf Buffer, dst []byte) error {
 	}
 	return nil
 }
+
+// CheckGemm checks that host buffers fit p: F32·F32→F32 or I8·I8→I32 (other
+// combinations wrap ErrUnsupported) with M·K, K·N and M·N elements. Kernels
+// that index in assembly or C call it so they never run past a slice, even if
+// a caller skipped the host module's own validation.
+func CheckGemm(p GemmParams, a, b, c *HostBuffer) error {
+	if p.M < 0 || p.N < 0 || p.K < 0 {
+		return fmt.Errorf("tensor: gemm of negative size %d×%d×%d", p.M, p.N, p.K)
+	}
+	switch {
+	case a.DType() == abi.F32 && b.DType() == abi.F32 && c.DType() == abi.F32:
+	case a.DType() == abi.I8 && b.DType() == abi.I8 && c.DType() == abi.I32:
+	default:
+		return fmt.Errorf("tensor: gemm %v·%v→%v: %w", a.DType(), b.DType(), c.DType(), ErrUnsupported)
+	}
+	if a.Len() != p.M*p.K || b.Len() != p.K*p.N || c.Len() != p.M*p.N {
+		return fmt.Errorf("tensor: gemm %d×%d×%d with buffers of %d, %d, %d elements",
+			p.M, p.N, p.K, a.Len(), b.Len(), c.Len())
+	}
+	return nil
+}

@@ -43,8 +43,8 @@ var functions = []struct {
 	{Signature{abi.FuncMode, 0}, func(_ context.Context, s *Session, _ api.Memory, _ []int32) int32 { return int32(s.cfg.Mode) }},
 	{Signature{abi.FuncTensorNew, 3}, tensorNew},
 	{Signature{abi.FuncTensorFree, 1}, func(_ context.Context, s *Session, _ api.Memory, p []int32) int32 { return int32(s.release(p[0])) }},
-	{Signature{abi.FuncTensorWrite, 3}, tensorWrite},
-	{Signature{abi.FuncTensorRead, 3}, tensorRead},
+	{Signature{abi.FuncTensorWrite, 3}, tensorCopy(true)},
+	{Signature{abi.FuncTensorRead, 3}, tensorCopy(false)},
 	{Signature{abi.FuncTensorDType, 1}, tensorDType},
 	{Signature{abi.FuncTensorShape, 3}, tensorShape},
 	{Signature{abi.FuncTensorReshape, 3}, tensorReshape},
@@ -170,28 +170,23 @@ func tensorIO(s *Session, mem api.Memory, p []int32) (*entry, []byte, abi.Errno)
 	return e, b, abi.OK
 }
 
-func tensorWrite(_ context.Context, s *Session, mem api.Memory, p []int32) int32 {
-	e, b, errno := tensorIO(s, mem, p)
-	if errno != abi.OK {
-		return int32(errno)
+// tensorCopy returns tensor_write (write) or tensor_read.
+func tensorCopy(write bool) fn {
+	return func(_ context.Context, s *Session, mem api.Memory, p []int32) int32 {
+		e, b, errno := tensorIO(s, mem, p)
+		if errno != abi.OK {
+			return int32(errno)
+		}
+		s.charge(e.elems(), 0)
+		move := s.backend.Read
+		if write {
+			move = s.backend.Write
+		}
+		if move(e.buf, b) != nil {
+			return int32(abi.EBACKEND)
+		}
+		return 0
 	}
-	s.charge(e.elems(), 0)
-	if s.backend.Write(e.buf, b) != nil {
-		return int32(abi.EBACKEND)
-	}
-	return 0
-}
-
-func tensorRead(_ context.Context, s *Session, mem api.Memory, p []int32) int32 {
-	e, b, errno := tensorIO(s, mem, p)
-	if errno != abi.OK {
-		return int32(errno)
-	}
-	s.charge(e.elems(), 0)
-	if s.backend.Read(e.buf, b) != nil {
-		return int32(abi.EBACKEND)
-	}
-	return 0
 }
 
 func tensorDType(_ context.Context, s *Session, _ api.Memory, p []int32) int32 {

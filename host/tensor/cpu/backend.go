@@ -14,7 +14,6 @@ package cpu
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"unsafe"
 
@@ -68,7 +67,7 @@ func (b *Backend) Threads() int { return b.threads }
 // cache blocks of about a millisecond each with the AVX-512 kernel.
 func (b *Backend) Gemm(ctx context.Context, p tensor.GemmParams, a, bb, c tensor.Buffer) error {
 	ha, hb, hc := a.(*tensor.HostBuffer), bb.(*tensor.HostBuffer), c.(*tensor.HostBuffer)
-	if err := checkGemm(p, ha, hb, hc); err != nil {
+	if err := tensor.CheckGemm(p, ha, hb, hc); err != nil { // the assembly must never see a short slice
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -95,25 +94,6 @@ func (b *Backend) Gemm(ctx context.Context, p tensor.GemmParams, a, bb, c tensor
 		}
 		return gemmI8(ctx, b.k, b.threads, p, ha.I8, hb.I8, hc.I32)
 	}
-}
-
-// checkGemm rejects dtypes and lengths that do not fit p. The host module
-// validates too, but the assembly kernels must never see a short slice.
-func checkGemm(p tensor.GemmParams, a, b, c *tensor.HostBuffer) error {
-	if p.M < 0 || p.N < 0 || p.K < 0 {
-		return fmt.Errorf("cpu: gemm of negative size %d×%d×%d", p.M, p.N, p.K)
-	}
-	switch {
-	case a.DType() == abi.F32 && b.DType() == abi.F32 && c.DType() == abi.F32:
-	case a.DType() == abi.I8 && b.DType() == abi.I8 && c.DType() == abi.I32:
-	default:
-		return fmt.Errorf("cpu: gemm %v·%v→%v: %w", a.DType(), b.DType(), c.DType(), tensor.ErrUnsupported)
-	}
-	if a.Len() != p.M*p.K || b.Len() != p.K*p.N || c.Len() != p.M*p.N {
-		return fmt.Errorf("cpu: gemm %d×%d×%d with buffers of %d, %d, %d elements",
-			p.M, p.N, p.K, a.Len(), b.Len(), c.Len())
-	}
-	return nil
 }
 
 // gemmF32 computes c (= or +=) op(a)·op(b) with kernel k on up to threads goroutines.

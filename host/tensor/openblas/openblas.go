@@ -254,23 +254,13 @@ func (b *Backend) gemmI8(ctx context.Context, p tensor.GemmParams, a, bm []int8,
 	return nil
 }
 
-// checkGemm rejects dtypes and lengths that do not fit p; OpenBLAS must
-// never read or write past a slice.
+// checkGemm rejects sizes beyond the 32-bit CBLAS interface, then dtypes
+// and lengths that do not fit p: OpenBLAS must never run past a slice.
 func checkGemm(p tensor.GemmParams, a, b, c *tensor.HostBuffer) error {
-	if p.M < 0 || p.N < 0 || p.K < 0 || p.M > maxDim || p.N > maxDim || p.K > maxDim {
+	if p.M > maxDim || p.N > maxDim || p.K > maxDim {
 		return fmt.Errorf("openblas: gemm of size %d×%d×%d: %w", p.M, p.N, p.K, tensor.ErrUnsupported)
 	}
-	switch {
-	case a.DType() == abi.F32 && b.DType() == abi.F32 && c.DType() == abi.F32:
-	case a.DType() == abi.I8 && b.DType() == abi.I8 && c.DType() == abi.I32:
-	default:
-		return fmt.Errorf("openblas: gemm %v·%v→%v: %w", a.DType(), b.DType(), c.DType(), tensor.ErrUnsupported)
-	}
-	if a.Len() != p.M*p.K || b.Len() != p.K*p.N || c.Len() != p.M*p.N {
-		return fmt.Errorf("openblas: gemm %d×%d×%d with buffers of %d, %d, %d elements",
-			p.M, p.N, p.K, a.Len(), b.Len(), c.Len())
-	}
-	return nil
+	return tensor.CheckGemm(p, a, b, c)
 }
 
 // maxDim is the largest dimension the 32-bit CBLAS interface takes.
