@@ -235,6 +235,26 @@ func TestDeterministicOutputs(t *testing.T) {
 	}
 }
 
+// TestExampleOutputs: every example job, run in exact mode on its example
+// input, prints exactly its committed output.txt. For the tensor jobs this
+// pins the reference kernels' results as seen through the ABI: the files
+// must match on every machine.
+func TestExampleOutputs(t *testing.T) {
+	sb := newSandbox(t, Config{})
+	for _, job := range []string{"mlp", "matmul", "wordcount", "cpu", "cpugo", "echo"} {
+		t.Run(job, func(t *testing.T) {
+			dir := "../testdata/jobs/" + job + "/"
+			res, err := sb.Run(context.Background(), Job{Module: readFile(t, dir+job+".wasm"), Input: readFile(t, dir+"input.txt")}, NewJobConfig())
+			if err != nil || res.ExitCode != 0 {
+				t.Fatalf("%v exit %d: %s", err, res.ExitCode, res.Stderr)
+			}
+			if want := readFile(t, dir+"output.txt"); !bytes.Equal(res.Output, want) {
+				t.Fatalf("output %q, want %q", tail(res.Output), tail(want))
+			}
+		})
+	}
+}
+
 // TestSeed: the guest's random source is deterministic per seed.
 func TestSeed(t *testing.T) {
 	sb := newSandbox(t, Config{})
