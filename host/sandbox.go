@@ -115,6 +115,8 @@ type Sandbox struct {
 	mu      sync.Mutex // guards modules and lru
 	modules map[moduleKey]*list.Element
 	lru     *list.List // of *compiled, most recent first
+
+	closing sync.WaitGroup // evicted modules being closed; Close waits
 }
 
 type moduleKey struct {
@@ -198,6 +200,7 @@ func (s *Sandbox) instantiateHostModules(ctx context.Context) error {
 
 // Close releases the runtime and compiled modules. Runs in progress fail.
 func (s *Sandbox) Close(ctx context.Context) error {
+	s.closing.Wait()
 	err := s.rt.Close(ctx)
 	if cerr := s.cache.Close(ctx); err == nil {
 		err = cerr
@@ -250,12 +253,14 @@ func (s *Sandbox) evictLocked(ctx context.Context) {
 		c := el.Value.(*compiled)
 		s.lru.Remove(el)
 		delete(s.modules, c.key)
-		go func() { // compiling entries finish first; Close is safe with running instances
+		// An entry may still be compiling: close it once it is done. Closing
+		// is safe while instances of the module still run.
+		s.closing.Go(func() {
 			<-c.ready
 			if c.mod != nil {
-				c.mod.Close(ctx)
+				c.mod.Close(context.WithoutCancel(ctx))
 			}
-		}()
+		})
 	}
 }
 
