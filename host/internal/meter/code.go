@@ -39,6 +39,16 @@ import (
 // The entry of a function that calls nothing only charges (fuel -= COST):
 // straight-line code that cannot loop or call is bounded, and the checks of
 // its callers and loops come around soon enough.
+//
+// Inside a function body fuel lives in an extra i64 local appended to the
+// function's locals, which the compiler keeps in a register: loading and
+// storing the global at every check cost Go guests, whose functions are one
+// dispatch loop, a third of their speed. The entry loads the global into
+// the local (and charges it); the local is stored back to the global before
+// every call, tick, return, branch to the function's label and the final
+// end, and reloaded after every call, since callees and host functions
+// charge and may set the global. So whenever control leaves the function
+// the global holds the exact remaining fuel. After a trap it may be stale.
 
 // wrapLabels is the number of labels wrapped around a loop.
 const wrapLabels = 3
@@ -52,6 +62,8 @@ const (
 	editLoop                     // insert the inline check of region val
 	editWrapHead                 // replace "loop bt" with the wrapper head and the check of region val
 	editWrapEnd                  // replace the loop's end with the wrapper tail
+	editFlush                    // insert global fuel = local fuel
+	editLoad                     // insert local fuel = global fuel
 )
 
 // edit replaces src[pos:end] (empty for an insertion) while copying.
@@ -72,14 +84,22 @@ type frame struct {
 // the tick import and inserts fuel checks. Scratch slices are reused across
 // function bodies so a module costs a handful of allocations.
 type rewriter struct {
-	importedFuncs uint32 // function indices below this keep their index
-	funcs         uint32 // original function count, imports included
-	globals       uint32 // original global count, imports included
-	typeParams    []bool // whether each original type has parameters
+	importedFuncs uint32   // function indices below this keep their index
+	funcs         uint32   // original function count, imports included
+	globals       uint32   // original global count, imports included
+	typeParams    []bool   // whether each original type has parameters
+	paramCounts   []uint32 // number of parameters of each original type
+	funcTypes     []uint32 // type index of each defined function
+	fuel, tick    uint32   // indices of the fuel global and the tick function
+	local         uint32   // index of the fuel local of the current function
+	header        []byte   // rewritten locals declaration of the current function
 
 	// Code fragments; see above. Each check starts with chargeHead and
 	// i64.const COST.
-	chargeHead []byte // global.get fuel; i64.const
+	entryHead  []byte // global.get fuel; i64.const
+	chargeHead []byte // local.get fuel; i64.const
+	flush      []byte // global fuel = local fuel
+	load       []byte // local fuel = global fuel
 	chargeTail []byte // i64.sub; global.set fuel
 	inlineTail []byte // chargeTail, then if fuel < 0 { fuel = tick(fuel) }
 	wrapTail   []byte // chargeTail, then br_if 1 (fuel < 0)
@@ -93,8 +113,19 @@ type rewriter struct {
 }
 
 func newRewriter(importedFuncs, funcs, globals, fuel, tick uint32, typeParams []bool) *rewriter {
-	w := &rewriter{importedFuncs: importedFuncs, funcs: funcs, globals: globals, typeParams: typeParams}
-	g := appendU32(nil, fuel)
+	w := &rewriter{importedFuncs: importedFuncs, funcs: funcs, globals: globals, typeParams: typeParams, fuel: fuel, tick: tick}
+	w.setLocal(0)
+	return w
+}
+
+// setLocal builds the code fragments for a function whose fuel local has
+// index l. Inside a function body fuel lives in that local; the global is
+// loaded at entry and after every call, and stored before every call, every
+// exit and every tick.
+func (w *rewriter) setLocal(l uint32) {
+	w.local = l
+	g := appendU32(nil, w.fuel)
+	lb := appendU32(nil, l)
 	cat := func(parts ...[]byte) []byte {
 		var b []byte
 		for _, p := range parts {
@@ -102,18 +133,22 @@ func newRewriter(importedFuncs, funcs, globals, fuel, tick uint32, typeParams []
 		}
 		return b
 	}
-	getFuel := cat([]byte{opGlobalG}, g)
-	setFuel := cat([]byte{opGlobalS}, g)
+	getGlobal := cat([]byte{opGlobalG}, g)
+	setGlobal := cat([]byte{opGlobalS}, g)
+	getFuel := cat([]byte{opLocalG}, lb)
+	setFuel := cat([]byte{opLocalS}, lb)
+	w.flush = cat(getFuel, setGlobal)
+	w.load = cat(getGlobal, setFuel)
 	isNegative := cat(getFuel, []byte{opI64, 0, opI64LtS})
-	callTick := cat(getFuel, appendU32([]byte{opCall}, tick), setFuel)
+	callTick := cat(w.flush, getFuel, appendU32([]byte{opCall}, w.tick), setFuel)
 
+	w.entryHead = cat(getGlobal, []byte{opI64})
 	w.chargeHead = cat(getFuel, []byte{opI64})
 	w.chargeTail = cat([]byte{opI64Sub}, setFuel)
 	w.inlineTail = cat(w.chargeTail, isNegative, []byte{opIf, 0x40}, callTick, []byte{opEnd})
 	w.wrapTail = cat(w.chargeTail, isNegative, []byte{opBrIf, 1})
-	w.wrapEnd = cat([]byte{opEnd, opBr, 2, opEnd}, getFuel, appendU32([]byte{opCall}, tick), []byte{opI64})
+	w.wrapEnd = cat([]byte{opEnd, opBr, 2, opEnd}, w.flush, getFuel, appendU32([]byte{opCall}, w.tick), []byte{opI64})
 	w.wrapRetry = cat([]byte{opI64Add}, setFuel, []byte{opBr, 0, opEnd, opEnd})
-	return w
 }
 
 // funcIndex maps an original function index to its index after the tick
@@ -127,8 +162,9 @@ func (w *rewriter) funcIndex(idx uint32) uint32 {
 
 // function rewrites one code section entry (locals and body, without the
 // size prefix) and appends it, size-prefixed, to out.
-func (w *rewriter) function(out []byte, r *reader) []byte {
+func (w *rewriter) function(out []byte, r *reader, fn int) []byte {
 	groups := r.count(2)
+	declStart := r.pos
 	var locals uint64
 	for i := 0; i < groups && r.err == nil; i++ {
 		locals += uint64(r.u32())
@@ -139,6 +175,19 @@ func (w *rewriter) function(out []byte, r *reader) []byte {
 	if locals > MaxLocals {
 		r.fail("too many locals: %d, limit %d", locals, MaxLocals)
 	}
+	if r.err != nil {
+		return out
+	}
+	if fn >= len(w.funcTypes) || w.funcTypes[fn] >= uint32(len(w.paramCounts)) {
+		r.fail("function %d has no valid type", fn)
+		return out
+	}
+	// The fuel local follows the parameters and the declared locals.
+	w.setLocal(w.paramCounts[w.funcTypes[fn]] + uint32(locals))
+	w.header = appendU32(w.header[:0], uint32(groups)+1)
+	w.header = append(w.header, r.buf[declStart:r.pos]...)
+	w.header = append(w.header, 1, 0x7e)
+	bodyStart := r.pos
 	w.scan(r, true)
 	if r.err == nil && r.pos != len(r.buf) {
 		r.fail("%d bytes after the function's final end", len(r.buf)-r.pos)
@@ -146,8 +195,9 @@ func (w *rewriter) function(out []byte, r *reader) []byte {
 	if r.err != nil {
 		return out
 	}
-	out = appendU32(out, uint32(len(r.buf)+w.growth()))
-	return w.emit(out, r.buf, 0, len(r.buf))
+	out = appendU32(out, uint32(len(w.header)+len(r.buf)-bodyStart+w.growth()))
+	out = append(out, w.header...)
+	return w.emit(out, r.buf, bodyStart, len(r.buf))
 }
 
 // constExpr rewrites a constant expression (global initialiser, element
@@ -194,11 +244,17 @@ func (w *rewriter) scan(r *reader, metered bool) {
 		pos++
 		cost++
 		k := opImm[op]
-		if k == immNone && op != opEnd {
+		if k == immNone && op != opEnd && op != opReturn {
 			continue // the most common case, kept out of the switch's jump table
 		}
 		switch k {
-		case immNone: // end
+		case immNone: // end or return
+			if op == opReturn {
+				if metered {
+					w.edits = append(w.edits, edit{pos: start, end: start, kind: editFlush})
+				}
+				continue
+			}
 			top := w.stack[len(w.stack)-1]
 			w.stack = w.stack[:len(w.stack)-1]
 			if top.wrapped {
@@ -210,6 +266,7 @@ func (w *rewriter) scan(r *reader, metered bool) {
 			}
 			if len(w.stack) == 0 {
 				if metered {
+					w.edits = append(w.edits, edit{pos: start, end: start, kind: editFlush})
 					w.costs[region] += cost
 				}
 				r.pos = pos
@@ -274,15 +331,35 @@ func (w *rewriter) scan(r *reader, metered bool) {
 			w.stack = append(w.stack, f)
 		case immBr:
 			r.pos = pos
+			if metered && r.u32() == uint32(len(w.stack)-1) && r.err == nil {
+				w.edits = append(w.edits, edit{pos: start, end: start, kind: editFlush})
+			}
+			r.pos = pos
 			w.branch(r)
 		case immBrTable:
 			r.pos = pos
+			if metered {
+				n, top, out := r.count(1), uint32(len(w.stack)-1), false
+				for i := 0; i <= n && r.err == nil; i++ {
+					out = r.u32() == top || out
+				}
+				if r.err != nil {
+					return
+				}
+				if out {
+					w.edits = append(w.edits, edit{pos: start, end: start, kind: editFlush})
+				}
+				r.pos = pos
+			}
 			n := r.count(1)
 			for i := 0; i <= n && r.err == nil; i++ {
 				w.branch(r)
 			}
 		case immCall, immRefFunc:
 			w.calls = w.calls || op == opCall
+			if metered && op == opCall {
+				w.edits = append(w.edits, edit{pos: start, end: start, kind: editFlush})
+			}
 			r.pos = pos
 			idx := r.u32()
 			if r.err == nil && idx >= w.funcs {
@@ -290,6 +367,9 @@ func (w *rewriter) scan(r *reader, metered bool) {
 			}
 			if idx >= w.importedFuncs {
 				w.edits = append(w.edits, edit{pos: pos, end: r.pos, val: idx + 1})
+			}
+			if metered && op == opCall {
+				w.edits = append(w.edits, edit{pos: r.pos, end: r.pos, kind: editLoad})
 			}
 		case immU32x2: // call_indirect
 			w.calls = true
@@ -299,6 +379,9 @@ func (w *rewriter) scan(r *reader, metered bool) {
 				r.failAt(pos, "type index %d out of range (%d types)", t, len(w.typeParams))
 			}
 			r.u32()
+			if metered {
+				w.edits = append(w.edits, edit{pos: start, end: start, kind: editFlush}, edit{pos: r.pos, end: r.pos, kind: editLoad})
+			}
 		case immPrefix:
 			r.pos = pos
 			sub := r.u32()
@@ -448,11 +531,17 @@ func (w *rewriter) size(e edit) int {
 	switch e.kind {
 	case editIndex:
 		return sizeU32(e.val)
+	case editFlush:
+		return len(w.flush)
+	case editLoad:
+		return len(w.load)
 	case editWrapEnd:
 		return len(w.wrapEnd) + len(appendS64(buf[:0], int64(w.costs[e.val]))) + len(w.wrapRetry)
 	case editWrapHead:
 		bt := e.end - e.pos - 1
 		return 5 + 3*bt + len(w.chargeHead) + len(appendS64(buf[:0], int64(w.costs[e.val]))) + len(w.wrapTail)
+	case editEntry:
+		return len(w.entryHead) + len(appendS64(buf[:0], int64(w.costs[e.val]))) + len(w.checkTail(e))
 	}
 	return len(w.chargeHead) + len(appendS64(buf[:0], int64(w.costs[e.val]))) + len(w.checkTail(e))
 }
@@ -472,6 +561,14 @@ func (w *rewriter) emit(out, src []byte, from, to int) []byte {
 		switch e.kind {
 		case editIndex:
 			out = appendU32(out, e.val)
+		case editFlush:
+			out = append(out, w.flush...)
+		case editLoad:
+			out = append(out, w.load...)
+		case editEntry:
+			out = append(out, w.entryHead...)
+			out = appendS64(out, int64(w.costs[e.val]))
+			out = append(out, w.checkTail(e)...)
 		case editWrapEnd:
 			out = append(out, w.wrapEnd...)
 			out = appendS64(out, int64(w.costs[e.val]))

@@ -27,7 +27,8 @@
 // the loop to call tick and then re-enters it (see code.go), and the entry
 // of a function that calls nothing only subtracts its cost, since the checks
 // of its callers and loops come around within a bounded number of
-// instructions anyway.
+// instructions anyway. Within a function, fuel is kept in a local and
+// synchronised with the global at calls, ticks and exits (see code.go).
 //
 // The fuel global starts at zero, so the first check calls tick. The host
 // refuels by returning the new remaining fuel (typically the argument plus a
@@ -191,9 +192,11 @@ type instrumenter struct {
 
 	importedFuncs, importedGlobals uint32
 	definedFuncs, definedGlobals   uint32
-	tickType                       uint32 // type index of (i64) -> (i64)
-	appendType                     bool   // tickType is a new type
-	typeParams                     []bool // whether each type has parameters
+	tickType                       uint32   // type index of (i64) -> (i64)
+	appendType                     bool     // tickType is a new type
+	typeParams                     []bool   // whether each type has parameters
+	paramCounts                    []uint32 // number of parameters of each type
+	funcTypes                      []uint32 // type index of each defined function
 	sawCode, sawMemory             bool
 
 	w   *rewriter
@@ -280,6 +283,7 @@ func (m *instrumenter) prescan() error {
 				params := r.valTypes()
 				results := r.valTypes()
 				m.typeParams = append(m.typeParams, len(params) > 0)
+				m.paramCounts = append(m.paramCounts, uint32(len(params)))
 				if !found && string(params) == "\x7e" && string(results) == "\x7e" {
 					m.tickType, found = uint32(i), true
 				}
@@ -292,7 +296,7 @@ func (m *instrumenter) prescan() error {
 			n := r.count(1)
 			m.definedFuncs = uint32(n)
 			for i := 0; i < n && r.err == nil; i++ {
-				r.u32()
+				m.funcTypes = append(m.funcTypes, r.u32())
 			}
 		case secGlobal:
 			m.definedGlobals = uint32(r.count(3))
@@ -313,6 +317,7 @@ func (m *instrumenter) prescan() error {
 	funcs := m.importedFuncs + m.definedFuncs
 	globals := m.importedGlobals + m.definedGlobals
 	m.w = newRewriter(m.importedFuncs, funcs, globals, globals, m.importedFuncs, m.typeParams)
+	m.w.paramCounts, m.w.funcTypes = m.paramCounts, m.funcTypes
 	m.info.Functions = int(m.definedFuncs)
 	return nil
 }
@@ -663,7 +668,7 @@ func (m *instrumenter) codeSection(r *reader) error {
 			break
 		}
 		br := newReader(body, r.base+start)
-		m.out = m.w.function(m.out, br)
+		m.out = m.w.function(m.out, br, i)
 		if br.err != nil {
 			return fmt.Errorf("%w: code section: function %d: %w", ErrInvalid, m.importedFuncs+uint32(i), br.err)
 		}

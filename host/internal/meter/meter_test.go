@@ -362,27 +362,44 @@ func TestErrors(t *testing.T) {
 	})
 }
 
-// checkWAT is the check sequence in WAT, for golden tests.
-func checkWAT(cost int) string {
-	return chargeWAT(cost) + `global.get $fuel i64.const 0 i64.lt_s
-	  if global.get $fuel call $tick global.set $fuel end
+// tickWAT ends a check: tick if the fuel local is negative, with the global
+// holding the fuel during the call.
+const tickWAT = `local.get $f i64.const 0 i64.lt_s
+	  if local.get $f global.set $fuel local.get $f call $tick local.set $f end
 	  `
+
+// checkWAT is the check at the entry of functions that call: load the fuel
+// global into the fuel local $f, charge, tick if negative.
+func checkWAT(cost int) string {
+	return chargeWAT(cost) + tickWAT
 }
 
-// chargeWAT is the charge at the entry of functions that do not call.
+// chargeWAT is the entry of functions that do not call.
 func chargeWAT(cost int) string {
-	return fmt.Sprintf("global.get $fuel i64.const %d i64.sub global.set $fuel\n", cost)
+	return fmt.Sprintf("global.get $fuel i64.const %d i64.sub local.set $f\n", cost)
+}
+
+// loopCheckWAT is the inline check of a loop with parameters.
+func loopCheckWAT(cost int) string {
+	return fmt.Sprintf("local.get $f i64.const %d i64.sub local.set $f\n", cost) + tickWAT
 }
 
 // wrapHeadWAT starts a loop whose check branches out to wrapper blocks.
 func wrapHeadWAT(cost int) string {
-	return "block loop block loop " + chargeWAT(cost) + "global.get $fuel i64.const 0 i64.lt_s br_if 1\n"
+	return fmt.Sprintf("block loop block loop local.get $f i64.const %d i64.sub local.set $f\n", cost) +
+		"local.get $f i64.const 0 i64.lt_s br_if 1\n"
 }
 
 // wrapEndWAT ends a wrapped loop: tick, refund the check, retry.
 func wrapEndWAT(cost int) string {
-	return fmt.Sprintf("end br 2 end global.get $fuel call $tick i64.const %d i64.add global.set $fuel br 0 end end\n", cost)
+	return fmt.Sprintf("end br 2 end local.get $f global.set $fuel local.get $f call $tick i64.const %d i64.add local.set $f br 0 end end\n", cost)
 }
+
+// flushWAT stores the fuel local in the global; loadWAT loads it back.
+const (
+	flushWAT = "local.get $f global.set $fuel\n"
+	loadWAT  = "global.get $fuel local.set $f\n"
+)
 
 // TestGolden compares Instrument's output byte for byte with the expected
 // module written in WAT. CHECK(n) and CHARGE(n) stand for the check and the
@@ -402,11 +419,11 @@ func TestGolden(t *testing.T) {
 			  (type (func (param i32) (result i32)))
 			  (type (func (param i64) (result i64)))
 			  (import "infernet_meter" "tick" (func $tick (type 1)))
-			  (func $a (type 0)
+			  (func $a (type 0) (local $f i64)
 			    CHECK(4)
 			    WLOOP(6) local.get 0 i32.const 1 i32.sub local.tee 0 br_if 0 WEND(6)
-			    local.get 0 call $b)
-			  (func $b (type 0) CHARGE(2) local.get 0)
+			    local.get 0 FLUSH call $b LOAD FLUSH)
+			  (func $b (type 0) (local $f i64) CHARGE(2) local.get 0 FLUSH)
 			  (global $fuel (mut i64) (i64.const 0))
 			  (export "infernet_meter_fuel" (global $fuel)))`,
 		},
@@ -437,7 +454,7 @@ func TestGolden(t *testing.T) {
 			  (export "infernet_meter_fuel" (global $fuel))
 			  (start $b)
 			  (elem (i32.const 0) $b $imp)
-			  (func $b (type 1) CHECK(4) call $imp ref.func $b drop))`,
+			  (func $b (type 1) (local $f i64) CHECK(4) FLUSH call $imp LOAD ref.func $b drop FLUSH))`,
 		},
 		{
 			name: "branch depths across wrapped loops, loop with parameters",
@@ -459,7 +476,7 @@ func TestGolden(t *testing.T) {
 			  (type $p (func (param i32) (result i32)))
 			  (type (func (param i64) (result i64)))
 			  (import "infernet_meter" "tick" (func $tick (type 1)))
-			  (func $c (type $p)
+			  (func $c (type $p) (local $f i64)
 			    CHARGE(6)
 			    block
 			      WLOOP(2)
@@ -471,7 +488,42 @@ func TestGolden(t *testing.T) {
 			      WEND(2)
 			    end
 			    local.get 0
-			    loop (type $p) CHECK(3) i32.const 1 i32.sub end)
+			    loop (type $p) LCHECK(3) i32.const 1 i32.sub end FLUSH)
+			  (global $fuel (mut i64) (i64.const 0))
+			  (export "infernet_meter_fuel" (global $fuel)))`,
+		},
+		{
+			name: "fuel local synced around calls and exits",
+			in: `(module
+			  (type $v (func))
+			  (table 1 funcref)
+			  (func $d (param i32 i64) (local f32 f32) (local i32)
+			    block $b
+			      local.get 0 br_if 1
+			      local.get 0 br_if $b
+			      local.get 0 br_table $b $b
+			      local.get 0 br_table $b 1
+			      local.get 0 call_indirect (type $v)
+			      br 1
+			    end
+			    return))`,
+			want: `(module
+			  (type $v (func))
+			  (type (func (param i32 i64)))
+			  (type (func (param i64) (result i64)))
+			  (import "infernet_meter" "tick" (func $tick (type 2)))
+			  (table 1 funcref)
+			  (func $d (type 1) (local f32 f32) (local i32) (local $f i64)
+			    CHECK(15)
+			    block
+			      local.get 0 FLUSH br_if 1
+			      local.get 0 br_if 0
+			      local.get 0 br_table 0 0
+			      local.get 0 FLUSH br_table 0 1
+			      local.get 0 FLUSH call_indirect (type $v) LOAD
+			      FLUSH br 1
+			    end
+			    FLUSH return FLUSH)
 			  (global $fuel (mut i64) (i64.const 0))
 			  (export "infernet_meter_fuel" (global $fuel)))`,
 		},
@@ -479,7 +531,10 @@ func TestGolden(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			want := tc.want
-			for n := 0; n < 10; n++ {
+			want = strings.ReplaceAll(want, "FLUSH", flushWAT)
+			want = strings.ReplaceAll(want, "LOAD", loadWAT)
+			for n := 0; n < 20; n++ {
+				want = strings.ReplaceAll(want, fmt.Sprintf("LCHECK(%d)", n), loopCheckWAT(n))
 				want = strings.ReplaceAll(want, fmt.Sprintf("CHECK(%d)", n), checkWAT(n))
 				want = strings.ReplaceAll(want, fmt.Sprintf("CHARGE(%d)", n), chargeWAT(n))
 				want = strings.ReplaceAll(want, fmt.Sprintf("WLOOP(%d)", n), wrapHeadWAT(n))

@@ -37,8 +37,11 @@ const (
 	opEnd          = 0x0b
 	opBr           = 0x0c
 	opBrIf         = 0x0d
+	opReturn       = 0x0f
 	opCall         = 0x10
 	opCallIndirect = 0x11
+	opLocalG       = 0x20
+	opLocalS       = 0x21
 	opGlobalG      = 0x23
 	opGlobalS      = 0x24
 	opI64          = 0x42
