@@ -382,7 +382,7 @@ func unaryOp(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 	if errno != abi.OK {
 		return int32(errno)
 	}
-	if op != abi.OpReLU && op != abi.OpGELU {
+	if !validUnary(op) {
 		return int32(abi.EINVAL)
 	}
 	if a.dt != abi.F32 {
@@ -412,6 +412,8 @@ func softmax(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 		return be.Softmax(ctx, rows, cols, t[0], t[1])
 	}, a.buf)
 }
+
+func validUnary(op abi.Op) bool { return op == abi.OpReLU || op == abi.OpGELU }
 
 func validReduce(op abi.Op) bool { return op >= abi.OpSum && op <= abi.OpMean }
 
@@ -567,7 +569,7 @@ func binaryPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int32
 
 func unaryPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 {
 	op, n := abi.Op(p[0]), p[2]
-	if (op != abi.OpReLU && op != abi.OpGELU) || !positive(n) {
+	if !validUnary(op) || !positive(n) {
 		return int32(abi.EINVAL)
 	}
 	return s.runPtr(ctx, mem, int(n), 0, func(be tensor.Backend, t []tensor.Buffer) error {

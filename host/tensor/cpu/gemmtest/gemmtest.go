@@ -25,14 +25,7 @@ func RefF32(p tensor.GemmParams, a, b, c0 []float32) (want, scale []float64) {
 				s, t = float64(c0[i*p.N+j]), math.Abs(float64(c0[i*p.N+j]))
 			}
 			for k := 0; k < p.K; k++ {
-				av := a[i*p.K+k]
-				if p.TransA {
-					av = a[k*p.M+i]
-				}
-				bv := b[k*p.N+j]
-				if p.TransB {
-					bv = b[j*p.K+k]
-				}
+				av, bv := opA(p, a, i, k), opB(p, b, k, j)
 				s += float64(av) * float64(bv)
 				t += math.Abs(float64(av) * float64(bv))
 			}
@@ -40,6 +33,22 @@ func RefF32(p tensor.GemmParams, a, b, c0 []float32) (want, scale []float64) {
 		}
 	}
 	return want, scale
+}
+
+// opA returns op(A)[i,k] of a row-major A stored as [M,K], or [K,M] with TransA.
+func opA[T any](p tensor.GemmParams, a []T, i, k int) T {
+	if p.TransA {
+		return a[k*p.M+i]
+	}
+	return a[i*p.K+k]
+}
+
+// opB returns op(B)[k,j] of a row-major B stored as [K,N], or [N,K] with TransB.
+func opB[T any](p tensor.GemmParams, b []T, k, j int) T {
+	if p.TransB {
+		return b[j*p.K+k]
+	}
+	return b[k*p.N+j]
 }
 
 // RefI8 is the exact i8·i8→i32 reference, wrapping like int32 arithmetic.
@@ -52,15 +61,7 @@ func RefI8(p tensor.GemmParams, a, b []int8, c0 []int32) []int32 {
 				s = c0[i*p.N+j]
 			}
 			for k := 0; k < p.K; k++ {
-				av := a[i*p.K+k]
-				if p.TransA {
-					av = a[k*p.M+i]
-				}
-				bv := b[k*p.N+j]
-				if p.TransB {
-					bv = b[j*p.K+k]
-				}
-				s += int32(av) * int32(bv)
+				s += int32(opA(p, a, i, k)) * int32(opB(p, b, k, j))
 			}
 			want[i*p.N+j] = s
 		}
