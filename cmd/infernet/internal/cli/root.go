@@ -56,8 +56,9 @@ func NewRoot(stdio IO) *cobra.Command {
 		Use:   programName,
 		Short: "Rent out and rent idle CPU/GPU cycles, peer to peer, verified",
 		Long: `infernet runs WebAssembly jobs in a sandbox with tensor ops on the fastest
-local hardware, and (in later versions) on a peer-to-peer network of providers
-paid over Lightning.`,
+local hardware (infernet run), and on a peer-to-peer network of providers
+(infernet node, infernet submit) whose results are checked by redundant
+execution.`,
 		Version:       Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -65,7 +66,8 @@ paid over Lightning.`,
 	root.SetIn(stdio.In)
 	root.SetOut(stdio.Out)
 	root.SetErr(stdio.Err)
-	root.AddCommand(NewCmdRun(stdio, nil), NewCmdInfo(stdio, nil))
+	root.AddCommand(NewCmdRun(stdio, nil), NewCmdInfo(stdio, nil), NewCmdID(stdio), NewCmdNode(stdio, nil),
+		NewCmdSubmit(stdio, nil), NewCmdPeers(stdio), NewCmdJobs(stdio))
 	return root
 }
 

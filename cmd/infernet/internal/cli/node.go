@@ -1,0 +1,147 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/infernet/infernet/host/tensor/backends"
+	"github.com/infernet/infernet/node"
+	"github.com/infernet/infernet/node/api"
+)
+
+// defaultDataDir is ~/.infernet, or $INFERNET_DATADIR when set.
+func defaultDataDir() string {
+	if d := os.Getenv("INFERNET_DATADIR"); d != "" {
+		return d
+	}
+	return node.DefaultConfig().DataDir
+}
+
+// NewCmdID returns `infernet id`.
+func NewCmdID(stdio IO) *cobra.Command {
+	var dataDir string
+	cmd := &cobra.Command{
+		Use:   "id",
+		Short: "Print this node's peer ID (creating its identity if missing)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, id, err := node.LoadIdentity(dataDir)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(stdio.Out, id)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dataDir, "datadir", defaultDataDir(), "node data `DIR` (identity, database, blobs)")
+	return cmd
+}
+
+// NodeOptions are the settings of `infernet node`.
+type NodeOptions struct {
+	IO       IO
+	Config   node.Config
+	API      string
+	Memory   string
+	LogLevel string
+}
+
+// NewCmdNode returns `infernet node`. runF replaces the action in tests.
+func NewCmdNode(stdio IO, runF func(context.Context, *NodeOptions) error) *cobra.Command {
+	opts := &NodeOptions{IO: stdio, Config: node.DefaultConfig()}
+	opts.Config.DataDir = defaultDataDir()
+	noProvide := false
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "Run a node: join the network, run jobs for others, submit your own",
+		Long: `Run an infernet node until interrupted. It joins the network through the
+bootstrap peers, mDNS and the DHT, advertises what this machine offers (unless
+--no-provide), bids on and runs jobs in the sandbox, and serves the local API
+that infernet submit, peers and jobs use.
+
+On start it prints its peer ID and then one dialable address per line on
+stdout (give one to other nodes as --bootstrap).`,
+		Example: `  infernet node
+  infernet node --datadir /tmp/a --listen /ip4/127.0.0.1/tcp/4001 --no-provide
+  infernet node --bootstrap /ip4/203.0.113.7/tcp/4001/p2p/12D3KooW...`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.Config.Provide = !noProvide
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runNode(cmd.Context(), opts)
+		},
+	}
+	c := &opts.Config
+	f := cmd.Flags()
+	f.StringVar(&c.DataDir, "datadir", c.DataDir, "node data `DIR` (identity, database, blobs, caches)")
+	f.StringArrayVar(&c.Listen, "listen", c.Listen, "`MULTIADDR` to listen on (repeatable)")
+	f.StringArrayVar(&c.Bootstrap, "bootstrap", nil, "`MULTIADDR` with /p2p/ID of a peer to join through (repeatable)")
+	f.StringVar(&opts.API, "api", "127.0.0.1:0", "local API `HOST:PORT` (loopback only; port 0 picks one, written to DIR/api.addr)")
+	f.BoolVar(&noProvide, "no-provide", false, "client only: do not run jobs for others")
+	f.BoolVar(&c.MDNS, "mdns", c.MDNS, "find peers on the local network with mDNS")
+	f.BoolVar(&c.NAT, "nat", c.NAT, "ask the router for a port mapping (UPnP, NAT-PMP)")
+	f.IntVar(&c.Slots, "slots", 0, "jobs run at once (default: number of CPUs)")
+	f.Uint64Var(&c.Price, "price", 0, "price per job replica in millisatoshi")
+	f.StringVar(&opts.Memory, "max-memory", "1GiB", "largest guest memory accepted (`SIZE`)")
+	f.StringVar(&c.Backend, "backend", "auto", "tensor backend for tolerance-mode jobs: auto, "+backends.Names())
+	f.DurationVar(&c.AdvertInterval, "advert-interval", c.AdvertInterval, "how often to republish this node's advert")
+	f.DurationVar(&c.Heartbeat, "heartbeat", c.Heartbeat, "how often a running job reports to its client")
+	f.DurationVar(&c.Silence, "silence", c.Silence, "reassign a replica whose provider says nothing for this long")
+	f.DurationVar(&c.GossipHeartbeat, "gossip-heartbeat", time.Second, "GossipSub heartbeat interval")
+	f.StringVar(&opts.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.MarkHidden("gossip-heartbeat")
+	return cmd
+}
+
+func runNode(ctx context.Context, o *NodeOptions) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.LogLevel)); err != nil {
+		return &exitError{Code: ExitError, Err: fmt.Errorf("--log-level: %w", err)}
+	}
+	mem, err := parseSize(o.Memory)
+	if err != nil {
+		return &exitError{Code: ExitError, Err: fmt.Errorf("--max-memory: %w", err)}
+	}
+	o.Config.MaxMemory = mem
+	log := slog.New(slog.NewTextHandler(o.IO.Err, &slog.HandlerOptions{Level: level}))
+	o.Config.Logger = log
+	n, err := node.New(ctx, o.Config)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	srv, err := api.Serve(n, o.Config.DataDir, o.API, log)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	fmt.Fprintln(o.IO.Out, n.ID())
+	for _, a := range n.Addrs() {
+		fmt.Fprintln(o.IO.Out, a)
+	}
+	role := "provider and client"
+	if !n.Provider() {
+		role = "client only"
+	}
+	log.Info("node running", "id", n.ID(), "role", role, "api", srv.Addr(),
+		"datadir", mustAbs(o.Config.DataDir), "listen", strings.Join(o.Config.Listen, " "))
+	<-ctx.Done()
+	log.Info("node stopping")
+	return nil
+}
+
+func mustAbs(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}

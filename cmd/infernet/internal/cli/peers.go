@@ -1,0 +1,107 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/infernet/infernet/node/api"
+)
+
+// listOptions are the flags shared by the read commands.
+type listOptions struct {
+	API     string
+	DataDir string
+	JSON    bool
+}
+
+func (o *listOptions) flags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.API, "api", "", "the node's API `HOST:PORT` (default: read from DIR/api.addr)")
+	f.StringVar(&o.DataDir, "datadir", defaultDataDir(), "the node's data `DIR` (API token and address)")
+	f.BoolVar(&o.JSON, "json", false, "print JSON")
+}
+
+func printJSON(stdio IO, v any) error {
+	enc := json.NewEncoder(stdio.Out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// NewCmdPeers returns `infernet peers`.
+func NewCmdPeers(stdio IO) *cobra.Command {
+	var o listOptions
+	cmd := &cobra.Command{
+		Use:   "peers",
+		Short: "List the peers the local node knows, with what they offer and their reputation",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := api.Dial(o.DataDir, o.API)
+			if err != nil {
+				return err
+			}
+			peers, err := c.Peers(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if o.JSON {
+				return printJSON(stdio, peers)
+			}
+			tw := tabwriter.NewWriter(stdio.Out, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "PEER\tCONNECTED\tREPUTATION\tDONE/LOST\tSLOTS\tBACKENDS\tPRICE\tLATENCY\tSEEN")
+			for _, p := range peers {
+				slots, backends, price := "-", "-", "-"
+				if a := p.Advert; a != nil {
+					slots = fmt.Sprintf("%d/%d", a.FreeSlots, a.Slots)
+					backends = strings.Join(a.Backends, ",")
+					price = fmt.Sprintf("%d msat", a.Price)
+				}
+				fmt.Fprintf(tw, "%s\t%v\t%.2f\t%d/%d\t%s\t%s\t%s\t%.1f ms\t%s ago\n", p.ID, p.Connected, p.Reputation,
+					p.Completed, p.Lost, slots, backends, price, p.LatencyMS, time.Since(p.LastSeen).Round(time.Second))
+			}
+			return tw.Flush()
+		},
+	}
+	o.flags(cmd)
+	return cmd
+}
+
+// NewCmdJobs returns `infernet jobs`.
+func NewCmdJobs(stdio IO) *cobra.Command {
+	var o listOptions
+	cmd := &cobra.Command{
+		Use:   "jobs",
+		Short: "List the jobs submitted through the local node",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := api.Dial(o.DataDir, o.API)
+			if err != nil {
+				return err
+			}
+			jobs, err := c.Jobs(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if o.JSON {
+				return printJSON(stdio, jobs)
+			}
+			tw := tabwriter.NewWriter(stdio.Out, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "JOB\tSTATE\tAGREE\tEXIT\tOUTPUT\tTOOK\tSUBMITTED\tERROR")
+			for _, j := range jobs {
+				took := "-"
+				if !j.Finished.IsZero() {
+					took = j.Finished.Sub(j.Created).Round(time.Millisecond).String()
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%d\t%d B\t%s\t%s\t%s\n", j.ID, j.State, j.Agree, j.Announce.Replicas,
+					j.ExitCode, j.OutputSize, took, j.Created.Format(time.DateTime), oneLine(j.Error))
+			}
+			return tw.Flush()
+		},
+	}
+	o.flags(cmd)
+	return cmd
+}

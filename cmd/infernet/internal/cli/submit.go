@@ -1,0 +1,370 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/node"
+	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/requirement"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
+)
+
+// Exit codes of `infernet submit` besides the job's own (see NewCmdSubmit).
+const (
+	ExitUnverified = 122 // the job ran but too few replicas agreed to verify it
+	ExitNoResult   = 123 // no result: no providers, disagreement, deadline
+)
+
+// SubmitOptions are the settings of `infernet submit`.
+type SubmitOptions struct {
+	IO        IO
+	Module    string
+	Input     string
+	Output    string
+	Replicas  int
+	Timeout   time.Duration
+	Deadline  time.Duration
+	Memory    string
+	MaxOutput string
+	Mode      string
+	Fuel      uint64
+	Require   string
+	Price     uint64
+	API       string
+	DataDir   string
+	JSON      bool
+	Progress  string // auto, always, never
+}
+
+// NewCmdSubmit returns `infernet submit`. runF replaces the action in tests.
+func NewCmdSubmit(stdio IO, runF func(context.Context, *SubmitOptions) error) *cobra.Command {
+	opts := &SubmitOptions{IO: stdio}
+	cmd := &cobra.Command{
+		Use:   "submit MODULE",
+		Short: "Run a job on the network through the local node",
+		Long: `Submit a WebAssembly job to the network through the local node (infernet
+node): the module and input are stored as blobs, the job goes to --replicas
+distinct providers that match --require, and their results are compared.
+Progress shows live on a terminal; a summary (providers, time, verification)
+goes to stderr, or to stdout as JSON with --json.
+
+Requirement expressions may use: ` + requirement.Names + `.
+
+Exit status: 0 for a verified result of a job that exited 0; the job's own
+exit code for a verified result of a job that exited otherwise (above 255:
+255); 125 when the job verifiably could not run (invalid module, trap, limit);
+122 when the result is unverified (--replicas 1); 123 when there is no result
+(no matching providers, replicas disagree, deadline); 1 for other errors.`,
+		Example: `  infernet submit job.wasm --input data.bin --output out.bin
+  infernet submit mlp.wasm --input x.f32 --replicas 3 --require 'vram >= 16 && reputation > 0.8'`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Module = args[0]
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runSubmit(cmd.Context(), opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&opts.Input, "input", "i", "", "input `FILE` for the job's stdin, - for this process's stdin")
+	f.StringVarP(&opts.Output, "output", "o", "", "write the job's output to `FILE` (default: stdout, unless --json)")
+	f.IntVar(&opts.Replicas, "replicas", 2, "distinct providers that must run the job and agree")
+	f.DurationVar(&opts.Timeout, "timeout", 60*time.Second, "wall-time limit of each run")
+	f.DurationVar(&opts.Deadline, "deadline", 0, "give up on the whole job after this long (default 2×timeout + 30s)")
+	f.StringVar(&opts.Memory, "memory", "256MiB", "guest memory limit (`SIZE`)")
+	f.StringVar(&opts.MaxOutput, "max-output", "64MiB", "output limit (`SIZE`)")
+	f.StringVar(&opts.Mode, "mode", "exact", "determinism mode of tensor ops: exact or tolerance")
+	f.Uint64Var(&opts.Fuel, "fuel", 0, "stop after this many fuel units (0: no limit)")
+	f.StringVar(&opts.Require, "require", "", "requirement `EXPR` on providers, e.g. 'vram >= 16 && reputation > 0.8'")
+	f.Uint64Var(&opts.Price, "max-price", 0, "most to pay per replica in millisatoshi")
+	f.StringVar(&opts.API, "api", "", "the node's API `HOST:PORT` (default: read from DIR/api.addr)")
+	f.StringVar(&opts.DataDir, "datadir", defaultDataDir(), "the node's data `DIR` (API token and address)")
+	f.BoolVar(&opts.JSON, "json", false, "print the summary as JSON on stdout")
+	f.StringVar(&opts.Progress, "progress", "auto", "live progress on stderr: auto (on a terminal), always, never")
+	return cmd
+}
+
+// request builds the API request, checking flags before anything is uploaded.
+func (o *SubmitOptions) request() (api.SubmitRequest, error) {
+	req := api.SubmitRequest{Replicas: o.Replicas, TimeoutMS: o.Timeout.Milliseconds(),
+		DeadlineMS: o.Deadline.Milliseconds(), Fuel: o.Fuel, Require: o.Require, Price: o.Price}
+	mem, err := parseSize(o.Memory)
+	if err != nil {
+		return req, fmt.Errorf("--memory: %w", err)
+	}
+	maxOut, err := parseSize(o.MaxOutput)
+	if err != nil {
+		return req, fmt.Errorf("--max-output: %w", err)
+	}
+	mode, ok := abi.ParseMode(o.Mode)
+	if !ok {
+		return req, fmt.Errorf("--mode: %q is not exact or tolerance", o.Mode)
+	}
+	if o.Replicas < 1 || o.Replicas > wire.MaxReplicas {
+		return req, fmt.Errorf("--replicas: want 1 to %d", wire.MaxReplicas)
+	}
+	if _, err := requirement.Compile(o.Require); err != nil {
+		return req, fmt.Errorf("--require: %w", err)
+	}
+	req.Memory, req.MaxOutput, req.Mode = mem, int64(maxOut), uint8(mode)
+	return req, nil
+}
+
+func runSubmit(ctx context.Context, o *SubmitOptions) error {
+	req, err := o.request()
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	module, err := os.ReadFile(o.Module)
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	var input []byte
+	switch o.Input {
+	case "":
+	case "-":
+		input, err = io.ReadAll(o.IO.In)
+	default:
+		input, err = os.ReadFile(o.Input)
+	}
+	if err != nil {
+		return &exitError{Code: ExitError, Err: fmt.Errorf("input: %w", err)}
+	}
+	c, err := api.Dial(o.DataDir, o.API)
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	mb, err := c.PutBlob(ctx, module)
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	ib, err := c.PutBlob(ctx, input)
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	req.Module, req.ModuleSize, req.Input, req.InputSize = mb.Digest, mb.Size, ib.Digest, ib.Size
+
+	prog := newProgress(o, req.Replicas)
+	start := time.Now()
+	job, err := c.Submit(ctx, req, prog.event)
+	prog.done()
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	if job.State == store.JobVerified || job.State == store.JobUnverified {
+		out, err := c.Blob(ctx, job.Output, job.OutputSize)
+		if err != nil {
+			return &exitError{Code: ExitError, Err: fmt.Errorf("output: %w", err)}
+		}
+		if err := writeSubmitOutput(o, out); err != nil {
+			return &exitError{Code: ExitError, Err: fmt.Errorf("output: %w", err)}
+		}
+	}
+	if err := printSummary(o, job, time.Since(start)); err != nil {
+		return err
+	}
+	return submitExit(job)
+}
+
+func writeSubmitOutput(o *SubmitOptions, out []byte) error {
+	switch {
+	case o.Output != "":
+		return os.WriteFile(o.Output, out, 0o644)
+	case o.JSON:
+		return nil // stdout carries the JSON summary
+	}
+	_, err := o.IO.Out.Write(out)
+	return err
+}
+
+// submitExit maps a finished job to the exit status documented above.
+func submitExit(job *store.Job) error {
+	switch job.State {
+	case store.JobVerified:
+	case store.JobUnverified:
+		return &exitError{Code: ExitUnverified}
+	default:
+		return &exitError{Code: ExitNoResult, Err: fmt.Errorf("job %s failed: %s", job.ID, job.Error)}
+	}
+	if job.Outcome == wire.OutcomeStopped {
+		return &exitError{Code: ExitNotRun, Err: fmt.Errorf("job %s: %s (on every replica)", job.ID, job.Error)}
+	}
+	if job.ExitCode != 0 {
+		return &exitError{Code: int(min(job.ExitCode, maxExitCode))}
+	}
+	return nil
+}
+
+// Summary is the --json output of submit.
+type Summary struct {
+	Job        string        `json:"job"`
+	State      string        `json:"state"`
+	Verified   bool          `json:"verified"`
+	Agree      int           `json:"agree"`
+	Replicas   int           `json:"replicas"`
+	ExitCode   uint32        `json:"exit_code"`
+	Error      string        `json:"error,omitempty"`
+	Output     string        `json:"output,omitempty"`
+	OutputSize int64         `json:"output_size"`
+	ElapsedMS  float64       `json:"elapsed_ms"`
+	Providers  []ProviderRun `json:"providers"`
+}
+
+// ProviderRun is one assignment in a Summary.
+type ProviderRun struct {
+	Replica  int     `json:"replica"`
+	Provider string  `json:"provider"`
+	State    string  `json:"state"`
+	RunMS    float64 `json:"run_ms,omitempty"`
+	Backend  string  `json:"backend,omitempty"`
+	Error    string  `json:"error,omitempty"`
+}
+
+func summarize(job *store.Job, elapsed time.Duration) Summary {
+	s := Summary{Job: job.ID.String(), State: job.State.String(), Verified: job.State == store.JobVerified,
+		Agree: job.Agree, Replicas: int(job.Announce.Replicas), ExitCode: job.ExitCode, Error: job.Error,
+		OutputSize: job.OutputSize, ElapsedMS: float64(elapsed.Microseconds()) / 1000}
+	if !job.Output.IsZero() {
+		s.Output = job.Output.String()
+	}
+	for _, r := range job.Replicas {
+		pr := ProviderRun{Replica: int(r.Index), Provider: r.Provider, State: r.State.String(), Error: r.Error}
+		if r.Result != nil {
+			pr.RunMS, pr.Backend = float64(r.Result.RunMicros)/1000, r.Result.Backend
+		}
+		s.Providers = append(s.Providers, pr)
+	}
+	return s
+}
+
+func printSummary(o *SubmitOptions, job *store.Job, elapsed time.Duration) error {
+	s := summarize(job, elapsed)
+	if o.JSON {
+		enc := json.NewEncoder(o.IO.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(s)
+	}
+	w := o.IO.Err
+	verdict := s.State
+	if s.Verified {
+		verdict = fmt.Sprintf("verified (%d of %d replicas agree)", s.Agree, s.Replicas)
+	}
+	fmt.Fprintf(w, "job %s: %s in %s\n", s.Job, verdict, elapsed.Round(time.Millisecond))
+	for _, p := range s.Providers {
+		line := fmt.Sprintf("  replica %d  %s  %s", p.Replica, shortID(p.Provider), p.State)
+		if p.State == store.ReplicaDone.String() {
+			line += fmt.Sprintf("  %.1f ms on %s", p.RunMS, p.Backend)
+		}
+		if p.Error != "" {
+			line += "  (" + oneLine(p.Error) + ")"
+		}
+		fmt.Fprintln(w, line)
+	}
+	if s.Output != "" {
+		fmt.Fprintf(w, "  output %d bytes, sha256 %s\n", s.OutputSize, s.Output)
+	}
+	return nil
+}
+
+// shortID shortens a peer ID for tables: its last 8 characters.
+func shortID(id string) string {
+	if len(id) <= 12 {
+		return id
+	}
+	return "…" + id[len(id)-8:]
+}
+
+// progress shows one live line per replica on a terminal.
+type progress struct {
+	p    *mpb.Progress
+	mu   sync.Mutex
+	bars map[int]*replicaBar
+}
+
+type replicaBar struct {
+	bar   *mpb.Bar
+	state string
+}
+
+func newProgress(o *SubmitOptions, replicas int) *progress {
+	on := o.Progress == "always"
+	if o.Progress == "auto" {
+		f, ok := o.IO.Err.(*os.File)
+		on = ok && isTerminal(f)
+	}
+	if !on {
+		return &progress{}
+	}
+	pr := &progress{p: mpb.New(mpb.WithOutput(o.IO.Err), mpb.WithWidth(24), mpb.WithRefreshRate(100*time.Millisecond)), bars: map[int]*replicaBar{}}
+	for r := range replicas {
+		rb := &replicaBar{state: "looking for a provider"}
+		rb.bar = pr.p.New(3, mpb.BarStyle(),
+			mpb.PrependDecorators(decor.Name(fmt.Sprintf("replica %d ", r))),
+			mpb.AppendDecorators(decor.Elapsed(decor.ET_STYLE_GO), decor.Any(func(decor.Statistics) string {
+				pr.mu.Lock()
+				defer pr.mu.Unlock()
+				return "  " + rb.state
+			})))
+		pr.bars[r] = rb
+	}
+	return pr
+}
+
+func (pr *progress) event(e node.Event) {
+	if pr.p == nil {
+		return
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	rb := pr.bars[e.Replica]
+	if rb == nil {
+		return
+	}
+	who := shortID(e.Provider)
+	switch e.Kind {
+	case node.EventAssigned:
+		rb.state = "assigned to " + who
+		rb.bar.SetCurrent(1)
+	case node.EventRunning:
+		rb.state = "running on " + who
+		rb.bar.SetCurrent(2)
+	case node.EventResult:
+		rb.state = "result from " + who + ": " + e.Detail
+		rb.bar.SetCurrent(3)
+	case node.EventLost:
+		rb.state = "lost " + who + " (" + strings.TrimSpace(e.Detail) + "), reassigning"
+		rb.bar.SetCurrent(0)
+	}
+}
+
+func (pr *progress) done() {
+	if pr.p == nil {
+		return
+	}
+	pr.mu.Lock()
+	for _, rb := range pr.bars {
+		rb.bar.Abort(false)
+	}
+	pr.mu.Unlock()
+	pr.p.Wait()
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

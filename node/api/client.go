@@ -1,0 +1,173 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/infernet/infernet/node"
+	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/store"
+)
+
+// ErrNoNode is returned by Dial when no node's API can be found.
+var ErrNoNode = errors.New("no running node (start one with `infernet node`, or pass --api)")
+
+// Client talks to a node's API. It is safe for concurrent use.
+type Client struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+// Dial returns a client for the node whose data directory is dataDir; addr,
+// if not empty, overrides the address the node wrote there.
+func Dial(dataDir, addr string) (*Client, error) {
+	tok, err := os.ReadFile(filepath.Join(dataDir, TokenFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: no API token in %s", ErrNoNode, dataDir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if addr == "" {
+		b, err := os.ReadFile(filepath.Join(dataDir, AddrFile))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: no %s in %s", ErrNoNode, AddrFile, dataDir)
+		}
+		if err != nil {
+			return nil, err
+		}
+		addr = strings.TrimSpace(string(b))
+	}
+	return &Client{base: "http://" + addr, token: strings.TrimSpace(string(tok)), http: &http.Client{}}, nil
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body io.Reader) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoNode, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		var e errorBody
+		json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&e)
+		return nil, fmt.Errorf("api %s %s: %s: %s", method, path, resp.Status, e.Error)
+	}
+	return resp, nil
+}
+
+func (c *Client) getJSON(ctx context.Context, path string, v any) error {
+	resp, err := c.do(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// Node returns the node's identity and counters.
+func (c *Client) Node(ctx context.Context) (*NodeInfo, error) {
+	var v NodeInfo
+	return &v, c.getJSON(ctx, "/v1/node", &v)
+}
+
+// PutBlob uploads b and returns its digest.
+func (c *Client) PutBlob(ctx context.Context, b []byte) (BlobInfo, error) {
+	var v BlobInfo
+	resp, err := c.do(ctx, http.MethodPost, "/v1/blobs", bytes.NewReader(b))
+	if err != nil {
+		return v, err
+	}
+	defer resp.Body.Close()
+	err = json.NewDecoder(resp.Body).Decode(&v)
+	if err == nil && v.Digest != blob.Sum(b) {
+		err = errors.New("api: node stored the blob under another digest")
+	}
+	return v, err
+}
+
+// Blob downloads a blob (at most max bytes) and checks its digest.
+func (c *Client) Blob(ctx context.Context, d blob.Digest, max int64) ([]byte, error) {
+	resp, err := c.do(ctx, http.MethodGet, "/v1/blobs/"+d.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max || blob.Sum(b) != d {
+		return nil, fmt.Errorf("api: blob %s: wrong bytes or over %d bytes", d.Short(), max)
+	}
+	return b, nil
+}
+
+// Submit submits a job and calls onEvent for each progress event as it
+// arrives; it returns the final job record.
+func (c *Client) Submit(ctx context.Context, req SubmitRequest, onEvent func(node.Event)) (*store.Job, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.do(ctx, http.MethodPost, "/v1/jobs", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		var l Line
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			return nil, fmt.Errorf("api: bad progress line: %w", err)
+		}
+		switch {
+		case l.Event != nil:
+			if onEvent != nil {
+				onEvent(*l.Event)
+			}
+		case l.Job != nil:
+			return l.Job, nil
+		case l.Error != "":
+			return nil, errors.New(l.Error)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("api: progress stream: %w", err)
+	}
+	return nil, errors.New("api: node closed the progress stream before the job ended")
+}
+
+// Jobs lists the jobs the node submitted.
+func (c *Client) Jobs(ctx context.Context) ([]store.Job, error) {
+	var v []store.Job
+	return v, c.getJSON(ctx, "/v1/jobs", &v)
+}
+
+// Peers lists the peers the node knows.
+func (c *Client) Peers(ctx context.Context) ([]node.PeerInfo, error) {
+	var v []node.PeerInfo
+	return v, c.getJSON(ctx, "/v1/peers", &v)
+}
+
+// Runs lists the replicas the node ran or runs for others.
+func (c *Client) Runs(ctx context.Context) ([]store.Run, error) {
+	var v []store.Run
+	return v, c.getJSON(ctx, "/v1/runs", &v)
+}

@@ -1,0 +1,364 @@
+// Package api is a node's local HTTP API, used by the infernet CLI: it
+// listens on loopback only and requires the bearer token kept in the node's
+// data directory. Job progress is pushed as newline-delimited JSON on the
+// submit response, never polled.
+//
+//	GET  /v1/node              the node: id, addresses, role, counters
+//	POST /v1/blobs             store the body as a blob → {"digest","size"}
+//	GET  /v1/blobs/{digest}    a blob's bytes
+//	POST /v1/jobs              submit (SubmitRequest) → NDJSON of Line
+//	GET  /v1/jobs              jobs this node submitted
+//	GET  /v1/jobs/{id}         one job
+//	GET  /v1/peers             peers this node knows
+//	GET  /v1/runs              replicas this node ran or runs for others
+//	GET  /metrics              Prometheus metrics (no token needed)
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/infernet/infernet/node"
+	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
+)
+
+// Files in the data directory.
+const (
+	// TokenFile holds the API's bearer token (hex, private to the user).
+	TokenFile = "api.token"
+	// AddrFile holds the address a running node's API listens on.
+	AddrFile = "api.addr"
+)
+
+// ErrNotLoopback is returned by Serve for an address outside 127.0.0.0/8 or ::1.
+var ErrNotLoopback = errors.New("api: listen address must be loopback")
+
+// NodeInfo is the answer of GET /v1/node.
+type NodeInfo struct {
+	ID       string     `json:"id"`
+	Addrs    []string   `json:"addrs"`
+	Provider bool       `json:"provider"`
+	Software string     `json:"software"`
+	Stats    node.Stats `json:"stats"`
+}
+
+// BlobInfo is the answer of POST /v1/blobs.
+type BlobInfo struct {
+	Digest blob.Digest `json:"digest"`
+	Size   int64       `json:"size"`
+}
+
+// SubmitRequest is the body of POST /v1/jobs. Durations are in
+// milliseconds; zero fields take node.Spec's defaults.
+type SubmitRequest struct {
+	Module     blob.Digest `json:"module"`
+	ModuleSize int64       `json:"module_size"`
+	Input      blob.Digest `json:"input"`
+	InputSize  int64       `json:"input_size"`
+	Replicas   int         `json:"replicas,omitempty"`
+	TimeoutMS  int64       `json:"timeout_ms,omitempty"`
+	DeadlineMS int64       `json:"deadline_ms,omitempty"`
+	Memory     uint64      `json:"memory,omitempty"`
+	MaxOutput  int64       `json:"max_output,omitempty"`
+	Fuel       uint64      `json:"fuel,omitempty"`
+	Mode       uint8       `json:"mode,omitempty"`
+	Require    string      `json:"require,omitempty"`
+	Price      uint64      `json:"price,omitempty"`
+}
+
+// Line is one line of the submit response: progress events, then the final
+// job record, or an error that kept the job from being recorded.
+type Line struct {
+	Event *node.Event `json:"event,omitempty"`
+	Job   *store.Job  `json:"job,omitempty"`
+	Error string      `json:"error,omitempty"`
+}
+
+// Server serves a node's API.
+type Server struct {
+	n     *node.Node
+	token []byte
+	log   *slog.Logger
+	srv   *http.Server
+	ln    net.Listener
+	dir   string
+	wg    sync.WaitGroup
+}
+
+// Serve starts the API of n on addr (loopback only; port 0 picks one),
+// creating the token file in dataDir if missing and writing the address
+// file. Close stops it.
+func Serve(n *node.Node, dataDir, addr string, log *slog.Logger) (*Server, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("%w: %s", ErrNotLoopback, addr)
+	}
+	token, err := LoadToken(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	s := &Server{n: n, token: token, log: log, ln: ln, dir: dataDir}
+	s.srv = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
+	if err := os.WriteFile(filepath.Join(dataDir, AddrFile), []byte(ln.Addr().String()+"\n"), 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("api stopped", "err", err)
+		}
+	}()
+	return s, nil
+}
+
+// Addr returns the address the API listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Close stops the API, ending open submit streams, and removes the address file.
+func (s *Server) Close() error {
+	os.Remove(filepath.Join(s.dir, AddrFile))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		err = s.srv.Close()
+	}
+	s.wg.Wait()
+	return err
+}
+
+// LoadToken reads the API token of a data directory, creating it the first time.
+func LoadToken(dataDir string) ([]byte, error) {
+	path := filepath.Join(dataDir, TokenFile)
+	b, err := os.ReadFile(path)
+	if err == nil {
+		return []byte(strings.TrimSpace(string(b))), nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("api token: %w", err)
+	}
+	var raw [32]byte
+	rand.Read(raw[:])
+	tok := hex.EncodeToString(raw[:])
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return LoadToken(dataDir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("api token: %w", err)
+	}
+	if _, err := f.WriteString(tok + "\n"); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return []byte(tok), f.Close()
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/node", s.auth(s.getNode))
+	mux.HandleFunc("POST /v1/blobs", s.auth(s.postBlob))
+	mux.HandleFunc("GET /v1/blobs/{digest}", s.auth(s.getBlob))
+	mux.HandleFunc("POST /v1/jobs", s.auth(s.postJob))
+	mux.HandleFunc("GET /v1/jobs", s.auth(s.getJobs))
+	mux.HandleFunc("GET /v1/jobs/{id}", s.auth(s.getJob))
+	mux.HandleFunc("GET /v1/peers", s.auth(s.getPeers))
+	mux.HandleFunc("GET /v1/runs", s.auth(s.getRuns))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry(), promhttp.HandlerOpts{}))
+	return mux
+}
+
+func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), s.token) != 1 {
+			httpError(w, http.StatusUnauthorized, errors.New("missing or wrong API token"))
+			return
+		}
+		h(w, r)
+	}
+}
+
+// errorBody is every error response.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func httpError(w http.ResponseWriter, code int, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(errorBody{err.Error()})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) getNode(w http.ResponseWriter, _ *http.Request) {
+	info := NodeInfo{ID: s.n.ID().String(), Provider: s.n.Provider(), Software: node.Software, Stats: s.n.Stats()}
+	for _, a := range s.n.Addrs() {
+		info.Addrs = append(info.Addrs, a.String())
+	}
+	writeJSON(w, info)
+}
+
+// maxBlob is the largest upload: a module or an input.
+const maxBlob = max(wire.MaxModuleBytes, wire.MaxInputBytes)
+
+func (s *Server) postBlob(w http.ResponseWriter, r *http.Request) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBlob))
+	if err != nil {
+		httpError(w, http.StatusRequestEntityTooLarge, err)
+		return
+	}
+	d, err := s.n.PutBlob(r.Context(), b)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeJSON(w, BlobInfo{Digest: d, Size: int64(len(b))})
+}
+
+func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) {
+	d, err := blob.ParseDigest(r.PathValue("digest"))
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	b, err := s.n.Blob(d, maxBlob)
+	if errors.Is(err, blob.ErrNotFound) {
+		httpError(w, http.StatusNotFound, err)
+		return
+	} else if err != nil {
+		httpError(w, http.StatusInternalServerError, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Write(b)
+}
+
+func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
+	var req SubmitRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&req); err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	spec := node.Spec{
+		Module: req.Module, ModuleSize: req.ModuleSize, Input: req.Input, InputSize: req.InputSize,
+		Replicas: req.Replicas, Timeout: time.Duration(req.TimeoutMS) * time.Millisecond,
+		Deadline: time.Duration(req.DeadlineMS) * time.Millisecond, Memory: req.Memory,
+		MaxOutput: req.MaxOutput, Fuel: req.Fuel, Mode: req.Mode, Require: req.Require, Price: req.Price,
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	var mu sync.Mutex
+	enc := json.NewEncoder(w)
+	send := func(l Line) {
+		mu.Lock()
+		defer mu.Unlock()
+		enc.Encode(l)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	job, err := s.n.Submit(r.Context(), spec, func(e node.Event) { send(Line{Event: &e}) })
+	switch {
+	case job != nil:
+		send(Line{Job: job})
+	case err != nil:
+		send(Line{Error: err.Error()})
+	}
+}
+
+func (s *Server) getJobs(w http.ResponseWriter, _ *http.Request) {
+	jobs, err := s.n.Jobs(0)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeJSON(w, jobs)
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
+	id, err := wire.ParseJobID(r.PathValue("id"))
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	job, err := s.n.Job(id)
+	if errors.Is(err, store.ErrNotFound) {
+		httpError(w, http.StatusNotFound, err)
+		return
+	} else if err != nil {
+		httpError(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeJSON(w, job)
+}
+
+func (s *Server) getPeers(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, s.n.Peers())
+}
+
+func (s *Server) getRuns(w http.ResponseWriter, _ *http.Request) {
+	runs, err := s.n.Runs()
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeJSON(w, runs)
+}
+
+// registry exposes the node's counters to Prometheus.
+func (s *Server) registry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	counter := func(name, help string, f func(node.Stats) uint64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "infernet", Name: name, Help: help},
+			func() float64 { return float64(f(s.n.Stats())) }))
+	}
+	counter("stream_frames_sent_total", "Stream frames written (bids, assigns, updates, results, blob requests).", func(st node.Stats) uint64 { return st.Frames })
+	counter("gossip_published_total", "Gossip messages this node originated.", func(st node.Stats) uint64 { return st.Gossip.Published })
+	counter("gossip_delivered_total", "Valid gossip messages received from others.", func(st node.Stats) uint64 { return st.Gossip.Delivered })
+	counter("gossip_rejected_total", "Malformed gossip messages rejected.", func(st node.Stats) uint64 { return st.Gossip.Rejected })
+	counter("gossip_ignored_total", "Gossip messages ignored (rate limit, skew, stale).", func(st node.Stats) uint64 { return st.Gossip.Ignored })
+	counter("gossip_dropped_rpcs_total", "Outbound gossip RPCs dropped on full queues.", func(st node.Stats) uint64 { return st.Gossip.Dropped })
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "infernet", Name: "peers_connected", Help: "Connected peers."},
+		func() float64 { return float64(len(s.n.Host().Network().Peers())) }))
+	return reg
+}

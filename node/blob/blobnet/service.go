@@ -1,0 +1,412 @@
+// Package blobnet serves and fetches blobs over the /infernet/blob/1.0.0
+// stream protocol: a peer asks for a range of a blob by digest and gets a
+// wire.BlobResponse frame followed by the raw bytes. Small blobs come whole
+// from one source; large ones by ranges from several sources at once. Every
+// byte is verified against the digest before it is stored.
+//
+// It lives beside package blob rather than in it because package wire
+// imports blob (for blob.Digest): blob cannot import wire.
+package blobnet
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/wire"
+)
+
+// ProtocolID is the blob protocol's stream protocol.
+const ProtocolID = "/infernet/blob/1.0.0"
+
+// Defaults of Config's zero fields.
+const (
+	DefaultMaxStreams        = 64
+	DefaultChunkSize         = 1 << 20
+	DefaultParallelThreshold = 4 << 20
+	DefaultMaxSources        = 4
+	DefaultStreamTimeout     = 30 * time.Second
+)
+
+var (
+	// ErrUnavailable is returned by Fetch when no source delivered the
+	// blob; the wrapping error says how many sources were tried.
+	ErrUnavailable = errors.New("blobnet: blob unavailable")
+	// ErrClosed is returned by calls on a closed Service.
+	ErrClosed = errors.New("blobnet: service closed")
+)
+
+// Why a source was dropped, in FetchStats.Dropped.
+var (
+	errNotFound    = errors.New("source does not have the blob")
+	errBusy        = errors.New("source is busy")
+	errBadRange    = errors.New("source refused the range")
+	errWrongSize   = errors.New("source has another size for the blob")
+	errWrongLength = errors.New("source sent another length than asked")
+	errBadStatus   = errors.New("source sent an unknown status")
+	errLied        = errors.New("source sent bytes that do not match the digest")
+)
+
+// Router finds and announces providers of content. kad-dht's *dht.IpfsDHT
+// satisfies it. Implementations must be safe for concurrent use.
+type Router interface {
+	// Provide announces that this host provides c (to the network when
+	// announce is true, else only locally).
+	Provide(ctx context.Context, c cid.Cid, announce bool) error
+	// FindProvidersAsync searches for up to count providers of c; the
+	// channel is closed when the search ends or ctx is done.
+	FindProvidersAsync(ctx context.Context, c cid.Cid, count int) <-chan peer.AddrInfo
+}
+
+// Config configures a Service. Zero fields take the defaults named.
+type Config struct {
+	// Host is the libp2p host to serve on and fetch through. Required.
+	Host host.Host
+	// Store holds the blobs served and receives those fetched. Required.
+	Store *blob.Store
+	// Routing announces and finds providers. Optional: without it, Provide
+	// is a no-op and Fetch uses only its hints.
+	Routing Router
+	// MaxStreams caps the streams served at once; more are answered
+	// BlobBusy. Default DefaultMaxStreams (64).
+	MaxStreams int
+	// ChunkSize is the range size of parallel fetches, in bytes. Default
+	// DefaultChunkSize (1 MiB).
+	ChunkSize int64
+	// ParallelThreshold is the size in bytes from which blobs are fetched
+	// by ranges from several sources. Default DefaultParallelThreshold
+	// (4 MiB).
+	ParallelThreshold int64
+	// MaxSources caps the sources a parallel fetch uses at once. Default
+	// DefaultMaxSources (4).
+	MaxSources int
+	// StreamTimeout bounds every wait on a stream: opening it, and each
+	// read or write making no progress, on both sides. Default
+	// DefaultStreamTimeout (30 s).
+	StreamTimeout time.Duration
+	// Logger receives debug lines per fetch and source, and warnings about
+	// lying sources. Default slog.Default().
+	Logger *slog.Logger
+	// OnFetch, if set, is called with the statistics of every Fetch that
+	// tried to transfer a blob (not of those that found it present or
+	// joined another's fetch), from the fetching goroutine, before Fetch
+	// returns. Its Liars are the sources to distrust.
+	OnFetch func(FetchStats)
+}
+
+// Service serves the blobs of its Store to peers and fetches blobs from
+// them. It is safe for concurrent use. Close stops it.
+type Service struct {
+	cfg   Config
+	h     host.Host
+	store *blob.Store
+	log   *slog.Logger
+
+	// ctx is cancelled by Close; it aborts served streams and fetches.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// active counts the streams being served.
+	active atomic.Int64
+	bufs   sync.Pool // *[]byte of copyBuf bytes, for serving
+
+	// mu guards closed and inflight, and orders wg.Add against Close.
+	mu       sync.Mutex
+	closed   bool
+	inflight map[blob.Digest]*call
+	// wg counts stream handlers and fetches in progress.
+	wg sync.WaitGroup
+}
+
+// call is one fetch in progress; done is closed when err is set.
+type call struct {
+	done chan struct{}
+	err  error
+}
+
+const copyBuf = 128 << 10
+
+// NewService fills cfg's defaults and registers the ProtocolID handler on
+// cfg.Host. The caller closes the Service (before the Host).
+func NewService(cfg Config) (*Service, error) {
+	if cfg.Host == nil || cfg.Store == nil {
+		return nil, errors.New("blobnet: config needs a Host and a Store")
+	}
+	if cfg.MaxStreams <= 0 {
+		cfg.MaxStreams = DefaultMaxStreams
+	}
+	if cfg.ChunkSize <= 0 {
+		cfg.ChunkSize = DefaultChunkSize
+	}
+	if cfg.ParallelThreshold <= 0 {
+		cfg.ParallelThreshold = DefaultParallelThreshold
+	}
+	if cfg.MaxSources <= 0 {
+		cfg.MaxSources = DefaultMaxSources
+	}
+	if cfg.StreamTimeout <= 0 {
+		cfg.StreamTimeout = DefaultStreamTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Service{
+		cfg:      cfg,
+		h:        cfg.Host,
+		store:    cfg.Store,
+		log:      cfg.Logger.With("svc", "blob"),
+		ctx:      ctx,
+		cancel:   cancel,
+		inflight: make(map[blob.Digest]*call),
+	}
+	s.bufs.New = func() any { b := make([]byte, copyBuf); return &b }
+	s.h.SetStreamHandler(ProtocolID, s.handle)
+	return s, nil
+}
+
+// Close removes the stream handler, resets the streams being served, aborts
+// fetches in progress (they return ErrClosed or a context error) and waits
+// for them. It returns ErrClosed when called again.
+func (s *Service) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.h.RemoveStreamHandler(ProtocolID)
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}
+
+// enter registers a goroutine with wg unless the service is closed.
+func (s *Service) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	return true
+}
+
+// Provide announces through Routing that this host provides blob d, which
+// must be in the Store. It is a no-op without Routing.
+func (s *Service) Provide(ctx context.Context, d blob.Digest) error {
+	if _, ok := s.store.Has(d); !ok {
+		return fmt.Errorf("blobnet: provide %s: %w", d.Short(), blob.ErrNotFound)
+	}
+	if s.cfg.Routing == nil {
+		return nil
+	}
+	if err := s.cfg.Routing.Provide(ctx, d.CID(), true); err != nil {
+		return fmt.Errorf("blobnet: provide %s: %w", d.Short(), err)
+	}
+	return nil
+}
+
+// handle serves one inbound stream: requests in sequence until the peer
+// closes its side. Any protocol error resets the stream.
+func (s *Service) handle(st network.Stream) {
+	if !s.enter() {
+		st.Reset()
+		return
+	}
+	defer s.wg.Done()
+	stop := context.AfterFunc(s.ctx, func() { st.Reset() })
+	defer stop()
+	busy := s.active.Add(1) > int64(s.cfg.MaxStreams)
+	defer s.active.Add(-1)
+	if err := s.serve(st, busy); err != nil {
+		s.log.Debug("blob stream reset", "peer", st.Conn().RemotePeer(), "err", err)
+		st.Reset()
+		return
+	}
+	st.Close()
+}
+
+func (s *Service) serve(st network.Stream, busy bool) error {
+	br := bufio.NewReader(st)
+	w := &idleWriter{st: st, timeout: s.cfg.StreamTimeout}
+	for {
+		st.SetReadDeadline(time.Now().Add(s.cfg.StreamTimeout))
+		var req wire.BlobRequest
+		err := wire.ReadFrame(br, wire.MaxControlFrame, &req)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("request: %w", err)
+		}
+		st.SetWriteDeadline(time.Now().Add(s.cfg.StreamTimeout))
+		if busy {
+			return wire.WriteFrame(st, &wire.BlobResponse{V: wire.Version, Status: wire.BlobBusy})
+		}
+		if err := s.serveOne(w, &req); err != nil {
+			return err
+		}
+	}
+}
+
+// serveOne answers one request: a response frame, then the bytes.
+func (s *Service) serveOne(w *idleWriter, req *wire.BlobRequest) error {
+	f, size, err := s.store.Open(req.Digest)
+	if errors.Is(err, blob.ErrNotFound) {
+		return wire.WriteFrame(w, &wire.BlobResponse{V: wire.Version, Status: wire.BlobNotFound})
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	off, n := req.Offset, req.Length
+	if n == 0 && off >= 0 && off <= size {
+		n = size - off
+	}
+	if off < 0 || n < 0 || off > size || n > size-off {
+		return wire.WriteFrame(w, &wire.BlobResponse{V: wire.Version, Status: wire.BlobBadRange, Size: size})
+	}
+	if err := wire.WriteFrame(w, &wire.BlobResponse{V: wire.Version, Status: wire.BlobOK, Size: size, Length: n}); err != nil {
+		return err
+	}
+	bp := s.bufs.Get().(*[]byte)
+	defer s.bufs.Put(bp)
+	if _, err := io.CopyBuffer(w, io.NewSectionReader(f, off, n), *bp); err != nil {
+		return fmt.Errorf("send %s [%d,+%d): %w", req.Digest.Short(), off, n, err)
+	}
+	return nil
+}
+
+// idleWriter moves a stream's write deadline forward with every write, so
+// that only a write making no progress for timeout fails.
+type idleWriter struct {
+	st      network.Stream
+	timeout time.Duration
+}
+
+func (w *idleWriter) Write(b []byte) (int, error) {
+	w.st.SetWriteDeadline(time.Now().Add(w.timeout))
+	return w.st.Write(b)
+}
+
+// conn is the client side of one blob stream; its methods are not safe for
+// concurrent use.
+type conn struct {
+	st      network.Stream
+	br      *bufio.Reader
+	sr      *streamReader
+	peer    peer.ID
+	timeout time.Duration
+	// last is when the stream was last used; the server drops streams idle
+	// for its StreamTimeout.
+	last time.Time
+	// used is set once a whole response was read.
+	used bool
+	stop func() bool
+}
+
+// dial opens a blob stream to p. The stream is reset when ctx is done.
+func (s *Service) dial(ctx context.Context, p peer.ID) (*conn, error) {
+	octx, cancel := context.WithTimeout(ctx, s.cfg.StreamTimeout)
+	defer cancel()
+	st, err := s.h.NewStream(octx, p, ProtocolID)
+	if err != nil {
+		return nil, fmt.Errorf("open stream: %w", err)
+	}
+	sr := &streamReader{st: st}
+	c := &conn{st: st, br: bufio.NewReaderSize(sr, 64<<10), sr: sr, peer: p, timeout: s.cfg.StreamTimeout, last: time.Now()}
+	c.stop = context.AfterFunc(ctx, func() { st.Reset() })
+	return c, nil
+}
+
+// close ends the stream cleanly.
+func (c *conn) close() {
+	c.stop()
+	c.st.Close()
+}
+
+// abort resets the stream.
+func (c *conn) abort() {
+	c.stop()
+	c.st.Reset()
+}
+
+// get asks for n bytes at off of blob d of size bytes and returns a reader
+// of exactly the n bytes that follow (fewer if the stream breaks). The
+// caller reads them all before the next get.
+func (c *conn) get(d blob.Digest, size, off, n int64) (io.Reader, error) {
+	c.last = time.Now()
+	c.st.SetWriteDeadline(time.Now().Add(c.timeout))
+	if err := wire.WriteFrame(c.st, &wire.BlobRequest{V: wire.Version, Digest: d, Offset: off, Length: n}); err != nil {
+		return nil, fmt.Errorf("request: %w", err)
+	}
+	c.st.SetReadDeadline(time.Now().Add(c.timeout))
+	var resp wire.BlobResponse
+	if err := wire.ReadFrame(c.br, wire.MaxControlFrame, &resp); err != nil {
+		switch {
+		case c.sr.err != nil && c.sr.err != io.EOF:
+			err = c.sr.err // a reset or deadline, which ReadFrame does not wrap
+		case err == io.EOF:
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("response: %w", err)
+	}
+	switch resp.Status {
+	case wire.BlobOK:
+	case wire.BlobNotFound:
+		return nil, errNotFound
+	case wire.BlobBusy:
+		return nil, errBusy
+	case wire.BlobBadRange:
+		return nil, fmt.Errorf("%w: [%d,+%d) of %d", errBadRange, off, n, resp.Size)
+	default:
+		return nil, fmt.Errorf("%w: %d", errBadStatus, resp.Status)
+	}
+	if resp.Size != size {
+		return nil, fmt.Errorf("%w: %d bytes, want %d", errWrongSize, resp.Size, size)
+	}
+	if resp.Length != n {
+		return nil, fmt.Errorf("%w: %d bytes, asked %d", errWrongLength, resp.Length, n)
+	}
+	return &idleReader{c: c, r: io.LimitReader(c.br, n)}, nil
+}
+
+// streamReader keeps the stream's last read error, for errors.Is.
+type streamReader struct {
+	st  network.Stream
+	err error
+}
+
+func (r *streamReader) Read(b []byte) (int, error) {
+	n, err := r.st.Read(b)
+	if err != nil {
+		r.err = err
+	}
+	return n, err
+}
+
+// idleReader moves the read deadline forward with every read.
+type idleReader struct {
+	c *conn
+	r io.Reader
+}
+
+func (r *idleReader) Read(b []byte) (int, error) {
+	r.c.st.SetReadDeadline(time.Now().Add(r.c.timeout))
+	n, err := r.r.Read(b)
+	r.c.last = time.Now()
+	return n, err
+}

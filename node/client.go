@@ -1,0 +1,716 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/requirement"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
+)
+
+// Spec is a job to submit: module and input as blobs already in the node's
+// store (PutBlob), and the terms.
+type Spec struct {
+	Module     blob.Digest
+	ModuleSize int64
+	Input      blob.Digest
+	InputSize  int64
+	// Replicas is how many distinct providers run the job; default 2.
+	Replicas int
+	// Timeout is each run's wall-time limit; default 60 s.
+	Timeout time.Duration
+	// Deadline is how long the whole job may take, reassignments included;
+	// default 2×Timeout + 30 s.
+	Deadline time.Duration
+	// Memory is the guest memory limit in bytes; default 256 MiB.
+	Memory uint64
+	// MaxOutput caps stdout in bytes; default 64 MiB.
+	MaxOutput int64
+	Fuel      uint64
+	// Mode is wire.ModeExact (default) or wire.ModeTolerance.
+	Mode uint8
+	// Require is a requirement expression over providers' adverts.
+	Require string
+	// Price is the most this client pays per replica, millisatoshi.
+	Price uint64
+	// Open announces the job on the jobs topic and takes bids from any
+	// provider, even when enough providers are known from their adverts.
+	Open bool
+}
+
+// Event is one step of a job, pushed to Submit's callback as it happens.
+type Event struct {
+	Time     time.Time `json:"time"`
+	Kind     string    `json:"kind"` // see the Event* constants
+	Replica  int       `json:"replica"`
+	Provider string    `json:"provider,omitempty"`
+	Detail   string    `json:"detail,omitempty"`
+}
+
+// Event kinds.
+const (
+	EventAnnounced = "announced" // the job is recorded and offered
+	EventAssigned  = "assigned"  // a replica was handed to a provider
+	EventRunning   = "running"   // the provider started it
+	EventResult    = "result"    // a signed result arrived
+	EventLost      = "lost"      // the provider refused, died or went silent
+)
+
+// maxAttempts caps how many providers one replica is offered to: a job that
+// fails everywhere is reported, not retried across the network.
+const maxAttempts = 4
+
+var (
+	// ErrNoProviders: not enough providers match the job's requirements.
+	ErrNoProviders = errors.New("not enough matching providers")
+	// ErrDisagree: replicas returned different results.
+	ErrDisagree = errors.New("replicas disagree")
+)
+
+// client is the role that submits jobs.
+type client struct {
+	n   *Node
+	log *slog.Logger
+
+	mu   sync.Mutex
+	jobs map[wire.JobID]*jobRun // active jobs; guarded by mu
+}
+
+func newClient(n *Node) *client {
+	c := &client{n: n, log: n.log.With("role", "client"), jobs: map[wire.JobID]*jobRun{}}
+	n.host.SetStreamHandler(ProtocolBid, n.handleBid)
+	n.host.SetStreamHandler(ProtocolResult, c.handleResult)
+	return c
+}
+
+func (c *client) close() {
+	c.n.host.RemoveStreamHandler(ProtocolBid)
+	c.n.host.RemoveStreamHandler(ProtocolResult)
+}
+
+// jobRun is an active job's shared state.
+type jobRun struct {
+	c      *client
+	ann    *wire.JobAnnounce
+	req    *requirement.Program
+	input  []byte // inline input, nil when it travels as a blob
+	events func(Event)
+	open   bool       // announce even when adverts name enough providers
+	emitMu sync.Mutex // events are delivered one at a time
+
+	mu     sync.Mutex
+	rec    *store.Job                  // guarded by mu
+	used   map[peer.ID]bool            // providers given a replica; guarded by mu
+	pool   []candidate                 // candidates not yet tried; guarded by mu
+	offers chan *offer                 // bids from the open market
+	late   map[uint8]chan *wire.Result // results delivered over ProtocolResult
+}
+
+type offer struct {
+	from peer.ID
+	bid  *wire.Bid
+}
+
+func (j *jobRun) emit(kind string, replica int, p peer.ID, detail string) {
+	e := Event{Time: time.Now(), Kind: kind, Replica: replica, Detail: detail}
+	if p != "" {
+		e.Provider = p.String()
+	}
+	j.c.log.Debug("job event", "job", j.ann.Job, "kind", kind, "replica", replica, "provider", p, "detail", detail)
+	if j.events != nil {
+		j.emitMu.Lock()
+		defer j.emitMu.Unlock()
+		j.events(e)
+	}
+}
+
+// PutBlob stores b in the node's blob store and announces it in the DHT.
+func (n *Node) PutBlob(ctx context.Context, b []byte) (blob.Digest, error) {
+	d, err := n.blobs.PutBytes(b)
+	if err != nil {
+		return d, err
+	}
+	n.wg.Add(1)
+	go func() { // providers find it through the DHT; nobody waits for that
+		defer n.wg.Done()
+		ctx, cancel := context.WithTimeout(n.ctx, time.Minute)
+		defer cancel()
+		n.blobSvc.Provide(ctx, d)
+	}()
+	return d, nil
+}
+
+// Blob returns a stored blob's bytes (at most max).
+func (n *Node) Blob(d blob.Digest, max int64) ([]byte, error) { return n.blobs.Bytes(d, max) }
+
+func (s *Spec) setDefaults() {
+	if s.Replicas == 0 {
+		s.Replicas = 2
+	}
+	if s.Timeout == 0 {
+		s.Timeout = 60 * time.Second
+	}
+	if s.Deadline == 0 {
+		s.Deadline = 2*s.Timeout + 30*time.Second
+	}
+	if s.Memory == 0 {
+		s.Memory = 256 << 20
+	}
+	if s.MaxOutput == 0 {
+		s.MaxOutput = 64 << 20
+	}
+}
+
+// Submit runs a job on the network: it records it, finds providers (from
+// their adverts, or by announcing on the jobs topic when too few are
+// known), gets bids, assigns Replicas replicas to distinct providers,
+// reassigns replicas whose provider refuses, dies or goes silent, and
+// compares the results. It returns the final record, whose Output blob is
+// in the node's store when the job succeeded. events, if not nil, receives
+// progress as it happens, from one goroutine at a time.
+func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*store.Job, error) {
+	spec.setDefaults()
+	req, err := requirement.Compile(spec.Require)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	ann := &wire.JobAnnounce{
+		V: wire.Version, Job: wire.NewJobID(), Client: []byte(n.host.ID()),
+		Module: spec.Module, ModuleSize: spec.ModuleSize, Input: spec.Input, InputSize: spec.InputSize,
+		Memory: spec.Memory, TimeoutMS: spec.Timeout.Milliseconds(), Fuel: spec.Fuel, Mode: spec.Mode,
+		Require: spec.Require, Replicas: uint8(min(spec.Replicas, 255)), Price: spec.Price,
+		Deadline: wire.Millis(now.Add(spec.Deadline)), Time: wire.Millis(now), MaxOutput: spec.MaxOutput,
+	}
+	if err := ann.Validate(); err != nil {
+		return nil, err
+	}
+	if _, ok := n.blobs.Has(spec.Module); !ok {
+		return nil, fmt.Errorf("module %s: %w", spec.Module.Short(), blob.ErrNotFound)
+	}
+	j := &jobRun{
+		c: n.client, ann: ann, req: req, events: events, open: spec.Open,
+		used: map[peer.ID]bool{}, offers: make(chan *offer, 64), late: map[uint8]chan *wire.Result{},
+		rec: &store.Job{ID: ann.Job, Announce: *ann, State: store.JobPending, Created: now},
+	}
+	if spec.InputSize > 0 && spec.InputSize <= wire.MaxInline {
+		if j.input, err = n.blobs.Bytes(spec.Input, wire.MaxInline); err != nil {
+			return nil, fmt.Errorf("input %s: %w", spec.Input.Short(), err)
+		}
+	}
+	for r := range ann.Replicas {
+		j.late[r] = make(chan *wire.Result, 1)
+	}
+	if err := n.db.PutJob(j.rec); err != nil {
+		return nil, err
+	}
+	n.client.mu.Lock()
+	n.client.jobs[ann.Job] = j
+	n.client.mu.Unlock()
+	defer func() {
+		n.client.mu.Lock()
+		delete(n.client.jobs, ann.Job)
+		n.client.mu.Unlock()
+	}()
+	ctx, cancel := context.WithDeadline(ctx, time.UnixMilli(ann.Deadline))
+	defer cancel()
+	return j.run(ctx)
+}
+
+// run drives the job to a final state and records it.
+func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
+	n := j.c.n
+	if err := j.findProviders(ctx); err != nil {
+		return j.finish(nil, err)
+	}
+	j.emit(EventAnnounced, -1, "", fmt.Sprintf("%d candidates", len(j.pool)))
+	type outcome struct {
+		replica uint8
+		res     *wire.Result
+		err     error
+	}
+	results := make(chan outcome, j.ann.Replicas)
+	rctx, rcancel := context.WithCancel(ctx)
+	defer rcancel()
+	for r := range j.ann.Replicas {
+		go func() {
+			res, err := j.replica(rctx, r)
+			results <- outcome{r, res, err}
+		}()
+	}
+	var got []*wire.Result
+	var errs []error
+	for range j.ann.Replicas {
+		o := <-results
+		if o.err != nil {
+			// Without this replica there is no verdict: stop the others.
+			rcancel()
+			if !errors.Is(o.err, context.Canceled) || len(errs) == 0 {
+				errs = append(errs, fmt.Errorf("replica %d: %w", o.replica, o.err))
+			}
+			continue
+		}
+		got = append(got, o.res)
+	}
+	if len(errs) > 0 {
+		return j.finish(nil, errors.Join(errs...))
+	}
+	for _, r := range got[1:] {
+		if r.Key() != got[0].Key() {
+			return j.finish(got, fmt.Errorf("%w: %s", ErrDisagree, describeResults(got)))
+		}
+	}
+	// Everyone agrees: make the output a local blob.
+	best := got[0]
+	if best.OutputData != nil {
+		if _, err := n.blobs.PutBytes(best.OutputData); err != nil {
+			return j.finish(got, err)
+		}
+	} else if best.OutputSize > 0 {
+		var hints []peer.ID
+		for _, r := range got {
+			hints = append(hints, peer.ID(r.Provider))
+		}
+		if err := n.blobSvc.Fetch(ctx, best.Output, best.OutputSize, hints); err != nil {
+			return j.finish(got, fmt.Errorf("output: %w", err))
+		}
+	}
+	return j.finish(got, nil)
+}
+
+func describeResults(rs []*wire.Result) string {
+	s := ""
+	for i, r := range rs {
+		if i > 0 {
+			s += " vs "
+		}
+		s += fmt.Sprintf("%s: exit %d output %s", peer.ID(r.Provider).ShortString(), r.ExitCode, r.Output.Short())
+		if r.Error != "" {
+			s += " (" + r.Error + ")"
+		}
+	}
+	return s
+}
+
+// finish records the job's final state.
+func (j *jobRun) finish(got []*wire.Result, err error) (*store.Job, error) {
+	j.mu.Lock()
+	rec := j.rec
+	rec.Finished = time.Now()
+	switch {
+	case err != nil:
+		rec.State, rec.Error = store.JobFailed, err.Error()
+	case len(got) >= 2:
+		rec.State = store.JobVerified
+	default:
+		rec.State = store.JobUnverified
+	}
+	if err == nil {
+		rec.Output, rec.OutputSize, rec.ExitCode = got[0].Output, got[0].OutputSize, got[0].ExitCode
+		rec.Agree, rec.Outcome, rec.Error = len(got), got[0].Outcome, got[0].Error
+	}
+	out := *rec
+	out.Replicas = append([]store.Replica(nil), rec.Replicas...)
+	j.mu.Unlock()
+	if perr := j.c.n.db.PutJob(&out); perr != nil {
+		return &out, errors.Join(err, perr)
+	}
+	return &out, err
+}
+
+// findProviders fills the candidate pool from known adverts, or announces
+// the job on the jobs topic and waits briefly for bids when too few are known.
+func (j *jobRun) findProviders(ctx context.Context) error {
+	n := j.c.n
+	if !j.open {
+		j.pool = n.peers.candidates(j.req, j.ann.Price, j.ann.Memory, 3*n.cfg.AdvertInterval, nil)
+		if len(j.pool) >= int(j.ann.Replicas) {
+			return nil
+		}
+	}
+	if err := n.gossip.PublishAnnounce(ctx, j.ann); err != nil {
+		return err
+	}
+	window := time.NewTimer(bidWindow)
+	defer window.Stop()
+	have := map[peer.ID]bool{}
+	for _, c := range j.pool {
+		have[c.id] = true
+	}
+	for len(j.pool) < int(j.ann.Replicas)+1 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-window.C:
+			if len(j.pool) < int(j.ann.Replicas) {
+				return fmt.Errorf("%w: %d for %d replicas", ErrNoProviders, len(j.pool), j.ann.Replicas)
+			}
+			return nil
+		case o := <-j.offers:
+			if o.bid.Accept && !have[o.from] && o.bid.Price <= j.ann.Price {
+				have[o.from] = true
+				j.pool = append(j.pool, candidate{id: o.from, reputation: 1})
+			}
+		}
+	}
+	return nil
+}
+
+// bidWindow is how long an announced job waits for bids from the open market.
+const bidWindow = 2 * time.Second
+
+// next takes the best untried candidate, refreshing the pool from adverts
+// when it runs dry.
+func (j *jobRun) next() (peer.ID, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for {
+		for len(j.pool) > 0 {
+			c := j.pool[0]
+			j.pool = j.pool[1:]
+			if !j.used[c.id] {
+				j.used[c.id] = true
+				return c.id, true
+			}
+		}
+		fresh := j.c.n.peers.candidates(j.req, j.ann.Price, j.ann.Memory, 3*j.c.n.cfg.AdvertInterval, j.used)
+		if len(fresh) == 0 {
+			return "", false
+		}
+		j.pool = fresh
+	}
+}
+
+// replica gets one replica run: offered to candidates in turn until one
+// returns a deterministic result.
+func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
+	var last error = ErrNoProviders
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		p, ok := j.next()
+		if !ok {
+			return nil, fmt.Errorf("%w (last: %v)", ErrNoProviders, last)
+		}
+		res, err := j.attempt(ctx, r, p)
+		if err == nil {
+			return res, nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("deadline: %w (last: %v)", ctx.Err(), err)
+		}
+		last = err
+		j.emit(EventLost, int(r), p, err.Error())
+	}
+	return nil, fmt.Errorf("no result after %d providers: %w", maxAttempts, last)
+}
+
+// errRefused marks a provider that declined, which costs it no reputation.
+var errRefused = errors.New("refused")
+
+// attempt asks p for a bid, assigns it the replica and follows its updates
+// until a result, a refusal, its death or silence.
+func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result, error) {
+	n := j.c.n
+	if err := j.askBid(ctx, p); err != nil {
+		return nil, err
+	}
+	idx := j.record(r, p)
+	n.peers.outcome(p, 1, 0, 0)
+	res, err := j.follow(ctx, r, p)
+	j.mu.Lock()
+	rep := &j.rec.Replicas[idx]
+	rep.Finished = time.Now()
+	if err != nil {
+		rep.State, rep.Error = store.ReplicaLost, err.Error()
+	} else {
+		rep.State, rep.Result = store.ReplicaDone, stripped(res)
+	}
+	j.mu.Unlock()
+	switch {
+	case err == nil:
+		n.peers.outcome(p, 0, 1, 0)
+		j.emit(EventResult, int(r), p, fmt.Sprintf("exit %d, output %s (%d bytes), %.1f ms", res.ExitCode, res.Output.Short(), res.OutputSize, float64(res.RunMicros)/1000))
+	case !errors.Is(err, errRefused):
+		n.peers.outcome(p, 0, 0, 1)
+	}
+	return res, err
+}
+
+func stripped(r *wire.Result) *wire.Result {
+	c := *r
+	c.OutputData = nil
+	return &c
+}
+
+// record adds an assignment to the job record and persists it before the
+// assign is sent. It returns the assignment's index.
+func (j *jobRun) record(r uint8, p peer.ID) int {
+	j.mu.Lock()
+	j.rec.State = store.JobRunning
+	j.rec.Replicas = append(j.rec.Replicas, store.Replica{Index: r, Provider: p.String(), State: store.ReplicaAssigned, Assigned: time.Now()})
+	idx := len(j.rec.Replicas) - 1
+	c := *j.rec
+	c.Replicas = append([]store.Replica(nil), j.rec.Replicas...)
+	j.mu.Unlock()
+	if err := j.c.n.db.PutJob(&c); err != nil {
+		j.c.log.Error("recording assignment", "err", err)
+	}
+	return idx
+}
+
+// askBid sends the announce to p and reads its bid.
+func (j *jobRun) askBid(ctx context.Context, p peer.ID) error {
+	cctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+	defer cancel()
+	c, err := j.c.n.open(cctx, p, ProtocolBid)
+	if err != nil {
+		return fmt.Errorf("bid: %w", err)
+	}
+	defer c.close()
+	if err := c.write(&wire.BidOpen{V: wire.Version, Announce: j.ann}); err != nil {
+		c.reset()
+		return fmt.Errorf("bid: %w", err)
+	}
+	var b wire.Bid
+	if err := c.read(handshakeTimeout, wire.MaxControlFrame, &b); err != nil {
+		c.reset()
+		return fmt.Errorf("bid: %w", err)
+	}
+	if b.Job != j.ann.Job || !b.Accept {
+		return fmt.Errorf("%w: %s", errRefused, b.Reason)
+	}
+	if b.Price > j.ann.Price {
+		return fmt.Errorf("%w: price %d over offer %d", errRefused, b.Price, j.ann.Price)
+	}
+	return nil
+}
+
+// follow assigns the replica to p and reads updates until the result.
+func (j *jobRun) follow(ctx context.Context, r uint8, p peer.ID) (*wire.Result, error) {
+	n := j.c.n
+	cctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+	c, err := n.open(cctx, p, ProtocolAssign)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("assign: %w", err)
+	}
+	// Cancelling ctx (deadline, job over) resets the stream, which tells the
+	// provider to stop.
+	stop := context.AfterFunc(ctx, c.reset)
+	defer stop()
+	a := &wire.Assign{V: wire.Version, Announce: *j.ann, Replica: r, Input: j.input}
+	if err := c.write(a); err != nil {
+		c.reset()
+		return nil, fmt.Errorf("assign: %w", err)
+	}
+	j.emit(EventAssigned, int(r), p, "")
+	type update struct {
+		u   *wire.Update
+		err error
+	}
+	updates := make(chan update, 1)
+	go func() {
+		defer close(updates)
+		for {
+			var u wire.Update
+			err := c.read(n.cfg.Silence, wire.MaxDataFrame, &u)
+			select {
+			case updates <- update{&u, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil || u.Kind == wire.UpdateResult || u.Kind == wire.UpdateRejected {
+				return
+			}
+		}
+	}()
+	for {
+		var up update
+		var ok bool
+		select {
+		case res := <-j.late[r]:
+			// A provider that lost its stream earlier delivered after all.
+			from := peer.ID(res.Provider)
+			if !j.wasAssigned(r, from) {
+				continue
+			}
+			if res, err := j.check(res, r, from); err == nil {
+				c.reset()
+				return res, nil
+			}
+			continue
+		case up, ok = <-updates:
+			if !ok {
+				return nil, ctx.Err()
+			}
+		}
+		if up.err != nil {
+			c.reset()
+			return nil, fmt.Errorf("provider lost: %w", up.err)
+		}
+		switch u := up.u; u.Kind {
+		case wire.UpdateRejected:
+			c.close()
+			return nil, fmt.Errorf("%w: %s", errRefused, u.Reason)
+		case wire.UpdateRunning:
+			j.setState(p, store.ReplicaRunning)
+			j.emit(EventRunning, int(r), p, "")
+		case wire.UpdateResult:
+			c.close()
+			return j.check(u.Result, r, p)
+		}
+	}
+}
+
+// check accepts a result only if p signed it for this job and replica and
+// its outcome is a property of the job rather than of the provider.
+func (j *jobRun) check(res *wire.Result, r uint8, p peer.ID) (*wire.Result, error) {
+	switch {
+	case res == nil:
+		return nil, errors.New("empty result")
+	case res.Job != j.ann.Job || res.Replica != r || peer.ID(res.Provider) != p:
+		return nil, errors.New("result for another job, replica or provider")
+	}
+	if err := res.Verify(); err != nil {
+		return nil, err
+	}
+	if !res.Deterministic() {
+		return nil, fmt.Errorf("provider failed: %s", res.Error)
+	}
+	if res.OutputSize > j.ann.MaxOutput {
+		return nil, errors.New("output over the job's limit")
+	}
+	return res, nil
+}
+
+// wasAssigned reports whether replica r was ever given to p.
+func (j *jobRun) wasAssigned(r uint8, p peer.ID) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, rep := range j.rec.Replicas {
+		if rep.Index == r && rep.Provider == p.String() {
+			return true
+		}
+	}
+	return false
+}
+
+func (j *jobRun) setState(p peer.ID, s store.ReplicaState) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for i := len(j.rec.Replicas) - 1; i >= 0; i-- {
+		if j.rec.Replicas[i].Provider == p.String() {
+			j.rec.Replicas[i].State = s
+			return
+		}
+	}
+}
+
+// handleBid serves both directions of the bid protocol.
+func (n *Node) handleBid(s network.Stream) {
+	c := n.newConn(s)
+	var open wire.BidOpen
+	if err := c.read(handshakeTimeout, wire.MaxControlFrame, &open); err != nil {
+		c.reset()
+		return
+	}
+	switch {
+	case open.Announce != nil:
+		// A client asks this node for a bid.
+		if n.provider == nil {
+			c.write(&wire.Bid{V: wire.Version, Job: open.Announce.Job, Reason: "not a provider"})
+		} else if peer.ID(open.Announce.Client) != c.remote() {
+			c.write(&wire.Bid{V: wire.Version, Job: open.Announce.Job, Reason: "announce for another client"})
+		} else {
+			c.write(n.provider.bid(open.Announce))
+		}
+		c.close()
+	case open.Bid != nil:
+		// A provider bids on a job this node announced.
+		n.client.mu.Lock()
+		j := n.client.jobs[open.Bid.Job]
+		n.client.mu.Unlock()
+		if j != nil {
+			select {
+			case j.offers <- &offer{from: c.remote(), bid: open.Bid}:
+			default: // enough offers already
+			}
+		}
+		c.close()
+	default:
+		c.reset()
+	}
+}
+
+// onAnnounce bids on a job seen on the jobs topic, if this node can run it.
+func (n *Node) onAnnounce(from peer.ID, a *wire.JobAnnounce) {
+	if n.provider == nil {
+		return
+	}
+	if ok, err := requirementSelf(n, a); !ok || err != nil {
+		return
+	}
+	b := n.provider.bid(a)
+	if !b.Accept {
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		ctx, cancel := context.WithTimeout(n.ctx, handshakeTimeout)
+		defer cancel()
+		c, err := n.open(ctx, from, ProtocolBid)
+		if err != nil {
+			return
+		}
+		if err := c.write(&wire.BidOpen{V: wire.Version, Bid: b}); err != nil {
+			c.reset()
+			return
+		}
+		c.close()
+	}()
+}
+
+// requirementSelf evaluates a job's requirement on this provider's own
+// advert; its reputation, which only clients know, counts as perfect.
+func requirementSelf(n *Node, a *wire.JobAnnounce) (bool, error) {
+	p, err := requirement.Compile(a.Require)
+	if err != nil {
+		return false, err
+	}
+	return p.Match(requirement.FromAdvert(n.provider.advert(), 1))
+}
+
+// handleResult takes a result delivered after its assign stream broke.
+func (c *client) handleResult(s network.Stream) {
+	conn := c.n.newConn(s)
+	var res wire.Result
+	if err := conn.read(handshakeTimeout, wire.MaxDataFrame, &res); err != nil {
+		conn.reset()
+		return
+	}
+	conn.close()
+	if peer.ID(res.Provider) != conn.remote() || res.Verify() != nil {
+		return
+	}
+	c.mu.Lock()
+	j := c.jobs[res.Job]
+	c.mu.Unlock()
+	if j == nil {
+		return
+	}
+	if ch, ok := j.late[res.Replica]; ok {
+		select {
+		case ch <- &res:
+		default:
+		}
+	}
+}

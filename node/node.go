@@ -1,0 +1,446 @@
+// Package node is an infernet peer: a libp2p host that joins the network
+// (bootstrap peers, mDNS, the Kademlia DHT under /infernet), gossips job
+// announcements and capability adverts, and speaks the direct stream
+// protocols bid, assign, result and blob. Every node can submit jobs
+// (client) and, unless told not to, run jobs for others (provider). State
+// lives in the data directory: identity, bbolt database, blobs, compiled
+// module cache, API token.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/routing"
+	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
+	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	noise "github.com/libp2p/go-libp2p/p2p/security/noise"
+	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
+	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	ma "github.com/multiformats/go-multiaddr"
+
+	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host/tensor/backends"
+	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/blob/blobnet"
+	"github.com/infernet/infernet/node/gossip"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
+)
+
+// Software is the version string in adverts.
+var Software = "infernet/0.2.0"
+
+// Config configures a Node. Start from DefaultConfig.
+type Config struct {
+	// DataDir holds identity, database, blobs and caches; default ~/.infernet.
+	DataDir string
+	// Listen are multiaddrs to listen on.
+	Listen []string
+	// Bootstrap are multiaddrs (with /p2p/ID) of peers to join through.
+	Bootstrap []string
+	// MDNS finds peers on the local network; NAT asks the gateway for a port
+	// mapping (UPnP/NAT-PMP). Both default on for the CLI; tests turn them off
+	// so that nothing but loopback is ever contacted.
+	MDNS bool
+	NAT  bool
+	// Provide makes the node run jobs for others.
+	Provide bool
+	// Slots is how many jobs run at once; default the number of CPUs.
+	Slots int
+	// Queue is how many accepted jobs may wait for a slot; default 2×Slots.
+	Queue int
+	// Price is this provider's price per job replica in millisatoshi.
+	Price uint64
+	// MaxMemory is the largest guest memory limit accepted; default 1 GiB.
+	MaxMemory uint64
+	// Backend is the tensor backend for tolerance-mode jobs: auto, cpu,
+	// openblas, cuda or reference.
+	Backend string
+	// AdvertInterval is how often adverts are republished; default 1 minute.
+	AdvertInterval time.Duration
+	// Heartbeat is how often a provider reports a running job; default 1 s.
+	Heartbeat time.Duration
+	// Silence is how long a client waits for any word from a provider before
+	// it gives the replica to another; default 5 s (and at least 3 heartbeats).
+	Silence time.Duration
+	// GossipHeartbeat is GossipSub's heartbeat; default 1 s.
+	GossipHeartbeat time.Duration
+	// Logger receives the node's logs; default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults of `infernet node`.
+func DefaultConfig() Config {
+	dir := ".infernet"
+	if home, err := os.UserHomeDir(); err == nil {
+		dir = filepath.Join(home, ".infernet")
+	}
+	return Config{
+		DataDir:        dir,
+		Listen:         []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"},
+		MDNS:           true,
+		NAT:            true,
+		Provide:        true,
+		Backend:        "auto",
+		AdvertInterval: time.Minute,
+		Heartbeat:      time.Second,
+		Silence:        5 * time.Second,
+	}
+}
+
+func (c *Config) setDefaults() {
+	if c.Slots <= 0 {
+		c.Slots = runtime.NumCPU()
+	}
+	if c.Queue <= 0 {
+		c.Queue = 2 * c.Slots
+	}
+	if c.MaxMemory == 0 {
+		c.MaxMemory = 1 << 30
+	}
+	if c.Backend == "" {
+		c.Backend = "auto"
+	}
+	if c.AdvertInterval <= 0 {
+		c.AdvertInterval = time.Minute
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = time.Second
+	}
+	if c.Silence <= 0 {
+		c.Silence = 5 * time.Second
+	}
+	c.Silence = max(c.Silence, 3*c.Heartbeat)
+	if c.GossipHeartbeat <= 0 {
+		c.GossipHeartbeat = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Node is a running infernet peer. It is safe for concurrent use; Close
+// stops it.
+type Node struct {
+	cfg Config
+	log *slog.Logger
+	key crypto.PrivKey
+
+	host    host.Host
+	dht     *dht.IpfsDHT
+	gossip  *gossip.Gossip
+	blobs   *blob.Store
+	blobSvc *blobnet.Service
+	db      *store.Store
+	peers   *peerBook
+
+	// Provider side; nil with Provide off.
+	sandbox  *ihost.Sandbox
+	backends *backends.Set
+	provider *provider
+
+	// Client side.
+	client *client
+
+	// framesSent counts stream frames this node wrote (bids, assigns,
+	// updates, results, blob requests), for the messages-per-job figure.
+	framesSent atomic.Uint64
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed atomic.Bool
+	mdns   mdns.Service
+}
+
+// New starts a node: it opens the data directory, listens, joins the
+// network and starts serving. The context bounds only the start.
+func New(ctx context.Context, cfg Config) (n *Node, err error) {
+	cfg.setDefaults()
+	n = &Node{cfg: cfg, log: cfg.Logger}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	defer func() {
+		if err != nil {
+			n.Close()
+			n = nil
+		}
+	}()
+	var id peer.ID
+	if n.key, id, err = LoadIdentity(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	n.log = cfg.Logger.With("node", id.ShortString())
+	if n.db, err = store.Open(filepath.Join(cfg.DataDir, "node.db")); err != nil {
+		return nil, err
+	}
+	if n.blobs, err = blob.OpenStore(filepath.Join(cfg.DataDir, "blobs")); err != nil {
+		return nil, err
+	}
+	if err = n.startHost(); err != nil {
+		return nil, err
+	}
+	n.peers = newPeerBook(n.db, n.host.ID())
+	if err = n.peers.load(); err != nil {
+		return nil, err
+	}
+	if n.blobSvc, err = blobnet.NewService(blobnet.Config{Host: n.host, Store: n.blobs, Routing: n.dht, Logger: n.log}); err != nil {
+		return nil, err
+	}
+	n.client = newClient(n)
+	if cfg.Provide {
+		if n.provider, err = newProvider(ctx, n); err != nil {
+			return nil, err
+		}
+	}
+	if n.gossip, err = gossip.New(n.ctx, gossip.Config{
+		Host:       n.host,
+		OnAnnounce: n.onAnnounce,
+		OnAdvert:   n.peers.onAdvert,
+		OnPeerJoin: n.onPeerJoin,
+		AppScore:   n.peers.appScore,
+		Heartbeat:  cfg.GossipHeartbeat,
+		Logger:     n.log,
+	}); err != nil {
+		return nil, err
+	}
+	if err = n.bootstrap(ctx); err != nil {
+		return nil, err
+	}
+	if cfg.MDNS {
+		n.mdns = mdns.NewMdnsService(n.host, "infernet", mdnsNotifee{n})
+		if err = n.mdns.Start(); err != nil {
+			return nil, fmt.Errorf("mdns: %w", err)
+		}
+	}
+	if n.provider != nil {
+		n.wg.Add(1)
+		go n.provider.advertLoop()
+	}
+	return n, nil
+}
+
+func (n *Node) startHost() error {
+	cm, err := connmgr.NewConnManager(100, 400)
+	if err != nil {
+		return err
+	}
+	opts := []libp2p.Option{
+		libp2p.Identity(n.key),
+		libp2p.ListenAddrStrings(n.cfg.Listen...),
+		libp2p.Security(libp2ptls.ID, libp2ptls.New),
+		libp2p.Security(noise.ID, noise.New),
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Transport(quic.NewTransport),
+		libp2p.DefaultMuxers,
+		libp2p.ConnectionManager(cm),
+		libp2p.Routing(func(h host.Host) (routing.PeerRouting, error) {
+			d, err := dht.New(h, dht.Mode(dht.ModeServer), dht.ProtocolPrefix("/infernet"))
+			n.dht = d
+			return d, err
+		}),
+	}
+	if n.cfg.NAT {
+		opts = append(opts, libp2p.NATPortMap())
+	}
+	h, err := libp2p.New(opts...)
+	if err != nil {
+		return fmt.Errorf("libp2p: %w", err)
+	}
+	n.host = h
+	return nil
+}
+
+// bootstrap connects to the bootstrap peers (at least one must answer when
+// any are given) and starts the DHT's routing-table refresh.
+func (n *Node) bootstrap(ctx context.Context) error {
+	var infos []peer.AddrInfo
+	for _, s := range n.cfg.Bootstrap {
+		a, err := ma.NewMultiaddr(s)
+		if err != nil {
+			return fmt.Errorf("bootstrap %q: %w", s, err)
+		}
+		ai, err := peer.AddrInfoFromP2pAddr(a)
+		if err != nil {
+			return fmt.Errorf("bootstrap %q: %w", s, err)
+		}
+		infos = append(infos, *ai)
+	}
+	var errs []error
+	for _, ai := range infos {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := n.host.Connect(cctx, ai)
+		cancel()
+		if err != nil {
+			errs = append(errs, err)
+			n.log.Warn("bootstrap peer unreachable", "peer", ai.ID, "err", err)
+		}
+	}
+	if len(infos) > 0 && len(errs) == len(infos) {
+		return fmt.Errorf("no bootstrap peer reachable: %w", errors.Join(errs...))
+	}
+	return n.dht.Bootstrap(n.ctx)
+}
+
+type mdnsNotifee struct{ n *Node }
+
+// HandlePeerFound connects to peers found on the local network.
+func (m mdnsNotifee) HandlePeerFound(ai peer.AddrInfo) {
+	if ai.ID == m.n.host.ID() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(m.n.ctx, 10*time.Second)
+	defer cancel()
+	if err := m.n.host.Connect(ctx, ai); err != nil {
+		m.n.log.Debug("mdns peer unreachable", "peer", ai.ID, "err", err)
+	}
+}
+
+// ID returns the node's peer ID.
+func (n *Node) ID() peer.ID { return n.host.ID() }
+
+// Addrs returns the node's listen addresses with its /p2p/ID, ready to be
+// used as bootstrap addresses by others.
+func (n *Node) Addrs() []ma.Multiaddr {
+	addrs, _ := peer.AddrInfoToP2pAddrs(&peer.AddrInfo{ID: n.host.ID(), Addrs: n.host.Addrs()})
+	return addrs
+}
+
+// Host returns the libp2p host (for tests and tools).
+func (n *Node) Host() host.Host { return n.host }
+
+// Stats are counters of a node's traffic since it started.
+type Stats struct {
+	// Frames is stream frames written (bids, assigns, updates, results, blob
+	// requests and answers).
+	Frames uint64
+	Gossip gossip.Stats
+}
+
+// Stats returns the node's traffic counters.
+func (n *Node) Stats() Stats {
+	s := Stats{Frames: n.framesSent.Load()}
+	if n.gossip != nil {
+		s.Gossip = n.gossip.Stats()
+	}
+	return s
+}
+
+// Close stops the node: running jobs are cancelled, streams reset, the
+// database closed. It is safe to call more than once.
+func (n *Node) Close() error {
+	if n.closed.Swap(true) {
+		return nil
+	}
+	n.cancel()
+	var errs []error
+	if n.mdns != nil {
+		errs = append(errs, n.mdns.Close())
+	}
+	if n.provider != nil {
+		n.provider.stopAccepting()
+	}
+	if n.client != nil {
+		n.client.close()
+	}
+	n.wg.Wait()
+	if n.gossip != nil {
+		errs = append(errs, n.gossip.Close())
+	}
+	if n.blobSvc != nil {
+		errs = append(errs, n.blobSvc.Close())
+	}
+	if n.dht != nil {
+		errs = append(errs, n.dht.Close())
+	}
+	if n.host != nil {
+		errs = append(errs, n.host.Close())
+	}
+	if n.provider != nil {
+		n.provider.wait()
+	}
+	if n.sandbox != nil {
+		errs = append(errs, n.sandbox.Close(context.Background()))
+	}
+	if n.backends != nil {
+		n.backends.Close()
+	}
+	if n.db != nil {
+		errs = append(errs, n.db.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// PeerInfo is what `infernet peers` shows of a peer.
+type PeerInfo struct {
+	store.Peer
+	// Reputation is this node's trust in the peer, in [0, 1].
+	Reputation float64 `json:"reputation"`
+	Connected  bool    `json:"connected"`
+	// LatencyMS is libp2p's moving average of round trips (0: unknown).
+	LatencyMS float64 `json:"latency_ms,omitempty"`
+}
+
+// Peers returns every peer this node knows: those that advertised, and
+// those connected now.
+func (n *Node) Peers() []PeerInfo {
+	known := n.peers.list()
+	seen := map[string]bool{}
+	var out []PeerInfo
+	add := func(p store.Peer) {
+		id, err := peer.Decode(p.ID)
+		if err != nil {
+			return
+		}
+		seen[p.ID] = true
+		info := PeerInfo{Peer: p, Reputation: reputation(&p), Connected: n.host.Network().Connectedness(id) == network.Connected}
+		for _, a := range n.host.Peerstore().Addrs(id) {
+			info.Addrs = append(info.Addrs, a.String())
+		}
+		info.LatencyMS = float64(n.host.Peerstore().LatencyEWMA(id).Microseconds()) / 1000
+		out = append(out, info)
+	}
+	for _, p := range known {
+		add(p)
+	}
+	for _, id := range n.host.Network().Peers() {
+		if !seen[id.String()] {
+			add(store.Peer{ID: id.String(), LastSeen: time.Now()})
+		}
+	}
+	return out
+}
+
+// Jobs returns the newest limit jobs this node submitted (0: all).
+func (n *Node) Jobs(limit int) ([]store.Job, error) { return n.db.Jobs(limit) }
+
+// Job returns one job this node submitted.
+func (n *Node) Job(id wire.JobID) (*store.Job, error) { return n.db.Job(id) }
+
+// Runs returns the replicas this node ran for others, then those it is
+// running now.
+func (n *Node) Runs() ([]store.Run, error) {
+	runs, err := n.db.Runs()
+	if n.provider != nil {
+		runs = append(runs, n.provider.activeRuns()...)
+	}
+	return runs, err
+}
+
+// Provider reports whether the node runs jobs for others.
+func (n *Node) Provider() bool { return n.provider != nil }

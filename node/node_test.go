@@ -1,0 +1,334 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+
+	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/node/requirement"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
+)
+
+// testConfig is a node on loopback only: no mDNS, no NAT port mapping,
+// short heartbeats so that tests see failures quickly.
+func testConfig(tb testing.TB, provide bool) Config {
+	c := DefaultConfig()
+	c.DataDir = tb.TempDir()
+	c.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+	c.MDNS, c.NAT = false, false
+	c.Provide = provide
+	c.Slots = 2
+	c.Heartbeat = 100 * time.Millisecond
+	c.Silence = 3 * time.Second
+	c.GossipHeartbeat = 100 * time.Millisecond
+	c.Backend = "reference"
+	c.Logger = slog.New(slog.NewTextHandler(testWriter{tb}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return c
+}
+
+type testWriter struct{ tb testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.tb.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// testNet is a client and providers on loopback.
+type testNet struct {
+	client    *Node
+	providers []*Node
+}
+
+// startNetwork starts providers (the first is everyone's bootstrap peer)
+// and a client-only node, and waits until the client knows every provider.
+func startNetwork(tb testing.TB, providers int, tweak func(*Config)) *testNet {
+	tb.Helper()
+	ctx := context.Background()
+	net := &testNet{}
+	var boot []string
+	for i := range providers {
+		cfg := testConfig(tb, true)
+		cfg.Bootstrap = boot
+		if tweak != nil {
+			tweak(&cfg)
+		}
+		n, err := New(ctx, cfg)
+		if err != nil {
+			tb.Fatalf("provider %d: %v", i, err)
+		}
+		tb.Cleanup(func() { n.Close() })
+		if i == 0 {
+			boot = []string{n.Addrs()[0].String()}
+		}
+		net.providers = append(net.providers, n)
+	}
+	cfg := testConfig(tb, false)
+	cfg.Bootstrap = boot
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	c, err := New(ctx, cfg)
+	if err != nil {
+		tb.Fatalf("client: %v", err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	net.client = c
+	waitFor(tb, 20*time.Second, "client knows every provider", func() bool {
+		return len(c.peers.candidates(requirement.Always, 0, 1, time.Hour, nil)) == providers
+	})
+	return net
+}
+
+func waitFor(tb testing.TB, d time.Duration, what string, ok func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %v waiting until %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func readTestdata(tb testing.TB, path string) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testdata", path))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// spec stores module and input in n and returns a two-replica spec.
+func spec(tb testing.TB, n *Node, module, input []byte) Spec {
+	tb.Helper()
+	md, err := n.PutBlob(context.Background(), module)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	id, err := n.PutBlob(context.Background(), input)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return Spec{Module: md, ModuleSize: int64(len(module)), Input: id, InputSize: int64(len(input)),
+		Replicas: 2, Timeout: 30 * time.Second}
+}
+
+// runLocally runs a module in a local sandbox: the answer replicas must give.
+func runLocally(tb testing.TB, module, input []byte) []byte {
+	tb.Helper()
+	sb, err := ihost.New(context.Background(), ihost.Config{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer sb.Close(context.Background())
+	res, err := sb.Run(context.Background(), ihost.Job{Module: module, Input: input}, ihost.NewJobConfig())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return res.Output
+}
+
+func TestSubmitTwoReplicas(t *testing.T) {
+	net := startNetwork(t, 3, nil)
+	module, input := readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("120 200")
+	want := runLocally(t, module, input)
+
+	var events []Event
+	job, err := net.client.Submit(context.Background(), spec(t, net.client, module, input), func(e Event) { events = append(events, e) })
+	if err != nil {
+		t.Fatalf("Submit: %v", err)
+	}
+	if job.State != store.JobVerified || job.Agree != 2 {
+		t.Fatalf("job %s, %d agree; want verified by 2", job.State, job.Agree)
+	}
+	out, err := net.client.Blob(job.Output, 1<<20)
+	if err != nil || !bytes.Equal(out, want) {
+		t.Fatalf("output %q, %v; want %q", out, err, want)
+	}
+	providers := map[string]bool{}
+	for _, r := range job.Replicas {
+		if r.State != store.ReplicaDone || r.Result == nil {
+			t.Errorf("replica %d on %s: %s %s", r.Index, r.Provider, r.State, r.Error)
+		}
+		providers[r.Provider] = true
+	}
+	if len(providers) != 2 {
+		t.Errorf("replicas ran on %d distinct providers, want 2", len(providers))
+	}
+	kinds := map[string]int{}
+	for _, e := range events {
+		kinds[e.Kind]++
+	}
+	if kinds[EventAssigned] != 2 || kinds[EventResult] != 2 || kinds[EventRunning] != 2 {
+		t.Errorf("events %v; want 2 assigned, running and result", kinds)
+	}
+
+	// The record survives a restart of the client.
+	cfg := net.client.cfg
+	net.client.Close()
+	cfg.Bootstrap = nil
+	again, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	rec, err := again.Job(job.ID)
+	if err != nil || rec.State != store.JobVerified || rec.Output != job.Output {
+		t.Fatalf("after restart: %+v, %v", rec, err)
+	}
+	if out, err := again.Blob(job.Output, 1<<20); err != nil || !bytes.Equal(out, want) {
+		t.Fatalf("output after restart: %q, %v", out, err)
+	}
+}
+
+func TestProviderDiesMidJob(t *testing.T) {
+	net := startNetwork(t, 3, nil)
+	module := readTestdata(t, "jobs/cpu/cpu.wasm")
+	input := []byte("700 1000") // long enough to kill a provider while it runs
+	var killed peer.ID
+	var running = make(chan peer.ID, 4)
+	s := spec(t, net.client, module, input)
+	s.Timeout = 2 * time.Minute
+	done := make(chan struct{})
+	var job *store.Job
+	var err error
+	go func() {
+		defer close(done)
+		job, err = net.client.Submit(context.Background(), s, func(e Event) {
+			if e.Kind == EventRunning {
+				id, _ := peer.Decode(e.Provider)
+				running <- id
+			}
+		})
+	}()
+	killed = <-running
+	for _, p := range net.providers {
+		if p.ID() == killed {
+			p.Close() // every stream of it resets, as when the process dies
+		}
+	}
+	<-done
+	if err != nil || job.State != store.JobVerified {
+		t.Fatalf("job: %v, %v", job, err)
+	}
+	var lost, done2 int
+	for _, r := range job.Replicas {
+		switch {
+		case r.State == store.ReplicaLost && r.Provider == killed.String():
+			lost++
+		case r.State == store.ReplicaDone:
+			done2++
+			if r.Provider == killed.String() {
+				t.Errorf("the killed provider delivered a result")
+			}
+		}
+	}
+	if lost != 1 || done2 != 2 {
+		t.Fatalf("replicas %+v; want the killed one lost and two done", job.Replicas)
+	}
+}
+
+func TestDeterministicFailureIsAResult(t *testing.T) {
+	net := startNetwork(t, 2, nil)
+	for _, tt := range []struct {
+		module string
+		cause  string
+	}{
+		{"bad/div_by_zero.wasm", "trap"},
+		{"bad/garbage.wasm", "invalid module"},
+		{"bad/infinite_loop.wasm", ""}, // fuel-limited below: deterministic
+	} {
+		t.Run(tt.module, func(t *testing.T) {
+			s := spec(t, net.client, readTestdata(t, tt.module), nil)
+			if tt.cause == "" {
+				s.Fuel, tt.cause = 1<<24, "fuel limit exceeded"
+			}
+			job, err := net.client.Submit(context.Background(), s, nil)
+			if err != nil {
+				t.Fatalf("Submit: %v", err)
+			}
+			if job.State != store.JobVerified || job.Outcome != wire.OutcomeStopped || job.Error != tt.cause {
+				t.Fatalf("job %s outcome %d error %q; want verified, stopped by %q", job.State, job.Outcome, job.Error, tt.cause)
+			}
+			if len(job.Replicas) != 2 {
+				t.Errorf("%d assignments; a deterministic failure must not be retried elsewhere", len(job.Replicas))
+			}
+		})
+	}
+	// The providers still serve good jobs.
+	module := readTestdata(t, "jobs/cpu/cpu.wasm")
+	job, err := net.client.Submit(context.Background(), spec(t, net.client, module, []byte("40 40")), nil)
+	if err != nil || job.State != store.JobVerified {
+		t.Fatalf("good job after bad ones: %v, %v", job, err)
+	}
+}
+
+func TestNoMatchingProviders(t *testing.T) {
+	net := startNetwork(t, 2, nil)
+	s := spec(t, net.client, readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("40 40"))
+	s.Require = "vram >= 16"
+	job, err := net.client.Submit(context.Background(), s, nil)
+	if !errors.Is(err, ErrNoProviders) || job == nil || job.State != store.JobFailed {
+		t.Fatalf("job %v, err %v; want failed with ErrNoProviders", job, err)
+	}
+	s.Require = "vram >="
+	if _, err := net.client.Submit(context.Background(), s, nil); !errors.Is(err, requirement.ErrInvalid) {
+		t.Fatalf("bad expression: %v", err)
+	}
+}
+
+func TestOpenMarket(t *testing.T) {
+	net := startNetwork(t, 3, nil)
+	s := spec(t, net.client, readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("40 40"))
+	s.Open = true
+	before := net.client.Stats().Gossip.Published
+	job, err := net.client.Submit(context.Background(), s, nil)
+	if err != nil || job.State != store.JobVerified {
+		t.Fatalf("job %v, err %v", job, err)
+	}
+	if got := net.client.Stats().Gossip.Published - before; got != 1 {
+		t.Errorf("published %d announces, want 1", got)
+	}
+}
+
+// TestMalformedStreams sends garbage on every stream protocol; the provider
+// resets those streams and keeps serving jobs.
+func TestMalformedStreams(t *testing.T) {
+	net := startNetwork(t, 2, nil)
+	ctx := context.Background()
+	target := net.providers[0].ID()
+	for _, proto := range []string{string(ProtocolBid), string(ProtocolAssign), string(ProtocolResult), "/infernet/blob/1.0.0"} {
+		for _, payload := range [][]byte{
+			[]byte("garbage that is not a frame"),
+			{0xff, 0xff, 0xff, 0xff, 0x0f},               // a 4 GiB length prefix
+			append([]byte{0x05}, 0xa1, 0x01, 0x02, 0x03), // a frame of the wrong shape
+		} {
+			s, err := net.client.host.NewStream(ctx, target, protocol.ID(proto))
+			if err != nil {
+				t.Fatalf("%s: %v", proto, err)
+			}
+			s.Write(payload)
+			s.CloseWrite()
+			s.SetReadDeadline(time.Now().Add(5 * time.Second))
+			io.Copy(io.Discard, s)
+			s.Close()
+		}
+	}
+	job, err := net.client.Submit(ctx, spec(t, net.client, readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("40 40")), nil)
+	if err != nil || job.State != store.JobVerified {
+		t.Fatalf("job after garbage: %v, %v", job, err)
+	}
+}

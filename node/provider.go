@@ -1,0 +1,509 @@
+package node
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/infernet/infernet/abi"
+	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host/gpu"
+	"github.com/infernet/infernet/host/tensor/backends"
+	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
+)
+
+// provider is the role that runs jobs for others.
+type provider struct {
+	n   *Node
+	log *slog.Logger
+
+	slots chan struct{} // a token per running job
+	gpus  []wire.GPU
+
+	mu      sync.Mutex
+	load    int                 // accepted replicas not yet finished (running or queued); guarded by mu
+	active  map[*store.Run]bool // runs not yet recorded as finished; guarded by mu
+	seq     uint64
+	changed chan struct{} // capacity 1: ask advertLoop for a new advert now
+
+	// handlers counts assign handlers (libp2p starts them), so that Close
+	// can wait for them before it closes the sandbox and the database.
+	handlers sync.WaitGroup
+	closing  bool // guarded by mu; set once Close has begun
+}
+
+func newProvider(ctx context.Context, n *Node) (*provider, error) {
+	set, err := backends.Open(ctx, backends.Config{Fast: n.cfg.Backend})
+	if err != nil {
+		return nil, err
+	}
+	n.backends = set
+	n.sandbox, err = ihost.New(ctx, ihost.Config{
+		CacheDir:  filepath.Join(n.cfg.DataDir, "wasm-cache"),
+		Reference: set.Reference,
+		Fast:      set.Fast,
+		Logger:    n.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	p := &provider{
+		n: n, log: n.log.With("role", "provider"),
+		slots:   make(chan struct{}, n.cfg.Slots),
+		changed: make(chan struct{}, 1),
+		active:  map[*store.Run]bool{},
+		seq:     uint64(time.Now().UnixNano()), // increases across restarts too
+	}
+	if inv, err := gpu.Detect(ctx); err == nil {
+		for _, d := range inv.Devices {
+			p.gpus = append(p.gpus, wire.GPU{Name: d.Name, MemoryBytes: d.MemoryBytes, SMs: d.SMs,
+				CUDACores: d.CUDACores, ComputeMajor: d.ComputeMajor, ComputeMinor: d.ComputeMinor})
+		}
+	}
+	n.host.SetStreamHandler(ProtocolAssign, p.handleAssign)
+	return p, nil
+}
+
+// stopAccepting refuses new assigns; wait waits for those in progress,
+// which end soon after the node's context is cancelled.
+func (p *provider) stopAccepting() {
+	p.n.host.RemoveStreamHandler(ProtocolAssign)
+	p.mu.Lock()
+	p.closing = true
+	p.mu.Unlock()
+}
+
+func (p *provider) wait() { p.handlers.Wait() }
+
+// advert describes this provider now.
+func (p *provider) advert() *wire.CapabilityAdvert {
+	p.mu.Lock()
+	p.seq++
+	seq, load := p.seq, p.load
+	p.mu.Unlock()
+	names := []string{p.n.backends.Reference.Name()}
+	if f := p.n.backends.Fast; f != nil && f.Name() != names[0] {
+		names = append(names, f.Name())
+	}
+	return &wire.CapabilityAdvert{
+		V: wire.Version, Peer: []byte(p.n.host.ID()), Seq: seq, Time: wire.Millis(time.Now()),
+		Cores: runtime.NumCPU(), MemoryBytes: totalMemory(), GPUs: p.gpus, Backends: names,
+		Price: p.n.cfg.Price, Slots: p.n.cfg.Slots, FreeSlots: max(0, p.n.cfg.Slots-load),
+		Software: Software, MaxMemory: p.n.cfg.MaxMemory,
+	}
+}
+
+// poke asks for a fresh advert soon (load changed, a peer joined).
+func (p *provider) poke() {
+	select {
+	case p.changed <- struct{}{}:
+	default:
+	}
+}
+
+// advertLoop publishes an advert at start, every AdvertInterval, and at
+// most once a second when poked.
+func (p *provider) advertLoop() {
+	defer p.n.wg.Done()
+	t := time.NewTicker(p.n.cfg.AdvertInterval)
+	defer t.Stop()
+	for {
+		if err := p.n.gossip.PublishAdvert(p.n.ctx, p.advert()); err != nil && p.n.ctx.Err() == nil {
+			p.log.Warn("advert not published", "err", err)
+		}
+		select {
+		case <-p.n.ctx.Done():
+			return
+		case <-t.C:
+		case <-p.changed:
+			select {
+			case <-p.n.ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+// onPeerJoin advertises to a peer that just subscribed to adverts.
+func (n *Node) onPeerJoin(peer.ID) {
+	if n.provider != nil {
+		n.provider.poke()
+	}
+}
+
+// terms checks a job's terms against this provider's, returning why not.
+func (p *provider) terms(a *wire.JobAnnounce) string {
+	switch {
+	case a.Validate() != nil:
+		return "malformed announce"
+	case a.Memory > p.n.cfg.MaxMemory:
+		return fmt.Sprintf("memory %d over this provider's limit %d", a.Memory, p.n.cfg.MaxMemory)
+	case a.Price < p.n.cfg.Price:
+		return fmt.Sprintf("price %d msat under %d", a.Price, p.n.cfg.Price)
+	case time.Now().After(time.UnixMilli(a.Deadline)):
+		return "deadline passed"
+	}
+	return ""
+}
+
+// bid answers an announce.
+func (p *provider) bid(a *wire.JobAnnounce) *wire.Bid {
+	b := &wire.Bid{V: wire.Version, Job: a.Job, Price: p.n.cfg.Price, Backend: p.backendFor(a)}
+	_, b.HasModule = p.n.blobs.Has(a.Module)
+	p.mu.Lock()
+	b.FreeSlots = max(0, p.n.cfg.Slots-p.load)
+	full := p.load >= p.n.cfg.Slots+p.n.cfg.Queue
+	p.mu.Unlock()
+	if why := p.terms(a); why != "" {
+		b.Reason = why
+	} else if full {
+		b.Reason = "busy"
+	} else {
+		b.Accept = true
+	}
+	return b
+}
+
+func (p *provider) backendFor(a *wire.JobAnnounce) string {
+	if a.Mode == wire.ModeTolerance && p.n.backends.Fast != nil {
+		return p.n.backends.Fast.Name()
+	}
+	return p.n.backends.Reference.Name()
+}
+
+// admit reserves a place for a replica, or reports that none is left.
+func (p *provider) admit() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.load >= p.n.cfg.Slots+p.n.cfg.Queue {
+		return false
+	}
+	p.load++
+	p.poke()
+	return true
+}
+
+func (p *provider) release() {
+	p.mu.Lock()
+	p.load--
+	p.mu.Unlock()
+	p.poke()
+}
+
+// handleAssign runs one replica for a client, streaming updates back on the
+// same stream: Accepted, Running, Alive every Heartbeat, then the Result.
+// The result is recorded before it is sent; if the stream breaks it is
+// delivered over ProtocolResult instead.
+func (p *provider) handleAssign(s network.Stream) {
+	p.mu.Lock()
+	if p.closing {
+		p.mu.Unlock()
+		s.Reset()
+		return
+	}
+	p.handlers.Add(1)
+	p.mu.Unlock()
+	defer p.handlers.Done()
+	c := p.n.newConn(s)
+	client := c.remote()
+	var a wire.Assign
+	if err := c.read(handshakeTimeout, wire.MaxDataFrame, &a); err != nil {
+		p.log.Debug("bad assign", "peer", client, "err", err)
+		c.reset()
+		return
+	}
+	reject := func(why string) {
+		c.write(&wire.Update{V: wire.Version, Kind: wire.UpdateRejected, Reason: why})
+		c.close()
+	}
+	if why := p.terms(&a.Announce); why != "" {
+		reject(why)
+		return
+	}
+	if peer.ID(a.Announce.Client) != client {
+		reject("assign for another client")
+		return
+	}
+	if run, err := p.n.db.Run(a.Announce.Job, a.Replica); err == nil && run.Result != nil {
+		// A retry of a replica we already ran: answer from the record.
+		p.deliver(c, run)
+		return
+	}
+	if !p.admit() {
+		reject("busy")
+		return
+	}
+	defer p.release()
+	run := &store.Run{Job: a.Announce.Job, Replica: a.Replica, Client: client.String(), State: store.RunAccepted, Started: time.Now()}
+	p.setActive(run, store.RunAccepted)
+	defer p.setActive(run, store.RunFinished)
+	if err := c.write(&wire.Update{V: wire.Version, Kind: wire.UpdateAccepted}); err != nil {
+		c.reset()
+		return
+	}
+	ctx, cancel := context.WithDeadline(p.n.ctx, time.UnixMilli(a.Announce.Deadline))
+	defer cancel()
+	// The client sends nothing more: a reset means it gave up the replica
+	// (or died), and the work stops; a clean close is the normal end.
+	go func() {
+		if _, err := c.r.ReadByte(); err != nil && !errors.Is(err, io.EOF) {
+			cancel()
+		}
+	}()
+	hb := p.heartbeat(ctx, c)
+	defer hb()
+	res := p.execute(ctx, c, &a, client, run)
+	hb()
+	p.setActive(run, store.RunFinished) // from here on run is ours alone
+	if err := res.Sign(p.n.key); err != nil {
+		p.log.Error("signing result", "err", err)
+		c.reset()
+		return
+	}
+	run.Result, run.Finished = res, time.Now()
+	run.State = store.RunFinished
+	if res.Outcome == wire.OutcomeFailed {
+		run.State, run.Error = store.RunFailed, res.Error
+	}
+	if err := p.n.db.PutRun(run); err != nil {
+		p.log.Error("recording run", "err", err)
+	}
+	p.deliver(c, run)
+}
+
+// setActive tracks runs in progress for Node.Runs; RunFinished forgets one.
+func (p *provider) setActive(run *store.Run, s store.RunState) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s == store.RunFinished {
+		delete(p.active, run)
+		return
+	}
+	run.State = s
+	p.active[run] = true
+}
+
+// activeRuns returns copies of the runs in progress.
+func (p *provider) activeRuns() []store.Run {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []store.Run
+	for r := range p.active {
+		out = append(out, *r)
+	}
+	return out
+}
+
+// heartbeat sends Alive updates until the returned stop is called.
+func (p *provider) heartbeat(ctx context.Context, c *conn) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(p.n.cfg.Heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := c.write(&wire.Update{V: wire.Version, Kind: wire.UpdateAlive}); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { cancel(); <-done }) }
+}
+
+// execute fetches what the replica needs, waits for a slot and runs it.
+// Failures of this provider come back as OutcomeFailed results.
+func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client peer.ID, run *store.Run) *wire.Result {
+	an := &a.Announce
+	res := &wire.Result{V: wire.Version, Job: an.Job, Replica: a.Replica, Outcome: wire.OutcomeFailed}
+	hints := []peer.ID{client}
+	for _, s := range a.Sources {
+		if id, err := peer.IDFromBytes(s); err == nil {
+			hints = append(hints, id)
+		}
+	}
+	if err := p.n.blobSvc.Fetch(ctx, an.Module, an.ModuleSize, hints); err != nil {
+		res.Error = "module: " + err.Error()
+		return res
+	}
+	module, err := p.n.blobs.Bytes(an.Module, wire.MaxModuleBytes)
+	if err != nil {
+		res.Error = "module: " + err.Error()
+		return res
+	}
+	input := a.Input
+	switch {
+	case input != nil:
+		if int64(len(input)) != an.InputSize || blob.Sum(input) != an.Input {
+			res.Error = "input does not match its digest"
+			return res
+		}
+	case an.InputSize > 0:
+		if err := p.n.blobSvc.Fetch(ctx, an.Input, an.InputSize, hints); err != nil {
+			res.Error = "input: " + err.Error()
+			return res
+		}
+		if input, err = p.n.blobs.Bytes(an.Input, wire.MaxInputBytes); err != nil {
+			res.Error = "input: " + err.Error()
+			return res
+		}
+	}
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		res.Error = "no slot before the deadline"
+		return res
+	}
+	defer func() { <-p.slots }()
+	p.setActive(run, store.RunRunning)
+	if err := c.write(&wire.Update{V: wire.Version, Kind: wire.UpdateRunning}); err != nil {
+		res.Error = "client gone"
+		return res
+	}
+	cfg := ihost.NewJobConfig().
+		WithMemoryLimit(an.Memory).
+		WithTimeout(time.Duration(an.TimeoutMS) * time.Millisecond).
+		WithMaxOutput(an.MaxOutput).
+		WithFuelLimit(an.Fuel).
+		WithMode(abi.Mode(an.Mode)).
+		WithSeed(sha256.Sum256(an.Job[:])) // every replica draws the same randomness
+	out, runErr := p.n.sandbox.Run(ctx, ihost.Job{Module: module, Digest: ihost.Digest(an.Module), Input: input}, cfg)
+	return p.result(res, out, runErr, an)
+}
+
+// result fills res from a sandbox run and stores large outputs as blobs.
+func (p *provider) result(res *wire.Result, out *ihost.Result, runErr error, an *wire.JobAnnounce) *wire.Result {
+	switch {
+	case runErr == nil:
+		res.Outcome, res.ExitCode = wire.OutcomeExited, out.ExitCode
+	case errors.Is(runErr, ihost.ErrTimeout):
+		res.Outcome, res.Error = wire.OutcomeTimeout, runErr.Error()
+	case errors.Is(runErr, ihost.ErrCanceled):
+		res.Outcome, res.Error = wire.OutcomeFailed, runErr.Error()
+		return res
+	case out == nil && !errors.Is(runErr, ihost.ErrInvalidModule) && !errors.Is(runErr, ihost.ErrImportNotAllowed) && !errors.Is(runErr, ihost.ErrMemoryLimit):
+		res.Outcome, res.Error = wire.OutcomeFailed, runErr.Error()
+		return res
+	default:
+		res.Outcome, res.Error = wire.OutcomeStopped, runErr.Error()
+	}
+	if out != nil {
+		res.Output, res.OutputSize = blob.Sum(out.Output), int64(len(out.Output))
+		res.Fuel, res.RunMicros, res.Backend = out.Fuel, out.Duration.Microseconds(), out.Backend
+		if len(out.Output) <= wire.MaxInline {
+			res.OutputData = out.Output
+		} else if _, err := p.n.blobs.PutBytes(out.Output); err != nil {
+			res.Outcome, res.Error = wire.OutcomeFailed, "storing output: "+err.Error()
+		}
+	} else {
+		res.Output = blob.Sum(nil)
+	}
+	if res.Outcome == wire.OutcomeStopped {
+		// The message may name provider-specific detail; the class is what
+		// replicas agree on.
+		res.Error = stopClass(runErr)
+	}
+	return res
+}
+
+// stopClass names a deterministic stop cause without run-specific detail.
+func stopClass(err error) string {
+	for _, e := range []error{ihost.ErrInvalidModule, ihost.ErrImportNotAllowed, ihost.ErrTrap, ihost.ErrMemoryLimit,
+		ihost.ErrOutputLimit, ihost.ErrStderrLimit, ihost.ErrFuelLimit} {
+		if errors.Is(err, e) {
+			return e.Error()
+		}
+	}
+	return err.Error()
+}
+
+// deliver sends a recorded result on the assign stream, or, if that fails,
+// over ProtocolResult in the background.
+func (p *provider) deliver(c *conn, run *store.Run) {
+	res := *run.Result
+	if res.OutputData == nil && res.OutputSize > 0 && res.OutputSize <= wire.MaxInline {
+		// Re-delivery from the record: inline outputs are not recorded.
+		if b, err := p.n.blobs.Bytes(res.Output, wire.MaxInline); err == nil {
+			res.OutputData = b
+		}
+	}
+	if err := c.write(&wire.Update{V: wire.Version, Kind: wire.UpdateResult, Result: &res}); err == nil {
+		c.close()
+		p.delivered(run)
+		return
+	}
+	c.reset()
+	client, err := peer.Decode(run.Client)
+	if err != nil {
+		return
+	}
+	p.n.wg.Add(1)
+	go func() {
+		defer p.n.wg.Done()
+		p.redeliver(client, run, &res)
+	}()
+}
+
+func (p *provider) delivered(run *store.Run) {
+	if run.State == store.RunFinished {
+		run.State = store.RunDelivered
+		p.n.db.PutRun(run)
+	}
+}
+
+// redeliver retries a result over ProtocolResult with backoff for a minute.
+func (p *provider) redeliver(client peer.ID, run *store.Run, res *wire.Result) {
+	wait := 200 * time.Millisecond
+	for try := 0; try < 8; try++ {
+		ctx, cancel := context.WithTimeout(p.n.ctx, handshakeTimeout)
+		c, err := p.n.open(ctx, client, ProtocolResult)
+		cancel()
+		if err == nil {
+			err = c.write(res)
+			if err == nil {
+				c.close()
+				p.delivered(run)
+				return
+			}
+			c.reset()
+		}
+		select {
+		case <-p.n.ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+	p.log.Info("result not delivered: client unreachable", "job", run.Job, "client", client)
+}
+
+// totalMemory returns the machine's RAM in bytes (0 if unknown).
+func totalMemory() uint64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	var kb uint64
+	fmt.Sscanf(string(b), "MemTotal: %d kB", &kb)
+	return kb << 10
+}

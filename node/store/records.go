@@ -1,0 +1,251 @@
+package store
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/wire"
+)
+
+// JobState is where a submitted job stands.
+type JobState uint8
+
+// Job states. Pending and Running may move on; the others are final.
+const (
+	// JobPending: recorded, looking for providers.
+	JobPending JobState = iota
+	// JobRunning: at least one replica is assigned.
+	JobRunning
+	// JobVerified: enough replicas agree; Output is the result.
+	JobVerified
+	// JobUnverified: finished with fewer agreeing replicas than asked
+	// (only with one replica).
+	JobUnverified
+	// JobFailed: no verified result (no providers, disagreement, deadline).
+	JobFailed
+)
+
+var jobStateNames = [...]string{"pending", "running", "verified", "unverified", "failed"}
+
+// String returns the state's name.
+func (s JobState) String() string {
+	if int(s) < len(jobStateNames) {
+		return jobStateNames[s]
+	}
+	return fmt.Sprintf("JobState(%d)", s)
+}
+
+// Final reports whether the state can no longer change.
+func (s JobState) Final() bool { return s >= JobVerified }
+
+// MarshalText implements encoding.TextMarshaler.
+func (s JobState) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *JobState) UnmarshalText(b []byte) error {
+	for i, n := range jobStateNames {
+		if n == string(b) {
+			*s = JobState(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("store: unknown job state %q", b)
+}
+
+// ReplicaState is where one assignment of a job stands.
+type ReplicaState uint8
+
+// Replica states.
+const (
+	// ReplicaAssigned: sent to the provider, not yet started.
+	ReplicaAssigned ReplicaState = iota
+	// ReplicaRunning: the provider reported that it started.
+	ReplicaRunning
+	// ReplicaDone: a signed result arrived.
+	ReplicaDone
+	// ReplicaLost: the provider died, went silent, refused or failed; the
+	// replica was given to another provider.
+	ReplicaLost
+)
+
+var replicaStateNames = [...]string{"assigned", "running", "done", "lost"}
+
+// String returns the state's name.
+func (s ReplicaState) String() string {
+	if int(s) < len(replicaStateNames) {
+		return replicaStateNames[s]
+	}
+	return fmt.Sprintf("ReplicaState(%d)", s)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (s ReplicaState) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *ReplicaState) UnmarshalText(b []byte) error {
+	for i, n := range replicaStateNames {
+		if n == string(b) {
+			*s = ReplicaState(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("store: unknown replica state %q", b)
+}
+
+// Replica is one assignment of a job to a provider.
+type Replica struct {
+	Index    uint8        `json:"index"`
+	Provider string       `json:"provider"`
+	State    ReplicaState `json:"state"`
+	Assigned time.Time    `json:"assigned"`
+	Finished time.Time    `json:"finished,omitzero"`
+	// Result is the provider's signed receipt, without inline output.
+	Result *wire.Result `json:"result,omitempty"`
+	Error  string       `json:"error,omitempty"`
+}
+
+// Job is a job this node submitted.
+type Job struct {
+	ID       wire.JobID       `json:"id"`
+	Announce wire.JobAnnounce `json:"announce"`
+	State    JobState         `json:"state"`
+	Created  time.Time        `json:"created"`
+	Finished time.Time        `json:"finished,omitzero"`
+	Replicas []Replica        `json:"replicas"`
+	// Output is the agreed output (a blob in the node's store).
+	Output     blob.Digest `json:"output,omitzero"`
+	OutputSize int64       `json:"output_size,omitempty"`
+	ExitCode   uint32      `json:"exit_code"`
+	// Outcome is the agreed wire outcome (exited or stopped by the sandbox);
+	// for a stopped job Error names the cause.
+	Outcome uint8 `json:"outcome"`
+	// Agree is how many replicas returned the accepted result.
+	Agree int    `json:"agree"`
+	Error string `json:"error,omitempty"`
+}
+
+// PutJob writes j.
+func (s *Store) PutJob(j *Job) error { return put(s.db, bucketJobs, j.ID[:], j) }
+
+// Job reads the job with the given id (ErrNotFound).
+func (s *Store) Job(id wire.JobID) (*Job, error) {
+	var j Job
+	if err := get(s.db, bucketJobs, id[:], &j); err != nil {
+		return nil, err
+	}
+	return &j, nil
+}
+
+// Jobs returns the newest limit jobs (0: all), oldest first.
+func (s *Store) Jobs(limit int) ([]Job, error) {
+	jobs, err := list[Job](s.db, bucketJobs, 0)
+	sort.Slice(jobs, func(i, k int) bool { return jobs[i].Created.Before(jobs[k].Created) })
+	if limit > 0 && len(jobs) > limit {
+		jobs = jobs[len(jobs)-limit:]
+	}
+	return jobs, err
+}
+
+// RunState is where a replica this node runs for a client stands.
+type RunState uint8
+
+// Run states.
+const (
+	// RunAccepted: taken, fetching the module and input.
+	RunAccepted RunState = iota
+	// RunRunning: executing in the sandbox.
+	RunRunning
+	// RunFinished: the result is recorded and its output stored.
+	RunFinished
+	// RunDelivered: the client received the result.
+	RunDelivered
+	// RunFailed: the provider could not run it.
+	RunFailed
+)
+
+var runStateNames = [...]string{"accepted", "running", "finished", "delivered", "failed"}
+
+// String returns the state's name.
+func (s RunState) String() string {
+	if int(s) < len(runStateNames) {
+		return runStateNames[s]
+	}
+	return fmt.Sprintf("RunState(%d)", s)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (s RunState) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *RunState) UnmarshalText(b []byte) error {
+	for i, n := range runStateNames {
+		if n == string(b) {
+			*s = RunState(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("store: unknown run state %q", b)
+}
+
+// Run is a replica this node ran (or runs) for a client.
+type Run struct {
+	Job      wire.JobID   `json:"job"`
+	Replica  uint8        `json:"replica"`
+	Client   string       `json:"client"`
+	State    RunState     `json:"state"`
+	Started  time.Time    `json:"started"`
+	Finished time.Time    `json:"finished,omitzero"`
+	Result   *wire.Result `json:"result,omitempty"`
+	Error    string       `json:"error,omitempty"`
+}
+
+func runKey(job wire.JobID, replica uint8) []byte { return append(job[:], replica) }
+
+// PutRun writes r.
+func (s *Store) PutRun(r *Run) error { return put(s.db, bucketRuns, runKey(r.Job, r.Replica), r) }
+
+// Run reads a run (ErrNotFound).
+func (s *Store) Run(job wire.JobID, replica uint8) (*Run, error) {
+	var r Run
+	if err := get(s.db, bucketRuns, runKey(job, replica), &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Runs returns every run, oldest first.
+func (s *Store) Runs() ([]Run, error) {
+	runs, err := list[Run](s.db, bucketRuns, 0)
+	sort.Slice(runs, func(i, k int) bool { return runs[i].Started.Before(runs[k].Started) })
+	return runs, err
+}
+
+// Peer is what this node knows of another.
+type Peer struct {
+	ID       string                 `json:"id"`
+	Addrs    []string               `json:"addrs,omitempty"`
+	Advert   *wire.CapabilityAdvert `json:"advert,omitempty"`
+	LastSeen time.Time              `json:"last_seen"`
+	// Assigned, Completed and Lost count replicas given to the peer: done
+	// with a result, or lost (died, silent, refused after accepting).
+	Assigned  int `json:"assigned"`
+	Completed int `json:"completed"`
+	Lost      int `json:"lost"`
+}
+
+// PutPeer writes p.
+func (s *Store) PutPeer(p *Peer) error { return put(s.db, bucketPeers, []byte(p.ID), p) }
+
+// Peer reads a peer (ErrNotFound).
+func (s *Store) Peer(id string) (*Peer, error) {
+	var p Peer
+	if err := get(s.db, bucketPeers, []byte(id), &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// Peers returns every known peer.
+func (s *Store) Peers() ([]Peer, error) { return list[Peer](s.db, bucketPeers, 0) }

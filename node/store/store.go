@@ -1,0 +1,98 @@
+// Package store keeps a node's state in bbolt: the jobs it submitted, the
+// replicas it ran for others, and the peers it knows. Records are small
+// (digests, never module or input bytes) and JSON-encoded, one bbolt bucket
+// per kind. Every write is one durable transaction: callers record a step
+// before they act on it.
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+var (
+	bucketJobs  = []byte("jobs")
+	bucketRuns  = []byte("runs")
+	bucketPeers = []byte("peers")
+)
+
+// ErrNotFound is returned for a record the store does not hold.
+var ErrNotFound = errors.New("store: not found")
+
+// Store is a node's database. It is safe for concurrent use.
+type Store struct {
+	db *bolt.DB
+}
+
+// Open opens (creating if needed) the database at path. Only one process
+// may hold it: a second Open waits up to a second, then fails.
+func Open(path string) (*Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketJobs, bucketRuns, bucketPeers} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: init %s: %w", path, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+func put(db *bolt.DB, bucket, key []byte, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put(key, b) })
+}
+
+func get(db *bolt.DB, bucket, key []byte, v any) error {
+	return db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucket).Get(key)
+		if b == nil {
+			return ErrNotFound
+		}
+		return json.Unmarshal(b, v)
+	})
+}
+
+// list decodes every record of bucket, newest key last, keeping at most the
+// last limit (0: all).
+func list[T any](db *bolt.DB, bucket []byte, limit int) ([]T, error) {
+	var out []T
+	err := db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucket).Cursor()
+		for k, v := c.Last(); k != nil && (limit == 0 || len(out) < limit); k, v = c.Prev() {
+			var r T
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("store: record %x: %w", k, err)
+			}
+			out = append(out, r)
+		}
+		return nil
+	})
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out, err
+}

@@ -1,0 +1,383 @@
+package wire
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/infernet/infernet/node/blob"
+)
+
+// JobID names a job: 16 random bytes chosen by the client.
+type JobID [16]byte
+
+// NewJobID returns a random job id.
+func NewJobID() JobID {
+	var id JobID
+	if _, err := rand.Read(id[:]); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return id
+}
+
+// String returns the id in hex.
+func (id JobID) String() string { return hex.EncodeToString(id[:]) }
+
+// ParseJobID parses an id written by JobID.String.
+func ParseJobID(s string) (JobID, error) {
+	var id JobID
+	if len(s) != 32 {
+		return id, fmt.Errorf("job id %q: want 32 hex digits", s)
+	}
+	if _, err := hex.Decode(id[:], []byte(s)); err != nil {
+		return id, fmt.Errorf("job id %q: want 32 hex digits", s)
+	}
+	return id, nil
+}
+
+// MarshalText implements encoding.TextMarshaler (JSON shows hex).
+func (id JobID) MarshalText() ([]byte, error) { return []byte(id.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (id *JobID) UnmarshalText(b []byte) error {
+	v, err := ParseJobID(string(b))
+	*id = v
+	return err
+}
+
+// Millis converts a time to the unix milliseconds used on the wire.
+func Millis(t time.Time) int64 { return t.UnixMilli() }
+
+// Mode values of JobAnnounce.Mode, as in abi.Mode.
+const (
+	ModeExact     = 0
+	ModeTolerance = 1
+)
+
+// JobAnnounce describes a job to providers: what to run and on what terms,
+// never the input itself. It travels on the jobs topic (open market) or
+// directly to chosen providers as a bid request.
+type JobAnnounce struct {
+	V      uint16 `cbor:"1,keyasint"`
+	Job    JobID  `cbor:"2,keyasint"`
+	Client []byte `cbor:"3,keyasint"` // peer ID bytes
+	// Module and Input are blob digests with their sizes in bytes.
+	Module     blob.Digest `cbor:"4,keyasint"`
+	ModuleSize int64       `cbor:"5,keyasint"`
+	Input      blob.Digest `cbor:"6,keyasint"`
+	InputSize  int64       `cbor:"7,keyasint"`
+	// Memory is the guest memory limit in bytes.
+	Memory uint64 `cbor:"8,keyasint"`
+	// TimeoutMS is the run's wall-time limit in milliseconds.
+	TimeoutMS int64 `cbor:"9,keyasint"`
+	// Fuel is the metered-work limit (0: none).
+	Fuel uint64 `cbor:"10,keyasint"`
+	// Mode is ModeExact or ModeTolerance.
+	Mode uint8 `cbor:"11,keyasint"`
+	// Require is a requirement expression over the provider's advert.
+	Require string `cbor:"12,keyasint"`
+	// Replicas is how many distinct providers must run the job.
+	Replicas uint8 `cbor:"13,keyasint"`
+	// Price is the client's offer per replica in millisatoshi (0: free).
+	Price uint64 `cbor:"14,keyasint"`
+	// Deadline is when the client stops waiting, unix ms.
+	Deadline int64 `cbor:"15,keyasint"`
+	// Time is when the announce was made, unix ms.
+	Time int64 `cbor:"16,keyasint"`
+	// MaxOutput caps the job's stdout in bytes.
+	MaxOutput int64 `cbor:"17,keyasint"`
+}
+
+// Version implements Versioned.
+func (m *JobAnnounce) Version() uint16 { return m.V }
+
+// Limits of JobAnnounce fields checked by Validate.
+const (
+	MaxReplicas    = 16
+	MaxRequire     = 1024
+	MaxTimeout     = 24 * time.Hour
+	MaxModuleBytes = 256 << 20
+	MaxInputBytes  = 1 << 30
+)
+
+// Validate checks the fields that do not depend on local state.
+func (m *JobAnnounce) Validate() error {
+	switch {
+	case m.Replicas == 0 || m.Replicas > MaxReplicas:
+		return fmt.Errorf("%w: replicas %d not in 1..%d", ErrMalformed, m.Replicas, MaxReplicas)
+	case len(m.Require) > MaxRequire:
+		return fmt.Errorf("%w: requirement of %d bytes", ErrMalformed, len(m.Require))
+	case m.TimeoutMS <= 0 || time.Duration(m.TimeoutMS)*time.Millisecond > MaxTimeout:
+		return fmt.Errorf("%w: timeout %d ms", ErrMalformed, m.TimeoutMS)
+	case m.ModuleSize <= 0 || m.ModuleSize > MaxModuleBytes || m.Module.IsZero():
+		return fmt.Errorf("%w: module of %d bytes", ErrMalformed, m.ModuleSize)
+	case m.InputSize < 0 || m.InputSize > MaxInputBytes:
+		return fmt.Errorf("%w: input of %d bytes", ErrMalformed, m.InputSize)
+	case m.Mode > ModeTolerance:
+		return fmt.Errorf("%w: mode %d", ErrMalformed, m.Mode)
+	case m.Memory == 0 || m.MaxOutput <= 0:
+		return fmt.Errorf("%w: memory %d, max output %d", ErrMalformed, m.Memory, m.MaxOutput)
+	}
+	if _, err := peer.IDFromBytes(m.Client); err != nil {
+		return fmt.Errorf("%w: client: %v", ErrMalformed, err)
+	}
+	return nil
+}
+
+// GPU is one GPU in an advert.
+type GPU struct {
+	Name         string `cbor:"1,keyasint"`
+	MemoryBytes  uint64 `cbor:"2,keyasint"`
+	SMs          int    `cbor:"3,keyasint"`
+	CUDACores    int    `cbor:"4,keyasint"`
+	ComputeMajor int    `cbor:"5,keyasint"`
+	ComputeMinor int    `cbor:"6,keyasint"`
+}
+
+// CapabilityAdvert is what a provider offers, published on the adverts topic
+// every minute and whenever it changes.
+type CapabilityAdvert struct {
+	V    uint16 `cbor:"1,keyasint"`
+	Peer []byte `cbor:"2,keyasint"`
+	// Seq increases with every advert of a peer; older ones are dropped.
+	Seq  uint64 `cbor:"3,keyasint"`
+	Time int64  `cbor:"4,keyasint"`
+	// Cores and MemoryBytes describe the machine.
+	Cores       int    `cbor:"5,keyasint"`
+	MemoryBytes uint64 `cbor:"6,keyasint"`
+	GPUs        []GPU  `cbor:"7,keyasint"`
+	// Backends are the tensor backends, e.g. ["reference", "cpu-avx512"].
+	Backends []string `cbor:"8,keyasint"`
+	// Price is the provider's price per job replica in millisatoshi.
+	Price uint64 `cbor:"9,keyasint"`
+	// Slots is how many jobs run at once; FreeSlots how many are idle.
+	Slots     int    `cbor:"10,keyasint"`
+	FreeSlots int    `cbor:"11,keyasint"`
+	Software  string `cbor:"12,keyasint"`
+	// MaxMemory is the largest guest memory the provider accepts, bytes.
+	MaxMemory uint64 `cbor:"13,keyasint"`
+}
+
+// Version implements Versioned.
+func (m *CapabilityAdvert) Version() uint16 { return m.V }
+
+// Validate checks the advert's fields.
+func (m *CapabilityAdvert) Validate() error {
+	if _, err := peer.IDFromBytes(m.Peer); err != nil {
+		return fmt.Errorf("%w: peer: %v", ErrMalformed, err)
+	}
+	if m.Cores < 0 || m.Slots < 0 || m.FreeSlots < 0 || m.FreeSlots > m.Slots || len(m.GPUs) > 64 || len(m.Backends) > 16 {
+		return fmt.Errorf("%w: advert counts", ErrMalformed)
+	}
+	return nil
+}
+
+// Bid is a provider's answer to a JobAnnounce.
+type Bid struct {
+	V   uint16 `cbor:"1,keyasint"`
+	Job JobID  `cbor:"2,keyasint"`
+	// Accept is false when the provider declines; Reason says why.
+	Accept bool   `cbor:"3,keyasint"`
+	Reason string `cbor:"4,keyasint"`
+	// Price is the provider's price for one replica, millisatoshi.
+	Price     uint64 `cbor:"5,keyasint"`
+	FreeSlots int    `cbor:"6,keyasint"`
+	// Backend is the tensor backend the job would use.
+	Backend string `cbor:"7,keyasint"`
+	// HasModule tells the client no module transfer is needed.
+	HasModule bool `cbor:"8,keyasint"`
+}
+
+// Version implements Versioned.
+func (m *Bid) Version() uint16 { return m.V }
+
+// Assign hands one replica of a job to a provider, with its input when small.
+type Assign struct {
+	V        uint16      `cbor:"1,keyasint"`
+	Announce JobAnnounce `cbor:"2,keyasint"`
+	Replica  uint8       `cbor:"3,keyasint"`
+	// Input is the input itself when it is at most MaxInline bytes.
+	Input []byte `cbor:"4,keyasint"`
+	// Sources are peers (ID bytes) known to hold the module and input, in
+	// addition to the client and the DHT's provider records.
+	Sources [][]byte `cbor:"5,keyasint"`
+}
+
+// Version implements Versioned.
+func (m *Assign) Version() uint16 { return m.V }
+
+// UpdateKind says what an Update carries.
+type UpdateKind uint8
+
+// Update kinds, in the order a provider sends them.
+const (
+	// UpdateAccepted: the provider took the replica.
+	UpdateAccepted UpdateKind = iota + 1
+	// UpdateRejected: the provider declined; Reason says why.
+	UpdateRejected
+	// UpdateRunning: the module and input are here and the job started.
+	UpdateRunning
+	// UpdateAlive: a heartbeat while the job runs.
+	UpdateAlive
+	// UpdateResult: the job finished; Result is set.
+	UpdateResult
+)
+
+// Update is what a provider streams back on an assign stream.
+type Update struct {
+	V      uint16     `cbor:"1,keyasint"`
+	Kind   UpdateKind `cbor:"2,keyasint"`
+	Reason string     `cbor:"3,keyasint"`
+	Result *Result    `cbor:"4,keyasint"`
+}
+
+// Version implements Versioned.
+func (m *Update) Version() uint16 { return m.V }
+
+// Outcome classes of a Result. Only OutcomeExited and OutcomeStopped are
+// properties of the job itself (deterministic); the others are the
+// provider's failure, and the replica is reassigned.
+const (
+	// OutcomeExited: the job ran to its end; ExitCode is its exit status.
+	OutcomeExited = 0
+	// OutcomeStopped: the sandbox stopped the job for a deterministic cause
+	// (invalid module, trap, memory, fuel or output limit); Error says which.
+	OutcomeStopped = 1
+	// OutcomeTimeout: the job hit its wall-time limit on this provider.
+	OutcomeTimeout = 2
+	// OutcomeFailed: the provider could not run it (fetch failed, internal).
+	OutcomeFailed = 3
+)
+
+// Result is a provider's signed receipt for one replica.
+type Result struct {
+	V        uint16 `cbor:"1,keyasint"`
+	Job      JobID  `cbor:"2,keyasint"`
+	Replica  uint8  `cbor:"3,keyasint"`
+	Provider []byte `cbor:"4,keyasint"`
+	// Output is the digest of stdout; OutputData carries it when it is at
+	// most MaxInline bytes, else it is fetched as a blob from the provider.
+	Output     blob.Digest `cbor:"5,keyasint"`
+	OutputSize int64       `cbor:"6,keyasint"`
+	OutputData []byte      `cbor:"7,keyasint"`
+	Outcome    uint8       `cbor:"8,keyasint"`
+	ExitCode   uint32      `cbor:"9,keyasint"`
+	Error      string      `cbor:"10,keyasint"`
+	Fuel       uint64      `cbor:"11,keyasint"`
+	RunMicros  int64       `cbor:"12,keyasint"`
+	Backend    string      `cbor:"13,keyasint"`
+	// Sig is the provider's signature over the result with Sig and
+	// OutputData empty (the output is bound through its digest).
+	Sig []byte `cbor:"14,keyasint"`
+}
+
+// Version implements Versioned.
+func (m *Result) Version() uint16 { return m.V }
+
+// Deterministic reports whether the outcome is a property of the job and
+// the same on every honest provider.
+func (m *Result) Deterministic() bool {
+	return m.Outcome == OutcomeExited || m.Outcome == OutcomeStopped
+}
+
+// Key is what replicas must agree on: outcome, exit code and output digest.
+func (m *Result) Key() string {
+	return fmt.Sprintf("%d/%d/%s", m.Outcome, m.ExitCode, m.Output)
+}
+
+// ErrBadSignature is returned by Verify for a result its provider did not sign.
+var ErrBadSignature = errors.New("wire: bad result signature")
+
+func (m *Result) signedBytes() ([]byte, error) {
+	c := *m
+	c.Sig, c.OutputData = nil, nil
+	return Marshal(&c)
+}
+
+// Sign sets Provider and Sig with the provider's key.
+func (m *Result) Sign(key crypto.PrivKey) error {
+	id, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	m.Provider = []byte(id)
+	b, err := m.signedBytes()
+	if err != nil {
+		return err
+	}
+	m.Sig, err = key.Sign(b)
+	return err
+}
+
+// Verify checks that Provider signed the result and that OutputData, when
+// present, matches Output.
+func (m *Result) Verify() error {
+	id, err := peer.IDFromBytes(m.Provider)
+	if err != nil {
+		return fmt.Errorf("%w: provider: %v", ErrBadSignature, err)
+	}
+	pub, err := id.ExtractPublicKey()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrBadSignature, err)
+	}
+	b, err := m.signedBytes()
+	if err != nil {
+		return err
+	}
+	if ok, err := pub.Verify(b, m.Sig); err != nil || !ok {
+		return ErrBadSignature
+	}
+	if m.OutputData != nil && (int64(len(m.OutputData)) != m.OutputSize || blob.Sum(m.OutputData) != m.Output) {
+		return fmt.Errorf("%w: inline output does not match its digest", ErrBadSignature)
+	}
+	return nil
+}
+
+// BlobRequest asks a peer for bytes [Offset, Offset+Length) of a blob;
+// Length 0 means to the end.
+type BlobRequest struct {
+	V      uint16      `cbor:"1,keyasint"`
+	Digest blob.Digest `cbor:"2,keyasint"`
+	Offset int64       `cbor:"3,keyasint"`
+	Length int64       `cbor:"4,keyasint"`
+}
+
+// Version implements Versioned.
+func (m *BlobRequest) Version() uint16 { return m.V }
+
+// BlobStatus answers a BlobRequest.
+const (
+	BlobOK       = 0
+	BlobNotFound = 1
+	BlobBadRange = 2
+	BlobBusy     = 3
+)
+
+// BlobResponse precedes the requested bytes (only when Status is BlobOK).
+type BlobResponse struct {
+	V      uint16 `cbor:"1,keyasint"`
+	Status uint8  `cbor:"2,keyasint"`
+	// Size is the whole blob's size; Length how many bytes follow.
+	Size   int64 `cbor:"3,keyasint"`
+	Length int64 `cbor:"4,keyasint"`
+}
+
+// Version implements Versioned.
+func (m *BlobResponse) Version() uint16 { return m.V }
+
+// BidOpen is the first frame on a bid stream. A client asking a provider
+// for a bid sends Announce and reads a Bid back; a provider bidding on a job
+// it saw on the jobs topic sends Bid to the client, and nothing comes back.
+type BidOpen struct {
+	V        uint16       `cbor:"1,keyasint"`
+	Announce *JobAnnounce `cbor:"2,keyasint"`
+	Bid      *Bid         `cbor:"3,keyasint"`
+}
+
+// Version implements Versioned.
+func (m *BidOpen) Version() uint16 { return m.V }
