@@ -62,11 +62,12 @@ const (
 	EventAssigned  = "assigned"  // a replica was handed to a provider
 	EventRunning   = "running"   // the provider started it
 	EventResult    = "result"    // a signed result arrived
-	EventLost      = "lost"      // the provider refused, died or went silent
+	EventLost      = "lost"      // the provider died, went silent or failed
 )
 
-// maxAttempts caps how many providers one replica is offered to: a job that
-// fails everywhere is reported, not retried across the network.
+// maxAttempts caps how many providers may fail one replica (die, go silent,
+// time out): a job that fails everywhere is reported, not retried across
+// the whole network.
 const maxAttempts = 4
 
 var (
@@ -107,10 +108,13 @@ type jobRun struct {
 	open   bool       // announce even when adverts name enough providers
 	emitMu sync.Mutex // events are delivered one at a time
 
-	mu     sync.Mutex
-	rec    *store.Job                  // guarded by mu
-	used   map[peer.ID]bool            // providers given a replica; guarded by mu
-	pool   []candidate                 // candidates not yet tried; guarded by mu
+	mu  sync.Mutex
+	rec *store.Job // guarded by mu
+	// holders are the providers holding (or reserved for) a replica of this
+	// job: no provider gets two. Guarded by mu.
+	holders map[peer.ID]bool
+	// pool is the candidates, best first; guarded by mu.
+	pool   []candidate
 	offers chan *offer                 // bids from the open market
 	late   map[uint8]chan *wire.Result // results delivered over ProtocolResult
 }
@@ -199,7 +203,7 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 	}
 	j := &jobRun{
 		c: n.client, ann: ann, req: req, events: events, open: spec.Open,
-		used: map[peer.ID]bool{}, offers: make(chan *offer, 64), late: map[uint8]chan *wire.Result{},
+		holders: map[peer.ID]bool{}, offers: make(chan *offer, 64), late: map[uint8]chan *wire.Result{},
 		rec: &store.Job{ID: ann.Job, Announce: *ann, State: store.JobPending, Created: now},
 	}
 	if spec.InputSize > 0 && spec.InputSize <= wire.MaxInline {
@@ -368,36 +372,59 @@ func (j *jobRun) findProviders(ctx context.Context) error {
 // bidWindow is how long an announced job waits for bids from the open market.
 const bidWindow = 2 * time.Second
 
-// next takes the best untried candidate, refreshing the pool from adverts
-// when it runs dry.
-func (j *jobRun) next() (peer.ID, bool) {
+// next reserves the best candidate that holds no replica of this job and
+// that this replica has not tried in its current round, refreshing the pool
+// from adverts when none is left.
+func (j *jobRun) next(tried map[peer.ID]bool) (peer.ID, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	for {
-		for len(j.pool) > 0 {
-			c := j.pool[0]
-			j.pool = j.pool[1:]
-			if !j.used[c.id] {
-				j.used[c.id] = true
+	for refreshed := false; ; refreshed = true {
+		for _, c := range j.pool {
+			if !j.holders[c.id] && !tried[c.id] {
+				j.holders[c.id] = true
 				return c.id, true
 			}
 		}
-		fresh := j.c.n.peers.candidates(j.req, j.ann.Price, j.ann.Memory, 3*j.c.n.cfg.AdvertInterval, j.used)
-		if len(fresh) == 0 {
+		if refreshed {
 			return "", false
 		}
-		j.pool = fresh
+		fresh := j.c.n.peers.candidates(j.req, j.ann.Price, j.ann.Memory, 3*j.c.n.cfg.AdvertInterval, nil)
+		if len(fresh) > 0 {
+			j.pool = fresh
+		}
 	}
 }
 
+// unreserve frees a provider that refused, so another replica may ask it.
+func (j *jobRun) unreserve(p peer.ID) {
+	j.mu.Lock()
+	delete(j.holders, p)
+	j.mu.Unlock()
+}
+
 // replica gets one replica run: offered to candidates in turn until one
-// returns a deterministic result.
+// returns a deterministic result. Providers that are busy are asked again
+// after a back-off; maxAttempts providers that fail end the replica.
 func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 	var last error = ErrNoProviders
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		p, ok := j.next()
+	tried := map[peer.ID]bool{}
+	busy, failures := false, 0
+	backoff := 10 * time.Millisecond
+	for {
+		p, ok := j.next(tried)
 		if !ok {
-			return nil, fmt.Errorf("%w (last: %v)", ErrNoProviders, last)
+			if !busy {
+				return nil, fmt.Errorf("%w (last: %v)", ErrNoProviders, last)
+			}
+			// Everyone is busy: wait, then ask everyone again.
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("deadline: %w (last: %v)", ctx.Err(), last)
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, time.Second)
+			tried, busy = map[peer.ID]bool{}, false
+			continue
 		}
 		res, err := j.attempt(ctx, r, p)
 		if err == nil {
@@ -406,14 +433,33 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("deadline: %w (last: %v)", ctx.Err(), err)
 		}
-		last = err
+		last, tried[p] = err, true
+		if errors.Is(err, errRefused) {
+			j.unreserve(p)
+			busy = busy || errors.Is(err, errBusy)
+			continue
+		}
 		j.emit(EventLost, int(r), p, err.Error())
+		if failures++; failures >= maxAttempts {
+			return nil, fmt.Errorf("no result after %d providers failed: %w", failures, last)
+		}
 	}
-	return nil, fmt.Errorf("no result after %d providers: %w", maxAttempts, last)
 }
 
-// errRefused marks a provider that declined, which costs it no reputation.
-var errRefused = errors.New("refused")
+// errRefused marks a provider that declined, which costs it no reputation;
+// errBusy, wrapped with it, one that may accept later.
+var (
+	errRefused = errors.New("refused")
+	errBusy    = errors.New("busy")
+)
+
+// refusal returns the error for a provider's refusal with reason.
+func refusal(reason string) error {
+	if reason == wire.ReasonBusy {
+		return fmt.Errorf("%w: %w", errRefused, errBusy)
+	}
+	return fmt.Errorf("%w: %s", errRefused, reason)
+}
 
 // attempt asks p for a bid, assigns it the replica and follows its updates
 // until a result, a refusal, its death or silence.
@@ -485,7 +531,7 @@ func (j *jobRun) askBid(ctx context.Context, p peer.ID) error {
 		return fmt.Errorf("bid: %w", err)
 	}
 	if b.Job != j.ann.Job || !b.Accept {
-		return fmt.Errorf("%w: %s", errRefused, b.Reason)
+		return refusal(b.Reason)
 	}
 	if b.Price > j.ann.Price {
 		return fmt.Errorf("%w: price %d over offer %d", errRefused, b.Price, j.ann.Price)
@@ -559,7 +605,7 @@ func (j *jobRun) follow(ctx context.Context, r uint8, p peer.ID) (*wire.Result, 
 		switch u := up.u; u.Kind {
 		case wire.UpdateRejected:
 			c.close()
-			return nil, fmt.Errorf("%w: %s", errRefused, u.Reason)
+			return nil, refusal(u.Reason)
 		case wire.UpdateRunning:
 			j.setState(p, store.ReplicaRunning)
 			j.emit(EventRunning, int(r), p, "")

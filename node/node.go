@@ -81,6 +81,11 @@ type Config struct {
 	Silence time.Duration
 	// GossipHeartbeat is GossipSub's heartbeat; default 1 s.
 	GossipHeartbeat time.Duration
+	// Sandbox and Backends, when both set, run this provider's jobs instead
+	// of a sandbox of its own (several nodes in one process can share one);
+	// the node does not close them.
+	Sandbox  *ihost.Sandbox
+	Backends *backends.Set
 	// Logger receives the node's logs; default slog.Default().
 	Logger *slog.Logger
 }
@@ -151,8 +156,6 @@ type Node struct {
 	peers   *peerBook
 
 	// Provider side; nil with Provide off.
-	sandbox  *ihost.Sandbox
-	backends *backends.Set
 	provider *provider
 
 	// Client side.
@@ -373,12 +376,7 @@ func (n *Node) Close() error {
 	}
 	if n.provider != nil {
 		n.provider.wait()
-	}
-	if n.sandbox != nil {
-		errs = append(errs, n.sandbox.Close(context.Background()))
-	}
-	if n.backends != nil {
-		n.backends.Close()
+		errs = append(errs, n.provider.closeRuntime())
 	}
 	if n.db != nil {
 		errs = append(errs, n.db.Close())

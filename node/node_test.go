@@ -332,3 +332,5 @@ func TestMalformedStreams(t *testing.T) {
 		t.Fatalf("job after garbage: %v, %v", job, err)
 	}
 }
+
+func alwaysReq() *requirement.Program { return requirement.Always }

@@ -30,6 +30,12 @@ type provider struct {
 	n   *Node
 	log *slog.Logger
 
+	// sandbox runs jobs on backends; the provider closes them only when it
+	// opened them itself (ownRuntime), not when Config supplied them.
+	sandbox    *ihost.Sandbox
+	backends   *backends.Set
+	ownRuntime bool
+
 	slots chan struct{} // a token per running job
 	gpus  []wire.GPU
 
@@ -46,22 +52,9 @@ type provider struct {
 }
 
 func newProvider(ctx context.Context, n *Node) (*provider, error) {
-	set, err := backends.Open(ctx, backends.Config{Fast: n.cfg.Backend})
-	if err != nil {
-		return nil, err
-	}
-	n.backends = set
-	n.sandbox, err = ihost.New(ctx, ihost.Config{
-		CacheDir:  filepath.Join(n.cfg.DataDir, "wasm-cache"),
-		Reference: set.Reference,
-		Fast:      set.Fast,
-		Logger:    n.log,
-	})
-	if err != nil {
-		return nil, err
-	}
 	p := &provider{
 		n: n, log: n.log.With("role", "provider"),
+		sandbox: n.cfg.Sandbox, backends: n.cfg.Backends,
 		slots:   make(chan struct{}, n.cfg.Slots),
 		changed: make(chan struct{}, 1),
 		active:  map[*store.Run]bool{},
@@ -73,8 +66,44 @@ func newProvider(ctx context.Context, n *Node) (*provider, error) {
 				CUDACores: d.CUDACores, ComputeMajor: d.ComputeMajor, ComputeMinor: d.ComputeMinor})
 		}
 	}
+	if (p.sandbox == nil) != (p.backends == nil) {
+		return nil, errors.New("node: Config.Sandbox and Config.Backends go together")
+	}
+	if p.sandbox == nil {
+		if err := p.openRuntime(ctx); err != nil {
+			return nil, err
+		}
+	}
 	n.host.SetStreamHandler(ProtocolAssign, p.handleAssign)
 	return p, nil
+}
+
+// openRuntime opens the tensor backends and a sandbox of the provider's own.
+func (p *provider) openRuntime(ctx context.Context) error {
+	set, err := backends.Open(ctx, backends.Config{Fast: p.n.cfg.Backend})
+	if err != nil {
+		return err
+	}
+	sb, err := ihost.New(ctx, ihost.Config{
+		CacheDir:  filepath.Join(p.n.cfg.DataDir, "wasm-cache"),
+		Reference: set.Reference,
+		Fast:      set.Fast,
+		Logger:    p.n.log,
+	})
+	if err != nil {
+		set.Close()
+		return err
+	}
+	p.sandbox, p.backends, p.ownRuntime = sb, set, true
+	return nil
+}
+
+// closeRuntime closes the sandbox and backends if the provider opened them.
+func (p *provider) closeRuntime() error {
+	if !p.ownRuntime {
+		return nil
+	}
+	return errors.Join(p.sandbox.Close(context.Background()), p.backends.Close())
 }
 
 // stopAccepting refuses new assigns; wait waits for those in progress,
@@ -94,8 +123,8 @@ func (p *provider) advert() *wire.CapabilityAdvert {
 	p.seq++
 	seq, load := p.seq, p.load
 	p.mu.Unlock()
-	names := []string{p.n.backends.Reference.Name()}
-	if f := p.n.backends.Fast; f != nil && f.Name() != names[0] {
+	names := []string{p.backends.Reference.Name()}
+	if f := p.backends.Fast; f != nil && f.Name() != names[0] {
 		names = append(names, f.Name())
 	}
 	return &wire.CapabilityAdvert{
@@ -106,7 +135,9 @@ func (p *provider) advert() *wire.CapabilityAdvert {
 	}
 }
 
-// poke asks for a fresh advert soon (load changed, a peer joined).
+// poke asks for a fresh advert soon (a peer joined). Load changes do not
+// trigger adverts: they would cost every node a message per job; bids
+// carry the current load instead.
 func (p *provider) poke() {
 	select {
 	case p.changed <- struct{}{}:
@@ -129,10 +160,14 @@ func (p *provider) advertLoop() {
 			return
 		case <-t.C:
 		case <-p.changed:
+			// Peers joining ask for an advert; answer them together. The gap
+			// grows with the number of peers so that a network's adverts
+			// stay near ten a second however large it is.
+			gap := min(max(time.Duration(len(p.n.host.Network().Peers()))*100*time.Millisecond, time.Second), 10*time.Second)
 			select {
 			case <-p.n.ctx.Done():
 				return
-			case <-time.After(time.Second):
+			case <-time.After(gap):
 			}
 		}
 	}
@@ -171,7 +206,7 @@ func (p *provider) bid(a *wire.JobAnnounce) *wire.Bid {
 	if why := p.terms(a); why != "" {
 		b.Reason = why
 	} else if full {
-		b.Reason = "busy"
+		b.Reason = wire.ReasonBusy
 	} else {
 		b.Accept = true
 	}
@@ -179,10 +214,10 @@ func (p *provider) bid(a *wire.JobAnnounce) *wire.Bid {
 }
 
 func (p *provider) backendFor(a *wire.JobAnnounce) string {
-	if a.Mode == wire.ModeTolerance && p.n.backends.Fast != nil {
-		return p.n.backends.Fast.Name()
+	if a.Mode == wire.ModeTolerance && p.backends.Fast != nil {
+		return p.backends.Fast.Name()
 	}
-	return p.n.backends.Reference.Name()
+	return p.backends.Reference.Name()
 }
 
 // admit reserves a place for a replica, or reports that none is left.
@@ -193,7 +228,6 @@ func (p *provider) admit() bool {
 		return false
 	}
 	p.load++
-	p.poke()
 	return true
 }
 
@@ -201,7 +235,6 @@ func (p *provider) release() {
 	p.mu.Lock()
 	p.load--
 	p.mu.Unlock()
-	p.poke()
 }
 
 // handleAssign runs one replica for a client, streaming updates back on the
@@ -244,7 +277,7 @@ func (p *provider) handleAssign(s network.Stream) {
 		return
 	}
 	if !p.admit() {
-		reject("busy")
+		reject(wire.ReasonBusy)
 		return
 	}
 	defer p.release()
@@ -387,7 +420,7 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 		WithFuelLimit(an.Fuel).
 		WithMode(abi.Mode(an.Mode)).
 		WithSeed(sha256.Sum256(an.Job[:])) // every replica draws the same randomness
-	out, runErr := p.n.sandbox.Run(ctx, ihost.Job{Module: module, Digest: ihost.Digest(an.Module), Input: input}, cfg)
+	out, runErr := p.sandbox.Run(ctx, ihost.Job{Module: module, Digest: ihost.Digest(an.Module), Input: input}, cfg)
 	return p.result(res, out, runErr, an)
 }
 

@@ -42,3 +42,69 @@ printf '%-18s ' "infernet_hostile"
 run testdata/bad/infernet_hostile.wasm | tail -1
 printf '%-18s ' "wasi_hostile"
 run testdata/bad/wasi_hostile.wasm | tail -1
+
+# ---- The network: four nodes on loopback (three providers, one client) ----
+net=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$net" "$cache"; }
+trap cleanup EXIT
+# start NAME [flags]: runs `infernet node` in the background; sets $addr to
+# its first dialable address (the node prints its ID, then its addresses).
+start() {
+  local name=$1; shift
+  "$bin" node --datadir "$net/$name" --listen /ip4/127.0.0.1/tcp/0 --api 127.0.0.1:0 \
+    --mdns=false --nat=false --slots 2 --heartbeat 200ms --silence 3s "$@" \
+    > "$net/$name.out" 2> "$net/$name.log" &
+  pids+=($!)
+  pid_of[$name]=$!
+  for _ in $(seq 100); do
+    addr=$(grep -m1 '^/ip4/127.0.0.1/' "$net/$name.out" 2>/dev/null) && [ -f "$net/$name/api.addr" ] && return
+    sleep 0.1
+  done
+  echo "node $name did not start:"; cat "$net/$name.log"; exit 1
+}
+declare -A pid_of
+step "The network: three provider nodes and a client node on loopback"
+start p1; boot=$addr
+printf '$ infernet node --datadir p1 --listen /ip4/127.0.0.1/tcp/0   # prints %s\n' "$boot"
+start p2 --bootstrap "$boot"
+start p3 --bootstrap "$boot"
+start client --bootstrap "$boot" --no-provide
+echo "\$ infernet node --datadir client --bootstrap $boot --no-provide   (p2, p3 likewise, without --no-provide)"
+for _ in $(seq 100); do
+  [ "$("$bin" peers --json --datadir "$net/client" | grep -c '"advert"')" -ge 3 ] && break
+  sleep 0.1
+done
+echo '$ infernet peers'
+"$bin" peers --datadir "$net/client"
+
+step "A job on the network: two replicas on two different providers must agree"
+echo "\$ infernet submit $jobs/cpu/cpu.wasm --input $jobs/cpu/input.txt --replicas 2"
+"$bin" submit "$jobs/cpu/cpu.wasm" --input "$jobs/cpu/input.txt" --replicas 2 --datadir "$net/client"
+echo "exit status $?"
+
+step "A provider killed (SIGKILL) mid-job: its replica goes to the third provider"
+echo "\$ echo '1200 1000' | infernet submit $jobs/cpu/cpu.wasm --input - --replicas 2   # and kill -9 a provider while it runs"
+echo "1200 1000" | "$bin" submit "$jobs/cpu/cpu.wasm" --input - --replicas 2 --datadir "$net/client" > "$net/out" 2> "$net/summary" &
+sub=$!
+victim=
+for _ in $(seq 200); do
+  for p in p1 p2 p3; do
+    if "$bin" jobs --runs --json --datadir "$net/$p" | grep -q '"state": "running"'; then victim=$p; break 2; fi
+  done
+  sleep 0.05
+done
+echo "killing $victim ($("$bin" id --datadir "$net/$victim"))"
+kill -9 "${pid_of[$victim]}"
+wait $sub; echo "exit status $?"
+cat "$net/summary"; cat "$net/out"
+
+step "A job nobody can run: no provider matches the requirement (exit 123)"
+echo "\$ infernet submit $jobs/cpu/cpu.wasm --require 'vram >= 16'"
+"$bin" submit "$jobs/cpu/cpu.wasm" --require 'vram >= 16' --datadir "$net/client"; echo "exit status $?"
+
+step "What the client node remembers"
+echo '$ infernet jobs'
+"$bin" jobs --datadir "$net/client"
+echo '$ infernet jobs --runs --datadir p2   # what provider p2 ran for others'
+"$bin" jobs --runs --datadir "$net/p2"

@@ -84,6 +84,8 @@ type Stats struct {
 	SentRPCs uint64
 	// SentMessages is messages carried by SentRPCs (each forward counts).
 	SentMessages uint64
+	// SentJobMessages is the part of SentMessages on the jobs topic.
+	SentJobMessages uint64
 	// Dropped is outbound RPCs dropped because a peer's queue was full.
 	Dropped uint64
 }
@@ -287,7 +289,8 @@ func (g *Gossip) Stats() Stats {
 		Published: g.published.Load(), Delivered: g.delivered.Load(),
 		Rejected: g.rejected.Load(), Ignored: g.ignored.Load(),
 		SentRPCs: g.tracer.sentRPCs.Load(), SentMessages: g.tracer.sentMsgs.Load(),
-		Dropped: g.tracer.dropped.Load(),
+		SentJobMessages: g.tracer.sentJobs.Load(),
+		Dropped:         g.tracer.dropped.Load(),
 	}
 }
 

@@ -120,7 +120,7 @@ func (g *Gossip) validateAdvert(_ context.Context, _ peer.ID, msg *pubsub.Messag
 
 // tracer counts outbound traffic and drops.
 type tracer struct {
-	sentRPCs, sentMsgs, dropped atomic.Uint64
+	sentRPCs, sentMsgs, sentJobs, dropped atomic.Uint64
 }
 
 func (t *tracer) AddPeer(peer.ID, protocol.ID)          {}
@@ -138,6 +138,12 @@ func (t *tracer) RecvRPC(*pubsub.RPC)                   {}
 func (t *tracer) UndeliverableMessage(*pubsub.Message)  {}
 func (t *tracer) SendRPC(rpc *pubsub.RPC, _ peer.ID) {
 	t.sentRPCs.Add(1)
-	t.sentMsgs.Add(uint64(len(rpc.GetPublish())))
+	pub := rpc.GetPublish()
+	t.sentMsgs.Add(uint64(len(pub)))
+	for _, m := range pub {
+		if m.GetTopic() == TopicJobs {
+			t.sentJobs.Add(1)
+		}
+	}
 }
 func (t *tracer) DropRPC(*pubsub.RPC, peer.ID) { t.dropped.Add(1) }

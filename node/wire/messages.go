@@ -196,6 +196,10 @@ type Bid struct {
 // Version implements Versioned.
 func (m *Bid) Version() uint16 { return m.V }
 
+// ReasonBusy is the Reason of a Bid or a rejection when the provider has no
+// room now but may later: clients back off and ask again.
+const ReasonBusy = "busy"
+
 // Assign hands one replica of a job to a provider, with its input when small.
 type Assign struct {
 	V        uint16      `cbor:"1,keyasint"`

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -73,14 +74,18 @@ func NewCmdPeers(stdio IO) *cobra.Command {
 // NewCmdJobs returns `infernet jobs`.
 func NewCmdJobs(stdio IO) *cobra.Command {
 	var o listOptions
+	var runs bool
 	cmd := &cobra.Command{
 		Use:   "jobs",
-		Short: "List the jobs submitted through the local node",
+		Short: "List the jobs submitted through the local node (--runs: those it runs for others)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := api.Dial(o.DataDir, o.API)
 			if err != nil {
 				return err
+			}
+			if runs {
+				return listRuns(cmd.Context(), stdio, c, o.JSON)
 			}
 			jobs, err := c.Jobs(cmd.Context())
 			if err != nil {
@@ -103,5 +108,28 @@ func NewCmdJobs(stdio IO) *cobra.Command {
 		},
 	}
 	o.flags(cmd)
+	cmd.Flags().BoolVar(&runs, "runs", false, "list the replicas this node ran or runs for others instead")
 	return cmd
+}
+
+func listRuns(ctx context.Context, stdio IO, c *api.Client, asJSON bool) error {
+	runs, err := c.Runs(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(stdio, runs)
+	}
+	tw := tabwriter.NewWriter(stdio.Out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tREPLICA\tCLIENT\tSTATE\tEXIT\tRUN\tSTARTED\tERROR")
+	for _, r := range runs {
+		exit, took := "-", "-"
+		if r.Result != nil {
+			exit = fmt.Sprint(r.Result.ExitCode)
+			took = (time.Duration(r.Result.RunMicros) * time.Microsecond).String()
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Job, r.Replica, r.Client, r.State, exit, took,
+			r.Started.Format(time.DateTime), oneLine(r.Error))
+	}
+	return tw.Flush()
 }

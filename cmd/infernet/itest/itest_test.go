@@ -1,0 +1,331 @@
+// Package itest runs infernet as real processes: several `infernet node`
+// processes on loopback, jobs submitted with `infernet submit`, providers
+// killed with SIGKILL mid-job. Only 127.0.0.1 is ever dialled (mDNS and NAT
+// port mapping are off).
+package itest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/store"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "infernet-itest-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "infernet")
+	build := exec.Command("go", "build", "-o", binary, "github.com/infernet/infernet/cmd/infernet")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building infernet:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is a running `infernet node`.
+type proc struct {
+	name    string
+	dataDir string
+	cmd     *exec.Cmd
+	addr    string // first dialable multiaddr
+	stderr  *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startNode starts a node process and waits until its API answers.
+func startNode(t *testing.T, name string, extra ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, dataDir: filepath.Join(t.TempDir(), name), stderr: &syncBuffer{}}
+	args := append([]string{"node", "--datadir", p.dataDir, "--listen", "/ip4/127.0.0.1/tcp/0",
+		"--api", "127.0.0.1:0", "--mdns=false", "--nat=false", "--slots", "2",
+		"--heartbeat", "200ms", "--silence", "3s", "--gossip-heartbeat", "100ms", "--backend", "reference"}, extra...)
+	p.cmd = exec.Command(binary, args...)
+	p.cmd.Stderr = p.stderr
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { p.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			p.cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("%s stderr:\n%s", p.name, p.stderr.String())
+		}
+	})
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	timeout := time.After(60 * time.Second)
+	for p.addr == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("%s exited: %s", name, p.stderr.String())
+			}
+			if strings.HasPrefix(l, "/ip4/127.0.0.1/") {
+				p.addr = l
+			}
+		case <-timeout:
+			t.Fatalf("%s printed no address: %s", name, p.stderr.String())
+		}
+	}
+	waitFor(t, 30*time.Second, name+"'s API", func() bool {
+		c, err := api.Dial(p.dataDir, "")
+		if err != nil {
+			return false
+		}
+		_, err = c.Node(context.Background())
+		return err == nil
+	})
+	return p
+}
+
+func (p *proc) api(t *testing.T) *api.Client {
+	t.Helper()
+	c, err := api.Dial(p.dataDir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// infernet runs the CLI and returns stdout, stderr and the exit code.
+func infernet(t *testing.T, stdin []byte, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// summary mirrors the fields of `infernet submit --json` the tests read.
+type summary struct {
+	Job       string `json:"job"`
+	State     string `json:"state"`
+	Verified  bool   `json:"verified"`
+	Agree     int    `json:"agree"`
+	Providers []struct {
+		Replica  int    `json:"replica"`
+		Provider string `json:"provider"`
+		State    string `json:"state"`
+		Error    string `json:"error"`
+	} `json:"providers"`
+}
+
+// network starts three providers and a client-only node and waits until
+// the client has every provider's advert.
+func network(t *testing.T) (client *proc, providers []*proc) {
+	t.Helper()
+	boot := startNode(t, "p1")
+	providers = []*proc{boot, startNode(t, "p2", "--bootstrap", boot.addr), startNode(t, "p3", "--bootstrap", boot.addr)}
+	client = startNode(t, "client", "--bootstrap", boot.addr, "--no-provide")
+	c := client.api(t)
+	waitFor(t, 30*time.Second, "the client to see 3 provider adverts", func() bool {
+		peers, err := c.Peers(context.Background())
+		if err != nil {
+			return false
+		}
+		n := 0
+		for _, p := range peers {
+			if p.Advert != nil {
+				n++
+			}
+		}
+		return n == 3
+	})
+	return client, providers
+}
+
+func TestNetworkProcesses(t *testing.T) {
+	client, providers := network(t)
+	jobs := filepath.Join("..", "..", "..", "testdata", "jobs")
+	module := filepath.Join(jobs, "cpu", "cpu.wasm")
+	want, err := os.ReadFile(filepath.Join(jobs, "cpu", "output.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("two replicas", func(t *testing.T) {
+		outFile := filepath.Join(t.TempDir(), "out")
+		stdout, stderr, code := infernet(t, nil, "submit", module, "--input", filepath.Join(jobs, "cpu", "input.txt"),
+			"--output", outFile, "--replicas", "2", "--json", "--datadir", client.dataDir)
+		if code != 0 {
+			t.Fatalf("submit exit %d: %s", code, stderr)
+		}
+		var s summary
+		if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+			t.Fatalf("summary %q: %v", stdout, err)
+		}
+		got, _ := os.ReadFile(outFile)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("output %q, want %q", got, want)
+		}
+		if !s.Verified || s.Agree != 2 || len(s.Providers) != 2 || s.Providers[0].Provider == s.Providers[1].Provider {
+			t.Fatalf("summary %+v: want verified by two distinct providers", s)
+		}
+		// jobs lists it; its record is in the client's database.
+		out, _, code := infernet(t, nil, "jobs", "--json", "--datadir", client.dataDir)
+		var list []store.Job
+		if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 || list[0].ID.String() != s.Job {
+			t.Fatalf("jobs: exit %d %s", code, out)
+		}
+		// The plain-text summary goes to stderr and the output to stdout.
+		stdout, stderr, code = infernet(t, nil, "submit", module, "--input", filepath.Join(jobs, "cpu", "input.txt"), "--datadir", client.dataDir)
+		if code != 0 || stdout != string(want) || !strings.Contains(stderr, "verified (2 of 2 replicas agree)") {
+			t.Fatalf("submit: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+		}
+	})
+
+	t.Run("provider killed mid-job", func(t *testing.T) {
+		input := []byte("1200 1000")
+		wantOut, _, code := infernet(t, input, "run", module, "--input", "-")
+		if code != 0 {
+			t.Fatalf("local run exit %d", code)
+		}
+		cmd := exec.Command(binary, "submit", module, "--input", "-", "--replicas", "2", "--json", "--datadir", client.dataDir, "--output", filepath.Join(t.TempDir(), "out"))
+		cmd.Stdin = bytes.NewReader(input)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		outFile := cmd.Args[len(cmd.Args)-1]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Kill the first provider seen running the job.
+		var victim *proc
+		waitFor(t, 60*time.Second, "a provider to run the job", func() bool {
+			for _, p := range providers {
+				runs, err := p.api(t).Runs(context.Background())
+				if err != nil {
+					continue
+				}
+				for _, r := range runs {
+					if r.State == store.RunRunning {
+						victim = p
+						return true
+					}
+				}
+			}
+			return false
+		})
+		victimID, _, _ := infernet(t, nil, "id", "--datadir", victim.dataDir)
+		victimID = strings.TrimSpace(victimID)
+		if err := victim.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("submit: %v: %s", err, errb.String())
+		}
+		var s summary
+		if err := json.Unmarshal(out.Bytes(), &s); err != nil {
+			t.Fatalf("summary %q: %v", out.String(), err)
+		}
+		got, _ := os.ReadFile(outFile)
+		if !bytes.Equal(got, []byte(wantOut)) {
+			t.Fatalf("output %q, want %q", got, wantOut)
+		}
+		lost, done := 0, map[string]bool{}
+		for _, p := range s.Providers {
+			switch p.State {
+			case "lost":
+				if p.Provider != victimID {
+					t.Errorf("replica lost on %s, which was not killed (%s)", p.Provider, p.Error)
+				}
+				lost++
+			case "done":
+				done[p.Provider] = true
+			}
+		}
+		if !s.Verified || lost != 1 || len(done) != 2 || done[victimID] {
+			t.Fatalf("summary %+v: want verified by the two survivors, one replica lost on %s", s, victimID)
+		}
+	})
+
+	t.Run("peers and usage errors", func(t *testing.T) {
+		out, _, code := infernet(t, nil, "peers", "--datadir", client.dataDir)
+		if code != 0 || !strings.Contains(out, "REPUTATION") || strings.Count(out, "reference") < 2 {
+			t.Fatalf("peers: exit %d\n%s", code, out)
+		}
+		_, stderr, code := infernet(t, nil, "submit", module, "--require", "vram >=", "--datadir", client.dataDir)
+		if code != 1 || !strings.Contains(stderr, "--require") {
+			t.Fatalf("bad --require: exit %d %q", code, stderr)
+		}
+		_, stderr, code = infernet(t, nil, "submit", module, "--input", filepath.Join(jobs, "cpu", "input.txt"), "--require", "gpus > 0", "--datadir", client.dataDir)
+		if code != 123 || !strings.Contains(stderr, "not enough matching providers") {
+			t.Fatalf("unsatisfiable --require: exit %d %q", code, stderr)
+		}
+		_, stderr, code = infernet(t, nil, "submit", module, "--datadir", t.TempDir())
+		if code != 1 || !strings.Contains(stderr, "no running node") {
+			t.Fatalf("no node: exit %d %q", code, stderr)
+		}
+	})
+}

@@ -1,0 +1,127 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/infernet/infernet/node"
+	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/store"
+)
+
+func startNode(t *testing.T) (*node.Node, *Server, string) {
+	t.Helper()
+	cfg := node.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+	cfg.MDNS, cfg.NAT, cfg.Provide = false, false, false
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	n, err := node.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	srv, err := Serve(n, cfg.DataDir, "127.0.0.1:0", cfg.Logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return n, srv, cfg.DataDir
+}
+
+func TestServeLoopbackOnly(t *testing.T) {
+	n, _, dir := startNode(t)
+	for _, addr := range []string{"0.0.0.0:0", "192.0.2.1:0", "[::]:0", "example.com:80"} {
+		if _, err := Serve(n, dir, addr, slog.Default()); !errors.Is(err, ErrNotLoopback) {
+			t.Errorf("Serve(%s): %v, want ErrNotLoopback", addr, err)
+		}
+	}
+}
+
+func TestToken(t *testing.T) {
+	_, srv, dir := startNode(t)
+	tok, err := os.ReadFile(filepath.Join(dir, TokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := os.Stat(filepath.Join(dir, TokenFile)); st.Mode().Perm() != 0o600 {
+		t.Errorf("token file mode %v, want 0600", st.Mode().Perm())
+	}
+	for _, auth := range []string{"", "Bearer ", "Bearer wrong", "Basic " + strings.TrimSpace(string(tok))} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+srv.Addr()+"/v1/node", nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("Authorization %q: %s, want 401", auth, resp.Status)
+		}
+	}
+	// Metrics need no token and show the node's counters.
+	resp, err := http.Get("http://" + srv.Addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "infernet_stream_frames_sent_total") {
+		t.Errorf("metrics lack infernet counters:\n%.500s", body)
+	}
+}
+
+func TestClient(t *testing.T) {
+	n, _, dir := startNode(t)
+	c, err := Dial(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	info, err := c.Node(ctx)
+	if err != nil || info.ID != n.ID().String() || info.Provider {
+		t.Fatalf("Node: %+v, %v", info, err)
+	}
+	b := []byte("a module, or close enough")
+	bi, err := c.PutBlob(ctx, b)
+	if err != nil || bi.Digest != blob.Sum(b) || bi.Size != int64(len(b)) {
+		t.Fatalf("PutBlob: %+v, %v", bi, err)
+	}
+	if got, err := c.Blob(ctx, bi.Digest, 1<<10); err != nil || string(got) != string(b) {
+		t.Fatalf("Blob: %q, %v", got, err)
+	}
+	if _, err := c.Blob(ctx, blob.Sum([]byte("absent")), 1<<10); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("absent blob: %v", err)
+	}
+	// No providers anywhere: the job is recorded as failed, and the
+	// progress stream ends with its record.
+	start := time.Now()
+	job, err := c.Submit(ctx, SubmitRequest{Module: bi.Digest, ModuleSize: bi.Size, Input: blob.Sum(nil), TimeoutMS: 1000}, nil)
+	if err != nil || job.State != store.JobFailed || !strings.Contains(job.Error, "not enough matching providers") {
+		t.Fatalf("Submit: %+v, %v", job, err)
+	}
+	if time.Since(start) > 30*time.Second {
+		t.Errorf("a job without providers took %v to fail", time.Since(start))
+	}
+	jobs, err := c.Jobs(ctx)
+	if err != nil || len(jobs) != 1 || jobs[0].ID != job.ID {
+		t.Fatalf("Jobs: %v, %v", jobs, err)
+	}
+	// A missing module is an error before anything is recorded.
+	if _, err := c.Submit(ctx, SubmitRequest{Module: blob.Sum([]byte("nope")), ModuleSize: 4, TimeoutMS: 1000}, nil); err == nil {
+		t.Fatal("Submit of an absent module succeeded")
+	}
+	if _, err := Dial(t.TempDir(), ""); !errors.Is(err, ErrNoNode) {
+		t.Fatalf("Dial of an empty dir: %v", err)
+	}
+}

@@ -1,0 +1,162 @@
+package wire
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/infernet/infernet/node/blob"
+)
+
+func testKey(t *testing.T) (crypto.PrivKey, peer.ID) {
+	t.Helper()
+	k, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := peer.IDFromPrivateKey(k)
+	return k, id
+}
+
+func announce(client peer.ID) *JobAnnounce {
+	return &JobAnnounce{V: Version, Job: NewJobID(), Client: []byte(client), Module: blob.Sum([]byte("m")),
+		ModuleSize: 1, Input: blob.Sum(nil), Memory: 1 << 20, TimeoutMS: 1000, Replicas: 2,
+		Deadline: Millis(time.Now().Add(time.Minute)), Time: Millis(time.Now()), MaxOutput: 1 << 20}
+}
+
+func TestRoundTripDeterministic(t *testing.T) {
+	_, id := testKey(t)
+	a := announce(id)
+	b1, err := Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back JobAnnounce
+	if err := Unmarshal(b1, MaxGossipMessage, &back); err != nil {
+		t.Fatal(err)
+	}
+	b2, _ := Marshal(&back)
+	if !bytes.Equal(b1, b2) {
+		t.Fatal("re-encoding changed the bytes")
+	}
+	if back.Job != a.Job || back.Module != a.Module || peer.ID(back.Client) != id {
+		t.Fatalf("decoded %+v", back)
+	}
+}
+
+func TestUnmarshalRejects(t *testing.T) {
+	_, id := testKey(t)
+	good, _ := Marshal(announce(id))
+	v2 := announce(id)
+	v2.V = 2
+	newer, _ := Marshal(v2)
+	tests := []struct {
+		name string
+		b    []byte
+		want error
+	}{
+		{"too large", make([]byte, MaxGossipMessage+1), ErrTooLarge},
+		{"garbage", []byte("not cbor"), ErrMalformed},
+		{"trailing bytes", append(append([]byte{}, good...), 0), ErrMalformed},
+		{"wrong type", []byte{0x63, 'a', 'b', 'c'}, ErrMalformed},
+		{"duplicate key", []byte{0xa2, 0x01, 0x01, 0x01, 0x01}, ErrMalformed},
+		{"indefinite length", []byte{0xbf, 0x01, 0x01, 0xff}, ErrMalformed},
+		{"newer version", newer, ErrVersion},
+		{"no version", []byte{0xa0}, ErrVersion},
+	}
+	for _, tt := range tests {
+		var m JobAnnounce
+		if err := Unmarshal(tt.b, MaxGossipMessage, &m); !errors.Is(err, tt.want) {
+			t.Errorf("%s: %v, want %v", tt.name, err, tt.want)
+		}
+	}
+}
+
+func TestFrames(t *testing.T) {
+	var buf bytes.Buffer
+	bid := &Bid{V: Version, Job: NewJobID(), Accept: true, Price: 7}
+	for range 3 {
+		if err := WriteFrame(&buf, bid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := bufio.NewReader(&buf)
+	for range 3 {
+		var got Bid
+		if err := ReadFrame(r, MaxControlFrame, &got); err != nil || got != *bid {
+			t.Fatalf("frame %+v, %v", got, err)
+		}
+	}
+	var m Bid
+	if err := ReadFrame(r, MaxControlFrame, &m); err.Error() != "EOF" {
+		t.Fatalf("at end: %v", err)
+	}
+	// A length prefix over the limit is refused before anything is read.
+	huge := bufio.NewReader(bytes.NewReader([]byte{0xff, 0xff, 0xff, 0xff, 0x0f}))
+	if err := ReadFrame(huge, MaxControlFrame, &m); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("huge frame: %v", err)
+	}
+	short := bufio.NewReader(bytes.NewReader([]byte{0x10, 0xa0}))
+	if err := ReadFrame(short, MaxControlFrame, &m); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("truncated frame: %v", err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	_, id := testKey(t)
+	if err := announce(id).Validate(); err != nil {
+		t.Fatalf("good announce: %v", err)
+	}
+	for name, mutate := range map[string]func(*JobAnnounce){
+		"no replicas":   func(a *JobAnnounce) { a.Replicas = 0 },
+		"many replicas": func(a *JobAnnounce) { a.Replicas = MaxReplicas + 1 },
+		"no timeout":    func(a *JobAnnounce) { a.TimeoutMS = 0 },
+		"no module":     func(a *JobAnnounce) { a.Module = blob.Digest{} },
+		"huge input":    func(a *JobAnnounce) { a.InputSize = MaxInputBytes + 1 },
+		"bad mode":      func(a *JobAnnounce) { a.Mode = 9 },
+		"bad client":    func(a *JobAnnounce) { a.Client = []byte("x") },
+		"no memory":     func(a *JobAnnounce) { a.Memory = 0 },
+	} {
+		a := announce(id)
+		mutate(a)
+		if err := a.Validate(); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func TestResultSignature(t *testing.T) {
+	key, id := testKey(t)
+	out := []byte("hello")
+	r := &Result{V: Version, Job: NewJobID(), Replica: 1, Output: blob.Sum(out), OutputSize: 5, OutputData: out, ExitCode: 0}
+	if err := r.Sign(key); err != nil {
+		t.Fatal(err)
+	}
+	if peer.ID(r.Provider) != id {
+		t.Fatal("Sign did not set the provider")
+	}
+	if err := r.Verify(); err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	other, _ := testKey(t)
+	for name, tamper := range map[string]func(*Result){
+		"exit code":   func(r *Result) { r.ExitCode = 1 },
+		"output":      func(r *Result) { r.Output[0] ^= 1 },
+		"inline data": func(r *Result) { r.OutputData = []byte("hellO") },
+		"replica":     func(r *Result) { r.Replica = 0 },
+		"signature":   func(r *Result) { r.Sig[0] ^= 1 },
+		"provider":    func(r *Result) { oid, _ := peer.IDFromPrivateKey(other); r.Provider = []byte(oid) },
+	} {
+		c := *r
+		c.Sig = append([]byte(nil), r.Sig...)
+		tamper(&c)
+		if err := c.Verify(); !errors.Is(err, ErrBadSignature) {
+			t.Errorf("tampered %s: %v", name, err)
+		}
+	}
+}
