@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -143,14 +144,22 @@ func (n *Node) PutBlob(ctx context.Context, b []byte) (blob.Digest, error) {
 	if err != nil {
 		return d, err
 	}
+	n.provideAsync(d)
+	return d, nil
+}
+
+// provideAsync announces a local blob in the DHT in the background: nobody
+// waits for it, and providers that need the blob find it there.
+func (n *Node) provideAsync(d blob.Digest) {
 	n.wg.Add(1)
-	go func() { // providers find it through the DHT; nobody waits for that
+	go func() {
 		defer n.wg.Done()
 		ctx, cancel := context.WithTimeout(n.ctx, time.Minute)
 		defer cancel()
-		n.blobSvc.Provide(ctx, d)
+		if err := n.blobSvc.Provide(ctx, d); err != nil && n.ctx.Err() == nil {
+			n.log.Debug("provide", "blob", d.Short(), "err", err)
+		}
 	}()
-	return d, nil
 }
 
 // Blob returns a stored blob's bytes (at most max).
@@ -446,6 +455,24 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 	}
 }
 
+// Why a provider lost a replica.
+var (
+	errSilent   = errors.New("provider silent")
+	errConnLost = errors.New("connection lost")
+)
+
+// rootCause returns the message of the innermost error of a chain, such as
+// "connection reset by peer", for one-line reports.
+func rootCause(err error) string {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err.Error()
+		}
+		err = next
+	}
+}
+
 // errRefused marks a provider that declined, which costs it no reputation;
 // errBusy, wrapped with it, one that may accept later.
 var (
@@ -552,7 +579,7 @@ func (j *jobRun) follow(ctx context.Context, r uint8, p peer.ID) (*wire.Result, 
 	// provider to stop.
 	stop := context.AfterFunc(ctx, c.reset)
 	defer stop()
-	a := &wire.Assign{V: wire.Version, Announce: *j.ann, Replica: r, Input: j.input}
+	a := &wire.Assign{V: wire.Version, Announce: *j.ann, Replica: r, Input: j.input, Sources: j.sources(p)}
 	if err := c.write(a); err != nil {
 		c.reset()
 		return nil, fmt.Errorf("assign: %w", err)
@@ -600,7 +627,11 @@ func (j *jobRun) follow(ctx context.Context, r uint8, p peer.ID) (*wire.Result, 
 		}
 		if up.err != nil {
 			c.reset()
-			return nil, fmt.Errorf("provider lost: %w", up.err)
+			j.c.log.Debug("assign stream broke", "job", j.ann.Job, "provider", p, "err", up.err)
+			if errors.Is(up.err, os.ErrDeadlineExceeded) {
+				return nil, fmt.Errorf("%w for %v", errSilent, n.cfg.Silence)
+			}
+			return nil, fmt.Errorf("%w (%s)", errConnLost, rootCause(up.err))
 		}
 		switch u := up.u; u.Kind {
 		case wire.UpdateRejected:
@@ -635,6 +666,22 @@ func (j *jobRun) check(res *wire.Result, r uint8, p peer.ID) (*wire.Result, erro
 		return nil, errors.New("output over the job's limit")
 	}
 	return res, nil
+}
+
+// sources are the other providers already running or done with a replica
+// of this job: they hold its module and input, so p may fetch from them
+// rather than only from this client.
+func (j *jobRun) sources(p peer.ID) [][]byte {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out [][]byte
+	for _, rep := range j.rec.Replicas {
+		if id, err := peer.Decode(rep.Provider); err == nil && id != p &&
+			(rep.State == store.ReplicaRunning || rep.State == store.ReplicaDone) {
+			out = append(out, []byte(id))
+		}
+	}
+	return out
 }
 
 // wasAssigned reports whether replica r was ever given to p.

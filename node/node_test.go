@@ -334,3 +334,31 @@ func TestMalformedStreams(t *testing.T) {
 }
 
 func alwaysReq() *requirement.Program { return requirement.Always }
+
+// TestModuleFromOtherProviders: providers that fetched a module announce it
+// in the DHT, so a newcomer gets it from them with the client gone.
+func TestModuleFromOtherProviders(t *testing.T) {
+	net := startNetwork(t, 2, nil)
+	module := readTestdata(t, "jobs/wordcount/wordcount.wasm")
+	s := spec(t, net.client, module, []byte("a b a"))
+	job, err := net.client.Submit(context.Background(), s, nil)
+	if err != nil || job.State != store.JobVerified {
+		t.Fatalf("job %v: %v", job, err)
+	}
+	net.client.Close()
+	cfg := testConfig(t, true)
+	cfg.Bootstrap = []string{net.providers[0].Addrs()[0].String()}
+	newcomer, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer newcomer.Close()
+	waitFor(t, 30*time.Second, "the newcomer to fetch the module through the DHT", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return newcomer.blobSvc.Fetch(ctx, s.Module, s.ModuleSize, nil) == nil
+	})
+	if got, err := newcomer.Blob(s.Module, 1<<20); err != nil || !bytes.Equal(got, module) {
+		t.Fatalf("fetched module: %v", err)
+	}
+}

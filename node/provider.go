@@ -375,7 +375,7 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 			hints = append(hints, id)
 		}
 	}
-	if err := p.n.blobSvc.Fetch(ctx, an.Module, an.ModuleSize, hints); err != nil {
+	if err := p.fetch(ctx, an.Module, an.ModuleSize, hints); err != nil {
 		res.Error = "module: " + err.Error()
 		return res
 	}
@@ -392,7 +392,7 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 			return res
 		}
 	case an.InputSize > 0:
-		if err := p.n.blobSvc.Fetch(ctx, an.Input, an.InputSize, hints); err != nil {
+		if err := p.fetch(ctx, an.Input, an.InputSize, hints); err != nil {
 			res.Error = "input: " + err.Error()
 			return res
 		}
@@ -422,6 +422,19 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 		WithSeed(sha256.Sum256(an.Job[:])) // every replica draws the same randomness
 	out, runErr := p.sandbox.Run(ctx, ihost.Job{Module: module, Digest: ihost.Digest(an.Module), Input: input}, cfg)
 	return p.result(res, out, runErr, an)
+}
+
+// fetch makes a blob local and, when it was not, announces it in the DHT,
+// so that other providers can fetch it from here without the client.
+func (p *provider) fetch(ctx context.Context, d blob.Digest, size int64, hints []peer.ID) error {
+	if _, ok := p.n.blobs.Has(d); ok {
+		return nil
+	}
+	if err := p.n.blobSvc.Fetch(ctx, d, size, hints); err != nil {
+		return err
+	}
+	p.n.provideAsync(d)
+	return nil
 }
 
 // result fills res from a sandbox run and stores large outputs as blobs.

@@ -5,6 +5,8 @@
 #   (b) GEMM GFLOP/s per backend vs OpenBLAS (n = 256..2048)
 #   (c) the same GEMM called from a guest vs natively
 #   (d) run latency of a cached small Go module
+#   (e) the network: round trip of a tiny job (replicas 2, 3 nodes), jobs/s
+#       of one client, and latency and messages per job with 5..50 nodes
 # BENCH_QUICK=1 shortens every part (a smoke test of this script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -73,3 +75,9 @@ hr "(d') the same through the CLI, a new process per run (compiled-module cache 
 hyperfine --style basic --warmup 2 --runs $((runs * 3)) -N \
   -n "infernet run echo" "$bin run testdata/jobs/echo/echo.wasm --cache-dir $tmp/inf" \
   -n "wazero run echo" "$wazero run -cachedir $tmp/wz testdata/jobs/echo/echo.wasm" 2>/dev/null | grep -E 'Time|±|infernet|wazero' || true
+
+hr "(e) the network, real libp2p hosts on loopback (node/bench_test.go)"
+echo "round trip of a tiny cached job, replicas 2 on 3 nodes (target p50 <= 20 ms), and one client's jobs/s with 16 in flight:"
+go test -run '^$' -bench 'RoundTrip|Throughput' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && echo 20x || echo 500x)" ./node | grep -E '^Benchmark' || true
+echo "announce-to-result latency and messages per job as the network grows (msgs/job must stay flat):"
+go test -run '^$' -bench 'Scale' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && echo 10x || echo 100x)" -timeout 30m ./node | grep -E '^Benchmark' || true

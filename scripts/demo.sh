@@ -95,7 +95,7 @@ for _ in $(seq 200); do
   sleep 0.05
 done
 echo "killing $victim ($("$bin" id --datadir "$net/$victim"))"
-kill -9 "${pid_of[$victim]}"
+{ kill -9 "${pid_of[$victim]}"; wait "${pid_of[$victim]}"; } 2>/dev/null
 wait $sub; echo "exit status $?"
 cat "$net/summary"; cat "$net/out"
 
@@ -106,5 +106,6 @@ echo "\$ infernet submit $jobs/cpu/cpu.wasm --require 'vram >= 16'"
 step "What the client node remembers"
 echo '$ infernet jobs'
 "$bin" jobs --datadir "$net/client"
-echo '$ infernet jobs --runs --datadir p2   # what provider p2 ran for others'
-"$bin" jobs --runs --datadir "$net/p2"
+alive=p1; [ "$victim" = p1 ] && alive=p3
+echo "\$ infernet jobs --runs --datadir $alive   # what provider $alive ran for others"
+"$bin" jobs --runs --datadir "$net/$alive"

@@ -107,22 +107,49 @@ func WriteFrame(w io.Writer, m Versioned) error {
 	return nil
 }
 
-// ReadFrame reads one frame written by WriteFrame into m, refusing frames of
-// more than max bytes before reading them.
-func ReadFrame(r *bufio.Reader, max int, m Versioned) error {
-	n, err := binary.ReadUvarint(r)
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return io.EOF
+// readLength reads a frame's uvarint length: io.EOF before its first byte,
+// ErrMalformed for a truncated or overlong varint, the stream's own error
+// otherwise.
+func readLength(r *bufio.Reader) (uint64, error) {
+	var x uint64
+	for i := 0; i < binary.MaxVarintLen64; i++ {
+		b, err := r.ReadByte()
+		switch {
+		case err == io.EOF && i == 0:
+			return 0, io.EOF
+		case err == io.EOF:
+			return 0, fmt.Errorf("%w: truncated frame length", ErrMalformed)
+		case err != nil:
+			return 0, fmt.Errorf("wire: reading frame: %w", err)
 		}
-		return fmt.Errorf("%w: frame length: %w", ErrMalformed, err)
+		if i == binary.MaxVarintLen64-1 && b > 1 {
+			break
+		}
+		x |= uint64(b&0x7f) << (7 * i)
+		if b < 0x80 {
+			return x, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: frame length overflows 64 bits", ErrMalformed)
+}
+
+// ReadFrame reads one frame written by WriteFrame into m, refusing frames of
+// more than max bytes before reading them. Errors of the stream itself
+// (reset, deadline) are returned wrapped, not as ErrMalformed.
+func ReadFrame(r *bufio.Reader, max int, m Versioned) error {
+	n, err := readLength(r)
+	if err != nil {
+		return err
 	}
 	if n > uint64(max) {
 		return fmt.Errorf("%w: frame of %d bytes, limit %d", ErrTooLarge, n, max)
 	}
 	b := make([]byte, n)
 	if _, err := io.ReadFull(r, b); err != nil {
-		return fmt.Errorf("%w: frame body: %w", ErrMalformed, err)
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("%w: truncated frame: %w", ErrMalformed, err)
+		}
+		return fmt.Errorf("wire: reading frame: %w", err)
 	}
 	return Unmarshal(b, max, m)
 }

@@ -246,68 +246,12 @@ func TestNetworkProcesses(t *testing.T) {
 		}
 	})
 
+	t.Run("provider silent mid-job", func(t *testing.T) {
+		runWithVictim(t, client, providers, module, syscall.SIGSTOP)
+	})
+
 	t.Run("provider killed mid-job", func(t *testing.T) {
-		input := []byte("1200 1000")
-		wantOut, _, code := infernet(t, input, "run", module, "--input", "-")
-		if code != 0 {
-			t.Fatalf("local run exit %d", code)
-		}
-		cmd := exec.Command(binary, "submit", module, "--input", "-", "--replicas", "2", "--json", "--datadir", client.dataDir, "--output", filepath.Join(t.TempDir(), "out"))
-		cmd.Stdin = bytes.NewReader(input)
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		outFile := cmd.Args[len(cmd.Args)-1]
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		// Kill the first provider seen running the job.
-		var victim *proc
-		waitFor(t, 60*time.Second, "a provider to run the job", func() bool {
-			for _, p := range providers {
-				runs, err := p.api(t).Runs(context.Background())
-				if err != nil {
-					continue
-				}
-				for _, r := range runs {
-					if r.State == store.RunRunning {
-						victim = p
-						return true
-					}
-				}
-			}
-			return false
-		})
-		victimID, _, _ := infernet(t, nil, "id", "--datadir", victim.dataDir)
-		victimID = strings.TrimSpace(victimID)
-		if err := victim.cmd.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("submit: %v: %s", err, errb.String())
-		}
-		var s summary
-		if err := json.Unmarshal(out.Bytes(), &s); err != nil {
-			t.Fatalf("summary %q: %v", out.String(), err)
-		}
-		got, _ := os.ReadFile(outFile)
-		if !bytes.Equal(got, []byte(wantOut)) {
-			t.Fatalf("output %q, want %q", got, wantOut)
-		}
-		lost, done := 0, map[string]bool{}
-		for _, p := range s.Providers {
-			switch p.State {
-			case "lost":
-				if p.Provider != victimID {
-					t.Errorf("replica lost on %s, which was not killed (%s)", p.Provider, p.Error)
-				}
-				lost++
-			case "done":
-				done[p.Provider] = true
-			}
-		}
-		if !s.Verified || lost != 1 || len(done) != 2 || done[victimID] {
-			t.Fatalf("summary %+v: want verified by the two survivors, one replica lost on %s", s, victimID)
-		}
+		runWithVictim(t, client, providers, module, syscall.SIGKILL)
 	})
 
 	t.Run("peers and usage errors", func(t *testing.T) {
@@ -328,4 +272,77 @@ func TestNetworkProcesses(t *testing.T) {
 			t.Fatalf("no node: exit %d %q", code, stderr)
 		}
 	})
+}
+
+// runWithVictim submits a job that runs for a few seconds with two replicas,
+// sends sig to the first provider seen running it (SIGKILL: it dies;
+// SIGSTOP: it falls silent), and checks that the job still ends verified by
+// the two other providers with the right output.
+func runWithVictim(t *testing.T, client *proc, providers []*proc, module string, sig syscall.Signal) {
+	input := []byte("1200 1000")
+	wantOut, _, code := infernet(t, input, "run", module, "--input", "-")
+	if code != 0 {
+		t.Fatalf("local run exit %d", code)
+	}
+	cmd := exec.Command(binary, "submit", module, "--input", "-", "--replicas", "2", "--json", "--datadir", client.dataDir, "--output", filepath.Join(t.TempDir(), "out"))
+	cmd.Stdin = bytes.NewReader(input)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	outFile := cmd.Args[len(cmd.Args)-1]
+	started := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var victim *proc
+	waitFor(t, 60*time.Second, "a provider to run the job", func() bool {
+		for _, p := range providers {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			runs, err := p.api(t).Runs(ctx)
+			cancel()
+			if err != nil {
+				continue // a provider killed or stopped by an earlier test
+			}
+			for _, r := range runs {
+				if r.State == store.RunRunning && r.Started.After(started) {
+					victim = p
+					return true
+				}
+			}
+		}
+		return false
+	})
+	victimID, _, _ := infernet(t, nil, "id", "--datadir", victim.dataDir)
+	victimID = strings.TrimSpace(victimID)
+	if err := victim.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	if sig == syscall.SIGSTOP {
+		defer victim.cmd.Process.Signal(syscall.SIGCONT)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("submit: %v: %s", err, errb.String())
+	}
+	var s summary
+	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
+		t.Fatalf("summary %q: %v", out.String(), err)
+	}
+	got, _ := os.ReadFile(outFile)
+	if !bytes.Equal(got, []byte(wantOut)) {
+		t.Fatalf("output %q, want %q", got, wantOut)
+	}
+	lost, done := 0, map[string]bool{}
+	for _, p := range s.Providers {
+		switch p.State {
+		case "lost":
+			if p.Provider != victimID {
+				t.Errorf("replica lost on %s, which was not killed (%s)", p.Provider, p.Error)
+			}
+			lost++
+		case "done":
+			done[p.Provider] = true
+		}
+	}
+	if !s.Verified || lost != 1 || len(done) != 2 || done[victimID] {
+		t.Fatalf("summary %+v: want verified by the two survivors, one replica lost on %s", s, victimID)
+	}
 }
