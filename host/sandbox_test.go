@@ -241,7 +241,7 @@ func TestDeterministicOutputs(t *testing.T) {
 // must match on every machine.
 func TestExampleOutputs(t *testing.T) {
 	sb := newSandbox(t, Config{})
-	for _, job := range []string{"mlp", "matmul", "wordcount", "cpu", "cpugo", "echo"} {
+	for _, job := range []string{"mlp", "matmul", "wordcount", "cpu", "cpugo", "echo", "cat"} {
 		t.Run(job, func(t *testing.T) {
 			dir := "../testdata/jobs/" + job + "/"
 			res, err := sb.Run(context.Background(), Job{Module: readFile(t, dir+job+".wasm"), Input: readFile(t, dir+"input.txt")}, NewJobConfig())

@@ -79,6 +79,9 @@ type Config struct {
 	// Silence is how long a client waits for any word from a provider before
 	// it gives the replica to another; default 5 s (and at least 3 heartbeats).
 	Silence time.Duration
+	// BlobRetention is how long blobs stay after their last use (jobs and
+	// runs that refer to them count as use); default 24 h.
+	BlobRetention time.Duration
 	// GossipHeartbeat is GossipSub's heartbeat; default 1 s.
 	GossipHeartbeat time.Duration
 	// Sandbox and Backends, when both set, run this provider's jobs instead
@@ -132,6 +135,9 @@ func (c *Config) setDefaults() {
 		c.Silence = 5 * time.Second
 	}
 	c.Silence = max(c.Silence, 3*c.Heartbeat)
+	if c.BlobRetention <= 0 {
+		c.BlobRetention = 24 * time.Hour
+	}
 	if c.GossipHeartbeat <= 0 {
 		c.GossipHeartbeat = time.Second
 	}
@@ -231,11 +237,56 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 			return nil, fmt.Errorf("mdns: %w", err)
 		}
 	}
+	if err = n.recover(); err != nil {
+		return nil, err
+	}
 	if n.provider != nil {
 		n.wg.Add(1)
 		go n.provider.advertLoop()
 	}
+	n.wg.Add(1)
+	go n.gcLoop()
 	return n, nil
+}
+
+// recover settles what a previous run of the node left unfinished: jobs it
+// was submitting fail (their client, the CLI, is gone), and results it ran
+// but had not delivered are delivered again.
+func (n *Node) recover() error {
+	jobs, err := n.db.Jobs(0)
+	if err != nil {
+		return err
+	}
+	for i := range jobs {
+		j := &jobs[i]
+		if j.State.Final() {
+			continue
+		}
+		j.State, j.Error, j.Finished = store.JobFailed, "interrupted: the node stopped before the job ended", time.Now()
+		if err := n.db.PutJob(j); err != nil {
+			return err
+		}
+	}
+	if n.provider == nil {
+		return nil
+	}
+	runs, err := n.db.Runs()
+	if err != nil {
+		return err
+	}
+	for i := range runs {
+		r := &runs[i]
+		client, err := peer.Decode(r.Client)
+		if r.State != store.RunFinished || r.Result == nil || err != nil {
+			continue
+		}
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.provider.redeliver(client, r, n.provider.withOutput(r.Result))
+		}()
+	}
+	return nil
 }
 
 func (n *Node) startHost() error {
@@ -298,6 +349,51 @@ func (n *Node) bootstrap(ctx context.Context) error {
 		return fmt.Errorf("no bootstrap peer reachable: %w", errors.Join(errs...))
 	}
 	return n.dht.Bootstrap(n.ctx)
+}
+
+// gcLoop removes blobs unused for BlobRetention, every hour and at start.
+func (n *Node) gcLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		if removed, err := n.collectBlobs(); err != nil {
+			n.log.Warn("blob gc", "err", err)
+		} else if removed > 0 {
+			n.log.Info("blob gc", "removed", removed)
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// collectBlobs removes the blobs that no job or run of the retention period
+// refers to and that were not written within it.
+func (n *Node) collectBlobs() (int, error) {
+	since := time.Now().Add(-n.cfg.BlobRetention)
+	keep := map[blob.Digest]bool{}
+	jobs, err := n.db.Jobs(0)
+	if err != nil {
+		return 0, err
+	}
+	for _, j := range jobs {
+		if j.Finished.IsZero() || j.Finished.After(since) {
+			keep[j.Announce.Module], keep[j.Announce.Input], keep[j.Output] = true, true, true
+		}
+	}
+	runs, err := n.db.Runs()
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range runs {
+		if r.Result != nil && (r.Finished.IsZero() || r.Finished.After(since)) {
+			keep[r.Result.Output] = true
+		}
+	}
+	return n.blobs.GC(func(d blob.Digest) bool { return keep[d] }, n.cfg.BlobRetention)
 }
 
 type mdnsNotifee struct{ n *Node }

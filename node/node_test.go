@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -12,10 +13,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
+	noise "github.com/libp2p/go-libp2p/p2p/security/noise"
+	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
+	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	ma "github.com/multiformats/go-multiaddr"
 
 	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -360,5 +368,160 @@ func TestModuleFromOtherProviders(t *testing.T) {
 	})
 	if got, err := newcomer.Blob(s.Module, 1<<20); err != nil || !bytes.Equal(got, module) {
 		t.Fatalf("fetched module: %v", err)
+	}
+}
+
+// TestLargeInputAndOutput sends an input too big to ride in the assign and
+// gets back an output too big to ride in the result: both travel as blobs,
+// the output by ranges from both providers.
+func TestLargeInputAndOutput(t *testing.T) {
+	net := startNetwork(t, 2, nil)
+	input := make([]byte, 6<<20)
+	for i := range input {
+		input[i] = byte(i * 7 >> 3)
+	}
+	s := spec(t, net.client, readTestdata(t, "jobs/cat/cat.wasm"), input)
+	job, err := net.client.Submit(context.Background(), s, nil)
+	if err != nil || job.State != store.JobVerified {
+		t.Fatalf("job %v: %v", job, err)
+	}
+	out, err := net.client.Blob(job.Output, 16<<20)
+	if err != nil || !bytes.Equal(out, input) {
+		t.Fatalf("output of %d bytes, %v; want the 6 MiB input back", len(out), err)
+	}
+	for _, p := range net.providers {
+		if _, ok := p.blobs.Has(s.Input); !ok {
+			t.Errorf("provider %s has no input blob", p.ID())
+		}
+		if _, ok := p.blobs.Has(job.Output); !ok {
+			t.Errorf("provider %s has no output blob", p.ID())
+		}
+	}
+}
+
+// TestRestartRecovers: a job left running by a node that stopped is marked
+// failed when it starts again, and its identity is the same.
+func TestRestartRecovers(t *testing.T) {
+	cfg := testConfig(t, false)
+	n, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := n.ID()
+	rec := &store.Job{ID: wire.NewJobID(), State: store.JobRunning, Created: time.Now()}
+	if err := n.db.PutJob(rec); err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
+	n, err = New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if n.ID() != id {
+		t.Errorf("identity changed across restart: %s then %s", id, n.ID())
+	}
+	got, err := n.Job(rec.ID)
+	if err != nil || got.State != store.JobFailed || !strings.Contains(got.Error, "interrupted") {
+		t.Fatalf("after restart: %+v, %v", got, err)
+	}
+}
+
+// TestBlobGC removes only blobs no recent job refers to.
+func TestBlobGC(t *testing.T) {
+	cfg := testConfig(t, false)
+	cfg.BlobRetention = time.Hour
+	n, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	used, err := n.PutBlob(context.Background(), []byte("module of a recent job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unused, _ := n.PutBlob(context.Background(), []byte("nobody needs me"))
+	if err := n.db.PutJob(&store.Job{ID: wire.NewJobID(), Announce: wire.JobAnnounce{Module: used}, State: store.JobVerified, Created: time.Now(), Finished: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	for _, d := range []blob.Digest{used, unused} {
+		if err := os.Chtimes(n.blobs.Path(d), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := n.collectBlobs()
+	if err != nil || removed != 1 {
+		t.Fatalf("collectBlobs removed %d, %v; want 1", removed, err)
+	}
+	if _, ok := n.blobs.Has(used); !ok {
+		t.Error("the blob of a recent job was removed")
+	}
+	if _, ok := n.blobs.Has(unused); ok {
+		t.Error("the unused blob was kept")
+	}
+}
+
+// TestTransportsAndSecurity speaks the bid protocol to a node over TCP with
+// TLS, TCP with Noise, and QUIC.
+func TestTransportsAndSecurity(t *testing.T) {
+	cfg := testConfig(t, true)
+	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"}
+	prov, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prov.Close()
+	addr := func(proto string) ma.Multiaddr {
+		for _, a := range prov.host.Addrs() {
+			if _, err := a.ValueForProtocol(ma.ProtocolWithName(proto).Code); err == nil {
+				return a
+			}
+		}
+		t.Fatalf("provider does not listen on %s", proto)
+		return nil
+	}
+	for _, tt := range []struct {
+		name, proto string
+		opts        []libp2p.Option
+		security    protocol.ID
+	}{
+		{"tcp+tls", "tcp", []libp2p.Option{libp2p.Security(libp2ptls.ID, libp2ptls.New), libp2p.Transport(tcp.NewTCPTransport)}, libp2ptls.ID},
+		{"tcp+noise", "tcp", []libp2p.Option{libp2p.Security(noise.ID, noise.New), libp2p.Transport(tcp.NewTCPTransport)}, noise.ID},
+		{"quic", "quic-v1", []libp2p.Option{libp2p.Transport(quic.NewTransport)}, "/quic-v1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h, err := libp2p.New(append(tt.opts, libp2p.NoListenAddrs, libp2p.DisableRelay())...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := h.Connect(ctx, peer.AddrInfo{ID: prov.ID(), Addrs: []ma.Multiaddr{addr(tt.proto)}}); err != nil {
+				t.Fatal(err)
+			}
+			s, err := h.NewStream(ctx, prov.ID(), ProtocolBid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if got := s.Conn().ConnState().Security; tt.security != "/quic-v1" && got != tt.security {
+				t.Errorf("security %s, want %s", got, tt.security)
+			}
+			ann := &wire.JobAnnounce{V: wire.Version, Job: wire.NewJobID(), Client: []byte(h.ID()),
+				Module: blob.Sum([]byte("m")), ModuleSize: 1, Memory: 1 << 20, TimeoutMS: 1000, Replicas: 1,
+				Deadline: wire.Millis(time.Now().Add(time.Minute)), Time: wire.Millis(time.Now()), MaxOutput: 1 << 20}
+			if err := wire.WriteFrame(s, &wire.BidOpen{V: wire.Version, Announce: ann}); err != nil {
+				t.Fatal(err)
+			}
+			var bid wire.Bid
+			if err := wire.ReadFrame(bufio.NewReader(s), wire.MaxControlFrame, &bid); err != nil {
+				t.Fatal(err)
+			}
+			if !bid.Accept || bid.Job != ann.Job || bid.HasModule {
+				t.Fatalf("bid %+v", bid)
+			}
+		})
 	}
 }

@@ -308,6 +308,9 @@ func (p *provider) handleAssign(s network.Stream) {
 		return
 	}
 	run.Result, run.Finished = res, time.Now()
+	if res.OutputSize > maxRecordedOutput {
+		run.Result = stripped(res)
+	}
 	run.State = store.RunFinished
 	if res.Outcome == wire.OutcomeFailed {
 		run.State, run.Error = store.RunFailed, res.Error
@@ -458,8 +461,13 @@ func (p *provider) result(res *wire.Result, out *ihost.Result, runErr error, an 
 		res.Fuel, res.RunMicros, res.Backend = out.Fuel, out.Duration.Microseconds(), out.Backend
 		if len(out.Output) <= wire.MaxInline {
 			res.OutputData = out.Output
-		} else if _, err := p.n.blobs.PutBytes(out.Output); err != nil {
-			res.Outcome, res.Error = wire.OutcomeFailed, "storing output: "+err.Error()
+		}
+		// Outputs too big for the run's record go to the blob store, from
+		// where the client fetches them or a re-delivery reads them back.
+		if len(out.Output) > maxRecordedOutput {
+			if _, err := p.n.blobs.PutBytes(out.Output); err != nil {
+				res.Outcome, res.Error = wire.OutcomeFailed, "storing output: "+err.Error()
+			}
 		}
 	} else {
 		res.Output = blob.Sum(nil)
@@ -486,14 +494,8 @@ func stopClass(err error) string {
 // deliver sends a recorded result on the assign stream, or, if that fails,
 // over ProtocolResult in the background.
 func (p *provider) deliver(c *conn, run *store.Run) {
-	res := *run.Result
-	if res.OutputData == nil && res.OutputSize > 0 && res.OutputSize <= wire.MaxInline {
-		// Re-delivery from the record: inline outputs are not recorded.
-		if b, err := p.n.blobs.Bytes(res.Output, wire.MaxInline); err == nil {
-			res.OutputData = b
-		}
-	}
-	if err := c.write(&wire.Update{V: wire.Version, Kind: wire.UpdateResult, Result: &res}); err == nil {
+	res := p.withOutput(run.Result)
+	if err := c.write(&wire.Update{V: wire.Version, Kind: wire.UpdateResult, Result: res}); err == nil {
 		c.close()
 		p.delivered(run)
 		return
@@ -506,8 +508,25 @@ func (p *provider) deliver(c *conn, run *store.Run) {
 	p.n.wg.Add(1)
 	go func() {
 		defer p.n.wg.Done()
-		p.redeliver(client, run, &res)
+		p.redeliver(client, run, res)
 	}()
+}
+
+// maxRecordedOutput is the largest output kept inside a run's record; larger
+// ones are blobs, so that records stay small.
+const maxRecordedOutput = 64 << 10
+
+// withOutput returns a copy of a result with its inline output, read back
+// from the blob store when the result came from a record (records keep
+// outputs by digest only).
+func (p *provider) withOutput(r *wire.Result) *wire.Result {
+	res := *r
+	if res.OutputData == nil && res.OutputSize > 0 && res.OutputSize <= wire.MaxInline {
+		if b, err := p.n.blobs.Bytes(res.Output, wire.MaxInline); err == nil {
+			res.OutputData = b
+		}
+	}
+	return &res
 }
 
 func (p *provider) delivered(run *store.Run) {

@@ -309,10 +309,14 @@ func newProgress(o *SubmitOptions, replicas int) *progress {
 	if !on {
 		return &progress{}
 	}
-	pr := &progress{p: mpb.New(mpb.WithOutput(o.IO.Err), mpb.WithWidth(24), mpb.WithRefreshRate(100*time.Millisecond)), bars: map[int]*replicaBar{}}
+	opts := []mpb.ContainerOption{mpb.WithOutput(o.IO.Err), mpb.WithRefreshRate(100 * time.Millisecond)}
+	if o.Progress == "always" {
+		opts = append(opts, mpb.WithAutoRefresh()) // mpb draws only on terminals otherwise
+	}
+	pr := &progress{p: mpb.New(opts...), bars: map[int]*replicaBar{}}
 	for r := range replicas {
 		rb := &replicaBar{state: "looking for a provider"}
-		rb.bar = pr.p.New(3, mpb.BarStyle(),
+		rb.bar = pr.p.New(3, mpb.BarStyle(), mpb.BarWidth(20),
 			mpb.PrependDecorators(decor.Name(fmt.Sprintf("replica %d ", r))),
 			mpb.AppendDecorators(decor.Elapsed(decor.ET_STYLE_GO), decor.Any(func(decor.Statistics) string {
 				pr.mu.Lock()
