@@ -9,6 +9,25 @@ import (
 	"github.com/infernet/infernet/node/wire"
 )
 
+// enumName names value v of an enum whose names are listed in order.
+func enumName[T ~uint8](names []string, v T, typ string) string {
+	if int(v) < len(names) {
+		return names[v]
+	}
+	return fmt.Sprintf("%s(%d)", typ, v)
+}
+
+// parseEnum sets *v to the value named b.
+func parseEnum[T ~uint8](names []string, b []byte, v *T) error {
+	for i, n := range names {
+		if n == string(b) {
+			*v = T(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("store: unknown state %q", b)
+}
+
 // JobState is where a submitted job stands.
 type JobState uint8
 
@@ -30,12 +49,7 @@ const (
 var jobStateNames = [...]string{"pending", "running", "verified", "unverified", "failed"}
 
 // String returns the state's name.
-func (s JobState) String() string {
-	if int(s) < len(jobStateNames) {
-		return jobStateNames[s]
-	}
-	return fmt.Sprintf("JobState(%d)", s)
-}
+func (s JobState) String() string { return enumName(jobStateNames[:], s, "JobState") }
 
 // Final reports whether the state can no longer change.
 func (s JobState) Final() bool { return s >= JobVerified }
@@ -44,15 +58,7 @@ func (s JobState) Final() bool { return s >= JobVerified }
 func (s JobState) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
 // UnmarshalText implements encoding.TextUnmarshaler.
-func (s *JobState) UnmarshalText(b []byte) error {
-	for i, n := range jobStateNames {
-		if n == string(b) {
-			*s = JobState(i)
-			return nil
-		}
-	}
-	return fmt.Errorf("store: unknown job state %q", b)
-}
+func (s *JobState) UnmarshalText(b []byte) error { return parseEnum(jobStateNames[:], b, s) }
 
 // ReplicaState is where one assignment of a job stands.
 type ReplicaState uint8
@@ -73,26 +79,13 @@ const (
 var replicaStateNames = [...]string{"assigned", "running", "done", "lost"}
 
 // String returns the state's name.
-func (s ReplicaState) String() string {
-	if int(s) < len(replicaStateNames) {
-		return replicaStateNames[s]
-	}
-	return fmt.Sprintf("ReplicaState(%d)", s)
-}
+func (s ReplicaState) String() string { return enumName(replicaStateNames[:], s, "ReplicaState") }
 
 // MarshalText implements encoding.TextMarshaler.
 func (s ReplicaState) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
 // UnmarshalText implements encoding.TextUnmarshaler.
-func (s *ReplicaState) UnmarshalText(b []byte) error {
-	for i, n := range replicaStateNames {
-		if n == string(b) {
-			*s = ReplicaState(i)
-			return nil
-		}
-	}
-	return fmt.Errorf("store: unknown replica state %q", b)
-}
+func (s *ReplicaState) UnmarshalText(b []byte) error { return parseEnum(replicaStateNames[:], b, s) }
 
 // Replica is one assignment of a job to a provider.
 type Replica struct {
@@ -168,26 +161,13 @@ const (
 var runStateNames = [...]string{"accepted", "running", "finished", "delivered", "failed"}
 
 // String returns the state's name.
-func (s RunState) String() string {
-	if int(s) < len(runStateNames) {
-		return runStateNames[s]
-	}
-	return fmt.Sprintf("RunState(%d)", s)
-}
+func (s RunState) String() string { return enumName(runStateNames[:], s, "RunState") }
 
 // MarshalText implements encoding.TextMarshaler.
 func (s RunState) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
 // UnmarshalText implements encoding.TextUnmarshaler.
-func (s *RunState) UnmarshalText(b []byte) error {
-	for i, n := range runStateNames {
-		if n == string(b) {
-			*s = RunState(i)
-			return nil
-		}
-	}
-	return fmt.Errorf("store: unknown run state %q", b)
-}
+func (s *RunState) UnmarshalText(b []byte) error { return parseEnum(runStateNames[:], b, s) }
 
 // Run is a replica this node ran (or runs) for a client.
 type Run struct {
