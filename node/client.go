@@ -46,6 +46,16 @@ type Spec struct {
 	// Open announces the job on the jobs topic and takes bids from any
 	// provider, even when enough providers are known from their adverts.
 	Open bool
+	// Adaptive lets a trusted provider run the job alone (BOINC's adaptive
+	// replication): Config.SpotCheck of such jobs still get all replicas,
+	// and known-answer canaries test trusted providers now and then.
+	Adaptive bool
+	// SameBackend puts every replica on one tensor backend class.
+	SameBackend bool
+	// Rtol, Atol and Format compare tolerance-mode outputs as numbers
+	// (Format a redundancy.Format); Format 0 compares them bit for bit.
+	Rtol, Atol float64
+	Format     uint8
 }
 
 // Event is one step of a job, pushed to Submit's callback as it happens.
@@ -64,6 +74,7 @@ const (
 	EventRunning   = "running"   // the provider started it
 	EventResult    = "result"    // a signed result arrived
 	EventLost      = "lost"      // the provider died, went silent or failed
+	EventDisagree  = "disagree"  // replicas disagree: one more is added
 )
 
 // maxAttempts caps how many providers may fail one replica (die, go silent,
@@ -83,9 +94,13 @@ type client struct {
 	n   *Node
 	log *slog.Logger
 
-	mu   sync.Mutex
-	jobs map[wire.JobID]*jobRun // active jobs; guarded by mu
+	mu    sync.Mutex
+	jobs  map[wire.JobID]*jobRun // active jobs; guarded by mu
+	known []knownAnswer          // verified jobs usable as canaries; guarded by mu
 }
+
+// alwaysMatch is the empty requirement.
+var alwaysMatch = requirement.Always
 
 func newClient(n *Node) *client {
 	c := &client{n: n, log: n.log.With("role", "client"), jobs: map[wire.JobID]*jobRun{}}
@@ -106,8 +121,12 @@ type jobRun struct {
 	req    *requirement.Program
 	input  []byte // inline input, nil when it travels as a blob
 	events func(Event)
-	open   bool       // announce even when adverts name enough providers
-	emitMu sync.Mutex // events are delivered one at a time
+	open   bool // announce even when adverts name enough providers
+	// adaptive allows a single replica on a trusted provider.
+	adaptive bool
+	// ephemeral jobs (canaries) are not recorded in the store.
+	ephemeral bool
+	emitMu    sync.Mutex // events are delivered one at a time
 
 	mu  sync.Mutex
 	rec *store.Job // guarded by mu
@@ -115,9 +134,15 @@ type jobRun struct {
 	// job: no provider gets two. Guarded by mu.
 	holders map[peer.ID]bool
 	// pool is the candidates, best first; guarded by mu.
-	pool   []candidate
-	offers chan *offer                 // bids from the open market
-	late   map[uint8]chan *wire.Result // results delivered over ProtocolResult
+	pool []candidate
+	// onlyTrusted restricts next to trusted candidates (a single-replica
+	// adaptive job); guarded by mu.
+	onlyTrusted bool
+	// backend is the backend class of a SameBackend job, fixed by the
+	// first bid; guarded by mu.
+	backend string
+	offers  chan *offer                 // bids from the open market
+	late    map[uint8]chan *wire.Result // results delivered over ProtocolResult
 }
 
 type offer struct {
@@ -203,6 +228,7 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 		Memory: spec.Memory, TimeoutMS: spec.Timeout.Milliseconds(), Fuel: spec.Fuel, Mode: spec.Mode,
 		Require: spec.Require, Replicas: uint8(min(spec.Replicas, 255)), Price: spec.Price,
 		Deadline: wire.Millis(now.Add(spec.Deadline)), Time: wire.Millis(now), MaxOutput: spec.MaxOutput,
+		Rtol: spec.Rtol, Atol: spec.Atol, Format: spec.Format, SameBackend: spec.SameBackend,
 	}
 	if err := ann.Validate(); err != nil {
 		return nil, err
@@ -211,7 +237,7 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 		return nil, fmt.Errorf("module %s: %w", spec.Module.Short(), blob.ErrNotFound)
 	}
 	j := &jobRun{
-		c: n.client, ann: ann, req: req, events: events, open: spec.Open,
+		c: n.client, ann: ann, req: req, events: events, open: spec.Open, adaptive: spec.Adaptive,
 		holders: map[peer.ID]bool{}, offers: make(chan *offer, 64), late: map[uint8]chan *wire.Result{},
 		rec: &store.Job{ID: ann.Job, Announce: *ann, State: store.JobPending, Created: now},
 	}
@@ -237,107 +263,6 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 	ctx, cancel := context.WithDeadline(ctx, time.UnixMilli(ann.Deadline))
 	defer cancel()
 	return j.run(ctx)
-}
-
-// run drives the job to a final state and records it.
-func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
-	n := j.c.n
-	if err := j.findProviders(ctx); err != nil {
-		return j.finish(nil, err)
-	}
-	j.emit(EventAnnounced, -1, "", fmt.Sprintf("%d candidates", len(j.pool)))
-	type outcome struct {
-		replica uint8
-		res     *wire.Result
-		err     error
-	}
-	results := make(chan outcome, j.ann.Replicas)
-	rctx, rcancel := context.WithCancel(ctx)
-	defer rcancel()
-	for r := range j.ann.Replicas {
-		go func() {
-			res, err := j.replica(rctx, r)
-			results <- outcome{r, res, err}
-		}()
-	}
-	var got []*wire.Result
-	var errs []error
-	for range j.ann.Replicas {
-		o := <-results
-		if o.err != nil {
-			// Without this replica there is no verdict: stop the others.
-			rcancel()
-			if !errors.Is(o.err, context.Canceled) || len(errs) == 0 {
-				errs = append(errs, fmt.Errorf("replica %d: %w", o.replica, o.err))
-			}
-			continue
-		}
-		got = append(got, o.res)
-	}
-	if len(errs) > 0 {
-		return j.finish(nil, errors.Join(errs...))
-	}
-	for _, r := range got[1:] {
-		if r.Key() != got[0].Key() {
-			return j.finish(got, fmt.Errorf("%w: %s", ErrDisagree, describeResults(got)))
-		}
-	}
-	// Everyone agrees: make the output a local blob.
-	best := got[0]
-	if best.OutputData != nil {
-		if _, err := n.blobs.PutBytes(best.OutputData); err != nil {
-			return j.finish(got, err)
-		}
-	} else if best.OutputSize > 0 {
-		var hints []peer.ID
-		for _, r := range got {
-			hints = append(hints, peer.ID(r.Provider))
-		}
-		if err := n.blobSvc.Fetch(ctx, best.Output, best.OutputSize, hints); err != nil {
-			return j.finish(got, fmt.Errorf("output: %w", err))
-		}
-	}
-	return j.finish(got, nil)
-}
-
-func describeResults(rs []*wire.Result) string {
-	s := ""
-	for i, r := range rs {
-		if i > 0 {
-			s += " vs "
-		}
-		s += fmt.Sprintf("%s: exit %d output %s", peer.ID(r.Provider).ShortString(), r.ExitCode, r.Output.Short())
-		if r.Error != "" {
-			s += " (" + r.Error + ")"
-		}
-	}
-	return s
-}
-
-// finish records the job's final state.
-func (j *jobRun) finish(got []*wire.Result, err error) (*store.Job, error) {
-	j.mu.Lock()
-	rec := j.rec
-	rec.Finished = time.Now()
-	switch {
-	case err != nil:
-		rec.State, rec.Error = store.JobFailed, err.Error()
-	case len(got) >= 2:
-		rec.State = store.JobVerified
-	default:
-		rec.State = store.JobUnverified
-	}
-	if err == nil {
-		rec.Output, rec.OutputSize, rec.ExitCode = got[0].Output, got[0].OutputSize, got[0].ExitCode
-		rec.Agree, rec.Outcome, rec.Error = len(got), got[0].Outcome, got[0].Error
-	}
-	out := *rec
-	out.Replicas = append([]store.Replica(nil), rec.Replicas...)
-	j.mu.Unlock()
-	if perr := j.c.n.db.PutJob(&out); perr != nil {
-		return &out, errors.Join(err, perr)
-	}
-	return &out, err
 }
 
 // findProviders fills the candidate pool from known adverts, or announces
@@ -389,7 +314,7 @@ func (j *jobRun) next(tried map[peer.ID]bool) (peer.ID, bool) {
 	defer j.mu.Unlock()
 	for refreshed := false; ; refreshed = true {
 		for _, c := range j.pool {
-			if !j.holders[c.id] && !tried[c.id] {
+			if !j.holders[c.id] && !tried[c.id] && (c.trusted || !j.onlyTrusted) {
 				j.holders[c.id] = true
 				return c.id, true
 			}
@@ -496,7 +421,7 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 		return nil, err
 	}
 	idx := j.record(r, p)
-	n.peers.outcome(p, 1, 0, 0)
+	assigned := time.Now()
 	res, err := j.follow(ctx, r, p)
 	j.mu.Lock()
 	rep := &j.rec.Replicas[idx]
@@ -509,10 +434,11 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 	j.mu.Unlock()
 	switch {
 	case err == nil:
-		n.peers.outcome(p, 0, 1, 0)
+		n.replicas.Add(1)
+		n.peers.complete(p, time.Since(assigned)-time.Duration(res.RunMicros)*time.Microsecond)
 		j.emit(EventResult, int(r), p, fmt.Sprintf("exit %d, output %s (%d bytes), %.1f ms", res.ExitCode, res.Output.Short(), res.OutputSize, float64(res.RunMicros)/1000))
-	case !errors.Is(err, errRefused):
-		n.peers.outcome(p, 0, 0, 1)
+	case !errors.Is(err, errRefused) && ctx.Err() == nil:
+		n.peers.lose(p)
 	}
 	return res, err
 }
@@ -533,6 +459,9 @@ func (j *jobRun) record(r uint8, p peer.ID) int {
 	c := *j.rec
 	c.Replicas = append([]store.Replica(nil), j.rec.Replicas...)
 	j.mu.Unlock()
+	if j.ephemeral {
+		return idx
+	}
 	if err := j.c.n.db.PutJob(&c); err != nil {
 		j.c.log.Error("recording assignment", "err", err)
 	}
@@ -562,6 +491,16 @@ func (j *jobRun) askBid(ctx context.Context, p peer.ID) error {
 	}
 	if b.Price > j.ann.Price {
 		return fmt.Errorf("%w: price %d over offer %d", errRefused, b.Price, j.ann.Price)
+	}
+	if j.ann.SameBackend {
+		// The first provider to bid fixes the backend class for the rest.
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		if j.backend == "" {
+			j.backend = b.Backend
+		} else if b.Backend != j.backend {
+			return fmt.Errorf("%w: backend %s, this job runs on %s", errRefused, b.Backend, j.backend)
+		}
 	}
 	return nil
 }

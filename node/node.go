@@ -39,6 +39,7 @@ import (
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/blob/blobnet"
 	"github.com/infernet/infernet/node/gossip"
+	"github.com/infernet/infernet/node/reputation"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -84,6 +85,16 @@ type Config struct {
 	BlobRetention time.Duration
 	// GossipHeartbeat is GossipSub's heartbeat; default 1 s.
 	GossipHeartbeat time.Duration
+	// Reputation tunes how peers are judged; zero means reputation.Defaults.
+	Reputation reputation.Params
+	// SpotCheck is the share of adaptive jobs whose single trusted replica
+	// is checked by a full set of replicas anyway; default 0.2.
+	SpotCheck float64
+	// Canary is the share of adaptive jobs after which a known-answer job
+	// is sent to a trusted provider; default 0.05.
+	Canary float64
+	// Faults makes this provider misbehave, for tests; nil in normal use.
+	Faults *Faults
 	// Sandbox and Backends, when both set, run this provider's jobs instead
 	// of a sandbox of its own (several nodes in one process can share one);
 	// the node does not close them.
@@ -135,6 +146,12 @@ func (c *Config) setDefaults() {
 		c.Silence = 5 * time.Second
 	}
 	c.Silence = max(c.Silence, 3*c.Heartbeat)
+	if c.SpotCheck <= 0 {
+		c.SpotCheck = 0.2
+	}
+	if c.Canary <= 0 {
+		c.Canary = 0.05
+	}
 	if c.BlobRetention <= 0 {
 		c.BlobRetention = 24 * time.Hour
 	}
@@ -170,6 +187,9 @@ type Node struct {
 	// framesSent counts stream frames this node wrote (bids, assigns,
 	// updates, results, blob requests), for the messages-per-job figure.
 	framesSent atomic.Uint64
+	// replicas counts results received, verified jobs accepted and canary
+	// replicas run: the verification overhead is replicas/verified.
+	replicas, verified, canaries atomic.Uint64
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -204,7 +224,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err = n.startHost(); err != nil {
 		return nil, err
 	}
-	n.peers = newPeerBook(n.db, n.host.ID())
+	n.peers = newPeerBook(n.db, n.host.ID(), cfg.Reputation, n.log)
 	if err = n.peers.load(); err != nil {
 		return nil, err
 	}
@@ -429,11 +449,14 @@ type Stats struct {
 	// requests and answers).
 	Frames uint64
 	Gossip gossip.Stats
+	// Replicas is results received from providers (canaries included),
+	// Verified is jobs accepted, Canaries is canary replicas run.
+	Replicas, Verified, Canaries uint64
 }
 
 // Stats returns the node's traffic counters.
 func (n *Node) Stats() Stats {
-	s := Stats{Frames: n.framesSent.Load()}
+	s := Stats{Frames: n.framesSent.Load(), Replicas: n.replicas.Load(), Verified: n.verified.Load(), Canaries: n.canaries.Load()}
 	if n.gossip != nil {
 		s.Gossip = n.gossip.Stats()
 	}
@@ -483,8 +506,12 @@ func (n *Node) Close() error {
 // PeerInfo is what `infernet peers` shows of a peer.
 type PeerInfo struct {
 	store.Peer
-	// Reputation is this node's trust in the peer, in [0, 1].
+	// Reputation is this node's trust in the peer, in [0, 1]; Why explains
+	// it; Trusted peers may get single replicas; Banned ones get nothing.
 	Reputation float64 `json:"reputation"`
+	Why        string  `json:"why"`
+	Trusted    bool    `json:"trusted"`
+	Banned     bool    `json:"banned"`
 	Connected  bool    `json:"connected"`
 	// LatencyMS is libp2p's moving average of round trips (0: unknown).
 	LatencyMS float64 `json:"latency_ms,omitempty"`
@@ -502,7 +529,10 @@ func (n *Node) Peers() []PeerInfo {
 			return
 		}
 		seen[p.ID] = true
-		info := PeerInfo{Peer: p, Reputation: reputation(&p), Connected: n.host.Network().Connectedness(id) == network.Connected}
+		now := time.Now()
+		info := PeerInfo{Peer: p, Reputation: p.Rep.Score(n.cfg.Reputation, now), Why: p.Rep.Why(n.cfg.Reputation, now),
+			Trusted: p.Rep.Trusted(n.cfg.Reputation, now), Banned: p.Rep.Banned(now),
+			Connected: n.host.Network().Connectedness(id) == network.Connected}
 		for _, a := range n.host.Peerstore().Addrs(id) {
 			info.Addrs = append(info.Addrs, a.String())
 		}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"log/slog"
 	"math/rand/v2"
 	"sort"
 	"sync"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/infernet/infernet/node/reputation"
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -17,15 +19,17 @@ import (
 // how the replicas given to them went. It is persisted in the store so that
 // a restarted node keeps its judgement.
 type peerBook struct {
-	db   *store.Store
-	self peer.ID
+	db     *store.Store
+	self   peer.ID
+	params reputation.Params
+	log    *slog.Logger
 
 	mu    sync.Mutex
 	peers map[peer.ID]*store.Peer // guarded by mu
 }
 
-func newPeerBook(db *store.Store, self peer.ID) *peerBook {
-	return &peerBook{db: db, self: self, peers: map[peer.ID]*store.Peer{}}
+func newPeerBook(db *store.Store, self peer.ID, params reputation.Params, log *slog.Logger) *peerBook {
+	return &peerBook{db: db, self: self, params: params, log: log, peers: map[peer.ID]*store.Peer{}}
 }
 
 func (b *peerBook) load() error {
@@ -55,39 +59,74 @@ func (b *peerBook) getLocked(id peer.ID) *store.Peer {
 
 // onAdvert records a validated advert (gossip already dropped stale ones).
 func (b *peerBook) onAdvert(from peer.ID, a *wire.CapabilityAdvert) {
+	now := time.Now()
 	b.mu.Lock()
 	p := b.getLocked(from)
 	if p.Advert != nil && p.Advert.Seq >= a.Seq {
 		b.mu.Unlock()
 		return
 	}
-	p.Advert, p.LastSeen = a, time.Now()
+	p.Advert, p.LastSeen = a, now
+	p.Rep.Advert(b.params, now, time.Duration(a.IntervalMS)*time.Millisecond)
 	c := *p
 	b.mu.Unlock()
 	b.db.PutPeer(&c) // best effort: the next advert rewrites it
 }
 
-// outcome records how a replica given to id went.
-func (b *peerBook) outcome(id peer.ID, assigned, completed, lost int) {
+// update applies f to the reputation of id and persists it.
+func (b *peerBook) update(id peer.ID, f func(r *reputation.Record, p reputation.Params, now time.Time)) {
 	b.mu.Lock()
 	p := b.getLocked(id)
-	p.Assigned += assigned
-	p.Completed += completed
-	p.Lost += lost
+	f(&p.Rep, b.params, time.Now())
 	c := *p
 	b.mu.Unlock()
-	b.db.PutPeer(&c)
+	if err := b.db.PutPeer(&c); err != nil {
+		b.log.Warn("recording reputation", "peer", id, "err", err)
+	}
 }
 
-// reputation is this node's trust in a peer, in [0, 1]: the share of its
-// replicas that came back, with one free success so that newcomers start
-// at 1. (The verification issue replaces this with agreement-based scores.)
-func reputation(p *store.Peer) float64 {
-	return float64(p.Completed+1) / float64(p.Completed+p.Lost+1)
+// complete records a result from id that took latency beyond its run.
+func (b *peerBook) complete(id peer.ID, latency time.Duration) {
+	b.update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Complete(p, now, latency) })
 }
 
-// appScore feeds reputation into GossipSub scoring: peers that lose most of
-// their replicas sink towards the gossip threshold.
+// lose records a replica id accepted and never returned.
+func (b *peerBook) lose(id peer.ID) {
+	b.update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Lose(p, now) })
+}
+
+// agree records a result of id that agreed with the accepted one.
+func (b *peerBook) agree(id peer.ID) {
+	b.update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Agree(p, now) })
+}
+
+// outvote records that id was outvoted on job: it lied.
+func (b *peerBook) outvote(id peer.ID, job wire.JobID) {
+	b.update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Outvote(p, now, job.String()) })
+	b.log.Warn("provider outvoted", "peer", id, "job", job)
+}
+
+// score is id's reputation now (1 for a peer never seen, 0 when banned).
+func (b *peerBook) score(id peer.ID) float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.peers[id]
+	if p == nil {
+		return 1
+	}
+	return p.Rep.Score(b.params, time.Now())
+}
+
+// trusted reports whether id may be given single replicas.
+func (b *peerBook) trusted(id peer.ID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.peers[id]
+	return p != nil && p.Rep.Trusted(b.params, time.Now())
+}
+
+// appScore feeds reputation into GossipSub scoring: a banned peer sinks
+// below the graylist threshold, a doubtful one towards the gossip threshold.
 func (b *peerBook) appScore(id peer.ID) float64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -95,7 +134,11 @@ func (b *peerBook) appScore(id peer.ID) float64 {
 	if p == nil {
 		return 0
 	}
-	return 10 * (reputation(p) - 1)
+	now := time.Now()
+	if p.Rep.Banned(now) {
+		return -100
+	}
+	return 10 * (p.Rep.Score(b.params, now) - 1)
 }
 
 // candidate is a provider that may run a job.
@@ -103,6 +146,7 @@ type candidate struct {
 	id         peer.ID
 	advert     *wire.CapabilityAdvert
 	reputation float64
+	trusted    bool
 }
 
 // candidates returns the providers whose newest advert (seen within maxAge)
@@ -114,10 +158,12 @@ func (b *peerBook) candidates(req *requirement.Program, price uint64, memory uin
 	now := time.Now()
 	for id, p := range b.peers {
 		a := p.Advert
-		if id == b.self || exclude[id] || a == nil || now.Sub(p.LastSeen) > maxAge || a.Price > price || a.MaxMemory < memory {
+		if id == b.self || exclude[id] || a == nil || now.Sub(p.LastSeen) > maxAge || a.Price > price ||
+			a.MaxMemory < memory || p.Rep.Banned(now) {
 			continue
 		}
-		out = append(out, candidate{id: id, advert: a, reputation: reputation(p)})
+		out = append(out, candidate{id: id, advert: a, reputation: p.Rep.Score(b.params, now),
+			trusted: p.Rep.Trusted(b.params, now)})
 	}
 	b.mu.Unlock()
 	kept := out[:0]

@@ -131,7 +131,7 @@ func (p *provider) advert() *wire.CapabilityAdvert {
 		V: wire.Version, Peer: []byte(p.n.host.ID()), Seq: seq, Time: wire.Millis(time.Now()),
 		Cores: runtime.NumCPU(), MemoryBytes: totalMemory(), GPUs: p.gpus, Backends: names,
 		Price: p.n.cfg.Price, Slots: p.n.cfg.Slots, FreeSlots: max(0, p.n.cfg.Slots-load),
-		Software: Software, MaxMemory: p.n.cfg.MaxMemory,
+		Software: Software, MaxMemory: p.n.cfg.MaxMemory, IntervalMS: p.n.cfg.AdvertInterval.Milliseconds(),
 	}
 }
 
@@ -297,6 +297,11 @@ func (p *provider) handleAssign(s network.Stream) {
 			cancel()
 		}
 	}()
+	if p.n.cfg.Faults.silent() {
+		<-ctx.Done() // fault injection: accept, then say nothing
+		c.reset()
+		return
+	}
 	hb := p.heartbeat(ctx, c)
 	defer hb()
 	res := p.execute(ctx, c, &a, client, run)
@@ -423,7 +428,16 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 		WithFuelLimit(an.Fuel).
 		WithMode(abi.Mode(an.Mode)).
 		WithSeed(sha256.Sum256(an.Job[:])) // every replica draws the same randomness
+	if d := p.n.cfg.Faults.slow(); d > 0 {
+		select { // fault injection: a slow machine
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+	}
 	out, runErr := p.sandbox.Run(ctx, ihost.Job{Module: module, Digest: ihost.Digest(an.Module), Input: input}, cfg)
+	if out != nil && runErr == nil && p.n.cfg.Faults.lies() {
+		out.Output = p.n.cfg.Faults.corrupt(out.Output) // fault injection: a liar
+	}
 	return p.result(res, out, runErr, an)
 }
 

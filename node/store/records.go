@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/reputation"
 	"github.com/infernet/infernet/node/wire"
 )
 
@@ -74,9 +75,11 @@ const (
 	// ReplicaLost: the provider died, went silent, refused or failed; the
 	// replica was given to another provider.
 	ReplicaLost
+	// ReplicaOutvoted: a result came back that other replicas outvoted.
+	ReplicaOutvoted
 )
 
-var replicaStateNames = [...]string{"assigned", "running", "done", "lost"}
+var replicaStateNames = [...]string{"assigned", "running", "done", "lost", "outvoted"}
 
 // String returns the state's name.
 func (s ReplicaState) String() string { return enumName(replicaStateNames[:], s, "ReplicaState") }
@@ -115,8 +118,14 @@ type Job struct {
 	// for a stopped job Error names the cause.
 	Outcome uint8 `json:"outcome"`
 	// Agree is how many replicas returned the accepted result.
-	Agree int    `json:"agree"`
-	Error string `json:"error,omitempty"`
+	Agree int `json:"agree"`
+	// Verification says how the result was accepted: "replicas" (Agree
+	// replicas agreed), "trusted" (one replica from a provider with a long
+	// clean record; adaptive replication), or "" (not accepted).
+	Verification string `json:"verification,omitempty"`
+	// Liars are the providers outvoted on this job.
+	Liars []string `json:"liars,omitempty"`
+	Error string   `json:"error,omitempty"`
 }
 
 // PutJob writes j.
@@ -208,11 +217,8 @@ type Peer struct {
 	Addrs    []string               `json:"addrs,omitempty"`
 	Advert   *wire.CapabilityAdvert `json:"advert,omitempty"`
 	LastSeen time.Time              `json:"last_seen"`
-	// Assigned, Completed and Lost count replicas given to the peer: done
-	// with a result, or lost (died, silent, refused after accepting).
-	Assigned  int `json:"assigned"`
-	Completed int `json:"completed"`
-	Lost      int `json:"lost"`
+	// Rep is this node's judgement of the peer.
+	Rep reputation.Record `json:"reputation"`
 }
 
 // PutPeer writes p.

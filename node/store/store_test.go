@@ -15,6 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/reputation"
 	"github.com/infernet/infernet/node/wire"
 )
 
@@ -124,10 +125,9 @@ func samplePeer(id string) *Peer {
 			Backends: []string{"reference", "cpu-avx512"},
 			Price:    500, Slots: 4, FreeSlots: 2, Software: "infernet/test", MaxMemory: 4 << 30,
 		},
-		LastSeen:  t0,
-		Assigned:  10,
-		Completed: 7,
-		Lost:      2,
+		LastSeen: t0,
+		Rep: reputation.Record{Completed: 7, Lost: 2, Agreed: 6.5, Outvoted: 0.25, Lies: 1, Streak: 3,
+			LatencyMS: 2.5, Adverts: 30, FirstAdvert: t0, Interval: time.Minute, LastLie: "abc", Updated: t0},
 	}
 }
 
@@ -669,7 +669,7 @@ func TestPutOverwrites(t *testing.T) {
 	if err := s.PutPeer(p); err != nil {
 		t.Fatal(err)
 	}
-	p2 := &Peer{ID: "peer-a", LastSeen: t0.Add(time.Hour), Lost: 1}
+	p2 := &Peer{ID: "peer-a", LastSeen: t0.Add(time.Hour), Rep: reputation.Record{Lost: 1}}
 	if err := s.PutPeer(p2); err != nil {
 		t.Fatal(err)
 	}
@@ -797,6 +797,7 @@ func TestReplicaState(t *testing.T) {
 		{ReplicaRunning, "running"},
 		{ReplicaDone, "done"},
 		{ReplicaLost, "lost"},
+		{ReplicaOutvoted, "outvoted"},
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -91,6 +92,13 @@ type JobAnnounce struct {
 	Time int64 `cbor:"16,keyasint"`
 	// MaxOutput caps the job's stdout in bytes.
 	MaxOutput int64 `cbor:"17,keyasint"`
+	// In tolerance mode, replicas' outputs are compared as numbers within
+	// Rtol/Atol, read as Format (redundancy.Format; 0: compared exactly).
+	Rtol   float64 `cbor:"18,keyasint"`
+	Atol   float64 `cbor:"19,keyasint"`
+	Format uint8   `cbor:"20,keyasint"`
+	// SameBackend asks for every replica on the same tensor backend.
+	SameBackend bool `cbor:"21,keyasint"`
 }
 
 // Version implements Versioned.
@@ -122,6 +130,8 @@ func (m *JobAnnounce) Validate() error {
 		return fmt.Errorf("%w: mode %d", ErrMalformed, m.Mode)
 	case m.Memory == 0 || m.MaxOutput <= 0:
 		return fmt.Errorf("%w: memory %d, max output %d", ErrMalformed, m.Memory, m.MaxOutput)
+	case !(m.Rtol >= 0 && m.Atol >= 0 && m.Rtol < math.Inf(1) && m.Atol < math.Inf(1)) || m.Format > 3:
+		return fmt.Errorf("%w: tolerance %g/%g format %d", ErrMalformed, m.Rtol, m.Atol, m.Format)
 	}
 	if _, err := peer.IDFromBytes(m.Client); err != nil {
 		return fmt.Errorf("%w: client: %v", ErrMalformed, err)
@@ -161,6 +171,9 @@ type CapabilityAdvert struct {
 	Software  string `cbor:"12,keyasint"`
 	// MaxMemory is the largest guest memory the provider accepts, bytes.
 	MaxMemory uint64 `cbor:"13,keyasint"`
+	// IntervalMS is how often the provider republishes its advert; peers
+	// measure its uptime against it.
+	IntervalMS int64 `cbor:"14,keyasint"`
 }
 
 // Version implements Versioned.

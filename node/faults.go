@@ -1,0 +1,61 @@
+package node
+
+import (
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Faults make a provider misbehave on purpose, so that tests can show that
+// clients catch it. The CLI sets them only in builds with the `faults` tag
+// (`infernet node --fault.lie PROB --fault.silent PROB --fault.slow D`).
+type Faults struct {
+	// Lie is the probability of returning a corrupted output (a random
+	// byte changed, so that two liars do not agree by accident), signed
+	// as if it were true.
+	Lie float64
+	// Silent is the probability of accepting a replica and then saying
+	// nothing more: no heartbeats, no result.
+	Silent float64
+	// Slow delays every run by this much (heartbeats continue).
+	Slow time.Duration
+
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+// lies, silent and slow draw this run's faults; all are nil-safe.
+func (f *Faults) lies() bool   { return f != nil && f.roll(f.Lie) }
+func (f *Faults) silent() bool { return f != nil && f.roll(f.Silent) }
+func (f *Faults) slow() time.Duration {
+	if f == nil {
+		return 0
+	}
+	return f.Slow
+}
+
+// roll reports true with probability p.
+func (f *Faults) roll(p float64) bool {
+	if p <= 0 {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rng == nil {
+		f.rng = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	return f.rng.Float64() < p
+}
+
+// corrupt returns a copy of out with one random byte changed (or one byte
+// added to an empty output).
+func (f *Faults) corrupt(out []byte) []byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(out) == 0 {
+		return []byte{byte(f.rng.UintN(256))}
+	}
+	c := append([]byte(nil), out...)
+	c[f.rng.IntN(len(c))] ^= byte(1 + f.rng.UintN(255))
+	return c
+}

@@ -1,0 +1,213 @@
+// Package reputation is what one node thinks of another, from what it has
+// seen itself: how many replicas came back (completion), how often their
+// results agreed with the accepted one (agreement), how often the peer was
+// heard from (uptime from adverts), and how fast results arrived (latency).
+// Counts decay with a half-life, so that old behaviour fades; a peer
+// outvoted by other replicas is slashed hard and banned below a threshold.
+//
+// A Record is plain data (it is persisted inside the node's peer records);
+// its methods are not safe for concurrent use: the caller locks.
+package reputation
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// Params tune the model. The zero value means Defaults.
+type Params struct {
+	// HalfLife is how long counts take to decay to half; default 7 days.
+	HalfLife time.Duration
+	// LieWeight is how many agreements one outvoted result cancels; default 10.
+	LieWeight float64
+	// BanBelow bans a peer whose score falls under it; default 0.3.
+	BanBelow float64
+	// BanFor is how long a ban lasts; default 7 days.
+	BanFor time.Duration
+	// TrustStreak is how many consecutive agreed results, with no lie on
+	// record, make a peer trusted with single replicas; default 10.
+	TrustStreak int
+}
+
+// Defaults are the parameters nodes use unless configured otherwise.
+var Defaults = Params{HalfLife: 7 * 24 * time.Hour, LieWeight: 10, BanBelow: 0.3, BanFor: 7 * 24 * time.Hour, TrustStreak: 10}
+
+func (p Params) withDefaults() Params {
+	if p.HalfLife <= 0 {
+		p.HalfLife = Defaults.HalfLife
+	}
+	if p.LieWeight <= 0 {
+		p.LieWeight = Defaults.LieWeight
+	}
+	if p.BanBelow <= 0 {
+		p.BanBelow = Defaults.BanBelow
+	}
+	if p.BanFor <= 0 {
+		p.BanFor = Defaults.BanFor
+	}
+	if p.TrustStreak <= 0 {
+		p.TrustStreak = Defaults.TrustStreak
+	}
+	return p
+}
+
+// Record is one peer's reputation. Counts are decayed floats.
+type Record struct {
+	Completed float64 `json:"completed"`
+	Lost      float64 `json:"lost"`
+	Agreed    float64 `json:"agreed"`
+	Outvoted  float64 `json:"outvoted"`
+	// Lies counts outvoted results ever (it does not decay): a peer that
+	// lied once is never trusted with single replicas again.
+	Lies int `json:"lies"`
+	// Streak is consecutive agreed results since the last lie or loss.
+	Streak int `json:"streak"`
+	// LatencyMS is a moving average of the time a result took beyond the
+	// run itself (network, queue, fetching).
+	LatencyMS float64 `json:"latency_ms"`
+	// Adverts counts adverts seen since FirstAdvert; Interval is the
+	// advert interval the peer declares.
+	Adverts     float64       `json:"adverts"`
+	FirstAdvert time.Time     `json:"first_advert,omitzero"`
+	Interval    time.Duration `json:"interval,omitempty"`
+	// BannedUntil is the end of the current ban (zero: not banned).
+	BannedUntil time.Time `json:"banned_until,omitzero"`
+	LastLie     string    `json:"last_lie,omitempty"` // the job it was outvoted on
+	Updated     time.Time `json:"updated,omitzero"`
+}
+
+// decay brings the counts to now.
+func (r *Record) decay(p Params, now time.Time) {
+	if !r.Updated.IsZero() && now.After(r.Updated) {
+		f := math.Exp2(-float64(now.Sub(r.Updated)) / float64(p.HalfLife))
+		r.Completed *= f
+		r.Lost *= f
+		r.Agreed *= f
+		r.Outvoted *= f
+		r.Adverts *= f
+	}
+	r.Updated = now
+}
+
+// Complete records a result that came back, latency beyond the run itself.
+func (r *Record) Complete(p Params, now time.Time, latency time.Duration) {
+	p = p.withDefaults()
+	r.decay(p, now)
+	r.Completed++
+	ms := float64(latency.Microseconds()) / 1000
+	if r.LatencyMS == 0 {
+		r.LatencyMS = ms
+	} else {
+		r.LatencyMS = 0.8*r.LatencyMS + 0.2*ms
+	}
+}
+
+// Lose records a replica the peer accepted and never returned.
+func (r *Record) Lose(p Params, now time.Time) {
+	p = p.withDefaults()
+	r.decay(p, now)
+	r.Lost++
+	r.Streak = 0
+	r.checkBan(p, now)
+}
+
+// Agree records a result that agreed with the accepted one.
+func (r *Record) Agree(p Params, now time.Time) {
+	p = p.withDefaults()
+	r.decay(p, now)
+	r.Agreed++
+	r.Streak++
+}
+
+// Outvote records a result other replicas outvoted on job: a lie.
+func (r *Record) Outvote(p Params, now time.Time, job string) {
+	p = p.withDefaults()
+	r.decay(p, now)
+	r.Outvoted++
+	r.Lies++
+	r.Streak = 0
+	r.LastLie = job
+	r.checkBan(p, now)
+}
+
+// Advert records an advert; interval is the peer's declared period.
+func (r *Record) Advert(p Params, now time.Time, interval time.Duration) {
+	p = p.withDefaults()
+	r.decay(p, now)
+	if r.FirstAdvert.IsZero() {
+		r.FirstAdvert = now
+	}
+	r.Adverts++
+	r.Interval = max(interval, 10*time.Second)
+}
+
+func (r *Record) checkBan(p Params, now time.Time) {
+	if r.score(p, now) < p.BanBelow {
+		r.BannedUntil = now.Add(p.BanFor)
+	}
+}
+
+// Banned reports whether the peer is banned at now.
+func (r *Record) Banned(now time.Time) bool { return now.Before(r.BannedUntil) }
+
+// Trusted reports whether the peer may be given single replicas: a long
+// streak of agreed results and no lie on record.
+func (r *Record) Trusted(p Params, now time.Time) bool {
+	p = p.withDefaults()
+	return r.Lies == 0 && r.Streak >= p.TrustStreak && !r.Banned(now)
+}
+
+// parts are the factors of the score, each in (0, 1].
+func (r *Record) parts(p Params, now time.Time) (completion, agreement, uptime float64) {
+	c := *r
+	c.decay(p, now)
+	completion = (c.Completed + 1) / (c.Completed + c.Lost + 1)
+	agreement = (c.Agreed + 1) / (c.Agreed + 1 + p.LieWeight*c.Outvoted)
+	uptime = 1
+	if !c.FirstAdvert.IsZero() && c.Interval > 0 {
+		// Adverts seen over adverts due since the first, with one missed
+		// advert forgiven; counts decay like the rest, so this is recent uptime.
+		due := now.Sub(c.FirstAdvert).Seconds() / c.Interval.Seconds()
+		span := c.Interval.Seconds() / p.HalfLife.Seconds()
+		due = (1 - math.Exp2(-due*span)) / (1 - math.Exp2(-span)) // decayed sum of due adverts
+		uptime = min(1, (c.Adverts+1)/max(due, 1))
+	}
+	return completion, agreement, uptime
+}
+
+func (r *Record) score(p Params, now time.Time) float64 {
+	c, a, u := r.parts(p, now)
+	return c * a * (0.5 + 0.5*u) // being away costs at most half
+}
+
+// Score is the peer's reputation in [0, 1] (0 while banned). A peer never
+// seen scores 1: newcomers get work, and lose it fast if they misbehave.
+func (r *Record) Score(p Params, now time.Time) float64 {
+	if r.Banned(now) {
+		return 0
+	}
+	return r.score(p.withDefaults(), now)
+}
+
+// Why explains the score in one line, for `infernet peers`.
+func (r *Record) Why(p Params, now time.Time) string {
+	p = p.withDefaults()
+	c, a, u := r.parts(p, now)
+	var b strings.Builder
+	if r.Banned(now) {
+		fmt.Fprintf(&b, "banned until %s: outvoted %d× (last on job %.12s); ", r.BannedUntil.Format(time.DateTime), r.Lies, r.LastLie)
+	}
+	fmt.Fprintf(&b, "agreed %.0f, outvoted %.0f (%.0f%%), completed %.0f%% (%.0f lost), uptime %.0f%%",
+		r.Agreed, r.Outvoted, 100*a, 100*c, r.Lost, 100*u)
+	if r.LatencyMS > 0 {
+		fmt.Fprintf(&b, ", %.1f ms", r.LatencyMS)
+	}
+	if r.Trusted(p, now) {
+		b.WriteString(", trusted")
+	} else if r.Lies > 0 && !r.Banned(now) {
+		fmt.Fprintf(&b, ", lied %d×", r.Lies)
+	}
+	return b.String()
+}

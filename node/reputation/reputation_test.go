@@ -1,0 +1,130 @@
+package reputation
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+
+func TestNewcomerScoresOne(t *testing.T) {
+	var r Record
+	if s := r.Score(Defaults, t0); s != 1 {
+		t.Fatalf("newcomer score %v, want 1", s)
+	}
+	if r.Trusted(Defaults, t0) || r.Banned(t0) {
+		t.Fatal("a newcomer is neither trusted nor banned")
+	}
+}
+
+func TestLiars(t *testing.T) {
+	tests := []struct {
+		name       string
+		agreed     int
+		banned     bool
+		scoreAbove float64
+	}{
+		{"a newcomer's first lie bans it", 0, true, 0},
+		{"two agreements do not save a liar", 2, true, 0},
+		{"a long honest record survives one outvote", 40, false, 0.6},
+	}
+	for _, tt := range tests {
+		var r Record
+		now := t0
+		for range tt.agreed {
+			now = now.Add(time.Second)
+			r.Agree(Defaults, now)
+		}
+		r.Outvote(Defaults, now, "job")
+		if r.Banned(now) != tt.banned {
+			t.Errorf("%s: banned %v, score %.2f", tt.name, r.Banned(now), r.score(Defaults, now))
+		}
+		if !tt.banned && r.Score(Defaults, now) <= tt.scoreAbove {
+			t.Errorf("%s: score %.2f", tt.name, r.Score(Defaults, now))
+		}
+		if r.Trusted(Defaults, now.Add(time.Hour)) {
+			t.Errorf("%s: trusted after a lie", tt.name)
+		}
+		if tt.banned && (r.Score(Defaults, now) != 0 || !strings.Contains(r.Why(Defaults, now), "banned until")) {
+			t.Errorf("%s: banned peer scores %v, why %q", tt.name, r.Score(Defaults, now), r.Why(Defaults, now))
+		}
+	}
+}
+
+func TestBanExpires(t *testing.T) {
+	var r Record
+	r.Outvote(Defaults, t0, "job")
+	if !r.Banned(t0.Add(Defaults.BanFor - time.Minute)) {
+		t.Fatal("ban ended early")
+	}
+	after := t0.Add(Defaults.BanFor + time.Minute)
+	if r.Banned(after) || r.Trusted(Defaults, after) {
+		t.Fatal("ban did not end, or a past liar became trusted")
+	}
+}
+
+func TestTrust(t *testing.T) {
+	var r Record
+	now := t0
+	for i := range Defaults.TrustStreak {
+		if r.Trusted(Defaults, now) {
+			t.Fatalf("trusted after %d agreements", i)
+		}
+		now = now.Add(time.Second)
+		r.Agree(Defaults, now)
+	}
+	if !r.Trusted(Defaults, now) {
+		t.Fatal("not trusted after a full streak")
+	}
+	r.Lose(Defaults, now)
+	if r.Trusted(Defaults, now) {
+		t.Fatal("a lost replica keeps the streak")
+	}
+}
+
+func TestDecay(t *testing.T) {
+	var r Record
+	for range 8 {
+		r.Agree(Defaults, t0)
+	}
+	r.Lose(Defaults, t0)
+	c := r
+	c.decay(Defaults, t0.Add(Defaults.HalfLife))
+	if math.Abs(c.Agreed-4) > 1e-9 || math.Abs(c.Lost-0.5) > 1e-9 {
+		t.Fatalf("after a half-life: agreed %v, lost %v; want 4, 0.5", c.Agreed, c.Lost)
+	}
+}
+
+func TestUptime(t *testing.T) {
+	var r Record
+	now := t0
+	for range 60 { // an hour of adverts every minute
+		r.Advert(Defaults, now, time.Minute)
+		now = now.Add(time.Minute)
+	}
+	_, _, up := r.parts(Defaults, now)
+	if up < 0.99 {
+		t.Fatalf("uptime %.3f with every advert seen", up)
+	}
+	_, _, up = r.parts(Defaults, now.Add(time.Hour)) // then an hour of silence
+	if up > 0.6 || up < 0.4 {
+		t.Fatalf("uptime %.3f after being away as long as present, want ~0.5", up)
+	}
+	if r.Score(Defaults, now.Add(time.Hour)) >= r.Score(Defaults, now) {
+		t.Fatal("being away did not lower the score")
+	}
+}
+
+func TestLatency(t *testing.T) {
+	var r Record
+	r.Complete(Defaults, t0, 10*time.Millisecond)
+	r.Complete(Defaults, t0, 20*time.Millisecond)
+	if math.Abs(r.LatencyMS-12) > 1e-9 {
+		t.Fatalf("latency %v, want 12", r.LatencyMS)
+	}
+	if !strings.Contains(r.Why(Defaults, t0), "12.0 ms") {
+		t.Fatalf("why %q", r.Why(Defaults, t0))
+	}
+}

@@ -1,0 +1,354 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
+	"github.com/infernet/infernet/proofs/redundancy"
+)
+
+// Verification methods recorded on jobs.
+const (
+	// VerifiedByReplicas: at least two replicas agreed and outvoted the rest.
+	VerifiedByReplicas = "replicas"
+	// VerifiedByTrust: one replica from a provider with a long clean record
+	// (adaptive replication); such jobs are spot-checked and canaried.
+	VerifiedByTrust = "trusted"
+)
+
+// outcome is what one replica goroutine ends with.
+type outcome struct {
+	replica uint8
+	res     *wire.Result
+	err     error
+}
+
+// run drives the job to a final state and records it. Replicas run on
+// distinct providers; when they disagree, more are added, one at a time,
+// until two agree and outnumber every other answer, up to 2R+1 replicas.
+// The outvoted are recorded as liars. With adaptive replication a trusted
+// provider may run the job alone, unless this job is drawn for a spot check.
+func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
+	n := j.c.n
+	if err := j.findProviders(ctx); err != nil {
+		return j.finish(nil, nil, err)
+	}
+	j.emit(EventAnnounced, -1, "", fmt.Sprintf("%d candidates", len(j.pool)))
+	want := int(j.ann.Replicas)
+	if j.adaptive && want > 1 && j.trustedCandidate() && rand.Float64() >= n.cfg.SpotCheck {
+		j.setTrustedOnly(true)
+		want = 1
+	}
+	limit := min(2*int(j.ann.Replicas)+1, wire.MaxReplicas)
+	results := make(chan outcome, wire.MaxReplicas)
+	rctx, rcancel := context.WithCancel(ctx)
+	defer rcancel()
+	started, running := 0, 0
+	start := func() {
+		r := uint8(started)
+		started++
+		running++
+		go func() {
+			res, err := j.replica(rctx, r)
+			results <- outcome{r, res, err}
+		}()
+	}
+	for range want {
+		start()
+	}
+	var votes []*wire.Result
+	var errs []error
+	for running > 0 {
+		o := <-results
+		running--
+		switch {
+		case o.err != nil && j.trustedOnly() && len(errs) == 0:
+			// No trusted provider could take it: replicate fully.
+			j.setTrustedOnly(false)
+			for range int(j.ann.Replicas) {
+				start()
+			}
+			continue
+		case o.err != nil:
+			rcancel() // without this replica there is no verdict
+			if !errors.Is(o.err, context.Canceled) || len(errs) == 0 {
+				errs = append(errs, fmt.Errorf("replica %d: %w", o.replica, o.err))
+			}
+			continue
+		}
+		votes = append(votes, o.res)
+		if running > 0 || len(errs) > 0 {
+			continue
+		}
+		if j.trustedOnly() {
+			return j.accept(ctx, votes, []int{0}, nil, VerifiedByTrust)
+		}
+		v, err := j.tally(ctx, votes)
+		if err != nil {
+			return j.finish(votes, nil, err)
+		}
+		if v.Decided {
+			return j.accept(ctx, votes, v.Winner, v.Losers, VerifiedByReplicas)
+		}
+		if j.ann.Replicas == 1 {
+			return j.accept(ctx, votes, []int{0}, nil, "")
+		}
+		if started >= limit {
+			return j.finish(votes, nil, fmt.Errorf("%w after %d replicas: %s", ErrDisagree, started, describeResults(votes)))
+		}
+		j.emit(EventDisagree, -1, "", describeResults(votes))
+		start() // another replica, on another provider, breaks the tie
+	}
+	return j.finish(votes, nil, errors.Join(errs...))
+}
+
+// tally compares the replicas' results: exact mode by output digest,
+// tolerance mode by the declared format and tolerance.
+func (j *jobRun) tally(ctx context.Context, votes []*wire.Result) (redundancy.Verdict, error) {
+	tol := j.tolerance()
+	vs := make([]redundancy.Vote, len(votes))
+	for i, r := range votes {
+		vs[i] = redundancy.Vote{Key: fmt.Sprintf("%d/%d/%s", r.Outcome, r.ExitCode, r.Error), Digest: r.Output}
+		if tol != nil {
+			out, err := j.output(ctx, r, []peer.ID{peer.ID(r.Provider)})
+			if err != nil {
+				return redundancy.Verdict{}, fmt.Errorf("output of replica %d: %w", r.Replica, err)
+			}
+			vs[i].Output = out
+		}
+	}
+	return redundancy.Tally(vs, tol, 2), nil
+}
+
+// tolerance is the job's comparison rule; nil means bit for bit.
+func (j *jobRun) tolerance() *redundancy.Tolerance {
+	if j.ann.Mode != wire.ModeTolerance || j.ann.Format == 0 {
+		return nil
+	}
+	return &redundancy.Tolerance{Rtol: j.ann.Rtol, Atol: j.ann.Atol, Format: redundancy.Format(j.ann.Format)}
+}
+
+// output returns a result's output, fetching it from hints when it did
+// not come inline, and keeps it in the blob store.
+func (j *jobRun) output(ctx context.Context, r *wire.Result, hints []peer.ID) ([]byte, error) {
+	n := j.c.n
+	if r.OutputData != nil {
+		if _, err := n.blobs.PutBytes(r.OutputData); err != nil {
+			return nil, err
+		}
+		return r.OutputData, nil
+	}
+	if r.OutputSize > 0 {
+		if err := n.blobSvc.Fetch(ctx, r.Output, r.OutputSize, hints); err != nil {
+			return nil, err
+		}
+	} else if _, err := n.blobs.PutBytes(nil); err != nil {
+		return nil, err
+	}
+	return n.blobs.Bytes(r.Output, r.OutputSize)
+}
+
+// accept makes the winning output local, settles reputations (winners
+// agreed, losers lied) and records the job.
+func (j *jobRun) accept(ctx context.Context, votes []*wire.Result, winners, losers []int, how string) (*store.Job, error) {
+	n := j.c.n
+	best := votes[winners[0]]
+	var hints []peer.ID
+	for _, i := range winners {
+		hints = append(hints, peer.ID(votes[i].Provider))
+	}
+	if _, err := j.output(ctx, best, hints); err != nil {
+		return j.finish(votes, nil, fmt.Errorf("output: %w", err))
+	}
+	if how == VerifiedByReplicas {
+		for _, i := range winners {
+			n.peers.agree(peer.ID(votes[i].Provider))
+		}
+		for _, i := range losers {
+			n.peers.outvote(peer.ID(votes[i].Provider), j.ann.Job)
+		}
+		if j.tolerance() == nil && best.Outcome == wire.OutcomeExited {
+			j.c.remember(j, best.Output)
+		}
+	}
+	n.verified.Add(1)
+	if j.adaptive && rand.Float64() < n.cfg.Canary {
+		j.c.sendCanary()
+	}
+	var liars []*wire.Result
+	for _, i := range losers {
+		liars = append(liars, votes[i])
+	}
+	return j.finish(votes, &verdict{best: best, agree: len(winners), how: how, liars: liars}, nil)
+}
+
+// verdict is an accepted result and how it was reached.
+type verdict struct {
+	best  *wire.Result
+	agree int
+	how   string
+	liars []*wire.Result
+}
+
+// finish records the job's final state: accepted with v, or failed with err.
+func (j *jobRun) finish(votes []*wire.Result, v *verdict, err error) (*store.Job, error) {
+	j.mu.Lock()
+	rec := j.rec
+	rec.Finished = time.Now()
+	switch {
+	case err != nil:
+		rec.State, rec.Error = store.JobFailed, err.Error()
+	case v.how == "":
+		rec.State = store.JobUnverified
+	default:
+		rec.State, rec.Verification = store.JobVerified, v.how
+	}
+	if v != nil {
+		rec.Output, rec.OutputSize, rec.ExitCode = v.best.Output, v.best.OutputSize, v.best.ExitCode
+		rec.Agree, rec.Outcome, rec.Error = v.agree, v.best.Outcome, v.best.Error
+		for _, l := range v.liars {
+			rec.Liars = append(rec.Liars, peer.ID(l.Provider).String())
+			for i := range rec.Replicas {
+				if rec.Replicas[i].Provider == peer.ID(l.Provider).String() && rec.Replicas[i].Index == l.Replica {
+					rec.Replicas[i].State = store.ReplicaOutvoted
+				}
+			}
+		}
+	}
+	out := *rec
+	out.Replicas = append([]store.Replica(nil), rec.Replicas...)
+	j.mu.Unlock()
+	if j.ephemeral {
+		return &out, err
+	}
+	if perr := j.c.n.db.PutJob(&out); perr != nil {
+		return &out, errors.Join(err, perr)
+	}
+	return &out, err
+}
+
+func describeResults(rs []*wire.Result) string {
+	s := ""
+	for i, r := range rs {
+		if i > 0 {
+			s += " vs "
+		}
+		s += fmt.Sprintf("%s: exit %d output %s", peer.ID(r.Provider).ShortString(), r.ExitCode, r.Output.Short())
+		if r.Error != "" {
+			s += " (" + r.Error + ")"
+		}
+	}
+	return s
+}
+
+// trustedCandidate reports whether a trusted provider is among the candidates.
+func (j *jobRun) trustedCandidate() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, c := range j.pool {
+		if c.trusted {
+			return true
+		}
+	}
+	return false
+}
+
+func (j *jobRun) trustedOnly() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.onlyTrusted
+}
+
+func (j *jobRun) setTrustedOnly(v bool) {
+	j.mu.Lock()
+	j.onlyTrusted = v
+	j.mu.Unlock()
+}
+
+// knownAnswer is a verified job kept for canaries: its terms, its input and
+// the output every honest provider returns.
+type knownAnswer struct {
+	ann    wire.JobAnnounce
+	input  []byte
+	output blob.Digest
+}
+
+// maxKnown caps the canary pool.
+const maxKnown = 32
+
+// remember keeps a job verified by replicas as a possible canary.
+func (c *client) remember(j *jobRun, output blob.Digest) {
+	if j.ephemeral || (j.ann.InputSize > 0 && j.input == nil) {
+		return // canaries carry their input inline
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := knownAnswer{ann: *j.ann, input: j.input, output: output}
+	if len(c.known) < maxKnown {
+		c.known = append(c.known, k)
+	} else {
+		c.known[rand.IntN(maxKnown)] = k
+	}
+}
+
+// sendCanary sends a job whose answer is known to a trusted provider, as
+// one ordinary replica under a fresh job id, and judges the provider by it.
+func (c *client) sendCanary() {
+	c.mu.Lock()
+	if len(c.known) == 0 {
+		c.mu.Unlock()
+		return
+	}
+	k := c.known[rand.IntN(len(c.known))]
+	c.mu.Unlock()
+	n := c.n
+	var trusted []candidate
+	for _, cand := range n.peers.candidates(alwaysMatch, k.ann.Price, k.ann.Memory, 3*n.cfg.AdvertInterval, nil) {
+		if cand.trusted {
+			trusted = append(trusted, cand)
+		}
+	}
+	if len(trusted) == 0 {
+		return
+	}
+	p := trusted[rand.IntN(len(trusted))].id
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		now := time.Now()
+		ann := k.ann
+		ann.Job, ann.Replicas, ann.Time = wire.NewJobID(), 1, wire.Millis(now)
+		ann.Deadline = wire.Millis(now.Add(time.Duration(ann.TimeoutMS)*time.Millisecond*2 + 30*time.Second))
+		j := &jobRun{c: c, ann: &ann, req: alwaysMatch, input: k.input, ephemeral: true,
+			holders: map[peer.ID]bool{}, late: map[uint8]chan *wire.Result{0: make(chan *wire.Result, 1)},
+			rec: &store.Job{ID: ann.Job, Announce: ann, Created: now}}
+		c.mu.Lock()
+		c.jobs[ann.Job] = j
+		c.mu.Unlock()
+		defer func() {
+			c.mu.Lock()
+			delete(c.jobs, ann.Job)
+			c.mu.Unlock()
+		}()
+		ctx, cancel := context.WithDeadline(n.ctx, time.UnixMilli(ann.Deadline))
+		defer cancel()
+		res, err := j.attempt(ctx, 0, p)
+		if err != nil {
+			return // the attempt already counted a loss
+		}
+		n.canaries.Add(1)
+		if res.Output == k.output {
+			n.peers.agree(p)
+		} else {
+			n.peers.outvote(p, ann.Job)
+		}
+	}()
+}
