@@ -17,10 +17,13 @@ build:
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags faults ./cmd/...
 
-# Unit and integration tests: real wazero, real guests from testdata/.
+# Unit and integration tests: real wazero, real guests from testdata/, real
+# libp2p nodes on loopback; then node processes built with fault injection.
 test: deps vet
 	$(GO) test -count=1 $(PKGS)
+	$(GO) test -count=1 -tags faults -run TestFaults ./cmd/infernet/itest/
 
 # Runs the example jobs end to end and shows what the sandbox refuses.
 demo: deps build

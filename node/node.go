@@ -257,6 +257,9 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 			return nil, fmt.Errorf("mdns: %w", err)
 		}
 	}
+	if f := cfg.Faults; f != nil && (f.Lie > 0 || f.Silent > 0 || f.Slow > 0) {
+		n.log.Warn("FAULT INJECTION: this node misbehaves on purpose", "lie", f.Lie, "silent", f.Silent, "slow", f.Slow)
+	}
 	if err = n.recover(); err != nil {
 		return nil, err
 	}

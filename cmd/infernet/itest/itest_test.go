@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "infernet")
-	build := exec.Command("go", "build", "-o", binary, "github.com/infernet/infernet/cmd/infernet")
+	build := exec.Command("go", "build", "-tags", buildTags, "-o", binary, "github.com/infernet/infernet/cmd/infernet")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building infernet:", err)
@@ -170,10 +170,11 @@ func infernet(t *testing.T, stdin []byte, args ...string) (string, string, int) 
 
 // summary mirrors the fields of `infernet submit --json` the tests read.
 type summary struct {
-	Job       string `json:"job"`
-	State     string `json:"state"`
-	Verified  bool   `json:"verified"`
-	Agree     int    `json:"agree"`
+	Job       string   `json:"job"`
+	State     string   `json:"state"`
+	Verified  bool     `json:"verified"`
+	Agree     int      `json:"agree"`
+	Liars     []string `json:"liars"`
 	Providers []struct {
 		Replica  int    `json:"replica"`
 		Provider string `json:"provider"`
@@ -189,21 +190,27 @@ func network(t *testing.T) (client *proc, providers []*proc) {
 	boot := startNode(t, "p1")
 	providers = []*proc{boot, startNode(t, "p2", "--bootstrap", boot.addr), startNode(t, "p3", "--bootstrap", boot.addr)}
 	client = startNode(t, "client", "--bootstrap", boot.addr, "--no-provide")
+	waitAdverts(t, client, 3)
+	return client, providers
+}
+
+// waitAdverts waits until the client has n providers' adverts.
+func waitAdverts(t *testing.T, client *proc, n int) {
+	t.Helper()
 	c := client.api(t)
-	waitFor(t, 30*time.Second, "the client to see 3 provider adverts", func() bool {
+	waitFor(t, 30*time.Second, fmt.Sprintf("the client to see %d provider adverts", n), func() bool {
 		peers, err := c.Peers(context.Background())
 		if err != nil {
 			return false
 		}
-		n := 0
+		got := 0
 		for _, p := range peers {
 			if p.Advert != nil {
-				n++
+				got++
 			}
 		}
-		return n == 3
+		return got == n
 	})
-	return client, providers
 }
 
 func TestNetworkProcesses(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node"
@@ -99,8 +100,15 @@ stdout (give one to other nodes as --bootstrap).`,
 	f.DurationVar(&c.GossipHeartbeat, "gossip-heartbeat", time.Second, "GossipSub heartbeat interval")
 	f.StringVar(&opts.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.MarkHidden("gossip-heartbeat")
+	if addFaultFlags != nil {
+		addFaultFlags(f, &opts.Config)
+	}
 	return cmd
 }
+
+// addFaultFlags adds the --fault.* flags; only builds with the `faults` tag
+// set it (faults.go), so normal binaries cannot be told to misbehave.
+var addFaultFlags func(f *pflag.FlagSet, c *node.Config)
 
 func runNode(ctx context.Context, o *NodeOptions) error {
 	var level slog.Level

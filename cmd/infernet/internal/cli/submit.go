@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
+	"github.com/infernet/infernet/proofs/redundancy"
 )
 
 // Exit codes of `infernet submit` besides the job's own (see NewCmdSubmit).
@@ -47,6 +49,11 @@ type SubmitOptions struct {
 	DataDir   string
 	JSON      bool
 	Progress  string // auto, always, never
+	Adaptive  bool
+	Same      bool
+	Compare   string // tolerance-mode output format: f32, f64, text
+	Rtol      float64
+	Atol      float64
 }
 
 // NewCmdSubmit returns `infernet submit`. runF replaces the action in tests.
@@ -95,6 +102,11 @@ exit code for a verified result of a job that exited otherwise (above 255:
 	f.StringVar(&opts.DataDir, "datadir", defaultDataDir(), "the node's data `DIR` (API token and address)")
 	f.BoolVar(&opts.JSON, "json", false, "print the summary as JSON on stdout")
 	f.StringVar(&opts.Progress, "progress", "auto", "live progress on stderr: auto (on a terminal), always, never")
+	f.BoolVar(&opts.Adaptive, "adaptive", false, "let a provider with a long clean record run the job alone (spot-checked)")
+	f.BoolVar(&opts.Same, "same-backend", false, "run every replica on the same tensor backend class")
+	f.StringVar(&opts.Compare, "compare", "", "tolerance mode: compare outputs as `FORMAT` f32, f64 or text (numbers within --rtol/--atol); default bit for bit")
+	f.Float64Var(&opts.Rtol, "rtol", 1e-5, "tolerance mode: relative tolerance")
+	f.Float64Var(&opts.Atol, "atol", 1e-8, "tolerance mode: absolute tolerance")
 	return cmd
 }
 
@@ -121,6 +133,21 @@ func (o *SubmitOptions) request() (api.SubmitRequest, error) {
 		return req, fmt.Errorf("--require: %w", err)
 	}
 	req.Memory, req.MaxOutput, req.Mode = mem, int64(maxOut), uint8(mode)
+	req.Adaptive, req.SameBackend = o.Adaptive, o.Same
+	if o.Compare != "" {
+		if mode != abi.ModeTolerance {
+			return req, errors.New("--compare needs --mode tolerance")
+		}
+		f, err := redundancy.ParseFormat(o.Compare)
+		if err != nil {
+			return req, fmt.Errorf("--compare: %w", err)
+		}
+		t := redundancy.Tolerance{Rtol: o.Rtol, Atol: o.Atol, Format: f}
+		if err := t.Validate(); err != nil {
+			return req, err
+		}
+		req.Format, req.Rtol, req.Atol = uint8(f), o.Rtol, o.Atol
+	}
 	return req, nil
 }
 
@@ -211,17 +238,20 @@ func submitExit(job *store.Job) error {
 
 // Summary is the --json output of submit.
 type Summary struct {
-	Job        string        `json:"job"`
-	State      string        `json:"state"`
-	Verified   bool          `json:"verified"`
-	Agree      int           `json:"agree"`
-	Replicas   int           `json:"replicas"`
-	ExitCode   uint32        `json:"exit_code"`
-	Error      string        `json:"error,omitempty"`
-	Output     string        `json:"output,omitempty"`
-	OutputSize int64         `json:"output_size"`
-	ElapsedMS  float64       `json:"elapsed_ms"`
-	Providers  []ProviderRun `json:"providers"`
+	Job      string `json:"job"`
+	State    string `json:"state"`
+	Verified bool   `json:"verified"`
+	Agree    int    `json:"agree"`
+	Replicas int    `json:"replicas"`
+	ExitCode uint32 `json:"exit_code"`
+	// Verification is "replicas" or "trusted" (adaptive replication).
+	Verification string        `json:"verification,omitempty"`
+	Liars        []string      `json:"liars,omitempty"`
+	Error        string        `json:"error,omitempty"`
+	Output       string        `json:"output,omitempty"`
+	OutputSize   int64         `json:"output_size"`
+	ElapsedMS    float64       `json:"elapsed_ms"`
+	Providers    []ProviderRun `json:"providers"`
 }
 
 // ProviderRun is one assignment in a Summary.
@@ -237,7 +267,8 @@ type ProviderRun struct {
 func summarize(job *store.Job, elapsed time.Duration) Summary {
 	s := Summary{Job: job.ID.String(), State: job.State.String(), Verified: job.State == store.JobVerified,
 		Agree: job.Agree, Replicas: int(job.Announce.Replicas), ExitCode: job.ExitCode, Error: job.Error,
-		OutputSize: job.OutputSize, ElapsedMS: float64(elapsed.Microseconds()) / 1000}
+		OutputSize: job.OutputSize, ElapsedMS: float64(elapsed.Microseconds()) / 1000,
+		Verification: job.Verification, Liars: job.Liars}
 	if !job.Output.IsZero() {
 		s.Output = job.Output.String()
 	}
@@ -260,8 +291,17 @@ func printSummary(o *SubmitOptions, job *store.Job, elapsed time.Duration) error
 	}
 	w := o.IO.Err
 	verdict := s.State
-	if s.Verified {
-		verdict = fmt.Sprintf("verified (%d of %d replicas agree)", s.Agree, s.Replicas)
+	switch {
+	case s.Verified && s.Verification == node.VerifiedByTrust:
+		verdict = "verified by trust (one replica from a provider with a long clean record; adaptive)"
+	case s.Verified:
+		results := 0
+		for _, p := range s.Providers {
+			if p.State == store.ReplicaDone.String() || p.State == store.ReplicaOutvoted.String() {
+				results++
+			}
+		}
+		verdict = fmt.Sprintf("verified (%d of %d replicas agree)", s.Agree, results)
 	}
 	fmt.Fprintf(w, "job %s: %s in %s\n", s.Job, verdict, elapsed.Round(time.Millisecond))
 	for _, p := range s.Providers {
@@ -269,10 +309,16 @@ func printSummary(o *SubmitOptions, job *store.Job, elapsed time.Duration) error
 		if p.State == store.ReplicaDone.String() {
 			line += fmt.Sprintf("  %.1f ms on %s", p.RunMS, p.Backend)
 		}
+		if p.State == store.ReplicaOutvoted.String() {
+			line += "  (outvoted)"
+		}
 		if p.Error != "" {
 			line += "  (" + oneLine(p.Error) + ")"
 		}
 		fmt.Fprintln(w, line)
+	}
+	for _, l := range s.Liars {
+		fmt.Fprintf(w, "  outvoted: %s (its reputation is slashed)\n", shortID(l))
 	}
 	if s.Output != "" {
 		fmt.Fprintf(w, "  output %d bytes, sha256 %s\n", s.OutputSize, s.Output)

@@ -1,0 +1,74 @@
+//go:build faults
+
+package itest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/infernet/infernet/node"
+)
+
+// buildTags: this file's tests need the --fault.* flags.
+const buildTags = "faults"
+
+// TestFaults runs a network where one provider lies every time and one
+// accepts replicas and falls silent: every job still ends verified with
+// the right output, the liar is outvoted and banned, and `infernet peers`
+// says why.
+func TestFaults(t *testing.T) {
+	boot := startNode(t, "p1")
+	liar := startNode(t, "liar", "--bootstrap", boot.addr, "--fault.lie", "1")
+	startNode(t, "silent", "--bootstrap", boot.addr, "--fault.silent", "1")
+	startNode(t, "p2", "--bootstrap", boot.addr)
+	startNode(t, "p3", "--bootstrap", boot.addr)
+	client := startNode(t, "client", "--bootstrap", boot.addr, "--no-provide")
+	waitAdverts(t, client, 5)
+	liarID, _, _ := infernet(t, nil, "id", "--datadir", liar.dataDir)
+	liarID = strings.TrimSpace(liarID)
+	module := filepath.Join("..", "..", "..", "testdata", "jobs", "cat", "cat.wasm")
+	outvoted := 0
+	for i := range 8 {
+		input := []byte(fmt.Sprintf("job %d of a network with a liar", i))
+		out := filepath.Join(t.TempDir(), "out")
+		stdout, stderr, code := infernet(t, input, "submit", module, "--input", "-", "--output", out, "--json", "--datadir", client.dataDir)
+		if code != 0 {
+			t.Fatalf("job %d: exit %d: %s", i, code, stderr)
+		}
+		if got, _ := os.ReadFile(out); !bytes.Equal(got, input) {
+			t.Fatalf("job %d: accepted output %q", i, got)
+		}
+		var s summary
+		if err := json.Unmarshal([]byte(stdout), &s); err != nil || !s.Verified {
+			t.Fatalf("job %d: summary %s", i, stdout)
+		}
+		for _, l := range s.Liars {
+			if l != liarID {
+				t.Fatalf("job %d: %s outvoted, but the liar is %s", i, l, liarID)
+			}
+			outvoted++
+		}
+	}
+	out, _, code := infernet(t, nil, "peers", "--json", "--datadir", client.dataDir)
+	var peers []node.PeerInfo
+	if code != 0 || json.Unmarshal([]byte(out), &peers) != nil {
+		t.Fatalf("peers: exit %d %s", code, out)
+	}
+	for _, p := range peers {
+		if (p.ID == liarID) != p.Banned {
+			t.Errorf("peer %s banned %v: %s", p.ID, p.Banned, p.Why)
+		}
+		if p.ID == liarID && (!strings.Contains(p.Why, "outvoted") || outvoted == 0) {
+			t.Errorf("liar's reason %q, outvoted on %d jobs", p.Why, outvoted)
+		}
+	}
+	text, _, _ := infernet(t, nil, "peers", "--datadir", client.dataDir)
+	if !strings.Contains(text, "banned until") {
+		t.Errorf("`infernet peers` does not show the ban:\n%s", text)
+	}
+}

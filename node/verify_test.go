@@ -1,0 +1,164 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
+	"github.com/infernet/infernet/proofs/redundancy"
+)
+
+// liarNetwork starts providers of which those listed in liars return a
+// corrupted output with probability lie.
+func liarNetwork(t *testing.T, providers int, liars map[int]float64) (*testNet, map[peer.ID]bool) {
+	t.Helper()
+	i := 0
+	net := startNetwork(t, providers, func(c *Config) {
+		if c.Provide {
+			if p, ok := liars[i]; ok {
+				c.Faults = &Faults{Lie: p}
+			}
+			i++
+		}
+	})
+	isLiar := map[peer.ID]bool{}
+	for i, p := range net.providers {
+		if _, ok := liars[i]; ok {
+			isLiar[p.ID()] = true
+		}
+	}
+	return net, isLiar
+}
+
+// catJob is a job whose right answer is its input.
+func catJob(t *testing.T, n *Node, i int) (Spec, []byte) {
+	input := fmt.Appendf(nil, "job %d: %s", i, bytes.Repeat([]byte{byte('a' + i%26)}, 100+i))
+	return spec(t, n, readTestdata(t, "jobs/cat/cat.wasm"), input), input
+}
+
+// TestLiarsAreOutvotedAndBanned: 6 providers, 2 of which lie every time;
+// 100 jobs with two replicas. Every accepted output is right, every job
+// finishes, and both liars end banned.
+func TestLiarsAreOutvotedAndBanned(t *testing.T) {
+	net, isLiar := liarNetwork(t, 6, map[int]float64{1: 1, 4: 1})
+	c := net.client
+	extra := 0
+	for i := range 100 {
+		s, want := catJob(t, c, i)
+		job, err := c.Submit(context.Background(), s, nil)
+		if err != nil || job.State != store.JobVerified {
+			t.Fatalf("job %d: %v, %v", i, job, err)
+		}
+		got, err := c.Blob(job.Output, 1<<20)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("job %d accepted a wrong output %q", i, got)
+		}
+		for _, l := range job.Liars {
+			id, _ := peer.Decode(l)
+			if !isLiar[id] {
+				t.Fatalf("job %d: honest provider %s outvoted", i, l)
+			}
+		}
+		extra += len(job.Replicas) - 2
+	}
+	for _, p := range c.Peers() {
+		id, _ := peer.Decode(p.ID)
+		if isLiar[id] != p.Banned {
+			t.Errorf("peer %s: liar %v, banned %v (%s)", p.ID, isLiar[id], p.Banned, p.Why)
+		}
+	}
+	t.Logf("100 jobs: %d replicas beyond the first two (tie-breakers while the liars were unknown)", extra)
+}
+
+// TestAdaptiveReplication: 10 providers, one lying at random (half of the
+// time); 500 jobs with adaptive replication. No wrong output is accepted,
+// and after warm-up the compute per accepted result stays under 1.3×.
+func TestAdaptiveReplication(t *testing.T) {
+	if testing.Short() {
+		t.Skip("500 jobs")
+	}
+	net, isLiar := liarNetwork(t, 10, map[int]float64{3: 0.5})
+	c := net.client
+	const jobs, warmup = 500, 150
+	var before Stats
+	trusted := 0
+	for i := range jobs {
+		if i == warmup {
+			before = c.Stats()
+		}
+		s, want := catJob(t, c, i)
+		s.Adaptive = true
+		job, err := c.Submit(context.Background(), s, nil)
+		if err != nil || job.State != store.JobVerified {
+			t.Fatalf("job %d: %v, %v", i, job, err)
+		}
+		if got, _ := c.Blob(job.Output, 1<<20); !bytes.Equal(got, want) {
+			t.Fatalf("job %d accepted a wrong output (verification %s)", i, job.Verification)
+		}
+		if job.Verification == VerifiedByTrust {
+			trusted++
+			for _, r := range job.Replicas {
+				if id, _ := peer.Decode(r.Provider); r.Result != nil && isLiar[id] {
+					t.Fatalf("job %d: the liar was trusted with a single replica", i)
+				}
+			}
+		}
+	}
+	after := c.Stats()
+	overhead := float64(after.Replicas-before.Replicas) / float64(after.Verified-before.Verified)
+	t.Logf("%d jobs, %d by a trusted single replica; after %d warm-up jobs: %d replicas (%d canaries) for %d results = %.2f×",
+		jobs, trusted, warmup, after.Replicas-before.Replicas, after.Canaries-before.Canaries, after.Verified-before.Verified, overhead)
+	if overhead > 1.3 {
+		t.Errorf("verification overhead %.2f×, want ≤ 1.3×", overhead)
+	}
+	for _, p := range c.Peers() {
+		id, _ := peer.Decode(p.ID)
+		if isLiar[id] && !p.Banned {
+			t.Errorf("the liar is not banned: %s", p.Why)
+		}
+	}
+}
+
+// TestToleranceMode runs the MLP job in tolerance mode on three providers
+// with three different tensor backends, whose outputs differ in the last
+// digits: compared as text within 1e-4 they agree; compared bit for bit no
+// two agree and the job fails rather than guess.
+func TestToleranceMode(t *testing.T) {
+	backends := []string{"reference", "cpu", "openblas"}
+	i := 0
+	net := startNetwork(t, 3, func(c *Config) {
+		if c.Provide {
+			c.Backend = backends[i]
+			i++
+		}
+	})
+	module, input := readTestdata(t, "jobs/mlp/mlp.wasm"), readTestdata(t, "jobs/mlp/input.txt")
+	s := spec(t, net.client, module, input)
+	s.Replicas, s.Mode, s.Rtol, s.Atol, s.Format = 3, wire.ModeTolerance, 1e-4, 1e-6, uint8(redundancy.FormatText)
+	job, err := net.client.Submit(context.Background(), s, nil)
+	if err != nil || job.State != store.JobVerified || job.Agree != 3 || len(job.Liars) != 0 {
+		t.Fatalf("within tolerance: %+v, %v", job, err)
+	}
+	backendsSeen := map[string]bool{}
+	outputs := map[string]bool{}
+	for _, r := range job.Replicas {
+		backendsSeen[r.Result.Backend] = true
+		outputs[r.Result.Output.String()] = true
+	}
+	if len(backendsSeen) != 3 || len(outputs) < 2 {
+		t.Fatalf("backends %v, %d distinct outputs: the test needs differing backends and outputs", backendsSeen, len(outputs))
+	}
+	s.Format = 0 // bit for bit
+	job, err = net.client.Submit(context.Background(), s, nil)
+	if err == nil || job.State != store.JobFailed {
+		t.Fatalf("bit for bit: %+v, %v; want failed", job, err)
+	}
+	if len(job.Liars) != 0 {
+		t.Fatalf("a failed vote named liars: %v", job.Liars)
+	}
+}
