@@ -13,6 +13,7 @@ deps:
 
 build:
 	$(GO) build -o $(BIN) ./cmd/infernet
+	$(GO) build -tags faults -o $(BIN)-faults ./cmd/infernet
 
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

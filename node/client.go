@@ -270,7 +270,7 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 func (j *jobRun) findProviders(ctx context.Context) error {
 	n := j.c.n
 	if !j.open {
-		j.pool = n.peers.candidates(j.req, j.ann.Price, j.ann.Memory, 3*n.cfg.AdvertInterval, nil)
+		j.pool = j.sameClass(n.peers.candidates(j.req, j.ann.Price, j.ann.Memory, 3*n.cfg.AdvertInterval, nil))
 		if len(j.pool) >= int(j.ann.Replicas) {
 			return nil
 		}
@@ -303,6 +303,49 @@ func (j *jobRun) findProviders(ctx context.Context) error {
 	return nil
 }
 
+// backendClass is the backend a provider runs a job on: its fast backend
+// (the last it advertises) in tolerance mode, the reference otherwise.
+func backendClass(a *wire.CapabilityAdvert, mode uint8) string {
+	if a == nil || len(a.Backends) == 0 {
+		return ""
+	}
+	if mode == wire.ModeTolerance {
+		return a.Backends[len(a.Backends)-1]
+	}
+	return a.Backends[0]
+}
+
+// sameClass keeps, for a SameBackend job, the candidates of one backend
+// class: the one with the most candidates (the first seen among equals),
+// which it fixes for the job. Other jobs keep every candidate.
+func (j *jobRun) sameClass(cands []candidate) []candidate {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.sameClassLocked(cands)
+}
+
+func (j *jobRun) sameClassLocked(cands []candidate) []candidate {
+	if !j.ann.SameBackend {
+		return cands
+	}
+	if j.backend == "" {
+		count := map[string]int{}
+		for _, c := range cands {
+			cl := backendClass(c.advert, j.ann.Mode)
+			if count[cl]++; count[cl] > count[j.backend] {
+				j.backend = cl
+			}
+		}
+	}
+	var kept []candidate
+	for _, c := range cands {
+		if backendClass(c.advert, j.ann.Mode) == j.backend {
+			kept = append(kept, c)
+		}
+	}
+	return kept
+}
+
 // bidWindow is how long an announced job waits for bids from the open market.
 const bidWindow = 2 * time.Second
 
@@ -322,7 +365,7 @@ func (j *jobRun) next(tried map[peer.ID]bool) (peer.ID, bool) {
 		if refreshed {
 			return "", false
 		}
-		fresh := j.c.n.peers.candidates(j.req, j.ann.Price, j.ann.Memory, 3*j.c.n.cfg.AdvertInterval, nil)
+		fresh := j.sameClassLocked(j.c.n.peers.candidates(j.req, j.ann.Price, j.ann.Memory, 3*j.c.n.cfg.AdvertInterval, nil))
 		if len(fresh) > 0 {
 			j.pool = fresh
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -160,5 +161,31 @@ func TestToleranceMode(t *testing.T) {
 	}
 	if len(job.Liars) != 0 {
 		t.Fatalf("a failed vote named liars: %v", job.Liars)
+	}
+}
+
+// TestSameBackend puts every replica of a tolerance job on the backend
+// class most providers offer.
+func TestSameBackend(t *testing.T) {
+	backends := []string{"reference", "cpu", "cpu"}
+	i := 0
+	net := startNetwork(t, 3, func(c *Config) {
+		if c.Provide {
+			c.Backend = backends[i]
+			i++
+		}
+	})
+	s := spec(t, net.client, readTestdata(t, "jobs/mlp/mlp.wasm"), readTestdata(t, "jobs/mlp/input.txt"))
+	s.Mode, s.SameBackend = wire.ModeTolerance, true
+	for range 3 {
+		job, err := net.client.Submit(context.Background(), s, nil)
+		if err != nil || job.State != store.JobVerified {
+			t.Fatalf("job: %+v, %v", job, err)
+		}
+		for _, r := range job.Replicas {
+			if r.Result == nil || !strings.HasPrefix(r.Result.Backend, "cpu-") {
+				t.Fatalf("replica on %+v; want every replica on the cpu class", r)
+			}
+		}
 	}
 }

@@ -7,6 +7,8 @@
 #   (d) run latency of a cached small Go module
 #   (e) the network: round trip of a tiny job (replicas 2, 3 nodes), jobs/s
 #       of one client, and latency and messages per job with 5..50 nodes
+#   (f) verification: liars outvoted and banned; adaptive replication's
+#       compute per accepted result
 # BENCH_QUICK=1 shortens every part (a smoke test of this script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -81,3 +83,7 @@ echo "round trip of a tiny cached job, replicas 2 on 3 nodes (target p50 <= 20 m
 go test -run '^$' -bench 'RoundTrip|Throughput' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && echo 20x || echo 500x)" ./node | grep -E '^Benchmark' || true
 echo "announce-to-result latency and messages per job as the network grows (msgs/job must stay flat):"
 go test -run '^$' -bench 'Scale' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && echo 10x || echo 100x)" -timeout 30m ./node | grep -E '^Benchmark' || true
+
+hr "(f) verification: 6 providers with 2 liars (100 jobs), 10 providers with one liar at 50% (500 adaptive jobs)"
+go test -count=1 -run 'TestLiarsAreOutvotedAndBanned|TestAdaptiveReplication' -v ./node | grep -E 'verify_test|^(--- |ok|FAIL)' || true
+echo "(targets: 0 wrong outputs accepted, liars banned, <= 1.3x compute per accepted result after warm-up)"

@@ -64,16 +64,29 @@ start() {
   echo "node $name did not start:"; cat "$net/$name.log"; exit 1
 }
 declare -A pid_of
-step "The network: three provider nodes and a client node on loopback"
+step "The network: four provider nodes (one of them dishonest) and a client node on loopback"
 start p1; boot=$addr
 printf '$ infernet node --datadir p1 --listen /ip4/127.0.0.1/tcp/0   # prints %s\n' "$boot"
 start p2 --bootstrap "$boot"
 start p3 --bootstrap "$boot"
+bin_real=$bin; bin=bin/infernet-faults   # a build with --fault.* flags, for one dishonest provider
+start liar --bootstrap "$boot" --fault.lie 1
+bin=$bin_real
 start client --bootstrap "$boot" --no-provide
 echo "\$ infernet node --datadir client --bootstrap $boot --no-provide   (p2, p3 likewise, without --no-provide)"
+echo "\$ infernet-faults node --datadir liar --bootstrap $boot --fault.lie 1   # a provider that lies every time"
 for _ in $(seq 100); do
-  [ "$("$bin" peers --json --datadir "$net/client" | grep -c '"advert"')" -ge 3 ] && break
+  [ "$("$bin" peers --json --datadir "$net/client" | grep -c '"advert"')" -ge 4 ] && break
   sleep 0.1
+done
+echo '$ infernet peers'
+"$bin" peers --datadir "$net/client"
+
+step "A lying provider is outvoted: replicas are added until two agree; the liar is banned"
+echo "\$ infernet submit $jobs/cat/cat.wasm --input - --replicas 2   # repeated until the liar draws a replica"
+for i in $(seq 12); do
+  echo "job $i: the right answer is this line" | "$bin" submit "$jobs/cat/cat.wasm" --input - --replicas 2 --datadir "$net/client" > "$net/out" 2> "$net/summary"
+  if grep -q outvoted "$net/summary"; then echo "(job $i)"; cat "$net/summary"; printf 'output: '; cat "$net/out"; break; fi
 done
 echo '$ infernet peers'
 "$bin" peers --datadir "$net/client"
