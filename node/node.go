@@ -88,7 +88,7 @@ type Config struct {
 	// Reputation tunes how peers are judged; zero means reputation.Defaults.
 	Reputation reputation.Params
 	// SpotCheck is the share of adaptive jobs whose single trusted replica
-	// is checked by a full set of replicas anyway; default 0.2.
+	// is checked by a full set of replicas anyway; default 0.15.
 	SpotCheck float64
 	// Canary is the share of adaptive jobs after which a known-answer job
 	// is sent to a trusted provider; default 0.05.
@@ -147,7 +147,7 @@ func (c *Config) setDefaults() {
 	}
 	c.Silence = max(c.Silence, 3*c.Heartbeat)
 	if c.SpotCheck <= 0 {
-		c.SpotCheck = 0.2
+		c.SpotCheck = 0.15
 	}
 	if c.Canary <= 0 {
 		c.Canary = 0.05

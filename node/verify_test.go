@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/infernet/infernet/node/reputation"
+	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/proofs/redundancy"
@@ -85,7 +89,7 @@ func TestAdaptiveReplication(t *testing.T) {
 	}
 	net, isLiar := liarNetwork(t, 10, map[int]float64{3: 0.5})
 	c := net.client
-	const jobs, warmup = 500, 150
+	const jobs, warmup = 500, 200
 	var before Stats
 	trusted := 0
 	for i := range jobs {
@@ -187,5 +191,38 @@ func TestSameBackend(t *testing.T) {
 				t.Fatalf("replica on %+v; want every replica on the cpu class", r)
 			}
 		}
+	}
+}
+
+// TestReputationInRequirements: `reputation > 0.8` keeps a peer with a
+// clean record and drops one that was outvoted (without being banned yet).
+func TestReputationInRequirements(t *testing.T) {
+	db, err := store.Open(t.TempDir() + "/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	book := newPeerBook(db, "self", reputation.Params{MaxLies: 5, BanBelow: 0.01}, slog.Default())
+	good, doubtful := peer.ID("good"), peer.ID("doubtful")
+	for i, id := range []peer.ID{good, doubtful} {
+		book.onAdvert(id, &wire.CapabilityAdvert{Peer: []byte(id), Seq: uint64(i + 1), Slots: 1, FreeSlots: 1, MaxMemory: 1 << 30, Backends: []string{"reference"}})
+		for range 5 {
+			book.agree(id)
+		}
+	}
+	book.outvote(doubtful, wire.NewJobID())
+	req, err := requirement.Compile("reputation > 0.8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := book.candidates(req, 0, 1, time.Hour, nil)
+	if len(got) != 1 || got[0].id != good {
+		t.Fatalf("candidates %v; want only the good peer (doubtful scores %.2f)", got, book.score(doubtful))
+	}
+	if all := book.candidates(requirement.Always, 0, 1, time.Hour, nil); len(all) != 2 || all[0].id != good {
+		t.Fatalf("without a requirement: %v; want both, the good one first", all)
+	}
+	if book.appScore(doubtful) >= book.appScore(good) {
+		t.Fatal("the gossip app score does not follow reputation")
 	}
 }

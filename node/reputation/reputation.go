@@ -20,19 +20,23 @@ import (
 type Params struct {
 	// HalfLife is how long counts take to decay to half; default 7 days.
 	HalfLife time.Duration
-	// LieWeight is how many agreements one outvoted result cancels; default 10.
+	// LieWeight is how many agreements one outvoted result cancels; default 20.
 	LieWeight float64
 	// BanBelow bans a peer whose score falls under it; default 0.3.
 	BanBelow float64
 	// BanFor is how long a ban lasts; default 7 days.
 	BanFor time.Duration
 	// TrustStreak is how many consecutive agreed results, with no lie on
-	// record, make a peer trusted with single replicas; default 10.
+	// record, make a peer trusted with single replicas; default 20.
 	TrustStreak int
+	// MaxLies bans a peer at this many outvoted results, whatever its
+	// score: a rare liar is not trusted after its first lie, and is banned
+	// at its second; default 2.
+	MaxLies int
 }
 
 // Defaults are the parameters nodes use unless configured otherwise.
-var Defaults = Params{HalfLife: 7 * 24 * time.Hour, LieWeight: 10, BanBelow: 0.3, BanFor: 7 * 24 * time.Hour, TrustStreak: 10}
+var Defaults = Params{HalfLife: 7 * 24 * time.Hour, LieWeight: 20, BanBelow: 0.3, BanFor: 7 * 24 * time.Hour, TrustStreak: 20, MaxLies: 2}
 
 func (p Params) withDefaults() Params {
 	if p.HalfLife <= 0 {
@@ -49,6 +53,9 @@ func (p Params) withDefaults() Params {
 	}
 	if p.TrustStreak <= 0 {
 		p.TrustStreak = Defaults.TrustStreak
+	}
+	if p.MaxLies <= 0 {
+		p.MaxLies = Defaults.MaxLies
 	}
 	return p
 }
@@ -144,7 +151,7 @@ func (r *Record) Advert(p Params, now time.Time, interval time.Duration) {
 }
 
 func (r *Record) checkBan(p Params, now time.Time) {
-	if r.score(p, now) < p.BanBelow {
+	if r.score(p, now) < p.BanBelow || r.Lies >= p.MaxLies {
 		r.BannedUntil = now.Add(p.BanFor)
 	}
 }

@@ -28,7 +28,7 @@ func TestLiars(t *testing.T) {
 	}{
 		{"a newcomer's first lie bans it", 0, true, 0},
 		{"two agreements do not save a liar", 2, true, 0},
-		{"a long honest record survives one outvote", 40, false, 0.6},
+		{"a long honest record survives one outvote", 60, false, 0.6},
 	}
 	for _, tt := range tests {
 		var r Record
@@ -126,5 +126,22 @@ func TestLatency(t *testing.T) {
 	}
 	if !strings.Contains(r.Why(Defaults, t0), "12.0 ms") {
 		t.Fatalf("why %q", r.Why(Defaults, t0))
+	}
+}
+
+func TestSecondLieBans(t *testing.T) {
+	var r Record
+	now := t0
+	for range 200 {
+		now = now.Add(time.Second)
+		r.Agree(Defaults, now)
+	}
+	r.Outvote(Defaults, now, "a")
+	if r.Banned(now) {
+		t.Fatal("a long record was banned at its first lie")
+	}
+	r.Outvote(Defaults, now, "b")
+	if !r.Banned(now) {
+		t.Fatalf("not banned at the second lie: %s", r.Why(Defaults, now))
 	}
 }
