@@ -16,6 +16,7 @@ import (
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
+	"github.com/infernet/infernet/payments"
 )
 
 // Spec is a job to submit: module and input as blobs already in the node's
@@ -141,6 +142,9 @@ type jobRun struct {
 	// backend is the backend class of a SameBackend job, fixed by the
 	// first bid; guarded by mu.
 	backend string
+	// escrows are the payments of paid replicas by result, settled or
+	// cancelled at the verdict; guarded by mu.
+	escrows map[*wire.Result]escrowRef
 	offers  chan *offer                 // bids from the open market
 	late    map[uint8]chan *wire.Result // results delivered over ProtocolResult
 }
@@ -460,12 +464,22 @@ func refusal(reason string) error {
 // until a result, a refusal, its death or silence.
 func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result, error) {
 	n := j.c.n
-	if err := j.askBid(ctx, p); err != nil {
+	bid, err := j.askBid(ctx, p)
+	if err != nil {
 		return nil, err
+	}
+	var pay *store.Payment
+	if j.paid() {
+		if pay, err = j.newPayment(r, p, bid.Price); err != nil {
+			return nil, err
+		}
 	}
 	idx := j.record(r, p)
 	assigned := time.Now()
-	res, err := j.follow(ctx, r, p)
+	res, inflight, err := j.follow(ctx, r, p, pay)
+	if pay != nil && pay.State >= store.PayPaying {
+		j.keepEscrow(res, pay, inflight) // settled or cancelled at the verdict
+	}
 	j.mu.Lock()
 	rep := &j.rec.Replicas[idx]
 	rep.Finished = time.Now()
@@ -512,28 +526,28 @@ func (j *jobRun) record(r uint8, p peer.ID) int {
 }
 
 // askBid sends the announce to p and reads its bid.
-func (j *jobRun) askBid(ctx context.Context, p peer.ID) error {
+func (j *jobRun) askBid(ctx context.Context, p peer.ID) (*wire.Bid, error) {
 	cctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
 	defer cancel()
 	c, err := j.c.n.open(cctx, p, ProtocolBid)
 	if err != nil {
-		return fmt.Errorf("bid: %w", err)
+		return nil, fmt.Errorf("bid: %w", err)
 	}
 	defer c.close()
 	if err := c.write(&wire.BidOpen{V: wire.Version, Announce: j.ann}); err != nil {
 		c.reset()
-		return fmt.Errorf("bid: %w", err)
+		return nil, fmt.Errorf("bid: %w", err)
 	}
 	var b wire.Bid
 	if err := c.read(handshakeTimeout, wire.MaxControlFrame, &b); err != nil {
 		c.reset()
-		return fmt.Errorf("bid: %w", err)
+		return nil, fmt.Errorf("bid: %w", err)
 	}
 	if b.Job != j.ann.Job || !b.Accept {
-		return refusal(b.Reason)
+		return nil, refusal(b.Reason)
 	}
 	if b.Price > j.ann.Price {
-		return fmt.Errorf("%w: price %d over offer %d", errRefused, b.Price, j.ann.Price)
+		return nil, fmt.Errorf("%w: price %d over offer %d", errRefused, b.Price, j.ann.Price)
 	}
 	if j.ann.SameBackend {
 		// The first provider to bid fixes the backend class for the rest.
@@ -542,29 +556,32 @@ func (j *jobRun) askBid(ctx context.Context, p peer.ID) error {
 		if j.backend == "" {
 			j.backend = b.Backend
 		} else if b.Backend != j.backend {
-			return fmt.Errorf("%w: backend %s, this job runs on %s", errRefused, b.Backend, j.backend)
+			return nil, fmt.Errorf("%w: backend %s, this job runs on %s", errRefused, b.Backend, j.backend)
 		}
 	}
-	return nil
+	return &b, nil
 }
 
 // follow assigns the replica to p and reads updates until the result.
-func (j *jobRun) follow(ctx context.Context, r uint8, p peer.ID) (*wire.Result, error) {
+func (j *jobRun) follow(ctx context.Context, r uint8, p peer.ID, pay *store.Payment) (res *wire.Result, inflight *payments.Payment, err error) {
 	n := j.c.n
 	cctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
 	c, err := n.open(cctx, p, ProtocolAssign)
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("assign: %w", err)
+		return nil, inflight, fmt.Errorf("assign: %w", err)
 	}
 	// Cancelling ctx (deadline, job over) resets the stream, which tells the
 	// provider to stop.
 	stop := context.AfterFunc(ctx, c.reset)
 	defer stop()
 	a := &wire.Assign{V: wire.Version, Announce: *j.ann, Replica: r, Input: j.input, Sources: j.sources(p)}
+	if pay != nil {
+		a.PaymentHash, a.Price = pay.Hash[:], uint64(pay.AmountMsat)
+	}
 	if err := c.write(a); err != nil {
 		c.reset()
-		return nil, fmt.Errorf("assign: %w", err)
+		return nil, inflight, fmt.Errorf("assign: %w", err)
 	}
 	j.emit(EventAssigned, int(r), p, "")
 	type update struct {
@@ -599,32 +616,42 @@ func (j *jobRun) follow(ctx context.Context, r uint8, p peer.ID) (*wire.Result, 
 			}
 			if res, err := j.check(res, r, from); err == nil {
 				c.reset()
-				return res, nil
+				return res, inflight, nil
 			}
 			continue
 		case up, ok = <-updates:
 			if !ok {
-				return nil, ctx.Err()
+				return nil, inflight, ctx.Err()
 			}
 		}
 		if up.err != nil {
 			c.reset()
 			j.c.log.Debug("assign stream broke", "job", j.ann.Job, "provider", p, "err", up.err)
 			if errors.Is(up.err, os.ErrDeadlineExceeded) {
-				return nil, fmt.Errorf("%w for %v", errSilent, n.cfg.Silence)
+				return nil, inflight, fmt.Errorf("%w for %v", errSilent, n.cfg.Silence)
 			}
-			return nil, fmt.Errorf("%w (%s)", errConnLost, rootCause(up.err))
+			return nil, inflight, fmt.Errorf("%w (%s)", errConnLost, rootCause(up.err))
 		}
 		switch u := up.u; u.Kind {
 		case wire.UpdateRejected:
 			c.close()
-			return nil, refusal(u.Reason)
+			return nil, inflight, refusal(u.Reason)
 		case wire.UpdateRunning:
 			j.setState(p, store.ReplicaRunning)
 			j.emit(EventRunning, int(r), p, "")
 		case wire.UpdateResult:
 			c.close()
-			return j.check(u.Result, r, p)
+			res, err := j.check(u.Result, r, p)
+			return res, inflight, err
+		case wire.UpdateInvoice:
+			if pay == nil || inflight != nil {
+				c.reset()
+				return nil, inflight, errors.New("unexpected invoice")
+			}
+			if inflight, err = j.payInvoice(ctx, pay, u.Invoice); err != nil {
+				c.reset()
+				return nil, inflight, err
+			}
 		}
 	}
 }

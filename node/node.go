@@ -42,6 +42,7 @@ import (
 	"github.com/infernet/infernet/node/reputation"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
+	"github.com/infernet/infernet/payments"
 )
 
 // Software is the version string in adverts.
@@ -95,6 +96,10 @@ type Config struct {
 	Canary float64
 	// Faults makes this provider misbehave, for tests; nil in normal use.
 	Faults *Faults
+	// Lnd, when set, settles jobs over Lightning: as a client the node pays
+	// providers through hold invoices, as a provider it charges Price. Zero:
+	// free mode.
+	Lnd payments.Config
 	// Sandbox and Backends, when both set, run this provider's jobs instead
 	// of a sandbox of its own (several nodes in one process can share one);
 	// the node does not close them.
@@ -184,6 +189,9 @@ type Node struct {
 	// Client side.
 	client *client
 
+	// lnd is the Lightning node paying and paid; nil in free mode.
+	lnd *payments.Client
+
 	// framesSent counts stream frames this node wrote (bids, assigns,
 	// updates, results, blob requests), for the messages-per-job figure.
 	framesSent atomic.Uint64
@@ -220,6 +228,11 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	if n.blobs, err = blob.OpenStore(filepath.Join(cfg.DataDir, "blobs")); err != nil {
 		return nil, err
+	}
+	if cfg.Lnd.Enabled() {
+		if n.lnd, err = payments.Dial(ctx, cfg.Lnd); err != nil {
+			return nil, err
+		}
 	}
 	if err = n.startHost(); err != nil {
 		return nil, err
@@ -262,6 +275,12 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	if err = n.recover(); err != nil {
 		return nil, err
+	}
+	if n.lnd != nil {
+		n.host.SetStreamHandler(ProtocolSettle, n.handleSettle)
+		if err = n.recoverPayments(); err != nil {
+			return nil, err
+		}
 	}
 	if n.provider != nil {
 		n.wg.Add(1)
@@ -499,6 +518,9 @@ func (n *Node) Close() error {
 	if n.provider != nil {
 		n.provider.wait()
 		errs = append(errs, n.provider.closeRuntime())
+	}
+	if n.lnd != nil {
+		errs = append(errs, n.lnd.Close())
 	}
 	if n.db != nil {
 		errs = append(errs, n.db.Close())

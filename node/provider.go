@@ -304,8 +304,17 @@ func (p *provider) handleAssign(s network.Stream) {
 	}
 	hb := p.heartbeat(ctx, c)
 	defer hb()
+	pay, err := p.escrow(ctx, c, &a, client)
+	if err != nil {
+		hb()
+		reject(err.Error())
+		return
+	}
 	res := p.execute(ctx, c, &a, client, run)
 	hb()
+	if pay != nil && !res.Deterministic() {
+		p.cancelInvoice(pay, "the provider failed: "+res.Error) // no result, no pay
+	}
 	p.setActive(run, store.RunFinished) // from here on run is ours alone
 	if err := res.Sign(p.n.key); err != nil {
 		p.log.Error("signing result", "err", err)

@@ -187,19 +187,31 @@ func (j *jobRun) accept(ctx context.Context, votes []*wire.Result, winners, lose
 	for _, i := range losers {
 		liars = append(liars, votes[i])
 	}
-	return j.finish(votes, &verdict{best: best, agree: len(winners), how: how, liars: liars}, nil)
+	won := map[*wire.Result]bool{}
+	for _, i := range winners {
+		won[votes[i]] = true
+	}
+	return j.finish(votes, &verdict{best: best, agree: len(winners), how: how, liars: liars, winners: won}, nil)
 }
 
 // verdict is an accepted result and how it was reached.
 type verdict struct {
-	best  *wire.Result
-	agree int
-	how   string
-	liars []*wire.Result
+	best    *wire.Result
+	agree   int
+	how     string
+	liars   []*wire.Result
+	winners map[*wire.Result]bool // whose payments are released
 }
 
 // finish records the job's final state: accepted with v, or failed with err.
 func (j *jobRun) finish(votes []*wire.Result, v *verdict, err error) (*store.Job, error) {
+	// Paid replicas: those whose result was accepted are paid, everyone
+	// else's invoice is cancelled. Each step is recorded before it is taken (settleOut).
+	var won map[*wire.Result]bool
+	if v != nil {
+		won = v.winners
+	}
+	j.settleAll(won)
 	j.mu.Lock()
 	rec := j.rec
 	rec.Finished = time.Now()

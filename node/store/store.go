@@ -22,6 +22,9 @@ var (
 	bucketPeers = []byte("peers")
 )
 
+// buckets are every bucket Open creates.
+var buckets = [][]byte{bucketJobs, bucketRuns, bucketPeers, bucketPayments}
+
 // ErrNotFound is returned for a record the store does not hold.
 var ErrNotFound = errors.New("store: not found")
 
@@ -41,7 +44,7 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketJobs, bucketRuns, bucketPeers} {
+		for _, b := range buckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}

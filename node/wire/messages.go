@@ -223,6 +223,11 @@ type Assign struct {
 	// Sources are peers (ID bytes) known to hold the module and input, in
 	// addition to the client and the DHT's provider records.
 	Sources [][]byte `cbor:"5,keyasint"`
+	// PaymentHash, in paid mode, is the hash of the preimage the client
+	// chose: the provider answers with a hold invoice for it and Price.
+	PaymentHash []byte `cbor:"6,keyasint"`
+	// Price is the agreed price of this replica in millisatoshi.
+	Price uint64 `cbor:"7,keyasint"`
 }
 
 // Version implements Versioned.
@@ -243,6 +248,9 @@ const (
 	UpdateAlive
 	// UpdateResult: the job finished; Result is set.
 	UpdateResult
+	// UpdateInvoice: paid mode; Invoice is a hold invoice for the assign's
+	// payment hash. The provider starts once the payment is locked.
+	UpdateInvoice
 )
 
 // Update is what a provider streams back on an assign stream.
@@ -251,6 +259,8 @@ type Update struct {
 	Kind   UpdateKind `cbor:"2,keyasint"`
 	Reason string     `cbor:"3,keyasint"`
 	Result *Result    `cbor:"4,keyasint"`
+	// Invoice is a BOLT 11 payment request (UpdateInvoice).
+	Invoice string `cbor:"5,keyasint"`
 }
 
 // Version implements Versioned.
@@ -398,3 +408,27 @@ type BidOpen struct {
 
 // Version implements Versioned.
 func (m *BidOpen) Version() uint16 { return m.V }
+
+// Release is what a client sends on a settle stream once it has judged a
+// paid replica: the preimage that lets the provider settle its hold
+// invoice, or Cancel to have it cancelled and the funds returned.
+type Release struct {
+	V        uint16 `cbor:"1,keyasint"`
+	Job      JobID  `cbor:"2,keyasint"`
+	Replica  uint8  `cbor:"3,keyasint"`
+	Preimage []byte `cbor:"4,keyasint"`
+	Cancel   bool   `cbor:"5,keyasint"`
+}
+
+// Version implements Versioned.
+func (m *Release) Version() uint16 { return m.V }
+
+// Ack answers a Release: OK once the invoice is settled or cancelled.
+type Ack struct {
+	V      uint16 `cbor:"1,keyasint"`
+	OK     bool   `cbor:"2,keyasint"`
+	Reason string `cbor:"3,keyasint"`
+}
+
+// Version implements Versioned.
+func (m *Ack) Version() uint16 { return m.V }

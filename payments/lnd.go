@@ -1,0 +1,278 @@
+// Package payments settles infernet jobs over Lightning through lnd's gRPC
+// API: hold invoices for escrow (the client picks the preimage, the provider
+// issues an invoice for its hash, the client's payment stays locked until
+// the client reveals the preimage after verification, or is cancelled), and
+// the balances that show what moved. A node without lnd configured runs in
+// free mode and never touches this package.
+package payments
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/lightningnetwork/lnd/lnrpc"
+	"github.com/lightningnetwork/lnd/lnrpc/invoicesrpc"
+	"github.com/lightningnetwork/lnd/lnrpc/routerrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+)
+
+// Config locates an lnd, with lncli's flag names.
+type Config struct {
+	// RPCServer is host:port of lnd's gRPC listener (--lnd.rpcserver).
+	RPCServer string
+	// TLSCertPath is lnd's tls.cert (--lnd.tlscertpath).
+	TLSCertPath string
+	// MacaroonPath is a macaroon with invoice and payment rights, usually
+	// admin.macaroon (--lnd.macaroonpath).
+	MacaroonPath string
+}
+
+// Enabled reports whether lnd is configured; without it a node runs free.
+func (c Config) Enabled() bool { return c.RPCServer != "" }
+
+var (
+	// ErrUnavailable: lnd cannot be reached or refused the connection.
+	ErrUnavailable = errors.New("lnd unavailable")
+	// ErrCanceled: the invoice was cancelled, or the payment failed and the
+	// payer's funds are back.
+	ErrCanceled = errors.New("payment canceled")
+	// ErrMismatch: an invoice does not carry the hash or amount agreed.
+	ErrMismatch = errors.New("invoice does not match the terms")
+)
+
+// Client is a connection to one lnd. It is safe for concurrent use.
+type Client struct {
+	conn   *grpc.ClientConn
+	ln     lnrpc.LightningClient
+	inv    invoicesrpc.InvoicesClient
+	router routerrpc.RouterClient
+	// Pubkey is the node's Lightning identity.
+	Pubkey string
+}
+
+// macaroonCred sends the macaroon with every call, as lncli does.
+type macaroonCred string
+
+func (m macaroonCred) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"macaroon": string(m)}, nil
+}
+func (macaroonCred) RequireTransportSecurity() bool { return true }
+
+// Dial connects to lnd and checks that it answers and is synced enough to
+// be used (GetInfo).
+func Dial(ctx context.Context, cfg Config) (*Client, error) {
+	tlsCreds, err := credentials.NewClientTLSFromFile(cfg.TLSCertPath, "")
+	if err != nil {
+		return nil, fmt.Errorf("%w: tls cert: %v", ErrUnavailable, err)
+	}
+	mac, err := os.ReadFile(cfg.MacaroonPath)
+	if err != nil {
+		return nil, fmt.Errorf("%w: macaroon: %v", ErrUnavailable, err)
+	}
+	conn, err := grpc.NewClient(cfg.RPCServer,
+		grpc.WithTransportCredentials(tlsCreds),
+		grpc.WithPerRPCCredentials(macaroonCred(hex.EncodeToString(mac))),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(50<<20)))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	c := &Client{conn: conn, ln: lnrpc.NewLightningClient(conn), inv: invoicesrpc.NewInvoicesClient(conn), router: routerrpc.NewRouterClient(conn)}
+	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	info, err := c.ln.GetInfo(ictx, &lnrpc.GetInfoRequest{})
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, cfg.RPCServer, err)
+	}
+	c.Pubkey = info.IdentityPubkey
+	return c, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Hash returns the payment hash of a preimage.
+func Hash(preimage [32]byte) [32]byte { return sha256.Sum256(preimage[:]) }
+
+// AddHoldInvoice issues an invoice for amtMsat whose payment hash the payer
+// chose; payments to it stay locked until Settle or Cancel.
+func (c *Client) AddHoldInvoice(ctx context.Context, hash [32]byte, amtMsat int64, expiry time.Duration, memo string) (string, error) {
+	resp, err := c.inv.AddHoldInvoice(ctx, &invoicesrpc.AddHoldInvoiceRequest{
+		Memo: memo, Hash: hash[:], ValueMsat: amtMsat, Expiry: int64(expiry.Seconds()),
+	})
+	if err != nil {
+		return "", fmt.Errorf("add hold invoice: %w", err)
+	}
+	return resp.PaymentRequest, nil
+}
+
+// WaitAccepted blocks until the invoice of hash is paid and locked
+// (ACCEPTED), returning the amount held; ErrCanceled if it was cancelled.
+func (c *Client) WaitAccepted(ctx context.Context, hash [32]byte) (int64, error) {
+	st, err := c.inv.SubscribeSingleInvoice(ctx, &invoicesrpc.SubscribeSingleInvoiceRequest{RHash: hash[:]})
+	if err != nil {
+		return 0, fmt.Errorf("subscribe invoice: %w", err)
+	}
+	for {
+		inv, err := st.Recv()
+		if err != nil {
+			return 0, fmt.Errorf("invoice %x: %w", hash[:4], err)
+		}
+		switch inv.State {
+		case lnrpc.Invoice_ACCEPTED, lnrpc.Invoice_SETTLED:
+			return inv.AmtPaidMsat, nil
+		case lnrpc.Invoice_CANCELED:
+			return 0, ErrCanceled
+		}
+	}
+}
+
+// InvoiceState returns the state of the invoice of hash (for recovery).
+func (c *Client) InvoiceState(ctx context.Context, hash [32]byte) (lnrpc.Invoice_InvoiceState, error) {
+	inv, err := c.inv.LookupInvoiceV2(ctx, &invoicesrpc.LookupInvoiceMsg{
+		InvoiceRef: &invoicesrpc.LookupInvoiceMsg_PaymentHash{PaymentHash: hash[:]},
+	})
+	if err != nil {
+		return 0, err
+	}
+	return inv.State, nil
+}
+
+// Settle releases a held payment with its preimage.
+func (c *Client) Settle(ctx context.Context, preimage [32]byte) error {
+	_, err := c.inv.SettleInvoice(ctx, &invoicesrpc.SettleInvoiceMsg{Preimage: preimage[:]})
+	return err
+}
+
+// Cancel cancels the invoice of hash; a held payment returns to the payer.
+func (c *Client) Cancel(ctx context.Context, hash [32]byte) error {
+	_, err := c.inv.CancelInvoice(ctx, &invoicesrpc.CancelInvoiceMsg{PaymentHash: hash[:]})
+	return err
+}
+
+// CheckInvoice decodes a payment request and checks that it pays hash and
+// at most maxMsat.
+func (c *Client) CheckInvoice(ctx context.Context, payReq string, hash [32]byte, maxMsat int64) (int64, error) {
+	pr, err := c.ln.DecodePayReq(ctx, &lnrpc.PayReqString{PayReq: payReq})
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrMismatch, err)
+	}
+	if pr.PaymentHash != hex.EncodeToString(hash[:]) {
+		return 0, fmt.Errorf("%w: hash %s", ErrMismatch, pr.PaymentHash)
+	}
+	if pr.NumMsat > maxMsat || pr.NumMsat <= 0 {
+		return 0, fmt.Errorf("%w: %d msat, agreed %d", ErrMismatch, pr.NumMsat, maxMsat)
+	}
+	return pr.NumMsat, nil
+}
+
+// Payment is an outgoing payment in flight.
+type Payment struct {
+	// Done delivers the end: nil when settled (the preimage is known), or
+	// an error wrapping ErrCanceled when it failed and the funds are back.
+	Done <-chan error
+	// Preimage is valid once Done delivered nil.
+	Preimage [32]byte
+	// FeeMsat is the routing fee paid, valid once Done delivered nil.
+	FeeMsat int64
+}
+
+// Pay pays payReq, spending at most feeLimitMsat in fees, and returns once
+// the payment is locked in flight (for a hold invoice: until the payee
+// settles or cancels) or has ended. timeout bounds the route search.
+func (c *Client) Pay(ctx context.Context, payReq string, feeLimitMsat int64, timeout time.Duration) (*Payment, error) {
+	st, err := c.router.SendPaymentV2(ctx, &routerrpc.SendPaymentRequest{
+		PaymentRequest: payReq, FeeLimitMsat: feeLimitMsat, TimeoutSeconds: int32(max(timeout.Seconds(), 1)),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: send payment: %v", ErrUnavailable, err)
+	}
+	return c.follow(st)
+}
+
+// Track follows a payment made before (by hash), e.g. after a restart.
+func (c *Client) Track(ctx context.Context, hash [32]byte) (*Payment, error) {
+	st, err := c.router.TrackPaymentV2(ctx, &routerrpc.TrackPaymentRequest{PaymentHash: hash[:]})
+	if err != nil {
+		return nil, fmt.Errorf("track payment: %w", err)
+	}
+	return c.follow(st)
+}
+
+// paymentStream is what SendPaymentV2 and TrackPaymentV2 return.
+type paymentStream interface {
+	Recv() (*lnrpc.Payment, error)
+}
+
+// follow reads payment updates: it returns at the first in-flight HTLC or
+// the end, and delivers the end on Done.
+func (c *Client) follow(st paymentStream) (*Payment, error) {
+	done := make(chan error, 1)
+	p := &Payment{Done: done}
+	locked := make(chan error, 1)
+	go func() {
+		signalled := false
+		signal := func(err error) {
+			if !signalled {
+				signalled = true
+				locked <- err
+			}
+		}
+		for {
+			u, err := st.Recv()
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = errors.New("payment stream ended")
+				}
+				signal(err)
+				done <- err
+				return
+			}
+			switch u.Status {
+			case lnrpc.Payment_IN_FLIGHT:
+				if len(u.Htlcs) > 0 {
+					signal(nil)
+				}
+			case lnrpc.Payment_SUCCEEDED:
+				b, _ := hex.DecodeString(u.PaymentPreimage)
+				copy(p.Preimage[:], b)
+				p.FeeMsat = u.FeeMsat
+				signal(nil)
+				done <- nil
+				return
+			case lnrpc.Payment_FAILED:
+				err := fmt.Errorf("%w: %s", ErrCanceled, u.FailureReason)
+				signal(err)
+				done <- err
+				return
+			}
+		}
+	}()
+	if err := <-locked; err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// Balance is a node's Lightning funds in millisatoshi.
+type Balance struct {
+	// Local is what this node can spend in its channels, Remote what its
+	// peers can.
+	Local, Remote int64
+}
+
+// ChannelBalance returns the node's channel balances.
+func (c *Client) ChannelBalance(ctx context.Context) (Balance, error) {
+	b, err := c.ln.ChannelBalance(ctx, &lnrpc.ChannelBalanceRequest{})
+	if err != nil {
+		return Balance{}, err
+	}
+	return Balance{Local: int64(b.LocalBalance.GetMsat()), Remote: int64(b.RemoteBalance.GetMsat())}, nil
+}

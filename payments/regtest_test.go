@@ -1,0 +1,191 @@
+//go:build regtest
+
+// These tests need the regtest network of `make regtest-up` (btcd and three
+// lnd nodes on loopback); `make test-payments` brings it up and runs them.
+package payments
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// regtestEnv reads .regtest/env from the repository root.
+func regtestEnv(t testing.TB) map[string]string {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", ".regtest", "env"))
+	if err != nil {
+		t.Fatalf("no regtest network (run make regtest-up): %v", err)
+	}
+	defer f.Close()
+	env := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(strings.TrimPrefix(sc.Text(), "export "), "=")
+		if ok {
+			env[k] = strings.Trim(v, `"'`)
+		}
+	}
+	return env
+}
+
+func dialNode(t testing.TB, env map[string]string, name string) *Client {
+	t.Helper()
+	c, err := Dial(context.Background(), Config{
+		RPCServer:    env["LND_"+name+"_RPCSERVER"],
+		TLSCertPath:  env["LND_"+name+"_TLSCERT"],
+		MacaroonPath: env["LND_"+name+"_MACAROON"],
+	})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func newPreimage(t testing.TB) [32]byte {
+	var p [32]byte
+	if _, err := rand.Read(p[:]); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func balances(t testing.TB, cs ...*Client) []int64 {
+	t.Helper()
+	var out []int64
+	for _, c := range cs {
+		b, err := c.ChannelBalance(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b.Local)
+	}
+	return out
+}
+
+// holdFlow runs one escrow: the provider issues a hold invoice for the
+// client's hash, the client pays (locked), the provider sees it accepted,
+// then settle or cancel.
+func holdFlow(t testing.TB, client, provider *Client, amt int64, settle bool) (*Payment, [32]byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pre := newPreimage(t)
+	hash := Hash(pre)
+	req, err := provider.AddHoldInvoice(ctx, hash, amt, 10*time.Minute, "infernet test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := client.CheckInvoice(ctx, req, hash, amt); err != nil || got != amt {
+		t.Fatalf("CheckInvoice: %d, %v", got, err)
+	}
+	pay, err := client.Pay(context.Background(), req, 1000, 30*time.Second)
+	if err != nil {
+		t.Fatalf("Pay: %v", err)
+	}
+	held, err := provider.WaitAccepted(ctx, hash)
+	if err != nil || held != amt {
+		t.Fatalf("WaitAccepted: %d, %v", held, err)
+	}
+	if settle {
+		err = provider.Settle(ctx, pre)
+	} else {
+		err = provider.Cancel(ctx, hash)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-pay.Done:
+	case <-ctx.Done():
+		t.Fatal("payment did not end")
+	}
+	return pay, pre
+}
+
+func TestHoldInvoice(t *testing.T) {
+	env := regtestEnv(t)
+	client, provider := dialNode(t, env, "CLIENT"), dialNode(t, env, "PROVIDER1")
+	const amt = 21_000 // msat
+	before := balances(t, client, provider)
+	pay, pre := holdFlow(t, client, provider, amt, true)
+	if pay.Preimage != pre {
+		t.Fatal("the payer did not learn the preimage")
+	}
+	after := balances(t, client, provider)
+	if before[0]-after[0] != amt+pay.FeeMsat || after[1]-before[1] != amt {
+		t.Fatalf("settled: client %d → %d, provider %d → %d (fee %d)", before[0], after[0], before[1], after[1], pay.FeeMsat)
+	}
+
+	// Cancelled: the client's funds come back.
+	before = after
+	ctx := context.Background()
+	pre2 := newPreimage(t)
+	req, _ := provider.AddHoldInvoice(ctx, Hash(pre2), amt, time.Minute, "cancel me")
+	p2, err := client.Pay(ctx, req, 1000, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := provider.WaitAccepted(ctx, Hash(pre2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := provider.Cancel(ctx, Hash(pre2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-p2.Done; !errors.Is(err, ErrCanceled) {
+		t.Fatalf("cancelled payment ended with %v", err)
+	}
+	if after := balances(t, client, provider); after[0] != before[0] || after[1] != before[1] {
+		t.Fatalf("cancelled: balances %v → %v", before, after)
+	}
+}
+
+func TestCheckInvoiceMismatch(t *testing.T) {
+	env := regtestEnv(t)
+	client, provider := dialNode(t, env, "CLIENT"), dialNode(t, env, "PROVIDER1")
+	ctx := context.Background()
+	pre := newPreimage(t)
+	req, err := provider.AddHoldInvoice(ctx, Hash(pre), 5000, time.Minute, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer provider.Cancel(ctx, Hash(pre))
+	if _, err := client.CheckInvoice(ctx, req, Hash(newPreimage(t)), 5000); !errors.Is(err, ErrMismatch) {
+		t.Errorf("wrong hash: %v", err)
+	}
+	if _, err := client.CheckInvoice(ctx, req, Hash(pre), 4999); !errors.Is(err, ErrMismatch) {
+		t.Errorf("over the agreed amount: %v", err)
+	}
+	if _, err := client.CheckInvoice(ctx, "lnbcrt1garbage", Hash(pre), 5000); !errors.Is(err, ErrMismatch) {
+		t.Errorf("garbage invoice: %v", err)
+	}
+}
+
+func TestDialUnavailable(t *testing.T) {
+	env := regtestEnv(t)
+	cfg := Config{RPCServer: "127.0.0.1:1", TLSCertPath: env["LND_CLIENT_TLSCERT"], MacaroonPath: env["LND_CLIENT_MACAROON"]}
+	if _, err := Dial(context.Background(), cfg); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Dial of a closed port: %v", err)
+	}
+	cfg.RPCServer, cfg.MacaroonPath = env["LND_CLIENT_RPCSERVER"], "/nonexistent"
+	if _, err := Dial(context.Background(), cfg); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Dial without macaroon: %v", err)
+	}
+}
+
+// BenchmarkHoldInvoice is the latency one escrow adds: hold invoice, pay,
+// accepted, settle, payer done.
+func BenchmarkHoldInvoice(b *testing.B) {
+	env := regtestEnv(b)
+	client, provider := dialNode(b, env, "CLIENT"), dialNode(b, env, "PROVIDER1")
+	for b.Loop() {
+		holdFlow(b, client, provider, 1000, true)
+	}
+}
