@@ -210,6 +210,9 @@ func (j *jobRun) settleOut(pay *store.Payment, inflight *payments.Payment, relea
 			return
 		}
 	}
+	if release && beforeRelease != nil && !beforeRelease(pay) {
+		return // a test stops here, as if the node died
+	}
 	provider, err := peer.Decode(pay.Peer)
 	if err != nil {
 		return
@@ -241,6 +244,10 @@ func (j *jobRun) settleOut(pay *store.Payment, inflight *payments.Payment, relea
 	case <-ctx.Done():
 	}
 }
+
+// beforeRelease, when a test sets it, runs after a release is recorded and
+// before it is sent; returning false stops there, as a crash would.
+var beforeRelease func(*store.Payment) bool
 
 // sendRelease delivers a Release and reads the provider's Ack.
 func (c *client) sendRelease(ctx context.Context, p peer.ID, msg *wire.Release) error {

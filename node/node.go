@@ -591,5 +591,8 @@ func (n *Node) Runs() ([]store.Run, error) {
 	return runs, err
 }
 
+// Payments returns the node's escrowed payments, oldest first.
+func (n *Node) Payments() ([]store.Payment, error) { return n.db.Payments() }
+
 // Provider reports whether the node runs jobs for others.
 func (n *Node) Provider() bool { return n.provider != nil }

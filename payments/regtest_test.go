@@ -2,46 +2,27 @@
 
 // These tests need the regtest network of `make regtest-up` (btcd and three
 // lnd nodes on loopback); `make test-payments` brings it up and runs them.
-package payments
+package payments_test
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"errors"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/infernet/infernet/payments"
+	"github.com/infernet/infernet/payments/regtest"
 )
 
-// regtestEnv reads .regtest/env from the repository root.
-func regtestEnv(t testing.TB) map[string]string {
+func dialNode(t testing.TB, name string) *payments.Client {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", ".regtest", "env"))
+	env, err := regtest.Load(filepath.Join("..", ".regtest", "env"))
 	if err != nil {
-		t.Fatalf("no regtest network (run make regtest-up): %v", err)
+		t.Fatal(err)
 	}
-	defer f.Close()
-	env := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(strings.TrimPrefix(sc.Text(), "export "), "=")
-		if ok {
-			env[k] = strings.Trim(v, `"'`)
-		}
-	}
-	return env
-}
-
-func dialNode(t testing.TB, env map[string]string, name string) *Client {
-	t.Helper()
-	c, err := Dial(context.Background(), Config{
-		RPCServer:    env["LND_"+name+"_RPCSERVER"],
-		TLSCertPath:  env["LND_"+name+"_TLSCERT"],
-		MacaroonPath: env["LND_"+name+"_MACAROON"],
-	})
+	c, err := payments.Dial(context.Background(), env.Lnd(name))
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -57,7 +38,7 @@ func newPreimage(t testing.TB) [32]byte {
 	return p
 }
 
-func balances(t testing.TB, cs ...*Client) []int64 {
+func balances(t testing.TB, cs ...*payments.Client) []int64 {
 	t.Helper()
 	var out []int64
 	for _, c := range cs {
@@ -73,12 +54,12 @@ func balances(t testing.TB, cs ...*Client) []int64 {
 // holdFlow runs one escrow: the provider issues a hold invoice for the
 // client's hash, the client pays (locked), the provider sees it accepted,
 // then settle or cancel.
-func holdFlow(t testing.TB, client, provider *Client, amt int64, settle bool) (*Payment, [32]byte) {
+func holdFlow(t testing.TB, client, provider *payments.Client, amt int64, settle bool) (*payments.Payment, [32]byte) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	pre := newPreimage(t)
-	hash := Hash(pre)
+	hash := payments.Hash(pre)
 	req, err := provider.AddHoldInvoice(ctx, hash, amt, 10*time.Minute, "infernet test")
 	if err != nil {
 		t.Fatal(err)
@@ -111,8 +92,7 @@ func holdFlow(t testing.TB, client, provider *Client, amt int64, settle bool) (*
 }
 
 func TestHoldInvoice(t *testing.T) {
-	env := regtestEnv(t)
-	client, provider := dialNode(t, env, "CLIENT"), dialNode(t, env, "PROVIDER1")
+	client, provider := dialNode(t, regtest.Client), dialNode(t, regtest.Provider1)
 	const amt = 21_000 // msat
 	before := balances(t, client, provider)
 	pay, pre := holdFlow(t, client, provider, amt, true)
@@ -128,18 +108,18 @@ func TestHoldInvoice(t *testing.T) {
 	before = after
 	ctx := context.Background()
 	pre2 := newPreimage(t)
-	req, _ := provider.AddHoldInvoice(ctx, Hash(pre2), amt, time.Minute, "cancel me")
+	req, _ := provider.AddHoldInvoice(ctx, payments.Hash(pre2), amt, time.Minute, "cancel me")
 	p2, err := client.Pay(ctx, req, 1000, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := provider.WaitAccepted(ctx, Hash(pre2)); err != nil {
+	if _, err := provider.WaitAccepted(ctx, payments.Hash(pre2)); err != nil {
 		t.Fatal(err)
 	}
-	if err := provider.Cancel(ctx, Hash(pre2)); err != nil {
+	if err := provider.Cancel(ctx, payments.Hash(pre2)); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-p2.Done; !errors.Is(err, ErrCanceled) {
+	if err := <-p2.Done; !errors.Is(err, payments.ErrCanceled) {
 		t.Fatalf("cancelled payment ended with %v", err)
 	}
 	if after := balances(t, client, provider); after[0] != before[0] || after[1] != before[1] {
@@ -148,43 +128,46 @@ func TestHoldInvoice(t *testing.T) {
 }
 
 func TestCheckInvoiceMismatch(t *testing.T) {
-	env := regtestEnv(t)
-	client, provider := dialNode(t, env, "CLIENT"), dialNode(t, env, "PROVIDER1")
+	client, provider := dialNode(t, regtest.Client), dialNode(t, regtest.Provider1)
 	ctx := context.Background()
 	pre := newPreimage(t)
-	req, err := provider.AddHoldInvoice(ctx, Hash(pre), 5000, time.Minute, "")
+	req, err := provider.AddHoldInvoice(ctx, payments.Hash(pre), 5000, time.Minute, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer provider.Cancel(ctx, Hash(pre))
-	if _, err := client.CheckInvoice(ctx, req, Hash(newPreimage(t)), 5000); !errors.Is(err, ErrMismatch) {
+	defer provider.Cancel(ctx, payments.Hash(pre))
+	if _, err := client.CheckInvoice(ctx, req, payments.Hash(newPreimage(t)), 5000); !errors.Is(err, payments.ErrMismatch) {
 		t.Errorf("wrong hash: %v", err)
 	}
-	if _, err := client.CheckInvoice(ctx, req, Hash(pre), 4999); !errors.Is(err, ErrMismatch) {
+	if _, err := client.CheckInvoice(ctx, req, payments.Hash(pre), 4999); !errors.Is(err, payments.ErrMismatch) {
 		t.Errorf("over the agreed amount: %v", err)
 	}
-	if _, err := client.CheckInvoice(ctx, "lnbcrt1garbage", Hash(pre), 5000); !errors.Is(err, ErrMismatch) {
+	if _, err := client.CheckInvoice(ctx, "lnbcrt1garbage", payments.Hash(pre), 5000); !errors.Is(err, payments.ErrMismatch) {
 		t.Errorf("garbage invoice: %v", err)
 	}
 }
 
 func TestDialUnavailable(t *testing.T) {
-	env := regtestEnv(t)
-	cfg := Config{RPCServer: "127.0.0.1:1", TLSCertPath: env["LND_CLIENT_TLSCERT"], MacaroonPath: env["LND_CLIENT_MACAROON"]}
-	if _, err := Dial(context.Background(), cfg); !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("Dial of a closed port: %v", err)
+	env, err := regtest.Load(filepath.Join("..", ".regtest", "env"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	cfg.RPCServer, cfg.MacaroonPath = env["LND_CLIENT_RPCSERVER"], "/nonexistent"
-	if _, err := Dial(context.Background(), cfg); !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("Dial without macaroon: %v", err)
+	cfg := env.Lnd(regtest.Client)
+	good := cfg.RPCServer
+	cfg.RPCServer = "127.0.0.1:1"
+	if _, err := payments.Dial(context.Background(), cfg); !errors.Is(err, payments.ErrUnavailable) {
+		t.Fatalf("payments.Dial of a closed port: %v", err)
+	}
+	cfg.RPCServer, cfg.MacaroonPath = good, "/nonexistent"
+	if _, err := payments.Dial(context.Background(), cfg); !errors.Is(err, payments.ErrUnavailable) {
+		t.Fatalf("payments.Dial without macaroon: %v", err)
 	}
 }
 
 // BenchmarkHoldInvoice is the latency one escrow adds: hold invoice, pay,
 // accepted, settle, payer done.
 func BenchmarkHoldInvoice(b *testing.B) {
-	env := regtestEnv(b)
-	client, provider := dialNode(b, env, "CLIENT"), dialNode(b, env, "PROVIDER1")
+	client, provider := dialNode(b, regtest.Client), dialNode(b, regtest.Provider1)
 	for b.Loop() {
 		holdFlow(b, client, provider, 1000, true)
 	}

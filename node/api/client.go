@@ -171,3 +171,9 @@ func (c *Client) Runs(ctx context.Context) ([]store.Run, error) {
 	var v []store.Run
 	return v, c.getJSON(ctx, "/v1/runs", &v)
 }
+
+// Payments lists the node's escrowed payments, in and out.
+func (c *Client) Payments(ctx context.Context) ([]store.Payment, error) {
+	var v []store.Payment
+	return v, c.getJSON(ctx, "/v1/payments", &v)
+}

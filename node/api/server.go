@@ -11,6 +11,7 @@
 //	GET  /v1/jobs/{id}         one job
 //	GET  /v1/peers             peers this node knows
 //	GET  /v1/runs              replicas this node ran or runs for others
+//	GET  /v1/payments          escrowed payments, in and out
 //	GET  /metrics              Prometheus metrics (no token needed)
 package api
 
@@ -203,6 +204,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/jobs/{id}", s.auth(s.getJob))
 	mux.HandleFunc("GET /v1/peers", s.auth(s.getPeers))
 	mux.HandleFunc("GET /v1/runs", s.auth(s.getRuns))
+	mux.HandleFunc("GET /v1/payments", s.auth(s.getPayments))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry(), promhttp.HandlerOpts{}))
 	return mux
 }
@@ -349,6 +351,15 @@ func (s *Server) getRuns(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	writeJSON(w, runs)
+}
+
+func (s *Server) getPayments(w http.ResponseWriter, _ *http.Request) {
+	ps, err := s.n.Payments()
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeJSON(w, ps)
 }
 
 // registry exposes the node's counters to Prometheus.

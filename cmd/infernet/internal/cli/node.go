@@ -99,6 +99,9 @@ stdout (give one to other nodes as --bootstrap).`,
 	f.DurationVar(&c.Silence, "silence", c.Silence, "reassign a replica whose provider says nothing for this long")
 	f.DurationVar(&c.GossipHeartbeat, "gossip-heartbeat", time.Second, "GossipSub heartbeat interval")
 	f.StringVar(&opts.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&c.Lnd.RPCServer, "lnd.rpcserver", "", "lnd gRPC `HOST:PORT`: settle jobs over Lightning (default: free mode)")
+	f.StringVar(&c.Lnd.TLSCertPath, "lnd.tlscertpath", "", "lnd's tls.cert")
+	f.StringVar(&c.Lnd.MacaroonPath, "lnd.macaroonpath", "", "an lnd macaroon with invoice and payment rights (admin.macaroon)")
 	f.MarkHidden("gossip-heartbeat")
 	if addFaultFlags != nil {
 		addFaultFlags(f, &opts.Config)
@@ -139,6 +142,11 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 	role := "provider and client"
 	if !n.Provider() {
 		role = "client only"
+	}
+	if o.Config.Lnd.Enabled() {
+		role += ", paid over Lightning"
+	} else {
+		role += ", free mode (no lnd)"
 	}
 	log.Info("node running", "id", n.ID(), "role", role, "api", srv.Addr(),
 		"datadir", mustAbs(o.Config.DataDir), "listen", strings.Join(o.Config.Listen, " "))

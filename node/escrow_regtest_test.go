@@ -1,0 +1,236 @@
+//go:build regtest
+
+// These tests pay real Lightning invoices on the regtest network of
+// `make regtest-up`; `make test-payments` brings it up and runs them.
+package node
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/payments"
+	"github.com/infernet/infernet/payments/regtest"
+)
+
+const price = 5000 // msat per replica
+
+func regtestEnv(t *testing.T) regtest.Env {
+	t.Helper()
+	env, err := regtest.Load(filepath.Join("..", ".regtest", "env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// localBalance is a node's spendable channel balance in msat.
+func localBalance(t *testing.T, cfg payments.Config) int64 {
+	t.Helper()
+	c, err := payments.Dial(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	b, err := c.ChannelBalance(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.Local
+}
+
+// paidNetwork: two providers charging price through PROVIDER1/2's lnd, a
+// third free provider (no lnd), and a client paying through CLIENT.
+func paidNetwork(t *testing.T, faults map[int]*Faults) (*testNet, regtest.Env) {
+	env := regtestEnv(t)
+	i := 0
+	net := startNetwork(t, 3, func(c *Config) {
+		if !c.Provide {
+			c.Lnd = env.Lnd(regtest.Client)
+			return
+		}
+		switch i {
+		case 0:
+			c.Lnd, c.Price = env.Lnd(regtest.Provider1), price
+		case 1:
+			c.Lnd, c.Price = env.Lnd(regtest.Provider2), price
+		}
+		c.Faults = faults[i]
+		i++
+	})
+	return net, env
+}
+
+func settledPayments(t *testing.T, n *Node, outgoing bool) (count int, msat, fees int64) {
+	t.Helper()
+	ps, err := n.Payments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		if p.Outgoing == outgoing && p.State == store.PaySettled {
+			count++
+			msat += p.AmountMsat
+			fees += p.FeeMsat
+		}
+	}
+	return count, msat, fees
+}
+
+// TestPaidJobs: N paid jobs; each paid provider's balance grows by exactly
+// what its settled invoices say, and the client's shrinks by the same plus
+// routing fees (0 on the harness's direct channels).
+func TestPaidJobs(t *testing.T) {
+	net, env := paidNetwork(t, nil)
+	p1, p2, c := localBalance(t, env.Lnd(regtest.Provider1)), localBalance(t, env.Lnd(regtest.Provider2)), localBalance(t, env.Lnd(regtest.Client))
+	const jobs = 5
+	for i := range jobs {
+		s, _ := catJob(t, net.client, i)
+		s.Price = price
+		job, err := net.client.Submit(context.Background(), s, nil)
+		if err != nil || job.State != store.JobVerified {
+			t.Fatalf("job %d: %v, %v", i, job, err)
+		}
+	}
+	n, spent, fees := settledPayments(t, net.client, true)
+	dp1 := localBalance(t, env.Lnd(regtest.Provider1)) - p1
+	dp2 := localBalance(t, env.Lnd(regtest.Provider2)) - p2
+	dc := c - localBalance(t, env.Lnd(regtest.Client))
+	t.Logf("%d paid replicas: client −%d msat (fees %d), provider1 +%d, provider2 +%d", n, dc, fees, dp1, dp2)
+	if dp1+dp2 != spent || dc != spent+fees || spent != int64(n)*price || n == 0 {
+		t.Fatalf("money does not add up: client −%d, providers +%d +%d, settled %d in %d payments (fees %d)", dc, dp1, dp2, spent, n, fees)
+	}
+	for i, p := range net.providers[:2] {
+		got, earned, _ := settledPayments(t, p, false)
+		want := []int64{dp1, dp2}[i]
+		if earned != want {
+			t.Errorf("provider %d recorded %d msat in %d payments, its balance grew %d", i+1, earned, got, want)
+		}
+	}
+}
+
+// TestLiarIsNotPaid: PROVIDER2 lies every time; its invoices are cancelled
+// and it receives nothing, while PROVIDER1 is paid for its work.
+func TestLiarIsNotPaid(t *testing.T) {
+	net, env := paidNetwork(t, map[int]*Faults{1: {Lie: 1}})
+	p2 := localBalance(t, env.Lnd(regtest.Provider2))
+	outvoted := false
+	for i := 0; i < 8 && !outvoted; i++ {
+		s, _ := catJob(t, net.client, i)
+		s.Price = price
+		job, err := net.client.Submit(context.Background(), s, nil)
+		if err != nil || job.State != store.JobVerified {
+			t.Fatalf("job %d: %v, %v", i, job, err)
+		}
+		outvoted = len(job.Liars) > 0
+	}
+	if !outvoted {
+		t.Fatal("the liar never drew a replica")
+	}
+	if d := localBalance(t, env.Lnd(regtest.Provider2)) - p2; d != 0 {
+		t.Fatalf("the liar's balance moved by %d msat", d)
+	}
+	if n, _, _ := settledPayments(t, net.providers[1], false); n != 0 {
+		t.Fatalf("the liar settled %d invoices", n)
+	}
+}
+
+// TestProviderKilledMidJob: a paid provider dies mid-job; when it comes
+// back it cancels the invoice of the run it never finished, and no client
+// funds stay locked.
+func TestProviderKilledMidJob(t *testing.T) {
+	net, env := paidNetwork(t, map[int]*Faults{0: {Slow: 3 * time.Second}})
+	c0 := localBalance(t, env.Lnd(regtest.Client))
+	victim := net.providers[0]
+	s, _ := catJob(t, net.client, 1)
+	s.Price = price
+	done := make(chan *store.Job, 1)
+	go func() {
+		job, err := net.client.Submit(context.Background(), s, func(e Event) {})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- job
+	}()
+	waitFor(t, 30*time.Second, "the slow provider to hold a locked payment", func() bool {
+		ps, _ := victim.Payments()
+		return len(ps) > 0 && ps[len(ps)-1].State == store.PayLocked
+	})
+	cfg := victim.cfg
+	victim.Close()
+	job := <-done
+	if job == nil || job.State != store.JobVerified {
+		t.Fatalf("job %v", job)
+	}
+	// Back again with the same data directory: it cancels the invoice.
+	cfg.Bootstrap, cfg.Faults = nil, nil
+	again, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	waitFor(t, 60*time.Second, "the client's locked funds to come back", func() bool {
+		_, spent, fees := settledPayments(t, net.client, true)
+		return c0-localBalance(t, env.Lnd(regtest.Client)) == spent+fees
+	})
+	ps, _ := again.Payments()
+	for _, p := range ps {
+		if p.State != store.PayCanceled && p.State != store.PaySettled {
+			t.Errorf("provider payment left %s", p.State)
+		}
+	}
+}
+
+// TestClientRestartSettles: a client that stops after it decided to pay
+// (the release recorded) but before the provider had the preimage pays
+// when it starts again.
+func TestClientRestartSettles(t *testing.T) {
+	net, env := paidNetwork(t, nil)
+	stop := make(chan struct{})
+	beforeRelease = func(*store.Payment) bool { // simulate a crash right after recording
+		select {
+		case <-stop:
+			return true
+		default:
+			return false
+		}
+	}
+	defer func() { beforeRelease = nil }()
+	s, _ := catJob(t, net.client, 7)
+	s.Price = price
+	p1 := localBalance(t, env.Lnd(regtest.Provider1)) + localBalance(t, env.Lnd(regtest.Provider2))
+	job, err := net.client.Submit(context.Background(), s, nil)
+	if err != nil || job.State != store.JobVerified {
+		t.Fatalf("job %v, %v", job, err)
+	}
+	ps, _ := net.client.Payments()
+	releasing := 0
+	for _, p := range ps {
+		if p.State == store.PayReleasing {
+			releasing++
+		}
+	}
+	if releasing == 0 {
+		t.Fatal("no payment stopped between verification and settlement")
+	}
+	close(stop)
+	cfg := net.client.cfg
+	net.client.Close()
+	cfg.Bootstrap = []string{net.providers[0].Addrs()[0].String()}
+	again, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	waitFor(t, 60*time.Second, fmt.Sprintf("%d releases to settle after the restart", releasing), func() bool {
+		n, _, _ := settledPayments(t, again, true)
+		return n == releasing
+	})
+	got := localBalance(t, env.Lnd(regtest.Provider1)) + localBalance(t, env.Lnd(regtest.Provider2)) - p1
+	if got != int64(releasing)*price {
+		t.Fatalf("providers received %d msat, want %d", got, int64(releasing)*price)
+	}
+}
