@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/infernet
 PKGS    := ./...
 
-.PHONY: all build test vet demo bench deps testdata clean
+.PHONY: all build test vet demo bench deps testdata clean test-payments
 
 all: build
 
@@ -51,3 +51,9 @@ regtest-up:
 
 regtest-down:
 	@./scripts/regtest.sh down
+
+# Lightning tests against the regtest network (btcd + three lnd on loopback;
+# the first run builds the pinned btcd and lnd into ~/.cache/infernet).
+test-payments: regtest-up
+	$(GO) test -count=1 -tags regtest ./payments/...
+	$(GO) test -count=1 -tags regtest -run 'TestPaidJobs|TestLiarIsNotPaid|TestProviderKilledMidJob|TestClientRestartSettles' ./node/

@@ -233,11 +233,11 @@ func (j *jobRun) settleOut(pay *store.Payment, inflight *payments.Payment, relea
 		return
 	}
 	select {
-	case err := <-inflight.Done:
-		if release && err == nil {
+	case <-inflight.Done:
+		if release && inflight.Err == nil {
 			pay.FeeMsat = inflight.FeeMsat
 		} else if release {
-			next, pay.Error = store.PayCanceled, err.Error()
+			next, pay.Error = store.PayCanceled, inflight.Err.Error()
 		}
 		pay.Advance(next)
 		n.db.PutPayment(pay)

@@ -44,10 +44,10 @@ func localBalance(t *testing.T, cfg payments.Config) int64 {
 
 // paidNetwork: two providers charging price through PROVIDER1/2's lnd, a
 // third free provider (no lnd), and a client paying through CLIENT.
-func paidNetwork(t *testing.T, faults map[int]*Faults) (*testNet, regtest.Env) {
+func paidNetwork(t *testing.T, providers int, faults map[int]*Faults) (*testNet, regtest.Env) {
 	env := regtestEnv(t)
 	i := 0
-	net := startNetwork(t, 3, func(c *Config) {
+	net := startNetwork(t, providers, func(c *Config) {
 		if !c.Provide {
 			c.Lnd = env.Lnd(regtest.Client)
 			return
@@ -62,6 +62,22 @@ func paidNetwork(t *testing.T, faults map[int]*Faults) (*testNet, regtest.Env) {
 		i++
 	})
 	return net, env
+}
+
+// waitBalances polls the sum of the nodes' balances until want (channel
+// balances follow settlement a moment later), for at most 10 s.
+func waitBalances(t *testing.T, want int64, cfgs ...payments.Config) int64 {
+	t.Helper()
+	var got int64
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got = 0
+		for _, c := range cfgs {
+			got += localBalance(t, c)
+		}
+		if got == want || time.Now().After(deadline) {
+			return got
+		}
+	}
 }
 
 func settledPayments(t *testing.T, n *Node, outgoing bool) (count int, msat, fees int64) {
@@ -84,7 +100,7 @@ func settledPayments(t *testing.T, n *Node, outgoing bool) (count int, msat, fee
 // what its settled invoices say, and the client's shrinks by the same plus
 // routing fees (0 on the harness's direct channels).
 func TestPaidJobs(t *testing.T) {
-	net, env := paidNetwork(t, nil)
+	net, env := paidNetwork(t, 3, nil)
 	p1, p2, c := localBalance(t, env.Lnd(regtest.Provider1)), localBalance(t, env.Lnd(regtest.Provider2)), localBalance(t, env.Lnd(regtest.Client))
 	const jobs = 5
 	for i := range jobs {
@@ -96,6 +112,7 @@ func TestPaidJobs(t *testing.T) {
 		}
 	}
 	n, spent, fees := settledPayments(t, net.client, true)
+	waitBalances(t, p1+p2+spent, env.Lnd(regtest.Provider1), env.Lnd(regtest.Provider2))
 	dp1 := localBalance(t, env.Lnd(regtest.Provider1)) - p1
 	dp2 := localBalance(t, env.Lnd(regtest.Provider2)) - p2
 	dc := c - localBalance(t, env.Lnd(regtest.Client))
@@ -115,7 +132,7 @@ func TestPaidJobs(t *testing.T) {
 // TestLiarIsNotPaid: PROVIDER2 lies every time; its invoices are cancelled
 // and it receives nothing, while PROVIDER1 is paid for its work.
 func TestLiarIsNotPaid(t *testing.T) {
-	net, env := paidNetwork(t, map[int]*Faults{1: {Lie: 1}})
+	net, env := paidNetwork(t, 3, map[int]*Faults{1: {Lie: 1}})
 	p2 := localBalance(t, env.Lnd(regtest.Provider2))
 	outvoted := false
 	for i := 0; i < 8 && !outvoted; i++ {
@@ -142,22 +159,28 @@ func TestLiarIsNotPaid(t *testing.T) {
 // back it cancels the invoice of the run it never finished, and no client
 // funds stay locked.
 func TestProviderKilledMidJob(t *testing.T) {
-	net, env := paidNetwork(t, map[int]*Faults{0: {Slow: 3 * time.Second}})
+	slow := &Faults{Slow: 3 * time.Second}
+	net, env := paidNetwork(t, 4, map[int]*Faults{0: slow, 1: slow})
 	c0 := localBalance(t, env.Lnd(regtest.Client))
-	victim := net.providers[0]
 	s, _ := catJob(t, net.client, 1)
-	s.Price = price
+	s.Price, s.Replicas = price, 3 // at least one paid provider gets a replica
 	done := make(chan *store.Job, 1)
 	go func() {
-		job, err := net.client.Submit(context.Background(), s, func(e Event) {})
+		job, err := net.client.Submit(context.Background(), s, nil)
 		if err != nil {
 			t.Error(err)
 		}
 		done <- job
 	}()
-	waitFor(t, 30*time.Second, "the slow provider to hold a locked payment", func() bool {
-		ps, _ := victim.Payments()
-		return len(ps) > 0 && ps[len(ps)-1].State == store.PayLocked
+	var victim *Node
+	waitFor(t, 30*time.Second, "a slow paid provider to hold a locked payment", func() bool {
+		for _, p := range net.providers[:2] {
+			if ps, _ := p.Payments(); len(ps) > 0 && ps[len(ps)-1].State == store.PayLocked {
+				victim = p
+				return true
+			}
+		}
+		return false
 	})
 	cfg := victim.cfg
 	victim.Close()
@@ -188,7 +211,7 @@ func TestProviderKilledMidJob(t *testing.T) {
 // (the release recorded) but before the provider had the preimage pays
 // when it starts again.
 func TestClientRestartSettles(t *testing.T) {
-	net, env := paidNetwork(t, nil)
+	net, env := paidNetwork(t, 3, nil)
 	stop := make(chan struct{})
 	beforeRelease = func(*store.Payment) bool { // simulate a crash right after recording
 		select {
@@ -229,8 +252,51 @@ func TestClientRestartSettles(t *testing.T) {
 		n, _, _ := settledPayments(t, again, true)
 		return n == releasing
 	})
-	got := localBalance(t, env.Lnd(regtest.Provider1)) + localBalance(t, env.Lnd(regtest.Provider2)) - p1
+	got := waitBalances(t, p1+int64(releasing)*price, env.Lnd(regtest.Provider1), env.Lnd(regtest.Provider2)) - p1
 	if got != int64(releasing)*price {
 		t.Fatalf("providers received %d msat, want %d", got, int64(releasing)*price)
 	}
+}
+
+// BenchmarkPaidRoundTrip is a tiny job with two paid replicas (both paid
+// providers) against the same job free: the difference is what escrow adds.
+func BenchmarkPaidRoundTrip(b *testing.B) {
+	env, err := regtest.Load(filepath.Join("..", ".regtest", "env"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	i := 0
+	var nodes []*Node
+	var boot []string
+	for _, name := range []string{regtest.Provider1, regtest.Provider2, regtest.Client} {
+		cfg := quietConfig(b, name != regtest.Client)
+		cfg.Bootstrap, cfg.Lnd = boot, env.Lnd(name)
+		if name != regtest.Client {
+			cfg.Price = price
+		}
+		n, err := New(context.Background(), cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { n.Close() })
+		if i == 0 {
+			boot = []string{n.Addrs()[0].String()}
+		}
+		i++
+		nodes = append(nodes, n)
+	}
+	c := nodes[2]
+	waitFor(b, 20*time.Second, "adverts", func() bool {
+		return len(c.peers.candidates(alwaysMatch, ^uint64(0), 1, time.Hour, nil)) == 2
+	})
+	s := spec(b, c, readTestdata(b, "jobs/cat/cat.wasm"), []byte("paid"))
+	s.Price = price
+	submitTiny(b, c, s)
+	var ds []time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		ds = append(ds, submitTiny(b, c, s))
+	}
+	b.StopTimer()
+	reportLatency(b, ds)
 }

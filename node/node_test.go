@@ -94,7 +94,7 @@ func startNetwork(tb testing.TB, providers int, tweak func(*Config)) *testNet {
 	tb.Cleanup(func() { c.Close() })
 	net.client = c
 	waitFor(tb, 20*time.Second, "client knows every provider", func() bool {
-		return len(c.peers.candidates(requirement.Always, 0, 1, time.Hour, nil)) == providers
+		return len(c.peers.candidates(requirement.Always, ^uint64(0), 1, time.Hour, nil)) == providers
 	})
 	return net
 }

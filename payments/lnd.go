@@ -175,13 +175,13 @@ func (c *Client) CheckInvoice(ctx context.Context, payReq string, hash [32]byte,
 
 // Payment is an outgoing payment in flight.
 type Payment struct {
-	// Done delivers the end: nil when settled (the preimage is known), or
-	// an error wrapping ErrCanceled when it failed and the funds are back.
-	Done <-chan error
-	// Preimage is valid once Done delivered nil.
+	// Done is closed when the payment has ended; Err then says how: nil
+	// when settled (Preimage and FeeMsat are valid), an error wrapping
+	// ErrCanceled when it failed and the funds are back.
+	Done     <-chan struct{}
+	Err      error
 	Preimage [32]byte
-	// FeeMsat is the routing fee paid, valid once Done delivered nil.
-	FeeMsat int64
+	FeeMsat  int64
 }
 
 // Pay pays payReq, spending at most feeLimitMsat in fees, and returns once
@@ -214,10 +214,11 @@ type paymentStream interface {
 // follow reads payment updates: it returns at the first in-flight HTLC or
 // the end, and delivers the end on Done.
 func (c *Client) follow(st paymentStream) (*Payment, error) {
-	done := make(chan error, 1)
+	done := make(chan struct{})
 	p := &Payment{Done: done}
 	locked := make(chan error, 1)
 	go func() {
+		defer close(done)
 		signalled := false
 		signal := func(err error) {
 			if !signalled {
@@ -231,8 +232,8 @@ func (c *Client) follow(st paymentStream) (*Payment, error) {
 				if errors.Is(err, io.EOF) {
 					err = errors.New("payment stream ended")
 				}
+				p.Err = err
 				signal(err)
-				done <- err
 				return
 			}
 			switch u.Status {
@@ -245,20 +246,15 @@ func (c *Client) follow(st paymentStream) (*Payment, error) {
 				copy(p.Preimage[:], b)
 				p.FeeMsat = u.FeeMsat
 				signal(nil)
-				done <- nil
 				return
 			case lnrpc.Payment_FAILED:
-				err := fmt.Errorf("%w: %s", ErrCanceled, u.FailureReason)
-				signal(err)
-				done <- err
+				p.Err = fmt.Errorf("%w: %s", ErrCanceled, u.FailureReason)
+				signal(p.Err)
 				return
 			}
 		}
 	}()
-	if err := <-locked; err != nil {
-		return p, err
-	}
-	return p, nil
+	return p, <-locked
 }
 
 // Balance is a node's Lightning funds in millisatoshi.
