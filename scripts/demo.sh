@@ -122,3 +122,31 @@ echo '$ infernet jobs'
 alive=p1; [ "$victim" = p1 ] && alive=p3
 echo "\$ infernet jobs --runs --datadir $alive   # what provider $alive ran for others"
 "$bin" jobs --runs --datadir "$net/$alive"
+
+# ---- Paid jobs over Lightning, when the regtest harness is up (make regtest-up) ----
+if [ -f .regtest/env ]; then
+  # shellcheck disable=SC1091
+  . .regtest/env
+  lnd_flags() { local n=$1; eval "echo --lnd.rpcserver \$LND_${n}_RPCSERVER --lnd.tlscertpath \$LND_${n}_TLSCERT --lnd.macaroonpath \$LND_${n}_MACAROON"; }
+  step "Paid jobs: two providers charging 5000 msat per replica over Lightning (regtest), hold-invoice escrow"
+  # shellcheck disable=SC2046
+  start pp1 $(lnd_flags PROVIDER1) --price 5000; pboot=$addr
+  # shellcheck disable=SC2046
+  start pp2 --bootstrap "$pboot" $(lnd_flags PROVIDER2) --price 5000
+  # shellcheck disable=SC2046
+  start pclient --bootstrap "$pboot" --no-provide $(lnd_flags CLIENT)
+  for _ in $(seq 100); do
+    [ "$("$bin" peers --json --datadir "$net/pclient" | grep -c '"advert"')" -ge 2 ] && break
+    sleep 0.1
+  done
+  echo "\$ infernet node --lnd.rpcserver … --lnd.tlscertpath … --lnd.macaroonpath … --price 5000   (two providers)"
+  echo "\$ echo 'a paid job' | infernet submit $jobs/cat/cat.wasm --input - --replicas 2 --max-price 5000"
+  echo "a paid job" | "$bin" submit "$jobs/cat/cat.wasm" --input - --replicas 2 --max-price 5000 --datadir "$net/pclient"
+  echo "exit status $?"
+  echo '$ infernet spending   # on the client'
+  "$bin" spending --datadir "$net/pclient"
+  echo '$ infernet earnings   # on provider pp1'
+  "$bin" earnings --datadir "$net/pp1"
+else
+  step "Paid jobs over Lightning: skipped (no regtest network; run make regtest-up, then make demo)"
+fi
