@@ -289,6 +289,13 @@ func (n *Node) recoverPayments() error {
 			continue
 		}
 		switch {
+		case pay.Outgoing && pay.State == store.PayCreated:
+			// Nothing was paid: there is nothing to cancel but the record.
+			pay.Advance(store.PayCanceled)
+			pay.Error = "the node stopped before paying"
+			if err := n.db.PutPayment(pay); err != nil {
+				return err
+			}
 		case pay.Outgoing:
 			release := pay.State == store.PayReleasing
 			n.wg.Add(1)
