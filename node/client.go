@@ -477,8 +477,14 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 	idx := j.record(r, p)
 	assigned := time.Now()
 	res, inflight, err := j.follow(ctx, r, p, pay)
-	if pay != nil && pay.State >= store.PayPaying {
+	switch {
+	case pay != nil && pay.State >= store.PayPaying:
 		j.keepEscrow(res, pay, inflight) // settled or cancelled at the verdict
+	case pay != nil && !j.ephemeral:
+		// No invoice came: the provider ran it free, or it was lost first.
+		pay.Advance(store.PayCanceled)
+		pay.Error = "no invoice"
+		n.db.PutPayment(pay)
 	}
 	j.mu.Lock()
 	rep := &j.rec.Replicas[idx]
