@@ -60,7 +60,7 @@ func benchNetwork(b *testing.B, n int) []*Node {
 		nodes = append(nodes, nd)
 	}
 	waitFor(b, 60*time.Second, fmt.Sprintf("node 0 knows %d providers", n-1), func() bool {
-		return len(nodes[0].peers.candidates(alwaysReq(), 0, 1, time.Hour, nil)) == n-1
+		return len(nodes[0].peers.candidates(alwaysMatch, 0, 1, time.Hour, nil)) == n-1
 	})
 	return nodes
 }

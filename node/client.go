@@ -794,7 +794,7 @@ func requirementSelf(n *Node, a *wire.JobAnnounce) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return p.Match(requirement.FromAdvert(n.provider.advert(), 1))
+	return p.Match(requirement.FromAdvert(n.provider.capabilities(), 1))
 }
 
 // handleResult takes a result delivered after its assign stream broke.

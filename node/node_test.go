@@ -341,8 +341,6 @@ func TestMalformedStreams(t *testing.T) {
 	}
 }
 
-func alwaysReq() *requirement.Program { return requirement.Always }
-
 // TestModuleFromOtherProviders: providers that fetched a module announce it
 // in the DHT, so a newcomer gets it from them with the client gone.
 func TestModuleFromOtherProviders(t *testing.T) {

@@ -38,6 +38,8 @@ type provider struct {
 
 	slots chan struct{} // a token per running job
 	gpus  []wire.GPU
+	// fixed is the part of the advert that does not change while running.
+	fixed wire.CapabilityAdvert
 
 	mu      sync.Mutex
 	load    int                 // accepted replicas not yet finished (running or queued); guarded by mu
@@ -73,6 +75,15 @@ func newProvider(ctx context.Context, n *Node) (*provider, error) {
 		if err := p.openRuntime(ctx); err != nil {
 			return nil, err
 		}
+	}
+	names := []string{p.backends.Reference.Name()}
+	if f := p.backends.Fast; f != nil && f.Name() != names[0] {
+		names = append(names, f.Name())
+	}
+	p.fixed = wire.CapabilityAdvert{
+		V: wire.Version, Peer: []byte(n.host.ID()), Cores: runtime.NumCPU(), MemoryBytes: totalMemory(),
+		GPUs: p.gpus, Backends: names, Price: n.cfg.Price, Slots: n.cfg.Slots, Software: Software,
+		MaxMemory: n.cfg.MaxMemory, IntervalMS: n.cfg.AdvertInterval.Milliseconds(),
 	}
 	n.host.SetStreamHandler(ProtocolAssign, p.handleAssign)
 	return p, nil
@@ -117,22 +128,25 @@ func (p *provider) stopAccepting() {
 
 func (p *provider) wait() { p.handlers.Wait() }
 
-// advert describes this provider now.
+// capabilities is what this provider offers now: the machine's fixed
+// description (built once in newProvider) with the current free slots.
+func (p *provider) capabilities() *wire.CapabilityAdvert {
+	a := p.fixed
+	p.mu.Lock()
+	a.FreeSlots = max(0, a.Slots-p.load)
+	p.mu.Unlock()
+	a.Time = wire.Millis(time.Now())
+	return &a
+}
+
+// advert is a new advert: the capabilities under the next sequence number.
 func (p *provider) advert() *wire.CapabilityAdvert {
+	a := p.capabilities()
 	p.mu.Lock()
 	p.seq++
-	seq, load := p.seq, p.load
+	a.Seq = p.seq
 	p.mu.Unlock()
-	names := []string{p.backends.Reference.Name()}
-	if f := p.backends.Fast; f != nil && f.Name() != names[0] {
-		names = append(names, f.Name())
-	}
-	return &wire.CapabilityAdvert{
-		V: wire.Version, Peer: []byte(p.n.host.ID()), Seq: seq, Time: wire.Millis(time.Now()),
-		Cores: runtime.NumCPU(), MemoryBytes: totalMemory(), GPUs: p.gpus, Backends: names,
-		Price: p.n.cfg.Price, Slots: p.n.cfg.Slots, FreeSlots: max(0, p.n.cfg.Slots-load),
-		Software: Software, MaxMemory: p.n.cfg.MaxMemory, IntervalMS: p.n.cfg.AdvertInterval.Milliseconds(),
-	}
+	return a
 }
 
 // poke asks for a fresh advert soon (a peer joined). Load changes do not
