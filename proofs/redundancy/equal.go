@@ -56,10 +56,8 @@ func Equal(a, b []byte, t *Tolerance) (bool, Diff) {
 		return false, Diff{Index: -1, Reason: err.Error()}
 	}
 	switch t.Format {
-	case FormatF32:
-		return equalF32(a, b, *t)
-	case FormatF64:
-		return equalF64(a, b, *t)
+	case FormatF32, FormatF64:
+		return equalFloats(a, b, *t)
 	default: // FormatText; Validate rejected everything else
 		return equalText(a, b, *t)
 	}
@@ -122,28 +120,31 @@ func within(x, y, rtol, atol float64) bool {
 	return math.Abs(x-y) <= bound && bound <= math.MaxFloat64
 }
 
-// equalF32 compares little-endian float32 arrays.
-func equalF32(a, b []byte, t Tolerance) (bool, Diff) {
-	if d, bad := malformed(a, b, 4, FormatF32); bad {
-		return false, d
+// equalFloats compares little-endian float32 (FormatF32) or float64
+// (FormatF64) arrays.
+func equalFloats(a, b []byte, t Tolerance) (bool, Diff) {
+	wide := t.Format == FormatF64
+	size, bits := 4, 32
+	if wide {
+		size, bits = 8, 64
 	}
-	at := func(s []byte) func(int) string {
-		return func(i int) string {
-			return strconv.FormatFloat(float64(math.Float32frombits(binary.LittleEndian.Uint32(s[4*i:]))), 'g', -1, 32)
-		}
+	if d, bad := malformed(a, b, size, t.Format); bad {
+		return false, d
 	}
 	if bytes.Equal(a, b) { // the usual case: replicas agree bit for bit
 		return true, Diff{}
 	}
-	n, m := len(a)/4, len(b)/4
-	for i := range min(n, m) {
-		ua := binary.LittleEndian.Uint32(a[4*i:])
-		ub := binary.LittleEndian.Uint32(b[4*i:])
-		if ua == ub {
-			continue
+	at := func(s []byte) func(int) string {
+		return func(i int) string {
+			_, x := element(s, i, wide)
+			return strconv.FormatFloat(x, 'g', -1, bits)
 		}
-		x, y := float64(math.Float32frombits(ua)), float64(math.Float32frombits(ub))
-		if within(x, y, t.Rtol, t.Atol) || t.Close(x, y) {
+	}
+	n, m := len(a)/size, len(b)/size
+	for i := range min(n, m) {
+		ua, x := element(a, i, wide)
+		ub, y := element(b, i, wide)
+		if ua == ub || within(x, y, t.Rtol, t.Atol) || t.Close(x, y) {
 			continue
 		}
 		return false, Diff{Index: i, A: at(a)(i), B: at(b)(i), Reason: "not within tolerance"}
@@ -154,36 +155,15 @@ func equalF32(a, b []byte, t Tolerance) (bool, Diff) {
 	return true, Diff{}
 }
 
-// equalF64 compares little-endian float64 arrays.
-func equalF64(a, b []byte, t Tolerance) (bool, Diff) {
-	if d, bad := malformed(a, b, 8, FormatF64); bad {
-		return false, d
+// element decodes element i of a little-endian float array: its bits and
+// its value; wide selects float64 over float32. Small enough to inline.
+func element(s []byte, i int, wide bool) (uint64, float64) {
+	if wide {
+		u := binary.LittleEndian.Uint64(s[8*i:])
+		return u, math.Float64frombits(u)
 	}
-	at := func(s []byte) func(int) string {
-		return func(i int) string {
-			return strconv.FormatFloat(math.Float64frombits(binary.LittleEndian.Uint64(s[8*i:])), 'g', -1, 64)
-		}
-	}
-	if bytes.Equal(a, b) { // the usual case: replicas agree bit for bit
-		return true, Diff{}
-	}
-	n, m := len(a)/8, len(b)/8
-	for i := range min(n, m) {
-		ua := binary.LittleEndian.Uint64(a[8*i:])
-		ub := binary.LittleEndian.Uint64(b[8*i:])
-		if ua == ub {
-			continue
-		}
-		x, y := math.Float64frombits(ua), math.Float64frombits(ub)
-		if within(x, y, t.Rtol, t.Atol) || t.Close(x, y) {
-			continue
-		}
-		return false, Diff{Index: i, A: at(a)(i), B: at(b)(i), Reason: "not within tolerance"}
-	}
-	if n != m {
-		return false, countDiff(n, m, at(a), at(b))
-	}
-	return true, Diff{}
+	u := binary.LittleEndian.Uint32(s[4*i:])
+	return uint64(u), float64(math.Float32frombits(u))
 }
 
 // Byte classes for the text tokenizer.
