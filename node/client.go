@@ -145,6 +145,8 @@ type jobRun struct {
 	// escrows are the payments of paid replicas by result, settled or
 	// cancelled at the verdict; guarded by mu.
 	escrows map[*wire.Result]escrowRef
+	// settled: the verdict settled the escrows; later ones are cancelled.
+	settled bool
 	offers  chan *offer                 // bids from the open market
 	late    map[uint8]chan *wire.Result // results delivered over ProtocolResult
 }
@@ -253,6 +255,11 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 	for r := range ann.Replicas {
 		j.late[r] = make(chan *wire.Result, 1)
 	}
+	if j.paid() {
+		if err := n.client.canPay(ctx, ann); err != nil {
+			return nil, err
+		}
+	}
 	if err := n.db.PutJob(j.rec); err != nil {
 		return nil, err
 	}
@@ -266,6 +273,7 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 	}()
 	ctx, cancel := context.WithDeadline(ctx, time.UnixMilli(ann.Deadline))
 	defer cancel()
+	defer j.settleAll(nil) // whatever the verdict left (none if it was reached)
 	return j.run(ctx)
 }
 
@@ -480,11 +488,12 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 	switch {
 	case pay != nil && pay.State >= store.PayPaying:
 		j.keepEscrow(res, pay, inflight) // settled or cancelled at the verdict
-	case pay != nil && !j.ephemeral:
+	case pay != nil:
 		// No invoice came: the provider ran it free, or it was lost first.
 		pay.Advance(store.PayCanceled)
 		pay.Error = "no invoice"
 		n.db.PutPayment(pay)
+		n.claims.drop(pay)
 	}
 	j.mu.Lock()
 	rep := &j.rec.Replicas[idx]
@@ -500,7 +509,7 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 		n.replicas.Add(1)
 		n.peers.complete(p, time.Since(assigned)-time.Duration(res.RunMicros)*time.Microsecond)
 		j.emit(EventResult, int(r), p, fmt.Sprintf("exit %d, output %s (%d bytes), %.1f ms", res.ExitCode, res.Output.Short(), res.OutputSize, float64(res.RunMicros)/1000))
-	case !errors.Is(err, errRefused) && ctx.Err() == nil:
+	case !errors.Is(err, errRefused) && !errors.Is(err, errPayment) && ctx.Err() == nil:
 		n.peers.lose(p)
 	}
 	return res, err
@@ -654,7 +663,7 @@ func (j *jobRun) follow(ctx context.Context, r uint8, p peer.ID, pay *store.Paym
 				c.reset()
 				return nil, inflight, errors.New("unexpected invoice")
 			}
-			if inflight, err = j.payInvoice(ctx, pay, u.Invoice); err != nil {
+			if inflight, err = j.payInvoice(pay, u.Invoice); err != nil {
 				c.reset()
 				return nil, inflight, err
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/lightningnetwork/lnd/lnrpc"
 
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -24,15 +25,29 @@ const ProtocolSettle protocol.ID = "/infernet/settle/1.0.0"
 // lock, and a client for its payment to lock or end.
 const paymentWait = time.Minute
 
-// ErrPaymentRequired: a provider with a price was assigned a replica with
-// no payment, or a paid client met a provider that cannot invoice.
-var ErrPaymentRequired = errors.New("payment required")
+// payGrace is how long after a job's deadline a provider waits for the
+// client to release or cancel before it counts the payment as overdue.
+const payGrace = time.Minute
+
+var (
+	// ErrPaymentRequired: a provider with a price was assigned a replica
+	// with no payment, or a paid client met a provider that cannot invoice.
+	ErrPaymentRequired = errors.New("payment required")
+	// ErrCannotPay: this node's lnd cannot pay for a job (unreachable, no
+	// channel, or not enough balance); the job is not started.
+	ErrCannotPay = errors.New("cannot pay")
+)
+
+// errPayment marks a replica lost because the client's own payment failed:
+// no fault of the provider's.
+var errPayment = errors.New("payment failed")
 
 // ---- provider side ----
 
 // escrow, for a paid assign, issues a hold invoice for the client's hash,
 // sends it, and waits until the client's payment is locked. It returns nil
-// in free mode (no payment hash, or no lnd and no price).
+// in free mode (no payment hash, or no lnd and no price). The payment it
+// returns is claimed: the caller drops the claim when the run is over.
 func (p *provider) escrow(ctx context.Context, c *conn, a *wire.Assign, client peer.ID) (*store.Payment, error) {
 	n := p.n
 	switch {
@@ -44,46 +59,96 @@ func (p *provider) escrow(ctx context.Context, c *conn, a *wire.Assign, client p
 		return nil, fmt.Errorf("%w: bad payment terms", ErrPaymentRequired)
 	}
 	pay := &store.Payment{Job: a.Announce.Job, Replica: a.Replica, Peer: client.String(), State: store.PayInvoiced,
-		AmountMsat: int64(a.Price), Created: time.Now()}
+		AmountMsat: int64(a.Price), Created: time.Now(), Due: time.UnixMilli(a.Announce.Deadline).Add(payGrace)}
 	copy(pay.Hash[:], a.PaymentHash)
+	if old, err := n.db.Payment(pay.Job, pay.Replica, false, pay.Peer); err == nil && old.State != store.PayCanceled {
+		return nil, fmt.Errorf("%w: this replica has a payment already (%s)", ErrPaymentRequired, old.State)
+	}
+	if !n.claims.claim(pay) {
+		return nil, fmt.Errorf("%w: this replica is being paid already", ErrPaymentRequired)
+	}
 	expiry := time.Until(time.UnixMilli(a.Announce.Deadline)) + 10*time.Minute
 	req, err := n.lnd.AddHoldInvoice(ctx, pay.Hash, pay.AmountMsat, expiry, fmt.Sprintf("infernet job %s replica %d", a.Announce.Job, a.Replica))
 	if err != nil {
+		n.claims.drop(pay)
 		return nil, fmt.Errorf("invoice: %w", err)
 	}
 	pay.Invoice = req
 	if err := n.db.PutPayment(pay); err != nil { // recorded before it is sent
+		n.claims.drop(pay)
+		return nil, err
+	}
+	fail := func(why string, err error) (*store.Payment, error) {
+		n.cancelInvoice(pay, why)
+		n.claims.drop(pay)
 		return nil, err
 	}
 	if err := c.write(&wire.Update{V: wire.Version, Kind: wire.UpdateInvoice, Invoice: req}); err != nil {
-		p.cancelInvoice(pay, "client gone")
-		return nil, err
+		return fail("client gone", err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, paymentWait)
 	defer cancel()
 	if _, err := n.lnd.WaitAccepted(wctx, pay.Hash); err != nil {
-		p.cancelInvoice(pay, "not paid: "+err.Error())
-		return nil, fmt.Errorf("payment not locked: %w", err)
+		return fail("not paid: "+err.Error(), fmt.Errorf("payment not locked: %w", err))
 	}
 	pay.Advance(store.PayLocked)
 	if err := n.db.PutPayment(pay); err != nil {
-		return nil, err
+		return fail("recording: "+err.Error(), err)
 	}
 	return pay, nil
 }
 
 // cancelInvoice cancels a provider's hold invoice (the client's funds go
-// back) and records it.
-func (p *provider) cancelInvoice(pay *store.Payment, why string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// back) and records it. If lnd cannot be reached the sweep tries again.
+func (n *Node) cancelInvoice(pay *store.Payment, why string) {
+	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
 	defer cancel()
-	if err := p.n.lnd.Cancel(ctx, pay.Hash); err != nil {
-		p.log.Warn("cancel invoice", "job", pay.Job, "err", err)
-		return
+	if err := n.lnd.Cancel(ctx, pay.Hash); err != nil && !errors.Is(err, payments.ErrUnknown) {
+		if st, serr := n.lnd.InvoiceState(ctx, pay.Hash); serr != nil || st != lnrpc.Invoice_CANCELED {
+			n.log.Warn("cancelling invoice; will retry", "job", pay.Job, "err", err)
+			return
+		}
 	}
-	pay.Advance(store.PayCanceled)
-	pay.Error = why
-	p.n.db.PutPayment(pay)
+	n.closeIncoming(pay, store.PayCanceled, why)
+}
+
+// settleInvoice settles a provider's invoice whose preimage is recorded.
+func (n *Node) settleInvoice(ctx context.Context, pay *store.Payment) error {
+	if err := n.lnd.Settle(ctx, pay.Preimage); err != nil {
+		if st, serr := n.lnd.InvoiceState(ctx, pay.Hash); serr != nil || st != lnrpc.Invoice_SETTLED {
+			return fmt.Errorf("settle: %w", err)
+		}
+	}
+	return n.closeIncoming(pay, store.PaySettled, "")
+}
+
+// closeIncoming records how a provider's invoice ended and what it says of
+// the client: a result it received and did not pay counts against it.
+func (n *Node) closeIncoming(pay *store.Payment, end store.PayState, why string) error {
+	if err := pay.Advance(end); err != nil {
+		return err
+	}
+	if end == store.PayCanceled {
+		pay.Error = why
+	}
+	if err := n.db.PutPayment(pay); err != nil {
+		return err
+	}
+	client, err := peer.Decode(pay.Peer)
+	switch {
+	case err != nil:
+	case end == store.PaySettled:
+		n.peers.clientSettled(client, true)
+	case n.delivered(pay):
+		n.peers.clientSettled(client, false)
+	}
+	return nil
+}
+
+// delivered reports whether the client received the result pay is for.
+func (n *Node) delivered(pay *store.Payment) bool {
+	run, err := n.db.Run(pay.Job, pay.Replica)
+	return err == nil && run.State == store.RunDelivered && run.Result != nil && run.Result.Deterministic()
 }
 
 // handleSettle takes a client's release or cancel of a paid replica.
@@ -103,15 +168,12 @@ func (n *Node) handleSettle(s network.Stream) {
 }
 
 func (n *Node) settleIncoming(r *wire.Release, from peer.ID) error {
-	if n.lnd == nil || n.provider == nil {
+	if n.lnd == nil {
 		return errors.New("no payments here")
 	}
-	pay, err := n.db.Payment(r.Job, r.Replica, false)
+	pay, err := n.db.Payment(r.Job, r.Replica, false, from.String())
 	if err != nil {
-		return err
-	}
-	if pay.Peer != from.String() {
-		return errors.New("not your payment")
+		return err // not found: none of this peer's
 	}
 	if pay.State.Final() {
 		if (pay.State == store.PaySettled) == !r.Cancel {
@@ -120,41 +182,45 @@ func (n *Node) settleIncoming(r *wire.Release, from peer.ID) error {
 		return fmt.Errorf("already %s", pay.State)
 	}
 	if r.Cancel {
-		n.provider.cancelInvoice(pay, "cancelled by the client")
+		n.cancelInvoice(pay, "cancelled by the client")
 		return nil
 	}
-	var pre [32]byte
 	if len(r.Preimage) != 32 || sha256.Sum256(r.Preimage) != pay.Hash {
 		return errors.New("wrong preimage")
 	}
-	copy(pre[:], r.Preimage)
-	pay.Preimage = pre
+	copy(pay.Preimage[:], r.Preimage)
 	if err := n.db.PutPayment(pay); err != nil { // the preimage survives a crash
 		return err
 	}
-	return n.settleInvoice(pay)
-}
-
-// settleInvoice settles a provider's invoice whose preimage is recorded.
-func (n *Node) settleInvoice(pay *store.Payment) error {
 	ctx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
 	defer cancel()
-	if err := n.lnd.Settle(ctx, pay.Preimage); err != nil {
-		if st, serr := n.lnd.InvoiceState(ctx, pay.Hash); serr != nil || st.String() != "SETTLED" {
-			return fmt.Errorf("settle: %w", err)
-		}
-	}
-	pay.Advance(store.PaySettled)
-	return n.db.PutPayment(pay)
+	return n.settleInvoice(ctx, pay) // if lnd is away, the sweep settles later
 }
 
 // ---- client side ----
 
 // paid reports whether this job pays its providers.
-func (j *jobRun) paid() bool { return j.c.n.lnd != nil && j.ann.Price > 0 && !j.ephemeral }
+func (j *jobRun) paid() bool { return j.c.n.lnd != nil && j.ann.Price > 0 }
+
+// canPay checks, before a paid job starts, that lnd answers and holds
+// enough in its channels for every replica at the offered price.
+func (c *client) canPay(ctx context.Context, ann *wire.JobAnnounce) error {
+	lnd := c.n.lnd
+	if err := lnd.Ready(ctx); err != nil {
+		return fmt.Errorf("%w: %w", ErrCannotPay, err)
+	}
+	b, err := lnd.ChannelBalance(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrCannotPay, err)
+	}
+	if need := int64(ann.Price) * int64(ann.Replicas); b.Local < need {
+		return fmt.Errorf("%w: %d msat in channels, %d replicas at %d msat need %d", ErrCannotPay, b.Local, ann.Replicas, ann.Price, need)
+	}
+	return nil
+}
 
 // newPayment chooses the preimage of a replica's payment and records it
-// before anything is sent.
+// before anything is sent. The payment is claimed until the job settles it.
 func (j *jobRun) newPayment(r uint8, p peer.ID, price uint64) (*store.Payment, error) {
 	pay := &store.Payment{Job: j.ann.Job, Replica: r, Outgoing: true, Peer: p.String(), State: store.PayCreated,
 		AmountMsat: int64(price), Created: time.Now()}
@@ -162,16 +228,22 @@ func (j *jobRun) newPayment(r uint8, p peer.ID, price uint64) (*store.Payment, e
 		return nil, err
 	}
 	pay.Hash = payments.Hash(pay.Preimage)
-	if j.ephemeral {
-		return pay, nil
+	if !j.c.n.claims.claim(pay) {
+		return nil, errors.New("replica paid already")
 	}
-	return pay, j.c.n.db.PutPayment(pay)
+	if err := j.c.n.db.PutPayment(pay); err != nil {
+		j.c.n.claims.drop(pay)
+		return nil, err
+	}
+	return pay, nil
 }
 
 // payInvoice checks a provider's hold invoice against the terms, pays it,
 // and returns once the payment is locked.
-func (j *jobRun) payInvoice(ctx context.Context, pay *store.Payment, invoice string) (*payments.Payment, error) {
+func (j *jobRun) payInvoice(pay *store.Payment, invoice string) (*payments.Payment, error) {
 	n := j.c.n
+	ctx, cancel := context.WithTimeout(n.ctx, paymentWait)
+	defer cancel()
 	if _, err := n.lnd.CheckInvoice(ctx, invoice, pay.Hash, pay.AmountMsat); err != nil {
 		return nil, err
 	}
@@ -180,33 +252,50 @@ func (j *jobRun) payInvoice(ctx context.Context, pay *store.Payment, invoice str
 	if err := n.db.PutPayment(pay); err != nil { // recorded before the money moves
 		return nil, err
 	}
-	pctx, cancel := context.WithTimeout(n.ctx, paymentWait)
+	// The payment is followed until it ends, however long the job runs.
+	pctx, stop := context.WithCancel(n.ctx)
 	inflight, err := n.lnd.Pay(pctx, invoice, max(pay.AmountMsat/100, 1000), paymentWait)
 	if err != nil {
-		cancel()
-		pay.Advance(store.PayCanceled)
-		pay.Error = err.Error()
-		n.db.PutPayment(pay)
-		return nil, fmt.Errorf("payment: %w", err)
+		stop()
+		if inflight != nil {
+			n.recordOutgoing(pay, inflight) // failed: nothing is locked
+		} // else lnd went away: the verdict cancels it and the sweep asks lnd
+		return nil, fmt.Errorf("%w: %w", errPayment, err)
 	}
-	go func() { // the stream lives until the payment ends
+	go func() {
 		<-inflight.Done
-		cancel()
+		stop()
 	}()
 	pay.Advance(store.PayLocked)
 	return inflight, n.db.PutPayment(pay)
 }
 
+// recordOutgoing records how a client's payment ended, as lnd reported it;
+// if lnd went away before the end, the record stays open for the sweep.
+func (n *Node) recordOutgoing(pay *store.Payment, inflight *payments.Payment) {
+	switch err := inflight.Err; {
+	case err == nil:
+		pay.FeeMsat = inflight.FeeMsat
+		pay.Advance(store.PaySettled)
+	case errors.Is(err, payments.ErrCanceled) || errors.Is(err, payments.ErrUnknown):
+		pay.Advance(store.PayCanceled)
+		pay.Error = err.Error()
+	default:
+		return
+	}
+	if err := n.db.PutPayment(pay); err != nil {
+		n.log.Error("recording payment", "job", pay.Job, "err", err)
+	}
+}
+
 // settleOut releases (preimage) or cancels a paid replica with its
-// provider and waits for the payment to end: settled, or funds back.
-func (j *jobRun) settleOut(pay *store.Payment, inflight *payments.Payment, release bool) {
-	n := j.c.n
-	next := store.PayCanceled
+// provider and waits for the payment to end: settled, or funds back. What
+// cannot be done now (provider or lnd away) is left to the sweep.
+func (n *Node) settleOut(ctx context.Context, pay *store.Payment, inflight *payments.Payment, release bool) {
 	if release {
-		next = store.PaySettled
 		pay.Advance(store.PayReleasing)
 		if err := n.db.PutPayment(pay); err != nil {
-			j.c.log.Error("recording release", "err", err)
+			n.log.Error("recording release", "err", err)
 			return
 		}
 	}
@@ -221,26 +310,18 @@ func (j *jobRun) settleOut(pay *store.Payment, inflight *payments.Payment, relea
 	if release {
 		msg.Preimage = pay.Preimage[:]
 	}
-	ctx, cancel := context.WithTimeout(n.ctx, paymentWait)
-	defer cancel()
-	if err := j.c.sendRelease(ctx, provider, msg); err != nil {
-		j.c.log.Warn("release not delivered; the invoice expires on its own", "job", pay.Job, "provider", provider, "err", err)
+	if err := n.client.sendRelease(ctx, provider, msg); err != nil {
+		n.log.Warn("release not delivered; will retry", "job", pay.Job, "provider", provider, "cancel", !release, "err", err)
 		if !release {
-			return // the held funds come back when the invoice expires
+			return // the provider is away: no point waiting here for the funds
 		}
 	}
 	if inflight == nil {
-		return
+		return // lnd was away when the payment was made: the sweep asks it
 	}
 	select {
 	case <-inflight.Done:
-		if release && inflight.Err == nil {
-			pay.FeeMsat = inflight.FeeMsat
-		} else if release {
-			next, pay.Error = store.PayCanceled, inflight.Err.Error()
-		}
-		pay.Advance(next)
-		n.db.PutPayment(pay)
+		n.recordOutgoing(pay, inflight)
 	case <-ctx.Done():
 	}
 }
@@ -271,58 +352,6 @@ func (c *client) sendRelease(ctx context.Context, p peer.ID, msg *wire.Release) 
 	return nil
 }
 
-// recoverPayments settles what a previous run left: as a client, releases
-// it had decided are sent again and the rest are cancelled; as a provider,
-// invoices whose preimage it has are settled and those of runs that never
-// finished are cancelled.
-func (n *Node) recoverPayments() error {
-	if n.lnd == nil {
-		return nil
-	}
-	all, err := n.db.Payments()
-	if err != nil {
-		return err
-	}
-	for i := range all {
-		pay := &all[i]
-		if pay.State.Final() {
-			continue
-		}
-		switch {
-		case pay.Outgoing && pay.State == store.PayCreated:
-			// Nothing was paid: there is nothing to cancel but the record.
-			pay.Advance(store.PayCanceled)
-			pay.Error = "the node stopped before paying"
-			if err := n.db.PutPayment(pay); err != nil {
-				return err
-			}
-		case pay.Outgoing:
-			release := pay.State == store.PayReleasing
-			n.wg.Add(1)
-			go func() {
-				defer n.wg.Done()
-				var inflight *payments.Payment
-				if pay.State >= store.PayPaying {
-					ctx, cancel := context.WithTimeout(n.ctx, paymentWait)
-					defer cancel()
-					inflight, _ = n.lnd.Track(ctx, pay.Hash)
-				}
-				j := &jobRun{c: n.client, ann: &wire.JobAnnounce{Job: pay.Job}}
-				j.settleOut(pay, inflight, release)
-			}()
-		case pay.Preimage != [32]byte{}:
-			if err := n.settleInvoice(pay); err != nil {
-				n.log.Warn("settling after restart", "job", pay.Job, "err", err)
-			}
-		default:
-			if run, err := n.db.Run(pay.Job, pay.Replica); err != nil || run.Result == nil {
-				n.provider.cancelInvoice(pay, "the run did not finish before the node stopped")
-			}
-		}
-	}
-	return nil
-}
-
 // escrowRef is a paid replica's payment, kept until the verdict.
 type escrowRef struct {
 	pay      *store.Payment
@@ -330,17 +359,21 @@ type escrowRef struct {
 }
 
 // settleAll releases the payments of the results in winners and cancels
-// every other payment of the job, waiting for all of them.
+// every other payment of the job, waiting for all of them. Payments kept
+// after this (a replica still running at the verdict) are cancelled as
+// they come.
 func (j *jobRun) settleAll(winners map[*wire.Result]bool) {
+	n := j.c.n
 	j.mu.Lock()
 	refs := j.escrows
-	j.escrows = nil
+	j.escrows, j.settled = nil, true
 	j.mu.Unlock()
+	withhold := n.cfg.Faults.withholds()
 	done := make(chan struct{}, len(refs))
 	for res, ref := range refs {
 		go func() {
-			j.settleOut(ref.pay, ref.inflight, res != nil && winners[res])
-			done <- struct{}{}
+			defer func() { done <- struct{}{} }()
+			j.settleOne(ref, res != nil && winners[res] && !withhold)
 		}()
 	}
 	for range refs {
@@ -348,10 +381,24 @@ func (j *jobRun) settleAll(winners map[*wire.Result]bool) {
 	}
 }
 
+// settleOne settles one escrowed payment and gives it up to the sweep.
+func (j *jobRun) settleOne(ref escrowRef, release bool) {
+	n := j.c.n
+	defer n.claims.drop(ref.pay)
+	ctx, cancel := context.WithTimeout(n.ctx, paymentWait)
+	defer cancel()
+	n.settleOut(ctx, ref.pay, ref.inflight, release)
+}
+
 // keepEscrow remembers a payment until the verdict; res is nil for a
 // replica that was lost (its payment is cancelled at the end).
 func (j *jobRun) keepEscrow(res *wire.Result, pay *store.Payment, inflight *payments.Payment) {
 	j.mu.Lock()
+	if j.settled {
+		j.mu.Unlock()
+		j.settleOne(escrowRef{pay, inflight}, false)
+		return
+	}
 	defer j.mu.Unlock()
 	if j.escrows == nil {
 		j.escrows = map[*wire.Result]escrowRef{}

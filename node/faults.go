@@ -19,14 +19,18 @@ type Faults struct {
 	Silent float64
 	// Slow delays every run by this much (heartbeats continue).
 	Slow time.Duration
+	// Withhold, as a client, cancels every payment, even for results it
+	// accepted: a client that takes results and does not pay.
+	Withhold bool
 
 	mu  sync.Mutex
 	rng *rand.Rand
 }
 
 // lies, silent and slow draw this run's faults; all are nil-safe.
-func (f *Faults) lies() bool   { return f != nil && f.roll(f.Lie) }
-func (f *Faults) silent() bool { return f != nil && f.roll(f.Silent) }
+func (f *Faults) lies() bool      { return f != nil && f.roll(f.Lie) }
+func (f *Faults) silent() bool    { return f != nil && f.roll(f.Silent) }
+func (f *Faults) withholds() bool { return f != nil && f.Withhold }
 func (f *Faults) slow() time.Duration {
 	if f == nil {
 		return 0

@@ -94,7 +94,11 @@ type Config struct {
 	// Canary is the share of adaptive jobs after which a known-answer job
 	// is sent to a trusted provider; default 0.05.
 	Canary float64
-	// Faults makes this provider misbehave, for tests; nil in normal use.
+	// PaymentSweep is how often open payments nobody is handling are
+	// finished (released, settled, cancelled, or checked with lnd);
+	// default 30 s.
+	PaymentSweep time.Duration
+	// Faults makes this node misbehave, for tests; nil in normal use.
 	Faults *Faults
 	// Lnd, when set, settles jobs over Lightning: as a client the node pays
 	// providers through hold invoices, as a provider it charges Price. Zero:
@@ -160,6 +164,9 @@ func (c *Config) setDefaults() {
 	if c.BlobRetention <= 0 {
 		c.BlobRetention = 24 * time.Hour
 	}
+	if c.PaymentSweep <= 0 {
+		c.PaymentSweep = 30 * time.Second
+	}
 	if c.GossipHeartbeat <= 0 {
 		c.GossipHeartbeat = time.Second
 	}
@@ -191,6 +198,8 @@ type Node struct {
 
 	// lnd is the Lightning node paying and paid; nil in free mode.
 	lnd *payments.Client
+	// claims are the open payments being handled (see sweepLoop).
+	claims payClaims
 
 	// framesSent counts stream frames this node wrote (bids, assigns,
 	// updates, results, blob requests), for the messages-per-job figure.
@@ -270,17 +279,16 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 			return nil, fmt.Errorf("mdns: %w", err)
 		}
 	}
-	if f := cfg.Faults; f != nil && (f.Lie > 0 || f.Silent > 0 || f.Slow > 0) {
-		n.log.Warn("FAULT INJECTION: this node misbehaves on purpose", "lie", f.Lie, "silent", f.Silent, "slow", f.Slow)
+	if f := cfg.Faults; f != nil && (f.Lie > 0 || f.Silent > 0 || f.Slow > 0 || f.Withhold) {
+		n.log.Warn("FAULT INJECTION: this node misbehaves on purpose", "lie", f.Lie, "silent", f.Silent, "slow", f.Slow, "withhold", f.Withhold)
 	}
 	if err = n.recover(); err != nil {
 		return nil, err
 	}
 	if n.lnd != nil {
 		n.host.SetStreamHandler(ProtocolSettle, n.handleSettle)
-		if err = n.recoverPayments(); err != nil {
-			return nil, err
-		}
+		n.wg.Add(1)
+		go n.sweepLoop() // its first round finishes what a previous run left
 	}
 	if n.provider != nil {
 		n.wg.Add(1)

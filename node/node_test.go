@@ -41,6 +41,7 @@ func testConfig(tb testing.TB, provide bool) Config {
 	c.Heartbeat = 100 * time.Millisecond
 	c.Silence = 3 * time.Second
 	c.GossipHeartbeat = 100 * time.Millisecond
+	c.PaymentSweep = 200 * time.Millisecond
 	c.Backend = "reference"
 	c.Logger = slog.New(slog.NewTextHandler(testWriter{tb}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	return c

@@ -26,6 +26,9 @@ type peerBook struct {
 
 	mu    sync.Mutex
 	peers map[peer.ID]*store.Peer // guarded by mu
+	// overdue counts, per client, payments for results it received that
+	// are past due and neither released nor cancelled; set by the sweep.
+	overdue map[peer.ID]int // guarded by mu
 }
 
 func newPeerBook(db *store.Store, self peer.ID, params reputation.Params, log *slog.Logger) *peerBook {
@@ -140,6 +143,50 @@ func (b *peerBook) appScore(id peer.ID) float64 {
 	}
 	return 10 * (p.Rep.Score(b.params, now) - 1)
 }
+
+// clientSettled records, on a provider, how a client settled a result it
+// received: paid, or not (cancelled, or left to expire).
+func (b *peerBook) clientSettled(id peer.ID, paid bool) {
+	b.mu.Lock()
+	p := b.getLocked(id)
+	if paid {
+		p.Paid++
+	} else {
+		p.Unpaid++
+	}
+	c := *p
+	b.mu.Unlock()
+	if err := b.db.PutPeer(&c); err != nil {
+		b.log.Warn("recording a client's payment", "peer", id, "err", err)
+	}
+	if !paid {
+		b.log.Warn("client did not pay for a result", "peer", id, "paid", c.Paid, "unpaid", c.Unpaid)
+	}
+}
+
+// setOverdue replaces the counts of overdue payments per client.
+func (b *peerBook) setOverdue(m map[peer.ID]int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.overdue = m
+}
+
+// unpaid returns how many results client id took from this provider
+// without paying (including overdue ones), and how many it paid for.
+func (b *peerBook) unpaid(id peer.ID) (unpaid, paid int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	unpaid = b.overdue[id]
+	if p := b.peers[id]; p != nil {
+		unpaid, paid = unpaid+p.Unpaid, p.Paid
+	}
+	return unpaid, paid
+}
+
+// owesTooMuch is when a provider stops working for a client: a few unpaid
+// results are forgiven (an outvoted replica, a job whose replicas could not
+// agree), and one in ten of those it paid.
+func owesTooMuch(unpaid, paid int) bool { return unpaid > 2+paid/10 }
 
 // candidate is a provider that may run a job.
 type candidate struct {

@@ -285,6 +285,10 @@ func (p *provider) handleAssign(s network.Stream) {
 		reject("assign for another client")
 		return
 	}
+	if unpaid, paid := p.n.peers.unpaid(client); owesTooMuch(unpaid, paid) {
+		reject(fmt.Sprintf("%s: %d results unpaid, %d paid", wire.ReasonUnpaid, unpaid, paid))
+		return
+	}
 	if run, err := p.n.db.Run(a.Announce.Job, a.Replica); err == nil && run.Result != nil {
 		// A retry of a replica we already ran: answer from the record.
 		p.deliver(c, run)
@@ -324,10 +328,13 @@ func (p *provider) handleAssign(s network.Stream) {
 		reject(err.Error())
 		return
 	}
+	if pay != nil {
+		defer p.n.claims.drop(pay) // from here the sweep may finish it
+	}
 	res := p.execute(ctx, c, &a, client, run)
 	hb()
 	if pay != nil && !res.Deterministic() {
-		p.cancelInvoice(pay, "the provider failed: "+res.Error) // no result, no pay
+		p.n.cancelInvoice(pay, "the provider failed: "+res.Error) // no result, no pay
 	}
 	p.setActive(run, store.RunFinished) // from here on run is ours alone
 	if err := res.Sign(p.n.key); err != nil {

@@ -14,13 +14,17 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/lightningnetwork/lnd/lnrpc"
 	"github.com/lightningnetwork/lnd/lnrpc/invoicesrpc"
 	"github.com/lightningnetwork/lnd/lnrpc/routerrpc"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 )
 
 // Config locates an lnd, with lncli's flag names.
@@ -45,7 +49,29 @@ var (
 	ErrCanceled = errors.New("payment canceled")
 	// ErrMismatch: an invoice does not carry the hash or amount agreed.
 	ErrMismatch = errors.New("invoice does not match the terms")
+	// ErrUnknown: lnd has no record of the payment or invoice.
+	ErrUnknown = errors.New("unknown to lnd")
 )
+
+// rpcError wraps an error of a call to lnd with what it means to a caller:
+// ErrUnavailable when lnd could not be reached (the call may be retried),
+// ErrUnknown when lnd has no such payment or invoice.
+func rpcError(op string, err error) error {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return fmt.Errorf("%w: %s: %v", ErrUnavailable, op, err)
+	case codes.NotFound:
+		return fmt.Errorf("%w: %s: %v", ErrUnknown, op, err)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%w: %s: %v", ErrUnavailable, op, err)
+	}
+	// lnd reports some lookups of unknown hashes as plain errors.
+	if m := err.Error(); strings.Contains(m, "unable to locate invoice") || strings.Contains(m, "there are no existing invoices") {
+		return fmt.Errorf("%w: %s: %v", ErrUnknown, op, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
 
 // Client is a connection to one lnd. It is safe for concurrent use.
 type Client struct {
@@ -78,6 +104,11 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	conn, err := grpc.NewClient(cfg.RPCServer,
 		grpc.WithTransportCredentials(tlsCreds),
+		// Reconnect within seconds once an lnd that went away is back
+		// (grpc's default backoff grows to two minutes).
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
+			BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second,
+		}, MinConnectTimeout: 5 * time.Second}),
 		grpc.WithPerRPCCredentials(macaroonCred(hex.EncodeToString(mac))),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(50<<20)))
 	if err != nil {
@@ -95,6 +126,21 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	return c, nil
 }
 
+// Ready checks that lnd answers (ErrUnavailable if not) and can pay: it
+// has an active channel.
+func (c *Client) Ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	info, err := c.ln.GetInfo(ctx, &lnrpc.GetInfoRequest{})
+	if err != nil {
+		return rpcError("get info", err)
+	}
+	if info.NumActiveChannels == 0 {
+		return fmt.Errorf("%w: lnd %s has no active channel", ErrUnavailable, info.Alias)
+	}
+	return nil
+}
+
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
 
@@ -108,7 +154,7 @@ func (c *Client) AddHoldInvoice(ctx context.Context, hash [32]byte, amtMsat int6
 		Memo: memo, Hash: hash[:], ValueMsat: amtMsat, Expiry: int64(expiry.Seconds()),
 	})
 	if err != nil {
-		return "", fmt.Errorf("add hold invoice: %w", err)
+		return "", rpcError("add hold invoice", err)
 	}
 	return resp.PaymentRequest, nil
 }
@@ -118,12 +164,12 @@ func (c *Client) AddHoldInvoice(ctx context.Context, hash [32]byte, amtMsat int6
 func (c *Client) WaitAccepted(ctx context.Context, hash [32]byte) (int64, error) {
 	st, err := c.inv.SubscribeSingleInvoice(ctx, &invoicesrpc.SubscribeSingleInvoiceRequest{RHash: hash[:]})
 	if err != nil {
-		return 0, fmt.Errorf("subscribe invoice: %w", err)
+		return 0, rpcError("subscribe invoice", err)
 	}
 	for {
 		inv, err := st.Recv()
 		if err != nil {
-			return 0, fmt.Errorf("invoice %x: %w", hash[:4], err)
+			return 0, rpcError(fmt.Sprintf("invoice %x", hash[:4]), err)
 		}
 		switch inv.State {
 		case lnrpc.Invoice_ACCEPTED, lnrpc.Invoice_SETTLED:
@@ -140,21 +186,25 @@ func (c *Client) InvoiceState(ctx context.Context, hash [32]byte) (lnrpc.Invoice
 		InvoiceRef: &invoicesrpc.LookupInvoiceMsg_PaymentHash{PaymentHash: hash[:]},
 	})
 	if err != nil {
-		return 0, err
+		return 0, rpcError("lookup invoice", err)
 	}
 	return inv.State, nil
 }
 
 // Settle releases a held payment with its preimage.
 func (c *Client) Settle(ctx context.Context, preimage [32]byte) error {
-	_, err := c.inv.SettleInvoice(ctx, &invoicesrpc.SettleInvoiceMsg{Preimage: preimage[:]})
-	return err
+	if _, err := c.inv.SettleInvoice(ctx, &invoicesrpc.SettleInvoiceMsg{Preimage: preimage[:]}); err != nil {
+		return rpcError("settle invoice", err)
+	}
+	return nil
 }
 
 // Cancel cancels the invoice of hash; a held payment returns to the payer.
 func (c *Client) Cancel(ctx context.Context, hash [32]byte) error {
-	_, err := c.inv.CancelInvoice(ctx, &invoicesrpc.CancelInvoiceMsg{PaymentHash: hash[:]})
-	return err
+	if _, err := c.inv.CancelInvoice(ctx, &invoicesrpc.CancelInvoiceMsg{PaymentHash: hash[:]}); err != nil {
+		return rpcError("cancel invoice", err)
+	}
+	return nil
 }
 
 // CheckInvoice decodes a payment request and checks that it pays hash and
@@ -162,6 +212,9 @@ func (c *Client) Cancel(ctx context.Context, hash [32]byte) error {
 func (c *Client) CheckInvoice(ctx context.Context, payReq string, hash [32]byte, maxMsat int64) (int64, error) {
 	pr, err := c.ln.DecodePayReq(ctx, &lnrpc.PayReqString{PayReq: payReq})
 	if err != nil {
+		if err := rpcError("decode invoice", err); errors.Is(err, ErrUnavailable) {
+			return 0, err
+		}
 		return 0, fmt.Errorf("%w: %v", ErrMismatch, err)
 	}
 	if pr.PaymentHash != hex.EncodeToString(hash[:]) {
@@ -175,9 +228,11 @@ func (c *Client) CheckInvoice(ctx context.Context, payReq string, hash [32]byte,
 
 // Payment is an outgoing payment in flight.
 type Payment struct {
-	// Done is closed when the payment has ended; Err then says how: nil
-	// when settled (Preimage and FeeMsat are valid), an error wrapping
-	// ErrCanceled when it failed and the funds are back.
+	// Done is closed when the payment has ended or can no longer be
+	// followed; Err then says how: nil when settled (Preimage and FeeMsat
+	// are valid), an error wrapping ErrCanceled when it failed and the funds
+	// are back, ErrUnavailable when lnd went away and the outcome is not
+	// known yet (Track it again later), ErrUnknown when lnd never had it.
 	Done     <-chan struct{}
 	Err      error
 	Preimage [32]byte
@@ -192,7 +247,7 @@ func (c *Client) Pay(ctx context.Context, payReq string, feeLimitMsat int64, tim
 		PaymentRequest: payReq, FeeLimitMsat: feeLimitMsat, TimeoutSeconds: int32(max(timeout.Seconds(), 1)),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: send payment: %v", ErrUnavailable, err)
+		return nil, rpcError("send payment", err)
 	}
 	return c.follow(st)
 }
@@ -201,7 +256,7 @@ func (c *Client) Pay(ctx context.Context, payReq string, feeLimitMsat int64, tim
 func (c *Client) Track(ctx context.Context, hash [32]byte) (*Payment, error) {
 	st, err := c.router.TrackPaymentV2(ctx, &routerrpc.TrackPaymentRequest{PaymentHash: hash[:]})
 	if err != nil {
-		return nil, fmt.Errorf("track payment: %w", err)
+		return nil, rpcError("track payment", err)
 	}
 	return c.follow(st)
 }
@@ -229,11 +284,8 @@ func (c *Client) follow(st paymentStream) (*Payment, error) {
 		for {
 			u, err := st.Recv()
 			if err != nil {
-				if errors.Is(err, io.EOF) {
-					err = errors.New("payment stream ended")
-				}
-				p.Err = err
-				signal(err)
+				p.Err = rpcError("payment updates", err)
+				signal(p.Err)
 				return
 			}
 			switch u.Status {
@@ -268,7 +320,7 @@ type Balance struct {
 func (c *Client) ChannelBalance(ctx context.Context) (Balance, error) {
 	b, err := c.ln.ChannelBalance(ctx, &lnrpc.ChannelBalanceRequest{})
 	if err != nil {
-		return Balance{}, err
+		return Balance{}, rpcError("channel balance", err)
 	}
 	return Balance{Local: int64(b.LocalBalance.GetMsat()), Remote: int64(b.RemoteBalance.GetMsat())}, nil
 }

@@ -1,14 +1,22 @@
 package store
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/infernet/infernet/node/wire"
 )
 
-var bucketPayments = []byte("payments")
+var (
+	bucketPayments = []byte("payments")
+	// bucketOpenPayments indexes the payments not yet settled or cancelled
+	// (keys only), so that a node's sweep reads those and not its history.
+	bucketOpenPayments = []byte("payments-open")
+)
 
 // PayState is where one escrowed payment stands. Each step is recorded
 // before it is taken, so that a node restarted at any point knows whether
@@ -70,27 +78,46 @@ type Payment struct {
 	Invoice    string    `json:"invoice,omitempty"`
 	Created    time.Time `json:"created"`
 	Updated    time.Time `json:"updated"`
+	// Due, for a provider, is when the client should have settled or
+	// cancelled: the job's deadline and a grace period.
+	Due time.Time `json:"due,omitzero"`
 	Error      string    `json:"error,omitempty"`
 }
 
+// paymentKey is job, replica, direction and peer: a client pays for a
+// replica once per provider it gives it to.
 func paymentKey(p *Payment) []byte {
 	dir := byte('i')
 	if p.Outgoing {
 		dir = 'o'
 	}
-	return append(append(p.Job[:], p.Replica), dir)
+	k := append(append(p.Job[:], p.Replica), dir)
+	return append(k, p.Peer...)
 }
 
-// PutPayment records p (Updated is set to now).
+// PutPayment records p (Updated is set to now), and whether it is open.
 func (s *Store) PutPayment(p *Payment) error {
 	p.Updated = time.Now()
-	return put(s.db, bucketPayments, paymentKey(p), p)
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	k := paymentKey(p)
+	return s.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketPayments).Put(k, b); err != nil {
+			return err
+		}
+		if p.State.Final() {
+			return tx.Bucket(bucketOpenPayments).Delete(k)
+		}
+		return tx.Bucket(bucketOpenPayments).Put(k, nil)
+	})
 }
 
-// Payment reads one payment (ErrNotFound).
-func (s *Store) Payment(job wire.JobID, replica uint8, outgoing bool) (*Payment, error) {
+// Payment reads the payment of a replica with a peer (ErrNotFound).
+func (s *Store) Payment(job wire.JobID, replica uint8, outgoing bool, peer string) (*Payment, error) {
 	var p Payment
-	k := paymentKey(&Payment{Job: job, Replica: replica, Outgoing: outgoing})
+	k := paymentKey(&Payment{Job: job, Replica: replica, Outgoing: outgoing, Peer: peer})
 	if err := get(s.db, bucketPayments, k, &p); err != nil {
 		return nil, err
 	}
@@ -100,6 +127,25 @@ func (s *Store) Payment(job wire.JobID, replica uint8, outgoing bool) (*Payment,
 // Payments returns every payment, oldest first.
 func (s *Store) Payments() ([]Payment, error) {
 	ps, err := list[Payment](s.db, bucketPayments, 0)
+	sort.Slice(ps, func(i, k int) bool { return ps[i].Created.Before(ps[k].Created) })
+	return ps, err
+}
+
+// OpenPayments returns the payments not yet settled or cancelled, oldest
+// first.
+func (s *Store) OpenPayments() ([]Payment, error) {
+	var ps []Payment
+	err := s.db.View(func(tx *bolt.Tx) error {
+		all := tx.Bucket(bucketPayments)
+		return tx.Bucket(bucketOpenPayments).ForEach(func(k, _ []byte) error {
+			var p Payment
+			if err := json.Unmarshal(all.Get(k), &p); err != nil {
+				return fmt.Errorf("store: payment %x: %w", k, err)
+			}
+			ps = append(ps, p)
+			return nil
+		})
+	})
 	sort.Slice(ps, func(i, k int) bool { return ps[i].Created.Before(ps[k].Created) })
 	return ps, err
 }
@@ -117,4 +163,20 @@ func (p *Payment) Advance(next PayState) error {
 	}
 	p.State = next
 	return nil
+}
+
+// indexOpenPayments fills the open-payments index from the payments, for a
+// database written before the index existed.
+func indexOpenPayments(tx *bolt.Tx) error {
+	open := tx.Bucket(bucketOpenPayments)
+	return tx.Bucket(bucketPayments).ForEach(func(k, v []byte) error {
+		var p Payment
+		if err := json.Unmarshal(v, &p); err != nil {
+			return fmt.Errorf("store: payment %x: %w", k, err)
+		}
+		if p.State.Final() {
+			return nil
+		}
+		return open.Put(k, nil)
+	})
 }

@@ -219,6 +219,11 @@ type Peer struct {
 	LastSeen time.Time              `json:"last_seen"`
 	// Rep is this node's judgement of the peer.
 	Rep reputation.Record `json:"reputation"`
+	// Paid and Unpaid count, as a provider sees this peer as a client, the
+	// results it took and paid for, and those it took and did not pay
+	// (cancelled, or left to expire).
+	Paid   int `json:"paid,omitempty"`
+	Unpaid int `json:"unpaid,omitempty"`
 }
 
 // PutPeer writes p.

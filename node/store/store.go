@@ -23,7 +23,7 @@ var (
 )
 
 // buckets are every bucket Open creates.
-var buckets = [][]byte{bucketJobs, bucketRuns, bucketPeers, bucketPayments}
+var buckets = [][]byte{bucketJobs, bucketRuns, bucketPeers, bucketPayments, bucketOpenPayments}
 
 // ErrNotFound is returned for a record the store does not hold.
 var ErrNotFound = errors.New("store: not found")
@@ -44,10 +44,14 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
+		indexed := tx.Bucket(bucketOpenPayments) != nil
 		for _, b := range buckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
+		}
+		if !indexed {
+			return indexOpenPayments(tx)
 		}
 		return nil
 	})

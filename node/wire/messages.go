@@ -213,6 +213,10 @@ func (m *Bid) Version() uint16 { return m.V }
 // room now but may later: clients back off and ask again.
 const ReasonBusy = "busy"
 
+// ReasonUnpaid begins the Reason of a rejection of a client that took
+// results from this provider without paying for them.
+const ReasonUnpaid = "unpaid results"
+
 // Assign hands one replica of a job to a provider, with its input when small.
 type Assign struct {
 	V        uint16      `cbor:"1,keyasint"`
