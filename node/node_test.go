@@ -250,6 +250,30 @@ func TestProviderDiesMidJob(t *testing.T) {
 	}
 }
 
+// TestRunLongerThanHandshake: a run that outlasts the handshake timeout
+// (the deadline of the assign's read) is not cut short by it.
+func TestRunLongerThanHandshake(t *testing.T) {
+	net := startNetwork(t, 2, func(c *Config) {
+		if c.Provide {
+			c.Faults = &Faults{Slow: handshakeTimeout + time.Second}
+		}
+	})
+	s, _ := catJob(t, net.client, 2)
+	start := time.Now()
+	job, err := net.client.Submit(context.Background(), s, nil)
+	if err != nil || job.State != store.JobVerified {
+		t.Fatalf("job %v, %v", job, err)
+	}
+	if took := time.Since(start); took < handshakeTimeout {
+		t.Fatalf("the job took %v, less than the slowdown", took)
+	}
+	for _, r := range job.Replicas {
+		if r.State != store.ReplicaDone {
+			t.Errorf("replica %d: %s %s", r.Index, r.State, r.Error)
+		}
+	}
+}
+
 func TestDeterministicFailureIsAResult(t *testing.T) {
 	net := startNetwork(t, 2, nil)
 	for _, tt := range []struct {

@@ -309,7 +309,10 @@ func (p *provider) handleAssign(s network.Stream) {
 	ctx, cancel := context.WithDeadline(p.n.ctx, time.UnixMilli(a.Announce.Deadline))
 	defer cancel()
 	// The client sends nothing more: a reset means it gave up the replica
-	// (or died), and the work stops; a clean close is the normal end.
+	// (or died), and the work stops; a clean close is the normal end. The
+	// wait has no deadline (the assign's read had one): the job's own
+	// deadline bounds it.
+	c.s.SetReadDeadline(time.Time{})
 	go func() {
 		if _, err := c.r.ReadByte(); err != nil && !errors.Is(err, io.EOF) {
 			cancel()
