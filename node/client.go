@@ -402,6 +402,9 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 	for {
 		p, ok := j.next(tried)
 		if !ok {
+			if !busy && errors.Is(last, errPayment) {
+				return nil, fmt.Errorf("no provider could be paid (%d tried): %w", len(tried), last)
+			}
 			if !busy {
 				return nil, fmt.Errorf("%w (last: %v)", ErrNoProviders, last)
 			}

@@ -311,10 +311,9 @@ func (n *Node) settleOut(ctx context.Context, pay *store.Payment, inflight *paym
 		msg.Preimage = pay.Preimage[:]
 	}
 	if err := n.client.sendRelease(ctx, provider, msg); err != nil {
+		// The provider, or its lnd, is away: the sweep sends it again.
 		n.log.Warn("release not delivered; will retry", "job", pay.Job, "provider", provider, "cancel", !release, "err", err)
-		if !release {
-			return // the provider is away: no point waiting here for the funds
-		}
+		return
 	}
 	if inflight == nil {
 		return // lnd was away when the payment was made: the sweep asks it

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -96,10 +97,10 @@ func settledPayments(t *testing.T, n *Node, outgoing bool) (count int, msat, fee
 	return count, msat, fees
 }
 
-// TestPaidJobs: N paid jobs; each paid provider's balance grows by exactly
+// TestLightningPaidJobs: N paid jobs; each paid provider's balance grows by exactly
 // what its settled invoices say, and the client's shrinks by the same plus
 // routing fees (0 on the harness's direct channels).
-func TestPaidJobs(t *testing.T) {
+func TestLightningPaidJobs(t *testing.T) {
 	net, env := paidNetwork(t, 3, nil)
 	p1, p2, c := localBalance(t, env.Lnd(regtest.Provider1)), localBalance(t, env.Lnd(regtest.Provider2)), localBalance(t, env.Lnd(regtest.Client))
 	const jobs = 5
@@ -129,9 +130,9 @@ func TestPaidJobs(t *testing.T) {
 	}
 }
 
-// TestLiarIsNotPaid: PROVIDER2 lies every time; its invoices are cancelled
+// TestLightningLiarIsNotPaid: PROVIDER2 lies every time; its invoices are cancelled
 // and it receives nothing, while PROVIDER1 is paid for its work.
-func TestLiarIsNotPaid(t *testing.T) {
+func TestLightningLiarIsNotPaid(t *testing.T) {
 	net, env := paidNetwork(t, 3, map[int]*Faults{1: {Lie: 1}})
 	p2 := localBalance(t, env.Lnd(regtest.Provider2))
 	outvoted := false
@@ -155,10 +156,10 @@ func TestLiarIsNotPaid(t *testing.T) {
 	}
 }
 
-// TestProviderKilledMidJob: a paid provider dies mid-job; when it comes
+// TestLightningProviderKilledMidJob: a paid provider dies mid-job; when it comes
 // back it cancels the invoice of the run it never finished, and no client
 // funds stay locked.
-func TestProviderKilledMidJob(t *testing.T) {
+func TestLightningProviderKilledMidJob(t *testing.T) {
 	slow := &Faults{Slow: 3 * time.Second}
 	net, env := paidNetwork(t, 4, map[int]*Faults{0: slow, 1: slow})
 	c0 := localBalance(t, env.Lnd(regtest.Client))
@@ -207,10 +208,10 @@ func TestProviderKilledMidJob(t *testing.T) {
 	}
 }
 
-// TestClientRestartSettles: a client that stops after it decided to pay
+// TestLightningClientRestartSettles: a client that stops after it decided to pay
 // (the release recorded) but before the provider had the preimage pays
 // when it starts again.
-func TestClientRestartSettles(t *testing.T) {
+func TestLightningClientRestartSettles(t *testing.T) {
 	net, env := paidNetwork(t, 3, nil)
 	stop := make(chan struct{})
 	beforeRelease = func(*store.Payment) bool { // simulate a crash right after recording
@@ -258,45 +259,70 @@ func TestClientRestartSettles(t *testing.T) {
 	}
 }
 
-// BenchmarkPaidRoundTrip is a tiny job with two paid replicas (both paid
-// providers) against the same job free: the difference is what escrow adds.
-func BenchmarkPaidRoundTrip(b *testing.B) {
+// BenchmarkPaidJobs: a tiny job with two replicas, paid (two providers
+// charging through PROVIDER1/2's lnd) against free (two providers without
+// lnd) from the same client in the same run: one at a time for the latency
+// escrow adds, and 8 at once for throughput (jobs/s).
+func BenchmarkPaidJobs(b *testing.B) {
 	env, err := regtest.Load(filepath.Join("..", ".regtest", "env"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	i := 0
-	var nodes []*Node
 	var boot []string
-	for _, name := range []string{regtest.Provider1, regtest.Provider2, regtest.Client} {
-		cfg := quietConfig(b, name != regtest.Client)
-		cfg.Bootstrap, cfg.Lnd = boot, env.Lnd(name)
-		if name != regtest.Client {
-			cfg.Price = price
+	start := func(provide bool, lnd string, p uint64) *Node {
+		cfg := quietConfig(b, provide)
+		cfg.Bootstrap, cfg.Price, cfg.Slots = boot, p, 8
+		if lnd != "" {
+			cfg.Lnd = env.Lnd(lnd)
 		}
 		n, err := New(context.Background(), cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { n.Close() })
-		if i == 0 {
+		if boot == nil {
 			boot = []string{n.Addrs()[0].String()}
 		}
-		i++
-		nodes = append(nodes, n)
+		return n
 	}
-	c := nodes[2]
+	start(true, regtest.Provider1, price)
+	start(true, regtest.Provider2, price)
+	start(true, "", 0)
+	start(true, "", 0)
+	c := start(false, regtest.Client, 0)
 	waitFor(b, 20*time.Second, "adverts", func() bool {
-		return len(c.peers.candidates(alwaysMatch, ^uint64(0), 1, time.Hour, nil)) == 2
+		return len(c.peers.candidates(alwaysMatch, ^uint64(0), 1, time.Hour, nil)) == 4
 	})
-	s := spec(b, c, readTestdata(b, "jobs/cat/cat.wasm"), []byte("paid"))
-	s.Price = price
-	submitTiny(b, c, s)
-	var ds []time.Duration
-	b.ResetTimer()
-	for b.Loop() {
-		ds = append(ds, submitTiny(b, c, s))
+	free := spec(b, c, readTestdata(b, "jobs/cat/cat.wasm"), []byte("paid or not"))
+	free.Require = "price == 0"
+	paid := free
+	paid.Price, paid.Require = price, "price > 0"
+	for _, bc := range []struct {
+		name string
+		s    Spec
+		par  int
+	}{{"free", free, 1}, {"paid", paid, 1}, {"free-8", free, 8}, {"paid-8", paid, 8}} {
+		b.Run(bc.name, func(b *testing.B) {
+			submitTiny(b, c, bc.s)
+			if bc.par == 1 {
+				var ds []time.Duration
+				for b.Loop() {
+					ds = append(ds, submitTiny(b, c, bc.s))
+				}
+				reportLatency(b, ds)
+				return
+			}
+			b.SetParallelism(max(1, bc.par/runtime.GOMAXPROCS(0)))
+			t0 := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if job, err := c.Submit(context.Background(), bc.s, nil); err != nil || job.State != store.JobVerified {
+						b.Errorf("job %v: %v", job, err) // not Fatal: this is not the benchmark's goroutine
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/time.Since(t0).Seconds(), "jobs/s")
+		})
 	}
-	b.StopTimer()
-	reportLatency(b, ds)
 }

@@ -221,10 +221,10 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	cfg.setDefaults()
 	n = &Node{cfg: cfg, log: cfg.Logger}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	started := n // "return nil, err" below clears n before this runs
 	defer func() {
 		if err != nil {
-			n.Close()
-			n = nil
+			started.Close()
 		}
 	}()
 	var id peer.ID

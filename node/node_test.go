@@ -27,6 +27,7 @@ import (
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
+	"github.com/infernet/infernet/payments"
 )
 
 // testConfig is a node on loopback only: no mDNS, no NAT port mapping,
@@ -248,6 +249,37 @@ func TestProviderDiesMidJob(t *testing.T) {
 	if lost != 1 || done2 != 2 {
 		t.Fatalf("replicas %+v; want the killed one lost and two done", job.Replicas)
 	}
+}
+
+// TestNewFails: a node that cannot start says why and leaves nothing
+// running (the data directory can be opened again at once).
+func TestNewFails(t *testing.T) {
+	cfg := testConfig(t, true)
+	for _, tc := range []struct {
+		name  string
+		tweak func(*Config)
+		want  error
+	}{
+		{"lnd unreachable", func(c *Config) {
+			c.Lnd = payments.Config{RPCServer: "127.0.0.1:1", TLSCertPath: filepath.Join(c.DataDir, "none.cert")}
+		}, payments.ErrUnavailable},
+		{"bad listen address", func(c *Config) { c.Listen = []string{"/ip4/127.0.0.1/udp/0/nonsense"} }, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := cfg
+			tc.tweak(&c)
+			n, err := New(context.Background(), c)
+			if err == nil || n != nil || (tc.want != nil && !errors.Is(err, tc.want)) {
+				t.Fatalf("New: %v, %v; want an error (%v)", n, err, tc.want)
+			}
+			t.Log(err)
+		})
+	}
+	n, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("the same data directory afterwards: %v", err)
+	}
+	n.Close()
 }
 
 // TestRunLongerThanHandshake: a run that outlasts the handshake timeout

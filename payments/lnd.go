@@ -147,11 +147,19 @@ func (c *Client) Close() error { return c.conn.Close() }
 // Hash returns the payment hash of a preimage.
 func Hash(preimage [32]byte) [32]byte { return sha256.Sum256(preimage[:]) }
 
+// HoldCltv is the final CLTV delta of hold invoices, in blocks: the longest
+// a payer's funds stay locked if the payee vanishes, since lnd cancels a held
+// payment 12 blocks before its HTLC expires (about 4.7 hours on mainnet;
+// lnd's default for invoices is 80 blocks).
+const HoldCltv = 40
+
 // AddHoldInvoice issues an invoice for amtMsat whose payment hash the payer
-// chose; payments to it stay locked until Settle or Cancel.
+// chose; payments to it stay locked until Settle or Cancel, or until lnd
+// cancels them near the HTLC's expiry (see HoldCltv). expiry bounds how long
+// the invoice may be paid.
 func (c *Client) AddHoldInvoice(ctx context.Context, hash [32]byte, amtMsat int64, expiry time.Duration, memo string) (string, error) {
 	resp, err := c.inv.AddHoldInvoice(ctx, &invoicesrpc.AddHoldInvoiceRequest{
-		Memo: memo, Hash: hash[:], ValueMsat: amtMsat, Expiry: int64(expiry.Seconds()),
+		Memo: memo, Hash: hash[:], ValueMsat: amtMsat, Expiry: int64(expiry.Seconds()), CltvExpiry: HoldCltv,
 	})
 	if err != nil {
 		return "", rpcError("add hold invoice", err)
@@ -239,12 +247,19 @@ type Payment struct {
 	FeeMsat  int64
 }
 
-// Pay pays payReq, spending at most feeLimitMsat in fees, and returns once
-// the payment is locked in flight (for a hold invoice: until the payee
-// settles or cancels) or has ended. timeout bounds the route search.
+// Pay pays payReq in one part, spending at most feeLimitMsat in fees, and
+// returns once the payment is locked in flight (for a hold invoice: until
+// the payee settles or cancels) or has ended. timeout bounds the route
+// search.
+//
+// One part, because a hold invoice paid in several holds the parts that
+// arrived until the payee's MPP timeout (2 minutes) when the rest finds no
+// route; a replica's price is small enough for one channel, and a price no
+// channel can carry fails at once (FAILURE_REASON_NO_ROUTE).
 func (c *Client) Pay(ctx context.Context, payReq string, feeLimitMsat int64, timeout time.Duration) (*Payment, error) {
 	st, err := c.router.SendPaymentV2(ctx, &routerrpc.SendPaymentRequest{
 		PaymentRequest: payReq, FeeLimitMsat: feeLimitMsat, TimeoutSeconds: int32(max(timeout.Seconds(), 1)),
+		MaxParts: 1,
 	})
 	if err != nil {
 		return nil, rpcError("send payment", err)

@@ -104,7 +104,7 @@ func holdFlow(t testing.TB, client, provider *payments.Client, amt int64, settle
 	return pay, pre
 }
 
-func TestHoldInvoice(t *testing.T) {
+func TestLightningHoldInvoice(t *testing.T) {
 	client, provider := dialNode(t, regtest.Client), dialNode(t, regtest.Provider1)
 	const amt = 21_000 // msat
 	before := balances(t, client, provider)
@@ -142,7 +142,7 @@ func TestHoldInvoice(t *testing.T) {
 	}
 }
 
-func TestCheckInvoiceMismatch(t *testing.T) {
+func TestLightningCheckInvoiceMismatch(t *testing.T) {
 	client, provider := dialNode(t, regtest.Client), dialNode(t, regtest.Provider1)
 	ctx := context.Background()
 	pre := newPreimage(t)
@@ -162,7 +162,7 @@ func TestCheckInvoiceMismatch(t *testing.T) {
 	}
 }
 
-func TestDialUnavailable(t *testing.T) {
+func TestLightningDialUnavailable(t *testing.T) {
 	env, err := regtest.Load(filepath.Join("..", ".regtest", "env"))
 	if err != nil {
 		t.Fatal(err)

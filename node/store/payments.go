@@ -80,8 +80,8 @@ type Payment struct {
 	Updated    time.Time `json:"updated"`
 	// Due, for a provider, is when the client should have settled or
 	// cancelled: the job's deadline and a grace period.
-	Due time.Time `json:"due,omitzero"`
-	Error      string    `json:"error,omitempty"`
+	Due   time.Time `json:"due,omitzero"`
+	Error string    `json:"error,omitempty"`
 }
 
 // paymentKey is job, replica, direction and peer: a client pays for a

@@ -1,0 +1,447 @@
+//go:build regtest
+
+// Payments when things go wrong, on the regtest network of `make
+// regtest-up`: lnd going away, too little liquidity, a provider that never
+// comes back, a client that does not pay.
+package node
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
+	"github.com/infernet/infernet/payments"
+	"github.com/infernet/infernet/payments/regtest"
+)
+
+// lndProxy forwards a loopback port to an lnd's gRPC port. cut drops every
+// connection and refuses new ones until heal: to a node, its lnd went away.
+type lndProxy struct {
+	ln     net.Listener
+	target string
+
+	mu    sync.Mutex
+	down  bool
+	conns map[net.Conn]bool
+}
+
+func newLndProxy(t *testing.T, target string) *lndProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &lndProxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	go p.serve()
+	return p
+}
+
+func (p *lndProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *lndProxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.down {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		p.conns[c], p.conns[up] = true, true
+		p.mu.Unlock()
+		go func() { io.Copy(up, c); up.Close() }()
+		go func() { io.Copy(c, up); c.Close() }()
+	}
+}
+
+func (p *lndProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
+}
+
+func (p *lndProxy) heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = false
+}
+
+// via is cfg with its gRPC traffic going through the proxy.
+func (p *lndProxy) via(cfg payments.Config) payments.Config {
+	cfg.RPCServer = p.addr()
+	return cfg
+}
+
+// twoPaid is a client and PROVIDER1/2 as the only providers, both paid
+// and slow enough to be caught mid-run; lnds maps a name to the lnd config a
+// node uses (a proxy, or the real one).
+func twoPaid(t *testing.T, env regtest.Env, lnds func(name string) payments.Config, tweak func(name string, c *Config)) *testNet {
+	i := 0
+	return startNetwork(t, 2, func(c *Config) {
+		name := regtest.Client
+		if c.Provide {
+			name = []string{regtest.Provider1, regtest.Provider2}[i]
+			c.Price, c.Faults = price, &Faults{Slow: 1500 * time.Millisecond}
+			i++
+		}
+		c.Lnd = env.Lnd(name)
+		if lnds != nil {
+			c.Lnd = lnds(name)
+		}
+		if tweak != nil {
+			tweak(name, c)
+		}
+	})
+}
+
+// payments returns n's payments in state st (outgoing or incoming).
+func paymentsIn(t *testing.T, n *Node, outgoing bool, st store.PayState) []store.Payment {
+	t.Helper()
+	ps, err := n.Payments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []store.Payment
+	for _, p := range ps {
+		if p.Outgoing == outgoing && p.State == st {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// allFinal waits until none of the nodes has an open payment.
+func allFinal(t *testing.T, d time.Duration, nodes ...*Node) {
+	t.Helper()
+	waitFor(t, d, "every payment settled or cancelled", func() bool {
+		for _, n := range nodes {
+			if open, _ := n.db.OpenPayments(); len(open) > 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// submitAsync submits s and delivers the job (or nil after a test error).
+func submitAsync(t *testing.T, n *Node, s Spec) <-chan *store.Job {
+	done := make(chan *store.Job, 1)
+	go func() {
+		job, err := n.Submit(context.Background(), s, nil)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- job
+	}()
+	return done
+}
+
+// TestLightningLndAwayAtProvider: PROVIDER1's lnd goes away after the client's
+// payment is locked. The job still verifies; the release reaches provider1
+// but it cannot settle. When its lnd is back, its sweep settles, the
+// client's sweep sees the payment succeed, and the money adds up.
+func TestLightningLndAwayAtProvider(t *testing.T) {
+	env := regtestEnv(t)
+	proxy := newLndProxy(t, env.Lnd(regtest.Provider1).RPCServer)
+	net := twoPaid(t, env, func(name string) payments.Config {
+		if name == regtest.Provider1 {
+			return proxy.via(env.Lnd(name))
+		}
+		return env.Lnd(name)
+	}, nil)
+	p1 := net.providers[0]
+	b1 := localBalance(t, env.Lnd(regtest.Provider1))
+	s, _ := catJob(t, net.client, 3)
+	s.Price = price
+	done := submitAsync(t, net.client, s)
+	waitFor(t, 30*time.Second, "provider1's payment to lock", func() bool {
+		return len(paymentsIn(t, p1, false, store.PayLocked)) == 1
+	})
+	proxy.cut()
+	job := <-done
+	if job == nil || job.State != store.JobVerified {
+		t.Fatalf("job %v", job)
+	}
+	// Released but not settled: provider1 holds the preimage, its lnd the money.
+	ps := paymentsIn(t, p1, false, store.PayLocked)
+	if len(ps) != 1 || ps[0].Preimage == [32]byte{} {
+		t.Fatalf("provider1's payment while its lnd is away: %+v", ps)
+	}
+	if got := localBalance(t, env.Lnd(regtest.Provider1)) - b1; got != 0 {
+		t.Fatalf("provider1 was paid %d msat while its lnd was away", got)
+	}
+	proxy.heal()
+	allFinal(t, 30*time.Second, net.client, p1, net.providers[1])
+	if n := len(paymentsIn(t, p1, false, store.PaySettled)); n != 1 {
+		t.Fatalf("provider1 settled %d payments", n)
+	}
+	if got := waitBalances(t, b1+price, env.Lnd(regtest.Provider1)) - b1; got != price {
+		t.Fatalf("provider1 received %d msat, want %d", got, price)
+	}
+	if n := len(paymentsIn(t, net.client, true, store.PaySettled)); n != 2 {
+		t.Fatalf("the client recorded %d settled payments, want 2", n)
+	}
+}
+
+// TestLightningLndAwayAtClient: with its lnd away a client does not start a paid
+// job (a clear error, nothing recorded). When its lnd goes away mid-job,
+// the job still verifies and the providers are paid (the preimage travels
+// over libp2p); once lnd is back the client records the payments settled.
+func TestLightningLndAwayAtClient(t *testing.T) {
+	env := regtestEnv(t)
+	proxy := newLndProxy(t, env.Lnd(regtest.Client).RPCServer)
+	net := twoPaid(t, env, func(name string) payments.Config {
+		if name == regtest.Client {
+			return proxy.via(env.Lnd(name))
+		}
+		return env.Lnd(name)
+	}, nil)
+	s, _ := catJob(t, net.client, 4)
+	s.Price = price
+
+	proxy.cut()
+	start := time.Now()
+	job, err := net.client.Submit(context.Background(), s, nil)
+	if !errors.Is(err, ErrCannotPay) || !errors.Is(err, payments.ErrUnavailable) {
+		t.Fatalf("submit with lnd away: %v, %v", job, err)
+	}
+	t.Logf("refused in %v: %v", time.Since(start).Round(time.Millisecond), err)
+	if jobs, _ := net.client.Jobs(0); len(jobs) != 0 {
+		t.Fatalf("%d jobs recorded", len(jobs))
+	}
+	proxy.heal()
+
+	before := localBalance(t, env.Lnd(regtest.Provider1)) + localBalance(t, env.Lnd(regtest.Provider2))
+	done := submitAsync(t, net.client, s)
+	waitFor(t, 30*time.Second, "both payments to lock", func() bool {
+		return len(paymentsIn(t, net.client, true, store.PayLocked)) == 2
+	})
+	proxy.cut()
+	if job := <-done; job == nil || job.State != store.JobVerified {
+		t.Fatalf("job %v", job)
+	}
+	if got := waitBalances(t, before+2*price, env.Lnd(regtest.Provider1), env.Lnd(regtest.Provider2)) - before; got != 2*price {
+		t.Fatalf("providers received %d msat, want %d", got, 2*price)
+	}
+	if n := len(paymentsIn(t, net.client, true, store.PaySettled)); n != 0 {
+		t.Fatalf("%d payments recorded settled while lnd was away", n)
+	}
+	proxy.heal()
+	allFinal(t, 30*time.Second, net.client)
+	if n := len(paymentsIn(t, net.client, true, store.PaySettled)); n != 2 {
+		t.Fatalf("the client recorded %d settled payments, want 2", n)
+	}
+}
+
+// TestLightningNoLiquidity: providers asking more than the client's channels can
+// carry. Two replicas at 6M sat exceed its balance: the job is refused
+// before it starts. One replica fits the balance but no single channel:
+// each payment fails, the replica is lost without blame on the provider,
+// the job fails with the payment's error, and nothing stays locked.
+func TestLightningNoLiquidity(t *testing.T) {
+	const dear = 6_000_000_000 // msat, more than a 5M sat channel
+	env := regtestEnv(t)
+	net := twoPaid(t, env, nil, func(name string, c *Config) {
+		if c.Provide {
+			c.Price, c.Faults = dear, nil
+		}
+	})
+	cb := localBalance(t, env.Lnd(regtest.Client))
+	s, _ := catJob(t, net.client, 5)
+	s.Price = dear
+	if _, err := net.client.Submit(context.Background(), s, nil); !errors.Is(err, ErrCannotPay) {
+		t.Fatalf("2 replicas beyond the balance: %v", err)
+	} else {
+		t.Logf("2 replicas: %v", err)
+	}
+	s.Replicas = 1
+	job, err := net.client.Submit(context.Background(), s, nil)
+	if err == nil || !strings.Contains(err.Error(), errPayment.Error()) {
+		t.Fatalf("1 replica beyond any channel: %v, %v", job, err)
+	}
+	t.Logf("1 replica: %v", err)
+	allFinal(t, 30*time.Second, append([]*Node{net.client}, net.providers...)...)
+	if n := len(paymentsIn(t, net.client, true, store.PayCanceled)); n != 2 {
+		t.Errorf("%d cancelled payments, want one per provider tried", n)
+	}
+	for i, p := range net.providers {
+		if sc := net.client.peers.score(p.ID()); sc < 1 {
+			t.Errorf("provider %d lost reputation (%.2f) for the client's payment failure", i, sc)
+		}
+	}
+	if got := localBalance(t, env.Lnd(regtest.Client)); got != cb {
+		t.Fatalf("client balance moved by %d msat", cb-got)
+	}
+}
+
+// TestLightningProviderGoneForGood: a paid provider dies mid-job and never comes
+// back. The job verifies elsewhere; the client's payment to the dead one
+// stays locked until lnd cancels it near the HTLC's expiry (mined blocks),
+// and then the client's funds are back and its record says so.
+func TestLightningProviderGoneForGood(t *testing.T) {
+	slow := &Faults{Slow: 3 * time.Second}
+	net, env := paidNetwork(t, 4, map[int]*Faults{0: slow, 1: slow})
+	c0 := localBalance(t, env.Lnd(regtest.Client))
+	s, _ := catJob(t, net.client, 8)
+	s.Price, s.Replicas = price, 3 // at least one paid provider gets a replica
+	done := submitAsync(t, net.client, s)
+	var victim *Node
+	waitFor(t, 30*time.Second, "a slow paid provider to hold a locked payment", func() bool {
+		for _, p := range net.providers[:2] {
+			if len(paymentsIn(t, p, false, store.PayLocked)) > 0 {
+				victim = p
+				return true
+			}
+		}
+		return false
+	})
+	victim.Close()
+	if job := <-done; job == nil || job.State != store.JobVerified {
+		t.Fatalf("job %v", job)
+	}
+	locked := func() int { return len(paymentsIn(t, net.client, true, store.PayLocked)) }
+	if locked() != 1 {
+		t.Fatalf("%d client payments locked, want the dead provider's", locked())
+	}
+	_, spent, fees := settledPayments(t, net.client, true)
+	if got := c0 - localBalance(t, env.Lnd(regtest.Client)); got != spent+fees+price {
+		t.Fatalf("client balance down %d msat, want %d settled + %d locked", got, spent+fees, price)
+	}
+	out, err := exec.Command("../scripts/regtest.sh", "mine", "45").CombinedOutput()
+	if err != nil {
+		t.Fatalf("mining: %v\n%s", err, out)
+	}
+	waitFor(t, 60*time.Second, "the dead provider's payment to be cancelled", func() bool { return locked() == 0 })
+	if n := len(paymentsIn(t, net.client, true, store.PayCanceled)); n < 1 {
+		t.Fatal("no cancelled payment")
+	}
+	if got := waitBalances(t, c0-spent-fees, env.Lnd(regtest.Client)); got != c0-spent-fees {
+		t.Fatalf("client balance %d msat, want %d (funds back)", got, c0-spent-fees)
+	}
+}
+
+// TestLightningNonPayingClientRefused: a client that takes results and cancels its
+// payments anyway. After a few unpaid results both providers refuse it,
+// with a reason that says so; they received nothing, and an honest client
+// is still served.
+func TestLightningNonPayingClientRefused(t *testing.T) {
+	env := regtestEnv(t)
+	net := twoPaid(t, env, nil, func(name string, c *Config) {
+		if c.Provide {
+			c.Faults = nil
+		} else {
+			c.Faults = &Faults{Withhold: true}
+		}
+	})
+	before := localBalance(t, env.Lnd(regtest.Provider1)) + localBalance(t, env.Lnd(regtest.Provider2))
+	var err error
+	served := 0
+	for i := 0; i < 10 && err == nil; i++ {
+		s, _ := catJob(t, net.client, i)
+		s.Price = price
+		var job *store.Job
+		if job, err = net.client.Submit(context.Background(), s, nil); err == nil {
+			if job.State != store.JobVerified {
+				t.Fatalf("job %d: %v", i, job.State)
+			}
+			served++
+		}
+	}
+	if err == nil || !strings.Contains(err.Error(), wire.ReasonUnpaid) {
+		t.Fatalf("after %d jobs: %v", served, err)
+	}
+	t.Logf("refused after %d unpaid jobs: %v", served, err)
+	if served != 3 {
+		t.Errorf("served %d jobs unpaid, want 3 (2 forgiven)", served)
+	}
+	for i, p := range net.providers {
+		rec, perr := p.db.Peer(net.client.ID().String())
+		if perr != nil || rec.Unpaid != served || rec.Paid != 0 {
+			t.Errorf("provider %d's record of the client: %+v, %v", i, rec, perr)
+		}
+	}
+	if got := localBalance(t, env.Lnd(regtest.Provider1)) + localBalance(t, env.Lnd(regtest.Provider2)); got != before {
+		t.Fatalf("providers' balances moved by %d msat", got-before)
+	}
+	// Another client, paying, is served by the same providers.
+	cfg := testConfig(t, false)
+	cfg.Bootstrap, cfg.Lnd = []string{net.providers[0].Addrs()[0].String()}, env.Lnd(regtest.Client)
+	honest, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer honest.Close()
+	waitFor(t, 20*time.Second, "adverts", func() bool {
+		return len(honest.peers.candidates(alwaysMatch, ^uint64(0), 1, time.Hour, nil)) == 2
+	})
+	s, _ := catJob(t, honest, 20)
+	s.Price = price
+	if job, err := honest.Submit(context.Background(), s, nil); err != nil || job.State != store.JobVerified {
+		t.Fatalf("honest client: %v, %v", job, err)
+	}
+	if got := waitBalances(t, before+2*price, env.Lnd(regtest.Provider1), env.Lnd(regtest.Provider2)) - before; got != 2*price {
+		t.Fatalf("providers received %d msat from the honest client, want %d", got, 2*price)
+	}
+}
+
+// TestLightningCanariesArePaid: canaries, known-answer replicas a client sends to
+// trusted providers, pay like any replica, so that a provider cannot tell
+// them apart by the missing payment, and are settled when right.
+func TestLightningCanariesArePaid(t *testing.T) {
+	env := regtestEnv(t)
+	net := twoPaid(t, env, nil, func(name string, c *Config) {
+		c.Reputation.TrustStreak, c.Canary = 2, 1 // every adaptive job sends a canary
+		if c.Provide {
+			c.Faults = nil
+		}
+	})
+	before := localBalance(t, env.Lnd(regtest.Provider1)) + localBalance(t, env.Lnd(regtest.Provider2))
+	jobs := map[wire.JobID]bool{}
+	for i := range 6 {
+		s, _ := catJob(t, net.client, i)
+		s.Price, s.Adaptive = price, true
+		job, err := net.client.Submit(context.Background(), s, nil)
+		if err != nil || job.State != store.JobVerified {
+			t.Fatalf("job %d: %v, %v", i, job, err)
+		}
+		jobs[job.ID] = true
+	}
+	waitFor(t, 30*time.Second, "a canary", func() bool { return net.client.Stats().Canaries > 0 })
+	allFinal(t, 30*time.Second, append([]*Node{net.client}, net.providers...)...)
+	canaries := 0
+	for _, p := range paymentsIn(t, net.client, true, store.PaySettled) {
+		if !jobs[p.Job] {
+			canaries++
+		}
+	}
+	if canaries == 0 {
+		t.Fatalf("%d canaries run, none paid", net.client.Stats().Canaries)
+	}
+	_, spent, _ := settledPayments(t, net.client, true)
+	if got := waitBalances(t, before+spent, env.Lnd(regtest.Provider1), env.Lnd(regtest.Provider2)) - before; got != spent {
+		t.Fatalf("providers received %d msat, the client settled %d", got, spent)
+	}
+	t.Logf("%d canaries paid; %d msat settled in all", canaries, spent)
+}
