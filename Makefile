@@ -19,12 +19,15 @@ vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags faults ./cmd/...
+	$(GO) vet -tags regtest $(PKGS)
 
 # Unit and integration tests: real wazero, real guests from testdata/, real
-# libp2p nodes on loopback; then node processes built with fault injection.
+# libp2p nodes on loopback; node processes built with fault injection; then
+# the Lightning tests (see test-payments).
 test: deps vet
 	$(GO) test -count=1 $(PKGS)
 	$(GO) test -count=1 -tags faults -run TestFaults ./cmd/infernet/itest/
+	@$(MAKE) --no-print-directory test-payments
 
 # Runs the example jobs end to end and shows what the sandbox refuses.
 demo: deps build
@@ -52,8 +55,9 @@ regtest-up:
 regtest-down:
 	@./scripts/regtest.sh down
 
-# Lightning tests against the regtest network (btcd + three lnd on loopback;
-# the first run builds the pinned btcd and lnd into ~/.cache/infernet).
-test-payments: regtest-up
-	$(GO) test -count=1 -tags regtest ./payments/...
-	$(GO) test -count=1 -tags regtest -run 'TestPaidJobs|TestLiarIsNotPaid|TestProviderKilledMidJob|TestClientRestartSettles' ./node/
+# Lightning tests (TestLightning*, build tag regtest) against the regtest
+# network: brought up for them and down afterwards unless it was already up;
+# the first run builds the pinned btcd and lnd into ~/.cache/infernet (about
+# 10 minutes). One package at a time: they share the network's balances.
+test-payments:
+	@./scripts/regtest.sh run $(GO) test -count=1 -p 1 -tags regtest -run '^TestLightning' $(PKGS)

@@ -127,11 +127,11 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 }
 
 // Ready checks that lnd answers (ErrUnavailable if not) and can pay: it
-// has an active channel.
+// has an active channel. An lnd that is reconnecting gets 5 seconds.
 func (c *Client) Ready(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	info, err := c.ln.GetInfo(ctx, &lnrpc.GetInfoRequest{})
+	info, err := c.ln.GetInfo(ctx, &lnrpc.GetInfoRequest{}, grpc.WaitForReady(true))
 	if err != nil {
 		return rpcError("get info", err)
 	}

@@ -12,6 +12,9 @@
 #   scripts/regtest.sh build    only build the binaries into the cache.
 #   scripts/regtest.sh mine [N] mine N blocks (default 1) and wait until every lnd has them.
 #   scripts/regtest.sh lncli NODE ARGS...   run lncli against client|provider1|provider2.
+#   scripts/regtest.sh run CMD ARGS...      run CMD with the network up: brought up first if it
+#                               is not (and down again afterwards), left alone if it is. Exits
+#                               with CMD's status. `make test` runs the Lightning tests this way.
 #
 # Everything lives under <repo>/.regtest/: data dirs, logs (*.log), pids, ports, and `env`, a
 # shell file of KEY=VALUE lines (ends with an `export` line) defining LNCLI and, for each of
@@ -463,6 +466,16 @@ status() {
   if [ -f "$RT/env" ]; then echo "env: $RT/env"; else echo "env: not written (not ready)"; fi
 }
 
+# run_with CMD...: see the usage above. The lock is not held while CMD runs (tests mine blocks).
+run_with() {
+  local was_up=0 rc=0
+  if [ -d "$RT" ] && load_ports && all_running; then was_up=1; fi
+  "$ROOT/scripts/regtest.sh" up
+  "$@" || rc=$?
+  if [ "$was_up" = 0 ]; then "$ROOT/scripts/regtest.sh" down; fi
+  return "$rc"
+}
+
 # One up/down/mine at a time per checkout: lock this script file (fd 9, closed for the daemons).
 lock() {
   exec 9<"$ROOT/scripts/regtest.sh"
@@ -482,11 +495,15 @@ main() {
     status) status ;;
     build) build ;;
     mine) load_ports && alive btcd || die "regtest is not up"; mine "${1:-1}" ;;
+    run)
+      [ $# -ge 1 ] || die "usage: $0 run CMD ARGS..."
+      trap - ERR
+      run_with "$@" ;;
     lncli)
       [ $# -ge 1 ] || die "usage: $0 lncli client|provider1|provider2 ARGS..."
       load_ports || die "regtest is not up"
       lnc "$@" ;;
-    *) echo "usage: $0 up|down|status|build|mine [N]|lncli NODE ARGS..." >&2; exit 2 ;;
+    *) echo "usage: $0 up|down|status|build|mine [N]|lncli NODE ARGS...|run CMD ARGS..." >&2; exit 2 ;;
   esac
 }
 
