@@ -139,16 +139,18 @@ func (n *Node) closeIncoming(pay *store.Payment, end store.PayState, why string)
 	case err != nil:
 	case end == store.PaySettled:
 		n.peers.clientSettled(client, true)
-	case n.delivered(pay):
+	case n.hadResult(pay):
 		n.peers.clientSettled(client, false)
 	}
 	return nil
 }
 
-// delivered reports whether the client received the result pay is for.
-func (n *Node) delivered(pay *store.Payment) bool {
+// hadResult reports whether the run pay is for ended with a result the
+// client could use (sent, or being sent: a client may cancel before the
+// provider has recorded the delivery).
+func (n *Node) hadResult(pay *store.Payment) bool {
 	run, err := n.db.Run(pay.Job, pay.Replica)
-	return err == nil && run.State == store.RunDelivered && run.Result != nil && run.Result.Deterministic()
+	return err == nil && run.Result != nil && run.Result.Deterministic()
 }
 
 // handleSettle takes a client's release or cancel of a paid replica.

@@ -84,7 +84,7 @@ func (n *Node) sweepPayments() {
 	overdue := map[peer.ID]int{}
 	for i := range open {
 		pay := &open[i]
-		if !pay.Outgoing && pay.State == store.PayLocked && !pay.Due.IsZero() && now.After(pay.Due) && n.delivered(pay) {
+		if !pay.Outgoing && pay.State == store.PayLocked && !pay.Due.IsZero() && now.After(pay.Due) && n.hadResult(pay) {
 			if id, err := peer.Decode(pay.Peer); err == nil {
 				overdue[id]++
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	p2ptest "github.com/libp2p/go-libp2p/core/test"
 
 	"github.com/infernet/infernet/node/reputation"
 	"github.com/infernet/infernet/node/requirement"
@@ -224,5 +225,52 @@ func TestReputationInRequirements(t *testing.T) {
 	}
 	if book.appScore(doubtful) >= book.appScore(good) {
 		t.Fatal("the gossip app score does not follow reputation")
+	}
+}
+
+// TestClientStanding: a provider's book of how clients paid. Unpaid
+// results (and overdue ones) beyond what is forgiven make a client owe too
+// much; the counts survive a restart, the overdue ones are the sweep's.
+func TestClientStanding(t *testing.T) {
+	for _, tc := range []struct {
+		unpaid, paid int
+		owes         bool
+	}{
+		{0, 0, false}, {2, 0, false}, {3, 0, true}, {3, 10, false}, {4, 10, true}, {12, 100, false}, {13, 100, true},
+	} {
+		if got := owesTooMuch(tc.unpaid, tc.paid); got != tc.owes {
+			t.Errorf("owesTooMuch(%d unpaid, %d paid) = %v", tc.unpaid, tc.paid, got)
+		}
+	}
+	path := t.TempDir() + "/db"
+	db, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	book := newPeerBook(db, "self", reputation.Params{}, slog.Default())
+	client := p2ptest.RandPeerIDFatal(t) // a real ID: the book reloads only those
+	for range 3 {
+		book.clientSettled(client, true)
+	}
+	book.clientSettled(client, false)
+	book.setOverdue(map[peer.ID]int{client: 1})
+	if unpaid, paid := book.unpaid(client); unpaid != 2 || paid != 3 || owesTooMuch(unpaid, paid) {
+		t.Fatalf("unpaid %d, paid %d; want 2 (1 + 1 overdue) and 3, not owing too much", unpaid, paid)
+	}
+	book.setOverdue(map[peer.ID]int{client: 2})
+	if !owesTooMuch(book.unpaid(client)) {
+		t.Fatal("a third unpaid result is forgiven")
+	}
+	db.Close()
+	if db, err = store.Open(path); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	again := newPeerBook(db, "self", reputation.Params{}, slog.Default())
+	if err := again.load(); err != nil {
+		t.Fatal(err)
+	}
+	if unpaid, paid := again.unpaid(client); unpaid != 1 || paid != 3 {
+		t.Fatalf("after a restart: unpaid %d, paid %d; want 1 and 3", unpaid, paid)
 	}
 }

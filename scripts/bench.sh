@@ -9,6 +9,9 @@
 #       of one client, and latency and messages per job with 5..50 nodes
 #   (f) verification: liars outvoted and banned; adaptive replication's
 #       compute per accepted result
+#   (g) payments on the Lightning regtest network (brought up for it, and
+#       down after, unless already up): one hold-invoice escrow; a tiny job
+#       paid vs free, one at a time (latency) and 8 at once (jobs/s)
 # BENCH_QUICK=1 shortens every part (a smoke test of this script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -87,3 +90,9 @@ go test -run '^$' -bench 'Scale' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && ech
 hr "(f) verification: 6 providers with 2 liars (100 jobs), 10 providers with one liar at 50% (500 adaptive jobs)"
 go test -count=1 -run 'TestLiarsAreOutvotedAndBanned|TestAdaptiveReplication' -v ./node | grep -E 'verify_test|^(--- |ok|FAIL)' || true
 echo "(targets: 0 wrong outputs accepted, liars banned, <= 1.3x compute per accepted result after warm-up)"
+
+hr "(g) payments: Lightning regtest (btcd + 3 lnd on loopback), hold-invoice escrow"
+echo "one escrow (invoice, pay, accepted, settle, payer done), then a tiny 2-replica job free vs paid:"
+echo "p50/p99 one at a time (target: payment adds <= 150 ms per replica), jobs/s with 8 at once"
+./scripts/regtest.sh run sh -c "go test -run '^\$' -tags regtest -bench 'HoldInvoice' -benchtime $([ "${BENCH_QUICK:-}" = 1 ] && echo 10x || echo 100x) ./payments && \
+  go test -run '^\$' -tags regtest -bench 'PaidJobs' -benchtime $([ "${BENCH_QUICK:-}" = 1 ] && echo 10x || echo 200x) ./node" | grep -E '^Benchmark' || true

@@ -53,7 +53,9 @@ func NewCmdPeers(stdio IO) *cobra.Command {
 				return printJSON(stdio, peers)
 			}
 			tw := tabwriter.NewWriter(stdio.Out, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "PEER\tCONNECTED\tREPUTATION\tSLOTS\tBACKENDS\tPRICE\tLATENCY\tSEEN\tWHY")
+			// PAID/UNPAID: results this node ran for the peer as a client,
+			// paid for and not.
+			fmt.Fprintln(tw, "PEER\tCONNECTED\tREPUTATION\tSLOTS\tBACKENDS\tPRICE\tLATENCY\tSEEN\tPAID/UNPAID\tWHY")
 			for _, p := range peers {
 				slots, backends, price := "-", "-", "-"
 				if a := p.Advert; a != nil {
@@ -61,8 +63,8 @@ func NewCmdPeers(stdio IO) *cobra.Command {
 					backends = strings.Join(a.Backends, ",")
 					price = fmt.Sprintf("%d msat", a.Price)
 				}
-				fmt.Fprintf(tw, "%s\t%v\t%.2f\t%s\t%s\t%s\t%.1f ms\t%s ago\t%s\n", p.ID, p.Connected, p.Reputation,
-					slots, backends, price, p.LatencyMS, time.Since(p.LastSeen).Round(time.Second), p.Why)
+				fmt.Fprintf(tw, "%s\t%v\t%.2f\t%s\t%s\t%s\t%.1f ms\t%s ago\t%d/%d\t%s\n", p.ID, p.Connected, p.Reputation,
+					slots, backends, price, p.LatencyMS, time.Since(p.LastSeen).Round(time.Second), p.Paid, p.Unpaid, p.Why)
 			}
 			return tw.Flush()
 		},
