@@ -10,6 +10,7 @@
 #                               timeout) and REMOVE .regtest/ entirely: the next `up` is fresh.
 #   scripts/regtest.sh status   show what is running.
 #   scripts/regtest.sh build    only build the binaries into the cache.
+#   scripts/regtest.sh built    exit 0 if the binaries are in the cache (nothing is built).
 #   scripts/regtest.sh mine [N] mine N blocks (default 1) and wait until every lnd has them.
 #   scripts/regtest.sh lncli NODE ARGS...   run lncli against client|provider1|provider2.
 #   scripts/regtest.sh run CMD ARGS...      run CMD with the network up: brought up first if it
@@ -494,6 +495,7 @@ main() {
     down) down ;;
     status) status ;;
     build) build ;;
+    built) [ -x "$BTCD_BIN/btcd" ] && [ -x "$BTCD_BIN/btcctl" ] && [ -x "$LND_BIN/lnd" ] && [ -x "$LND_BIN/lncli" ] ;;
     mine) load_ports && alive btcd || die "regtest is not up"; mine "${1:-1}" ;;
     run)
       [ $# -ge 1 ] || die "usage: $0 run CMD ARGS..."
@@ -503,7 +505,7 @@ main() {
       [ $# -ge 1 ] || die "usage: $0 lncli client|provider1|provider2 ARGS..."
       load_ports || die "regtest is not up"
       lnc "$@" ;;
-    *) echo "usage: $0 up|down|status|build|mine [N]|lncli NODE ARGS...|run CMD ARGS..." >&2; exit 2 ;;
+    *) echo "usage: $0 up|down|status|build|built|mine [N]|lncli NODE ARGS...|run CMD ARGS..." >&2; exit 2 ;;
   esac
 }
 
