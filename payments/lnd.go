@@ -167,6 +167,19 @@ func (c *Client) AddHoldInvoice(ctx context.Context, hash [32]byte, amtMsat int6
 	return resp.PaymentRequest, nil
 }
 
+// AddInvoice issues an ordinary invoice for amtMsat whose preimage the payee
+// chose: paying it reveals the preimage to the payer. In a fair exchange the
+// preimage is the key that decrypts the output the payer is buying.
+func (c *Client) AddInvoice(ctx context.Context, preimage [32]byte, amtMsat int64, expiry time.Duration, memo string) (string, error) {
+	resp, err := c.ln.AddInvoice(ctx, &lnrpc.Invoice{
+		Memo: memo, RPreimage: preimage[:], ValueMsat: amtMsat, Expiry: int64(expiry.Seconds()),
+	})
+	if err != nil {
+		return "", rpcError("add invoice", err)
+	}
+	return resp.PaymentRequest, nil
+}
+
 // WaitAccepted blocks until the invoice of hash is paid and locked
 // (ACCEPTED), returning the amount held; ErrCanceled if it was cancelled.
 func (c *Client) WaitAccepted(ctx context.Context, hash [32]byte) (int64, error) {

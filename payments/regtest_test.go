@@ -142,6 +142,46 @@ func TestLightningHoldInvoice(t *testing.T) {
 	}
 }
 
+// TestLightningInvoiceRevealsPreimage: an ordinary invoice for a preimage
+// the payee chose (a fair exchange's key) is paid once; the payer learns
+// the preimage, and paying it again fails without moving money.
+func TestLightningInvoiceRevealsPreimage(t *testing.T) {
+	client, provider := dialNode(t, regtest.Client), dialNode(t, regtest.Provider2)
+	const amt = 13_000 // msat
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	before := balances(t, client, provider)
+	key := newPreimage(t)
+	req, err := provider.AddInvoice(ctx, key, amt, 10*time.Minute, "fair exchange test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := client.CheckInvoice(ctx, req, payments.Hash(key), amt); err != nil || got != amt {
+		t.Fatalf("CheckInvoice: %d, %v", got, err)
+	}
+	pay, err := client.Pay(ctx, req, 1000, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-pay.Done
+	if pay.Err != nil || pay.Preimage != key {
+		t.Fatalf("payment: %v, preimage %x; want the key", pay.Err, pay.Preimage[:4])
+	}
+	after := settle(t, func(b []int64) bool { return b[1]-before[1] == amt }, client, provider)
+	if after[1]-before[1] != amt || before[0]-after[0] != amt+pay.FeeMsat {
+		t.Fatalf("balances %v → %v", before, after)
+	}
+	if again, err := client.Pay(ctx, req, 1000, 30*time.Second); err == nil {
+		<-again.Done
+		if again.Err == nil {
+			t.Fatal("an invoice was paid twice")
+		}
+	}
+	if b := balances(t, client, provider); b[1] != after[1] {
+		t.Fatalf("a second payment moved %d msat", b[1]-after[1])
+	}
+}
+
 func TestLightningCheckInvoiceMismatch(t *testing.T) {
 	client, provider := dialNode(t, regtest.Client), dialNode(t, regtest.Provider1)
 	ctx := context.Background()
