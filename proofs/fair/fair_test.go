@@ -21,13 +21,13 @@ var (
 )
 
 // testKeys compiles the test template and makes its keys with
-// groth16.Setup, once per test binary (about a minute): tests only, a
-// real network runs the multi-party setup of proofs/setup.
+// groth16.Setup (about a minute, then cached on disk): tests only, a real
+// network runs the multi-party setup of proofs/setup.
 func testKeys(t testing.TB) (*Template, groth16.ProvingKey, groth16.VerifyingKey) {
 	t.Helper()
 	keysOnce.Do(func() {
 		if keysTmpl, keysErr = Compile(testSize); keysErr == nil {
-			keysPK, keysVK, keysErr = groth16.Setup(keysTmpl.ConstraintSystem())
+			keysPK, keysVK, keysErr = cachedTestSetup(keysTmpl.ConstraintSystem())
 		}
 	})
 	if keysErr != nil {

@@ -1,0 +1,69 @@
+package fair
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/consensys/gnark-crypto/ecc"
+	"github.com/consensys/gnark/backend/groth16"
+	"github.com/consensys/gnark/constraint"
+
+	"github.com/infernet/infernet/proofs/setup"
+)
+
+// cachedTestSetup returns groth16.Setup keys for ccs, kept in
+// ${INFERNET_CACHE:-~/.cache/infernet}/testkeys by the circuit's digest so
+// that later test runs skip the minute-long setup. Test keys only: whoever
+// ran the setup could forge proofs. An unreadable cache is made again.
+func cachedTestSetup(ccs constraint.ConstraintSystem) (groth16.ProvingKey, groth16.VerifyingKey, error) {
+	digest, err := setup.CircuitDigest(ccs)
+	if err != nil {
+		return nil, nil, err
+	}
+	dir := os.Getenv("INFERNET_CACHE")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return nil, nil, err
+		}
+		dir = filepath.Join(home, ".cache", "infernet")
+	}
+	base := filepath.Join(dir, "testkeys", fmt.Sprintf("%x", digest[:12]))
+	pk, vk := groth16.NewProvingKey(ecc.BN254), groth16.NewVerifyingKey(ecc.BN254)
+	if readKey(base+".pk", pk.UnsafeReadFrom) == nil && readKey(base+".vk", vk.UnsafeReadFrom) == nil {
+		return pk, vk, nil
+	}
+	if pk, vk, err = groth16.Setup(ccs); err != nil {
+		return nil, nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(base), 0o755); err == nil {
+		writeKey(base+".pk", pk.WriteRawTo)
+		writeKey(base+".vk", vk.WriteRawTo)
+	}
+	return pk, vk, nil
+}
+
+func readKey(path string, read func(r io.Reader) (int64, error)) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = read(f)
+	return err
+}
+
+// writeKey writes a key file whole or not at all (rename), best effort.
+func writeKey(path string, write func(w io.Writer) (int64, error)) {
+	f, err := os.CreateTemp(filepath.Dir(path), ".key-*")
+	if err != nil {
+		return
+	}
+	if _, err := write(f); err != nil || f.Close() != nil {
+		os.Remove(f.Name())
+		return
+	}
+	os.Rename(f.Name(), path)
+}
