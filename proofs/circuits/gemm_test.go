@@ -13,6 +13,8 @@ import (
 	"github.com/consensys/gnark/constraint"
 	"github.com/consensys/gnark/frontend"
 	"github.com/consensys/gnark/frontend/cs/r1cs"
+
+	"github.com/infernet/infernet/proofs/internal/testkeys"
 )
 
 // matMul returns the exact product of n×n int32 matrices; it fails the test
@@ -72,11 +74,12 @@ func compile(t testing.TB, c frontend.Circuit) constraint.ConstraintSystem {
 	return ccs
 }
 
-// groth16Keys compiles c and runs a (test-only) trusted setup.
+// groth16Keys compiles c and runs a (test-only) trusted setup, cached on
+// disk by circuit digest.
 func groth16Keys(t testing.TB, c frontend.Circuit) (constraint.ConstraintSystem, groth16.ProvingKey, groth16.VerifyingKey) {
 	t.Helper()
 	ccs := compile(t, c)
-	pk, vk, err := groth16.Setup(ccs)
+	pk, vk, err := testkeys.Setup(ccs)
 	if err != nil {
 		t.Fatalf("setup: %v", err)
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/consensys/gnark/backend/groth16"
+
+	"github.com/infernet/infernet/proofs/internal/testkeys"
 )
 
 // testSize is the template the tests use (62-byte outputs).
@@ -27,7 +29,7 @@ func testKeys(t testing.TB) (*Template, groth16.ProvingKey, groth16.VerifyingKey
 	t.Helper()
 	keysOnce.Do(func() {
 		if keysTmpl, keysErr = Compile(testSize); keysErr == nil {
-			keysPK, keysVK, keysErr = cachedTestSetup(keysTmpl.ConstraintSystem())
+			keysPK, keysVK, keysErr = testkeys.Setup(keysTmpl.ConstraintSystem())
 		}
 	})
 	if keysErr != nil {

@@ -1,4 +1,8 @@
-package fair
+// Package testkeys makes Groth16 keys for tests with groth16.Setup and
+// caches them on disk by circuit digest, so that test runs after the first
+// skip setups of a minute or more. Test keys only: whoever ran the setup
+// could forge proofs; real keys come from proofs/setup.
+package testkeys
 
 import (
 	"fmt"
@@ -13,11 +17,10 @@ import (
 	"github.com/infernet/infernet/proofs/setup"
 )
 
-// cachedTestSetup returns groth16.Setup keys for ccs, kept in
-// ${INFERNET_CACHE:-~/.cache/infernet}/testkeys by the circuit's digest so
-// that later test runs skip the minute-long setup. Test keys only: whoever
-// ran the setup could forge proofs. An unreadable cache is made again.
-func cachedTestSetup(ccs constraint.ConstraintSystem) (groth16.ProvingKey, groth16.VerifyingKey, error) {
+// Setup returns groth16.Setup keys for ccs, kept in
+// ${INFERNET_CACHE:-~/.cache/infernet}/testkeys by the circuit's digest. An
+// unreadable cache entry is made again.
+func Setup(ccs constraint.ConstraintSystem) (groth16.ProvingKey, groth16.VerifyingKey, error) {
 	digest, err := setup.CircuitDigest(ccs)
 	if err != nil {
 		return nil, nil, err
