@@ -301,22 +301,7 @@ func TestLightningNoLiquidity(t *testing.T) {
 // stays locked until lnd cancels it near the HTLC's expiry (mined blocks),
 // and then the client's funds are back and its record says so.
 func TestLightningProviderGoneForGood(t *testing.T) {
-	slow := &Faults{Slow: 3 * time.Second}
-	net, env := paidNetwork(t, 4, map[int]*Faults{0: slow, 1: slow})
-	c0 := localBalance(t, env.Lnd(regtest.Client))
-	s, _ := catJob(t, net.client, 8)
-	s.Price, s.Replicas = price, 3 // at least one paid provider gets a replica
-	done := submitAsync(t, net.client, s)
-	var victim *Node
-	waitFor(t, 30*time.Second, "a slow paid provider to hold a locked payment", func() bool {
-		for _, p := range net.providers[:2] {
-			if len(paymentsIn(t, p, false, store.PayLocked)) > 0 {
-				victim = p
-				return true
-			}
-		}
-		return false
-	})
+	net, env, c0, done, victim := paidJobWithVictim(t, 8)
 	victim.Close()
 	if job := <-done; job == nil || job.State != store.JobVerified {
 		t.Fatalf("job %v", job)

@@ -156,33 +156,34 @@ func TestLightningLiarIsNotPaid(t *testing.T) {
 	}
 }
 
-// TestLightningProviderKilledMidJob: a paid provider dies mid-job; when it comes
-// back it cancels the invoice of the run it never finished, and no client
-// funds stay locked.
-func TestLightningProviderKilledMidJob(t *testing.T) {
+// paidJobWithVictim starts a paid 3-replica job on a network whose two paid
+// providers are slow, and returns once one of them (the victim) holds the
+// client's locked payment, with the client's balance before the job and
+// the job's outcome to come.
+func paidJobWithVictim(t *testing.T, seed int) (net *testNet, env regtest.Env, c0 int64, done <-chan *store.Job, victim *Node) {
 	slow := &Faults{Slow: 3 * time.Second}
-	net, env := paidNetwork(t, 4, map[int]*Faults{0: slow, 1: slow})
-	c0 := localBalance(t, env.Lnd(regtest.Client))
-	s, _ := catJob(t, net.client, 1)
+	net, env = paidNetwork(t, 4, map[int]*Faults{0: slow, 1: slow})
+	c0 = localBalance(t, env.Lnd(regtest.Client))
+	s, _ := catJob(t, net.client, seed)
 	s.Price, s.Replicas = price, 3 // at least one paid provider gets a replica
-	done := make(chan *store.Job, 1)
-	go func() {
-		job, err := net.client.Submit(context.Background(), s, nil)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- job
-	}()
-	var victim *Node
+	done = submitAsync(t, net.client, s)
 	waitFor(t, 30*time.Second, "a slow paid provider to hold a locked payment", func() bool {
 		for _, p := range net.providers[:2] {
-			if ps, _ := p.Payments(); len(ps) > 0 && ps[len(ps)-1].State == store.PayLocked {
+			if len(paymentsIn(t, p, false, store.PayLocked)) > 0 {
 				victim = p
 				return true
 			}
 		}
 		return false
 	})
+	return net, env, c0, done, victim
+}
+
+// TestLightningProviderKilledMidJob: a paid provider dies mid-job; when it comes
+// back it cancels the invoice of the run it never finished, and no client
+// funds stay locked.
+func TestLightningProviderKilledMidJob(t *testing.T) {
+	net, env, c0, done, victim := paidJobWithVictim(t, 1)
 	cfg := victim.cfg
 	victim.Close()
 	job := <-done
