@@ -12,6 +12,8 @@
 #   (g) payments on the Lightning regtest network (brought up for it, and
 #       down after, unless already up): one hold-invoice escrow; a tiny job
 #       paid vs free, one at a time (latency) and 8 at once (jobs/s)
+#   (h) proofs: constraints, setup, prove, verify, key sizes of the Groth16
+#       templates (Freivalds GEMM n=64, fair exchange of 256 bytes)
 # BENCH_QUICK=1 shortens every part (a smoke test of this script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -96,3 +98,6 @@ echo "one escrow (invoice, pay, accepted, settle, payer done), then a tiny 2-rep
 echo "p50/p99 one at a time (target: payment adds <= 150 ms per replica), jobs/s with 8 at once"
 ./scripts/regtest.sh run sh -c "go test -run '^\$' -tags regtest -bench 'HoldInvoice' -benchtime $([ "${BENCH_QUICK:-}" = 1 ] && echo 10x || echo 100x) ./payments && \
   go test -run '^\$' -tags regtest -bench 'PaidJobs' -benchtime $([ "${BENCH_QUICK:-}" = 1 ] && echo 10x || echo 200x) ./node" | grep -E '^Benchmark' || true
+
+hr "(h) proofs: Groth16 templates (gnark, BN254); targets: GEMM n=64 prove <= 0.5 s, verify <= 20 ms; exchange 256 B prove <= 2 s"
+go test -run '^$' -bench 'BenchmarkGEMM/n=64$|BenchmarkExchange/size=256' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && echo 1x || echo 3x)" -timeout 60m ./proofs/circuits | grep -E '^Benchmark' || true
