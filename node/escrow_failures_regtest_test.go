@@ -95,9 +95,9 @@ func (p *lndProxy) via(cfg payments.Config) payments.Config {
 }
 
 // twoPaid is a client and PROVIDER1/2 as the only providers, both paid
-// and slow enough to be caught mid-run; lnds maps a name to the lnd config a
-// node uses (a proxy, or the real one).
-func twoPaid(t *testing.T, env regtest.Env, lnds func(name string) payments.Config, tweak func(name string, c *Config)) *testNet {
+// and slow enough to be caught mid-run; tweak, if set, adjusts each node's
+// config (name is its regtest lnd).
+func twoPaid(t *testing.T, env regtest.Env, tweak func(name string, c *Config)) *testNet {
 	i := 0
 	return startNetwork(t, 2, func(c *Config) {
 		name := regtest.Client
@@ -107,13 +107,22 @@ func twoPaid(t *testing.T, env regtest.Env, lnds func(name string) payments.Conf
 			i++
 		}
 		c.Lnd = env.Lnd(name)
-		if lnds != nil {
-			c.Lnd = lnds(name)
-		}
 		if tweak != nil {
 			tweak(name, c)
 		}
 	})
+}
+
+// twoPaidViaProxy is twoPaid with the node that uses lnd name reaching it
+// through a proxy the test can cut.
+func twoPaidViaProxy(t *testing.T, env regtest.Env, name string) (*testNet, *lndProxy) {
+	proxy := newLndProxy(t, env.Lnd(name).RPCServer)
+	net := twoPaid(t, env, func(n string, c *Config) {
+		if n == name {
+			c.Lnd = proxy.via(c.Lnd)
+		}
+	})
+	return net, proxy
 }
 
 // payments returns n's payments in state st (outgoing or incoming).
@@ -164,13 +173,7 @@ func submitAsync(t *testing.T, n *Node, s Spec) <-chan *store.Job {
 // client's sweep sees the payment succeed, and the money adds up.
 func TestLightningLndAwayAtProvider(t *testing.T) {
 	env := regtestEnv(t)
-	proxy := newLndProxy(t, env.Lnd(regtest.Provider1).RPCServer)
-	net := twoPaid(t, env, func(name string) payments.Config {
-		if name == regtest.Provider1 {
-			return proxy.via(env.Lnd(name))
-		}
-		return env.Lnd(name)
-	}, nil)
+	net, proxy := twoPaidViaProxy(t, env, regtest.Provider1)
 	p1 := net.providers[0]
 	b1 := localBalance(t, env.Lnd(regtest.Provider1))
 	s, _ := catJob(t, net.client, 3)
@@ -211,13 +214,7 @@ func TestLightningLndAwayAtProvider(t *testing.T) {
 // over libp2p); once lnd is back the client records the payments settled.
 func TestLightningLndAwayAtClient(t *testing.T) {
 	env := regtestEnv(t)
-	proxy := newLndProxy(t, env.Lnd(regtest.Client).RPCServer)
-	net := twoPaid(t, env, func(name string) payments.Config {
-		if name == regtest.Client {
-			return proxy.via(env.Lnd(name))
-		}
-		return env.Lnd(name)
-	}, nil)
+	net, proxy := twoPaidViaProxy(t, env, regtest.Client)
 	s, _ := catJob(t, net.client, 4)
 	s.Price = price
 
@@ -263,7 +260,7 @@ func TestLightningLndAwayAtClient(t *testing.T) {
 func TestLightningNoLiquidity(t *testing.T) {
 	const dear = 6_000_000_000 // msat, more than a 5M sat channel
 	env := regtestEnv(t)
-	net := twoPaid(t, env, nil, func(name string, c *Config) {
+	net := twoPaid(t, env, func(name string, c *Config) {
 		if c.Provide {
 			c.Price, c.Faults = dear, nil
 		}
@@ -333,7 +330,7 @@ func TestLightningProviderGoneForGood(t *testing.T) {
 // is still served.
 func TestLightningNonPayingClientRefused(t *testing.T) {
 	env := regtestEnv(t)
-	net := twoPaid(t, env, nil, func(name string, c *Config) {
+	net := twoPaid(t, env, func(name string, c *Config) {
 		if c.Provide {
 			c.Faults = nil
 		} else {
@@ -396,7 +393,7 @@ func TestLightningNonPayingClientRefused(t *testing.T) {
 // them apart by the missing payment, and are settled when right.
 func TestLightningCanariesArePaid(t *testing.T) {
 	env := regtestEnv(t)
-	net := twoPaid(t, env, nil, func(name string, c *Config) {
+	net := twoPaid(t, env, func(name string, c *Config) {
 		c.Reputation.TrustStreak, c.Canary = 2, 1 // every adaptive job sends a canary
 		if c.Provide {
 			c.Faults = nil
