@@ -7,9 +7,7 @@ import (
 	"github.com/consensys/gnark-crypto/ecc/bn254/fr"
 	"github.com/consensys/gnark/backend/witness"
 	"github.com/consensys/gnark/frontend"
-	"github.com/consensys/gnark/std/hash/sha2"
-	"github.com/consensys/gnark/std/math/uints"
-	"github.com/consensys/gnark/std/rangecheck"
+	"github.com/consensys/gnark/std/math/bits"
 )
 
 // Fair-exchange sizes.
@@ -245,37 +243,26 @@ type ExchangeCircuit struct {
 	size int
 }
 
-// Define implements frontend.Circuit. The cost is dominated by SHA-256 of the
-// 32-byte key (about 165k constraints); each 31-byte chunk adds two Poseidon2
-// compressions and a range check.
-//
-// SHA-256 (through std/math/uints lookup tables) and the range checks all draw
-// their randomness from gnark's single in-proof commitment via
-// std/multicommit; this circuit makes no Commit call of its own.
+// Define implements frontend.Circuit. SHA-256 of the key works on its bits
+// (sha256Bits, about 25.5k constraints); each 31-byte chunk adds two Poseidon2
+// compressions and a bit decomposition as range check. The circuit has no
+// in-proof commitment, which would add two MSMs over the committed wires.
 func (c *ExchangeCircuit) Define(api frontend.API) error {
 	x := Exchange{size: c.size}
 	if c.size < 1 || len(c.Ciphertext) != x.Chunks() || len(c.Plaintext) != x.Chunks() {
 		return fmt.Errorf("%w: exchange circuit of size %d (build circuits with Exchange.Circuit)", ErrSize, c.size)
 	}
-	bapi, err := uints.NewBytes(api)
-	if err != nil {
-		return fmt.Errorf("uints: %w", err)
-	}
-	rc := rangecheck.New(api)
 
-	// SHA-256(key) == payment hash. ValueOf range-checks each key byte.
-	key := make([]uints.U8, KeySize)
-	for i := range key {
-		key[i] = bapi.ValueOf(c.Key[i])
+	// SHA-256(key) == payment hash. The decomposition range-checks each key
+	// byte.
+	keyBits := make([]frontend.Variable, 0, 8*KeySize)
+	for i := range c.Key {
+		keyBits = append(keyBits, bits.ToBinary(api, c.Key[i], bits.WithNbDigits(8))...)
 	}
-	sha, err := sha2.New(api)
-	if err != nil {
-		return fmt.Errorf("sha2: %w", err)
+	digest := sha256Bits(api, keyBits)
+	for half := range c.PaymentHash {
+		api.AssertIsEqual(packWords(api, digest[4*half:4*half+4]), c.PaymentHash[half])
 	}
-	sha.Write(key)
-	digest := sha.Sum()
-	api.AssertIsEqual(packBytes(api, bapi, digest[:16]), c.PaymentHash[0])
-	api.AssertIsEqual(packBytes(api, bapi, digest[16:]), c.PaymentHash[1])
 
 	// ct j == chunk j + Poseidon2-MD(tagStream, hi, lo, j), reusing the
 	// Merkle–Damgård state after (tagStream, hi, lo).
@@ -283,10 +270,10 @@ func (c *ExchangeCircuit) Define(api frontend.API) error {
 	if err != nil {
 		return err
 	}
-	h.Write(constant(tagStream), packBytes(api, bapi, key[:16]), packBytes(api, bapi, key[16:]))
+	h.Write(constant(tagStream), packBytes(api, c.Key[:16]), packBytes(api, c.Key[16:]))
 	keyState := h.State()
 	for j := range c.Plaintext {
-		rc.Check(c.Plaintext[j], 8*x.chunkLen(j))
+		bits.ToBinary(api, c.Plaintext[j], bits.WithNbDigits(8*x.chunkLen(j)))
 		h.Reset()
 		if err := h.SetState(keyState); err != nil {
 			return fmt.Errorf("poseidon2 state: %w", err)
@@ -305,10 +292,19 @@ func (c *ExchangeCircuit) Define(api frontend.API) error {
 
 // packBytes returns the big-endian integer of at most 31 range-checked bytes
 // (a linear combination: no constraints).
-func packBytes(api frontend.API, bapi *uints.Bytes, b []uints.U8) frontend.Variable {
+func packBytes(api frontend.API, b []frontend.Variable) frontend.Variable {
 	terms := make([]frontend.Variable, len(b))
 	for i := range b {
-		terms[i] = api.Mul(bapi.Value(b[i]), pow2(8*(len(b)-1-i)))
+		terms[i] = api.Mul(b[i], pow2(8*(len(b)-1-i)))
+	}
+	return sum(api, terms)
+}
+
+// packWords returns the big-endian integer of range-checked 32-bit words.
+func packWords(api frontend.API, w []frontend.Variable) frontend.Variable {
+	terms := make([]frontend.Variable, len(w))
+	for i := range w {
+		terms[i] = api.Mul(w[i], pow2(32*(len(w)-1-i)))
 	}
 	return sum(api, terms)
 }

@@ -85,7 +85,7 @@ func TestExchangeNative(t *testing.T) {
 // a plaintext byte, a ciphertext element or the key changed does not.
 func TestExchangeSolve(t *testing.T) {
 	if testing.Short() {
-		t.Skip("compiles a 170k-constraint circuit")
+		t.Skip("compiles a 30k-constraint circuit")
 	}
 	x, _ := NewExchange(40)
 	ccs := compile(t, x.Circuit())
@@ -124,7 +124,7 @@ func TestExchangeSolve(t *testing.T) {
 // another key, plaintext or ciphertext.
 func TestExchangeGroth16(t *testing.T) {
 	if testing.Short() {
-		t.Skip("Groth16 setup of a 170k-constraint circuit (~1 min)")
+		t.Skip("Groth16 setup of a 30k-constraint circuit (~10 s)")
 	}
 	x, _ := NewExchange(32)
 	ccs, pk, vk := groth16Keys(t, x.Circuit())
