@@ -14,7 +14,7 @@ import (
 	"github.com/consensys/gnark/frontend"
 	"github.com/consensys/gnark/frontend/cs/r1cs"
 
-	"github.com/infernet/infernet/proofs/internal/testkeys"
+	"github.com/infernet/infernet/proofs/testkeys"
 )
 
 // matMul returns the exact product of n×n int32 matrices; it fails the test

@@ -8,7 +8,7 @@ import (
 
 	"github.com/consensys/gnark/backend/groth16"
 
-	"github.com/infernet/infernet/proofs/internal/testkeys"
+	"github.com/infernet/infernet/proofs/testkeys"
 )
 
 // testSize is the template the tests use (62-byte outputs).
@@ -23,7 +23,7 @@ var (
 )
 
 // testKeys compiles the test template and makes its keys with
-// groth16.Setup (about a minute, then cached on disk): tests only, a real
+// groth16.Setup (seconds, then cached on disk): tests only, a real
 // network runs the multi-party setup of proofs/setup.
 func testKeys(t testing.TB) (*Template, groth16.ProvingKey, groth16.VerifyingKey) {
 	t.Helper()
