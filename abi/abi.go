@@ -68,6 +68,31 @@
 // a small relative tolerance and replicas are compared as tensors. Integer
 // GEMM (i8·i8→i32) is exact in both modes.
 //
+// # Proof mode
+//
+// A provider may run a job in proof mode (a setting of the job, like its
+// mode; guests see no new function). Every integer GEMM the guest performs,
+// gemm on i8 handles and gemm_i8, is then recorded: op(A) and op(B) with
+// transposes applied and the i32 result C, zero-padded to the smallest square
+// template of the job (by default 16, 32 or 64) that holds max(m, n, k).
+// After the guest ends, the provider proves each recorded op with a Groth16
+// CommittedGEMM proof (package proofs/gemmproof) and attaches the proofs,
+// with the Poseidon2 digests of A, B and C, to the job's result, so that a
+// party without the matrices can check them. Results are unchanged; what
+// proof mode adds for guests:
+//
+//   - An integer GEMM with [GemmAccumulate] is answered with [ENOPROOF] and
+//     not run: accumulate with binary add on the i32 results instead.
+//   - An integer GEMM larger than the job's largest template is answered
+//     with [ENOPROOF] and not run: split it into tiles.
+//   - A job has a cap on proven ops (16 by default); the integer GEMM past
+//     it stops the job (the provider reports a proof limit), the way the
+//     fuel limit does.
+//   - f32 GEMMs and all other ops run as usual and are not proven.
+//
+// Errors answered with [ENOPROOF] leave the op unrecorded, so proof indices
+// count only the ops that ran.
+//
 // Element types and op codes are fixed for ABI v1; later versions only add.
 package abi
 
@@ -213,6 +238,7 @@ const (
 	ENOMEM   Errno = -6 // the job's host tensor memory limit is reached
 	ETOOMANY Errno = -7 // the job's handle table is full
 	EBACKEND Errno = -8 // the kernel failed (for example a GPU error); the job may retry
+	ENOPROOF Errno = -9 // proof mode: this integer GEMM cannot be proven (accumulate, or larger than the job's largest template)
 )
 
 // Error returns the code's name and meaning.
@@ -236,6 +262,8 @@ func (e Errno) Error() string {
 		return "ETOOMANY: too many tensors"
 	case EBACKEND:
 		return "EBACKEND: kernel failure"
+	case ENOPROOF:
+		return "ENOPROOF: op cannot be proven"
 	}
 	return "errno(?)"
 }

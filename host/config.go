@@ -2,9 +2,11 @@ package host
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/proofs/gemmproof"
 )
 
 // Defaults of a JobConfig.
@@ -13,6 +15,9 @@ const (
 	DefaultTimeout     = 60 * time.Second
 	DefaultMaxOutput   = 64 << 20 // bytes of stdout
 	DefaultMaxStderr   = 1 << 20  // bytes of stderr
+	// DefaultMaxProofs is how many integer GEMMs a proof-mode job may have
+	// proven: 16 ops take 13 s to prove at n = 16 and 3 min at n = 64.
+	DefaultMaxProofs = 16
 )
 
 // MaxTableElements caps every table a job defines: table elements are host
@@ -38,12 +43,16 @@ type JobConfig struct {
 	seed         [32]byte
 	fuelLimit    uint64
 	tensorMemory int64
+	proofs       bool
+	maxProofs    int
+	templates    []int // nil: gemmproof.Templates(); never modified once set
 	set          bool
 }
 
 // NewJobConfig returns the defaults: 256 MiB memory, 60 s, 64 MiB stdout,
 // 1 MiB stderr, exact mode, zero seed, no fuel limit, tensor memory equal to
-// the memory limit.
+// the memory limit, proof mode off (DefaultMaxProofs ops and templates 16,
+// 32 and 64 when turned on).
 func NewJobConfig() JobConfig {
 	return JobConfig{
 		memoryLimit: DefaultMemoryLimit,
@@ -51,6 +60,7 @@ func NewJobConfig() JobConfig {
 		maxOutput:   DefaultMaxOutput,
 		maxStderr:   DefaultMaxStderr,
 		mode:        abi.ModeExact,
+		maxProofs:   DefaultMaxProofs,
 		set:         true,
 	}
 }
@@ -84,6 +94,43 @@ func (c JobConfig) WithFuelLimit(n uint64) JobConfig { c.fuelLimit = n; return c
 // the memory limit).
 func (c JobConfig) WithTensorMemory(n int64) JobConfig { c.tensorMemory = n; return c }
 
+// WithProofMode turns proof mode on or off (default off). In proof mode
+// every integer GEMM of the job is recorded and, after the guest ends,
+// proven with a CommittedGEMM Groth16 proof that Run attaches to
+// Result.Proofs (see package abi for what guests see, and
+// proofs/gemmproof). The sandbox needs Config.ProvingKeys: without them,
+// or without a key for one of the job's templates, Run fails with
+// ErrNoProvingKeys before the guest starts.
+//
+// Proof mode changes what some ops answer (abi.ENOPROOF), so it is part of
+// the job's definition, with WithMaxProofs and WithProofTemplates.
+func (c JobConfig) WithProofMode(on bool) JobConfig { c.proofs = on; return c }
+
+// WithMaxProofs caps how many integer GEMMs a proof-mode job may have
+// proven (default DefaultMaxProofs); the guest's next one stops the job
+// with ErrProofLimit. It bounds the provider's proving time.
+func (c JobConfig) WithMaxProofs(n int) JobConfig { c.maxProofs = n; return c }
+
+// WithProofTemplates sets the template sizes a proof-mode job's ops are
+// padded to, a subset of gemmproof.Templates() (default: all of 16, 32 and
+// 64). An integer GEMM with max(m, n, k) above the largest is answered with
+// abi.ENOPROOF. The sandbox needs a proving key for each.
+func (c JobConfig) WithProofTemplates(sizes ...int) JobConfig {
+	c.templates = slices.Sorted(slices.Values(sizes))
+	return c
+}
+
+// ProofMode reports whether proof mode is on.
+func (c JobConfig) ProofMode() bool { return c.proofs }
+
+// ProofTemplates returns the template sizes of proof mode, ascending.
+func (c JobConfig) ProofTemplates() []int {
+	if c.templates == nil {
+		return gemmproof.Templates()
+	}
+	return slices.Clone(c.templates)
+}
+
 // MemoryLimit returns the memory limit in bytes.
 func (c JobConfig) MemoryLimit() uint64 { return c.memoryLimit }
 
@@ -107,6 +154,17 @@ func (c JobConfig) validate() error {
 		return fmt.Errorf("job config: negative output limit")
 	case c.mode != abi.ModeExact && c.mode != abi.ModeTolerance:
 		return fmt.Errorf("job config: unknown mode %d", c.mode)
+	case !c.proofs:
+		return nil
+	case c.maxProofs <= 0:
+		return fmt.Errorf("job config: proof cap %d is not positive", c.maxProofs)
+	case c.templates != nil && len(c.templates) == 0:
+		return fmt.Errorf("job config: no proof templates")
+	}
+	for i, n := range c.templates {
+		if !gemmproof.IsTemplate(n) || (i > 0 && c.templates[i-1] == n) {
+			return fmt.Errorf("job config: proof templates %v: want distinct sizes among %v", c.templates, gemmproof.Templates())
+		}
 	}
 	return nil
 }

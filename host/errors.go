@@ -1,6 +1,10 @@
 package host
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/infernet/infernet/host/internal/tensorhost"
+)
 
 // Causes of a job that could not run or was stopped. Run returns them
 // wrapped with detail; test with errors.Is. A job that runs and exits with a
@@ -27,4 +31,13 @@ var (
 	ErrFuelLimit = errors.New("fuel limit exceeded")
 	// ErrCanceled: the caller's context was cancelled.
 	ErrCanceled = errors.New("job canceled")
+	// ErrNoProvingKeys: a proof-mode job was refused before it started
+	// because the sandbox has no proving key for one of its templates
+	// (Config.ProvingKeys).
+	ErrNoProvingKeys = errors.New("no proving keys")
+	// ErrProofLimit: a proof-mode job asked for more integer GEMMs than
+	// JobConfig.WithMaxProofs allows.
+	ErrProofLimit = tensorhost.ErrProofLimit
+	// ErrProof: the guest ran to its end but proving one of its ops failed.
+	ErrProof = errors.New("proving failed")
 )

@@ -10,6 +10,10 @@
 // checks the deadline, the context and the output limits. See
 // host/internal/meter.
 //
+// In proof mode (JobConfig.WithProofMode, Config.ProvingKeys) the sandbox
+// records every integer GEMM of the job and, after the guest ends, attaches
+// a Groth16 proof of each to the result (package proofs/gemmproof).
+//
 // Typical use:
 //
 //	sb, err := host.New(ctx, host.Config{CacheDir: dir})
@@ -30,6 +34,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/consensys/gnark/backend/groth16"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
@@ -42,6 +47,7 @@ import (
 	"github.com/infernet/infernet/host/internal/tensorhost"
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/host/tensor/reference"
+	"github.com/infernet/infernet/proofs/gemmproof"
 )
 
 // Digest is the SHA-256 of a module or blob.
@@ -68,6 +74,11 @@ type Config struct {
 	FuelSlice uint64
 	// Logger receives debug logs; default slog.Default().
 	Logger *slog.Logger
+	// ProvingKeys gives proof-mode jobs (JobConfig.WithProofMode) the
+	// CommittedGEMM proving key of each template; nil refuses them with
+	// ErrNoProvingKeys. Each proof-mode run asks once per template of the
+	// job, before the guest starts.
+	ProvingKeys gemmproof.Keys
 }
 
 // Job is one run: a module and its input.
@@ -101,6 +112,15 @@ type Result struct {
 	Flops     float64
 	// MemoryBytes is the guest's linear memory size at the end.
 	MemoryBytes uint64
+	// Proofs holds, in proof mode, one proof per integer GEMM the guest
+	// performed, in call order (Proof.Index = position). Verify each with
+	// gemmproof.Verify. Proving happens after the guest ends, only when it
+	// ran to its end (whatever its exit code).
+	Proofs []gemmproof.Proof
+	// Proving is the wall time spent proving after the guest ended; it is
+	// not part of Duration and not bounded by the job's timeout (the proof
+	// cap bounds it). Proving stops between proofs when ctx is done.
+	Proving time.Duration
 }
 
 // Sandbox compiles and runs jobs. It is safe for concurrent use; each run
@@ -369,9 +389,22 @@ func signature(f api.FunctionDefinition) string {
 // to its end (whatever its exit code), or the partial result and an error
 // wrapping one of the Err causes of this package when it could not run or
 // was stopped.
+//
+// In proof mode (JobConfig.WithProofMode) Run first fetches the proving
+// keys of the job's templates (ErrNoProvingKeys), runs the guest, then
+// proves its integer GEMMs one after the other into Result.Proofs, checking
+// ctx between proofs (ErrCanceled, with the proofs made so far) and timing
+// them in Result.Proving. A failed proof gives ErrProof.
 func (s *Sandbox) Run(ctx context.Context, job Job, cfg JobConfig) (*Result, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
+	}
+	var pks map[int]groth16.ProvingKey
+	if cfg.proofs {
+		var err error
+		if pks, err = s.provingKeys(cfg); err != nil {
+			return nil, err
+		}
 	}
 	if job.Digest == (Digest{}) {
 		job.Digest = sha256.Sum256(job.Module)
@@ -380,11 +413,53 @@ func (s *Sandbox) Run(ctx context.Context, job Job, cfg JobConfig) (*Result, err
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.run(ctx, mod, job.Input, cfg)
+	res, session, err := s.run(ctx, mod, job.Input, cfg)
 	if res != nil {
 		res.Compile = took
 	}
-	return res, err
+	if err != nil || !cfg.proofs {
+		return res, err
+	}
+	return res, prove(ctx, res, session.GemmOps(), pks)
+}
+
+// provingKeys fetches the proving key of each of cfg's templates, so that a
+// proof-mode job fails before it starts rather than after it ran.
+func (s *Sandbox) provingKeys(cfg JobConfig) (map[int]groth16.ProvingKey, error) {
+	if s.cfg.ProvingKeys == nil {
+		return nil, fmt.Errorf("%w: proof mode needs Config.ProvingKeys", ErrNoProvingKeys)
+	}
+	pks := map[int]groth16.ProvingKey{}
+	for _, n := range cfg.ProofTemplates() {
+		pk, err := s.cfg.ProvingKeys.ProvingKey(n)
+		if err == nil && pk == nil {
+			err = errors.New("nil key")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: template %d: %w", ErrNoProvingKeys, n, err)
+		}
+		pks[n] = pk
+	}
+	return pks, nil
+}
+
+// prove proves ops into res.Proofs, one after the other, stopping between
+// proofs when ctx is done.
+func prove(ctx context.Context, res *Result, ops []gemmproof.Op, pks map[int]groth16.ProvingKey) error {
+	start := time.Now()
+	defer func() { res.Proving = time.Since(start) }()
+	res.Proofs = make([]gemmproof.Proof, 0, len(ops))
+	for i, op := range ops {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%w: proving, %d of %d ops proven: %w", ErrCanceled, i, len(ops), err)
+		}
+		p, err := gemmproof.Prove(pks[op.Template], i, op)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrProof, err)
+		}
+		res.Proofs = append(res.Proofs, p)
+	}
+	return nil
 }
 
 // abortCode is the exit code the host uses to stop a guest; the real cause is
@@ -404,20 +479,28 @@ type jobState struct {
 
 type jobKey struct{}
 
-func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, input []byte, cfg JobConfig) (*Result, error) {
+// run runs one instance of cm. It also returns the job's tensor session,
+// closed (its recorded GEMMs stay readable), when the guest got to run.
+func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, input []byte, cfg JobConfig) (*Result, *tensorhost.Session, error) {
 	tensorMemory := cfg.tensorMemory
 	if tensorMemory <= 0 {
 		tensorMemory = int64(cfg.memoryLimit)
 	}
 	st := &jobState{timeout: cfg.timeout, slice: s.cfg.FuelSlice, fuelLimit: cfg.fuelLimit}
+	var proofs *tensorhost.ProofConfig
+	if cfg.proofs {
+		proofs = &tensorhost.ProofConfig{Templates: cfg.ProofTemplates(), MaxOps: cfg.maxProofs}
+	}
 	session, err := tensorhost.NewSession(tensorhost.Config{
 		Mode: cfg.mode, Reference: s.cfg.Reference, Backend: s.cfg.Fast,
 		MaxBytes: tensorMemory,
-		Abort:    func(context.Context, error) { st.stopIfDone() },
-		Charge:   st.charge,
+		// Stop for the context first (timeout, cancel), else for the cause.
+		Abort:  func(_ context.Context, cause error) { st.stopIfDone(); st.abort(cause) },
+		Charge: st.charge,
+		Proofs: proofs,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer session.Close()
 
@@ -442,10 +525,10 @@ func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, input []byt
 	mod, err := s.rt.InstantiateModule(runCtx, cm, mc)
 	if err != nil {
 		if st.cause != nil { // a start section ran into a limit
-			return nil, st.cause
+			return nil, nil, st.cause
 		}
 		// Segments out of bounds, a trapping start section: the module is invalid.
-		return nil, fmt.Errorf("%w: %v", ErrInvalidModule, firstLine(err))
+		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidModule, firstLine(err))
 	}
 	defer mod.Close(ctx)
 	st.mod = mod
@@ -462,7 +545,7 @@ func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, input []byt
 	if mem := mod.Memory(); mem != nil {
 		res.MemoryBytes = uint64(mem.Size())
 	}
-	return res, s.classify(err, st, res, cfg)
+	return res, session, s.classify(err, st, res, cfg)
 }
 
 // classify turns the error of _start into the job's outcome.

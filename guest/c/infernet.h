@@ -83,6 +83,7 @@ extern "C" {
 #define INFERNET_ENOMEM (-6)   /* the job's host tensor memory limit is reached */
 #define INFERNET_ETOOMANY (-7) /* the job's handle table is full */
 #define INFERNET_EBACKEND (-8) /* the kernel failed (e.g. GPU error); the job may retry */
+#define INFERNET_ENOPROOF (-9) /* proof mode: this integer GEMM cannot be proven */
 
 /* Declares a function imported from the "infernet" host module. */
 #define INFERNET_IMPORT(name) \
@@ -207,6 +208,7 @@ static inline const char *infernet_strerror(int32_t code) {
 	case INFERNET_ENOMEM: return "ENOMEM: host tensor memory limit";
 	case INFERNET_ETOOMANY: return "ETOOMANY: too many tensors";
 	case INFERNET_EBACKEND: return "EBACKEND: kernel failure";
+	case INFERNET_ENOPROOF: return "ENOPROOF: op cannot be proven";
 	}
 	return code >= 0 ? "ok" : "errno(?)";
 }

@@ -172,6 +172,7 @@ func TestCHeader(t *testing.T) {
 		"ENOMEM":          int64(abi.ENOMEM),
 		"ETOOMANY":        int64(abi.ETOOMANY),
 		"EBACKEND":        int64(abi.EBACKEND),
+		"ENOPROOF":        int64(abi.ENOPROOF),
 	}
 	define := regexp.MustCompile(`(?m)^#define INFERNET_(\w+)\s+\(?(-?(?:0x[0-9A-Fa-f]+|\d+))u?\)?`)
 	got := map[string]int64{}

@@ -1,6 +1,7 @@
 package tensorhost
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"math"
@@ -302,12 +303,35 @@ func gemm(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 	if c == a || c == b {
 		return int32(abi.EINVAL) // the output may not alias an input
 	}
+	prove := s.cfg.Proofs != nil && a.dt == abi.I8
+	var ab, bb []byte // the operands, copied in proof mode
+	if prove {
+		if errno := s.admitProof(ctx, gp); errno != abi.OK {
+			if p[2] == 0 {
+				s.release(h)
+			}
+			return int32(errno)
+		}
+		ab, bb = make([]byte, a.elems()), make([]byte, b.elems())
+		if s.backend.Read(a.buf, ab) != nil || s.backend.Read(b.buf, bb) != nil {
+			return int32(abi.EBACKEND)
+		}
+	}
 	s.charge(gp.M*gp.N, gp.Flops())
 	errno = s.run(ctx, func(be tensor.Backend, t []tensor.Buffer) error {
 		return be.Gemm(ctx, gp, t[0], t[1], t[2])
 	}, a.buf, b.buf, c.buf)
 	if errno != abi.OK {
 		return int32(errno)
+	}
+	if prove {
+		cb := make([]byte, 4*c.elems())
+		if s.backend.Read(c.buf, cb) != nil {
+			return int32(abi.EBACKEND)
+		}
+		if errno := s.recordProof(gp, ab, bb, cb); errno != abi.OK {
+			return int32(errno)
+		}
 	}
 	return h
 }
@@ -542,12 +566,33 @@ func gemmPtr(dt abi.DType) fn {
 		if product(a) < 0 || product(b) < 0 || product([]int{gp.M, gp.N}) < 0 {
 			return int32(abi.EINVAL)
 		}
-		return s.runPtr(ctx, mem, gp.M*gp.N, gp.Flops(), func(be tensor.Backend, t []tensor.Buffer) error {
+		prove := s.cfg.Proofs != nil && dt == abi.I8
+		var ab, bb []byte // the operands, copied before the op: c may overlap them
+		if prove {
+			if errno := s.admitProof(ctx, gp); errno != abi.OK {
+				return int32(errno)
+			}
+			va, okA := view(mem, p[3], int64(gp.M*gp.K), 1)
+			vb, okB := view(mem, p[4], int64(gp.K*gp.N), 1)
+			if !okA || !okB {
+				return int32(abi.EFAULT)
+			}
+			ab, bb = bytes.Clone(va), bytes.Clone(vb)
+		}
+		r := s.runPtr(ctx, mem, gp.M*gp.N, gp.Flops(), func(be tensor.Backend, t []tensor.Buffer) error {
 			return be.Gemm(ctx, gp, t[0], t[1], t[2])
 		},
 			ptrTensor{ptr: p[3], n: gp.M * gp.K, dt: dt},
 			ptrTensor{ptr: p[4], n: gp.K * gp.N, dt: dt},
 			ptrTensor{ptr: p[5], n: gp.M * gp.N, dt: gemmOutType(dt), output: true})
+		if r != 0 || !prove {
+			return r
+		}
+		vc, ok := view(mem, p[5], 4*int64(gp.M*gp.N), 4)
+		if !ok {
+			return int32(abi.EFAULT) // runPtr checked it: cannot happen
+		}
+		return int32(s.recordProof(gp, ab, bb, vc))
 	}
 }
 

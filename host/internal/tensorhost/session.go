@@ -9,11 +9,13 @@ package tensorhost
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host/tensor"
+	"github.com/infernet/infernet/proofs/gemmproof"
 )
 
 // Defaults for a Session's limits.
@@ -37,12 +39,33 @@ type Config struct {
 	// MaxBytes caps the bytes of live tensors (default DefaultMaxBytes).
 	MaxBytes int64
 	// Abort stops the calling guest for good with cause; it does not return.
-	// The sandbox sets it; it is called when ctx is done during an op.
+	// The sandbox sets it; it is called when ctx is done during an op, and
+	// in proof mode when the guest passes ProofConfig.MaxOps.
 	Abort func(ctx context.Context, cause error)
 	// Charge, if set, bills host work to the guest's fuel, so one counter
 	// meters guest and host work alike.
 	Charge func(units uint64)
+	// Proofs, if set, puts the session in proof mode (see package abi):
+	// every i8 GEMM is recorded as a gemmproof.Op, to be proven after the
+	// job. Nil: off.
+	Proofs *ProofConfig
 }
+
+// ProofConfig configures a session's proof mode.
+type ProofConfig struct {
+	// Templates are the template sizes ops are padded to, ascending (a
+	// subset of gemmproof.Templates). An i8 GEMM with max(m, n, k) above the
+	// last one is answered with abi.ENOPROOF and not run.
+	Templates []int
+	// MaxOps caps the ops recorded. The guest's next i8 GEMM stops the job:
+	// the session calls Abort with a cause wrapping ErrProofLimit (or, with
+	// no Abort, answers abi.ENOPROOF).
+	MaxOps int
+}
+
+// ErrProofLimit is the cause a proof-mode session stops a job with when it
+// asks for more integer GEMMs than ProofConfig.MaxOps.
+var ErrProofLimit = errors.New("proof limit exceeded")
 
 // Session is one job's view of the host module: its handle table, limits and
 // counters. It is used by one guest at a time (guests are single-threaded).
@@ -57,6 +80,8 @@ type Session struct {
 	free    []int32  // freed handles, reused first
 	live    int
 	bytes   int64
+
+	ops []gemmproof.Op // recorded in proof mode, in call order
 
 	// Stats are the session's counters; read them after the job.
 	Stats Stats
@@ -103,6 +128,62 @@ func NewSession(cfg Config) (*Session, error) {
 		s.backend.Free(b)
 	}
 	return s, nil
+}
+
+// GemmOps returns the integer GEMMs recorded in proof mode, in the order
+// the guest called them (nil when proof mode is off). Read it after the job.
+func (s *Session) GemmOps() []gemmproof.Op { return s.ops }
+
+// admitProof decides, in proof mode, whether an i8 GEMM may run: it must be
+// provable (no accumulate, fits a template) and within the cap of ops. Past
+// the cap it stops the job.
+func (s *Session) admitProof(ctx context.Context, gp tensor.GemmParams) abi.Errno {
+	pc := s.cfg.Proofs
+	if pc == nil {
+		return abi.OK
+	}
+	if _, ok := gemmproof.Fit(pc.Templates, gp.M, gp.N, gp.K); !ok || gp.Accumulate {
+		return abi.ENOPROOF
+	}
+	if len(s.ops) >= pc.MaxOps {
+		if s.cfg.Abort != nil {
+			s.cfg.Abort(ctx, fmt.Errorf("%w: more than %d integer GEMMs", ErrProofLimit, pc.MaxOps))
+		}
+		return abi.ENOPROOF
+	}
+	return abi.OK
+}
+
+// recordProof records an i8 GEMM that ran: a and b are its stored i8
+// operands, c its little-endian i32 result. They are copied.
+func (s *Session) recordProof(gp tensor.GemmParams, a, b, c []byte) abi.Errno {
+	t, _ := gemmproof.Fit(s.cfg.Proofs.Templates, gp.M, gp.N, gp.K)
+	var flags int32
+	if gp.TransA {
+		flags |= abi.GemmTransA
+	}
+	if gp.TransB {
+		flags |= abi.GemmTransB
+	}
+	ci := make([]int32, len(c)/4)
+	for i := range ci {
+		ci[i] = int32(binary.LittleEndian.Uint32(c[4*i:]))
+	}
+	op, err := gemmproof.NewOp(t, gp.M, gp.N, gp.K, flags, int8s(a), int8s(b), ci)
+	if err != nil {
+		return abi.EBACKEND // cannot happen: admitProof and the shape checks agree
+	}
+	s.ops = append(s.ops, op)
+	return abi.OK
+}
+
+// int8s returns bytes as signed values.
+func int8s(b []byte) []int8 {
+	out := make([]int8, len(b))
+	for i, x := range b {
+		out[i] = int8(x)
+	}
+	return out
 }
 
 // Backend returns the backend this session's ops run on.

@@ -2,6 +2,7 @@ package tensorhost
 
 import (
 	"context"
+	"errors"
 	"math"
 	"testing"
 
@@ -140,5 +141,92 @@ func TestSessionLimits(t *testing.T) {
 func TestNewSessionNeedsReference(t *testing.T) {
 	if _, err := NewSession(Config{}); err == nil {
 		t.Fatal("session without a reference backend")
+	}
+}
+
+// TestProofRecording: in proof mode an i8 GEMM on handles is recorded with
+// its transposes applied and padded to its template, on host and device
+// buffers alike; accumulate and ops too large for the templates get
+// ENOPROOF and leave nothing behind; past the cap the session aborts with
+// ErrProofLimit; f32 GEMMs are not recorded.
+func TestProofRecording(t *testing.T) {
+	ctx := context.Background()
+	ref := reference.New(reference.Config{Threads: 1})
+	for name, be := range map[string]tensor.Backend{"reference": nil, "device": &deviceBackend{ref: ref}} {
+		t.Run(name, func(t *testing.T) {
+			var aborted error
+			s, err := NewSession(Config{Mode: abi.ModeTolerance, Reference: ref, Backend: be,
+				Proofs: &ProofConfig{Templates: []int{16}, MaxOps: 1},
+				Abort:  func(_ context.Context, cause error) { aborted = cause; panic("abort") }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			// A stored [k,m] = [3,2] with TransA: op(A) = [[1,3,5],[2,4,6]].
+			ha, a, _ := s.alloc(abi.I8, []int{3, 2})
+			hb, b, _ := s.alloc(abi.I8, []int{3, 1})
+			hf, f, _ := s.alloc(abi.F32, []int{2, 2})
+			hbig, big, _ := s.alloc(abi.I8, []int{17, 1})
+			s.backend.Write(a.buf, []byte{1, 2, 3, 4, 5, 6})
+			s.backend.Write(b.buf, []byte{1, 0xff, 2}) // 1, -1, 2
+			s.backend.Write(f.buf, f32bytes(1, 2, 3, 4))
+			s.backend.Write(big.buf, make([]byte, 17))
+			if h := gemm(ctx, s, nil, []int32{hf, hf, 0, 0}); h <= 0 {
+				t.Fatalf("f32 gemm = %d", h)
+			}
+			live := s.live
+			if r := gemm(ctx, s, nil, []int32{hbig, hb, 0, abi.GemmTransB}); r != int32(abi.ENOPROOF) { // 17×3 · …: too large
+				t.Errorf("gemm too large = %d, want ENOPROOF", r)
+			}
+			if s.live != live {
+				t.Errorf("refused gemm left %d tensors behind", s.live-live)
+			}
+			hc := gemm(ctx, s, nil, []int32{ha, hb, 0, abi.GemmTransA})
+			if hc <= 0 {
+				t.Fatalf("i8 gemm = %d", hc)
+			}
+			if r := gemm(ctx, s, nil, []int32{ha, hb, hc, abi.GemmTransA | abi.GemmAccumulate}); r != int32(abi.ENOPROOF) {
+				t.Errorf("accumulate = %d, want ENOPROOF", r)
+			}
+			func() {
+				defer func() { recover() }()
+				gemm(ctx, s, nil, []int32{ha, hb, 0, abi.GemmTransA})
+				t.Error("gemm past the cap returned")
+			}()
+			if !errors.Is(aborted, ErrProofLimit) {
+				t.Errorf("abort cause %v, want ErrProofLimit", aborted)
+			}
+			ops := s.GemmOps()
+			if len(ops) != 1 {
+				t.Fatalf("%d ops recorded, want 1", len(ops))
+			}
+			op := ops[0]
+			if op.M != 2 || op.N != 1 || op.K != 3 || op.Flags != abi.GemmTransA || op.Template != 16 {
+				t.Errorf("op header %d×%d×%d flags %d template %d", op.M, op.N, op.K, op.Flags, op.Template)
+			}
+			at := func(m []int32, i, j int) int32 { return m[i*16+j] }
+			wantA := [][]int32{{1, 3, 5}, {2, 4, 6}}
+			for i := range 2 {
+				for j := range 3 {
+					if at(op.A, i, j) != wantA[i][j] {
+						t.Errorf("A[%d,%d] = %d, want %d", i, j, at(op.A, i, j), wantA[i][j])
+					}
+				}
+			}
+			if at(op.B, 1, 0) != -1 || at(op.C, 0, 0) != 8 || at(op.C, 1, 0) != 10 {
+				t.Errorf("B[1,0] = %d, C = %d, %d; want -1, 8, 10", at(op.B, 1, 0), at(op.C, 0, 0), at(op.C, 1, 0))
+			}
+			var nonzero int
+			for _, m := range [][]int32{op.A, op.B, op.C} {
+				for _, x := range m {
+					if x != 0 {
+						nonzero++
+					}
+				}
+			}
+			if nonzero != 6+3+2 {
+				t.Errorf("%d non-zero entries, want 11: padding is not zero", nonzero)
+			}
+		})
 	}
 }
