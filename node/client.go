@@ -57,6 +57,10 @@ type Spec struct {
 	// (Format a redundancy.Format); Format 0 compares them bit for bit.
 	Rtol, Atol float64
 	Format     uint8
+	// Settle is how a paid job pays: wire.SettleEscrow (default) or
+	// wire.SettleFair, which needs Config.Fair and small outputs (MaxOutput
+	// defaults to the template's capacity).
+	Settle uint8
 }
 
 // Event is one step of a job, pushed to Submit's callback as it happens.
@@ -147,8 +151,10 @@ type jobRun struct {
 	escrows map[*wire.Result]escrowRef
 	// settled: the verdict settled the escrows; later ones are cancelled.
 	settled bool
-	offers  chan *offer                 // bids from the open market
-	late    map[uint8]chan *wire.Result // results delivered over ProtocolResult
+	// offers are the checked fair-exchange offers by result; guarded by mu.
+	offers map[*wire.Result]fairOffer
+	bids   chan *offer                 // bids from the open market
+	late   map[uint8]chan *wire.Result // results delivered over ProtocolResult
 }
 
 type offer struct {
@@ -222,6 +228,11 @@ func (s *Spec) setDefaults() {
 // in the node's store when the job succeeded. events, if not nil, receives
 // progress as it happens, from one goroutine at a time.
 func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*store.Job, error) {
+	if spec.Settle == wire.SettleFair {
+		if err := n.fairSpec(&spec); err != nil {
+			return nil, err
+		}
+	}
 	spec.setDefaults()
 	req, err := requirement.Compile(spec.Require)
 	if err != nil {
@@ -234,7 +245,7 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 		Memory: spec.Memory, TimeoutMS: spec.Timeout.Milliseconds(), Fuel: spec.Fuel, Mode: spec.Mode,
 		Require: spec.Require, Replicas: uint8(min(spec.Replicas, 255)), Price: spec.Price,
 		Deadline: wire.Millis(now.Add(spec.Deadline)), Time: wire.Millis(now), MaxOutput: spec.MaxOutput,
-		Rtol: spec.Rtol, Atol: spec.Atol, Format: spec.Format, SameBackend: spec.SameBackend,
+		Rtol: spec.Rtol, Atol: spec.Atol, Format: spec.Format, SameBackend: spec.SameBackend, Settle: spec.Settle,
 	}
 	if err := ann.Validate(); err != nil {
 		return nil, err
@@ -244,7 +255,7 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 	}
 	j := &jobRun{
 		c: n.client, ann: ann, req: req, events: events, open: spec.Open, adaptive: spec.Adaptive,
-		holders: map[peer.ID]bool{}, offers: make(chan *offer, 64), late: map[uint8]chan *wire.Result{},
+		holders: map[peer.ID]bool{}, bids: make(chan *offer, 64), late: map[uint8]chan *wire.Result{},
 		rec: &store.Job{ID: ann.Job, Announce: *ann, State: store.JobPending, Created: now},
 	}
 	if spec.InputSize > 0 && spec.InputSize <= wire.MaxInline {
@@ -305,7 +316,7 @@ func (j *jobRun) findProviders(ctx context.Context) error {
 				return fmt.Errorf("%w: %d for %d replicas", ErrNoProviders, len(j.pool), j.ann.Replicas)
 			}
 			return nil
-		case o := <-j.offers:
+		case o := <-j.bids:
 			if o.bid.Accept && !have[o.from] && o.bid.Price <= j.ann.Price {
 				have[o.from] = true
 				j.pool = append(j.pool, candidate{id: o.from, reputation: 1})
@@ -480,14 +491,14 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 		return nil, err
 	}
 	var pay *store.Payment
-	if j.paid() {
+	if j.escrowed() {
 		if pay, err = j.newPayment(r, p, bid.Price); err != nil {
 			return nil, err
 		}
 	}
 	idx := j.record(r, p)
 	assigned := time.Now()
-	res, inflight, err := j.follow(ctx, r, p, pay)
+	res, inflight, err := j.follow(ctx, r, p, bid.Price, pay)
 	switch {
 	case pay != nil && pay.State >= store.PayPaying:
 		j.keepEscrow(res, pay, inflight) // settled or cancelled at the verdict
@@ -508,6 +519,8 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 	}
 	j.mu.Unlock()
 	switch {
+	case errors.Is(err, errBadOffer):
+		n.peers.outvote(p, j.ann.Job)
 	case err == nil:
 		n.replicas.Add(1)
 		n.peers.complete(p, time.Since(assigned)-time.Duration(res.RunMicros)*time.Microsecond)
@@ -580,8 +593,8 @@ func (j *jobRun) askBid(ctx context.Context, p peer.ID) (*wire.Bid, error) {
 	return &b, nil
 }
 
-// follow assigns the replica to p and reads updates until the result.
-func (j *jobRun) follow(ctx context.Context, r uint8, p peer.ID, pay *store.Payment) (res *wire.Result, inflight *payments.Payment, err error) {
+// follow assigns the replica to p at price and reads updates until the result.
+func (j *jobRun) follow(ctx context.Context, r uint8, p peer.ID, price uint64, pay *store.Payment) (res *wire.Result, inflight *payments.Payment, err error) {
 	n := j.c.n
 	cctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
 	c, err := n.open(cctx, p, ProtocolAssign)
@@ -594,8 +607,11 @@ func (j *jobRun) follow(ctx context.Context, r uint8, p peer.ID, pay *store.Paym
 	stop := context.AfterFunc(ctx, c.reset)
 	defer stop()
 	a := &wire.Assign{V: wire.Version, Announce: *j.ann, Replica: r, Input: j.input, Sources: j.sources(p)}
+	if j.paid() {
+		a.Price = price
+	}
 	if pay != nil {
-		a.PaymentHash, a.Price = pay.Hash[:], uint64(pay.AmountMsat)
+		a.PaymentHash = pay.Hash[:]
 	}
 	if err := c.write(a); err != nil {
 		c.reset()
@@ -632,7 +648,7 @@ func (j *jobRun) follow(ctx context.Context, r uint8, p peer.ID, pay *store.Paym
 			if !j.wasAssigned(r, from) {
 				continue
 			}
-			if res, err := j.check(res, r, from); err == nil {
+			if res, err := j.check(res, r, from, price); err == nil {
 				c.reset()
 				return res, inflight, nil
 			}
@@ -659,7 +675,7 @@ func (j *jobRun) follow(ctx context.Context, r uint8, p peer.ID, pay *store.Paym
 			j.emit(EventRunning, int(r), p, "")
 		case wire.UpdateResult:
 			c.close()
-			res, err := j.check(u.Result, r, p)
+			res, err := j.check(u.Result, r, p, price)
 			return res, inflight, err
 		case wire.UpdateInvoice:
 			if pay == nil || inflight != nil {
@@ -674,9 +690,10 @@ func (j *jobRun) follow(ctx context.Context, r uint8, p peer.ID, pay *store.Paym
 	}
 }
 
-// check accepts a result only if p signed it for this job and replica and
-// its outcome is a property of the job rather than of the provider.
-func (j *jobRun) check(res *wire.Result, r uint8, p peer.ID) (*wire.Result, error) {
+// check accepts a result only if p signed it for this job and replica, its
+// outcome is a property of the job rather than of the provider, and, in a
+// fair exchange, its offer checks out at price.
+func (j *jobRun) check(res *wire.Result, r uint8, p peer.ID, price uint64) (*wire.Result, error) {
 	switch {
 	case res == nil:
 		return nil, errors.New("empty result")
@@ -691,6 +708,11 @@ func (j *jobRun) check(res *wire.Result, r uint8, p peer.ID) (*wire.Result, erro
 	}
 	if res.OutputSize > j.ann.MaxOutput {
 		return nil, errors.New("output over the job's limit")
+	}
+	if j.isFair() {
+		if err := j.checkOffer(res, price); err != nil {
+			return nil, err
+		}
 	}
 	return res, nil
 }
@@ -760,7 +782,7 @@ func (n *Node) handleBid(s network.Stream) {
 		n.client.mu.Unlock()
 		if j != nil {
 			select {
-			case j.offers <- &offer{from: c.remote(), bid: open.Bid}:
+			case j.bids <- &offer{from: c.remote(), bid: open.Bid}:
 			default: // enough offers already
 			}
 		}

@@ -51,6 +51,10 @@ var errPayment = errors.New("payment failed")
 func (p *provider) escrow(ctx context.Context, c *conn, a *wire.Assign, client peer.ID) (*store.Payment, error) {
 	n := p.n
 	switch {
+	case a.Announce.Settle == wire.SettleFair && a.Price < n.cfg.Price:
+		return nil, fmt.Errorf("%w: bad payment terms", ErrPaymentRequired)
+	case a.Announce.Settle == wire.SettleFair:
+		return nil, nil // bought after the run (sell)
 	case a.PaymentHash == nil && n.cfg.Price > 0:
 		return nil, fmt.Errorf("%w: %d msat per replica", ErrPaymentRequired, n.cfg.Price)
 	case a.PaymentHash == nil || n.lnd == nil:
@@ -139,6 +143,8 @@ func (n *Node) closeIncoming(pay *store.Payment, end store.PayState, why string)
 	case err != nil:
 	case end == store.PaySettled:
 		n.peers.clientSettled(client, true)
+	case pay.Fair:
+		// An offer not bought gave the client nothing: it owes nothing.
 	case n.hadResult(pay):
 		n.peers.clientSettled(client, false)
 	}

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/infernet/infernet/proofs/fair"
 )
 
 // Faults make a provider misbehave on purpose, so that tests can show that
@@ -22,6 +24,10 @@ type Faults struct {
 	// Withhold, as a client, cancels every payment, even for results it
 	// accepted: a client that takes results and does not pay.
 	Withhold bool
+	// Tamper, as a provider selling by fair exchange, spoils every offer:
+	// "proof" and "ciphertext" change a byte of either, "key" invoices a
+	// preimage other than the key that encrypted the output.
+	Tamper string
 
 	mu  sync.Mutex
 	rng *rand.Rand
@@ -36,6 +42,23 @@ func (f *Faults) slow() time.Duration {
 		return 0
 	}
 	return f.Slow
+}
+
+// tamper spoils an offer as Tamper says; it reports whether the invoice
+// must be for another key.
+func (f *Faults) tamper(o *fair.Offer) (otherKey bool) {
+	if f == nil {
+		return false
+	}
+	switch f.Tamper {
+	case "proof":
+		o.Proof[len(o.Proof)/2] ^= 1
+	case "ciphertext":
+		o.Ciphertext[len(o.Ciphertext)-1] ^= 1
+	case "key":
+		return true
+	}
+	return false
 }
 
 // roll reports true with probability p.

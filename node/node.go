@@ -104,6 +104,9 @@ type Config struct {
 	// providers through hold invoices, as a provider it charges Price. Zero:
 	// free mode.
 	Lnd payments.Config
+	// Fair, when set with Lnd, lets the node sell (with PK) and buy job
+	// outputs by fair exchange (wire.SettleFair).
+	Fair *FairKeys
 	// Sandbox and Backends, when both set, run this provider's jobs instead
 	// of a sandbox of its own (several nodes in one process can share one);
 	// the node does not close them.

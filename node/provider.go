@@ -36,8 +36,9 @@ type provider struct {
 	backends   *backends.Set
 	ownRuntime bool
 
-	slots chan struct{} // a token per running job
-	gpus  []wire.GPU
+	slots   chan struct{} // a token per running job
+	proving sync.Mutex    // held while a fair-exchange proof is made
+	gpus    []wire.GPU
 	// fixed is the part of the advert that does not change while running.
 	fixed wire.CapabilityAdvert
 
@@ -206,7 +207,7 @@ func (p *provider) terms(a *wire.JobAnnounce) string {
 	case time.Now().After(time.UnixMilli(a.Deadline)):
 		return "deadline passed"
 	}
-	return ""
+	return p.fairTerms(a)
 }
 
 // bid answers an announce.
@@ -335,6 +336,11 @@ func (p *provider) handleAssign(s network.Stream) {
 		defer p.n.claims.drop(pay) // from here the sweep may finish it
 	}
 	res := p.execute(ctx, c, &a, client, run)
+	if a.Announce.Settle == wire.SettleFair && res.Deterministic() {
+		if err := p.sell(ctx, &a, client, res); err != nil {
+			res = &wire.Result{V: wire.Version, Job: res.Job, Replica: res.Replica, Outcome: wire.OutcomeFailed, Error: "fair exchange: " + err.Error()}
+		}
+	}
 	hb()
 	if pay != nil && !res.Deterministic() {
 		p.n.cancelInvoice(pay, "the provider failed: "+res.Error) // no result, no pay
@@ -568,7 +574,7 @@ const maxRecordedOutput = 64 << 10
 // outputs by digest only).
 func (p *provider) withOutput(r *wire.Result) *wire.Result {
 	res := *r
-	if res.OutputData == nil && res.OutputSize > 0 && res.OutputSize <= wire.MaxInline {
+	if res.OutputData == nil && res.OutputSize > 0 && res.OutputSize <= wire.MaxInline && res.Offer == nil {
 		if b, err := p.n.blobs.Bytes(res.Output, wire.MaxInline); err == nil {
 			res.OutputData = b
 		}

@@ -119,7 +119,7 @@ func (n *Node) sweepOutgoing(ctx context.Context, pay *store.Payment) {
 		return
 	}
 	release := pay.State == store.PayReleasing
-	if provider, err := peer.Decode(pay.Peer); err == nil {
+	if provider, err := peer.Decode(pay.Peer); err == nil && !pay.Fair { // a fair payment has no hold to end
 		msg := &wire.Release{V: wire.Version, Job: pay.Job, Replica: pay.Replica, Cancel: !release}
 		if release {
 			msg.Preimage = pay.Preimage[:]
@@ -160,6 +160,10 @@ func (n *Node) sweepIncoming(ctx context.Context, pay *store.Payment) {
 		n.closeIncoming(pay, store.PayCanceled, "cancelled by lnd (expired)")
 	case st == lnrpc.Invoice_SETTLED:
 		n.closeIncoming(pay, store.PaySettled, "")
+	case pay.Fair:
+		if time.Now().After(pay.Due) {
+			n.cancelInvoice(pay, "not bought")
+		}
 	default:
 		if run, err := n.db.Run(pay.Job, pay.Replica); err != nil || run.Result == nil || !run.Result.Deterministic() {
 			n.cancelInvoice(pay, "the run did not finish")

@@ -116,7 +116,7 @@ func (j *jobRun) tally(ctx context.Context, votes []*wire.Result) (redundancy.Ve
 	tol := j.tolerance()
 	vs := make([]redundancy.Vote, len(votes))
 	for i, r := range votes {
-		vs[i] = redundancy.Vote{Key: fmt.Sprintf("%d/%d/%s", r.Outcome, r.ExitCode, r.Error), Digest: r.Output}
+		vs[i] = redundancy.Vote{Key: fmt.Sprintf("%d/%d/%s/%s", r.Outcome, r.ExitCode, r.Error, j.commitment(r)), Digest: r.Output}
 		if tol != nil {
 			out, err := j.output(ctx, r, []peer.ID{peer.ID(r.Provider)})
 			if err != nil {
@@ -165,7 +165,19 @@ func (j *jobRun) accept(ctx context.Context, votes []*wire.Result, winners, lose
 	for _, i := range winners {
 		hints = append(hints, peer.ID(votes[i].Provider))
 	}
-	if _, err := j.output(ctx, best, hints); err != nil {
+	if j.isFair() {
+		var won []*wire.Result
+		for _, i := range winners {
+			won = append(won, votes[i])
+		}
+		out, err := j.buy(ctx, won)
+		if err == nil {
+			_, err = n.blobs.PutBytes(out)
+		}
+		if err != nil {
+			return j.finish(votes, nil, err)
+		}
+	} else if _, err := j.output(ctx, best, hints); err != nil {
 		return j.finish(votes, nil, fmt.Errorf("output: %w", err))
 	}
 	if how == VerifiedByReplicas {
@@ -298,8 +310,8 @@ const maxKnown = 32
 
 // remember keeps a job verified by replicas as a possible canary.
 func (c *client) remember(j *jobRun, output blob.Digest) {
-	if j.ephemeral || (j.ann.InputSize > 0 && j.input == nil) {
-		return // canaries carry their input inline
+	if j.ephemeral || (j.ann.InputSize > 0 && j.input == nil) || j.isFair() {
+		return // canaries carry their input inline, and are escrowed
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -25,7 +25,9 @@ type PayState uint8
 
 // Payment states. A client's payment goes Created → Paying → Locked →
 // Releasing → Settled, or to Canceled; a provider's invoice goes Invoiced →
-// Locked → Settled, or to Canceled.
+// Locked → Settled, or to Canceled. A fair exchange skips the hold: the
+// client goes Paying → Settled, the provider Invoiced → Settled, or either
+// to Canceled.
 const (
 	// PayCreated: the client chose the preimage; nothing was sent.
 	PayCreated PayState = iota
@@ -82,6 +84,10 @@ type Payment struct {
 	// cancelled: the job's deadline and a grace period.
 	Due   time.Time `json:"due,omitzero"`
 	Error string    `json:"error,omitempty"`
+	// Fair marks an ordinary invoice of a fair exchange (wire.SettleFair):
+	// paid after the verdict, settled by lnd itself when paid; the provider
+	// never holds it, and the client never releases or cancels it.
+	Fair bool `json:"fair,omitempty"`
 }
 
 // paymentKey is job, replica, direction and peer: a client pays for a

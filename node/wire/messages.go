@@ -99,7 +99,21 @@ type JobAnnounce struct {
 	Format uint8   `cbor:"20,keyasint"`
 	// SameBackend asks for every replica on the same tensor backend.
 	SameBackend bool `cbor:"21,keyasint"`
+	// Settle is how a paid job pays: SettleEscrow or SettleFair.
+	Settle uint8 `cbor:"22,keyasint"`
 }
+
+// Settle values of JobAnnounce.Settle.
+const (
+	// SettleEscrow: each replica is paid through a hold invoice locked
+	// before it runs and released once its result is verified.
+	SettleEscrow = 0
+	// SettleFair: each winning replica is bought after the verdict by fair
+	// exchange (proofs/fair): its result carries the output encrypted, a
+	// commitment to it, a proof and an ordinary invoice whose preimage is
+	// the key. Small outputs only, compared exactly.
+	SettleFair = 1
+)
 
 // Version implements Versioned.
 func (m *JobAnnounce) Version() uint16 { return m.V }
@@ -132,6 +146,11 @@ func (m *JobAnnounce) Validate() error {
 		return fmt.Errorf("%w: memory %d, max output %d", ErrMalformed, m.Memory, m.MaxOutput)
 	case !(m.Rtol >= 0 && m.Atol >= 0 && m.Rtol < math.Inf(1) && m.Atol < math.Inf(1)) || m.Format > 3:
 		return fmt.Errorf("%w: tolerance %g/%g format %d", ErrMalformed, m.Rtol, m.Atol, m.Format)
+	case m.Settle > SettleFair:
+		return fmt.Errorf("%w: settle %d", ErrMalformed, m.Settle)
+	case m.Settle == SettleFair && (m.Price == 0 || m.Format != 0):
+		// Outputs hidden until paid cannot be compared as numbers.
+		return fmt.Errorf("%w: fair exchange needs a price and exact comparison", ErrMalformed)
 	}
 	if _, err := peer.IDFromBytes(m.Client); err != nil {
 		return fmt.Errorf("%w: client: %v", ErrMalformed, err)
@@ -305,6 +324,11 @@ type Result struct {
 	// Sig is the provider's signature over the result with Sig and
 	// OutputData empty (the output is bound through its digest).
 	Sig []byte `cbor:"14,keyasint"`
+	// Offer and Invoice, in a SettleFair job, sell the output instead of
+	// OutputData: Offer is a CBOR proofs/fair.Offer (ciphertext, commitment,
+	// payment hash, proof), Invoice a BOLT 11 request for its payment hash.
+	Offer   []byte `cbor:"15,keyasint"`
+	Invoice string `cbor:"16,keyasint"`
 }
 
 // Version implements Versioned.

@@ -121,6 +121,9 @@ func TestValidate(t *testing.T) {
 		"bad mode":      func(a *JobAnnounce) { a.Mode = 9 },
 		"bad client":    func(a *JobAnnounce) { a.Client = []byte("x") },
 		"no memory":     func(a *JobAnnounce) { a.Memory = 0 },
+		"bad settle":    func(a *JobAnnounce) { a.Settle = 2 },
+		"free fair":     func(a *JobAnnounce) { a.Settle, a.Price = SettleFair, 0 },
+		"numeric fair":  func(a *JobAnnounce) { a.Settle, a.Price, a.Mode, a.Format = SettleFair, 1, ModeTolerance, 1 },
 	} {
 		a := announce(id)
 		mutate(a)

@@ -25,6 +25,7 @@ import (
 	"github.com/consensys/gnark/constraint"
 	"github.com/consensys/gnark/frontend"
 	"github.com/consensys/gnark/frontend/cs/r1cs"
+	"github.com/fxamacker/cbor/v2"
 
 	"github.com/infernet/infernet/proofs/circuits"
 )
@@ -115,6 +116,39 @@ type Offer struct {
 	Commitment  circuits.Digest `cbor:"2,keyasint"`
 	PaymentHash [32]byte        `cbor:"3,keyasint"`
 	Proof       []byte          `cbor:"4,keyasint"` // groth16 proof, WriteRawTo
+}
+
+// maxOfferBytes bounds an encoded offer: the largest template's ciphertext
+// (4096 bytes in 133 chunks of 32) and a proof, with room to spare.
+const maxOfferBytes = 8 << 10
+
+// offerEnc encodes offers canonically; offerDec decodes them strictly.
+var offerEnc, offerDec = func() (cbor.EncMode, cbor.DecMode) {
+	enc, err := cbor.CoreDetEncOptions().EncMode()
+	if err != nil {
+		panic(err)
+	}
+	dec, err := cbor.DecOptions{MaxArrayElements: 16, MaxMapPairs: 16, ExtraReturnErrors: cbor.ExtraDecErrorUnknownField}.DecMode()
+	if err != nil {
+		panic(err)
+	}
+	return enc, dec
+}()
+
+// Encode returns the offer in canonical CBOR, as it travels to the client.
+func (o *Offer) Encode() ([]byte, error) { return offerEnc.Marshal(o) }
+
+// DecodeOffer parses an encoded offer; it does not check the proof (Check
+// does).
+func DecodeOffer(b []byte) (*Offer, error) {
+	if len(b) > maxOfferBytes {
+		return nil, fmt.Errorf("%w: offer of %d bytes", ErrBadProof, len(b))
+	}
+	var o Offer
+	if err := offerDec.Unmarshal(b, &o); err != nil {
+		return nil, fmt.Errorf("%w: malformed offer: %v", ErrBadProof, err)
+	}
+	return &o, nil
 }
 
 // Seal, on the provider, encrypts output under a fresh key and proves the

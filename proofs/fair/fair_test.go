@@ -112,6 +112,27 @@ func TestExchange(t *testing.T) {
 	if _, err := tmpl.Open(tamper(func(o *Offer) { o.Ciphertext[40] ^= 1 }), key); !errors.Is(err, ErrWrongKey) {
 		t.Fatalf("open of a changed ciphertext: %v", err)
 	}
+
+	// On the wire: an offer survives encoding; malformed ones are refused.
+	enc, err := offer.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := DecodeOffer(enc)
+	if err != nil || tmpl.Check(vk, dec, agreed) != nil {
+		t.Fatalf("decoded offer: %v", err)
+	}
+	for name, b := range map[string][]byte{
+		"empty":         nil,
+		"garbage":       []byte("not cbor"),
+		"truncated":     enc[:len(enc)-5],
+		"unknown field": append(append([]byte{enc[0] + 1}, enc[1:]...), 0x09, 0x00), // one more pair, 9: 0
+		"oversized":     make([]byte, maxOfferBytes+1),
+	} {
+		if _, err := DecodeOffer(b); !errors.Is(err, ErrBadProof) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 }
 
 // TestFraming: outputs from empty to the capacity round-trip; larger ones

@@ -54,6 +54,7 @@ type SubmitOptions struct {
 	Compare   string // tolerance-mode output format: f32, f64, text
 	Rtol      float64
 	Atol      float64
+	Settle    string // escrow or fair
 }
 
 // NewCmdSubmit returns `infernet submit`. runF replaces the action in tests.
@@ -93,7 +94,7 @@ exit code for a verified result of a job that exited otherwise (above 255:
 	f.DurationVar(&opts.Timeout, "timeout", 60*time.Second, "wall-time limit of each run")
 	f.DurationVar(&opts.Deadline, "deadline", 0, "give up on the whole job after this long (default 2×timeout + 30s)")
 	f.StringVar(&opts.Memory, "memory", "256MiB", "guest memory limit (`SIZE`)")
-	f.StringVar(&opts.MaxOutput, "max-output", "64MiB", "output limit (`SIZE`)")
+	f.StringVar(&opts.MaxOutput, "max-output", "", "output limit (`SIZE`; default 64MiB, or the fair-exchange template's capacity)")
 	f.StringVar(&opts.Mode, "mode", "exact", "determinism mode of tensor ops: exact or tolerance")
 	f.Uint64Var(&opts.Fuel, "fuel", 0, "stop after this many fuel units (0: no limit)")
 	f.StringVar(&opts.Require, "require", "", "requirement `EXPR` on providers, e.g. 'vram >= 16 && reputation > 0.8'")
@@ -107,6 +108,7 @@ exit code for a verified result of a job that exited otherwise (above 255:
 	f.StringVar(&opts.Compare, "compare", "", "tolerance mode: compare outputs as `FORMAT` f32, f64 or text (numbers within --rtol/--atol); default bit for bit")
 	f.Float64Var(&opts.Rtol, "rtol", 1e-5, "tolerance mode: relative tolerance")
 	f.Float64Var(&opts.Atol, "atol", 1e-8, "tolerance mode: absolute tolerance")
+	f.StringVar(&opts.Settle, "settle", "escrow", "how a paid job pays: escrow (hold invoices released after verification) or fair (outputs of at most 254 bytes bought by zero-knowledge fair exchange)")
 	return cmd
 }
 
@@ -118,9 +120,24 @@ func (o *SubmitOptions) request() (api.SubmitRequest, error) {
 	if err != nil {
 		return req, fmt.Errorf("--memory: %w", err)
 	}
-	maxOut, err := parseSize(o.MaxOutput)
-	if err != nil {
-		return req, fmt.Errorf("--max-output: %w", err)
+	switch o.Settle {
+	case "escrow":
+		req.Settle = wire.SettleEscrow
+	case "fair":
+		req.Settle = wire.SettleFair
+		if o.Price == 0 {
+			return req, errors.New("--settle fair needs --max-price")
+		}
+	default:
+		return req, fmt.Errorf("--settle: %q is not escrow or fair", o.Settle)
+	}
+	var maxOut uint64
+	if o.MaxOutput != "" {
+		if maxOut, err = parseSize(o.MaxOutput); err != nil {
+			return req, fmt.Errorf("--max-output: %w", err)
+		}
+	} else if req.Settle != wire.SettleFair {
+		maxOut = 64 << 20
 	}
 	mode, ok := abi.ParseMode(o.Mode)
 	if !ok {

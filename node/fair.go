@@ -1,0 +1,234 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/consensys/gnark/backend/groth16"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
+	"github.com/infernet/infernet/payments"
+	"github.com/infernet/infernet/proofs/fair"
+)
+
+// FairKeys are the fair-exchange template (proofs/fair) and its Groth16
+// keys, which must come from a multi-party setup (proofs/setup): a provider
+// needs PK to sell outputs by fair exchange, a client VK to buy them.
+type FairKeys struct {
+	Template *fair.Template
+	PK       groth16.ProvingKey // nil on a node that only buys
+	VK       groth16.VerifyingKey
+}
+
+// errBadOffer marks a result whose fair-exchange offer or invoice does not
+// check out: the provider cheated, and is treated as a liar.
+var errBadOffer = errors.New("bad fair-exchange offer")
+
+// ---- provider side ----
+
+// sells reports whether this provider can sell an output by fair exchange.
+func (p *provider) sells() bool {
+	f := p.n.cfg.Fair
+	return p.n.lnd != nil && f != nil && f.PK != nil
+}
+
+// fairTerms is why this provider declines a fair-exchange announce, or "".
+func (p *provider) fairTerms(a *wire.JobAnnounce) string {
+	switch {
+	case a.Settle != wire.SettleFair:
+		return ""
+	case !p.sells():
+		return "no fair exchange here (no lnd or no proving key)"
+	case a.MaxOutput > int64(p.n.cfg.Fair.Template.Capacity()):
+		return fmt.Sprintf("fair exchange carries outputs of at most %d bytes", p.n.cfg.Fair.Template.Capacity())
+	}
+	return ""
+}
+
+// sell turns a deterministic fair-exchange result into an offer: the output
+// is encrypted under a fresh key and proven (a few seconds), an ordinary
+// invoice is issued with the key as its preimage and recorded, and the
+// result carries offer and invoice in place of the output. On error res is
+// left as it was and the caller reports the provider's failure.
+func (p *provider) sell(ctx context.Context, a *wire.Assign, client peer.ID, res *wire.Result) error {
+	n := p.n
+	p.proving.Lock() // one proof at a time: each takes every core
+	offer, key, err := n.cfg.Fair.Template.Seal(n.cfg.Fair.PK, res.OutputData)
+	p.proving.Unlock()
+	if err != nil {
+		return err
+	}
+	if n.cfg.Faults.tamper(offer) {
+		rand.Read(key[:]) // fault injection: invoice a key that opens nothing
+	}
+	enc, err := offer.Encode()
+	if err != nil {
+		return err
+	}
+	pay := &store.Payment{Job: a.Announce.Job, Replica: a.Replica, Peer: client.String(), State: store.PayInvoiced,
+		Hash: offer.PaymentHash, AmountMsat: int64(a.Price), Created: time.Now(), Fair: true,
+		Due: time.UnixMilli(a.Announce.Deadline).Add(payGrace)}
+	if !n.claims.claim(pay) {
+		return errors.New("this replica is being sold already")
+	}
+	defer n.claims.drop(pay)
+	// The invoice outlives the job's deadline a little: the client buys
+	// after the verdict. lnd keeps the key; this node needs it no more.
+	expiry := time.Until(pay.Due)
+	req, err := n.lnd.AddInvoice(ctx, key, pay.AmountMsat, expiry, fmt.Sprintf("infernet job %s replica %d (fair exchange)", a.Announce.Job, a.Replica))
+	if err != nil {
+		return fmt.Errorf("invoice: %w", err)
+	}
+	pay.Invoice = req
+	if err := n.db.PutPayment(pay); err != nil {
+		return err
+	}
+	res.Offer, res.Invoice, res.OutputData = enc, req, nil
+	return nil
+}
+
+// ---- client side ----
+
+// isFair reports whether this job's outputs are bought by fair exchange.
+func (j *jobRun) isFair() bool { return j.ann.Settle == wire.SettleFair }
+
+// escrowed reports whether this job pays through hold invoices.
+func (j *jobRun) escrowed() bool { return j.paid() && !j.isFair() }
+
+// fairSpec checks and completes a fair-exchange job's spec on the client.
+func (n *Node) fairSpec(s *Spec) error {
+	f := n.cfg.Fair
+	switch {
+	case n.lnd == nil:
+		return fmt.Errorf("%w: fair exchange needs lnd", ErrCannotPay)
+	case f == nil || f.VK == nil:
+		return errors.New("fair exchange needs the template's verifying key (install it from a ceremony)")
+	case s.MaxOutput == 0:
+		s.MaxOutput = int64(f.Template.Capacity())
+	case s.MaxOutput > int64(f.Template.Capacity()):
+		return fmt.Errorf("fair exchange carries outputs of at most %d bytes, not %d", f.Template.Capacity(), s.MaxOutput)
+	}
+	return nil
+}
+
+// fairOffer is a checked fair-exchange offer and its invoice's amount.
+type fairOffer struct {
+	*fair.Offer
+	amount int64
+}
+
+// checkOffer, as a fair-exchange result arrives, checks that its proof
+// verifies for its own commitment and that its invoice asks for the offer's
+// payment hash and no more than the agreed price; replicas then vote on the
+// commitments. It keeps the checked offer for the verdict.
+func (j *jobRun) checkOffer(res *wire.Result, price uint64) error {
+	n := j.c.n
+	o, err := fair.DecodeOffer(res.Offer)
+	if err == nil {
+		err = n.cfg.Fair.Template.Check(n.cfg.Fair.VK, o, o.Commitment)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", errBadOffer, err)
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, handshakeTimeout)
+	defer cancel()
+	amount, err := n.lnd.CheckInvoice(ctx, res.Invoice, o.PaymentHash, int64(price))
+	switch {
+	case errors.Is(err, payments.ErrUnavailable):
+		return fmt.Errorf("%w: %w", errPayment, err)
+	case err != nil:
+		return fmt.Errorf("%w: invoice: %w", errBadOffer, err)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.offers == nil {
+		j.offers = map[*wire.Result]fairOffer{}
+	}
+	j.offers[res] = fairOffer{o, amount}
+	return nil
+}
+
+// commitment is what fair-exchange replicas vote on besides their
+// outcome: the commitment of their offer.
+func (j *jobRun) commitment(res *wire.Result) string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if o, ok := j.offers[res]; ok {
+		return hex.EncodeToString(o.Commitment[:])
+	}
+	return ""
+}
+
+// buy pays every winner's invoice, each once, and opens the output with
+// the first key a payment reveals. Each payment is recorded before it is
+// made. Paying reveals the key; the proofs checked on arrival guarantee
+// that it decrypts to the agreed output.
+func (j *jobRun) buy(ctx context.Context, winners []*wire.Result) ([]byte, error) {
+	var out []byte
+	var errs []error
+	for _, w := range winners {
+		b, err := j.buyOne(ctx, w)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("replica %d from %s: %w", w.Replica, peer.ID(w.Provider).ShortString(), err))
+			continue
+		}
+		if out == nil {
+			out = b
+		}
+	}
+	if out == nil {
+		return nil, fmt.Errorf("fair exchange: no output bought: %w", errors.Join(errs...))
+	}
+	for _, err := range errs {
+		j.c.log.Warn("fair exchange", "job", j.ann.Job, "err", err)
+	}
+	return out, nil
+}
+
+func (j *jobRun) buyOne(ctx context.Context, w *wire.Result) ([]byte, error) {
+	n := j.c.n
+	j.mu.Lock()
+	o, ok := j.offers[w]
+	j.mu.Unlock()
+	if !ok {
+		return nil, errors.New("no offer")
+	}
+	pay := &store.Payment{Job: j.ann.Job, Replica: w.Replica, Outgoing: true, Peer: peer.ID(w.Provider).String(),
+		State: store.PayPaying, Hash: o.PaymentHash, AmountMsat: o.amount, Invoice: w.Invoice, Created: time.Now(), Fair: true}
+	if !n.claims.claim(pay) {
+		return nil, errors.New("paid already")
+	}
+	defer n.claims.drop(pay)
+	if err := n.db.PutPayment(pay); err != nil { // recorded before the money moves
+		return nil, err
+	}
+	inflight, err := n.lnd.Pay(ctx, w.Invoice, max(o.amount/100, 1000), paymentWait)
+	if inflight == nil {
+		return nil, fmt.Errorf("%w: %w", errPayment, err) // lnd away: the sweep asks it later
+	}
+	select {
+	case <-inflight.Done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	pay.Preimage = inflight.Preimage
+	n.recordOutgoing(pay, inflight)
+	if inflight.Err != nil {
+		return nil, fmt.Errorf("%w: %w", errPayment, inflight.Err)
+	}
+	out, err := n.cfg.Fair.Template.Open(o.Offer, inflight.Preimage)
+	if err != nil {
+		return nil, err
+	}
+	if blob.Sum(out) != w.Output || int64(len(out)) != w.OutputSize {
+		return nil, errors.New("the opened output does not match the signed digest")
+	}
+	return out, nil
+}

@@ -1,0 +1,147 @@
+//go:build regtest
+
+package node
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
+	"github.com/infernet/infernet/payments/regtest"
+	"github.com/infernet/infernet/proofs/fair"
+	"github.com/infernet/infernet/proofs/testkeys"
+)
+
+// The fair-exchange template and test-only keys (groth16.Setup, cached on
+// disk by proofs/testkeys), shared by the tests of this file.
+var (
+	fairOnce sync.Once
+	fairKeys *FairKeys
+	fairErr  error
+)
+
+func testFairKeys(t *testing.T) *FairKeys {
+	t.Helper()
+	fairOnce.Do(func() {
+		tmpl, err := fair.Compile(256)
+		if err != nil {
+			fairErr = err
+			return
+		}
+		pk, vk, err := testkeys.Setup(tmpl.ConstraintSystem())
+		fairKeys, fairErr = &FairKeys{Template: tmpl, PK: pk, VK: vk}, err
+	})
+	if fairErr != nil {
+		t.Fatal(fairErr)
+	}
+	return fairKeys
+}
+
+// fairNetwork: two providers selling by fair exchange through PROVIDER1/2's
+// lnd (the second with faults f), and a client buying through CLIENT.
+func fairNetwork(t *testing.T, f *Faults) (*testNet, regtest.Env) {
+	keys := testFairKeys(t)
+	buyer := *keys
+	buyer.PK = nil // a client needs the verifying key only
+	env := regtestEnv(t)
+	i := 0
+	net := startNetwork(t, 2, func(c *Config) {
+		if !c.Provide {
+			c.Lnd, c.Fair = env.Lnd(regtest.Client), &buyer
+			return
+		}
+		c.Lnd, c.Price, c.Fair = env.Lnd([]string{regtest.Provider1, regtest.Provider2}[i]), price, keys
+		if i == 1 {
+			c.Faults = f
+		}
+		i++
+	})
+	return net, env
+}
+
+// TestLightningFairJobs: jobs settled by fair exchange end verified, with
+// the client holding the right output, and each provider paid exactly once
+// per job: balances move by exactly the settled invoices.
+func TestLightningFairJobs(t *testing.T) {
+	net, env := fairNetwork(t, nil)
+	lnds := []string{regtest.Provider1, regtest.Provider2}
+	before := map[string]int64{regtest.Client: localBalance(t, env.Lnd(regtest.Client))}
+	for _, l := range lnds {
+		before[l] = localBalance(t, env.Lnd(l))
+	}
+	const jobs = 2
+	for i := range jobs {
+		s, want := catJob(t, net.client, i)
+		s.Price, s.Settle = price, wire.SettleFair
+		job, err := net.client.Submit(context.Background(), s, nil)
+		if err != nil || job.State != store.JobVerified {
+			t.Fatalf("job %d: %v, %v", i, job, err)
+		}
+		got, err := net.client.Blob(job.Output, 1<<20)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("job %d: output %q (%v), want %q", i, got, err, want)
+		}
+	}
+	n, spent, fees := settledPayments(t, net.client, true)
+	if n != 2*jobs || spent != 2*jobs*price {
+		t.Fatalf("client settled %d payments of %d msat in all, want %d of %d", n, spent, 2*jobs, 2*jobs*price)
+	}
+	waitBalances(t, before[regtest.Provider1]+before[regtest.Provider2]+spent, env.Lnd(regtest.Provider1), env.Lnd(regtest.Provider2))
+	for i, p := range net.providers {
+		grew := localBalance(t, env.Lnd(lnds[i])) - before[lnds[i]]
+		if grew != jobs*price {
+			t.Errorf("provider %d: balance grew %d msat, want %d (once per job)", i+1, grew, jobs*price)
+		}
+		waitFor(t, 10*time.Second, "provider records its payments settled", func() bool { c, _, _ := settledPayments(t, p, false); return c == jobs })
+	}
+	if dc := before[regtest.Client] - localBalance(t, env.Lnd(regtest.Client)); dc != spent+fees {
+		t.Errorf("client balance fell %d msat, settled %d + fees %d", dc, spent, fees)
+	}
+}
+
+// TestLightningFairTampered: a provider whose offers are spoiled (proof,
+// ciphertext, or an invoice for another key) is caught before anything is
+// paid: the job fails with a clear error, no balance moves, and the cheat
+// is outvoted.
+func TestLightningFairTampered(t *testing.T) {
+	for _, tc := range []struct{ tamper, want string }{
+		{"proof", "fair: proof does not verify"},
+		{"ciphertext", "fair: proof does not verify"},
+		{"key", "invoice"},
+	} {
+		t.Run(tc.tamper, func(t *testing.T) {
+			net, env := fairNetwork(t, &Faults{Tamper: tc.tamper})
+			all := []string{regtest.Client, regtest.Provider1, regtest.Provider2}
+			before := map[string]int64{}
+			for _, l := range all {
+				before[l] = localBalance(t, env.Lnd(l))
+			}
+			s, _ := catJob(t, net.client, 0)
+			s.Price, s.Settle = price, wire.SettleFair
+			job, err := net.client.Submit(context.Background(), s, nil)
+			if err == nil || !strings.Contains(err.Error(), errBadOffer.Error()) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("job: %v, %v; want an error naming %q and %q", job, err, errBadOffer, tc.want)
+			}
+			t.Logf("rejected: %v", err)
+			if n, _, _ := settledPayments(t, net.client, true); n != 0 {
+				t.Fatalf("client settled %d payments", n)
+			}
+			for _, l := range all {
+				if got := localBalance(t, env.Lnd(l)); got != before[l] {
+					t.Errorf("%s: balance moved %d msat", l, got-before[l])
+				}
+			}
+			cheat := net.providers[1].ID().String()
+			for _, p := range net.client.Peers() {
+				if p.ID == cheat && p.Rep.Lies != 1 {
+					t.Errorf("the cheat has %d lies on record, want 1", p.Rep.Lies)
+				}
+			}
+		})
+	}
+}
