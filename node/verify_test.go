@@ -132,8 +132,9 @@ func TestAdaptiveReplication(t *testing.T) {
 
 // TestToleranceMode runs the MLP job in tolerance mode on three providers
 // with three different tensor backends, whose outputs differ in the last
-// digits: compared as text within 1e-4 they agree; compared bit for bit no
-// two agree and the job fails rather than guess.
+// digits: compared as text within 1e-4 they agree; compared bit for bit
+// the job fails rather than guess when no two agree, and the odd one out is
+// outvoted when two do (on some CPUs two kernels give the same bits).
 func TestToleranceMode(t *testing.T) {
 	backends := []string{"reference", "cpu", "openblas"}
 	i := 0
@@ -161,11 +162,20 @@ func TestToleranceMode(t *testing.T) {
 	}
 	s.Format = 0 // bit for bit
 	job, err = net.client.Submit(context.Background(), s, nil)
-	if err == nil || job.State != store.JobFailed {
-		t.Fatalf("bit for bit: %+v, %v; want failed", job, err)
+	if len(outputs) == 3 {
+		// No two backends agree bit for bit: the job fails rather than guess.
+		if err == nil || job.State != store.JobFailed {
+			t.Fatalf("bit for bit: %+v, %v; want failed", job, err)
+		}
+		if len(job.Liars) != 0 {
+			t.Fatalf("a failed vote named liars: %v", job.Liars)
+		}
+		return
 	}
-	if len(job.Liars) != 0 {
-		t.Fatalf("a failed vote named liars: %v", job.Liars)
+	// Two backends agree bit for bit on this CPU (which two depends on its
+	// features): they outvote the third.
+	if err != nil || job.State != store.JobVerified || job.Agree != 2 || len(job.Liars) != 1 {
+		t.Fatalf("bit for bit, two backends agreeing: %+v, %v", job, err)
 	}
 }
 
