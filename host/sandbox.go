@@ -385,6 +385,11 @@ func signature(f api.FunctionDefinition) string {
 	return fmt.Sprintf("(%s)->(%s)", names(f.ParamTypes()), names(f.ResultTypes()))
 }
 
+// ProvingKeys returns Config.ProvingKeys: nil when the sandbox refuses
+// proof-mode jobs. A node that is handed a sandbox asks it, so that it bids
+// on proof-mode jobs only when the sandbox can prove them.
+func (s *Sandbox) ProvingKeys() gemmproof.Keys { return s.cfg.ProvingKeys }
+
 // Run runs job under cfg. It returns the result and nil when the guest ran
 // to its end (whatever its exit code), or the partial result and an error
 // wrapping one of the Err causes of this package when it could not run or

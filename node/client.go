@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/consensys/gnark/backend/groth16"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -61,6 +62,13 @@ type Spec struct {
 	// wire.SettleFair, which needs Config.Fair and small outputs (MaxOutput
 	// defaults to the template's capacity).
 	Settle uint8
+	// Proofs runs the job in proof mode: providers prove each of its
+	// integer GEMMs (at most host.DefaultMaxProofs, in the templates of
+	// ProofTemplates; larger ops get abi.ENOPROOF), every result's proofs
+	// are verified on arrival, replicas vote on their digests, and the
+	// accepted result's proofs are kept in the job record (store.Job.Proofs).
+	// It needs Config.GemmVerifyingKey and providers with proving keys.
+	Proofs bool
 }
 
 // Event is one step of a job, pushed to Submit's callback as it happens.
@@ -153,8 +161,11 @@ type jobRun struct {
 	settled bool
 	// offers are the checked fair-exchange offers by result; guarded by mu.
 	offers map[*wire.Result]fairOffer
-	bids   chan *offer                 // bids from the open market
-	late   map[uint8]chan *wire.Result // results delivered over ProtocolResult
+	// vks are the CommittedGEMM verifying keys by template of a
+	// proof-mode job, nil otherwise; set before the job starts.
+	vks  map[int]groth16.VerifyingKey
+	bids chan *offer                 // bids from the open market
+	late map[uint8]chan *wire.Result // results delivered over ProtocolResult
 }
 
 type offer struct {
@@ -246,9 +257,16 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 		Require: spec.Require, Replicas: uint8(min(spec.Replicas, 255)), Price: spec.Price,
 		Deadline: wire.Millis(now.Add(spec.Deadline)), Time: wire.Millis(now), MaxOutput: spec.MaxOutput,
 		Rtol: spec.Rtol, Atol: spec.Atol, Format: spec.Format, SameBackend: spec.SameBackend, Settle: spec.Settle,
+		Proofs: spec.Proofs,
 	}
 	if err := ann.Validate(); err != nil {
 		return nil, err
+	}
+	var vks map[int]groth16.VerifyingKey
+	if spec.Proofs {
+		if vks, err = n.gemmVerifyingKeys(); err != nil {
+			return nil, err
+		}
 	}
 	if _, ok := n.blobs.Has(spec.Module); !ok {
 		return nil, fmt.Errorf("module %s: %w", spec.Module.Short(), blob.ErrNotFound)
@@ -256,7 +274,7 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 	j := &jobRun{
 		c: n.client, ann: ann, req: req, events: events, open: spec.Open, adaptive: spec.Adaptive,
 		holders: map[peer.ID]bool{}, bids: make(chan *offer, 64), late: map[uint8]chan *wire.Result{},
-		rec: &store.Job{ID: ann.Job, Announce: *ann, State: store.JobPending, Created: now},
+		rec: &store.Job{ID: ann.Job, Announce: *ann, State: store.JobPending, Created: now}, vks: vks,
 	}
 	if spec.InputSize > 0 && spec.InputSize <= wire.MaxInline {
 		if j.input, err = n.blobs.Bytes(spec.Input, wire.MaxInline); err != nil {
@@ -467,6 +485,11 @@ func rootCause(err error) string {
 	}
 }
 
+// errLie marks a result that is itself evidence that its provider cheated
+// (a fair-exchange offer or a GEMM proof that does not check out): attempt
+// records a lie against the provider, and the replica goes to another.
+var errLie = errors.New("provider cheated")
+
 // errRefused marks a provider that declined, which costs it no reputation;
 // errBusy, wrapped with it, one that may accept later.
 var (
@@ -514,12 +537,15 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 	rep.Finished = time.Now()
 	if err != nil {
 		rep.State, rep.Error = store.ReplicaLost, err.Error()
+		if errors.Is(err, errLie) {
+			j.rec.Liars = append(j.rec.Liars, p.String())
+		}
 	} else {
 		rep.State, rep.Result = store.ReplicaDone, stripped(res)
 	}
 	j.mu.Unlock()
 	switch {
-	case errors.Is(err, errBadOffer):
+	case errors.Is(err, errLie):
 		n.peers.outvote(p, j.ann.Job)
 	case err == nil:
 		n.replicas.Add(1)
@@ -691,8 +717,9 @@ func (j *jobRun) follow(ctx context.Context, r uint8, p peer.ID, price uint64, p
 }
 
 // check accepts a result only if p signed it for this job and replica, its
-// outcome is a property of the job rather than of the provider, and, in a
-// fair exchange, its offer checks out at price.
+// outcome is a property of the job rather than of the provider, in a fair
+// exchange its offer checks out at price, and in proof mode its proofs
+// verify.
 func (j *jobRun) check(res *wire.Result, r uint8, p peer.ID, price uint64) (*wire.Result, error) {
 	switch {
 	case res == nil:
@@ -708,6 +735,11 @@ func (j *jobRun) check(res *wire.Result, r uint8, p peer.ID, price uint64) (*wir
 	}
 	if res.OutputSize > j.ann.MaxOutput {
 		return nil, errors.New("output over the job's limit")
+	}
+	if j.ann.Proofs {
+		if err := j.checkProofs(res); err != nil {
+			return nil, err
+		}
 	}
 	if j.isFair() {
 		if err := j.checkOffer(res, price); err != nil {

@@ -29,7 +29,7 @@ type FairKeys struct {
 
 // errBadOffer marks a result whose fair-exchange offer or invoice does not
 // check out: the provider cheated, and is treated as a liar.
-var errBadOffer = errors.New("bad fair-exchange offer")
+var errBadOffer = fmt.Errorf("%w: bad fair-exchange offer", errLie)
 
 // ---- provider side ----
 

@@ -6,11 +6,13 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/proofs/fair"
+	"github.com/infernet/infernet/proofs/gemmproof"
 )
 
 // Faults make a provider misbehave on purpose, so that tests can show that
 // clients catch it. The CLI sets them only in builds with the `faults` tag
-// (`infernet node --fault.lie PROB --fault.silent PROB --fault.slow D`).
+// (`infernet node --fault.lie PROB --fault.silent PROB --fault.slow D
+// --fault.tamper-proofs`).
 type Faults struct {
 	// Lie is the probability of returning a corrupted output (a random
 	// byte changed, so that two liars do not agree by accident), signed
@@ -28,6 +30,10 @@ type Faults struct {
 	// "proof" and "ciphertext" change a byte of either, "key" invoices a
 	// preimage other than the key that encrypted the output.
 	Tamper string
+	// TamperProofs, as a provider running proof-mode jobs, spoils the first
+	// GEMM proof of every result (a byte of its Groth16 proof changed),
+	// signed as if it were true: a provider forging proofs.
+	TamperProofs bool
 
 	mu  sync.Mutex
 	rng *rand.Rand
@@ -59,6 +65,15 @@ func (f *Faults) tamper(o *fair.Offer) (otherKey bool) {
 		return true
 	}
 	return false
+}
+
+// spoilProofs spoils the first of a result's proofs when TamperProofs is set.
+func (f *Faults) spoilProofs(proofs []gemmproof.Proof) {
+	if f == nil || !f.TamperProofs || len(proofs) == 0 {
+		return
+	}
+	g := proofs[0].Groth16
+	g[len(g)/2] ^= 0x10
 }
 
 // roll reports true with probability p.

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/consensys/gnark/backend/groth16"
 	"github.com/libp2p/go-libp2p"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -43,6 +44,7 @@ import (
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
+	"github.com/infernet/infernet/proofs/gemmproof"
 )
 
 // Software is the version string in adverts.
@@ -107,6 +109,20 @@ type Config struct {
 	// Fair, when set with Lnd, lets the node sell (with PK) and buy job
 	// outputs by fair exchange (wire.SettleFair).
 	Fair *FairKeys
+	// GemmProvingKeys, on a provider, proves proof-mode jobs
+	// (wire.JobAnnounce.Proofs): a CommittedGEMM proving key for each of
+	// ProofTemplates, from the same ceremony as the network's verifying
+	// keys. It goes into the sandbox the provider opens; with Sandbox set,
+	// that sandbox's own ProvingKeys are used instead. nil: the provider
+	// declines proof-mode jobs.
+	GemmProvingKeys gemmproof.Keys
+	// GemmVerifyingKey, on a client, returns the CommittedGEMM verifying
+	// key of template n (each of ProofTemplates), with which the proofs of
+	// proof-mode results are checked on arrival. It is called for every
+	// template at each proof-mode Submit, so it should keep keys in memory;
+	// it must be safe for concurrent use. nil: proof-mode jobs are refused
+	// (ErrNoVerifyingKeys).
+	GemmVerifyingKey func(n int) (groth16.VerifyingKey, error)
 	// Sandbox and Backends, when both set, run this provider's jobs instead
 	// of a sandbox of its own (several nodes in one process can share one);
 	// the node does not close them.
@@ -282,8 +298,9 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 			return nil, fmt.Errorf("mdns: %w", err)
 		}
 	}
-	if f := cfg.Faults; f != nil && (f.Lie > 0 || f.Silent > 0 || f.Slow > 0 || f.Withhold) {
-		n.log.Warn("FAULT INJECTION: this node misbehaves on purpose", "lie", f.Lie, "silent", f.Silent, "slow", f.Slow, "withhold", f.Withhold)
+	if f := cfg.Faults; f != nil && (f.Lie > 0 || f.Silent > 0 || f.Slow > 0 || f.Withhold || f.TamperProofs) {
+		n.log.Warn("FAULT INJECTION: this node misbehaves on purpose", "lie", f.Lie, "silent", f.Silent, "slow", f.Slow,
+			"withhold", f.Withhold, "tamper-proofs", f.TamperProofs)
 	}
 	if err = n.recover(); err != nil {
 		return nil, err

@@ -97,10 +97,11 @@ func (p *provider) openRuntime(ctx context.Context) error {
 		return err
 	}
 	sb, err := ihost.New(ctx, ihost.Config{
-		CacheDir:  filepath.Join(p.n.cfg.DataDir, "wasm-cache"),
-		Reference: set.Reference,
-		Fast:      set.Fast,
-		Logger:    p.n.log,
+		CacheDir:    filepath.Join(p.n.cfg.DataDir, "wasm-cache"),
+		Reference:   set.Reference,
+		Fast:        set.Fast,
+		Logger:      p.n.log,
+		ProvingKeys: p.n.cfg.GemmProvingKeys,
 	})
 	if err != nil {
 		set.Close()
@@ -206,6 +207,8 @@ func (p *provider) terms(a *wire.JobAnnounce) string {
 		return fmt.Sprintf("price %d msat under %d", a.Price, p.n.cfg.Price)
 	case time.Now().After(time.UnixMilli(a.Deadline)):
 		return "deadline passed"
+	case a.Proofs && p.sandbox.ProvingKeys() == nil:
+		return "no proof mode here (no CommittedGEMM proving keys)"
 	}
 	return p.fairTerms(a)
 }
@@ -467,6 +470,9 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 		WithFuelLimit(an.Fuel).
 		WithMode(abi.Mode(an.Mode)).
 		WithSeed(sha256.Sum256(an.Job[:])) // every replica draws the same randomness
+	if an.Proofs {
+		cfg = proofConfig(cfg)
+	}
 	if d := p.n.cfg.Faults.slow(); d > 0 {
 		select { // fault injection: a slow machine
 		case <-time.After(d):
@@ -474,8 +480,11 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 		}
 	}
 	out, runErr := p.sandbox.Run(ctx, ihost.Job{Module: module, Digest: ihost.Digest(an.Module), Input: input}, cfg)
-	if out != nil && runErr == nil && p.n.cfg.Faults.lies() {
-		out.Output = p.n.cfg.Faults.corrupt(out.Output) // fault injection: a liar
+	if out != nil && runErr == nil {
+		if p.n.cfg.Faults.lies() {
+			out.Output = p.n.cfg.Faults.corrupt(out.Output) // fault injection: a liar
+		}
+		p.n.cfg.Faults.spoilProofs(out.Proofs) // fault injection: a forger
 	}
 	return p.result(res, out, runErr, an)
 }
@@ -500,7 +509,9 @@ func (p *provider) result(res *wire.Result, out *ihost.Result, runErr error, an 
 		res.Outcome, res.ExitCode = wire.OutcomeExited, out.ExitCode
 	case errors.Is(runErr, ihost.ErrTimeout):
 		res.Outcome, res.Error = wire.OutcomeTimeout, runErr.Error()
-	case errors.Is(runErr, ihost.ErrCanceled):
+	case errors.Is(runErr, ihost.ErrCanceled) || errors.Is(runErr, ihost.ErrProof):
+		// Proving fails only on this provider's side (a bad key): an honest
+		// op's product can always be proven.
 		res.Outcome, res.Error = wire.OutcomeFailed, runErr.Error()
 		return res
 	case out == nil && !errors.Is(runErr, ihost.ErrInvalidModule) && !errors.Is(runErr, ihost.ErrImportNotAllowed) && !errors.Is(runErr, ihost.ErrMemoryLimit):
@@ -512,6 +523,7 @@ func (p *provider) result(res *wire.Result, out *ihost.Result, runErr error, an 
 	if out != nil {
 		res.Output, res.OutputSize = blob.Sum(out.Output), int64(len(out.Output))
 		res.Fuel, res.RunMicros, res.Backend = out.Fuel, out.Duration.Microseconds(), out.Backend
+		res.Proofs = out.Proofs
 		if len(out.Output) <= wire.MaxInline {
 			res.OutputData = out.Output
 		}
@@ -536,7 +548,7 @@ func (p *provider) result(res *wire.Result, out *ihost.Result, runErr error, an 
 // stopClass names a deterministic stop cause without run-specific detail.
 func stopClass(err error) string {
 	for _, e := range []error{ihost.ErrInvalidModule, ihost.ErrImportNotAllowed, ihost.ErrTrap, ihost.ErrMemoryLimit,
-		ihost.ErrOutputLimit, ihost.ErrStderrLimit, ihost.ErrFuelLimit} {
+		ihost.ErrOutputLimit, ihost.ErrStderrLimit, ihost.ErrFuelLimit, ihost.ErrProofLimit} {
 		if errors.Is(err, e) {
 			return e.Error()
 		}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/consensys/gnark/backend/groth16"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/node/blob"
@@ -111,12 +112,14 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 }
 
 // tally compares the replicas' results: exact mode by output digest,
-// tolerance mode by the declared format and tolerance.
+// tolerance mode by the declared format and tolerance; outcomes, fair
+// exchange commitments and GEMM proofs' digests must match exactly.
 func (j *jobRun) tally(ctx context.Context, votes []*wire.Result) (redundancy.Verdict, error) {
 	tol := j.tolerance()
 	vs := make([]redundancy.Vote, len(votes))
 	for i, r := range votes {
-		vs[i] = redundancy.Vote{Key: fmt.Sprintf("%d/%d/%s/%s", r.Outcome, r.ExitCode, r.Error, j.commitment(r)), Digest: r.Output}
+		key := fmt.Sprintf("%d/%d/%s/%s/%s", r.Outcome, r.ExitCode, r.Error, j.commitment(r), proofDigests(r))
+		vs[i] = redundancy.Vote{Key: key, Digest: r.Output}
 		if tol != nil {
 			out, err := j.output(ctx, r, []peer.ID{peer.ID(r.Provider)})
 			if err != nil {
@@ -238,6 +241,7 @@ func (j *jobRun) finish(votes []*wire.Result, v *verdict, err error) (*store.Job
 	if v != nil {
 		rec.Output, rec.OutputSize, rec.ExitCode = v.best.Output, v.best.OutputSize, v.best.ExitCode
 		rec.Agree, rec.Outcome, rec.Error = v.agree, v.best.Outcome, v.best.Error
+		rec.Proofs = v.best.Proofs
 		for _, l := range v.liars {
 			rec.Liars = append(rec.Liars, peer.ID(l.Provider).String())
 			for i := range rec.Replicas {
@@ -303,6 +307,7 @@ type knownAnswer struct {
 	ann    wire.JobAnnounce
 	input  []byte
 	output blob.Digest
+	vks    map[int]groth16.VerifyingKey // a proof-mode job's verifying keys
 }
 
 // maxKnown caps the canary pool.
@@ -315,7 +320,7 @@ func (c *client) remember(j *jobRun, output blob.Digest) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := knownAnswer{ann: *j.ann, input: j.input, output: output}
+	k := knownAnswer{ann: *j.ann, input: j.input, output: output, vks: j.vks}
 	if len(c.known) < maxKnown {
 		c.known = append(c.known, k)
 	} else {
@@ -351,7 +356,7 @@ func (c *client) sendCanary() {
 		ann := k.ann
 		ann.Job, ann.Replicas, ann.Time = wire.NewJobID(), 1, wire.Millis(now)
 		ann.Deadline = wire.Millis(now.Add(time.Duration(ann.TimeoutMS)*time.Millisecond*2 + 30*time.Second))
-		j := &jobRun{c: c, ann: &ann, req: alwaysMatch, input: k.input, ephemeral: true,
+		j := &jobRun{c: c, ann: &ann, req: alwaysMatch, input: k.input, ephemeral: true, vks: k.vks,
 			holders: map[peer.ID]bool{}, late: map[uint8]chan *wire.Result{0: make(chan *wire.Result, 1)},
 			rec: &store.Job{ID: ann.Job, Announce: ann, Created: now}}
 		c.mu.Lock()

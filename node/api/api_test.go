@@ -113,6 +113,12 @@ func TestClient(t *testing.T) {
 	if time.Since(start) > 30*time.Second {
 		t.Errorf("a job without providers took %v to fail", time.Since(start))
 	}
+	// A proof-mode job on a node without the GEMM verifying keys is an
+	// error before anything is recorded.
+	proof := SubmitRequest{Module: bi.Digest, ModuleSize: bi.Size, Input: blob.Sum(nil), TimeoutMS: 1000, Proofs: true}
+	if _, err := c.Submit(ctx, proof, nil); err == nil || !strings.Contains(err.Error(), node.ErrNoVerifyingKeys.Error()) {
+		t.Fatalf("proof-mode Submit without verifying keys: %v", err)
+	}
 	jobs, err := c.Jobs(ctx)
 	if err != nil || len(jobs) != 1 || jobs[0].ID != job.ID {
 		t.Fatalf("Jobs: %v, %v", jobs, err)

@@ -86,13 +86,15 @@ type SubmitRequest struct {
 	Mode       uint8       `json:"mode,omitempty"`
 	Require    string      `json:"require,omitempty"`
 	Price      uint64      `json:"price,omitempty"`
-	// Adaptive, SameBackend, Rtol, Atol, Format and Settle are node.Spec's.
+	// Adaptive, SameBackend, Rtol, Atol, Format, Settle and Proofs are
+	// node.Spec's.
 	Adaptive    bool    `json:"adaptive,omitempty"`
 	SameBackend bool    `json:"same_backend,omitempty"`
 	Rtol        float64 `json:"rtol,omitempty"`
 	Atol        float64 `json:"atol,omitempty"`
 	Format      uint8   `json:"format,omitempty"`
 	Settle      uint8   `json:"settle,omitempty"`
+	Proofs      bool    `json:"proofs,omitempty"`
 }
 
 // Line is one line of the submit response: progress events, then the final
@@ -292,6 +294,7 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 		Deadline: time.Duration(req.DeadlineMS) * time.Millisecond, Memory: req.Memory,
 		MaxOutput: req.MaxOutput, Fuel: req.Fuel, Mode: req.Mode, Require: req.Require, Price: req.Price,
 		Adaptive: req.Adaptive, SameBackend: req.SameBackend, Rtol: req.Rtol, Atol: req.Atol, Format: req.Format, Settle: req.Settle,
+		Proofs: req.Proofs,
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)

@@ -8,6 +8,7 @@ import (
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/reputation"
 	"github.com/infernet/infernet/node/wire"
+	"github.com/infernet/infernet/proofs/gemmproof"
 )
 
 // enumName names value v of an enum whose names are listed in order.
@@ -126,6 +127,12 @@ type Job struct {
 	// Liars are the providers outvoted on this job.
 	Liars []string `json:"liars,omitempty"`
 	Error string   `json:"error,omitempty"`
+	// Proofs are, for a proof-mode job (Announce.Proofs), the accepted
+	// result's CommittedGEMM proofs: one per integer GEMM the job
+	// performed, in call order. Each verifies from its digests alone
+	// (gemmproof.Verify with its template's verifying key), so an
+	// aggregator can check them without the matrices.
+	Proofs []gemmproof.Proof `json:"proofs,omitempty"`
 }
 
 // PutJob writes j.

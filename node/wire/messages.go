@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/proofs/gemmproof"
 )
 
 // JobID names a job: 16 random bytes chosen by the client.
@@ -101,6 +102,12 @@ type JobAnnounce struct {
 	SameBackend bool `cbor:"21,keyasint"`
 	// Settle is how a paid job pays: SettleEscrow or SettleFair.
 	Settle uint8 `cbor:"22,keyasint"`
+	// Proofs asks for proof mode: the provider proves every integer
+	// (i8·i8→i32) GEMM the job performs with a CommittedGEMM Groth16 proof
+	// on the network's templates (node.ProofTemplates) and attaches the
+	// proofs to its Result. Proof mode changes what some ops answer
+	// (abi.ENOPROOF), so it is part of the job's definition.
+	Proofs bool `cbor:"23,keyasint"`
 }
 
 // Settle values of JobAnnounce.Settle.
@@ -322,13 +329,18 @@ type Result struct {
 	RunMicros  int64       `cbor:"12,keyasint"`
 	Backend    string      `cbor:"13,keyasint"`
 	// Sig is the provider's signature over the result with Sig and
-	// OutputData empty (the output is bound through its digest).
+	// OutputData empty (the output is bound through its digest; Offer and
+	// Proofs are signed as they are).
 	Sig []byte `cbor:"14,keyasint"`
 	// Offer and Invoice, in a SettleFair job, sell the output instead of
 	// OutputData: Offer is a CBOR proofs/fair.Offer (ciphertext, commitment,
 	// payment hash, proof), Invoice a BOLT 11 request for its payment hash.
 	Offer   []byte `cbor:"15,keyasint"`
 	Invoice string `cbor:"16,keyasint"`
+	// Proofs, in a proof-mode job (JobAnnounce.Proofs) that ran to its
+	// end, are the CommittedGEMM proofs of the job's integer GEMMs in call
+	// order. Sig covers them.
+	Proofs []gemmproof.Proof `cbor:"17,keyasint"`
 }
 
 // Version implements Versioned.

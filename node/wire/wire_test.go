@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/proofs/gemmproof"
 )
 
 func testKey(t *testing.T) (crypto.PrivKey, peer.ID) {
@@ -32,6 +33,7 @@ func announce(client peer.ID) *JobAnnounce {
 func TestRoundTripDeterministic(t *testing.T) {
 	_, id := testKey(t)
 	a := announce(id)
+	a.Proofs = true
 	b1, err := Marshal(a)
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +46,7 @@ func TestRoundTripDeterministic(t *testing.T) {
 	if !bytes.Equal(b1, b2) {
 		t.Fatal("re-encoding changed the bytes")
 	}
-	if back.Job != a.Job || back.Module != a.Module || peer.ID(back.Client) != id {
+	if back.Job != a.Job || back.Module != a.Module || peer.ID(back.Client) != id || !back.Proofs {
 		t.Fatalf("decoded %+v", back)
 	}
 }
@@ -136,7 +138,8 @@ func TestValidate(t *testing.T) {
 func TestResultSignature(t *testing.T) {
 	key, id := testKey(t)
 	out := []byte("hello")
-	r := &Result{V: Version, Job: NewJobID(), Replica: 1, Output: blob.Sum(out), OutputSize: 5, OutputData: out, ExitCode: 0}
+	r := &Result{V: Version, Job: NewJobID(), Replica: 1, Output: blob.Sum(out), OutputSize: 5, OutputData: out, ExitCode: 0,
+		Proofs: []gemmproof.Proof{{Template: 16, M: 2, N: 3, K: 4, DigestC: [32]byte{7}, Groth16: []byte{1, 2, 3}}}}
 	if err := r.Sign(key); err != nil {
 		t.Fatal(err)
 	}
@@ -148,18 +151,52 @@ func TestResultSignature(t *testing.T) {
 	}
 	other, _ := testKey(t)
 	for name, tamper := range map[string]func(*Result){
-		"exit code":   func(r *Result) { r.ExitCode = 1 },
-		"output":      func(r *Result) { r.Output[0] ^= 1 },
-		"inline data": func(r *Result) { r.OutputData = []byte("hellO") },
-		"replica":     func(r *Result) { r.Replica = 0 },
-		"signature":   func(r *Result) { r.Sig[0] ^= 1 },
-		"provider":    func(r *Result) { oid, _ := peer.IDFromPrivateKey(other); r.Provider = []byte(oid) },
+		"exit code":    func(r *Result) { r.ExitCode = 1 },
+		"output":       func(r *Result) { r.Output[0] ^= 1 },
+		"inline data":  func(r *Result) { r.OutputData = []byte("hellO") },
+		"replica":      func(r *Result) { r.Replica = 0 },
+		"signature":    func(r *Result) { r.Sig[0] ^= 1 },
+		"provider":     func(r *Result) { oid, _ := peer.IDFromPrivateKey(other); r.Provider = []byte(oid) },
+		"proof digest": func(r *Result) { r.Proofs[0].DigestC[0] ^= 1 },
+		"proof bytes":  func(r *Result) { r.Proofs[0].Groth16[1] ^= 1 },
+		"proof order":  func(r *Result) { r.Proofs[0].Index = 1 },
+		"proof gone":   func(r *Result) { r.Proofs = nil },
 	} {
 		c := *r
 		c.Sig = append([]byte(nil), r.Sig...)
+		c.Proofs = append([]gemmproof.Proof(nil), r.Proofs...)
+		c.Proofs[0].Groth16 = append([]byte(nil), r.Proofs[0].Groth16...)
 		tamper(&c)
 		if err := c.Verify(); !errors.Is(err, ErrBadSignature) {
 			t.Errorf("tampered %s: %v", name, err)
 		}
+	}
+}
+
+// TestResultProofsOnTheWire: a result's proofs survive a frame exactly, and
+// the signature still verifies on the far side.
+func TestResultProofsOnTheWire(t *testing.T) {
+	key, _ := testKey(t)
+	r := &Result{V: Version, Job: NewJobID(), Output: blob.Sum(nil)}
+	for i := range 16 {
+		r.Proofs = append(r.Proofs, gemmproof.Proof{Index: i, Template: 32, M: 20, N: 12, K: 16, Flags: 2,
+			DigestA: [32]byte{byte(i)}, DigestB: [32]byte{1, byte(i)}, DigestC: [32]byte{2, byte(i)}, Groth16: bytes.Repeat([]byte{byte(i)}, 456)})
+	}
+	if err := r.Sign(key); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := WriteFrame(&buf, &Update{V: Version, Kind: UpdateResult, Result: r}); err != nil {
+		t.Fatal(err)
+	}
+	var u Update
+	if err := ReadFrame(bufio.NewReader(&buf), MaxDataFrame, &u); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.Result.Verify(); err != nil {
+		t.Fatalf("Verify after the wire: %v", err)
+	}
+	if len(u.Result.Proofs) != 16 || u.Result.Proofs[5].DigestB != r.Proofs[5].DigestB || !bytes.Equal(u.Result.Proofs[15].Groth16, r.Proofs[15].Groth16) {
+		t.Fatalf("proofs changed on the wire: %+v", u.Result.Proofs[5])
 	}
 }

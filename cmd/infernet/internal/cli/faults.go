@@ -16,6 +16,7 @@ func init() {
 		f.Float64Var(&faults.Lie, "fault.lie", 0, "FAULT INJECTION: return a corrupted output with this probability")
 		f.Float64Var(&faults.Silent, "fault.silent", 0, "FAULT INJECTION: accept a replica and never answer, with this probability")
 		f.DurationVar(&faults.Slow, "fault.slow", 0, "FAULT INJECTION: delay every run by this much")
+		f.BoolVar(&faults.TamperProofs, "fault.tamper-proofs", false, "FAULT INJECTION: spoil the first GEMM proof of every proof-mode result")
 		c.Faults = faults
 	}
 }

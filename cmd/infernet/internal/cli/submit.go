@@ -16,6 +16,7 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 
 	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/api"
 	"github.com/infernet/infernet/node/requirement"
@@ -55,6 +56,7 @@ type SubmitOptions struct {
 	Rtol      float64
 	Atol      float64
 	Settle    string // escrow or fair
+	Proofs    bool
 }
 
 // NewCmdSubmit returns `infernet submit`. runF replaces the action in tests.
@@ -108,6 +110,9 @@ exit code for a verified result of a job that exited otherwise (above 255:
 	f.StringVar(&opts.Compare, "compare", "", "tolerance mode: compare outputs as `FORMAT` f32, f64 or text (numbers within --rtol/--atol); default bit for bit")
 	f.Float64Var(&opts.Rtol, "rtol", 1e-5, "tolerance mode: relative tolerance")
 	f.Float64Var(&opts.Atol, "atol", 1e-8, "tolerance mode: absolute tolerance")
+	tmpl := node.ProofTemplates()
+	f.BoolVar(&opts.Proofs, "proofs", false, fmt.Sprintf("proof mode: providers prove each integer GEMM of the job (Groth16; at most %d ops, each at most %d in every dimension, larger ones fail with ENOPROOF) and the proofs are kept with the job (infernet jobs --json); needs the GEMM verifying keys",
+		host.DefaultMaxProofs, tmpl[len(tmpl)-1]))
 	f.StringVar(&opts.Settle, "settle", "escrow", "how a paid job pays: escrow (hold invoices released after verification) or fair (outputs of at most 254 bytes bought by zero-knowledge fair exchange)")
 	return cmd
 }
@@ -150,7 +155,7 @@ func (o *SubmitOptions) request() (api.SubmitRequest, error) {
 		return req, fmt.Errorf("--require: %w", err)
 	}
 	req.Memory, req.MaxOutput, req.Mode = mem, int64(maxOut), uint8(mode)
-	req.Adaptive, req.SameBackend = o.Adaptive, o.Same
+	req.Adaptive, req.SameBackend, req.Proofs = o.Adaptive, o.Same, o.Proofs
 	if o.Compare != "" {
 		if mode != abi.ModeTolerance {
 			return req, errors.New("--compare needs --mode tolerance")
@@ -262,13 +267,16 @@ type Summary struct {
 	Replicas int    `json:"replicas"`
 	ExitCode uint32 `json:"exit_code"`
 	// Verification is "replicas" or "trusted" (adaptive replication).
-	Verification string        `json:"verification,omitempty"`
-	Liars        []string      `json:"liars,omitempty"`
-	Error        string        `json:"error,omitempty"`
-	Output       string        `json:"output,omitempty"`
-	OutputSize   int64         `json:"output_size"`
-	ElapsedMS    float64       `json:"elapsed_ms"`
-	Providers    []ProviderRun `json:"providers"`
+	Verification string   `json:"verification,omitempty"`
+	Liars        []string `json:"liars,omitempty"`
+	// Proofs counts the accepted result's GEMM proofs (proof mode), each
+	// verified on arrival; infernet jobs --json shows them.
+	Proofs     int           `json:"proofs,omitempty"`
+	Error      string        `json:"error,omitempty"`
+	Output     string        `json:"output,omitempty"`
+	OutputSize int64         `json:"output_size"`
+	ElapsedMS  float64       `json:"elapsed_ms"`
+	Providers  []ProviderRun `json:"providers"`
 }
 
 // ProviderRun is one assignment in a Summary.
@@ -285,7 +293,7 @@ func summarize(job *store.Job, elapsed time.Duration) Summary {
 	s := Summary{Job: job.ID.String(), State: job.State.String(), Verified: job.State == store.JobVerified,
 		Agree: job.Agree, Replicas: int(job.Announce.Replicas), ExitCode: job.ExitCode, Error: job.Error,
 		OutputSize: job.OutputSize, ElapsedMS: float64(elapsed.Microseconds()) / 1000,
-		Verification: job.Verification, Liars: job.Liars}
+		Verification: job.Verification, Liars: job.Liars, Proofs: len(job.Proofs)}
 	if !job.Output.IsZero() {
 		s.Output = job.Output.String()
 	}
@@ -339,6 +347,9 @@ func printSummary(o *SubmitOptions, job *store.Job, elapsed time.Duration) error
 	}
 	if s.Output != "" {
 		fmt.Fprintf(w, "  output %d bytes, sha256 %s\n", s.OutputSize, s.Output)
+	}
+	if s.Proofs > 0 {
+		fmt.Fprintf(w, "  %d GEMM proofs, verified (infernet jobs --json shows them)\n", s.Proofs)
 	}
 	return nil
 }

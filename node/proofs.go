@@ -1,0 +1,107 @@
+package node
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/consensys/gnark/backend/groth16"
+
+	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/node/wire"
+	"github.com/infernet/infernet/proofs/gemmproof"
+)
+
+// proofTemplates are the CommittedGEMM template sizes of proof-mode jobs on
+// this network, ascending. Every provider pads an op to the smallest that
+// fits, so honest replicas' proofs carry the same digests; larger ops get
+// abi.ENOPROOF. 64 is left out: its keys are ten times larger and each of
+// its proofs takes about 11 s.
+var proofTemplates = [...]int{16, 32}
+
+// ProofTemplates returns the CommittedGEMM template sizes of proof-mode jobs
+// on the network: 16 and 32. Providers need a proving key
+// (Config.GemmProvingKeys) and clients a verifying key
+// (Config.GemmVerifyingKey) for each.
+func ProofTemplates() []int { return slices.Clone(proofTemplates[:]) }
+
+// ErrNoVerifyingKeys is returned by Submit for a proof-mode job on a node
+// without the CommittedGEMM verifying keys (Config.GemmVerifyingKey), before
+// anything is recorded.
+var ErrNoVerifyingKeys = errors.New("proof mode needs the CommittedGEMM verifying keys (install them from a ceremony)")
+
+// errBadProof marks a proof-mode result whose proofs do not check out: the
+// provider forged or spoiled them, and is treated as a liar.
+var errBadProof = fmt.Errorf("%w: bad GEMM proof", errLie)
+
+// ---- provider side ----
+
+// proofConfig turns proof mode on in cfg as the network defines it: its
+// templates, at most host.DefaultMaxProofs proven ops.
+func proofConfig(cfg ihost.JobConfig) ihost.JobConfig {
+	return cfg.WithProofMode(true).WithProofTemplates(proofTemplates[:]...).WithMaxProofs(ihost.DefaultMaxProofs)
+}
+
+// ---- client side ----
+
+// gemmVerifyingKeys fetches the client's verifying key of each template,
+// so that a proof-mode job without them is refused before it is recorded.
+func (n *Node) gemmVerifyingKeys() (map[int]groth16.VerifyingKey, error) {
+	if n.cfg.GemmVerifyingKey == nil {
+		return nil, fmt.Errorf("%w: this node has none", ErrNoVerifyingKeys)
+	}
+	vks := map[int]groth16.VerifyingKey{}
+	for _, t := range proofTemplates {
+		vk, err := n.cfg.GemmVerifyingKey(t)
+		if err == nil && vk == nil {
+			err = errors.New("nil key")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: template %d: %w", ErrNoVerifyingKeys, t, err)
+		}
+		vks[t] = vk
+	}
+	return vks, nil
+}
+
+// checkProofs, as a proof-mode result arrives, checks its proofs: at most
+// the cap, numbered in call order, each in the template its op fits and
+// verifying with that template's key (10–50 ms each). Replicas then vote on
+// the proofs' digests (proofDigests).
+func (j *jobRun) checkProofs(res *wire.Result) error {
+	if len(res.Proofs) > ihost.DefaultMaxProofs {
+		return fmt.Errorf("%w: %d proofs, over the cap of %d", errBadProof, len(res.Proofs), ihost.DefaultMaxProofs)
+	}
+	for i, p := range res.Proofs {
+		t, ok := gemmproof.Fit(proofTemplates[:], p.M, p.N, p.K)
+		switch {
+		case p.Index != i:
+			return fmt.Errorf("%w: proof %d numbered %d", errBadProof, i, p.Index)
+		case !ok || t != p.Template:
+			return fmt.Errorf("%w: op %d (%d×%d×%d) proven in template %d", errBadProof, i, p.M, p.N, p.K, p.Template)
+		}
+		if err := gemmproof.Verify(j.vks[t], p); err != nil {
+			return fmt.Errorf("%w: %w", errBadProof, err)
+		}
+	}
+	return nil
+}
+
+// proofDigests is what proof-mode replicas vote on besides their output:
+// each proof's op and digests, hashed. The Groth16 bytes are left out:
+// they are randomised, and differ between honest provers.
+func proofDigests(res *wire.Result) string {
+	if len(res.Proofs) == 0 {
+		return ""
+	}
+	h := sha256.New()
+	for _, p := range res.Proofs {
+		fmt.Fprintf(h, "%d/%d/%d/%d/%d/%d/", p.Index, p.Template, p.M, p.N, p.K, p.Flags)
+		h.Write(p.DigestA[:])
+		h.Write(p.DigestB[:])
+		h.Write(p.DigestC[:])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
