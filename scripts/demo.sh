@@ -157,6 +157,41 @@ if [ -f .regtest/env ]; then
   "$bin" spending --datadir "$net/pclient"
   echo '$ infernet earnings   # on provider pp1'
   "$bin" earnings --datadir "$net/pp1"
+
+  step "Fair exchange: keys from a multi-party ceremony (client and both providers contribute; ~5 min)"
+  beacon=$(./scripts/regtest.sh beacon)   # a real design announces the height in advance
+  c="$net/ceremony"
+  ceremony() { echo "\$ infernet ceremony $*"; "$bin" ceremony "$@" 2>&1 | grep -v '^  ' | tail -3; }
+  ceremony start "$c" --template exchange-256
+  ceremony contribute "$c"   # the client
+  ceremony contribute "$c"   # provider pp1
+  ceremony seal-phase1 "$c" --beacon "$beacon"
+  for who in client pp1 pp2; do ceremony contribute "$c"; done
+  ./scripts/regtest.sh mine 1 >/dev/null; beacon=$(./scripts/regtest.sh beacon)
+  ceremony finalize "$c" --beacon "$beacon" --datadir "$net/pclient"
+  # Each provider would run `infernet ceremony install`, which verifies the
+  # whole transcript again (~2 min each); the demo copies the verified keys.
+  for p in pp1 pp2; do mkdir -p "$net/$p" && cp -r "$net/pclient/keys" "$net/$p/"; done
+  echo '$ infernet keys'
+  "$bin" keys --datadir "$net/pclient"
+  for p in pp1 pp2 pclient; do kill "${pid_of[$p]}" 2>/dev/null; wait "${pid_of[$p]}" 2>/dev/null; done
+  # shellcheck disable=SC2046
+  start pp1 $(lnd_flags PROVIDER1) --price 5000; pboot=$addr
+  # shellcheck disable=SC2046
+  start pp2 --bootstrap "$pboot" $(lnd_flags PROVIDER2) --price 5000
+  # shellcheck disable=SC2046
+  start pclient --bootstrap "$pboot" --no-provide $(lnd_flags CLIENT)
+  grep -h -o 'role="[^"]*"' "$net/pp1.log" | tail -1
+  for _ in $(seq 100); do
+    [ "$("$bin" peers --json --datadir "$net/pclient" | grep -c '"advert"')" -ge 2 ] && break
+    sleep 0.1
+  done
+  step "Fair exchange: the client pays only for outputs proven to be the ones replicas agreed on"
+  echo "\$ echo 'a secret answer' | infernet submit $jobs/cat/cat.wasm --input - --replicas 2 --max-price 5000 --settle fair"
+  echo "a secret answer" | "$bin" submit "$jobs/cat/cat.wasm" --input - --replicas 2 --max-price 5000 --settle fair --datadir "$net/pclient"
+  echo "exit status $?"
+  echo '$ infernet spending   # on the client'
+  "$bin" spending --datadir "$net/pclient" | tail -3
 else
   step "Paid jobs over Lightning: skipped (no regtest network; make regtest-up builds and starts one)"
 fi

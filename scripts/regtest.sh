@@ -501,11 +501,14 @@ main() {
       [ $# -ge 1 ] || die "usage: $0 run CMD ARGS..."
       trap - ERR
       run_with "$@" ;;
+    beacon) # the best block as a ceremony beacon, regtest:HEIGHT:HASH
+      load_ports && alive btcd || die "regtest is not up"
+      echo "regtest:$(btcctl getblockcount):$(btcctl getbestblockhash)" ;;
     lncli)
       [ $# -ge 1 ] || die "usage: $0 lncli client|provider1|provider2 ARGS..."
       load_ports || die "regtest is not up"
       lnc "$@" ;;
-    *) echo "usage: $0 up|down|status|build|built|mine [N]|lncli NODE ARGS...|run CMD ARGS..." >&2; exit 2 ;;
+    *) echo "usage: $0 up|down|status|build|built|mine [N]|beacon|lncli NODE ARGS...|run CMD ARGS..." >&2; exit 2 ;;
   esac
 }
 

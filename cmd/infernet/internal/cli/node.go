@@ -125,6 +125,10 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 	o.Config.MaxMemory = mem
 	log := slog.New(slog.NewTextHandler(o.IO.Err, &slog.HandlerOptions{Level: level}))
 	o.Config.Logger = log
+	features, err := useInstalledKeys(&o.Config)
+	if err != nil {
+		return fmt.Errorf("proof keys: %w", err)
+	}
 	n, err := node.New(ctx, o.Config)
 	if err != nil {
 		return err
@@ -147,6 +151,9 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 		role += ", paid over Lightning"
 	} else {
 		role += ", free mode (no lnd)"
+	}
+	for _, f := range features {
+		role += ", " + f
 	}
 	log.Info("node running", "id", n.ID(), "role", role, "api", srv.Addr(),
 		"datadir", mustAbs(o.Config.DataDir), "listen", strings.Join(o.Config.Listen, " "))
