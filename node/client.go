@@ -311,7 +311,9 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 func (j *jobRun) findProviders(ctx context.Context) error {
 	n := j.c.n
 	if !j.open {
-		j.pool = j.sameClass(n.peers.candidates(j.req, j.ann.Price, j.ann.Memory, 3*n.cfg.AdvertInterval, nil))
+		j.mu.Lock()
+		j.pool = j.knownCandidatesLocked()
+		j.mu.Unlock()
 		if len(j.pool) >= int(j.ann.Replicas) {
 			return nil
 		}
@@ -356,14 +358,23 @@ func backendClass(a *wire.CapabilityAdvert, mode uint8) string {
 	return a.Backends[0]
 }
 
-// sameClass keeps, for a SameBackend job, the candidates of one backend
-// class: the one with the most candidates (the first seen among equals),
-// which it fixes for the job. Other jobs keep every candidate.
-func (j *jobRun) sameClass(cands []candidate) []candidate {
-	j.mu.Lock()
-	defer j.mu.Unlock()
+// knownCandidatesLocked returns the providers known from their adverts
+// that can run this job: they match its requirement and terms, advertise
+// the features it needs, and, for a SameBackend job, share its backend class.
+func (j *jobRun) knownCandidatesLocked() []candidate {
+	n := j.c.n
+	var cands []candidate
+	for _, c := range n.peers.candidates(j.req, j.ann.Price, j.ann.Memory, 3*n.cfg.AdvertInterval, nil) {
+		if (!j.isFair() || c.advert.Offers(wire.FeatureFair)) && (!j.ann.Proofs || c.advert.Offers(wire.FeatureProofs)) {
+			cands = append(cands, c)
+		}
+	}
 	return j.sameClassLocked(cands)
 }
+
+// sameClassLocked keeps, for a SameBackend job, the candidates of one
+// backend class: the one with the most candidates (the first seen among
+// equals), which it fixes for the job. Other jobs keep every candidate.
 
 func (j *jobRun) sameClassLocked(cands []candidate) []candidate {
 	if !j.ann.SameBackend {
@@ -406,7 +417,7 @@ func (j *jobRun) next(tried map[peer.ID]bool) (peer.ID, bool) {
 		if refreshed {
 			return "", false
 		}
-		fresh := j.sameClassLocked(j.c.n.peers.candidates(j.req, j.ann.Price, j.ann.Memory, 3*j.c.n.cfg.AdvertInterval, nil))
+		fresh := j.knownCandidatesLocked()
 		if len(fresh) > 0 {
 			j.pool = fresh
 		}

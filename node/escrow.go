@@ -129,6 +129,12 @@ func (n *Node) settleInvoice(ctx context.Context, pay *store.Payment) error {
 // closeIncoming records how a provider's invoice ended and what it says of
 // the client: a result it received and did not pay counts against it.
 func (n *Node) closeIncoming(pay *store.Payment, end store.PayState, why string) error {
+	n.closing.Lock()
+	defer n.closing.Unlock()
+	if cur, err := n.db.Payment(pay.Job, pay.Replica, false, pay.Peer); err == nil && cur.State.Final() {
+		*pay = *cur
+		return nil // already closed, and counted, by another path
+	}
 	if err := pay.Advance(end); err != nil {
 		return err
 	}

@@ -219,6 +219,9 @@ type Node struct {
 	lnd *payments.Client
 	// claims are the open payments being handled (see sweepLoop).
 	claims payClaims
+	// closing serialises closeIncoming, so that a provider's invoice ended
+	// by two paths at once (the client's cancel, the sweep) counts once.
+	closing sync.Mutex
 
 	// framesSent counts stream frames this node wrote (bids, assigns,
 	// updates, results, blob requests), for the messages-per-job figure.

@@ -333,6 +333,7 @@ func TestProofModeRefusals(t *testing.T) {
 	defer sb.Close(ctx)
 	cfg := testConfig(t, true)
 	cfg.Sandbox, cfg.Backends = sb, set // and no GemmProvingKeys of its own
+	cfg.Bootstrap = []string{net.providers[0].Addrs()[0].String()}
 	p, err := New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -340,5 +341,25 @@ func TestProofModeRefusals(t *testing.T) {
 	defer p.Close()
 	if b := p.provider.bid(ann); !b.Accept {
 		t.Fatalf("a provider whose sandbox has proving keys declined: %s", b.Reason)
+	}
+	// Adverts say who can prove, and clients pick only those.
+	if !p.provider.advert().Offers(wire.FeatureProofs) || net.providers[0].provider.advert().Offers(wire.FeatureProofs) {
+		t.Fatalf("adverts: features %v and %v", p.provider.advert().Features, net.providers[0].provider.advert().Features)
+	}
+	for _, proofs := range []bool{false, true} {
+		a := *ann
+		a.Proofs = proofs
+		j := &jobRun{c: net.client.client, ann: &a, req: alwaysMatch}
+		want := map[bool]int{false: 2, true: 1}[proofs]
+		var cands []candidate
+		waitFor(t, 10*time.Second, "the client sees both adverts", func() bool {
+			j.mu.Lock()
+			defer j.mu.Unlock()
+			cands = j.knownCandidatesLocked()
+			return len(cands) >= want
+		})
+		if len(cands) != want || (proofs && cands[0].id != p.ID()) {
+			t.Fatalf("proof mode %v: candidates %v, want %d", proofs, cands, want)
+		}
 	}
 }

@@ -86,6 +86,12 @@ func newProvider(ctx context.Context, n *Node) (*provider, error) {
 		GPUs: p.gpus, Backends: names, Price: n.cfg.Price, Slots: n.cfg.Slots, Software: Software,
 		MaxMemory: n.cfg.MaxMemory, IntervalMS: n.cfg.AdvertInterval.Milliseconds(),
 	}
+	if p.sells() {
+		p.fixed.Features = append(p.fixed.Features, wire.FeatureFair)
+	}
+	if p.sandbox.ProvingKeys() != nil {
+		p.fixed.Features = append(p.fixed.Features, wire.FeatureProofs)
+	}
 	n.host.SetStreamHandler(ProtocolAssign, p.handleAssign)
 	return p, nil
 }

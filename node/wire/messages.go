@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -200,7 +201,21 @@ type CapabilityAdvert struct {
 	// IntervalMS is how often the provider republishes its advert; peers
 	// measure its uptime against it.
 	IntervalMS int64 `cbor:"14,keyasint"`
+	// Features are what the provider offers beyond plain jobs: FeatureFair,
+	// FeatureProofs.
+	Features []string `cbor:"15,keyasint"`
 }
+
+// Features a provider may advertise.
+const (
+	// FeatureFair: sells outputs by fair exchange (SettleFair).
+	FeatureFair = "fair"
+	// FeatureProofs: runs jobs in proof mode (JobAnnounce.Proofs).
+	FeatureProofs = "proofs"
+)
+
+// Offers reports whether the advert lists feature.
+func (m *CapabilityAdvert) Offers(feature string) bool { return slices.Contains(m.Features, feature) }
 
 // Version implements Versioned.
 func (m *CapabilityAdvert) Version() uint16 { return m.V }
@@ -210,7 +225,7 @@ func (m *CapabilityAdvert) Validate() error {
 	if _, err := peer.IDFromBytes(m.Peer); err != nil {
 		return fmt.Errorf("%w: peer: %v", ErrMalformed, err)
 	}
-	if m.Cores < 0 || m.Slots < 0 || m.FreeSlots < 0 || m.FreeSlots > m.Slots || len(m.GPUs) > 64 || len(m.Backends) > 16 {
+	if m.Cores < 0 || m.Slots < 0 || m.FreeSlots < 0 || m.FreeSlots > m.Slots || len(m.GPUs) > 64 || len(m.Backends) > 16 || len(m.Features) > 16 {
 		return fmt.Errorf("%w: advert counts", ErrMalformed)
 	}
 	return nil

@@ -325,41 +325,32 @@ func (c *Ceremony) Contribute() (digest string, err error) {
 
 // lastPhase1 returns the last phase-1 state, having checked its link.
 func (c *Ceremony) lastPhase1() ([]byte, error) {
-	list := c.state.Manifest.Phase1
-	prev, err := setup.InitialPhase1(c.state.Manifest.DomainSize)
+	initial, err := setup.InitialPhase1(c.state.Manifest.DomainSize)
 	if err != nil {
 		return nil, fmt.Errorf("keys: %w", err)
 	}
-	if len(list) == 0 {
-		return prev, nil
-	}
-	if len(list) > 1 {
-		if prev, err = c.blob(list[len(list)-2]); err != nil {
-			return nil, err
-		}
-	}
-	last, err := c.blob(list[len(list)-1])
-	if err != nil {
-		return nil, err
-	}
-	if err := setup.VerifyPhase1Step(prev, last); err != nil {
-		return nil, fmt.Errorf("%w: phase 1 contribution %d: %w", ErrTranscript, len(list), err)
-	}
-	return last, nil
+	return c.lastLink(1, initial, c.state.Manifest.Phase1, setup.VerifyPhase1Step)
 }
 
 // lastPhase2 returns the last phase-2 state, having checked its link (the
 // initial state itself is checked by Verify, which recomputes it).
 func (c *Ceremony) lastPhase2() ([]byte, error) {
-	list := c.state.Manifest.Phase2
-	prev, err := c.blob(c.state.Phase2Initial)
+	initial, err := c.blob(c.state.Phase2Initial)
 	if err != nil {
 		return nil, err
 	}
+	return c.lastLink(2, initial, c.state.Manifest.Phase2, setup.VerifyPhase2Step)
+}
+
+// lastLink returns the last state of a phase's chain (initial when it has
+// no contributions), having checked the last step with verify.
+func (c *Ceremony) lastLink(phase int, initial []byte, list []string, verify func(prev, next []byte) error) ([]byte, error) {
 	if len(list) == 0 {
-		return prev, nil
+		return initial, nil
 	}
+	prev := initial
 	if len(list) > 1 {
+		var err error
 		if prev, err = c.blob(list[len(list)-2]); err != nil {
 			return nil, err
 		}
@@ -368,8 +359,8 @@ func (c *Ceremony) lastPhase2() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := setup.VerifyPhase2Step(prev, last); err != nil {
-		return nil, fmt.Errorf("%w: phase 2 contribution %d: %w", ErrTranscript, len(list), err)
+	if err := verify(prev, last); err != nil {
+		return nil, fmt.Errorf("%w: phase %d contribution %d: %w", ErrTranscript, phase, len(list), err)
 	}
 	return last, nil
 }
