@@ -201,7 +201,8 @@ func (j *jobRun) buyOne(ctx context.Context, w *wire.Result) ([]byte, error) {
 		return nil, errors.New("no offer")
 	}
 	pay := &store.Payment{Job: j.ann.Job, Replica: w.Replica, Outgoing: true, Peer: peer.ID(w.Provider).String(),
-		State: store.PayPaying, Hash: o.PaymentHash, AmountMsat: o.amount, Invoice: w.Invoice, Created: time.Now(), Fair: true}
+		State: store.PayPaying, Hash: o.PaymentHash, AmountMsat: o.amount, Invoice: w.Invoice, Created: time.Now(),
+		Fair: true, Offer: w.Offer}
 	if !n.claims.claim(pay) {
 		return nil, errors.New("paid already")
 	}
@@ -212,6 +213,9 @@ func (j *jobRun) buyOne(ctx context.Context, w *wire.Result) ([]byte, error) {
 	inflight, err := n.lnd.Pay(ctx, w.Invoice, max(o.amount/100, 1000), paymentWait)
 	if inflight == nil {
 		return nil, fmt.Errorf("%w: %w", errPayment, err) // lnd away: the sweep asks it later
+	}
+	if beforeOpen != nil && !beforeOpen(pay) {
+		return nil, errors.New("stopped before opening") // a test stops here, as if the node died
 	}
 	select {
 	case <-inflight.Done:
@@ -231,4 +235,42 @@ func (j *jobRun) buyOne(ctx context.Context, w *wire.Result) ([]byte, error) {
 		return nil, errors.New("the opened output does not match the signed digest")
 	}
 	return out, nil
+}
+
+// beforeOpen, when a test sets it, runs once a fair-exchange payment is
+// made and before its outcome is recorded; returning false stops there, as
+// a crash would.
+var beforeOpen func(*store.Payment) bool
+
+// openBought finishes a fair exchange that this node paid for but did not
+// open (it stopped in between): the key the payment revealed opens the
+// offer kept with the payment, and the job record gets the output. The
+// payment was made after the verdict, which the record keeps.
+func (n *Node) openBought(pay *store.Payment, key [32]byte) error {
+	if n.cfg.Fair == nil || pay.Offer == nil {
+		return nil
+	}
+	o, err := fair.DecodeOffer(pay.Offer)
+	if err != nil {
+		return err
+	}
+	out, err := n.cfg.Fair.Template.Open(o, key)
+	if err != nil {
+		return err
+	}
+	d, err := n.blobs.PutBytes(out)
+	if err != nil {
+		return err
+	}
+	job, err := n.db.Job(pay.Job)
+	if err != nil || !job.Output.IsZero() {
+		return err // opened already
+	}
+	job.Output, job.OutputSize, job.Error = d, int64(len(out)), ""
+	job.State = store.JobUnverified
+	if job.Verification != "" {
+		job.State = store.JobVerified
+	}
+	n.log.Info("fair exchange: output opened after a restart", "job", pay.Job, "output", d.Short())
+	return n.db.PutJob(job)
 }

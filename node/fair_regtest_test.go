@@ -145,3 +145,47 @@ func TestLightningFairTampered(t *testing.T) {
 		})
 	}
 }
+
+// TestLightningFairClientRestart: a client that stops after paying for a
+// fair exchange and before opening the output opens it when it starts
+// again: the payment's record keeps the offer, the sweep learns the key
+// from lnd, and the job record gets the right output. Nobody is paid twice.
+func TestLightningFairClientRestart(t *testing.T) {
+	net, env := fairNetwork(t, nil)
+	stopped := 0
+	beforeOpen = func(*store.Payment) bool { stopped++; return false }
+	defer func() { beforeOpen = nil }()
+	s, want := catJob(t, net.client, 3)
+	s.Price, s.Settle = price, wire.SettleFair
+	before := localBalance(t, env.Lnd(regtest.Client))
+	job, err := net.client.Submit(context.Background(), s, nil)
+	if err == nil || stopped == 0 {
+		t.Fatalf("job %v, %v; want it stopped before opening", job, err)
+	}
+	beforeOpen = nil
+	cfg := net.client.cfg
+	net.client.Close()
+	cfg.Bootstrap = []string{net.providers[0].Addrs()[0].String()}
+	again, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	waitFor(t, 30*time.Second, "the output opened after the restart", func() bool {
+		j, err := again.db.Job(job.ID)
+		return err == nil && !j.Output.IsZero()
+	})
+	j, _ := again.db.Job(job.ID)
+	got, err := again.Blob(j.Output, 1<<20)
+	if err != nil || !bytes.Equal(got, want) || j.State != store.JobVerified {
+		t.Fatalf("after the restart: %s, output %q (%v), want %q", j.State, got, err, want)
+	}
+	waitFor(t, 30*time.Second, "payments recorded settled", func() bool { n, _, _ := settledPayments(t, again, true); return n == stopped })
+	_, spent, fees := settledPayments(t, again, true)
+	if spent != int64(stopped)*price {
+		t.Fatalf("settled %d msat for %d payments", spent, stopped)
+	}
+	if dc := before - localBalance(t, env.Lnd(regtest.Client)); dc != spent+fees {
+		t.Fatalf("client balance fell %d msat, settled %d + fees %d", dc, spent, fees)
+	}
+}

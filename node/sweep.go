@@ -137,6 +137,12 @@ func (n *Node) sweepOutgoing(ctx context.Context, pay *store.Payment) {
 	case <-inflight.Done:
 		n.recordOutgoing(pay, inflight)
 	case <-ctx.Done():
+		return
+	}
+	if pay.Fair && inflight.Err == nil {
+		if err := n.openBought(pay, inflight.Preimage); err != nil {
+			n.log.Warn("fair exchange: cannot open a paid offer", "job", pay.Job, "err", err)
+		}
 	}
 }
 

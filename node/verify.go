@@ -169,6 +169,16 @@ func (j *jobRun) accept(ctx context.Context, votes []*wire.Result, winners, lose
 		hints = append(hints, peer.ID(votes[i].Provider))
 	}
 	if j.isFair() {
+		// The verdict is recorded before anything is paid, so that an
+		// output opened after a restart (openBought) is known verified.
+		j.mu.Lock()
+		j.rec.Verification, j.rec.Agree = how, len(winners)
+		rec := *j.rec
+		rec.Replicas = append([]store.Replica(nil), j.rec.Replicas...)
+		j.mu.Unlock()
+		if err := n.db.PutJob(&rec); err != nil {
+			return j.finish(votes, nil, err)
+		}
 		var won []*wire.Result
 		for _, i := range winners {
 			won = append(won, votes[i])

@@ -88,6 +88,10 @@ type Payment struct {
 	// paid after the verdict, settled by lnd itself when paid; the provider
 	// never holds it, and the client never releases or cancels it.
 	Fair bool `json:"fair,omitempty"`
+	// Offer, on the client of a fair exchange, is the offer paid for (CBOR
+	// proofs/fair.Offer): the key the payment reveals opens it, after a
+	// restart too.
+	Offer []byte `json:"offer,omitempty"`
 }
 
 // paymentKey is job, replica, direction and peer: a client pays for a
