@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,26 +18,11 @@ import (
 	"github.com/infernet/infernet/proofs/testkeys"
 )
 
-// proofGuest is testdata/gemmproof built with GOOS=wasip1, once per test
-// binary (the Go build cache makes later builds quick).
-var proofGuest = sync.OnceValues(func() ([]byte, error) {
-	dir, err := os.MkdirTemp("", "gemmproof-guest")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	out := filepath.Join(dir, "gemmproof.wasm")
-	cmd := exec.Command("go", "build", "-o", out, "./testdata/gemmproof")
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build testdata/gemmproof: %w\n%s", err, msg)
-	}
-	return os.ReadFile(out)
-})
-
+// gemmGuest is testdata/gemmproof.wasm (make -C host/testdata): it runs the
+// integer GEMMs listed on stdin and prints each op's errno, operands and result.
 func gemmGuest(tb testing.TB) []byte {
 	tb.Helper()
-	wasm, err := proofGuest()
+	wasm, err := os.ReadFile("testdata/gemmproof.wasm")
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,24 +19,6 @@ import (
 	"github.com/infernet/infernet/proofs/gemmproof"
 	"github.com/infernet/infernet/proofs/testkeys"
 )
-
-// gemmGuest is the host's proof-mode test guest (host/testdata/gemmproof),
-// built for wasip1 once per test binary: it runs the integer GEMMs listed
-// in its input and prints each op's errno, operands and result.
-var gemmGuest = sync.OnceValues(func() ([]byte, error) {
-	dir, err := os.MkdirTemp("", "gemmproof-guest")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	out := filepath.Join(dir, "gemmproof.wasm")
-	cmd := exec.Command("go", "build", "-o", out, "../host/testdata/gemmproof")
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build host/testdata/gemmproof: %w\n%s", err, msg)
-	}
-	return os.ReadFile(out)
-})
 
 // gemmKeys are test-only CommittedGEMM keys of the network's templates
 // (proofs/testkeys: groth16.Setup, cached on disk), held in memory once made.
@@ -107,11 +86,7 @@ func proofNetwork(t *testing.T, providers int, tweak func(i int, c *Config)) *te
 // gemmJob stores the guest and ops (the guest's input lines) in n.
 func gemmJob(t *testing.T, n *Node, ops string) Spec {
 	t.Helper()
-	wasm, err := gemmGuest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := spec(t, n, wasm, []byte(ops))
+	s := spec(t, n, readTestdata(t, "../host/testdata/gemmproof.wasm"), []byte(ops))
 	s.Proofs = true
 	return s
 }
