@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
 	"github.com/infernet/infernet/payments/regtest"
 )
@@ -270,9 +271,13 @@ func BenchmarkPaidJobs(b *testing.B) {
 		b.Fatal(err)
 	}
 	var boot []string
+	keys := testFairKeys(b)
 	start := func(provide bool, lnd string, p uint64) *Node {
 		cfg := quietConfig(b, provide)
 		cfg.Bootstrap, cfg.Price, cfg.Slots = boot, p, 8
+		if lnd != "" {
+			cfg.Fair = keys // paid nodes sell and buy by fair exchange too
+		}
 		if lnd != "" {
 			cfg.Lnd = env.Lnd(lnd)
 		}
@@ -298,11 +303,13 @@ func BenchmarkPaidJobs(b *testing.B) {
 	free.Require = "price == 0"
 	paid := free
 	paid.Price, paid.Require = price, "price > 0"
+	fairly := paid
+	fairly.Settle = wire.SettleFair
 	for _, bc := range []struct {
 		name string
 		s    Spec
 		par  int
-	}{{"free", free, 1}, {"paid", paid, 1}, {"free-8", free, 8}, {"paid-8", paid, 8}} {
+	}{{"free", free, 1}, {"paid", paid, 1}, {"fair", fairly, 1}, {"free-8", free, 8}, {"paid-8", paid, 8}} {
 		b.Run(bc.name, func(b *testing.B) {
 			submitTiny(b, c, bc.s)
 			if bc.par == 1 {

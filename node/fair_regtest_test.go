@@ -25,7 +25,7 @@ var (
 	fairErr  error
 )
 
-func testFairKeys(t *testing.T) *FairKeys {
+func testFairKeys(t testing.TB) *FairKeys {
 	t.Helper()
 	fairOnce.Do(func() {
 		tmpl, err := fair.Compile(256)

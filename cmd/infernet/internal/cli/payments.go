@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -55,8 +56,12 @@ func newCmdPayments(stdio IO, use string, outgoing bool) *cobra.Command {
 				case store.PayLocked, store.PayReleasing, store.PayPaying:
 					held += p.AmountMsat
 				}
+				note := oneLine(p.Error)
+				if p.Fair {
+					note = strings.TrimSpace("fair exchange " + note)
+				}
 				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d msat\t%d msat\t%s\t%s\n", p.Job, p.Replica, shortID(p.Peer), p.State,
-					p.AmountMsat, p.FeeMsat, p.Updated.Format(time.DateTime), oneLine(p.Error))
+					p.AmountMsat, p.FeeMsat, p.Updated.Format(time.DateTime), note)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
