@@ -210,6 +210,19 @@ func (n *Node) provideAsync(d blob.Digest) {
 	}()
 }
 
+// FetchBlob makes the blob d of size bytes local, from hints or the peers
+// that announce it in the DHT, and announces it in turn.
+func (n *Node) FetchBlob(ctx context.Context, d blob.Digest, size int64, hints []peer.ID) error {
+	if _, ok := n.blobs.Has(d); ok {
+		return nil
+	}
+	if err := n.blobSvc.Fetch(ctx, d, size, hints); err != nil {
+		return err
+	}
+	n.provideAsync(d)
+	return nil
+}
+
 // Blob returns a stored blob's bytes (at most max).
 func (n *Node) Blob(d blob.Digest, max int64) ([]byte, error) { return n.blobs.Bytes(d, max) }
 

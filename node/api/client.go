@@ -101,6 +101,20 @@ func (c *Client) PutBlob(ctx context.Context, b []byte) (BlobInfo, error) {
 	return v, err
 }
 
+// FetchBlob has the node fetch blob d of size bytes from the network (from
+// the peers named in from, or those announcing it in the DHT).
+func (c *Client) FetchBlob(ctx context.Context, d blob.Digest, size int64, from []string) error {
+	body, err := json.Marshal(FetchRequest{Size: size, From: from})
+	if err != nil {
+		return err
+	}
+	resp, err := c.do(ctx, http.MethodPost, "/v1/blobs/"+d.String()+"/fetch", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	return resp.Body.Close()
+}
+
 // Blob downloads a blob (at most max bytes) and checks its digest.
 func (c *Client) Blob(ctx context.Context, d blob.Digest, max int64) ([]byte, error) {
 	resp, err := c.do(ctx, http.MethodGet, "/v1/blobs/"+d.String(), nil)

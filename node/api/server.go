@@ -6,6 +6,7 @@
 //	GET  /v1/node              the node: id, addresses, role, counters
 //	POST /v1/blobs             store the body as a blob → {"digest","size"}
 //	GET  /v1/blobs/{digest}    a blob's bytes
+//	POST /v1/blobs/{digest}/fetch  fetch a blob from the network (FetchRequest)
 //	POST /v1/jobs              submit (SubmitRequest) → NDJSON of Line
 //	GET  /v1/jobs              jobs this node submitted
 //	GET  /v1/jobs/{id}         one job
@@ -34,6 +35,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -202,6 +204,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/node", s.auth(s.getNode))
 	mux.HandleFunc("POST /v1/blobs", s.auth(s.postBlob))
 	mux.HandleFunc("GET /v1/blobs/{digest}", s.auth(s.getBlob))
+	mux.HandleFunc("POST /v1/blobs/{digest}/fetch", s.auth(s.fetchBlob))
 	mux.HandleFunc("POST /v1/jobs", s.auth(s.postJob))
 	mux.HandleFunc("GET /v1/jobs", s.auth(s.getJobs))
 	mux.HandleFunc("GET /v1/jobs/{id}", s.auth(s.getJob))
@@ -262,6 +265,42 @@ func (s *Server) postBlob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, BlobInfo{Digest: d, Size: int64(len(b))})
+}
+
+// FetchRequest is the body of POST /v1/blobs/{digest}/fetch: the blob's
+// size, and peers (IDs) known to hold it besides those in the DHT.
+type FetchRequest struct {
+	Size int64    `json:"size"`
+	From []string `json:"from,omitempty"`
+}
+
+// fetchBlob makes a blob of the network local (GET /v1/blobs/{digest}
+// then reads it).
+func (s *Server) fetchBlob(w http.ResponseWriter, r *http.Request) {
+	d, err := blob.ParseDigest(r.PathValue("digest"))
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	var req FetchRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil || req.Size < 0 || req.Size > maxBlob {
+		httpError(w, http.StatusBadRequest, fmt.Errorf("fetch request: size %d, %v", req.Size, err))
+		return
+	}
+	var hints []peer.ID
+	for _, f := range req.From {
+		id, err := peer.Decode(f)
+		if err != nil {
+			httpError(w, http.StatusBadRequest, fmt.Errorf("from: %w", err))
+			return
+		}
+		hints = append(hints, id)
+	}
+	if err := s.n.FetchBlob(r.Context(), d, req.Size, hints); err != nil {
+		httpError(w, http.StatusBadGateway, err)
+		return
+	}
+	writeJSON(w, BlobInfo{Digest: d, Size: req.Size})
 }
 
 func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) {

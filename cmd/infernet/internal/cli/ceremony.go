@@ -23,12 +23,14 @@ import (
 // CeremonyOptions are the settings of the `infernet ceremony` subcommands.
 type CeremonyOptions struct {
 	IO       IO
-	Dir      string // the ceremony directory (positional argument)
-	Template string // start: template name (keys.Templates)
-	Ptau     string // start: .ptau file for phase 1; "" runs phase 1 in the ceremony
-	Beacon   string // seal-phase1, finalize: NETWORK:HEIGHT:BLOCKHASH
-	DataDir  string // finalize, install: the node data directory whose key store gets the keys
-	JSON     bool   // verify: print the steps as JSON
+	Dir      string   // the ceremony directory (positional argument)
+	Template string   // start: template name (keys.Templates)
+	Ptau     string   // start: .ptau file for phase 1; "" runs phase 1 in the ceremony
+	Beacon   string   // seal-phase1, finalize: NETWORK:HEIGHT:BLOCKHASH
+	DataDir  string   // finalize, install: the node data directory whose key store gets the keys
+	JSON     bool     // verify: print the steps as JSON
+	Address  string   // fetch: DIGEST:SIZE, as publish prints it
+	From     []string // fetch: peer IDs known to hold the ceremony
 }
 
 // NewCmdCeremony returns `infernet ceremony` and its subcommands. runF, if
@@ -41,8 +43,10 @@ func NewCmdCeremony(stdio IO, runF func(context.Context, string, *CeremonyOption
 		Long: `A Groth16 ceremony makes the proving and verifying keys of one of infernet's
 fixed circuit templates (infernet ceremony templates) so that nobody can forge
 proofs unless every contributor colluded. Its state is a directory of blobs
-named by their SHA-256 plus ceremony.json: copy it to each party in turn, who
-runs 'infernet ceremony contribute' on their own machine.
+named by their SHA-256 plus ceremony.json: pass it to each party in turn
+(copy it, or 'infernet ceremony publish' it through the local node and let
+the next party 'infernet ceremony fetch' it), who runs 'infernet ceremony
+contribute' on their own machine.
 
 Phase 1 (powers of tau) comes from a snarkjs .ptau file given to start
 (--ptau; it must hold at least the template's domain size of powers, e.g. a
@@ -53,6 +57,7 @@ store of --datadir. Beacons are the hash of a Bitcoin block at a height
 announced before the phase started: --beacon NETWORK:HEIGHT:BLOCKHASH.`,
 		Example: `  infernet ceremony start ./c --template gemm-64
   infernet ceremony contribute ./c        # client, then provider, ...
+  infernet ceremony publish ./c           # prints ADDRESS; the provider: infernet ceremony fetch ADDRESS ./c
   infernet ceremony seal-phase1 ./c --beacon mainnet:880000:00000000000000000001...
   infernet ceremony contribute ./c        # phase 2: client, then provider
   infernet ceremony verify ./c
@@ -66,8 +71,11 @@ announced before the phase started: --beacon NETWORK:HEIGHT:BLOCKHASH.`,
 			Short: short,
 			Args:  args,
 			RunE: func(cmd *cobra.Command, args []string) error {
-				if len(args) > 0 {
+				switch len(args) {
+				case 1:
 					opts.Dir = args[0]
+				case 2: // fetch ADDRESS DIR
+					opts.Address, opts.Dir = args[0], args[1]
 				}
 				if runF != nil {
 					return runF(cmd.Context(), name, opts)
@@ -101,6 +109,15 @@ announced before the phase started: --beacon NETWORK:HEIGHT:BLOCKHASH.`,
 	sub("finalize", "finalize DIR --beacon NETWORK:HEIGHT:BLOCKHASH", "Seal phase 2 with a beacon, verify everything and install the keys", cobra.ExactArgs(1),
 		func(f *pflag.FlagSet, o *CeremonyOptions) { beacon(f, o); datadir(f, o) })
 	sub("install", "install DIR", "Verify a finalized ceremony and install its keys", cobra.ExactArgs(1), datadir)
+	api := func(f *pflag.FlagSet, o *CeremonyOptions) {
+		f.StringVar(&o.DataDir, "datadir", o.DataDir, "the local node's data `DIR` (its API address and token)")
+	}
+	sub("publish", "publish DIR", "Share a ceremony directory through the local node (infernet node) and print its address", cobra.ExactArgs(1), api)
+	sub("fetch", "fetch ADDRESS DIR", "Download a published ceremony through the local node into a new DIR", cobra.ExactArgs(2),
+		func(f *pflag.FlagSet, o *CeremonyOptions) {
+			api(f, o)
+			f.StringSliceVar(&o.From, "from", nil, "peer `ID`s known to hold it (default: those announcing it in the DHT)")
+		})
 	return cmd
 }
 
@@ -138,6 +155,8 @@ var ceremonyRuns = map[string]func(context.Context, *CeremonyOptions) error{
 	"verify":      runCeremonyVerify,
 	"finalize":    runCeremonyFinalize,
 	"install":     runCeremonyInstall,
+	"publish":     runCeremonyPublish,
+	"fetch":       runCeremonyFetch,
 }
 
 func runCeremonyTemplates(_ context.Context, o *CeremonyOptions) error {
