@@ -93,8 +93,8 @@ hr "(f) verification: 6 providers with 2 liars (100 jobs), 10 providers with one
 go test -count=1 -run 'TestLiarsAreOutvotedAndBanned|TestAdaptiveReplication' -v ./node | grep -E 'verify_test|^(--- |ok|FAIL)' || true
 echo "(targets: 0 wrong outputs accepted, liars banned, <= 1.3x compute per accepted result after warm-up)"
 
-hr "(g) payments: Lightning regtest (btcd + 3 lnd on loopback), hold-invoice escrow"
-echo "one escrow (invoice, pay, accepted, settle, payer done), then a tiny 2-replica job free vs paid:"
+hr "(g) payments: Lightning regtest (btcd + 3 lnd on loopback), hold-invoice escrow and fair exchange"
+echo "one escrow (invoice, pay, accepted, settle, payer done), then a tiny 2-replica job free vs escrow vs fair exchange:"
 echo "p50/p99 one at a time (target: payment adds <= 150 ms per replica), jobs/s with 8 at once"
 ./scripts/regtest.sh run sh -c "go test -run '^\$' -tags regtest -bench 'HoldInvoice' -benchtime $([ "${BENCH_QUICK:-}" = 1 ] && echo 10x || echo 100x) ./payments && \
   go test -run '^\$' -tags regtest -bench 'PaidJobs' -benchtime $([ "${BENCH_QUICK:-}" = 1 ] && echo 10x || echo 200x) ./node" | grep -E '^Benchmark' || true

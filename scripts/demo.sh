@@ -164,9 +164,14 @@ if [ -f .regtest/env ]; then
   ceremony() { echo "\$ infernet ceremony $*"; "$bin" ceremony "$@" 2>&1 | grep -v '^  ' | tail -3; }
   ceremony start "$c" --template exchange-256
   ceremony contribute "$c"   # the client
+  # The client passes the ceremony to provider pp1 over the network, as blobs.
+  echo "\$ infernet ceremony publish $c --datadir pclient"
+  address=$("$bin" ceremony publish "$c" --datadir "$net/pclient" 2>/dev/null); echo "$address"
+  c="$net/ceremony-pp1"
+  ceremony fetch "$address" "$c" --datadir "$net/pp1" --from "$("$bin" id --datadir "$net/pclient")"
   ceremony contribute "$c"   # provider pp1
   ceremony seal-phase1 "$c" --beacon "$beacon"
-  for who in client pp1 pp2; do ceremony contribute "$c"; done
+  for who in pp1 client pp2; do ceremony contribute "$c"; done   # (passed on likewise)
   ./scripts/regtest.sh mine 1 >/dev/null; beacon=$(./scripts/regtest.sh beacon)
   ceremony finalize "$c" --beacon "$beacon" --datadir "$net/pclient"
   # Each provider would run `infernet ceremony install`, which verifies the
