@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/consensys/gnark/backend/groth16"
@@ -29,14 +28,9 @@ func gemmGuest(tb testing.TB) []byte {
 	return wasm
 }
 
-// testKeys serves test-only Groth16 keys (proofs/testkeys, cached on disk)
-// for the templates in sizes, and holds them in memory once made.
-type testKeys struct {
-	sizes []int
-	mu    sync.Mutex
-	pk    map[int]groth16.ProvingKey
-	vk    map[int]groth16.VerifyingKey
-}
+// testKeys serves test-only Groth16 keys (proofs/testkeys: cached on disk
+// and in memory) for the templates in sizes.
+type testKeys struct{ sizes []int }
 
 var keysForTests = &testKeys{sizes: []int{16, 32}}
 
@@ -44,24 +38,11 @@ func (k *testKeys) keys(n int) (groth16.ProvingKey, groth16.VerifyingKey, error)
 	if !slices.Contains(k.sizes, n) {
 		return nil, nil, fmt.Errorf("no test key for template %d", n)
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if pk, ok := k.pk[n]; ok {
-		return pk, k.vk[n], nil
-	}
 	ccs, err := gemmproof.ConstraintSystem(n)
 	if err != nil {
 		return nil, nil, err
 	}
-	pk, vk, err := testkeys.Setup(ccs)
-	if err != nil {
-		return nil, nil, err
-	}
-	if k.pk == nil {
-		k.pk, k.vk = map[int]groth16.ProvingKey{}, map[int]groth16.VerifyingKey{}
-	}
-	k.pk[n], k.vk[n] = pk, vk
-	return pk, vk, nil
+	return testkeys.Setup(ccs)
 }
 
 // ProvingKey implements gemmproof.Keys.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,42 +19,28 @@ import (
 	"github.com/infernet/infernet/proofs/testkeys"
 )
 
-// gemmKeys are test-only CommittedGEMM keys of the network's templates
-// (proofs/testkeys: groth16.Setup, cached on disk), held in memory once made.
-type gemmKeys struct {
-	mu sync.Mutex
-	pk map[int]groth16.ProvingKey
-	vk map[int]groth16.VerifyingKey
-}
+// gemmKeys are test-only CommittedGEMM keys (proofs/testkeys: groth16.Setup,
+// cached on disk and in memory).
+type gemmKeys struct{}
 
-var testGemmKeys = &gemmKeys{pk: map[int]groth16.ProvingKey{}, vk: map[int]groth16.VerifyingKey{}}
+var testGemmKeys gemmKeys
 
-func (k *gemmKeys) keys(n int) (groth16.ProvingKey, groth16.VerifyingKey, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if pk, ok := k.pk[n]; ok {
-		return pk, k.vk[n], nil
-	}
+func (gemmKeys) keys(n int) (groth16.ProvingKey, groth16.VerifyingKey, error) {
 	ccs, err := gemmproof.ConstraintSystem(n)
 	if err != nil {
 		return nil, nil, err
 	}
-	pk, vk, err := testkeys.Setup(ccs)
-	if err != nil {
-		return nil, nil, err
-	}
-	k.pk[n], k.vk[n] = pk, vk
-	return pk, vk, nil
+	return testkeys.Setup(ccs)
 }
 
 // ProvingKey implements gemmproof.Keys.
-func (k *gemmKeys) ProvingKey(n int) (groth16.ProvingKey, error) {
+func (k gemmKeys) ProvingKey(n int) (groth16.ProvingKey, error) {
 	pk, _, err := k.keys(n)
 	return pk, err
 }
 
 // VerifyingKey fits Config.GemmVerifyingKey.
-func (k *gemmKeys) VerifyingKey(n int) (groth16.VerifyingKey, error) {
+func (k gemmKeys) VerifyingKey(n int) (groth16.VerifyingKey, error) {
 	_, vk, err := k.keys(n)
 	return vk, err
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/consensys/gnark-crypto/ecc"
 	"github.com/consensys/gnark/backend/groth16"
@@ -17,13 +18,30 @@ import (
 	"github.com/infernet/infernet/proofs/setup"
 )
 
+// keyPair is a circuit's keys, held for the life of the test binary.
+type keyPair struct {
+	pk groth16.ProvingKey
+	vk groth16.VerifyingKey
+}
+
+var (
+	mu   sync.Mutex
+	held = map[[32]byte]keyPair{} // by circuit digest; guarded by mu
+)
+
 // Setup returns groth16.Setup keys for ccs, kept in
-// ${INFERNET_CACHE:-~/.cache/infernet}/testkeys by the circuit's digest. An
+// ${INFERNET_CACHE:-~/.cache/infernet}/testkeys by the circuit's digest and
+// in memory once read, so that tests may call it for every use. An
 // unreadable cache entry is made again.
 func Setup(ccs constraint.ConstraintSystem) (groth16.ProvingKey, groth16.VerifyingKey, error) {
 	digest, err := setup.CircuitDigest(ccs)
 	if err != nil {
 		return nil, nil, err
+	}
+	mu.Lock()
+	defer mu.Unlock() // one setup at a time: each takes every core
+	if k, ok := held[digest]; ok {
+		return k.pk, k.vk, nil
 	}
 	dir := os.Getenv("INFERNET_CACHE")
 	if dir == "" {
@@ -35,16 +53,16 @@ func Setup(ccs constraint.ConstraintSystem) (groth16.ProvingKey, groth16.Verifyi
 	}
 	base := filepath.Join(dir, "testkeys", fmt.Sprintf("%x", digest[:12]))
 	pk, vk := groth16.NewProvingKey(ecc.BN254), groth16.NewVerifyingKey(ecc.BN254)
-	if readKey(base+".pk", pk.UnsafeReadFrom) == nil && readKey(base+".vk", vk.UnsafeReadFrom) == nil {
-		return pk, vk, nil
+	if readKey(base+".pk", pk.UnsafeReadFrom) != nil || readKey(base+".vk", vk.UnsafeReadFrom) != nil {
+		if pk, vk, err = groth16.Setup(ccs); err != nil {
+			return nil, nil, err
+		}
+		if err := os.MkdirAll(filepath.Dir(base), 0o755); err == nil {
+			writeKey(base+".pk", pk.WriteRawTo)
+			writeKey(base+".vk", vk.WriteRawTo)
+		}
 	}
-	if pk, vk, err = groth16.Setup(ccs); err != nil {
-		return nil, nil, err
-	}
-	if err := os.MkdirAll(filepath.Dir(base), 0o755); err == nil {
-		writeKey(base+".pk", pk.WriteRawTo)
-		writeKey(base+".vk", vk.WriteRawTo)
-	}
+	held[digest] = keyPair{pk, vk}
 	return pk, vk, nil
 }
 
