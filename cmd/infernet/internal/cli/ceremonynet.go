@@ -161,7 +161,7 @@ func runCeremonyFetch(ctx context.Context, o *CeremonyOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(o.IO.Out, "fetched %d files (%s) of a %s ceremony into %s (%s): verify, then contribute or install\n",
+	fmt.Fprintf(o.IO.Out, "fetched %d files (%s) of the %s ceremony into %s (%s): verify, then contribute or install\n",
 		len(idx.Files), humanBytes(total), cer.State().Template, o.Dir, cer.Stage())
 	return nil
 }
