@@ -71,7 +71,13 @@ func (s *syncBuffer) String() string {
 // startNode starts a node process and waits until its API answers.
 func startNode(t *testing.T, name string, extra ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, dataDir: filepath.Join(t.TempDir(), name), stderr: &syncBuffer{}}
+	return startNodeAt(t, name, filepath.Join(t.TempDir(), name), extra...)
+}
+
+// startNodeAt is startNode with a data directory prepared by the caller.
+func startNodeAt(t *testing.T, name, dataDir string, extra ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, dataDir: dataDir, stderr: &syncBuffer{}}
 	args := append([]string{"node", "--datadir", p.dataDir, "--listen", "/ip4/127.0.0.1/tcp/0",
 		"--api", "127.0.0.1:0", "--mdns=false", "--nat=false", "--slots", "2",
 		"--heartbeat", "200ms", "--silence", "3s", "--gossip-heartbeat", "100ms", "--backend", "reference"}, extra...)

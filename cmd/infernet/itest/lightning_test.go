@@ -3,13 +3,19 @@
 package itest
 
 import (
+	"bytes"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/payments/regtest"
+	"github.com/infernet/infernet/proofs/fair"
+	"github.com/infernet/infernet/proofs/keys"
+	"github.com/infernet/infernet/proofs/setup"
+	"github.com/infernet/infernet/proofs/testkeys"
 )
 
 // lndFlags are the `infernet node` flags that use the regtest lnd name.
@@ -81,5 +87,79 @@ func TestLightningCLI(t *testing.T) {
 		"--lnd.tlscertpath", env.Lnd(regtest.Client).TLSCertPath, "--lnd.macaroonpath", env.Lnd(regtest.Client).MacaroonPath)
 	if code == 0 || !strings.Contains(stderr, "lnd unavailable") {
 		t.Fatalf("node with no lnd: exit %d: %s", code, stderr)
+	}
+}
+
+// TestLightningFairCLI: nodes whose key stores hold the fair-exchange keys
+// (test keys here; `infernet ceremony` in real use) turn fair exchange on at
+// start; `submit --settle fair` gets the right output and pays each
+// provider once by ordinary invoice; an output limit over the template's
+// capacity is refused before anything runs.
+func TestLightningFairCLI(t *testing.T) {
+	env, err := regtest.Load(filepath.Join("..", "..", "..", ".regtest", "env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := fair.Compile(256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk, vk, err := testkeys.Setup(tmpl.ConstraintSystem())
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, err := setup.CircuitDigest(tmpl.ConstraintSystem())
+	if err != nil {
+		t.Fatal(err)
+	}
+	withKeys := func(name string, prove bool) string {
+		dir := filepath.Join(t.TempDir(), name)
+		st, err := keys.OpenStore(filepath.Join(dir, keys.StoreDir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := pk
+		if !prove {
+			p = nil // a client holds the verifying key only
+		}
+		if _, err := st.Put(digest, p, vk, keys.Info{Template: "exchange-256"}); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	const price = "7000"
+	p1 := startNodeAt(t, "p1", withKeys("p1", true), append(lndFlags(t, env, regtest.Provider1), "--price", price)...)
+	startNodeAt(t, "p2", withKeys("p2", true), append(lndFlags(t, env, regtest.Provider2), "--price", price, "--bootstrap", p1.addr)...)
+	client := startNodeAt(t, "client", withKeys("client", false), append(lndFlags(t, env, regtest.Client), "--no-provide", "--bootstrap", p1.addr)...)
+	waitAdverts(t, client, 2)
+	if !strings.Contains(p1.stderr.String(), "fair exchange") {
+		t.Fatalf("provider log does not name fair exchange: %s", p1.stderr.String())
+	}
+
+	input := []byte("the answer only a paying client may read")
+	out := filepath.Join(t.TempDir(), "out")
+	module := filepath.Join("..", "..", "..", "testdata", "jobs", "cat", "cat.wasm")
+	stdout, stderr, code := infernet(t, input, "submit", module, "--input", "-", "--replicas", "2", "--max-price", price,
+		"--settle", "fair", "--json", "--output", out, "--datadir", client.dataDir)
+	var s summary
+	if code != 0 || json.Unmarshal([]byte(stdout), &s) != nil || !s.Verified {
+		t.Fatalf("fair submit: exit %d %q: %s", code, stdout, stderr)
+	}
+	if got, err := os.ReadFile(out); err != nil || !bytes.Equal(got, input) {
+		t.Fatalf("output %q (%v), want %q", got, err, input)
+	}
+	spentOut, _, _ := infernet(t, nil, "spending", "--json", "--datadir", client.dataDir)
+	var spent []store.Payment
+	if err := json.Unmarshal([]byte(spentOut), &spent); err != nil || len(spent) != 2 {
+		t.Fatalf("spending: %q, %v", spentOut, err)
+	}
+	for _, p := range spent {
+		if !p.Fair || p.State != store.PaySettled || p.AmountMsat != 7000 || p.Job.String() != s.Job {
+			t.Errorf("client payment %+v", p)
+		}
+	}
+	if _, stderr, code := infernet(t, input, "submit", module, "--input", "-", "--max-price", price, "--settle", "fair",
+		"--max-output", "1MiB", "--datadir", client.dataDir); code == 0 || !strings.Contains(stderr, "at most 254 bytes") {
+		t.Fatalf("fair submit over the capacity: exit %d: %s", code, stderr)
 	}
 }

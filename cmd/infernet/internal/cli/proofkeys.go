@@ -24,7 +24,7 @@ const fairTemplate = "exchange-256"
 // -32). A provider loads proving keys, a client verifying keys only. It
 // returns the features turned on; without keys a feature stays off.
 func useInstalledKeys(cfg *node.Config) ([]string, error) {
-	st, err := keys.OpenStore(filepath.Join(cfg.DataDir, "keys"))
+	st, err := keys.OpenStore(filepath.Join(cfg.DataDir, keys.StoreDir))
 	if err != nil {
 		return nil, err
 	}
