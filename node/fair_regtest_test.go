@@ -5,6 +5,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
+	"github.com/infernet/infernet/payments"
 	"github.com/infernet/infernet/payments/regtest"
 	"github.com/infernet/infernet/proofs/fair"
 	"github.com/infernet/infernet/proofs/testkeys"
@@ -187,5 +189,46 @@ func TestLightningFairClientRestart(t *testing.T) {
 	}
 	if dc := before - localBalance(t, env.Lnd(regtest.Client)); dc != spent+fees {
 		t.Fatalf("client balance fell %d msat, settled %d + fees %d", dc, spent, fees)
+	}
+}
+
+// TestLightningFairLndAwayAtClient: the client's lnd goes away after the
+// offers were checked and before they are paid. The job fails saying so,
+// nothing is paid, and once lnd is back the sweep records both payments
+// cancelled (lnd never saw them).
+func TestLightningFairLndAwayAtClient(t *testing.T) {
+	env := regtestEnv(t)
+	keys := testFairKeys(t)
+	proxy := newLndProxy(t, env.Lnd(regtest.Client).RPCServer)
+	net := twoPaid(t, env, func(name string, c *Config) {
+		c.Fair, c.Faults = keys, nil
+		if name == regtest.Client {
+			c.Lnd = proxy.via(c.Lnd)
+		}
+	})
+	before := localBalance(t, env.Lnd(regtest.Client))
+	s, _ := catJob(t, net.client, 5)
+	s.Price, s.Settle = price, wire.SettleFair
+	results := 0
+	job, err := net.client.Submit(context.Background(), s, func(e Event) {
+		if e.Kind == EventResult {
+			if results++; results == 2 {
+				proxy.cut() // both offers checked; the verdict and the payments come next
+			}
+		}
+	})
+	if err == nil || !strings.Contains(err.Error(), "no output bought") || !errors.Is(err, payments.ErrUnavailable) {
+		t.Fatalf("job %v: %v; want no output bought, lnd unavailable", job, err)
+	}
+	t.Logf("failed: %v", err)
+	if got := paymentsIn(t, net.client, true, store.PayPaying); len(got) != 2 {
+		t.Fatalf("%d payments recorded as paying, want 2", len(got))
+	}
+	proxy.heal()
+	waitFor(t, 20*time.Second, "the sweep to cancel both payments", func() bool {
+		return len(paymentsIn(t, net.client, true, store.PayCanceled)) == 2
+	})
+	if got := localBalance(t, env.Lnd(regtest.Client)); got != before {
+		t.Fatalf("client balance moved %d msat", got-before)
 	}
 }
