@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"time"
@@ -140,7 +141,7 @@ func StartCeremony(dir, name string, ptau []byte) (*Ceremony, error) {
 		commons, info, err := setup.ReadPtau(bytes.NewReader(ptau), circ.DomainSize())
 		if err != nil {
 			return nil, fmt.Errorf("keys: %w (a .ptau file of 2^%d powers or more is needed for %s; omit it to run phase 1 in the ceremony)",
-				err, log2(circ.DomainSize()), name)
+				err, bits.Len64(circ.DomainSize())-1, name)
 		}
 		if _, err := c.putBlob(ptau); err != nil {
 			return nil, err
@@ -158,14 +159,6 @@ func StartCeremony(dir, name string, ptau []byte) (*Ceremony, error) {
 		return nil, err
 	}
 	return c, nil
-}
-
-func log2(n uint64) int {
-	k := 0
-	for ; n > 1; n >>= 1 {
-		k++
-	}
-	return k
 }
 
 // OpenCeremony opens the ceremony in dir.

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -190,7 +191,7 @@ func runCeremonyStart(_ context.Context, o *CeremonyOptions) error {
 	}
 	st := c.State()
 	fmt.Fprintf(o.IO.Out, "ceremony for %s in %s\n", o.Template, c.Dir())
-	fmt.Fprintf(o.IO.Out, "circuit %x: %d constraints, domain 2^%d\n", circ.Digest, circ.CCS.GetNbConstraints(), log2(circ.DomainSize()))
+	fmt.Fprintf(o.IO.Out, "circuit %x: %d constraints, domain 2^%d\n", circ.Digest, circ.CCS.GetNbConstraints(), bits.Len64(circ.DomainSize())-1)
 	if st.Ptau != nil {
 		fmt.Fprintf(o.IO.Out, "phase 1 from %s (2^%d powers, sha256 %s, blake2b %s)\n", filepath.Base(o.Ptau), st.Ptau.Power, st.Ptau.SHA256, st.Ptau.BLAKE2b512)
 		fmt.Fprintf(o.IO.Out, "phase 2 open, start %s\n", st.Phase2Initial)
@@ -199,14 +200,6 @@ func runCeremonyStart(_ context.Context, o *CeremonyOptions) error {
 	}
 	fmt.Fprintf(o.IO.Out, "took %s\n", since(t0))
 	return nil
-}
-
-func log2(n uint64) int {
-	k := 0
-	for ; n > 1; n >>= 1 {
-		k++
-	}
-	return k
 }
 
 func since(t time.Time) time.Duration { return time.Since(t).Round(time.Millisecond) }
