@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 
 	"github.com/consensys/gnark-crypto/ecc"
 	"github.com/consensys/gnark/backend/groth16"
@@ -52,15 +53,28 @@ func Setup(ccs constraint.ConstraintSystem) (groth16.ProvingKey, groth16.Verifyi
 		dir = filepath.Join(home, ".cache", "infernet")
 	}
 	base := filepath.Join(dir, "testkeys", fmt.Sprintf("%x", digest[:12]))
+	if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
+		return nil, nil, err
+	}
+	// Test binaries of several packages run at once and want the same
+	// keys: one makes them while the others wait, so that nobody reads a
+	// proving key of one setup with the verifying key of another.
+	lock, err := os.OpenFile(base+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return nil, nil, err
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
 	pk, vk := groth16.NewProvingKey(ecc.BN254), groth16.NewVerifyingKey(ecc.BN254)
 	if readKey(base+".pk", pk.UnsafeReadFrom) != nil || readKey(base+".vk", vk.UnsafeReadFrom) != nil {
 		if pk, vk, err = groth16.Setup(ccs); err != nil {
 			return nil, nil, err
 		}
-		if err := os.MkdirAll(filepath.Dir(base), 0o755); err == nil {
-			writeKey(base+".pk", pk.WriteRawTo)
-			writeKey(base+".vk", vk.WriteRawTo)
-		}
+		writeKey(base+".pk", pk.WriteRawTo)
+		writeKey(base+".vk", vk.WriteRawTo)
 	}
 	held[digest] = keyPair{pk, vk}
 	return pk, vk, nil
