@@ -232,3 +232,57 @@ func TestLightningFairLndAwayAtClient(t *testing.T) {
 		t.Fatalf("client balance moved %d msat", got-before)
 	}
 }
+
+// TestLightningFairLndAwayAtProvider: PROVIDER1's node loses its lnd after
+// issuing its invoice. Its lnd still holds the key, so the client's payment
+// settles and the job ends with the right output; the provider records the
+// payment settled once it reaches its lnd again.
+func TestLightningFairLndAwayAtProvider(t *testing.T) {
+	env := regtestEnv(t)
+	keys := testFairKeys(t)
+	proxy := newLndProxy(t, env.Lnd(regtest.Provider1).RPCServer)
+	buyer := *keys
+	buyer.PK = nil
+	net := twoPaid(t, env, func(name string, c *Config) {
+		c.Fair, c.Faults = keys, nil
+		switch name {
+		case regtest.Client:
+			c.Fair = &buyer
+		case regtest.Provider1:
+			c.Lnd = proxy.via(c.Lnd)
+		}
+	})
+	before := localBalance(t, env.Lnd(regtest.Provider1))
+	s, want := catJob(t, net.client, 6)
+	s.Price, s.Settle = price, wire.SettleFair
+	results := 0
+	job, err := net.client.Submit(context.Background(), s, func(e Event) {
+		if e.Kind == EventResult {
+			if results++; results == 2 {
+				proxy.cut() // both invoices issued; the client pays next
+			}
+		}
+	})
+	if err != nil || job.State != store.JobVerified {
+		t.Fatalf("job %v: %v", job, err)
+	}
+	if got, err := net.client.Blob(job.Output, 1<<20); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("output %q (%v), want %q", got, err, want)
+	}
+	if got := waitBalances(t, before+price, env.Lnd(regtest.Provider1)); got != before+price {
+		t.Fatalf("provider 1's balance moved %d msat, want %d", got-before, price)
+	}
+	p1 := net.providers[0]
+	if p1.cfg.Lnd.RPCServer != proxy.addr() {
+		p1 = net.providers[1]
+	}
+	time.Sleep(3 * p1.cfg.PaymentSweep) // sweeps that cannot reach lnd
+	if n, _, _ := settledPayments(t, p1, false); n != 0 {
+		t.Fatalf("provider 1 recorded %d settled payments without reaching its lnd", n)
+	}
+	proxy.heal()
+	waitFor(t, 20*time.Second, "provider 1 to record its payment settled", func() bool {
+		n, _, _ := settledPayments(t, p1, false)
+		return n == 1
+	})
+}
