@@ -67,6 +67,10 @@ bootstrap peers, mDNS and the DHT, advertises what this machine offers (unless
 --no-provide), bids on and runs jobs in the sandbox, and serves the local API
 that infernet submit, peers and jobs use.
 
+Keys in its key store (DIR/keys, installed by 'infernet ceremony finalize' or
+'install') turn on what they serve: exchange-256 fair exchange (submit
+--settle fair), committed-gemm-16 and -32 proof mode (submit --proofs).
+
 On start it prints its peer ID and then one dialable address per line on
 stdout (give one to other nodes as --bootstrap).`,
 		Example: `  infernet node
