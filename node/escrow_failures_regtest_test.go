@@ -115,9 +115,12 @@ func twoPaid(t *testing.T, env regtest.Env, tweak func(name string, c *Config)) 
 
 // twoPaidViaProxy is twoPaid with the node that uses lnd name reaching it
 // through a proxy the test can cut.
-func twoPaidViaProxy(t *testing.T, env regtest.Env, name string) (*testNet, *lndProxy) {
+func twoPaidViaProxy(t *testing.T, env regtest.Env, name string, tweak func(name string, c *Config)) (*testNet, *lndProxy) {
 	proxy := newLndProxy(t, env.Lnd(name).RPCServer)
 	net := twoPaid(t, env, func(n string, c *Config) {
+		if tweak != nil {
+			tweak(n, c)
+		}
 		if n == name {
 			c.Lnd = proxy.via(c.Lnd)
 		}
@@ -173,7 +176,7 @@ func submitAsync(t *testing.T, n *Node, s Spec) <-chan *store.Job {
 // client's sweep sees the payment succeed, and the money adds up.
 func TestLightningLndAwayAtProvider(t *testing.T) {
 	env := regtestEnv(t)
-	net, proxy := twoPaidViaProxy(t, env, regtest.Provider1)
+	net, proxy := twoPaidViaProxy(t, env, regtest.Provider1, nil)
 	p1 := net.providers[0]
 	b1 := localBalance(t, env.Lnd(regtest.Provider1))
 	s, _ := catJob(t, net.client, 3)
@@ -214,7 +217,7 @@ func TestLightningLndAwayAtProvider(t *testing.T) {
 // over libp2p); once lnd is back the client records the payments settled.
 func TestLightningLndAwayAtClient(t *testing.T) {
 	env := regtestEnv(t)
-	net, proxy := twoPaidViaProxy(t, env, regtest.Client)
+	net, proxy := twoPaidViaProxy(t, env, regtest.Client, nil)
 	s, _ := catJob(t, net.client, 4)
 	s.Price = price
 

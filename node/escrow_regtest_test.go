@@ -210,6 +210,21 @@ func TestLightningProviderKilledMidJob(t *testing.T) {
 	}
 }
 
+// restartClient stops the network's client, as if it died, and starts it
+// again on the same data directory; the new node is closed with the test.
+func restartClient(t *testing.T, net *testNet) *Node {
+	t.Helper()
+	cfg := net.client.cfg
+	net.client.Close()
+	cfg.Bootstrap = []string{net.providers[0].Addrs()[0].String()}
+	again, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { again.Close() })
+	return again
+}
+
 // TestLightningClientRestartSettles: a client that stops after it decided to pay
 // (the release recorded) but before the provider had the preimage pays
 // when it starts again.
@@ -243,14 +258,7 @@ func TestLightningClientRestartSettles(t *testing.T) {
 		t.Fatal("no payment stopped between verification and settlement")
 	}
 	close(stop)
-	cfg := net.client.cfg
-	net.client.Close()
-	cfg.Bootstrap = []string{net.providers[0].Addrs()[0].String()}
-	again, err := New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer again.Close()
+	again := restartClient(t, net)
 	waitFor(t, 60*time.Second, fmt.Sprintf("%d releases to settle after the restart", releasing), func() bool {
 		n, _, _ := settledPayments(t, again, true)
 		return n == releasing

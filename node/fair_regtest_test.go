@@ -165,14 +165,7 @@ func TestLightningFairClientRestart(t *testing.T) {
 		t.Fatalf("job %v, %v; want it stopped before opening", job, err)
 	}
 	beforeOpen = nil
-	cfg := net.client.cfg
-	net.client.Close()
-	cfg.Bootstrap = []string{net.providers[0].Addrs()[0].String()}
-	again, err := New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer again.Close()
+	again := restartClient(t, net)
 	waitFor(t, 30*time.Second, "the output opened after the restart", func() bool {
 		j, err := again.db.Job(job.ID)
 		return err == nil && !j.Output.IsZero()
@@ -199,13 +192,7 @@ func TestLightningFairClientRestart(t *testing.T) {
 func TestLightningFairLndAwayAtClient(t *testing.T) {
 	env := regtestEnv(t)
 	keys := testFairKeys(t)
-	proxy := newLndProxy(t, env.Lnd(regtest.Client).RPCServer)
-	net := twoPaid(t, env, func(name string, c *Config) {
-		c.Fair, c.Faults = keys, nil
-		if name == regtest.Client {
-			c.Lnd = proxy.via(c.Lnd)
-		}
-	})
+	net, proxy := twoPaidViaProxy(t, env, regtest.Client, func(_ string, c *Config) { c.Fair, c.Faults = keys, nil })
 	before := localBalance(t, env.Lnd(regtest.Client))
 	s, _ := catJob(t, net.client, 5)
 	s.Price, s.Settle = price, wire.SettleFair
@@ -240,16 +227,12 @@ func TestLightningFairLndAwayAtClient(t *testing.T) {
 func TestLightningFairLndAwayAtProvider(t *testing.T) {
 	env := regtestEnv(t)
 	keys := testFairKeys(t)
-	proxy := newLndProxy(t, env.Lnd(regtest.Provider1).RPCServer)
 	buyer := *keys
-	buyer.PK = nil
-	net := twoPaid(t, env, func(name string, c *Config) {
+	buyer.PK = nil // a client needs the verifying key only
+	net, proxy := twoPaidViaProxy(t, env, regtest.Provider1, func(name string, c *Config) {
 		c.Fair, c.Faults = keys, nil
-		switch name {
-		case regtest.Client:
+		if name == regtest.Client {
 			c.Fair = &buyer
-		case regtest.Provider1:
-			c.Lnd = proxy.via(c.Lnd)
 		}
 	})
 	before := localBalance(t, env.Lnd(regtest.Provider1))
