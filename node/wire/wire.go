@@ -144,12 +144,42 @@ func ReadFrame(r *bufio.Reader, max int, m Versioned) error {
 	if n > uint64(max) {
 		return fmt.Errorf("%w: frame of %d bytes, limit %d", ErrTooLarge, n, max)
 	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
+	b, err := readBody(r, int(n))
+	if err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return fmt.Errorf("%w: truncated frame: %w", ErrMalformed, err)
 		}
 		return fmt.Errorf("wire: reading frame: %w", err)
 	}
 	return Unmarshal(b, max, m)
+}
+
+// frameChunk is the buffer a frame body starts with. The declared length
+// is the peer's word, not bytes received: the buffer only doubles once the
+// bytes already read fill it, so a peer that declares a large frame and
+// sends little costs this node little (at most twice what it sent, plus
+// frameChunk).
+const frameChunk = 4 << 10
+
+// readBody reads exactly n bytes from r into a buffer grown as they arrive.
+// It returns io.EOF or io.ErrUnexpectedEOF for a short body (see
+// io.ReadFull), the stream's error otherwise.
+func readBody(r io.Reader, n int) ([]byte, error) {
+	b := make([]byte, 0, min(n, frameChunk))
+	for len(b) < n {
+		if len(b) == cap(b) {
+			nb := make([]byte, len(b), min(n, 2*cap(b)))
+			copy(nb, b)
+			b = nb
+		}
+		k, err := io.ReadFull(r, b[len(b):cap(b)])
+		b = b[:len(b)+k]
+		if err != nil {
+			if err == io.EOF && len(b) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return b, nil
 }

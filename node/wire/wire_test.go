@@ -3,8 +3,12 @@ package wire
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"io"
+	"runtime"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -198,5 +202,102 @@ func TestResultProofsOnTheWire(t *testing.T) {
 	}
 	if len(u.Result.Proofs) != 16 || u.Result.Proofs[5].DigestB != r.Proofs[5].DigestB || !bytes.Equal(u.Result.Proofs[15].Groth16, r.Proofs[15].Groth16) {
 		t.Fatalf("proofs changed on the wire: %+v", u.Result.Proofs[5])
+	}
+}
+
+// frameOf returns the frame of a Result whose inline output is n bytes, and
+// the Result.
+func frameOf(t testing.TB, n int) ([]byte, *Result) {
+	t.Helper()
+	r := &Result{V: Version, Job: NewJobID(), OutputData: bytes.Repeat([]byte{0xa5}, n), OutputSize: int64(n)}
+	var buf bytes.Buffer
+	if err := WriteFrame(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes(), r
+}
+
+// TestFrameSizes reads frames around the growth steps of the body buffer,
+// whole and one byte at a time, and the largest data frame.
+func TestFrameSizes(t *testing.T) {
+	for _, n := range []int{0, 1, frameChunk - 80, frameChunk, frameChunk + 1, 3*frameChunk + 7, 200_000, MaxInline} {
+		b, want := frameOf(t, n)
+		for _, tc := range []struct {
+			name string
+			r    io.Reader
+		}{
+			{"whole", bytes.NewReader(b)},
+			{"byte by byte", iotest.OneByteReader(bytes.NewReader(b))},
+		} {
+			var got Result
+			if err := ReadFrame(bufio.NewReader(tc.r), MaxDataFrame, &got); err != nil {
+				t.Fatalf("%d bytes %s: %v", n, tc.name, err)
+			}
+			if got.Job != want.Job || !bytes.Equal(got.OutputData, want.OutputData) {
+				t.Fatalf("%d bytes %s: read back another result", n, tc.name)
+			}
+		}
+	}
+}
+
+// errStream stands for a stream's own failure (a reset or a deadline).
+var errStream = errors.New("stream reset")
+
+// TestFrameTruncated cuts a frame at every interesting point: a clean end
+// is ErrMalformed, a failing stream is its own error, wrapped, and not
+// ErrMalformed.
+func TestFrameTruncated(t *testing.T) {
+	b, _ := frameOf(t, 3*frameChunk)
+	hdr := len(b) - 3*frameChunk - 16 // well inside the body's CBOR header
+	for _, cut := range []int{1, hdr, len(b) - 3*frameChunk, frameChunk, frameChunk + 3, 2 * frameChunk, len(b) - 1} {
+		var m Result
+		err := ReadFrame(bufio.NewReader(bytes.NewReader(b[:cut])), MaxDataFrame, &m)
+		if !errors.Is(err, ErrMalformed) {
+			t.Errorf("cut at %d of %d: %v, want ErrMalformed", cut, len(b), err)
+		}
+		r := io.MultiReader(bytes.NewReader(b[:cut]), iotest.ErrReader(errStream))
+		err = ReadFrame(bufio.NewReader(r), MaxDataFrame, &m)
+		if !errors.Is(err, errStream) || errors.Is(err, ErrMalformed) {
+			t.Errorf("stream failing at %d of %d: %v, want errStream only", cut, len(b), err)
+		}
+	}
+}
+
+// TestFrameDeclaredNotSent: a peer that declares a frame of MaxDataFrame
+// bytes and sends one costs a few KiB, not the declared size.
+func TestFrameDeclaredNotSent(t *testing.T) {
+	hdr := binary.AppendUvarint(nil, MaxDataFrame)
+	msg := append(hdr, 0xa0)
+	const runs = 100
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range runs {
+		r := bufio.NewReader(io.MultiReader(bytes.NewReader(msg), iotest.ErrReader(errStream)))
+		var m Result
+		if err := ReadFrame(r, MaxDataFrame, &m); !errors.Is(err, errStream) {
+			t.Fatalf("ReadFrame: %v", err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	per := (after.TotalAlloc - before.TotalAlloc) / runs
+	t.Logf("declared %d bytes, sent 1: %d bytes allocated per frame", MaxDataFrame, per)
+	// The bufio.Reader (4 KiB), the first chunk (4 KiB) and small change.
+	if per > 16<<10 {
+		t.Fatalf("%d bytes allocated for a frame of 1 byte sent, want at most 16 KiB", per)
+	}
+}
+
+// BenchmarkReadFrame reads a frame of a 1 MiB inline output: the cost of
+// growing the buffer as bytes arrive, against the frame's size.
+func BenchmarkReadFrame(b *testing.B) {
+	frame, _ := frameOf(b, MaxInline)
+	b.SetBytes(int64(len(frame)))
+	b.ReportAllocs()
+	for range b.N {
+		var m Result
+		if err := ReadFrame(bufio.NewReader(bytes.NewReader(frame)), MaxDataFrame, &m); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
