@@ -35,7 +35,7 @@ type FetchStats struct {
 	// a parallel fetch.
 	Ranges map[peer.ID]int
 	// Dropped says why each abandoned source was abandoned: unreachable,
-	// stalled (a deadline error), busy, not holding the blob, or sending
+	// stalled (a deadline error), too slow (below Config.MinRate), busy, not holding the blob, or sending
 	// wrong sizes or bytes.
 	Dropped map[peer.ID]error
 	// Liars are the sources caught sending bytes that are not the blob's.
@@ -419,7 +419,7 @@ func (f *fetcher) rangeWorker(ctx, pctx context.Context, q *queue) {
 // isVerdict reports whether err is the source's answer rather than a
 // broken stream.
 func isVerdict(err error) bool {
-	for _, v := range []error{errNotFound, errBusy, errBadRange, errWrongSize, errWrongLength, errBadStatus} {
+	for _, v := range []error{errNotFound, errBusy, errBadRange, errWrongSize, errWrongLength, errBadStatus, errTooSlow} {
 		if errors.Is(err, v) {
 			return true
 		}

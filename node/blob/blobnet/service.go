@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,11 @@ const (
 	DefaultParallelThreshold = 4 << 20
 	DefaultMaxSources        = 4
 	DefaultStreamTimeout     = 30 * time.Second
+	// DefaultMinRate is 8 KiB/s (64 kbit/s): below any link an honest
+	// source serves from, yet it ends a trickling source's hold on a
+	// small blob at RateGrace.
+	DefaultMinRate   = 8 << 10
+	DefaultRateGrace = 10 * time.Second
 )
 
 var (
@@ -57,6 +63,7 @@ var (
 	errWrongLength = errors.New("source sent another length than asked")
 	errBadStatus   = errors.New("source sent an unknown status")
 	errLied        = errors.New("source sent bytes that do not match the digest")
+	errTooSlow     = errors.New("source sent below the minimum rate")
 )
 
 // Router finds and announces providers of content. kad-dht's *dht.IpfsDHT
@@ -96,6 +103,18 @@ type Config struct {
 	// read or write making no progress, on both sides. Default
 	// DefaultStreamTimeout (30 s).
 	StreamTimeout time.Duration
+	// MinRate is the lowest transfer rate accepted, in bytes per second,
+	// on both sides: a request's bytes must arrive (or, serving, be taken)
+	// at MinRate on average, counted from the request after a RateGrace
+	// head start, so a transfer of n bytes ends by RateGrace + n/MinRate.
+	// A source below it is dropped like a stalled one (whatever its
+	// StreamTimeout, which bounds each wait without progress); a peer
+	// fetching below it has its stream reset. Default DefaultMinRate
+	// (8 KiB/s); negative: no minimum.
+	MinRate int64
+	// RateGrace is the head start of MinRate, which also bounds the wait
+	// for a response's header. Default DefaultRateGrace (10 s).
+	RateGrace time.Duration
 	// Logger receives debug lines per fetch and source, and warnings about
 	// lying sources. Default slog.Default().
 	Logger *slog.Logger
@@ -157,6 +176,12 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	if cfg.StreamTimeout <= 0 {
 		cfg.StreamTimeout = DefaultStreamTimeout
+	}
+	if cfg.MinRate == 0 {
+		cfg.MinRate = DefaultMinRate
+	}
+	if cfg.RateGrace <= 0 {
+		cfg.RateGrace = DefaultRateGrace
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -241,7 +266,7 @@ func (s *Service) handle(st network.Stream) {
 
 func (s *Service) serve(st network.Stream, busy bool) error {
 	br := bufio.NewReader(st)
-	w := &idleWriter{st: st, timeout: s.cfg.StreamTimeout}
+	w := &idleWriter{st: st, timeout: s.cfg.StreamTimeout, rate: s.rate()}
 	for {
 		st.SetReadDeadline(time.Now().Add(s.cfg.StreamTimeout))
 		var req wire.BlobRequest
@@ -264,6 +289,7 @@ func (s *Service) serve(st network.Stream, busy bool) error {
 
 // serveOne answers one request: a response frame, then the bytes.
 func (s *Service) serveOne(w *idleWriter, req *wire.BlobRequest) error {
+	w.rate.start(time.Now())
 	f, size, err := s.store.Open(req.Digest)
 	if errors.Is(err, blob.ErrNotFound) {
 		return wire.WriteFrame(w, &wire.BlobResponse{V: wire.Version, Status: wire.BlobNotFound})
@@ -291,15 +317,73 @@ func (s *Service) serveOne(w *idleWriter, req *wire.BlobRequest) error {
 }
 
 // idleWriter moves a stream's write deadline forward with every write, so
-// that only a write making no progress for timeout fails.
+// that only a write making no progress for timeout, or falling below the
+// minimum rate, fails.
 type idleWriter struct {
 	st      network.Stream
 	timeout time.Duration
+	rate    rateClock
 }
 
 func (w *idleWriter) Write(b []byte) (int, error) {
-	w.st.SetWriteDeadline(time.Now().Add(w.timeout))
-	return w.st.Write(b)
+	now := time.Now()
+	dl, slow := w.rate.deadline(now, now.Add(w.timeout))
+	w.st.SetWriteDeadline(dl)
+	n, err := w.st.Write(b)
+	w.rate.add(n)
+	return n, w.rate.check(err, slow)
+}
+
+// rate returns a clock of the service's minimum rate.
+func (s *Service) rate() rateClock {
+	return rateClock{min: s.cfg.MinRate, grace: s.cfg.RateGrace}
+}
+
+// rateClock enforces a minimum average rate on one transfer through stream
+// deadlines: by time t after its start, a transfer must have moved
+// min*(t-grace) bytes. Each read or write that moves bytes pushes the
+// deadline on, so nothing polls; a trickle of bytes cannot hold a stream
+// open the way it can dodge an idle timeout.
+type rateClock struct {
+	min   int64 // bytes per second; <= 0: no minimum
+	grace time.Duration
+	t0    time.Time
+	n     int64 // bytes moved since t0
+}
+
+// start starts a transfer at now.
+func (r *rateClock) start(now time.Time) { r.t0, r.n = now, 0 }
+
+// add counts n bytes moved.
+func (r *rateClock) add(n int) { r.n += int64(n) }
+
+// deadline returns the earlier of idle and the time the transfer falls
+// below the minimum rate, and whether the latter is the one.
+func (r *rateClock) deadline(now, idle time.Time) (time.Time, bool) {
+	if r.min <= 0 || r.t0.IsZero() {
+		return idle, false
+	}
+	// Seconds as float: n/min overflows a Duration's int64 nanoseconds
+	// only past ~292 years.
+	d := r.t0.Add(r.grace + time.Duration(float64(r.n)/float64(r.min)*float64(time.Second)))
+	if d.Before(idle) {
+		return d, true
+	}
+	return idle, false
+}
+
+// check turns a deadline error of an I/O call made under a rate deadline
+// (slow) into one that says so, keeping the deadline error too.
+func (r *rateClock) check(err error, slow bool) error {
+	if err == nil || !slow {
+		return err
+	}
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		return err
+	}
+	return fmt.Errorf("%w: %d bytes in %v, minimum %d B/s after %v: %w",
+		errTooSlow, r.n, time.Since(r.t0).Round(time.Millisecond), r.min, r.grace, err)
 }
 
 // conn is the client side of one blob stream; its methods are not safe for
@@ -310,6 +394,8 @@ type conn struct {
 	sr      *streamReader
 	peer    peer.ID
 	timeout time.Duration
+	// rate times the current request, from when it was sent.
+	rate rateClock
 	// last is when the stream was last used; the server drops streams idle
 	// for its StreamTimeout.
 	last time.Time
@@ -327,7 +413,7 @@ func (s *Service) dial(ctx context.Context, p peer.ID) (*conn, error) {
 		return nil, fmt.Errorf("open stream: %w", err)
 	}
 	sr := &streamReader{st: st}
-	c := &conn{st: st, br: bufio.NewReaderSize(sr, 64<<10), sr: sr, peer: p, timeout: s.cfg.StreamTimeout, last: time.Now()}
+	c := &conn{st: st, br: bufio.NewReaderSize(sr, 64<<10), sr: sr, peer: p, timeout: s.cfg.StreamTimeout, rate: s.rate(), last: time.Now()}
 	c.stop = context.AfterFunc(ctx, func() { st.Reset() })
 	return c, nil
 }
@@ -353,12 +439,17 @@ func (c *conn) get(d blob.Digest, size, off, n int64) (io.Reader, error) {
 	if err := wire.WriteFrame(c.st, &wire.BlobRequest{V: wire.Version, Digest: d, Offset: off, Length: n}); err != nil {
 		return nil, fmt.Errorf("request: %w", err)
 	}
-	c.st.SetReadDeadline(time.Now().Add(c.timeout))
+	// The rate clock runs from the request: the header counts for no
+	// bytes, so it must come within the grace.
+	now := time.Now()
+	c.rate.start(now)
+	dl, slow := c.rate.deadline(now, now.Add(c.timeout))
+	c.st.SetReadDeadline(dl)
 	var resp wire.BlobResponse
 	if err := wire.ReadFrame(c.br, wire.MaxControlFrame, &resp); err != nil {
 		switch {
 		case c.sr.err != nil && c.sr.err != io.EOF:
-			err = c.sr.err // a reset or deadline, which ReadFrame does not wrap
+			err = c.rate.check(c.sr.err, slow) // a reset or deadline, which ReadFrame does not wrap
 		case err == io.EOF:
 			err = io.ErrUnexpectedEOF
 		}
@@ -398,15 +489,19 @@ func (r *streamReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// idleReader moves the read deadline forward with every read.
+// idleReader moves the read deadline forward with every read, to the
+// earlier of the idle timeout and the minimum rate's deadline.
 type idleReader struct {
 	c *conn
 	r io.Reader
 }
 
 func (r *idleReader) Read(b []byte) (int, error) {
-	r.c.st.SetReadDeadline(time.Now().Add(r.c.timeout))
+	now := time.Now()
+	dl, slow := r.c.rate.deadline(now, now.Add(r.c.timeout))
+	r.c.st.SetReadDeadline(dl)
 	n, err := r.r.Read(b)
+	r.c.rate.add(n)
 	r.c.last = time.Now()
-	return n, err
+	return n, r.c.rate.check(err, slow)
 }
