@@ -50,8 +50,8 @@ type JobConfig struct {
 }
 
 // NewJobConfig returns the defaults: 256 MiB memory, 60 s, 64 MiB stdout,
-// 1 MiB stderr, exact mode, zero seed, no fuel limit, tensor memory equal to
-// the memory limit, proof mode off (DefaultMaxProofs ops and templates 16,
+// 1 MiB stderr, exact mode, zero seed, no fuel limit, no tensor sub-limit
+// (guest memory and tensors share the memory limit), proof mode off (DefaultMaxProofs ops and templates 16,
 // 32 and 64 when turned on).
 func NewJobConfig() JobConfig {
 	return JobConfig{
@@ -65,9 +65,12 @@ func NewJobConfig() JobConfig {
 	}
 }
 
-// WithMemoryLimit caps the guest's linear memory, in bytes, rounded down to
-// whole 64 KiB pages. A module whose declared minimum is larger does not run;
-// memory.grow past the limit fails inside the guest.
+// WithMemoryLimit caps the job's memory, in bytes: its guest linear memory
+// (rounded down to whole 64 KiB pages) and its live host tensors together.
+// A module whose declared minimum is larger does not run; a memory.grow
+// that would pass the limit, given the tensors the job holds, fails inside
+// the guest (returns -1), and a tensor that would pass it is refused with
+// abi.ENOMEM.
 func (c JobConfig) WithMemoryLimit(bytes uint64) JobConfig { c.memoryLimit = bytes; return c }
 
 // WithTimeout sets the wall-clock limit of a run (compilation excluded).
@@ -90,8 +93,9 @@ func (c JobConfig) WithSeed(seed [32]byte) JobConfig { c.seed = seed; return c }
 // deterministic: the same module and input stop at the same point everywhere.
 func (c JobConfig) WithFuelLimit(n uint64) JobConfig { c.fuelLimit = n; return c }
 
-// WithTensorMemory caps the bytes of the job's live host tensors (default:
-// the memory limit).
+// WithTensorMemory caps the bytes of the job's live host tensors (default
+// and upper bound: the memory limit). It is a sub-limit: tensors also share
+// the memory limit with the guest's linear memory (see WithMemoryLimit).
 func (c JobConfig) WithTensorMemory(n int64) JobConfig { c.tensorMemory = n; return c }
 
 // WithProofMode turns proof mode on or off (default off). In proof mode

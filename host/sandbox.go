@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -112,6 +113,10 @@ type Result struct {
 	Flops     float64
 	// MemoryBytes is the guest's linear memory size at the end.
 	MemoryBytes uint64
+	// TensorBytes is the most memory the job's host tensors held at once.
+	// MemoryBytes plus the tensors live at any moment stay within the
+	// job's memory limit (JobConfig.WithMemoryLimit).
+	TensorBytes int64
 	// Proofs holds, in proof mode, one proof per integer GEMM the guest
 	// performed, in call order (Proof.Index = position). Verify each with
 	// gemmproof.Verify. Proving happens after the guest ends, only when it
@@ -480,6 +485,7 @@ type jobState struct {
 	granted   uint64 // fuel handed out by ticks so far
 	fuelLimit uint64
 	cause     error // why the host stopped the guest; first one wins
+	budget    *linmem.Budget
 }
 
 type jobKey struct{}
@@ -487,11 +493,15 @@ type jobKey struct{}
 // run runs one instance of cm. It also returns the job's tensor session,
 // closed (its recorded GEMMs stay readable), when the guest got to run.
 func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, input []byte, cfg JobConfig) (*Result, *tensorhost.Session, error) {
-	tensorMemory := cfg.tensorMemory
-	if tensorMemory <= 0 {
-		tensorMemory = int64(cfg.memoryLimit)
+	// One budget for the guest's linear memory and its host tensors, so a
+	// job never holds more than its memory limit in all.
+	limit := int64(min(cfg.memoryLimit, math.MaxInt64))
+	budget := linmem.NewBudget(limit)
+	tensorMemory := cfg.tensorMemory // a sub-limit of the budget, never beyond it
+	if tensorMemory <= 0 || tensorMemory > limit {
+		tensorMemory = limit
 	}
-	st := &jobState{timeout: cfg.timeout, slice: s.cfg.FuelSlice, fuelLimit: cfg.fuelLimit}
+	st := &jobState{timeout: cfg.timeout, slice: s.cfg.FuelSlice, fuelLimit: cfg.fuelLimit, budget: budget}
 	var proofs *tensorhost.ProofConfig
 	if cfg.proofs {
 		proofs = &tensorhost.ProofConfig{Templates: cfg.ProofTemplates(), MaxOps: cfg.maxProofs}
@@ -499,6 +509,7 @@ func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, input []byt
 	session, err := tensorhost.NewSession(tensorhost.Config{
 		Mode: cfg.mode, Reference: s.cfg.Reference, Backend: s.cfg.Fast,
 		MaxBytes: tensorMemory,
+		Budget:   budget,
 		// Stop for the context first (timeout, cancel), else for the cause.
 		Abort:  func(_ context.Context, cause error) { st.stopIfDone(); st.abort(cause) },
 		Charge: st.charge,
@@ -513,7 +524,7 @@ func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, input []byt
 	defer cancel()
 	st.ctx = runCtx
 	runCtx = context.WithValue(tensorhost.WithSession(runCtx, session), jobKey{}, st)
-	runCtx = experimental.WithMemoryAllocator(runCtx, linmem.Allocator())
+	runCtx = experimental.WithMemoryAllocator(runCtx, linmem.Allocator(budget))
 
 	stdout := &limitedBuffer{limit: cfg.maxOutput, st: st, cause: ErrOutputLimit}
 	stderr := &limitedBuffer{limit: cfg.maxStderr, st: st, cause: ErrStderrLimit}
@@ -545,6 +556,8 @@ func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, input []byt
 		Backend:   session.Backend().Name(),
 		TensorOps: session.Stats.Ops,
 		Flops:     session.Stats.Flops,
+		// Read before the session closes: Close gives the bytes back.
+		TensorBytes: session.Stats.PeakBytes,
 	}
 	res.Fuel = st.fuelUsed()
 	if mem := mod.Memory(); mem != nil {
@@ -566,8 +579,12 @@ func (s *Sandbox) classify(err error, st *jobState, res *Result, cfg JobConfig) 
 		res.ExitCode = exit.ExitCode()
 		return nil
 	}
-	if res.MemoryBytes >= uint64(cfg.pages())*pageSize {
-		return fmt.Errorf("%w: trapped at the limit of %d bytes: %v", ErrMemoryLimit, res.MemoryBytes, firstLine(err))
+	// A trap after memory.grow failed for the job's limit (linear memory
+	// at its maximum, or the rest held by tensors) is most likely the guest
+	// giving up for lack of memory: a Go guest's "out of memory" traps.
+	if res.MemoryBytes >= uint64(cfg.pages())*pageSize || st.budget.GrowRefused() {
+		return fmt.Errorf("%w: trapped with %d bytes of memory and %d of tensors, limit %d: %v",
+			ErrMemoryLimit, res.MemoryBytes, res.TensorBytes, cfg.memoryLimit, firstLine(err))
 	}
 	return fmt.Errorf("%w: %v", ErrTrap, firstLine(err))
 }

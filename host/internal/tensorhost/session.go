@@ -38,6 +38,11 @@ type Config struct {
 	MaxHandles int
 	// MaxBytes caps the bytes of live tensors (default DefaultMaxBytes).
 	MaxBytes int64
+	// Budget, if set, is the job's memory budget, which live tensors share
+	// with the guest's linear memory: a tensor is allocated only if Budget
+	// grants its bytes as well (else ENOMEM), and they are given back when
+	// it is freed. Nil: MaxBytes alone limits tensors.
+	Budget Budget
 	// Abort stops the calling guest for good with cause; it does not return.
 	// The sandbox sets it; it is called when ctx is done during an op, and
 	// in proof mode when the guest passes ProofConfig.MaxOps.
@@ -49,6 +54,16 @@ type Config struct {
 	// every i8 GEMM is recorded as a gemmproof.Op, to be proven after the
 	// job. Nil: off.
 	Proofs *ProofConfig
+}
+
+// Budget is a byte budget shared with other users of the job's memory
+// (linmem.Budget implements it). It must be safe for concurrent use.
+type Budget interface {
+	// Reserve takes n bytes and reports whether they were available; on
+	// false nothing is taken.
+	Reserve(n int64) bool
+	// Release gives back n bytes taken by Reserve.
+	Release(n int64)
 }
 
 // ProofConfig configures a session's proof mode.
@@ -197,6 +212,9 @@ func (s *Session) Close() {
 			s.handles[i] = nil
 		}
 	}
+	if s.cfg.Budget != nil {
+		s.cfg.Budget.Release(s.bytes)
+	}
 	s.free, s.live, s.bytes = nil, 0, 0
 }
 
@@ -210,8 +228,14 @@ func (s *Session) alloc(dt abi.DType, shape []int) (int32, *entry, abi.Errno) {
 	if n < 0 || s.bytes+size > s.cfg.MaxBytes {
 		return 0, nil, abi.ENOMEM
 	}
+	if s.cfg.Budget != nil && !s.cfg.Budget.Reserve(size) {
+		return 0, nil, abi.ENOMEM // the guest's memory holds the rest of the job's limit
+	}
 	buf, err := s.backend.Alloc(dt, n)
 	if err != nil {
+		if s.cfg.Budget != nil {
+			s.cfg.Budget.Release(size)
+		}
 		return 0, nil, abi.EBACKEND
 	}
 	e := &entry{dt: dt, shape: shape, buf: buf}
@@ -245,7 +269,11 @@ func (s *Session) release(h int32) abi.Errno {
 	s.handles[h-1] = nil
 	s.free = append(s.free, h)
 	s.live--
-	s.bytes -= int64(e.elems()) * int64(e.dt.Size())
+	size := int64(e.elems()) * int64(e.dt.Size())
+	s.bytes -= size
+	if s.cfg.Budget != nil {
+		s.cfg.Budget.Release(size)
+	}
 	return abi.OK
 }
 

@@ -230,3 +230,44 @@ func TestProofRecording(t *testing.T) {
 		})
 	}
 }
+
+// countingBudget is a Budget of limit bytes that records what it holds.
+type countingBudget struct{ limit, used int64 }
+
+func (b *countingBudget) Reserve(n int64) bool {
+	if b.used+n > b.limit {
+		return false
+	}
+	b.used += n
+	return true
+}
+func (b *countingBudget) Release(n int64) { b.used -= n }
+
+// TestSessionBudget: tensors take their bytes from the shared budget, are
+// refused with ENOMEM when it is spent (even below MaxBytes), and give the
+// bytes back when freed and when the session closes.
+func TestSessionBudget(t *testing.T) {
+	b := &countingBudget{limit: 100}
+	s, err := NewSession(Config{Reference: reference.New(reference.Config{}), MaxBytes: 1000, Budget: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1, _, errno := s.alloc(abi.F32, []int{10}) // 40 bytes
+	if errno != abi.OK || b.used != 40 {
+		t.Fatalf("alloc: errno %d, budget used %d", errno, b.used)
+	}
+	b.used += 50 // the guest's memory grows
+	if _, _, errno := s.alloc(abi.F32, []int{3}); errno != abi.ENOMEM {
+		t.Fatalf("alloc past the budget: errno %d, want ENOMEM", errno)
+	}
+	if _, _, errno := s.alloc(abi.I8, []int{10}); errno != abi.OK || b.used != 100 {
+		t.Fatalf("alloc filling the budget: errno %d, used %d", errno, b.used)
+	}
+	if s.release(h1) != abi.OK || b.used != 60 {
+		t.Fatalf("free: used %d, want 60", b.used)
+	}
+	s.Close()
+	if b.used != 50 {
+		t.Fatalf("after Close the budget holds %d, want the guest's 50", b.used)
+	}
+}
