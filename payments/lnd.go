@@ -47,7 +47,8 @@ var (
 	// ErrCanceled: the invoice was cancelled, or the payment failed and the
 	// payer's funds are back.
 	ErrCanceled = errors.New("payment canceled")
-	// ErrMismatch: an invoice does not carry the hash or amount agreed.
+	// ErrMismatch: an invoice does not carry the hash or amount agreed, or
+	// asks for more than a payer accepts (see CheckInvoice).
 	ErrMismatch = errors.New("invoice does not match the terms")
 	// ErrUnknown: lnd has no record of the payment or invoice.
 	ErrUnknown = errors.New("unknown to lnd")
@@ -228,8 +229,29 @@ func (c *Client) Cancel(ctx context.Context, hash [32]byte) error {
 	return nil
 }
 
+// MaxInvoiceCltv is the most blocks an invoice may ask a payment to stay
+// locked for: its final CLTV delta, and, through each of its route hints
+// or blinded paths, that delta plus the deltas of the hops the invoice
+// names. A hold invoice's payee can keep a payment locked that long without
+// settling or cancelling it. It is twice lnd's default final CLTV delta
+// (bitcoin.timelockdelta, 80 blocks, what its plain invoices carry, as a
+// fair exchange's invoice does), 160 blocks, about 27 hours on mainnet;
+// this package's hold invoices ask for HoldCltv (40). lnd itself allows
+// final deltas up to 65535 blocks and a payment's whole route up to 2016.
+const MaxInvoiceCltv = 160
+
+// MinInvoiceValidity is how long an invoice must stay payable, from the
+// moment it is checked, to be accepted: enough to pay it right away with
+// room for a clock difference between payer and payee. Honest providers'
+// invoices outlive the job's deadline by at least a minute (a fair
+// exchange's invoice; a hold invoice's by 10 minutes).
+const MinInvoiceValidity = 30 * time.Second
+
 // CheckInvoice decodes a payment request and checks that it pays hash and
-// at most maxMsat.
+// at most maxMsat, that it locks a payment for at most MaxInvoiceCltv
+// blocks, and that it stays payable for at least MinInvoiceValidity. It
+// returns the invoice's amount; an error wrapping ErrMismatch when it does
+// not pass (ErrUnavailable when lnd cannot be reached).
 func (c *Client) CheckInvoice(ctx context.Context, payReq string, hash [32]byte, maxMsat int64) (int64, error) {
 	pr, err := c.ln.DecodePayReq(ctx, &lnrpc.PayReqString{PayReq: payReq})
 	if err != nil {
@@ -238,11 +260,42 @@ func (c *Client) CheckInvoice(ctx context.Context, payReq string, hash [32]byte,
 		}
 		return 0, fmt.Errorf("%w: %v", ErrMismatch, err)
 	}
+	return checkPayReq(pr, hash, maxMsat, time.Now())
+}
+
+// checkPayReq is CheckInvoice's checks of a decoded invoice at time now.
+func checkPayReq(pr *lnrpc.PayReq, hash [32]byte, maxMsat int64, now time.Time) (int64, error) {
 	if pr.PaymentHash != hex.EncodeToString(hash[:]) {
 		return 0, fmt.Errorf("%w: hash %s", ErrMismatch, pr.PaymentHash)
 	}
 	if pr.NumMsat > maxMsat || pr.NumMsat <= 0 {
 		return 0, fmt.Errorf("%w: %d msat, agreed %d", ErrMismatch, pr.NumMsat, maxMsat)
+	}
+	if pr.CltvExpiry > MaxInvoiceCltv || pr.CltvExpiry < 0 {
+		return 0, fmt.Errorf("%w: final CLTV delta of %d blocks, at most %d accepted", ErrMismatch, pr.CltvExpiry, MaxInvoiceCltv)
+	}
+	for _, rh := range pr.RouteHints {
+		blocks := pr.CltvExpiry
+		for _, h := range rh.HopHints {
+			blocks += int64(h.CltvExpiryDelta)
+		}
+		if blocks > MaxInvoiceCltv {
+			return 0, fmt.Errorf("%w: CLTV delta of %d blocks through a route hint (final %d), at most %d accepted", ErrMismatch, blocks, pr.CltvExpiry, MaxInvoiceCltv)
+		}
+	}
+	for _, bp := range pr.BlindedPaths {
+		if bp.TotalCltvDelta > MaxInvoiceCltv {
+			return 0, fmt.Errorf("%w: CLTV delta of %d blocks through a blinded path, at most %d accepted", ErrMismatch, bp.TotalCltvDelta, MaxInvoiceCltv)
+		}
+	}
+	// Seconds left, in int64 arithmetic: an expiry field of centuries
+	// would overflow a time.Duration.
+	left := pr.Timestamp + pr.Expiry - now.Unix()
+	switch {
+	case pr.Expiry <= 0 || left <= 0:
+		return 0, fmt.Errorf("%w: invoice expired at %s", ErrMismatch, time.Unix(pr.Timestamp+max(pr.Expiry, 0), 0).UTC().Format(time.RFC3339))
+	case left < int64(MinInvoiceValidity/time.Second):
+		return 0, fmt.Errorf("%w: invoice payable for %ds more, at least %s needed", ErrMismatch, left, MinInvoiceValidity)
 	}
 	return pr.NumMsat, nil
 }

@@ -9,11 +9,14 @@ import (
 	"crypto/rand"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/infernet/infernet/payments"
 	"github.com/infernet/infernet/payments/regtest"
+	"github.com/lightningnetwork/lnd/lnrpc"
+	"github.com/lightningnetwork/lnd/lnrpc/invoicesrpc"
 )
 
 func dialNode(t testing.TB, name string) *payments.Client {
@@ -199,6 +202,106 @@ func TestLightningCheckInvoiceMismatch(t *testing.T) {
 	}
 	if _, err := client.CheckInvoice(ctx, "lnbcrt1garbage", payments.Hash(pre), 5000); !errors.Is(err, payments.ErrMismatch) {
 		t.Errorf("garbage invoice: %v", err)
+	}
+}
+
+// TestLightningInvoiceChecks: a provider's invoices, honest and hostile,
+// as the client's CheckInvoice judges them. A hostile provider may ask for a
+// CLTV delta that would lock the client's payment for weeks, route hints
+// that do the same, or an invoice that expires before it can be paid.
+func TestLightningInvoiceChecks(t *testing.T) {
+	client, provider := dialNode(t, regtest.Client), dialNode(t, regtest.Provider1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const amt = 7_000 // msat
+	// hold issues a hold invoice for a fresh hash as req asks.
+	hold := func(t *testing.T, req *invoicesrpc.AddHoldInvoiceRequest) (string, [32]byte) {
+		t.Helper()
+		hash := payments.Hash(newPreimage(t))
+		req.Hash, req.ValueMsat = hash[:], amt
+		if req.Expiry == 0 {
+			req.Expiry = 600
+		}
+		pr, err := provider.AddHoldInvoiceRequest(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { provider.Cancel(context.Background(), hash) })
+		return pr, hash
+	}
+	honest := func(t *testing.T) (string, [32]byte) {
+		t.Helper()
+		hash := payments.Hash(newPreimage(t))
+		pr, err := provider.AddHoldInvoice(ctx, hash, amt, 10*time.Minute, "honest")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { provider.Cancel(context.Background(), hash) })
+		return pr, hash
+	}
+	for _, tc := range []struct {
+		name    string
+		invoice func(t *testing.T) (string, [32]byte)
+		check   func(hash [32]byte) ([32]byte, int64) // what the client agreed to; nil: the invoice's hash, amt
+		reason  string                                // "" when accepted
+	}{
+		{name: "honest hold invoice", invoice: honest},
+		{name: "honest plain invoice (lnd's default CLTV delta)", invoice: func(t *testing.T) (string, [32]byte) {
+			key := newPreimage(t)
+			pr, err := provider.AddInvoice(ctx, key, amt, 2*time.Minute, "fair exchange")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { provider.Cancel(context.Background(), payments.Hash(key)) })
+			return pr, payments.Hash(key)
+		}},
+		{name: "CLTV delta at the limit", invoice: func(t *testing.T) (string, [32]byte) {
+			return hold(t, &invoicesrpc.AddHoldInvoiceRequest{CltvExpiry: payments.MaxInvoiceCltv})
+		}},
+		{name: "CLTV delta over the limit", reason: "final CLTV delta", invoice: func(t *testing.T) (string, [32]byte) {
+			return hold(t, &invoicesrpc.AddHoldInvoiceRequest{CltvExpiry: payments.MaxInvoiceCltv + 1})
+		}},
+		{name: "CLTV delta of two weeks", reason: "final CLTV delta", invoice: func(t *testing.T) (string, [32]byte) {
+			return hold(t, &invoicesrpc.AddHoldInvoiceRequest{CltvExpiry: 2016})
+		}},
+		{name: "route hint with a huge CLTV delta", reason: "route hint", invoice: func(t *testing.T) (string, [32]byte) {
+			return hold(t, &invoicesrpc.AddHoldInvoiceRequest{CltvExpiry: payments.HoldCltv, RouteHints: []*lnrpc.RouteHint{{
+				HopHints: []*lnrpc.HopHint{{NodeId: client.Pubkey, ChanId: 1 << 40, CltvExpiryDelta: 2000}},
+			}}})
+		}},
+		{name: "expiry under the minimum", reason: "payable for", invoice: func(t *testing.T) (string, [32]byte) {
+			return hold(t, &invoicesrpc.AddHoldInvoiceRequest{CltvExpiry: payments.HoldCltv, Expiry: int64(payments.MinInvoiceValidity/time.Second) / 2})
+		}},
+		{name: "expired", reason: "expired", invoice: func(t *testing.T) (string, [32]byte) {
+			pr, hash := hold(t, &invoicesrpc.AddHoldInvoiceRequest{CltvExpiry: payments.HoldCltv, Expiry: 1})
+			time.Sleep(2100 * time.Millisecond) // the invoice's time is in whole seconds
+			return pr, hash
+		}},
+		{name: "wrong hash", reason: "hash", invoice: honest, check: func(hash [32]byte) ([32]byte, int64) {
+			hash[0] ^= 1
+			return hash, amt
+		}},
+		{name: "over the agreed amount", reason: "msat", invoice: honest, check: func(hash [32]byte) ([32]byte, int64) {
+			return hash, amt - 1
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pr, hash := tc.invoice(t)
+			agreed := int64(amt)
+			if tc.check != nil {
+				hash, agreed = tc.check(hash)
+			}
+			got, err := client.CheckInvoice(ctx, pr, hash, agreed)
+			switch {
+			case tc.reason == "" && (err != nil || got != amt):
+				t.Fatalf("refused: %d, %v", got, err)
+			case tc.reason != "" && (!errors.Is(err, payments.ErrMismatch) || !strings.Contains(err.Error(), tc.reason)):
+				t.Fatalf("CheckInvoice: %d, %v; want ErrMismatch (%s)", got, err, tc.reason)
+			}
+			if err != nil {
+				t.Log(err)
+			}
+		})
 	}
 }
 
