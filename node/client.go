@@ -543,9 +543,10 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 			return nil, err
 		}
 	}
-	idx := j.record(r, p)
+	a := j.assignment(r, p, bid.Price, pay)
+	idx := j.record(r, p, a.Terms())
 	assigned := time.Now()
-	res, inflight, err := j.follow(ctx, r, p, bid.Price, pay)
+	res, inflight, err := j.follow(ctx, a, p, pay)
 	switch {
 	case pay != nil && pay.State >= store.PayPaying:
 		j.keepEscrow(res, pay, inflight) // settled or cancelled at the verdict
@@ -587,12 +588,12 @@ func stripped(r *wire.Result) *wire.Result {
 	return &c
 }
 
-// record adds an assignment to the job record and persists it before the
-// assign is sent. It returns the assignment's index.
-func (j *jobRun) record(r uint8, p peer.ID) int {
+// record adds an assignment on terms to the job record and persists it
+// before the assign is sent. It returns the assignment's index.
+func (j *jobRun) record(r uint8, p peer.ID, terms blob.Digest) int {
 	j.mu.Lock()
 	j.rec.State = store.JobRunning
-	j.rec.Replicas = append(j.rec.Replicas, store.Replica{Index: r, Provider: p.String(), State: store.ReplicaAssigned, Assigned: time.Now()})
+	j.rec.Replicas = append(j.rec.Replicas, store.Replica{Index: r, Provider: p.String(), State: store.ReplicaAssigned, Assigned: time.Now(), Terms: terms})
 	idx := len(j.rec.Replicas) - 1
 	c := *j.rec
 	c.Replicas = append([]store.Replica(nil), j.rec.Replicas...)
@@ -643,9 +644,23 @@ func (j *jobRun) askBid(ctx context.Context, p peer.ID) (*wire.Bid, error) {
 	return &b, nil
 }
 
-// follow assigns the replica to p at price and reads updates until the result.
-func (j *jobRun) follow(ctx context.Context, r uint8, p peer.ID, price uint64, pay *store.Payment) (res *wire.Result, inflight *payments.Payment, err error) {
+// assignment is the assign of replica r to p at price, paid through pay
+// when it is not nil.
+func (j *jobRun) assignment(r uint8, p peer.ID, price uint64, pay *store.Payment) *wire.Assign {
+	a := &wire.Assign{V: wire.Version, Announce: *j.ann, Replica: r, Input: j.input, Sources: j.sources(p)}
+	if j.paid() {
+		a.Price = price
+	}
+	if pay != nil {
+		a.PaymentHash = pay.Hash[:]
+	}
+	return a
+}
+
+// follow sends assign a to p and reads updates until the result.
+func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *store.Payment) (res *wire.Result, inflight *payments.Payment, err error) {
 	n := j.c.n
+	r, price, terms := a.Replica, a.Price, a.Terms()
 	cctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
 	c, err := n.open(cctx, p, ProtocolAssign)
 	cancel()
@@ -656,13 +671,6 @@ func (j *jobRun) follow(ctx context.Context, r uint8, p peer.ID, price uint64, p
 	// provider to stop.
 	stop := context.AfterFunc(ctx, c.reset)
 	defer stop()
-	a := &wire.Assign{V: wire.Version, Announce: *j.ann, Replica: r, Input: j.input, Sources: j.sources(p)}
-	if j.paid() {
-		a.Price = price
-	}
-	if pay != nil {
-		a.PaymentHash = pay.Hash[:]
-	}
 	if err := c.write(a); err != nil {
 		c.reset()
 		return nil, inflight, fmt.Errorf("assign: %w", err)
@@ -695,10 +703,10 @@ func (j *jobRun) follow(ctx context.Context, r uint8, p peer.ID, price uint64, p
 		case res := <-j.late[r]:
 			// A provider that lost its stream earlier delivered after all.
 			from := peer.ID(res.Provider)
-			if !j.wasAssigned(r, from) {
+			if !j.wasAssigned(r, from, res.Terms) {
 				continue
 			}
-			if res, err := j.check(res, r, from, price); err == nil {
+			if res, err := j.check(res, r, from, price, res.Terms); err == nil {
 				c.reset()
 				return res, inflight, nil
 			}
@@ -725,7 +733,7 @@ func (j *jobRun) follow(ctx context.Context, r uint8, p peer.ID, price uint64, p
 			j.emit(EventRunning, int(r), p, "")
 		case wire.UpdateResult:
 			c.close()
-			res, err := j.check(u.Result, r, p, price)
+			res, err := j.check(u.Result, r, p, price, terms)
 			return res, inflight, err
 		case wire.UpdateInvoice:
 			if pay == nil || inflight != nil {
@@ -740,16 +748,20 @@ func (j *jobRun) follow(ctx context.Context, r uint8, p peer.ID, price uint64, p
 	}
 }
 
-// check accepts a result only if p signed it for this job and replica, its
-// outcome is a property of the job rather than of the provider, in a fair
-// exchange its offer checks out at price, and in proof mode its proofs
-// verify.
-func (j *jobRun) check(res *wire.Result, r uint8, p peer.ID, price uint64) (*wire.Result, error) {
+// check accepts a result only if p signed it for this job and replica and
+// for the terms of the assign it answers, its outcome is a property of the
+// job rather than of the provider, in a fair exchange its offer checks out
+// at price, and in proof mode its proofs verify.
+func (j *jobRun) check(res *wire.Result, r uint8, p peer.ID, price uint64, terms blob.Digest) (*wire.Result, error) {
 	switch {
 	case res == nil:
 		return nil, errors.New("empty result")
 	case res.Job != j.ann.Job || res.Replica != r || peer.ID(res.Provider) != p:
 		return nil, errors.New("result for another job, replica or provider")
+	case res.Terms != terms:
+		// Signed for someone else's assign of this job id (another client,
+		// module or input): never ours, whatever it says.
+		return nil, errors.New("result answers other terms than this assign's")
 	}
 	if err := res.Verify(); err != nil {
 		return nil, err
@@ -789,12 +801,12 @@ func (j *jobRun) sources(p peer.ID) [][]byte {
 	return out
 }
 
-// wasAssigned reports whether replica r was ever given to p.
-func (j *jobRun) wasAssigned(r uint8, p peer.ID) bool {
+// wasAssigned reports whether replica r was ever given to p on terms.
+func (j *jobRun) wasAssigned(r uint8, p peer.ID, terms blob.Digest) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, rep := range j.rec.Replicas {
-		if rep.Index == r && rep.Provider == p.String() {
+		if rep.Index == r && rep.Provider == p.String() && rep.Terms == terms {
 			return true
 		}
 	}

@@ -161,7 +161,7 @@ func (n *Node) closeIncoming(pay *store.Payment, end store.PayState, why string)
 // client could use (sent, or being sent: a client may cancel before the
 // provider has recorded the delivery).
 func (n *Node) hadResult(pay *store.Payment) bool {
-	run, err := n.db.Run(pay.Job, pay.Replica)
+	run, err := n.db.Run(pay.Peer, pay.Job, pay.Replica)
 	return err == nil && run.Result != nil && run.Result.Deterministic()
 }
 

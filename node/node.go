@@ -71,8 +71,25 @@ type Config struct {
 	Queue int
 	// Price is this provider's price per job replica in millisatoshi.
 	Price uint64
-	// MaxMemory is the largest guest memory limit accepted; default 1 GiB.
+	// MaxMemory is the largest memory limit accepted (guest memory and
+	// host tensor memory together); default 1 GiB.
 	MaxMemory uint64
+	// MaxOutput is the largest output limit (wire.JobAnnounce.MaxOutput)
+	// accepted, bytes; default 64 MiB. A job's output is held in memory
+	// while it runs, so this bounds a provider's memory like MaxMemory.
+	MaxOutput int64
+	// MaxModule and MaxInput are the largest module and input accepted,
+	// bytes; defaults 64 MiB (a module is compiled in memory) and 512 MiB.
+	MaxModule, MaxInput int64
+	// MaxTimeout is the longest run time limit accepted; default 1 h.
+	MaxTimeout time.Duration
+	// MaxDeadline is how far ahead a job's deadline may be when it is
+	// offered; default 3 h. A replica holds a place here until then at most.
+	MaxDeadline time.Duration
+	// MaxPerClient is how many replicas one client may have here at once,
+	// running, queued or fetching; default Slots + Queue/2, so that no one
+	// peer takes every place.
+	MaxPerClient int
 	// Backend is the tensor backend for tolerance-mode jobs: auto, cpu,
 	// openblas, cuda or reference.
 	Backend string
@@ -158,8 +175,26 @@ func (c *Config) setDefaults() {
 	if c.Queue <= 0 {
 		c.Queue = 2 * c.Slots
 	}
+	if c.MaxPerClient <= 0 {
+		c.MaxPerClient = c.Slots + c.Queue/2
+	}
 	if c.MaxMemory == 0 {
 		c.MaxMemory = 1 << 30
+	}
+	if c.MaxOutput <= 0 {
+		c.MaxOutput = 64 << 20
+	}
+	if c.MaxModule <= 0 {
+		c.MaxModule = 64 << 20
+	}
+	if c.MaxInput <= 0 {
+		c.MaxInput = 512 << 20
+	}
+	if c.MaxTimeout <= 0 {
+		c.MaxTimeout = time.Hour
+	}
+	if c.MaxDeadline <= 0 {
+		c.MaxDeadline = 3 * time.Hour
 	}
 	if c.Backend == "" {
 		c.Backend = "auto"

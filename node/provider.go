@@ -44,6 +44,7 @@ type provider struct {
 
 	mu      sync.Mutex
 	load    int                 // accepted replicas not yet finished (running or queued); guarded by mu
+	byPeer  map[peer.ID]int     // load per client; guarded by mu
 	active  map[*store.Run]bool // runs not yet recorded as finished; guarded by mu
 	seq     uint64
 	changed chan struct{} // capacity 1: ask advertLoop for a new advert now
@@ -61,6 +62,7 @@ func newProvider(ctx context.Context, n *Node) (*provider, error) {
 		slots:   make(chan struct{}, n.cfg.Slots),
 		changed: make(chan struct{}, 1),
 		active:  map[*store.Run]bool{},
+		byPeer:  map[peer.ID]int{},
 		seq:     uint64(time.Now().UnixNano()), // increases across restarts too
 	}
 	if inv, err := gpu.Detect(ctx); err == nil {
@@ -203,16 +205,30 @@ func (n *Node) onPeerJoin(peer.ID) {
 }
 
 // terms checks a job's terms against this provider's, returning why not.
+// Every number the client chooses is capped here: it sizes what the
+// provider spends on the job (memory, disk, time, a place in its queue).
 func (p *provider) terms(a *wire.JobAnnounce) string {
+	cfg := &p.n.cfg
+	deadline := time.UnixMilli(a.Deadline)
 	switch {
 	case a.Validate() != nil:
 		return "malformed announce"
-	case a.Memory > p.n.cfg.MaxMemory:
-		return fmt.Sprintf("memory %d over this provider's limit %d", a.Memory, p.n.cfg.MaxMemory)
-	case a.Price < p.n.cfg.Price:
-		return fmt.Sprintf("price %d msat under %d", a.Price, p.n.cfg.Price)
-	case time.Now().After(time.UnixMilli(a.Deadline)):
+	case a.Memory > cfg.MaxMemory:
+		return fmt.Sprintf("memory %d over this provider's limit %d", a.Memory, cfg.MaxMemory)
+	case a.MaxOutput > cfg.MaxOutput:
+		return fmt.Sprintf("output limit %d over this provider's limit %d", a.MaxOutput, cfg.MaxOutput)
+	case a.ModuleSize > cfg.MaxModule:
+		return fmt.Sprintf("module of %d bytes over this provider's limit %d", a.ModuleSize, cfg.MaxModule)
+	case a.InputSize > cfg.MaxInput:
+		return fmt.Sprintf("input of %d bytes over this provider's limit %d", a.InputSize, cfg.MaxInput)
+	case time.Duration(a.TimeoutMS)*time.Millisecond > cfg.MaxTimeout:
+		return fmt.Sprintf("timeout %d ms over this provider's limit %v", a.TimeoutMS, cfg.MaxTimeout)
+	case a.Price < cfg.Price:
+		return fmt.Sprintf("price %d msat under %d", a.Price, cfg.Price)
+	case time.Now().After(deadline):
 		return "deadline passed"
+	case time.Until(deadline) > cfg.MaxDeadline:
+		return fmt.Sprintf("deadline more than %v ahead", cfg.MaxDeadline)
 	case a.Proofs && p.sandbox.ProvingKeys() == nil:
 		return "no proof mode here (no CommittedGEMM proving keys)"
 	}
@@ -244,20 +260,25 @@ func (p *provider) backendFor(a *wire.JobAnnounce) string {
 	return p.backends.Reference.Name()
 }
 
-// admit reserves a place for a replica, or reports that none is left.
-func (p *provider) admit() bool {
+// admit reserves a place for a replica of client, or reports that none is
+// left for it: the provider is full, or client holds MaxPerClient places.
+func (p *provider) admit(client peer.ID) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.load >= p.n.cfg.Slots+p.n.cfg.Queue {
+	if p.load >= p.n.cfg.Slots+p.n.cfg.Queue || p.byPeer[client] >= p.n.cfg.MaxPerClient {
 		return false
 	}
 	p.load++
+	p.byPeer[client]++
 	return true
 }
 
-func (p *provider) release() {
+func (p *provider) release(client peer.ID) {
 	p.mu.Lock()
 	p.load--
+	if p.byPeer[client]--; p.byPeer[client] <= 0 {
+		delete(p.byPeer, client)
+	}
 	p.mu.Unlock()
 }
 
@@ -299,17 +320,24 @@ func (p *provider) handleAssign(s network.Stream) {
 		reject(fmt.Sprintf("%s: %d results unpaid, %d paid", wire.ReasonUnpaid, unpaid, paid))
 		return
 	}
-	if run, err := p.n.db.Run(a.Announce.Job, a.Replica); err == nil && run.Result != nil {
-		// A retry of a replica we already ran: answer from the record.
+	terms := a.Terms()
+	if run, err := p.n.db.Run(client.String(), a.Announce.Job, a.Replica); err == nil && run.Result != nil {
+		// A retry of an assign we already ran answers from the record; the
+		// same replica asked for on other terms is refused, never re-run
+		// under the record's name.
+		if run.Terms != terms {
+			reject("this replica was run already, on other terms")
+			return
+		}
 		p.deliver(c, run)
 		return
 	}
-	if !p.admit() {
+	if !p.admit(client) {
 		reject(wire.ReasonBusy)
 		return
 	}
-	defer p.release()
-	run := &store.Run{Job: a.Announce.Job, Replica: a.Replica, Client: client.String(), State: store.RunAccepted, Started: time.Now()}
+	defer p.release(client)
+	run := &store.Run{Job: a.Announce.Job, Replica: a.Replica, Client: client.String(), State: store.RunAccepted, Started: time.Now(), Terms: terms}
 	p.setActive(run, store.RunAccepted)
 	defer p.setActive(run, store.RunFinished)
 	if err := c.write(&wire.Update{V: wire.Version, Kind: wire.UpdateAccepted}); err != nil {
@@ -355,6 +383,7 @@ func (p *provider) handleAssign(s network.Stream) {
 		p.n.cancelInvoice(pay, "the provider failed: "+res.Error) // no result, no pay
 	}
 	p.setActive(run, store.RunFinished) // from here on run is ours alone
+	res.Terms = terms
 	if err := res.Sign(p.n.key); err != nil {
 		p.log.Error("signing result", "err", err)
 		c.reset()
@@ -435,7 +464,7 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 		res.Error = "module: " + err.Error()
 		return res
 	}
-	module, err := p.n.blobs.Bytes(an.Module, wire.MaxModuleBytes)
+	module, err := p.n.blobs.Bytes(an.Module, p.n.cfg.MaxModule)
 	if err != nil {
 		res.Error = "module: " + err.Error()
 		return res
@@ -452,7 +481,7 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 			res.Error = "input: " + err.Error()
 			return res
 		}
-		if input, err = p.n.blobs.Bytes(an.Input, wire.MaxInputBytes); err != nil {
+		if input, err = p.n.blobs.Bytes(an.Input, p.n.cfg.MaxInput); err != nil {
 			res.Error = "input: " + err.Error()
 			return res
 		}
@@ -496,16 +525,26 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 }
 
 // fetch makes a blob local and, when it was not, announces it in the DHT,
-// so that other providers can fetch it from here without the client.
+// so that other providers can fetch it from here without the client. The
+// transfer gets fetchTime(size) at most, whatever the job's deadline: a
+// client serving its blobs at a trickle holds a place here that long only.
 func (p *provider) fetch(ctx context.Context, d blob.Digest, size int64, hints []peer.ID) error {
 	if _, ok := p.n.blobs.Has(d); ok {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, fetchTime(size))
+	defer cancel()
 	if err := p.n.blobSvc.Fetch(ctx, d, size, hints); err != nil {
 		return err
 	}
 	p.n.provideAsync(d)
 	return nil
+}
+
+// fetchTime is the longest a provider spends fetching a blob of size bytes:
+// 30 s, plus the time it takes at 256 KiB/s (a 64 MiB module: 4.8 min).
+func fetchTime(size int64) time.Duration {
+	return 30*time.Second + time.Duration(size/(256<<10))*time.Second
 }
 
 // result fills res from a sandbox run and stores large outputs as blobs.

@@ -171,7 +171,7 @@ func (n *Node) sweepIncoming(ctx context.Context, pay *store.Payment) {
 			n.cancelInvoice(pay, "not bought")
 		}
 	default:
-		if run, err := n.db.Run(pay.Job, pay.Replica); err != nil || run.Result == nil || !run.Result.Deterministic() {
+		if run, err := n.db.Run(pay.Peer, pay.Job, pay.Replica); err != nil || run.Result == nil || !run.Result.Deterministic() {
 			n.cancelInvoice(pay, "the run did not finish")
 		}
 	}

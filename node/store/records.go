@@ -98,6 +98,9 @@ type Replica struct {
 	State    ReplicaState `json:"state"`
 	Assigned time.Time    `json:"assigned"`
 	Finished time.Time    `json:"finished,omitzero"`
+	// Terms is the digest of the assign sent (wire.Assign.Terms); a result
+	// is accepted only for those terms.
+	Terms blob.Digest `json:"terms,omitzero"`
 	// Result is the provider's signed receipt, without inline output.
 	Result *wire.Result `json:"result,omitempty"`
 	Error  string       `json:"error,omitempty"`
@@ -185,27 +188,41 @@ func (s RunState) MarshalText() ([]byte, error) { return []byte(s.String()), nil
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (s *RunState) UnmarshalText(b []byte) error { return parseEnum(runStateNames[:], b, s) }
 
-// Run is a replica this node ran (or runs) for a client.
+// Run is a replica this node ran (or runs) for a client. A run belongs to
+// its client: it is keyed by (client, job, replica), so that another peer
+// naming the same job id gets a run of its own, never this one's result.
 type Run struct {
-	Job      wire.JobID   `json:"job"`
-	Replica  uint8        `json:"replica"`
-	Client   string       `json:"client"`
-	State    RunState     `json:"state"`
-	Started  time.Time    `json:"started"`
-	Finished time.Time    `json:"finished,omitzero"`
-	Result   *wire.Result `json:"result,omitempty"`
-	Error    string       `json:"error,omitempty"`
+	Job      wire.JobID `json:"job"`
+	Replica  uint8      `json:"replica"`
+	Client   string     `json:"client"`
+	State    RunState   `json:"state"`
+	Started  time.Time  `json:"started"`
+	Finished time.Time  `json:"finished,omitzero"`
+	// Terms is the digest of the assign the run answers (wire.Assign.Terms):
+	// the record answers a retry of that same assign only.
+	Terms  blob.Digest  `json:"terms"`
+	Result *wire.Result `json:"result,omitempty"`
+	Error  string       `json:"error,omitempty"`
 }
 
-func runKey(job wire.JobID, replica uint8) []byte { return append(job[:], replica) }
+// runKey is job, replica, then the client's peer id (its string form).
+func runKey(client string, job wire.JobID, replica uint8) []byte {
+	return append(append(job[:], replica), client...)
+}
+
+// legacyRunKeyLen is the length of run keys before runs were keyed by
+// client (job and replica only); Open rewrites such keys.
+const legacyRunKeyLen = len(wire.JobID{}) + 1
 
 // PutRun writes r.
-func (s *Store) PutRun(r *Run) error { return put(s.db, bucketRuns, runKey(r.Job, r.Replica), r) }
+func (s *Store) PutRun(r *Run) error {
+	return put(s.db, bucketRuns, runKey(r.Client, r.Job, r.Replica), r)
+}
 
-// Run reads a run (ErrNotFound).
-func (s *Store) Run(job wire.JobID, replica uint8) (*Run, error) {
+// Run reads the run of replica of job for client (ErrNotFound).
+func (s *Store) Run(client string, job wire.JobID, replica uint8) (*Run, error) {
 	var r Run
-	if err := get(s.db, bucketRuns, runKey(job, replica), &r); err != nil {
+	if err := get(s.db, bucketRuns, runKey(client, job, replica), &r); err != nil {
 		return nil, err
 	}
 	return &r, nil

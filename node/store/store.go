@@ -51,9 +51,11 @@ func Open(path string) (*Store, error) {
 			}
 		}
 		if !indexed {
-			return indexOpenPayments(tx)
+			if err := indexOpenPayments(tx); err != nil {
+				return err
+			}
 		}
-		return nil
+		return rekeyRuns(tx)
 	})
 	if err != nil {
 		db.Close()
@@ -64,6 +66,36 @@ func Open(path string) (*Store, error) {
 
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
+
+// rekeyRuns moves runs recorded under job and replica alone to keys that
+// also name their client (runKey). Records stay as they are.
+func rekeyRuns(tx *bolt.Tx) error {
+	b := tx.Bucket(bucketRuns)
+	var old [][]byte
+	err := b.ForEach(func(k, _ []byte) error {
+		if len(k) == legacyRunKeyLen {
+			old = append(old, append([]byte(nil), k...))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range old {
+		v := append([]byte(nil), b.Get(k)...)
+		var r Run
+		if err := json.Unmarshal(v, &r); err != nil {
+			return fmt.Errorf("store: run %x: %w", k, err)
+		}
+		if err := b.Put(runKey(r.Client, r.Job, r.Replica), v); err != nil {
+			return err
+		}
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 func put(db *bolt.DB, bucket, key []byte, v any) error {
 	b, err := json.Marshal(v)

@@ -335,9 +335,9 @@ func TestPersistRoundTrip(t *testing.T) {
 	}{
 		{"job full", func() (any, error) { return s.Job(jobs[0].ID) }, jobs[0]},
 		{"job minimal", func() (any, error) { return s.Job(jobs[1].ID) }, jobs[1]},
-		{"run replica 0", func() (any, error) { return s.Run(jobID(1), 0) }, runs[0]},
-		{"run replica 1", func() (any, error) { return s.Run(jobID(1), 1) }, runs[1]},
-		{"run failed", func() (any, error) { return s.Run(jobID(3), 0) }, runs[2]},
+		{"run replica 0", func() (any, error) { return s.Run("client", jobID(1), 0) }, runs[0]},
+		{"run replica 1", func() (any, error) { return s.Run("client", jobID(1), 1) }, runs[1]},
+		{"run failed", func() (any, error) { return s.Run("c", jobID(3), 0) }, runs[2]},
 		{"peer full", func() (any, error) { return s.Peer("peer-a") }, peers[0]},
 		{"peer minimal", func() (any, error) { return s.Peer("peer-b") }, peers[1]},
 		{"jobs", func() (any, error) { return s.Jobs(0) }, []Job{*jobs[0], *jobs[1]}},
@@ -403,7 +403,7 @@ func TestRawJSON(t *testing.T) {
 		return m
 	}
 	id1, id2 := jobID(1), jobID(2)
-	rk := append(id1[:], 4)
+	rk := append(append(id1[:], 4), "client"...)
 	ts := t0.Format(time.RFC3339Nano)
 
 	tests := []struct {
@@ -481,9 +481,11 @@ func TestNotFound(t *testing.T) {
 	}{
 		{"job", func() (any, error) { return s.Job(jobID(2)) }},
 		{"job zero id", func() (any, error) { return s.Job(wire.JobID{}) }},
-		{"run other replica", func() (any, error) { return s.Run(jobID(1), 1) }},
-		{"run other job", func() (any, error) { return s.Run(jobID(2), 0) }},
-		{"run keyed like a job", func() (any, error) { return s.Run(wire.JobID{}, 0) }},
+		{"run other replica", func() (any, error) { return s.Run("client", jobID(1), 1) }},
+		{"run other job", func() (any, error) { return s.Run("client", jobID(2), 0) }},
+		{"run of another client", func() (any, error) { return s.Run("other", jobID(1), 0) }},
+		{"run of no client", func() (any, error) { return s.Run("", jobID(1), 0) }},
+		{"run keyed like a job", func() (any, error) { return s.Run("client", wire.JobID{}, 0) }},
 		{"peer", func() (any, error) { return s.Peer("peer-b") }},
 		{"peer prefix", func() (any, error) { return s.Peer("peer") }},
 	}
@@ -594,9 +596,17 @@ func TestRunsOrder(t *testing.T) {
 			runs: []Run{
 				{Job: jobID(1), Replica: 0, Client: "x", State: RunAccepted, Started: t0},
 				{Job: jobID(2), Replica: 0, Client: "y", Started: t0.Add(time.Second)},
-				{Job: jobID(1), Replica: 0, Client: "x2", State: RunFinished, Started: t0},
+				{Job: jobID(1), Replica: 0, Client: "x", State: RunFinished, Started: t0},
 			},
-			want: []string{"x2", "y"},
+			want: []string{"x", "y"},
+		},
+		{
+			name: "one job id, two clients, two records",
+			runs: []Run{
+				{Job: jobID(1), Replica: 0, Client: "victim", Started: t0},
+				{Job: jobID(1), Replica: 0, Client: "thief", Started: t0.Add(time.Second)},
+			},
+			want: []string{"victim", "thief"},
 		},
 	}
 	for _, tt := range tests {
@@ -619,6 +629,52 @@ func TestRunsOrder(t *testing.T) {
 				t.Errorf("Runs clients = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestLegacyRunKeys opens a database whose runs were keyed by job and
+// replica alone: Open moves each under its client, record unchanged.
+func TestLegacyRunKeys(t *testing.T) {
+	s, path := openTestStore(t)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	runs := []*Run{sampleRun(jobID(1), 0, t0), sampleRun(jobID(1), 1, t0.Add(time.Second))}
+	runs[1].Client = "other"
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, r := range runs {
+			v, err := json.Marshal(r)
+			if err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketRuns).Put(append(r.Job[:], r.Replica), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	s, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, r := range runs {
+		got, err := s.Run(r.Client, r.Job, r.Replica)
+		if err != nil || !reflect.DeepEqual(got, r) {
+			t.Errorf("Run(%s, %d) = %+v, %v; want %+v", r.Client, r.Replica, got, err, r)
+		}
+	}
+	if all, err := s.Runs(); err != nil || len(all) != len(runs) {
+		t.Errorf("Runs = %d records, %v; want %d (legacy keys removed)", len(all), err, len(runs))
 	}
 }
 

@@ -278,6 +278,23 @@ type Assign struct {
 // Version implements Versioned.
 func (m *Assign) Version() uint16 { return m.V }
 
+// Terms is the digest of everything the client asked for in this assign:
+// the whole announce (client, job, module, input, limits, price, deadline),
+// the replica, the agreed price and the payment hash; not the inline input
+// (bound through Announce.Input) nor the source hints. A provider keeps it
+// with the run and signs it into the Result, and the client accepts only a
+// result whose Terms are those of the assign it sent: a result produced for
+// another client, module or input under the same job id is refused.
+func (m *Assign) Terms() blob.Digest {
+	c := *m
+	c.Input, c.Sources = nil, nil
+	b, err := Marshal(&c)
+	if err != nil {
+		panic(fmt.Sprintf("wire: encoding an assign: %v", err)) // plain fields always encode
+	}
+	return blob.Sum(b)
+}
+
 // UpdateKind says what an Update carries.
 type UpdateKind uint8
 
@@ -356,6 +373,10 @@ type Result struct {
 	// end, are the CommittedGEMM proofs of the job's integer GEMMs in call
 	// order. Sig covers them.
 	Proofs []gemmproof.Proof `cbor:"17,keyasint"`
+	// Terms is the Terms digest of the assign this result answers. Sig
+	// covers it, so a result cannot be passed off as an answer to another
+	// client's assign of the same job and replica.
+	Terms blob.Digest `cbor:"18,keyasint"`
 }
 
 // Version implements Versioned.

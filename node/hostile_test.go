@@ -1,0 +1,352 @@
+package node
+
+// Hostile peers: each test replays an attack against real nodes on
+// loopback, written by hand at the protocol level (an honest client never
+// sends these assigns), and then checks that an honest job still verifies.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/blob/blobnet"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
+)
+
+// joinNode starts one more client-only node on the test network: a peer
+// like any other, which the attacks below drive by hand.
+func joinNode(tb testing.TB, net *testNet) *Node {
+	tb.Helper()
+	cfg := testConfig(tb, false)
+	cfg.Bootstrap = []string{net.providers[0].Addrs()[0].String()}
+	n, err := New(context.Background(), cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { n.Close() })
+	return n
+}
+
+// sendAssign opens an assign stream from h to p, sends a and reads the
+// provider's updates until its result or refusal.
+func sendAssign(ctx context.Context, h host.Host, p peer.ID, a *wire.Assign) (*wire.Update, error) {
+	s, err := h.NewStream(ctx, p, ProtocolAssign)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	stop := context.AfterFunc(ctx, func() { s.Reset() })
+	defer stop()
+	if err := wire.WriteFrame(s, a); err != nil {
+		return nil, err
+	}
+	r := bufio.NewReader(s)
+	for {
+		var u wire.Update
+		if err := wire.ReadFrame(r, wire.MaxDataFrame, &u); err != nil {
+			return nil, err
+		}
+		if u.Kind == wire.UpdateResult || u.Kind == wire.UpdateRejected {
+			return &u, nil
+		}
+	}
+}
+
+// hostileAssign is an assign from atk of replica r of the job of ann, but
+// for the module and input of atk's choosing (stored in atk).
+func hostileAssign(tb testing.TB, atk *Node, ann wire.JobAnnounce, r uint8, module, input []byte) *wire.Assign {
+	tb.Helper()
+	md, err := atk.PutBlob(context.Background(), module)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ann.Client = []byte(atk.ID())
+	ann.Module, ann.ModuleSize = md, int64(len(module))
+	ann.Input, ann.InputSize = blob.Sum(input), int64(len(input))
+	return &wire.Assign{V: wire.Version, Announce: ann, Replica: r, Input: input}
+}
+
+// announceOf waits until client has a job in progress and returns its
+// announce: what any peer learns from the jobs topic or a bid request.
+func announceOf(tb testing.TB, client *Node) wire.JobAnnounce {
+	tb.Helper()
+	var ann wire.JobAnnounce
+	waitFor(tb, 10*time.Second, "the victim's job is under way", func() bool {
+		client.client.mu.Lock()
+		defer client.client.mu.Unlock()
+		for _, j := range client.client.jobs {
+			ann = *j.ann
+			return true
+		}
+		return false
+	})
+	return ann
+}
+
+// TestHostileForgedVerdict: a peer that learns a job's id assigns that id,
+// with a module of its own, to every honest provider before the victim
+// does. Each provider's record of the forged run must not answer the
+// victim: the victim's job verifies with the true output and nobody honest
+// is outvoted. (Before runs were keyed by client and terms, the providers
+// answered the victim from the forged runs: 2 agreed on the forgery.)
+func TestHostileForgedVerdict(t *testing.T) {
+	net := startNetwork(t, 2, nil)
+	atk := joinNode(t, net)
+	ctx := context.Background()
+	module, input := readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("120 200")
+	want := runLocally(t, module, input)
+	forgery := []byte("forged output\n")
+	echo := readTestdata(t, "jobs/echo/echo.wasm")
+	if bytes.Equal(runLocally(t, echo, forgery), want) {
+		t.Fatal("the forgery must differ from the true output")
+	}
+
+	s := spec(t, net.client, module, input)
+	s.Open = true // announced: bids are awaited for bidWindow, the attacker's window
+	type outcome struct {
+		job *store.Job
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		job, err := net.client.Submit(ctx, s, nil)
+		done <- outcome{job, err}
+	}()
+	ann := announceOf(t, net.client)
+
+	var wg sync.WaitGroup
+	for _, p := range net.providers {
+		for r := range ann.Replicas {
+			wg.Go(func() {
+				u, err := sendAssign(ctx, atk.host, p.ID(), hostileAssign(t, atk, ann, r, echo, forgery))
+				if err != nil || u.Kind != wire.UpdateResult {
+					t.Errorf("forged run of replica %d on %s: %+v, %v", r, p.ID(), u, err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+
+	o := <-done
+	if o.err != nil {
+		t.Fatalf("victim's job: %v", o.err)
+	}
+	if o.job.State != store.JobVerified || len(o.job.Liars) != 0 {
+		t.Fatalf("victim's job %s, liars %v; want verified, no liars", o.job.State, o.job.Liars)
+	}
+	out, err := net.client.Blob(o.job.Output, 1<<20)
+	if err != nil || !bytes.Equal(out, want) {
+		t.Fatalf("victim's output %q, %v; want %q", out, err, want)
+	}
+	for _, p := range net.providers {
+		net.client.peers.mu.Lock()
+		rec := net.client.peers.getLocked(p.ID()).Rep
+		net.client.peers.mu.Unlock()
+		if rec.Lies != 0 || !rec.BannedUntil.IsZero() {
+			t.Errorf("honest provider %s: %d lies, banned until %v", p.ID(), rec.Lies, rec.BannedUntil)
+		}
+	}
+}
+
+// TestHostileOutputTheft: once a victim's job has run, a peer that knows
+// its id assigns the same replica to the same provider with a module of its
+// own. It must get its own module's output, never the victim's recorded
+// result (which it would otherwise take without running or paying).
+func TestHostileOutputTheft(t *testing.T) {
+	net := startNetwork(t, 2, nil)
+	atk := joinNode(t, net)
+	ctx := context.Background()
+	module, input := readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("100 150")
+	job, err := net.client.Submit(ctx, spec(t, net.client, module, input), nil)
+	if err != nil || job.State != store.JobVerified {
+		t.Fatalf("victim's job: %v, %v", job, err)
+	}
+	secret, err := net.client.Blob(job.Output, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo, mine := readTestdata(t, "jobs/echo/echo.wasm"), []byte("the thief's own input\n")
+	wantOwn := runLocally(t, echo, mine)
+	for _, rep := range job.Replicas {
+		p, err := peer.Decode(rep.Provider)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := hostileAssign(t, atk, job.Announce, rep.Index, echo, mine)
+		u, err := sendAssign(ctx, atk.host, p, a)
+		if err != nil || u.Kind != wire.UpdateResult {
+			t.Fatalf("thief's assign of replica %d: %+v, %v", rep.Index, u, err)
+		}
+		res := u.Result
+		switch {
+		case bytes.Equal(res.OutputData, secret):
+			t.Fatalf("replica %d: the thief got the victim's output %q", rep.Index, secret)
+		case !bytes.Equal(res.OutputData, wantOwn) || res.Terms != a.Terms():
+			t.Errorf("replica %d: thief got %q for terms %s; want its own run %q for %s", rep.Index, res.OutputData, res.Terms.Short(), wantOwn, a.Terms().Short())
+		}
+		// The victim's record is untouched and answers the victim only.
+		var prov *Node
+		for _, n := range net.providers {
+			if n.ID() == p {
+				prov = n
+			}
+		}
+		run, err := prov.db.Run(net.client.ID().String(), job.ID, rep.Index)
+		if err != nil || run.Result == nil || run.Result.Output != job.Output {
+			t.Errorf("victim's run record of replica %d: %+v, %v", rep.Index, run, err)
+		}
+	}
+	again, err := net.client.Submit(ctx, spec(t, net.client, module, input), nil)
+	if err != nil || again.State != store.JobVerified || again.Output != job.Output {
+		t.Fatalf("honest job after the theft: %v, %v", again, err)
+	}
+}
+
+// TestHostileTerms: every number a client chooses is capped by the
+// provider: an assign over a cap is refused before anything is fetched,
+// run or reserved, with the cap in its reason.
+func TestHostileTerms(t *testing.T) {
+	net := startNetwork(t, 1, nil)
+	atk := joinNode(t, net)
+	ctx := context.Background()
+	p := net.providers[0]
+	flood := readTestdata(t, "bad/output_flood.wasm")
+	base := hostileAssign(t, atk, wire.JobAnnounce{
+		V: wire.Version, Job: wire.NewJobID(), Memory: 64 << 20, TimeoutMS: 10_000, Replicas: 1,
+		MaxOutput: 1 << 20, Time: wire.Millis(time.Now()), Deadline: wire.Millis(time.Now().Add(time.Minute)),
+	}, 0, flood, nil)
+	tests := []struct {
+		name   string
+		tweak  func(a *wire.JobAnnounce)
+		reason string
+	}{
+		// 1.5 GiB took a provider to 4.26 GB RSS before outputs were capped.
+		{"output limit 1.5 GiB", func(a *wire.JobAnnounce) { a.MaxOutput = 3 << 29 }, "output limit"},
+		{"deadline in 30 days", func(a *wire.JobAnnounce) { a.Deadline = wire.Millis(time.Now().Add(30 * 24 * time.Hour)) }, "deadline more than"},
+		{"timeout 20 h", func(a *wire.JobAnnounce) { a.TimeoutMS = (20 * time.Hour).Milliseconds() }, "timeout"},
+		{"memory 4 GiB", func(a *wire.JobAnnounce) { a.Memory = 4 << 30 }, "memory"},
+		{"module of 200 MiB", func(a *wire.JobAnnounce) { a.ModuleSize = 200 << 20 }, "module of"},
+		{"input of 1 GiB", func(a *wire.JobAnnounce) { a.InputSize = 1 << 30 }, "input of"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := *base
+			a.Announce.Job = wire.NewJobID()
+			a.Input = nil
+			tt.tweak(&a.Announce)
+			u, err := sendAssign(ctx, atk.host, p.ID(), &a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u.Kind != wire.UpdateRejected || !strings.Contains(u.Reason, tt.reason) {
+				t.Fatalf("update %d %q; want a refusal naming %q", u.Kind, u.Reason, tt.reason)
+			}
+		})
+	}
+	job, err := net.client.Submit(ctx, Spec{Replicas: 1, Timeout: 10 * time.Second}.with(t, net.client, readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("30 30")), nil)
+	if err != nil || job.State != store.JobUnverified {
+		t.Fatalf("honest job after the refusals: %v, %v", job, err)
+	}
+}
+
+// with stores module and input in n and returns s for them.
+func (s Spec) with(tb testing.TB, n *Node, module, input []byte) Spec {
+	tb.Helper()
+	b := spec(tb, n, module, input)
+	s.Module, s.ModuleSize, s.Input, s.InputSize = b.Module, b.ModuleSize, b.Input, b.InputSize
+	return s
+}
+
+// trickleHost is a hostile peer that serves every blob it is asked for at
+// one byte every interval, forever: cheap for it, costly for whoever waits.
+func trickleHost(tb testing.TB, interval time.Duration) host.Host {
+	tb.Helper()
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { h.Close() })
+	h.SetStreamHandler(blobnet.ProtocolID, func(s network.Stream) {
+		defer s.Reset()
+		var req wire.BlobRequest
+		if err := wire.ReadFrame(bufio.NewReader(s), wire.MaxControlFrame, &req); err != nil {
+			return
+		}
+		const size = 1 << 10
+		if err := wire.WriteFrame(s, &wire.BlobResponse{V: wire.Version, Status: wire.BlobOK, Size: size, Length: size}); err != nil {
+			return
+		}
+		for range size {
+			if _, err := s.Write([]byte{0}); err != nil {
+				return
+			}
+			time.Sleep(interval)
+		}
+	})
+	return h
+}
+
+// TestHostileSlowBlobs: a peer assigns a dozen jobs whose module it serves
+// at a byte every 20 s. It must not keep the provider from an honest
+// client's job: one client gets MaxPerClient places at most, and a source
+// that slow is dropped.
+func TestHostileSlowBlobs(t *testing.T) {
+	net := startNetwork(t, 1, func(c *Config) { c.Slots, c.Queue = 1, 2 })
+	p := net.providers[0]
+	atk := trickleHost(t, 20*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := atk.Connect(ctx, peer.AddrInfo{ID: p.ID(), Addrs: p.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	module := bytes.Repeat([]byte{0}, 1<<10) // what the trickle pretends to serve
+	var assigns sync.WaitGroup
+	busy := make(chan string, 12)
+	for range 12 {
+		a := &wire.Assign{V: wire.Version, Replica: 0, Announce: wire.JobAnnounce{
+			V: wire.Version, Job: wire.NewJobID(), Client: []byte(atk.ID()), Module: blob.Sum(module), ModuleSize: int64(len(module)),
+			Memory: 16 << 20, TimeoutMS: 10_000, Replicas: 1, MaxOutput: 1 << 10,
+			Time: wire.Millis(time.Now()), Deadline: wire.Millis(time.Now().Add(2 * time.Hour)),
+		}}
+		assigns.Go(func() {
+			u, err := sendAssign(ctx, atk, p.ID(), a)
+			if err == nil && u.Kind == wire.UpdateRejected {
+				busy <- u.Reason
+			}
+		})
+	}
+	waitFor(t, 10*time.Second, "the hostile assigns took their places", func() bool {
+		p.provider.mu.Lock()
+		defer p.provider.mu.Unlock()
+		return p.provider.load >= 2
+	})
+	start := time.Now()
+	s := Spec{Replicas: 1, Timeout: 10 * time.Second, Deadline: 40 * time.Second}
+	job, err := net.client.Submit(ctx, s.with(t, net.client, readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("30 30")), nil)
+	if err != nil || job.State != store.JobUnverified || job.Agree != 1 {
+		t.Fatalf("honest job beside the trickling peer: %v, %v", job, err)
+	}
+	cancel()
+	assigns.Wait()
+	close(busy)
+	t.Logf("honest job done in %v beside the attack; %d of 12 hostile assigns refused", time.Since(start).Round(time.Millisecond), len(busy))
+	if len(busy) != 12-p.cfg.MaxPerClient {
+		t.Errorf("%d hostile assigns refused, want all but MaxPerClient (%d)", len(busy), p.cfg.MaxPerClient)
+	}
+	for why := range busy {
+		if why != wire.ReasonBusy {
+			t.Errorf("hostile assign refused with %q, want %q", why, wire.ReasonBusy)
+		}
+	}
+}
