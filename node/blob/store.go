@@ -2,6 +2,7 @@ package blob
 
 import (
 	"bytes"
+	"container/list"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 )
@@ -24,6 +26,10 @@ var (
 	// ErrTooLarge is returned for a blob over the caller's size limit, or
 	// longer than its announced size. Nothing is stored.
 	ErrTooLarge = errors.New("blob: too large")
+	// ErrQuota is returned when storing a blob would pass the store's
+	// quota and evicting every blob neither pinned nor kept would not make
+	// room. Nothing is stored and nothing is evicted.
+	ErrQuota = errors.New("blob: over quota")
 )
 
 // StaleTemp is how long a temp file may go unmodified before OpenStore and
@@ -44,27 +50,208 @@ const tmpDir = "tmp"
 // corrupt blob, even after a crash. The rename itself is not fsync'd: a crash
 // may lose a blob just put, never corrupt one.
 //
+// With a quota (WithQuota), the blobs held never exceed it: storing one
+// that would pass it first evicts the least recently used blobs (used: put,
+// or read through Open or Bytes) that are neither pinned (Pin) nor kept
+// (WithKeep), and fails with ErrQuota if that cannot make room. Writes of a
+// known size from the network (PutVerified, NewPartial) reserve it before
+// reading anything; Put and PutBytes are counted when they commit. Recency is
+// kept in memory, seeded from the files' modification times at open.
+//
 // A Store is safe for concurrent use, including concurrent Puts of the same
 // blob. It holds no open files or goroutines and needs no Close.
 type Store struct {
-	dir string
-	tmp string
-	// mu orders commits (read-locked) against GC removals (locked), so that
-	// a Put that returns success is never undone by a concurrent GC.
-	mu sync.RWMutex
+	dir   string
+	tmp   string
+	quota int64             // bytes; 0: unlimited
+	keep  func(Digest) bool // may be nil
+
+	// mu guards the fields below, and orders commits against removals
+	// (GC, Remove, eviction), so that a Put that returns success is never
+	// undone by a concurrent GC.
+	mu       sync.Mutex
+	index    map[Digest]*list.Element // of *entry, in lru
+	lru      *list.List               // front: most recently used
+	used     int64                    // bytes of the blobs in index
+	reserved int64                    // bytes reserved by writes in progress
+	pins     map[Digest]int           // reference counts of Pin
 }
 
-// OpenStore opens the store in dir, creating dir (mode 0700) if needed, and
-// removes temp files older than StaleTemp.
-func OpenStore(dir string) (*Store, error) {
-	s := &Store{dir: dir, tmp: filepath.Join(dir, tmpDir)}
+// entry is a blob of the index.
+type entry struct {
+	d    Digest
+	size int64
+}
+
+// Option configures OpenStore.
+type Option func(*Store)
+
+// WithQuota caps the bytes of blobs the store holds (temp files of writes
+// in progress not counted beyond their reservations). 0, the default,
+// means no cap. A store opened with more than its quota holds it until
+// room is next needed, and then evicts down to it.
+func WithQuota(bytes int64) Option { return func(s *Store) { s.quota = max(bytes, 0) } }
+
+// WithKeep sets a function consulted before evicting a blob: it is spared
+// when keep returns true. keep is called with the store's lock held: it
+// must be quick and must not call the Store. Pin is the cheaper way to
+// protect the blobs of work in progress.
+func WithKeep(keep func(Digest) bool) Option { return func(s *Store) { s.keep = keep } }
+
+// OpenStore opens the store in dir, creating dir (mode 0700) if needed,
+// removes temp files older than StaleTemp and indexes the blobs present.
+func OpenStore(dir string, opts ...Option) (*Store, error) {
+	s := &Store{dir: dir, tmp: filepath.Join(dir, tmpDir), index: map[Digest]*list.Element{}, lru: list.New(), pins: map[Digest]int{}}
+	for _, o := range opts {
+		o(s)
+	}
 	if err := os.MkdirAll(s.tmp, 0o700); err != nil {
 		return nil, fmt.Errorf("blob: open store %s: %w", dir, err)
 	}
 	if _, err := s.cleanTemp(StaleTemp); err != nil {
 		return nil, fmt.Errorf("blob: open store %s: %w", dir, err)
 	}
+	type found struct {
+		e     entry
+		mtime time.Time
+	}
+	var all []found
+	err := s.walk(func(d Digest, _ string, fi fs.FileInfo) error {
+		all = append(all, found{entry{d, fi.Size()}, fi.ModTime()})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("blob: open store %s: %w", dir, err)
+	}
+	slices.SortFunc(all, func(a, b found) int { return a.mtime.Compare(b.mtime) })
+	for _, f := range all { // oldest first, so the newest ends in front
+		s.add(f.e.d, f.e.size)
+	}
 	return s, nil
+}
+
+// Space is the store's accounting against its quota.
+type Space struct {
+	// Quota is the cap in bytes; 0: none.
+	Quota int64
+	// Blobs and Used are the blobs held and their bytes.
+	Blobs int
+	Used  int64
+	// Reserved is the bytes reserved by writes in progress.
+	Reserved int64
+	// Pinned is how many digests are pinned (present or not).
+	Pinned int
+}
+
+// Space returns the store's accounting, from memory.
+func (s *Store) Space() Space {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Space{Quota: s.quota, Blobs: len(s.index), Used: s.used, Reserved: s.reserved, Pinned: len(s.pins)}
+}
+
+// Pin protects blob d from eviction and GC until the returned function is
+// called (Remove still removes it). d need not be present yet: pin a blob
+// before fetching it, so that it stays once it arrives. Pins are counted:
+// d is protected while any is held. The function is safe to call more
+// than once and from any goroutine; only its first call counts.
+func (s *Store) Pin(d Digest) (unpin func()) {
+	s.mu.Lock()
+	s.pins[d]++
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.pins[d]--; s.pins[d] <= 0 {
+				delete(s.pins, d)
+			}
+		})
+	}
+}
+
+// add indexes blob d as the most recently used. s.mu is held (or s is not
+// shared yet).
+func (s *Store) add(d Digest, size int64) {
+	if el, ok := s.index[d]; ok {
+		s.lru.MoveToFront(el)
+		return
+	}
+	s.index[d] = s.lru.PushFront(&entry{d, size})
+	s.used += size
+}
+
+// forget drops blob d from the index. s.mu is held.
+func (s *Store) forget(d Digest) {
+	if el, ok := s.index[d]; ok {
+		s.used -= el.Value.(*entry).size
+		s.lru.Remove(el)
+		delete(s.index, d)
+	}
+}
+
+// touch marks blob d, of size bytes, used now.
+func (s *Store) touch(d Digest, size int64) {
+	s.mu.Lock()
+	s.add(d, size)
+	s.mu.Unlock()
+}
+
+// makeRoom evicts least recently used blobs, neither pinned nor kept,
+// until need more bytes fit in the quota. It evicts nothing and returns an
+// error wrapping ErrQuota if they cannot be made to fit. s.mu is held.
+func (s *Store) makeRoom(need int64) error {
+	if s.quota <= 0 {
+		return nil
+	}
+	short := s.used + s.reserved + need - s.quota
+	if short <= 0 {
+		return nil
+	}
+	var victims []*list.Element
+	freed := int64(0)
+	for el := s.lru.Back(); el != nil && freed < short; el = el.Prev() {
+		e := el.Value.(*entry)
+		if s.pins[e.d] > 0 || (s.keep != nil && s.keep(e.d)) {
+			continue
+		}
+		victims = append(victims, el)
+		freed += e.size
+	}
+	if freed < short {
+		return fmt.Errorf("blob: %d bytes more on %d used and %d reserved of a %d-byte quota, %d evictable: %w",
+			need, s.used, s.reserved, s.quota, freed, ErrQuota)
+	}
+	for _, el := range victims {
+		e := el.Value.(*entry)
+		if err := os.Remove(s.Path(e.d)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("blob %s: evict: %w", e.d.Short(), err)
+		}
+		s.forget(e.d)
+	}
+	return nil
+}
+
+// reserve reserves size bytes for a write, evicting if need be.
+func (s *Store) reserve(size int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.makeRoom(size); err != nil {
+		return err
+	}
+	s.reserved += size
+	return nil
+}
+
+// release gives back a reservation.
+func (s *Store) release(size int64) {
+	if size == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.reserved -= size
+	s.mu.Unlock()
 }
 
 // Dir returns the store's directory.
@@ -101,6 +288,7 @@ func (s *Store) Open(d Digest) (*os.File, int64, error) {
 		f.Close()
 		return nil, 0, fmt.Errorf("blob %s: %w", d.Short(), err)
 	}
+	s.touch(d, fi.Size())
 	return f, fi.Size(), nil
 }
 
@@ -124,15 +312,19 @@ func (s *Store) Bytes(d Digest, max int64) ([]byte, error) {
 
 // Put stores the bytes of r, at most max of them, and returns their digest
 // and size. It returns an error wrapping ErrTooLarge, storing nothing, if r
-// holds more than max bytes (it reads at most max+1 of them). Putting a blob
-// that is already present succeeds and refreshes its modification time.
+// holds more than max bytes (it reads at most max+1 of them), or ErrQuota if
+// no room could be made for them once read. Putting a blob that is already
+// present succeeds and refreshes its modification time.
 func (s *Store) Put(r io.Reader, max int64) (Digest, int64, error) {
-	return s.put(r, max, nil)
+	return s.put(r, max, nil, 0)
 }
 
-// PutBytes stores b and returns its digest.
+// PutBytes stores b and returns its digest, or an error wrapping ErrQuota
+// if no room could be made for it. Like Put, it counts against the quota
+// when it commits: b is in memory already, and the temp file is not the
+// blob.
 func (s *Store) PutBytes(b []byte) (Digest, error) {
-	d, _, err := s.put(bytes.NewReader(b), int64(len(b)), nil)
+	d, _, err := s.put(bytes.NewReader(b), int64(len(b)), nil, 0)
 	return d, err
 }
 
@@ -140,20 +332,31 @@ func (s *Store) PutBytes(b []byte) (Digest, error) {
 // nothing and returns an error wrapping ErrDigestMismatch if the bytes hash
 // to another digest, ErrTooLarge if r holds more than size bytes, or
 // io.ErrUnexpectedEOF (wrapped) if it holds fewer. It reads at most size+1
-// bytes from r.
+// bytes from r. Unless want is present, it reserves size bytes before
+// reading anything, and returns an error wrapping ErrQuota, reading
+// nothing, if it cannot.
 func (s *Store) PutVerified(r io.Reader, want Digest, size int64) error {
 	if size < 0 {
 		return fmt.Errorf("blob %s: negative size %d", want.Short(), size)
 	}
-	_, _, err := s.put(r, size, &want)
+	reserved := int64(0)
+	if _, ok := s.Has(want); !ok {
+		if err := s.reserve(size); err != nil {
+			return fmt.Errorf("blob %s: %w", want.Short(), err)
+		}
+		reserved = size
+	}
+	_, _, err := s.put(r, size, &want, reserved)
 	return err
 }
 
 // put writes r into a temp file, hashing as it goes, and commits it if it is
 // at most max bytes and, when want is set, exactly max bytes hashing to want.
-func (s *Store) put(r io.Reader, max int64, want *Digest) (Digest, int64, error) {
+// It releases the reservation of reserved bytes, however it ends.
+func (s *Store) put(r io.Reader, max int64, want *Digest, reserved int64) (Digest, int64, error) {
 	f, err := os.CreateTemp(s.tmp, "put-*")
 	if err != nil {
+		s.release(reserved)
 		return Digest{}, 0, fmt.Errorf("blob: put: %w", err)
 	}
 	committed := false
@@ -161,6 +364,7 @@ func (s *Store) put(r io.Reader, max int64, want *Digest) (Digest, int64, error)
 		if !committed {
 			f.Close()
 			os.Remove(f.Name())
+			s.release(reserved)
 		}
 	}()
 	h := sha256.New()
@@ -182,16 +386,18 @@ func (s *Store) put(r io.Reader, max int64, want *Digest) (Digest, int64, error)
 		}
 	}
 	committed = true
-	if err := s.commit(f, d); err != nil {
+	if err := s.commit(f, d, n, reserved); err != nil {
 		return Digest{}, n, err
 	}
 	return d, n, nil
 }
 
-// commit fsyncs and closes the verified temp file f and renames it into
-// place as blob d. It removes f on failure, or when d is already present (the
-// present file is the same bytes; its modification time is refreshed).
-func (s *Store) commit(f *os.File, d Digest) error {
+// commit fsyncs and closes the verified temp file f of size bytes and
+// renames it into place as blob d, in place of the reservation of reserved
+// bytes, making room for it if need be. It removes f on failure, or when d
+// is already present (the present file is the same bytes; its modification
+// time is refreshed). It releases the reservation, however it ends.
+func (s *Store) commit(f *os.File, d Digest, size, reserved int64) error {
 	tmp := f.Name()
 	err := f.Sync()
 	if cerr := f.Close(); err == nil {
@@ -199,16 +405,24 @@ func (s *Store) commit(f *os.File, d Digest) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
+		s.release(reserved)
 		return fmt.Errorf("blob %s: sync: %w", d.Short(), err)
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reserved -= reserved
 	final := s.Path(d)
-	if _, err := os.Stat(final); err == nil {
+	if fi, err := os.Stat(final); err == nil {
 		now := time.Now()
 		os.Chtimes(final, now, now) // best effort: keep it from GC
 		os.Remove(tmp)
+		s.add(d, fi.Size())
 		return nil
+	}
+	// The reservation, just given back, leaves room for the same size.
+	if err := s.makeRoom(size); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("blob %s: %w", d.Short(), err)
 	}
 	if err := os.MkdirAll(filepath.Dir(final), 0o700); err != nil {
 		os.Remove(tmp)
@@ -218,6 +432,7 @@ func (s *Store) commit(f *os.File, d Digest) error {
 		os.Remove(tmp)
 		return fmt.Errorf("blob %s: %w", d.Short(), err)
 	}
+	s.add(d, size)
 	return nil
 }
 
@@ -227,6 +442,9 @@ func (s *Store) Remove(d Digest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	err := os.Remove(s.Path(d))
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		s.forget(d)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("blob %s: %w", d.Short(), ErrNotFound)
 	}
@@ -247,9 +465,10 @@ func (s *Store) Usage() (count int, bytes int64, err error) {
 	return count, bytes, err
 }
 
-// GC removes every blob for which keep returns false and whose modification
-// time (when it was stored, or last put again) is more than olderThan ago,
-// and temp files older than StaleTemp. It returns how many blobs it removed.
+// GC removes every blob for which keep returns false, not pinned, and whose
+// modification time (when it was stored, or last put again) is more than
+// olderThan ago, and temp files older than StaleTemp. It returns how many
+// blobs it removed.
 // keep is called without locks held and may be called concurrently with
 // Puts; a blob put while GC runs survives if olderThan > 0.
 func (s *Store) GC(keep func(Digest) bool, olderThan time.Duration) (removed int, err error) {
@@ -262,12 +481,13 @@ func (s *Store) GC(keep func(Digest) bool, olderThan time.Duration) (removed int
 		defer s.mu.Unlock()
 		// Check again under the lock: a Put may have refreshed it.
 		fi, err := os.Stat(path)
-		if err != nil || !fi.ModTime().Before(cutoff) {
+		if err != nil || !fi.ModTime().Before(cutoff) || s.pins[d] > 0 {
 			return nil
 		}
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
+		s.forget(d)
 		removed++
 		return nil
 	})
@@ -341,6 +561,7 @@ func (s *Store) cleanTemp(age time.Duration) (removed int, err error) {
 // WriteAt and ReadAt may be called concurrently (at disjoint offsets for
 // writes); Commit and Discard must not overlap other calls. The creator
 // calls Discard when done, also after a successful Commit (then a no-op).
+// Its size is reserved against the store's quota until then.
 type Partial struct {
 	s    *Store
 	f    *os.File
@@ -348,18 +569,25 @@ type Partial struct {
 	done bool
 }
 
-// NewPartial starts a blob of size bytes in a new temp file.
+// NewPartial starts a blob of size bytes in a new temp file, reserving its
+// size first: it returns an error wrapping ErrQuota, creating nothing, if
+// no room could be made for it.
 func (s *Store) NewPartial(size int64) (*Partial, error) {
 	if size < 0 {
 		return nil, fmt.Errorf("blob: partial of negative size %d", size)
 	}
+	if err := s.reserve(size); err != nil {
+		return nil, fmt.Errorf("blob: partial: %w", err)
+	}
 	f, err := os.CreateTemp(s.tmp, "part-*")
 	if err != nil {
+		s.release(size)
 		return nil, fmt.Errorf("blob: partial: %w", err)
 	}
 	if err := f.Truncate(size); err != nil {
 		f.Close()
 		os.Remove(f.Name())
+		s.release(size)
 		return nil, fmt.Errorf("blob: partial: %w", err)
 	}
 	return &Partial{s: s, f: f, size: size}, nil
@@ -397,7 +625,7 @@ func (p *Partial) Commit(want Digest) error {
 		return fmt.Errorf("blob %s: assembled bytes hash to %s: %w", want.Short(), d.Short(), ErrDigestMismatch)
 	}
 	p.done = true
-	return p.s.commit(p.f, d)
+	return p.s.commit(p.f, d, p.size, p.size)
 }
 
 // Discard removes the temp file unless Commit consumed it. It is safe to
@@ -408,5 +636,6 @@ func (p *Partial) Discard() error {
 	}
 	p.done = true
 	p.f.Close()
+	p.s.release(p.size)
 	return os.Remove(p.f.Name())
 }

@@ -56,7 +56,8 @@ type FetchStats struct {
 // stored.
 //
 // It returns nil once the blob is present, an error wrapping ErrUnavailable
-// if no source delivered it, ErrClosed after Close, or ctx's error.
+// if no source delivered it, blob.ErrQuota if the Store could not make room
+// for it (before its bytes are read), ErrClosed after Close, or ctx's error.
 // Concurrent Fetches of the same digest share one transfer.
 func (s *Service) Fetch(ctx context.Context, d blob.Digest, size int64, hints []peer.ID) error {
 	if size < 0 {
@@ -223,11 +224,16 @@ func (f *fetcher) isLiar(p peer.ID) bool {
 }
 
 // whole fetches the blob whole, one source at a time: first those of
-// order, then new ones from the sources.
+// order, then new ones from the sources. The store's ErrQuota ends it: no
+// source can help with that.
 func (f *fetcher) whole(ctx context.Context, order []peer.ID) error {
 	for _, p := range order {
-		if f.wholeFrom(ctx, p) == nil {
+		err := f.wholeFrom(ctx, p)
+		if err == nil {
 			return nil
+		}
+		if errors.Is(err, blob.ErrQuota) {
+			return fmt.Errorf("blobnet: fetch %s: %w", f.d.Short(), err)
 		}
 		if ctx.Err() != nil {
 			return f.unavailable(ctx)
@@ -238,8 +244,12 @@ func (f *fetcher) whole(ctx context.Context, order []peer.ID) error {
 		if !ok {
 			return f.unavailable(ctx)
 		}
-		if f.wholeFrom(ctx, p) == nil {
+		err := f.wholeFrom(ctx, p)
+		if err == nil {
 			return nil
+		}
+		if errors.Is(err, blob.ErrQuota) {
+			return fmt.Errorf("blobnet: fetch %s: %w", f.d.Short(), err)
 		}
 	}
 }
@@ -262,9 +272,11 @@ func (f *fetcher) wholeFrom(ctx context.Context, p peer.ID) error {
 	f.addBytes(p, cr.n)
 	if err != nil {
 		c.abort()
-		if errors.Is(err, blob.ErrDigestMismatch) {
+		switch {
+		case errors.Is(err, blob.ErrQuota): // ours, not the source's
+		case errors.Is(err, blob.ErrDigestMismatch):
 			f.lied(p)
-		} else {
+		default:
 			f.drop(p, err)
 		}
 		return err

@@ -3,8 +3,10 @@ package blobnet
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -195,5 +197,41 @@ func TestRateClock(t *testing.T) {
 		if !got.Equal(tc.want) || slow != tc.slow {
 			t.Errorf("%s: %v, %v; want %v, %v", tc.name, got.Sub(t0), slow, tc.want.Sub(t0), tc.slow)
 		}
+	}
+}
+
+// TestFetchOverQuota: a blob the fetcher's store cannot make room for
+// fails with blob.ErrQuota, without blaming the source or leaving bytes.
+func TestFetchOverQuota(t *testing.T) {
+	for _, size := range []int{200_000, 6 << 20} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			data := randBytes(size, 22)
+			d := blob.Sum(data)
+			src := newNode(t, Config{})
+			src.put(t, data)
+			f := newNode(t, Config{})
+			var err error
+			if f.store, err = blob.OpenStore(filepath.Join(t.TempDir(), "small"), blob.WithQuota(int64(size-1))); err != nil {
+				t.Fatal(err)
+			}
+			f.svc.Close()
+			if f.svc, err = NewService(Config{Host: f.h, Store: f.store, OnFetch: func(st FetchStats) {
+				f.mu.Lock()
+				f.stats = append(f.stats, st)
+				f.mu.Unlock()
+			}}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { f.svc.Close() })
+			connect(t, f.h, src.h)
+			err = f.svc.Fetch(testCtx(t), d, int64(size), []peer.ID{src.h.ID()})
+			if !errors.Is(err, blob.ErrQuota) {
+				t.Fatalf("Fetch: %v, want ErrQuota", err)
+			}
+			checkHolds(t, f.store, d, nil)
+			if st := f.lastStats(t); len(st.Dropped) != 0 || st.Tried > 1 {
+				t.Fatalf("stats %+v", st)
+			}
+		})
 	}
 }
