@@ -31,6 +31,9 @@ var (
 	ErrFuelLimit = errors.New("fuel limit exceeded")
 	// ErrCanceled: the caller's context was cancelled.
 	ErrCanceled = errors.New("job canceled")
+	// ErrOutputWrite: Job.Stdout refused the guest's output (a full disk):
+	// the host's failure, not the job's.
+	ErrOutputWrite = errors.New("writing the output failed")
 	// ErrNoProvingKeys: a proof-mode job was refused before it started
 	// because the sandbox has no proving key for one of its templates
 	// (Config.ProvingKeys).

@@ -28,6 +28,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -91,6 +92,14 @@ type Job struct {
 	Digest Digest
 	// Input is the guest's stdin.
 	Input []byte
+	// Stdin, when Input is nil, is read for the guest's stdin as the guest
+	// reads it, so a large input can stay on disk. Run does not close it.
+	Stdin io.Reader
+	// Stdout, when set, receives the guest's stdout as it is written (still
+	// capped by the job's output limit) and Result.Output stays nil, so a
+	// large output can go to disk instead of memory. Run does not close it;
+	// a write error stops the job like a full output.
+	Stdout io.Writer
 }
 
 // Result is what a job produced. Run returns a Result also with an error,
@@ -423,7 +432,7 @@ func (s *Sandbox) Run(ctx context.Context, job Job, cfg JobConfig) (*Result, err
 	if err != nil {
 		return nil, err
 	}
-	res, session, err := s.run(ctx, mod, job.Input, cfg)
+	res, session, err := s.run(ctx, mod, job, cfg)
 	if res != nil {
 		res.Compile = took
 	}
@@ -492,7 +501,7 @@ type jobKey struct{}
 
 // run runs one instance of cm. It also returns the job's tensor session,
 // closed (its recorded GEMMs stay readable), when the guest got to run.
-func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, input []byte, cfg JobConfig) (*Result, *tensorhost.Session, error) {
+func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, job Job, cfg JobConfig) (*Result, *tensorhost.Session, error) {
 	// One budget for the guest's linear memory and its host tensors, so a
 	// job never holds more than its memory limit in all.
 	limit := int64(min(cfg.memoryLimit, math.MaxInt64))
@@ -526,12 +535,12 @@ func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, input []byt
 	runCtx = context.WithValue(tensorhost.WithSession(runCtx, session), jobKey{}, st)
 	runCtx = experimental.WithMemoryAllocator(runCtx, linmem.Allocator(budget))
 
-	stdout := &limitedBuffer{limit: cfg.maxOutput, st: st, cause: ErrOutputLimit}
+	stdout := &limitedBuffer{limit: cfg.maxOutput, st: st, cause: ErrOutputLimit, to: job.Stdout}
 	stderr := &limitedBuffer{limit: cfg.maxStderr, st: st, cause: ErrStderrLimit}
 	mc := wazero.NewModuleConfig().
 		WithName(""). // anonymous: many instances of one module may run at once
 		WithArgs("job").
-		WithStdin(bytes.NewReader(input)).
+		WithStdin(stdin(job)).
 		WithStdout(stdout).
 		WithStderr(stderr).
 		WithRandSource(rand.NewChaCha8(cfg.seed)).
@@ -665,21 +674,47 @@ func tick(ctx context.Context, _ api.Module, stack []uint64) {
 	stack[0] = uint64(left + int64(grant))
 }
 
-// limitedBuffer collects a guest stream up to limit bytes and stops the job
-// when the guest writes more.
+// stdin is the reader of a job's stdin: Input, else Stdin, else nothing.
+func stdin(job Job) io.Reader {
+	if job.Input == nil && job.Stdin != nil {
+		return job.Stdin
+	}
+	return bytes.NewReader(job.Input)
+}
+
+// limitedBuffer collects a guest stream up to limit bytes, in buf or passed
+// on to to, and stops the job when the guest writes more.
 type limitedBuffer struct {
 	buf   bytes.Buffer
+	to    io.Writer // nil: buf
+	n     int64     // bytes taken
 	limit int64
 	st    *jobState
 	cause error
 }
 
 func (w *limitedBuffer) Write(p []byte) (int, error) {
-	if int64(w.buf.Len())+int64(len(p)) > w.limit {
-		w.buf.Write(p[:w.limit-int64(w.buf.Len())])
+	over := w.n+int64(len(p)) > w.limit
+	if over {
+		p = p[:w.limit-w.n]
+	}
+	if err := w.write(p); err != nil {
+		w.st.abort(fmt.Errorf("%w: %v", ErrOutputWrite, err))
+	}
+	if over {
 		w.st.abort(fmt.Errorf("%w: more than %d bytes", w.cause, w.limit))
 	}
-	return w.buf.Write(p)
+	return len(p), nil
+}
+
+func (w *limitedBuffer) write(p []byte) error {
+	w.n += int64(len(p))
+	if w.to != nil {
+		_, err := w.to.Write(p)
+		return err
+	}
+	_, err := w.buf.Write(p)
+	return err
 }
 
 // firstLine returns the first line of err's message: wazero appends guest
