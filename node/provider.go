@@ -71,6 +71,10 @@ func newProvider(ctx context.Context, n *Node) (*provider, error) {
 				CUDACores: d.CUDACores, ComputeMajor: d.ComputeMajor, ComputeMinor: d.ComputeMinor})
 		}
 	}
+	// Outputs spooled by a previous process are of runs that never finished.
+	if err := os.RemoveAll(p.spoolDir()); err != nil {
+		return nil, err
+	}
 	if (p.sandbox == nil) != (p.backends == nil) {
 		return nil, errors.New("node: Config.Sandbox and Config.Backends go together")
 	}
@@ -469,22 +473,26 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 		res.Error = "module: " + err.Error()
 		return res
 	}
-	input := a.Input
+	job := ihost.Job{Module: module, Digest: ihost.Digest(an.Module), Input: a.Input}
 	switch {
-	case input != nil:
-		if int64(len(input)) != an.InputSize || blob.Sum(input) != an.Input {
+	case a.Input != nil:
+		if int64(len(a.Input)) != an.InputSize || blob.Sum(a.Input) != an.Input {
 			res.Error = "input does not match its digest"
 			return res
 		}
 	case an.InputSize > 0:
+		// A large input stays on disk and streams into the guest.
 		if err := p.fetch(ctx, an.Input, an.InputSize, hints); err != nil {
 			res.Error = "input: " + err.Error()
 			return res
 		}
-		if input, err = p.n.blobs.Bytes(an.Input, p.n.cfg.MaxInput); err != nil {
+		f, _, err := p.n.blobs.Open(an.Input)
+		if err != nil {
 			res.Error = "input: " + err.Error()
 			return res
 		}
+		defer f.Close()
+		job.Stdin = f
 	}
 	select {
 	case p.slots <- struct{}{}:
@@ -514,15 +522,29 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 		case <-ctx.Done():
 		}
 	}
-	out, runErr := p.sandbox.Run(ctx, ihost.Job{Module: module, Digest: ihost.Digest(an.Module), Input: input}, cfg)
+	sp, err := newSpool(p.spoolDir())
+	if err != nil {
+		res.Error = "output: " + err.Error()
+		return res
+	}
+	defer sp.remove()
+	job.Stdout = sp
+	out, runErr := p.sandbox.Run(ctx, job, cfg)
 	if out != nil && runErr == nil {
 		if p.n.cfg.Faults.lies() {
-			out.Output = p.n.cfg.Faults.corrupt(out.Output) // fault injection: a liar
+			// fault injection: a liar
+			if err := sp.rewrite(p.n.cfg.Faults.corrupt); err != nil {
+				res.Error = "output: " + err.Error()
+				return res
+			}
 		}
 		p.n.cfg.Faults.spoilProofs(out.Proofs) // fault injection: a forger
 	}
-	return p.result(res, out, runErr, an)
+	return p.result(res, out, runErr, sp)
 }
+
+// spoolDir holds the outputs of running jobs; newProvider empties it.
+func (p *provider) spoolDir() string { return filepath.Join(p.n.cfg.DataDir, "spool") }
 
 // fetch makes a blob local and, when it was not, announces it in the DHT,
 // so that other providers can fetch it from here without the client. The
@@ -547,8 +569,9 @@ func fetchTime(size int64) time.Duration {
 	return 30*time.Second + time.Duration(size/(256<<10))*time.Second
 }
 
-// result fills res from a sandbox run and stores large outputs as blobs.
-func (p *provider) result(res *wire.Result, out *ihost.Result, runErr error, an *wire.JobAnnounce) *wire.Result {
+// result fills res from a sandbox run whose output is in sp, and stores
+// large outputs as blobs.
+func (p *provider) result(res *wire.Result, out *ihost.Result, runErr error, sp *spool) *wire.Result {
 	switch {
 	case runErr == nil:
 		res.Outcome, res.ExitCode = wire.OutcomeExited, out.ExitCode
@@ -566,18 +589,21 @@ func (p *provider) result(res *wire.Result, out *ihost.Result, runErr error, an 
 		res.Outcome, res.Error = wire.OutcomeStopped, runErr.Error()
 	}
 	if out != nil {
-		res.Output, res.OutputSize = blob.Sum(out.Output), int64(len(out.Output))
+		res.Output, res.OutputSize = sp.digest(), sp.size
 		res.Fuel, res.RunMicros, res.Backend = out.Fuel, out.Duration.Microseconds(), out.Backend
 		res.Proofs = out.Proofs
-		if len(out.Output) <= wire.MaxInline {
-			res.OutputData = out.Output
+		var err error
+		if sp.size <= wire.MaxInline {
+			res.OutputData, err = sp.bytes()
 		}
 		// Outputs too big for the run's record go to the blob store, from
 		// where the client fetches them or a re-delivery reads them back.
-		if len(out.Output) > maxRecordedOutput {
-			if _, err := p.n.blobs.PutBytes(out.Output); err != nil {
-				res.Outcome, res.Error = wire.OutcomeFailed, "storing output: "+err.Error()
-			}
+		if err == nil && sp.size > maxRecordedOutput {
+			err = p.n.blobs.PutVerified(io.NewSectionReader(sp.f, 0, sp.size), res.Output, sp.size)
+		}
+		if err != nil {
+			res.Outcome, res.Error = wire.OutcomeFailed, "storing output: "+err.Error()
+			return res
 		}
 	} else {
 		res.Output = blob.Sum(nil)

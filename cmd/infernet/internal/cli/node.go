@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,8 +51,9 @@ type NodeOptions struct {
 	IO       IO
 	Config   node.Config
 	API      string
-	Memory   string
 	LogLevel string
+	// Memory, Output, Module and Input are the --max-* sizes, as given.
+	Memory, Output, Module, Input string
 }
 
 // NewCmdNode returns `infernet node`. runF replaces the action in tests.
@@ -96,7 +98,13 @@ stdout (give one to other nodes as --bootstrap).`,
 	f.BoolVar(&c.NAT, "nat", c.NAT, "ask the router for a port mapping (UPnP, NAT-PMP)")
 	f.IntVar(&c.Slots, "slots", 0, "jobs run at once (default: number of CPUs)")
 	f.Uint64Var(&c.Price, "price", 0, "price per job replica in millisatoshi")
-	f.StringVar(&opts.Memory, "max-memory", "1GiB", "largest guest memory accepted (`SIZE`)")
+	f.StringVar(&opts.Memory, "max-memory", "1GiB", "largest job memory accepted, guest and tensor memory together (`SIZE`)")
+	f.StringVar(&opts.Output, "max-output", "64MiB", "largest job output limit accepted (`SIZE`; outputs are held in memory)")
+	f.StringVar(&opts.Module, "max-module", "64MiB", "largest job module accepted (`SIZE`)")
+	f.StringVar(&opts.Input, "max-input", "512MiB", "largest job input accepted (`SIZE`)")
+	f.DurationVar(&c.MaxTimeout, "max-timeout", time.Hour, "longest job run time limit accepted")
+	f.DurationVar(&c.MaxDeadline, "max-deadline", 3*time.Hour, "furthest job deadline accepted, from when it is offered")
+	f.IntVar(&c.MaxPerClient, "max-per-client", 0, "replicas one client may have here at once (default: slots + queue/2)")
 	f.StringVar(&c.Backend, "backend", "auto", "tensor backend for tolerance-mode jobs: auto, "+backends.Names())
 	f.DurationVar(&c.AdvertInterval, "advert-interval", c.AdvertInterval, "how often to republish this node's advert")
 	f.DurationVar(&c.Heartbeat, "heartbeat", c.Heartbeat, "how often a running job reports to its client")
@@ -122,11 +130,22 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 	if err := level.UnmarshalText([]byte(o.LogLevel)); err != nil {
 		return &exitError{Code: ExitError, Err: fmt.Errorf("--log-level: %w", err)}
 	}
-	mem, err := parseSize(o.Memory)
-	if err != nil {
-		return &exitError{Code: ExitError, Err: fmt.Errorf("--max-memory: %w", err)}
+	sizes := []struct {
+		flag, value string
+		set         func(uint64)
+	}{
+		{"--max-memory", o.Memory, func(n uint64) { o.Config.MaxMemory = n }},
+		{"--max-output", o.Output, func(n uint64) { o.Config.MaxOutput = int64(min(n, math.MaxInt64)) }},
+		{"--max-module", o.Module, func(n uint64) { o.Config.MaxModule = int64(min(n, math.MaxInt64)) }},
+		{"--max-input", o.Input, func(n uint64) { o.Config.MaxInput = int64(min(n, math.MaxInt64)) }},
 	}
-	o.Config.MaxMemory = mem
+	for _, sz := range sizes {
+		n, err := parseSize(sz.value)
+		if err != nil {
+			return &exitError{Code: ExitError, Err: fmt.Errorf("%s: %w", sz.flag, err)}
+		}
+		sz.set(n)
+	}
 	log := slog.New(slog.NewTextHandler(o.IO.Err, &slog.HandlerOptions{Level: level}))
 	o.Config.Logger = log
 	features, err := useInstalledKeys(&o.Config)
