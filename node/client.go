@@ -284,6 +284,9 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 	if _, ok := n.blobs.Has(spec.Module); !ok {
 		return nil, fmt.Errorf("module %s: %w", spec.Module.Short(), blob.ErrNotFound)
 	}
+	// Providers fetch module and input from here while the job runs.
+	defer n.blobs.Pin(spec.Module)()
+	defer n.blobs.Pin(spec.Input)()
 	j := &jobRun{
 		c: n.client, ann: ann, req: req, events: events, open: spec.Open, adaptive: spec.Adaptive,
 		holders: map[peer.ID]bool{}, bids: make(chan *offer, 64), late: map[uint8]chan *wire.Result{},

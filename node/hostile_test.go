@@ -350,3 +350,32 @@ func TestHostileSlowBlobs(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileDiskQuota: a peer sends job after job with large inputs of
+// its own. The provider's blobs never pass its quota (the least recently
+// used are evicted), and an honest job still verifies.
+func TestHostileDiskQuota(t *testing.T) {
+	const quota = 6 << 20
+	net := startNetwork(t, 1, func(c *Config) { c.BlobQuota = quota })
+	p := net.providers[0]
+	atk := joinNode(t, net)
+	ctx := context.Background()
+	cat := readTestdata(t, "jobs/cat/cat.wasm")
+	for i := range 10 {
+		input := bytes.Repeat([]byte{byte(i)}, 3<<19) // 1.5 MiB: a blob, not inline
+		s := Spec{Replicas: 1, MaxOutput: 1 << 10, Timeout: 10 * time.Second}.with(t, atk, cat, input)
+		job, err := atk.Submit(ctx, s, nil)
+		if err != nil || job.State != store.JobUnverified {
+			t.Fatalf("job %d: %v, %v", i, job, err)
+		}
+		if sp := p.blobs.Space(); sp.Used > quota {
+			t.Fatalf("after job %d the provider holds %d bytes of blobs, quota %d", i, sp.Used, quota)
+		}
+	}
+	sp := p.blobs.Space()
+	t.Logf("provider blobs after 10 jobs of 1.5 MiB inputs: %d blobs, %d bytes (quota %d)", sp.Blobs, sp.Used, quota)
+	job, err := net.client.Submit(ctx, Spec{Replicas: 1, Timeout: 10 * time.Second}.with(t, net.client, readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("30 30")), nil)
+	if err != nil || job.State != store.JobUnverified {
+		t.Fatalf("honest job after the flood: %v, %v", job, err)
+	}
+}

@@ -75,8 +75,8 @@ type Config struct {
 	// host tensor memory together); default 1 GiB.
 	MaxMemory uint64
 	// MaxOutput is the largest output limit (wire.JobAnnounce.MaxOutput)
-	// accepted, bytes; default 64 MiB. A job's output is held in memory
-	// while it runs, so this bounds a provider's memory like MaxMemory.
+	// accepted, bytes; default 64 MiB. Outputs are spooled to disk as
+	// they are written; this bounds that disk and what clients fetch.
 	MaxOutput int64
 	// MaxModule and MaxInput are the largest module and input accepted,
 	// bytes; defaults 64 MiB (a module is compiled in memory) and 512 MiB.
@@ -103,6 +103,11 @@ type Config struct {
 	// BlobRetention is how long blobs stay after their last use (jobs and
 	// runs that refer to them count as use); default 24 h.
 	BlobRetention time.Duration
+	// BlobQuota caps the disk space of blobs (modules, inputs, outputs),
+	// bytes: storing or fetching one that would pass it evicts the least
+	// recently used blobs not in use by a job here, and fails if that does
+	// not make room. 0: no cap; DefaultConfig: 16 GiB.
+	BlobQuota int64
 	// GossipHeartbeat is GossipSub's heartbeat; default 1 s.
 	GossipHeartbeat time.Duration
 	// Reputation tunes how peers are judged; zero means reputation.Defaults.
@@ -165,6 +170,7 @@ func DefaultConfig() Config {
 		AdvertInterval: time.Minute,
 		Heartbeat:      time.Second,
 		Silence:        5 * time.Second,
+		BlobQuota:      16 << 30,
 	}
 }
 
@@ -292,7 +298,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if n.db, err = store.Open(filepath.Join(cfg.DataDir, "node.db")); err != nil {
 		return nil, err
 	}
-	if n.blobs, err = blob.OpenStore(filepath.Join(cfg.DataDir, "blobs")); err != nil {
+	if n.blobs, err = blob.OpenStore(filepath.Join(cfg.DataDir, "blobs"), blob.WithQuota(cfg.BlobQuota)); err != nil {
 		return nil, err
 	}
 	if cfg.Lnd.Enabled() {

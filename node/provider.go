@@ -458,6 +458,9 @@ func (p *provider) heartbeat(ctx context.Context, c *conn) (stop func()) {
 func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client peer.ID, run *store.Run) *wire.Result {
 	an := &a.Announce
 	res := &wire.Result{V: wire.Version, Job: an.Job, Replica: a.Replica, Outcome: wire.OutcomeFailed}
+	// The job's blobs stay until it is over, whatever the quota evicts.
+	defer p.n.blobs.Pin(an.Module)()
+	defer p.n.blobs.Pin(an.Input)()
 	hints := []peer.ID{client}
 	for _, s := range a.Sources {
 		if id, err := peer.IDFromBytes(s); err == nil {

@@ -80,6 +80,49 @@ type Options struct {
 // 2^32 locals would otherwise cost gigabytes before any limit applies.
 const MaxLocals = 50000
 
+// Structural limits that bound the time wazero takes to compile a module.
+// Compilation happens before a job's time limit applies and costs the
+// provider, not the job, so these are checked here, before wazero sees the
+// module; a module over one is refused with ErrLimit, deterministically, so
+// every provider refuses the same modules. Measured with wazero v1.11.0's
+// optimizing compiler on the project's 2-core machines (see
+// host/compile_test.go): its time grows with the square of the number of
+// basic blocks in a function (100,000 nested blocks, a 300 KB module, took
+// tens of seconds; so did 64,000 blocks side by side or 32,000 br_ifs) and
+// superlinearly with the loads of one function; it is linear otherwise, at
+// up to ~1.7 µs per byte of code (Go guests).
+//
+// The largest test guests (Go, 2.3–2.9 MB) have 1.4–1.8 MB of code, 2,000
+// functions, bodies up to 29 KB, nesting 549 and a control cost up to
+// 7.2×10^7 (MaxControlCost is 3.7 times that);
+// C and Rust guests are far below.
+const (
+	// MaxFunctions is the most functions a module may define (V8 allows
+	// 10^6; wazero spends a few µs on each even when empty).
+	MaxFunctions = 1 << 16
+
+	// MaxCodeBytes caps the code section (all function bodies): compile
+	// time is at least linear in it. Twice the code of a large Go guest.
+	MaxCodeBytes = 4 << 20
+
+	// MaxFunctionBytes caps one function body: the time of a function of
+	// memory loads grows faster than its size.
+	MaxFunctionBytes = 512 << 10
+
+	// MaxNesting is the deepest control nesting (blocks, loops and ifs
+	// inside one another) a function may have.
+	MaxNesting = 4096
+
+	// MaxControlCost caps the sum over functions of the square of each
+	// function's count of blocks and branches, which drives wazero's
+	// quadratic cost: blocks count 1, ifs, br and br_if 2, loops 4 (they
+	// are wrapped in three blocks by the metering) and br_table 1 plus its
+	// targets, weights fitted to the measured cost of each. One function
+	// may have up to 16,384 of them; a module at the limit compiles in
+	// about a second.
+	MaxControlCost = 1 << 28
+)
+
 // ImportKind is the kind of an import.
 type ImportKind byte
 
@@ -127,6 +170,14 @@ type Info struct {
 	// Both are zero when the module has no memory.
 	MemoryMinPages, MemoryMaxPages uint32
 
+	// MaxNesting is the deepest control nesting of any function (0 for
+	// straight-line code), MaxFunctionBytes the size of the largest
+	// function body (locals included), CodeBytes the size of all bodies
+	// and ControlCost the sum over functions of their squared count of
+	// blocks and branches: the quantities the structural limits (MaxNesting,
+	// MaxFunctionBytes, MaxCodeBytes, MaxControlCost) apply to.
+	MaxNesting, MaxFunctionBytes, CodeBytes, ControlCost int
+
 	// Imports lists the module's own imports (not the tick import), so the
 	// caller can enforce an allow-list on every kind.
 	Imports []Import
@@ -141,6 +192,12 @@ var (
 	// ErrMemoryLimit is returned when a memory's declared minimum exceeds
 	// Options.MaxMemoryPages.
 	ErrMemoryLimit = errors.New("meter: memory minimum exceeds limit")
+
+	// ErrLimit is returned for a module over one of the structural limits
+	// (MaxFunctions, MaxCodeBytes, MaxFunctionBytes, MaxNesting,
+	// MaxControlCost) that bound its compile time. (MaxLocals, older,
+	// gives ErrInvalid.)
+	ErrLimit = errors.New("meter: module over a structural limit")
 
 	// ErrReserved is returned when a module imports from ImportModule or
 	// exports ExportFuel.
@@ -294,6 +351,9 @@ func (m *instrumenter) prescan() error {
 			}
 		case secFunction:
 			n := r.count(1)
+			if n > MaxFunctions {
+				return fmt.Errorf("%w: %d functions over limit %d", ErrLimit, n, MaxFunctions)
+			}
 			m.definedFuncs = uint32(n)
 			for i := 0; i < n && r.err == nil; i++ {
 				m.funcTypes = append(m.funcTypes, r.u32())
@@ -655,6 +715,9 @@ func (m *instrumenter) elementSection(r *reader) {
 // codeSection rewrites every function body.
 func (m *instrumenter) codeSection(r *reader) error {
 	m.sawCode = true
+	if size := len(r.buf); size > MaxCodeBytes {
+		return fmt.Errorf("%w: code section of %d bytes over limit %d", ErrLimit, size, MaxCodeBytes)
+	}
 	n := r.count(2)
 	if r.err == nil && uint32(n) != m.definedFuncs {
 		r.fail("%d bodies for %d declared functions", n, m.definedFuncs)
@@ -663,6 +726,9 @@ func (m *instrumenter) codeSection(r *reader) error {
 	for i := 0; i < n && r.err == nil; i++ {
 		size := r.u32()
 		start := r.pos
+		if r.err == nil && size > MaxFunctionBytes {
+			return fmt.Errorf("%w: function %d: body of %d bytes over limit %d", ErrLimit, m.importedFuncs+uint32(i), size, MaxFunctionBytes)
+		}
 		body := r.bytes(int(size))
 		if r.err != nil {
 			break
@@ -670,9 +736,21 @@ func (m *instrumenter) codeSection(r *reader) error {
 		br := newReader(body, r.base+start)
 		m.out = m.w.function(m.out, br, i)
 		if br.err != nil {
-			return fmt.Errorf("%w: code section: function %d: %w", ErrInvalid, m.importedFuncs+uint32(i), br.err)
+			cause := ErrInvalid
+			if m.w.limit {
+				cause = ErrLimit
+			}
+			return fmt.Errorf("%w: code section: function %d: %w", cause, m.importedFuncs+uint32(i), br.err)
 		}
 		m.info.Checks += m.w.checks()
+		m.info.MaxNesting = max(m.info.MaxNesting, m.w.depth)
+		m.info.MaxFunctionBytes = max(m.info.MaxFunctionBytes, len(body))
+		m.info.CodeBytes += len(body)
+		m.info.ControlCost += m.w.blocks * m.w.blocks
+		if m.info.ControlCost > MaxControlCost {
+			return fmt.Errorf("%w: control cost %d over limit %d after function %d (sum of squared counts of blocks and branches per function)",
+				ErrLimit, m.info.ControlCost, MaxControlCost, m.importedFuncs+uint32(i))
+		}
 	}
 	return nil
 }

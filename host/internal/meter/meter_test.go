@@ -802,3 +802,47 @@ func TestHostResourceLimits(t *testing.T) {
 		t.Errorf("too many locals: %v", err)
 	}
 }
+
+// TestControlCost: Info reports the quantities the structural limits apply
+// to, with each instruction's weight, and passing a limit gives ErrLimit.
+func TestControlCost(t *testing.T) {
+	const opNop, opI32, opBrTable = 0x01, 0x41, 0x0e
+	rep := func(n int, b ...byte) []byte { return bytes.Repeat(b, n) }
+	body := func(parts ...[]byte) []byte {
+		b := []byte{0} // no locals
+		for _, p := range parts {
+			b = append(b, p...)
+		}
+		return append(b, opEnd)
+	}
+	tests := []struct {
+		name          string
+		body          []byte
+		nesting, cost int
+		err           error
+	}{
+		{"straight line", body(rep(3, opNop)), 0, 0, nil},
+		{"blocks count 1", body(rep(5, opBlock, 0x40, opEnd)), 1, 25, nil},
+		{"ifs count 2", body(rep(3, opI32, 0, opIf, 0x40, opEnd)), 1, 36, nil},
+		{"loops count 4", body(rep(2, opLoop, 0x40, opEnd)), 1, 64, nil},
+		{"br_if counts 2", body([]byte{opBlock, 0x40}, rep(3, opI32, 0, opBrIf, 0), []byte{opEnd}), 1, 49, nil},
+		{"br_table counts its targets", body([]byte{opBlock, 0x40, opI32, 0, opBrTable, 2, 0, 0, 0, opEnd}), 1, 16, nil},
+		{"nesting at the limit", body(rep(MaxNesting, opBlock, 0x40), rep(MaxNesting, opEnd)), MaxNesting, MaxNesting * MaxNesting, nil},
+		{"nesting over the limit", body(rep(MaxNesting+1, opBlock, 0x40), rep(MaxNesting+1, opEnd)), 0, 0, ErrLimit},
+		{"cost over the limit", body(rep(1<<14+1, opBlock, 0x40, opEnd)), 0, 0, ErrLimit},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, info, err := Instrument(moduleWithBody(tt.body...), Options{})
+			if !errors.Is(err, tt.err) {
+				t.Fatalf("err = %v, want %v", err, tt.err)
+			}
+			if err == nil && (info.MaxNesting != tt.nesting || info.ControlCost != tt.cost) {
+				t.Fatalf("nesting %d cost %d, want %d and %d", info.MaxNesting, info.ControlCost, tt.nesting, tt.cost)
+			}
+			if err == nil && (info.CodeBytes != len(tt.body) || info.MaxFunctionBytes != len(tt.body)) {
+				t.Fatalf("code %d bytes, largest %d, want %d", info.CodeBytes, info.MaxFunctionBytes, len(tt.body))
+			}
+		})
+	}
+}

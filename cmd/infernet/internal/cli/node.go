@@ -52,8 +52,9 @@ type NodeOptions struct {
 	Config   node.Config
 	API      string
 	LogLevel string
-	// Memory, Output, Module and Input are the --max-* sizes, as given.
-	Memory, Output, Module, Input string
+	// Memory, Output, Module and Input are the --max-* sizes, BlobQuota
+	// --blob-quota, as given.
+	Memory, Output, Module, Input, BlobQuota string
 }
 
 // NewCmdNode returns `infernet node`. runF replaces the action in tests.
@@ -99,9 +100,10 @@ stdout (give one to other nodes as --bootstrap).`,
 	f.IntVar(&c.Slots, "slots", 0, "jobs run at once (default: number of CPUs)")
 	f.Uint64Var(&c.Price, "price", 0, "price per job replica in millisatoshi")
 	f.StringVar(&opts.Memory, "max-memory", "1GiB", "largest job memory accepted, guest and tensor memory together (`SIZE`)")
-	f.StringVar(&opts.Output, "max-output", "64MiB", "largest job output limit accepted (`SIZE`; outputs are held in memory)")
+	f.StringVar(&opts.Output, "max-output", "64MiB", "largest job output limit accepted (`SIZE`)")
 	f.StringVar(&opts.Module, "max-module", "64MiB", "largest job module accepted (`SIZE`)")
 	f.StringVar(&opts.Input, "max-input", "512MiB", "largest job input accepted (`SIZE`)")
+	f.StringVar(&opts.BlobQuota, "blob-quota", "16GiB", "disk space for blobs (`SIZE`; least recently used ones are evicted, 0: no cap)")
 	f.DurationVar(&c.MaxTimeout, "max-timeout", time.Hour, "longest job run time limit accepted")
 	f.DurationVar(&c.MaxDeadline, "max-deadline", 3*time.Hour, "furthest job deadline accepted, from when it is offered")
 	f.IntVar(&c.MaxPerClient, "max-per-client", 0, "replicas one client may have here at once (default: slots + queue/2)")
@@ -138,6 +140,7 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 		{"--max-output", o.Output, func(n uint64) { o.Config.MaxOutput = int64(min(n, math.MaxInt64)) }},
 		{"--max-module", o.Module, func(n uint64) { o.Config.MaxModule = int64(min(n, math.MaxInt64)) }},
 		{"--max-input", o.Input, func(n uint64) { o.Config.MaxInput = int64(min(n, math.MaxInt64)) }},
+		{"--blob-quota", o.BlobQuota, func(n uint64) { o.Config.BlobQuota = int64(min(n, math.MaxInt64)) }},
 	}
 	for _, sz := range sizes {
 		n, err := parseSize(sz.value)
