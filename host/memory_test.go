@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"testing"
 
 	"github.com/infernet/infernet/abi"
@@ -67,5 +68,21 @@ func TestMemoryBudget(t *testing.T) {
 				t.Errorf("Result.TensorBytes = %d, want %d", res.TensorBytes, tt.bytes)
 			}
 		})
+	}
+}
+
+// TestMemoryBudgetTrap: a guest that traps after a memory.grow refused
+// because tensors hold the rest of its limit (as a Go guest out of memory
+// does) is stopped with ErrMemoryLimit, although its memory is far from
+// its own maximum.
+func TestMemoryBudgetTrap(t *testing.T) {
+	sb := newSandbox(t, Config{})
+	in := binary.LittleEndian.AppendUint32(nil, 2)    // tensor, grow, trap
+	in = binary.LittleEndian.AppendUint32(in, 480)    // 30 MiB of memory
+	in = binary.LittleEndian.AppendUint32(in, 40<<20) // 40 MiB of tensors
+	_, err := sb.Run(context.Background(), Job{Module: readFile(t, "testdata/budget.wasm"), Input: in},
+		NewJobConfig().WithMemoryLimit(64<<20))
+	if !errors.Is(err, ErrMemoryLimit) {
+		t.Fatalf("err = %v, want ErrMemoryLimit", err)
 	}
 }

@@ -3,7 +3,8 @@
 ;; stdin: three little-endian i32 values: order, pages, bytes. With order 0
 ;; the guest first grows its memory by pages, then asks for an i8 tensor of
 ;; bytes elements; with order 1 it asks for the tensor first. Then it frees
-;; the tensor (if it got one) and grows by pages again. stdout: four
+;; the tensor (if it got one) and grows by pages again. Order 2 is order 1,
+;; then a trap (unreachable) if the grow failed: a guest out of memory. stdout: four
 ;; little-endian i32 values: the first grow's result, tensor_new's result,
 ;; tensor_free's result (0 when there was no tensor), the second grow's
 ;; result. memory.grow answers -1 and tensor_new ENOMEM (-6) when the job's
@@ -30,6 +31,10 @@
       (else
         (local.set $h (call $tensor))
         (i32.store (i32.const 64) (memory.grow (i32.load (i32.const 36))))))
+    ;; Order 2: as 1, then trap if the grow failed, as a Go guest does.
+    (if (i32.and (i32.eq (i32.load (i32.const 32)) (i32.const 2))
+                 (i32.eq (i32.load (i32.const 64)) (i32.const -1)))
+      (then unreachable))
     (i32.store (i32.const 68) (local.get $h))
     (if (i32.gt_s (local.get $h) (i32.const 0))
       (then (i32.store (i32.const 72) (call $tensor_free (local.get $h)))))
