@@ -35,6 +35,11 @@ func joinNode(tb testing.TB, net *testNet) *Node {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { n.Close() })
+	for _, p := range net.providers {
+		if err := n.host.Connect(context.Background(), peer.AddrInfo{ID: p.ID(), Addrs: p.Addrs()}); err != nil {
+			tb.Fatal(err)
+		}
+	}
 	return n
 }
 
