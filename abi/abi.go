@@ -235,7 +235,7 @@ const (
 	ESHAPE   Errno = -3 // the shapes do not fit the operation
 	EDTYPE   Errno = -4 // the operation does not take this element type
 	EFAULT   Errno = -5 // a pointer/length is outside guest memory or misaligned
-	ENOMEM   Errno = -6 // the job's host tensor memory limit is reached
+	ENOMEM   Errno = -6 // the tensor would pass the job's memory limit, which host tensors share with linear memory
 	ETOOMANY Errno = -7 // the job's handle table is full
 	EBACKEND Errno = -8 // the kernel failed (for example a GPU error); the job may retry
 	ENOPROOF Errno = -9 // proof mode: this integer GEMM cannot be proven (accumulate, or larger than the job's largest template)
