@@ -147,6 +147,7 @@ func BenchmarkCompileWorst(b *testing.B) {
 		{"loads-4MiB", commandModule(fill(loads, 6)...)},
 		{"calls-4MiB", commandModule(append([][]byte{calls(1)}, fill(calls, 2)...)...)},
 		{"empty-functions-65536", commandModule(make([][]byte, meter.MaxFunctions)...)},
+		{"loads-and-blocks", commandModule(append(fill(loads, 6), siblingBlocks(1<<14))...)},
 	}
 	only := os.Getenv("COMPILE_ONLY")
 	for _, m := range modules {

@@ -352,12 +352,14 @@ func (s *Sandbox) compile(ctx context.Context, module []byte, pages uint32) (waz
 //
 // Compile time is bounded by the meter's structural limits (meter.MaxCodeBytes,
 // MaxFunctionBytes, MaxNesting, MaxControlCost, MaxFunctions), checked before
-// wazero sees the module: the costliest module they let through compiled in
-// ~4 s on a loaded 2-core machine, a 2.7 MB Go guest in ~0.7 s. ctx cannot
-// bound it: wazero v1.11.0's CompileModule never looks at ctx with its default
-// single compilation worker, and with experimental.WithCompilationWorkers
-// only between functions. A compile deadline would have to abandon a
-// goroutine that keeps burning the CPU to the end, so there is none.
+// wazero sees the module: the costliest modules they let through (3.6 MB of
+// memory loads, plus 16,384 blocks) compiled in 4–7 s on the loaded 2-core
+// test machine, a 2.7 MB Go guest in 0.7–0.9 s (BenchmarkCompileWorst). ctx
+// cannot bound it: wazero v1.11.0's CompileModule never looks at ctx with its
+// default single compilation worker, and with
+// experimental.WithCompilationWorkers only between functions. A compile
+// deadline would have to abandon a goroutine that keeps burning the CPU to
+// the end, so there is none.
 func (s *Sandbox) compileRecovering(ctx context.Context, bin []byte) (mod wazero.CompiledModule, err error) {
 	defer func() {
 		if r := recover(); r != nil {
