@@ -38,6 +38,7 @@ func TestBadModules(t *testing.T) {
 		{file: "bad_start_type.wasm", want: ErrInvalidModule},
 		{file: "data_oob.wasm", want: ErrInvalidModule},
 		{file: "locals_bomb.wasm", want: ErrInvalidModule},
+		{file: "nesting_bomb.wasm", want: ErrInvalidModule},
 		{file: "unknown_import.wasm", want: ErrImportNotAllowed},
 		{file: "import_memory.wasm", want: ErrImportNotAllowed},
 		{file: "import_global.wasm", want: ErrImportNotAllowed},

@@ -384,3 +384,31 @@ func TestHostileDiskQuota(t *testing.T) {
 		t.Fatalf("honest job after the flood: %v, %v", job, err)
 	}
 }
+
+// TestHostileCompileBomb: a peer sends a 300 KB module of 100,000 nested
+// blocks, each time with a byte changed so that no cache helps (wazero
+// compiled one for 30 s or more of CPU). Providers refuse it before
+// compiling, as a deterministic stop every replica agrees on, and an
+// honest job still verifies.
+func TestHostileCompileBomb(t *testing.T) {
+	net := startNetwork(t, 2, nil)
+	atk := joinNode(t, net)
+	ctx := context.Background()
+	bomb := readTestdata(t, "bad/nesting_bomb.wasm")
+	for i := range 3 {
+		// A custom section (id 0, 2 bytes: an empty name, then i): the same
+		// code under a new digest.
+		variant := append(append([]byte(nil), bomb...), 0x00, 0x02, 0x00, byte(i))
+		s := Spec{Replicas: 2, Timeout: 10 * time.Second}.with(t, atk, variant, nil)
+		start := time.Now()
+		job, err := atk.Submit(ctx, s, nil)
+		if err != nil || job.State != store.JobVerified || job.Outcome != wire.OutcomeStopped || !strings.Contains(job.Error, "invalid module") {
+			t.Fatalf("bomb %d: %+v, %v; want verified as stopped: invalid module", i, job, err)
+		}
+		t.Logf("bomb %d refused by both providers in %v: %s", i, time.Since(start).Round(time.Millisecond), job.Error)
+	}
+	job, err := net.client.Submit(ctx, spec(t, net.client, readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("30 30")), nil)
+	if err != nil || job.State != store.JobVerified {
+		t.Fatalf("honest job after the bombs: %v, %v", job, err)
+	}
+}

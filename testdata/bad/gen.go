@@ -6,6 +6,7 @@
 //	go run gen.go garbage        > garbage.wasm
 //	go run gen.go garbage_header > garbage_header.wasm
 //	go run gen.go locals_bomb    > locals_bomb.wasm
+//	go run gen.go nesting_bomb   > nesting_bomb.wasm
 //
 // (truncated.wasm is made by the Makefile with head.)
 package main
@@ -18,7 +19,7 @@ import (
 
 func main() {
 	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: go run gen.go garbage|garbage_header|locals_bomb")
+		fmt.Fprintln(os.Stderr, "usage: go run gen.go garbage|garbage_header|locals_bomb|nesting_bomb")
 		os.Exit(2)
 	}
 	var out []byte
@@ -35,6 +36,8 @@ func main() {
 		out = append([]byte("\x00asm\x01\x00\x00\x00"), random(2, 4096)...)
 	case "locals_bomb":
 		out = localsBomb()
+	case "nesting_bomb":
+		out = nestingBomb()
 	default:
 		fmt.Fprintln(os.Stderr, "gen: unknown output", os.Args[1])
 		os.Exit(2)
@@ -58,19 +61,28 @@ func random(seed uint64, n int) []byte {
 	return b[:n]
 }
 
-// localsBomb returns locals_bomb.wasm: a tiny module whose _start declares
-// 2^32-1 locals of type i64 in one 6-byte entry of its code section (the
-// count is run-length encoded). The binary is valid, but compiling it
-// naively means allocating and zeroing 32 GiB of locals. The sandbox should
-// refuse it at compile time (too many locals) within its time and memory
-// limits.
-func localsBomb() []byte {
+// nestingBomb returns nesting_bomb.wasm: _start is 100,000 nested empty
+// blocks (300 KB), which wazero v1.11.0 takes 30 s to minutes of CPU to
+// compile; a byte changed anywhere defeats a cache keyed by digest. The
+// sandbox should refuse it before compiling (control nesting over its
+// limit), in well under a second.
+func nestingBomb() []byte {
+	const n = 100_000
+	body := []byte{0} // no locals
+	body = append(body, bytes.Repeat([]byte{0x02, 0x40}, n)...)
+	body = append(body, bytes.Repeat([]byte{0x0b}, n+1)...)
+	return commandModule(body)
+}
+
+// commandModule returns a module of one page of memory and one function,
+// _start, of type [] -> [] with the given body (locals, code and end).
+func commandModule(body []byte) []byte {
 	var m bytes.Buffer
 	m.WriteString("\x00asm\x01\x00\x00\x00")
-	section := func(id byte, body ...byte) {
+	section := func(id byte, b ...byte) {
 		m.WriteByte(id)
-		m.Write(uleb(uint64(len(body))))
-		m.Write(body)
+		m.Write(uleb(uint64(len(b))))
+		m.Write(b)
 	}
 	section(1, 1, 0x60, 0, 0) // types: [] -> []
 	section(3, 1, 0)          // functions: one, of type 0
@@ -78,13 +90,22 @@ func localsBomb() []byte {
 	section(7, 2,             // exports:
 		6, '_', 's', 't', 'a', 'r', 't', 0, 0, // "_start" = func 0
 		6, 'm', 'e', 'm', 'o', 'r', 'y', 2, 0) // "memory" = memory 0
-	body := []byte{1}                        // one locals entry:
-	body = append(body, uleb(0xFFFFFFFF)...) // 2^32-1 locals
-	body = append(body, 0x7E)                // of type i64
-	body = append(body, 0x0B)                // end
 	code := append([]byte{1}, uleb(uint64(len(body)))...)
 	section(10, append(code, body...)...) // code: one body
 	return m.Bytes()
+}
+
+// localsBomb returns locals_bomb.wasm: a tiny module whose _start declares
+// 2^32-1 locals of type i64 in one 6-byte entry of its code section (the
+// count is run-length encoded). The binary is valid, but compiling it
+// naively means allocating and zeroing 32 GiB of locals. The sandbox should
+// refuse it at compile time (too many locals) within its time and memory
+// limits.
+func localsBomb() []byte {
+	body := []byte{1}                        // one locals entry:
+	body = append(body, uleb(0xFFFFFFFF)...) // 2^32-1 locals
+	body = append(body, 0x7E)                // of type i64
+	return commandModule(append(body, 0x0B)) // end
 }
 
 // uleb returns x in unsigned LEB128.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // statusKB reads a "Field:   N kB" line of /proc/PID/status.
@@ -29,6 +30,27 @@ func statusKB(t *testing.T, pid int, field string) int64 {
 	}
 	t.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
+}
+
+// cpuTime is the CPU time pid has used (user and system).
+func cpuTime(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the command's closing parenthesis; utime and stime are
+	// the 14th and 15th of the line, in clock ticks (100 a second on Linux).
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
 }
 
 // resetPeak starts a new peak-RSS measurement (VmHWM) for pid.
@@ -80,12 +102,16 @@ func TestHostileRSS(t *testing.T) {
 		{"output flood to the provider's cap", []string{filepath.Join(root, "bad", "output_flood.wasm"), "--max-output", "64MiB", "--memory", "16MiB"}, 16 << 20, ""},
 		{"guest memory bomb", []string{filepath.Join(root, "bad", "memory_grow_loop.wasm"), "--memory", "128MiB"}, 128 << 20, ""},
 		{"host tensor bomb", []string{filepath.Join(root, "bad", "infernet_hostile.wasm"), "--memory", "64MiB"}, 64 << 20, ""},
+		// 300 KB of nested blocks compiled for 30 s or more of CPU in wazero.
+		{"compile bomb", []string{filepath.Join(root, "bad", "nesting_bomb.wasm"), "--memory", "16MiB"}, 16 << 20, ""},
 		{"input of 256 MiB", []string{filepath.Join(root, "jobs", "cat", "cat.wasm"), "--input", big, "--memory", "16MiB", "--max-output", "1MiB", "--timeout", "2m"}, 16 << 20, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			cpu := map[int]time.Duration{}
 			for _, p := range providers {
 				resetPeak(t, p.cmd.Process.Pid)
+				cpu[p.cmd.Process.Pid] = cpuTime(t, p.cmd.Process.Pid)
 			}
 			args := append([]string{"submit"}, tt.args...)
 			_, stderr, code := infernet(t, nil, append(args, "--json", "--datadir", client.dataDir, "--output", filepath.Join(tmp, "out"))...)
@@ -95,7 +121,7 @@ func TestHostileRSS(t *testing.T) {
 			for _, p := range providers {
 				pid := p.cmd.Process.Pid
 				peak, bound := statusKB(t, pid, "VmHWM"), 2*idle[pid]+tt.memory>>10
-				t.Logf("%s: peak RSS %d MiB (idle %d MiB, declared %d MiB, bound %d MiB)", p.name, peak>>10, idle[pid]>>10, tt.memory>>20, bound>>10)
+				t.Logf("%s: peak RSS %d MiB (idle %d MiB, declared %d MiB, bound %d MiB), %v CPU", p.name, peak>>10, idle[pid]>>10, tt.memory>>20, bound>>10, cpuTime(t, pid)-cpu[pid])
 				if peak > bound {
 					t.Errorf("%s: peak RSS %d KiB over 2×idle + declared = %d KiB", p.name, peak, bound)
 				}
