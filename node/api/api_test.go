@@ -17,7 +17,7 @@ import (
 	"github.com/infernet/infernet/node/store"
 )
 
-func startNode(t *testing.T) (*node.Node, *Server, string) {
+func startNode(t testing.TB) (*node.Node, *Server, string) {
 	t.Helper()
 	cfg := node.DefaultConfig()
 	cfg.DataDir = t.TempDir()
