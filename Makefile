@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/infernet
 PKGS    := ./...
 
-.PHONY: all build test vet demo bench deps testdata clean test-payments
+.PHONY: all build test vet demo bench deps testdata clean test-payments fuzz
 
 all: build
 
@@ -27,7 +27,23 @@ vet:
 test: deps vet
 	$(GO) test -count=1 $(PKGS)
 	$(GO) test -count=1 -tags faults -run TestFaults ./cmd/infernet/itest/
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
 	@$(MAKE) --no-print-directory test-payments
+
+# Go fuzz targets (package:Target), each fuzzed for FUZZTIME: hostile bytes
+# on the wire, in requirement expressions, at the local API, in host calls
+# and in modules. Their seed corpora also run in every plain `go test`.
+# `make test` fuzzes each for 5 s; `make fuzz` for a minute (FUZZTIME=10m
+# for a soak). A failing input is saved under the package's testdata/fuzz.
+FUZZTIME ?= 60s
+FUZZ_TARGETS := ./node/wire:FuzzUnmarshal ./node/wire:FuzzReadFrame \
+	./node/requirement:FuzzCompileMatch ./node/api:FuzzAPI \
+	./host:FuzzHostCalls ./host/internal/meter:FuzzInstrument ./proofs/redundancy:FuzzEqual
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t%%:*} $${t##*:} for $(FUZZTIME)"; \
+		$(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) || exit 1; \
+	done
 
 # Runs the example jobs end to end and shows what the sandbox refuses.
 demo: deps build

@@ -225,6 +225,8 @@ func (p *provider) terms(a *wire.JobAnnounce) string {
 		return fmt.Sprintf("module of %d bytes over this provider's limit %d", a.ModuleSize, cfg.MaxModule)
 	case a.InputSize > cfg.MaxInput:
 		return fmt.Sprintf("input of %d bytes over this provider's limit %d", a.InputSize, cfg.MaxInput)
+	case cfg.BlobQuota > 0 && a.ModuleSize+a.InputSize > cfg.BlobQuota:
+		return fmt.Sprintf("module and input over this provider's disk quota %d", cfg.BlobQuota)
 	case time.Duration(a.TimeoutMS)*time.Millisecond > cfg.MaxTimeout:
 		return fmt.Sprintf("timeout %d ms over this provider's limit %v", a.TimeoutMS, cfg.MaxTimeout)
 	case a.Price < cfg.Price:
@@ -543,7 +545,7 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 		}
 		p.n.cfg.Faults.spoilProofs(out.Proofs) // fault injection: a forger
 	}
-	return p.result(res, out, runErr, sp)
+	return p.result(res, out, runErr, an, sp)
 }
 
 // spoolDir holds the outputs of running jobs; newProvider empties it.
@@ -574,7 +576,7 @@ func fetchTime(size int64) time.Duration {
 
 // result fills res from a sandbox run whose output is in sp, and stores
 // large outputs as blobs.
-func (p *provider) result(res *wire.Result, out *ihost.Result, runErr error, sp *spool) *wire.Result {
+func (p *provider) result(res *wire.Result, out *ihost.Result, runErr error, an *wire.JobAnnounce, sp *spool) *wire.Result {
 	switch {
 	case runErr == nil:
 		res.Outcome, res.ExitCode = wire.OutcomeExited, out.ExitCode
@@ -602,6 +604,9 @@ func (p *provider) result(res *wire.Result, out *ihost.Result, runErr error, sp 
 		// Outputs too big for the run's record go to the blob store, from
 		// where the client fetches them or a re-delivery reads them back.
 		if err == nil && sp.size > maxRecordedOutput {
+			// Kept from eviction until the client has had time to fetch it.
+			unpin := p.n.blobs.Pin(res.Output)
+			time.AfterFunc(time.Until(time.UnixMilli(an.Deadline))+payGrace, unpin)
 			err = p.n.blobs.PutVerified(io.NewSectionReader(sp.f, 0, sp.size), res.Output, sp.size)
 		}
 		if err != nil {
