@@ -20,6 +20,7 @@ import (
 
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/blob/blobnet"
+	"github.com/infernet/infernet/node/gossip"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -410,5 +411,33 @@ func TestHostileCompileBomb(t *testing.T) {
 	job, err := net.client.Submit(ctx, spec(t, net.client, readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("30 30")), nil)
 	if err != nil || job.State != store.JobVerified {
 		t.Fatalf("honest job after the bombs: %v, %v", job, err)
+	}
+}
+
+// TestHostileRequirement: a peer announces jobs on the jobs topic whose
+// requirement expressions are valid but hostile: one that evaluates to
+// nil ("{}.A" crashed every provider that saw it: a nil asserted to bool),
+// and ones that are too costly to compile or run. Every provider stays up
+// and an honest job still verifies.
+func TestHostileRequirement(t *testing.T) {
+	net := startNetwork(t, 2, nil)
+	atk := joinNode(t, net)
+	ctx := context.Background()
+	waitFor(t, 10*time.Second, "the attacker's jobs topic has the providers", func() bool {
+		return len(atk.gossip.PubSub().ListPeers(gossip.TopicJobs)) >= len(net.providers)
+	})
+	for _, req := range []string{"{}.A", "[].x == nil", strings.Repeat("!", 1000) + "true", strings.Repeat("(", 500) + "true" + strings.Repeat(")", 500),
+		"all(backends, {all(backends, {all(backends, {all(backends, {true})})})})"} {
+		ann := &wire.JobAnnounce{V: wire.Version, Job: wire.NewJobID(), Client: []byte(atk.ID()), Module: blob.Sum([]byte("m")), ModuleSize: 1,
+			Memory: 1 << 20, TimeoutMS: 1000, Replicas: 1, MaxOutput: 1, Require: req,
+			Time: wire.Millis(time.Now()), Deadline: wire.Millis(time.Now().Add(time.Minute))}
+		if err := atk.gossip.PublishAnnounce(ctx, ann); err != nil {
+			t.Fatalf("announce %q: %v", req, err)
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // delivered within milliseconds on loopback
+	job, err := net.client.Submit(ctx, spec(t, net.client, readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("30 30")), nil)
+	if err != nil || job.State != store.JobVerified {
+		t.Fatalf("honest job after the announces: %v, %v", job, err)
 	}
 }

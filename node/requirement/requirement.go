@@ -395,7 +395,13 @@ func (p *Program) Match(env Env) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("requirement %q: %w", p.src, err)
 	}
-	return out.(bool), nil
+	// AsBool does not make every expression a bool: "{}.A" is nil at run
+	// time, and asserting it crashed every provider that saw the announce.
+	b, ok := out.(bool)
+	if !ok {
+		return false, fmt.Errorf("requirement %q: %T, not a boolean", p.src, out)
+	}
+	return b, nil
 }
 
 // FromAdvert fills an Env from a provider's advert and the reputation this
