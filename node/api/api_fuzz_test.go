@@ -70,7 +70,7 @@ func FuzzAPI(f *testing.F) {
 		switch code {
 		case http.StatusOK, http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound,
 			http.StatusMethodNotAllowed, http.StatusMovedPermanently, http.StatusTemporaryRedirect,
-			http.StatusRequestEntityTooLarge, http.StatusBadGateway:
+			http.StatusRequestEntityTooLarge, http.StatusBadGateway, http.StatusInsufficientStorage:
 		default:
 			t.Fatalf("%s %q: status %d: %s", method, path, code, rec.Body)
 		}

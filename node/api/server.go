@@ -237,6 +237,15 @@ func httpError(w http.ResponseWriter, code int, err error) {
 	json.NewEncoder(w).Encode(errorBody{err.Error()})
 }
 
+// storeStatus is 507 for a blob the node's disk quota has no room for,
+// otherwise code.
+func storeStatus(err error, code int) int {
+	if errors.Is(err, blob.ErrQuota) {
+		return http.StatusInsufficientStorage
+	}
+	return code
+}
+
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(v)
@@ -261,7 +270,7 @@ func (s *Server) postBlob(w http.ResponseWriter, r *http.Request) {
 	}
 	d, err := s.n.PutBlob(r.Context(), b)
 	if err != nil {
-		httpError(w, http.StatusInternalServerError, err)
+		httpError(w, storeStatus(err, http.StatusInternalServerError), err)
 		return
 	}
 	writeJSON(w, BlobInfo{Digest: d, Size: int64(len(b))})
@@ -297,7 +306,7 @@ func (s *Server) fetchBlob(w http.ResponseWriter, r *http.Request) {
 		hints = append(hints, id)
 	}
 	if err := s.n.FetchBlob(r.Context(), d, req.Size, hints); err != nil {
-		httpError(w, http.StatusBadGateway, err)
+		httpError(w, storeStatus(err, http.StatusBadGateway), err)
 		return
 	}
 	writeJSON(w, BlobInfo{Digest: d, Size: req.Size})
