@@ -108,7 +108,7 @@ func FuzzInstrument(f *testing.F) {
 			if out != nil {
 				t.Fatal("output with an error")
 			}
-			if !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrMemoryLimit) && !errors.Is(err, ErrReserved) {
+			if !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrLimit) && !errors.Is(err, ErrMemoryLimit) && !errors.Is(err, ErrReserved) {
 				t.Fatalf("unexpected error type: %v", err)
 			}
 			if errors.Is(err, ErrInvalid) && wazeroCanDecode(wasm) && valid(wasm) == nil {
