@@ -14,6 +14,8 @@
 #       paid vs free, one at a time (latency) and 8 at once (jobs/s)
 #   (h) proofs: constraints, setup, prove, verify, key sizes of the Groth16
 #       templates (Freivalds GEMM n=64, fair exchange of 256 bytes)
+#   (i) hostile peers: what an attacker's input costs a provider before and
+#       after the bounds (requirement expressions, module compilation, frames)
 # BENCH_QUICK=1 shortens every part (a smoke test of this script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -101,3 +103,8 @@ echo "p50/p99 one at a time (target: payment adds <= 150 ms per replica), jobs/s
 
 hr "(h) proofs: Groth16 templates (gnark, BN254); targets: GEMM n=64 prove <= 0.5 s, verify <= 20 ms; exchange 256 B prove <= 2 s"
 go test -run '^$' -bench 'BenchmarkGEMM/n=64$|BenchmarkExchange/size=256' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && echo 1x || echo 3x)" -timeout 60m ./proofs/circuits | grep -E '^Benchmark' || true
+
+hr "(i) hostile peers: cost to a provider of a requirement expression per announce (before/after the bounds and cache), of compiling the worst modules (the 300 KB nesting bomb is refused), of a declared-but-unsent frame"
+go test -run '^$' -bench 'BenchmarkCompile$' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && echo 10x || echo 200x)" ./node/requirement | grep -E '^Benchmark' || true
+go test -run '^$' -bench 'BenchmarkCompileWorst' -benchtime 1x -timeout 30m ./host | grep -E '^Benchmark' || true
+go test -run '^$' -bench 'BenchmarkReadFrame' ./node/wire | grep -E '^Benchmark' || true
