@@ -122,6 +122,12 @@ step "A job nobody can run: no provider matches the requirement (exit 123)"
 echo "\$ infernet submit $jobs/cpu/cpu.wasm --require 'vram >= 16'"
 "$bin" submit "$jobs/cpu/cpu.wasm" --require 'vram >= 16' --datadir "$net/client"; echo "exit status $?"
 
+step "Hostile jobs: providers cap what a client may ask for, and refuse a compile bomb before compiling"
+echo "\$ infernet submit testdata/bad/output_flood.wasm --max-output 1536MiB   # over every provider's --max-output"
+"$bin" submit testdata/bad/output_flood.wasm --max-output 1536MiB --datadir "$net/client"; echo "exit status $?"
+echo "\$ infernet submit testdata/bad/nesting_bomb.wasm   # 300 KB of nested blocks: 30 s of compiling in plain wazero"
+"$bin" submit testdata/bad/nesting_bomb.wasm --datadir "$net/client"; echo "exit status $?"
+
 step "What the client node remembers"
 echo '$ infernet jobs'
 "$bin" jobs --datadir "$net/client"
