@@ -3,6 +3,7 @@ package host
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/infernet/infernet/abi"
@@ -45,7 +46,9 @@ type JobConfig struct {
 	tensorMemory int64
 	proofs       bool
 	maxProofs    int
-	templates    []int // nil: gemmproof.Templates(); never modified once set
+	templates    []int    // nil: gemmproof.Templates(); never modified once set
+	args         []string // after argv[0]; never modified once set
+	env          []string // KEY=VALUE; never modified once set
 	set          bool
 }
 
@@ -146,6 +149,14 @@ func (c JobConfig) Mode() abi.Mode { return c.mode }
 
 func (c JobConfig) pages() uint32 { return uint32(min(c.memoryLimit/pageSize, 65536)) }
 
+// WithArgs sets the guest's arguments after argv[0] ("job"). Arguments are
+// part of the job's definition.
+func (c JobConfig) WithArgs(args ...string) JobConfig { c.args = slices.Clone(args); return c }
+
+// WithEnv sets the guest's environment, as KEY=VALUE pairs (default none).
+// The environment is part of the job's definition.
+func (c JobConfig) WithEnv(env ...string) JobConfig { c.env = slices.Clone(env); return c }
+
 func (c JobConfig) validate() error {
 	switch {
 	case !c.set:
@@ -158,6 +169,8 @@ func (c JobConfig) validate() error {
 		return fmt.Errorf("job config: negative output limit")
 	case c.mode != abi.ModeExact && c.mode != abi.ModeTolerance:
 		return fmt.Errorf("job config: unknown mode %d", c.mode)
+	case slices.ContainsFunc(c.env, func(kv string) bool { k, _, ok := strings.Cut(kv, "="); return !ok || k == "" }):
+		return fmt.Errorf("job config: environment %q: want KEY=VALUE pairs", c.env)
 	case !c.proofs:
 		return nil
 	case c.maxProofs <= 0:

@@ -550,12 +550,16 @@ func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, job Job, cf
 	stderr := &limitedBuffer{limit: cfg.maxStderr, st: st, cause: ErrStderrLimit}
 	mc := wazero.NewModuleConfig().
 		WithName(""). // anonymous: many instances of one module may run at once
-		WithArgs("job").
+		WithArgs(append([]string{"job"}, cfg.args...)...).
 		WithStdin(stdin(job)).
 		WithStdout(stdout).
 		WithStderr(stderr).
 		WithRandSource(rand.NewChaCha8(cfg.seed)).
 		WithStartFunctions() // _start is called below, so the instance stays inspectable
+	for _, kv := range cfg.env {
+		k, v, _ := strings.Cut(kv, "=")
+		mc = mc.WithEnv(k, v)
+	}
 
 	start := time.Now()
 	mod, err := s.rt.InstantiateModule(runCtx, cm, mc)
