@@ -69,15 +69,22 @@ type Spec struct {
 	// accepted result's proofs are kept in the job record (store.Job.Proofs).
 	// It needs Config.GemmVerifyingKey and providers with proving keys.
 	Proofs bool
+	// Args are the guest's arguments after argv[0].
+	Args []string
+	// Shard and Shards place the job in a sharded one (SubmitShards sets
+	// them): the guest's INFERNET_SHARD_INDEX and INFERNET_SHARD_COUNT.
+	Shard, Shards uint32
 }
 
 // Event is one step of a job, pushed to Submit's callback as it happens.
 type Event struct {
-	Time     time.Time `json:"time"`
-	Kind     string    `json:"kind"` // see the Event* constants
-	Replica  int       `json:"replica"`
-	Provider string    `json:"provider,omitempty"`
-	Detail   string    `json:"detail,omitempty"`
+	Time time.Time `json:"time"`
+	Kind string    `json:"kind"` // see the Event* constants
+	// Shard is the shard of a sharded job the event is of (SubmitShards).
+	Shard    int    `json:"shard,omitempty"`
+	Replica  int    `json:"replica"`
+	Provider string `json:"provider,omitempty"`
+	Detail   string `json:"detail,omitempty"`
 }
 
 // Event kinds.
@@ -270,7 +277,7 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 		Require: spec.Require, Replicas: uint8(min(spec.Replicas, 255)), Price: spec.Price,
 		Deadline: wire.Millis(now.Add(spec.Deadline)), Time: wire.Millis(now), MaxOutput: spec.MaxOutput,
 		Rtol: spec.Rtol, Atol: spec.Atol, Format: spec.Format, SameBackend: spec.SameBackend, Settle: spec.Settle,
-		Proofs: spec.Proofs,
+		Proofs: spec.Proofs, Args: spec.Args, Shard: spec.Shard, Shards: spec.Shards,
 	}
 	if err := ann.Validate(); err != nil {
 		return nil, err

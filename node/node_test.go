@@ -22,7 +22,6 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
 
-	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
@@ -139,16 +138,7 @@ func spec(tb testing.TB, n *Node, module, input []byte) Spec {
 // runLocally runs a module in a local sandbox: the answer replicas must give.
 func runLocally(tb testing.TB, module, input []byte) []byte {
 	tb.Helper()
-	sb, err := ihost.New(context.Background(), ihost.Config{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer sb.Close(context.Background())
-	res, err := sb.Run(context.Background(), ihost.Job{Module: module, Input: input}, ihost.NewJobConfig())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return res.Output
+	return runLocallyWith(tb, module, input)
 }
 
 func TestSubmitTwoReplicas(t *testing.T) {

@@ -517,6 +517,8 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 		WithMaxOutput(an.MaxOutput).
 		WithFuelLimit(an.Fuel).
 		WithMode(abi.Mode(an.Mode)).
+		WithArgs(an.Args...).
+		WithEnv(an.ShardEnv()...).
 		WithSeed(sha256.Sum256(an.Job[:])) // every replica draws the same randomness
 	if an.Proofs {
 		cfg = proofConfig(cfg)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -109,6 +110,19 @@ type JobAnnounce struct {
 	// proofs to its Result. Proof mode changes what some ops answer
 	// (abi.ENOPROOF), so it is part of the job's definition.
 	Proofs bool `cbor:"23,keyasint"`
+	// Args are the guest's arguments after argv[0].
+	Args []string `cbor:"24,keyasint"`
+	// Shard and Shards place the job in a sharded one: it is shard Shard
+	// (from 0) of Shards, which the guest reads from its environment as
+	// INFERNET_SHARD_INDEX and INFERNET_SHARD_COUNT. Shards 0 is a job on
+	// its own: shard 0 of 1.
+	Shard  uint32 `cbor:"25,keyasint"`
+	Shards uint32 `cbor:"26,keyasint"`
+}
+
+// ShardEnv is the guest environment of the announce's shard.
+func (m *JobAnnounce) ShardEnv() []string {
+	return []string{fmt.Sprintf("INFERNET_SHARD_INDEX=%d", m.Shard), fmt.Sprintf("INFERNET_SHARD_COUNT=%d", max(m.Shards, 1))}
 }
 
 // Settle values of JobAnnounce.Settle.
@@ -133,6 +147,11 @@ const (
 	MaxTimeout     = 24 * time.Hour
 	MaxModuleBytes = 256 << 20
 	MaxInputBytes  = 1 << 30
+	// MaxArgs and MaxArgBytes cap a job's arguments, in count and bytes.
+	MaxArgs     = 64
+	MaxArgBytes = 4096
+	// MaxShards caps how many shards a job may be split into.
+	MaxShards = 1 << 16
 )
 
 // Validate checks the fields that do not depend on local state.
@@ -159,6 +178,16 @@ func (m *JobAnnounce) Validate() error {
 	case m.Settle == SettleFair && (m.Price == 0 || m.Format != 0):
 		// Outputs hidden until paid cannot be compared as numbers.
 		return fmt.Errorf("%w: fair exchange needs a price and exact comparison", ErrMalformed)
+	case m.Shards > MaxShards || m.Shard >= max(m.Shards, 1):
+		return fmt.Errorf("%w: shard %d of %d", ErrMalformed, m.Shard, m.Shards)
+	case len(m.Args) > MaxArgs:
+		return fmt.Errorf("%w: %d arguments, limit %d", ErrMalformed, len(m.Args), MaxArgs)
+	}
+	n := 0
+	for _, a := range m.Args {
+		if n += len(a) + 1; n > MaxArgBytes || strings.IndexByte(a, 0) >= 0 {
+			return fmt.Errorf("%w: arguments over %d bytes or with a NUL byte", ErrMalformed, MaxArgBytes)
+		}
 	}
 	if _, err := peer.IDFromBytes(m.Client); err != nil {
 		return fmt.Errorf("%w: client: %v", ErrMalformed, err)

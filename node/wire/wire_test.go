@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"runtime"
+	"strings"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -118,18 +119,29 @@ func TestValidate(t *testing.T) {
 	if err := announce(id).Validate(); err != nil {
 		t.Fatalf("good announce: %v", err)
 	}
+	sharded := announce(id)
+	sharded.Shard, sharded.Shards, sharded.Args = 9, 10, []string{"--x", ""}
+	if err := sharded.Validate(); err != nil {
+		t.Fatalf("good sharded announce: %v", err)
+	}
 	for name, mutate := range map[string]func(*JobAnnounce){
-		"no replicas":   func(a *JobAnnounce) { a.Replicas = 0 },
-		"many replicas": func(a *JobAnnounce) { a.Replicas = MaxReplicas + 1 },
-		"no timeout":    func(a *JobAnnounce) { a.TimeoutMS = 0 },
-		"no module":     func(a *JobAnnounce) { a.Module = blob.Digest{} },
-		"huge input":    func(a *JobAnnounce) { a.InputSize = MaxInputBytes + 1 },
-		"bad mode":      func(a *JobAnnounce) { a.Mode = 9 },
-		"bad client":    func(a *JobAnnounce) { a.Client = []byte("x") },
-		"no memory":     func(a *JobAnnounce) { a.Memory = 0 },
-		"bad settle":    func(a *JobAnnounce) { a.Settle = 2 },
-		"free fair":     func(a *JobAnnounce) { a.Settle, a.Price = SettleFair, 0 },
-		"numeric fair":  func(a *JobAnnounce) { a.Settle, a.Price, a.Mode, a.Format = SettleFair, 1, ModeTolerance, 1 },
+		"no replicas":          func(a *JobAnnounce) { a.Replicas = 0 },
+		"many replicas":        func(a *JobAnnounce) { a.Replicas = MaxReplicas + 1 },
+		"no timeout":           func(a *JobAnnounce) { a.TimeoutMS = 0 },
+		"no module":            func(a *JobAnnounce) { a.Module = blob.Digest{} },
+		"huge input":           func(a *JobAnnounce) { a.InputSize = MaxInputBytes + 1 },
+		"bad mode":             func(a *JobAnnounce) { a.Mode = 9 },
+		"bad client":           func(a *JobAnnounce) { a.Client = []byte("x") },
+		"no memory":            func(a *JobAnnounce) { a.Memory = 0 },
+		"bad settle":           func(a *JobAnnounce) { a.Settle = 2 },
+		"free fair":            func(a *JobAnnounce) { a.Settle, a.Price = SettleFair, 0 },
+		"numeric fair":         func(a *JobAnnounce) { a.Settle, a.Price, a.Mode, a.Format = SettleFair, 1, ModeTolerance, 1 },
+		"shard past the count": func(a *JobAnnounce) { a.Shard, a.Shards = 3, 3 },
+		"shard of none":        func(a *JobAnnounce) { a.Shard = 1 },
+		"too many shards":      func(a *JobAnnounce) { a.Shards = MaxShards + 1 },
+		"too many args":        func(a *JobAnnounce) { a.Args = make([]string, MaxArgs+1) },
+		"long args":            func(a *JobAnnounce) { a.Args = []string{strings.Repeat("x", MaxArgBytes)} },
+		"NUL in an arg":        func(a *JobAnnounce) { a.Args = []string{"a\x00b"} },
 	} {
 		a := announce(id)
 		mutate(a)
