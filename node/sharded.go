@@ -115,7 +115,8 @@ func (n *Node) SubmitShards(ctx context.Context, spec Spec, inputs []ShardInput,
 	}
 	d, size, err := n.concat(sj.Shards)
 	if err != nil {
-		return sj, fmt.Errorf("sharded job: merging outputs: %w", err)
+		sj.State, sj.Error = store.JobFailed, "merging outputs: "+err.Error()
+		return sj, nil
 	}
 	sj.Output, sj.OutputSize = d, size
 	return sj, nil

@@ -135,6 +135,31 @@ func (c *Client) Blob(ctx context.Context, d blob.Digest, max int64) ([]byte, er
 // Submit submits a job and calls onEvent for each progress event as it
 // arrives; it returns the final job record.
 func (c *Client) Submit(ctx context.Context, req SubmitRequest, onEvent func(node.Event)) (*store.Job, error) {
+	l, err := c.submit(ctx, req, onEvent)
+	if err != nil {
+		return nil, err
+	}
+	if l.Job == nil {
+		return nil, errors.New("api: no job record in the answer")
+	}
+	return l.Job, nil
+}
+
+// SubmitShards submits a sharded job (req.Shards set) and calls onEvent for
+// each progress event of every shard as it arrives; it returns the outcome.
+func (c *Client) SubmitShards(ctx context.Context, req SubmitRequest, onEvent func(node.Event)) (*node.ShardedJob, error) {
+	l, err := c.submit(ctx, req, onEvent)
+	if err != nil {
+		return nil, err
+	}
+	if l.Sharded == nil {
+		return nil, errors.New("api: no sharded job in the answer")
+	}
+	return l.Sharded, nil
+}
+
+// submit posts req and reads the progress stream until its last line.
+func (c *Client) submit(ctx context.Context, req SubmitRequest, onEvent func(node.Event)) (*Line, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
@@ -156,8 +181,8 @@ func (c *Client) Submit(ctx context.Context, req SubmitRequest, onEvent func(nod
 			if onEvent != nil {
 				onEvent(*l.Event)
 			}
-		case l.Job != nil:
-			return l.Job, nil
+		case l.Job != nil || l.Sharded != nil:
+			return &l, nil
 		case l.Error != "":
 			return nil, errors.New(l.Error)
 		}

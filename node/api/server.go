@@ -97,14 +97,22 @@ type SubmitRequest struct {
 	Format      uint8   `json:"format,omitempty"`
 	Settle      uint8   `json:"settle,omitempty"`
 	Proofs      bool    `json:"proofs,omitempty"`
+	// Args are the guest's arguments after argv[0].
+	Args []string `json:"args,omitempty"`
+	// Shards, when set, make a sharded job (node.SubmitShards) of one job
+	// per shard input (Input is then unused), Parallel of them at once (0:
+	// all); the answer's last line is Sharded.
+	Shards   []node.ShardInput `json:"shards,omitempty"`
+	Parallel int               `json:"parallel,omitempty"`
 }
 
 // Line is one line of the submit response: progress events, then the final
 // job record, or an error that kept the job from being recorded.
 type Line struct {
-	Event *node.Event `json:"event,omitempty"`
-	Job   *store.Job  `json:"job,omitempty"`
-	Error string      `json:"error,omitempty"`
+	Event   *node.Event      `json:"event,omitempty"`
+	Job     *store.Job       `json:"job,omitempty"`
+	Sharded *node.ShardedJob `json:"sharded,omitempty"`
+	Error   string           `json:"error,omitempty"`
 }
 
 // Server serves a node's API.
@@ -332,7 +340,8 @@ func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 	var req SubmitRequest
-	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&req); err != nil {
+	// Room for the digests of wire.MaxShards shards.
+	if err := json.NewDecoder(io.LimitReader(r.Body, 16<<20)).Decode(&req); err != nil {
 		httpError(w, http.StatusBadRequest, err)
 		return
 	}
@@ -342,7 +351,7 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 		Deadline: time.Duration(req.DeadlineMS) * time.Millisecond, Memory: req.Memory,
 		MaxOutput: req.MaxOutput, Fuel: req.Fuel, Mode: req.Mode, Require: req.Require, Price: req.Price,
 		Adaptive: req.Adaptive, SameBackend: req.SameBackend, Rtol: req.Rtol, Atol: req.Atol, Format: req.Format, Settle: req.Settle,
-		Proofs: req.Proofs,
+		Proofs: req.Proofs, Args: req.Args,
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
@@ -357,7 +366,18 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 			flusher.Flush()
 		}
 	}
-	job, err := s.n.Submit(r.Context(), spec, func(e node.Event) { send(Line{Event: &e}) })
+	events := func(e node.Event) { send(Line{Event: &e}) }
+	if len(req.Shards) > 0 {
+		sj, err := s.n.SubmitShards(r.Context(), spec, req.Shards, req.Parallel, events)
+		switch {
+		case sj != nil:
+			send(Line{Sharded: sj})
+		case err != nil:
+			send(Line{Error: err.Error()})
+		}
+		return
+	}
+	job, err := s.n.Submit(r.Context(), spec, events)
 	switch {
 	case job != nil:
 		send(Line{Job: job})

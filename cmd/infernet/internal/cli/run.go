@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/infernet/infernet/node/wire"
 	"io"
 	"log/slog"
 	"os"
@@ -34,13 +35,16 @@ type RunOptions struct {
 	Backend   string
 	CacheDir  string
 	Stats     bool
+	// Args are the job's arguments (after --); Shard is --shard I/N.
+	Args  []string
+	Shard string
 }
 
 // NewCmdRun returns `infernet run`. runF replaces the command's action in tests.
 func NewCmdRun(stdio IO, runF func(context.Context, *RunOptions) error) *cobra.Command {
 	opts := &RunOptions{IO: stdio}
 	cmd := &cobra.Command{
-		Use:   "run MODULE",
+		Use:   "run MODULE [-- ARG...]",
 		Short: "Run a WebAssembly job locally in the sandbox",
 		Long: `Run a WASI command module in infernet's sandbox: stdin is the input, stdout
 the output, with no filesystem or network, deterministic clocks and randomness,
@@ -48,12 +52,16 @@ and the infernet tensor host module.
 
 Exit status: the job's own exit code when it exits (above 255: 255); 125 when
 it could not run or was stopped (invalid module, disallowed import, trap, time,
-memory, fuel or output limit), with one line on stderr naming the cause.`,
+memory, fuel or output limit), with one line on stderr naming the cause.
+
+Arguments after -- go to the job. Its environment holds INFERNET_SHARD_INDEX
+and INFERNET_SHARD_COUNT, as on the network (--shard I/N; default 0/1).`,
 		Example: `  infernet run job.wasm --input data.bin --output out.bin
-  infernet run mlp.wasm --input - --mode tolerance < batch.f32`,
-		Args: cobra.ExactArgs(1),
+  infernet run mlp.wasm --input - --mode tolerance < batch.f32
+  infernet run lines.wasm --input part3.txt --shard 3/10 -- --prefix x`,
+		Args: moduleArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Module = args[0]
+			opts.Module, opts.Args = args[0], args[1:]
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -72,7 +80,20 @@ memory, fuel or output limit), with one line on stderr naming the cause.`,
 	f.StringVar(&opts.Backend, "backend", "auto", "tensor backend for tolerance mode: auto, "+backends.Names())
 	f.StringVar(&opts.CacheDir, "cache-dir", defaultCacheDir(), "compiled-module cache directory (empty: memory only)")
 	f.BoolVar(&opts.Stats, "stats", false, "print run statistics as JSON on stderr")
+	f.StringVar(&opts.Shard, "shard", "0/1", "run as shard `I/N` of a sharded job (the guest's INFERNET_SHARD_INDEX and _COUNT)")
 	return cmd
+}
+
+// moduleArgs accepts MODULE, then job arguments only after --.
+func moduleArgs(cmd *cobra.Command, args []string) error {
+	dash := cmd.ArgsLenAtDash()
+	switch {
+	case len(args) == 0 || dash == 0:
+		return errors.New("want MODULE [-- ARG...]")
+	case dash == -1 && len(args) > 1, dash > 1:
+		return fmt.Errorf("job arguments go after --: %q", args[1:])
+	}
+	return nil
 }
 
 func defaultCacheDir() string {
@@ -106,6 +127,11 @@ func (o *RunOptions) jobConfig() (host.JobConfig, error) {
 		}
 		copy(seed[:], b)
 	}
+	var ann wire.JobAnnounce
+	if _, err := fmt.Sscanf(o.Shard, "%d/%d", &ann.Shard, &ann.Shards); err != nil || ann.Shard >= ann.Shards || ann.Shards > wire.MaxShards {
+		return cfg, fmt.Errorf("--shard: %q: want I/N with 0 <= I < N <= %d", o.Shard, wire.MaxShards)
+	}
+	cfg = cfg.WithArgs(o.Args...).WithEnv(ann.ShardEnv()...)
 	return cfg.WithMemoryLimit(mem).WithMaxOutput(int64(maxOut)).WithMode(mode).WithSeed(seed), nil
 }
 

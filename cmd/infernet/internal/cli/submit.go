@@ -57,13 +57,20 @@ type SubmitOptions struct {
 	Atol      float64
 	Settle    string // escrow or fair
 	Proofs    bool
+	// Args are the job's arguments (after --).
+	Args []string
+	// Shards, Split, InputDir and Parallel make a sharded job (sharded.go).
+	Shards   int
+	Split    string
+	InputDir string
+	Parallel int
 }
 
 // NewCmdSubmit returns `infernet submit`. runF replaces the action in tests.
 func NewCmdSubmit(stdio IO, runF func(context.Context, *SubmitOptions) error) *cobra.Command {
 	opts := &SubmitOptions{IO: stdio}
 	cmd := &cobra.Command{
-		Use:   "submit MODULE",
+		Use:   "submit MODULE [-- ARG...]",
 		Short: "Run a job on the network through the local node",
 		Long: `Submit a WebAssembly job to the network through the local node (infernet
 node): the module and input are stored as blobs, the job goes to --replicas
@@ -77,12 +84,19 @@ Exit status: 0 for a verified result of a job that exited 0; the job's own
 exit code for a verified result of a job that exited otherwise (above 255:
 255); 125 when the job verifiably could not run (invalid module, trap, limit);
 122 when the result is unverified (--replicas 1); 123 when there is no result
-(no matching providers, replicas disagree, deadline); 1 for other errors.`,
+(no matching providers, replicas disagree, deadline); 1 for other errors.
+
+Arguments after -- go to the job. With --shards N the input is cut into N
+shards (--split lines, bytes or records:SEP), or each file of --input-dir is
+one: each shard runs as a job of its own with --replicas replicas, verified on
+its own, and the outputs are concatenated in order. The guest reads its shard
+from INFERNET_SHARD_INDEX and INFERNET_SHARD_COUNT.`,
 		Example: `  infernet submit job.wasm --input data.bin --output out.bin
-  infernet submit mlp.wasm --input x.f32 --replicas 3 --require 'vram >= 16 && reputation > 0.8'`,
-		Args: cobra.ExactArgs(1),
+  infernet submit mlp.wasm --input x.f32 --replicas 3 --require 'vram >= 16 && reputation > 0.8'
+  infernet submit lines.wasm --input big.txt --shards 10 -- --prefix x`,
+		Args: moduleArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Module = args[0]
+			opts.Module, opts.Args = args[0], args[1:]
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -113,6 +127,10 @@ exit code for a verified result of a job that exited otherwise (above 255:
 	tmpl := node.ProofTemplates()
 	f.BoolVar(&opts.Proofs, "proofs", false, fmt.Sprintf("proof mode: providers prove each integer GEMM of the job (Groth16; at most %d ops, each at most %d in every dimension, larger ones fail with ENOPROOF) and the proofs are kept with the job (infernet jobs --json); needs the GEMM verifying keys",
 		host.DefaultMaxProofs, tmpl[len(tmpl)-1]))
+	f.IntVar(&opts.Shards, "shards", 1, "cut the input into `N` shards, each a job of its own")
+	f.StringVar(&opts.Split, "split", "lines", "how --shards cuts the input: lines, bytes or records:SEP")
+	f.StringVar(&opts.InputDir, "input-dir", "", "one shard per file of `DIR`, in name order (instead of --input)")
+	f.IntVar(&opts.Parallel, "parallel", 0, "shards running at once (default: all)")
 	f.StringVar(&opts.Settle, "settle", "escrow", "how a paid job pays: escrow (hold invoices released after verification) or fair (outputs of at most 254 bytes bought by zero-knowledge fair exchange)")
 	return cmd
 }
@@ -154,7 +172,7 @@ func (o *SubmitOptions) request() (api.SubmitRequest, error) {
 	if _, err := requirement.Compile(o.Require); err != nil {
 		return req, fmt.Errorf("--require: %w", err)
 	}
-	req.Memory, req.MaxOutput, req.Mode = mem, int64(maxOut), uint8(mode)
+	req.Memory, req.MaxOutput, req.Mode, req.Args, req.Parallel = mem, int64(maxOut), uint8(mode), o.Args, o.Parallel
 	req.Adaptive, req.SameBackend, req.Proofs = o.Adaptive, o.Same, o.Proofs
 	if o.Compare != "" {
 		if mode != abi.ModeTolerance {
@@ -177,6 +195,9 @@ func runSubmit(ctx context.Context, o *SubmitOptions) error {
 	req, err := o.request()
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
+	}
+	if o.Shards > 1 || o.InputDir != "" {
+		return runSharded(ctx, o, req)
 	}
 	module, err := os.ReadFile(o.Module)
 	if err != nil {

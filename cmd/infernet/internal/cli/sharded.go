@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/infernet/infernet/node"
+	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/shard"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
+)
+
+// shardInputs returns the shards of a sharded submit: the files of
+// --input-dir in name order, or the input cut by --split into --shards.
+func (o *SubmitOptions) shardInputs() ([][]byte, error) {
+	if o.InputDir != "" {
+		if o.Input != "" {
+			return nil, errors.New("--input-dir and --input exclude each other")
+		}
+		entries, err := os.ReadDir(o.InputDir)
+		if err != nil {
+			return nil, err
+		}
+		var shards [][]byte
+		for _, e := range entries { // ReadDir sorts by name
+			if !e.Type().IsRegular() {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(o.InputDir, e.Name()))
+			if err != nil {
+				return nil, err
+			}
+			shards = append(shards, b)
+		}
+		if len(shards) == 0 {
+			return nil, fmt.Errorf("--input-dir %s: no files", o.InputDir)
+		}
+		return shards, nil
+	}
+	split, err := shard.ParseSplit(o.Split)
+	if err != nil {
+		return nil, fmt.Errorf("--split: %w", err)
+	}
+	if o.Shards < 1 || o.Shards > wire.MaxShards {
+		return nil, fmt.Errorf("--shards: want 1 to %d", wire.MaxShards)
+	}
+	var input []byte
+	switch o.Input {
+	case "":
+	case "-":
+		input, err = io.ReadAll(o.IO.In)
+	default:
+		input, err = os.ReadFile(o.Input)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("input: %w", err)
+	}
+	shards := split.Cut(input, o.Shards)
+	if len(shards) == 0 {
+		return nil, errors.New("--shards: the input is empty")
+	}
+	return shards, nil
+}
+
+// runSharded submits a sharded job, writes the merged output and prints a
+// summary per shard.
+func runSharded(ctx context.Context, o *SubmitOptions, req api.SubmitRequest) error {
+	shards, err := o.shardInputs()
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	module, err := os.ReadFile(o.Module)
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	c, err := api.Dial(o.DataDir, o.API)
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	mb, err := c.PutBlob(ctx, module)
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	req.Module, req.ModuleSize = mb.Digest, mb.Size
+	for _, b := range shards {
+		ib, err := c.PutBlob(ctx, b)
+		if err != nil {
+			return &exitError{Code: ExitError, Err: err}
+		}
+		req.Shards = append(req.Shards, node.ShardInput{Input: ib.Digest, InputSize: ib.Size})
+	}
+	start := time.Now()
+	sj, err := c.SubmitShards(ctx, req, shardProgress(o, len(shards)))
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	if !sj.Output.IsZero() {
+		out, err := c.Blob(ctx, sj.Output, sj.OutputSize)
+		if err == nil {
+			err = writeSubmitOutput(o, out)
+		}
+		if err != nil {
+			return &exitError{Code: ExitError, Err: fmt.Errorf("output: %w", err)}
+		}
+	}
+	if err := printShardedSummary(o, sj, time.Since(start)); err != nil {
+		return err
+	}
+	switch sj.State {
+	case store.JobVerified:
+		return nil
+	case store.JobUnverified:
+		return &exitError{Code: ExitUnverified}
+	}
+	return &exitError{Code: ExitNoResult, Err: fmt.Errorf("sharded job failed: %s", sj.Error)}
+}
+
+// shardProgress prints each shard's end and retries on stderr, when
+// progress is on.
+func shardProgress(o *SubmitOptions, shards int) func(node.Event) {
+	on := o.Progress == "always"
+	if f, ok := o.IO.Err.(*os.File); o.Progress == "auto" && ok {
+		on = isTerminal(f)
+	}
+	if !on {
+		return nil
+	}
+	done := 0
+	return func(e node.Event) {
+		switch e.Kind {
+		case node.EventShardDone:
+			done++
+			fmt.Fprintf(o.IO.Err, "shard %d: %s (%d of %d done)\n", e.Shard, e.Detail, done, shards)
+		case node.EventShardRetry:
+			fmt.Fprintf(o.IO.Err, "shard %d: again on other providers (%s)\n", e.Shard, e.Detail)
+		case node.EventLost:
+			fmt.Fprintf(o.IO.Err, "shard %d replica %d: lost %s (%s)\n", e.Shard, e.Replica, shortID(e.Provider), e.Detail)
+		}
+	}
+}
+
+// ShardedSummary is the --json output of a sharded submit.
+type ShardedSummary struct {
+	State      string    `json:"state"`
+	Verified   bool      `json:"verified"`
+	Shards     []Summary `json:"shards"`
+	Attempts   []int     `json:"attempts"`
+	Output     string    `json:"output,omitempty"`
+	OutputSize int64     `json:"output_size"`
+	ElapsedMS  float64   `json:"elapsed_ms"`
+	Error      string    `json:"error,omitempty"`
+}
+
+func printShardedSummary(o *SubmitOptions, sj *node.ShardedJob, elapsed time.Duration) error {
+	s := ShardedSummary{State: sj.State.String(), Verified: sj.State == store.JobVerified, Attempts: sj.Attempts,
+		OutputSize: sj.OutputSize, ElapsedMS: float64(elapsed.Microseconds()) / 1000, Error: sj.Error}
+	if !sj.Output.IsZero() {
+		s.Output = sj.Output.String()
+	}
+	for _, j := range sj.Shards {
+		if j != nil {
+			s.Shards = append(s.Shards, summarize(j, j.Finished.Sub(j.Created)))
+		} else {
+			s.Shards = append(s.Shards, Summary{State: "not run"})
+		}
+	}
+	if o.JSON {
+		enc := json.NewEncoder(o.IO.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(s)
+	}
+	w := o.IO.Err
+	fmt.Fprintf(w, "sharded job: %s, %d shards in %v\n", s.State, len(s.Shards), elapsed.Round(time.Millisecond))
+	for i, sh := range s.Shards {
+		fmt.Fprintf(w, "  shard %-3d %s  %-10s %d/%d agree  %d job(s)\n", i, shortID(sh.Job), sh.State, sh.Agree, sh.Replicas, sj.Attempts[i])
+	}
+	if s.Output != "" {
+		fmt.Fprintf(w, "  output %d bytes, sha256 %s\n", s.OutputSize, s.Output)
+	}
+	if sj.State == store.JobFailed {
+		fmt.Fprintf(w, "  error: %s\n", s.Error)
+	}
+	return nil
+}

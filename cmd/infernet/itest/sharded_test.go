@@ -1,0 +1,98 @@
+package itest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/infernet/infernet/node/store"
+)
+
+// TestShardedProcesses: `infernet submit --shards 10` of a 1,000-line input,
+// 2 replicas per shard over 5 provider processes, one of which is killed
+// (SIGKILL) once the shards are under way. Every shard verifies on its own
+// and the merged output is the module's output on the whole input, as
+// `infernet run` gives it.
+func TestShardedProcesses(t *testing.T) {
+	boot := startNode(t, "p1")
+	providers := []*proc{boot}
+	for i := 2; i <= 5; i++ {
+		providers = append(providers, startNode(t, fmt.Sprintf("p%d", i), "--bootstrap", boot.addr))
+	}
+	client := startNode(t, "client", "--bootstrap", boot.addr, "--no-provide")
+	waitAdverts(t, client, 5)
+	module := filepath.Join("..", "..", "..", "testdata", "jobs", "lines", "lines.wasm")
+	dir := t.TempDir()
+	var in strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&in, "line %d %s\n", i, strings.Repeat("xy", i%17))
+	}
+	input := filepath.Join(dir, "in.txt")
+	if err := os.WriteFile(input, []byte(in.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want, stderr, code := infernet(t, nil, "run", module, "--input", input, "--", "p")
+	if code != 0 {
+		t.Fatalf("infernet run: exit %d: %s", code, stderr)
+	}
+
+	out := filepath.Join(dir, "out.txt")
+	cmd := exec.Command(binary, "submit", module, "--input", input, "--shards", "10", "--replicas", "2", "--parallel", "4",
+		"--json", "--output", out, "--datadir", client.dataDir, "--", "p")
+	var stdout, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Kill a provider once the client has shards under way.
+	c := client.api(t)
+	waitFor(t, 30*time.Second, "shards under way", func() bool {
+		jobs, err := c.Jobs(context.Background())
+		return err == nil && len(jobs) >= 2
+	})
+	victim := providers[len(providers)-1]
+	victim.cmd.Process.Kill()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("submit: %v: %s", err, errb.String())
+	}
+	var s struct {
+		State    string `json:"state"`
+		Verified bool   `json:"verified"`
+		Shards   []struct {
+			State     string `json:"state"`
+			Agree     int    `json:"agree"`
+			Providers []struct {
+				State string `json:"state"`
+			} `json:"providers"`
+		} `json:"shards"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &s); err != nil {
+		t.Fatalf("summary %q: %v", stdout.String(), err)
+	}
+	if !s.Verified || len(s.Shards) != 10 {
+		t.Fatalf("summary %+v: want 10 verified shards", s)
+	}
+	lost := 0
+	for i, sh := range s.Shards {
+		if sh.State != store.JobVerified.String() || sh.Agree != 2 {
+			t.Errorf("shard %d: %s, %d agree", i, sh.State, sh.Agree)
+		}
+		for _, p := range sh.Providers {
+			if p.State == store.ReplicaLost.String() {
+				lost++
+			}
+		}
+	}
+	t.Logf("10 shards verified, %d replicas lost to the killed provider", lost)
+	got, err := os.ReadFile(out)
+	if err != nil || got == nil || string(got) != want {
+		t.Fatalf("merged output of %d bytes, %v; want the whole input's %d bytes", len(got), err, len(want))
+	}
+}
