@@ -44,6 +44,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/internal/datafs"
 	"github.com/infernet/infernet/host/internal/linmem"
 	"github.com/infernet/infernet/host/internal/meter"
 	"github.com/infernet/infernet/host/internal/tensorhost"
@@ -100,6 +101,11 @@ type Job struct {
 	// large output can go to disk instead of memory. Run does not close it;
 	// a write error stops the job like a full output.
 	Stdout io.Writer
+	// Data are read-only files the guest finds under /data, by name (no
+	// slashes) to host path: content-addressed blobs such as model
+	// weights, identical for every replica, with fixed metadata (mode
+	// 0444, modified at the epoch). Nil: no file system at all.
+	Data map[string]string
 }
 
 // Result is what a job produced. Run returns a Result also with an error,
@@ -556,6 +562,13 @@ func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, job Job, cf
 		WithStderr(stderr).
 		WithRandSource(rand.NewChaCha8(cfg.seed)).
 		WithStartFunctions() // _start is called below, so the instance stays inspectable
+	if job.Data != nil {
+		fsys, err := datafs.New(job.Data)
+		if err != nil {
+			return nil, nil, fmt.Errorf("host: data: %w", err)
+		}
+		mc = mc.WithFSConfig(wazero.NewFSConfig().WithFSMount(fsys, "/data"))
+	}
 	for _, kv := range cfg.env {
 		k, v, _ := strings.Cut(kv, "=")
 		mc = mc.WithEnv(k, v)
