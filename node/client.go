@@ -71,6 +71,9 @@ type Spec struct {
 	Proofs bool
 	// Args are the guest's arguments after argv[0].
 	Args []string
+	// Data are read-only files for the guest's /data, as blobs in the
+	// node's store (PutBlob): every provider fetches each once.
+	Data []wire.DataBlob
 	// Shard and Shards place the job in a sharded one (SubmitShards sets
 	// them): the guest's INFERNET_SHARD_INDEX and INFERNET_SHARD_COUNT.
 	Shard, Shards uint32
@@ -277,7 +280,7 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 		Require: spec.Require, Replicas: uint8(min(spec.Replicas, 255)), Price: spec.Price,
 		Deadline: wire.Millis(now.Add(spec.Deadline)), Time: wire.Millis(now), MaxOutput: spec.MaxOutput,
 		Rtol: spec.Rtol, Atol: spec.Atol, Format: spec.Format, SameBackend: spec.SameBackend, Settle: spec.Settle,
-		Proofs: spec.Proofs, Args: spec.Args, Shard: spec.Shard, Shards: spec.Shards,
+		Proofs: spec.Proofs, Args: spec.Args, Shard: spec.Shard, Shards: spec.Shards, Data: spec.Data,
 	}
 	if err := ann.Validate(); err != nil {
 		return nil, err
@@ -291,9 +294,15 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 	if _, ok := n.blobs.Has(spec.Module); !ok {
 		return nil, fmt.Errorf("module %s: %w", spec.Module.Short(), blob.ErrNotFound)
 	}
-	// Providers fetch module and input from here while the job runs.
+	// Providers fetch module, input and data from here while the job runs.
 	defer n.blobs.Pin(spec.Module)()
 	defer n.blobs.Pin(spec.Input)()
+	for _, d := range spec.Data {
+		if _, ok := n.blobs.Has(d.Digest); !ok {
+			return nil, fmt.Errorf("data %s (%s): %w", d.Name, d.Digest.Short(), blob.ErrNotFound)
+		}
+		defer n.blobs.Pin(d.Digest)()
+	}
 	j := &jobRun{
 		c: n.client, ann: ann, req: req, events: events, open: spec.Open, adaptive: spec.Adaptive,
 		holders: map[peer.ID]bool{}, bids: make(chan *offer, 64), late: map[uint8]chan *wire.Result{},

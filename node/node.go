@@ -81,6 +81,9 @@ type Config struct {
 	// MaxModule and MaxInput are the largest module and input accepted,
 	// bytes; defaults 64 MiB (a module is compiled in memory) and 512 MiB.
 	MaxModule, MaxInput int64
+	// MaxData is the most bytes of data blobs (wire.JobAnnounce.Data) a
+	// job may mount; default 4 GiB. Data blobs stay on disk.
+	MaxData int64
 	// MaxTimeout is the longest run time limit accepted; default 1 h.
 	MaxTimeout time.Duration
 	// MaxDeadline is how far ahead a job's deadline may be when it is
@@ -193,6 +196,9 @@ func (c *Config) setDefaults() {
 	if c.MaxModule <= 0 {
 		c.MaxModule = 64 << 20
 	}
+	if c.MaxData <= 0 {
+		c.MaxData = 4 << 30
+	}
 	if c.MaxInput <= 0 {
 		c.MaxInput = 512 << 20
 	}
@@ -267,6 +273,9 @@ type Node struct {
 	// framesSent counts stream frames this node wrote (bids, assigns,
 	// updates, results, blob requests), for the messages-per-job figure.
 	framesSent atomic.Uint64
+	// blobsFetched counts blobs transferred from other peers (a blob
+	// already here is not fetched again).
+	blobsFetched atomic.Uint64
 	// replicas counts results received, verified jobs accepted and canary
 	// replicas run: the verification overhead is replicas/verified.
 	replicas, verified, canaries atomic.Uint64
@@ -313,7 +322,12 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err = n.peers.load(); err != nil {
 		return nil, err
 	}
-	if n.blobSvc, err = blobnet.NewService(blobnet.Config{Host: n.host, Store: n.blobs, Routing: n.dht, Logger: n.log}); err != nil {
+	if n.blobSvc, err = blobnet.NewService(blobnet.Config{Host: n.host, Store: n.blobs, Routing: n.dht, Logger: n.log,
+		OnFetch: func(st blobnet.FetchStats) {
+			if st.Err == nil {
+				n.blobsFetched.Add(1)
+			}
+		}}); err != nil {
 		return nil, err
 	}
 	n.client = newClient(n)
@@ -546,11 +560,14 @@ type Stats struct {
 	// Replicas is results received from providers (canaries included),
 	// Verified is jobs accepted, Canaries is canary replicas run.
 	Replicas, Verified, Canaries uint64
+	// BlobsFetched is blobs transferred from other peers.
+	BlobsFetched uint64
 }
 
 // Stats returns the node's traffic counters.
 func (n *Node) Stats() Stats {
-	s := Stats{Frames: n.framesSent.Load(), Replicas: n.replicas.Load(), Verified: n.verified.Load(), Canaries: n.canaries.Load()}
+	s := Stats{Frames: n.framesSent.Load(), Replicas: n.replicas.Load(), Verified: n.verified.Load(), Canaries: n.canaries.Load(),
+		BlobsFetched: n.blobsFetched.Load()}
 	if n.gossip != nil {
 		s.Gossip = n.gossip.Stats()
 	}

@@ -225,8 +225,10 @@ func (p *provider) terms(a *wire.JobAnnounce) string {
 		return fmt.Sprintf("module of %d bytes over this provider's limit %d", a.ModuleSize, cfg.MaxModule)
 	case a.InputSize > cfg.MaxInput:
 		return fmt.Sprintf("input of %d bytes over this provider's limit %d", a.InputSize, cfg.MaxInput)
-	case cfg.BlobQuota > 0 && a.ModuleSize+a.InputSize > cfg.BlobQuota:
-		return fmt.Sprintf("module and input over this provider's disk quota %d", cfg.BlobQuota)
+	case a.DataSize() > cfg.MaxData:
+		return fmt.Sprintf("data of %d bytes over this provider's limit %d", a.DataSize(), cfg.MaxData)
+	case cfg.BlobQuota > 0 && a.ModuleSize+a.InputSize+a.DataSize() > cfg.BlobQuota:
+		return fmt.Sprintf("module, input and data over this provider's disk quota %d", cfg.BlobQuota)
 	case time.Duration(a.TimeoutMS)*time.Millisecond > cfg.MaxTimeout:
 		return fmt.Sprintf("timeout %d ms over this provider's limit %v", a.TimeoutMS, cfg.MaxTimeout)
 	case a.Price < cfg.Price:
@@ -479,6 +481,18 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 		return res
 	}
 	job := ihost.Job{Module: module, Digest: ihost.Digest(an.Module), Input: a.Input}
+	// Data blobs are fetched once per provider and mounted from the store.
+	for _, d := range an.Data {
+		defer p.n.blobs.Pin(d.Digest)()
+		if err := p.fetch(ctx, d.Digest, d.Size, hints); err != nil {
+			res.Error = fmt.Sprintf("data %s: %v", d.Name, err)
+			return res
+		}
+		if job.Data == nil {
+			job.Data = map[string]string{}
+		}
+		job.Data[d.Name] = p.n.blobs.Path(d.Digest)
+	}
 	switch {
 	case a.Input != nil:
 		if int64(len(a.Input)) != an.InputSize || blob.Sum(a.Input) != an.Input {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"slices"
 	"strings"
@@ -118,6 +119,26 @@ type JobAnnounce struct {
 	// its own: shard 0 of 1.
 	Shard  uint32 `cbor:"25,keyasint"`
 	Shards uint32 `cbor:"26,keyasint"`
+	// Data are read-only files the guest reads at /data/NAME (model
+	// weights, dictionaries): blobs every replica fetches and sees alike.
+	Data []DataBlob `cbor:"27,keyasint"`
+}
+
+// DataBlob is a read-only file of a job: blob Digest of Size bytes, which
+// the guest reads at /data/Name.
+type DataBlob struct {
+	Name   string      `cbor:"1,keyasint" json:"name"`
+	Digest blob.Digest `cbor:"2,keyasint" json:"digest"`
+	Size   int64       `cbor:"3,keyasint" json:"size"`
+}
+
+// DataSize is the bytes of the job's data blobs together.
+func (m *JobAnnounce) DataSize() int64 {
+	var n int64
+	for _, d := range m.Data {
+		n += d.Size
+	}
+	return n
 }
 
 // ShardEnv is the guest environment of the announce's shard.
@@ -152,6 +173,10 @@ const (
 	MaxArgBytes = 4096
 	// MaxShards caps how many shards a job may be split into.
 	MaxShards = 1 << 16
+	// MaxData and MaxDataBytes cap a job's data blobs, in count and in
+	// bytes together.
+	MaxData      = 16
+	MaxDataBytes = 64 << 30
 )
 
 // Validate checks the fields that do not depend on local state.
@@ -182,6 +207,17 @@ func (m *JobAnnounce) Validate() error {
 		return fmt.Errorf("%w: shard %d of %d", ErrMalformed, m.Shard, m.Shards)
 	case len(m.Args) > MaxArgs:
 		return fmt.Errorf("%w: %d arguments, limit %d", ErrMalformed, len(m.Args), MaxArgs)
+	case len(m.Data) > MaxData:
+		return fmt.Errorf("%w: %d data blobs, limit %d", ErrMalformed, len(m.Data), MaxData)
+	}
+	var total int64
+	for i, d := range m.Data {
+		total += d.Size
+		if !fs.ValidPath(d.Name) || d.Name == "." || strings.Contains(d.Name, "/") || len(d.Name) > 255 ||
+			d.Size <= 0 || d.Size > MaxDataBytes || total > MaxDataBytes || d.Digest.IsZero() ||
+			slices.ContainsFunc(m.Data[:i], func(o DataBlob) bool { return o.Name == d.Name }) {
+			return fmt.Errorf("%w: data blob %q of %d bytes (names: plain, distinct; %d bytes in all at most)", ErrMalformed, d.Name, d.Size, int64(MaxDataBytes))
+		}
 	}
 	n := 0
 	for _, a := range m.Args {

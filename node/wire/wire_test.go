@@ -121,27 +121,33 @@ func TestValidate(t *testing.T) {
 	}
 	sharded := announce(id)
 	sharded.Shard, sharded.Shards, sharded.Args = 9, 10, []string{"--x", ""}
+	sharded.Data = []DataBlob{{"weights.bin", blob.Sum([]byte("w")), 1}, {"vocab.txt", blob.Sum(nil), 7}}
 	if err := sharded.Validate(); err != nil {
 		t.Fatalf("good sharded announce: %v", err)
 	}
 	for name, mutate := range map[string]func(*JobAnnounce){
-		"no replicas":          func(a *JobAnnounce) { a.Replicas = 0 },
-		"many replicas":        func(a *JobAnnounce) { a.Replicas = MaxReplicas + 1 },
-		"no timeout":           func(a *JobAnnounce) { a.TimeoutMS = 0 },
-		"no module":            func(a *JobAnnounce) { a.Module = blob.Digest{} },
-		"huge input":           func(a *JobAnnounce) { a.InputSize = MaxInputBytes + 1 },
-		"bad mode":             func(a *JobAnnounce) { a.Mode = 9 },
-		"bad client":           func(a *JobAnnounce) { a.Client = []byte("x") },
-		"no memory":            func(a *JobAnnounce) { a.Memory = 0 },
-		"bad settle":           func(a *JobAnnounce) { a.Settle = 2 },
-		"free fair":            func(a *JobAnnounce) { a.Settle, a.Price = SettleFair, 0 },
-		"numeric fair":         func(a *JobAnnounce) { a.Settle, a.Price, a.Mode, a.Format = SettleFair, 1, ModeTolerance, 1 },
-		"shard past the count": func(a *JobAnnounce) { a.Shard, a.Shards = 3, 3 },
-		"shard of none":        func(a *JobAnnounce) { a.Shard = 1 },
-		"too many shards":      func(a *JobAnnounce) { a.Shards = MaxShards + 1 },
-		"too many args":        func(a *JobAnnounce) { a.Args = make([]string, MaxArgs+1) },
-		"long args":            func(a *JobAnnounce) { a.Args = []string{strings.Repeat("x", MaxArgBytes)} },
-		"NUL in an arg":        func(a *JobAnnounce) { a.Args = []string{"a\x00b"} },
+		"no replicas":            func(a *JobAnnounce) { a.Replicas = 0 },
+		"many replicas":          func(a *JobAnnounce) { a.Replicas = MaxReplicas + 1 },
+		"no timeout":             func(a *JobAnnounce) { a.TimeoutMS = 0 },
+		"no module":              func(a *JobAnnounce) { a.Module = blob.Digest{} },
+		"huge input":             func(a *JobAnnounce) { a.InputSize = MaxInputBytes + 1 },
+		"bad mode":               func(a *JobAnnounce) { a.Mode = 9 },
+		"bad client":             func(a *JobAnnounce) { a.Client = []byte("x") },
+		"no memory":              func(a *JobAnnounce) { a.Memory = 0 },
+		"bad settle":             func(a *JobAnnounce) { a.Settle = 2 },
+		"free fair":              func(a *JobAnnounce) { a.Settle, a.Price = SettleFair, 0 },
+		"numeric fair":           func(a *JobAnnounce) { a.Settle, a.Price, a.Mode, a.Format = SettleFair, 1, ModeTolerance, 1 },
+		"shard past the count":   func(a *JobAnnounce) { a.Shard, a.Shards = 3, 3 },
+		"shard of none":          func(a *JobAnnounce) { a.Shard = 1 },
+		"too many shards":        func(a *JobAnnounce) { a.Shards = MaxShards + 1 },
+		"too many args":          func(a *JobAnnounce) { a.Args = make([]string, MaxArgs+1) },
+		"long args":              func(a *JobAnnounce) { a.Args = []string{strings.Repeat("x", MaxArgBytes)} },
+		"NUL in an arg":          func(a *JobAnnounce) { a.Args = []string{"a\x00b"} },
+		"data name with a slash": func(a *JobAnnounce) { a.Data = []DataBlob{{Name: "a/b", Digest: blob.Sum(nil), Size: 1}} },
+		"data name dot-dot":      func(a *JobAnnounce) { a.Data = []DataBlob{{Name: "..", Digest: blob.Sum(nil), Size: 1}} },
+		"empty data":             func(a *JobAnnounce) { a.Data = []DataBlob{{Name: "w", Digest: blob.Sum(nil)}} },
+		"data twice":             func(a *JobAnnounce) { a.Data = []DataBlob{{"w", blob.Sum(nil), 1}, {"w", blob.Sum(nil), 1}} },
+		"too much data":          func(a *JobAnnounce) { a.Data = []DataBlob{{"a", blob.Sum(nil), MaxDataBytes}, {"b", blob.Sum(nil), 1}} },
 	} {
 		a := announce(id)
 		mutate(a)
