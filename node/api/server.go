@@ -99,6 +99,8 @@ type SubmitRequest struct {
 	Proofs      bool    `json:"proofs,omitempty"`
 	// Args are the guest's arguments after argv[0].
 	Args []string `json:"args,omitempty"`
+	// Data are read-only files for the guest's /data (blobs already put).
+	Data []wire.DataBlob `json:"data,omitempty"`
 	// Shards, when set, make a sharded job (node.SubmitShards) of one job
 	// per shard input (Input is then unused), Parallel of them at once (0:
 	// all); the answer's last line is Sharded.
@@ -351,7 +353,7 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 		Deadline: time.Duration(req.DeadlineMS) * time.Millisecond, Memory: req.Memory,
 		MaxOutput: req.MaxOutput, Fuel: req.Fuel, Mode: req.Mode, Require: req.Require, Price: req.Price,
 		Adaptive: req.Adaptive, SameBackend: req.SameBackend, Rtol: req.Rtol, Atol: req.Atol, Format: req.Format, Settle: req.Settle,
-		Proofs: req.Proofs, Args: req.Args,
+		Proofs: req.Proofs, Args: req.Args, Data: req.Data,
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)

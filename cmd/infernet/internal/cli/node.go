@@ -52,9 +52,9 @@ type NodeOptions struct {
 	Config   node.Config
 	API      string
 	LogLevel string
-	// Memory, Output, Module and Input are the --max-* sizes, BlobQuota
+	// Memory, Output, Module, Input and Data are the --max-* sizes, BlobQuota
 	// --blob-quota, as given.
-	Memory, Output, Module, Input, BlobQuota string
+	Memory, Output, Module, Input, Data, BlobQuota string
 }
 
 // NewCmdNode returns `infernet node`. runF replaces the action in tests.
@@ -103,6 +103,7 @@ stdout (give one to other nodes as --bootstrap).`,
 	f.StringVar(&opts.Output, "max-output", "64MiB", "largest job output limit accepted (`SIZE`)")
 	f.StringVar(&opts.Module, "max-module", "64MiB", "largest job module accepted (`SIZE`)")
 	f.StringVar(&opts.Input, "max-input", "512MiB", "largest job input accepted (`SIZE`)")
+	f.StringVar(&opts.Data, "max-data", "4GiB", "most data blobs (read-only files such as model weights) a job may mount (`SIZE`)")
 	f.StringVar(&opts.BlobQuota, "blob-quota", "16GiB", "disk space for blobs (`SIZE`; least recently used ones are evicted, 0: no cap)")
 	f.DurationVar(&c.MaxTimeout, "max-timeout", time.Hour, "longest job run time limit accepted")
 	f.DurationVar(&c.MaxDeadline, "max-deadline", 3*time.Hour, "furthest job deadline accepted, from when it is offered")
@@ -140,6 +141,7 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 		{"--max-output", o.Output, func(n uint64) { o.Config.MaxOutput = int64(min(n, math.MaxInt64)) }},
 		{"--max-module", o.Module, func(n uint64) { o.Config.MaxModule = int64(min(n, math.MaxInt64)) }},
 		{"--max-input", o.Input, func(n uint64) { o.Config.MaxInput = int64(min(n, math.MaxInt64)) }},
+		{"--max-data", o.Data, func(n uint64) { o.Config.MaxData = int64(min(n, math.MaxInt64)) }},
 		{"--blob-quota", o.BlobQuota, func(n uint64) { o.Config.BlobQuota = int64(min(n, math.MaxInt64)) }},
 	}
 	for _, sz := range sizes {

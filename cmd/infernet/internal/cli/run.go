@@ -35,9 +35,11 @@ type RunOptions struct {
 	Backend   string
 	CacheDir  string
 	Stats     bool
-	// Args are the job's arguments (after --); Shard is --shard I/N.
+	// Args are the job's arguments (after --); Shard is --shard I/N; Data
+	// the --data NAME=FILE files.
 	Args  []string
 	Shard string
+	Data  []string
 }
 
 // NewCmdRun returns `infernet run`. runF replaces the command's action in tests.
@@ -80,6 +82,7 @@ and INFERNET_SHARD_COUNT, as on the network (--shard I/N; default 0/1).`,
 	f.StringVar(&opts.Backend, "backend", "auto", "tensor backend for tolerance mode: auto, "+backends.Names())
 	f.StringVar(&opts.CacheDir, "cache-dir", defaultCacheDir(), "compiled-module cache directory (empty: memory only)")
 	f.BoolVar(&opts.Stats, "stats", false, "print run statistics as JSON on stderr")
+	f.StringArrayVar(&opts.Data, "data", nil, "read-only file for the job at /data/NAME (`NAME=FILE`, repeatable)")
 	f.StringVar(&opts.Shard, "shard", "0/1", "run as shard `I/N` of a sharded job (the guest's INFERNET_SHARD_INDEX and _COUNT)")
 	return cmd
 }
@@ -174,7 +177,15 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	}
 	defer sb.Close(context.WithoutCancel(ctx))
 
-	res, runErr := sb.Run(ctx, host.Job{Module: module, Input: input}, cfg)
+	data, err := dataFiles(o.Data)
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	job := host.Job{Module: module, Input: input}
+	if len(data) > 0 {
+		job.Data = data
+	}
+	res, runErr := sb.Run(ctx, job, cfg)
 	if res != nil {
 		if err := writeOutput(o, res.Output); err != nil {
 			return &exitError{Code: ExitError, Err: fmt.Errorf("output: %w", err)}

@@ -89,6 +89,9 @@ func runSharded(ctx context.Context, o *SubmitOptions, req api.SubmitRequest) er
 		return &exitError{Code: ExitError, Err: err}
 	}
 	req.Module, req.ModuleSize = mb.Digest, mb.Size
+	if req.Data, err = uploadData(ctx, c, o.Data); err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
 	for _, b := range shards {
 		ib, err := c.PutBlob(ctx, b)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -57,8 +58,9 @@ type SubmitOptions struct {
 	Atol      float64
 	Settle    string // escrow or fair
 	Proofs    bool
-	// Args are the job's arguments (after --).
+	// Args are the job's arguments (after --); Data its --data NAME=FILE.
 	Args []string
+	Data []string
 	// Shards, Split, InputDir and Parallel make a sharded job (sharded.go).
 	Shards   int
 	Split    string
@@ -127,6 +129,7 @@ from INFERNET_SHARD_INDEX and INFERNET_SHARD_COUNT.`,
 	tmpl := node.ProofTemplates()
 	f.BoolVar(&opts.Proofs, "proofs", false, fmt.Sprintf("proof mode: providers prove each integer GEMM of the job (Groth16; at most %d ops, each at most %d in every dimension, larger ones fail with ENOPROOF) and the proofs are kept with the job (infernet jobs --json); needs the GEMM verifying keys",
 		host.DefaultMaxProofs, tmpl[len(tmpl)-1]))
+	f.StringArrayVar(&opts.Data, "data", nil, "read-only file for the job at /data/NAME (`NAME=FILE`, repeatable; e.g. model weights): each provider fetches it once")
 	f.IntVar(&opts.Shards, "shards", 1, "cut the input into `N` shards, each a job of its own")
 	f.StringVar(&opts.Split, "split", "lines", "how --shards cuts the input: lines, bytes or records:SEP")
 	f.StringVar(&opts.InputDir, "input-dir", "", "one shard per file of `DIR`, in name order (instead of --input)")
@@ -227,6 +230,9 @@ func runSubmit(ctx context.Context, o *SubmitOptions) error {
 		return &exitError{Code: ExitError, Err: err}
 	}
 	req.Module, req.ModuleSize, req.Input, req.InputSize = mb.Digest, mb.Size, ib.Digest, ib.Size
+	if req.Data, err = uploadData(ctx, c, o.Data); err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
 
 	prog := newProgress(o, req.Replicas)
 	start := time.Now()
@@ -248,6 +254,44 @@ func runSubmit(ctx context.Context, o *SubmitOptions) error {
 		return err
 	}
 	return submitExit(job)
+}
+
+// dataFiles parses --data NAME=FILE flags into names and paths.
+func dataFiles(flags []string) (map[string]string, error) {
+	files := map[string]string{}
+	for _, f := range flags {
+		name, path, ok := strings.Cut(f, "=")
+		if !ok || name == "" || path == "" || strings.Contains(name, "/") || name == "." || name == ".." {
+			return nil, fmt.Errorf("--data %q: want NAME=FILE, NAME a plain file name", f)
+		}
+		if _, dup := files[name]; dup {
+			return nil, fmt.Errorf("--data: %s given twice", name)
+		}
+		files[name] = path
+	}
+	return files, nil
+}
+
+// uploadData stores the --data files in the node as blobs.
+func uploadData(ctx context.Context, c *api.Client, flags []string) ([]wire.DataBlob, error) {
+	files, err := dataFiles(flags)
+	if err != nil {
+		return nil, err
+	}
+	var out []wire.DataBlob
+	for name, path := range files {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("--data %s: %w", name, err)
+		}
+		info, err := c.PutBlob(ctx, b)
+		if err != nil {
+			return nil, fmt.Errorf("--data %s: %w", name, err)
+		}
+		out = append(out, wire.DataBlob{Name: name, Digest: info.Digest, Size: info.Size})
+	}
+	slices.SortFunc(out, func(a, b wire.DataBlob) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }
 
 func writeSubmitOutput(o *SubmitOptions, out []byte) error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -97,6 +98,29 @@ func TestSubmitArgsAndShards(t *testing.T) {
 			t.Errorf("%v: %d shards, want refused", tt.args, len(shards))
 		case tt.shards >= 0 && (err != nil || len(shards) != tt.shards):
 			t.Errorf("%v: %d shards, %v; want %d", tt.args, len(shards), err, tt.shards)
+		}
+	}
+}
+
+func TestDataFlags(t *testing.T) {
+	tests := []struct {
+		flags []string
+		want  map[string]string
+	}{
+		{nil, map[string]string{}},
+		{[]string{"w.bin=/tmp/w", "v=rel/v.txt"}, map[string]string{"w.bin": "/tmp/w", "v": "rel/v.txt"}},
+		{[]string{"a=b=c"}, map[string]string{"a": "b=c"}},
+		{[]string{"w"}, nil},
+		{[]string{"=f"}, nil},
+		{[]string{"w="}, nil},
+		{[]string{"a/b=f"}, nil},
+		{[]string{"..=f"}, nil},
+		{[]string{"w=1", "w=2"}, nil},
+	}
+	for _, tt := range tests {
+		got, err := dataFiles(tt.flags)
+		if (err != nil) != (tt.want == nil) || (tt.want != nil && !maps.Equal(got, tt.want)) {
+			t.Errorf("dataFiles(%q) = %v, %v; want %v", tt.flags, got, err, tt.want)
 		}
 	}
 }
