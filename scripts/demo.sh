@@ -122,6 +122,17 @@ step "A job nobody can run: no provider matches the requirement (exit 123)"
 echo "\$ infernet submit $jobs/cpu/cpu.wasm --require 'vram >= 16'"
 "$bin" submit "$jobs/cpu/cpu.wasm" --require 'vram >= 16' --datadir "$net/client"; echo "exit status $?"
 
+step "A sharded job: 1,000 lines in 10 shards, each verified by 2 providers, outputs merged in order"
+seq 1 1000 | sed 's/^/line /' > "$net/lines.txt"
+echo "\$ infernet submit $jobs/lines/lines.wasm --input lines.txt --shards 10 --progress always -- p | tail -3"
+"$bin" submit "$jobs/lines/lines.wasm" --input "$net/lines.txt" --shards 10 --progress always --datadir "$net/client" -- p > "$net/out" 2> "$net/summary"; echo "exit status $?"
+grep -E 'sharded job|shard 0 |shard 9 |output' "$net/summary"
+tail -3 "$net/out"
+echo "\$ infernet run $jobs/lines/lines.wasm --input lines.txt -- p | cmp - out   # the same bytes as one run on the whole input"
+"$bin" run --cache-dir "$cache" "$jobs/lines/lines.wasm" --input "$net/lines.txt" -- p | cmp - "$net/out" && echo "identical"
+echo "\$ echo x | infernet submit $jobs/datacat/datacat.wasm --input - --data vocab.txt=README.md -- vocab.txt | head -3   # a read-only data blob at /data"
+echo x | "$bin" submit "$jobs/datacat/datacat.wasm" --input - --data vocab.txt=README.md --datadir "$net/client" -- vocab.txt 2>/dev/null | head -3
+
 step "Hostile jobs: providers cap what a client may ask for, and refuse a compile bomb before compiling"
 echo "\$ infernet submit testdata/bad/output_flood.wasm --max-output 1536MiB   # over every provider's --max-output"
 "$bin" submit testdata/bad/output_flood.wasm --max-output 1536MiB --datadir "$net/client"; echo "exit status $?"
