@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/proofs/fair"
 	"github.com/infernet/infernet/proofs/gemmproof"
 )
@@ -34,6 +36,10 @@ type Faults struct {
 	// GEMM proof of every result (a byte of its Groth16 proof changed),
 	// signed as if it were true: a provider forging proofs.
 	TamperProofs bool
+	// Aggregate, as an aggregator, spoils its results: "output" changes a
+	// byte of the merged output (stored as another blob), "shard" claims
+	// another output for shard 0 (its results re-signed by nobody).
+	Aggregate string
 
 	mu  sync.Mutex
 	rng *rand.Rand
@@ -100,4 +106,26 @@ func (f *Faults) corrupt(out []byte) []byte {
 	c := append([]byte(nil), out...)
 	c[f.rng.IntN(len(c))] ^= byte(1 + f.rng.UintN(255))
 	return c
+}
+
+// spoilAggregate spoils an aggregator's result as Aggregate says.
+func (f *Faults) spoilAggregate(n *Node, res *wire.AggregateResult) {
+	if f == nil || len(res.Shards) == 0 {
+		return
+	}
+	switch f.Aggregate {
+	case "output":
+		b, err := n.blobs.Bytes(res.Output, res.OutputSize)
+		if err != nil || len(b) == 0 {
+			return
+		}
+		b[len(b)/2] ^= 1
+		if d, err := n.blobs.PutBytes(b); err == nil {
+			res.Output = d
+		}
+	case "shard":
+		if rs := res.Shards[0].Results; len(rs) > 0 {
+			rs[0].Output = blob.Sum([]byte("another output"))
+		}
+	}
 }

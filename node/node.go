@@ -125,6 +125,11 @@ type Config struct {
 	// finished (released, settled, cancelled, or checked with lnd);
 	// default 30 s.
 	PaymentSweep time.Duration
+	// Aggregator makes the node run whole sharded jobs for clients
+	// (ProtocolAggregate, SubmitVia) for AggregatorFee percent of what the
+	// providers are paid.
+	Aggregator    bool
+	AggregatorFee float64
 	// Faults makes this node misbehave, for tests; nil in normal use.
 	Faults *Faults
 	// Lnd, when set, settles jobs over Lightning: as a client the node pays
@@ -372,6 +377,9 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		n.wg.Add(1)
 		go n.provider.advertLoop()
 	}
+	if cfg.Aggregator {
+		n.host.SetStreamHandler(ProtocolAggregate, n.handleAggregate)
+	}
 	n.wg.Add(1)
 	go n.gcLoop()
 	return n, nil
@@ -590,6 +598,10 @@ func (n *Node) Close() error {
 	}
 	if n.client != nil {
 		n.client.close()
+	}
+	if n.host != nil {
+		// Aggregations in progress end with the node's context.
+		n.host.RemoveStreamHandler(ProtocolAggregate)
 	}
 	n.wg.Wait()
 	if n.gossip != nil {

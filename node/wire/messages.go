@@ -573,3 +573,71 @@ type Ack struct {
 
 // Version implements Versioned.
 func (m *Ack) Version() uint16 { return m.V }
+
+// AggregateRequest hands a whole sharded job to an aggregator, which runs
+// its shards on the network as its own jobs, verifies and merges them.
+type AggregateRequest struct {
+	V uint16 `cbor:"1,keyasint"`
+	// Announce holds the terms every shard runs on: module, limits,
+	// replicas, arguments, data, price per replica. Its Job names the
+	// whole job; Input, InputSize, Shard and Shards are set per shard by
+	// the aggregator.
+	Announce JobAnnounce `cbor:"2,keyasint"`
+	// Shards are the shard inputs, blobs the client holds, in order.
+	Shards []ShardRef `cbor:"3,keyasint"`
+	// Parallel caps the shards running at once (0: the aggregator's choice).
+	Parallel uint32 `cbor:"4,keyasint"`
+	// MaxFeePercent is the most the client accepts as the aggregator's fee.
+	MaxFeePercent float64 `cbor:"5,keyasint"`
+}
+
+// Version implements Versioned.
+func (m *AggregateRequest) Version() uint16 { return m.V }
+
+// ShardRef is a shard's input blob.
+type ShardRef struct {
+	Input blob.Digest `cbor:"1,keyasint"`
+	Size  int64       `cbor:"2,keyasint"`
+}
+
+// AggregateUpdate is what an aggregator streams back: progress, then the
+// outcome or a refusal.
+type AggregateUpdate struct {
+	V uint16 `cbor:"1,keyasint"`
+	// Shard and Event report progress (Event is a node event kind) when
+	// Result is nil and Reason empty.
+	Shard  uint32 `cbor:"2,keyasint"`
+	Event  string `cbor:"3,keyasint"`
+	Detail string `cbor:"4,keyasint"`
+	// Reason, when set, is why the aggregator refused or gave up.
+	Reason string `cbor:"5,keyasint"`
+	// Result ends the stream.
+	Result *AggregateResult `cbor:"6,keyasint"`
+}
+
+// Version implements Versioned.
+func (m *AggregateUpdate) Version() uint16 { return m.V }
+
+// AggregateResult is an aggregated job's outcome: per shard, the announce
+// it ran under and the providers' signed results that agreed, so that the
+// client can check every shard without the aggregator's word; and the
+// merged output, a blob of the aggregator's.
+type AggregateResult struct {
+	// Verified is true when every shard was.
+	Verified bool             `cbor:"1,keyasint"`
+	Error    string           `cbor:"2,keyasint"`
+	Shards   []AggregateShard `cbor:"3,keyasint"`
+	// Output is the shards' outputs concatenated in order.
+	Output     blob.Digest `cbor:"4,keyasint"`
+	OutputSize int64       `cbor:"5,keyasint"`
+	// FeePercent is the aggregator's fee.
+	FeePercent float64 `cbor:"6,keyasint"`
+}
+
+// AggregateShard is one shard of an AggregateResult.
+type AggregateShard struct {
+	Announce JobAnnounce `cbor:"1,keyasint"`
+	// Results are the agreeing replicas' signed results (without inline
+	// outputs).
+	Results []Result `cbor:"2,keyasint"`
+}

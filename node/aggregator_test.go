@@ -1,0 +1,95 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/infernet/infernet/node/requirement"
+	"github.com/infernet/infernet/node/store"
+)
+
+// startAggregator starts an aggregator node on net (not a provider) with
+// faults, and waits until it knows every provider and the client reaches it.
+func startAggregator(t *testing.T, net *testNet, fee float64, faults *Faults) *Node {
+	t.Helper()
+	cfg := testConfig(t, false)
+	cfg.Bootstrap = []string{net.providers[0].Addrs()[0].String()}
+	cfg.Aggregator, cfg.AggregatorFee, cfg.Faults = true, fee, faults
+	a, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	waitFor(t, 20*time.Second, "the aggregator knows every provider", func() bool {
+		return len(a.peers.candidates(requirement.Always, ^uint64(0), 1, time.Hour, nil)) == len(net.providers)
+	})
+	if err := net.client.host.Connect(context.Background(), peer.AddrInfo{ID: a.ID(), Addrs: a.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestAggregator: a client hands a 12-shard job to an aggregator, which
+// runs it on 3 providers; the client checks every shard's signed results
+// and the merged output, spot-checks 2 shards itself, and gets the whole
+// input's output. Aggregators that lie about the merged output or a
+// shard's results are caught; one whose fee is over the client's limit is
+// refused.
+func TestAggregator(t *testing.T) {
+	net := startNetwork(t, 3, nil)
+	ctx := context.Background()
+	module := readTestdata(t, "jobs/lines/lines.wasm")
+	var in strings.Builder
+	for i := range 240 {
+		fmt.Fprintf(&in, "row %d %s\n", i, strings.Repeat("z", i%7))
+	}
+	input := []byte(in.String())
+	want := runLocallyWith(t, module, input, "q")
+	md, err := net.client.PutBlob(ctx, module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{Module: md, ModuleSize: int64(len(module)), Replicas: 2, Timeout: 10 * time.Second, Args: []string{"q"}}
+	inputs := shardInputs(t, net.client, input, 12)
+
+	honest := startAggregator(t, net, 1, nil)
+	var shardsSeen = map[int]bool{}
+	sj, err := net.client.SubmitVia(ctx, honest.ID(), spec, inputs, 4, 2, 2, func(e Event) { shardsSeen[e.Shard] = true })
+	if err != nil || sj.State != store.JobVerified {
+		t.Fatalf("aggregated job: %+v, %v", sj, err)
+	}
+	got, err := net.client.Blob(sj.Output, 1<<20)
+	if err != nil || string(got) != string(want) {
+		t.Fatalf("merged output %d bytes, %v; want the whole input's %d", len(got), err, len(want))
+	}
+	if len(sj.Shards) != 12 || len(shardsSeen) != 12 {
+		t.Errorf("%d shards checked, progress of %d; want 12", len(sj.Shards), len(shardsSeen))
+	}
+	for i, job := range sj.Shards {
+		if job.Agree != 2 || job.Announce.Shard != uint32(i) || peer.ID(job.Announce.Client) != honest.ID() {
+			t.Errorf("shard %d: %d agree, shard %d, run by %s", i, job.Agree, job.Announce.Shard, peer.ID(job.Announce.Client))
+		}
+	}
+
+	for _, lie := range []string{"output", "shard"} {
+		t.Run("lying about the "+lie, func(t *testing.T) {
+			liar := startAggregator(t, net, 1, &Faults{Aggregate: lie})
+			_, err := net.client.SubmitVia(ctx, liar.ID(), spec, inputs, 0, 0, 2, nil)
+			if !errors.Is(err, ErrAggregatorLied) {
+				t.Fatalf("err = %v, want ErrAggregatorLied", err)
+			}
+		})
+	}
+	t.Run("fee over the limit", func(t *testing.T) {
+		_, err := net.client.SubmitVia(ctx, honest.ID(), spec, inputs, 0, 0, 0.5, nil)
+		if err == nil || !strings.Contains(err.Error(), "fee") {
+			t.Fatalf("err = %v, want a refusal naming the fee", err)
+		}
+	})
+}
