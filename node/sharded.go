@@ -2,10 +2,13 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/store"
@@ -19,64 +22,517 @@ type ShardInput struct {
 	InputSize int64       `json:"input_size"`
 }
 
-// ShardedJob is the outcome of SubmitShards.
+// ReduceSpec is the reduce step of a sharded job: a module run once, as
+// one more job on the network under the shards' terms (replicas, price,
+// limits, requirement), on the shards' outputs concatenated in order. The
+// reduce job is shard 0 of 1 (INFERNET_SHARD_INDEX=0, _COUNT=1) and gets
+// Args, not the shards' arguments; where its input's shards begin is
+// whatever the map module's output says (e.g. one record per line).
+type ReduceSpec struct {
+	Module     blob.Digest `json:"module"`
+	ModuleSize int64       `json:"module_size"`
+	Args       []string    `json:"args,omitempty"`
+}
+
+// ShardedSpec is a sharded job to submit.
+type ShardedSpec struct {
+	// Spec is the module and terms of every shard; its Input, Shard and
+	// Shards are set per shard.
+	Spec Spec
+	// Inputs are the shards, in order: 1 to wire.MaxShards.
+	Inputs []ShardInput
+	// Parallel is how many shards run at once; 0: all.
+	Parallel int
+	// Reduce, when set, turns the shards' concatenated outputs into the
+	// output.
+	Reduce *ReduceSpec
+}
+
+// ShardedJob is where a sharded job stands: the outcome of SubmitSharded,
+// or a look at one (ShardedJob, ShardedJobs).
 type ShardedJob struct {
-	// State is verified when every shard was (unverified when some ran on
-	// one replica only), failed otherwise.
+	// ID names the sharded job in the node's store (it is no job's id).
+	ID wire.JobID `json:"id"`
+	// State is verified when every shard (and the reduce) was, unverified
+	// when some ran on one replica only, failed when one failed; pending or
+	// running while it is under way, or waiting for its node to restart.
 	State store.JobState `json:"state"`
-	// Shards are the final records of each shard's last attempt, in order;
-	// Attempts how many jobs each took.
+	// Shards are the records of each shard's last job, in order (nil for
+	// a shard none of whose jobs ended yet); Attempts how many jobs each
+	// took, interrupted ones included.
 	Shards   []*store.Job `json:"shards"`
 	Attempts []int        `json:"attempts"`
-	// Output is the shards' outputs concatenated in order (a blob in the
-	// node's store), when every shard exited 0.
+	// Reduce is the reduce job's record, ReduceAttempts how many jobs it
+	// took (with a ReduceSpec).
+	Reduce         *store.Job `json:"reduce,omitempty"`
+	ReduceAttempts int        `json:"reduce_attempts,omitempty"`
+	// Output is a blob in the node's store, when the job succeeded: the
+	// shards' outputs concatenated in order, or the reduce job's output.
 	Output     blob.Digest `json:"output,omitzero"`
 	OutputSize int64       `json:"output_size"`
 	Error      string      `json:"error,omitempty"`
 }
 
-// Shard kinds of Event: a shard's job ended (Detail: its state), or is
-// tried again on other providers.
+// Event kinds of a sharded job: it is recorded (Detail: its id), a shard's
+// job ended (Detail: its state), a shard is tried again on other providers,
+// the reduce job starts (Shard is -1 for its events).
 const (
-	EventShardDone  = "shard-done"
-	EventShardRetry = "shard-retry"
+	EventShardedRecorded = "sharded-recorded"
+	EventShardDone       = "shard-done"
+	EventShardRetry      = "shard-retry"
+	EventReduce          = "reduce"
 )
 
-// shardAttempts is how many jobs one shard may take: a shard whose job
-// fails (providers lost, deadline) is submitted again, afresh.
+// reduceShard is Event.Shard of the reduce job's events.
+const reduceShard = -1
+
+// shardAttempts is how many jobs one part may take in one run of its
+// sharded job: a part whose job fails (providers lost, deadline) is
+// submitted again, afresh. A node that restarts gives every unfinished
+// part this many more.
 const shardAttempts = 3
 
-// SubmitShards runs one job per shard: spec's module and terms on each
-// input, as shard i of len(inputs) (the guest's INFERNET_SHARD_INDEX and
-// INFERNET_SHARD_COUNT), each with spec.Replicas replicas verified on its
-// own. At most parallel shards run at once (0: all). A shard whose job
-// fails is submitted again, up to shardAttempts jobs; a shard that
-// verifiably stops or exits non-zero ends the sharded job (it would on
-// every provider). When every shard exited 0 their outputs are
-// concatenated in order into one blob. Events carry each shard's progress,
-// Event.Shard naming it.
+var (
+	// ErrShardedNotRunning: the sharded job is not under way in this node.
+	ErrShardedNotRunning = errors.New("sharded job not running")
+	// ErrShardedInterrupted: the node closed while the sharded job ran; it
+	// resumes where it stood at the node's next start (ResumeShardedJobs).
+	ErrShardedInterrupted = errors.New("sharded job interrupted: it resumes when the node restarts")
+)
+
+// SubmitShards is SubmitSharded without a reduce step.
 func (n *Node) SubmitShards(ctx context.Context, spec Spec, inputs []ShardInput, parallel int, events func(Event)) (*ShardedJob, error) {
+	return n.SubmitSharded(ctx, ShardedSpec{Spec: spec, Inputs: inputs, Parallel: parallel}, events)
+}
+
+// SubmitSharded runs one job per shard: the spec's module and terms on
+// each input, as shard i of len(inputs) (the guest's INFERNET_SHARD_INDEX
+// and INFERNET_SHARD_COUNT), each with Spec.Replicas replicas verified on
+// its own, at most Parallel at once. A shard whose job fails is submitted
+// again, up to shardAttempts jobs; a shard that verifiably stops or exits
+// non-zero ends the sharded job (it would on every provider). When every
+// shard exited 0 their outputs are concatenated in order into one blob,
+// the output, or the input of the reduce job, whose output is then the
+// output.
+//
+// The sharded job is recorded before any shard is submitted, and each
+// step after it is taken, and it belongs to the node, not to ctx: when ctx
+// ends SubmitSharded returns ctx's error while the job goes on (look it up
+// by the id of the EventShardedRecorded event; CancelShardedJob stops it).
+// When the node closes first it returns ErrShardedInterrupted, and the
+// next node on the same data directory resumes the job
+// (ResumeShardedJobs): verified shards are not run again.
+//
+// Events carry each part's progress (Event.Shard names the shard,
+// reduceShard the reduce job) until SubmitSharded returns.
+func (n *Node) SubmitSharded(ctx context.Context, ss ShardedSpec, events func(Event)) (*ShardedJob, error) {
+	inputs := ss.Inputs
 	if len(inputs) == 0 || len(inputs) > wire.MaxShards {
 		return nil, fmt.Errorf("sharded job: %d shards, want 1 to %d", len(inputs), wire.MaxShards)
 	}
-	if parallel <= 0 {
-		parallel = len(inputs)
+	if r := ss.Reduce; r != nil && r.Module.IsZero() {
+		return nil, errors.New("sharded job: reduce without a module")
 	}
-	sj := &ShardedJob{Shards: make([]*store.Job, len(inputs)), Attempts: make([]int, len(inputs))}
-	var emitMu sync.Mutex
-	emit := func(e Event) {
-		if events != nil {
-			emitMu.Lock()
-			defer emitMu.Unlock()
-			events(e)
+	spec := ss.Spec
+	spec.Input, spec.InputSize, spec.Shard, spec.Shards = blob.Digest{}, 0, 0, 0
+	terms, err := json.Marshal(spec)
+	if err != nil {
+		return nil, fmt.Errorf("sharded job: terms: %w", err)
+	}
+	rec := &store.ShardedJob{
+		ID: wire.NewJobID(), State: store.JobPending, Module: spec.Module, ModuleSize: spec.ModuleSize,
+		Terms: terms, Parallel: ss.Parallel, Shards: make([]store.ShardPart, len(inputs)), Created: time.Now(),
+	}
+	for i, in := range inputs {
+		rec.Shards[i] = store.ShardPart{Input: in.Input, InputSize: in.InputSize}
+	}
+	if r := ss.Reduce; r != nil {
+		rec.Reduce = &store.ReducePart{Module: r.Module, ModuleSize: r.ModuleSize, Args: r.Args}
+	}
+	// Recorded first: a node that stops from here on resumes it.
+	if err := n.db.PutShardedJob(rec); err != nil {
+		return nil, fmt.Errorf("sharded job: record: %w", err)
+	}
+	r, err := n.startSharded(rec, spec, events, false)
+	if err != nil {
+		return nil, err
+	}
+	r.emit(Event{Kind: EventShardedRecorded, Detail: rec.ID.String()})
+	return n.waitSharded(ctx, r)
+}
+
+// shardedRun is a sharded job under way in this node.
+type shardedRun struct {
+	n    *Node
+	spec Spec // the terms; Input and Shard set per part
+	// resumed: started by ResumeShardedJobs, as the node starts.
+	resumed bool
+	// cancelled is set by CancelShardedJob before it cancels ctx.
+	cancelled atomic.Bool
+	cancel    context.CancelFunc
+	done      chan struct{} // closed when run returns
+	// err is why run ended without a final record (set before done).
+	err error
+
+	emitMu sync.Mutex  // events are delivered one at a time
+	events func(Event) // guarded by emitMu; nil once nobody listens
+
+	mu  sync.Mutex        // serialises the record's writes
+	rec *store.ShardedJob // guarded by mu
+}
+
+func (r *shardedRun) emit(e Event) {
+	r.emitMu.Lock()
+	defer r.emitMu.Unlock()
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	if r.events != nil {
+		r.events(e)
+	}
+}
+
+// detach stops event delivery: the caller that listened has returned.
+func (r *shardedRun) detach() {
+	r.emitMu.Lock()
+	r.events = nil
+	r.emitMu.Unlock()
+}
+
+// shardedRuns are the sharded jobs under way, by node and id: a job runs
+// once per node however often it is resumed.
+var shardedRuns = struct {
+	sync.Mutex
+	m map[shardedKey]*shardedRun
+}{m: map[shardedKey]*shardedRun{}}
+
+type shardedKey struct {
+	n  *Node
+	id wire.JobID
+}
+
+// startSharded runs rec in a goroutine of the node's, unless it runs
+// already (then it returns that run, events unchanged).
+func (n *Node) startSharded(rec *store.ShardedJob, spec Spec, events func(Event), resumed bool) (*shardedRun, error) {
+	shardedRuns.Lock()
+	defer shardedRuns.Unlock()
+	key := shardedKey{n, rec.ID}
+	if r := shardedRuns.m[key]; r != nil {
+		return r, nil
+	}
+	if n.ctx.Err() != nil {
+		return nil, fmt.Errorf("sharded job %s: %w", rec.ID, ErrShardedInterrupted)
+	}
+	ctx, cancel := context.WithCancel(n.ctx)
+	r := &shardedRun{n: n, spec: spec, rec: rec, events: events, cancel: cancel, done: make(chan struct{}), resumed: resumed}
+	shardedRuns.m[key] = r
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer cancel()
+		r.err = r.run(ctx)
+		shardedRuns.Lock()
+		delete(shardedRuns.m, key)
+		shardedRuns.Unlock()
+		close(r.done)
+	}()
+	return r, nil
+}
+
+// waitSharded waits for r to end, or ctx.
+func (n *Node) waitSharded(ctx context.Context, r *shardedRun) (*ShardedJob, error) {
+	defer r.detach()
+	select {
+	case <-ctx.Done():
+		return nil, fmt.Errorf("sharded job %s goes on in the node: %w", r.rec.ID, ctx.Err())
+	case <-r.done:
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return n.ShardedJob(r.rec.ID)
+}
+
+// ResumeShardedJobs starts, in the background, every sharded job of the
+// store that has not reached a final state and is not under way: what a
+// previous run of the node left unfinished. Parts done stay done; parts
+// whose job was in flight are submitted again (node.New's recover has
+// marked that job failed). It returns the ids started. Calling it again
+// starts only what is not running.
+func (n *Node) ResumeShardedJobs() ([]wire.JobID, error) {
+	headers, err := n.db.ShardedJobs(false)
+	if err != nil {
+		return nil, fmt.Errorf("sharded jobs: %w", err)
+	}
+	var started []wire.JobID
+	for _, h := range headers {
+		if h.State.Final() {
+			continue
+		}
+		rec, err := n.db.ShardedJob(h.ID)
+		if err != nil {
+			return started, fmt.Errorf("sharded job %s: %w", h.ID, err)
+		}
+		var spec Spec
+		if err := json.Unmarshal(rec.Terms, &spec); err != nil {
+			return started, fmt.Errorf("sharded job %s: terms: %w", h.ID, err)
+		}
+		shardedRuns.Lock()
+		running := shardedRuns.m[shardedKey{n, h.ID}] != nil
+		shardedRuns.Unlock()
+		if running {
+			continue
+		}
+		if _, err := n.startSharded(rec, spec, func(e Event) {
+			n.log.Debug("resumed sharded job", "id", rec.ID, "shard", e.Shard, "kind", e.Kind, "detail", e.Detail)
+		}, true); err != nil {
+			return started, err
+		}
+		n.log.Info("resuming sharded job", "id", rec.ID, "shards", len(rec.Shards))
+		started = append(started, rec.ID)
+	}
+	return started, nil
+}
+
+// WaitShardedJob waits until the sharded job id, if under way here, ends
+// or ctx does, and returns where it stands.
+func (n *Node) WaitShardedJob(ctx context.Context, id wire.JobID) (*ShardedJob, error) {
+	shardedRuns.Lock()
+	r := shardedRuns.m[shardedKey{n, id}]
+	shardedRuns.Unlock()
+	if r != nil {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-r.done:
 		}
 	}
+	return n.ShardedJob(id)
+}
+
+// CancelShardedJob stops a sharded job that has not reached a final state
+// and records it failed: jobs of it in flight are cancelled, and it is
+// not resumed.
+func (n *Node) CancelShardedJob(id wire.JobID) (*ShardedJob, error) {
+	shardedRuns.Lock()
+	r := shardedRuns.m[shardedKey{n, id}]
+	shardedRuns.Unlock()
+	if r != nil {
+		r.cancelled.Store(true)
+		r.cancel()
+		<-r.done
+		return n.ShardedJob(id)
+	}
+	rec, err := n.db.ShardedJob(id)
+	if err != nil {
+		return nil, err
+	}
+	if !rec.State.Final() {
+		rec.State, rec.Error, rec.Finished = store.JobFailed, "cancelled", time.Now()
+		if err := n.db.PutShardedHeader(rec); err != nil {
+			return nil, err
+		}
+	}
+	return n.shardedView(rec), nil
+}
+
+// ShardedJob returns where the sharded job id stands, or an error wrapping
+// store.ErrNotFound.
+func (n *Node) ShardedJob(id wire.JobID) (*ShardedJob, error) {
+	rec, err := n.db.ShardedJob(id)
+	if err != nil {
+		return nil, fmt.Errorf("sharded job %s: %w", id, err)
+	}
+	return n.shardedView(rec), nil
+}
+
+// ShardedJobs returns every sharded job of the store, oldest first.
+func (n *Node) ShardedJobs() ([]*ShardedJob, error) {
+	recs, err := n.db.ShardedJobs(true)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*ShardedJob, len(recs))
+	for i := range recs {
+		out[i] = n.shardedView(&recs[i])
+	}
+	return out, nil
+}
+
+// shardedView builds a ShardedJob from its record and its jobs' records.
+func (n *Node) shardedView(rec *store.ShardedJob) *ShardedJob {
+	sj := &ShardedJob{
+		ID: rec.ID, State: rec.State, Shards: make([]*store.Job, len(rec.Shards)), Attempts: make([]int, len(rec.Shards)),
+		Output: rec.Output, OutputSize: rec.OutputSize, Error: rec.Error,
+	}
+	job := func(id wire.JobID) *store.Job {
+		if id == (wire.JobID{}) {
+			return nil
+		}
+		j, err := n.db.Job(id)
+		if err != nil {
+			return nil
+		}
+		return j
+	}
+	for i, p := range rec.Shards {
+		sj.Shards[i], sj.Attempts[i] = job(p.Job), p.Attempts
+	}
+	if rec.Reduce != nil {
+		sj.Reduce, sj.ReduceAttempts = job(rec.Reduce.Job), rec.Reduce.Attempts
+	}
+	return sj
+}
+
+// run drives the sharded job to a final state and records it. It returns
+// an error, leaving the record unfinished, only when the node closes (or
+// the store fails): the next start resumes it.
+func (r *shardedRun) run(ctx context.Context) error {
+	n := r.n
+	// What the parts need stays here while the job runs (GC, quota).
+	r.mu.Lock()
+	rec := r.rec
+	for _, d := range []blob.Digest{rec.Module, r.spec.Module} {
+		defer n.blobs.Pin(d)()
+	}
+	for _, p := range rec.Shards {
+		defer n.blobs.Pin(p.Input)()
+	}
+	if rec.Reduce != nil {
+		defer n.blobs.Pin(rec.Reduce.Module)()
+	}
+	rec.State = store.JobRunning
+	err := n.db.PutShardedHeader(rec)
+	r.mu.Unlock()
+	if err != nil {
+		return r.interrupted(ctx, err)
+	}
+	if r.resumed {
+		r.awaitProviders(ctx)
+	}
+
+	outputs, fail, err := r.runShards(ctx)
+	if err != nil {
+		return r.interrupted(ctx, err)
+	}
+	if fail != "" {
+		return r.finish(store.JobFailed, blob.Digest{}, 0, fail)
+	}
+	state := store.JobVerified
+	for _, j := range outputs {
+		defer n.blobs.Pin(j.Output)() // until merged
+		if j.State == store.JobUnverified {
+			state = store.JobUnverified
+		}
+	}
+	d, size, err := n.concat(outputs)
+	if err != nil {
+		return r.finish(store.JobFailed, blob.Digest{}, 0, "merging outputs: "+err.Error())
+	}
+	if rec.Reduce == nil {
+		return r.finish(state, d, size, "")
+	}
+	defer n.blobs.Pin(d)()
+	job, fail, err := r.runReduce(ctx, d, size)
+	switch {
+	case err != nil:
+		return r.interrupted(ctx, err)
+	case fail != "":
+		return r.finish(store.JobFailed, blob.Digest{}, 0, fail)
+	case job.State == store.JobUnverified:
+		state = store.JobUnverified
+	}
+	return r.finish(state, job.Output, job.OutputSize, "")
+}
+
+// resumeWait is how long a resumed sharded job waits, as its node starts,
+// for adverts of enough providers: its parts' first jobs would otherwise
+// find none and use up their attempts.
+const resumeWait = 30 * time.Second
+
+// awaitProviders waits until the node knows, from adverts, as many
+// providers as a part's replicas, or resumeWait passes.
+func (r *shardedRun) awaitProviders(ctx context.Context) {
+	n, want := r.n, r.spec.Replicas
+	if want <= 0 {
+		want = 2 // Spec's default
+	}
+	ctx, cancel := context.WithTimeout(ctx, resumeWait)
+	defer cancel()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for len(n.peers.candidates(alwaysMatch, ^uint64(0), 1, 3*n.cfg.AdvertInterval, nil)) < want {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// interrupted records why run stops: a cancelled job fails, a closing
+// node leaves it to resume.
+func (r *shardedRun) interrupted(ctx context.Context, err error) error {
+	if r.cancelled.Load() {
+		return r.finish(store.JobFailed, blob.Digest{}, 0, "cancelled")
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("sharded job %s: %w", r.rec.ID, ErrShardedInterrupted)
+	}
+	return fmt.Errorf("sharded job %s: %w", r.rec.ID, err)
+}
+
+// finish records the final state.
+func (r *shardedRun) finish(state store.JobState, out blob.Digest, size int64, fail string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := r.rec
+	rec.State, rec.Output, rec.OutputSize, rec.Error, rec.Finished = state, out, size, fail, time.Now()
+	if err := r.n.db.PutShardedHeader(rec); err != nil {
+		return fmt.Errorf("sharded job %s: %w", rec.ID, err)
+	}
+	return nil
+}
+
+// putPart records shard i's step (under r.mu).
+func (r *shardedRun) putPart(i int, p store.ShardPart) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rec.Shards[i] = p
+	return r.n.db.PutShardPart(r.rec.ID, i, &p)
+}
+
+// runShards brings every shard to done, and returns their jobs' records in
+// order; or fail, why the sharded job fails; or an error when it stops
+// unfinished (node closing, store).
+func (r *shardedRun) runShards(ctx context.Context) (jobs []*store.Job, fail string, err error) {
+	n := r.n
+	r.mu.Lock()
+	parts := append([]store.ShardPart(nil), r.rec.Shards...)
+	parallel := r.rec.Parallel
+	r.mu.Unlock()
+	if parallel <= 0 {
+		parallel = len(parts)
+	}
+	jobs = make([]*store.Job, len(parts))
+	fails := make([]string, len(parts))
+	errs := make([]error, len(parts))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sem := make(chan struct{}, parallel)
-	errs := make([]error, len(inputs))
 	var wg sync.WaitGroup
-	for i, in := range inputs {
+	for i, p := range parts {
+		if p.Done() {
+			// Done in a previous run: its output, if still here, is the
+			// part's; a shard whose output is gone runs again.
+			if j, err := n.db.Job(p.Job); err == nil && shardOK(j) {
+				if _, ok := n.blobs.Has(j.Output); ok {
+					jobs[i] = j
+					continue
+				}
+			}
+			p.State = store.JobPending
+		}
 		wg.Go(func() {
 			select {
 			case sem <- struct{}{}:
@@ -85,59 +541,100 @@ func (n *Node) SubmitShards(ctx context.Context, spec Spec, inputs []ShardInput,
 				return
 			}
 			defer func() { <-sem }()
-			s := spec
-			s.Input, s.InputSize, s.Shard, s.Shards = in.Input, in.InputSize, uint32(i), uint32(len(inputs))
-			job, attempts, err := n.runShard(ctx, s, func(e Event) { e.Shard = i; emit(e) })
-			sj.Shards[i], sj.Attempts[i], errs[i] = job, attempts, err
-			if err == nil && !shardOK(job) {
-				cancel() // one shard's verified failure is the whole job's
+			s := r.spec
+			s.Input, s.InputSize, s.Shard, s.Shards = p.Input, p.InputSize, uint32(i), uint32(len(parts))
+			jobs[i], fails[i], errs[i] = r.runPart(ctx, s, p, func(p store.ShardPart) error { return r.putPart(i, p) },
+				func(e Event) { e.Shard = i; r.emit(e) })
+			if fails[i] != "" {
+				cancel() // one shard's failure is the whole job's
 			}
 		})
 	}
 	wg.Wait()
-	sj.State = store.JobVerified
-	for i, job := range sj.Shards {
-		if job != nil && job.State == store.JobUnverified {
-			sj.State = store.JobUnverified
-		}
-		if errs[i] == nil && !shardOK(job) {
-			// A verified failure first: it is why the other shards were
-			// cancelled.
-			sj.State, sj.Error = store.JobFailed, fmt.Sprintf("shard %d: %s", i, shardFailure(job))
-			return sj, nil
+	for i := range parts {
+		if fails[i] != "" {
+			// A failure first: it is why the other shards were cancelled.
+			return nil, fmt.Sprintf("shard %d: %s", i, fails[i]), nil
 		}
 	}
 	for i, err := range errs {
 		if err != nil {
-			sj.State, sj.Error = store.JobFailed, fmt.Sprintf("shard %d: %v", i, err)
-			return sj, nil
+			return nil, "", fmt.Errorf("shard %d: %w", i, err)
 		}
 	}
-	d, size, err := n.concat(sj.Shards)
-	if err != nil {
-		sj.State, sj.Error = store.JobFailed, "merging outputs: "+err.Error()
-		return sj, nil
-	}
-	sj.Output, sj.OutputSize = d, size
-	return sj, nil
+	return jobs, "", nil
 }
 
-// runShard submits one shard until a job of it ends with a result the
-// replicas agree on, or shardAttempts jobs fail.
-func (n *Node) runShard(ctx context.Context, s Spec, events func(Event)) (*store.Job, int, error) {
+// runReduce submits the reduce job on the merged outputs d.
+func (r *shardedRun) runReduce(ctx context.Context, d blob.Digest, size int64) (*store.Job, string, error) {
+	n := r.n
+	n.provideAsync(d)
+	r.mu.Lock()
+	red := *r.rec.Reduce
+	if red.Input != d {
+		// A new merge (the first, or shards run again): the reduce starts
+		// afresh on it.
+		red.ShardPart = store.ShardPart{Input: d, InputSize: size, Attempts: red.Attempts}
+	}
+	r.mu.Unlock()
+	s := r.spec
+	s.Module, s.ModuleSize, s.Args = red.Module, red.ModuleSize, red.Args
+	s.Input, s.InputSize, s.Shard, s.Shards = d, size, 0, 1
+	emit := func(e Event) { e.Shard = reduceShard; r.emit(e) }
+	emit(Event{Kind: EventReduce, Detail: fmt.Sprintf("%d bytes of shard outputs", size)})
+	put := func(p store.ShardPart) error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.rec.Reduce.ShardPart = p
+		return n.db.PutShardedHeader(r.rec)
+	}
+	job, fail, err := r.runPart(ctx, s, red.ShardPart, put, emit)
+	if fail != "" {
+		fail = "reduce: " + fail
+	}
+	return job, fail, err
+}
+
+// runPart submits one part until a job of it ends with a result the
+// replicas agree on, or shardAttempts jobs fail, recording each attempt
+// with put before it is submitted and its outcome after. It returns the
+// job whose output is the part's; or fail, why the part (and so the
+// sharded job) fails; or an error when it stops unfinished.
+func (r *shardedRun) runPart(ctx context.Context, s Spec, p store.ShardPart, put func(store.ShardPart) error, events func(Event)) (*store.Job, string, error) {
 	var last error
 	for attempt := 1; attempt <= shardAttempts; attempt++ {
-		job, err := n.Submit(ctx, s, events)
+		p.State, p.Attempts = store.JobRunning, p.Attempts+1
+		if err := put(p); err != nil {
+			return nil, "", err
+		}
+		job, err := r.n.Submit(ctx, s, events)
+		if ctx.Err() != nil {
+			// Stopped, not failed: the part stays running, to run again.
+			return nil, "", ctx.Err()
+		}
 		switch {
-		case ctx.Err() != nil:
-			return job, attempt, ctx.Err()
 		case err == nil && job.State != store.JobFailed:
+			p.Job = job.ID
+			p.State = job.State
+			if !shardOK(job) {
+				p.State = store.JobFailed
+			}
+			if err := put(p); err != nil {
+				return nil, "", err
+			}
 			events(Event{Kind: EventShardDone, Detail: job.State.String()})
-			return job, attempt, nil
+			if !shardOK(job) {
+				return nil, shardFailure(job), nil
+			}
+			return job, "", nil
 		case err == nil:
-			last = errors.New(job.Error)
+			p.Job, last = job.ID, errors.New(job.Error)
 		case errors.Is(err, ErrCannotPay):
-			return nil, attempt, err
+			p.State = store.JobFailed
+			if perr := put(p); perr != nil {
+				return nil, "", perr
+			}
+			return nil, err.Error(), nil
 		default:
 			last = err
 		}
@@ -145,7 +642,11 @@ func (n *Node) runShard(ctx context.Context, s Spec, events func(Event)) (*store
 			events(Event{Kind: EventShardRetry, Detail: last.Error()})
 		}
 	}
-	return nil, shardAttempts, fmt.Errorf("%d jobs failed, last: %w", shardAttempts, last)
+	p.State = store.JobFailed
+	if err := put(p); err != nil {
+		return nil, "", err
+	}
+	return nil, fmt.Sprintf("%d jobs failed, last: %v", shardAttempts, last), nil
 }
 
 // shardOK reports whether a shard's job ran to its end and exited 0.

@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,8 +13,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/shard"
 	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
 )
 
 // shardInputs stores each shard of input, cut by lines, in n.
@@ -152,4 +155,230 @@ func runLocallyWith(tb testing.TB, module, input []byte, args ...string) []byte 
 		tb.Fatal(err)
 	}
 	return res.Output
+}
+
+// linesInput is n lines of varied length.
+func linesInput(n int) []byte {
+	var in strings.Builder
+	for i := range n {
+		fmt.Fprintf(&in, "line %d %s\n", i, strings.Repeat("xy", i%7))
+	}
+	return []byte(in.String())
+}
+
+// TestShardedReduce: the shards' outputs, concatenated in order, are the
+// input of a reduce job that runs on the network under the same terms and
+// is verified like any job; its output is the whole's, equal to map then
+// reduce run locally on the whole input. The reduce job is shard 0 of 1
+// with its own arguments.
+func TestShardedReduce(t *testing.T) {
+	net := startNetwork(t, 3, nil)
+	ctx := context.Background()
+	mapper, reducer := readTestdata(t, "jobs/lines/lines.wasm"), readTestdata(t, "jobs/sum/sum.wasm")
+	md, err := net.client.PutBlob(ctx, mapper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := net.client.PutBlob(ctx, reducer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := linesInput(300)
+	spec := Spec{Module: md, ModuleSize: int64(len(mapper)), Replicas: 2, Timeout: 30 * time.Second}
+	var mu sync.Mutex
+	kinds := map[string]int{}
+	reduceEvents := 0
+	sj, err := net.client.SubmitSharded(ctx, ShardedSpec{
+		Spec: spec, Inputs: shardInputs(t, net.client, input, 6), Parallel: 3,
+		Reduce: &ReduceSpec{Module: rd, ModuleSize: int64(len(reducer))},
+	}, func(e Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		kinds[e.Kind]++
+		if e.Shard == reduceShard {
+			reduceEvents++
+		}
+	})
+	if err != nil || sj.State != store.JobVerified {
+		t.Fatalf("sharded job: %+v, %v", sj, err)
+	}
+	mapped := runLocally(t, mapper, input)
+	want := runLocally(t, reducer, mapped)
+	got, err := net.client.Blob(sj.Output, 1<<20)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("reduced output %q, %v; want %q", got, err, want)
+	}
+	if !strings.HasPrefix(string(want), "lines 300\n") {
+		t.Fatalf("local map+reduce %q: the reducer saw not every line", want)
+	}
+	red := sj.Reduce
+	if red == nil || red.State != store.JobVerified || red.Agree != 2 || red.Announce.Module != rd ||
+		red.Announce.Input != blob.Sum(mapped) || red.Announce.Shard != 0 || red.Announce.Shards != 1 ||
+		len(red.Announce.Args) != 0 || red.Output != sj.Output || sj.ReduceAttempts != 1 {
+		t.Fatalf("reduce job: %+v (attempts %d)", red, sj.ReduceAttempts)
+	}
+	if kinds[EventShardDone] != 7 || kinds[EventShardedRecorded] != 1 || kinds[EventReduce] != 1 || reduceEvents == 0 {
+		t.Errorf("events %v, %d of the reduce: want 7 %s (6 shards, the reduce)", kinds, reduceEvents, EventShardDone)
+	}
+	looked, err := net.client.ShardedJob(sj.ID)
+	if err != nil || looked.Output != sj.Output || looked.Reduce == nil || looked.Reduce.ID != red.ID || len(looked.Shards) != 6 {
+		t.Fatalf("ShardedJob(%s): %+v, %v", sj.ID, looked, err)
+	}
+
+	// The reduce job's environment and arguments: lines --env prints them.
+	sj, err = net.client.SubmitSharded(ctx, ShardedSpec{
+		Spec: spec, Inputs: shardInputs(t, net.client, input[:40], 2),
+		Reduce: &ReduceSpec{Module: md, ModuleSize: int64(len(mapper)), Args: []string{"--env"}},
+	}, nil)
+	if err != nil || sj.State != store.JobVerified {
+		t.Fatalf("sharded job with lines --env as reduce: %+v, %v", sj, err)
+	}
+	got, _ = net.client.Blob(sj.Output, 1<<20)
+	if string(got) != "shard 0 of 1\narg 0 job\narg 1 --env\n" {
+		t.Fatalf("reduce environment %q", got)
+	}
+	all, err := net.client.ShardedJobs()
+	if err != nil || len(all) != 2 || all[1].ID != sj.ID {
+		t.Fatalf("ShardedJobs: %d, %v", len(all), err)
+	}
+}
+
+// TestShardedResume: the client node closes while a sharded job with a
+// reduce runs; a new node on the same data directory resumes it from its
+// record. Shards verified before the restart keep their one job; the
+// shards in flight are submitted again; the output is map+reduce of the
+// whole input.
+func TestShardedResume(t *testing.T) {
+	net := startNetwork(t, 3, func(c *Config) {
+		if c.Provide {
+			c.Faults = &Faults{Slow: 300 * time.Millisecond}
+		}
+	})
+	ctx := context.Background()
+	mapper, reducer := readTestdata(t, "jobs/lines/lines.wasm"), readTestdata(t, "jobs/sum/sum.wasm")
+	md, err := net.client.PutBlob(ctx, mapper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := net.client.PutBlob(ctx, reducer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := linesInput(400)
+	const shards = 8
+	ss := ShardedSpec{
+		Spec:   Spec{Module: md, ModuleSize: int64(len(mapper)), Replicas: 2, Timeout: 30 * time.Second},
+		Inputs: shardInputs(t, net.client, input, shards), Parallel: 2,
+		Reduce: &ReduceSpec{Module: rd, ModuleSize: int64(len(reducer))},
+	}
+	var mu sync.Mutex
+	var id wire.JobID
+	done := 0
+	twoDone := make(chan struct{})
+	type result struct {
+		sj  *ShardedJob
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		sj, err := net.client.SubmitSharded(ctx, ss, func(e Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch e.Kind {
+			case EventShardedRecorded:
+				id, _ = wire.ParseJobID(e.Detail)
+			case EventShardDone:
+				if done++; done == 2 {
+					close(twoDone)
+				}
+			}
+		})
+		first <- result{sj, err}
+	}()
+	select {
+	case <-twoDone:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no two shards done in 60 s")
+	}
+	cfg := net.client.cfg
+	net.client.Close()
+	if r := <-first; !errors.Is(r.err, ErrShardedInterrupted) || r.sj != nil {
+		t.Fatalf("SubmitSharded of a closed node: %+v, %v; want ErrShardedInterrupted", r.sj, r.err)
+	}
+
+	c, err := New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	before, err := c.ShardedJob(id)
+	if err != nil || before.State.Final() {
+		t.Fatalf("record after the restart: %+v, %v", before, err)
+	}
+	doneBefore := map[int]wire.JobID{}
+	for i, j := range before.Shards {
+		if j != nil && j.State == store.JobVerified {
+			doneBefore[i] = j.ID
+		}
+	}
+	if len(doneBefore) < 2 || len(doneBefore) == shards {
+		t.Fatalf("%d shards verified before the restart, want 2 to %d", len(doneBefore), shards-1)
+	}
+	started, err := c.ResumeShardedJobs()
+	if err != nil || len(started) > 1 || (len(started) == 1 && started[0] != id) {
+		t.Fatalf("ResumeShardedJobs: %v, %v", started, err)
+	}
+	if again, err := c.ResumeShardedJobs(); err != nil || len(again) != 0 {
+		t.Fatalf("second ResumeShardedJobs started %v, %v: the job runs already", again, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	sj, err := c.WaitShardedJob(wctx, id)
+	if err != nil || sj.State != store.JobVerified {
+		t.Fatalf("resumed sharded job: %+v, %v", sj, err)
+	}
+	got, err := c.Blob(sj.Output, 1<<20)
+	want := runLocally(t, reducer, runLocally(t, mapper, input))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("resumed output %q, %v; want %q", got, err, want)
+	}
+
+	// Jobs per shard, from the client's records: one for each shard
+	// verified before the restart, the same one; one or more for the rest.
+	jobs, err := c.Jobs(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perShard := map[uint32]int{}
+	interrupted := 0 // jobs cut short by the close
+	for _, j := range jobs {
+		if j.Announce.Module != md {
+			continue
+		}
+		perShard[j.Announce.Shard]++
+		if j.State == store.JobFailed {
+			interrupted++
+		}
+	}
+	total := 0
+	for i := range shards {
+		total += perShard[uint32(i)]
+		if jid, ok := doneBefore[i]; ok {
+			if perShard[uint32(i)] != 1 || sj.Shards[i].ID != jid || sj.Attempts[i] != 1 {
+				t.Errorf("shard %d, verified before the restart: %d jobs, job %s then %s, %d attempts; want its one job", i,
+					perShard[uint32(i)], jid, sj.Shards[i].ID, sj.Attempts[i])
+			}
+		} else if perShard[uint32(i)] < 1 || sj.Shards[i].State != store.JobVerified {
+			t.Errorf("shard %d: %d jobs, %v", i, perShard[uint32(i)], sj.Shards[i])
+		}
+	}
+	if interrupted == 0 || total != shards+interrupted {
+		t.Errorf("%d shard jobs failed (in flight at the restart), %d jobs for %d shards; want every failed one run again once (jobs per shard %v)",
+			interrupted, total, shards, perShard)
+	}
+	if sj.Reduce == nil || sj.Reduce.State != store.JobVerified || sj.Reduce.Output != sj.Output {
+		t.Errorf("reduce after the restart: %+v", sj.Reduce)
+	}
+	t.Logf("%d shards verified before the restart, %d in flight (interrupted), %d map jobs in all for %d shards; output %q",
+		len(doneBefore), interrupted, total, shards, got)
 }

@@ -106,6 +106,9 @@ type SubmitRequest struct {
 	// all); the answer's last line is Sharded.
 	Shards   []node.ShardInput `json:"shards,omitempty"`
 	Parallel int               `json:"parallel,omitempty"`
+	// Reduce, with Shards, runs a module on the shards' outputs
+	// concatenated in order, as one more job (node.ReduceSpec).
+	Reduce *node.ReduceSpec `json:"reduce,omitempty"`
 }
 
 // Line is one line of the submit response: progress events, then the final
@@ -370,7 +373,7 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 	}
 	events := func(e node.Event) { send(Line{Event: &e}) }
 	if len(req.Shards) > 0 {
-		sj, err := s.n.SubmitShards(r.Context(), spec, req.Shards, req.Parallel, events)
+		sj, err := s.n.SubmitSharded(r.Context(), node.ShardedSpec{Spec: spec, Inputs: req.Shards, Parallel: req.Parallel, Reduce: req.Reduce}, events)
 		switch {
 		case sj != nil:
 			send(Line{Sharded: sj})

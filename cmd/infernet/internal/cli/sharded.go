@@ -89,6 +89,17 @@ func runSharded(ctx context.Context, o *SubmitOptions, req api.SubmitRequest) er
 		return &exitError{Code: ExitError, Err: err}
 	}
 	req.Module, req.ModuleSize = mb.Digest, mb.Size
+	if o.Reduce != "" {
+		reducer, err := os.ReadFile(o.Reduce)
+		if err != nil {
+			return &exitError{Code: ExitError, Err: fmt.Errorf("--reduce: %w", err)}
+		}
+		rb, err := c.PutBlob(ctx, reducer)
+		if err != nil {
+			return &exitError{Code: ExitError, Err: err}
+		}
+		req.Reduce = &node.ReduceSpec{Module: rb.Digest, ModuleSize: rb.Size}
+	}
 	if req.Data, err = uploadData(ctx, c, o.Data); err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
@@ -137,7 +148,18 @@ func shardProgress(o *SubmitOptions, shards int) func(node.Event) {
 	}
 	done := 0
 	return func(e node.Event) {
+		if e.Shard < 0 { // the reduce job's
+			switch e.Kind {
+			case node.EventReduce, node.EventShardDone:
+				fmt.Fprintf(o.IO.Err, "reduce: %s\n", e.Detail)
+			case node.EventShardRetry:
+				fmt.Fprintf(o.IO.Err, "reduce: again on other providers (%s)\n", e.Detail)
+			}
+			return
+		}
 		switch e.Kind {
+		case node.EventShardedRecorded:
+			fmt.Fprintf(o.IO.Err, "sharded job %s recorded\n", e.Detail)
 		case node.EventShardDone:
 			done++
 			fmt.Fprintf(o.IO.Err, "shard %d: %s (%d of %d done)\n", e.Shard, e.Detail, done, shards)
@@ -151,18 +173,22 @@ func shardProgress(o *SubmitOptions, shards int) func(node.Event) {
 
 // ShardedSummary is the --json output of a sharded submit.
 type ShardedSummary struct {
-	State      string    `json:"state"`
-	Verified   bool      `json:"verified"`
-	Shards     []Summary `json:"shards"`
-	Attempts   []int     `json:"attempts"`
-	Output     string    `json:"output,omitempty"`
-	OutputSize int64     `json:"output_size"`
-	ElapsedMS  float64   `json:"elapsed_ms"`
-	Error      string    `json:"error,omitempty"`
+	ID       string    `json:"id"`
+	State    string    `json:"state"`
+	Verified bool      `json:"verified"`
+	Shards   []Summary `json:"shards"`
+	Attempts []int     `json:"attempts"`
+	// Reduce is the reduce job's summary (--reduce).
+	Reduce         *Summary `json:"reduce,omitempty"`
+	ReduceAttempts int      `json:"reduce_attempts,omitempty"`
+	Output         string   `json:"output,omitempty"`
+	OutputSize     int64    `json:"output_size"`
+	ElapsedMS      float64  `json:"elapsed_ms"`
+	Error          string   `json:"error,omitempty"`
 }
 
 func printShardedSummary(o *SubmitOptions, sj *node.ShardedJob, elapsed time.Duration) error {
-	s := ShardedSummary{State: sj.State.String(), Verified: sj.State == store.JobVerified, Attempts: sj.Attempts,
+	s := ShardedSummary{ID: sj.ID.String(), State: sj.State.String(), ReduceAttempts: sj.ReduceAttempts, Verified: sj.State == store.JobVerified, Attempts: sj.Attempts,
 		OutputSize: sj.OutputSize, ElapsedMS: float64(elapsed.Microseconds()) / 1000, Error: sj.Error}
 	if !sj.Output.IsZero() {
 		s.Output = sj.Output.String()
@@ -174,15 +200,22 @@ func printShardedSummary(o *SubmitOptions, sj *node.ShardedJob, elapsed time.Dur
 			s.Shards = append(s.Shards, Summary{State: "not run"})
 		}
 	}
+	if sj.Reduce != nil {
+		r := summarize(sj.Reduce, sj.Reduce.Finished.Sub(sj.Reduce.Created))
+		s.Reduce = &r
+	}
 	if o.JSON {
 		enc := json.NewEncoder(o.IO.Out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(s)
 	}
 	w := o.IO.Err
-	fmt.Fprintf(w, "sharded job: %s, %d shards in %v\n", s.State, len(s.Shards), elapsed.Round(time.Millisecond))
+	fmt.Fprintf(w, "sharded job %s: %s, %d shards in %v\n", shortID(s.ID), s.State, len(s.Shards), elapsed.Round(time.Millisecond))
 	for i, sh := range s.Shards {
 		fmt.Fprintf(w, "  shard %-3d %s  %-10s %d/%d agree  %d job(s)\n", i, shortID(sh.Job), sh.State, sh.Agree, sh.Replicas, sj.Attempts[i])
+	}
+	if r := s.Reduce; r != nil {
+		fmt.Fprintf(w, "  reduce    %s  %-10s %d/%d agree  %d job(s)\n", shortID(r.Job), r.State, r.Agree, r.Replicas, s.ReduceAttempts)
 	}
 	if s.Output != "" {
 		fmt.Fprintf(w, "  output %d bytes, sha256 %s\n", s.OutputSize, s.Output)

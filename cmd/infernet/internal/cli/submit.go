@@ -66,6 +66,7 @@ type SubmitOptions struct {
 	Split    string
 	InputDir string
 	Parallel int
+	Reduce   string // reduce module of a sharded job (sharded.go)
 }
 
 // NewCmdSubmit returns `infernet submit`. runF replaces the action in tests.
@@ -134,6 +135,7 @@ from INFERNET_SHARD_INDEX and INFERNET_SHARD_COUNT.`,
 	f.StringVar(&opts.Split, "split", "lines", "how --shards cuts the input: lines, bytes or records:SEP")
 	f.StringVar(&opts.InputDir, "input-dir", "", "one shard per file of `DIR`, in name order (instead of --input)")
 	f.IntVar(&opts.Parallel, "parallel", 0, "shards running at once (default: all)")
+	f.StringVar(&opts.Reduce, "reduce", "", "sharded job: run `MODULE` as one more job on the shards' outputs concatenated in order (no arguments, shard 0 of 1); its output is the job's")
 	f.StringVar(&opts.Settle, "settle", "escrow", "how a paid job pays: escrow (hold invoices released after verification) or fair (outputs of at most 254 bytes bought by zero-knowledge fair exchange)")
 	return cmd
 }
