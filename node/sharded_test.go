@@ -350,7 +350,8 @@ func TestShardedResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	perShard := map[uint32]int{}
-	interrupted := 0 // jobs cut short by the close
+	interrupted := 0 // jobs cut short by the close, or failed and retried
+	why := map[string]int{}
 	for _, j := range jobs {
 		if j.Announce.Module != md {
 			continue
@@ -358,6 +359,7 @@ func TestShardedResume(t *testing.T) {
 		perShard[j.Announce.Shard]++
 		if j.State == store.JobFailed {
 			interrupted++
+			why[j.Error]++
 		}
 	}
 	total := 0
@@ -379,6 +381,58 @@ func TestShardedResume(t *testing.T) {
 	if sj.Reduce == nil || sj.Reduce.State != store.JobVerified || sj.Reduce.Output != sj.Output {
 		t.Errorf("reduce after the restart: %+v", sj.Reduce)
 	}
-	t.Logf("%d shards verified before the restart, %d in flight (interrupted), %d map jobs in all for %d shards; output %q",
-		len(doneBefore), interrupted, total, shards, got)
+	t.Logf("%d shards verified before the restart; %d shard jobs failed (%v) and were run again; %d map jobs in all for %d shards; output %q",
+		len(doneBefore), interrupted, why, total, shards, got)
+}
+
+// TestShardedCancel: a sharded job outlives its caller's context and
+// stops only when cancelled; a cancelled job is failed for good and not
+// resumed.
+func TestShardedCancel(t *testing.T) {
+	net := startNetwork(t, 2, func(c *Config) {
+		if c.Provide {
+			c.Faults = &Faults{Slow: 300 * time.Millisecond}
+		}
+	})
+	mapper := readTestdata(t, "jobs/lines/lines.wasm")
+	md, err := net.client.PutBlob(context.Background(), mapper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := ShardedSpec{Spec: Spec{Module: md, ModuleSize: int64(len(mapper)), Replicas: 2, Timeout: 30 * time.Second},
+		Inputs: shardInputs(t, net.client, linesInput(40), 8), Parallel: 1}
+	ctx, cancel := context.WithCancel(context.Background())
+	ids := make(chan string, 1)
+	_, err = net.client.SubmitSharded(ctx, ss, func(e Event) {
+		if e.Kind == EventShardedRecorded {
+			ids <- e.Detail
+			cancel() // the caller leaves at once
+		}
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("SubmitSharded with its context cancelled: %v", err)
+	}
+	id, _ := wire.ParseJobID(<-ids)
+	waitFor(t, 20*time.Second, "a shard done after the caller left", func() bool {
+		sj, err := net.client.ShardedJob(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range sj.Shards {
+			if j != nil && j.State == store.JobVerified {
+				return true
+			}
+		}
+		return false
+	})
+	sj, err := net.client.CancelShardedJob(id)
+	if err != nil || sj.State != store.JobFailed || sj.Error != "cancelled" {
+		t.Fatalf("cancelled: %+v, %v", sj, err)
+	}
+	if started, err := net.client.ResumeShardedJobs(); err != nil || len(started) != 0 {
+		t.Fatalf("ResumeShardedJobs after the cancel: %v, %v", started, err)
+	}
+	if again, _ := net.client.ShardedJob(id); again.State != store.JobFailed {
+		t.Fatalf("state after resume: %s", again.State)
+	}
 }
