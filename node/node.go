@@ -269,6 +269,8 @@ type Node struct {
 
 	// lnd is the Lightning node paying and paid; nil in free mode.
 	lnd *payments.Client
+	// sharded are the sharded jobs under way (SubmitSharded).
+	sharded shardedRuns
 	// claims are the open payments being handled (see sweepLoop).
 	claims payClaims
 	// closing serialises closeIncoming, so that a provider's invoice ended
@@ -366,6 +368,10 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 			"withhold", f.Withhold, "tamper-proofs", f.TamperProofs)
 	}
 	if err = n.recover(); err != nil {
+		return nil, err
+	}
+	// After recover, which marks the jobs that were in flight failed.
+	if _, err = n.ResumeShardedJobs(); err != nil {
 		return nil, err
 	}
 	if n.lnd != nil {
@@ -518,6 +524,22 @@ func (n *Node) collectBlobs() (int, error) {
 	for _, j := range jobs {
 		if j.Finished.IsZero() || j.Finished.After(since) {
 			keep[j.Announce.Module], keep[j.Announce.Input], keep[j.Output] = true, true, true
+		}
+	}
+	sharded, err := n.db.ShardedJobs(true)
+	if err != nil {
+		return 0, err
+	}
+	for _, sj := range sharded {
+		// An unfinished sharded job resumes from its blobs.
+		if sj.Finished.IsZero() || sj.Finished.After(since) {
+			keep[sj.Module], keep[sj.Output] = true, true
+			for _, p := range sj.Shards {
+				keep[p.Input] = true
+			}
+			if r := sj.Reduce; r != nil {
+				keep[r.Module], keep[r.Input] = true, true
+			}
 		}
 	}
 	runs, err := n.db.Runs()

@@ -199,25 +199,26 @@ func (r *shardedRun) detach() {
 	r.emitMu.Unlock()
 }
 
-// shardedRuns are the sharded jobs under way, by node and id: a job runs
-// once per node however often it is resumed.
-var shardedRuns = struct {
-	sync.Mutex
-	m map[shardedKey]*shardedRun
-}{m: map[shardedKey]*shardedRun{}}
+// shardedRuns are a node's sharded jobs under way, by id: a job runs once
+// however often it is resumed.
+type shardedRuns struct {
+	mu sync.Mutex
+	m  map[wire.JobID]*shardedRun // guarded by mu
+}
 
-type shardedKey struct {
-	n  *Node
-	id wire.JobID
+// get returns the run of id, nil when none is under way.
+func (s *shardedRuns) get(id wire.JobID) *shardedRun {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[id]
 }
 
 // startSharded runs rec in a goroutine of the node's, unless it runs
 // already (then it returns that run, events unchanged).
 func (n *Node) startSharded(rec *store.ShardedJob, spec Spec, events func(Event), resumed bool) (*shardedRun, error) {
-	shardedRuns.Lock()
-	defer shardedRuns.Unlock()
-	key := shardedKey{n, rec.ID}
-	if r := shardedRuns.m[key]; r != nil {
+	n.sharded.mu.Lock()
+	defer n.sharded.mu.Unlock()
+	if r := n.sharded.m[rec.ID]; r != nil {
 		return r, nil
 	}
 	if n.ctx.Err() != nil {
@@ -225,15 +226,18 @@ func (n *Node) startSharded(rec *store.ShardedJob, spec Spec, events func(Event)
 	}
 	ctx, cancel := context.WithCancel(n.ctx)
 	r := &shardedRun{n: n, spec: spec, rec: rec, events: events, cancel: cancel, done: make(chan struct{}), resumed: resumed}
-	shardedRuns.m[key] = r
+	if n.sharded.m == nil {
+		n.sharded.m = map[wire.JobID]*shardedRun{}
+	}
+	n.sharded.m[rec.ID] = r
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
 		defer cancel()
 		r.err = r.run(ctx)
-		shardedRuns.Lock()
-		delete(shardedRuns.m, key)
-		shardedRuns.Unlock()
+		n.sharded.mu.Lock()
+		delete(n.sharded.m, rec.ID)
+		n.sharded.mu.Unlock()
 		close(r.done)
 	}()
 	return r, nil
@@ -277,10 +281,7 @@ func (n *Node) ResumeShardedJobs() ([]wire.JobID, error) {
 		if err := json.Unmarshal(rec.Terms, &spec); err != nil {
 			return started, fmt.Errorf("sharded job %s: terms: %w", h.ID, err)
 		}
-		shardedRuns.Lock()
-		running := shardedRuns.m[shardedKey{n, h.ID}] != nil
-		shardedRuns.Unlock()
-		if running {
+		if n.sharded.get(h.ID) != nil {
 			continue
 		}
 		if _, err := n.startSharded(rec, spec, func(e Event) {
@@ -297,9 +298,7 @@ func (n *Node) ResumeShardedJobs() ([]wire.JobID, error) {
 // WaitShardedJob waits until the sharded job id, if under way here, ends
 // or ctx does, and returns where it stands.
 func (n *Node) WaitShardedJob(ctx context.Context, id wire.JobID) (*ShardedJob, error) {
-	shardedRuns.Lock()
-	r := shardedRuns.m[shardedKey{n, id}]
-	shardedRuns.Unlock()
+	r := n.sharded.get(id)
 	if r != nil {
 		select {
 		case <-ctx.Done():
@@ -314,9 +313,7 @@ func (n *Node) WaitShardedJob(ctx context.Context, id wire.JobID) (*ShardedJob, 
 // and records it failed: jobs of it in flight are cancelled, and it is
 // not resumed.
 func (n *Node) CancelShardedJob(id wire.JobID) (*ShardedJob, error) {
-	shardedRuns.Lock()
-	r := shardedRuns.m[shardedKey{n, id}]
-	shardedRuns.Unlock()
+	r := n.sharded.get(id)
 	if r != nil {
 		r.cancelled.Store(true)
 		r.cancel()
