@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -173,5 +175,324 @@ func BenchmarkScale(b *testing.B) {
 			settle(nodes)
 			measure(b, nodes, s)
 		})
+	}
+}
+
+// benchShards is the shard count of BenchmarkShards' jobs.
+const benchShards = 100
+
+// shardRound is what one batch of benchShards jobs cost: as one sharded
+// job or as independent submits.
+type shardRound struct {
+	wall time.Duration // first submit to last result
+	// coord is, per shard, its latency (its first job's announce to its
+	// shard-done event, or to Submit's return for an independent job) less
+	// the run time of its slowest accepted replica (the verdict waits for
+	// it): bids, assigns, transfers, waits for a busy provider's slot and
+	// the comparison of results.
+	coord []time.Duration
+	runs  int           // accepted replicas
+	run   time.Duration // their run times (RunMicros) summed
+	// perProvider is accepted replicas by provider, busy the assigns a
+	// provider refused as busy (on each shard's final job), retries the
+	// shard jobs submitted again.
+	perProvider   map[string]int
+	busy, retries int
+}
+
+// shardStats fills r from the final job records and each shard's start
+// and end.
+func shardStats(r *shardRound, jobs []*store.Job, begin, end []time.Time, providers []*Node) {
+	r.perProvider = map[string]int{}
+	for _, p := range providers {
+		r.perProvider[p.ID().String()] = 0
+	}
+	for i, j := range jobs {
+		var slowest time.Duration
+		for _, rep := range j.Replicas {
+			switch {
+			case rep.State == store.ReplicaDone && rep.Result != nil:
+				d := time.Duration(rep.Result.RunMicros) * time.Microsecond
+				slowest = max(slowest, d)
+				r.run += d
+				r.runs++
+				r.perProvider[rep.Provider]++
+			case rep.State == store.ReplicaLost && strings.Contains(rep.Error, "busy"):
+				r.busy++
+			}
+		}
+		r.coord = append(r.coord, end[i].Sub(begin[i])-slowest)
+	}
+}
+
+// runSharded submits ins as one sharded job of spec from client.
+func runSharded(b *testing.B, client *Node, providers []*Node, spec Spec, ins []ShardInput, parallel int) shardRound {
+	var mu sync.Mutex
+	begin, end := make([]time.Time, len(ins)), make([]time.Time, len(ins))
+	start := time.Now()
+	sj, err := client.SubmitShards(context.Background(), spec, ins, parallel, func(e Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		if e.Shard < 0 || e.Shard >= len(ins) {
+			return // not of a shard's job
+		}
+		switch e.Kind {
+		case EventAnnounced:
+			if begin[e.Shard].IsZero() {
+				begin[e.Shard] = e.Time
+			}
+		case EventShardDone: // carries no time
+			end[e.Shard] = time.Now()
+		}
+	})
+	r := shardRound{wall: time.Since(start)}
+	if err != nil || sj.State == store.JobFailed {
+		b.Fatalf("sharded job: %v %+v", err, sj)
+	}
+	for _, a := range sj.Attempts {
+		r.retries += a - 1
+	}
+	shardStats(&r, sj.Shards, begin, end, providers)
+	return r
+}
+
+// runIndependent submits the same work as len(ins) plain jobs, at most
+// parallel at once: the baseline of a sharded job.
+func runIndependent(b *testing.B, client *Node, providers []*Node, spec Spec, ins []ShardInput, parallel int) shardRound {
+	begin, end := make([]time.Time, len(ins)), make([]time.Time, len(ins))
+	jobs := make([]*store.Job, len(ins))
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, in := range ins {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			s := spec
+			s.Input, s.InputSize = in.Input, in.InputSize
+			job, err := client.Submit(context.Background(), s, func(e Event) {
+				if e.Kind == EventAnnounced && begin[i].IsZero() {
+					begin[i] = e.Time
+				}
+			})
+			end[i] = time.Now()
+			if err != nil || job.State == store.JobFailed {
+				b.Errorf("job %d: %v %+v", i, err, job)
+				return
+			}
+			jobs[i] = job
+		})
+	}
+	wg.Wait()
+	r := shardRound{wall: time.Since(start)}
+	if b.Failed() {
+		b.FailNow()
+	}
+	shardStats(&r, jobs, begin, end, providers)
+	return r
+}
+
+func benchMedian(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func meanMillis(ds []time.Duration) float64 {
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	return float64(sum.Microseconds()) / 1000 / float64(len(ds))
+}
+
+// busyAdverts counts the providers whose newest advert, as client knows
+// it, shows fewer free slots than slots. Load changes send no advert, and a
+// client ranks providers of equal reputation by the free slots of their
+// last advert: a provider that happened to advertise while busy stays at
+// the back of every candidate list until its next advert.
+func busyAdverts(client *Node) int {
+	busy := 0
+	for _, c := range client.peers.candidates(alwaysMatch, 0, 1, time.Hour, nil) {
+		if c.advert.FreeSlots < c.advert.Slots {
+			busy++
+		}
+	}
+	return busy
+}
+
+// freshAdverts has every provider advertise again when some advert shows
+// it busy (busyAdverts), and waits until client has seen them all idle and
+// no further advert comes for a few seconds (a poke may be pending).
+func freshAdverts(b *testing.B, client *Node, provs []*Node) {
+	seqs := func() map[string]uint64 {
+		m := map[string]uint64{}
+		for _, c := range client.peers.candidates(alwaysMatch, 0, 1, time.Hour, nil) {
+			m[c.id.String()] = c.advert.Seq
+		}
+		return m
+	}
+	idle := func() bool {
+		return busyAdverts(client) == 0 && len(seqs()) == len(provs)
+	}
+	for range 5 {
+		if !idle() {
+			for _, p := range provs {
+				p.provider.poke()
+			}
+			waitFor(b, 30*time.Second, "every provider advertises all its slots free", idle)
+		}
+		before := seqs()
+		time.Sleep(2500 * time.Millisecond)
+		if idle() && maps.Equal(before, seqs()) {
+			return
+		}
+	}
+	b.Fatal("adverts never quietened")
+}
+
+// BenchmarkShards is the coordination overhead of sharded jobs: 100 shards
+// of short work over 10 in-process providers (2 slots each) on loopback,
+// every shard at once, run as one SubmitShards job and, side by side in
+// the same iteration (order alternating), as 100 independent Submit calls
+// with the same parallelism (the baseline). Workloads: lines (lines.wasm
+// on 5 lines a shard, well under a millisecond of run) and cpu (cpu.wasm
+// on "150 300", about 7 ms alone). Per iteration, medians reported:
+//
+//   - ns/op and base-ms: wall time of the sharded job and of the baseline
+//     (first submit to the last result); wall-ratio is sharded/baseline,
+//     extra-ms/shard (sharded − baseline wall)/100: what sharding itself
+//     adds per shard (the per-shard jobs are the same Submit calls, plus
+//     the shard fields, retries and the concatenation of outputs).
+//   - coord-ms/shard (base-coord-ms/shard): the mean over shards of the
+//     shard's latency (its job's announce to its result) less the run time
+//     (RunMicros) of its slowest accepted replica: what a shard spends not
+//     computing (bids, assigns, transfers, waiting for a busy provider,
+//     comparing results). With every shard released at once this includes
+//     the queueing of 100×replicas runs on 20 slots.
+//   - util-% (base-util-%): provider utilisation, the accepted replicas'
+//     run times summed over (wall time × 10 providers × Slots).
+//   - run-ms/replica (base-run-ms/replica): the mean run time of an
+//     accepted replica. On 2 cores it grows with the runs at once (about
+//     7 ms alone for cpu): utilisation counts slot time, not CPU work.
+//   - min-reps/prov, max-reps/prov: the spread of the sharded job's
+//     accepted replicas over the 10 providers (even: 100×replicas/10).
+//   - busy/job: assigns refused as busy on the shards' final jobs; retries:
+//     shards submitted again.
+//   - busy-adverts: providers whose advert, published during the sharded
+//     round, showed them busy (they rank last until their next advert;
+//     every round starts from adverts that show all providers idle).
+//
+// The machine has 2 cores for 11 nodes: the slots are not real
+// parallelism, so read the ratios.
+func BenchmarkShards(b *testing.B) {
+	const providers = 10
+	nodes := benchNetwork(b, providers+1)
+	client, provs := nodes[0], nodes[1:]
+	slots := providers * provs[0].cfg.Slots
+	type work struct {
+		name, module string
+		input        func(i int) []byte
+	}
+	works := []work{
+		{"lines", "jobs/lines/lines.wasm", func(i int) []byte {
+			var s strings.Builder
+			for k := range 5 {
+				fmt.Fprintf(&s, "shard %d line %d %s\n", i, k, strings.Repeat("ab", k))
+			}
+			return []byte(s.String())
+		}},
+		{"cpu", "jobs/cpu/cpu.wasm", func(int) []byte { return []byte("150 300") }},
+	}
+	specs := map[string]Spec{}
+	inputs := map[string][]ShardInput{}
+	for _, w := range works {
+		module := readTestdata(b, w.module)
+		md, err := client.PutBlob(context.Background(), module)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var ins []ShardInput
+		for i := range benchShards {
+			in := w.input(i)
+			d, err := client.PutBlob(context.Background(), in)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ins = append(ins, ShardInput{Input: d, InputSize: int64(len(in))})
+		}
+		specs[w.name] = Spec{Module: md, ModuleSize: int64(len(module)), Timeout: 30 * time.Second}
+		inputs[w.name] = ins
+		// Warm: every provider fetches and compiles the module.
+		s := specs[w.name]
+		s.Replicas = 2
+		runSharded(b, client, provs, s, ins, 0)
+	}
+	settle(nodes)
+	for _, w := range works {
+		for _, replicas := range []int{1, 2} {
+			b.Run(fmt.Sprintf("work=%s/replicas=%d", w.name, replicas), func(b *testing.B) {
+				s := specs[w.name]
+				s.Replicas = replicas
+				ins := inputs[w.name]
+				var wall, base, ratio, coord, bcoord, util, butil, run, brun, extra, lo, hi, busy, retries, stale []float64
+				i := 0
+				// Each round starts from adverts that show every provider
+				// idle; busy-adverts counts those published busy during the
+				// sharded round.
+				round := func(sharded bool) (shardRound, int) {
+					b.StopTimer() // ns/op is set below, from the rounds
+					freshAdverts(b, client, provs)
+					b.StartTimer()
+					if sharded {
+						return runSharded(b, client, provs, s, ins, benchShards), busyAdverts(client)
+					}
+					return runIndependent(b, client, provs, s, ins, benchShards), 0
+				}
+				for b.Loop() {
+					var sh, in shardRound
+					var ads int
+					if i%2 == 0 {
+						sh, ads = round(true)
+						in, _ = round(false)
+					} else {
+						in, _ = round(false)
+						sh, ads = round(true)
+					}
+					i++
+					wall = append(wall, float64(sh.wall.Nanoseconds()))
+					base = append(base, float64(in.wall.Microseconds())/1000)
+					ratio = append(ratio, sh.wall.Seconds()/in.wall.Seconds())
+					coord = append(coord, meanMillis(sh.coord))
+					bcoord = append(bcoord, meanMillis(in.coord))
+					util = append(util, 100*sh.run.Seconds()/(sh.wall.Seconds()*float64(slots)))
+					butil = append(butil, 100*in.run.Seconds()/(in.wall.Seconds()*float64(slots)))
+					run = append(run, float64(sh.run.Microseconds())/1000/float64(sh.runs))
+					brun = append(brun, float64(in.run.Microseconds())/1000/float64(in.runs))
+					extra = append(extra, float64((sh.wall-in.wall).Microseconds())/1000/benchShards)
+					counts := slices.Collect(maps.Values(sh.perProvider))
+					lo = append(lo, float64(slices.Min(counts)))
+					hi = append(hi, float64(slices.Max(counts)))
+					busy = append(busy, float64(sh.busy))
+					stale = append(stale, float64(ads))
+					retries = append(retries, float64(sh.retries))
+				}
+				b.ReportMetric(benchMedian(wall), "ns/op")
+				b.ReportMetric(benchMedian(base), "base-ms")
+				b.ReportMetric(benchMedian(ratio), "wall-ratio")
+				b.ReportMetric(benchMedian(coord), "coord-ms/shard")
+				b.ReportMetric(benchMedian(bcoord), "base-coord-ms/shard")
+				b.ReportMetric(benchMedian(util), "util-%")
+				b.ReportMetric(benchMedian(butil), "base-util-%")
+				b.ReportMetric(benchMedian(run), "run-ms/replica")
+				b.ReportMetric(benchMedian(brun), "base-run-ms/replica")
+				b.ReportMetric(benchMedian(extra), "extra-ms/shard")
+				b.ReportMetric(benchMedian(lo), "min-reps/prov")
+				b.ReportMetric(benchMedian(hi), "max-reps/prov")
+				b.ReportMetric(benchMedian(busy), "busy/job")
+				b.ReportMetric(benchMedian(retries), "retries")
+				b.ReportMetric(benchMedian(stale), "busy-adverts")
+			})
+		}
 	}
 }

@@ -16,6 +16,9 @@
 #       templates (Freivalds GEMM n=64, fair exchange of 256 bytes)
 #   (i) hostile peers: what an attacker's input costs a provider before and
 #       after the bounds (requirement expressions, module compilation, frames)
+#   (j) sharded jobs: 100 shards of short work over 10 in-process providers,
+#       one sharded job vs 100 independent jobs side by side: wall time,
+#       coordination overhead per shard, provider utilisation and spread
 # BENCH_QUICK=1 shortens every part (a smoke test of this script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -108,3 +111,7 @@ hr "(i) hostile peers: cost to a provider of a requirement expression per announ
 go test -run '^$' -bench 'BenchmarkCompile$' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && echo 10x || echo 200x)" ./node/requirement | grep -E '^Benchmark' || true
 go test -run '^$' -bench 'BenchmarkCompileWorst' -benchtime 1x -timeout 30m ./host | grep -E '^Benchmark' || true
 go test -run '^$' -bench 'BenchmarkReadFrame' ./node/wire | grep -E '^Benchmark' || true
+
+hr "(j) sharded jobs: 100 shards (lines: 5 lines each; cpu: ~7 ms each) over 10 in-process providers (2 slots each), all at once, replicas 1 and 2: one SubmitShards job vs 100 independent Submits, side by side"
+echo "coordination overhead per shard (coord-ms/shard: a shard's latency less its slowest replica's run), utilisation (util-%: run time / (wall x 20 slots)), replicas per provider (even: 10 or 20); wall-ratio = sharded / independent:"
+go test -run '^$' -bench 'BenchmarkShards' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && echo 1x || echo 5x)" -timeout 30m ./node | grep -E '^Benchmark' || true
