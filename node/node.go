@@ -363,9 +363,9 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 			return nil, fmt.Errorf("mdns: %w", err)
 		}
 	}
-	if f := cfg.Faults; f != nil && (f.Lie > 0 || f.Silent > 0 || f.Slow > 0 || f.Withhold || f.TamperProofs) {
+	if f := cfg.Faults; f != nil && (f.Lie > 0 || f.Silent > 0 || f.Slow > 0 || f.Withhold || f.TamperProofs || f.Aggregate != "") {
 		n.log.Warn("FAULT INJECTION: this node misbehaves on purpose", "lie", f.Lie, "silent", f.Silent, "slow", f.Slow,
-			"withhold", f.Withhold, "tamper-proofs", f.TamperProofs)
+			"withhold", f.Withhold, "tamper-proofs", f.TamperProofs, "aggregate", f.Aggregate)
 	}
 	if err = n.recover(); err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
 )
 
 func startNode(t testing.TB) (*node.Node, *Server, string) {
@@ -129,5 +130,36 @@ func TestClient(t *testing.T) {
 	}
 	if _, err := Dial(t.TempDir(), ""); !errors.Is(err, ErrNoNode) {
 		t.Fatalf("Dial of an empty dir: %v", err)
+	}
+}
+
+// TestShardedRoutes: the sharded-job routes answer a node with none, and
+// refuse malformed or unknown ids.
+func TestShardedRoutes(t *testing.T) {
+	_, _, dir := startNode(t)
+	c, err := Dial(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if jobs, err := c.ShardedJobs(ctx); err != nil || len(jobs) != 0 {
+		t.Fatalf("ShardedJobs = %v, %v; want none", jobs, err)
+	}
+	unknown := wire.NewJobID()
+	for name, call := range map[string]func() error{
+		"get":    func() error { _, err := c.ShardedJob(ctx, unknown, false); return err },
+		"wait":   func() error { _, err := c.ShardedJob(ctx, unknown, true); return err },
+		"cancel": func() error { _, err := c.CancelShardedJob(ctx, unknown); return err },
+	} {
+		if err := call(); err == nil || !strings.Contains(err.Error(), "404") {
+			t.Errorf("%s of an unknown sharded job: %v, want 404", name, err)
+		}
+	}
+	resp, err := c.do(ctx, http.MethodGet, "/v1/sharded/not-an-id", nil)
+	if err == nil || !strings.Contains(err.Error(), "400") {
+		t.Errorf("malformed id: %v, want 400", err)
+		if resp != nil {
+			resp.Body.Close()
+		}
 	}
 }

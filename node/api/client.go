@@ -17,6 +17,7 @@ import (
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
 )
 
 // ErrNoNode is returned by Dial when no node's API can be found.
@@ -197,6 +198,34 @@ func (c *Client) submit(ctx context.Context, req SubmitRequest, onEvent func(nod
 func (c *Client) Jobs(ctx context.Context) ([]store.Job, error) {
 	var v []store.Job
 	return v, c.getJSON(ctx, "/v1/jobs", &v)
+}
+
+// ShardedJobs lists the sharded jobs the node submitted or resumed.
+func (c *Client) ShardedJobs(ctx context.Context) ([]node.ShardedJob, error) {
+	var v []node.ShardedJob
+	return v, c.getJSON(ctx, "/v1/sharded", &v)
+}
+
+// ShardedJob returns where a sharded job stands; with wait, once it has
+// ended (or ctx is done).
+func (c *Client) ShardedJob(ctx context.Context, id wire.JobID, wait bool) (*node.ShardedJob, error) {
+	path := "/v1/sharded/" + id.String()
+	if wait {
+		path += "?wait"
+	}
+	var v node.ShardedJob
+	return &v, c.getJSON(ctx, path, &v)
+}
+
+// CancelShardedJob cancels a sharded job: it ends failed, not resumed.
+func (c *Client) CancelShardedJob(ctx context.Context, id wire.JobID) (*node.ShardedJob, error) {
+	resp, err := c.do(ctx, http.MethodDelete, "/v1/sharded/"+id.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var v node.ShardedJob
+	return &v, json.NewDecoder(resp.Body).Decode(&v)
 }
 
 // Peers lists the peers the node knows.

@@ -10,6 +10,9 @@
 //	POST /v1/jobs              submit (SubmitRequest) → NDJSON of Line
 //	GET  /v1/jobs              jobs this node submitted
 //	GET  /v1/jobs/{id}         one job
+//	GET  /v1/sharded           sharded jobs this node submitted or resumed
+//	GET  /v1/sharded/{id}      one sharded job (?wait: once it has ended)
+//	DELETE /v1/sharded/{id}    cancel a sharded job
 //	GET  /v1/peers             peers this node knows
 //	GET  /v1/runs              replicas this node ran or runs for others
 //	GET  /v1/payments          escrowed payments, in and out
@@ -109,6 +112,12 @@ type SubmitRequest struct {
 	// Reduce, with Shards, runs a module on the shards' outputs
 	// concatenated in order, as one more job (node.ReduceSpec).
 	Reduce *node.ReduceSpec `json:"reduce,omitempty"`
+	// Via, with Shards, hands the job to this aggregator (a peer ID):
+	// node.SubmitVia, with SpotChecks shards run again here and at most
+	// MaxFeePercent of fee.
+	Via           string  `json:"via,omitempty"`
+	SpotChecks    int     `json:"spot_checks,omitempty"`
+	MaxFeePercent float64 `json:"max_fee_percent,omitempty"`
 }
 
 // Line is one line of the submit response: progress events, then the final
@@ -221,6 +230,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/jobs", s.auth(s.postJob))
 	mux.HandleFunc("GET /v1/jobs", s.auth(s.getJobs))
 	mux.HandleFunc("GET /v1/jobs/{id}", s.auth(s.getJob))
+	mux.HandleFunc("GET /v1/sharded", s.auth(s.getShardedJobs))
+	mux.HandleFunc("GET /v1/sharded/{id}", s.auth(s.getShardedJob))
+	mux.HandleFunc("DELETE /v1/sharded/{id}", s.auth(s.cancelShardedJob))
 	mux.HandleFunc("GET /v1/peers", s.auth(s.getPeers))
 	mux.HandleFunc("GET /v1/runs", s.auth(s.getRuns))
 	mux.HandleFunc("GET /v1/payments", s.auth(s.getPayments))
@@ -372,6 +384,21 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	events := func(e node.Event) { send(Line{Event: &e}) }
+	if req.Via != "" {
+		agg, err := peer.Decode(req.Via)
+		if err != nil {
+			send(Line{Error: fmt.Sprintf("via: %v", err)})
+			return
+		}
+		sj, err := s.n.SubmitVia(r.Context(), agg, spec, req.Shards, req.Parallel, req.SpotChecks, req.MaxFeePercent, events)
+		switch {
+		case err != nil:
+			send(Line{Error: err.Error()})
+		default:
+			send(Line{Sharded: sj})
+		}
+		return
+	}
 	if len(req.Shards) > 0 {
 		sj, err := s.n.SubmitSharded(r.Context(), node.ShardedSpec{Spec: spec, Inputs: req.Shards, Parallel: req.Parallel, Reduce: req.Reduce}, events)
 		switch {
@@ -388,6 +415,48 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 		send(Line{Job: job})
 	case err != nil:
 		send(Line{Error: err.Error()})
+	}
+}
+
+func (s *Server) getShardedJobs(w http.ResponseWriter, _ *http.Request) {
+	jobs, err := s.n.ShardedJobs()
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeJSON(w, jobs)
+}
+
+// getShardedJob answers one sharded job; with ?wait, once it has ended (or
+// the request is cancelled).
+func (s *Server) getShardedJob(w http.ResponseWriter, r *http.Request) {
+	s.shardedJob(w, r, func(id wire.JobID) (*node.ShardedJob, error) {
+		if r.URL.Query().Has("wait") {
+			return s.n.WaitShardedJob(r.Context(), id)
+		}
+		return s.n.ShardedJob(id)
+	})
+}
+
+func (s *Server) cancelShardedJob(w http.ResponseWriter, r *http.Request) {
+	s.shardedJob(w, r, s.n.CancelShardedJob)
+}
+
+// shardedJob answers what get returns for the sharded job named in the path.
+func (s *Server) shardedJob(w http.ResponseWriter, r *http.Request, get func(wire.JobID) (*node.ShardedJob, error)) {
+	id, err := wire.ParseJobID(r.PathValue("id"))
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	sj, err := get(id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		httpError(w, http.StatusNotFound, err)
+	case err != nil:
+		httpError(w, http.StatusInternalServerError, err)
+	default:
+		writeJSON(w, sj)
 	}
 }
 

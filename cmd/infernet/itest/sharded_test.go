@@ -96,3 +96,53 @@ func TestShardedProcesses(t *testing.T) {
 		t.Fatalf("merged output of %d bytes, %v; want the whole input's %d bytes", len(got), err, len(want))
 	}
 }
+
+// TestAggregatorProcesses: `infernet submit --shards 6 --via AGGREGATOR`
+// hands the job to an `infernet node --aggregator` process, which runs it
+// on 3 provider processes; the client checks it (one shard spot-checked)
+// and writes the merged output, the same as one run on the whole input.
+func TestAggregatorProcesses(t *testing.T) {
+	boot := startNode(t, "p1")
+	startNode(t, "p2", "--bootstrap", boot.addr)
+	startNode(t, "p3", "--bootstrap", boot.addr)
+	agg := startNode(t, "agg", "--bootstrap", boot.addr, "--no-provide", "--aggregator", "--fee", "1.5")
+	client := startNode(t, "client", "--bootstrap", boot.addr, "--no-provide")
+	waitAdverts(t, agg, 3)
+	waitAdverts(t, client, 3)
+	module := filepath.Join("..", "..", "..", "testdata", "jobs", "lines", "lines.wasm")
+	dir := t.TempDir()
+	var in strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&in, "row %d\n", i)
+	}
+	input := filepath.Join(dir, "in.txt")
+	if err := os.WriteFile(input, []byte(in.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want, stderr, code := infernet(t, nil, "run", module, "--input", input)
+	if code != 0 {
+		t.Fatalf("infernet run: exit %d: %s", code, stderr)
+	}
+	aggID := agg.addr[strings.LastIndex(agg.addr, "/")+1:]
+	out := filepath.Join(dir, "out.txt")
+	stdout, stderr, code := infernet(t, nil, "submit", module, "--input", input, "--shards", "6", "--via", aggID,
+		"--spot-check", "1", "--json", "--output", out, "--datadir", client.dataDir)
+	if code != 0 {
+		t.Fatalf("submit --via: exit %d: %s", code, stderr)
+	}
+	var s struct {
+		Verified bool              `json:"verified"`
+		Shards   []json.RawMessage `json:"shards"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil || !s.Verified || len(s.Shards) != 6 {
+		t.Fatalf("summary %s: %v; want 6 verified shards", stdout, err)
+	}
+	if got, err := os.ReadFile(out); err != nil || string(got) != want {
+		t.Fatalf("merged output of %d bytes, %v; want the whole input's %d", len(got), err, len(want))
+	}
+	// Over the client's fee limit: refused by the aggregator.
+	if _, stderr, code := infernet(t, nil, "submit", module, "--input", input, "--shards", "2", "--via", aggID,
+		"--max-fee", "1", "--datadir", client.dataDir); code == 0 || !strings.Contains(stderr, "fee") {
+		t.Fatalf("submit with --max-fee 1: exit %d, %s; want a refusal naming the fee", code, stderr)
+	}
+}

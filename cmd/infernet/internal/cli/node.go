@@ -107,6 +107,8 @@ stdout (give one to other nodes as --bootstrap).`,
 	f.StringVar(&opts.BlobQuota, "blob-quota", "16GiB", "disk space for blobs (`SIZE`; least recently used ones are evicted, 0: no cap)")
 	f.DurationVar(&c.MaxTimeout, "max-timeout", time.Hour, "longest job run time limit accepted")
 	f.DurationVar(&c.MaxDeadline, "max-deadline", 3*time.Hour, "furthest job deadline accepted, from when it is offered")
+	f.BoolVar(&c.Aggregator, "aggregator", false, "run whole sharded jobs for clients (infernet submit --via), for --fee")
+	f.Float64Var(&c.AggregatorFee, "fee", 1, "aggregator's fee, in `PERCENT` of what the providers are paid")
 	f.IntVar(&c.MaxPerClient, "max-per-client", 0, "replicas one client may have here at once (default: slots + queue/2)")
 	f.StringVar(&c.Backend, "backend", "auto", "tensor backend for tolerance-mode jobs: auto, "+backends.Names())
 	f.DurationVar(&c.AdvertInterval, "advert-interval", c.AdvertInterval, "how often to republish this node's advert")
@@ -174,6 +176,9 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 	role := "provider and client"
 	if !n.Provider() {
 		role = "client only"
+	}
+	if o.Config.Aggregator {
+		role += fmt.Sprintf(", aggregator (%g%% fee)", o.Config.AggregatorFee)
 	}
 	if o.Config.Lnd.Enabled() {
 		role += ", paid over Lightning"

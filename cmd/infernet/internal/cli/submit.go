@@ -67,6 +67,10 @@ type SubmitOptions struct {
 	InputDir string
 	Parallel int
 	Reduce   string // reduce module of a sharded job (sharded.go)
+	// Via, SpotChecks and MaxFee hand a sharded job to an aggregator.
+	Via        string
+	SpotChecks int
+	MaxFee     float64
 }
 
 // NewCmdSubmit returns `infernet submit`. runF replaces the action in tests.
@@ -135,6 +139,9 @@ from INFERNET_SHARD_INDEX and INFERNET_SHARD_COUNT.`,
 	f.StringVar(&opts.Split, "split", "lines", "how --shards cuts the input: lines, bytes or records:SEP")
 	f.StringVar(&opts.InputDir, "input-dir", "", "one shard per file of `DIR`, in name order (instead of --input)")
 	f.IntVar(&opts.Parallel, "parallel", 0, "shards running at once (default: all)")
+	f.StringVar(&opts.Via, "via", "", "sharded job: hand it to the aggregator `PEER` (a peer ID), and check what it returns")
+	f.IntVar(&opts.SpotChecks, "spot-check", 1, "with --via: shards run again by this node and compared with the aggregator's")
+	f.Float64Var(&opts.MaxFee, "max-fee", 2, "with --via: most fee accepted, in percent of the providers' price")
 	f.StringVar(&opts.Reduce, "reduce", "", "sharded job: run `MODULE` as one more job on the shards' outputs concatenated in order (no arguments, shard 0 of 1); its output is the job's")
 	f.StringVar(&opts.Settle, "settle", "escrow", "how a paid job pays: escrow (hold invoices released after verification) or fair (outputs of at most 254 bytes bought by zero-knowledge fair exchange)")
 	return cmd
@@ -178,6 +185,12 @@ func (o *SubmitOptions) request() (api.SubmitRequest, error) {
 		return req, fmt.Errorf("--require: %w", err)
 	}
 	req.Memory, req.MaxOutput, req.Mode, req.Args, req.Parallel = mem, int64(maxOut), uint8(mode), o.Args, o.Parallel
+	if o.Via != "" {
+		if o.Reduce != "" {
+			return req, errors.New("--via runs no --reduce yet")
+		}
+		req.Via, req.SpotChecks, req.MaxFeePercent = o.Via, o.SpotChecks, o.MaxFee
+	}
 	req.Adaptive, req.SameBackend, req.Proofs = o.Adaptive, o.Same, o.Proofs
 	if o.Compare != "" {
 		if mode != abi.ModeTolerance {
@@ -201,7 +214,7 @@ func runSubmit(ctx context.Context, o *SubmitOptions) error {
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
-	if o.Shards > 1 || o.InputDir != "" {
+	if o.Shards > 1 || o.InputDir != "" || o.Reduce != "" || o.Via != "" {
 		return runSharded(ctx, o, req)
 	}
 	module, err := os.ReadFile(o.Module)
