@@ -146,3 +146,36 @@ func TestAggregatorProcesses(t *testing.T) {
 		t.Fatalf("submit with --max-fee 1: exit %d, %s; want a refusal naming the fee", code, stderr)
 	}
 }
+
+// TestReduceProcesses: `infernet submit --shards 5 --reduce sum.wasm` maps
+// lines.wasm over 5 shards and reduces their outputs with sum.wasm on the
+// network; the result is what the two give run one after the other on the
+// whole input.
+func TestReduceProcesses(t *testing.T) {
+	boot := startNode(t, "p1")
+	startNode(t, "p2", "--bootstrap", boot.addr)
+	client := startNode(t, "client", "--bootstrap", boot.addr, "--no-provide")
+	waitAdverts(t, client, 2)
+	jobs := filepath.Join("..", "..", "..", "testdata", "jobs")
+	lines, sum := filepath.Join(jobs, "lines", "lines.wasm"), filepath.Join(jobs, "sum", "sum.wasm")
+	dir := t.TempDir()
+	var in strings.Builder
+	for i := range 200 {
+		fmt.Fprintf(&in, "%s\n", strings.Repeat("w", i%23))
+	}
+	input, mapped := filepath.Join(dir, "in.txt"), filepath.Join(dir, "mapped.txt")
+	if err := os.WriteFile(input, []byte(in.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := infernet(t, nil, "run", lines, "--input", input, "--output", mapped); code != 0 {
+		t.Fatalf("infernet run lines: exit %d: %s", code, stderr)
+	}
+	want, stderr, code := infernet(t, nil, "run", sum, "--input", mapped)
+	if code != 0 {
+		t.Fatalf("infernet run sum: exit %d: %s", code, stderr)
+	}
+	got, stderr, code := infernet(t, nil, "submit", lines, "--input", input, "--shards", "5", "--reduce", sum, "--datadir", client.dataDir)
+	if code != 0 || got != want {
+		t.Fatalf("submit --reduce: exit %d, output %q (want %q): %s", code, got, want, stderr)
+	}
+}
