@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -185,6 +186,7 @@ const benchShards = 100
 // job or as independent submits.
 type shardRound struct {
 	wall time.Duration // first submit to last result
+	cpu  time.Duration // the process's CPU time (user+sys) meanwhile
 	// coord is, per shard, its latency (its first job's announce to its
 	// shard-done event, or to Submit's return for an independent job) less
 	// the run time of its slowest accepted replica (the verdict waits for
@@ -225,11 +227,18 @@ func shardStats(r *shardRound, jobs []*store.Job, begin, end []time.Time, provid
 	}
 }
 
+// cpuTime is the process's CPU time so far, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // runSharded submits ins as one sharded job of spec from client.
 func runSharded(b *testing.B, client *Node, providers []*Node, spec Spec, ins []ShardInput, parallel int) shardRound {
 	var mu sync.Mutex
 	begin, end := make([]time.Time, len(ins)), make([]time.Time, len(ins))
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	sj, err := client.SubmitShards(context.Background(), spec, ins, parallel, func(e Event) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -245,7 +254,7 @@ func runSharded(b *testing.B, client *Node, providers []*Node, spec Spec, ins []
 			end[e.Shard] = time.Now()
 		}
 	})
-	r := shardRound{wall: time.Since(start)}
+	r := shardRound{wall: time.Since(start), cpu: cpuTime() - cpu0}
 	if err != nil || sj.State == store.JobFailed {
 		b.Fatalf("sharded job: %v %+v", err, sj)
 	}
@@ -263,7 +272,7 @@ func runIndependent(b *testing.B, client *Node, providers []*Node, spec Spec, in
 	jobs := make([]*store.Job, len(ins))
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	for i, in := range ins {
 		wg.Go(func() {
 			sem <- struct{}{}
@@ -284,7 +293,7 @@ func runIndependent(b *testing.B, client *Node, providers []*Node, spec Spec, in
 		})
 	}
 	wg.Wait()
-	r := shardRound{wall: time.Since(start)}
+	r := shardRound{wall: time.Since(start), cpu: cpuTime() - cpu0}
 	if b.Failed() {
 		b.FailNow()
 	}
@@ -372,6 +381,11 @@ func freshAdverts(b *testing.B, client *Node, provs []*Node) {
 //     the queueing of 100×replicas runs on 20 slots.
 //   - util-% (base-util-%): provider utilisation, the accepted replicas'
 //     run times summed over (wall time × 10 providers × Slots).
+//   - cpu-ms/shard (base-cpu-ms/shard): the CPU time of the whole process
+//     (all 11 nodes, user+sys) during the round, less the accepted
+//     replicas' run times, per shard: the CPU cost of coordinating one
+//     shard's job (approximate: a run's wall time on a contended core
+//     counts some time not on the CPU, and gossip heartbeats go on).
 //   - run-ms/replica (base-run-ms/replica): the mean run time of an
 //     accepted replica. On 2 cores it grows with the runs at once (about
 //     7 ms alone for cpu): utilisation counts slot time, not CPU work.
@@ -435,7 +449,7 @@ func BenchmarkShards(b *testing.B) {
 				s := specs[w.name]
 				s.Replicas = replicas
 				ins := inputs[w.name]
-				var wall, base, ratio, coord, bcoord, util, butil, run, brun, extra, lo, hi, busy, retries, stale []float64
+				var wall, base, ratio, coord, bcoord, util, butil, run, brun, cpu, bcpu, extra, lo, hi, busy, retries, stale []float64
 				i := 0
 				// Each round starts from adverts that show every provider
 				// idle; busy-adverts counts those published busy during the
@@ -469,6 +483,8 @@ func BenchmarkShards(b *testing.B) {
 					butil = append(butil, 100*in.run.Seconds()/(in.wall.Seconds()*float64(slots)))
 					run = append(run, float64(sh.run.Microseconds())/1000/float64(sh.runs))
 					brun = append(brun, float64(in.run.Microseconds())/1000/float64(in.runs))
+					cpu = append(cpu, float64((sh.cpu-sh.run).Microseconds())/1000/benchShards)
+					bcpu = append(bcpu, float64((in.cpu-in.run).Microseconds())/1000/benchShards)
 					extra = append(extra, float64((sh.wall-in.wall).Microseconds())/1000/benchShards)
 					counts := slices.Collect(maps.Values(sh.perProvider))
 					lo = append(lo, float64(slices.Min(counts)))
@@ -487,6 +503,8 @@ func BenchmarkShards(b *testing.B) {
 				b.ReportMetric(benchMedian(run), "run-ms/replica")
 				b.ReportMetric(benchMedian(brun), "base-run-ms/replica")
 				b.ReportMetric(benchMedian(extra), "extra-ms/shard")
+				b.ReportMetric(benchMedian(cpu), "cpu-ms/shard")
+				b.ReportMetric(benchMedian(bcpu), "base-cpu-ms/shard")
 				b.ReportMetric(benchMedian(lo), "min-reps/prov")
 				b.ReportMetric(benchMedian(hi), "max-reps/prov")
 				b.ReportMetric(benchMedian(busy), "busy/job")
