@@ -187,9 +187,10 @@ const benchShards = 100
 type shardRound struct {
 	wall time.Duration // first submit to last result
 	cpu  time.Duration // the process's CPU time (user+sys) meanwhile
-	// coord is, per shard, its latency (its first job's announce to its
-	// shard-done event, or to Submit's return for an independent job) less
-	// the run time of its slowest accepted replica (the verdict waits for
+	// coord is, per shard, its latency (from the start of the round, when
+	// every shard is released, to its shard-done event, or to Submit's
+	// return for an independent job) less the run time of its slowest
+	// accepted replica (the verdict waits for
 	// it): bids, assigns, transfers, waits for a busy provider's slot and
 	// the comparison of results.
 	coord []time.Duration
@@ -202,9 +203,9 @@ type shardRound struct {
 	busy, retries int
 }
 
-// shardStats fills r from the final job records and each shard's start
-// and end.
-func shardStats(r *shardRound, jobs []*store.Job, begin, end []time.Time, providers []*Node) {
+// shardStats fills r from the final job records, the round's start and
+// each shard's end.
+func shardStats(r *shardRound, jobs []*store.Job, start time.Time, end []time.Time, providers []*Node) {
 	r.perProvider = map[string]int{}
 	for _, p := range providers {
 		r.perProvider[p.ID().String()] = 0
@@ -223,7 +224,7 @@ func shardStats(r *shardRound, jobs []*store.Job, begin, end []time.Time, provid
 				r.busy++
 			}
 		}
-		r.coord = append(r.coord, end[i].Sub(begin[i])-slowest)
+		r.coord = append(r.coord, end[i].Sub(start)-slowest)
 	}
 }
 
@@ -237,21 +238,13 @@ func cpuTime() time.Duration {
 // runSharded submits ins as one sharded job of spec from client.
 func runSharded(b *testing.B, client *Node, providers []*Node, spec Spec, ins []ShardInput, parallel int) shardRound {
 	var mu sync.Mutex
-	begin, end := make([]time.Time, len(ins)), make([]time.Time, len(ins))
+	end := make([]time.Time, len(ins))
 	start, cpu0 := time.Now(), cpuTime()
 	sj, err := client.SubmitShards(context.Background(), spec, ins, parallel, func(e Event) {
 		mu.Lock()
 		defer mu.Unlock()
-		if e.Shard < 0 || e.Shard >= len(ins) {
-			return // not of a shard's job
-		}
-		switch e.Kind {
-		case EventAnnounced:
-			if begin[e.Shard].IsZero() {
-				begin[e.Shard] = e.Time
-			}
-		case EventShardDone: // carries no time
-			end[e.Shard] = time.Now()
+		if e.Kind == EventShardDone && e.Shard >= 0 && e.Shard < len(ins) {
+			end[e.Shard] = time.Now() // the event carries no time
 		}
 	})
 	r := shardRound{wall: time.Since(start), cpu: cpuTime() - cpu0}
@@ -261,14 +254,14 @@ func runSharded(b *testing.B, client *Node, providers []*Node, spec Spec, ins []
 	for _, a := range sj.Attempts {
 		r.retries += a - 1
 	}
-	shardStats(&r, sj.Shards, begin, end, providers)
+	shardStats(&r, sj.Shards, start, end, providers)
 	return r
 }
 
 // runIndependent submits the same work as len(ins) plain jobs, at most
 // parallel at once: the baseline of a sharded job.
 func runIndependent(b *testing.B, client *Node, providers []*Node, spec Spec, ins []ShardInput, parallel int) shardRound {
-	begin, end := make([]time.Time, len(ins)), make([]time.Time, len(ins))
+	end := make([]time.Time, len(ins))
 	jobs := make([]*store.Job, len(ins))
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
@@ -279,11 +272,7 @@ func runIndependent(b *testing.B, client *Node, providers []*Node, spec Spec, in
 			defer func() { <-sem }()
 			s := spec
 			s.Input, s.InputSize = in.Input, in.InputSize
-			job, err := client.Submit(context.Background(), s, func(e Event) {
-				if e.Kind == EventAnnounced && begin[i].IsZero() {
-					begin[i] = e.Time
-				}
-			})
+			job, err := client.Submit(context.Background(), s, nil)
 			end[i] = time.Now()
 			if err != nil || job.State == store.JobFailed {
 				b.Errorf("job %d: %v %+v", i, err, job)
@@ -297,7 +286,7 @@ func runIndependent(b *testing.B, client *Node, providers []*Node, spec Spec, in
 	if b.Failed() {
 		b.FailNow()
 	}
-	shardStats(&r, jobs, begin, end, providers)
+	shardStats(&r, jobs, start, end, providers)
 	return r
 }
 
@@ -374,7 +363,7 @@ func freshAdverts(b *testing.B, client *Node, provs []*Node) {
 //     adds per shard (the per-shard jobs are the same Submit calls, plus
 //     the shard fields, retries and the concatenation of outputs).
 //   - coord-ms/shard (base-coord-ms/shard): the mean over shards of the
-//     shard's latency (its job's announce to its result) less the run time
+//     shard's latency (the round's start to its result) less the run time
 //     (RunMicros) of its slowest accepted replica: what a shard spends not
 //     computing (bids, assigns, transfers, waiting for a busy provider,
 //     comparing results). With every shard released at once this includes
@@ -382,10 +371,9 @@ func freshAdverts(b *testing.B, client *Node, provs []*Node) {
 //   - util-% (base-util-%): provider utilisation, the accepted replicas'
 //     run times summed over (wall time × 10 providers × Slots).
 //   - cpu-ms/shard (base-cpu-ms/shard): the CPU time of the whole process
-//     (all 11 nodes, user+sys) during the round, less the accepted
-//     replicas' run times, per shard: the CPU cost of coordinating one
-//     shard's job (approximate: a run's wall time on a contended core
-//     counts some time not on the CPU, and gossip heartbeats go on).
+//     (all 11 nodes, user+sys) during the round per shard, the runs
+//     included: for lines, whose runs take ~0.1 ms, nearly all of it is
+//     coordination (gossip heartbeats go on meanwhile).
 //   - run-ms/replica (base-run-ms/replica): the mean run time of an
 //     accepted replica. On 2 cores it grows with the runs at once (about
 //     7 ms alone for cpu): utilisation counts slot time, not CPU work.
@@ -483,8 +471,8 @@ func BenchmarkShards(b *testing.B) {
 					butil = append(butil, 100*in.run.Seconds()/(in.wall.Seconds()*float64(slots)))
 					run = append(run, float64(sh.run.Microseconds())/1000/float64(sh.runs))
 					brun = append(brun, float64(in.run.Microseconds())/1000/float64(in.runs))
-					cpu = append(cpu, float64((sh.cpu-sh.run).Microseconds())/1000/benchShards)
-					bcpu = append(bcpu, float64((in.cpu-in.run).Microseconds())/1000/benchShards)
+					cpu = append(cpu, float64(sh.cpu.Microseconds())/1000/benchShards)
+					bcpu = append(bcpu, float64(in.cpu.Microseconds())/1000/benchShards)
 					extra = append(extra, float64((sh.wall-in.wall).Microseconds())/1000/benchShards)
 					counts := slices.Collect(maps.Values(sh.perProvider))
 					lo = append(lo, float64(slices.Min(counts)))
