@@ -249,7 +249,9 @@ func (p *provider) bid(a *wire.JobAnnounce) *wire.Bid {
 	_, b.HasModule = p.n.blobs.Has(a.Module)
 	p.mu.Lock()
 	b.FreeSlots = max(0, p.n.cfg.Slots-p.load)
-	full := p.load >= p.n.cfg.Slots+p.n.cfg.Queue
+	// As admit will: a bid the assign then refuses costs the client a
+	// round trip and a back-off.
+	full := p.load >= p.n.cfg.Slots+p.n.cfg.Queue || p.byPeer[peer.ID(a.Client)] >= p.n.cfg.MaxPerClient
 	p.mu.Unlock()
 	if why := p.terms(a); why != "" {
 		b.Reason = why
