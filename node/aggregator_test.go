@@ -51,10 +51,7 @@ func TestAggregator(t *testing.T) {
 	}
 	input := []byte(in.String())
 	want := runLocallyWith(t, module, input, "q")
-	md, err := net.client.PutBlob(ctx, module)
-	if err != nil {
-		t.Fatal(err)
-	}
+	md := putBlob(t, net.client, module)
 	spec := Spec{Module: md, ModuleSize: int64(len(module)), Replicas: 2, Timeout: 10 * time.Second, Args: []string{"q"}}
 	inputs := shardInputs(t, net.client, input, 12)
 

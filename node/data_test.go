@@ -24,19 +24,10 @@ func TestDataBlobs(t *testing.T) {
 	ctx := context.Background()
 	module := readTestdata(t, "jobs/datacat/datacat.wasm")
 	weights := bytes.Repeat([]byte("0123456789abcdef"), 3<<16) // 3 MiB
-	wd, err := net.client.PutBlob(ctx, weights)
-	if err != nil {
-		t.Fatal(err)
-	}
+	wd := putBlob(t, net.client, weights)
 	vocab := []byte("hello\n")
-	vd, err := net.client.PutBlob(ctx, vocab)
-	if err != nil {
-		t.Fatal(err)
-	}
-	md, err := net.client.PutBlob(ctx, module)
-	if err != nil {
-		t.Fatal(err)
-	}
+	vd := putBlob(t, net.client, vocab)
+	md := putBlob(t, net.client, module)
 	spec := Spec{Module: md, ModuleSize: int64(len(module)), Replicas: 2, Timeout: 10 * time.Second, Args: []string{"vocab.txt"},
 		Data: []wire.DataBlob{{Name: "weights.bin", Digest: wd, Size: int64(len(weights))}, {Name: "vocab.txt", Digest: vd, Size: int64(len(vocab))}}}
 	before := map[peer.ID]uint64{}

@@ -120,17 +120,20 @@ func readTestdata(tb testing.TB, path string) []byte {
 	return b
 }
 
+// putBlob stores b in n.
+func putBlob(tb testing.TB, n *Node, b []byte) blob.Digest {
+	tb.Helper()
+	d, err := n.PutBlob(context.Background(), b)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return d
+}
+
 // spec stores module and input in n and returns a two-replica spec.
 func spec(tb testing.TB, n *Node, module, input []byte) Spec {
 	tb.Helper()
-	md, err := n.PutBlob(context.Background(), module)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	id, err := n.PutBlob(context.Background(), input)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	md, id := putBlob(tb, n, module), putBlob(tb, n, input)
 	return Spec{Module: md, ModuleSize: int64(len(module)), Input: id, InputSize: int64(len(input)),
 		Replicas: 2, Timeout: 30 * time.Second}
 }

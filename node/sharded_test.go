@@ -24,11 +24,7 @@ func shardInputs(tb testing.TB, n *Node, input []byte, shards int) []ShardInput 
 	tb.Helper()
 	var ins []ShardInput
 	for _, b := range shard.Lines.Cut(input, shards) {
-		d, err := n.PutBlob(context.Background(), b)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		ins = append(ins, ShardInput{Input: d, InputSize: int64(len(b))})
+		ins = append(ins, ShardInput{Input: putBlob(tb, n, b), InputSize: int64(len(b))})
 	}
 	return ins
 }
@@ -49,10 +45,7 @@ func TestShardedJob(t *testing.T) {
 		fmt.Fprintf(&in, "line %d %s\n", i, strings.Repeat("ab", i%13))
 	}
 	input := []byte(in.String())
-	md, err := net.client.PutBlob(context.Background(), module)
-	if err != nil {
-		t.Fatal(err)
-	}
+	md := putBlob(t, net.client, module)
 	spec := Spec{Module: md, ModuleSize: int64(len(module)), Replicas: 2, Timeout: 30 * time.Second, Args: []string{"p"}}
 
 	var once sync.Once
@@ -111,10 +104,7 @@ func TestShardedJob(t *testing.T) {
 func TestShardEnvironment(t *testing.T) {
 	net := startNetwork(t, 2, nil)
 	module := readTestdata(t, "jobs/lines/lines.wasm")
-	md, err := net.client.PutBlob(context.Background(), module)
-	if err != nil {
-		t.Fatal(err)
-	}
+	md := putBlob(t, net.client, module)
 	spec := Spec{Module: md, ModuleSize: int64(len(module)), Replicas: 2, Timeout: 10 * time.Second, Args: []string{"--env"}}
 	ins := shardInputs(t, net.client, []byte("a\nb\nc\n"), 3)
 	sj, err := net.client.SubmitShards(context.Background(), spec, ins, 2, nil)
@@ -131,10 +121,7 @@ func TestShardEnvironment(t *testing.T) {
 	}
 
 	// lines exits 3 on an empty input: the shard fails verifiably.
-	empty, err := net.client.PutBlob(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	empty := putBlob(t, net.client, nil)
 	spec.Args = nil
 	sj, err = net.client.SubmitShards(context.Background(), spec, append(ins[:1:1], ShardInput{Input: empty}), 0, nil)
 	if err != nil || sj.State != store.JobFailed || !strings.Contains(sj.Error, "shard 1: exit status 3") || sj.Attempts[1] != 1 {
@@ -175,14 +162,8 @@ func TestShardedReduce(t *testing.T) {
 	net := startNetwork(t, 3, nil)
 	ctx := context.Background()
 	mapper, reducer := readTestdata(t, "jobs/lines/lines.wasm"), readTestdata(t, "jobs/sum/sum.wasm")
-	md, err := net.client.PutBlob(ctx, mapper)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rd, err := net.client.PutBlob(ctx, reducer)
-	if err != nil {
-		t.Fatal(err)
-	}
+	md := putBlob(t, net.client, mapper)
+	rd := putBlob(t, net.client, reducer)
 	input := linesInput(300)
 	spec := Spec{Module: md, ModuleSize: int64(len(mapper)), Replicas: 2, Timeout: 30 * time.Second}
 	var mu sync.Mutex
@@ -256,14 +237,8 @@ func TestShardedResume(t *testing.T) {
 	})
 	ctx := context.Background()
 	mapper, reducer := readTestdata(t, "jobs/lines/lines.wasm"), readTestdata(t, "jobs/sum/sum.wasm")
-	md, err := net.client.PutBlob(ctx, mapper)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rd, err := net.client.PutBlob(ctx, reducer)
-	if err != nil {
-		t.Fatal(err)
-	}
+	md := putBlob(t, net.client, mapper)
+	rd := putBlob(t, net.client, reducer)
 	input := linesInput(400)
 	const shards = 8
 	ss := ShardedSpec{
@@ -395,15 +370,12 @@ func TestShardedCancel(t *testing.T) {
 		}
 	})
 	mapper := readTestdata(t, "jobs/lines/lines.wasm")
-	md, err := net.client.PutBlob(context.Background(), mapper)
-	if err != nil {
-		t.Fatal(err)
-	}
+	md := putBlob(t, net.client, mapper)
 	ss := ShardedSpec{Spec: Spec{Module: md, ModuleSize: int64(len(mapper)), Replicas: 2, Timeout: 30 * time.Second},
 		Inputs: shardInputs(t, net.client, linesInput(40), 8), Parallel: 1}
 	ctx, cancel := context.WithCancel(context.Background())
 	ids := make(chan string, 1)
-	_, err = net.client.SubmitSharded(ctx, ss, func(e Event) {
+	_, err := net.client.SubmitSharded(ctx, ss, func(e Event) {
 		if e.Kind == EventShardedRecorded {
 			ids <- e.Detail
 			cancel() // the caller leaves at once

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -51,16 +50,9 @@ func (o *SubmitOptions) shardInputs() ([][]byte, error) {
 	if o.Shards < 1 || o.Shards > wire.MaxShards {
 		return nil, fmt.Errorf("--shards: want 1 to %d", wire.MaxShards)
 	}
-	var input []byte
-	switch o.Input {
-	case "":
-	case "-":
-		input, err = io.ReadAll(o.IO.In)
-	default:
-		input, err = os.ReadFile(o.Input)
-	}
+	input, err := o.readInput()
 	if err != nil {
-		return nil, fmt.Errorf("input: %w", err)
+		return nil, err
 	}
 	shards := split.Cut(input, o.Shards)
 	if len(shards) == 0 {

@@ -221,16 +221,9 @@ func runSubmit(ctx context.Context, o *SubmitOptions) error {
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
-	var input []byte
-	switch o.Input {
-	case "":
-	case "-":
-		input, err = io.ReadAll(o.IO.In)
-	default:
-		input, err = os.ReadFile(o.Input)
-	}
+	input, err := o.readInput()
 	if err != nil {
-		return &exitError{Code: ExitError, Err: fmt.Errorf("input: %w", err)}
+		return &exitError{Code: ExitError, Err: err}
 	}
 	c, err := api.Dial(o.DataDir, o.API)
 	if err != nil {
@@ -307,6 +300,24 @@ func uploadData(ctx context.Context, c *api.Client, flags []string) ([]wire.Data
 	}
 	slices.SortFunc(out, func(a, b wire.DataBlob) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// readInput reads --input: a file, this process's stdin for -, nothing
+// when unset.
+func (o *SubmitOptions) readInput() ([]byte, error) {
+	var input []byte
+	var err error
+	switch o.Input {
+	case "":
+	case "-":
+		input, err = io.ReadAll(o.IO.In)
+	default:
+		input, err = os.ReadFile(o.Input)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("input: %w", err)
+	}
+	return input, nil
 }
 
 func writeSubmitOutput(o *SubmitOptions, out []byte) error {
