@@ -25,6 +25,8 @@ var messages = []func() Versioned{
 	func() Versioned { return new(BidOpen) },
 	func() Versioned { return new(Release) },
 	func() Versioned { return new(Ack) },
+	func() Versioned { return new(AggregateRequest) },
+	func() Versioned { return new(AggregateUpdate) },
 }
 
 // seedMessages are valid messages of every type, in messages' order.
@@ -37,7 +39,8 @@ func seedMessages() []Versioned {
 		TimeoutMS: 1000, Replicas: 2, Deadline: 1e12, Time: 1e12, MaxOutput: 1 << 20}
 	return []Versioned{
 		&JobAnnounce{V: Version, Job: job, Client: []byte("client"), Module: d, ModuleSize: 1, Input: d, Memory: 1 << 20,
-			TimeoutMS: 1000, Replicas: 2, Deadline: 1e12, Time: 1e12, MaxOutput: 1 << 20, Require: `has("cuda")`, Proofs: true},
+			TimeoutMS: 1000, Replicas: 2, Deadline: 1e12, Time: 1e12, MaxOutput: 1 << 20, Require: `has("cuda")`, Proofs: true,
+			Args: []string{"-x", ""}, Shard: 2, Shards: 3, Data: []DataBlob{{Name: "w", Digest: d, Size: 9}}},
 		&CapabilityAdvert{V: Version, Peer: []byte("peer"), Seq: 9, Cores: 4, MemoryBytes: 1 << 30,
 			GPUs: []GPU{{Name: "RTX", MemoryBytes: 1 << 30, ComputeMajor: 8}}, Backends: []string{"reference", "cuda"}, Features: []string{FeatureFair}},
 		&Bid{V: Version, Job: job, Accept: true, Price: 7},
@@ -49,6 +52,9 @@ func seedMessages() []Versioned {
 		&BidOpen{V: Version, Announce: &ann, Bid: &Bid{V: Version, Job: job}},
 		&Release{V: Version, Job: job, Replica: 2, Preimage: []byte{9}},
 		&Ack{V: Version},
+		&AggregateRequest{V: Version, Announce: ann, Shards: []ShardRef{{Input: d, Size: 3}, {}}, Parallel: 2, MaxFeePercent: 1.5},
+		&AggregateUpdate{V: Version, Shard: 1, Event: "result", Detail: "x", Result: &AggregateResult{Verified: true, Output: d, OutputSize: 7,
+			Shards: []AggregateShard{{Announce: ann, Results: []Result{*res}}}, FeePercent: 1}},
 	}
 }
 
