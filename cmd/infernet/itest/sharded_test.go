@@ -91,6 +91,9 @@ func TestShardedProcesses(t *testing.T) {
 		}
 	}
 	t.Logf("10 shards verified, %d replicas lost to the killed provider", lost)
+	if list, _, code := infernet(t, nil, "jobs", "--sharded", "--datadir", client.dataDir); code != 0 || !strings.Contains(list, "verified") || !strings.Contains(list, "10/10 done") {
+		t.Errorf("jobs --sharded: exit %d:\n%s", code, list)
+	}
 	got, err := os.ReadFile(out)
 	if err != nil || got == nil || string(got) != want {
 		t.Fatalf("merged output of %d bytes, %v; want the whole input's %d bytes", len(got), err, len(want))

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/store"
 )
 
 // listOptions are the flags shared by the read commands.
@@ -76,10 +77,10 @@ func NewCmdPeers(stdio IO) *cobra.Command {
 // NewCmdJobs returns `infernet jobs`.
 func NewCmdJobs(stdio IO) *cobra.Command {
 	var o listOptions
-	var runs bool
+	var runs, sharded bool
 	cmd := &cobra.Command{
 		Use:   "jobs",
-		Short: "List the jobs submitted through the local node (--runs: those it runs for others)",
+		Short: "List the jobs submitted through the local node (--runs: those it runs for others; --sharded: sharded jobs)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := api.Dial(o.DataDir, o.API)
@@ -88,6 +89,9 @@ func NewCmdJobs(stdio IO) *cobra.Command {
 			}
 			if runs {
 				return listRuns(cmd.Context(), stdio, c, o.JSON)
+			}
+			if sharded {
+				return listSharded(cmd.Context(), stdio, c, o.JSON)
 			}
 			jobs, err := c.Jobs(cmd.Context())
 			if err != nil {
@@ -111,7 +115,34 @@ func NewCmdJobs(stdio IO) *cobra.Command {
 	}
 	o.flags(cmd)
 	cmd.Flags().BoolVar(&runs, "runs", false, "list the replicas this node ran or runs for others instead")
+	cmd.Flags().BoolVar(&sharded, "sharded", false, "list the sharded jobs instead: state, shards done, output")
 	return cmd
+}
+
+func listSharded(ctx context.Context, stdio IO, c *api.Client, asJSON bool) error {
+	jobs, err := c.ShardedJobs(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(stdio, jobs)
+	}
+	tw := tabwriter.NewWriter(stdio.Out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SHARDED JOB\tSTATE\tSHARDS\tREDUCE\tOUTPUT\tERROR")
+	for _, j := range jobs {
+		done := 0
+		for _, s := range j.Shards {
+			if s != nil && (s.State == store.JobVerified || s.State == store.JobUnverified) {
+				done++
+			}
+		}
+		reduce := "-"
+		if j.Reduce != nil {
+			reduce = j.Reduce.State.String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d/%d done\t%s\t%d B\t%s\n", j.ID, j.State, done, len(j.Shards), reduce, j.OutputSize, oneLine(j.Error))
+	}
+	return tw.Flush()
 }
 
 func listRuns(ctx context.Context, stdio IO, c *api.Client, asJSON bool) error {
