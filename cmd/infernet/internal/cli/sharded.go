@@ -68,15 +68,7 @@ func runSharded(ctx context.Context, o *SubmitOptions, req api.SubmitRequest) er
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
-	module, err := os.ReadFile(o.Module)
-	if err != nil {
-		return &exitError{Code: ExitError, Err: err}
-	}
-	c, err := api.Dial(o.DataDir, o.API)
-	if err != nil {
-		return &exitError{Code: ExitError, Err: err}
-	}
-	mb, err := c.PutBlob(ctx, module)
+	c, mb, err := o.dialAndPutModule(ctx)
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}

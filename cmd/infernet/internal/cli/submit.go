@@ -217,19 +217,11 @@ func runSubmit(ctx context.Context, o *SubmitOptions) error {
 	if o.Shards > 1 || o.InputDir != "" || o.Reduce != "" || o.Via != "" {
 		return runSharded(ctx, o, req)
 	}
-	module, err := os.ReadFile(o.Module)
-	if err != nil {
-		return &exitError{Code: ExitError, Err: err}
-	}
 	input, err := o.readInput()
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
-	c, err := api.Dial(o.DataDir, o.API)
-	if err != nil {
-		return &exitError{Code: ExitError, Err: err}
-	}
-	mb, err := c.PutBlob(ctx, module)
+	c, mb, err := o.dialAndPutModule(ctx)
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
@@ -300,6 +292,20 @@ func uploadData(ctx context.Context, c *api.Client, flags []string) ([]wire.Data
 	}
 	slices.SortFunc(out, func(a, b wire.DataBlob) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// dialAndPutModule connects to the node's API and stores MODULE there.
+func (o *SubmitOptions) dialAndPutModule(ctx context.Context) (*api.Client, api.BlobInfo, error) {
+	module, err := os.ReadFile(o.Module)
+	if err != nil {
+		return nil, api.BlobInfo{}, err
+	}
+	c, err := api.Dial(o.DataDir, o.API)
+	if err != nil {
+		return nil, api.BlobInfo{}, err
+	}
+	mb, err := c.PutBlob(ctx, module)
+	return c, mb, err
 }
 
 // readInput reads --input: a file, this process's stdin for -, nothing
