@@ -42,9 +42,12 @@ type provider struct {
 	// fixed is the part of the advert that does not change while running.
 	fixed wire.CapabilityAdvert
 
-	mu      sync.Mutex
-	load    int                 // accepted replicas not yet finished (running or queued); guarded by mu
-	byPeer  map[peer.ID]int     // load per client; guarded by mu
+	mu     sync.Mutex
+	load   int             // accepted replicas not yet finished (running or queued); guarded by mu
+	byPeer map[peer.ID]int // load per client; guarded by mu
+	// running are the (client, job, replica) under way, so that the same
+	// replica is not run twice at once; guarded by mu.
+	running map[runID]bool
 	active  map[*store.Run]bool // runs not yet recorded as finished; guarded by mu
 	seq     uint64
 	changed chan struct{} // capacity 1: ask advertLoop for a new advert now
@@ -63,6 +66,7 @@ func newProvider(ctx context.Context, n *Node) (*provider, error) {
 		changed: make(chan struct{}, 1),
 		active:  map[*store.Run]bool{},
 		byPeer:  map[peer.ID]int{},
+		running: map[runID]bool{},
 		seq:     uint64(time.Now().UnixNano()), // increases across restarts too
 	}
 	if inv, err := gpu.Detect(ctx); err == nil {
@@ -270,25 +274,38 @@ func (p *provider) backendFor(a *wire.JobAnnounce) string {
 	return p.backends.Reference.Name()
 }
 
-// admit reserves a place for a replica of client, or reports that none is
-// left for it: the provider is full, or client holds MaxPerClient places.
-func (p *provider) admit(client peer.ID) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.load >= p.n.cfg.Slots+p.n.cfg.Queue || p.byPeer[client] >= p.n.cfg.MaxPerClient {
-		return false
-	}
-	p.load++
-	p.byPeer[client]++
-	return true
+// runID names a replica a client asked for.
+type runID struct {
+	client  peer.ID
+	job     wire.JobID
+	replica uint8
 }
 
-func (p *provider) release(client peer.ID) {
+// admit reserves a place for replica r, or says why it cannot: the
+// provider is full, the client holds MaxPerClient places, or r is under
+// way already (an assign sent twice).
+func (p *provider) admit(r runID) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.running[r]:
+		return "this replica is running already"
+	case p.load >= p.n.cfg.Slots+p.n.cfg.Queue || p.byPeer[r.client] >= p.n.cfg.MaxPerClient:
+		return wire.ReasonBusy
+	}
+	p.load++
+	p.byPeer[r.client]++
+	p.running[r] = true
+	return ""
+}
+
+func (p *provider) release(r runID) {
 	p.mu.Lock()
 	p.load--
-	if p.byPeer[client]--; p.byPeer[client] <= 0 {
-		delete(p.byPeer, client)
+	if p.byPeer[r.client]--; p.byPeer[r.client] <= 0 {
+		delete(p.byPeer, r.client)
 	}
+	delete(p.running, r)
 	p.mu.Unlock()
 }
 
@@ -342,11 +359,12 @@ func (p *provider) handleAssign(s network.Stream) {
 		p.deliver(c, run)
 		return
 	}
-	if !p.admit(client) {
-		reject(wire.ReasonBusy)
+	rid := runID{client, a.Announce.Job, a.Replica}
+	if why := p.admit(rid); why != "" {
+		reject(why)
 		return
 	}
-	defer p.release(client)
+	defer p.release(rid)
 	run := &store.Run{Job: a.Announce.Job, Replica: a.Replica, Client: client.String(), State: store.RunAccepted, Started: time.Now(), Terms: terms}
 	p.setActive(run, store.RunAccepted)
 	defer p.setActive(run, store.RunFinished)
