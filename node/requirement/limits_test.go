@@ -43,11 +43,12 @@ func fullEnv() Env {
 }
 
 func TestCompileLimits(t *testing.T) {
-	tests := []struct {
+	type compileCase struct {
 		name string
 		src  string
 		want error // nil: compiles
-	}{
+	}
+	tests := []compileCase{
 		{"closure over backends", `any(backends, {# startsWith "cuda"})`, nil},
 		{"closure over a literal", `count(["cuda", "rocm"], {has(#)}) >= 1`, nil},
 		{"filter then len", `len(filter(backends, {# contains "cpu"})) > 1`, nil},
@@ -65,18 +66,10 @@ func TestCompileLimits(t *testing.T) {
 		{"clock builtin", `now().Year() > 2000`, ErrInvalid},
 	}
 	for name, src := range hostile {
-		tests = append(tests, struct {
-			name string
-			src  string
-			want error
-		}{"hostile " + name, src, ErrInvalid})
+		tests = append(tests, compileCase{"hostile " + name, src, ErrInvalid})
 	}
 	for name, src := range costliest {
-		tests = append(tests, struct {
-			name string
-			src  string
-			want error
-		}{"costliest " + name, src, nil})
+		tests = append(tests, compileCase{"costliest " + name, src, nil})
 	}
 	for _, tt := range tests {
 		p, err := Compile(tt.src)

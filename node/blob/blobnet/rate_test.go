@@ -82,13 +82,7 @@ func TestFetchTrickle(t *testing.T) {
 			trickler := newHost(t)
 			serveTrickle(trickler, data, tc.piece, tc.every)
 			connect(t, f.h, trickler)
-			hints := []peer.ID{trickler.ID()}
-			for range tc.honest {
-				n := newNode(t, Config{})
-				n.put(t, data)
-				connect(t, f.h, n.h)
-				hints = append(hints, n.h.ID())
-			}
+			hints := append([]peer.ID{trickler.ID()}, honestSources(t, f, data, tc.honest)...)
 			start := time.Now()
 			err := f.svc.Fetch(testCtx(t), d, int64(tc.size), hints)
 			elapsed := time.Since(start)

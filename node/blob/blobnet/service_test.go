@@ -94,6 +94,20 @@ func (n *node) lastStats(tb testing.TB) FetchStats {
 
 // newNode starts a host with a store and a service; cfg's Host, Store,
 // Logger and OnFetch are filled in.
+// honestSources starts count nodes holding data, connected to f, and
+// returns their IDs.
+func honestSources(tb testing.TB, f *node, data []byte, count int) []peer.ID {
+	tb.Helper()
+	var ids []peer.ID
+	for range count {
+		n := newNode(tb, Config{})
+		n.put(tb, data)
+		connect(tb, f.h, n.h)
+		ids = append(ids, n.h.ID())
+	}
+	return ids
+}
+
 func newNode(tb testing.TB, cfg Config) *node {
 	tb.Helper()
 	n := &node{h: cfg.Host}
@@ -332,13 +346,7 @@ func TestFetchLiar(t *testing.T) {
 			liar := newHost(t)
 			serveLies(liar, data)
 			connect(t, f.h, liar)
-			hints := []peer.ID{liar.ID()}
-			for range tc.honest {
-				n := newNode(t, Config{})
-				n.put(t, data)
-				connect(t, f.h, n.h)
-				hints = append(hints, n.h.ID())
-			}
+			hints := append([]peer.ID{liar.ID()}, honestSources(t, f, data, tc.honest)...)
 			if err := f.svc.Fetch(testCtx(t), d, int64(tc.size), hints); err != nil {
 				t.Fatal(err)
 			}
