@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -664,20 +665,56 @@ func shardFailure(j *store.Job) string {
 
 // concat stores the outputs of jobs, in order, as one blob.
 func (n *Node) concat(jobs []*store.Job) (blob.Digest, int64, error) {
-	var readers []io.Reader
 	var size int64
 	for _, j := range jobs {
-		f, sz, err := n.blobs.Open(j.Output)
-		if err != nil {
-			return blob.Digest{}, 0, fmt.Errorf("shard output %s: %w", j.Output.Short(), err)
-		}
-		defer f.Close()
-		readers = append(readers, f)
-		size += sz
+		size += j.OutputSize
 	}
-	d, got, err := n.blobs.Put(io.MultiReader(readers...), size)
+	r := &outputsReader{n: n, jobs: jobs}
+	defer r.close()
+	d, got, err := n.blobs.Put(r, size)
 	if err == nil && got != size {
 		err = fmt.Errorf("read %d bytes of %d", got, size)
 	}
 	return d, got, err
+}
+
+// outputsReader reads jobs' outputs one after the other, holding one file
+// open at a time (a job may have tens of thousands of shards).
+type outputsReader struct {
+	n    *Node
+	jobs []*store.Job
+	f    *os.File
+}
+
+func (r *outputsReader) Read(b []byte) (int, error) {
+	for {
+		if r.f == nil {
+			if len(r.jobs) == 0 {
+				return 0, io.EOF
+			}
+			j := r.jobs[0]
+			r.jobs = r.jobs[1:]
+			f, _, err := r.n.blobs.Open(j.Output)
+			if err != nil {
+				return 0, fmt.Errorf("shard output %s: %w", j.Output.Short(), err)
+			}
+			r.f = f
+		}
+		k, err := r.f.Read(b)
+		if err == io.EOF {
+			r.close()
+			if k == 0 {
+				continue
+			}
+			err = nil
+		}
+		return k, err
+	}
+}
+
+func (r *outputsReader) close() {
+	if r.f != nil {
+		r.f.Close()
+		r.f = nil
+	}
 }
