@@ -60,8 +60,8 @@ testdata: deps
 clean:
 	rm -rf bin
 
-# Local Lightning regtest network: btcd + three lnd nodes (client, provider1,
-# provider2) with funded channels; writes .regtest/env (see scripts/regtest.sh).
+# Local Lightning regtest network: btcd + four lnd nodes (client, provider1,
+# provider2, aggregator) with funded channels; writes .regtest/env (see scripts/regtest.sh).
 # Builds pinned btcd/lnd into ~/.cache/infernet the first time. `regtest-down`
 # stops everything and removes .regtest/.
 .PHONY: regtest-up regtest-down

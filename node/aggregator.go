@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"math/bits"
 	"math/rand/v2"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
+	"github.com/infernet/infernet/payments"
 )
 
 // ProtocolAggregate: a client hands a whole sharded job to an aggregator,
@@ -45,6 +48,16 @@ func (n *Node) handleAggregate(s network.Stream) {
 		c.reset()
 		return
 	}
+	var pay *store.Payment // the client's, for a paid job
+	delivered := false
+	defer func() {
+		if pay != nil {
+			if !delivered {
+				n.cancelInvoice(pay, "the job was not delivered")
+			}
+			n.claims.drop(pay)
+		}
+	}()
 	reject := func(why string) {
 		c.write(&wire.AggregateUpdate{V: wire.Version, Reason: why})
 		c.close()
@@ -60,12 +73,17 @@ func (n *Node) handleAggregate(s network.Stream) {
 	case req.MaxFeePercent < n.cfg.AggregatorFee:
 		reject(fmt.Sprintf("fee %.2f%% over the %.2f%% offered", n.cfg.AggregatorFee, req.MaxFeePercent))
 		return
-	case ann.Validate() != nil:
+	case ann.Validate() != nil || ann.Settle != wire.SettleEscrow:
 		reject("malformed terms")
 		return
 	}
 	ctx, cancel := context.WithDeadline(n.ctx, time.UnixMilli(ann.Deadline))
 	defer cancel()
+	var err error
+	if pay, err = n.chargeAggregate(ctx, c, &req, client); err != nil {
+		reject(err.Error())
+		return
+	}
 	stop := context.AfterFunc(ctx, c.reset)
 	defer stop()
 	c.s.SetReadDeadline(time.Time{})
@@ -116,7 +134,78 @@ func (n *Node) handleAggregate(s network.Stream) {
 		c.reset()
 		return
 	}
+	if pay != nil && res.Verified {
+		// The client has what it paid for: from now on it owes the payment,
+		// and the invoice is held until it releases or cancels.
+		pay.Delivered, delivered = true, true
+		if err := n.db.PutPayment(pay); err != nil {
+			n.log.Error("recording a delivered aggregate", "job", ann.Job, "err", err)
+		}
+	}
 	c.close()
+}
+
+// chargeAggregate, for a paid aggregated job, checks that this node can
+// pay the providers, invoices the client for every shard-replica at the
+// job's price plus the fee, and waits until the client's payment is
+// locked. It returns the claimed payment, or nil for a free job.
+func (n *Node) chargeAggregate(ctx context.Context, c *conn, req *wire.AggregateRequest, client peer.ID) (*store.Payment, error) {
+	ann := &req.Announce
+	total, fee, err := aggregateAmount(ann, len(req.Shards), n.cfg.AggregatorFee)
+	switch {
+	case err != nil:
+		return nil, err
+	case total+fee == 0:
+		return nil, nil // free
+	case n.lnd == nil:
+		return nil, fmt.Errorf("%w: this aggregator takes free jobs only (no lnd)", ErrPaymentRequired)
+	case req.PaymentHash == nil:
+		return nil, fmt.Errorf("%w: %d msat for %d shards at %d msat per replica, and a %g%% fee", ErrPaymentRequired, total+fee, len(req.Shards), ann.Price, n.cfg.AggregatorFee)
+	case len(req.PaymentHash) != 32:
+		return nil, fmt.Errorf("%w: bad payment terms", ErrPaymentRequired)
+	}
+	if err := n.canPay(ctx, total, fmt.Sprintf("the providers of %d shards", len(req.Shards))); err != nil {
+		return nil, err
+	}
+	if n.cfg.Faults.overcharges() {
+		fee += total + fee
+	}
+	pay := &store.Payment{Job: ann.Job, Peer: client.String(), State: store.PayInvoiced, AmountMsat: total + fee,
+		Created: time.Now(), Due: time.UnixMilli(ann.Deadline).Add(payGrace), Aggregate: true}
+	copy(pay.Hash[:], req.PaymentHash)
+	if old, err := n.db.Payment(pay.Job, 0, false, pay.Peer); err == nil && old.State != store.PayCanceled {
+		return nil, fmt.Errorf("%w: this job has a payment already (%s)", ErrPaymentRequired, old.State)
+	}
+	if !n.claims.claim(pay) {
+		return nil, fmt.Errorf("%w: this job is being paid already", ErrPaymentRequired)
+	}
+	send := func(invoice string) error {
+		return c.write(&wire.AggregateUpdate{V: wire.Version, Invoice: invoice})
+	}
+	memo := fmt.Sprintf("infernet aggregated job %s: %d shards", ann.Job, len(req.Shards))
+	if err := n.holdInvoice(ctx, pay, memo, send); err != nil {
+		n.claims.drop(pay)
+		return nil, err
+	}
+	return pay, nil
+}
+
+// aggregateAmount is what a client pays an aggregator for a job of shards
+// shards on ann's terms: total, every shard-replica at ann.Price, which
+// the aggregator pays on to the providers, and fee, feePercent of total
+// in whole basis points, rounded down.
+func aggregateAmount(ann *wire.JobAnnounce, shards int, feePercent float64) (total, fee int64, err error) {
+	if !(feePercent >= 0 && feePercent <= 100) {
+		return 0, 0, fmt.Errorf("aggregator fee of %g%%: want 0 to 100", feePercent)
+	}
+	hi, lo := bits.Mul64(ann.Price, uint64(shards)*uint64(ann.Replicas))
+	if hi != 0 || lo > math.MaxInt64/2 {
+		return 0, 0, fmt.Errorf("%d shards of %d replicas at %d msat: too much to pay", shards, ann.Replicas, ann.Price)
+	}
+	total = int64(lo)
+	bp := int64(math.Round(feePercent * 100))
+	fee = total/10000*bp + total%10000*bp/10000 // total*bp/10000 without overflow
+	return total, fee, nil
 }
 
 // specOf is the Spec of an announce's terms (module, limits, replicas,
@@ -178,14 +267,52 @@ func (n *Node) SubmitVia(ctx context.Context, agg peer.ID, spec Spec, inputs []S
 	}
 	ctx, cancel := context.WithDeadline(ctx, time.UnixMilli(ann.Deadline))
 	defer cancel()
-	res, err := n.aggregate(ctx, agg, req, events)
+	var pay *store.Payment
+	if n.lnd != nil && spec.Price > 0 {
+		total, fee, err := aggregateAmount(&ann, len(inputs), maxFee)
+		if err != nil {
+			return nil, err
+		}
+		if err := n.canPay(ctx, total+fee, fmt.Sprintf("%d shards and the aggregator's fee", len(inputs))); err != nil {
+			return nil, err
+		}
+		if pay, err = n.newPayment(&store.Payment{Job: ann.Job, Peer: agg.String(), AmountMsat: total + fee, Aggregate: true}); err != nil {
+			return nil, err
+		}
+		req.PaymentHash = pay.Hash[:]
+	}
+	var inflight *payments.Payment
+	sj, err := n.runVia(ctx, agg, spec, inputs, req, spotChecks, events, func(invoice string) (err error) {
+		if pay == nil || inflight != nil {
+			return errors.New("an invoice not asked for")
+		}
+		inflight, err = n.payHold(pay, invoice)
+		return err
+	})
+	if pay != nil {
+		release := err == nil && sj.State != store.JobFailed
+		n.settleVia(pay, inflight, release)
+		if sj != nil && pay.State == store.PaySettled {
+			total, _, _ := aggregateAmount(&ann, len(inputs), 0)
+			sj.PaidMsat, sj.FeeMsat = pay.AmountMsat, pay.AmountMsat-total
+		}
+	}
+	return sj, err
+}
+
+// runVia is SubmitVia's job once its request is made: the aggregator runs
+// it (its invoice, for a paid job, is paid with pay), its result is
+// checked, and spot checks are run.
+func (n *Node) runVia(ctx context.Context, agg peer.ID, spec Spec, inputs []ShardInput, req *wire.AggregateRequest, spotChecks int, events func(Event), pay func(invoice string) error) (*ShardedJob, error) {
+	res, err := n.aggregate(ctx, agg, req, events, pay)
 	if err != nil {
 		return nil, err
 	}
-	sj, err := n.checkAggregate(ctx, agg, &ann, req, res)
+	sj, err := n.checkAggregate(ctx, agg, &req.Announce, req, res)
 	if err != nil {
 		return sj, err
 	}
+	sj.Via = agg.String()
 	if sj.State == store.JobFailed {
 		return sj, nil
 	}
@@ -203,6 +330,24 @@ func (n *Node) SubmitVia(ctx context.Context, agg peer.ID, spec Spec, inputs []S
 	return sj, nil
 }
 
+// settleVia ends the client's payment to an aggregator: released when the
+// job checked out, cancelled otherwise. The sweep finishes what cannot be
+// done now.
+func (n *Node) settleVia(pay *store.Payment, inflight *payments.Payment, release bool) {
+	defer n.claims.drop(pay)
+	if pay.State == store.PayCreated { // never invoiced: nothing to end
+		pay.Advance(store.PayCanceled)
+		pay.Error = "never paid"
+		if err := n.db.PutPayment(pay); err != nil {
+			n.log.Error("recording payment", "job", pay.Job, "err", err)
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, paymentWait)
+	defer cancel()
+	n.settleOut(ctx, pay, inflight, release)
+}
+
 func jobError(j *store.Job) string {
 	if j == nil {
 		return "no job"
@@ -211,7 +356,7 @@ func jobError(j *store.Job) string {
 }
 
 // aggregate sends req to agg and follows its updates until the result.
-func (n *Node) aggregate(ctx context.Context, agg peer.ID, req *wire.AggregateRequest, events func(Event)) (*wire.AggregateResult, error) {
+func (n *Node) aggregate(ctx context.Context, agg peer.ID, req *wire.AggregateRequest, events func(Event), pay func(invoice string) error) (*wire.AggregateResult, error) {
 	octx, cancel := context.WithTimeout(ctx, handshakeTimeout)
 	c, err := n.open(octx, agg, ProtocolAggregate)
 	cancel()
@@ -240,6 +385,11 @@ func (n *Node) aggregate(ctx context.Context, agg peer.ID, req *wire.AggregateRe
 		case u.Result != nil:
 			c.close()
 			return u.Result, nil
+		case u.Invoice != "":
+			if err := pay(u.Invoice); err != nil {
+				c.reset()
+				return nil, fmt.Errorf("aggregator's invoice: %w", err)
+			}
 		case events != nil:
 			events(Event{Time: time.Now(), Kind: u.Event, Shard: int(u.Shard), Detail: u.Detail, Provider: agg.String()})
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -12,15 +13,20 @@ import (
 
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
 )
 
 // startAggregator starts an aggregator node on net (not a provider) with
-// faults, and waits until it knows every provider and the client reaches it.
-func startAggregator(t *testing.T, net *testNet, fee float64, faults *Faults) *Node {
+// a 1% fee and tweak's changes, and waits until it knows every provider
+// and the client reaches it.
+func startAggregator(t *testing.T, net *testNet, tweak func(*Config)) *Node {
 	t.Helper()
 	cfg := testConfig(t, false)
 	cfg.Bootstrap = []string{net.providers[0].Addrs()[0].String()}
-	cfg.Aggregator, cfg.AggregatorFee, cfg.Faults = true, fee, faults
+	cfg.Aggregator, cfg.AggregatorFee = true, 1
+	if tweak != nil {
+		tweak(&cfg)
+	}
 	a, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +61,7 @@ func TestAggregator(t *testing.T) {
 	spec := Spec{Module: md, ModuleSize: int64(len(module)), Replicas: 2, Timeout: 10 * time.Second, Args: []string{"q"}}
 	inputs := shardInputs(t, net.client, input, 12)
 
-	honest := startAggregator(t, net, 1, nil)
+	honest := startAggregator(t, net, nil)
 	var shardsSeen = map[int]bool{}
 	sj, err := net.client.SubmitVia(ctx, honest.ID(), spec, inputs, 4, 2, 2, func(e Event) { shardsSeen[e.Shard] = true })
 	if err != nil || sj.State != store.JobVerified {
@@ -76,7 +82,7 @@ func TestAggregator(t *testing.T) {
 
 	for _, lie := range []string{"output", "shard"} {
 		t.Run("lying about the "+lie, func(t *testing.T) {
-			liar := startAggregator(t, net, 1, &Faults{Aggregate: lie})
+			liar := startAggregator(t, net, func(c *Config) { c.Faults = &Faults{Aggregate: lie} })
 			_, err := net.client.SubmitVia(ctx, liar.ID(), spec, inputs, 0, 0, 2, nil)
 			if !errors.Is(err, ErrAggregatorLied) {
 				t.Fatalf("err = %v, want ErrAggregatorLied", err)
@@ -89,4 +95,33 @@ func TestAggregator(t *testing.T) {
 			t.Fatalf("err = %v, want a refusal naming the fee", err)
 		}
 	})
+}
+
+// TestAggregateAmount: what a client owes an aggregator, in msat.
+func TestAggregateAmount(t *testing.T) {
+	for _, c := range []struct {
+		price              uint64
+		shards, replicas   int
+		fee                float64
+		wantTotal, wantFee int64
+		bad                bool
+	}{
+		{price: 5000, shards: 4, replicas: 2, fee: 1.5, wantTotal: 40000, wantFee: 600},
+		{price: 5000, shards: 4, replicas: 2, fee: 0, wantTotal: 40000},
+		{price: 1, shards: 3, replicas: 1, fee: 2, wantTotal: 3},                      // fee rounds down to 0
+		{price: 333, shards: 10, replicas: 3, fee: 0.5, wantTotal: 9990, wantFee: 49}, // 49.95
+		{price: 7, shards: 1, replicas: 1, fee: 100, wantTotal: 7, wantFee: 7},
+		{price: 0, shards: 256, replicas: 255, fee: 2},
+		{price: 1 << 62, shards: 256, replicas: 255, fee: 1, bad: true}, // overflows
+		{price: 1000, shards: 2, replicas: 2, fee: -1, bad: true},
+		{price: 1000, shards: 2, replicas: 2, fee: 100.5, bad: true},
+		{price: 1000, shards: 2, replicas: 2, fee: math.NaN(), bad: true},
+	} {
+		ann := &wire.JobAnnounce{Price: c.price, Replicas: uint8(c.replicas)}
+		total, fee, err := aggregateAmount(ann, c.shards, c.fee)
+		if (err != nil) != c.bad || total != c.wantTotal || fee != c.wantFee {
+			t.Errorf("%d msat × %d shards × %d replicas, %g%%: %d + %d, %v; want %d + %d, error %v",
+				c.price, c.shards, c.replicas, c.fee, total, fee, err, c.wantTotal, c.wantFee, c.bad)
+		}
+	}
 }

@@ -71,23 +71,36 @@ func (p *provider) escrow(ctx context.Context, c *conn, a *wire.Assign, client p
 	if !n.claims.claim(pay) {
 		return nil, fmt.Errorf("%w: this replica is being paid already", ErrPaymentRequired)
 	}
-	expiry := time.Until(time.UnixMilli(a.Announce.Deadline)) + 10*time.Minute
-	req, err := n.lnd.AddHoldInvoice(ctx, pay.Hash, pay.AmountMsat, expiry, fmt.Sprintf("infernet job %s replica %d", a.Announce.Job, a.Replica))
-	if err != nil {
+	send := func(invoice string) error {
+		return c.write(&wire.Update{V: wire.Version, Kind: wire.UpdateInvoice, Invoice: invoice})
+	}
+	memo := fmt.Sprintf("infernet job %s replica %d", a.Announce.Job, a.Replica)
+	if err := n.holdInvoice(ctx, pay, memo, send); err != nil {
 		n.claims.drop(pay)
-		return nil, fmt.Errorf("invoice: %w", err)
+		return nil, err
+	}
+	return pay, nil
+}
+
+// holdInvoice issues a hold invoice for pay (claimed by the caller; its
+// hash is the payer's, its Due the deadline plus a grace), records it,
+// sends it and waits until the payer's payment is locked. When it fails
+// the invoice is cancelled.
+func (n *Node) holdInvoice(ctx context.Context, pay *store.Payment, memo string, send func(invoice string) error) error {
+	expiry := time.Until(pay.Due) - payGrace + 10*time.Minute
+	req, err := n.lnd.AddHoldInvoice(ctx, pay.Hash, pay.AmountMsat, expiry, memo)
+	if err != nil {
+		return fmt.Errorf("invoice: %w", err)
 	}
 	pay.Invoice = req
 	if err := n.db.PutPayment(pay); err != nil { // recorded before it is sent
-		n.claims.drop(pay)
-		return nil, err
+		return err
 	}
-	fail := func(why string, err error) (*store.Payment, error) {
+	fail := func(why string, err error) error {
 		n.cancelInvoice(pay, why)
-		n.claims.drop(pay)
-		return nil, err
+		return err
 	}
-	if err := c.write(&wire.Update{V: wire.Version, Kind: wire.UpdateInvoice, Invoice: req}); err != nil {
+	if err := send(req); err != nil {
 		return fail("client gone", err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, paymentWait)
@@ -99,7 +112,7 @@ func (p *provider) escrow(ctx context.Context, c *conn, a *wire.Assign, client p
 	if err := n.db.PutPayment(pay); err != nil {
 		return fail("recording: "+err.Error(), err)
 	}
-	return pay, nil
+	return nil
 }
 
 // cancelInvoice cancels a provider's hold invoice (the client's funds go
@@ -161,6 +174,9 @@ func (n *Node) closeIncoming(pay *store.Payment, end store.PayState, why string)
 // client could use (sent, or being sent: a client may cancel before the
 // provider has recorded the delivery).
 func (n *Node) hadResult(pay *store.Payment) bool {
+	if pay.Aggregate {
+		return pay.Delivered
+	}
 	run, err := n.db.Run(pay.Peer, pay.Job, pay.Replica)
 	return err == nil && run.Result != nil && run.Result.Deterministic()
 }
@@ -219,16 +235,22 @@ func (j *jobRun) paid() bool { return j.c.n.lnd != nil && j.ann.Price > 0 }
 // canPay checks, before a paid job starts, that lnd answers and holds
 // enough in its channels for every replica at the offered price.
 func (c *client) canPay(ctx context.Context, ann *wire.JobAnnounce) error {
-	lnd := c.n.lnd
-	if err := lnd.Ready(ctx); err != nil {
+	need := int64(ann.Price) * int64(ann.Replicas)
+	return c.n.canPay(ctx, need, fmt.Sprintf("%d replicas at %d msat", ann.Replicas, ann.Price))
+}
+
+// canPay checks that lnd answers and holds at least need msat in its
+// channels; what names what the money is for.
+func (n *Node) canPay(ctx context.Context, need int64, what string) error {
+	if err := n.lnd.Ready(ctx); err != nil {
 		return fmt.Errorf("%w: %w", ErrCannotPay, err)
 	}
-	b, err := lnd.ChannelBalance(ctx)
+	b, err := n.lnd.ChannelBalance(ctx)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrCannotPay, err)
 	}
-	if need := int64(ann.Price) * int64(ann.Replicas); b.Local < need {
-		return fmt.Errorf("%w: %d msat in channels, %d replicas at %d msat need %d", ErrCannotPay, b.Local, ann.Replicas, ann.Price, need)
+	if b.Local < need {
+		return fmt.Errorf("%w: %d msat in channels, %s need %d", ErrCannotPay, b.Local, what, need)
 	}
 	return nil
 }
@@ -236,17 +258,23 @@ func (c *client) canPay(ctx context.Context, ann *wire.JobAnnounce) error {
 // newPayment chooses the preimage of a replica's payment and records it
 // before anything is sent. The payment is claimed until the job settles it.
 func (j *jobRun) newPayment(r uint8, p peer.ID, price uint64) (*store.Payment, error) {
-	pay := &store.Payment{Job: j.ann.Job, Replica: r, Outgoing: true, Peer: p.String(), State: store.PayCreated,
-		AmountMsat: int64(price), Created: time.Now()}
+	return j.c.n.newPayment(&store.Payment{Job: j.ann.Job, Replica: r, Peer: p.String(), AmountMsat: int64(price)})
+}
+
+// newPayment makes pay (job, replica, peer and most amount set) an
+// outgoing payment with a fresh preimage, claims it and records it before
+// anything is sent.
+func (n *Node) newPayment(pay *store.Payment) (*store.Payment, error) {
+	pay.Outgoing, pay.State, pay.Created = true, store.PayCreated, time.Now()
 	if _, err := rand.Read(pay.Preimage[:]); err != nil {
 		return nil, err
 	}
 	pay.Hash = payments.Hash(pay.Preimage)
-	if !j.c.n.claims.claim(pay) {
-		return nil, errors.New("replica paid already")
+	if !n.claims.claim(pay) {
+		return nil, errors.New("paid already")
 	}
-	if err := j.c.n.db.PutPayment(pay); err != nil {
-		j.c.n.claims.drop(pay)
+	if err := n.db.PutPayment(pay); err != nil {
+		n.claims.drop(pay)
 		return nil, err
 	}
 	return pay, nil
@@ -255,13 +283,20 @@ func (j *jobRun) newPayment(r uint8, p peer.ID, price uint64) (*store.Payment, e
 // payInvoice checks a provider's hold invoice against the terms, pays it,
 // and returns once the payment is locked.
 func (j *jobRun) payInvoice(pay *store.Payment, invoice string) (*payments.Payment, error) {
-	n := j.c.n
+	return j.c.n.payHold(pay, invoice)
+}
+
+// payHold checks a hold invoice for pay (its hash, at most its amount,
+// which becomes the invoice's), pays it, and returns once the payment is
+// locked.
+func (n *Node) payHold(pay *store.Payment, invoice string) (*payments.Payment, error) {
 	ctx, cancel := context.WithTimeout(n.ctx, paymentWait)
 	defer cancel()
-	if _, err := n.lnd.CheckInvoice(ctx, invoice, pay.Hash, pay.AmountMsat); err != nil {
+	amount, err := n.lnd.CheckInvoice(ctx, invoice, pay.Hash, pay.AmountMsat)
+	if err != nil {
 		return nil, err
 	}
-	pay.Invoice = invoice
+	pay.AmountMsat, pay.Invoice = amount, invoice
 	pay.Advance(store.PayPaying)
 	if err := n.db.PutPayment(pay); err != nil { // recorded before the money moves
 		return nil, err

@@ -256,13 +256,19 @@ func TestLightningLndAwayAtClient(t *testing.T) {
 }
 
 // TestLightningNoLiquidity: providers asking more than the client's channels can
-// carry. Two replicas at 6M sat exceed its balance: the job is refused
-// before it starts. One replica fits the balance but no single channel:
-// each payment fails, the replica is lost without blame on the provider,
-// the job fails with the payment's error, and nothing stays locked.
+// carry. Two replicas at just over half its balance exceed it: the job is
+// refused before it starts. One replica fits the balance but no single
+// channel: each payment fails, the replica is lost without blame on the
+// provider, the job fails with the payment's error, and nothing stays
+// locked.
 func TestLightningNoLiquidity(t *testing.T) {
-	const dear = 6_000_000_000 // msat, more than a 5M sat channel
 	env := regtestEnv(t)
+	// The client's three 5M sat channels hold about 15M sat: half of that
+	// and a little is more than any one channel holds.
+	dear := uint64(localBalance(t, env.Lnd(regtest.Client))/2 + 1_000_000)
+	if dear <= 5_000_000_000 {
+		t.Fatalf("a replica at %d msat fits a 5M sat channel: the harness's channels changed", dear)
+	}
 	net := twoPaid(t, env, func(name string, c *Config) {
 		if c.Provide {
 			c.Price, c.Faults = dear, nil

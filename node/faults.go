@@ -38,7 +38,8 @@ type Faults struct {
 	TamperProofs bool
 	// Aggregate, as an aggregator, spoils its results: "output" changes a
 	// byte of the merged output (stored as another blob), "shard" claims
-	// another output for shard 0 (its results re-signed by nobody).
+	// another output for shard 0 (its results re-signed by nobody),
+	// "overcharge" invoices a paid job for twice what it owes.
 	Aggregate string
 
 	mu  sync.Mutex
@@ -107,6 +108,9 @@ func (f *Faults) corrupt(out []byte) []byte {
 	c[f.rng.IntN(len(c))] ^= byte(1 + f.rng.UintN(255))
 	return c
 }
+
+// overcharges reports whether an aggregator invoices too much.
+func (f *Faults) overcharges() bool { return f != nil && f.Aggregate == "overcharge" }
 
 // spoilAggregate spoils an aggregator's result as Aggregate says.
 func (f *Faults) spoilAggregate(n *Node, res *wire.AggregateResult) {

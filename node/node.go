@@ -298,6 +298,9 @@ type Node struct {
 // network and starts serving. The context bounds only the start.
 func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	cfg.setDefaults()
+	if cfg.Aggregator && !(cfg.AggregatorFee >= 0 && cfg.AggregatorFee <= 100) {
+		return nil, fmt.Errorf("aggregator fee of %g%%: want 0 to 100", cfg.AggregatorFee)
+	}
 	n = &Node{cfg: cfg, log: cfg.Logger}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	started := n // "return nil, err" below clears n before this runs

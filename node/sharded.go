@@ -72,6 +72,11 @@ type ShardedJob struct {
 	Output     blob.Digest `json:"output,omitzero"`
 	OutputSize int64       `json:"output_size"`
 	Error      string      `json:"error,omitempty"`
+	// Via is the aggregator that ran the job (SubmitVia); PaidMsat is what
+	// it was paid, once released, of which FeeMsat is its fee.
+	Via      string `json:"via,omitempty"`
+	PaidMsat int64  `json:"paid_msat,omitempty"`
+	FeeMsat  int64  `json:"aggregator_fee_msat,omitempty"`
 }
 
 // Event kinds of a sharded job: it is recorded (Detail: its id), a shard's

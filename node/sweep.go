@@ -146,9 +146,11 @@ func (n *Node) sweepOutgoing(ctx context.Context, pay *store.Payment) {
 	}
 }
 
-// sweepIncoming finishes a provider's invoice that no run is handling: it
-// settles when the preimage is known, records what lnd ended (expiry), and
-// cancels the invoices of runs that never finished.
+// sweepIncoming finishes a provider's (or aggregator's) invoice that no
+// run is handling: it settles when the preimage is known, records what lnd
+// ended (expiry), and cancels the invoices of runs that never finished or
+// aggregated jobs never delivered. A delivered result's invoice is held
+// until the client releases or cancels it, or lnd expires it.
 func (n *Node) sweepIncoming(ctx context.Context, pay *store.Payment) {
 	if pay.Preimage != [32]byte{} {
 		if err := n.settleInvoice(ctx, pay); err != nil {
@@ -170,9 +172,7 @@ func (n *Node) sweepIncoming(ctx context.Context, pay *store.Payment) {
 		if time.Now().After(pay.Due) {
 			n.cancelInvoice(pay, "not bought")
 		}
-	default:
-		if run, err := n.db.Run(pay.Peer, pay.Job, pay.Replica); err != nil || run.Result == nil || !run.Result.Deterministic() {
-			n.cancelInvoice(pay, "the run did not finish")
-		}
+	case !n.hadResult(pay):
+		n.cancelInvoice(pay, "the run did not finish")
 	}
 }

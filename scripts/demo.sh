@@ -175,6 +175,25 @@ if [ -f .regtest/env ]; then
   echo '$ infernet earnings   # on provider pp1'
   "$bin" earnings --datadir "$net/pp1"
 
+  step "An aggregator with a 1.5% fee runs a sharded job for a thin client; one hold invoice, released after the client's checks"
+  # shellcheck disable=SC2046
+  start pagg --bootstrap "$pboot" --no-provide --aggregator --fee 1.5 $(lnd_flags AGGREGATOR)
+  for _ in $(seq 100); do
+    [ "$("$bin" peers --json --datadir "$net/pagg" | grep -c '"advert"')" -ge 2 ] && break
+    sleep 0.1
+  done
+  agg=$("$bin" id --datadir "$net/pagg")
+  echo "\$ infernet node --aggregator --fee 1.5 --no-provide --lnd.rpcserver …   # $agg"
+  echo "\$ infernet submit $jobs/lines/lines.wasm --input lines.txt --shards 4 --via $agg --max-price 5000 --spot-check 0 -- p"
+  "$bin" submit "$jobs/lines/lines.wasm" --input "$net/lines.txt" --shards 4 --via "$agg" --max-price 5000 --spot-check 0 \
+    --datadir "$net/pclient" -- p > "$net/out" 2> "$net/summary"
+  echo "exit status $?   (4 shards x 2 replicas x 5000 msat = 40000, and 1.5% = 600)"
+  grep -vE '^  shard [1-3] ' "$net/summary"
+  echo '$ infernet spending   # on the client: the aggregated job is one payment'
+  "$bin" spending --datadir "$net/pclient" | tail -2
+  echo '$ infernet spending   # on the aggregator: it paid each shard-replica'
+  "$bin" spending --datadir "$net/pagg" | tail -1
+
   step "Fair exchange: keys from a multi-party ceremony (client and both providers contribute; ~5 min)"
   beacon=$(./scripts/regtest.sh beacon)   # a real design announces the height in advance
   c="$net/ceremony"
@@ -196,7 +215,7 @@ if [ -f .regtest/env ]; then
   for p in pp1 pp2; do mkdir -p "$net/$p" && cp -r "$net/pclient/keys" "$net/$p/"; done
   echo '$ infernet keys'
   "$bin" keys --datadir "$net/pclient"
-  for p in pp1 pp2 pclient; do kill "${pid_of[$p]}" 2>/dev/null; wait "${pid_of[$p]}" 2>/dev/null; done
+  for p in pp1 pp2 pclient pagg; do kill "${pid_of[$p]}" 2>/dev/null; wait "${pid_of[$p]}" 2>/dev/null; done
   # shellcheck disable=SC2046
   start pp1 $(lnd_flags PROVIDER1) --price 5000; pboot=$addr
   # shellcheck disable=SC2046

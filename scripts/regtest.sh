@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Local Lightning regtest network for infernet's payment tests.
 #
-#   scripts/regtest.sh up       build pinned btcd/lnd (first time only), start btcd and three lnd
-#                               nodes (client, provider1, provider2) on 127.0.0.1, fund the client,
-#                               open client->provider1 and client->provider2 channels, prove that
+#   scripts/regtest.sh up       build pinned btcd/lnd (first time only), start btcd and four lnd
+#                               nodes (client, provider1, provider2, aggregator) on 127.0.0.1, fund
+#                               them, open client->provider1, client->provider2, client->aggregator,
+#                               aggregator->provider1 and aggregator->provider2 channels, prove that
 #                               payments (plain and hold invoices) work, write .regtest/env.
 #                               If the network is already up it only re-verifies it.
 #   scripts/regtest.sh down     stop the lnd nodes, then btcd (SIGTERM, then SIGKILL after a
@@ -12,23 +13,23 @@
 #   scripts/regtest.sh build    only build the binaries into the cache.
 #   scripts/regtest.sh built    exit 0 if the binaries are in the cache (nothing is built).
 #   scripts/regtest.sh mine [N] mine N blocks (default 1) and wait until every lnd has them.
-#   scripts/regtest.sh lncli NODE ARGS...   run lncli against client|provider1|provider2.
+#   scripts/regtest.sh lncli NODE ARGS...   run lncli against client|provider1|provider2|aggregator.
 #   scripts/regtest.sh run CMD ARGS...      run CMD with the network up: brought up first if it
 #                               is not (and down again afterwards), left alone if it is. Exits
 #                               with CMD's status. `make test` runs the Lightning tests this way.
 #
 # Everything lives under <repo>/.regtest/: data dirs, logs (*.log), pids, ports, and `env`, a
 # shell file of KEY=VALUE lines (ends with an `export` line) defining LNCLI and, for each of
-# CLIENT, PROVIDER1, PROVIDER2: LND_<NAME>_RPCSERVER, LND_<NAME>_TLSCERT, LND_<NAME>_MACAROON
-# (absolute paths). `env` is written last, only once the network has carried payments.
-# .regtest/helpers.sh additionally defines lncli_client, lncli_provider1, lncli_provider2, btcctl.
+# CLIENT, PROVIDER1, PROVIDER2, AGGREGATOR: LND_<NAME>_RPCSERVER, LND_<NAME>_TLSCERT,
+# LND_<NAME>_MACAROON (absolute paths). `env` is written last, only once the network has carried
+# payments. .regtest/helpers.sh additionally defines lncli_<node> for each node, and btcctl.
 #
 # Binaries: ${INFERNET_CACHE:-$HOME/.cache/infernet}/btcd-v0.24.2/{btcd,btcctl} (go install) and
 # .../lnd-v0.20.0-beta/{lnd,lncli}, built from scripts/lnd-build (a wrapper module: lnd needs
 # replace directives, so it cannot be `go install`ed at a version). The `integration` build tag
 # gives lnd's fast wallet scrypt (see ../shared/FACTS.md, "Lightning").
 #
-# Knobs: REGTEST_PORT_BASE (first port tried, default 29700; 8 ports in base..base+31 are used,
+# Knobs: REGTEST_PORT_BASE (first port tried, default 29700; 10 ports in base..base+41 are used,
 # the first free block of 100 is taken), REGTEST_TIMEOUT (seconds per wait, default 90).
 set -Eeuo pipefail
 
@@ -40,12 +41,13 @@ LND_VERSION=v0.20.0-beta
 BTCD_BIN="$CACHE/btcd-$BTCD_VERSION"
 LND_BIN="$CACHE/lnd-$LND_VERSION"
 LND_TAGS="signrpc walletrpc chainrpc invoicesrpc routerrpc peersrpc integration"
-NODES=(client provider1 provider2)
+NODES=(client provider1 provider2 aggregator)
 RPCUSER=infernet
 RPCPASS=infernet-regtest
 TIMEOUT="${REGTEST_TIMEOUT:-90}"
-CHAN_SAT=5000000    # each client->provider channel
+CHAN_SAT=5000000    # each channel (client->provider, client->aggregator, aggregator->provider)
 PROVIDER_SAT=100000000 # on-chain coins for each provider (anchor reserve, own channel opens)
+AGGREGATOR_SAT=$((CHAN_SAT + PROVIDER_SAT / 2)) # each of the aggregator's two coins (one per channel)
 
 log() { printf 'regtest: %s\n' "$*" >&2; }
 
@@ -119,7 +121,7 @@ choose_ports() {
   for try in $(seq 0 19); do
     ok=1
     for p in $base $((base + 1)) $((base + 10)) $((base + 11)) $((base + 20)) $((base + 21)) \
-      $((base + 30)) $((base + 31)); do
+      $((base + 30)) $((base + 31)) $((base + 40)) $((base + 41)); do
       if port_in_use "$p"; then ok=0; break; fi
     done
     if [ "$ok" = 1 ]; then
@@ -132,6 +134,8 @@ PROVIDER1_RPC_PORT=$((base + 20))
 PROVIDER1_P2P_PORT=$((base + 21))
 PROVIDER2_RPC_PORT=$((base + 30))
 PROVIDER2_P2P_PORT=$((base + 31))
+AGGREGATOR_RPC_PORT=$((base + 40))
+AGGREGATOR_P2P_PORT=$((base + 41))
 EOF
       return 0
     fi
@@ -328,7 +332,12 @@ write_env() {
       echo "LND_${N}_TLSCERT=$RT/$n/tls.cert"
       echo "LND_${N}_MACAROON=$(macaroon "$n")"
     done
-    echo "export LNCLI BTCCTL REGTEST_DIR LND_CLIENT_RPCSERVER LND_CLIENT_TLSCERT LND_CLIENT_MACAROON LND_PROVIDER1_RPCSERVER LND_PROVIDER1_TLSCERT LND_PROVIDER1_MACAROON LND_PROVIDER2_RPCSERVER LND_PROVIDER2_TLSCERT LND_PROVIDER2_MACAROON"
+    printf 'export LNCLI BTCCTL REGTEST_DIR'
+    for n in "${NODES[@]}"; do
+      N="$(upper "$n")"
+      printf ' LND_%s_RPCSERVER LND_%s_TLSCERT LND_%s_MACAROON' "$N" "$N" "$N"
+    done
+    echo
   } >"$tmp"
   {
     echo "# Shell helpers for the regtest network: source $RT/helpers.sh"
@@ -345,19 +354,24 @@ write_env() {
 
 # ---------------------------------------------------------------- verify / up / down
 
-# verify: channels active and routable from the client to both providers.
+# verify: channels active and routable from the client to both providers and the aggregator,
+# and from the aggregator to both providers.
 verify() {
-  local n p1 p2
+  local n p1 p2 ag
   for n in "${NODES[@]}"; do
     alive "$n" || die "$n is not running"
     wait_until "$n SERVER_ACTIVE" state_is "$n" SERVER_ACTIVE
   done
-  wait_until "client has 2 active channels" active_channels_at_least client 2
-  wait_until "provider1 has an active channel" active_channels_at_least provider1 1
-  wait_until "provider2 has an active channel" active_channels_at_least provider2 1
-  p1="$(pubkey provider1)"; p2="$(pubkey provider2)"
+  wait_until "client has 3 active channels" active_channels_at_least client 3
+  wait_until "aggregator has 3 active channels" active_channels_at_least aggregator 3
+  wait_until "provider1 has 2 active channels" active_channels_at_least provider1 2
+  wait_until "provider2 has 2 active channels" active_channels_at_least provider2 2
+  p1="$(pubkey provider1)"; p2="$(pubkey provider2)"; ag="$(pubkey aggregator)"
   wait_until "route client->provider1" route_ok client "$p1"
   wait_until "route client->provider2" route_ok client "$p2"
+  wait_until "route client->aggregator" route_ok client "$ag"
+  wait_until "route aggregator->provider1" route_ok aggregator "$p1"
+  wait_until "route aggregator->provider2" route_ok aggregator "$p2"
 }
 
 all_running() {
@@ -394,7 +408,7 @@ up() {
   : >"$RT/btcctl.conf"
   choose_ports
   load_ports
-  log "ports: btcd rpc $BTCD_RPC_PORT; lnd rpc client $CLIENT_RPC_PORT, provider1 $PROVIDER1_RPC_PORT, provider2 $PROVIDER2_RPC_PORT"
+  log "ports: btcd rpc $BTCD_RPC_PORT; lnd rpc client $CLIENT_RPC_PORT, provider1 $PROVIDER1_RPC_PORT, provider2 $PROVIDER2_RPC_PORT, aggregator $AGGREGATOR_RPC_PORT"
 
   # btcd 0.24 only mines (`generate`) to --miningaddr: take an address from the client's wallet
   # first, then restart btcd with it. Never restart btcd under a running lnd (stale tip), so the
@@ -415,27 +429,43 @@ up() {
   done
   # 500 blocks: segwit activates (BIP9, height 432) and early coinbases mature, all to the client.
   mine 500
-  wait_until "client confirmed balance" confirmed_balance_at_least client $((2 * CHAN_SAT + 2 * PROVIDER_SAT))
+  wait_until "client confirmed balance" confirmed_balance_at_least client $((3 * CHAN_SAT + 2 * PROVIDER_SAT + 2 * AGGREGATOR_SAT))
   log "client funded: $(lnc client walletbalance | json_get confirmed_balance) sat confirmed"
 
-  # On-chain coins for the providers too (anchor-channel reserve, their own channel opens).
-  local a1 a2
+  # On-chain coins for the providers (anchor-channel reserve, their own channel opens) and the
+  # aggregator (its channels to the providers: one confirmed coin for each, as a channel open
+  # cannot spend the unconfirmed change of another).
+  local a1 a2 aa1 aa2 ag
   a1="$(lnc provider1 newaddress p2wkh | json_get address)"
   a2="$(lnc provider2 newaddress p2wkh | json_get address)"
-  [ -n "$a1" ] && [ -n "$a2" ] || die "could not get provider addresses"
-  lnc client sendmany "{\"$a1\":$PROVIDER_SAT,\"$a2\":$PROVIDER_SAT}" >/dev/null
+  aa1="$(lnc aggregator newaddress p2wkh | json_get address)"
+  aa2="$(lnc aggregator newaddress p2wkh | json_get address)"
+  [ -n "$a1" ] && [ -n "$a2" ] && [ -n "$aa1" ] && [ -n "$aa2" ] || die "could not get provider/aggregator addresses"
+  lnc client sendmany "{\"$a1\":$PROVIDER_SAT,\"$a2\":$PROVIDER_SAT,\"$aa1\":$AGGREGATOR_SAT,\"$aa2\":$AGGREGATOR_SAT}" >/dev/null
 
-  p1="$(pubkey provider1)"; p2="$(pubkey provider2)"
+  p1="$(pubkey provider1)"; p2="$(pubkey provider2)"; ag="$(pubkey aggregator)"
   lnc client connect "$p1@127.0.0.1:$PROVIDER1_P2P_PORT" >/dev/null
   lnc client connect "$p2@127.0.0.1:$PROVIDER2_P2P_PORT" >/dev/null
+  lnc client connect "$ag@127.0.0.1:$AGGREGATOR_P2P_PORT" >/dev/null
   lnc client openchannel --node_key="$p1" --local_amt=$CHAN_SAT --push_amt=0 >/dev/null
   lnc client openchannel --node_key="$p2" --local_amt=$CHAN_SAT --push_amt=0 >/dev/null
+  lnc client openchannel --node_key="$ag" --local_amt=$CHAN_SAT --push_amt=0 >/dev/null
+  mine 1
+  wait_until "aggregator confirmed balance" confirmed_balance_at_least aggregator $((2 * AGGREGATOR_SAT))
+  lnc aggregator connect "$p1@127.0.0.1:$PROVIDER1_P2P_PORT" >/dev/null
+  lnc aggregator connect "$p2@127.0.0.1:$PROVIDER2_P2P_PORT" >/dev/null
+  lnc aggregator openchannel --node_key="$p1" --local_amt=$CHAN_SAT --push_amt=0 >/dev/null
+  lnc aggregator openchannel --node_key="$p2" --local_amt=$CHAN_SAT --push_amt=0 >/dev/null
   mine 6
   verify
 
   pay client provider1 1000
   pay client provider2 1000
+  pay client aggregator 1000
+  pay aggregator provider1 1000
+  pay aggregator provider2 1000
   hold_invoice_roundtrip client provider1
+  hold_invoice_roundtrip client aggregator
   write_env
   STARTING=0
   log "up in $((SECONDS - t0))s (binaries cached). Env: $RT/env"
@@ -505,7 +535,7 @@ main() {
       load_ports && alive btcd || die "regtest is not up"
       echo "regtest:$(btcctl getblockcount):$(btcctl getbestblockhash)" ;;
     lncli)
-      [ $# -ge 1 ] || die "usage: $0 lncli client|provider1|provider2 ARGS..."
+      [ $# -ge 1 ] || die "usage: $0 lncli client|provider1|provider2|aggregator ARGS..."
       load_ports || die "regtest is not up"
       lnc "$@" ;;
     *) echo "usage: $0 up|down|status|build|built|mine [N]|beacon|lncli NODE ARGS...|run CMD ARGS..." >&2; exit 2 ;;

@@ -92,6 +92,12 @@ type Payment struct {
 	// proofs/fair.Offer): the key the payment reveals opens it, after a
 	// restart too.
 	Offer []byte `json:"offer,omitempty"`
+	// Aggregate marks the payment for a whole job handed to an aggregator
+	// (Replica 0 of the client's job): the client's hold invoice for every
+	// shard-replica and the fee. Delivered, on the aggregator, records that
+	// the job's result went to the client, who then owes the payment.
+	Aggregate bool `json:"aggregate,omitempty"`
+	Delivered bool `json:"delivered,omitempty"`
 }
 
 // paymentKey is job, replica, direction and peer: a client pays for a

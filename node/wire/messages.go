@@ -589,6 +589,11 @@ type AggregateRequest struct {
 	Parallel uint32 `cbor:"4,keyasint"`
 	// MaxFeePercent is the most the client accepts as the aggregator's fee.
 	MaxFeePercent float64 `cbor:"5,keyasint"`
+	// PaymentHash, for a paid job (Announce.Price > 0), is the hash of the
+	// client's preimage: the aggregator answers with a hold invoice for
+	// every shard-replica at the price plus its fee, and settles it when
+	// the client, having checked the result, releases the preimage.
+	PaymentHash []byte `cbor:"6,keyasint"`
 }
 
 // Version implements Versioned.
@@ -613,6 +618,9 @@ type AggregateUpdate struct {
 	Reason string `cbor:"5,keyasint"`
 	// Result ends the stream.
 	Result *AggregateResult `cbor:"6,keyasint"`
+	// Invoice, for a paid job, is the aggregator's hold invoice for the
+	// request's PaymentHash, sent before any shard runs.
+	Invoice string `cbor:"7,keyasint"`
 }
 
 // Version implements Versioned.

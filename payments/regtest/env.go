@@ -1,5 +1,5 @@
 // Package regtest reads the environment file `make regtest-up` writes
-// (.regtest/env): for each of CLIENT, PROVIDER1 and PROVIDER2 the lnd
+// (.regtest/env): for each of CLIENT, PROVIDER1, PROVIDER2 and AGGREGATOR the lnd
 // gRPC address, TLS certificate and macaroon, and LNCLI, the path of a
 // built lncli. Tests and tools that need Lightning use it.
 package regtest
@@ -18,6 +18,8 @@ const (
 	Client    = "CLIENT"
 	Provider1 = "PROVIDER1"
 	Provider2 = "PROVIDER2"
+	// Aggregator has channels from Client and to both providers.
+	Aggregator = "AGGREGATOR"
 )
 
 // Env is the parsed environment file.

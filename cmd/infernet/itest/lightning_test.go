@@ -5,6 +5,7 @@ package itest
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -161,5 +162,74 @@ func TestLightningFairCLI(t *testing.T) {
 	if _, stderr, code := infernet(t, input, "submit", module, "--input", "-", "--max-price", price, "--settle", "fair",
 		"--max-output", "1MiB", "--datadir", client.dataDir); code == 0 || !strings.Contains(stderr, "at most 254 bytes") {
 		t.Fatalf("fair submit over the capacity: exit %d: %s", code, stderr)
+	}
+}
+
+// TestLightningAggregatorCLI: `infernet submit --shards 3 --via AGG
+// --max-price P` through an `infernet node --aggregator --fee 2` process
+// with its own lnd. The client pays the aggregator once, 3 shards × 2
+// replicas × P plus 2%, and the providers of the shard it spot-checks (the
+// default, one) P per replica; the aggregator pays the providers P per
+// shard-replica; `spending` and `earnings` of each process say so.
+func TestLightningAggregatorCLI(t *testing.T) {
+	env, err := regtest.Load(filepath.Join("..", "..", "..", ".regtest", "env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const price, shards, replicas = 7000, 3, 2
+	const total = shards * replicas * price
+	const fee = total * 2 / 100
+	p1 := startNode(t, "p1", append(lndFlags(t, env, regtest.Provider1), "--price", fmt.Sprint(price))...)
+	startNode(t, "p2", append(lndFlags(t, env, regtest.Provider2), "--price", fmt.Sprint(price), "--bootstrap", p1.addr)...)
+	agg := startNode(t, "agg", append(lndFlags(t, env, regtest.Aggregator), "--no-provide", "--aggregator", "--fee", "2", "--bootstrap", p1.addr)...)
+	client := startNode(t, "client", append(lndFlags(t, env, regtest.Client), "--no-provide", "--bootstrap", p1.addr)...)
+	waitAdverts(t, agg, 2)
+	waitAdverts(t, client, 2)
+
+	var in strings.Builder
+	for i := range 90 {
+		fmt.Fprintf(&in, "row %d\n", i)
+	}
+	module := filepath.Join("..", "..", "..", "testdata", "jobs", "lines", "lines.wasm")
+	aggID := agg.addr[strings.LastIndex(agg.addr, "/")+1:]
+	stdout, stderr, code := infernet(t, []byte(in.String()), "submit", module, "--input", "-", "--shards", fmt.Sprint(shards),
+		"--replicas", fmt.Sprint(replicas), "--via", aggID, "--max-price", fmt.Sprint(price), "--json", "--datadir", client.dataDir)
+	var s struct {
+		Verified bool  `json:"verified"`
+		Paid     int64 `json:"paid_msat"`
+		Fee      int64 `json:"aggregator_fee_msat"`
+	}
+	if code != 0 || json.Unmarshal([]byte(stdout), &s) != nil || !s.Verified || s.Paid != total+fee || s.Fee != fee {
+		t.Fatalf("submit --via: exit %d %q: %s; want verified, %d msat paid, %d of it the fee", code, stdout, stderr, total+fee, fee)
+	}
+
+	ledger := func(dataDir, cmd string) (n int, msat int64) {
+		t.Helper()
+		out, stderr, code := infernet(t, nil, cmd, "--json", "--datadir", dataDir)
+		var ps []store.Payment
+		if code != 0 || json.Unmarshal([]byte(out), &ps) != nil {
+			t.Fatalf("%s: exit %d %q %s", cmd, code, out, stderr)
+		}
+		for _, p := range ps {
+			if p.State == store.PaySettled {
+				n++
+				msat += p.AmountMsat
+			}
+		}
+		return n, msat
+	}
+	for _, c := range []struct {
+		who, dataDir, cmd string
+		n                 int
+		msat              int64
+	}{
+		{"client", client.dataDir, "spending", 1 + replicas, total + fee + replicas*price},
+		{"aggregator", agg.dataDir, "earnings", 1, total + fee},
+		{"aggregator", agg.dataDir, "spending", shards * replicas, total},
+		{"provider 1", p1.dataDir, "earnings", shards + 1, (shards + 1) * price},
+	} {
+		if n, msat := ledger(c.dataDir, c.cmd); n != c.n || msat != c.msat {
+			t.Errorf("%s's %s: %d settled, %d msat; want %d, %d msat", c.who, c.cmd, n, msat, c.n, c.msat)
+		}
 	}
 }

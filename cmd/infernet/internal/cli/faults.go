@@ -17,7 +17,7 @@ func init() {
 		f.Float64Var(&faults.Silent, "fault.silent", 0, "FAULT INJECTION: accept a replica and never answer, with this probability")
 		f.DurationVar(&faults.Slow, "fault.slow", 0, "FAULT INJECTION: delay every run by this much")
 		f.BoolVar(&faults.TamperProofs, "fault.tamper-proofs", false, "FAULT INJECTION: spoil the first GEMM proof of every proof-mode result")
-		f.StringVar(&faults.Aggregate, "fault.aggregate", "", "FAULT INJECTION: as an aggregator, spoil the merged output (output) or a shard's results (shard)")
+		f.StringVar(&faults.Aggregate, "fault.aggregate", "", "FAULT INJECTION: as an aggregator, spoil the merged output (output) or a shard's results (shard), or invoice twice what a paid job owes (overcharge)")
 		c.Faults = faults
 	}
 }

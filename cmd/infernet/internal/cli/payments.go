@@ -57,8 +57,11 @@ func newCmdPayments(stdio IO, use string, outgoing bool) *cobra.Command {
 					held += p.AmountMsat
 				}
 				note := oneLine(p.Error)
-				if p.Fair {
+				switch {
+				case p.Fair:
 					note = strings.TrimSpace("fair exchange " + note)
+				case p.Aggregate:
+					note = strings.TrimSpace("whole job via an aggregator " + note)
 				}
 				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d msat\t%d msat\t%s\t%s\n", p.Job, p.Replica, shortID(p.Peer), p.State,
 					p.AmountMsat, p.FeeMsat, p.Updated.Format(time.DateTime), note)

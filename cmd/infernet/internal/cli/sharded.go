@@ -169,11 +169,17 @@ type ShardedSummary struct {
 	OutputSize     int64    `json:"output_size"`
 	ElapsedMS      float64  `json:"elapsed_ms"`
 	Error          string   `json:"error,omitempty"`
+	// Via is the aggregator (--via), PaidMsat what it was paid, its fee
+	// (AggregatorFeeMsat) included.
+	Via               string `json:"via,omitempty"`
+	PaidMsat          int64  `json:"paid_msat,omitempty"`
+	AggregatorFeeMsat int64  `json:"aggregator_fee_msat,omitempty"`
 }
 
 func printShardedSummary(o *SubmitOptions, sj *node.ShardedJob, elapsed time.Duration) error {
 	s := ShardedSummary{ID: sj.ID.String(), State: sj.State.String(), ReduceAttempts: sj.ReduceAttempts, Verified: sj.State == store.JobVerified, Attempts: sj.Attempts,
-		OutputSize: sj.OutputSize, ElapsedMS: float64(elapsed.Microseconds()) / 1000, Error: sj.Error}
+		OutputSize: sj.OutputSize, ElapsedMS: float64(elapsed.Microseconds()) / 1000, Error: sj.Error,
+		Via: sj.Via, PaidMsat: sj.PaidMsat, AggregatorFeeMsat: sj.FeeMsat}
 	if !sj.Output.IsZero() {
 		s.Output = sj.Output.String()
 	}
@@ -203,6 +209,9 @@ func printShardedSummary(o *SubmitOptions, sj *node.ShardedJob, elapsed time.Dur
 	}
 	if s.Output != "" {
 		fmt.Fprintf(w, "  output %d bytes, sha256 %s\n", s.OutputSize, s.Output)
+	}
+	if s.Via != "" {
+		fmt.Fprintf(w, "  via aggregator %s: paid %d msat, its fee %d msat\n", shortID(s.Via), s.PaidMsat, s.AggregatorFeeMsat)
 	}
 	if sj.State == store.JobFailed {
 		fmt.Fprintf(w, "  error: %s\n", s.Error)
