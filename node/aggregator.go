@@ -76,6 +76,9 @@ func (n *Node) handleAggregate(s network.Stream) {
 	case ann.Validate() != nil || ann.Settle != wire.SettleEscrow:
 		reject("malformed terms")
 		return
+	case req.Reduce != nil && (req.Reduce.ModuleSize <= 0 || req.Reduce.ModuleSize > wire.MaxModuleBytes):
+		reject("malformed reduce module")
+		return
 	}
 	ctx, cancel := context.WithDeadline(n.ctx, time.UnixMilli(ann.Deadline))
 	defer cancel()
@@ -100,6 +103,11 @@ func (n *Node) handleAggregate(s network.Stream) {
 		need = append(need, wire.ShardRef{Input: d.Digest, Size: d.Size})
 	}
 	need = append(need, req.Shards...)
+	var reduce *ReduceSpec
+	if r := req.Reduce; r != nil {
+		need = append(need, wire.ShardRef{Input: r.Module, Size: r.ModuleSize})
+		reduce = &ReduceSpec{Module: r.Module, ModuleSize: r.ModuleSize, Args: r.Args}
+	}
 	for _, b := range need {
 		defer n.blobs.Pin(b.Input)()
 		if err := n.FetchBlob(ctx, b.Input, b.Size, hints); err != nil {
@@ -112,7 +120,9 @@ func (n *Node) handleAggregate(s network.Stream) {
 	for i, sh := range req.Shards {
 		inputs[i] = ShardInput{Input: sh.Input, InputSize: sh.Size}
 	}
-	sj, err := n.SubmitShards(ctx, spec, inputs, int(req.Parallel), func(e Event) {
+	ss := ShardedSpec{Spec: spec, Inputs: inputs, Parallel: int(req.Parallel), Reduce: reduce}
+	sj, err := n.SubmitSharded(ctx, ss, func(e Event) {
+		// The reduce job's events (Shard -1) go as shard 2³²-1.
 		c.write(&wire.AggregateUpdate{V: wire.Version, Shard: uint32(e.Shard), Event: e.Kind, Detail: e.Detail})
 	})
 	if err != nil {
@@ -122,12 +132,11 @@ func (n *Node) handleAggregate(s network.Stream) {
 	res := &wire.AggregateResult{Verified: sj.State == store.JobVerified, Error: sj.Error, Output: sj.Output,
 		OutputSize: sj.OutputSize, FeePercent: n.cfg.AggregatorFee}
 	for _, job := range sj.Shards {
-		var sh wire.AggregateShard
-		if job != nil {
-			sh.Announce = job.Announce
-			sh.Results = agreeing(job)
-		}
-		res.Shards = append(res.Shards, sh)
+		res.Shards = append(res.Shards, aggregateShard(job))
+	}
+	if job := sj.Reduce; job != nil {
+		r := aggregateShard(job)
+		res.Reduce, res.Merged, res.MergedSize = &r, job.Announce.Input, job.Announce.InputSize
 	}
 	n.cfg.Faults.spoilAggregate(n, res) // fault injection: a lying aggregator
 	if err := c.write(&wire.AggregateUpdate{V: wire.Version, Result: res}); err != nil {
@@ -145,13 +154,33 @@ func (n *Node) handleAggregate(s network.Stream) {
 	c.close()
 }
 
+// aggregateShard is a shard's (or the reduce's) part of an aggregate
+// result: the announce it ran under, and the replicas' signed results that
+// agreed; empty for a shard none of whose jobs ended.
+func aggregateShard(job *store.Job) wire.AggregateShard {
+	if job == nil {
+		return wire.AggregateShard{}
+	}
+	return wire.AggregateShard{Announce: job.Announce, Results: agreeing(job)}
+}
+
+// aggregateParts is how many jobs of R replicas an aggregated job pays
+// for: one per shard, and the reduce.
+func aggregateParts(req *wire.AggregateRequest) int {
+	if req.Reduce != nil {
+		return len(req.Shards) + 1
+	}
+	return len(req.Shards)
+}
+
 // chargeAggregate, for a paid aggregated job, checks that this node can
-// pay the providers, invoices the client for every shard-replica at the
-// job's price plus the fee, and waits until the client's payment is
-// locked. It returns the claimed payment, or nil for a free job.
+// pay the providers, invoices the client for every shard-replica (and
+// reduce replica) at the job's price plus the fee, and waits until the
+// client's payment is locked. It returns the claimed payment, or nil for a
+// free job.
 func (n *Node) chargeAggregate(ctx context.Context, c *conn, req *wire.AggregateRequest, client peer.ID) (*store.Payment, error) {
 	ann := &req.Announce
-	total, fee, err := aggregateAmount(ann, len(req.Shards), n.cfg.AggregatorFee)
+	total, fee, err := aggregateAmount(ann, aggregateParts(req), n.cfg.AggregatorFee)
 	switch {
 	case err != nil:
 		return nil, err
@@ -160,7 +189,7 @@ func (n *Node) chargeAggregate(ctx context.Context, c *conn, req *wire.Aggregate
 	case n.lnd == nil:
 		return nil, fmt.Errorf("%w: this aggregator takes free jobs only (no lnd)", ErrPaymentRequired)
 	case req.PaymentHash == nil:
-		return nil, fmt.Errorf("%w: %d msat for %d shards at %d msat per replica, and a %g%% fee", ErrPaymentRequired, total+fee, len(req.Shards), ann.Price, n.cfg.AggregatorFee)
+		return nil, fmt.Errorf("%w: %d msat for %d jobs at %d msat per replica, and a %g%% fee", ErrPaymentRequired, total+fee, aggregateParts(req), ann.Price, n.cfg.AggregatorFee)
 	case len(req.PaymentHash) != 32:
 		return nil, fmt.Errorf("%w: bad payment terms", ErrPaymentRequired)
 	}
@@ -190,17 +219,17 @@ func (n *Node) chargeAggregate(ctx context.Context, c *conn, req *wire.Aggregate
 	return pay, nil
 }
 
-// aggregateAmount is what a client pays an aggregator for a job of shards
-// shards on ann's terms: total, every shard-replica at ann.Price, which
-// the aggregator pays on to the providers, and fee, feePercent of total
-// in whole basis points, rounded down.
-func aggregateAmount(ann *wire.JobAnnounce, shards int, feePercent float64) (total, fee int64, err error) {
+// aggregateAmount is what a client pays an aggregator for parts jobs
+// (shards and reduce) on ann's terms: total, every replica at ann.Price,
+// which the aggregator pays on to the providers, and fee, feePercent of
+// total in whole basis points, rounded down.
+func aggregateAmount(ann *wire.JobAnnounce, parts int, feePercent float64) (total, fee int64, err error) {
 	if !(feePercent >= 0 && feePercent <= 100) {
 		return 0, 0, fmt.Errorf("aggregator fee of %g%%: want 0 to 100", feePercent)
 	}
-	hi, lo := bits.Mul64(ann.Price, uint64(shards)*uint64(ann.Replicas))
+	hi, lo := bits.Mul64(ann.Price, uint64(parts)*uint64(ann.Replicas))
 	if hi != 0 || lo > math.MaxInt64/2 {
-		return 0, 0, fmt.Errorf("%d shards of %d replicas at %d msat: too much to pay", shards, ann.Replicas, ann.Price)
+		return 0, 0, fmt.Errorf("%d jobs of %d replicas at %d msat: too much to pay", parts, ann.Replicas, ann.Price)
 	}
 	total = int64(lo)
 	bp := int64(math.Round(feePercent * 100))
@@ -233,15 +262,23 @@ func agreeing(job *store.Job) []wire.Result {
 // ---- client side ----
 
 // SubmitVia hands a sharded job to the aggregator agg: the same job as
-// SubmitShards, run by the aggregator's node. The client then checks the
+// SubmitSharded, run by the aggregator's node. The client then checks the
 // outcome without trusting the aggregator: every shard's announce must be
 // the job's terms on that shard's input, its results signed by distinct
 // providers that agree (spec.Replicas of them, or one when unverified), and
 // the merged output, fetched from the aggregator, the shards' outputs in
-// order. spotChecks shards chosen at random are run again by this node on
+// order; with a reduce, the reduce job's announce must be its terms on the
+// merged output, its results likewise signed and agreeing, and the output
+// theirs. spotChecks shards chosen at random are run again by this node on
 // the network and must give the same output. A result that fails a check
 // is an error wrapping ErrAggregatorLied.
-func (n *Node) SubmitVia(ctx context.Context, agg peer.ID, spec Spec, inputs []ShardInput, parallel, spotChecks int, maxFee float64, events func(Event)) (*ShardedJob, error) {
+//
+// A paid job (spec.Price > 0, with lnd) is paid to the aggregator in one
+// hold invoice: every replica of every shard and of the reduce at the
+// price, and the aggregator's fee, at most maxFee percent of that. It is
+// released once the result checks out, and cancelled otherwise.
+func (n *Node) SubmitVia(ctx context.Context, agg peer.ID, ss ShardedSpec, spotChecks int, maxFee float64, events func(Event)) (*ShardedJob, error) {
+	spec, inputs := ss.Spec, ss.Inputs
 	spec.setDefaults()
 	if len(inputs) == 0 || len(inputs) > MaxAggregateShards {
 		return nil, fmt.Errorf("aggregated job: %d shards, want 1 to %d", len(inputs), MaxAggregateShards)
@@ -257,7 +294,14 @@ func (n *Node) SubmitVia(ctx context.Context, agg peer.ID, spec Spec, inputs []S
 	if err := ann.Validate(); err != nil {
 		return nil, err
 	}
-	req := &wire.AggregateRequest{V: wire.Version, Announce: ann, Parallel: uint32(max(parallel, 0)), MaxFeePercent: maxFee}
+	req := &wire.AggregateRequest{V: wire.Version, Announce: ann, Parallel: uint32(max(ss.Parallel, 0)), MaxFeePercent: maxFee}
+	if r := ss.Reduce; r != nil {
+		if _, ok := n.blobs.Has(r.Module); !ok {
+			return nil, fmt.Errorf("reduce module %s: %w", r.Module.Short(), blob.ErrNotFound)
+		}
+		defer n.blobs.Pin(r.Module)()
+		req.Reduce = &wire.AggregateReduce{Module: r.Module, ModuleSize: r.ModuleSize, Args: r.Args}
+	}
 	for _, in := range inputs {
 		if _, ok := n.blobs.Has(in.Input); !ok && in.InputSize > 0 {
 			return nil, fmt.Errorf("shard input %s: %w", in.Input.Short(), blob.ErrNotFound)
@@ -269,11 +313,11 @@ func (n *Node) SubmitVia(ctx context.Context, agg peer.ID, spec Spec, inputs []S
 	defer cancel()
 	var pay *store.Payment
 	if n.lnd != nil && spec.Price > 0 {
-		total, fee, err := aggregateAmount(&ann, len(inputs), maxFee)
+		total, fee, err := aggregateAmount(&ann, aggregateParts(req), maxFee)
 		if err != nil {
 			return nil, err
 		}
-		if err := n.canPay(ctx, total+fee, fmt.Sprintf("%d shards and the aggregator's fee", len(inputs))); err != nil {
+		if err := n.canPay(ctx, total+fee, fmt.Sprintf("%d jobs and the aggregator's fee", aggregateParts(req))); err != nil {
 			return nil, err
 		}
 		if pay, err = n.newPayment(&store.Payment{Job: ann.Job, Peer: agg.String(), AmountMsat: total + fee, Aggregate: true}); err != nil {
@@ -293,7 +337,7 @@ func (n *Node) SubmitVia(ctx context.Context, agg peer.ID, spec Spec, inputs []S
 		release := err == nil && sj.State != store.JobFailed
 		n.settleVia(pay, inflight, release)
 		if sj != nil && pay.State == store.PaySettled {
-			total, _, _ := aggregateAmount(&ann, len(inputs), 0)
+			total, _, _ := aggregateAmount(&ann, aggregateParts(req), 0)
 			sj.PaidMsat, sj.FeeMsat = pay.AmountMsat, pay.AmountMsat-total
 		}
 	}
@@ -312,7 +356,6 @@ func (n *Node) runVia(ctx context.Context, agg peer.ID, spec Spec, inputs []Shar
 	if err != nil {
 		return sj, err
 	}
-	sj.Via = agg.String()
 	if sj.State == store.JobFailed {
 		return sj, nil
 	}
@@ -391,7 +434,7 @@ func (n *Node) aggregate(ctx context.Context, agg peer.ID, req *wire.AggregateRe
 				return nil, fmt.Errorf("aggregator's invoice: %w", err)
 			}
 		case events != nil:
-			events(Event{Time: time.Now(), Kind: u.Event, Shard: int(u.Shard), Detail: u.Detail, Provider: agg.String()})
+			events(Event{Time: time.Now(), Kind: u.Event, Shard: int(int32(u.Shard)), Detail: u.Detail, Provider: agg.String()})
 		}
 	}
 }
@@ -405,7 +448,7 @@ func (n *Node) checkAggregate(ctx context.Context, agg peer.ID, ann *wire.JobAnn
 	if len(res.Shards) != len(req.Shards) {
 		return nil, lie("%d shards for %d", len(res.Shards), len(req.Shards))
 	}
-	sj := &ShardedJob{State: store.JobVerified, Attempts: make([]int, len(res.Shards))}
+	sj := &ShardedJob{ID: ann.Job, State: store.JobVerified, Attempts: make([]int, len(res.Shards)), Via: agg.String()}
 	if !res.Verified {
 		sj.State, sj.Error = store.JobFailed, "aggregator: "+res.Error
 		return sj, nil
@@ -425,42 +468,83 @@ func (n *Node) checkAggregate(ctx context.Context, agg peer.ID, ann *wire.JobAnn
 		offsets = append(offsets, total)
 		total += job.OutputSize
 	}
-	if res.OutputSize != total {
-		return nil, lie("merged output of %d bytes, the shards' make %d", res.OutputSize, total)
+	merged, mergedSize := res.Output, res.OutputSize
+	if req.Reduce != nil {
+		merged, mergedSize = res.Merged, res.MergedSize
 	}
-	if err := n.FetchBlob(ctx, res.Output, res.OutputSize, []peer.ID{agg}); err != nil {
+	if mergedSize != total {
+		return nil, lie("merged output of %d bytes, the shards' make %d", mergedSize, total)
+	}
+	if err := n.FetchBlob(ctx, merged, mergedSize, []peer.ID{agg}); err != nil {
 		return nil, fmt.Errorf("merged output from the aggregator: %w", err)
 	}
-	f, _, err := n.blobs.Open(res.Output)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	for i, job := range sj.Shards {
-		h := sha256.New()
-		if _, err := io.Copy(h, io.NewSectionReader(f, offsets[i], job.OutputSize)); err != nil {
-			return nil, err
-		}
-		if blob.Digest(h.Sum(nil)) != job.Output {
-			return nil, lie("the merged output's part %d is not shard %d's output", i, i)
-		}
+	if err := n.checkMerged(merged, offsets, sj.Shards); err != nil {
+		return nil, lie("%v", err)
 	}
 	sj.Output, sj.OutputSize = res.Output, res.OutputSize
+	if r := req.Reduce; r != nil {
+		if res.Reduce == nil {
+			return nil, lie("no reduce job")
+		}
+		want := *ann
+		want.Module, want.ModuleSize, want.Args = r.Module, r.ModuleSize, r.Args
+		want.Input, want.InputSize, want.Shard, want.Shards = merged, mergedSize, 0, 1
+		job, err := checkPart(agg, want, res.Reduce)
+		if err != nil {
+			return nil, lie("reduce: %v", err)
+		}
+		if res.Output != job.Output || res.OutputSize != job.OutputSize {
+			return nil, lie("its output is not the reduce job's")
+		}
+		if err := n.FetchBlob(ctx, res.Output, res.OutputSize, []peer.ID{agg}); err != nil {
+			return nil, fmt.Errorf("output from the aggregator: %w", err)
+		}
+		sj.Reduce, sj.ReduceAttempts = job, 1
+		if job.State == store.JobUnverified {
+			sj.State = store.JobUnverified
+		}
+	}
 	return sj, nil
 }
 
-// checkShard checks one shard of an aggregated job: its announce is the
-// job's terms on shard i's input, run by the aggregator, and its results
-// are signed by distinct providers for that announce and agree. It returns
-// the shard's record.
+// checkMerged checks that the local blob merged is the outputs of shards
+// one after the other, shard i's at offsets[i].
+func (n *Node) checkMerged(merged blob.Digest, offsets []int64, shards []*store.Job) error {
+	f, _, err := n.blobs.Open(merged)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for i, job := range shards {
+		h := sha256.New()
+		if _, err := io.Copy(h, io.NewSectionReader(f, offsets[i], job.OutputSize)); err != nil {
+			return err
+		}
+		if blob.Digest(h.Sum(nil)) != job.Output {
+			return fmt.Errorf("the merged output's part %d is not shard %d's output", i, i)
+		}
+	}
+	return nil
+}
+
+// checkShard checks shard i of an aggregated job: see checkPart, with the
+// job's terms on shard i's input.
 func checkShard(agg peer.ID, ann *wire.JobAnnounce, req *wire.AggregateRequest, i int, sh *wire.AggregateShard) (*store.Job, error) {
+	want := *ann
+	want.Input, want.InputSize, want.Shard, want.Shards = req.Shards[i].Input, req.Shards[i].Size, uint32(i), uint32(len(req.Shards))
+	return checkPart(agg, want, sh)
+}
+
+// checkPart checks one job of an aggregated job: its announce is want's
+// terms (its own job id, client, time and deadline aside), run by the
+// aggregator, and its results are signed by distinct providers for that
+// announce, agree, and exited 0. It returns the job's record.
+func checkPart(agg peer.ID, want wire.JobAnnounce, sh *wire.AggregateShard) (*store.Job, error) {
 	a := sh.Announce
 	if peer.ID(a.Client) != agg {
 		return nil, errors.New("its announce is not the aggregator's")
 	}
-	want := *ann
 	want.Job, want.Client, want.Time, want.Deadline = a.Job, a.Client, a.Time, a.Deadline
-	want.Input, want.InputSize, want.Shard, want.Shards = req.Shards[i].Input, req.Shards[i].Size, uint32(i), uint32(len(req.Shards))
 	wb, err := wire.Marshal(&want)
 	if err != nil {
 		return nil, err
@@ -496,7 +580,7 @@ func checkShard(agg peer.ID, ann *wire.JobAnnounce, req *wire.AggregateRequest, 
 		job.State = store.JobUnverified // as Submit says of one replica
 	}
 	if first.Outcome != wire.OutcomeExited || first.ExitCode != 0 {
-		return nil, fmt.Errorf("the shard did not exit 0 (%s), yet the job was merged", first.Key())
+		return nil, fmt.Errorf("it did not exit 0 (%s), yet the job went on", first.Key())
 	}
 	return job, nil
 }

@@ -65,7 +65,7 @@ func TestLightningAggregator(t *testing.T) {
 
 	agg := startAggregator(t, net, func(c *Config) { c.Lnd, c.AggregatorFee = env.Lnd(regtest.Aggregator), 1.5 })
 	submit := func(agg *Node, spotChecks int) (*ShardedJob, error) {
-		return net.client.SubmitVia(ctx, agg.ID(), spec, inputs, 0, spotChecks, 2, nil)
+		return net.client.SubmitVia(ctx, agg.ID(), ShardedSpec{Spec: spec, Inputs: inputs}, spotChecks, 2, nil)
 	}
 
 	t.Run("paid exactly", func(t *testing.T) {

@@ -1,11 +1,13 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,13 +65,16 @@ func TestAggregator(t *testing.T) {
 
 	honest := startAggregator(t, net, nil)
 	var shardsSeen = map[int]bool{}
-	sj, err := net.client.SubmitVia(ctx, honest.ID(), spec, inputs, 4, 2, 2, func(e Event) { shardsSeen[e.Shard] = true })
+	sj, err := net.client.SubmitVia(ctx, honest.ID(), ShardedSpec{Spec: spec, Inputs: inputs, Parallel: 4}, 2, 2, func(e Event) { shardsSeen[e.Shard] = true })
 	if err != nil || sj.State != store.JobVerified {
 		t.Fatalf("aggregated job: %+v, %v", sj, err)
 	}
 	got, err := net.client.Blob(sj.Output, 1<<20)
 	if err != nil || string(got) != string(want) {
 		t.Fatalf("merged output %d bytes, %v; want the whole input's %d", len(got), err, len(want))
+	}
+	if sj.ID == (wire.JobID{}) || sj.Via != honest.ID().String() {
+		t.Errorf("job %s via %q; want an id, via the aggregator", sj.ID, sj.Via)
 	}
 	if len(sj.Shards) != 12 || len(shardsSeen) != 12 {
 		t.Errorf("%d shards checked, progress of %d; want 12", len(sj.Shards), len(shardsSeen))
@@ -80,17 +85,44 @@ func TestAggregator(t *testing.T) {
 		}
 	}
 
-	for _, lie := range []string{"output", "shard"} {
-		t.Run("lying about the "+lie, func(t *testing.T) {
-			liar := startAggregator(t, net, func(c *Config) { c.Faults = &Faults{Aggregate: lie} })
-			_, err := net.client.SubmitVia(ctx, liar.ID(), spec, inputs, 0, 0, 2, nil)
-			if !errors.Is(err, ErrAggregatorLied) {
-				t.Fatalf("err = %v, want ErrAggregatorLied", err)
+	reducer := readTestdata(t, "jobs/sum/sum.wasm")
+	reduce := &ReduceSpec{Module: putBlob(t, net.client, reducer), ModuleSize: int64(len(reducer))}
+	t.Run("with a reduce", func(t *testing.T) {
+		var reduceEvents atomic.Int32
+		sj, err := net.client.SubmitVia(ctx, honest.ID(), ShardedSpec{Spec: spec, Inputs: inputs, Reduce: reduce}, 0, 2, func(e Event) {
+			if e.Shard == reduceShard {
+				reduceEvents.Add(1)
 			}
 		})
+		if err != nil || sj.State != store.JobVerified {
+			t.Fatalf("aggregated job: %+v, %v", sj, err)
+		}
+		got, err := net.client.Blob(sj.Output, 1<<20)
+		if want := runLocally(t, reducer, want); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("reduced output %q, %v; want %q", got, err, want)
+		}
+		r := sj.Reduce
+		if r == nil || r.Agree != 2 || r.Announce.Module != reduce.Module || r.Announce.InputSize != int64(len(want)) || reduceEvents.Load() == 0 {
+			t.Errorf("reduce job %+v, %d of its events; want 2 agreeing on the merged output", r, reduceEvents.Load())
+		}
+	})
+	for _, lie := range []string{"output", "shard"} {
+		for _, red := range []*ReduceSpec{nil, reduce} {
+			name := "lying about the " + lie
+			if red != nil {
+				name += " with a reduce"
+			}
+			t.Run(name, func(t *testing.T) {
+				liar := startAggregator(t, net, func(c *Config) { c.Faults = &Faults{Aggregate: lie} })
+				_, err := net.client.SubmitVia(ctx, liar.ID(), ShardedSpec{Spec: spec, Inputs: inputs, Reduce: red}, 0, 2, nil)
+				if !errors.Is(err, ErrAggregatorLied) {
+					t.Fatalf("err = %v, want ErrAggregatorLied", err)
+				}
+			})
+		}
 	}
 	t.Run("fee over the limit", func(t *testing.T) {
-		_, err := net.client.SubmitVia(ctx, honest.ID(), spec, inputs, 0, 0, 0.5, nil)
+		_, err := net.client.SubmitVia(ctx, honest.ID(), ShardedSpec{Spec: spec, Inputs: inputs}, 0, 0.5, nil)
 		if err == nil || !strings.Contains(err.Error(), "fee") {
 			t.Fatalf("err = %v, want a refusal naming the fee", err)
 		}

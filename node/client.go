@@ -1,6 +1,7 @@
 package node
 
 import (
+	"io"
 	"context"
 	"errors"
 	"fmt"
@@ -204,6 +205,19 @@ func (n *Node) PutBlob(ctx context.Context, b []byte) (blob.Digest, error) {
 	}
 	n.provideAsync(d)
 	return d, nil
+}
+
+// PutBlobFrom stores the bytes of r, at most max of them, streamed to disk
+// (a data blob may be larger than memory), announces the blob in the DHT
+// and returns its digest and size. More than max bytes is an error
+// wrapping blob.ErrTooLarge, and nothing is stored.
+func (n *Node) PutBlobFrom(ctx context.Context, r io.Reader, max int64) (blob.Digest, int64, error) {
+	d, size, err := n.blobs.Put(r, max)
+	if err != nil {
+		return d, size, err
+	}
+	n.provideAsync(d)
+	return d, size, nil
 }
 
 // provideAsync announces a local blob in the DHT in the background: nobody

@@ -52,7 +52,8 @@ type ShardedSpec struct {
 // ShardedJob is where a sharded job stands: the outcome of SubmitSharded,
 // or a look at one (ShardedJob, ShardedJobs).
 type ShardedJob struct {
-	// ID names the sharded job in the node's store (it is no job's id).
+	// ID names the sharded job in the node's store (it is no job's id);
+	// for a job run through an aggregator, the id the client gave it.
 	ID wire.JobID `json:"id"`
 	// State is verified when every shard (and the reduce) was, unverified
 	// when some ran on one replica only, failed when one failed; pending or

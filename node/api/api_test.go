@@ -2,12 +2,15 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -161,5 +164,38 @@ func TestShardedRoutes(t *testing.T) {
 		if resp != nil {
 			resp.Body.Close()
 		}
+	}
+}
+
+// TestPutBlobStreams: a 96 MiB upload (model weights, say) goes to disk
+// as it arrives: client and server together allocate a small part of it,
+// and the blob is stored whole under its digest.
+func TestPutBlobStreams(t *testing.T) {
+	n, _, dir := startNode(t)
+	c, err := Dial(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 96 << 20
+	weights := func() io.Reader { return io.LimitReader(rand.NewChaCha8([32]byte{1}), size) }
+	h := sha256.New()
+	io.Copy(h, weights())
+	want := blob.Digest(h.Sum(nil))
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	bi, err := c.PutBlobFrom(context.Background(), weights())
+	runtime.ReadMemStats(&after)
+	if err != nil || bi.Digest != want || bi.Size != size {
+		t.Fatalf("PutBlobFrom: %+v, %v; want %s, %d bytes", bi, err, want.Short(), size)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > size/8 {
+		t.Errorf("uploading %d MiB allocated %d MiB: it is buffered, not streamed", size>>20, alloc>>20)
+	} else {
+		t.Logf("uploading %d MiB allocated %.1f MiB", size>>20, float64(alloc)/(1<<20))
+	}
+	if got, err := n.Blob(want, size); err != nil || blob.Sum(got) != want {
+		t.Fatalf("stored: %d bytes, %v", len(got), err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -89,14 +90,22 @@ func (c *Client) Node(ctx context.Context) (*NodeInfo, error) {
 
 // PutBlob uploads b and returns its digest.
 func (c *Client) PutBlob(ctx context.Context, b []byte) (BlobInfo, error) {
+	return c.PutBlobFrom(ctx, bytes.NewReader(b))
+}
+
+// PutBlobFrom streams the bytes of r to the node as a blob (memory stays
+// flat however large it is) and checks the node stored them under their
+// digest.
+func (c *Client) PutBlobFrom(ctx context.Context, r io.Reader) (BlobInfo, error) {
 	var v BlobInfo
-	resp, err := c.do(ctx, http.MethodPost, "/v1/blobs", bytes.NewReader(b))
+	h := sha256.New()
+	resp, err := c.do(ctx, http.MethodPost, "/v1/blobs", io.TeeReader(r, h))
 	if err != nil {
 		return v, err
 	}
 	defer resp.Body.Close()
 	err = json.NewDecoder(resp.Body).Decode(&v)
-	if err == nil && v.Digest != blob.Sum(b) {
+	if err == nil && v.Digest != blob.Digest(h.Sum(nil)) {
 		err = errors.New("api: node stored the blob under another digest")
 	}
 	return v, err

@@ -265,8 +265,11 @@ func httpError(w http.ResponseWriter, code int, err error) {
 // storeStatus is 507 for a blob the node's disk quota has no room for,
 // otherwise code.
 func storeStatus(err error, code int) int {
-	if errors.Is(err, blob.ErrQuota) {
+	switch {
+	case errors.Is(err, blob.ErrQuota):
 		return http.StatusInsufficientStorage
+	case errors.Is(err, blob.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
 	}
 	return code
 }
@@ -284,21 +287,19 @@ func (s *Server) getNode(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, info)
 }
 
-// maxBlob is the largest upload: a module or an input.
-const maxBlob = max(wire.MaxModuleBytes, wire.MaxInputBytes)
+// maxBlob is the largest blob a job may name: a module, an input, or a
+// data blob (the largest).
+const maxBlob = max(wire.MaxModuleBytes, wire.MaxInputBytes, wire.MaxDataBytes)
 
+// postBlob streams the body to the blob store: uploads of data blobs
+// (model weights) may be larger than memory.
 func (s *Server) postBlob(w http.ResponseWriter, r *http.Request) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBlob))
-	if err != nil {
-		httpError(w, http.StatusRequestEntityTooLarge, err)
-		return
-	}
-	d, err := s.n.PutBlob(r.Context(), b)
+	d, size, err := s.n.PutBlobFrom(r.Context(), r.Body, maxBlob)
 	if err != nil {
 		httpError(w, storeStatus(err, http.StatusInternalServerError), err)
 		return
 	}
-	writeJSON(w, BlobInfo{Digest: d, Size: int64(len(b))})
+	writeJSON(w, BlobInfo{Digest: d, Size: size})
 }
 
 // FetchRequest is the body of POST /v1/blobs/{digest}/fetch: the blob's
@@ -390,7 +391,8 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 			send(Line{Error: fmt.Sprintf("via: %v", err)})
 			return
 		}
-		sj, err := s.n.SubmitVia(r.Context(), agg, spec, req.Shards, req.Parallel, req.SpotChecks, req.MaxFeePercent, events)
+		ss := node.ShardedSpec{Spec: spec, Inputs: req.Shards, Parallel: req.Parallel, Reduce: req.Reduce}
+		sj, err := s.n.SubmitVia(r.Context(), agg, ss, req.SpotChecks, req.MaxFeePercent, events)
 		switch {
 		case err != nil:
 			send(Line{Error: err.Error()})

@@ -594,10 +594,21 @@ type AggregateRequest struct {
 	// every shard-replica at the price plus its fee, and settles it when
 	// the client, having checked the result, releases the preimage.
 	PaymentHash []byte `cbor:"6,keyasint"`
+	// Reduce, when set, is run by the aggregator on the shards' outputs
+	// concatenated in order: one more job on the same terms with its own
+	// module and arguments (shard 0 of 1), whose output is the job's.
+	Reduce *AggregateReduce `cbor:"7,keyasint"`
 }
 
 // Version implements Versioned.
 func (m *AggregateRequest) Version() uint16 { return m.V }
+
+// AggregateReduce is the reduce step of an aggregated job.
+type AggregateReduce struct {
+	Module     blob.Digest `cbor:"1,keyasint"`
+	ModuleSize int64       `cbor:"2,keyasint"`
+	Args       []string    `cbor:"3,keyasint"`
+}
 
 // ShardRef is a shard's input blob.
 type ShardRef struct {
@@ -635,11 +646,19 @@ type AggregateResult struct {
 	Verified bool             `cbor:"1,keyasint"`
 	Error    string           `cbor:"2,keyasint"`
 	Shards   []AggregateShard `cbor:"3,keyasint"`
-	// Output is the shards' outputs concatenated in order.
+	// Output is the shards' outputs concatenated in order (without a
+	// reduce step).
 	Output     blob.Digest `cbor:"4,keyasint"`
 	OutputSize int64       `cbor:"5,keyasint"`
 	// FeePercent is the aggregator's fee.
 	FeePercent float64 `cbor:"6,keyasint"`
+	// With a reduce step, Output is the reduce job's output; Merged and
+	// MergedSize are the shards' outputs concatenated in order (the reduce
+	// job's input, a blob of the aggregator's), and Reduce is the reduce
+	// job's announce and agreeing results.
+	Merged     blob.Digest     `cbor:"7,keyasint"`
+	MergedSize int64           `cbor:"8,keyasint"`
+	Reduce     *AggregateShard `cbor:"9,keyasint"`
 }
 
 // AggregateShard is one shard of an AggregateResult.

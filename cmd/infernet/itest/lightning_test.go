@@ -165,19 +165,21 @@ func TestLightningFairCLI(t *testing.T) {
 	}
 }
 
-// TestLightningAggregatorCLI: `infernet submit --shards 3 --via AGG
-// --max-price P` through an `infernet node --aggregator --fee 2` process
-// with its own lnd. The client pays the aggregator once, 3 shards × 2
-// replicas × P plus 2%, and the providers of the shard it spot-checks (the
-// default, one) P per replica; the aggregator pays the providers P per
-// shard-replica; `spending` and `earnings` of each process say so.
+// TestLightningAggregatorCLI: `infernet submit --shards 3 --reduce
+// sum.wasm --via AGG --max-price P` through an `infernet node --aggregator
+// --fee 2` process with its own lnd. The output is the reduce of the
+// shards' outputs. The client pays the aggregator once, 4 jobs (3 shards
+// and the reduce) × 2 replicas × P plus 2%, and the providers of the shard
+// it spot-checks (the default, one) P per replica; the aggregator pays the
+// providers P per replica; `spending` and `earnings` of each process say
+// so.
 func TestLightningAggregatorCLI(t *testing.T) {
 	env, err := regtest.Load(filepath.Join("..", "..", "..", ".regtest", "env"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	const price, shards, replicas = 7000, 3, 2
-	const total = shards * replicas * price
+	const total = (shards + 1) * replicas * price
 	const fee = total * 2 / 100
 	p1 := startNode(t, "p1", append(lndFlags(t, env, regtest.Provider1), "--price", fmt.Sprint(price))...)
 	startNode(t, "p2", append(lndFlags(t, env, regtest.Provider2), "--price", fmt.Sprint(price), "--bootstrap", p1.addr)...)
@@ -190,10 +192,21 @@ func TestLightningAggregatorCLI(t *testing.T) {
 	for i := range 90 {
 		fmt.Fprintf(&in, "row %d\n", i)
 	}
-	module := filepath.Join("..", "..", "..", "testdata", "jobs", "lines", "lines.wasm")
+	jobs := filepath.Join("..", "..", "..", "testdata", "jobs")
+	module, reducer := filepath.Join(jobs, "lines", "lines.wasm"), filepath.Join(jobs, "sum", "sum.wasm")
+	mapped, stderr, code := infernet(t, []byte(in.String()), "run", module, "--input", "-")
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	want, stderr, code := infernet(t, []byte(mapped), "run", reducer, "--input", "-")
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
 	aggID := agg.addr[strings.LastIndex(agg.addr, "/")+1:]
+	out := filepath.Join(t.TempDir(), "out")
 	stdout, stderr, code := infernet(t, []byte(in.String()), "submit", module, "--input", "-", "--shards", fmt.Sprint(shards),
-		"--replicas", fmt.Sprint(replicas), "--via", aggID, "--max-price", fmt.Sprint(price), "--json", "--datadir", client.dataDir)
+		"--reduce", reducer, "--replicas", fmt.Sprint(replicas), "--via", aggID, "--max-price", fmt.Sprint(price),
+		"--json", "--output", out, "--datadir", client.dataDir)
 	var s struct {
 		Verified bool  `json:"verified"`
 		Paid     int64 `json:"paid_msat"`
@@ -201,6 +214,9 @@ func TestLightningAggregatorCLI(t *testing.T) {
 	}
 	if code != 0 || json.Unmarshal([]byte(stdout), &s) != nil || !s.Verified || s.Paid != total+fee || s.Fee != fee {
 		t.Fatalf("submit --via: exit %d %q: %s; want verified, %d msat paid, %d of it the fee", code, stdout, stderr, total+fee, fee)
+	}
+	if got, err := os.ReadFile(out); err != nil || string(got) != want {
+		t.Fatalf("output %q, %v; want %q", got, err, want)
 	}
 
 	ledger := func(dataDir, cmd string) (n int, msat int64) {
@@ -225,8 +241,8 @@ func TestLightningAggregatorCLI(t *testing.T) {
 	}{
 		{"client", client.dataDir, "spending", 1 + replicas, total + fee + replicas*price},
 		{"aggregator", agg.dataDir, "earnings", 1, total + fee},
-		{"aggregator", agg.dataDir, "spending", shards * replicas, total},
-		{"provider 1", p1.dataDir, "earnings", shards + 1, (shards + 1) * price},
+		{"aggregator", agg.dataDir, "spending", (shards + 1) * replicas, total},
+		{"provider 1", p1.dataDir, "earnings", shards + 2, (shards + 2) * price},
 	} {
 		if n, msat := ledger(c.dataDir, c.cmd); n != c.n || msat != c.msat {
 			t.Errorf("%s's %s: %d settled, %d msat; want %d, %d msat", c.who, c.cmd, n, msat, c.n, c.msat)

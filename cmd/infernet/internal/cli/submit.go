@@ -186,9 +186,6 @@ func (o *SubmitOptions) request() (api.SubmitRequest, error) {
 	}
 	req.Memory, req.MaxOutput, req.Mode, req.Args, req.Parallel = mem, int64(maxOut), uint8(mode), o.Args, o.Parallel
 	if o.Via != "" {
-		if o.Reduce != "" {
-			return req, errors.New("--via runs no --reduce yet")
-		}
 		req.Via, req.SpotChecks, req.MaxFeePercent = o.Via, o.SpotChecks, o.MaxFee
 	}
 	req.Adaptive, req.SameBackend, req.Proofs = o.Adaptive, o.Same, o.Proofs
@@ -217,15 +214,11 @@ func runSubmit(ctx context.Context, o *SubmitOptions) error {
 	if o.Shards > 1 || o.InputDir != "" || o.Reduce != "" || o.Via != "" {
 		return runSharded(ctx, o, req)
 	}
-	input, err := o.readInput()
-	if err != nil {
-		return &exitError{Code: ExitError, Err: err}
-	}
 	c, mb, err := o.dialAndPutModule(ctx)
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
-	ib, err := c.PutBlob(ctx, input)
+	ib, err := o.putInput(ctx, c)
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
@@ -280,11 +273,7 @@ func uploadData(ctx context.Context, c *api.Client, flags []string) ([]wire.Data
 	}
 	var out []wire.DataBlob
 	for name, path := range files {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("--data %s: %w", name, err)
-		}
-		info, err := c.PutBlob(ctx, b)
+		info, err := putFile(ctx, c, path)
 		if err != nil {
 			return nil, fmt.Errorf("--data %s: %w", name, err)
 		}
@@ -294,18 +283,43 @@ func uploadData(ctx context.Context, c *api.Client, flags []string) ([]wire.Data
 	return out, nil
 }
 
+// putFile streams the file at path to the node as a blob.
+func putFile(ctx context.Context, c *api.Client, path string) (api.BlobInfo, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return api.BlobInfo{}, err
+	}
+	defer f.Close()
+	return c.PutBlobFrom(ctx, f)
+}
+
 // dialAndPutModule connects to the node's API and stores MODULE there.
 func (o *SubmitOptions) dialAndPutModule(ctx context.Context) (*api.Client, api.BlobInfo, error) {
-	module, err := os.ReadFile(o.Module)
-	if err != nil {
-		return nil, api.BlobInfo{}, err
-	}
 	c, err := api.Dial(o.DataDir, o.API)
 	if err != nil {
 		return nil, api.BlobInfo{}, err
 	}
-	mb, err := c.PutBlob(ctx, module)
+	mb, err := putFile(ctx, c, o.Module)
 	return c, mb, err
+}
+
+// putInput streams --input (a file, stdin for -, nothing when unset) to
+// the node as a blob.
+func (o *SubmitOptions) putInput(ctx context.Context, c *api.Client) (api.BlobInfo, error) {
+	var info api.BlobInfo
+	var err error
+	switch o.Input {
+	case "":
+		info, err = c.PutBlob(ctx, nil)
+	case "-":
+		info, err = c.PutBlobFrom(ctx, o.IO.In)
+	default:
+		info, err = putFile(ctx, c, o.Input)
+	}
+	if err != nil {
+		return info, fmt.Errorf("input: %w", err)
+	}
+	return info, nil
 }
 
 // readInput reads --input: a file, this process's stdin for -, nothing
