@@ -1,10 +1,10 @@
 package node
 
 import (
-	"io"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sync"
