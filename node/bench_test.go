@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
 )
 
 // tinyInput makes the cpu job do almost nothing: what is measured is the
@@ -501,4 +503,73 @@ func BenchmarkShards(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkDataBlob: a sharded job of 100 shards of datacat, 2 replicas,
+// over 10 in-process providers, each replica reading an 8 MiB data blob
+// (new each iteration, as new weights would be). Reported, medians:
+//
+//   - ns/op: the sharded job's wall time.
+//   - fetches/prov: the most blobs one provider fetched during the job
+//     (inputs travel inline and the module was fetched in the warm-up, so
+//     these are data fetches): 1 when each fetches the blob once however
+//     many replicas it runs.
+//   - data-MiB: what the providers fetched in all, against naive-MiB, one
+//     fetch per replica.
+func BenchmarkDataBlob(b *testing.B) {
+	const providers, size = 10, 8 << 20
+	nodes := benchNetwork(b, providers+1)
+	client, provs := nodes[0], nodes[1:]
+	ctx := context.Background()
+	module := readTestdata(b, "jobs/datacat/datacat.wasm")
+	md, err := client.PutBlob(ctx, module)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var ins []ShardInput
+	for i := range benchShards {
+		in := fmt.Appendf(nil, "shard %d\n", i)
+		d, err := client.PutBlob(ctx, in)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ins = append(ins, ShardInput{Input: d, InputSize: int64(len(in))})
+	}
+	spec := Spec{Module: md, ModuleSize: int64(len(module)), Replicas: 2, Timeout: 30 * time.Second}
+	runSharded(b, client, provs, spec, ins, 0) // warm: every provider fetches and compiles the module
+	var most, moved []float64
+	seed := byte(0)
+	for b.Loop() {
+		b.StopTimer()
+		seed++
+		data := make([]byte, size)
+		rand.NewChaCha8([32]byte{seed}).Read(data)
+		dd, err := client.PutBlob(ctx, data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := spec
+		s.Data = []wire.DataBlob{{Name: "weights.bin", Digest: dd, Size: size}}
+		before := make([]uint64, len(provs))
+		for i, p := range provs {
+			before[i] = p.Stats().BlobsFetched
+		}
+		b.StartTimer()
+		sj, err := client.SubmitShards(ctx, s, ins, 0, nil)
+		b.StopTimer()
+		if err != nil || sj.State != store.JobVerified {
+			b.Fatalf("sharded job: %+v, %v", sj, err)
+		}
+		var top, all uint64
+		for i, p := range provs {
+			d := p.Stats().BlobsFetched - before[i]
+			top, all = max(top, d), all+d
+		}
+		most = append(most, float64(top))
+		moved = append(moved, float64(all*size)/(1<<20))
+		b.StartTimer()
+	}
+	b.ReportMetric(benchMedian(most), "fetches/prov")
+	b.ReportMetric(benchMedian(moved), "data-MiB")
+	b.ReportMetric(float64(benchShards*spec.Replicas*size)/(1<<20), "naive-MiB")
 }

@@ -18,7 +18,8 @@
 #       after the bounds (requirement expressions, module compilation, frames)
 #   (j) sharded jobs: 100 shards of short work over 10 in-process providers,
 #       one sharded job vs 100 independent jobs side by side: wall time,
-#       coordination overhead per shard, provider utilisation and spread
+#       coordination overhead per shard, provider utilisation and spread;
+#       a data blob read by every replica: fetches per provider
 # BENCH_QUICK=1 shortens every part (a smoke test of this script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -115,3 +116,5 @@ go test -run '^$' -bench 'BenchmarkReadFrame' ./node/wire | grep -E '^Benchmark'
 hr "(j) sharded jobs: 100 shards (lines: 5 lines each; cpu: ~7 ms each) over 10 in-process providers (2 slots each), all at once, replicas 1 and 2: one SubmitShards job vs 100 independent Submits, side by side"
 echo "coordination overhead per shard (coord-ms/shard: a shard's latency less its slowest replica's run), utilisation (util-%: run time / (wall x 20 slots)), replicas per provider (even: 10 or 20); wall-ratio = sharded / independent:"
 go test -run '^$' -bench 'BenchmarkShards' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && echo 1x || echo 5x)" -timeout 30m ./node | grep -E '^Benchmark' || true
+echo "a data blob (8 MiB, new each time) read by every replica of 100 shards x 2 replicas over 10 providers: fetches/prov = most fetches by one provider (1: once each), data-MiB fetched in all vs naive-MiB (one fetch per replica):"
+go test -run '^$' -bench 'BenchmarkDataBlob' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && echo 1x || echo 5x)" -timeout 10m ./node | grep -E '^Benchmark' || true
