@@ -2,7 +2,7 @@
 # make bench: the sandbox measured against its peers, side by side in one run.
 # The machines are shared and noisy: read the ratios, not the absolute times.
 #   (a) CPU-bound guest under a time limit vs the wazero CLI with no limit
-#   (b) GEMM GFLOP/s per backend vs OpenBLAS (n = 256..2048)
+#   (b) GEMM GFLOP/s per backend vs OpenBLAS, and exact (reference) vs tolerance (n = 256..2048)
 #   (c) the same GEMM called from a guest vs natively
 #   (d) run latency of a cached small Go module
 #   (e) the network: round trip of a tiny job (replicas 2, 3 nodes), jobs/s
@@ -60,11 +60,12 @@ for line in open(sys.argv[1]):
     if m: g[(m[1], int(m[2]))].append(float(m[3]))
 med = {k: statistics.median(v) for k, v in g.items()}
 names = sorted({k[0] for k in med})
-print("%-14s" % "n" + "".join("%14s" % n for n in names) + "   own cpu / openblas")
+print("%-14s" % "n" + "".join("%14s" % n for n in names) + "   own cpu / openblas, reference (exact) / own cpu (tolerance)")
 for n in sorted({k[1] for k in med}):
     row = "%-14d" % n + "".join("%14.1f" % med[(b, n)] if (b, n) in med else "%14s" % "-" for b in names)
     cpu = [med[(b, n)] for b in names if b.startswith("cpu-") and (b, n) in med]
     if cpu and ("openblas", n) in med: row += "   %.2fx (target >= 0.8x)" % (cpu[0] / med[("openblas", n)])
+    if cpu and ("reference", n) in med: row += "   exact/tolerance %.2fx (target >= 0.5x)" % (med[("reference", n)] / cpu[0])
     print(row)
 EOF
 

@@ -14,6 +14,7 @@ package cpu
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"unsafe"
 
@@ -101,6 +102,46 @@ func gemmF32(ctx context.Context, k *kernel, threads int, p tensor.GemmParams, a
 	ma, mb := operands(p, a, b)
 	j := &job[float32]{k: k, a: ma, b: mb, c: unsafe.Pointer(&c[0]), ldc: p.N,
 		m: p.M, n: p.N, kdim: p.K, accumulate: p.Accumulate}
+	return j.parallel(ctx, threads)
+}
+
+// GemmExact computes the F32 GEMM C (= or +=) op(A)·op(B), lengths as
+// tensor.CheckGemm wants them, with the exact summation of the reference
+// backend: every element of C is a float32 sum that starts from +0 (from C
+// with Accumulate) and adds, in ascending k, each product a·b rounded to
+// float32 on its own (never fused into an FMA), as the loop
+//
+//	for k := range K { c = c + float32(a[i,k]*b[k,j]) }
+//
+// does in Go. The bits do not depend on the CPU (AVX-512, AVX2 or the
+// portable kernel), on cache blocking or on threads; only NaN payloads may
+// (callers canonicalize them). It vectorizes across columns of C, each
+// lane one element's sum, and runs the packed, blocked, parallel driver of
+// Gemm; C must not overlap A or B.
+func GemmExact(ctx context.Context, threads int, p tensor.GemmParams, a, b, c []float32) error {
+	return gemmExact(ctx, bestKernel(), threads, p, a, b, c)
+}
+
+// gemmExact is GemmExact with kernel k.
+func gemmExact(ctx context.Context, k *kernel, threads int, p tensor.GemmParams, a, b, c []float32) error {
+	if len(a) != p.M*p.K || len(b) != p.K*p.N || len(c) != p.M*p.N || p.M < 0 || p.N < 0 || p.K < 0 {
+		return fmt.Errorf("cpu: exact gemm %dx%dx%d: buffers of %d, %d, %d elements", p.M, p.N, p.K, len(a), len(b), len(c))
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if p.M == 0 || p.N == 0 {
+		return nil
+	}
+	if p.K == 0 {
+		if !p.Accumulate {
+			clear(c)
+		}
+		return nil
+	}
+	ma, mb := operands(p, a, b)
+	j := &job[float32]{k: k, a: ma, b: mb, c: unsafe.Pointer(&c[0]), ldc: p.N,
+		m: p.M, n: p.N, kdim: p.K, accumulate: p.Accumulate, exact: true}
 	return j.parallel(ctx, threads)
 }
 

@@ -230,6 +230,7 @@ type job[T float32 | int8] struct {
 	m, n, kdim int
 	accumulate bool
 	integer    bool // C is int32: use the I32 store modes
+	exact      bool // run the kernel's exact variant (GemmExact)
 
 	threads int
 	kcMax   int // depth per block
@@ -457,6 +458,11 @@ func (j *job[T]) packB(dst []float32, pc, kc, j0, nc int) {
 func (j *job[T]) block(buf *workerBuffers, bp []float32, ic, mc, jc, jr0, jr1, kc, mode int) {
 	k := j.k
 	mr, nr := k.mr, k.nr
+	fn := k.fn
+	if j.exact {
+		fn = k.exact
+	}
+	tile := unsafe.Pointer(&buf.tile[0])
 	for jr := jr0; jr < jr1; jr += nr {
 		b := &bp[jr*kc]
 		cols := min(nr, jr1-jr)
@@ -464,12 +470,29 @@ func (j *job[T]) block(buf *workerBuffers, bp []float32, ic, mc, jc, jr0, jr1, k
 			a := &buf.a[ir*kc]
 			rows := min(mr, mc-ir)
 			c := unsafe.Add(j.c, 4*((ic+ir)*j.ldc+jc+jr))
-			if rows == mr && cols == nr {
-				k.fn(kc, a, b, c, j.ldc, mode)
-				continue
+			switch {
+			case rows == mr && cols == nr:
+				fn(kc, a, b, c, j.ldc, mode)
+			case j.exact:
+				// The exact kernel goes on from C's values: its edge tile
+				// starts from C's corner.
+				if mode == modeAddF32 {
+					loadTile(buf.tile, nr, rows, cols, c, j.ldc)
+				}
+				fn(kc, a, b, tile, nr, mode)
+				storeTile(buf.tile, nr, rows, cols, c, j.ldc, modeStoreF32)
+			default:
+				fn(kc, a, b, tile, nr, modeStoreF32)
+				storeTile(buf.tile, nr, rows, cols, c, j.ldc, mode)
 			}
-			k.fn(kc, a, b, unsafe.Pointer(&buf.tile[0]), nr, modeStoreF32)
-			storeTile(buf.tile, nr, rows, cols, c, j.ldc, mode)
 		}
+	}
+}
+
+// loadTile copies the rows×cols corner of the F32 matrix at c (row stride
+// ldc) into acc (row stride stride).
+func loadTile(acc []float32, stride, rows, cols int, c unsafe.Pointer, ldc int) {
+	for i := 0; i < rows; i++ {
+		copy(acc[i*stride:i*stride+cols], unsafe.Slice((*float32)(unsafe.Add(c, 4*i*ldc)), cols))
 	}
 }

@@ -32,6 +32,10 @@ type spec struct {
 	unroll int
 	pfB    int    // prefetch distance into packed B, in bytes (0 = none)
 	zero   string // zeroing instruction
+	// exact makes the bit-exact kernel: each product is rounded (VMULPS)
+	// before it is added (VADDPS), in ascending k, to an accumulator that
+	// starts from C (mode 1) or +0 (mode 0); the result is stored as is.
+	exact bool
 }
 
 func (s spec) nv() int { return s.nr * 4 / s.vw } // vectors per C row
@@ -44,6 +48,11 @@ func (s spec) gen() {
 	nbc := 32 - bcReg // broadcast registers to rotate through
 	if s.reg == "Y" {
 		nbc = 16 - bcReg
+	}
+	tReg := 0 // the exact kernel's product register (the last one)
+	if s.exact {
+		nbc--
+		tReg = bcReg + nbc
 	}
 	if nbc < 1 {
 		panic("not enough registers")
@@ -59,8 +68,28 @@ func (s spec) gen() {
 	p("\tMOVQ c+24(FP), DI")
 	p("\tMOVQ ldc+32(FP), DX")
 	p("\tSHLQ $2, DX")
+	if s.exact {
+		// Mode 1 (add) starts from C, mode 0 from +0.
+		p("\tMOVQ mode+40(FP), R9")
+		p("\tCMPQ R9, $%d", modeAddF32)
+		p("\tJNE %s_zero", s.name)
+		p("\tMOVQ DI, R10")
+		for i := 0; i < s.mr; i++ {
+			for v := 0; v < nv; v++ {
+				p("\tVMOVUPS %d(R10), %s", v*s.vw, r(i*nv+v))
+			}
+			if i < s.mr-1 {
+				p("\tADDQ DX, R10")
+			}
+		}
+		p("\tJMP %s_start", s.name)
+		p("%s_zero:", s.name)
+	}
 	for i := 0; i < acc; i++ {
 		p("\t%s %s, %s, %s", s.zero, r(i), r(i), r(i))
+	}
+	if s.exact {
+		p("%s_start:", s.name)
 	}
 	// Bring the C tile towards L1 while the k loop runs.
 	p("\tMOVQ DI, R10")
@@ -84,6 +113,11 @@ func (s spec) gen() {
 			bc := r(bcReg + i%nbc)
 			p("\tVBROADCASTSS %d(AX), %s", u*aStep+4*i, bc)
 			for v := 0; v < nv; v++ {
+				if s.exact {
+					p("\tVMULPS %s, %s, %s", r(bReg+v), bc, r(tReg))
+					p("\tVADDPS %s, %s, %s", r(tReg), r(i*nv+v), r(i*nv+v))
+					continue
+				}
 				p("\tVFMADD231PS %s, %s, %s", r(bReg+v), bc, r(i*nv+v))
 			}
 		}
@@ -109,6 +143,23 @@ func (s spec) gen() {
 	p("\tDECQ CX")
 	p("\tJNZ %s_tail1", s.name)
 	p("%s_store:", s.name)
+	if s.exact {
+		store := func() {
+			for i := 0; i < s.mr; i++ {
+				for v := 0; v < nv; v++ {
+					p("\tVMOVUPS %s, %d(DI)", r(i*nv+v), v*s.vw)
+				}
+				if i < s.mr-1 {
+					p("\tADDQ DX, DI")
+				}
+			}
+			p("\tVZEROUPPER")
+			p("\tRET")
+		}
+		store()
+		p("")
+		return
+	}
 	p("\tMOVQ mode+40(FP), R9")
 	p("\tCMPQ R9, $%d", modeAddF32)
 	p("\tJEQ %s_addf32", s.name)
@@ -168,6 +219,8 @@ func main() {
 	p("")
 	spec{name: "kernel12x32", reg: "Z", mr: 12, nr: 32, vw: 64, unroll: 4, pfB: 1024, zero: "VPXORD"}.gen()
 	spec{name: "kernel6x16", reg: "Y", mr: 6, nr: 16, vw: 32, unroll: 4, pfB: 512, zero: "VXORPS"}.gen()
+	spec{name: "kernel12x32exact", reg: "Z", mr: 12, nr: 32, vw: 64, unroll: 4, pfB: 1024, zero: "VPXORD", exact: true}.gen()
+	spec{name: "kernel6x16exact", reg: "Y", mr: 6, nr: 16, vw: 32, unroll: 4, pfB: 512, zero: "VXORPS", exact: true}.gen()
 	if err := os.WriteFile("kernel_amd64.s", out.Bytes(), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

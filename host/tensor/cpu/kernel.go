@@ -23,6 +23,11 @@ type kernel struct {
 	name   string
 	mr, nr int
 	fn     kernelFunc
+	// exact is the bit-exact kernel of the same shape (GemmExact): for
+	// each element, acc = acc + float32(a·b) in ascending k, each product
+	// rounded before the addition (no FMA), acc starting from C in mode
+	// modeAddF32 and from +0 in modeStoreF32, then stored as is.
+	exact kernelFunc
 	// mc, kc, nc are the cache blocks: a kc×nr micro-panel of packed B
 	// stays in L1 while up to mc/mr micro-panels of packed A stream from
 	// L2; the kc×nc block of packed B, shared by the workers, sits in L2/L3.
@@ -32,7 +37,7 @@ type kernel struct {
 }
 
 // genericKernel is the portable kernel, also used where the CPU lacks AVX2.
-var genericKernel = &kernel{name: "generic", mr: 4, nr: 4, fn: kernel4x4, mc: 128, kc: 256, nc: 256}
+var genericKernel = &kernel{name: "generic", mr: 4, nr: 4, fn: kernel4x4, exact: kernel4x4exact, mc: 128, kc: 256, nc: 256}
 
 // kernel4x4 is the portable micro-kernel: 16 scalar accumulators plus five
 // operands fit the 32 floating-point registers of arm64 and the other RISC
@@ -74,6 +79,56 @@ func kernel4x4(kc int, a, b *float32, c unsafe.Pointer, ldc int, mode int) {
 		c30, c31, c32, c33,
 	}
 	storeTile(acc[:], 4, 4, 4, c, ldc, mode)
+}
+
+// kernel4x4exact is the portable exact kernel; see kernel.exact. The
+// float32 conversion of each product forbids the compiler to fuse it with
+// the addition (the Go spec), which it would do on arm64.
+func kernel4x4exact(kc int, a, b *float32, c unsafe.Pointer, ldc int, mode int) {
+	as := unsafe.Slice(a, 4*kc)
+	bs := unsafe.Slice(b, 4*kc)
+	var acc [16]float32
+	if mode == modeAddF32 {
+		for i := range 4 {
+			copy(acc[4*i:4*i+4], unsafe.Slice((*float32)(unsafe.Add(c, 4*i*ldc)), 4))
+		}
+	}
+	c00, c01, c02, c03 := acc[0], acc[1], acc[2], acc[3]
+	c10, c11, c12, c13 := acc[4], acc[5], acc[6], acc[7]
+	c20, c21, c22, c23 := acc[8], acc[9], acc[10], acc[11]
+	c30, c31, c32, c33 := acc[12], acc[13], acc[14], acc[15]
+	for k := 0; k < kc; k++ {
+		bv := bs[4*k : 4*k+4 : 4*k+4]
+		b0, b1, b2, b3 := bv[0], bv[1], bv[2], bv[3]
+		av := as[4*k : 4*k+4 : 4*k+4]
+		a := av[0]
+		c00 = c00 + float32(a*b0)
+		c01 = c01 + float32(a*b1)
+		c02 = c02 + float32(a*b2)
+		c03 = c03 + float32(a*b3)
+		a = av[1]
+		c10 = c10 + float32(a*b0)
+		c11 = c11 + float32(a*b1)
+		c12 = c12 + float32(a*b2)
+		c13 = c13 + float32(a*b3)
+		a = av[2]
+		c20 = c20 + float32(a*b0)
+		c21 = c21 + float32(a*b1)
+		c22 = c22 + float32(a*b2)
+		c23 = c23 + float32(a*b3)
+		a = av[3]
+		c30 = c30 + float32(a*b0)
+		c31 = c31 + float32(a*b1)
+		c32 = c32 + float32(a*b2)
+		c33 = c33 + float32(a*b3)
+	}
+	acc = [16]float32{
+		c00, c01, c02, c03,
+		c10, c11, c12, c13,
+		c20, c21, c22, c23,
+		c30, c31, c32, c33,
+	}
+	storeTile(acc[:], 4, 4, 4, c, ldc, modeStoreF32)
 }
 
 // storeTile writes the rows×cols corner of the tile acc (row stride stride)

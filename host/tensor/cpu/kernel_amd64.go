@@ -21,6 +21,15 @@ func kernel12x32(kc int, a, b *float32, c unsafe.Pointer, ldc int, mode int)
 //go:noescape
 func kernel6x16(kc int, a, b *float32, c unsafe.Pointer, ldc int, mode int)
 
+// kernel12x32exact and kernel6x16exact are the bit-exact kernels of the
+// same shapes: VMULPS then VADDPS, no FMA (see exactKernel).
+//
+//go:noescape
+func kernel12x32exact(kc int, a, b *float32, c unsafe.Pointer, ldc int, mode int)
+
+//go:noescape
+func kernel6x16exact(kc int, a, b *float32, c unsafe.Pointer, ldc int, mode int)
+
 // packT4 writes row r, column k of the 4 rows src[r·ld : r·ld+kc] to
 // dst[k·stride + r]. It needs AVX (VEX encoding), which every assembly
 // kernel implies.
@@ -41,8 +50,8 @@ func packCopy(dst, src *float32, ld, kc, n int)
 func packPanels(dst, src *float32, ld, kc, n, panels int)
 
 var (
-	avx512Kernel = &kernel{name: "avx512", mr: 12, nr: 32, fn: kernel12x32, mc: 96, kc: 256, nc: 2048, asmPack: true}
-	avx2Kernel   = &kernel{name: "avx2", mr: 6, nr: 16, fn: kernel6x16, mc: 96, kc: 256, nc: 1024, asmPack: true}
+	avx512Kernel = &kernel{name: "avx512", mr: 12, nr: 32, fn: kernel12x32, exact: kernel12x32exact, mc: 96, kc: 256, nc: 2048, asmPack: true}
+	avx2Kernel   = &kernel{name: "avx2", mr: 6, nr: 16, fn: kernel6x16, exact: kernel6x16exact, mc: 96, kc: 256, nc: 1024, asmPack: true}
 )
 
 // bestKernel returns the fastest kernel the CPU and OS support; x/sys/cpu

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/infernet/infernet/host/tensor"
+	"github.com/infernet/infernet/host/tensor/cpu"
 )
 
 // GEMM layout. Both operands are first brought to "k-contiguous" form:
@@ -31,14 +32,20 @@ const (
 	gemmMT = 16  // most C rows per task: each Bᵀ block is reused for 8 row pairs
 )
 
-// gemmF32 computes the F32 GEMM; lengths are checked by the caller.
+// gemmF32 computes the F32 GEMM; lengths are checked by the caller. The
+// fast CPU backend's exact driver does the work: it sums every element in
+// exactly the order above (vectorized across elements, never within one),
+// which TestGemmExact in host/tensor/cpu checks bit for bit against the
+// naive loop on every kernel, block size and thread count.
 func (be *Backend) gemmF32(ctx context.Context, p tensor.GemmParams, a, b, c []float32) error {
-	at, bt, err := gemmOperands(ctx, be.threads, p, a, b, c)
-	if err != nil {
+	// The host module lets C alias an operand; the blocked driver reads
+	// the operands while it writes C.
+	a, b = unshare(a, c, false), unshare(b, c, false)
+	if err := cpu.GemmExact(ctx, be.threads, p, a, b, c); err != nil {
 		return err
 	}
-	kern := gemmKernels[float32, float32]{tile: tile2x4F32, dot: dotF32}
-	return runGemm(ctx, be.threads, p, at, bt, c, kern, canonicalize)
+	canonicalize(c)
+	return nil
 }
 
 // gemmI8 computes the I8·I8→I32 GEMM, wrapping on int32 overflow.
@@ -141,41 +148,6 @@ func gemmBlock[E, C any](at, bt []E, c []C, i0, i1, j0, j1, k0, k1, k, n int, ke
 			kern.dot(&c0[j], a0, brow(j))
 		}
 	}
-}
-
-// tile2x4F32 is the F32 register tile; see gemmKernels. Each line of the loop
-// is one element's next step, acc = acc + float32(a*b): the conversion keeps
-// the product rounded (no FMA).
-func tile2x4F32(a0, a1, b0, b1, b2, b3, c0, c1 []float32) {
-	c00, c01, c02, c03 := c0[0], c0[1], c0[2], c0[3]
-	c10, c11, c12, c13 := c1[0], c1[1], c1[2], c1[3]
-	// Equal lengths let the compiler drop bounds checks in the loop.
-	a1 = a1[:len(a0)]
-	b0, b1, b2, b3 = b0[:len(a0)], b1[:len(a0)], b2[:len(a0)], b3[:len(a0)]
-	for k, x := range a0 {
-		y := a1[k]
-		p, q, r, s := b0[k], b1[k], b2[k], b3[k]
-		c00 = c00 + float32(x*p)
-		c01 = c01 + float32(x*q)
-		c02 = c02 + float32(x*r)
-		c03 = c03 + float32(x*s)
-		c10 = c10 + float32(y*p)
-		c11 = c11 + float32(y*q)
-		c12 = c12 + float32(y*r)
-		c13 = c13 + float32(y*s)
-	}
-	c0[0], c0[1], c0[2], c0[3] = c00, c01, c02, c03
-	c1[0], c1[1], c1[2], c1[3] = c10, c11, c12, c13
-}
-
-// dotF32 adds a·b to *c in ascending k, exactly as tile2x4F32 does per element.
-func dotF32(c *float32, a, b []float32) {
-	acc := *c
-	b = b[:len(a)]
-	for k, x := range a {
-		acc = acc + float32(x*b[k])
-	}
-	*c = acc
 }
 
 // tile2x4I8 is the I8 register tile; int32 arithmetic wraps.
