@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/infernet
 PKGS    := ./...
 
-.PHONY: all build test vet demo bench deps testdata clean test-payments fuzz
+.PHONY: all build test vet demo bench deps testdata clean test-payments fuzz mnist
 
 all: build
 
@@ -48,6 +48,11 @@ fuzz:
 # Runs the example jobs end to end and shows what the sandbox refuses.
 demo: deps build
 	@./scripts/demo.sh
+
+# MNIST trained by federated averaging on 4 local provider processes, with
+# the CLI alone: loss and test accuracy per round (scripts/mnist.sh).
+mnist: deps build
+	@./scripts/mnist.sh
 
 # Benchmarks, side by side with their peers in one run (see scripts/bench.sh).
 bench: deps build
