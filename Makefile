@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/infernet
 PKGS    := ./...
 
-.PHONY: all build test vet demo bench deps testdata clean test-payments fuzz mnist
+.PHONY: all build test vet demo bench deps testdata clean test-payments fuzz mnist chargpt
 
 all: build
 
@@ -53,6 +53,12 @@ demo: deps build
 # the CLI alone: loss and test accuracy per round (scripts/mnist.sh).
 mnist: deps build
 	@./scripts/mnist.sh
+
+# The character-level transformer trained on Moby Dick by a chain of
+# network jobs (checkpoints as blobs): held-out bits/char per job, then a
+# sample (scripts/chargpt.sh; about 15 minutes on 2 cores).
+chargpt: deps build
+	@./scripts/chargpt.sh
 
 # Benchmarks, side by side with their peers in one run (see scripts/bench.sh).
 bench: deps build

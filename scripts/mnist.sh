@@ -15,32 +15,12 @@ rounds=${1:-3} epochs=${2:-2}
 bin=bin/infernet
 jobs=testdata/jobs
 data=$(scripts/mnist-data.sh)
-net=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$net"
-}
-trap cleanup EXIT
-start() { # start NAME [flags]: an `infernet node` in the background; sets $addr
-  local name=$1; shift
-  "$bin" node --datadir "$net/$name" --listen /ip4/127.0.0.1/tcp/0 --api 127.0.0.1:0 \
-    --mdns=false --nat=false --slots 1 "$@" > "$net/$name.out" 2> "$net/$name.log" &
-  pids+=($!)
-  for _ in $(seq 100); do
-    addr=$(grep -m1 '^/ip4/127.0.0.1/' "$net/$name.out" 2>/dev/null) && [ -f "$net/$name/api.addr" ] && return
-    sleep 0.1
-  done
-  echo "node $name did not start:"; cat "$net/$name.log"; exit 1
-}
-start p1; boot=$addr
-for p in p2 p3 p4; do start $p --bootstrap "$boot"; done
-start client --bootstrap "$boot" --no-provide
-for _ in $(seq 100); do
-  [ "$("$bin" peers --json --datadir "$net/client" | grep -c '"advert"')" -ge 4 ] && break
-  sleep 0.1
-done
+# shellcheck source=scripts/lib/localnet.sh
+. scripts/lib/localnet.sh
+node_start p1 --slots 1; boot=$addr
+for p in p2 p3 p4; do node_start $p --slots 1 --bootstrap "$boot"; done
+node_start client --bootstrap "$boot" --no-provide
+wait_providers client 4
 echo "network: 4 providers (1 slot each) and a client on loopback"
 
 # --input-dir gives one shard per file: every shard starts from the same weights.

@@ -1,0 +1,33 @@
+# shellcheck shell=bash
+# A network of `infernet node` processes on loopback, for the example
+# scripts (mnist.sh, chargpt.sh). Source it with $bin set to the infernet
+# binary; it makes $net, a temporary directory removed (nodes stopped) on
+# exit.
+#
+#   node_start NAME [FLAGS]    start a node in $net/NAME; sets $addr to its address
+#   wait_providers NODE N      wait until NODE has adverts of N providers
+net=$(mktemp -d)
+node_pids=()
+localnet_cleanup() {
+  for p in "${node_pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$net"
+}
+trap localnet_cleanup EXIT
+node_start() {
+  local name=$1; shift
+  "$bin" node --datadir "$net/$name" --listen /ip4/127.0.0.1/tcp/0 --api 127.0.0.1:0 \
+    --mdns=false --nat=false "$@" > "$net/$name.out" 2> "$net/$name.log" &
+  node_pids+=($!)
+  for _ in $(seq 100); do
+    addr=$(grep -m1 '^/ip4/127.0.0.1/' "$net/$name.out" 2>/dev/null) && [ -f "$net/$name/api.addr" ] && return
+    sleep 0.1
+  done
+  echo "node $name did not start:"; cat "$net/$name.log"; exit 1
+}
+wait_providers() {
+  for _ in $(seq 100); do
+    [ "$("$bin" peers --json --datadir "$net/$1" | grep -c '"advert"')" -ge "$2" ] && return
+    sleep 0.1
+  done
+}
