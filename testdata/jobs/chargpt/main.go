@@ -339,19 +339,25 @@ func newActs() *acts {
 		rstd2: make([]float32, rows), h2: make([]float32, rows*dModel), f: make([]float32, rows*dFF)}
 }
 
-// net holds the buffers of one batch.
+// net holds the buffers of one batch, allocated once: a step makes no
+// garbage.
 type net struct {
 	layers              [nLayer]*acts
 	x, xhatf, rstdf, hf []float32
 	logits              []float32
 	q, k, v, s, tmp     []float32 // one head's [T,dh] slices and scores
+	// the backward pass's gradients
+	dx, dh, df, do, dqkv, ds, dq, dk, dv []float32
 }
 
 func newNet(vocab int) *net {
 	n := &net{x: make([]float32, rows*dModel), xhatf: make([]float32, rows*dModel), rstdf: make([]float32, rows),
 		hf: make([]float32, rows*dModel), logits: make([]float32, rows*vocab),
 		q: make([]float32, ctxLen*dHead), k: make([]float32, ctxLen*dHead), v: make([]float32, ctxLen*dHead),
-		s: make([]float32, ctxLen*ctxLen), tmp: make([]float32, ctxLen*dHead)}
+		s: make([]float32, ctxLen*ctxLen), tmp: make([]float32, ctxLen*dHead),
+		dx: make([]float32, rows*dModel), dh: make([]float32, rows*dModel), df: make([]float32, rows*dFF),
+		do: make([]float32, rows*dModel), dqkv: make([]float32, rows*3*dModel), ds: make([]float32, ctxLen*ctxLen),
+		dq: make([]float32, ctxLen*dHead), dk: make([]float32, ctxLen*dHead), dv: make([]float32, ctxLen*dHead)}
 	for l := range n.layers {
 		n.layers[l] = newActs()
 	}
@@ -465,14 +471,11 @@ func (m *model) crossEntropy(n *net, targets []int32) float64 {
 // backward adds the gradients of the batch to m.grad; n.logits holds d
 // loss/d logits.
 func (m *model) backward(n *net, inputs []int32) {
-	dx, dh := make([]float32, rows*dModel), make([]float32, rows*dModel)
+	dx, dh, df, do, dqkv := n.dx, n.dh, n.df, n.do, n.dqkv
+	ds, dq, dk, dv := n.ds, n.dq, n.dk, n.dv
+	clear(dx)
 	linearBack(rows, dModel, m.vocab, n.hf, n.logits, m.wout, m.bout, dh, false)
 	layerNormBack(rows, dh, n.xhatf, n.rstdf, m.lnfg, m.lnfb, dx)
-	df := make([]float32, rows*dFF)
-	do := make([]float32, rows*dModel)
-	dqkv := make([]float32, rows*3*dModel)
-	ds := make([]float32, ctxLen*ctxLen)
-	dq, dk, dv := make([]float32, ctxLen*dHead), make([]float32, ctxLen*dHead), make([]float32, ctxLen*dHead)
 	scale := float32(1 / math.Sqrt(dHead))
 	for l := nLayer - 1; l >= 0; l-- {
 		L, a := &m.layers[l], n.layers[l]
