@@ -1,4 +1,4 @@
-// Package abi is the contract between infernet's host and its guests: ABI v1
+// Package abi is the contract between infernet's host and its guests: ABI v2
 // of the "infernet" host module, which gives WebAssembly jobs tensor operations
 // that run on the provider's fastest hardware.
 //
@@ -37,7 +37,7 @@
 //
 //	gemm(a, b, c, flags) -> handle     C[m,n] = op(A)[m,k] · op(B)[k,n]; f32·f32→f32, i8·i8→i32
 //	binary(op, a, b) -> handle         elementwise; b's shape equals a's or is a suffix of it (broadcast)
-//	unary(op, a) -> handle             elementwise, f32 only
+//	unary(op, a) -> handle             elementwise, f32 only (ReLU, GELU; v2: exp, log, tanh, sqrt)
 //	softmax(a) -> handle               along the last axis, f32 only
 //	reduce(op, a) -> handle            along the last axis: shape [..., n] → [...] (a 1-D input gives [1])
 //
@@ -93,16 +93,23 @@
 // Errors answered with [ENOPROOF] leave the op unrecorded, so proof indices
 // count only the ops that ran.
 //
-// Element types and op codes are fixed for ABI v1; later versions only add.
+// # Versions
+//
+// v1: the functions above, unary ReLU and GELU. v2 adds unary [OpExp],
+// [OpLog], [OpTanh] and [OpSqrt]; a v1 guest runs unchanged on a v2 host.
+// A guest that needs v2 checks abi_version() >= 2 (a v1 host answers an
+// unknown op with EINVAL).
+//
+// Element types and op codes are fixed once published; later versions only add.
 package abi
 
 // Version is the ABI version answered by abi_version.
-const Version = 1
+const Version = 2
 
 // ModuleName is the import module name of the host functions.
 const ModuleName = "infernet"
 
-// Host function names of ABI v1.
+// Host function names (all of ABI v1; v2 added op codes, not functions).
 const (
 	FuncABIVersion    = "abi_version"
 	FuncMode          = "mode"
@@ -177,6 +184,14 @@ const (
 	// OpGELU is the tanh approximation:
 	// 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
 	OpGELU Op = 2
+	// OpExp is eˣ (ABI v2).
+	OpExp Op = 3
+	// OpLog is the natural logarithm (ABI v2): NaN below 0, -Inf at ±0.
+	OpLog Op = 4
+	// OpTanh is the hyperbolic tangent (ABI v2).
+	OpTanh Op = 5
+	// OpSqrt is the square root (ABI v2), correctly rounded: NaN below -0.
+	OpSqrt Op = 6
 )
 
 // Reductions along the last axis (f32).

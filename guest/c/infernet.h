@@ -35,7 +35,7 @@ extern "C" {
 #endif
 
 /* ABI version answered by infernet_abi_version() (abi.Version). */
-#define INFERNET_ABI_VERSION 1
+#define INFERNET_ABI_VERSION 2
 
 /* Largest number of dimensions of a tensor (abi.MaxDims). */
 #define INFERNET_MAX_DIMS 8
@@ -58,6 +58,11 @@ extern "C" {
  * GELU is the tanh approximation 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))). */
 #define INFERNET_OP_RELU 1
 #define INFERNET_OP_GELU 2
+/* ABI v2 (check infernet_abi_version() >= 2) */
+#define INFERNET_OP_EXP 3
+#define INFERNET_OP_LOG 4
+#define INFERNET_OP_TANH 5
+#define INFERNET_OP_SQRT 6
 
 /* Reductions along the last axis, f32 (abi.OpSum, abi.OpMax, abi.OpMean). */
 #define INFERNET_OP_SUM 1

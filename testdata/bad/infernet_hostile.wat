@@ -322,7 +322,7 @@
   (func (export "_start") (local $i i32) (local $h i32)
     ;; ---- Setup ------------------------------------------------------------------
     ;; abi_version: the version, as a sanity check
-    (drop (call $check (i32.const 0x8000) (i32.const 1)
+    (drop (call $check (i32.const 0x8000) (i32.const 2)
       (call $abi_version)))
     ;; setup.f22: f32 [2,2]
     (global.set $f22 (call $check (i32.const 0x8040) (i32.const 1001)
@@ -448,9 +448,9 @@
     ;; unary_f32.op_zero: op 0
     (drop (call $check (i32.const 0x8a00) (i32.const -1)
       (call $unary_f32 (i32.const 0) (i32.const 1024) (i32.const 4) (i32.const 3072))))
-    ;; unary_f32.op_unknown: op 3
+    ;; unary_f32.op_unknown: op 7 (ABI v2 ends at 6, sqrt)
     (drop (call $check (i32.const 0x8a40) (i32.const -1)
-      (call $unary_f32 (i32.const 3) (i32.const 1024) (i32.const 4) (i32.const 3072))))
+      (call $unary_f32 (i32.const 7) (i32.const 1024) (i32.const 4) (i32.const 3072))))
     ;; unary_f32.n_negative: n = -1
     (drop (call $check (i32.const 0x8a80) (i32.const -1)
       (call $unary_f32 (i32.const 1) (i32.const 1024) (i32.const -1) (i32.const 3072))))
@@ -712,9 +712,9 @@
     ;; unary.op_zero: op 0
     (drop (call $check (i32.const 0x9f40) (i32.const -1)
       (call $unary (i32.const 0) (global.get $f23))))
-    ;; unary.op_unknown: op 3
+    ;; unary.op_unknown: op 7 (ABI v2 ends at 6, sqrt)
     (drop (call $check (i32.const 0x9f80) (i32.const -1)
-      (call $unary (i32.const 3) (global.get $f23))))
+      (call $unary (i32.const 7) (global.get $f23))))
     ;; unary.stale: the freed $dead
     (drop (call $check (i32.const 0x9fc0) (i32.const -2)
       (call $unary (i32.const 1) (global.get $dead))))

@@ -8,7 +8,7 @@ import (
 	"github.com/infernet/infernet/abi"
 )
 
-// ABIVersion returns the ABI version of the host module (abi.Version, 1, for
+// ABIVersion returns the ABI version of the host module (abi.Version, 2, for
 // this SDK), or 0 outside an infernet host (a non-wasip1 build).
 func ABIVersion() int {
 	v, err := check(abi.FuncABIVersion, hostABIVersion())

@@ -437,7 +437,7 @@ func softmax(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 	}, a.buf)
 }
 
-func validUnary(op abi.Op) bool { return op == abi.OpReLU || op == abi.OpGELU }
+func validUnary(op abi.Op) bool { return op >= abi.OpReLU && op <= abi.OpSqrt }
 
 func validReduce(op abi.Op) bool { return op >= abi.OpSum && op <= abi.OpMean }
 

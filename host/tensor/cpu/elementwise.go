@@ -106,8 +106,9 @@ func addI32(ctx context.Context, x, y, z []int32) error {
 	return ctx.Err()
 }
 
-// Unary implements tensor.Backend.Unary on F32 buffers: OpReLU and OpGELU
-// (tanh approximation, computed in float64).
+// Unary implements tensor.Backend.Unary on F32 buffers: OpReLU, OpGELU
+// (tanh approximation, computed in float64), and ABI v2's OpExp, OpLog,
+// OpTanh and OpSqrt (Go's math, in float64).
 func (Elementwise) Unary(ctx context.Context, op abi.Op, a, out tensor.Buffer) error {
 	x, z := a.(*tensor.HostBuffer).F32, out.(*tensor.HostBuffer).F32
 	if len(x) != len(z) {
@@ -130,6 +131,13 @@ func (Elementwise) Unary(ctx context.Context, op abi.Op, a, out tensor.Buffer) e
 			for i, v := range x {
 				u := float64(v)
 				z[i] = float32(0.5 * u * (1 + math.Tanh(c*(u+0.044715*u*u*u))))
+			}
+		}
+	case abi.OpExp, abi.OpLog, abi.OpTanh, abi.OpSqrt:
+		g := map[abi.Op]func(float64) float64{abi.OpExp: math.Exp, abi.OpLog: math.Log, abi.OpTanh: math.Tanh, abi.OpSqrt: math.Sqrt}[op]
+		f = func(x, z []float32) {
+			for i, v := range x {
+				z[i] = float32(g(float64(v)))
 			}
 		}
 	default:

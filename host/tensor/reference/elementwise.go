@@ -70,12 +70,24 @@ func (be *Backend) addI32(ctx context.Context, a, b, out []int32) error {
 	})
 }
 
-// unaryF32 computes out[i] = op(a[i]) for OpReLU or OpGELU.
+// unaryF32 computes out[i] = op(a[i]) for OpReLU, OpGELU, OpExp, OpLog,
+// OpTanh or OpSqrt: each in float64 with this package's portable functions
+// (math.Sqrt is correctly rounded everywhere), rounded to float32 once,
+// NaNs canonical.
 func (be *Backend) unaryF32(ctx context.Context, op abi.Op, a, out []float32) error {
 	a = unshare(a, out, true)
 	f, cost := relu, 1
-	if op == abi.OpGELU {
+	switch op {
+	case abi.OpGELU:
 		f, cost = gelu, 32 // an exp is some 30 operations
+	case abi.OpExp:
+		f, cost = via(exp), 30
+	case abi.OpLog:
+		f, cost = via(log), 30
+	case abi.OpTanh:
+		f, cost = via(tanh), 40
+	case abi.OpSqrt:
+		f, cost = via(math.Sqrt), 2
 	}
 	return forBlocks(ctx, be.threads, len(out), blockFor(cost, 1), func(lo, hi int) error {
 		o := out[lo:hi]
@@ -84,6 +96,18 @@ func (be *Backend) unaryF32(ctx context.Context, op abi.Op, a, out []float32) er
 		}
 		return nil
 	})
+}
+
+// via lifts a float64 function to float32, rounding once and
+// canonicalizing NaN.
+func via(f func(float64) float64) func(float32) float32 {
+	return func(v float32) float32 {
+		r := float32(f(float64(v)))
+		if r != r {
+			return canonicalNaN
+		}
+		return r
+	}
 }
 
 // relu returns max(v, +0): v if v > 0, the canonical NaN if v is NaN, else

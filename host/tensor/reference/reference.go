@@ -146,6 +146,8 @@ func (be *Backend) Binary(ctx context.Context, op abi.Op, a, b, out tensor.Buffe
 //
 // (since 1 + tanh(z) = 2/(1 + e^(-2z))), which has no cancellation for
 // negative x; GELU(+Inf) = +Inf, GELU(-Inf) = -0, and very negative x give -0.
+// ABI v2 adds OpExp, OpLog, OpTanh and OpSqrt, computed in float64 by this
+// package's portable functions and rounded once (see unaryF32).
 func (be *Backend) Unary(ctx context.Context, op abi.Op, a, out tensor.Buffer) error {
 	ha, _, ho, err := hostBuffers(a, nil, out)
 	if err != nil {
@@ -154,7 +156,7 @@ func (be *Backend) Unary(ctx context.Context, op abi.Op, a, out tensor.Buffer) e
 	if ho.Len() != ha.Len() {
 		return fmt.Errorf("reference: unary: lengths a=%d out=%d", ha.Len(), ho.Len())
 	}
-	if !is(ha, abi.F32) || !is(ho, abi.F32) || (op != abi.OpReLU && op != abi.OpGELU) {
+	if !is(ha, abi.F32) || !is(ho, abi.F32) || op < abi.OpReLU || op > abi.OpSqrt {
 		return fmt.Errorf("reference: unary op %d on %v → %v: %w", op, ha.DType(), ho.DType(), tensor.ErrUnsupported)
 	}
 	return be.unaryF32(ctx, op, ha.F32, ho.F32)
