@@ -19,7 +19,7 @@ func TestUnaryV2(t *testing.T) {
 	for i := range in {
 		switch i % 4 {
 		case 0: // any finite float32
-			in[i] = math.Float32frombits(r.Uint32() &^ (0xff << 23) | uint32(r.IntN(255))<<23)
+			in[i] = math.Float32frombits(r.Uint32()&^(0xff<<23) | uint32(r.IntN(255))<<23)
 		case 1: // where exp and tanh are neither saturated nor trivial
 			in[i] = float32(r.Float64()*180 - 90)
 		default:
