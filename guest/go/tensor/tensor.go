@@ -274,7 +274,7 @@ func Mul(a, b *Tensor) (*Tensor, error) { return Binary(abi.OpMul, a, b) }
 func Div(a, b *Tensor) (*Tensor, error) { return Binary(abi.OpDiv, a, b) }
 
 // Unary returns op applied to every element of the f32 tensor a
-// (abi.OpReLU, abi.OpGELU).
+// (abi.OpReLU, abi.OpGELU; ABI v2: abi.OpExp, OpLog, OpTanh, OpSqrt).
 func Unary(op abi.Op, a *Tensor) (*Tensor, error) {
 	h, err := check(abi.FuncUnary, hostUnary(int32(op), a.Handle()))
 	if err != nil {
@@ -288,6 +288,18 @@ func ReLU(a *Tensor) (*Tensor, error) { return Unary(abi.OpReLU, a) }
 
 // GELU returns the GELU (tanh approximation, see abi.OpGELU) of every element.
 func GELU(a *Tensor) (*Tensor, error) { return Unary(abi.OpGELU, a) }
+
+// Exp returns eˣ of every element (ABI v2: check ABIVersion() >= 2).
+func Exp(a *Tensor) (*Tensor, error) { return Unary(abi.OpExp, a) }
+
+// Log returns the natural logarithm of every element (ABI v2).
+func Log(a *Tensor) (*Tensor, error) { return Unary(abi.OpLog, a) }
+
+// Tanh returns the hyperbolic tangent of every element (ABI v2).
+func Tanh(a *Tensor) (*Tensor, error) { return Unary(abi.OpTanh, a) }
+
+// Sqrt returns the square root of every element (ABI v2).
+func Sqrt(a *Tensor) (*Tensor, error) { return Unary(abi.OpSqrt, a) }
 
 // Softmax returns the softmax of the f32 tensor a along its last axis.
 func Softmax(a *Tensor) (*Tensor, error) {
