@@ -318,6 +318,7 @@
   (data (i32.const 0xa4c0) "tensor_reshape.still_2x2\00")
   (data (i32.const 0xa500) "exhaust.tensor_memory\00")
   (data (i32.const 0xa540) "exhaust.handles\00")
+  (data (i32.const 0xa580) "unary_f32.v2_ops\00")
 
   (func (export "_start") (local $i i32) (local $h i32)
     ;; ---- Setup ------------------------------------------------------------------
@@ -445,6 +446,12 @@
     ;; unary_f32.ok: GELU of A
     (drop (call $check (i32.const 0x89c0) (i32.const 0)
       (call $unary_f32 (i32.const 2) (i32.const 1024) (i32.const 4) (i32.const 3072))))
+    ;; unary_f32.v2_ops: exp, log, tanh, sqrt (ABI v2) all answer 0
+    (drop (call $check (i32.const 0xa580) (i32.const 0)
+      (i32.or (i32.or (call $unary_f32 (i32.const 3) (i32.const 1024) (i32.const 4) (i32.const 3072))
+                      (call $unary_f32 (i32.const 4) (i32.const 1024) (i32.const 4) (i32.const 3072)))
+              (i32.or (call $unary_f32 (i32.const 5) (i32.const 1024) (i32.const 4) (i32.const 3072))
+                      (call $unary_f32 (i32.const 6) (i32.const 1024) (i32.const 4) (i32.const 3072))))))
     ;; unary_f32.op_zero: op 0
     (drop (call $check (i32.const 0x8a00) (i32.const -1)
       (call $unary_f32 (i32.const 0) (i32.const 1024) (i32.const 4) (i32.const 3072))))
