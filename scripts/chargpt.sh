@@ -8,10 +8,10 @@
 # the book; a trigram model scores 2.96). At the end a sampling job writes
 # some text.
 #
-#   scripts/chargpt.sh [STEPS [CHUNK [REPLICAS [LR]]]]   (defaults 3000, 500, 2, 0.003)
+#   scripts/chargpt.sh [STEPS [CHUNK [REPLICAS [LR]]]]   (defaults 6000, 1000, 2, 0.006)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-steps=${1:-3000} chunk=${2:-500} replicas=${3:-2} lr=${4:-0.003}
+steps=${1:-6000} chunk=${2:-1000} replicas=${3:-2} lr=${4:-0.006}
 bin=bin/infernet
 job=testdata/jobs/chargpt/chargpt.wasm
 text=$(scripts/moby-data.sh)
