@@ -31,7 +31,7 @@ func (c *flipCtx) Err() error {
 }
 
 // TestCancelGranularity counts ctx checks: a GEMM must check at least once
-// per 32 MFLOP (a cache block of the exact kernel, about a millisecond of
+// per 32 MFLOP (a cache block of the exact kernel, a fraction of a millisecond of
 // work), and once the context is done, the workers must stop at their next
 // check.
 func TestCancelGranularity(t *testing.T) {
