@@ -773,7 +773,7 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 				c.reset()
 				return nil, inflight, errors.New("unexpected invoice")
 			}
-			if inflight, err = j.payInvoice(pay, u.Invoice); err != nil {
+			if inflight, err = j.c.n.payHold(pay, u.Invoice); err != nil {
 				c.reset()
 				return nil, inflight, err
 			}

@@ -280,15 +280,9 @@ func (n *Node) newPayment(pay *store.Payment) (*store.Payment, error) {
 	return pay, nil
 }
 
-// payInvoice checks a provider's hold invoice against the terms, pays it,
-// and returns once the payment is locked.
-func (j *jobRun) payInvoice(pay *store.Payment, invoice string) (*payments.Payment, error) {
-	return j.c.n.payHold(pay, invoice)
-}
-
-// payHold checks a hold invoice for pay (its hash, at most its amount,
-// which becomes the invoice's), pays it, and returns once the payment is
-// locked.
+// payHold checks a hold invoice for pay, a provider's for a replica or an
+// aggregator's for a whole job (its hash, at most its amount, which
+// becomes the invoice's), pays it, and returns once the payment is locked.
 func (n *Node) payHold(pay *store.Payment, invoice string) (*payments.Payment, error) {
 	ctx, cancel := context.WithTimeout(n.ctx, paymentWait)
 	defer cancel()
