@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/infernet/infernet/abi"
 )
 
 // TestInfoJSON: `infernet info --json` reports the backends and, on machines
@@ -18,7 +20,7 @@ func TestInfoJSON(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &info); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
-	if info.ABI != 1 || info.Cores < 1 || info.Fast == "" {
+	if info.ABI != abi.Version || info.Cores < 1 || info.Fast == "" {
 		t.Fatalf("info %+v", info)
 	}
 	if len(info.GPUs) == 0 && info.GPUError == "" {
