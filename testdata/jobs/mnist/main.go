@@ -3,7 +3,9 @@
 // shard of a federated round at a time.
 //
 //	mnist train [EPOCHS [LR [BATCH]]]   data: /data/images, /data/labels (IDX files)
+//	mnist local STEPS [LR [BATCH]]      data: the same and /data/state (DiLoCo)
 //	mnist infer                         data: /data/images
+//	mnist init                          the initial weights
 //
 // train reads the global weights on stdin (empty: the initial weights, the
 // same for every shard), trains them for EPOCHS passes (default 1) over
@@ -12,6 +14,12 @@
 // new weights. Shard i of n (INFERNET_SHARD_INDEX/COUNT) takes examples i,
 // i+n, i+2n, ...: the rounds of federated averaging (FedAvg) are sharded
 // jobs whose reduce step is jobs/fedavg, which averages the shards' weights.
+//
+// local is train for a number of steps (minibatches) instead of epochs,
+// from the global weights that are the first record of /data/state (the
+// state jobs/diloco keeps: weights, then its outer momentum), so that a
+// round of DiLoCo is a sharded job whose shards and reduce share that data
+// blob. Its output is the shard's local weights.
 //
 // infer reads weights on stdin and writes one byte per image of this
 // shard's contiguous part of /data/images: the predicted digit. The
@@ -66,8 +74,21 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if args[0] == "local" {
+		// The global weights are the data blob's first record.
+		if in, err = os.ReadFile("/data/state"); err != nil {
+			return err
+		}
+		if n := 16 + 4*newModel().count(); len(in) > n {
+			in = in[:n]
+		}
+	}
 	m, err := decode(in)
 	if err != nil {
+		return err
+	}
+	if args[0] == "init" {
+		_, err := stdout.Write(m.encode())
 		return err
 	}
 	images, err := readImages("/data/images")
@@ -77,11 +98,11 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 	out := bufio.NewWriter(stdout)
 	defer out.Flush()
 	switch args[0] {
-	case "train":
-		epochs, lr, batch := 1, float32(0.05), 32
+	case "train", "local":
+		count, lr, batch := 1, float32(0.05), 32
 		if len(args) > 1 {
-			if epochs, err = strconv.Atoi(args[1]); err != nil || epochs < 1 {
-				return fmt.Errorf("epochs %q", args[1])
+			if count, err = strconv.Atoi(args[1]); err != nil || count < 1 {
+				return fmt.Errorf("%s: count %q", args[0], args[1])
 			}
 		}
 		if len(args) > 2 {
@@ -104,7 +125,11 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 		for i := shard; i < len(labels); i += shards {
 			idx = append(idx, i)
 		}
-		if err := m.train(images, labels, idx, epochs, lr, batch, uint64(shard)); err != nil {
+		steps := count // local: steps
+		if args[0] == "train" {
+			steps = count * ((len(idx) + batch - 1) / batch)
+		}
+		if err := m.train(images, labels, idx, steps, lr, batch, uint64(shard)); err != nil {
 			return err
 		}
 		_, err = out.Write(m.encode())
@@ -120,6 +145,15 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 		return err
 	}
 	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// count is the number of parameters.
+func (m *model) count() int {
+	n := 0
+	for _, p := range m.params() {
+		n += len(p)
+	}
+	return n
 }
 
 // shardEnv is this job's shard and shard count (0 of 1 when unsharded).
@@ -268,10 +302,10 @@ func softmax(z, b []float32) {
 	}
 }
 
-// train runs epochs passes of minibatch SGD with momentum over the
-// examples idx (shuffled each epoch from a seed of the shard and the
-// weights), recording the examples seen and their mean loss.
-func (m *model) train(images []float32, labels []byte, idx []int, epochs int, lr float32, batch int, shard uint64) error {
+// train runs steps minibatches of SGD with momentum over the examples idx
+// (shuffled before each pass from a seed of the shard and the weights),
+// recording the examples seen and their mean loss.
+func (m *model) train(images []float32, labels []byte, idx []int, steps int, lr float32, batch int, shard uint64) error {
 	x := make([]float32, batch*pixels)
 	h, dh := make([]float32, batch*hidden), make([]float32, batch*hidden)
 	p := make([]float32, batch*classes)
@@ -280,60 +314,65 @@ func (m *model) train(images []float32, labels []byte, idx []int, epochs int, lr
 	r := rng(seed ^ shard<<32 ^ uint64(math.Float32bits(m.w2[0])))
 	var loss float64
 	seen := 0
-	for range epochs {
-		for i := len(idx) - 1; i > 0; i-- { // Fisher-Yates
-			k := int(r.next() % uint64(i+1))
-			idx[i], idx[k] = idx[k], idx[i]
+	s := 0 // the next example of this pass
+	for range steps {
+		if s == 0 {
+			for i := len(idx) - 1; i > 0; i-- { // Fisher-Yates
+				k := int(r.next() % uint64(i+1))
+				idx[i], idx[k] = idx[k], idx[i]
+			}
 		}
-		for s := 0; s < len(idx); s += batch {
-			n := min(batch, len(idx)-s)
-			for b, e := range idx[s : s+n] {
-				copy(x[b*pixels:(b+1)*pixels], images[e*pixels:(e+1)*pixels])
+		n := min(batch, len(idx)-s)
+		for b, e := range idx[s : s+n] {
+			copy(x[b*pixels:(b+1)*pixels], images[e*pixels:(e+1)*pixels])
+		}
+		if err := m.forward(x[:n*pixels], n, h[:n*hidden], p[:n*classes]); err != nil {
+			return err
+		}
+		// Cross-entropy: d loss / d logits = (p - onehot) / n.
+		db2 := grads[3]
+		clear(db2)
+		for b, e := range idx[s : s+n] {
+			y := int(labels[e])
+			loss -= math.Log(math.Max(float64(p[b*classes+y]), 1e-30))
+			row := p[b*classes : (b+1)*classes]
+			row[y]--
+			for j := range row {
+				row[j] /= float32(n)
+				db2[j] += row[j]
 			}
-			if err := m.forward(x[:n*pixels], n, h[:n*hidden], p[:n*classes]); err != nil {
-				return err
-			}
-			// Cross-entropy: d loss / d logits = (p - onehot) / n.
-			db2 := grads[3]
-			clear(db2)
-			for b, e := range idx[s : s+n] {
-				y := int(labels[e])
-				loss -= math.Log(math.Max(float64(p[b*classes+y]), 1e-30))
-				row := p[b*classes : (b+1)*classes]
-				row[y]--
-				for j := range row {
-					row[j] /= float32(n)
-					db2[j] += row[j]
+		}
+		seen += n
+		// dW2 = hᵀ·d, dh = d·W2ᵀ masked by ReLU, dW1 = xᵀ·dh.
+		if err := tensor.GemmF32(hidden, classes, n, h[:n*hidden], p[:n*classes], grads[2], tensor.TransA); err != nil {
+			return err
+		}
+		if err := tensor.GemmF32(n, hidden, classes, p[:n*classes], m.w2, dh[:n*hidden], tensor.TransB); err != nil {
+			return err
+		}
+		db1 := grads[1]
+		clear(db1)
+		for b := range n {
+			for j := range hidden {
+				if h[b*hidden+j] == 0 {
+					dh[b*hidden+j] = 0
 				}
+				db1[j] += dh[b*hidden+j]
 			}
-			seen += n
-			// dW2 = hᵀ·d, dh = d·W2ᵀ masked by ReLU, dW1 = xᵀ·dh.
-			if err := tensor.GemmF32(hidden, classes, n, h[:n*hidden], p[:n*classes], grads[2], tensor.TransA); err != nil {
-				return err
+		}
+		if err := tensor.GemmF32(pixels, hidden, n, x[:n*pixels], dh[:n*hidden], grads[0], tensor.TransA); err != nil {
+			return err
+		}
+		for k, w := range m.params() {
+			g, v := grads[k], vel[k]
+			for i := range w {
+				v[i] = 0.9*v[i] + g[i]
+				w[i] -= lr * v[i]
 			}
-			if err := tensor.GemmF32(n, hidden, classes, p[:n*classes], m.w2, dh[:n*hidden], tensor.TransB); err != nil {
-				return err
-			}
-			db1 := grads[1]
-			clear(db1)
-			for b := range n {
-				for j := range hidden {
-					if h[b*hidden+j] == 0 {
-						dh[b*hidden+j] = 0
-					}
-					db1[j] += dh[b*hidden+j]
-				}
-			}
-			if err := tensor.GemmF32(pixels, hidden, n, x[:n*pixels], dh[:n*hidden], grads[0], tensor.TransA); err != nil {
-				return err
-			}
-			for k, w := range m.params() {
-				g, v := grads[k], vel[k]
-				for i := range w {
-					v[i] = 0.9*v[i] + g[i]
-					w[i] -= lr * v[i]
-				}
-			}
+		}
+		s += n
+		if s == len(idx) {
+			s = 0
 		}
 	}
 	m.samples, m.loss = uint32(seen), float32(loss/float64(max(seen, 1)))
