@@ -40,6 +40,7 @@
 //	unary(op, a) -> handle             elementwise, f32 only (ReLU, GELU; v2: exp, log, tanh, sqrt)
 //	softmax(a) -> handle               along the last axis, f32 only
 //	reduce(op, a) -> handle            along the last axis: shape [..., n] → [...] (a 1-D input gives [1])
+//	layernorm(a, g, b) -> handle       v2: along the last axis, scale g and shift b of shape [n], f32 only
 //
 // # One-shot pointer forms
 //
@@ -52,6 +53,7 @@
 //	unary_f32(op, a_ptr, n, out_ptr) -> 0
 //	softmax_f32(rows, cols, a_ptr, out_ptr) -> 0
 //	reduce_f32(op, rows, cols, a_ptr, out_ptr) -> 0            out has rows elements
+//	layernorm_f32(rows, cols, a_ptr, g_ptr, b_ptr, out_ptr) -> 0   v2; g and b have cols elements
 //
 // # Job information
 //
@@ -95,8 +97,9 @@
 //
 // # Versions
 //
-// v1: the functions above, unary ReLU and GELU. v2 adds unary [OpExp],
-// [OpLog], [OpTanh] and [OpSqrt]; a v1 guest runs unchanged on a v2 host.
+// v1: the functions above but layernorm, unary ReLU and GELU. v2 adds
+// layernorm and layernorm_f32 ([LayerNormEps]), and unary [OpExp], [OpLog],
+// [OpTanh] and [OpSqrt]; a v1 guest runs unchanged on a v2 host.
 // A guest that needs v2 checks abi_version() >= 2 (a v1 host answers an
 // unknown op with EINVAL).
 //
@@ -109,7 +112,7 @@ const Version = 2
 // ModuleName is the import module name of the host functions.
 const ModuleName = "infernet"
 
-// Host function names (all of ABI v1; v2 added op codes, not functions).
+// Host function names (v2 added layernorm and layernorm_f32).
 const (
 	FuncABIVersion    = "abi_version"
 	FuncMode          = "mode"
@@ -131,6 +134,8 @@ const (
 	FuncUnaryF32      = "unary_f32"
 	FuncSoftmaxF32    = "softmax_f32"
 	FuncReduceF32     = "reduce_f32"
+	FuncLayerNorm     = "layernorm"
+	FuncLayerNormF32  = "layernorm_f32"
 )
 
 // DType is a tensor element type.
@@ -288,3 +293,7 @@ const MaxDims = 8
 
 // CanonicalNaN32 is the bit pattern every NaN produced by an exact-mode op has.
 const CanonicalNaN32 uint32 = 0x7FC00000
+
+// LayerNormEps is the ε of layernorm: y = (x - mean)/√(var + ε)·g + b, with
+// the population variance of the row (ONNX LayerNormalization's default).
+const LayerNormEps = 1e-5

@@ -151,6 +151,10 @@ INFERNET_IMPORT(unary) int32_t infernet_unary(int32_t op, int32_t a);
 /* Softmax along the last axis into a new tensor; f32 only. */
 INFERNET_IMPORT(softmax) int32_t infernet_softmax(int32_t a);
 
+/* ABI v2: layer normalization along the last axis into a new tensor, scaled
+ * by g and shifted by b (n elements each); f32 only. */
+INFERNET_IMPORT(layernorm) int32_t infernet_layernorm(int32_t a, int32_t g, int32_t b);
+
 /* Reduction along the last axis into a new tensor: [..., n] -> [...], and a
  * 1-D input gives [1]. */
 INFERNET_IMPORT(reduce) int32_t infernet_reduce(int32_t op, int32_t a);
@@ -181,6 +185,12 @@ int32_t infernet_unary_f32(int32_t op, const float *a, int32_t n, float *out);
 INFERNET_IMPORT(softmax_f32)
 int32_t infernet_softmax_f32(int32_t rows, int32_t cols, const float *a,
                              float *out);
+
+/* ABI v2: layer normalization of each row of the [rows,cols] matrix a,
+ * scaled by g and shifted by b (cols elements each), into out; returns 0. */
+INFERNET_IMPORT(layernorm_f32)
+int32_t infernet_layernorm_f32(int32_t rows, int32_t cols, const float *a,
+                               const float *g, const float *b, float *out);
 
 /* Reduces each row of the [rows,cols] matrix a to out[row]; returns 0. */
 INFERNET_IMPORT(reduce_f32)

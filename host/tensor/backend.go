@@ -102,6 +102,10 @@ type Backend interface {
 	Softmax(ctx context.Context, rows, cols int, a, out Buffer) error
 	// Reduce reduces each of rows rows of cols F32 elements to one (OpSum, OpMax, OpMean).
 	Reduce(ctx context.Context, op abi.Op, rows, cols int, a, out Buffer) error
+	// LayerNorm normalizes each of rows rows of cols F32 elements to mean 0
+	// and variance 1 (population variance, plus abi.LayerNormEps), then
+	// scales by g and shifts by b, both of cols elements (ABI v2).
+	LayerNorm(ctx context.Context, rows, cols int, a, g, b, out Buffer) error
 }
 
 // ErrUnavailable reports that a backend cannot run on this machine (no

@@ -43,6 +43,7 @@
   (import "infernet" "unary_f32" (func $unary_f32 (param i32 i32 i32 i32) (result i32)))
   (import "infernet" "softmax_f32" (func $softmax_f32 (param i32 i32 i32 i32) (result i32)))
   (import "infernet" "reduce_f32" (func $reduce_f32 (param i32 i32 i32 i32 i32) (result i32)))
+  (import "infernet" "layernorm_f32" (func $layernorm_f32 (param i32 i32 i32 i32 i32 i32) (result i32)))
   (memory (export "memory") 1)
 
   ;; ---- Output helpers -------------------------------------------------------
@@ -319,6 +320,9 @@
   (data (i32.const 0xa500) "exhaust.tensor_memory\00")
   (data (i32.const 0xa540) "exhaust.handles\00")
   (data (i32.const 0xa580) "unary_f32.v2_ops\00")
+  (data (i32.const 0xa5c0) "layernorm_f32.ok\00")
+  (data (i32.const 0xa600) "layernorm_f32.g_at_end\00")
+  (data (i32.const 0xa640) "layernorm_f32.cols_zero\00")
 
   (func (export "_start") (local $i i32) (local $h i32)
     ;; ---- Setup ------------------------------------------------------------------
@@ -452,6 +456,15 @@
                       (call $unary_f32 (i32.const 4) (i32.const 1024) (i32.const 4) (i32.const 3072)))
               (i32.or (call $unary_f32 (i32.const 5) (i32.const 1024) (i32.const 4) (i32.const 3072))
                       (call $unary_f32 (i32.const 6) (i32.const 1024) (i32.const 4) (i32.const 3072))))))
+    ;; layernorm_f32.ok: a row of 4 (A), scaled and shifted by A itself (ABI v2)
+    (drop (call $check (i32.const 0xa5c0) (i32.const 0)
+      (call $layernorm_f32 (i32.const 1) (i32.const 4) (i32.const 1024) (i32.const 1024) (i32.const 1024) (i32.const 3072))))
+    ;; layernorm_f32.g_at_end: g's 4 elements run past the end of memory
+    (drop (call $check (i32.const 0xa600) (i32.const -5)
+      (call $layernorm_f32 (i32.const 1) (i32.const 4) (i32.const 1024) (i32.const 65532) (i32.const 1024) (i32.const 3072))))
+    ;; layernorm_f32.cols_zero
+    (drop (call $check (i32.const 0xa640) (i32.const -1)
+      (call $layernorm_f32 (i32.const 1) (i32.const 0) (i32.const 1024) (i32.const 1024) (i32.const 1024) (i32.const 3072))))
     ;; unary_f32.op_zero: op 0
     (drop (call $check (i32.const 0x8a00) (i32.const -1)
       (call $unary_f32 (i32.const 0) (i32.const 1024) (i32.const 4) (i32.const 3072))))

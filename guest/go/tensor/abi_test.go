@@ -15,7 +15,7 @@ import (
 	"github.com/infernet/infernet/abi"
 )
 
-// arity is the number of i32 parameters of every ABI v1 function, from the
+// arity is the number of i32 parameters of every ABI function, from the
 // package comment of abi. Each function returns one i32.
 var arity = map[string]int{
 	abi.FuncABIVersion:    0,
@@ -38,6 +38,8 @@ var arity = map[string]int{
 	abi.FuncUnaryF32:      4,
 	abi.FuncSoftmaxF32:    4,
 	abi.FuncReduceF32:     5,
+	abi.FuncLayerNorm:     3,
+	abi.FuncLayerNormF32:  6,
 }
 
 // TestGoImports checks that host_wasip1.go imports every ABI function, once,
@@ -66,7 +68,7 @@ func TestGoImports(t *testing.T) {
 			name := fields[2]
 			want, ok := arity[name]
 			if !ok {
-				t.Errorf("%s imports %q, which is not an ABI v1 function", fd.Name.Name, name)
+				t.Errorf("%s imports %q, which is not an ABI function", fd.Name.Name, name)
 				continue
 			}
 			if seen[name] {
@@ -121,7 +123,7 @@ func TestCHeader(t *testing.T) {
 		name, cname, params := m[1], m[2], strings.TrimSpace(m[3])
 		want, ok := arity[name]
 		if !ok {
-			t.Errorf("header imports %q, which is not an ABI v1 function", name)
+			t.Errorf("header imports %q, which is not an ABI function", name)
 			continue
 		}
 		if cname != name {

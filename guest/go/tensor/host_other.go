@@ -37,6 +37,10 @@ func hostUnaryF32(op int32, a unsafe.Pointer, n int32, out unsafe.Pointer) int32
 	return noHost
 }
 func hostSoftmaxF32(rows, cols int32, a, out unsafe.Pointer) int32 { return noHost }
+func hostLayerNorm(a, g, b int32) int32                            { return noHost }
+func hostLayerNormF32(rows, cols int32, a, g, b, out unsafe.Pointer) int32 {
+	return noHost
+}
 func hostReduceF32(op, rows, cols int32, a, out unsafe.Pointer) int32 {
 	return noHost
 }

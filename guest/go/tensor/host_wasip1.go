@@ -53,6 +53,12 @@ func hostUnary(op, a int32) int32
 //go:wasmimport infernet softmax
 func hostSoftmax(a int32) int32
 
+//go:wasmimport infernet layernorm
+func hostLayerNorm(a, g, b int32) int32
+
+//go:wasmimport infernet layernorm_f32
+func hostLayerNormF32(rows, cols int32, a, g, b, out unsafe.Pointer) int32
+
 //go:wasmimport infernet reduce
 func hostReduce(op, a int32) int32
 

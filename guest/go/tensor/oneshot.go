@@ -92,6 +92,22 @@ func SoftmaxF32(rows, cols int, a, out []float32) error {
 	return err
 }
 
+// LayerNormF32 writes the layer normalization of each row of the
+// row-major [rows,cols] matrix a, scaled by g and shifted by b (cols
+// elements each), to out (see LayerNorm). ABI v2.
+func LayerNormF32(rows, cols int, a, g, b, out []float32) error {
+	const fn = abi.FuncLayerNormF32
+	if err := sizes(fn, rows, cols); err != nil {
+		return err
+	}
+	if rc := int64(rows) * int64(cols); int64(len(a)) < rc || int64(len(out)) < rc || len(g) < cols || len(b) < cols {
+		return refuse(fn, abi.ESHAPE, "len(a) = %d, len(out) = %d, want rows·cols = %d; len(g) = %d, len(b) = %d, want cols = %d",
+			len(a), len(out), rc, len(g), len(b), cols)
+	}
+	_, err := check(fn, hostLayerNormF32(int32(rows), int32(cols), ptr(a), ptr(g), ptr(b), ptr(out)))
+	return err
+}
+
 // ReduceF32 reduces each row of the row-major [rows,cols] matrix a to one
 // element of out (abi.OpSum, OpMax, OpMean).
 func ReduceF32(op abi.Op, rows, cols int, a, out []float32) error {

@@ -310,6 +310,17 @@ func Softmax(a *Tensor) (*Tensor, error) {
 	return adopt(h)
 }
 
+// LayerNorm returns the layer normalization of the f32 tensor a along its
+// last axis, scaled by g and shifted by b (n elements each, any shape):
+// (x - mean)/√(var + abi.LayerNormEps)·g + b. ABI v2.
+func LayerNorm(a, g, b *Tensor) (*Tensor, error) {
+	h, err := check(abi.FuncLayerNorm, hostLayerNorm(a.Handle(), g.Handle(), b.Handle()))
+	if err != nil {
+		return nil, err
+	}
+	return adopt(h)
+}
+
 // Reduce reduces the f32 tensor a along its last axis (abi.OpSum, OpMax,
 // OpMean): shape [..., n] gives [...], and a 1-D tensor gives shape [1].
 func Reduce(op abi.Op, a *Tensor) (*Tensor, error) {

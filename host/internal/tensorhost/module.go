@@ -60,6 +60,8 @@ var functions = []struct {
 	{Signature{abi.FuncUnaryF32, 4}, unaryPtr},
 	{Signature{abi.FuncSoftmaxF32, 4}, softmaxPtr},
 	{Signature{abi.FuncReduceF32, 5}, reducePtr},
+	{Signature{abi.FuncLayerNorm, 3}, layerNorm},
+	{Signature{abi.FuncLayerNormF32, 6}, layerNormPtr},
 }
 
 // Functions lists the module's functions, for import allow-lists.
@@ -437,6 +439,30 @@ func softmax(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 	}, a.buf)
 }
 
+// layerNorm is layernorm(a, g, b): a f32 [..., n], g and b f32 of n
+// elements (any shape).
+func layerNorm(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
+	var ts [3]*entry
+	for i := range ts {
+		t, errno := s.get(p[i])
+		if errno != abi.OK {
+			return int32(errno)
+		}
+		if t.dt != abi.F32 {
+			return int32(abi.EDTYPE)
+		}
+		ts[i] = t
+	}
+	a, g, b := ts[0], ts[1], ts[2]
+	rows, cols := rowsCols(a.shape)
+	if g.elems() != cols || b.elems() != cols {
+		return int32(abi.ESHAPE)
+	}
+	return s.newResult(ctx, abi.F32, a.shape, 8*a.elems(), func(be tensor.Backend, t []tensor.Buffer) error {
+		return be.LayerNorm(ctx, rows, cols, t[0], t[1], t[2], t[3])
+	}, a.buf, g.buf, b.buf)
+}
+
 func validUnary(op abi.Op) bool { return op >= abi.OpReLU && op <= abi.OpSqrt }
 
 func validReduce(op abi.Op) bool { return op >= abi.OpSum && op <= abi.OpMean }
@@ -648,4 +674,19 @@ func reducePtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int32
 	},
 		ptrTensor{ptr: p[3], n: n, dt: abi.F32},
 		ptrTensor{ptr: p[4], n: int(rows), dt: abi.F32, output: true})
+}
+
+func layerNormPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 {
+	rows, cols := p[0], p[1]
+	if !positive(rows, cols) || product([]int{int(rows), int(cols)}) < 0 {
+		return int32(abi.EINVAL)
+	}
+	n := int(rows) * int(cols)
+	return s.runPtr(ctx, mem, 8*n, 0, func(be tensor.Backend, t []tensor.Buffer) error {
+		return be.LayerNorm(ctx, int(rows), int(cols), t[0], t[1], t[2], t[3])
+	},
+		ptrTensor{ptr: p[2], n: n, dt: abi.F32},
+		ptrTensor{ptr: p[3], n: int(cols), dt: abi.F32},
+		ptrTensor{ptr: p[4], n: int(cols), dt: abi.F32},
+		ptrTensor{ptr: p[5], n: n, dt: abi.F32, output: true})
 }

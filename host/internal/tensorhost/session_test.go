@@ -51,6 +51,9 @@ func (d *deviceBackend) Softmax(context.Context, int, int, tensor.Buffer, tensor
 func (d *deviceBackend) Reduce(context.Context, abi.Op, int, int, tensor.Buffer, tensor.Buffer) error {
 	return tensor.ErrUnsupported
 }
+func (d *deviceBackend) LayerNorm(context.Context, int, int, tensor.Buffer, tensor.Buffer, tensor.Buffer, tensor.Buffer) error {
+	return tensor.ErrUnsupported
+}
 
 func f32bytes(v ...float32) []byte {
 	b := make([]byte, 4*len(v))

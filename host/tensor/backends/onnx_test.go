@@ -101,8 +101,9 @@ func readONNX(path string) (*onnxTensor, error) {
 }
 
 // TestONNXVectors runs ONNX's own test vectors for the operators the ABI
-// has (ABI v2's exp, log, tanh and sqrt; ReLU; softmax on the last axis;
-// GEMM) on every backend available here, and compares within a few ulps.
+// has (ABI v2's exp, log, tanh, sqrt and layer normalization on the last
+// axis; ReLU; softmax on the last axis; GEMM) on every backend available
+// here, and compares within a few ulps.
 func TestONNXVectors(t *testing.T) {
 	if _, err := os.Stat(onnxDir); err != nil {
 		t.Fatalf("ONNX test vectors missing (scripts/deps.sh installs libonnx-testdata): %v", err)
@@ -133,7 +134,13 @@ func TestONNXVectors(t *testing.T) {
 		p := tensor.GemmParams{M: in[0].dims[0], K: in[0].dims[1], N: in[1].dims[1]}
 		return be.Gemm(ctx, p, b[0], b[1], b[2])
 	}
+	layerNorm := func(be tensor.Backend, b []tensor.Buffer, in []*onnxTensor) error {
+		cols := in[0].dims[len(in[0].dims)-1]
+		return be.LayerNorm(ctx, len(in[0].f32)/cols, cols, b[0], b[1], b[2], b[3])
+	}
 	tests := map[string]func(tensor.Backend, []tensor.Buffer, []*onnxTensor) error{
+		"test_layer_normalization_2d_axis1":           layerNorm,
+		"test_layer_normalization_2d_axis_negative_1": layerNorm,
 		"test_exp": unary(abi.OpExp), "test_exp_example": unary(abi.OpExp),
 		"test_log": unary(abi.OpLog), "test_log_example": unary(abi.OpLog),
 		"test_tanh": unary(abi.OpTanh), "test_tanh_example": unary(abi.OpTanh),

@@ -13,7 +13,7 @@ import (
 // elementwise ops: a few hundred µs of the slowest op (GELU) on one core.
 const chunk = 1 << 14
 
-// Elementwise implements Binary, Unary, Softmax and Reduce of tensor.Backend
+// Elementwise implements Binary, Unary, Softmax, Reduce and LayerNorm of tensor.Backend
 // with plain Go loops on *tensor.HostBuffer. CPU backends whose strength is
 // GEMM (this package's Backend, the OpenBLAS backend) embed it.
 //
@@ -185,6 +185,24 @@ func (Elementwise) Softmax(ctx context.Context, rows, cols int, a, out tensor.Bu
 		}
 	}
 	return ctx.Err()
+}
+
+// LayerNorm implements tensor.Backend.LayerNorm (ABI v2) with
+// tensor.LayerNormRows, checking ctx between rows blocks.
+func (Elementwise) LayerNorm(ctx context.Context, rows, cols int, a, g, b, out tensor.Buffer) error {
+	x, gs, bs, z := a.(*tensor.HostBuffer).F32, g.(*tensor.HostBuffer).F32, b.(*tensor.HostBuffer).F32, out.(*tensor.HostBuffer).F32
+	if rows < 0 || cols <= 0 || len(x) != rows*cols || len(z) != len(x) || len(gs) != cols || len(bs) != cols {
+		return fmt.Errorf("cpu: layernorm of %d×%d over %d, %d, %d -> %d elements", rows, cols, len(x), len(gs), len(bs), len(z))
+	}
+	step := max(1, chunk/cols)
+	for r := 0; r < rows; r += step {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n := min(step, rows-r)
+		tensor.LayerNormRows(n, cols, x[r*cols:(r+n)*cols], gs, bs, z[r*cols:(r+n)*cols])
+	}
+	return nil
 }
 
 // Reduce implements tensor.Backend.Reduce: OpSum and OpMean accumulate in

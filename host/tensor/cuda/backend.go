@@ -551,6 +551,12 @@ func (b *Backend) Unary(ctx context.Context, op abi.Op, a, out tensor.Buffer) er
 	})
 }
 
+// LayerNorm is ABI v2's layernorm, which has no CUDA kernel yet: the host
+// module runs it on the reference backend (through copies).
+func (b *Backend) LayerNorm(context.Context, int, int, tensor.Buffer, tensor.Buffer, tensor.Buffer, tensor.Buffer) error {
+	return fmt.Errorf("cuda: %w: layernorm", tensor.ErrUnsupported)
+}
+
 // Softmax implements tensor.Backend with the softmax_rows kernel, one
 // block per row.
 //

@@ -245,3 +245,26 @@ func canonicalize(s []float32) {
 		}
 	}
 }
+
+// LayerNorm implements tensor.Backend (ABI v2) with tensor.LayerNormRows,
+// which is exact: the same bits everywhere.
+func (be *Backend) LayerNorm(ctx context.Context, rows, cols int, a, g, b, out tensor.Buffer) error {
+	ha, hg, ho, err := hostBuffers(a, g, out)
+	if err != nil {
+		return fmt.Errorf("reference: layernorm: %w", err)
+	}
+	hb, ok := b.(*tensor.HostBuffer)
+	switch {
+	case !ok:
+		return fmt.Errorf("reference: layernorm: buffer %T is not from this backend", b)
+	case rows < 0 || cols <= 0 || ha.Len() != rows*cols || ho.Len() != ha.Len() || hg.Len() != cols || hb.Len() != cols:
+		return fmt.Errorf("reference: layernorm %d×%d: buffers of %d, %d, %d, %d elements", rows, cols, ha.Len(), hg.Len(), hb.Len(), ho.Len())
+	case !is(ha, abi.F32) || !is(hg, abi.F32) || !is(hb, abi.F32) || !is(ho, abi.F32):
+		return fmt.Errorf("reference: layernorm: %w: non-f32 buffers", tensor.ErrUnsupported)
+	}
+	x, gs, bs := unshare(ha.F32, ho.F32, true), unshare(hg.F32, ho.F32, false), unshare(hb.F32, ho.F32, false)
+	return forBlocks(ctx, be.threads, rows, blockFor(8*cols, 1), func(lo, hi int) error {
+		tensor.LayerNormRows(hi-lo, cols, x[lo*cols:hi*cols], gs, bs, ho.F32[lo*cols:hi*cols])
+		return nil
+	})
+}
