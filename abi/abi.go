@@ -41,6 +41,7 @@
 //	softmax(a) -> handle               along the last axis, f32 only
 //	reduce(op, a) -> handle            along the last axis: shape [..., n] → [...] (a 1-D input gives [1])
 //	layernorm(a, g, b) -> handle       v2: along the last axis, scale g and shift b of shape [n], f32 only
+//	softmax_causal(a) -> handle        v2: softmax of a [..., t, t], row i keeping columns 0..i (the rest 0)
 //
 // # One-shot pointer forms
 //
@@ -54,6 +55,10 @@
 //	softmax_f32(rows, cols, a_ptr, out_ptr) -> 0
 //	reduce_f32(op, rows, cols, a_ptr, out_ptr) -> 0            out has rows elements
 //	layernorm_f32(rows, cols, a_ptr, g_ptr, b_ptr, out_ptr) -> 0   v2; g and b have cols elements
+//	softmax_causal_f32(rows, cols, a_ptr, out_ptr) -> 0          v2; row r keeps columns 0..r mod cols
+//	cross_entropy_f32(rows, cols, logits_ptr, targets_ptr, loss_ptr, grad_ptr) -> 0
+//	                                   v2; targets i32 in [0, cols), else EINVAL; loss[r] = -log p[target]
+//	                                   (nats), grad = p - onehot (not divided by rows)
 //
 // # Job information
 //
@@ -97,8 +102,9 @@
 //
 // # Versions
 //
-// v1: the functions above but layernorm, unary ReLU and GELU. v2 adds
-// layernorm and layernorm_f32 ([LayerNormEps]), and unary [OpExp], [OpLog],
+// v1: the functions above but those marked v2, unary ReLU and GELU. v2
+// adds layernorm and layernorm_f32 ([LayerNormEps]), softmax_causal and
+// softmax_causal_f32, cross_entropy_f32, and unary [OpExp], [OpLog],
 // [OpTanh] and [OpSqrt]; a v1 guest runs unchanged on a v2 host.
 // A guest that needs v2 checks abi_version() >= 2 (a v1 host answers an
 // unknown op with EINVAL).
@@ -112,30 +118,33 @@ const Version = 2
 // ModuleName is the import module name of the host functions.
 const ModuleName = "infernet"
 
-// Host function names (v2 added layernorm and layernorm_f32).
+// Host function names (those of v2 are marked above).
 const (
-	FuncABIVersion    = "abi_version"
-	FuncMode          = "mode"
-	FuncTensorNew     = "tensor_new"
-	FuncTensorFree    = "tensor_free"
-	FuncTensorWrite   = "tensor_write"
-	FuncTensorRead    = "tensor_read"
-	FuncTensorDType   = "tensor_dtype"
-	FuncTensorShape   = "tensor_shape"
-	FuncTensorReshape = "tensor_reshape"
-	FuncGemm          = "gemm"
-	FuncBinary        = "binary"
-	FuncUnary         = "unary"
-	FuncSoftmax       = "softmax"
-	FuncReduce        = "reduce"
-	FuncGemmF32       = "gemm_f32"
-	FuncGemmI8        = "gemm_i8"
-	FuncBinaryF32     = "binary_f32"
-	FuncUnaryF32      = "unary_f32"
-	FuncSoftmaxF32    = "softmax_f32"
-	FuncReduceF32     = "reduce_f32"
-	FuncLayerNorm     = "layernorm"
-	FuncLayerNormF32  = "layernorm_f32"
+	FuncABIVersion       = "abi_version"
+	FuncMode             = "mode"
+	FuncTensorNew        = "tensor_new"
+	FuncTensorFree       = "tensor_free"
+	FuncTensorWrite      = "tensor_write"
+	FuncTensorRead       = "tensor_read"
+	FuncTensorDType      = "tensor_dtype"
+	FuncTensorShape      = "tensor_shape"
+	FuncTensorReshape    = "tensor_reshape"
+	FuncGemm             = "gemm"
+	FuncBinary           = "binary"
+	FuncUnary            = "unary"
+	FuncSoftmax          = "softmax"
+	FuncReduce           = "reduce"
+	FuncGemmF32          = "gemm_f32"
+	FuncGemmI8           = "gemm_i8"
+	FuncBinaryF32        = "binary_f32"
+	FuncUnaryF32         = "unary_f32"
+	FuncSoftmaxF32       = "softmax_f32"
+	FuncReduceF32        = "reduce_f32"
+	FuncLayerNorm        = "layernorm"
+	FuncLayerNormF32     = "layernorm_f32"
+	FuncSoftmaxCausal    = "softmax_causal"
+	FuncSoftmaxCausalF32 = "softmax_causal_f32"
+	FuncCrossEntropyF32  = "cross_entropy_f32"
 )
 
 // DType is a tensor element type.

@@ -155,6 +155,10 @@ INFERNET_IMPORT(softmax) int32_t infernet_softmax(int32_t a);
  * by g and shifted by b (n elements each); f32 only. */
 INFERNET_IMPORT(layernorm) int32_t infernet_layernorm(int32_t a, int32_t g, int32_t b);
 
+/* ABI v2: softmax of a [..., t, t] along the last axis with a causal mask
+ * (row i keeps columns 0..i, the others are 0) into a new tensor. */
+INFERNET_IMPORT(softmax_causal) int32_t infernet_softmax_causal(int32_t a);
+
 /* Reduction along the last axis into a new tensor: [..., n] -> [...], and a
  * 1-D input gives [1]. */
 INFERNET_IMPORT(reduce) int32_t infernet_reduce(int32_t op, int32_t a);
@@ -191,6 +195,19 @@ int32_t infernet_softmax_f32(int32_t rows, int32_t cols, const float *a,
 INFERNET_IMPORT(layernorm_f32)
 int32_t infernet_layernorm_f32(int32_t rows, int32_t cols, const float *a,
                                const float *g, const float *b, float *out);
+
+/* ABI v2: causally masked softmax of each row of the [rows,cols] matrix a
+ * (rows a multiple of cols; row r keeps columns 0..r % cols) into out. */
+INFERNET_IMPORT(softmax_causal_f32)
+int32_t infernet_softmax_causal_f32(int32_t rows, int32_t cols, const float *a,
+                                    float *out);
+
+/* ABI v2: per row of the [rows,cols] logits and its target in [0, cols):
+ * loss[row] = -log softmax(row)[target] (nats), grad = softmax - onehot. */
+INFERNET_IMPORT(cross_entropy_f32)
+int32_t infernet_cross_entropy_f32(int32_t rows, int32_t cols,
+                                   const float *logits, const int32_t *targets,
+                                   float *loss, float *grad);
 
 /* Reduces each row of the [rows,cols] matrix a to out[row]; returns 0. */
 INFERNET_IMPORT(reduce_f32)

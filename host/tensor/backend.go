@@ -106,6 +106,14 @@ type Backend interface {
 	// and variance 1 (population variance, plus abi.LayerNormEps), then
 	// scales by g and shifts by b, both of cols elements (ABI v2).
 	LayerNorm(ctx context.Context, rows, cols int, a, g, b, out Buffer) error
+	// SoftmaxCausal is Softmax with a causal mask (ABI v2): rows come in
+	// square blocks of cols rows, and row r keeps columns 0..r mod cols;
+	// the others are 0 in out.
+	SoftmaxCausal(ctx context.Context, rows, cols int, a, out Buffer) error
+	// CrossEntropy computes, for each of rows rows of cols F32 logits and
+	// its I32 target class, the loss -log softmax(row)[target] (nats) and its
+	// gradient softmax(row) - onehot(target) (ABI v2). Targets are in range.
+	CrossEntropy(ctx context.Context, rows, cols int, logits, targets, loss, grad Buffer) error
 }
 
 // ErrUnavailable reports that a backend cannot run on this machine (no

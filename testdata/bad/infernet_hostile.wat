@@ -44,6 +44,8 @@
   (import "infernet" "softmax_f32" (func $softmax_f32 (param i32 i32 i32 i32) (result i32)))
   (import "infernet" "reduce_f32" (func $reduce_f32 (param i32 i32 i32 i32 i32) (result i32)))
   (import "infernet" "layernorm_f32" (func $layernorm_f32 (param i32 i32 i32 i32 i32 i32) (result i32)))
+  (import "infernet" "softmax_causal_f32" (func $softmax_causal_f32 (param i32 i32 i32 i32) (result i32)))
+  (import "infernet" "cross_entropy_f32" (func $cross_entropy_f32 (param i32 i32 i32 i32 i32 i32) (result i32)))
   (memory (export "memory") 1)
 
   ;; ---- Output helpers -------------------------------------------------------
@@ -323,6 +325,11 @@
   (data (i32.const 0xa5c0) "layernorm_f32.ok\00")
   (data (i32.const 0xa600) "layernorm_f32.g_at_end\00")
   (data (i32.const 0xa640) "layernorm_f32.cols_zero\00")
+  (data (i32.const 0xa680) "softmax_causal_f32.ok\00")
+  (data (i32.const 0xa6c0) "softmax_causal_f32.rows_not_blocks\00")
+  (data (i32.const 0xa700) "cross_entropy_f32.ok\00")
+  (data (i32.const 0xa740) "cross_entropy_f32.target_out_of_range\00")
+  (data (i32.const 0xa780) "cross_entropy_f32.targets_at_end\00")
 
   (func (export "_start") (local $i i32) (local $h i32)
     ;; ---- Setup ------------------------------------------------------------------
@@ -465,6 +472,22 @@
     ;; layernorm_f32.cols_zero
     (drop (call $check (i32.const 0xa640) (i32.const -1)
       (call $layernorm_f32 (i32.const 1) (i32.const 0) (i32.const 1024) (i32.const 1024) (i32.const 1024) (i32.const 3072))))
+    ;; softmax_causal_f32.ok: A as a 2x2 block (ABI v2)
+    (drop (call $check (i32.const 0xa680) (i32.const 0)
+      (call $softmax_causal_f32 (i32.const 2) (i32.const 2) (i32.const 1024) (i32.const 3072))))
+    ;; softmax_causal_f32.rows_not_blocks: 3 rows are no blocks of 2
+    (drop (call $check (i32.const 0xa6c0) (i32.const -3)
+      (call $softmax_causal_f32 (i32.const 3) (i32.const 2) (i32.const 1024) (i32.const 3072))))
+    ;; cross_entropy_f32.ok: 2 rows of 2 logits (A), targets 0 and 0 (the zero
+    ;; page at 0x3000), loss at 0x3400, gradient at 0x3800
+    (drop (call $check (i32.const 0xa700) (i32.const 0)
+      (call $cross_entropy_f32 (i32.const 2) (i32.const 2) (i32.const 1024) (i32.const 0x3000) (i32.const 0x3400) (i32.const 0x3800))))
+    ;; cross_entropy_f32.target_out_of_range: A's bits as targets
+    (drop (call $check (i32.const 0xa740) (i32.const -1)
+      (call $cross_entropy_f32 (i32.const 2) (i32.const 2) (i32.const 1024) (i32.const 1024) (i32.const 0x3400) (i32.const 0x3800))))
+    ;; cross_entropy_f32.targets_at_end: the targets run past the end of memory
+    (drop (call $check (i32.const 0xa780) (i32.const -5)
+      (call $cross_entropy_f32 (i32.const 2) (i32.const 2) (i32.const 1024) (i32.const 65532) (i32.const 0x3400) (i32.const 0x3800))))
     ;; unary_f32.op_zero: op 0
     (drop (call $check (i32.const 0x8a00) (i32.const -1)
       (call $unary_f32 (i32.const 0) (i32.const 1024) (i32.const 4) (i32.const 3072))))

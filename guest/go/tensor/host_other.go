@@ -41,6 +41,11 @@ func hostLayerNorm(a, g, b int32) int32                            { return noHo
 func hostLayerNormF32(rows, cols int32, a, g, b, out unsafe.Pointer) int32 {
 	return noHost
 }
+func hostSoftmaxCausal(a int32) int32                                    { return noHost }
+func hostSoftmaxCausalF32(rows, cols int32, a, out unsafe.Pointer) int32 { return noHost }
+func hostCrossEntropyF32(rows, cols int32, logits, targets, loss, grad unsafe.Pointer) int32 {
+	return noHost
+}
 func hostReduceF32(op, rows, cols int32, a, out unsafe.Pointer) int32 {
 	return noHost
 }

@@ -59,6 +59,15 @@ func hostLayerNorm(a, g, b int32) int32
 //go:wasmimport infernet layernorm_f32
 func hostLayerNormF32(rows, cols int32, a, g, b, out unsafe.Pointer) int32
 
+//go:wasmimport infernet softmax_causal
+func hostSoftmaxCausal(a int32) int32
+
+//go:wasmimport infernet softmax_causal_f32
+func hostSoftmaxCausalF32(rows, cols int32, a, out unsafe.Pointer) int32
+
+//go:wasmimport infernet cross_entropy_f32
+func hostCrossEntropyF32(rows, cols int32, logits, targets, loss, grad unsafe.Pointer) int32
+
 //go:wasmimport infernet reduce
 func hostReduce(op, a int32) int32
 

@@ -108,6 +108,38 @@ func LayerNormF32(rows, cols int, a, g, b, out []float32) error {
 	return err
 }
 
+// SoftmaxCausalF32 writes to out the causally masked softmax of each row
+// of the row-major [rows,cols] matrix a, rows a multiple of cols: row r
+// keeps columns 0..r mod cols, the others are 0. ABI v2.
+func SoftmaxCausalF32(rows, cols int, a, out []float32) error {
+	const fn = abi.FuncSoftmaxCausalF32
+	if err := sizes(fn, rows, cols); err != nil {
+		return err
+	}
+	if rc := int64(rows) * int64(cols); int64(len(a)) < rc || int64(len(out)) < rc || rows%cols != 0 {
+		return refuse(fn, abi.ESHAPE, "len(a) = %d, len(out) = %d, want rows·cols = %d, rows a multiple of cols", len(a), len(out), rc)
+	}
+	_, err := check(fn, hostSoftmaxCausalF32(int32(rows), int32(cols), ptr(a), ptr(out)))
+	return err
+}
+
+// CrossEntropyF32 computes, for each row of the row-major [rows,cols]
+// logits and its target class in [0, cols), loss[row] = -log softmax(row)[target]
+// in nats and grad = softmax(row) - onehot(target) (not divided by rows).
+// ABI v2.
+func CrossEntropyF32(rows, cols int, logits []float32, targets []int32, loss, grad []float32) error {
+	const fn = abi.FuncCrossEntropyF32
+	if err := sizes(fn, rows, cols); err != nil {
+		return err
+	}
+	if rc := int64(rows) * int64(cols); int64(len(logits)) < rc || int64(len(grad)) < rc || len(targets) < rows || len(loss) < rows {
+		return refuse(fn, abi.ESHAPE, "len(logits) = %d, len(grad) = %d, want %d; len(targets) = %d, len(loss) = %d, want %d",
+			len(logits), len(grad), rc, len(targets), len(loss), rows)
+	}
+	_, err := check(fn, hostCrossEntropyF32(int32(rows), int32(cols), ptr(logits), ptr(targets), ptr(loss), ptr(grad)))
+	return err
+}
+
 // ReduceF32 reduces each row of the row-major [rows,cols] matrix a to one
 // element of out (abi.OpSum, OpMax, OpMean).
 func ReduceF32(op abi.Op, rows, cols int, a, out []float32) error {

@@ -321,6 +321,17 @@ func LayerNorm(a, g, b *Tensor) (*Tensor, error) {
 	return adopt(h)
 }
 
+// SoftmaxCausal returns the softmax of the f32 tensor a [..., t, t] along
+// its last axis with a causal mask: row i keeps columns 0..i, the others
+// are 0 (attention). ABI v2.
+func SoftmaxCausal(a *Tensor) (*Tensor, error) {
+	h, err := check(abi.FuncSoftmaxCausal, hostSoftmaxCausal(a.Handle()))
+	if err != nil {
+		return nil, err
+	}
+	return adopt(h)
+}
+
 // Reduce reduces the f32 tensor a along its last axis (abi.OpSum, OpMax,
 // OpMean): shape [..., n] gives [...], and a 1-D tensor gives shape [1].
 func Reduce(op abi.Op, a *Tensor) (*Tensor, error) {

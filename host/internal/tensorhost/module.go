@@ -62,6 +62,9 @@ var functions = []struct {
 	{Signature{abi.FuncReduceF32, 5}, reducePtr},
 	{Signature{abi.FuncLayerNorm, 3}, layerNorm},
 	{Signature{abi.FuncLayerNormF32, 6}, layerNormPtr},
+	{Signature{abi.FuncSoftmaxCausal, 1}, softmaxCausal},
+	{Signature{abi.FuncSoftmaxCausalF32, 4}, softmaxCausalPtr},
+	{Signature{abi.FuncCrossEntropyF32, 6}, crossEntropyPtr},
 }
 
 // Functions lists the module's functions, for import allow-lists.
@@ -463,6 +466,24 @@ func layerNorm(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 	}, a.buf, g.buf, b.buf)
 }
 
+// softmaxCausal is softmax_causal(a): a f32 [..., t, t].
+func softmaxCausal(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
+	a, errno := s.get(p[0])
+	if errno != abi.OK {
+		return int32(errno)
+	}
+	if a.dt != abi.F32 {
+		return int32(abi.EDTYPE)
+	}
+	if len(a.shape) < 2 || a.shape[len(a.shape)-1] != a.shape[len(a.shape)-2] {
+		return int32(abi.ESHAPE)
+	}
+	rows, cols := rowsCols(a.shape)
+	return s.newResult(ctx, abi.F32, a.shape, 4*a.elems(), func(be tensor.Backend, t []tensor.Buffer) error {
+		return be.SoftmaxCausal(ctx, rows, cols, t[0], t[1])
+	}, a.buf)
+}
+
 func validUnary(op abi.Op) bool { return op >= abi.OpReLU && op <= abi.OpSqrt }
 
 func validReduce(op abi.Op) bool { return op >= abi.OpSum && op <= abi.OpMean }
@@ -688,5 +709,47 @@ func layerNormPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) in
 		ptrTensor{ptr: p[2], n: n, dt: abi.F32},
 		ptrTensor{ptr: p[3], n: int(cols), dt: abi.F32},
 		ptrTensor{ptr: p[4], n: int(cols), dt: abi.F32},
+		ptrTensor{ptr: p[5], n: n, dt: abi.F32, output: true})
+}
+
+func softmaxCausalPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 {
+	rows, cols := p[0], p[1]
+	if !positive(rows, cols) || product([]int{int(rows), int(cols)}) < 0 {
+		return int32(abi.EINVAL)
+	}
+	if rows%cols != 0 {
+		return int32(abi.ESHAPE)
+	}
+	n := int(rows) * int(cols)
+	return s.runPtr(ctx, mem, 4*n, 0, func(be tensor.Backend, t []tensor.Buffer) error {
+		return be.SoftmaxCausal(ctx, int(rows), int(cols), t[0], t[1])
+	},
+		ptrTensor{ptr: p[2], n: n, dt: abi.F32},
+		ptrTensor{ptr: p[3], n: n, dt: abi.F32, output: true})
+}
+
+// crossEntropyPtr checks the targets in guest memory before running: one
+// out of [0, cols) is EINVAL, not a backend error.
+func crossEntropyPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 {
+	rows, cols := p[0], p[1]
+	if !positive(rows, cols) || product([]int{int(rows), int(cols)}) < 0 {
+		return int32(abi.EINVAL)
+	}
+	targets, ok := view(mem, p[3], 4*int64(rows), 4)
+	if !ok {
+		return int32(abi.EFAULT)
+	}
+	for i := 0; i < len(targets); i += 4 {
+		if t := int32(binary.LittleEndian.Uint32(targets[i:])); t < 0 || t >= cols {
+			return int32(abi.EINVAL)
+		}
+	}
+	n := int(rows) * int(cols)
+	return s.runPtr(ctx, mem, 4*n, 0, func(be tensor.Backend, t []tensor.Buffer) error {
+		return be.CrossEntropy(ctx, int(rows), int(cols), t[0], t[1], t[2], t[3])
+	},
+		ptrTensor{ptr: p[2], n: n, dt: abi.F32},
+		ptrTensor{ptr: p[3], n: int(rows), dt: abi.I32},
+		ptrTensor{ptr: p[4], n: int(rows), dt: abi.F32, output: true},
 		ptrTensor{ptr: p[5], n: n, dt: abi.F32, output: true})
 }

@@ -54,6 +54,12 @@ func (d *deviceBackend) Reduce(context.Context, abi.Op, int, int, tensor.Buffer,
 func (d *deviceBackend) LayerNorm(context.Context, int, int, tensor.Buffer, tensor.Buffer, tensor.Buffer, tensor.Buffer) error {
 	return tensor.ErrUnsupported
 }
+func (d *deviceBackend) SoftmaxCausal(context.Context, int, int, tensor.Buffer, tensor.Buffer) error {
+	return tensor.ErrUnsupported
+}
+func (d *deviceBackend) CrossEntropy(context.Context, int, int, tensor.Buffer, tensor.Buffer, tensor.Buffer, tensor.Buffer) error {
+	return tensor.ErrUnsupported
+}
 
 func f32bytes(v ...float32) []byte {
 	b := make([]byte, 4*len(v))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host/tensor"
@@ -201,6 +202,74 @@ func (Elementwise) LayerNorm(ctx context.Context, rows, cols int, a, g, b, out t
 		}
 		n := min(step, rows-r)
 		tensor.LayerNormRows(n, cols, x[r*cols:(r+n)*cols], gs, bs, z[r*cols:(r+n)*cols])
+	}
+	return nil
+}
+
+// SoftmaxCausal implements tensor.Backend.SoftmaxCausal (ABI v2): Softmax
+// of each row's columns 0..r mod cols, zeros beyond.
+func (Elementwise) SoftmaxCausal(ctx context.Context, rows, cols int, a, out tensor.Buffer) error {
+	x, z := a.(*tensor.HostBuffer).F32, out.(*tensor.HostBuffer).F32
+	if rows < 0 || cols <= 0 || rows%cols != 0 || len(x) != rows*cols || len(z) != len(x) {
+		return fmt.Errorf("cpu: causal softmax of %d×%d over %d -> %d elements", rows, cols, len(x), len(z))
+	}
+	for r := 0; r < rows; r++ {
+		if r%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		keep := r%cols + 1
+		xr, zr := x[r*cols:r*cols+keep], z[r*cols:(r+1)*cols]
+		m := float32(math.Inf(-1))
+		for _, v := range xr {
+			m = max(m, v)
+		}
+		var s float64
+		for i, v := range xr {
+			e := math.Exp(float64(v - m))
+			zr[i] = float32(e)
+			s += e
+		}
+		inv := float32(1 / s)
+		for i := range zr[:keep] {
+			zr[i] *= inv
+		}
+		clear(zr[keep:])
+	}
+	return nil
+}
+
+// CrossEntropy implements tensor.Backend.CrossEntropy (ABI v2) in float64.
+func (Elementwise) CrossEntropy(ctx context.Context, rows, cols int, logits, targets, loss, grad tensor.Buffer) error {
+	x, t := logits.(*tensor.HostBuffer).F32, targets.(*tensor.HostBuffer).I32
+	l, g := loss.(*tensor.HostBuffer).F32, grad.(*tensor.HostBuffer).F32
+	if rows < 0 || cols <= 0 || len(x) != rows*cols || len(g) != len(x) || len(t) != rows || len(l) != rows {
+		return fmt.Errorf("cpu: cross entropy of %d×%d over %d, %d -> %d, %d elements", rows, cols, len(x), len(t), len(l), len(g))
+	}
+	for r := 0; r < rows; r++ {
+		if r%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		xr, gr, y := x[r*cols:(r+1)*cols], g[r*cols:(r+1)*cols], int(t[r])
+		if y < 0 || y >= cols {
+			return fmt.Errorf("cpu: cross entropy: row %d's target %d not in [0, %d)", r, y, cols)
+		}
+		m := float64(slices.Max(xr))
+		var s float64
+		for _, v := range xr {
+			s += math.Exp(float64(v) - m)
+		}
+		l[r] = float32(math.Log(s) - (float64(xr[y]) - m))
+		for j, v := range xr {
+			p := math.Exp(float64(v)-m) / s
+			if j == y {
+				p--
+			}
+			gr[j] = float32(p)
+		}
 	}
 	return nil
 }

@@ -551,10 +551,21 @@ func (b *Backend) Unary(ctx context.Context, op abi.Op, a, out tensor.Buffer) er
 	})
 }
 
-// LayerNorm is ABI v2's layernorm, which has no CUDA kernel yet: the host
-// module runs it on the reference backend (through copies).
+// LayerNorm, SoftmaxCausal and CrossEntropy are ABI v2 ops with no CUDA
+// kernel yet: the host module runs them on the reference backend (through
+// copies).
 func (b *Backend) LayerNorm(context.Context, int, int, tensor.Buffer, tensor.Buffer, tensor.Buffer, tensor.Buffer) error {
 	return fmt.Errorf("cuda: %w: layernorm", tensor.ErrUnsupported)
+}
+
+// SoftmaxCausal: see LayerNorm.
+func (b *Backend) SoftmaxCausal(context.Context, int, int, tensor.Buffer, tensor.Buffer) error {
+	return fmt.Errorf("cuda: %w: causal softmax", tensor.ErrUnsupported)
+}
+
+// CrossEntropy: see LayerNorm.
+func (b *Backend) CrossEntropy(context.Context, int, int, tensor.Buffer, tensor.Buffer, tensor.Buffer, tensor.Buffer) error {
+	return fmt.Errorf("cuda: %w: cross entropy", tensor.ErrUnsupported)
 }
 
 // Softmax implements tensor.Backend with the softmax_rows kernel, one

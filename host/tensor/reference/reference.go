@@ -268,3 +268,43 @@ func (be *Backend) LayerNorm(ctx context.Context, rows, cols int, a, g, b, out t
 		return nil
 	})
 }
+
+// SoftmaxCausal implements tensor.Backend (ABI v2): row r is the softmax of
+// its columns 0..r mod cols, exactly as Softmax computes a row, and 0
+// beyond.
+func (be *Backend) SoftmaxCausal(ctx context.Context, rows, cols int, a, out tensor.Buffer) error {
+	ha, _, ho, err := be.rowsArgs("softmax_causal", rows, cols, rows*cols, a, out)
+	if err != nil {
+		return err
+	}
+	if cols == 0 || rows%cols != 0 {
+		return fmt.Errorf("reference: softmax_causal: %d rows are not blocks of %d", rows, cols)
+	}
+	return be.softmaxCausal(ctx, rows, cols, ha.F32, ho.F32)
+}
+
+// CrossEntropy implements tensor.Backend (ABI v2): with the row's maximum
+// m and s = Σ e^(x-m) in float64 in column order (the portable exp), the
+// loss is log(s) - (x[t] - m) and the gradient e^(x-m)/s - [j = t], each
+// rounded to float32 once; NaNs canonical.
+func (be *Backend) CrossEntropy(ctx context.Context, rows, cols int, logits, targets, loss, grad tensor.Buffer) error {
+	hl, ht, hg, err := hostBuffers(logits, targets, grad)
+	if err != nil {
+		return fmt.Errorf("reference: cross_entropy: %w", err)
+	}
+	hs, ok := loss.(*tensor.HostBuffer)
+	switch {
+	case !ok:
+		return fmt.Errorf("reference: cross_entropy: buffer %T is not from this backend", loss)
+	case rows < 0 || cols <= 0 || hl.Len() != rows*cols || hg.Len() != rows*cols || ht.Len() != rows || hs.Len() != rows:
+		return fmt.Errorf("reference: cross_entropy %d×%d: buffers of %d, %d, %d, %d elements", rows, cols, hl.Len(), ht.Len(), hs.Len(), hg.Len())
+	case !is(hl, abi.F32) || !is(ht, abi.I32) || !is(hs, abi.F32) || !is(hg, abi.F32):
+		return fmt.Errorf("reference: cross_entropy: %w: wrong dtypes", tensor.ErrUnsupported)
+	}
+	for r, t := range ht.I32 {
+		if t < 0 || int(t) >= cols {
+			return fmt.Errorf("reference: cross_entropy: row %d's target %d not in [0, %d)", r, t, cols)
+		}
+	}
+	return be.crossEntropy(ctx, rows, cols, hl.F32, ht.I32, hs.F32, hg.F32)
+}

@@ -36,6 +36,51 @@ func softmaxRow(x, o []float32, e []float64) {
 	canonicalize(o)
 }
 
+// softmaxCausal computes the causally masked softmax of each row; see
+// Backend.SoftmaxCausal.
+func (be *Backend) softmaxCausal(ctx context.Context, rows, cols int, a, out []float32) error {
+	a = unshare(a, out, true)
+	return forBlocks(ctx, be.threads, rows, blockFor(32*cols, 1), func(lo, hi int) error {
+		e := make([]float64, cols)
+		for r := lo; r < hi; r++ {
+			keep := r%cols + 1
+			x, o := a[r*cols:(r+1)*cols], out[r*cols:(r+1)*cols]
+			softmaxRow(x[:keep], o[:keep], e[:keep])
+			clear(o[keep:])
+		}
+		return nil
+	})
+}
+
+// crossEntropy computes each row's loss and gradient; see
+// Backend.CrossEntropy.
+func (be *Backend) crossEntropy(ctx context.Context, rows, cols int, logits []float32, targets []int32, loss, grad []float32) error {
+	logits = unshare(logits, grad, true)
+	return forBlocks(ctx, be.threads, rows, blockFor(32*cols, 1), func(lo, hi int) error {
+		e := make([]float64, cols)
+		for r := lo; r < hi; r++ {
+			x, g, t := logits[r*cols:(r+1)*cols], grad[r*cols:(r+1)*cols], int(targets[r])
+			m := float64(maxF32(x))
+			s := 0.0
+			for j, v := range x {
+				e[j] = exp(float64(v) - m)
+				s += e[j]
+			}
+			loss[r] = float32(log(s) - (float64(x[t]) - m))
+			for j := range g {
+				p := e[j] / s
+				if j == t {
+					p--
+				}
+				g[j] = float32(p)
+			}
+			canonicalize(g)
+			canonicalize(loss[r : r+1])
+		}
+		return nil
+	})
+}
+
 // reduce reduces each row to out[r]; see Backend.Reduce.
 func (be *Backend) reduce(ctx context.Context, op abi.Op, rows, cols int, a, out []float32) error {
 	a = unshare(a, out, false) // out[r] may overlap rows other goroutines read
