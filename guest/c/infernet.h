@@ -209,6 +209,13 @@ int32_t infernet_cross_entropy_f32(int32_t rows, int32_t cols,
                                    const float *logits, const int32_t *targets,
                                    float *loss, float *grad);
 
+/* ABI v2: one AdamW step on n parameters w with gradients g, updating w and
+ * the moments m and v in place; hyper holds lr, beta1, beta2, eps,
+ * weight_decay and the step number (from 1, whole) as floats. */
+INFERNET_IMPORT(adamw_f32)
+int32_t infernet_adamw_f32(int32_t n, float *w, const float *g, float *m,
+                           float *v, const float *hyper);
+
 /* Reduces each row of the [rows,cols] matrix a to out[row]; returns 0. */
 INFERNET_IMPORT(reduce_f32)
 int32_t infernet_reduce_f32(int32_t op, int32_t rows, int32_t cols,

@@ -114,6 +114,20 @@ type Backend interface {
 	// its I32 target class, the loss -log softmax(row)[target] (nats) and its
 	// gradient softmax(row) - onehot(target) (ABI v2). Targets are in range.
 	CrossEntropy(ctx context.Context, rows, cols int, logits, targets, loss, grad Buffer) error
+	// AdamW takes one AdamW step on n F32 parameters w with gradients g and
+	// moments m and v, all updated in place (ABI v2).
+	AdamW(ctx context.Context, p AdamWParams, w, g, m, v Buffer) error
+}
+
+// AdamWParams are the hyper-parameters of one AdamW step (decoupled
+// weight decay, as in Loshchilov & Hutter and PyTorch): with t = Step ≥ 1,
+//
+//	w ← w − LR·Decay·w
+//	m ← β1·m + (1−β1)·g,   v ← β2·v + (1−β2)·g²
+//	w ← w − LR·(m/(1−β1ᵗ)) / (√(v/(1−β2ᵗ)) + Eps)
+type AdamWParams struct {
+	LR, Beta1, Beta2, Eps, Decay float64
+	Step                         int
 }
 
 // ErrUnavailable reports that a backend cannot run on this machine (no

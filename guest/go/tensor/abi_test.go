@@ -43,6 +43,7 @@ var arity = map[string]int{
 	abi.FuncSoftmaxCausal:    1,
 	abi.FuncSoftmaxCausalF32: 4,
 	abi.FuncCrossEntropyF32:  6,
+	abi.FuncAdamWF32:         6,
 }
 
 // TestGoImports checks that host_wasip1.go imports every ABI function, once,

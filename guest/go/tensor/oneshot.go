@@ -140,6 +140,29 @@ func CrossEntropyF32(rows, cols int, logits []float32, targets []int32, loss, gr
 	return err
 }
 
+// AdamW are the hyper-parameters of AdamWF32.
+type AdamW struct {
+	LR, Beta1, Beta2, Eps, WeightDecay float32
+	// Step counts the steps taken, this one included (from 1).
+	Step int
+}
+
+// AdamWF32 takes one AdamW step (decoupled weight decay) on the
+// parameters w with gradients g, updating w and the moments m and v in
+// place; all four have the same length. See abi's adamw_f32. ABI v2.
+func AdamWF32(w, g, m, v []float32, h AdamW) error {
+	const fn = abi.FuncAdamWF32
+	if err := sizes(fn, len(w)); err != nil {
+		return err
+	}
+	if len(g) < len(w) || len(m) < len(w) || len(v) < len(w) {
+		return refuse(fn, abi.ESHAPE, "len(w) = %d, len(g) = %d, len(m) = %d, len(v) = %d", len(w), len(g), len(m), len(v))
+	}
+	hyper := [6]float32{h.LR, h.Beta1, h.Beta2, h.Eps, h.WeightDecay, float32(h.Step)}
+	_, err := check(fn, hostAdamWF32(int32(len(w)), ptr(w), ptr(g), ptr(m), ptr(v), ptr(hyper[:])))
+	return err
+}
+
 // ReduceF32 reduces each row of the row-major [rows,cols] matrix a to one
 // element of out (abi.OpSum, OpMax, OpMean).
 func ReduceF32(op abi.Op, rows, cols int, a, out []float32) error {

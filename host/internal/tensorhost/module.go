@@ -65,6 +65,7 @@ var functions = []struct {
 	{Signature{abi.FuncSoftmaxCausal, 1}, softmaxCausal},
 	{Signature{abi.FuncSoftmaxCausalF32, 4}, softmaxCausalPtr},
 	{Signature{abi.FuncCrossEntropyF32, 6}, crossEntropyPtr},
+	{Signature{abi.FuncAdamWF32, 6}, adamWPtr},
 }
 
 // Functions lists the module's functions, for import allow-lists.
@@ -752,4 +753,36 @@ func crossEntropyPtr(ctx context.Context, s *Session, mem api.Memory, p []int32)
 		ptrTensor{ptr: p[3], n: int(rows), dt: abi.I32},
 		ptrTensor{ptr: p[4], n: int(rows), dt: abi.F32, output: true},
 		ptrTensor{ptr: p[5], n: n, dt: abi.F32, output: true})
+}
+
+// adamWPtr reads the hyper-parameters from guest memory and checks them:
+// finite, β in [0, 1), ε > 0, the step a whole number from 1.
+func adamWPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 {
+	n := p[0]
+	if !positive(n) {
+		return int32(abi.EINVAL)
+	}
+	raw, ok := view(mem, p[5], 24, 4)
+	if !ok {
+		return int32(abi.EFAULT)
+	}
+	var h [6]float64
+	for i := range h {
+		h[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:])))
+		if math.IsNaN(h[i]) || math.IsInf(h[i], 0) {
+			return int32(abi.EINVAL)
+		}
+	}
+	hp := tensor.AdamWParams{LR: h[0], Beta1: h[1], Beta2: h[2], Eps: h[3], Decay: h[4], Step: int(h[5])}
+	if hp.Beta1 < 0 || hp.Beta1 >= 1 || hp.Beta2 < 0 || hp.Beta2 >= 1 || hp.Eps <= 0 ||
+		h[5] < 1 || h[5] > 1<<30 || h[5] != math.Trunc(h[5]) {
+		return int32(abi.EINVAL)
+	}
+	return s.runPtr(ctx, mem, 4*int(n), 0, func(be tensor.Backend, t []tensor.Buffer) error {
+		return be.AdamW(ctx, hp, t[0], t[1], t[2], t[3])
+	},
+		ptrTensor{ptr: p[1], n: int(n), dt: abi.F32, output: true},
+		ptrTensor{ptr: p[2], n: int(n), dt: abi.F32},
+		ptrTensor{ptr: p[3], n: int(n), dt: abi.F32, output: true},
+		ptrTensor{ptr: p[4], n: int(n), dt: abi.F32, output: true})
 }

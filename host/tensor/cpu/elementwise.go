@@ -274,6 +274,23 @@ func (Elementwise) CrossEntropy(ctx context.Context, rows, cols int, logits, tar
 	return nil
 }
 
+// AdamW implements tensor.Backend.AdamW (ABI v2) with tensor.AdamWSlices.
+func (Elementwise) AdamW(ctx context.Context, p tensor.AdamWParams, w, g, m, v tensor.Buffer) error {
+	ws, gs := w.(*tensor.HostBuffer).F32, g.(*tensor.HostBuffer).F32
+	ms, vs := m.(*tensor.HostBuffer).F32, v.(*tensor.HostBuffer).F32
+	if len(gs) != len(ws) || len(ms) != len(ws) || len(vs) != len(ws) {
+		return fmt.Errorf("cpu: adamw over %d, %d, %d, %d elements", len(ws), len(gs), len(ms), len(vs))
+	}
+	for i := 0; i < len(ws); i += chunk {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		j := min(i+chunk, len(ws))
+		tensor.AdamWSlices(p, ws[i:j], gs[i:j], ms[i:j], vs[i:j])
+	}
+	return nil
+}
+
 // Reduce implements tensor.Backend.Reduce: OpSum and OpMean accumulate in
 // float64; OpMax propagates NaN.
 func (Elementwise) Reduce(ctx context.Context, op abi.Op, rows, cols int, a, out tensor.Buffer) error {

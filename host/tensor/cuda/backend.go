@@ -563,6 +563,11 @@ func (b *Backend) SoftmaxCausal(context.Context, int, int, tensor.Buffer, tensor
 	return fmt.Errorf("cuda: %w: causal softmax", tensor.ErrUnsupported)
 }
 
+// AdamW: see LayerNorm.
+func (b *Backend) AdamW(context.Context, tensor.AdamWParams, tensor.Buffer, tensor.Buffer, tensor.Buffer, tensor.Buffer) error {
+	return fmt.Errorf("cuda: %w: adamw", tensor.ErrUnsupported)
+}
+
 // CrossEntropy: see LayerNorm.
 func (b *Backend) CrossEntropy(context.Context, int, int, tensor.Buffer, tensor.Buffer, tensor.Buffer, tensor.Buffer) error {
 	return fmt.Errorf("cuda: %w: cross entropy", tensor.ErrUnsupported)

@@ -308,3 +308,21 @@ func (be *Backend) CrossEntropy(ctx context.Context, rows, cols int, logits, tar
 	}
 	return be.crossEntropy(ctx, rows, cols, hl.F32, ht.I32, hs.F32, hg.F32)
 }
+
+// AdamW implements tensor.Backend (ABI v2) with tensor.AdamWSlices, which
+// is exact: the same bits everywhere.
+func (be *Backend) AdamW(ctx context.Context, p tensor.AdamWParams, w, g, m, v tensor.Buffer) error {
+	var hs [4]*tensor.HostBuffer
+	for i, b := range []tensor.Buffer{w, g, m, v} {
+		h, ok := b.(*tensor.HostBuffer)
+		if !ok || !is(h, abi.F32) || h.Len() != w.Len() {
+			return fmt.Errorf("reference: adamw: buffer %d of %d (%T) is not an f32 buffer of this backend", i, w.Len(), b)
+		}
+		hs[i] = h
+	}
+	n := w.Len()
+	return forBlocks(ctx, be.threads, n, blockFor(16, 1), func(lo, hi int) error {
+		tensor.AdamWSlices(p, hs[0].F32[lo:hi], hs[1].F32[lo:hi], hs[2].F32[lo:hi], hs[3].F32[lo:hi])
+		return nil
+	})
+}
