@@ -209,6 +209,13 @@ int32_t infernet_cross_entropy_f32(int32_t rows, int32_t cols,
                                    const float *logits, const int32_t *targets,
                                    float *loss, float *grad);
 
+/* ABI v2: batch GEMMs as infernet_gemm_f32, the matrices of each stored one
+ * after the other in a, b and c; returns 0. */
+INFERNET_IMPORT(gemm_batched_f32)
+int32_t infernet_gemm_batched_f32(int32_t batch, int32_t m, int32_t n, int32_t k,
+                                  const float *a, const float *b, float *c,
+                                  int32_t flags);
+
 /* ABI v2: one AdamW step on n parameters w with gradients g, updating w and
  * the moments m and v in place; hyper holds lr, beta1, beta2, eps,
  * weight_decay and the step number (from 1, whole) as floats. */

@@ -117,6 +117,9 @@ type Backend interface {
 	// AdamW takes one AdamW step on n F32 parameters w with gradients g and
 	// moments m and v, all updated in place (ABI v2).
 	AdamW(ctx context.Context, p AdamWParams, w, g, m, v Buffer) error
+	// GemmBatched computes batch independent GEMMs of the same parameters
+	// on matrices stored one after the other in a, b and c (ABI v2).
+	GemmBatched(ctx context.Context, batch int, p GemmParams, a, b, c Buffer) error
 }
 
 // AdamWParams are the hyper-parameters of one AdamW step (decoupled

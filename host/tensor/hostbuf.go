@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -129,4 +130,32 @@ func CheckGemm(p GemmParams, a, b, c *HostBuffer) error {
 			p.M, p.N, p.K, a.Len(), b.Len(), c.Len())
 	}
 	return nil
+}
+
+// GemmBatchedHost is GemmBatched for host-memory backends: be.Gemm on each
+// batch item's part of a, b and c.
+func GemmBatchedHost(ctx context.Context, be Backend, batch int, p GemmParams, a, b, c *HostBuffer) error {
+	na, nb, nc := p.M*p.K, p.K*p.N, p.M*p.N
+	if batch < 0 || a.Len() != batch*na || b.Len() != batch*nb || c.Len() != batch*nc {
+		return fmt.Errorf("tensor: %d gemms of %d×%d×%d: buffers of %d, %d, %d elements", batch, p.M, p.N, p.K, a.Len(), b.Len(), c.Len())
+	}
+	for i := range batch {
+		if err := be.Gemm(ctx, p, a.part(i*na, na), b.part(i*nb, nb), c.part(i*nc, nc)); err != nil {
+			return fmt.Errorf("gemm %d of %d: %w", i, batch, err)
+		}
+	}
+	return nil
+}
+
+// part is the n elements of h from off, sharing its memory.
+func (h *HostBuffer) part(off, n int) *HostBuffer {
+	switch {
+	case h.F32 != nil:
+		return &HostBuffer{F32: h.F32[off : off+n]}
+	case h.I8 != nil:
+		return &HostBuffer{I8: h.I8[off : off+n]}
+	case h.I32 != nil:
+		return &HostBuffer{I32: h.I32[off : off+n]}
+	}
+	return &HostBuffer{}
 }

@@ -47,6 +47,7 @@
   (import "infernet" "softmax_causal_f32" (func $softmax_causal_f32 (param i32 i32 i32 i32) (result i32)))
   (import "infernet" "cross_entropy_f32" (func $cross_entropy_f32 (param i32 i32 i32 i32 i32 i32) (result i32)))
   (import "infernet" "adamw_f32" (func $adamw_f32 (param i32 i32 i32 i32 i32 i32) (result i32)))
+  (import "infernet" "gemm_batched_f32" (func $gemm_batched_f32 (param i32 i32 i32 i32 i32 i32 i32 i32) (result i32)))
   (memory (export "memory") 1)
 
   ;; ---- Output helpers -------------------------------------------------------
@@ -333,6 +334,9 @@
   (data (i32.const 0xa780) "cross_entropy_f32.targets_at_end\00")
   (data (i32.const 0xa7c0) "adamw_f32.ok\00")
   (data (i32.const 0xa800) "adamw_f32.step_zero\00")
+  (data (i32.const 0xa840) "gemm_batched_f32.ok\00")
+  (data (i32.const 0xa880) "gemm_batched_f32.c_at_end\00")
+  (data (i32.const 0xa8c0) "gemm_batched_f32.batch_zero\00")
   ;; AdamW hyper-parameters: lr 0.001, beta1 0.9, beta2 0.999, eps 1e-8, decay 0.01, step 1;
   ;; then the same with step 0
   (data (i32.const 0x3c00) "\6f\12\83\3a\66\66\66\3f\77\be\7f\3f\77\cc\2b\32\0a\d7\23\3c\00\00\80\3f")
@@ -501,6 +505,15 @@
     ;; adamw_f32.step_zero: steps count from 1
     (drop (call $check (i32.const 0xa800) (i32.const -1)
       (call $adamw_f32 (i32.const 4) (i32.const 0x3400) (i32.const 1024) (i32.const 0x3800) (i32.const 0x3810) (i32.const 0x3c20))))
+    ;; gemm_batched_f32.ok: 2 products of 1x1 by 1x2 (A's 4 floats as both operands' halves)
+    (drop (call $check (i32.const 0xa840) (i32.const 0)
+      (call $gemm_batched_f32 (i32.const 2) (i32.const 1) (i32.const 2) (i32.const 1) (i32.const 1024) (i32.const 1024) (i32.const 0x3400) (i32.const 0))))
+    ;; gemm_batched_f32.c_at_end: the second C runs past the end of memory
+    (drop (call $check (i32.const 0xa880) (i32.const -5)
+      (call $gemm_batched_f32 (i32.const 2) (i32.const 1) (i32.const 2) (i32.const 1) (i32.const 1024) (i32.const 1024) (i32.const 65528) (i32.const 0))))
+    ;; gemm_batched_f32.batch_zero
+    (drop (call $check (i32.const 0xa8c0) (i32.const -1)
+      (call $gemm_batched_f32 (i32.const 0) (i32.const 1) (i32.const 2) (i32.const 1) (i32.const 1024) (i32.const 1024) (i32.const 0x3400) (i32.const 0))))
     ;; unary_f32.op_zero: op 0
     (drop (call $check (i32.const 0x8a00) (i32.const -1)
       (call $unary_f32 (i32.const 0) (i32.const 1024) (i32.const 4) (i32.const 3072))))

@@ -44,6 +44,7 @@ var arity = map[string]int{
 	abi.FuncSoftmaxCausalF32: 4,
 	abi.FuncCrossEntropyF32:  6,
 	abi.FuncAdamWF32:         6,
+	abi.FuncGemmBatchedF32:   8,
 }
 
 // TestGoImports checks that host_wasip1.go imports every ABI function, once,

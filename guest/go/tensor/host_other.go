@@ -43,7 +43,10 @@ func hostLayerNormF32(rows, cols int32, a, g, b, out unsafe.Pointer) int32 {
 }
 func hostSoftmaxCausal(a int32) int32                                    { return noHost }
 func hostSoftmaxCausalF32(rows, cols int32, a, out unsafe.Pointer) int32 { return noHost }
-func hostAdamWF32(n int32, w, g, m, v, hyper unsafe.Pointer) int32       { return noHost }
+func hostGemmBatchedF32(batch, m, n, k int32, a, b, c unsafe.Pointer, flags int32) int32 {
+	return noHost
+}
+func hostAdamWF32(n int32, w, g, m, v, hyper unsafe.Pointer) int32 { return noHost }
 func hostCrossEntropyF32(rows, cols int32, logits, targets, loss, grad unsafe.Pointer) int32 {
 	return noHost
 }

@@ -65,6 +65,9 @@ func hostSoftmaxCausal(a int32) int32
 //go:wasmimport infernet softmax_causal_f32
 func hostSoftmaxCausalF32(rows, cols int32, a, out unsafe.Pointer) int32
 
+//go:wasmimport infernet gemm_batched_f32
+func hostGemmBatchedF32(batch, m, n, k int32, a, b, c unsafe.Pointer, flags int32) int32
+
 //go:wasmimport infernet adamw_f32
 func hostAdamWF32(n int32, w, g, m, v, hyper unsafe.Pointer) int32
 

@@ -24,6 +24,21 @@ func GemmF32(m, n, k int, a, b, c []float32, flags GemmFlags) error {
 	return err
 }
 
+// GemmBatchedF32 computes batch GEMMs of GemmF32's form, the matrices of
+// each stored one after the other in a, b and c (e.g. every attention
+// head in one call). ABI v2.
+func GemmBatchedF32(batch, m, n, k int, a, b, c []float32, flags GemmFlags) error {
+	const fn = abi.FuncGemmBatchedF32
+	if err := sizes(fn, batch, m, n, k); err != nil {
+		return err
+	}
+	if err := gemmSizes(fn, m, n, k, len(a)/max(batch, 1), len(b)/max(batch, 1), len(c)/max(batch, 1)); err != nil {
+		return err
+	}
+	_, err := check(fn, hostGemmBatchedF32(int32(batch), int32(m), int32(n), int32(k), ptr(a), ptr(b), ptr(c), int32(flags)))
+	return err
+}
+
 // GemmI8 computes the exact integer product C[m,n] = op(A)[m,k] · op(B)[k,n]
 // of i8 matrices into i32, with the flags of GemmF32.
 func GemmI8(m, n, k int, a, b []int8, c []int32, flags GemmFlags) error {

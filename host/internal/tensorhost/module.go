@@ -66,6 +66,7 @@ var functions = []struct {
 	{Signature{abi.FuncSoftmaxCausalF32, 4}, softmaxCausalPtr},
 	{Signature{abi.FuncCrossEntropyF32, 6}, crossEntropyPtr},
 	{Signature{abi.FuncAdamWF32, 6}, adamWPtr},
+	{Signature{abi.FuncGemmBatchedF32, 8}, gemmBatchedPtr},
 }
 
 // Functions lists the module's functions, for import allow-lists.
@@ -785,4 +786,34 @@ func adamWPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 
 		ptrTensor{ptr: p[2], n: int(n), dt: abi.F32},
 		ptrTensor{ptr: p[3], n: int(n), dt: abi.F32, output: true},
 		ptrTensor{ptr: p[4], n: int(n), dt: abi.F32, output: true})
+}
+
+// gemmBatchedPtr is gemm_batched_f32: gemm_f32's checks, for batch GEMMs
+// stored one after the other.
+func gemmBatchedPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 {
+	batch, m, n, k, flags := p[0], p[1], p[2], p[3], p[7]
+	if !positive(batch, m, n, k) {
+		return int32(abi.EINVAL)
+	}
+	a, b := []int{int(m), int(k)}, []int{int(k), int(n)}
+	if flags&abi.GemmTransA != 0 {
+		a = []int{int(k), int(m)}
+	}
+	if flags&abi.GemmTransB != 0 {
+		b = []int{int(n), int(k)}
+	}
+	gp, errno := gemmShape(a, b, flags)
+	if errno != abi.OK {
+		return int32(errno)
+	}
+	nb := int(batch)
+	if product([]int{nb, gp.M, gp.K}) < 0 || product([]int{nb, gp.K, gp.N}) < 0 || product([]int{nb, gp.M, gp.N}) < 0 {
+		return int32(abi.EINVAL)
+	}
+	return s.runPtr(ctx, mem, nb*gp.M*gp.N, float64(nb)*gp.Flops(), func(be tensor.Backend, t []tensor.Buffer) error {
+		return be.GemmBatched(ctx, nb, gp, t[0], t[1], t[2])
+	},
+		ptrTensor{ptr: p[4], n: nb * gp.M * gp.K, dt: abi.F32},
+		ptrTensor{ptr: p[5], n: nb * gp.K * gp.N, dt: abi.F32},
+		ptrTensor{ptr: p[6], n: nb * gp.M * gp.N, dt: abi.F32, output: true})
 }

@@ -54,6 +54,9 @@ func (d *deviceBackend) Reduce(context.Context, abi.Op, int, int, tensor.Buffer,
 func (d *deviceBackend) LayerNorm(context.Context, int, int, tensor.Buffer, tensor.Buffer, tensor.Buffer, tensor.Buffer) error {
 	return tensor.ErrUnsupported
 }
+func (d *deviceBackend) GemmBatched(context.Context, int, tensor.GemmParams, tensor.Buffer, tensor.Buffer, tensor.Buffer) error {
+	return tensor.ErrUnsupported
+}
 func (d *deviceBackend) AdamW(context.Context, tensor.AdamWParams, tensor.Buffer, tensor.Buffer, tensor.Buffer, tensor.Buffer) error {
 	return tensor.ErrUnsupported
 }

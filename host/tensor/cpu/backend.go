@@ -154,3 +154,9 @@ func gemmI8(ctx context.Context, k *kernel, threads int, p tensor.GemmParams, a,
 		m: p.M, n: p.N, kdim: p.K, accumulate: p.Accumulate, integer: true}
 	return j.parallel(ctx, threads)
 }
+
+// GemmBatched implements tensor.Backend.GemmBatched (ABI v2): Gemm on each
+// item.
+func (b *Backend) GemmBatched(ctx context.Context, batch int, p tensor.GemmParams, a, bb, c tensor.Buffer) error {
+	return tensor.GemmBatchedHost(ctx, b, batch, p, a.(*tensor.HostBuffer), bb.(*tensor.HostBuffer), c.(*tensor.HostBuffer))
+}

@@ -563,6 +563,11 @@ func (b *Backend) SoftmaxCausal(context.Context, int, int, tensor.Buffer, tensor
 	return fmt.Errorf("cuda: %w: causal softmax", tensor.ErrUnsupported)
 }
 
+// GemmBatched: see LayerNorm.
+func (b *Backend) GemmBatched(context.Context, int, tensor.GemmParams, tensor.Buffer, tensor.Buffer, tensor.Buffer) error {
+	return fmt.Errorf("cuda: %w: gemm_batched", tensor.ErrUnsupported)
+}
+
 // AdamW: see LayerNorm.
 func (b *Backend) AdamW(context.Context, tensor.AdamWParams, tensor.Buffer, tensor.Buffer, tensor.Buffer, tensor.Buffer) error {
 	return fmt.Errorf("cuda: %w: adamw", tensor.ErrUnsupported)

@@ -272,3 +272,9 @@ const (
 	cblasNoTrans  = 111
 	cblasTrans    = 112
 )
+
+// GemmBatched implements tensor.Backend.GemmBatched (ABI v2): Gemm on each
+// item.
+func (b *Backend) GemmBatched(ctx context.Context, batch int, p tensor.GemmParams, a, bb, c tensor.Buffer) error {
+	return tensor.GemmBatchedHost(ctx, b, batch, p, a.(*tensor.HostBuffer), bb.(*tensor.HostBuffer), c.(*tensor.HostBuffer))
+}

@@ -326,3 +326,12 @@ func (be *Backend) AdamW(ctx context.Context, p tensor.AdamWParams, w, g, m, v t
 		return nil
 	})
 }
+
+// GemmBatched implements tensor.Backend (ABI v2): Gemm on each item.
+func (be *Backend) GemmBatched(ctx context.Context, batch int, p tensor.GemmParams, a, b, c tensor.Buffer) error {
+	ha, hb, hc, err := hostBuffers(a, b, c)
+	if err != nil {
+		return fmt.Errorf("reference: gemm_batched: %w", err)
+	}
+	return tensor.GemmBatchedHost(ctx, be, batch, p, ha, hb, hc)
+}
