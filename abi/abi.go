@@ -62,6 +62,9 @@
 //	gemm_batched_f32(batch, m, n, k, a_ptr, b_ptr, c_ptr, flags) -> 0
 //	                                   v2: batch f32 GEMMs as gemm_f32, the matrices of each one after
 //	                                   the other in a, b and c (attention heads in one call)
+//	transpose_f32(rows, cols, a_ptr, out_ptr) -> 0                v2: out [cols,rows] = aᵀ
+//	gather_f32(n, rows, cols, table_ptr, idx_ptr, out_ptr) -> 0   v2: out[i,:] = table[idx[i],:] (embedding);
+//	                                   idx: n i32 in [0, rows), else EINVAL
 //	adamw_f32(n, w_ptr, g_ptr, m_ptr, v_ptr, hyper_ptr) -> 0
 //	                                   v2: one AdamW step on n parameters, w, m and v in place;
 //	                                   hyper: 6 f32 lr, beta1, beta2, eps, weight_decay, step (≥ 1, whole)
@@ -110,8 +113,8 @@
 //
 // v1: the functions above but those marked v2, unary ReLU and GELU. v2
 // adds layernorm and layernorm_f32 ([LayerNormEps]), softmax_causal and
-// softmax_causal_f32, cross_entropy_f32, adamw_f32, gemm_batched_f32, and
-// unary [OpExp], [OpLog],
+// softmax_causal_f32, cross_entropy_f32, adamw_f32, gemm_batched_f32,
+// transpose_f32, gather_f32, and unary [OpExp], [OpLog],
 // [OpTanh] and [OpSqrt]; a v1 guest runs unchanged on a v2 host.
 // A guest that needs v2 checks abi_version() >= 2 (a v1 host answers an
 // unknown op with EINVAL).
@@ -154,6 +157,8 @@ const (
 	FuncCrossEntropyF32  = "cross_entropy_f32"
 	FuncAdamWF32         = "adamw_f32"
 	FuncGemmBatchedF32   = "gemm_batched_f32"
+	FuncTransposeF32     = "transpose_f32"
+	FuncGatherF32        = "gather_f32"
 )
 
 // DType is a tensor element type.

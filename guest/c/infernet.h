@@ -216,6 +216,16 @@ int32_t infernet_gemm_batched_f32(int32_t batch, int32_t m, int32_t n, int32_t k
                                   const float *a, const float *b, float *c,
                                   int32_t flags);
 
+/* ABI v2: the [rows,cols] matrix a transposed into out [cols,rows]. */
+INFERNET_IMPORT(transpose_f32)
+int32_t infernet_transpose_f32(int32_t rows, int32_t cols, const float *a, float *out);
+
+/* ABI v2: out[i] = row idx[i] of the [rows,cols] table, for n indices in
+ * [0, rows) (an embedding lookup); returns 0. */
+INFERNET_IMPORT(gather_f32)
+int32_t infernet_gather_f32(int32_t n, int32_t rows, int32_t cols, const float *table,
+                            const int32_t *idx, float *out);
+
 /* ABI v2: one AdamW step on n parameters w with gradients g, updating w and
  * the moments m and v in place; hyper holds lr, beta1, beta2, eps,
  * weight_decay and the step number (from 1, whole) as floats. */

@@ -120,6 +120,13 @@ type Backend interface {
 	// GemmBatched computes batch independent GEMMs of the same parameters
 	// on matrices stored one after the other in a, b and c (ABI v2).
 	GemmBatched(ctx context.Context, batch int, p GemmParams, a, b, c Buffer) error
+	// Transpose writes the F32 [rows,cols] matrix a as [cols,rows] to out
+	// (ABI v2).
+	Transpose(ctx context.Context, rows, cols int, a, out Buffer) error
+	// Gather copies, for each of the I32 indices idx (each in [0, rows)),
+	// that row of the F32 [rows,cols] table to out (an embedding lookup;
+	// ABI v2).
+	Gather(ctx context.Context, rows, cols int, table, idx, out Buffer) error
 }
 
 // AdamWParams are the hyper-parameters of one AdamW step (decoupled

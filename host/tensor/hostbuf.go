@@ -159,3 +159,43 @@ func (h *HostBuffer) part(off, n int) *HostBuffer {
 	}
 	return &HostBuffer{}
 }
+
+// TransposeHost is Transpose for host-memory backends, in bands of 16
+// output rows (short contiguous reads, 16 write streams).
+func TransposeHost(ctx context.Context, rows, cols int, a, out *HostBuffer) error {
+	if rows < 0 || cols < 0 || a.Len() != rows*cols || out.Len() != a.Len() || a.F32 == nil && a.Len() > 0 {
+		return fmt.Errorf("tensor: transpose of %d×%d: buffers of %d and %d elements", rows, cols, a.Len(), out.Len())
+	}
+	src, dst := a.F32, out.F32
+	if len(src) > 0 && &src[0] == &dst[0] {
+		src = append([]float32(nil), src...) // in place: read a copy
+	}
+	const band = 16
+	for c0 := 0; c0 < cols; c0 += band {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		c1 := min(c0+band, cols)
+		for r := range rows {
+			for c, v := range src[r*cols+c0 : r*cols+c1] {
+				dst[(c0+c)*rows+r] = v
+			}
+		}
+	}
+	return nil
+}
+
+// GatherHost is Gather for host-memory backends.
+func GatherHost(ctx context.Context, rows, cols int, table, idx, out *HostBuffer) error {
+	n := idx.Len()
+	if rows < 0 || cols < 0 || table.Len() != rows*cols || out.Len() != n*cols || (n > 0 && idx.I32 == nil) {
+		return fmt.Errorf("tensor: gather of %d rows from %d×%d: buffers of %d, %d, %d elements", n, rows, cols, table.Len(), n, out.Len())
+	}
+	for i, r := range idx.I32 {
+		if r < 0 || int(r) >= rows {
+			return fmt.Errorf("tensor: gather: index %d is %d, not in [0, %d)", i, r, rows)
+		}
+		copy(out.F32[i*cols:(i+1)*cols], table.F32[int(r)*cols:(int(r)+1)*cols])
+	}
+	return ctx.Err()
+}

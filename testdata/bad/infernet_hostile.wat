@@ -48,6 +48,8 @@
   (import "infernet" "cross_entropy_f32" (func $cross_entropy_f32 (param i32 i32 i32 i32 i32 i32) (result i32)))
   (import "infernet" "adamw_f32" (func $adamw_f32 (param i32 i32 i32 i32 i32 i32) (result i32)))
   (import "infernet" "gemm_batched_f32" (func $gemm_batched_f32 (param i32 i32 i32 i32 i32 i32 i32 i32) (result i32)))
+  (import "infernet" "transpose_f32" (func $transpose_f32 (param i32 i32 i32 i32) (result i32)))
+  (import "infernet" "gather_f32" (func $gather_f32 (param i32 i32 i32 i32 i32 i32) (result i32)))
   (memory (export "memory") 1)
 
   ;; ---- Output helpers -------------------------------------------------------
@@ -337,6 +339,9 @@
   (data (i32.const 0xa840) "gemm_batched_f32.ok\00")
   (data (i32.const 0xa880) "gemm_batched_f32.c_at_end\00")
   (data (i32.const 0xa8c0) "gemm_batched_f32.batch_zero\00")
+  (data (i32.const 0xa900) "transpose_f32.ok\00")
+  (data (i32.const 0xa940) "gather_f32.ok\00")
+  (data (i32.const 0xa980) "gather_f32.index_out_of_range\00")
   ;; AdamW hyper-parameters: lr 0.001, beta1 0.9, beta2 0.999, eps 1e-8, decay 0.01, step 1;
   ;; then the same with step 0
   (data (i32.const 0x3c00) "\6f\12\83\3a\66\66\66\3f\77\be\7f\3f\77\cc\2b\32\0a\d7\23\3c\00\00\80\3f")
@@ -514,6 +519,15 @@
     ;; gemm_batched_f32.batch_zero
     (drop (call $check (i32.const 0xa8c0) (i32.const -1)
       (call $gemm_batched_f32 (i32.const 0) (i32.const 1) (i32.const 2) (i32.const 1) (i32.const 1024) (i32.const 1024) (i32.const 0x3400) (i32.const 0))))
+    ;; transpose_f32.ok: A as 2x2
+    (drop (call $check (i32.const 0xa900) (i32.const 0)
+      (call $transpose_f32 (i32.const 2) (i32.const 2) (i32.const 1024) (i32.const 0x3400))))
+    ;; gather_f32.ok: rows 0 and 0 (the zero page at 0x3000) of A as a 2x2 table
+    (drop (call $check (i32.const 0xa940) (i32.const 0)
+      (call $gather_f32 (i32.const 2) (i32.const 2) (i32.const 2) (i32.const 1024) (i32.const 0x3000) (i32.const 0x3400))))
+    ;; gather_f32.index_out_of_range: A's bits as indices
+    (drop (call $check (i32.const 0xa980) (i32.const -1)
+      (call $gather_f32 (i32.const 2) (i32.const 2) (i32.const 2) (i32.const 1024) (i32.const 1024) (i32.const 0x3400))))
     ;; unary_f32.op_zero: op 0
     (drop (call $check (i32.const 0x8a00) (i32.const -1)
       (call $unary_f32 (i32.const 0) (i32.const 1024) (i32.const 4) (i32.const 3072))))

@@ -45,6 +45,8 @@ var arity = map[string]int{
 	abi.FuncCrossEntropyF32:  6,
 	abi.FuncAdamWF32:         6,
 	abi.FuncGemmBatchedF32:   8,
+	abi.FuncTransposeF32:     4,
+	abi.FuncGatherF32:        6,
 }
 
 // TestGoImports checks that host_wasip1.go imports every ABI function, once,

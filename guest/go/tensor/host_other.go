@@ -46,6 +46,10 @@ func hostSoftmaxCausalF32(rows, cols int32, a, out unsafe.Pointer) int32 { retur
 func hostGemmBatchedF32(batch, m, n, k int32, a, b, c unsafe.Pointer, flags int32) int32 {
 	return noHost
 }
+func hostTransposeF32(rows, cols int32, a, out unsafe.Pointer) int32 { return noHost }
+func hostGatherF32(n, rows, cols int32, table, idx, out unsafe.Pointer) int32 {
+	return noHost
+}
 func hostAdamWF32(n int32, w, g, m, v, hyper unsafe.Pointer) int32 { return noHost }
 func hostCrossEntropyF32(rows, cols int32, logits, targets, loss, grad unsafe.Pointer) int32 {
 	return noHost

@@ -68,6 +68,12 @@ func hostSoftmaxCausalF32(rows, cols int32, a, out unsafe.Pointer) int32
 //go:wasmimport infernet gemm_batched_f32
 func hostGemmBatchedF32(batch, m, n, k int32, a, b, c unsafe.Pointer, flags int32) int32
 
+//go:wasmimport infernet transpose_f32
+func hostTransposeF32(rows, cols int32, a, out unsafe.Pointer) int32
+
+//go:wasmimport infernet gather_f32
+func hostGatherF32(n, rows, cols int32, table, idx, out unsafe.Pointer) int32
+
 //go:wasmimport infernet adamw_f32
 func hostAdamWF32(n int32, w, g, m, v, hyper unsafe.Pointer) int32
 

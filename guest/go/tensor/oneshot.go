@@ -155,6 +155,35 @@ func CrossEntropyF32(rows, cols int, logits []float32, targets []int32, loss, gr
 	return err
 }
 
+// TransposeF32 writes the row-major [rows,cols] matrix a as [cols,rows] to
+// out. ABI v2.
+func TransposeF32(rows, cols int, a, out []float32) error {
+	const fn = abi.FuncTransposeF32
+	if err := sizes(fn, rows, cols); err != nil {
+		return err
+	}
+	if rc := int64(rows) * int64(cols); int64(len(a)) < rc || int64(len(out)) < rc {
+		return refuse(fn, abi.ESHAPE, "len(a) = %d, len(out) = %d, want rows·cols = %d", len(a), len(out), rc)
+	}
+	_, err := check(fn, hostTransposeF32(int32(rows), int32(cols), ptr(a), ptr(out)))
+	return err
+}
+
+// GatherF32 copies row idx[i] of the row-major [rows,cols] table to row i
+// of out, for every index (an embedding lookup); indices must be in
+// [0, rows). ABI v2.
+func GatherF32(rows, cols int, table []float32, idx []int32, out []float32) error {
+	const fn = abi.FuncGatherF32
+	if err := sizes(fn, len(idx), rows, cols); err != nil {
+		return err
+	}
+	if int64(len(table)) < int64(rows)*int64(cols) || int64(len(out)) < int64(len(idx))*int64(cols) {
+		return refuse(fn, abi.ESHAPE, "len(table) = %d, len(out) = %d for %d indices into %d×%d", len(table), len(out), len(idx), rows, cols)
+	}
+	_, err := check(fn, hostGatherF32(int32(len(idx)), int32(rows), int32(cols), ptr(table), ptr(idx), ptr(out)))
+	return err
+}
+
 // AdamW are the hyper-parameters of AdamWF32.
 type AdamW struct {
 	LR, Beta1, Beta2, Eps, WeightDecay float32

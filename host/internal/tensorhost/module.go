@@ -67,6 +67,8 @@ var functions = []struct {
 	{Signature{abi.FuncCrossEntropyF32, 6}, crossEntropyPtr},
 	{Signature{abi.FuncAdamWF32, 6}, adamWPtr},
 	{Signature{abi.FuncGemmBatchedF32, 8}, gemmBatchedPtr},
+	{Signature{abi.FuncTransposeF32, 4}, transposePtr},
+	{Signature{abi.FuncGatherF32, 6}, gatherPtr},
 }
 
 // Functions lists the module's functions, for import allow-lists.
@@ -816,4 +818,41 @@ func gemmBatchedPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) 
 		ptrTensor{ptr: p[4], n: nb * gp.M * gp.K, dt: abi.F32},
 		ptrTensor{ptr: p[5], n: nb * gp.K * gp.N, dt: abi.F32},
 		ptrTensor{ptr: p[6], n: nb * gp.M * gp.N, dt: abi.F32, output: true})
+}
+
+func transposePtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 {
+	rows, cols := p[0], p[1]
+	if !positive(rows, cols) || product([]int{int(rows), int(cols)}) < 0 {
+		return int32(abi.EINVAL)
+	}
+	n := int(rows) * int(cols)
+	return s.runPtr(ctx, mem, n, 0, func(be tensor.Backend, t []tensor.Buffer) error {
+		return be.Transpose(ctx, int(rows), int(cols), t[0], t[1])
+	},
+		ptrTensor{ptr: p[2], n: n, dt: abi.F32},
+		ptrTensor{ptr: p[3], n: n, dt: abi.F32, output: true})
+}
+
+// gatherPtr checks the indices in guest memory first: one out of [0, rows)
+// is EINVAL, not a backend error.
+func gatherPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 {
+	n, rows, cols := p[0], p[1], p[2]
+	if !positive(n, rows, cols) || product([]int{int(rows), int(cols)}) < 0 || product([]int{int(n), int(cols)}) < 0 {
+		return int32(abi.EINVAL)
+	}
+	idx, ok := view(mem, p[4], 4*int64(n), 4)
+	if !ok {
+		return int32(abi.EFAULT)
+	}
+	for i := 0; i < len(idx); i += 4 {
+		if r := int32(binary.LittleEndian.Uint32(idx[i:])); r < 0 || r >= rows {
+			return int32(abi.EINVAL)
+		}
+	}
+	return s.runPtr(ctx, mem, int(n)*int(cols), 0, func(be tensor.Backend, t []tensor.Buffer) error {
+		return be.Gather(ctx, int(rows), int(cols), t[0], t[1], t[2])
+	},
+		ptrTensor{ptr: p[3], n: int(rows) * int(cols), dt: abi.F32},
+		ptrTensor{ptr: p[4], n: int(n), dt: abi.I32},
+		ptrTensor{ptr: p[5], n: int(n) * int(cols), dt: abi.F32, output: true})
 }

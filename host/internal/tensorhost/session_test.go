@@ -54,6 +54,12 @@ func (d *deviceBackend) Reduce(context.Context, abi.Op, int, int, tensor.Buffer,
 func (d *deviceBackend) LayerNorm(context.Context, int, int, tensor.Buffer, tensor.Buffer, tensor.Buffer, tensor.Buffer) error {
 	return tensor.ErrUnsupported
 }
+func (d *deviceBackend) Transpose(context.Context, int, int, tensor.Buffer, tensor.Buffer) error {
+	return tensor.ErrUnsupported
+}
+func (d *deviceBackend) Gather(context.Context, int, int, tensor.Buffer, tensor.Buffer, tensor.Buffer) error {
+	return tensor.ErrUnsupported
+}
 func (d *deviceBackend) GemmBatched(context.Context, int, tensor.GemmParams, tensor.Buffer, tensor.Buffer, tensor.Buffer) error {
 	return tensor.ErrUnsupported
 }

@@ -264,3 +264,86 @@ func TestGemmBatched(t *testing.T) {
 		}
 	}
 }
+
+// TestTransposeAndGather: ABI v2's transpose (also in place) and gather
+// (an embedding lookup; an index out of range is an error) on every
+// backend here.
+func TestTransposeAndGather(t *testing.T) {
+	ctx := context.Background()
+	set := &Set{Reference: reference.New(reference.Config{})}
+	defer set.Close()
+	const rows, cols = 5, 37 // cols crosses the 16-column bands
+	a := make([]float32, rows*cols)
+	for i := range a {
+		a[i] = float32(i)
+	}
+	idx := []int32{4, 0, 4, 2}
+	for _, name := range []string{Reference, CPU, OpenBLAS, CUDA} {
+		be, err := set.open(name, Config{})
+		if errors.Is(err, tensor.ErrUnavailable) {
+			continue
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		load := func(dt abi.DType, n int, data []byte) tensor.Buffer {
+			buf, err := be.Alloc(dt, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if data != nil {
+				if err := be.Write(buf, data); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return buf
+		}
+		read := func(b tensor.Buffer, n int) []float32 {
+			raw := make([]byte, 4*n)
+			if err := be.Read(b, raw); err != nil {
+				t.Fatal(err)
+			}
+			out := make([]float32, n)
+			for i := range out {
+				out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+			}
+			return out
+		}
+		in := load(abi.F32, len(a), f32Bytes(a))
+		out := load(abi.F32, len(a), nil)
+		if err := be.Transpose(ctx, rows, cols, in, out); err != nil {
+			t.Fatalf("%s: %v", be.Name(), err)
+		}
+		if err := be.Transpose(ctx, rows, cols, in, in); err != nil { // in place
+			t.Fatalf("%s: %v", be.Name(), err)
+		}
+		got, inPlace := read(out, len(a)), read(in, len(a))
+		for r := range rows {
+			for c := range cols {
+				if want := a[r*cols+c]; got[c*rows+r] != want || inPlace[c*rows+r] != want {
+					t.Fatalf("%s: transpose [%d,%d] = %g (in place %g), want %g", be.Name(), c, r, got[c*rows+r], inPlace[c*rows+r], want)
+				}
+			}
+		}
+		ib := make([]byte, 4*len(idx))
+		for i, v := range idx {
+			binary.LittleEndian.PutUint32(ib[4*i:], uint32(v))
+		}
+		table := load(abi.F32, len(a), f32Bytes(a))
+		g := load(abi.F32, len(idx)*cols, nil)
+		if err := be.Gather(ctx, rows, cols, table, load(abi.I32, len(idx), ib), g); err != nil {
+			t.Fatalf("%s: %v", be.Name(), err)
+		}
+		rowsOut := read(g, len(idx)*cols)
+		for i, r := range idx {
+			for c := range cols {
+				if rowsOut[i*cols+c] != a[int(r)*cols+c] {
+					t.Fatalf("%s: gather row %d (index %d) col %d = %g", be.Name(), i, r, c, rowsOut[i*cols+c])
+				}
+			}
+		}
+		binary.LittleEndian.PutUint32(ib, uint32(rows))
+		if err := be.Gather(ctx, rows, cols, table, load(abi.I32, len(idx), ib), g); err == nil {
+			t.Errorf("%s: index %d of %d rows accepted", be.Name(), rows, rows)
+		}
+	}
+}

@@ -291,6 +291,16 @@ func (Elementwise) AdamW(ctx context.Context, p tensor.AdamWParams, w, g, m, v t
 	return nil
 }
 
+// Transpose implements tensor.Backend.Transpose (ABI v2).
+func (Elementwise) Transpose(ctx context.Context, rows, cols int, a, out tensor.Buffer) error {
+	return tensor.TransposeHost(ctx, rows, cols, a.(*tensor.HostBuffer), out.(*tensor.HostBuffer))
+}
+
+// Gather implements tensor.Backend.Gather (ABI v2).
+func (Elementwise) Gather(ctx context.Context, rows, cols int, table, idx, out tensor.Buffer) error {
+	return tensor.GatherHost(ctx, rows, cols, table.(*tensor.HostBuffer), idx.(*tensor.HostBuffer), out.(*tensor.HostBuffer))
+}
+
 // Reduce implements tensor.Backend.Reduce: OpSum and OpMean accumulate in
 // float64; OpMax propagates NaN.
 func (Elementwise) Reduce(ctx context.Context, op abi.Op, rows, cols int, a, out tensor.Buffer) error {

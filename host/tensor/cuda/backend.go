@@ -563,6 +563,16 @@ func (b *Backend) SoftmaxCausal(context.Context, int, int, tensor.Buffer, tensor
 	return fmt.Errorf("cuda: %w: causal softmax", tensor.ErrUnsupported)
 }
 
+// Transpose: see LayerNorm.
+func (b *Backend) Transpose(context.Context, int, int, tensor.Buffer, tensor.Buffer) error {
+	return fmt.Errorf("cuda: %w: transpose", tensor.ErrUnsupported)
+}
+
+// Gather: see LayerNorm.
+func (b *Backend) Gather(context.Context, int, int, tensor.Buffer, tensor.Buffer, tensor.Buffer) error {
+	return fmt.Errorf("cuda: %w: gather", tensor.ErrUnsupported)
+}
+
 // GemmBatched: see LayerNorm.
 func (b *Backend) GemmBatched(context.Context, int, tensor.GemmParams, tensor.Buffer, tensor.Buffer, tensor.Buffer) error {
 	return fmt.Errorf("cuda: %w: gemm_batched", tensor.ErrUnsupported)

@@ -335,3 +335,21 @@ func (be *Backend) GemmBatched(ctx context.Context, batch int, p tensor.GemmPara
 	}
 	return tensor.GemmBatchedHost(ctx, be, batch, p, ha, hb, hc)
 }
+
+// Transpose implements tensor.Backend (ABI v2).
+func (be *Backend) Transpose(ctx context.Context, rows, cols int, a, out tensor.Buffer) error {
+	ha, _, ho, err := hostBuffers(a, nil, out)
+	if err != nil {
+		return fmt.Errorf("reference: transpose: %w", err)
+	}
+	return tensor.TransposeHost(ctx, rows, cols, ha, ho)
+}
+
+// Gather implements tensor.Backend (ABI v2).
+func (be *Backend) Gather(ctx context.Context, rows, cols int, table, idx, out tensor.Buffer) error {
+	ht, hi, ho, err := hostBuffers(table, idx, out)
+	if err != nil {
+		return fmt.Errorf("reference: gather: %w", err)
+	}
+	return tensor.GatherHost(ctx, rows, cols, ht, hi, ho)
+}
