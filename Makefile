@@ -56,7 +56,7 @@ mnist: deps build
 
 # The character-level transformer trained on Moby Dick by a chain of
 # network jobs (checkpoints as blobs): held-out bits/char per job, then a
-# sample (scripts/chargpt.sh; about 14 minutes on 2 cores).
+# sample (scripts/chargpt.sh; about 11 minutes on 2 cores).
 chargpt: deps build
 	@./scripts/chargpt.sh
 

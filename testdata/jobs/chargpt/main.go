@@ -1,7 +1,9 @@
 // Command chargpt is an infernet job: a character-level transformer (a
 // small GPT: 2 layers, 4 heads, width 128, context 64) trained and sampled
-// on the host's GEMM (guest/go/tensor); everything else, layer norms,
-// attention softmax, AdamW, runs in the guest.
+// on the host's tensor ops (guest/go/tensor, ABI v2): GEMMs, every head's
+// attention in batched GEMMs and one causal softmax, the cross-entropy and
+// AdamW run on the host; layer norms, the softmax's backward pass and the
+// bias and ReLU gradients run in the guest.
 //
 //	chargpt train STEPS [TOTAL [LR]]    continue training for STEPS steps
 //	chargpt eval                         held-out bits per character
@@ -345,19 +347,23 @@ type net struct {
 	layers              [nLayer]*acts
 	x, xhatf, rstdf, hf []float32
 	logits              []float32
-	q, k, v, s, tmp     []float32 // one head's [T,dh] slices and scores
 	// the backward pass's gradients
-	dx, dh, df, do, dqkv, ds, dq, dk, dv []float32
+	dx, dh, df, do, dqkv []float32
+	// every head's q, k, v, output and their gradients, [batch·nHead, T, dHead],
+	// and scores' gradients [batch·nHead, T, T]: one host call for all heads
+	hq, hk, hv, ho, hdo, hdq, hdk, hdv, hds []float32
+	loss                                    []float32 // per position
 }
 
 func newNet(vocab int) *net {
 	n := &net{x: make([]float32, rows*dModel), xhatf: make([]float32, rows*dModel), rstdf: make([]float32, rows),
 		hf: make([]float32, rows*dModel), logits: make([]float32, rows*vocab),
-		q: make([]float32, ctxLen*dHead), k: make([]float32, ctxLen*dHead), v: make([]float32, ctxLen*dHead),
-		s: make([]float32, ctxLen*ctxLen), tmp: make([]float32, ctxLen*dHead),
 		dx: make([]float32, rows*dModel), dh: make([]float32, rows*dModel), df: make([]float32, rows*dFF),
-		do: make([]float32, rows*dModel), dqkv: make([]float32, rows*3*dModel), ds: make([]float32, ctxLen*ctxLen),
-		dq: make([]float32, ctxLen*dHead), dk: make([]float32, ctxLen*dHead), dv: make([]float32, ctxLen*dHead)}
+		do: make([]float32, rows*dModel), dqkv: make([]float32, rows*3*dModel),
+		loss: make([]float32, rows), hds: make([]float32, batch*nHead*ctxLen*ctxLen)}
+	for _, b := range []*[]float32{&n.hq, &n.hk, &n.hv, &n.ho, &n.hdo, &n.hdq, &n.hdk, &n.hdv} {
+		*b = make([]float32, batch*nHead*ctxLen*dHead)
+	}
 	for l := range n.layers {
 		n.layers[l] = newActs()
 	}
@@ -369,6 +375,51 @@ func head(qkv []float32, b, h, part int, dst []float32) {
 	for t := range ctxLen {
 		src := qkv[(b*ctxLen+t)*3*dModel+part*dModel+h*dHead:]
 		copy(dst[t*dHead:(t+1)*dHead], src[:dHead])
+	}
+}
+
+// heads copies every head's q, k and v out of qkv into n.hq, n.hk, n.hv.
+func (n *net) heads(qkv []float32) {
+	for b := range batch {
+		for h := range nHead {
+			i := (b*nHead + h) * ctxLen * dHead
+			head(qkv, b, h, 0, n.hq[i:i+ctxLen*dHead])
+			head(qkv, b, h, 1, n.hk[i:i+ctxLen*dHead])
+			head(qkv, b, h, 2, n.hv[i:i+ctxLen*dHead])
+		}
+	}
+}
+
+// scatterHeads copies every head's [T, dHead] block of src into columns
+// off + h·dHead of the [rows, width] matrix dst.
+func scatterHeads(src, dst []float32, width, off int) {
+	for b := range batch {
+		for h := range nHead {
+			i := (b*nHead + h) * ctxLen * dHead
+			for t := range ctxLen {
+				copy(dst[(b*ctxLen+t)*width+off+h*dHead:][:dHead], src[i+t*dHead:i+(t+1)*dHead])
+			}
+		}
+	}
+}
+
+// gatherHeads is scatterHeads' inverse: every head's columns of src into
+// [T, dHead] blocks of dst.
+func gatherHeads(src, dst []float32, width, off int) {
+	for b := range batch {
+		for h := range nHead {
+			i := (b*nHead + h) * ctxLen * dHead
+			for t := range ctxLen {
+				copy(dst[i+t*dHead:i+(t+1)*dHead], src[(b*ctxLen+t)*width+off+h*dHead:][:dHead])
+			}
+		}
+	}
+}
+
+// gemmBatched is gemm on batch matrices one after the other.
+func gemmBatched(batch, m, n, k int, a, b, c []float32, flags tensor.GemmFlags) {
+	if err := tensor.GemmBatchedF32(batch, m, n, k, a, b, c, flags); err != nil {
+		panic(fmt.Sprintf("gemm_batched %d×%dx%dx%d: %v", batch, m, n, k, err))
 	}
 }
 
@@ -389,39 +440,19 @@ func (m *model) forward(n *net, inputs []int32) {
 		copy(a.x, x)
 		layerNorm(rows, a.x, L.ln1g, L.ln1b, a.h1, a.xhat1, a.rstd1)
 		linear(rows, dModel, 3*dModel, a.h1, L.wqkv, L.bqkv, a.qkv)
-		for b := range batch {
-			for h := range nHead {
-				head(a.qkv, b, h, 0, n.q)
-				head(a.qkv, b, h, 1, n.k)
-				head(a.qkv, b, h, 2, n.v)
-				att := a.att[(b*nHead+h)*ctxLen*ctxLen:][:ctxLen*ctxLen]
-				gemm(ctxLen, ctxLen, dHead, n.q, n.k, att, tensor.TransB)
-				for t := range ctxLen { // causal softmax of each row
-					row := att[t*ctxLen : (t+1)*ctxLen]
-					top := float32(math.Inf(-1))
-					for u := 0; u <= t; u++ {
-						row[u] *= scale
-						top = max(top, row[u])
-					}
-					var sum float32
-					for u := 0; u <= t; u++ {
-						row[u] = float32(math.Exp(float64(row[u] - top)))
-						sum += row[u]
-					}
-					for u := range row {
-						if u <= t {
-							row[u] /= sum
-						} else {
-							row[u] = 0
-						}
-					}
-				}
-				gemm(ctxLen, dHead, ctxLen, att, n.v, n.tmp, 0)
-				for t := range ctxLen {
-					copy(a.o[(b*ctxLen+t)*dModel+h*dHead:][:dHead], n.tmp[t*dHead:(t+1)*dHead])
-				}
-			}
+		n.heads(a.qkv)
+		// Scores of every head at once, scaled, then the causal softmax on
+		// the host; then every head's output.
+		const bh = batch * nHead
+		gemmBatched(bh, ctxLen, ctxLen, dHead, n.hq, n.hk, a.att, tensor.TransB)
+		for i := range a.att {
+			a.att[i] *= scale
 		}
+		if err := tensor.SoftmaxCausalF32(bh*ctxLen, ctxLen, a.att, a.att); err != nil {
+			panic(fmt.Sprintf("softmax_causal: %v", err))
+		}
+		gemmBatched(bh, ctxLen, dHead, ctxLen, a.att, n.hv, n.ho, 0)
+		scatterHeads(n.ho, a.o, dModel, 0)
 		copy(a.x2, a.x)
 		gemm(rows, dModel, dModel, a.o, L.wo.w, a.x2, tensor.Accumulate)
 		addBias(a.x2, L.bo.w)
@@ -448,22 +479,18 @@ func addBias(y, b []float32) {
 }
 
 // crossEntropy turns the logits into d loss/d logits (the mean over the
-// batch's positions) and returns the summed loss in nats.
+// batch's positions) on the host, and returns the summed loss in nats.
 func (m *model) crossEntropy(n *net, targets []int32) float64 {
+	if err := tensor.CrossEntropyF32(rows, m.vocab, n.logits, targets, n.loss, n.logits); err != nil {
+		panic(fmt.Sprintf("cross_entropy: %v", err))
+	}
+	inv := 1 / float32(rows)
+	for i := range n.logits {
+		n.logits[i] *= inv
+	}
 	var loss float64
-	V := m.vocab
-	for i, y := range targets {
-		row := n.logits[i*V : (i+1)*V]
-		top := slices.Max(row)
-		var sum float64
-		for _, v := range row {
-			sum += math.Exp(float64(v - top))
-		}
-		loss += math.Log(sum) - float64(row[y]-top)
-		for j, v := range row {
-			row[j] = float32(math.Exp(float64(v-top))/sum) / float32(len(targets))
-		}
-		row[y] -= 1 / float32(len(targets))
+	for _, l := range n.loss {
+		loss += float64(l)
 	}
 	return loss
 }
@@ -472,7 +499,6 @@ func (m *model) crossEntropy(n *net, targets []int32) float64 {
 // loss/d logits.
 func (m *model) backward(n *net, inputs []int32) {
 	dx, dh, df, do, dqkv := n.dx, n.dh, n.df, n.do, n.dqkv
-	ds, dq, dk, dv := n.ds, n.dq, n.dk, n.dv
 	clear(dx)
 	linearBack(rows, dModel, m.vocab, n.hf, n.logits, m.wout, m.bout, dh, false)
 	layerNormBack(rows, dh, n.xhatf, n.rstdf, m.lnfg, m.lnfb, dx)
@@ -491,37 +517,26 @@ func (m *model) backward(n *net, inputs []int32) {
 		layerNormBack(rows, dh, a.xhat2, a.rstd2, L.ln2g, L.ln2b, dx)
 		// x2 = x + o·wo + bo.
 		linearBack(rows, dModel, dModel, a.o, dx, L.wo, L.bo, do, false)
-		for b := range batch {
-			for h := range nHead {
-				head(a.qkv, b, h, 0, n.q)
-				head(a.qkv, b, h, 1, n.k)
-				head(a.qkv, b, h, 2, n.v)
-				att := a.att[(b*nHead+h)*ctxLen*ctxLen:][:ctxLen*ctxLen]
-				for t := range ctxLen {
-					copy(n.tmp[t*dHead:(t+1)*dHead], do[(b*ctxLen+t)*dModel+h*dHead:][:dHead])
-				}
-				gemm(ctxLen, dHead, ctxLen, att, n.tmp, dv, tensor.TransA) // dv = attᵀ·do
-				gemm(ctxLen, ctxLen, dHead, n.tmp, n.v, ds, tensor.TransB) // datt = do·vᵀ
-				for t := range ctxLen {                                    // softmax backward, then the scale
-					arow, drow := att[t*ctxLen:(t+1)*ctxLen], ds[t*ctxLen:(t+1)*ctxLen]
-					var dot float32
-					for u := 0; u <= t; u++ {
-						dot += arow[u] * drow[u]
-					}
-					for u := range drow {
-						drow[u] = arow[u] * (drow[u] - dot) * scale
-					}
-				}
-				gemm(ctxLen, dHead, ctxLen, ds, n.k, dq, 0)             // dq = ds·k
-				gemm(ctxLen, dHead, ctxLen, ds, n.q, dk, tensor.TransA) // dk = dsᵀ·q
-				for t := range ctxLen {
-					base := (b*ctxLen+t)*3*dModel + h*dHead
-					copy(dqkv[base:base+dHead], dq[t*dHead:(t+1)*dHead])
-					copy(dqkv[base+dModel:base+dModel+dHead], dk[t*dHead:(t+1)*dHead])
-					copy(dqkv[base+2*dModel:base+2*dModel+dHead], dv[t*dHead:(t+1)*dHead])
-				}
+		n.heads(a.qkv)
+		gatherHeads(do, n.hdo, dModel, 0)
+		const bh = batch * nHead
+		gemmBatched(bh, ctxLen, dHead, ctxLen, a.att, n.hdo, n.hdv, tensor.TransA) // dv = attᵀ·do
+		gemmBatched(bh, ctxLen, ctxLen, dHead, n.hdo, n.hv, n.hds, tensor.TransB)  // datt = do·vᵀ
+		for r := range bh * ctxLen {                                               // softmax backward (masked entries have att 0), then the scale
+			arow, drow := a.att[r*ctxLen:(r+1)*ctxLen], n.hds[r*ctxLen:(r+1)*ctxLen]
+			var dot float32
+			for u, v := range arow {
+				dot += v * drow[u]
+			}
+			for u := range drow {
+				drow[u] = arow[u] * (drow[u] - dot) * scale
 			}
 		}
+		gemmBatched(bh, ctxLen, dHead, ctxLen, n.hds, n.hk, n.hdq, 0)             // dq = ds·k
+		gemmBatched(bh, ctxLen, dHead, ctxLen, n.hds, n.hq, n.hdk, tensor.TransA) // dk = dsᵀ·q
+		scatterHeads(n.hdq, dqkv, 3*dModel, 0)
+		scatterHeads(n.hdk, dqkv, 3*dModel, dModel)
+		scatterHeads(n.hdv, dqkv, 3*dModel, 2*dModel)
 		clear(dh)
 		linearBack(rows, dModel, 3*dModel, a.h1, dqkv, L.wqkv, L.bqkv, dh, false)
 		layerNormBack(rows, dh, a.xhat1, a.rstd1, L.ln1g, L.ln1b, dx)
@@ -539,8 +554,9 @@ func (m *model) backward(n *net, inputs []int32) {
 
 // ---- training ----
 
-// train runs steps AdamW steps (β 0.9, 0.95; weight decay 0.1 on
-// matrices; gradients clipped to norm 1) on windows of the training ids.
+// train runs steps AdamW steps (β 0.9, 0.95; decoupled weight decay 0.1
+// on matrices; gradients clipped to norm 1; on the host) on windows of the
+// training ids.
 func (m *model) train(ids []int32, steps, total int, lr float32) {
 	n := newNet(m.vocab)
 	inputs, targets := make([]int32, rows), make([]int32, rows)
@@ -583,23 +599,20 @@ func (m *model) adamW(lr float32) {
 	for _, g := range m.grad {
 		norm += float64(g) * float64(g)
 	}
-	clip := float32(1)
 	if norm = math.Sqrt(norm); norm > 1 {
-		clip = float32(1 / norm)
+		clip := float32(1 / norm)
+		for i := range m.grad {
+			m.grad[i] *= clip
+		}
 	}
-	c1 := float32(1 - math.Pow(b1, float64(m.step)))
-	c2 := float32(1 - math.Pow(b2, float64(m.step)))
 	for _, p := range m.params {
-		m1, m2 := m.m1[p.off:p.off+len(p.w)], m.m2[p.off:p.off+len(p.w)]
-		for i, w := range p.w {
-			g := p.g[i] * clip
-			m1[i] = b1*m1[i] + (1-b1)*g
-			m2[i] = b2*m2[i] + (1-b2)*g*g
-			u := (m1[i] / c1) / (float32(math.Sqrt(float64(m2[i]/c2))) + eps)
-			if p.decay {
-				u += wd * w
-			}
-			p.w[i] = w - lr*u
+		h := tensor.AdamW{LR: lr, Beta1: b1, Beta2: b2, Eps: eps, Step: m.step}
+		if p.decay {
+			h.WeightDecay = wd
+		}
+		end := p.off + len(p.w)
+		if err := tensor.AdamWF32(p.w, p.g, m.m1[p.off:end], m.m2[p.off:end], h); err != nil {
+			panic(fmt.Sprintf("adamw: %v", err))
 		}
 	}
 }
