@@ -739,14 +739,8 @@ func crossEntropyPtr(ctx context.Context, s *Session, mem api.Memory, p []int32)
 	if !positive(rows, cols) || product([]int{int(rows), int(cols)}) < 0 {
 		return int32(abi.EINVAL)
 	}
-	targets, ok := view(mem, p[3], 4*int64(rows), 4)
-	if !ok {
-		return int32(abi.EFAULT)
-	}
-	for i := 0; i < len(targets); i += 4 {
-		if t := int32(binary.LittleEndian.Uint32(targets[i:])); t < 0 || t >= cols {
-			return int32(abi.EINVAL)
-		}
+	if errno := indicesBelow(mem, p[3], rows, cols); errno != abi.OK {
+		return int32(errno)
 	}
 	n := int(rows) * int(cols)
 	return s.runPtr(ctx, mem, 4*n, 0, func(be tensor.Backend, t []tensor.Buffer) error {
@@ -840,14 +834,8 @@ func gatherPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int32
 	if !positive(n, rows, cols) || product([]int{int(rows), int(cols)}) < 0 || product([]int{int(n), int(cols)}) < 0 {
 		return int32(abi.EINVAL)
 	}
-	idx, ok := view(mem, p[4], 4*int64(n), 4)
-	if !ok {
-		return int32(abi.EFAULT)
-	}
-	for i := 0; i < len(idx); i += 4 {
-		if r := int32(binary.LittleEndian.Uint32(idx[i:])); r < 0 || r >= rows {
-			return int32(abi.EINVAL)
-		}
+	if errno := indicesBelow(mem, p[4], n, rows); errno != abi.OK {
+		return int32(errno)
 	}
 	return s.runPtr(ctx, mem, int(n)*int(cols), 0, func(be tensor.Backend, t []tensor.Buffer) error {
 		return be.Gather(ctx, int(rows), int(cols), t[0], t[1], t[2])
@@ -855,4 +843,19 @@ func gatherPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int32
 		ptrTensor{ptr: p[3], n: int(rows) * int(cols), dt: abi.F32},
 		ptrTensor{ptr: p[4], n: int(n), dt: abi.I32},
 		ptrTensor{ptr: p[5], n: int(n) * int(cols), dt: abi.F32, output: true})
+}
+
+// indicesBelow checks the n i32 indices at ptr in guest memory: EFAULT if
+// they are not all there, EINVAL if one is outside [0, limit).
+func indicesBelow(mem api.Memory, ptr, n, limit int32) abi.Errno {
+	idx, ok := view(mem, ptr, 4*int64(n), 4)
+	if !ok {
+		return abi.EFAULT
+	}
+	for i := 0; i < len(idx); i += 4 {
+		if v := int32(binary.LittleEndian.Uint32(idx[i:])); v < 0 || v >= limit {
+			return abi.EINVAL
+		}
+	}
+	return abi.OK
 }

@@ -111,16 +111,7 @@ func TestONNXVectors(t *testing.T) {
 	ctx := context.Background()
 	set := &Set{Reference: reference.New(reference.Config{})}
 	defer set.Close()
-	var bes []tensor.Backend
-	for _, name := range []string{Reference, CPU, OpenBLAS, CUDA} {
-		be, err := set.open(name, Config{})
-		if errors.Is(err, tensor.ErrUnavailable) {
-			continue
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		bes = append(bes, be)
-	}
+	bes := available(t, set)
 	unary := func(op abi.Op) func(tensor.Backend, []tensor.Buffer, []*onnxTensor) error {
 		return func(be tensor.Backend, b []tensor.Buffer, _ []*onnxTensor) error {
 			return be.Unary(ctx, op, b[0], b[len(b)-1])

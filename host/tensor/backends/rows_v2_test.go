@@ -37,36 +37,9 @@ func TestCausalSoftmaxAndCrossEntropy(t *testing.T) {
 	near := func(got float32, want float64) bool {
 		return math.Abs(float64(got)-want) <= 1e-6*math.Abs(want)+1e-7
 	}
-	for _, name := range []string{Reference, CPU, OpenBLAS, CUDA} {
-		be, err := set.open(name, Config{})
-		if errors.Is(err, tensor.ErrUnavailable) {
-			continue
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		buf := func(dt abi.DType, n int, data []byte) tensor.Buffer {
-			b, err := be.Alloc(dt, n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if data != nil {
-				if err := be.Write(b, data); err != nil {
-					t.Fatal(err)
-				}
-			}
-			return b
-		}
-		read := func(b tensor.Buffer, n int) []float32 {
-			raw := make([]byte, 4*n)
-			if err := be.Read(b, raw); err != nil {
-				t.Fatal(err)
-			}
-			out := make([]float32, n)
-			for i := range out {
-				out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-			}
-			return out
-		}
+	for _, be := range available(t, set) {
+		buf := func(dt abi.DType, n int, data []byte) tensor.Buffer { return upload(t, be, dt, n, data) }
+		read := func(b tensor.Buffer, n int) []float32 { return readF32(t, be, b, n) }
 		out := buf(abi.F32, len(a), nil)
 		if err := be.SoftmaxCausal(ctx, blocks*T, T, buf(abi.F32, len(a), f32Bytes(a)), out); err != nil {
 			t.Fatalf("%s: softmax_causal: %v", be.Name(), err)
@@ -168,22 +141,9 @@ func TestAdamW(t *testing.T) {
 			want[i] = float32(x - p.LR*(m/c1)/(math.Sqrt(v/c2)+p.Eps))
 		}
 	}
-	for _, name := range []string{Reference, CPU, OpenBLAS, CUDA} {
-		be, err := set.open(name, Config{})
-		if errors.Is(err, tensor.ErrUnavailable) {
-			continue
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		bufs := make([]tensor.Buffer, 4)
-		for i := range bufs {
-			if bufs[i], err = be.Alloc(abi.F32, n); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := be.Write(bufs[0], f32Bytes(w0)); err != nil {
-			t.Fatal(err)
-		}
+	for _, be := range available(t, set) {
+		bufs := []tensor.Buffer{upload(t, be, abi.F32, n, f32Bytes(w0)),
+			upload(t, be, abi.F32, n, nil), upload(t, be, abi.F32, n, nil), upload(t, be, abi.F32, n, nil)}
 		for s, g := range grads {
 			if err := be.Write(bufs[1], f32Bytes(g)); err != nil {
 				t.Fatal(err)
@@ -222,23 +182,8 @@ func TestGemmBatched(t *testing.T) {
 		return v
 	}
 	a, b, c0 := rnd(batch*m*k), rnd(batch*k*n), rnd(batch*m*n)
-	for _, name := range []string{Reference, CPU, OpenBLAS, CUDA} {
-		be, err := set.open(name, Config{})
-		if errors.Is(err, tensor.ErrUnavailable) {
-			continue
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		load := func(v []float32) tensor.Buffer {
-			buf, err := be.Alloc(abi.F32, len(v))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := be.Write(buf, f32Bytes(v)); err != nil {
-				t.Fatal(err)
-			}
-			return buf
-		}
+	for _, be := range available(t, set) {
+		load := func(v []float32) tensor.Buffer { return upload(t, be, abi.F32, len(v), f32Bytes(v)) }
 		for _, p := range []tensor.GemmParams{{M: m, N: n, K: k}, {M: m, N: n, K: k, TransA: true, TransB: true, Accumulate: true}} {
 			c := load(c0)
 			if err := be.GemmBatched(ctx, batch, p, load(a), load(b), c); err != nil {
@@ -278,36 +223,9 @@ func TestTransposeAndGather(t *testing.T) {
 		a[i] = float32(i)
 	}
 	idx := []int32{4, 0, 4, 2}
-	for _, name := range []string{Reference, CPU, OpenBLAS, CUDA} {
-		be, err := set.open(name, Config{})
-		if errors.Is(err, tensor.ErrUnavailable) {
-			continue
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		load := func(dt abi.DType, n int, data []byte) tensor.Buffer {
-			buf, err := be.Alloc(dt, n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if data != nil {
-				if err := be.Write(buf, data); err != nil {
-					t.Fatal(err)
-				}
-			}
-			return buf
-		}
-		read := func(b tensor.Buffer, n int) []float32 {
-			raw := make([]byte, 4*n)
-			if err := be.Read(b, raw); err != nil {
-				t.Fatal(err)
-			}
-			out := make([]float32, n)
-			for i := range out {
-				out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-			}
-			return out
-		}
+	for _, be := range available(t, set) {
+		load := func(dt abi.DType, n int, data []byte) tensor.Buffer { return upload(t, be, dt, n, data) }
+		read := func(b tensor.Buffer, n int) []float32 { return readF32(t, be, b, n) }
 		in := load(abi.F32, len(a), f32Bytes(a))
 		out := load(abi.F32, len(a), nil)
 		if err := be.Transpose(ctx, rows, cols, in, out); err != nil {
@@ -346,4 +264,49 @@ func TestTransposeAndGather(t *testing.T) {
 			t.Errorf("%s: index %d of %d rows accepted", be.Name(), rows, rows)
 		}
 	}
+}
+
+// available is every backend of set that runs here (CUDA only with a GPU).
+func available(t *testing.T, set *Set) []tensor.Backend {
+	t.Helper()
+	var bes []tensor.Backend
+	for _, name := range []string{Reference, CPU, OpenBLAS, CUDA} {
+		be, err := set.open(name, Config{})
+		if errors.Is(err, tensor.ErrUnavailable) {
+			continue
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		bes = append(bes, be)
+	}
+	return bes
+}
+
+// upload returns a new buffer of be holding n elements of dt: data (little-endian bytes), or zeros.
+func upload(t *testing.T, be tensor.Backend, dt abi.DType, n int, data []byte) tensor.Buffer {
+	t.Helper()
+	b, err := be.Alloc(dt, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data != nil {
+		if err := be.Write(b, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
+}
+
+// readF32 returns the n F32 elements of b.
+func readF32(t *testing.T, be tensor.Backend, b tensor.Buffer, n int) []float32 {
+	t.Helper()
+	raw := make([]byte, 4*n)
+	if err := be.Read(b, raw); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	return out
 }
