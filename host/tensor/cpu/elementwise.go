@@ -163,21 +163,7 @@ func (Elementwise) Softmax(ctx context.Context, rows, cols int, a, out tensor.Bu
 	}
 	done := 0
 	for r := 0; r < rows; r++ {
-		xr, zr := x[r*cols:(r+1)*cols], z[r*cols:(r+1)*cols]
-		m := float32(math.Inf(-1))
-		for _, v := range xr {
-			m = max(m, v)
-		}
-		var s float64
-		for i, v := range xr {
-			e := math.Exp(float64(v - m))
-			zr[i] = float32(e)
-			s += e
-		}
-		inv := float32(1 / s)
-		for i := range zr {
-			zr[i] *= inv
-		}
+		softmaxRow(x[r*cols:(r+1)*cols], z[r*cols:(r+1)*cols])
 		if done += cols; done >= chunk {
 			done = 0
 			if err := ctx.Err(); err != nil {
@@ -186,6 +172,24 @@ func (Elementwise) Softmax(ctx context.Context, rows, cols int, a, out tensor.Bu
 		}
 	}
 	return ctx.Err()
+}
+
+// softmaxRow writes the softmax of x to z (of the same length).
+func softmaxRow(x, z []float32) {
+	m := float32(math.Inf(-1))
+	for _, v := range x {
+		m = max(m, v)
+	}
+	var s float64
+	for i, v := range x {
+		e := math.Exp(float64(v - m))
+		z[i] = float32(e)
+		s += e
+	}
+	inv := float32(1 / s)
+	for i := range z {
+		z[i] *= inv
+	}
 }
 
 // LayerNorm implements tensor.Backend.LayerNorm (ABI v2) with
@@ -220,21 +224,8 @@ func (Elementwise) SoftmaxCausal(ctx context.Context, rows, cols int, a, out ten
 			}
 		}
 		keep := r%cols + 1
-		xr, zr := x[r*cols:r*cols+keep], z[r*cols:(r+1)*cols]
-		m := float32(math.Inf(-1))
-		for _, v := range xr {
-			m = max(m, v)
-		}
-		var s float64
-		for i, v := range xr {
-			e := math.Exp(float64(v - m))
-			zr[i] = float32(e)
-			s += e
-		}
-		inv := float32(1 / s)
-		for i := range zr[:keep] {
-			zr[i] *= inv
-		}
+		zr := z[r*cols : (r+1)*cols]
+		softmaxRow(x[r*cols:r*cols+keep], zr[:keep])
 		clear(zr[keep:])
 	}
 	return nil
