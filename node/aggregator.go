@@ -180,7 +180,8 @@ func aggregateParts(req *wire.AggregateRequest) int {
 // free job.
 func (n *Node) chargeAggregate(ctx context.Context, c *conn, req *wire.AggregateRequest, client peer.ID) (*store.Payment, error) {
 	ann := &req.Announce
-	total, fee, err := aggregateAmount(ann, aggregateParts(req), n.cfg.AggregatorFee)
+	parts := aggregateParts(req)
+	total, fee, err := aggregateAmount(ann, parts, n.cfg.AggregatorFee)
 	switch {
 	case err != nil:
 		return nil, err
@@ -189,7 +190,7 @@ func (n *Node) chargeAggregate(ctx context.Context, c *conn, req *wire.Aggregate
 	case n.lnd == nil:
 		return nil, fmt.Errorf("%w: this aggregator takes free jobs only (no lnd)", ErrPaymentRequired)
 	case req.PaymentHash == nil:
-		return nil, fmt.Errorf("%w: %d msat for %d jobs at %d msat per replica, and a %g%% fee", ErrPaymentRequired, total+fee, aggregateParts(req), ann.Price, n.cfg.AggregatorFee)
+		return nil, fmt.Errorf("%w: %d msat for %d jobs at %d msat per replica, and a %g%% fee", ErrPaymentRequired, total+fee, parts, ann.Price, n.cfg.AggregatorFee)
 	case len(req.PaymentHash) != 32:
 		return nil, fmt.Errorf("%w: bad payment terms", ErrPaymentRequired)
 	}
@@ -312,12 +313,15 @@ func (n *Node) SubmitVia(ctx context.Context, agg peer.ID, ss ShardedSpec, spotC
 	ctx, cancel := context.WithDeadline(ctx, time.UnixMilli(ann.Deadline))
 	defer cancel()
 	var pay *store.Payment
+	var total int64 // what the providers get, for a paid job
 	if n.lnd != nil && spec.Price > 0 {
-		total, fee, err := aggregateAmount(&ann, aggregateParts(req), maxFee)
-		if err != nil {
+		parts := aggregateParts(req)
+		var fee int64
+		var err error
+		if total, fee, err = aggregateAmount(&ann, parts, maxFee); err != nil {
 			return nil, err
 		}
-		if err := n.canPay(ctx, total+fee, fmt.Sprintf("%d jobs and the aggregator's fee", aggregateParts(req))); err != nil {
+		if err := n.canPay(ctx, total+fee, fmt.Sprintf("%d jobs and the aggregator's fee", parts)); err != nil {
 			return nil, err
 		}
 		if pay, err = n.newPayment(&store.Payment{Job: ann.Job, Peer: agg.String(), AmountMsat: total + fee, Aggregate: true}); err != nil {
@@ -337,7 +341,6 @@ func (n *Node) SubmitVia(ctx context.Context, agg peer.ID, ss ShardedSpec, spotC
 		release := err == nil && sj.State != store.JobFailed
 		n.settleVia(pay, inflight, release)
 		if sj != nil && pay.State == store.PaySettled {
-			total, _, _ := aggregateAmount(&ann, aggregateParts(req), 0)
 			sj.PaidMsat, sj.FeeMsat = pay.AmountMsat, pay.AmountMsat-total
 		}
 	}

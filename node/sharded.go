@@ -457,10 +457,9 @@ const resumeWait = 30 * time.Second
 // awaitProviders waits until the node knows, from adverts, as many
 // providers as a part's replicas, or resumeWait passes.
 func (r *shardedRun) awaitProviders(ctx context.Context) {
-	n, want := r.n, r.spec.Replicas
-	if want <= 0 {
-		want = 2 // Spec's default
-	}
+	s := r.spec
+	s.setDefaults()
+	n, want := r.n, s.Replicas
 	ctx, cancel := context.WithTimeout(ctx, resumeWait)
 	defer cancel()
 	t := time.NewTicker(100 * time.Millisecond)
@@ -537,13 +536,15 @@ func (r *shardedRun) runShards(ctx context.Context) (jobs []*store.Job, fail str
 			}
 			p.State = store.JobPending
 		}
+		// A slot is taken before the goroutine starts: at most parallel
+		// goroutines exist, however many shards wait.
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			errs[i] = ctx.Err()
+			continue
+		}
 		wg.Go(func() {
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				errs[i] = ctx.Err()
-				return
-			}
 			defer func() { <-sem }()
 			s := r.spec
 			s.Input, s.InputSize, s.Shard, s.Shards = p.Input, p.InputSize, uint32(i), uint32(len(parts))

@@ -3,8 +3,12 @@ package tensor
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/infernet/infernet/abi"
 )
@@ -133,18 +137,51 @@ func CheckGemm(p GemmParams, a, b, c *HostBuffer) error {
 }
 
 // GemmBatchedHost is GemmBatched for host-memory backends: be.Gemm on each
-// batch item's part of a, b and c.
-func GemmBatchedHost(ctx context.Context, be Backend, batch int, p GemmParams, a, b, c *HostBuffer) error {
+// batch item's part of a, b and c, up to threads items at once (the items
+// of a batch are small: each GEMM alone would run on one core). When C
+// overlaps A or B the items run in order, as the ABI reads them.
+func GemmBatchedHost(ctx context.Context, be Backend, threads, batch int, p GemmParams, a, b, c *HostBuffer) error {
 	na, nb, nc := p.M*p.K, p.K*p.N, p.M*p.N
 	if batch < 0 || a.Len() != batch*na || b.Len() != batch*nb || c.Len() != batch*nc {
 		return fmt.Errorf("tensor: %d gemms of %d×%d×%d: buffers of %d, %d, %d elements", batch, p.M, p.N, p.K, a.Len(), b.Len(), c.Len())
 	}
-	for i := range batch {
-		if err := be.Gemm(ctx, p, a.part(i*na, na), b.part(i*nb, nb), c.part(i*nc, nc)); err != nil {
-			return fmt.Errorf("gemm %d of %d: %w", i, batch, err)
-		}
+	if overlap(a, c) || overlap(b, c) {
+		threads = 1
 	}
-	return nil
+	var next atomic.Int64
+	errs := make([]error, max(1, min(threads, batch)))
+	var wg sync.WaitGroup
+	for w := range errs {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < batch && errs[w] == nil; i = int(next.Add(1) - 1) {
+				if err := be.Gemm(ctx, p, a.part(i*na, na), b.part(i*nb, nb), c.part(i*nc, nc)); err != nil {
+					errs[w] = fmt.Errorf("gemm %d of %d: %w", i, batch, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// overlap reports whether the elements of x and y share memory.
+func overlap(x, y *HostBuffer) bool {
+	span := func(h *HostBuffer) (uintptr, uintptr) {
+		var p unsafe.Pointer
+		var n int
+		switch {
+		case len(h.F32) > 0:
+			p, n = unsafe.Pointer(unsafe.SliceData(h.F32)), 4*len(h.F32)
+		case len(h.I8) > 0:
+			p, n = unsafe.Pointer(unsafe.SliceData(h.I8)), len(h.I8)
+		case len(h.I32) > 0:
+			p, n = unsafe.Pointer(unsafe.SliceData(h.I32)), 4*len(h.I32)
+		}
+		return uintptr(p), uintptr(p) + uintptr(n)
+	}
+	x0, x1 := span(x)
+	y0, y1 := span(y)
+	return x0 < y1 && y0 < x1
 }
 
 // part is the n elements of h from off, sharing its memory.

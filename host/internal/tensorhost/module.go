@@ -599,23 +599,9 @@ func positive(v ...int32) bool {
 
 func gemmPtr(dt abi.DType) fn {
 	return func(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 {
-		m, n, k, flags := p[0], p[1], p[2], p[6]
-		if !positive(m, n, k) {
-			return int32(abi.EINVAL)
-		}
-		a, b := []int{int(m), int(k)}, []int{int(k), int(n)}
-		if flags&abi.GemmTransA != 0 {
-			a = []int{int(k), int(m)}
-		}
-		if flags&abi.GemmTransB != 0 {
-			b = []int{int(n), int(k)}
-		}
-		gp, errno := gemmShape(a, b, flags)
+		gp, errno := ptrGemmParams(p[0], p[1], p[2], p[6])
 		if errno != abi.OK {
 			return int32(errno)
-		}
-		if product(a) < 0 || product(b) < 0 || product([]int{gp.M, gp.N}) < 0 {
-			return int32(abi.EINVAL)
 		}
 		prove := s.cfg.Proofs != nil && dt == abi.I8
 		var ab, bb []byte // the operands, copied before the op: c may overlap them
@@ -784,12 +770,10 @@ func adamWPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 
 		ptrTensor{ptr: p[4], n: int(n), dt: abi.F32, output: true})
 }
 
-// gemmBatchedPtr is gemm_batched_f32: gemm_f32's checks, for batch GEMMs
-// stored one after the other.
-func gemmBatchedPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 {
-	batch, m, n, k, flags := p[0], p[1], p[2], p[3], p[7]
-	if !positive(batch, m, n, k) {
-		return int32(abi.EINVAL)
+// ptrGemmParams checks the sizes and flags of a pointer-form GEMM.
+func ptrGemmParams(m, n, k, flags int32) (tensor.GemmParams, abi.Errno) {
+	if !positive(m, n, k) {
+		return tensor.GemmParams{}, abi.EINVAL
 	}
 	a, b := []int{int(m), int(k)}, []int{int(k), int(n)}
 	if flags&abi.GemmTransA != 0 {
@@ -800,9 +784,25 @@ func gemmBatchedPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) 
 	}
 	gp, errno := gemmShape(a, b, flags)
 	if errno != abi.OK {
+		return gp, errno
+	}
+	if product(a) < 0 || product(b) < 0 || product([]int{gp.M, gp.N}) < 0 {
+		return gp, abi.EINVAL
+	}
+	return gp, abi.OK
+}
+
+// gemmBatchedPtr is gemm_batched_f32: gemm_f32's checks, for batch GEMMs
+// stored one after the other.
+func gemmBatchedPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 {
+	if !positive(p[0]) {
+		return int32(abi.EINVAL)
+	}
+	gp, errno := ptrGemmParams(p[1], p[2], p[3], p[7])
+	if errno != abi.OK {
 		return int32(errno)
 	}
-	nb := int(batch)
+	nb := int(p[0])
 	if product([]int{nb, gp.M, gp.K}) < 0 || product([]int{nb, gp.K, gp.N}) < 0 || product([]int{nb, gp.M, gp.N}) < 0 {
 		return int32(abi.EINVAL)
 	}

@@ -48,14 +48,7 @@ func TestCausalSoftmaxAndCrossEntropy(t *testing.T) {
 		for row := range blocks * T {
 			keep := row%T + 1
 			x := a[row*T : row*T+keep]
-			m := math.Inf(-1)
-			for _, v := range x {
-				m = math.Max(m, float64(v))
-			}
-			var s float64
-			for _, v := range x {
-				s += math.Exp(float64(v) - m)
-			}
+			m, s := softmaxStats(x)
 			for j := range T {
 				g := got[row*T+j]
 				switch {
@@ -79,14 +72,7 @@ func TestCausalSoftmaxAndCrossEntropy(t *testing.T) {
 		gl, gg := read(loss, T), read(grad, T*V)
 		for row := range T {
 			x := logits[row*V : (row+1)*V]
-			m := math.Inf(-1)
-			for _, v := range x {
-				m = math.Max(m, float64(v))
-			}
-			var s float64
-			for _, v := range x {
-				s += math.Exp(float64(v) - m)
-			}
+			m, s := softmaxStats(x)
 			y := int(targets[row])
 			if want := math.Log(s) - (float64(x[y]) - m); !near(gl[row], want) {
 				t.Fatalf("%s: row %d loss %g, want %g", be.Name(), row, gl[row], want)
@@ -309,4 +295,17 @@ func readF32(t *testing.T, be tensor.Backend, b tensor.Buffer, n int) []float32 
 		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 	}
 	return out
+}
+
+// softmaxStats returns the maximum m of x and Σ e^(x-m), in float64: the
+// softmax of x is e^(x-m)/s.
+func softmaxStats(x []float32) (m, s float64) {
+	m = math.Inf(-1)
+	for _, v := range x {
+		m = math.Max(m, float64(v))
+	}
+	for _, v := range x {
+		s += math.Exp(float64(v) - m)
+	}
+	return m, s
 }

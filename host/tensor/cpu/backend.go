@@ -85,7 +85,7 @@ func (b *Backend) Gemm(ctx context.Context, p tensor.GemmParams, a, bb, c tensor
 			}
 			return nil
 		}
-		return gemmF32(ctx, b.k, b.threads, p, ha.F32, hb.F32, hc.F32)
+		return gemmF32(ctx, b.k, b.threads, p, ha.F32, hb.F32, hc.F32, false)
 	default:
 		if p.K == 0 {
 			if !p.Accumulate {
@@ -98,10 +98,10 @@ func (b *Backend) Gemm(ctx context.Context, p tensor.GemmParams, a, bb, c tensor
 }
 
 // gemmF32 computes c (= or +=) op(a)·op(b) with kernel k on up to threads goroutines.
-func gemmF32(ctx context.Context, k *kernel, threads int, p tensor.GemmParams, a, b, c []float32) error {
+func gemmF32(ctx context.Context, k *kernel, threads int, p tensor.GemmParams, a, b, c []float32, exact bool) error {
 	ma, mb := operands(p, a, b)
 	j := &job[float32]{k: k, a: ma, b: mb, c: unsafe.Pointer(&c[0]), ldc: p.N,
-		m: p.M, n: p.N, kdim: p.K, accumulate: p.Accumulate}
+		m: p.M, n: p.N, kdim: p.K, accumulate: p.Accumulate, exact: exact}
 	return j.parallel(ctx, threads)
 }
 
@@ -113,9 +113,9 @@ func gemmF32(ctx context.Context, k *kernel, threads int, p tensor.GemmParams, a
 //
 //	for k := range K { c = c + float32(a[i,k]*b[k,j]) }
 //
-// does in Go. The bits do not depend on the CPU (AVX-512, AVX2 or the
-// portable kernel), on cache blocking or on threads; only NaN payloads may
-// (callers canonicalize them). It vectorizes across columns of C, each
+// does in Go, with NaNs canonical (abi.CanonicalNaN32). The bits do not
+// depend on the CPU (AVX-512, AVX2 or the portable kernel), on cache
+// blocking or on threads. It vectorizes across columns of C, each
 // lane one element's sum, and runs the packed, blocked, parallel driver of
 // Gemm; C must not overlap A or B.
 func GemmExact(ctx context.Context, threads int, p tensor.GemmParams, a, b, c []float32) error {
@@ -137,12 +137,10 @@ func gemmExact(ctx context.Context, k *kernel, threads int, p tensor.GemmParams,
 		if !p.Accumulate {
 			clear(c)
 		}
+		canonicalizeTile(unsafe.Pointer(&c[0]), p.M, p.N, p.N) // C is the result
 		return nil
 	}
-	ma, mb := operands(p, a, b)
-	j := &job[float32]{k: k, a: ma, b: mb, c: unsafe.Pointer(&c[0]), ldc: p.N,
-		m: p.M, n: p.N, kdim: p.K, accumulate: p.Accumulate, exact: true}
-	return j.parallel(ctx, threads)
+	return gemmF32(ctx, k, threads, p, a, b, c, true)
 }
 
 // gemmI8 computes the exact i8 GEMM with the float32 kernel: packing widens
@@ -158,5 +156,5 @@ func gemmI8(ctx context.Context, k *kernel, threads int, p tensor.GemmParams, a,
 // GemmBatched implements tensor.Backend.GemmBatched (ABI v2): Gemm on each
 // item.
 func (b *Backend) GemmBatched(ctx context.Context, batch int, p tensor.GemmParams, a, bb, c tensor.Buffer) error {
-	return tensor.GemmBatchedHost(ctx, b, batch, p, a.(*tensor.HostBuffer), bb.(*tensor.HostBuffer), c.(*tensor.HostBuffer))
+	return tensor.GemmBatchedHost(ctx, b, b.threads, batch, p, a.(*tensor.HostBuffer), bb.(*tensor.HostBuffer), c.(*tensor.HostBuffer))
 }

@@ -135,7 +135,15 @@ func (Elementwise) Unary(ctx context.Context, op abi.Op, a, out tensor.Buffer) e
 			}
 		}
 	case abi.OpExp, abi.OpLog, abi.OpTanh, abi.OpSqrt:
-		g := map[abi.Op]func(float64) float64{abi.OpExp: math.Exp, abi.OpLog: math.Log, abi.OpTanh: math.Tanh, abi.OpSqrt: math.Sqrt}[op]
+		g := math.Exp
+		switch op {
+		case abi.OpLog:
+			g = math.Log
+		case abi.OpTanh:
+			g = math.Tanh
+		case abi.OpSqrt:
+			g = math.Sqrt
+		}
 		f = func(x, z []float32) {
 			for i, v := range x {
 				z[i] = float32(g(float64(v)))
@@ -217,8 +225,10 @@ func (Elementwise) SoftmaxCausal(ctx context.Context, rows, cols int, a, out ten
 	if rows < 0 || cols <= 0 || rows%cols != 0 || len(x) != rows*cols || len(z) != len(x) {
 		return fmt.Errorf("cpu: causal softmax of %d×%d over %d -> %d elements", rows, cols, len(x), len(z))
 	}
+	done := 0
 	for r := 0; r < rows; r++ {
-		if r%256 == 0 {
+		if done += cols; done >= chunk {
+			done = 0
 			if err := ctx.Err(); err != nil {
 				return err
 			}
@@ -228,7 +238,7 @@ func (Elementwise) SoftmaxCausal(ctx context.Context, rows, cols int, a, out ten
 		softmaxRow(x[r*cols:r*cols+keep], zr[:keep])
 		clear(zr[keep:])
 	}
-	return nil
+	return ctx.Err()
 }
 
 // CrossEntropy implements tensor.Backend.CrossEntropy (ABI v2) in float64.
@@ -238,8 +248,11 @@ func (Elementwise) CrossEntropy(ctx context.Context, rows, cols int, logits, tar
 	if rows < 0 || cols <= 0 || len(x) != rows*cols || len(g) != len(x) || len(t) != rows || len(l) != rows {
 		return fmt.Errorf("cpu: cross entropy of %d×%d over %d, %d -> %d, %d elements", rows, cols, len(x), len(t), len(l), len(g))
 	}
+	e := make([]float64, cols) // the row's exponentials
+	done := 0
 	for r := 0; r < rows; r++ {
-		if r%256 == 0 {
+		if done += cols; done >= chunk {
+			done = 0
 			if err := ctx.Err(); err != nil {
 				return err
 			}
@@ -250,19 +263,20 @@ func (Elementwise) CrossEntropy(ctx context.Context, rows, cols int, logits, tar
 		}
 		m := float64(slices.Max(xr))
 		var s float64
-		for _, v := range xr {
-			s += math.Exp(float64(v) - m)
+		for j, v := range xr {
+			e[j] = math.Exp(float64(v) - m)
+			s += e[j]
 		}
 		l[r] = float32(math.Log(s) - (float64(xr[y]) - m))
-		for j, v := range xr {
-			p := math.Exp(float64(v)-m) / s
+		for j := range xr {
+			p := e[j] / s
 			if j == y {
 				p--
 			}
 			gr[j] = float32(p)
 		}
 	}
-	return nil
+	return ctx.Err()
 }
 
 // AdamW implements tensor.Backend.AdamW (ABI v2) with tensor.AdamWSlices.

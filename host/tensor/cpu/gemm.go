@@ -2,10 +2,12 @@ package cpu
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host/tensor"
 )
 
@@ -388,7 +390,7 @@ func (j *job[T]) run(ctx context.Context) {
 				mc := min((ib+1)*tiles/j.icN*k.mr, j.m) - ic
 				jr0, jr1 := jb*panels/j.jrN*k.nr, min(nc, (jb+1)*panels/j.jrN*k.nr)
 				j.packA(buf.a, ic, mc, pc, kc)
-				j.block(buf, bp, ic, mc, jc, jr0, jr1, kc, mode)
+				j.block(buf, bp, ic, mc, jc, jr0, jr1, kc, mode, pc+kc == j.kdim)
 				j.finished(func() {
 					// Only forward: with a new jc, step s+1 may finish this
 					// item (another block of C) before step s does.
@@ -455,7 +457,10 @@ func (j *job[T]) packB(dst []float32, pc, kc, j0, nc int) {
 // [jr0, jr1) of the packed kc×nc block of B, writing the matching part of
 // C[ic:ic+mc, jc:jc+nc]. The micro-panel of B stays in L1 while the
 // micro-panels of A stream from L2.
-func (j *job[T]) block(buf *workerBuffers, bp []float32, ic, mc, jc, jr0, jr1, kc, mode int) {
+//
+// In exact mode, the last k-block (last) also makes the tile's NaNs
+// canonical while it is in cache.
+func (j *job[T]) block(buf *workerBuffers, bp []float32, ic, mc, jc, jr0, jr1, kc, mode int, last bool) {
 	k := j.k
 	mr, nr := k.mr, k.nr
 	fn := k.fn
@@ -484,6 +489,24 @@ func (j *job[T]) block(buf *workerBuffers, bp []float32, ic, mc, jc, jr0, jr1, k
 			default:
 				fn(kc, a, b, tile, nr, modeStoreF32)
 				storeTile(buf.tile, nr, rows, cols, c, j.ldc, mode)
+			}
+			if j.exact && last {
+				canonicalizeTile(c, rows, cols, j.ldc)
+			}
+		}
+	}
+}
+
+// canonicalNaN is the one NaN exact results hold.
+var canonicalNaN = math.Float32frombits(abi.CanonicalNaN32)
+
+// canonicalizeTile replaces every NaN of the rows×cols F32 tile at c (row
+// stride ldc) by canonicalNaN.
+func canonicalizeTile(c unsafe.Pointer, rows, cols, ldc int) {
+	for i := range rows {
+		for k, v := range unsafe.Slice((*float32)(unsafe.Add(c, 4*i*ldc)), cols) {
+			if v != v {
+				*(*float32)(unsafe.Add(c, 4*(i*ldc+k))) = canonicalNaN
 			}
 		}
 	}

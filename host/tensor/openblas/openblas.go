@@ -276,5 +276,5 @@ const (
 // GemmBatched implements tensor.Backend.GemmBatched (ABI v2): Gemm on each
 // item.
 func (b *Backend) GemmBatched(ctx context.Context, batch int, p tensor.GemmParams, a, bb, c tensor.Buffer) error {
-	return tensor.GemmBatchedHost(ctx, b, batch, p, a.(*tensor.HostBuffer), bb.(*tensor.HostBuffer), c.(*tensor.HostBuffer))
+	return tensor.GemmBatchedHost(ctx, b, 1, batch, p, a.(*tensor.HostBuffer), bb.(*tensor.HostBuffer), c.(*tensor.HostBuffer)) // OpenBLAS threads each GEMM itself
 }

@@ -7,25 +7,22 @@ import (
 	"github.com/infernet/infernet/host/tensor/cpu"
 )
 
-// GEMM layout. Both operands are first brought to "k-contiguous" form:
-// A as [M,K] (copied transposed if TransA) and B as Bᵀ, [N,K] (copied
-// transposed unless TransB). Every C[i,j] is then the dot product of row i of
-// A and row j of Bᵀ, and all inner loops read memory contiguously.
-//
-// Each C element is a float32 accumulator that adds its products in ascending
-// k: acc = acc + float32(a*b). The conversion rounds the product to float32
-// before the addition, which by the Go spec forbids fusing the two into an
-// FMA (compilers do fuse x*y + z on arm64, ppc64le, s390x and amd64 v3).
-// Because the accumulator is float32, storing it to C between k-blocks and
-// reloading it loses nothing, so cache blocking over k does not change any bit:
-// the result is exactly the naive loop
+// The exact GEMM. Each C element is a float32 accumulator that adds its
+// products in ascending k: acc = acc + float32(a*b). The conversion rounds
+// the product to float32 before the addition, which by the Go spec forbids
+// fusing the two into an FMA (compilers do fuse x*y + z on arm64, ppc64le,
+// s390x and amd64 v3). Because the accumulator is float32, storing it to C
+// between k-blocks and reloading it loses nothing, so cache blocking over k
+// does not change any bit: the result is exactly the naive loop
 //
 //	for k := 0; k < K; k++ { c = c + float32(a[i,k]*b[k,j]) }
 //
-// The register-tiled kernel (2 rows × 4 columns of C at once, 8 accumulators)
-// runs each element's additions in exactly that order too; it only interleaves
-// independent elements. Tiles at the edges use plain dot products, which give
-// the same bits, so where tile boundaries fall never matters.
+// F32 runs on the cpu backend's exact driver (gemmF32 below). The I8 GEMM
+// (exact in int32) runs here: both operands are brought to "k-contiguous"
+// form, A as [M,K] (copied transposed if TransA) and B as Bᵀ, [N,K] (copied
+// transposed unless TransB), so every C[i,j] is the dot product of row i of
+// A and row j of Bᵀ; a register tile (2 rows × 4 columns of C at once)
+// interleaves independent elements, and edge tiles use plain dot products.
 const (
 	gemmKC = 256 // k per block: a 2×4 tile reads 6 rows of 1 KiB (L1)
 	gemmNC = 128 // Bᵀ rows per block: 128 × gemmKC floats = 128 KiB (L2)
@@ -41,11 +38,7 @@ func (be *Backend) gemmF32(ctx context.Context, p tensor.GemmParams, a, b, c []f
 	// The host module lets C alias an operand; the blocked driver reads
 	// the operands while it writes C.
 	a, b = unshare(a, c, false), unshare(b, c, false)
-	if err := cpu.GemmExact(ctx, be.threads, p, a, b, c); err != nil {
-		return err
-	}
-	canonicalize(c)
-	return nil
+	return cpu.GemmExact(ctx, be.threads, p, a, b, c)
 }
 
 // gemmI8 computes the I8·I8→I32 GEMM, wrapping on int32 overflow.

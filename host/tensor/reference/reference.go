@@ -333,7 +333,7 @@ func (be *Backend) GemmBatched(ctx context.Context, batch int, p tensor.GemmPara
 	if err != nil {
 		return fmt.Errorf("reference: gemm_batched: %w", err)
 	}
-	return tensor.GemmBatchedHost(ctx, be, batch, p, ha, hb, hc)
+	return tensor.GemmBatchedHost(ctx, be, be.threads, batch, p, ha, hb, hc)
 }
 
 // Transpose implements tensor.Backend (ABI v2).

@@ -252,12 +252,7 @@ func gemm(m, n, k int, a, b, c []float32, flags tensor.GemmFlags) {
 // linear is y[r,out] = x[r,in]·w[in,out] + b.
 func linear(r, in, out int, x []float32, w, b *param, y []float32) {
 	gemm(r, out, in, x, w.w, y, 0)
-	for i := range r {
-		row := y[i*out : (i+1)*out]
-		for j, v := range b.w {
-			row[j] += v
-		}
-	}
+	addBias(y[:r*out], b.w)
 }
 
 // linearBack adds the gradients of y = x·w + b to w and b, and writes (or

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -74,13 +73,9 @@ func runSharded(ctx context.Context, o *SubmitOptions, req api.SubmitRequest) er
 	}
 	req.Module, req.ModuleSize = mb.Digest, mb.Size
 	if o.Reduce != "" {
-		reducer, err := os.ReadFile(o.Reduce)
+		rb, err := putFile(ctx, c, o.Reduce)
 		if err != nil {
 			return &exitError{Code: ExitError, Err: fmt.Errorf("--reduce: %w", err)}
-		}
-		rb, err := c.PutBlob(ctx, reducer)
-		if err != nil {
-			return &exitError{Code: ExitError, Err: err}
 		}
 		req.Reduce = &node.ReduceSpec{Module: rb.Digest, ModuleSize: rb.Size}
 	}
@@ -195,9 +190,7 @@ func printShardedSummary(o *SubmitOptions, sj *node.ShardedJob, elapsed time.Dur
 		s.Reduce = &r
 	}
 	if o.JSON {
-		enc := json.NewEncoder(o.IO.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(s)
+		return printJSON(o.IO, s)
 	}
 	w := o.IO.Err
 	fmt.Fprintf(w, "sharded job %s: %s, %d shards in %v\n", shortID(s.ID), s.State, len(s.Shards), elapsed.Round(time.Millisecond))
