@@ -284,16 +284,22 @@ func (n *Node) SubmitVia(ctx context.Context, agg peer.ID, ss ShardedSpec, spotC
 	if len(inputs) == 0 || len(inputs) > MaxAggregateShards {
 		return nil, fmt.Errorf("aggregated job: %d shards, want 1 to %d", len(inputs), MaxAggregateShards)
 	}
-	now := time.Now()
-	ann := wire.JobAnnounce{
-		V: wire.Version, Job: wire.NewJobID(), Client: []byte(n.host.ID()),
-		Module: spec.Module, ModuleSize: spec.ModuleSize, Memory: spec.Memory, TimeoutMS: spec.Timeout.Milliseconds(),
-		Fuel: spec.Fuel, Mode: spec.Mode, Require: spec.Require, Replicas: uint8(min(spec.Replicas, 255)), Price: spec.Price,
-		Deadline: wire.Millis(now.Add(spec.Deadline)), Time: wire.Millis(now), MaxOutput: spec.MaxOutput,
-		Rtol: spec.Rtol, Atol: spec.Atol, Format: spec.Format, SameBackend: spec.SameBackend, Args: spec.Args, Data: spec.Data,
+	if spec.Settle != wire.SettleEscrow {
+		return nil, errors.New("aggregated job: paid by one hold invoice; fair exchange is per replica")
 	}
+	// The shards' inputs are the aggregator's to give: the terms carry none.
+	spec.Input, spec.InputSize = blob.Digest{}, 0
+	now := time.Now()
+	ann := *n.announce(spec, now)
 	if err := ann.Validate(); err != nil {
 		return nil, err
+	}
+	// The aggregator's providers fetch the data from here.
+	for _, d := range spec.Data {
+		if _, ok := n.blobs.Has(d.Digest); !ok {
+			return nil, fmt.Errorf("data %s (%s): %w", d.Name, d.Digest.Short(), blob.ErrNotFound)
+		}
+		defer n.blobs.Pin(d.Digest)()
 	}
 	req := &wire.AggregateRequest{V: wire.Version, Announce: ann, Parallel: uint32(max(ss.Parallel, 0)), MaxFeePercent: maxFee}
 	if r := ss.Reduce; r != nil {

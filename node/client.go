@@ -268,6 +268,19 @@ func (s *Spec) setDefaults() {
 	}
 }
 
+// announce is a new job's announcement of spec's terms, made at now.
+func (n *Node) announce(spec Spec, now time.Time) *wire.JobAnnounce {
+	return &wire.JobAnnounce{
+		V: wire.Version, Job: wire.NewJobID(), Client: []byte(n.host.ID()),
+		Module: spec.Module, ModuleSize: spec.ModuleSize, Input: spec.Input, InputSize: spec.InputSize,
+		Memory: spec.Memory, TimeoutMS: spec.Timeout.Milliseconds(), Fuel: spec.Fuel, Mode: spec.Mode,
+		Require: spec.Require, Replicas: uint8(min(spec.Replicas, 255)), Price: spec.Price,
+		Deadline: wire.Millis(now.Add(spec.Deadline)), Time: wire.Millis(now), MaxOutput: spec.MaxOutput,
+		Rtol: spec.Rtol, Atol: spec.Atol, Format: spec.Format, SameBackend: spec.SameBackend, Settle: spec.Settle,
+		Proofs: spec.Proofs, Args: spec.Args, Shard: spec.Shard, Shards: spec.Shards, Data: spec.Data,
+	}
+}
+
 // Submit runs a job on the network: it records it, finds providers (from
 // their adverts, or by announcing on the jobs topic when too few are
 // known), gets bids, assigns Replicas replicas to distinct providers,
@@ -287,15 +300,7 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 		return nil, err
 	}
 	now := time.Now()
-	ann := &wire.JobAnnounce{
-		V: wire.Version, Job: wire.NewJobID(), Client: []byte(n.host.ID()),
-		Module: spec.Module, ModuleSize: spec.ModuleSize, Input: spec.Input, InputSize: spec.InputSize,
-		Memory: spec.Memory, TimeoutMS: spec.Timeout.Milliseconds(), Fuel: spec.Fuel, Mode: spec.Mode,
-		Require: spec.Require, Replicas: uint8(min(spec.Replicas, 255)), Price: spec.Price,
-		Deadline: wire.Millis(now.Add(spec.Deadline)), Time: wire.Millis(now), MaxOutput: spec.MaxOutput,
-		Rtol: spec.Rtol, Atol: spec.Atol, Format: spec.Format, SameBackend: spec.SameBackend, Settle: spec.Settle,
-		Proofs: spec.Proofs, Args: spec.Args, Shard: spec.Shard, Shards: spec.Shards, Data: spec.Data,
-	}
+	ann := n.announce(spec, now)
 	if err := ann.Validate(); err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -527,6 +528,9 @@ func (n *Node) collectBlobs() (int, error) {
 	for _, j := range jobs {
 		if j.Finished.IsZero() || j.Finished.After(since) {
 			keep[j.Announce.Module], keep[j.Announce.Input], keep[j.Output] = true, true, true
+			for _, d := range j.Announce.Data {
+				keep[d.Digest] = true
+			}
 		}
 	}
 	sharded, err := n.db.ShardedJobs(true)
@@ -542,6 +546,14 @@ func (n *Node) collectBlobs() (int, error) {
 			}
 			if r := sj.Reduce; r != nil {
 				keep[r.Module], keep[r.Input] = true, true
+			}
+			// Its data blobs are in its terms; terms that do not decode
+			// keep nothing more (the job cannot resume from them either).
+			var spec Spec
+			if json.Unmarshal(sj.Terms, &spec) == nil {
+				for _, d := range spec.Data {
+					keep[d.Digest] = true
+				}
 			}
 		}
 	}

@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -475,7 +478,9 @@ func TestRestartRecovers(t *testing.T) {
 	}
 }
 
-// TestBlobGC removes only blobs no recent job refers to.
+// TestBlobGC removes only blobs no recent or unfinished job refers to: a
+// job's module and data, an unfinished sharded job's data (named only in
+// its terms) stay; an old unused blob goes.
 func TestBlobGC(t *testing.T) {
 	cfg := testConfig(t, false)
 	cfg.BlobRetention = time.Hour
@@ -484,16 +489,34 @@ func TestBlobGC(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	used, err := n.PutBlob(context.Background(), []byte("module of a recent job"))
+	put := func(s string) blob.Digest {
+		d, err := n.PutBlob(context.Background(), []byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	kept := map[string]blob.Digest{
+		"module of a recent job":            put("module of a recent job"),
+		"data of a recent job":              put("data of a recent job"),
+		"data of an unfinished sharded job": put("data of an unfinished sharded job"),
+	}
+	unused := put("nobody needs me")
+	ann := wire.JobAnnounce{Module: kept["module of a recent job"],
+		Data: []wire.DataBlob{{Name: "d", Digest: kept["data of a recent job"]}}}
+	if err := n.db.PutJob(&store.Job{ID: wire.NewJobID(), Announce: ann, State: store.JobVerified, Created: time.Now(), Finished: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	terms, err := json.Marshal(Spec{Data: []wire.DataBlob{{Name: "d", Digest: kept["data of an unfinished sharded job"]}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	unused, _ := n.PutBlob(context.Background(), []byte("nobody needs me"))
-	if err := n.db.PutJob(&store.Job{ID: wire.NewJobID(), Announce: wire.JobAnnounce{Module: used}, State: store.JobVerified, Created: time.Now(), Finished: time.Now()}); err != nil {
+	if err := n.db.PutShardedJob(&store.ShardedJob{ID: wire.NewJobID(), State: store.JobPending, Terms: terms,
+		Shards: []store.ShardPart{{}}, Created: time.Now().Add(-3 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	old := time.Now().Add(-2 * time.Hour)
-	for _, d := range []blob.Digest{used, unused} {
+	for _, d := range append(slices.Collect(maps.Values(kept)), unused) {
 		if err := os.Chtimes(n.blobs.Path(d), old, old); err != nil {
 			t.Fatal(err)
 		}
@@ -502,8 +525,10 @@ func TestBlobGC(t *testing.T) {
 	if err != nil || removed != 1 {
 		t.Fatalf("collectBlobs removed %d, %v; want 1", removed, err)
 	}
-	if _, ok := n.blobs.Has(used); !ok {
-		t.Error("the blob of a recent job was removed")
+	for what, d := range kept {
+		if _, ok := n.blobs.Has(d); !ok {
+			t.Errorf("the %s was removed", what)
+		}
 	}
 	if _, ok := n.blobs.Has(unused); ok {
 		t.Error("the unused blob was kept")

@@ -402,6 +402,9 @@ func (r *shardedRun) run(ctx context.Context) error {
 	for _, p := range rec.Shards {
 		defer n.blobs.Pin(p.Input)()
 	}
+	for _, d := range r.spec.Data {
+		defer n.blobs.Pin(d.Digest)()
+	}
 	if rec.Reduce != nil {
 		defer n.blobs.Pin(rec.Reduce.Module)()
 	}
