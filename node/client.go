@@ -85,7 +85,9 @@ type Event struct {
 	Time time.Time `json:"time"`
 	Kind string    `json:"kind"` // see the Event* constants
 	// Shard is the shard of a sharded job the event is of (SubmitShards).
-	Shard    int    `json:"shard,omitempty"`
+	Shard int `json:"shard,omitempty"`
+	// Round is the round of a training run the event is of (Train).
+	Round    int    `json:"round,omitempty"`
 	Replica  int    `json:"replica"`
 	Provider string `json:"provider,omitempty"`
 	Detail   string `json:"detail,omitempty"`

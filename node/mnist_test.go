@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,7 +53,7 @@ func newMNISTNet(t *testing.T) *mnistNet {
 		return wire.DataBlob{Name: name, Digest: putBlob(t, m.c, b), Size: int64(len(b))}
 	}
 	m.train = []wire.DataBlob{data("images", "train-images-idx3-ubyte"), data("labels", "train-labels-idx1-ubyte")}
-	m.test = []wire.DataBlob{data("images", "t10k-images-idx3-ubyte")}
+	m.test = []wire.DataBlob{data("images", "t10k-images-idx3-ubyte"), data("labels", "t10k-labels-idx1-ubyte")}
 	m.labels = file("t10k-labels-idx1-ubyte")[8:]
 	m.module = readTestdata(t, "jobs/mnist/mnist.wasm")
 	m.spec = Spec{Module: putBlob(t, m.c, m.module), ModuleSize: int64(len(m.module)), Replicas: 2,
@@ -68,24 +67,52 @@ func (m *mnistNet) reducer(t *testing.T, path string) *ReduceSpec {
 	return &ReduceSpec{Module: putBlob(t, m.c, b), ModuleSize: int64(len(b))}
 }
 
-// round runs one sharded training job of 4 shards with reduce, every
-// shard's 2 replicas agreeing, and returns its output.
-func (m *mnistNet) round(t *testing.T, round int, s Spec, inputs []ShardInput, reduce *ReduceSpec) []byte {
+// run runs 3 rounds of 4 shards (node.Train), each round's shards and
+// reduce verified by 2 agreeing replicas and evaluated on the test set
+// (mnist eval), and returns the last state.
+func (m *mnistNet) run(t *testing.T, ts TrainSpec) []byte {
 	t.Helper()
-	sj, err := m.c.SubmitSharded(context.Background(), ShardedSpec{Spec: s, Inputs: inputs, Reduce: reduce}, nil)
-	if err != nil || sj.State != store.JobVerified {
-		t.Fatalf("round %d: %+v, %v", round, sj, err)
+	ts.Shards, ts.Rounds = 4, 3
+	eval := m.spec
+	eval.Args, eval.Data = []string{"eval"}, m.test
+	ts.Eval = &eval
+	start := time.Now()
+	rec, err := m.c.Train(context.Background(), ts, func(e Event) {
+		if e.Kind == EventRoundDone {
+			t.Logf("round %d: %v, %s", e.Round, time.Since(start).Round(time.Millisecond), e.Detail)
+		}
+	})
+	if err != nil || rec.State != store.JobVerified || len(rec.Rounds) != 3 {
+		t.Fatalf("training: %+v, %v", rec, err)
 	}
-	for i, job := range sj.Shards {
-		if job.Agree != 2 {
-			t.Fatalf("round %d shard %d: %d replicas agree, want 2", round, i, job.Agree)
+	for k, r := range rec.Rounds {
+		sj, err := m.c.ShardedJob(r.Sharded)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, job := range append(sj.Shards, sj.Reduce) {
+			if job == nil || job.Agree != 2 {
+				t.Fatalf("round %d part %d: %+v, want 2 replicas agreeing", k+1, i, job)
+			}
+		}
+		if r.Metrics["examples"] != 10000 {
+			t.Fatalf("round %d: metrics %v, want 10,000 examples", k+1, r.Metrics)
 		}
 	}
-	out, err := m.c.Blob(sj.Output, 4<<20)
+	last := rec.Rounds[2]
+	if acc := last.Metrics["accuracy"]; acc < 0.97 {
+		t.Errorf("test accuracy %.2f%% after 3 rounds, want at least 97%%", 100*acc)
+	}
+	state, err := m.c.Blob(last.State, 4<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	// The sharded inference job agrees with the evaluation.
+	_, acc := m.accuracy(t, state)
+	if math.Abs(acc-last.Metrics["accuracy"]) > 0.00005 {
+		t.Errorf("10-shard inference: %.4f right; the evaluation said %v", acc, last.Metrics)
+	}
+	return state
 }
 
 // accuracy classifies the test images with weights in 10 verified shards
@@ -116,31 +143,25 @@ func lossOf(weights []byte) float32 {
 }
 
 // TestMNISTFederated: MNIST trained by federated averaging over the
-// network. 4 providers; every round is one sharded job of 4 shards, 2
-// replicas each (exact mode: the replicas agree bit for bit), each shard
-// training the global weights for 2 epochs on its quarter of the 60,000
-// training images (a 47 MB data blob), and a reduce job (jobs/fedavg)
-// averaging them. After 3 rounds, inference of the 10,000 test images,
-// sharded 10 ways and verified, is at least 97% right, and gives the same
-// predictions as one local run.
+// network (node.Train). 4 providers; every round is one sharded job of 4
+// shards, 2 replicas each (exact mode: the replicas agree bit for bit),
+// each shard training the global weights for 2 epochs on its quarter of
+// the 60,000 training images (a 47 MB data blob), and a reduce job
+// (jobs/fedavg) averaging them; then the test set is evaluated (mnist
+// eval, 2 replicas). After 3 rounds at least 97% of the test images are
+// right, and inference of the 10,000 test images, sharded 10 ways and
+// verified, gives the same predictions as one local run.
 func TestMNISTFederated(t *testing.T) {
 	m := newMNISTNet(t)
 	ctx := context.Background()
-	fedavg := m.reducer(t, "jobs/fedavg/fedavg.wasm")
-	var weights []byte // the first round starts from the job's initial weights
-	var preds []byte
-	var acc float64
-	for round := 1; round <= 3; round++ {
-		s := m.spec
-		s.Args, s.Data = []string{"train", "2", "0.05", "32"}, m.train
-		start := time.Now()
-		weights = m.round(t, round, s, sameInput(t, m.c, weights, 4), fedavg)
-		preds, acc = m.accuracy(t, weights)
-		t.Logf("round %d: %v, training loss %.4f, test accuracy %.2f%%", round, time.Since(start).Round(time.Millisecond), lossOf(weights), 100*acc)
+	s := m.spec
+	s.Args, s.Data = []string{"train", "2", "0.05", "32"}, m.train
+	// The first round starts from the job's initial weights (no state).
+	weights := m.run(t, TrainSpec{Spec: s, Reduce: *m.reducer(t, "jobs/fedavg/fedavg.wasm")})
+	if lossOf(weights) <= 0 || lossOf(weights) > 0.5 {
+		t.Errorf("mean training loss %v in the last round", lossOf(weights))
 	}
-	if acc < 0.97 {
-		t.Errorf("test accuracy %.2f%% after 3 rounds, want at least 97%%", 100*acc)
-	}
+	preds, _ := m.accuracy(t, weights)
 	// The network's predictions are one local run's.
 	sb, err := ihost.New(ctx, ihost.Config{})
 	if err != nil {
@@ -157,39 +178,25 @@ func TestMNISTFederated(t *testing.T) {
 
 // TestMNISTDiLoCo: the same training by DiLoCo. A round's state (global
 // weights, then the outer momentum) is a data blob that its 4 shards and
-// its reduce job read: each shard runs 938 local SGD steps from the global
-// weights (as many as 2 epochs of its quarter), and the reduce
-// (jobs/diloco) averages them and takes an outer Nesterov step (η 0.7, μ
-// 0.9). After 3 rounds, at least 97% of the test images are right.
+// its reduce job read (TrainSpec.StateData): each shard runs 938 local SGD
+// steps from the global weights (as many as 2 epochs of its quarter), and
+// the reduce (jobs/diloco) averages them and takes an outer Nesterov step
+// (η 0.7, μ 0.9). After 3 rounds, at least 97% of the test images are
+// right.
 func TestMNISTDiLoCo(t *testing.T) {
 	m := newMNISTNet(t)
-	diloco := m.reducer(t, "jobs/diloco/diloco.wasm")
 	init := m.spec
 	init.Args, init.Input = []string{"init"}, putBlob(t, m.c, nil)
 	job, err := m.c.Submit(context.Background(), init, nil)
 	if err != nil || job.State != store.JobVerified {
 		t.Fatalf("init: %+v, %v", job, err)
 	}
-	state, err := m.c.Blob(job.Output, 4<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := len(state) // one weights record
-	var acc float64
-	for round := 1; round <= 3; round++ {
-		s := m.spec
-		s.Args = []string{"local", "938", "0.05", "32"}
-		s.Data = append(slices.Clone(m.train), wire.DataBlob{Name: "state", Digest: putBlob(t, m.c, state), Size: int64(len(state))})
-		start := time.Now()
-		state = m.round(t, round, s, sameInput(t, m.c, nil, 4), diloco)
-		if len(state) != 2*n {
-			t.Fatalf("round %d: state of %d bytes, want weights and momentum (%d)", round, len(state), 2*n)
-		}
-		_, acc = m.accuracy(t, state[:n])
-		t.Logf("round %d: %v, training loss %.4f, test accuracy %.2f%%", round, time.Since(start).Round(time.Millisecond), lossOf(state), 100*acc)
-	}
-	if acc < 0.97 {
-		t.Errorf("test accuracy %.2f%% after 3 DiLoCo rounds, want at least 97%%", 100*acc)
+	s := m.spec
+	s.Args, s.Data = []string{"local", "938", "0.05", "32"}, m.train
+	state := m.run(t, TrainSpec{Spec: s, Reduce: *m.reducer(t, "jobs/diloco/diloco.wasm"),
+		State: job.Output, StateSize: job.OutputSize, StateData: "state"})
+	if n := job.OutputSize; int64(len(state)) != 2*n {
+		t.Fatalf("state of %d bytes, want weights and momentum (%d)", len(state), 2*n)
 	}
 }
 

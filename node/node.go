@@ -270,8 +270,10 @@ type Node struct {
 
 	// lnd is the Lightning node paying and paid; nil in free mode.
 	lnd *payments.Client
-	// sharded are the sharded jobs under way (SubmitSharded).
-	sharded shardedRuns
+	// sharded are the sharded jobs under way (SubmitSharded), training
+	// the training runs (Train).
+	sharded  shardedRuns
+	training trainRuns
 	// claims are the open payments being handled (see sweepLoop).
 	claims payClaims
 	// closing serialises closeIncoming, so that a provider's invoice ended
@@ -376,6 +378,9 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	// After recover, which marks the jobs that were in flight failed.
 	if _, err = n.ResumeShardedJobs(); err != nil {
+		return nil, err
+	}
+	if _, err = n.ResumeTrainRuns(); err != nil {
 		return nil, err
 	}
 	if n.lnd != nil {
@@ -554,6 +559,23 @@ func (n *Node) collectBlobs() (int, error) {
 				for _, d := range spec.Data {
 					keep[d.Digest] = true
 				}
+			}
+		}
+	}
+	// A training run's first and last states, for it to resume or go on
+	// from.
+	train, err := n.db.TrainRuns()
+	if err != nil {
+		return 0, err
+	}
+	for _, t := range train {
+		if t.Finished.IsZero() || t.Finished.After(since) {
+			var ts TrainSpec
+			if json.Unmarshal(t.Terms, &ts) == nil {
+				keep[ts.State] = true
+			}
+			for _, r := range t.Rounds {
+				keep[r.State] = true
 			}
 		}
 	}

@@ -181,29 +181,35 @@ type shardedRun struct {
 	// err is why run ended without a final record (set before done).
 	err error
 
-	emitMu sync.Mutex  // events are delivered one at a time
-	events func(Event) // guarded by emitMu; nil once nobody listens
+	eventSink
 
 	mu  sync.Mutex        // serialises the record's writes
 	rec *store.ShardedJob // guarded by mu
 }
 
-func (r *shardedRun) emit(e Event) {
-	r.emitMu.Lock()
-	defer r.emitMu.Unlock()
+// eventSink delivers a run's events to whoever listens, one at a time,
+// until detach.
+type eventSink struct {
+	mu     sync.Mutex
+	events func(Event) // guarded by mu; nil once nobody listens
+}
+
+func (s *eventSink) emit(e Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
-	if r.events != nil {
-		r.events(e)
+	if s.events != nil {
+		s.events(e)
 	}
 }
 
 // detach stops event delivery: the caller that listened has returned.
-func (r *shardedRun) detach() {
-	r.emitMu.Lock()
-	r.events = nil
-	r.emitMu.Unlock()
+func (s *eventSink) detach() {
+	s.mu.Lock()
+	s.events = nil
+	s.mu.Unlock()
 }
 
 // shardedRuns are a node's sharded jobs under way, by id: a job runs once
@@ -232,7 +238,7 @@ func (n *Node) startSharded(rec *store.ShardedJob, spec Spec, events func(Event)
 		return nil, fmt.Errorf("sharded job %s: %w", rec.ID, ErrShardedInterrupted)
 	}
 	ctx, cancel := context.WithCancel(n.ctx)
-	r := &shardedRun{n: n, spec: spec, rec: rec, events: events, cancel: cancel, done: make(chan struct{}), resumed: resumed}
+	r := &shardedRun{n: n, spec: spec, rec: rec, eventSink: eventSink{events: events}, cancel: cancel, done: make(chan struct{}), resumed: resumed}
 	if n.sharded.m == nil {
 		n.sharded.m = map[wire.JobID]*shardedRun{}
 	}

@@ -168,13 +168,55 @@ func (c *Client) SubmitShards(ctx context.Context, req SubmitRequest, onEvent fu
 	return l.Sharded, nil
 }
 
+// Train runs a training run in the node, calling onEvent with its
+// progress, and returns its record.
+func (c *Client) Train(ctx context.Context, req TrainRequest, onEvent func(node.Event)) (*store.TrainRun, error) {
+	l, err := c.progress(ctx, "/v1/train", req, onEvent)
+	if err != nil {
+		return nil, err
+	}
+	if l.Train == nil {
+		return nil, errors.New("api: no training run in the answer")
+	}
+	return l.Train, nil
+}
+
+// TrainRuns lists the node's training runs.
+func (c *Client) TrainRuns(ctx context.Context) ([]store.TrainRun, error) {
+	var v []store.TrainRun
+	return v, c.getJSON(ctx, "/v1/train", &v)
+}
+
+// TrainRun returns where a training run stands; with wait, once it has
+// ended (or ctx is done).
+func (c *Client) TrainRun(ctx context.Context, id wire.JobID, wait bool) (*store.TrainRun, error) {
+	path := "/v1/train/" + id.String()
+	if wait {
+		path += "?wait"
+	}
+	var v store.TrainRun
+	return &v, c.getJSON(ctx, path, &v)
+}
+
+// CancelTrainRun cancels a training run: it ends failed, not resumed.
+func (c *Client) CancelTrainRun(ctx context.Context, id wire.JobID) (*store.TrainRun, error) {
+	var v store.TrainRun
+	return &v, c.deleteJSON(ctx, "/v1/train/"+id.String(), &v)
+}
+
 // submit posts req and reads the progress stream until its last line.
 func (c *Client) submit(ctx context.Context, req SubmitRequest, onEvent func(node.Event)) (*Line, error) {
+	return c.progress(ctx, "/v1/jobs", req, onEvent)
+}
+
+// progress posts req to path and reads the progress stream until its last
+// line.
+func (c *Client) progress(ctx context.Context, path string, req any, onEvent func(node.Event)) (*Line, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.do(ctx, http.MethodPost, "/v1/jobs", bytes.NewReader(body))
+	resp, err := c.do(ctx, http.MethodPost, path, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +233,7 @@ func (c *Client) submit(ctx context.Context, req SubmitRequest, onEvent func(nod
 			if onEvent != nil {
 				onEvent(*l.Event)
 			}
-		case l.Job != nil || l.Sharded != nil:
+		case l.Job != nil || l.Sharded != nil || l.Train != nil:
 			return &l, nil
 		case l.Error != "":
 			return nil, errors.New(l.Error)
@@ -228,13 +270,18 @@ func (c *Client) ShardedJob(ctx context.Context, id wire.JobID, wait bool) (*nod
 
 // CancelShardedJob cancels a sharded job: it ends failed, not resumed.
 func (c *Client) CancelShardedJob(ctx context.Context, id wire.JobID) (*node.ShardedJob, error) {
-	resp, err := c.do(ctx, http.MethodDelete, "/v1/sharded/"+id.String(), nil)
+	var v node.ShardedJob
+	return &v, c.deleteJSON(ctx, "/v1/sharded/"+id.String(), &v)
+}
+
+// deleteJSON sends DELETE path and decodes the answer into v.
+func (c *Client) deleteJSON(ctx context.Context, path string, v any) error {
+	resp, err := c.do(ctx, http.MethodDelete, path, nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
-	var v node.ShardedJob
-	return &v, json.NewDecoder(resp.Body).Decode(&v)
+	return json.NewDecoder(resp.Body).Decode(v)
 }
 
 // Peers lists the peers the node knows.

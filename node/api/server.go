@@ -126,7 +126,24 @@ type Line struct {
 	Event   *node.Event      `json:"event,omitempty"`
 	Job     *store.Job       `json:"job,omitempty"`
 	Sharded *node.ShardedJob `json:"sharded,omitempty"`
+	Train   *store.TrainRun  `json:"train,omitempty"`
 	Error   string           `json:"error,omitempty"`
+}
+
+// TrainRequest is the body of POST /v1/train: a training run
+// (node.TrainSpec). Job is the shards' module and terms, with its Reduce
+// (required) and Parallel; its Input and Shards are unused.
+type TrainRequest struct {
+	Job    SubmitRequest `json:"job"`
+	Shards int           `json:"shards"`
+	Rounds int           `json:"rounds"`
+	// State is the first state, a blob already put (none: the module's
+	// own); StateData hands it to the shards as that data blob.
+	State     blob.Digest `json:"state,omitzero"`
+	StateSize int64       `json:"state_size"`
+	StateData string      `json:"state_data,omitempty"`
+	// Eval is the evaluation job run on each round's state (its input).
+	Eval *SubmitRequest `json:"eval,omitempty"`
 }
 
 // Server serves a node's API.
@@ -233,6 +250,10 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/sharded", s.auth(s.getShardedJobs))
 	mux.HandleFunc("GET /v1/sharded/{id}", s.auth(s.getShardedJob))
 	mux.HandleFunc("DELETE /v1/sharded/{id}", s.auth(s.cancelShardedJob))
+	mux.HandleFunc("POST /v1/train", s.auth(s.postTrain))
+	mux.HandleFunc("GET /v1/train", s.auth(s.getTrainRuns))
+	mux.HandleFunc("GET /v1/train/{id}", s.auth(s.getTrainRun))
+	mux.HandleFunc("DELETE /v1/train/{id}", s.auth(s.cancelTrainRun))
 	mux.HandleFunc("GET /v1/peers", s.auth(s.getPeers))
 	mux.HandleFunc("GET /v1/runs", s.auth(s.getRuns))
 	mux.HandleFunc("GET /v1/payments", s.auth(s.getPayments))
@@ -363,27 +384,8 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, err)
 		return
 	}
-	spec := node.Spec{
-		Module: req.Module, ModuleSize: req.ModuleSize, Input: req.Input, InputSize: req.InputSize,
-		Replicas: req.Replicas, Timeout: time.Duration(req.TimeoutMS) * time.Millisecond,
-		Deadline: time.Duration(req.DeadlineMS) * time.Millisecond, Memory: req.Memory,
-		MaxOutput: req.MaxOutput, Fuel: req.Fuel, Mode: req.Mode, Require: req.Require, Price: req.Price,
-		Adaptive: req.Adaptive, SameBackend: req.SameBackend, Rtol: req.Rtol, Atol: req.Atol, Format: req.Format, Settle: req.Settle,
-		Proofs: req.Proofs, Args: req.Args, Data: req.Data,
-	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
-	var mu sync.Mutex
-	enc := json.NewEncoder(w)
-	send := func(l Line) {
-		mu.Lock()
-		defer mu.Unlock()
-		enc.Encode(l)
-		if flusher != nil {
-			flusher.Flush()
-		}
-	}
+	spec := req.spec()
+	send := progressStream(w)
 	events := func(e node.Event) { send(Line{Event: &e}) }
 	if req.Via != "" {
 		agg, err := peer.Decode(req.Via)
@@ -420,6 +422,86 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// spec is the node.Spec of req's terms.
+func (req *SubmitRequest) spec() node.Spec {
+	return node.Spec{
+		Module: req.Module, ModuleSize: req.ModuleSize, Input: req.Input, InputSize: req.InputSize,
+		Replicas: req.Replicas, Timeout: time.Duration(req.TimeoutMS) * time.Millisecond,
+		Deadline: time.Duration(req.DeadlineMS) * time.Millisecond, Memory: req.Memory,
+		MaxOutput: req.MaxOutput, Fuel: req.Fuel, Mode: req.Mode, Require: req.Require, Price: req.Price,
+		Adaptive: req.Adaptive, SameBackend: req.SameBackend, Rtol: req.Rtol, Atol: req.Atol, Format: req.Format, Settle: req.Settle,
+		Proofs: req.Proofs, Args: req.Args, Data: req.Data,
+	}
+}
+
+// progressStream starts an answer of progress lines (NDJSON) and returns
+// the function that sends one, safe for concurrent use.
+func progressStream(w http.ResponseWriter) func(Line) {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	var mu sync.Mutex
+	enc := json.NewEncoder(w)
+	return func(l Line) {
+		mu.Lock()
+		defer mu.Unlock()
+		enc.Encode(l)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+}
+
+// postTrain runs a training run (node.Train) and streams its progress;
+// the last line is the run's record, or an error.
+func (s *Server) postTrain(w http.ResponseWriter, r *http.Request) {
+	var req TrainRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	ts := node.TrainSpec{Spec: req.Job.spec(), Shards: req.Shards, Parallel: req.Job.Parallel, Rounds: req.Rounds,
+		State: req.State, StateSize: req.StateSize, StateData: req.StateData}
+	if req.Job.Reduce != nil {
+		ts.Reduce = *req.Job.Reduce
+	}
+	if req.Eval != nil {
+		e := req.Eval.spec()
+		ts.Eval = &e
+	}
+	send := progressStream(w)
+	rec, err := s.n.Train(r.Context(), ts, func(e node.Event) { send(Line{Event: &e}) })
+	if err != nil {
+		send(Line{Error: err.Error()})
+		return
+	}
+	send(Line{Train: rec})
+}
+
+func (s *Server) getTrainRuns(w http.ResponseWriter, _ *http.Request) {
+	runs, err := s.n.TrainRuns()
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeJSON(w, runs)
+}
+
+// getTrainRun answers one training run; with ?wait, once it has ended (or
+// the request is cancelled).
+func (s *Server) getTrainRun(w http.ResponseWriter, r *http.Request) {
+	byID(w, r, func(id wire.JobID) (*store.TrainRun, error) {
+		if r.URL.Query().Has("wait") {
+			return s.n.WaitTrainRun(r.Context(), id)
+		}
+		return s.n.TrainRun(id)
+	})
+}
+
+func (s *Server) cancelTrainRun(w http.ResponseWriter, r *http.Request) {
+	byID(w, r, s.n.CancelTrainRun)
+}
+
 func (s *Server) getShardedJobs(w http.ResponseWriter, _ *http.Request) {
 	jobs, err := s.n.ShardedJobs()
 	if err != nil {
@@ -432,7 +514,7 @@ func (s *Server) getShardedJobs(w http.ResponseWriter, _ *http.Request) {
 // getShardedJob answers one sharded job; with ?wait, once it has ended (or
 // the request is cancelled).
 func (s *Server) getShardedJob(w http.ResponseWriter, r *http.Request) {
-	s.shardedJob(w, r, func(id wire.JobID) (*node.ShardedJob, error) {
+	byID(w, r, func(id wire.JobID) (*node.ShardedJob, error) {
 		if r.URL.Query().Has("wait") {
 			return s.n.WaitShardedJob(r.Context(), id)
 		}
@@ -441,11 +523,11 @@ func (s *Server) getShardedJob(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) cancelShardedJob(w http.ResponseWriter, r *http.Request) {
-	s.shardedJob(w, r, s.n.CancelShardedJob)
+	byID(w, r, s.n.CancelShardedJob)
 }
 
-// shardedJob answers what get returns for the sharded job named in the path.
-func (s *Server) shardedJob(w http.ResponseWriter, r *http.Request, get func(wire.JobID) (*node.ShardedJob, error)) {
+// byID answers what get returns for the id in the path.
+func byID[T any](w http.ResponseWriter, r *http.Request, get func(wire.JobID) (T, error)) {
 	id, err := wire.ParseJobID(r.PathValue("id"))
 	if err != nil {
 		httpError(w, http.StatusBadRequest, err)

@@ -310,6 +310,20 @@ func (s *Store) Bytes(d Digest, max int64) ([]byte, error) {
 	return b, nil
 }
 
+// Head returns the first max bytes of blob d (all of it when smaller).
+func (s *Store) Head(d Digest, max int64) ([]byte, error) {
+	f, _, err := s.Open(d)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max))
+	if err != nil {
+		return nil, fmt.Errorf("blob %s: %w", d.Short(), err)
+	}
+	return b, nil
+}
+
 // Put stores the bytes of r, at most max of them, and returns their digest
 // and size. It returns an error wrapping ErrTooLarge, storing nothing, if r
 // holds more than max bytes (it reads at most max+1 of them), or ErrQuota if

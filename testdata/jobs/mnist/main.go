@@ -5,6 +5,7 @@
 //	mnist train [EPOCHS [LR [BATCH]]]   data: /data/images, /data/labels (IDX files)
 //	mnist local STEPS [LR [BATCH]]      data: the same and /data/state (DiLoCo)
 //	mnist infer                         data: /data/images
+//	mnist eval                          data: /data/images, /data/labels
 //	mnist init                          the initial weights
 //
 // train reads the global weights on stdin (empty: the initial weights, the
@@ -24,6 +25,11 @@
 // infer reads weights on stdin and writes one byte per image of this
 // shard's contiguous part of /data/images: the predicted digit. The
 // concatenated outputs of all shards are the predictions for the whole set.
+// eval does the same for images with labels and writes one line of
+// metrics, "accuracy=A loss=L examples=N" (loss: the mean cross-entropy in
+// nats), what `infernet train --eval` reports after each round. Both read
+// the first weights record of stdin, so a DiLoCo state (weights, then
+// momentum) is read as its weights.
 //
 // Weights travel as a weights record (the format jobs/fedavg averages):
 // "IWR1", then little-endian u32 parameter count, u32 training examples
@@ -67,7 +73,7 @@ func main() {
 
 func run(args []string, stdin io.Reader, stdout io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: mnist train [EPOCHS [LR [BATCH]]] | mnist infer")
+		return errors.New("usage: mnist train [EPOCHS [LR [BATCH]]] | local STEPS [LR [BATCH]] | infer | eval | init")
 	}
 	shard, shards := shardEnv()
 	in, err := io.ReadAll(stdin)
@@ -79,9 +85,9 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 		if in, err = os.ReadFile("/data/state"); err != nil {
 			return err
 		}
-		if n := 16 + 4*newModel().count(); len(in) > n {
-			in = in[:n]
-		}
+	}
+	if n := 16 + 4*newModel().count(); args[0] != "train" && len(in) > n {
+		in = in[:n] // the first record
 	}
 	m, err := decode(in)
 	if err != nil {
@@ -142,6 +148,27 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 			return err
 		}
 		_, err = out.Write(preds)
+		return err
+	case "eval":
+		n := len(images) / pixels
+		labels, err := readLabels("/data/labels", n)
+		if err != nil {
+			return err
+		}
+		lo, hi := shard*n/shards, (shard+1)*n/shards
+		right, loss := 0, 0.0
+		err = m.classify(images[lo*pixels:hi*pixels], func(i int, p []float32) {
+			y := int(labels[lo+i])
+			if argmax(p) == y {
+				right++
+			}
+			loss -= math.Log(math.Max(float64(p[y]), 1e-30))
+		})
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(out, "accuracy=%.4f loss=%.4f examples=%d\n",
+			float64(right)/float64(max(hi-lo, 1)), loss/float64(max(hi-lo, 1)), hi-lo)
 		return err
 	}
 	return fmt.Errorf("unknown command %q", args[0])
@@ -381,26 +408,37 @@ func (m *model) train(images []float32, labels []byte, idx []int, steps int, lr 
 
 // predict returns the most likely digit of each image in x.
 func (m *model) predict(x []float32) ([]byte, error) {
+	out := make([]byte, 0, len(x)/pixels)
+	err := m.classify(x, func(_ int, p []float32) { out = append(out, byte(argmax(p))) })
+	return out, err
+}
+
+// classify calls f with each image's index in x and class probabilities.
+func (m *model) classify(x []float32, f func(i int, p []float32)) error {
 	n := len(x) / pixels
-	out := make([]byte, 0, n)
 	const chunk = 256
 	h, p := make([]float32, chunk*hidden), make([]float32, chunk*classes)
 	for s := 0; s < n; s += chunk {
 		c := min(chunk, n-s)
 		if err := m.forward(x[s*pixels:(s+c)*pixels], c, h[:c*hidden], p[:c*classes]); err != nil {
-			return nil, err
+			return err
 		}
 		for b := range c {
-			best := 0
-			for j := 1; j < classes; j++ {
-				if p[b*classes+j] > p[b*classes+best] {
-					best = j
-				}
-			}
-			out = append(out, byte(best))
+			f(s+b, p[b*classes:(b+1)*classes])
 		}
 	}
-	return out, nil
+	return nil
+}
+
+// argmax is the index of p's largest element (the first of equals).
+func argmax(p []float32) int {
+	best := 0
+	for j := 1; j < len(p); j++ {
+		if p[j] > p[best] {
+			best = j
+		}
+	}
+	return best
 }
 
 // rng is splitmix64: the same numbers on every machine.

@@ -1,0 +1,486 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
+)
+
+// TrainSpec is a training run: Rounds rounds, each one sharded job whose
+// Shards shards all start from the current state and whose reduce turns
+// their outputs into the next state (federated averaging, DiLoCo's outer
+// step), and after each round, optionally, an evaluation job on the new
+// state whose output is the round's report.
+type TrainSpec struct {
+	// Spec is the shards' module and terms. Its Input is unused: the
+	// state takes its place (or StateData's).
+	Spec Spec `json:"spec"`
+	// Shards is how many shards each round has: 1 to wire.MaxShards.
+	Shards int `json:"shards"`
+	// Parallel is how many of them run at once (0: all).
+	Parallel int `json:"parallel,omitempty"`
+	// Reduce makes the next state from the shards' outputs concatenated
+	// in order. It runs under Spec's terms, data included.
+	Reduce ReduceSpec `json:"reduce"`
+	// Rounds is how many rounds to run: 1 to MaxTrainRounds.
+	Rounds int `json:"rounds"`
+	// State is the first round's state, a blob in the node's store; the
+	// zero digest (or the empty blob) lets the module start from its own.
+	State     blob.Digest `json:"state,omitzero"`
+	StateSize int64       `json:"state_size"`
+	// StateData, when set, hands the state to the shards and the reduce as
+	// the data blob of this name (/data/NAME) instead of as every shard's
+	// input, whose input is then empty: DiLoCo's state holds the outer
+	// momentum too, which only the reduce reads.
+	StateData string `json:"state_data,omitempty"`
+	// Eval, when set, runs after each round with the new state as its
+	// input. Its output, up to MaxTrainReport bytes of text, is the round's
+	// report, and its NAME=NUMBER words ("accuracy=0.9746 loss=0.08") or
+	// NAME NUMBER lines ("loss 0.08") are the round's metrics.
+	Eval *Spec `json:"eval,omitempty"`
+}
+
+const (
+	// MaxTrainRounds caps a training run's rounds.
+	MaxTrainRounds = 10_000
+	// MaxTrainReport caps the evaluation output kept as a round's report.
+	MaxTrainReport = 4 << 10
+)
+
+// Event kinds of a training run, whose events carry their round
+// (Event.Round, from 1) besides the round's sharded and evaluation jobs'
+// own: the run is recorded (Detail: its id), a round starts, a round ended
+// (Detail: its report).
+const (
+	EventTrainRecorded = "train-recorded"
+	EventRoundStart    = "round-start"
+	EventRoundDone     = "round-done"
+)
+
+var (
+	// ErrTrainNotRunning: the training run is not under way in this node.
+	ErrTrainNotRunning = errors.New("training run not running")
+	// ErrTrainInterrupted: the node closed while the run went on; it
+	// resumes where it stood at the node's next start.
+	ErrTrainInterrupted = errors.New("training run interrupted: it resumes when the node restarts")
+)
+
+// check reports what is wrong with ts, before anything runs.
+func (ts *TrainSpec) check() error {
+	switch {
+	case ts.Shards < 1 || ts.Shards > wire.MaxShards:
+		return fmt.Errorf("training run: %d shards, want 1 to %d", ts.Shards, wire.MaxShards)
+	case ts.Rounds < 1 || ts.Rounds > MaxTrainRounds:
+		return fmt.Errorf("training run: %d rounds, want 1 to %d", ts.Rounds, MaxTrainRounds)
+	case ts.Reduce.Module.IsZero():
+		return errors.New("training run: no reduce module")
+	case ts.StateData != "" && (ts.State.IsZero() || ts.StateSize == 0):
+		return errors.New("training run: state as data needs a first state (data blobs are never empty)")
+	}
+	for _, d := range ts.Spec.Data {
+		if d.Name == ts.StateData {
+			return fmt.Errorf("training run: data %q is the state's name", d.Name)
+		}
+	}
+	return nil
+}
+
+// Train runs a training run (see TrainSpec) and returns its record. Like
+// SubmitSharded, the run is recorded before its first round and belongs
+// to the node, not to ctx: when ctx ends Train returns ctx's error while
+// the run goes on (WaitTrainRun, CancelTrainRun by the id of the
+// EventTrainRecorded event); when the node closes first it returns
+// ErrTrainInterrupted and the next node on the same data directory
+// resumes the run: rounds done are not run again, and a round whose
+// sharded job was under way waits for that job, which resumes too.
+//
+// A round whose sharded job or evaluation fails ends the run failed; the
+// last good state stays in the record. Events carry each round's progress
+// until Train returns.
+func (n *Node) Train(ctx context.Context, ts TrainSpec, events func(Event)) (*store.TrainRun, error) {
+	if err := ts.check(); err != nil {
+		return nil, err
+	}
+	terms, err := json.Marshal(ts)
+	if err != nil {
+		return nil, fmt.Errorf("training run: terms: %w", err)
+	}
+	rec := &store.TrainRun{ID: wire.NewJobID(), State: store.JobRunning, Terms: terms, Created: time.Now()}
+	if err := n.db.PutTrainRun(rec); err != nil {
+		return nil, fmt.Errorf("training run: record: %w", err)
+	}
+	t, err := n.startTrain(rec, ts, events)
+	if err != nil {
+		return nil, err
+	}
+	t.emit(Event{Kind: EventTrainRecorded, Detail: rec.ID.String()})
+	return n.waitTrain(ctx, t)
+}
+
+// TrainRun returns the training run id's record, or an error wrapping
+// store.ErrNotFound.
+func (n *Node) TrainRun(id wire.JobID) (*store.TrainRun, error) {
+	rec, err := n.db.TrainRun(id)
+	if err != nil {
+		return nil, fmt.Errorf("training run %s: %w", id, err)
+	}
+	return rec, nil
+}
+
+// TrainRuns returns every training run of the store, oldest first.
+func (n *Node) TrainRuns() ([]store.TrainRun, error) { return n.db.TrainRuns() }
+
+// WaitTrainRun returns the training run id's record once it has ended, or
+// where it stands when ctx ends first.
+func (n *Node) WaitTrainRun(ctx context.Context, id wire.JobID) (*store.TrainRun, error) {
+	if t := n.training.get(id); t != nil {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.done:
+		}
+	}
+	return n.TrainRun(id)
+}
+
+// CancelTrainRun stops a training run that has not ended, with its
+// round's sharded job, and records it failed; it is not resumed.
+func (n *Node) CancelTrainRun(id wire.JobID) (*store.TrainRun, error) {
+	if t := n.training.get(id); t != nil {
+		t.cancelled.Store(true)
+		t.cancel()
+		<-t.done
+	}
+	rec, err := n.TrainRun(id)
+	if err != nil {
+		return nil, err
+	}
+	// The round's sharded job belongs to the node: it went on.
+	if k := len(rec.Rounds); k > 0 && rec.Rounds[k-1].Sharded != (wire.JobID{}) && rec.Rounds[k-1].Finished.IsZero() {
+		if _, err := n.CancelShardedJob(rec.Rounds[k-1].Sharded); err != nil {
+			return nil, err
+		}
+	}
+	if !rec.State.Final() {
+		rec.State, rec.Error, rec.Finished = store.JobFailed, "cancelled", time.Now()
+		if err := n.db.PutTrainRun(rec); err != nil {
+			return nil, err
+		}
+	}
+	return rec, nil
+}
+
+// ResumeTrainRuns starts, in the background, every training run of the
+// store that has not ended and is not under way. node.New calls it after
+// ResumeShardedJobs, so that a round's sharded job is under way again
+// when its run looks for it.
+func (n *Node) ResumeTrainRuns() ([]wire.JobID, error) {
+	recs, err := n.db.TrainRuns()
+	if err != nil {
+		return nil, err
+	}
+	var started []wire.JobID
+	for i := range recs {
+		rec := &recs[i]
+		if rec.State.Final() || n.training.get(rec.ID) != nil {
+			continue
+		}
+		var ts TrainSpec
+		if err := json.Unmarshal(rec.Terms, &ts); err != nil {
+			return started, fmt.Errorf("training run %s: terms: %w", rec.ID, err)
+		}
+		if _, err := n.startTrain(rec, ts, func(e Event) {
+			n.log.Debug("resumed training run", "id", rec.ID, "round", e.Round, "kind", e.Kind, "detail", e.Detail)
+		}); err != nil {
+			return started, err
+		}
+		started = append(started, rec.ID)
+	}
+	return started, nil
+}
+
+// trainRun is a training run under way in this node.
+type trainRun struct {
+	n         *Node
+	spec      TrainSpec
+	rec       *store.TrainRun // owned by run's goroutine
+	cancel    context.CancelFunc
+	cancelled atomic.Bool
+	done      chan struct{} // closed when run returns
+	err       error         // why run ended without a final record (set before done)
+	eventSink
+}
+
+// trainRuns are a node's training runs under way, by id.
+type trainRuns struct {
+	mu sync.Mutex
+	m  map[wire.JobID]*trainRun // guarded by mu
+}
+
+func (s *trainRuns) get(id wire.JobID) *trainRun {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[id]
+}
+
+// startTrain runs rec in a goroutine of the node's, unless it runs already.
+func (n *Node) startTrain(rec *store.TrainRun, ts TrainSpec, events func(Event)) (*trainRun, error) {
+	n.training.mu.Lock()
+	defer n.training.mu.Unlock()
+	if t := n.training.m[rec.ID]; t != nil {
+		return t, nil
+	}
+	if n.ctx.Err() != nil {
+		return nil, fmt.Errorf("training run %s: %w", rec.ID, ErrTrainInterrupted)
+	}
+	ctx, cancel := context.WithCancel(n.ctx)
+	t := &trainRun{n: n, spec: ts, rec: rec, cancel: cancel, done: make(chan struct{}), eventSink: eventSink{events: events}}
+	if n.training.m == nil {
+		n.training.m = map[wire.JobID]*trainRun{}
+	}
+	n.training.m[rec.ID] = t
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer cancel()
+		t.err = t.run(ctx)
+		n.training.mu.Lock()
+		delete(n.training.m, rec.ID)
+		n.training.mu.Unlock()
+		close(t.done)
+	}()
+	return t, nil
+}
+
+// waitTrain waits for t to end, or ctx.
+func (n *Node) waitTrain(ctx context.Context, t *trainRun) (*store.TrainRun, error) {
+	defer t.detach()
+	select {
+	case <-ctx.Done():
+		return nil, fmt.Errorf("training run %s goes on in the node: %w", t.rec.ID, ctx.Err())
+	case <-t.done:
+	}
+	if t.err != nil {
+		return nil, t.err
+	}
+	return n.TrainRun(t.rec.ID)
+}
+
+// run drives the training run to its end and records it. It returns an
+// error, leaving the record unfinished, only when the node closes (or the
+// store fails): the next start resumes it.
+func (t *trainRun) run(ctx context.Context) error {
+	n, rec := t.n, t.rec
+	state, size := t.spec.State, t.spec.StateSize
+	if state.IsZero() {
+		d, err := n.PutBlob(ctx, nil)
+		if err != nil {
+			return t.interrupted(ctx, err)
+		}
+		state, size = d, 0
+	}
+	verified := true
+	for r := range t.spec.Rounds {
+		if r < len(rec.Rounds) && !rec.Rounds[r].Finished.IsZero() {
+			state, size = rec.Rounds[r].State, rec.Rounds[r].StateSize
+			continue // done before a restart
+		}
+		if r == len(rec.Rounds) {
+			rec.Rounds = append(rec.Rounds, store.TrainRound{Started: time.Now()})
+			if err := n.db.PutTrainRun(rec); err != nil {
+				return t.interrupted(ctx, err)
+			}
+		}
+		t.emit(Event{Kind: EventRoundStart, Round: r + 1})
+		sj, fail, err := t.round(ctx, r, state, size)
+		switch {
+		case err != nil:
+			return t.interrupted(ctx, err)
+		case fail != "":
+			return t.finish(store.JobFailed, fmt.Sprintf("round %d: %s", r+1, fail))
+		}
+		verified = verified && sj.State == store.JobVerified
+		state, size = sj.Output, sj.OutputSize
+		t.emit(Event{Kind: EventRoundDone, Round: r + 1, Detail: rec.Rounds[r].Report})
+	}
+	if !verified {
+		return t.finish(store.JobUnverified, "")
+	}
+	return t.finish(store.JobVerified, "")
+}
+
+// round runs round r (from 0) from state: its sharded job, or the one a
+// previous run of the node left under way, then the evaluation. fail says
+// why the round failed; err is set only when the node closes.
+func (t *trainRun) round(ctx context.Context, r int, state blob.Digest, size int64) (*ShardedJob, string, error) {
+	n, rec := t.n, t.rec
+	defer n.blobs.Pin(state)()
+	round := &rec.Rounds[r]
+	var sj *ShardedJob
+	if round.Sharded != (wire.JobID{}) {
+		// Under way when the node stopped: it resumed with the node.
+		got, err := n.WaitShardedJob(ctx, round.Sharded)
+		if err != nil {
+			return nil, "", err
+		}
+		if got.State.Final() {
+			sj = got
+		}
+	}
+	if sj == nil {
+		ss, err := t.shardedSpec(state, size)
+		if err != nil {
+			return nil, err.Error(), nil
+		}
+		sj, err = n.SubmitSharded(ctx, ss, func(e Event) {
+			if e.Kind == EventShardedRecorded {
+				if id, err := wire.ParseJobID(e.Detail); err == nil {
+					round.Sharded = id
+					if err := n.db.PutTrainRun(rec); err != nil {
+						n.log.Warn("training run: recording the round's sharded job", "id", rec.ID, "err", err)
+					}
+				}
+			}
+			e.Round = r + 1
+			t.emit(e)
+		})
+		switch {
+		case errors.Is(err, ErrShardedInterrupted) || ctx.Err() != nil:
+			return nil, "", fmt.Errorf("%w: %w", ErrTrainInterrupted, err)
+		case err != nil:
+			return nil, err.Error(), nil
+		}
+	}
+	if sj.State == store.JobFailed {
+		return nil, sj.Error, nil
+	}
+	round.State, round.StateSize = sj.Output, sj.OutputSize
+	if err := n.db.PutTrainRun(rec); err != nil {
+		return nil, "", err
+	}
+	if t.spec.Eval != nil {
+		if fail, err := t.eval(ctx, r, round); fail != "" || err != nil {
+			return nil, fail, err
+		}
+	}
+	round.Finished = time.Now()
+	if err := n.db.PutTrainRun(rec); err != nil {
+		return nil, "", err
+	}
+	return sj, "", nil
+}
+
+// shardedSpec is a round's sharded job on state.
+func (t *trainRun) shardedSpec(state blob.Digest, size int64) (ShardedSpec, error) {
+	spec := t.spec.Spec
+	input, inputSize := state, size
+	if name := t.spec.StateData; name != "" {
+		empty, err := t.n.PutBlob(context.Background(), nil)
+		if err != nil {
+			return ShardedSpec{}, err
+		}
+		input, inputSize = empty, 0
+		spec.Data = append(slices.Clone(spec.Data), wire.DataBlob{Name: name, Digest: state, Size: size})
+		slices.SortFunc(spec.Data, func(a, b wire.DataBlob) int { return strings.Compare(a.Name, b.Name) })
+	}
+	inputs := make([]ShardInput, t.spec.Shards)
+	for i := range inputs {
+		inputs[i] = ShardInput{Input: input, InputSize: inputSize}
+	}
+	reduce := t.spec.Reduce
+	return ShardedSpec{Spec: spec, Inputs: inputs, Parallel: t.spec.Parallel, Reduce: &reduce}, nil
+}
+
+// eval runs the evaluation job on round's state and records its report.
+func (t *trainRun) eval(ctx context.Context, r int, round *store.TrainRound) (string, error) {
+	n := t.n
+	spec := *t.spec.Eval
+	spec.Input, spec.InputSize = round.State, round.StateSize
+	job, err := n.Submit(ctx, spec, func(e Event) {
+		e.Round = r + 1
+		t.emit(e)
+	})
+	switch {
+	case ctx.Err() != nil:
+		return "", fmt.Errorf("%w: %w", ErrTrainInterrupted, ctx.Err())
+	case err != nil:
+		return "evaluation: " + err.Error(), nil
+	case job.State != store.JobVerified && job.State != store.JobUnverified:
+		return "evaluation: " + job.Error, nil
+	case job.ExitCode != 0:
+		return fmt.Sprintf("evaluation: exit code %d", job.ExitCode), nil
+	}
+	out, err := n.blobs.Head(job.Output, MaxTrainReport)
+	if err != nil {
+		return "evaluation: output: " + err.Error(), nil
+	}
+	round.Eval, round.Report, round.Metrics = job.ID, report(out), metrics(out)
+	return "", nil
+}
+
+// report is an evaluation's output as trimmed, valid UTF-8 text.
+func report(out []byte) string {
+	return strings.TrimSpace(strings.ToValidUTF8(string(out), string(utf8.RuneError)))
+}
+
+// metrics reads an evaluation's output as metrics: its words NAME=NUMBER,
+// and its lines of two words NAME NUMBER. Numbers that are not finite are
+// left out, and a name given twice keeps its last number.
+func metrics(out []byte) map[string]float64 {
+	m := map[string]float64{}
+	add := func(name, val string) bool {
+		v, err := strconv.ParseFloat(val, 64)
+		ok := err == nil && name != "" && !math.IsInf(v, 0) && !math.IsNaN(v)
+		if ok {
+			m[name] = v
+		}
+		return ok
+	}
+	for line := range strings.Lines(report(out)) {
+		words := strings.Fields(line)
+		if len(words) == 2 && !strings.Contains(words[0], "=") && add(words[0], words[1]) {
+			continue
+		}
+		for _, w := range words {
+			if name, val, ok := strings.Cut(w, "="); ok {
+				add(name, val)
+			}
+		}
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// finish records the run's final state.
+func (t *trainRun) finish(state store.JobState, fail string) error {
+	rec := t.rec
+	rec.State, rec.Error, rec.Finished = state, fail, time.Now()
+	return t.n.db.PutTrainRun(rec)
+}
+
+// interrupted is the error of a run stopped by its node closing; a run
+// stopped by CancelTrainRun is recorded failed instead.
+func (t *trainRun) interrupted(ctx context.Context, err error) error {
+	if t.cancelled.Load() {
+		return t.finish(store.JobFailed, "cancelled")
+	}
+	if ctx.Err() != nil && !errors.Is(err, ErrTrainInterrupted) {
+		return fmt.Errorf("training run %s: %w", t.rec.ID, ErrTrainInterrupted)
+	}
+	return fmt.Errorf("training run %s: %w", t.rec.ID, err)
+}
