@@ -49,8 +49,8 @@ fuzz:
 demo: deps build
 	@./scripts/demo.sh
 
-# MNIST trained by federated averaging on 4 local provider processes, with
-# the CLI alone: loss and test accuracy per round (scripts/mnist.sh).
+# MNIST trained by infernet train (FedAvg, then DiLoCo) on 4 local provider
+# processes: test accuracy and loss per round (scripts/mnist.sh).
 mnist: deps build
 	@./scripts/mnist.sh
 

@@ -133,8 +133,8 @@ echo "\$ infernet run $jobs/lines/lines.wasm --input lines.txt -- p | cmp - out 
 echo "\$ echo x | infernet submit $jobs/datacat/datacat.wasm --input - --data vocab.txt=README.md -- vocab.txt | head -3   # a read-only data blob at /data"
 echo x | "$bin" submit "$jobs/datacat/datacat.wasm" --input - --data vocab.txt=README.md --datadir "$net/client" -- vocab.txt 2>/dev/null | head -3
 
-step "MNIST by federated averaging: 3 rounds of a sharded job (4 shards x 2 replicas, training) + a fedavg reduce, on 4 fresh nodes (make mnist)"
-./scripts/mnist.sh 3 2 | grep -E '^(round|the network)'
+step "MNIST trained by infernet train, FedAvg then DiLoCo: 3 rounds of a sharded job (4 shards x 2 replicas) + a reduce, evaluated each round, on 4 fresh nodes (make mnist)"
+./scripts/mnist.sh 3 2 2>&1 | grep -E '^(\$|round|training run|10-shard|the network)'
 
 step "Hostile jobs: providers cap what a client may ask for, and refuse a compile bomb before compiling"
 echo "\$ infernet submit testdata/bad/output_flood.wasm --max-output 1536MiB   # over every provider's --max-output"

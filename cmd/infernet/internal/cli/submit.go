@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 
@@ -113,6 +114,25 @@ from INFERNET_SHARD_INDEX and INFERNET_SHARD_COUNT.`,
 	f := cmd.Flags()
 	f.StringVarP(&opts.Input, "input", "i", "", "input `FILE` for the job's stdin, - for this process's stdin")
 	f.StringVarP(&opts.Output, "output", "o", "", "write the job's output to `FILE` (default: stdout, unless --json)")
+	addTermsFlags(f, opts)
+	f.BoolVar(&opts.Adaptive, "adaptive", false, "let a provider with a long clean record run the job alone (spot-checked)")
+	tmpl := node.ProofTemplates()
+	f.BoolVar(&opts.Proofs, "proofs", false, fmt.Sprintf("proof mode: providers prove each integer GEMM of the job (Groth16; at most %d ops, each at most %d in every dimension, larger ones fail with ENOPROOF) and the proofs are kept with the job (infernet jobs --json); needs the GEMM verifying keys",
+		host.DefaultMaxProofs, tmpl[len(tmpl)-1]))
+	f.IntVar(&opts.Shards, "shards", 1, "cut the input into `N` shards, each a job of its own")
+	f.StringVar(&opts.Split, "split", "lines", "how --shards cuts the input: lines, bytes or records:SEP")
+	f.StringVar(&opts.InputDir, "input-dir", "", "one shard per file of `DIR`, in name order (instead of --input)")
+	f.StringVar(&opts.Via, "via", "", "sharded job: hand it to the aggregator `PEER` (a peer ID), and check what it returns")
+	f.IntVar(&opts.SpotChecks, "spot-check", 1, "with --via: shards run again by this node and compared with the aggregator's")
+	f.Float64Var(&opts.MaxFee, "max-fee", 2, "with --via: most fee accepted, in percent of the providers' price")
+	f.StringVar(&opts.Reduce, "reduce", "", "sharded job: run `MODULE` as one more job on the shards' outputs concatenated in order (no arguments, shard 0 of 1); its output is the job's")
+	f.StringVar(&opts.Settle, "settle", "escrow", "how a paid job pays: escrow (hold invoices released after verification) or fair (outputs of at most 254 bytes bought by zero-knowledge fair exchange)")
+	return cmd
+}
+
+// addTermsFlags adds the flags of a job's terms, its data and the node to
+// talk to, which submit and train share.
+func addTermsFlags(f *pflag.FlagSet, opts *SubmitOptions) {
 	f.IntVar(&opts.Replicas, "replicas", 2, "distinct providers that must run the job and agree")
 	f.DurationVar(&opts.Timeout, "timeout", 60*time.Second, "wall-time limit of each run")
 	f.DurationVar(&opts.Deadline, "deadline", 0, "give up on the whole job after this long (default 2×timeout + 30s)")
@@ -126,25 +146,12 @@ from INFERNET_SHARD_INDEX and INFERNET_SHARD_COUNT.`,
 	f.StringVar(&opts.DataDir, "datadir", defaultDataDir(), "the node's data `DIR` (API token and address)")
 	f.BoolVar(&opts.JSON, "json", false, "print the summary as JSON on stdout")
 	f.StringVar(&opts.Progress, "progress", "auto", "live progress on stderr: auto (on a terminal), always, never")
-	f.BoolVar(&opts.Adaptive, "adaptive", false, "let a provider with a long clean record run the job alone (spot-checked)")
 	f.BoolVar(&opts.Same, "same-backend", false, "run every replica on the same tensor backend class")
 	f.StringVar(&opts.Compare, "compare", "", "tolerance mode: compare outputs as `FORMAT` f32, f64 or text (numbers within --rtol/--atol); default bit for bit")
 	f.Float64Var(&opts.Rtol, "rtol", 1e-5, "tolerance mode: relative tolerance")
 	f.Float64Var(&opts.Atol, "atol", 1e-8, "tolerance mode: absolute tolerance")
-	tmpl := node.ProofTemplates()
-	f.BoolVar(&opts.Proofs, "proofs", false, fmt.Sprintf("proof mode: providers prove each integer GEMM of the job (Groth16; at most %d ops, each at most %d in every dimension, larger ones fail with ENOPROOF) and the proofs are kept with the job (infernet jobs --json); needs the GEMM verifying keys",
-		host.DefaultMaxProofs, tmpl[len(tmpl)-1]))
 	f.StringArrayVar(&opts.Data, "data", nil, "read-only file for the job at /data/NAME (`NAME=FILE`, repeatable; e.g. model weights): each provider fetches it once")
-	f.IntVar(&opts.Shards, "shards", 1, "cut the input into `N` shards, each a job of its own")
-	f.StringVar(&opts.Split, "split", "lines", "how --shards cuts the input: lines, bytes or records:SEP")
-	f.StringVar(&opts.InputDir, "input-dir", "", "one shard per file of `DIR`, in name order (instead of --input)")
 	f.IntVar(&opts.Parallel, "parallel", 0, "shards running at once (default: all)")
-	f.StringVar(&opts.Via, "via", "", "sharded job: hand it to the aggregator `PEER` (a peer ID), and check what it returns")
-	f.IntVar(&opts.SpotChecks, "spot-check", 1, "with --via: shards run again by this node and compared with the aggregator's")
-	f.Float64Var(&opts.MaxFee, "max-fee", 2, "with --via: most fee accepted, in percent of the providers' price")
-	f.StringVar(&opts.Reduce, "reduce", "", "sharded job: run `MODULE` as one more job on the shards' outputs concatenated in order (no arguments, shard 0 of 1); its output is the job's")
-	f.StringVar(&opts.Settle, "settle", "escrow", "how a paid job pays: escrow (hold invoices released after verification) or fair (outputs of at most 254 bytes bought by zero-knowledge fair exchange)")
-	return cmd
 }
 
 // request builds the API request, checking flags before anything is uploaded.

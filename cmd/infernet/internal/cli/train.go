@@ -1,0 +1,327 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/infernet/infernet/node"
+	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
+)
+
+// TrainOptions are the settings of `infernet train`: the shards' job is
+// SubmitOptions' (module, terms, arguments, data, --reduce, --parallel).
+type TrainOptions struct {
+	SubmitOptions
+	Rounds int
+	// State is the first state's file; StateData names the data blob that
+	// carries the state instead of the shards' input.
+	State     string
+	StateData string
+	// Eval is the evaluation module, EvalArgs and EvalData its arguments
+	// and data files.
+	Eval     string
+	EvalArgs []string
+	EvalData []string
+	// Checkpoints is the directory each round's state is written to.
+	Checkpoints string
+	// Attach follows a training run under way (an id) instead of starting one.
+	Attach string
+}
+
+// NewCmdTrain returns `infernet train`. runF replaces the action in tests.
+func NewCmdTrain(stdio IO, runF func(context.Context, *TrainOptions) error) *cobra.Command {
+	opts := &TrainOptions{SubmitOptions: SubmitOptions{IO: stdio, Settle: "escrow"}}
+	cmd := &cobra.Command{
+		Use:   "train MODULE --reduce MODULE [--eval MODULE] [-- ARG...]",
+		Short: "Train a model on the network in rounds of sharded jobs",
+		Long: `Train a model on the network through the local node (infernet node), in
+rounds. Each round is one sharded job: --shards shards of MODULE (with the
+arguments after --) all start from the current state, as their input, or as
+the data blob /data/NAME with --state-data NAME (every input is then empty);
+each shard's job is verified on its own; the --reduce module turns their
+outputs, concatenated in order, into the next state (federated averaging,
+DiLoCo's outer step). The first state is --state FILE, or empty.
+
+After each round the --eval module, if given, runs on the new state (its
+input) with --eval-arg arguments and --eval-data files, verified like any job;
+its output is the round's report, and its NAME=NUMBER words or NAME NUMBER
+lines are the round's metrics. A line per round goes to stderr; with --json
+the run's record goes to stdout at the end.
+
+The run belongs to the node: if this command stops, the run goes on, and if
+the node restarts it resumes where it stood (a round is not run twice);
+--attach ID follows it again. --output writes the last state, --checkpoints
+DIR each round's (round-001, ...).
+
+Exit status: 0 when every round was verified; 122 when some ran on one
+replica only; 123 when a round failed (the last good state is kept); 1 for
+other errors.`,
+		Example: `  infernet train mnist.wasm --reduce fedavg.wasm --shards 4 --rounds 3 \
+    --data images=train-images --data labels=train-labels \
+    --eval mnist.wasm --eval-arg eval --eval-data images=t10k-images --eval-data labels=t10k-labels \
+    --output weights.bin -- train 2 0.05 32
+  infernet train --attach 1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if opts.Attach != "" {
+				return cobra.NoArgs(cmd, args)
+			}
+			return moduleArgs(cmd, args)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				opts.Module, opts.Args = args[0], args[1:]
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runTrain(cmd.Context(), opts)
+		},
+	}
+	f := cmd.Flags()
+	addTermsFlags(f, &opts.SubmitOptions)
+	f.StringVarP(&opts.Output, "output", "o", "", "write the last state to `FILE`")
+	f.IntVar(&opts.Shards, "shards", 4, "shards of each round")
+	f.IntVar(&opts.Rounds, "rounds", 3, "rounds to run")
+	f.StringVar(&opts.Reduce, "reduce", "", "`MODULE` that makes the next state from the shards' outputs (required)")
+	f.StringVar(&opts.State, "state", "", "the first state (`FILE`; default: empty, the module's own)")
+	f.StringVar(&opts.StateData, "state-data", "", "hand the state to the shards and the reduce as /data/`NAME` instead of as the shards' input")
+	f.StringVar(&opts.Eval, "eval", "", "evaluation `MODULE` run on each round's state")
+	f.StringArrayVar(&opts.EvalArgs, "eval-arg", nil, "argument of the evaluation (repeatable, in order)")
+	f.StringArrayVar(&opts.EvalData, "eval-data", nil, "read-only file of the evaluation at /data/NAME (`NAME=FILE`, repeatable)")
+	f.StringVar(&opts.Checkpoints, "checkpoints", "", "write each round's state to `DIR`/round-NNN")
+	f.StringVar(&opts.Attach, "attach", "", "follow the training run `ID` under way in the node instead of starting one")
+	return cmd
+}
+
+func runTrain(ctx context.Context, o *TrainOptions) error {
+	if o.Attach != "" {
+		return attachTrain(ctx, o)
+	}
+	req, err := o.trainRequest()
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	c, mb, err := o.dialAndPutModule(ctx)
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	req.Job.Module, req.Job.ModuleSize = mb.Digest, mb.Size
+	if err := o.upload(ctx, c, &req); err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	w := newTrainWatch(ctx, o, c)
+	rec, err := c.Train(ctx, req, w.event)
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	return w.finish(rec)
+}
+
+// trainRequest builds the API request from the flags, checking them before
+// anything is uploaded.
+func (o *TrainOptions) trainRequest() (api.TrainRequest, error) {
+	job, err := o.request()
+	if err != nil {
+		return api.TrainRequest{}, err
+	}
+	switch {
+	case o.Reduce == "":
+		return api.TrainRequest{}, errors.New("--reduce is required: it makes each round's state")
+	case o.Rounds < 1 || o.Rounds > node.MaxTrainRounds:
+		return api.TrainRequest{}, fmt.Errorf("--rounds: want 1 to %d", node.MaxTrainRounds)
+	case o.Shards < 1 || o.Shards > wire.MaxShards:
+		return api.TrainRequest{}, fmt.Errorf("--shards: want 1 to %d", wire.MaxShards)
+	case o.StateData != "" && o.State == "":
+		return api.TrainRequest{}, errors.New("--state-data needs --state: a data blob is never empty")
+	case o.Eval == "" && (len(o.EvalArgs) > 0 || len(o.EvalData) > 0):
+		return api.TrainRequest{}, errors.New("--eval-arg and --eval-data need --eval")
+	}
+	for _, flags := range [][]string{o.Data, o.EvalData} {
+		if _, err := dataFiles(flags); err != nil {
+			return api.TrainRequest{}, err
+		}
+	}
+	req := api.TrainRequest{Job: job, Shards: o.Shards, Rounds: o.Rounds, StateData: o.StateData}
+	if o.Eval != "" {
+		eval := job
+		eval.Args, eval.Parallel = o.EvalArgs, 0
+		req.Eval = &eval
+	}
+	return req, nil
+}
+
+// upload stores the reduce and evaluation modules, the data files and the
+// first state in the node, and names them in req.
+func (o *TrainOptions) upload(ctx context.Context, c *api.Client, req *api.TrainRequest) error {
+	rb, err := putFile(ctx, c, o.Reduce)
+	if err != nil {
+		return fmt.Errorf("--reduce: %w", err)
+	}
+	req.Job.Reduce = &node.ReduceSpec{Module: rb.Digest, ModuleSize: rb.Size}
+	if req.Job.Data, err = uploadData(ctx, c, o.Data); err != nil {
+		return err
+	}
+	if o.State != "" {
+		sb, err := putFile(ctx, c, o.State)
+		if err != nil {
+			return fmt.Errorf("--state: %w", err)
+		}
+		req.State, req.StateSize = sb.Digest, sb.Size
+	}
+	if req.Eval != nil {
+		eb, err := putFile(ctx, c, o.Eval)
+		if err != nil {
+			return fmt.Errorf("--eval: %w", err)
+		}
+		req.Eval.Module, req.Eval.ModuleSize = eb.Digest, eb.Size
+		if req.Eval.Data, err = uploadData(ctx, c, o.EvalData); err != nil {
+			return fmt.Errorf("--eval-data: %w", err)
+		}
+	}
+	return nil
+}
+
+// attachTrain follows a training run under way until it ends, printing
+// its rounds as they end.
+func attachTrain(ctx context.Context, o *TrainOptions) error {
+	id, err := wire.ParseJobID(o.Attach)
+	if err != nil {
+		return &exitError{Code: ExitError, Err: fmt.Errorf("--attach: %w", err)}
+	}
+	c, err := api.Dial(o.DataDir, o.API)
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	w := newTrainWatch(ctx, o, c)
+	w.id = id
+	for {
+		rec, err := c.TrainRun(ctx, id, false)
+		if err != nil {
+			return &exitError{Code: ExitError, Err: err}
+		}
+		if err := w.rounds(rec); err != nil {
+			return &exitError{Code: ExitError, Err: err}
+		}
+		if rec.State.Final() {
+			return w.finish(rec)
+		}
+		select {
+		case <-ctx.Done():
+			return &exitError{Code: ExitError, Err: ctx.Err()}
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// trainWatch prints a training run's rounds as they end and writes their
+// checkpoints.
+type trainWatch struct {
+	ctx     context.Context
+	o       *TrainOptions
+	c       *api.Client
+	id      wire.JobID
+	start   time.Time
+	printed int   // rounds printed
+	err     error // the first checkpoint that could not be written
+}
+
+func newTrainWatch(ctx context.Context, o *TrainOptions, c *api.Client) *trainWatch {
+	return &trainWatch{ctx: ctx, o: o, c: c, start: time.Now()}
+}
+
+// event handles a progress event of the run.
+func (w *trainWatch) event(e node.Event) {
+	switch e.Kind {
+	case node.EventTrainRecorded:
+		if id, err := wire.ParseJobID(e.Detail); err == nil {
+			w.id = id
+			fmt.Fprintf(w.o.IO.Err, "training run %s: %d rounds of %d shards (infernet train --attach %s)\n",
+				shortID(e.Detail), w.o.Rounds, w.o.Shards, e.Detail)
+		}
+	case node.EventRoundDone:
+		rec, err := w.c.TrainRun(w.ctx, w.id, false)
+		if err == nil {
+			err = w.rounds(rec)
+		}
+		if err != nil && w.err == nil {
+			w.err = err
+		}
+	}
+}
+
+// rounds prints the rounds of rec that ended since the last call and
+// writes their checkpoints.
+func (w *trainWatch) rounds(rec *store.TrainRun) error {
+	for ; w.printed < len(rec.Rounds) && !rec.Rounds[w.printed].Finished.IsZero(); w.printed++ {
+		k, r := w.printed+1, rec.Rounds[w.printed]
+		fmt.Fprintf(w.o.IO.Err, "round %d: %v, state %d bytes (%s)", k, r.Finished.Sub(r.Started).Round(time.Millisecond),
+			r.StateSize, shortID(r.State.String()))
+		if r.Report != "" {
+			fmt.Fprintf(w.o.IO.Err, ", %s", strings.ReplaceAll(r.Report, "\n", "; "))
+		}
+		fmt.Fprintln(w.o.IO.Err)
+		if w.o.Checkpoints != "" {
+			if err := w.save(r, filepath.Join(w.o.Checkpoints, fmt.Sprintf("round-%03d", k))); err != nil {
+				return fmt.Errorf("checkpoint of round %d: %w", k, err)
+			}
+		}
+	}
+	return nil
+}
+
+// save writes a round's state to path.
+func (w *trainWatch) save(r store.TrainRound, path string) error {
+	b, err := w.c.Blob(w.ctx, r.State, r.StateSize)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// finish prints the run's end, writes the last state and says how the
+// command exits.
+func (w *trainWatch) finish(rec *store.TrainRun) error {
+	if err := w.rounds(rec); err != nil && w.err == nil {
+		w.err = err
+	}
+	done := 0
+	for _, r := range rec.Rounds {
+		if !r.Finished.IsZero() {
+			done++
+		}
+	}
+	if w.o.JSON {
+		if err := printJSON(w.o.IO, rec); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(w.o.IO.Err, "training run %s: %s, %d rounds in %v\n", shortID(rec.ID.String()), rec.State, done,
+		time.Since(w.start).Round(time.Millisecond))
+	if w.o.Output != "" && done > 0 {
+		if err := w.save(rec.Rounds[done-1], w.o.Output); err != nil {
+			return &exitError{Code: ExitError, Err: fmt.Errorf("--output: %w", err)}
+		}
+	}
+	if w.err != nil {
+		return &exitError{Code: ExitError, Err: w.err}
+	}
+	switch rec.State {
+	case store.JobVerified:
+		return nil
+	case store.JobUnverified:
+		return &exitError{Code: ExitUnverified}
+	}
+	return &exitError{Code: ExitNoResult, Err: fmt.Errorf("training run failed: %s", rec.Error)}
+}

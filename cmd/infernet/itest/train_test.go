@@ -1,0 +1,76 @@
+package itest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestTrainProcesses: `infernet train` on node processes. Each shard
+// copies the state (jobs/cat), the reduce concatenates the copies (cat),
+// and the evaluation counts the state's lines (jobs/sum): 3 rounds of 3
+// shards turn the state "1\n" into 3, 9 and 27 lines. The command prints a
+// line per round with its metrics, writes every round's checkpoint and the
+// last state, and --attach follows the finished run to the same end.
+func TestTrainProcesses(t *testing.T) {
+	boot := startNode(t, "p1")
+	startNode(t, "p2", "--bootstrap", boot.addr)
+	client := startNode(t, "client", "--bootstrap", boot.addr, "--no-provide")
+	waitAdverts(t, client, 2)
+	jobs := filepath.Join("..", "..", "..", "testdata", "jobs")
+	cat, sum := filepath.Join(jobs, "cat", "cat.wasm"), filepath.Join(jobs, "sum", "sum.wasm")
+	dir := t.TempDir()
+	first := filepath.Join(dir, "first")
+	if err := os.WriteFile(first, []byte("1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := infernet(t, nil, "train", cat, "--reduce", cat, "--shards", "3", "--rounds", "3", "--state", first,
+		"--eval", sum, "--checkpoints", filepath.Join(dir, "ckpt"), "--output", filepath.Join(dir, "last"),
+		"--json", "--datadir", client.dataDir)
+	if code != 0 {
+		t.Fatalf("infernet train: exit %d: %s", code, stderr)
+	}
+	for k, lines := range []int{3, 9, 27} {
+		if want := fmt.Sprintf("round %d: ", k+1); !strings.Contains(stderr, want) ||
+			!strings.Contains(stderr, fmt.Sprintf("lines %d; sum %d; skipped 0", lines, lines)) {
+			t.Errorf("stderr lacks round %d's line with its report (%d lines):\n%s", k+1, lines, stderr)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "ckpt", fmt.Sprintf("round-%03d", k+1)))
+		if err != nil || !bytes.Equal(b, bytes.Repeat([]byte("1\n"), lines)) {
+			t.Errorf("checkpoint of round %d: %q, %v", k+1, b, err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "last")); err != nil || !bytes.Equal(b, bytes.Repeat([]byte("1\n"), 27)) {
+		t.Errorf("--output: %q, %v", b, err)
+	}
+	var rec struct {
+		ID     string `json:"id"`
+		State  string `json:"state"`
+		Rounds []struct {
+			Metrics map[string]float64 `json:"metrics"`
+		} `json:"rounds"`
+	}
+	if err := json.Unmarshal([]byte(out), &rec); err != nil || rec.State != "verified" || len(rec.Rounds) != 3 || rec.Rounds[2].Metrics["lines"] != 27 {
+		t.Fatalf("--json: %+v, %v\n%s", rec, err, out)
+	}
+	_, stderr, code = infernet(t, nil, "train", "--attach", rec.ID, "--datadir", client.dataDir)
+	if code != 0 || !strings.Contains(stderr, "round 3: ") || !strings.Contains(stderr, "verified, 3 rounds") {
+		t.Errorf("train --attach: exit %d: %s", code, stderr)
+	}
+	// Flags that cannot make a run are refused before anything is sent.
+	for _, args := range [][]string{
+		{"train", cat, "--shards", "3"},                                 // no --reduce
+		{"train", cat, "--reduce", cat, "--rounds", "0"},                // no rounds
+		{"train", cat, "--reduce", cat, "--state-data", "state"},        // no first state
+		{"train", cat, "--reduce", cat, "--eval-arg", "x"},              // no --eval
+		{"train", "--attach", "not-an-id", "--datadir", client.dataDir}, // bad id
+	} {
+		if _, stderr, code := infernet(t, nil, append(args, "--datadir", client.dataDir)...); code != 1 {
+			t.Errorf("%v: exit %d, want 1: %s", args, code, stderr)
+		}
+	}
+}
