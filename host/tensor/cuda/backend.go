@@ -408,19 +408,7 @@ func (b *Backend) Gemm(ctx context.Context, p tensor.GemmParams, a, bm, c tensor
 		return nil
 	}
 	if p.K == 0 {
-		// An empty sum; cuBLAS would reject the zero leading dimension.
-		if p.Accumulate {
-			return nil
-		}
-		return b.q.do(ctx, func() error {
-			if err := b.alive(xc); err != nil {
-				return err
-			}
-			if err := cuErr(symMemsetD8, b.drv.cuMemsetD8(xc.ptr, 0, uintptr(xc.bytes()))); err != nil {
-				return err
-			}
-			return b.sync()
-		})
+		return b.emptyProduct(ctx, p, xc)
 	}
 	g, err := planGemm(p, i8)
 	if err != nil {
@@ -430,46 +418,149 @@ func (b *Backend) Gemm(ctx context.Context, p tensor.GemmParams, a, bm, c tensor
 		if err := b.alive(xa, xb, xc); err != nil {
 			return err
 		}
+		return b.gemmPieces(ctx, p, g, 1, func(_, _, m0, mp int) error {
+			aPtr := xa.ptr + uint64(m0*g.aRowStride*xa.dt.Size())
+			cPtr := xc.ptr + uint64(m0*p.N*4)
+			if !i8 {
+				return b.sgemm(p, g, 1, mp, aPtr, xb.ptr, cPtr)
+			}
+			alpha, beta := int32(1), int32(0)
+			if p.Accumulate {
+				beta = 1
+			}
+			s := b.blas.gemmEx(b.handle, g.opB, g.opA, int32(p.N), int32(mp), int32(p.K),
+				unsafe.Pointer(&alpha), xb.ptr, cudaR8I, int32(g.ldB),
+				aPtr, cudaR8I, int32(g.ldA),
+				unsafe.Pointer(&beta), cPtr, cudaR32I, int32(g.ldC),
+				cublasCompute32I, cublasGemmDflt)
+			if err := blasErr(symGemmEx, s); err != nil {
+				if s == cublasStatusNotSupported || s == cublasStatusArchMismatch {
+					return fmt.Errorf("%w: %w", tensor.ErrUnsupported, err)
+				}
+				return err
+			}
+			return nil
+		})
+	})
+}
+
+// GemmBatched implements tensor.Backend (F32 only) with
+// cublasSgemmStridedBatched, or one cublasSgemm_v2 per item where the
+// library lacks it. Items small enough are grouped into calls of about
+// panelFlops; an item above that is split into row panels as in Gemm. C
+// aliasing A or B (which cuBLAS does not allow) is unsupported: the
+// reference backend runs such items in order.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) GemmBatched(ctx context.Context, batch int, p tensor.GemmParams, a, bm, c tensor.Buffer) error {
+	xs, err := b.own(a, bm, c)
+	if err != nil {
+		return err
+	}
+	xa, xb, xc := xs[0], xs[1], xs[2]
+	if batch < 0 || p.M < 0 || p.N < 0 || p.K < 0 {
+		return fmt.Errorf("cuda: gemm_batched of %d×(%d×%d×%d)", batch, p.M, p.N, p.K)
+	}
+	err = checkArgs("gemm_batched", xs, want{abi.F32, batch * p.M * p.K}, want{abi.F32, batch * p.K * p.N}, want{abi.F32, batch * p.M * p.N})
+	if err != nil {
+		return err
+	}
+	if xc == xa || xc == xb {
+		return fmt.Errorf("cuda: %w: gemm_batched with C aliasing an operand", tensor.ErrUnsupported)
+	}
+	if batch == 0 || p.M == 0 || p.N == 0 {
+		return nil
+	}
+	if p.K == 0 {
+		return b.emptyProduct(ctx, p, xc)
+	}
+	g, err := planGemm(p, false)
+	if err != nil {
+		return err
+	}
+	sa, sb, sc := p.M*p.K, p.K*p.N, p.M*p.N
+	return b.q.do(ctx, func() error {
+		if err := b.alive(xa, xb, xc); err != nil {
+			return err
+		}
+		return b.gemmPieces(ctx, p, g, batch, func(i0, nb, m0, mp int) error {
+			aPtr := xa.ptr + uint64(4*(i0*sa+m0*g.aRowStride))
+			cPtr := xc.ptr + uint64(4*(i0*sc+m0*p.N))
+			return b.sgemm(p, g, nb, mp, aPtr, xb.ptr+uint64(4*i0*sb), cPtr)
+		})
+	})
+}
+
+// emptyProduct gives C the value of an empty sum (K = 0): zero, or C
+// unchanged with Accumulate. cuBLAS would reject the zero leading dimension.
+func (b *Backend) emptyProduct(ctx context.Context, p tensor.GemmParams, xc *buffer) error {
+	if p.Accumulate {
+		return nil
+	}
+	return b.q.do(ctx, func() error {
+		if err := b.alive(xc); err != nil {
+			return err
+		}
+		if err := cuErr(symMemsetD8, b.drv.cuMemsetD8(xc.ptr, 0, uintptr(xc.bytes()))); err != nil {
+			return err
+		}
+		return b.sync()
+	})
+}
+
+// gemmPieces splits batch products of p into pieces of about panelFlops
+// and calls piece for each: nb whole items from item i0 (m0 = 0, mp = M)
+// when an item fits, else rows [m0, m0+mp) of item i0 alone (nb = 1). Each
+// piece is preceded by a ctx check and followed by a synchronisation. It
+// runs on the queue's thread.
+func (b *Backend) gemmPieces(ctx context.Context, p tensor.GemmParams, g gemmPlan, batch int, piece func(i0, nb, m0, mp int) error) error {
+	perCall := 1
+	if g.panelRows == p.M {
+		perCall = int(min(max(panelFlops/p.Flops(), 1), float64(batch), math.MaxInt32))
+	}
+	for i0 := 0; i0 < batch; i0 += perCall {
 		for m0 := 0; m0 < p.M; m0 += g.panelRows {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			mp := min(g.panelRows, p.M-m0)
-			aPtr := xa.ptr + uint64(m0*g.aRowStride*xa.dt.Size())
-			cPtr := xc.ptr + uint64(m0*p.N*4)
-			if i8 {
-				alpha, beta := int32(1), int32(0)
-				if p.Accumulate {
-					beta = 1
-				}
-				s := b.blas.gemmEx(b.handle, g.opB, g.opA, int32(p.N), int32(mp), int32(p.K),
-					unsafe.Pointer(&alpha), xb.ptr, cudaR8I, int32(g.ldB),
-					aPtr, cudaR8I, int32(g.ldA),
-					unsafe.Pointer(&beta), cPtr, cudaR32I, int32(g.ldC),
-					cublasCompute32I, cublasGemmDflt)
-				if err := blasErr(symGemmEx, s); err != nil {
-					if s == cublasStatusNotSupported || s == cublasStatusArchMismatch {
-						return fmt.Errorf("%w: %w", tensor.ErrUnsupported, err)
-					}
-					return err
-				}
-			} else {
-				alpha, beta := float32(1), float32(0)
-				if p.Accumulate {
-					beta = 1
-				}
-				s := b.blas.sgemm(b.handle, g.opB, g.opA, int32(p.N), int32(mp), int32(p.K),
-					&alpha, xb.ptr, int32(g.ldB), aPtr, int32(g.ldA), &beta, cPtr, int32(g.ldC))
-				if err := blasErr(symSgemm, s); err != nil {
-					return err
-				}
+			if err := piece(i0, min(perCall, batch-i0), m0, min(g.panelRows, p.M-m0)); err != nil {
+				return err
 			}
 			if err := b.sync(); err != nil {
 				return err
 			}
 		}
-		return nil
-	})
+	}
+	return nil
+}
+
+// sgemm computes mp rows of C in each of nb consecutive f32 products, the
+// first item's operands (or its panel's rows of A and C) starting at aPtr,
+// bPtr and cPtr and the items M·K, K·N and M·N elements apart: one
+// cublasSgemmStridedBatched call, or one cublasSgemm_v2 per item for a
+// single item or a library without the batched call.
+func (b *Backend) sgemm(p tensor.GemmParams, g gemmPlan, nb, mp int, aPtr, bPtr, cPtr uint64) error {
+	alpha, beta := float32(1), float32(0)
+	if p.Accumulate {
+		beta = 1
+	}
+	sa, sb, sc := p.M*p.K, p.K*p.N, p.M*p.N
+	if nb > 1 && b.blas.sgemmStrided != nil {
+		s := b.blas.sgemmStrided(b.handle, g.opB, g.opA, int32(p.N), int32(mp), int32(p.K),
+			&alpha, bPtr, int32(g.ldB), int64(sb), aPtr, int32(g.ldA), int64(sa),
+			&beta, cPtr, int32(g.ldC), int64(sc), int32(nb))
+		return blasErr(symSgemmStrided, s)
+	}
+	for i := range nb {
+		s := b.blas.sgemm(b.handle, g.opB, g.opA, int32(p.N), int32(mp), int32(p.K),
+			&alpha, bPtr+uint64(4*i*sb), int32(g.ldB), aPtr+uint64(4*i*sa), int32(g.ldA),
+			&beta, cPtr+uint64(4*i*sc), int32(g.ldC))
+		if err := blasErr(symSgemm, s); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // chunked runs launch over [0, total) in pieces of at most step, with a
@@ -489,6 +580,47 @@ func (b *Backend) chunked(ctx context.Context, total, step int, launch func(off,
 	return nil
 }
 
+// elementwise runs kernel k over n elements on the queue, in launches of at
+// most chunkElems. Each launch's parameters are the buffers' pointers, its
+// offset and count, then extra.
+func (b *Backend) elementwise(ctx context.Context, k kernelID, n int, xs []*buffer, extra ...kernelArg) error {
+	return b.q.do(ctx, func() error {
+		if err := b.alive(xs...); err != nil {
+			return err
+		}
+		return b.chunked(ctx, n, chunkElems, func(off, cnt int) error {
+			return b.launch(k, gridFor(cnt), kernelArgs(xs, off, cnt, extra)...)
+		})
+	})
+}
+
+// rowwise runs the one-block-per-row kernel k over rows rows of cols
+// elements on the queue, in launches of at most chunkElems elements (one
+// row at least). Each launch's parameters are the buffers' pointers, its
+// first row and row count, cols, then extra.
+func (b *Backend) rowwise(ctx context.Context, k kernelID, rows, cols int, xs []*buffer, extra ...kernelArg) error {
+	if rows == 0 {
+		return nil
+	}
+	return b.q.do(ctx, func() error {
+		if err := b.alive(xs...); err != nil {
+			return err
+		}
+		return b.chunked(ctx, rows, max(chunkElems/max(cols, 1), 1), func(r0, n int) error {
+			return b.launch(k, rowGrid(n), kernelArgs(xs, r0, n, append([]kernelArg{i64Arg(cols)}, extra...))...)
+		})
+	})
+}
+
+// kernelArgs is the parameter list xs's pointers, off, n, extra.
+func kernelArgs(xs []*buffer, off, n int, extra []kernelArg) []kernelArg {
+	args := make([]kernelArg, 0, len(xs)+2+len(extra))
+	for _, x := range xs {
+		args = append(args, ptrArg(x.ptr))
+	}
+	return append(append(args, i64Arg(off), i64Arg(n)), extra...)
+}
+
 // Binary implements tensor.Backend with the binary_f32 kernel, and
 // binary_add_i32 for OpAdd on I32.
 //
@@ -499,7 +631,7 @@ func (b *Backend) Binary(ctx context.Context, op abi.Op, a, bm, out tensor.Buffe
 	if err != nil {
 		return err
 	}
-	xa, xb, xo := xs[0], xs[1], xs[2]
+	xa, xb := xs[0], xs[1]
 	k := kBinaryF32
 	switch {
 	case xa.dt == abi.F32 && op >= abi.OpAdd && op <= abi.OpDiv:
@@ -514,21 +646,18 @@ func (b *Backend) Binary(ctx context.Context, op abi.Op, a, bm, out tensor.Buffe
 	if xb.n == 0 || xa.n%xb.n != 0 {
 		return fmt.Errorf("cuda: binary: %d elements do not repeat over %d", xb.n, xa.n)
 	}
-	return b.q.do(ctx, func() error {
-		if err := b.alive(xa, xb, xo); err != nil {
-			return err
-		}
-		return b.chunked(ctx, xa.n, chunkElems, func(off, n int) error {
-			args := []kernelArg{ptrArg(xa.ptr), ptrArg(xb.ptr), ptrArg(xo.ptr), i64Arg(off), i64Arg(n), i64Arg(xb.n)}
-			if k == kBinaryF32 {
-				args = append(args, i32Arg(int32(op)))
-			}
-			return b.launch(k, gridFor(n), args...)
-		})
-	})
+	extra := []kernelArg{i64Arg(xb.n)}
+	if k == kBinaryF32 {
+		extra = append(extra, i32Arg(int32(op)))
+	}
+	return b.elementwise(ctx, k, xa.n, xs, extra...)
 }
 
-// Unary implements tensor.Backend with the unary_f32 kernel (ReLU, GELU).
+// Unary implements tensor.Backend with the unary_f32 kernel: ReLU, GELU,
+// and the ABI v2 exp, log, tanh and sqrt. Exp and log are built on the
+// GPU's ex2.approx and lg2.approx (a few ulps; log's error is absolute,
+// about 1e-7), tanh on exp, sqrt is correctly rounded; special values are
+// the reference backend's.
 //
 // hardware-untested: no GPU was available to the project; the call sequence
 // is tested against a fake driver.
@@ -537,55 +666,11 @@ func (b *Backend) Unary(ctx context.Context, op abi.Op, a, out tensor.Buffer) er
 	if err != nil {
 		return err
 	}
-	xa, xo := xs[0], xs[1]
-	if xa.dt != abi.F32 || (op != abi.OpReLU && op != abi.OpGELU) {
+	xa := xs[0]
+	if xa.dt != abi.F32 || op < abi.OpReLU || op > abi.OpSqrt {
 		return fmt.Errorf("cuda: %w: unary op %d on %v", tensor.ErrUnsupported, op, xa.dt)
 	}
-	return b.q.do(ctx, func() error {
-		if err := b.alive(xa, xo); err != nil {
-			return err
-		}
-		return b.chunked(ctx, xa.n, chunkElems, func(off, n int) error {
-			return b.launch(kUnaryF32, gridFor(n), ptrArg(xa.ptr), ptrArg(xo.ptr), i64Arg(off), i64Arg(n), i32Arg(int32(op)))
-		})
-	})
-}
-
-// LayerNorm, SoftmaxCausal and CrossEntropy are ABI v2 ops with no CUDA
-// kernel yet: the host module runs them on the reference backend (through
-// copies).
-func (b *Backend) LayerNorm(context.Context, int, int, tensor.Buffer, tensor.Buffer, tensor.Buffer, tensor.Buffer) error {
-	return fmt.Errorf("cuda: %w: layernorm", tensor.ErrUnsupported)
-}
-
-// SoftmaxCausal: see LayerNorm.
-func (b *Backend) SoftmaxCausal(context.Context, int, int, tensor.Buffer, tensor.Buffer) error {
-	return fmt.Errorf("cuda: %w: causal softmax", tensor.ErrUnsupported)
-}
-
-// Transpose: see LayerNorm.
-func (b *Backend) Transpose(context.Context, int, int, tensor.Buffer, tensor.Buffer) error {
-	return fmt.Errorf("cuda: %w: transpose", tensor.ErrUnsupported)
-}
-
-// Gather: see LayerNorm.
-func (b *Backend) Gather(context.Context, int, int, tensor.Buffer, tensor.Buffer, tensor.Buffer) error {
-	return fmt.Errorf("cuda: %w: gather", tensor.ErrUnsupported)
-}
-
-// GemmBatched: see LayerNorm.
-func (b *Backend) GemmBatched(context.Context, int, tensor.GemmParams, tensor.Buffer, tensor.Buffer, tensor.Buffer) error {
-	return fmt.Errorf("cuda: %w: gemm_batched", tensor.ErrUnsupported)
-}
-
-// AdamW: see LayerNorm.
-func (b *Backend) AdamW(context.Context, tensor.AdamWParams, tensor.Buffer, tensor.Buffer, tensor.Buffer, tensor.Buffer) error {
-	return fmt.Errorf("cuda: %w: adamw", tensor.ErrUnsupported)
-}
-
-// CrossEntropy: see LayerNorm.
-func (b *Backend) CrossEntropy(context.Context, int, int, tensor.Buffer, tensor.Buffer, tensor.Buffer, tensor.Buffer) error {
-	return fmt.Errorf("cuda: %w: cross entropy", tensor.ErrUnsupported)
+	return b.elementwise(ctx, kUnaryF32, xa.n, xs, i32Arg(int32(op)))
 }
 
 // Softmax implements tensor.Backend with the softmax_rows kernel, one
@@ -598,21 +683,22 @@ func (b *Backend) Softmax(ctx context.Context, rows, cols int, a, out tensor.Buf
 	if err != nil {
 		return err
 	}
-	xa, xo := xs[0], xs[1]
-	if xa.dt != abi.F32 {
-		return fmt.Errorf("cuda: %w: softmax on %v", tensor.ErrUnsupported, xa.dt)
+	if xs[0].dt != abi.F32 {
+		return fmt.Errorf("cuda: %w: softmax on %v", tensor.ErrUnsupported, xs[0].dt)
 	}
-	if rows == 0 || cols == 0 {
+	if cols == 0 {
 		return nil
 	}
-	return b.q.do(ctx, func() error {
-		if err := b.alive(xa, xo); err != nil {
-			return err
-		}
-		return b.chunked(ctx, rows, max(chunkElems/cols, 1), func(r0, n int) error {
-			return b.launch(kSoftmaxRows, rowGrid(n), ptrArg(xa.ptr), ptrArg(xo.ptr), i64Arg(r0), i64Arg(n), i64Arg(cols))
-		})
-	})
+	return b.softmax(ctx, rows, cols, xs, false)
+}
+
+// softmax launches softmax_rows on xs = {a, out}.
+func (b *Backend) softmax(ctx context.Context, rows, cols int, xs []*buffer, causal bool) error {
+	c := int32(0)
+	if causal {
+		c = 1
+	}
+	return b.rowwise(ctx, kSoftmaxRows, rows, cols, xs, i32Arg(c))
 }
 
 // Reduce implements tensor.Backend with the reduce_rows kernel (sum, max,
@@ -625,19 +711,9 @@ func (b *Backend) Reduce(ctx context.Context, op abi.Op, rows, cols int, a, out 
 	if err != nil {
 		return err
 	}
-	xa, xo := xs[0], xs[1]
+	xa := xs[0]
 	if xa.dt != abi.F32 || op < abi.OpSum || op > abi.OpMean {
 		return fmt.Errorf("cuda: %w: reduce op %d on %v", tensor.ErrUnsupported, op, xa.dt)
 	}
-	if rows == 0 {
-		return nil
-	}
-	return b.q.do(ctx, func() error {
-		if err := b.alive(xa, xo); err != nil {
-			return err
-		}
-		return b.chunked(ctx, rows, max(chunkElems/max(cols, 1), 1), func(r0, n int) error {
-			return b.launch(kReduceRows, rowGrid(n), ptrArg(xa.ptr), ptrArg(xo.ptr), i64Arg(r0), i64Arg(n), i64Arg(cols), i32Arg(int32(op)))
-		})
-	})
+	return b.rowwise(ctx, kReduceRows, rows, cols, xs, i32Arg(int32(op)))
 }

@@ -22,10 +22,21 @@
 //     A·B is computed as the column-major Cᵀ = Bᵀ·Aᵀ by swapping the operands.
 //     Large products are split into row panels, with a synchronisation and a
 //     context check after each, so a deadline interrupts within a bounded time.
-//   - Elementwise, softmax and reduce run as PTX kernels written in CUDA C
-//     (kernels.cu), compiled to PTX with clang (gen_ptx.sh, `go generate`),
-//     embedded, JIT-compiled by the driver with cuModuleLoadData and launched
-//     with cuLaunchKernel.
+//     Batched f32 GEMMs (ABI v2) group items into cublasSgemmStridedBatched
+//     calls of about the same work, or call cublasSgemm_v2 per item where
+//     cuBLAS lacks the batched call.
+//   - Elementwise ops (binary, unary including the ABI v2 exp, log, tanh and
+//     sqrt, AdamW), row ops (softmax, causal softmax, reduce, layer norm,
+//     cross-entropy), transpose and gather run as PTX kernels written in CUDA
+//     C (kernels.cu), compiled to PTX with clang (gen_ptx.sh, `go
+//     generate`), embedded, JIT-compiled by the driver with cuModuleLoadData
+//     and launched with cuLaunchKernel, in launches of bounded size with a
+//     context check between them. Exp and log use the GPU's approximate
+//     ex2/lg2 instructions: tolerance mode, never bit-exact.
+//   - Aliasing that cuBLAS or a kernel cannot take (a batched GEMM's C being
+//     an operand, an in-place transpose, a gather into its own table) is
+//     reported as tensor.ErrUnsupported, so the host runs the operation on
+//     the reference backend.
 //   - Errors: every failing CUresult or cublasStatus_t becomes an [*Error]
 //     naming the call and the code.
 //

@@ -5,9 +5,16 @@
 //
 // kernels.ptx is generated from this file by gen_ptx.sh (go generate) with
 // Debian's clang, without the CUDA toolkit: -nocudainc -nocudalib, so this
-// file uses no CUDA header and no libdevice. Thread indices, barriers and
-// exp2 come from clang's NVPTX builtins; exp is built on ex2.approx,
-// which is accurate enough for tolerance mode (the only mode a GPU runs in).
+// file uses no CUDA header and no libdevice. Thread indices, barriers, exp2
+// and log2 come from clang's NVPTX builtins (ex2.approx, lg2.approx), which
+// are accurate enough for tolerance mode (the only mode a GPU runs in);
+// sqrt, fma, fabs and copysign are clang builtins that lower to single PTX
+// instructions (sqrt.rn is correctly rounded). The PTX must call no
+// function: nothing outside this file is linked.
+//
+// Kernels: elementwise binary and unary ops, row softmax (optionally
+// causal), row reductions, layer normalization, cross-entropy with its
+// gradient, the AdamW step, a tiled transpose and an embedding gather.
 //
 // The tests also compile this file as plain C on the host (see
 // testdata/fakecuda.c), predefining the macros below and the builtins, to run
@@ -55,6 +62,50 @@ static __device__ inline float fast_exp(float x) {
   return __nvvm_ex2_approx_f(x * 1.4426950408889634f);
 }
 
+// exp_f is eˣ to a few ulps, for OpExp and tanh. fast_exp's rounding of
+// x·log2(e) costs up to |x|·2⁻²⁴ relative (5e-6 near the overflow at 88);
+// here that rounding error tl is recovered with an fma and applied as
+// 2^tl ≈ 1 + tl·ln2. Beyond |t| = 129 the result is 0 or +Inf (or NaN, or
+// subnormal, where the correction is below the precision) and 2^t alone is
+// returned. Above t = 64, 2^(t-1) is corrected and doubled, so that a
+// result just below the overflow is not Inf before its correction (Inf·tl
+// + Inf would be NaN for a negative tl).
+static __device__ inline float exp_f(float x) {
+  const float l2e = 1.4426950408889634f, l2eLo = 1.925963033500011e-8f;
+  float th = x * l2e;
+  if (!(__builtin_fabsf(th) < 129.0f))
+    return __nvvm_ex2_approx_f(th);
+  float tl = __builtin_fmaf(x, l2e, -th) + x * l2eLo;
+  int big = th > 64.0f;
+  float e = __nvvm_ex2_approx_f(big ? th - 1.0f : th);
+  float r = __builtin_fmaf(e, tl * 0.6931471805599453f, e);
+  return big ? 2.0f * r : r;
+}
+
+// log_f is ln x from lg2.approx (absolute error about 2⁻²² in log2):
+// -Inf at ±0, NaN below -0 (set here, not left to the instruction), +Inf
+// at +Inf, NaN for NaN.
+static __device__ inline float log_f(float x) {
+  if (x < 0.0f)
+    return __builtin_nanf("");
+  return __nvvm_lg2_approx_f(x) * 0.6931471805599453f;
+}
+
+// tanh_f: Cephes' tanhf. Below |x| = 0.625 an odd polynomial (1 - 2/(e²ˣ+1)
+// would cancel there); above, 1 - 2/(e^2|x| + 1), which saturates to exactly
+// ±1 once e^2|x| overflows, and is NaN only for NaN.
+static __device__ inline float tanh_f(float x) {
+  float a = __builtin_fabsf(x), r;
+  if (a < 0.625f) {
+    float z = a * a;
+    r = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z +
+          1.33314422036e-1f) * z - 3.33332819422e-1f) * z * a + a;
+  } else {
+    r = 1.0f - 2.0f / (exp_f(a + a) + 1.0f);
+  }
+  return __builtin_copysignf(r, x);
+}
+
 // max that propagates NaN from either side, like Go's max.
 static __device__ inline float max_nan(float a, float b) {
   return (a != a || a > b) ? a : b;
@@ -83,22 +134,32 @@ KERNEL binary_add_i32(const int *a, const int *b, int *out, i64 off, i64 n, i64 
   }
 }
 
-// unary_f32: out[j] = op(a[j]) for j in [off, off+n); op 1 = ReLU, 2 = GELU.
+// unary_f32: out[j] = op(a[j]) for j in [off, off+n); op 1 = ReLU, 2 = GELU,
+// 3 = exp, 4 = log, 5 = tanh, 6 = sqrt.
 // ReLU is max(x, +0) with NaN kept. GELU is the ABI's tanh approximation in
 // the reference backend's form x / (1 + exp(-2u)), u = √(2/π)(x + 0.044715x³),
 // since 1 + tanh(u) = 2 / (1 + exp(-2u)): no cancellation, and exp
 // overflowing to +Inf for very negative x gives -0 as it should; -Inf itself
 // (where the formula gives -Inf/Inf) maps to its limit -0, as in the reference.
+// exp(-Inf) = 0 and exp(+Inf) = +Inf come from ex2; sqrt is sqrt.rn (NaN
+// below -0, sqrt(-0) = -0).
 KERNEL unary_f32(const float *a, float *out, i64 off, i64 n, int op) {
   for (i64 i = global_id(); i < n; i += grid_stride()) {
     i64 j = off + i;
-    float x = a[j];
-    if (op == 1) {
-      out[j] = (x > 0.0f || x != x) ? x : 0.0f;
-    } else {
+    float x = a[j], r;
+    switch (op) {
+    case 1: r = (x > 0.0f || x != x) ? x : 0.0f; break;
+    case 2: {
       float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-      out[j] = x == -__builtin_inff() ? -0.0f : x / (1.0f + fast_exp(-2.0f * u));
+      r = x == -__builtin_inff() ? -0.0f : x / (1.0f + fast_exp(-2.0f * u));
+      break;
     }
+    case 3: r = exp_f(x); break;
+    case 4: r = log_f(x); break;
+    case 5: r = tanh_f(x); break;
+    default: r = __builtin_sqrtf(x); break;
+    }
+    out[j] = r;
   }
 }
 
@@ -118,25 +179,56 @@ static __device__ float block_reduce(float v, int op, float *sh) {
   return r;
 }
 
-// softmax_rows: one block per row for rows [row0, row0+rows) of cols elements.
-KERNEL softmax_rows(const float *a, float *out, i64 row0, i64 rows, i64 cols) {
+// block_sum_d is block_reduce's sum in double, for layernorm_rows.
+static __device__ double block_sum_d(double v, double *sh) {
+  unsigned t = __nvvm_read_ptx_sreg_tid_x();
+  sh[t] = v;
+  __syncthreads();
+  for (unsigned s = BLOCK / 2; s > 0; s >>= 1) {
+    if (t < s)
+      sh[t] += sh[t + s];
+    __syncthreads();
+  }
+  double r = sh[0];
+  __syncthreads();
+  return r;
+}
+
+// FOR_BLOCK_ROWS loops r over the rows [row0, row0+rows) of the row kernels
+// that this block computes: row0 + blockIdx.x, then a grid further, ...
+#define FOR_BLOCK_ROWS(r) \
+  for (i64 r = row0 + __nvvm_read_ptx_sreg_ctaid_x(); r < row0 + rows; \
+       r += __nvvm_read_ptx_sreg_nctaid_x())
+
+// row_max_sum sets *m to the NaN-propagating maximum of x[0..keep) and
+// returns Σ e^(x-m) over the block; the softmax and cross-entropy rows.
+static __device__ float row_max_sum(const float *x, i64 keep, float *m, float *sh) {
+  unsigned t = __nvvm_read_ptx_sreg_tid_x();
+  float v = -__builtin_inff();
+  for (i64 c = t; c < keep; c += BLOCK)
+    v = max_nan(v, x[c]);
+  v = block_reduce(v, 1, sh);
+  float s = 0.0f;
+  for (i64 c = t; c < keep; c += BLOCK)
+    s += fast_exp(x[c] - v);
+  *m = v;
+  return block_reduce(s, 0, sh);
+}
+
+// softmax_rows: one block per row for rows [row0, row0+rows) of cols
+// elements. With causal set, rows come in square blocks of cols rows and
+// row r is the softmax of its columns 0..r mod cols, 0 beyond: the masked
+// columns are never read.
+KERNEL softmax_rows(const float *a, float *out, i64 row0, i64 rows, i64 cols, int causal) {
   __shared__ float sh[BLOCK];
   unsigned t = __nvvm_read_ptx_sreg_tid_x();
-  for (i64 r = row0 + __nvvm_read_ptx_sreg_ctaid_x(); r < row0 + rows;
-       r += __nvvm_read_ptx_sreg_nctaid_x()) {
+  FOR_BLOCK_ROWS(r) {
     const float *x = a + r * cols;
     float *y = out + r * cols;
-    float m = -__builtin_inff();
+    i64 keep = causal ? r % cols + 1 : cols;
+    float m, inv = 1.0f / row_max_sum(x, keep, &m, sh);
     for (i64 c = t; c < cols; c += BLOCK)
-      m = max_nan(m, x[c]);
-    m = block_reduce(m, 1, sh);
-    float s = 0.0f;
-    for (i64 c = t; c < cols; c += BLOCK)
-      s += fast_exp(x[c] - m);
-    s = block_reduce(s, 0, sh);
-    float inv = 1.0f / s;
-    for (i64 c = t; c < cols; c += BLOCK)
-      y[c] = fast_exp(x[c] - m) * inv;
+      y[c] = c < keep ? fast_exp(x[c] - m) * inv : 0.0f;
   }
 }
 
@@ -146,8 +238,7 @@ KERNEL reduce_rows(const float *a, float *out, i64 row0, i64 rows, i64 cols, int
   __shared__ float sh[BLOCK];
   unsigned t = __nvvm_read_ptx_sreg_tid_x();
   int isMax = op == 2;
-  for (i64 r = row0 + __nvvm_read_ptx_sreg_ctaid_x(); r < row0 + rows;
-       r += __nvvm_read_ptx_sreg_nctaid_x()) {
+  FOR_BLOCK_ROWS(r) {
     const float *x = a + r * cols;
     float v = isMax ? -__builtin_inff() : 0.0f;
     for (i64 c = t; c < cols; c += BLOCK)
@@ -155,5 +246,122 @@ KERNEL reduce_rows(const float *a, float *out, i64 row0, i64 rows, i64 cols, int
     v = block_reduce(v, isMax, sh);
     if (t == 0)
       out[r] = op == 3 ? v / (float)cols : v;
+  }
+}
+
+// layernorm_rows: one block per row for rows [row0, row0+rows):
+// y = (x - mean)/√(var + eps)·g + b with the population variance. The mean
+// and variance are summed in double, as the reference does: in float a row
+// of equal large values would get a rounded mean and a spurious variance
+// far above eps, and squares above 1.8e19 would overflow.
+KERNEL layernorm_rows(const float *a, const float *g, const float *b, float *out, i64 row0,
+                      i64 rows, i64 cols, double eps) {
+  __shared__ double sh[BLOCK];
+  unsigned t = __nvvm_read_ptx_sreg_tid_x();
+  FOR_BLOCK_ROWS(r) {
+    const float *x = a + r * cols;
+    float *y = out + r * cols;
+    double s = 0.0;
+    for (i64 c = t; c < cols; c += BLOCK)
+      s += x[c];
+    double mean = block_sum_d(s, sh) / (double)cols, q = 0.0;
+    for (i64 c = t; c < cols; c += BLOCK) {
+      double d = x[c] - mean;
+      q += d * d;
+    }
+    double inv = 1.0 / __builtin_sqrt(block_sum_d(q, sh) / (double)cols + eps);
+    for (i64 c = t; c < cols; c += BLOCK)
+      y[c] = (float)((x[c] - mean) * inv) * g[c] + b[c];
+  }
+}
+
+// cross_entropy_rows: one block per row for rows [row0, row0+rows):
+// loss[r] = log Σ e^(x-m) - (x[t] - m) and grad = softmax(x) - onehot(t),
+// t = targets[r]. A target outside [0, cols) reads nothing: its loss is
+// NaN and its gradient the plain softmax. grad may be the logits buffer:
+// x[t] is read before the first barrier, and every other element is read
+// and written by the same thread.
+KERNEL cross_entropy_rows(const float *a, const int *targets, float *loss, float *grad, i64 row0,
+                          i64 rows, i64 cols) {
+  __shared__ float sh[BLOCK];
+  unsigned t = __nvvm_read_ptx_sreg_tid_x();
+  FOR_BLOCK_ROWS(r) {
+    const float *x = a + r * cols;
+    float *y = grad + r * cols;
+    i64 tg = targets[r];
+    float xt = tg >= 0 && tg < cols ? x[tg] : __builtin_nanf("");
+    float m, s = row_max_sum(x, cols, &m, sh), inv = 1.0f / s;
+    for (i64 c = t; c < cols; c += BLOCK)
+      y[c] = fast_exp(x[c] - m) * inv - (c == tg ? 1.0f : 0.0f);
+    if (t == 0)
+      loss[r] = log_f(s) - (xt - m);
+  }
+}
+
+// adamw_f32: one AdamW step on elements [off, off+n). The host computes the
+// constants in double: b1 = β1, ob1 = 1-β1, b2 = β2, ob2 = 1-β2,
+// wd = LR·Decay, step = LR/(1-β1ᵗ), rc2 = 1/√(1-β2ᵗ). √v·rc2 is
+// √(v/(1-β2ᵗ)) without the overflow of v/(1-β2ᵗ). Where v itself
+// overflows (|g| above about 1e20) the step is taken in double, as the
+// reference takes every step, and only the stored v is +Inf.
+KERNEL adamw_f32(float *w, const float *g, float *m, float *v, i64 off, i64 n, float b1, float ob1,
+                 float b2, float ob2, float wd, float step, float rc2, float eps) {
+  for (i64 i = global_id(); i < n; i += grid_stride()) {
+    i64 j = off + i;
+    float x = w[j], gj = g[j], vi = v[j];
+    x -= wd * x;
+    float mj = b1 * m[j] + ob1 * gj;
+    float vj = b2 * vi + (ob2 * gj) * gj, r;
+    if (vj != __builtin_inff()) {
+      r = mj / (__builtin_sqrtf(vj) * rc2 + eps);
+    } else {
+      double vd = (double)b2 * vi + ((double)ob2 * gj) * gj;
+      r = (float)(mj / (__builtin_sqrt(vd) * rc2 + eps));
+    }
+    m[j] = mj;
+    v[j] = vj;
+    w[j] = x - step * r;
+  }
+}
+
+// TILE is the side of transpose_f32's square tiles; a block of BLOCK
+// threads moves one tile, each thread TILE*TILE/BLOCK elements.
+#define TILE 32
+
+// transpose_f32: out[c][r] = a[r][c] for the columns [c0, c0+nc) of the
+// row-major [rows,cols] matrix a, i.e. the output rows [c0, c0+nc). Each
+// block reads a TILE×TILE tile in rows of a and writes it in rows of out
+// through shared memory, so both sides are coalesced; the +1 column keeps
+// the transposed reads off one shared-memory bank.
+KERNEL transpose_f32(const float *a, float *out, i64 rows, i64 cols, i64 c0, i64 nc) {
+  __shared__ float tile[TILE][TILE + 1];
+  unsigned t = __nvvm_read_ptx_sreg_tid_x(), tx = t % TILE, ty = t / TILE;
+  i64 tilesR = (rows + TILE - 1) / TILE, tiles = tilesR * ((nc + TILE - 1) / TILE);
+  // The loop bound is the same for every thread of a block, so the barriers
+  // inside are reached by all of them.
+  for (i64 k = __nvvm_read_ptx_sreg_ctaid_x(); k < tiles; k += __nvvm_read_ptx_sreg_nctaid_x()) {
+    i64 r0 = (k % tilesR) * TILE, cs = c0 + (k / tilesR) * TILE;
+    for (unsigned y = ty; y < TILE; y += BLOCK / TILE) {
+      i64 r = r0 + y, c = cs + tx;
+      if (r < rows && c < c0 + nc)
+        tile[y][tx] = a[r * cols + c];
+    }
+    __syncthreads();
+    for (unsigned y = ty; y < TILE; y += BLOCK / TILE) {
+      i64 c = cs + y, r = r0 + tx;
+      if (r < rows && c < c0 + nc)
+        out[c * rows + r] = tile[tx][y];
+    }
+    __syncthreads(); // the tile is refilled by the next iteration
+  }
+}
+
+// gather_f32: out[j] = table[idx[j / cols]][j mod cols] for j in
+// [off, off+n). An index outside [0, rows) reads nothing and gives NaN.
+KERNEL gather_f32(const float *table, const int *idx, float *out, i64 off, i64 n, i64 rows,
+                  i64 cols) {
+  for (i64 i = global_id(); i < n; i += grid_stride()) {
+    i64 j = off + i, k = j / cols, r = idx[k];
+    out[j] = r >= 0 && r < rows ? table[r * cols + (j - k * cols)] : __builtin_nanf("");
   }
 }

@@ -3,6 +3,7 @@ package cuda
 import (
 	_ "embed"
 	"fmt"
+	"math"
 	"runtime"
 	"unsafe"
 )
@@ -22,13 +23,18 @@ const (
 	kUnaryF32
 	kSoftmaxRows
 	kReduceRows
+	kLayerNormRows
+	kCrossEntropyRows
+	kAdamW
+	kTranspose
+	kGather
 	numKernels
 )
 
 // kernelSigs gives each kernel's entry name and the byte size of each
-// parameter, in order, as declared in kernels.cu (pointers and long long: 8,
-// int: 4). launch checks its arguments against it, and a test checks it
-// against the .param lists of kernels.ptx.
+// parameter, in order, as declared in kernels.cu (pointers, long long and
+// double: 8, int and float: 4). launch checks its arguments against it, and
+// a test checks it against the .param lists of kernels.ptx.
 var kernelSigs = [numKernels]struct {
 	name   string
 	params []int
@@ -36,8 +42,16 @@ var kernelSigs = [numKernels]struct {
 	kBinaryF32:    {"binary_f32", []int{8, 8, 8, 8, 8, 8, 4}},  // a, b, out, off, n, nb, op
 	kBinaryAddI32: {"binary_add_i32", []int{8, 8, 8, 8, 8, 8}}, // a, b, out, off, n, nb
 	kUnaryF32:     {"unary_f32", []int{8, 8, 8, 8, 4}},         // a, out, off, n, op
-	kSoftmaxRows:  {"softmax_rows", []int{8, 8, 8, 8, 8}},      // a, out, row0, rows, cols
+	kSoftmaxRows:  {"softmax_rows", []int{8, 8, 8, 8, 8, 4}},   // a, out, row0, rows, cols, causal
 	kReduceRows:   {"reduce_rows", []int{8, 8, 8, 8, 8, 4}},    // a, out, row0, rows, cols, op
+	// a, g, b, out, row0, rows, cols, eps
+	kLayerNormRows: {"layernorm_rows", []int{8, 8, 8, 8, 8, 8, 8, 8}},
+	// logits, targets, loss, grad, row0, rows, cols
+	kCrossEntropyRows: {"cross_entropy_rows", []int{8, 8, 8, 8, 8, 8, 8}},
+	// w, g, m, v, off, n, b1, ob1, b2, ob2, wd, step, rc2, eps
+	kAdamW:     {"adamw_f32", []int{8, 8, 8, 8, 8, 8, 4, 4, 4, 4, 4, 4, 4, 4}},
+	kTranspose: {"transpose_f32", []int{8, 8, 8, 8, 8, 8}}, // a, out, rows, cols, c0, nc
+	kGather:    {"gather_f32", []int{8, 8, 8, 8, 8, 8, 8}}, // table, idx, out, off, n, rows, cols
 }
 
 // blockSize is the threads per block of every launch; kernels.cu's BLOCK
@@ -57,8 +71,12 @@ type kernelArg struct {
 func ptrArg(p uint64) kernelArg { return kernelArg{8, p} }
 func i64Arg(v int) kernelArg    { return kernelArg{8, uint64(int64(v))} }
 func i32Arg(v int32) kernelArg  { return kernelArg{4, uint64(uint32(v))} }
-func gridFor(items int) uint32  { return uint32(min(max((items+blockSize-1)/blockSize, 1), maxGrid)) }
-func rowGrid(rows int) uint32   { return uint32(min(max(rows, 1), maxGrid)) }
+
+// f32Arg passes v rounded to a float; f64Arg passes it as a double.
+func f32Arg(v float64) kernelArg { return kernelArg{4, uint64(math.Float32bits(float32(v)))} }
+func f64Arg(v float64) kernelArg { return kernelArg{8, math.Float64bits(v)} }
+func gridFor(items int) uint32   { return uint32(min(max((items+blockSize-1)/blockSize, 1), maxGrid)) }
+func rowGrid(rows int) uint32    { return uint32(min(max(rows, 1), maxGrid)) }
 
 // launch starts kernel k with grid blocks of blockSize threads on the
 // default stream. It runs on the queue's thread.

@@ -81,13 +81,18 @@ type blasLib struct {
 	destroy func(h uintptr) int32
 	sgemm   func(h uintptr, ta, tb, m, n, k int32, alpha *float32, a uint64, lda int32, b uint64, ldb int32, beta *float32, c uint64, ldc int32) int32
 	gemmEx  func(h uintptr, ta, tb, m, n, k int32, alpha unsafe.Pointer, a uint64, atype, lda int32, b uint64, btype, ldb int32, beta unsafe.Pointer, c uint64, ctype, ldc int32, compute, algo int32) int32
+	// sgemmStrided is cublasSgemmStridedBatched (cuBLAS 8.0+; strides are
+	// long long), or nil if the library lacks it: GemmBatched then calls
+	// sgemm once per item.
+	sgemmStrided func(h uintptr, ta, tb, m, n, k int32, alpha *float32, a uint64, lda int32, strideA int64, b uint64, ldb int32, strideB int64, beta *float32, c uint64, ldc int32, strideC int64, batch int32) int32
 }
 
 const (
-	symBlasCreate  = "cublasCreate_v2"
-	symBlasDestroy = "cublasDestroy_v2"
-	symSgemm       = "cublasSgemm_v2"
-	symGemmEx      = "cublasGemmEx"
+	symBlasCreate   = "cublasCreate_v2"
+	symBlasDestroy  = "cublasDestroy_v2"
+	symSgemm        = "cublasSgemm_v2"
+	symGemmEx       = "cublasGemmEx"
+	symSgemmStrided = "cublasSgemmStridedBatched"
 )
 
 // Loaded libraries are cached by path: dlopen is reference counted anyway,
@@ -196,6 +201,9 @@ func loadCUBLAS(path string) (*blasLib, error) {
 			_ = purego.Dlclose(h)
 			errs = append(errs, err)
 			continue
+		}
+		if addr, err := purego.Dlsym(h, symSgemmStrided); err == nil && addr != 0 {
+			purego.RegisterFunc(&l.sgemmStrided, addr)
 		}
 		blasLibs[name] = l
 		return l, nil

@@ -15,9 +15,11 @@
  *     filled with 0xCD so a missing memset shows;
  *   - a context is current per thread, as in CUDA: calls that need one fail
  *     with CUDA_ERROR_INVALID_CONTEXT on a thread that did not create it;
- *   - cublasSgemm_v2 / cublasGemmEx are naive column-major GEMMs that first
- *     check the BLAS argument rules (leading dimensions, and for int8 the
- *     types, compute type and 4-alignment rules);
+ *   - cublasSgemm_v2 / cublasSgemmStridedBatched / cublasGemmEx are naive
+ *     column-major GEMMs that first check the BLAS argument rules (leading
+ *     dimensions, each batch item's extents, and for int8 the types, compute
+ *     type and 4-alignment rules); built with -DFAKE_NO_STRIDED_BATCHED the
+ *     library lacks cublasSgemmStridedBatched, like a cuBLAS before 8.0;
  *   - cuLaunchKernel runs the real kernels of ../kernels.cu, compiled here
  *     as C and run with one host thread per GPU thread, reading the
  *     parameters with the sizes kernels.cu declares;
@@ -441,7 +443,7 @@ CUresult cuModuleUnload(void *mod) {
  * cuLaunchKernel runs the real kernels.cu, compiled here as C: one host
  * thread per GPU thread, blocks one after another, __shared__ arrays as
  * function statics (one block is live at a time), __syncthreads as a
- * pthread barrier, ex2.approx as exp2f. This checks the kernels' indexing,
+ * pthread barrier, ex2.approx as exp2f, lg2.approx as log2f. This checks the kernels' indexing,
  * offsets, grid-stride loops and block reductions, not NVPTX code
  * generation or the GPU's arithmetic.
  */
@@ -459,6 +461,7 @@ static int __nvvm_read_ptx_sreg_ctaid_x(void) { return emu_ctaid; }
 static int __nvvm_read_ptx_sreg_nctaid_x(void) { return emu_nctaid; }
 static void __syncthreads(void) { pthread_barrier_wait(&emu_bar); }
 static float __nvvm_ex2_approx_f(float x) { return exp2f(x); }
+static float __nvvm_lg2_approx_f(float x) { return log2f(x); }
 
 #include "../kernels.cu"
 
@@ -466,6 +469,8 @@ static float __nvvm_ex2_approx_f(float x) { return exp2f(x); }
 #define P_PTR(i) ((uintptr_t)(*(CUdeviceptr *)params[i]))
 #define P_I64(i) (*(long long *)params[i])
 #define P_I32(i) (*(int *)params[i])
+#define P_F32(i) (*(float *)params[i])
+#define P_F64(i) (*(double *)params[i])
 
 static void k_binary_f32(void **params) {
   binary_f32((const float *)P_PTR(0), (const float *)P_PTR(1), (float *)P_PTR(2), P_I64(3),
@@ -479,11 +484,34 @@ static void k_unary_f32(void **params) {
   unary_f32((const float *)P_PTR(0), (float *)P_PTR(1), P_I64(2), P_I64(3), P_I32(4));
 }
 static void k_softmax_rows(void **params) {
-  softmax_rows((const float *)P_PTR(0), (float *)P_PTR(1), P_I64(2), P_I64(3), P_I64(4));
+  softmax_rows((const float *)P_PTR(0), (float *)P_PTR(1), P_I64(2), P_I64(3), P_I64(4),
+               P_I32(5));
 }
 static void k_reduce_rows(void **params) {
   reduce_rows((const float *)P_PTR(0), (float *)P_PTR(1), P_I64(2), P_I64(3), P_I64(4),
               P_I32(5));
+}
+
+static void k_layernorm_rows(void **params) {
+  layernorm_rows((const float *)P_PTR(0), (const float *)P_PTR(1), (const float *)P_PTR(2),
+                 (float *)P_PTR(3), P_I64(4), P_I64(5), P_I64(6), P_F64(7));
+}
+static void k_cross_entropy_rows(void **params) {
+  cross_entropy_rows((const float *)P_PTR(0), (const int *)P_PTR(1), (float *)P_PTR(2),
+                     (float *)P_PTR(3), P_I64(4), P_I64(5), P_I64(6));
+}
+static void k_adamw_f32(void **params) {
+  adamw_f32((float *)P_PTR(0), (const float *)P_PTR(1), (float *)P_PTR(2), (float *)P_PTR(3),
+            P_I64(4), P_I64(5), P_F32(6), P_F32(7), P_F32(8), P_F32(9), P_F32(10), P_F32(11),
+            P_F32(12), P_F32(13));
+}
+static void k_transpose_f32(void **params) {
+  transpose_f32((const float *)P_PTR(0), (float *)P_PTR(1), P_I64(2), P_I64(3), P_I64(4),
+                P_I64(5));
+}
+static void k_gather_f32(void **params) {
+  gather_f32((const float *)P_PTR(0), (const int *)P_PTR(1), (float *)P_PTR(2), P_I64(3),
+             P_I64(4), P_I64(5), P_I64(6));
 }
 
 /* A pool of EMU_BLOCK threads, started on the first launch and kept for the
@@ -565,11 +593,61 @@ static int run(const char *name, void **params, unsigned gx, unsigned bx, char *
     int sm = name[0] == 's';
     uintptr_t a = P_PTR(0), o = P_PTR(1);
     long long r0 = P_I64(2), rows = P_I64(3), cols = P_I64(4);
-    snprintf(desc, dn, "row0=%lld rows=%lld cols=%lld op=%d", r0, rows, cols, sm ? 0 : P_I32(5));
+    snprintf(desc, dn, "row0=%lld rows=%lld cols=%lld %s=%d", r0, rows, cols,
+             sm ? "causal" : "op", P_I32(5));
     if (!in_alloc(a, 4 * (r0 + rows) * cols) ||
         !in_alloc(o, 4 * (sm ? (r0 + rows) * cols : r0 + rows)))
       return CUDA_ERROR_ILLEGAL_ADDRESS;
     return emu_launch(sm ? k_softmax_rows : k_reduce_rows, params, gx, bx);
+  }
+  if (!strcmp(name, "layernorm_rows")) {
+    uintptr_t a = P_PTR(0), g = P_PTR(1), b = P_PTR(2), o = P_PTR(3);
+    long long r0 = P_I64(4), rows = P_I64(5), cols = P_I64(6);
+    snprintf(desc, dn, "row0=%lld rows=%lld cols=%lld eps=%g", r0, rows, cols, P_F64(7));
+    if (cols <= 0 || !in_alloc(a, 4 * (r0 + rows) * cols) ||
+        !in_alloc(o, 4 * (r0 + rows) * cols) || !in_alloc(g, 4 * cols) || !in_alloc(b, 4 * cols))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return emu_launch(k_layernorm_rows, params, gx, bx);
+  }
+  if (!strcmp(name, "cross_entropy_rows")) {
+    uintptr_t x = P_PTR(0), t = P_PTR(1), l = P_PTR(2), g = P_PTR(3);
+    long long r0 = P_I64(4), rows = P_I64(5), cols = P_I64(6);
+    snprintf(desc, dn, "row0=%lld rows=%lld cols=%lld", r0, rows, cols);
+    if (cols <= 0 || !in_alloc(x, 4 * (r0 + rows) * cols) ||
+        !in_alloc(g, 4 * (r0 + rows) * cols) || !in_alloc(t, 4 * (r0 + rows)) ||
+        !in_alloc(l, 4 * (r0 + rows)))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return emu_launch(k_cross_entropy_rows, params, gx, bx);
+  }
+  if (!strcmp(name, "adamw_f32")) {
+    long long off = P_I64(4), n = P_I64(5);
+    snprintf(desc, dn, "off=%lld n=%lld b1=%g ob1=%g b2=%g ob2=%g wd=%g step=%g rc2=%g eps=%g",
+             off, n, P_F32(6), P_F32(7), P_F32(8), P_F32(9), P_F32(10), P_F32(11), P_F32(12),
+             P_F32(13));
+    for (int i = 0; i < 4; i++)
+      if (!in_alloc(P_PTR(i), 4 * (off + n)))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return emu_launch(k_adamw_f32, params, gx, bx);
+  }
+  if (!strcmp(name, "transpose_f32")) {
+    uintptr_t a = P_PTR(0), o = P_PTR(1);
+    long long rows = P_I64(2), cols = P_I64(3), c0 = P_I64(4), nc = P_I64(5);
+    snprintf(desc, dn, "rows=%lld cols=%lld c0=%lld nc=%lld", rows, cols, c0, nc);
+    if (rows < 0 || c0 < 0 || nc < 0 || c0 + nc > cols || !in_alloc(a, 4 * rows * cols) ||
+        !in_alloc(o, 4 * rows * cols))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return emu_launch(k_transpose_f32, params, gx, bx);
+  }
+  if (!strcmp(name, "gather_f32")) {
+    uintptr_t tb = P_PTR(0), ix = P_PTR(1), o = P_PTR(2);
+    long long off = P_I64(3), n = P_I64(4), rows = P_I64(5), cols = P_I64(6);
+    snprintf(desc, dn, "off=%lld n=%lld rows=%lld cols=%lld", off, n, rows, cols);
+    /* The indices themselves are the kernel's to check: it must not read
+     * the table through one out of [0, rows). */
+    if (cols <= 0 || !in_alloc(tb, 4 * rows * cols) || !in_alloc(o, 4 * (off + n)) ||
+        !in_alloc(ix, 4 * ((off + n + cols - 1) / cols)))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return emu_launch(k_gather_f32, params, gx, bx);
   }
   snprintf(desc, dn, "unknown kernel");
   return CUDA_ERROR_INVALID_HANDLE;
@@ -645,37 +723,79 @@ static int operand(uintptr_t p, int trans, int m, int k, int ld, size_t esize, i
 
 static const char *opname(int t) { return t == 0 ? "N" : t == 1 ? "T" : "?"; }
 
+/* sgemm_item checks one f32 product's operands, recording their
+ * allocations and offsets in ids/offs, and computes it: 0 or a status. */
+static int sgemm_item(int ta, int tb, int m, int n, int k, const float *alpha, const float *A,
+                      int lda, const float *B, int ldb, const float *beta, float *C, int ldc,
+                      int ids[3], size_t offs[3]) {
+  if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1) || m < 0 || n < 0 || k < 0)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (!operand((uintptr_t)A, ta, m, k, lda, 4, &ids[0], &offs[0]) ||
+      !operand((uintptr_t)B, tb, k, n, ldb, 4, &ids[1], &offs[1]) ||
+      !operand((uintptr_t)C, 0, m, n, ldc, 4, &ids[2], &offs[2]))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  for (int j = 0; j < n; j++)
+    for (int i = 0; i < m; i++) {
+      float s = 0;
+      for (int l = 0; l < k; l++)
+        s += (ta ? A[l + (size_t)i * lda] : A[i + (size_t)l * lda]) *
+             (tb ? B[j + (size_t)l * ldb] : B[l + (size_t)j * ldb]);
+      float *c = &C[i + (size_t)j * ldc];
+      *c = *alpha * s + (*beta == 0 ? 0 : *beta * *c);
+    }
+  return 0;
+}
+
 int cublasSgemm_v2(void *h, int ta, int tb, int m, int n, int k, const float *alpha,
                    const float *A, int lda, const float *B, int ldb, const float *beta, float *C,
                    int ldc) {
   int rc = injected("cublasSgemm_v2");
-  int ia = 0, ib = 0, ic = 0;
-  size_t oa = 0, ob = 0, oc = 0;
+  int id[3] = {0};
+  size_t off[3] = {0};
   if (!rc && (!h || ((struct handle *)h)->ctx != cur))
     rc = CUBLAS_STATUS_NOT_INITIALIZED;
-  if (!rc && ((ta != 0 && ta != 1) || (tb != 0 && tb != 1) || m < 0 || n < 0 || k < 0))
-    rc = CUBLAS_STATUS_INVALID_VALUE;
-  if (!rc && (!operand((uintptr_t)A, ta, m, k, lda, 4, &ia, &oa) ||
-              !operand((uintptr_t)B, tb, k, n, ldb, 4, &ib, &ob) ||
-              !operand((uintptr_t)C, 0, m, n, ldc, 4, &ic, &oc)))
-    rc = CUBLAS_STATUS_INVALID_VALUE;
-  if (!rc) {
-    for (int j = 0; j < n; j++)
-      for (int i = 0; i < m; i++) {
-        float s = 0;
-        for (int l = 0; l < k; l++)
-          s += (ta ? A[l + (size_t)i * lda] : A[i + (size_t)l * lda]) *
-               (tb ? B[j + (size_t)l * ldb] : B[l + (size_t)j * ldb]);
-        float *c = &C[i + (size_t)j * ldc];
-        *c = *alpha * s + (*beta == 0 ? 0 : *beta * *c);
-      }
-  }
+  if (!rc)
+    rc = sgemm_item(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, id, off);
   record("cublasSgemm_v2", rc,
          "ta=%s tb=%s m=%d n=%d k=%d alpha=%g A=%d+%zu lda=%d B=%d+%zu ldb=%d beta=%g C=%d+%zu ldc=%d",
-         opname(ta), opname(tb), m, n, k, alpha ? *alpha : NAN, ia, oa, lda, ib, ob, ldb,
-         beta ? *beta : NAN, ic, oc, ldc);
+         opname(ta), opname(tb), m, n, k, alpha ? *alpha : NAN, id[0], off[0], lda, id[1], off[1],
+         ldb, beta ? *beta : NAN, id[2], off[2], ldc);
   return rc;
 }
+
+#ifndef FAKE_NO_STRIDED_BATCHED
+/* cublasSgemmStridedBatched: batch products, item i's operands at A +
+ * i*strideA and so on; each item is checked as cublasSgemm_v2 checks its
+ * one. The log shows the first item's operands. */
+int cublasSgemmStridedBatched(void *h, int ta, int tb, int m, int n, int k, const float *alpha,
+                              const float *A, int lda, long long strideA, const float *B, int ldb,
+                              long long strideB, const float *beta, float *C, int ldc,
+                              long long strideC, int batch) {
+  int rc = injected("cublasSgemmStridedBatched");
+  int id[3] = {0};
+  size_t off[3] = {0};
+  if (!rc && (!h || ((struct handle *)h)->ctx != cur))
+    rc = CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!rc && (batch < 0 || strideA < 0 || strideB < 0 || strideC < 0))
+    rc = CUBLAS_STATUS_INVALID_VALUE;
+  for (int i = 0; !rc && i < batch; i++) {
+    int ids[3];
+    size_t offs[3];
+    rc = sgemm_item(ta, tb, m, n, k, alpha, A + i * strideA, lda, B + i * strideB, ldb, beta,
+                    C + i * strideC, ldc, ids, offs);
+    if (i == 0) {
+      memcpy(id, ids, sizeof id);
+      memcpy(off, offs, sizeof off);
+    }
+  }
+  record("cublasSgemmStridedBatched", rc,
+         "ta=%s tb=%s m=%d n=%d k=%d alpha=%g A=%d+%zu lda=%d strideA=%lld B=%d+%zu ldb=%d "
+         "strideB=%lld beta=%g C=%d+%zu ldc=%d strideC=%lld batch=%d",
+         opname(ta), opname(tb), m, n, k, alpha ? *alpha : NAN, id[0], off[0], lda, strideA, id[1],
+         off[1], ldb, strideB, beta ? *beta : NAN, id[2], off[2], ldc, strideC, batch);
+  return rc;
+}
+#endif
 
 int cublasGemmEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha, const void *A,
                  int atype, int lda, const void *B, int btype, int ldb, const void *beta, void *C,

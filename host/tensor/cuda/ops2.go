@@ -1,0 +1,198 @@
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/tensor"
+)
+
+// The ABI v2 operations (GemmBatched is beside Gemm in backend.go).
+
+// want is the dtype and length an operation needs of a buffer.
+type want struct {
+	dt abi.DType
+	n  int
+}
+
+// checkArgs checks each buffer against its want: a wrong dtype is an error
+// wrapping tensor.ErrUnsupported, a wrong length a plain error. The host
+// module rules both out; on a GPU a short buffer would be an out-of-bounds
+// access, which kills the context.
+func checkArgs(op string, xs []*buffer, ws ...want) error {
+	for i, x := range xs {
+		if x.dt != ws[i].dt {
+			return fmt.Errorf("cuda: %w: %s with buffer %d of %v", tensor.ErrUnsupported, op, i, x.dt)
+		}
+		if x.n != ws[i].n {
+			return fmt.Errorf("cuda: %s: buffer %d has %d elements, want %d", op, i, x.n, ws[i].n)
+		}
+	}
+	return nil
+}
+
+// checkRows checks the buffers of a row operation over rows rows of cols ≥
+// 1 elements.
+func checkRows(op string, rows, cols int, xs []*buffer, ws ...want) error {
+	if rows < 0 || cols < 1 {
+		return fmt.Errorf("cuda: %s of %d rows of %d", op, rows, cols)
+	}
+	return checkArgs(op, xs, ws...)
+}
+
+// LayerNorm implements tensor.Backend (ABI v2) with the layernorm_rows
+// kernel, one block per row: the mean and population variance are summed in
+// double, so rows of large or nearly equal values normalize as in the
+// reference backend; the result is rounded to float before the scale and
+// shift.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) LayerNorm(ctx context.Context, rows, cols int, a, g, bias, out tensor.Buffer) error {
+	xs, err := b.own(a, g, bias, out)
+	if err != nil {
+		return err
+	}
+	n := rows * cols
+	if err := checkRows("layernorm", rows, cols, xs, want{abi.F32, n}, want{abi.F32, cols}, want{abi.F32, cols}, want{abi.F32, n}); err != nil {
+		return err
+	}
+	return b.rowwise(ctx, kLayerNormRows, rows, cols, xs, f64Arg(abi.LayerNormEps))
+}
+
+// SoftmaxCausal implements tensor.Backend (ABI v2) with the softmax_rows
+// kernel in its causal mode: row r is the softmax of its columns 0..r mod
+// cols, 0 beyond; masked columns are not read.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) SoftmaxCausal(ctx context.Context, rows, cols int, a, out tensor.Buffer) error {
+	xs, err := b.own(a, out)
+	if err != nil {
+		return err
+	}
+	if err := checkRows("softmax_causal", rows, cols, xs, want{abi.F32, rows * cols}, want{abi.F32, rows * cols}); err != nil {
+		return err
+	}
+	if rows%cols != 0 {
+		return fmt.Errorf("cuda: softmax_causal: %d rows are not blocks of %d", rows, cols)
+	}
+	return b.softmax(ctx, rows, cols, xs, true)
+}
+
+// CrossEntropy implements tensor.Backend (ABI v2) with the
+// cross_entropy_rows kernel, one block per row. A target out of [0, cols),
+// which the host module rules out, is not read through: its row's loss is
+// NaN and its gradient the plain softmax.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) CrossEntropy(ctx context.Context, rows, cols int, logits, targets, loss, grad tensor.Buffer) error {
+	xs, err := b.own(logits, targets, loss, grad)
+	if err != nil {
+		return err
+	}
+	n := rows * cols
+	if err := checkRows("cross_entropy", rows, cols, xs, want{abi.F32, n}, want{abi.I32, rows}, want{abi.F32, rows}, want{abi.F32, n}); err != nil {
+		return err
+	}
+	return b.rowwise(ctx, kCrossEntropyRows, rows, cols, xs)
+}
+
+// AdamW implements tensor.Backend (ABI v2) with the adamw_f32 kernel. The
+// bias corrections and the other constants are computed here in float64
+// and passed as floats; each element's update is then float arithmetic.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) AdamW(ctx context.Context, p tensor.AdamWParams, w, g, m, v tensor.Buffer) error {
+	xs, err := b.own(w, g, m, v)
+	if err != nil {
+		return err
+	}
+	n := xs[0].n
+	if err := checkArgs("adamw", xs, want{abi.F32, n}, want{abi.F32, n}, want{abi.F32, n}, want{abi.F32, n}); err != nil {
+		return err
+	}
+	c1 := 1 - math.Pow(p.Beta1, float64(p.Step))
+	c2 := 1 - math.Pow(p.Beta2, float64(p.Step))
+	return b.elementwise(ctx, kAdamW, n, xs,
+		f32Arg(p.Beta1), f32Arg(1-p.Beta1), f32Arg(p.Beta2), f32Arg(1-p.Beta2),
+		f32Arg(p.LR*p.Decay), f32Arg(p.LR/c1), f32Arg(1/math.Sqrt(c2)),
+		// An ε below float's range would round to 0 and make 0/0 of an
+		// element whose moments are 0; the reference gives 0 there.
+		f32Arg(max(p.Eps, math.SmallestNonzeroFloat32)))
+}
+
+// transposeTile is kernels.cu's TILE: transpose_f32 moves TILE×TILE tiles.
+const transposeTile = 32
+
+// Transpose implements tensor.Backend (ABI v2) with the transpose_f32
+// kernel (32×32 tiles through shared memory), in launches over bands of
+// input columns. In place (a is out) is unsupported: the reference backend
+// transposes through a copy.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) Transpose(ctx context.Context, rows, cols int, a, out tensor.Buffer) error {
+	xs, err := b.own(a, out)
+	if err != nil {
+		return err
+	}
+	if rows < 0 || cols < 0 {
+		return fmt.Errorf("cuda: transpose of %d×%d", rows, cols)
+	}
+	if err := checkArgs("transpose", xs, want{abi.F32, rows * cols}, want{abi.F32, rows * cols}); err != nil {
+		return err
+	}
+	if rows == 0 || cols == 0 {
+		return nil
+	}
+	if xs[0] == xs[1] {
+		return fmt.Errorf("cuda: %w: transpose in place", tensor.ErrUnsupported)
+	}
+	step := max(chunkElems/rows, 1)
+	if step > transposeTile {
+		step -= step % transposeTile // whole tiles
+	}
+	return b.q.do(ctx, func() error {
+		if err := b.alive(xs...); err != nil {
+			return err
+		}
+		return b.chunked(ctx, cols, step, func(c0, nc int) error {
+			tiles := ((rows + transposeTile - 1) / transposeTile) * ((nc + transposeTile - 1) / transposeTile)
+			return b.launch(kTranspose, rowGrid(tiles), ptrArg(xs[0].ptr), ptrArg(xs[1].ptr),
+				i64Arg(rows), i64Arg(cols), i64Arg(c0), i64Arg(nc))
+		})
+	})
+}
+
+// Gather implements tensor.Backend (ABI v2) with the gather_f32 kernel, one
+// thread per output element. An index out of [0, rows), which the host
+// module rules out, is not read through: its output row is NaN. The table
+// being out is unsupported (rows would be read after they are written).
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) Gather(ctx context.Context, rows, cols int, table, idx, out tensor.Buffer) error {
+	xs, err := b.own(table, idx, out)
+	if err != nil {
+		return err
+	}
+	if rows < 0 || cols < 0 {
+		return fmt.Errorf("cuda: gather from %d×%d", rows, cols)
+	}
+	n := xs[1].n * cols
+	if err := checkArgs("gather", xs, want{abi.F32, rows * cols}, want{abi.I32, xs[1].n}, want{abi.F32, n}); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil // also keeps cols = 0 from the kernel's division
+	}
+	if xs[0] == xs[2] {
+		return fmt.Errorf("cuda: %w: gather into its own table", tensor.ErrUnsupported)
+	}
+	return b.elementwise(ctx, kGather, n, xs, i64Arg(rows), i64Arg(cols))
+}
