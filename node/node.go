@@ -756,3 +756,16 @@ func (n *Node) Payments() ([]store.Payment, error) { return n.db.Payments() }
 
 // Provider reports whether the node runs jobs for others.
 func (n *Node) Provider() bool { return n.provider != nil }
+
+// Capabilities returns what the node advertises as a provider (backends,
+// GPUs, price, slots free now), or nil when it runs no jobs for others.
+func (n *Node) Capabilities() *wire.CapabilityAdvert {
+	if n.provider == nil {
+		return nil
+	}
+	return n.provider.capabilities()
+}
+
+// Paid reports whether the node pays and is paid through lnd; without
+// lnd it runs in free mode.
+func (n *Node) Paid() bool { return n.lnd != nil }

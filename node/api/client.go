@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/blob"
@@ -282,6 +283,20 @@ func (c *Client) deleteJSON(ctx context.Context, path string, v any) error {
 	}
 	defer resp.Body.Close()
 	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// DashboardURL asks the node for a one-time login link to its dashboard.
+func (c *Client) DashboardURL(ctx context.Context) (string, time.Time, error) {
+	resp, err := c.do(ctx, http.MethodPost, "/v1/dashboard/login", nil)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	defer resp.Body.Close()
+	var l DashboardLogin
+	if err := json.NewDecoder(resp.Body).Decode(&l); err != nil {
+		return "", time.Time{}, err
+	}
+	return c.base + l.Path, l.Expires, nil
 }
 
 // Peers lists the peers the node knows.

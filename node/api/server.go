@@ -258,6 +258,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/runs", s.auth(s.getRuns))
 	mux.HandleFunc("GET /v1/payments", s.auth(s.getPayments))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry(), promhttp.HandlerOpts{}))
+	newDashboard(s).routes(mux)
 	return mux
 }
 
@@ -301,11 +302,15 @@ func writeJSON(w http.ResponseWriter, v any) {
 }
 
 func (s *Server) getNode(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, s.nodeInfo())
+}
+
+func (s *Server) nodeInfo() NodeInfo {
 	info := NodeInfo{ID: s.n.ID().String(), Provider: s.n.Provider(), Software: node.Software, Stats: s.n.Stats()}
 	for _, a := range s.n.Addrs() {
 		info.Addrs = append(info.Addrs, a.String())
 	}
-	writeJSON(w, info)
+	return info
 }
 
 // maxBlob is the largest blob a job may name: a module, an input, or a

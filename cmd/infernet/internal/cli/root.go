@@ -67,7 +67,7 @@ execution.`,
 	root.SetOut(stdio.Out)
 	root.SetErr(stdio.Err)
 	root.AddCommand(NewCmdRun(stdio, nil), NewCmdInfo(stdio, nil), NewCmdID(stdio), NewCmdNode(stdio, nil),
-		NewCmdSubmit(stdio, nil), NewCmdTrain(stdio, nil), NewCmdPeers(stdio), NewCmdJobs(stdio), NewCmdEarnings(stdio), NewCmdSpending(stdio),
+		NewCmdSubmit(stdio, nil), NewCmdTrain(stdio, nil), NewCmdDashboard(stdio), NewCmdPeers(stdio), NewCmdJobs(stdio), NewCmdEarnings(stdio), NewCmdSpending(stdio),
 		NewCmdCeremony(stdio, nil), NewCmdKeys(stdio))
 	return root
 }
