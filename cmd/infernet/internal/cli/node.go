@@ -70,6 +70,10 @@ bootstrap peers, mDNS and the DHT, advertises what this machine offers (unless
 --no-provide), bids on and runs jobs in the sandbox, and serves the local API
 that infernet submit, peers and jobs use.
 
+Settings may also come from DIR/config.json (bootstrap, listen, mdns, nat,
+lnd); flags win over it. infernet submit and train read the same file to start
+a node in their own process when none runs.
+
 Keys in its key store (DIR/keys, installed by 'infernet ceremony finalize' or
 'install') turn on what they serve: exchange-256 fair exchange (submit
 --settle fair), committed-gemm-16 and -32 proof mode (submit --proofs).
@@ -82,6 +86,11 @@ stdout (give one to other nodes as --bootstrap).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Config.Provide = !noProvide
+			fc, err := loadFileConfig(opts.Config.DataDir)
+			if err != nil {
+				return &exitError{Code: ExitError, Err: err}
+			}
+			fc.apply(&opts.Config, cmd.Flags().Changed)
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}

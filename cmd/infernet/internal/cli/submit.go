@@ -72,6 +72,10 @@ type SubmitOptions struct {
 	Via        string
 	SpotChecks int
 	MaxFee     float64
+	// Bootstrap are the peers a node started in this process joins
+	// through, when none runs (local.go); local is that node.
+	Bootstrap []string
+	local     *localNode
 }
 
 // NewCmdSubmit returns `infernet submit`. runF replaces the action in tests.
@@ -85,6 +89,10 @@ node): the module and input are stored as blobs, the job goes to --replicas
 distinct providers that match --require, and their results are compared.
 Progress shows live on a terminal; a summary (providers, time, verification)
 goes to stderr, or to stdout as JSON with --json.
+
+With no node running for --datadir, submit starts one in its own process for
+the job (client only), which joins the network through --bootstrap, or the
+"bootstrap" peers of DIR/config.json, and stops when the job is done.
 
 Requirement expressions may use: ` + requirement.Names + `.
 
@@ -144,6 +152,7 @@ func addTermsFlags(f *pflag.FlagSet, opts *SubmitOptions) {
 	f.Uint64Var(&opts.Price, "max-price", 0, "most to pay per replica in millisatoshi")
 	f.StringVar(&opts.API, "api", "", "the node's API `HOST:PORT` (default: read from DIR/api.addr)")
 	f.StringVar(&opts.DataDir, "datadir", defaultDataDir(), "the node's data `DIR` (API token and address)")
+	f.StringArrayVar(&opts.Bootstrap, "bootstrap", nil, "with no node running: start one in this process that joins through `MULTIADDR` (repeatable; default: DIR/config.json)")
 	f.BoolVar(&opts.JSON, "json", false, "print the summary as JSON on stdout")
 	f.StringVar(&opts.Progress, "progress", "auto", "live progress on stderr: auto (on a terminal), always, never")
 	f.BoolVar(&opts.Same, "same-backend", false, "run every replica on the same tensor backend class")
@@ -214,6 +223,7 @@ func (o *SubmitOptions) request() (api.SubmitRequest, error) {
 }
 
 func runSubmit(ctx context.Context, o *SubmitOptions) error {
+	defer o.closeLocal()
 	req, err := o.request()
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
@@ -300,9 +310,10 @@ func putFile(ctx context.Context, c *api.Client, path string) (api.BlobInfo, err
 	return c.PutBlobFrom(ctx, f)
 }
 
-// dialAndPutModule connects to the node's API and stores MODULE there.
+// dialAndPutModule connects to the node's API (starting a node in this
+// process when none runs) and stores MODULE there.
 func (o *SubmitOptions) dialAndPutModule(ctx context.Context) (*api.Client, api.BlobInfo, error) {
-	c, err := api.Dial(o.DataDir, o.API)
+	c, err := o.connect(ctx)
 	if err != nil {
 		return nil, api.BlobInfo{}, err
 	}

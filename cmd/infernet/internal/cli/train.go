@@ -103,6 +103,7 @@ other errors.`,
 }
 
 func runTrain(ctx context.Context, o *TrainOptions) error {
+	defer o.closeLocal()
 	if o.Attach != "" {
 		return attachTrain(ctx, o)
 	}

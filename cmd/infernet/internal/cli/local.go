@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/infernet/infernet/node"
+	"github.com/infernet/infernet/node/api"
+)
+
+// providerWait is how long an in-process node waits to hear from enough
+// providers before it submits anyway.
+const providerWait = 30 * time.Second
+
+// localNode is a node started in this process for one command, because
+// none runs for the data directory.
+type localNode struct {
+	n   *node.Node
+	srv *api.Server
+}
+
+func (l *localNode) close() {
+	l.srv.Close()
+	l.n.Close()
+}
+
+// connect returns a client of the node of o's data directory. When none
+// runs there (and --api is not given) it starts one in this process, as
+// `docker run` or `bacalhau` users expect: client only, bootstrapped from
+// --bootstrap or DIR/config.json (mDNS too, unless the file turns it off),
+// and waits until it knows --replicas providers. closeLocal stops it.
+func (o *SubmitOptions) connect(ctx context.Context) (*api.Client, error) {
+	c, err := api.Dial(o.DataDir, o.API)
+	if err == nil {
+		if _, err = c.Node(ctx); err == nil {
+			return c, nil
+		}
+	}
+	if o.API != "" || !errors.Is(err, api.ErrNoNode) {
+		return nil, err
+	}
+	fc, err := loadFileConfig(o.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	cfg := node.DefaultConfig()
+	cfg.DataDir, cfg.Provide = o.DataDir, false
+	fc.apply(&cfg, func(flag string) bool { return flag == "bootstrap" && len(o.Bootstrap) > 0 })
+	if len(o.Bootstrap) > 0 {
+		cfg.Bootstrap = o.Bootstrap
+	}
+	if len(cfg.Bootstrap) == 0 && !cfg.MDNS {
+		return nil, fmt.Errorf("no node runs for %s and no peer to join through: start `infernet node`, or give --bootstrap (or \"bootstrap\" in %s)",
+			o.DataDir, ConfigFile)
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(o.IO.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if _, err := useInstalledKeys(&cfg); err != nil {
+		return nil, fmt.Errorf("proof keys: %w", err)
+	}
+	fmt.Fprintf(o.IO.Err, "no node runs for %s: starting one in this process for this command (client only)\n", o.DataDir)
+	n, err := node.New(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("in-process node: %w", err)
+	}
+	srv, err := api.Serve(n, cfg.DataDir, "127.0.0.1:0", cfg.Logger)
+	if err != nil {
+		n.Close()
+		return nil, fmt.Errorf("in-process node: %w", err)
+	}
+	o.local = &localNode{n: n, srv: srv}
+	start, want := time.Now(), max(o.Replicas, 1)
+	got := providersKnown(n)
+	for got < want && time.Since(start) < providerWait && ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+		got = providersKnown(n)
+	}
+	fmt.Fprintf(o.IO.Err, "in-process node %s: %d providers known after %v\n", shortID(n.ID().String()), got,
+		time.Since(start).Round(time.Millisecond))
+	return api.Dial(o.DataDir, srv.Addr())
+}
+
+// closeLocal stops the in-process node connect started, if any.
+func (o *SubmitOptions) closeLocal() {
+	if o.local != nil {
+		o.local.close()
+		o.local = nil
+	}
+}
+
+// providersKnown counts the providers n has an advert of and does not ban.
+func providersKnown(n *node.Node) int {
+	k := 0
+	for _, p := range n.Peers() {
+		if p.Advert != nil && !p.Banned {
+			k++
+		}
+	}
+	return k
+}
