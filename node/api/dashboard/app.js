@@ -178,14 +178,22 @@ function runs(s) {
 }
 
 // cumulative is the running total of the settled payments f selects, as
-// chart points over time (minutes before now).
+// chart points over time (seconds before now).
 function cumulative(pays, f) {
   let total = 0;
   const now = Date.now();
   return pays.filter(f).sort((a, b) => Date.parse(a.updated) - Date.parse(b.updated)).map(p => {
     total += p.amount_msat + (p.outgoing ? p.fee_msat || 0 : 0);
-    return { x: (Date.parse(p.updated) - now) / 60000, y: total, label: msat(total) };
+    return { x: (Date.parse(p.updated) - now) / 1000, y: total, label: msat(total) };
   });
+}
+
+// before formats a time axis of seconds before now in the unit its span
+// (the oldest point, oldest) calls for.
+function before(oldest) {
+  const span = Math.abs(oldest);
+  const [unit, name] = span < 120 ? [1, "s"] : span < 7200 ? [60, "min"] : span < 172800 ? [3600, "h"] : [86400, "d"];
+  return x => x > -unit / 2 ? "now" : `${Math.round(-x / unit)} ${name} ago`;
 }
 
 function money(s) {
@@ -199,7 +207,8 @@ function money(s) {
     card("Spent (with routing fees)", msat(spent.length ? spent[spent.length - 1].y : 0)) +
     card("Held in escrow for you", msat(held)) + card("Payments", num(pays.length)) + `</div>`;
   h += `<h2>Over time</h2>` + lineChart([{ name: "earned", points: earned }, { name: "spent", points: spent }].filter(x => x.points.length),
-    { name: "money", title: "cumulative msat over time", empty: "No settled payments yet.", xFormat: x => x.toFixed(0) + " min", yFormat: y => num(Math.round(y)) });
+    { name: "money", title: "cumulative msat over time", empty: "No settled payments yet.",
+      xFormat: before(Math.min(0, ...earned.map(p => p.x), ...spent.map(p => p.x))), yFormat: y => num(Math.round(y)) });
   const recent = [...pays].reverse().slice(0, 30);
   h += `<h2>Recent payments</h2>` + (recent.length ? table(["Job", "Replica#", "Direction", "Peer", "State", "Amount#", "Fee#", "Updated"], recent.map(p =>
     `<tr data-state="${esc(p.state)}"><td>${idCell(p.job)}</td><td class="num">${p.replica}</td><td>${p.outgoing ? "paid" : "earned"}${p.aggregate ? " (aggregate)" : ""}</td>` +
