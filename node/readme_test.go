@@ -90,6 +90,8 @@ func TestDocsConstants(t *testing.T) {
 	constraints, domains := docCircuitSizes(t, "gemm-64", "committed-gemm-16", "committed-gemm-32", "exchange-256")
 	proofTemplates, gemmTemplates := ProofTemplates(), gemmproof.Templates()
 	listenPort := docPortOf(t, DefaultConfig().Listen[0])
+	dashboard := docFileConsts(t, "node/api/dashboard.go", "loginTTL", "sessionTTL")
+	local := docFileConsts(t, "cmd/infernet/internal/cli/local.go", "providerWait")
 
 	checks := []docFigure{
 		// README.md
@@ -133,6 +135,9 @@ func TestDocsConstants(t *testing.T) {
 		{"docs/cli.md", `at most (\d+) bytes of text and (\d+) syntax nodes nested (\d+) deep`, []any{wire.MaxRequire, requirement.MaxNodes, requirement.MaxDepth}},
 
 		{"docs/cli.md", "`--shards` shards \\(default (\\d+)\\) of MODULE", []any{flag("NewCmdTrain", "shards")}},
+		{"docs/cli.md", `The link works once, within (\d+ min)utes; opening it starts a browser\s+session of (\d+ h)ours`,
+			[]any{time.Duration(dashboard["loginTTL"]), time.Duration(dashboard["sessionTTL"])}},
+		{"docs/cli.md", `It waits up to (\d+ s) to hear from \x60--replicas\x60 providers`, []any{time.Duration(local["providerWait"])}},
 		{"docs/cli.md", "`--rounds` \\(default (\\d+)\\) sets how many", []any{flag("NewCmdTrain", "rounds")}},
 		{"docs/cli.md", `Exit status: (\d+) when every round was verified, (\d+) when some ran on one replica only, (\d+) when a round failed`,
 			[]any{cliConst("ExitOK"), cliConst("ExitUnverified"), cliConst("ExitNoResult")}},
@@ -825,7 +830,7 @@ func docParseGo(t *testing.T, path string) *ast.File {
 }
 
 // docFileConsts are the named constants of a Go file (each must be there and
-// need no other identifier).
+// need no other identifier); durations are in nanoseconds.
 func docFileConsts(t *testing.T, path string, names ...string) map[string]float64 {
 	t.Helper()
 	out := map[string]float64{}
@@ -838,8 +843,13 @@ func docFileConsts(t *testing.T, path string, names ...string) map[string]float6
 			vs := s.(*ast.ValueSpec)
 			for i, name := range vs.Names {
 				if i < len(vs.Values) && slices.Contains(names, name.Name) {
-					v, ok := docMustEval(t, vs.Values[i]).(float64)
-					if !ok {
+					var v float64
+					switch x := docMustEval(t, vs.Values[i]).(type) {
+					case float64:
+						v = x
+					case time.Duration: // in nanoseconds
+						v = float64(x)
+					default:
 						t.Fatalf("%s: %s is not a number", path, name.Name)
 					}
 					out[name.Name] = v
