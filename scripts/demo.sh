@@ -142,6 +142,30 @@ echo "\$ infernet submit testdata/bad/output_flood.wasm --max-output 1536MiB   #
 echo "\$ infernet submit testdata/bad/nesting_bomb.wasm   # 300 KB of nested blocks: 30 s of compiling in plain wazero"
 "$bin" submit testdata/bad/nesting_bomb.wasm --datadir "$net/client"; echo "exit status $?"
 
+step "No node running: submit starts one in its own process for the job, joining through --bootstrap"
+echo "\$ infernet submit $jobs/cpu/cpu.wasm --input $jobs/cpu/input.txt --datadir fresh --bootstrap $boot"
+mkdir -p "$net/fresh"   # loopback only, as every node of the demo
+echo '{"listen": ["/ip4/127.0.0.1/tcp/0"], "mdns": false, "nat": false}' > "$net/fresh/config.json"
+"$bin" submit "$jobs/cpu/cpu.wasm" --input "$jobs/cpu/input.txt" --datadir "$net/fresh" --bootstrap "$boot"; echo "exit status $?"
+
+step "The dashboard: infernet dashboard prints a one-time login link to the node's web page, updated live"
+link=$("$bin" dashboard --datadir "$net/client" 2>/dev/null)
+echo "\$ infernet dashboard   # prints $link"
+curl -s -c "$net/cookies" -o /dev/null "$link"   # what a browser does: the link sets a session cookie
+echo "its snapshot, as the page gets it (GET /dashboard/snapshot, or pushed on /dashboard/events):"
+cat > "$net/summary.py" <<'PY'
+import collections, json, sys
+s = json.load(sys.stdin)
+jobs = collections.Counter(j["state"] for j in s["jobs"])
+connected = sum(p["connected"] for p in s["peers"])
+print(f"  peers {len(s['peers'])} ({connected} connected), jobs {dict(jobs)}, sharded jobs {len(s['sharded'])}, training runs {len(s['training'])}")
+for p in sorted(s["peers"], key=lambda p: p["reputation"]):
+    print(f"  peer …{p['id'][-8:]} reputation {p['reputation']:.2f}: {p['why']}")
+PY
+curl -s -b "$net/cookies" "${link%%/dashboard/*}/dashboard/snapshot" | python3 "$net/summary.py"
+echo "\$ curl ${link%%\?*}   # a spent link"
+curl -s "$link"
+
 step "What the client node remembers"
 echo '$ infernet jobs'
 "$bin" jobs --datadir "$net/client"
