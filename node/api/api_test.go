@@ -23,10 +23,17 @@ import (
 
 func startNode(t testing.TB) (*node.Node, *Server, string) {
 	t.Helper()
+	return serveNode(t, false, nil)
+}
+
+// serveNode starts a node on loopback, a provider or not, joining through
+// boot, with its API.
+func serveNode(t testing.TB, provide bool, boot []string) (*node.Node, *Server, string) {
+	t.Helper()
 	cfg := node.DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
-	cfg.MDNS, cfg.NAT, cfg.Provide = false, false, false
+	cfg.MDNS, cfg.NAT, cfg.Provide, cfg.Bootstrap = false, false, provide, boot
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	n, err := node.New(context.Background(), cfg)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"os"
@@ -32,22 +31,8 @@ type dashNode struct {
 func dashboardNetwork(t *testing.T) (client *dashNode, providers []*dashNode) {
 	t.Helper()
 	start := func(provide bool, boot []string) *dashNode {
-		cfg := node.DefaultConfig()
-		cfg.DataDir = t.TempDir()
-		cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
-		cfg.MDNS, cfg.NAT, cfg.Provide, cfg.Bootstrap = false, false, provide, boot
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-		n, err := node.New(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { n.Close() })
-		srv, err := Serve(n, cfg.DataDir, "127.0.0.1:0", cfg.Logger)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { srv.Close() })
-		return &dashNode{n: n, srv: srv, dir: cfg.DataDir}
+		n, srv, dir := serveNode(t, provide, boot)
+		return &dashNode{n: n, srv: srv, dir: dir}
 	}
 	var boot []string
 	for range 3 {

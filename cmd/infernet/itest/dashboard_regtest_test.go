@@ -3,14 +3,12 @@
 package itest
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/infernet/infernet/node/api/dashboardtest"
-	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/payments/regtest"
 )
 
@@ -36,21 +34,11 @@ func TestLightningDashboard(t *testing.T) {
 			t.Fatalf("paid job %d: exit %d: %s", i, code, stderr)
 		}
 	}
-	// settled is the ledger's settled payments: how many and their sum
-	// (with routing fees for outgoing ones).
-	settled := func(dataDir, cmd string) (n int, total int64) {
-		t.Helper()
-		out, stderr, code := infernet(t, nil, cmd, "--json", "--datadir", dataDir)
-		var ps []store.Payment
-		if code != 0 || json.Unmarshal([]byte(out), &ps) != nil {
-			t.Fatalf("%s: exit %d %q %s", cmd, code, out, stderr)
-		}
-		for _, p := range ps {
-			if p.State == store.PaySettled {
-				n, total = n+1, total+p.AmountMsat+p.FeeMsat
-			}
-		}
-		return n, total
+	// settledTotal is what a ledger (spending, earnings) says was settled:
+	// how many payments and their sum with routing fees.
+	settledTotal := func(dataDir, cmd string) (int, int64) {
+		n, msat, fees := settled(ledger(t, dataDir, cmd))
+		return n, msat + fees
 	}
 	link := func(dataDir string) string {
 		t.Helper()
@@ -68,7 +56,7 @@ func TestLightningDashboard(t *testing.T) {
 		{"provider", p1.dataDir, "earnings", "earned", "Earned"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			n, total := settled(tt.dataDir, tt.ledger)
+			n, total := settledTotal(tt.dataDir, tt.ledger)
 			if n == 0 || (tt.name == "client" && n != 6) {
 				t.Fatalf("%s lists %d settled payments", tt.ledger, n)
 			}
@@ -93,7 +81,7 @@ func TestLightningDashboard(t *testing.T) {
 	t.Run("provider runs", func(t *testing.T) {
 		dashboardtest.Page(t, ctx, "runs")
 		paid := dashboardtest.Eval[[]string](t, ctx, `[...document.querySelectorAll("table.runs td:last-child .chip.s-settled")].map(c => c.innerText)`)
-		n, _ := settled(p1.dataDir, "earnings")
+		n, _ := settledTotal(p1.dataDir, "earnings")
 		if len(paid) != n {
 			t.Errorf("runs page shows %d settled payments, the ledger %d", len(paid), n)
 		}

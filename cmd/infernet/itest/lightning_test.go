@@ -26,6 +26,29 @@ func lndFlags(t *testing.T, env regtest.Env, name string) []string {
 	return []string{"--lnd.rpcserver", c.RPCServer, "--lnd.tlscertpath", c.TLSCertPath, "--lnd.macaroonpath", c.MacaroonPath}
 }
 
+// ledger is a node's payments as `infernet CMD --json` lists them (cmd:
+// spending or earnings).
+func ledger(t *testing.T, dataDir, cmd string) []store.Payment {
+	t.Helper()
+	out, stderr, code := infernet(t, nil, cmd, "--json", "--datadir", dataDir)
+	var ps []store.Payment
+	if code != 0 || json.Unmarshal([]byte(out), &ps) != nil {
+		t.Fatalf("%s: exit %d %q %s", cmd, code, out, stderr)
+	}
+	return ps
+}
+
+// settled counts the settled payments of ps and sums their amounts and
+// routing fees.
+func settled(ps []store.Payment) (n int, msat, fees int64) {
+	for _, p := range ps {
+		if p.State == store.PaySettled {
+			n, msat, fees = n+1, msat+p.AmountMsat, fees+p.FeeMsat
+		}
+	}
+	return n, msat, fees
+}
+
 // TestLightningCLI: node processes with --lnd.* flags and --price, a paid
 // `submit --max-price`, and `earnings` / `spending` agreeing on what moved.
 // A node whose lnd cannot be reached does not start, and says why.
@@ -56,16 +79,7 @@ func TestLightningCLI(t *testing.T) {
 		t.Fatalf("summary %q: %v", stdout, err)
 	}
 
-	ledger := func(dataDir, cmd string) []store.Payment {
-		t.Helper()
-		out, stderr, code := infernet(t, nil, cmd, "--json", "--datadir", dataDir)
-		var ps []store.Payment
-		if code != 0 || json.Unmarshal([]byte(out), &ps) != nil {
-			t.Fatalf("%s: exit %d %q %s", cmd, code, out, stderr)
-		}
-		return ps
-	}
-	spent := ledger(client.dataDir, "spending")
+	spent := ledger(t, client.dataDir, "spending")
 	if len(spent) != 2 {
 		t.Fatalf("spending lists %d payments, want 2: %+v", len(spent), spent)
 	}
@@ -74,7 +88,7 @@ func TestLightningCLI(t *testing.T) {
 			t.Errorf("client payment %+v", p)
 		}
 	}
-	earned := ledger(p1.dataDir, "earnings")
+	earned := ledger(t, p1.dataDir, "earnings")
 	if len(earned) != 1 || earned[0].State != store.PaySettled || earned[0].AmountMsat != 7000 {
 		t.Errorf("provider 1 earnings %+v", earned)
 	}
@@ -219,21 +233,6 @@ func TestLightningAggregatorCLI(t *testing.T) {
 		t.Fatalf("output %q, %v; want %q", got, err, want)
 	}
 
-	ledger := func(dataDir, cmd string) (n int, msat int64) {
-		t.Helper()
-		out, stderr, code := infernet(t, nil, cmd, "--json", "--datadir", dataDir)
-		var ps []store.Payment
-		if code != 0 || json.Unmarshal([]byte(out), &ps) != nil {
-			t.Fatalf("%s: exit %d %q %s", cmd, code, out, stderr)
-		}
-		for _, p := range ps {
-			if p.State == store.PaySettled {
-				n++
-				msat += p.AmountMsat
-			}
-		}
-		return n, msat
-	}
 	for _, c := range []struct {
 		who, dataDir, cmd string
 		n                 int
@@ -244,7 +243,7 @@ func TestLightningAggregatorCLI(t *testing.T) {
 		{"aggregator", agg.dataDir, "spending", (shards + 1) * replicas, total},
 		{"provider 1", p1.dataDir, "earnings", shards + 2, (shards + 2) * price},
 	} {
-		if n, msat := ledger(c.dataDir, c.cmd); n != c.n || msat != c.msat {
+		if n, msat, _ := settled(ledger(t, c.dataDir, c.cmd)); n != c.n || msat != c.msat {
 			t.Errorf("%s's %s: %d settled, %d msat; want %d, %d msat", c.who, c.cmd, n, msat, c.n, c.msat)
 		}
 	}
