@@ -7,7 +7,9 @@
 // is tested against a fake driver. On a machine without the NVIDIA driver
 // Detect returns an error wrapping ErrNoDriver, which is the path the tests
 // run for real; the "GPUs present" path is tested with a fake NVML and the
-// fake CUDA driver of package cuda.
+// fake CUDA driver of package cuda. Built with the tag gpu (`make
+// gpu-check`), hardware_test.go checks Detect against a real GPU and the
+// CUDA driver's view of it; it has not yet run on one.
 package gpu
 
 import (

@@ -52,6 +52,13 @@
 // the driver's JIT, cuBLAS or the GPU's arithmetic. A test also checks that
 // kernels.ptx is what clang-14 makes of kernels.cu and that its parameter
 // lists match what the Go side passes.
+//
+// The same test cases, with the same inputs and tolerances, run on a real
+// GPU when built with the tag gpu (hardware_test.go, `make gpu-check`),
+// with tests that need a device of their own: large products, a deadline,
+// device memory after Free and Close, a kernel fault. Without a driver,
+// cuBLAS or a device those tests fail, naming what is missing. They have
+// not yet run on a GPU.
 package cuda
 
 //go:generate sh gen_ptx.sh

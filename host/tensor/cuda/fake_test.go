@@ -421,8 +421,12 @@ func TestFakeDriver_CallSequence(t *testing.T) {
 	assertNothingLive(t)
 }
 
-func TestFakeDriver_GemmF32MatchesNaive(t *testing.T) {
-	b := newFake(t)
+func TestFakeDriver_GemmF32MatchesNaive(t *testing.T) { testGemmF32MatchesNaive(t, fakeDriver) }
+
+// testGemmF32MatchesNaive: f32 GEMMs of small odd shapes in every
+// transpose and accumulate combination against naiveGemm.
+func testGemmF32MatchesNaive(t *testing.T, tg target) {
+	b := tg.open(t)
 	r := rand.New(rand.NewPCG(1, 2))
 	ctx := context.Background()
 	dims := []int{1, 3, 5, 7, 13}
@@ -453,8 +457,12 @@ func TestFakeDriver_GemmF32MatchesNaive(t *testing.T) {
 	}
 }
 
-func TestFakeDriver_GemmPanels(t *testing.T) {
-	b := newFake(t)
+func TestFakeDriver_GemmPanels(t *testing.T) { testGemmPanels(t, fakeDriver) }
+
+// testGemmPanels: a GEMM split into row panels (3+3+3+2 rows) with and
+// without transposes; on the fake, where each panel starts.
+func testGemmPanels(t *testing.T, tg target) {
+	b := tg.open(t)
 	defer func(f float64) { panelFlops = f }(panelFlops)
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, trans := range []bool{false, true} {
@@ -464,13 +472,15 @@ func TestFakeDriver_GemmPanels(t *testing.T) {
 		a := upload(t, b, abi.F32, len(av), f32bytes(av))
 		bm := upload(t, b, abi.F32, len(bv), f32bytes(bv))
 		c, _ := b.Alloc(abi.F32, p.M*p.N)
-		fakeLib.reset()
+		tg.reset()
 		if err := b.Gemm(context.Background(), p, a, bm, c); err != nil {
 			t.Fatal(err)
 		}
-		sg := callsNamed(fakeCalls(t), "cublasSgemm_v2")
-		if len(sg) != 4 {
-			t.Fatalf("TransA=%v: %d cublasSgemm_v2 calls, want 4 panels", trans, len(sg))
+		var sg []call
+		if tg.fake {
+			if sg = callsNamed(tg.calls(t), "cublasSgemm_v2"); len(sg) != 4 {
+				t.Fatalf("TransA=%v: %d cublasSgemm_v2 calls, want 4 panels", trans, len(sg))
+			}
 		}
 		for i, c := range sg {
 			m0 := 3 * i
@@ -500,8 +510,13 @@ func TestFakeDriver_GemmPanels(t *testing.T) {
 	}
 }
 
-func TestFakeDriver_GemmI8(t *testing.T) {
-	b := newFake(t)
+func TestFakeDriver_GemmI8(t *testing.T) { testGemmI8(t, fakeDriver) }
+
+// testGemmI8: int8 GEMMs (exact) in every combination, one row per panel;
+// the shapes cuBLAS cannot take are ErrUnsupported before any call, and so
+// is every shape on a GPU without an int8 GEMM (noInt8GEMM).
+func testGemmI8(t *testing.T, tg target) {
+	b := tg.open(t)
 	defer func(f float64) { panelFlops = f }(panelFlops)
 	r := rand.New(rand.NewPCG(5, 6))
 	ctx := context.Background()
@@ -525,21 +540,28 @@ func TestFakeDriver_GemmI8(t *testing.T) {
 			a := upload(t, b, abi.I8, m*k, i8bytes(av))
 			bm := upload(t, b, abi.I8, k*n, i8bytes(bv))
 			c := upload(t, b, abi.I32, m*n, i32bytes(cv))
-			fakeLib.reset()
+			tg.reset()
 			err := b.Gemm(ctx, p, a, bm, c)
 			// M=5 with TransA puts M in a leading dimension: not divisible by 4.
 			if m%4 != 0 && p.TransA {
 				if !errors.Is(err, tensor.ErrUnsupported) {
 					t.Errorf("%+v: %v, want tensor.ErrUnsupported", p, err)
 				}
-				if n := len(callsNamed(fakeCalls(t), "cublasGemmEx")); n != 0 {
+				if n := len(callsNamed(tg.calls(t), "cublasGemmEx")); tg.fake && n != 0 {
 					t.Errorf("%+v: %d cublasGemmEx calls before falling back", p, n)
 				}
+			} else if errors.Is(err, tensor.ErrUnsupported) && noInt8GEMM(b.Device()) {
+				t.Logf("%+v: %v (compute capability %d.%d has no int8 GEMM: the host falls back)",
+					p, err, b.Device().ComputeMajor, b.Device().ComputeMinor)
 			} else {
 				if err != nil {
 					t.Fatalf("%+v: %v", p, err)
 				}
-				for _, c := range callsNamed(fakeCalls(t), "cublasGemmEx") {
+				var gemmEx []call
+				if tg.fake {
+					gemmEx = callsNamed(tg.calls(t), "cublasGemmEx")
+				}
+				for _, c := range gemmEx {
 					if !strings.Contains(c.args, "atype=3") || !strings.Contains(c.args, "ctype=10") || !strings.Contains(c.args, "compute=72 algo=-1") {
 						t.Errorf("cublasGemmEx %s: wrong types", c.args)
 					}
@@ -563,6 +585,9 @@ func TestFakeDriver_GemmI8(t *testing.T) {
 	if err := b.Gemm(ctx, tensor.GemmParams{M: 3, N: 4, K: 3}, a, bm, c); !errors.Is(err, tensor.ErrUnsupported) {
 		t.Errorf("K=3 int8 GEMM: %v, want tensor.ErrUnsupported", err)
 	}
+	if !tg.fake {
+		return
+	}
 	// cuBLAS refusing int8 on this GPU (pre-Pascal) also falls back.
 	fakeLib.fail("cublasGemmEx", cublasStatusNotSupported)
 	a2, _ := b.Alloc(abi.I8, 16)
@@ -575,8 +600,12 @@ func TestFakeDriver_GemmI8(t *testing.T) {
 	}
 }
 
-func TestFakeDriver_GemmKZero(t *testing.T) {
-	b := newFake(t)
+func TestFakeDriver_GemmKZero(t *testing.T) { testGemmKZero(t, fakeDriver) }
+
+// testGemmKZero: K = 0 leaves C alone with Accumulate and zeroes it
+// without.
+func testGemmKZero(t *testing.T, tg target) {
+	b := tg.open(t)
 	a, _ := b.Alloc(abi.F32, 0)
 	bm, _ := b.Alloc(abi.F32, 0)
 	c := upload(t, b, abi.F32, 6, f32bytes([]float32{1, 2, 3, 4, 5, 6}))
@@ -612,7 +641,11 @@ func gelu(x float64) float64 {
 // host emulation) on shapes that need several blocks, several elements per
 // thread and every reduction step, plus special values.
 func TestFakeDriver_KernelsOnLargerShapes(t *testing.T) {
-	b := newFake(t)
+	testKernelsOnLargerShapes(t, fakeDriver)
+}
+
+func testKernelsOnLargerShapes(t *testing.T, tg target) {
+	b := tg.open(t)
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(9, 10))
 	n, nb := 1000, 40 // 4 blocks of 256
@@ -621,11 +654,11 @@ func TestFakeDriver_KernelsOnLargerShapes(t *testing.T) {
 	a := upload(t, b, abi.F32, n, f32bytes(av))
 	bm := upload(t, b, abi.F32, nb, f32bytes(bv))
 	out, _ := b.Alloc(abi.F32, n)
-	fakeLib.reset()
+	tg.reset()
 	if err := b.Binary(ctx, abi.OpSub, a, bm, out); err != nil {
 		t.Fatal(err)
 	}
-	if l := callsNamed(fakeCalls(t), "cuLaunchKernel"); len(l) != 1 || !strings.Contains(l[0].args, "grid=4 block=256") {
+	if l := callsNamed(tg.calls(t), "cuLaunchKernel"); tg.fake && (len(l) != 1 || !strings.Contains(l[0].args, "grid=4 block=256")) {
 		t.Errorf("launches %v, want one of 4 blocks", l)
 	}
 	for i, got := range bytesF32(download(t, b, out)) {
@@ -708,8 +741,12 @@ func TestFakeDriver_KernelsOnLargerShapes(t *testing.T) {
 	}
 }
 
-func TestFakeDriver_Elementwise(t *testing.T) {
-	b := newFake(t)
+func TestFakeDriver_Elementwise(t *testing.T) { testElementwise(t, fakeDriver) }
+
+// testElementwise: binary (f32 and i32 add), unary, softmax and reduce in
+// launches of 7 elements (or one row) at offsets.
+func testElementwise(t *testing.T, tg target) {
+	b := tg.open(t)
 	defer func(n int) { chunkElems = n }(chunkElems)
 	chunkElems = 7 // force several launches with offsets
 	ctx := context.Background()
@@ -731,7 +768,7 @@ func TestFakeDriver_Elementwise(t *testing.T) {
 		abi.OpDiv: func(x, y float32) float32 { return x / y },
 	}
 	for op, f := range ops {
-		fakeLib.reset()
+		tg.reset()
 		if err := b.Binary(ctx, op, a, bm, out); err != nil {
 			t.Fatalf("op %d: %v", op, err)
 		}
@@ -741,7 +778,10 @@ func TestFakeDriver_Elementwise(t *testing.T) {
 				t.Fatalf("op %d: out[%d] = %v, want %v", op, i, got[i], want)
 			}
 		}
-		launches := callsNamed(fakeCalls(t), "cuLaunchKernel")
+		if !tg.fake {
+			continue
+		}
+		launches := callsNamed(tg.calls(t), "cuLaunchKernel")
 		if len(launches) != 4 { // 24 elements in chunks of 7
 			t.Fatalf("op %d: %d launches, want 4", op, len(launches))
 		}
@@ -803,11 +843,11 @@ func TestFakeDriver_Elementwise(t *testing.T) {
 	}
 	red, _ := b.Alloc(abi.F32, rows)
 	for _, op := range []abi.Op{abi.OpSum, abi.OpMax, abi.OpMean} {
-		fakeLib.reset()
+		tg.reset()
 		if err := b.Reduce(ctx, op, rows, cols, a, red); err != nil {
 			t.Fatal(err)
 		}
-		if n := len(callsNamed(fakeCalls(t), "cuLaunchKernel")); n != rows {
+		if n := len(callsNamed(tg.calls(t), "cuLaunchKernel")); tg.fake && n != rows {
 			t.Errorf("reduce: %d launches, want %d (one row per chunk)", n, rows)
 		}
 		got := bytesF32(download(t, b, red))
@@ -841,7 +881,11 @@ func slicesMax(v []float32) float32 {
 }
 
 func TestFakeDriver_AllocIsZeroedAndEmptyBuffersWork(t *testing.T) {
-	b := newFake(t)
+	testAllocIsZeroedAndEmptyBuffersWork(t, fakeDriver)
+}
+
+func testAllocIsZeroedAndEmptyBuffersWork(t *testing.T, tg target) {
+	b := tg.open(t)
 	x, err := b.Alloc(abi.F32, 5) // the fake fills new memory with 0xCD
 	if err != nil {
 		t.Fatal(err)
@@ -873,7 +917,13 @@ func TestFakeDriver_AllocIsZeroedAndEmptyBuffersWork(t *testing.T) {
 }
 
 func TestFakeDriver_ConcurrentJobsStayOnContextThread(t *testing.T) {
-	b := newFake(t)
+	testConcurrentJobs(t, fakeDriver)
+}
+
+// testConcurrentJobs: 16 goroutines share a Backend; on the fake, every
+// driver call came from the one thread holding the context.
+func testConcurrentJobs(t *testing.T, tg target) {
+	b := tg.open(t)
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
@@ -910,7 +960,10 @@ func TestFakeDriver_ConcurrentJobsStayOnContextThread(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	cs := fakeCalls(t)
+	if !tg.fake {
+		return
+	}
+	cs := tg.calls(t)
 	tids := map[string]int{}
 	for _, c := range cs {
 		tids[c.tid]++
@@ -942,30 +995,54 @@ func (c *stopAfter) Err() error {
 }
 
 func TestFakeDriver_ContextStopsBetweenPanels(t *testing.T) {
-	b := newFake(t)
+	testContextStopsBetweenPanels(t, fakeDriver)
+}
+
+// testContextStopsBetweenPanels: a context done after 3 of 10 panels
+// stops the GEMM there: rows 0-2 of C hold the product, the others are as
+// they were (and on the fake, 3 cublasSgemm_v2 calls ran). A done context
+// runs nothing.
+func testContextStopsBetweenPanels(t *testing.T, tg target) {
+	b := tg.open(t)
 	defer func(f float64) { panelFlops = f }(panelFlops)
 	p := tensor.GemmParams{M: 10, N: 4, K: 4}
 	panelFlops = float64(2 * p.N * p.K) // one row per panel
-	a, _ := b.Alloc(abi.F32, 40)
-	bm, _ := b.Alloc(abi.F32, 16)
-	c, _ := b.Alloc(abi.F32, 40)
-	fakeLib.reset()
+	fill := func(n int, v float32) []byte {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = v
+		}
+		return f32bytes(x)
+	}
+	a := upload(t, b, abi.F32, 40, fill(40, 1))
+	bm := upload(t, b, abi.F32, 16, fill(16, 1))
+	c := upload(t, b, abi.F32, 40, fill(40, -1))
+	tg.reset()
 	// One check before queueing, then one per panel: cancel after 3 panels.
 	ctx := &stopAfter{Context: context.Background(), n: 4}
 	if err := b.Gemm(ctx, p, a, bm, c); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Gemm: %v, want context.Canceled", err)
 	}
-	if n := len(callsNamed(fakeCalls(t), "cublasSgemm_v2")); n != 3 {
+	if n := len(callsNamed(tg.calls(t), "cublasSgemm_v2")); tg.fake && n != 3 {
 		t.Errorf("%d panels ran before cancellation, want 3", n)
+	}
+	got := bytesF32(download(t, b, c))
+	for i, v := range got {
+		if want := map[bool]float32{true: float32(p.K), false: -1}[i < 3*p.N]; v != want {
+			t.Fatalf("C[%d] (row %d) = %v after cancelling after 3 panels, want %v", i, i/p.N, v, want)
+		}
 	}
 	cctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	fakeLib.reset()
+	tg.reset()
 	if err := b.Unary(cctx, abi.OpReLU, a, c); !errors.Is(err, context.Canceled) {
 		t.Errorf("Unary with a done context: %v", err)
 	}
-	if cs := fakeCalls(t); len(cs) != 0 {
+	if cs := tg.calls(t); tg.fake && len(cs) != 0 {
 		t.Errorf("a done context still made %d driver calls", len(cs))
+	}
+	if v := bytesF32(download(t, b, c))[5*p.N]; v != -1 {
+		t.Errorf("a done context still changed C: row 5 = %v", v)
 	}
 }
 
@@ -1034,24 +1111,25 @@ func TestFakeDriver_CallErrorsNameTheCall(t *testing.T) {
 	}
 }
 
-func TestFakeDriver_FreeAndClose(t *testing.T) {
-	path := fake(t)
-	b, err := New(Config{Driver: path, CUBLAS: path})
-	if err != nil {
-		t.Fatal(err)
-	}
+func TestFakeDriver_FreeAndClose(t *testing.T) { testFreeAndClose(t, fakeDriver) }
+
+// testFreeAndClose: double Free, use after Free, another Backend's
+// buffer, Close with a buffer left, a second Close, use after Close; on
+// the fake, which cuMemFree_v2 calls that makes and that nothing is left.
+func testFreeAndClose(t *testing.T, tg target) {
+	b := tg.open(t)
 	x, _ := b.Alloc(abi.F32, 4)
 	y, _ := b.Alloc(abi.I8, 8)
 	_, _ = b.Alloc(abi.I32, 3) // left for Close to free
 	b.Free(x)
 	b.Free(x) // no-op
-	if n := len(callsNamed(fakeCalls(t), "cuMemFree_v2")); n != 1 {
+	if n := len(callsNamed(tg.calls(t), "cuMemFree_v2")); tg.fake && n != 1 {
 		t.Errorf("double Free made %d cuMemFree_v2 calls", n)
 	}
 	if err := b.Write(x, make([]byte, 16)); err == nil {
 		t.Error("Write after Free succeeded")
 	}
-	other := newFake(t) // clears the log
+	other := tg.open(t) // clears the fake's log
 	if err := other.Write(y, make([]byte, 8)); err == nil {
 		t.Error("a Backend accepted another's buffer")
 	}
@@ -1066,7 +1144,10 @@ func TestFakeDriver_FreeAndClose(t *testing.T) {
 	if _, err := b.Alloc(abi.F32, 1); !errors.Is(err, errClosed) {
 		t.Errorf("Alloc after Close: %v", err)
 	}
-	if n := len(callsNamed(fakeCalls(t), "cuMemFree_v2")); n != 2 {
+	if !tg.fake {
+		return
+	}
+	if n := len(callsNamed(tg.calls(t), "cuMemFree_v2")); n != 2 {
 		t.Errorf("Close made %d cuMemFree_v2 calls, want 2", n)
 	}
 	assertNothingLive(t)

@@ -80,7 +80,7 @@ func (tl tol) ok(got, want float32) bool {
 	return math.Abs(g-w) <= tl.abs+tl.rel*math.Abs(w)
 }
 
-// v2Case runs op on the fake CUDA backend and on the reference backend with
+// v2Case runs op on the CUDA backend and on the reference backend with
 // the same buffers; the buffers listed in outs must then agree within tol.
 type v2Case struct {
 	name  string
@@ -316,36 +316,38 @@ func v2Cases() []v2Case {
 	return cs
 }
 
-// TestFakeDriver_V2MatchesReference runs every ABI v2 kernel on the fake
-// and compares it with the reference backend, once in single launches and
-// once with chunkElems = 7, which splits them into many launches at
-// offsets. The split pass leaves out the cases above 50,000 elements: the
-// fake runs a block row by row with 256 host threads and a barrier per
-// reduction step, some 17 ms a causal softmax row.
-func TestFakeDriver_V2MatchesReference(t *testing.T) {
-	b := newFake(t)
+func TestFakeDriver_V2MatchesReference(t *testing.T) { testV2MatchesReference(t, fakeDriver) }
+
+// testV2MatchesReference runs every ABI v2 kernel and compares it with the
+// reference backend, once in single launches and once with chunkElems =
+// 7, which splits them into many launches at offsets. On the fake, the
+// split pass leaves out the cases above 50,000 elements: the fake runs a
+// block row by row with 256 host threads and a barrier per reduction step,
+// some 17 ms a causal softmax row.
+func testV2MatchesReference(t *testing.T, tg target) {
+	b := tg.open(t)
 	ref := reference.New(reference.Config{})
 	defer func(n int) { chunkElems = n }(chunkElems)
 	for _, chunk := range []int{chunkElems, 7} {
 		chunkElems = chunk
 		for _, c := range v2Cases() {
-			if chunk == 7 && c.bufs[0].len() > 50000 {
+			if tg.fake && chunk == 7 && c.bufs[0].len() > 50000 {
 				continue
 			}
 			t.Run(fmt.Sprintf("%s/chunk=%d", c.name, chunk), func(t *testing.T) {
 				want := c.runOn(t, ref)
-				fakeLib.reset()
+				tg.reset()
 				got := c.runOn(t, b)
 				for i := range got {
 					compare(t, fmt.Sprintf("buffer %d", c.outs[i]), got[i], want[i], c.tol)
 				}
-				launches := callsNamed(fakeCalls(t), "cuLaunchKernel")
+				launches := callsNamed(tg.calls(t), "cuLaunchKernel")
 				for _, l := range launches {
 					if l.rc != 0 {
 						t.Errorf("launch %s -> %d", l.args, l.rc)
 					}
 				}
-				if chunk == 7 && c.split && len(launches) < 2 {
+				if tg.fake && chunk == 7 && c.split && len(launches) < 2 {
 					t.Errorf("%d launches with chunkElems = 7, want several", len(launches))
 				}
 			})
@@ -405,13 +407,15 @@ func TestFakeDriver_V2ChunkOffsets(t *testing.T) {
 	}
 }
 
-// TestFakeDriver_V2OutOfRangeIsNotRead: gather indices and cross-entropy
-// targets outside their range (which the host module rejects before
-// calling) are not read through: the launch succeeds, its row is NaN (a
-// gather) or has a NaN loss and the plain softmax as gradient, and the
-// other rows are right.
-func TestFakeDriver_V2OutOfRangeIsNotRead(t *testing.T) {
-	b := newFake(t)
+func TestFakeDriver_V2OutOfRangeIsNotRead(t *testing.T) { testV2OutOfRangeIsNotRead(t, fakeDriver) }
+
+// testV2OutOfRangeIsNotRead: gather indices and cross-entropy targets
+// outside their range (which the host module rejects before calling) are
+// not read through: the launch succeeds, its row is NaN (a gather) or has
+// a NaN loss and the plain softmax as gradient, and the other rows are
+// right.
+func testV2OutOfRangeIsNotRead(t *testing.T, tg target) {
+	b := tg.open(t)
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(23, 24))
 	const rows, cols = 6, 5
@@ -420,7 +424,7 @@ func TestFakeDriver_V2OutOfRangeIsNotRead(t *testing.T) {
 	bad := []int32{-1, rows, math.MaxInt32, math.MinInt32, 2}
 	idx := upload(t, b, abi.I32, len(bad), i32bytes(bad))
 	out, _ := b.Alloc(abi.F32, len(bad)*cols)
-	fakeLib.reset()
+	tg.reset()
 	if err := b.Gather(ctx, rows, cols, table, idx, out); err != nil {
 		t.Fatal(err)
 	}
@@ -466,18 +470,20 @@ func TestFakeDriver_V2OutOfRangeIsNotRead(t *testing.T) {
 			}
 		}
 	}
-	for _, c := range fakeCalls(t) {
+	for _, c := range tg.calls(t) {
 		if c.rc != 0 {
 			t.Errorf("%s %s -> %d", c.name, c.args, c.rc)
 		}
 	}
 }
 
-// TestFakeDriver_V2Refusals: what the v2 ops hand to the reference backend
+func TestFakeDriver_V2Refusals(t *testing.T) { testV2Refusals(t, fakeDriver) }
+
+// testV2Refusals: what the v2 ops hand to the reference backend
 // (tensor.ErrUnsupported) and what they reject as a caller's mistake,
-// without a launch either way.
-func TestFakeDriver_V2Refusals(t *testing.T) {
-	b := newFake(t)
+// without a launch either way (checked on the fake).
+func testV2Refusals(t *testing.T, tg target) {
+	b := tg.open(t)
 	ctx := context.Background()
 	f4, _ := b.Alloc(abi.F32, 4)
 	f4b, _ := b.Alloc(abi.F32, 4)
@@ -508,12 +514,12 @@ func TestFakeDriver_V2Refusals(t *testing.T) {
 		{"transpose negative", func() error { return b.Transpose(ctx, -2, -2, f4, f4b) }, false},
 		{"gather short out", func() error { return b.Gather(ctx, 2, 2, f4, i4, f4b) }, false},
 	} {
-		fakeLib.reset()
+		tg.reset()
 		err := c.op()
 		if err == nil || errors.Is(err, tensor.ErrUnsupported) != c.unsupported {
 			t.Errorf("%s: %v, want unsupported=%v", c.name, err, c.unsupported)
 		}
-		if n := len(fakeCalls(t)); n != 0 {
+		if n := len(tg.calls(t)); n != 0 {
 			t.Errorf("%s: %d driver calls", c.name, n)
 		}
 	}
@@ -564,20 +570,27 @@ func newFakeNoStrided(t *testing.T) *Backend {
 	return b
 }
 
-// TestFakeDriver_GemmBatched runs batched GEMMs through
-// cublasSgemmStridedBatched and, on a cuBLAS without it, through one
-// cublasSgemm_v2 per item, checking the products against naiveGemm and how
-// the work is split: items grouped up to panelFlops, an item above it in row
+func TestFakeDriver_GemmBatched(t *testing.T) { testGemmBatched(t, fakeDriver) }
+
+// testGemmBatched runs batched GEMMs through cublasSgemmStridedBatched
+// and, on a cuBLAS without it, through one cublasSgemm_v2 per item,
+// checking the products against naiveGemm and (on the fake) how the work
+// is split: items grouped up to panelFlops, an item above it in row
 // panels.
-func TestFakeDriver_GemmBatched(t *testing.T) {
+func testGemmBatched(t *testing.T, tg target) {
 	defer func(f float64) { panelFlops = f }(panelFlops)
 	libs := []struct {
 		name  string
 		b     *Backend
 		calls func() []call
 	}{
-		{"strided", newFake(t), func() []call { return fakeCalls(t) }},
-		{"per-item", newFakeNoStrided(t), func() []call { return parseLog(t, fakeNoStrided.log()) }},
+		{"strided", tg.open(t), func() []call { return tg.calls(t) }},
+		{"per-item", tg.openNoStrided(t), func() []call {
+			if !tg.fake {
+				return nil
+			}
+			return parseLog(t, fakeNoStrided.log())
+		}},
 	}
 	cases := []struct {
 		batch int
@@ -620,7 +633,7 @@ func TestFakeDriver_GemmBatched(t *testing.T) {
 			if lib.b.blas.sgemmStrided == nil {
 				wantStrided, wantSgemm = 0, c.perItem
 			}
-			if len(strided) != wantStrided || len(sgemm) != wantSgemm || len(callsNamed(calls, "cuCtxSynchronize")) != c.pieces {
+			if tg.fake && (len(strided) != wantStrided || len(sgemm) != wantSgemm || len(callsNamed(calls, "cuCtxSynchronize")) != c.pieces) {
 				t.Errorf("%s %d×%+v: %d strided, %d sgemm calls, %d synchronisations; want %d, %d, %d",
 					lib.name, nb, p, len(strided), len(sgemm), len(callsNamed(calls, "cuCtxSynchronize")), wantStrided, wantSgemm, c.pieces)
 			}
@@ -636,10 +649,13 @@ func TestFakeDriver_GemmBatched(t *testing.T) {
 	}
 }
 
-// TestFakeDriver_GemmBatchedEdges: K = 0, a cancelled context between
-// pieces, and a failing cublasSgemmStridedBatched.
-func TestFakeDriver_GemmBatchedEdges(t *testing.T) {
-	b := newFake(t)
+func TestFakeDriver_GemmBatchedEdges(t *testing.T) { testGemmBatchedEdges(t, fakeDriver) }
+
+// testGemmBatchedEdges: K = 0, a cancelled context between pieces (the
+// items before it computed, those after it untouched), and on the fake a
+// failing cublasSgemmStridedBatched.
+func testGemmBatchedEdges(t *testing.T, tg target) {
+	b := tg.open(t)
 	defer func(f float64) { panelFlops = f }(panelFlops)
 	ctx := context.Background()
 	empty, _ := b.Alloc(abi.F32, 0)
@@ -661,16 +677,28 @@ func TestFakeDriver_GemmBatchedEdges(t *testing.T) {
 
 	p := tensor.GemmParams{M: 2, N: 2, K: 2}
 	panelFlops = p.Flops() // one item a piece
-	a, _ := b.Alloc(abi.F32, 6*4)
-	bm, _ := b.Alloc(abi.F32, 6*4)
-	cm, _ := b.Alloc(abi.F32, 6*4)
-	fakeLib.reset()
+	ones, minus := make([]float32, 6*4), make([]float32, 6*4)
+	for i := range ones {
+		ones[i], minus[i] = 1, -1
+	}
+	a := upload(t, b, abi.F32, 6*4, f32bytes(ones))
+	bm := upload(t, b, abi.F32, 6*4, f32bytes(ones))
+	cm := upload(t, b, abi.F32, 6*4, f32bytes(minus))
+	tg.reset()
 	// One check before queueing, then one per piece: cancel after 3 pieces.
 	if err := b.GemmBatched(&stopAfter{Context: ctx, n: 4}, 6, p, a, bm, cm); !errors.Is(err, context.Canceled) {
 		t.Fatalf("GemmBatched: %v, want context.Canceled", err)
 	}
-	if n := len(callsNamed(fakeCalls(t), "cublasSgemm_v2")); n != 3 {
+	if n := len(callsNamed(tg.calls(t), "cublasSgemm_v2")); tg.fake && n != 3 {
 		t.Errorf("%d pieces ran before cancellation, want 3", n)
+	}
+	for i, v := range bytesF32(download(t, b, cm)) {
+		if want := map[bool]float32{true: float32(p.K), false: -1}[i < 3*4]; v != want {
+			t.Fatalf("C[%d] (item %d) = %v after cancelling after 3 items, want %v", i, i/4, v, want)
+		}
+	}
+	if !tg.fake {
+		return
 	}
 
 	panelFlops = 1e12

@@ -1,0 +1,476 @@
+//go:build gpu
+
+package cuda
+
+// Hardware tests: the CUDA backend on a real NVIDIA GPU, run by `make
+// gpu-check` (build tag gpu). The tag is given on purpose, on a machine
+// that should have a GPU, so without the driver (libcuda.so.1), cuBLAS
+// (libcublas.so.13, .12 or .11) or a device every test here FAILS, saying
+// which is missing; none skips for it.
+//
+// hardware-untested: written on machines without a GPU; these tests have
+// compiled but never run on one.
+//
+// The shared tests (target_test.go) run the fake driver's cases, inputs
+// and tolerances on device 0; the ones below need a device of their own:
+// device queries, large products, a deadline and memory measured on the
+// device, and a kernel fault.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/ebitengine/purego"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/tensor"
+	"github.com/infernet/infernet/host/tensor/reference"
+)
+
+// gpuDevice runs the shared tests on CUDA device 0.
+var gpuDevice = target{open: openGPU, openNoStrided: openGPUNoStrided}
+
+// openGPU creates a Backend on device 0 with the default libraries, closed
+// at the end of the test. Without one the test fails, saying why.
+func openGPU(t *testing.T) *Backend {
+	t.Helper()
+	b, err := New(Config{})
+	if err != nil {
+		t.Fatalf("no usable CUDA device: this test (build tag gpu) needs the NVIDIA driver's libcuda.so.1, "+
+			"a device it sees, and libcublas.so.13, .12 or .11 on the loader's path: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return b
+}
+
+// openGPUNoStrided is openGPU with this Backend's copy of cuBLAS lacking
+// cublasSgemmStridedBatched, so GemmBatched calls cublasSgemm_v2 per item.
+func openGPUNoStrided(t *testing.T) *Backend {
+	t.Helper()
+	b := openGPU(t)
+	lib := *b.blas
+	lib.sgemmStrided = nil
+	b.blas = &lib // before any operation: the queue's thread reads it later
+	return b
+}
+
+func TestGPU_GemmF32MatchesNaive(t *testing.T) { testGemmF32MatchesNaive(t, gpuDevice) }
+func TestGPU_GemmPanels(t *testing.T)          { testGemmPanels(t, gpuDevice) }
+func TestGPU_GemmI8(t *testing.T)              { testGemmI8(t, gpuDevice) }
+func TestGPU_GemmKZero(t *testing.T)           { testGemmKZero(t, gpuDevice) }
+func TestGPU_KernelsOnLargerShapes(t *testing.T) {
+	testKernelsOnLargerShapes(t, gpuDevice)
+}
+func TestGPU_Elementwise(t *testing.T) { testElementwise(t, gpuDevice) }
+func TestGPU_AllocIsZeroedAndEmptyBuffersWork(t *testing.T) {
+	testAllocIsZeroedAndEmptyBuffersWork(t, gpuDevice)
+}
+func TestGPU_ConcurrentJobs(t *testing.T) { testConcurrentJobs(t, gpuDevice) }
+func TestGPU_ContextStopsBetweenPanels(t *testing.T) {
+	testContextStopsBetweenPanels(t, gpuDevice)
+}
+func TestGPU_FreeAndClose(t *testing.T)              { testFreeAndClose(t, gpuDevice) }
+func TestGPU_V2MatchesReference(t *testing.T)        { testV2MatchesReference(t, gpuDevice) }
+func TestGPU_V2OutOfRangeIsNotRead(t *testing.T)     { testV2OutOfRangeIsNotRead(t, gpuDevice) }
+func TestGPU_V2Refusals(t *testing.T)                { testV2Refusals(t, gpuDevice) }
+func TestGPU_GemmBatched(t *testing.T)               { testGemmBatched(t, gpuDevice) }
+func TestGPU_GemmBatchedEdges(t *testing.T)          { testGemmBatchedEdges(t, gpuDevice) }
+func TestGPU_GemmLargeMatchesReference(t *testing.T) { testGemmLarge(t, openGPU(t)) }
+
+// TestGPU_Devices: the driver lists at least one device, each with a name,
+// an NVML-style UUID, SMs, a compute capability the embedded PTX (sm_52)
+// runs on and a plausible memory size; device 0 is what a Backend reports,
+// and an ordinal past the last is unavailable.
+func TestGPU_Devices(t *testing.T) {
+	b := openGPU(t)
+	devs, err := Devices(Config{})
+	if err != nil || len(devs) == 0 {
+		t.Fatalf("Devices: %v, %v", devs, err)
+	}
+	uuid := regexp.MustCompile(`^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	seen := map[string]bool{}
+	for i, d := range devs {
+		t.Logf("CUDA device %d: %s, %s, %d SMs, compute capability %d.%d, %.1f GiB",
+			d.Ordinal, d.Name, d.UUID, d.SMs, d.ComputeMajor, d.ComputeMinor, float64(d.MemoryBytes)/(1<<30))
+		switch {
+		case d.Ordinal != i:
+			t.Errorf("device %d has ordinal %d", i, d.Ordinal)
+		case d.Name == "":
+			t.Errorf("device %d has no name", i)
+		case !uuid.MatchString(d.UUID):
+			t.Errorf("device %d: UUID %q is not formatted as NVML's", i, d.UUID)
+		case seen[d.UUID]:
+			t.Errorf("device %d: UUID %s repeated", i, d.UUID)
+		case d.SMs < 1 || d.SMs > 1024:
+			t.Errorf("device %d: %d SMs", i, d.SMs)
+		case d.ComputeMajor < 5 || d.ComputeMajor == 5 && d.ComputeMinor < 2 || d.ComputeMajor > 20:
+			t.Errorf("device %d: compute capability %d.%d (kernels.ptx needs 5.2 or later)", i, d.ComputeMajor, d.ComputeMinor)
+		case d.MemoryBytes < 512<<20 || d.MemoryBytes > 16<<40:
+			t.Errorf("device %d: %d bytes of memory", i, d.MemoryBytes)
+		}
+		seen[d.UUID] = true
+	}
+	if got := b.Device(); got != devs[0] {
+		t.Errorf("Backend.Device() = %+v, Devices()[0] = %+v", got, devs[0])
+	}
+	_, err = New(Config{Device: len(devs)})
+	var e *Error
+	if !errors.Is(err, tensor.ErrUnavailable) || !errors.As(err, &e) || e.Name != "CUDA_ERROR_INVALID_DEVICE" {
+		t.Errorf("New on device %d of %d: %v; want ErrUnavailable from CUDA_ERROR_INVALID_DEVICE", len(devs), len(devs), err)
+	}
+}
+
+// testGemmLarge compares products large enough for cuBLAS's own kernel
+// choices (split-K, tensor-core paths for int8) with the reference backend,
+// in every transpose and accumulate combination, in one piece and in about
+// 7 row panels (odd offsets into A and C): f32 at 193×255×1021, int8
+// exactly at 128×256×512, and a batch of 12 f32 products (in one strided
+// call, or each item in 3 row panels).
+//
+// Tolerance: at K in the thousands the rounding of a dot product grows with
+// Σ|a·b|, not with the result, which cancellation makes small; so the
+// bound is the fake tests' 1e-5, relative to max(1, Σ|a·b| + |c|).
+func testGemmLarge(t *testing.T, b *Backend) {
+	ctx := context.Background()
+	ref := reference.New(reference.Config{})
+	defer func(f float64) { panelFlops = f }(panelFlops)
+	r := rand.New(rand.NewPCG(31, 32))
+	abs := func(v []float32) []float32 {
+		out := make([]float32, len(v))
+		for i, x := range v {
+			out[i] = float32(math.Abs(float64(x)))
+		}
+		return out
+	}
+	within := func(what string, got, want, scale []float32) {
+		t.Helper()
+		misses := 0
+		for i := range want {
+			if d := math.Abs(float64(got[i]) - float64(want[i])); !(d <= 1e-5*math.Max(1, float64(scale[i]))) {
+				if misses++; misses <= 5 {
+					t.Errorf("%s: C[%d] = %g, reference %g (diff %g, scale %g)", what, i, got[i], want[i], d, scale[i])
+				}
+			}
+		}
+		if misses > 5 {
+			t.Errorf("%s: %d of %d elements outside tolerance", what, misses, len(want))
+		}
+	}
+	// run computes p on be with fresh copies of the operands and returns C.
+	run := func(be tensor.Backend, batch int, p tensor.GemmParams, dt, ct abi.DType, av, bv, cv []byte) []byte {
+		t.Helper()
+		up := func(dt abi.DType, data []byte) tensor.Buffer {
+			x, err := be.Alloc(dt, len(data)/dt.Size())
+			if err == nil {
+				err = be.Write(x, data)
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", be.Name(), err)
+			}
+			return x
+		}
+		a, bm, c := up(dt, av), up(dt, bv), up(ct, cv)
+		defer be.Free(a)
+		defer be.Free(bm)
+		defer be.Free(c)
+		var err error
+		if batch > 0 {
+			err = be.GemmBatched(ctx, batch, p, a, bm, c)
+		} else {
+			err = be.Gemm(ctx, p, a, bm, c)
+		}
+		if err != nil {
+			t.Fatalf("%s %d×%+v: %v", be.Name(), batch, p, err)
+		}
+		out := make([]byte, len(cv))
+		if err := be.Read(c, out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for _, panels := range []float64{1, 7} {
+		for flags := range 8 {
+			fl := func(p tensor.GemmParams) tensor.GemmParams {
+				p.TransA, p.TransB, p.Accumulate = flags&1 != 0, flags&2 != 0, flags&4 != 0
+				return p
+			}
+			name := fmt.Sprintf("panels=%g flags=%d", panels, flags)
+
+			p := fl(tensor.GemmParams{M: 193, N: 255, K: 1021})
+			panelFlops = p.Flops() / panels
+			av, bv, cv := randF32(r, p.M*p.K), randF32(r, p.K*p.N), randF32(r, p.M*p.N)
+			got := bytesF32(run(b, 0, p, abi.F32, abi.F32, f32bytes(av), f32bytes(bv), f32bytes(cv)))
+			want := bytesF32(run(ref, 0, p, abi.F32, abi.F32, f32bytes(av), f32bytes(bv), f32bytes(cv)))
+			within(fmt.Sprintf("f32 %s %+v", name, p), got, want, naiveGemm(p, abs(av), abs(bv), abs(cv)))
+
+			pi := fl(tensor.GemmParams{M: 128, N: 256, K: 512})
+			panelFlops = pi.Flops() / panels
+			ai, bi, ci := make([]int8, pi.M*pi.K), make([]int8, pi.K*pi.N), make([]int32, pi.M*pi.N)
+			for i := range ai {
+				ai[i] = int8(r.IntN(256) - 128)
+			}
+			for i := range bi {
+				bi[i] = int8(r.IntN(256) - 128)
+			}
+			for i := range ci {
+				ci[i] = int32(r.IntN(1 << 20))
+			}
+			xa := upload(t, b, abi.I8, len(ai), i8bytes(ai))
+			xb := upload(t, b, abi.I8, len(bi), i8bytes(bi))
+			xc := upload(t, b, abi.I32, len(ci), i32bytes(ci))
+			err := b.Gemm(ctx, pi, xa, xb, xc)
+			switch {
+			case errors.Is(err, tensor.ErrUnsupported) && noInt8GEMM(b.Device()):
+				t.Logf("int8 %s: %v (no int8 GEMM on this GPU: the host falls back)", name, err)
+			case err != nil:
+				t.Errorf("int8 %s %+v: %v", name, pi, err)
+			default:
+				gotI, wantI := bytesI32(download(t, b, xc)), naiveGemmI8(pi, ai, bi, ci)
+				for i := range wantI {
+					if gotI[i] != wantI[i] {
+						t.Errorf("int8 %s %+v: C[%d] = %d, want %d", name, pi, i, gotI[i], wantI[i])
+						break
+					}
+				}
+			}
+			b.Free(xa)
+			b.Free(xb)
+			b.Free(xc)
+
+			const batch = 12
+			pb := fl(tensor.GemmParams{M: 96, N: 80, K: 64})
+			panelFlops = batch * pb.Flops() // one strided call
+			if panels > 1 {
+				panelFlops = pb.Flops() / 3 // each item in 3 row panels
+			}
+			sa, sb, sc := pb.M*pb.K, pb.K*pb.N, pb.M*pb.N
+			av, bv, cv = randF32(r, batch*sa), randF32(r, batch*sb), randF32(r, batch*sc)
+			got = bytesF32(run(b, batch, pb, abi.F32, abi.F32, f32bytes(av), f32bytes(bv), f32bytes(cv)))
+			want = bytesF32(run(ref, batch, pb, abi.F32, abi.F32, f32bytes(av), f32bytes(bv), f32bytes(cv)))
+			for i := range batch {
+				scale := naiveGemm(pb, abs(av[i*sa:(i+1)*sa]), abs(bv[i*sb:(i+1)*sb]), abs(cv[i*sc:(i+1)*sc]))
+				within(fmt.Sprintf("batched %s %+v item %d", name, pb, i), got[i*sc:(i+1)*sc], want[i*sc:(i+1)*sc], scale)
+			}
+		}
+	}
+}
+
+// TestGPU_DeadlineInterruptsGemm: a square GEMM big enough to take at
+// least 100 ms on this GPU, in at least 64 panels, given a deadline at a
+// quarter of that, returns context.DeadlineExceeded before three quarters
+// (it stops between panels), and the Backend works afterwards.
+func TestGPU_DeadlineInterruptsGemm(t *testing.T) {
+	b := openGPU(t)
+	ctx := context.Background()
+	defer func(f float64) { panelFlops = f }(panelFlops)
+	var full time.Duration
+	var p tensor.GemmParams
+	var bufs []tensor.Buffer
+	for n := 2048; ; n *= 2 {
+		for _, x := range bufs {
+			b.Free(x)
+		}
+		bufs = bufs[:0]
+		for range 3 {
+			x, err := b.Alloc(abi.F32, n*n)
+			if err != nil {
+				t.Fatalf("n=%d: %v", n, err)
+			}
+			bufs = append(bufs, x)
+		}
+		p = tensor.GemmParams{M: n, N: n, K: n}
+		panelFlops = min(float64(1<<34), p.Flops()/64)
+		for range 2 { // the first call loads cuBLAS's kernels
+			start := time.Now()
+			if err := b.Gemm(ctx, p, bufs[0], bufs[1], bufs[2]); err != nil {
+				t.Fatal(err)
+			}
+			full = time.Since(start)
+		}
+		g, err := planGemm(p, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("n=%d: %v (%.0f GFLOP/s) in %d panels", n, full, p.Flops()/full.Seconds()/1e9, (n+g.panelRows-1)/g.panelRows)
+		if full >= 100*time.Millisecond || n >= 16384 || uint64(3*4*4*n*n) > b.Device().MemoryBytes/2 {
+			break
+		}
+	}
+	dctx, cancel := context.WithTimeout(ctx, full/4)
+	defer cancel()
+	start := time.Now()
+	err := b.Gemm(dctx, p, bufs[0], bufs[1], bufs[2])
+	took := time.Since(start)
+	t.Logf("deadline %v: returned after %v with %v", full/4, took, err)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Gemm with a deadline at a quarter of its %v: %v, want context.DeadlineExceeded", full, err)
+	}
+	if took > full*3/4 {
+		t.Errorf("Gemm stopped %v after start, deadline %v: not between panels", took, full/4)
+	}
+	x := upload(t, b, abi.F32, 4, f32bytes([]float32{1, 2, 3, 4}))
+	y, _ := b.Alloc(abi.F32, 4)
+	if err := b.Gemm(ctx, tensor.GemmParams{M: 2, N: 2, K: 2}, x, x, y); err != nil {
+		t.Fatalf("Gemm after a deadline: %v", err)
+	}
+	if got := bytesF32(download(t, b, y)); fmt.Sprint(got) != "[7 10 15 22]" {
+		t.Errorf("Gemm after a deadline: %v, want [7 10 15 22]", got)
+	}
+}
+
+// memInfo returns cuMemGetInfo_v2 (free and total device memory of b's
+// device) from b's CUDA thread, where its context is current. The driver
+// binding has no use for the call, so the test binds it itself.
+func memInfo(t *testing.T, b *Backend) (free, total uint64) {
+	t.Helper()
+	h, err := purego.Dlopen(b.drv.path, purego.RTLD_NOW|purego.RTLD_LOCAL) // the same handle: reference counted
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := purego.Dlsym(h, "cuMemGetInfo_v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fn func(free, total *uintptr) int32
+	purego.RegisterFunc(&fn, addr)
+	var f, tot uintptr
+	err = b.q.do(context.Background(), func() error { return cuErr("cuMemGetInfo_v2", fn(&f, &tot)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint64(f), uint64(tot)
+}
+
+// TestGPU_MemoryFreed: device memory taken by Alloc comes back with Free,
+// and buffers left live come back with Close (measured from a new
+// Backend's context). Another process allocating on the GPU meanwhile can
+// fail it: run it on an otherwise idle GPU.
+func TestGPU_MemoryFreed(t *testing.T) {
+	b := openGPU(t)
+	free0, total := memInfo(t, b)
+	const chunk = 64 << 20
+	count := int(min(16, max(1, free0/4/chunk)))
+	const slack = chunk // allocation granularity, other processes' noise
+	t.Logf("free %.2f of %.2f GiB; allocating %d × 64 MiB", float64(free0)/(1<<30), float64(total)/(1<<30), count)
+	alloc := func() []tensor.Buffer {
+		var xs []tensor.Buffer
+		for range count {
+			x, err := b.Alloc(abi.F32, chunk/4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			xs = append(xs, x)
+		}
+		return xs
+	}
+	xs := alloc()
+	if free1, _ := memInfo(t, b); free0-min(free0, free1) < uint64(count*chunk)*9/10 {
+		t.Errorf("after allocating %d MiB, free memory went from %d to %d MiB", count*64, free0>>20, free1>>20)
+	}
+	for _, x := range xs {
+		b.Free(x)
+	}
+	if free2, _ := memInfo(t, b); free2+slack < free0 {
+		t.Errorf("after Free, %d MiB free; %d MiB before allocating: Free leaks", free2>>20, free0>>20)
+	}
+	alloc() // left live for Close
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b2 := openGPU(t)
+	if free3, _ := memInfo(t, b2); free3+slack < free0 {
+		t.Errorf("after Close and a new Backend, %d MiB free; %d MiB with the first one alone: Close leaks", free3>>20, free0>>20)
+	}
+}
+
+// faultChildEnv makes TestGPU_KernelFault the child that faults.
+const faultChildEnv = "INFERNET_GPU_FAULT_CHILD"
+
+// TestGPU_KernelFault: a kernel reading through a null pointer fails its
+// operation with a CUDA *Error (neither unavailable nor unsupported), the
+// context stays unusable after it, and a new Backend then works: the
+// recovery Backend's doc tells providers to use. The fault happens in a
+// child process (this test binary run again), so a broken context cannot
+// spill into the other tests. The driver logs such a fault (an Xid in the
+// kernel log); it harms nothing else, except under MPS, where a client's
+// fault can stop the other clients of the GPU, so the test skips there.
+func TestGPU_KernelFault(t *testing.T) {
+	if os.Getenv(faultChildEnv) == "1" {
+		kernelFaultChild(t)
+		return
+	}
+	openGPU(t) // fails, naming what is missing, without a GPU
+	if dir := os.Getenv("CUDA_MPS_PIPE_DIRECTORY"); dir != "" {
+		t.Skipf("CUDA_MPS_PIPE_DIRECTORY=%s: under MPS a deliberate fault could stop other processes' work", dir)
+	}
+	if _, err := os.Stat("/tmp/nvidia-mps/control"); err == nil {
+		t.Skip("an MPS control daemon is running (/tmp/nvidia-mps): a deliberate fault could stop other processes' work")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestGPU_KernelFault$", "-test.count=1", "-test.v", "-test.timeout=2m")
+	cmd.Env = append(os.Environ(), faultChildEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	t.Logf("child process:\n%s", out)
+	if err != nil || !bytes.Contains(out, []byte("--- PASS: TestGPU_KernelFault")) {
+		t.Fatalf("the child with the kernel fault failed: %v", err)
+	}
+}
+
+func kernelFaultChild(t *testing.T) {
+	ctx := context.Background()
+	b, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := b.Alloc(abi.F32, blockSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := x.(*buffer)
+	err = b.q.do(ctx, func() error {
+		// unary_f32(a = NULL, out, off 0, n 256, ReLU): every thread reads
+		// address 0, which no CUDA context maps.
+		err := b.launch(kUnaryF32, 1, ptrArg(0), ptrArg(out.ptr), i64Arg(0), i64Arg(blockSize), i32Arg(int32(abi.OpReLU)))
+		if err != nil {
+			return err
+		}
+		return b.sync()
+	})
+	var e *Error
+	if !errors.As(err, &e) || errors.Is(err, tensor.ErrUnavailable) || errors.Is(err, tensor.ErrUnsupported) {
+		t.Fatalf("a kernel reading address 0: %v; want a CUDA *Error, neither unavailable nor unsupported", err)
+	}
+	t.Logf("the fault: %v", err)
+	if err := b.Unary(ctx, abi.OpReLU, x, x); err == nil {
+		t.Error("the context still ran a kernel after a fault; Backend's doc says every later call fails")
+	} else {
+		t.Logf("the next operation: %v", err)
+	}
+	t.Logf("Close after the fault: %v", b.Close())
+
+	b2, err := New(Config{})
+	if err != nil {
+		t.Fatalf("no new Backend after a kernel fault (Backend's doc says Close and New recover): %v", err)
+	}
+	defer b2.Close()
+	a := upload(t, b2, abi.F32, 4, f32bytes([]float32{1, 2, 3, 4}))
+	c, _ := b2.Alloc(abi.F32, 4)
+	if err := b2.Gemm(ctx, tensor.GemmParams{M: 2, N: 2, K: 2}, a, a, c); err != nil {
+		t.Fatalf("GEMM on the new Backend: %v", err)
+	}
+	if got := bytesF32(download(t, b2, c)); fmt.Sprint(got) != "[7 10 15 22]" {
+		t.Errorf("GEMM on the new Backend: %v, want [7 10 15 22]", got)
+	}
+}
