@@ -20,6 +20,7 @@ vet:
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags faults ./cmd/...
 	$(GO) vet -tags regtest $(PKGS)
+	$(GO) vet -tags gpu ./host/...
 
 # Unit and integration tests: real wazero, real guests from testdata/, real
 # libp2p nodes on loopback; node processes built with fault injection; then

@@ -86,7 +86,7 @@ func TestLightningAggregator(t *testing.T) {
 		if n, msat, fees := settledPayments(t, agg, true); n != shards*replicas || msat != total || fees != 0 {
 			t.Errorf("aggregator settled %d payments of %d msat (fees %d); want %d of %d in all, no fees", n, msat, fees, shards*replicas, total)
 		}
-		pays, err := agg.Payments()
+		pays, err := agg.Payments(0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,7 +138,7 @@ func TestLightningAggregator(t *testing.T) {
 		}
 		expect(before, map[string]int64{regtest.Client: 0, regtest.Aggregator: -total,
 			regtest.Provider1: shards * price, regtest.Provider2: shards * price})
-		pays, err := liar.Payments()
+		pays, err := liar.Payments(0)
 		if err != nil {
 			t.Fatal(err)
 		}

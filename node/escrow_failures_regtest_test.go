@@ -131,7 +131,7 @@ func twoPaidViaProxy(t *testing.T, env regtest.Env, name string, tweak func(name
 // payments returns n's payments in state st (outgoing or incoming).
 func paymentsIn(t *testing.T, n *Node, outgoing bool, st store.PayState) []store.Payment {
 	t.Helper()
-	ps, err := n.Payments()
+	ps, err := n.Payments(0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,7 +84,7 @@ func waitBalances(t *testing.T, want int64, cfgs ...payments.Config) int64 {
 
 func settledPayments(t *testing.T, n *Node, outgoing bool) (count int, msat, fees int64) {
 	t.Helper()
-	ps, err := n.Payments()
+	ps, err := n.Payments(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestLightningProviderKilledMidJob(t *testing.T) {
 		_, spent, fees := settledPayments(t, net.client, true)
 		return c0-localBalance(t, env.Lnd(regtest.Client)) == spent+fees
 	})
-	ps, _ := again.Payments()
+	ps, _ := again.Payments(0)
 	for _, p := range ps {
 		if p.State != store.PayCanceled && p.State != store.PaySettled {
 			t.Errorf("provider payment left %s", p.State)
@@ -247,7 +247,7 @@ func TestLightningClientRestartSettles(t *testing.T) {
 	if err != nil || job.State != store.JobVerified {
 		t.Fatalf("job %v, %v", job, err)
 	}
-	ps, _ := net.client.Payments()
+	ps, _ := net.client.Payments(0)
 	releasing := 0
 	for _, p := range ps {
 		if p.State == store.PayReleasing {

@@ -421,7 +421,7 @@ func (n *Node) recover() error {
 	if n.provider == nil {
 		return nil
 	}
-	runs, err := n.db.Runs()
+	runs, err := n.db.Runs(0)
 	if err != nil {
 		return err
 	}
@@ -538,7 +538,7 @@ func (n *Node) collectBlobs() (int, error) {
 			}
 		}
 	}
-	sharded, err := n.db.ShardedJobs(true)
+	sharded, err := n.db.ShardedJobs(0, true)
 	if err != nil {
 		return 0, err
 	}
@@ -579,7 +579,7 @@ func (n *Node) collectBlobs() (int, error) {
 			}
 		}
 	}
-	runs, err := n.db.Runs()
+	runs, err := n.db.Runs(0)
 	if err != nil {
 		return 0, err
 	}
@@ -741,18 +741,19 @@ func (n *Node) Jobs(limit int) ([]store.Job, error) { return n.db.Jobs(limit) }
 // Job returns one job this node submitted.
 func (n *Node) Job(id wire.JobID) (*store.Job, error) { return n.db.Job(id) }
 
-// Runs returns the replicas this node ran for others, then those it is
-// running now.
-func (n *Node) Runs() ([]store.Run, error) {
-	runs, err := n.db.Runs()
+// Runs returns the newest limit replicas this node ran for others (0:
+// all), oldest first, then those it is running now.
+func (n *Node) Runs(limit int) ([]store.Run, error) {
+	runs, err := n.db.Runs(limit)
 	if n.provider != nil {
 		runs = append(runs, n.provider.activeRuns()...)
 	}
 	return runs, err
 }
 
-// Payments returns the node's escrowed payments, oldest first.
-func (n *Node) Payments() ([]store.Payment, error) { return n.db.Payments() }
+// Payments returns the node's newest limit payments (0: all), oldest
+// first.
+func (n *Node) Payments(limit int) ([]store.Payment, error) { return n.db.Payments(limit) }
 
 // Provider reports whether the node runs jobs for others.
 func (n *Node) Provider() bool { return n.provider != nil }

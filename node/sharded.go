@@ -277,7 +277,7 @@ func (n *Node) waitSharded(ctx context.Context, r *shardedRun) (*ShardedJob, err
 // marked that job failed). It returns the ids started. Calling it again
 // starts only what is not running.
 func (n *Node) ResumeShardedJobs() ([]wire.JobID, error) {
-	headers, err := n.db.ShardedJobs(false)
+	headers, err := n.db.ShardedJobs(0, false)
 	if err != nil {
 		return nil, fmt.Errorf("sharded jobs: %w", err)
 	}
@@ -356,9 +356,10 @@ func (n *Node) ShardedJob(id wire.JobID) (*ShardedJob, error) {
 	return n.shardedView(rec), nil
 }
 
-// ShardedJobs returns every sharded job of the store, oldest first.
-func (n *Node) ShardedJobs() ([]*ShardedJob, error) {
-	recs, err := n.db.ShardedJobs(true)
+// ShardedJobs returns the newest limit sharded jobs of the store (0: all),
+// oldest first.
+func (n *Node) ShardedJobs(limit int) ([]*ShardedJob, error) {
+	recs, err := n.db.ShardedJobs(limit, true)
 	if err != nil {
 		return nil, err
 	}

@@ -218,7 +218,7 @@ func TestShardedReduce(t *testing.T) {
 	if string(got) != "shard 0 of 1\narg 0 job\narg 1 --env\n" {
 		t.Fatalf("reduce environment %q", got)
 	}
-	all, err := net.client.ShardedJobs()
+	all, err := net.client.ShardedJobs(0)
 	if err != nil || len(all) != 2 || all[1].ID != sj.ID {
 		t.Fatalf("ShardedJobs: %d, %v", len(all), err)
 	}

@@ -13,7 +13,6 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
@@ -278,21 +277,15 @@ func (d *dashboard) snapshot() (*Snapshot, error) {
 	if snap.Jobs, err = n.Jobs(snapshotJobs); err != nil {
 		return nil, err
 	}
-	sharded, err := n.ShardedJobs()
-	if err != nil {
+	if snap.Sharded, err = n.ShardedJobs(snapshotSharded); err != nil {
 		return nil, err
 	}
-	snap.Sharded = newest(sharded, snapshotSharded)
-	runs, err := n.Runs()
-	if err != nil {
+	if snap.Runs, err = n.Runs(snapshotRuns); err != nil {
 		return nil, err
 	}
-	snap.Runs = newest(runs, snapshotRuns)
-	pays, err := n.Payments()
-	if err != nil {
+	if snap.Payments, err = n.Payments(snapshotPayments); err != nil {
 		return nil, err
 	}
-	snap.Payments = newest(pays, snapshotPayments)
 	for i := range snap.Payments { // secrets stay in the node
 		p := &snap.Payments[i]
 		p.Preimage, p.Offer, p.Invoice = [32]byte{}, nil, ""
@@ -301,18 +294,13 @@ func (d *dashboard) snapshot() (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap.Training = newest(train, snapshotTraining)
-	snap.Peers, snap.Jobs = nonNil(snap.Peers), nonNil(snap.Jobs)
-	return snap, nil
-}
-
-// newest is the last max of xs (a list oldest first), never nil: the page
-// reads lists, not nulls.
-func newest[T any](xs []T, max int) []T {
-	if len(xs) > max {
-		xs = xs[len(xs)-max:]
+	if len(train) > snapshotTraining {
+		train = train[len(train)-snapshotTraining:]
 	}
-	return nonNil(slices.Clip(xs))
+	// The page reads lists, not nulls.
+	snap.Training, snap.Peers, snap.Jobs = nonNil(train), nonNil(snap.Peers), nonNil(snap.Jobs)
+	snap.Sharded, snap.Runs, snap.Payments = nonNil(snap.Sharded), nonNil(snap.Runs), nonNil(snap.Payments)
+	return snap, nil
 }
 
 func nonNil[T any](xs []T) []T {

@@ -508,7 +508,7 @@ func (s *Server) cancelTrainRun(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getShardedJobs(w http.ResponseWriter, _ *http.Request) {
-	jobs, err := s.n.ShardedJobs()
+	jobs, err := s.n.ShardedJobs(0)
 	if err != nil {
 		httpError(w, http.StatusInternalServerError, err)
 		return
@@ -580,7 +580,7 @@ func (s *Server) getPeers(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) getRuns(w http.ResponseWriter, _ *http.Request) {
-	runs, err := s.n.Runs()
+	runs, err := s.n.Runs(0)
 	if err != nil {
 		httpError(w, http.StatusInternalServerError, err)
 		return
@@ -589,7 +589,7 @@ func (s *Server) getRuns(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) getPayments(w http.ResponseWriter, _ *http.Request) {
-	ps, err := s.n.Payments()
+	ps, err := s.n.Payments(0)
 	if err != nil {
 		httpError(w, http.StatusInternalServerError, err)
 		return

@@ -120,7 +120,7 @@ func (s *Store) PutPayment(p *Payment) error {
 	}
 	k := paymentKey(p)
 	return s.db.Update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bucketPayments).Put(k, b); err != nil {
+		if err := paymentsByTime.put(tx, k, b, p.Created); err != nil {
 			return err
 		}
 		if p.State.Final() {
@@ -140,11 +140,9 @@ func (s *Store) Payment(job wire.JobID, replica uint8, outgoing bool, peer strin
 	return &p, nil
 }
 
-// Payments returns every payment, oldest first.
-func (s *Store) Payments() ([]Payment, error) {
-	ps, err := list[Payment](s.db, bucketPayments, 0)
-	sort.Slice(ps, func(i, k int) bool { return ps[i].Created.Before(ps[k].Created) })
-	return ps, err
+// Payments returns the newest limit payments (0: all), oldest first.
+func (s *Store) Payments(limit int) ([]Payment, error) {
+	return newestOf[Payment](s.db, paymentsByTime, limit)
 }
 
 // OpenPayments returns the payments not yet settled or cancelled, oldest

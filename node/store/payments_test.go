@@ -91,7 +91,7 @@ func TestOpenPayments(t *testing.T) {
 	if got := open(); len(got) != 1 || got["b"] != PayPaying {
 		t.Fatalf("open %v after reindexing, want b", got)
 	}
-	if all, _ := s.Payments(); len(all) != 3 {
+	if all, _ := s.Payments(0); len(all) != 3 {
 		t.Fatalf("%d payments, want 3", len(all))
 	}
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/infernet/infernet/node/blob"
@@ -139,7 +138,7 @@ type Job struct {
 }
 
 // PutJob writes j.
-func (s *Store) PutJob(j *Job) error { return put(s.db, bucketJobs, j.ID[:], j) }
+func (s *Store) PutJob(j *Job) error { return putIndexed(s.db, jobsByTime, j.ID[:], j, j.Created) }
 
 // Job reads the job with the given id (ErrNotFound).
 func (s *Store) Job(id wire.JobID) (*Job, error) {
@@ -150,15 +149,9 @@ func (s *Store) Job(id wire.JobID) (*Job, error) {
 	return &j, nil
 }
 
-// Jobs returns the newest limit jobs (0: all), oldest first.
-func (s *Store) Jobs(limit int) ([]Job, error) {
-	jobs, err := list[Job](s.db, bucketJobs, 0)
-	sort.Slice(jobs, func(i, k int) bool { return jobs[i].Created.Before(jobs[k].Created) })
-	if limit > 0 && len(jobs) > limit {
-		jobs = jobs[len(jobs)-limit:]
-	}
-	return jobs, err
-}
+// Jobs returns the newest limit jobs (0: all), oldest first. It reads
+// only those.
+func (s *Store) Jobs(limit int) ([]Job, error) { return newestOf[Job](s.db, jobsByTime, limit) }
 
 // RunState is where a replica this node runs for a client stands.
 type RunState uint8
@@ -216,7 +209,7 @@ const legacyRunKeyLen = len(wire.JobID{}) + 1
 
 // PutRun writes r.
 func (s *Store) PutRun(r *Run) error {
-	return put(s.db, bucketRuns, runKey(r.Client, r.Job, r.Replica), r)
+	return putIndexed(s.db, runsByTime, runKey(r.Client, r.Job, r.Replica), r, r.Started)
 }
 
 // Run reads the run of replica of job for client (ErrNotFound).
@@ -228,12 +221,8 @@ func (s *Store) Run(client string, job wire.JobID, replica uint8) (*Run, error) 
 	return &r, nil
 }
 
-// Runs returns every run, oldest first.
-func (s *Store) Runs() ([]Run, error) {
-	runs, err := list[Run](s.db, bucketRuns, 0)
-	sort.Slice(runs, func(i, k int) bool { return runs[i].Started.Before(runs[k].Started) })
-	return runs, err
-}
+// Runs returns the newest limit runs (0: all), oldest first.
+func (s *Store) Runs(limit int) ([]Run, error) { return newestOf[Run](s.db, runsByTime, limit) }
 
 // Peer is what this node knows of another.
 type Peer struct {

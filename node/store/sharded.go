@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -127,7 +126,7 @@ func (s *Store) PutShardedJob(j *ShardedJob) error {
 		if final, err := headerFinal(tx, j.ID); err != nil || final {
 			return errors.Join(err, ErrShardedFinal)
 		}
-		if err := tx.Bucket(bucketSharded).Put(j.ID[:], hdr); err != nil {
+		if err := shardedByTime.put(tx, j.ID[:], hdr, j.Created); err != nil {
 			return err
 		}
 		b := tx.Bucket(bucketShardParts)
@@ -171,7 +170,7 @@ func (s *Store) PutShardedHeader(j *ShardedJob) error {
 		if final, err := headerFinal(tx, j.ID); err != nil || final {
 			return errors.Join(err, ErrShardedFinal)
 		}
-		return tx.Bucket(bucketSharded).Put(j.ID[:], hdr)
+		return shardedByTime.put(tx, j.ID[:], hdr, j.Created)
 	})
 }
 
@@ -211,29 +210,29 @@ func (s *Store) ShardedJob(id wire.JobID) (*ShardedJob, error) {
 	return j, err
 }
 
-// ShardedJobs returns every sharded job, oldest first, with its shards
-// when withShards is set (a header alone is small; a job's shards are up
-// to wire.MaxShards records).
-func (s *Store) ShardedJobs(withShards bool) ([]ShardedJob, error) {
+// ShardedJobs returns the newest limit sharded jobs (0: all), oldest
+// first, with their shards when withShards is set (a header alone is
+// small; a job's shards are up to wire.MaxShards records).
+func (s *Store) ShardedJobs(limit int, withShards bool) ([]ShardedJob, error) {
 	var out []ShardedJob
 	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketSharded).ForEach(func(_, v []byte) error {
+		_, values := shardedByTime.newest(tx, limit)
+		for _, v := range values {
 			if withShards {
 				j, err := readSharded(tx, v)
 				if err != nil {
 					return err
 				}
 				out = append(out, *j)
-				return nil
+				continue
 			}
 			var j ShardedJob
 			if err := json.Unmarshal(v, &j); err != nil {
 				return fmt.Errorf("store: sharded job: %w", err)
 			}
 			out = append(out, j)
-			return nil
-		})
+		}
+		return nil
 	})
-	sort.SliceStable(out, func(a, b int) bool { return out[a].Created.Before(out[b].Created) })
 	return out, err
 }

@@ -64,11 +64,11 @@ func TestShardedJobRoundTrip(t *testing.T) {
 		t.Errorf("Done: %v %v, want true false", got.Shards[0].Done(), got.Shards[1].Done())
 	}
 
-	all, err := s2.ShardedJobs(false)
+	all, err := s2.ShardedJobs(0, false)
 	if err != nil || len(all) != 2 || all[0].ID != older.ID || all[1].ID != sj.ID || all[1].Shards != nil || all[1].Count != 3 {
 		t.Fatalf("ShardedJobs(false): %+v, %v", all, err)
 	}
-	all, err = s2.ShardedJobs(true)
+	all, err = s2.ShardedJobs(0, true)
 	if err != nil || len(all) != 2 || len(all[1].Shards) != 3 || all[1].Shards[2] != p {
 		t.Fatalf("ShardedJobs(true): %+v, %v", all, err)
 	}

@@ -55,7 +55,20 @@ func Open(path string) (*Store, error) {
 				return err
 			}
 		}
-		return rekeyRuns(tx)
+		if err := rekeyRuns(tx); err != nil {
+			return err
+		}
+		// A store written before its time indexes (or by a build without
+		// them since) has them built again.
+		for _, x := range timeIndexes {
+			if idx := tx.Bucket(x.index); idx != nil && idx.Stats().KeyN == tx.Bucket(x.records).Stats().KeyN {
+				continue
+			}
+			if err := x.rebuild(tx); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		db.Close()

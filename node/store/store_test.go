@@ -223,7 +223,7 @@ func TestOpen(t *testing.T) {
 			if _, err := s.Jobs(0); err != nil {
 				t.Errorf("Jobs: %v", err)
 			}
-			if _, err := s.Runs(); err != nil {
+			if _, err := s.Runs(0); err != nil {
 				t.Errorf("Runs: %v", err)
 			}
 			if _, err := s.Peers(); err != nil {
@@ -341,7 +341,7 @@ func TestPersistRoundTrip(t *testing.T) {
 		{"peer full", func() (any, error) { return s.Peer("peer-a") }, peers[0]},
 		{"peer minimal", func() (any, error) { return s.Peer("peer-b") }, peers[1]},
 		{"jobs", func() (any, error) { return s.Jobs(0) }, []Job{*jobs[0], *jobs[1]}},
-		{"runs", func() (any, error) { return s.Runs() }, []Run{*runs[0], *runs[1], *runs[2]}},
+		{"runs", func() (any, error) { return s.Runs(0) }, []Run{*runs[0], *runs[1], *runs[2]}},
 		{"peers", func() (any, error) { return s.Peers() }, []Peer{*peers[0], *peers[1]}},
 	}
 	for _, tt := range tests {
@@ -557,7 +557,7 @@ func TestJobsEmpty(t *testing.T) {
 			t.Errorf("Jobs(%d) = %v, %v; want empty", limit, js, err)
 		}
 	}
-	rs, err := s.Runs()
+	rs, err := s.Runs(0)
 	if err != nil || len(rs) != 0 {
 		t.Errorf("Runs() = %v, %v; want empty", rs, err)
 	}
@@ -617,7 +617,7 @@ func TestRunsOrder(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			rs, err := s.Runs()
+			rs, err := s.Runs(0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -673,7 +673,7 @@ func TestLegacyRunKeys(t *testing.T) {
 			t.Errorf("Run(%s, %d) = %+v, %v; want %+v", r.Client, r.Replica, got, err, r)
 		}
 	}
-	if all, err := s.Runs(); err != nil || len(all) != len(runs) {
+	if all, err := s.Runs(0); err != nil || len(all) != len(runs) {
 		t.Errorf("Runs = %d records, %v; want %d (legacy keys removed)", len(all), err, len(runs))
 	}
 }
