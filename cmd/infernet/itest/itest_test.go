@@ -283,8 +283,13 @@ func TestNetworkProcesses(t *testing.T) {
 		if code != 123 || !strings.Contains(stderr, "not enough matching providers") {
 			t.Fatalf("unsatisfiable --require: exit %d %q", code, stderr)
 		}
-		_, stderr, code = infernet(t, nil, "submit", module, "--datadir", t.TempDir())
-		if code != 1 || !strings.Contains(stderr, "no running node") {
+		// No node, and no way to find one (no bootstrap peers, no mDNS).
+		lonely := t.TempDir()
+		if err := os.WriteFile(filepath.Join(lonely, "config.json"), []byte(`{"mdns": false}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, code = infernet(t, nil, "submit", module, "--datadir", lonely)
+		if code != 1 || !strings.Contains(stderr, "no node runs for") || !strings.Contains(stderr, "no peer to join through") {
 			t.Fatalf("no node: exit %d %q", code, stderr)
 		}
 	})

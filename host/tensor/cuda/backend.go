@@ -584,6 +584,11 @@ func (b *Backend) chunked(ctx context.Context, total, step int, launch func(off,
 // most chunkElems. Each launch's parameters are the buffers' pointers, its
 // offset and count, then extra.
 func (b *Backend) elementwise(ctx context.Context, k kernelID, n int, xs []*buffer, extra ...kernelArg) error {
+	// The last buffer is the output: a short one would be written past its
+	// end, which on a GPU kills the context.
+	if o := xs[len(xs)-1]; o.n != n || o.dt != xs[0].dt {
+		return fmt.Errorf("cuda: output of %d %v for %d %v", o.n, o.dt, n, xs[0].dt)
+	}
 	return b.q.do(ctx, func() error {
 		if err := b.alive(xs...); err != nil {
 			return err

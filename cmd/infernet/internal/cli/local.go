@@ -47,7 +47,10 @@ func (o *SubmitOptions) connect(ctx context.Context) (*api.Client, error) {
 		return nil, err
 	}
 	cfg := node.DefaultConfig()
+	// Any free port: this node lives for one command, beside whatever else
+	// runs (config.json may name its addresses).
 	cfg.DataDir, cfg.Provide = o.DataDir, false
+	cfg.Listen = []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"}
 	fc.apply(&cfg, func(flag string) bool { return flag == "bootstrap" && len(o.Bootstrap) > 0 })
 	if len(o.Bootstrap) > 0 {
 		cfg.Bootstrap = o.Bootstrap
