@@ -71,7 +71,7 @@
 //
 // # Job information
 //
-//	abi_version() -> 1
+//	abi_version() -> Version (2; a v1 guest runs unchanged)
 //	mode() -> ModeExact or ModeTolerance
 //
 // # Determinism

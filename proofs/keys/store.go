@@ -348,7 +348,7 @@ func (s *Store) VerifyingKey(circuit [32]byte) (groth16.VerifyingKey, error) {
 
 // ProvingKey loads circuit's proving key, checking the file's size and
 // SHA-256 against its entry first. Errors wrap ErrNotFound, ErrCorrupt or
-// ErrIncompatible. Proving keys are big (about 90 MB for exchange-256):
+// ErrIncompatible. Proving keys are big (tens of MB for the GEMM templates, 8.3 MB for exchange-256):
 // load one once and keep it.
 func (s *Store) ProvingKey(circuit [32]byte) (groth16.ProvingKey, error) {
 	e, err := s.Entry(circuit)
