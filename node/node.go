@@ -272,8 +272,8 @@ type Node struct {
 	lnd *payments.Client
 	// sharded are the sharded jobs under way (SubmitSharded), training
 	// the training runs (Train).
-	sharded  shardedRuns
-	training trainRuns
+	sharded  runs[*shardedRun]
+	training runs[*trainRun]
 	// claims are the open payments being handled (see sweepLoop).
 	claims payClaims
 	// closing serialises closeIncoming, so that a provider's invoice ended

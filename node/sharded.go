@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/infernet/infernet/node/blob"
@@ -170,102 +169,34 @@ func (n *Node) SubmitSharded(ctx context.Context, ss ShardedSpec, events func(Ev
 
 // shardedRun is a sharded job under way in this node.
 type shardedRun struct {
+	background
 	n    *Node
 	spec Spec // the terms; Input and Shard set per part
 	// resumed: started by ResumeShardedJobs, as the node starts.
 	resumed bool
-	// cancelled is set by CancelShardedJob before it cancels ctx.
-	cancelled atomic.Bool
-	cancel    context.CancelFunc
-	done      chan struct{} // closed when run returns
-	// err is why run ended without a final record (set before done).
-	err error
-
-	eventSink
 
 	mu  sync.Mutex        // serialises the record's writes
 	rec *store.ShardedJob // guarded by mu
 }
 
-// eventSink delivers a run's events to whoever listens, one at a time,
-// until detach.
-type eventSink struct {
-	mu     sync.Mutex
-	events func(Event) // guarded by mu; nil once nobody listens
-}
-
-func (s *eventSink) emit(e Event) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e.Time.IsZero() {
-		e.Time = time.Now()
-	}
-	if s.events != nil {
-		s.events(e)
-	}
-}
-
-// detach stops event delivery: the caller that listened has returned.
-func (s *eventSink) detach() {
-	s.mu.Lock()
-	s.events = nil
-	s.mu.Unlock()
-}
-
-// shardedRuns are a node's sharded jobs under way, by id: a job runs once
-// however often it is resumed.
-type shardedRuns struct {
-	mu sync.Mutex
-	m  map[wire.JobID]*shardedRun // guarded by mu
-}
-
-// get returns the run of id, nil when none is under way.
-func (s *shardedRuns) get(id wire.JobID) *shardedRun {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.m[id]
-}
+func (r *shardedRun) bg() *background { return &r.background }
 
 // startSharded runs rec in a goroutine of the node's, unless it runs
 // already (then it returns that run, events unchanged).
 func (n *Node) startSharded(rec *store.ShardedJob, spec Spec, events func(Event), resumed bool) (*shardedRun, error) {
-	n.sharded.mu.Lock()
-	defer n.sharded.mu.Unlock()
-	if r := n.sharded.m[rec.ID]; r != nil {
-		return r, nil
+	r, err := n.sharded.start(n, rec.ID, events, ErrShardedInterrupted, func() *shardedRun {
+		return &shardedRun{n: n, spec: spec, rec: rec, resumed: resumed}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sharded job %w", err)
 	}
-	if n.ctx.Err() != nil {
-		return nil, fmt.Errorf("sharded job %s: %w", rec.ID, ErrShardedInterrupted)
-	}
-	ctx, cancel := context.WithCancel(n.ctx)
-	r := &shardedRun{n: n, spec: spec, rec: rec, eventSink: eventSink{events: events}, cancel: cancel, done: make(chan struct{}), resumed: resumed}
-	if n.sharded.m == nil {
-		n.sharded.m = map[wire.JobID]*shardedRun{}
-	}
-	n.sharded.m[rec.ID] = r
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		defer cancel()
-		r.err = r.run(ctx)
-		n.sharded.mu.Lock()
-		delete(n.sharded.m, rec.ID)
-		n.sharded.mu.Unlock()
-		close(r.done)
-	}()
 	return r, nil
 }
 
 // waitSharded waits for r to end, or ctx.
 func (n *Node) waitSharded(ctx context.Context, r *shardedRun) (*ShardedJob, error) {
-	defer r.detach()
-	select {
-	case <-ctx.Done():
-		return nil, fmt.Errorf("sharded job %s goes on in the node: %w", r.rec.ID, ctx.Err())
-	case <-r.done:
-	}
-	if r.err != nil {
-		return nil, r.err
+	if err := r.wait(ctx, "sharded job "+r.rec.ID.String()); err != nil {
+		return nil, err
 	}
 	return n.ShardedJob(r.rec.ID)
 }
@@ -294,7 +225,7 @@ func (n *Node) ResumeShardedJobs() ([]wire.JobID, error) {
 		if err := json.Unmarshal(rec.Terms, &spec); err != nil {
 			return started, fmt.Errorf("sharded job %s: terms: %w", h.ID, err)
 		}
-		if n.sharded.get(h.ID) != nil {
+		if _, ok := n.sharded.get(h.ID); ok {
 			continue
 		}
 		if _, err := n.startSharded(rec, spec, func(e Event) {
@@ -311,13 +242,8 @@ func (n *Node) ResumeShardedJobs() ([]wire.JobID, error) {
 // WaitShardedJob waits until the sharded job id, if under way here, ends
 // or ctx does, and returns where it stands.
 func (n *Node) WaitShardedJob(ctx context.Context, id wire.JobID) (*ShardedJob, error) {
-	r := n.sharded.get(id)
-	if r != nil {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-r.done:
-		}
+	if err := n.sharded.waitFor(ctx, id); err != nil {
+		return nil, err
 	}
 	return n.ShardedJob(id)
 }
@@ -326,11 +252,8 @@ func (n *Node) WaitShardedJob(ctx context.Context, id wire.JobID) (*ShardedJob, 
 // and records it failed: jobs of it in flight are cancelled, and it is
 // not resumed.
 func (n *Node) CancelShardedJob(id wire.JobID) (*ShardedJob, error) {
-	r := n.sharded.get(id)
-	if r != nil {
-		r.cancelled.Store(true)
-		r.cancel()
-		<-r.done
+	if r, ok := n.sharded.get(id); ok {
+		r.stop()
 		return n.ShardedJob(id)
 	}
 	rec, err := n.db.ShardedJob(id)

@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -146,12 +144,8 @@ func (n *Node) TrainRuns() ([]store.TrainRun, error) { return n.db.TrainRuns() }
 // WaitTrainRun returns the training run id's record once it has ended, or
 // where it stands when ctx ends first.
 func (n *Node) WaitTrainRun(ctx context.Context, id wire.JobID) (*store.TrainRun, error) {
-	if t := n.training.get(id); t != nil {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-t.done:
-		}
+	if err := n.training.waitFor(ctx, id); err != nil {
+		return nil, err
 	}
 	return n.TrainRun(id)
 }
@@ -159,10 +153,8 @@ func (n *Node) WaitTrainRun(ctx context.Context, id wire.JobID) (*store.TrainRun
 // CancelTrainRun stops a training run that has not ended, with its
 // round's sharded job, and records it failed; it is not resumed.
 func (n *Node) CancelTrainRun(id wire.JobID) (*store.TrainRun, error) {
-	if t := n.training.get(id); t != nil {
-		t.cancelled.Store(true)
-		t.cancel()
-		<-t.done
+	if t, ok := n.training.get(id); ok {
+		t.stop()
 	}
 	rec, err := n.TrainRun(id)
 	if err != nil {
@@ -195,7 +187,7 @@ func (n *Node) ResumeTrainRuns() ([]wire.JobID, error) {
 	var started []wire.JobID
 	for i := range recs {
 		rec := &recs[i]
-		if rec.State.Final() || n.training.get(rec.ID) != nil {
+		if _, ok := n.training.get(rec.ID); ok || rec.State.Final() {
 			continue
 		}
 		var ts TrainSpec
@@ -214,67 +206,29 @@ func (n *Node) ResumeTrainRuns() ([]wire.JobID, error) {
 
 // trainRun is a training run under way in this node.
 type trainRun struct {
-	n         *Node
-	spec      TrainSpec
-	rec       *store.TrainRun // owned by run's goroutine
-	cancel    context.CancelFunc
-	cancelled atomic.Bool
-	done      chan struct{} // closed when run returns
-	err       error         // why run ended without a final record (set before done)
-	eventSink
+	background
+	n    *Node
+	spec TrainSpec
+	rec  *store.TrainRun // owned by run's goroutine
 }
 
-// trainRuns are a node's training runs under way, by id.
-type trainRuns struct {
-	mu sync.Mutex
-	m  map[wire.JobID]*trainRun // guarded by mu
-}
-
-func (s *trainRuns) get(id wire.JobID) *trainRun {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.m[id]
-}
+func (t *trainRun) bg() *background { return &t.background }
 
 // startTrain runs rec in a goroutine of the node's, unless it runs already.
 func (n *Node) startTrain(rec *store.TrainRun, ts TrainSpec, events func(Event)) (*trainRun, error) {
-	n.training.mu.Lock()
-	defer n.training.mu.Unlock()
-	if t := n.training.m[rec.ID]; t != nil {
-		return t, nil
+	t, err := n.training.start(n, rec.ID, events, ErrTrainInterrupted, func() *trainRun {
+		return &trainRun{n: n, spec: ts, rec: rec}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("training run %w", err)
 	}
-	if n.ctx.Err() != nil {
-		return nil, fmt.Errorf("training run %s: %w", rec.ID, ErrTrainInterrupted)
-	}
-	ctx, cancel := context.WithCancel(n.ctx)
-	t := &trainRun{n: n, spec: ts, rec: rec, cancel: cancel, done: make(chan struct{}), eventSink: eventSink{events: events}}
-	if n.training.m == nil {
-		n.training.m = map[wire.JobID]*trainRun{}
-	}
-	n.training.m[rec.ID] = t
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		defer cancel()
-		t.err = t.run(ctx)
-		n.training.mu.Lock()
-		delete(n.training.m, rec.ID)
-		n.training.mu.Unlock()
-		close(t.done)
-	}()
 	return t, nil
 }
 
 // waitTrain waits for t to end, or ctx.
 func (n *Node) waitTrain(ctx context.Context, t *trainRun) (*store.TrainRun, error) {
-	defer t.detach()
-	select {
-	case <-ctx.Done():
-		return nil, fmt.Errorf("training run %s goes on in the node: %w", t.rec.ID, ctx.Err())
-	case <-t.done:
-	}
-	if t.err != nil {
-		return nil, t.err
+	if err := t.wait(ctx, "training run "+t.rec.ID.String()); err != nil {
+		return nil, err
 	}
 	return n.TrainRun(t.rec.ID)
 }
