@@ -123,6 +123,35 @@ type client struct {
 	mu    sync.Mutex
 	jobs  map[wire.JobID]*jobRun // active jobs; guarded by mu
 	known []knownAnswer          // verified jobs usable as canaries; guarded by mu
+
+	// load counts, per provider, the replicas of this node's jobs offered
+	// or running there now. A provider's advert says how many slots it had
+	// free when it was sent, and load changes send none: without this count
+	// every job would pick the same providers first.
+	load providerLoad
+}
+
+// providerLoad counts replicas in flight per provider.
+type providerLoad struct {
+	mu sync.Mutex
+	m  map[peer.ID]int // guarded by mu
+}
+
+func (l *providerLoad) add(p peer.ID, d int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = map[peer.ID]int{}
+	}
+	if l.m[p] += d; l.m[p] <= 0 {
+		delete(l.m, p)
+	}
+}
+
+func (l *providerLoad) of(p peer.ID) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.m[p]
 }
 
 // alwaysMatch is the empty requirement.
@@ -456,16 +485,33 @@ const bidWindow = 2 * time.Second
 
 // next reserves the best candidate that holds no replica of this job and
 // that this replica has not tried in its current round, refreshing the pool
-// from adverts when none is left.
+// from adverts when none is left. Best is the pool's order (reputation
+// first) with, among equals, the most slots free once this node's own
+// replicas in flight there are counted; the caller ends the reservation's
+// load with done.
 func (j *jobRun) next(tried map[peer.ID]bool) (peer.ID, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	load := &j.c.load
 	for refreshed := false; ; refreshed = true {
-		for _, c := range j.pool {
-			if !j.holders[c.id] && !tried[c.id] && (c.trusted || !j.onlyTrusted) {
-				j.holders[c.id] = true
-				return c.id, true
+		best, bestFree := -1, 0
+		for i, c := range j.pool {
+			if j.holders[c.id] || tried[c.id] || (!c.trusted && j.onlyTrusted) {
+				continue
 			}
+			free := -load.of(c.id)
+			if c.advert != nil {
+				free += c.advert.FreeSlots
+			}
+			if best < 0 || (repRank(c.reputation) == repRank(j.pool[best].reputation) && free > bestFree) {
+				best, bestFree = i, free
+			}
+		}
+		if best >= 0 {
+			id := j.pool[best].id
+			j.holders[id] = true
+			load.add(id, 1)
+			return id, true
 		}
 		if refreshed {
 			return "", false
@@ -512,6 +558,7 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 			continue
 		}
 		res, err := j.attempt(ctx, r, p)
+		j.c.load.add(p, -1)
 		if err == nil {
 			return res, nil
 		}

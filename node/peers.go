@@ -2,6 +2,7 @@ package node
 
 import (
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"sync"
@@ -197,8 +198,8 @@ type candidate struct {
 }
 
 // candidates returns the providers whose newest advert (seen within maxAge)
-// satisfies req and whose price fits, best first: reputation, then free
-// slots, then price.
+// satisfies req and whose price fits, best first: reputation (in tenths,
+// repRank), then free slots, then price; equals in random order.
 func (b *peerBook) candidates(req *requirement.Program, price uint64, memory uint64, maxAge time.Duration, exclude map[peer.ID]bool) []candidate {
 	b.mu.Lock()
 	var out []candidate
@@ -223,8 +224,8 @@ func (b *peerBook) candidates(req *requirement.Program, price uint64, memory uin
 	rand.Shuffle(len(kept), func(i, k int) { kept[i], kept[k] = kept[k], kept[i] })
 	sort.SliceStable(kept, func(i, k int) bool {
 		a, b := kept[i], kept[k]
-		if a.reputation != b.reputation {
-			return a.reputation > b.reputation
+		if ra, rb := repRank(a.reputation), repRank(b.reputation); ra != rb {
+			return ra > rb
 		}
 		if a.advert.FreeSlots != b.advert.FreeSlots {
 			return a.advert.FreeSlots > b.advert.FreeSlots
@@ -236,6 +237,10 @@ func (b *peerBook) candidates(req *requirement.Program, price uint64, memory uin
 	})
 	return kept
 }
+
+// repRank is a reputation in tenths: providers a few hundredths apart
+// (a little slower, a little newer) rank as equals and share the work.
+func repRank(score float64) int { return int(math.Round(score * 10)) }
 
 // list returns copies of every record.
 func (b *peerBook) list() []store.Peer {
