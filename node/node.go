@@ -767,6 +767,11 @@ func (n *Node) Capabilities() *wire.CapabilityAdvert {
 	return n.provider.capabilities()
 }
 
+// Changed returns a channel closed at the next change of the node's
+// records (jobs, runs, payments, peers, sharded jobs, training runs). Take
+// it before reading them, then wait on it.
+func (n *Node) Changed() <-chan struct{} { return n.db.Written() }
+
 // Paid reports whether the node pays and is paid through lnd; without
 // lnd it runs in free mode.
 func (n *Node) Paid() bool { return n.lnd != nil }

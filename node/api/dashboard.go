@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"embed"
@@ -38,10 +37,13 @@ const (
 	// maxLogins and maxSessions bound the tokens kept (the oldest go).
 	maxLogins, maxSessions = 16, 64
 	sessionCookie          = "infernet_session"
-	// snapshotEvery is how often the event stream looks for changes.
-	snapshotEvery = time.Second
-	// keepAliveEvery is how often a quiet event stream sends a comment.
-	keepAliveEvery = 15 * time.Second
+	// snapshotGap is the least time between two snapshots of an event
+	// stream: a busy node's writes are sent together.
+	snapshotGap = 250 * time.Millisecond
+	// refreshEvery is how often an event stream looks again with no write:
+	// reputations decay and peers go quiet without one. A stream that sends
+	// nothing then sends a comment, so that proxies keep it open.
+	refreshEvery = 15 * time.Second
 	// Snapshot caps: the newest of each kind.
 	snapshotJobs, snapshotSharded, snapshotRuns, snapshotPayments, snapshotTraining = 50, 20, 100, 1000, 20
 )
@@ -208,8 +210,8 @@ func (d *dashboard) snapshotJSON(w http.ResponseWriter, _ *http.Request) {
 }
 
 // events streams a snapshot whenever the node's state changes (server-sent
-// events, "snapshot"), looking every snapshotEvery, and a comment when
-// quiet, so that proxies and browsers keep the stream open.
+// events, "snapshot"): at each write of its records (Node.Changed), at most
+// one every snapshotGap, and every refreshEvery without one.
 func (d *dashboard) events(w http.ResponseWriter, r *http.Request) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
@@ -218,52 +220,55 @@ func (d *dashboard) events(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
+	ctx := r.Context()
 	var last []byte
-	lastSent := time.Now()
-	tick := time.NewTicker(snapshotEvery)
-	defer tick.Stop()
 	for {
-		if err := d.sendChanges(r.Context(), w, &last, &lastSent); err != nil {
+		changed := d.s.n.Changed() // before the read: a write during it wakes the next wait
+		taken := time.Now()
+		sent, err := d.sendChanges(w, &last)
+		if err != nil {
 			return
+		}
+		if !sent {
+			fmt.Fprint(w, ": keep-alive\n\n") // nothing new since the last look
 		}
 		flusher.Flush()
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-changed:
+			select { // let a burst of writes end
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Until(taken.Add(snapshotGap))):
+			}
+		case <-time.After(refreshEvery):
 		}
 	}
 }
 
 // sendChanges writes a snapshot event when the state differs from *last,
-// and a keep-alive comment when nothing was sent for keepAliveEvery.
-func (d *dashboard) sendChanges(ctx context.Context, w http.ResponseWriter, last *[]byte, lastSent *time.Time) error {
+// and says whether it did.
+func (d *dashboard) sendChanges(w http.ResponseWriter, last *[]byte) (bool, error) {
 	snap, err := d.snapshot()
 	if err != nil {
 		d.s.log.Warn("dashboard snapshot", "err", err)
-		return ctx.Err()
+		return false, nil
 	}
 	at := snap.Time
 	snap.Time = time.Time{} // the state, not when it was read
 	state, err := json.Marshal(snap)
-	if err != nil {
-		return err
+	if err != nil || bytes.Equal(state, *last) {
+		return false, err
 	}
-	if bytes.Equal(state, *last) {
-		if time.Since(*lastSent) >= keepAliveEvery {
-			*lastSent = time.Now()
-			_, err = fmt.Fprint(w, ": keep-alive\n\n")
-		}
-		return err
-	}
-	*last, *lastSent = state, time.Now()
+	*last = state
 	snap.Time = at
 	b, err := json.Marshal(snap)
 	if err != nil {
-		return err
+		return false, err
 	}
 	_, err = fmt.Fprintf(w, "event: snapshot\ndata: %s\n\n", b)
-	return err
+	return err == nil, err
 }
 
 // snapshot reads the node's state, the newest records of each kind.

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -337,5 +339,60 @@ func TestTokens(t *testing.T) {
 	}
 	if len(ts.m) != 3 || !ts.valid(kept[4], false) {
 		t.Errorf("%d tokens kept, want 3 with the newest", len(ts.m))
+	}
+}
+
+// TestDashboardEventsPush: the event stream sends a snapshot at once, then
+// nothing while the node's records do not change (it waits for a write,
+// not a timer), and a new snapshot when one does: here a job recorded.
+func TestDashboardEventsPush(t *testing.T) {
+	n, srv, dir := startNode(t)
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	resp, err := browser.Get(loginURL(t, &dashNode{srv: srv, dir: dir}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+srv.Addr()+"/dashboard/events", nil)
+	resp, err = browser.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("events: %v, %v", resp, err)
+	}
+	defer resp.Body.Close()
+	snaps := make(chan Snapshot, 16)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var s Snapshot
+				if json.Unmarshal([]byte(data), &s) == nil {
+					snaps <- s
+				}
+			}
+		}
+		close(snaps)
+	}()
+	first := <-snaps
+	if first.Node.ID != n.ID().String() || len(first.Jobs) != 0 {
+		t.Fatalf("first snapshot: %+v", first)
+	}
+	select {
+	case s := <-snaps:
+		t.Fatalf("a snapshot with no write: %+v", s)
+	case <-time.After(2 * time.Second):
+	}
+	module := put(t, n, jobModule(t, "cat"))
+	go n.Submit(context.Background(), node.Spec{Module: module.Input, ModuleSize: module.InputSize, Replicas: 1, Timeout: time.Second}, nil)
+	select {
+	case s := <-snaps:
+		if len(s.Jobs) != 1 {
+			t.Errorf("snapshot after the job was recorded: %d jobs", len(s.Jobs))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no snapshot after a write")
 	}
 }

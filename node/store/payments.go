@@ -119,7 +119,7 @@ func (s *Store) PutPayment(p *Payment) error {
 		return err
 	}
 	k := paymentKey(p)
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		if err := paymentsByTime.put(tx, k, b, p.Created); err != nil {
 			return err
 		}

@@ -138,7 +138,7 @@ type Job struct {
 }
 
 // PutJob writes j.
-func (s *Store) PutJob(j *Job) error { return putIndexed(s.db, jobsByTime, j.ID[:], j, j.Created) }
+func (s *Store) PutJob(j *Job) error { return s.putIndexed(jobsByTime, j.ID[:], j, j.Created) }
 
 // Job reads the job with the given id (ErrNotFound).
 func (s *Store) Job(id wire.JobID) (*Job, error) {
@@ -209,7 +209,7 @@ const legacyRunKeyLen = len(wire.JobID{}) + 1
 
 // PutRun writes r.
 func (s *Store) PutRun(r *Run) error {
-	return putIndexed(s.db, runsByTime, runKey(r.Client, r.Job, r.Replica), r, r.Started)
+	return s.putIndexed(runsByTime, runKey(r.Client, r.Job, r.Replica), r, r.Started)
 }
 
 // Run reads the run of replica of job for client (ErrNotFound).
@@ -240,7 +240,7 @@ type Peer struct {
 }
 
 // PutPeer writes p.
-func (s *Store) PutPeer(p *Peer) error { return put(s.db, bucketPeers, []byte(p.ID), p) }
+func (s *Store) PutPeer(p *Peer) error { return s.put(bucketPeers, []byte(p.ID), p) }
 
 // Peer reads a peer (ErrNotFound).
 func (s *Store) Peer(id string) (*Peer, error) {

@@ -122,7 +122,7 @@ func (s *Store) PutShardedJob(j *ShardedJob) error {
 			return err
 		}
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		if final, err := headerFinal(tx, j.ID); err != nil || final {
 			return errors.Join(err, ErrShardedFinal)
 		}
@@ -147,7 +147,7 @@ func (s *Store) PutShardPart(id wire.JobID, i int, p *ShardPart) error {
 	if err != nil {
 		return err
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketSharded).Get(id[:]) == nil {
 			return ErrNotFound
 		}
@@ -166,7 +166,7 @@ func (s *Store) PutShardedHeader(j *ShardedJob) error {
 	if err != nil {
 		return err
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		if final, err := headerFinal(tx, j.ID); err != nil || final {
 			return errors.Join(err, ErrShardedFinal)
 		}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -31,6 +32,36 @@ var ErrNotFound = errors.New("store: not found")
 // Store is a node's database. It is safe for concurrent use.
 type Store struct {
 	db *bolt.DB
+
+	mu      sync.Mutex
+	written chan struct{} // closed at the next write; guarded by mu
+}
+
+// Written returns a channel closed at the store's next write, so that what
+// shows the store's state (the dashboard) waits for a change instead of
+// reading it on a timer. Take it before reading the state.
+func (s *Store) Written() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.written == nil {
+		s.written = make(chan struct{})
+	}
+	return s.written
+}
+
+// update runs fn in a read-write transaction and, when it commits, wakes
+// those waiting on Written.
+func (s *Store) update(fn func(tx *bolt.Tx) error) error {
+	if err := s.db.Update(fn); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.written != nil {
+		close(s.written)
+		s.written = nil
+	}
+	s.mu.Unlock()
+	return nil
 }
 
 // Open opens (creating if needed) the database at path. Only one process
@@ -110,12 +141,12 @@ func rekeyRuns(tx *bolt.Tx) error {
 	return nil
 }
 
-func put(db *bolt.DB, bucket, key []byte, v any) error {
+func (s *Store) put(bucket, key []byte, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put(key, b) })
+	return s.update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put(key, b) })
 }
 
 func get(db *bolt.DB, bucket, key []byte, v any) error {

@@ -127,10 +127,10 @@ func newestOf[T any](db *bolt.DB, x timeIndex, limit int) ([]T, error) {
 }
 
 // putIndexed encodes r and writes it under k, indexed by x at t.
-func putIndexed(db *bolt.DB, x timeIndex, k []byte, r any, t time.Time) error {
+func (s *Store) putIndexed(x timeIndex, k []byte, r any, t time.Time) error {
 	v, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	return db.Update(func(tx *bolt.Tx) error { return x.put(tx, k, v, t) })
+	return s.update(func(tx *bolt.Tx) error { return x.put(tx, k, v, t) })
 }

@@ -119,3 +119,42 @@ func BenchmarkJobsNewest(b *testing.B) {
 		}
 	}
 }
+
+// TestWritten: a write wakes those waiting on Written, once; a write that
+// fails wakes nobody.
+func TestWritten(t *testing.T) {
+	s, _ := openTestStore(t)
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	ch := s.Written()
+	if closed(ch) {
+		t.Fatal("Written is closed before any write")
+	}
+	if err := s.PutJob(sampleJob(jobID(1), t0)); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(ch) {
+		t.Fatal("a write did not close Written")
+	}
+	next := s.Written()
+	if closed(next) {
+		t.Fatal("the next Written is closed before the next write")
+	}
+	final := &ShardedJob{ID: jobID(2), State: JobVerified, Created: t0}
+	if err := s.PutShardedJob(final); err != nil {
+		t.Fatal(err)
+	}
+	next = s.Written()
+	if err := s.PutShardedJob(final); err == nil {
+		t.Fatal("a final sharded job was written again")
+	}
+	if closed(next) {
+		t.Error("a failed write closed Written")
+	}
+}

@@ -52,7 +52,7 @@ type TrainRound struct {
 func (r *TrainRound) Done() bool { return !r.State.IsZero() }
 
 // PutTrainRun writes a training run's record.
-func (s *Store) PutTrainRun(r *TrainRun) error { return put(s.db, bucketTrain, r.ID[:], r) }
+func (s *Store) PutTrainRun(r *TrainRun) error { return s.put(bucketTrain, r.ID[:], r) }
 
 // TrainRun returns the training run id, or ErrNotFound.
 func (s *Store) TrainRun(id wire.JobID) (*TrainRun, error) {
