@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -131,6 +132,21 @@ type client struct {
 	load providerLoad
 }
 
+// live returns a copy of the record of job id while it is under way.
+func (c *client) live(id wire.JobID) (store.Job, bool) {
+	c.mu.Lock()
+	j, ok := c.jobs[id]
+	c.mu.Unlock()
+	if !ok {
+		return store.Job{}, false
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	rec := *j.rec
+	rec.Replicas = slices.Clone(j.rec.Replicas)
+	return rec, true
+}
+
 // providerLoad counts replicas in flight per provider.
 type providerLoad struct {
 	mu sync.Mutex
@@ -221,6 +237,7 @@ func (j *jobRun) emit(kind string, replica int, p peer.ID, detail string) {
 		e.Provider = p.String()
 	}
 	j.c.log.Debug("job event", "job", j.ann.Job, "kind", kind, "replica", replica, "provider", p, "detail", detail)
+	j.c.n.changes.poke()
 	if j.events != nil {
 		j.emitMu.Lock()
 		defer j.emitMu.Unlock()

@@ -270,6 +270,8 @@ type Node struct {
 
 	// lnd is the Lightning node paying and paid; nil in free mode.
 	lnd *payments.Client
+	// changes wakes those who show the node's state (Changed).
+	changes changes
 	// sharded are the sharded jobs under way (SubmitSharded), training
 	// the training runs (Train).
 	sharded  runs[*shardedRun]
@@ -320,6 +322,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if n.db, err = store.Open(filepath.Join(cfg.DataDir, "node.db")); err != nil {
 		return nil, err
 	}
+	n.db.OnWrite(n.changes.poke)
 	if n.blobs, err = blob.OpenStore(filepath.Join(cfg.DataDir, "blobs"), blob.WithQuota(cfg.BlobQuota)); err != nil {
 		return nil, err
 	}
@@ -735,11 +738,25 @@ func (n *Node) Peers() []PeerInfo {
 	return out
 }
 
-// Jobs returns the newest limit jobs this node submitted (0: all).
-func (n *Node) Jobs(limit int) ([]store.Job, error) { return n.db.Jobs(limit) }
+// Jobs returns the newest limit jobs this node submitted (0: all), those
+// under way as they stand now (a replica running is recorded when it ends).
+func (n *Node) Jobs(limit int) ([]store.Job, error) {
+	jobs, err := n.db.Jobs(limit)
+	for i := range jobs {
+		if live, ok := n.client.live(jobs[i].ID); ok {
+			jobs[i] = live
+		}
+	}
+	return jobs, err
+}
 
-// Job returns one job this node submitted.
-func (n *Node) Job(id wire.JobID) (*store.Job, error) { return n.db.Job(id) }
+// Job returns one job this node submitted, as it stands now.
+func (n *Node) Job(id wire.JobID) (*store.Job, error) {
+	if live, ok := n.client.live(id); ok {
+		return &live, nil
+	}
+	return n.db.Job(id)
+}
 
 // Runs returns the newest limit replicas this node ran for others (0:
 // all), oldest first, then those it is running now.
@@ -767,10 +784,11 @@ func (n *Node) Capabilities() *wire.CapabilityAdvert {
 	return n.provider.capabilities()
 }
 
-// Changed returns a channel closed at the next change of the node's
-// records (jobs, runs, payments, peers, sharded jobs, training runs). Take
-// it before reading them, then wait on it.
-func (n *Node) Changed() <-chan struct{} { return n.db.Written() }
+// Changed returns a channel closed at the next change of what the node
+// shows: its records (jobs, runs, payments, peers, sharded jobs, training
+// runs) and its jobs' replicas and runs for others under way. Take it
+// before reading them, then wait on it.
+func (n *Node) Changed() <-chan struct{} { return n.changes.next() }
 
 // Paid reports whether the node pays and is paid through lnd; without
 // lnd it runs in free mode.

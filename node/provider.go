@@ -433,6 +433,7 @@ func (p *provider) handleAssign(s network.Stream) {
 
 // setActive tracks runs in progress for Node.Runs; RunFinished forgets one.
 func (p *provider) setActive(run *store.Run, s store.RunState) {
+	defer p.n.changes.poke()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s == store.RunFinished {

@@ -196,10 +196,14 @@ func TestDashboardBrowser(t *testing.T) {
 		if jobs != 3 || replicas != 2*jobs { // the job and the 2 evaluations
 			t.Errorf("jobs table: %d verified jobs with %d done replicas, want 3 with 2 each", jobs, replicas)
 		}
-		// Live: a job submitted now shows up without a reload.
+		// Live: a job submitted now shows up without a reload, its replicas
+		// running (about 3 s of mandelbrot), then verified.
 		dashboardtest.Eval[bool](t, ctx, "window.sameDocument = true")
-		job := submit(t, c, put(t, c, jobModule(t, "cat")), []byte("live update\n"))
-		dashboardtest.WaitTrue(t, ctx, fmt.Sprintf(`!!document.querySelector('table.jobs tr[data-job="%s"][data-state=verified]')`, job.ID), "the new job on the open page")
+		done := make(chan *store.Job, 1)
+		go func() { done <- submit(t, c, put(t, c, jobModule(t, "cpu")), []byte("2000 1000")) }()
+		dashboardtest.WaitTrue(t, ctx, `!!document.querySelector('table.jobs tr[data-state=running] td.replicas .chip.s-running')`, "a replica running on the open page")
+		job := <-done
+		dashboardtest.WaitTrue(t, ctx, fmt.Sprintf(`!!document.querySelector('table.jobs tr[data-job="%s"][data-state=verified]')`, job.ID), "the new job verified on the open page")
 		if !dashboardtest.Eval[bool](t, ctx, "window.sameDocument === true") {
 			t.Error("the page reloaded to show the new job")
 		}

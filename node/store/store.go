@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -32,35 +31,24 @@ var ErrNotFound = errors.New("store: not found")
 // Store is a node's database. It is safe for concurrent use.
 type Store struct {
 	db *bolt.DB
-
-	mu      sync.Mutex
-	written chan struct{} // closed at the next write; guarded by mu
+	// onWrite, when set, is called after each committed write.
+	onWrite func()
 }
 
-// Written returns a channel closed at the store's next write, so that what
+// OnWrite sets f to be called after each committed write, so that what
 // shows the store's state (the dashboard) waits for a change instead of
-// reading it on a timer. Take it before reading the state.
-func (s *Store) Written() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.written == nil {
-		s.written = make(chan struct{})
-	}
-	return s.written
-}
+// reading it on a timer. Call it before the store is shared.
+func (s *Store) OnWrite(f func()) { s.onWrite = f }
 
-// update runs fn in a read-write transaction and, when it commits, wakes
-// those waiting on Written.
+// update runs fn in a read-write transaction and, when it commits, calls
+// the OnWrite function.
 func (s *Store) update(fn func(tx *bolt.Tx) error) error {
 	if err := s.db.Update(fn); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	if s.written != nil {
-		close(s.written)
-		s.written = nil
+	if s.onWrite != nil {
+		s.onWrite()
 	}
-	s.mu.Unlock()
 	return nil
 }
 

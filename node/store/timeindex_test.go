@@ -120,41 +120,23 @@ func BenchmarkJobsNewest(b *testing.B) {
 	}
 }
 
-// TestWritten: a write wakes those waiting on Written, once; a write that
-// fails wakes nobody.
-func TestWritten(t *testing.T) {
+// TestOnWrite: each committed write calls the OnWrite function once; a
+// write that fails does not.
+func TestOnWrite(t *testing.T) {
 	s, _ := openTestStore(t)
-	closed := func(ch <-chan struct{}) bool {
-		select {
-		case <-ch:
-			return true
-		default:
-			return false
-		}
-	}
-	ch := s.Written()
-	if closed(ch) {
-		t.Fatal("Written is closed before any write")
-	}
-	if err := s.PutJob(sampleJob(jobID(1), t0)); err != nil {
-		t.Fatal(err)
-	}
-	if !closed(ch) {
-		t.Fatal("a write did not close Written")
-	}
-	next := s.Written()
-	if closed(next) {
-		t.Fatal("the next Written is closed before the next write")
+	writes := 0
+	s.OnWrite(func() { writes++ })
+	if err := s.PutJob(sampleJob(jobID(1), t0)); err != nil || writes != 1 {
+		t.Fatalf("a write: %d calls, %v; want 1", writes, err)
 	}
 	final := &ShardedJob{ID: jobID(2), State: JobVerified, Created: t0}
-	if err := s.PutShardedJob(final); err != nil {
-		t.Fatal(err)
+	if err := s.PutShardedJob(final); err != nil || writes != 2 {
+		t.Fatalf("a sharded job: %d calls, %v; want 2", writes, err)
 	}
-	next = s.Written()
-	if err := s.PutShardedJob(final); err == nil {
-		t.Fatal("a final sharded job was written again")
+	if err := s.PutShardedJob(final); err == nil || writes != 2 {
+		t.Errorf("a refused write: %d calls, %v; want still 2 and an error", writes, err)
 	}
-	if closed(next) {
-		t.Error("a failed write closed Written")
+	if _, err := s.Jobs(0); err != nil || writes != 2 {
+		t.Errorf("a read: %d calls, %v", writes, err)
 	}
 }
