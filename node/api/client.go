@@ -191,12 +191,16 @@ func (c *Client) TrainRuns(ctx context.Context) ([]store.TrainRun, error) {
 // TrainRun returns where a training run stands; with wait, once it has
 // ended (or ctx is done).
 func (c *Client) TrainRun(ctx context.Context, id wire.JobID, wait bool) (*store.TrainRun, error) {
-	path := "/v1/train/" + id.String()
-	if wait {
-		path += "?wait"
-	}
 	var v store.TrainRun
-	return &v, c.getJSON(ctx, path, &v)
+	return &v, c.getJSON(ctx, runPath("/v1/train/", id, wait), &v)
+}
+
+// runPath is the path of the run id under base, asking to wait for its end.
+func runPath(base string, id wire.JobID, wait bool) string {
+	if wait {
+		return base + id.String() + "?wait"
+	}
+	return base + id.String()
 }
 
 // CancelTrainRun cancels a training run: it ends failed, not resumed.
@@ -261,12 +265,8 @@ func (c *Client) ShardedJobs(ctx context.Context) ([]node.ShardedJob, error) {
 // ShardedJob returns where a sharded job stands; with wait, once it has
 // ended (or ctx is done).
 func (c *Client) ShardedJob(ctx context.Context, id wire.JobID, wait bool) (*node.ShardedJob, error) {
-	path := "/v1/sharded/" + id.String()
-	if wait {
-		path += "?wait"
-	}
 	var v node.ShardedJob
-	return &v, c.getJSON(ctx, path, &v)
+	return &v, c.getJSON(ctx, runPath("/v1/sharded/", id, wait), &v)
 }
 
 // CancelShardedJob cancels a sharded job: it ends failed, not resumed.

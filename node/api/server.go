@@ -495,12 +495,7 @@ func (s *Server) getTrainRuns(w http.ResponseWriter, _ *http.Request) {
 // getTrainRun answers one training run; with ?wait, once it has ended (or
 // the request is cancelled).
 func (s *Server) getTrainRun(w http.ResponseWriter, r *http.Request) {
-	byID(w, r, func(id wire.JobID) (*store.TrainRun, error) {
-		if r.URL.Query().Has("wait") {
-			return s.n.WaitTrainRun(r.Context(), id)
-		}
-		return s.n.TrainRun(id)
-	})
+	byIDWait(w, r, s.n.TrainRun, s.n.WaitTrainRun)
 }
 
 func (s *Server) cancelTrainRun(w http.ResponseWriter, r *http.Request) {
@@ -519,16 +514,22 @@ func (s *Server) getShardedJobs(w http.ResponseWriter, _ *http.Request) {
 // getShardedJob answers one sharded job; with ?wait, once it has ended (or
 // the request is cancelled).
 func (s *Server) getShardedJob(w http.ResponseWriter, r *http.Request) {
-	byID(w, r, func(id wire.JobID) (*node.ShardedJob, error) {
-		if r.URL.Query().Has("wait") {
-			return s.n.WaitShardedJob(r.Context(), id)
-		}
-		return s.n.ShardedJob(id)
-	})
+	byIDWait(w, r, s.n.ShardedJob, s.n.WaitShardedJob)
 }
 
 func (s *Server) cancelShardedJob(w http.ResponseWriter, r *http.Request) {
 	byID(w, r, s.n.CancelShardedJob)
+}
+
+// byIDWait answers what get returns for the id in the path, or with
+// ?wait what wait returns once the run has ended.
+func byIDWait[T any](w http.ResponseWriter, r *http.Request, get func(wire.JobID) (T, error), wait func(context.Context, wire.JobID) (T, error)) {
+	byID(w, r, func(id wire.JobID) (T, error) {
+		if r.URL.Query().Has("wait") {
+			return wait(r.Context(), id)
+		}
+		return get(id)
+	})
 }
 
 // byID answers what get returns for the id in the path.
