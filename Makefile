@@ -55,9 +55,9 @@ demo: deps build
 mnist: deps build
 	@./scripts/mnist.sh
 
-# The character-level transformer trained on Moby Dick by a chain of
-# network jobs (checkpoints as blobs): held-out bits/char per job, then a
-# sample (scripts/chargpt.sh; about 11 minutes on 2 cores).
+# The character-level transformer trained on Moby Dick by infernet train,
+# in rounds of one shard (checkpoints as blobs): held-out bits/char per
+# round, then a sample (scripts/chargpt.sh; about 10 minutes on 2 cores).
 chargpt: deps build
 	@./scripts/chargpt.sh
 

@@ -117,8 +117,9 @@ func run(args []string, stdin io.Reader, stdout io.Writer) (err error) {
 		return err
 	case "eval":
 		bits, n := m.eval(ids[split:])
-		_, err := fmt.Fprintf(out, "%.4f bits/char over %d held-out characters after %d steps (training loss %.4f nats)\n",
-			bits, n, m.step, m.loss)
+		// A sentence, then the same as metrics for infernet train.
+		_, err := fmt.Fprintf(out, "%.4f bits/char over %d held-out characters after %d steps (training loss %.4f nats)\n"+
+			"bits_per_char=%.4f steps=%d train_loss=%.4f\n", bits, n, m.step, m.loss, bits, m.step, m.loss)
 		return err
 	case "sample":
 		n, err1 := num(1, 200)

@@ -245,7 +245,7 @@ func (w *trainWatch) event(e node.Event) {
 	case node.EventTrainRecorded:
 		if id, err := wire.ParseJobID(e.Detail); err == nil {
 			w.id = id
-			fmt.Fprintf(w.o.IO.Err, "training run %s: %d rounds of %d shards (infernet train --attach %s)\n",
+			fmt.Fprintf(w.o.IO.Err, "training run %s: %d rounds, %d shards a round (infernet train --attach %s)\n",
 				shortID(e.Detail), w.o.Rounds, w.o.Shards, e.Detail)
 		}
 	case node.EventRoundDone:
