@@ -57,6 +57,10 @@ func TestTrainProcesses(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rec); err != nil || rec.State != "verified" || len(rec.Rounds) != 3 || rec.Rounds[2].Metrics["lines"] != 27 {
 		t.Fatalf("--json: %+v, %v\n%s", rec, err, out)
 	}
+	list, _, code := infernet(t, nil, "jobs", "--train", "--datadir", client.dataDir)
+	if code != 0 || !strings.Contains(list, rec.ID) || !strings.Contains(list, "verified") || !strings.Contains(list, "lines 27 sum 27 skipped 0") {
+		t.Errorf("jobs --train: exit %d:\n%s", code, list)
+	}
 	_, stderr, code = infernet(t, nil, "train", "--attach", rec.ID, "--datadir", client.dataDir)
 	if code != 0 || !strings.Contains(stderr, "round 3: ") || !strings.Contains(stderr, "verified, 3 rounds") {
 		t.Errorf("train --attach: exit %d: %s", code, stderr)

@@ -77,10 +77,10 @@ func NewCmdPeers(stdio IO) *cobra.Command {
 // NewCmdJobs returns `infernet jobs`.
 func NewCmdJobs(stdio IO) *cobra.Command {
 	var o listOptions
-	var runs, sharded bool
+	var runs, sharded, train bool
 	cmd := &cobra.Command{
 		Use:   "jobs",
-		Short: "List the jobs submitted through the local node (--runs: those it runs for others; --sharded: sharded jobs)",
+		Short: "List the jobs submitted through the local node (--runs: those it runs for others; --sharded: sharded jobs; --train: training runs)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := api.Dial(o.DataDir, o.API)
@@ -92,6 +92,9 @@ func NewCmdJobs(stdio IO) *cobra.Command {
 			}
 			if sharded {
 				return listSharded(cmd.Context(), stdio, c, o.JSON)
+			}
+			if train {
+				return listTrain(cmd.Context(), stdio, c, o.JSON)
 			}
 			jobs, err := c.Jobs(cmd.Context())
 			if err != nil {
@@ -116,6 +119,7 @@ func NewCmdJobs(stdio IO) *cobra.Command {
 	o.flags(cmd)
 	cmd.Flags().BoolVar(&runs, "runs", false, "list the replicas this node ran or runs for others instead")
 	cmd.Flags().BoolVar(&sharded, "sharded", false, "list the sharded jobs instead: state, shards done, output")
+	cmd.Flags().BoolVar(&train, "train", false, "list the training runs instead: state, rounds done, the last round's report")
 	return cmd
 }
 
@@ -141,6 +145,28 @@ func listSharded(ctx context.Context, stdio IO, c *api.Client, asJSON bool) erro
 			reduce = j.Reduce.State.String()
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d/%d done\t%s\t%d B\t%s\n", j.ID, j.State, done, len(j.Shards), reduce, j.OutputSize, oneLine(j.Error))
+	}
+	return tw.Flush()
+}
+
+func listTrain(ctx context.Context, stdio IO, c *api.Client, asJSON bool) error {
+	runs, err := c.TrainRuns(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(stdio, runs)
+	}
+	tw := tabwriter.NewWriter(stdio.Out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TRAINING RUN\tSTATE\tROUNDS DONE\tSTARTED\tLAST REPORT\tERROR")
+	for _, r := range runs {
+		done, report := 0, "-"
+		for _, round := range r.Rounds {
+			if !round.Finished.IsZero() {
+				done, report = done+1, oneLine(round.Report)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.State, done, r.Created.Format(time.DateTime), report, oneLine(r.Error))
 	}
 	return tw.Flush()
 }
