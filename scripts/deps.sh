@@ -6,8 +6,11 @@ set -euo pipefail
 
 # wabt: wat2wasm for hand-written test modules; clang/lld/wasi-libc: C guests;
 # rustc + libstd-rust-dev-wasm32: Rust guests; libopenblas: the BLAS we
-# compare against (and can load at run time); hyperfine: whole-command timing.
-packages=(wabt binaryen clang lld wasi-libc libclang-rt-dev-wasm32 rustc libstd-rust-dev-wasm32 libopenblas-dev hyperfine gcc libonnx-testdata chromium-headless-shell)
+# compare against (and can load at run time); hyperfine: whole-command timing;
+# libonnx-testdata: golden vectors of the tensor ops; chromium-headless-shell
+# and a font: the browser the dashboard tests drive (chromedp).
+packages=(wabt binaryen clang lld wasi-libc libclang-rt-dev-wasm32 rustc libstd-rust-dev-wasm32 libopenblas-dev hyperfine gcc libonnx-testdata
+  chromium-headless-shell fonts-dejavu-core)
 
 missing=()
 for p in "${packages[@]}"; do
