@@ -69,6 +69,9 @@ type Snapshot struct {
 	Runs     []store.Run        `json:"runs"`
 	Payments []store.Payment    `json:"payments"`
 	Training []store.TrainRun   `json:"training"`
+	// PaymentsLimit is how many of the newest payments Payments holds at
+	// most: the totals shown are theirs.
+	PaymentsLimit int `json:"payments_limit"`
 }
 
 // tokens are random secrets with expiry times.
@@ -274,7 +277,8 @@ func (d *dashboard) sendChanges(w http.ResponseWriter, last *[]byte) (bool, erro
 // snapshot reads the node's state, the newest records of each kind.
 func (d *dashboard) snapshot() (*Snapshot, error) {
 	n := d.s.n
-	snap := &Snapshot{Time: time.Now(), Node: d.s.nodeInfo(), Advert: n.Capabilities(), Paid: n.Paid(), Peers: n.Peers()}
+	snap := &Snapshot{Time: time.Now(), Node: d.s.nodeInfo(), Advert: n.Capabilities(), Paid: n.Paid(), Peers: n.Peers(),
+		PaymentsLimit: snapshotPayments}
 	if snap.Advert != nil {
 		snap.Advert.Time = 0
 	}

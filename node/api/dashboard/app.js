@@ -203,6 +203,7 @@ function money(s) {
   const held = pays.filter(p => !p.outgoing && p.state === "locked").reduce((t, p) => t + p.amount_msat, 0);
   let h = "";
   if (!s.paid) h += `<div class="empty" data-free="true">Free mode: this node has no lnd configured, so nothing is paid or charged. Start it with --lnd.* flags to earn.</div>`;
+  if (pays.length >= s.payments_limit) h += `<p class="muted">Totals and chart of the newest ${num(s.payments_limit)} payments (infernet earnings and spending list them all).</p>`;
   h += `<div class="cards">` + card("Earned", msat(earned.length ? earned[earned.length - 1].y : 0)) +
     card("Spent (with routing fees)", msat(spent.length ? spent[spent.length - 1].y : 0)) +
     card("Held in escrow for you", msat(held)) + card("Payments", num(pays.length)) + `</div>`;
