@@ -207,9 +207,10 @@ func (n *Node) ResumeTrainRuns() ([]wire.JobID, error) {
 // trainRun is a training run under way in this node.
 type trainRun struct {
 	background
-	n    *Node
-	spec TrainSpec
-	rec  *store.TrainRun // owned by run's goroutine
+	n     *Node
+	spec  TrainSpec
+	rec   *store.TrainRun // owned by run's goroutine
+	empty blob.Digest     // the empty blob, stored by run
 }
 
 func (t *trainRun) bg() *background { return &t.background }
@@ -238,13 +239,16 @@ func (n *Node) waitTrain(ctx context.Context, t *trainRun) (*store.TrainRun, err
 // store fails): the next start resumes it.
 func (t *trainRun) run(ctx context.Context) error {
 	n, rec := t.n, t.rec
+	// The empty blob: the first state when none is given, the shards'
+	// input when the state is data.
+	empty, err := n.PutBlob(ctx, nil)
+	if err != nil {
+		return t.interrupted(ctx, err)
+	}
+	t.empty = empty
 	state, size := t.spec.State, t.spec.StateSize
 	if state.IsZero() {
-		d, err := n.PutBlob(ctx, nil)
-		if err != nil {
-			return t.interrupted(ctx, err)
-		}
-		state, size = d, 0
+		state, size = empty, 0
 	}
 	verified := true
 	for r := range t.spec.Rounds {
@@ -295,11 +299,8 @@ func (t *trainRun) round(ctx context.Context, r int, state blob.Digest, size int
 		}
 	}
 	if sj == nil {
-		ss, err := t.shardedSpec(state, size)
-		if err != nil {
-			return nil, err.Error(), nil
-		}
-		sj, err = n.SubmitSharded(ctx, ss, func(e Event) {
+		var err error
+		sj, err = n.SubmitSharded(ctx, t.shardedSpec(state, size), func(e Event) {
 			if e.Kind == EventShardedRecorded {
 				if id, err := wire.ParseJobID(e.Detail); err == nil {
 					round.Sharded = id
@@ -338,15 +339,11 @@ func (t *trainRun) round(ctx context.Context, r int, state blob.Digest, size int
 }
 
 // shardedSpec is a round's sharded job on state.
-func (t *trainRun) shardedSpec(state blob.Digest, size int64) (ShardedSpec, error) {
+func (t *trainRun) shardedSpec(state blob.Digest, size int64) ShardedSpec {
 	spec := t.spec.Spec
 	input, inputSize := state, size
 	if name := t.spec.StateData; name != "" {
-		empty, err := t.n.PutBlob(context.Background(), nil)
-		if err != nil {
-			return ShardedSpec{}, err
-		}
-		input, inputSize = empty, 0
+		input, inputSize = t.empty, 0
 		spec.Data = append(slices.Clone(spec.Data), wire.DataBlob{Name: name, Digest: state, Size: size})
 		slices.SortFunc(spec.Data, func(a, b wire.DataBlob) int { return strings.Compare(a.Name, b.Name) })
 	}
@@ -355,7 +352,7 @@ func (t *trainRun) shardedSpec(state blob.Digest, size int64) (ShardedSpec, erro
 		inputs[i] = ShardInput{Input: input, InputSize: inputSize}
 	}
 	reduce := t.spec.Reduce
-	return ShardedSpec{Spec: spec, Inputs: inputs, Parallel: t.spec.Parallel, Reduce: &reduce}, nil
+	return ShardedSpec{Spec: spec, Inputs: inputs, Parallel: t.spec.Parallel, Reduce: &reduce}
 }
 
 // eval runs the evaluation job on round's state and records its report.
@@ -381,7 +378,8 @@ func (t *trainRun) eval(ctx context.Context, r int, round *store.TrainRound) (st
 	if err != nil {
 		return "evaluation: output: " + err.Error(), nil
 	}
-	round.Eval, round.Report, round.Metrics = job.ID, report(out), metrics(out)
+	round.Eval, round.Report = job.ID, report(out)
+	round.Metrics = metrics(round.Report)
 	return "", nil
 }
 
@@ -390,10 +388,10 @@ func report(out []byte) string {
 	return strings.TrimSpace(strings.ToValidUTF8(string(out), string(utf8.RuneError)))
 }
 
-// metrics reads an evaluation's output as metrics: its words NAME=NUMBER,
+// metrics reads an evaluation's report as metrics: its words NAME=NUMBER,
 // and its lines of two words NAME NUMBER. Numbers that are not finite are
 // left out, and a name given twice keeps its last number.
-func metrics(out []byte) map[string]float64 {
+func metrics(text string) map[string]float64 {
 	m := map[string]float64{}
 	add := func(name, val string) bool {
 		v, err := strconv.ParseFloat(val, 64)
@@ -403,7 +401,7 @@ func metrics(out []byte) map[string]float64 {
 		}
 		return ok
 	}
-	for line := range strings.Lines(report(out)) {
+	for line := range strings.Lines(text) {
 		words := strings.Fields(line)
 		if len(words) == 2 && !strings.Contains(words[0], "=") && add(words[0], words[1]) {
 			continue

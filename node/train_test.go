@@ -290,7 +290,7 @@ func TestTrainMetrics(t *testing.T) {
 		{"\xff\xfe loss=3", map[string]float64{"loss": 3}},
 		{"", nil},
 	} {
-		if got := metrics([]byte(tt.out)); !maps.Equal(got, tt.want) {
+		if got := metrics(report([]byte(tt.out))); !maps.Equal(got, tt.want) {
 			t.Errorf("metrics(%q) = %v, want %v", tt.out, got, tt.want)
 		}
 	}

@@ -205,11 +205,7 @@ func dashboardError(w http.ResponseWriter, code int, msg string) {
 
 func (d *dashboard) snapshotJSON(w http.ResponseWriter, _ *http.Request) {
 	snap, err := d.snapshot()
-	if err != nil {
-		httpError(w, http.StatusInternalServerError, err)
-		return
-	}
-	writeJSON(w, snap)
+	answer(w, snap, err)
 }
 
 // events streams a snapshot whenever the node's state changes (server-sent

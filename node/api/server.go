@@ -296,6 +296,15 @@ func storeStatus(err error, code int) int {
 	return code
 }
 
+// answer writes a lookup's result: v as JSON, or its error as a 500.
+func answer(w http.ResponseWriter, v any, err error) {
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeJSON(w, v)
+}
+
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(v)
@@ -484,12 +493,8 @@ func (s *Server) postTrain(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getTrainRuns(w http.ResponseWriter, _ *http.Request) {
-	runs, err := s.n.TrainRuns()
-	if err != nil {
-		httpError(w, http.StatusInternalServerError, err)
-		return
-	}
-	writeJSON(w, runs)
+	v, err := s.n.TrainRuns()
+	answer(w, v, err)
 }
 
 // getTrainRun answers one training run; with ?wait, once it has ended (or
@@ -503,12 +508,8 @@ func (s *Server) cancelTrainRun(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getShardedJobs(w http.ResponseWriter, _ *http.Request) {
-	jobs, err := s.n.ShardedJobs(0)
-	if err != nil {
-		httpError(w, http.StatusInternalServerError, err)
-		return
-	}
-	writeJSON(w, jobs)
+	v, err := s.n.ShardedJobs(0)
+	answer(w, v, err)
 }
 
 // getShardedJob answers one sharded job; with ?wait, once it has ended (or
@@ -539,41 +540,21 @@ func byID[T any](w http.ResponseWriter, r *http.Request, get func(wire.JobID) (T
 		httpError(w, http.StatusBadRequest, err)
 		return
 	}
-	sj, err := get(id)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		httpError(w, http.StatusNotFound, err)
-	case err != nil:
-		httpError(w, http.StatusInternalServerError, err)
-	default:
-		writeJSON(w, sj)
-	}
-}
-
-func (s *Server) getJobs(w http.ResponseWriter, _ *http.Request) {
-	jobs, err := s.n.Jobs(0)
-	if err != nil {
-		httpError(w, http.StatusInternalServerError, err)
-		return
-	}
-	writeJSON(w, jobs)
-}
-
-func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
-	id, err := wire.ParseJobID(r.PathValue("id"))
-	if err != nil {
-		httpError(w, http.StatusBadRequest, err)
-		return
-	}
-	job, err := s.n.Job(id)
+	v, err := get(id)
 	if errors.Is(err, store.ErrNotFound) {
 		httpError(w, http.StatusNotFound, err)
 		return
-	} else if err != nil {
-		httpError(w, http.StatusInternalServerError, err)
-		return
 	}
-	writeJSON(w, job)
+	answer(w, v, err)
+}
+
+func (s *Server) getJobs(w http.ResponseWriter, _ *http.Request) {
+	v, err := s.n.Jobs(0)
+	answer(w, v, err)
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
+	byID(w, r, s.n.Job)
 }
 
 func (s *Server) getPeers(w http.ResponseWriter, _ *http.Request) {
@@ -581,21 +562,13 @@ func (s *Server) getPeers(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) getRuns(w http.ResponseWriter, _ *http.Request) {
-	runs, err := s.n.Runs(0)
-	if err != nil {
-		httpError(w, http.StatusInternalServerError, err)
-		return
-	}
-	writeJSON(w, runs)
+	v, err := s.n.Runs(0)
+	answer(w, v, err)
 }
 
 func (s *Server) getPayments(w http.ResponseWriter, _ *http.Request) {
-	ps, err := s.n.Payments(0)
-	if err != nil {
-		httpError(w, http.StatusInternalServerError, err)
-		return
-	}
-	writeJSON(w, ps)
+	v, err := s.n.Payments(0)
+	answer(w, v, err)
 }
 
 // registry exposes the node's counters to Prometheus.

@@ -588,6 +588,13 @@ func hostView(b []byte, dt abi.DType, n int) *tensor.HostBuffer {
 }
 
 // positive reports whether every value is > 0.
+// rowsOf is the element count of rows rows of cols, and whether both are
+// positive and their product fits an int32.
+func rowsOf(rows, cols int32) (int, bool) {
+	n := product([]int{int(rows), int(cols)})
+	return n, n > 0
+}
+
 func positive(v ...int32) bool {
 	for _, x := range v {
 		if x <= 0 {
@@ -663,10 +670,10 @@ func unaryPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 
 
 func softmaxPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 {
 	rows, cols := p[0], p[1]
-	if !positive(rows, cols) || product([]int{int(rows), int(cols)}) < 0 {
+	n, ok := rowsOf(rows, cols)
+	if !ok {
 		return int32(abi.EINVAL)
 	}
-	n := int(rows) * int(cols)
 	return s.runPtr(ctx, mem, 4*n, 0, func(be tensor.Backend, t []tensor.Buffer) error {
 		return be.Softmax(ctx, int(rows), int(cols), t[0], t[1])
 	},
@@ -676,10 +683,10 @@ func softmaxPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int3
 
 func reducePtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 {
 	op, rows, cols := abi.Op(p[0]), p[1], p[2]
-	if !validReduce(op) || !positive(rows, cols) || product([]int{int(rows), int(cols)}) < 0 {
+	n, ok := rowsOf(rows, cols)
+	if !validReduce(op) || !ok {
 		return int32(abi.EINVAL)
 	}
-	n := int(rows) * int(cols)
 	return s.runPtr(ctx, mem, n, 0, func(be tensor.Backend, t []tensor.Buffer) error {
 		return be.Reduce(ctx, op, int(rows), int(cols), t[0], t[1])
 	},
@@ -689,10 +696,10 @@ func reducePtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int32
 
 func layerNormPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 {
 	rows, cols := p[0], p[1]
-	if !positive(rows, cols) || product([]int{int(rows), int(cols)}) < 0 {
+	n, ok := rowsOf(rows, cols)
+	if !ok {
 		return int32(abi.EINVAL)
 	}
-	n := int(rows) * int(cols)
 	return s.runPtr(ctx, mem, 8*n, 0, func(be tensor.Backend, t []tensor.Buffer) error {
 		return be.LayerNorm(ctx, int(rows), int(cols), t[0], t[1], t[2], t[3])
 	},
@@ -704,13 +711,13 @@ func layerNormPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) in
 
 func softmaxCausalPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 {
 	rows, cols := p[0], p[1]
-	if !positive(rows, cols) || product([]int{int(rows), int(cols)}) < 0 {
+	n, ok := rowsOf(rows, cols)
+	if !ok {
 		return int32(abi.EINVAL)
 	}
 	if rows%cols != 0 {
 		return int32(abi.ESHAPE)
 	}
-	n := int(rows) * int(cols)
 	return s.runPtr(ctx, mem, 4*n, 0, func(be tensor.Backend, t []tensor.Buffer) error {
 		return be.SoftmaxCausal(ctx, int(rows), int(cols), t[0], t[1])
 	},
@@ -722,13 +729,13 @@ func softmaxCausalPtr(ctx context.Context, s *Session, mem api.Memory, p []int32
 // out of [0, cols) is EINVAL, not a backend error.
 func crossEntropyPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 {
 	rows, cols := p[0], p[1]
-	if !positive(rows, cols) || product([]int{int(rows), int(cols)}) < 0 {
+	n, ok := rowsOf(rows, cols)
+	if !ok {
 		return int32(abi.EINVAL)
 	}
 	if errno := indicesBelow(mem, p[3], rows, cols); errno != abi.OK {
 		return int32(errno)
 	}
-	n := int(rows) * int(cols)
 	return s.runPtr(ctx, mem, 4*n, 0, func(be tensor.Backend, t []tensor.Buffer) error {
 		return be.CrossEntropy(ctx, int(rows), int(cols), t[0], t[1], t[2], t[3])
 	},
@@ -816,10 +823,10 @@ func gemmBatchedPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) 
 
 func transposePtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 {
 	rows, cols := p[0], p[1]
-	if !positive(rows, cols) || product([]int{int(rows), int(cols)}) < 0 {
+	n, ok := rowsOf(rows, cols)
+	if !ok {
 		return int32(abi.EINVAL)
 	}
-	n := int(rows) * int(cols)
 	return s.runPtr(ctx, mem, n, 0, func(be tensor.Backend, t []tensor.Buffer) error {
 		return be.Transpose(ctx, int(rows), int(cols), t[0], t[1])
 	},
@@ -831,18 +838,20 @@ func transposePtr(ctx context.Context, s *Session, mem api.Memory, p []int32) in
 // is EINVAL, not a backend error.
 func gatherPtr(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 {
 	n, rows, cols := p[0], p[1], p[2]
-	if !positive(n, rows, cols) || product([]int{int(rows), int(cols)}) < 0 || product([]int{int(n), int(cols)}) < 0 {
+	table, ok1 := rowsOf(rows, cols)
+	out, ok2 := rowsOf(n, cols)
+	if !ok1 || !ok2 {
 		return int32(abi.EINVAL)
 	}
 	if errno := indicesBelow(mem, p[4], n, rows); errno != abi.OK {
 		return int32(errno)
 	}
-	return s.runPtr(ctx, mem, int(n)*int(cols), 0, func(be tensor.Backend, t []tensor.Buffer) error {
+	return s.runPtr(ctx, mem, out, 0, func(be tensor.Backend, t []tensor.Buffer) error {
 		return be.Gather(ctx, int(rows), int(cols), t[0], t[1], t[2])
 	},
-		ptrTensor{ptr: p[3], n: int(rows) * int(cols), dt: abi.F32},
+		ptrTensor{ptr: p[3], n: table, dt: abi.F32},
 		ptrTensor{ptr: p[4], n: int(n), dt: abi.I32},
-		ptrTensor{ptr: p[5], n: int(n) * int(cols), dt: abi.F32, output: true})
+		ptrTensor{ptr: p[5], n: out, dt: abi.F32, output: true})
 }
 
 // indicesBelow checks the n i32 indices at ptr in guest memory: EFAULT if

@@ -14,6 +14,22 @@ import (
 // elementwise ops: a few hundred µs of the slowest op (GELU) on one core.
 const chunk = 1 << 14
 
+// progress counts an operation's elements done and checks its context once
+// per chunk of them.
+type progress struct {
+	ctx  context.Context
+	done int
+}
+
+// add counts n more elements done: the context's error once a chunk is.
+func (p *progress) add(n int) error {
+	if p.done += n; p.done >= chunk {
+		p.done = 0
+		return p.ctx.Err()
+	}
+	return nil
+}
+
 // Elementwise implements Binary, Unary, Softmax, Reduce and LayerNorm of tensor.Backend
 // with plain Go loops on *tensor.HostBuffer. CPU backends whose strength is
 // GEMM (this package's Backend, the OpenBLAS backend) embed it.
@@ -70,16 +86,14 @@ func (Elementwise) Binary(ctx context.Context, op abi.Op, a, b, out tensor.Buffe
 	}
 	// Walk a in pieces that each lie inside one repetition of b, so the
 	// inner loops index three slices of equal length (no modulo, no bounds checks).
-	for done, i := 0, 0; i < len(x); {
+	work := progress{ctx: ctx}
+	for i := 0; i < len(x); {
 		j := i % len(y)
 		n := min(len(y)-j, len(x)-i)
 		f(x[i:i+n], y[j:j+n], z[i:i+n])
 		i += n
-		if done += n; done >= chunk {
-			done = 0
-			if err := ctx.Err(); err != nil {
-				return err
-			}
+		if err := work.add(n); err != nil {
+			return err
 		}
 	}
 	return ctx.Err()
@@ -89,7 +103,8 @@ func addI32(ctx context.Context, x, y, z []int32) error {
 	if len(z) != len(x) || (len(x) > 0 && (len(y) == 0 || len(x)%len(y) != 0)) {
 		return fmt.Errorf("cpu: binary lengths %d, %d -> %d", len(x), len(y), len(z))
 	}
-	for done, i := 0, 0; i < len(x); {
+	work := progress{ctx: ctx}
+	for i := 0; i < len(x); {
 		j := i % len(y)
 		n := min(len(y)-j, len(x)-i)
 		xs, ys, zs := x[i:i+n], y[j:j+n], z[i:i+n]
@@ -97,11 +112,8 @@ func addI32(ctx context.Context, x, y, z []int32) error {
 			zs[k] = xs[k] + ys[k]
 		}
 		i += n
-		if done += n; done >= chunk {
-			done = 0
-			if err := ctx.Err(); err != nil {
-				return err
-			}
+		if err := work.add(n); err != nil {
+			return err
 		}
 	}
 	return ctx.Err()
@@ -169,14 +181,11 @@ func (Elementwise) Softmax(ctx context.Context, rows, cols int, a, out tensor.Bu
 	if rows < 0 || cols < 0 || len(x) != rows*cols || len(z) != len(x) {
 		return fmt.Errorf("cpu: softmax of %d×%d over %d -> %d elements", rows, cols, len(x), len(z))
 	}
-	done := 0
+	work := progress{ctx: ctx}
 	for r := 0; r < rows; r++ {
 		softmaxRow(x[r*cols:(r+1)*cols], z[r*cols:(r+1)*cols])
-		if done += cols; done >= chunk {
-			done = 0
-			if err := ctx.Err(); err != nil {
-				return err
-			}
+		if err := work.add(cols); err != nil {
+			return err
 		}
 	}
 	return ctx.Err()
@@ -225,13 +234,10 @@ func (Elementwise) SoftmaxCausal(ctx context.Context, rows, cols int, a, out ten
 	if rows < 0 || cols <= 0 || rows%cols != 0 || len(x) != rows*cols || len(z) != len(x) {
 		return fmt.Errorf("cpu: causal softmax of %d×%d over %d -> %d elements", rows, cols, len(x), len(z))
 	}
-	done := 0
+	work := progress{ctx: ctx}
 	for r := 0; r < rows; r++ {
-		if done += cols; done >= chunk {
-			done = 0
-			if err := ctx.Err(); err != nil {
-				return err
-			}
+		if err := work.add(cols); err != nil {
+			return err
 		}
 		keep := r%cols + 1
 		zr := z[r*cols : (r+1)*cols]
@@ -249,13 +255,10 @@ func (Elementwise) CrossEntropy(ctx context.Context, rows, cols int, logits, tar
 		return fmt.Errorf("cpu: cross entropy of %d×%d over %d, %d -> %d, %d elements", rows, cols, len(x), len(t), len(l), len(g))
 	}
 	e := make([]float64, cols) // the row's exponentials
-	done := 0
+	work := progress{ctx: ctx}
 	for r := 0; r < rows; r++ {
-		if done += cols; done >= chunk {
-			done = 0
-			if err := ctx.Err(); err != nil {
-				return err
-			}
+		if err := work.add(cols); err != nil {
+			return err
 		}
 		xr, gr, y := x[r*cols:(r+1)*cols], g[r*cols:(r+1)*cols], int(t[r])
 		if y < 0 || y >= cols {
@@ -316,7 +319,7 @@ func (Elementwise) Reduce(ctx context.Context, op abi.Op, rows, cols int, a, out
 	if op != abi.OpSum && op != abi.OpMax && op != abi.OpMean {
 		return fmt.Errorf("cpu: reduce op %d: %w", op, tensor.ErrUnsupported)
 	}
-	done := 0
+	work := progress{ctx: ctx}
 	for r := range z {
 		xr := x[r*cols : (r+1)*cols]
 		switch op {
@@ -341,11 +344,8 @@ func (Elementwise) Reduce(ctx context.Context, op abi.Op, rows, cols int, a, out
 			}
 			z[r] = float32(s)
 		}
-		if done += cols; done >= chunk {
-			done = 0
-			if err := ctx.Err(); err != nil {
-				return err
-			}
+		if err := work.add(cols); err != nil {
+			return err
 		}
 	}
 	return ctx.Err()

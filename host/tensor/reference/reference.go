@@ -212,19 +212,28 @@ func (be *Backend) rowsArgs(name string, rows, cols, outLen int, a, out tensor.B
 
 // hostBuffers returns the *tensor.HostBuffer behind each non-nil buffer.
 func hostBuffers(a, b, c tensor.Buffer) (ha, hb, hc *tensor.HostBuffer, err error) {
-	var ok bool
-	if ha, ok = a.(*tensor.HostBuffer); !ok {
-		return nil, nil, nil, fmt.Errorf("buffer %T is not from this backend", a)
+	h, err := hosts(a, b, c)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	if b != nil {
-		if hb, ok = b.(*tensor.HostBuffer); !ok {
-			return nil, nil, nil, fmt.Errorf("buffer %T is not from this backend", b)
+	return h[0], h[1], h[2], nil
+}
+
+// hosts is each buffer as this backend's (a nil one stays nil), or an
+// error naming the first that is not.
+func hosts(bufs ...tensor.Buffer) ([]*tensor.HostBuffer, error) {
+	out := make([]*tensor.HostBuffer, len(bufs))
+	for i, b := range bufs {
+		if b == nil {
+			continue
 		}
+		h, ok := b.(*tensor.HostBuffer)
+		if !ok {
+			return nil, fmt.Errorf("buffer %T is not from this backend", b)
+		}
+		out[i] = h
 	}
-	if hc, ok = c.(*tensor.HostBuffer); !ok {
-		return nil, nil, nil, fmt.Errorf("buffer %T is not from this backend", c)
-	}
-	return ha, hb, hc, nil
+	return out, nil
 }
 
 // is reports whether b holds elements of type dt. An empty buffer has every
@@ -249,14 +258,12 @@ func canonicalize(s []float32) {
 // LayerNorm implements tensor.Backend (ABI v2) with tensor.LayerNormRows,
 // which is exact: the same bits everywhere.
 func (be *Backend) LayerNorm(ctx context.Context, rows, cols int, a, g, b, out tensor.Buffer) error {
-	ha, hg, ho, err := hostBuffers(a, g, out)
+	h, err := hosts(a, g, b, out)
 	if err != nil {
 		return fmt.Errorf("reference: layernorm: %w", err)
 	}
-	hb, ok := b.(*tensor.HostBuffer)
+	ha, hg, hb, ho := h[0], h[1], h[2], h[3]
 	switch {
-	case !ok:
-		return fmt.Errorf("reference: layernorm: buffer %T is not from this backend", b)
 	case rows < 0 || cols <= 0 || ha.Len() != rows*cols || ho.Len() != ha.Len() || hg.Len() != cols || hb.Len() != cols:
 		return fmt.Errorf("reference: layernorm %d×%d: buffers of %d, %d, %d, %d elements", rows, cols, ha.Len(), hg.Len(), hb.Len(), ho.Len())
 	case !is(ha, abi.F32) || !is(hg, abi.F32) || !is(hb, abi.F32) || !is(ho, abi.F32):
@@ -288,14 +295,12 @@ func (be *Backend) SoftmaxCausal(ctx context.Context, rows, cols int, a, out ten
 // loss is log(s) - (x[t] - m) and the gradient e^(x-m)/s - [j = t], each
 // rounded to float32 once; NaNs canonical.
 func (be *Backend) CrossEntropy(ctx context.Context, rows, cols int, logits, targets, loss, grad tensor.Buffer) error {
-	hl, ht, hg, err := hostBuffers(logits, targets, grad)
+	h, err := hosts(logits, targets, loss, grad)
 	if err != nil {
 		return fmt.Errorf("reference: cross_entropy: %w", err)
 	}
-	hs, ok := loss.(*tensor.HostBuffer)
+	hl, ht, hs, hg := h[0], h[1], h[2], h[3]
 	switch {
-	case !ok:
-		return fmt.Errorf("reference: cross_entropy: buffer %T is not from this backend", loss)
 	case rows < 0 || cols <= 0 || hl.Len() != rows*cols || hg.Len() != rows*cols || ht.Len() != rows || hs.Len() != rows:
 		return fmt.Errorf("reference: cross_entropy %d×%d: buffers of %d, %d, %d, %d elements", rows, cols, hl.Len(), ht.Len(), hs.Len(), hg.Len())
 	case !is(hl, abi.F32) || !is(ht, abi.I32) || !is(hs, abi.F32) || !is(hg, abi.F32):
