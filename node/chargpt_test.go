@@ -19,7 +19,7 @@ import (
 // checkpoint, a blob, is the input of an evaluation job, which finds the
 // held-out text better predicted than by the untrained model.
 func TestCharTransformer(t *testing.T) {
-	net := startNetwork(t, 2, nil)
+	net := startNetwork(t, 2, nil).vouch()
 	c := net.client
 	ctx := context.Background()
 	text := readTestdata(t, "../README.md") // any UTF-8 text will do

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"sync"
@@ -56,6 +57,11 @@ type Spec struct {
 	Adaptive bool
 	// SameBackend puts every replica on one tensor backend class.
 	SameBackend bool
+	// Audit is the chance that this client also runs the job itself and
+	// holds every replica to its own answer: a replica that disagrees is
+	// banned at once (`--audit P`). Jobs whose vote no established provider
+	// decides are audited whatever it is, unless Config.NoAudit.
+	Audit float64
 	// Rtol, Atol and Format compare tolerance-mode outputs as numbers
 	// (Format a redundancy.Format); Format 0 compares them bit for bit.
 	Rtol, Atol float64
@@ -197,6 +203,8 @@ type jobRun struct {
 	adaptive bool
 	// ephemeral jobs (canaries) are not recorded in the store.
 	ephemeral bool
+	// auditDrawn: this client runs the job itself too (Spec.Audit).
+	auditDrawn bool
 	emitMu    sync.Mutex // events are delivered one at a time
 
 	mu  sync.Mutex
@@ -207,8 +215,14 @@ type jobRun struct {
 	// pool is the candidates, best first; guarded by mu.
 	pool []candidate
 	// onlyTrusted restricts next to trusted candidates (a single-replica
-	// adaptive job); guarded by mu.
-	onlyTrusted bool
+	// adaptive job), onlyEstablished to established ones (a replica added
+	// to anchor a vote newcomers decided); guarded by mu.
+	onlyTrusted, onlyEstablished bool
+	// matched is the candidate each holder was drawn as, with the advert
+	// the job was matched on; guarded by mu.
+	matched map[peer.ID]candidate
+	// bidBackend is the backend each provider's bid named; guarded by mu.
+	bidBackend map[peer.ID]string
 	// backend is the backend class of a SameBackend job, fixed by the
 	// first bid; guarded by mu.
 	backend string
@@ -372,7 +386,8 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 	}
 	j := &jobRun{
 		c: n.client, ann: ann, req: req, events: events, open: spec.Open, adaptive: spec.Adaptive,
-		holders: map[peer.ID]bool{}, bids: make(chan *offer, 64), late: map[uint8]chan *wire.Result{},
+		auditDrawn: spec.Audit > 0 && rand.Float64() < spec.Audit,
+		holders: map[peer.ID]bool{}, matched: map[peer.ID]candidate{}, bidBackend: map[peer.ID]string{}, bids: make(chan *offer, 64), late: map[uint8]chan *wire.Result{},
 		rec: &store.Job{ID: ann.Job, Announce: *ann, State: store.JobPending, Created: now}, vks: vks,
 	}
 	if spec.InputSize > 0 && spec.InputSize <= wire.MaxInline {
@@ -436,9 +451,13 @@ func (j *jobRun) findProviders(ctx context.Context) error {
 			}
 			return nil
 		case o := <-j.bids:
-			if o.bid.Accept && !have[o.from] && o.bid.Price <= j.ann.Price {
+			// Bidders are judged like advertisers: banned ones are not
+			// taken, newcomers rank as newcomers.
+			if o.bid.Accept && !have[o.from] && o.bid.Price <= j.ann.Price && !n.peers.banned(o.from) {
 				have[o.from] = true
-				j.pool = append(j.pool, candidate{id: o.from, reputation: 1})
+				j.mu.Lock()
+				j.pool = append(j.pool, candidate{id: o.from, reputation: n.peers.score(o.from), trusted: n.peers.trusted(o.from)})
+				j.mu.Unlock()
 			}
 		}
 	}
@@ -500,35 +519,31 @@ func (j *jobRun) sameClassLocked(cands []candidate) []candidate {
 // bidWindow is how long an announced job waits for bids from the open market.
 const bidWindow = 2 * time.Second
 
-// next reserves the best candidate that holds no replica of this job and
-// that this replica has not tried in its current round, refreshing the pool
-// from adverts when none is left. Best is the pool's order (reputation
-// first) with, among equals, the most slots free once this node's own
-// replicas in flight there are counted; the caller ends the reservation's
-// load with done.
+// next reserves a candidate for a replica, drawn at random among those
+// that hold no replica of this job, that this replica has not tried in its
+// current round and that are not banned, refreshing the pool from adverts
+// when none is left. The draw is weighted by earned reputation, price and
+// this node's own replicas in flight there (draw); what a provider says of
+// itself (free slots) does not steer it, so no identity wins work by
+// claiming. The caller ends the reservation's load.
 func (j *jobRun) next(tried map[peer.ID]bool) (peer.ID, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	load := &j.c.load
+	load, book := &j.c.load, j.c.n.peers
 	for refreshed := false; ; refreshed = true {
-		best, bestFree := -1, 0
-		for i, c := range j.pool {
-			if j.holders[c.id] || tried[c.id] || (!c.trusted && j.onlyTrusted) {
+		var eligible []candidate
+		for _, c := range j.pool {
+			if j.holders[c.id] || tried[c.id] || (!c.trusted && j.onlyTrusted) ||
+				(j.onlyEstablished && !book.established(c.id)) || book.banned(c.id) {
 				continue
 			}
-			free := -load.of(c.id)
-			if c.advert != nil {
-				free += c.advert.FreeSlots
-			}
-			if best < 0 || (repRank(c.reputation) == repRank(j.pool[best].reputation) && free > bestFree) {
-				best, bestFree = i, free
-			}
+			eligible = append(eligible, c)
 		}
-		if best >= 0 {
-			id := j.pool[best].id
-			j.holders[id] = true
-			load.add(id, 1)
-			return id, true
+		if c, ok := j.draw(eligible); ok {
+			j.holders[c.id] = true
+			j.matched[c.id] = c
+			load.add(c.id, 1)
+			return c.id, true
 		}
 		if refreshed {
 			return "", false
@@ -538,6 +553,35 @@ func (j *jobRun) next(tried map[peer.ID]bool) (peer.ID, bool) {
 			j.pool = fresh
 		}
 	}
+}
+
+// draw picks one of cands at random, each with a chance proportional to
+// its weight: reputation (a newcomer's is low until its results are
+// proven), discounted by up to half for price against the job's offer and
+// by the square of one plus this node's replicas in flight there, so that
+// equals share the work and the best do not take all of it.
+func (j *jobRun) draw(cands []candidate) (candidate, bool) {
+	if len(cands) == 0 {
+		return candidate{}, false
+	}
+	weights := make([]float64, len(cands))
+	total := 0.0
+	for i, c := range cands {
+		w := max(c.reputation, 1e-3)
+		if c.advert != nil && j.ann != nil && j.ann.Price > 0 {
+			w *= 1 - 0.5*min(1, float64(c.advert.Price)/float64(j.ann.Price))
+		}
+		l := float64(1 + j.c.load.of(c.id))
+		weights[i] = w / (l * l)
+		total += weights[i]
+	}
+	x := rand.Float64() * total
+	for i, w := range weights {
+		if x -= w; x < 0 {
+			return cands[i], true
+		}
+	}
+	return cands[len(cands)-1], true
 }
 
 // unreserve frees a provider that refused, so another replica may ask it.
@@ -599,7 +643,26 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 var (
 	errSilent   = errors.New("provider silent")
 	errConnLost = errors.New("connection lost")
+	errStalled  = errors.New("provider stalled")
 )
+
+// stallLimits are how long a provider holding a replica may take to start
+// running it (fetching its blobs, then waiting for a slot no longer than
+// one run) and then to return its result (the run's time limit and a
+// grace for delivery, and for proving where the job asks for proofs).
+func (j *jobRun) stallLimits() (startBy, runFor time.Duration) {
+	a := j.ann
+	size := a.ModuleSize + a.InputSize
+	for _, d := range a.Data {
+		size += d.Size
+	}
+	timeout := time.Duration(a.TimeoutMS) * time.Millisecond
+	runFor = timeout + timeout/10 + 2*time.Second
+	if a.Proofs || a.Settle == wire.SettleFair {
+		runFor += timeout + time.Minute
+	}
+	return fetchTime(size) + timeout, runFor
+}
 
 // rootCause returns the message of the innermost error of a chain, such as
 // "connection reset by peer", for one-line reports.
@@ -675,7 +738,7 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 	j.mu.Unlock()
 	switch {
 	case errors.Is(err, errLie):
-		n.peers.outvote(p, j.ann.Job)
+		n.peers.convict(p, j.ann.Job) // it signed the evidence itself
 	case err == nil:
 		n.replicas.Add(1)
 		n.peers.complete(p, time.Since(assigned)-time.Duration(res.RunMicros)*time.Microsecond)
@@ -735,6 +798,9 @@ func (j *jobRun) askBid(ctx context.Context, p peer.ID) (*wire.Bid, error) {
 	if b.Price > j.ann.Price {
 		return nil, fmt.Errorf("%w: price %d over offer %d", errRefused, b.Price, j.ann.Price)
 	}
+	j.mu.Lock()
+	j.bidBackend[p] = b.Backend
+	j.mu.Unlock()
 	if j.ann.SameBackend {
 		// The first provider to bid fixes the backend class for the rest.
 		j.mu.Lock()
@@ -780,6 +846,12 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 		return nil, inflight, fmt.Errorf("assign: %w", err)
 	}
 	j.emit(EventAssigned, int(r), p, "")
+	// Heartbeats alone do not hold a replica: the run must start within the
+	// time its blobs may take to fetch plus one run's worth of queue, and
+	// end within its time limit and a grace (stallLimits).
+	startBy, runFor := j.stallLimits()
+	stall := time.NewTimer(startBy)
+	defer stall.Stop()
 	type update struct {
 		u   *wire.Update
 		err error
@@ -819,6 +891,9 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 			if !ok {
 				return nil, inflight, ctx.Err()
 			}
+		case <-stall.C:
+			c.reset()
+			return nil, inflight, fmt.Errorf("%w: no result in time", errStalled)
 		}
 		if up.err != nil {
 			c.reset()
@@ -833,6 +908,7 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 			c.close()
 			return nil, inflight, refusal(u.Reason)
 		case wire.UpdateRunning:
+			stall.Reset(runFor)
 			j.setState(p, store.ReplicaRunning)
 			j.emit(EventRunning, int(r), p, "")
 		case wire.UpdateResult:
@@ -873,6 +949,9 @@ func (j *jobRun) check(res *wire.Result, r uint8, p peer.ID, price uint64, terms
 	if !res.Deterministic() {
 		return nil, fmt.Errorf("provider failed: %s", res.Error)
 	}
+	if err := j.checkBackend(res, p); err != nil {
+		return nil, err
+	}
 	if res.OutputSize > j.ann.MaxOutput {
 		return nil, errors.New("output over the job's limit")
 	}
@@ -887,6 +966,27 @@ func (j *jobRun) check(res *wire.Result, r uint8, p peer.ID, price uint64, terms
 		}
 	}
 	return res, nil
+}
+
+// checkBackend holds a result to the hardware p was chosen for: the
+// backend it reports running on must be the one its advert (or, from the
+// open market, its bid) said this job would run on. A provider that claims
+// a GPU to win GPU jobs and runs them on its CPU signs its own conviction.
+func (j *jobRun) checkBackend(res *wire.Result, p peer.ID) error {
+	if res.Backend == "" {
+		return nil // the run never started: nothing ran anywhere
+	}
+	j.mu.Lock()
+	c, ok := j.matched[p]
+	want := j.bidBackend[p]
+	j.mu.Unlock()
+	if ok && c.advert != nil {
+		want = backendClass(c.advert, j.ann.Mode)
+	}
+	if want != "" && res.Backend != want {
+		return fmt.Errorf("%w: ran on %s, matched as %s", errLie, res.Backend, want)
+	}
+	return nil
 }
 
 // sources are the other providers already running or done with a replica

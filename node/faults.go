@@ -25,6 +25,18 @@ type Faults struct {
 	Silent float64
 	// Slow delays every run by this much (heartbeats continue).
 	Slow time.Duration
+	// Collude makes lies agree: the honest output with its last byte
+	// flipped, so that several identities of one attacker outvote others.
+	Collude bool
+	// HonestFor keeps the first HonestFor runs honest whatever Lie says: an
+	// identity that builds a record, then spends it.
+	HonestFor int
+	// Stall accepts replicas, reports them running and heartbeats, and
+	// never answers.
+	Stall bool
+	// ClaimGPUs are GPUs this provider's advert claims it has (an H200,
+	// say), which it runs nothing on.
+	ClaimGPUs []wire.GPU
 	// Withhold, as a client, cancels every payment, even for results it
 	// accepted: a client that takes results and does not pay.
 	Withhold bool
@@ -42,12 +54,23 @@ type Faults struct {
 	// "overcharge" invoices a paid job for twice what it owes.
 	Aggregate string
 
-	mu  sync.Mutex
-	rng *rand.Rand
+	mu   sync.Mutex
+	rng  *rand.Rand
+	runs int // runs so far, for HonestFor
 }
 
 // lies, silent and slow draw this run's faults; all are nil-safe.
-func (f *Faults) lies() bool      { return f != nil && f.roll(f.Lie) }
+func (f *Faults) lies() bool {
+	if f == nil {
+		return false
+	}
+	f.mu.Lock()
+	f.runs++
+	honest := f.runs <= f.HonestFor
+	f.mu.Unlock()
+	return !honest && f.roll(f.Lie)
+}
+func (f *Faults) stalls() bool    { return f != nil && f.Stall }
 func (f *Faults) silent() bool    { return f != nil && f.roll(f.Silent) }
 func (f *Faults) withholds() bool { return f != nil && f.Withhold }
 func (f *Faults) slow() time.Duration {
@@ -101,6 +124,11 @@ func (f *Faults) roll(p float64) bool {
 func (f *Faults) corrupt(out []byte) []byte {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.Collude && len(out) > 0 {
+		c := append([]byte(nil), out...)
+		c[len(c)-1] ^= 1
+		return c
+	}
 	if len(out) == 0 {
 		return []byte{byte(f.rng.UintN(256))}
 	}

@@ -10,26 +10,31 @@ import (
 	"github.com/infernet/infernet/node/wire"
 )
 
-// TestNextCountsOwnLoad: with equally good providers whose adverts all
-// say 2 free slots, replicas of concurrent jobs go where this node has the
-// fewest of its own in flight, so 8 of them land 2 on each of 4
-// providers; a provider a tenth of reputation better still comes first.
-func TestNextCountsOwnLoad(t *testing.T) {
+// TestNextDraw: replicas are drawn at random, weighted by reputation and
+// by this node's own replicas in flight. 400 replicas of concurrent jobs
+// over 4 equally good providers land evenly (the load term pulls the
+// draw back to the least loaded); a provider claiming 64 free slots gets
+// no more than one claiming none; over single draws, a provider with
+// twice another's reputation is drawn about twice as often.
+func TestNextDraw(t *testing.T) {
 	n, err := New(context.Background(), testConfig(t, false))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer n.Close()
+	job := func(pool []candidate) *jobRun {
+		return &jobRun{c: n.client, pool: pool, holders: map[peer.ID]bool{}, matched: map[peer.ID]candidate{}, bidBackend: map[peer.ID]string{}}
+	}
 	var pool []candidate
 	for i := range 4 {
-		pool = append(pool, candidate{id: peer.ID(fmt.Sprint("p", i)), advert: &wire.CapabilityAdvert{Slots: 2, FreeSlots: 2},
-			reputation: 1 - 0.01*float64(i)}) // a hundredth apart: equals
-	}
-	job := func(pool []candidate) *jobRun {
-		return &jobRun{c: n.client, pool: pool, holders: map[peer.ID]bool{}}
+		free := 0
+		if i == 0 {
+			free = 64 // a claim, which must not matter
+		}
+		pool = append(pool, candidate{id: peer.ID(fmt.Sprint("p", i)), advert: &wire.CapabilityAdvert{Slots: 64, FreeSlots: free}, reputation: 1})
 	}
 	got := map[peer.ID]int{}
-	for range 8 {
+	for range 400 {
 		p, ok := job(pool).next(map[peer.ID]bool{})
 		if !ok {
 			t.Fatal("no provider")
@@ -37,22 +42,22 @@ func TestNextCountsOwnLoad(t *testing.T) {
 		got[p]++
 	}
 	for _, c := range pool {
-		if got[c.id] != 2 || n.client.load.of(c.id) != 2 {
-			t.Errorf("%s: %d replicas (load %d), want 2 each: %v", c.id, got[c.id], n.client.load.of(c.id), got)
+		if got[c.id] < 90 || got[c.id] > 110 || n.client.load.of(c.id) != got[c.id] {
+			t.Errorf("%s: %d replicas (load %d), want about 100 each: %v", c.id, got[c.id], n.client.load.of(c.id), got)
 		}
-	}
-	for _, c := range pool { // the replicas end
-		for range 2 {
-			n.client.load.add(c.id, -1)
-		}
+		n.client.load.add(c.id, -got[c.id])
 		if l := n.client.load.of(c.id); l != 0 {
 			t.Errorf("%s: load %d after its replicas ended", c.id, l)
 		}
 	}
-	better := append([]candidate{{id: "best", advert: &wire.CapabilityAdvert{Slots: 2}, reputation: 1}},
-		candidate{id: "good", advert: &wire.CapabilityAdvert{Slots: 2, FreeSlots: 2}, reputation: 0.8})
-	n.client.load.add("best", 5)
-	if p, _ := job(better).next(map[peer.ID]bool{}); p != "best" {
-		t.Errorf("picked %s: reputation comes before free slots", p)
+	better := []candidate{{id: "best", reputation: 1}, {id: "half", reputation: 0.5}}
+	drawn := map[peer.ID]int{}
+	for range 3000 {
+		p, _ := job(better).next(map[peer.ID]bool{})
+		drawn[p]++
+		n.client.load.add(p, -1)
+	}
+	if r := float64(drawn["best"]) / float64(drawn["half"]); r < 1.6 || r > 2.5 {
+		t.Errorf("drawn %v: ratio %.2f, want about 2", drawn, r)
 	}
 }

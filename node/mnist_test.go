@@ -40,7 +40,7 @@ type mnistNet struct {
 }
 
 func newMNISTNet(t *testing.T) *mnistNet {
-	m := &mnistNet{dir: mnistDir(t), c: startNetwork(t, 4, nil).client}
+	m := &mnistNet{dir: mnistDir(t), c: startNetwork(t, 4, nil).vouch().client}
 	file := func(name string) []byte {
 		b, err := os.ReadFile(filepath.Join(m.dir, name))
 		if err != nil {

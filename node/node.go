@@ -122,6 +122,16 @@ type Config struct {
 	// Canary is the share of adaptive jobs after which a known-answer job
 	// is sent to a trusted provider; default 0.05.
 	Canary float64
+	// Trust are providers this node's operator vouches for (its own
+	// machines, say): established from the start, their results anchor
+	// votes, until one is proven wrong.
+	Trust []peer.ID
+	// NoAudit stops this client from ever running a job itself. By default
+	// a job whose vote no established provider decides (a network of
+	// newcomers, or one where they outvote the established) is checked by
+	// running it here, and replicas that disagree are banned; with NoAudit
+	// such a job comes back unverified instead.
+	NoAudit bool
 	// PaymentSweep is how often open payments nobody is handling are
 	// finished (released, settled, cancelled, or checked with lnd);
 	// default 30 s.
@@ -289,8 +299,10 @@ type Node struct {
 	// already here is not fetched again).
 	blobsFetched atomic.Uint64
 	// replicas counts results received, verified jobs accepted and canary
-	// replicas run: the verification overhead is replicas/verified.
-	replicas, verified, canaries atomic.Uint64
+	// replicas run: the verification overhead is replicas/verified; audits,
+	// the jobs this client ran itself to check them.
+	replicas, verified, canaries, audits atomic.Uint64
+	auditor                              *auditor
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -334,7 +346,8 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err = n.startHost(); err != nil {
 		return nil, err
 	}
-	n.peers = newPeerBook(n.db, n.host.ID(), cfg.Reputation, n.log)
+	n.peers = newPeerBook(n.db, n.host.ID(), cfg.Reputation, cfg.Trust, n.log)
+	n.auditor = newAuditor(n)
 	if err = n.peers.load(); err != nil {
 		return nil, err
 	}
@@ -628,8 +641,9 @@ type Stats struct {
 	Frames uint64
 	Gossip gossip.Stats
 	// Replicas is results received from providers (canaries included),
-	// Verified is jobs accepted, Canaries is canary replicas run.
-	Replicas, Verified, Canaries uint64
+	// Verified is jobs accepted, Canaries is canary replicas run, Audits is
+	// jobs this client ran itself to check their results.
+	Replicas, Verified, Canaries, Audits uint64
 	// BlobsFetched is blobs transferred from other peers.
 	BlobsFetched uint64
 }
@@ -637,7 +651,7 @@ type Stats struct {
 // Stats returns the node's traffic counters.
 func (n *Node) Stats() Stats {
 	s := Stats{Frames: n.framesSent.Load(), Replicas: n.replicas.Load(), Verified: n.verified.Load(), Canaries: n.canaries.Load(),
-		BlobsFetched: n.blobsFetched.Load()}
+		Audits: n.audits.Load(), BlobsFetched: n.blobsFetched.Load()}
 	if n.gossip != nil {
 		s.Gossip = n.gossip.Stats()
 	}
@@ -678,6 +692,9 @@ func (n *Node) Close() error {
 	if n.host != nil {
 		errs = append(errs, n.host.Close())
 	}
+	if n.auditor != nil {
+		errs = append(errs, n.auditor.close())
+	}
 	if n.provider != nil {
 		n.provider.wait()
 		errs = append(errs, n.provider.closeRuntime())
@@ -695,11 +712,13 @@ func (n *Node) Close() error {
 type PeerInfo struct {
 	store.Peer
 	// Reputation is this node's trust in the peer, in [0, 1]; Why explains
-	// it; Trusted peers may get single replicas; Banned ones get nothing.
-	Reputation float64 `json:"reputation"`
-	Why        string  `json:"why"`
-	Trusted    bool    `json:"trusted"`
-	Banned     bool    `json:"banned"`
+	// it; Established peers are out of probation (their results anchor
+	// votes); Trusted peers may get single replicas; Banned ones get nothing.
+	Reputation  float64 `json:"reputation"`
+	Why         string  `json:"why"`
+	Established bool    `json:"established"`
+	Trusted     bool    `json:"trusted"`
+	Banned      bool    `json:"banned"`
 	Connected  bool    `json:"connected"`
 	// LatencyMS is libp2p's moving average of round trips (0: unknown).
 	LatencyMS float64 `json:"latency_ms,omitempty"`
@@ -718,9 +737,13 @@ func (n *Node) Peers() []PeerInfo {
 		}
 		seen[p.ID] = true
 		now := time.Now()
-		info := PeerInfo{Peer: p, Reputation: p.Rep.Score(n.cfg.Reputation, now), Why: p.Rep.Why(n.cfg.Reputation, now),
-			Trusted: p.Rep.Trusted(n.cfg.Reputation, now), Banned: p.Rep.Banned(now),
-			Connected: n.host.Network().Connectedness(id) == network.Connected}
+		n.peers.mu.Lock()
+		rep := n.peers.recordLocked(id) // with the operator's vouching
+		n.peers.mu.Unlock()
+		rep.Updated = p.Rep.Updated
+		info := PeerInfo{Peer: p, Reputation: rep.Score(n.cfg.Reputation, now), Why: rep.Why(n.cfg.Reputation, now),
+			Trusted: rep.Trusted(n.cfg.Reputation, now), Established: rep.Established(n.cfg.Reputation, now),
+			Banned: p.Rep.Banned(now), Connected: n.host.Network().Connectedness(id) == network.Connected}
 		for _, a := range n.host.Peerstore().Addrs(id) {
 			info.Addrs = append(info.Addrs, a.String())
 		}

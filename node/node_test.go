@@ -103,6 +103,17 @@ func startNetwork(tb testing.TB, providers int, tweak func(*Config)) *testNet {
 	return net
 }
 
+// vouch makes the client vouch for every provider, as an operator vouches
+// for its own machines (Config.Trust): for tests of heavy workloads rather
+// than of trust, where a client auditing every job of providers still on
+// probation would run each of them itself too.
+func (net *testNet) vouch() *testNet {
+	for _, p := range net.providers {
+		net.client.peers.vouch(p.ID())
+	}
+	return net
+}
+
 func waitFor(tb testing.TB, d time.Duration, what string, ok func() bool) {
 	tb.Helper()
 	deadline := time.Now().Add(d)

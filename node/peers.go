@@ -25,15 +25,22 @@ type peerBook struct {
 	params reputation.Params
 	log    *slog.Logger
 
-	mu    sync.Mutex
+	mu sync.Mutex
+	// vouched are peers this node's operator trusts (Config.Trust): they
+	// are established whatever their record says, until proven wrong.
+	vouched map[peer.ID]bool // guarded by mu
 	peers map[peer.ID]*store.Peer // guarded by mu
 	// overdue counts, per client, payments for results it received that
 	// are past due and neither released nor cancelled; set by the sweep.
 	overdue map[peer.ID]int // guarded by mu
 }
 
-func newPeerBook(db *store.Store, self peer.ID, params reputation.Params, log *slog.Logger) *peerBook {
-	return &peerBook{db: db, self: self, params: params, log: log, peers: map[peer.ID]*store.Peer{}}
+func newPeerBook(db *store.Store, self peer.ID, params reputation.Params, vouched []peer.ID, log *slog.Logger) *peerBook {
+	b := &peerBook{db: db, self: self, params: params.WithDefaults(), log: log, peers: map[peer.ID]*store.Peer{}, vouched: map[peer.ID]bool{}}
+	for _, id := range vouched {
+		b.vouched[id] = true
+	}
+	return b
 }
 
 func (b *peerBook) load() error {
@@ -49,6 +56,15 @@ func (b *peerBook) load() error {
 		}
 	}
 	return nil
+}
+
+// vouch adds peers the operator vouches for, as Config.Trust does.
+func (b *peerBook) vouch(ids ...peer.ID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, id := range ids {
+		b.vouched[id] = true
+	}
 }
 
 // getLocked returns the record of id, creating it. b.mu must be held.
@@ -110,23 +126,57 @@ func (b *peerBook) outvote(id peer.ID, job wire.JobID) {
 	b.log.Warn("provider outvoted", "peer", id, "job", job)
 }
 
-// score is id's reputation now (1 for a peer never seen, 0 when banned).
+// convict records that id signed a result this node proved wrong by
+// computing it itself: it is banned at once.
+func (b *peerBook) convict(id peer.ID, job wire.JobID) {
+	b.update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Convict(p, now, job.String()) })
+	b.log.Warn("provider convicted by the client's own run", "peer", id, "job", job)
+}
+
+// score is id's reputation now (0 when banned; a newcomer's is low).
 func (b *peerBook) score(id peer.ID) float64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	p := b.peers[id]
-	if p == nil {
-		return 1
+	r := b.recordLocked(id)
+	return r.Score(b.params, time.Now())
+}
+
+// recordLocked is id's reputation, with a vouched peer's proven count
+// raised to the end of probation. b.mu must be held.
+func (b *peerBook) recordLocked(id peer.ID) reputation.Record {
+	var r reputation.Record
+	if p := b.peers[id]; p != nil {
+		r = p.Rep
 	}
-	return p.Rep.Score(b.params, time.Now())
+	if b.vouched[id] {
+		r.Proven = max(r.Proven, b.params.Probation)
+	}
+	return r
 }
 
 // trusted reports whether id may be given single replicas.
 func (b *peerBook) trusted(id peer.ID) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	r := b.recordLocked(id)
+	return r.Trusted(b.params, time.Now())
+}
+
+// established reports whether id is out of probation: its result anchors
+// a vote.
+func (b *peerBook) established(id peer.ID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r := b.recordLocked(id)
+	return r.Established(b.params, time.Now())
+}
+
+// banned reports whether id is banned now.
+func (b *peerBook) banned(id peer.ID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	p := b.peers[id]
-	return p != nil && p.Rep.Trusted(b.params, time.Now())
+	return p != nil && p.Rep.Banned(time.Now())
 }
 
 // appScore feeds reputation into GossipSub scoring: a banned peer sinks
@@ -142,7 +192,7 @@ func (b *peerBook) appScore(id peer.ID) float64 {
 	if p.Rep.Banned(now) {
 		return -100
 	}
-	return 10 * (p.Rep.Score(b.params, now) - 1)
+	return 10 * (p.Rep.Conduct(b.params, now) - 1)
 }
 
 // clientSettled records, on a provider, how a client settled a result it
@@ -199,7 +249,9 @@ type candidate struct {
 
 // candidates returns the providers whose newest advert (seen within maxAge)
 // satisfies req and whose price fits, best first: reputation (in tenths,
-// repRank), then free slots, then price; equals in random order.
+// repRank), then price; equals in random order. What a provider claims of
+// itself (free slots) does not rank it: replicas are drawn at random from
+// this pool by jobRun.next.
 func (b *peerBook) candidates(req *requirement.Program, price uint64, memory uint64, maxAge time.Duration, exclude map[peer.ID]bool) []candidate {
 	b.mu.Lock()
 	var out []candidate
@@ -210,8 +262,9 @@ func (b *peerBook) candidates(req *requirement.Program, price uint64, memory uin
 			a.MaxMemory < memory || p.Rep.Banned(now) {
 			continue
 		}
-		out = append(out, candidate{id: id, advert: a, reputation: p.Rep.Score(b.params, now),
-			trusted: p.Rep.Trusted(b.params, now)})
+		r := b.recordLocked(id)
+		out = append(out, candidate{id: id, advert: a, reputation: r.Score(b.params, now),
+			trusted: r.Trusted(b.params, now)})
 	}
 	b.mu.Unlock()
 	kept := out[:0]
@@ -226,9 +279,6 @@ func (b *peerBook) candidates(req *requirement.Program, price uint64, memory uin
 		a, b := kept[i], kept[k]
 		if ra, rb := repRank(a.reputation), repRank(b.reputation); ra != rb {
 			return ra > rb
-		}
-		if a.advert.FreeSlots != b.advert.FreeSlots {
-			return a.advert.FreeSlots > b.advert.FreeSlots
 		}
 		if a.advert.Price != b.advert.Price {
 			return a.advert.Price < b.advert.Price

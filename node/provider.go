@@ -91,6 +91,10 @@ func newProvider(ctx context.Context, n *Node) (*provider, error) {
 	if f := p.backends.Fast; f != nil && f.Name() != names[0] {
 		names = append(names, f.Name())
 	}
+	if f := n.cfg.Faults; f != nil && len(f.ClaimGPUs) > 0 {
+		// fault injection: hardware it lacks, and the backend that goes with it
+		p.gpus, names = append(p.gpus, f.ClaimGPUs...), append(names, "cuda")
+	}
 	p.fixed = wire.CapabilityAdvert{
 		V: wire.Version, Peer: []byte(n.host.ID()), Cores: runtime.NumCPU(), MemoryBytes: totalMemory(),
 		GPUs: p.gpus, Backends: names, Price: n.cfg.Price, Slots: n.cfg.Slots, Software: Software,
@@ -546,17 +550,14 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 		res.Error = "client gone"
 		return res
 	}
-	cfg := ihost.NewJobConfig().
-		WithMemoryLimit(an.Memory).
-		WithTimeout(time.Duration(an.TimeoutMS) * time.Millisecond).
-		WithMaxOutput(an.MaxOutput).
-		WithFuelLimit(an.Fuel).
-		WithMode(abi.Mode(an.Mode)).
-		WithArgs(an.Args...).
-		WithEnv(an.ShardEnv()...).
-		WithSeed(sha256.Sum256(an.Job[:])) // every replica draws the same randomness
+	cfg := jobConfig(an)
 	if an.Proofs {
 		cfg = proofConfig(cfg)
+	}
+	if p.n.cfg.Faults.stalls() {
+		<-ctx.Done() // fault injection: heartbeats, and nothing else
+		res.Error = "stalled"
+		return res
 	}
 	if d := p.n.cfg.Faults.slow(); d > 0 {
 		select { // fault injection: a slow machine
@@ -582,7 +583,21 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 		}
 		p.n.cfg.Faults.spoilProofs(out.Proofs) // fault injection: a forger
 	}
-	return p.result(res, out, runErr, an, sp)
+	return result(p.n.blobs, res, out, runErr, an, sp)
+}
+
+// jobConfig is the sandbox configuration of a job's terms: every replica,
+// and the client's own audit, run the job under it.
+func jobConfig(an *wire.JobAnnounce) ihost.JobConfig {
+	return ihost.NewJobConfig().
+		WithMemoryLimit(an.Memory).
+		WithTimeout(time.Duration(an.TimeoutMS) * time.Millisecond).
+		WithMaxOutput(an.MaxOutput).
+		WithFuelLimit(an.Fuel).
+		WithMode(abi.Mode(an.Mode)).
+		WithArgs(an.Args...).
+		WithEnv(an.ShardEnv()...).
+		WithSeed(sha256.Sum256(an.Job[:])) // every replica draws the same randomness
 }
 
 // spoolDir holds the outputs of running jobs; newProvider empties it.
@@ -612,8 +627,8 @@ func fetchTime(size int64) time.Duration {
 }
 
 // result fills res from a sandbox run whose output is in sp, and stores
-// large outputs as blobs.
-func (p *provider) result(res *wire.Result, out *ihost.Result, runErr error, an *wire.JobAnnounce, sp *spool) *wire.Result {
+// large outputs as blobs in blobs.
+func result(blobs *blob.Store, res *wire.Result, out *ihost.Result, runErr error, an *wire.JobAnnounce, sp *spool) *wire.Result {
 	switch {
 	case runErr == nil:
 		res.Outcome, res.ExitCode = wire.OutcomeExited, out.ExitCode
@@ -642,9 +657,9 @@ func (p *provider) result(res *wire.Result, out *ihost.Result, runErr error, an 
 		// where the client fetches them or a re-delivery reads them back.
 		if err == nil && sp.size > maxRecordedOutput {
 			// Kept from eviction until the client has had time to fetch it.
-			unpin := p.n.blobs.Pin(res.Output)
+			unpin := blobs.Pin(res.Output)
 			time.AfterFunc(time.Until(time.UnixMilli(an.Deadline))+payGrace, unpin)
-			err = p.n.blobs.PutVerified(io.NewSectionReader(sp.f, 0, sp.size), res.Output, sp.size)
+			err = blobs.PutVerified(io.NewSectionReader(sp.f, 0, sp.size), res.Output, sp.size)
 		}
 		if err != nil {
 			res.Outcome, res.Error = wire.OutcomeFailed, "storing output: "+err.Error()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/consensys/gnark/backend/groth16"
@@ -18,11 +19,15 @@ import (
 
 // Verification methods recorded on jobs.
 const (
-	// VerifiedByReplicas: at least two replicas agreed and outvoted the rest.
+	// VerifiedByReplicas: replicas agreed, established providers among
+	// them, and outvoted the rest.
 	VerifiedByReplicas = "replicas"
 	// VerifiedByTrust: one replica from a provider with a long clean record
 	// (adaptive replication); such jobs are spot-checked and canaried.
 	VerifiedByTrust = "trusted"
+	// VerifiedByAudit: this client ran the job itself and accepted only
+	// what its own run returned.
+	VerifiedByAudit = "audit"
 )
 
 // outcome is what one replica goroutine ends with.
@@ -33,10 +38,15 @@ type outcome struct {
 }
 
 // run drives the job to a final state and records it. Replicas run on
-// distinct providers; when they disagree, more are added, one at a time,
-// until two agree and outnumber every other answer, up to 2R+1 replicas.
-// The outvoted are recorded as liars. With adaptive replication a trusted
-// provider may run the job alone, unless this job is drawn for a spot check.
+// distinct providers; the vote counts only what established providers
+// say (a newcomer's identity costs nothing, so newcomers can neither
+// outvote them nor decide a vote on their own). When no established group
+// decides, the client runs the job itself (an audit) and holds every
+// replica to its answer; without an audit, replicas are added, established
+// ones first, up to 2R+1, and a result newcomers alone agree on comes back
+// unverified. The outvoted are recorded as liars. With adaptive replication
+// a trusted provider may run the job alone, unless this job is drawn for a
+// spot check; with Spec.Audit a share of jobs is audited whatever the vote.
 func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 	n := j.c.n
 	if err := j.findProviders(ctx); err != nil {
@@ -78,6 +88,11 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 				start()
 			}
 			continue
+		case o.err != nil && j.establishedOnly() && len(votes) > 0:
+			// No established provider could anchor the vote: it stands
+			// as the newcomers left it.
+			j.setEstablishedOnly(false)
+			return j.unanchored(ctx, votes)
 		case o.err != nil:
 			rcancel() // without this replica there is no verdict
 			if !errors.Is(o.err, context.Canceled) || len(errs) == 0 {
@@ -90,26 +105,159 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 			continue
 		}
 		if j.trustedOnly() {
+			if j.audited() {
+				return j.audit(ctx, votes)
+			}
 			return j.accept(ctx, votes, []int{0}, nil, VerifiedByTrust)
 		}
 		v, err := j.tally(ctx, votes)
 		if err != nil {
 			return j.finish(votes, nil, err)
 		}
-		if v.Decided {
-			return j.accept(ctx, votes, v.Winner, v.Losers, VerifiedByReplicas)
+		if j.audited() {
+			return j.audit(ctx, votes)
+		}
+		if w, ok := j.anchored(votes, v.Groups); ok {
+			return j.accept(ctx, votes, w, losersOf(v.Groups, w), VerifiedByReplicas)
 		}
 		if j.ann.Replicas == 1 {
 			return j.accept(ctx, votes, []int{0}, nil, "")
 		}
+		// No established provider decides this vote.
+		if !n.cfg.NoAudit && auditable(j.ann) {
+			return j.audit(ctx, votes)
+		}
 		if started >= limit {
+			if v.Decided {
+				return j.unanchored(ctx, votes)
+			}
 			return j.finish(votes, nil, fmt.Errorf("%w after %d replicas: %s", ErrDisagree, started, describeResults(votes)))
 		}
-		j.emit(EventDisagree, -1, "", describeResults(votes))
-		start() // another replica, on another provider, breaks the tie
+		if v.Decided && !j.establishedCandidate() {
+			return j.unanchored(ctx, votes) // nobody left who could anchor it
+		}
+		if !v.Decided {
+			j.emit(EventDisagree, -1, "", describeResults(votes))
+		}
+		// Another replica, on another provider, breaks the tie; an
+		// established one if there is any, to anchor the vote.
+		j.setEstablishedOnly(j.establishedCandidate())
+		start()
 	}
 	return j.finish(votes, nil, errors.Join(errs...))
 }
+
+// anchored returns the group that established providers decide: the one
+// with the most established members, if it has at least one, at least two
+// members, and strictly more established members than any other group.
+// However many newcomers agree, they do not outvote an established peer.
+func (j *jobRun) anchored(votes []*wire.Result, groups [][]int) ([]int, bool) {
+	count := make([]int, len(groups))
+	best := -1
+	for g, members := range groups {
+		for _, i := range members {
+			if j.c.n.peers.established(peer.ID(votes[i].Provider)) {
+				count[g]++
+			}
+		}
+		if best < 0 || count[g] > count[best] {
+			best = g
+		}
+	}
+	if best < 0 || count[best] == 0 || len(groups[best]) < 2 {
+		return nil, false
+	}
+	for g := range groups {
+		if g != best && count[g] >= count[best] {
+			return nil, false
+		}
+	}
+	return groups[best], true
+}
+
+// losersOf is every member of groups outside winners.
+func losersOf(groups [][]int, winners []int) []int {
+	var out []int
+	for _, g := range groups {
+		if len(g) > 0 && !slices.Contains(winners, g[0]) {
+			out = append(out, g...)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// unanchored ends a vote no established provider decided: the largest
+// group's result is returned unverified (if two agree and outnumber the
+// rest), nobody is judged, and nobody earns anything by it.
+func (j *jobRun) unanchored(ctx context.Context, votes []*wire.Result) (*store.Job, error) {
+	v, err := j.tally(ctx, votes)
+	if err != nil {
+		return j.finish(votes, nil, err)
+	}
+	if !v.Decided {
+		return j.finish(votes, nil, fmt.Errorf("%w: %s", ErrDisagree, describeResults(votes)))
+	}
+	if _, err := j.output(ctx, votes[v.Winner[0]], nil); err != nil {
+		return j.finish(votes, nil, fmt.Errorf("output: %w", err))
+	}
+	return j.finish(votes, &verdict{best: votes[v.Winner[0]], agree: len(v.Winner)}, nil)
+}
+
+// audit runs the job here and accepts what agrees with this run: those
+// replicas are proven, every other one signed a wrong result and is
+// convicted. If none agrees, the client's own output is the job's.
+func (j *jobRun) audit(ctx context.Context, votes []*wire.Result) (*store.Job, error) {
+	n := j.c.n
+	own, err := n.auditor.run(ctx, j.ann, j.input)
+	if err == nil && j.ann.Mode == wire.ModeTolerance && j.tolerance() == nil && own.Backend != votes[0].Backend {
+		// Compared bit for bit, a run on another backend proves nothing.
+		err = fmt.Errorf("%w: this client runs it on %s, the replicas on %s", errNoAudit, own.Backend, votes[0].Backend)
+	}
+	if err != nil {
+		j.c.log.Warn("audit failed", "job", j.ann.Job, "err", err)
+		if v, terr := j.tally(ctx, votes); terr == nil {
+			if w, ok := j.anchored(votes, v.Groups); ok {
+				return j.accept(ctx, votes, w, losersOf(v.Groups, w), VerifiedByReplicas)
+			}
+		}
+		return j.unanchored(ctx, votes)
+	}
+	all := append(slices.Clone(votes), own)
+	v, err := j.tally(ctx, all)
+	if err != nil {
+		return j.finish(votes, nil, err)
+	}
+	var winners []int
+	for _, g := range v.Groups {
+		if slices.Contains(g, len(votes)) {
+			winners = slices.DeleteFunc(slices.Clone(g), func(i int) bool { return i == len(votes) })
+		}
+	}
+	losers := losersOf(v.Groups, append(winners, len(votes)))
+	if len(winners) == 0 {
+		// Every replica was wrong: the client's own run is the answer.
+		for _, i := range losers {
+			n.peers.convict(peer.ID(votes[i].Provider), j.ann.Job)
+		}
+		n.verified.Add(1)
+		j.c.remember(j, own)
+		return j.finish(votes, &verdict{best: own, how: VerifiedByAudit, liars: pick(votes, losers)}, nil)
+	}
+	return j.accept(ctx, votes, winners, losers, VerifiedByAudit)
+}
+
+// pick returns votes[i] for each i of idx.
+func pick(votes []*wire.Result, idx []int) []*wire.Result {
+	var out []*wire.Result
+	for _, i := range idx {
+		out = append(out, votes[i])
+	}
+	return out
+}
+
+// audited reports whether this job is drawn for an audit (Spec.Audit).
+func (j *jobRun) audited() bool { return j.auditDrawn && auditable(j.ann) }
 
 // tally compares the replicas' results: exact mode by output digest,
 // tolerance mode by the declared format and tolerance; outcomes, fair
@@ -121,7 +269,11 @@ func (j *jobRun) tally(ctx context.Context, votes []*wire.Result) (redundancy.Ve
 		key := fmt.Sprintf("%d/%d/%s/%s/%s", r.Outcome, r.ExitCode, r.Error, j.commitment(r), proofDigests(r))
 		vs[i] = redundancy.Vote{Key: key, Digest: r.Output}
 		if tol != nil {
-			out, err := j.output(ctx, r, []peer.ID{peer.ID(r.Provider)})
+			var hints []peer.ID
+			if r.Sig != nil {
+				hints = []peer.ID{peer.ID(r.Provider)}
+			}
+			out, err := j.output(ctx, r, hints)
 			if err != nil {
 				return redundancy.Verdict{}, fmt.Errorf("output of replica %d: %w", r.Replica, err)
 			}
@@ -149,7 +301,9 @@ func (j *jobRun) output(ctx context.Context, r *wire.Result, hints []peer.ID) ([
 		}
 		return r.OutputData, nil
 	}
-	if r.OutputSize > 0 {
+	if _, ok := n.blobs.Has(r.Output); ok {
+		// Here already (an audit's own output, or fetched before).
+	} else if r.OutputSize > 0 {
 		if err := n.blobSvc.Fetch(ctx, r.Output, r.OutputSize, hints); err != nil {
 			return nil, err
 		}
@@ -193,16 +347,24 @@ func (j *jobRun) accept(ctx context.Context, votes []*wire.Result, winners, lose
 	} else if _, err := j.output(ctx, best, hints); err != nil {
 		return j.finish(votes, nil, fmt.Errorf("output: %w", err))
 	}
-	if how == VerifiedByReplicas {
+	switch how {
+	case VerifiedByReplicas:
 		for _, i := range winners {
 			n.peers.agree(peer.ID(votes[i].Provider))
 		}
 		for _, i := range losers {
 			n.peers.outvote(peer.ID(votes[i].Provider), j.ann.Job)
 		}
-		if j.tolerance() == nil && best.Outcome == wire.OutcomeExited {
-			j.c.remember(j, best.Output)
+	case VerifiedByAudit:
+		// The client's own run is the proof: for the winners, and against
+		// everyone who signed anything else.
+		for _, i := range winners {
+			n.peers.agree(peer.ID(votes[i].Provider))
 		}
+		for _, i := range losers {
+			n.peers.convict(peer.ID(votes[i].Provider), j.ann.Job)
+		}
+		j.c.remember(j, best)
 	}
 	n.verified.Add(1)
 	if j.adaptive && rand.Float64() < n.cfg.Canary {
@@ -287,6 +449,31 @@ func describeResults(rs []*wire.Result) string {
 	return s
 }
 
+// establishedCandidate reports whether an established provider holding no
+// replica of this job is among the candidates.
+func (j *jobRun) establishedCandidate() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, c := range j.pool {
+		if !j.holders[c.id] && j.c.n.peers.established(c.id) {
+			return true
+		}
+	}
+	return false
+}
+
+func (j *jobRun) establishedOnly() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.onlyEstablished
+}
+
+func (j *jobRun) setEstablishedOnly(v bool) {
+	j.mu.Lock()
+	j.onlyEstablished = v
+	j.mu.Unlock()
+}
+
 // trustedCandidate reports whether a trusted provider is among the candidates.
 func (j *jobRun) trustedCandidate() bool {
 	j.mu.Lock()
@@ -323,14 +510,17 @@ type knownAnswer struct {
 // maxKnown caps the canary pool.
 const maxKnown = 32
 
-// remember keeps a job verified by replicas as a possible canary.
-func (c *client) remember(j *jobRun, output blob.Digest) {
-	if j.ephemeral || (j.ann.InputSize > 0 && j.input == nil) || j.isFair() {
-		return // canaries carry their input inline, and are escrowed
+// remember keeps a job this client computed itself (an audit) as a
+// possible canary: a canary's answer must never be one a vote could have
+// been won with.
+func (c *client) remember(j *jobRun, own *wire.Result) {
+	if j.ephemeral || (j.ann.InputSize > 0 && j.input == nil) || j.isFair() ||
+		j.tolerance() != nil || own.Outcome != wire.OutcomeExited {
+		return // canaries carry their input inline, are escrowed and exact
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := knownAnswer{ann: *j.ann, input: j.input, output: output, vks: j.vks}
+	k := knownAnswer{ann: *j.ann, input: j.input, output: own.Output, vks: j.vks}
 	if len(c.known) < maxKnown {
 		c.known = append(c.known, k)
 	} else {
@@ -367,7 +557,7 @@ func (c *client) sendCanary() {
 		ann.Job, ann.Replicas, ann.Time = wire.NewJobID(), 1, wire.Millis(now)
 		ann.Deadline = wire.Millis(now.Add(time.Duration(ann.TimeoutMS)*time.Millisecond*2 + 30*time.Second))
 		j := &jobRun{c: c, ann: &ann, req: alwaysMatch, input: k.input, ephemeral: true, vks: k.vks,
-			holders: map[peer.ID]bool{}, late: map[uint8]chan *wire.Result{0: make(chan *wire.Result, 1)},
+			holders: map[peer.ID]bool{}, matched: map[peer.ID]candidate{}, bidBackend: map[peer.ID]string{}, late: map[uint8]chan *wire.Result{0: make(chan *wire.Result, 1)},
 			rec: &store.Job{ID: ann.Job, Announce: ann, Created: now}}
 		c.mu.Lock()
 		c.jobs[ann.Job] = j
@@ -389,7 +579,7 @@ func (c *client) sendCanary() {
 		if right {
 			n.peers.agree(p)
 		} else {
-			n.peers.outvote(p, ann.Job)
+			n.peers.convict(p, ann.Job) // the answer is the client's own
 		}
 	}()
 }

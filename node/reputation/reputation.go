@@ -5,6 +5,12 @@
 // Counts decay with a half-life, so that old behaviour fades; a peer
 // outvoted by other replicas is slashed hard and banned below a threshold.
 //
+// Trust must be earned: a peer is on probation until Params.Probation of its
+// results were proven, that is agreed with an anchor (the client's own
+// computation, or an established peer). Identities cost nothing to make, so
+// a newcomer scores low and counts for nothing in a vote against an
+// established peer, however many of them agree.
+//
 // A Record is plain data (it is persisted inside the node's peer records);
 // its methods are not safe for concurrent use: the caller locks.
 package reputation
@@ -33,12 +39,17 @@ type Params struct {
 	// score: a rare liar is not trusted after its first lie, and is banned
 	// at its second; default 2.
 	MaxLies int
+	// Probation is how many proven results make a peer established: until
+	// then its vote does not verify a result and its score is scaled down;
+	// default 5.
+	Probation int
 }
 
 // Defaults are the parameters nodes use unless configured otherwise.
-var Defaults = Params{HalfLife: 7 * 24 * time.Hour, LieWeight: 20, BanBelow: 0.3, BanFor: 7 * 24 * time.Hour, TrustStreak: 20, MaxLies: 2}
+var Defaults = Params{HalfLife: 7 * 24 * time.Hour, LieWeight: 20, BanBelow: 0.3, BanFor: 7 * 24 * time.Hour, TrustStreak: 20, MaxLies: 2, Probation: 5}
 
-func (p Params) withDefaults() Params {
+// WithDefaults returns p with every zero field set to its default.
+func (p Params) WithDefaults() Params {
 	if p.HalfLife <= 0 {
 		p.HalfLife = Defaults.HalfLife
 	}
@@ -57,6 +68,9 @@ func (p Params) withDefaults() Params {
 	if p.MaxLies <= 0 {
 		p.MaxLies = Defaults.MaxLies
 	}
+	if p.Probation <= 0 {
+		p.Probation = Defaults.Probation
+	}
 	return p
 }
 
@@ -71,6 +85,10 @@ type Record struct {
 	Lies int `json:"lies"`
 	// Streak is consecutive agreed results since the last lie or loss.
 	Streak int `json:"streak"`
+	// Proven counts results that agreed with an anchor: the client's own
+	// run, or an established peer's result. It does not decay: it is what
+	// takes a peer out of probation.
+	Proven int `json:"proven,omitempty"`
 	// LatencyMS is a moving average of the time a result took beyond the
 	// run itself (network, queue, fetching).
 	LatencyMS float64 `json:"latency_ms"`
@@ -100,7 +118,7 @@ func (r *Record) decay(p Params, now time.Time) {
 
 // Complete records a result that came back, latency beyond the run itself.
 func (r *Record) Complete(p Params, now time.Time, latency time.Duration) {
-	p = p.withDefaults()
+	p = p.WithDefaults()
 	r.decay(p, now)
 	r.Completed++
 	ms := float64(latency.Microseconds()) / 1000
@@ -113,24 +131,26 @@ func (r *Record) Complete(p Params, now time.Time, latency time.Duration) {
 
 // Lose records a replica the peer accepted and never returned.
 func (r *Record) Lose(p Params, now time.Time) {
-	p = p.withDefaults()
+	p = p.WithDefaults()
 	r.decay(p, now)
 	r.Lost++
 	r.Streak = 0
 	r.checkBan(p, now)
 }
 
-// Agree records a result that agreed with the accepted one.
+// Agree records a result that agreed with the accepted one, which an
+// anchor vouched for (the client's own run or an established peer).
 func (r *Record) Agree(p Params, now time.Time) {
-	p = p.withDefaults()
+	p = p.WithDefaults()
 	r.decay(p, now)
 	r.Agreed++
 	r.Streak++
+	r.Proven++
 }
 
 // Outvote records a result other replicas outvoted on job: a lie.
 func (r *Record) Outvote(p Params, now time.Time, job string) {
-	p = p.withDefaults()
+	p = p.WithDefaults()
 	r.decay(p, now)
 	r.Outvoted++
 	r.Lies++
@@ -139,9 +159,17 @@ func (r *Record) Outvote(p Params, now time.Time, job string) {
 	r.checkBan(p, now)
 }
 
+// Convict records a result the client proved wrong by computing it itself
+// (an audit, a canary): no tolerance for error, the peer is banned now.
+func (r *Record) Convict(p Params, now time.Time, job string) {
+	p = p.WithDefaults()
+	r.Outvote(p, now, job)
+	r.BannedUntil = now.Add(p.BanFor)
+}
+
 // Advert records an advert; interval is the peer's declared period.
 func (r *Record) Advert(p Params, now time.Time, interval time.Duration) {
-	p = p.withDefaults()
+	p = p.WithDefaults()
 	r.decay(p, now)
 	if r.FirstAdvert.IsZero() {
 		r.FirstAdvert = now
@@ -159,11 +187,25 @@ func (r *Record) checkBan(p Params, now time.Time) {
 // Banned reports whether the peer is banned at now.
 func (r *Record) Banned(now time.Time) bool { return now.Before(r.BannedUntil) }
 
-// Trusted reports whether the peer may be given single replicas: a long
-// streak of agreed results and no lie on record.
+// Established reports whether the peer is out of probation: enough proven
+// results, no lie on record, not banned. Only established peers anchor a
+// vote.
+func (r *Record) Established(p Params, now time.Time) bool {
+	p = p.WithDefaults()
+	return r.Lies == 0 && r.Proven >= p.Probation && !r.Banned(now)
+}
+
+// Trusted reports whether the peer may be given single replicas: it is
+// established, with a long streak of agreed results.
 func (r *Record) Trusted(p Params, now time.Time) bool {
-	p = p.withDefaults()
-	return r.Lies == 0 && r.Streak >= p.TrustStreak && !r.Banned(now)
+	p = p.WithDefaults()
+	return r.Established(p, now) && r.Streak >= p.TrustStreak
+}
+
+// earned scales a score by how far the peer is through probation: a
+// newcomer gets 1/(Probation+1) of it, an established peer all of it.
+func (r *Record) earned(p Params) float64 {
+	return min(1, float64(r.Proven+1)/float64(p.Probation+1))
 }
 
 // parts are the factors of the score, each in (0, 1].
@@ -189,18 +231,31 @@ func (r *Record) score(p Params, now time.Time) float64 {
 	return c * a * (0.5 + 0.5*u) // being away costs at most half
 }
 
-// Score is the peer's reputation in [0, 1] (0 while banned). A peer never
-// seen scores 1: newcomers get work, and lose it fast if they misbehave.
+// Score is the peer's reputation in [0, 1] (0 while banned): its behaviour
+// (completion, agreement, uptime) scaled by how much trust it has earned. A
+// peer never seen scores 1/(Probation+1): newcomers get a little work, and
+// more as their results are proven.
 func (r *Record) Score(p Params, now time.Time) float64 {
 	if r.Banned(now) {
 		return 0
 	}
-	return r.score(p.withDefaults(), now)
+	p = p.WithDefaults()
+	return r.score(p, now) * r.earned(p)
+}
+
+// Conduct is the peer's behaviour alone, in [0, 1] (0 while banned), with
+// no discount for probation: what gossip scoring uses, since a newcomer's
+// messages are as good as anyone's.
+func (r *Record) Conduct(p Params, now time.Time) float64 {
+	if r.Banned(now) {
+		return 0
+	}
+	return r.score(p.WithDefaults(), now)
 }
 
 // Why explains the score in one line, for `infernet peers`.
 func (r *Record) Why(p Params, now time.Time) string {
-	p = p.withDefaults()
+	p = p.WithDefaults()
 	c, a, u := r.parts(p, now)
 	var b strings.Builder
 	if r.Banned(now) {
@@ -211,10 +266,13 @@ func (r *Record) Why(p Params, now time.Time) string {
 	if r.LatencyMS > 0 {
 		fmt.Fprintf(&b, ", %.1f ms", r.LatencyMS)
 	}
-	if r.Trusted(p, now) {
+	switch {
+	case r.Trusted(p, now):
 		b.WriteString(", trusted")
-	} else if r.Lies > 0 && !r.Banned(now) {
+	case r.Lies > 0 && !r.Banned(now):
 		fmt.Fprintf(&b, ", lied %d×", r.Lies)
+	case r.Lies == 0 && r.Proven < p.Probation:
+		fmt.Fprintf(&b, ", on probation (%d of %d proven)", r.Proven, p.Probation)
 	}
 	return b.String()
 }

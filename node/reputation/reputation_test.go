@@ -9,13 +9,38 @@ import (
 
 var t0 = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
 
-func TestNewcomerScoresOne(t *testing.T) {
+// TestProbation: a newcomer scores 1/(Probation+1) and is not established;
+// each proven result raises its score, and Probation of them establish it.
+// A lie ends that for good.
+func TestProbation(t *testing.T) {
 	var r Record
-	if s := r.Score(Defaults, t0); s != 1 {
-		t.Fatalf("newcomer score %v, want 1", s)
+	if s, want := r.Score(Defaults, t0), 1/float64(Defaults.Probation+1); math.Abs(s-want) > 1e-9 {
+		t.Fatalf("newcomer score %v, want %v", s, want)
 	}
-	if r.Trusted(Defaults, t0) || r.Banned(t0) {
-		t.Fatal("a newcomer is neither trusted nor banned")
+	if r.Trusted(Defaults, t0) || r.Banned(t0) || r.Established(Defaults, t0) || r.Conduct(Defaults, t0) != 1 {
+		t.Fatal("a newcomer is neither trusted, banned nor established, and behaves perfectly")
+	}
+	if !strings.Contains(r.Why(Defaults, t0), "on probation (0 of 5 proven)") {
+		t.Fatalf("why: %q", r.Why(Defaults, t0))
+	}
+	now, last := t0, r.Score(Defaults, t0)
+	for i := range Defaults.Probation {
+		if r.Established(Defaults, now) {
+			t.Fatalf("established after %d proven results", i)
+		}
+		now = now.Add(time.Second)
+		r.Agree(Defaults, now)
+		if s := r.Score(Defaults, now); s <= last {
+			t.Fatalf("score %v after %d proven, was %v", s, i+1, last)
+		}
+		last = r.Score(Defaults, now)
+	}
+	if !r.Established(Defaults, now) || last < 0.99 {
+		t.Fatalf("not established after %d proven results (score %v)", Defaults.Probation, last)
+	}
+	r.Convict(Defaults, now, "job")
+	if r.Established(Defaults, now) || !r.Banned(now) || r.Established(Defaults, now.Add(2*Defaults.BanFor)) {
+		t.Fatal("a convicted peer stays established, or is not banned")
 	}
 }
 

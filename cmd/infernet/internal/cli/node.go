@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -55,6 +56,8 @@ type NodeOptions struct {
 	// Memory, Output, Module, Input and Data are the --max-* sizes, BlobQuota
 	// --blob-quota, as given.
 	Memory, Output, Module, Input, Data, BlobQuota string
+	// Trust are the --trust peer IDs, as given.
+	Trust []string
 }
 
 // NewCmdNode returns `infernet node`. runF replaces the action in tests.
@@ -119,6 +122,8 @@ stdout (give one to other nodes as --bootstrap).`,
 	f.BoolVar(&c.Aggregator, "aggregator", false, "run whole sharded jobs for clients (infernet submit --via), for --fee")
 	f.Float64Var(&c.AggregatorFee, "fee", 1, "aggregator's fee, in `PERCENT` of what the providers are paid")
 	f.IntVar(&c.MaxPerClient, "max-per-client", 0, "replicas one client may have here at once (default: slots + queue/2)")
+	f.StringArrayVar(&opts.Trust, "trust", nil, "peer `ID` of a provider you vouch for (your own machines): its results verify jobs from the start, without probation (repeatable)")
+	f.BoolVar(&c.NoAudit, "no-audit", false, "never run a job here to check it: jobs no established provider verifies come back unverified (exit 122)")
 	f.StringVar(&c.Backend, "backend", "auto", "tensor backend for tolerance-mode jobs: auto, "+backends.Names())
 	f.DurationVar(&c.AdvertInterval, "advert-interval", c.AdvertInterval, "how often to republish this node's advert")
 	f.DurationVar(&c.Heartbeat, "heartbeat", c.Heartbeat, "how often a running job reports to its client")
@@ -161,6 +166,13 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 			return &exitError{Code: ExitError, Err: fmt.Errorf("%s: %w", sz.flag, err)}
 		}
 		sz.set(n)
+	}
+	for _, t := range o.Trust {
+		id, err := peer.Decode(t)
+		if err != nil {
+			return &exitError{Code: ExitError, Err: fmt.Errorf("--trust %q: %w", t, err)}
+		}
+		o.Config.Trust = append(o.Config.Trust, id)
 	}
 	log := slog.New(slog.NewTextHandler(o.IO.Err, &slog.HandlerOptions{Level: level}))
 	o.Config.Logger = log

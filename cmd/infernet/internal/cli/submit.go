@@ -53,6 +53,7 @@ type SubmitOptions struct {
 	JSON      bool
 	Progress  string // auto, always, never
 	Adaptive  bool
+	Audit     float64
 	Same      bool
 	Compare   string // tolerance-mode output format: f32, f64, text
 	Rtol      float64
@@ -124,6 +125,7 @@ from INFERNET_SHARD_INDEX and INFERNET_SHARD_COUNT.`,
 	f.StringVarP(&opts.Output, "output", "o", "", "write the job's output to `FILE` (default: stdout, unless --json)")
 	addTermsFlags(f, opts)
 	f.BoolVar(&opts.Adaptive, "adaptive", false, "let a provider with a long clean record run the job alone (spot-checked)")
+	f.Float64Var(&opts.Audit, "audit", 0, "also run this share `P` (0 to 1) of jobs here, and ban every provider whose result differs from this node's own (jobs no established provider verifies are run here anyway)")
 	tmpl := node.ProofTemplates()
 	f.BoolVar(&opts.Proofs, "proofs", false, fmt.Sprintf("proof mode: providers prove each integer GEMM of the job (Groth16; at most %d ops, each at most %d in every dimension, larger ones fail with ENOPROOF) and the proofs are kept with the job (infernet jobs --json); needs the GEMM verifying keys",
 		host.DefaultMaxProofs, tmpl[len(tmpl)-1]))
@@ -204,7 +206,10 @@ func (o *SubmitOptions) request() (api.SubmitRequest, error) {
 	if o.Via != "" {
 		req.Via, req.SpotChecks, req.MaxFeePercent = o.Via, o.SpotChecks, o.MaxFee
 	}
-	req.Adaptive, req.SameBackend, req.Proofs = o.Adaptive, o.Same, o.Proofs
+	if o.Audit < 0 || o.Audit > 1 {
+		return req, fmt.Errorf("--audit %v: want a share from 0 to 1", o.Audit)
+	}
+	req.Adaptive, req.SameBackend, req.Proofs, req.Audit = o.Adaptive, o.Same, o.Proofs, o.Audit
 	if o.Compare != "" {
 		if mode != abi.ModeTolerance {
 			return req, errors.New("--compare needs --mode tolerance")

@@ -1,0 +1,154 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"sync"
+
+	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host/tensor/backends"
+	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/wire"
+)
+
+// An audit is the client running a job itself, on its own machine, under
+// the job's terms: the one anchor no number of colluding identities can
+// move. A replica that disagrees with it signed a result proven wrong.
+// Clients audit the jobs whose vote no established peer decides (until
+// providers earn their place) and, with Spec.Audit, a random share of all.
+
+// errNoAudit: this job cannot be checked by running it here.
+var errNoAudit = errors.New("job cannot be audited here")
+
+// auditor runs audits. Its sandbox is the provider's when this node is
+// one, else one opened at the first audit.
+type auditor struct {
+	n     *Node
+	slots chan struct{} // audits at once: half the CPUs
+
+	once sync.Once
+	sb   *ihost.Sandbox
+	set  *backends.Set // set when the auditor opened the sandbox itself
+	err  error
+}
+
+func newAuditor(n *Node) *auditor {
+	return &auditor{n: n, slots: make(chan struct{}, max(1, runtime.NumCPU()/2))}
+}
+
+// sandbox returns the sandbox audits run in, opening it the first time.
+func (a *auditor) sandbox(ctx context.Context) (*ihost.Sandbox, error) {
+	a.once.Do(func() {
+		if p := a.n.provider; p != nil {
+			a.sb = p.sandbox
+			return
+		}
+		set, err := backends.Open(ctx, backends.Config{Fast: a.n.cfg.Backend})
+		if err != nil {
+			a.err = err
+			return
+		}
+		sb, err := ihost.New(ctx, ihost.Config{
+			CacheDir:  filepath.Join(a.n.cfg.DataDir, "wasm-cache"),
+			Reference: set.Reference,
+			Fast:      set.Fast,
+			Logger:    a.n.log,
+		})
+		if err != nil {
+			set.Close()
+			a.err = err
+			return
+		}
+		a.sb, a.set = sb, set
+	})
+	return a.sb, a.err
+}
+
+func (a *auditor) close() error {
+	if a.set == nil {
+		return nil
+	}
+	return errors.Join(a.sb.Close(context.Background()), a.set.Close())
+}
+
+// auditable reports whether the client's own run can stand for the job's
+// true answer: exact mode, or tolerance mode with a numeric comparison
+// (bit-for-bit tolerance jobs differ by backend), and no GEMM proofs (the
+// client proves nothing, so a proof-mode guest would run differently), and
+// not sold by fair exchange (replicas vote on commitments to outputs that
+// the client only sees once it has paid).
+// A bit-for-bit tolerance job on one backend class (SameBackend) is
+// auditable too, when the client's run turns out to be on that class.
+func auditable(an *wire.JobAnnounce) bool {
+	if an.Proofs || an.Settle == wire.SettleFair {
+		return false
+	}
+	return an.Mode == wire.ModeExact || an.Format != 0 || an.SameBackend
+}
+
+// run runs the job of an (its input inline, or in the store) here and
+// returns the result a provider would sign, unsigned, its output in the
+// blob store.
+func (a *auditor) run(ctx context.Context, an *wire.JobAnnounce, input []byte) (*wire.Result, error) {
+	if !auditable(an) {
+		return nil, errNoAudit
+	}
+	n := a.n
+	sb, err := a.sandbox(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("audit sandbox: %w", err)
+	}
+	module, err := n.blobs.Bytes(an.Module, n.cfg.MaxModule)
+	if err != nil {
+		return nil, fmt.Errorf("audit module: %w", err)
+	}
+	job := ihost.Job{Module: module, Digest: ihost.Digest(an.Module), Input: input}
+	for _, d := range an.Data {
+		if _, ok := n.blobs.Has(d.Digest); !ok {
+			return nil, fmt.Errorf("audit data %s: %w", d.Name, blob.ErrNotFound)
+		}
+		if job.Data == nil {
+			job.Data = map[string]string{}
+		}
+		job.Data[d.Name] = n.blobs.Path(d.Digest)
+	}
+	if input == nil && an.InputSize > 0 {
+		f, _, err := n.blobs.Open(an.Input)
+		if err != nil {
+			return nil, fmt.Errorf("audit input: %w", err)
+		}
+		defer f.Close()
+		job.Stdin = f
+	}
+	select {
+	case a.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-a.slots }()
+	sp, err := newSpool(filepath.Join(n.cfg.DataDir, "audit"))
+	if err != nil {
+		return nil, err
+	}
+	defer sp.remove()
+	job.Stdout = sp
+	out, runErr := sb.Run(ctx, job, jobConfig(an))
+	res := result(n.blobs, &wire.Result{V: wire.Version, Job: an.Job, Outcome: wire.OutcomeFailed}, out, runErr, an, sp)
+	if res.Outcome == wire.OutcomeFailed {
+		return nil, fmt.Errorf("audit run: %s", res.Error)
+	}
+	if res.OutputData != nil {
+		if _, err := n.blobs.PutBytes(res.OutputData); err != nil {
+			return nil, err
+		}
+	} else if res.OutputSize == 0 {
+		if _, err := n.blobs.PutBytes(nil); err != nil {
+			return nil, err
+		}
+	}
+	n.audits.Add(1)
+	return res, nil
+}
