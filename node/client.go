@@ -205,7 +205,7 @@ type jobRun struct {
 	ephemeral bool
 	// auditDrawn: this client runs the job itself too (Spec.Audit).
 	auditDrawn bool
-	emitMu    sync.Mutex // events are delivered one at a time
+	emitMu     sync.Mutex // events are delivered one at a time
 
 	mu  sync.Mutex
 	rec *store.Job // guarded by mu
@@ -387,7 +387,7 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 	j := &jobRun{
 		c: n.client, ann: ann, req: req, events: events, open: spec.Open, adaptive: spec.Adaptive,
 		auditDrawn: spec.Audit > 0 && rand.Float64() < spec.Audit,
-		holders: map[peer.ID]bool{}, matched: map[peer.ID]candidate{}, bidBackend: map[peer.ID]string{}, bids: make(chan *offer, 64), late: map[uint8]chan *wire.Result{},
+		holders:    map[peer.ID]bool{}, matched: map[peer.ID]candidate{}, bidBackend: map[peer.ID]string{}, bids: make(chan *offer, 64), late: map[uint8]chan *wire.Result{},
 		rec: &store.Job{ID: ann.Job, Announce: *ann, State: store.JobPending, Created: now}, vks: vks,
 	}
 	if spec.InputSize > 0 && spec.InputSize <= wire.MaxInline {

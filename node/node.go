@@ -719,7 +719,7 @@ type PeerInfo struct {
 	Established bool    `json:"established"`
 	Trusted     bool    `json:"trusted"`
 	Banned      bool    `json:"banned"`
-	Connected  bool    `json:"connected"`
+	Connected   bool    `json:"connected"`
 	// LatencyMS is libp2p's moving average of round trips (0: unknown).
 	LatencyMS float64 `json:"latency_ms,omitempty"`
 }

@@ -28,8 +28,8 @@ type peerBook struct {
 	mu sync.Mutex
 	// vouched are peers this node's operator trusts (Config.Trust): they
 	// are established whatever their record says, until proven wrong.
-	vouched map[peer.ID]bool // guarded by mu
-	peers map[peer.ID]*store.Peer // guarded by mu
+	vouched map[peer.ID]bool        // guarded by mu
+	peers   map[peer.ID]*store.Peer // guarded by mu
 	// overdue counts, per client, payments for results it received that
 	// are past due and neither released nor cancelled; set by the sweep.
 	overdue map[peer.ID]int // guarded by mu

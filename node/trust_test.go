@@ -47,7 +47,7 @@ func hostileNetwork(t *testing.T, honest, attackers int, attack func() *Faults, 
 // tally counts what jobs came to.
 type tally struct {
 	right, wrongVerified, wrongUnverified, failed int
-	how                                          map[string]int
+	how                                           map[string]int
 }
 
 // runJobs submits n cat jobs (whose right answer is their input) with
