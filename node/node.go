@@ -113,8 +113,8 @@ type Config struct {
 	// not make room. 0: no cap; DefaultConfig: 16 GiB.
 	BlobQuota int64
 	// MaxPeers caps the peer records kept (memory and database); default
-	// DefaultMaxPeers. When full, a new advert takes the place of the peer
-	// with no history seen longest ago.
+	// DefaultMaxPeers. When full, a new advert evicts the least valuable
+	// sixteenth: peers with no history seen longest ago first.
 	MaxPeers int
 	// GossipHeartbeat is GossipSub's heartbeat; default 1 s.
 	GossipHeartbeat time.Duration

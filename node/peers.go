@@ -25,7 +25,7 @@ type peerBook struct {
 	params reputation.Params
 	log    *slog.Logger
 
-	// max caps the records kept (see evictLocked); reachable, when set,
+	// max caps the records kept (see onAdvert); reachable, when set,
 	// reports whether a peer can be dialled: a live connection or a known
 	// address. Both are fixed before the book is shared.
 	max       int
@@ -66,13 +66,13 @@ type backoff struct {
 	wait  time.Duration
 }
 
-// newPeerBook returns a book of at most max records (DefaultMaxPeers if
+// newPeerBook returns a book of at most limit records (DefaultMaxPeers if
 // max <= 0).
-func newPeerBook(db *store.Store, self peer.ID, params reputation.Params, max int, log *slog.Logger) *peerBook {
-	if max <= 0 {
-		max = DefaultMaxPeers
+func newPeerBook(db *store.Store, self peer.ID, params reputation.Params, limit int, log *slog.Logger) *peerBook {
+	if limit <= 0 {
+		limit = DefaultMaxPeers
 	}
-	return &peerBook{db: db, self: self, params: params, max: max, log: log,
+	return &peerBook{db: db, self: self, params: params, max: limit, log: log,
 		peers: map[peer.ID]*store.Peer{}, backoff: map[peer.ID]*backoff{}, dialable: map[peer.ID]bool{},
 		dirty: map[peer.ID]bool{}, gone: map[peer.ID]bool{}}
 }
@@ -90,8 +90,8 @@ func (b *peerBook) load() error {
 			b.peers[id] = &ps[i]
 		}
 	}
-	for len(b.peers) > b.max {
-		b.evictLocked(-1)
+	if over := len(b.peers) - b.max; over > 0 {
+		b.evictLocked(-1, over)
 	}
 	b.mu.Unlock()
 	return b.flush()
@@ -103,7 +103,7 @@ func (b *peerBook) getLocked(id peer.ID) *store.Peer {
 	p := b.peers[id]
 	if p == nil {
 		if len(b.peers) >= b.max {
-			b.evictLocked(-1)
+			b.evictLocked(-1, 1)
 		}
 		p = b.addLocked(id)
 	}
@@ -165,37 +165,45 @@ func (b *peerBook) rankLocked(id peer.ID, p *store.Peer, now time.Time) int {
 	return r
 }
 
-// evictLocked removes the least valuable record, the one of lowest rank
-// and, among equals, the oldest LastSeen, and returns its ID; with
-// upTo >= 0 it removes one only if its rank is at most upTo (else it
-// returns ""). The scan is linear: the book is small and this runs only
-// when it is full. The next flush deletes the record from the store.
-func (b *peerBook) evictLocked(upTo int) peer.ID {
+// evictLocked removes the n least valuable records: lowest rank first and,
+// among equals, the oldest LastSeen; with upTo >= 0, only records of rank
+// at most upTo. It returns how many went. One sort per call: when the book
+// is full, onAdvert evicts a sixteenth at once rather than scanning the
+// book for every newcomer. The next flush deletes them from the store.
+func (b *peerBook) evictLocked(upTo, n int) int {
 	now := time.Now()
-	var victim peer.ID
-	var vp *store.Peer
-	vr := 0
-	for {
-		vp = nil
-		for id, p := range b.peers {
-			r := b.rankLocked(id, p, now)
-			if vp == nil || r < vr || (r == vr && p.LastSeen.Before(vp.LastSeen)) {
-				victim, vp, vr = id, p, r
-			}
+	type entry struct {
+		id   peer.ID
+		rank int
+		seen time.Time
+	}
+	all := make([]entry, 0, len(b.peers))
+	for id, p := range b.peers {
+		if r := b.rankLocked(id, p, now); upTo < 0 || r <= upTo {
+			all = append(all, entry{id, r, p.LastSeen})
 		}
-		// The flag dates from the victim's last advert: one that has
-		// become reachable since (connected, an address found) is spared,
-		// and the search starts again. Each record flips once at most.
-		if vp == nil || b.dialable[victim] || b.reachable == nil || !b.reachable(victim) {
+	}
+	sort.Slice(all, func(i, k int) bool {
+		if all[i].rank != all[k].rank {
+			return all[i].rank < all[k].rank
+		}
+		return all[i].seen.Before(all[k].seen)
+	})
+	evicted := 0
+	for _, e := range all {
+		if evicted == n {
 			break
 		}
-		b.dialable[victim] = true
+		// The flag dates from the peer's last advert: one that has become
+		// reachable since (connected, an address found) is spared.
+		if !b.dialable[e.id] && b.reachable != nil && b.reachable(e.id) {
+			b.dialable[e.id] = true
+			continue
+		}
+		b.forgetLocked(e.id)
+		evicted++
 	}
-	if vp == nil || (upTo >= 0 && vr > upTo) {
-		return ""
-	}
-	b.forgetLocked(victim)
-	return victim
+	return evicted
 }
 
 // forgetLocked removes the record of id; the next flush deletes it from
@@ -209,8 +217,8 @@ func (b *peerBook) forgetLocked(id peer.ID) {
 }
 
 // onAdvert records a validated advert (gossip already dropped stale ones).
-// When the book is full, a newcomer takes the place of the least valuable
-// record (evictLocked) if that is worth no more than the newcomer; else the
+// When the book is full, the least valuable sixteenth of it that is worth
+// no more than the newcomer is evicted (evictLocked); if nothing is, the
 // advert is dropped.
 func (b *peerBook) onAdvert(from peer.ID, a *wire.CapabilityAdvert) {
 	now := time.Now()
@@ -223,7 +231,7 @@ func (b *peerBook) onAdvert(from peer.ID, a *wire.CapabilityAdvert) {
 			if dialable {
 				upTo = 1
 			}
-			if b.evictLocked(upTo) == "" {
+			if b.evictLocked(upTo, max(1, b.max/16)) == 0 {
 				b.mu.Unlock()
 				return
 			}
