@@ -534,7 +534,7 @@ func (j *jobRun) next(tried map[peer.ID]bool) (peer.ID, bool) {
 		var eligible []candidate
 		for _, c := range j.pool {
 			if j.holders[c.id] || tried[c.id] || (!c.trusted && j.onlyTrusted) ||
-				(j.onlyEstablished && !book.established(c.id)) || book.banned(c.id) {
+				(j.onlyEstablished && !book.established(c.id)) || book.banned(c.id) || book.backingOff(c.id) {
 				continue
 			}
 			eligible = append(eligible, c)
@@ -593,7 +593,8 @@ func (j *jobRun) unreserve(p peer.ID) {
 
 // replica gets one replica run: offered to candidates in turn until one
 // returns a deterministic result. Providers that are busy are asked again
-// after a back-off; maxAttempts providers that fail end the replica.
+// after a back-off; maxAttempts providers that fail end the replica (those
+// that cannot be reached are backed off instead, and do not count).
 func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 	var last error = ErrNoProviders
 	tried := map[peer.ID]bool{}
@@ -627,6 +628,12 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 			return nil, fmt.Errorf("deadline: %w (last: %v)", ctx.Err(), err)
 		}
 		last, tried[p] = err, true
+		if errors.Is(err, errUnreachable) {
+			// Not an attempt: the next candidate is asked; tried and the
+			// back-off keep it from being asked again, so the loop ends.
+			j.c.n.peers.unreachable(p)
+			continue
+		}
 		if errors.Is(err, errRefused) {
 			j.unreserve(p)
 			busy = busy || errors.Is(err, errBusy)
@@ -680,6 +687,11 @@ func rootCause(err error) string {
 // (a fair-exchange offer or a GEMM proof that does not check out): attempt
 // records a lie against the provider, and the replica goes to another.
 var errLie = errors.New("provider cheated")
+
+// errUnreachable marks a provider that could not be dialled or did not
+// bid: it goes on a back-off (peerBook.unreachable), and the replica, which
+// it never held, does not count it as an attempt.
+var errUnreachable = errors.New("unreachable")
 
 // errRefused marks a provider that declined, which costs it no reputation;
 // errBusy, wrapped with it, one that may accept later.
@@ -780,18 +792,19 @@ func (j *jobRun) askBid(ctx context.Context, p peer.ID) (*wire.Bid, error) {
 	defer cancel()
 	c, err := j.c.n.open(cctx, p, ProtocolBid)
 	if err != nil {
-		return nil, fmt.Errorf("bid: %w", err)
+		return nil, fmt.Errorf("bid: %w: %w", errUnreachable, err)
 	}
 	defer c.close()
 	if err := c.write(&wire.BidOpen{V: wire.Version, Announce: j.ann}); err != nil {
 		c.reset()
-		return nil, fmt.Errorf("bid: %w", err)
+		return nil, fmt.Errorf("bid: %w: %w", errUnreachable, err)
 	}
 	var b wire.Bid
 	if err := c.read(handshakeTimeout, wire.MaxControlFrame, &b); err != nil {
 		c.reset()
-		return nil, fmt.Errorf("bid: %w", err)
+		return nil, fmt.Errorf("bid: %w: %w", errUnreachable, err)
 	}
+	j.c.n.peers.reached(p)
 	if b.Job != j.ann.Job || !b.Accept {
 		return nil, refusal(b.Reason)
 	}

@@ -112,6 +112,10 @@ type Config struct {
 	// recently used blobs not in use by a job here, and fails if that does
 	// not make room. 0: no cap; DefaultConfig: 16 GiB.
 	BlobQuota int64
+	// MaxPeers caps the peer records kept (memory and database); default
+	// DefaultMaxPeers. When full, a new advert evicts the least valuable
+	// sixteenth: peers with no history seen longest ago first.
+	MaxPeers int
 	// GossipHeartbeat is GossipSub's heartbeat; default 1 s.
 	GossipHeartbeat time.Duration
 	// Reputation tunes how peers are judged; zero means reputation.Defaults.
@@ -346,7 +350,10 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err = n.startHost(); err != nil {
 		return nil, err
 	}
-	n.peers = newPeerBook(n.db, n.host.ID(), cfg.Reputation, cfg.Trust, n.log)
+	n.peers = newPeerBook(n.db, n.host.ID(), cfg.Reputation, cfg.MaxPeers, cfg.Trust, n.log)
+	n.peers.reachable = func(id peer.ID) bool {
+		return n.host.Network().Connectedness(id) == network.Connected || len(n.host.Peerstore().Addrs(id)) > 0
+	}
 	n.auditor = newAuditor(n)
 	if err = n.peers.load(); err != nil {
 		return nil, err
@@ -411,8 +418,9 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if cfg.Aggregator {
 		n.host.SetStreamHandler(ProtocolAggregate, n.handleAggregate)
 	}
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.gcLoop()
+	go n.peerFlushLoop()
 	return n, nil
 }
 
@@ -518,7 +526,32 @@ func (n *Node) bootstrap(ctx context.Context) error {
 	return n.dht.Bootstrap(n.ctx)
 }
 
-// gcLoop removes blobs unused for BlobRetention, every hour and at start.
+// peerFlushEvery is how often adverts are written to the store.
+const peerFlushEvery = 5 * time.Second
+
+// peerFlushLoop writes what adverts changed in the peer book every
+// peerFlushEvery, and once more when the node stops.
+func (n *Node) peerFlushLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(peerFlushEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			if err := n.peers.flush(); err != nil {
+				n.log.Warn("writing peers", "err", err)
+			}
+			return
+		case <-t.C:
+			if err := n.peers.flush(); err != nil {
+				n.log.Warn("writing peers", "err", err)
+			}
+		}
+	}
+}
+
+// gcLoop removes blobs unused for BlobRetention and the records of peers
+// long silent, every hour and at start.
 func (n *Node) gcLoop() {
 	defer n.wg.Done()
 	t := time.NewTicker(time.Hour)
@@ -528,6 +561,9 @@ func (n *Node) gcLoop() {
 			n.log.Warn("blob gc", "err", err)
 		} else if removed > 0 {
 			n.log.Info("blob gc", "removed", removed)
+		}
+		if pruned := n.peers.prune(time.Now()); pruned > 0 {
+			n.log.Info("peer gc", "pruned", pruned)
 		}
 		select {
 		case <-n.ctx.Done():

@@ -25,37 +25,83 @@ type peerBook struct {
 	params reputation.Params
 	log    *slog.Logger
 
-	mu sync.Mutex
+	// max caps the records kept (see onAdvert); reachable, when set,
+	// reports whether a peer can be dialled: a live connection or a known
+	// address. Both are fixed before the book is shared.
+	max       int
+	reachable func(peer.ID) bool
+
+	mu    sync.Mutex
+	peers map[peer.ID]*store.Peer // guarded by mu
 	// vouched are peers this node's operator trusts (Config.Trust): they
 	// are established whatever their record says, until proven wrong.
-	vouched map[peer.ID]bool        // guarded by mu
-	peers   map[peer.ID]*store.Peer // guarded by mu
+	vouched map[peer.ID]bool // guarded by mu
+	// backoff holds the peers whose dial or bid failed: they are no
+	// candidates until their back-off ends. Not persisted.
+	backoff map[peer.ID]*backoff // guarded by mu
+	// dialable holds the peers that were reachable when their newest
+	// advert came, which eviction spares before those that were not.
+	dialable map[peer.ID]bool // guarded by mu
+	// dirty are records changed by adverts only, and gone records evicted
+	// or pruned, that flush writes to the store together: a flood of
+	// adverts costs one transaction per flush, not one per advert.
+	dirty, gone map[peer.ID]bool // guarded by mu
 	// overdue counts, per client, payments for results it received that
 	// are past due and neither released nor cancelled; set by the sweep.
 	overdue map[peer.ID]int // guarded by mu
 }
 
-func newPeerBook(db *store.Store, self peer.ID, params reputation.Params, vouched []peer.ID, log *slog.Logger) *peerBook {
-	b := &peerBook{db: db, self: self, params: params.WithDefaults(), log: log, peers: map[peer.ID]*store.Peer{}, vouched: map[peer.ID]bool{}}
+// DefaultMaxPeers is the default cap on the peer book (Config.MaxPeers).
+const DefaultMaxPeers = 2048
+
+// Peers with no history that have been silent this long are pruned.
+const peerSilentFor = time.Hour
+
+// Back-off of a peer whose dial or bid failed: it doubles with each
+// failure in a row, from minBackoff to maxBackoff.
+const (
+	minBackoff = 30 * time.Second
+	maxBackoff = 30 * time.Minute
+)
+
+type backoff struct {
+	until time.Time
+	wait  time.Duration
+}
+
+// newPeerBook returns a book of at most limit records (DefaultMaxPeers if
+// max <= 0).
+func newPeerBook(db *store.Store, self peer.ID, params reputation.Params, limit int, vouched []peer.ID, log *slog.Logger) *peerBook {
+	if limit <= 0 {
+		limit = DefaultMaxPeers
+	}
+	b := &peerBook{db: db, self: self, params: params.WithDefaults(), max: limit, log: log,
+		peers: map[peer.ID]*store.Peer{}, vouched: map[peer.ID]bool{}, backoff: map[peer.ID]*backoff{},
+		dialable: map[peer.ID]bool{}, dirty: map[peer.ID]bool{}, gone: map[peer.ID]bool{}}
 	for _, id := range vouched {
 		b.vouched[id] = true
 	}
 	return b
 }
 
+// load reads the records of the store, evicting (there too) what is over
+// the cap: a store written before the cap, or under a larger one.
 func (b *peerBook) load() error {
 	ps, err := b.db.Peers()
 	if err != nil {
 		return err
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	for i := range ps {
 		if id, err := peer.Decode(ps[i].ID); err == nil {
 			b.peers[id] = &ps[i]
 		}
 	}
-	return nil
+	if over := len(b.peers) - b.max; over > 0 {
+		b.evictLocked(-1, over)
+	}
+	b.mu.Unlock()
+	return b.flush()
 }
 
 // vouch adds peers the operator vouches for, as Config.Trust does.
@@ -67,30 +113,223 @@ func (b *peerBook) vouch(ids ...peer.ID) {
 	}
 }
 
-// getLocked returns the record of id, creating it. b.mu must be held.
+// getLocked returns the record of id, creating it (evicting the least
+// valuable record if the book is full). b.mu must be held.
 func (b *peerBook) getLocked(id peer.ID) *store.Peer {
 	p := b.peers[id]
 	if p == nil {
-		p = &store.Peer{ID: id.String()}
-		b.peers[id] = p
+		if len(b.peers) >= b.max {
+			b.evictLocked(-1, 1)
+		}
+		p = b.addLocked(id)
 	}
 	return p
 }
 
+// addLocked creates the record of id. b.mu must be held.
+func (b *peerBook) addLocked(id peer.ID) *store.Peer {
+	p := &store.Peer{ID: id.String()}
+	b.peers[id] = p
+	delete(b.gone, id)
+	return p
+}
+
+// flush writes the records adverts changed and deletes those evicted or
+// pruned since the last flush, in one transaction.
+func (b *peerBook) flush() error {
+	b.mu.Lock()
+	put := make([]*store.Peer, 0, len(b.dirty))
+	for id := range b.dirty {
+		if p := b.peers[id]; p != nil {
+			c := *p
+			put = append(put, &c)
+		}
+	}
+	del := make([]string, 0, len(b.gone))
+	for id := range b.gone {
+		del = append(del, id.String())
+	}
+	clear(b.dirty)
+	clear(b.gone)
+	b.mu.Unlock()
+	return b.db.WritePeers(put, del)
+}
+
+// worth ranks a record for eviction: 0 for a peer with no history (only
+// adverts), 1 for one with earned history (results, agreements, losses,
+// payments as a client), 2 for one that lied or was banned, which is kept
+// longest so that it cannot come back clean under the same key.
+func worth(p *store.Peer) int {
+	r := &p.Rep
+	switch {
+	case r.Lies > 0 || !r.BannedUntil.IsZero() || r.Outvoted > 0:
+		return 2
+	case r.Completed > 0 || r.Lost > 0 || r.Agreed > 0 || r.Streak > 0 || p.Paid > 0 || p.Unpaid > 0:
+		return 1
+	}
+	return 0
+}
+
+// rankLocked orders records for eviction, lowest first: by worth, then,
+// among equals, those that could be dialled when last looked at and are
+// not backed off. b.mu must be held.
+func (b *peerBook) rankLocked(id peer.ID, p *store.Peer, now time.Time) int {
+	r := 2 * worth(p)
+	if b.dialable[id] && !b.backingOffLocked(id, now) {
+		r++
+	}
+	return r
+}
+
+// evictLocked removes the n least valuable records: lowest rank first and,
+// among equals, the oldest LastSeen; with upTo >= 0, only records of rank
+// at most upTo. It returns how many went. One sort per call: when the book
+// is full, onAdvert evicts a sixteenth at once rather than scanning the
+// book for every newcomer. The next flush deletes them from the store.
+func (b *peerBook) evictLocked(upTo, n int) int {
+	now := time.Now()
+	type entry struct {
+		id   peer.ID
+		rank int
+		seen time.Time
+	}
+	all := make([]entry, 0, len(b.peers))
+	for id, p := range b.peers {
+		if r := b.rankLocked(id, p, now); upTo < 0 || r <= upTo {
+			all = append(all, entry{id, r, p.LastSeen})
+		}
+	}
+	sort.Slice(all, func(i, k int) bool {
+		if all[i].rank != all[k].rank {
+			return all[i].rank < all[k].rank
+		}
+		return all[i].seen.Before(all[k].seen)
+	})
+	evicted := 0
+	for _, e := range all {
+		if evicted == n {
+			break
+		}
+		// The flag dates from the peer's last advert: one that has become
+		// reachable since (connected, an address found) is spared.
+		if !b.dialable[e.id] && b.reachable != nil && b.reachable(e.id) {
+			b.dialable[e.id] = true
+			continue
+		}
+		b.forgetLocked(e.id)
+		evicted++
+	}
+	return evicted
+}
+
+// forgetLocked removes the record of id; the next flush deletes it from
+// the store. b.mu must be held.
+func (b *peerBook) forgetLocked(id peer.ID) {
+	delete(b.peers, id)
+	delete(b.backoff, id)
+	delete(b.dialable, id)
+	delete(b.dirty, id)
+	b.gone[id] = true
+}
+
 // onAdvert records a validated advert (gossip already dropped stale ones).
+// When the book is full, the least valuable sixteenth of it that is worth
+// no more than the newcomer is evicted (evictLocked); if nothing is, the
+// advert is dropped.
 func (b *peerBook) onAdvert(from peer.ID, a *wire.CapabilityAdvert) {
 	now := time.Now()
+	dialable := b.reachable == nil || b.reachable(from)
 	b.mu.Lock()
-	p := b.getLocked(from)
+	p := b.peers[from]
+	if p == nil {
+		if len(b.peers) >= b.max {
+			upTo := 0
+			if dialable {
+				upTo = 1
+			}
+			if b.evictLocked(upTo, max(1, b.max/16)) == 0 {
+				b.mu.Unlock()
+				return
+			}
+		}
+		p = b.addLocked(from)
+	}
+	if dialable {
+		b.dialable[from] = true
+	} else {
+		delete(b.dialable, from)
+	}
 	if p.Advert != nil && p.Advert.Seq >= a.Seq {
 		b.mu.Unlock()
 		return
 	}
 	p.Advert, p.LastSeen = a, now
 	p.Rep.Advert(b.params, now, time.Duration(a.IntervalMS)*time.Millisecond)
-	c := *p
+	b.dirty[from] = true // best effort: written by the next flush
 	b.mu.Unlock()
-	b.db.PutPeer(&c) // best effort: the next advert rewrites it
+}
+
+// prune removes the records of peers with no history silent for
+// peerSilentFor, and back-offs long over. It returns how many records went.
+func (b *peerBook) prune(now time.Time) int {
+	b.mu.Lock()
+	pruned := 0
+	for id, p := range b.peers {
+		if worth(p) == 0 && now.Sub(p.LastSeen) > peerSilentFor {
+			b.forgetLocked(id)
+			pruned++
+		}
+	}
+	for id, o := range b.backoff {
+		if now.Sub(o.until) > maxBackoff {
+			delete(b.backoff, id)
+		}
+	}
+	b.mu.Unlock()
+	if err := b.flush(); err != nil {
+		b.log.Warn("pruning peers", "err", err)
+	}
+	return pruned
+}
+
+// len returns how many records the book holds.
+func (b *peerBook) len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.peers)
+}
+
+// unreachable puts id on a back-off after a failed dial or bid: it is no
+// candidate until then. Each failure in a row doubles the wait.
+func (b *peerBook) unreachable(id peer.ID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	o := b.backoff[id]
+	if o == nil {
+		o = &backoff{}
+		b.backoff[id] = o
+	}
+	o.wait = min(max(2*o.wait, minBackoff), maxBackoff)
+	o.until = time.Now().Add(o.wait)
+}
+
+// reached ends id's back-off: it answered.
+func (b *peerBook) reached(id peer.ID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.backoff, id)
+}
+
+// backingOff reports whether id is on a back-off now.
+func (b *peerBook) backingOff(id peer.ID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.backingOffLocked(id, time.Now())
+}
+
+func (b *peerBook) backingOffLocked(id peer.ID, now time.Time) bool {
+	o := b.backoff[id]
+	return o != nil && now.Before(o.until)
 }
 
 // update applies f to the reputation of id and persists it.
@@ -248,10 +487,11 @@ type candidate struct {
 }
 
 // candidates returns the providers whose newest advert (seen within maxAge)
-// satisfies req and whose price fits, best first: reputation (in tenths,
-// repRank), then price; equals in random order. What a provider claims of
-// itself (free slots) does not rank it: replicas are drawn at random from
-// this pool by jobRun.next.
+// satisfies req and whose price fits, and that can be dialled (a known
+// address or a live connection, and no back-off), best first: reputation
+// (in tenths, repRank), then price; equals in random order. What a
+// provider claims of itself (free slots) does not rank it: replicas are
+// drawn at random from this pool by jobRun.next.
 func (b *peerBook) candidates(req *requirement.Program, price uint64, memory uint64, maxAge time.Duration, exclude map[peer.ID]bool) []candidate {
 	b.mu.Lock()
 	var out []candidate
@@ -259,7 +499,8 @@ func (b *peerBook) candidates(req *requirement.Program, price uint64, memory uin
 	for id, p := range b.peers {
 		a := p.Advert
 		if id == b.self || exclude[id] || a == nil || now.Sub(p.LastSeen) > maxAge || a.Price > price ||
-			a.MaxMemory < memory || p.Rep.Banned(now) {
+			a.MaxMemory < memory || p.Rep.Banned(now) || b.backingOffLocked(id, now) ||
+			(b.reachable != nil && !b.reachable(id)) {
 			continue
 		}
 		r := b.recordLocked(id)

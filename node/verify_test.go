@@ -213,7 +213,7 @@ func TestReputationInRequirements(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	book := newPeerBook(db, "self", reputation.Params{MaxLies: 5, BanBelow: 0.01}, nil, slog.Default())
+	book := newPeerBook(db, "self", reputation.Params{MaxLies: 5, BanBelow: 0.01}, 0, nil, slog.Default())
 	good, doubtful := peer.ID("good"), peer.ID("doubtful")
 	for i, id := range []peer.ID{good, doubtful} {
 		book.onAdvert(id, &wire.CapabilityAdvert{Peer: []byte(id), Seq: uint64(i + 1), Slots: 1, FreeSlots: 1, MaxMemory: 1 << 30, Backends: []string{"reference"}})
@@ -257,7 +257,7 @@ func TestClientStanding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	book := newPeerBook(db, "self", reputation.Params{}, nil, slog.Default())
+	book := newPeerBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
 	client := p2ptest.RandPeerIDFatal(t) // a real ID: the book reloads only those
 	for range 3 {
 		book.clientSettled(client, true)
@@ -276,7 +276,7 @@ func TestClientStanding(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	again := newPeerBook(db, "self", reputation.Params{}, nil, slog.Default())
+	again := newPeerBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
 	if err := again.load(); err != nil {
 		t.Fatal(err)
 	}

@@ -48,6 +48,14 @@ type Config struct {
 	// relayed, per topic; default 2/s with bursts of 20.
 	Rate  float64
 	Burst int
+	// MaxOrigins caps how many origins the rate limits and advert sequence
+	// numbers are kept for (a flood of fresh keys would grow them without
+	// end); when full, the least recently seen eighth is forgotten. Default
+	// 4096. OriginIdle is how long an origin's state outlives its last
+	// message; default 10 minutes (well past MaxSkew, so no replay of what
+	// it sent can pass the timestamp check).
+	MaxOrigins int
+	OriginIdle time.Duration
 	// MaxSkew is how far a message's timestamp may be from this node's
 	// clock; default 2 minutes.
 	MaxSkew time.Duration
@@ -98,8 +106,8 @@ type Gossip struct {
 	adverts *pubsub.Topic
 	log     *slog.Logger
 
-	limiters sync.Map // string(topic)+peer.ID → *limiterEntry
-	lastSeq  sync.Map // peer.ID → uint64: newest advert Seq seen
+	mu      sync.Mutex
+	origins map[peer.ID]*origin // guarded by mu
 
 	published, delivered, rejected, ignored atomic.Uint64
 	tracer                                  tracer
@@ -109,9 +117,13 @@ type Gossip struct {
 	wg     sync.WaitGroup     // subscription loops and the limiter sweeper
 }
 
-type limiterEntry struct {
-	lim  *rate.Limiter
-	used atomic.Int64 // unix nanos of last use, for sweeping
+// origin is what gossip keeps of one message origin: a token bucket per
+// topic and the newest advert Seq seen, if any.
+type origin struct {
+	jobs, adverts *rate.Limiter
+	seq           uint64
+	seqSeen       bool
+	used          time.Time // last message, for sweeping and eviction
 }
 
 // ErrTooLarge is returned by Publish for a message over wire.MaxGossipMessage.
@@ -127,6 +139,12 @@ func New(ctx context.Context, cfg Config) (*Gossip, error) {
 	}
 	if cfg.Burst == 0 {
 		cfg.Burst = 20
+	}
+	if cfg.MaxOrigins <= 0 {
+		cfg.MaxOrigins = 4096
+	}
+	if cfg.OriginIdle <= 0 {
+		cfg.OriginIdle = 10 * time.Minute
 	}
 	if cfg.MaxSkew == 0 {
 		cfg.MaxSkew = 2 * time.Minute
@@ -149,7 +167,7 @@ func New(ctx context.Context, cfg Config) (*Gossip, error) {
 	if cfg.AppScore == nil {
 		cfg.AppScore = func(peer.ID) float64 { return 0 }
 	}
-	g := &Gossip{cfg: cfg, log: cfg.Logger.With("component", "gossip")}
+	g := &Gossip{cfg: cfg, log: cfg.Logger.With("component", "gossip"), origins: map[peer.ID]*origin{}}
 	ctx, g.cancel = context.WithCancel(ctx)
 	loopCtx, stop := context.WithCancel(ctx)
 	g.stop = stop
@@ -361,8 +379,16 @@ func (g *Gossip) joinLoop(ctx context.Context, ev *pubsub.TopicEventHandler) {
 	}
 }
 
-// sweepLoop forgets rate limiters of origins idle for ten minutes, so that
-// a flood of one-off origins cannot grow memory without bound.
+// Origins returns how many origins gossip keeps state for (at most
+// Config.MaxOrigins).
+func (g *Gossip) Origins() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.origins)
+}
+
+// sweepLoop forgets, every minute, the origins idle for OriginIdle, so that
+// one-off origins do not stay until the cap pushes them out.
 func (g *Gossip) sweepLoop(ctx context.Context) {
 	defer g.wg.Done()
 	t := time.NewTicker(time.Minute)
@@ -372,13 +398,18 @@ func (g *Gossip) sweepLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			cutoff := g.cfg.Now().Add(-10 * time.Minute).UnixNano()
-			g.limiters.Range(func(k, v any) bool {
-				if v.(*limiterEntry).used.Load() < cutoff {
-					g.limiters.Delete(k)
-				}
-				return true
-			})
+			g.sweep(g.cfg.Now().Add(-g.cfg.OriginIdle))
+		}
+	}
+}
+
+// sweep forgets the origins idle since before cutoff.
+func (g *Gossip) sweep(cutoff time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for id, o := range g.origins {
+		if o.used.Before(cutoff) {
+			delete(g.origins, id)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package gossip
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -48,17 +49,61 @@ func (g *Gossip) fresh(unixMilli int64) bool {
 	return d <= g.cfg.MaxSkew && d >= -g.cfg.MaxSkew
 }
 
-// allow takes a token from the origin's bucket for the topic.
-func (g *Gossip) allow(topic string, origin peer.ID) bool {
-	key := topic + string(origin)
-	v, ok := g.limiters.Load(key)
-	if !ok {
-		v, _ = g.limiters.LoadOrStore(key, &limiterEntry{lim: rate.NewLimiter(rate.Limit(g.cfg.Rate), g.cfg.Burst)})
+// originLocked returns the state of id, creating it; when the table is
+// full it first forgets the least recently seen eighth (one sort per
+// MaxOrigins/8 new origins, not a scan per message). g.mu must be held.
+func (g *Gossip) originLocked(id peer.ID, now time.Time) *origin {
+	o := g.origins[id]
+	if o == nil {
+		if len(g.origins) >= g.cfg.MaxOrigins {
+			g.evictLocked(max(1, g.cfg.MaxOrigins/8))
+		}
+		o = &origin{
+			jobs:    rate.NewLimiter(rate.Limit(g.cfg.Rate), g.cfg.Burst),
+			adverts: rate.NewLimiter(rate.Limit(g.cfg.Rate), g.cfg.Burst),
+		}
+		g.origins[id] = o
 	}
-	e := v.(*limiterEntry)
+	o.used = now
+	return o
+}
+
+// evictLocked forgets the n least recently seen origins. g.mu must be held.
+func (g *Gossip) evictLocked(n int) {
+	ids := make([]peer.ID, 0, len(g.origins))
+	for id := range g.origins {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b peer.ID) int { return g.origins[a].used.Compare(g.origins[b].used) })
+	for _, id := range ids[:min(n, len(ids))] {
+		delete(g.origins, id)
+	}
+}
+
+// allow takes a token from the origin's bucket for the topic.
+func (g *Gossip) allow(topic string, id peer.ID) bool {
 	now := g.cfg.Now()
-	e.used.Store(now.UnixNano())
-	return e.lim.AllowN(now, 1)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	o := g.originLocked(id, now)
+	lim := o.adverts
+	if topic == TopicJobs {
+		lim = o.jobs
+	}
+	return lim.AllowN(now, 1)
+}
+
+// newer records seq as id's newest advert and reports whether it is newer
+// than the last one seen.
+func (g *Gossip) newer(id peer.ID, seq uint64) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	o := g.originLocked(id, g.cfg.Now())
+	if o.seqSeen && seq <= o.seq {
+		return false
+	}
+	o.seq, o.seqSeen = seq, true
+	return true
 }
 
 func (g *Gossip) validateAnnounce(_ context.Context, _ peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
@@ -102,17 +147,8 @@ func (g *Gossip) validateAdvert(_ context.Context, _ peer.ID, msg *pubsub.Messag
 		return g.verdict(pubsub.ValidationIgnore, TopicAdverts, origin, "rate limit")
 	}
 	// Only newer adverts travel on: replays and reordered copies stop here.
-	for {
-		old, loaded := g.lastSeq.LoadOrStore(origin, m.Seq)
-		if !loaded {
-			break
-		}
-		if old.(uint64) >= m.Seq {
-			return g.verdict(pubsub.ValidationIgnore, TopicAdverts, origin, "stale advert")
-		}
-		if g.lastSeq.CompareAndSwap(origin, old, m.Seq) {
-			break
-		}
+	if !g.newer(origin, m.Seq) {
+		return g.verdict(pubsub.ValidationIgnore, TopicAdverts, origin, "stale advert")
 	}
 	msg.ValidatorData = &m
 	return pubsub.ValidationAccept

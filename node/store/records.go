@@ -1,8 +1,11 @@
 package store
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/reputation"
@@ -249,6 +252,36 @@ func (s *Store) Peer(id string) (*Peer, error) {
 		return nil, err
 	}
 	return &p, nil
+}
+
+// WritePeers writes put and removes the records of del, in one
+// transaction; removing a missing record is no error.
+func (s *Store) WritePeers(put []*Peer, del []string) error {
+	if len(put) == 0 && len(del) == 0 {
+		return nil
+	}
+	enc := make([][]byte, len(put))
+	for i, p := range put {
+		b, err := json.Marshal(p)
+		if err != nil {
+			return err
+		}
+		enc[i] = b
+	}
+	return s.update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketPeers)
+		for _, id := range del {
+			if err := b.Delete([]byte(id)); err != nil {
+				return fmt.Errorf("store: deleting peer %s: %w", id, err)
+			}
+		}
+		for i, p := range put {
+			if err := b.Put([]byte(p.ID), enc[i]); err != nil {
+				return fmt.Errorf("store: writing peer %s: %w", p.ID, err)
+			}
+		}
+		return nil
+	})
 }
 
 // Peers returns every known peer.
