@@ -102,6 +102,9 @@ func (n *Node) handleAggregate(s network.Stream) {
 	for _, d := range ann.Data {
 		need = append(need, wire.ShardRef{Input: d.Digest, Size: d.Size})
 	}
+	for _, sh := range req.Shards {
+		n.access.input(sh.Input) // not announced by FetchBlob below
+	}
 	need = append(need, req.Shards...)
 	var reduce *ReduceSpec
 	if r := req.Reduce; r != nil {

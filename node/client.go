@@ -259,32 +259,35 @@ func (j *jobRun) emit(kind string, replica int, p peer.ID, detail string) {
 	}
 }
 
-// PutBlob stores b in the node's blob store and announces it in the DHT.
+// PutBlob stores b in the node's blob store. It is not announced in the
+// DHT until a job names it as its module or a data blob (Submit): it may
+// be an input, which stays private.
 func (n *Node) PutBlob(ctx context.Context, b []byte) (blob.Digest, error) {
-	d, err := n.blobs.PutBytes(b)
-	if err != nil {
-		return d, err
-	}
-	n.provideAsync(d)
-	return d, nil
+	return n.blobs.PutBytes(b)
 }
 
 // PutBlobFrom stores the bytes of r, at most max of them, streamed to disk
-// (a data blob may be larger than memory), announces the blob in the DHT
-// and returns its digest and size. More than max bytes is an error
-// wrapping blob.ErrTooLarge, and nothing is stored.
+// (a data blob may be larger than memory), and returns its digest and
+// size; like PutBlob, it announces nothing. More than max bytes is an
+// error wrapping blob.ErrTooLarge, and nothing is stored.
 func (n *Node) PutBlobFrom(ctx context.Context, r io.Reader, max int64) (blob.Digest, int64, error) {
-	d, size, err := n.blobs.Put(r, max)
-	if err != nil {
-		return d, size, err
-	}
+	return n.blobs.Put(r, max)
+}
+
+// Publish makes local blob d public for good (a module, data blob or a
+// file meant for anyone) and announces it in the DHT.
+func (n *Node) Publish(d blob.Digest) {
+	n.access.publish(d)
 	n.provideAsync(d)
-	return d, size, nil
 }
 
 // provideAsync announces a local blob in the DHT in the background: nobody
-// waits for it, and providers that need the blob find it there.
+// waits for it, and providers that need the blob find it there. A private
+// blob (an input) is never announced.
 func (n *Node) provideAsync(d blob.Digest) {
+	if n.access.hidden(d) {
+		return
+	}
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -297,7 +300,8 @@ func (n *Node) provideAsync(d blob.Digest) {
 }
 
 // FetchBlob makes the blob d of size bytes local, from hints or the peers
-// that announce it in the DHT, and announces it in turn.
+// that announce it in the DHT, and announces it in turn (unless it is an
+// input here).
 func (n *Node) FetchBlob(ctx context.Context, d blob.Digest, size int64, hints []peer.ID) error {
 	if _, ok := n.blobs.Has(d); ok {
 		return nil
@@ -375,14 +379,19 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 	if _, ok := n.blobs.Has(spec.Module); !ok {
 		return nil, fmt.Errorf("module %s: %w", spec.Module.Short(), blob.ErrNotFound)
 	}
-	// Providers fetch module, input and data from here while the job runs.
+	// Providers fetch module, input and data from here while the job runs:
+	// module and data from anyone, the input only from here, by those
+	// assigned the job (attempt).
 	defer n.blobs.Pin(spec.Module)()
 	defer n.blobs.Pin(spec.Input)()
+	n.access.input(spec.Input)
+	n.Publish(spec.Module)
 	for _, d := range spec.Data {
 		if _, ok := n.blobs.Has(d.Digest); !ok {
 			return nil, fmt.Errorf("data %s (%s): %w", d.Name, d.Digest.Short(), blob.ErrNotFound)
 		}
 		defer n.blobs.Pin(d.Digest)()
+		n.Publish(d.Digest)
 	}
 	j := &jobRun{
 		c: n.client, ann: ann, req: req, events: events, open: spec.Open, adaptive: spec.Adaptive,
@@ -432,7 +441,7 @@ func (j *jobRun) findProviders(ctx context.Context) error {
 			return nil
 		}
 	}
-	if err := n.gossip.PublishAnnounce(ctx, j.ann); err != nil {
+	if err := n.gossip.PublishAnnounce(ctx, j.ann.Offer()); err != nil {
 		return err
 	}
 	window := time.NewTimer(bidWindow)
@@ -724,6 +733,8 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 	}
 	a := j.assignment(r, p, bid.Price, pay)
 	idx := j.record(r, p, a.Terms())
+	// p may fetch the input from here while it holds the assign.
+	defer n.access.grant(j.ann.Input, p)()
 	assigned := time.Now()
 	res, inflight, err := j.follow(ctx, a, p, pay)
 	switch {
@@ -795,7 +806,7 @@ func (j *jobRun) askBid(ctx context.Context, p peer.ID) (*wire.Bid, error) {
 		return nil, fmt.Errorf("bid: %w: %w", errUnreachable, err)
 	}
 	defer c.close()
-	if err := c.write(&wire.BidOpen{V: wire.Version, Announce: j.ann}); err != nil {
+	if err := c.write(&wire.BidOpen{V: wire.Version, Announce: j.ann.Offer()}); err != nil {
 		c.reset()
 		return nil, fmt.Errorf("bid: %w: %w", errUnreachable, err)
 	}
@@ -1003,8 +1014,9 @@ func (j *jobRun) checkBackend(res *wire.Result, p peer.ID) error {
 }
 
 // sources are the other providers already running or done with a replica
-// of this job: they hold its module and input, so p may fetch from them
-// rather than only from this client.
+// of this job: they hold its module and data, so p may fetch those from
+// them rather than only from this client (never the input: they do not
+// serve it).
 func (j *jobRun) sources(p peer.ID) [][]byte {
 	j.mu.Lock()
 	defer j.mu.Unlock()

@@ -488,3 +488,134 @@ func TestHostileDuplicateAssign(t *testing.T) {
 		t.Fatalf("the same assign after the run: %+v, %v; want the recorded result", u, err)
 	}
 }
+
+// TestHostileSpy: a peer never assigned a job learns nothing of its input,
+// small (inline in the assign) or large (a blob). The spy is a node like
+// any other, a DHT server, and an eavesdropper on the jobs topic that bids
+// so as to be sent bid requests (and then refuses). Neither the announces
+// it receives nor the bid requests name the input, no DHT provider record
+// it holds does, and a raw blob request for the input is refused by the
+// client and by the providers that ran the job. (Before inputs were
+// private, clients announced every blob in the DHT, announces named the
+// input, and any peer could fetch it by digest.) The job still verifies,
+// and its providers did get the input.
+func TestHostileSpy(t *testing.T) {
+	net := startNetwork(t, 2, nil)
+	spy := joinNode(t, net)
+	ctx := context.Background()
+
+	eve, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eve.Close() })
+	var (
+		mu       sync.Mutex
+		gossiped []wire.JobAnnounce
+		bidReqs  []wire.JobAnnounce
+	)
+	eve.SetStreamHandler(ProtocolBid, func(s network.Stream) {
+		defer s.Close()
+		var open wire.BidOpen
+		if err := wire.ReadFrame(bufio.NewReader(s), wire.MaxControlFrame, &open); err != nil || open.Announce == nil {
+			s.Reset()
+			return
+		}
+		mu.Lock()
+		bidReqs = append(bidReqs, *open.Announce)
+		mu.Unlock()
+		wire.WriteFrame(s, &wire.Bid{V: wire.Version, Job: open.Announce.Job, Reason: "just looking"})
+	})
+	g, err := gossip.New(ctx, gossip.Config{Host: eve, Heartbeat: 100 * time.Millisecond,
+		OnAnnounce: func(from peer.ID, m *wire.JobAnnounce) {
+			mu.Lock()
+			gossiped = append(gossiped, *m)
+			mu.Unlock()
+			// Bid, so that the client sends a bid request here too.
+			go func() {
+				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+				s, err := eve.NewStream(cctx, from, ProtocolBid)
+				if err != nil {
+					return
+				}
+				defer s.Close()
+				wire.WriteFrame(s, &wire.BidOpen{V: wire.Version, Bid: &wire.Bid{V: wire.Version, Job: m.Job, Accept: true, FreeSlots: 1}})
+			}()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	for _, n := range append([]*Node{net.client}, net.providers...) {
+		if err := eve.Connect(ctx, peer.AddrInfo{ID: n.ID(), Addrs: n.Addrs()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "the eavesdropper's jobs topic has the client and providers", func() bool {
+		return len(g.PubSub().ListPeers(gossip.TopicJobs)) >= 1+len(net.providers)
+	})
+
+	module := readTestdata(t, "jobs/cat/cat.wasm")
+	for _, size := range []int{100, wire.MaxInline + 100<<10} {
+		input := make([]byte, size)
+		for i := range input {
+			input[i] = byte(i*13>>2) ^ byte(size)
+		}
+		s := spec(t, net.client, module, input)
+		s.Open = true // announced on the jobs topic
+		job, err := net.client.Submit(ctx, s, nil)
+		if err != nil || job.State != store.JobVerified {
+			t.Fatalf("%d-byte input: job %v: %v", size, job, err)
+		}
+		if out, err := net.client.Blob(job.Output, int64(2*size)); err != nil || !bytes.Equal(out, input) {
+			t.Fatalf("%d-byte input: output of %d bytes, %v; want the input back", size, len(out), err)
+		}
+		if size > wire.MaxInline {
+			for _, p := range net.providers {
+				if _, ok := p.blobs.Has(s.Input); !ok {
+					t.Errorf("provider %s did not get the %d-byte input", p.ID(), size)
+				}
+			}
+		}
+
+		mu.Lock()
+		heard := 0
+		for _, a := range append(append([]wire.JobAnnounce(nil), gossiped...), bidReqs...) {
+			if a.Job == job.ID {
+				heard++
+			}
+			if a.Input == s.Input {
+				t.Errorf("%d-byte input: the spy saw its digest in an announce or bid request", size)
+			}
+		}
+		t.Logf("%d-byte input: %d announces, %d bid requests heard in all", size, len(gossiped), len(bidReqs))
+		mu.Unlock()
+		if heard == 0 {
+			t.Errorf("%d-byte input: the eavesdropper heard no announce of the job", size)
+		}
+
+		// The module is announced in the DHT and reaches the spy's provider
+		// store; the input's digest must not.
+		waitFor(t, 20*time.Second, "the spy holds the module's provider records", func() bool {
+			ps, err := spy.dht.ProviderStore().GetProviders(ctx, s.Module.CID().Hash())
+			return err == nil && len(ps) > 0
+		})
+		time.Sleep(300 * time.Millisecond) // the providers' own provides, if any, are as quick
+		if ps, err := spy.dht.ProviderStore().GetProviders(ctx, s.Input.CID().Hash()); err != nil || len(ps) > 0 {
+			t.Errorf("%d-byte input: the spy holds %d provider records of the input (%v)", size, len(ps), err)
+		}
+
+		for _, p := range append([]*Node{net.client}, net.providers...) {
+			fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := spy.blobSvc.FetchDirect(fctx, s.Input, s.InputSize, []peer.ID{p.ID()})
+			cancel()
+			if err == nil {
+				t.Fatalf("%d-byte input: the spy fetched it from %s", size, p.ID())
+			}
+		}
+		if _, ok := spy.blobs.Has(s.Input); ok {
+			t.Fatalf("%d-byte input: the spy has it", size)
+		}
+	}
+}

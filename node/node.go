@@ -273,8 +273,10 @@ type Node struct {
 	gossip  *gossip.Gossip
 	blobs   *blob.Store
 	blobSvc *blobnet.Service
-	db      *store.Store
-	peers   *peerBook
+	// access says who may have which blob: inputs are private.
+	access *access
+	db     *store.Store
+	peers  *peerBook
 
 	// Provider side; nil with Provide off.
 	provider *provider
@@ -322,7 +324,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if cfg.Aggregator && !(cfg.AggregatorFee >= 0 && cfg.AggregatorFee <= 100) {
 		return nil, fmt.Errorf("aggregator fee of %g%%: want 0 to 100", cfg.AggregatorFee)
 	}
-	n = &Node{cfg: cfg, log: cfg.Logger}
+	n = &Node{cfg: cfg, log: cfg.Logger, access: newAccess()}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	started := n // "return nil, err" below clears n before this runs
 	defer func() {
@@ -358,7 +360,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err = n.peers.load(); err != nil {
 		return nil, err
 	}
-	if n.blobSvc, err = blobnet.NewService(blobnet.Config{Host: n.host, Store: n.blobs, Routing: n.dht, Logger: n.log,
+	if n.blobSvc, err = blobnet.NewService(blobnet.Config{Host: n.host, Store: n.blobs, Routing: n.dht, Logger: n.log, Allow: n.access.allow,
 		OnFetch: func(st blobnet.FetchStats) {
 			if st.Err == nil {
 				n.blobsFetched.Add(1)

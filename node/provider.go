@@ -496,6 +496,7 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 			hints = append(hints, id)
 		}
 	}
+	p.n.access.publish(an.Module)
 	if err := p.fetch(ctx, an.Module, an.ModuleSize, hints); err != nil {
 		res.Error = "module: " + err.Error()
 		return res
@@ -509,6 +510,7 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 	// Data blobs are fetched once per provider and mounted from the store.
 	for _, d := range an.Data {
 		defer p.n.blobs.Pin(d.Digest)()
+		p.n.access.publish(d.Digest)
 		if err := p.fetch(ctx, d.Digest, d.Size, hints); err != nil {
 			res.Error = fmt.Sprintf("data %s: %v", d.Name, err)
 			return res
@@ -525,8 +527,13 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 			return res
 		}
 	case an.InputSize > 0:
-		// A large input stays on disk and streams into the guest.
-		if err := p.fetch(ctx, an.Input, an.InputSize, hints); err != nil {
+		// A large input stays on disk and streams into the guest. It is
+		// private: fetched from the client alone, without asking the DHT,
+		// announced nowhere and served to nobody but the client (whose
+		// output fetch may name the same bytes).
+		p.n.access.input(an.Input)
+		p.n.access.grant(an.Input, client)
+		if err := p.fetchInput(ctx, an.Input, an.InputSize, client); err != nil {
 			res.Error = "input: " + err.Error()
 			return res
 		}
@@ -618,6 +625,17 @@ func (p *provider) fetch(ctx context.Context, d blob.Digest, size int64, hints [
 	}
 	p.n.provideAsync(d)
 	return nil
+}
+
+// fetchInput makes a job's input local, fetched from its client only, and
+// announces nothing; fetchTime(size) bounds it as fetch's transfers.
+func (p *provider) fetchInput(ctx context.Context, d blob.Digest, size int64, client peer.ID) error {
+	if _, ok := p.n.blobs.Has(d); ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, fetchTime(size))
+	defer cancel()
+	return p.n.blobSvc.FetchDirect(ctx, d, size, []peer.ID{client})
 }
 
 // fetchTime is the longest a provider spends fetching a blob of size bytes:

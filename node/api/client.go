@@ -94,13 +94,24 @@ func (c *Client) PutBlob(ctx context.Context, b []byte) (BlobInfo, error) {
 	return c.PutBlobFrom(ctx, bytes.NewReader(b))
 }
 
+// PutPublicBlob uploads b and has the node announce it in the DHT, for
+// anyone to fetch (PutBlob's blobs are announced only when a job names
+// them as its module or data).
+func (c *Client) PutPublicBlob(ctx context.Context, b []byte) (BlobInfo, error) {
+	return c.putBlob(ctx, "/v1/blobs?public=1", bytes.NewReader(b))
+}
+
 // PutBlobFrom streams the bytes of r to the node as a blob (memory stays
 // flat however large it is) and checks the node stored them under their
 // digest.
 func (c *Client) PutBlobFrom(ctx context.Context, r io.Reader) (BlobInfo, error) {
+	return c.putBlob(ctx, "/v1/blobs", r)
+}
+
+func (c *Client) putBlob(ctx context.Context, path string, r io.Reader) (BlobInfo, error) {
 	var v BlobInfo
 	h := sha256.New()
-	resp, err := c.do(ctx, http.MethodPost, "/v1/blobs", io.TeeReader(r, h))
+	resp, err := c.do(ctx, http.MethodPost, path, io.TeeReader(r, h))
 	if err != nil {
 		return v, err
 	}

@@ -4,7 +4,7 @@
 // submit response, never polled.
 //
 //	GET  /v1/node              the node: id, addresses, role, counters
-//	POST /v1/blobs             store the body as a blob → {"digest","size"}
+//	POST /v1/blobs             store the body as a blob → {"digest","size"}; ?public=1 announces it in the DHT
 //	GET  /v1/blobs/{digest}    a blob's bytes
 //	POST /v1/blobs/{digest}/fetch  fetch a blob from the network (FetchRequest)
 //	POST /v1/jobs              submit (SubmitRequest) → NDJSON of Line
@@ -334,6 +334,11 @@ func (s *Server) postBlob(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		httpError(w, storeStatus(err, http.StatusInternalServerError), err)
 		return
+	}
+	if r.URL.Query().Get("public") == "1" {
+		// Stored blobs are otherwise announced only as a job's module or
+		// data: one may be an input, which stays private.
+		s.n.Publish(d)
 	}
 	writeJSON(w, BlobInfo{Digest: d, Size: size})
 }

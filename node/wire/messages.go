@@ -66,7 +66,8 @@ const (
 
 // JobAnnounce describes a job to providers: what to run and on what terms,
 // never the input itself. It travels on the jobs topic (open market) or
-// directly to chosen providers as a bid request.
+// directly to chosen providers as a bid request, both as its Offer, which
+// leaves the input's digest out; only an Assign carries it whole.
 type JobAnnounce struct {
 	V      uint16 `cbor:"1,keyasint"`
 	Job    JobID  `cbor:"2,keyasint"`
@@ -122,6 +123,17 @@ type JobAnnounce struct {
 	// Data are read-only files the guest reads at /data/NAME (model
 	// weights, dictionaries): blobs every replica fetches and sees alike.
 	Data []DataBlob `cbor:"27,keyasint"`
+}
+
+// Offer is the announce as offered to providers not (yet) assigned the
+// job, on the jobs topic and in bid requests: without the input's digest,
+// which would let anyone fetch or look up a private input. InputSize stays:
+// providers bid on it. The Assign carries the announce whole, and its Terms
+// bind the input.
+func (m *JobAnnounce) Offer() *JobAnnounce {
+	c := *m
+	c.Input = blob.Digest{}
+	return &c
 }
 
 // DataBlob is a read-only file of a job: blob Digest of Size bytes, which
@@ -330,8 +342,9 @@ type Assign struct {
 	Replica  uint8       `cbor:"3,keyasint"`
 	// Input is the input itself when it is at most MaxInline bytes.
 	Input []byte `cbor:"4,keyasint"`
-	// Sources are peers (ID bytes) known to hold the module and input, in
-	// addition to the client and the DHT's provider records.
+	// Sources are peers (ID bytes) known to hold the module and data
+	// blobs, in addition to the client and the DHT's provider records. The
+	// input comes from the client only.
 	Sources [][]byte `cbor:"5,keyasint"`
 	// PaymentHash, in paid mode, is the hash of the preimage the client
 	// chose: the provider answers with a hold invoice for it and Price.

@@ -60,6 +60,17 @@ type FetchStats struct {
 // for it (before its bytes are read), ErrClosed after Close, or ctx's error.
 // Concurrent Fetches of the same digest share one transfer.
 func (s *Service) Fetch(ctx context.Context, d blob.Digest, size int64, hints []peer.ID) error {
+	return s.get(ctx, d, size, hints, false)
+}
+
+// FetchDirect is Fetch from the hints only: it never asks Routing for
+// providers, so a private blob's digest (a job's input) is not sent to
+// the DHT.
+func (s *Service) FetchDirect(ctx context.Context, d blob.Digest, size int64, hints []peer.ID) error {
+	return s.get(ctx, d, size, hints, true)
+}
+
+func (s *Service) get(ctx context.Context, d blob.Digest, size int64, hints []peer.ID, direct bool) error {
 	if size < 0 {
 		return fmt.Errorf("blobnet: fetch %s: negative size %d", d.Short(), size)
 	}
@@ -89,7 +100,7 @@ func (s *Service) Fetch(ctx context.Context, d blob.Digest, size int64, hints []
 		s.wg.Add(1)
 		s.mu.Unlock()
 
-		c.err = s.fetch(ctx, d, size, hints)
+		c.err = s.fetch(ctx, d, size, hints, direct)
 		s.mu.Lock()
 		delete(s.inflight, d)
 		s.mu.Unlock()
@@ -124,7 +135,7 @@ type fetcher struct {
 	part  *blob.Partial
 }
 
-func (s *Service) fetch(ctx context.Context, d blob.Digest, size int64, hints []peer.ID) error {
+func (s *Service) fetch(ctx context.Context, d blob.Digest, size int64, hints []peer.ID, direct bool) error {
 	start := time.Now()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -133,7 +144,7 @@ func (s *Service) fetch(ctx context.Context, d blob.Digest, size int64, hints []
 
 	f := &fetcher{
 		s: s, d: d, size: size,
-		src:      newSources(ctx, s, d, hints),
+		src:      newSources(ctx, s, d, hints, direct),
 		liars:    make(map[peer.ID]bool),
 		suspects: make(map[peer.ID]bool),
 		chunk:    s.cfg.ChunkSize,
@@ -707,6 +718,9 @@ type sources struct {
 	d   blob.Digest
 	ctx context.Context // the fetch's: ends the provider search
 
+	// direct: the hints only, no provider search.
+	direct bool
+
 	recv  sync.Mutex // serializes reads of provs
 	provs <-chan peer.AddrInfo
 
@@ -716,8 +730,8 @@ type sources struct {
 	all   []peer.ID
 }
 
-func newSources(ctx context.Context, s *Service, d blob.Digest, hints []peer.ID) *sources {
-	return &sources{s: s, d: d, ctx: ctx, hints: hints, seen: map[peer.ID]bool{s.h.ID(): true}}
+func newSources(ctx context.Context, s *Service, d blob.Digest, hints []peer.ID, direct bool) *sources {
+	return &sources{s: s, d: d, ctx: ctx, hints: hints, direct: direct, seen: map[peer.ID]bool{s.h.ID(): true}}
 }
 
 // next returns a source not returned before, waiting for the provider
@@ -735,7 +749,7 @@ func (x *sources) next(ctx context.Context) (peer.ID, bool) {
 		}
 	}
 	x.mu.Unlock()
-	if x.s.cfg.Routing == nil {
+	if x.s.cfg.Routing == nil || x.direct {
 		return "", false
 	}
 	x.recv.Lock()

@@ -118,6 +118,11 @@ type Config struct {
 	// Logger receives debug lines per fetch and source, and warnings about
 	// lying sources. Default slog.Default().
 	Logger *slog.Logger
+	// Allow, if set, says whether peer p may have blob d: a blob it
+	// refuses is answered BlobNotFound, as if absent, so that a refusal
+	// does not tell that this host holds it. Default: every peer may have
+	// every blob. It must be safe for concurrent use.
+	Allow func(p peer.ID, d blob.Digest) bool
 	// OnFetch, if set, is called with the statistics of every Fetch that
 	// tried to transfer a blob (not of those that found it present or
 	// joined another's fetch), from the fetching goroutine, before Fetch
@@ -256,7 +261,7 @@ func (s *Service) handle(st network.Stream) {
 	defer stop()
 	busy := s.active.Add(1) > int64(s.cfg.MaxStreams)
 	defer s.active.Add(-1)
-	if err := s.serve(st, busy); err != nil {
+	if err := s.serve(st, st.Conn().RemotePeer(), busy); err != nil {
 		s.log.Debug("blob stream reset", "peer", st.Conn().RemotePeer(), "err", err)
 		st.Reset()
 		return
@@ -264,7 +269,7 @@ func (s *Service) handle(st network.Stream) {
 	st.Close()
 }
 
-func (s *Service) serve(st network.Stream, busy bool) error {
+func (s *Service) serve(st network.Stream, p peer.ID, busy bool) error {
 	br := bufio.NewReader(st)
 	w := &idleWriter{st: st, timeout: s.cfg.StreamTimeout, rate: s.rate()}
 	for {
@@ -281,15 +286,20 @@ func (s *Service) serve(st network.Stream, busy bool) error {
 		if busy {
 			return wire.WriteFrame(st, &wire.BlobResponse{V: wire.Version, Status: wire.BlobBusy})
 		}
-		if err := s.serveOne(w, &req); err != nil {
+		if err := s.serveOne(w, p, &req); err != nil {
 			return err
 		}
 	}
 }
 
-// serveOne answers one request: a response frame, then the bytes.
-func (s *Service) serveOne(w *idleWriter, req *wire.BlobRequest) error {
+// serveOne answers one request of peer p: a response frame, then the
+// bytes.
+func (s *Service) serveOne(w *idleWriter, p peer.ID, req *wire.BlobRequest) error {
 	w.rate.start(time.Now())
+	if s.cfg.Allow != nil && !s.cfg.Allow(p, req.Digest) {
+		s.log.Debug("blob refused", "blob", req.Digest.Short(), "peer", p)
+		return wire.WriteFrame(w, &wire.BlobResponse{V: wire.Version, Status: wire.BlobNotFound})
+	}
 	f, size, err := s.store.Open(req.Digest)
 	if errors.Is(err, blob.ErrNotFound) {
 		return wire.WriteFrame(w, &wire.BlobResponse{V: wire.Version, Status: wire.BlobNotFound})

@@ -678,6 +678,10 @@ func TestFetchDHT(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := nodes[2]
+	// FetchDirect does not search the DHT: without hints, nothing.
+	if err := f.svc.FetchDirect(ctx, d, int64(len(data)), nil); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("FetchDirect without hints: %v", err)
+	}
 	if err := f.svc.Fetch(ctx, d, int64(len(data)), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -688,6 +692,37 @@ func TestFetchDHT(t *testing.T) {
 	// Without hints or providers: unavailable, and quickly.
 	if err := f.svc.Fetch(ctx, blob.Sum([]byte("nobody")), 6, nil); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("fetch of an unprovided blob: %v", err)
+	}
+}
+
+// TestAllow: a blob Config.Allow refuses a peer is answered as absent, to
+// whole and range requests alike; other peers get it.
+func TestAllow(t *testing.T) {
+	for _, size := range []int{300_000, 5 << 20} {
+		data := randBytes(size, 11)
+		d := blob.Sum(data)
+		var friend peer.ID
+		src := newNode(t, Config{Allow: func(p peer.ID, got blob.Digest) bool { return got != d || p == friend }})
+		src.put(t, data)
+		other := src.put(t, []byte("public"))
+		spy, ok := newNode(t, Config{}), newNode(t, Config{})
+		friend = ok.h.ID()
+		connect(t, spy.h, src.h)
+		connect(t, ok.h, src.h)
+		if err := spy.svc.Fetch(testCtx(t), d, int64(size), []peer.ID{src.h.ID()}); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("%d bytes: refused peer's fetch: %v", size, err)
+		}
+		if st := spy.lastStats(t); !errors.Is(st.Dropped[src.h.ID()], errNotFound) {
+			t.Fatalf("%d bytes: refusal is %v, want not found", size, st.Dropped[src.h.ID()])
+		}
+		checkHolds(t, spy.store, d, nil)
+		if err := spy.svc.Fetch(testCtx(t), other, 6, []peer.ID{src.h.ID()}); err != nil {
+			t.Fatalf("another blob: %v", err)
+		}
+		if err := ok.svc.Fetch(testCtx(t), d, int64(size), []peer.ID{src.h.ID()}); err != nil {
+			t.Fatalf("%d bytes: allowed peer's fetch: %v", size, err)
+		}
+		checkHolds(t, ok.store, d, data)
 	}
 }
 

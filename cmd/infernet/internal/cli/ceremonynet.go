@@ -71,7 +71,7 @@ func runCeremonyPublish(ctx context.Context, o *CeremonyOptions) error {
 		if err != nil {
 			return err
 		}
-		info, err := c.PutBlob(ctx, b)
+		info, err := c.PutPublicBlob(ctx, b)
 		if err != nil {
 			return err
 		}
@@ -82,7 +82,7 @@ func runCeremonyPublish(ctx context.Context, o *CeremonyOptions) error {
 	if err != nil {
 		return err
 	}
-	info, err := c.PutBlob(ctx, ib)
+	info, err := c.PutPublicBlob(ctx, ib)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,85 @@
+package node
+
+import (
+	"sync"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/infernet/infernet/node/blob"
+)
+
+// access is the node's rule for who may have which blob (blobnet's
+// Config.Allow) and which blobs it may name in the DHT. A job's input is
+// private: its client serves it only to the providers it assigned the job
+// to, while their assigns are in progress, and a provider that fetched it
+// serves it to nobody but that client. Modules, data blobs and outputs are
+// public; a digest ever used as a module or data blob stays public, even
+// when it is also some job's input (its bytes are out already).
+//
+// The marks live in memory: after a restart an old input is served to
+// whoever names its digest, which only its client and its providers know.
+type access struct {
+	mu      sync.Mutex
+	private map[blob.Digest]bool
+	public  map[blob.Digest]bool
+	// grants counts, per private blob, the assigns in progress that let a
+	// peer have it.
+	grants map[blob.Digest]map[peer.ID]int
+}
+
+func newAccess() *access {
+	return &access{private: map[blob.Digest]bool{}, public: map[blob.Digest]bool{}, grants: map[blob.Digest]map[peer.ID]int{}}
+}
+
+// allow reports whether p may have blob d.
+func (a *access) allow(p peer.ID, d blob.Digest) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return !a.private[d] || a.public[d] || a.grants[d][p] > 0
+}
+
+// hidden reports whether d is private: never announced.
+func (a *access) hidden(d blob.Digest) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.private[d] && !a.public[d]
+}
+
+// input marks d a job's input.
+func (a *access) input(d blob.Digest) {
+	a.mu.Lock()
+	a.private[d] = true
+	a.mu.Unlock()
+}
+
+// publish marks d public for good.
+func (a *access) publish(d blob.Digest) {
+	a.mu.Lock()
+	a.public[d] = true
+	a.mu.Unlock()
+}
+
+// grant lets p have private blob d until the returned function is called.
+func (a *access) grant(d blob.Digest, p peer.ID) (revoke func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	g := a.grants[d]
+	if g == nil {
+		g = map[peer.ID]int{}
+		a.grants[d] = g
+	}
+	g[p]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			if g[p]--; g[p] <= 0 {
+				delete(g, p)
+			}
+			if len(g) == 0 {
+				delete(a.grants, d) // g is still a.grants[d]: none is made while it holds grants
+			}
+		})
+	}
+}
