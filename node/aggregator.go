@@ -317,6 +317,9 @@ func (n *Node) SubmitVia(ctx context.Context, agg peer.ID, ss ShardedSpec, spotC
 			return nil, fmt.Errorf("shard input %s: %w", in.Input.Short(), blob.ErrNotFound)
 		}
 		defer n.blobs.Pin(in.Input)()
+		// The aggregator fetches the inputs from here, even one that a spot
+		// check of an earlier job made private.
+		defer n.access.grant(in.Input, agg)()
 		req.Shards = append(req.Shards, wire.ShardRef{Input: in.Input, Size: in.InputSize})
 	}
 	ctx, cancel := context.WithDeadline(ctx, time.UnixMilli(ann.Deadline))

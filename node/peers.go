@@ -49,6 +49,10 @@ type peerBook struct {
 	// overdue counts, per client, payments for results it received that
 	// are past due and neither released nor cancelled; set by the sweep.
 	overdue map[peer.ID]int // guarded by mu
+	// strangers are when clients that never paid here left a result
+	// unpaid, newest last: they share one allowance (strangersSpent), so
+	// that a new identity does not bring a new one. Guarded by mu.
+	strangers []time.Time
 }
 
 // DefaultMaxPeers is the default cap on the peer book (Config.MaxPeers).
@@ -451,7 +455,31 @@ func (b *peerBook) clientSettled(id peer.ID, paid bool) {
 	}
 	if !paid {
 		b.log.Warn("client did not pay for a result", "peer", id, "paid", c.Paid, "unpaid", c.Unpaid)
+		if c.Paid == 0 {
+			b.mu.Lock()
+			b.strangers = append(b.strangers, time.Now())
+			if len(b.strangers) > strangerAllowance {
+				b.strangers = b.strangers[len(b.strangers)-strangerAllowance:]
+			}
+			b.mu.Unlock()
+		}
 	}
+}
+
+// strangerAllowance is how many results clients that never paid here may
+// leave unpaid among them in strangerWindow before such clients get no
+// more paid work here.
+const (
+	strangerAllowance = 8
+	strangerWindow    = 24 * time.Hour
+)
+
+// strangersSpent reports whether clients with no payment here used up
+// their shared allowance of unpaid results.
+func (b *peerBook) strangersSpent() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.strangers) >= strangerAllowance && time.Since(b.strangers[0]) < strangerWindow
 }
 
 // setOverdue replaces the counts of overdue payments per client.

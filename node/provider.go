@@ -350,6 +350,9 @@ func (p *provider) handleAssign(s network.Stream) {
 	if unpaid, paid := p.n.peers.unpaid(client); owesTooMuch(unpaid, paid) {
 		reject(fmt.Sprintf("%s: %d results unpaid, %d paid", wire.ReasonUnpaid, unpaid, paid))
 		return
+	} else if paid == 0 && a.Announce.Price > 0 && p.n.peers.strangersSpent() {
+		reject(fmt.Sprintf("%s: clients with no payment here left %d results unpaid today", wire.ReasonUnpaid, strangerAllowance))
+		return
 	}
 	terms := a.Terms()
 	if run, err := p.n.db.Run(client.String(), a.Announce.Job, a.Replica); err == nil && run.Result != nil {

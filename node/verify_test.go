@@ -284,3 +284,35 @@ func TestClientStanding(t *testing.T) {
 		t.Fatalf("after a restart: unpaid %d, paid %d; want 1 and 3", unpaid, paid)
 	}
 }
+
+// TestStrangersShareAllowance: clients that never paid here share one
+// allowance of unpaid results, so that a client cannot reset its own by
+// taking a new identity each time: 8 fresh identities leaving one result
+// unpaid each (each under its own limit) spend it for every newcomer.
+func TestStrangersShareAllowance(t *testing.T) {
+	db, err := store.Open(t.TempDir() + "/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	book := newPeerBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
+	for i := range strangerAllowance {
+		if book.strangersSpent() {
+			t.Fatalf("spent after %d unpaid results", i)
+		}
+		id := p2ptest.RandPeerIDFatal(t)
+		book.clientSettled(id, false)
+		if owesTooMuch(book.unpaid(id)) {
+			t.Fatal("one unpaid result is over a client's own limit")
+		}
+	}
+	if !book.strangersSpent() {
+		t.Fatalf("%d fresh identities left a result unpaid each, and newcomers still get paid work", strangerAllowance)
+	}
+	payer := p2ptest.RandPeerIDFatal(t)
+	book.clientSettled(payer, true)
+	book.clientSettled(payer, false)
+	if book.strangersSpent() != true || len(book.strangers) != strangerAllowance {
+		t.Fatal("a client that paid counted as a stranger")
+	}
+}

@@ -175,8 +175,14 @@ func (r *Record) Advert(p Params, now time.Time, interval time.Duration) {
 		r.FirstAdvert = now
 	}
 	r.Adverts++
-	r.Interval = max(interval, 10*time.Second)
+	// The interval is the peer's own word: bounded, so that declaring a
+	// long one does not excuse silence.
+	r.Interval = min(max(interval, 10*time.Second), MaxAdvertInterval)
 }
+
+// MaxAdvertInterval is the longest advert interval uptime is measured
+// against, whatever a peer declares.
+const MaxAdvertInterval = 5 * time.Minute
 
 func (r *Record) checkBan(p Params, now time.Time) {
 	if r.score(p, now) < p.BanBelow || r.Lies >= p.MaxLies {

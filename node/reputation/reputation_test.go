@@ -170,3 +170,16 @@ func TestSecondLieBans(t *testing.T) {
 		t.Fatalf("not banned at the second lie: %s", r.Why(Defaults, now))
 	}
 }
+
+// TestDeclaredIntervalBounded: a peer declaring a day between adverts is
+// measured against MaxAdvertInterval: silent for an hour, its uptime falls.
+func TestDeclaredIntervalBounded(t *testing.T) {
+	var r Record
+	r.Advert(Defaults, t0, 24*time.Hour)
+	if r.Interval != MaxAdvertInterval {
+		t.Fatalf("interval %v, want %v", r.Interval, MaxAdvertInterval)
+	}
+	if _, _, u := r.parts(Defaults, t0.Add(time.Hour)); u > 0.25 {
+		t.Fatalf("uptime %.2f after an hour of silence", u)
+	}
+}
