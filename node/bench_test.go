@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor/backends"
@@ -572,4 +575,66 @@ func BenchmarkDataBlob(b *testing.B) {
 	b.ReportMetric(benchMedian(most), "fetches/prov")
 	b.ReportMetric(benchMedian(moved), "data-MiB")
 	b.ReportMetric(float64(benchShards*spec.Replicas*size)/(1<<20), "naive-MiB")
+}
+
+// BenchmarkEstablishedColluders measures what the trust model concedes: k
+// colluding identities that first earn their place (honest for their first
+// 12 runs, audited and proven like anyone), then lie together (the honest
+// output with its last byte flipped) among 4 honest providers. Once
+// established they can win votes: a job's output is wrong when colluders
+// take the vote, about f²(3 − 2f) of jobs where f is their share of the
+// draw. With `--audit P` a share P of jobs is checked by the client's own
+// run, and the first mismatch bans every colluder who signed it. Reported
+// per scenario of 80 jobs: wrong accepted as verified, colluders banned,
+// honest banned, audits. Run by make bench (`-benchtime 1x`).
+func BenchmarkEstablishedColluders(b *testing.B) {
+	for _, k := range []int{2, 4} {
+		for _, audit := range []float64{0, 0.1} {
+			b.Run(fmt.Sprintf("k=%d/audit=%v", k, audit), func(b *testing.B) {
+				for range b.N {
+					i := 0
+					net := startNetwork(b, 4+k, func(c *Config) {
+						if c.Provide {
+							if i >= 4 {
+								c.Faults = &Faults{Lie: 1, Collude: true, HonestFor: 12}
+							}
+							i++
+						}
+					})
+					bad := map[peer.ID]bool{}
+					for _, p := range net.providers[4:] {
+						bad[p.ID()] = true
+					}
+					c := net.client
+					wrong := 0
+					for j := range 80 {
+						input := fmt.Appendf(nil, "job %d: %s", j, bytes.Repeat([]byte{'x'}, 100+j))
+						s := spec(b, c, readTestdata(b, "jobs/cat/cat.wasm"), input)
+						s.Audit = audit
+						job, err := c.Submit(context.Background(), s, nil)
+						if err != nil {
+							continue
+						}
+						if out, _ := c.Blob(job.Output, 1<<20); job.State == store.JobVerified && !bytes.Equal(out, input) {
+							wrong++
+						}
+					}
+					honest, caught := 0, 0
+					for _, p := range c.Peers() {
+						id, _ := peer.Decode(p.ID)
+						switch {
+						case p.Banned && bad[id]:
+							caught++
+						case p.Banned:
+							honest++
+						}
+					}
+					b.ReportMetric(float64(wrong), "wrong/80jobs")
+					b.ReportMetric(float64(caught), "colluders-banned")
+					b.ReportMetric(float64(honest), "honest-banned")
+					b.ReportMetric(float64(c.Stats().Audits), "audits")
+				}
+			})
+		}
+	}
 }

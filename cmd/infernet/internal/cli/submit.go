@@ -461,6 +461,10 @@ func printSummary(o *SubmitOptions, job *store.Job, elapsed time.Duration) error
 			}
 		}
 		verdict = fmt.Sprintf("verified (%d of %d replicas agree)", s.Agree, results)
+		if s.Verification == node.VerifiedByAudit {
+			// Newcomers' results, checked by running the job here.
+			verdict = fmt.Sprintf("verified by audit (run here too; %d of %d replicas agree with it)", s.Agree, results)
+		}
 	}
 	fmt.Fprintf(w, "job %s: %s in %s\n", s.Job, verdict, elapsed.Round(time.Millisecond))
 	for _, p := range s.Providers {
