@@ -49,6 +49,9 @@ type peerBook struct {
 	// overdue counts, per client, payments for results it received that
 	// are past due and neither released nor cancelled; set by the sweep.
 	overdue map[peer.ID]int // guarded by mu
+	// gpu holds each GPU challenge, under way or ended in the last 24 h
+	// (gpuchallenge.go); made on first use. Not persisted.
+	gpu map[peer.ID]*gpuCheck // guarded by mu
 }
 
 // DefaultMaxPeers is the default cap on the peer book (Config.MaxPeers).

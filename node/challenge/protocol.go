@@ -281,9 +281,10 @@ type Report struct {
 }
 
 // Run challenges p over h with params (zero fields are defaults). It
-// returns an error wrapping ErrFailed when p failed (late root, wrong row
-// or path), ErrRefused when p declined, and other errors for the
-// transport; the report is filled as far as the exchange went.
+// returns an error wrapping ErrFailed when p failed (no root within the
+// deadline, a wrong row or path), ErrRefused when p declined, and other
+// errors for the transport; the report is filled as far as the exchange
+// went. It waits for the root no longer than the deadline.
 func Run(ctx context.Context, h host.Host, p peer.ID, params Params) (Report, error) {
 	params = params.WithDefaults()
 	n := params.N
@@ -309,11 +310,23 @@ func Run(ctx context.Context, h host.Host, p peer.ID, params Params) (Report, er
 	if _, err := st.Write(req[:]); err != nil {
 		return rep, fmt.Errorf("challenge: send: %w", err)
 	}
+	// No root by the deadline is a late root: waiting longer for it,
+	// up to Timeout, would let a slow provider hold the client up.
+	_ = st.SetReadDeadline(start.Add(params.Deadline))
+	late := func(err error) (Report, error) {
+		rep.Elapsed = time.Since(start)
+		st.Reset()
+		return rep, fmt.Errorf("%w: %w: none after %v, deadline %v (%w)", ErrFailed, ErrLate, rep.Elapsed, params.Deadline, err)
+	}
 	var status [1]byte
 	if _, err := io.ReadFull(st, status[:]); err != nil {
+		if time.Since(start) >= params.Deadline {
+			return late(err)
+		}
 		return rep, fmt.Errorf("challenge: read answer: %w", err)
 	}
 	if status[0] != statusOK {
+		_ = st.SetReadDeadline(time.Now().Add(params.Timeout))
 		var hdr [2]byte
 		if _, err := io.ReadFull(st, hdr[:]); err != nil {
 			return rep, fmt.Errorf("challenge: read refusal: %w", err)
@@ -329,9 +342,13 @@ func Run(ctx context.Context, h host.Host, p peer.ID, params Params) (Report, er
 	}
 	var root [32]byte
 	if _, err := io.ReadFull(st, root[:]); err != nil {
+		if time.Since(start) >= params.Deadline {
+			return late(err)
+		}
 		return rep, fmt.Errorf("challenge: read root: %w", err)
 	}
 	rep.Elapsed = time.Since(start)
+	_ = st.SetReadDeadline(time.Now().Add(params.Timeout))
 	if rep.Elapsed > params.Deadline {
 		st.Reset()
 		return rep, fmt.Errorf("%w: %w: %v after the challenge, deadline %v", ErrFailed, ErrLate, rep.Elapsed, params.Deadline)

@@ -73,6 +73,7 @@ func TestProtocol(t *testing.T) {
 		{"honest", Config{}, generous, nil, nil},
 		{"honest, 2 rows of 16", Config{}, Params{N: 16, Rows: 2, Deadline: 20 * time.Second}, nil, nil},
 		{"honest, odd size", Config{}, Params{N: 129, Deadline: 20 * time.Second}, nil, nil},
+		{"honest 1024", Config{}, Params{N: 1024, Deadline: 20 * time.Second}, nil, nil}, // the size node tests use
 		{"honest too slow", Config{}, Params{N: n, Deadline: 50 * time.Microsecond}, nil, ErrLate},
 		{"one row wrong, opened", Config{compute: wrongRow(17)}, generous, []int{3, 17}, ErrWrongRow},
 		{"one row wrong, not opened", Config{compute: wrongRow(17)}, generous, []int{3, 18}, nil},
