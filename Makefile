@@ -72,7 +72,7 @@ bench: deps build
 # through the host on the GPU; then f32 GEMM GFLOP/s of cuda, cpu and
 # openblas. Without a GPU it stops at once, saying what is missing. Logs in
 # bin/gpu-check/ (docs/tensor.md).
-GPU_PKGS := ./host/gpu/ ./host/tensor/cuda/ ./host/tensor/backends/
+GPU_PKGS := ./host/gpu/ ./host/tensor/cuda/ ./host/tensor/backends/ ./node/challenge/
 GPU_LOG  := bin/gpu-check
 define GPU_BENCH_TABLE
 /^Benchmark.*GFLOP\/s/ {

@@ -721,6 +721,9 @@ func refusal(reason string) error {
 // until a result, a refusal, its death or silence.
 func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result, error) {
 	n := j.c.n
+	if err := j.checkGPU(ctx, p); err != nil {
+		return nil, err // a failed challenge convicted p already
+	}
 	bid, err := j.askBid(ctx, p)
 	if err != nil {
 		return nil, err

@@ -40,6 +40,7 @@ import (
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/blob/blobnet"
+	"github.com/infernet/infernet/node/challenge"
 	"github.com/infernet/infernet/node/gossip"
 	"github.com/infernet/infernet/node/reputation"
 	"github.com/infernet/infernet/node/store"
@@ -145,6 +146,10 @@ type Config struct {
 	// providers are paid.
 	Aggregator    bool
 	AggregatorFee float64
+	// GPUChallenge, on a client, is the timed challenge a provider must
+	// pass before it gets a job that only its GPU claim matches (zero
+	// fields: challenge.DefaultN, DefaultDeadline, DefaultRows).
+	GPUChallenge challenge.Params
 	// Faults makes this node misbehave, for tests; nil in normal use.
 	Faults *Faults
 	// Lnd, when set, settles jobs over Lightning: as a client the node pays

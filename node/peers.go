@@ -53,6 +53,9 @@ type peerBook struct {
 	// unpaid, newest last: they share one allowance (strangersSpent), so
 	// that a new identity does not bring a new one. Guarded by mu.
 	strangers []time.Time
+	// gpu holds each GPU challenge, under way or ended in the last 24 h
+	// (gpuchallenge.go); made on first use. Not persisted.
+	gpu map[peer.ID]*gpuCheck // guarded by mu
 }
 
 // DefaultMaxPeers is the default cap on the peer book (Config.MaxPeers).

@@ -19,8 +19,10 @@ import (
 	"github.com/infernet/infernet/abi"
 	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/gpu"
+	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/challenge"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -56,6 +58,10 @@ type provider struct {
 	// can wait for them before it closes the sandbox and the database.
 	handlers sync.WaitGroup
 	closing  bool // guarded by mu; set once Close has begun
+
+	// challenges answers GPU challenges when the fast backend is a GPU;
+	// nil otherwise. Closed in stopAccepting.
+	challenges *challenge.Server
 }
 
 func newProvider(ctx context.Context, n *Node) (*provider, error) {
@@ -107,6 +113,10 @@ func newProvider(ctx context.Context, n *Node) (*provider, error) {
 		p.fixed.Features = append(p.fixed.Features, wire.FeatureProofs)
 	}
 	n.host.SetStreamHandler(ProtocolAssign, p.handleAssign)
+	// Only a GPU answers GPU challenges in time; a faker tries its best.
+	if f := p.backends.Fast; f != nil && (f.Class() == tensor.ClassGPU || n.cfg.Faults != nil && len(n.cfg.Faults.ClaimGPUs) > 0) {
+		p.challenges = challenge.Serve(n.host, f, challenge.Config{Logger: p.log})
+	}
 	return p, nil
 }
 
@@ -143,6 +153,9 @@ func (p *provider) closeRuntime() error {
 // which end soon after the node's context is cancelled.
 func (p *provider) stopAccepting() {
 	p.n.host.RemoveStreamHandler(ProtocolAssign)
+	if p.challenges != nil {
+		p.challenges.Close()
+	}
 	p.mu.Lock()
 	p.closing = true
 	p.mu.Unlock()

@@ -212,13 +212,16 @@ func TestHostileEstablishedThenLying(t *testing.T) {
 // that require a GPU and runs them on its CPU. Before, 5 of 5 such jobs
 // were accepted in tolerance mode. Now the backend its result reports is
 // held to the advert it was chosen by: it is convicted on its first result
-// and the job fails for want of a real GPU, never accepted.
+// and the job fails for want of a real GPU, never accepted. Since the GPU
+// challenge, it is convicted before its first job instead (see
+// TestGPUChallengeFakeGPU for exact mode, where only the challenge helps).
 func TestHostileFakeGPU(t *testing.T) {
 	h200 := wire.GPU{Name: "NVIDIA H200", MemoryBytes: 141 << 30, SMs: 132, ComputeMajor: 9}
 	net, bad := hostileNetwork(t, 2, 1, func() *Faults { return &Faults{ClaimGPUs: []wire.GPU{h200}} }, func(c *Config) {
 		if c.Faults != nil {
 			c.Backend = "cpu" // what it has; its advert says an H200 and cuda
 		}
+		c.GPUChallenge = testGPUChallenge // the default would take the CPU seconds
 	})
 	c := net.client
 	accepted := 0

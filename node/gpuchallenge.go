@@ -1,0 +1,127 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/infernet/infernet/node/challenge"
+	"github.com/infernet/infernet/node/requirement"
+	"github.com/infernet/infernet/node/wire"
+)
+
+// gpuVerdictFor is how long a challenge's outcome, pass or fail, is kept.
+const gpuVerdictFor = 24 * time.Hour
+
+// gpuCheck is one peer's GPU challenge: under way until done is closed,
+// then its outcome.
+type gpuCheck struct {
+	done chan struct{}
+	at   time.Time // when it ended; set before done is closed
+	err  error     // nil: passed; set before done is closed
+	rep  challenge.Report
+}
+
+// needsGPU reports whether req matches advert a only for its GPU claim:
+// it matches a, but not a with its GPUs and its "cuda" backends removed.
+// Only such jobs need a challenge: others would go to a the same without
+// the claim.
+func needsGPU(req *requirement.Program, a *wire.CapabilityAdvert) bool {
+	if a == nil || (len(a.GPUs) == 0 && !slices.ContainsFunc(a.Backends, isCUDA)) {
+		return false
+	}
+	if ok, err := req.Match(requirement.FromAdvert(a, 1)); !ok || err != nil {
+		return false
+	}
+	bare := *a
+	bare.GPUs = nil
+	bare.Backends = slices.DeleteFunc(slices.Clone(a.Backends), isCUDA)
+	ok, err := req.Match(requirement.FromAdvert(&bare, 1))
+	return !ok || err != nil
+}
+
+func isCUDA(name string) bool { return strings.HasPrefix(name, "cuda") }
+
+// gpuChallenge returns the outcome of p's GPU challenge: kept from the
+// last 24 hours, or run now (once, however many replicas ask at a time).
+// Refusals and transport errors are not kept.
+func (b *peerBook) gpuChallenge(ctx context.Context, p peer.ID, run func(context.Context) (challenge.Report, error)) error {
+	b.mu.Lock()
+	if b.gpu == nil {
+		b.gpu = map[peer.ID]*gpuCheck{}
+	}
+	c := b.gpu[p]
+	if c != nil {
+		select {
+		case <-c.done:
+			if time.Since(c.at) > gpuVerdictFor {
+				c = nil
+			}
+		default:
+		}
+	}
+	mine := c == nil
+	if mine {
+		c = &gpuCheck{done: make(chan struct{})}
+		b.gpu[p] = c
+	}
+	b.mu.Unlock()
+	if mine {
+		c.rep, c.err = run(ctx)
+		c.at = time.Now()
+		close(c.done)
+		if c.err != nil && !errors.Is(c.err, challenge.ErrFailed) {
+			b.mu.Lock()
+			if b.gpu[p] == c {
+				delete(b.gpu, p)
+			}
+			b.mu.Unlock()
+		}
+		return c.err
+	}
+	select {
+	case <-c.done:
+		return c.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// checkGPU challenges p before it is asked to bid, when the job matched
+// p's advert only for the GPU it claims. A failed challenge is a lie:
+// p is convicted and the replica goes elsewhere. A refusal or a transport
+// error passes on as errRefused or errUnreachable, and p gets no
+// GPU-only job until it passes.
+func (j *jobRun) checkGPU(ctx context.Context, p peer.ID) error {
+	n := j.c.n
+	j.mu.Lock()
+	a := j.matched[p].advert
+	j.mu.Unlock()
+	if !needsGPU(j.req, a) {
+		return nil
+	}
+	params := n.cfg.GPUChallenge
+	err := n.peers.gpuChallenge(ctx, p, func(ctx context.Context) (challenge.Report, error) {
+		rep, err := challenge.Run(ctx, n.host, p, params)
+		n.log.Info("GPU challenge", "peer", p, "n", rep.N, "root", rep.Elapsed, "deadline", rep.Deadline,
+			"rows", rep.Rows, "verify", rep.Verify, "err", err)
+		if errors.Is(err, challenge.ErrFailed) {
+			n.peers.convict(p, j.ann.Job)
+		}
+		return rep, err
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, challenge.ErrFailed):
+		return fmt.Errorf("%w: GPU challenge: %w", errLie, err)
+	case errors.Is(err, challenge.ErrRefused):
+		return fmt.Errorf("%w: GPU challenge: %w", errRefused, err)
+	}
+	return fmt.Errorf("GPU challenge: %w: %w", errUnreachable, err)
+}

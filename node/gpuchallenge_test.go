@@ -1,0 +1,159 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/infernet/infernet/node/challenge"
+	"github.com/infernet/infernet/node/requirement"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
+)
+
+// testGPUChallenge is a challenge this machine's CPU cannot meet (a
+// 1024×1024 product, 2.1 GFLOP, takes it tens of ms) but a GPU would.
+var testGPUChallenge = challenge.Params{N: 1024, Deadline: 5 * time.Millisecond}
+
+var fakeH200 = wire.GPU{Name: "NVIDIA H200", MemoryBytes: 141 << 30, SMs: 132, ComputeMajor: 9}
+
+// TestGPUChallengeNeedsGPU: only a requirement that the GPU claim alone
+// satisfies calls for a challenge.
+func TestGPUChallengeNeedsGPU(t *testing.T) {
+	gpu := &wire.CapabilityAdvert{Cores: 8, MemoryBytes: 64 << 30, GPUs: []wire.GPU{fakeH200}, Backends: []string{"reference", "cpu-avx2", "cuda"}}
+	cpu := &wire.CapabilityAdvert{Cores: 8, MemoryBytes: 64 << 30, Backends: []string{"reference", "cpu-avx2"}}
+	for _, tc := range []struct {
+		req  string
+		a    *wire.CapabilityAdvert
+		want bool
+	}{
+		{"", gpu, false},
+		{"cores >= 4", gpu, false},
+		{"gpus >= 1", gpu, true},
+		{"gpus >= 1 && vram >= 64", gpu, true},
+		{`has("cuda")`, gpu, true},
+		{`gpu == "NVIDIA H200"`, gpu, true},
+		{"gpus == 0", gpu, false}, // does not match at all
+		{"gpus >= 1 || cores >= 4", gpu, false},
+		{"gpus >= 1", cpu, false},
+		{"cores >= 4", cpu, false},
+		{"", nil, false},
+	} {
+		req, err := requirement.Compile(tc.req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := needsGPU(req, tc.a); got != tc.want {
+			t.Errorf("needsGPU(%q, gpu advert %v) = %v, want %v", tc.req, tc.a != nil && len(tc.a.GPUs) > 0, got, tc.want)
+		}
+	}
+}
+
+// TestGPUChallengeFakeGPU: in exact mode, where the backend a result names
+// says nothing (exact jobs run on the reference backend everywhere), a
+// provider that claims an H200 and runs on its CPU gets no job that
+// requires a GPU: it fails the challenge, is banned, and the jobs fail
+// for want of providers.
+func TestGPUChallengeFakeGPU(t *testing.T) {
+	net, bad := hostileNetwork(t, 2, 1, func() *Faults { return &Faults{ClaimGPUs: []wire.GPU{fakeH200}} }, func(c *Config) {
+		if c.Faults != nil {
+			c.Backend = "cpu" // what it has; its advert says an H200 and cuda
+		}
+		c.GPUChallenge = testGPUChallenge
+	})
+	c := net.client
+	for i := range 3 {
+		s, _ := catJob(t, c, i)
+		s.Mode, s.Replicas, s.Require = wire.ModeExact, 1, "gpus >= 1"
+		s.Deadline = 20 * time.Second
+		job, err := c.Submit(context.Background(), s, nil)
+		if err == nil {
+			t.Fatalf("job %d accepted from the fake GPU: %+v", i, job)
+		}
+		if !errors.Is(err, ErrNoProviders) {
+			t.Fatalf("job %d: %v, want ErrNoProviders", i, err)
+		}
+	}
+	for id := range bad {
+		rep, err := gpuReport(c, id)
+		t.Logf("fake GPU on the CPU: N=%d, root after %v (deadline %v): %v", rep.N, rep.Elapsed, rep.Deadline, err)
+		if !errors.Is(err, challenge.ErrLate) {
+			t.Fatalf("challenge: %v, want late", err)
+		}
+	}
+	honestBanned, caught := judged(c, bad)
+	if caught != 1 || honestBanned != 0 {
+		t.Fatalf("fake GPU banned %d, honest banned %d; want 1 and 0", caught, honestBanned)
+	}
+	stillVerifies(t, c)
+}
+
+// TestGPUChallengePass: a provider that meets the deadline (a generous
+// one here, on the CPU) gets GPU jobs, and is challenged once for all of
+// them.
+func TestGPUChallengePass(t *testing.T) {
+	net, good := hostileNetwork(t, 1, 1, func() *Faults { return &Faults{ClaimGPUs: []wire.GPU{fakeH200}} }, func(c *Config) {
+		if c.Faults != nil {
+			c.Backend = "cpu"
+		}
+		c.GPUChallenge = challenge.Params{N: 256, Deadline: 10 * time.Second}
+	})
+	c := net.client
+	var at time.Time
+	for i := range 2 {
+		s, want := catJob(t, c, i)
+		s.Mode, s.Replicas, s.Require = wire.ModeExact, 1, "gpus >= 1"
+		s.Deadline = 20 * time.Second
+		job, err := c.Submit(context.Background(), s, nil)
+		if err != nil || job.State == store.JobFailed {
+			t.Fatalf("job %d: %v, %v", i, job.State, err)
+		}
+		// One replica from a newcomer: done but unverified.
+		if out, _ := c.Blob(job.Output, 1<<20); !bytes.Equal(out, want) || !good[peerOf(t, job.Replicas[0].Provider)] {
+			t.Fatalf("job %d: wrong output or provider", i)
+		}
+		for id := range good {
+			rep, err := gpuReport(c, id)
+			if err != nil {
+				t.Fatalf("challenge: %v", err)
+			}
+			c.peers.mu.Lock()
+			when := c.peers.gpu[id].at
+			c.peers.mu.Unlock()
+			if i == 0 {
+				at = when
+				t.Logf("N=%d on the CPU: root after %v (deadline %v), %d rows checked in %v", rep.N, rep.Elapsed, rep.Deadline, len(rep.Rows), rep.Verify)
+			} else if !when.Equal(at) {
+				t.Fatal("challenged again within 24 h")
+			}
+		}
+	}
+	if honestBanned, caught := judged(c, good); honestBanned+caught != 0 {
+		t.Fatal("a provider that passed was banned")
+	}
+}
+
+// gpuReport is the outcome of id's challenge, kept by c's peer book.
+func gpuReport(c *Node, id peer.ID) (challenge.Report, error) {
+	c.peers.mu.Lock()
+	g := c.peers.gpu[id]
+	c.peers.mu.Unlock()
+	if g == nil {
+		return challenge.Report{}, errors.New("never challenged")
+	}
+	<-g.done
+	return g.rep, g.err
+}
+
+func peerOf(t *testing.T, s string) peer.ID {
+	t.Helper()
+	id, err := peer.Decode(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
