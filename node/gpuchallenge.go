@@ -93,8 +93,9 @@ func (b *peerBook) gpuChallenge(ctx context.Context, p peer.ID, run func(context
 }
 
 // checkGPU challenges p before it is asked to bid, when the job matched
-// p's advert only for the GPU it claims. A failed challenge is a lie:
-// p is convicted and the replica goes elsewhere. A refusal or a transport
+// p's advert only for the GPU it claims. A failed challenge is a lie (a
+// wrong row convicts p at once, a late root counts as one outvote) and
+// the replica goes elsewhere. A refusal or a transport
 // error passes on as errRefused or errUnreachable, and p gets no
 // GPU-only job until it passes.
 func (j *jobRun) checkGPU(ctx context.Context, p peer.ID) error {
@@ -110,8 +111,14 @@ func (j *jobRun) checkGPU(ctx context.Context, p peer.ID) error {
 		rep, err := challenge.Run(ctx, n.host, p, params)
 		n.log.Info("GPU challenge", "peer", p, "n", rep.N, "root", rep.Elapsed, "deadline", rep.Deadline,
 			"rows", rep.Rows, "verify", rep.Verify, "err", err)
-		if errors.Is(err, challenge.ErrFailed) {
-			n.peers.convict(p, j.ann.Job)
+		switch {
+		case errors.Is(err, challenge.ErrWrongRow):
+			n.peers.convict(p, j.ann.Job) // a signed wrong answer
+		case errors.Is(err, challenge.ErrFailed):
+			// Too slow for the GPU it claims: a lie, but one an honest GPU
+			// behind a slow link could tell once; a newcomer's first lie, or
+			// anyone's second, bans it.
+			n.peers.outvote(p, j.ann.Job)
 		}
 		return rep, err
 	})

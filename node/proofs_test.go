@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -210,21 +211,30 @@ func TestProofModeJob(t *testing.T) {
 	}
 }
 
-// TestProofModeTampered: of three providers, the one the client asks first
-// spoils a proof in every result. Its result is refused on arrival as a lie,
-// its replica goes to the third provider, and the job ends verified with
-// good proofs.
+// TestProofModeTampered: of three providers, one spoils a proof in every
+// result. Jobs run until it is drawn for a replica (replicas are drawn at
+// random): its result is refused on arrival as a lie, its replica goes to
+// the third provider, and the job ends verified with good proofs.
 func TestProofModeTampered(t *testing.T) {
 	net := proofNetwork(t, 3, func(i int, c *Config) {
 		if i == 0 {
-			// More free slots put it first among equals (peerBook.candidates).
-			c.Faults, c.Slots = &Faults{TamperProofs: true}, 3
+			c.Faults = &Faults{TamperProofs: true}
 		}
 	})
 	cheat := net.providers[0].ID().String()
-	job, err := net.client.Submit(context.Background(), gemmJob(t, net.client, "ptr 8 8 8 0\nptr 3 5 7 1\n"), nil)
-	if err != nil || job.State != store.JobVerified || job.Agree != 2 {
-		t.Fatalf("job %+v, %v; want verified by 2", job, err)
+	var job *store.Job
+	for try := 0; ; try++ {
+		var err error
+		job, err = net.client.Submit(context.Background(), gemmJob(t, net.client, "ptr 8 8 8 0\nptr 3 5 7 1\n"), nil)
+		if err != nil || job.State != store.JobVerified || job.Agree != 2 {
+			t.Fatalf("job %+v, %v; want verified by 2", job, err)
+		}
+		if slices.ContainsFunc(job.Replicas, func(r store.Replica) bool { return r.Provider == cheat }) {
+			break
+		}
+		if try == 8 {
+			t.Fatal("the cheat was not drawn in 8 jobs")
+		}
 	}
 	if len(job.Liars) != 1 || job.Liars[0] != cheat {
 		t.Errorf("liars %v, want the cheat %s", job.Liars, cheat)

@@ -24,6 +24,7 @@ import (
 	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node/blob/blobnet"
+	"github.com/infernet/infernet/node/challenge"
 	"github.com/infernet/infernet/node/gossip"
 	"github.com/infernet/infernet/node/reputation"
 	"github.com/infernet/infernet/node/requirement"
@@ -340,7 +341,7 @@ func TestDocsConstants(t *testing.T) {
 func TestDocsProtocols(t *testing.T) {
 	known := map[string]bool{"/infernet": true} // the DHT's protocol prefix
 	for _, p := range []string{string(ProtocolBid), string(ProtocolAssign), string(ProtocolResult), string(ProtocolSettle),
-		string(ProtocolAggregate), blobnet.ProtocolID, gossip.TopicJobs, gossip.TopicAdverts} {
+		string(ProtocolAggregate), blobnet.ProtocolID, challenge.ID, gossip.TopicJobs, gossip.TopicAdverts} {
 		known[p] = true
 	}
 	re := regexp.MustCompile("`(/infernet[^`]*)`")

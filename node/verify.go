@@ -191,6 +191,10 @@ func losersOf(groups [][]int, winners []int) []int {
 // group's result is returned unverified (if two agree and outnumber the
 // rest), nobody is judged, and nobody earns anything by it.
 func (j *jobRun) unanchored(ctx context.Context, votes []*wire.Result) (*store.Job, error) {
+	if j.isFair() {
+		// An output sold by fair exchange is seen only once it is paid for.
+		return j.finish(votes, nil, fmt.Errorf("%w: no established provider agrees, and a fair-exchange output cannot be checked before it is bought (vouch for providers with --trust)", ErrDisagree))
+	}
 	v, err := j.tally(ctx, votes)
 	if err != nil {
 		return j.finish(votes, nil, err)

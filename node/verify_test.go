@@ -188,6 +188,8 @@ func TestSameBackend(t *testing.T) {
 		if c.Provide {
 			c.Backend = backends[i]
 			i++
+		} else {
+			c.Backend = "cpu" // the client audits newcomers' results on the same class
 		}
 	})
 	s := spec(t, net.client, readTestdata(t, "jobs/mlp/mlp.wasm"), readTestdata(t, "jobs/mlp/input.txt"))
