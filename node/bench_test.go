@@ -580,23 +580,24 @@ func BenchmarkDataBlob(b *testing.B) {
 // BenchmarkEstablishedColluders measures what the trust model concedes: k
 // colluding identities that first earn their place (honest for their first
 // 12 runs, audited and proven like anyone), then lie together (the honest
-// output with its last byte flipped) among 4 honest providers. Once
-// established they can win votes: a job's output is wrong when colluders
-// take the vote, about f²(3 − 2f) of jobs where f is their share of the
-// draw. With `--audit P` a share P of jobs is checked by the client's own
-// run, and the first mismatch bans every colluder who signed it. Reported
-// per scenario of 80 jobs: wrong accepted as verified, colluders banned,
-// honest banned, audits. Run by make bench (`-benchtime 1x`).
+// output with its last byte flipped) among 4 honest providers, and only on
+// jobs whose every replica they hold (Faults.Ring), so that no honest
+// result ever contradicts them. Once established they win those votes:
+// about f² of jobs, f their share of the draw. With `--audit P` a share P
+// of jobs is checked by the client's own run, and the first mismatch bans
+// every colluder who signed it. Reported per scenario of 120 jobs: wrong
+// accepted as verified, colluders banned, honest banned, audits. Run by
+// make bench (`-benchtime 1x`).
 func BenchmarkEstablishedColluders(b *testing.B) {
 	for _, k := range []int{2, 4} {
 		for _, audit := range []float64{0, 0.1} {
 			b.Run(fmt.Sprintf("k=%d/audit=%v", k, audit), func(b *testing.B) {
 				for range b.N {
-					i := 0
+					i, ring := 0, &Ring{}
 					net := startNetwork(b, 4+k, func(c *Config) {
 						if c.Provide {
 							if i >= 4 {
-								c.Faults = &Faults{Lie: 1, Collude: true, HonestFor: 12}
+								c.Faults = &Faults{Lie: 1, Collude: true, HonestFor: 12, Ring: ring}
 							}
 							i++
 						}
@@ -607,7 +608,7 @@ func BenchmarkEstablishedColluders(b *testing.B) {
 					}
 					c := net.client
 					wrong := 0
-					for j := range 80 {
+					for j := range 120 {
 						input := fmt.Appendf(nil, "job %d: %s", j, bytes.Repeat([]byte{'x'}, 100+j))
 						s := spec(b, c, readTestdata(b, "jobs/cat/cat.wasm"), input)
 						s.Audit = audit
@@ -629,7 +630,7 @@ func BenchmarkEstablishedColluders(b *testing.B) {
 							honest++
 						}
 					}
-					b.ReportMetric(float64(wrong), "wrong/80jobs")
+					b.ReportMetric(float64(wrong), "wrong/120jobs")
 					b.ReportMetric(float64(caught), "colluders-banned")
 					b.ReportMetric(float64(honest), "honest-banned")
 					b.ReportMetric(float64(c.Stats().Audits), "audits")

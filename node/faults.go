@@ -31,6 +31,11 @@ type Faults struct {
 	// HonestFor keeps the first HonestFor runs honest whatever Lie says: an
 	// identity that builds a record, then spends it.
 	HonestFor int
+	// Ring, shared by several identities of one attacker, makes them lie
+	// only on jobs whose every replica they hold, so that no honest result
+	// ever sits beside their lie: the strongest collusion, which only the
+	// client's own runs can catch.
+	Ring *Ring
 	// Stall accepts replicas, reports them running and heartbeats, and
 	// never answers.
 	Stall bool
@@ -59,8 +64,36 @@ type Faults struct {
 	runs int // runs so far, for HonestFor
 }
 
+// Ring is what colluding identities share: the replicas of each job they
+// hold.
+type Ring struct {
+	mu   sync.Mutex
+	held map[wire.JobID]int
+}
+
+// holdsAll registers one more replica of the job of a held by the ring and
+// waits up to wait for the ring to hold all of the job's replicas.
+func (r *Ring) holdsAll(a *wire.JobAnnounce, wait time.Duration) bool {
+	r.mu.Lock()
+	if r.held == nil {
+		r.held = map[wire.JobID]int{}
+	}
+	r.held[a.Job]++
+	r.mu.Unlock()
+	deadline := time.Now().Add(wait)
+	for {
+		r.mu.Lock()
+		all := r.held[a.Job] >= int(a.Replicas)
+		r.mu.Unlock()
+		if all || time.Now().After(deadline) {
+			return all
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // lies, silent and slow draw this run's faults; all are nil-safe.
-func (f *Faults) lies() bool {
+func (f *Faults) lies(a *wire.JobAnnounce) bool {
 	if f == nil {
 		return false
 	}
@@ -68,6 +101,9 @@ func (f *Faults) lies() bool {
 	f.runs++
 	honest := f.runs <= f.HonestFor
 	f.mu.Unlock()
+	if f.Ring != nil && !f.Ring.holdsAll(a, time.Second) {
+		return false
+	}
 	return !honest && f.roll(f.Lie)
 }
 func (f *Faults) stalls() bool    { return f != nil && f.Stall }

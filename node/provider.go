@@ -597,7 +597,7 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 	job.Stdout = sp
 	out, runErr := p.sandbox.Run(ctx, job, cfg)
 	if out != nil && runErr == nil {
-		if p.n.cfg.Faults.lies() {
+		if p.n.cfg.Faults.lies(an) {
 			// fault injection: a liar
 			if err := sp.rewrite(p.n.cfg.Faults.corrupt); err != nil {
 				res.Error = "output: " + err.Error()

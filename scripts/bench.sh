@@ -100,6 +100,10 @@ go test -run '^$' -bench 'Scale' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && ech
 hr "(f) verification: 6 providers with 2 liars (100 jobs), 10 providers with one liar at 50% (500 adaptive jobs)"
 go test -count=1 -run 'TestLiarsAreOutvotedAndBanned|TestAdaptiveReplication' -v ./node | grep -E 'verify_test|^(--- |ok|FAIL)' || true
 echo "(targets: 0 wrong outputs accepted, liars banned, <= 1.3x compute per accepted result after warm-up)"
+echo "colluding identities that earned their place, lying only when they hold every replica (k of them among 4 honest, 120 jobs; wrong results verified, with and without --audit 0.1):"
+go test -run '^$' -bench 'EstablishedColluders' -benchtime 1x -timeout 30m ./node | grep -E '^Benchmark' || true
+echo "the hostile-peer scenarios (colluders, fake GPU, stalls, floods, spies), with their figures:"
+go test -count=1 -run 'TestHostile(Colluders|EstablishedThenLying|FakeGPU|Stall|AdvertFlood|UndialableAdverts|Spy)' -v ./node | grep -E '(trust|flood|hostile)_test.go|^(--- |ok|FAIL)' || true
 
 hr "(g) payments: Lightning regtest (btcd + 4 lnd on loopback), hold-invoice escrow and fair exchange"
 echo "one escrow (invoice, pay, accepted, settle, payer done), then a tiny 2-replica job free vs escrow vs fair exchange:"
