@@ -143,7 +143,7 @@ func TestToleranceMode(t *testing.T) {
 			c.Backend = backends[i]
 			i++
 		}
-	})
+	}).vouch() // a test of comparison, not of trust: a bit-for-bit vote across backends cannot be audited
 	module, input := readTestdata(t, "jobs/mlp/mlp.wasm"), readTestdata(t, "jobs/mlp/input.txt")
 	s := spec(t, net.client, module, input)
 	s.Replicas, s.Mode, s.Rtol, s.Atol, s.Format = 3, wire.ModeTolerance, 1e-4, 1e-6, uint8(redundancy.FormatText)

@@ -30,8 +30,7 @@ func TestFaults(t *testing.T) {
 	startNode(t, "p3", "--bootstrap", boot.addr)
 	client := startNode(t, "client", "--bootstrap", boot.addr, "--no-provide")
 	waitAdverts(t, client, 5)
-	liarID, _, _ := infernet(t, nil, "id", "--datadir", liar.dataDir)
-	liarID = strings.TrimSpace(liarID)
+	liarID := peerID(t, liar)
 	module := filepath.Join("..", "..", "..", "testdata", "jobs", "cat", "cat.wasm")
 	// Replicas are drawn at random, a newcomer's chance falling as others
 	// earn their place: jobs go on until the liar has been drawn and

@@ -74,6 +74,16 @@ func startNode(t *testing.T, name string, extra ...string) *proc {
 	return startNodeAt(t, name, filepath.Join(t.TempDir(), name), extra...)
 }
 
+// peerID is the peer ID of a node process (infernet id).
+func peerID(t *testing.T, p *proc) string {
+	t.Helper()
+	out, stderr, code := infernet(t, nil, "id", "--datadir", p.dataDir)
+	if code != 0 {
+		t.Fatalf("infernet id: exit %d: %s", code, stderr)
+	}
+	return strings.TrimSpace(out)
+}
+
 // startNodeAt is startNode with a data directory prepared by the caller.
 func startNodeAt(t *testing.T, name, dataDir string, extra ...string) *proc {
 	t.Helper()

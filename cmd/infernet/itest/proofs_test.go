@@ -40,8 +40,11 @@ func TestProofsCLI(t *testing.T) {
 		return dir
 	}
 	p1 := startNodeAt(t, "p1", withKeys("p1", true))
-	startNodeAt(t, "p2", withKeys("p2", true), "--bootstrap", p1.addr)
-	client := startNodeAt(t, "client", withKeys("client", false), "--no-provide", "--bootstrap", p1.addr)
+	p2 := startNodeAt(t, "p2", withKeys("p2", true), "--bootstrap", p1.addr)
+	// A client runs nothing in proof mode, so it cannot audit newcomers'
+	// proof-mode results: it vouches for the two providers.
+	client := startNodeAt(t, "client", withKeys("client", false), "--no-provide", "--bootstrap", p1.addr,
+		"--trust", peerID(t, p1), "--trust", peerID(t, p2))
 	waitAdverts(t, client, 2)
 
 	module := filepath.Join("..", "..", "..", "host", "testdata", "gemmproof.wasm")
