@@ -265,7 +265,11 @@ func (r *Record) Why(p Params, now time.Time) string {
 	c, a, u := r.parts(p, now)
 	var b strings.Builder
 	if r.Banned(now) {
-		fmt.Fprintf(&b, "banned until %s: outvoted %d× (last on job %.12s); ", r.BannedUntil.Format(time.DateTime), r.Lies, r.LastLie)
+		if r.Lies > 0 {
+			fmt.Fprintf(&b, "banned until %s: outvoted %d× (last on job %.12s); ", r.BannedUntil.Format(time.DateTime), r.Lies, r.LastLie)
+		} else {
+			fmt.Fprintf(&b, "banned until %s: replicas lost; ", r.BannedUntil.Format(time.DateTime))
+		}
 	}
 	fmt.Fprintf(&b, "agreed %.0f, outvoted %.0f (%.0f%%), completed %.0f%% (%.0f lost), uptime %.0f%%",
 		r.Agreed, r.Outvoted, 100*a, 100*c, r.Lost, 100*u)

@@ -20,17 +20,18 @@ const buildTags = "faults"
 // TestFaults runs a network where one provider lies every time and one
 // accepts replicas and falls silent: every job still ends verified with
 // the right output, the liar is caught (outvoted, or convicted by the
-// client's own run while everyone is new) and banned, and `infernet peers`
-// says why.
+// client's own run while everyone is new) and banned, the silent one is
+// never taken for a liar (it may be banned for the replicas it lost), no
+// honest provider is banned, and `infernet peers` says why.
 func TestFaults(t *testing.T) {
 	boot := startNode(t, "p1")
 	liar := startNode(t, "liar", "--bootstrap", boot.addr, "--fault.lie", "1")
-	startNode(t, "silent", "--bootstrap", boot.addr, "--fault.silent", "1")
+	silent := startNode(t, "silent", "--bootstrap", boot.addr, "--fault.silent", "1")
 	startNode(t, "p2", "--bootstrap", boot.addr)
 	startNode(t, "p3", "--bootstrap", boot.addr)
 	client := startNode(t, "client", "--bootstrap", boot.addr, "--no-provide")
 	waitAdverts(t, client, 5)
-	liarID := peerID(t, liar)
+	liarID, silentID := peerID(t, liar), peerID(t, silent)
 	module := filepath.Join("..", "..", "..", "testdata", "jobs", "cat", "cat.wasm")
 	// Replicas are drawn at random, a newcomer's chance falling as others
 	// earn their place: jobs go on until the liar has been drawn and
@@ -63,7 +64,13 @@ func TestFaults(t *testing.T) {
 		t.Fatalf("peers: exit %d %s", code, out)
 	}
 	for _, p := range peers {
-		if (p.ID == liarID) != p.Banned {
+		switch {
+		case p.ID == silentID:
+			// Banned or not, by the replicas it lost: never as a liar.
+			if p.Rep.Lies != 0 || (p.Banned && !strings.Contains(p.Why, "replicas lost")) {
+				t.Errorf("the silent provider: %s", p.Why)
+			}
+		case (p.ID == liarID) != p.Banned:
 			t.Errorf("peer %s banned %v: %s", p.ID, p.Banned, p.Why)
 		}
 		if p.ID == liarID && (!strings.Contains(p.Why, "outvoted") || outvoted == 0) {
