@@ -396,7 +396,8 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 	j := &jobRun{
 		c: n.client, ann: ann, req: req, events: events, open: spec.Open, adaptive: spec.Adaptive,
 		auditDrawn: spec.Audit > 0 && rand.Float64() < spec.Audit,
-		holders:    map[peer.ID]bool{}, matched: map[peer.ID]candidate{}, bidBackend: map[peer.ID]string{}, bids: make(chan *offer, 64), late: map[uint8]chan *wire.Result{},
+		holders:    map[peer.ID]bool{}, matched: map[peer.ID]candidate{}, bidBackend: map[peer.ID]string{},
+		bids: make(chan *offer, 64), late: map[uint8]chan *wire.Result{},
 		rec: &store.Job{ID: ann.Job, Announce: *ann, State: store.JobPending, Created: now}, vks: vks,
 	}
 	if spec.InputSize > 0 && spec.InputSize <= wire.MaxInline {
@@ -461,13 +462,25 @@ func (j *jobRun) findProviders(ctx context.Context) error {
 			return nil
 		case o := <-j.bids:
 			// Bidders are judged like advertisers: banned ones are not
-			// taken, newcomers rank as newcomers.
-			if o.bid.Accept && !have[o.from] && o.bid.Price <= j.ann.Price && !n.peers.banned(o.from) {
-				have[o.from] = true
-				j.mu.Lock()
-				j.pool = append(j.pool, candidate{id: o.from, reputation: n.peers.score(o.from), trusted: n.peers.trusted(o.from)})
-				j.mu.Unlock()
+			// taken, newcomers rank as newcomers, and a job with a
+			// requirement goes only to a bidder whose advert, known here,
+			// meets it (a bid is the provider's own word).
+			if !o.bid.Accept || have[o.from] || o.bid.Price > j.ann.Price || n.peers.banned(o.from) {
+				continue
 			}
+			a := n.peers.advert(o.from)
+			if j.ann.Require != "" {
+				if a == nil {
+					continue
+				}
+				if ok, err := j.req.Match(requirement.FromAdvert(a, n.peers.score(o.from))); !ok || err != nil {
+					continue
+				}
+			}
+			have[o.from] = true
+			j.mu.Lock()
+			j.pool = append(j.pool, candidate{id: o.from, advert: a, reputation: n.peers.score(o.from), trusted: n.peers.trusted(o.from)})
+			j.mu.Unlock()
 		}
 	}
 	return nil

@@ -417,6 +417,16 @@ func (b *peerBook) established(id peer.ID) bool {
 	return r.Established(b.params, time.Now())
 }
 
+// advert returns id's newest advert, nil if none is known.
+func (b *peerBook) advert(id peer.ID) *wire.CapabilityAdvert {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p := b.peers[id]; p != nil {
+		return p.Advert
+	}
+	return nil
+}
+
 // banned reports whether id is banned now.
 func (b *peerBook) banned(id peer.ID) bool {
 	b.mu.Lock()
