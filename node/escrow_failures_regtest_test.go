@@ -96,7 +96,8 @@ func (p *lndProxy) via(cfg payments.Config) payments.Config {
 
 // twoPaid is a client and PROVIDER1/2 as the only providers, both paid
 // and slow enough to be caught mid-run; tweak, if set, adjusts each node's
-// config (name is its regtest lnd).
+// config (name is its regtest lnd). The client vouches for both: these
+// are tests of payments, and fair-exchange jobs are not audited.
 func twoPaid(t *testing.T, env regtest.Env, tweak func(name string, c *Config)) *testNet {
 	i := 0
 	return startNetwork(t, 2, func(c *Config) {
@@ -110,7 +111,7 @@ func twoPaid(t *testing.T, env regtest.Env, tweak func(name string, c *Config)) 
 		if tweak != nil {
 			tweak(name, c)
 		}
-	})
+	}).vouch()
 }
 
 // twoPaidViaProxy is twoPaid with the node that uses lnd name reaching it

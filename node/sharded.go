@@ -506,7 +506,10 @@ func (r *shardedRun) runShards(ctx context.Context) (jobs []*store.Job, fail str
 // runReduce submits the reduce job on the merged outputs d.
 func (r *shardedRun) runReduce(ctx context.Context, d blob.Digest, size int64) (*store.Job, string, error) {
 	n := r.n
-	n.provideAsync(d)
+	// The merged outputs are outputs, public like any (the client of an
+	// aggregator fetches them to check the merge), though the reduce job
+	// takes them as its input.
+	n.Publish(d)
 	r.mu.Lock()
 	red := *r.rec.Reduce
 	if red.Input != d {

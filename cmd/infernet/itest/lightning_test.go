@@ -144,8 +144,11 @@ func TestLightningFairCLI(t *testing.T) {
 	}
 	const price = "7000"
 	p1 := startNodeAt(t, "p1", withKeys("p1", true), append(lndFlags(t, env, regtest.Provider1), "--price", price)...)
-	startNodeAt(t, "p2", withKeys("p2", true), append(lndFlags(t, env, regtest.Provider2), "--price", price, "--bootstrap", p1.addr)...)
-	client := startNodeAt(t, "client", withKeys("client", false), append(lndFlags(t, env, regtest.Client), "--no-provide", "--bootstrap", p1.addr)...)
+	p2 := startNodeAt(t, "p2", withKeys("p2", true), append(lndFlags(t, env, regtest.Provider2), "--price", price, "--bootstrap", p1.addr)...)
+	// A fair-exchange output is seen only once bought, so the client cannot
+	// audit newcomers: it vouches for both providers.
+	client := startNodeAt(t, "client", withKeys("client", false), append(lndFlags(t, env, regtest.Client), "--no-provide", "--bootstrap", p1.addr,
+		"--trust", peerID(t, p1), "--trust", peerID(t, p2))...)
 	waitAdverts(t, client, 2)
 	if !strings.Contains(p1.stderr.String(), "fair exchange") {
 		t.Fatalf("provider log does not name fair exchange: %s", p1.stderr.String())
