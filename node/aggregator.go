@@ -104,6 +104,9 @@ func (n *Node) handleAggregate(s network.Stream) {
 	}
 	for _, sh := range req.Shards {
 		n.access.input(sh.Input) // not announced by FetchBlob below
+		// The client may have it back (a shard's output, or the merge,
+		// can be the same bytes as an input), as from any provider.
+		n.access.grant(sh.Input, client)
 	}
 	need = append(need, req.Shards...)
 	var reduce *ReduceSpec
