@@ -300,3 +300,37 @@ func TestHostileStall(t *testing.T) {
 	}
 	stillVerifies(t, c)
 }
+
+// TestAuditConvicts: with --audit 1 every job is also run by the client,
+// whatever the vote. Among providers the client vouches for (established,
+// so their votes would count), one that lies is convicted by the first
+// audited job it takes part in: banned at once, the job verified by audit
+// with the right output.
+func TestAuditConvicts(t *testing.T) {
+	net, bad := hostileNetwork(t, 2, 1, func() *Faults { return &Faults{Lie: 1} }, nil)
+	net.vouch()
+	c := net.client
+	for i := 0; ; i++ {
+		s, want := catJob(t, c, i)
+		s.Audit = 1
+		job, err := c.Submit(context.Background(), s, nil)
+		if err != nil || job.State != store.JobVerified || job.Verification != VerifiedByAudit {
+			t.Fatalf("job %d: %+v, %v; want verified by audit", i, job, err)
+		}
+		if out, _ := c.Blob(job.Output, 1<<20); !bytes.Equal(out, want) {
+			t.Fatalf("job %d: wrong output", i)
+		}
+		if len(job.Liars) > 0 {
+			break
+		}
+		if i == 10 {
+			t.Fatal("the liar was not drawn in 10 jobs")
+		}
+	}
+	if honestBanned, caught := judged(c, bad); caught != 1 || honestBanned != 0 {
+		t.Fatalf("liar banned %d, honest banned %d; want 1 and 0", caught, honestBanned)
+	}
+	if got := c.Stats().Audits; got == 0 {
+		t.Fatal("no audit counted")
+	}
+}

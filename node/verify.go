@@ -110,12 +110,12 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 			}
 			return j.accept(ctx, votes, []int{0}, nil, VerifiedByTrust)
 		}
+		if j.audited() {
+			return j.audit(ctx, votes) // it tallies with the client's own run
+		}
 		v, err := j.tally(ctx, votes)
 		if err != nil {
 			return j.finish(votes, nil, err)
-		}
-		if j.audited() {
-			return j.audit(ctx, votes)
 		}
 		if w, ok := j.anchored(votes, v.Groups); ok {
 			return j.accept(ctx, votes, w, losersOf(v.Groups, w), VerifiedByReplicas)
