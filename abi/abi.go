@@ -1,4 +1,4 @@
-// Package abi is the contract between infernet's host and its guests: ABI v2
+// Package abi is the contract between infernet's host and its guests: ABI v3
 // of the "infernet" host module, which gives WebAssembly jobs tensor operations
 // that run on the provider's fastest hardware.
 //
@@ -69,9 +69,58 @@
 //	                                   v2: one AdamW step on n parameters, w, m and v in place;
 //	                                   hyper: 6 f32 lr, beta1, beta2, eps, weight_decay, step (≥ 1, whole)
 //
+// # Language-model operations (v3)
+//
+// Weights stay on the host: tensor_from_data makes a read-only tensor of a
+// region of one of the job's data files (the files under /data, see the
+// host's Job.Data), never copied into guest memory. A provider keeps such
+// tensors in a model cache across jobs (keyed by the file's digest, the
+// offset, dtype and dims) within its own budget, outside the job's memory
+// limit; a tensor that does not fit the cache is answered with [ENOMEM].
+// Data tensors are read-only: an op that would write one answers [EROFS].
+// The weight types [F16], [BF16] and [Q8_0] exist only as data tensors, as
+// the w of matmul and the table of embed, and as the g of rmsnorm (f32
+// there in practice); other ops answer [EDTYPE].
+//
+//	tensor_from_data(name_ptr, name_len, off_lo, off_hi, dtype, ndim, dims_ptr) -> handle
+//	                                   bytes [off, off + size) of data file name (off = off_hi<<32 | off_lo,
+//	                                   unsigned); [ENOENT] if the job has no such file, [EINVAL] if the
+//	                                   region passes the file's end; a [Q8_0] tensor's last dim is a
+//	                                   multiple of [Q8Block]
+//	matmul(x, w) -> handle             out[..., n] = x[..., k] · wᵀ, w [n, k] of f32, f16, bf16 or q8_0,
+//	                                   dequantized in the kernel; x f32 of t rows of k (a Linear layer)
+//	embed(table, ids_ptr, n) -> handle out [n, cols] f32: rows ids (n i32 in [0, rows), else EINVAL) of
+//	                                   table [rows, cols] of any weight type, dequantized
+//	rmsnorm(x, g, eps) -> handle       along the last axis: y = g · (x / √(mean(x²) + eps)); eps an f32
+//	                                   bit pattern; g [n]
+//	rope(x, pos, head_dim, theta, style) -> 0
+//	                                   in place on f32 x [t, d] (a 1-D x is one row), d a multiple of
+//	                                   head_dim (even): row r is at position pos + r; in each head the
+//	                                   pairs of style ([RoPEInterleaved], [RoPEHalves]) are rotated by
+//	                                   (pos + r)·θ^(-2i/head_dim) for pair i; theta an f32 bit pattern
+//	swiglu(a, b) -> handle             silu(a)·b elementwise, a and b f32 of one shape; silu(x) = x/(1+e⁻ˣ)
+//	copy_rows(dst, row, src) -> 0      rows row.. of f32 dst [R, C] = f32 src [r, C] (or [C], one row);
+//	                                   the KV cache's append
+//	attention(q, k, v, pos, n_heads) -> handle
+//	                                   causal attention over a KV cache held on the host: q f32 [t, H·hd],
+//	                                   k and v f32 [S, Hkv·hd] with rows 0..pos+t-1 filled (hd =
+//	                                   q cols / H; Hkv = k cols / hd divides H: grouped-query heads, head
+//	                                   h reading kv head h/(H/Hkv)); row r (position pos + r) attends to
+//	                                   cache rows 0..pos+r with scores q·k/√hd; out f32 [t, H·hd]
+//	argmax(x) -> index                 of the largest element of f32 x (all elements in order); the first
+//	                                   on ties; NaNs are never chosen (-1 if every element is NaN)
+//	sample(x, temperature, top_p, coin) -> index
+//	                                   a token from logits x [n]: p = softmax(x/temperature); with
+//	                                   0 < top_p < 1 from the smallest set of most likely tokens whose
+//	                                   mass passes top_p (sorted by p, then index; llama2.c's sample_topp),
+//	                                   else from all; the token where the cumulative mass passes
+//	                                   coin·mass. temperature > 0, top_p and coin ([0, 1)) are f32 bit
+//	                                   patterns: the guest draws coin from its seeded generator, so the
+//	                                   tokens are a function of the job's terms
+//
 // # Job information
 //
-//	abi_version() -> Version (2; a v1 guest runs unchanged)
+//	abi_version() -> Version (3; v1 and v2 guests run unchanged)
 //	mode() -> ModeExact or ModeTolerance
 //
 // # Determinism
@@ -119,11 +168,27 @@
 // A guest that needs v2 checks abi_version() >= 2 (a v1 host answers an
 // unknown op with EINVAL).
 //
+// v3 adds the language-model operations above, the weight types [F16],
+// [BF16] and [Q8_0], and the errors [ENOENT] and [EROFS].
+//
+// Exact mode defines every v3 reduction so that it can run on SIMD units
+// and still be bit-identical everywhere: a dot product of length k (matmul,
+// embed's rows need none, rmsnorm's Σx², attention's q·k) sums its products,
+// each rounded to f32 (no FMA), in [DotLanes] lanes, lane l taking indices
+// l, l+DotLanes, l+2·DotLanes, … in ascending order from +0; the lanes are
+// then added pairwise (lane i += lane i+8, then +4, +2, +1) and lane 0 is
+// the result. A weight is dequantized to f32 before its product (q8_0:
+// f32(d)·f32(q), rounded). Every other sum (softmax denominators, the
+// weighted sum of v rows) runs in ascending index order in f32;
+// exponentials use the host's portable exp. Rows of a matmul or attention
+// are independent, so t rows in one call give the same bits as t calls of
+// one row (prefill equals decode).
+//
 // Element types and op codes are fixed once published; later versions only add.
 package abi
 
 // Version is the ABI version answered by abi_version.
-const Version = 2
+const Version = 3
 
 // ModuleName is the import module name of the host functions.
 const ModuleName = "infernet"
@@ -159,6 +224,18 @@ const (
 	FuncGemmBatchedF32   = "gemm_batched_f32"
 	FuncTransposeF32     = "transpose_f32"
 	FuncGatherF32        = "gather_f32"
+
+	// v3: language models (see "Language-model operations").
+	FuncTensorFromData = "tensor_from_data"
+	FuncMatMul         = "matmul"
+	FuncEmbed          = "embed"
+	FuncRMSNorm        = "rmsnorm"
+	FuncRoPE           = "rope"
+	FuncSwiGLU         = "swiglu"
+	FuncCopyRows       = "copy_rows"
+	FuncAttention      = "attention"
+	FuncArgmax         = "argmax"
+	FuncSample         = "sample"
 )
 
 // DType is a tensor element type.
@@ -169,18 +246,58 @@ const (
 	F32 DType = 1 // IEEE-754 binary32
 	I8  DType = 2 // signed 8-bit integer; GEMM inputs only
 	I32 DType = 3 // signed 32-bit integer; the result type of i8 GEMM
+
+	// Weight types (v3): data tensors only (tensor_from_data).
+	F16  DType = 4 // IEEE-754 binary16
+	BF16 DType = 5 // bfloat16: the high 16 bits of a binary32
+	// Q8_0 is GGUF's 8-bit block quantization: blocks of [Q8Block] values,
+	// each an f16 scale d followed by Q8Block int8 q (34 bytes); a value is d·q.
+	Q8_0 DType = 6
 )
 
-// Size returns the size of one element in bytes, or 0 for an unknown type.
+// Q8Block is the number of values in one Q8_0 block.
+const Q8Block = 32
+
+// q8BlockBytes is the size of one Q8_0 block: an f16 scale and Q8Block int8.
+const q8BlockBytes = 2 + Q8Block
+
+// DotLanes is the number of partial sums of an exact-mode v3 dot product.
+const DotLanes = 16
+
+// Size returns the size of one element in bytes, or 0 for an unknown type
+// and for Q8_0, whose elements come in blocks (see Bytes).
 func (d DType) Size() int {
 	switch d {
 	case F32, I32:
 		return 4
 	case I8:
 		return 1
+	case F16, BF16:
+		return 2
 	}
 	return 0
 }
+
+// Bytes returns the storage size of n elements of type d, or -1 if d is
+// unknown or n is negative or, for Q8_0, not a whole number of blocks.
+func (d DType) Bytes(n int) int64 {
+	if n < 0 {
+		return -1
+	}
+	if d == Q8_0 {
+		if n%Q8Block != 0 {
+			return -1
+		}
+		return int64(n/Q8Block) * q8BlockBytes
+	}
+	if s := d.Size(); s > 0 {
+		return int64(n) * int64(s)
+	}
+	return -1
+}
+
+// Weight reports whether d is a weight type, one that only data tensors have.
+func (d DType) Weight() bool { return d == F16 || d == BF16 || d == Q8_0 }
 
 // String returns the type's name as used in the ABI documentation.
 func (d DType) String() string {
@@ -191,6 +308,12 @@ func (d DType) String() string {
 		return "i8"
 	case I32:
 		return "i32"
+	case F16:
+		return "f16"
+	case BF16:
+		return "bf16"
+	case Q8_0:
+		return "q8_0"
 	}
 	return "dtype(?)"
 }
@@ -227,6 +350,14 @@ const (
 	OpSum  Op = 1
 	OpMax  Op = 2
 	OpMean Op = 3
+)
+
+// RoPE styles (v3): which values of a head form the rotated pairs.
+const (
+	// RoPEInterleaved rotates adjacent pairs (2i, 2i+1): llama2.c, GGUF llama.
+	RoPEInterleaved int32 = 0
+	// RoPEHalves rotates (i, i + head_dim/2): Hugging Face and GPT-NeoX.
+	RoPEHalves int32 = 1
 )
 
 // GEMM flags, OR-ed together.
@@ -273,15 +404,17 @@ type Errno int32
 // Error codes returned by host functions.
 const (
 	OK       Errno = 0
-	EINVAL   Errno = -1 // an argument is out of range: op, flags, dtype, ndim, dimension
-	EBADF    Errno = -2 // the handle names no live tensor of this job
-	ESHAPE   Errno = -3 // the shapes do not fit the operation
-	EDTYPE   Errno = -4 // the operation does not take this element type
-	EFAULT   Errno = -5 // a pointer/length is outside guest memory or misaligned
-	ENOMEM   Errno = -6 // the tensor would pass the job's memory limit, which host tensors share with linear memory
-	ETOOMANY Errno = -7 // the job's handle table is full
-	EBACKEND Errno = -8 // the kernel failed (for example a GPU error); the job may retry
-	ENOPROOF Errno = -9 // proof mode: this integer GEMM cannot be proven (accumulate, or larger than the job's largest template)
+	EINVAL   Errno = -1  // an argument is out of range: op, flags, dtype, ndim, dimension
+	EBADF    Errno = -2  // the handle names no live tensor of this job
+	ESHAPE   Errno = -3  // the shapes do not fit the operation
+	EDTYPE   Errno = -4  // the operation does not take this element type
+	EFAULT   Errno = -5  // a pointer/length is outside guest memory or misaligned
+	ENOMEM   Errno = -6  // the tensor would pass the job's memory limit, which host tensors share with linear memory
+	ETOOMANY Errno = -7  // the job's handle table is full
+	EBACKEND Errno = -8  // the kernel failed (for example a GPU error); the job may retry
+	ENOPROOF Errno = -9  // proof mode: this integer GEMM cannot be proven (accumulate, or larger than the job's largest template)
+	ENOENT   Errno = -10 // v3: the job has no data file of this name
+	EROFS    Errno = -11 // v3: the tensor is read-only (a data tensor)
 )
 
 // Error returns the code's name and meaning.
@@ -307,6 +440,10 @@ func (e Errno) Error() string {
 		return "EBACKEND: kernel failure"
 	case ENOPROOF:
 		return "ENOPROOF: op cannot be proven"
+	case ENOENT:
+		return "ENOENT: no such data file"
+	case EROFS:
+		return "EROFS: read-only tensor"
 	}
 	return "errno(?)"
 }

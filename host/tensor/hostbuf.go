@@ -14,11 +14,16 @@ import (
 )
 
 // HostBuffer is a Buffer in Go memory, shared by the CPU backends. Exactly one
-// of F32, I8 and I32 is non-nil, per DType.
+// of F32, I8, I32 and Raw is non-nil, per DType.
 type HostBuffer struct {
 	F32 []float32
 	I8  []int8
 	I32 []int32
+	// Raw holds the stored bytes of a weight type (F16, BF16, Q8_0: RawType)
+	// and RawLen its element count: read-only data tensors (ABI v3).
+	Raw     []byte
+	RawType abi.DType
+	RawLen  int
 }
 
 // NewHostBuffer returns a zeroed host buffer of n elements of type dt.
@@ -40,6 +45,8 @@ func NewHostBuffer(dt abi.DType, n int) (*HostBuffer, error) {
 // DType implements Buffer.
 func (b *HostBuffer) DType() abi.DType {
 	switch {
+	case b.Raw != nil:
+		return b.RawType
 	case b.I8 != nil:
 		return abi.I8
 	case b.I32 != nil:
@@ -51,6 +58,8 @@ func (b *HostBuffer) DType() abi.DType {
 // Len implements Buffer.
 func (b *HostBuffer) Len() int {
 	switch {
+	case b.Raw != nil:
+		return b.RawLen
 	case b.I8 != nil:
 		return len(b.I8)
 	case b.I32 != nil:

@@ -100,3 +100,35 @@ func hostSoftmaxF32(rows, cols int32, a, out unsafe.Pointer) int32
 
 //go:wasmimport infernet reduce_f32
 func hostReduceF32(op, rows, cols int32, a, out unsafe.Pointer) int32
+
+// ABI v3: language models.
+
+//go:wasmimport infernet tensor_from_data
+func hostTensorFromData(name unsafe.Pointer, nameLen, offLo, offHi, dtype, ndim int32, dims unsafe.Pointer) int32
+
+//go:wasmimport infernet matmul
+func hostMatMul(x, w int32) int32
+
+//go:wasmimport infernet embed
+func hostEmbed(table int32, ids unsafe.Pointer, n int32) int32
+
+//go:wasmimport infernet rmsnorm
+func hostRMSNorm(x, g, eps int32) int32
+
+//go:wasmimport infernet rope
+func hostRoPE(x, pos, headDim, theta, style int32) int32
+
+//go:wasmimport infernet swiglu
+func hostSwiGLU(a, b int32) int32
+
+//go:wasmimport infernet copy_rows
+func hostCopyRows(dst, row, src int32) int32
+
+//go:wasmimport infernet attention
+func hostAttention(q, k, v, pos, heads int32) int32
+
+//go:wasmimport infernet argmax
+func hostArgmax(x int32) int32
+
+//go:wasmimport infernet sample
+func hostSample(x, temperature, topP, coin int32) int32

@@ -1,0 +1,118 @@
+package tensor
+
+import (
+	"math"
+	"slices"
+	"unsafe"
+
+	"github.com/infernet/infernet/abi"
+)
+
+// The language-model operations of ABI v3: weights held by the host, and
+// the ops of a Llama-family forward pass. A guest that uses them checks
+// ABIVersion() >= 3 first.
+
+// FromData returns a read-only tensor over the bytes of the job's data file
+// name (a file under /data) from offset: dims elements of dtype (f32, f16,
+// bf16 or q8_0). The weights are never copied into guest memory; a provider
+// keeps them loaded across jobs. ABI v3.
+func FromData(name string, offset int64, dtype abi.DType, dims ...int) (*Tensor, error) {
+	d, nd, err := encodeDims(abi.FuncTensorFromData, dims)
+	if err != nil {
+		return nil, err
+	}
+	if name == "" || offset < 0 {
+		return nil, refuse(abi.FuncTensorFromData, abi.EINVAL, "data %q at offset %d", name, offset)
+	}
+	b := []byte(name)
+	h, err := check(abi.FuncTensorFromData, hostTensorFromData(unsafe.Pointer(&b[0]), int32(len(b)),
+		int32(uint32(offset)), int32(uint32(uint64(offset)>>32)), int32(dtype), nd, unsafe.Pointer(&d[0])))
+	if err != nil {
+		return nil, err
+	}
+	return &Tensor{h: h, dtype: dtype, shape: slices.Clone(dims)}, nil
+}
+
+// MatMul returns x · wᵀ: x is f32 [..., k], w is [n, k] of f32, f16, bf16
+// or q8_0 (a Linear layer's weight), the result f32 [..., n]. ABI v3.
+func MatMul(x, w *Tensor) (*Tensor, error) {
+	h, err := check(abi.FuncMatMul, hostMatMul(x.Handle(), w.Handle()))
+	if err != nil {
+		return nil, err
+	}
+	return adopt(h)
+}
+
+// Embed returns rows ids of table [rows, cols] (any weight type) as f32
+// [len(ids), cols]. ABI v3.
+func Embed(table *Tensor, ids []int32) (*Tensor, error) {
+	if len(ids) == 0 {
+		return nil, refuse(abi.FuncEmbed, abi.EINVAL, "no ids")
+	}
+	h, err := check(abi.FuncEmbed, hostEmbed(table.Handle(), unsafe.Pointer(&ids[0]), int32(len(ids))))
+	if err != nil {
+		return nil, err
+	}
+	return adopt(h)
+}
+
+// RMSNorm returns g · x/√(mean(x²) + eps) along the last axis of x. ABI v3.
+func RMSNorm(x, g *Tensor, eps float32) (*Tensor, error) {
+	h, err := check(abi.FuncRMSNorm, hostRMSNorm(x.Handle(), g.Handle(), int32(math.Float32bits(eps))))
+	if err != nil {
+		return nil, err
+	}
+	return adopt(h)
+}
+
+// RoPE rotates x [t, d] in place: row r is at position pos+r, in heads of
+// headDim values, pairs chosen by style (abi.RoPEInterleaved or
+// abi.RoPEHalves), base theta (10000 for Llama 2). ABI v3.
+func RoPE(x *Tensor, pos, headDim int, theta float32, style int32) error {
+	_, err := check(abi.FuncRoPE, hostRoPE(x.Handle(), int32(pos), int32(headDim), int32(math.Float32bits(theta)), style))
+	return err
+}
+
+// SwiGLU returns silu(a)·b elementwise. ABI v3.
+func SwiGLU(a, b *Tensor) (*Tensor, error) {
+	h, err := check(abi.FuncSwiGLU, hostSwiGLU(a.Handle(), b.Handle()))
+	if err != nil {
+		return nil, err
+	}
+	return adopt(h)
+}
+
+// CopyRows writes src ([r, C], or [C] as one row) into rows row.. of dst
+// [R, C]: appending to a KV cache. ABI v3.
+func CopyRows(dst *Tensor, row int, src *Tensor) error {
+	_, err := check(abi.FuncCopyRows, hostCopyRows(dst.Handle(), int32(row), src.Handle()))
+	return err
+}
+
+// Attention returns causal attention of q [t, heads·hd] over the KV cache
+// k, v [S, kvHeads·hd] whose rows 0..pos+t-1 are filled; row r of q is at
+// position pos+r. ABI v3.
+func Attention(q, k, v *Tensor, pos, heads int) (*Tensor, error) {
+	h, err := check(abi.FuncAttention, hostAttention(q.Handle(), k.Handle(), v.Handle(), int32(pos), int32(heads)))
+	if err != nil {
+		return nil, err
+	}
+	return adopt(h)
+}
+
+// Argmax returns the index of the largest element of x, the first on ties.
+// ABI v3.
+func Argmax(x *Tensor) (int, error) {
+	i, err := check(abi.FuncArgmax, hostArgmax(x.Handle()))
+	return int(i), err
+}
+
+// Sample returns a token drawn from logits x: softmax(x/temperature),
+// limited to the top_p nucleus when 0 < topP < 1, at the point coin
+// (in [0, 1), from the guest's seeded generator) of the cumulative mass.
+// ABI v3.
+func Sample(x *Tensor, temperature, topP, coin float32) (int, error) {
+	i, err := check(abi.FuncSample, hostSample(x.Handle(), int32(math.Float32bits(temperature)),
+		int32(math.Float32bits(topP)), int32(math.Float32bits(coin))))
+	return int(i), err
+}

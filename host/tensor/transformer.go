@@ -1,0 +1,56 @@
+package tensor
+
+import "context"
+
+// Transformer is implemented by backends that run the language-model ops of
+// ABI v3 themselves (see package abi, "Language-model operations", for what
+// each computes and the exact-mode order of its sums). The host module runs
+// these ops on the reference backend for a backend without it.
+//
+// Weights (w of MatMul, table of Embed) may be any of F32, F16, BF16 and
+// Q8_0; every other buffer is F32. Callers validate shapes and dtypes, as
+// for Backend.
+type Transformer interface {
+	// MatMul computes out[t,n] = x[t,k] · wᵀ with w stored [n,k].
+	MatMul(ctx context.Context, t, n, k int, x, w, out Buffer) error
+	// Embed writes rows ids of table [rows,cols], dequantized, to out
+	// [len(ids),cols]; every id is in [0, rows).
+	Embed(ctx context.Context, rows, cols int, table Buffer, ids []int32, out Buffer) error
+	// RMSNorm computes, for each of rows rows of cols elements,
+	// out = g · x/√(mean(x²) + eps).
+	RMSNorm(ctx context.Context, rows, cols int, eps float32, x, g, out Buffer) error
+	// RoPE rotates x [p.Rows, p.Cols] in place.
+	RoPE(ctx context.Context, p RoPEParams, x Buffer) error
+	// SwiGLU computes out = silu(a)·b elementwise.
+	SwiGLU(ctx context.Context, a, b, out Buffer) error
+	// CopyRows copies src, rows of cols elements, into dst from row row.
+	CopyRows(ctx context.Context, row, cols int, src, dst Buffer) error
+	// Attention computes causal attention of q over the caches k and v.
+	Attention(ctx context.Context, p AttentionParams, q, k, v, out Buffer) error
+	// Argmax returns the index of the largest element of x (the first on
+	// ties; NaN never wins; -1 when all are NaN).
+	Argmax(ctx context.Context, x Buffer) (int, error)
+	// Sample draws a token from logits x (see SampleParams).
+	Sample(ctx context.Context, p SampleParams, x Buffer) (int, error)
+}
+
+// RoPEParams describes a rotary position embedding of Rows rows of Cols
+// values, row r at position Pos+r, in heads of HeadDim values.
+type RoPEParams struct {
+	Rows, Cols, HeadDim, Pos int
+	Theta                    float32
+	Style                    int32 // abi.RoPEInterleaved or abi.RoPEHalves
+}
+
+// AttentionParams describes causal attention of Rows query rows (row r at
+// position Pos+r) with Heads heads of HeadDim values over caches of
+// KVHeads heads with at least Pos+Rows rows.
+type AttentionParams struct {
+	Rows, Heads, KVHeads, HeadDim, Pos int
+}
+
+// SampleParams are the terms of one sampling step: Temperature > 0, TopP
+// (a nucleus when in (0,1)), and Coin in [0,1), the guest's random draw.
+type SampleParams struct {
+	Temperature, TopP, Coin float32
+}
