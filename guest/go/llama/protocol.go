@@ -1,0 +1,61 @@
+// Package llama runs Llama-architecture language models as infernet jobs:
+// the readers of their files (llama2.c checkpoints and tokenizers, GGUF),
+// the tokenizer, and the runner guest, a WebAssembly module embedded in
+// this package (Runner) that generates text with the tensor ops of ABI v3,
+// its weights held by the host.
+//
+// # The runner's protocol
+//
+// The runner finds its model among the job's data files (under /data):
+//
+//	model      a llama2.c checkpoint (.bin) or a GGUF file (by its magic)
+//	tokenizer  a llama2.c tokenizer.bin; needed with a .bin model, ignored with GGUF
+//
+// Its stdin is JSON lines, one Request per line; for each, in order, it
+// writes Events to stdout as JSON lines while it generates: one per token
+// (Text set), then one with Done set. The output is a function of the
+// model, the requests and the job's mode alone, so replicas agree.
+package llama
+
+// Data file names the runner reads (under /data).
+const (
+	DataModel     = "model"
+	DataTokenizer = "tokenizer"
+)
+
+// Request is one prompt to complete.
+type Request struct {
+	// ID is echoed in the request's events (for batches split over shards).
+	ID int `json:"id"`
+	// Prompt is the text to continue.
+	Prompt string `json:"prompt"`
+	// MaxTokens caps the tokens generated (default DefaultMaxTokens, at
+	// most the model's context less the prompt).
+	MaxTokens int `json:"max_tokens,omitempty"`
+	// Temperature 0 is greedy (argmax); above 0, tokens are sampled.
+	Temperature float32 `json:"temperature,omitempty"`
+	// TopP is the nucleus of top-p sampling; 0 or >= 1 samples from all.
+	TopP float32 `json:"top_p,omitempty"`
+	// Seed seeds the sampler's generator (llama2.c's xorshift; 0 means 1).
+	Seed uint64 `json:"seed,omitempty"`
+}
+
+// DefaultMaxTokens is a Request's MaxTokens when it gives none.
+const DefaultMaxTokens = 256
+
+// Event is one line of the runner's output.
+type Event struct {
+	ID int `json:"id"`
+	// Text is the decoded piece of one generated token.
+	Text string `json:"text,omitempty"`
+	// Done ends the request's events; the counts and Stop come with it.
+	Done             bool `json:"done,omitempty"`
+	PromptTokens     int  `json:"prompt_tokens,omitempty"`
+	CompletionTokens int  `json:"completion_tokens,omitempty"`
+	// Stop says why generation ended: "eos" (the model's end-of-sequence
+	// token, or BOS as llama2.c's run.c stops) or "length".
+	Stop string `json:"stop,omitempty"`
+	// Error, with Done, says why the request failed (a prompt too long for
+	// the context, say); the runner goes on with the next request.
+	Error string `json:"error,omitempty"`
+}
