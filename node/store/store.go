@@ -23,7 +23,7 @@ var (
 )
 
 // buckets are every bucket Open creates.
-var buckets = [][]byte{bucketJobs, bucketRuns, bucketPeers, bucketPayments, bucketOpenPayments, bucketSharded, bucketShardParts, bucketTrain}
+var buckets = [][]byte{bucketJobs, bucketRuns, bucketPeers, bucketPayments, bucketOpenPayments, bucketSharded, bucketShardParts, bucketTrain, bucketModels}
 
 // ErrNotFound is returned for a record the store does not hold.
 var ErrNotFound = errors.New("store: not found")

@@ -1,0 +1,329 @@
+package models
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/infernet/infernet/guest/go/llama"
+	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/store"
+)
+
+func testdata(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "llama", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// gguf is the start of a GGUF file of version v.
+func gguf(v uint32) []byte {
+	b := []byte("GGUF")
+	b = binary.LittleEndian.AppendUint32(b, v)
+	b = binary.LittleEndian.AppendUint64(b, 0)
+	return binary.LittleEndian.AppendUint64(b, 0)
+}
+
+func TestSniff(t *testing.T) {
+	stories := testdata(t, "stories260K.bin")
+	unshared := bytes.Clone(stories)
+	binary.LittleEndian.PutUint32(unshared[20:], uint32(0xffffffff-512+1)) // vocab -512: a classifier follows
+	unshared = append(unshared, make([]byte, 4*512*64)...)
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want store.ModelFormat
+	}{
+		{"stories260K", stories, store.ModelLlama2C},
+		{"unshared classifier", unshared, store.ModelLlama2C},
+		{"gguf v3", gguf(3), store.ModelGGUF},
+		{"gguf v2", gguf(2), store.ModelGGUF},
+		{"gguf v1", gguf(1), 0},
+		{"gguf short", []byte("GGUF\x03\x00\x00\x00"), 0},
+		{"empty", nil, 0},
+		{"text", []byte("Once upon a time, there was a model file that was not one."), 0},
+		{"stories truncated", stories[:len(stories)-4], 0},
+		{"stories padded", append(bytes.Clone(stories), 0, 0, 0, 0), 0},
+		{"tokenizer", testdata(t, "tok512.bin"), 0},
+		{"llama2c v1 export", append([]byte("24ka"), make([]byte, 252)...), 0},
+		{"zero header", make([]byte, 1024), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			info, err := Sniff(bytes.NewReader(tc.b), int64(len(tc.b)))
+			if tc.want == 0 {
+				if !errors.Is(err, ErrUnknownFormat) {
+					t.Fatalf("Sniff: %+v, %v; want ErrUnknownFormat", info, err)
+				}
+				t.Log(err)
+				return
+			}
+			if err != nil || info.Format != tc.want {
+				t.Fatalf("Sniff: %+v, %v; want %s", info, err, tc.want)
+			}
+		})
+	}
+	info, _ := Sniff(bytes.NewReader(stories), int64(len(stories)))
+	want := Llama2C{Dim: 64, HiddenDim: 172, Layers: 5, Heads: 8, KVHeads: 4, Vocab: 512, SeqLen: 512, SharedClassifier: true}
+	if info.Llama2C != want || !info.NeedsTokenizer() {
+		t.Errorf("stories260K: %+v; want %+v", info.Llama2C, want)
+	}
+}
+
+func TestCheckTokenizer(t *testing.T) {
+	tok := testdata(t, "tok512.bin")
+	for _, tc := range []struct {
+		name  string
+		b     []byte
+		vocab int
+		ok    bool
+	}{
+		{"tok512", tok, 512, true},
+		{"fewer tokens than the file", tok, 511, false},
+		{"more tokens than the file", tok, 513, false},
+		{"truncated", tok[:len(tok)-1], 512, false},
+		{"empty", nil, 512, false},
+		{"model", testdata(t, "stories260K.bin"), 512, false},
+		{"token longer than the maximum", append(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32([]byte{1, 0, 0, 0}, 0), 2), 'a', 'b'), 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckTokenizer(bytes.NewReader(tc.b), int64(len(tc.b)), tc.vocab)
+			if tc.ok != (err == nil) || err != nil && !errors.Is(err, ErrBadTokenizer) {
+				t.Fatalf("CheckTokenizer: %v; want ok %v", err, tc.ok)
+			}
+		})
+	}
+}
+
+func TestCheckName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"stories260K", true}, {"llama-2_7b.q8", true}, {"7B", true}, {strings.Repeat("a", 64), true},
+		{"", false}, {"a/b", false}, {"../etc", false}, {"..", false}, {".hidden", false}, {"-rf", false},
+		{"a b", false}, {"naïve", false}, {strings.Repeat("a", 65), false}, {"a\\b", false}, {"a\x00", false},
+	} {
+		if err := CheckName(tc.name); tc.ok != (err == nil) || err != nil && !errors.Is(err, ErrBadName) {
+			t.Errorf("CheckName(%q): %v; want ok %v", tc.name, err, tc.ok)
+		}
+	}
+}
+
+// testRegistry is a registry over a fresh store and blob store.
+func testRegistry(t *testing.T) (*Registry, *blob.Store, *store.Store) {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := store.Open(filepath.Join(dir, "node.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	blobs, err := blob.OpenStore(filepath.Join(dir, "blobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(db, blobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, blobs, db
+}
+
+func put(t *testing.T, blobs *blob.Store, b []byte) store.BlobRef {
+	t.Helper()
+	d, err := blobs.PutBytes(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store.BlobRef{Digest: d, Size: int64(len(b))}
+}
+
+func TestRegistry(t *testing.T) {
+	r, blobs, db := testRegistry(t)
+	model, tok := put(t, blobs, testdata(t, "stories260K.bin")), put(t, blobs, testdata(t, "tok512.bin"))
+	gg := put(t, blobs, gguf(3))
+	junk := put(t, blobs, []byte("not a model"))
+	absent := store.BlobRef{Digest: blob.Sum([]byte("absent")), Size: 6}
+
+	m, err := r.Add("stories", model, tok)
+	if err != nil || m.Format != store.ModelLlama2C || m.Model != model || m.Tokenizer != tok || m.Added.IsZero() {
+		t.Fatalf("Add: %+v, %v", m, err)
+	}
+	if _, err := r.Add("g", gg, store.BlobRef{}); err != nil {
+		t.Fatalf("Add gguf: %v", err)
+	}
+	for _, tc := range []struct {
+		name       string
+		model, tok store.BlobRef
+		want       error
+	}{
+		{"stories", model, tok, ErrExists},
+		{"a/b", model, tok, ErrBadName},
+		{"junk", junk, store.BlobRef{}, ErrUnknownFormat},
+		{"notok", model, store.BlobRef{}, ErrTokenizer},
+		{"gtok", gg, tok, ErrTokenizer},
+		{"badtok", model, junk, ErrBadTokenizer},
+		{"tokasmodel", tok, store.BlobRef{}, ErrUnknownFormat},
+		{"absent", absent, store.BlobRef{}, blob.ErrNotFound},
+		{"wrongsize", store.BlobRef{Digest: model.Digest, Size: 1}, tok, nil},
+	} {
+		_, err := r.Add(tc.name, tc.model, tc.tok)
+		if err == nil || tc.want != nil && !errors.Is(err, tc.want) {
+			t.Errorf("Add(%s): %v; want %v", tc.name, err, tc.want)
+		}
+	}
+	list, err := r.List()
+	if err != nil || len(list) != 2 || list[0].Name != "g" || list[1].Name != "stories" {
+		t.Fatalf("List: %+v, %v", list, err)
+	}
+	for _, d := range []blob.Digest{model.Digest, tok.Digest, gg.Digest} {
+		if !r.Holds(d) {
+			t.Errorf("Holds(%s) false for a model's blob", d.Short())
+		}
+	}
+	if r.Holds(junk.Digest) {
+		t.Error("Holds a blob no model names")
+	}
+	if got, err := r.Get("stories"); err != nil || got.Model != model {
+		t.Fatalf("Get: %+v, %v", got, err)
+	}
+	if data := JobData(m); len(data) != 2 || data[0].Name != llama.DataModel || data[1].Name != llama.DataTokenizer || data[1].Digest != tok.Digest {
+		t.Errorf("JobData: %+v", data)
+	}
+
+	// A second model on the same blobs: removing one keeps them held.
+	if _, err := r.Add("stories2", model, tok); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Remove("stories"); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Holds(model.Digest) {
+		t.Error("a blob another model names is no longer held")
+	}
+	// A new registry over the same store holds what it recorded.
+	r2, err := New(db, blobs)
+	if err != nil || !r2.Holds(model.Digest) || r2.Holds(gg.Digest) == false {
+		t.Fatalf("reopened: %v", err)
+	}
+	for _, name := range []string{"stories2", "g"} {
+		if _, err := r.Remove(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.Holds(model.Digest) || r.Holds(tok.Digest) || r.Holds(gg.Digest) {
+		t.Error("blobs held after every model is removed")
+	}
+	for _, name := range []string{"stories", "a/b"} {
+		if _, err := r.Remove(name); !errors.Is(err, ErrUnknown) && !errors.Is(err, ErrBadName) {
+			t.Errorf("Remove(%s): %v", name, err)
+		}
+		if _, err := r.Get(name); !errors.Is(err, ErrUnknown) && !errors.Is(err, ErrBadName) {
+			t.Errorf("Get(%s): %v", name, err)
+		}
+	}
+}
+
+func TestRunnerBlob(t *testing.T) {
+	r, blobs, _ := testRegistry(t)
+	ref, err := r.Runner()
+	if len(llama.Runner()) == 0 {
+		if !errors.Is(err, ErrNoRunner) {
+			t.Fatalf("Runner without a runner: %v", err)
+		}
+		return
+	}
+	if err != nil || ref.Size != int64(len(llama.Runner())) || !r.Holds(ref.Digest) {
+		t.Fatalf("Runner: %+v, %v", ref, err)
+	}
+	if _, ok := blobs.Has(ref.Digest); !ok {
+		t.Fatal("the runner is not in the blob store")
+	}
+	blobs.Remove(ref.Digest)
+	if again, err := r.Runner(); err != nil || again != ref {
+		t.Fatalf("Runner after its blob went: %+v, %v", again, err)
+	}
+}
+
+func TestReadRequests(t *testing.T) {
+	good := "{\"prompt\":\"Once upon a time\"}\n\n  {\"prompt\":\"\",\"max_tokens\":8,\"temperature\":0.8,\"top_p\":0.9,\"seed\":42}  \n{\"prompt\":\"x\"}"
+	reqs, err := ReadRequests(strings.NewReader(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []llama.Request{{ID: 1, Prompt: "Once upon a time"}, {ID: 3, MaxTokens: 8, Temperature: 0.8, TopP: 0.9, Seed: 42}, {ID: 4, Prompt: "x"}}
+	if len(reqs) != len(want) {
+		t.Fatalf("got %+v", reqs)
+	}
+	for i := range want {
+		if reqs[i] != want[i] {
+			t.Errorf("request %d: %+v; want %+v", i, reqs[i], want[i])
+		}
+	}
+	for _, tc := range []struct{ in, line string }{
+		{"{\"prompt\":\"a\"}\n{\"prompt\":", "line 2"},
+		{"{\"prompt\":\"a\"}\nnot json\n", "line 2"},
+		{"{\"prompt\":\"a\",\"id\":7}", "line 1"},
+		{"{\"prompt\":\"a\",\"max_tokens\":-1}", "line 1"},
+		{"{\"prompt\":\"a\",\"temperature\":-0.5}", "line 1"},
+		{"{\"prompt\":\"a\",\"top_p\":1.5}", "line 1"},
+		{"{\"max_tokens\":5}", "line 1"},
+		{"\n\n[\"a\"]", "line 3"},
+		{"{\"prompt\":\"a\"} {\"prompt\":\"b\"}", "line 1"},
+		{"{\"prompt\":\"" + strings.Repeat("a", MaxPromptLine) + "\"}", "line 1"},
+	} {
+		reqs, err := ReadRequests(strings.NewReader(tc.in))
+		if err == nil || reqs != nil || !strings.Contains(err.Error(), tc.line) {
+			t.Errorf("%.60q: %v, %v; want an error at %s", tc.in, reqs, err, tc.line)
+		}
+	}
+}
+
+func TestDecoder(t *testing.T) {
+	reqs := []llama.Request{{ID: 1, Prompt: "a"}, {ID: 2, Prompt: "b"}}
+	if got := EncodeRequests(reqs); string(got) != "{\"id\":1,\"prompt\":\"a\"}\n{\"id\":2,\"prompt\":\"b\"}\n" {
+		t.Fatalf("EncodeRequests: %q", got)
+	}
+	out := `{"id":1,"text":"Once"}
+{"id":1,"text":" upon"}
+{"id":1,"done":true,"prompt_tokens":2,"completion_tokens":2,"stop":"length"}
+{"id":2,"done":true,"error":"prompt too long"}
+`
+	// Written a byte at a time, as a guest may.
+	var texts []string
+	var dones []int
+	d := Decoder{OnText: func(id int, s string) { texts = append(texts, s) }, OnDone: func(c Completion) { dones = append(dones, c.ID) }}
+	for i := range len(out) {
+		if _, err := d.Write([]byte{out[i]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cs := d.Completions()
+	want := []Completion{{ID: 1, Completion: "Once upon", PromptTokens: 2, CompletionTokens: 2, Stop: "length"}, {ID: 2, Error: "prompt too long"}}
+	if len(cs) != 2 || cs[0] != want[0] || cs[1] != want[1] || strings.Join(texts, "|") != "Once| upon" || len(dones) != 2 {
+		t.Fatalf("completions %+v, texts %q, dones %v", cs, texts, dones)
+	}
+	// Output without its last newline decodes the same.
+	if cs, err := Decode([]byte(strings.TrimSuffix(out, "\n"))); err != nil || len(cs) != 2 {
+		t.Fatalf("Decode without the last newline: %+v, %v", cs, err)
+	}
+	for _, bad := range []string{"not json\n", "{\"id\":1,\"text\":\"x\"}\n", "{\"id\":1,\"text\":\"x\"}\n{\"id\":1"} {
+		if _, err := Decode([]byte(bad)); !errors.Is(err, ErrBadOutput) {
+			t.Errorf("Decode(%q): %v; want ErrBadOutput", bad, err)
+		}
+	}
+	var stop Decoder
+	if _, err := stop.Write([]byte("garbage\n")); err == nil {
+		t.Error("a write of bad output succeeded: it should stop the job")
+	}
+}

@@ -1,0 +1,213 @@
+package models
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/infernet/infernet/guest/go/llama"
+)
+
+// ErrBadRequest is returned for a request the runner would refuse.
+var ErrBadRequest = errors.New("bad request")
+
+// MaxPromptLine is the longest line ReadRequests accepts, bytes.
+const MaxPromptLine = 1 << 20
+
+// CheckRequest returns an error wrapping ErrBadRequest for terms no runner
+// accepts: a negative token count, a negative or non-finite temperature,
+// or a top-p outside [0, 1].
+func CheckRequest(q llama.Request) error {
+	switch {
+	case q.MaxTokens < 0:
+		return fmt.Errorf("max_tokens %d: %w", q.MaxTokens, ErrBadRequest)
+	case !(q.Temperature >= 0) || math.IsInf(float64(q.Temperature), 0):
+		return fmt.Errorf("temperature %v: want 0 (greedy) or more: %w", q.Temperature, ErrBadRequest)
+	case !(q.TopP >= 0 && q.TopP <= 1):
+		return fmt.Errorf("top_p %v: want 0 to 1: %w", q.TopP, ErrBadRequest)
+	}
+	return nil
+}
+
+// ReadRequests reads a batch of requests, one JSON object per line: a
+// llama.Request without its id ({"prompt": "..."} at least). A request's
+// ID is its line number, from 1; blank lines are skipped. A line that is
+// not a valid request (bad JSON, an unknown field such as "id", terms
+// CheckRequest refuses) is an error naming the line, and nothing is
+// returned.
+func ReadRequests(r io.Reader) ([]llama.Request, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), MaxPromptLine)
+	var out []llama.Request
+	for line := 1; sc.Scan(); line++ {
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		var q struct {
+			Prompt      *string `json:"prompt"`
+			MaxTokens   int     `json:"max_tokens"`
+			Temperature float32 `json:"temperature"`
+			TopP        float32 `json:"top_p"`
+			Seed        uint64  `json:"seed"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		err := dec.Decode(&q)
+		if err == nil && dec.More() {
+			err = errors.New("more than one JSON value")
+		}
+		if err == nil && q.Prompt == nil {
+			err = errors.New(`no "prompt"`)
+		}
+		req := llama.Request{ID: line, MaxTokens: q.MaxTokens, Temperature: q.Temperature, TopP: q.TopP, Seed: q.Seed}
+		if err == nil {
+			req.Prompt = *q.Prompt
+			err = CheckRequest(req)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", line, err)
+		}
+		out = append(out, req)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("line %d: %w", len(out)+1, err)
+	}
+	return out, nil
+}
+
+// EncodeRequests writes requests as the runner reads them: JSON lines.
+func EncodeRequests(reqs []llama.Request) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	for _, q := range reqs {
+		enc.Encode(q) // a Request always encodes
+	}
+	return b.Bytes()
+}
+
+// Completion is the outcome of one request: the text generated after the
+// prompt and the runner's counts, or the runner's error.
+type Completion struct {
+	ID               int    `json:"id"`
+	Completion       string `json:"completion"`
+	PromptTokens     int    `json:"prompt_tokens"`
+	CompletionTokens int    `json:"completion_tokens"`
+	// Stop is why generation ended: "eos" or "length".
+	Stop  string `json:"stop,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// ErrBadOutput is returned by Decoder for output that is not the runner's
+// protocol.
+var ErrBadOutput = errors.New("not the llama runner's output")
+
+// Decoder reads the runner's output (llama.Event JSON lines) as it is
+// written, assembling each request's Completion. Use it as a job's stdout
+// to see tokens as they come; a write of bad output fails, which stops the
+// job. It is not safe for concurrent use.
+type Decoder struct {
+	// OnText, when set, is called with the text of each token as it comes.
+	OnText func(id int, text string)
+	// OnDone, when set, is called with each request's Completion when its
+	// Done event comes.
+	OnDone func(Completion)
+
+	partial []byte
+	open    map[int]*Completion
+	done    []Completion
+	err     error
+}
+
+// Write implements io.Writer: it decodes every whole line of p and keeps
+// the rest for the next write.
+func (d *Decoder) Write(p []byte) (int, error) {
+	if d.err != nil {
+		return 0, d.err
+	}
+	d.partial = append(d.partial, p...)
+	for {
+		i := bytes.IndexByte(d.partial, '\n')
+		if i < 0 {
+			break
+		}
+		line := d.partial[:i]
+		d.partial = d.partial[i+1:]
+		if err := d.line(line); err != nil {
+			d.err = err
+			return 0, err
+		}
+	}
+	if len(d.partial) == 0 {
+		d.partial = nil // let the consumed buffer go
+	}
+	return len(p), nil
+}
+
+// line decodes one event.
+func (d *Decoder) line(b []byte) error {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil
+	}
+	var e llama.Event
+	if err := json.Unmarshal(b, &e); err != nil {
+		return fmt.Errorf("%w: line %.80q: %v", ErrBadOutput, b, err)
+	}
+	if d.open == nil {
+		d.open = map[int]*Completion{}
+	}
+	c := d.open[e.ID]
+	if c == nil {
+		c = &Completion{ID: e.ID}
+		d.open[e.ID] = c
+	}
+	if e.Text != "" {
+		c.Completion += e.Text
+		if d.OnText != nil {
+			d.OnText(e.ID, e.Text)
+		}
+	}
+	if !e.Done {
+		return nil
+	}
+	c.PromptTokens, c.CompletionTokens, c.Stop, c.Error = e.PromptTokens, e.CompletionTokens, e.Stop, e.Error
+	delete(d.open, e.ID)
+	d.done = append(d.done, *c)
+	if d.OnDone != nil {
+		d.OnDone(*c)
+	}
+	return nil
+}
+
+// Close ends the output: a last line without its newline is decoded, and
+// a request whose events did not end with Done is an error wrapping
+// ErrBadOutput. It returns the first error of the decoding, if any.
+func (d *Decoder) Close() error {
+	if d.err == nil && len(d.partial) > 0 {
+		d.err = d.line(d.partial)
+		d.partial = nil
+	}
+	if d.err == nil && len(d.open) > 0 {
+		for id := range d.open {
+			d.err = fmt.Errorf("%w: request %d has no Done event", ErrBadOutput, id)
+			break
+		}
+	}
+	return d.err
+}
+
+// Completions returns the completions decoded so far, in the order their
+// Done events came.
+func (d *Decoder) Completions() []Completion { return d.done }
+
+// Decode decodes a whole output of the runner.
+func Decode(out []byte) ([]Completion, error) {
+	var d Decoder
+	d.Write(out) // its error is Close's
+	err := d.Close()
+	return d.Completions(), err
+}
