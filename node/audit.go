@@ -51,12 +51,14 @@ func (a *auditor) sandbox(ctx context.Context) (*ihost.Sandbox, error) {
 			a.err = err
 			return
 		}
-		sb, err := ihost.New(ctx, ihost.Config{
+		cfg := ihost.Config{
 			CacheDir:  filepath.Join(a.n.cfg.DataDir, "wasm-cache"),
 			Reference: set.Reference,
 			Fast:      set.Fast,
 			Logger:    a.n.log,
-		})
+		}
+		setModelCache(&cfg, a.n.cfg.ModelCache)
+		sb, err := ihost.New(ctx, cfg)
 		if err != nil {
 			set.Close()
 			a.err = err
@@ -115,6 +117,7 @@ func (a *auditor) run(ctx context.Context, an *wire.JobAnnounce, input []byte) (
 		}
 		job.Data[d.Name] = n.blobs.Path(d.Digest)
 	}
+	setDataDigests(&job, an.Data)
 	if input == nil && an.InputSize > 0 {
 		f, _, err := n.blobs.Open(an.Input)
 		if err != nil {

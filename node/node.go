@@ -42,6 +42,7 @@ import (
 	"github.com/infernet/infernet/node/blob/blobnet"
 	"github.com/infernet/infernet/node/challenge"
 	"github.com/infernet/infernet/node/gossip"
+	"github.com/infernet/infernet/node/models"
 	"github.com/infernet/infernet/node/reputation"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -173,6 +174,11 @@ type Config struct {
 	// it must be safe for concurrent use. nil: proof-mode jobs are refused
 	// (ErrNoVerifyingKeys).
 	GemmVerifyingKey func(n int) (groth16.VerifyingKey, error)
+	// ModelCache is the budget of the provider's model cache, bytes: the
+	// weight tensors that jobs make of their data files (ABI v3
+	// tensor_from_data), kept across jobs and not counted in a job's
+	// memory. 0: the sandbox's default. Unused with Sandbox set.
+	ModelCache int64
 	// Sandbox and Backends, when both set, run this provider's jobs instead
 	// of a sandbox of its own (several nodes in one process can share one);
 	// the node does not close them.
@@ -282,6 +288,8 @@ type Node struct {
 	access *access
 	db     *store.Store
 	peers  *peerBook
+	// models are the named models, whose blobs the store keeps.
+	models *models.Registry
 
 	// Provider side; nil with Provide off.
 	provider *provider
@@ -346,7 +354,13 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	n.db.OnWrite(n.changes.poke)
-	if n.blobs, err = blob.OpenStore(filepath.Join(cfg.DataDir, "blobs"), blob.WithQuota(cfg.BlobQuota)); err != nil {
+	// Named models' blobs are never evicted (n.models is set before
+	// anything is stored).
+	keep := func(d blob.Digest) bool { return n.models.Holds(d) }
+	if n.blobs, err = blob.OpenStore(filepath.Join(cfg.DataDir, "blobs"), blob.WithQuota(cfg.BlobQuota), blob.WithKeep(keep)); err != nil {
+		return nil, err
+	}
+	if n.models, err = models.New(n.db, n.blobs); err != nil {
 		return nil, err
 	}
 	if cfg.Lnd.Enabled() {
@@ -647,7 +661,7 @@ func (n *Node) collectBlobs() (int, error) {
 			keep[r.Result.Output] = true
 		}
 	}
-	return n.blobs.GC(func(d blob.Digest) bool { return keep[d] }, n.cfg.BlobRetention)
+	return n.blobs.GC(func(d blob.Digest) bool { return keep[d] || n.models.Holds(d) }, n.cfg.BlobRetention)
 }
 
 type mdnsNotifee struct{ n *Node }
@@ -673,6 +687,9 @@ func (n *Node) Addrs() []ma.Multiaddr {
 	addrs, _ := peer.AddrInfoToP2pAddrs(&peer.AddrInfo{ID: n.host.ID(), Addrs: n.host.Addrs()})
 	return addrs
 }
+
+// Models returns the node's named models.
+func (n *Node) Models() *models.Registry { return n.models }
 
 // Host returns the libp2p host (for tests and tools).
 func (n *Node) Host() host.Host { return n.host }

@@ -126,13 +126,15 @@ func (p *provider) openRuntime(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sb, err := ihost.New(ctx, ihost.Config{
+	cfg := ihost.Config{
 		CacheDir:    filepath.Join(p.n.cfg.DataDir, "wasm-cache"),
 		Reference:   set.Reference,
 		Fast:        set.Fast,
 		Logger:      p.n.log,
 		ProvingKeys: p.n.cfg.GemmProvingKeys,
-	})
+	}
+	setModelCache(&cfg, p.n.cfg.ModelCache)
+	sb, err := ihost.New(ctx, cfg)
 	if err != nil {
 		set.Close()
 		return err
@@ -536,6 +538,9 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 		}
 		job.Data[d.Name] = p.n.blobs.Path(d.Digest)
 	}
+	// The digests are known (blobs are checked on arrival): the model
+	// cache is keyed by them without hashing the files again.
+	setDataDigests(&job, an.Data)
 	switch {
 	case a.Input != nil:
 		if int64(len(a.Input)) != an.InputSize || blob.Sum(a.Input) != an.Input {

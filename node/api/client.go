@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/models"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -69,10 +71,20 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader) (*
 		defer resp.Body.Close()
 		var e errorBody
 		json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&e)
-		return nil, fmt.Errorf("api %s %s: %s: %s", method, path, resp.Status, e.Error)
+		return nil, &statusError{op: method + " " + path, code: resp.StatusCode, status: resp.Status, msg: e.Error}
 	}
 	return resp, nil
 }
+
+// statusError is an answer of the API other than 200 OK.
+type statusError struct {
+	op     string
+	code   int
+	status string
+	msg    string
+}
+
+func (e *statusError) Error() string { return fmt.Sprintf("api %s: %s: %s", e.op, e.status, e.msg) }
 
 func (c *Client) getJSON(ctx context.Context, path string, v any) error {
 	resp, err := c.do(ctx, http.MethodGet, path, nil)
@@ -326,4 +338,64 @@ func (c *Client) Runs(ctx context.Context) ([]store.Run, error) {
 func (c *Client) Payments(ctx context.Context) ([]store.Payment, error) {
 	var v []store.Payment
 	return v, c.getJSON(ctx, "/v1/payments", &v)
+}
+
+// AddModel names a model whose weights (and tokenizer, for a llama2.c
+// checkpoint) the node already stores as blobs (PutBlobFrom).
+func (c *Client) AddModel(ctx context.Context, req AddModelRequest) (*store.Model, error) {
+	var m store.Model
+	return &m, c.sendJSON(ctx, http.MethodPost, "/v1/models", req, &m)
+}
+
+// Models lists the node's named models, by name.
+func (c *Client) Models(ctx context.Context) ([]store.Model, error) {
+	var v []store.Model
+	return v, c.getJSON(ctx, "/v1/models", &v)
+}
+
+// Model returns the model named name; an error wrapping
+// models.ErrUnknown if the node has none of that name.
+func (c *Client) Model(ctx context.Context, name string) (*store.Model, error) {
+	var m store.Model
+	return &m, modelError(name, c.getJSON(ctx, "/v1/models/"+url.PathEscape(name), &m))
+}
+
+// RemoveModel forgets the model named name and returns its record; an
+// error wrapping models.ErrUnknown if the node has none of that name.
+func (c *Client) RemoveModel(ctx context.Context, name string) (*store.Model, error) {
+	var m store.Model
+	return &m, modelError(name, c.deleteJSON(ctx, "/v1/models/"+url.PathEscape(name), &m))
+}
+
+// modelError turns the API's 404 for the model name into models.ErrUnknown.
+func modelError(name string, err error) error {
+	if se := (*statusError)(nil); errors.As(err, &se) && se.code == http.StatusNotFound {
+		return fmt.Errorf("model %s: %w", name, models.ErrUnknown)
+	}
+	return err
+}
+
+// Runner has the node store its llama runner guest as a blob (once) and
+// returns it: the module of generation jobs.
+func (c *Client) Runner(ctx context.Context) (BlobInfo, error) {
+	var v BlobInfo
+	return v, c.sendJSON(ctx, http.MethodPost, "/v1/runner", nil, &v)
+}
+
+// sendJSON sends body (none when nil) as JSON and decodes the answer into v.
+func (c *Client) sendJSON(ctx context.Context, method, path string, body, v any) error {
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		r = bytes.NewReader(b)
+	}
+	resp, err := c.do(ctx, method, path, r)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(v)
 }

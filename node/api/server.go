@@ -16,6 +16,11 @@
 //	GET  /v1/peers             peers this node knows
 //	GET  /v1/runs              replicas this node ran or runs for others
 //	GET  /v1/payments          escrowed payments, in and out
+//	GET  /v1/models            named models (infernet models)
+//	POST /v1/models            name a model whose blobs are stored (AddModelRequest)
+//	GET  /v1/models/{name}     one named model
+//	DELETE /v1/models/{name}   forget a named model (its blobs age out like others)
+//	POST /v1/runner            store the llama runner guest as a blob (once) → {"digest","size"}
 //	GET  /metrics              Prometheus metrics (no token needed)
 package api
 
@@ -258,6 +263,11 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/peers", s.auth(s.getPeers))
 	mux.HandleFunc("GET /v1/runs", s.auth(s.getRuns))
 	mux.HandleFunc("GET /v1/payments", s.auth(s.getPayments))
+	mux.HandleFunc("GET /v1/models", s.auth(s.getModels))
+	mux.HandleFunc("POST /v1/models", s.auth(s.postModel))
+	mux.HandleFunc("GET /v1/models/{name}", s.auth(s.getModel))
+	mux.HandleFunc("DELETE /v1/models/{name}", s.auth(s.deleteModel))
+	mux.HandleFunc("POST /v1/runner", s.auth(s.postRunner))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry(), promhttp.HandlerOpts{}))
 	newDashboard(s).routes(mux)
 	return mux

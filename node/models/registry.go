@@ -90,8 +90,12 @@ func (r *Registry) hold(m *store.Model, by int) {
 
 // Holds reports whether d is a blob of a named model or the runner guest
 // (Runner): the node keeps them however old, and the blob quota never
-// evicts them. It is quick and never calls the blob store (blob.WithKeep).
+// evicts them. It is quick and never calls the blob store (blob.WithKeep);
+// a nil Registry holds nothing.
 func (r *Registry) Holds(d blob.Digest) bool {
+	if r == nil {
+		return false
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.held[d] > 0

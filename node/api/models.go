@@ -1,0 +1,80 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/models"
+	"github.com/infernet/infernet/node/store"
+)
+
+// AddModelRequest is the body of POST /v1/models: a name for a model whose
+// weights, and for a llama2.c checkpoint its tokenizer, are blobs already
+// stored (POST /v1/blobs).
+type AddModelRequest struct {
+	Name      string        `json:"name"`
+	Model     store.BlobRef `json:"model"`
+	Tokenizer store.BlobRef `json:"tokenizer,omitzero"`
+}
+
+// modelStatus is the HTTP status of a models.Registry error.
+func modelStatus(err error) int {
+	switch {
+	case errors.Is(err, models.ErrUnknown):
+		return http.StatusNotFound
+	case errors.Is(err, models.ErrExists):
+		return http.StatusConflict
+	case errors.Is(err, models.ErrNoRunner):
+		return http.StatusNotImplemented
+	case errors.Is(err, models.ErrBadName), errors.Is(err, models.ErrUnknownFormat), errors.Is(err, models.ErrTokenizer),
+		errors.Is(err, models.ErrBadTokenizer), errors.Is(err, blob.ErrNotFound):
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
+}
+
+// modelAnswer writes a registry's answer: v as JSON, or its error.
+func modelAnswer(w http.ResponseWriter, v any, err error) {
+	if err != nil {
+		httpError(w, modelStatus(err), err)
+		return
+	}
+	writeJSON(w, v)
+}
+
+func (s *Server) getModels(w http.ResponseWriter, _ *http.Request) {
+	ms, err := s.n.Models().List()
+	if ms == nil {
+		ms = []store.Model{}
+	}
+	answer(w, ms, err)
+}
+
+func (s *Server) postModel(w http.ResponseWriter, r *http.Request) {
+	var req AddModelRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&req); err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	m, err := s.n.Models().Add(req.Name, req.Model, req.Tokenizer)
+	modelAnswer(w, m, err)
+}
+
+func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
+	m, err := s.n.Models().Get(r.PathValue("name"))
+	modelAnswer(w, m, err)
+}
+
+func (s *Server) deleteModel(w http.ResponseWriter, r *http.Request) {
+	m, err := s.n.Models().Remove(r.PathValue("name"))
+	modelAnswer(w, m, err)
+}
+
+// postRunner stores the runner guest as a blob (once) and answers it.
+func (s *Server) postRunner(w http.ResponseWriter, _ *http.Request) {
+	ref, err := s.n.Models().Runner()
+	modelAnswer(w, BlobInfo{Digest: ref.Digest, Size: ref.Size}, err)
+}
