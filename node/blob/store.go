@@ -258,9 +258,14 @@ func (s *Store) release(size int64) {
 func (s *Store) Dir() string { return s.dir }
 
 // Path returns the file name of blob d, whether or not it is present.
-func (s *Store) Path(d Digest) string {
+func (s *Store) Path(d Digest) string { return PathIn(s.dir, d) }
+
+// PathIn returns the file name of blob d in a store of directory dir
+// (OpenStore's), for a reader that shares the directory with the process
+// holding the store: a blob's file is only ever renamed into place whole.
+func PathIn(dir string, d Digest) string {
 	h := d.String()
-	return filepath.Join(s.dir, h[:2], h)
+	return filepath.Join(dir, h[:2], h)
 }
 
 // Has reports whether blob d is present, and its size in bytes.

@@ -254,11 +254,12 @@ func TestRunnerBlob(t *testing.T) {
 
 func TestReadRequests(t *testing.T) {
 	good := "{\"prompt\":\"Once upon a time\"}\n\n  {\"prompt\":\"\",\"max_tokens\":8,\"temperature\":0.8,\"top_p\":0.9,\"seed\":42}  \n{\"prompt\":\"x\"}"
-	reqs, err := ReadRequests(strings.NewReader(good))
+	reqs, err := ReadRequests(strings.NewReader(good), llama.Request{ID: 9, Prompt: "unused", MaxTokens: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []llama.Request{{ID: 1, Prompt: "Once upon a time"}, {ID: 3, MaxTokens: 8, Temperature: 0.8, TopP: 0.9, Seed: 42}, {ID: 4, Prompt: "x"}}
+	want := []llama.Request{{ID: 1, Prompt: "Once upon a time", MaxTokens: 5}, {ID: 3, MaxTokens: 8, Temperature: 0.8, TopP: 0.9, Seed: 42},
+		{ID: 4, Prompt: "x", MaxTokens: 5}}
 	if len(reqs) != len(want) {
 		t.Fatalf("got %+v", reqs)
 	}
@@ -279,7 +280,7 @@ func TestReadRequests(t *testing.T) {
 		{"{\"prompt\":\"a\"} {\"prompt\":\"b\"}", "line 1"},
 		{"{\"prompt\":\"" + strings.Repeat("a", MaxPromptLine) + "\"}", "line 1"},
 	} {
-		reqs, err := ReadRequests(strings.NewReader(tc.in))
+		reqs, err := ReadRequests(strings.NewReader(tc.in), llama.Request{})
 		if err == nil || reqs != nil || !strings.Contains(err.Error(), tc.line) {
 			t.Errorf("%.60q: %v, %v; want an error at %s", tc.in, reqs, err, tc.line)
 		}

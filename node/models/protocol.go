@@ -34,12 +34,13 @@ func CheckRequest(q llama.Request) error {
 }
 
 // ReadRequests reads a batch of requests, one JSON object per line: a
-// llama.Request without its id ({"prompt": "..."} at least). A request's
-// ID is its line number, from 1; blank lines are skipped. A line that is
+// llama.Request without its id ({"prompt": "..."} at least), the fields it
+// leaves out taken from defaults (whose ID and Prompt are unused). A
+// request's ID is its line number, from 1; blank lines are skipped. A line that is
 // not a valid request (bad JSON, an unknown field such as "id", terms
 // CheckRequest refuses) is an error naming the line, and nothing is
 // returned.
-func ReadRequests(r io.Reader) ([]llama.Request, error) {
+func ReadRequests(r io.Reader, defaults llama.Request) ([]llama.Request, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), MaxPromptLine)
 	var out []llama.Request
@@ -48,13 +49,13 @@ func ReadRequests(r io.Reader) ([]llama.Request, error) {
 		if len(b) == 0 {
 			continue
 		}
-		var q struct {
+		q := struct {
 			Prompt      *string `json:"prompt"`
 			MaxTokens   int     `json:"max_tokens"`
 			Temperature float32 `json:"temperature"`
 			TopP        float32 `json:"top_p"`
 			Seed        uint64  `json:"seed"`
-		}
+		}{MaxTokens: defaults.MaxTokens, Temperature: defaults.Temperature, TopP: defaults.TopP, Seed: defaults.Seed}
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.DisallowUnknownFields()
 		err := dec.Decode(&q)

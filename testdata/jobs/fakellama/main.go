@@ -28,6 +28,15 @@ const defaultTokens = 16
 
 var words = strings.Fields("Once upon a time there was a little girl named Lily who loved to play in the park with her big red ball and one day she saw a dog")
 
+// mix is splitmix64's finalizer: FNV's low bits vary too little.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
 func fail(msg string) {
 	os.Stderr.WriteString("fakellama: " + msg + "\n")
 	os.Exit(1)
@@ -79,7 +88,7 @@ func main() {
 				}
 				h.Write(b[:])
 			}
-			x := h.Sum64()
+			x := mix(h.Sum64())
 			if i > 0 && x%61 == 0 {
 				done.Stop = "eos" // not printed, as run.c does not print it
 				break

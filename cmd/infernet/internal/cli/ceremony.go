@@ -365,8 +365,11 @@ func printInstalled(o *CeremonyOptions, store *keys.Store, e *keys.Entry) {
 		e.Template, e.Circuit, store.Dir(), humanBytes(e.ProvingKey.Size), humanBytes(e.VerifyingKey.Size))
 }
 
+// humanBytes writes a byte count with a binary unit, up to GiB.
 func humanBytes(n int64) string {
 	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
 	case n >= 1<<20:
 		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 	case n >= 1<<10:

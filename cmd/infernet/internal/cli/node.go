@@ -54,8 +54,8 @@ type NodeOptions struct {
 	API      string
 	LogLevel string
 	// Memory, Output, Module, Input and Data are the --max-* sizes, BlobQuota
-	// --blob-quota, as given.
-	Memory, Output, Module, Input, Data, BlobQuota string
+	// --blob-quota, ModelCache --model-cache, as given.
+	Memory, Output, Module, Input, Data, BlobQuota, ModelCache string
 	// Trust are the --trust peer IDs, as given.
 	Trust []string
 }
@@ -116,6 +116,7 @@ stdout (give one to other nodes as --bootstrap).`,
 	f.StringVar(&opts.Module, "max-module", "64MiB", "largest job module accepted (`SIZE`)")
 	f.StringVar(&opts.Input, "max-input", "512MiB", "largest job input accepted (`SIZE`)")
 	f.StringVar(&opts.Data, "max-data", "4GiB", "most data blobs (read-only files such as model weights) a job may mount (`SIZE`)")
+	f.StringVar(&opts.ModelCache, "model-cache", "2GiB", "memory for the weights of language models kept loaded across jobs, beside the jobs' own (`SIZE`; least recently used ones are dropped)")
 	f.StringVar(&opts.BlobQuota, "blob-quota", "16GiB", "disk space for blobs (`SIZE`; least recently used ones are evicted, 0: no cap)")
 	f.DurationVar(&c.MaxTimeout, "max-timeout", time.Hour, "longest job run time limit accepted")
 	f.DurationVar(&c.MaxDeadline, "max-deadline", 3*time.Hour, "furthest job deadline accepted, from when it is offered")
@@ -159,6 +160,7 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 		{"--max-input", o.Input, func(n uint64) { o.Config.MaxInput = int64(min(n, math.MaxInt64)) }},
 		{"--max-data", o.Data, func(n uint64) { o.Config.MaxData = int64(min(n, math.MaxInt64)) }},
 		{"--blob-quota", o.BlobQuota, func(n uint64) { o.Config.BlobQuota = int64(min(n, math.MaxInt64)) }},
+		{"--model-cache", o.ModelCache, func(n uint64) { o.Config.ModelCache = int64(min(n, math.MaxInt64)) }},
 	}
 	for _, sz := range sizes {
 		n, err := parseSize(sz.value)

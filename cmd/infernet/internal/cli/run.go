@@ -161,21 +161,11 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	if err != nil {
 		return &exitError{Code: ExitNotRun, Err: fmt.Errorf("input: %w", err)}
 	}
-	set, err := backends.Open(ctx, backends.Config{Fast: o.Backend})
+	sb, closeSandbox, err := o.openSandbox(ctx)
 	if err != nil {
-		return &exitError{Code: ExitError, Err: err}
+		return err
 	}
-	defer set.Close()
-	sb, err := host.New(ctx, host.Config{
-		CacheDir:  o.CacheDir,
-		Reference: set.Reference,
-		Fast:      set.Fast,
-		Logger:    slog.New(slog.NewTextHandler(o.IO.Err, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
-	if err != nil {
-		return &exitError{Code: ExitNotRun, Err: err}
-	}
-	defer sb.Close(context.WithoutCancel(ctx))
+	defer closeSandbox()
 
 	data, err := dataFiles(o.Data)
 	if err != nil {
@@ -204,6 +194,30 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		return &exitError{Code: int(min(res.ExitCode, maxExitCode))}
 	}
 	return nil
+}
+
+// openSandbox opens the tensor backends (--backend) and a sandbox on them
+// (--cache-dir) for jobs run in this process; closeSandbox closes both. Its
+// errors are exit errors.
+func (o *RunOptions) openSandbox(ctx context.Context) (sb *host.Sandbox, closeSandbox func(), err error) {
+	set, err := backends.Open(ctx, backends.Config{Fast: o.Backend})
+	if err != nil {
+		return nil, nil, &exitError{Code: ExitError, Err: err}
+	}
+	sb, err = host.New(ctx, host.Config{
+		CacheDir:  o.CacheDir,
+		Reference: set.Reference,
+		Fast:      set.Fast,
+		Logger:    slog.New(slog.NewTextHandler(o.IO.Err, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		set.Close()
+		return nil, nil, &exitError{Code: ExitNotRun, Err: err}
+	}
+	return sb, func() {
+		sb.Close(context.WithoutCancel(ctx))
+		set.Close()
+	}, nil
 }
 
 func writeOutput(o *RunOptions, out []byte) error {

@@ -106,6 +106,11 @@ func runSharded(ctx context.Context, o *SubmitOptions, req api.SubmitRequest) er
 	if err := printShardedSummary(o, sj, time.Since(start)); err != nil {
 		return err
 	}
+	return shardedExit(sj)
+}
+
+// shardedExit maps a finished sharded job to submit's exit status.
+func shardedExit(sj *node.ShardedJob) error {
 	switch sj.State {
 	case store.JobVerified:
 		return nil

@@ -124,6 +124,7 @@ from INFERNET_SHARD_INDEX and INFERNET_SHARD_COUNT.`,
 	f.StringVarP(&opts.Input, "input", "i", "", "input `FILE` for the job's stdin, - for this process's stdin")
 	f.StringVarP(&opts.Output, "output", "o", "", "write the job's output to `FILE` (default: stdout, unless --json)")
 	addTermsFlags(f, opts)
+	addDataFlag(f, opts)
 	f.BoolVar(&opts.Adaptive, "adaptive", false, "let a provider with a long clean record run the job alone (spot-checked)")
 	f.Float64Var(&opts.Audit, "audit", 0, "also run this share `P` (0 to 1) of jobs here, and ban every provider whose result differs from this node's own (jobs no established provider verifies are run here anyway)")
 	tmpl := node.ProofTemplates()
@@ -140,8 +141,8 @@ from INFERNET_SHARD_INDEX and INFERNET_SHARD_COUNT.`,
 	return cmd
 }
 
-// addTermsFlags adds the flags of a job's terms, its data and the node to
-// talk to, which submit and train share.
+// addTermsFlags adds the flags of a job's terms and the node to talk to,
+// which submit, train and generate share.
 func addTermsFlags(f *pflag.FlagSet, opts *SubmitOptions) {
 	f.IntVar(&opts.Replicas, "replicas", 2, "distinct providers that must run the job and agree")
 	f.DurationVar(&opts.Timeout, "timeout", 60*time.Second, "wall-time limit of each run")
@@ -161,8 +162,12 @@ func addTermsFlags(f *pflag.FlagSet, opts *SubmitOptions) {
 	f.StringVar(&opts.Compare, "compare", "", "tolerance mode: compare outputs as `FORMAT` f32, f64 or text (numbers within --rtol/--atol); default bit for bit")
 	f.Float64Var(&opts.Rtol, "rtol", 1e-5, "tolerance mode: relative tolerance")
 	f.Float64Var(&opts.Atol, "atol", 1e-8, "tolerance mode: absolute tolerance")
-	f.StringArrayVar(&opts.Data, "data", nil, "read-only file for the job at /data/NAME (`NAME=FILE`, repeatable; e.g. model weights): each provider fetches it once")
 	f.IntVar(&opts.Parallel, "parallel", 0, "shards running at once (default: all)")
+}
+
+// addDataFlag adds --data, the job's data files (submit and train).
+func addDataFlag(f *pflag.FlagSet, opts *SubmitOptions) {
+	f.StringArrayVar(&opts.Data, "data", nil, "read-only file for the job at /data/NAME (`NAME=FILE`, repeatable; e.g. model weights): each provider fetches it once")
 }
 
 // request builds the API request, checking flags before anything is uploaded.

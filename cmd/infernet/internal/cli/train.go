@@ -88,6 +88,7 @@ other errors.`,
 	}
 	f := cmd.Flags()
 	addTermsFlags(f, &opts.SubmitOptions)
+	addDataFlag(f, &opts.SubmitOptions)
 	f.StringVarP(&opts.Output, "output", "o", "", "write the last state to `FILE`")
 	f.IntVar(&opts.Shards, "shards", 4, "shards of each round")
 	f.IntVar(&opts.Rounds, "rounds", 3, "rounds to run")

@@ -1,0 +1,583 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/infernet/infernet/guest/go/llama"
+	"github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host/tensor/backends"
+	"github.com/infernet/infernet/node"
+	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/models"
+	"github.com/infernet/infernet/node/shard"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
+)
+
+// GenerateOptions are the settings of `infernet generate`.
+type GenerateOptions struct {
+	// SubmitOptions are the job's terms and the node to talk to, as
+	// submit's (--replicas, --mode, --timeout, --json, ...), and --shards.
+	SubmitOptions
+	// Model is MODEL: a named model, or a model file with Tokenizer.
+	Model, Tokenizer string
+	// Prompt is --prompt (PromptSet tells an empty prompt from none);
+	// Prompts is --prompts, a file of requests (- for stdin).
+	Prompt    string
+	PromptSet bool
+	Prompts   string
+	// Request holds the terms of --max-tokens, --temperature, --top-p and
+	// --seed: those of --prompt, and the defaults of --prompts' lines.
+	Request llama.Request
+	// Local runs the job in this process, on --backend, with compiled
+	// modules cached in --cache-dir.
+	Local    bool
+	Backend  string
+	CacheDir string
+	// Runner is a runner module file that replaces the built-in one
+	// (hidden --runner, for development and tests).
+	Runner string
+}
+
+// NewCmdGenerate returns `infernet generate`. runF replaces the action in
+// tests.
+func NewCmdGenerate(stdio IO, runF func(context.Context, *GenerateOptions) error) *cobra.Command {
+	o := &GenerateOptions{SubmitOptions: SubmitOptions{IO: stdio}}
+	cmd := &cobra.Command{
+		Use:   "generate MODEL (--prompt TEXT | --prompts FILE.jsonl)",
+		Short: "Complete a prompt with a language model, on the network or locally",
+		Long: `Complete text with a Llama-architecture language model: MODEL is a model the
+local node holds by name (infernet models), or else a file, a llama2.c
+checkpoint (.bin, with --tokenizer) or a GGUF file. The job runs infernet's
+llama runner guest (built in) on the model, its weights held by the host; on
+the network, --replicas providers run it and their outputs are compared like
+any job's (infernet submit), so a greedy or seeded completion is verified.
+
+stdout is the completion alone, the text after the prompt, then a newline:
+with --local it is printed as it grows; from the network when the verified
+result comes (a summary goes to stderr). --json prints one JSON object
+instead: completion, prompt_tokens, completion_tokens, stop ("eos" or
+"length"), tokens_per_second, the timings and, for a network job, the job,
+its verification and replicas. tokens_per_second is completion_tokens over
+run_ms, the wall time of the runner's job (the weights' loading and the
+prompt's tokens included, module compilation not): locally this process's
+run, on the network the mean of the agreeing replicas' runs as their
+providers report them. Locally first_token_ms (from the run's start to the
+first token) and decode_tokens_per_second (the tokens after the first over
+the time after it) come too.
+
+--prompts runs a batch: one JSON object per line, {"prompt": "..."} with
+any of "max_tokens", "temperature", "top_p" and "seed" (the flags give the
+rest); a request's id is its line number. stdout is one JSON line per request
+in input order: id, completion, counts, stop, error. With --shards N the
+lines are cut into N shards, each a job of its own on other providers. A bad
+line is refused before anything runs.
+
+Exit status: as infernet submit's (0, 122 unverified, 123 no result, 125
+could not run, 1 other errors); 1 also when the runner refused a request
+(its error on stderr; with --prompts the other requests' lines are still
+printed).`,
+		Example: `  infernet generate stories --prompt "Once upon a time"
+  infernet generate ./stories260K.bin --tokenizer ./tok512.bin --prompt "Lily" --local
+  infernet generate stories --prompt "Tom" --temperature 0.8 --seed 42 --replicas 3 --json
+  infernet generate stories --prompts batch.jsonl --shards 4 > completions.jsonl`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Model, o.PromptSet = args[0], cmd.Flags().Changed("prompt")
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return runGenerate(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Tokenizer, "tokenizer", "", "the llama2.c tokenizer.bin `FILE` of a .bin MODEL file")
+	f.StringVarP(&o.Prompt, "prompt", "p", "", "the `TEXT` to complete")
+	f.StringVar(&o.Prompts, "prompts", "", "a batch of requests, one JSON object per line (`FILE`.jsonl, - for stdin)")
+	f.IntVar(&o.Request.MaxTokens, "max-tokens", llama.DefaultMaxTokens, "most tokens to generate (at most the model's context less the prompt)")
+	f.Float32Var(&o.Request.Temperature, "temperature", 0, "sampling temperature (0: greedy, the most likely token)")
+	f.Float32Var(&o.Request.TopP, "top-p", 0.9, "with --temperature: sample from the smallest set of tokens of this total probability (1: all)")
+	f.Uint64Var(&o.Request.Seed, "seed", 0, "seed of the sampler's generator (0 is 1): a seeded completion is the same on every provider")
+	f.BoolVar(&o.Local, "local", false, "run in this process, without a network (like infernet run)")
+	f.StringVar(&o.Backend, "backend", "auto", "with --local: tensor backend for tolerance mode: auto, "+backends.Names())
+	f.StringVar(&o.CacheDir, "cache-dir", defaultCacheDir(), "with --local: compiled-module cache directory (empty: memory only)")
+	f.StringVar(&o.Runner, "runner", "", "a runner module `FILE` instead of the built-in one (development)")
+	f.MarkHidden("runner")
+	addTermsFlags(f, &o.SubmitOptions)
+	f.IntVar(&o.Shards, "shards", 1, "with --prompts: cut the requests into `N` shards, each a job of its own")
+	f.Lookup("json").Usage = "print the completion, counts and timings as one JSON object on stdout"
+	return cmd
+}
+
+// requests checks the flags and returns the requests to run.
+func (o *GenerateOptions) requests() ([]llama.Request, error) {
+	switch {
+	case o.PromptSet == (o.Prompts != ""):
+		return nil, errors.New("give --prompt TEXT or --prompts FILE")
+	case o.Prompts != "" && o.JSON:
+		return nil, errors.New("--json is for one prompt: --prompts prints a JSON line per request")
+	case o.Shards != 1 && o.Prompts == "":
+		return nil, errors.New("--shards needs --prompts")
+	case o.Shards != 1 && o.Local:
+		return nil, errors.New("--shards is for the network, not --local")
+	case o.Shards < 1 || o.Shards > wire.MaxShards:
+		return nil, fmt.Errorf("--shards: want 1 to %d", wire.MaxShards)
+	}
+	if o.PromptSet {
+		q := o.Request
+		q.Prompt = o.Prompt
+		if err := models.CheckRequest(q); err != nil {
+			return nil, err
+		}
+		return []llama.Request{q}, nil
+	}
+	var r io.Reader = o.IO.In
+	if o.Prompts != "-" {
+		f, err := os.Open(o.Prompts)
+		if err != nil {
+			return nil, fmt.Errorf("--prompts: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	reqs, err := models.ReadRequests(r, o.Request)
+	if err != nil {
+		return nil, fmt.Errorf("--prompts %s: %w", o.Prompts, err)
+	}
+	if len(reqs) == 0 {
+		return nil, fmt.Errorf("--prompts %s: no requests", o.Prompts)
+	}
+	return reqs, nil
+}
+
+func runGenerate(ctx context.Context, o *GenerateOptions) error {
+	reqs, err := o.requests()
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	// A MODEL that cannot be a name is a file: checked before anything
+	// starts.
+	var files *modelFiles
+	if models.CheckName(o.Model) != nil {
+		f, err := checkModelFiles(o.Model, o.Tokenizer)
+		if err != nil {
+			return &exitError{Code: ExitError, Err: err}
+		}
+		files = &f
+	}
+	if o.Local {
+		return o.runLocal(ctx, reqs, files)
+	}
+	return o.runNetwork(ctx, reqs, files)
+}
+
+// resolveModel finds the named model MODEL, with lookup, unless files
+// (MODEL as a file) are given; when no model has that name, MODEL is a
+// file after all. It returns either the model or the files, checked.
+func (o *GenerateOptions) resolveModel(files *modelFiles, lookup func() (*store.Model, error)) (*store.Model, *modelFiles, error) {
+	if files != nil {
+		return nil, files, nil
+	}
+	m, err := lookup()
+	if err == nil {
+		if o.Tokenizer != "" {
+			return nil, nil, fmt.Errorf("--tokenizer goes with a model file: model %s has its own", o.Model)
+		}
+		return m, nil, nil
+	}
+	if !errors.Is(err, models.ErrUnknown) {
+		return nil, nil, err
+	}
+	if _, statErr := os.Stat(o.Model); statErr != nil {
+		return nil, nil, fmt.Errorf("%w, and there is no file %s", err, o.Model)
+	}
+	f, err := checkModelFiles(o.Model, o.Tokenizer)
+	if err != nil {
+		return nil, nil, err
+	}
+	return nil, &f, nil
+}
+
+// The local run.
+
+// runLocal runs the requests in this process's sandbox, as `infernet run`
+// runs a job, the model files mounted as the job's data.
+func (o *GenerateOptions) runLocal(ctx context.Context, reqs []llama.Request, files *modelFiles) error {
+	m, files, err := o.resolveModel(files, func() (*store.Model, error) { return o.localModel(ctx) })
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	data := map[string]string{}
+	if m != nil {
+		for _, d := range models.JobData(m) {
+			data[d.Name] = blob.PathIn(filepath.Join(o.DataDir, "blobs"), d.Digest)
+			if _, err := os.Stat(data[d.Name]); err != nil {
+				return &exitError{Code: ExitError, Err: fmt.Errorf("model %s: its %s blob: %w", o.Model, d.Name, err)}
+			}
+		}
+	} else {
+		data[llama.DataModel] = files.model
+		if files.tokenizer != "" {
+			data[llama.DataTokenizer] = files.tokenizer
+		}
+	}
+	module := llama.Runner()
+	if o.Runner != "" {
+		if module, err = os.ReadFile(o.Runner); err != nil {
+			return &exitError{Code: ExitError, Err: fmt.Errorf("--runner: %w", err)}
+		}
+	}
+	if len(module) == 0 {
+		return &exitError{Code: ExitError, Err: models.ErrNoRunner}
+	}
+	ro := &RunOptions{IO: o.IO, Timeout: o.Timeout, Memory: o.Memory, MaxOutput: o.MaxOutput, Mode: o.Mode, Fuel: o.Fuel,
+		Backend: o.Backend, CacheDir: o.CacheDir, Shard: "0/1"}
+	if ro.MaxOutput == "" {
+		ro.MaxOutput = "64MiB"
+	}
+	cfg, err := ro.jobConfig()
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	sb, closeSandbox, err := ro.openSandbox(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeSandbox()
+
+	out := newGenerationOutput(o, reqs)
+	dec := &models.Decoder{OnText: out.text, OnDone: out.done}
+	start := time.Now()
+	out.start = start
+	res, runErr := sb.Run(ctx, host.Job{Module: module, Input: models.EncodeRequests(reqs), Stdout: dec, Data: data}, cfg)
+	decErr := dec.Close()
+	if res != nil {
+		o.IO.Err.Write(res.Stderr)
+	}
+	switch {
+	case runErr != nil:
+		return &exitError{Code: ExitNotRun, Err: runErr}
+	case res.ExitCode != 0:
+		return &exitError{Code: ExitError, Err: fmt.Errorf("the runner exited with status %d", res.ExitCode)}
+	case decErr != nil:
+		return &exitError{Code: ExitError, Err: decErr}
+	}
+	g := out.local(res, start)
+	return out.finish(g, dec.Completions())
+}
+
+// localModel finds the named model MODEL for a local run: through the
+// node's API when a node runs for --datadir, else in its database.
+func (o *GenerateOptions) localModel(ctx context.Context) (*store.Model, error) {
+	c, err := api.Dial(o.DataDir, o.API)
+	if err == nil {
+		var m *store.Model
+		if m, err = c.Model(ctx, o.Model); err == nil || !errors.Is(err, api.ErrNoNode) {
+			return m, err
+		}
+	}
+	if !errors.Is(err, api.ErrNoNode) || o.API != "" {
+		return nil, err
+	}
+	path := filepath.Join(o.DataDir, "node.db")
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("model %s: %w", o.Model, models.ErrUnknown)
+	}
+	db, err := store.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	m, err := db.Model(o.Model)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("model %s: %w", o.Model, models.ErrUnknown)
+	}
+	return m, err
+}
+
+// The network run.
+
+// runNetwork runs the requests as a job (with --shards, a sharded job) of
+// the runner through the local node.
+func (o *GenerateOptions) runNetwork(ctx context.Context, reqs []llama.Request, files *modelFiles) error {
+	defer o.closeLocal()
+	req, err := o.request()
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	c, err := o.connect(ctx)
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	m, files, err := o.resolveModel(files, func() (*store.Model, error) { return c.Model(ctx, o.Model) })
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	if m == nil {
+		model, tok, err := files.upload(ctx, c)
+		if err != nil {
+			return &exitError{Code: ExitError, Err: err}
+		}
+		m = &store.Model{Model: model, Tokenizer: tok}
+	}
+	req.Data = models.JobData(m)
+	runner, err := o.runnerBlob(ctx, c)
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	req.Module, req.ModuleSize = runner.Digest, runner.Size
+	input := models.EncodeRequests(reqs)
+	out := newGenerationOutput(o, reqs)
+	start := time.Now()
+	if o.Shards > 1 {
+		return o.runShards(ctx, c, req, input, out, start)
+	}
+	ib, err := c.PutBlob(ctx, input)
+	if err != nil {
+		return &exitError{Code: ExitError, Err: fmt.Errorf("input: %w", err)}
+	}
+	req.Input, req.InputSize = ib.Digest, ib.Size
+	prog := newProgress(&o.SubmitOptions, req.Replicas)
+	job, err := c.Submit(ctx, req, prog.event)
+	prog.done()
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	elapsed := time.Since(start)
+	if !o.JSON {
+		if err := printSummary(&o.SubmitOptions, job, elapsed); err != nil {
+			return err
+		}
+	}
+	ran := job.State == store.JobVerified || job.State == store.JobUnverified
+	if !ran || job.Outcome == wire.OutcomeStopped {
+		return submitExit(job)
+	}
+	if job.ExitCode != 0 {
+		return &exitError{Code: ExitError, Err: fmt.Errorf("job %s: the runner exited with status %d", job.ID, job.ExitCode)}
+	}
+	cs, err := o.decodeOutput(ctx, c, job.Output, job.OutputSize)
+	if err != nil {
+		return &exitError{Code: ExitError, Err: fmt.Errorf("job %s: %w", job.ID, err)}
+	}
+	// An unverified result is printed, then exits 122, as submit's.
+	err = out.finish(out.network(job, elapsed), cs)
+	if job.State == store.JobUnverified {
+		return submitExit(job)
+	}
+	return err
+}
+
+// runShards runs the requests as a sharded job: their lines cut into
+// --shards shards.
+func (o *GenerateOptions) runShards(ctx context.Context, c *api.Client, req api.SubmitRequest, input []byte,
+	out *generationOutput, start time.Time) error {
+	for _, b := range shard.Lines.Cut(input, o.Shards) {
+		ib, err := c.PutBlob(ctx, b)
+		if err != nil {
+			return &exitError{Code: ExitError, Err: err}
+		}
+		req.Shards = append(req.Shards, node.ShardInput{Input: ib.Digest, InputSize: ib.Size})
+	}
+	sj, err := c.SubmitShards(ctx, req, shardProgress(&o.SubmitOptions, len(req.Shards)))
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	if err := printShardedSummary(&o.SubmitOptions, sj, time.Since(start)); err != nil {
+		return err
+	}
+	if sj.Output.IsZero() {
+		return shardedExit(sj)
+	}
+	// What came is printed even if some of the output is bad: the
+	// requests without an answer get a line saying so.
+	cs, decErr := o.decodeOutput(ctx, c, sj.Output, sj.OutputSize)
+	err = out.finish(nil, cs)
+	if sj.State == store.JobUnverified {
+		return shardedExit(sj)
+	}
+	if decErr != nil {
+		return &exitError{Code: ExitError, Err: fmt.Errorf("sharded job %s: %w", sj.ID, decErr)}
+	}
+	return err
+}
+
+// runnerBlob is the job's module: --runner, or the node's runner guest.
+func (o *GenerateOptions) runnerBlob(ctx context.Context, c *api.Client) (api.BlobInfo, error) {
+	if o.Runner != "" {
+		bi, err := putFile(ctx, c, o.Runner)
+		if err != nil {
+			return bi, fmt.Errorf("--runner: %w", err)
+		}
+		return bi, nil
+	}
+	return c.Runner(ctx)
+}
+
+// decodeOutput fetches a job's output and decodes the runner's events.
+func (o *GenerateOptions) decodeOutput(ctx context.Context, c *api.Client, d blob.Digest, size int64) ([]models.Completion, error) {
+	b, err := c.Blob(ctx, d, size)
+	if err != nil {
+		return nil, fmt.Errorf("output: %w", err)
+	}
+	return models.Decode(b)
+}
+
+// The output.
+
+// Generation is the --json output of generate: the completion, the
+// runner's counts, and timings (see NewCmdGenerate for how each is
+// measured); for a network job also the job, its verification and its
+// replicas.
+type Generation struct {
+	models.Completion
+	TokensPerSecond float64 `json:"tokens_per_second"`
+	RunMS           float64 `json:"run_ms"`
+	ElapsedMS       float64 `json:"elapsed_ms"`
+	// FirstTokenMS, DecodeTokensPerSecond, CompileMS and Backend are the
+	// local run's.
+	FirstTokenMS          float64 `json:"first_token_ms,omitempty"`
+	DecodeTokensPerSecond float64 `json:"decode_tokens_per_second,omitempty"`
+	CompileMS             float64 `json:"compile_ms,omitempty"`
+	Backend               string  `json:"backend,omitempty"`
+	// Job, State, Verification, Agree and Replicas are the network job's,
+	// as in submit's summary.
+	Job          string        `json:"job,omitempty"`
+	State        string        `json:"state,omitempty"`
+	Verification string        `json:"verification,omitempty"`
+	Agree        int           `json:"agree,omitempty"`
+	Replicas     []ProviderRun `json:"replicas,omitempty"`
+}
+
+// generationOutput prints a generation: the one prompt's text as it grows
+// (locally), a batch's lines as their requests end, or everything at the
+// end (finish).
+type generationOutput struct {
+	o       *GenerateOptions
+	reqs    []llama.Request
+	batch   bool
+	printed map[int]bool // requests whose text or line is out
+	// start is when the run started; first and last when its first token
+	// and last Done event came.
+	start, first, last time.Time
+}
+
+func newGenerationOutput(o *GenerateOptions, reqs []llama.Request) *generationOutput {
+	return &generationOutput{o: o, reqs: reqs, batch: o.Prompts != "", printed: map[int]bool{}}
+}
+
+// text is the Decoder's OnText: one prompt's text goes out as it comes,
+// unless --json.
+func (g *generationOutput) text(id int, s string) {
+	if g.first.IsZero() {
+		g.first = time.Now()
+	}
+	if !g.batch && !g.o.JSON {
+		io.WriteString(g.o.IO.Out, s)
+		g.printed[id] = true
+	}
+}
+
+// done is the Decoder's OnDone: a batch's line goes out as its request
+// ends.
+func (g *generationOutput) done(c models.Completion) {
+	g.last = time.Now()
+	if g.batch {
+		g.printed[c.ID] = true
+		printJSONLine(g.o.IO.Out, c)
+	}
+}
+
+// local returns the timings of a local run that started at start.
+func (g *generationOutput) local(res *host.Result, start time.Time) *Generation {
+	gen := &Generation{RunMS: ms(res.Duration), ElapsedMS: ms(time.Since(start)), CompileMS: ms(res.Compile), Backend: res.Backend}
+	if !g.first.IsZero() {
+		gen.FirstTokenMS = ms(g.first.Sub(start) - res.Compile)
+	}
+	return gen
+}
+
+// network returns the record of a network job that took elapsed.
+func (g *generationOutput) network(job *store.Job, elapsed time.Duration) *Generation {
+	s := summarize(job, elapsed)
+	gen := &Generation{ElapsedMS: s.ElapsedMS, Job: s.Job, State: s.State, Verification: s.Verification, Agree: s.Agree, Replicas: s.Providers}
+	var runs float64
+	for _, p := range s.Providers {
+		if p.State == store.ReplicaDone.String() {
+			gen.RunMS += p.RunMS
+			runs++
+		}
+	}
+	if runs > 0 {
+		gen.RunMS /= runs
+	}
+	return gen
+}
+
+// finish prints what is not out yet and returns the error of a request
+// the runner refused, or that has no answer.
+func (g *generationOutput) finish(gen *Generation, cs []models.Completion) error {
+	byID := map[int]models.Completion{}
+	for _, c := range cs {
+		byID[c.ID] = c
+	}
+	var failed []string
+	for _, q := range g.reqs {
+		c, ok := byID[q.ID]
+		if !ok {
+			c = models.Completion{ID: q.ID, Error: "no answer from the runner"}
+		}
+		if c.Error != "" {
+			failed = append(failed, fmt.Sprintf("request %d: %s", c.ID, c.Error))
+		}
+		switch {
+		case g.batch:
+			if !g.printed[c.ID] {
+				printJSONLine(g.o.IO.Out, c)
+			}
+		case g.o.JSON:
+			gen.Completion = c
+			if gen.RunMS > 0 {
+				gen.TokensPerSecond = float64(c.CompletionTokens) / (gen.RunMS / 1000)
+			}
+			if d := g.last.Sub(g.first); c.CompletionTokens > 1 && !g.first.IsZero() && d > 0 {
+				gen.DecodeTokensPerSecond = float64(c.CompletionTokens-1) / d.Seconds()
+			}
+			if err := printJSON(g.o.IO, gen); err != nil {
+				return err
+			}
+		default:
+			if !g.printed[c.ID] {
+				io.WriteString(g.o.IO.Out, c.Completion)
+			}
+			io.WriteString(g.o.IO.Out, "\n")
+		}
+	}
+	switch {
+	case len(failed) == 1 && !g.batch:
+		return &exitError{Code: ExitError, Err: fmt.Errorf("the runner: %s", failed[0])}
+	case len(failed) > 0:
+		return &exitError{Code: ExitError, Err: fmt.Errorf("%d of %d requests failed (their lines say why): %s", len(failed), len(g.reqs), strings.Join(failed, "; "))}
+	}
+	return nil
+}
+
+// printJSONLine writes v as one line of JSON.
+func printJSONLine(w io.Writer, v any) {
+	json.NewEncoder(w).Encode(v)
+}
+
+// ms is d in milliseconds.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,0 +1,221 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/models"
+	"github.com/infernet/infernet/node/store"
+)
+
+// ModelsOptions are the settings of `infernet models` and its verbs.
+type ModelsOptions struct {
+	IO IO
+	listOptions
+	// Name, File and Tokenizer are add's NAME, FILE and --tokenizer; rm's
+	// NAME.
+	Name, File, Tokenizer string
+}
+
+// NewCmdModels returns `infernet models` with its verbs add and rm. runF
+// replaces the actions in tests; verb is "list", "add" or "rm".
+func NewCmdModels(stdio IO, runF func(ctx context.Context, verb string, o *ModelsOptions) error) *cobra.Command {
+	o := &ModelsOptions{IO: stdio}
+	run := func(verb string) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, args []string) error {
+			switch verb {
+			case "add":
+				o.Name, o.File = args[0], args[1]
+			case "rm":
+				o.Name = args[0]
+			}
+			if runF != nil {
+				return runF(cmd.Context(), verb, o)
+			}
+			return runModels(cmd.Context(), verb, o)
+		}
+	}
+	cmd := &cobra.Command{
+		Use:   "models",
+		Short: "List the language models the local node holds by name",
+		Long: `List the named models of the local node: each a model's weights (a llama2.c
+checkpoint or a GGUF file) and, for a llama2.c checkpoint, its tokenizer, as
+blobs the node keeps until the model is removed. infernet generate takes a
+model by name.`,
+		Example: `  infernet models add stories ./stories260K.bin --tokenizer ./tok512.bin
+  infernet models
+  infernet generate stories --prompt "Once upon a time"
+  infernet models rm stories`,
+		Args: cobra.NoArgs,
+		RunE: run("list"),
+	}
+	o.flags(cmd)
+	add := &cobra.Command{
+		Use:   "add NAME FILE",
+		Short: "Store a model's weights (and tokenizer) in the local node under a name",
+		Long: `Store FILE, a llama2.c checkpoint (.bin, with --tokenizer: its tokenizer.bin)
+or a GGUF file (of the llama architecture; its vocabulary is inside), in the
+local node as blobs, and name it NAME: 1 to 64 letters, digits, '.', '_' or
+'-', starting with a letter or digit. The format is told from the file's
+first bytes; anything else is refused before it is uploaded.`,
+		Args: cobra.ExactArgs(2),
+		RunE: run("add"),
+	}
+	add.Flags().StringVar(&o.Tokenizer, "tokenizer", "", "the llama2.c tokenizer.bin `FILE` of a .bin model")
+	o.flags(add)
+	rm := &cobra.Command{
+		Use:   "rm NAME",
+		Short: "Forget a named model (its blobs then age out like others)",
+		Args:  cobra.ExactArgs(1),
+		RunE:  run("rm"),
+	}
+	o.flags(rm)
+	cmd.AddCommand(add, rm)
+	return cmd
+}
+
+func runModels(ctx context.Context, verb string, o *ModelsOptions) error {
+	var files modelFiles
+	if verb == "add" {
+		// Checked here first: a bad name or file is refused before
+		// anything is uploaded.
+		if err := models.CheckName(o.Name); err != nil {
+			return &exitError{Code: ExitError, Err: err}
+		}
+		var err error
+		if files, err = checkModelFiles(o.File, o.Tokenizer); err != nil {
+			return &exitError{Code: ExitError, Err: err}
+		}
+	}
+	c, err := api.Dial(o.DataDir, o.API)
+	if err != nil {
+		return err
+	}
+	var ms []store.Model
+	switch verb {
+	case "list":
+		ms, err = c.Models(ctx)
+	case "add":
+		var m *store.Model
+		if m, err = files.add(ctx, c, o.Name); m != nil {
+			ms = []store.Model{*m}
+		}
+	case "rm":
+		var m *store.Model
+		if m, err = c.RemoveModel(ctx, o.Name); err == nil {
+			ms = []store.Model{*m}
+		}
+	}
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	if o.JSON {
+		if verb == "list" {
+			return printJSON(o.IO, ms)
+		}
+		return printJSON(o.IO, ms[0])
+	}
+	if verb == "rm" {
+		fmt.Fprintf(o.IO.Err, "removed model %s\n", o.Name)
+		return nil
+	}
+	tw := tabwriter.NewWriter(o.IO.Out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tFORMAT\tSIZE\tMODEL\tTOKENIZER\tADDED")
+	for _, m := range ms {
+		tok := "-"
+		if !m.Tokenizer.Digest.IsZero() {
+			tok = m.Tokenizer.Digest.Short()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, m.Format, humanBytes(m.Model.Size+m.Tokenizer.Size),
+			m.Model.Digest.Short(), tok, m.Added.Local().Format(time.DateTime))
+	}
+	return tw.Flush()
+}
+
+// modelFiles are a model file and its tokenizer ("" for none), checked.
+type modelFiles struct {
+	model, tokenizer string
+	info             models.Info
+}
+
+// checkModelFiles tells the format of the model file at path and checks
+// that a llama2.c checkpoint comes with its tokenizer and a GGUF file
+// without one (models.Sniff, models.CheckTokenizer).
+func checkModelFiles(path, tokenizer string) (modelFiles, error) {
+	mf := modelFiles{model: path, tokenizer: tokenizer}
+	info, err := sniffFile(path)
+	if err != nil {
+		return mf, err
+	}
+	mf.info = info
+	if info.NeedsTokenizer() != (tokenizer != "") {
+		return mf, fmt.Errorf("%s is %s: %w", path, info.Format, models.ErrTokenizer)
+	}
+	if tokenizer != "" {
+		f, err := os.Open(tokenizer)
+		if err != nil {
+			return mf, fmt.Errorf("--tokenizer: %w", err)
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil {
+			return mf, fmt.Errorf("--tokenizer: %w", err)
+		}
+		if err := models.CheckTokenizer(f, st.Size(), info.Llama2C.Vocab); err != nil {
+			return mf, fmt.Errorf("--tokenizer %s: %w", tokenizer, err)
+		}
+	}
+	return mf, nil
+}
+
+// sniffFile tells the format of the model file at path.
+func sniffFile(path string) (models.Info, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return models.Info{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return models.Info{}, err
+	}
+	if !st.Mode().IsRegular() {
+		return models.Info{}, fmt.Errorf("%s: not a regular file", path)
+	}
+	info, err := models.Sniff(f, st.Size())
+	if err != nil {
+		return info, fmt.Errorf("%s: %w", path, err)
+	}
+	return info, nil
+}
+
+// upload stores the files in the node as blobs.
+func (mf modelFiles) upload(ctx context.Context, c *api.Client) (model, tokenizer store.BlobRef, err error) {
+	bi, err := putFile(ctx, c, mf.model)
+	if err != nil {
+		return model, tokenizer, fmt.Errorf("model: %w", err)
+	}
+	model = store.BlobRef{Digest: bi.Digest, Size: bi.Size}
+	if mf.tokenizer != "" {
+		if bi, err = putFile(ctx, c, mf.tokenizer); err != nil {
+			return model, tokenizer, fmt.Errorf("tokenizer: %w", err)
+		}
+		tokenizer = store.BlobRef{Digest: bi.Digest, Size: bi.Size}
+	}
+	return model, tokenizer, nil
+}
+
+// add uploads the files and names them.
+func (mf modelFiles) add(ctx context.Context, c *api.Client, name string) (*store.Model, error) {
+	model, tok, err := mf.upload(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return c.AddModel(ctx, api.AddModelRequest{Name: name, Model: model, Tokenizer: tok})
+}
