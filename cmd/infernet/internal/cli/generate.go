@@ -54,7 +54,7 @@ type GenerateOptions struct {
 // NewCmdGenerate returns `infernet generate`. runF replaces the action in
 // tests.
 func NewCmdGenerate(stdio IO, runF func(context.Context, *GenerateOptions) error) *cobra.Command {
-	o := &GenerateOptions{SubmitOptions: SubmitOptions{IO: stdio}}
+	o := &GenerateOptions{SubmitOptions: SubmitOptions{IO: stdio, Settle: "escrow"}}
 	cmd := &cobra.Command{
 		Use:   "generate MODEL (--prompt TEXT | --prompts FILE.jsonl)",
 		Short: "Complete a prompt with a language model, on the network or locally",

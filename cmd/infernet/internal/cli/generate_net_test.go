@@ -1,0 +1,203 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host/tensor/backends"
+	"github.com/infernet/infernet/node"
+	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/store"
+)
+
+// testNetwork starts providers and a client-only node with its API, all in
+// this process on loopback, the providers sharing one sandbox (the runner
+// is compiled once) and vouched for by the client (Config.Trust: no job is
+// audited). It returns the client's data directory, for --datadir.
+func testNetwork(t *testing.T, providers int) string {
+	t.Helper()
+	ctx := context.Background()
+	set, err := backends.Open(ctx, backends.Config{Fast: "reference"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { set.Close() })
+	sb, err := host.New(ctx, host.Config{Reference: set.Reference, Fast: set.Fast, CacheDir: sharedCache()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close(context.Background()) })
+	config := func(provide bool, boot []string) node.Config {
+		cfg := node.DefaultConfig()
+		cfg.DataDir, cfg.Provide, cfg.Bootstrap = t.TempDir(), provide, boot
+		cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+		cfg.MDNS, cfg.NAT, cfg.Slots, cfg.Backend = false, false, 2, "reference"
+		cfg.Heartbeat, cfg.Silence, cfg.GossipHeartbeat = 100*time.Millisecond, 3*time.Second, 100*time.Millisecond
+		cfg.Sandbox, cfg.Backends = sb, set
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		return cfg
+	}
+	start := func(cfg node.Config) *node.Node {
+		n, err := node.New(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		return n
+	}
+	var boot []string
+	var trust []peer.ID
+	for range providers {
+		p := start(config(true, boot))
+		if boot == nil {
+			boot = []string{p.Addrs()[0].String()}
+		}
+		trust = append(trust, p.ID())
+	}
+	cfg := config(false, boot)
+	cfg.Trust = trust
+	client := start(cfg)
+	srv, err := api.Serve(client, cfg.DataDir, "127.0.0.1:0", cfg.Logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	deadline := time.Now().Add(30 * time.Second)
+	for providersKnown(client) < providers {
+		if time.Now().After(deadline) {
+			t.Fatalf("the client knows %d of %d providers", providersKnown(client), providers)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return cfg.DataDir
+}
+
+// completions decodes a batch's JSON lines.
+func completions(t *testing.T, out string) []string {
+	t.Helper()
+	var lines []string
+	for l := range strings.Lines(out) {
+		var c map[string]any
+		if err := json.Unmarshal([]byte(l), &c); err != nil {
+			t.Fatalf("batch line %q: %v", l, err)
+		}
+		lines = append(lines, strings.TrimSpace(l))
+	}
+	return lines
+}
+
+// TestGenerateNetwork: named models added, listed and removed through the
+// node's API; a completion on the network with 2 replicas equals the local
+// one; a batch of 64 prompts as a sharded job over 4 providers equals the
+// same prompts run locally; and hostile input is refused clearly, with
+// nothing run.
+func TestGenerateNetwork(t *testing.T) {
+	dir := testNetwork(t, 4)
+	ctx := context.Background()
+	c, err := api.Dial(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := []string{"--datadir", dir}
+	net := append([]string{"--progress", "never", "--replicas", "2", "--cache-dir", sharedCache()}, append(node, runnerArgs()...)...)
+
+	out := mustInfernet(t, append([]string{"models", "add", "stories", storiesBin, "--tokenizer", tok512}, node...)...)
+	if !strings.Contains(out, "stories") || !strings.Contains(out, "llama2c") {
+		t.Errorf("models add printed %q", out)
+	}
+	tmp := t.TempDir()
+	junk := filepath.Join(tmp, "junk.bin")
+	os.WriteFile(junk, []byte("neither a checkpoint nor GGUF"), 0o600)
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"models", "add", "a/b", storiesBin, "--tokenizer", tok512}, "model name \"a/b\""},
+		{[]string{"models", "add", "..", storiesBin, "--tokenizer", tok512}, "model name"},
+		{[]string{"models", "add", "junk", junk}, "neither a llama2.c checkpoint"},
+		{[]string{"models", "add", "notok", storiesBin}, "needs its tokenizer"},
+		{[]string{"models", "add", "stories", storiesBin, "--tokenizer", tok512}, "exists"},
+		{[]string{"models", "rm", "absent"}, "no model of that name"},
+	} {
+		code, _, stderr := infernet(t, append(tc.args, node...)...)
+		if code != ExitError || !strings.Contains(stderr, tc.msg) {
+			t.Errorf("%q: exit %d, %q; want %d and %q", tc.args, code, stderr, ExitError, tc.msg)
+		}
+	}
+	var ms []store.Model
+	if err := json.Unmarshal([]byte(mustInfernet(t, append([]string{"models", "--json"}, node...)...)), &ms); err != nil ||
+		len(ms) != 1 || ms[0].Name != "stories" || ms[0].Format != store.ModelLlama2C {
+		t.Fatalf("models --json: %+v, %v", ms, err)
+	}
+	list := mustInfernet(t, append([]string{"models"}, node...)...)
+	if !strings.HasPrefix(list, "NAME") || !strings.Contains(list, "stories") {
+		t.Errorf("models:\n%s", list)
+	}
+
+	// One prompt: the network's completion is the local one, by name or
+	// by file.
+	prompt := []string{"--prompt", "Once upon a time", "--max-tokens", "32"}
+	local := generateLocal(t, dir, append([]string{storiesBin, "--tokenizer", tok512}, prompt...)...)
+	if byName := generateLocal(t, dir, append([]string{"stories"}, prompt...)...); byName != local {
+		t.Errorf("--local by name %q, by file %q", byName, local)
+	}
+	got := mustInfernet(t, append(append([]string{"generate", "stories"}, prompt...), net...)...)
+	if got != local {
+		t.Errorf("network %q; local %q", got, local)
+	}
+	var g Generation
+	js := mustInfernet(t, append(append([]string{"generate", storiesBin, "--tokenizer", tok512, "--json"}, prompt...), net...)...)
+	if err := json.Unmarshal([]byte(js), &g); err != nil {
+		t.Fatalf("--json: %v: %s", err, js)
+	}
+	if g.Completion.Completion+"\n" != local || g.State != "verified" || g.Agree != 2 || len(g.Replicas) != 2 || g.Job == "" ||
+		g.TokensPerSecond <= 0 || g.RunMS <= 0 {
+		t.Errorf("--json: %+v", g)
+	}
+
+	// A batch of 64 prompts over 4 providers, sharded, is the local batch.
+	var batch strings.Builder
+	for i := range 64 {
+		fmt.Fprintf(&batch, "{\"prompt\":\"Prompt %d: once upon a time\",\"max_tokens\":%d}\n", i, 4+i%13)
+	}
+	prompts := filepath.Join(tmp, "prompts.jsonl")
+	os.WriteFile(prompts, []byte(batch.String()), 0o600)
+	want := completions(t, generateLocal(t, dir, "stories", "--prompts", prompts))
+	sharded := completions(t, mustInfernet(t, append([]string{"generate", "stories", "--prompts", prompts, "--shards", "4"}, net...)...))
+	if len(want) != 64 || strings.Join(sharded, "\n") != strings.Join(want, "\n") {
+		t.Errorf("sharded batch of %d lines differs from the local one of %d", len(sharded), len(want))
+	}
+	sjs, err := c.ShardedJobs(ctx)
+	if err != nil || len(sjs) != 1 || len(sjs[0].Shards) != 4 {
+		t.Fatalf("sharded jobs: %d, %v; want one of 4 shards", len(sjs), err)
+	}
+
+	// A bad line: refused before anything is uploaded or run.
+	jobs, _ := c.Jobs(ctx)
+	bad := filepath.Join(tmp, "bad.jsonl")
+	os.WriteFile(bad, []byte(batch.String()+"{\"prompt\": 7}\n"), 0o600)
+	code, _, stderr := infernet(t, append([]string{"generate", "stories", "--prompts", bad, "--shards", "4"}, net...)...)
+	if code != ExitError || !strings.Contains(stderr, "line 65") {
+		t.Errorf("bad prompts line: exit %d, %q", code, stderr)
+	}
+	if again, _ := c.Jobs(ctx); len(again) != len(jobs) {
+		t.Errorf("a job ran for a prompts file with a bad line")
+	}
+
+	mustInfernet(t, append([]string{"models", "rm", "stories"}, node...)...)
+	code, _, stderr = infernet(t, append(append([]string{"generate", "stories"}, prompt...), net...)...)
+	if code != ExitError || !strings.Contains(stderr, "no model of that name") {
+		t.Errorf("generate a removed model: exit %d, %q", code, stderr)
+	}
+}
