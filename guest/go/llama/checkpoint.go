@@ -49,7 +49,7 @@ func ReadCheckpoint(r io.ReaderAt, size int64) (*Model, error) {
 	}}
 	c := m.Config
 	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("llama2.c header %v: %w", h, err)
+		return nil, formatErr("llama2.c header %v: %w", h, err)
 	}
 	// Each block holds one kind of tensor for every layer, one after the
 	// other; the limits keep every offset far below 2⁶³.

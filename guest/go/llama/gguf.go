@@ -415,7 +415,7 @@ func ReadGGUF(r io.ReaderAt, size int64) (*GGUF, error) {
 		}
 		v, err := d.value(ValueType(t), 0)
 		if err != nil {
-			return nil, fmt.Errorf("key %q: %w", key, err)
+			return nil, fmt.Errorf("%w, in key %q", err, key)
 		}
 		g.kv[key] = len(g.Metadata)
 		g.Metadata = append(g.Metadata, KV{key, v})
@@ -449,7 +449,11 @@ func ReadGGUF(r io.ReaderAt, size int64) (*GGUF, error) {
 			return nil, formatErr("gguf tensor %s: offset %d not aligned to %d or past the file", t.Name, rel[i], g.Alignment)
 		}
 		t.Offset = g.DataOffset + int64(rel[i])
-		if n := t.Bytes(); n < 0 || t.Offset > size || n > size-t.Offset {
+		n := t.Bytes()
+		if n < 0 {
+			return nil, formatErr("gguf tensor %s: %v cannot hold dims %v", t.Name, t.DType, t.Dims)
+		}
+		if t.Offset > size || n > size-t.Offset {
 			return nil, formatErr("gguf tensor %s: %v %v at %d does not fit the file of %d bytes", t.Name, t.DType, t.Dims, t.Offset, size)
 		}
 	}

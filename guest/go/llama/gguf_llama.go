@@ -100,7 +100,7 @@ func (g *GGUF) Model() (*Model, error) {
 	}
 	c.VocabSize = len(m.Vocab.Pieces)
 	if err := c.Validate(); err != nil {
-		return nil, err
+		return nil, formatErr("gguf llama.*: %w", err)
 	}
 	if err := g.unsupported(c.HeadDim()); err != nil {
 		return nil, err

@@ -229,11 +229,7 @@ func array[T any](e ggufEncoder, t ValueType, a []T) {
 	e.u32(uint32(t))
 	e.u64(uint64(len(a)))
 	for _, x := range a {
-		if t == TypeArray {
-			et, _ := valueType(x, 1)
-			e.u32(uint32(et))
-		}
-		e.value(x)
+		e.value(x) // an inner array brings its own type and length
 	}
 }
 

@@ -73,7 +73,7 @@ func (c Config) KVDim() int { return c.KVHeads * c.HeadDim() }
 
 // Validate checks that the configuration is within the limits and
 // consistent: heads divide the width into even head widths and key/value
-// heads divide the query heads.
+// heads divide the query heads. Readers wrap its error in ErrFormat.
 func (c Config) Validate() error {
 	for _, f := range []struct {
 		name   string
@@ -84,20 +84,20 @@ func (c Config) Validate() error {
 		{"vocab_size", c.VocabSize, MaxVocab}, {"seq_len", c.SeqLen, MaxSeqLen},
 	} {
 		if f.v < 1 || f.v > f.max {
-			return formatErr("%s %d not in [1, %d]", f.name, f.v, f.max)
+			return fmt.Errorf("%s %d not in [1, %d]", f.name, f.v, f.max)
 		}
 	}
 	if c.Dim%c.Heads != 0 || c.HeadDim()%2 != 0 || c.HeadDim() > maxHeadDim {
-		return formatErr("dim %d does not split into %d heads of an even width", c.Dim, c.Heads)
+		return fmt.Errorf("dim %d does not split into %d heads of an even width", c.Dim, c.Heads)
 	}
 	if c.KVHeads > c.Heads || c.Heads%c.KVHeads != 0 {
-		return formatErr("kv_heads %d does not divide heads %d", c.KVHeads, c.Heads)
+		return fmt.Errorf("kv_heads %d does not divide heads %d", c.KVHeads, c.Heads)
 	}
 	if !(c.NormEps > 0 && c.NormEps < 1) {
-		return formatErr("norm epsilon %g not in (0, 1)", c.NormEps)
+		return fmt.Errorf("norm epsilon %g not in (0, 1)", c.NormEps)
 	}
 	if !(c.RoPETheta > 1 && c.RoPETheta < 1e12) {
-		return formatErr("rope theta %g not in (1, 1e12)", c.RoPETheta)
+		return fmt.Errorf("rope theta %g not in (1, 1e12)", c.RoPETheta)
 	}
 	return nil
 }

@@ -71,6 +71,21 @@ func (t *Tokenizer) Encode(text string, bos, eos bool) []int {
 	if bos {
 		toks = append(toks, int32(t.vocab.BOS))
 	}
+	toks = t.merge(append(toks, t.codePoints(text)...))
+	if eos {
+		toks = append(toks, int32(t.vocab.EOS))
+	}
+	out := make([]int, len(toks))
+	for i, id := range toks {
+		out[i] = int(id)
+	}
+	return out
+}
+
+// codePoints returns the tokens text starts as, before any merge: the
+// dummy prefix, then a token per code point, or its bytes' tokens.
+func (t *Tokenizer) codePoints(text string) []int32 {
+	toks := make([]int32, 0, len(text)+1)
 	if text != "" && t.space >= 0 {
 		toks = append(toks, t.space)
 	}
@@ -91,15 +106,7 @@ func (t *Tokenizer) Encode(text string, bos, eos bool) []int {
 		}
 		n = 0
 	}
-	toks = t.merge(toks)
-	if eos {
-		toks = append(toks, int32(t.vocab.EOS))
-	}
-	out := make([]int, len(toks))
-	for i, id := range toks {
-		out[i] = int(id)
-	}
-	return out
+	return toks
 }
 
 // merge applies the BPE merges to toks, the best-scoring pair first and
