@@ -34,12 +34,12 @@ func TestNearest(t *testing.T) {
 	}{
 		{0, 0, 0}, {float32(math.Copysign(0, -1)), 0x8000, 0x8000}, {1, 0x3C00, 0x3F80},
 		{65504, 0x7BFF, 0x4780}, {65519, 0x7BFF, 0x4780}, {65520, 0x7C00, 0x4780},
-		{1 + 1.0/2048, 0x3C00, 0x3F80},         // a tie: to even
-		{1 + 3.0/2048, 0x3C02, 0x3F80},         // a tie: to even, up
-		{0x1p-24, 0x0001, 0x3380},              // the smallest subnormal half
-		{0x1p-25, 0x0000, 0x3300},              // half of it: a tie, to even (0)
-		{0x1.8p-25, 0x0001, 0x3340},            // past half: up
-		{0x1p-14 - 0x1p-25, 0x0400, 0x3880},    // rounds up to the smallest normal
+		{1 + 1.0/2048, 0x3C00, 0x3F80},          // a tie: to even
+		{1 + 3.0/2048, 0x3C02, 0x3F80},          // a tie: to even, up
+		{0x1p-24, 0x0001, 0x3380},               // the smallest subnormal half
+		{0x1p-25, 0x0000, 0x3300},               // half of it: a tie, to even (0)
+		{0x1.8p-25, 0x0001, 0x3340},             // past half: up
+		{0x1p-14 - 0x1p-25, 0x0400, 0x3880},     // rounds up to the smallest normal
 		{float32(math.Inf(-1)), 0xFC00, 0xFF80}, // infinities stay
 		{1e30, 0x7C00, 0x714A},                  // overflow
 	} {
