@@ -305,10 +305,10 @@ func TestLMHostCalls(t *testing.T) {
 			return []lmCall{
 				fd(1, nm, 9, 0, 0, f32, 1, d4),
 				fd(int32(abi.ENOENT), nope, 8, 0, 0, f32, 1, d4),
-				fd(int32(abi.ENOENT), gone, 8, 0, 0, f32, 1, d4),  // the host file is missing
-				fd(int32(abi.ENOENT), nm, 8, 0, 0, f32, 1, d4),    // "model.bi"
-				fd(int32(abi.EINVAL), nm, 0, 0, 0, f32, 1, d4),    // no name
-				fd(int32(abi.EINVAL), nm, 256, 0, 0, f32, 1, d4),  // name too long
+				fd(int32(abi.ENOENT), gone, 8, 0, 0, f32, 1, d4), // the host file is missing
+				fd(int32(abi.ENOENT), nm, 8, 0, 0, f32, 1, d4),   // "model.bi"
+				fd(int32(abi.EINVAL), nm, 0, 0, 0, f32, 1, d4),   // no name
+				fd(int32(abi.EINVAL), nm, 256, 0, 0, f32, 1, d4), // name too long
 				fd(int32(abi.EFAULT), 0x1fff0, 100, 0, 0, f32, 1, d4),
 				fd(int32(abi.EINVAL), nm, 9, lmSize-12, 0, f32, 1, d4), // past the end
 				fd(2, nm, 9, lmSize-16, 0, f32, 1, d4),                 // up to the end
@@ -366,7 +366,7 @@ func TestLMHostCalls(t *testing.T) {
 				call(hcMatMul, int32(abi.ESHAPE), 6, 1),
 				newT(g, 7, f32, 2, 2, 4),
 				call(hcMatMul, int32(abi.ESHAPE), 2, 7), // w of 3 dims
-				call(hcMatMul, 8, 7, 1),                  // x of 3 dims: [2, 2, 3]
+				call(hcMatMul, 8, 7, 1),                 // x of 3 dims: [2, 2, 3]
 				call(hcTensorShape, 3, 8, 0xfe00, 8),
 				from(g, 9, offTable, f16t, 4, 8),
 				newT(g, 10, f32, 8),
