@@ -1,7 +1,7 @@
 // golden.c dumps golden data from llama2.c's reference run.c, which it
 // includes (built with -DTESTING, so run.c's main is left out): token ids
 // of prompts under a tokenizer, and completions of prompts by a model.
-// scripts/llama-goldens.sh builds and runs it; see README.md here.
+// scripts/llama-goldens.sh builds and runs it; see GOLDENS.md here.
 //
 //   golden tokens TOKENIZER VOCAB_SIZE < prompts.txt
 //       one JSON line per prompt: {"tokenizer", "prompt_hex", "ids"}
