@@ -385,7 +385,7 @@ func TestRunnerSampling(t *testing.T) {
 // lines are skipped; a job with no request writes nothing.
 func TestRunnerRequests(t *testing.T) {
 	long := strings.Repeat("Once upon a time ", 200) // about 800 tokens
-	near := strings.Repeat("a b ", 250)               // 502 tokens
+	near := strings.Repeat("a b ", 250)              // 502 tokens
 	tk := tokenizer(t)
 	nearTokens := len(tk.Encode(near, true, false))
 	input := strings.Join([]string{
