@@ -9,7 +9,8 @@
 #                      0.9 with top-p 0.9 (seed 42) and with all tokens (top-p
 #                      1, seed 7); then greedy completions of
 #                      complete_long_prompts.txt over the whole context (512
-#                      steps), which end where the model writes BOS
+#                      steps), which end where the model writes BOS (one prompt
+#                      of 192 tokens)
 #
 # (provenance: testdata/llama/GOLDENS.md). testdata/llama/golden.c includes run.c (-DTESTING) and runs its functions;
 # every completion is checked against the stdout of run.c's own CLI
