@@ -47,6 +47,7 @@ import (
 
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host/tensor"
+	"github.com/infernet/infernet/host/tensor/transformer"
 )
 
 // Config configures a Backend.
@@ -66,11 +67,17 @@ type Config struct {
 // results do not depend on aliasing either.
 type Backend struct {
 	tensor.HostMemory // Alloc, Free, Read, Write
+	// Host runs the language-model ops (tensor.Transformer): its kernels
+	// are exact by definition.
+	transformer.Host
 
 	threads int
 }
 
-var _ tensor.Backend = (*Backend)(nil)
+var (
+	_ tensor.Backend     = (*Backend)(nil)
+	_ tensor.Transformer = (*Backend)(nil)
+)
 
 // New returns a reference backend.
 func New(cfg Config) *Backend {
@@ -78,7 +85,7 @@ func New(cfg Config) *Backend {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	return &Backend{threads: threads}
+	return &Backend{Host: transformer.NewHost(threads), threads: threads}
 }
 
 // Name returns "reference".

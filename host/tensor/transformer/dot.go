@@ -1,0 +1,97 @@
+package transformer
+
+import (
+	"unsafe"
+
+	"github.com/infernet/infernet/abi"
+)
+
+// lanes holds the partial sums of an exact-mode dot product: lane l adds the
+// products of indices l, l+16, l+32, … (abi.DotLanes lanes).
+type lanes [abi.DotLanes]float32
+
+// add adds the products x[l]·w[l] to lanes 0…len(x)-1, each rounded to
+// float32 before the addition: the explicit conversion forbids the
+// compiler to fuse the two into an FMA (the Go spec).
+func (a *lanes) add(x, w []float32) {
+	w = w[:len(x)]
+	for l, xv := range x {
+		a[l] += float32(xv * w[l])
+	}
+}
+
+// sum adds the lanes pairwise, lane i += lane i+8, then +4, +2, +1, and
+// returns lane 0.
+func (a *lanes) sum() float32 {
+	for s := abi.DotLanes / 2; s > 0; s /= 2 {
+		for i := range s {
+			a[i] += a[i+s]
+		}
+	}
+	return a[0]
+}
+
+// dot is the exact-mode dot product of x and w (equal lengths).
+func dot(x, w []float32) float32 {
+	var acc lanes
+	w = w[:len(x)]
+	for i := 0; i < len(x); i += abi.DotLanes {
+		j := min(i+abi.DotLanes, len(x))
+		acc.add(x[i:j], w[i:j])
+	}
+	return acc.sum()
+}
+
+// dotRow is dot(x, row) for a stored row of type dt with len(x) elements,
+// dequantized 16 values at a time.
+func dotRow(dt abi.DType, x []float32, row []byte) float32 {
+	if dt == abi.F32 {
+		return dot(x, unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(row))), len(x)))
+	}
+	var acc lanes
+	var w [abi.DotLanes]float32
+	for i := 0; i < len(x); i += abi.DotLanes {
+		j := min(i+abi.DotLanes, len(x))
+		decode(dt, row, i, w[:j-i])
+		acc.add(x[i:j], w[:j-i])
+	}
+	return acc.sum()
+}
+
+// gemvFunc computes out[j] = dot(x[:k], row j) for j < len(out), where the
+// rows, of k elements of one weight type, lie one after another in w. x
+// has k elements rounded up to a multiple of abi.DotLanes, zero past k:
+// the assembly reads whole vectors of it. Callers check the lengths.
+type gemvFunc func(out, x []float32, w []byte, k int)
+
+// kernelSet is an implementation of gemv for each weight type.
+type kernelSet struct {
+	name string
+	gemv [abi.Q8_0 + 1]gemvFunc // indexed by abi.DType
+}
+
+// goKernels is the portable implementation, the definition the assembly
+// must match bit for bit.
+var goKernels = &kernelSet{name: "go", gemv: [...]gemvFunc{
+	abi.F32:  gemvGo(abi.F32),
+	abi.F16:  gemvGo(abi.F16),
+	abi.BF16: gemvGo(abi.BF16),
+	abi.Q8_0: gemvGo(abi.Q8_0),
+}}
+
+// gemvGo returns the portable gemv for rows of type dt.
+func gemvGo(dt abi.DType) gemvFunc {
+	return func(out, x []float32, w []byte, k int) {
+		rb := rowBytes(dt, k)
+		x = x[:k]
+		for j := range out {
+			out[j] = dotRow(dt, x, w[j*rb:(j+1)*rb])
+		}
+	}
+}
+
+// kernels is the fastest kernel set this machine runs (see bestKernels).
+var kernels = bestKernels()
+
+// padLen is n rounded up to a multiple of abi.DotLanes.
+func padLen(n int) int { return (n + abi.DotLanes - 1) &^ (abi.DotLanes - 1) }
