@@ -20,6 +20,13 @@ func (a *lanes) add(x, w []float32) {
 	}
 }
 
+// add16 is add of a whole chunk, without bounds checks.
+func (a *lanes) add16(x, w *[abi.DotLanes]float32) {
+	for l := range abi.DotLanes {
+		a[l] += float32(x[l] * w[l])
+	}
+}
+
 // sum adds the lanes pairwise, lane i += lane i+8, then +4, +2, +1, and
 // returns lane 0.
 func (a *lanes) sum() float32 {
@@ -31,14 +38,20 @@ func (a *lanes) sum() float32 {
 	return a[0]
 }
 
+// chunk is the 16 values from i on of a slice.
+func chunk(s []float32, i int) *[abi.DotLanes]float32 {
+	return (*[abi.DotLanes]float32)(s[i : i+abi.DotLanes])
+}
+
 // dot is the exact-mode dot product of x and w (equal lengths).
 func dot(x, w []float32) float32 {
 	var acc lanes
 	w = w[:len(x)]
-	for i := 0; i < len(x); i += abi.DotLanes {
-		j := min(i+abi.DotLanes, len(x))
-		acc.add(x[i:j], w[i:j])
+	full := len(x) &^ (abi.DotLanes - 1)
+	for i := 0; i < full; i += abi.DotLanes {
+		acc.add16(chunk(x, i), chunk(w, i))
 	}
+	acc.add(x[full:], w[full:])
 	return acc.sum()
 }
 
@@ -50,10 +63,14 @@ func dotRow(dt abi.DType, x []float32, row []byte) float32 {
 	}
 	var acc lanes
 	var w [abi.DotLanes]float32
-	for i := 0; i < len(x); i += abi.DotLanes {
-		j := min(i+abi.DotLanes, len(x))
-		decode(dt, row, i, w[:j-i])
-		acc.add(x[i:j], w[:j-i])
+	full := len(x) &^ (abi.DotLanes - 1)
+	for i := 0; i < full; i += abi.DotLanes {
+		decode16(dt, row, i, &w)
+		acc.add16(chunk(x, i), &w)
+	}
+	if tail := len(x) - full; tail > 0 {
+		decode(dt, row, full, w[:tail])
+		acc.add(x[full:], w[:tail])
 	}
 	return acc.sum()
 }

@@ -91,6 +91,27 @@ func decode(dt abi.DType, row []byte, i int, dst []float32) {
 	}
 }
 
+// decode16 is decode of the 16 values from i on, i a multiple of 16 (so
+// that they lie in one Q8_0 block): the pure-Go kernels' inner loop.
+func decode16(dt abi.DType, row []byte, i int, dst *[16]float32) {
+	switch dt {
+	case abi.F16:
+		src := row[2*i : 2*i+32]
+		for j := range dst {
+			dst[j] = f16(uint16(src[2*j]) | uint16(src[2*j+1])<<8)
+		}
+	case abi.Q8_0:
+		blk := row[i/abi.Q8Block*(2+abi.Q8Block):]
+		d := f16(binary.LittleEndian.Uint16(blk))
+		q := blk[2+i%abi.Q8Block : 2+i%abi.Q8Block+16]
+		for j := range dst {
+			dst[j] = float32(d * float32(int8(q[j])))
+		}
+	default:
+		decode(dt, row, i, dst[:])
+	}
+}
+
 // f16 returns the IEEE-754 binary16 value with bits h as a float32, which
 // holds it exactly (subnormals become normal; NaN payloads are kept).
 func f16(h uint16) float32 {
