@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/tensor"
 )
 
 // gemvShapes are the decode GEMVs of a 768-wide Llama (n×k): attention
@@ -73,6 +74,32 @@ func BenchmarkMatMulPrefill(b *testing.B) {
 			b.SetBytes(int64(len(w.bytes())))
 			for b.Loop() {
 				if err := MatMul(ctx, 2, t, s.n, s.k, x, w, out); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkAttention measures one decode step's attention (one row at
+// position 1023, 12 heads of 64) with each kernel set on one thread.
+func BenchmarkAttention(b *testing.B) {
+	ctx := context.Background()
+	p := tensor.AttentionParams{Rows: 1, Heads: 12, KVHeads: 12, HeadDim: 64, Pos: 1023}
+	r := &rng{s: 3}
+	kv := (p.Pos + 1) * p.KVHeads * p.HeadDim
+	q, k, v := r.f32s(p.Heads*p.HeadDim), r.f32s(kv), r.f32s(kv)
+	for i := range q { // scores of a trained model's size: weights that are not subnormal
+		q[i] /= 64
+	}
+	out := make([]float32, len(q))
+	defer func(ks *kernelSet) { kernels = ks }(kernels)
+	for _, ks := range allKernels() {
+		kernels = ks
+		b.Run(ks.name, func(b *testing.B) {
+			b.SetBytes(int64(8 * kv)) // k and v read
+			for b.Loop() {
+				if err := Attention(ctx, 1, p, q, k, v, out); err != nil {
 					b.Fatal(err)
 				}
 			}

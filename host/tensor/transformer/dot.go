@@ -75,21 +75,23 @@ func dotRow(dt abi.DType, x []float32, row []byte) float32 {
 	return acc.sum()
 }
 
-// gemvFunc computes out[j] = dot(x[:k], row j) for j < len(out), where the
-// rows, of k elements of one weight type, lie one after another in w. x
-// has k elements rounded up to a multiple of abi.DotLanes, zero past k:
-// the assembly reads whole vectors of it. Callers check the lengths.
-type gemvFunc func(out, x []float32, w []byte, k int)
+// gemvFunc computes out[j] = dot(x[:k], row j) for j < len(out), where
+// the rows, of k elements of one weight type, start stride bytes apart in
+// w. x has k elements rounded up to a multiple of abi.DotLanes, zero past
+// k: the assembly reads whole vectors of it. Callers check the lengths.
+type gemvFunc func(out, x []float32, w []byte, k, stride int)
 
 // kernelSet is an implementation of gemv for each weight type.
 type kernelSet struct {
 	name string
 	gemv [abi.Q8_0 + 1]gemvFunc // indexed by abi.DType
+	// axpy adds a·v[i], each product rounded, to o[i] for i < len(o).
+	axpy func(o, v []float32, a float32)
 }
 
 // goKernels is the portable implementation, the definition the assembly
 // must match bit for bit.
-var goKernels = &kernelSet{name: "go", gemv: [...]gemvFunc{
+var goKernels = &kernelSet{name: "go", axpy: axpyGo, gemv: [...]gemvFunc{
 	abi.F32:  gemvGo(abi.F32),
 	abi.F16:  gemvGo(abi.F16),
 	abi.BF16: gemvGo(abi.BF16),
@@ -98,12 +100,20 @@ var goKernels = &kernelSet{name: "go", gemv: [...]gemvFunc{
 
 // gemvGo returns the portable gemv for rows of type dt.
 func gemvGo(dt abi.DType) gemvFunc {
-	return func(out, x []float32, w []byte, k int) {
+	return func(out, x []float32, w []byte, k, stride int) {
 		rb := rowBytes(dt, k)
 		x = x[:k]
 		for j := range out {
-			out[j] = dotRow(dt, x, w[j*rb:(j+1)*rb])
+			out[j] = dotRow(dt, x, w[j*stride:j*stride+rb])
 		}
+	}
+}
+
+// axpyGo is the portable axpy.
+func axpyGo(o, v []float32, a float32) {
+	v = v[:len(o)]
+	for i, vv := range v {
+		o[i] += float32(a * vv)
 	}
 }
 

@@ -4,15 +4,14 @@
 
 #include "textflag.h"
 
-// func gemvF32AVX512(out, x *float32, w *byte, k, rows int)
-TEXT ·gemvF32AVX512(SB), NOSPLIT, $64-40
+// func gemvF32AVX512(out, x *float32, w *byte, k, rows, stride int)
+TEXT ·gemvF32AVX512(SB), NOSPLIT, $64-48
 	MOVQ out+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ w+16(FP), BX
 	MOVQ k+24(FP), CX
 	MOVQ rows+32(FP), DX
-	MOVQ CX, R8
-	IMULQ $4, R8
+	MOVQ stride+40(FP), R8
 gemvF32AVX512_rows4:
 	CMPQ DX, $4
 	JL gemvF32AVX512_rows4_done
@@ -205,15 +204,14 @@ gemvF32AVX512_rows1_done:
 	VZEROUPPER
 	RET
 
-// func gemvF16AVX512(out, x *float32, w *byte, k, rows int)
-TEXT ·gemvF16AVX512(SB), NOSPLIT, $64-40
+// func gemvF16AVX512(out, x *float32, w *byte, k, rows, stride int)
+TEXT ·gemvF16AVX512(SB), NOSPLIT, $64-48
 	MOVQ out+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ w+16(FP), BX
 	MOVQ k+24(FP), CX
 	MOVQ rows+32(FP), DX
-	MOVQ CX, R8
-	IMULQ $2, R8
+	MOVQ stride+40(FP), R8
 gemvF16AVX512_rows4:
 	CMPQ DX, $4
 	JL gemvF16AVX512_rows4_done
@@ -416,15 +414,14 @@ gemvF16AVX512_rows1_done:
 	VZEROUPPER
 	RET
 
-// func gemvBF16AVX512(out, x *float32, w *byte, k, rows int)
-TEXT ·gemvBF16AVX512(SB), NOSPLIT, $64-40
+// func gemvBF16AVX512(out, x *float32, w *byte, k, rows, stride int)
+TEXT ·gemvBF16AVX512(SB), NOSPLIT, $64-48
 	MOVQ out+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ w+16(FP), BX
 	MOVQ k+24(FP), CX
 	MOVQ rows+32(FP), DX
-	MOVQ CX, R8
-	IMULQ $2, R8
+	MOVQ stride+40(FP), R8
 gemvBF16AVX512_rows4:
 	CMPQ DX, $4
 	JL gemvBF16AVX512_rows4_done
@@ -637,16 +634,14 @@ gemvBF16AVX512_rows1_done:
 	VZEROUPPER
 	RET
 
-// func gemvQ8AVX512(out, x *float32, w *byte, k, rows int)
-TEXT ·gemvQ8AVX512(SB), NOSPLIT, $64-40
+// func gemvQ8AVX512(out, x *float32, w *byte, k, rows, stride int)
+TEXT ·gemvQ8AVX512(SB), NOSPLIT, $64-48
 	MOVQ out+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ w+16(FP), BX
 	MOVQ k+24(FP), CX
 	MOVQ rows+32(FP), DX
-	MOVQ CX, R8
-	SHRQ $5, R8
-	IMULQ $34, R8
+	MOVQ stride+40(FP), R8
 gemvQ8AVX512_rows4:
 	CMPQ DX, $4
 	JL gemvQ8AVX512_rows4_done
@@ -813,15 +808,14 @@ gemvQ8AVX512_rows1_done:
 	VZEROUPPER
 	RET
 
-// func gemvF32AVX2(out, x *float32, w *byte, k, rows int)
-TEXT ·gemvF32AVX2(SB), NOSPLIT, $64-40
+// func gemvF32AVX2(out, x *float32, w *byte, k, rows, stride int)
+TEXT ·gemvF32AVX2(SB), NOSPLIT, $64-48
 	MOVQ out+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ w+16(FP), BX
 	MOVQ k+24(FP), CX
 	MOVQ rows+32(FP), DX
-	MOVQ CX, R8
-	IMULQ $4, R8
+	MOVQ stride+40(FP), R8
 gemvF32AVX2_rows4:
 	CMPQ DX, $4
 	JL gemvF32AVX2_rows4_done
@@ -1038,15 +1032,14 @@ gemvF32AVX2_rows1_done:
 	VZEROUPPER
 	RET
 
-// func gemvF16AVX2(out, x *float32, w *byte, k, rows int)
-TEXT ·gemvF16AVX2(SB), NOSPLIT, $64-40
+// func gemvF16AVX2(out, x *float32, w *byte, k, rows, stride int)
+TEXT ·gemvF16AVX2(SB), NOSPLIT, $64-48
 	MOVQ out+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ w+16(FP), BX
 	MOVQ k+24(FP), CX
 	MOVQ rows+32(FP), DX
-	MOVQ CX, R8
-	IMULQ $2, R8
+	MOVQ stride+40(FP), R8
 gemvF16AVX2_rows4:
 	CMPQ DX, $4
 	JL gemvF16AVX2_rows4_done
@@ -1283,15 +1276,14 @@ gemvF16AVX2_rows1_done:
 	VZEROUPPER
 	RET
 
-// func gemvBF16AVX2(out, x *float32, w *byte, k, rows int)
-TEXT ·gemvBF16AVX2(SB), NOSPLIT, $64-40
+// func gemvBF16AVX2(out, x *float32, w *byte, k, rows, stride int)
+TEXT ·gemvBF16AVX2(SB), NOSPLIT, $64-48
 	MOVQ out+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ w+16(FP), BX
 	MOVQ k+24(FP), CX
 	MOVQ rows+32(FP), DX
-	MOVQ CX, R8
-	IMULQ $2, R8
+	MOVQ stride+40(FP), R8
 gemvBF16AVX2_rows4:
 	CMPQ DX, $4
 	JL gemvBF16AVX2_rows4_done
@@ -1548,16 +1540,14 @@ gemvBF16AVX2_rows1_done:
 	VZEROUPPER
 	RET
 
-// func gemvQ8AVX2(out, x *float32, w *byte, k, rows int)
-TEXT ·gemvQ8AVX2(SB), NOSPLIT, $64-40
+// func gemvQ8AVX2(out, x *float32, w *byte, k, rows, stride int)
+TEXT ·gemvQ8AVX2(SB), NOSPLIT, $64-48
 	MOVQ out+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ w+16(FP), BX
 	MOVQ k+24(FP), CX
 	MOVQ rows+32(FP), DX
-	MOVQ CX, R8
-	SHRQ $5, R8
-	IMULQ $34, R8
+	MOVQ stride+40(FP), R8
 gemvQ8AVX2_rows4:
 	CMPQ DX, $4
 	JL gemvQ8AVX2_rows4_done
@@ -1775,5 +1765,34 @@ gemvQ8AVX2_rows1_reduce:
 	SUBQ $1, DX
 	JMP gemvQ8AVX2_rows1
 gemvQ8AVX2_rows1_done:
+	VZEROUPPER
+	RET
+
+// func axpyAVX2(o, v *float32, a float32, n int)
+TEXT ·axpyAVX2(SB), NOSPLIT, $0-32
+	MOVQ o+0(FP), DI
+	MOVQ v+8(FP), SI
+	VBROADCASTSS a+16(FP), Y0
+	MOVQ n+24(FP), CX
+	XORQ AX, AX
+axpy_loop:
+	CMPQ CX, $8
+	JL axpy_tail
+	VMULPS (SI)(AX*4), Y0, Y1
+	VADDPS (DI)(AX*4), Y1, Y1
+	VMOVUPS Y1, (DI)(AX*4)
+	ADDQ $8, AX
+	SUBQ $8, CX
+	JMP axpy_loop
+axpy_tail:
+	TESTQ CX, CX
+	JZ axpy_done
+	VMULSS (SI)(AX*4), X0, X1
+	VADDSS (DI)(AX*4), X1, X1
+	VMOVSS X1, (DI)(AX*4)
+	INCQ AX
+	DECQ CX
+	JMP axpy_tail
+axpy_done:
 	VZEROUPPER
 	RET

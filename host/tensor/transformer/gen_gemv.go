@@ -3,11 +3,11 @@
 // gen_gemv writes gemv_amd64.s, the exact-mode GEMV kernels: for each weight
 // type (f32, f16, bf16, q8_0) and each of AVX-512 and AVX2, a function
 //
-//	func gemv<Type><ISA>(out, x *float32, w *byte, k, rows int)
+//	func gemv<Type><ISA>(out, x *float32, w *byte, k, rows, stride int)
 //
 // that sets out[j] to the 16-lane dot product of x (k values, padded with
-// zeros to a multiple of 16) and row j of w, for rows rows stored one after
-// another. Run it with go generate; the output is checked in.
+// zeros to a multiple of 16) and row j of w, for rows rows that start
+// stride bytes apart. Run it with go generate; the output is checked in.
 //
 // Each row's 16 lanes live in one zmm register (AVX-512) or two ymm (lanes
 // 0–7 and 8–15, AVX2). Every weight is converted to float32 first; each
@@ -51,7 +51,7 @@ type wtype struct {
 }
 
 // Registers: DI out, SI x, BX the first row of the group, CX k, DX rows
-// left, R8 bytes per row, R9–R12 the group's rows, AX x's offset, R13 the
+// left, R8 the stride, R9–R12 the group's rows, AX x's offset, R13 the
 // rows' offset, R14 a loop count, R15 a byte index.
 var rowRegs = []string{"R9", "R10", "R11", "R12"}
 
@@ -78,21 +78,14 @@ func (k kernel) acc(i, part int) int { return i*k.parts + part }
 func (k kernel) vecBytes() int { return 64 / k.parts }
 
 func (k kernel) gen() {
-	fmt.Fprintf(&out, "\n// func %s(out, x *float32, w *byte, k, rows int)\n", k.fn)
-	fmt.Fprintf(&out, "TEXT ·%s(SB), NOSPLIT, $64-40\n", k.fn)
+	fmt.Fprintf(&out, "\n// func %s(out, x *float32, w *byte, k, rows, stride int)\n", k.fn)
+	fmt.Fprintf(&out, "TEXT ·%s(SB), NOSPLIT, $64-48\n", k.fn)
 	p("MOVQ out+0(FP), DI")
 	p("MOVQ x+8(FP), SI")
 	p("MOVQ w+16(FP), BX")
 	p("MOVQ k+24(FP), CX")
 	p("MOVQ rows+32(FP), DX")
-	if k.es == 0 {
-		p("MOVQ CX, R8")
-		p("SHRQ $5, R8")
-		p("IMULQ $34, R8")
-	} else {
-		p("MOVQ CX, R8")
-		p("IMULQ $%d, R8", k.es)
-	}
+	p("MOVQ stride+40(FP), R8")
 	for _, nr := range []int{4, 1} {
 		top := fmt.Sprintf("%s_rows%d", k.fn, nr)
 		label(top)
@@ -275,6 +268,40 @@ func (k kernel) reduce(nr int) {
 	}
 }
 
+// axpy writes axpyAVX2(o, v *float32, a float32, n int): o[i] += a·v[i],
+// each product rounded before the addition (attention's weighted sum of v
+// rows), eight at a time, then one at a time.
+func axpy() {
+	fmt.Fprintf(&out, "\n// func axpyAVX2(o, v *float32, a float32, n int)\n")
+	fmt.Fprintf(&out, "TEXT ·axpyAVX2(SB), NOSPLIT, $0-32\n")
+	p("MOVQ o+0(FP), DI")
+	p("MOVQ v+8(FP), SI")
+	p("VBROADCASTSS a+16(FP), Y0")
+	p("MOVQ n+24(FP), CX")
+	p("XORQ AX, AX")
+	label("axpy_loop")
+	p("CMPQ CX, $8")
+	p("JL axpy_tail")
+	p("VMULPS (SI)(AX*4), Y0, Y1")
+	p("VADDPS (DI)(AX*4), Y1, Y1")
+	p("VMOVUPS Y1, (DI)(AX*4)")
+	p("ADDQ $8, AX")
+	p("SUBQ $8, CX")
+	p("JMP axpy_loop")
+	label("axpy_tail")
+	p("TESTQ CX, CX")
+	p("JZ axpy_done")
+	p("VMULSS (SI)(AX*4), X0, X1")
+	p("VADDSS (DI)(AX*4), X1, X1")
+	p("VMOVSS X1, (DI)(AX*4)")
+	p("INCQ AX")
+	p("DECQ CX")
+	p("JMP axpy_tail")
+	label("axpy_done")
+	p("VZEROUPPER")
+	p("RET")
+}
+
 func main() {
 	if len(os.Args) > 1 {
 		fmt.Sscan(os.Args[1], &pf)
@@ -285,6 +312,7 @@ func main() {
 			kernel{is, wt, "gemv" + wt.name + is.name}.gen()
 		}
 	}
+	axpy()
 	s := strings.ReplaceAll(out.String(), "\n\n\n", "\n\n")
 	if err := os.WriteFile("gemv_amd64.s", []byte(s), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
