@@ -5,20 +5,20 @@ import (
 	"github.com/infernet/infernet/node/wire"
 )
 
-// The seam between the provider and the host's model cache (ABI v3
-// weights held by the host): the sandbox's cache budget
-// (host.Config.ModelCache) and the digests of a job's data files
-// (host.Job.DataDigests), which key the cache without hashing the files
-// again. Both are no-ops until the host has those fields; these two
-// functions are where they are set.
-
 // setModelCache gives the sandbox configuration c a model cache of bytes
-// (0: the host's default).
-func setModelCache(c *ihost.Config, bytes int64) {
-	_, _ = c, bytes // host.Config.ModelCache: not in this host yet
-}
+// (host.Config.ModelCache: 0 its default, negative none), the data
+// tensors (model weights) kept across jobs.
+func setModelCache(c *ihost.Config, bytes int64) { c.ModelCache = bytes }
 
-// setDataDigests gives job the digests of its data files, by name.
+// setDataDigests gives job the digests of its data files by name
+// (host.Job.DataDigests): blobs are checked on arrival, so the model cache
+// is keyed by them without hashing the files again.
 func setDataDigests(job *ihost.Job, data []wire.DataBlob) {
-	_, _ = job, data // host.Job.DataDigests: not in this host yet
+	if len(data) == 0 {
+		return
+	}
+	job.DataDigests = make(map[string]ihost.Digest, len(data))
+	for _, d := range data {
+		job.DataDigests[d.Name] = ihost.Digest(d.Digest)
+	}
 }

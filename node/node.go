@@ -177,7 +177,8 @@ type Config struct {
 	// ModelCache is the budget of the provider's model cache, bytes: the
 	// weight tensors that jobs make of their data files (ABI v3
 	// tensor_from_data), kept across jobs and not counted in a job's
-	// memory. 0: the sandbox's default. Unused with Sandbox set.
+	// memory (host.Config.ModelCache: 0 host.DefaultModelCache, negative
+	// none). Unused with Sandbox set: that sandbox's own applies.
 	ModelCache int64
 	// Sandbox and Backends, when both set, run this provider's jobs instead
 	// of a sandbox of its own (several nodes in one process can share one);

@@ -29,7 +29,7 @@ func modelStatus(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, models.ErrNoRunner):
 		return http.StatusNotImplemented
-	case errors.Is(err, models.ErrBadName), errors.Is(err, models.ErrUnknownFormat), errors.Is(err, models.ErrTokenizer),
+	case errors.Is(err, models.ErrBadName), errors.Is(err, models.ErrBadModel), errors.Is(err, models.ErrTokenizer),
 		errors.Is(err, models.ErrBadTokenizer), errors.Is(err, blob.ErrNotFound):
 		return http.StatusBadRequest
 	}

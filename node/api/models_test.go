@@ -51,7 +51,7 @@ func TestModels(t *testing.T) {
 	}{
 		{AddModelRequest{Name: "stories", Model: model, Tokenizer: tok}, "409"},
 		{AddModelRequest{Name: "a/b", Model: model, Tokenizer: tok}, "400"},
-		{AddModelRequest{Name: "junk", Model: store.BlobRef{Digest: junk.Digest, Size: junk.Size}}, "neither a llama2.c"},
+		{AddModelRequest{Name: "junk", Model: store.BlobRef{Digest: junk.Digest, Size: junk.Size}}, "not a model the runner reads"},
 		{AddModelRequest{Name: "notok", Model: model}, "tokenizer"},
 		{AddModelRequest{Name: "absent", Model: store.BlobRef{Digest: blob.Sum([]byte("x")), Size: 1}}, "400"},
 	} {

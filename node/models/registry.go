@@ -117,7 +117,7 @@ func (r *Registry) Add(name string, model, tokenizer store.BlobRef) (*store.Mode
 		return nil, fmt.Errorf("model %s is %s: %w", name, info.Format, ErrTokenizer)
 	}
 	if info.NeedsTokenizer() {
-		if err := r.checkTokenizer(tokenizer, info.Llama2C.Vocab); err != nil {
+		if err := r.checkTokenizer(tokenizer, info.Config.VocabSize); err != nil {
 			return nil, fmt.Errorf("model %s: tokenizer: %w", name, err)
 		}
 	}
@@ -157,7 +157,7 @@ func (r *Registry) checkTokenizer(ref store.BlobRef, vocab int) error {
 	if size != ref.Size {
 		return fmt.Errorf("blob %s has %d bytes, not %d", ref.Digest.Short(), size, ref.Size)
 	}
-	return CheckTokenizer(f, size, vocab)
+	return CheckTokenizer(f, vocab)
 }
 
 // Get returns the model named name, or an error wrapping ErrUnknown.

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node"
@@ -83,25 +83,11 @@ func testNetwork(t *testing.T, providers int) string {
 	return cfg.DataDir
 }
 
-// completions decodes a batch's JSON lines.
-func completions(t *testing.T, out string) []string {
-	t.Helper()
-	var lines []string
-	for l := range strings.Lines(out) {
-		var c map[string]any
-		if err := json.Unmarshal([]byte(l), &c); err != nil {
-			t.Fatalf("batch line %q: %v", l, err)
-		}
-		lines = append(lines, strings.TrimSpace(l))
-	}
-	return lines
-}
-
 // TestGenerateNetwork: named models added, listed and removed through the
-// node's API; a completion on the network with 2 replicas equals the local
-// one; a batch of 64 prompts as a sharded job over 4 providers equals the
-// same prompts run locally; and hostile input is refused clearly, with
-// nothing run.
+// node's API; stories260K's completions on the network with 2 replicas
+// are run.c's, as the local ones; a batch of 64 prompts as a sharded job
+// over 4 providers equals the same prompts run locally; and hostile input
+// is refused clearly, with nothing run.
 func TestGenerateNetwork(t *testing.T) {
 	dir := testNetwork(t, 4)
 	ctx := context.Background()
@@ -110,7 +96,7 @@ func TestGenerateNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	node := []string{"--datadir", dir}
-	net := append([]string{"--progress", "never", "--replicas", "2", "--cache-dir", sharedCache()}, append(node, runnerArgs()...)...)
+	net := append([]string{"--progress", "never", "--replicas", "2"}, node...)
 
 	out := mustInfernet(t, append([]string{"models", "add", "stories", storiesBin, "--tokenizer", tok512}, node...)...)
 	if !strings.Contains(out, "stories") || !strings.Contains(out, "llama2c") {
@@ -125,8 +111,9 @@ func TestGenerateNetwork(t *testing.T) {
 	}{
 		{[]string{"models", "add", "a/b", storiesBin, "--tokenizer", tok512}, "model name \"a/b\""},
 		{[]string{"models", "add", "..", storiesBin, "--tokenizer", tok512}, "model name"},
-		{[]string{"models", "add", "junk", junk}, "neither a llama2.c checkpoint"},
+		{[]string{"models", "add", "junk", junk}, "not a model the runner reads"},
 		{[]string{"models", "add", "notok", storiesBin}, "needs its tokenizer"},
+		{[]string{"models", "add", "badtok", storiesBin, "--tokenizer", storiesBin}, "not a llama2.c tokenizer"},
 		{[]string{"models", "add", "stories", storiesBin, "--tokenizer", tok512}, "exists"},
 		{[]string{"models", "rm", "absent"}, "no model of that name"},
 	} {
@@ -145,38 +132,58 @@ func TestGenerateNetwork(t *testing.T) {
 		t.Errorf("models:\n%s", list)
 	}
 
-	// One prompt: the network's completion is the local one, by name or
-	// by file.
-	prompt := []string{"--prompt", "Once upon a time", "--max-tokens", "32"}
-	local := generateLocal(t, dir, append([]string{storiesBin, "--tokenizer", tok512}, prompt...)...)
-	if byName := generateLocal(t, dir, append([]string{"stories"}, prompt...)...); byName != local {
-		t.Errorf("--local by name %q, by file %q", byName, local)
+	// run.c's completions, greedy and seeded, on the network with 2
+	// replicas, by name, as locally.
+	gs := goldens(t)
+	greedy := 0
+	for i, g := range gs {
+		if g.Steps > 128 || g.Temperature != 0 && i%10 != 0 {
+			continue // the short greedy ones and two samples
+		}
+		if g.Temperature == 0 {
+			greedy++
+		}
+		if got := mustInfernet(t, append(append([]string{"generate", "stories"}, g.flags(t)...), net...)...); got != g.Text+"\n" {
+			t.Errorf("golden %d on the network: %q; want %q", i, got, g.Text+"\n")
+		}
 	}
-	got := mustInfernet(t, append(append([]string{"generate", "stories"}, prompt...), net...)...)
-	if got != local {
-		t.Errorf("network %q; local %q", got, local)
+	if greedy < 8 {
+		t.Errorf("%d greedy goldens, want at least 8", greedy)
 	}
-	var g Generation
-	js := mustInfernet(t, append(append([]string{"generate", storiesBin, "--tokenizer", tok512, "--json"}, prompt...), net...)...)
-	if err := json.Unmarshal([]byte(js), &g); err != nil {
+	if local := generateLocal(t, dir, append([]string{"stories"}, gs[0].flags(t)...)...); local != gs[0].Text+"\n" {
+		t.Errorf("--local by name: %q", local)
+	}
+	var gen Generation
+	js := mustInfernet(t, append(append([]string{"generate", storiesBin, "--tokenizer", tok512, "--json"}, gs[0].flags(t)...), net...)...)
+	if err := json.Unmarshal([]byte(js), &gen); err != nil {
 		t.Fatalf("--json: %v: %s", err, js)
 	}
-	if g.Completion.Completion+"\n" != local || g.State != "verified" || g.Agree != 2 || len(g.Replicas) != 2 || g.Job == "" ||
-		g.TokensPerSecond <= 0 || g.RunMS <= 0 {
-		t.Errorf("--json: %+v", g)
+	if gen.Completion.Completion != gs[0].Text || gen.State != "verified" || gen.Agree != 2 || len(gen.Replicas) != 2 ||
+		gen.Job == "" || gen.TokensPerSecond <= 0 || gen.RunMS <= 0 || gen.CompletionTokens != len(gs[0].IDs) {
+		t.Errorf("--json: %+v", gen)
 	}
 
-	// A batch of 64 prompts over 4 providers, sharded, is the local batch.
-	var batch strings.Builder
+	// A batch of 64 prompts over 4 providers, sharded, is the local batch,
+	// and run.c's where it has them.
+	var reqs []llama.Request
 	for i := range 64 {
-		fmt.Fprintf(&batch, "{\"prompt\":\"Prompt %d: once upon a time\",\"max_tokens\":%d}\n", i, 4+i%13)
+		q := gs[i%len(gs)].request(t)
+		if i >= len(gs) {
+			q.MaxTokens, q.Seed = 4+i%29, uint64(i)
+		}
+		reqs = append(reqs, q)
 	}
-	prompts := filepath.Join(tmp, "prompts.jsonl")
-	os.WriteFile(prompts, []byte(batch.String()), 0o600)
-	want := completions(t, generateLocal(t, dir, "stories", "--prompts", prompts))
-	sharded := completions(t, mustInfernet(t, append([]string{"generate", "stories", "--prompts", prompts, "--shards", "4"}, net...)...))
-	if len(want) != 64 || strings.Join(sharded, "\n") != strings.Join(want, "\n") {
-		t.Errorf("sharded batch of %d lines differs from the local one of %d", len(sharded), len(want))
+	prompts := writePrompts(t, reqs)
+	want := generateLocal(t, dir, "stories", "--prompts", prompts)
+	got := mustInfernet(t, append([]string{"generate", "stories", "--prompts", prompts, "--shards", "4"}, net...)...)
+	if got != want {
+		t.Errorf("the sharded batch differs from the local one:\n%s\nlocal:\n%s", got, want)
+	}
+	cs := batchLines(t, got)
+	for i, g := range gs {
+		if i < len(cs) && cs[i].Completion != g.Text {
+			t.Errorf("batch line %d: %q; want run.c's %q", i+1, cs[i].Completion, g.Text)
+		}
 	}
 	sjs, err := c.ShardedJobs(ctx)
 	if err != nil || len(sjs) != 1 || len(sjs[0].Shards) != 4 {
@@ -185,8 +192,9 @@ func TestGenerateNetwork(t *testing.T) {
 
 	// A bad line: refused before anything is uploaded or run.
 	jobs, _ := c.Jobs(ctx)
+	b, _ := os.ReadFile(prompts)
 	bad := filepath.Join(tmp, "bad.jsonl")
-	os.WriteFile(bad, []byte(batch.String()+"{\"prompt\": 7}\n"), 0o600)
+	os.WriteFile(bad, append(b, "{\"prompt\": 7}\n"...), 0o600)
 	code, _, stderr := infernet(t, append([]string{"generate", "stories", "--prompts", bad, "--shards", "4"}, net...)...)
 	if code != ExitError || !strings.Contains(stderr, "line 65") {
 		t.Errorf("bad prompts line: exit %d, %q", code, stderr)
@@ -196,7 +204,7 @@ func TestGenerateNetwork(t *testing.T) {
 	}
 
 	mustInfernet(t, append([]string{"models", "rm", "stories"}, node...)...)
-	code, _, stderr = infernet(t, append(append([]string{"generate", "stories"}, prompt...), net...)...)
+	code, _, stderr = infernet(t, append(append([]string{"generate", "stories"}, gs[0].flags(t)...), net...)...)
 	if code != ExitError || !strings.Contains(stderr, "no model of that name") {
 		t.Errorf("generate a removed model: exit %d, %q", code, stderr)
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,22 +16,96 @@ import (
 	"github.com/infernet/infernet/node/models"
 )
 
-// Test files: a real model and its tokenizer, and the runner: the real one
-// once this build has it (llama.Runner), else fakellama, which speaks its
-// protocol without a model.
+// The test model: a real one (stories260K) and its tokenizer.
 var (
 	storiesBin = testdata + "llama/stories260K.bin"
 	tok512     = testdata + "llama/tok512.bin"
-	fakeRunner = testdata + "jobs/fakellama/fakellama.wasm"
 )
 
-// runnerArgs are the arguments that pick the runner of the tests: none for
-// the built-in one, --runner fakellama without it.
-func runnerArgs() []string {
-	if len(llama.Runner()) > 0 {
-		return nil
+// golden is one completion of testdata/llama/completions.jsonl: what
+// llama2.c's run.c generates for a prompt (see GOLDENS.md there).
+type golden struct {
+	PromptHex   string  `json:"prompt_hex"`
+	Steps       int     `json:"steps"`
+	Temperature float32 `json:"temperature"`
+	TopP        float32 `json:"top_p"`
+	Seed        uint64  `json:"seed"`
+	PromptIDs   []int   `json:"prompt_ids"`
+	IDs         []int   `json:"ids"`
+	Text        string  `json:"text"`
+}
+
+// goldens returns run.c's completions of stories260K.
+func goldens(t *testing.T) []golden {
+	t.Helper()
+	b, err := os.ReadFile(testdata + "llama/completions.jsonl")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return []string{"--runner", fakeRunner}
+	var out []golden
+	for l := range strings.Lines(string(b)) {
+		var g golden
+		if err := json.Unmarshal([]byte(l), &g); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// request is the request for g's completion: as many tokens as run.c's
+// steps leave after the prompt.
+func (g golden) request(t *testing.T) llama.Request {
+	p, err := hex.DecodeString(g.PromptHex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return llama.Request{Prompt: string(p), MaxTokens: g.Steps - len(g.PromptIDs) + 1, Temperature: g.Temperature, TopP: g.TopP, Seed: g.Seed}
+}
+
+// flags are the command-line flags of g's request.
+func (g golden) flags(t *testing.T) []string {
+	q := g.request(t)
+	return []string{"--prompt", q.Prompt, "--max-tokens", fmt.Sprint(q.MaxTokens), "--temperature", fmt.Sprint(q.Temperature),
+		"--top-p", fmt.Sprint(q.TopP), "--seed", fmt.Sprint(q.Seed)}
+}
+
+// stop is the Stop of run.c's completion.
+func (g golden) stop() string {
+	if len(g.IDs) < g.Steps-len(g.PromptIDs)+1 {
+		return "eos"
+	}
+	return "length"
+}
+
+// writePrompts writes reqs as a --prompts file and returns its path.
+func writePrompts(t *testing.T, reqs []llama.Request) string {
+	t.Helper()
+	var b strings.Builder
+	for _, q := range reqs {
+		line, _ := json.Marshal(map[string]any{"prompt": q.Prompt, "max_tokens": q.MaxTokens, "temperature": q.Temperature, "top_p": q.TopP, "seed": q.Seed})
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	path := filepath.Join(t.TempDir(), "prompts.jsonl")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// batchLines decodes a batch's output, a JSON line per request.
+func batchLines(t *testing.T, out string) []models.Completion {
+	t.Helper()
+	var cs []models.Completion
+	for l := range strings.Lines(out) {
+		var c models.Completion
+		if err := json.Unmarshal([]byte(l), &c); err != nil {
+			t.Fatalf("batch line %q: %v", l, err)
+		}
+		cs = append(cs, c)
+	}
+	return cs
 }
 
 // sharedCache is one compiled-module cache for the tests of this package,
@@ -47,7 +122,7 @@ var sharedCache = sync.OnceValue(func() string {
 // name, with extra flags) and fails the test unless it exits 0.
 func generateLocal(t *testing.T, datadir string, args ...string) string {
 	t.Helper()
-	return mustInfernet(t, append(append([]string{"generate", "--local", "--datadir", datadir, "--cache-dir", sharedCache()}, args...), runnerArgs()...)...)
+	return mustInfernet(t, append([]string{"generate", "--local", "--datadir", datadir, "--cache-dir", sharedCache()}, args...)...)
 }
 
 // TestGenerateFlags: what the command line may ask, and what it refuses
@@ -97,72 +172,90 @@ func TestGenerateFlags(t *testing.T) {
 	}
 }
 
-// TestGenerateLocal: a completion printed as it grows, the same in JSON
-// with counts and timings, a batch as JSON lines in input order, and clear
-// errors for what cannot run.
-func TestGenerateLocal(t *testing.T) {
+// TestGenerateGoldens: `infernet generate --local` prints what run.c
+// prints after the prompt, for every golden completion: greedy ones and
+// seeded samples, one prompt at a time and all of them as one batch.
+func TestGenerateGoldens(t *testing.T) {
+	dir := t.TempDir()
+	gs := goldens(t)
+	model := []string{storiesBin, "--tokenizer", tok512}
+	var reqs []llama.Request
+	for _, g := range gs {
+		reqs = append(reqs, g.request(t))
+	}
+	cs := batchLines(t, generateLocal(t, dir, append(model, "--prompts", writePrompts(t, reqs))...))
+	if len(cs) != len(gs) {
+		t.Fatalf("%d lines for %d requests", len(cs), len(gs))
+	}
+	for i, g := range gs {
+		if c := cs[i]; c.ID != i+1 || c.Completion != g.Text || c.CompletionTokens != len(g.IDs) ||
+			c.PromptTokens != len(g.PromptIDs) || c.Stop != g.stop() || c.Error != "" {
+			t.Errorf("golden %d (%q, temperature %g): %+v; want %q, %d tokens, stop %s", i, reqs[i].Prompt, g.Temperature, c, g.Text, len(g.IDs), g.stop())
+		}
+	}
+	greedy := 0
+	for i, g := range gs {
+		if g.Temperature != 0 && i%5 != 0 {
+			continue // every greedy one, some samples
+		}
+		if g.Temperature == 0 {
+			greedy++
+		}
+		if got := generateLocal(t, dir, append(model, g.flags(t)...)...); got != g.Text+"\n" {
+			t.Errorf("golden %d: printed %q; want %q", i, got, g.Text+"\n")
+		}
+	}
+	if greedy < 8 {
+		t.Errorf("%d greedy goldens, want at least 8", greedy)
+	}
+	var gen Generation
+	if err := json.Unmarshal([]byte(generateLocal(t, dir, append(append(model, "--json"), gs[0].flags(t)...)...)), &gen); err != nil {
+		t.Fatal(err)
+	}
+	if gen.Completion.Completion != gs[0].Text || gen.CompletionTokens != len(gs[0].IDs) || gen.Stop != gs[0].stop() ||
+		gen.TokensPerSecond <= 0 || gen.RunMS <= 0 || gen.FirstTokenMS <= 0 || gen.DecodeTokensPerSecond <= 0 || gen.Job != "" {
+		t.Errorf("--json: %+v", gen)
+	}
+}
+
+// TestGenerateLocalErrors: what cannot run says why, on stderr, and exits 1.
+func TestGenerateLocalErrors(t *testing.T) {
 	dir := t.TempDir()
 	model := []string{storiesBin, "--tokenizer", tok512}
-	text := generateLocal(t, dir, append(model, "--prompt", "Once upon a time", "--max-tokens", "24")...)
-	if !strings.HasSuffix(text, "\n") || len(strings.TrimSpace(text)) == 0 {
-		t.Fatalf("completion %q: want text and a newline", text)
-	}
-	var g Generation
-	js := generateLocal(t, dir, append(model, "--prompt", "Once upon a time", "--max-tokens", "24", "--json")...)
-	if err := json.Unmarshal([]byte(js), &g); err != nil {
-		t.Fatalf("--json: %v: %s", err, js)
-	}
-	if g.Completion.Completion+"\n" != text || g.CompletionTokens == 0 || g.CompletionTokens > 24 || g.PromptTokens == 0 ||
-		g.Stop == "" || g.TokensPerSecond <= 0 || g.RunMS <= 0 || g.FirstTokenMS <= 0 || g.Job != "" {
-		t.Errorf("--json: %+v; want the same completion %q, counts and timings", g, text)
-	}
-
-	// A batch: one line per request, in input order, the same completion
-	// for the same request.
-	prompts := filepath.Join(dir, "prompts.jsonl")
-	os.WriteFile(prompts, []byte("{\"prompt\":\"Lily\"}\n\n{\"prompt\":\"Once upon a time\",\"max_tokens\":24}\n{\"prompt\":\"Tom\",\"temperature\":0.9,\"seed\":7}\n"), 0o600)
-	lines := strings.Split(strings.TrimSpace(generateLocal(t, dir, append(model, "--prompts", prompts, "--max-tokens", "8")...)), "\n")
-	var cs []models.Completion
-	for _, l := range lines {
-		var c models.Completion
-		if err := json.Unmarshal([]byte(l), &c); err != nil {
-			t.Fatalf("batch line %q: %v", l, err)
-		}
-		cs = append(cs, c)
-	}
-	if len(cs) != 3 || cs[0].ID != 1 || cs[1].ID != 3 || cs[2].ID != 4 || cs[0].CompletionTokens > 8 {
-		t.Fatalf("batch: %+v", cs)
-	}
-	if cs[1].Completion+"\n" != text {
-		t.Errorf("batch request 3: %q; want the single prompt's %q", cs[1].Completion, text)
-	}
-
 	junk := filepath.Join(dir, "junk.bin")
 	os.WriteFile(junk, []byte("not a model at all"), 0o600)
 	bad := filepath.Join(dir, "bad.jsonl")
 	os.WriteFile(bad, []byte("{\"prompt\":\"a\"}\n{\"prompt\":\"b\"\n"), 0o600)
+	long := strings.Repeat("Lily and Tom played. ", 100) // over the context of 512 tokens
+	batch := writePrompts(t, []llama.Request{{Prompt: "Once", MaxTokens: 5}, {Prompt: long, MaxTokens: 5}, {Prompt: "Tom", MaxTokens: 5}})
 	for _, tc := range []struct {
-		name string
-		args []string
-		code int
-		msg  string
+		name   string
+		args   []string
+		msg    string
+		stdout int // lines
 	}{
-		{"unknown name", []string{"nosuchmodel", "--prompt", "x"}, ExitError, "no model of that name"},
-		{"no tokenizer", []string{storiesBin, "--prompt", "x"}, ExitError, "needs its tokenizer"},
-		{"neither format", []string{junk, "--prompt", "x"}, ExitError, "neither a llama2.c checkpoint"},
-		{"bad tokenizer", []string{storiesBin, "--tokenizer", junk, "--prompt", "x"}, ExitError, "tokenizer"},
-		{"bad prompts line", append(model, "--prompts", bad), ExitError, "line 2"},
-		{"runner refuses", append(model, "--prompt", "FAIL please"), ExitError, "the runner: request 0:"},
+		{"unknown name", []string{"nosuchmodel", "--prompt", "x"}, "no model of that name", 0},
+		{"no tokenizer", []string{storiesBin, "--prompt", "x"}, "needs its tokenizer", 0},
+		{"neither format", []string{junk, "--prompt", "x"}, "not a model the runner reads", 0},
+		{"bad tokenizer", []string{storiesBin, "--tokenizer", junk, "--prompt", "x"}, "tokenizer", 0},
+		{"bad prompts line", append(model, "--prompts", bad), "line 2", 0},
+		{"prompt over the context", append(model, "--prompt", long), "the runner: request 0:", 1},
+		{"batch with a refused request", append(model, "--prompts", batch), "1 of 3 requests failed", 3},
+		{"no runner file", append(model, "--prompt", "x", "--runner", junk), "invalid module", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.name == "runner refuses" && len(llama.Runner()) > 0 {
-				t.Skip("the fake runner's refusal")
-			}
-			args := append(append([]string{"generate", "--local", "--datadir", dir, "--cache-dir", sharedCache()}, tc.args...), runnerArgs()...)
-			code, _, stderr := infernet(t, args...)
-			if code != tc.code || !strings.Contains(stderr, tc.msg) {
-				t.Errorf("exit %d, stderr %q; want %d and %q", code, stderr, tc.code, tc.msg)
+			args := append([]string{"generate", "--local", "--datadir", dir, "--cache-dir", sharedCache()}, tc.args...)
+			code, out, stderr := infernet(t, args...)
+			if code == 0 || !strings.Contains(stderr, tc.msg) || strings.Count(out, "\n") != tc.stdout {
+				t.Errorf("exit %d, stdout %q, stderr %q; want an error %q and %d lines", code, out, stderr, tc.msg, tc.stdout)
 			}
 		})
+	}
+	// --runner runs another build of the runner (here the same one).
+	runner := filepath.Join(dir, "runner.wasm")
+	os.WriteFile(runner, llama.Runner(), 0o600)
+	want := generateLocal(t, dir, append(model, "--prompt", "Once", "--max-tokens", "8")...)
+	if got := generateLocal(t, dir, append(model, "--prompt", "Once", "--max-tokens", "8", "--runner", runner)...); got != want {
+		t.Errorf("--runner: %q; want %q", got, want)
 	}
 }

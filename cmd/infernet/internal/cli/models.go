@@ -163,11 +163,7 @@ func checkModelFiles(path, tokenizer string) (modelFiles, error) {
 			return mf, fmt.Errorf("--tokenizer: %w", err)
 		}
 		defer f.Close()
-		st, err := f.Stat()
-		if err != nil {
-			return mf, fmt.Errorf("--tokenizer: %w", err)
-		}
-		if err := models.CheckTokenizer(f, st.Size(), info.Llama2C.Vocab); err != nil {
+		if err := models.CheckTokenizer(f, info.Config.VocabSize); err != nil {
 			return mf, fmt.Errorf("--tokenizer %s: %w", tokenizer, err)
 		}
 	}
