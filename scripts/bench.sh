@@ -21,6 +21,8 @@
 #       coordination overhead per shard, provider utilisation and spread;
 #       a data blob read by every replica: fetches per provider
 #   (k) the dashboard's reads: the newest 50 of 20,000 jobs (time index)
+#   (l) language models: a job start with cached weights; the network's
+#       overhead on a 128-token completion with 2 replicas
 # BENCH_QUICK=1 shortens every part (a smoke test of this script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -127,3 +129,9 @@ go test -run '^$' -bench 'BenchmarkDataBlob' -benchtime "$([ "${BENCH_QUICK:-}" 
 
 hr "(k) the dashboard reads the newest records every second: the newest 50 of 20,000 jobs through the time index (whole bucket decoded and sorted before: 226 ms)"
 go test -run '^$' -bench 'BenchmarkJobsNewest' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && echo 5x || echo 200x)" ./node/store | grep -E '^Benchmark' || true
+
+hr "(l) language models on the network: a job's start with its weights cached (target <= 20 ms), and what the network adds to a 128-token completion with 2 replicas (target <= 30 ms + 10 %)"
+echo "start: from the call that starts a generation job to its first token (prompt BOS alone), less one forward pass (decode-ms); cached: the weights in the model cache from an earlier job, uncached: read by the job itself:"
+go test -run '^$' -bench 'BenchmarkGenerateStart' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && echo 1x || echo 5x)" -timeout 30m ./node | grep -E '^Benchmark' || true
+echo "network: Submit's wall time (2 replicas, 3 in-process nodes sharing this machine's cores, so the replicas run side by side) vs the same job run here; coord-ms: network less its slower replica's run:"
+go test -run '^$' -bench 'BenchmarkGenerateNetwork' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && echo 1x || echo 5x)" -timeout 30m ./node | grep -E '^Benchmark' || true
