@@ -242,4 +242,3 @@ func BenchmarkGenerateNetwork(b *testing.B) {
 
 // msf is d in milliseconds.
 func msf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
