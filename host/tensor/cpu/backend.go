@@ -20,6 +20,7 @@ import (
 
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host/tensor"
+	"github.com/infernet/infernet/host/tensor/transformer"
 )
 
 // Config configures New.
@@ -34,11 +35,17 @@ type Config struct {
 type Backend struct {
 	tensor.HostMemory
 	Elementwise
+	// Host runs the language-model ops (tensor.Transformer) with the
+	// exact kernels, which are memory-bound and vectorized already.
+	transformer.Host
 	k       *kernel
 	threads int
 }
 
-var _ tensor.Backend = (*Backend)(nil)
+var (
+	_ tensor.Backend     = (*Backend)(nil)
+	_ tensor.Transformer = (*Backend)(nil)
+)
 
 // New returns a backend using the fastest micro-kernel the CPU supports.
 func New(cfg Config) *Backend {
@@ -50,7 +57,7 @@ func newWithKernel(cfg Config, k *kernel) *Backend {
 	if t <= 0 {
 		t = runtime.GOMAXPROCS(0)
 	}
-	return &Backend{k: k, threads: t}
+	return &Backend{Host: transformer.NewHost(t), k: k, threads: t}
 }
 
 // Name returns "cpu-" and the kernel: "cpu-avx512", "cpu-avx2" or "cpu-generic".

@@ -19,6 +19,7 @@ import (
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/host/tensor/cpu"
+	"github.com/infernet/infernet/host/tensor/transformer"
 )
 
 // Config configures New.
@@ -41,10 +42,16 @@ type Config struct {
 type Backend struct {
 	tensor.HostMemory
 	cpu.Elementwise
+	// Host runs the language-model ops (tensor.Transformer) with the
+	// exact kernels of package transformer: GEMV needs no BLAS.
+	transformer.Host
 	lib *library
 }
 
-var _ tensor.Backend = (*Backend)(nil)
+var (
+	_ tensor.Backend     = (*Backend)(nil)
+	_ tensor.Transformer = (*Backend)(nil)
+)
 
 // New loads OpenBLAS (once per process and library) and returns a backend on
 // it. The error wraps tensor.ErrUnavailable when the library cannot be
@@ -59,7 +66,7 @@ func New(cfg Config) (*Backend, error) {
 		return nil, err
 	}
 	lib.setThreads(threads)
-	return &Backend{lib: lib}, nil
+	return &Backend{Host: transformer.NewHost(threads), lib: lib}, nil
 }
 
 // Name returns "openblas".

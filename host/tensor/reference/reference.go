@@ -13,8 +13,9 @@
 //     conversion, float32(x*y) or float64(x*y), which the Go spec says must
 //     round and so forbids the compiler from fusing it with an addition.
 //   - Portable transcendentals and canonical NaNs. GELU and softmax use a
-//     pure-Go exp (see exp.go), never math.Exp, which is assembly on some
-//     architectures. Every NaN in an F32 output is abi.CanonicalNaN32.
+//     pure-Go exp (package host/tensor/internal/pmath), never math.Exp,
+//     which is assembly on some architectures. Every NaN in an F32 output
+//     is abi.CanonicalNaN32.
 //
 // # Precision and special values
 //
@@ -47,6 +48,7 @@ import (
 
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host/tensor"
+	"github.com/infernet/infernet/host/tensor/transformer"
 )
 
 // Config configures a Backend.
@@ -66,11 +68,17 @@ type Config struct {
 // results do not depend on aliasing either.
 type Backend struct {
 	tensor.HostMemory // Alloc, Free, Read, Write
+	// Host runs the language-model ops (tensor.Transformer): its kernels
+	// are exact by definition.
+	transformer.Host
 
 	threads int
 }
 
-var _ tensor.Backend = (*Backend)(nil)
+var (
+	_ tensor.Backend     = (*Backend)(nil)
+	_ tensor.Transformer = (*Backend)(nil)
+)
 
 // New returns a reference backend.
 func New(cfg Config) *Backend {
@@ -78,7 +86,7 @@ func New(cfg Config) *Backend {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	return &Backend{threads: threads}
+	return &Backend{Host: transformer.NewHost(threads), threads: threads}
 }
 
 // Name returns "reference".

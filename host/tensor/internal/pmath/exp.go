@@ -1,13 +1,13 @@
-package reference
+package pmath
 
 import "math"
 
-// This file holds the package's only transcendental function: a portable
-// e**x in float64, on which GELU and softmax are built.
+// Exp, below, is a portable e**x in float64, on which the exact kernels'
+// GELU, softmax, SwiGLU and attention are built.
 //
 // math.Exp is not usable here: on amd64, arm64, s390x and loong64 it runs
 // assembly, which need not round like the pure-Go code other architectures
-// run, so results could differ by an ulp between machines. exp below is a port
+// run, so results could differ by an ulp between machines. Exp is a port
 // of Go's pure-Go math.exp (itself from FreeBSD's e_exp.c) and math.ldexp.
 //
 // No fused multiply-add. The Go spec lets a compiler fuse x*y + z into one
@@ -19,12 +19,12 @@ import "math"
 // today's compilers would not fuse, because fusion may happen across
 // statements and across inlined calls.
 
-// exp returns e**x, within 1 ulp of the true value, with the same bits on
+// Exp returns e**x, within 1 ulp of the true value, with the same bits on
 // every architecture.
 //
 // Special cases: exp(+Inf) = +Inf, exp(-Inf) = 0, exp(NaN) = NaN; results
 // overflow to +Inf above 709.78… and underflow to 0 below -745.13….
-func exp(x float64) float64 {
+func Exp(x float64) float64 {
 	const (
 		ln2Hi = 6.93147180369123816490e-01
 		ln2Lo = 1.90821492927058770002e-10

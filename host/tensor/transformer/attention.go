@@ -1,0 +1,86 @@
+package transformer
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/tensor"
+	"github.com/infernet/infernet/host/tensor/internal/par"
+	"github.com/infernet/infernet/host/tensor/internal/pmath"
+)
+
+// Attention computes causal grouped-query attention of the p.Rows query
+// rows of q ([Rows, Heads·HeadDim]) over the caches k and v ([S,
+// KVHeads·HeadDim], S ≥ Pos+Rows) into out ([Rows, Heads·HeadDim]). Row r
+// is at position P = p.Pos + r and attends to cache rows 0…P; head h reads
+// kv head h/(Heads/KVHeads). For each row and head, in float32:
+//
+//	scale  = 1/√HeadDim                    (√ correctly rounded, then the division)
+//	s[t]   = dot(q, k[t])·scale            (the exact-mode dot product, then one rounding)
+//	m      = max s[t]                      (NaNs skipped)
+//	e[t]   = float32(exp(s[t] - m))        (the difference rounded, pmath.Exp in float64)
+//	sum    = Σ e[t]                        (ascending t, from +0)
+//	out[i] = Σ (e[t]/sum)·v[t][i]          (ascending t, from +0, each product rounded)
+//
+// NaNs canonical (a NaN score makes the head's output NaN). Threads split
+// the (row, head) pairs. out must not overlap q, k or v.
+func Attention(ctx context.Context, threads int, p tensor.AttentionParams, q, k, v, out []float32) error {
+	hd, H, Hkv := p.HeadDim, p.Heads, p.KVHeads
+	if p.Rows < 0 || p.Pos < 0 || hd <= 0 || H <= 0 || Hkv <= 0 || H%Hkv != 0 {
+		return fmt.Errorf("transformer: attention of %d rows at %d: %d heads, %d kv heads of %d", p.Rows, p.Pos, H, Hkv, hd)
+	}
+	qc, kc := H*hd, Hkv*hd
+	if len(q) != p.Rows*qc || len(out) != len(q) || len(k) != len(v) || len(k)%kc != 0 || len(k)/kc < p.Pos+p.Rows {
+		return fmt.Errorf("transformer: attention of %d rows at %d (%d heads, %d kv heads of %d): q %d, k %d, v %d, out %d elements",
+			p.Rows, p.Pos, H, Hkv, hd, len(q), len(k), len(v), len(out))
+	}
+	scale := 1 / float32(math.Sqrt(float64(hd)))
+	group := H / Hkv
+	cost := (p.Pos + p.Rows) * hd * 2
+	// The scores are a GEMV of the head's q over the rows of its kv head,
+	// kc values apart in k: the matmul kernels, on a padded q.
+	gemv, kb, hp := kernels.gemv[abi.F32], F32Weights(k).bytes(), padLen(hd)
+	return par.ForBlocks(ctx, threads, p.Rows*H, max(1, blockWork/cost), func(lo, hi int) error {
+		att := make([]float32, p.Pos+p.Rows)
+		qp := make([]float32, hp)
+		for item := lo; item < hi; item++ {
+			r, h := item/H, item%H
+			n := p.Pos + r + 1 // cache rows attended to
+			copy(qp, q[r*qc+h*hd:r*qc+(h+1)*hd])
+			kvOff := (h / group) * hd
+			gemv(att[:n], qp, kb[4*kvOff:], hd, 4*kc)
+			m := float32(math.Inf(-1))
+			for t, d := range att[:n] {
+				s := d * scale
+				att[t] = s
+				if s > m {
+					m = s
+				}
+			}
+			softmax(att[:n], m)
+			o := out[r*qc+h*hd : r*qc+(h+1)*hd]
+			clear(o)
+			for t, a := range att[:n] {
+				kernels.axpy(o, v[t*kc+kvOff:t*kc+kvOff+hd], a)
+			}
+			canonicalize(o)
+		}
+		return nil
+	})
+}
+
+// softmax replaces s by softmax(s) given its largest element m, in float32:
+// e = float32(exp(s - m)), summed in ascending order from +0, then e/sum.
+func softmax(s []float32, m float32) {
+	var sum float32
+	for i, x := range s {
+		e := float32(pmath.Exp(float64(x - m)))
+		s[i] = e
+		sum += e
+	}
+	for i := range s {
+		s[i] /= sum
+	}
+}

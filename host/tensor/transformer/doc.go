@@ -1,0 +1,35 @@
+// Package transformer holds the kernels of ABI v3's language-model
+// operations (package abi, "Language-model operations"): matmul against
+// weights in F32, F16, BF16 or Q8_0, embed, rmsnorm, rope, swiglu,
+// copy_rows, attention, argmax and sample, as functions on slices, and Host,
+// which runs them on *tensor.HostBuffer for the CPU backends.
+//
+// The kernels are exact by definition: abi's exact-mode rules fix every
+// rounding, so they give the same bits on every machine and for every
+// thread count, and one implementation serves both modes. The rules:
+//
+//   - A dot product of length k (matmul, rmsnorm's Σx², attention's q·k)
+//     sums in abi.DotLanes (16) lanes: lane l adds, from +0 and in
+//     ascending order, the products of indices l, l+16, l+32, …, each
+//     product rounded to float32 on its own (never fused into an FMA);
+//     then lane i += lane i+8, i+4, i+2, i+1 in turn, and lane 0 is the
+//     result. Weights are dequantized to float32 before the product (q8_0:
+//     float32(d)·float32(q), rounded).
+//   - Every other sum (softmax denominators, attention's weighted sum of v
+//     rows, the sampler's cumulative mass) runs in ascending order in
+//     float32.
+//   - Transcendentals come from package pmath (portable exp, log, sin,
+//     cos), never from package math's assembly or fusable code.
+//   - Every NaN an op writes is abi.CanonicalNaN32.
+//
+// Why lanes: a 16-lane sum is what a SIMD unit computes naturally (one zmm
+// register, or two ymm), so the amd64 assembly (AVX-512 or AVX2, chosen at
+// start-up) runs at memory bandwidth and still gives the pure-Go bits.
+// Decoding a token is a matrix-vector product over all the weights, so its
+// speed is the speed at which the weights stream from memory.
+//
+// Rows of a matmul or attention are independent: each output element is
+// computed by the same routine whatever the number of rows in the call or
+// of threads, so a prompt processed in one call (prefill) gives the bits of
+// one call per token (decode).
+package transformer

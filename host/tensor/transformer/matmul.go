@@ -1,0 +1,91 @@
+package transformer
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/tensor/internal/par"
+)
+
+// Work sizes that bound how long a block runs between two context checks.
+const (
+	// blockBytes is the weight bytes of one block of matmul rows: they stay
+	// in L2 while every row of x passes over them, and a block at memory
+	// bandwidth takes a few µs, so threads share the rows evenly.
+	blockBytes = 32 << 10
+	// blockWork is the multiply-adds of a block (or of the x rows between
+	// two context checks): well under a millisecond.
+	blockWork = 1 << 20
+)
+
+// MatMul computes out = x·wᵀ, a Linear layer: for each of the t rows of x
+// ([t, k]) and each of the n rows of w ([n, k]),
+//
+//	out[r·n + j] = dot(x row r, w row j)
+//
+// the exact-mode dot product (see the package documentation), NaNs
+// canonical. Threads split the rows of w into blocks, and every x row
+// passes over a block while it is in cache; each element is computed by the
+// same routine whatever t and threads are. out must not overlap x.
+//
+// For w of type Q8_0, k is a multiple of abi.Q8Block. The context is
+// checked between blocks of about a millisecond.
+func MatMul(ctx context.Context, threads, t, n, k int, x []float32, w Weights, out []float32) error {
+	return matMul(ctx, kernels, threads, t, n, k, x, w, out)
+}
+
+// matMul is MatMul with the kernels ks.
+func matMul(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float32, w Weights, out []float32) error {
+	if t < 0 || len(x) != t*k || len(out) != t*n {
+		return fmt.Errorf("transformer: matmul of %d rows: x of %d and out of %d elements for %d×%d weights", t, len(x), len(out), n, k)
+	}
+	if err := w.check(n, k); err != nil {
+		return fmt.Errorf("transformer: matmul: %w", err)
+	}
+	if err := ctx.Err(); err != nil || t == 0 || n == 0 {
+		return err
+	}
+	if k == 0 { // empty sums
+		clear(out)
+		return nil
+	}
+	// The kernels read x in whole vectors: pad its rows with zeros.
+	kp, xp := padLen(k), x
+	if kp != k {
+		xp = make([]float32, t*kp)
+		for r := range t {
+			copy(xp[r*kp:], x[r*k:(r+1)*k])
+		}
+	}
+	gemv, wb, rb := ks.gemv[w.Type], w.bytes(), rowBytes(w.Type, k)
+	block := max(4, min(blockBytes/rb, blockWork/(t*k))&^3)
+	rowsPerCheck := max(1, blockWork/(block*k))
+	return par.ForBlocks(ctx, threads, n, block, func(lo, hi int) error {
+		for r := range t {
+			if r > 0 && r%rowsPerCheck == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			o := out[r*n+lo : r*n+hi]
+			gemv(o, xp[r*kp:(r+1)*kp], wb[lo*rb:hi*rb], k, rb)
+			canonicalize(o)
+		}
+		return nil
+	})
+}
+
+// canonicalNaN is the float32 with the bits abi.CanonicalNaN32.
+var canonicalNaN = math.Float32frombits(abi.CanonicalNaN32)
+
+// canonicalize replaces every NaN in s with canonicalNaN: whether a result
+// is NaN is fixed by IEEE-754, but its payload and sign are not.
+func canonicalize(s []float32) {
+	for i, v := range s {
+		if v != v {
+			s[i] = canonicalNaN
+		}
+	}
+}

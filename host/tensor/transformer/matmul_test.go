@@ -1,0 +1,251 @@
+package transformer
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/infernet/infernet/abi"
+)
+
+var weightTypes = []abi.DType{abi.F32, abi.F16, abi.BF16, abi.Q8_0}
+
+// dims are the k of the kernel tests: odd tails, one vector, the sizes of
+// small Llamas (stories260K has hidden 172, stories15M dim 288).
+var dims = []int{1, 8, 15, 17, 48, 64, 172, 288, 768, 2048}
+
+// fitsType reports whether rows of k elements can be of type dt.
+func fitsType(dt abi.DType, k int) bool { return dt != abi.Q8_0 || k%abi.Q8Block == 0 }
+
+// TestF16Decode checks every binary16 value against its definition.
+func TestF16Decode(t *testing.T) {
+	for h := range 1 << 16 {
+		got, want := f16(uint16(h)), refF16(uint16(h))
+		if math.IsNaN(want) {
+			if got == got {
+				t.Fatalf("f16(%#04x) = %v, want NaN", h, got)
+			}
+			continue
+		}
+		if float64(got) != want || math.Signbit(float64(got)) != math.Signbit(want) {
+			t.Fatalf("f16(%#04x) = %v, want %v", h, got, want)
+		}
+	}
+}
+
+// TestDecode checks decode, from any offset, against the straightforward
+// decoders of every weight type.
+func TestDecode(t *testing.T) {
+	r := &rng{s: 7}
+	const n, k = 3, 96
+	for _, dt := range weightTypes {
+		w := r.weights(dt, n, k, false)
+		want := deq(w, n, k)
+		raw := w.bytes()
+		for row := range n {
+			for _, off := range []int{0, 5, 16, 31, 32, 70} {
+				got := make([]float32, k-off)
+				decode(dt, raw[row*rowBytes(dt, k):], off, got)
+				for i, g := range got {
+					if float64(g) != want[row*k+off+i] {
+						t.Fatalf("%v row %d [%d] = %v, want %v", dt, row, off+i, g, want[row*k+off+i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDotDefinition checks dot against the exact-mode definition written
+// out: element i goes to lane i mod 16, then the pairwise lane sum.
+func TestDotDefinition(t *testing.T) {
+	r := &rng{s: 1}
+	for _, k := range append(dims, 0, 31, 33) {
+		x, w := r.f32s(k), r.f32s(k)
+		var acc [16]float32
+		for i := range k {
+			acc[i%16] = acc[i%16] + float32(x[i]*w[i])
+		}
+		for _, s := range []int{8, 4, 2, 1} {
+			for i := range s {
+				acc[i] = acc[i] + acc[i+s]
+			}
+		}
+		sameBits(t, fmt.Sprintf("k=%d", k), []float32{dot(x, w)}, acc[:1])
+	}
+	// A sum of -0 products is +0: lanes start at +0.
+	neg := []float32{float32(math.Copysign(0, -1)), 1}
+	sameBits(t, "-0", []float32{dot(neg[:1], neg[1:])}, []float32{0})
+}
+
+// TestKernelsMatchGo runs every kernel set of this machine on every weight
+// type and dimension, specials included, against the portable kernels.
+func TestKernelsMatchGo(t *testing.T) {
+	ctx := context.Background()
+	for _, ks := range allKernels() {
+		for _, dt := range weightTypes {
+			for _, k := range dims {
+				if !fitsType(dt, k) {
+					continue
+				}
+				for _, specials := range []bool{false, true} {
+					name := fmt.Sprintf("%s/%v/k=%d/specials=%v", ks.name, dt, k, specials)
+					r := &rng{s: uint64(k)*31 + uint64(dt)}
+					const tRows, n = 3, 13 // n: blocks of 4 rows and a remainder
+					x := r.f32s(tRows * k)
+					if specials {
+						x[0], x[len(x)-1] = float32(math.Inf(1)), float32(math.Copysign(0, -1))
+					}
+					w := r.weights(dt, n, k, specials)
+					got, want := make([]float32, tRows*n), make([]float32, tRows*n)
+					if err := matMul(ctx, ks, 1, tRows, n, k, x, w, got); err != nil {
+						t.Fatal(err)
+					}
+					if err := matMul(ctx, goKernels, 1, tRows, n, k, x, w, want); err != nil {
+						t.Fatal(err)
+					}
+					sameBits(t, name, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestKernelsStride checks the kernels on rows further apart than their
+// size (attention's rows of one kv head) against the portable kernels.
+func TestKernelsStride(t *testing.T) {
+	for _, ks := range allKernels() {
+		for _, dt := range weightTypes {
+			for _, k := range dims {
+				if !fitsType(dt, k) {
+					continue
+				}
+				r := &rng{s: uint64(k)}
+				const n, gap = 11, 3 // rows, and rows skipped between them
+				w := r.weights(dt, n*gap, k, true)
+				rb := rowBytes(dt, k)
+				x := make([]float32, padLen(k))
+				copy(x, r.f32s(k))
+				got, want := make([]float32, n), make([]float32, n)
+				wb := w.bytes()[rb:] // from row 1: rows 1, 4, 7, …
+				ks.gemv[dt](got, x, wb, k, gap*rb)
+				goKernels.gemv[dt](want, x, wb, k, gap*rb)
+				canonicalize(got)
+				canonicalize(want)
+				sameBits(t, fmt.Sprintf("%s/%v/k=%d", ks.name, dt, k), got, want)
+			}
+		}
+	}
+}
+
+// TestAxpy checks every kernel set's axpy against the portable one.
+func TestAxpy(t *testing.T) {
+	r := &rng{s: 9}
+	for _, ks := range allKernels() {
+		for _, n := range []int{0, 1, 7, 8, 9, 64, 100} {
+			v := r.f32s(n)
+			if n > 2 {
+				v[1], v[2] = float32(math.Inf(1)), float32(math.Copysign(0, -1))
+			}
+			o := r.f32s(n)
+			got, want := append([]float32(nil), o...), append([]float32(nil), o...)
+			ks.axpy(got, v, 0.37)
+			axpyGo(want, v, 0.37)
+			sameBits(t, fmt.Sprintf("%s/n=%d", ks.name, n), got, want)
+		}
+	}
+}
+
+// TestMatMulInvariance checks that t rows in one call equal t calls of one
+// row, on any number of threads, bit for bit.
+func TestMatMulInvariance(t *testing.T) {
+	ctx := context.Background()
+	r := &rng{s: 3}
+	const rows, n, k = 5, 301, 288
+	for _, dt := range weightTypes {
+		x, w := r.f32s(rows*k), r.weights(dt, n, k, false)
+		want := make([]float32, rows*n)
+		for i := range rows {
+			if err := MatMul(ctx, 1, 1, n, k, x[i*k:(i+1)*k], w, want[i*n:(i+1)*n]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, threads := range []int{1, 2, 3, 8} {
+			got := make([]float32, rows*n)
+			if err := MatMul(ctx, threads, rows, n, k, x, w, got); err != nil {
+				t.Fatal(err)
+			}
+			sameBits(t, fmt.Sprintf("%v threads=%d", dt, threads), got, want)
+		}
+	}
+}
+
+// TestMatMulFloat64 compares MatMul with a float64 textbook product.
+func TestMatMulFloat64(t *testing.T) {
+	ctx := context.Background()
+	r := &rng{s: 5}
+	for _, dt := range weightTypes {
+		for _, c := range []struct{ t, n, k int }{{1, 7, 64}, {4, 33, 768}, {2, 5, 2048}} {
+			x, w := r.f32s(c.t*c.k), r.weights(dt, c.n, c.k, false)
+			wf := deq(w, c.n, c.k)
+			got := make([]float32, c.t*c.n)
+			if err := MatMul(ctx, 2, c.t, c.n, c.k, x, w, got); err != nil {
+				t.Fatal(err)
+			}
+			want := make([]float64, c.t*c.n)
+			for i := range c.t {
+				for j := range c.n {
+					for l := range c.k {
+						want[i*c.n+j] += float64(x[i*c.k+l]) * wf[j*c.k+l]
+					}
+				}
+			}
+			near(t, fmt.Sprintf("%v %+v", dt, c), got, want, 1e-5*math.Sqrt(float64(c.k)))
+		}
+	}
+}
+
+// TestMatMulErrors checks that mis-sized buffers are refused, never read
+// past.
+func TestMatMulErrors(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name    string
+		t, n, k int
+		x, out  int
+		w       Weights
+	}{
+		{"short x", 1, 2, 4, 3, 2, F32Weights(make([]float32, 8))},
+		{"short out", 1, 2, 4, 4, 1, F32Weights(make([]float32, 8))},
+		{"short w", 1, 2, 4, 4, 2, F32Weights(make([]float32, 7))},
+		{"q8 k", 1, 1, 16, 16, 1, Weights{Type: abi.Q8_0, Raw: make([]byte, 17)}},
+		{"f16 bytes", 1, 1, 4, 4, 1, Weights{Type: abi.F16, Raw: make([]byte, 7)}},
+		{"i8", 1, 1, 4, 4, 1, Weights{Type: abi.I8, Raw: make([]byte, 4)}},
+	} {
+		if err := MatMul(ctx, 1, c.t, c.n, c.k, make([]float32, c.x), c.w, make([]float32, c.out)); err == nil {
+			t.Errorf("%s: no error", c.name)
+		}
+	}
+}
+
+// TestMatMulCanceled checks that a canceled context stops MatMul.
+func TestMatMulCanceled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := MatMul(ctx, 2, 1, 4, 4, make([]float32, 4), F32Weights(make([]float32, 16)), make([]float32, 4))
+	if err != context.Canceled {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestQ8Block checks one hand-made block: d = 0.5, q = -128, 0, 1, 127.
+func TestQ8Block(t *testing.T) {
+	raw := make([]byte, 34)
+	binary.LittleEndian.PutUint16(raw, 0x3800) // 0.5
+	raw[2], raw[3], raw[4], raw[5] = 0x80, 0, 1, 127
+	got := make([]float32, 4)
+	decode(abi.Q8_0, raw, 0, got)
+	sameBits(t, "q8_0", got, []float32{-64, 0, 0.5, 63.5})
+}

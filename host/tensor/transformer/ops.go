@@ -1,0 +1,190 @@
+package transformer
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/tensor"
+	"github.com/infernet/infernet/host/tensor/internal/par"
+	"github.com/infernet/infernet/host/tensor/internal/pmath"
+)
+
+// elemBlock is the number of elements an elementwise op handles between
+// two context checks: well under a millisecond of exp.
+const elemBlock = 1 << 13
+
+// Embed writes row ids[i] of table ([rows, cols]), dequantized to float32
+// (exactly for F16 and BF16; float32(d)·float32(q) for Q8_0), to out[i·cols:
+// (i+1)·cols], NaNs canonical. Every id must be in [0, rows).
+func Embed(ctx context.Context, rows, cols int, table Weights, ids []int32, out []float32) error {
+	if err := table.check(rows, cols); err != nil {
+		return fmt.Errorf("transformer: embed: %w", err)
+	}
+	if len(out) != len(ids)*cols {
+		return fmt.Errorf("transformer: embed of %d rows of %d into %d elements", len(ids), cols, len(out))
+	}
+	raw, rb := table.bytes(), rowBytes(table.Type, cols)
+	perCheck := max(1, elemBlock*16/max(cols, 1)) // rows: a copy is cheap
+	for i, id := range ids {
+		if id < 0 || int(id) >= rows {
+			return fmt.Errorf("transformer: embed: id %d is %d, not in [0, %d)", i, id, rows)
+		}
+		if i%perCheck == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		o := out[i*cols : (i+1)*cols]
+		decode(table.Type, raw[int(id)*rb:(int(id)+1)*rb], 0, o)
+		canonicalize(o)
+	}
+	return ctx.Err()
+}
+
+// RMSNorm normalizes each of rows rows of x ([rows, cols]) by its root mean
+// square and scales it by g (cols weights, dequantized), as llama2.c's
+// rmsnorm, in float32 with each operation rounded:
+//
+//	ss = dot(x, x)/cols + eps      (the exact-mode dot product)
+//	s  = 1/√ss                     (√ correctly rounded)
+//	out[i] = g[i]·(s·x[i])
+//
+// NaNs canonical. out may be x.
+func RMSNorm(ctx context.Context, threads, rows, cols int, eps float32, x []float32, g Weights, out []float32) error {
+	if rows < 0 || len(x) != rows*cols || len(out) != len(x) {
+		return fmt.Errorf("transformer: rmsnorm of %d×%d: x of %d and out of %d elements", rows, cols, len(x), len(out))
+	}
+	if err := g.check(1, cols); err != nil {
+		return fmt.Errorf("transformer: rmsnorm: g: %w", err)
+	}
+	gf := g.F32
+	if g.Type != abi.F32 {
+		gf = make([]float32, cols)
+		decode(g.Type, g.Raw, 0, gf)
+	}
+	n := float32(cols)
+	return par.ForBlocks(ctx, threads, rows, max(1, elemBlock*4/max(cols, 1)), func(lo, hi int) error {
+		for r := lo; r < hi; r++ {
+			xr, o := x[r*cols:(r+1)*cols], out[r*cols:(r+1)*cols]
+			ss := dot(xr, xr)/n + eps
+			s := 1 / float32(math.Sqrt(float64(ss))) // float32 √ via float64: correctly rounded
+			for i, v := range xr {
+				o[i] = float32(gf[i] * float32(s*v))
+			}
+			canonicalize(o)
+		}
+		return nil
+	})
+}
+
+// RoPE rotates x ([p.Rows, p.Cols], in place) by the rotary position
+// embedding: row r is at position p.Pos + r, and each head of p.HeadDim
+// values holds p.HeadDim/2 pairs, (2i, 2i+1) for abi.RoPEInterleaved or
+// (i, i + p.HeadDim/2) for abi.RoPEHalves. Pair i turns by the angle
+// (Pos + r)·θ^(-2i/HeadDim), computed as llama2.c does:
+//
+//	freq  = float32(θ^(-2i/HeadDim))        in float64: exp(-(2i/HeadDim)·log θ)
+//	angle = float32(Pos + r) · freq         in float32
+//	c, s  = float32(cos(angle)), float32(sin(angle))   in float64
+//	(v0, v1) ← (v0·c - v1·s, v0·s + v1·c)   in float32, each product rounded
+//
+// with pmath's portable exp, log, cos and sin. NaNs canonical.
+func RoPE(ctx context.Context, threads int, p tensor.RoPEParams, x []float32) error {
+	hd := p.HeadDim
+	if p.Rows < 0 || hd <= 0 || hd%2 != 0 || p.Cols%hd != 0 || len(x) != p.Rows*p.Cols || p.Pos < 0 {
+		return fmt.Errorf("transformer: rope of %d×%d in heads of %d at %d: %d elements", p.Rows, p.Cols, hd, p.Pos, len(x))
+	}
+	var stride, step int // pair i of a head: (i·stride, i·stride + step)
+	switch p.Style {
+	case abi.RoPEInterleaved:
+		stride, step = 2, 1
+	case abi.RoPEHalves:
+		stride, step = 1, hd/2
+	default:
+		return fmt.Errorf("transformer: rope style %d", p.Style)
+	}
+	half := hd / 2
+	freq := make([]float32, half)
+	logTheta := pmath.Log(float64(p.Theta))
+	for i := range freq {
+		e := float64(2*i) / float64(hd)
+		freq[i] = float32(pmath.Exp(-float64(e * logTheta)))
+	}
+	return par.ForBlocks(ctx, threads, p.Rows, max(1, elemBlock/max(p.Cols, 1)), func(lo, hi int) error {
+		cs := make([]float32, 2*half)
+		for r := lo; r < hi; r++ {
+			pos := float32(p.Pos + r)
+			for i, f := range freq {
+				a := float64(pos * f)
+				cs[2*i], cs[2*i+1] = float32(pmath.Cos(a)), float32(pmath.Sin(a))
+			}
+			row := x[r*p.Cols : (r+1)*p.Cols]
+			for h := 0; h < p.Cols; h += hd {
+				head := row[h : h+hd]
+				for i := range half {
+					c, s := cs[2*i], cs[2*i+1]
+					j := i * stride
+					v0, v1 := head[j], head[j+step]
+					head[j] = float32(v0*c) - float32(v1*s)
+					head[j+step] = float32(v0*s) + float32(v1*c)
+				}
+			}
+			canonicalize(row)
+		}
+		return nil
+	})
+}
+
+// SwiGLU computes out[i] = silu(a[i])·b[i], with silu(v) = v·σ(v) as in
+// llama2.c:
+//
+//	σ = float32(1/(1 + exp(-v)))   in float64 with pmath.Exp, rounded once
+//	out[i] = (a[i]·σ)·b[i]         in float32, each product rounded
+//
+// NaNs canonical. out may be a or b.
+func SwiGLU(ctx context.Context, threads int, a, b, out []float32) error {
+	if len(b) != len(a) || len(out) != len(a) {
+		return fmt.Errorf("transformer: swiglu of %d and %d elements into %d", len(a), len(b), len(out))
+	}
+	return par.ForBlocks(ctx, threads, len(a), elemBlock, func(lo, hi int) error {
+		for i := lo; i < hi; i++ {
+			v := a[i]
+			sig := float32(1 / (1 + pmath.Exp(-float64(v))))
+			out[i] = float32(float32(v*sig) * b[i])
+		}
+		canonicalize(out[lo:hi])
+		return nil
+	})
+}
+
+// CopyRows copies src, whole rows of cols elements, into dst from row row
+// on (the KV cache's append). The rows must fit dst; src may overlap dst.
+func CopyRows(ctx context.Context, row, cols int, src, dst []float32) error {
+	if row < 0 || cols <= 0 || len(src)%cols != 0 || len(dst)%cols != 0 || row*cols+len(src) > len(dst) {
+		return fmt.Errorf("transformer: copy_rows of %d elements to row %d of %d×%d", len(src), row, len(dst)/max(cols, 1), cols)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	copy(dst[row*cols:], src)
+	return nil
+}
+
+// Argmax returns the index of the largest element of x: the first on ties
+// (-0 ties +0), never a NaN; -1 if every element is NaN or x is empty.
+func Argmax(ctx context.Context, x []float32) (int, error) {
+	best := -1
+	for i, v := range x {
+		if i%(elemBlock*16) == 0 {
+			if err := ctx.Err(); err != nil {
+				return -1, err
+			}
+		}
+		if v == v && (best < 0 || v > x[best]) {
+			best = i
+		}
+	}
+	return best, nil
+}
