@@ -47,6 +47,7 @@ import (
 	"github.com/infernet/infernet/host/internal/datafs"
 	"github.com/infernet/infernet/host/internal/linmem"
 	"github.com/infernet/infernet/host/internal/meter"
+	"github.com/infernet/infernet/host/internal/modelcache"
 	"github.com/infernet/infernet/host/internal/tensorhost"
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/host/tensor/reference"
@@ -82,7 +83,16 @@ type Config struct {
 	// ErrNoProvingKeys. Each proof-mode run asks once per template of the
 	// job, before the guest starts.
 	ProvingKeys gemmproof.Keys
+	// ModelCache is the bytes of data tensors (ABI v3 tensor_from_data:
+	// model weights) kept in memory across jobs, least recently used out;
+	// default (0) DefaultModelCache. Cached tensors are the provider's
+	// memory, outside every job's memory limit. Negative: no cache, each
+	// job reads its own, counted in its memory limit.
+	ModelCache int64
 }
+
+// DefaultModelCache is the default Config.ModelCache: 2 GiB.
+const DefaultModelCache = modelcache.DefaultBudget
 
 // Job is one run: a module and its input.
 type Job struct {
@@ -106,6 +116,12 @@ type Job struct {
 	// weights, identical for every replica, with fixed metadata (mode
 	// 0444, modified at the epoch). Nil: no file system at all.
 	Data map[string]string
+	// DataDigests are the SHA-256 of Data's files by name, when the caller
+	// knows them (blobs are verified on arrival); they name the files'
+	// tensors in the model cache. A file without one is hashed when the job
+	// first makes a tensor of it, once for as long as its size and
+	// modification time stay the same.
+	DataDigests map[string]Digest
 }
 
 // Result is what a job produced. Run returns a Result also with an error,
@@ -141,6 +157,12 @@ type Result struct {
 	// not part of Duration and not bounded by the job's timeout (the proof
 	// cap bounds it). Proving stops between proofs when ctx is done.
 	Proving time.Duration
+	// DataBytes is the size of the data tensors the job made (ABI v3
+	// tensor_from_data), DataLoaded the part of it read from disk for this
+	// job (the rest came from the model cache), and DataTime the time spent
+	// making them, in Duration.
+	DataBytes, DataLoaded int64
+	DataTime              time.Duration
 }
 
 // Sandbox compiles and runs jobs. It is safe for concurrent use; each run
@@ -157,6 +179,9 @@ type Sandbox struct {
 	lru     *list.List // of *compiled, most recent first
 
 	closing sync.WaitGroup // evicted modules being closed; Close waits
+
+	models  *modelcache.Cache // nil: none (Config.ModelCache < 0)
+	digests modelcache.Digests
 }
 
 type moduleKey struct {
@@ -208,6 +233,9 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 		log:     cfg.Logger,
 		modules: map[moduleKey]*list.Element{},
 		lru:     list.New(),
+	}
+	if cfg.ModelCache >= 0 {
+		s.models = modelcache.New(cfg.ModelCache)
 	}
 	if err := s.instantiateHostModules(ctx); err != nil {
 		s.rt.Close(ctx)
@@ -416,6 +444,24 @@ func signature(f api.FunctionDefinition) string {
 	return fmt.Sprintf("(%s)->(%s)", names(f.ParamTypes()), names(f.ResultTypes()))
 }
 
+// ModelCacheStats are the counters of a sandbox's model cache.
+type ModelCacheStats struct {
+	Hits      uint64 // data tensors served from memory (or from another job's read)
+	Misses    uint64 // data tensors read from disk
+	Evictions uint64 // tensors evicted to make room
+	Bytes     int64  // bytes held now
+	Entries   int    // tensors held now
+	Budget    int64  // Config.ModelCache
+}
+
+// ModelCacheStats returns the model cache's counters (zero without one).
+func (s *Sandbox) ModelCacheStats() ModelCacheStats {
+	if s.models == nil {
+		return ModelCacheStats{}
+	}
+	return ModelCacheStats(s.models.Stats())
+}
+
 // ProvingKeys returns Config.ProvingKeys: nil when the sandbox refuses
 // proof-mode jobs. A node that is handed a sandbox asks it, so that it bids
 // on proof-mode jobs only when the sandbox can prove them.
@@ -540,6 +586,8 @@ func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, job Job, cf
 		Abort:  func(_ context.Context, cause error) { st.stopIfDone(); st.abort(cause) },
 		Charge: st.charge,
 		Proofs: proofs,
+		Data:   s.dataFiles(job),
+		Cache:  s.models,
 	})
 	if err != nil {
 		return nil, nil, err
@@ -595,12 +643,32 @@ func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, job Job, cf
 		Flops:     session.Stats.Flops,
 		// Read before the session closes: Close gives the bytes back.
 		TensorBytes: session.Stats.PeakBytes,
+		DataBytes:   session.Stats.DataBytes,
+		DataLoaded:  session.Stats.DataLoaded,
+		DataTime:    session.Stats.DataTime,
+	}
+	if res.DataBytes > 0 {
+		s.log.Debug("data tensors", "bytes", res.DataBytes, "loaded", res.DataLoaded, "took", res.DataTime)
 	}
 	res.Fuel = st.fuelUsed()
 	if mem := mod.Memory(); mem != nil {
 		res.MemoryBytes = uint64(mem.Size())
 	}
 	return res, session, s.classify(err, st, res, cfg)
+}
+
+// dataFiles returns the job's data files for tensor_from_data, each named
+// by its digest: the one the caller gave, else the file's, hashed once.
+func (s *Sandbox) dataFiles(job Job) map[string]tensorhost.DataFile {
+	files := make(map[string]tensorhost.DataFile, len(job.Data))
+	for name, path := range job.Data {
+		digest := func() ([32]byte, error) { return s.digests.Of(path) }
+		if d, ok := job.DataDigests[name]; ok {
+			digest = func() ([32]byte, error) { return d, nil }
+		}
+		files[name] = tensorhost.DataFile{Path: path, Digest: digest}
+	}
+	return files
 }
 
 // classify turns the error of _start into the job's outcome.

@@ -1,5 +1,5 @@
 /*
- * infernet.h - C SDK for infernet jobs: ABI v1 of the "infernet" host module.
+ * infernet.h - C SDK for infernet jobs: ABI v3 of the "infernet" host module.
  *
  * The contract is written down in abi/abi.go of github.com/infernet/infernet,
  * which is the single source of truth; every name, number and signature below
@@ -19,6 +19,13 @@
  * Tensors live on the host (RAM or GPU) and are named by handles, positive
  * int32_t values valid only in the job that created them. Shapes have 1 to
  * INFERNET_MAX_DIMS dimensions; data is row-major, little-endian, dense.
+ *
+ * ABI v3 adds data tensors: read-only tensors over regions of the job's data
+ * files (model weights, never copied into guest memory), the weight types
+ * f16, bf16 and q8_0, and the ops of a Llama-family forward pass. An f32
+ * argument of those ops (eps, theta, temperature, ...) is passed as its bit
+ * pattern in an int32_t: see infernet_f32_bits. Check
+ * infernet_abi_version() >= 3 before using them.
  */
 #ifndef INFERNET_H
 #define INFERNET_H
@@ -35,7 +42,7 @@ extern "C" {
 #endif
 
 /* ABI version answered by infernet_abi_version() (abi.Version). */
-#define INFERNET_ABI_VERSION 2
+#define INFERNET_ABI_VERSION 3
 
 /* Largest number of dimensions of a tensor (abi.MaxDims). */
 #define INFERNET_MAX_DIMS 8
@@ -47,6 +54,17 @@ extern "C" {
 #define INFERNET_F32 1 /* IEEE-754 binary32 */
 #define INFERNET_I8 2  /* signed 8-bit integer; GEMM inputs only */
 #define INFERNET_I32 3 /* signed 32-bit integer; result of i8 GEMM */
+/* ABI v3 weight types: data tensors only (infernet_tensor_from_data). */
+#define INFERNET_F16 4  /* IEEE-754 binary16 */
+#define INFERNET_BF16 5 /* bfloat16: the high 16 bits of a binary32 */
+/* GGUF's q8_0: blocks of INFERNET_Q8_BLOCK values, each an f16 scale d and
+ * INFERNET_Q8_BLOCK int8 q (34 bytes); a value is d*q. */
+#define INFERNET_Q8_0 6
+#define INFERNET_Q8_BLOCK 32
+
+/* ABI v3 RoPE styles: which values of a head form the rotated pairs. */
+#define INFERNET_ROPE_INTERLEAVED 0 /* (2i, 2i+1): llama2.c, GGUF llama */
+#define INFERNET_ROPE_HALVES 1      /* (i, i + head_dim/2): Hugging Face, GPT-NeoX */
 
 /* Binary operations, elementwise (abi.OpAdd...): f32; add also takes i32. */
 #define INFERNET_OP_ADD 1
@@ -89,6 +107,8 @@ extern "C" {
 #define INFERNET_ETOOMANY (-7) /* the job's handle table is full */
 #define INFERNET_EBACKEND (-8) /* the kernel failed (e.g. GPU error); the job may retry */
 #define INFERNET_ENOPROOF (-9) /* proof mode: this integer GEMM cannot be proven */
+#define INFERNET_ENOENT (-10)  /* v3: the job has no data file of this name */
+#define INFERNET_EROFS (-11)   /* v3: the tensor is read-only (a data tensor) */
 
 /* Declares a function imported from the "infernet" host module. */
 #define INFERNET_IMPORT(name) \
@@ -96,7 +116,7 @@ extern "C" {
 
 /* ---- Job information ---------------------------------------------------- */
 
-/* Returns the ABI version, 1. */
+/* Returns the ABI version, 3 (v1 and v2 jobs run unchanged). */
 INFERNET_IMPORT(abi_version) int32_t infernet_abi_version(void);
 
 /* Returns INFERNET_MODE_EXACT or INFERNET_MODE_TOLERANCE. */
@@ -238,7 +258,87 @@ INFERNET_IMPORT(reduce_f32)
 int32_t infernet_reduce_f32(int32_t op, int32_t rows, int32_t cols,
                             const float *a, float *out);
 
+/* ---- Language-model operations (ABI v3) ------------------------------------ */
+
+/* Makes a read-only tensor of ndim dimensions dims of dtype (f32, f16, bf16 or
+ * q8_0; a q8_0 tensor's last dim is a multiple of INFERNET_Q8_BLOCK) over the
+ * bytes from offset off_hi<<32 | off_lo (unsigned) of the job's data file
+ * name[0..name_len); returns its handle. ENOENT: no such file; EINVAL: the
+ * region passes the file's end; ENOMEM: it does not fit the provider's model
+ * cache. Writing a data tensor (tensor_write, gemm's c, rope, copy_rows' dst)
+ * is EROFS; reshaping it is allowed; reading it gives its stored bytes. */
+INFERNET_IMPORT(tensor_from_data)
+int32_t infernet_tensor_from_data(const char *name, int32_t name_len, int32_t off_lo,
+                                  int32_t off_hi, int32_t dtype, int32_t ndim,
+                                  const int32_t *dims);
+
+/* out[..., n] = x[..., k] . w^T into a new f32 tensor: x f32, w [n, k] of f32,
+ * f16, bf16 or q8_0 (a Linear layer's weight). */
+INFERNET_IMPORT(matmul) int32_t infernet_matmul(int32_t x, int32_t w);
+
+/* Rows ids[0..n) (each in [0, rows)) of table [rows, cols], of any weight
+ * type, into a new f32 tensor [n, cols]. */
+INFERNET_IMPORT(embed)
+int32_t infernet_embed(int32_t table, const int32_t *ids, int32_t n);
+
+/* g * x / sqrt(mean(x^2) + eps) along the last axis of f32 x into a new tensor;
+ * g has as many elements as that axis; eps_bits is an f32 bit pattern. */
+INFERNET_IMPORT(rmsnorm) int32_t infernet_rmsnorm(int32_t x, int32_t g, int32_t eps_bits);
+
+/* Rotary position embedding of f32 x [t, d] (or [d]) in place: row r is at
+ * position pos + r, d a multiple of head_dim (even), pairs chosen by style
+ * (INFERNET_ROPE_*), theta_bits the f32 base; returns 0. */
+INFERNET_IMPORT(rope)
+int32_t infernet_rope(int32_t x, int32_t pos, int32_t head_dim, int32_t theta_bits,
+                      int32_t style);
+
+/* silu(a) * b elementwise into a new tensor; a and b f32 of one shape. */
+INFERNET_IMPORT(swiglu) int32_t infernet_swiglu(int32_t a, int32_t b);
+
+/* Copies f32 src [r, C] (or [C], one row) into rows row..row+r of f32 dst
+ * [R, C] (a KV cache's append); returns 0. */
+INFERNET_IMPORT(copy_rows)
+int32_t infernet_copy_rows(int32_t dst, int32_t row, int32_t src);
+
+/* Causal attention of q f32 [t, H*hd] (or [H*hd]) over the KV cache k, v f32
+ * [S, Hkv*hd] with rows 0..pos+t-1 filled; H = n_heads, Hkv divides H
+ * (grouped-query); row r of q is at position pos + r. Returns a new tensor
+ * shaped like q. */
+INFERNET_IMPORT(attention)
+int32_t infernet_attention(int32_t q, int32_t k, int32_t v, int32_t pos, int32_t n_heads);
+
+/* Returns the index of the largest element of f32 x (the first on ties; -1
+ * if every element is NaN). */
+INFERNET_IMPORT(argmax) int32_t infernet_argmax(int32_t x);
+
+/* Returns a token drawn from logits x: softmax(x / temperature), limited to
+ * the top_p nucleus when 0 < top_p < 1, at the point coin in [0, 1) of the
+ * cumulative mass. All three are f32 bit patterns; draw coin from a seeded
+ * generator so that the tokens are a function of the job. */
+INFERNET_IMPORT(sample)
+int32_t infernet_sample(int32_t x, int32_t temperature_bits, int32_t top_p_bits,
+                        int32_t coin_bits);
+
 /* ---- Helpers --------------------------------------------------------------- */
+
+/* Returns the bit pattern of an f32, for the ABI v3 ops' f32 arguments. */
+static inline int32_t infernet_f32_bits(float v) {
+	union {
+		float f;
+		int32_t i;
+	} u = {v};
+	return u.i;
+}
+
+/* tensor_from_data with a NUL-terminated name and a 64-bit offset. */
+static inline int32_t infernet_from_data(const char *name, uint64_t offset, int32_t dtype,
+                                         int32_t ndim, const int32_t *dims) {
+	int32_t n = 0;
+	while (name[n] != 0 && n < INT32_MAX)
+		n++;
+	return infernet_tensor_from_data(name, n, (int32_t)(uint32_t)offset,
+	                                 (int32_t)(uint32_t)(offset >> 32), dtype, ndim, dims);
+}
 
 /* Returns the size in bytes of one element of dtype, or 0 if unknown. */
 static inline int32_t infernet_dtype_size(int32_t dtype) {
@@ -248,8 +348,22 @@ static inline int32_t infernet_dtype_size(int32_t dtype) {
 		return 4;
 	case INFERNET_I8:
 		return 1;
+	case INFERNET_F16:
+	case INFERNET_BF16:
+		return 2;
 	}
-	return 0;
+	return 0; /* also q8_0, whose values come in blocks: see infernet_dtype_bytes */
+}
+
+/* Returns the storage size of n values of dtype, or -1 if dtype is unknown or
+ * n is negative or, for q8_0, not a whole number of blocks (abi.DType.Bytes). */
+static inline int64_t infernet_dtype_bytes(int32_t dtype, int64_t n) {
+	if (n < 0)
+		return -1;
+	if (dtype == INFERNET_Q8_0)
+		return n % INFERNET_Q8_BLOCK ? -1 : n / INFERNET_Q8_BLOCK * (2 + INFERNET_Q8_BLOCK);
+	int32_t s = infernet_dtype_size(dtype);
+	return s ? n * s : -1;
 }
 
 /* Returns the name and meaning of a result code, like abi.Errno.Error. */
@@ -265,6 +379,8 @@ static inline const char *infernet_strerror(int32_t code) {
 	case INFERNET_ETOOMANY: return "ETOOMANY: too many tensors";
 	case INFERNET_EBACKEND: return "EBACKEND: kernel failure";
 	case INFERNET_ENOPROOF: return "ENOPROOF: op cannot be proven";
+	case INFERNET_ENOENT: return "ENOENT: no such data file";
+	case INFERNET_EROFS: return "EROFS: read-only tensor";
 	}
 	return code >= 0 ? "ok" : "errno(?)";
 }

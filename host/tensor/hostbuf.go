@@ -78,13 +78,15 @@ func (HostMemory) Alloc(dt abi.DType, n int) (Buffer, error) { return NewHostBuf
 // Free implements Backend.Free; Go's collector reclaims host buffers.
 func (HostMemory) Free(Buffer) {}
 
-// Write implements Backend.Write.
+// Write implements Backend.Write. A Raw buffer takes its stored bytes.
 func (HostMemory) Write(buf Buffer, src []byte) error {
 	b := buf.(*HostBuffer)
-	if len(src) != b.Len()*b.DType().Size() {
+	if int64(len(src)) != b.DType().Bytes(b.Len()) {
 		return fmt.Errorf("tensor: write of %d bytes into %d elements of %v", len(src), b.Len(), b.DType())
 	}
 	switch {
+	case b.Raw != nil:
+		copy(b.Raw, src)
 	case b.I8 != nil:
 		for i := range b.I8 {
 			b.I8[i] = int8(src[i])
@@ -101,13 +103,15 @@ func (HostMemory) Write(buf Buffer, src []byte) error {
 	return nil
 }
 
-// Read implements Backend.Read.
+// Read implements Backend.Read. A Raw buffer gives its stored bytes.
 func (HostMemory) Read(buf Buffer, dst []byte) error {
 	b := buf.(*HostBuffer)
-	if len(dst) != b.Len()*b.DType().Size() {
+	if int64(len(dst)) != b.DType().Bytes(b.Len()) {
 		return fmt.Errorf("tensor: read of %d elements of %v into %d bytes", b.Len(), b.DType(), len(dst))
 	}
 	switch {
+	case b.Raw != nil:
+		copy(dst, b.Raw)
 	case b.I8 != nil:
 		for i, v := range b.I8 {
 			dst[i] = byte(v)

@@ -69,6 +69,16 @@ var functions = []struct {
 	{Signature{abi.FuncGemmBatchedF32, 8}, gemmBatchedPtr},
 	{Signature{abi.FuncTransposeF32, 4}, transposePtr},
 	{Signature{abi.FuncGatherF32, 6}, gatherPtr},
+	{Signature{abi.FuncTensorFromData, 7}, tensorFromData},
+	{Signature{abi.FuncMatMul, 2}, matMul},
+	{Signature{abi.FuncEmbed, 3}, embed},
+	{Signature{abi.FuncRMSNorm, 3}, rmsNorm},
+	{Signature{abi.FuncRoPE, 5}, rope},
+	{Signature{abi.FuncSwiGLU, 2}, swiGLU},
+	{Signature{abi.FuncCopyRows, 3}, copyRows},
+	{Signature{abi.FuncAttention, 5}, attention},
+	{Signature{abi.FuncArgmax, 1}, argmax},
+	{Signature{abi.FuncSample, 4}, sample},
 }
 
 // Functions lists the module's functions, for import allow-lists.
@@ -163,13 +173,18 @@ func tensorNew(_ context.Context, s *Session, mem api.Memory, p []int32) int32 {
 	return h
 }
 
-// tensorIO checks tensor_read/tensor_write arguments and returns the guest bytes.
-func tensorIO(s *Session, mem api.Memory, p []int32) (*entry, []byte, abi.Errno) {
+// tensorIO checks tensor_read/tensor_write arguments and returns the guest
+// bytes: the tensor's stored size (dtype.Bytes), and a data tensor is
+// read-only.
+func tensorIO(s *Session, mem api.Memory, p []int32, write bool) (*entry, []byte, abi.Errno) {
 	e, errno := s.get(p[0])
 	if errno != abi.OK {
 		return nil, nil, errno
 	}
-	size := int64(e.elems()) * int64(e.dt.Size())
+	if write && e.readOnly {
+		return nil, nil, abi.EROFS
+	}
+	size := e.dt.Bytes(e.elems())
 	if int64(p[2]) != size {
 		return nil, nil, abi.EINVAL
 	}
@@ -183,14 +198,17 @@ func tensorIO(s *Session, mem api.Memory, p []int32) (*entry, []byte, abi.Errno)
 // tensorCopy returns tensor_write (write) or tensor_read.
 func tensorCopy(write bool) fn {
 	return func(_ context.Context, s *Session, mem api.Memory, p []int32) int32 {
-		e, b, errno := tensorIO(s, mem, p)
+		e, b, errno := tensorIO(s, mem, p, write)
 		if errno != abi.OK {
 			return int32(errno)
 		}
 		s.charge(e.elems(), 0)
 		move := s.backend.Read
-		if write {
+		switch {
+		case write:
 			move = s.backend.Write
+		case e.readOnly:
+			move = tensor.HostMemory{}.Read // data tensors are host buffers
 		}
 		if move(e.buf, b) != nil {
 			return int32(abi.EBACKEND)
@@ -226,6 +244,9 @@ func tensorShape(_ context.Context, s *Session, mem api.Memory, p []int32) int32
 	return int32(len(e.shape))
 }
 
+// tensorReshape changes a handle's shape, not its bytes, so data tensors
+// may be reshaped too (the model cache keeps the shape they were made
+// with); a Q8_0 tensor's rows stay whole blocks.
 func tensorReshape(_ context.Context, s *Session, mem api.Memory, p []int32) int32 {
 	e, errno := s.get(p[0])
 	if errno != abi.OK {
@@ -235,7 +256,7 @@ func tensorReshape(_ context.Context, s *Session, mem api.Memory, p []int32) int
 	if errno != abi.OK {
 		return int32(errno)
 	}
-	if product(dims) != e.elems() {
+	if product(dims) != e.elems() || !wholeBlocks(e.dt, dims) {
 		return int32(abi.ESHAPE)
 	}
 	e.shape = dims
@@ -304,6 +325,8 @@ func gemm(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 		}
 	} else if c, errno = s.get(h); errno != abi.OK {
 		return int32(errno)
+	} else if c.readOnly {
+		return int32(abi.EROFS)
 	} else if c.dt != outType {
 		return int32(abi.EDTYPE)
 	} else if len(c.shape) != 2 || c.shape[0] != gp.M || c.shape[1] != gp.N {
@@ -388,20 +411,21 @@ func binaryOp(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 	if !isSuffix(a.shape, b.shape) {
 		return int32(abi.ESHAPE)
 	}
-	return s.newResult(ctx, a.dt, a.shape, a.elems(), func(be tensor.Backend, t []tensor.Buffer) error {
+	return s.newResult(ctx, a.dt, a.shape, a.elems(), 0, func(be tensor.Backend, t []tensor.Buffer) error {
 		return be.Binary(ctx, op, t[0], t[1], t[2])
 	}, a.buf, b.buf)
 }
 
-// newResult allocates a result tensor of shape, runs op on ins plus the result
-// buffer, and returns the result's handle (freed again on failure).
-func (s *Session) newResult(ctx context.Context, dt abi.DType, shape []int, work int,
+// newResult allocates a result tensor of shape, charges work and flops, runs
+// op on ins plus the result buffer, and returns the result's handle (freed
+// again on failure).
+func (s *Session) newResult(ctx context.Context, dt abi.DType, shape []int, work int, flops float64,
 	op func(tensor.Backend, []tensor.Buffer) error, ins ...tensor.Buffer) int32 {
 	h, out, errno := s.alloc(dt, append([]int(nil), shape...))
 	if errno != abi.OK {
 		return int32(errno)
 	}
-	s.charge(work, 0)
+	s.charge(work, flops)
 	if errno := s.run(ctx, op, append(ins, out.buf)...); errno != abi.OK {
 		s.release(h)
 		return int32(errno)
@@ -421,7 +445,7 @@ func unaryOp(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 	if a.dt != abi.F32 {
 		return int32(abi.EDTYPE)
 	}
-	return s.newResult(ctx, abi.F32, a.shape, a.elems(), func(be tensor.Backend, t []tensor.Buffer) error {
+	return s.newResult(ctx, abi.F32, a.shape, a.elems(), 0, func(be tensor.Backend, t []tensor.Buffer) error {
 		return be.Unary(ctx, op, t[0], t[1])
 	}, a.buf)
 }
@@ -441,7 +465,7 @@ func softmax(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 		return int32(abi.EDTYPE)
 	}
 	rows, cols := rowsCols(a.shape)
-	return s.newResult(ctx, abi.F32, a.shape, 4*a.elems(), func(be tensor.Backend, t []tensor.Buffer) error {
+	return s.newResult(ctx, abi.F32, a.shape, 4*a.elems(), 0, func(be tensor.Backend, t []tensor.Buffer) error {
 		return be.Softmax(ctx, rows, cols, t[0], t[1])
 	}, a.buf)
 }
@@ -465,7 +489,7 @@ func layerNorm(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 	if g.elems() != cols || b.elems() != cols {
 		return int32(abi.ESHAPE)
 	}
-	return s.newResult(ctx, abi.F32, a.shape, 8*a.elems(), func(be tensor.Backend, t []tensor.Buffer) error {
+	return s.newResult(ctx, abi.F32, a.shape, 8*a.elems(), 0, func(be tensor.Backend, t []tensor.Buffer) error {
 		return be.LayerNorm(ctx, rows, cols, t[0], t[1], t[2], t[3])
 	}, a.buf, g.buf, b.buf)
 }
@@ -483,7 +507,7 @@ func softmaxCausal(ctx context.Context, s *Session, _ api.Memory, p []int32) int
 		return int32(abi.ESHAPE)
 	}
 	rows, cols := rowsCols(a.shape)
-	return s.newResult(ctx, abi.F32, a.shape, 4*a.elems(), func(be tensor.Backend, t []tensor.Buffer) error {
+	return s.newResult(ctx, abi.F32, a.shape, 4*a.elems(), 0, func(be tensor.Backend, t []tensor.Buffer) error {
 		return be.SoftmaxCausal(ctx, rows, cols, t[0], t[1])
 	}, a.buf)
 }
@@ -509,7 +533,7 @@ func reduce(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 	if len(shape) == 0 {
 		shape = []int{1}
 	}
-	return s.newResult(ctx, abi.F32, shape, a.elems(), func(be tensor.Backend, t []tensor.Buffer) error {
+	return s.newResult(ctx, abi.F32, shape, a.elems(), 0, func(be tensor.Backend, t []tensor.Buffer) error {
 		return be.Reduce(ctx, op, rows, cols, t[0], t[1])
 	}, a.buf)
 }

@@ -1,6 +1,12 @@
-// Package tensorhost implements the "infernet" host module (ABI v1, see
+// Package tensorhost implements the "infernet" host module (ABI v3, see
 // package abi): a per-job table of tensor handles and the host functions that
 // validate guest arguments and run operations on a tensor.Backend.
+//
+// Data tensors (tensor_from_data) are read-only host buffers, shared through
+// a model cache across jobs when the session has one. Whatever the session's
+// backend, they live in host memory: an op that reads one runs on the
+// session backend only if its buffers are host memory too, else on the
+// reference backend with the job's own tensors copied there and back.
 //
 // The module is instantiated once per wazero runtime; per-job state (the
 // Session) travels in the context.Context of each guest call, so many jobs can
@@ -12,8 +18,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/internal/modelcache"
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/proofs/gemmproof"
 )
@@ -54,6 +63,23 @@ type Config struct {
 	// every i8 GEMM is recorded as a gemmproof.Op, to be proven after the
 	// job. Nil: off.
 	Proofs *ProofConfig
+	// Data are the job's data files by name (the files under /data), for
+	// tensor_from_data; a name not here is abi.ENOENT.
+	Data map[string]DataFile
+	// Cache, if set, keeps data tensors across jobs, keyed by the file's
+	// digest, outside the job's memory limit. Nil: each job reads its own,
+	// counted in its memory like any tensor.
+	Cache *modelcache.Cache
+}
+
+// DataFile is one of the job's data files.
+type DataFile struct {
+	// Path is the file on the host.
+	Path string
+	// Digest returns the file's SHA-256, which names its tensors in the
+	// Cache. The session calls it at most once, when the job first makes a
+	// tensor of the file, and only with a Cache.
+	Digest func() ([32]byte, error)
 }
 
 // Budget is a byte budget shared with other users of the job's memory
@@ -98,6 +124,8 @@ type Session struct {
 
 	ops []gemmproof.Op // recorded in proof mode, in call order
 
+	files map[string]openFile // data files resolved by tensor_from_data
+
 	// Stats are the session's counters; read them after the job.
 	Stats Stats
 }
@@ -111,14 +139,27 @@ type Stats struct {
 	Fuel uint64
 	// PeakBytes is the most tensor memory live at once.
 	PeakBytes int64
-	// Fallbacks counts ops the backend did not support and Reference ran.
+	// Fallbacks counts ops the backend did not support, or could not run on
+	// data tensors in host memory, and Reference ran.
 	Fallbacks uint64
+	// DataBytes is the size of the data tensors the job made; DataLoaded
+	// is the part of it read from disk for this job, the rest came from the
+	// model cache.
+	DataBytes, DataLoaded int64
+	// DataTime is the time spent making data tensors: hashing files,
+	// reading them, or waiting for another job's read.
+	DataTime time.Duration
 }
 
 type entry struct {
 	dt    abi.DType
 	shape []int
 	buf   tensor.Buffer
+	size  int64 // bytes counted in the job's limits: 0 for a cached data tensor
+	// readOnly marks a data tensor: its buf is a *tensor.HostBuffer whatever
+	// the backend, and unpin (if set) gives it back to the model cache.
+	readOnly bool
+	unpin    func()
 }
 
 func (e *entry) elems() int { return product(e.shape) }
@@ -204,18 +245,16 @@ func int8s(b []byte) []int8 {
 // Backend returns the backend this session's ops run on.
 func (s *Session) Backend() tensor.Backend { return s.backend }
 
-// Close frees every live tensor. The session must not be used afterwards.
+// Close frees every live tensor and unpins its data tensors. The session
+// must not be used afterwards.
 func (s *Session) Close() {
 	for i, e := range s.handles {
 		if e != nil {
-			s.backend.Free(e.buf)
+			s.drop(e)
 			s.handles[i] = nil
 		}
 	}
-	if s.cfg.Budget != nil {
-		s.cfg.Budget.Release(s.bytes)
-	}
-	s.free, s.live, s.bytes = nil, 0, 0
+	s.free, s.live = nil, 0
 }
 
 // alloc creates a tensor and returns its handle or an errno.
@@ -224,21 +263,45 @@ func (s *Session) alloc(dt abi.DType, shape []int) (int32, *entry, abi.Errno) {
 		return 0, nil, abi.ETOOMANY
 	}
 	n := product(shape)
-	size := int64(n) * int64(dt.Size())
-	if n < 0 || s.bytes+size > s.cfg.MaxBytes {
+	if n < 0 {
 		return 0, nil, abi.ENOMEM
 	}
-	if s.cfg.Budget != nil && !s.cfg.Budget.Reserve(size) {
-		return 0, nil, abi.ENOMEM // the guest's memory holds the rest of the job's limit
+	size := dt.Bytes(n)
+	if errno := s.reserve(size); errno != abi.OK {
+		return 0, nil, errno
 	}
 	buf, err := s.backend.Alloc(dt, n)
 	if err != nil {
-		if s.cfg.Budget != nil {
-			s.cfg.Budget.Release(size)
-		}
+		s.unreserve(size)
 		return 0, nil, abi.EBACKEND
 	}
-	e := &entry{dt: dt, shape: shape, buf: buf}
+	e := &entry{dt: dt, shape: shape, buf: buf, size: size}
+	return s.insert(e), e, abi.OK
+}
+
+// reserve counts size bytes of tensors against the job's limits.
+func (s *Session) reserve(size int64) abi.Errno {
+	if s.bytes+size > s.cfg.MaxBytes {
+		return abi.ENOMEM
+	}
+	if s.cfg.Budget != nil && !s.cfg.Budget.Reserve(size) {
+		return abi.ENOMEM // the guest's memory holds the rest of the job's limit
+	}
+	s.bytes += size
+	s.Stats.PeakBytes = max(s.Stats.PeakBytes, s.bytes)
+	return abi.OK
+}
+
+// unreserve gives back bytes taken by reserve.
+func (s *Session) unreserve(size int64) {
+	s.bytes -= size
+	if s.cfg.Budget != nil {
+		s.cfg.Budget.Release(size)
+	}
+}
+
+// insert gives e a handle; the caller checked MaxHandles.
+func (s *Session) insert(e *entry) int32 {
 	var h int32
 	if k := len(s.free); k > 0 {
 		h, s.free = s.free[k-1], s.free[:k-1]
@@ -248,9 +311,18 @@ func (s *Session) alloc(dt abi.DType, shape []int) (int32, *entry, abi.Errno) {
 		h = int32(len(s.handles))
 	}
 	s.live++
-	s.bytes += size
-	s.Stats.PeakBytes = max(s.Stats.PeakBytes, s.bytes)
-	return h, e, abi.OK
+	return h
+}
+
+// drop releases a tensor's storage and the bytes it counted.
+func (s *Session) drop(e *entry) {
+	switch {
+	case !e.readOnly:
+		s.backend.Free(e.buf)
+	case e.unpin != nil:
+		e.unpin()
+	}
+	s.unreserve(e.size)
 }
 
 func (s *Session) get(h int32) (*entry, abi.Errno) {
@@ -265,15 +337,10 @@ func (s *Session) release(h int32) abi.Errno {
 	if errno != abi.OK {
 		return errno
 	}
-	s.backend.Free(e.buf)
 	s.handles[h-1] = nil
 	s.free = append(s.free, h)
 	s.live--
-	size := int64(e.elems()) * int64(e.dt.Size())
-	s.bytes -= size
-	if s.cfg.Budget != nil {
-		s.cfg.Budget.Release(size)
-	}
+	s.drop(e)
 	return abi.OK
 }
 
@@ -289,10 +356,15 @@ func (s *Session) charge(elements int, flops float64) {
 }
 
 // run executes op on the session backend, falling back to the reference
-// backend (through host copies) when the backend does not support it. Errors
-// that are the context's end stop the job; others become EBACKEND.
+// backend (through host copies) when the backend does not support it, or
+// when a buffer is a data tensor in host memory that the backend cannot
+// read. Errors that are the context's end stop the job; others become
+// EBACKEND.
 func (s *Session) run(ctx context.Context, op func(tensor.Backend, []tensor.Buffer) error, bufs ...tensor.Buffer) abi.Errno {
-	err := op(s.backend, bufs)
+	err := tensor.ErrUnsupported
+	if s.hostBuffers || !slices.ContainsFunc(bufs, isData) {
+		err = op(s.backend, bufs)
+	}
 	if errors.Is(err, tensor.ErrUnsupported) && s.backend != s.cfg.Reference {
 		s.Stats.Fallbacks++
 		err = s.onReference(ctx, op, bufs)
@@ -306,9 +378,17 @@ func (s *Session) run(ctx context.Context, op func(tensor.Backend, []tensor.Buff
 	return abi.EBACKEND
 }
 
+// isData reports whether b, a buffer of a session whose backend's buffers
+// are not host memory, is a data tensor: those alone are host buffers there.
+func isData(b tensor.Buffer) bool {
+	_, ok := b.(*tensor.HostBuffer)
+	return ok
+}
+
 // onReference runs op on the reference backend with copies of bufs and
 // copies every buffer back: correct for any backend, used only for the rare
-// unsupported op.
+// unsupported op and for ops on data tensors, which the reference reads
+// where they are.
 func (s *Session) onReference(ctx context.Context, op func(tensor.Backend, []tensor.Buffer) error, bufs []tensor.Buffer) error {
 	ref := s.cfg.Reference
 	if s.hostBuffers {
@@ -317,11 +397,15 @@ func (s *Session) onReference(ctx context.Context, op func(tensor.Backend, []ten
 	copies := make([]tensor.Buffer, len(bufs))
 	scratch := make([][]byte, len(bufs))
 	for i, b := range bufs {
+		if isData(b) {
+			copies[i] = b
+			continue
+		}
 		c, err := ref.Alloc(b.DType(), b.Len())
 		if err != nil {
 			return err
 		}
-		scratch[i] = make([]byte, b.Len()*b.DType().Size())
+		scratch[i] = make([]byte, b.DType().Bytes(b.Len()))
 		if err := s.backend.Read(b, scratch[i]); err != nil {
 			return err
 		}
@@ -334,6 +418,9 @@ func (s *Session) onReference(ctx context.Context, op func(tensor.Backend, []ten
 		return err
 	}
 	for i, b := range bufs {
+		if isData(b) {
+			continue // read-only
+		}
 		if err := ref.Read(copies[i], scratch[i]); err != nil {
 			return err
 		}

@@ -1,0 +1,118 @@
+package modelcache
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/tensor"
+)
+
+// Read reads n elements of dt stored at offset of the file at path: F32 into
+// a []float32, the weight types (F16, BF16, Q8_0) as their stored bytes
+// (HostBuffer.Raw). A region that passes the file's end is an error wrapping
+// io.ErrUnexpectedEOF.
+func Read(path string, offset int64, dt abi.DType, n int) (*tensor.HostBuffer, error) {
+	size := dt.Bytes(n)
+	if size < 0 || offset < 0 || (dt != abi.F32 && !dt.Weight()) {
+		return nil, fmt.Errorf("modelcache: %d elements of %v at offset %d", n, dt, offset)
+	}
+	var buf *tensor.HostBuffer
+	var raw []byte
+	if dt == abi.F32 {
+		f32 := make([]float32, n)
+		buf = &tensor.HostBuffer{F32: f32}
+		// Providers are little-endian hosts (as tensorhost's hostView
+		// assumes): the stored bytes are the floats, read in place.
+		raw = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(f32))), size)
+	} else {
+		raw = make([]byte, size)
+		buf = &tensor.HostBuffer{Raw: raw, RawType: dt, RawLen: n}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if _, err := f.ReadAt(raw, offset); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("modelcache: reading %d bytes at %d of %s: %w", size, offset, path, err)
+	}
+	return buf, nil
+}
+
+// Digests computes the SHA-256 of host files, each once: a file's digest is
+// remembered by its path, size and modification time, so a file replaced
+// in place is hashed again. Concurrent requests for one file wait for one
+// hash. It is safe for concurrent use; the zero value is ready.
+type Digests struct {
+	mu   sync.Mutex
+	memo map[fileID]*digest
+}
+
+type fileID struct {
+	path  string
+	size  int64
+	mtime time.Time
+}
+
+// digest is one file's hash; ready closes once sum or err is set.
+type digest struct {
+	ready chan struct{}
+	sum   [32]byte
+	err   error
+}
+
+// maxDigests bounds the memo: a provider serves few blobs, and forgetting
+// all of them now and then costs one hash each.
+const maxDigests = 4096
+
+// Of returns the SHA-256 of the file at path.
+func (d *Digests) Of(path string) ([32]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	id := fileID{path, st.Size(), st.ModTime()}
+	d.mu.Lock()
+	if g, ok := d.memo[id]; ok {
+		d.mu.Unlock()
+		<-g.ready
+		return g.sum, g.err
+	}
+	if d.memo == nil || len(d.memo) >= maxDigests {
+		d.memo = map[fileID]*digest{}
+	}
+	g := &digest{ready: make(chan struct{})}
+	d.memo[id] = g
+	d.mu.Unlock()
+
+	g.sum, g.err = hashFile(path)
+	if g.err != nil {
+		d.mu.Lock()
+		delete(d.memo, id) // let the next request try again
+		d.mu.Unlock()
+	}
+	close(g.ready)
+	return g.sum, g.err
+}
+
+func hashFile(path string) ([32]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return [32]byte{}, fmt.Errorf("modelcache: hashing %s: %w", path, err)
+	}
+	return [32]byte(h.Sum(nil)), nil
+}

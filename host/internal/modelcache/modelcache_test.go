@@ -1,0 +1,278 @@
+package modelcache
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/tensor"
+)
+
+var bg = context.Background()
+
+// key is the key of an f32 tensor of n elements at offset i.
+func key(i int) Key { return NewKey([32]byte{1}, int64(i), abi.F32, []int{4}) }
+
+// loader returns a load function that makes an f32 buffer of size bytes
+// and counts its calls.
+func loader(size int64, calls *atomic.Int32) func() (*tensor.HostBuffer, error) {
+	return func() (*tensor.HostBuffer, error) {
+		calls.Add(1)
+		return &tensor.HostBuffer{F32: make([]float32, size/4)}, nil
+	}
+}
+
+// TestCache: hits, misses, LRU eviction within the budget, pinned entries
+// kept, a tensor too large refused without evicting anything.
+func TestCache(t *testing.T) {
+	type step struct {
+		key     int
+		size    int64
+		release bool // release the ref at once
+		loaded  bool
+		err     error
+	}
+	tests := []struct {
+		name  string
+		steps []step
+		want  Stats // Budget is filled in
+	}{
+		{"hit", []step{{0, 16, true, true, nil}, {0, 16, true, false, nil}},
+			Stats{Hits: 1, Misses: 1, Bytes: 16, Entries: 1}},
+		{"keys differ by offset", []step{{0, 16, true, true, nil}, {1, 16, true, true, nil}},
+			Stats{Misses: 2, Bytes: 32, Entries: 2}},
+		// 0, 1, 2 fill the budget; 0 is used again, so 1 is the least
+		// recently used when 3 needs room.
+		{"lru", []step{{0, 16, true, true, nil}, {1, 16, true, true, nil}, {2, 16, true, true, nil},
+			{0, 16, true, false, nil}, {3, 16, true, true, nil}, {0, 16, true, false, nil}, {1, 16, true, true, nil}},
+			Stats{Hits: 2, Misses: 5, Evictions: 2, Bytes: 48, Entries: 3}},
+		// 0 and 1 stay pinned: 2 evicts nothing it cannot and does not fit.
+		{"pinned", []step{{0, 16, false, true, nil}, {1, 16, false, true, nil}, {2, 32, true, false, ErrTooLarge},
+			{3, 16, true, true, nil}, {4, 16, true, true, nil}, {0, 16, true, false, nil}},
+			Stats{Hits: 1, Misses: 5, Evictions: 1, Bytes: 48, Entries: 3}},
+		{"too large", []step{{0, 16, true, true, nil}, {1, 64, true, false, ErrTooLarge}, {0, 16, true, false, nil}},
+			Stats{Hits: 1, Misses: 2, Bytes: 16, Entries: 1}},
+		{"one entry takes all", []step{{0, 16, true, true, nil}, {1, 48, true, true, nil}},
+			Stats{Misses: 2, Evictions: 1, Bytes: 48, Entries: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := New(48)
+			var calls atomic.Int32
+			refused := 0
+			for i, s := range tt.steps {
+				ref, loaded, err := c.Get(bg, key(s.key), s.size, loader(s.size, &calls))
+				if !errors.Is(err, s.err) || loaded != s.loaded {
+					t.Fatalf("step %d: loaded %v, err %v; want %v, %v", i, loaded, err, s.loaded, s.err)
+				}
+				if err == nil && ref.Buffer().Len() != int(s.size/4) {
+					t.Fatalf("step %d: buffer of %d elements", i, ref.Buffer().Len())
+				}
+				if err == nil && s.release {
+					ref.Release()
+				}
+				if err != nil {
+					refused++
+				}
+			}
+			tt.want.Budget = 48
+			if got := c.Stats(); got != tt.want {
+				t.Errorf("stats %+v, want %+v", got, tt.want)
+			}
+			if int(calls.Load()) != int(tt.want.Misses)-refused {
+				t.Errorf("%d loads for %d misses", calls.Load(), tt.want.Misses)
+			}
+		})
+	}
+}
+
+// TestCacheSingleflight: concurrent requests for one key wait for one load
+// and share its buffer.
+func TestCacheSingleflight(t *testing.T) {
+	c := New(1 << 20)
+	release := make(chan struct{})
+	var calls atomic.Int32
+	load := func() (*tensor.HostBuffer, error) {
+		calls.Add(1)
+		<-release
+		return &tensor.HostBuffer{F32: make([]float32, 4)}, nil
+	}
+	const n = 8
+	bufs := make([]*tensor.HostBuffer, n)
+	var loads atomic.Int32
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			ref, loaded, err := c.Get(bg, key(0), 16, load)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if loaded {
+				loads.Add(1)
+			}
+			bufs[i] = ref.Buffer()
+		})
+	}
+	for c.Stats().Hits+c.Stats().Misses < n {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	if calls.Load() != 1 || loads.Load() != 1 {
+		t.Fatalf("%d loads, %d callers told they loaded; want 1", calls.Load(), loads.Load())
+	}
+	for _, b := range bufs[1:] {
+		if b != bufs[0] {
+			t.Fatal("callers got different buffers")
+		}
+	}
+	if s := c.Stats(); s.Hits != n-1 || s.Misses != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestCacheLoadError: a failed load reaches its waiters, is not cached and
+// frees its bytes; the next request loads again. A waiter whose context
+// ends stops waiting.
+func TestCacheLoadError(t *testing.T) {
+	c := New(64)
+	boom := errors.New("disk on fire")
+	release := make(chan struct{})
+	failing := func() (*tensor.HostBuffer, error) { <-release; return nil, boom }
+	done := make(chan error)
+	go func() { _, _, err := c.Get(bg, key(0), 16, failing); done <- err }()
+	for c.Stats().Misses == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithCancel(bg)
+	cancel()
+	if _, _, err := c.Get(ctx, key(0), 16, failing); !errors.Is(err, context.Canceled) {
+		t.Fatalf("waiter with a done context: %v", err)
+	}
+	waiter := make(chan error)
+	go func() { _, _, err := c.Get(bg, key(0), 16, failing); waiter <- err }()
+	for c.Stats().Hits < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	if err := <-done; !errors.Is(err, boom) {
+		t.Fatalf("loader: %v", err)
+	}
+	if err := <-waiter; !errors.Is(err, boom) {
+		t.Fatalf("waiter: %v", err)
+	}
+	if s := c.Stats(); s.Bytes != 0 || s.Entries != 0 {
+		t.Fatalf("failed load kept: %+v", s)
+	}
+	var calls atomic.Int32
+	if _, loaded, err := c.Get(bg, key(0), 16, loader(16, &calls)); err != nil || !loaded {
+		t.Fatalf("retry: loaded %v, %v", loaded, err)
+	}
+	// A load of the wrong size is an error too.
+	if _, _, err := c.Get(bg, key(1), 32, loader(16, &calls)); err == nil {
+		t.Fatal("a short buffer was cached")
+	}
+}
+
+// TestRead reads f32 and raw regions of a file, and refuses a region past
+// its end.
+func TestRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "blob")
+	var data []byte
+	for i := range 64 {
+		data = binary.LittleEndian.AppendUint32(data, math.Float32bits(float32(i)))
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		off  int64
+		dt   abi.DType
+		n    int
+		want []byte // nil: an error
+	}{
+		{"f32", 8, abi.F32, 3, data[8:20]},
+		{"f16", 1, abi.F16, 5, data[1:11]},
+		{"bf16", 0, abi.BF16, 128, data},
+		{"q8_0", 2, abi.Q8_0, 64, data[2:70]},
+		{"whole file f32", 0, abi.F32, 64, data},
+		{"past the end", 4, abi.F32, 64, nil},
+		{"q8_0 partial block", 0, abi.Q8_0, 16, nil},
+		{"i8", 0, abi.I8, 4, nil},
+		{"negative offset", -1, abi.F32, 1, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			buf, err := Read(path, tt.off, tt.dt, tt.n)
+			if tt.want == nil {
+				if err == nil {
+					t.Fatal("no error")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if buf.DType() != tt.dt || buf.Len() != tt.n {
+				t.Fatalf("%v × %d", buf.DType(), buf.Len())
+			}
+			got := make([]byte, len(tt.want))
+			if err := (tensor.HostMemory{}).Read(buf, got); err != nil || string(got) != string(tt.want) {
+				t.Fatalf("read %x, %v; want %x", got, err, tt.want)
+			}
+		})
+	}
+	if _, err := Read(path, 4, abi.F32, 64); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("past the end: %v, want ErrUnexpectedEOF", err)
+	}
+	if _, err := Read(path+".gone", 0, abi.F32, 1); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+// TestDigests: a file is hashed once while its size and modification time
+// stay the same, again when they change.
+func TestDigests(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "blob")
+	if err := os.WriteFile(path, []byte("one"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var d Digests
+	got, err := d.Of(path)
+	if err != nil || got != sha256.Sum256([]byte("one")) {
+		t.Fatalf("%x, %v", got, err)
+	}
+	// Same size and time: the memo answers, even though the bytes changed.
+	st, _ := os.Stat(path)
+	if err := os.WriteFile(path, []byte("two"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := d.Of(path); got != sha256.Sum256([]byte("one")) {
+		t.Fatal("hashed again with the same size and time")
+	}
+	later := st.ModTime().Add(time.Second)
+	if err := os.Chtimes(path, later, later); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := d.Of(path); got != sha256.Sum256([]byte("two")) {
+		t.Fatal("not hashed again after the file changed")
+	}
+	if _, err := d.Of(path + ".gone"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing file: %v", err)
+	}
+}

@@ -1,0 +1,166 @@
+package tensorhost
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"math"
+	"os"
+	"time"
+
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/internal/modelcache"
+	"github.com/infernet/infernet/host/tensor"
+)
+
+// maxDataName bounds a data file's name (a file name, not a path).
+const maxDataName = 255
+
+// openFile is a data file as the session resolved it on first use.
+type openFile struct {
+	path   string
+	size   int64
+	digest [32]byte // with a Cache only
+}
+
+// tensorFromData is tensor_from_data(name_ptr, name_len, off_lo, off_hi,
+// dtype, ndim, dims_ptr): a read-only tensor of a region of a data file,
+// from the model cache when the session has one.
+func tensorFromData(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 {
+	if p[1] <= 0 || p[1] > maxDataName {
+		return int32(abi.EINVAL)
+	}
+	name, ok := view(mem, p[0], int64(p[1]), 1)
+	if !ok {
+		return int32(abi.EFAULT)
+	}
+	off := uint64(uint32(p[2])) | uint64(uint32(p[3]))<<32
+	dt := abi.DType(p[4])
+	switch {
+	case dt == abi.I8 || dt == abi.I32:
+		return int32(abi.EDTYPE) // a type, but no data tensor's
+	case dt != abi.F32 && !dt.Weight():
+		return int32(abi.EINVAL)
+	}
+	dims, errno := readDims(mem, p[5], p[6])
+	if errno != abi.OK {
+		return int32(errno)
+	}
+	if !wholeBlocks(dt, dims) {
+		return int32(abi.ESHAPE)
+	}
+	n := product(dims)
+	size := dt.Bytes(n)
+	if s.live >= s.cfg.MaxHandles {
+		return int32(abi.ETOOMANY)
+	}
+	start := time.Now()
+	defer func() { s.Stats.DataTime += time.Since(start) }()
+	f, errno := s.dataFile(string(name))
+	if errno != abi.OK {
+		return int32(errno)
+	}
+	if off > math.MaxInt64 || int64(off) > f.size-size {
+		return int32(abi.EINVAL)
+	}
+	s.charge(n, 0) // deterministic: the same whether the cache had it or not
+	e, errno := s.loadData(ctx, f, int64(off), dt, dims, size)
+	if errno != abi.OK {
+		return int32(errno)
+	}
+	s.Stats.DataBytes += size
+	return s.insert(e)
+}
+
+// loadData makes a data tensor of size bytes: from the cache, pinned, or
+// without one read for this job alone and counted in its limits.
+func (s *Session) loadData(ctx context.Context, f openFile, off int64, dt abi.DType, dims []int, size int64) (*entry, abi.Errno) {
+	e := &entry{dt: dt, shape: dims, readOnly: true}
+	read := func() (*tensor.HostBuffer, error) { return modelcache.Read(f.path, off, dt, product(dims)) }
+	if s.cfg.Cache == nil {
+		if errno := s.reserve(size); errno != abi.OK {
+			return nil, errno
+		}
+		buf, err := read()
+		if err != nil {
+			s.unreserve(size)
+			return nil, s.loadErrno(ctx, err)
+		}
+		e.buf, e.size = buf, size
+		s.Stats.DataLoaded += size
+		return e, abi.OK
+	}
+	ref, loaded, err := s.cfg.Cache.Get(ctx, modelcache.NewKey(f.digest, off, dt, dims), size, read)
+	if err != nil {
+		return nil, s.loadErrno(ctx, err)
+	}
+	e.buf, e.unpin = ref.Buffer(), ref.Release
+	if loaded {
+		s.Stats.DataLoaded += size
+	}
+	return e, abi.OK
+}
+
+// wholeBlocks reports whether a tensor of dt may have shape dims: a Q8_0
+// tensor's rows (its last dim) are whole blocks, so that each row can be
+// dequantized on its own.
+func wholeBlocks(dt abi.DType, dims []int) bool {
+	return dt != abi.Q8_0 || dims[len(dims)-1]%abi.Q8Block == 0
+}
+
+// dataFile resolves a data file's name: its size, and its digest when the
+// session has a Cache. A name the job does not have, or whose host file is
+// gone, is ENOENT.
+func (s *Session) dataFile(name string) (openFile, abi.Errno) {
+	if f, ok := s.files[name]; ok {
+		return f, abi.OK
+	}
+	df, ok := s.cfg.Data[name]
+	if !ok {
+		return openFile{}, abi.ENOENT
+	}
+	st, err := os.Stat(df.Path)
+	if err != nil || !st.Mode().IsRegular() {
+		return openFile{}, fileErrno(err)
+	}
+	f := openFile{path: df.Path, size: st.Size()}
+	if s.cfg.Cache != nil {
+		if df.Digest == nil {
+			return openFile{}, abi.EBACKEND // the host did not say how to name the file
+		}
+		if f.digest, err = df.Digest(); err != nil {
+			return openFile{}, fileErrno(err)
+		}
+	}
+	if s.files == nil {
+		s.files = map[string]openFile{}
+	}
+	s.files[name] = f
+	return f, abi.OK
+}
+
+// fileErrno is a host file's error as the guest sees it: ENOENT when the
+// file is not there (or is not a file), else EBACKEND (the provider's
+// trouble; the job may retry).
+func fileErrno(err error) abi.Errno {
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		return abi.ENOENT
+	}
+	return abi.EBACKEND
+}
+
+// loadErrno is a failed load's errno: ENOMEM for a tensor the model cache
+// cannot hold, and a load cut short by the job's end stops the job.
+func (s *Session) loadErrno(ctx context.Context, err error) abi.Errno {
+	switch {
+	case errors.Is(err, modelcache.ErrTooLarge):
+		return abi.ENOMEM
+	case ctx.Err() != nil && s.cfg.Abort != nil:
+		s.cfg.Abort(ctx, ctx.Err())
+	case errors.Is(err, fs.ErrNotExist):
+		return abi.ENOENT
+	}
+	return abi.EBACKEND
+}

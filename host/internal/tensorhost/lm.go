@@ -1,0 +1,344 @@
+package tensorhost
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/tensor"
+)
+
+// The language-model ops of ABI v3. They run on the session backend when it
+// implements tensor.Transformer, else (ErrUnsupported) on the reference
+// backend like any unsupported op.
+
+// transformerOp adapts a tensor.Transformer call to an op for Session.run.
+func transformerOp(f func(tensor.Transformer, []tensor.Buffer) error) func(tensor.Backend, []tensor.Buffer) error {
+	return func(be tensor.Backend, b []tensor.Buffer) error {
+		tr, err := asTransformer(be)
+		if err != nil {
+			return err
+		}
+		return f(tr, b)
+	}
+}
+
+// asTransformer returns be's language-model ops, or ErrUnsupported.
+func asTransformer(be tensor.Backend) (tensor.Transformer, error) {
+	tr, ok := be.(tensor.Transformer)
+	if !ok {
+		return nil, fmt.Errorf("%s: %w: language-model ops", be.Name(), tensor.ErrUnsupported)
+	}
+	return tr, nil
+}
+
+// isWeight reports whether dt may be a weight: the w of matmul, the table
+// of embed, the g of rmsnorm.
+func isWeight(dt abi.DType) bool { return dt == abi.F32 || dt.Weight() }
+
+// f32Arg decodes an f32 passed as its bit pattern.
+func f32Arg(bits int32) float32 { return math.Float32frombits(uint32(bits)) }
+
+// finite reports whether v is neither NaN nor infinite.
+func finite(v float32) bool { return !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0) }
+
+// entries looks up handles, in order.
+func (s *Session) entries(hs ...int32) ([]*entry, abi.Errno) {
+	es := make([]*entry, len(hs))
+	for i, h := range hs {
+		e, errno := s.get(h)
+		if errno != abi.OK {
+			return nil, errno
+		}
+		es[i] = e
+	}
+	return es, abi.OK
+}
+
+// allF32 reports whether every tensor is f32.
+func allF32(es ...*entry) bool {
+	return !slices.ContainsFunc(es, func(e *entry) bool { return e.dt != abi.F32 })
+}
+
+// matrix returns a 1-D or 2-D shape as rows × cols (a 1-D tensor is one row).
+func matrix(shape []int) (rows, cols int, ok bool) {
+	switch len(shape) {
+	case 1:
+		return 1, shape[0], true
+	case 2:
+		return shape[0], shape[1], true
+	}
+	return 0, 0, false
+}
+
+// matMul is matmul(x, w): x f32 [..., k] · wᵀ, w [n, k] of a weight type,
+// into f32 [..., n].
+func matMul(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
+	es, errno := s.entries(p[0], p[1])
+	if errno != abi.OK {
+		return int32(errno)
+	}
+	x, w := es[0], es[1]
+	if x.dt != abi.F32 || !isWeight(w.dt) {
+		return int32(abi.EDTYPE)
+	}
+	t, k := rowsCols(x.shape)
+	if len(w.shape) != 2 || w.shape[1] != k {
+		return int32(abi.ESHAPE)
+	}
+	n := w.shape[0]
+	shape := append(slices.Clone(x.shape[:len(x.shape)-1]), n)
+	return s.newResult(ctx, abi.F32, shape, t*n, 2*float64(t)*float64(n)*float64(k),
+		transformerOp(func(tr tensor.Transformer, b []tensor.Buffer) error {
+			return tr.MatMul(ctx, t, n, k, b[0], b[1], b[2])
+		}), x.buf, w.buf)
+}
+
+// embed is embed(table, ids_ptr, n): rows ids of table [rows, cols], of a
+// weight type, into f32 [n, cols].
+func embed(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 {
+	table, errno := s.get(p[0])
+	if errno != abi.OK {
+		return int32(errno)
+	}
+	n := p[2]
+	if n <= 0 {
+		return int32(abi.EINVAL)
+	}
+	if !isWeight(table.dt) {
+		return int32(abi.EDTYPE)
+	}
+	if len(table.shape) != 2 {
+		return int32(abi.ESHAPE)
+	}
+	rows, cols := table.shape[0], table.shape[1]
+	out, ok := rowsOf(n, int32(cols))
+	if !ok {
+		return int32(abi.EINVAL)
+	}
+	if errno := indicesBelow(mem, p[1], n, int32(rows)); errno != abi.OK {
+		return int32(errno)
+	}
+	raw, _ := view(mem, p[1], 4*int64(n), 4) // indicesBelow checked it
+	ids := make([]int32, n)
+	for i := range ids {
+		ids[i] = int32(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	return s.newResult(ctx, abi.F32, []int{int(n), cols}, out, 0,
+		transformerOp(func(tr tensor.Transformer, b []tensor.Buffer) error {
+			return tr.Embed(ctx, rows, cols, b[0], ids, b[1])
+		}), table.buf)
+}
+
+// rmsNorm is rmsnorm(x, g, eps): x f32 [..., n] normalized along its last
+// axis and scaled by g of n elements. A g of a weight type is dequantized
+// first (an embed of its one row), since Transformer.RMSNorm takes f32.
+func rmsNorm(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
+	es, errno := s.entries(p[0], p[1])
+	if errno != abi.OK {
+		return int32(errno)
+	}
+	x, g := es[0], es[1]
+	eps := f32Arg(p[2])
+	if !finite(eps) || eps < 0 {
+		return int32(abi.EINVAL)
+	}
+	if x.dt != abi.F32 || !isWeight(g.dt) {
+		return int32(abi.EDTYPE)
+	}
+	rows, cols := rowsCols(x.shape)
+	if g.elems() != cols {
+		return int32(abi.ESHAPE)
+	}
+	return s.newResult(ctx, abi.F32, x.shape, 4*x.elems(), 0, func(be tensor.Backend, b []tensor.Buffer) error {
+		tr, err := asTransformer(be)
+		if err != nil {
+			return err
+		}
+		gf := b[1]
+		if g.dt != abi.F32 {
+			tmp, err := be.Alloc(abi.F32, cols)
+			if err != nil {
+				return err
+			}
+			defer be.Free(tmp)
+			if err := tr.Embed(ctx, 1, cols, gf, []int32{0}, tmp); err != nil {
+				return err
+			}
+			gf = tmp
+		}
+		return tr.RMSNorm(ctx, rows, cols, eps, b[0], gf, b[2])
+	}, x.buf, g.buf)
+}
+
+// rope is rope(x, pos, head_dim, theta, style): x f32 [t, d] (or [d])
+// rotated in place.
+func rope(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
+	x, errno := s.get(p[0])
+	if errno != abi.OK {
+		return int32(errno)
+	}
+	if x.readOnly {
+		return int32(abi.EROFS)
+	}
+	pos, hd, theta, style := p[1], p[2], f32Arg(p[3]), p[4]
+	if pos < 0 || hd <= 0 || hd%2 != 0 || !finite(theta) || theta <= 0 ||
+		(style != abi.RoPEInterleaved && style != abi.RoPEHalves) {
+		return int32(abi.EINVAL)
+	}
+	if x.dt != abi.F32 {
+		return int32(abi.EDTYPE)
+	}
+	rows, cols, ok := matrix(x.shape)
+	if !ok || cols%int(hd) != 0 {
+		return int32(abi.ESHAPE)
+	}
+	rp := tensor.RoPEParams{Rows: rows, Cols: cols, HeadDim: int(hd), Pos: int(pos), Theta: theta, Style: style}
+	s.charge(4*x.elems(), 0)
+	return int32(s.run(ctx, transformerOp(func(tr tensor.Transformer, b []tensor.Buffer) error {
+		return tr.RoPE(ctx, rp, b[0])
+	}), x.buf))
+}
+
+// swiGLU is swiglu(a, b): silu(a)·b, a and b f32 of one shape.
+func swiGLU(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
+	es, errno := s.entries(p[0], p[1])
+	if errno != abi.OK {
+		return int32(errno)
+	}
+	a, b := es[0], es[1]
+	if !allF32(a, b) {
+		return int32(abi.EDTYPE)
+	}
+	if !slices.Equal(a.shape, b.shape) {
+		return int32(abi.ESHAPE)
+	}
+	return s.newResult(ctx, abi.F32, a.shape, 4*a.elems(), 0,
+		transformerOp(func(tr tensor.Transformer, t []tensor.Buffer) error {
+			return tr.SwiGLU(ctx, t[0], t[1], t[2])
+		}), a.buf, b.buf)
+}
+
+// copyRows is copy_rows(dst, row, src): src f32 [r, C] (or [C]) into rows
+// row.. of dst f32 [R, C]. A row range past dst's end is EINVAL, like an
+// index out of range.
+func copyRows(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
+	es, errno := s.entries(p[0], p[2])
+	if errno != abi.OK {
+		return int32(errno)
+	}
+	dst, src := es[0], es[1]
+	if dst.readOnly {
+		return int32(abi.EROFS)
+	}
+	if !allF32(dst, src) {
+		return int32(abi.EDTYPE)
+	}
+	r, c, ok := matrix(src.shape)
+	if len(dst.shape) != 2 || !ok || c != dst.shape[1] {
+		return int32(abi.ESHAPE)
+	}
+	row := int(p[1])
+	if dst == src || row < 0 || row > dst.shape[0]-r {
+		return int32(abi.EINVAL)
+	}
+	s.charge(r*c, 0)
+	return int32(s.run(ctx, transformerOp(func(tr tensor.Transformer, b []tensor.Buffer) error {
+		return tr.CopyRows(ctx, row, c, b[0], b[1])
+	}), src.buf, dst.buf))
+}
+
+// attention is attention(q, k, v, pos, n_heads): causal attention of q f32
+// [t, H·hd] (or [H·hd]) over the caches k and v f32 [S, Hkv·hd], into a
+// tensor shaped like q. A window pos..pos+t past the cache's end is EINVAL.
+func attention(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
+	es, errno := s.entries(p[0], p[1], p[2])
+	if errno != abi.OK {
+		return int32(errno)
+	}
+	q, k, v := es[0], es[1], es[2]
+	pos, heads := int(p[3]), int(p[4])
+	if pos < 0 || heads <= 0 {
+		return int32(abi.EINVAL)
+	}
+	if !allF32(q, k, v) {
+		return int32(abi.EDTYPE)
+	}
+	t, qc, ok := matrix(q.shape)
+	if !ok || len(k.shape) != 2 || !slices.Equal(k.shape, v.shape) || qc%heads != 0 {
+		return int32(abi.ESHAPE)
+	}
+	hd := qc / heads
+	cache, kc := k.shape[0], k.shape[1]
+	if kc%hd != 0 || heads%(kc/hd) != 0 {
+		return int32(abi.ESHAPE)
+	}
+	if pos > cache-t {
+		return int32(abi.EINVAL)
+	}
+	ap := tensor.AttentionParams{Rows: t, Heads: heads, KVHeads: kc / hd, HeadDim: hd, Pos: pos}
+	// Row r reads pos+r+1 cache rows: a dot product and a weighted sum of hd
+	// per head and row read.
+	flops := 4 * float64(heads*hd) * (float64(t)*float64(pos) + float64(t)*float64(t+1)/2)
+	return s.newResult(ctx, abi.F32, q.shape, q.elems(), flops,
+		transformerOp(func(tr tensor.Transformer, b []tensor.Buffer) error {
+			return tr.Attention(ctx, ap, b[0], b[1], b[2], b[3])
+		}), q.buf, k.buf, v.buf)
+}
+
+// pick runs an op that chooses an index of x f32 (argmax, sample).
+func (s *Session) pick(ctx context.Context, x *entry, work int,
+	f func(tensor.Transformer, tensor.Buffer) (int, error)) int32 {
+	if x.dt != abi.F32 {
+		return int32(abi.EDTYPE)
+	}
+	s.charge(work, 0)
+	var idx int
+	errno := s.run(ctx, transformerOp(func(tr tensor.Transformer, b []tensor.Buffer) error {
+		var err error
+		idx, err = f(tr, b[0])
+		return err
+	}), x.buf)
+	if errno != abi.OK {
+		return int32(errno)
+	}
+	if idx < -1 || idx >= x.elems() {
+		return int32(abi.EBACKEND) // never hand the guest an index it cannot use
+	}
+	return int32(idx)
+}
+
+// argmax is argmax(x): the index of the largest element of x, -1 if all
+// are NaN.
+func argmax(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
+	x, errno := s.get(p[0])
+	if errno != abi.OK {
+		return int32(errno)
+	}
+	return s.pick(ctx, x, x.elems(), func(tr tensor.Transformer, b tensor.Buffer) (int, error) {
+		return tr.Argmax(ctx, b)
+	})
+}
+
+// sample is sample(x, temperature, top_p, coin): a token drawn from logits
+// x (all its elements). temperature finite and > 0, top_p finite (a
+// nucleus only inside (0, 1)), coin in [0, 1), else EINVAL.
+func sample(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
+	x, errno := s.get(p[0])
+	if errno != abi.OK {
+		return int32(errno)
+	}
+	sp := tensor.SampleParams{Temperature: f32Arg(p[1]), TopP: f32Arg(p[2]), Coin: f32Arg(p[3])}
+	if !finite(sp.Temperature) || sp.Temperature <= 0 || !finite(sp.TopP) || !(sp.Coin >= 0 && sp.Coin < 1) {
+		return int32(abi.EINVAL)
+	}
+	// A softmax (exponentials) and, for a nucleus, a sort.
+	return s.pick(ctx, x, 8*x.elems(), func(tr tensor.Transformer, b tensor.Buffer) (int, error) {
+		return tr.Sample(ctx, sp, b)
+	})
+}

@@ -1,0 +1,235 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/infernet/infernet/abi"
+)
+
+// dataTensor is a tensor of the v3 tests' data file (lmFile).
+type dataTensor struct {
+	off  int64
+	dt   abi.DType
+	dims []int32
+}
+
+var (
+	tW     = dataTensor{offW, abi.F32, []int32{8, 8}}     // 256 bytes
+	tTable = dataTensor{offTable, abi.F16, []int32{4, 8}} // 64 bytes
+	tG     = dataTensor{offG, abi.BF16, []int32{8}}       // 16 bytes
+)
+
+// fromCalls makes a tensor_from_data call of data file "model.bin" per
+// tensor, each wanting the handle or errno in want.
+func fromCalls(g *guestData, want []int32, ts ...dataTensor) []lmCall {
+	calls := make([]lmCall, len(ts))
+	for i, t := range ts {
+		calls[i] = call(hcTensorFromData, want[i], g.put([]byte("model.bin")), 9,
+			int32(t.off), 0, int32(t.dt), int32(len(t.dims)), g.dims(t.dims...))
+	}
+	return calls
+}
+
+// TestModelCache runs jobs one after the other on one sandbox and checks
+// what each read from disk and what the cache holds: hits across jobs,
+// files named by content, the node's digests, LRU eviction within a small
+// budget, tensors too large for it, and sandboxes without a cache, whose
+// jobs read their own and count it in their memory.
+func TestModelCache(t *testing.T) {
+	dir := t.TempDir()
+	path := writeLMFile(t)
+	copyPath := filepath.Join(dir, "copy.bin") // the same bytes elsewhere
+	if err := os.WriteFile(copyPath, lmFile(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	digest := Digest(sha256.Sum256(lmFile()))
+	type job struct {
+		path      string            // of model.bin; "" for path
+		digests   map[string]Digest // Job.DataDigests
+		tensorMem int64             // JobConfig.WithTensorMemory; 0 for none
+		memLimit  uint64            // JobConfig.WithMemoryLimit; 0 for the default
+		tensors   []dataTensor
+		want      []int32 // results; nil: handles 1, 2, …
+		loaded    int64   // Result.DataLoaded
+		counted   int64   // Result.TensorBytes
+	}
+	tests := []struct {
+		name   string
+		budget int64 // Config.ModelCache
+		jobs   []job
+		want   ModelCacheStats // Budget filled in unless negative
+	}{
+		{name: "second job hits", jobs: []job{
+			{tensors: []dataTensor{tW}, loaded: 256},
+			{tensors: []dataTensor{tW}, loaded: 0},
+			{tensors: []dataTensor{tW, tW}, loaded: 0}, // twice in one job
+		}, want: ModelCacheStats{Hits: 3, Misses: 1, Bytes: 256, Entries: 1}},
+		{name: "files named by content", jobs: []job{
+			{tensors: []dataTensor{tW}, loaded: 256},
+			{path: copyPath, tensors: []dataTensor{tW}, loaded: 0},
+		}, want: ModelCacheStats{Hits: 1, Misses: 1, Bytes: 256, Entries: 1}},
+		{name: "the node's digests", jobs: []job{
+			{digests: map[string]Digest{"model.bin": digest}, tensors: []dataTensor{tW}, loaded: 256},
+			{tensors: []dataTensor{tW}, loaded: 0}, // hashed: the same digest
+			{digests: map[string]Digest{"model.bin": {1}}, tensors: []dataTensor{tW}, loaded: 256},
+		}, want: ModelCacheStats{Hits: 1, Misses: 2, Bytes: 512, Entries: 2}},
+		{name: "same region, another shape or type", jobs: []job{
+			{tensors: []dataTensor{tW, {offW, abi.F32, []int32{64}}, {offW, abi.F16, []int32{8, 16}}}, loaded: 768},
+		}, want: ModelCacheStats{Misses: 3, Bytes: 768, Entries: 3}},
+		// W and table fill the budget; W used again is the most recent, so
+		// g evicts table; table back evicts g.
+		{name: "lru", budget: 320, jobs: []job{
+			{tensors: []dataTensor{tW}, loaded: 256},
+			{tensors: []dataTensor{tTable}, loaded: 64},
+			{tensors: []dataTensor{tW}, loaded: 0},
+			{tensors: []dataTensor{tG}, loaded: 16},
+			{tensors: []dataTensor{tW}, loaded: 0},
+			{tensors: []dataTensor{tTable}, loaded: 64},
+		}, want: ModelCacheStats{Hits: 2, Misses: 4, Evictions: 2, Bytes: 320, Entries: 2}},
+		// A job's own tensors stay pinned: its second does not fit.
+		{name: "a job's tensors pinned", budget: 320, jobs: []job{
+			{tensors: []dataTensor{tW, tTable, tG}, want: []int32{1, 2, int32(abi.ENOMEM)}, loaded: 320},
+		}, want: ModelCacheStats{Misses: 3, Bytes: 320, Entries: 2}},
+		{name: "too large for the cache", budget: 100, jobs: []job{
+			{tensors: []dataTensor{tW, tTable}, want: []int32{int32(abi.ENOMEM), 1}, loaded: 64},
+		}, want: ModelCacheStats{Misses: 2, Bytes: 64, Entries: 1}},
+		// The guest's two pages leave 100 bytes of its memory limit.
+		{name: "outside the job's memory", jobs: []job{
+			{tensorMem: 128, tensors: []dataTensor{tW, tTable}, loaded: 320, counted: 0},
+			{memLimit: 2<<16 + 100, tensors: []dataTensor{tW, tG}, loaded: 16, counted: 0},
+		}, want: ModelCacheStats{Hits: 1, Misses: 3, Bytes: 336, Entries: 3}},
+		{name: "no cache", budget: -1, jobs: []job{
+			{tensors: []dataTensor{tW}, loaded: 256, counted: 256},
+			{tensors: []dataTensor{tW, tTable}, loaded: 320, counted: 320},
+			{tensorMem: 300, tensors: []dataTensor{tW, tTable}, want: []int32{1, int32(abi.ENOMEM)}, loaded: 256, counted: 256},
+			{memLimit: 2<<16 + 100, tensors: []dataTensor{tW, tG}, want: []int32{int32(abi.ENOMEM), 1}, loaded: 16, counted: 16},
+		}, want: ModelCacheStats{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sb := newSandbox(t, Config{Reference: newSpy(), ModelCache: tt.budget})
+			for i, j := range tt.jobs {
+				g := &guestData{}
+				want := j.want
+				if want == nil {
+					for h := range j.tensors {
+						want = append(want, int32(h+1))
+					}
+				}
+				p := path
+				if j.path != "" {
+					p = j.path
+				}
+				cfg := NewJobConfig().WithTensorMemory(j.tensorMem)
+				if j.memLimit > 0 {
+					cfg = cfg.WithMemoryLimit(j.memLimit)
+				}
+				job := Job{Data: map[string]string{"model.bin": p}, DataDigests: j.digests}
+				_, res := runCalls(t, sb, job, cfg, g, fromCalls(g, want, j.tensors...))
+				var made int64
+				for k, dt := range j.tensors {
+					if want[k] > 0 {
+						made += dt.dt.Bytes(int(product32(dt.dims)))
+					}
+				}
+				if res.DataLoaded != j.loaded || res.DataBytes != made || res.TensorBytes != j.counted {
+					t.Errorf("job %d: DataLoaded %d, DataBytes %d, TensorBytes %d; want %d, %d, %d",
+						i, res.DataLoaded, res.DataBytes, res.TensorBytes, j.loaded, made, j.counted)
+				}
+			}
+			if tt.budget >= 0 {
+				tt.want.Budget = tt.budget
+				if tt.budget == 0 {
+					tt.want.Budget = DefaultModelCache
+				}
+			}
+			if got := sb.ModelCacheStats(); got != tt.want {
+				t.Errorf("cache %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func product32(dims []int32) int32 {
+	n := int32(1)
+	for _, d := range dims {
+		n *= d
+	}
+	return n
+}
+
+// blockingWriter holds the first write until released: a job writing its
+// output to it stops there, holding its tensors.
+type blockingWriter struct {
+	wrote, release chan struct{}
+	once           sync.Once
+}
+
+func (w *blockingWriter) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.wrote); <-w.release })
+	return len(p), nil
+}
+
+// TestModelCachePinned: a tensor another job holds is never evicted, so a
+// job that needs its room is refused (ENOMEM) until that job ends; the
+// next one evicts it.
+func TestModelCachePinned(t *testing.T) {
+	sb := newSandbox(t, Config{Reference: newSpy(), ModelCache: 300})
+	data := map[string]string{"model.bin": writeLMFile(t)}
+	holder := &blockingWriter{wrote: make(chan struct{}), release: make(chan struct{})}
+	done := make(chan error)
+	go func() {
+		g := &guestData{}
+		job := Job{Module: readFile(t, "testdata/hostcalls.wasm"), Data: data, Stdout: holder}
+		job.Input = g.script(fromCalls(g, []int32{1}, tW))
+		_, err := sb.Run(context.Background(), job, NewJobConfig())
+		done <- err
+	}()
+	<-holder.wrote // W is loaded and pinned
+	g := &guestData{}
+	runCalls(t, sb, Job{Data: data}, NewJobConfig(), g, fromCalls(g, []int32{int32(abi.ENOMEM), 1}, tTable, tG))
+	close(holder.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	g = &guestData{}
+	runCalls(t, sb, Job{Data: data}, NewJobConfig(), g, fromCalls(g, []int32{1}, tTable))
+	want := ModelCacheStats{Misses: 4, Evictions: 1, Bytes: 80, Entries: 2, Budget: 300}
+	if got := sb.ModelCacheStats(); got != want {
+		t.Errorf("cache %+v, want %+v", got, want)
+	}
+}
+
+// TestModelCacheConcurrent: jobs running at once share one read of each
+// tensor.
+func TestModelCacheConcurrent(t *testing.T) {
+	sb := newSandbox(t, Config{Reference: newSpy()})
+	data := map[string]string{"model.bin": writeLMFile(t)}
+	const jobs = 6
+	loaded := make([]int64, jobs)
+	var wg sync.WaitGroup
+	for i := range jobs {
+		wg.Go(func() {
+			g := &guestData{}
+			_, res := runCalls(t, sb, Job{Data: data}, NewJobConfig(), g, fromCalls(g, []int32{1, 2}, tW, tTable))
+			loaded[i] = res.DataLoaded
+		})
+	}
+	wg.Wait()
+	var sum int64
+	for _, n := range loaded {
+		sum += n
+	}
+	if sum != 320 {
+		t.Errorf("the jobs read %d bytes in all (%v), want 320: each tensor once", sum, loaded)
+	}
+	want := ModelCacheStats{Hits: 2 * (jobs - 1), Misses: 2, Bytes: 320, Entries: 2, Budget: DefaultModelCache}
+	if got := sb.ModelCacheStats(); got != want {
+		t.Errorf("cache %+v, want %+v", got, want)
+	}
+}
