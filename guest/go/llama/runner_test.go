@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -527,5 +529,30 @@ func TestRunnerBadModel(t *testing.T) {
 		if res.ExitCode != 1 || !strings.Contains(string(res.Stderr), tc.want) || len(res.Output) != 0 {
 			t.Errorf("%s: exit %d, stderr %q, output %q; want exit 1 and %q", tc.name, res.ExitCode, res.Stderr, res.Output, tc.want)
 		}
+	}
+}
+
+// TestRunnerUpToDate: the embedded runner.wasm is what its sources build
+// to (make -C testdata rebuilds it), when this Go built it.
+func TestRunnerUpToDate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the runner")
+	}
+	if !bytes.Contains(llama.Runner(), []byte(runtime.Version())) {
+		t.Skipf("runner.wasm was built by another Go than %s", runtime.Version())
+	}
+	out := filepath.Join(t.TempDir(), "runner.wasm")
+	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s", "-o", out, ".")
+	cmd.Dir = "runner"
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	built, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(built, llama.Runner()) {
+		t.Fatal("runner.wasm is out of date: run make -C testdata")
 	}
 }
