@@ -77,16 +77,23 @@
 // tensors in a model cache across jobs (keyed by the file's digest, the
 // offset, dtype and dims) within its own budget, outside the job's memory
 // limit; a tensor that does not fit the cache is answered with [ENOMEM].
-// Data tensors are read-only: an op that would write one answers [EROFS].
-// The weight types [F16], [BF16] and [Q8_0] exist only as data tensors, as
-// the w of matmul and the table of embed, and as the g of rmsnorm (f32
-// there in practice); other ops answer [EDTYPE].
+// Data tensors are read-only: an op that would write one answers [EROFS]
+// (tensor_write, gemm's c, rope's x, copy_rows' dst); tensor_read gives its
+// stored bytes (len: the dtype's Bytes), tensor_reshape, which changes no
+// bytes, may reshape it (a q8_0 tensor's rows staying whole blocks), and
+// tensor_free releases the job's hold on it. The weight types [F16], [BF16]
+// and [Q8_0] exist only as data tensors, as the w of matmul and the table
+// of embed, and as the g of rmsnorm (f32 there in practice); other ops
+// answer [EDTYPE]. In these ops an argument out of range (a position, row
+// or id past its tensor, head_dim odd, theta or temperature not finite and
+// positive, eps negative, coin outside [0, 1), an unknown style) is
+// [EINVAL], and shapes that do not fit are [ESHAPE].
 //
 //	tensor_from_data(name_ptr, name_len, off_lo, off_hi, dtype, ndim, dims_ptr) -> handle
 //	                                   bytes [off, off + size) of data file name (off = off_hi<<32 | off_lo,
 //	                                   unsigned); [ENOENT] if the job has no such file, [EINVAL] if the
-//	                                   region passes the file's end; a [Q8_0] tensor's last dim is a
-//	                                   multiple of [Q8Block]
+//	                                   region passes the file's end; [EDTYPE] for i8 and i32; a [Q8_0]
+//	                                   tensor's last dim is a multiple of [Q8Block] (else [ESHAPE])
 //	matmul(x, w) -> handle             out[..., n] = x[..., k] · wᵀ, w [n, k] of f32, f16, bf16 or q8_0,
 //	                                   dequantized in the kernel; x f32 of t rows of k (a Linear layer)
 //	embed(table, ids_ptr, n) -> handle out [n, cols] f32: rows ids (n i32 in [0, rows), else EINVAL) of

@@ -93,7 +93,8 @@ func honestScript() []byte {
 
 // fuzzSeeds are hostile calls: pointers out of memory, misaligned or
 // wrapping, negative and huge sizes, stale and forged handles, unknown
-// dtypes, ops and flags, shapes that overflow or do not fit.
+// dtypes, ops and flags, shapes that overflow or do not fit, and the v3
+// functions on the data file model.bin (lmFile) with the same.
 func fuzzSeeds() [][]byte {
 	const data = 32 * 17
 	dims := int32(data) // 2 dims: [65536, 65536], then [3, 5], then [-1, 7]
@@ -136,7 +137,56 @@ func fuzzSeeds() [][]byte {
 			hostCall{hcReduce, []int32{int32(abi.OpSum), math.MinInt32}},
 			hostCall{hcTensorDType, []int32{0}},
 		),
+		lmFuzzSeed(),
 	}
+}
+
+// lmFuzzSeed is hostile v3 calls: data tensors made, written, reshaped,
+// freed and used after, and every op with arguments out of range.
+func lmFuzzSeed() []byte {
+	g := &guestData{}
+	name, d88, d232 := g.put([]byte("model.bin")), g.dims(8, 8), g.dims(2, 32)
+	huge, ids := g.dims(1<<30, 1<<30), g.put(i32s(0, 7, -1))
+	nan := f32bits(float32(math.NaN()))
+	calls := []hostCall{
+		{hcTensorFromData, []int32{name, 9, offW, 0, int32(abi.F32), 2, d88}},          // 1
+		{hcTensorFromData, []int32{name, 9, offQ, 0, int32(abi.Q8_0), 2, d232}},        // 2
+		{hcTensorFromData, []int32{-4, 9, 0, 0, int32(abi.F32), 2, d88}},               // wrapping name
+		{hcTensorFromData, []int32{name, math.MaxInt32, 0, 0, int32(abi.F32), 2, d88}}, // huge name
+		{hcTensorFromData, []int32{name, 9, -1, -1, int32(abi.F32), 2, d88}},           // offset 2^64-1
+		{hcTensorFromData, []int32{name, 9, -1, 0x7fffffff, int32(abi.F32), 2, d88}},   // offset 2^63-1
+		{hcTensorFromData, []int32{name, 9, 0, 0, int32(abi.Q8_0), 2, huge}},
+		{hcTensorFromData, []int32{name, 9, 0, 0, math.MinInt32, 2, d88}},
+		{hcTensorFromData, []int32{name, 9, 0, 0, int32(abi.F32), -1, d88}},
+		{hcMatMul, []int32{1, 1}},
+		{hcMatMul, []int32{1, 2}},
+		{hcEmbed, []int32{2, ids, 3}},
+		{hcEmbed, []int32{1, ids, math.MaxInt32}},
+		{hcEmbed, []int32{1, -4, 2}},
+		{hcRMSNorm, []int32{1, 1, nan}},
+		{hcRMSNorm, []int32{1, 2, 0}},
+		{hcRoPE, []int32{1, math.MaxInt32, 8, f32bits(1e4), 0}},
+		{hcSwiGLU, []int32{1, 1}},
+		{hcCopyRows, []int32{1, 0, 1}},
+		{hcAttention, []int32{1, 1, 1, math.MaxInt32, 1}},
+		{hcAttention, []int32{1, 1, 1, 0, math.MinInt32}},
+		{hcAttention, []int32{1, 1, 1, 0, 8}},
+		{hcArgmax, []int32{2}},
+		{hcSample, []int32{1, f32bits(float32(math.Inf(1))), nan, f32bits(0.5)}},
+		{hcSample, []int32{1, f32bits(1), f32bits(0.5), f32bits(0.99999994)}},
+		{hcTensorWrite, []int32{1, 0, 256}},
+		{hcGemm, []int32{1, 1, 1, abi.GemmTransB}},
+		{hcTensorReshape, []int32{2, 2, g.dims(4, 16)}},
+		{hcTensorRead, []int32{2, 0xff00, 68}},
+		{hcTensorFree, []int32{1}},
+		{hcMatMul, []int32{1, 2}}, // after free
+		{hcTensorFree, []int32{2}},
+	}
+	lc := make([]lmCall, len(calls))
+	for i, c := range calls {
+		lc[i] = lmCall{hostCall: c}
+	}
+	return g.script(lc)
 }
 
 // FuzzHostCalls drives the infernet host module with fuzzed calls from a
@@ -148,6 +198,7 @@ func fuzzSeeds() [][]byte {
 func FuzzHostCalls(f *testing.F) {
 	sb := newSandbox(f, Config{})
 	wasm := readFile(f, "testdata/hostcalls.wasm")
+	data := map[string]string{"model.bin": writeLMFile(f)}
 	// A small memory limit keeps fuzzed tensor ops fast: tensors share the
 	// megabyte with the guest's 128 KiB.
 	cfg := NewJobConfig().WithMemoryLimit(1 << 20).WithTimeout(10 * time.Second)
@@ -165,7 +216,7 @@ func FuzzHostCalls(f *testing.F) {
 		if len(script) > 64<<10 {
 			t.Skip("the guest reads 64 KiB")
 		}
-		res, err := sb.Run(context.Background(), Job{Module: wasm, Input: script}, cfg)
+		res, err := sb.Run(context.Background(), Job{Module: wasm, Input: script, Data: data}, cfg)
 		switch {
 		case errors.Is(err, ErrTimeout): // a huge op on a slow machine
 		case err != nil:
@@ -196,21 +247,24 @@ func checkHostResults(t *testing.T, script, out []byte) {
 	for i := range n {
 		fn := binary.LittleEndian.Uint32(out[8*i:])
 		r := int32(binary.LittleEndian.Uint32(out[8*i+4:]))
-		ok := r >= int32(abi.ENOPROOF)
+		ok := r >= int32(abi.EROFS)
 		switch fn {
 		case hcABIVersion:
 			ok = r == abi.Version
 		case hcMode:
 			ok = r == int32(abi.ModeExact)
 		case hcTensorDType:
-			ok = ok && r != 0 && r <= int32(abi.I32)
+			ok = ok && r != 0 && r <= int32(abi.Q8_0)
 		case hcTensorShape:
 			ok = ok && r != 0 && r <= abi.MaxDims
 		case hcTensorFree, hcTensorWrite, hcTensorRead, hcTensorReshape,
-			hcGemmF32, hcGemmI8, hcBinaryF32, hcUnaryF32, hcSoftmaxF32, hcReduceF32:
+			hcGemmF32, hcGemmI8, hcBinaryF32, hcUnaryF32, hcSoftmaxF32, hcReduceF32,
+			hcRoPE, hcCopyRows:
 			ok = ok && r <= 0
-		case hcTensorNew, hcGemm, hcBinary, hcUnary, hcSoftmax, hcReduce:
+		case hcTensorNew, hcGemm, hcBinary, hcUnary, hcSoftmax, hcReduce,
+			hcTensorFromData, hcMatMul, hcEmbed, hcRMSNorm, hcSwiGLU, hcAttention:
 			ok = ok && r != 0 && r <= 4096 // handles: at most DefaultMaxHandles live
+		case hcArgmax, hcSample: // an index (argmax: -1 for all NaN) or an errno
 		default:
 			t.Fatalf("call %d: function %d out of range", i, fn)
 		}

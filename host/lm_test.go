@@ -8,11 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host/tensor"
+	"github.com/infernet/infernet/host/tensor/cpu"
 	"github.com/infernet/infernet/host/tensor/reference"
 )
 
@@ -85,30 +87,21 @@ func writeLMFile(t testing.TB) string {
 	return path
 }
 
-// spyBackend is the reference backend with its language-model ops recorded
-// (their parameters, as the host module passed them) and run by the
-// reference's own kernels when it has them; without, outputs stay zero and
-// argmax and sample answer 0.
+// spyBackend is the reference backend with its language-model ops recorded:
+// their parameters, as the host module passed them to the kernels.
 type spyBackend struct {
 	*reference.Backend
-	kernels tensor.Transformer // nil: none yet
 
 	mu    sync.Mutex
 	calls []string
 }
 
-func newSpy() *spyBackend {
-	ref := reference.New(reference.Config{Threads: 1})
-	s := &spyBackend{Backend: ref}
-	s.kernels, _ = any(ref).(tensor.Transformer)
-	return s
-}
+func newSpy() *spyBackend { return &spyBackend{Backend: reference.New(reference.Config{Threads: 1})} }
 
-func (s *spyBackend) record(format string, args ...any) bool {
+func (s *spyBackend) record(format string, args ...any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = append(s.calls, fmt.Sprintf(format, args...))
-	return s.kernels != nil
 }
 
 // take returns the calls recorded since the last take.
@@ -121,66 +114,48 @@ func (s *spyBackend) take() []string {
 }
 
 func (s *spyBackend) MatMul(ctx context.Context, t, n, k int, x, w, out tensor.Buffer) error {
-	if !s.record("matmul t=%d n=%d k=%d %v", t, n, k, w.DType()) {
-		return nil
-	}
-	return s.kernels.MatMul(ctx, t, n, k, x, w, out)
+	s.record("matmul t=%d n=%d k=%d %v", t, n, k, w.DType())
+	return s.Backend.MatMul(ctx, t, n, k, x, w, out)
 }
 
 func (s *spyBackend) Embed(ctx context.Context, rows, cols int, table tensor.Buffer, ids []int32, out tensor.Buffer) error {
-	if !s.record("embed %d×%d %v ids=%v", rows, cols, table.DType(), ids) {
-		return nil
-	}
-	return s.kernels.Embed(ctx, rows, cols, table, ids, out)
+	s.record("embed %d×%d %v ids=%v", rows, cols, table.DType(), ids)
+	return s.Backend.Embed(ctx, rows, cols, table, ids, out)
 }
 
 func (s *spyBackend) RMSNorm(ctx context.Context, rows, cols int, eps float32, x, g, out tensor.Buffer) error {
-	if !s.record("rmsnorm %d×%d eps=%g", rows, cols, eps) {
-		return nil
-	}
-	return s.kernels.RMSNorm(ctx, rows, cols, eps, x, g, out)
+	s.record("rmsnorm %d×%d eps=%g", rows, cols, eps)
+	return s.Backend.RMSNorm(ctx, rows, cols, eps, x, g, out)
 }
 
 func (s *spyBackend) RoPE(ctx context.Context, p tensor.RoPEParams, x tensor.Buffer) error {
-	if !s.record("rope %+v", p) {
-		return nil
-	}
-	return s.kernels.RoPE(ctx, p, x)
+	s.record("rope %+v", p)
+	return s.Backend.RoPE(ctx, p, x)
 }
 
 func (s *spyBackend) SwiGLU(ctx context.Context, a, b, out tensor.Buffer) error {
-	if !s.record("swiglu %d", a.Len()) {
-		return nil
-	}
-	return s.kernels.SwiGLU(ctx, a, b, out)
+	s.record("swiglu %d", a.Len())
+	return s.Backend.SwiGLU(ctx, a, b, out)
 }
 
 func (s *spyBackend) CopyRows(ctx context.Context, row, cols int, src, dst tensor.Buffer) error {
-	if !s.record("copy_rows row=%d cols=%d src=%d dst=%d", row, cols, src.Len(), dst.Len()) {
-		return nil
-	}
-	return s.kernels.CopyRows(ctx, row, cols, src, dst)
+	s.record("copy_rows row=%d cols=%d src=%d dst=%d", row, cols, src.Len(), dst.Len())
+	return s.Backend.CopyRows(ctx, row, cols, src, dst)
 }
 
 func (s *spyBackend) Attention(ctx context.Context, p tensor.AttentionParams, q, k, v, out tensor.Buffer) error {
-	if !s.record("attention %+v", p) {
-		return nil
-	}
-	return s.kernels.Attention(ctx, p, q, k, v, out)
+	s.record("attention %+v", p)
+	return s.Backend.Attention(ctx, p, q, k, v, out)
 }
 
 func (s *spyBackend) Argmax(ctx context.Context, x tensor.Buffer) (int, error) {
-	if !s.record("argmax %d", x.Len()) {
-		return 0, nil
-	}
-	return s.kernels.Argmax(ctx, x)
+	s.record("argmax %d", x.Len())
+	return s.Backend.Argmax(ctx, x)
 }
 
 func (s *spyBackend) Sample(ctx context.Context, p tensor.SampleParams, x tensor.Buffer) (int, error) {
-	if !s.record("sample %+v of %d", p, x.Len()) {
-		return 0, nil
-	}
-	return s.kernels.Sample(ctx, p, x)
+	s.record("sample %+v of %d", p, x.Len())
+	return s.Backend.Sample(ctx, p, x)
 }
 
 // guestData lays out the memory of a hostcalls script: records from 32,
@@ -207,8 +182,8 @@ type lmCall struct {
 	want int32
 }
 
-// anyIndex, as a wanted result, is any index a kernel may choose (argmax,
-// sample): numerics are the kernels' to test.
+// anyIndex, as a wanted result, is any index sample may draw: numerics are
+// the kernels' to test.
 const anyIndex = math.MinInt32
 
 func call(fn byte, want int32, args ...int32) lmCall {
@@ -531,7 +506,7 @@ func TestLMHostCalls(t *testing.T) {
 			return []lmCall{
 				newT(g, 1, f32, 8),
 				call(hcTensorWrite, 0, 1, g.put(f32s(0, 1, 2, 7, 3, 1, 0, -1)), 32),
-				call(hcArgmax, anyIndex, 1),
+				call(hcArgmax, 3, 1),
 				call(hcSample, anyIndex, 1, t, p, c),
 				call(hcSample, anyIndex, 1, t, f32bits(1), 0), // no nucleus
 				call(hcSample, int32(abi.EINVAL), 1, 0, p, c),
@@ -565,4 +540,171 @@ func TestLMHostCalls(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLMJob runs testdata/lmops.wasm, a C guest of every v3 function, in
+// both modes, and checks its outputs against the same steps run directly on
+// the reference kernels (the host passes the right tensors and parameters),
+// its two matmuls against products computed here, the data tensors' bytes,
+// EROFS and ENOENT.
+func TestLMJob(t *testing.T) {
+	spy := newSpy()
+	sb := newSandbox(t, Config{Reference: spy, Fast: cpu.New(cpu.Config{Threads: 1})})
+	file := lmFile()
+	job := Job{Module: readFile(t, "testdata/lmops.wasm"), Data: map[string]string{"model.bin": writeLMFile(t)}}
+	want := replayLMOps(t, file)
+	for _, mode := range []abi.Mode{abi.ModeExact, abi.ModeTolerance} {
+		t.Run(mode.String(), func(t *testing.T) {
+			spy.take()
+			res, err := sb.Run(context.Background(), job, NewJobConfig().WithMode(mode))
+			if err != nil || res.ExitCode != 0 {
+				t.Fatalf("err %v, exit %d: %s", err, res.ExitCode, res.Stderr)
+			}
+			out := res.Output
+			if len(out) != len(want)+4*4 {
+				t.Fatalf("%d bytes of output, want %d", len(out), len(want)+16)
+			}
+			for name, span := range lmOpsOutputs {
+				if got, w := out[span[0]:span[1]], want[span[0]:span[1]]; string(got) != string(w) {
+					t.Errorf("%s: %x\nwant %x (the reference kernels)", name, got, w)
+				}
+			}
+			tail := out[len(want):]
+			if am := int32(binary.LittleEndian.Uint32(tail)); am != argmaxF32(floats(want[lmOpsOutputs["logits"][0]:lmOpsOutputs["logits"][1]])) {
+				t.Errorf("argmax %d", am)
+			}
+			if tok := int32(binary.LittleEndian.Uint32(tail[4:])); tok < 0 || tok >= 16 {
+				t.Errorf("sample %d", tok)
+			}
+			if e := int32(binary.LittleEndian.Uint32(tail[8:])); e != int32(abi.EROFS) {
+				t.Errorf("tensor_write of a data tensor = %d, want EROFS", e)
+			}
+			if e := int32(binary.LittleEndian.Uint32(tail[12:])); e != int32(abi.ENOENT) {
+				t.Errorf("tensor_from_data of a missing file = %d, want ENOENT", e)
+			}
+			if mode == abi.ModeExact {
+				if got := spy.take(); !slices.Equal(got, lmOpsCalls) {
+					t.Errorf("kernel calls\n%q\nwant\n%q", got, lmOpsCalls)
+				}
+			} else if !strings.HasPrefix(res.Backend, "cpu") {
+				t.Errorf("tolerance mode ran on %s", res.Backend)
+			}
+		})
+	}
+	// The matmuls against products computed here: logits = sw·wᵀ (f32
+	// weights) and lq = x·qᵀ (q8_0 weights, d·q).
+	sw, w := floats(want[lmOpsOutputs["sw"][0]:lmOpsOutputs["sw"][1]]), floats(file[offW:offW+256])
+	checkProduct(t, "logits", floats(want[lmOpsOutputs["logits"][0]:lmOpsOutputs["logits"][1]]), sw, w, 2, 8, 8)
+	x := make([]float32, 32)
+	q := make([]float32, 64)
+	for i := range 32 {
+		x[i] = float32(i-16) / 8
+		q[i], q[32+i] = 0.125*float32(i-16), -0.125*float32(i-16)
+	}
+	checkProduct(t, "lq", floats(want[lmOpsOutputs["lq"][0]:lmOpsOutputs["lq"][1]]), x, q, 1, 2, 32)
+}
+
+// lmOpsOutputs are the spans of lmops.wasm's output, in bytes.
+var lmOpsOutputs = map[string][2]int{
+	"e": {0, 64}, "n": {64, 128}, "qh": {128, 192}, "kc": {192, 320}, "vc": {320, 448},
+	"att": {448, 512}, "sw": {512, 576}, "lq": {576, 584}, "logits": {584, 648},
+	"w": {648, 904}, "q": {904, 972},
+}
+
+// lmOpsCalls are the kernel calls of lmops.wasm.
+var lmOpsCalls = []string{
+	"embed 4×8 f16 ids=[3 1]",
+	"embed 1×8 bf16 ids=[0]",
+	"rmsnorm 2×8 eps=1e-05",
+	"matmul t=2 n=8 k=8 f32",
+	"rope {Rows:2 Cols:8 HeadDim:4 Pos:1 Theta:10000 Style:1}",
+	"copy_rows row=1 cols=8 src=16 dst=32",
+	"copy_rows row=1 cols=8 src=16 dst=32",
+	"attention {Rows:2 Heads:2 KVHeads:2 HeadDim:4 Pos:1}",
+	"swiglu 16",
+	"matmul t=1 n=2 k=32 q8_0",
+	"matmul t=2 n=8 k=8 f32",
+	"argmax 16",
+	"sample {Temperature:0.8 TopP:0.9 Coin:0.25} of 16",
+}
+
+// replayLMOps runs lmops.c's steps directly on the reference kernels and
+// returns the bytes it should write before its four i32 answers.
+func replayLMOps(t *testing.T, file []byte) []byte {
+	ctx := context.Background()
+	var tr tensor.Transformer = reference.New(reference.Config{Threads: 1})
+	f32 := func(n int) *tensor.HostBuffer { return &tensor.HostBuffer{F32: make([]float32, n)} }
+	raw := func(dt abi.DType, off, n int) *tensor.HostBuffer {
+		return &tensor.HostBuffer{Raw: file[off : off+int(dt.Bytes(n))], RawType: dt, RawLen: n}
+	}
+	w := &tensor.HostBuffer{F32: floats(file[offW : offW+256])}
+	table, g, q := raw(abi.F16, offTable, 32), raw(abi.BF16, offG, 8), raw(abi.Q8_0, offQ, 64)
+	e, gf, n, qh := f32(16), f32(8), f32(16), f32(16)
+	kc, vc, att, sw, lq, logits := f32(32), f32(32), f32(16), f32(16), f32(2), f32(16)
+	x := f32(32)
+	for i := range x.F32 {
+		x.F32[i] = float32(i-16) / 8
+	}
+	for _, err := range []error{
+		tr.Embed(ctx, 4, 8, table, []int32{3, 1}, e),
+		tr.Embed(ctx, 1, 8, g, []int32{0}, gf),
+		tr.RMSNorm(ctx, 2, 8, 1e-5, e, gf, n),
+		tr.MatMul(ctx, 2, 8, 8, n, w, qh),
+		tr.RoPE(ctx, tensor.RoPEParams{Rows: 2, Cols: 8, HeadDim: 4, Pos: 1, Theta: 10000, Style: abi.RoPEHalves}, qh),
+		tr.CopyRows(ctx, 1, 8, qh, kc),
+		tr.CopyRows(ctx, 1, 8, e, vc),
+		tr.Attention(ctx, tensor.AttentionParams{Rows: 2, Heads: 2, KVHeads: 2, HeadDim: 4, Pos: 1}, qh, kc, vc, att),
+		tr.SwiGLU(ctx, att, e, sw),
+		tr.MatMul(ctx, 1, 2, 32, x, q, lq),
+		tr.MatMul(ctx, 2, 8, 8, sw, w, logits),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out []byte
+	for _, b := range []*tensor.HostBuffer{e, n, qh, kc, vc, att, sw, lq, logits} {
+		out = append(out, f32s(b.F32...)...)
+	}
+	out = append(out, file[offW:offW+256]...)
+	return append(out, file[offQ:lmSize]...)
+}
+
+// checkProduct checks got [m, n] against x [m, k] · wᵀ (w [n, k]) computed
+// in float64, within f32 rounding.
+func checkProduct(t *testing.T, name string, got, x, w []float32, m, n, k int) {
+	t.Helper()
+	for i := range m {
+		for j := range n {
+			var sum, mag float64
+			for l := range k {
+				p := float64(x[i*k+l]) * float64(w[j*k+l])
+				sum += p
+				mag += math.Abs(p)
+			}
+			if d := math.Abs(float64(got[i*n+j]) - sum); d > 1e-6*mag+1e-30 {
+				t.Errorf("%s[%d,%d] = %g, want %g", name, i, j, got[i*n+j], sum)
+			}
+		}
+	}
+}
+
+// floats decodes little-endian f32s.
+func floats(b []byte) []float32 {
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
+}
+
+// argmaxF32 is the index of the first largest of v.
+func argmaxF32(v []float32) int32 {
+	best := 0
+	for i, x := range v {
+		if x > v[best] {
+			best = i
+		}
+	}
+	return int32(best)
 }

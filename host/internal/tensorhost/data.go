@@ -66,32 +66,41 @@ func tensorFromData(ctx context.Context, s *Session, mem api.Memory, p []int32) 
 		return int32(abi.EINVAL)
 	}
 	s.charge(n, 0) // deterministic: the same whether the cache had it or not
-	e := &entry{dt: dt, shape: dims, readOnly: true}
-	var err error
-	load := func() (*tensor.HostBuffer, error) { return modelcache.Read(f.path, int64(off), dt, n) }
-	if s.cfg.Cache == nil {
-		if errno := s.reserve(size); errno != abi.OK {
-			return int32(errno)
-		}
-		if e.buf, err = load(); err != nil {
-			s.unreserve(size)
-			return int32(s.loadErrno(ctx, err))
-		}
-		e.size = size
-		s.Stats.DataLoaded += size
-	} else {
-		key := modelcache.NewKey(f.digest, int64(off), dt, dims)
-		ref, loaded, err := s.cfg.Cache.Get(ctx, key, size, load)
-		if err != nil {
-			return int32(s.loadErrno(ctx, err))
-		}
-		e.buf, e.unpin = ref.Buffer(), ref.Release
-		if loaded {
-			s.Stats.DataLoaded += size
-		}
+	e, errno := s.loadData(ctx, f, int64(off), dt, dims, size)
+	if errno != abi.OK {
+		return int32(errno)
 	}
 	s.Stats.DataBytes += size
 	return s.insert(e)
+}
+
+// loadData makes a data tensor of size bytes: from the cache, pinned, or
+// without one read for this job alone and counted in its limits.
+func (s *Session) loadData(ctx context.Context, f openFile, off int64, dt abi.DType, dims []int, size int64) (*entry, abi.Errno) {
+	e := &entry{dt: dt, shape: dims, readOnly: true}
+	read := func() (*tensor.HostBuffer, error) { return modelcache.Read(f.path, off, dt, product(dims)) }
+	if s.cfg.Cache == nil {
+		if errno := s.reserve(size); errno != abi.OK {
+			return nil, errno
+		}
+		buf, err := read()
+		if err != nil {
+			s.unreserve(size)
+			return nil, s.loadErrno(ctx, err)
+		}
+		e.buf, e.size = buf, size
+		s.Stats.DataLoaded += size
+		return e, abi.OK
+	}
+	ref, loaded, err := s.cfg.Cache.Get(ctx, modelcache.NewKey(f.digest, off, dt, dims), size, read)
+	if err != nil {
+		return nil, s.loadErrno(ctx, err)
+	}
+	e.buf, e.unpin = ref.Buffer(), ref.Release
+	if loaded {
+		s.Stats.DataLoaded += size
+	}
+	return e, abi.OK
 }
 
 // wholeBlocks reports whether a tensor of dt may have shape dims: a Q8_0

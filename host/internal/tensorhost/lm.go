@@ -244,7 +244,7 @@ func copyRows(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 		return int32(abi.ESHAPE)
 	}
 	row := int(p[1])
-	if dst == src || row < 0 || row+r > dst.shape[0] {
+	if dst == src || row < 0 || row > dst.shape[0]-r {
 		return int32(abi.EINVAL)
 	}
 	s.charge(r*c, 0)
@@ -278,7 +278,7 @@ func attention(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 	if kc%hd != 0 || heads%(kc/hd) != 0 {
 		return int32(abi.ESHAPE)
 	}
-	if pos+t > cache {
+	if pos > cache-t {
 		return int32(abi.EINVAL)
 	}
 	ap := tensor.AttentionParams{Rows: t, Heads: heads, KVHeads: kc / hd, HeadDim: hd, Pos: pos}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/host/tensor/internal/par"
 	"github.com/infernet/infernet/host/tensor/internal/pmath"
@@ -38,16 +39,21 @@ func Attention(ctx context.Context, threads int, p tensor.AttentionParams, q, k,
 	scale := 1 / float32(math.Sqrt(float64(hd)))
 	group := H / Hkv
 	cost := (p.Pos + p.Rows) * hd * 2
+	// The scores are a GEMV of the head's q over the rows of its kv head,
+	// kc values apart in k: the matmul kernels, on a padded q.
+	gemv, kb, hp := kernels.gemv[abi.F32], F32Weights(k).bytes(), padLen(hd)
 	return par.ForBlocks(ctx, threads, p.Rows*H, max(1, blockWork/cost), func(lo, hi int) error {
 		att := make([]float32, p.Pos+p.Rows)
+		qp := make([]float32, hp)
 		for item := lo; item < hi; item++ {
 			r, h := item/H, item%H
 			n := p.Pos + r + 1 // cache rows attended to
-			qh := q[r*qc+h*hd : r*qc+(h+1)*hd]
+			copy(qp, q[r*qc+h*hd:r*qc+(h+1)*hd])
 			kvOff := (h / group) * hd
+			gemv(att[:n], qp, kb[4*kvOff:], hd, 4*kc)
 			m := float32(math.Inf(-1))
-			for t := range n {
-				s := float32(dot(qh, k[t*kc+kvOff:t*kc+kvOff+hd]) * scale)
+			for t, d := range att[:n] {
+				s := d * scale
 				att[t] = s
 				if s > m {
 					m = s
@@ -57,10 +63,7 @@ func Attention(ctx context.Context, threads int, p tensor.AttentionParams, q, k,
 			o := out[r*qc+h*hd : r*qc+(h+1)*hd]
 			clear(o)
 			for t, a := range att[:n] {
-				vt := v[t*kc+kvOff : t*kc+kvOff+hd]
-				for i, vv := range vt {
-					o[i] += float32(a * vv)
-				}
+				kernels.axpy(o, v[t*kc+kvOff:t*kc+kvOff+hd], a)
 			}
 			canonicalize(o)
 		}

@@ -20,6 +20,13 @@ func (a *lanes) add(x, w []float32) {
 	}
 }
 
+// add16 is add of a whole chunk, without bounds checks.
+func (a *lanes) add16(x, w *[abi.DotLanes]float32) {
+	for l := range abi.DotLanes {
+		a[l] += float32(x[l] * w[l])
+	}
+}
+
 // sum adds the lanes pairwise, lane i += lane i+8, then +4, +2, +1, and
 // returns lane 0.
 func (a *lanes) sum() float32 {
@@ -31,14 +38,20 @@ func (a *lanes) sum() float32 {
 	return a[0]
 }
 
+// chunk is the 16 values from i on of a slice.
+func chunk(s []float32, i int) *[abi.DotLanes]float32 {
+	return (*[abi.DotLanes]float32)(s[i : i+abi.DotLanes])
+}
+
 // dot is the exact-mode dot product of x and w (equal lengths).
 func dot(x, w []float32) float32 {
 	var acc lanes
 	w = w[:len(x)]
-	for i := 0; i < len(x); i += abi.DotLanes {
-		j := min(i+abi.DotLanes, len(x))
-		acc.add(x[i:j], w[i:j])
+	full := len(x) &^ (abi.DotLanes - 1)
+	for i := 0; i < full; i += abi.DotLanes {
+		acc.add16(chunk(x, i), chunk(w, i))
 	}
+	acc.add(x[full:], w[full:])
 	return acc.sum()
 }
 
@@ -50,29 +63,35 @@ func dotRow(dt abi.DType, x []float32, row []byte) float32 {
 	}
 	var acc lanes
 	var w [abi.DotLanes]float32
-	for i := 0; i < len(x); i += abi.DotLanes {
-		j := min(i+abi.DotLanes, len(x))
-		decode(dt, row, i, w[:j-i])
-		acc.add(x[i:j], w[:j-i])
+	full := len(x) &^ (abi.DotLanes - 1)
+	for i := 0; i < full; i += abi.DotLanes {
+		decode16(dt, row, i, &w)
+		acc.add16(chunk(x, i), &w)
+	}
+	if tail := len(x) - full; tail > 0 {
+		decode(dt, row, full, w[:tail])
+		acc.add(x[full:], w[:tail])
 	}
 	return acc.sum()
 }
 
-// gemvFunc computes out[j] = dot(x[:k], row j) for j < len(out), where the
-// rows, of k elements of one weight type, lie one after another in w. x
-// has k elements rounded up to a multiple of abi.DotLanes, zero past k:
-// the assembly reads whole vectors of it. Callers check the lengths.
-type gemvFunc func(out, x []float32, w []byte, k int)
+// gemvFunc computes out[j] = dot(x[:k], row j) for j < len(out), where
+// the rows, of k elements of one weight type, start stride bytes apart in
+// w. x has k elements rounded up to a multiple of abi.DotLanes, zero past
+// k: the assembly reads whole vectors of it. Callers check the lengths.
+type gemvFunc func(out, x []float32, w []byte, k, stride int)
 
 // kernelSet is an implementation of gemv for each weight type.
 type kernelSet struct {
 	name string
 	gemv [abi.Q8_0 + 1]gemvFunc // indexed by abi.DType
+	// axpy adds a·v[i], each product rounded, to o[i] for i < len(o).
+	axpy func(o, v []float32, a float32)
 }
 
 // goKernels is the portable implementation, the definition the assembly
 // must match bit for bit.
-var goKernels = &kernelSet{name: "go", gemv: [...]gemvFunc{
+var goKernels = &kernelSet{name: "go", axpy: axpyGo, gemv: [...]gemvFunc{
 	abi.F32:  gemvGo(abi.F32),
 	abi.F16:  gemvGo(abi.F16),
 	abi.BF16: gemvGo(abi.BF16),
@@ -81,12 +100,20 @@ var goKernels = &kernelSet{name: "go", gemv: [...]gemvFunc{
 
 // gemvGo returns the portable gemv for rows of type dt.
 func gemvGo(dt abi.DType) gemvFunc {
-	return func(out, x []float32, w []byte, k int) {
+	return func(out, x []float32, w []byte, k, stride int) {
 		rb := rowBytes(dt, k)
 		x = x[:k]
 		for j := range out {
-			out[j] = dotRow(dt, x, w[j*rb:(j+1)*rb])
+			out[j] = dotRow(dt, x, w[j*stride:j*stride+rb])
 		}
+	}
+}
+
+// axpyGo is the portable axpy.
+func axpyGo(o, v []float32, a float32) {
+	v = v[:len(o)]
+	for i, vv := range v {
+		o[i] += float32(a * vv)
 	}
 }
 

@@ -2,8 +2,115 @@
 
 package transformer
 
-// bestKernels returns the fastest kernels the CPU supports.
-func bestKernels() *kernelSet { return goKernels }
+import (
+	"github.com/infernet/infernet/abi"
+	"golang.org/x/sys/cpu"
+)
+
+//go:generate go run gen_gemv.go
+
+// The assembly GEMV kernels (gemv_amd64.s, see gen_gemv.go): out[j] is the
+// exact-mode dot product of x and row j of w for j < rows; x holds k values
+// padded with zeros to a multiple of 16, and the rows of k values start
+// stride bytes apart.
+
+//go:noescape
+func gemvF32AVX512(out, x *float32, w *byte, k, rows, stride int)
+
+//go:noescape
+func gemvF16AVX512(out, x *float32, w *byte, k, rows, stride int)
+
+//go:noescape
+func gemvBF16AVX512(out, x *float32, w *byte, k, rows, stride int)
+
+//go:noescape
+func gemvQ8AVX512(out, x *float32, w *byte, k, rows, stride int)
+
+//go:noescape
+func gemvF32AVX2(out, x *float32, w *byte, k, rows, stride int)
+
+//go:noescape
+func gemvF16AVX2(out, x *float32, w *byte, k, rows, stride int)
+
+//go:noescape
+func gemvBF16AVX2(out, x *float32, w *byte, k, rows, stride int)
+
+//go:noescape
+func gemvQ8AVX2(out, x *float32, w *byte, k, rows, stride int)
+
+// axpyAVX2 computes o[i] += a·v[i] for i < n, each product rounded before
+// the addition. It needs AVX2.
+//
+//go:noescape
+func axpyAVX2(o, v *float32, a float32, n int)
+
+// axpyAsm is axpyAVX2 on slices; len(v) ≥ len(o).
+func axpyAsm(o, v []float32, a float32) {
+	if len(o) == 0 {
+		return
+	}
+	v = v[:len(o)]
+	axpyAVX2(&o[0], &v[0], a, len(o))
+}
+
+// asmFunc is the signature of the assembly kernels.
+type asmFunc func(out, x *float32, w *byte, k, rows, stride int)
+
+var (
+	avx512Kernels = asmKernels("avx512", gemvF32AVX512, gemvF16AVX512, gemvBF16AVX512, gemvQ8AVX512)
+	avx2Kernels   = asmKernels("avx2", gemvF32AVX2, gemvF16AVX2, gemvBF16AVX2, gemvQ8AVX2)
+)
+
+// asmKernels returns the kernel set of the assembly functions of one
+// instruction set.
+func asmKernels(name string, f32, f16, bf16, q8 asmFunc) *kernelSet {
+	return &kernelSet{name: name, axpy: axpyAsm, gemv: [...]gemvFunc{
+		abi.F32:  asmGemv(abi.F32, f32),
+		abi.F16:  asmGemv(abi.F16, f16),
+		abi.BF16: asmGemv(abi.BF16, bf16),
+		abi.Q8_0: asmGemv(abi.Q8_0, q8),
+	}}
+}
+
+// asmGemv wraps an assembly kernel for rows of type dt as a gemvFunc. The
+// lengths are checked again here: the assembly must never read past a
+// slice, whatever a caller does.
+func asmGemv(dt abi.DType, f asmFunc) gemvFunc {
+	return func(out, x []float32, w []byte, k, stride int) {
+		if len(out) == 0 {
+			return
+		}
+		rb := rowBytes(dt, k)
+		if k <= 0 || len(x) < padLen(k) || stride < rb || len(w) < (len(out)-1)*stride+rb || dt == abi.Q8_0 && k%abi.Q8Block != 0 {
+			panic("transformer: gemv: short buffers")
+		}
+		f(&out[0], &x[0], &w[0], k, len(out), stride)
+	}
+}
+
+// hasAVX2 reports what the AVX2 kernels need: AVX2 and F16C.
+var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasF16C
+
+// bestKernels returns the fastest kernels the CPU supports; x/sys/cpu
+// reports AVX-512 only when the OS saves the zmm state.
+func bestKernels() *kernelSet {
+	switch {
+	case cpu.X86.HasAVX512F && hasAVX2:
+		return avx512Kernels
+	case hasAVX2:
+		return avx2Kernels
+	}
+	return goKernels
+}
 
 // allKernels lists every kernel set this machine runs, for tests.
-func allKernels() []*kernelSet { return []*kernelSet{goKernels} }
+func allKernels() []*kernelSet {
+	ks := []*kernelSet{goKernels}
+	if hasAVX2 {
+		ks = append(ks, avx2Kernels)
+	}
+	if cpu.X86.HasAVX512F && hasAVX2 {
+		ks = append(ks, avx512Kernels)
+	}
+	return ks
+}

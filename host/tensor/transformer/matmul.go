@@ -70,7 +70,7 @@ func matMul(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float3
 				}
 			}
 			o := out[r*n+lo : r*n+hi]
-			gemv(o, xp[r*kp:(r+1)*kp], wb[lo*rb:hi*rb], k)
+			gemv(o, xp[r*kp:(r+1)*kp], wb[lo*rb:hi*rb], k, rb)
 			canonicalize(o)
 		}
 		return nil

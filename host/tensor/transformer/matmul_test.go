@@ -113,6 +113,51 @@ func TestKernelsMatchGo(t *testing.T) {
 	}
 }
 
+// TestKernelsStride checks the kernels on rows further apart than their
+// size (attention's rows of one kv head) against the portable kernels.
+func TestKernelsStride(t *testing.T) {
+	for _, ks := range allKernels() {
+		for _, dt := range weightTypes {
+			for _, k := range dims {
+				if !fitsType(dt, k) {
+					continue
+				}
+				r := &rng{s: uint64(k)}
+				const n, gap = 11, 3 // rows, and rows skipped between them
+				w := r.weights(dt, n*gap, k, true)
+				rb := rowBytes(dt, k)
+				x := make([]float32, padLen(k))
+				copy(x, r.f32s(k))
+				got, want := make([]float32, n), make([]float32, n)
+				wb := w.bytes()[rb:] // from row 1: rows 1, 4, 7, …
+				ks.gemv[dt](got, x, wb, k, gap*rb)
+				goKernels.gemv[dt](want, x, wb, k, gap*rb)
+				canonicalize(got)
+				canonicalize(want)
+				sameBits(t, fmt.Sprintf("%s/%v/k=%d", ks.name, dt, k), got, want)
+			}
+		}
+	}
+}
+
+// TestAxpy checks every kernel set's axpy against the portable one.
+func TestAxpy(t *testing.T) {
+	r := &rng{s: 9}
+	for _, ks := range allKernels() {
+		for _, n := range []int{0, 1, 7, 8, 9, 64, 100} {
+			v := r.f32s(n)
+			if n > 2 {
+				v[1], v[2] = float32(math.Inf(1)), float32(math.Copysign(0, -1))
+			}
+			o := r.f32s(n)
+			got, want := append([]float32(nil), o...), append([]float32(nil), o...)
+			ks.axpy(got, v, 0.37)
+			axpyGo(want, v, 0.37)
+			sameBits(t, fmt.Sprintf("%s/n=%d", ks.name, n), got, want)
+		}
+	}
+}
+
 // TestMatMulInvariance checks that t rows in one call equal t calls of one
 // row, on any number of threads, bit for bit.
 func TestMatMulInvariance(t *testing.T) {

@@ -91,17 +91,50 @@ func decode(dt abi.DType, row []byte, i int, dst []float32) {
 	}
 }
 
-// f16 returns the IEEE-754 binary16 value with bits h as a float32, which
-// holds it exactly (subnormals become normal; NaN payloads are kept).
-func f16(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	e := uint32(h>>10) & 0x1F
-	m := uint32(h) & 0x3FF
-	switch e {
-	case 0x1F: // Inf, NaN
-		return math.Float32frombits(sign | 0x7F800000 | m<<13)
-	case 0: // ±0 and subnormals: m·2⁻²⁴, exact in float32
-		return math.Float32frombits(sign | math.Float32bits(float32(m)*(1.0/(1<<24))))
+// decode16 is decode of the 16 values from i on, i a multiple of 16 (so
+// that they lie in one Q8_0 block): the pure-Go kernels' inner loop.
+func decode16(dt abi.DType, row []byte, i int, dst *[16]float32) {
+	switch dt {
+	case abi.F16:
+		src := row[2*i : 2*i+32]
+		for j := range dst {
+			dst[j] = f16(uint16(src[2*j]) | uint16(src[2*j+1])<<8)
+		}
+	case abi.Q8_0:
+		blk := row[i/abi.Q8Block*(2+abi.Q8Block):]
+		d := f16(binary.LittleEndian.Uint16(blk))
+		q := blk[2+i%abi.Q8Block : 2+i%abi.Q8Block+16]
+		for j := range dst {
+			dst[j] = float32(d * i8f[q[j]])
+		}
+	default:
+		decode(dt, row, i, dst[:])
 	}
-	return math.Float32frombits(sign | (e+127-15)<<23 | m<<13)
+}
+
+// i8f is each byte's value as an int8, as a float32: a table, because
+// CVTSI2SS merges into its destination register, which chains the
+// iterations of a conversion loop through it on amd64.
+var i8f = func() (t [256]float32) {
+	for i := range t {
+		t[i] = float32(int8(i))
+	}
+	return t
+}()
+
+// f16 returns the IEEE-754 binary16 value with bits h as a float32, which
+// holds it exactly (subnormals become normal; NaN payloads are kept). Only
+// integer operations for normal values: a float product with a subnormal
+// operand costs a hundred cycles on many CPUs.
+func f16(h uint16) float32 {
+	var v uint32
+	switch h & 0x7C00 {
+	case 0x7C00: // Inf, NaN
+		v = 0x7F800000 | uint32(h&0x3FF)<<13
+	case 0: // ±0 and subnormals: m·2⁻²⁴, a normal float32
+		v = math.Float32bits(float32(h&0x3FF) * 0x1p-24)
+	default: // rebias the exponent
+		v = uint32(h&0x7FFF)<<13 + (127-15)<<23
+	}
+	return math.Float32frombits(uint32(h&0x8000)<<16 | v)
 }

@@ -11,7 +11,7 @@ import (
 
 // ForBlocks calls fn(lo, hi) for the consecutive blocks [0, block),
 // [block, 2·block), … of [0, n), the last one possibly shorter, on up to
-// threads goroutines (the caller's among them when only one is needed).
+// threads goroutines, the caller's among them.
 //
 // Blocks are claimed in ascending order from a shared counter, so which
 // goroutine runs a block varies between calls: fn's effect must depend only on
@@ -53,25 +53,27 @@ func ForBlocks(ctx context.Context, threads, n, block int, fn func(lo, hi int) e
 		errOnce.Do(func() { firstEr = err })
 		next.Store(int64(blocks)) // no further claims
 	}
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= blocks {
-					return
-				}
-				if err := ctx.Err(); err != nil {
-					stop(err)
-					return
-				}
-				lo := i * block
-				if err := fn(lo, min(lo+block, n)); err != nil {
-					stop(err)
-					return
-				}
+	work := func() {
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= blocks {
+				return
 			}
-		})
+			if err := ctx.Err(); err != nil {
+				stop(err)
+				return
+			}
+			lo := i * block
+			if err := fn(lo, min(lo+block, n)); err != nil {
+				stop(err)
+				return
+			}
+		}
 	}
+	for range workers - 1 {
+		wg.Go(work)
+	}
+	work() // the caller is a worker too: one goroutine fewer to start
 	wg.Wait()
 	return firstEr
 }

@@ -1,0 +1,272 @@
+package tensorhost
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/internal/modelcache"
+	"github.com/infernet/infernet/host/tensor"
+	"github.com/infernet/infernet/host/tensor/reference"
+	"github.com/infernet/infernet/host/tensor/transformer"
+)
+
+// guestMemory returns the memory of a module that has nothing else: one
+// page, for the arguments of host functions called directly.
+func guestMemory(t *testing.T) api.Memory {
+	ctx := context.Background()
+	r := wazero.NewRuntime(ctx)
+	t.Cleanup(func() { r.Close(ctx) })
+	// (module (memory (export "memory") 1))
+	wasm := []byte("\x00asm\x01\x00\x00\x00\x05\x03\x01\x00\x01\x07\x0a\x01\x06memory\x02\x00")
+	mod, err := r.Instantiate(ctx, wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mod.Memory()
+}
+
+// weights is the data file of these tests: 16 f32, 0.5·i.
+func weights(t *testing.T) (string, []byte) {
+	var b []byte
+	for i := range 16 {
+		b = append(b, f32bytes(float32(i)/2)...)
+	}
+	path := filepath.Join(t.TempDir(), "w.bin")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, b
+}
+
+// fromData calls tensor_from_data for file "w" with the name at 0 and the
+// dims at 16 of mem.
+func fromData(s *Session, mem api.Memory, off int32, dt abi.DType, dims ...int32) int32 {
+	mem.Write(0, []byte("w"))
+	for i, d := range dims {
+		mem.WriteUint32Le(16+4*uint32(i), uint32(d))
+	}
+	return tensorFromData(context.Background(), s, mem, []int32{0, 1, off, 0, int32(dt), int32(len(dims)), 16})
+}
+
+func dataFiles(path string) map[string]DataFile {
+	return map[string]DataFile{"w": {Path: path, Digest: func() ([32]byte, error) {
+		b, err := os.ReadFile(path)
+		return sha256.Sum256(b), err
+	}}}
+}
+
+// deviceLM is deviceBackend with matmul and swiglu of its own, run on its
+// buffers' host copies; it refuses a host buffer (a data tensor), which a
+// device cannot read. Its other language-model ops are transformer.Host's,
+// which refuse device buffers: they fall back to the reference.
+type deviceLM struct {
+	*deviceBackend
+	transformer.Host
+	ran []string
+}
+
+func (d *deviceLM) unwrap(op string, bufs ...tensor.Buffer) ([]tensor.Buffer, error) {
+	out := make([]tensor.Buffer, len(bufs))
+	for i, b := range bufs {
+		db, ok := b.(*deviceBuffer)
+		if !ok {
+			return nil, fmt.Errorf("device %s: %T is not a device buffer", op, b)
+		}
+		out[i] = db.host
+	}
+	d.ran = append(d.ran, op)
+	return out, nil
+}
+
+func (d *deviceLM) MatMul(ctx context.Context, t, n, k int, x, w, out tensor.Buffer) error {
+	h, err := d.unwrap("matmul", x, w, out)
+	if err != nil {
+		return err
+	}
+	return d.Host.MatMul(ctx, t, n, k, h[0], h[1], h[2])
+}
+
+func (d *deviceLM) SwiGLU(ctx context.Context, a, b, out tensor.Buffer) error {
+	h, err := d.unwrap("swiglu", a, b, out)
+	if err != nil {
+		return err
+	}
+	return d.Host.SwiGLU(ctx, h[0], h[1], h[2])
+}
+
+// TestDataTensorsOnDevice: with a backend whose buffers are not host
+// memory, an op on a data tensor runs on the reference (the job's tensors
+// copied there and back, the data tensor read where it is), ops on the
+// job's own tensors run on the device when it has them, else on the
+// reference; the results are the reference's, and a data tensor reads back
+// its bytes.
+func TestDataTensorsOnDevice(t *testing.T) {
+	ctx := context.Background()
+	ref := reference.New(reference.Config{Threads: 1})
+	path, file := weights(t)
+	mem := guestMemory(t)
+	results := map[string][][]byte{}
+	for _, name := range []string{"reference", "device"} {
+		var be tensor.Backend
+		dev := &deviceLM{deviceBackend: &deviceBackend{ref: ref}, Host: transformer.NewHost(1)}
+		if name == "device" {
+			be = dev
+		}
+		s, err := NewSession(Config{Mode: abi.ModeTolerance, Reference: ref, Backend: be,
+			Data: dataFiles(path), Cache: modelcache.New(1 << 20)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hw := fromData(s, mem, 0, abi.F32, 4, 4)
+		hx, x, _ := s.alloc(abi.F32, []int{2, 4})
+		if hw <= 0 || s.backend.Write(x.buf, f32bytes(1, -2, 3, 0.5, 0, 1, 1, -1)) != nil {
+			t.Fatalf("%s: tensor_from_data = %d", name, hw)
+		}
+		read := func(h int32) []byte {
+			e, _ := s.get(h)
+			b := make([]byte, 4*e.elems())
+			if err := s.backend.Read(e.buf, b); err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		hy := matMul(ctx, s, nil, []int32{hx, hw})
+		hz := swiGLU(ctx, s, nil, []int32{hx, hx})
+		if hy <= 0 || hz <= 0 {
+			t.Fatalf("%s: matmul = %d, swiglu = %d", name, hy, hz)
+		}
+		if r := rope(ctx, s, nil, []int32{hx, 2, 4, int32(0x461c4000), abi.RoPEHalves}); r != 0 { // θ = 10000
+			t.Fatalf("%s: rope = %d", name, r)
+		}
+		if r := tensorCopy(false)(ctx, s, mem, []int32{hw, 256, 64}); r != 0 {
+			t.Fatalf("%s: tensor_read of the data tensor = %d", name, r)
+		}
+		back, _ := mem.Read(256, 64)
+		if string(back) != string(file) {
+			t.Errorf("%s: data tensor reads back %x, want %x", name, back, file)
+		}
+		results[name] = [][]byte{read(hy), read(hz), read(hx)}
+		wantFallbacks := map[string]uint64{"reference": 0, "device": 2}[name] // matmul on data, rope
+		if s.Stats.Fallbacks != wantFallbacks {
+			t.Errorf("%s: %d fallbacks, want %d", name, s.Stats.Fallbacks, wantFallbacks)
+		}
+		if want := map[string][]string{"device": {"swiglu"}}[name]; !slices.Equal(dev.ran, want) {
+			t.Errorf("%s: ran %v on the device, want %v", name, dev.ran, want)
+		}
+		s.Close()
+	}
+	for i, op := range []string{"matmul", "swiglu", "rope"} {
+		if string(results["device"][i]) != string(results["reference"][i]) {
+			t.Errorf("%s on the device session: %x, want %x", op, results["device"][i], results["reference"][i])
+		}
+	}
+}
+
+// TestDataTensorPins: a session's data tensors stay pinned in the cache
+// until freed or the session closes; a tensor the cache cannot hold, a
+// full handle table, a file gone and a digest that cannot be had are
+// refused without loading anything.
+func TestDataTensorPins(t *testing.T) {
+	ref := reference.New(reference.Config{Threads: 1})
+	path, _ := weights(t)
+	mem := guestMemory(t)
+	cache := modelcache.New(32) // one 8-element f32 tensor
+	session := func(cfg Config) *Session {
+		cfg.Reference, cfg.Cache = ref, cache
+		if cfg.Data == nil {
+			cfg.Data = dataFiles(path)
+		}
+		s, err := NewSession(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s1, s2 := session(Config{}), session(Config{})
+	h := fromData(s1, mem, 0, abi.F32, 8)
+	if h <= 0 {
+		t.Fatalf("tensor_from_data = %d", h)
+	}
+	if r := fromData(s2, mem, 32, abi.F32, 8); r != int32(abi.ENOMEM) {
+		t.Fatalf("with the cache pinned full: %d, want ENOMEM", r)
+	}
+	if s1.release(h) != abi.OK {
+		t.Fatal("tensor_free")
+	}
+	if r := fromData(s2, mem, 32, abi.F32, 8); r <= 0 {
+		t.Fatalf("after tensor_free: %d", r)
+	}
+	s2.Close()
+	if r := fromData(s1, mem, 0, abi.F32, 8); r <= 0 {
+		t.Fatalf("after Close: %d", r)
+	}
+	if st := cache.Stats(); st.Evictions != 2 || st.Misses != 4 || st.Hits != 0 {
+		t.Errorf("cache %+v, want 4 misses and 2 evictions", st)
+	}
+	s1.Close()
+
+	misses := cache.Stats().Misses
+	gone := map[string]DataFile{"w": {Path: path, Digest: func() ([32]byte, error) { return [32]byte{}, fs.ErrNotExist }}}
+	noDigest := map[string]DataFile{"w": {Path: path}}
+	for _, tt := range []struct {
+		name string
+		cfg  Config
+		want abi.Errno
+	}{
+		{"handle table full", Config{MaxHandles: 1}, abi.ETOOMANY},
+		{"file gone", Config{Data: map[string]DataFile{"w": {Path: path + ".gone"}}}, abi.ENOENT},
+		{"file gone while hashed", Config{Data: gone}, abi.ENOENT},
+		{"no digest", Config{Data: noDigest}, abi.EBACKEND},
+		{"too large for the cache", Config{}, abi.ENOMEM},
+	} {
+		s := session(tt.cfg)
+		if tt.want == abi.ETOOMANY {
+			s.alloc(abi.F32, []int{1})
+		}
+		n := int32(8)
+		if tt.want == abi.ENOMEM {
+			n = 16
+		}
+		if r := fromData(s, mem, 0, abi.F32, n); r != int32(tt.want) {
+			t.Errorf("%s: %d, want %v", tt.name, r, tt.want)
+		}
+		s.Close()
+	}
+	if got := cache.Stats().Misses - misses; got != 1 { // only the tensor too large asked
+		t.Errorf("%d cache misses for refused tensors, want 1", got)
+	}
+}
+
+// TestDataTensorsWithoutCache: without a cache a data tensor is the job's
+// own, counted in its limits, and reads its file each time.
+func TestDataTensorsWithoutCache(t *testing.T) {
+	path, _ := weights(t)
+	mem := guestMemory(t)
+	b := &countingBudget{limit: 100}
+	s, err := NewSession(Config{Reference: reference.New(reference.Config{}), Budget: b,
+		Data: map[string]DataFile{"w": {Path: path}}}) // no Digest: not needed
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1, h2 := fromData(s, mem, 0, abi.F32, 16), fromData(s, mem, 0, abi.F32, 16)
+	if h1 <= 0 || h2 != int32(abi.ENOMEM) || b.used != 64 || s.Stats.DataLoaded != 64 {
+		t.Fatalf("tensor_from_data %d, %d; budget used %d, loaded %d", h1, h2, b.used, s.Stats.DataLoaded)
+	}
+	if e, _ := s.get(h1); e.buf.(*tensor.HostBuffer).F32[3] != 1.5 {
+		t.Errorf("element 3 is %v, want 1.5", e.buf.(*tensor.HostBuffer).F32[3])
+	}
+	s.Close()
+	if b.used != 0 {
+		t.Errorf("after Close the budget holds %d", b.used)
+	}
+}

@@ -1,0 +1,110 @@
+package transformer
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/tensor"
+)
+
+// gemvShapes are the decode GEMVs of a 768-wide Llama (n×k): attention
+// projections, the feed-forward up and down projections, a 32000-token
+// classifier.
+var gemvShapes = []struct{ n, k int }{{768, 768}, {2048, 768}, {768, 2048}, {32000, 768}}
+
+// BenchmarkGEMV measures one-row MatMul (a decode step's GEMV) per weight
+// type, shape, kernel set and thread count; the reported MB/s are of
+// weights read. Run with -benchtime=20x: the largest case reads 98 MB.
+func BenchmarkGEMV(b *testing.B) {
+	ctx := context.Background()
+	for _, dt := range []abi.DType{abi.F32, abi.F16, abi.Q8_0} {
+		for _, s := range gemvShapes {
+			r := &rng{s: 1}
+			x, w := r.f32s(s.k), r.weights(dt, s.n, s.k, false)
+			out := make([]float32, s.n)
+			for _, ks := range allKernels() {
+				for _, threads := range []int{1, 2} {
+					b.Run(fmt.Sprintf("%v/%dx%d/%s/threads=%d", dt, s.n, s.k, ks.name, threads), func(b *testing.B) {
+						runtime.GC() // the setup's garbage: no collection while timing
+						b.SetBytes(int64(len(w.bytes())))
+						for b.Loop() {
+							if err := matMul(ctx, ks, threads, 1, s.n, s.k, x, w, out); err != nil {
+								b.Fatal(err)
+							}
+						}
+					})
+				}
+			}
+			if dt == abi.F32 {
+				b.Run(fmt.Sprintf("%v/%dx%d/naive/threads=1", dt, s.n, s.k), func(b *testing.B) {
+					b.SetBytes(int64(4 * len(w.F32)))
+					for b.Loop() {
+						naiveGemv(out, x, w.F32)
+					}
+				})
+			}
+		}
+	}
+}
+
+// naiveGemv is the plain Go loop of llama2.c's matmul: the baseline.
+func naiveGemv(out, x, w []float32) {
+	k := len(x)
+	for j := range out {
+		var s float32
+		for i, v := range w[j*k : (j+1)*k] {
+			s += v * x[i]
+		}
+		out[j] = s
+	}
+}
+
+// BenchmarkMatMulPrefill measures a 64-row MatMul (a prompt of 64 tokens)
+// with the best kernels on two threads.
+func BenchmarkMatMulPrefill(b *testing.B) {
+	ctx := context.Background()
+	const t = 64
+	for _, dt := range []abi.DType{abi.F32, abi.Q8_0} {
+		s := gemvShapes[1]
+		r := &rng{s: 2}
+		x, w := r.f32s(t*s.k), r.weights(dt, s.n, s.k, false)
+		out := make([]float32, t*s.n)
+		b.Run(fmt.Sprintf("%v/%dx%dx%d", dt, t, s.n, s.k), func(b *testing.B) {
+			b.SetBytes(int64(len(w.bytes())))
+			for b.Loop() {
+				if err := MatMul(ctx, 2, t, s.n, s.k, x, w, out); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkAttention measures one decode step's attention (one row at
+// position 1023, 12 heads of 64) with each kernel set on one thread.
+func BenchmarkAttention(b *testing.B) {
+	ctx := context.Background()
+	p := tensor.AttentionParams{Rows: 1, Heads: 12, KVHeads: 12, HeadDim: 64, Pos: 1023}
+	r := &rng{s: 3}
+	kv := (p.Pos + 1) * p.KVHeads * p.HeadDim
+	q, k, v := r.f32s(p.Heads*p.HeadDim), r.f32s(kv), r.f32s(kv)
+	for i := range q { // scores of a trained model's size: weights that are not subnormal
+		q[i] /= 64
+	}
+	out := make([]float32, len(q))
+	defer func(ks *kernelSet) { kernels = ks }(kernels)
+	for _, ks := range allKernels() {
+		kernels = ks
+		b.Run(ks.name, func(b *testing.B) {
+			b.SetBytes(int64(8 * kv)) // k and v read
+			for b.Loop() {
+				if err := Attention(ctx, 1, p, q, k, v, out); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

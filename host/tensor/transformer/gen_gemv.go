@@ -1,0 +1,321 @@
+//go:build ignore
+
+// gen_gemv writes gemv_amd64.s, the exact-mode GEMV kernels: for each weight
+// type (f32, f16, bf16, q8_0) and each of AVX-512 and AVX2, a function
+//
+//	func gemv<Type><ISA>(out, x *float32, w *byte, k, rows, stride int)
+//
+// that sets out[j] to the 16-lane dot product of x (k values, padded with
+// zeros to a multiple of 16) and row j of w, for rows rows that start
+// stride bytes apart. Run it with go generate; the output is checked in.
+//
+// Each row's 16 lanes live in one zmm register (AVX-512) or two ymm (lanes
+// 0–7 and 8–15, AVX2). Every weight is converted to float32 first; each
+// product is rounded by VMULPS before VADDPS adds it (never an FMA), so the
+// bits are those of the Go code in dot.go. Four rows run at once, four
+// independent addition chains; a last loop takes the rows one by one. A
+// row's tail (k mod 16 values) is copied to a zeroed scratch vector on the
+// stack, so the missing lanes add +0 products, which changes no lane: a
+// lane that starts at +0 never holds -0.
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+)
+
+var out bytes.Buffer
+
+func p(format string, args ...any) { fmt.Fprintf(&out, "\t"+format+"\n", args...) }
+
+func label(name string) { fmt.Fprintf(&out, "%s:\n", name) }
+
+// isa is a vector instruction set.
+type isa struct {
+	name  string // function name suffix
+	reg   string // "Z" or "Y"
+	parts int    // vectors per 16 lanes
+}
+
+var (
+	avx512 = isa{"AVX512", "Z", 1}
+	avx2   = isa{"AVX2", "Y", 2}
+)
+
+// wtype is a weight type: es bytes per element, 0 for q8_0's blocks.
+type wtype struct {
+	name string
+	es   int
+}
+
+// Registers: DI out, SI x, BX the first row of the group, CX k, DX rows
+// left, R8 the stride, R9–R12 the group's rows, AX x's offset, R13 the
+// rows' offset, R14 a loop count, R15 a byte index.
+var rowRegs = []string{"R9", "R10", "R11", "R12"}
+
+// pf is how far ahead in each row the loops prefetch, in bytes: the loops
+// of the 16-bit types consume a row slowly, and without it the core keeps
+// too few cache misses in flight to reach DRAM bandwidth.
+var pf = 512
+
+// kernel is one generated function.
+type kernel struct {
+	isa
+	wtype
+	fn string
+}
+
+func (k kernel) v(i int) string { return fmt.Sprintf("%s%d", k.reg, i) }
+func (k kernel) y(i int) string { return fmt.Sprintf("Y%d", i) }
+func (k kernel) x(i int) string { return fmt.Sprintf("X%d", i) }
+
+// acc is the register of part part of row i's lanes.
+func (k kernel) acc(i, part int) int { return i*k.parts + part }
+
+// vecBytes is the size of one vector register.
+func (k kernel) vecBytes() int { return 64 / k.parts }
+
+func (k kernel) gen() {
+	fmt.Fprintf(&out, "\n// func %s(out, x *float32, w *byte, k, rows, stride int)\n", k.fn)
+	fmt.Fprintf(&out, "TEXT ·%s(SB), NOSPLIT, $64-48\n", k.fn)
+	p("MOVQ out+0(FP), DI")
+	p("MOVQ x+8(FP), SI")
+	p("MOVQ w+16(FP), BX")
+	p("MOVQ k+24(FP), CX")
+	p("MOVQ rows+32(FP), DX")
+	p("MOVQ stride+40(FP), R8")
+	for _, nr := range []int{4, 1} {
+		top := fmt.Sprintf("%s_rows%d", k.fn, nr)
+		label(top)
+		p("CMPQ DX, $%d", nr)
+		p("JL %s_done", top)
+		for i := range nr {
+			if i == 0 {
+				p("MOVQ BX, %s", rowRegs[0])
+			} else {
+				p("LEAQ (%s)(R8*1), %s", rowRegs[i-1], rowRegs[i])
+			}
+		}
+		zero := "VXORPS" // AVX; VXORPS on zmm would need AVX512DQ
+		if k.reg == "Z" {
+			zero = "VPXORD"
+		}
+		for i := range nr * k.parts {
+			p("%s %s, %s, %s", zero, k.v(i), k.v(i), k.v(i))
+		}
+		if k.es == 0 {
+			k.q8Body(top, nr)
+		} else {
+			k.body(top, nr)
+		}
+		k.reduce(nr)
+		p("ADDQ $%d, DI", 4*nr)
+		if nr == 4 {
+			p("LEAQ (BX)(R8*4), BX")
+		} else {
+			p("ADDQ R8, BX")
+		}
+		p("SUBQ $%d, DX", nr)
+		p("JMP %s", top)
+		label(top + "_done")
+	}
+	p("VZEROUPPER")
+	p("RET")
+}
+
+// xRegs is the first register holding x's values.
+func (k kernel) xReg(nr int) int { return nr * k.parts }
+
+// body is the loop of the float types over full chunks of 16, then the tail.
+func (k kernel) body(top string, nr int) {
+	xr := k.xReg(nr)
+	t := xr + k.parts // product register
+	p("XORQ AX, AX")
+	p("XORQ R13, R13")
+	p("MOVQ CX, R14")
+	p("SHRQ $4, R14")
+	p("JZ %s_tail", top)
+	label(top + "_loop")
+	k.loadX(xr)
+	for i := range nr {
+		if pf > 0 {
+			p("PREFETCHT0 %d(%s)(R13*1)", pf, rowRegs[i])
+		}
+		for part := range k.parts {
+			k.mulAdd(fmt.Sprintf("%d(%s)(R13*1)", part*16*k.es/k.parts, rowRegs[i]), xr+part, t, k.acc(i, part))
+		}
+	}
+	p("ADDQ $64, AX")
+	p("ADDQ $%d, R13", 16*k.es)
+	p("DECQ R14")
+	p("JNZ %s_loop", top)
+	label(top + "_tail")
+	p("MOVQ CX, R14")
+	p("ANDQ $15, R14")
+	p("JZ %s_reduce", top)
+	k.loadX(xr) // x is zero-padded to whole chunks
+	p("IMULQ $%d, R14", k.es)
+	for i := range nr {
+		// Copy the row's tail into 64 zeroed bytes at 0(SP).
+		p("VXORPS %s, %s, %s", k.y(t), k.y(t), k.y(t))
+		p("VMOVUPS %s, (SP)", k.y(t))
+		p("VMOVUPS %s, 32(SP)", k.y(t))
+		p("LEAQ (%s)(R13*1), AX", rowRegs[i])
+		p("XORQ R15, R15")
+		label(fmt.Sprintf("%s_copy%d", top, i))
+		p("MOVB (AX)(R15*1), CX")
+		p("MOVB CX, (SP)(R15*1)")
+		p("INCQ R15")
+		p("CMPQ R15, R14")
+		p("JB %s_copy%d", top, i)
+		for part := range k.parts {
+			k.mulAdd(fmt.Sprintf("%d(SP)", part*16*k.es/k.parts), xr+part, t, k.acc(i, part))
+		}
+	}
+	p("MOVQ k+24(FP), CX")
+	label(top + "_reduce")
+}
+
+// loadX loads the chunk of x at AX into registers xr….
+func (k kernel) loadX(xr int) {
+	for part := range k.parts {
+		p("VMOVUPS %d(SI)(AX*1), %s", part*k.vecBytes(), k.v(xr+part))
+	}
+}
+
+// mulAdd adds to acc the products of x (register xr) and the weights at
+// mem, converted to float32 in register t.
+func (k kernel) mulAdd(mem string, xr, t, acc int) {
+	switch k.wtype.name {
+	case "F32":
+		p("VMULPS %s, %s, %s", mem, k.v(xr), k.v(t))
+	case "F16":
+		p("VCVTPH2PS %s, %s", mem, k.v(t))
+		p("VMULPS %s, %s, %s", k.v(xr), k.v(t), k.v(t))
+	case "BF16":
+		p("VPMOVZXWD %s, %s", mem, k.v(t))
+		p("VPSLLD $16, %s, %s", k.v(t), k.v(t))
+		p("VMULPS %s, %s, %s", k.v(xr), k.v(t), k.v(t))
+	}
+	p("VADDPS %s, %s, %s", k.v(t), k.v(acc), k.v(acc))
+}
+
+// q8Body is the loop over q8_0 blocks of 32: d broadcast as float32, each
+// group of int8 widened, converted, scaled by d (exact), multiplied by x.
+func (k kernel) q8Body(top string, nr int) {
+	xr := k.xReg(nr)
+	groups := 2 * k.parts // vectors per block
+	d := xr + groups
+	t := d + 1
+	p("XORQ AX, AX")
+	p("MOVQ CX, R14")
+	p("SHRQ $5, R14")
+	p("JZ %s_reduce", top)
+	label(top + "_loop")
+	for g := range groups {
+		p("VMOVUPS %d(SI)(AX*1), %s", g*k.vecBytes(), k.v(xr+g))
+	}
+	for i := range nr {
+		r := rowRegs[i]
+		if pf > 0 {
+			p("PREFETCHT0 %d(%s)", pf, r)
+		}
+		if k.reg == "Z" {
+			p("VPBROADCASTW (%s), %s", r, k.y(d))
+			p("VCVTPH2PS %s, %s", k.y(d), k.v(d))
+		} else {
+			p("VPBROADCASTW (%s), %s", r, k.x(d))
+			p("VCVTPH2PS %s, %s", k.x(d), k.v(d))
+		}
+		per := 32 / groups // values per vector
+		for g := range groups {
+			p("VPMOVSXBD %d(%s), %s", 2+g*per, r, k.v(t))
+			p("VCVTDQ2PS %s, %s", k.v(t), k.v(t))
+			p("VMULPS %s, %s, %s", k.v(d), k.v(t), k.v(t))
+			p("VMULPS %s, %s, %s", k.v(xr+g), k.v(t), k.v(t))
+			a := k.acc(i, g%k.parts)
+			p("VADDPS %s, %s, %s", k.v(t), k.v(a), k.v(a))
+		}
+		p("ADDQ $34, %s", r)
+	}
+	p("ADDQ $128, AX")
+	p("DECQ R14")
+	p("JNZ %s_loop", top)
+	label(top + "_reduce")
+}
+
+// reduce adds each row's lanes pairwise (i += i+8, +4, +2, +1) and stores
+// lane 0 to out.
+func (k kernel) reduce(nr int) {
+	t := nr * k.parts // a free register
+	for i := range nr {
+		a := k.acc(i, 0)
+		if k.reg == "Z" {
+			p("VEXTRACTF64X4 $1, %s, %s", k.v(a), k.y(t))
+			p("VADDPS %s, %s, %s", k.y(t), k.y(a), k.y(a))
+		} else {
+			p("VADDPS %s, %s, %s", k.y(k.acc(i, 1)), k.y(a), k.y(a))
+		}
+		p("VEXTRACTF128 $1, %s, %s", k.y(a), k.x(t))
+		p("VADDPS %s, %s, %s", k.x(t), k.x(a), k.x(a))
+		p("VMOVHLPS %s, %s, %s", k.x(a), k.x(a), k.x(t))
+		p("VADDPS %s, %s, %s", k.x(t), k.x(a), k.x(a))
+		p("VMOVSHDUP %s, %s", k.x(a), k.x(t))
+		p("VADDSS %s, %s, %s", k.x(t), k.x(a), k.x(a))
+		p("VMOVSS %s, %d(DI)", k.x(a), 4*i)
+	}
+}
+
+// axpy writes axpyAVX2(o, v *float32, a float32, n int): o[i] += a·v[i],
+// each product rounded before the addition (attention's weighted sum of v
+// rows), eight at a time, then one at a time.
+func axpy() {
+	fmt.Fprintf(&out, "\n// func axpyAVX2(o, v *float32, a float32, n int)\n")
+	fmt.Fprintf(&out, "TEXT ·axpyAVX2(SB), NOSPLIT, $0-32\n")
+	p("MOVQ o+0(FP), DI")
+	p("MOVQ v+8(FP), SI")
+	p("VBROADCASTSS a+16(FP), Y0")
+	p("MOVQ n+24(FP), CX")
+	p("XORQ AX, AX")
+	label("axpy_loop")
+	p("CMPQ CX, $8")
+	p("JL axpy_tail")
+	p("VMULPS (SI)(AX*4), Y0, Y1")
+	p("VADDPS (DI)(AX*4), Y1, Y1")
+	p("VMOVUPS Y1, (DI)(AX*4)")
+	p("ADDQ $8, AX")
+	p("SUBQ $8, CX")
+	p("JMP axpy_loop")
+	label("axpy_tail")
+	p("TESTQ CX, CX")
+	p("JZ axpy_done")
+	p("VMULSS (SI)(AX*4), X0, X1")
+	p("VADDSS (DI)(AX*4), X1, X1")
+	p("VMOVSS X1, (DI)(AX*4)")
+	p("INCQ AX")
+	p("DECQ CX")
+	p("JMP axpy_tail")
+	label("axpy_done")
+	p("VZEROUPPER")
+	p("RET")
+}
+
+func main() {
+	if len(os.Args) > 1 {
+		fmt.Sscan(os.Args[1], &pf)
+	}
+	out.WriteString("// Code generated by gen_gemv.go; DO NOT EDIT.\n\n//go:build !purego\n\n#include \"textflag.h\"\n")
+	for _, is := range []isa{avx512, avx2} {
+		for _, wt := range []wtype{{"F32", 4}, {"F16", 2}, {"BF16", 2}, {"Q8", 0}} {
+			kernel{is, wt, "gemv" + wt.name + is.name}.gen()
+		}
+	}
+	axpy()
+	s := strings.ReplaceAll(out.String(), "\n\n\n", "\n\n")
+	if err := os.WriteFile("gemv_amd64.s", []byte(s), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
