@@ -32,14 +32,15 @@ test: deps vet
 	@$(MAKE) --no-print-directory test-payments
 
 # Go fuzz targets (package:Target), each fuzzed for FUZZTIME: hostile bytes
-# on the wire, in requirement expressions, at the local API, in host calls
-# and in modules. Their seed corpora also run in every plain `go test`.
+# on the wire, in requirement expressions, at the local API, in host calls,
+# in modules and in model files. Their seed corpora also run in every plain `go test`.
 # `make test` fuzzes each for 5 s; `make fuzz` for a minute (FUZZTIME=10m
 # for a soak). A failing input is saved under the package's testdata/fuzz.
 FUZZTIME ?= 60s
 FUZZ_TARGETS := ./node/wire:FuzzUnmarshal ./node/wire:FuzzReadFrame \
 	./node/requirement:FuzzCompileMatch ./node/api:FuzzAPI \
-	./host:FuzzHostCalls ./host/internal/meter:FuzzInstrument ./proofs/redundancy:FuzzEqual
+	./host:FuzzHostCalls ./host/internal/meter:FuzzInstrument ./proofs/redundancy:FuzzEqual \
+	./guest/go/llama:FuzzReadGGUF
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		echo "fuzz $${t%%:*} $${t##*:} for $(FUZZTIME)"; \

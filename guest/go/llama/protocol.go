@@ -15,6 +15,29 @@
 // writes Events to stdout as JSON lines while it generates: one per token
 // (Text set), then one with Done set. The output is a function of the
 // model, the requests and the job's mode alone, so replicas agree.
+//
+// Generation is llama2.c's run.c: the prompt is encoded with BOS (see
+// Tokenizer), its tokens fill the KV cache, and each next token is the
+// argmax of the logits (temperature 0) or drawn by the host's sampler with
+// a coin from the request's RNG; it stops when the model writes BOS (and,
+// with GGUF, its EOS), after MaxTokens, or at the end of the context (at
+// most context − prompt + 1 tokens, as run.c's seq_len steps). A line that
+// is not a valid request (unknown fields, a negative max_tokens,
+// temperature or top_p, a prompt longer than the context, more than 1 MiB)
+// is answered with a Done event with Error, and the runner goes on. A job
+// without a usable model, tokenizer or ABI v3 host fails at once (exit
+// status 1, the reason on stderr).
+//
+// # Files
+//
+// ReadCheckpoint, ReadGGUF (with (*GGUF).Model) and Open read a model's
+// configuration and where its tensors lie, reading no weights: the runner
+// makes them host tensors with tensor.FromData. ReadTokenizerBin and
+// (*GGUF).Vocab read vocabularies. GGUFWriter writes GGUF files and
+// ConvertToGGUF converts a llama2.c checkpoint to GGUF with F32, F16, BF16
+// or Q8_0 weights. Readers check every count, length and dimension against
+// fixed limits and the file's size before allocating, and report a
+// malformed file with an error wrapping ErrFormat.
 package llama
 
 // Data file names the runner reads (under /data).
@@ -46,7 +69,9 @@ const DefaultMaxTokens = 256
 // Event is one line of the runner's output.
 type Event struct {
 	ID int `json:"id"`
-	// Text is the decoded piece of one generated token.
+	// Text is the decoded piece of one generated token as run.c prints it
+	// (Tokenizer.Decode, then Printable): it may be empty, for a lone byte
+	// that is not printable.
 	Text string `json:"text,omitempty"`
 	// Done ends the request's events; the counts and Stop come with it.
 	Done             bool `json:"done,omitempty"`

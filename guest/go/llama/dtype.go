@@ -1,0 +1,151 @@
+package llama
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/infernet/infernet/abi"
+)
+
+// F16 returns the IEEE-754 binary16 nearest to f (ties to even; NaNs stay
+// NaN, quiet; magnitudes past the largest half overflow to infinity).
+func F16(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int(b>>23) & 0xFF
+	mant := b & 0x7FFFFF
+	if exp == 0xFF {
+		if mant != 0 {
+			return sign | 0x7E00
+		}
+		return sign | 0x7C00
+	}
+	if e := exp - 127 + 15; e > 0 { // a normal half, or overflow
+		if e >= 0x1F {
+			return sign | 0x7C00
+		}
+		return sign | uint16(roundShift(uint32(e)<<23|mant, 13)) // a carry moves into the exponent
+	}
+	// A subnormal half: units of 2⁻²⁴.
+	shift := uint(126 - exp)
+	if shift > 25 {
+		return sign
+	}
+	return sign | uint16(roundShift(mant|0x800000, shift))
+}
+
+// roundShift returns x >> s rounded to nearest, ties to even.
+func roundShift(x uint32, s uint) uint32 {
+	q, r, half := x>>s, x&(1<<s-1), uint32(1)<<(s-1)
+	if r > half || r == half && q&1 == 1 {
+		q++
+	}
+	return q
+}
+
+// F16ToF32 returns the value of the binary16 h.
+func F16ToF32(h uint16) float32 {
+	sign := uint32(h&0x8000) << 16
+	exp := uint32(h>>10) & 0x1F
+	mant := uint32(h & 0x3FF)
+	switch {
+	case exp == 0x1F:
+		return math.Float32frombits(sign | 0x7F800000 | mant<<13)
+	case exp != 0:
+		return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
+	}
+	f := float32(mant) * (1.0 / (1 << 24)) // subnormal or zero: exact
+	if sign != 0 {
+		f = -f
+	}
+	return f
+}
+
+// BF16 returns the bfloat16 nearest to f (ties to even; NaNs stay NaN).
+func BF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	if b&0x7FFFFFFF > 0x7F800000 {
+		return uint16(b>>16) | 0x40
+	}
+	return uint16(roundShift(b, 16)) // a carry moves into the exponent
+}
+
+// BF16ToF32 returns the value of the bfloat16 h.
+func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+// EncodeWeights returns x in dtype's storage (F32, F16, BF16, or Q8_0 as
+// GGUF and the ABI store it: per block of abi.Q8Block values the f16 scale
+// d = max|x|/127, then each value's round(x/d) as int8).
+func EncodeWeights(dtype abi.DType, x []float32) ([]byte, error) {
+	n := dtype.Bytes(len(x))
+	if n < 0 || dtype == abi.I8 || dtype == abi.I32 {
+		return nil, fmt.Errorf("llama: %d values cannot be stored as %v", len(x), dtype)
+	}
+	out := make([]byte, n)
+	switch dtype {
+	case abi.F32:
+		for i, v := range x {
+			binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(v))
+		}
+	case abi.F16, abi.BF16:
+		enc := F16
+		if dtype == abi.BF16 {
+			enc = BF16
+		}
+		for i, v := range x {
+			binary.LittleEndian.PutUint16(out[2*i:], enc(v))
+		}
+	case abi.Q8_0:
+		for b := 0; b < len(x)/abi.Q8Block; b++ {
+			quantizeQ8(out[b*q8BlockBytes:(b+1)*q8BlockBytes], x[b*abi.Q8Block:(b+1)*abi.Q8Block])
+		}
+	}
+	return out, nil
+}
+
+// quantizeQ8 writes one Q8_0 block of x to out.
+func quantizeQ8(out []byte, x []float32) {
+	var amax float32
+	for _, v := range x {
+		amax = max(amax, float32(math.Abs(float64(v))))
+	}
+	d := amax / 127
+	var id float32
+	if d != 0 {
+		id = 1 / d
+	}
+	binary.LittleEndian.PutUint16(out, F16(d))
+	for i, v := range x {
+		out[2+i] = byte(int8(math.Round(float64(v * id))))
+	}
+}
+
+// DecodeWeights returns the values of n elements of dtype stored in b, as
+// the ABI's kernels dequantize them (q8_0: f32(d)·f32(q), rounded).
+func DecodeWeights(dtype abi.DType, b []byte, n int) ([]float32, error) {
+	if size := dtype.Bytes(n); size < 0 || int64(len(b)) != size || dtype == abi.I8 || dtype == abi.I32 {
+		return nil, fmt.Errorf("llama: %d bytes do not hold %d values of %v", len(b), n, dtype)
+	}
+	x := make([]float32, n)
+	switch dtype {
+	case abi.F32:
+		for i := range x {
+			x[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+	case abi.F16:
+		for i := range x {
+			x[i] = F16ToF32(binary.LittleEndian.Uint16(b[2*i:]))
+		}
+	case abi.BF16:
+		for i := range x {
+			x[i] = BF16ToF32(binary.LittleEndian.Uint16(b[2*i:]))
+		}
+	case abi.Q8_0:
+		for i := range x {
+			blk := b[i/abi.Q8Block*q8BlockBytes:]
+			x[i] = F16ToF32(binary.LittleEndian.Uint16(blk)) * float32(int8(blk[2+i%abi.Q8Block]))
+		}
+	}
+	return x, nil
+}

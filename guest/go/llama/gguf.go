@@ -1,0 +1,503 @@
+package llama
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/infernet/infernet/abi"
+)
+
+// GGUF metadata value types.
+type ValueType uint32
+
+// The value types of GGUF v3. A value of each is held in Go as uint8, int8,
+// uint16, int16, uint32, int32, float32, bool, string, uint64, int64 or
+// float64; an array as a slice of those ([]string, []float32, ...), or
+// []any of such slices for an array of arrays.
+const (
+	TypeUint8   ValueType = 0
+	TypeInt8    ValueType = 1
+	TypeUint16  ValueType = 2
+	TypeInt16   ValueType = 3
+	TypeUint32  ValueType = 4
+	TypeInt32   ValueType = 5
+	TypeFloat32 ValueType = 6
+	TypeBool    ValueType = 7
+	TypeString  ValueType = 8
+	TypeArray   ValueType = 9
+	TypeUint64  ValueType = 10
+	TypeInt64   ValueType = 11
+	TypeFloat64 ValueType = 12
+)
+
+// size returns the encoded size of a scalar of type t, 0 for strings and
+// arrays (and unknown types).
+func (t ValueType) size() int {
+	switch t {
+	case TypeUint8, TypeInt8, TypeBool:
+		return 1
+	case TypeUint16, TypeInt16:
+		return 2
+	case TypeUint32, TypeInt32, TypeFloat32:
+		return 4
+	case TypeUint64, TypeInt64, TypeFloat64:
+		return 8
+	}
+	return 0
+}
+
+// ggml tensor types that map to ABI weight types.
+const (
+	ggmlF32  uint32 = 0
+	ggmlF16  uint32 = 1
+	ggmlQ8_0 uint32 = 8
+	ggmlBF16 uint32 = 30
+)
+
+// ggmlType returns the ggml type code of an ABI type.
+func ggmlType(d abi.DType) (uint32, bool) {
+	switch d {
+	case abi.F32:
+		return ggmlF32, true
+	case abi.F16:
+		return ggmlF16, true
+	case abi.Q8_0:
+		return ggmlQ8_0, true
+	case abi.BF16:
+		return ggmlBF16, true
+	}
+	return 0, false
+}
+
+// abiType returns the ABI type of a ggml type code.
+func abiType(t uint32) (abi.DType, bool) {
+	for _, d := range []abi.DType{abi.F32, abi.F16, abi.Q8_0, abi.BF16} {
+		if g, _ := ggmlType(d); g == t {
+			return d, true
+		}
+	}
+	return 0, false
+}
+
+// Limits of the GGUF reader, beyond the file's size.
+const (
+	maxGGUFTensors   = 1 << 16
+	maxGGUFKVs       = 1 << 16
+	maxGGUFKeyLen    = 1<<16 - 1 // the spec's limit
+	maxGGUFNameLen   = 256       // tensor names (the spec says 64)
+	maxGGUFString    = 1 << 26   // one string value (a chat template, a tokenizer JSON)
+	maxGGUFArray     = 1 << 24   // elements of one array
+	maxGGUFDepth     = 3         // arrays of arrays of ...
+	maxGGUFDims      = 4
+	maxGGUFAlignment = 1 << 16
+)
+
+// DefaultAlignment is GGUF's alignment of tensor data when the file does
+// not set general.alignment.
+const DefaultAlignment = 32
+
+// KV is one metadata key-value pair.
+type KV struct {
+	Key   string
+	Value any
+}
+
+// GGUF is the header of a GGUF file: its metadata and tensor infos.
+type GGUF struct {
+	Version  uint32
+	Metadata []KV // in file order
+	// Tensors are in file order, with dims row-major (GGUF's fastest-first
+	// dims reversed) and offsets from the start of the file.
+	Tensors    []TensorInfo
+	Alignment  int64
+	DataOffset int64 // where tensor data starts
+	Size       int64 // the file's size
+
+	kv      map[string]int
+	tensors map[string]int
+}
+
+// Get returns the value of key.
+func (g *GGUF) Get(key string) (any, bool) {
+	i, ok := g.kv[key]
+	if !ok {
+		return nil, false
+	}
+	return g.Metadata[i].Value, true
+}
+
+// Tensor returns the tensor named name.
+func (g *GGUF) Tensor(name string) (TensorInfo, bool) {
+	i, ok := g.tensors[name]
+	if !ok {
+		return TensorInfo{}, false
+	}
+	return g.Tensors[i], true
+}
+
+// Uint returns the value of key, an integer of any GGUF type, if it is
+// present, non-negative and at most max.
+func (g *GGUF) Uint(key string, max uint64) (v uint64, ok bool, err error) {
+	x, ok := g.Get(key)
+	if !ok {
+		return 0, false, nil
+	}
+	var neg bool
+	switch x := x.(type) {
+	case uint8:
+		v = uint64(x)
+	case uint16:
+		v = uint64(x)
+	case uint32:
+		v = uint64(x)
+	case uint64:
+		v = x
+	case int8:
+		v, neg = uint64(x), x < 0
+	case int16:
+		v, neg = uint64(x), x < 0
+	case int32:
+		v, neg = uint64(x), x < 0
+	case int64:
+		v, neg = uint64(x), x < 0
+	default:
+		return 0, true, formatErr("gguf %s is a %T, not an integer", key, x)
+	}
+	if neg || v > max {
+		return 0, true, formatErr("gguf %s = %d not in [0, %d]", key, int64(v), max)
+	}
+	return v, true, nil
+}
+
+// Float returns the value of key, a float32 or float64.
+func (g *GGUF) Float(key string) (v float64, ok bool, err error) {
+	x, ok := g.Get(key)
+	switch x := x.(type) {
+	case nil:
+		return 0, false, nil
+	case float32:
+		return float64(x), true, nil
+	case float64:
+		return x, true, nil
+	}
+	return 0, true, formatErr("gguf %s is a %T, not a float", key, x)
+}
+
+// String returns the value of key, a string.
+func (g *GGUF) String(key string) (v string, ok bool, err error) {
+	x, ok := g.Get(key)
+	if !ok {
+		return "", false, nil
+	}
+	if s, isStr := x.(string); isStr {
+		return s, true, nil
+	}
+	return "", true, formatErr("gguf %s is a %T, not a string", key, x)
+}
+
+// ggufReader reads the header of a GGUF file, counting its position so
+// that every length can be checked against what is left of the file.
+type ggufReader struct {
+	r    *bufio.Reader
+	pos  int64
+	size int64
+	buf  [8]byte
+}
+
+func (d *ggufReader) read(n int) ([]byte, error) {
+	if int64(n) > d.size-d.pos {
+		return nil, formatErr("gguf: truncated at byte %d", d.pos)
+	}
+	b := d.buf[:n]
+	if _, err := io.ReadFull(d.r, b); err != nil {
+		return nil, formatErr("gguf at byte %d: %w", d.pos, err)
+	}
+	d.pos += int64(n)
+	return b, nil
+}
+
+func (d *ggufReader) u32() (uint32, error) {
+	b, err := d.read(4)
+	if err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint32(b), nil
+}
+
+func (d *ggufReader) u64() (uint64, error) {
+	b, err := d.read(8)
+	if err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(b), nil
+}
+
+// count reads a u64 count of items of at least unit bytes each, at most
+// limit, and no more than the rest of the file can hold.
+func (d *ggufReader) count(what string, limit uint64, unit int64) (int, error) {
+	n, err := d.u64()
+	if err != nil {
+		return 0, err
+	}
+	if n > limit || unit > 0 && n > uint64((d.size-d.pos)/unit) {
+		return 0, formatErr("gguf: %s %d too large (limit %d, %d bytes left)", what, n, limit, d.size-d.pos)
+	}
+	return int(n), nil
+}
+
+func (d *ggufReader) str(what string, limit uint64) (string, error) {
+	n, err := d.count(what+" length", limit, 1)
+	if err != nil {
+		return "", err
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(d.r, b); err != nil {
+		return "", formatErr("gguf %s at byte %d: %w", what, d.pos, err)
+	}
+	d.pos += int64(n)
+	return string(b), nil
+}
+
+// value reads a value of type t; depth counts enclosing arrays.
+func (d *ggufReader) value(t ValueType, depth int) (any, error) {
+	if t == TypeArray {
+		if depth >= maxGGUFDepth {
+			return nil, formatErr("gguf: arrays nested deeper than %d", maxGGUFDepth)
+		}
+		et, err := d.u32()
+		if err != nil {
+			return nil, err
+		}
+		return d.array(ValueType(et), depth+1)
+	}
+	if t == TypeString {
+		return d.str("string", maxGGUFString)
+	}
+	if t.size() == 0 {
+		return nil, formatErr("gguf: unknown value type %d", t)
+	}
+	b, err := d.read(t.size())
+	if err != nil {
+		return nil, err
+	}
+	le := binary.LittleEndian
+	switch t {
+	case TypeUint8:
+		return b[0], nil
+	case TypeInt8:
+		return int8(b[0]), nil
+	case TypeBool:
+		if b[0] > 1 {
+			return nil, formatErr("gguf: bool %d", b[0])
+		}
+		return b[0] == 1, nil
+	case TypeUint16:
+		return le.Uint16(b), nil
+	case TypeInt16:
+		return int16(le.Uint16(b)), nil
+	case TypeUint32:
+		return le.Uint32(b), nil
+	case TypeInt32:
+		return int32(le.Uint32(b)), nil
+	case TypeFloat32:
+		return math.Float32frombits(le.Uint32(b)), nil
+	case TypeUint64:
+		return le.Uint64(b), nil
+	case TypeInt64:
+		return int64(le.Uint64(b)), nil
+	default: // TypeFloat64
+		return math.Float64frombits(le.Uint64(b)), nil
+	}
+}
+
+// array reads the length and elements of an array of et.
+func (d *ggufReader) array(et ValueType, depth int) (any, error) {
+	unit := int64(et.size())
+	switch et {
+	case TypeString:
+		unit = 8
+	case TypeArray:
+		unit = 12
+	}
+	if unit == 0 {
+		return nil, formatErr("gguf: array of unknown type %d", et)
+	}
+	n, err := d.count("array length", maxGGUFArray, unit)
+	if err != nil {
+		return nil, err
+	}
+	switch et {
+	case TypeUint8:
+		return arrayOf[uint8](d, et, n, depth)
+	case TypeInt8:
+		return arrayOf[int8](d, et, n, depth)
+	case TypeUint16:
+		return arrayOf[uint16](d, et, n, depth)
+	case TypeInt16:
+		return arrayOf[int16](d, et, n, depth)
+	case TypeUint32:
+		return arrayOf[uint32](d, et, n, depth)
+	case TypeInt32:
+		return arrayOf[int32](d, et, n, depth)
+	case TypeFloat32:
+		return arrayOf[float32](d, et, n, depth)
+	case TypeBool:
+		return arrayOf[bool](d, et, n, depth)
+	case TypeString:
+		return arrayOf[string](d, et, n, depth)
+	case TypeUint64:
+		return arrayOf[uint64](d, et, n, depth)
+	case TypeInt64:
+		return arrayOf[int64](d, et, n, depth)
+	case TypeFloat64:
+		return arrayOf[float64](d, et, n, depth)
+	default: // TypeArray
+		return arrayOf[any](d, et, n, depth)
+	}
+}
+
+func arrayOf[T any](d *ggufReader, et ValueType, n, depth int) ([]T, error) {
+	a := make([]T, n)
+	for i := range a {
+		v, err := d.value(et, depth)
+		if err != nil {
+			return nil, err
+		}
+		a[i] = v.(T)
+	}
+	return a, nil
+}
+
+// ReadGGUF reads the header of the GGUF file r of size bytes (version 2 or
+// 3, little-endian): its metadata and tensor infos, every tensor of type
+// F32, F16, BF16 or Q8_0 and lying within the file. It reads no tensor
+// data.
+func ReadGGUF(r io.ReaderAt, size int64) (*GGUF, error) {
+	d := &ggufReader{r: bufio.NewReaderSize(io.NewSectionReader(r, 0, size), 1<<16), size: size}
+	magic, err := d.read(4)
+	if err != nil {
+		return nil, err
+	}
+	if string(magic) != string(ggufMagic) {
+		return nil, formatErr("not a GGUF file (magic %q)", magic)
+	}
+	g := &GGUF{Alignment: DefaultAlignment, Size: size, kv: map[string]int{}, tensors: map[string]int{}}
+	if g.Version, err = d.u32(); err != nil {
+		return nil, err
+	}
+	if g.Version != 2 && g.Version != 3 {
+		return nil, formatErr("gguf version %d (2 and 3 are read)", g.Version)
+	}
+	// A tensor info takes at least 8+4+8+4+8 bytes, a KV 8+4+1.
+	nt, err := d.count("tensor count", maxGGUFTensors, 32)
+	if err != nil {
+		return nil, err
+	}
+	nkv, err := d.count("metadata count", maxGGUFKVs, 13)
+	if err != nil {
+		return nil, err
+	}
+	g.Metadata = make([]KV, 0, nkv)
+	for range nkv {
+		key, err := d.str("key", maxGGUFKeyLen)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := g.kv[key]; dup {
+			return nil, formatErr("gguf: key %q twice", key)
+		}
+		t, err := d.u32()
+		if err != nil {
+			return nil, err
+		}
+		v, err := d.value(ValueType(t), 0)
+		if err != nil {
+			return nil, fmt.Errorf("%w, in key %q", err, key)
+		}
+		g.kv[key] = len(g.Metadata)
+		g.Metadata = append(g.Metadata, KV{key, v})
+	}
+	if a, ok, err := g.Uint("general.alignment", maxGGUFAlignment); err != nil {
+		return nil, err
+	} else if ok {
+		if a == 0 || a%8 != 0 || a&(a-1) != 0 {
+			return nil, formatErr("gguf general.alignment %d is not a power of two of at least 8", a)
+		}
+		g.Alignment = int64(a)
+	}
+	g.Tensors = make([]TensorInfo, 0, nt)
+	rel := make([]uint64, 0, nt)
+	for range nt {
+		t, off, err := d.tensorInfo()
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := g.tensors[t.Name]; dup {
+			return nil, formatErr("gguf: tensor %q twice", t.Name)
+		}
+		g.tensors[t.Name] = len(g.Tensors)
+		g.Tensors = append(g.Tensors, t)
+		rel = append(rel, off)
+	}
+	g.DataOffset = alignUp(d.pos, g.Alignment)
+	for i := range g.Tensors {
+		t := &g.Tensors[i]
+		if rel[i]%uint64(g.Alignment) != 0 || rel[i] > uint64(size) {
+			return nil, formatErr("gguf tensor %s: offset %d not aligned to %d or past the file", t.Name, rel[i], g.Alignment)
+		}
+		t.Offset = g.DataOffset + int64(rel[i])
+		n := t.Bytes()
+		if n < 0 {
+			return nil, formatErr("gguf tensor %s: %v cannot hold dims %v", t.Name, t.DType, t.Dims)
+		}
+		if t.Offset > size || n > size-t.Offset {
+			return nil, formatErr("gguf tensor %s: %v %v at %d does not fit the file of %d bytes", t.Name, t.DType, t.Dims, t.Offset, size)
+		}
+	}
+	return g, nil
+}
+
+// tensorInfo reads one tensor info; the offset is relative to the data.
+func (d *ggufReader) tensorInfo() (TensorInfo, uint64, error) {
+	var t TensorInfo
+	var err error
+	if t.Name, err = d.str("tensor name", maxGGUFNameLen); err != nil {
+		return t, 0, err
+	}
+	nd, err := d.u32()
+	if err != nil {
+		return t, 0, err
+	}
+	if nd < 1 || nd > maxGGUFDims {
+		return t, 0, formatErr("gguf tensor %s: %d dims (1 to %d)", t.Name, nd, maxGGUFDims)
+	}
+	t.Dims = make([]int, nd)
+	elems := uint64(1)
+	for i := range t.Dims {
+		n, err := d.u64()
+		if err != nil {
+			return t, 0, err
+		}
+		if n < 1 || n > maxTensorDim || elems > uint64(d.size)/n {
+			return t, 0, formatErr("gguf tensor %s: dim %d of %d", t.Name, i, n)
+		}
+		elems *= n
+		t.Dims[int(nd)-1-i] = int(n) // GGUF lists the fastest dim first
+	}
+	gt, err := d.u32()
+	if err != nil {
+		return t, 0, err
+	}
+	var ok bool
+	if t.DType, ok = abiType(gt); !ok {
+		return t, 0, formatErr("gguf tensor %s: ggml type %d (F32, F16, BF16 and Q8_0 are supported)", t.Name, gt)
+	}
+	off, err := d.u64()
+	return t, off, err
+}
+
+// alignUp rounds n up to a multiple of a.
+func alignUp(n, a int64) int64 { return (n + a - 1) / a * a }

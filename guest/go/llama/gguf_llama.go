@@ -1,0 +1,223 @@
+package llama
+
+import (
+	"fmt"
+	"io"
+)
+
+// GGUF tensor names of the llama architecture.
+const (
+	ggufTokenEmbd  = "token_embd.weight"
+	ggufOutputNorm = "output_norm.weight"
+	ggufOutput     = "output.weight"
+)
+
+// ggufBlockTensors are the per-block tensor names (blk.N.<name>.weight).
+var ggufBlockTensors = [...]string{"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_down", "ffn_up"}
+
+// ggufBlockName returns the name of block layer's tensor kind.
+func ggufBlockName(layer int, kind string) string {
+	return fmt.Sprintf("blk.%d.%s.weight", layer, kind)
+}
+
+// tensors returns a layer's tensors in the order of ggufBlockTensors.
+func (l *LayerWeights) tensors() []*TensorInfo {
+	return []*TensorInfo{&l.AttnNorm, &l.Q, &l.K, &l.V, &l.O, &l.FFNNorm, &l.Gate, &l.Down, &l.Up}
+}
+
+// ReadGGUFModel reads a GGUF llama model of size bytes: see ReadGGUF and
+// (*GGUF).Model.
+func ReadGGUFModel(r io.ReaderAt, size int64) (*Model, error) {
+	g, err := ReadGGUF(r, size)
+	if err != nil {
+		return nil, err
+	}
+	return g.Model()
+}
+
+// Model returns the llama model g describes: its configuration from the
+// llama.* keys, its weights (token_embd, blk.N.*, output_norm and output,
+// or token_embd again when output is absent) and its vocabulary
+// (tokenizer.ggml.*). Other architectures, rope scaling and mixtures of
+// experts are refused.
+func (g *GGUF) Model() (*Model, error) {
+	arch, _, err := g.String("general.architecture")
+	if err != nil {
+		return nil, err
+	}
+	if arch != "llama" {
+		return nil, formatErr("gguf architecture %q (llama is supported)", arch)
+	}
+	m := &Model{Format: FormatGGUF}
+	c := &m.Config
+	for _, k := range []struct {
+		key      string
+		dst      *int
+		max      uint64
+		optional bool
+	}{
+		{"llama.embedding_length", &c.Dim, MaxDim, false},
+		{"llama.feed_forward_length", &c.HiddenDim, MaxDim, false},
+		{"llama.block_count", &c.Layers, MaxLayers, false},
+		{"llama.attention.head_count", &c.Heads, MaxHeads, false},
+		{"llama.attention.head_count_kv", &c.KVHeads, MaxHeads, true},
+		{"llama.context_length", &c.SeqLen, MaxSeqLen, false},
+	} {
+		v, ok, err := g.Uint(k.key, k.max)
+		if err != nil {
+			return nil, err
+		}
+		if !ok && !k.optional {
+			return nil, formatErr("gguf has no %s", k.key)
+		}
+		*k.dst = int(v)
+	}
+	if c.KVHeads == 0 {
+		c.KVHeads = c.Heads
+	}
+	c.NormEps, c.RoPETheta = llama2cNormEps, llama2cRoPETheta
+	for _, k := range []struct {
+		key      string
+		dst      *float32
+		optional bool
+	}{
+		{"llama.attention.layer_norm_rms_epsilon", &c.NormEps, false},
+		{"llama.rope.freq_base", &c.RoPETheta, true},
+	} {
+		v, ok, err := g.Float(k.key)
+		if err != nil {
+			return nil, err
+		}
+		if !ok && !k.optional {
+			return nil, formatErr("gguf has no %s", k.key)
+		}
+		if ok {
+			*k.dst = float32(v)
+		}
+	}
+	if m.Vocab, err = g.Vocab(); err != nil {
+		return nil, err
+	}
+	c.VocabSize = len(m.Vocab.Pieces)
+	if err := c.Validate(); err != nil {
+		return nil, formatErr("gguf llama.*: %w", err)
+	}
+	if err := g.unsupported(c.HeadDim()); err != nil {
+		return nil, err
+	}
+
+	w := &m.Weights
+	get := func(name string) (TensorInfo, error) {
+		t, ok := g.Tensor(name)
+		if !ok {
+			return t, formatErr("gguf has no tensor %s", name)
+		}
+		return t, nil
+	}
+	if w.TokenEmbedding, err = get(ggufTokenEmbd); err != nil {
+		return nil, err
+	}
+	if w.OutputNorm, err = get(ggufOutputNorm); err != nil {
+		return nil, err
+	}
+	w.Output = w.TokenEmbedding
+	if t, ok := g.Tensor(ggufOutput); ok {
+		w.Output = t
+	}
+	w.Layers = make([]LayerWeights, c.Layers)
+	for i := range w.Layers {
+		for j, dst := range w.Layers[i].tensors() {
+			if *dst, err = get(ggufBlockName(i, ggufBlockTensors[j])); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := m.checkShapes(g.Size); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// unsupported refuses the llama variants this package does not run:
+// partial rotary dims, rope scaling, experts.
+func (g *GGUF) unsupported(headDim int) error {
+	if n, ok, err := g.Uint("llama.rope.dimension_count", MaxDim); err != nil {
+		return err
+	} else if ok && int(n) != headDim {
+		return formatErr("gguf llama.rope.dimension_count %d is not the head width %d", n, headDim)
+	}
+	if s, ok, err := g.String("llama.rope.scaling.type"); err != nil {
+		return err
+	} else if ok && s != "none" {
+		return formatErr("gguf rope scaling %q is not supported", s)
+	}
+	if f, ok, err := g.Float("llama.rope.scale_linear"); err != nil {
+		return err
+	} else if ok && f != 1 {
+		return formatErr("gguf rope scale_linear %g is not supported", f)
+	}
+	if n, ok, err := g.Uint("llama.expert_count", 1<<32-1); err != nil {
+		return err
+	} else if ok && n > 0 {
+		return formatErr("gguf mixture of %d experts is not supported", n)
+	}
+	return nil
+}
+
+// Vocab returns the vocabulary of g's tokenizer.ggml keys: tokens
+// (required), scores and token_type (optional, of the same length),
+// bos/eos/unknown_token_id (default 1, 2, 0) and add_space_prefix.
+func (g *GGUF) Vocab() (*Vocab, error) {
+	if m, ok, err := g.String("tokenizer.ggml.model"); err != nil {
+		return nil, err
+	} else if ok && m != "llama" {
+		return nil, formatErr("gguf tokenizer %q (llama's SentencePiece is supported)", m)
+	}
+	x, _ := g.Get("tokenizer.ggml.tokens")
+	pieces, ok := x.([]string)
+	if !ok {
+		return nil, formatErr("gguf tokenizer.ggml.tokens is a %T, not an array of strings", x)
+	}
+	scores := make([]float32, len(pieces))
+	if x, ok := g.Get("tokenizer.ggml.scores"); ok {
+		if scores, ok = x.([]float32); !ok {
+			return nil, formatErr("gguf tokenizer.ggml.scores is a %T, not an array of float32", x)
+		}
+	}
+	var types []int32
+	if x, ok := g.Get("tokenizer.ggml.token_type"); ok {
+		if types, ok = x.([]int32); !ok {
+			return nil, formatErr("gguf tokenizer.ggml.token_type is a %T, not an array of int32", x)
+		}
+	} else {
+		types = make([]int32, len(pieces))
+		for i := range types {
+			types[i] = TokenNormal
+		}
+	}
+	v := newGGUFVocab(pieces, scores, types)
+	v.UNK, v.BOS, v.EOS = llama2cUNK, llama2cBOS, llama2cEOS
+	for _, k := range []struct {
+		key string
+		dst *int
+	}{{"tokenizer.ggml.bos_token_id", &v.BOS}, {"tokenizer.ggml.eos_token_id", &v.EOS}, {"tokenizer.ggml.unknown_token_id", &v.UNK}} {
+		id, ok, err := g.Uint(k.key, MaxVocab)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			*k.dst = int(id)
+		}
+	}
+	if x, ok := g.Get("tokenizer.ggml.add_space_prefix"); ok {
+		b, isBool := x.(bool)
+		if !isBool {
+			return nil, formatErr("gguf tokenizer.ggml.add_space_prefix is a %T, not a bool", x)
+		}
+		v.NoSpacePrefix = !b
+	}
+	if err := v.validate(); err != nil {
+		return nil, err
+	}
+	return v, nil
+}

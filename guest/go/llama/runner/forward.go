@@ -1,0 +1,147 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/guest/go/tensor"
+)
+
+// scratch collects the tensors of a step so they are freed together:
+// host memory is limited per job.
+type scratch []*tensor.Tensor
+
+// add keeps t for freeing and passes it and err on.
+func (s *scratch) add(t *tensor.Tensor, err error) (*tensor.Tensor, error) {
+	if t != nil {
+		*s = append(*s, t)
+	}
+	return t, err
+}
+
+// free frees every tensor kept.
+func (s *scratch) free() {
+	for _, t := range *s {
+		t.Free()
+	}
+	*s = (*s)[:0]
+}
+
+// forward runs the tokens ids, at positions pos.., through the model,
+// appending their keys and values to the KV caches. With pick it returns
+// the token pick chooses from the logits of the last row; without, it
+// stops after the last layer (the prompt's rows need no logits).
+func (r *runner) forward(ids []int, pos int, pick func(logits *tensor.Tensor) (int, error)) (int, error) {
+	ids32 := make([]int32, len(ids))
+	for i, id := range ids {
+		ids32[i] = int32(id)
+	}
+	x, err := tensor.Embed(r.embed, ids32)
+	if err != nil {
+		return 0, fmt.Errorf("embed: %w", err)
+	}
+	defer func() { x.Free() }()
+	for i := range r.layers {
+		y, err := r.block(&r.layers[i], x, pos)
+		if err != nil {
+			return 0, fmt.Errorf("layer %d: %w", i, err)
+		}
+		x.Free()
+		x = y
+	}
+	if pick == nil {
+		return 0, nil
+	}
+	if len(ids) != 1 {
+		return 0, fmt.Errorf("logits of %d rows", len(ids))
+	}
+	var keep scratch
+	defer keep.free()
+	h, err := keep.add(tensor.RMSNorm(x, r.outputNorm, r.cfg.NormEps))
+	if err != nil {
+		return 0, fmt.Errorf("output norm: %w", err)
+	}
+	logits, err := keep.add(tensor.MatMul(h, r.output))
+	if err != nil {
+		return 0, fmt.Errorf("classifier: %w", err)
+	}
+	if err := logits.Reshape(r.cfg.VocabSize); err != nil {
+		return 0, err
+	}
+	next, err := pick(logits)
+	if err != nil {
+		return 0, fmt.Errorf("picking a token: %w", err)
+	}
+	return next, nil
+}
+
+// block runs x [t, dim], rows at positions pos.., through one transformer
+// block and returns its output, a new tensor; the block's intermediates
+// are freed.
+func (r *runner) block(l *layer, x *tensor.Tensor, pos int) (*tensor.Tensor, error) {
+	c := r.cfg
+	var tmp scratch
+	defer tmp.free()
+	// Attention: x += wo · attention(rope(wq·xn), rope(wk·xn), wv·xn).
+	xn, err := tmp.add(tensor.RMSNorm(x, l.attnNorm, c.NormEps))
+	if err != nil {
+		return nil, err
+	}
+	q, err := tmp.add(tensor.MatMul(xn, l.q))
+	if err != nil {
+		return nil, err
+	}
+	k, err := tmp.add(tensor.MatMul(xn, l.k))
+	if err != nil {
+		return nil, err
+	}
+	v, err := tmp.add(tensor.MatMul(xn, l.v))
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range []*tensor.Tensor{q, k} {
+		if err := tensor.RoPE(t, pos, c.HeadDim(), c.RoPETheta, abi.RoPEInterleaved); err != nil {
+			return nil, err
+		}
+	}
+	if err := tensor.CopyRows(l.kCache, pos, k); err != nil {
+		return nil, err
+	}
+	if err := tensor.CopyRows(l.vCache, pos, v); err != nil {
+		return nil, err
+	}
+	att, err := tmp.add(tensor.Attention(q, l.kCache, l.vCache, pos, c.Heads))
+	if err != nil {
+		return nil, err
+	}
+	o, err := tmp.add(tensor.MatMul(att, l.o))
+	if err != nil {
+		return nil, err
+	}
+	x, err = tmp.add(tensor.Add(x, o))
+	if err != nil {
+		return nil, err
+	}
+	// Feed-forward: x += w2 · (silu(w1·xn) ⊙ w3·xn).
+	xn, err = tmp.add(tensor.RMSNorm(x, l.ffnNorm, c.NormEps))
+	if err != nil {
+		return nil, err
+	}
+	gate, err := tmp.add(tensor.MatMul(xn, l.gate))
+	if err != nil {
+		return nil, err
+	}
+	up, err := tmp.add(tensor.MatMul(xn, l.up))
+	if err != nil {
+		return nil, err
+	}
+	hid, err := tmp.add(tensor.SwiGLU(gate, up))
+	if err != nil {
+		return nil, err
+	}
+	down, err := tmp.add(tensor.MatMul(hid, l.down))
+	if err != nil {
+		return nil, err
+	}
+	return tensor.Add(x, down)
+}

@@ -1,0 +1,297 @@
+// Command runner is the Llama runner guest (see package llama): it loads
+// the model of the job's data files (/data/model, and /data/tokenizer for
+// a llama2.c checkpoint) as host-held weights, then completes the JSON-lines
+// Requests of stdin, writing JSON-lines Events to stdout as it generates.
+//
+// Build it for infernet with
+//
+//	GOOS=wasip1 GOARCH=wasm go build -trimpath -buildvcs=false -ldflags=-s -o ../runner.wasm .
+//
+// (make -C testdata does); package llama embeds the result.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/guest/go/llama"
+	"github.com/infernet/infernet/guest/go/tensor"
+)
+
+// dataDir is where the job's data files are.
+const dataDir = "/data"
+
+// maxRequestBytes bounds one line of stdin.
+const maxRequestBytes = 1 << 20
+
+func main() {
+	m, tok, err := load()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "llama runner:", err)
+		os.Exit(1)
+	}
+	r, err := newRunner(m, tok)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "llama runner:", err)
+		os.Exit(1)
+	}
+	if err := r.serve(os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "llama runner:", err)
+		os.Exit(1)
+	}
+}
+
+// load reads the model's header and its tokenizer.
+func load() (*llama.Model, *llama.Tokenizer, error) {
+	if v := tensor.ABIVersion(); v < 3 {
+		return nil, nil, fmt.Errorf("the host's tensor ABI is v%d; the runner needs v3", v)
+	}
+	f, err := os.Open(path.Join(dataDir, llama.DataModel))
+	if err != nil {
+		return nil, nil, fmt.Errorf("the job has no model: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := llama.Open(f, st.Size())
+	if err != nil {
+		return nil, nil, err
+	}
+	v := m.Vocab
+	if v == nil {
+		tf, err := os.Open(path.Join(dataDir, llama.DataTokenizer))
+		if err != nil {
+			return nil, nil, fmt.Errorf("a llama2.c model needs a tokenizer: %w", err)
+		}
+		defer tf.Close()
+		if v, err = llama.ReadTokenizerBin(tf, m.Config.VocabSize); err != nil {
+			return nil, nil, err
+		}
+	}
+	tok, err := llama.NewTokenizer(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, tok, nil
+}
+
+// layer holds one block's weights and its KV cache.
+type layer struct {
+	attnNorm, q, k, v, o, ffnNorm, gate, down, up *tensor.Tensor
+	kCache, vCache                                *tensor.Tensor
+}
+
+// runner holds the loaded model between requests.
+type runner struct {
+	cfg        llama.Config
+	tok        *llama.Tokenizer
+	stops      []int // tokens that end generation
+	embed      *tensor.Tensor
+	layers     []layer
+	outputNorm *tensor.Tensor
+	output     *tensor.Tensor
+}
+
+// prefillRows is the most prompt rows run through the model at once.
+const prefillRows = 64
+
+// newRunner makes the weight tensors of m (host-held, read from the data
+// file) and the KV caches.
+func newRunner(m *llama.Model, tok *llama.Tokenizer) (*runner, error) {
+	r := &runner{cfg: m.Config, tok: tok, layers: make([]layer, m.Config.Layers)}
+	v := tok.Vocab()
+	r.stops = []int{v.BOS} // run.c stops when the model starts a new sequence
+	if m.Format == llama.FormatGGUF {
+		r.stops = append(r.stops, v.EOS)
+	}
+	var err error
+	weight := func(t llama.TensorInfo) *tensor.Tensor {
+		if err != nil {
+			return nil
+		}
+		var w *tensor.Tensor
+		if w, err = tensor.FromData(llama.DataModel, t.Offset, t.DType, t.Dims...); err != nil {
+			err = fmt.Errorf("weight %s: %w", t.Name, err)
+		}
+		return w
+	}
+	w := &m.Weights
+	r.embed = weight(w.TokenEmbedding)
+	r.outputNorm = weight(w.OutputNorm)
+	r.output = r.embed
+	if !w.Shared() {
+		r.output = weight(w.Output)
+	}
+	for i, lw := range w.Layers {
+		l := &r.layers[i]
+		l.attnNorm, l.q, l.k, l.v, l.o = weight(lw.AttnNorm), weight(lw.Q), weight(lw.K), weight(lw.V), weight(lw.O)
+		l.ffnNorm, l.gate, l.down, l.up = weight(lw.FFNNorm), weight(lw.Gate), weight(lw.Down), weight(lw.Up)
+		if err != nil {
+			return nil, err
+		}
+		if l.kCache, err = tensor.New(abi.F32, r.cfg.SeqLen, r.cfg.KVDim()); err != nil {
+			return nil, fmt.Errorf("KV cache: %w", err)
+		}
+		if l.vCache, err = tensor.New(abi.F32, r.cfg.SeqLen, r.cfg.KVDim()); err != nil {
+			return nil, fmt.Errorf("KV cache: %w", err)
+		}
+	}
+	return r, err
+}
+
+// serve answers the requests of in, one per line, writing events to out.
+func (r *runner) serve(in io.Reader, out io.Writer) error {
+	enc := json.NewEncoder(out) // one Write per event: unbuffered
+	enc.SetEscapeHTML(false)
+	emit := func(e llama.Event) error { return enc.Encode(e) }
+	br := bufio.NewReaderSize(in, 1<<16)
+	for {
+		line, err := readLine(br)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil && !errors.Is(err, errTooLong) {
+			return fmt.Errorf("reading requests: %w", err)
+		}
+		if len(bytes.TrimSpace(line)) == 0 && err == nil {
+			continue
+		}
+		var req llama.Request
+		if err == nil {
+			err = decodeRequest(line, &req)
+		}
+		if err == nil {
+			err = r.generate(req, emit)
+		}
+		if err != nil {
+			var werr writeError
+			if errors.As(err, &werr) {
+				return werr.err // the output is gone
+			}
+			if err := emit(llama.Event{ID: req.ID, Done: true, Error: err.Error()}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// errTooLong answers a request line longer than maxRequestBytes.
+var errTooLong = fmt.Errorf("bad request: longer than %d bytes", maxRequestBytes)
+
+// readLine returns the next line of br without its newline; a line longer
+// than maxRequestBytes is read to its end and answered with an error.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	tooLong := false
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if !tooLong && len(line)+len(chunk) > maxRequestBytes+1 {
+			tooLong, line = true, nil
+		} else if !tooLong {
+			line = append(line, chunk...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err != nil && !(errors.Is(err, io.EOF) && (len(line) > 0 || tooLong)) {
+			return nil, err
+		}
+		if tooLong {
+			return nil, errTooLong
+		}
+		return bytes.TrimSuffix(line, []byte("\n")), nil
+	}
+}
+
+// decodeRequest parses and checks one request.
+func decodeRequest(line []byte, req *llama.Request) error {
+	d := json.NewDecoder(bytes.NewReader(line))
+	d.DisallowUnknownFields()
+	if err := d.Decode(req); err != nil {
+		return fmt.Errorf("bad request: %w", err)
+	}
+	switch {
+	case req.MaxTokens < 0:
+		return fmt.Errorf("bad request: max_tokens %d", req.MaxTokens)
+	case !(req.Temperature >= 0) || math.IsInf(float64(req.Temperature), 0):
+		return fmt.Errorf("bad request: temperature %g", req.Temperature)
+	case !(req.TopP >= 0) || math.IsInf(float64(req.TopP), 0):
+		return fmt.Errorf("bad request: top_p %g", req.TopP)
+	}
+	if req.MaxTokens == 0 {
+		req.MaxTokens = llama.DefaultMaxTokens
+	}
+	return nil
+}
+
+// writeError is a failure to write an event: the job cannot go on.
+type writeError struct{ err error }
+
+func (e writeError) Error() string { return e.err.Error() }
+
+// generate completes one request, emitting an event per token and a last
+// one with Done, as run.c's generate: the prompt with BOS, then tokens
+// until a stop token, MaxTokens or the end of the context.
+func (r *runner) generate(req llama.Request, emit func(llama.Event) error) error {
+	ids := r.tok.Encode(req.Prompt, true, false)
+	n := len(ids)
+	if n > r.cfg.SeqLen {
+		return fmt.Errorf("prompt of %d tokens does not fit the context of %d", n, r.cfg.SeqLen)
+	}
+	// Positions 0..n-2 fill the KV cache; the last prompt token's logits
+	// give the first token. run.c runs at most seq_len positions.
+	for pos := 0; pos < n-1; pos += prefillRows {
+		if _, err := r.forward(ids[pos:min(pos+prefillRows, n-1)], pos, nil); err != nil {
+			return err
+		}
+	}
+	maxNew := min(req.MaxTokens, r.cfg.SeqLen-n+1)
+	rng := llama.NewRNG(req.Seed)
+	done := llama.Event{ID: req.ID, Done: true, PromptTokens: n, Stop: "length"}
+	tok, pos := ids[n-1], n-1
+	for done.CompletionTokens < maxNew {
+		next, err := r.forward([]int{tok}, pos, func(logits *tensor.Tensor) (int, error) {
+			if req.Temperature == 0 {
+				return tensor.Argmax(logits)
+			}
+			return tensor.Sample(logits, req.Temperature, req.TopP, rng.Float32())
+		})
+		if err != nil {
+			return err
+		}
+		pos++
+		if r.stop(next) {
+			done.Stop = "eos"
+			break
+		}
+		if err := emit(llama.Event{ID: req.ID, Text: llama.Printable(r.tok.Decode(tok, next))}); err != nil {
+			return writeError{err}
+		}
+		done.CompletionTokens++
+		tok = next
+	}
+	if err := emit(done); err != nil {
+		return writeError{err}
+	}
+	return nil
+}
+
+// stop reports whether token ends generation.
+func (r *runner) stop(token int) bool {
+	for _, s := range r.stops {
+		if token == s {
+			return true
+		}
+	}
+	return false
+}

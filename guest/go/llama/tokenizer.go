@@ -1,0 +1,218 @@
+package llama
+
+import (
+	"container/heap"
+	"strings"
+)
+
+// Tokenizer encodes text to token ids and decodes them back exactly as
+// llama2.c's run.c does (encode, decode and safe_printf there).
+//
+// Encoding: BOS if asked, the dummy-prefix space (the id of the piece " ")
+// unless the text is empty, then one token per UTF-8 code point found in
+// the vocabulary (at most 4 bytes are taken as one code point; stray
+// continuation bytes start a new one), the bytes of any other code point as
+// byte tokens ("<0xXX>"), then repeatedly the adjacent pair whose
+// concatenation is the piece of best score (the leftmost on ties; scores
+// must pass -1e10) is merged, until none is; EOS if asked.
+//
+// Where run.c's behaviour is undefined or tied to a fixed layout this one
+// is defined: a byte token is found by its piece (run.c takes byte + 3,
+// the same in llama2.c's vocabularies) and is UNK when the vocabulary has
+// none; the dummy prefix is left out when the vocabulary has no " "; a NUL
+// in the text is encoded as a byte rather than ending it; of duplicate
+// pieces the lowest id is found. A GGUF vocabulary's control and unknown
+// tokens ("<s>", "</s>", "<unk>") are never produced from text, and its
+// add_space_prefix false turns the dummy prefix off.
+//
+// A Tokenizer is safe for concurrent use.
+type Tokenizer struct {
+	vocab *Vocab
+	ids   map[string]int32 // pieces text can become, to their ids
+	bytes [256]int32       // byte tokens
+	space int32            // the dummy prefix's id, -1 if none
+}
+
+// mergeFloor is run.c's initial best score: a merge must score above it.
+const mergeFloor float32 = -1e10
+
+// NewTokenizer returns a tokenizer for v.
+func NewTokenizer(v *Vocab) (*Tokenizer, error) {
+	if err := v.validate(); err != nil {
+		return nil, err
+	}
+	t := &Tokenizer{vocab: v, ids: make(map[string]int32, len(v.Pieces)), space: -1}
+	for i := range t.bytes {
+		t.bytes[i] = int32(v.UNK)
+	}
+	for i := len(v.Pieces) - 1; i >= 0; i-- { // the lowest id of duplicates wins
+		if v.Types != nil && (v.Types[i] == TokenControl || v.Types[i] == TokenUnknown) {
+			continue
+		}
+		p := v.Pieces[i]
+		t.ids[p] = int32(i)
+		if b, ok := parseBytePiece(p); ok {
+			t.bytes[b] = int32(i)
+		}
+	}
+	if id, ok := t.ids[" "]; ok && !v.NoSpacePrefix {
+		t.space = id
+	}
+	return t, nil
+}
+
+// Vocab returns the tokenizer's vocabulary.
+func (t *Tokenizer) Vocab() *Vocab { return t.vocab }
+
+// Encode returns the token ids of text, with BOS first if bos and EOS last
+// if eos.
+func (t *Tokenizer) Encode(text string, bos, eos bool) []int {
+	toks := make([]int32, 0, len(text)+3)
+	if bos {
+		toks = append(toks, int32(t.vocab.BOS))
+	}
+	toks = t.merge(append(toks, t.codePoints(text)...))
+	if eos {
+		toks = append(toks, int32(t.vocab.EOS))
+	}
+	out := make([]int, len(toks))
+	for i, id := range toks {
+		out[i] = int(id)
+	}
+	return out
+}
+
+// codePoints returns the tokens text starts as, before any merge: the
+// dummy prefix, then a token per code point, or its bytes' tokens.
+func (t *Tokenizer) codePoints(text string) []int32 {
+	toks := make([]int32, 0, len(text)+1)
+	if text != "" && t.space >= 0 {
+		toks = append(toks, t.space)
+	}
+	var cp [4]byte
+	n := 0
+	for i := 0; i < len(text); i++ {
+		cp[n] = text[i]
+		n++
+		if i+1 < len(text) && text[i+1]&0xC0 == 0x80 && n < len(cp) {
+			continue // the code point goes on
+		}
+		if id, ok := t.ids[string(cp[:n])]; ok {
+			toks = append(toks, id)
+		} else {
+			for _, b := range cp[:n] {
+				toks = append(toks, t.bytes[b])
+			}
+		}
+		n = 0
+	}
+	return toks
+}
+
+// merge applies the BPE merges to toks, the best-scoring pair first and
+// the leftmost of equals first, as run.c's loop over all pairs does, but
+// with a heap of candidate pairs over a linked list (O(n log n)).
+func (t *Tokenizer) merge(toks []int32) []int32 {
+	n := len(toks)
+	if n < 2 {
+		return toks
+	}
+	next, prev, ver := make([]int, n), make([]int, n), make([]int, n)
+	for i := range toks {
+		next[i], prev[i] = i+1, i-1
+	}
+	next[n-1] = -1
+	h := &pairHeap{}
+	consider := func(a int) {
+		if a < 0 || next[a] < 0 {
+			return
+		}
+		b := next[a]
+		id, ok := t.ids[t.vocab.Pieces[toks[a]]+t.vocab.Pieces[toks[b]]]
+		if ok && t.vocab.Scores[id] > mergeFloor {
+			heap.Push(h, pair{score: t.vocab.Scores[id], left: a, right: b, id: id, lv: ver[a], rv: ver[b]})
+		}
+	}
+	for i := 0; i < n-1; i++ {
+		consider(i)
+	}
+	for h.Len() > 0 {
+		p := heap.Pop(h).(pair)
+		a, b := p.left, p.right
+		if next[a] != b || ver[a] != p.lv || ver[b] != p.rv || toks[a] < 0 || toks[b] < 0 {
+			continue // stale: one side was merged since
+		}
+		toks[a] = p.id
+		ver[a]++
+		toks[b] = -1
+		next[a] = next[b]
+		if next[b] >= 0 {
+			prev[next[b]] = a
+		}
+		consider(prev[a])
+		consider(a)
+	}
+	out := toks[:0]
+	for i := 0; i >= 0; i = next[i] {
+		out = append(out, toks[i])
+	}
+	return out
+}
+
+// pair is a candidate merge of the adjacent tokens at left and right into
+// id, valid while both still have the versions lv and rv.
+type pair struct {
+	score       float32
+	left, right int
+	id          int32
+	lv, rv      int
+}
+
+// pairHeap orders candidates by score, then leftmost first.
+type pairHeap []pair
+
+func (h pairHeap) Len() int { return len(h) }
+func (h pairHeap) Less(i, j int) bool {
+	if h[i].score != h[j].score {
+		return h[i].score > h[j].score
+	}
+	return h[i].left < h[j].left
+}
+func (h pairHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *pairHeap) Push(x any)   { *h = append(*h, x.(pair)) }
+func (h *pairHeap) Pop() any {
+	old := *h
+	p := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return p
+}
+
+// Decode returns the bytes of token following prev, as run.c's decode: the
+// piece, without its leading space after BOS, and a byte token's raw byte.
+// An id outside the vocabulary decodes to "".
+func (t *Tokenizer) Decode(prev, token int) string {
+	if token < 0 || token >= len(t.vocab.Pieces) {
+		return ""
+	}
+	p := t.vocab.Pieces[token]
+	if prev == t.vocab.BOS {
+		p = strings.TrimPrefix(p, " ")
+	}
+	if b, ok := parseBytePiece(p); ok {
+		return string([]byte{b})
+	}
+	return p
+}
+
+// Printable returns piece as run.c's safe_printf prints it: a piece of one
+// byte that is neither printable ASCII nor white space (a control
+// character, or a lone byte of a multi-byte UTF-8 sequence) is dropped.
+func Printable(piece string) string {
+	if len(piece) == 1 {
+		c := piece[0]
+		if !(c >= 0x20 && c <= 0x7E || c == ' ' || c >= '\t' && c <= '\r') {
+			return ""
+		}
+	}
+	return piece
+}

@@ -1,0 +1,179 @@
+package llama
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// naiveMerge is run.c's merge loop as written there: scan every adjacent
+// pair, merge the best (the first of equals), until none merges.
+func naiveMerge(t *Tokenizer, toks []int32) []int32 {
+	for {
+		best, bestID, bestIdx := mergeFloor, int32(-1), -1
+		for i := 0; i+1 < len(toks); i++ {
+			id, ok := t.ids[t.vocab.Pieces[toks[i]]+t.vocab.Pieces[toks[i+1]]]
+			if ok && t.vocab.Scores[id] > best {
+				best, bestID, bestIdx = t.vocab.Scores[id], id, i
+			}
+		}
+		if bestIdx < 0 {
+			return toks
+		}
+		toks[bestIdx] = bestID
+		toks = slices.Delete(toks, bestIdx+1, bestIdx+2)
+	}
+}
+
+// TestMergeMatchesRunC: the heap of candidate pairs merges as run.c's
+// quadratic loop does, on random sequences of pieces (which merge a lot)
+// and bytes, with both vocabularies.
+func TestMergeMatchesRunC(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for name := range tokenizerFiles {
+		tk, err := NewTokenizer(loadVocab(t, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := len(tk.vocab.Pieces)
+		for range 300 {
+			var sb strings.Builder
+			for range r.IntN(60) {
+				switch r.IntN(4) {
+				case 0:
+					sb.WriteByte(byte(r.IntN(256)))
+				case 1:
+					sb.WriteByte(' ')
+				default:
+					sb.WriteString(tk.vocab.Pieces[3+r.IntN(n-3)])
+				}
+			}
+			text := sb.String()
+			start := tk.codePoints(text)
+			if got, want := tk.merge(slices.Clone(start)), naiveMerge(tk, slices.Clone(start)); !slices.Equal(got, want) {
+				t.Fatalf("%s: merge of %q = %v, run.c's loop gives %v", name, text, got, want)
+			}
+		}
+	}
+}
+
+func TestEncodeEdges(t *testing.T) {
+	v := &Vocab{
+		Pieces: []string{"<unk>", "\n<s>\n", "\n</s>\n", "a", "b", "ab", " ", " a", "<0x63>", "é"},
+		Scores: []float32{0, 0, 0, -1, -1, -2, -1, -3, 0, -1},
+		BOS:    1, EOS: 2,
+	}
+	tk, err := NewTokenizer(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		text     string
+		bos, eos bool
+		want     []int
+	}{
+		{"", true, true, []int{1, 2}},
+		{"", false, false, []int{}},
+		{"ab", true, false, []int{1, 6, 5}},               // " a" (-3) loses to "ab" (-2)
+		{"a", false, true, []int{7, 2}},                   // " " + "a" merge
+		{"cd", false, false, []int{6, 8, 0}},              // c has a byte token, d none: UNK
+		{"é", false, false, []int{6, 9}},                  // a code point of the vocabulary
+		{"\xc3\xa9\xa9", false, false, []int{6, 0, 0, 0}}, // a 3-byte code point not in it
+	} {
+		if got := tk.Encode(tc.text, tc.bos, tc.eos); !slices.Equal(got, tc.want) {
+			t.Errorf("Encode(%q, %v, %v) = %v, want %v", tc.text, tc.bos, tc.eos, got, tc.want)
+		}
+	}
+	// Without " " there is no dummy prefix; nor with add_space_prefix false.
+	nospace := *v
+	nospace.Pieces = slices.Clone(v.Pieces)
+	nospace.Pieces[6] = "  "
+	for _, vv := range []*Vocab{&nospace, {Pieces: v.Pieces, Scores: v.Scores, BOS: 1, EOS: 2, NoSpacePrefix: true}} {
+		tk, err := NewTokenizer(vv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tk.Encode("ab", false, false); !slices.Equal(got, []int{5}) {
+			t.Errorf("no dummy prefix: Encode(ab) = %v", got)
+		}
+	}
+	// A GGUF vocabulary's control and unknown tokens never come from text.
+	g := &Vocab{Pieces: []string{"<unk>", "<s>", "</s>", "<", "s", ">", "<s", "u", "n", "k", "<unk"},
+		Scores: make([]float32, 11), Types: []int32{2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, BOS: 1, EOS: 2, NoSpacePrefix: true}
+	tk, err = NewTokenizer(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tk.Encode("<s><unk>", false, false); !slices.Equal(got, []int{6, 5, 3, 7, 8, 9, 5}) {
+		t.Errorf("Encode(<s><unk>) = %v: control or unknown tokens", got)
+	}
+}
+
+func TestDecode(t *testing.T) {
+	tk, err := NewTokenizer(loadVocab(t, "tok512.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	space := tk.ids[" "]
+	the := tk.Encode("the", false, false)
+	for _, tc := range []struct {
+		prev, tok int
+		want      string
+	}{
+		{1, the[len(the)-1], "the"}, // after BOS the leading space goes
+		{5, the[len(the)-1], " the"},
+		{1, int(space), ""},
+		{0, 3 + 'A', "A"},     // <0x41>
+		{0, 3 + 0xC3, "\xc3"}, // a raw byte
+		{0, 2, "\n</s>\n"},
+		{0, -1, ""}, {0, 512, ""},
+	} {
+		if got := tk.Decode(tc.prev, tc.tok); got != tc.want {
+			t.Errorf("Decode(%d, %d) = %q, want %q", tc.prev, tc.tok, got, tc.want)
+		}
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"", ""}, {"a", "a"}, {" ", " "}, {"\n", "\n"}, {"\t", "\t"}, {"\r", "\r"}, {"\v", "\v"}, {"\f", "\f"},
+		{"~", "~"}, {"\x00", ""}, {"\x01", ""}, {"\x1b", ""}, {"\x7f", ""}, {"\xc3", ""}, {"\xff", ""},
+		{"\xc3\xa9", "\xc3\xa9"}, {"\x01\x02", "\x01\x02"},
+	} {
+		if got := Printable(tc.in); got != tc.want {
+			t.Errorf("Printable(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestReadTokenizerBinHostile(t *testing.T) {
+	good := loadFile(t, "tok512.bin")
+	var round bytes.Buffer
+	v := loadVocab(t, "tok512.bin")
+	if err := v.WriteTokenizerBin(&round); err != nil || !bytes.Equal(round.Bytes(), good) {
+		t.Errorf("WriteTokenizerBin does not give tok512.bin back (%v)", err)
+	}
+	le := func(b []byte, off int, v uint32) []byte {
+		b = slices.Clone(b)
+		b[off], b[off+1], b[off+2], b[off+3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+		return b
+	}
+	for _, tc := range []struct {
+		name  string
+		file  []byte
+		vocab int
+	}{
+		{"empty", nil, 512},
+		{"truncated", good[:len(good)-1], 512},
+		{"more tokens than the file", good, 513},
+		{"vocabulary of 2", good, 2},
+		{"huge vocabulary", good, 1 << 30},
+		{"negative max length", le(good, 0, 1<<31), 512},
+		{"negative length", le(good, 8, 1<<31), 512},
+		{"huge length", le(good, 8, 1<<20), 512},
+	} {
+		if _, err := ReadTokenizerBin(bytes.NewReader(tc.file), tc.vocab); !errors.Is(err, ErrFormat) {
+			t.Errorf("%s: %v, want an ErrFormat", tc.name, err)
+		}
+	}
+}

@@ -1,0 +1,208 @@
+package llama
+
+import (
+	"bufio"
+	"encoding/binary"
+	"io"
+	"math"
+	"strings"
+)
+
+// Token types of GGUF's tokenizer.ggml.token_type (SentencePiece's).
+const (
+	TokenNormal      int32 = 1
+	TokenUnknown     int32 = 2
+	TokenControl     int32 = 3
+	TokenUserDefined int32 = 4
+	TokenUnused      int32 = 5
+	TokenByte        int32 = 6
+)
+
+// Vocab is a SentencePiece-BPE vocabulary as llama2.c uses it: pieces with
+// spaces as ' ' (SentencePiece's '▁' replaced), raw bytes as "<0xXX>"
+// pieces, and a score per piece that orders the merges.
+type Vocab struct {
+	Pieces []string
+	Scores []float32
+	// Types are the GGUF token types (TokenNormal, ...), nil for a
+	// llama2.c tokenizer.bin, which has none.
+	Types []int32
+	// BOS, EOS and UNK are the ids of the begin- and end-of-sequence and
+	// unknown tokens (1, 2 and 0 in llama2.c).
+	BOS, EOS, UNK int
+	// NoSpacePrefix is set when the vocabulary does not prepend a space to
+	// the text (GGUF's tokenizer.ggml.add_space_prefix false).
+	NoSpacePrefix bool
+	// MaxPieceLen is the header of tokenizer.bin (the longest piece).
+	MaxPieceLen int
+}
+
+// llama2.c's fixed special tokens, and the pieces its tokenizer.bin holds
+// for BOS and EOS.
+const (
+	llama2cUNK, llama2cBOS, llama2cEOS = 0, 1, 2
+	llama2cBOSPiece                    = "\n<s>\n"
+	llama2cEOSPiece                    = "\n</s>\n"
+)
+
+// ReadTokenizerBin reads llama2.c's tokenizer.bin for a model of vocabSize
+// tokens: an int32 max_token_length, then per token an f32 score, an int32
+// length and the piece's bytes.
+func ReadTokenizerBin(r io.Reader, vocabSize int) (*Vocab, error) {
+	if vocabSize < 3 || vocabSize > MaxVocab {
+		return nil, formatErr("tokenizer for %d tokens", vocabSize)
+	}
+	br := bufio.NewReader(r)
+	var u [8]byte
+	if _, err := io.ReadFull(br, u[:4]); err != nil {
+		return nil, formatErr("tokenizer.bin header: %w", err)
+	}
+	v := &Vocab{
+		Pieces: make([]string, vocabSize), Scores: make([]float32, vocabSize),
+		BOS: llama2cBOS, EOS: llama2cEOS, UNK: llama2cUNK,
+		MaxPieceLen: int(int32(binary.LittleEndian.Uint32(u[:4]))),
+	}
+	if v.MaxPieceLen < 0 || v.MaxPieceLen > MaxPieceLen {
+		return nil, formatErr("tokenizer.bin max_token_length %d not in [0, %d]", v.MaxPieceLen, MaxPieceLen)
+	}
+	var sb strings.Builder
+	for i := range v.Pieces {
+		if _, err := io.ReadFull(br, u[:]); err != nil {
+			return nil, formatErr("tokenizer.bin token %d of %d: %w", i, vocabSize, err)
+		}
+		v.Scores[i] = math.Float32frombits(binary.LittleEndian.Uint32(u[:4]))
+		n := int32(binary.LittleEndian.Uint32(u[4:]))
+		if n < 0 || n > MaxPieceLen {
+			return nil, formatErr("tokenizer.bin token %d: length %d not in [0, %d]", i, n, MaxPieceLen)
+		}
+		sb.Reset()
+		if _, err := io.CopyN(&sb, br, int64(n)); err != nil {
+			return nil, formatErr("tokenizer.bin token %d: %w", i, err)
+		}
+		v.Pieces[i] = sb.String()
+	}
+	return v, nil
+}
+
+// WriteTokenizerBin writes v in llama2.c's tokenizer.bin format, with
+// llama2.c's pieces for BOS and EOS when v has others (a GGUF vocabulary).
+func (v *Vocab) WriteTokenizerBin(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	pieces := v.binPieces()
+	maxLen := 0
+	for _, p := range pieces {
+		maxLen = max(maxLen, len(p))
+	}
+	var u [8]byte
+	binary.LittleEndian.PutUint32(u[:4], uint32(maxLen))
+	bw.Write(u[:4])
+	for i, p := range pieces {
+		binary.LittleEndian.PutUint32(u[:4], math.Float32bits(v.Scores[i]))
+		binary.LittleEndian.PutUint32(u[4:], uint32(len(p)))
+		bw.Write(u[:])
+		bw.WriteString(p)
+	}
+	return bw.Flush()
+}
+
+// binPieces returns the pieces as llama2.c's tokenizer.bin has them.
+func (v *Vocab) binPieces() []string {
+	pieces := append([]string(nil), v.Pieces...)
+	if v.Types != nil {
+		if v.BOS >= 0 && v.BOS < len(pieces) {
+			pieces[v.BOS] = llama2cBOSPiece
+		}
+		if v.EOS >= 0 && v.EOS < len(pieces) {
+			pieces[v.EOS] = llama2cEOSPiece
+		}
+	}
+	return pieces
+}
+
+// sentencePieceSpace is SentencePiece's stand-in for a space ('▁').
+const sentencePieceSpace = "\u2581"
+
+// ggufPieces returns the pieces and token types as GGUF holds them: spaces
+// as '▁', BOS and EOS as "<s>" and "</s>" (control tokens), UNK as unknown,
+// "<0xXX>" pieces as bytes. A vocabulary read from GGUF keeps its types.
+func (v *Vocab) ggufPieces() ([]string, []int32) {
+	pieces := make([]string, len(v.Pieces))
+	types := v.Types
+	if types == nil {
+		types = make([]int32, len(v.Pieces))
+	}
+	for i, p := range v.Pieces {
+		pieces[i] = strings.ReplaceAll(p, " ", sentencePieceSpace)
+		if v.Types != nil {
+			continue
+		}
+		switch {
+		case i == v.UNK:
+			types[i] = TokenUnknown
+		case i == v.BOS || i == v.EOS:
+			types[i] = TokenControl
+			pieces[i] = strings.Trim(p, "\n")
+		case isBytePiece(p):
+			types[i] = TokenByte
+		default:
+			types[i] = TokenNormal
+		}
+	}
+	return pieces, types
+}
+
+// newGGUFVocab makes a Vocab of GGUF pieces ('▁' for spaces) and types.
+func newGGUFVocab(pieces []string, scores []float32, types []int32) *Vocab {
+	v := &Vocab{Pieces: make([]string, len(pieces)), Scores: scores, Types: types}
+	for i, p := range pieces {
+		v.Pieces[i] = strings.ReplaceAll(p, sentencePieceSpace, " ")
+		v.MaxPieceLen = max(v.MaxPieceLen, len(v.Pieces[i]))
+	}
+	return v
+}
+
+// validate checks the special ids and the lengths of v's slices.
+func (v *Vocab) validate() error {
+	n := len(v.Pieces)
+	if n < 3 || n > MaxVocab {
+		return formatErr("vocabulary of %d tokens", n)
+	}
+	if len(v.Scores) != n || v.Types != nil && len(v.Types) != n {
+		return formatErr("vocabulary of %d tokens has %d scores and %d types", n, len(v.Scores), len(v.Types))
+	}
+	for _, id := range []int{v.BOS, v.EOS, v.UNK} {
+		if id < 0 || id >= n {
+			return formatErr("special token %d outside the vocabulary of %d", id, n)
+		}
+	}
+	return nil
+}
+
+// isBytePiece reports whether p is a byte token's piece, "<0xXX>" with
+// two hex digits.
+func isBytePiece(p string) bool {
+	_, ok := parseBytePiece(p)
+	return ok
+}
+
+// parseBytePiece returns the byte of a "<0xXX>" piece.
+func parseBytePiece(p string) (byte, bool) {
+	if len(p) != 6 || p[:3] != "<0x" || p[5] != '>' {
+		return 0, false
+	}
+	hi, ok1 := unhex(p[3])
+	lo, ok2 := unhex(p[4])
+	return hi<<4 | lo, ok1 && ok2
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
