@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/infernet
 PKGS    := ./...
 
-.PHONY: all build test vet demo bench deps testdata clean test-payments fuzz mnist chargpt gpu-check
+.PHONY: all build test vet demo bench deps testdata clean test-payments fuzz mnist chargpt gpu-check gpu-bundle
 
 all: build
 
@@ -67,55 +67,21 @@ bench: deps build
 	@./scripts/bench.sh
 
 # The hardware checks, for a machine with an NVIDIA GPU, its driver and
-# cuBLAS; not part of `make test`. Tests built with the tag gpu: NVML and the
-# CUDA driver's view of the GPUs, every CUDA backend op against the reference
-# backend, cancellation, memory and a kernel fault on the device, jobs run
-# through the host on the GPU; then f32 GEMM GFLOP/s of cuda, cpu and
-# openblas. Without a GPU it stops at once, saying what is missing. Logs in
-# bin/gpu-check/ (docs/tensor.md).
-GPU_PKGS := ./host/gpu/ ./host/tensor/cuda/ ./host/tensor/backends/ ./node/challenge/
-GPU_LOG  := bin/gpu-check
-define GPU_BENCH_TABLE
-/^Benchmark.*GFLOP\/s/ {
-	name = $$1; sub(/-[0-9]+$$/, "", name); n = split(name, p, "/")
-	row = (p[1] ~ /Batched$$/ ? "batched " : "") p[3]; for (i = 4; i <= n; i++) row = row "/" p[i]
-	for (i = 2; i <= NF; i++) if ($$i == "GFLOP/s") v[row, p[2]] = $$(i - 1)
-	if (!(p[2] in c)) { c[p[2]] = 1; cols[++nc] = p[2] }
-	if (!(row in r)) { r[row] = 1; rows[++nr] = row }
-}
-END {
-	if (nr == 0) { print "  no results"; exit }
-	printf "  %-40s", "GFLOP/s"; for (j = 1; j <= nc; j++) printf " %11s", cols[j]; print ""
-	for (i = 1; i <= nr; i++) {
-		printf "  %-40s", rows[i]
-		for (j = 1; j <= nc; j++) printf " %11s", ((rows[i], cols[j]) in v) ? sprintf("%.0f", v[rows[i], cols[j]]) : "-"
-		print ""
-	}
-}
-endef
-export GPU_BENCH_TABLE
+# cuBLAS; not part of `make test` (scripts/gpu-check.sh, docs/tensor.md):
+# tests built with the tag gpu (NVML, every CUDA op against the reference,
+# cancellation, memory, a kernel fault, jobs on the GPU), then f32 GEMM
+# GFLOP/s of cuda, cpu and openblas. Without a GPU it stops at once, saying
+# what is missing. On a GPU machine without Go, run it from the test
+# binaries of `make gpu-bundle`, built here and carried there.
 gpu-check:
-	@mkdir -p $(GPU_LOG); \
-	echo "gpu-check: an NVIDIA GPU, its driver and cuBLAS"; \
-	if ! $(GO) test -count=1 -tags gpu -v -run '^TestGPUPreflight$$' ./host/gpu/ >$(GPU_LOG)/preflight.log 2>&1; then \
-		sed -nE 's/^ +[a-z_]+_test\.go:[0-9]+: /  /p' $(GPU_LOG)/preflight.log | grep . || tail -n 20 $(GPU_LOG)/preflight.log; \
-		echo "gpu-check: FAILED: no usable NVIDIA GPU here (log: $(GPU_LOG)/preflight.log)"; exit 1; \
-	fi; \
-	sed -nE 's/^ +[a-z_]+_test\.go:[0-9]+: /  /p' $(GPU_LOG)/preflight.log; \
-	echo "gpu-check: go vet -tags gpu ./host/..."; \
-	if ! $(GO) vet -tags gpu ./host/... >$(GPU_LOG)/vet.log 2>&1; then \
-		tail -n 20 $(GPU_LOG)/vet.log; echo "gpu-check: FAILED: go vet (log: $(GPU_LOG)/vet.log)"; exit 1; \
-	fi; \
-	echo "gpu-check: tests of $(GPU_PKGS) (a few minutes)"; \
-	$(GO) test -count=1 -tags gpu -v -timeout 30m $(GPU_PKGS) >$(GPU_LOG)/test.log 2>&1; rc=$$?; \
-	grep -E '^(ok|FAIL)[[:space:]]' $(GPU_LOG)/test.log | sed 's/^/  /'; \
-	echo "  $$(grep -c '^--- PASS' $(GPU_LOG)/test.log) tests passed, $$(grep -c '^--- FAIL' $(GPU_LOG)/test.log) failed, $$(grep -c '^--- SKIP' $(GPU_LOG)/test.log) skipped"; \
-	grep -E '^--- (FAIL|SKIP)' $(GPU_LOG)/test.log | sed -E 's/^--- (FAIL|SKIP): /  \1 /'; \
-	echo "gpu-check: GEMM benchmarks"; \
-	$(GO) test -count=1 -tags gpu -run '^$$' -bench '^BenchmarkGPU' -benchtime 1s ./host/tensor/backends/ >$(GPU_LOG)/bench.log 2>&1 || rc=1; \
-	awk "$$GPU_BENCH_TABLE" $(GPU_LOG)/bench.log; \
-	if [ $$rc -ne 0 ]; then echo "gpu-check: FAILED (logs: $(GPU_LOG)/test.log, bench.log)"; exit 1; fi; \
-	echo "gpu-check: ok (logs: $(GPU_LOG)/)"
+	@./scripts/gpu-check.sh
+
+# The gpu-tagged test binaries of gpu-check, as bin/gpu-bundle.tar.xz.
+gpu-bundle:
+	@rm -rf bin/gpu-bundle && mkdir -p bin/gpu-bundle
+	@for p in host/gpu host/tensor/cuda host/tensor/backends node/challenge; do \
+		$(GO) test -c -tags gpu -o bin/gpu-bundle/$$(echo $$p | tr / _).test ./$$p || exit 1; done
+	@tar -C bin/gpu-bundle -cJf bin/gpu-bundle.tar.xz . && rm -rf bin/gpu-bundle && ls -l bin/gpu-bundle.tar.xz
 
 # Rebuilds every guest in testdata/ from its source.
 testdata: deps

@@ -76,7 +76,10 @@
 // host's Job.Data), never copied into guest memory. A provider keeps such
 // tensors in a model cache across jobs (keyed by the file's digest, the
 // offset, dtype and dims) within its own budget, outside the job's memory
-// limit; a tensor that does not fit the cache is answered with [ENOMEM].
+// limit. A tensor that does not fit the cache stops the job on that
+// provider as the provider's failure, not the job's result (another
+// provider, with a larger cache, may run it), so what a guest sees never
+// depends on a provider's cache.
 // Data tensors are read-only: an op that would write one answers [EROFS]
 // (tensor_write, gemm's c, rope's x, copy_rows' dst); tensor_read gives its
 // stored bytes (len: the dtype's Bytes), tensor_reshape, which changes no

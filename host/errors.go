@@ -41,6 +41,10 @@ var (
 	// ErrProofLimit: a proof-mode job asked for more integer GEMMs than
 	// JobConfig.WithMaxProofs allows.
 	ErrProofLimit = tensorhost.ErrProofLimit
+	// ErrModelCache: a data tensor of the job does not fit this sandbox's
+	// model cache (Config.ModelCache), even with every tensor no running
+	// job holds evicted. The provider's limit, not the job's outcome.
+	ErrModelCache = tensorhost.ErrModelCache
 	// ErrProof: the guest ran to its end but proving one of its ops failed.
 	ErrProof = errors.New("proving failed")
 )

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"os"
 	"path/filepath"
 	"sync"
@@ -55,6 +56,7 @@ func TestModelCache(t *testing.T) {
 		memLimit  uint64            // JobConfig.WithMemoryLimit; 0 for the default
 		tensors   []dataTensor
 		want      []int32 // results; nil: handles 1, 2, …
+		full      bool    // the last tensor does not fit: the job stops with ErrModelCache
 		loaded    int64   // Result.DataLoaded
 		counted   int64   // Result.TensorBytes
 	}
@@ -93,10 +95,11 @@ func TestModelCache(t *testing.T) {
 		}, want: ModelCacheStats{Hits: 2, Misses: 4, Evictions: 2, Bytes: 320, Entries: 2}},
 		// A job's own tensors stay pinned: its second does not fit.
 		{name: "a job's tensors pinned", budget: 320, jobs: []job{
-			{tensors: []dataTensor{tW, tTable, tG}, want: []int32{1, 2, int32(abi.ENOMEM)}, loaded: 320},
+			{tensors: []dataTensor{tW, tTable, tG}, full: true, loaded: 320},
 		}, want: ModelCacheStats{Misses: 3, Bytes: 320, Entries: 2}},
 		{name: "too large for the cache", budget: 100, jobs: []job{
-			{tensors: []dataTensor{tW, tTable}, want: []int32{int32(abi.ENOMEM), 1}, loaded: 64},
+			{tensors: []dataTensor{tW}, full: true},
+			{tensors: []dataTensor{tTable}, loaded: 64},
 		}, want: ModelCacheStats{Misses: 2, Bytes: 64, Entries: 1}},
 		// The guest's two pages leave 100 bytes of its memory limit.
 		{name: "outside the job's memory", jobs: []job{
@@ -130,6 +133,17 @@ func TestModelCache(t *testing.T) {
 					cfg = cfg.WithMemoryLimit(j.memLimit)
 				}
 				job := Job{Data: map[string]string{"model.bin": p}, DataDigests: j.digests}
+				if j.full {
+					// What a guest sees must not depend on the provider's
+					// cache: the job stops as the provider's failure.
+					job.Module = readFile(t, "testdata/hostcalls.wasm")
+					job.Input = g.script(fromCalls(g, want, j.tensors...))
+					res, err := sb.Run(context.Background(), job, cfg)
+					if !errors.Is(err, ErrModelCache) || res == nil || res.DataLoaded != j.loaded {
+						t.Errorf("job %d: %v (%+v), want ErrModelCache after loading %d bytes", i, err, res, j.loaded)
+					}
+					continue
+				}
 				_, res := runCalls(t, sb, job, cfg, g, fromCalls(g, want, j.tensors...))
 				var made int64
 				for k, dt := range j.tensors {
@@ -176,7 +190,7 @@ func (w *blockingWriter) Write(p []byte) (int, error) {
 }
 
 // TestModelCachePinned: a tensor another job holds is never evicted, so a
-// job that needs its room is refused (ENOMEM) until that job ends; the
+// job that needs its room stops (ErrModelCache) until that job ends; the
 // next one evicts it.
 func TestModelCachePinned(t *testing.T) {
 	sb := newSandbox(t, Config{Reference: newSpy(), ModelCache: 300})
@@ -192,14 +206,18 @@ func TestModelCachePinned(t *testing.T) {
 	}()
 	<-holder.wrote // W is loaded and pinned
 	g := &guestData{}
-	runCalls(t, sb, Job{Data: data}, NewJobConfig(), g, fromCalls(g, []int32{int32(abi.ENOMEM), 1}, tTable, tG))
+	job := Job{Module: readFile(t, "testdata/hostcalls.wasm"), Data: data}
+	job.Input = g.script(fromCalls(g, []int32{1}, tTable))
+	if _, err := sb.Run(context.Background(), job, NewJobConfig()); !errors.Is(err, ErrModelCache) {
+		t.Errorf("a job needing a pinned tensor's room: %v, want ErrModelCache", err)
+	}
 	close(holder.release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	g = &guestData{}
 	runCalls(t, sb, Job{Data: data}, NewJobConfig(), g, fromCalls(g, []int32{1}, tTable))
-	want := ModelCacheStats{Misses: 4, Evictions: 1, Bytes: 80, Entries: 2, Budget: 300}
+	want := ModelCacheStats{Misses: 3, Evictions: 1, Bytes: 64, Entries: 1, Budget: 300}
 	if got := sb.ModelCacheStats(); got != want {
 		t.Errorf("cache %+v, want %+v", got, want)
 	}

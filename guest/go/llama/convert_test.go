@@ -65,10 +65,14 @@ func TestConvertToGGUF(t *testing.T) {
 					t.Errorf("token %d: %q %g, want %q %g", i, v.Pieces[i], v.Scores[i], want, vocab.Scores[i])
 				}
 			}
+			var tb bytes.Buffer
+			if err := v.WriteTokenizerBin(&tb); err != nil || !bytes.Equal(tb.Bytes(), loadFile(t, "tok512.bin")) {
+				t.Errorf("the GGUF vocabulary as tokenizer.bin is not tok512.bin (%v)", err)
+			}
 			if v.BOS != 1 || v.EOS != 2 || v.UNK != 0 || v.Types[0] != TokenUnknown || v.Types[1] != TokenControl || v.Types[3] != TokenByte || v.Types[300] != TokenNormal {
 				t.Errorf("special tokens %d %d %d, types %v", v.BOS, v.EOS, v.UNK, v.Types[:4])
 			}
-			got, want := m.Weights.all(), src.Weights.all()
+			got, want := m.Weights.Tensors(), src.Weights.Tensors()
 			if len(got) != len(want) {
 				t.Fatalf("%d tensors, want %d", len(got), len(want))
 			}

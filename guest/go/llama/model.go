@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/infernet/infernet/abi"
 )
@@ -159,8 +160,10 @@ type Weights struct {
 	Output TensorInfo
 }
 
-// all returns every tensor of w, the shared classifier once.
-func (w *Weights) all() []TensorInfo {
+// Tensors returns every tensor of w: the token embedding, each layer's
+// (AttnNorm, Q, K, V, O, FFNNorm, Gate, Down, Up), the output norm, then
+// the classifier unless it is shared.
+func (w *Weights) Tensors() []TensorInfo {
 	ts := []TensorInfo{w.TokenEmbedding}
 	for _, l := range w.Layers {
 		ts = append(ts, l.AttnNorm, l.Q, l.K, l.V, l.O, l.FFNNorm, l.Gate, l.Down, l.Up)
@@ -190,16 +193,26 @@ type Model struct {
 // file's size: its dims, that its type holds them, and that its bytes lie
 // within the file.
 func (m *Model) checkShapes(size int64) error {
-	c := m.Config
+	c, w := m.Config, &m.Weights
+	if len(w.Layers) != c.Layers {
+		return formatErr("%d layers of weights for %d layers", len(w.Layers), c.Layers)
+	}
 	kv, h := c.KVDim(), c.HiddenDim
-	want := func(t TensorInfo, dims ...int) error {
-		if len(t.Dims) != len(dims) {
-			return formatErr("tensor %s has dims %v, want %v", t.Name, t.Dims, dims)
-		}
-		for i := range dims {
-			if t.Dims[i] != dims[i] {
-				return formatErr("tensor %s has dims %v, want %v", t.Name, t.Dims, dims)
-			}
+	type shape struct {
+		t    TensorInfo
+		dims []int
+	}
+	shapes := []shape{{w.TokenEmbedding, []int{c.VocabSize, c.Dim}}, {w.OutputNorm, []int{c.Dim}}, {w.Output, []int{c.VocabSize, c.Dim}}}
+	for _, l := range w.Layers {
+		shapes = append(shapes,
+			shape{l.AttnNorm, []int{c.Dim}}, shape{l.Q, []int{c.Dim, c.Dim}}, shape{l.K, []int{kv, c.Dim}},
+			shape{l.V, []int{kv, c.Dim}}, shape{l.O, []int{c.Dim, c.Dim}}, shape{l.FFNNorm, []int{c.Dim}},
+			shape{l.Gate, []int{h, c.Dim}}, shape{l.Down, []int{c.Dim, h}}, shape{l.Up, []int{h, c.Dim}})
+	}
+	for _, s := range shapes {
+		t := s.t
+		if !slices.Equal(t.Dims, s.dims) {
+			return formatErr("tensor %s has dims %v, want %v", t.Name, t.Dims, s.dims)
 		}
 		n := t.Bytes()
 		if n < 0 {
@@ -207,30 +220,6 @@ func (m *Model) checkShapes(size int64) error {
 		}
 		if t.Offset < 0 || t.Offset > size || n > size-t.Offset {
 			return formatErr("tensor %s: %d bytes at offset %d pass the end of the file (%d bytes)", t.Name, n, t.Offset, size)
-		}
-		return nil
-	}
-	w := &m.Weights
-	if len(w.Layers) != c.Layers {
-		return formatErr("%d layers of weights for %d layers", len(w.Layers), c.Layers)
-	}
-	checks := []struct {
-		t    TensorInfo
-		dims []int
-	}{{w.TokenEmbedding, []int{c.VocabSize, c.Dim}}, {w.OutputNorm, []int{c.Dim}}, {w.Output, []int{c.VocabSize, c.Dim}}}
-	for _, l := range w.Layers {
-		checks = append(checks, []struct {
-			t    TensorInfo
-			dims []int
-		}{
-			{l.AttnNorm, []int{c.Dim}}, {l.Q, []int{c.Dim, c.Dim}}, {l.K, []int{kv, c.Dim}}, {l.V, []int{kv, c.Dim}},
-			{l.O, []int{c.Dim, c.Dim}}, {l.FFNNorm, []int{c.Dim}},
-			{l.Gate, []int{h, c.Dim}}, {l.Down, []int{c.Dim, h}}, {l.Up, []int{h, c.Dim}},
-		}...)
-	}
-	for _, ck := range checks {
-		if err := want(ck.t, ck.dims...); err != nil {
-			return err
 		}
 	}
 	return nil

@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -26,9 +28,14 @@ import (
 var testdata = filepath.Join("..", "..", "..", "testdata", "llama")
 
 // sandbox is shared by the tests: the reference backend for exact mode,
-// infernet's CPU kernels for tolerance mode.
+// infernet's CPU kernels for tolerance mode, or the backend named by
+// $INFERNET_LLAMA_FAST (cuda on a GPU machine, say).
 var sandbox = sync.OnceValues(func() (*host.Sandbox, error) {
-	set, err := backends.Open(context.Background(), backends.Config{Fast: backends.CPU})
+	fast := os.Getenv("INFERNET_LLAMA_FAST")
+	if fast == "" {
+		fast = backends.CPU
+	}
+	set, err := backends.Open(context.Background(), backends.Config{Fast: fast})
 	if err != nil {
 		return nil, err
 	}
@@ -132,10 +139,11 @@ func binData() map[string]string {
 	}
 }
 
-// completion is what the runner answered one request.
+// completion is what the runner answered one request id.
 type completion struct {
 	pieces []string
 	done   llama.Event
+	errors []string // of every Done event of the id: bad requests may share one
 }
 
 // text returns the completion's text.
@@ -171,11 +179,12 @@ func runJob(t testing.TB, data map[string]string, mode abi.Mode, input []byte) (
 			c = &completion{}
 			byID[e.ID] = c
 		}
-		if c.done.Done {
+		if c.done.Done && c.done.Error == "" {
 			t.Fatalf("event %+v after request %d was done", e, e.ID)
 		}
 		if e.Done {
 			c.done = e
+			c.errors = append(c.errors, e.Error)
 		} else {
 			c.pieces = append(c.pieces, e.Text)
 		}
@@ -266,15 +275,14 @@ func ggufDataVocab(t testing.TB, dtype abi.DType, v *llama.Vocab) map[string]str
 }
 
 // TestRunnerGGUF: the GGUF conversions of stories260K. F32 gives run.c's
-// completions exactly, in both modes; F16, BF16 and Q8_0 are measured:
-// the share of generated tokens equal to run.c's at the same position.
+// completions exactly, in both modes; F16, BF16 and Q8_0 are measured on
+// the 128-step greedy completions: the share of generated tokens equal to
+// run.c's at the same position, and the share before each completion's
+// first difference.
 func TestRunnerGGUF(t *testing.T) {
-	gs := goldens(t, 0, 0.9)
+	all := goldens(t, 0, 0.9)
+	short := slices.DeleteFunc(slices.Clone(all), func(g golden) bool { return g.Steps != 128 })
 	tk := tokenizer(t)
-	var reqs []llama.Request
-	for i, g := range gs {
-		reqs = append(reqs, g.request(t, i))
-	}
 	for _, tc := range []struct {
 		dtype    abi.DType
 		modes    []abi.Mode
@@ -288,32 +296,49 @@ func TestRunnerGGUF(t *testing.T) {
 		{abi.Q8_0, []abi.Mode{abi.ModeExact}, 0.65},
 	} {
 		data := ggufData(t, tc.dtype)
+		gs := all
+		if tc.dtype != abi.F32 {
+			gs = short
+		}
+		var reqs []llama.Request
+		for i, g := range gs {
+			reqs = append(reqs, g.request(t, i))
+		}
 		for _, mode := range tc.modes {
 			t.Run(tc.dtype.String()+"/"+mode.String(), func(t *testing.T) {
 				got, _, _ := runJob(t, data, mode, requests(t, reqs...))
 				equal, total, prefix := 0, 0, 0
+				var firsts []int
 				for i, g := range gs {
 					c := got[i]
 					if c == nil || c.done.Error != "" {
 						t.Fatalf("request %d: %+v", i, c)
 					}
 					want := g.pieces(t, tk)
+					if tc.dtype == abi.F32 {
+						if !slices.Equal(c.pieces, want) {
+							t.Errorf("request %d (%q):\n got %q\nwant %q", i, g.prompt(t), c.text(), g.Text)
+						}
+						continue
+					}
 					total += len(want)
-					same := true
+					first := len(want)
 					for j, p := range want {
 						if j < len(c.pieces) && c.pieces[j] == p {
 							equal++
-							if same {
-								prefix++
-							}
 						} else {
-							same = false
+							first = min(first, j)
 						}
 					}
+					prefix += first
+					firsts = append(firsts, first)
+				}
+				if tc.dtype == abi.F32 {
+					return
 				}
 				share := float64(equal) / float64(total)
-				t.Logf("%v %s: %d of %d tokens (%.1f%%) equal run.c's at their position; %d (%.1f%%) before the first difference",
-					tc.dtype, mode, equal, total, 100*share, prefix, 100*float64(prefix)/float64(total))
+				t.Logf("%v %s: %d of %d tokens (%.1f%%) equal run.c's at their position; %d (%.1f%%) before the first difference, at %v",
+					tc.dtype, mode, equal, total, 100*share, prefix, 100*float64(prefix)/float64(total), firsts)
 				if share < tc.minShare {
 					t.Errorf("share %.3f, want at least %.3f", share, tc.minShare)
 				}
@@ -399,6 +424,7 @@ func TestRunnerRequests(t *testing.T) {
 		`{"id":6,"prompt":"` + long + `"}`,
 		`{"id":7,"prompt":"` + near + `","max_tokens":100}`,
 		`{"id":8,"prompt":"The cat","max_tokens":3,"temperature":1.5,"top_p":0.5,"seed":99}`,
+		`{"id":10,"prompt":"` + strings.Repeat("x", 1<<20) + `"}`,
 		`{"id":9,"prompt":"Once upon a time","max_tokens":5}`,
 	}, "\n") // no final newline: the last line still counts
 	for _, mode := range modes {
@@ -409,8 +435,8 @@ func TestRunnerRequests(t *testing.T) {
 					t.Errorf("request %d: %+v, want an error about %s", id, c, want)
 				}
 			}
-			if c := got[0]; c == nil || !strings.Contains(c.done.Error, "bad request") {
-				t.Errorf("not json: %+v", c)
+			if c := got[0]; c == nil || len(c.errors) != 2 || !strings.Contains(c.errors[0], "bad request") || !strings.Contains(c.errors[1], "longer than") {
+				t.Errorf("not json, and a line of 1 MiB: %+v", c)
 			}
 			for _, id := range []int{1, 9} {
 				if c := got[id]; c == nil || len(c.pieces) != 5 || c.done != (llama.Event{ID: id, Done: true, PromptTokens: 5, CompletionTokens: 5, Stop: "length"}) {
@@ -503,5 +529,30 @@ func TestRunnerBadModel(t *testing.T) {
 		if res.ExitCode != 1 || !strings.Contains(string(res.Stderr), tc.want) || len(res.Output) != 0 {
 			t.Errorf("%s: exit %d, stderr %q, output %q; want exit 1 and %q", tc.name, res.ExitCode, res.Stderr, res.Output, tc.want)
 		}
+	}
+}
+
+// TestRunnerUpToDate: the embedded runner.wasm is what its sources build
+// to (make -C testdata rebuilds it), when this Go built it.
+func TestRunnerUpToDate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the runner")
+	}
+	if !bytes.Contains(llama.Runner(), []byte(runtime.Version())) {
+		t.Skipf("runner.wasm was built by another Go than %s", runtime.Version())
+	}
+	out := filepath.Join(t.TempDir(), "runner.wasm")
+	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s", "-o", out, ".")
+	cmd.Dir = "runner"
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	built, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(built, llama.Runner()) {
+		t.Fatal("runner.wasm is out of date: run make -C testdata")
 	}
 }

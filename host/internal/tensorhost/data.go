@@ -3,6 +3,7 @@ package tensorhost
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"math"
 	"os"
@@ -151,11 +152,16 @@ func fileErrno(err error) abi.Errno {
 	return abi.EBACKEND
 }
 
-// loadErrno is a failed load's errno: ENOMEM for a tensor the model cache
-// cannot hold, and a load cut short by the job's end stops the job.
+// loadErrno is a failed load's errno. A tensor the model cache cannot hold
+// stops the job with ErrModelCache: how large a provider's cache is, and
+// what other jobs hold in it, must not change what the guest sees, or
+// replicas would disagree. A load cut short by the job's end stops it too.
 func (s *Session) loadErrno(ctx context.Context, err error) abi.Errno {
 	switch {
 	case errors.Is(err, modelcache.ErrTooLarge):
+		if s.cfg.Abort != nil {
+			s.cfg.Abort(ctx, fmt.Errorf("%w: %v", ErrModelCache, err))
+		}
 		return abi.ENOMEM
 	case ctx.Err() != nil && s.cfg.Abort != nil:
 		s.cfg.Abort(ctx, ctx.Err())

@@ -108,6 +108,11 @@ type ProofConfig struct {
 // asks for more integer GEMMs than ProofConfig.MaxOps.
 var ErrProofLimit = errors.New("proof limit exceeded")
 
+// ErrModelCache is the cause a session stops a job with when the model
+// cache cannot hold one of its data tensors: the provider's limit, not the
+// job's outcome.
+var ErrModelCache = errors.New("the model cache cannot hold the job's weights")
+
 // Session is one job's view of the host module: its handle table, limits and
 // counters. It is used by one guest at a time (guests are single-threaded).
 type Session struct {

@@ -129,7 +129,7 @@ func relu(v float32) float32 {
 // negative x, where 1 + tanh(z) would cancel.
 //
 // Every product is wrapped in float64(...) so that it is rounded and never
-// fused with an addition (see exp.go). gelu(NaN) is the canonical NaN,
+// fused with an addition (see package pmath). gelu(NaN) is the canonical NaN,
 // gelu(+Inf) = +Inf and gelu(-Inf) = -0, the limit, where the formula would
 // give -Inf/Inf = NaN; finite x below about -10.5 underflow to -0 as well.
 func gelu(v float32) float32 {

@@ -13,8 +13,9 @@
 //     conversion, float32(x*y) or float64(x*y), which the Go spec says must
 //     round and so forbids the compiler from fusing it with an addition.
 //   - Portable transcendentals and canonical NaNs. GELU and softmax use a
-//     pure-Go exp (see exp.go), never math.Exp, which is assembly on some
-//     architectures. Every NaN in an F32 output is abi.CanonicalNaN32.
+//     pure-Go exp (package host/tensor/internal/pmath), never math.Exp,
+//     which is assembly on some architectures. Every NaN in an F32 output
+//     is abi.CanonicalNaN32.
 //
 // # Precision and special values
 //

@@ -3,6 +3,7 @@ package transformer
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/infernet/infernet/abi"
@@ -27,6 +28,7 @@ func BenchmarkGEMV(b *testing.B) {
 			for _, ks := range allKernels() {
 				for _, threads := range []int{1, 2} {
 					b.Run(fmt.Sprintf("%v/%dx%d/%s/threads=%d", dt, s.n, s.k, ks.name, threads), func(b *testing.B) {
+						runtime.GC() // the setup's garbage: no collection while timing
 						b.SetBytes(int64(len(w.bytes())))
 						for b.Loop() {
 							if err := matMul(ctx, ks, threads, 1, s.n, s.k, x, w, out); err != nil {

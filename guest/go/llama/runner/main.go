@@ -160,6 +160,9 @@ func (r *runner) serve(in io.Reader, out io.Writer) error {
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
+		if err != nil && !errors.Is(err, errTooLong) {
+			return fmt.Errorf("reading requests: %w", err)
+		}
 		if len(bytes.TrimSpace(line)) == 0 && err == nil {
 			continue
 		}
@@ -182,6 +185,9 @@ func (r *runner) serve(in io.Reader, out io.Writer) error {
 	}
 }
 
+// errTooLong answers a request line longer than maxRequestBytes.
+var errTooLong = fmt.Errorf("bad request: longer than %d bytes", maxRequestBytes)
+
 // readLine returns the next line of br without its newline; a line longer
 // than maxRequestBytes is read to its end and answered with an error.
 func readLine(br *bufio.Reader) ([]byte, error) {
@@ -201,7 +207,7 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 			return nil, err
 		}
 		if tooLong {
-			return nil, fmt.Errorf("bad request: longer than %d bytes", maxRequestBytes)
+			return nil, errTooLong
 		}
 		return bytes.TrimSuffix(line, []byte("\n")), nil
 	}
