@@ -193,7 +193,7 @@ func TestDocsConstants(t *testing.T) {
 		{"docs/network.md", `A fetch must reach (\d+ KiB)/s after a (\d+ s) grace`, []any{docSize(blobnet.DefaultMinRate), blobnet.DefaultRateGrace}},
 		{"docs/network.md", `ends after (\d+ s) \+ the time the size takes at (\d+ KiB)/s`, []any{fetchTime(0), docFetchRate(t)}},
 		{"docs/network.md", `final CLTV delta is at most (\d+)\s+blocks and it stays payable for (\d+ s) or more`, []any{payments.MaxInvoiceCltv, payments.MinInvoiceValidity}},
-		{"docs/network.md", "model files, (\\d+ s) each \\(`FUZZTIME`\\); `make test` runs each for (\\d+ s)", []any{docFuzzTime(t, false), docFuzzTime(t, true)}},
+		{"docs/network.md", "comparison, (\\d+ s) each \\(`FUZZTIME`\\); `make test` runs each for (\\d+ s)", []any{docFuzzTime(t, false), docFuzzTime(t, true)}},
 
 		// docs/verification.md
 		{"docs/verification.md", "\\(`--replicas`, default (\\d+), at most (\\d+)\\)", []any{docAll{spec.Replicas, flag("NewCmdSubmit", "replicas")}, wire.MaxReplicas}},

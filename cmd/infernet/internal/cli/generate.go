@@ -243,7 +243,14 @@ func (o *GenerateOptions) runLocal(ctx context.Context, reqs []llama.Request, fi
 		return &exitError{Code: ExitError, Err: models.ErrNoRunner}
 	}
 	ro := &RunOptions{IO: o.IO, Timeout: o.Timeout, Memory: o.Memory, MaxOutput: o.MaxOutput, Mode: o.Mode, Fuel: o.Fuel,
-		Backend: o.Backend, CacheDir: o.CacheDir, Shard: "0/1"}
+		Backend: o.Backend, CacheDir: o.CacheDir, Shard: "0/1", ModelCache: host.DefaultModelCache}
+	// The weights are this process's own: a model larger than the default
+	// cache gets a cache that holds it, rather than failing.
+	for _, path := range data {
+		if st, err := os.Stat(path); err == nil {
+			ro.ModelCache += st.Size()
+		}
+	}
 	if ro.MaxOutput == "" {
 		ro.MaxOutput = "64MiB"
 	}

@@ -35,6 +35,9 @@ type RunOptions struct {
 	Backend   string
 	CacheDir  string
 	Stats     bool
+	// ModelCache is the sandbox's model cache, bytes (host.Config's: 0
+	// its default).
+	ModelCache int64
 	// Args are the job's arguments (after --); Shard is --shard I/N; Data
 	// the --data NAME=FILE files.
 	Args  []string
@@ -205,10 +208,11 @@ func (o *RunOptions) openSandbox(ctx context.Context) (sb *host.Sandbox, closeSa
 		return nil, nil, &exitError{Code: ExitError, Err: err}
 	}
 	sb, err = host.New(ctx, host.Config{
-		CacheDir:  o.CacheDir,
-		Reference: set.Reference,
-		Fast:      set.Fast,
-		Logger:    slog.New(slog.NewTextHandler(o.IO.Err, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		CacheDir:   o.CacheDir,
+		Reference:  set.Reference,
+		Fast:       set.Fast,
+		Logger:     slog.New(slog.NewTextHandler(o.IO.Err, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		ModelCache: o.ModelCache,
 	})
 	if err != nil {
 		set.Close()
