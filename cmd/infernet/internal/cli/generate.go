@@ -219,10 +219,12 @@ func (o *GenerateOptions) runLocal(ctx context.Context, reqs []llama.Request, fi
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
-	data := map[string]string{}
+	// A named model's files are the node's blobs: their digests are known,
+	// and key the model cache without hashing the files again.
+	data, digests := map[string]string{}, map[string]host.Digest{}
 	if m != nil {
 		for _, d := range models.JobData(m) {
-			data[d.Name] = blob.PathIn(filepath.Join(o.DataDir, "blobs"), d.Digest)
+			data[d.Name], digests[d.Name] = blob.PathIn(filepath.Join(o.DataDir, "blobs"), d.Digest), host.Digest(d.Digest)
 			if _, err := os.Stat(data[d.Name]); err != nil {
 				return &exitError{Code: ExitError, Err: fmt.Errorf("model %s: its %s blob: %w", o.Model, d.Name, err)}
 			}
@@ -268,7 +270,8 @@ func (o *GenerateOptions) runLocal(ctx context.Context, reqs []llama.Request, fi
 	dec := &models.Decoder{OnText: out.text, OnDone: out.done}
 	start := time.Now()
 	out.start = start
-	res, runErr := sb.Run(ctx, host.Job{Module: module, Input: models.EncodeRequests(reqs), Stdout: dec, Data: data}, cfg)
+	job := host.Job{Module: module, Input: models.EncodeRequests(reqs), Stdout: dec, Data: data, DataDigests: digests}
+	res, runErr := sb.Run(ctx, job, cfg)
 	decErr := dec.Close()
 	if res != nil {
 		o.IO.Err.Write(res.Stderr)
