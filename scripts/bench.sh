@@ -21,6 +21,9 @@
 #       coordination overhead per shard, provider utilisation and spread;
 #       a data blob read by every replica: fetches per provider
 #   (k) the dashboard's reads: the newest 50 of 20,000 jobs (time index)
+#   (l) Llama generation: tokens/s of infernet generate vs llama2.c's run.c
+#       (-O3 one thread, -Ofast two) on random stories15M/110M-shape models
+#       (scripts/llama-bench.sh)
 # BENCH_QUICK=1 shortens every part (a smoke test of this script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -127,3 +130,6 @@ go test -run '^$' -bench 'BenchmarkDataBlob' -benchtime "$([ "${BENCH_QUICK:-}" 
 
 hr "(k) the dashboard reads the newest records every second: the newest 50 of 20,000 jobs through the time index (whole bucket decoded and sorted before: 226 ms)"
 go test -run '^$' -bench 'BenchmarkJobsNewest' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && echo 5x || echo 200x)" ./node/store | grep -E '^Benchmark' || true
+
+hr "(l) Llama generation, greedy, 128 tokens: infernet generate --local (exact, tolerance) vs llama2.c's run.c -O3 (1 thread) and -Ofast -march=native -fopenmp (2 threads), random weights of the stories15M and stories110M shapes; targets on stories110M: infernet exact >= 1.0x run.c -O3, >= 0.7x -Ofast 2 threads"
+./scripts/llama-bench.sh || true
