@@ -22,8 +22,9 @@
 #   llama_random SHAPE SEED
 #                      prints the path of the cached random model of a preset
 #                      shape (guest/go/llama/llamatest), writing it if missing
-#   infernet_generate  succeeds if bin/infernet has the generate command
-#                      (its help names --max-tokens)
+#   infernet_generate [BIN]
+#                      succeeds if BIN (default bin/infernet) has the
+#                      generate command (its help names --max-tokens)
 
 llama2c_commit=350e04fe
 llama2c_sha256=9c4f2d5c6ae01b71726d1cc37530d71e60bff0ec7cc012565f16a43c1ca658bd
@@ -70,5 +71,6 @@ llama_random() {
 }
 
 infernet_generate() {
-  [ -x bin/infernet ] && bin/infernet generate --help 2>&1 | grep -q -- --max-tokens
+  local b=${1:-bin/infernet}
+  [ -x "$b" ] && "$b" generate --help 2>&1 | grep -q -- --max-tokens
 }
