@@ -22,6 +22,8 @@
 #   llama_random SHAPE SEED
 #                      prints the path of the cached random model of a preset
 #                      shape (guest/go/llama/llamatest), writing it if missing
+#                      (with $LLAMARANDOM, a built llamarandom, if set;
+#                      else go run)
 #   infernet_generate [BIN]
 #                      succeeds if BIN (default bin/infernet) has the
 #                      generate command (its help names --max-tokens)
@@ -67,6 +69,7 @@ llama2c_build() {
 }
 
 llama_random() {
+  if [ -n "${LLAMARANDOM:-}" ]; then "$LLAMARANDOM" -seed "$2" "$1"; return; fi
   go run ./guest/go/llama/llamatest/cmd/llamarandom -seed "$2" "$1"
 }
 
