@@ -23,6 +23,14 @@ func TestGoldens(t *testing.T) {
 		}
 		if strings.HasPrefix(g.Model, RandomPrefix) {
 			random++
+			// Greedy text from a random model varies (random.go).
+			distinct := map[int]bool{}
+			for _, id := range g.IDs {
+				distinct[id] = true
+			}
+			if g.Greedy() && len(distinct) < len(g.IDs)*9/10 {
+				t.Errorf("%s: %d distinct tokens of %d", g, len(distinct), len(g.IDs))
+			}
 		}
 		if g.Stop == "bos" {
 			bos++
