@@ -23,6 +23,9 @@
 #   (k) the dashboard's reads: the newest 50 of 20,000 jobs (time index)
 #   (l) language models: a job start with cached weights; the network's
 #       overhead on a 128-token completion with 2 replicas
+#   (m) Llama generation: tokens/s of infernet generate vs llama2.c's run.c
+#       (-O3 one thread, -Ofast two) on random stories15M/110M-shape models
+#       (scripts/llama-bench.sh)
 # BENCH_QUICK=1 shortens every part (a smoke test of this script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -135,3 +138,5 @@ echo "start: from the call that starts a generation job to its first token (prom
 go test -run '^$' -bench 'BenchmarkGenerateStart' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && echo 1x || echo 5x)" -timeout 30m ./node | grep -E '^Benchmark' || true
 echo "network: Submit's wall time (2 replicas, 3 in-process nodes sharing this machine's cores, so the replicas run side by side) vs the same job run here; coord-ms: network less its slower replica's run:"
 go test -run '^$' -bench 'BenchmarkGenerateNetwork' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && echo 1x || echo 5x)" -timeout 30m ./node | grep -E '^Benchmark' || true
+hr "(m) Llama generation, greedy, 128 tokens: infernet generate --local (exact, tolerance) vs llama2.c's run.c -O3 (1 thread) and -Ofast -march=native -fopenmp (2 threads), random weights of the stories15M and stories110M shapes; targets on stories110M: infernet exact >= 1.0x run.c -O3, >= 0.7x -Ofast 2 threads"
+./scripts/llama-bench.sh || true

@@ -43,6 +43,37 @@ run testdata/bad/infernet_hostile.wasm | tail -1
 printf '%-18s ' "wasi_hostile"
 run testdata/bad/wasi_hostile.wasm | tail -1
 
+step "A language model tells a story: the real stories260K (TinyStories, llama2.c's format) through infernet generate"
+. scripts/lib/llama.sh
+if infernet_generate "$bin"; then
+  # Greedy, then checked against llama2.c's run.c (testdata/llama/golden.jsonl);
+  # then sampled. --json: completion, token counts, tokens/s.
+  story() {
+    local prompt=$1; shift
+    printf '$ infernet generate testdata/llama/stories260K.bin --tokenizer testdata/llama/tok512.bin --prompt "%s" --local %s\n' "$prompt" "$*"
+    "$bin" generate testdata/llama/stories260K.bin --tokenizer testdata/llama/tok512.bin --prompt "$prompt" \
+      --local --json "$@" > "$cache/story.json" || { echo "generate failed (exit $?)"; return; }
+    python3 - "$prompt" "$cache/story.json" "$@" <<'PY'
+import json, sys, textwrap
+prompt, out, args = sys.argv[1], json.load(open(sys.argv[2])), sys.argv[3:]
+for para in (prompt + out["completion"]).split("\n"):
+    print(textwrap.fill(para, 100))
+print(f"({out['prompt_tokens']} prompt tokens, {out['completion_tokens']} generated, {out['tokens_per_second']:.0f} tokens/s)")
+if "--temperature" in args and float(args[args.index("--temperature") + 1]) == 0:
+    want = [json.loads(l) for l in open("testdata/llama/golden.jsonl")]
+    want = [g for g in want if g["model"] == "stories260K.bin" and g["prompt"] == prompt and g["temperature"] == 0
+            and g["max_tokens"] == int(args[args.index("--max-tokens") + 1])]
+    if want:
+        same = out["completion"] == want[0]["completion"]
+        print("the same text as llama2.c's run.c prints" if same else "NOT the text llama2.c's run.c prints:\n" + want[0]["completion"])
+PY
+  }
+  story "One day, a little bird" --max-tokens 192 --temperature 0
+  story "Once upon a time" --max-tokens 124 --temperature 0.9 --top-p 0.9 --seed 42
+else
+  echo "skipped: bin/infernet has no generate command yet"
+fi
+
 # ---- The network: four nodes on loopback (three providers, one client) ----
 net=$(mktemp -d)
 pids=()

@@ -307,3 +307,17 @@ func TestCached(t *testing.T) {
 		t.Fatalf("Cached: %s, %v", p, err)
 	}
 }
+
+func TestPreset(t *testing.T) {
+	for _, s := range Presets() {
+		if got, ok := Preset(s.Name); !ok || got != s {
+			t.Errorf("Preset(%q) = %v, %v", s.Name, got, ok)
+		}
+	}
+	if s, ok := Preset("STORIES15m"); !ok || s != Stories15M {
+		t.Error("Preset is not case-insensitive")
+	}
+	if _, ok := Preset("gpt2"); ok {
+		t.Error("Preset found gpt2")
+	}
+}

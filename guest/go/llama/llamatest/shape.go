@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 )
 
 // Shape is the hyperparameters of a Llama model, the seven int32 of a
@@ -55,6 +56,19 @@ var (
 	// TinyLlama1B is TinyLlama-1.1B's shape (4.4 GB).
 	TinyLlama1B = Shape{Name: "tinyllama1B", Dim: 2048, HiddenDim: 5632, Layers: 22, Heads: 32, KVHeads: 4, Vocab: 32000, SeqLen: 2048}
 )
+
+// Presets is every preset shape, smallest first.
+func Presets() []Shape { return []Shape{Stories260K, Stories15M, Stories110M, TinyLlama1B} }
+
+// Preset returns the preset shape of that name (case-insensitive), or false.
+func Preset(name string) (Shape, bool) {
+	for _, s := range Presets() {
+		if strings.EqualFold(s.Name, name) {
+			return s, true
+		}
+	}
+	return Shape{}, false
+}
 
 // HeaderSize is the size in bytes of a llama2.c checkpoint's header.
 const HeaderSize = 7 * 4
