@@ -57,6 +57,7 @@ func tensorFromData(ctx context.Context, s *Session, mem api.Memory, p []int32) 
 	if s.live >= s.cfg.MaxHandles {
 		return int32(abi.ETOOMANY)
 	}
+	s.preferHost()
 	start := time.Now()
 	defer func() { s.Stats.DataTime += time.Since(start) }()
 	f, errno := s.dataFile(string(name))

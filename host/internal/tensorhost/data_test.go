@@ -270,3 +270,54 @@ func TestDataTensorsWithoutCache(t *testing.T) {
 		t.Errorf("after Close the budget holds %d", b.used)
 	}
 }
+
+// TestPreferHost: a job on a backend without the language-model ops moves
+// to host memory at its first data tensor when it holds no tensors of its
+// own yet, so its v3 ops run without copies; a job that already holds a
+// device tensor stays where it is. Either way Backend names the backend
+// the job was given.
+func TestPreferHost(t *testing.T) {
+	ref := reference.New(reference.Config{Threads: 1})
+	path, _ := weights(t)
+	mem := guestMemory(t)
+	for _, tt := range []struct {
+		name      string
+		ownFirst  bool // allocate a job tensor before the data tensor
+		wantMoved bool
+	}{
+		{name: "data tensor first", wantMoved: true},
+		{name: "own tensor first", ownFirst: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dev := &deviceBackend{ref: ref}
+			s, err := NewSession(Config{Mode: abi.ModeTolerance, Reference: ref, Backend: dev,
+				Data: dataFiles(path), Cache: modelcache.New(1 << 20)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if tt.ownFirst {
+				if h, _, errno := s.alloc(abi.F32, []int{4}); errno != abi.OK || h <= 0 {
+					t.Fatalf("alloc: %v", errno)
+				}
+			}
+			hw := fromData(s, mem, 0, abi.F32, 4, 4)
+			if hw <= 0 {
+				t.Fatalf("tensor_from_data = %d", hw)
+			}
+			hx, _, _ := s.alloc(abi.F32, []int{2, 4})
+			if hy := matMul(context.Background(), s, nil, []int32{hx, hw}); hy <= 0 {
+				t.Fatalf("matmul = %d", hy)
+			}
+			if moved := s.backend == tensor.Backend(ref); moved != tt.wantMoved {
+				t.Errorf("moved to host memory: %v, want %v", moved, tt.wantMoved)
+			}
+			if wantFallbacks := map[bool]uint64{true: 0, false: 1}[tt.wantMoved]; s.Stats.Fallbacks != wantFallbacks {
+				t.Errorf("%d fallbacks, want %d", s.Stats.Fallbacks, wantFallbacks)
+			}
+			if s.Backend() != tensor.Backend(dev) {
+				t.Errorf("Backend() = %s, want the device backend", s.Backend().Name())
+			}
+		})
+	}
+}
