@@ -26,7 +26,7 @@ vet:
 # libp2p nodes on loopback; node processes built with fault injection; then
 # the Lightning tests (see test-payments).
 test: deps vet
-	$(GO) test -count=1 $(PKGS)
+	$(GO) test -count=1 -timeout 30m $(PKGS)
 	$(GO) test -count=1 -tags faults -run TestFaults ./cmd/infernet/itest/
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
 	@$(MAKE) --no-print-directory test-payments
