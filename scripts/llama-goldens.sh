@@ -1,57 +1,59 @@
 #!/usr/bin/env bash
-# Regenerates the golden data of guest/go/llama's tests under testdata/llama
-# from llama2.c's reference run.c (LLAMA2C, default /work/shared/anchors/llama2c):
+# The golden data of infernet's Llama runner: what llama2.c's run.c (commit
+# 350e04fe) encodes and generates, written to testdata/llama (provenance,
+# cases, format and how completions are cut: testdata/llama/README.md;
+# read from Go by guest/go/llama/llamatest):
 #
-#   tokens.jsonl       token ids of tokenize_prompts.txt with tok512.bin and
-#                      tokenizer.bin (run.c's encode, BOS added)
-#   completions.jsonl  stories260K.bin completions of complete_prompts.txt,
-#                      128 steps: greedy (-t 0), and sampled at temperature
-#                      0.9 with top-p 0.9 (seed 42) and with all tokens (top-p
-#                      1, seed 7); then greedy completions of
-#                      complete_long_prompts.txt over the whole context (512
-#                      steps), which end where the model writes BOS (one prompt
-#                      of 192 tokens)
+#   tokens.jsonl  run.c's encode (BOS added) of each prompt of
+#                 tokenize_prompts.txt with tok512.bin and tokenizer.bin
+#   golden.jsonl  completions: stories260K.bin + tok512.bin greedy (-t 0,
+#                 64 to 512 steps: edge cases, stops at BOS, the whole
+#                 context) and sampled (-t 0.9 -p 0.9 -s 42, -t 0.9 -p 1
+#                 -s 7); the random Stories15M-shape model
+#                 (guest/go/llama/llamatest, seed 1) + tokenizer.bin (Llama
+#                 2's 32,000 tokens), 100 generated tokens greedy and sampled
 #
-# (provenance: testdata/llama/GOLDENS.md). testdata/llama/golden.c includes run.c (-DTESTING) and runs its functions;
-# every completion is checked against the stdout of run.c's own CLI
-# (cc -O3 run.c -lm; ./run MODEL -z TOK -t T -p P -s SEED -n STEPS -i PROMPT).
-# Needs cc and jq. The outputs are deterministic.
+# Idempotent: builds run.c once into
+# ${INFERNET_CACHE:-~/.cache/infernet}/llama2c-350e04fe, makes the random
+# model once (cached), and rewrites a golden file only if it changed; a rerun
+# leaves the tree as it was. Paths: scripts/lib/llama.sh (INFERNET_SHARED,
+# LLAMA_MODELS, LLAMA2C_DIR). Needs cc, go and python3.
+#
+# It checks as it goes: two runs of run.c's binary print the same; the token
+# ids (run.c's own encode, forward and sampler, through
+# scripts/lib/llama2c-golden.c) decode to exactly what the binary printed;
+# greedy text from the random model does not repeat. It prints the tok/s
+# run.c reports, the smallest logit margin of the greedy goldens, and
+# whether the -Ofast build agrees.
 set -euo pipefail
-LLAMA2C=${LLAMA2C:-/work/shared/anchors/llama2c}
-cd "$(dirname "$0")/../testdata/llama"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+cd "$(dirname "$0")/.."
+. scripts/lib/llama.sh
 
-cc -O3 -DTESTING -I"$LLAMA2C" -o "$tmp/golden" golden.c -lm
-cc -O3 -o "$tmp/run" "$LLAMA2C/run.c" -lm
-
-{
-  "$tmp/golden" tokens tok512.bin 512 < tokenize_prompts.txt
-  "$tmp/golden" tokens tokenizer.bin 32000 < tokenize_prompts.txt
-} > tokens.jsonl
-
-# mode: steps temperature top-p seed prompts
-modes=("128 0 0.9 1 complete_prompts.txt" "128 0.9 0.9 42 complete_prompts.txt" "128 0.9 1 7 complete_prompts.txt"
-       "512 0 0.9 1 complete_long_prompts.txt")
-: > completions.jsonl
-for m in "${modes[@]}"; do
-  read -r n t p s prompts <<< "$m"
-  "$tmp/golden" generate stories260K.bin tok512.bin "$n" "$t" "$p" "$s" < "$prompts" >> completions.jsonl
+seed=1
+# The real model and the tokenizers are committed under testdata/llama (so
+# that tests run without the shared data); they come from $llama_models,
+# checked against these digests (the shared models' README).
+declare -A sha=(
+  [stories260K.bin]=b0a507e7ad0f626624f17112325e66691f9076d622e1d3274d103d00299f2696
+  [tok512.bin]=037cb335abb25d1fa9e8ecae30ed2a3a8ace9302862ebcdc05d51a6bbb10c312
+  [tokenizer.bin]=50a52ef822ee9e83de5ce9d0be0a025a773d019437f58b5ff9dcafb063ece361
+)
+dir=testdata/llama
+mkdir -p "$dir"
+for f in "${!sha[@]}"; do
+  [ -f "$dir/$f" ] && [ "$(sha256sum "$dir/$f" | cut -d' ' -f1)" = "${sha[$f]}" ] && continue
+  src=${llama_models:+$llama_models/$f}
+  if [ -z "$src" ] || [ ! -f "$src" ]; then
+    echo "llama-goldens: $dir/$f is missing and there is no $f to copy (set LLAMA_MODELS or INFERNET_SHARED)" >&2; exit 1
+  fi
+  [ "$(sha256sum "$src" | cut -d' ' -f1)" = "${sha[$f]}" ] || { echo "llama-goldens: $src: wrong SHA-256" >&2; exit 1; }
+  install -m 0644 "$src" "$dir/$f"
+done
+for f in LICENSE.llama2.c LICENSE.llama2.zig; do
+  [ -f "$dir/$f" ] || install -m 0644 "$llama_models/$f" "$dir/$f"
 done
 
-# Check each completion against run.c's CLI (the prompts have no escapes).
-i=0
-for m in "${modes[@]}"; do
-  read -r n t p s prompts <<< "$m"
-  while IFS= read -r prompt; do
-    i=$((i + 1))
-    want=$(sed -n "${i}p" completions.jsonl | jq -j .stdout)
-    got=$("$tmp/run" stories260K.bin -z tok512.bin -t "$t" -p "$p" -s "$s" -n "$n" -i "$prompt" 2>/dev/null)
-    if [ "$got" != "$want" ]; then
-      echo "llama-goldens: run.c's CLI disagrees on completion $i ($prompt, -n $n -t $t -p $p -s $s):" >&2
-      printf 'cli:    %q\ngolden: %q\n' "$got" "$want" >&2
-      exit 1
-    fi
-  done < "$prompts"
-done
-echo "llama-goldens: $(wc -l < tokens.jsonl) tokenizations, $i completions (checked against run.c's CLI)"
+llama2c_build
+random15m=$(llama_random stories15M "$seed")
+generator=$(go run ./guest/go/llama/llamatest/cmd/llamarandom -version)
+python3 scripts/lib/llama_goldens.py "$llama2c_dir" "$dir" "$random15m" "$seed" "$generator"

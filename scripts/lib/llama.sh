@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# Llama models and llama2.c's run.c for the scripts (llama-golden.sh,
-# bench.sh, demo.sh). Source it from the repository root; it sets
+# Llama models and llama2.c's run.c for the scripts (llama-goldens.sh,
+# llama-bench.sh, demo.sh). Source it from the repository root; it sets
 #
 #   $llama_shared   the project's shared data: $INFERNET_SHARED, else
 #                   ../shared beside the checkout, else ../shared beside the
@@ -16,9 +16,10 @@
 # and defines
 #
 #   llama2c_build      builds, once, $llama2c_dir/run (cc -O3), runfast
-#                      (cc -Ofast -march=native -fopenmp) and ids (run.c with
-#                      scripts/lib/llama2c-ids.c: the token ids of a run);
-#                      fails if run.c is not llama2.c 350e04fe's
+#                      (cc -Ofast -march=native -fopenmp) and golden (run.c
+#                      with scripts/lib/llama2c-golden.c: the token ids of
+#                      an encode or a run); fails if run.c is not llama2.c
+#                      350e04fe's
 #   llama_random SHAPE SEED
 #                      prints the path of the cached random model of a preset
 #                      shape (guest/go/llama/llamatest), writing it if missing
@@ -55,7 +56,7 @@ llama2c_build() {
   fi
   mkdir -p "$llama2c_dir"
   cmp -s "$llama2c_src" "$llama2c_dir/run.c" || install -m 0444 "$llama2c_src" "$llama2c_dir/run.c"
-  local ids_src=$PWD/scripts/lib/llama2c-ids.c
+  local golden_src=$PWD/scripts/lib/llama2c-golden.c
   # Each binary is rebuilt when missing or older than its sources.
   if [ ! -x "$llama2c_dir/run" ] || [ "$llama2c_dir/run.c" -nt "$llama2c_dir/run" ]; then
     cc -O3 -o "$llama2c_dir/run" "$llama2c_dir/run.c" -lm
@@ -63,8 +64,8 @@ llama2c_build() {
   if [ ! -x "$llama2c_dir/runfast" ] || [ "$llama2c_dir/run.c" -nt "$llama2c_dir/runfast" ]; then
     cc -Ofast -march=native -fopenmp -o "$llama2c_dir/runfast" "$llama2c_dir/run.c" -lm
   fi
-  if [ ! -x "$llama2c_dir/ids" ] || [ "$llama2c_dir/run.c" -nt "$llama2c_dir/ids" ] || [ "$ids_src" -nt "$llama2c_dir/ids" ]; then
-    cc -O3 -I "$llama2c_dir" -o "$llama2c_dir/ids" "$ids_src" -lm
+  if [ ! -x "$llama2c_dir/golden" ] || [ "$llama2c_dir/run.c" -nt "$llama2c_dir/golden" ] || [ "$golden_src" -nt "$llama2c_dir/golden" ]; then
+    cc -O3 -I "$llama2c_dir" -o "$llama2c_dir/golden" "$golden_src" -lm
   fi
 }
 

@@ -38,9 +38,9 @@ TARGET_SHAPE = "stories110M"
 
 
 def prompt_tokens(model):
-    """run.c's count of the prompt's tokens, BOS included (the ids harness
-    with one step)."""
-    r = subprocess.run([os.path.join(llama2c, "ids"), model, tokenizer, "0", "0.9", "1", "1", prompt],
+    """run.c's count of the prompt's tokens, BOS included (the golden
+    harness, scripts/lib/llama2c-golden.c, with one step)."""
+    r = subprocess.run([os.path.join(llama2c, "golden"), "generate", model, tokenizer, "0", "0.9", "1", "1", prompt],
                        capture_output=True, check=True)
     return len(json.loads(r.stdout)["prompt_ids"])
 

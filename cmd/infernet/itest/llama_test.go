@@ -1,13 +1,13 @@
 package itest
 
 import (
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/infernet/infernet/guest/go/llama/llamatest"
 )
 
 // TestGenerateProcesses: named models and `infernet generate` against
@@ -36,28 +36,17 @@ func TestGenerateProcesses(t *testing.T) {
 		t.Fatalf("models:\n%s", list)
 	}
 
-	// run.c's first golden: greedy, 128 steps.
-	b, err := os.ReadFile(filepath.Join(llama, "completions.jsonl"))
-	if err != nil {
-		t.Fatal(err)
+	// run.c's first golden: stories260K greedy, 128 steps.
+	g := llamatest.Goldens(t)[0]
+	if g.Model != "stories260K.bin" || !g.Greedy() {
+		t.Fatalf("the first golden is %s, not stories260K's greedy", g)
 	}
-	var g struct {
-		PromptHex string `json:"prompt_hex"`
-		Steps     int    `json:"steps"`
-		PromptIDs []int  `json:"prompt_ids"`
-		Text      string `json:"text"`
+	args := []string{"generate", "stories", "--prompt", g.Prompt, "--max-tokens", fmt.Sprint(g.MaxTokens)}
+	if got := run(append(args, "--replicas", "2", "--progress", "never")...); got != g.Completion+"\n" {
+		t.Errorf("network: %q; want run.c's %q", got, g.Completion+"\n")
 	}
-	first, _, _ := strings.Cut(string(b), "\n")
-	if err := json.Unmarshal([]byte(first), &g); err != nil {
-		t.Fatal(err)
-	}
-	prompt, _ := hex.DecodeString(g.PromptHex)
-	args := []string{"generate", "stories", "--prompt", string(prompt), "--max-tokens", fmt.Sprint(g.Steps - len(g.PromptIDs) + 1)}
-	if got := run(append(args, "--replicas", "2", "--progress", "never")...); got != g.Text+"\n" {
-		t.Errorf("network: %q; want run.c's %q", got, g.Text+"\n")
-	}
-	if got := run(append(args, "--local")...); got != g.Text+"\n" {
-		t.Errorf("--local: %q; want run.c's %q", got, g.Text+"\n")
+	if got := run(append(args, "--local")...); got != g.Completion+"\n" {
+		t.Errorf("--local: %q; want run.c's %q", got, g.Completion+"\n")
 	}
 
 	dir := t.TempDir()

@@ -1,76 +1,21 @@
 package llama
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/hex"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/infernet/infernet/guest/go/llama/llamatest"
 )
 
 // testdataDir holds the models, tokenizers and goldens of
-// scripts/llama-goldens.sh (see its README.md).
+// scripts/llama-goldens.sh (see its README.md), read with llamatest.
 var testdataDir = filepath.Join("..", "..", "..", "testdata", "llama")
 
 // tokenizerFiles are the golden tokenizers and their vocabulary sizes.
 var tokenizerFiles = map[string]int{"tok512.bin": 512, "tokenizer.bin": 32000}
-
-// goldenTokens is one line of tokens.jsonl.
-type goldenTokens struct {
-	Tokenizer string `json:"tokenizer"`
-	PromptHex string `json:"prompt_hex"`
-	IDs       []int  `json:"ids"`
-}
-
-// GoldenCompletion is one line of completions.jsonl.
-type goldenCompletion struct {
-	PromptHex   string  `json:"prompt_hex"`
-	Steps       int     `json:"steps"`
-	Temperature float32 `json:"temperature"`
-	TopP        float32 `json:"top_p"`
-	Seed        uint64  `json:"seed"`
-	PromptIDs   []int   `json:"prompt_ids"`
-	IDs         []int   `json:"ids"`
-	Text        string  `json:"text"`
-	Stdout      string  `json:"stdout"`
-}
-
-// prompt returns the golden's prompt.
-func promptOf(t testing.TB, h string) string {
-	t.Helper()
-	b, err := hex.DecodeString(h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-// readJSONL decodes every line of the golden file name.
-func readJSONL[T any](t testing.TB, name string) []T {
-	t.Helper()
-	f, err := os.Open(filepath.Join(testdataDir, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []T
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var v T
-		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		out = append(out, v)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // loadVocab reads a golden tokenizer.bin.
 func loadVocab(t testing.TB, name string) *Vocab {
@@ -119,7 +64,7 @@ func ggufVocab(t testing.TB, v *Vocab) *Vocab {
 // TestEncodeGolden: both tokenizers, as tokenizer.bin and as a GGUF
 // vocabulary, give run.c's token ids for every golden prompt.
 func TestEncodeGolden(t *testing.T) {
-	goldens := readJSONL[goldenTokens](t, "tokens.jsonl")
+	goldens := llamatest.Tokenizations(t)
 	if len(goldens) < 2*20 {
 		t.Fatalf("%d golden tokenizations, want at least 40", len(goldens))
 	}
@@ -137,7 +82,10 @@ func TestEncodeGolden(t *testing.T) {
 		toks[name] = pair
 	}
 	for i, g := range goldens {
-		prompt := promptOf(t, g.PromptHex)
+		prompt, err := g.Prompt()
+		if err != nil {
+			t.Fatal(err)
+		}
 		for j, format := range []string{"tokenizer.bin", "gguf"} {
 			got := toks[g.Tokenizer][j].Encode(prompt, true, false)
 			if !slices.Equal(got, g.IDs) {
@@ -147,14 +95,20 @@ func TestEncodeGolden(t *testing.T) {
 	}
 }
 
-// TestDecodeGolden: decoding the golden completions' tokens as run.c's
-// generate prints them gives what it printed.
+// TestDecodeGolden: decoding every golden completion's tokens (both
+// tokenizers) as run.c's generate prints them gives what it printed: the
+// prompt's echo and the completion.
 func TestDecodeGolden(t *testing.T) {
-	tk, err := NewTokenizer(loadVocab(t, "tok512.bin"))
-	if err != nil {
-		t.Fatal(err)
+	toks := map[string]*Tokenizer{}
+	for name := range tokenizerFiles {
+		tk, err := NewTokenizer(loadVocab(t, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks[name] = tk
 	}
-	for i, g := range readJSONL[goldenCompletion](t, "completions.jsonl") {
+	for _, g := range llamatest.Goldens(t) {
+		tk := toks[g.Tokenizer]
 		ids := append(append([]int(nil), g.PromptIDs...), g.IDs...)
 		var out, text string
 		for j := 1; j < len(ids); j++ {
@@ -164,8 +118,8 @@ func TestDecodeGolden(t *testing.T) {
 				text += p
 			}
 		}
-		if out != g.Stdout || text != g.Text {
-			t.Errorf("golden %d: decoded %q (completion %q), want %q (%q)", i, out, text, g.Stdout, g.Text)
+		if out+"\n" != g.Output || text != g.Completion {
+			t.Errorf("%s: decoded %q (completion %q), want %q (%q)", g, out, text, g.Output, g.Completion)
 		}
 	}
 }

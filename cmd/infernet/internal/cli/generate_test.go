@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/infernet/infernet/guest/go/llama"
+	"github.com/infernet/infernet/guest/go/llama/llamatest"
 	"github.com/infernet/infernet/node/models"
 )
 
@@ -22,60 +22,39 @@ var (
 	tok512     = testdata + "llama/tok512.bin"
 )
 
-// golden is one completion of testdata/llama/completions.jsonl: what
-// llama2.c's run.c generates for a prompt (see GOLDENS.md there).
-type golden struct {
-	PromptHex   string  `json:"prompt_hex"`
-	Steps       int     `json:"steps"`
-	Temperature float32 `json:"temperature"`
-	TopP        float32 `json:"top_p"`
-	Seed        uint64  `json:"seed"`
-	PromptIDs   []int   `json:"prompt_ids"`
-	IDs         []int   `json:"ids"`
-	Text        string  `json:"text"`
-}
-
-// goldens returns run.c's completions of stories260K.
-func goldens(t *testing.T) []golden {
+// goldens returns run.c's completions of stories260K (testdata/llama, read
+// with llamatest; README.md there): greedy and seeded samples.
+func goldens(t *testing.T) []llamatest.Golden {
 	t.Helper()
-	b, err := os.ReadFile(testdata + "llama/completions.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []golden
-	for l := range strings.Lines(string(b)) {
-		var g golden
-		if err := json.Unmarshal([]byte(l), &g); err != nil {
-			t.Fatal(err)
+	var out []llamatest.Golden
+	for _, g := range llamatest.Goldens(t) {
+		if g.Model == "stories260K.bin" {
+			out = append(out, g)
 		}
-		out = append(out, g)
 	}
 	return out
 }
 
 // request is the request for g's completion: as many tokens as run.c's
 // steps leave after the prompt.
-func (g golden) request(t *testing.T) llama.Request {
-	p, err := hex.DecodeString(g.PromptHex)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return llama.Request{Prompt: string(p), MaxTokens: g.Steps - len(g.PromptIDs) + 1, Temperature: g.Temperature, TopP: g.TopP, Seed: g.Seed}
+func request(g llamatest.Golden) llama.Request {
+	return llama.Request{Prompt: g.Prompt, MaxTokens: g.MaxTokens, Temperature: g.Temperature, TopP: g.TopP, Seed: g.SamplerSeed}
 }
 
 // flags are the command-line flags of g's request.
-func (g golden) flags(t *testing.T) []string {
-	q := g.request(t)
+func flags(g llamatest.Golden) []string {
+	q := request(g)
 	return []string{"--prompt", q.Prompt, "--max-tokens", fmt.Sprint(q.MaxTokens), "--temperature", fmt.Sprint(q.Temperature),
 		"--top-p", fmt.Sprint(q.TopP), "--seed", fmt.Sprint(q.Seed)}
 }
 
-// stop is the Stop of run.c's completion.
-func (g golden) stop() string {
-	if len(g.IDs) < g.Steps-len(g.PromptIDs)+1 {
+// stop is the Stop of run.c's completion: it stops at BOS, which infernet
+// reports as "eos".
+func stop(g llamatest.Golden) string {
+	if g.Stop == "bos" {
 		return "eos"
 	}
-	return "length"
+	return g.Stop
 }
 
 // writePrompts writes reqs as a --prompts file and returns its path.
@@ -173,46 +152,47 @@ func TestGenerateFlags(t *testing.T) {
 }
 
 // TestGenerateGoldens: `infernet generate --local` prints what run.c
-// prints after the prompt, for every golden completion: greedy ones and
-// seeded samples, one prompt at a time and all of them as one batch.
+// prints after the prompt, for every golden completion of stories260K
+// (greedy ones and seeded samples) as one batch, and one prompt at a time
+// for the greedy ones of at most 128 steps and some samples.
 func TestGenerateGoldens(t *testing.T) {
 	dir := t.TempDir()
 	gs := goldens(t)
 	model := []string{storiesBin, "--tokenizer", tok512}
 	var reqs []llama.Request
 	for _, g := range gs {
-		reqs = append(reqs, g.request(t))
+		reqs = append(reqs, request(g))
 	}
 	cs := batchLines(t, generateLocal(t, dir, append(model, "--prompts", writePrompts(t, reqs))...))
 	if len(cs) != len(gs) {
 		t.Fatalf("%d lines for %d requests", len(cs), len(gs))
 	}
 	for i, g := range gs {
-		if c := cs[i]; c.ID != i+1 || c.Completion != g.Text || c.CompletionTokens != len(g.IDs) ||
-			c.PromptTokens != len(g.PromptIDs) || c.Stop != g.stop() || c.Error != "" {
-			t.Errorf("golden %d (%q, temperature %g): %+v; want %q, %d tokens, stop %s", i, reqs[i].Prompt, g.Temperature, c, g.Text, len(g.IDs), g.stop())
+		if c := cs[i]; c.ID != i+1 || c.Completion != g.Completion || c.CompletionTokens != len(g.IDs) ||
+			c.PromptTokens != len(g.PromptIDs) || c.Stop != stop(g) || c.Error != "" {
+			t.Errorf("golden %d (%q, temperature %g): %+v; want %q, %d tokens, stop %s", i, reqs[i].Prompt, g.Temperature, c, g.Completion, len(g.IDs), stop(g))
 		}
 	}
 	greedy := 0
 	for i, g := range gs {
-		if g.Temperature != 0 && i%5 != 0 {
-			continue // every greedy one, some samples
+		if g.Temperature == 0 && g.Steps > 128 || g.Temperature != 0 && i%5 != 0 {
+			continue // the longer ones and most samples run in the batch only
 		}
 		if g.Temperature == 0 {
 			greedy++
 		}
-		if got := generateLocal(t, dir, append(model, g.flags(t)...)...); got != g.Text+"\n" {
-			t.Errorf("golden %d: printed %q; want %q", i, got, g.Text+"\n")
+		if got := generateLocal(t, dir, append(model, flags(g)...)...); got != g.Completion+"\n" {
+			t.Errorf("golden %d: printed %q; want %q", i, got, g.Completion+"\n")
 		}
 	}
 	if greedy < 8 {
 		t.Errorf("%d greedy goldens, want at least 8", greedy)
 	}
 	var gen Generation
-	if err := json.Unmarshal([]byte(generateLocal(t, dir, append(append(model, "--json"), gs[0].flags(t)...)...)), &gen); err != nil {
+	if err := json.Unmarshal([]byte(generateLocal(t, dir, append(append(model, "--json"), flags(gs[0])...)...)), &gen); err != nil {
 		t.Fatal(err)
 	}
-	if gen.Completion.Completion != gs[0].Text || gen.CompletionTokens != len(gs[0].IDs) || gen.Stop != gs[0].stop() ||
+	if gen.Completion.Completion != gs[0].Completion || gen.CompletionTokens != len(gs[0].IDs) || gen.Stop != stop(gs[0]) ||
 		gen.TokensPerSecond <= 0 || gen.RunMS <= 0 || gen.FirstTokenMS <= 0 || gen.DecodeTokensPerSecond <= 0 || gen.Job != "" {
 		t.Errorf("--json: %+v", gen)
 	}

@@ -15,9 +15,13 @@ import (
 	"testing"
 )
 
-// GoldenFile is the goldens' path in the repository: run.c's outputs,
-// written by scripts/llama-golden.sh (format: testdata/llama/README.md).
+// GoldenFile is the goldens' path in the repository: run.c's completions,
+// written by scripts/llama-goldens.sh (format: testdata/llama/README.md).
 const GoldenFile = "testdata/llama/golden.jsonl"
+
+// TokensFile is the path in the repository of run.c's tokenizations,
+// written by scripts/llama-goldens.sh with GoldenFile.
+const TokensFile = "testdata/llama/tokens.jsonl"
 
 // RandomPrefix starts a Golden's Model when the model is WriteRandom's:
 // "llamatest:" and a preset shape's name.
@@ -73,6 +77,28 @@ type Golden struct {
 	PromptIDs []int `json:"prompt_ids"`
 	// IDs is the generated tokens.
 	IDs []int `json:"ids"`
+	// Margins is, for a greedy golden, the logits' margin at each
+	// generated token (Margins[i] for IDs[i]): run.c's largest logit less
+	// the second largest, rounded to 4 significant digits. A runner whose
+	// sums differ from run.c's may choose another token where it is small.
+	Margins []float64 `json:"margins,omitempty"`
+}
+
+// Tokenization is one line of TokensFile: run.c's encode of a prompt, BOS
+// added, no EOS.
+type Tokenization struct {
+	// Tokenizer is a file of testdata/llama: tok512.bin or tokenizer.bin.
+	Tokenizer string `json:"tokenizer"`
+	// PromptHex is the prompt's bytes in hex (not always UTF-8).
+	PromptHex string `json:"prompt_hex"`
+	// IDs is the encoded prompt, BOS first.
+	IDs []int `json:"ids"`
+}
+
+// Prompt is tk's prompt.
+func (tk Tokenization) Prompt() (string, error) {
+	b, err := hex.DecodeString(tk.PromptHex)
+	return string(b), err
 }
 
 // Greedy reports whether g was generated greedily (Temperature 0).
@@ -107,43 +133,74 @@ func RepoDir() (string, error) {
 }
 
 // ReadGoldens reads goldens, one JSON object a line.
-func ReadGoldens(r io.Reader) ([]Golden, error) {
-	var gs []Golden
+func ReadGoldens(r io.Reader) ([]Golden, error) { return readLines[Golden](r) }
+
+// ReadTokenizations reads tokenizations, one JSON object a line.
+func ReadTokenizations(r io.Reader) ([]Tokenization, error) { return readLines[Tokenization](r) }
+
+// readLines reads JSON lines of T, blank lines skipped, refusing fields T
+// does not have.
+func readLines[T any](r io.Reader) ([]T, error) {
+	var vs []T
 	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 1<<24)
 	for n := 1; sc.Scan(); n++ {
 		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
 			continue
 		}
-		var g Golden
+		var v T
 		d := json.NewDecoder(bytes.NewReader(sc.Bytes()))
 		d.DisallowUnknownFields()
-		if err := d.Decode(&g); err != nil {
+		if err := d.Decode(&v); err != nil {
 			return nil, fmt.Errorf("llamatest: golden line %d: %w", n, err)
 		}
-		gs = append(gs, g)
+		vs = append(vs, v)
 	}
-	return gs, sc.Err()
+	return vs, sc.Err()
 }
 
 // Goldens is the repository's goldens (GoldenFile), for a test, which it
 // fails if they cannot be read.
 func Goldens(tb testing.TB) []Golden {
 	tb.Helper()
+	return load(tb, GoldenFile, ReadGoldens)
+}
+
+// Tokenizations is the repository's tokenizations (TokensFile), for a
+// test, which it fails if they cannot be read.
+func Tokenizations(tb testing.TB) []Tokenization {
+	tb.Helper()
+	return load(tb, TokensFile, ReadTokenizations)
+}
+
+// load reads the repository's file name with read, failing tb on an error.
+func load[T any](tb testing.TB, name string, read func(io.Reader) ([]T, error)) []T {
+	tb.Helper()
 	root, err := RepoDir()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	f, err := os.Open(filepath.Join(root, filepath.FromSlash(GoldenFile)))
+	f, err := os.Open(filepath.Join(root, filepath.FromSlash(name)))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	defer f.Close()
-	gs, err := ReadGoldens(f)
+	vs, err := read(f)
+	if err != nil {
+		tb.Fatalf("%s: %v", name, err)
+	}
+	return vs
+}
+
+// Dir is the repository's testdata/llama, where goldens name their
+// tokenizers and real models, for a test, which it fails if there is none.
+func Dir(tb testing.TB) string {
+	tb.Helper()
+	root, err := RepoDir()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return gs
+	return filepath.Join(root, "testdata", "llama")
 }
 
 // Files returns the paths of g's model and tokenizer, for a test: a file of
@@ -153,18 +210,14 @@ func Goldens(tb testing.TB) []Golden {
 // changed without new goldens.
 func (g Golden) Files(tb testing.TB) (model, tokenizer string) {
 	tb.Helper()
-	root, err := RepoDir()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	dir := filepath.Join(root, "testdata", "llama")
+	dir := Dir(tb)
 	if name, ok := strings.CutPrefix(g.Model, RandomPrefix); ok {
 		s, ok := Preset(name)
 		if !ok {
 			tb.Fatalf("llamatest: golden %s: no preset shape %q", g, name)
 		}
 		if g.Generator != GeneratorVersion {
-			tb.Fatalf("llamatest: golden %s: made by generator %s, this is %s (rerun scripts/llama-golden.sh)", g, g.Generator, GeneratorVersion)
+			tb.Fatalf("llamatest: golden %s: made by generator %s, this is %s (rerun scripts/llama-goldens.sh)", g, g.Generator, GeneratorVersion)
 		}
 		model = Cached(tb, s, g.Seed)
 	} else {

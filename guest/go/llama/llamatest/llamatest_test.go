@@ -113,13 +113,13 @@ func floats(s Shape, file []byte, i int) []float32 {
 // TestDeterministic pins the bytes: the same on every machine and every Go
 // release (math/rand/v2's PCG is specified), different per seed. A change
 // here means a new GeneratorVersion and new goldens
-// (scripts/llama-golden.sh). The bytes were checked the same with
+// (scripts/llama-goldens.sh). The bytes were checked the same with
 // GOAMD64=v3 (where Go fuses multiply-adds) and GOARCH=386.
 func TestDeterministic(t *testing.T) {
 	const want260K = "4980f1bc7f28930a9b52b9eda3bc72ddaeedb67c42fed9b6e80e4328b3c15b54"
 	a := write(t, Stories260K, 1)
 	if got := sha256.Sum256(a); hex.EncodeToString(got[:]) != want260K {
-		t.Errorf("Stories260K seed 1: sha256 %x, want %s (generator changed: bump GeneratorVersion, rerun scripts/llama-golden.sh)", got, want260K)
+		t.Errorf("Stories260K seed 1: sha256 %x, want %s (generator changed: bump GeneratorVersion, rerun scripts/llama-goldens.sh)", got, want260K)
 	}
 	if b := write(t, Stories260K, 1); !bytes.Equal(a, b) {
 		t.Error("two writes of the same shape and seed differ")

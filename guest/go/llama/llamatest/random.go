@@ -47,7 +47,7 @@ const GeneratorVersion = "v1"
 // tokens and no token repeated at once; on the Stories110M shape, 56 of 57
 // distinct (20 to 34 with inGain 1). The -Ofast build of run.c, whose sums
 // are ordered differently, chose the same greedy tokens throughout, so this
-// is not chaos that rounding decides. scripts/llama-golden.sh fails if a
+// is not chaos that rounding decides. scripts/llama-goldens.sh fails if a
 // random model's greedy golden has fewer than half its tokens distinct;
 // TestGoldens wants nine in ten.
 const (

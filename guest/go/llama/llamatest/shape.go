@@ -8,7 +8,7 @@
 // machines; a random model of a real shape costs the runner the same work
 // per token as the trained one, and llama2.c's run.c, given the same file,
 // is still an exact oracle for it: greedy output is a deterministic
-// function of the weights (scripts/llama-golden.sh, testdata/llama).
+// function of the weights (scripts/llama-goldens.sh, testdata/llama).
 package llamatest
 
 import (

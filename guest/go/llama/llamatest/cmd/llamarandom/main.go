@@ -1,6 +1,6 @@
 // Command llamarandom writes a llama2.c checkpoint with random weights of a
 // preset shape (package llamatest), for scripts: the goldens of
-// scripts/llama-golden.sh and the models of make bench.
+// scripts/llama-goldens.sh and the models of make bench.
 //
 //	llamarandom [-seed N] [-o FILE] SHAPE
 //	llamarandom -version
