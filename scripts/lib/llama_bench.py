@@ -94,13 +94,6 @@ if infernet:
         ("infernet tolerance", infernet_generate("tolerance")),
     ]
 
-# Rows to come (the CLI's engineer): each is a name and a function of the
-# model's path returning (seconds, note), measured once per round like the
-# engines, printed under the table. Wanted: a job's start with the weights
-# already cached by the provider, and the network's overhead (2 providers,
-# a 128-token completion, against the same local run).
-EXTRA = []
-
 load0 = open("/proc/loadavg").read().split()[0]
 rows = []
 for shape, model in models:
@@ -110,7 +103,6 @@ for shape, model in models:
     echo = subprocess.run([os.path.join(llama2c, "run"), model, "-z", tokenizer, "-t", "0", "-n", str(p - 1), "-i", prompt],
                           capture_output=True, check=True).stdout.decode("utf-8", "replace")[:-1]
     got = {name: {"tps": [], "wall": [], "text": None, "err": None} for name, _ in ENGINES}
-    extra = {name: [] for name, _ in EXTRA}
     for _ in range(runs):
         for name, (cmd, parse, env) in ENGINES:
             g = got[name]
@@ -132,15 +124,13 @@ for shape, model in models:
             if name.startswith("run.c"):
                 text = text[len(echo):-1] if text.startswith(echo) else None
             g["text"] = text
-        for name, f in EXTRA:
-            extra[name].append(f(model))
-    rows.append((shape, got, extra))
+    rows.append((shape, got))
 
 ref = "run.c -O3"
 print(f"load average before: {load0} on {os.cpu_count()} cores")
 print(f"greedy, {tokens} tokens after {prompt!r}, median of {runs} (interleaved); same text = the completion run.c -O3 prints")
 print(f"{'shape':12s} {'engine':24s} {'tok/s':>9s} {'e2e tok/s':>10s} {'same text':>10s} {'x run.c -O3':>12s} {'x -Ofast 2T':>12s}")
-for shape, got, extra in rows:
+for shape, got in rows:
     med = {n: statistics.median(g["tps"]) for n, g in got.items() if g["tps"]}
     fast = max((med[n] for n in FAST if n in med), default=None)
     for name, g in got.items():
@@ -152,9 +142,6 @@ for shape, got, extra in rows:
         r1 = f"{med[name] / med[ref]:.2f}x" if ref in med else "-"
         r2 = f"{med[name] / fast:.2f}x" if fast else "-"
         print(f"{shape:12s} {name:24s} {med[name]:9.1f} {tokens / wall:10.1f} {same:>10s} {r1:>12s} {r2:>12s}")
-    for name, v in extra.items():
-        secs = statistics.median(s for s, _ in v)
-        print(f"{shape:12s} {name:24s} {secs * 1000:9.0f} ms  {v[-1][1]}")
     if shape == TARGET_SHAPE:
         for (a, b), want in TARGETS.items():
             peer = fast if b == FAST[0] else med.get(b)
@@ -164,5 +151,4 @@ for shape, got, extra in rows:
 print(f"load average after: {open('/proc/loadavg').read().split()[0]}; x -Ofast 2T: against the faster of the two -Ofast rows")
 if not infernet:
     print("infernet: not measured (bin/infernet has no generate command yet)")
-if not EXTRA:
-    print("job start with cached weights, network overhead (2 providers, 128 tokens): not measured yet (hook: EXTRA in scripts/lib/llama_bench.py)")
+print("a job's start with cached weights and the network's overhead: section (l) of scripts/bench.sh (node's BenchmarkGenerateStart, BenchmarkGenerateNetwork)")
