@@ -2,8 +2,8 @@ package llama
 
 import (
 	"encoding/binary"
-	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/infernet/infernet/abi"
 )
@@ -57,7 +57,7 @@ func ReadCheckpoint(r io.ReaderAt, size int64) (*Model, error) {
 	next := func(name string, layer int, dims ...int) TensorInfo {
 		t := TensorInfo{Offset: off, DType: abi.F32, Dims: dims, Name: name}
 		if layer >= 0 {
-			t.Name = fmt.Sprintf("layers.%d.%s", layer, name)
+			t.Name = "layers." + strconv.Itoa(layer) + "." + name // fmt costs in WebAssembly, per tensor
 		}
 		off += t.Bytes()
 		return t

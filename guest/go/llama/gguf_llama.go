@@ -1,8 +1,8 @@
 package llama
 
 import (
-	"fmt"
 	"io"
+	"strconv"
 )
 
 // GGUF tensor names of the llama architecture.
@@ -17,7 +17,7 @@ var ggufBlockTensors = [...]string{"attn_norm", "attn_q", "attn_k", "attn_v", "a
 
 // ggufBlockName returns the name of block layer's tensor kind.
 func ggufBlockName(layer int, kind string) string {
-	return fmt.Sprintf("blk.%d.%s.weight", layer, kind)
+	return "blk." + strconv.Itoa(layer) + "." + kind + ".weight" // fmt costs in WebAssembly, per tensor
 }
 
 // tensors returns a layer's tensors in the order of ggufBlockTensors.

@@ -563,6 +563,45 @@ func btoi(b bool) int {
 	return 0
 }
 
+// TestRunnerKVCache: the KV caches are sized to the requests: a job of one
+// token holds far less tensor memory than caches of the whole context, and
+// caches grown by a later, longer request (then kept for a shorter one)
+// give each request what it gives alone.
+func TestRunnerKVCache(t *testing.T) {
+	f, err := os.Open(filepath.Join(testdata, "stories260K.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := llama.Open(f, st.Size())
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := m.Config
+	wholeContext := int64(c.Layers) * 2 * int64(c.SeqLen) * int64(c.KVDim()) * 4
+	_, _, res := runJob(t, binData(), abi.ModeExact, requests(t, llama.Request{MaxTokens: 1}))
+	if res.TensorBytes >= wholeContext/8 {
+		t.Errorf("a job of one token peaks at %d B of tensors; the whole context's KV caches are %d B", res.TensorBytes, wholeContext)
+	}
+	reqs := []llama.Request{
+		{ID: 1, Prompt: "Once upon a time", MaxTokens: 3},
+		{ID: 2, Prompt: "The little dog", MaxTokens: 200, Temperature: 0.8, Seed: 7},
+		{ID: 3, Prompt: strings.Repeat("a b ", 100), MaxTokens: 300},
+		{ID: 4, Prompt: "Lily and Tom", MaxTokens: 20},
+	}
+	together, _, _ := runJob(t, binData(), abi.ModeExact, requests(t, reqs...))
+	for _, r := range reqs {
+		alone, _, _ := runJob(t, binData(), abi.ModeExact, requests(t, r))
+		if a, b := together[r.ID], alone[r.ID]; a == nil || b == nil || a.text() != b.text() || a.done != b.done {
+			t.Errorf("request %d after others: %+v; alone: %+v", r.ID, a, b)
+		}
+	}
+}
+
 // TestRunnerStreams: each event is written as soon as its token is made,
 // in a write of its own.
 func TestRunnerStreams(t *testing.T) {

@@ -1,12 +1,20 @@
 package llama
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"io"
+	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"testing/iotest"
 )
 
 // naiveMerge is run.c's merge loop as written there: scan every adjacent
@@ -15,7 +23,7 @@ func naiveMerge(t *Tokenizer, toks []int32) []int32 {
 	for {
 		best, bestID, bestIdx := mergeFloor, int32(-1), -1
 		for i := 0; i+1 < len(toks); i++ {
-			id, ok := t.ids[t.vocab.Pieces[toks[i]]+t.vocab.Pieces[toks[i+1]]]
+			id, ok := t.id(t.vocab.Pieces[toks[i]]+t.vocab.Pieces[toks[i+1]], "")
 			if ok && t.vocab.Scores[id] > best {
 				best, bestID, bestIdx = t.vocab.Scores[id], id, i
 			}
@@ -117,7 +125,7 @@ func TestDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	space := tk.ids[" "]
+	space, _ := tk.id(" ", "")
 	the := tk.Encode("the", false, false)
 	for _, tc := range []struct {
 		prev, tok int
@@ -176,4 +184,114 @@ func TestReadTokenizerBinHostile(t *testing.T) {
 			t.Errorf("%s: %v, want an ErrFormat", tc.name, err)
 		}
 	}
+}
+
+// readTokenizerBinRef is ReadTokenizerBin as it was, a piece at a time
+// through a bufio.Reader: the reference for what the faster one reads and
+// the errors it gives.
+func readTokenizerBinRef(r io.Reader, vocabSize int) (*Vocab, error) {
+	if vocabSize < 3 || vocabSize > MaxVocab {
+		return nil, formatErr("tokenizer for %d tokens", vocabSize)
+	}
+	br := bufio.NewReader(r)
+	var u [8]byte
+	if _, err := io.ReadFull(br, u[:4]); err != nil {
+		return nil, formatErr("tokenizer.bin header: %w", err)
+	}
+	v := &Vocab{
+		Pieces: make([]string, vocabSize), Scores: make([]float32, vocabSize),
+		BOS: llama2cBOS, EOS: llama2cEOS, UNK: llama2cUNK,
+		MaxPieceLen: int(int32(binary.LittleEndian.Uint32(u[:4]))),
+	}
+	if v.MaxPieceLen < 0 || v.MaxPieceLen > MaxPieceLen {
+		return nil, formatErr("tokenizer.bin max_token_length %d not in [0, %d]", v.MaxPieceLen, MaxPieceLen)
+	}
+	var sb strings.Builder
+	for i := range v.Pieces {
+		if _, err := io.ReadFull(br, u[:]); err != nil {
+			return nil, formatErr("tokenizer.bin token %d of %d: %w", i, vocabSize, err)
+		}
+		v.Scores[i] = math.Float32frombits(binary.LittleEndian.Uint32(u[:4]))
+		n := int32(binary.LittleEndian.Uint32(u[4:]))
+		if n < 0 || n > MaxPieceLen {
+			return nil, formatErr("tokenizer.bin token %d: length %d not in [0, %d]", i, n, MaxPieceLen)
+		}
+		sb.Reset()
+		if _, err := io.CopyN(&sb, br, int64(n)); err != nil {
+			return nil, formatErr("tokenizer.bin token %d: %w", i, err)
+		}
+		v.Pieces[i] = sb.String()
+	}
+	return v, nil
+}
+
+// TestReadTokenizerBinAsBefore: ReadTokenizerBin reads what the reader it
+// replaced did, and fails where and as it did: on both vocabularies, every
+// prefix of tok512.bin, bad lengths, readers that return a byte at a time
+// or fail part way.
+func TestReadTokenizerBinAsBefore(t *testing.T) {
+	same := func(name string, file []byte, vocab int, r func([]byte) io.Reader) {
+		t.Helper()
+		got, err := ReadTokenizerBin(r(file), vocab)
+		want, wantErr := readTokenizerBinRef(r(file), vocab)
+		if fmt.Sprint(err) != fmt.Sprint(wantErr) || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: got %v, %v; want %v, %v", name, got != nil, err, want != nil, wantErr)
+		}
+	}
+	plain := func(b []byte) io.Reader { return bytes.NewReader(b) }
+	for name, vocab := range tokenizerFiles {
+		file := loadFile(t, name)
+		same(name, file, vocab, plain)
+		same(name+" a byte at a time", file, vocab, func(b []byte) io.Reader { return iotest.OneByteReader(bytes.NewReader(b)) })
+		same(name+" with its last data", file, vocab, func(b []byte) io.Reader { return iotest.DataErrReader(bytes.NewReader(b)) })
+		same(name+" failing", file, vocab, func(b []byte) io.Reader {
+			return io.MultiReader(bytes.NewReader(b[:len(b)/2]), iotest.ErrReader(errors.New("disk on fire")))
+		})
+		same(name+" with fewer tokens", file, vocab-1, plain)
+		same(name+" with more tokens", file, vocab+1, plain)
+	}
+	file := loadFile(t, "tok512.bin")
+	for n := range len(file) {
+		same(fmt.Sprintf("tok512.bin's first %d bytes", n), file[:n], 512, plain)
+	}
+	off := 4 // of token 300
+	for range 300 {
+		off += 8 + int(binary.LittleEndian.Uint32(file[off+4:]))
+	}
+	for _, n := range []uint32{1 << 31, MaxPieceLen + 1, MaxPieceLen, 1 << 20, 0} {
+		bad := slices.Clone(file)
+		binary.LittleEndian.PutUint32(bad[off+4:], n)
+		same(fmt.Sprintf("token 300 of length %d", n), bad, 512, plain)
+	}
+}
+
+// TestTokenizerConcurrent: the tables built on first use are built once,
+// whichever goroutine encodes first (go test -race).
+func TestTokenizerConcurrent(t *testing.T) {
+	v := loadVocab(t, "tokenizer.bin")
+	ref, err := NewTokenizer(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := []string{"Once upon a time", "there was a little girl", "", "héllo wörld ☃", "\x00\xff"}
+	want := make([][]int, len(texts))
+	for i, s := range texts {
+		want[i] = ref.Encode(s, true, false)
+	}
+	tk, err := NewTokenizer(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range texts {
+				i = (i + g) % len(texts)
+				if got := tk.Encode(texts[i], true, false); !slices.Equal(got, want[i]) {
+					t.Errorf("Encode(%q) = %v, want %v", texts[i], got, want[i])
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

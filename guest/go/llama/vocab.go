@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"io"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -48,40 +49,123 @@ const (
 // ReadTokenizerBin reads llama2.c's tokenizer.bin for a model of vocabSize
 // tokens: an int32 max_token_length, then per token an f32 score, an int32
 // length and the piece's bytes.
+//
+// The runner reads Llama 2's 32,000 pieces for every job, in WebAssembly,
+// where a call or an allocation per piece is what costs: reading a piece
+// at a time, each its own string, took ~130 ms there. So the file is read
+// in large chunks and made one string, and each piece is a substring of it.
 func ReadTokenizerBin(r io.Reader, vocabSize int) (*Vocab, error) {
 	if vocabSize < 3 || vocabSize > MaxVocab {
 		return nil, formatErr("tokenizer for %d tokens", vocabSize)
 	}
-	br := bufio.NewReader(r)
-	var u [8]byte
-	if _, err := io.ReadFull(br, u[:4]); err != nil {
+	// Llama 2's tokenizer.bin has 14 bytes a token; the buffer grows as
+	// the file is read, so a file that lies about its lengths costs no
+	// more than it holds.
+	b := binReader{r: r, buf: make([]byte, 0, min(4+16*vocabSize, 1<<20))}
+	if err := b.need(4, io.ErrUnexpectedEOF); err != nil {
 		return nil, formatErr("tokenizer.bin header: %w", err)
 	}
 	v := &Vocab{
 		Pieces: make([]string, vocabSize), Scores: make([]float32, vocabSize),
 		BOS: llama2cBOS, EOS: llama2cEOS, UNK: llama2cUNK,
-		MaxPieceLen: int(int32(binary.LittleEndian.Uint32(u[:4]))),
+		MaxPieceLen: int(int32(binary.LittleEndian.Uint32(b.buf))),
 	}
 	if v.MaxPieceLen < 0 || v.MaxPieceLen > MaxPieceLen {
 		return nil, formatErr("tokenizer.bin max_token_length %d not in [0, %d]", v.MaxPieceLen, MaxPieceLen)
 	}
-	var sb strings.Builder
-	for i := range v.Pieces {
-		if _, err := io.ReadFull(br, u[:]); err != nil {
+	b.off = 4
+	ends := make([]int, vocabSize) // where each piece ends in the file
+	for i := 0; i < vocabSize; {
+		i, b.off = scanTokens(b.buf, b.off, i, v.Scores, ends)
+		if i == vocabSize {
+			break
+		}
+		// Token i is not whole in the buffer, or bad: read on, or say why.
+		if err := b.need(8, io.ErrUnexpectedEOF); err != nil {
 			return nil, formatErr("tokenizer.bin token %d of %d: %w", i, vocabSize, err)
 		}
-		v.Scores[i] = math.Float32frombits(binary.LittleEndian.Uint32(u[:4]))
-		n := int32(binary.LittleEndian.Uint32(u[4:]))
+		n := int32(binary.LittleEndian.Uint32(b.buf[b.off+4:]))
 		if n < 0 || n > MaxPieceLen {
 			return nil, formatErr("tokenizer.bin token %d: length %d not in [0, %d]", i, n, MaxPieceLen)
 		}
-		sb.Reset()
-		if _, err := io.CopyN(&sb, br, int64(n)); err != nil {
+		b.off += 8
+		if err := b.need(int(n), io.EOF); err != nil { // io.CopyN's error, which read pieces before
 			return nil, formatErr("tokenizer.bin token %d: %w", i, err)
 		}
-		v.Pieces[i] = sb.String()
+		b.off -= 8
 	}
+	substrings(v.Pieces, string(b.buf[:b.off]), ends)
 	return v, nil
+}
+
+// substrings sets pieces to the pieces of tokenizer.bin's text all, which
+// end at ends. (Inlined, its loop would be ReadTokenizerBin's: see
+// scanTokens.)
+//
+//go:noinline
+func substrings(pieces []string, all string, ends []int) {
+	start := 4
+	for i, end := range ends {
+		pieces[i], start = all[start+8:end], end // after the score and length
+	}
+}
+
+// scanTokens parses the tokens of tokenizer.bin from token i, at off in
+// buf, while they are whole in buf and good, and returns the next token and
+// where it starts. It is a small function of its own, as is substrings,
+// because a Go loop in WebAssembly branches back through its function's
+// dispatch, and the host meters the whole function's size per iteration
+// (ReadTokenizerBin's loop cost 13,000 fuel units a token).
+func scanTokens(buf []byte, off, i int, scores []float32, ends []int) (int, int) {
+	for ; i < len(ends) && len(buf)-off >= 8; i++ {
+		n := int32(binary.LittleEndian.Uint32(buf[off+4:]))
+		if n < 0 || n > MaxPieceLen || len(buf)-off-8 < int(n) {
+			break
+		}
+		scores[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[off:]))
+		off += 8 + int(n)
+		ends[i] = off
+	}
+	return i, off
+}
+
+// binReader parses a file in a buffer it reads into as needed.
+type binReader struct {
+	r     io.Reader
+	buf   []byte // what was read of the file
+	off   int    // how much of buf was parsed
+	err   error  // of the last read
+	empty int    // reads in a row that returned nothing
+}
+
+// need makes n bytes past off available in buf; at the end of the file it
+// returns short: io.EOF if there are none, else io.ErrUnexpectedEOF.
+func (b *binReader) need(n int, short error) error {
+	for len(b.buf)-b.off < n {
+		if b.err != nil {
+			if b.err == io.EOF {
+				if len(b.buf) == b.off {
+					return io.EOF
+				}
+				return short
+			}
+			return b.err
+		}
+		if len(b.buf) == cap(b.buf) {
+			b.buf = slices.Grow(b.buf, max(len(b.buf), 64<<10))
+		}
+		m, err := b.r.Read(b.buf[len(b.buf):cap(b.buf)])
+		b.buf, b.err = b.buf[:len(b.buf)+m], err
+		switch {
+		case m > 0:
+			b.empty = 0
+		case err == nil:
+			if b.empty++; b.empty == 100 {
+				b.err = io.ErrNoProgress // as bufio.Reader gives up
+			}
+		}
+	}
+	return nil
 }
 
 // WriteTokenizerBin writes v in llama2.c's tokenizer.bin format, with

@@ -98,6 +98,7 @@ type runner struct {
 	stops      []int // tokens that end generation
 	embed      *tensor.Tensor
 	layers     []layer
+	kvRows     int // the positions the layers' KV caches hold
 	outputNorm *tensor.Tensor
 	output     *tensor.Tensor
 }
@@ -106,7 +107,7 @@ type runner struct {
 const prefillRows = 64
 
 // newRunner makes the weight tensors of m (host-held, read from the data
-// file) and the KV caches.
+// file); the KV caches are made for the first request (kvFor).
 func newRunner(m *llama.Model, tok *llama.Tokenizer) (*runner, error) {
 	r := &runner{cfg: m.Config, tok: tok, layers: make([]layer, m.Config.Layers)}
 	v := tok.Vocab()
@@ -139,14 +140,40 @@ func newRunner(m *llama.Model, tok *llama.Tokenizer) (*runner, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.kCache, err = tensor.New(abi.F32, r.cfg.SeqLen, r.cfg.KVDim()); err != nil {
-			return nil, fmt.Errorf("KV cache: %w", err)
-		}
-		if l.vCache, err = tensor.New(abi.F32, r.cfg.SeqLen, r.cfg.KVDim()); err != nil {
-			return nil, fmt.Errorf("KV cache: %w", err)
-		}
 	}
 	return r, err
+}
+
+// kvFor makes the KV caches hold at least rows positions. They are sized
+// to what the requests need rather than the whole context, which the host
+// allocates and zeroes (75 MB for Stories110M's 12 layers of 1024 × 768,
+// keys and values) at every job's start, and grow, doubling, when a request
+// needs more. A request fills the caches from position 0, so growing copies
+// nothing; the old caches are freed first, as host memory is limited.
+func (r *runner) kvFor(rows int) error {
+	if rows <= r.kvRows {
+		return nil
+	}
+	rows = min(max(rows, 2*r.kvRows), r.cfg.SeqLen)
+	r.kvRows = 0
+	for i := range r.layers {
+		l := &r.layers[i]
+		l.kCache.Free()
+		l.vCache.Free()
+		l.kCache, l.vCache = nil, nil
+	}
+	for i := range r.layers {
+		l := &r.layers[i]
+		var err error
+		if l.kCache, err = tensor.New(abi.F32, rows, r.cfg.KVDim()); err != nil {
+			return fmt.Errorf("KV cache: %w", err)
+		}
+		if l.vCache, err = tensor.New(abi.F32, rows, r.cfg.KVDim()); err != nil {
+			return fmt.Errorf("KV cache: %w", err)
+		}
+	}
+	r.kvRows = rows
+	return nil
 }
 
 // serve answers the requests of in, one per line, writing events to out.
@@ -250,12 +277,15 @@ func (r *runner) generate(req llama.Request, emit func(llama.Event) error) error
 	}
 	// Positions 0..n-2 fill the KV cache; the last prompt token's logits
 	// give the first token. run.c runs at most seq_len positions.
+	maxNew := min(req.MaxTokens, r.cfg.SeqLen-n+1)
+	if err := r.kvFor(n + maxNew - 1); err != nil { // the last token is not run
+		return err
+	}
 	for pos := 0; pos < n-1; pos += prefillRows {
 		if _, err := r.forward(ids[pos:min(pos+prefillRows, n-1)], pos, nil); err != nil {
 			return err
 		}
 	}
-	maxNew := min(req.MaxTokens, r.cfg.SeqLen-n+1)
 	rng := llama.NewRNG(req.Seed)
 	done := llama.Event{ID: req.ID, Done: true, PromptTokens: n, Stop: "length"}
 	tok, pos := ids[n-1], n-1
