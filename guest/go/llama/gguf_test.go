@@ -1,11 +1,16 @@
 package llama
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/infernet/infernet/abi"
@@ -271,6 +276,159 @@ func TestReadGGUFTruncated(t *testing.T) {
 	}
 }
 
+// TestGGUFArraysAsBefore: arrays read in bulk give the values and the
+// errors that reading them an element at a time gave, for every prefix of
+// their encoding, whether the file's size says it is cut or the reader
+// runs dry before it.
+func TestGGUFArraysAsBefore(t *testing.T) {
+	var raws [][]byte
+	for _, v := range []any{
+		[]uint8{1, 2, 3}, []int8{-1, 5}, []uint16{1, 65535}, []int16{-2, 7}, []uint32{1 << 31, 9}, []int32{-1 << 31, 4},
+		[]float32{1.5, -2, float32(math.Inf(1))}, []bool{true, false, true}, []uint64{1 << 63, 3}, []int64{-5, 6},
+		[]float64{0.25, -1e300}, []uint8{}, []string{}, []string{"", "\u2581a", "h\xc3\xa9llo", strings.Repeat("x", 300), "", "z"},
+		[]any{[]float32{1}, []string{"a", "bc"}, []any{[]bool{false}}},
+	} {
+		var b bytes.Buffer
+		ggufEncoder{&b}.value(v)
+		raws = append(raws, b.Bytes())
+	}
+	badBool := slices.Clone(raws[7])
+	badBool[len(badBool)-2] = 2
+	hugeString := binary.LittleEndian.AppendUint32(nil, uint32(TypeString))
+	hugeString = binary.LittleEndian.AppendUint64(hugeString, 2)
+	hugeString = append(binary.LittleEndian.AppendUint64(hugeString, 2), "ab"...)
+	hugeString = append(binary.LittleEndian.AppendUint64(hugeString, 1<<40), make([]byte, 64)...)
+	raws = append(raws, badBool, hugeString)
+	for _, b := range raws {
+		for n := 0; n <= len(b); n++ {
+			for _, size := range []int{n, len(b)} {
+				for _, bufSize := range []int{16, 4096} { // strings across the reader's buffer, and in it
+					read := func(f func(*ggufReader) (any, error)) (any, string) {
+						d := &ggufReader{r: bufio.NewReaderSize(bytes.NewReader(b[:n]), bufSize), size: int64(size)}
+						v, err := f(d)
+						return v, fmt.Sprint(err)
+					}
+					got, gotErr := read(func(d *ggufReader) (any, error) { return d.value(TypeArray, 0) })
+					want, wantErr := read(func(d *ggufReader) (any, error) { return refValue(d, TypeArray, 0) })
+					if gotErr != wantErr || gotErr == "<nil>" && !reflect.DeepEqual(got, want) {
+						t.Fatalf("%d of %x (size %d, buffer %d): %v, %s; want %v, %s", n, b, size, bufSize, got, gotErr, want, wantErr)
+					}
+				}
+			}
+		}
+	}
+}
+
+// refValue is ggufReader.value as it was, an array element at a time,
+// each boxed in an any: the reference for the bulk reads.
+func refValue(d *ggufReader, t ValueType, depth int) (any, error) {
+	if t == TypeArray {
+		if depth >= maxGGUFDepth {
+			return nil, formatErr("gguf: arrays nested deeper than %d", maxGGUFDepth)
+		}
+		et, err := d.u32()
+		if err != nil {
+			return nil, err
+		}
+		return refArray(d, ValueType(et), depth+1)
+	}
+	if t == TypeString {
+		return d.str("string", maxGGUFString)
+	}
+	if t.size() == 0 {
+		return nil, formatErr("gguf: unknown value type %d", t)
+	}
+	b, err := d.read(t.size())
+	if err != nil {
+		return nil, err
+	}
+	le := binary.LittleEndian
+	switch t {
+	case TypeUint8:
+		return b[0], nil
+	case TypeInt8:
+		return int8(b[0]), nil
+	case TypeBool:
+		if b[0] > 1 {
+			return nil, formatErr("gguf: bool %d", b[0])
+		}
+		return b[0] == 1, nil
+	case TypeUint16:
+		return le.Uint16(b), nil
+	case TypeInt16:
+		return int16(le.Uint16(b)), nil
+	case TypeUint32:
+		return le.Uint32(b), nil
+	case TypeInt32:
+		return int32(le.Uint32(b)), nil
+	case TypeFloat32:
+		return math.Float32frombits(le.Uint32(b)), nil
+	case TypeUint64:
+		return le.Uint64(b), nil
+	case TypeInt64:
+		return int64(le.Uint64(b)), nil
+	default: // TypeFloat64
+		return math.Float64frombits(le.Uint64(b)), nil
+	}
+}
+
+func refArray(d *ggufReader, et ValueType, depth int) (any, error) {
+	unit := int64(et.size())
+	switch et {
+	case TypeString:
+		unit = 8
+	case TypeArray:
+		unit = 12
+	}
+	if unit == 0 {
+		return nil, formatErr("gguf: array of unknown type %d", et)
+	}
+	n, err := d.count("array length", maxGGUFArray, unit)
+	if err != nil {
+		return nil, err
+	}
+	switch et {
+	case TypeUint8:
+		return refArrayOf[uint8](d, et, n, depth)
+	case TypeInt8:
+		return refArrayOf[int8](d, et, n, depth)
+	case TypeUint16:
+		return refArrayOf[uint16](d, et, n, depth)
+	case TypeInt16:
+		return refArrayOf[int16](d, et, n, depth)
+	case TypeUint32:
+		return refArrayOf[uint32](d, et, n, depth)
+	case TypeInt32:
+		return refArrayOf[int32](d, et, n, depth)
+	case TypeFloat32:
+		return refArrayOf[float32](d, et, n, depth)
+	case TypeBool:
+		return refArrayOf[bool](d, et, n, depth)
+	case TypeString:
+		return refArrayOf[string](d, et, n, depth)
+	case TypeUint64:
+		return refArrayOf[uint64](d, et, n, depth)
+	case TypeInt64:
+		return refArrayOf[int64](d, et, n, depth)
+	case TypeFloat64:
+		return refArrayOf[float64](d, et, n, depth)
+	default: // TypeArray
+		return refArrayOf[any](d, et, n, depth)
+	}
+}
+
+func refArrayOf[T any](d *ggufReader, et ValueType, n, depth int) ([]T, error) {
+	a := make([]T, n)
+	for i := range a {
+		v, err := refValue(d, et, depth)
+		if err != nil {
+			return nil, err
+		}
+		a[i] = v.(T)
+	}
+	return a, nil
+}
+
 // FuzzReadGGUF: any bytes give a GGUF whose tensors lie within them, or an
 // ErrFormat; never a panic or an allocation beyond the limits.
 func FuzzReadGGUF(f *testing.F) {
@@ -304,4 +462,30 @@ func FuzzReadGGUF(f *testing.F) {
 			t.Fatalf("Model: %v is not an ErrFormat", err)
 		}
 	})
+}
+
+// TestNewGGUFVocab: GGUF pieces get spaces for '▁' as strings.ReplaceAll
+// gives them, and Llama 2's vocabulary read back from GGUF is the one of
+// tokenizer.bin, but for BOS and EOS.
+func TestNewGGUFVocab(t *testing.T) {
+	pieces := []string{"", "\u2581", "\u2581\u2581a", "a\u2581", "\xe2\x96", "\xe2\x96\u2581\x81", "plain", "h\u2581\u2581llo\u2581"}
+	v := newGGUFVocab(pieces, make([]float32, len(pieces)), make([]int32, len(pieces)))
+	maxLen := 0
+	for i, p := range pieces {
+		want := strings.ReplaceAll(p, sentencePieceSpace, " ")
+		if v.Pieces[i] != want {
+			t.Errorf("piece %q became %q, want %q", p, v.Pieces[i], want)
+		}
+		maxLen = max(maxLen, len(want))
+	}
+	if v.MaxPieceLen != maxLen {
+		t.Errorf("MaxPieceLen %d, want %d", v.MaxPieceLen, maxLen)
+	}
+	bin := loadVocab(t, "tokenizer.bin")
+	gv := ggufVocab(t, bin)
+	for i := range bin.Pieces {
+		if i != bin.BOS && i != bin.EOS && gv.Pieces[i] != bin.Pieces[i] || gv.Scores[i] != bin.Scores[i] {
+			t.Fatalf("token %d: %q %g from GGUF, %q %g from tokenizer.bin", i, gv.Pieces[i], gv.Scores[i], bin.Pieces[i], bin.Scores[i])
+		}
+	}
 }
