@@ -14,7 +14,10 @@ shared.
 tok/s as reported: run.c's "achieved tok/s" on stderr counts every position
 after the first (the prompt's too: run.c feeds the prompt one token at a time
 as it generates) over the time from the first position's end; infernet's is
-its --json tokens_per_second.
+its --json decode_tokens_per_second, the tokens after the first over the
+time after the first: both are the rate of forward passes once the model is
+loaded (tokens_per_second would count the model's load from disk, here
+uncached, and the prompt's batched rows in the time but not the count).
 """
 
 import json
@@ -72,7 +75,7 @@ def infernet_generate(mode):
             j = json.loads(text)
         except json.JSONDecodeError:  # the object on the last line
             j = json.loads(text.splitlines()[-1])
-        return float(j["tokens_per_second"]), j["completion"]
+        return float(j["decode_tokens_per_second"]), j["completion"]
 
     return cmd, parse, dict(os.environ)
 
