@@ -42,7 +42,8 @@ func Attention(ctx context.Context, threads int, p tensor.AttentionParams, q, k,
 	// The scores are a GEMV of the head's q over the rows of its kv head,
 	// kc values apart in k: the matmul kernels, on a padded q.
 	gemv, kb, hp := kernels.gemv[abi.F32], F32Weights(k).bytes(), padLen(hd)
-	return par.ForBlocks(ctx, threads, p.Rows*H, max(1, blockWork/cost), func(lo, hi int) error {
+	items := p.Rows * H
+	return par.ForBlocks(ctx, threads, items, par.Share(items, threads, max(1, blockWork/cost), 1), func(lo, hi int) error {
 		att := make([]float32, p.Pos+p.Rows)
 		qp := make([]float32, hp)
 		for item := lo; item < hi; item++ {
@@ -50,7 +51,7 @@ func Attention(ctx context.Context, threads int, p tensor.AttentionParams, q, k,
 			n := p.Pos + r + 1 // cache rows attended to
 			copy(qp, q[r*qc+h*hd:r*qc+(h+1)*hd])
 			kvOff := (h / group) * hd
-			gemv(att[:n], qp, kb[4*kvOff:], hd, 4*kc)
+			gemv(att[:n], qp, kb[4*kvOff:], hd, 4*kc, 4)
 			m := float32(math.Inf(-1))
 			for t, d := range att[:n] {
 				s := d * scale

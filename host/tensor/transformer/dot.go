@@ -79,7 +79,9 @@ func dotRow(dt abi.DType, x []float32, row []byte) float32 {
 // the rows, of k elements of one weight type, start stride bytes apart in
 // w. x has k elements rounded up to a multiple of abi.DotLanes, zero past
 // k: the assembly reads whole vectors of it. Callers check the lengths.
-type gemvFunc func(out, x []float32, w []byte, k, stride int)
+// group is how many rows the assembly interleaves: 4 for rows in cache, 1
+// for rows streamed from memory (see gen_gemv.go); the bits are the same.
+type gemvFunc func(out, x []float32, w []byte, k, stride, group int)
 
 // kernelSet is an implementation of gemv for each weight type.
 type kernelSet struct {
@@ -100,7 +102,7 @@ var goKernels = &kernelSet{name: "go", axpy: axpyGo, gemv: [...]gemvFunc{
 
 // gemvGo returns the portable gemv for rows of type dt.
 func gemvGo(dt abi.DType) gemvFunc {
-	return func(out, x []float32, w []byte, k, stride int) {
+	return func(out, x []float32, w []byte, k, stride, _ int) {
 		rb := rowBytes(dt, k)
 		x = x[:k]
 		for j := range out {

@@ -4,14 +4,16 @@
 
 #include "textflag.h"
 
-// func gemvF32AVX512(out, x *float32, w *byte, k, rows, stride int)
-TEXT ·gemvF32AVX512(SB), NOSPLIT, $64-48
+// func gemvF32AVX512(out, x *float32, w *byte, k, rows, stride, group int)
+TEXT ·gemvF32AVX512(SB), NOSPLIT, $64-56
 	MOVQ out+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ w+16(FP), BX
 	MOVQ k+24(FP), CX
 	MOVQ rows+32(FP), DX
 	MOVQ stride+40(FP), R8
+	CMPQ group+48(FP), $4
+	JLT gemvF32AVX512_rows1
 gemvF32AVX512_rows4:
 	CMPQ DX, $4
 	JL gemvF32AVX512_rows4_done
@@ -204,14 +206,16 @@ gemvF32AVX512_rows1_done:
 	VZEROUPPER
 	RET
 
-// func gemvF16AVX512(out, x *float32, w *byte, k, rows, stride int)
-TEXT ·gemvF16AVX512(SB), NOSPLIT, $64-48
+// func gemvF16AVX512(out, x *float32, w *byte, k, rows, stride, group int)
+TEXT ·gemvF16AVX512(SB), NOSPLIT, $64-56
 	MOVQ out+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ w+16(FP), BX
 	MOVQ k+24(FP), CX
 	MOVQ rows+32(FP), DX
 	MOVQ stride+40(FP), R8
+	CMPQ group+48(FP), $4
+	JLT gemvF16AVX512_rows1
 gemvF16AVX512_rows4:
 	CMPQ DX, $4
 	JL gemvF16AVX512_rows4_done
@@ -414,14 +418,16 @@ gemvF16AVX512_rows1_done:
 	VZEROUPPER
 	RET
 
-// func gemvBF16AVX512(out, x *float32, w *byte, k, rows, stride int)
-TEXT ·gemvBF16AVX512(SB), NOSPLIT, $64-48
+// func gemvBF16AVX512(out, x *float32, w *byte, k, rows, stride, group int)
+TEXT ·gemvBF16AVX512(SB), NOSPLIT, $64-56
 	MOVQ out+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ w+16(FP), BX
 	MOVQ k+24(FP), CX
 	MOVQ rows+32(FP), DX
 	MOVQ stride+40(FP), R8
+	CMPQ group+48(FP), $4
+	JLT gemvBF16AVX512_rows1
 gemvBF16AVX512_rows4:
 	CMPQ DX, $4
 	JL gemvBF16AVX512_rows4_done
@@ -634,14 +640,16 @@ gemvBF16AVX512_rows1_done:
 	VZEROUPPER
 	RET
 
-// func gemvQ8AVX512(out, x *float32, w *byte, k, rows, stride int)
-TEXT ·gemvQ8AVX512(SB), NOSPLIT, $64-48
+// func gemvQ8AVX512(out, x *float32, w *byte, k, rows, stride, group int)
+TEXT ·gemvQ8AVX512(SB), NOSPLIT, $64-56
 	MOVQ out+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ w+16(FP), BX
 	MOVQ k+24(FP), CX
 	MOVQ rows+32(FP), DX
 	MOVQ stride+40(FP), R8
+	CMPQ group+48(FP), $4
+	JLT gemvQ8AVX512_rows1
 gemvQ8AVX512_rows4:
 	CMPQ DX, $4
 	JL gemvQ8AVX512_rows4_done
@@ -808,14 +816,16 @@ gemvQ8AVX512_rows1_done:
 	VZEROUPPER
 	RET
 
-// func gemvF32AVX2(out, x *float32, w *byte, k, rows, stride int)
-TEXT ·gemvF32AVX2(SB), NOSPLIT, $64-48
+// func gemvF32AVX2(out, x *float32, w *byte, k, rows, stride, group int)
+TEXT ·gemvF32AVX2(SB), NOSPLIT, $64-56
 	MOVQ out+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ w+16(FP), BX
 	MOVQ k+24(FP), CX
 	MOVQ rows+32(FP), DX
 	MOVQ stride+40(FP), R8
+	CMPQ group+48(FP), $4
+	JLT gemvF32AVX2_rows1
 gemvF32AVX2_rows4:
 	CMPQ DX, $4
 	JL gemvF32AVX2_rows4_done
@@ -1032,14 +1042,16 @@ gemvF32AVX2_rows1_done:
 	VZEROUPPER
 	RET
 
-// func gemvF16AVX2(out, x *float32, w *byte, k, rows, stride int)
-TEXT ·gemvF16AVX2(SB), NOSPLIT, $64-48
+// func gemvF16AVX2(out, x *float32, w *byte, k, rows, stride, group int)
+TEXT ·gemvF16AVX2(SB), NOSPLIT, $64-56
 	MOVQ out+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ w+16(FP), BX
 	MOVQ k+24(FP), CX
 	MOVQ rows+32(FP), DX
 	MOVQ stride+40(FP), R8
+	CMPQ group+48(FP), $4
+	JLT gemvF16AVX2_rows1
 gemvF16AVX2_rows4:
 	CMPQ DX, $4
 	JL gemvF16AVX2_rows4_done
@@ -1276,14 +1288,16 @@ gemvF16AVX2_rows1_done:
 	VZEROUPPER
 	RET
 
-// func gemvBF16AVX2(out, x *float32, w *byte, k, rows, stride int)
-TEXT ·gemvBF16AVX2(SB), NOSPLIT, $64-48
+// func gemvBF16AVX2(out, x *float32, w *byte, k, rows, stride, group int)
+TEXT ·gemvBF16AVX2(SB), NOSPLIT, $64-56
 	MOVQ out+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ w+16(FP), BX
 	MOVQ k+24(FP), CX
 	MOVQ rows+32(FP), DX
 	MOVQ stride+40(FP), R8
+	CMPQ group+48(FP), $4
+	JLT gemvBF16AVX2_rows1
 gemvBF16AVX2_rows4:
 	CMPQ DX, $4
 	JL gemvBF16AVX2_rows4_done
@@ -1540,14 +1554,16 @@ gemvBF16AVX2_rows1_done:
 	VZEROUPPER
 	RET
 
-// func gemvQ8AVX2(out, x *float32, w *byte, k, rows, stride int)
-TEXT ·gemvQ8AVX2(SB), NOSPLIT, $64-48
+// func gemvQ8AVX2(out, x *float32, w *byte, k, rows, stride, group int)
+TEXT ·gemvQ8AVX2(SB), NOSPLIT, $64-56
 	MOVQ out+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ w+16(FP), BX
 	MOVQ k+24(FP), CX
 	MOVQ rows+32(FP), DX
 	MOVQ stride+40(FP), R8
+	CMPQ group+48(FP), $4
+	JLT gemvQ8AVX2_rows1
 gemvQ8AVX2_rows4:
 	CMPQ DX, $4
 	JL gemvQ8AVX2_rows4_done

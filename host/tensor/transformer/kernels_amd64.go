@@ -15,28 +15,28 @@ import (
 // stride bytes apart.
 
 //go:noescape
-func gemvF32AVX512(out, x *float32, w *byte, k, rows, stride int)
+func gemvF32AVX512(out, x *float32, w *byte, k, rows, stride, group int)
 
 //go:noescape
-func gemvF16AVX512(out, x *float32, w *byte, k, rows, stride int)
+func gemvF16AVX512(out, x *float32, w *byte, k, rows, stride, group int)
 
 //go:noescape
-func gemvBF16AVX512(out, x *float32, w *byte, k, rows, stride int)
+func gemvBF16AVX512(out, x *float32, w *byte, k, rows, stride, group int)
 
 //go:noescape
-func gemvQ8AVX512(out, x *float32, w *byte, k, rows, stride int)
+func gemvQ8AVX512(out, x *float32, w *byte, k, rows, stride, group int)
 
 //go:noescape
-func gemvF32AVX2(out, x *float32, w *byte, k, rows, stride int)
+func gemvF32AVX2(out, x *float32, w *byte, k, rows, stride, group int)
 
 //go:noescape
-func gemvF16AVX2(out, x *float32, w *byte, k, rows, stride int)
+func gemvF16AVX2(out, x *float32, w *byte, k, rows, stride, group int)
 
 //go:noescape
-func gemvBF16AVX2(out, x *float32, w *byte, k, rows, stride int)
+func gemvBF16AVX2(out, x *float32, w *byte, k, rows, stride, group int)
 
 //go:noescape
-func gemvQ8AVX2(out, x *float32, w *byte, k, rows, stride int)
+func gemvQ8AVX2(out, x *float32, w *byte, k, rows, stride, group int)
 
 // axpyAVX2 computes o[i] += a·v[i] for i < n, each product rounded before
 // the addition. It needs AVX2.
@@ -54,7 +54,7 @@ func axpyAsm(o, v []float32, a float32) {
 }
 
 // asmFunc is the signature of the assembly kernels.
-type asmFunc func(out, x *float32, w *byte, k, rows, stride int)
+type asmFunc func(out, x *float32, w *byte, k, rows, stride, group int)
 
 var (
 	avx512Kernels = asmKernels("avx512", gemvF32AVX512, gemvF16AVX512, gemvBF16AVX512, gemvQ8AVX512)
@@ -76,7 +76,7 @@ func asmKernels(name string, f32, f16, bf16, q8 asmFunc) *kernelSet {
 // lengths are checked again here: the assembly must never read past a
 // slice, whatever a caller does.
 func asmGemv(dt abi.DType, f asmFunc) gemvFunc {
-	return func(out, x []float32, w []byte, k, stride int) {
+	return func(out, x []float32, w []byte, k, stride, group int) {
 		if len(out) == 0 {
 			return
 		}
@@ -84,7 +84,7 @@ func asmGemv(dt abi.DType, f asmFunc) gemvFunc {
 		if k <= 0 || len(x) < padLen(k) || stride < rb || len(w) < (len(out)-1)*stride+rb || dt == abi.Q8_0 && k%abi.Q8Block != 0 {
 			panic("transformer: gemv: short buffers")
 		}
-		f(&out[0], &x[0], &w[0], k, len(out), stride)
+		f(&out[0], &x[0], &w[0], k, len(out), stride, group)
 	}
 }
 

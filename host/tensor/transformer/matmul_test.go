@@ -114,7 +114,8 @@ func TestKernelsMatchGo(t *testing.T) {
 }
 
 // TestKernelsStride checks the kernels on rows further apart than their
-// size (attention's rows of one kv head) against the portable kernels.
+// size (attention's rows of one kv head) against the portable kernels,
+// four rows at a time and one by one.
 func TestKernelsStride(t *testing.T) {
 	for _, ks := range allKernels() {
 		for _, dt := range weightTypes {
@@ -130,11 +131,13 @@ func TestKernelsStride(t *testing.T) {
 				copy(x, r.f32s(k))
 				got, want := make([]float32, n), make([]float32, n)
 				wb := w.bytes()[rb:] // from row 1: rows 1, 4, 7, …
-				ks.gemv[dt](got, x, wb, k, gap*rb)
-				goKernels.gemv[dt](want, x, wb, k, gap*rb)
-				canonicalize(got)
+				goKernels.gemv[dt](want, x, wb, k, gap*rb, 1)
 				canonicalize(want)
-				sameBits(t, fmt.Sprintf("%s/%v/k=%d", ks.name, dt, k), got, want)
+				for _, group := range []int{1, 4} {
+					ks.gemv[dt](got, x, wb, k, gap*rb, group)
+					canonicalize(got)
+					sameBits(t, fmt.Sprintf("%s/%v/k=%d/group=%d", ks.name, dt, k, group), got, want)
+				}
 			}
 		}
 	}

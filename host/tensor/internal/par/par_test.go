@@ -3,6 +3,7 @@ package par
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -43,5 +44,59 @@ func TestForBlocks(t *testing.T) {
 	cancel()
 	if err := ForBlocks(ctx, 2, 10, 1, func(int, int) error { return nil }); err != context.Canceled {
 		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
+
+// TestForBlocksConcurrent runs many calls at once from several goroutines,
+// as jobs on one provider do: each call visits its items once, and no
+// helper runs a block of a call that has returned (a late helper finds the
+// call closed).
+func TestForBlocksConcurrent(t *testing.T) {
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				n := 1 + (g*31+i*7)%97
+				var returned atomic.Bool
+				seen := make([]atomic.Int32, n)
+				err := ForBlocks(context.Background(), 1+i%4, n, 1+i%5, func(lo, hi int) error {
+					if returned.Load() {
+						t.Error("a block ran after its call returned")
+					}
+					for j := lo; j < hi; j++ {
+						seen[j].Add(1)
+					}
+					return nil
+				})
+				returned.Store(true)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for j := range seen {
+					if c := seen[j].Load(); c != 1 {
+						t.Errorf("call %d/%d: item %d visited %d times", g, i, j, c)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestShare(t *testing.T) {
+	for _, c := range []struct{ n, threads, limit, align, want int }{
+		{2048, 2, 8192, 16, 1024},
+		{2048, 3, 8192, 16, 688},
+		{100000, 2, 8192, 16, 8192},
+		{12, 2, 52, 1, 6},
+		{12, 2, 4, 1, 4},
+		{5, 8, 100, 16, 16},
+		{0, 2, 10, 1, 1},
+	} {
+		if got := Share(c.n, c.threads, c.limit, c.align); got != c.want {
+			t.Errorf("Share(%d, %d, %d, %d) = %d, want %d", c.n, c.threads, c.limit, c.align, got, c.want)
+		}
 	}
 }
