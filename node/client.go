@@ -85,6 +85,13 @@ type Spec struct {
 	// Shard and Shards place the job in a sharded one (SubmitShards sets
 	// them): the guest's INFERNET_SHARD_INDEX and INFERNET_SHARD_COUNT.
 	Shard, Shards uint32
+	// Output, if set, streams the job (wire.JobAnnounce.Stream): it is
+	// called, from one goroutine at a time and in order, with the bytes of
+	// stdout as soon as the replicas' streams decide them (see streamVote),
+	// then with the rest once the result is verified. Bytes no vote has
+	// decided are never passed, and an unverified result passes nothing
+	// more. It must not block for long: the job waits for it.
+	Output func([]byte)
 }
 
 // Event is one step of a job, pushed to Submit's callback as it happens.
@@ -120,6 +127,8 @@ var (
 	ErrNoProviders = errors.New("not enough matching providers")
 	// ErrDisagree: replicas returned different results.
 	ErrDisagree = errors.New("replicas disagree")
+	// errStreamMismatch: a streamed replica's result is not what it streamed.
+	errStreamMismatch = errors.New("the result differs from the output streamed")
 )
 
 // client is the role that submits jobs.
@@ -238,6 +247,8 @@ type jobRun struct {
 	vks  map[int]groth16.VerifyingKey
 	bids chan *offer                 // bids from the open market
 	late map[uint8]chan *wire.Result // results delivered over ProtocolResult
+	// stream holds a streamed job's replica streams (Spec.Output).
+	stream *streamVote
 }
 
 type offer struct {
@@ -344,6 +355,7 @@ func (n *Node) announce(spec Spec, now time.Time) *wire.JobAnnounce {
 		Deadline: wire.Millis(now.Add(spec.Deadline)), Time: wire.Millis(now), MaxOutput: spec.MaxOutput,
 		Rtol: spec.Rtol, Atol: spec.Atol, Format: spec.Format, SameBackend: spec.SameBackend, Settle: spec.Settle,
 		Proofs: spec.Proofs, Args: spec.Args, Shard: spec.Shard, Shards: spec.Shards, Data: spec.Data,
+		Stream: spec.Output != nil,
 	}
 }
 
@@ -399,6 +411,9 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 		holders:    map[peer.ID]bool{}, matched: map[peer.ID]candidate{}, bidBackend: map[peer.ID]string{},
 		bids: make(chan *offer, 64), late: map[uint8]chan *wire.Result{},
 		rec: &store.Job{ID: ann.Job, Announce: *ann, State: store.JobPending, Created: now}, vks: vks,
+	}
+	if spec.Output != nil {
+		j.stream = newStreamVote(n.peers.established, spec.Output, ann.MaxOutput)
 	}
 	if spec.InputSize > 0 && spec.InputSize <= wire.MaxInline {
 		if j.input, err = n.blobs.Bytes(spec.Input, wire.MaxInline); err != nil {
@@ -919,7 +934,7 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 		case res := <-j.late[r]:
 			// A provider that lost its stream earlier delivered after all.
 			from := peer.ID(res.Provider)
-			if !j.wasAssigned(r, from, res.Terms) {
+			if !j.wasAssigned(r, from, res.Terms) || j.stream != nil && !j.stream.matches(r, from, res) {
 				continue
 			}
 			if res, err := j.check(res, r, from, price, res.Terms); err == nil {
@@ -951,8 +966,23 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 			stall.Reset(runFor)
 			j.setState(p, store.ReplicaRunning)
 			j.emit(EventRunning, int(r), p, "")
+		case wire.UpdateOutput:
+			if j.stream == nil {
+				c.reset()
+				return nil, inflight, errors.New("output streamed for a job that is not streamed")
+			}
+			if err := j.stream.add(r, p, u.Output); err != nil {
+				c.reset()
+				return nil, inflight, err
+			}
 		case wire.UpdateResult:
 			c.close()
+			if j.stream != nil && u.Result != nil && !j.stream.matches(r, p, u.Result) {
+				// Its stream told one story and its result another: a lie,
+				// whatever the vote says of the result.
+				n.peers.outvote(p, j.ann.Job)
+				return nil, inflight, errStreamMismatch
+			}
 			res, err := j.check(u.Result, r, p, price, terms)
 			return res, inflight, err
 		case wire.UpdateInvoice:

@@ -36,6 +36,11 @@ type Faults struct {
 	// ever sits beside their lie: the strongest collusion, which only the
 	// client's own runs can catch.
 	Ring *Ring
+	// LieAfterLines, when above 0, keeps the first LieAfterLines lines of
+	// every output honest and changes each later line's "text" (a tilde
+	// before it), while the job runs: a language model's provider that
+	// streams a made-up completion after an honest start.
+	LieAfterLines int
 	// Stall accepts replicas, reports them running and heartbeats, and
 	// never answers.
 	Stall bool
@@ -106,7 +111,13 @@ func (f *Faults) lies(a *wire.JobAnnounce) bool {
 	}
 	return !honest && f.roll(f.Lie)
 }
-func (f *Faults) stalls() bool    { return f != nil && f.Stall }
+func (f *Faults) stalls() bool { return f != nil && f.Stall }
+func (f *Faults) liesAfter() int {
+	if f == nil {
+		return 0
+	}
+	return f.LieAfterLines
+}
 func (f *Faults) silent() bool    { return f != nil && f.roll(f.Silent) }
 func (f *Faults) withholds() bool { return f != nil && f.Withhold }
 func (f *Faults) slow() time.Duration {

@@ -600,7 +600,23 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 	}
 	defer sp.remove()
 	job.Stdout = sp
+	var stream *outputStream
+	if an.Stream {
+		stream = newOutputStream(c, sp)
+		job.Stdout = stream
+	}
+	var liar *lineLiar
+	if n := p.n.cfg.Faults.liesAfter(); n > 0 {
+		liar = &lineLiar{w: job.Stdout, n: n} // fault injection: a liar as it streams
+		job.Stdout = liar
+	}
 	out, runErr := p.sandbox.Run(ctx, job, cfg)
+	if liar != nil {
+		liar.flush()
+	}
+	if stream != nil {
+		stream.close()
+	}
 	if out != nil && runErr == nil {
 		if p.n.cfg.Faults.lies(an) {
 			// fault injection: a liar

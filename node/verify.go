@@ -348,8 +348,12 @@ func (j *jobRun) accept(ctx context.Context, votes []*wire.Result, winners, lose
 		if err != nil {
 			return j.finish(votes, nil, err)
 		}
-	} else if _, err := j.output(ctx, best, hints); err != nil {
+	} else if out, err := j.output(ctx, best, hints); err != nil {
 		return j.finish(votes, nil, fmt.Errorf("output: %w", err))
+	} else if j.stream != nil && how != "" {
+		if err := j.stream.finish(out); err != nil {
+			return j.finish(votes, nil, err)
+		}
 	}
 	switch how {
 	case VerifiedByReplicas:

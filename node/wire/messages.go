@@ -123,6 +123,12 @@ type JobAnnounce struct {
 	// Data are read-only files the guest reads at /data/NAME (model
 	// weights, dictionaries): blobs every replica fetches and sees alike.
 	Data []DataBlob `cbor:"27,keyasint"`
+	// Stream asks providers to send the job's stdout while it runs
+	// (UpdateOutput), so that the client can show what replicas agree on
+	// before the job ends (a language model's tokens). The Result's output
+	// must be exactly the bytes streamed. Not with SettleFair, which sells
+	// the output.
+	Stream bool `cbor:"28,keyasint"`
 }
 
 // Offer is the announce as offered to providers not (yet) assigned the
@@ -212,6 +218,8 @@ func (m *JobAnnounce) Validate() error {
 		return fmt.Errorf("%w: tolerance %g/%g format %d", ErrMalformed, m.Rtol, m.Atol, m.Format)
 	case m.Settle > SettleFair:
 		return fmt.Errorf("%w: settle %d", ErrMalformed, m.Settle)
+	case m.Settle == SettleFair && m.Stream:
+		return fmt.Errorf("%w: a fair exchange's output cannot be streamed", ErrMalformed)
 	case m.Settle == SettleFair && (m.Price == 0 || m.Format != 0):
 		// Outputs hidden until paid cannot be compared as numbers.
 		return fmt.Errorf("%w: fair exchange needs a price and exact comparison", ErrMalformed)
@@ -391,6 +399,9 @@ const (
 	// UpdateInvoice: paid mode; Invoice is a hold invoice for the assign's
 	// payment hash. The provider starts once the payment is locked.
 	UpdateInvoice
+	// UpdateOutput: a streamed job's stdout (JobAnnounce.Stream); Output
+	// continues the bytes of the earlier UpdateOutputs.
+	UpdateOutput
 )
 
 // Update is what a provider streams back on an assign stream.
@@ -401,6 +412,8 @@ type Update struct {
 	Result *Result    `cbor:"4,keyasint"`
 	// Invoice is a BOLT 11 payment request (UpdateInvoice).
 	Invoice string `cbor:"5,keyasint"`
+	// Output is the next stretch of stdout (UpdateOutput).
+	Output []byte `cbor:"6,keyasint"`
 }
 
 // Version implements Versioned.

@@ -1,0 +1,121 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/infernet/infernet/guest/go/llama"
+	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/node/models"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
+)
+
+// streamSpec is a streamed job of the llama runner on stories260K for
+// reqs, its blobs in n.
+func streamSpec(tb testing.TB, n *Node, reqs ...llama.Request) Spec {
+	tb.Helper()
+	s := spec(tb, n, llama.Runner(), models.EncodeRequests(reqs))
+	s.MaxOutput = 1 << 20
+	for _, f := range []struct{ name, path string }{{llama.DataModel, "llama/stories260K.bin"}, {llama.DataTokenizer, "llama/tok512.bin"}} {
+		b := readTestdata(tb, f.path)
+		s.Data = append(s.Data, wire.DataBlob{Name: f.name, Digest: putBlob(tb, n, b), Size: int64(len(b))})
+	}
+	slices.SortFunc(s.Data, func(a, b wire.DataBlob) int { return strings.Compare(a.Name, b.Name) })
+	return s
+}
+
+// TestStreamedJobOutvotesALiar streams a generation from three providers,
+// one of which lies from the 21st token on while it streams: what the
+// client is shown is the honest completion, token by token as two honest
+// streams agree, never one of the liar's tokens, and the liar is outvoted.
+func TestStreamedJobOutvotesALiar(t *testing.T) {
+	if len(llama.Runner()) == 0 {
+		t.Skip("no runner in this build")
+	}
+	const honestTokens = 20
+	i := 0
+	net := startNetwork(t, 3, func(c *Config) {
+		if i == 2 {
+			c.Faults = &Faults{LieAfterLines: honestTokens}
+		}
+		i++
+	}).vouch()
+	liar := net.providers[2].ID()
+	s := streamSpec(t, net.client, llama.Request{Prompt: "Once upon a time", MaxTokens: 80})
+	s.Replicas = 3
+	var (
+		mu     sync.Mutex
+		shown  []byte
+		chunks int
+	)
+	s.Output = func(b []byte) {
+		mu.Lock()
+		shown = append(shown, b...)
+		chunks++
+		mu.Unlock()
+	}
+	job, err := net.client.Submit(context.Background(), s, nil)
+	if err != nil || job.State != store.JobVerified {
+		t.Fatalf("job %v: %v", job, err)
+	}
+	out, err := net.client.Blob(job.Output, job.OutputSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := runRunner(t, net.client, s); !bytes.Equal(out, want) {
+		t.Fatalf("verified output differs from a local run:\n%s\nwant\n%s", out, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !bytes.Equal(shown, out) {
+		t.Fatalf("streamed %q, want the verified output %q", shown, out)
+	}
+	if bytes.Contains(shown, []byte(`"text":"~`)) {
+		t.Fatal("a token of the liar was shown")
+	}
+	cs, err := models.Decode(out)
+	if err != nil || len(cs) != 1 || cs[0].CompletionTokens <= honestTokens {
+		t.Fatalf("completions %+v (%v): want one of more than %d tokens", cs, err, honestTokens)
+	}
+	if chunks < 3 {
+		t.Errorf("the output came in %d pieces: not streamed as it was agreed", chunks)
+	}
+	if !slices.ContainsFunc(job.Liars, func(s string) bool { return s == liar.String() }) {
+		t.Errorf("liars %v: want the lying provider %s", job.Liars, liar)
+	}
+	net.client.peers.mu.Lock()
+	rec := net.client.peers.recordLocked(liar)
+	net.client.peers.mu.Unlock()
+	if rec.Lies == 0 {
+		t.Errorf("the liar's record shows no lie: %+v", rec)
+	}
+}
+
+// runRunner runs the job of s here, its blobs from n's store: the answer
+// replicas must give.
+func runRunner(tb testing.TB, n *Node, s Spec) []byte {
+	tb.Helper()
+	sb, err := ihost.New(context.Background(), ihost.Config{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer sb.Close(context.Background())
+	input, err := n.Blob(s.Input, s.InputSize)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	job := ihost.Job{Module: llama.Runner(), Input: input, Data: map[string]string{}}
+	for _, d := range s.Data {
+		job.Data[d.Name] = n.blobs.Path(d.Digest)
+	}
+	res, err := sb.Run(context.Background(), job, ihost.NewJobConfig())
+	if err != nil || res.ExitCode != 0 {
+		tb.Fatalf("local run: %v, %v", err, res)
+	}
+	return res.Output
+}

@@ -1,0 +1,190 @@
+package node
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/wire"
+)
+
+// ErrStreamContradicted: the verified output does not continue what a
+// streamed job already showed (Spec.Output). The vote's rules and the
+// streaming rule make it impossible unless established providers lie
+// together.
+var ErrStreamContradicted = errors.New("the verified output contradicts the streamed output")
+
+// streamVote holds the output that replicas of a streamed job send while
+// they run and releases, in order, the longest prefix that the vote would
+// accept if the job ended now: bytes that a group of at least two streams
+// share, with an established provider among them and more established
+// providers than the streams that say otherwise (the rule of anchored, per
+// byte). A liar's stream is thus shown only as far as it agrees with
+// honest ones; two replicas that disagree stop the release where they part
+// until a third one decides.
+type streamVote struct {
+	established func(peer.ID) bool
+	out         func([]byte) // Spec.Output
+	max         int64        // the job's output limit
+
+	mu       sync.Mutex
+	streams  map[attempt]*stream
+	released []byte
+}
+
+// attempt is one provider's run of one replica.
+type attempt struct {
+	replica uint8
+	p       peer.ID
+}
+
+// stream is what one attempt sent so far; diverged once it contradicts the
+// released prefix.
+type stream struct {
+	b        []byte
+	diverged bool
+}
+
+func newStreamVote(established func(peer.ID) bool, out func([]byte), max int64) *streamVote {
+	return &streamVote{established: established, out: out, max: max, streams: map[attempt]*stream{}}
+}
+
+// add appends data to the stream of replica r run by p and releases what
+// is newly agreed. A stream over the output limit is the provider's fault.
+func (v *streamVote) add(r uint8, p peer.ID, data []byte) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	s := v.streams[attempt{r, p}]
+	if s == nil {
+		s = &stream{}
+		v.streams[attempt{r, p}] = s
+	}
+	if int64(len(s.b)+len(data)) > v.max {
+		return fmt.Errorf("streamed output over the job's limit of %d bytes", v.max)
+	}
+	s.b = append(s.b, data...)
+	s.diverged = s.diverged || !agrees(s.b, v.released)
+	v.advance()
+	return nil
+}
+
+// agrees reports whether a and b are equal where both have bytes.
+func agrees(a, b []byte) bool {
+	n := min(len(a), len(b))
+	return bytes.Equal(a[:n], b[:n])
+}
+
+// advance releases the longest prefix some stream's group decides.
+func (v *streamVote) advance() {
+	best := v.released
+	for _, ref := range v.streams {
+		if !ref.diverged && len(ref.b) > len(best) {
+			if n := v.decided(ref); n > len(best) {
+				best = ref.b[:n]
+			}
+		}
+	}
+	if len(best) == len(v.released) {
+		return
+	}
+	fresh := best[len(v.released):]
+	v.released = append(v.released, fresh...)
+	for _, s := range v.streams {
+		s.diverged = s.diverged || !agrees(s.b, v.released)
+	}
+	v.out(fresh)
+}
+
+// decided returns the longest prefix of ref that the streams decide for
+// it (at most len(v.released) if none).
+func (v *streamVote) decided(ref *stream) int {
+	type other struct {
+		lcp         int  // bytes in common with ref
+		opinion     bool // it has a byte at lcp, which differs from ref's
+		established bool
+	}
+	var others []other
+	for a, s := range v.streams {
+		o := other{established: v.established(a.p)}
+		switch {
+		case s == ref:
+			o.lcp = len(ref.b)
+		case s.diverged:
+			o.lcp, o.opinion = 0, true
+		case len(s.b) <= len(v.released): // agrees, and says nothing further yet
+			o.lcp = len(s.b)
+		default:
+			o.lcp = len(v.released) + commonPrefix(s.b[len(v.released):], ref.b[len(v.released):])
+			o.opinion = o.lcp < len(s.b)
+		}
+		others = append(others, o)
+	}
+	// The condition weakens as the prefix grows: try each candidate length
+	// from the longest.
+	best := len(v.released)
+	for _, cand := range others {
+		n := cand.lcp
+		if n <= best {
+			continue
+		}
+		support, estFor, estAgainst := 0, 0, 0
+		for _, o := range others {
+			switch {
+			case o.lcp >= n:
+				support++
+				if o.established {
+					estFor++
+				}
+			case o.opinion && o.established:
+				estAgainst++
+			}
+		}
+		if support >= 2 && estFor > 0 && estFor > estAgainst {
+			best = n
+		}
+	}
+	return best
+}
+
+// commonPrefix is the length of the common prefix of a and b.
+func commonPrefix(a, b []byte) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+// matches reports whether the stream of replica r run by p is exactly
+// the output res signs for: a provider may not stream one thing and vote
+// for another.
+func (v *streamVote) matches(r uint8, p peer.ID, res *wire.Result) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var b []byte
+	if s := v.streams[attempt{r, p}]; s != nil {
+		b = s.b
+	}
+	return int64(len(b)) == res.OutputSize && blob.Sum(b) == res.Output
+}
+
+// finish releases the rest of the verified output, which must continue
+// what was released.
+func (v *streamVote) finish(out []byte) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !bytes.HasPrefix(out, v.released) {
+		return ErrStreamContradicted
+	}
+	if fresh := out[len(v.released):]; len(fresh) > 0 {
+		v.released = append(v.released, fresh...)
+		v.out(fresh)
+	}
+	return nil
+}

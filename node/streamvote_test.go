@@ -1,0 +1,76 @@
+package node
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/wire"
+)
+
+// TestStreamVote feeds replica streams in a given order and checks what is
+// released after each step.
+func TestStreamVote(t *testing.T) {
+	type step struct {
+		r    uint8
+		data string
+		want string // all released so far
+	}
+	est := func(p peer.ID) bool { return p != "newcomer" }
+	cases := []struct {
+		name  string
+		peers []peer.ID // by replica
+		steps []step
+	}{
+		{"one stream alone releases nothing", []peer.ID{"a", "b"}, []step{{0, "hello", ""}}},
+		{"two agreeing streams release their common prefix", []peer.ID{"a", "b"}, []step{
+			{0, "hello wor", ""}, {1, "hel", "hel"}, {1, "lo w", "hello w"}, {0, "ld", "hello w"}, {1, "orld", "hello world"}}},
+		{"two that part stop where they part", []peer.ID{"a", "b"}, []step{
+			{0, "the cat", ""}, {1, "the dog", "the "}, {0, " sat", "the "}, {1, " ran", "the "}}},
+		{"a third decides for the majority", []peer.ID{"a", "liar", "c"}, []step{
+			{0, "the cat", ""}, {1, "the dog", "the "}, {2, "the c", "the c"}, {2, "at sat", "the cat"}, {0, " sat", "the cat sat"}}},
+		{"newcomers alone decide nothing", []peer.ID{"newcomer", "newcomer2"}, []step{
+			{0, "abc", ""}, {1, "abc", ""}}},
+		{"an established peer anchors a newcomer", []peer.ID{"a", "newcomer"}, []step{
+			{0, "abc", ""}, {1, "abd", "ab"}}},
+		{"two against one established, no release past the split", []peer.ID{"a", "b", "c", "d"}, []step{
+			{0, "xy1", ""}, {1, "xy1", "xy1"}, {2, "xy2", "xy1"}, {3, "xy2", "xy1"}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var got []byte
+			v := newStreamVote(func(p peer.ID) bool { return est(p) && p != "newcomer2" }, func(b []byte) { got = append(got, b...) }, 1<<20)
+			for i, s := range c.steps {
+				if err := v.add(s.r, c.peers[s.r], []byte(s.data)); err != nil {
+					t.Fatal(err)
+				}
+				if string(got) != s.want {
+					t.Fatalf("step %d: released %q, want %q", i, got, s.want)
+				}
+			}
+		})
+	}
+}
+
+// TestStreamVoteLimits checks the output limit, matches and finish.
+func TestStreamVoteLimits(t *testing.T) {
+	var got []byte
+	v := newStreamVote(func(peer.ID) bool { return true }, func(b []byte) { got = append(got, b...) }, 8)
+	if err := v.add(0, "a", []byte("123456789")); err == nil {
+		t.Fatal("a stream over the output limit was taken")
+	}
+	v.add(0, "a", []byte("1234"))
+	v.add(1, "b", []byte("1235"))
+	res := &wire.Result{Output: blob.Sum([]byte("1234")), OutputSize: 4}
+	if !v.matches(0, "a", res) || v.matches(1, "b", res) || v.matches(2, "c", res) {
+		t.Fatal("matches is wrong")
+	}
+	if err := v.finish([]byte("1299")); !errors.Is(err, ErrStreamContradicted) {
+		t.Fatalf("finish of a contradicting output: %v", err)
+	}
+	if err := v.finish([]byte("123456")); err != nil || string(got) != "123456" {
+		t.Fatalf("finish: %v, released %q", err, got)
+	}
+}
