@@ -91,7 +91,7 @@ type Spec struct {
 	// then with the rest once the result is verified. Bytes no vote has
 	// decided are never passed, and an unverified result passes nothing
 	// more. It must not block for long: the job waits for it.
-	Output func([]byte)
+	Output func([]byte) `json:"-"`
 }
 
 // Event is one step of a job, pushed to Submit's callback as it happens.

@@ -77,7 +77,7 @@ func FuzzAPI(f *testing.F) {
 		isAPI := rec.Header().Get("Content-Type") == "application/json"
 		if code >= 400 && isAPI {
 			var e errorBody
-			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error == "" {
+			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error.Message == "" {
 				t.Fatalf("%s %q: status %d, error body %q: %v", method, path, code, rec.Body, err)
 			}
 		}

@@ -71,7 +71,7 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader) (*
 		defer resp.Body.Close()
 		var e errorBody
 		json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&e)
-		return nil, &statusError{op: method + " " + path, code: resp.StatusCode, status: resp.Status, msg: e.Error}
+		return nil, &statusError{op: method + " " + path, code: resp.StatusCode, status: resp.Status, msg: e.Error.Message}
 	}
 	return resp, nil
 }
@@ -349,8 +349,13 @@ func (c *Client) AddModel(ctx context.Context, req AddModelRequest) (*store.Mode
 
 // Models lists the node's named models, by name.
 func (c *Client) Models(ctx context.Context) ([]store.Model, error) {
-	var v []store.Model
-	return v, c.getJSON(ctx, "/v1/models", &v)
+	var v ModelList
+	err := c.getJSON(ctx, "/v1/models", &v)
+	ms := make([]store.Model, len(v.Data))
+	for i, o := range v.Data {
+		ms[i] = o.Model
+	}
+	return ms, err
 }
 
 // Model returns the model named name; an error wrapping

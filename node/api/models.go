@@ -45,12 +45,30 @@ func modelAnswer(w http.ResponseWriter, v any, err error) {
 	writeJSON(w, v)
 }
 
+// ModelList is the answer of GET /v1/models: OpenAI's list of model
+// objects, each with the node's record of the model.
+type ModelList struct {
+	Object string        `json:"object"` // "list"
+	Data   []ModelObject `json:"data"`
+}
+
+// ModelObject is OpenAI's model object (id: the model's name), with the
+// node's record of the model.
+type ModelObject struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"` // "model"
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+	store.Model
+}
+
 func (s *Server) getModels(w http.ResponseWriter, _ *http.Request) {
 	ms, err := s.n.Models().List()
-	if ms == nil {
-		ms = []store.Model{}
+	list := ModelList{Object: "list", Data: []ModelObject{}}
+	for _, m := range ms {
+		list.Data = append(list.Data, ModelObject{ID: m.Name, Object: "model", Created: m.Added.Unix(), OwnedBy: "infernet", Model: m})
 	}
-	answer(w, ms, err)
+	answer(w, list, err)
 }
 
 func (s *Server) postModel(w http.ResponseWriter, r *http.Request) {

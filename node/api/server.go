@@ -16,7 +16,9 @@
 //	GET  /v1/peers             peers this node knows
 //	GET  /v1/runs              replicas this node ran or runs for others
 //	GET  /v1/payments          escrowed payments, in and out
-//	GET  /v1/models            named models (infernet models)
+//	GET  /v1/models            named models (infernet models), as OpenAI's model list
+//	POST /v1/completions       OpenAI's completions, verified by the network (package openai)
+//	POST /v1/chat/completions  OpenAI's chat completions, likewise
 //	POST /v1/models            name a model whose blobs are stored (AddModelRequest)
 //	GET  /v1/models/{name}     one named model
 //	DELETE /v1/models/{name}   forget a named model (its blobs age out like others)
@@ -50,6 +52,7 @@ import (
 
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/openai"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -263,6 +266,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/peers", s.auth(s.getPeers))
 	mux.HandleFunc("GET /v1/runs", s.auth(s.getRuns))
 	mux.HandleFunc("GET /v1/payments", s.auth(s.getPayments))
+	oa := openai.New(openai.DefaultConfig(), openai.Node{Models: s.n.Models(), PutBlob: s.n.PutBlob, Submit: s.n.Submit}, s.log)
+	mux.HandleFunc("POST /v1/completions", s.auth(oa.Completions))
+	mux.HandleFunc("POST /v1/chat/completions", s.auth(oa.Chat))
 	mux.HandleFunc("GET /v1/models", s.auth(s.getModels))
 	mux.HandleFunc("POST /v1/models", s.auth(s.postModel))
 	mux.HandleFunc("GET /v1/models/{name}", s.auth(s.getModel))
@@ -285,14 +291,16 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 }
 
 // errorBody is every error response.
+// errorBody is an error answer of the API: OpenAI's error object, so that
+// OpenAI's client libraries read the answers of its endpoints.
 type errorBody struct {
-	Error string `json:"error"`
+	Error struct {
+		Message string `json:"message"`
+	} `json:"error"`
 }
 
 func httpError(w http.ResponseWriter, code int, err error) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(errorBody{err.Error()})
+	openai.WriteError(w, code, "", "", err.Error())
 }
 
 // storeStatus is 507 for a blob the node's disk quota has no room for,

@@ -73,6 +73,9 @@ CASES = [(S260K, p, 128, None, s) for s in (GREEDY, SAMPLED, SAMPLED_ALL) for p 
     (S260K, "Zo\u00eb liked the caf\u00e9", 80, None, GREEDY),
     (S260K, "", 80, None, GREEDY),
     (S260K, "Lily and Ben went to the park", 100, None, SAMPLED),
+    # A chat (node/openai's test): ChatPrompt of a system and a user
+    # message, Llama 2's template.
+    (S260K, "[INST] <<SYS>>\nYou tell stories to children.\n<</SYS>>\n\nTell me a story about a cat. [/INST]", 160, None, GREEDY),
 ] + [
     # The whole context (seq_len 512, the most run.c runs): these stories
     # end where the model writes BOS, but for one that runs to the end.

@@ -3,86 +3,26 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/guest/go/llama/llamatest"
-	"github.com/infernet/infernet/host"
-	"github.com/infernet/infernet/host/tensor/backends"
-	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/nodetest"
 	"github.com/infernet/infernet/node/store"
 )
 
 // testNetwork starts providers and a client-only node with its API, all in
-// this process on loopback, the providers sharing one sandbox (the runner
-// is compiled once) and vouched for by the client (Config.Trust: no job is
-// audited). It returns the client's data directory, for --datadir.
+// this process on loopback (nodetest), the providers vouched for by the
+// client (no job is audited). It returns the client's data directory, for
+// --datadir.
 func testNetwork(t *testing.T, providers int) string {
 	t.Helper()
-	ctx := context.Background()
-	set, err := backends.Open(ctx, backends.Config{Fast: "reference"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { set.Close() })
-	sb, err := host.New(ctx, host.Config{Reference: set.Reference, Fast: set.Fast, CacheDir: sharedCache()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sb.Close(context.Background()) })
-	config := func(provide bool, boot []string) node.Config {
-		cfg := node.DefaultConfig()
-		cfg.DataDir, cfg.Provide, cfg.Bootstrap = t.TempDir(), provide, boot
-		cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
-		cfg.MDNS, cfg.NAT, cfg.Slots, cfg.Backend = false, false, 2, "reference"
-		cfg.Heartbeat, cfg.Silence, cfg.GossipHeartbeat = 100*time.Millisecond, 3*time.Second, 100*time.Millisecond
-		cfg.Sandbox, cfg.Backends = sb, set
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-		return cfg
-	}
-	start := func(cfg node.Config) *node.Node {
-		n, err := node.New(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { n.Close() })
-		return n
-	}
-	var boot []string
-	var trust []peer.ID
-	for range providers {
-		p := start(config(true, boot))
-		if boot == nil {
-			boot = []string{p.Addrs()[0].String()}
-		}
-		trust = append(trust, p.ID())
-	}
-	cfg := config(false, boot)
-	cfg.Trust = trust
-	client := start(cfg)
-	srv, err := api.Serve(client, cfg.DataDir, "127.0.0.1:0", cfg.Logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	deadline := time.Now().Add(30 * time.Second)
-	for providersKnown(client) < providers {
-		if time.Now().After(deadline) {
-			t.Fatalf("the client knows %d of %d providers", providersKnown(client), providers)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return cfg.DataDir
+	return nodetest.Start(t, nodetest.Options{Providers: providers, Trust: true}).DataDir
 }
 
 // TestGenerateNetwork: named models added, listed and removed through the

@@ -1,0 +1,182 @@
+package openai
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/infernet/infernet/node/models"
+)
+
+// Usage is OpenAI's token counts of a request.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+func usageOf(c *models.Completion) *Usage {
+	return &Usage{PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens, TotalTokens: c.PromptTokens + c.CompletionTokens}
+}
+
+// finishReason is OpenAI's name for the runner's stop.
+func finishReason(c *models.Completion) string {
+	if c.Stop == "length" {
+		return "length"
+	}
+	return "stop"
+}
+
+// choice is one choice of a completion or chat completion, whole or a
+// streamed chunk's.
+type choice struct {
+	Index        int       `json:"index"`
+	Text         *string   `json:"text,omitempty"`    // completions
+	Message      *chatText `json:"message,omitempty"` // chat, whole
+	Delta        *chatText `json:"delta,omitempty"`   // chat, chunk
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason *string   `json:"finish_reason"`
+}
+
+type chatText struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+// response is a completion, chat completion or one of their chunks.
+type response struct {
+	ID      string   `json:"id"`
+	Object  string   `json:"object"`
+	Created int64    `json:"created"`
+	Model   string   `json:"model"`
+	Choices []choice `json:"choices"`
+	Usage   *Usage   `json:"usage,omitempty"`
+}
+
+// answer writes one request's response.
+type answer struct {
+	p       params
+	id      string
+	created int64
+}
+
+func (a *answer) response(object string, choices []choice, u *Usage) response {
+	return response{ID: a.id, Object: object, Created: a.created, Model: a.p.model, Choices: choices, Usage: u}
+}
+
+// whole writes a response that is not streamed.
+func (a *answer) whole(w http.ResponseWriter, text string, c *models.Completion) {
+	fin := finishReason(c)
+	ch := choice{FinishReason: &fin}
+	object := "text_completion"
+	if a.p.chat {
+		object, ch.Message = "chat.completion", &chatText{Role: "assistant", Content: &text}
+	} else {
+		ch.Text = &text
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(a.response(object, []choice{ch}, usageOf(c)))
+}
+
+// The streamed response: server-sent events of chunks, then [DONE].
+
+func (a *answer) chunkObject() string {
+	if a.p.chat {
+		return "chat.completion.chunk"
+	}
+	return "text_completion"
+}
+
+func (a *answer) begin(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if a.p.chat { // the role comes first, alone
+		empty := ""
+		a.event(w, a.response(a.chunkObject(), []choice{{Delta: &chatText{Role: "assistant", Content: &empty}}}, nil))
+	}
+	flush(w)
+}
+
+// piece sends one token's text.
+func (a *answer) piece(w http.ResponseWriter, text string) {
+	ch := choice{}
+	if a.p.chat {
+		ch.Delta = &chatText{Content: &text}
+	} else {
+		ch.Text = &text
+	}
+	a.event(w, a.response(a.chunkObject(), []choice{ch}, nil))
+	flush(w)
+}
+
+// end sends the last chunk, the usage if asked for, and [DONE].
+func (a *answer) end(w http.ResponseWriter, c *models.Completion) {
+	fin := finishReason(c)
+	ch := choice{FinishReason: &fin}
+	if a.p.chat {
+		ch.Delta = &chatText{}
+	} else {
+		empty := ""
+		ch.Text = &empty
+	}
+	a.event(w, a.response(a.chunkObject(), []choice{ch}, nil))
+	if a.p.usage {
+		a.event(w, a.response(a.chunkObject(), []choice{}, usageOf(c)))
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	flush(w)
+}
+
+// fail ends a stream with an error event, as OpenAI's servers do.
+func (a *answer) fail(w http.ResponseWriter, err error) {
+	a.event(w, errorBody{Error: errorObject{Message: err.Error(), Type: "server_error", Code: ptr("job_failed")}})
+	flush(w)
+}
+
+func (a *answer) event(w http.ResponseWriter, v any) {
+	b, _ := json.Marshal(v)
+	fmt.Fprintf(w, "data: %s\n\n", b)
+}
+
+func flush(w http.ResponseWriter) {
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// errorBody is OpenAI's error response.
+type errorBody struct {
+	Error errorObject `json:"error"`
+}
+
+type errorObject struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+func ptr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// WriteError answers an error in OpenAI's shape, which OpenAI's client
+// libraries read: param and code may be "".
+func WriteError(w http.ResponseWriter, status int, param, code, msg string) {
+	typ := "invalid_request_error"
+	switch {
+	case status == http.StatusUnauthorized:
+		typ = "authentication_error"
+	case status >= 500:
+		typ = "server_error"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(errorBody{Error: errorObject{Message: msg, Type: typ, Param: ptr(param), Code: ptr(code)}})
+}

@@ -1,0 +1,530 @@
+// Package openai serves OpenAI's text generation API from a node: POST
+// /v1/completions and POST /v1/chat/completions, answered by the network.
+// Each request is a job of the llama runner (guest/go/llama) on a model the
+// node names (infernet models), run by Config.Replicas providers in exact
+// mode and streamed (node.Spec.Output): a client is shown only the tokens
+// the replicas' streams agree on, so streaming never shows an unverified
+// token, and the answer comes once the vote has verified it.
+//
+// Requests follow OpenAI's API reference for the fields a Llama runner can
+// honour: model, prompt (a string, or an array of one) or messages,
+// max_tokens (max_completion_tokens for chat), temperature, top_p, seed,
+// stream and stream_options.include_usage; n must be 1, and stop, logprobs,
+// tools and the like are refused rather than ignored. OpenAI's defaults
+// hold: temperature 1 and top_p 1, max_tokens 16 for completions and the
+// model's context for chat. A request without a seed gets a random one, so
+// that its replicas sample alike. Errors come as OpenAI's error object.
+//
+// Chat messages become one prompt with Llama 2's chat template (see
+// ChatPrompt); a GGUF's own template (Jinja) is not read.
+package openai
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/infernet/infernet/guest/go/llama"
+	"github.com/infernet/infernet/node"
+	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/models"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
+)
+
+// Config is the service's terms.
+type Config struct {
+	// Replicas is how many providers run each request (default 2).
+	Replicas int
+	// MaxTokens caps a request's max_tokens (default 1024); a request
+	// asking for more is refused.
+	MaxTokens int
+	// Timeout bounds each replica's run (default 5 minutes).
+	Timeout time.Duration
+	// Require is a requirement expression over providers' adverts.
+	Require string
+	// Price is the most paid per replica, millisatoshi (0: free).
+	Price uint64
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{Replicas: 2, MaxTokens: 1024, Timeout: 5 * time.Minute}
+}
+
+// Node is what the service needs of a node.
+type Node struct {
+	Models  *models.Registry
+	PutBlob func(ctx context.Context, b []byte) (blob.Digest, error)
+	Submit  func(ctx context.Context, spec node.Spec, events func(node.Event)) (*store.Job, error)
+}
+
+// Service answers the API's requests.
+type Service struct {
+	cfg Config
+	n   Node
+	log *slog.Logger
+}
+
+// New returns a service of n on the terms of cfg (zero fields: defaults).
+func New(cfg Config, n Node, log *slog.Logger) *Service {
+	d := DefaultConfig()
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = d.Replicas
+	}
+	if cfg.MaxTokens <= 0 {
+		cfg.MaxTokens = d.MaxTokens
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = d.Timeout
+	}
+	return &Service{cfg: cfg, n: n, log: log}
+}
+
+// maxBody caps a request's body.
+const maxBody = 4 << 20
+
+// params are the terms of one request, from either endpoint.
+type params struct {
+	chat   bool
+	model  string
+	req    llama.Request
+	stream bool
+	usage  bool // stream_options.include_usage
+}
+
+// common are the request fields both endpoints read.
+type common struct {
+	Model         string         `json:"model"`
+	MaxTokens     *int           `json:"max_tokens"`
+	Temperature   *float32       `json:"temperature"`
+	TopP          *float32       `json:"top_p"`
+	Seed          *uint64        `json:"seed"`
+	N             *int           `json:"n"`
+	Stream        bool           `json:"stream"`
+	StreamOptions *streamOptions `json:"stream_options"`
+	unsupported
+}
+
+// params returns the terms of a request of prompt, with OpenAI's defaults
+// and maxTokens when the request gives none.
+func (c *common) params(chat bool, prompt string, maxTokens int) params {
+	p := params{chat: chat, model: c.Model, stream: c.Stream, usage: c.StreamOptions != nil && c.StreamOptions.IncludeUsage}
+	p.req = llama.Request{Prompt: prompt, MaxTokens: maxTokens, Temperature: 1, TopP: 1}
+	return p
+}
+
+// Completions serves POST /v1/completions.
+func (s *Service) Completions(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		common
+		Prompt json.RawMessage `json:"prompt"`
+	}
+	if !s.decode(w, r, &body) {
+		return
+	}
+	prompt, err := promptOf(body.Prompt)
+	if err != nil {
+		WriteError(w, http.StatusBadRequest, "prompt", "", err.Error())
+		return
+	}
+	p := body.params(false, prompt, 16)
+	if s.terms(w, &p, body.MaxTokens, &body.common) {
+		s.serve(w, r, p)
+	}
+}
+
+// Message is one message of a chat.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Chat serves POST /v1/chat/completions.
+func (s *Service) Chat(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		common
+		Messages            json.RawMessage `json:"messages"`
+		MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	}
+	if !s.decode(w, r, &body) {
+		return
+	}
+	msgs, err := messagesOf(body.Messages)
+	if err != nil {
+		WriteError(w, http.StatusBadRequest, "messages", "", err.Error())
+		return
+	}
+	p := body.params(true, ChatPrompt(msgs), s.cfg.MaxTokens)
+	max := body.MaxCompletionTokens
+	if max == nil {
+		max = body.MaxTokens
+	}
+	if s.terms(w, &p, max, &body.common) {
+		s.serve(w, r, p)
+	}
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// unsupported are request fields this service cannot honour: given, the
+// request is refused, not answered as if they were not there.
+type unsupported struct {
+	Stop             json.RawMessage `json:"stop"`
+	Logprobs         json.RawMessage `json:"logprobs"`
+	Echo             json.RawMessage `json:"echo"`
+	BestOf           json.RawMessage `json:"best_of"`
+	Suffix           json.RawMessage `json:"suffix"`
+	Tools            json.RawMessage `json:"tools"`
+	ResponseFormat   json.RawMessage `json:"response_format"`
+	PresencePenalty  json.RawMessage `json:"presence_penalty"`
+	FrequencyPenalty json.RawMessage `json:"frequency_penalty"`
+	LogitBias        json.RawMessage `json:"logit_bias"`
+}
+
+// given returns the first unsupported field given a value other than null
+// or its neutral one.
+func (u *unsupported) given() string {
+	neutral := func(m json.RawMessage, ok ...string) bool {
+		v := strings.TrimSpace(string(m))
+		if v == "" || v == "null" {
+			return true
+		}
+		for _, o := range ok {
+			if v == o {
+				return true
+			}
+		}
+		return false
+	}
+	for _, f := range []struct {
+		name string
+		ok   bool
+	}{
+		{"stop", neutral(u.Stop, "[]")}, {"logprobs", neutral(u.Logprobs, "false")}, {"echo", neutral(u.Echo, "false")},
+		{"best_of", neutral(u.BestOf, "1")}, {"suffix", neutral(u.Suffix, `""`)}, {"tools", neutral(u.Tools, "[]")},
+		{"response_format", neutral(u.ResponseFormat, `{"type":"text"}`)}, {"presence_penalty", neutral(u.PresencePenalty, "0")},
+		{"frequency_penalty", neutral(u.FrequencyPenalty, "0")}, {"logit_bias", neutral(u.LogitBias, "{}")},
+	} {
+		if !f.ok {
+			return f.name
+		}
+	}
+	return ""
+}
+
+// decode reads a request's JSON body into v, answering a bad one.
+func (s *Service) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		WriteError(w, http.StatusBadRequest, "", "", fmt.Sprintf("reading the request: %v", err))
+		return false
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		WriteError(w, http.StatusBadRequest, "", "invalid_json", fmt.Sprintf("the request body is not valid JSON: %v", err))
+		return false
+	}
+	return true
+}
+
+// terms checks and sets the sampling terms of p from c and maxTokens,
+// answering bad ones.
+func (s *Service) terms(w http.ResponseWriter, p *params, maxTokens *int, c *common) bool {
+	temp, topP, seed, n := c.Temperature, c.TopP, c.Seed, c.N
+	switch {
+	case p.model == "":
+		WriteError(w, http.StatusBadRequest, "model", "", "you must provide a model parameter")
+		return false
+	case n != nil && *n != 1:
+		WriteError(w, http.StatusBadRequest, "n", "", fmt.Sprintf("n is %d: this server answers one choice per request", *n))
+		return false
+	case maxTokens != nil && (*maxTokens < 1 || *maxTokens > s.cfg.MaxTokens):
+		WriteError(w, http.StatusBadRequest, "max_tokens", "", fmt.Sprintf("max_tokens is %d: this node's limit is 1 to %d", *maxTokens, s.cfg.MaxTokens))
+		return false
+	}
+	if f := c.given(); f != "" {
+		WriteError(w, http.StatusBadRequest, f, "unsupported_parameter", fmt.Sprintf("%s is not supported by this server", f))
+		return false
+	}
+	if maxTokens != nil {
+		p.req.MaxTokens = *maxTokens
+	}
+	if temp != nil {
+		p.req.Temperature = *temp
+	}
+	if topP != nil {
+		p.req.TopP = *topP
+	}
+	if seed != nil {
+		p.req.Seed = *seed
+	} else {
+		var b [8]byte
+		rand.Read(b[:])
+		p.req.Seed = binary.LittleEndian.Uint64(b[:])
+	}
+	if err := models.CheckRequest(p.req); err != nil {
+		param := strings.Fields(err.Error())[0]
+		WriteError(w, http.StatusBadRequest, param, "", err.Error())
+		return false
+	}
+	return true
+}
+
+// promptOf reads a completion's prompt: a string, or an array of one.
+func promptOf(raw json.RawMessage) (string, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var ss []string
+	if err := json.Unmarshal(raw, &ss); err == nil {
+		if len(ss) != 1 {
+			return "", fmt.Errorf("prompt is an array of %d strings: this server answers one prompt per request", len(ss))
+		}
+		return ss[0], nil
+	}
+	return "", errors.New("prompt must be a string (token arrays are not supported)")
+}
+
+// messagesOf reads a chat's messages: text content, as a string or an array
+// of text parts.
+func messagesOf(raw json.RawMessage) ([]Message, error) {
+	var in []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &in); err != nil || len(in) == 0 {
+		return nil, errors.New("messages must be a non-empty array of messages")
+	}
+	out := make([]Message, len(in))
+	for i, m := range in {
+		switch m.Role {
+		case "system", "developer", "user", "assistant":
+		default:
+			return nil, fmt.Errorf("messages[%d].role %q: want system, developer, user or assistant", i, m.Role)
+		}
+		var text string
+		if err := json.Unmarshal(m.Content, &text); err != nil {
+			var parts []struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			}
+			if err := json.Unmarshal(m.Content, &parts); err != nil {
+				return nil, fmt.Errorf("messages[%d].content must be text", i)
+			}
+			for _, p := range parts {
+				if p.Type != "text" {
+					return nil, fmt.Errorf("messages[%d].content: %q parts are not supported", i, p.Type)
+				}
+				text += p.Text
+			}
+		}
+		out[i] = Message{Role: m.Role, Content: text}
+	}
+	return out, nil
+}
+
+// ChatPrompt renders messages with Llama 2's chat template, the default of
+// the llama family: a system (or developer) message goes into the first
+// user turn between <<SYS>> markers, each user turn is wrapped in [INST]
+// ... [/INST], and each assistant turn follows its user turn. The runner
+// adds BOS; later turns are joined by a space where Llama 2 would start a
+// new sequence, since a prompt is one sequence.
+//
+//	[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} [INST] {user} [/INST]
+func ChatPrompt(msgs []Message) string {
+	var b strings.Builder
+	var system string
+	for _, m := range msgs {
+		switch m.Role {
+		case "system", "developer":
+			if system != "" {
+				system += "\n"
+			}
+			system += m.Content
+		case "user":
+			if b.Len() > 0 {
+				b.WriteString(" ")
+			}
+			b.WriteString("[INST] ")
+			if system != "" {
+				b.WriteString("<<SYS>>\n" + system + "\n<</SYS>>\n\n")
+				system = ""
+			}
+			b.WriteString(strings.TrimSpace(m.Content) + " [/INST]")
+		case "assistant":
+			b.WriteString(" " + strings.TrimSpace(m.Content))
+		}
+	}
+	return b.String()
+}
+
+// newID returns a response id with prefix.
+func newID(prefix string) string {
+	var b [12]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// job is one request's job as it runs: the decoded pieces of its streamed
+// output, passed from the job's goroutine to the HTTP handler's.
+type job struct {
+	mu      sync.Mutex
+	pieces  []string
+	done    *models.Completion
+	decErr  error
+	wake    chan struct{}
+	decoder models.Decoder
+}
+
+func newJob() *job {
+	j := &job{wake: make(chan struct{}, 1)}
+	j.decoder.OnText = func(_ int, text string) { j.pieces = append(j.pieces, text) }
+	j.decoder.OnDone = func(c models.Completion) { j.done = &c }
+	return j
+}
+
+// output is the job's Spec.Output: agreed bytes of the runner's events.
+func (j *job) output(b []byte) {
+	j.mu.Lock()
+	if j.decErr == nil {
+		_, j.decErr = j.decoder.Write(b)
+	}
+	j.mu.Unlock()
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the pieces decoded since the last call, and the completion
+// once its Done event came.
+func (j *job) take() ([]string, *models.Completion, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	p := j.pieces
+	j.pieces = nil
+	return p, j.done, j.decErr
+}
+
+// serve runs p as a job and answers it, streamed or whole.
+func (s *Service) serve(w http.ResponseWriter, r *http.Request, p params) {
+	ctx := r.Context()
+	m, err := s.n.Models.Get(p.model)
+	if errors.Is(err, models.ErrUnknown) {
+		WriteError(w, http.StatusNotFound, "model", "model_not_found", fmt.Sprintf("The model `%s` does not exist", p.model))
+		return
+	} else if err != nil {
+		WriteError(w, http.StatusInternalServerError, "", "", err.Error())
+		return
+	}
+	spec, err := s.spec(ctx, m, p.req)
+	if err != nil {
+		WriteError(w, http.StatusInternalServerError, "", "", err.Error())
+		return
+	}
+	j := newJob()
+	spec.Output = j.output
+	type result struct {
+		job *store.Job
+		err error
+	}
+	ended := make(chan result, 1)
+	go func() {
+		rec, err := s.n.Submit(ctx, spec, nil)
+		ended <- result{rec, err}
+	}()
+	a := answer{p: p, id: newID("cmpl-"), created: time.Now().Unix()}
+	if p.chat {
+		a.id = newID("chatcmpl-")
+	}
+	if p.stream {
+		a.begin(w)
+	}
+	var text strings.Builder
+	for {
+		var res *result
+		select {
+		case <-j.wake:
+		case r := <-ended:
+			res = &r
+		}
+		pieces, done, decErr := j.take()
+		for _, t := range pieces {
+			text.WriteString(t)
+			if p.stream {
+				a.piece(w, t)
+			}
+		}
+		if res == nil {
+			continue
+		}
+		err := jobError(res.job, res.err)
+		switch {
+		case err == nil && decErr != nil:
+			err = decErr
+		case err == nil && done == nil:
+			err = errors.New("the runner's output ended without its last event")
+		case err == nil && done.Error != "":
+			err = fmt.Errorf("the runner refused the request: %s", done.Error)
+		}
+		if err != nil {
+			s.log.Warn("openai request failed", "model", p.model, "err", err)
+			if p.stream {
+				a.fail(w, err)
+			} else {
+				WriteError(w, http.StatusBadGateway, "", "job_failed", err.Error())
+			}
+			return
+		}
+		if p.stream {
+			a.end(w, done)
+		} else {
+			a.whole(w, text.String(), done)
+		}
+		return
+	}
+}
+
+// jobError is why a job did not give a verified answer, nil if it did.
+func jobError(rec *store.Job, err error) error {
+	switch {
+	case err != nil:
+		return err
+	case rec.State != store.JobVerified:
+		return fmt.Errorf("job %s ended %s: %s", rec.ID, rec.State, rec.Error)
+	case rec.ExitCode != 0:
+		return fmt.Errorf("job %s: the runner exited with status %d", rec.ID, rec.ExitCode)
+	}
+	return nil
+}
+
+// spec is the job of one request on model m.
+func (s *Service) spec(ctx context.Context, m *store.Model, q llama.Request) (node.Spec, error) {
+	runner, err := s.n.Models.Runner()
+	if err != nil {
+		return node.Spec{}, err
+	}
+	input := models.EncodeRequests([]llama.Request{q})
+	in, err := s.n.PutBlob(ctx, input)
+	if err != nil {
+		return node.Spec{}, err
+	}
+	return node.Spec{
+		Module: runner.Digest, ModuleSize: runner.Size, Input: in, InputSize: int64(len(input)),
+		Replicas: s.cfg.Replicas, Timeout: s.cfg.Timeout, Memory: 512 << 20, MaxOutput: 4 << 20,
+		Mode: wire.ModeExact, Require: s.cfg.Require, Price: s.cfg.Price, Data: models.JobData(m),
+	}, nil
+}

@@ -1,0 +1,201 @@
+package openai_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	oa "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/infernet/infernet/guest/go/llama"
+	"github.com/infernet/infernet/guest/go/llama/llamatest"
+	"github.com/infernet/infernet/node/nodetest"
+	"github.com/infernet/infernet/node/openai"
+	"github.com/infernet/infernet/node/store"
+)
+
+// serve starts a 4-node network (a client and 3 providers it vouches for)
+// whose client names stories260K, and returns an official OpenAI client of
+// the client's API.
+func serve(t *testing.T, o nodetest.Options) (oa.Client, *nodetest.Network) {
+	t.Helper()
+	if len(llama.Runner()) == 0 {
+		t.Skip("no runner in this build")
+	}
+	net := nodetest.Start(t, o)
+	ctx := context.Background()
+	var refs [2]store.BlobRef
+	for i, f := range []string{"stories260K.bin", "tok512.bin"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "llama", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := net.Client.PutBlob(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs[i] = store.BlobRef{Digest: d, Size: int64(len(b))}
+	}
+	if _, err := net.Client.Models().Add("stories260K", refs[0], refs[1]); err != nil {
+		t.Fatal(err)
+	}
+	c := oa.NewClient(option.WithBaseURL("http://"+net.API.Addr()+"/v1/"), option.WithAPIKey(net.Token(t)), option.WithMaxRetries(0))
+	return c, net
+}
+
+// golden is run.c's greedy completion of prompt on stories260K.
+func golden(t *testing.T, prompt string) llamatest.Golden {
+	t.Helper()
+	for _, g := range llamatest.Goldens(t) {
+		if g.Model == "stories260K.bin" && g.Prompt == prompt && g.Temperature == 0 {
+			return g
+		}
+	}
+	t.Fatalf("no greedy golden of %q", prompt)
+	return llamatest.Golden{}
+}
+
+// TestOpenAIClient: the official Go client lists the model, streams a
+// completion and a chat completion of stories260K from a 4-node network
+// (2 replicas each, verified), and gets run.c's greedy text, the usage
+// counts and the finish reason; answers that are not streamed agree.
+func TestOpenAIClient(t *testing.T) {
+	c, _ := serve(t, nodetest.Options{Providers: 3, Trust: true})
+	ctx := context.Background()
+
+	page, err := c.Models.List(ctx)
+	if err != nil || len(page.Data) != 1 || page.Data[0].ID != "stories260K" || page.Data[0].Object != "model" {
+		t.Fatalf("models: %+v, %v", page, err)
+	}
+
+	g := golden(t, "Once upon a time")
+	params := oa.CompletionNewParams{
+		Model:         oa.CompletionNewParamsModel("stories260K"),
+		Prompt:        oa.CompletionNewParamsPromptUnion{OfString: oa.String(g.Prompt)},
+		MaxTokens:     oa.Int(int64(g.MaxTokens)),
+		Temperature:   oa.Float(0),
+		StreamOptions: oa.ChatCompletionStreamOptionsParam{IncludeUsage: oa.Bool(true)},
+	}
+	stream := c.Completions.NewStreaming(ctx, params)
+	var text strings.Builder
+	var usage oa.CompletionUsage
+	var finish string
+	chunks := 0
+	for stream.Next() {
+		ch := stream.Current()
+		for _, choice := range ch.Choices {
+			text.WriteString(choice.Text)
+			if choice.FinishReason != "" {
+				finish = string(choice.FinishReason)
+			}
+		}
+		if ch.Usage.TotalTokens > 0 {
+			usage = ch.Usage
+		}
+		chunks++
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if text.String() != g.Completion {
+		t.Fatalf("streamed completion %q, want run.c's %q", text.String(), g.Completion)
+	}
+	if chunks < 10 {
+		t.Errorf("%d chunks for %d tokens: not streamed", chunks, g.CompletionTokens)
+	}
+	if usage.PromptTokens != int64(g.PromptTokens) || usage.CompletionTokens != int64(g.CompletionTokens) ||
+		usage.TotalTokens != int64(g.PromptTokens+g.CompletionTokens) {
+		t.Errorf("usage %+v, want %d prompt and %d completion tokens", usage, g.PromptTokens, g.CompletionTokens)
+	}
+	if want := map[string]string{"length": "length", "bos": "stop"}[g.Stop]; finish != want {
+		t.Errorf("finish reason %q, want %q", finish, want)
+	}
+	params.StreamOptions = oa.ChatCompletionStreamOptionsParam{}
+	whole, err := c.Completions.New(ctx, params)
+	if err != nil || len(whole.Choices) != 1 || whole.Choices[0].Text != g.Completion || whole.Usage.CompletionTokens != int64(g.CompletionTokens) {
+		t.Fatalf("completion %+v, %v", whole, err)
+	}
+
+	msgs := []openai.Message{{Role: "system", Content: "You tell stories to children."}, {Role: "user", Content: "Tell me a story about a cat."}}
+	cg := golden(t, openai.ChatPrompt(msgs))
+	chat := oa.ChatCompletionNewParams{
+		Model:               "stories260K",
+		Messages:            []oa.ChatCompletionMessageParamUnion{oa.SystemMessage(msgs[0].Content), oa.UserMessage(msgs[1].Content)},
+		MaxCompletionTokens: oa.Int(int64(cg.MaxTokens)),
+		Temperature:         oa.Float(0),
+		StreamOptions:       oa.ChatCompletionStreamOptionsParam{IncludeUsage: oa.Bool(true)},
+	}
+	cs := c.Chat.Completions.NewStreaming(ctx, chat)
+	var acc oa.ChatCompletionAccumulator
+	for cs.Next() {
+		acc.AddChunk(cs.Current())
+	}
+	if err := cs.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(acc.Choices) != 1 || acc.Choices[0].Message.Content != cg.Completion || acc.Choices[0].Message.Role != "assistant" {
+		t.Fatalf("streamed chat %+v, want run.c's %q", acc.Choices, cg.Completion)
+	}
+	if acc.Usage.CompletionTokens != int64(cg.CompletionTokens) || acc.Usage.PromptTokens != int64(cg.PromptTokens) {
+		t.Errorf("chat usage %+v, want %d and %d", acc.Usage, cg.PromptTokens, cg.CompletionTokens)
+	}
+}
+
+// TestOpenAIErrors: an unknown model, a body that is not JSON, a
+// max_tokens over the node's cap, an unsupported parameter and a wrong key
+// are answered in OpenAI's error shape, read by the official client.
+func TestOpenAIErrors(t *testing.T) {
+	c, net := serve(t, nodetest.Options{Providers: 1, Trust: true})
+	ctx := context.Background()
+	prompt := oa.CompletionNewParamsPromptUnion{OfString: oa.String("Once upon a time")}
+	cases := []struct {
+		name   string
+		call   func() error
+		status int
+		param  string
+		code   string
+	}{
+		{"unknown model", func() error {
+			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "gpt-9", Prompt: prompt})
+			return err
+		}, http.StatusNotFound, "model", "model_not_found"},
+		{"bad JSON", func() error {
+			return c.Post(ctx, "completions", []byte(`{"model": "stories260K", "prompt": `), nil, option.WithHeader("Content-Type", "application/json"))
+		}, http.StatusBadRequest, "", "invalid_json"},
+		{"max_tokens over the cap", func() error {
+			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt, MaxTokens: oa.Int(100000)})
+			return err
+		}, http.StatusBadRequest, "max_tokens", ""},
+		{"unsupported stop", func() error {
+			_, err := c.Chat.Completions.New(ctx, oa.ChatCompletionNewParams{Model: "stories260K",
+				Messages: []oa.ChatCompletionMessageParamUnion{oa.UserMessage("hi")},
+				Stop:     oa.ChatCompletionNewParamsStopUnion{OfString: oa.String("\n")}})
+			return err
+		}, http.StatusBadRequest, "stop", "unsupported_parameter"},
+		{"n of 2", func() error {
+			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt, N: oa.Int(2)})
+			return err
+		}, http.StatusBadRequest, "n", ""},
+		{"wrong key", func() error {
+			_, err := c.Models.List(ctx, option.WithAPIKey("not-the-token"))
+			return err
+		}, http.StatusUnauthorized, "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var e *oa.Error
+			if err := tc.call(); !errors.As(err, &e) {
+				t.Fatalf("err %v: want an API error", err)
+			}
+			if e.StatusCode != tc.status || e.Param != tc.param || e.Code != tc.code || e.Message == "" || e.Type == "" {
+				t.Fatalf("error %d param %q code %q type %q %q; want %d, %q, %q", e.StatusCode, e.Param, e.Code, e.Type, e.Message, tc.status, tc.param, tc.code)
+			}
+		})
+	}
+	_ = net
+}
