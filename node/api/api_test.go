@@ -40,7 +40,7 @@ func serveNode(t testing.TB, provide bool, boot []string) (*node.Node, *Server, 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close() })
-	srv, err := Serve(n, cfg.DataDir, "127.0.0.1:0", cfg.Logger)
+	srv, err := Serve(n, Options{DataDir: cfg.DataDir, Addr: "127.0.0.1:0", Log: cfg.Logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func serveNode(t testing.TB, provide bool, boot []string) (*node.Node, *Server, 
 func TestServeLoopbackOnly(t *testing.T) {
 	n, _, dir := startNode(t)
 	for _, addr := range []string{"0.0.0.0:0", "192.0.2.1:0", "[::]:0", "example.com:80"} {
-		if _, err := Serve(n, dir, addr, slog.Default()); !errors.Is(err, ErrNotLoopback) {
+		if _, err := Serve(n, Options{DataDir: dir, Addr: addr, Log: slog.Default()}); !errors.Is(err, ErrNotLoopback) {
 			t.Errorf("Serve(%s): %v, want ErrNotLoopback", addr, err)
 		}
 	}

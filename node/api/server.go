@@ -164,12 +164,25 @@ type Server struct {
 	ln    net.Listener
 	dir   string
 	wg    sync.WaitGroup
+	// openai are the OpenAI API's terms.
+	openai openai.Config
 }
 
-// Serve starts the API of n on addr (loopback only; port 0 picks one),
-// creating the token file in dataDir if missing and writing the address
-// file. Close stops it.
-func Serve(n *node.Node, dataDir, addr string, log *slog.Logger) (*Server, error) {
+// Options are where and how the API serves.
+type Options struct {
+	// DataDir holds the token file (created if missing) and the address
+	// file.
+	DataDir string
+	// Addr is a loopback host:port; port 0 picks one.
+	Addr string
+	Log  *slog.Logger
+	// OpenAI are the terms of the OpenAI API's jobs (zero fields: defaults).
+	OpenAI openai.Config
+}
+
+// Serve starts the API of n as o says. Close stops it.
+func Serve(n *node.Node, o Options) (*Server, error) {
+	dataDir, addr, log := o.DataDir, o.Addr, o.Log
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
@@ -185,7 +198,7 @@ func Serve(n *node.Node, dataDir, addr string, log *slog.Logger) (*Server, error
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	s := &Server{n: n, token: token, log: log, ln: ln, dir: dataDir}
+	s := &Server{n: n, token: token, log: log, ln: ln, dir: dataDir, openai: o.OpenAI}
 	s.srv = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
 	if err := os.WriteFile(filepath.Join(dataDir, AddrFile), []byte(ln.Addr().String()+"\n"), 0o600); err != nil {
 		ln.Close()
@@ -266,7 +279,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/peers", s.auth(s.getPeers))
 	mux.HandleFunc("GET /v1/runs", s.auth(s.getRuns))
 	mux.HandleFunc("GET /v1/payments", s.auth(s.getPayments))
-	oa := openai.New(openai.DefaultConfig(), openai.Node{Models: s.n.Models(), PutBlob: s.n.PutBlob, Submit: s.n.Submit}, s.log)
+	oa := openai.New(s.openai, openai.Node{Models: s.n.Models(), PutBlob: s.n.PutBlob, Submit: s.n.Submit}, s.log)
 	mux.HandleFunc("POST /v1/completions", s.auth(oa.Completions))
 	mux.HandleFunc("POST /v1/chat/completions", s.auth(oa.Chat))
 	mux.HandleFunc("GET /v1/models", s.auth(s.getModels))

@@ -19,6 +19,7 @@ import (
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/openai"
 )
 
 // Options shape a network.
@@ -31,6 +32,8 @@ type Options struct {
 	// as an operator vouches for its own machines: jobs are not audited,
 	// and the providers' votes count from the start.
 	Trust bool
+	// OpenAI are the terms of the client API's OpenAI jobs.
+	OpenAI openai.Config
 }
 
 // Network is a running network: its client and the client's API.
@@ -115,7 +118,7 @@ func Start(tb testing.TB, o Options) *Network {
 		cfg.Trust = trust
 	}
 	net.Client, net.DataDir = start(cfg), cfg.DataDir
-	if net.API, err = api.Serve(net.Client, cfg.DataDir, "127.0.0.1:0", cfg.Logger); err != nil {
+	if net.API, err = api.Serve(net.Client, api.Options{DataDir: cfg.DataDir, Addr: "127.0.0.1:0", Log: cfg.Logger, OpenAI: o.OpenAI}); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { net.API.Close() })

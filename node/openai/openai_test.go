@@ -6,14 +6,17 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	oa "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/guest/go/llama/llamatest"
+	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/nodetest"
 	"github.com/infernet/infernet/node/openai"
 	"github.com/infernet/infernet/node/store"
@@ -198,4 +201,48 @@ func TestOpenAIErrors(t *testing.T) {
 		})
 	}
 	_ = net
+}
+
+// TestOpenAIStreamOutvotesALiar: with one of three replicas lying from
+// the 21st token on as it streams, the official client streams the honest
+// completion, run.c's, and is never sent a token of the liar's; the liar is
+// outvoted.
+func TestOpenAIStreamOutvotesALiar(t *testing.T) {
+	const honest = 20
+	c, net := serve(t, nodetest.Options{Providers: 3, Trust: true, Faults: map[int]*node.Faults{2: {LieAfterLines: honest}},
+		OpenAI: openai.Config{Replicas: 3}})
+	liar := net.Providers[2].ID()
+	g := golden(t, "Lily went to the park")
+	stream := c.Completions.NewStreaming(context.Background(), oa.CompletionNewParams{
+		Model:       "stories260K",
+		Prompt:      oa.CompletionNewParamsPromptUnion{OfString: oa.String(g.Prompt)},
+		MaxTokens:   oa.Int(int64(g.MaxTokens)),
+		Temperature: oa.Float(0),
+	})
+	var text strings.Builder
+	for stream.Next() {
+		for _, ch := range stream.Current().Choices {
+			if strings.HasPrefix(ch.Text, "~") {
+				t.Fatalf("the liar's token %q was streamed after %q", ch.Text, text.String())
+			}
+			text.WriteString(ch.Text)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if text.String() != g.Completion || g.CompletionTokens <= honest {
+		t.Fatalf("streamed %q, want run.c's %q (%d tokens)", text.String(), g.Completion, g.CompletionTokens)
+	}
+	waitLie := time.Now().Add(10 * time.Second)
+	for {
+		i := slices.IndexFunc(net.Client.Peers(), func(p node.PeerInfo) bool { return p.ID == liar.String() })
+		if i >= 0 && net.Client.Peers()[i].Rep.Lies > 0 {
+			break
+		}
+		if time.Now().After(waitLie) {
+			t.Fatal("the liar was not outvoted")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -31,7 +31,7 @@ func apiNode(t *testing.T, bootstrap ...string) (*node.Node, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close() })
-	srv, err := api.Serve(n, cfg.DataDir, "127.0.0.1:0", cfg.Logger)
+	srv, err := api.Serve(n, api.Options{DataDir: cfg.DataDir, Addr: "127.0.0.1:0", Log: cfg.Logger})
 	if err != nil {
 		t.Fatal(err)
 	}

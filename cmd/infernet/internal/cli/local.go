@@ -68,7 +68,7 @@ func (o *SubmitOptions) connect(ctx context.Context) (*api.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("in-process node: %w", err)
 	}
-	srv, err := api.Serve(n, cfg.DataDir, "127.0.0.1:0", cfg.Logger)
+	srv, err := api.Serve(n, api.Options{DataDir: cfg.DataDir, Addr: "127.0.0.1:0", Log: cfg.Logger})
 	if err != nil {
 		n.Close()
 		return nil, fmt.Errorf("in-process node: %w", err)

@@ -17,6 +17,7 @@ import (
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/openai"
 )
 
 // defaultDataDir is ~/.infernet, or $INFERNET_DATADIR when set.
@@ -49,9 +50,12 @@ func NewCmdID(stdio IO) *cobra.Command {
 
 // NodeOptions are the settings of `infernet node`.
 type NodeOptions struct {
-	IO       IO
-	Config   node.Config
-	API      string
+	IO     IO
+	Config node.Config
+	API    string
+	// OpenAI are the terms of the jobs of the API's OpenAI endpoints
+	// (--serve-replicas, --serve-max-tokens).
+	OpenAI   openai.Config
 	LogLevel string
 	// Memory, Output, Module, Input and Data are the --max-* sizes, BlobQuota
 	// --blob-quota, ModelCache --model-cache, as given.
@@ -106,6 +110,8 @@ stdout (give one to other nodes as --bootstrap).`,
 	f.StringArrayVar(&c.Listen, "listen", c.Listen, "`MULTIADDR` to listen on (repeatable)")
 	f.StringArrayVar(&c.Bootstrap, "bootstrap", nil, "`MULTIADDR` with /p2p/ID of a peer to join through (repeatable)")
 	f.StringVar(&opts.API, "api", "127.0.0.1:0", "local API `HOST:PORT` (loopback only; port 0 picks one, written to DIR/api.addr)")
+	f.IntVar(&opts.OpenAI.Replicas, "serve-replicas", openai.DefaultConfig().Replicas, "providers that run each request of the API's OpenAI endpoints (/v1/completions, /v1/chat/completions)")
+	f.IntVar(&opts.OpenAI.MaxTokens, "serve-max-tokens", openai.DefaultConfig().MaxTokens, "the most max_tokens a request of the OpenAI endpoints may ask for")
 	f.BoolVar(&noProvide, "no-provide", false, "client only: do not run jobs for others")
 	f.BoolVar(&c.MDNS, "mdns", c.MDNS, "find peers on the local network with mDNS")
 	f.BoolVar(&c.NAT, "nat", c.NAT, "ask the router for a port mapping (UPnP, NAT-PMP)")
@@ -187,7 +193,7 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 		return err
 	}
 	defer n.Close()
-	srv, err := api.Serve(n, o.Config.DataDir, o.API, log)
+	srv, err := api.Serve(n, api.Options{DataDir: o.Config.DataDir, Addr: o.API, Log: log, OpenAI: o.OpenAI})
 	if err != nil {
 		return err
 	}
