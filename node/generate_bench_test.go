@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -246,3 +247,47 @@ func BenchmarkGenerateNetwork(b *testing.B) {
 
 // msf is d in milliseconds.
 func msf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// BenchmarkVerifyByPrefill is the cost of verification by prefill: a
+// 256-token greedy completion generated (gen-ms), then checked by the
+// runner as a claim, in batched forward passes (check-ms), on the
+// stories15M and 110M shapes, weights cached. ratio is (gen + check) / gen,
+// what one replica plus the check costs against one generation (target
+// <= 1.3).
+func BenchmarkVerifyByPrefill(b *testing.B) {
+	if len(llama.Runner()) == 0 {
+		b.Skip("no runner in this build")
+	}
+	for _, m := range benchModels(b)[1:] {
+		b.Run(m.name, func(b *testing.B) {
+			sb := benchSandbox(b, 0)
+			q := llama.Request{Prompt: "Once upon a time", MaxTokens: 256}
+			runTimed(b, sb, m.job(b, llama.Request{MaxTokens: 1})) // compiled, cached
+			var genSum, checkSum time.Duration
+			for b.Loop() {
+				_, gen, out := runTimed(b, sb, m.job(b, q))
+				c := q
+				for _, line := range bytes.Split(bytes.TrimSpace(out), []byte("\n")) {
+					var e llama.Event
+					if err := json.Unmarshal(line, &e); err != nil {
+						b.Fatal(err)
+					}
+					if !e.Done {
+						c.Claim = append(c.Claim, e.Token)
+					}
+				}
+				_, check, checked := runTimed(b, sb, m.job(b, c))
+				if !bytes.Equal(checked, out) {
+					b.Fatalf("the check of a true claim wrote another output")
+				}
+				genSum, checkSum = genSum+gen, checkSum+check
+				b.ReportMetric(float64(len(c.Claim)), "tokens")
+			}
+			k := time.Duration(b.N)
+			b.ReportMetric(msf(genSum/k), "gen-ms")
+			b.ReportMetric(msf(checkSum/k), "check-ms")
+			b.ReportMetric(float64(genSum+checkSum)/float64(genSum), "ratio")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}

@@ -61,6 +61,18 @@ type Request struct {
 	TopP float32 `json:"top_p,omitempty"`
 	// Seed seeds the sampler's generator (llama2.c's xorshift; 0 means 1).
 	Seed uint64 `json:"seed,omitempty"`
+	// Claim, when set, asks the runner to check a completion instead of
+	// generating one (verification by prefill): Claim is its tokens (the
+	// Token of its events). The runner computes every position of prompt
+	// and claim in batched forward passes, as a prompt's, and writes the
+	// events that generating would have written, choosing each token
+	// itself from that position's logits (with the request's sampler and
+	// generator), up to the first position where its choice is not the
+	// claimed token: there it writes its own choice and a Done event with
+	// Stop "claim". The output is thus byte for byte the generation's
+	// exactly when the claim is what the model generates, at a batched
+	// pass's cost instead of one pass per token.
+	Claim []int `json:"claim,omitempty"`
 }
 
 // DefaultMaxTokens is a Request's MaxTokens when it gives none.
@@ -73,12 +85,15 @@ type Event struct {
 	// (Tokenizer.Decode, then Printable): it may be empty, for a lone byte
 	// that is not printable.
 	Text string `json:"text,omitempty"`
+	// Token is the generated token's id, with Text.
+	Token int `json:"token,omitempty"`
 	// Done ends the request's events; the counts and Stop come with it.
 	Done             bool `json:"done,omitempty"`
 	PromptTokens     int  `json:"prompt_tokens,omitempty"`
 	CompletionTokens int  `json:"completion_tokens,omitempty"`
 	// Stop says why generation ended: "eos" (the model's end-of-sequence
-	// token, or BOS as llama2.c's run.c stops) or "length".
+	// token, or BOS as llama2.c's run.c stops) or "length"; or, checking a
+	// Claim, "claim" where the model's choice is not the claimed token.
 	Stop string `json:"stop,omitempty"`
 	// Error, with Done, says why the request failed (a prompt too long for
 	// the context, say); the runner goes on with the next request.

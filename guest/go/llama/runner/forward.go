@@ -32,39 +32,22 @@ func (s *scratch) free() {
 // the token pick chooses from the logits of the last row; without, it
 // stops after the last layer (the prompt's rows need no logits).
 func (r *runner) forward(ids []int, pos int, pick func(logits *tensor.Tensor) (int, error)) (int, error) {
-	ids32 := make([]int32, len(ids))
-	for i, id := range ids {
-		ids32[i] = int32(id)
+	if pick != nil && len(ids) != 1 {
+		return 0, fmt.Errorf("logits of %d rows", len(ids))
 	}
-	x, err := tensor.Embed(r.embed, ids32)
+	x, err := r.hidden(ids, pos)
 	if err != nil {
-		return 0, fmt.Errorf("embed: %w", err)
+		return 0, err
 	}
-	defer func() { x.Free() }()
-	for i := range r.layers {
-		y, err := r.block(&r.layers[i], x, pos)
-		if err != nil {
-			return 0, fmt.Errorf("layer %d: %w", i, err)
-		}
-		x.Free()
-		x = y
-	}
+	defer x.Free()
 	if pick == nil {
 		return 0, nil
 	}
-	if len(ids) != 1 {
-		return 0, fmt.Errorf("logits of %d rows", len(ids))
-	}
-	var keep scratch
-	defer keep.free()
-	h, err := keep.add(tensor.RMSNorm(x, r.outputNorm, r.cfg.NormEps))
+	logits, err := r.classify(x)
 	if err != nil {
-		return 0, fmt.Errorf("output norm: %w", err)
+		return 0, err
 	}
-	logits, err := keep.add(tensor.MatMul(h, r.output))
-	if err != nil {
-		return 0, fmt.Errorf("classifier: %w", err)
-	}
+	defer logits.Free()
 	if err := logits.Reshape(r.cfg.VocabSize); err != nil {
 		return 0, err
 	}
@@ -73,6 +56,44 @@ func (r *runner) forward(ids []int, pos int, pick func(logits *tensor.Tensor) (i
 		return 0, fmt.Errorf("picking a token: %w", err)
 	}
 	return next, nil
+}
+
+// hidden runs the tokens ids, at positions pos.., through the blocks,
+// appending their keys and values to the KV caches, and returns the last
+// block's output [len(ids), dim], a new tensor.
+func (r *runner) hidden(ids []int, pos int) (*tensor.Tensor, error) {
+	ids32 := make([]int32, len(ids))
+	for i, id := range ids {
+		ids32[i] = int32(id)
+	}
+	x, err := tensor.Embed(r.embed, ids32)
+	if err != nil {
+		return nil, fmt.Errorf("embed: %w", err)
+	}
+	for i := range r.layers {
+		y, err := r.block(&r.layers[i], x, pos)
+		x.Free()
+		if err != nil {
+			return nil, fmt.Errorf("layer %d: %w", i, err)
+		}
+		x = y
+	}
+	return x, nil
+}
+
+// classify returns the logits [t, vocab] of hidden states x [t, dim], a
+// new tensor.
+func (r *runner) classify(x *tensor.Tensor) (*tensor.Tensor, error) {
+	h, err := tensor.RMSNorm(x, r.outputNorm, r.cfg.NormEps)
+	if err != nil {
+		return nil, fmt.Errorf("output norm: %w", err)
+	}
+	defer h.Free()
+	logits, err := tensor.MatMul(h, r.output)
+	if err != nil {
+		return nil, fmt.Errorf("classifier: %w", err)
+	}
+	return logits, nil
 }
 
 // block runs x [t, dim], rows at positions pos.., through one transformer

@@ -197,7 +197,10 @@ func (r *runner) serve(in io.Reader, out io.Writer) error {
 		if err == nil {
 			err = decodeRequest(line, &req)
 		}
-		if err == nil {
+		switch {
+		case err == nil && req.Claim != nil:
+			err = r.check(req, emit)
+		case err == nil:
 			err = r.generate(req, emit)
 		}
 		if err != nil {
@@ -304,7 +307,7 @@ func (r *runner) generate(req llama.Request, emit func(llama.Event) error) error
 			done.Stop = "eos"
 			break
 		}
-		if err := emit(llama.Event{ID: req.ID, Text: llama.Printable(r.tok.Decode(tok, next))}); err != nil {
+		if err := emit(llama.Event{ID: req.ID, Text: llama.Printable(r.tok.Decode(tok, next)), Token: next}); err != nil {
 			return writeError{err}
 		}
 		done.CompletionTokens++
@@ -314,6 +317,109 @@ func (r *runner) generate(req llama.Request, emit func(llama.Event) error) error
 		return writeError{err}
 	}
 	return nil
+}
+
+// check checks the claimed completion req.Claim (see llama.Request.Claim):
+// the prompt and the claim run through the model in batches of
+// prefillRows, and each position's token is chosen from its row of logits
+// as generate chooses it, the generator drawing in the same order.
+func (r *runner) check(req llama.Request, emit func(llama.Event) error) error {
+	ids := r.tok.Encode(req.Prompt, true, false)
+	n := len(ids)
+	if n > r.cfg.SeqLen {
+		return fmt.Errorf("prompt of %d tokens does not fit the context of %d", n, r.cfg.SeqLen)
+	}
+	maxNew := min(req.MaxTokens, r.cfg.SeqLen-n+1)
+	claim := req.Claim
+	if len(claim) > maxNew {
+		return fmt.Errorf("bad request: a claim of %d tokens, more than the %d generated at most", len(claim), maxNew)
+	}
+	for _, t := range claim {
+		if t < 0 || t >= r.cfg.VocabSize {
+			return fmt.Errorf("bad request: claimed token %d outside the vocabulary of %d", t, r.cfg.VocabSize)
+		}
+	}
+	if err := r.kvFor(n + maxNew - 1); err != nil {
+		return err
+	}
+	for pos := 0; pos < n-1; pos += prefillRows {
+		if _, err := r.forward(ids[pos:min(pos+prefillRows, n-1)], pos, nil); err != nil {
+			return err
+		}
+	}
+	// Rows n-1 … n-1+last give the logits of the claim's tokens and, when
+	// it stopped before maxNew, of the token after it (a stop token, if
+	// the claim is true).
+	seq := append(ids, claim...)
+	last := min(len(claim), maxNew-1)
+	rng := llama.NewRNG(req.Seed)
+	done := llama.Event{ID: req.ID, Done: true, PromptTokens: n, Stop: "length"}
+	row := make([]float32, r.cfg.VocabSize)
+	for pos := n - 1; pos <= n-1+last; pos += prefillRows {
+		rows := min(prefillRows, n+last-pos)
+		x, err := r.hidden(seq[pos:pos+rows], pos)
+		if err != nil {
+			return err
+		}
+		logits, err := r.classify(x)
+		x.Free()
+		if err != nil {
+			return err
+		}
+		all := make([]float32, rows*r.cfg.VocabSize)
+		err = logits.ReadF32(all)
+		logits.Free()
+		if err != nil {
+			return err
+		}
+		for i := range rows {
+			copy(row, all[i*r.cfg.VocabSize:])
+			next, err := r.pick(row, req, rng)
+			if err != nil {
+				return err
+			}
+			k := pos + i - (n - 1) // the claimed token this row chooses
+			if r.stop(next) {
+				done.Stop = "eos"
+				if k < len(claim) {
+					done.Stop = "claim"
+				}
+				if err := emit(done); err != nil {
+					return writeError{err}
+				}
+				return nil
+			}
+			if err := emit(llama.Event{ID: req.ID, Text: llama.Printable(r.tok.Decode(seq[pos+i], next)), Token: next}); err != nil {
+				return writeError{err}
+			}
+			done.CompletionTokens++
+			if k >= len(claim) || next != claim[k] {
+				done.Stop = "claim"
+				if err := emit(done); err != nil {
+					return writeError{err}
+				}
+				return nil
+			}
+		}
+	}
+	if err := emit(done); err != nil {
+		return writeError{err}
+	}
+	return nil
+}
+
+// pick chooses a token from one row of logits as generate does: on the
+// host, greedy or sampled with the next coin of rng.
+func (r *runner) pick(row []float32, req llama.Request, rng *llama.RNG) (int, error) {
+	t, err := tensor.FromF32(row, len(row))
+	if err != nil {
+		return 0, err
+	}
+	defer t.Free()
+	if req.Temperature == 0 {
+		return tensor.Argmax(t)
+	}
+	return tensor.Sample(t, req.Temperature, req.TopP, rng.Float32())
 }
 
 // stop reports whether token ends generation.
