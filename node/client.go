@@ -92,6 +92,17 @@ type Spec struct {
 	// decided are never passed, and an unverified result passes nothing
 	// more. It must not block for long: the job waits for it.
 	Output func([]byte) `json:"-"`
+	// Check, with Replicas 1, verifies the replica by a check job rather
+	// than by more replicas: Check turns the replica's output into the input
+	// of a job of the same module and terms, run by one other provider,
+	// whose output must be the replica's byte for byte (the llama runner's
+	// verification by prefill: node/models.CheckInput). Then the result is
+	// VerifiedByCheck. If the outputs differ (or Check refuses the output),
+	// the job gets two more replicas, the vote decides as for any job, and
+	// whoever it contradicts, the replica or the checker, is outvoted.
+	Check func(output []byte) ([]byte, error) `json:"-"`
+	// Avoid are providers the job must not be assigned to.
+	Avoid []peer.ID `json:"-"`
 }
 
 // Event is one step of a job, pushed to Submit's callback as it happens.
@@ -249,6 +260,12 @@ type jobRun struct {
 	late map[uint8]chan *wire.Result // results delivered over ProtocolResult
 	// stream holds a streamed job's replica streams (Spec.Output).
 	stream *streamVote
+	// checkInput is Spec.Check and spec the job's own; escalated is set once the
+	// check job disagreed, checker is who ran it.
+	checkInput func([]byte) ([]byte, error)
+	spec       Spec
+	escalated  bool
+	checker    peer.ID
 }
 
 type offer struct {
@@ -414,6 +431,15 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 	}
 	if spec.Output != nil {
 		j.stream = newStreamVote(n.peers.established, spec.Output, ann.MaxOutput)
+	}
+	if spec.Check != nil {
+		if spec.Replicas != 1 {
+			return nil, errors.New("a job verified by a check job has one replica")
+		}
+		j.checkInput, j.spec = spec.Check, spec
+	}
+	for _, p := range spec.Avoid {
+		j.holders[p] = true // as if it held a replica: never drawn
 	}
 	if spec.InputSize > 0 && spec.InputSize <= wire.MaxInline {
 		if j.input, err = n.blobs.Bytes(spec.Input, wire.MaxInline); err != nil {

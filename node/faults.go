@@ -41,6 +41,9 @@ type Faults struct {
 	// before it), while the job runs: a language model's provider that
 	// streams a made-up completion after an honest start.
 	LieAfterLines int
+	// LieLines, with LieAfterLines, is how many lines lie (0: all the
+	// rest): 1 changes one token of a completion.
+	LieLines int
 	// Stall accepts replicas, reports them running and heartbeats, and
 	// never answers.
 	Stall bool
@@ -112,11 +115,11 @@ func (f *Faults) lies(a *wire.JobAnnounce) bool {
 	return !honest && f.roll(f.Lie)
 }
 func (f *Faults) stalls() bool { return f != nil && f.Stall }
-func (f *Faults) liesAfter() int {
+func (f *Faults) liesAfter() (after, lines int) {
 	if f == nil {
-		return 0
+		return 0, 0
 	}
-	return f.LieAfterLines
+	return f.LieAfterLines, f.LieLines
 }
 func (f *Faults) silent() bool    { return f != nil && f.roll(f.Silent) }
 func (f *Faults) withholds() bool { return f != nil && f.Withhold }

@@ -99,12 +99,13 @@ func (s *outputStream) send() {
 }
 
 // lineLiar is the fault Faults.LieAfterLines: after n honest lines of
-// output, each line's text changes, as a language model's provider
-// that streams a made-up completion after an honest start would.
+// output, each line's text changes (lines of them; 0: all the rest), as a
+// language model's provider that streams a made-up completion after an
+// honest start would.
 type lineLiar struct {
-	w       io.Writer
-	n, line int
-	partial []byte
+	w              io.Writer
+	n, lines, line int
+	partial        []byte
 }
 
 func (l *lineLiar) Write(p []byte) (int, error) {
@@ -115,7 +116,7 @@ func (l *lineLiar) Write(p []byte) (int, error) {
 			return len(p), nil
 		}
 		line := l.partial[:i+1]
-		if l.line >= l.n {
+		if l.line >= l.n && (l.lines == 0 || l.line < l.n+l.lines) {
 			line = bytes.Replace(line, []byte(`"text":"`), []byte(`"text":"~`), 1)
 		}
 		l.line++

@@ -606,8 +606,8 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 		job.Stdout = stream
 	}
 	var liar *lineLiar
-	if n := p.n.cfg.Faults.liesAfter(); n > 0 {
-		liar = &lineLiar{w: job.Stdout, n: n} // fault injection: a liar as it streams
+	if after, lines := p.n.cfg.Faults.liesAfter(); after > 0 {
+		liar = &lineLiar{w: job.Stdout, n: after, lines: lines} // fault injection: a liar as it streams
 		job.Stdout = liar
 	}
 	out, runErr := p.sandbox.Run(ctx, job, cfg)

@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"fmt"
 	"context"
 	"slices"
 	"strings"
@@ -118,4 +119,74 @@ func runRunner(tb testing.TB, n *Node, s Spec) []byte {
 		tb.Fatalf("local run: %v, %v", err, res)
 	}
 	return res.Output
+}
+
+// TestCheckJobCatchesALiar: jobs of one replica verified by prefill (a
+// check job, Spec.Check) on three providers, one of which changes one
+// token (its 21st) of every completion. Honest pairs are VerifiedByCheck;
+// when the liar generates, the check job disagrees, two more replicas
+// outvote it and the honest output is accepted (if it checks instead, it
+// is outvoted likewise). Which provider runs what is drawn at random, and a
+// liar caught is shunned: the test submits until the liar has lied once
+// (at most 40 jobs; a lie goes uncaught with chance (2/3)^40, 1e-7).
+func TestCheckJobCatchesALiar(t *testing.T) {
+	if len(llama.Runner()) == 0 {
+		t.Skip("no runner in this build")
+	}
+	i := 0
+	net := startNetwork(t, 3, func(c *Config) {
+		if i == 2 {
+			c.Faults = &Faults{LieAfterLines: 20, LieLines: 1}
+		}
+		i++
+	}).vouch()
+	liar := net.providers[2].ID().String()
+	var sawGenerated, sawChecked, sawHonest bool
+	for try := 0; try < 40 && !(sawGenerated || sawChecked); try++ {
+		q := llama.Request{Prompt: fmt.Sprintf("Once upon a time, %d", try), MaxTokens: 40}
+		s := streamSpec(t, net.client, q)
+		s.Replicas, s.Check = 1, models.CheckInput([]llama.Request{q})
+		job, err := net.client.Submit(context.Background(), s, nil)
+		if err != nil || job.State != store.JobVerified {
+			t.Fatalf("job %v: %v", job, err)
+		}
+		out, err := net.client.Blob(job.Output, job.OutputSize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(out, []byte(`"text":"~`)) {
+			t.Fatalf("try %d: the liar's output was accepted (%s, replicas %+v)", try, job.Verification, job.Replicas)
+		}
+		generator := job.Replicas[0].Provider
+		switch {
+		case job.Verification == VerifiedByCheck:
+			if generator == liar {
+				t.Fatalf("try %d: the liar's generation was verified by a check", try)
+			}
+			sawHonest = true
+		case generator == liar:
+			if !slices.Contains(job.Liars, liar) {
+				t.Fatalf("try %d: the liar generated and was not outvoted: %s, liars %v", try, job.Verification, job.Liars)
+			}
+			if !sawGenerated && !bytes.Equal(out, runRunner(t, net.client, s)) {
+				t.Fatalf("try %d: the accepted output is not a local run's", try)
+			}
+			sawGenerated = true
+		default: // the liar checked an honest generation
+			if job.Verification != VerifiedByReplicas || slices.Contains(job.Liars, generator) {
+				t.Fatalf("try %d: an honest generation checked by the liar: %s, liars %v", try, job.Verification, job.Liars)
+			}
+			sawChecked = true
+		}
+	}
+	if !sawGenerated && !sawChecked {
+		t.Fatal("in 40 jobs the liar neither generated nor checked")
+	}
+	t.Logf("the liar generated %v, checked %v; honest pairs verified by the check %v", sawGenerated, sawChecked, sawHonest)
+	net.client.peers.mu.Lock()
+	rec := net.client.peers.recordLocked(net.providers[2].ID())
+	net.client.peers.mu.Unlock()
+	if rec.Lies == 0 {
+		t.Error("the liar's record shows no lie")
+	}
 }

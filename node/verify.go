@@ -28,6 +28,9 @@ const (
 	// VerifiedByAudit: this client ran the job itself and accepted only
 	// what its own run returned.
 	VerifiedByAudit = "audit"
+	// VerifiedByCheck: one replica, and a check job on another provider
+	// (Spec.Check) that reproduced its output.
+	VerifiedByCheck = "check"
 )
 
 // outcome is what one replica goroutine ends with.
@@ -104,6 +107,22 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 		if running > 0 || len(errs) > 0 {
 			continue
 		}
+		if j.checkInput != nil && !j.escalated {
+			ok, err := j.runCheck(ctx, votes[0])
+			if err != nil {
+				return j.finish(votes, nil, err)
+			}
+			if ok {
+				return j.accept(ctx, votes, []int{0}, nil, VerifiedByCheck)
+			}
+			// The replica or the checker is wrong: replicas decide which.
+			j.escalated = true
+			j.emit(EventDisagree, -1, "", "the check job's output differs from the replica's")
+			j.setEstablishedOnly(j.establishedCandidate())
+			start()
+			start()
+			continue
+		}
 		if j.trustedOnly() {
 			if j.audited() {
 				return j.audit(ctx, votes)
@@ -120,7 +139,7 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 		if w, ok := j.anchored(votes, v.Groups); ok {
 			return j.accept(ctx, votes, w, losersOf(v.Groups, w), VerifiedByReplicas)
 		}
-		if j.ann.Replicas == 1 {
+		if j.ann.Replicas == 1 && !j.escalated {
 			return j.accept(ctx, votes, []int{0}, nil, "")
 		}
 		// No established provider decides this vote.
@@ -363,6 +382,12 @@ func (j *jobRun) accept(ctx context.Context, votes []*wire.Result, winners, lose
 		for _, i := range losers {
 			n.peers.outvote(peer.ID(votes[i].Provider), j.ann.Job)
 		}
+		if j.checker != "" && slices.Contains(winners, 0) {
+			n.peers.outvote(j.checker, j.ann.Job) // its check contradicted the truth
+		}
+	case VerifiedByCheck:
+		n.peers.agree(peer.ID(best.Provider))
+		n.peers.agree(j.checker)
 	case VerifiedByAudit:
 		// The client's own run is the proof: for the winners, and against
 		// everyone who signed anything else.
@@ -590,4 +615,40 @@ func (c *client) sendCanary() {
 			n.peers.convict(p, ann.Job) // the answer is the client's own
 		}
 	}()
+}
+
+// runCheck runs the check job of the replica res (Spec.Check) on another
+// provider and reports whether its output is res's.
+func (j *jobRun) runCheck(ctx context.Context, res *wire.Result) (bool, error) {
+	n := j.c.n
+	provider := peer.ID(res.Provider)
+	out, err := j.output(ctx, res, []peer.ID{provider})
+	if err != nil {
+		return false, fmt.Errorf("output: %w", err)
+	}
+	input, err := j.checkInput(out)
+	if err != nil {
+		j.c.log.Warn("the replica's output cannot be checked", "job", j.ann.Job, "provider", provider, "err", err)
+		return false, nil
+	}
+	in, err := n.PutBlob(ctx, input)
+	if err != nil {
+		return false, err
+	}
+	spec := j.spec
+	spec.Input, spec.InputSize = in, int64(len(input))
+	spec.Check, spec.Output, spec.Adaptive, spec.Audit = nil, nil, false, 0
+	spec.Deadline = time.Until(time.UnixMilli(j.ann.Deadline))
+	spec.Avoid = append(slices.Clone(spec.Avoid), provider)
+	rec, err := n.Submit(ctx, spec, nil)
+	if err != nil {
+		return false, fmt.Errorf("check job: %w", err)
+	}
+	if len(rec.Replicas) > 0 {
+		if id, err := peer.Decode(rec.Replicas[len(rec.Replicas)-1].Provider); err == nil {
+			j.checker = id
+		}
+	}
+	j.emit(EventResult, -1, j.checker, fmt.Sprintf("check job %s: output %s", rec.ID, rec.Output.Short()))
+	return rec.Output == res.Output && rec.OutputSize == res.OutputSize && rec.ExitCode == res.ExitCode, nil
 }

@@ -164,8 +164,8 @@ type Server struct {
 	ln    net.Listener
 	dir   string
 	wg    sync.WaitGroup
-	// openai are the OpenAI API's terms.
-	openai openai.Config
+	// openai serves the OpenAI endpoints.
+	openai *openai.Service
 }
 
 // Options are where and how the API serves.
@@ -194,11 +194,15 @@ func Serve(n *node.Node, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	oa, err := openai.New(o.OpenAI, openai.Node{Models: n.Models(), PutBlob: n.PutBlob, Submit: n.Submit}, log)
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	s := &Server{n: n, token: token, log: log, ln: ln, dir: dataDir, openai: o.OpenAI}
+	s := &Server{n: n, token: token, log: log, ln: ln, dir: dataDir, openai: oa}
 	s.srv = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
 	if err := os.WriteFile(filepath.Join(dataDir, AddrFile), []byte(ln.Addr().String()+"\n"), 0o600); err != nil {
 		ln.Close()
@@ -279,9 +283,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/peers", s.auth(s.getPeers))
 	mux.HandleFunc("GET /v1/runs", s.auth(s.getRuns))
 	mux.HandleFunc("GET /v1/payments", s.auth(s.getPayments))
-	oa := openai.New(s.openai, openai.Node{Models: s.n.Models(), PutBlob: s.n.PutBlob, Submit: s.n.Submit}, s.log)
-	mux.HandleFunc("POST /v1/completions", s.auth(oa.Completions))
-	mux.HandleFunc("POST /v1/chat/completions", s.auth(oa.Chat))
+	mux.HandleFunc("POST /v1/completions", s.auth(s.openai.Completions))
+	mux.HandleFunc("POST /v1/chat/completions", s.auth(s.openai.Chat))
 	mux.HandleFunc("GET /v1/models", s.auth(s.getModels))
 	mux.HandleFunc("POST /v1/models", s.auth(s.postModel))
 	mux.HandleFunc("GET /v1/models/{name}", s.auth(s.getModel))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -270,7 +271,7 @@ func TestReadRequests(t *testing.T) {
 		t.Fatalf("got %+v", reqs)
 	}
 	for i := range want {
-		if reqs[i] != want[i] {
+		if !reflect.DeepEqual(reqs[i], want[i]) {
 			t.Errorf("request %d: %+v; want %+v", i, reqs[i], want[i])
 		}
 	}

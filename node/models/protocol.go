@@ -212,3 +212,37 @@ func Decode(out []byte) ([]Completion, error) {
 	err := d.Close()
 	return d.Completions(), err
 }
+
+// CheckInput returns the Spec.Check of a job of the llama runner on reqs
+// (verification by prefill): from the job's output, the same requests, each
+// claiming the tokens its events carry, which a check job answers with the
+// same output exactly when the claims are what the model generates
+// (llama.Request.Claim). An output that is not the runner's is refused.
+func CheckInput(reqs []llama.Request) func(output []byte) ([]byte, error) {
+	return func(output []byte) ([]byte, error) {
+		claims := map[int][]int{}
+		sc := bufio.NewScanner(bytes.NewReader(output))
+		sc.Buffer(make([]byte, 0, 64<<10), MaxPromptLine)
+		for sc.Scan() {
+			var e llama.Event
+			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrBadOutput, err)
+			}
+			if !e.Done {
+				claims[e.ID] = append(claims[e.ID], e.Token)
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadOutput, err)
+		}
+		checks := make([]llama.Request, len(reqs))
+		for i, q := range reqs {
+			q.Claim = claims[q.ID]
+			if q.Claim == nil {
+				q.Claim = []int{}
+			}
+			checks[i] = q
+		}
+		return EncodeRequests(checks), nil
+	}
+}

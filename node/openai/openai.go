@@ -4,7 +4,9 @@
 // node names (infernet models), run by Config.Replicas providers in exact
 // mode and streamed (node.Spec.Output): a client is shown only the tokens
 // the replicas' streams agree on, so streaming never shows an unverified
-// token, and the answer comes once the vote has verified it.
+// token, and the answer comes once the vote has verified it. With
+// Config.Verify VerifyPrefill one provider generates and another checks
+// the completion in batched forward passes instead.
 //
 // Requests follow OpenAI's API reference for the fields a Llama runner can
 // honour: model, prompt (a string, or an array of one) or messages,
@@ -44,8 +46,12 @@ import (
 
 // Config is the service's terms.
 type Config struct {
-	// Replicas is how many providers run each request (default 2).
+	// Replicas is how many providers run each request (default 2), with
+	// Verify VerifyReplicas.
 	Replicas int
+	// Verify is how a completion is verified: VerifyReplicas (the default)
+	// or VerifyPrefill.
+	Verify string
 	// MaxTokens caps a request's max_tokens (default 1024); a request
 	// asking for more is refused.
 	MaxTokens int
@@ -57,9 +63,21 @@ type Config struct {
 	Price uint64
 }
 
+// Verification methods of Config.Verify.
+const (
+	// VerifyReplicas: Replicas providers generate, their streams and
+	// outputs must agree (streamed as they agree).
+	VerifyReplicas = "replicas"
+	// VerifyPrefill: one provider generates, another checks the completion
+	// in batched forward passes (llama.Request.Claim, node.Spec.Check), at
+	// about 1.2x one generation's cost instead of 2x; the text comes once
+	// checked, not as it is generated.
+	VerifyPrefill = "prefill"
+)
+
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{Replicas: 2, MaxTokens: 1024, Timeout: 5 * time.Minute}
+	return Config{Replicas: 2, Verify: VerifyReplicas, MaxTokens: 1024, Timeout: 5 * time.Minute}
 }
 
 // Node is what the service needs of a node.
@@ -77,7 +95,7 @@ type Service struct {
 }
 
 // New returns a service of n on the terms of cfg (zero fields: defaults).
-func New(cfg Config, n Node, log *slog.Logger) *Service {
+func New(cfg Config, n Node, log *slog.Logger) (*Service, error) {
 	d := DefaultConfig()
 	if cfg.Replicas <= 0 {
 		cfg.Replicas = d.Replicas
@@ -88,7 +106,13 @@ func New(cfg Config, n Node, log *slog.Logger) *Service {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = d.Timeout
 	}
-	return &Service{cfg: cfg, n: n, log: log}
+	if cfg.Verify == "" {
+		cfg.Verify = d.Verify
+	}
+	if cfg.Verify != VerifyReplicas && cfg.Verify != VerifyPrefill {
+		return nil, fmt.Errorf("openai: verification %q: want %s or %s", cfg.Verify, VerifyReplicas, VerifyPrefill)
+	}
+	return &Service{cfg: cfg, n: n, log: log}, nil
 }
 
 // maxBody caps a request's body.
@@ -522,9 +546,13 @@ func (s *Service) spec(ctx context.Context, m *store.Model, q llama.Request) (no
 	if err != nil {
 		return node.Spec{}, err
 	}
-	return node.Spec{
+	spec := node.Spec{
 		Module: runner.Digest, ModuleSize: runner.Size, Input: in, InputSize: int64(len(input)),
 		Replicas: s.cfg.Replicas, Timeout: s.cfg.Timeout, Memory: 512 << 20, MaxOutput: 4 << 20,
 		Mode: wire.ModeExact, Require: s.cfg.Require, Price: s.cfg.Price, Data: models.JobData(m),
-	}, nil
+	}
+	if s.cfg.Verify == VerifyPrefill {
+		spec.Replicas, spec.Check = 1, models.CheckInput([]llama.Request{q})
+	}
+	return spec, nil
 }

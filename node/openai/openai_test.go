@@ -246,3 +246,48 @@ func TestOpenAIStreamOutvotesALiar(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestOpenAIPrefill: with verification by prefill, one provider generates
+// and another checks: the official client gets run.c's greedy text, whole
+// and streamed.
+func TestOpenAIPrefill(t *testing.T) {
+	c, net := serve(t, nodetest.Options{Providers: 2, Trust: true, OpenAI: openai.Config{Verify: openai.VerifyPrefill}})
+	g := golden(t, "The cat")
+	params := oa.CompletionNewParams{
+		Model:       "stories260K",
+		Prompt:      oa.CompletionNewParamsPromptUnion{OfString: oa.String(g.Prompt)},
+		MaxTokens:   oa.Int(int64(g.MaxTokens)),
+		Temperature: oa.Float(0),
+	}
+	whole, err := c.Completions.New(context.Background(), params)
+	if err != nil || len(whole.Choices) != 1 || whole.Choices[0].Text != g.Completion {
+		t.Fatalf("completion %+v, %v; want run.c's %q", whole, err, g.Completion)
+	}
+	stream := c.Completions.NewStreaming(context.Background(), params)
+	var text strings.Builder
+	for stream.Next() {
+		for _, ch := range stream.Current().Choices {
+			text.WriteString(ch.Text)
+		}
+	}
+	if err := stream.Err(); err != nil || text.String() != g.Completion {
+		t.Fatalf("streamed %q, %v; want run.c's %q", text.String(), err, g.Completion)
+	}
+	// Two generations, each with its check job (one replica apiece).
+	jobs, err := net.Client.Jobs(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, j := range jobs {
+		if len(j.Replicas) != 1 {
+			t.Errorf("job %s: %d replicas, want 1", j.ID, len(j.Replicas))
+		}
+		if j.Verification == node.VerifiedByCheck {
+			checked++
+		}
+	}
+	if len(jobs) != 4 || checked != 2 {
+		t.Errorf("%d jobs, %d verified by a check; want 4 and 2", len(jobs), checked)
+	}
+}
