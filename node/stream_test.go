@@ -2,8 +2,8 @@ package node
 
 import (
 	"bytes"
-	"fmt"
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -60,14 +60,7 @@ func TestStreamedJobOutvotesALiar(t *testing.T) {
 		chunks++
 		mu.Unlock()
 	}
-	job, err := net.client.Submit(context.Background(), s, nil)
-	if err != nil || job.State != store.JobVerified {
-		t.Fatalf("job %v: %v", job, err)
-	}
-	out, err := net.client.Blob(job.Output, job.OutputSize)
-	if err != nil {
-		t.Fatal(err)
-	}
+	job, out := submitVerified(t, net.client, s)
 	if want := runRunner(t, net.client, s); !bytes.Equal(out, want) {
 		t.Fatalf("verified output differs from a local run:\n%s\nwant\n%s", out, want)
 	}
@@ -146,14 +139,7 @@ func TestCheckJobCatchesALiar(t *testing.T) {
 		q := llama.Request{Prompt: fmt.Sprintf("Once upon a time, %d", try), MaxTokens: 40}
 		s := streamSpec(t, net.client, q)
 		s.Replicas, s.Check = 1, models.CheckInput([]llama.Request{q})
-		job, err := net.client.Submit(context.Background(), s, nil)
-		if err != nil || job.State != store.JobVerified {
-			t.Fatalf("job %v: %v", job, err)
-		}
-		out, err := net.client.Blob(job.Output, job.OutputSize)
-		if err != nil {
-			t.Fatal(err)
-		}
+		job, out := submitVerified(t, net.client, s)
 		if bytes.Contains(out, []byte(`"text":"~`)) {
 			t.Fatalf("try %d: the liar's output was accepted (%s, replicas %+v)", try, job.Verification, job.Replicas)
 		}
@@ -189,4 +175,19 @@ func TestCheckJobCatchesALiar(t *testing.T) {
 	if rec.Lies == 0 {
 		t.Error("the liar's record shows no lie")
 	}
+}
+
+// submitVerified submits s from n and returns the job, which must be
+// verified, and its output.
+func submitVerified(tb testing.TB, n *Node, s Spec) (*store.Job, []byte) {
+	tb.Helper()
+	job, err := n.Submit(context.Background(), s, nil)
+	if err != nil || job.State != store.JobVerified {
+		tb.Fatalf("job %v: %v", job, err)
+	}
+	out, err := n.Blob(job.Output, job.OutputSize)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return job, out
 }
