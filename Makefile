@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/infernet
 PKGS    := ./...
 
-.PHONY: all build test vet demo bench deps testdata clean test-payments fuzz mnist chargpt gpu-check gpu-bundle
+.PHONY: all build test vet demo bench deps testdata clean test-payments test-openai fuzz mnist chargpt gpu-check gpu-bundle
 
 all: build
 
@@ -30,6 +30,7 @@ test: deps vet
 	$(GO) test -count=1 -tags faults -run TestFaults ./cmd/infernet/itest/
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
 	@$(MAKE) --no-print-directory test-payments
+	@$(MAKE) --no-print-directory test-openai
 
 # Go fuzz targets (package:Target), each fuzzed for FUZZTIME: hostile bytes
 # on the wire, in requirement expressions, at the local API, in host calls,
@@ -105,5 +106,10 @@ regtest-down:
 # network: brought up for them and down afterwards unless it was already up;
 # the first run builds the pinned btcd and lnd into ~/.cache/infernet (about
 # 10 minutes). One package at a time: they share the network's balances.
+# The OpenAI API end to end with OpenAI's official npm client on four node
+# processes (scripts/openai-e2e.sh); the Go client's tests are in node/openai.
+test-openai: build
+	@./scripts/openai-e2e.sh
+
 test-payments:
 	@./scripts/regtest.sh run $(GO) test -count=1 -p 1 -tags regtest -run '^TestLightning' $(PKGS)

@@ -138,5 +138,7 @@ echo "start: from the call that starts a generation job to its first token (prom
 go test -run '^$' -bench 'BenchmarkGenerateStart' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && echo 1x || echo 5x)" -timeout 30m ./node | grep -E '^Benchmark' || true
 echo "network: Submit's wall time (2 replicas, 3 in-process nodes sharing this machine's cores, so the replicas run side by side) vs the same job run here; coord-ms: network less its slower replica's run:"
 go test -run '^$' -bench 'BenchmarkGenerateNetwork' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && echo 1x || echo 5x)" -timeout 30m ./node | grep -E '^Benchmark' || true
+echo "verification by prefill: a 256-token greedy completion generated, then checked as a claim in batched passes; ratio = (gen + check) / gen (target <= 1.3):"
+go test -run '^$' -bench 'BenchmarkVerifyByPrefill' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && echo 1x || echo 3x)" -timeout 30m ./node | grep -E '^Benchmark' || true
 hr "(m) Llama generation, greedy, 128 tokens: infernet generate --local (exact, tolerance) vs llama2.c's run.c -O3 (1 thread) and -Ofast -march=native -fopenmp (2 threads), random weights of the stories15M and stories110M shapes; targets on stories110M: infernet exact >= 1.0x run.c -O3, >= 0.7x -Ofast 2 threads"
 ./scripts/llama-bench.sh || true

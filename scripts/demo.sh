@@ -75,32 +75,16 @@ else
 fi
 
 # ---- The network: four nodes on loopback (three providers, one client) ----
-net=$(mktemp -d)
-pids=()
+. scripts/lib/network.sh
+net_up
 regtest_started=0
 cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$net" "$cache"
+  net_down
+  rm -rf "$cache"
   if [ "$regtest_started" = 1 ]; then ./scripts/regtest.sh down >/dev/null 2>&1; fi
 }
 trap cleanup EXIT
-# start NAME [flags]: runs `infernet node` in the background; sets $addr to
-# its first dialable address (the node prints its ID, then its addresses).
-start() {
-  local name=$1; shift
-  "$bin" node --datadir "$net/$name" --listen /ip4/127.0.0.1/tcp/0 --api 127.0.0.1:0 \
-    --mdns=false --nat=false --slots 2 --heartbeat 200ms --silence 3s "$@" \
-    > "$net/$name.out" 2> "$net/$name.log" &
-  pids+=($!)
-  pid_of[$name]=$!
-  for _ in $(seq 100); do
-    addr=$(grep -m1 '^/ip4/127.0.0.1/' "$net/$name.out" 2>/dev/null) && [ -f "$net/$name/api.addr" ] && return
-    sleep 0.1
-  done
-  echo "node $name did not start:"; cat "$net/$name.log"; exit 1
-}
-declare -A pid_of
+start() { net_start "$@"; }
 step "The network: four provider nodes (one of them dishonest) and a client node on loopback"
 start p1; boot=$addr
 printf '$ infernet node --datadir p1 --listen /ip4/127.0.0.1/tcp/0   # prints %s\n' "$boot"
@@ -112,10 +96,7 @@ bin=$bin_real
 start client --bootstrap "$boot" --no-provide
 echo "\$ infernet node --datadir client --bootstrap $boot --no-provide   (p2, p3 likewise, without --no-provide)"
 echo "\$ infernet-faults node --datadir liar --bootstrap $boot --fault.lie 1   # a provider that lies every time"
-for _ in $(seq 100); do
-  [ "$("$bin" peers --json --datadir "$net/client" | grep -c '"advert"')" -ge 4 ] && break
-  sleep 0.1
-done
+net_wait_adverts client 4
 echo '$ infernet peers'
 "$bin" peers --datadir "$net/client"
 
@@ -163,6 +144,23 @@ echo "\$ infernet run $jobs/lines/lines.wasm --input lines.txt -- p | cmp - out 
 "$bin" run --cache-dir "$cache" "$jobs/lines/lines.wasm" --input "$net/lines.txt" -- p | cmp - "$net/out" && echo "identical"
 echo "\$ echo x | infernet submit $jobs/datacat/datacat.wasm --input - --data vocab.txt=README.md -- vocab.txt | head -3   # a read-only data blob at /data"
 echo x | "$bin" submit "$jobs/datacat/datacat.wasm" --input - --data vocab.txt=README.md --datadir "$net/client" -- vocab.txt 2>/dev/null | head -3
+
+step "The OpenAI API: curl streams a story from the client node's /v1/completions, verified by two replicas as it streams"
+"$bin" models add stories260K testdata/llama/stories260K.bin --tokenizer testdata/llama/tok512.bin --datadir "$net/client" >/dev/null
+echo '$ infernet models add stories260K testdata/llama/stories260K.bin --tokenizer testdata/llama/tok512.bin'
+echo '$ curl -N http://$(cat client/api.addr)/v1/completions -H "Authorization: Bearer $(cat client/api.token)" \'
+echo "    -d '{\"model\": \"stories260K\", \"prompt\": \"One day, a little bird\", \"max_tokens\": 60, \"temperature\": 0, \"stream\": true}'"
+curl -sN "http://$(cat "$net/client/api.addr")/v1/completions" -H "Authorization: Bearer $(cat "$net/client/api.token")" \
+  -d '{"model": "stories260K", "prompt": "One day, a little bird", "max_tokens": 60, "temperature": 0, "stream": true}' > "$net/sse"
+head -3 "$net/sse"; echo "... ($(grep -c '^data: ' "$net/sse") events in all, the last: $(grep '^data: ' "$net/sse" | tail -1))"
+echo "the text of the chunks, joined:"
+python3 - "$net/sse" <<'PY'
+import json, sys, textwrap
+text = "".join(json.loads(l[6:])["choices"][0]["text"] for l in open(sys.argv[1]) if l.startswith("data: {"))
+print(textwrap.fill("One day, a little bird" + text, 100))
+PY
+echo "(any OpenAI client works the same way: OPENAI_BASE_URL=http://\$(cat client/api.addr)/v1 OPENAI_API_KEY=\$(cat client/api.token);"
+echo " make test-openai runs the official npm and Go clients against a network like this one)"
 
 step "MNIST trained by infernet train, FedAvg then DiLoCo: 3 rounds of a sharded job (4 shards x 2 replicas) + a reduce, evaluated each round, on 4 fresh nodes (make mnist)"
 ./scripts/mnist.sh 3 2 2>&1 | grep -E '^(\$|round|training run|10-shard|the network)'

@@ -8,14 +8,16 @@ set -euo pipefail
 # rustc + libstd-rust-dev-wasm32: Rust guests; libopenblas: the BLAS we
 # compare against (and can load at run time); hyperfine: whole-command timing;
 # libonnx-testdata: golden vectors of the tensor ops; chromium-headless-shell
-# and a font: the browser the dashboard tests drive (chromedp).
+# and a font: the browser the dashboard tests drive (chromedp); nodejs and
+# npm: OpenAI's npm client in scripts/openai-e2e.sh.
 packages=(wabt binaryen clang lld wasi-libc libclang-rt-dev-wasm32 rustc libstd-rust-dev-wasm32 libopenblas-dev hyperfine gcc libonnx-testdata
-  chromium-headless-shell fonts-dejavu-core)
+  chromium-headless-shell fonts-dejavu-core nodejs)
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+command -v npm >/dev/null || missing+=(npm) # some machines have nodejs's own npm
 if [ ${#missing[@]} -gt 0 ]; then
   echo "deps: installing ${missing[*]}" >&2
   sudo=""

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The OpenAI API end to end with OpenAI's official npm client (openai
+# 7.55.0, installed once under ${INFERNET_CACHE:-~/.cache/infernet}): four
+# `infernet node` processes on loopback (three providers, one client that
+# vouches for them), stories260K named on the client, then
+# scripts/lib/openai-e2e.cjs streams a completion and a chat completion
+# through the client's API and checks them against run.c's greedy text
+# (testdata/llama/golden.jsonl), the usage counts, and OpenAI's error shape
+# for an unknown model, bad JSON and max_tokens over the node's cap. Part of
+# `make test` (make test-openai); needs bin/infernet, node and npm.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${INFERNET_BIN:-bin/infernet}
+cache=${INFERNET_CACHE:-$HOME/.cache/infernet}
+version=7.55.0
+npmdir=$cache/npm-openai-$version
+if [ ! -f "$npmdir/node_modules/openai/package.json" ]; then
+  echo "openai-e2e: installing the npm package openai@$version into $npmdir" >&2
+  rm -rf "$npmdir.tmp" && mkdir -p "$npmdir.tmp"
+  (cd "$npmdir.tmp" && npm install --no-audit --no-fund --loglevel=error "openai@$version" >/dev/null)
+  rm -rf "$npmdir" && mv "$npmdir.tmp" "$npmdir"
+fi
+
+. scripts/lib/network.sh
+net_up
+trap net_down EXIT
+net_start p1; boot=$addr; trust=(--trust "$id")
+net_start p2 --bootstrap "$boot"; trust+=(--trust "$id")
+net_start p3 --bootstrap "$boot"; trust+=(--trust "$id")
+net_start client --bootstrap "$boot" --no-provide "${trust[@]}" --serve-max-tokens 512
+net_wait_adverts client 3
+"$bin" models add stories260K testdata/llama/stories260K.bin --tokenizer testdata/llama/tok512.bin --datadir "$net/client" >/dev/null
+
+OPENAI_MODULE=$npmdir/node_modules/openai \
+OPENAI_BASE_URL="http://$(cat "$net/client/api.addr")/v1" \
+OPENAI_API_KEY=$(cat "$net/client/api.token") \
+  node scripts/lib/openai-e2e.cjs testdata/llama/golden.jsonl
