@@ -121,7 +121,8 @@ func runRunner(tb testing.TB, n *Node, s Spec) []byte {
 // outvote it and the honest output is accepted (if it checks instead, it
 // is outvoted likewise). Which provider runs what is drawn at random, and a
 // liar caught is shunned: the test submits until the liar has lied once
-// (at most 40 jobs; a lie goes uncaught with chance (2/3)^40, 1e-7).
+// (at most 40 jobs; the liar generates or checks a job with chance 2/3, so
+// 40 jobs without it have chance 1e-19).
 func TestCheckJobCatchesALiar(t *testing.T) {
 	if len(llama.Runner()) == 0 {
 		t.Skip("no runner in this build")

@@ -6,9 +6,9 @@ package nodetest
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -147,8 +147,6 @@ func (n *Network) providersKnown() int {
 type testWriter struct{ tb testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
-	w.tb.Log(string(p))
+	w.tb.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
 }
-
-var _ io.Writer = testWriter{}
