@@ -169,7 +169,15 @@ func (c *Client) Blob(ctx context.Context, d blob.Digest, max int64) ([]byte, er
 // Submit submits a job and calls onEvent for each progress event as it
 // arrives; it returns the final job record.
 func (c *Client) Submit(ctx context.Context, req SubmitRequest, onEvent func(node.Event)) (*store.Job, error) {
-	l, err := c.submit(ctx, req, onEvent)
+	return c.SubmitStreaming(ctx, req, onEvent, nil)
+}
+
+// SubmitStreaming is Submit; with onOutput it streams the job
+// (SubmitRequest.Stream) and calls onOutput with each stretch of its output
+// as the replicas agree on it, in order.
+func (c *Client) SubmitStreaming(ctx context.Context, req SubmitRequest, onEvent func(node.Event), onOutput func([]byte)) (*store.Job, error) {
+	req.Stream = onOutput != nil
+	l, err := c.progress(ctx, "/v1/jobs", req, onEvent, onOutput)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +190,7 @@ func (c *Client) Submit(ctx context.Context, req SubmitRequest, onEvent func(nod
 // SubmitShards submits a sharded job (req.Shards set) and calls onEvent for
 // each progress event of every shard as it arrives; it returns the outcome.
 func (c *Client) SubmitShards(ctx context.Context, req SubmitRequest, onEvent func(node.Event)) (*node.ShardedJob, error) {
-	l, err := c.submit(ctx, req, onEvent)
+	l, err := c.progress(ctx, "/v1/jobs", req, onEvent, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +203,7 @@ func (c *Client) SubmitShards(ctx context.Context, req SubmitRequest, onEvent fu
 // Train runs a training run in the node, calling onEvent with its
 // progress, and returns its record.
 func (c *Client) Train(ctx context.Context, req TrainRequest, onEvent func(node.Event)) (*store.TrainRun, error) {
-	l, err := c.progress(ctx, "/v1/train", req, onEvent)
+	l, err := c.progress(ctx, "/v1/train", req, onEvent, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -233,13 +241,9 @@ func (c *Client) CancelTrainRun(ctx context.Context, id wire.JobID) (*store.Trai
 }
 
 // submit posts req and reads the progress stream until its last line.
-func (c *Client) submit(ctx context.Context, req SubmitRequest, onEvent func(node.Event)) (*Line, error) {
-	return c.progress(ctx, "/v1/jobs", req, onEvent)
-}
-
 // progress posts req to path and reads the progress stream until its last
-// line.
-func (c *Client) progress(ctx context.Context, path string, req any, onEvent func(node.Event)) (*Line, error) {
+// line, passing events and output on.
+func (c *Client) progress(ctx context.Context, path string, req any, onEvent func(node.Event), onOutput func([]byte)) (*Line, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
@@ -260,6 +264,10 @@ func (c *Client) progress(ctx context.Context, path string, req any, onEvent fun
 		case l.Event != nil:
 			if onEvent != nil {
 				onEvent(*l.Event)
+			}
+		case l.Output != nil:
+			if onOutput != nil {
+				onOutput(l.Output)
 			}
 		case l.Job != nil || l.Sharded != nil || l.Train != nil:
 			return &l, nil

@@ -113,6 +113,10 @@ type SubmitRequest struct {
 	Args []string `json:"args,omitempty"`
 	// Data are read-only files for the guest's /data (blobs already put).
 	Data []wire.DataBlob `json:"data,omitempty"`
+	// Stream, for a job that is not sharded, streams its output: Output
+	// lines carry the bytes the replicas agree on as they agree
+	// (node.Spec.Output).
+	Stream bool `json:"stream,omitempty"`
 	// Shards, when set, make a sharded job (node.SubmitShards) of one job
 	// per shard input (Input is then unused), Parallel of them at once (0:
 	// all); the answer's last line is Sharded.
@@ -132,7 +136,9 @@ type SubmitRequest struct {
 // Line is one line of the submit response: progress events, then the final
 // job record, or an error that kept the job from being recorded.
 type Line struct {
-	Event   *node.Event      `json:"event,omitempty"`
+	Event *node.Event `json:"event,omitempty"`
+	// Output is a streamed job's next verified bytes of stdout.
+	Output  []byte           `json:"output,omitempty"`
 	Job     *store.Job       `json:"job,omitempty"`
 	Sharded *node.ShardedJob `json:"sharded,omitempty"`
 	Train   *store.TrainRun  `json:"train,omitempty"`
@@ -466,6 +472,9 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 			send(Line{Error: err.Error()})
 		}
 		return
+	}
+	if req.Stream {
+		spec.Output = func(b []byte) { send(Line{Output: b}) }
 	}
 	job, err := s.n.Submit(r.Context(), spec, events)
 	switch {

@@ -65,9 +65,10 @@ llama runner guest (built in) on the model, its weights held by the host; on
 the network, --replicas providers run it and their outputs are compared like
 any job's (infernet submit), so a greedy or seeded completion is verified.
 
-stdout is the completion alone, the text after the prompt, then a newline:
-with --local it is printed as it grows; from the network when the verified
-result comes (a summary goes to stderr). --json prints one JSON object
+stdout is the completion alone, the text after the prompt, then a newline,
+printed as it grows: with --local as it is generated, from the network as
+the replicas' streamed outputs agree on it (no token before it is verified;
+a summary goes to stderr). --json prints one JSON object
 instead: completion, prompt_tokens, completion_tokens, stop ("eos" or
 "length"), tokens_per_second, the timings and, for a network job, the job,
 its verification and replicas. tokens_per_second is completion_tokens over
@@ -360,7 +361,13 @@ func (o *GenerateOptions) runNetwork(ctx context.Context, reqs []llama.Request, 
 	}
 	req.Input, req.InputSize = ib.Digest, ib.Size
 	prog := newProgress(&o.SubmitOptions, req.Replicas)
-	job, err := c.Submit(ctx, req, prog.event)
+	// The text is printed as the replicas agree on it, never before.
+	var onOutput func([]byte)
+	if !o.JSON {
+		dec := &models.Decoder{OnText: out.text, OnDone: out.done}
+		onOutput = func(b []byte) { dec.Write(b) }
+	}
+	job, err := c.SubmitStreaming(ctx, req, prog.event, onOutput)
 	prog.done()
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
