@@ -17,7 +17,8 @@ npmdir=$cache/npm-openai-$version
 if [ ! -f "$npmdir/node_modules/openai/package.json" ]; then
   echo "openai-e2e: installing the npm package openai@$version into $npmdir" >&2
   rm -rf "$npmdir.tmp" && mkdir -p "$npmdir.tmp"
-  (cd "$npmdir.tmp" && npm install --no-audit --no-fund --loglevel=error "openai@$version" >/dev/null)
+  (cd "$npmdir.tmp" && { npm install --no-audit --no-fund --loglevel=error "openai@$version" >/dev/null ||
+    { sleep 5; npm install --no-audit --no-fund --loglevel=error "openai@$version" >/dev/null; }; })
   rm -rf "$npmdir" && mv "$npmdir.tmp" "$npmdir"
 fi
 

@@ -118,7 +118,13 @@ type Backend interface {
 	// moments m and v, all updated in place (ABI v2).
 	AdamW(ctx context.Context, p AdamWParams, w, g, m, v Buffer) error
 	// GemmBatched computes batch independent GEMMs of the same parameters
-	// on matrices stored one after the other in a, b and c (ABI v2).
+	// on matrices stored one after the other in a, b and c (ABI v2). On a
+	// CPU-class backend each item has the bits of that backend's Gemm of it;
+	// on a GPU-class one (tolerance mode only), within Gemm's own error
+	// bound of them: cuBLAS chooses its algorithm per call, and its batched
+	// kernels sum in another order than its single ones (measured on an
+	// H200), which running the items one by one would undo at the cost of a
+	// launch each.
 	GemmBatched(ctx context.Context, batch int, p GemmParams, a, b, c Buffer) error
 	// Transpose writes the F32 [rows,cols] matrix a as [cols,rows] to out
 	// (ABI v2).

@@ -86,6 +86,7 @@ func TestGPU_FreeAndClose(t *testing.T)              { testFreeAndClose(t, gpuDe
 func TestGPU_V2MatchesReference(t *testing.T)        { testV2MatchesReference(t, gpuDevice) }
 func TestGPU_V2OutOfRangeIsNotRead(t *testing.T)     { testV2OutOfRangeIsNotRead(t, gpuDevice) }
 func TestGPU_V2Refusals(t *testing.T)                { testV2Refusals(t, gpuDevice) }
+func TestGPU_V2TransposeInPlace(t *testing.T)        { testV2TransposeInPlace(t, gpuDevice) }
 func TestGPU_GemmBatched(t *testing.T)               { testGemmBatched(t, gpuDevice) }
 func TestGPU_GemmBatchedEdges(t *testing.T)          { testGemmBatchedEdges(t, gpuDevice) }
 func TestGPU_GemmLargeMatchesReference(t *testing.T) { testGemmLarge(t, openGPU(t)) }

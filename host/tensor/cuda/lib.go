@@ -41,6 +41,7 @@ type driver struct {
 	cuMemsetD8           func(p uint64, v uint8, n uintptr) int32
 	cuMemcpyHtoD         func(dst uint64, src unsafe.Pointer, n uintptr) int32
 	cuMemcpyDtoH         func(dst unsafe.Pointer, src uint64, n uintptr) int32
+	cuMemcpyDtoD         func(dst, src uint64, n uintptr) int32
 	cuModuleLoadData     func(mod *uintptr, image *byte) int32
 	cuModuleGetFunction  func(fn *uintptr, mod uintptr, name string) int32
 	cuModuleUnload       func(mod uintptr) int32
@@ -65,6 +66,7 @@ const (
 	symMemsetD8       = "cuMemsetD8_v2"
 	symMemcpyHtoD     = "cuMemcpyHtoD_v2"
 	symMemcpyDtoH     = "cuMemcpyDtoH_v2"
+	symMemcpyDtoD     = "cuMemcpyDtoD_v2"
 	symModuleLoad     = "cuModuleLoadData"
 	symModuleFunc     = "cuModuleGetFunction"
 	symModuleUnload   = "cuModuleUnload"
@@ -151,6 +153,7 @@ func loadDriver(path string) (*driver, error) {
 		symMemsetD8, &d.cuMemsetD8,
 		symMemcpyHtoD, &d.cuMemcpyHtoD,
 		symMemcpyDtoH, &d.cuMemcpyDtoH,
+		symMemcpyDtoD, &d.cuMemcpyDtoD,
 		symModuleLoad, &d.cuModuleLoadData,
 		symModuleFunc, &d.cuModuleGetFunction,
 		symModuleUnload, &d.cuModuleUnload,

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -83,9 +84,11 @@ func (b *Backend) SoftmaxCausal(ctx context.Context, rows, cols int, a, out tens
 }
 
 // CrossEntropy implements tensor.Backend (ABI v2) with the
-// cross_entropy_rows kernel, one block per row. A target out of [0, cols),
-// which the host module rules out, is not read through: its row's loss is
-// NaN and its gradient the plain softmax.
+// cross_entropy_rows kernel, one block per row. A target out of [0, cols)
+// is an error, as on every backend: the targets (4 bytes a row) are read
+// back and checked before the kernel runs (the kernel would leave such a
+// row's loss NaN and its gradient the plain softmax). The H200 run found
+// it accepted before.
 //
 // hardware-untested: no GPU was available to the project; the call sequence
 // is tested against a fake driver.
@@ -97,6 +100,15 @@ func (b *Backend) CrossEntropy(ctx context.Context, rows, cols int, logits, targ
 	n := rows * cols
 	if err := checkRows("cross_entropy", rows, cols, xs, want{abi.F32, n}, want{abi.I32, rows}, want{abi.F32, rows}, want{abi.F32, n}); err != nil {
 		return err
+	}
+	ts := make([]byte, 4*rows)
+	if err := b.Read(targets, ts); err != nil {
+		return err
+	}
+	for r := range rows {
+		if t := int32(binary.LittleEndian.Uint32(ts[4*r:])); t < 0 || int(t) >= cols {
+			return fmt.Errorf("cuda: cross_entropy: row %d's target %d not in [0, %d)", r, t, cols)
+		}
 	}
 	return b.rowwise(ctx, kCrossEntropyRows, rows, cols, xs)
 }
@@ -151,7 +163,7 @@ func (b *Backend) Transpose(ctx context.Context, rows, cols int, a, out tensor.B
 		return nil
 	}
 	if xs[0] == xs[1] {
-		return fmt.Errorf("cuda: %w: transpose in place", tensor.ErrUnsupported)
+		return b.transposeInPlace(ctx, rows, cols, xs[0])
 	}
 	step := max(chunkElems/rows, 1)
 	if step > transposeTile {
@@ -195,4 +207,27 @@ func (b *Backend) Gather(ctx context.Context, rows, cols int, table, idx, out te
 		return fmt.Errorf("cuda: %w: gather into its own table", tensor.ErrUnsupported)
 	}
 	return b.elementwise(ctx, kGather, n, xs, i64Arg(rows), i64Arg(cols))
+}
+
+// transposeInPlace transposes x through a scratch buffer: into it, then
+// copied back on the device.
+func (b *Backend) transposeInPlace(ctx context.Context, rows, cols int, x *buffer) error {
+	tmp, err := b.Alloc(abi.F32, rows*cols)
+	if err != nil {
+		return err
+	}
+	defer b.Free(tmp)
+	if err := b.Transpose(ctx, rows, cols, x, tmp); err != nil {
+		return err
+	}
+	xs, err := b.own(tmp)
+	if err != nil {
+		return err
+	}
+	return b.q.do(ctx, func() error {
+		if err := b.alive(x, xs[0]); err != nil {
+			return err
+		}
+		return cuErr(symMemcpyDtoD, b.drv.cuMemcpyDtoD(x.ptr, xs[0].ptr, uintptr(x.bytes())))
+	})
 }

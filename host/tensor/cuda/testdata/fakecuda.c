@@ -380,6 +380,17 @@ CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
   return rc;
 }
 
+CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  NEED_CTX("cuMemcpyDtoD_v2");
+  size_t doff = 0, soff = 0;
+  struct alloc *d = find(dst, n, &doff), *s = find(src, n, &soff);
+  int rc = d && s ? 0 : CUDA_ERROR_INVALID_VALUE;
+  if (!rc)
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+  record("cuMemcpyDtoD_v2", rc, "id=%d+%zu from id=%d+%zu bytes=%zu", d ? d->id : 0, doff, s ? s->id : 0, soff, n);
+  return rc;
+}
+
 /* ---- modules and kernels ---- */
 
 struct module {
