@@ -23,7 +23,15 @@ type Config struct {
 	// CUBLAS is the cuBLAS library; "" means the first of libcublas.so.13,
 	// .12 and .11 that loads.
 	CUBLAS string
+	// PoolBytes caps the device memory freed buffers keep for reuse
+	// (0: DefaultPoolBytes; negative: none). A job's pointer-form ops
+	// allocate and free device buffers at every call, and cuMemAlloc and
+	// cuMemFree (which synchronises the device) cost more than small ops.
+	PoolBytes int64
 }
+
+// DefaultPoolBytes is Config.PoolBytes when it is 0.
+const DefaultPoolBytes = 256 << 20
 
 // Work bounds between context checks. Each GEMM panel or kernel launch is
 // followed by cuCtxSynchronize and a ctx check, so a deadline interrupts an
@@ -68,6 +76,10 @@ type Backend struct {
 	fns    [numKernels]uintptr
 	handle uintptr
 	live   map[*buffer]struct{}
+	// pool holds freed device allocations by size class, pooled bytes in
+	// all (Config.PoolBytes).
+	pool   map[uintptr][]uint64
+	pooled int64
 }
 
 var _ tensor.Backend = (*Backend)(nil)
@@ -77,6 +89,7 @@ var _ tensor.Backend = (*Backend)(nil)
 type buffer struct {
 	owner *Backend
 	ptr   uint64
+	size  uintptr // of the allocation: its size class, at least bytes()
 	dt    abi.DType
 	n     int
 }
@@ -113,7 +126,10 @@ func New(cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	b := &Backend{cfg: cfg, drv: drv, blas: blas, live: map[*buffer]struct{}{}}
+	if cfg.PoolBytes == 0 {
+		cfg.PoolBytes = DefaultPoolBytes
+	}
+	b := &Backend{cfg: cfg, drv: drv, blas: blas, live: map[*buffer]struct{}{}, pool: map[uintptr][]uint64{}}
 	q, err := startQueue(b.init, b.teardown)
 	if err != nil {
 		return nil, unavailable(err)
@@ -161,6 +177,13 @@ func (b *Backend) teardown() error {
 		}
 		delete(b.live, x)
 	}
+	for size, ptrs := range b.pool {
+		for _, p := range ptrs {
+			errs = append(errs, cuErr(symMemFree, b.drv.cuMemFree(p)))
+		}
+		delete(b.pool, size)
+	}
+	b.pooled = 0
 	if b.handle != 0 {
 		errs = append(errs, blasErr(symBlasDestroy, b.blas.destroy(b.handle)))
 		b.handle = 0
@@ -230,7 +253,8 @@ func (b *Backend) alive(bufs ...*buffer) error {
 // failures as the error of the operation that launched them.
 func (b *Backend) sync() error { return cuErr(symCtxSync, b.drv.cuCtxSynchronize()) }
 
-// Alloc implements tensor.Backend: a zeroed device buffer.
+// Alloc implements tensor.Backend: a zeroed device buffer, from the pool
+// of freed ones when one of its size class is there.
 //
 // hardware-untested: no GPU was available to the project; the call sequence
 // is tested against a fake driver.
@@ -243,11 +267,15 @@ func (b *Backend) Alloc(dt abi.DType, n int) (tensor.Buffer, error) {
 	}
 	x := &buffer{owner: b, dt: dt, n: n}
 	err := b.q.do(context.Background(), func() error {
-		if size := uintptr(x.bytes()); size > 0 {
-			if err := cuErr(symMemAlloc, b.drv.cuMemAlloc(&x.ptr, size)); err != nil {
+		if n := uintptr(x.bytes()); n > 0 {
+			x.size = sizeClass(n)
+			if ptrs := b.pool[x.size]; len(ptrs) > 0 { // reuse, no cuMemAlloc
+				x.ptr, b.pool[x.size] = ptrs[len(ptrs)-1], ptrs[:len(ptrs)-1]
+				b.pooled -= int64(x.size)
+			} else if err := cuErr(symMemAlloc, b.drv.cuMemAlloc(&x.ptr, x.size)); err != nil {
 				return err
 			}
-			if err := cuErr(symMemsetD8, b.drv.cuMemsetD8(x.ptr, 0, size)); err != nil {
+			if err := cuErr(symMemsetD8, b.drv.cuMemsetD8(x.ptr, 0, n)); err != nil {
 				_ = b.drv.cuMemFree(x.ptr)
 				return err
 			}
@@ -261,7 +289,9 @@ func (b *Backend) Alloc(dt abi.DType, n int) (tensor.Buffer, error) {
 	return x, nil
 }
 
-// Free implements tensor.Backend. Freeing twice, or after Close, is a no-op.
+// Free implements tensor.Backend: the allocation goes to the pool while it
+// has room (Config.PoolBytes), else back to the driver. Freeing twice, or
+// after Close, is a no-op.
 //
 // hardware-untested: no GPU was available to the project; the call sequence
 // is tested against a fake driver.
@@ -278,11 +308,34 @@ func (b *Backend) Free(t tensor.Buffer) {
 			return nil
 		}
 		delete(b.live, x)
-		if x.ptr != 0 {
-			return cuErr(symMemFree, b.drv.cuMemFree(x.ptr))
+		switch {
+		case x.ptr == 0:
+			return nil
+		case b.pooled+int64(x.size) <= b.cfg.PoolBytes:
+			b.pool[x.size] = append(b.pool[x.size], x.ptr)
+			b.pooled += int64(x.size)
+			return nil
 		}
-		return nil
+		return cuErr(symMemFree, b.drv.cuMemFree(x.ptr))
 	})
+}
+
+// sizeClass is the allocation that holds n bytes: a power of two from 256
+// bytes to 1 MiB, then whole MiB, so that freed buffers fit later ones
+// while wasting at most half (an eighth past 8 MiB).
+func sizeClass(n uintptr) uintptr {
+	const small, mib = 256, 1 << 20
+	switch {
+	case n <= small:
+		return small
+	case n <= mib:
+		c := uintptr(small)
+		for c < n {
+			c <<= 1
+		}
+		return c
+	}
+	return (n + mib - 1) / mib * mib
 }
 
 // Write implements tensor.Backend: cuMemcpyHtoD_v2 of src's bytes. The

@@ -1115,7 +1115,8 @@ func TestFakeDriver_FreeAndClose(t *testing.T) { testFreeAndClose(t, fakeDriver)
 
 // testFreeAndClose: double Free, use after Free, another Backend's
 // buffer, Close with a buffer left, a second Close, use after Close; on
-// the fake, which cuMemFree_v2 calls that makes and that nothing is left.
+// the fake, which cuMemFree_v2 calls that makes (a freed buffer waits in
+// the pool until Close) and that nothing is left.
 func testFreeAndClose(t *testing.T, tg target) {
 	b := tg.open(t)
 	x, _ := b.Alloc(abi.F32, 4)
@@ -1123,8 +1124,8 @@ func testFreeAndClose(t *testing.T, tg target) {
 	_, _ = b.Alloc(abi.I32, 3) // left for Close to free
 	b.Free(x)
 	b.Free(x) // no-op
-	if n := len(callsNamed(tg.calls(t), "cuMemFree_v2")); tg.fake && n != 1 {
-		t.Errorf("double Free made %d cuMemFree_v2 calls", n)
+	if n := len(callsNamed(tg.calls(t), "cuMemFree_v2")); tg.fake && n != 0 {
+		t.Errorf("double Free made %d cuMemFree_v2 calls, want 0 (pooled)", n)
 	}
 	if err := b.Write(x, make([]byte, 16)); err == nil {
 		t.Error("Write after Free succeeded")
@@ -1147,10 +1148,70 @@ func testFreeAndClose(t *testing.T, tg target) {
 	if !tg.fake {
 		return
 	}
-	if n := len(callsNamed(tg.calls(t), "cuMemFree_v2")); n != 2 {
-		t.Errorf("Close made %d cuMemFree_v2 calls, want 2", n)
+	if n := len(callsNamed(tg.calls(t), "cuMemFree_v2")); n != 3 {
+		t.Errorf("Close made %d cuMemFree_v2 calls, want 3 (2 live, 1 pooled)", n)
 	}
 	assertNothingLive(t)
+}
+
+func TestFakeDriver_Pool(t *testing.T) { testPool(t, fakeDriver) }
+
+// testPool: a freed buffer's allocation serves the next Alloc of its size
+// class without cuMemAlloc, zeroed again; a pool with no room hands
+// allocations back to the driver; size classes hold what they promise.
+func testPool(t *testing.T, tg target) {
+	b := tg.open(t)
+	x, err := b.Alloc(abi.F32, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ones := make([]float32, 100)
+	for i := range ones {
+		ones[i] = 1
+	}
+	if err := b.Write(x, f32bytes(ones)); err != nil {
+		t.Fatal(err)
+	}
+	tg.reset()
+	b.Free(x)
+	y, err := b.Alloc(abi.F32, 90) // 360 bytes: the same 512-byte class
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tg.fake {
+		cs := tg.calls(t)
+		if n, m := len(callsNamed(cs, "cuMemAlloc_v2")), len(callsNamed(cs, "cuMemFree_v2")); n != 0 || m != 0 {
+			t.Errorf("Free then Alloc of the same class: %d cuMemAlloc_v2, %d cuMemFree_v2 calls, want none", n, m)
+		}
+	}
+	for i, v := range bytesF32(download(t, b, y)) {
+		if v != 0 {
+			t.Fatalf("a reused allocation is not zeroed: element %d is %g", i, v)
+		}
+	}
+	b.Free(y)
+	for _, c := range []struct{ n, class uintptr }{{1, 256}, {256, 256}, {257, 512}, {1 << 20, 1 << 20}, {1<<20 + 1, 2 << 20}, {9<<20 + 5, 10 << 20}} {
+		if got := sizeClass(c.n); got != c.class || got < c.n {
+			t.Errorf("sizeClass(%d) = %d, want %d", c.n, got, c.class)
+		}
+	}
+}
+
+func TestFakeDriver_PoolFull(t *testing.T) {
+	path := fake(t)
+	b, err := New(Config{Driver: path, CUBLAS: path, PoolBytes: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	x, _ := b.Alloc(abi.F32, 64) // 256 bytes: fills the pool once freed
+	y, _ := b.Alloc(abi.F32, 64)
+	fakeLib.reset()
+	b.Free(x)
+	b.Free(y) // no room: back to the driver
+	if n := len(callsNamed(fakeCalls(t), "cuMemFree_v2")); n != 1 {
+		t.Errorf("two Frees into a pool with room for one made %d cuMemFree_v2 calls, want 1", n)
+	}
 }
 
 func TestFakeDriver_Devices(t *testing.T) {

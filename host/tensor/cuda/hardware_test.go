@@ -83,6 +83,7 @@ func TestGPU_ContextStopsBetweenPanels(t *testing.T) {
 	testContextStopsBetweenPanels(t, gpuDevice)
 }
 func TestGPU_FreeAndClose(t *testing.T)              { testFreeAndClose(t, gpuDevice) }
+func TestGPU_Pool(t *testing.T)                      { testPool(t, gpuDevice) }
 func TestGPU_V2MatchesReference(t *testing.T)        { testV2MatchesReference(t, gpuDevice) }
 func TestGPU_V2OutOfRangeIsNotRead(t *testing.T)     { testV2OutOfRangeIsNotRead(t, gpuDevice) }
 func TestGPU_V2Refusals(t *testing.T)                { testV2Refusals(t, gpuDevice) }
