@@ -43,6 +43,10 @@ func FuzzAPI(f *testing.F) {
 		{"DELETE", "/v1/node", ""},
 		{"GET", "/v1/../v1/node", ""},
 		{"GET", "/%2e%2e/x", ""},
+		{"POST", "/v1/completions", `{"model": "stories", "prompt": "Once", "max_tokens": 4, "stream": true}`},
+		{"POST", "/v1/completions", `{"model": "stories", "prompt": ["a", "b"], "n": 2, "stop": "\n"}`},
+		{"POST", "/v1/chat/completions", `{"model": "stories", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}`},
+		{"POST", "/v1/chat/completions", `{"model": "stories", "messages": [{"role": "tool", "content": 3}], "max_completion_tokens": -1}`},
 	} {
 		f.Add(s.method, s.path, []byte(s.body), true)
 		f.Add(s.method, s.path, []byte(s.body), false)

@@ -308,6 +308,9 @@ func (s *Service) terms(w http.ResponseWriter, p *params, maxTokens *int, c *com
 
 // promptOf reads a completion's prompt: a string, or an array of one.
 func promptOf(raw json.RawMessage) (string, error) {
+	if v := strings.TrimSpace(string(raw)); v == "" || v == "null" {
+		return "", errors.New("you must provide a prompt")
+	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err == nil {
 		return s, nil

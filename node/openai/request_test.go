@@ -1,0 +1,84 @@
+package openai
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestChatPrompt(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		msgs []Message
+		want string
+	}{
+		{"user alone", []Message{{"user", "Tell me a story."}}, "[INST] Tell me a story. [/INST]"},
+		{"system and user", []Message{{"system", "Be kind."}, {"user", " Hi "}},
+			"[INST] <<SYS>>\nBe kind.\n<</SYS>>\n\nHi [/INST]"},
+		{"developer is a system message", []Message{{"developer", "A"}, {"system", "B"}, {"user", "C"}},
+			"[INST] <<SYS>>\nA\nB\n<</SYS>>\n\nC [/INST]"},
+		{"turns", []Message{{"system", "S"}, {"user", "1"}, {"assistant", "one"}, {"user", "2"}},
+			"[INST] <<SYS>>\nS\n<</SYS>>\n\n1 [/INST] one [INST] 2 [/INST]"},
+	} {
+		if got := ChatPrompt(c.msgs); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+func TestMessagesOf(t *testing.T) {
+	for _, c := range []struct {
+		in, want, err string
+	}{
+		{`[{"role": "user", "content": "hi"}]`, "user:hi", ""},
+		{`[{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]`, "user:ab", ""},
+		{`[]`, "", "non-empty array"},
+		{`{"role": "user"}`, "", "non-empty array"},
+		{`[{"role": "tool", "content": "x"}]`, "", "role"},
+		{`[{"role": "user", "content": [{"type": "image_url", "text": ""}]}]`, "", "image_url"},
+		{`[{"role": "user", "content": 3}]`, "", "must be text"},
+	} {
+		msgs, err := messagesOf(json.RawMessage(c.in))
+		var got []string
+		for _, m := range msgs {
+			got = append(got, m.Role+":"+m.Content)
+		}
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: %v, want an error with %q", c.in, err, c.err)
+			}
+		} else if err != nil || strings.Join(got, ",") != c.want {
+			t.Errorf("%s: %v, %v; want %s", c.in, got, err, c.want)
+		}
+	}
+}
+
+func TestPromptOfAndUnsupported(t *testing.T) {
+	for _, c := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{`"Once"`, "Once", true}, {`["Once"]`, "Once", true}, {`["a", "b"]`, "", false}, {`[1, 2]`, "", false}, {`null`, "", false},
+	} {
+		got, err := promptOf(json.RawMessage(c.in))
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("prompt %s: %q, %v", c.in, got, err)
+		}
+	}
+	for _, c := range []struct{ body, want string }{
+		{`{}`, ""},
+		{`{"stop": null, "logprobs": false, "echo": false, "best_of": 1, "presence_penalty": 0, "tools": []}`, ""},
+		{`{"stop": "\n"}`, "stop"},
+		{`{"logprobs": 2}`, "logprobs"},
+		{`{"frequency_penalty": 0.5}`, "frequency_penalty"},
+		{`{"response_format": {"type": "json_object"}}`, "response_format"},
+	} {
+		var c2 common
+		if err := json.Unmarshal([]byte(c.body), &c2); err != nil {
+			t.Fatal(err)
+		}
+		if got := c2.given(); got != c.want {
+			t.Errorf("%s: unsupported %q, want %q", c.body, got, c.want)
+		}
+	}
+}
