@@ -97,7 +97,8 @@ type Spec struct {
 	// of a job of the same module and terms, run by one other provider,
 	// whose output must be the replica's byte for byte (the llama runner's
 	// verification by prefill: node/models.CheckInput). Then the result is
-	// VerifiedByCheck. If the outputs differ (or Check refuses the output),
+	// VerifiedByCheck if either provider is established; two newcomers'
+	// agreement counts as an unanchored vote's (audited, or unverified). If the outputs differ (or Check refuses the output),
 	// the job gets two more replicas, the vote decides as for any job, and
 	// whoever it contradicts, the replica or the checker, is outvoted.
 	Check func(output []byte) ([]byte, error) `json:"-"`

@@ -192,3 +192,30 @@ func submitVerified(tb testing.TB, n *Node, s Spec) (*store.Job, []byte) {
 	}
 	return job, out
 }
+
+// TestCheckJobOfNewcomers: a generation and its check by two providers on
+// probation agree, yet that is no more than two newcomers' replicas: with
+// audits off the result comes back unverified, with audits on the client's
+// own run verifies it.
+func TestCheckJobOfNewcomers(t *testing.T) {
+	if len(llama.Runner()) == 0 {
+		t.Skip("no runner in this build")
+	}
+	for _, noAudit := range []bool{true, false} {
+		net := startNetwork(t, 2, func(c *Config) { c.NoAudit = noAudit }) // nobody vouched for
+		q := llama.Request{Prompt: "Once upon a time", MaxTokens: 20}
+		s := streamSpec(t, net.client, q)
+		s.Replicas, s.Check = 1, models.CheckInput([]llama.Request{q})
+		job, err := net.client.Submit(context.Background(), s, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, how := store.JobUnverified, ""
+		if !noAudit {
+			want, how = store.JobVerified, VerifiedByAudit
+		}
+		if job.State != want || job.Verification != how {
+			t.Errorf("no audit %v: job %s, verified by %q; want %s, %q", noAudit, job.State, job.Verification, want, how)
+		}
+	}
+}

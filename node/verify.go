@@ -112,8 +112,16 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 			if err != nil {
 				return j.finish(votes, nil, err)
 			}
-			if ok {
+			if ok && (n.peers.established(peer.ID(votes[0].Provider)) || n.peers.established(j.checker)) {
 				return j.accept(ctx, votes, []int{0}, nil, VerifiedByCheck)
+			}
+			if ok {
+				// Two newcomers agree: no more than an unanchored vote, which
+				// identities that cost nothing could stage.
+				if !n.cfg.NoAudit && auditable(j.ann) {
+					return j.audit(ctx, votes)
+				}
+				return j.accept(ctx, votes, []int{0}, nil, "") // unverified
 			}
 			// The replica or the checker is wrong: replicas decide which.
 			j.escalated = true
