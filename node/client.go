@@ -431,7 +431,9 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 		rec: &store.Job{ID: ann.Job, Announce: *ann, State: store.JobPending, Created: now}, vks: vks,
 	}
 	if spec.Output != nil {
-		j.stream = newStreamVote(n.peers.established, spec.Output, ann.MaxOutput)
+		out, drain := queueOutput(spec.Output)
+		defer drain() // every byte passed on before Submit returns
+		j.stream = newStreamVote(n.peers.established, out, ann.MaxOutput)
 	}
 	if spec.Check != nil {
 		if spec.Replicas != 1 {

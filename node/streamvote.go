@@ -188,3 +188,57 @@ func (v *streamVote) finish(out []byte) error {
 	}
 	return nil
 }
+
+// queueOutput returns queue, which hands copies of its bytes to a
+// goroutine of its own that calls out with them in order, and drain, which
+// waits until all were passed. A slow consumer of a streamed job's output
+// (an HTTP client reading an API's stream) thus never holds up the vote,
+// the replicas' streams, or the providers writing them, whose stalled
+// writes would look like broken streams.
+func queueOutput(out func([]byte)) (queue func([]byte), drain func()) {
+	var (
+		mu      sync.Mutex
+		pending [][]byte
+		closed  bool
+	)
+	wake, done := make(chan struct{}, 1), make(chan struct{})
+	signal := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	go func() {
+		defer close(done)
+		for {
+			mu.Lock()
+			batch, end := pending, closed
+			pending = nil
+			mu.Unlock()
+			for _, b := range batch {
+				out(b)
+			}
+			switch {
+			case len(batch) > 0:
+			case end:
+				return
+			default:
+				<-wake
+			}
+		}
+	}()
+	queue = func(b []byte) {
+		mu.Lock()
+		pending = append(pending, bytes.Clone(b))
+		mu.Unlock()
+		signal()
+	}
+	drain = func() {
+		mu.Lock()
+		closed = true
+		mu.Unlock()
+		signal()
+		<-done
+	}
+	return queue, drain
+}

@@ -74,3 +74,25 @@ func TestStreamVoteLimits(t *testing.T) {
 		t.Fatalf("finish: %v, released %q", err, got)
 	}
 }
+
+// TestQueueOutput: bytes queued reach the consumer in order, even a slow
+// one, without holding up the queueing side; drain returns once all did.
+func TestQueueOutput(t *testing.T) {
+	var got []byte
+	release := make(chan struct{})
+	queue, drain := queueOutput(func(b []byte) {
+		<-release // a consumer stuck until released
+		got = append(got, b...)
+	})
+	buf := []byte("ab")
+	queue(buf)
+	buf[0] = 'X' // the queue holds its own copy
+	for _, s := range []string{"cd", "ef", "gh"} {
+		queue([]byte(s)) // returns although the consumer is stuck
+	}
+	close(release)
+	drain()
+	if string(got) != "abcdefgh" {
+		t.Fatalf("consumer got %q", got)
+	}
+}
