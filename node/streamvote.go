@@ -43,10 +43,22 @@ type attempt struct {
 }
 
 // stream is what one attempt sent so far; diverged once it contradicts the
-// released prefix.
+// released prefix. Its first checked bytes are known to agree with the
+// released ones, so each byte is compared once however the two grow.
 type stream struct {
 	b        []byte
 	diverged bool
+	checked  int
+}
+
+// recheck compares what is new in s, or newly released, with released.
+func (s *stream) recheck(released []byte) {
+	n := min(len(s.b), len(released))
+	if s.diverged || n <= s.checked {
+		return
+	}
+	s.diverged = !bytes.Equal(s.b[s.checked:n], released[s.checked:n])
+	s.checked = n
 }
 
 func newStreamVote(established func(peer.ID) bool, out func([]byte), max int64) *streamVote {
@@ -67,15 +79,9 @@ func (v *streamVote) add(r uint8, p peer.ID, data []byte) error {
 		return fmt.Errorf("streamed output over the job's limit of %d bytes", v.max)
 	}
 	s.b = append(s.b, data...)
-	s.diverged = s.diverged || !agrees(s.b, v.released)
+	s.recheck(v.released)
 	v.advance()
 	return nil
-}
-
-// agrees reports whether a and b are equal where both have bytes.
-func agrees(a, b []byte) bool {
-	n := min(len(a), len(b))
-	return bytes.Equal(a[:n], b[:n])
 }
 
 // advance releases the longest prefix some stream's group decides.
@@ -94,7 +100,7 @@ func (v *streamVote) advance() {
 	fresh := best[len(v.released):]
 	v.released = append(v.released, fresh...)
 	for _, s := range v.streams {
-		s.diverged = s.diverged || !agrees(s.b, v.released)
+		s.recheck(v.released)
 	}
 	v.out(fresh)
 }

@@ -75,16 +75,20 @@ else
 fi
 
 # ---- The network: four nodes on loopback (three providers, one client) ----
-. scripts/lib/network.sh
-net_up
+# shellcheck source=scripts/lib/localnet.sh
+. scripts/lib/localnet.sh
 regtest_started=0
 cleanup() {
-  net_down
+  localnet_cleanup
   rm -rf "$cache"
   if [ "$regtest_started" = 1 ]; then ./scripts/regtest.sh down >/dev/null 2>&1; fi
 }
 trap cleanup EXIT
-start() { net_start "$@"; }
+# start NAME [flags]: a node with the demo's quick heartbeats (localnet.sh).
+start() {
+  local name=$1; shift
+  node_start "$name" --slots 2 --heartbeat 200ms --silence 3s "$@"
+}
 step "The network: four provider nodes (one of them dishonest) and a client node on loopback"
 start p1; boot=$addr
 printf '$ infernet node --datadir p1 --listen /ip4/127.0.0.1/tcp/0   # prints %s\n' "$boot"
@@ -96,7 +100,7 @@ bin=$bin_real
 start client --bootstrap "$boot" --no-provide
 echo "\$ infernet node --datadir client --bootstrap $boot --no-provide   (p2, p3 likewise, without --no-provide)"
 echo "\$ infernet-faults node --datadir liar --bootstrap $boot --fault.lie 1   # a provider that lies every time"
-net_wait_adverts client 4
+wait_providers client 4
 echo '$ infernet peers'
 "$bin" peers --datadir "$net/client"
 
@@ -126,7 +130,7 @@ for _ in $(seq 200); do
   sleep 0.05
 done
 echo "killing $victim ($("$bin" id --datadir "$net/$victim"))"
-{ kill -9 "${pid_of[$victim]}"; wait "${pid_of[$victim]}"; } 2>/dev/null
+{ kill -9 "${node_pid[$victim]}"; wait "${node_pid[$victim]}"; } 2>/dev/null
 wait $sub; echo "exit status $?"
 cat "$net/summary"; cat "$net/out"
 
@@ -271,7 +275,7 @@ if [ -f .regtest/env ]; then
   for p in pp1 pp2; do mkdir -p "$net/$p" && cp -r "$net/pclient/keys" "$net/$p/"; done
   echo '$ infernet keys'
   "$bin" keys --datadir "$net/pclient"
-  for p in pp1 pp2 pclient pagg; do kill "${pid_of[$p]}" 2>/dev/null; wait "${pid_of[$p]}" 2>/dev/null; done
+  for p in pp1 pp2 pclient pagg; do kill "${node_pid[$p]}" 2>/dev/null; wait "${node_pid[$p]}" 2>/dev/null; done
   # shellcheck disable=SC2046
   start pp1 $(lnd_flags PROVIDER1) --price 5000; pboot=$addr
   # shellcheck disable=SC2046

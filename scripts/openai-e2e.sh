@@ -22,14 +22,13 @@ if [ ! -f "$npmdir/node_modules/openai/package.json" ]; then
   rm -rf "$npmdir" && mv "$npmdir.tmp" "$npmdir"
 fi
 
-. scripts/lib/network.sh
-net_up
-trap net_down EXIT
-net_start p1; boot=$addr; trust=(--trust "$id")
-net_start p2 --bootstrap "$boot"; trust+=(--trust "$id")
-net_start p3 --bootstrap "$boot"; trust+=(--trust "$id")
-net_start client --bootstrap "$boot" --no-provide "${trust[@]}" --serve-max-tokens 512
-net_wait_adverts client 3
+# shellcheck source=scripts/lib/localnet.sh
+. scripts/lib/localnet.sh
+node_start p1; boot=$addr; trust=(--trust "$id")
+node_start p2 --bootstrap "$boot"; trust+=(--trust "$id")
+node_start p3 --bootstrap "$boot"; trust+=(--trust "$id")
+node_start client --bootstrap "$boot" --no-provide "${trust[@]}" --serve-max-tokens 512
+wait_providers client 3
 "$bin" models add stories260K testdata/llama/stories260K.bin --tokenizer testdata/llama/tok512.bin --datadir "$net/client" >/dev/null
 
 OPENAI_MODULE=$npmdir/node_modules/openai \

@@ -1,13 +1,17 @@
 # shellcheck shell=bash
 # A network of `infernet node` processes on loopback, for the example
-# scripts (mnist.sh, chargpt.sh). Source it with $bin set to the infernet
-# binary; it makes $net, a temporary directory removed (nodes stopped) on
-# exit.
+# scripts (mnist.sh, chargpt.sh, demo.sh, openai-e2e.sh). Source it with
+# $bin set to the infernet binary; it makes $net, a temporary directory
+# removed (nodes stopped) on exit by localnet_cleanup (call it from your own
+# EXIT trap if you set one).
 #
-#   node_start NAME [FLAGS]    start a node in $net/NAME; sets $addr to its address
+#   node_start NAME [FLAGS]    start a node in $net/NAME; sets $addr to its
+#                              address, $id to its peer ID and
+#                              ${node_pid[NAME]} to its process
 #   wait_providers NODE N      wait until NODE has adverts of N providers
 net=$(mktemp -d)
 node_pids=()
+declare -A node_pid
 localnet_cleanup() {
   for p in "${node_pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
@@ -19,8 +23,10 @@ node_start() {
   "$bin" node --datadir "$net/$name" --listen /ip4/127.0.0.1/tcp/0 --api 127.0.0.1:0 \
     --mdns=false --nat=false "$@" > "$net/$name.out" 2> "$net/$name.log" &
   node_pids+=($!)
+  node_pid[$name]=$!
   for _ in $(seq 100); do
-    addr=$(grep -m1 '^/ip4/127.0.0.1/' "$net/$name.out" 2>/dev/null) && [ -f "$net/$name/api.addr" ] && return
+    addr=$(grep -m1 '^/ip4/127.0.0.1/' "$net/$name.out" 2>/dev/null) && [ -f "$net/$name/api.addr" ] && {
+      id=$(head -1 "$net/$name.out"); return; }
     sleep 0.1
   done
   echo "node $name did not start:"; cat "$net/$name.log"; exit 1

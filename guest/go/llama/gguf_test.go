@@ -320,56 +320,20 @@ func TestGGUFArraysAsBefore(t *testing.T) {
 }
 
 // refValue is ggufReader.value as it was, an array element at a time,
-// each boxed in an any: the reference for the bulk reads.
+// each boxed in an any: the reference for the bulk reads (scalars and
+// strings are read by value itself).
 func refValue(d *ggufReader, t ValueType, depth int) (any, error) {
-	if t == TypeArray {
-		if depth >= maxGGUFDepth {
-			return nil, formatErr("gguf: arrays nested deeper than %d", maxGGUFDepth)
-		}
-		et, err := d.u32()
-		if err != nil {
-			return nil, err
-		}
-		return refArray(d, ValueType(et), depth+1)
+	if t != TypeArray {
+		return d.value(t, depth) // a scalar or a string: no bulk read to check
 	}
-	if t == TypeString {
-		return d.str("string", maxGGUFString)
+	if depth >= maxGGUFDepth {
+		return nil, formatErr("gguf: arrays nested deeper than %d", maxGGUFDepth)
 	}
-	if t.size() == 0 {
-		return nil, formatErr("gguf: unknown value type %d", t)
-	}
-	b, err := d.read(t.size())
+	et, err := d.u32()
 	if err != nil {
 		return nil, err
 	}
-	le := binary.LittleEndian
-	switch t {
-	case TypeUint8:
-		return b[0], nil
-	case TypeInt8:
-		return int8(b[0]), nil
-	case TypeBool:
-		if b[0] > 1 {
-			return nil, formatErr("gguf: bool %d", b[0])
-		}
-		return b[0] == 1, nil
-	case TypeUint16:
-		return le.Uint16(b), nil
-	case TypeInt16:
-		return int16(le.Uint16(b)), nil
-	case TypeUint32:
-		return le.Uint32(b), nil
-	case TypeInt32:
-		return int32(le.Uint32(b)), nil
-	case TypeFloat32:
-		return math.Float32frombits(le.Uint32(b)), nil
-	case TypeUint64:
-		return le.Uint64(b), nil
-	case TypeInt64:
-		return int64(le.Uint64(b)), nil
-	default: // TypeFloat64
-		return math.Float64frombits(le.Uint64(b)), nil
-	}
+	return refArray(d, ValueType(et), depth+1)
 }
 
 func refArray(d *ggufReader, et ValueType, depth int) (any, error) {

@@ -273,31 +273,20 @@ func (e writeError) Error() string { return e.err.Error() }
 // one with Done, as run.c's generate: the prompt with BOS, then tokens
 // until a stop token, MaxTokens or the end of the context.
 func (r *runner) generate(req llama.Request, emit func(llama.Event) error) error {
-	ids := r.tok.Encode(req.Prompt, true, false)
-	n := len(ids)
-	if n > r.cfg.SeqLen {
-		return fmt.Errorf("prompt of %d tokens does not fit the context of %d", n, r.cfg.SeqLen)
-	}
-	// Positions 0..n-2 fill the KV cache; the last prompt token's logits
-	// give the first token. run.c runs at most seq_len positions.
-	maxNew := min(req.MaxTokens, r.cfg.SeqLen-n+1)
-	if err := r.kvFor(n + maxNew - 1); err != nil { // the last token is not run
+	ids, maxNew, err := r.encode(req)
+	if err != nil {
 		return err
 	}
-	for pos := 0; pos < n-1; pos += prefillRows {
-		if _, err := r.forward(ids[pos:min(pos+prefillRows, n-1)], pos, nil); err != nil {
-			return err
-		}
+	if err := r.prefill(ids, maxNew); err != nil {
+		return err
 	}
+	n := len(ids)
 	rng := llama.NewRNG(req.Seed)
 	done := llama.Event{ID: req.ID, Done: true, PromptTokens: n, Stop: "length"}
 	tok, pos := ids[n-1], n-1
 	for done.CompletionTokens < maxNew {
 		next, err := r.forward([]int{tok}, pos, func(logits *tensor.Tensor) (int, error) {
-			if req.Temperature == 0 {
-				return tensor.Argmax(logits)
-			}
-			return tensor.Sample(logits, req.Temperature, req.TopP, rng.Float32())
+			return choose(logits, req, rng)
 		})
 		if err != nil {
 			return err
@@ -324,12 +313,11 @@ func (r *runner) generate(req llama.Request, emit func(llama.Event) error) error
 // prefillRows, and each position's token is chosen from its row of logits
 // as generate chooses it, the generator drawing in the same order.
 func (r *runner) check(req llama.Request, emit func(llama.Event) error) error {
-	ids := r.tok.Encode(req.Prompt, true, false)
-	n := len(ids)
-	if n > r.cfg.SeqLen {
-		return fmt.Errorf("prompt of %d tokens does not fit the context of %d", n, r.cfg.SeqLen)
+	ids, maxNew, err := r.encode(req)
+	if err != nil {
+		return err
 	}
-	maxNew := min(req.MaxTokens, r.cfg.SeqLen-n+1)
+	n := len(ids)
 	claim := req.Claim
 	if len(claim) > maxNew {
 		return fmt.Errorf("bad request: a claim of %d tokens, more than the %d generated at most", len(claim), maxNew)
@@ -339,13 +327,8 @@ func (r *runner) check(req llama.Request, emit func(llama.Event) error) error {
 			return fmt.Errorf("bad request: claimed token %d outside the vocabulary of %d", t, r.cfg.VocabSize)
 		}
 	}
-	if err := r.kvFor(n + maxNew - 1); err != nil {
+	if err := r.prefill(ids, maxNew); err != nil {
 		return err
-	}
-	for pos := 0; pos < n-1; pos += prefillRows {
-		if _, err := r.forward(ids[pos:min(pos+prefillRows, n-1)], pos, nil); err != nil {
-			return err
-		}
 	}
 	// Rows n-1 … n-1+last give the logits of the claim's tokens and, when
 	// it stopped before maxNew, of the token after it (a stop token, if
@@ -416,10 +399,42 @@ func (r *runner) pick(row []float32, req llama.Request, rng *llama.RNG) (int, er
 		return 0, err
 	}
 	defer t.Free()
+	return choose(t, req, rng)
+}
+
+// choose picks a token from logits as run.c does: the argmax at
+// temperature 0, else a sample with rng's next coin.
+func choose(logits *tensor.Tensor, req llama.Request, rng *llama.RNG) (int, error) {
 	if req.Temperature == 0 {
-		return tensor.Argmax(t)
+		return tensor.Argmax(logits)
 	}
-	return tensor.Sample(t, req.Temperature, req.TopP, rng.Float32())
+	return tensor.Sample(logits, req.Temperature, req.TopP, rng.Float32())
+}
+
+// encode encodes req's prompt with BOS and returns its tokens and the most
+// tokens req may generate: run.c runs at most seq_len positions.
+func (r *runner) encode(req llama.Request) (ids []int, maxNew int, err error) {
+	ids = r.tok.Encode(req.Prompt, true, false)
+	if len(ids) > r.cfg.SeqLen {
+		return nil, 0, fmt.Errorf("prompt of %d tokens does not fit the context of %d", len(ids), r.cfg.SeqLen)
+	}
+	return ids, min(req.MaxTokens, r.cfg.SeqLen-len(ids)+1), nil
+}
+
+// prefill makes room in the KV caches for the prompt ids and maxNew tokens
+// and runs positions 0..n-2 through the model in batches; the last prompt
+// token's row gives the first token.
+func (r *runner) prefill(ids []int, maxNew int) error {
+	n := len(ids)
+	if err := r.kvFor(n + maxNew - 1); err != nil { // the last token is not run
+		return err
+	}
+	for pos := 0; pos < n-1; pos += prefillRows {
+		if _, err := r.forward(ids[pos:min(pos+prefillRows, n-1)], pos, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stop reports whether token ends generation.
