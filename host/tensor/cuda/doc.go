@@ -21,7 +21,8 @@
 //     CUBLAS_COMPUTE_32I) for int8. cuBLAS is column-major; a row-major C =
 //     A·B is computed as the column-major Cᵀ = Bᵀ·Aᵀ by swapping the operands.
 //     Large products are split into row panels, with a synchronisation and a
-//     context check after each, so a deadline interrupts within a bounded time.
+//     context check between them, so a deadline interrupts within a bounded
+//     time.
 //     Batched f32 GEMMs (ABI v2) group items into cublasSgemmStridedBatched
 //     calls of about the same work, or call cublasSgemm_v2 per item where
 //     cuBLAS lacks the batched call.
@@ -33,6 +34,11 @@
 //     and launched with cuLaunchKernel, in launches of bounded size with a
 //     context check between them. Exp and log use the GPU's approximate
 //     ex2/lg2 instructions: tolerance mode, never bit-exact.
+//   - Queued execution: launches and cuBLAS calls are asynchronous, and an
+//     operation returns once its work is queued on the device. The device
+//     synchronises only between the pieces of a split operation, after
+//     about a piece's worth of queued work, and when the host reads a
+//     result, which is where a failed kernel's error comes back.
 //   - Aliasing that cuBLAS or a kernel cannot take (a batched GEMM's C being
 //     an operand, an in-place transpose, a gather into its own table) is
 //     reported as tensor.ErrUnsupported, so the host runs the operation on

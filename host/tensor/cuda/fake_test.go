@@ -371,7 +371,7 @@ func TestFakeDriver_CallSequence(t *testing.T) {
 		"cuMemAlloc_v2", "cuMemsetD8_v2", "cuMemcpyHtoD_v2",
 		"cuMemAlloc_v2", "cuMemsetD8_v2", "cuMemcpyHtoD_v2",
 		"cuMemAlloc_v2", "cuMemsetD8_v2",
-		"cublasSgemm_v2", "cuCtxSynchronize",
+		"cublasSgemm_v2", // queued: the copy to the host waits for it
 		"cuMemcpyDtoH_v2",
 		"cuMemFree_v2", "cuMemFree_v2", "cuMemFree_v2",
 		"cublasDestroy_v2", "cuModuleUnload", "cuCtxDestroy_v2",
@@ -1095,7 +1095,8 @@ func TestFakeDriver_CallErrorsNameTheCall(t *testing.T) {
 	}{
 		{"cuMemAlloc_v2", 2, func() error { _, err := b.Alloc(abi.F32, 4); return err }, "CUDA_ERROR_OUT_OF_MEMORY"},
 		{"cuLaunchKernel", 701, func() error { return b.Unary(ctx, abi.OpReLU, x, x) }, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"},
-		{"cuCtxSynchronize", 700, func() error { return b.Softmax(ctx, 1, 4, x, x) }, "CUDA_ERROR_ILLEGAL_ADDRESS"},
+		// Two one-row launches: the device synchronises between them.
+		{"cuCtxSynchronize", 700, func() error { return twoPieces(func() error { return b.Softmax(ctx, 2, 2, x, x) }) }, "CUDA_ERROR_ILLEGAL_ADDRESS"},
 		{"cublasSgemm_v2", 14, func() error { return b.Gemm(ctx, tensor.GemmParams{M: 2, N: 2, K: 2}, x, x, x) }, "CUBLAS_STATUS_INTERNAL_ERROR"},
 	} {
 		fakeLib.reset()
@@ -1109,6 +1110,14 @@ func TestFakeDriver_CallErrorsNameTheCall(t *testing.T) {
 			t.Errorf("%s failing: %v must not look like unavailable/unsupported", c.call, err)
 		}
 	}
+}
+
+// twoPieces runs op with chunkElems = 2, so a row op over two rows of two
+// is two launches with a synchronisation between them.
+func twoPieces(op func() error) error {
+	defer func(n int) { chunkElems = n }(chunkElems)
+	chunkElems = 2
+	return op()
 }
 
 func TestFakeDriver_FreeAndClose(t *testing.T) { testFreeAndClose(t, fakeDriver) }

@@ -608,16 +608,17 @@ func testGemmBatched(t *testing.T, tg target) {
 		batch int
 		p     tensor.GemmParams
 		items float64 // panelFlops in items' flops
-		// calls with the strided library, then per item; and the pieces
-		// (synchronisations) either way
-		strided, sgemm, perItem, pieces int
+		// calls with the strided library, then per item; and the
+		// synchronisations either way: between pieces, and after the last
+		// when it completes a panelFlops of queued work
+		strided, sgemm, perItem, syncs int
 	}{
-		{5, tensor.GemmParams{M: 3, N: 4, K: 2}, 2, 2, 1, 5, 3},                                        // groups of 2, 2, 1
-		{3, tensor.GemmParams{M: 5, N: 3, K: 4, TransA: true}, 100, 1, 0, 3, 1},                        // one group
+		{5, tensor.GemmParams{M: 3, N: 4, K: 2}, 2, 2, 1, 5, 2},                                        // groups of 2, 2, 1
+		{3, tensor.GemmParams{M: 5, N: 3, K: 4, TransA: true}, 100, 1, 0, 3, 0},                        // one group, queued
 		{4, tensor.GemmParams{M: 7, N: 2, K: 3, TransB: true, Accumulate: true}, 1, 0, 4, 4, 4},        // one item a call
 		{2, tensor.GemmParams{M: 6, N: 5, K: 3, TransA: true, TransB: true}, 1.0 / 3, 0, 6, 6, 6},      // 2-row panels
 		{3, tensor.GemmParams{M: 4, N: 1, K: 13, TransA: true, Accumulate: true}, 1.0 / 2, 0, 6, 6, 6}, // 2-row panels
-		{1, tensor.GemmParams{M: 1, N: 1, K: 1}, 100, 0, 1, 1, 1},
+		{1, tensor.GemmParams{M: 1, N: 1, K: 1}, 100, 0, 1, 1, 0},
 	}
 	r := rand.New(rand.NewPCG(25, 26))
 	for _, lib := range libs {
@@ -645,9 +646,9 @@ func testGemmBatched(t *testing.T, tg target) {
 			if lib.b.blas.sgemmStrided == nil {
 				wantStrided, wantSgemm = 0, c.perItem
 			}
-			if tg.fake && (len(strided) != wantStrided || len(sgemm) != wantSgemm || len(callsNamed(calls, "cuCtxSynchronize")) != c.pieces) {
+			if tg.fake && (len(strided) != wantStrided || len(sgemm) != wantSgemm || len(callsNamed(calls, "cuCtxSynchronize")) != c.syncs) {
 				t.Errorf("%s %d×%+v: %d strided, %d sgemm calls, %d synchronisations; want %d, %d, %d",
-					lib.name, nb, p, len(strided), len(sgemm), len(callsNamed(calls, "cuCtxSynchronize")), wantStrided, wantSgemm, c.pieces)
+					lib.name, nb, p, len(strided), len(sgemm), len(callsNamed(calls, "cuCtxSynchronize")), wantStrided, wantSgemm, c.syncs)
 			}
 			// cuBLAS's A is our B: its strides are K·N, then M·K, then M·N.
 			for _, s := range strided {
