@@ -89,10 +89,22 @@ type Config struct {
 	// memory, outside every job's memory limit. Negative: no cache, each
 	// job reads its own, counted in its memory limit.
 	ModelCache int64
+	// DeviceCache is the bytes of data tensors kept in Fast's own memory
+	// when Fast is a device backend that runs the language-model ops (a
+	// GPU's): each copied there once from the model cache and shared by
+	// every job, least recently used out; default (0) DefaultDeviceCache.
+	// Negative, or no model cache: none, and jobs with data tensors run in
+	// host memory.
+	DeviceCache int64
 }
 
 // DefaultModelCache is the default Config.ModelCache: 2 GiB.
 const DefaultModelCache = modelcache.DefaultBudget
+
+// DefaultDeviceCache is the default Config.DeviceCache: 8 GiB, a 4B-
+// parameter model in bf16, within the memory of most data-centre GPUs and
+// of the larger consumer ones.
+const DefaultDeviceCache = 8 << 30
 
 // Job is one run: a module and its input.
 type Job struct {
@@ -163,6 +175,9 @@ type Result struct {
 	// making them, in Duration.
 	DataBytes, DataLoaded int64
 	DataTime              time.Duration
+	// DataUploaded is the part of DataBytes copied to the device for this
+	// job; the rest was in its memory already (Config.DeviceCache).
+	DataUploaded int64
 }
 
 // Sandbox compiles and runs jobs. It is safe for concurrent use; each run
@@ -181,6 +196,7 @@ type Sandbox struct {
 	closing sync.WaitGroup // evicted modules being closed; Close waits
 
 	models  *modelcache.Cache // nil: none (Config.ModelCache < 0)
+	devices *modelcache.Cache // Fast's copies of data tensors; nil: none
 	digests modelcache.Digests
 }
 
@@ -236,6 +252,12 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	}
 	if cfg.ModelCache >= 0 {
 		s.models = modelcache.New(cfg.ModelCache)
+		if cfg.Fast != nil && cfg.DeviceCache >= 0 {
+			if cfg.DeviceCache == 0 {
+				cfg.DeviceCache = DefaultDeviceCache
+			}
+			s.devices = modelcache.NewOn(cfg.DeviceCache, cfg.Fast.Free)
+		}
 	}
 	if err := s.instantiateHostModules(ctx); err != nil {
 		s.rt.Close(ctx)
@@ -269,6 +291,9 @@ func (s *Sandbox) instantiateHostModules(ctx context.Context) error {
 // Close releases the runtime and compiled modules. Runs in progress fail.
 func (s *Sandbox) Close(ctx context.Context) error {
 	s.closing.Wait()
+	if s.devices != nil {
+		s.devices.Purge() // Fast outlives the sandbox: give its memory back
+	}
 	err := s.rt.Close(ctx)
 	if cerr := s.cache.Close(ctx); err == nil {
 		err = cerr
@@ -588,6 +613,8 @@ func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, job Job, cf
 		Proofs: proofs,
 		Data:   s.dataFiles(job),
 		Cache:  s.models,
+
+		DeviceCache: s.devices,
 	})
 	if err != nil {
 		return nil, nil, err
@@ -646,9 +673,11 @@ func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, job Job, cf
 		DataBytes:   session.Stats.DataBytes,
 		DataLoaded:  session.Stats.DataLoaded,
 		DataTime:    session.Stats.DataTime,
+
+		DataUploaded: session.Stats.DataUploaded,
 	}
 	if res.DataBytes > 0 {
-		s.log.Debug("data tensors", "bytes", res.DataBytes, "loaded", res.DataLoaded, "took", res.DataTime)
+		s.log.Debug("data tensors", "bytes", res.DataBytes, "loaded", res.DataLoaded, "uploaded", res.DataUploaded, "took", res.DataTime)
 	}
 	res.Fuel = st.fuelUsed()
 	if mem := mod.Memory(); mem != nil {

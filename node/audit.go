@@ -57,7 +57,7 @@ func (a *auditor) sandbox(ctx context.Context) (*ihost.Sandbox, error) {
 			Fast:      set.Fast,
 			Logger:    a.n.log,
 		}
-		setModelCache(&cfg, a.n.cfg.ModelCache)
+		setModelCache(&cfg, a.n.cfg)
 		sb, err := ihost.New(ctx, cfg)
 		if err != nil {
 			set.Close()

@@ -119,7 +119,7 @@ func benchSandbox(b *testing.B, cache int64) *ihost.Sandbox {
 	}
 	b.Cleanup(func() { set.Close() })
 	cfg := ihost.Config{Reference: set.Reference, Fast: set.Fast}
-	setModelCache(&cfg, cache)
+	setModelCache(&cfg, Config{ModelCache: cache})
 	sb, err := ihost.New(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)

@@ -5,10 +5,13 @@ import (
 	"github.com/infernet/infernet/node/wire"
 )
 
-// setModelCache gives the sandbox configuration c a model cache of bytes
-// (host.Config.ModelCache: 0 its default, negative none), the data
-// tensors (model weights) kept across jobs.
-func setModelCache(c *ihost.Config, bytes int64) { c.ModelCache = bytes }
+// setModelCache gives the sandbox configuration c the node's model caches:
+// the data tensors (model weights) kept across jobs in host memory and in
+// the fast backend's device memory (host.Config.ModelCache and
+// DeviceCache: 0 their defaults, negative none).
+func setModelCache(c *ihost.Config, cfg Config) {
+	c.ModelCache, c.DeviceCache = cfg.ModelCache, cfg.DeviceCache
+}
 
 // setDataDigests gives job the digests of its data files by name
 // (host.Job.DataDigests): blobs are checked on arrival, so the model cache

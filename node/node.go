@@ -180,6 +180,11 @@ type Config struct {
 	// memory (host.Config.ModelCache: 0 host.DefaultModelCache, negative
 	// none). Unused with Sandbox set: that sandbox's own applies.
 	ModelCache int64
+	// DeviceCache is the budget of the copies of those weights kept in a
+	// GPU's memory, bytes, when the fast backend is one
+	// (host.Config.DeviceCache: 0 host.DefaultDeviceCache, negative none).
+	// Unused with Sandbox set.
+	DeviceCache int64
 	// Sandbox and Backends, when both set, run this provider's jobs instead
 	// of a sandbox of its own (several nodes in one process can share one);
 	// the node does not close them.

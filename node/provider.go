@@ -133,7 +133,7 @@ func (p *provider) openRuntime(ctx context.Context) error {
 		Logger:      p.n.log,
 		ProvingKeys: p.n.cfg.GemmProvingKeys,
 	}
-	setModelCache(&cfg, p.n.cfg.ModelCache)
+	setModelCache(&cfg, p.n.cfg)
 	sb, err := ihost.New(ctx, cfg)
 	if err != nil {
 		set.Close()

@@ -180,21 +180,34 @@ func GemmBatchedHost(ctx context.Context, be Backend, threads, batch int, p Gemm
 // overlap reports whether the elements of x and y share memory.
 func overlap(x, y *HostBuffer) bool {
 	span := func(h *HostBuffer) (uintptr, uintptr) {
-		var p unsafe.Pointer
-		var n int
-		switch {
-		case len(h.F32) > 0:
-			p, n = unsafe.Pointer(unsafe.SliceData(h.F32)), 4*len(h.F32)
-		case len(h.I8) > 0:
-			p, n = unsafe.Pointer(unsafe.SliceData(h.I8)), len(h.I8)
-		case len(h.I32) > 0:
-			p, n = unsafe.Pointer(unsafe.SliceData(h.I32)), 4*len(h.I32)
-		}
-		return uintptr(p), uintptr(p) + uintptr(n)
+		b := h.Stored()
+		p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+		return p, p + uintptr(len(b))
 	}
 	x0, x1 := span(x)
 	y0, y1 := span(y)
 	return x0 < y1 && y0 < x1
+}
+
+// Stored returns the buffer's elements as stored bytes, sharing its memory:
+// little-endian values on the little-endian hosts providers run on, and a
+// Raw buffer's bytes as they are. It is what Read copies, without the copy.
+func (b *HostBuffer) Stored() []byte {
+	var p unsafe.Pointer
+	var n int
+	switch {
+	case b.Raw != nil:
+		return b.Raw
+	case len(b.F32) > 0:
+		p, n = unsafe.Pointer(unsafe.SliceData(b.F32)), 4*len(b.F32)
+	case len(b.I8) > 0:
+		p, n = unsafe.Pointer(unsafe.SliceData(b.I8)), len(b.I8)
+	case len(b.I32) > 0:
+		p, n = unsafe.Pointer(unsafe.SliceData(b.I32)), 4*len(b.I32)
+	default:
+		return nil
+	}
+	return unsafe.Slice((*byte)(p), n)
 }
 
 // part is the n elements of h from off, sharing its memory.

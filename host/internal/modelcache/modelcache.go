@@ -11,6 +11,10 @@
 //
 // Cached bytes belong to the provider, not to the jobs: they are outside
 // every job's memory limit.
+//
+// A cache made with NewOn holds copies in a device backend's memory (a
+// GPU's), keyed with Key.Backend, and gives each back to the backend once it
+// is out of the cache and no job holds it.
 package modelcache
 
 import (
@@ -67,6 +71,8 @@ type Stats struct {
 type Cache struct {
 	budget int64
 
+	free func(tensor.Buffer) // nil: buffers are garbage-collected host memory
+
 	mu      sync.Mutex // guards everything below
 	entries map[Key]*entry
 	lru     *list.List // of *entry, most recently used first
@@ -80,7 +86,7 @@ type entry struct {
 	el    *list.Element // nil once removed from the cache
 	pins  int
 	ready chan struct{}
-	buf   *tensor.HostBuffer
+	buf   tensor.Buffer
 	err   error
 }
 
@@ -92,6 +98,16 @@ func New(budget int64) *Cache {
 	return &Cache{budget: budget, entries: map[Key]*entry{}, lru: list.New(), stats: Stats{Budget: budget}}
 }
 
+// NewOn returns an empty cache of budget bytes (DefaultBudget if budget <=
+// 0) of buffers in a device's memory: free gives a buffer back to its
+// backend once its entry has left the cache (evicted, or Purge) and the
+// last job holding it has released it.
+func NewOn(budget int64, free func(tensor.Buffer)) *Cache {
+	c := New(budget)
+	c.free = free
+	return c
+}
+
 // Ref is a pinned entry: its buffer stays cached until Release.
 type Ref struct {
 	c *Cache
@@ -100,7 +116,7 @@ type Ref struct {
 
 // Buffer returns the tensor. It is shared by every holder of the key and
 // must not be written.
-func (r *Ref) Buffer() *tensor.HostBuffer { return r.e.buf }
+func (r *Ref) Buffer() tensor.Buffer { return r.e.buf }
 
 // Release unpins the entry; call it once. The entry stays cached, first in
 // line for eviction once no one else holds it and it is least recently used.
@@ -112,7 +128,7 @@ func (r *Ref) Release() { r.c.unpin(r.e) }
 // requests for the key wait for that one load, or for ctx. loaded reports
 // whether this call did the load. A failed load is not cached: each waiter
 // gets its error and the next request tries again.
-func (c *Cache) Get(ctx context.Context, key Key, size int64, load func() (*tensor.HostBuffer, error)) (ref *Ref, loaded bool, err error) {
+func (c *Cache) Get(ctx context.Context, key Key, size int64, load func() (tensor.Buffer, error)) (ref *Ref, loaded bool, err error) {
 	c.mu.Lock()
 	if e, ok := c.entries[key]; ok {
 		e.pins++
@@ -132,7 +148,8 @@ func (c *Cache) Get(ctx context.Context, key Key, size int64, load func() (*tens
 		return &Ref{c, e}, false, nil
 	}
 	c.stats.Misses++
-	if !c.makeRoomLocked(size) {
+	evicted, ok := c.makeRoomLocked(size)
+	if !ok {
 		c.mu.Unlock()
 		return nil, false, fmt.Errorf("%w: %d bytes, budget %d", ErrTooLarge, size, c.budget)
 	}
@@ -142,14 +159,19 @@ func (c *Cache) Get(ctx context.Context, key Key, size int64, load func() (*tens
 	c.stats.Bytes += size
 	c.stats.Entries++
 	c.mu.Unlock()
+	c.release(evicted)
 
 	buf, err := load()
 	if err == nil && buf.DType().Bytes(buf.Len()) != size {
+		if c.free != nil {
+			c.free(buf)
+		}
 		err = fmt.Errorf("modelcache: loaded %d elements of %v, want %d bytes", buf.Len(), buf.DType(), size)
 	}
 	c.mu.Lock()
 	e.buf, e.err = buf, err
 	if err != nil {
+		e.buf = nil
 		c.removeLocked(e)
 	}
 	c.mu.Unlock()
@@ -162,8 +184,10 @@ func (c *Cache) Get(ctx context.Context, key Key, size int64, load func() (*tens
 }
 
 // makeRoomLocked evicts unpinned entries, least recently used first, until
-// size more bytes fit the budget. It evicts nothing when they cannot fit.
-func (c *Cache) makeRoomLocked(size int64) bool {
+// size more bytes fit the budget, and returns them for release (outside the
+// lock: freeing device memory waits for the device). It evicts nothing when
+// they cannot fit.
+func (c *Cache) makeRoomLocked(size int64) (evicted []*entry, ok bool) {
 	free := c.budget - c.stats.Bytes
 	for el := c.lru.Back(); el != nil && free < size; el = el.Prev() {
 		if e := el.Value.(*entry); e.pins == 0 {
@@ -171,17 +195,48 @@ func (c *Cache) makeRoomLocked(size int64) bool {
 		}
 	}
 	if free < size {
-		return false
+		return nil, false
 	}
 	for el := c.lru.Back(); el != nil && c.budget-c.stats.Bytes < size; {
 		e, prev := el.Value.(*entry), el.Prev()
 		if e.pins == 0 {
 			c.removeLocked(e)
 			c.stats.Evictions++
+			evicted = append(evicted, e)
 		}
 		el = prev
 	}
-	return true
+	return evicted, true
+}
+
+// Purge empties the cache: entries no job holds are given back now, the
+// others once released. A device backend's cache is purged when the device
+// is lost, since its buffers went with it.
+func (c *Cache) Purge() {
+	c.mu.Lock()
+	var gone []*entry
+	for el := c.lru.Front(); el != nil; {
+		e, next := el.Value.(*entry), el.Next()
+		if e.buf != nil { // a load in progress keeps its entry until it ends
+			c.removeLocked(e)
+			if e.pins == 0 {
+				gone = append(gone, e)
+			}
+		}
+		el = next
+	}
+	c.mu.Unlock()
+	c.release(gone)
+}
+
+// release gives evicted entries' buffers back to their backend.
+func (c *Cache) release(es []*entry) {
+	if c.free == nil {
+		return
+	}
+	for _, e := range es {
+		c.free(e.buf)
+	}
 }
 
 // removeLocked takes e out of the cache; holders keep its buffer.
@@ -199,7 +254,11 @@ func (c *Cache) removeLocked(e *entry) {
 func (c *Cache) unpin(e *entry) {
 	c.mu.Lock()
 	e.pins--
+	gone := e.pins == 0 && e.el == nil && e.buf != nil // purged while held
 	c.mu.Unlock()
+	if gone {
+		c.release([]*entry{e})
+	}
 }
 
 // Stats returns the cache's counters.

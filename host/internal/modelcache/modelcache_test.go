@@ -25,8 +25,8 @@ func key(i int) Key { return NewKey([32]byte{1}, int64(i), abi.F32, []int{4}) }
 
 // loader returns a load function that makes an f32 buffer of size bytes
 // and counts its calls.
-func loader(size int64, calls *atomic.Int32) func() (*tensor.HostBuffer, error) {
-	return func() (*tensor.HostBuffer, error) {
+func loader(size int64, calls *atomic.Int32) func() (tensor.Buffer, error) {
+	return func() (tensor.Buffer, error) {
 		calls.Add(1)
 		return &tensor.HostBuffer{F32: make([]float32, size/4)}, nil
 	}
@@ -102,13 +102,13 @@ func TestCacheSingleflight(t *testing.T) {
 	c := New(1 << 20)
 	release := make(chan struct{})
 	var calls atomic.Int32
-	load := func() (*tensor.HostBuffer, error) {
+	load := func() (tensor.Buffer, error) {
 		calls.Add(1)
 		<-release
 		return &tensor.HostBuffer{F32: make([]float32, 4)}, nil
 	}
 	const n = 8
-	bufs := make([]*tensor.HostBuffer, n)
+	bufs := make([]tensor.Buffer, n)
 	var loads atomic.Int32
 	var wg sync.WaitGroup
 	for i := range n {
@@ -149,7 +149,7 @@ func TestCacheLoadError(t *testing.T) {
 	c := New(64)
 	boom := errors.New("disk on fire")
 	release := make(chan struct{})
-	failing := func() (*tensor.HostBuffer, error) { <-release; return nil, boom }
+	failing := func() (tensor.Buffer, error) { <-release; return nil, boom }
 	done := make(chan error)
 	go func() { _, _, err := c.Get(bg, key(0), 16, failing); done <- err }()
 	for c.Stats().Misses == 0 {
@@ -274,5 +274,49 @@ func TestDigests(t *testing.T) {
 	}
 	if _, err := d.Of(path + ".gone"); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing file: %v", err)
+	}
+}
+
+// TestCacheOnFrees: a device cache gives each buffer back once: an evicted
+// one at once, a purged one when its last holder releases it, a wrong-sized
+// load's at once; none twice, and none still held.
+func TestCacheOnFrees(t *testing.T) {
+	freed := map[tensor.Buffer]int{}
+	c := NewOn(48, func(b tensor.Buffer) { freed[b]++ })
+	get := func(k int, size int64) *Ref {
+		t.Helper()
+		ref, _, err := c.Get(bg, key(k), size, loader(size, new(atomic.Int32)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ref
+	}
+	a := get(0, 16)
+	b := get(1, 16)
+	bufA, bufB := a.Buffer(), b.Buffer()
+	a.Release()
+	get(2, 32).Release() // evicts a (least recently used, unpinned), not b
+	if freed[bufA] != 1 || freed[bufB] != 0 {
+		t.Fatalf("after eviction: a freed %d times, b %d; want 1, 0", freed[bufA], freed[bufB])
+	}
+	c.Purge() // b is held: freed on release; the 32-byte entry at once
+	if len(freed) != 2 || freed[bufB] != 0 {
+		t.Fatalf("after purge: %d buffers freed, b %d times; want 2, 0", len(freed), freed[bufB])
+	}
+	if s := c.Stats(); s.Entries != 0 || s.Bytes != 0 {
+		t.Fatalf("after purge: %+v", s)
+	}
+	b.Release()
+	if freed[bufB] != 1 {
+		t.Fatalf("b freed %d times after its release, want 1", freed[bufB])
+	}
+	wrong := func() (tensor.Buffer, error) { return &tensor.HostBuffer{F32: make([]float32, 3)}, nil }
+	if _, _, err := c.Get(bg, key(3), 16, wrong); err == nil || len(freed) != 4 {
+		t.Fatalf("wrong-sized load: err %v, %d buffers freed; want an error and 4", err, len(freed))
+	}
+	for buf, n := range freed {
+		if n != 1 {
+			t.Errorf("%p freed %d times", buf, n)
+		}
 	}
 }

@@ -76,16 +76,16 @@ func tensorFromData(ctx context.Context, s *Session, mem api.Memory, p []int32) 
 	return s.insert(e)
 }
 
-// loadData makes a data tensor of size bytes: from the cache, pinned, or
-// without one read for this job alone and counted in its limits.
+// loadData makes a data tensor of size bytes: from the cache, pinned (and
+// on the device, with a DeviceCache), or without one read for this job
+// alone and counted in its limits.
 func (s *Session) loadData(ctx context.Context, f openFile, off int64, dt abi.DType, dims []int, size int64) (*entry, abi.Errno) {
 	e := &entry{dt: dt, shape: dims, readOnly: true}
-	read := func() (*tensor.HostBuffer, error) { return modelcache.Read(f.path, off, dt, product(dims)) }
 	if s.cfg.Cache == nil {
 		if errno := s.reserve(size); errno != abi.OK {
 			return nil, errno
 		}
-		buf, err := read()
+		buf, err := modelcache.Read(f.path, off, dt, product(dims))
 		if err != nil {
 			s.unreserve(size)
 			return nil, s.loadErrno(ctx, err)
@@ -94,15 +94,69 @@ func (s *Session) loadData(ctx context.Context, f openFile, off int64, dt abi.DT
 		s.Stats.DataLoaded += size
 		return e, abi.OK
 	}
-	ref, loaded, err := s.cfg.Cache.Get(ctx, modelcache.NewKey(f.digest, off, dt, dims), size, read)
+	key := modelcache.NewKey(f.digest, off, dt, dims)
+	var ref *modelcache.Ref
+	var err error
+	if s.dataOnDevice() {
+		ref, err = s.deviceData(ctx, f, key, size)
+	} else {
+		ref, err = s.hostData(ctx, f, key, size)
+	}
 	if err != nil {
 		return nil, s.loadErrno(ctx, err)
 	}
 	e.buf, e.unpin = ref.Buffer(), ref.Release
+	return e, abi.OK
+}
+
+// hostData returns the data tensor key from the model cache, pinned,
+// reading it on a miss.
+func (s *Session) hostData(ctx context.Context, f openFile, key modelcache.Key, size int64) (*modelcache.Ref, error) {
+	ref, loaded, err := s.cfg.Cache.Get(ctx, key, size, func() (tensor.Buffer, error) {
+		return modelcache.Read(f.path, key.Offset, key.DType, product(key.Dims[:key.NDim]))
+	})
 	if loaded {
 		s.Stats.DataLoaded += size
 	}
-	return e, abi.OK
+	return ref, err
+}
+
+// deviceData returns the data tensor key in the backend's memory, pinned:
+// from the DeviceCache, or copied there from the model cache on a miss.
+// The host copy is unpinned once uploaded, to be evicted when memory is
+// short; a device eviction reads it from there again.
+func (s *Session) deviceData(ctx context.Context, f openFile, key modelcache.Key, size int64) (*modelcache.Ref, error) {
+	be := s.backend
+	dkey := key
+	dkey.Backend = be.Name()
+	ref, loaded, err := s.cfg.DeviceCache.Get(ctx, dkey, size, func() (tensor.Buffer, error) {
+		host, err := s.hostData(ctx, f, key, size)
+		if err != nil {
+			return nil, err
+		}
+		defer host.Release()
+		hb := host.Buffer().(*tensor.HostBuffer)
+		buf, err := be.Alloc(key.DType, hb.Len())
+		if err != nil { // the device is full: the provider's limit, as for the cache
+			return nil, fmt.Errorf("%w: %w", modelcache.ErrTooLarge, err)
+		}
+		if err := be.Write(buf, hb.Stored()); err != nil {
+			be.Free(buf)
+			return nil, err
+		}
+		return buf, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if loaded {
+		s.Stats.DataUploaded += size
+	}
+	if s.onDevice == nil {
+		s.onDevice = map[tensor.Buffer]bool{}
+	}
+	s.onDevice[ref.Buffer()] = true
+	return ref, nil
 }
 
 // wholeBlocks reports whether a tensor of dt may have shape dims: a Q8_0

@@ -104,26 +104,39 @@ func (d *deviceLM) SwiGLU(ctx context.Context, a, b, out tensor.Buffer) error {
 	return d.Host.SwiGLU(ctx, h[0], h[1], h[2])
 }
 
-// TestDataTensorsOnDevice: with a backend whose buffers are not host
-// memory, an op on a data tensor runs on the reference (the job's tensors
-// copied there and back, the data tensor read where it is), ops on the
-// job's own tensors run on the device when it has them, else on the
-// reference; the results are the reference's, and a data tensor reads back
+// TestDataTensorsOnDevice: with a device backend that runs the
+// language-model ops and a device cache, a data tensor is copied to the
+// device once for all sessions and ops on it run there; ops the device lacks
+// run on the reference (the job's tensors copied there and back). Without a
+// device cache the session moves to host memory at its first data tensor.
+// Either way the results are the reference's, and a data tensor reads back
 // its bytes.
 func TestDataTensorsOnDevice(t *testing.T) {
 	ctx := context.Background()
 	ref := reference.New(reference.Config{Threads: 1})
 	path, file := weights(t)
 	mem := guestMemory(t)
+	dev := &deviceLM{deviceBackend: &deviceBackend{ref: ref}, Host: transformer.NewHost(1)}
+	devices := modelcache.NewOn(1<<20, dev.Free)
+	var shared tensor.Buffer // the device's copy of the data tensor
 	results := map[string][][]byte{}
-	for _, name := range []string{"reference", "device"} {
-		var be tensor.Backend
-		dev := &deviceLM{deviceBackend: &deviceBackend{ref: ref}, Host: transformer.NewHost(1)}
-		if name == "device" {
-			be = dev
-		}
-		s, err := NewSession(Config{Mode: abi.ModeTolerance, Reference: ref, Backend: be,
-			Data: dataFiles(path), Cache: modelcache.New(1 << 20)})
+	for _, c := range []struct {
+		name      string
+		be        tensor.Backend
+		devices   *modelcache.Cache
+		fallbacks uint64   // matmul on data in host memory, rope
+		ran       []string // on the device
+		uploaded  int64
+	}{
+		{"reference", nil, nil, 0, nil, 0},
+		{"device without a device cache", dev, nil, 0, nil, 0}, // moved to host memory
+		{"device", dev, devices, 1, []string{"matmul", "swiglu"}, 64},
+		{"device again", dev, devices, 1, []string{"matmul", "swiglu"}, 0},
+	} {
+		name := c.name
+		dev.ran = nil
+		s, err := NewSession(Config{Mode: abi.ModeTolerance, Reference: ref, Backend: c.be,
+			Data: dataFiles(path), Cache: modelcache.New(1 << 20), DeviceCache: c.devices})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,19 +169,33 @@ func TestDataTensorsOnDevice(t *testing.T) {
 			t.Errorf("%s: data tensor reads back %x, want %x", name, back, file)
 		}
 		results[name] = [][]byte{read(hy), read(hz), read(hx)}
-		wantFallbacks := map[string]uint64{"reference": 0, "device": 2}[name] // matmul on data, rope
-		if s.Stats.Fallbacks != wantFallbacks {
-			t.Errorf("%s: %d fallbacks, want %d", name, s.Stats.Fallbacks, wantFallbacks)
+		if s.Stats.Fallbacks != c.fallbacks {
+			t.Errorf("%s: %d fallbacks, want %d", name, s.Stats.Fallbacks, c.fallbacks)
 		}
-		if want := map[string][]string{"device": {"swiglu"}}[name]; !slices.Equal(dev.ran, want) {
-			t.Errorf("%s: ran %v on the device, want %v", name, dev.ran, want)
+		if !slices.Equal(dev.ran, c.ran) {
+			t.Errorf("%s: ran %v on the device, want %v", name, dev.ran, c.ran)
+		}
+		if s.Stats.DataUploaded != c.uploaded {
+			t.Errorf("%s: uploaded %d bytes, want %d", name, s.Stats.DataUploaded, c.uploaded)
+		}
+		if c.devices != nil {
+			e, _ := s.get(hw)
+			if shared == nil {
+				shared = e.buf
+			}
+			if e.buf != shared {
+				t.Errorf("%s: the data tensor is not the device's shared copy", name)
+			}
 		}
 		s.Close()
-	}
-	for i, op := range []string{"matmul", "swiglu", "rope"} {
-		if string(results["device"][i]) != string(results["reference"][i]) {
-			t.Errorf("%s on the device session: %x, want %x", op, results["device"][i], results["reference"][i])
+		for i, op := range []string{"matmul", "swiglu", "rope"} {
+			if string(results[name][i]) != string(results["reference"][i]) {
+				t.Errorf("%s on the %s session: %x, want %x", op, name, results[name][i], results["reference"][i])
+			}
 		}
+	}
+	if st := devices.Stats(); st.Misses != 1 || st.Hits != 1 || st.Entries != 1 {
+		t.Errorf("device cache %+v, want one entry, one miss, one hit", st)
 	}
 }
 

@@ -207,8 +207,8 @@ func tensorCopy(write bool) fn {
 		switch {
 		case write:
 			move = s.backend.Write
-		case e.readOnly:
-			move = tensor.HostMemory{}.Read // data tensors are host buffers
+		case inHost(e.buf):
+			move = tensor.HostMemory{}.Read // a data tensor in host memory
 		}
 		if move(e.buf, b) != nil {
 			return int32(abi.EBACKEND)

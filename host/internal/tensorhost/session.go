@@ -2,11 +2,15 @@
 // package abi): a per-job table of tensor handles and the host functions that
 // validate guest arguments and run operations on a tensor.Backend.
 //
-// Data tensors (tensor_from_data) are read-only host buffers, shared through
-// a model cache across jobs when the session has one. Whatever the session's
-// backend, they live in host memory: an op that reads one runs on the
-// session backend only if its buffers are host memory too, else on the
-// reference backend with the job's own tensors copied there and back.
+// Data tensors (tensor_from_data) are read-only buffers, shared through a
+// model cache across jobs when the session has one. They live in host
+// memory, except on a device backend that runs the language-model ops
+// (tensor.Transformer) when the session has a DeviceCache: there they are
+// copied to the device once and shared from its memory, so a model's
+// weights cross the bus once per device, not once per job or op. An op that
+// reads a data tensor in host memory runs on the session backend only if its
+// buffers are host memory too, else on the reference backend with the job's
+// own tensors copied there and back.
 //
 // The module is instantiated once per wazero runtime; per-job state (the
 // Session) travels in the context.Context of each guest call, so many jobs can
@@ -70,6 +74,11 @@ type Config struct {
 	// digest, outside the job's memory limit. Nil: each job reads its own,
 	// counted in its memory like any tensor.
 	Cache *modelcache.Cache
+	// DeviceCache, if set with Cache, keeps copies of data tensors in the
+	// memory of Backend (made with modelcache.NewOn, freeing to Backend),
+	// when Backend's buffers are not host memory and it implements
+	// tensor.Transformer. Nil: data tensors stay in host memory.
+	DeviceCache *modelcache.Cache
 }
 
 // DataFile is one of the job's data files.
@@ -124,6 +133,9 @@ type Session struct {
 	// hostBuffers says backend's buffers are *tensor.HostBuffer, so pointer
 	// forms can run on views of guest memory without copies.
 	hostBuffers bool
+	// onDevice holds the data tensors copied to backend's memory (from
+	// Config.DeviceCache): read-only, shared with other jobs.
+	onDevice map[tensor.Buffer]bool
 
 	handles []*entry // handle h is handles[h-1]; nil when free
 	free    []int32  // freed handles, reused first
@@ -157,6 +169,9 @@ type Stats struct {
 	// DataTime is the time spent making data tensors: hashing files,
 	// reading them, or waiting for another job's read.
 	DataTime time.Duration
+	// DataUploaded is the part of DataBytes this job copied to the
+	// device; the rest was there already (Config.DeviceCache).
+	DataUploaded int64
 }
 
 type entry struct {
@@ -164,8 +179,9 @@ type entry struct {
 	shape []int
 	buf   tensor.Buffer
 	size  int64 // bytes counted in the job's limits: 0 for a cached data tensor
-	// readOnly marks a data tensor: its buf is a *tensor.HostBuffer whatever
-	// the backend, and unpin (if set) gives it back to the model cache.
+	// readOnly marks a data tensor: its buf is a *tensor.HostBuffer, or a
+	// buffer of the backend from Config.DeviceCache, and unpin (if set)
+	// gives it back to its cache.
 	readOnly bool
 	unpin    func()
 }
@@ -254,19 +270,20 @@ func int8s(b []byte) []int8 {
 // Backend returns the backend this session's ops run on.
 func (s *Session) Backend() tensor.Backend { return s.named }
 
-// preferHost moves a session whose backend lacks the language-model ops
-// (tensor.Transformer: the cuda backend, until it has kernels for them) to
-// the reference backend's host memory, at the job's first data tensor and
-// only while the job holds no tensors of its own. Otherwise every v3 op
-// would copy its operands, a KV cache among them, off the device and back
-// on each call: a 110M-parameter model generated 3.7 tokens/s that way on
-// an H100 host against 67 on its CPU. Backend still names the backend the
-// job was given; its ops run as that backend's fallbacks do.
+// preferHost moves a session whose data tensors would stay in host memory
+// while its backend's buffers are elsewhere (a backend without the
+// language-model ops, tensor.Transformer, or a session without a
+// DeviceCache) to the reference backend's host memory, at the job's first
+// data tensor and only while the job holds no tensors of its own. Otherwise
+// every v3 op would copy its operands, a KV cache among them, off the device
+// and back on each call: a 110M-parameter model generated 3.7 tokens/s that
+// way on an H100 host against 67 on its CPU. Backend still names the backend
+// the job was given; its ops run as that backend's fallbacks do.
 func (s *Session) preferHost() {
 	if s.hostBuffers {
 		return
 	}
-	if _, ok := s.backend.(tensor.Transformer); ok {
+	if s.dataOnDevice() {
 		return
 	}
 	for _, e := range s.handles {
@@ -275,6 +292,14 @@ func (s *Session) preferHost() {
 		}
 	}
 	s.backend, s.hostBuffers = s.cfg.Reference, true
+}
+
+// dataOnDevice reports whether data tensors go to the memory of the
+// session's backend: a device backend with the language-model ops, given a
+// DeviceCache.
+func (s *Session) dataOnDevice() bool {
+	_, lm := s.backend.(tensor.Transformer)
+	return lm && !s.hostBuffers && s.cfg.DeviceCache != nil && s.cfg.Cache != nil
 }
 
 // Close frees every live tensor and unpins its data tensors. The session
@@ -394,7 +419,7 @@ func (s *Session) charge(elements int, flops float64) {
 // EBACKEND.
 func (s *Session) run(ctx context.Context, op func(tensor.Backend, []tensor.Buffer) error, bufs ...tensor.Buffer) abi.Errno {
 	err := tensor.ErrUnsupported
-	if s.hostBuffers || !slices.ContainsFunc(bufs, isData) {
+	if s.hostBuffers || !slices.ContainsFunc(bufs, inHost) {
 		err = op(s.backend, bufs)
 	}
 	if errors.Is(err, tensor.ErrUnsupported) && s.backend != s.cfg.Reference {
@@ -410,12 +435,17 @@ func (s *Session) run(ctx context.Context, op func(tensor.Backend, []tensor.Buff
 	return abi.EBACKEND
 }
 
-// isData reports whether b, a buffer of a session whose backend's buffers
-// are not host memory, is a data tensor: those alone are host buffers there.
-func isData(b tensor.Buffer) bool {
+// inHost reports whether b, a buffer of a session whose backend's buffers
+// are not host memory, is a data tensor in host memory: those alone are
+// host buffers there.
+func inHost(b tensor.Buffer) bool {
 	_, ok := b.(*tensor.HostBuffer)
 	return ok
 }
+
+// isData reports whether b is a data tensor, in host or device memory:
+// read-only, and maybe shared with other jobs.
+func (s *Session) isData(b tensor.Buffer) bool { return inHost(b) || s.onDevice[b] }
 
 // onReference runs op on the reference backend with copies of bufs and
 // copies every buffer back: correct for any backend, used only for the rare
@@ -429,7 +459,7 @@ func (s *Session) onReference(ctx context.Context, op func(tensor.Backend, []ten
 	copies := make([]tensor.Buffer, len(bufs))
 	scratch := make([][]byte, len(bufs))
 	for i, b := range bufs {
-		if isData(b) {
+		if inHost(b) {
 			copies[i] = b
 			continue
 		}
@@ -450,7 +480,7 @@ func (s *Session) onReference(ctx context.Context, op func(tensor.Backend, []ten
 		return err
 	}
 	for i, b := range bufs {
-		if isData(b) {
+		if s.isData(b) {
 			continue // read-only
 		}
 		if err := ref.Read(copies[i], scratch[i]); err != nil {

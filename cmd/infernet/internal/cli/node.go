@@ -58,8 +58,8 @@ type NodeOptions struct {
 	OpenAI   openai.Config
 	LogLevel string
 	// Memory, Output, Module, Input and Data are the --max-* sizes, BlobQuota
-	// --blob-quota, ModelCache --model-cache, as given.
-	Memory, Output, Module, Input, Data, BlobQuota, ModelCache string
+	// --blob-quota, ModelCache --model-cache, DeviceCache --device-cache, as given.
+	Memory, Output, Module, Input, Data, BlobQuota, ModelCache, DeviceCache string
 	// Trust are the --trust peer IDs, as given.
 	Trust []string
 }
@@ -124,6 +124,7 @@ stdout (give one to other nodes as --bootstrap).`,
 	f.StringVar(&opts.Input, "max-input", "512MiB", "largest job input accepted (`SIZE`)")
 	f.StringVar(&opts.Data, "max-data", "4GiB", "most data blobs (read-only files such as model weights) a job may mount (`SIZE`)")
 	f.StringVar(&opts.ModelCache, "model-cache", "2GiB", "memory for the weights of language models kept loaded across jobs, beside the jobs' own (`SIZE`; least recently used ones are dropped)")
+	f.StringVar(&opts.DeviceCache, "device-cache", "8GiB", "GPU memory for those weights, copied there once and shared by every job on the GPU (`SIZE`; least recently used ones are dropped)")
 	f.StringVar(&opts.BlobQuota, "blob-quota", "16GiB", "disk space for blobs (`SIZE`; least recently used ones are evicted, 0: no cap)")
 	f.DurationVar(&c.MaxTimeout, "max-timeout", time.Hour, "longest job run time limit accepted")
 	f.DurationVar(&c.MaxDeadline, "max-deadline", 3*time.Hour, "furthest job deadline accepted, from when it is offered")
@@ -168,6 +169,7 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 		{"--max-data", o.Data, func(n uint64) { o.Config.MaxData = int64(min(n, math.MaxInt64)) }},
 		{"--blob-quota", o.BlobQuota, func(n uint64) { o.Config.BlobQuota = int64(min(n, math.MaxInt64)) }},
 		{"--model-cache", o.ModelCache, func(n uint64) { o.Config.ModelCache = int64(min(n, math.MaxInt64)) }},
+		{"--device-cache", o.DeviceCache, func(n uint64) { o.Config.DeviceCache = int64(min(n, math.MaxInt64)) }},
 	}
 	for _, sz := range sizes {
 		n, err := parseSize(sz.value)
