@@ -476,3 +476,46 @@ func kernelFaultChild(t *testing.T) {
 		t.Errorf("GEMM on the new Backend: %v, want [7 10 15 22]", got)
 	}
 }
+
+// BenchmarkGPUQueuedOp is the host's cost of one queued operation (issue
+// 23's target: at most 20 us): a small elementwise op (256 floats, so the
+// device's work is negligible) launched back to back b.N times, then one
+// Read, which waits for all of them. "queued" reports us per op; "synced"
+// reads 4 bytes back after every op, the cost of an op whose result the
+// host needs at once (a sampled token).
+func BenchmarkGPUQueuedOp(b *testing.B) {
+	be, err := New(Config{})
+	if err != nil {
+		b.Fatalf("no usable CUDA device: %v", err)
+	}
+	defer be.Close()
+	ctx := context.Background()
+	x, err := be.Alloc(abi.F32, 256)
+	if err != nil {
+		b.Fatal(err)
+	}
+	one, err := be.Alloc(abi.F32, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	back := make([]byte, 4)
+	for _, synced := range []bool{false, true} {
+		b.Run(map[bool]string{false: "queued", true: "synced"}[synced], func(b *testing.B) {
+			b.ResetTimer()
+			for range b.N {
+				if err := be.Unary(ctx, abi.OpReLU, x, x); err != nil {
+					b.Fatal(err)
+				}
+				if synced {
+					if err := be.Read(one, back); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			if err := be.Read(one, back); err != nil { // wait for the device
+				b.Fatal(err)
+			}
+			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)*1e6, "us/op")
+		})
+	}
+}
