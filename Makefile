@@ -71,7 +71,9 @@ bench: deps build
 # cuBLAS; not part of `make test` (scripts/gpu-check.sh, docs/tensor.md):
 # tests built with the tag gpu (NVML, every CUDA op against the reference,
 # cancellation, memory, a kernel fault, jobs on the GPU), then f32 GEMM
-# GFLOP/s of cuda, cpu and openblas. Without a GPU it stops at once, saying
+# GFLOP/s of cuda, cpu and openblas, a guest's GEMM against the backend's,
+# the host's cost of a queued op, and Llama tokens/s (1B shape, bf16) on
+# cuda against cpu. Without a GPU it stops at once, saying
 # what is missing. On a GPU machine without Go, run it from the test
 # binaries of `make gpu-bundle`, built here and carried there.
 gpu-check:
@@ -80,8 +82,10 @@ gpu-check:
 # The gpu-tagged test binaries of gpu-check, as bin/gpu-bundle.tar.xz.
 gpu-bundle:
 	@rm -rf bin/gpu-bundle && mkdir -p bin/gpu-bundle
-	@for p in host/gpu host/tensor/cuda host/tensor/backends node/challenge; do \
+	@for p in host/gpu host/tensor/cuda host/tensor/backends node/challenge host; do \
 		$(GO) test -c -tags gpu -o bin/gpu-bundle/$$(echo $$p | tr / _).test ./$$p || exit 1; done
+	@$(GO) build -o bin/gpu-bundle/infernet ./cmd/infernet
+	@$(GO) build -o bin/gpu-bundle/llamarandom ./guest/go/llama/llamatest/cmd/llamarandom
 	@tar -C bin/gpu-bundle -cJf bin/gpu-bundle.tar.xz . && rm -rf bin/gpu-bundle && ls -l bin/gpu-bundle.tar.xz
 
 # Rebuilds every guest in testdata/ from its source.

@@ -68,5 +68,36 @@ grep -E '^--- (FAIL|SKIP)' "$LOG/test.log" | sed -E 's/^--- (FAIL|SKIP): /  \1 /
 echo "gpu-check: GEMM benchmarks"
 gotest host/tensor/backends -run '^$' -bench '^BenchmarkGPU' -benchtime 1s >"$LOG/bench.log" 2>&1 || rc=1
 awk -f scripts/lib/gflops-table.awk "$LOG/bench.log"
-if [ $rc -ne 0 ]; then echo "gpu-check: FAILED (logs: $LOG/test.log, bench.log)"; exit 1; fi
+
+echo "gpu-check: GEMM from a guest (pointer form, tensor handles) against the backend's own (target: handles >= 0.8x)"
+gotest host -run '^$' -bench '^BenchmarkGemmGuestVsNative$' -benchtime 3x >"$LOG/guest-gemm.log" 2>&1 || rc=1
+awk -f scripts/lib/gflops-table.awk "$LOG/guest-gemm.log"
+
+echo "gpu-check: the host's cost of a queued op (target <= 20 us)"
+gotest host/tensor/cuda -run '^$' -bench '^BenchmarkGPUQueuedOp$' -benchtime 20000x >"$LOG/queued.log" 2>&1 || rc=1
+awk '/^BenchmarkGPUQueuedOp\// { for (i = 2; i <= NF; i++) if ($i == "us/op") { n = $1; sub(/^BenchmarkGPUQueuedOp\//, "", n); sub(/-[0-9]+$/, "", n); printf "  %-8s %8.2f us/op\n", n, $(i - 1) } }' "$LOG/queued.log"
+
+# Llama generation: tokens/s of a random-weight model of TinyLlama 1.1B's
+# shape with bf16 weights (GGUF), greedy, on cuda and on the cpu backend.
+echo "gpu-check: Llama generation, tinyllama1B shape, bf16 weights, cuda vs cpu (target >= 10x)"
+if [ "$use_go" = 1 ]; then
+	go build -o bin/infernet ./cmd/infernet && go build -o bin/llamarandom ./guest/go/llama/llamatest/cmd/llamarandom || rc=1
+	tools=bin
+else
+	tools=$BUNDLE
+fi
+model=$LOG/tinyllama1B-bf16.gguf
+if [ -f "$model" ] || "$tools/llamarandom" -seed 1 -gguf bf16 -tokenizer testdata/llama/tokenizer.bin -o "$model" tinyllama1B >"$LOG/llama-model.log" 2>&1; then
+	for be in cuda cpu; do
+		"$tools/infernet" generate "$model" --local --backend "$be" --mode tolerance --temperature 0 --max-tokens 64 \
+			--prompt "Once upon a time, there was a little robot named" --json >"$LOG/llama-$be.json" 2>"$LOG/llama-$be.log" || rc=1
+	done
+	tps() { sed -nE 's/.*"decode_tokens_per_second": *([0-9.]+).*/\1/p' "$LOG/llama-$1.json"; }
+	gpu=$(tps cuda) cpu=$(tps cpu)
+	printf '  cuda %s tok/s, cpu %s tok/s' "${gpu:-?}" "${cpu:-?}"
+	if [ -n "$gpu" ] && [ -n "$cpu" ]; then awk -v g="$gpu" -v c="$cpu" 'BEGIN { printf ": %.1fx\n", g / c }'; else echo " (logs: $LOG/llama-*.log)"; fi
+else
+	tail -n 5 "$LOG/llama-model.log"; rc=1
+fi
+if [ $rc -ne 0 ]; then echo "gpu-check: FAILED (logs: $LOG/)"; exit 1; fi
 echo "gpu-check: ok (logs: $LOG/)"
