@@ -85,7 +85,15 @@ type Backend struct {
 	// queued is the work launched since the device last synchronised, in
 	// pieces (1 = panelFlops or chunkElems); see settle.
 	queued float64
+	// staging is pinned host memory (cuMemAllocHost) that small writes go
+	// through (see stage); its first staged bytes are in flight until the
+	// device next synchronises. Nil if the driver would not pin it.
+	staging []byte
+	staged  int
 }
+
+// stagingBytes is the size of Backend.staging: writes up to it are queued.
+const stagingBytes = 1 << 20
 
 var _ tensor.Backend = (*Backend)(nil)
 
@@ -169,7 +177,15 @@ func (b *Backend) init() error {
 			return fmt.Errorf("%s: %w", sig.name, err)
 		}
 	}
-	return blasErr(symBlasCreate, b.blas.create(&b.handle))
+	if err := blasErr(symBlasCreate, b.blas.create(&b.handle)); err != nil {
+		return err
+	}
+	// Without pinned memory, writes are synchronous copies: slower, not wrong.
+	var p unsafe.Pointer
+	if b.drv.cuMemAllocHost(&p, stagingBytes) == 0 {
+		b.staging = unsafe.Slice((*byte)(p), stagingBytes)
+	}
+	return nil
 }
 
 // teardown releases everything init and the operations created, in
@@ -189,6 +205,10 @@ func (b *Backend) teardown() error {
 		delete(b.pool, size)
 	}
 	b.pooled = 0
+	if b.staging != nil {
+		errs = append(errs, cuErr(symMemFreeHost, b.drv.cuMemFreeHost(unsafe.Pointer(&b.staging[0]))))
+		b.staging = nil
+	}
 	if b.handle != 0 {
 		errs = append(errs, blasErr(symBlasDestroy, b.blas.destroy(b.handle)))
 		b.handle = 0
@@ -257,8 +277,29 @@ func (b *Backend) alive(bufs ...*buffer) error {
 // sync waits for the device and reports asynchronous kernel and cuBLAS
 // failures.
 func (b *Backend) sync() error {
-	b.queued = 0
+	b.drained()
 	return cuErr(symCtxSync, b.drv.cuCtxSynchronize())
+}
+
+// drained records that the device has finished the work queued so far (a
+// synchronisation, or a copy to the host, which waits for it).
+func (b *Backend) drained() { b.queued, b.staged = 0, 0 }
+
+// stage queues the copy of src to dst through the pinned staging buffer:
+// src is copied there at once, so the caller may reuse it, and the device
+// copies it to dst in order with the kernels (cuMemcpyHtoDAsync on the
+// default stream), so a small write costs the host no round trip. When
+// the buffer is full, the device first synchronises, which empties it.
+func (b *Backend) stage(dst uint64, src []byte) error {
+	if b.staged+len(src) > len(b.staging) {
+		if err := b.sync(); err != nil {
+			return err
+		}
+	}
+	at := b.staged
+	copy(b.staging[at:], src)
+	b.staged = (at + len(src) + 255) &^ 255 // each copy's source 256-byte aligned
+	return cuErr(symMemcpyHtoDA, b.drv.cuMemcpyHtoDAsync(dst, unsafe.Pointer(&b.staging[at]), uintptr(len(src)), 0))
 }
 
 // settle follows a launched piece of an operation, work pieces' worth of
@@ -364,7 +405,8 @@ func sizeClass(n uintptr) uintptr {
 	return (n + mib - 1) / mib * mib
 }
 
-// Write implements tensor.Backend: cuMemcpyHtoD_v2 of src's bytes. The
+// Write implements tensor.Backend: src's bytes, queued through pinned
+// memory when they fit (see stage), else copied with cuMemcpyHtoD_v2. The
 // device holds the same little-endian bytes as the host.
 //
 // hardware-untested: no GPU was available to the project; the call sequence
@@ -381,6 +423,9 @@ func (b *Backend) Write(t tensor.Buffer, src []byte) error {
 	return b.q.do(context.Background(), func() error {
 		if err := b.alive(x); err != nil || len(src) == 0 {
 			return err
+		}
+		if len(src) <= len(b.staging) {
+			return b.stage(x.ptr, src)
 		}
 		return cuErr(symMemcpyHtoD, b.drv.cuMemcpyHtoD(x.ptr, unsafe.Pointer(&src[0]), uintptr(len(src))))
 	})
@@ -404,7 +449,7 @@ func (b *Backend) Read(t tensor.Buffer, dst []byte) error {
 		if err := b.alive(x); err != nil || len(dst) == 0 {
 			return err
 		}
-		b.queued = 0 // the copy waits for the work queued before it
+		b.drained() // the copy waits for the work queued before it
 		return cuErr(symMemcpyDtoH, b.drv.cuMemcpyDtoH(unsafe.Pointer(&dst[0]), x.ptr, uintptr(len(dst))))
 	})
 }

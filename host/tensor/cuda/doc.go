@@ -17,6 +17,10 @@
 //     destroyed there by [Backend.Close].
 //   - Memory: tensor buffers live in device memory (cuMemAlloc_v2) so chains
 //     of operations stay on the device; Write and Read copy host↔device.
+//     Freed buffers wait in a pool of size classes for reuse (Config.
+//     PoolBytes), so an op's output costs no cuMemAlloc. A write of up to
+//     1 MiB goes through pinned host memory (cuMemAllocHost) and is queued
+//     (cuMemcpyHtoDAsync) like a kernel; a larger one is a synchronous copy.
 //   - GEMM: cublasSgemm_v2 for f32 and cublasGemmEx (i8·i8→i32, compute
 //     CUBLAS_COMPUTE_32I) for int8. cuBLAS is column-major; a row-major C =
 //     A·B is computed as the column-major Cᵀ = Bᵀ·Aᵀ by swapping the operands.

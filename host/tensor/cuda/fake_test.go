@@ -190,7 +190,7 @@ func newFake(t *testing.T) *Backend {
 // cuBLAS handle.
 func assertNothingLive(t *testing.T) {
 	t.Helper()
-	for _, what := range []string{"allocs", "contexts", "modules", "handles"} {
+	for _, what := range []string{"allocs", "contexts", "modules", "handles", "host"} {
 		if n := fakeLib.live(what); n != 0 {
 			t.Errorf("fake driver: %d %s still live", n, what)
 		}
@@ -367,13 +367,13 @@ func TestFakeDriver_CallSequence(t *testing.T) {
 		wantNames = append(wantNames, "cuModuleGetFunction")
 	}
 	wantNames = append(wantNames,
-		"cublasCreate_v2",
-		"cuMemAlloc_v2", "cuMemsetD8_v2", "cuMemcpyHtoD_v2",
-		"cuMemAlloc_v2", "cuMemsetD8_v2", "cuMemcpyHtoD_v2",
+		"cublasCreate_v2", "cuMemAllocHost_v2",
+		"cuMemAlloc_v2", "cuMemsetD8_v2", "cuMemcpyHtoDAsync_v2", // queued from pinned memory
+		"cuMemAlloc_v2", "cuMemsetD8_v2", "cuMemcpyHtoDAsync_v2",
 		"cuMemAlloc_v2", "cuMemsetD8_v2",
 		"cublasSgemm_v2", // queued: the copy to the host waits for it
 		"cuMemcpyDtoH_v2",
-		"cuMemFree_v2", "cuMemFree_v2", "cuMemFree_v2",
+		"cuMemFree_v2", "cuMemFree_v2", "cuMemFree_v2", "cuMemFreeHost",
 		"cublasDestroy_v2", "cuModuleUnload", "cuCtxDestroy_v2",
 	)
 	if strings.Join(names, " ") != strings.Join(wantNames, " ") {
@@ -392,9 +392,10 @@ func TestFakeDriver_CallSequence(t *testing.T) {
 			t.Errorf("%s ran on thread %s, context is current on %s", c.name, c.tid, ctxTID)
 		}
 	}
-	// Copy sizes: 6 and 6 f32 in, 4 f32 out.
-	for i, want := range []string{"bytes=24", "bytes=24"} {
-		if got := callsNamed(cs, "cuMemcpyHtoD_v2")[i].args; !strings.HasSuffix(got, want) {
+	// Copy sizes: 6 and 6 f32 in, from pinned memory on the default
+	// stream; 4 f32 out.
+	for i, want := range []string{"bytes=24 pinned=1 stream=(nil)", "bytes=24 pinned=1 stream=(nil)"} {
+		if got := callsNamed(cs, "cuMemcpyHtoDAsync_v2")[i].args; !strings.HasSuffix(got, want) {
 			t.Errorf("HtoD %d: %s, want %s", i, got, want)
 		}
 	}
@@ -1244,5 +1245,61 @@ func TestFakeDriver_Devices(t *testing.T) {
 	fakeLib.fail("cuInit", 100)
 	if _, err := Devices(Config{Driver: path}); !errors.Is(err, tensor.ErrUnavailable) {
 		t.Errorf("Devices with failing cuInit: %v", err)
+	}
+}
+
+// TestFakeDriver_StagedWrites: a write that fits the pinned staging buffer
+// is queued from it (the caller's bytes copied there first, so they may
+// change at once); when the buffer is full the device synchronises once to
+// empty it; a larger write is a synchronous copy; a read empties it too.
+// Every byte arrives.
+func TestFakeDriver_StagedWrites(t *testing.T) {
+	b := newFake(t)
+	fakeLib.reset()
+	small, err := b.Alloc(abi.I8, stagingBytes/4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	large, err := b.Alloc(abi.I8, stagingBytes+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := make([]byte, stagingBytes/4)
+	for i := range 5 { // the fifth does not fit: one synchronisation first
+		for j := range src {
+			src[j] = byte(i + j)
+		}
+		if err := b.Write(small, src); err != nil {
+			t.Fatal(err)
+		}
+		clear(src) // the write has its own copy
+	}
+	big := make([]byte, stagingBytes+1)
+	big[stagingBytes] = 7
+	if err := b.Write(large, big); err != nil {
+		t.Fatal(err)
+	}
+	got := download(t, b, small)
+	if err := b.Write(small, got); err != nil { // after the read: no synchronisation
+		t.Fatal(err)
+	}
+	for j, v := range got {
+		if v != byte(4+j) {
+			t.Fatalf("byte %d = %d, want %d (the last write's)", j, v, byte(4+j))
+		}
+	}
+	if g := download(t, b, large); g[stagingBytes] != 7 {
+		t.Fatal("the large write's last byte did not arrive")
+	}
+	cs := fakeCalls(t)
+	async, syncs := callsNamed(cs, "cuMemcpyHtoDAsync_v2"), callsNamed(cs, "cuCtxSynchronize")
+	if len(async) != 6 || len(syncs) != 1 || len(callsNamed(cs, "cuMemcpyHtoD_v2")) != 1 {
+		t.Errorf("%d queued copies, %d synchronisations, %d synchronous copies; want 6, 1, 1",
+			len(async), len(syncs), len(callsNamed(cs, "cuMemcpyHtoD_v2")))
+	}
+	for _, c := range async {
+		if !strings.Contains(c.args, "pinned=1") {
+			t.Errorf("queued copy from pageable memory: %s", c.args)
+		}
 	}
 }

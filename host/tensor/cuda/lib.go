@@ -40,6 +40,9 @@ type driver struct {
 	cuMemFree            func(p uint64) int32
 	cuMemsetD8           func(p uint64, v uint8, n uintptr) int32
 	cuMemcpyHtoD         func(dst uint64, src unsafe.Pointer, n uintptr) int32
+	cuMemcpyHtoDAsync    func(dst uint64, src unsafe.Pointer, n uintptr, stream uintptr) int32
+	cuMemAllocHost       func(p *unsafe.Pointer, size uintptr) int32
+	cuMemFreeHost        func(p unsafe.Pointer) int32
 	cuMemcpyDtoH         func(dst unsafe.Pointer, src uint64, n uintptr) int32
 	cuMemcpyDtoD         func(dst, src uint64, n uintptr) int32
 	cuModuleLoadData     func(mod *uintptr, image *byte) int32
@@ -65,6 +68,9 @@ const (
 	symMemFree        = "cuMemFree_v2"
 	symMemsetD8       = "cuMemsetD8_v2"
 	symMemcpyHtoD     = "cuMemcpyHtoD_v2"
+	symMemcpyHtoDA    = "cuMemcpyHtoDAsync_v2"
+	symMemAllocHost   = "cuMemAllocHost_v2"
+	symMemFreeHost    = "cuMemFreeHost"
 	symMemcpyDtoH     = "cuMemcpyDtoH_v2"
 	symMemcpyDtoD     = "cuMemcpyDtoD_v2"
 	symModuleLoad     = "cuModuleLoadData"
@@ -152,6 +158,9 @@ func loadDriver(path string) (*driver, error) {
 		symMemFree, &d.cuMemFree,
 		symMemsetD8, &d.cuMemsetD8,
 		symMemcpyHtoD, &d.cuMemcpyHtoD,
+		symMemcpyHtoDA, &d.cuMemcpyHtoDAsync,
+		symMemAllocHost, &d.cuMemAllocHost,
+		symMemFreeHost, &d.cuMemFreeHost,
 		symMemcpyDtoH, &d.cuMemcpyDtoH,
 		symMemcpyDtoD, &d.cuMemcpyDtoD,
 		symModuleLoad, &d.cuModuleLoadData,

@@ -120,7 +120,7 @@ void fake_fail(const char *call, int code) {
   pthread_mutex_unlock(&mu);
 }
 
-static int live_allocs, live_ctxs, live_mods, live_handles;
+static int live_allocs, live_ctxs, live_mods, live_handles, live_host;
 
 int fake_live(const char *what) {
   pthread_mutex_lock(&mu);
@@ -128,6 +128,7 @@ int fake_live(const char *what) {
           : !strcmp(what, "contexts") ? live_ctxs
           : !strcmp(what, "modules")  ? live_mods
           : !strcmp(what, "handles")  ? live_handles
+          : !strcmp(what, "host")     ? live_host
                                       : -1;
   pthread_mutex_unlock(&mu);
   return n;
@@ -366,6 +367,82 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
   if (!rc)
     memcpy((void *)(uintptr_t)dst, src, n);
   record("cuMemcpyHtoD_v2", rc, "id=%d+%zu bytes=%zu", a ? a->id : 0, off, n);
+  return rc;
+}
+
+/* Pinned host memory: plain host memory here, remembered so that an async
+ * copy can say whether its source was pinned (a real driver copies pageable
+ * memory synchronously). */
+struct host_alloc {
+  void *p;
+  size_t n;
+  struct host_alloc *next;
+};
+static struct host_alloc *host_allocs;
+
+CUresult cuMemAllocHost_v2(void **pp, size_t n) {
+  NEED_CTX("cuMemAllocHost_v2");
+  int rc = injected("cuMemAllocHost_v2");
+  if (!rc && (n == 0 || !pp))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (!rc) {
+    struct host_alloc *h = calloc(1, sizeof *h);
+    h->p = malloc(n);
+    h->n = n;
+    pthread_mutex_lock(&mu);
+    h->next = host_allocs;
+    host_allocs = h;
+    live_host++;
+    pthread_mutex_unlock(&mu);
+    *pp = h->p;
+  }
+  record("cuMemAllocHost_v2", rc, "bytes=%zu", n);
+  return rc;
+}
+
+CUresult cuMemFreeHost(void *p) {
+  NEED_CTX("cuMemFreeHost");
+  int rc = CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&mu);
+  for (struct host_alloc **ph = &host_allocs; *ph; ph = &(*ph)->next) {
+    if ((*ph)->p == p) {
+      struct host_alloc *h = *ph;
+      *ph = h->next;
+      free(h->p);
+      free(h);
+      live_host--;
+      rc = 0;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&mu);
+  record("cuMemFreeHost", rc, "");
+  return rc;
+}
+
+/* pinned reports whether [p, p+n) lies in pinned host memory. */
+static int pinned(const void *p, size_t n) {
+  int ok = 0;
+  pthread_mutex_lock(&mu);
+  for (struct host_alloc *h = host_allocs; h && !ok; h = h->next)
+    ok = (const char *)p >= (char *)h->p && (const char *)p + n <= (char *)h->p + h->n;
+  pthread_mutex_unlock(&mu);
+  return ok;
+}
+
+/* The fake runs everything at once, so an async copy is a copy; the log
+ * says whether its source was pinned and the stream (0: the default). */
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, void *stream) {
+  NEED_CTX("cuMemcpyHtoDAsync_v2");
+  size_t off = 0;
+  struct alloc *a = find(dst, n, &off);
+  int rc = injected("cuMemcpyHtoDAsync_v2");
+  if (!rc && !a)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (!rc)
+    memcpy((void *)(uintptr_t)dst, src, n);
+  record("cuMemcpyHtoDAsync_v2", rc, "id=%d+%zu bytes=%zu pinned=%d stream=%p", a ? a->id : 0, off, n,
+         pinned(src, n), stream);
   return rc;
 }
 
