@@ -433,51 +433,63 @@ static __device__ inline float weight_at(const unsigned char *row, i64 i, int dt
   }
 }
 
-// dot_lane is this lane's share of dot(x, row) over k values: groups of 4
-// consecutive values g = lane, lane+32, … (a q8_0 group lies in one block,
-// so its scale is read once), then the k mod 4 values left one each. The
-// warp's loads of a group cover consecutive bytes of the row.
+// f4 is four floats loaded at once (ld.global.v4.f32): 16-byte aligned.
+typedef float f4 __attribute__((vector_size(16)));
+
+// dot_lane is this lane's share of dot(x, row) over k values. With k a
+// multiple of 4 (always for q8_0), x's rows and the weight rows start
+// 16-byte aligned (f32), 8-byte (f16, bf16) or 2-byte (q8_0), since device
+// allocations are 256-byte aligned: lane l takes the groups of 4 values g =
+// l, l+32, …, in vector loads, so a warp reads 512 consecutive bytes of f32
+// weights (256 of f16, 136 of q8_0) at each step; a q8_0 group lies in one
+// block, whose scale is read once. Otherwise one value at a time.
 static __device__ float dot_lane(const float *x, const unsigned char *row, i64 k, int dt,
                                  unsigned lane) {
   float acc = 0.0f;
+  if (k % 4) {
+    for (i64 i = lane; i < k; i += WARP)
+      acc += x[i] * weight_at(row, i, dt);
+    return acc;
+  }
+  const f4 *x4 = (const f4 *)x;
   i64 groups = k / 4;
   switch (dt) {
   case DT_F32: {
-    const float *w = (const float *)row;
+    const f4 *w4 = (const f4 *)row;
     for (i64 g = lane; g < groups; g += WARP) {
-      i64 i = 4 * g;
-      acc += x[i] * w[i] + x[i + 1] * w[i + 1] + x[i + 2] * w[i + 2] + x[i + 3] * w[i + 3];
+      f4 a = x4[g], b = w4[g];
+      acc += a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3];
     }
     break;
   }
   case DT_F16:
-  case DT_BF16:
+  case DT_BF16: {
+    const unsigned long long *w4 = (const unsigned long long *)row;
     for (i64 g = lane; g < groups; g += WARP) {
-      i64 i = 4 * g;
-      const unsigned char *p = row + 2 * i;
-      float w0, w1, w2, w3;
-      if (dt == DT_F16) {
-        w0 = f16_f32(u16_at(p)), w1 = f16_f32(u16_at(p + 2));
-        w2 = f16_f32(u16_at(p + 4)), w3 = f16_f32(u16_at(p + 6));
-      } else {
-        w0 = bits_f32(u16_at(p) << 16), w1 = bits_f32(u16_at(p + 2) << 16);
-        w2 = bits_f32(u16_at(p + 4) << 16), w3 = bits_f32(u16_at(p + 6) << 16);
-      }
-      acc += x[i] * w0 + x[i + 1] * w1 + x[i + 2] * w2 + x[i + 3] * w3;
+      f4 a = x4[g];
+      unsigned long long u = w4[g];
+      unsigned h0 = (unsigned)u & 0xFFFFu, h1 = (unsigned)(u >> 16) & 0xFFFFu,
+               h2 = (unsigned)(u >> 32) & 0xFFFFu, h3 = (unsigned)(u >> 48);
+      if (dt == DT_F16)
+        acc += a[0] * f16_f32(h0) + a[1] * f16_f32(h1) + a[2] * f16_f32(h2) + a[3] * f16_f32(h3);
+      else
+        acc += a[0] * bits_f32(h0 << 16) + a[1] * bits_f32(h1 << 16) + a[2] * bits_f32(h2 << 16) +
+               a[3] * bits_f32(h3 << 16);
     }
     break;
+  }
   default:
     for (i64 g = lane; g < groups; g += WARP) {
-      i64 i = 4 * g;
-      const unsigned char *b = row + i / Q8_BLOCK * Q8_BYTES, *q = b + 2 + i % Q8_BLOCK;
-      float s = x[i] * (float)(signed char)q[0] + x[i + 1] * (float)(signed char)q[1] +
-                x[i + 2] * (float)(signed char)q[2] + x[i + 3] * (float)(signed char)q[3];
+      f4 a = x4[g];
+      const unsigned char *b = row + g / (Q8_BLOCK / 4) * Q8_BYTES;
+      unsigned q01 = u16_at(b + 2 + 4 * (g % (Q8_BLOCK / 4))),
+               q23 = u16_at(b + 4 + 4 * (g % (Q8_BLOCK / 4)));
+      float s = a[0] * (float)(signed char)(q01 & 0xFF) + a[1] * (float)(signed char)(q01 >> 8) +
+                a[2] * (float)(signed char)(q23 & 0xFF) + a[3] * (float)(signed char)(q23 >> 8);
       acc += f16_f32(u16_at(b)) * s;
     }
     break;
   }
-  for (i64 i = 4 * groups + lane; i < k; i += WARP)
-    acc += x[i] * weight_at(row, i, dt);
   return acc;
 }
 
@@ -487,8 +499,8 @@ static __device__ float dot_lane(const float *x, const unsigned char *row, i64 k
 // again per x row, stays in cache); a block's 8 warps sum their lanes in
 // shared memory, with block barriers rather than warp shuffles so that the
 // loop bounds, and so the barriers, are the same for every thread.
-KERNEL gemv_rows(const float *x, const unsigned char *w, float *out, i64 row0, i64 rows, i64 t,
-                 i64 n, i64 k, int dt) {
+KERNEL gemv_rows(const float *__restrict x, const unsigned char *__restrict w,
+                 float *__restrict out, i64 row0, i64 rows, i64 t, i64 n, i64 k, int dt) {
   __shared__ float sh[BLOCK];
   unsigned tid = __nvvm_read_ptx_sreg_tid_x(), lane = tid % WARP, warp = tid / WARP;
   i64 rb = row_bytes(k, dt), per = BLOCK / WARP;
@@ -597,7 +609,9 @@ KERNEL swiglu_f32(const float *a, const float *b, float *out, i64 off, i64 n) {
 // item0+items), item = r·heads + h. Row r is at position pos + r and attends
 // to cache rows 0..pos+r of its kv head h / (heads/kvheads); q and out are
 // [rows, heads·hd], k and v [S, kvheads·hd]. The softmax is online (as in
-// flash attention): the keys come in tiles of BLOCK, a thread's score each;
+// flash attention): the keys come in tiles of BLOCK, a thread's score each
+// (each warp reads 32 of the tile's key rows, a row at a time across its
+// lanes, and leaves partial sums in shared memory);
 // the running maximum m rescales the output accumulators and each thread's
 // partial denominator when a tile raises it, so no score is stored beyond
 // its tile and the context length is unbounded. NaN propagates as in the
@@ -607,7 +621,8 @@ KERNEL attention_rows(const float *q, const float *kc, const float *vc, float *o
   __shared__ float sh[BLOCK];
   __shared__ float ps[BLOCK];
   __shared__ float qs[MAX_HEAD_DIM];
-  unsigned t = __nvvm_read_ptx_sreg_tid_x();
+  __shared__ float part[BLOCK / WARP][WARP][WARP + 1]; // +1: thread t's reads miss each other's banks
+  unsigned t = __nvvm_read_ptx_sreg_tid_x(), lane = t % WARP, warp = t / WARP;
   i64 qc = heads * hd, kvc = kvheads * hd, group = heads / kvheads;
   float scale = 1.0f / __builtin_sqrtf((float)hd);
   for (i64 it = item0 + __nvvm_read_ptx_sreg_ctaid_x(); it < item0 + items;
@@ -619,13 +634,25 @@ KERNEL attention_rows(const float *q, const float *kc, const float *vc, float *o
     float acc[MAX_HEAD_DIM / BLOCK] = {0.0f, 0.0f, 0.0f, 0.0f};
     float m = -__builtin_inff(), l = 0.0f;
     for (i64 j0 = 0; j0 < n; j0 += BLOCK) {
+      // Warp w scores keys j0 + 32w … j0 + 32w + 31, its lanes splitting
+      // each key's row (coalesced reads); thread t then sums key j0 + t.
+      for (unsigned kk = 0; kk < WARP; kk++) {
+        i64 j = j0 + warp * WARP + kk;
+        float d = 0.0f;
+        if (j < n) {
+          const float *kr = kc + j * kvc + kvo;
+          for (i64 c = lane; c < hd; c += WARP)
+            d += qs[c] * kr[c];
+        }
+        part[warp][kk][lane] = d;
+      }
+      __syncthreads();
       i64 j = j0 + t;
       float s = -__builtin_inff();
       if (j < n) {
-        const float *kr = kc + j * kvc + kvo;
         float d = 0.0f;
-        for (i64 c = 0; c < hd; c++)
-          d += qs[c] * kr[c];
+        for (unsigned l = 0; l < WARP; l++)
+          d += part[warp][lane][l];
         s = d * scale;
       }
       float mn = max_nan(m, block_reduce(s, 1, sh));

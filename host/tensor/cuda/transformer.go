@@ -63,7 +63,8 @@ func checkWeights(op string, w *buffer, rows, cols int) error {
 // Dequantizing costs one pass over the weights, reading them stored and
 // writing them as f32, which a GEMM of t ≥ 9 rows repays many times over:
 // looping the GEMV over the rows would stream the weights t times and
-// leave the tensor cores idle.
+// leave the tensor cores idle. out must not be x or w (unsupported: the
+// kernel reads them while it writes out).
 //
 // hardware-untested: no GPU was available to the project; the call sequence
 // is tested against a fake driver.
@@ -80,6 +81,9 @@ func (b *Backend) MatMul(ctx context.Context, t, n, k int, x, w, out tensor.Buff
 	}
 	if err := checkArgs("matmul", xs, want{abi.F32, t * k}, want{xs[1].dt, n * k}, want{abi.F32, t * n}); err != nil {
 		return err
+	}
+	if xs[2] == xs[0] || xs[2] == xs[1] {
+		return fmt.Errorf("cuda: %w: matmul into one of its operands", tensor.ErrUnsupported)
 	}
 	switch {
 	case t == 0 || n == 0:

@@ -523,6 +523,7 @@ func testTransformerRefusals(t *testing.T, tg target) {
 		{"matmul q8_0 rows of 16", func() error { return b.MatMul(ctx, 1, 4, 16, x, q8, f(4)) }, false},
 		{"matmul short out", func() error { return b.MatMul(ctx, 1, 2, 32, f(32), q8, f(1)) }, false},
 		{"matmul i8 weights", func() error { return b.MatMul(ctx, 1, 1, 64, x, i8, f(1)) }, true},
+		{"matmul into x", func() error { return b.MatMul(ctx, 1, 64, 64, x, f(64*64), x) }, true},
 		{"embed id past the table", func() error { return b.Embed(ctx, 2, 32, q8, []int32{0, 2}, x) }, false},
 		{"embed negative id", func() error { return b.Embed(ctx, 2, 32, q8, []int32{-1, 0}, x) }, false},
 		{"rmsnorm short g", func() error { return b.RMSNorm(ctx, 2, 32, 1e-5, x, f(31), out) }, false},

@@ -311,7 +311,8 @@ CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
   int id = 0;
   if (!rc) {
     struct alloc *a = calloc(1, sizeof *a);
-    a->p = malloc(n);
+    /* 256-byte aligned, as the driver's: kernels rely on it for vector loads. */
+    a->p = aligned_alloc(256, (n + 255) / 256 * 256);
     memset(a->p, 0xCD, n); /* device memory is not zeroed */
     a->n = n;
     pthread_mutex_lock(&mu);
