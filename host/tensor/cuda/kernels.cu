@@ -5,12 +5,13 @@
 //
 // kernels.ptx is generated from this file by gen_ptx.sh (go generate) with
 // Debian's clang, without the CUDA toolkit: -nocudainc -nocudalib, so this
-// file uses no CUDA header and no libdevice. Thread indices, barriers, exp2
-// and log2 come from clang's NVPTX builtins (ex2.approx, lg2.approx), which
-// are accurate enough for tolerance mode (the only mode a GPU runs in);
-// sqrt, fma, fabs and copysign are clang builtins that lower to single PTX
-// instructions (sqrt.rn is correctly rounded). The PTX must call no
-// function: nothing outside this file is linked.
+// file uses no CUDA header and no libdevice. Thread indices, barriers, exp2,
+// log2, sine and cosine come from clang's NVPTX builtins (ex2.approx,
+// lg2.approx, sin.approx, cos.approx), which are accurate enough for
+// tolerance mode (the only mode a GPU runs in); sqrt, fma, fabs, copysign
+// and rint are clang builtins that lower to single PTX instructions
+// (sqrt.rn is correctly rounded). The PTX must call no function: nothing
+// outside this file is linked.
 //
 // Kernels: elementwise binary and unary ops, row softmax (optionally
 // causal), row reductions, layer normalization, cross-entropy with its
