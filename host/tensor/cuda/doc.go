@@ -45,7 +45,9 @@
 //     cos.approx after a reduction to [-π, π]) and SwiGLU are row and
 //     elementwise kernels; CopyRows is cuMemcpyDtoD_v2. Attention is one
 //     block per (query row, head) with an online softmax over tiles of 256
-//     keys, so the context length is unbounded; heads of more than 1024
+//     keys, so the context length is unbounded; when the items are few (a
+//     decode step) their keys are split over several blocks and the parts
+//     merged by a second kernel (flash decoding). Heads of more than 1024
 //     values are unsupported. Argmax folds the logits on the device and
 //     reads back one int32; Sample reads the logits back and runs package
 //     transformer's Sample, the reference backend's own code. All are

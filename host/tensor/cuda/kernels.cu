@@ -18,7 +18,8 @@
 // gradient, the AdamW step, a tiled transpose and an embedding gather; and
 // the language-model ops of ABI v3: a GEMV over f32, f16, bf16 or q8_0
 // weight rows, dequantization (embed), RMS normalization, rotary position
-// embedding, SwiGLU, causal grouped-query attention and argmax.
+// embedding, SwiGLU, causal grouped-query attention (split over blocks
+// for long contexts, then merged) and argmax.
 //
 // The tests also compile this file as plain C on the host (see
 // testdata/fakecuda.c), predefining the macros below and the builtins, to run
@@ -606,65 +607,87 @@ KERNEL swiglu_f32(const float *a, const float *b, float *out, i64 off, i64 n) {
 // head dimensions t, t+BLOCK, … of the output, in registers.
 #define MAX_HEAD_DIM 1024
 
-// attention_rows: one block per item (query row r, head h), items [item0,
-// item0+items), item = r·heads + h. Row r is at position pos + r and attends
-// to cache rows 0..pos+r of its kv head h / (heads/kvheads); q and out are
-// [rows, heads·hd], k and v [S, kvheads·hd]. The softmax is online (as in
-// flash attention): the keys come in tiles of BLOCK, a thread's score each
-// (each warp reads 32 of the tile's key rows, a row at a time across its
-// lanes, and leaves partial sums in shared memory);
-// the running maximum m rescales the output accumulators and each thread's
-// partial denominator when a tile raises it, so no score is stored beyond
-// its tile and the context length is unbounded. NaN propagates as in the
-// reference: a NaN score, +Inf, or scores all -Inf give a NaN head.
-KERNEL attention_rows(const float *q, const float *kc, const float *vc, float *out, i64 item0,
-                      i64 items, i64 heads, i64 kvheads, i64 hd, i64 pos) {
+// UNROLL asks clang to unroll the next loop 4 times, so that the loads of
+// several iterations are in flight together; the C compiler of the tests
+// ignores it.
+#ifdef __CUDA__
+#define UNROLL _Pragma("unroll 4")
+#else
+#define UNROLL
+#endif
+
+// attention_rows: causal attention for the items [item0, item0+items),
+// item = r·heads + h: query row r, at position pos + r, attends to cache
+// rows 0..pos+r of its kv head h / (heads/kvheads); q and out are [rows,
+// heads·hd], k and v [S, kvheads·hd].
+//
+// Each item's keys are shared among splits blocks, span keys each (flash
+// decoding: a decode step has one item per head, too few blocks for a GPU,
+// and a long context): block (item, s) takes the keys [s·span, min(n,
+// (s+1)·span)). With splits = 1 it writes the item's output; otherwise it
+// leaves its maximum score m, its denominator l and its unnormalized output
+// in part ([items·splits, hd+2] from item0), which attention_combine merges.
+//
+// The softmax is online (as in flash attention): the keys come in tiles of
+// BLOCK, a thread's score each (each warp reads 32 of the tile's key rows,
+// a row at a time across its lanes, and leaves partial sums in shared
+// memory); the running maximum m rescales the output accumulators and each
+// thread's partial denominator when a tile raises it, so no score is
+// stored beyond its tile and the context length is unbounded. NaN
+// propagates as in the reference: a NaN score, +Inf, or scores all -Inf
+// give a NaN head.
+KERNEL attention_rows(const float *q, const float *kc, const float *vc, float *out, float *part,
+                      i64 item0, i64 items, i64 heads, i64 kvheads, i64 hd, i64 pos, i64 splits,
+                      i64 span) {
   __shared__ float sh[BLOCK];
   __shared__ float ps[BLOCK];
   __shared__ float qs[MAX_HEAD_DIM];
-  __shared__ float part[BLOCK / WARP][WARP][WARP + 1]; // +1: thread t's reads miss each other's banks
+  __shared__ float sc[BLOCK / WARP][WARP][WARP + 1]; // +1: thread t's reads miss each other's banks
   unsigned t = __nvvm_read_ptx_sreg_tid_x(), lane = t % WARP, warp = t / WARP;
   i64 qc = heads * hd, kvc = kvheads * hd, group = heads / kvheads;
   float scale = 1.0f / __builtin_sqrtf((float)hd);
-  for (i64 it = item0 + __nvvm_read_ptx_sreg_ctaid_x(); it < item0 + items;
-       it += __nvvm_read_ptx_sreg_nctaid_x()) {
-    i64 r = it / heads, h = it - r * heads, n = pos + r + 1, kvo = h / group * hd;
+  for (i64 bi = __nvvm_read_ptx_sreg_ctaid_x(); bi < items * splits;
+       bi += __nvvm_read_ptx_sreg_nctaid_x()) {
+    i64 it = item0 + bi / splits, r = it / heads, h = it - r * heads, n = pos + r + 1;
+    i64 kvo = h / group * hd, lo = bi % splits * span, hi = lo + span < n ? lo + span : n;
     for (i64 d = t; d < hd; d += BLOCK)
       qs[d] = q[r * qc + h * hd + d];
     __syncthreads();
     float acc[MAX_HEAD_DIM / BLOCK] = {0.0f, 0.0f, 0.0f, 0.0f};
     float m = -__builtin_inff(), l = 0.0f;
-    for (i64 j0 = 0; j0 < n; j0 += BLOCK) {
+    for (i64 j0 = lo; j0 < hi; j0 += BLOCK) {
       // Warp w scores keys j0 + 32w … j0 + 32w + 31, its lanes splitting
       // each key's row (coalesced reads); thread t then sums key j0 + t.
+      // Keys past hi read row n-1 (there: no branch around the loads) and
+      // are not used.
+      UNROLL
       for (unsigned kk = 0; kk < WARP; kk++) {
         i64 j = j0 + warp * WARP + kk;
+        const float *kr = kc + (j < hi ? j : n - 1) * kvc + kvo;
         float d = 0.0f;
-        if (j < n) {
-          const float *kr = kc + j * kvc + kvo;
-          for (i64 c = lane; c < hd; c += WARP)
-            d += qs[c] * kr[c];
-        }
-        part[warp][kk][lane] = d;
+        for (i64 c = lane; c < hd; c += WARP)
+          d += qs[c] * kr[c];
+        sc[warp][kk][lane] = d;
       }
       __syncthreads();
       i64 j = j0 + t;
       float s = -__builtin_inff();
-      if (j < n) {
+      if (j < hi) {
         float d = 0.0f;
         for (unsigned l = 0; l < WARP; l++)
-          d += part[warp][lane][l];
+          d += sc[warp][lane][l];
         s = d * scale;
       }
       float mn = max_nan(m, block_reduce(s, 1, sh));
       float corr = m == mn ? 1.0f : exp_f(m - mn); // m = mn = -Inf: nothing to rescale
-      float p = j < n ? exp_f(s - mn) : 0.0f;
+      float p = j < hi ? exp_f(s - mn) : 0.0f;
       ps[t] = p;
       l = l * corr + p;
       for (int a = 0; a < MAX_HEAD_DIM / BLOCK; a++)
         acc[a] *= corr;
       __syncthreads();
-      i64 cnt = n - j0 < BLOCK ? n - j0 : BLOCK;
+      i64 cnt = hi - j0 < BLOCK ? hi - j0 : BLOCK;
+      UNROLL
       for (i64 e = 0; e < cnt; e++) {
         const float *vr = vc + (j0 + e) * kvc + kvo;
         float pe = ps[e];
@@ -677,11 +700,46 @@ KERNEL attention_rows(const float *q, const float *kc, const float *vc, float *o
       m = mn;
       __syncthreads(); // ps is refilled by the next tile
     }
-    float inv = 1.0f / block_reduce(l, 0, sh);
+    float sum = block_reduce(l, 0, sh);
+    float *dst = out + it * hd, inv = 1.0f / sum; // it·hd = r·qc + h·hd
+    if (splits > 1) {
+      float *pp = part + bi * (hd + 2);
+      if (t == 0)
+        pp[0] = m, pp[1] = sum;
+      dst = pp + 2, inv = 1.0f;
+    }
     for (int a = 0; a < MAX_HEAD_DIM / BLOCK; a++) {
       i64 d = t + (i64)a * BLOCK;
       if (d < hd)
-        out[r * qc + h * hd + d] = acc[a] * inv;
+        dst[d] = acc[a] * inv;
+    }
+  }
+}
+
+// attention_combine: one block per item of [item0, item0+items), merging
+// the splits partial results of attention_rows in part: with M the largest
+// m_s, out = Σ acc_s·e^(m_s - M) / Σ l_s·e^(m_s - M). A split without keys
+// (m_s = -Inf, l_s = 0) adds nothing; when all are so, or M is NaN or
+// +Inf, the head is NaN as in the reference.
+KERNEL attention_combine(const float *part, float *out, i64 item0, i64 items, i64 hd, i64 splits) {
+  unsigned t = __nvvm_read_ptx_sreg_tid_x();
+  i64 w = hd + 2;
+  for (i64 bi = __nvvm_read_ptx_sreg_ctaid_x(); bi < items; bi += __nvvm_read_ptx_sreg_nctaid_x()) {
+    const float *pp = part + bi * splits * w;
+    float big = -__builtin_inff(), sum = 0.0f;
+    for (i64 s = 0; s < splits; s++)
+      big = max_nan(big, pp[s * w]);
+    for (i64 s = 0; s < splits; s++) {
+      float ms = pp[s * w];
+      sum += pp[s * w + 1] * (ms == big ? 1.0f : exp_f(ms - big));
+    }
+    for (i64 d = t; d < hd; d += BLOCK) {
+      float o = 0.0f;
+      for (i64 s = 0; s < splits; s++) {
+        float ms = pp[s * w];
+        o += pp[s * w + 2 + d] * (ms == big ? 1.0f : exp_f(ms - big));
+      }
+      out[(item0 + bi) * hd + d] = o / sum;
     }
   }
 }

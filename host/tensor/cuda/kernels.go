@@ -34,6 +34,7 @@ const (
 	kRoPE
 	kSwiGLU
 	kAttention
+	kAttentionCombine
 	kArgmax
 	numKernels
 )
@@ -66,9 +67,11 @@ var kernelSigs = [numKernels]struct {
 	kRMSNorm: {"rmsnorm_rows", []int{8, 8, 8, 8, 8, 8, 4}}, // a, g, out, row0, rows, cols, eps
 	kRoPE:    {"rope_f32", []int{8, 8, 8, 8, 8, 8, 4, 8}},  // x, off, n, cols, hd, pos, style, log2theta
 	kSwiGLU:  {"swiglu_f32", []int{8, 8, 8, 8, 8}},         // a, b, out, off, n
-	// q, k, v, out, item0, items, heads, kvheads, hd, pos
-	kAttention: {"attention_rows", []int{8, 8, 8, 8, 8, 8, 8, 8, 8, 8}},
-	kArgmax:    {"argmax_f32", []int{8, 8, 8, 8}}, // x, best, off, n
+	// q, k, v, out, part, item0, items, heads, kvheads, hd, pos, splits, span
+	kAttention: {"attention_rows", []int{8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8}},
+	// part, out, item0, items, hd, splits
+	kAttentionCombine: {"attention_combine", []int{8, 8, 8, 8, 8, 8}},
+	kArgmax:           {"argmax_f32", []int{8, 8, 8, 8}}, // x, best, off, n
 }
 
 // blockSize is the threads per block of every launch; kernels.cu's BLOCK

@@ -29,6 +29,15 @@ const (
 	// maxHeadDim is kernels.cu's MAX_HEAD_DIM: attention_rows holds a
 	// head's output dimensions in each thread's registers, four at most.
 	maxHeadDim = 1024
+	// Attention splits each (row, head)'s keys over several blocks when
+	// there are fewer than attnFewItems of them (a decode step: one per
+	// head, while an H100 has 132 SMs): splits of at least attnSplitKeys
+	// keys (two tiles), at most attnMaxSplits, with partial results of at
+	// most attnPartElems floats per launch.
+	attnFewItems  = 256
+	attnSplitKeys = 2 * blockSize
+	attnMaxSplits = 64
+	attnPartElems = 1 << 22
 	// dequantPanelElems caps the f32 scratch of a prefill MatMul over
 	// weights of type F16, BF16 or Q8_0 (16 MiB): the weight rows it
 	// dequantizes at a time.
@@ -319,11 +328,13 @@ func (b *Backend) CopyRows(ctx context.Context, row, cols int, src, dst tensor.B
 }
 
 // Attention implements tensor.Transformer with the attention_rows kernel:
-// one block per (query row, head), an online softmax over tiles of
-// blockSize keys, so any context length runs (each block holds one tile's
-// scores); head_dim is at most maxHeadDim (1024), above which it is
-// unsupported. Launches cover about chunkElems multiply-adds of q·k. out
-// must not be q, k or v (unsupported: the reference runs it).
+// one block per (query row, head), or per part of its keys when the items
+// are few (flash decoding: the parts are merged by attention_combine), with
+// an online softmax over tiles of blockSize keys, so any context length
+// runs (a block holds one tile's scores); head_dim is at most maxHeadDim
+// (1024), above which it is unsupported. Launches cover about chunkElems
+// multiply-adds of q·k. out must not be q, k or v (unsupported: the
+// reference runs it).
 //
 // hardware-untested: no GPU was available to the project; the call sequence
 // is tested against a fake driver.
@@ -349,20 +360,61 @@ func (b *Backend) Attention(ctx context.Context, p tensor.AttentionParams, q, k,
 	if o := xs[3]; o == xs[0] || o == xs[1] || o == xs[2] {
 		return fmt.Errorf("cuda: %w: attention into one of its operands", tensor.ErrUnsupported)
 	}
-	items := p.Rows * H
+	items, keys := p.Rows*H, p.Pos+p.Rows
 	if items == 0 {
 		return nil
 	}
-	step := max(1, chunkElems/((p.Pos+p.Rows)*hd))
+	step := max(1, chunkElems/(keys*hd))
+	splits, span := attnSplits(min(items, step), keys, hd)
+	var part *buffer
+	if splits > 1 {
+		tmp, err := b.Alloc(abi.F32, min(items, step)*splits*(hd+2))
+		if err != nil {
+			return err
+		}
+		defer b.Free(tmp)
+		ps, err := b.own(tmp)
+		if err != nil {
+			return err
+		}
+		part = ps[0]
+	}
 	return b.q.do(ctx, func() error {
 		if err := b.alive(xs...); err != nil {
 			return err
 		}
+		var partPtr uint64
+		if part != nil {
+			if err := b.alive(part); err != nil {
+				return err
+			}
+			partPtr = part.ptr
+		}
 		return b.chunked(ctx, items, step, func(i0, n int) error {
-			return b.launch(kAttention, rowGrid(n), ptrArg(xs[0].ptr), ptrArg(xs[1].ptr), ptrArg(xs[2].ptr),
-				ptrArg(xs[3].ptr), i64Arg(i0), i64Arg(n), i64Arg(H), i64Arg(Hkv), i64Arg(hd), i64Arg(p.Pos))
+			err := b.launch(kAttention, rowGrid(n*splits), ptrArg(xs[0].ptr), ptrArg(xs[1].ptr), ptrArg(xs[2].ptr),
+				ptrArg(xs[3].ptr), ptrArg(partPtr), i64Arg(i0), i64Arg(n), i64Arg(H), i64Arg(Hkv), i64Arg(hd),
+				i64Arg(p.Pos), i64Arg(splits), i64Arg(span))
+			if err != nil || splits == 1 {
+				return err
+			}
+			return b.launch(kAttentionCombine, rowGrid(n), ptrArg(partPtr), ptrArg(xs[3].ptr),
+				i64Arg(i0), i64Arg(n), i64Arg(hd), i64Arg(splits))
 		})
 	})
+}
+
+// attnSplits is how many blocks share the keys of each of items (row,
+// head) items over a context of keys keys, and how many keys each takes
+// (whole tiles): one block an item unless the items are few and the
+// context long.
+func attnSplits(items, keys, hd int) (splits, span int) {
+	splits = 1
+	if items < attnFewItems {
+		splits = min((keys+attnSplitKeys-1)/attnSplitKeys, attnMaxSplits, max(1, attnPartElems/(items*(hd+2))))
+	}
+	span = (keys + splits - 1) / splits
+	span = (span + blockSize - 1) / blockSize * blockSize
+	return (keys + span - 1) / span, span
 }
 
 // Argmax implements tensor.Transformer with the argmax_f32 kernel, one

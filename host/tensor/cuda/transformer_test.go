@@ -324,6 +324,8 @@ func lmCases() []lmCase {
 		{Rows: 1, Heads: 1, KVHeads: 1, HeadDim: 300, Pos: 3},   // head dimensions past a block's threads
 		{Rows: 1, Heads: 2, KVHeads: 1, HeadDim: 16, Pos: 4100}, // a context past 4096
 		{Rows: 4, Heads: 6, KVHeads: 2, HeadDim: 8, Pos: 0},     // a prompt from the start
+		{Rows: 3, Heads: 2, KVHeads: 1, HeadDim: 16, Pos: 1023}, // 3 splits, row 0's last without keys
+		{Rows: 1, Heads: 1, KVHeads: 1, HeadDim: 8, Pos: 600},   // every score -Inf, over 2 splits: NaN
 	}
 	for i, p := range atts {
 		qn, kvc := p.Rows*p.Heads*p.HeadDim, p.KVHeads*p.HeadDim
@@ -333,8 +335,16 @@ func lmCases() []lmCase {
 			k[j], v[j] = float32(math.NaN()), float32(math.NaN())
 		}
 		q := scaledRandom(r, qn, 1)
-		if i == 1 {
+		switch i {
+		case 1:
 			q[p.HeadDim*p.Heads+3] = float32(math.NaN()) // row 1, head 0: a NaN head
+		case len(atts) - 1:
+			for j := range q {
+				q[j] = -1
+			}
+			for j := range (p.Pos + p.Rows) * kvc {
+				k[j] = float32(math.Inf(1))
+			}
 		}
 		cs = append(cs, lmCase{
 			name: fmt.Sprintf("attention_r%d_h%d_kv%d_hd%d_pos%d", p.Rows, p.Heads, p.KVHeads, p.HeadDim, p.Pos),
@@ -487,6 +497,50 @@ func TestFakeDriver_TransformerPaths(t *testing.T) {
 		for _, bf := range []tensor.Buffer{x, w, out} {
 			b.Free(bf)
 		}
+	}
+}
+
+// TestFakeDriver_AttentionSplits checks how Attention shares an item's
+// keys among blocks: few items over a long context are split (and merged
+// by attention_combine), many items or a short context are not.
+func TestFakeDriver_AttentionSplits(t *testing.T) {
+	for _, c := range []struct {
+		items, keys, hd, splits, span int
+	}{
+		{32, 4096, 128, 8, 512},   // a 7B decode step at 4096
+		{32, 4097, 128, 9, 512},   // a key more: a ninth split
+		{32, 300, 128, 1, 512},    // a short context: one block an item
+		{32, 700, 128, 2, 512},    // 700 keys: 2 splits of whole tiles
+		{256, 4096, 128, 1, 4096}, // enough items for the GPU
+		{1, 1 << 20, 64, 64, 16384},
+		{200, 8192, 1024, 16, 512}, // the partial results capped at 2²² floats
+	} {
+		splits, span := attnSplits(c.items, c.keys, c.hd)
+		if splits != c.splits || span != c.span {
+			t.Errorf("attnSplits(%d, %d, %d) = %d, %d; want %d, %d", c.items, c.keys, c.hd, splits, span, c.splits, c.span)
+		}
+		if splits*span < c.keys || (splits-1)*span >= c.keys {
+			t.Errorf("attnSplits(%d, %d, %d): %d splits of %d do not cover the keys once", c.items, c.keys, c.hd, splits, span)
+		}
+	}
+
+	b := newFake(t)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(71, 72))
+	p := tensor.AttentionParams{Rows: 1, Heads: 2, KVHeads: 1, HeadDim: 8, Pos: 1100}
+	kv := (p.Pos + 1) * p.HeadDim
+	q := upload(t, b, abi.F32, 16, f32bytes(randF32(r, 16)))
+	k := upload(t, b, abi.F32, kv, f32bytes(randF32(r, kv)))
+	v := upload(t, b, abi.F32, kv, f32bytes(randF32(r, kv)))
+	out, _ := b.Alloc(abi.F32, 16)
+	fakeLib.reset()
+	if err := b.Attention(ctx, p, q, k, v, out); err != nil {
+		t.Fatal(err)
+	}
+	l := callsNamed(fakeCalls(t), "cuLaunchKernel")
+	if len(l) != 2 || !strings.Contains(l[0].args, "attention_rows grid=6 ") || !strings.Contains(l[0].args, "splits=3 span=512") ||
+		!strings.Contains(l[1].args, "attention_combine grid=2 ") {
+		t.Errorf("launches %v, want attention_rows on 2 items × 3 splits of 512 keys, then attention_combine", l)
 	}
 }
 

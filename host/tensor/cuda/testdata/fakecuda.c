@@ -550,7 +550,12 @@ static void k_swiglu_f32(void **params) {
 }
 static void k_attention_rows(void **params) {
   attention_rows((const float *)P_PTR(0), (const float *)P_PTR(1), (const float *)P_PTR(2),
-                 (float *)P_PTR(3), P_I64(4), P_I64(5), P_I64(6), P_I64(7), P_I64(8), P_I64(9));
+                 (float *)P_PTR(3), (float *)P_PTR(4), P_I64(5), P_I64(6), P_I64(7), P_I64(8),
+                 P_I64(9), P_I64(10), P_I64(11), P_I64(12));
+}
+static void k_attention_combine(void **params) {
+  attention_combine((const float *)P_PTR(0), (float *)P_PTR(1), P_I64(2), P_I64(3), P_I64(4),
+                    P_I64(5));
 }
 static void k_argmax_f32(void **params) {
   argmax_f32((const float *)P_PTR(0), (int *)P_PTR(1), P_I64(2), P_I64(3));
@@ -746,17 +751,28 @@ static int run(const char *name, void **params, unsigned gx, unsigned bx, char *
     return emu_launch(k_swiglu_f32, params, gx, bx);
   }
   if (!strcmp(name, "attention_rows")) {
-    uintptr_t q = P_PTR(0), k = P_PTR(1), v = P_PTR(2), o = P_PTR(3);
-    long long i0 = P_I64(4), items = P_I64(5), heads = P_I64(6), kvh = P_I64(7), hd = P_I64(8),
-              pos = P_I64(9);
-    snprintf(desc, dn, "item0=%lld items=%lld heads=%lld kvheads=%lld hd=%lld pos=%lld", i0, items,
-             heads, kvh, hd, pos);
+    uintptr_t q = P_PTR(0), k = P_PTR(1), v = P_PTR(2), o = P_PTR(3), part = P_PTR(4);
+    long long i0 = P_I64(5), items = P_I64(6), heads = P_I64(7), kvh = P_I64(8), hd = P_I64(9),
+              pos = P_I64(10), splits = P_I64(11), span = P_I64(12);
+    snprintf(desc, dn, "item0=%lld items=%lld heads=%lld kvheads=%lld hd=%lld pos=%lld splits=%lld span=%lld",
+             i0, items, heads, kvh, hd, pos, splits, span);
     long long rows = heads > 0 ? (i0 + items + heads - 1) / heads : 0; /* query rows touched */
-    if (heads <= 0 || kvh <= 0 || heads % kvh || hd <= 0 || hd > 1024 ||
-        !in_alloc(q, 4 * rows * heads * hd) || !in_alloc(o, 4 * rows * heads * hd) ||
-        !in_alloc(k, 4 * (pos + rows) * kvh * hd) || !in_alloc(v, 4 * (pos + rows) * kvh * hd))
+    if (heads <= 0 || kvh <= 0 || heads % kvh || hd <= 0 || hd > 1024 || splits <= 0 ||
+        span <= 0 || splits * span < pos + rows || !in_alloc(q, 4 * rows * heads * hd) ||
+        !in_alloc(o, 4 * rows * heads * hd) || !in_alloc(k, 4 * (pos + rows) * kvh * hd) ||
+        !in_alloc(v, 4 * (pos + rows) * kvh * hd) ||
+        (splits > 1 && !in_alloc(part, 4 * items * splits * (hd + 2))))
       return CUDA_ERROR_ILLEGAL_ADDRESS;
     return emu_launch(k_attention_rows, params, gx, bx);
+  }
+  if (!strcmp(name, "attention_combine")) {
+    uintptr_t part = P_PTR(0), o = P_PTR(1);
+    long long i0 = P_I64(2), items = P_I64(3), hd = P_I64(4), splits = P_I64(5);
+    snprintf(desc, dn, "item0=%lld items=%lld hd=%lld splits=%lld", i0, items, hd, splits);
+    if (hd <= 0 || splits <= 0 || !in_alloc(part, 4 * items * splits * (hd + 2)) ||
+        !in_alloc(o, 4 * (i0 + items) * hd))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return emu_launch(k_attention_combine, params, gx, bx);
   }
   if (!strcmp(name, "argmax_f32")) {
     uintptr_t x = P_PTR(0), b = P_PTR(1);
