@@ -48,17 +48,18 @@ const (
 // Embed.
 func weightType(dt abi.DType) bool { return dt == abi.F32 || dt.Weight() }
 
-// checkWeights checks a weight buffer of rows×cols elements of a weight
-// type: Q8_0 rows must be whole blocks, so that each row can be addressed.
+// checkWeights checks the type of weights in rows of cols values (their
+// length is checkArgs'): Q8_0 rows must be whole blocks, so that each row
+// can be addressed.
 func checkWeights(op string, w *buffer, rows, cols int) error {
 	if !weightType(w.dt) {
 		return fmt.Errorf("cuda: %w: %s with weights of %v", tensor.ErrUnsupported, op, w.dt)
 	}
+	if rows < 0 || cols < 0 {
+		return fmt.Errorf("cuda: %s of %d×%d weights", op, rows, cols)
+	}
 	if w.dt == abi.Q8_0 && cols%abi.Q8Block != 0 {
 		return fmt.Errorf("cuda: %s: q8_0 rows of %d values are not whole blocks of %d", op, cols, abi.Q8Block)
-	}
-	if rows < 0 || cols < 0 || w.n != rows*cols {
-		return fmt.Errorf("cuda: %s: %d×%d weights in a buffer of %d elements", op, rows, cols, w.n)
 	}
 	return nil
 }
@@ -71,8 +72,8 @@ func checkWeights(op string, w *buffer, rows, cols int) error {
 // and on panels of the other types dequantized into a pooled f32 scratch.
 // Dequantizing costs one pass over the weights, reading them stored and
 // writing them as f32, which a GEMM of t ≥ 9 rows repays many times over:
-// looping the GEMV over the rows would stream the weights t times and
-// leave the tensor cores idle. out must not be x or w (unsupported: the
+// looping the GEMV over the rows would stream the weights t times, each
+// time bound by memory rather than arithmetic. out must not be x or w (unsupported: the
 // kernel reads them while it writes out).
 //
 // hardware-untested: no GPU was available to the project; the call sequence
