@@ -113,7 +113,8 @@ func (x *buffer) DType() abi.DType { return x.dt }
 // Len implements tensor.Buffer.
 func (x *buffer) Len() int { return x.n }
 
-func (x *buffer) bytes() int { return x.n * x.dt.Size() }
+// bytes is the size of the buffer's elements (Q8_0: whole blocks).
+func (x *buffer) bytes() int { return int(x.dt.Bytes(x.n)) }
 
 // unavailable wraps err as the reason the backend cannot run here.
 func unavailable(err error) error {
@@ -321,16 +322,17 @@ func (b *Backend) settle(work float64, more bool) error {
 }
 
 // Alloc implements tensor.Backend: a zeroed device buffer, from the pool
-// of freed ones when one of its size class is there.
+// of freed ones when one of its size class is there. The weight types
+// (F16, BF16, Q8_0 in whole blocks) are allocated too, for Transformer.
 //
 // hardware-untested: no GPU was available to the project; the call sequence
 // is tested against a fake driver.
 func (b *Backend) Alloc(dt abi.DType, n int) (tensor.Buffer, error) {
-	if dt.Size() == 0 {
+	if dt.Size() == 0 && dt != abi.Q8_0 {
 		return nil, fmt.Errorf("cuda: %w: %v", tensor.ErrUnsupported, dt)
 	}
-	if n < 0 {
-		return nil, fmt.Errorf("cuda: negative length %d", n)
+	if dt.Bytes(n) < 0 { // a negative length, or Q8_0 not in whole blocks
+		return nil, fmt.Errorf("cuda: length %d of %v", n, dt)
 	}
 	x := &buffer{owner: b, dt: dt, n: n}
 	err := b.q.do(context.Background(), func() error {

@@ -43,6 +43,26 @@
 //     synchronises only between the pieces of a split operation, after
 //     about a piece's worth of queued work, and when the host reads a
 //     result, which is where a failed kernel's error comes back.
+//   - Language-model ops (ABI v3, tensor.Transformer; transformer.go):
+//     weights of F32, F16, BF16 or Q8_0 live in device buffers of their
+//     stored bytes (Alloc takes the weight types) and are dequantized in the
+//     kernels. MatMul of up to 8 rows (decode) is the gemv_rows kernel, a
+//     warp per weight row summing its lanes through shared memory; more
+//     rows (prefill) are cublasSgemm_v2 with TransB, on F32 weights directly
+//     and on other types through panels dequantized into a pooled f32
+//     scratch. Embed is the dequant_rows kernel over ids copied to the
+//     device; RMSNorm, RoPE (frequencies in double, sin.approx and
+//     cos.approx after a reduction to [-π, π]) and SwiGLU are row and
+//     elementwise kernels; CopyRows is cuMemcpyDtoD_v2. Attention is one
+//     block per (query row, head) with an online softmax over tiles of 256
+//     keys, so the context length is unbounded; when the items are few (a
+//     decode step) their keys are split over several blocks and the parts
+//     merged by a second kernel (flash decoding). Heads of more than 1024
+//     values are unsupported. Argmax folds the logits on the device and
+//     reads back one int32; Sample reads the logits back and runs package
+//     transformer's Sample, the reference backend's own code. All are
+//     tolerance-mode results: sums run in the GPU's order, not the exact
+//     mode's 16 lanes.
 //   - Aliasing that cuBLAS or a kernel cannot take (a batched GEMM's C being
 //     an operand, an in-place transpose, a gather into its own table) is
 //     reported as tensor.ErrUnsupported, so the host runs the operation on

@@ -91,6 +91,106 @@ func TestGPU_V2TransposeInPlace(t *testing.T)        { testV2TransposeInPlace(t,
 func TestGPU_GemmBatched(t *testing.T)               { testGemmBatched(t, gpuDevice) }
 func TestGPU_GemmBatchedEdges(t *testing.T)          { testGemmBatchedEdges(t, gpuDevice) }
 func TestGPU_GemmLargeMatchesReference(t *testing.T) { testGemmLarge(t, openGPU(t)) }
+func TestGPU_TransformerMatchesReference(t *testing.T) {
+	testTransformerMatchesReference(t, gpuDevice)
+}
+func TestGPU_TransformerRefusals(t *testing.T)       { testTransformerRefusals(t, gpuDevice) }
+func TestGPU_TinyLlamaMatchesReference(t *testing.T) { testTinyLlamaMatchesReference(t, gpuDevice) }
+
+// TestGPU_TransformerLarge runs the language-model ops at the sizes of a
+// 7B-class model against the reference, with the fake tests' tolerances: a
+// 4096×4096 matmul of every weight type for one row (GEMV) and 64 rows
+// (cuBLAS), attention of 32 heads over 8 kv heads of 128 at position 4095
+// and a prompt of 64 rows, and argmax over 128k logits. It logs the time of
+// a decode-step GEMV and the weight bandwidth it reaches (no assertion:
+// figures for the record).
+func TestGPU_TransformerLarge(t *testing.T) {
+	b := openGPU(t)
+	ref := reference.New(reference.Config{})
+	r := rand.New(rand.NewPCG(61, 62))
+	const n, k = 4096, 4096
+	var cs []lmCase
+	for _, dt := range []abi.DType{abi.F32, abi.F16, abi.BF16, abi.Q8_0} {
+		raw, mag := randWeights(r, dt, n, k)
+		for _, rows := range []int{1, 64} {
+			x := randF32(r, rows*k)
+			cs = append(cs, lmCase{
+				name: fmt.Sprintf("matmul_%v_%dx%dx%d", dt, rows, n, k),
+				bufs: []lmIn{lmF32(x), lmRaw(dt, n*k, raw), lmF32(make([]float32, rows*n))},
+				outs: []int{2}, tol: tol{1e-6, 0}, slack: matmulSlack(dt, rows, n, k, x, mag),
+				op: func(ctx context.Context, tr tensor.Transformer, bs []tensor.Buffer) (int, error) {
+					return 0, tr.MatMul(ctx, rows, n, k, bs[0], bs[1], bs[2])
+				},
+			})
+		}
+	}
+	for _, p := range []tensor.AttentionParams{
+		{Rows: 1, Heads: 32, KVHeads: 8, HeadDim: 128, Pos: 4095},
+		{Rows: 64, Heads: 32, KVHeads: 8, HeadDim: 128, Pos: 0},
+	} {
+		qn, S := p.Rows*p.Heads*p.HeadDim, (p.Pos+p.Rows)*p.KVHeads*p.HeadDim
+		cs = append(cs, lmCase{
+			name: fmt.Sprintf("attention_r%d_pos%d", p.Rows, p.Pos),
+			bufs: []lmIn{lmF32(randF32(r, qn)), lmF32(randF32(r, S)), lmF32(randF32(r, S)), lmF32(make([]float32, qn))},
+			outs: []int{3}, tol: scaled(2e-5),
+			op: func(ctx context.Context, tr tensor.Transformer, bs []tensor.Buffer) (int, error) {
+				return 0, tr.Attention(ctx, p, bs[0], bs[1], bs[2], bs[3])
+			},
+		})
+	}
+	cs = append(cs, lmCase{
+		name: "argmax_128k", bufs: []lmIn{lmF32(randF32(r, 128<<10))},
+		op: func(ctx context.Context, tr tensor.Transformer, bs []tensor.Buffer) (int, error) {
+			return tr.Argmax(ctx, bs[0])
+		},
+	})
+	for _, c := range cs {
+		t.Run(c.name, func(t *testing.T) {
+			want, wantIdx := c.runOn(t, ref)
+			got, gotIdx := c.runOn(t, b)
+			if gotIdx != wantIdx {
+				t.Errorf("index %d, reference %d", gotIdx, wantIdx)
+			}
+			for i := range got {
+				tl := c.tol
+				for j := range want[i] {
+					if c.slack != nil {
+						tl.abs = c.tol.abs + float64(c.slack[j])
+					}
+					if !tl.ok(got[i][j], want[i][j]) {
+						t.Errorf("[%d] = %g, reference %g", j, got[i][j], want[i][j])
+						break
+					}
+				}
+			}
+		})
+	}
+
+	// A decode step's GEMV, timed over 50 calls after a warm-up.
+	ctx := context.Background()
+	for _, dt := range []abi.DType{abi.F32, abi.F16, abi.Q8_0} {
+		raw, _ := randWeights(r, dt, n, k)
+		w := lmRaw(dt, n*k, raw).load(t, b)
+		x := lmF32(randF32(r, k)).load(t, b)
+		out, _ := b.Alloc(abi.F32, n)
+		if err := b.MatMul(ctx, 1, n, k, x, w, out); err != nil {
+			t.Fatal(err)
+		}
+		const calls = 50
+		start := time.Now()
+		for range calls {
+			if err := b.MatMul(ctx, 1, n, k, x, w, out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		per := time.Since(start) / calls
+		t.Logf("gemv %v %dx%d: %v per call (with its synchronisation), %.0f GB/s of weights",
+			dt, n, k, per, float64(dt.Bytes(n*k))/per.Seconds()/1e9)
+		b.Free(w)
+		b.Free(x)
+		b.Free(out)
+	}
+}
 
 // TestGPU_Devices: the driver lists at least one device, each with a name,
 // an NVML-style UUID, SMs, a compute capability the embedded PTX (sm_52)

@@ -5,16 +5,21 @@
 //
 // kernels.ptx is generated from this file by gen_ptx.sh (go generate) with
 // Debian's clang, without the CUDA toolkit: -nocudainc -nocudalib, so this
-// file uses no CUDA header and no libdevice. Thread indices, barriers, exp2
-// and log2 come from clang's NVPTX builtins (ex2.approx, lg2.approx), which
-// are accurate enough for tolerance mode (the only mode a GPU runs in);
-// sqrt, fma, fabs and copysign are clang builtins that lower to single PTX
-// instructions (sqrt.rn is correctly rounded). The PTX must call no
-// function: nothing outside this file is linked.
+// file uses no CUDA header and no libdevice. Thread indices, barriers, exp2,
+// log2, sine and cosine come from clang's NVPTX builtins (ex2.approx,
+// lg2.approx, sin.approx, cos.approx), which are accurate enough for
+// tolerance mode (the only mode a GPU runs in); sqrt, fma, fabs, copysign
+// and rint are clang builtins that lower to single PTX instructions
+// (sqrt.rn is correctly rounded). The PTX must call no function: nothing
+// outside this file is linked.
 //
 // Kernels: elementwise binary and unary ops, row softmax (optionally
 // causal), row reductions, layer normalization, cross-entropy with its
-// gradient, the AdamW step, a tiled transpose and an embedding gather.
+// gradient, the AdamW step, a tiled transpose and an embedding gather; and
+// the language-model ops of ABI v3: a GEMV over f32, f16, bf16 or q8_0
+// weight rows, dequantization (embed), RMS normalization, rotary position
+// embedding, SwiGLU, causal grouped-query attention (split over blocks
+// for long contexts, then merged) and argmax.
 //
 // The tests also compile this file as plain C on the host (see
 // testdata/fakecuda.c), predefining the macros below and the builtins, to run
@@ -364,4 +369,412 @@ KERNEL gather_f32(const float *table, const int *idx, float *out, i64 off, i64 n
     i64 j = off + i, k = j / cols, r = idx[k];
     out[j] = r >= 0 && r < rows ? table[r * cols + (j - k * cols)] : __builtin_nanf("");
   }
+}
+
+// ---- Language-model operations (ABI v3) ----
+//
+// Weight types are the abi package's: 1 = f32, 4 = f16, 5 = bf16, 6 = q8_0
+// (blocks of an f16 scale d and 32 int8 q; a value is d·q). Weight rows
+// are addressed as bytes: a q8_0 row is 34 bytes per 32 values, 2-byte
+// aligned only.
+
+#define DT_F32 1
+#define DT_F16 4
+#define DT_BF16 5
+#define DT_Q8_0 6
+#define Q8_BLOCK 32
+#define Q8_BYTES 34
+
+// WARP is the threads of a warp; gemv_rows gives each warp one weight row.
+#define WARP 32
+
+// bits_f32 reinterprets the bits of a float (a union: this file is also C).
+static __device__ inline float bits_f32(unsigned u) {
+  union { unsigned u; float f; } v;
+  v.u = u;
+  return v.f;
+}
+
+// f16_f32 is the binary16 value h, exactly (subnormals become normal, NaN
+// payloads are kept), with integer operations.
+static __device__ inline float f16_f32(unsigned h) {
+  unsigned sign = (h & 0x8000u) << 16, e = h & 0x7C00u, m = h & 0x3FFu;
+  if (e == 0x7C00u)
+    return bits_f32(sign | 0x7F800000u | m << 13);
+  if (e == 0) { // ±0 and subnormals: m·2⁻²⁴
+    float v = (float)m * 5.9604644775390625e-8f;
+    return sign ? -v : v;
+  }
+  return bits_f32(sign | (((h & 0x7FFFu) << 13) + ((127u - 15u) << 23)));
+}
+
+// u16_at reads the little-endian 16 bits at p (2-byte aligned).
+static __device__ inline unsigned u16_at(const unsigned char *p) {
+  return *(const unsigned short *)p;
+}
+
+// row_bytes is the size of a stored row of cols values of type dt.
+static __device__ inline i64 row_bytes(i64 cols, int dt) {
+  switch (dt) {
+  case DT_F32: return 4 * cols;
+  case DT_Q8_0: return cols / Q8_BLOCK * Q8_BYTES;
+  default: return 2 * cols;
+  }
+}
+
+// weight_at is value i of a stored row of type dt, dequantized.
+static __device__ inline float weight_at(const unsigned char *row, i64 i, int dt) {
+  switch (dt) {
+  case DT_F32: return ((const float *)row)[i];
+  case DT_F16: return f16_f32(u16_at(row + 2 * i));
+  case DT_BF16: return bits_f32(u16_at(row + 2 * i) << 16);
+  default: {
+    const unsigned char *b = row + i / Q8_BLOCK * Q8_BYTES;
+    return f16_f32(u16_at(b)) * (float)(signed char)b[2 + i % Q8_BLOCK];
+  }
+  }
+}
+
+// f4 is four floats loaded at once (ld.global.v4.f32): 16-byte aligned.
+typedef float f4 __attribute__((vector_size(16)));
+
+// dot_lane is this lane's share of dot(x, row) over k values. With k a
+// multiple of 4 (always for q8_0), x's rows and the weight rows start
+// 16-byte aligned (f32), 8-byte (f16, bf16) or 2-byte (q8_0), since device
+// allocations are 256-byte aligned: lane l takes the groups of 4 values g =
+// l, l+32, …, in vector loads, so a warp reads 512 consecutive bytes of f32
+// weights (256 of f16, 136 of q8_0) at each step; a q8_0 group lies in one
+// block, whose scale is read once. Otherwise one value at a time.
+static __device__ float dot_lane(const float *x, const unsigned char *row, i64 k, int dt,
+                                 unsigned lane) {
+  float acc = 0.0f;
+  if (k % 4) {
+    for (i64 i = lane; i < k; i += WARP)
+      acc += x[i] * weight_at(row, i, dt);
+    return acc;
+  }
+  const f4 *x4 = (const f4 *)x;
+  i64 groups = k / 4;
+  switch (dt) {
+  case DT_F32: {
+    const f4 *w4 = (const f4 *)row;
+    for (i64 g = lane; g < groups; g += WARP) {
+      f4 a = x4[g], b = w4[g];
+      acc += a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3];
+    }
+    break;
+  }
+  case DT_F16:
+  case DT_BF16: {
+    const unsigned long long *w4 = (const unsigned long long *)row;
+    for (i64 g = lane; g < groups; g += WARP) {
+      f4 a = x4[g];
+      unsigned long long u = w4[g];
+      unsigned h0 = (unsigned)u & 0xFFFFu, h1 = (unsigned)(u >> 16) & 0xFFFFu,
+               h2 = (unsigned)(u >> 32) & 0xFFFFu, h3 = (unsigned)(u >> 48);
+      if (dt == DT_F16)
+        acc += a[0] * f16_f32(h0) + a[1] * f16_f32(h1) + a[2] * f16_f32(h2) + a[3] * f16_f32(h3);
+      else
+        acc += a[0] * bits_f32(h0 << 16) + a[1] * bits_f32(h1 << 16) + a[2] * bits_f32(h2 << 16) +
+               a[3] * bits_f32(h3 << 16);
+    }
+    break;
+  }
+  default:
+    for (i64 g = lane; g < groups; g += WARP) {
+      f4 a = x4[g];
+      const unsigned char *b = row + g / (Q8_BLOCK / 4) * Q8_BYTES;
+      unsigned q01 = u16_at(b + 2 + 4 * (g % (Q8_BLOCK / 4))),
+               q23 = u16_at(b + 4 + 4 * (g % (Q8_BLOCK / 4)));
+      float s = a[0] * (float)(signed char)(q01 & 0xFF) + a[1] * (float)(signed char)(q01 >> 8) +
+                a[2] * (float)(signed char)(q23 & 0xFF) + a[3] * (float)(signed char)(q23 >> 8);
+      acc += f16_f32(u16_at(b)) * s;
+    }
+    break;
+  }
+  return acc;
+}
+
+// gemv_rows: out[r·n + j] = dot(x row r, w row j) for the t rows of x
+// ([t, k] f32) and the weight rows j in [row0, row0+rows) (w [n, k] of type
+// dt). Each warp computes one weight row for every x row (the row, read
+// again per x row, stays in cache); a block's 8 warps sum their lanes in
+// shared memory, with block barriers rather than warp shuffles so that the
+// loop bounds, and so the barriers, are the same for every thread.
+KERNEL gemv_rows(const float *__restrict x, const unsigned char *__restrict w,
+                 float *__restrict out, i64 row0, i64 rows, i64 t, i64 n, i64 k, int dt) {
+  __shared__ float sh[BLOCK];
+  unsigned tid = __nvvm_read_ptx_sreg_tid_x(), lane = tid % WARP, warp = tid / WARP;
+  i64 rb = row_bytes(k, dt), per = BLOCK / WARP;
+  for (i64 base = row0 + (i64)__nvvm_read_ptx_sreg_ctaid_x() * per; base < row0 + rows;
+       base += (i64)__nvvm_read_ptx_sreg_nctaid_x() * per) {
+    i64 j = base + warp;
+    int ok = j < row0 + rows;
+    for (i64 r = 0; r < t; r++) {
+      sh[tid] = ok ? dot_lane(x + r * k, w + j * rb, k, dt, lane) : 0.0f;
+      __syncthreads();
+      for (unsigned s = WARP / 2; s > 0; s >>= 1) {
+        if (lane < s)
+          sh[tid] += sh[tid + s];
+        __syncthreads();
+      }
+      if (ok && lane == 0) // sh[tid] is this thread's own slot: no barrier needed before reuse
+        out[r * n + j] = sh[tid];
+    }
+  }
+}
+
+// dequant_rows: out[j] = value j mod cols of row ids[j / cols] of w ([rows,
+// cols] of type dt), dequantized, for j in [off, off+n); ids NULL means
+// row j / cols (a whole matrix to f32). An id outside [0, rows) reads
+// nothing and gives NaN.
+KERNEL dequant_rows(const unsigned char *w, const int *ids, float *out, i64 off, i64 n, i64 rows,
+                    i64 cols, int dt) {
+  i64 rb = row_bytes(cols, dt);
+  for (i64 i = global_id(); i < n; i += grid_stride()) {
+    i64 j = off + i, k = j / cols, r = ids ? (i64)ids[k] : k;
+    out[j] = r >= 0 && r < rows ? weight_at(w + r * rb, j - k * cols, dt) : __builtin_nanf("");
+  }
+}
+
+// rmsnorm_rows: one block per row for rows [row0, row0+rows):
+// y = g·(x/√(mean(x²) + eps)), in float as the reference. out may be a.
+KERNEL rmsnorm_rows(const float *a, const float *g, float *out, i64 row0, i64 rows, i64 cols,
+                    float eps) {
+  __shared__ float sh[BLOCK];
+  unsigned t = __nvvm_read_ptx_sreg_tid_x();
+  FOR_BLOCK_ROWS(r) {
+    const float *x = a + r * cols;
+    float *y = out + r * cols, s = 0.0f;
+    for (i64 c = t; c < cols; c += BLOCK)
+      s += x[c] * x[c];
+    float inv = 1.0f / __builtin_sqrtf(block_reduce(s, 0, sh) / (float)cols + eps);
+    for (i64 c = t; c < cols; c += BLOCK)
+      y[c] = g[c] * (inv * x[c]);
+  }
+}
+
+// exp2_d is 2ˣ in double for x ≥ -1022: 2^rint(x) times a Taylor
+// polynomial of e^f, |f| ≤ ln2/2, to 14 terms (error below 1e-19).
+static __device__ double exp2_d(double x) {
+  if (x < -1022.0)
+    return 0.0;
+  double n = __builtin_rint(x), f = (x - n) * 0.6931471805599453, p = 1.0;
+  for (int i = 14; i > 0; i--)
+    p = 1.0 + p * f / (double)i;
+  union { long long i; double d; } u;
+  u.i = (long long)(n + 1023.0) << 52;
+  return p * u.d;
+}
+
+// rope_f32: rotates the pairs [off, off+n) of x ([rows, cols], in place),
+// pair p of row r = p / (cols/2): head h, pair i of hd/2 of it, (2i, 2i+1)
+// for style 0 (interleaved) or (i, i + hd/2) for style 1 (halves), turned
+// by (pos + r)·θ^(-2i/hd). The frequency is computed in double from
+// log2θ (as the reference computes it in float64) and rounded to float;
+// the angle is the float product, as the reference's. Its sine and cosine
+// come from sin.approx and cos.approx (absolute error about 2⁻²¹) after the
+// angle is reduced to [-π, π] in double, where those instructions are
+// accurate: exact for angles below 2²⁰·2π.
+KERNEL rope_f32(float *x, i64 off, i64 n, i64 cols, i64 hd, i64 pos, int style, double log2theta) {
+  i64 half = hd / 2, perRow = cols / 2;
+  for (i64 i = global_id(); i < n; i += grid_stride()) {
+    i64 p = off + i, r = p / perRow, q = p - r * perRow, h = q / half, k = q - h * half;
+    float freq = (float)exp2_d(-((double)(2 * k) / (double)hd * log2theta));
+    float ang = (float)(pos + r) * freq;
+    double turns = __builtin_rint((double)ang * 0.15915494309189535);
+    float red = (float)((double)ang - turns * 6.283185307179586);
+    float c = __nvvm_cos_approx_f(red), s = __nvvm_sin_approx_f(red);
+    float *head = x + r * cols + h * hd;
+    i64 j0 = style ? k : 2 * k, j1 = style ? k + half : 2 * k + 1;
+    float v0 = head[j0], v1 = head[j1];
+    head[j0] = v0 * c - v1 * s;
+    head[j1] = v0 * s + v1 * c;
+  }
+}
+
+// swiglu_f32: out[j] = silu(a[j])·b[j], silu(v) = v·σ(v), σ = 1/(1 + e⁻ᵛ),
+// for j in [off, off+n). out may be a or b.
+KERNEL swiglu_f32(const float *a, const float *b, float *out, i64 off, i64 n) {
+  for (i64 i = global_id(); i < n; i += grid_stride()) {
+    i64 j = off + i;
+    float v = a[j], sig = 1.0f / (1.0f + exp_f(-v));
+    out[j] = v * sig * b[j];
+  }
+}
+
+// MAX_HEAD_DIM bounds attention_rows' head size: each thread accumulates
+// head dimensions t, t+BLOCK, … of the output, in registers.
+#define MAX_HEAD_DIM 1024
+
+// UNROLL asks clang to unroll the next loop 4 times, so that the loads of
+// several iterations are in flight together; the C compiler of the tests
+// ignores it.
+#ifdef __CUDA__
+#define UNROLL _Pragma("unroll 4")
+#else
+#define UNROLL
+#endif
+
+// attention_rows: causal attention for the items [item0, item0+items),
+// item = r·heads + h: query row r, at position pos + r, attends to cache
+// rows 0..pos+r of its kv head h / (heads/kvheads); q and out are [rows,
+// heads·hd], k and v [S, kvheads·hd].
+//
+// Each item's keys are shared among splits blocks, span keys each (flash
+// decoding: a decode step has one item per head, too few blocks for a GPU,
+// and a long context): block (item, s) takes the keys [s·span, min(n,
+// (s+1)·span)). With splits = 1 it writes the item's output; otherwise it
+// leaves its maximum score m, its denominator l and its unnormalized output
+// in part ([items·splits, hd+2] from item0), which attention_combine merges.
+//
+// The softmax is online (as in flash attention): the keys come in tiles of
+// BLOCK, a thread's score each (each warp reads 32 of the tile's key rows,
+// a row at a time across its lanes, and leaves partial sums in shared
+// memory); the running maximum m rescales the output accumulators and each
+// thread's partial denominator when a tile raises it, so no score is
+// stored beyond its tile and the context length is unbounded. NaN
+// propagates as in the reference: a NaN score, +Inf, or scores all -Inf
+// give a NaN head.
+KERNEL attention_rows(const float *q, const float *kc, const float *vc, float *out, float *part,
+                      i64 item0, i64 items, i64 heads, i64 kvheads, i64 hd, i64 pos, i64 splits,
+                      i64 span) {
+  __shared__ float sh[BLOCK];
+  __shared__ float ps[BLOCK];
+  __shared__ float qs[MAX_HEAD_DIM];
+  __shared__ float sc[BLOCK / WARP][WARP][WARP + 1]; // +1: thread t's reads miss each other's banks
+  unsigned t = __nvvm_read_ptx_sreg_tid_x(), lane = t % WARP, warp = t / WARP;
+  i64 qc = heads * hd, kvc = kvheads * hd, group = heads / kvheads;
+  float scale = 1.0f / __builtin_sqrtf((float)hd);
+  for (i64 bi = __nvvm_read_ptx_sreg_ctaid_x(); bi < items * splits;
+       bi += __nvvm_read_ptx_sreg_nctaid_x()) {
+    i64 it = item0 + bi / splits, r = it / heads, h = it - r * heads, n = pos + r + 1;
+    i64 kvo = h / group * hd, lo = bi % splits * span, hi = lo + span < n ? lo + span : n;
+    for (i64 d = t; d < hd; d += BLOCK)
+      qs[d] = q[r * qc + h * hd + d];
+    __syncthreads();
+    float acc[MAX_HEAD_DIM / BLOCK] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float m = -__builtin_inff(), l = 0.0f;
+    for (i64 j0 = lo; j0 < hi; j0 += BLOCK) {
+      // Warp w scores keys j0 + 32w … j0 + 32w + 31, its lanes splitting
+      // each key's row (coalesced reads); thread t then sums key j0 + t.
+      // Keys past hi read row n-1 (there: no branch around the loads) and
+      // are not used.
+      UNROLL
+      for (unsigned kk = 0; kk < WARP; kk++) {
+        i64 j = j0 + warp * WARP + kk;
+        const float *kr = kc + (j < hi ? j : n - 1) * kvc + kvo;
+        float d = 0.0f;
+        for (i64 c = lane; c < hd; c += WARP)
+          d += qs[c] * kr[c];
+        sc[warp][kk][lane] = d;
+      }
+      __syncthreads();
+      i64 j = j0 + t;
+      float s = -__builtin_inff();
+      if (j < hi) {
+        float d = 0.0f;
+        for (unsigned l = 0; l < WARP; l++)
+          d += sc[warp][lane][l];
+        s = d * scale;
+      }
+      float mn = max_nan(m, block_reduce(s, 1, sh));
+      float corr = m == mn ? 1.0f : exp_f(m - mn); // m = mn = -Inf: nothing to rescale
+      float p = j < hi ? exp_f(s - mn) : 0.0f;
+      ps[t] = p;
+      l = l * corr + p;
+      for (int a = 0; a < MAX_HEAD_DIM / BLOCK; a++)
+        acc[a] *= corr;
+      __syncthreads();
+      i64 cnt = hi - j0 < BLOCK ? hi - j0 : BLOCK;
+      UNROLL
+      for (i64 e = 0; e < cnt; e++) {
+        const float *vr = vc + (j0 + e) * kvc + kvo;
+        float pe = ps[e];
+        for (int a = 0; a < MAX_HEAD_DIM / BLOCK; a++) {
+          i64 d = t + (i64)a * BLOCK;
+          if (d < hd)
+            acc[a] += pe * vr[d];
+        }
+      }
+      m = mn;
+      __syncthreads(); // ps is refilled by the next tile
+    }
+    float sum = block_reduce(l, 0, sh);
+    float *dst = out + it * hd, inv = 1.0f / sum; // it·hd = r·qc + h·hd
+    if (splits > 1) {
+      float *pp = part + bi * (hd + 2);
+      if (t == 0)
+        pp[0] = m, pp[1] = sum;
+      dst = pp + 2, inv = 1.0f;
+    }
+    for (int a = 0; a < MAX_HEAD_DIM / BLOCK; a++) {
+      i64 d = t + (i64)a * BLOCK;
+      if (d < hd)
+        dst[d] = acc[a] * inv;
+    }
+  }
+}
+
+// attention_combine: one block per item of [item0, item0+items), merging
+// the splits partial results of attention_rows in part: with M the largest
+// m_s, out = Σ acc_s·e^(m_s - M) / Σ l_s·e^(m_s - M). A split without keys
+// (m_s = -Inf, l_s = 0) adds nothing; when all are so, or M is NaN or
+// +Inf, the head is NaN as in the reference.
+KERNEL attention_combine(const float *part, float *out, i64 item0, i64 items, i64 hd, i64 splits) {
+  unsigned t = __nvvm_read_ptx_sreg_tid_x();
+  i64 w = hd + 2;
+  for (i64 bi = __nvvm_read_ptx_sreg_ctaid_x(); bi < items; bi += __nvvm_read_ptx_sreg_nctaid_x()) {
+    const float *pp = part + bi * splits * w;
+    float big = -__builtin_inff(), sum = 0.0f;
+    for (i64 s = 0; s < splits; s++)
+      big = max_nan(big, pp[s * w]);
+    for (i64 s = 0; s < splits; s++) {
+      float ms = pp[s * w];
+      sum += pp[s * w + 1] * (ms == big ? 1.0f : exp_f(ms - big));
+    }
+    for (i64 d = t; d < hd; d += BLOCK) {
+      float o = 0.0f;
+      for (i64 s = 0; s < splits; s++) {
+        float ms = pp[s * w];
+        o += pp[s * w + 2 + d] * (ms == big ? 1.0f : exp_f(ms - big));
+      }
+      out[(item0 + bi) * hd + d] = o / sum;
+    }
+  }
+}
+
+// argmax_f32: folds x[off, off+n) into *best, the index of the largest
+// element seen so far (-1 before any: the host sets it), in one block:
+// the first index on ties (-0 ties +0), never a NaN. Launches over
+// consecutive ranges in ascending order give the argmax of them all.
+KERNEL argmax_f32(const float *x, int *best, i64 off, i64 n) {
+  __shared__ float sv[BLOCK];
+  __shared__ i64 si[BLOCK];
+  unsigned t = __nvvm_read_ptx_sreg_tid_x();
+  i64 bi = -1;
+  float bv = 0.0f;
+  if (t == 0 && *best >= 0) {
+    bi = *best;
+    bv = x[bi];
+  }
+  for (i64 i = off + t; i < off + n; i += BLOCK) { // ascending: a tie keeps the first
+    float v = x[i];
+    if (v == v && (bi < 0 || v > bv))
+      bi = i, bv = v;
+  }
+  sv[t] = bv;
+  si[t] = bi;
+  __syncthreads();
+  for (unsigned s = BLOCK / 2; s > 0; s >>= 1) {
+    if (t < s) {
+      i64 oi = si[t + s];
+      float ov = sv[t + s];
+      if (oi >= 0 && (si[t] < 0 || ov > sv[t] || (ov == sv[t] && oi < si[t])))
+        si[t] = oi, sv[t] = ov;
+    }
+    __syncthreads();
+  }
+  if (t == 0)
+    *best = (int)si[0];
 }

@@ -28,6 +28,14 @@ const (
 	kAdamW
 	kTranspose
 	kGather
+	kGemv
+	kDequant
+	kRMSNorm
+	kRoPE
+	kSwiGLU
+	kAttention
+	kAttentionCombine
+	kArgmax
 	numKernels
 )
 
@@ -52,6 +60,18 @@ var kernelSigs = [numKernels]struct {
 	kAdamW:     {"adamw_f32", []int{8, 8, 8, 8, 8, 8, 4, 4, 4, 4, 4, 4, 4, 4}},
 	kTranspose: {"transpose_f32", []int{8, 8, 8, 8, 8, 8}}, // a, out, rows, cols, c0, nc
 	kGather:    {"gather_f32", []int{8, 8, 8, 8, 8, 8, 8}}, // table, idx, out, off, n, rows, cols
+	// x, w, out, row0, rows, t, n, k, dt
+	kGemv: {"gemv_rows", []int{8, 8, 8, 8, 8, 8, 8, 8, 4}},
+	// w, ids, out, off, n, rows, cols, dt
+	kDequant: {"dequant_rows", []int{8, 8, 8, 8, 8, 8, 8, 4}},
+	kRMSNorm: {"rmsnorm_rows", []int{8, 8, 8, 8, 8, 8, 4}}, // a, g, out, row0, rows, cols, eps
+	kRoPE:    {"rope_f32", []int{8, 8, 8, 8, 8, 8, 4, 8}},  // x, off, n, cols, hd, pos, style, log2theta
+	kSwiGLU:  {"swiglu_f32", []int{8, 8, 8, 8, 8}},         // a, b, out, off, n
+	// q, k, v, out, part, item0, items, heads, kvheads, hd, pos, splits, span
+	kAttention: {"attention_rows", []int{8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8}},
+	// part, out, item0, items, hd, splits
+	kAttentionCombine: {"attention_combine", []int{8, 8, 8, 8, 8, 8}},
+	kArgmax:           {"argmax_f32", []int{8, 8, 8, 8}}, // x, best, off, n
 }
 
 // blockSize is the threads per block of every launch; kernels.cu's BLOCK

@@ -312,7 +312,8 @@ CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
   int id = 0;
   if (!rc) {
     struct alloc *a = calloc(1, sizeof *a);
-    a->p = malloc(n);
+    /* 256-byte aligned, as the driver's: kernels rely on it for vector loads. */
+    a->p = aligned_alloc(256, (n + 255) / 256 * 256);
     memset(a->p, 0xCD, n); /* device memory is not zeroed */
     a->n = n;
     pthread_mutex_lock(&mu);
@@ -531,7 +532,8 @@ CUresult cuModuleUnload(void *mod) {
  * cuLaunchKernel runs the real kernels.cu, compiled here as C: one host
  * thread per GPU thread, blocks one after another, __shared__ arrays as
  * function statics (one block is live at a time), __syncthreads as a
- * pthread barrier, ex2.approx as exp2f, lg2.approx as log2f. This checks the kernels' indexing,
+ * pthread barrier, ex2.approx as exp2f, lg2.approx as log2f, sin.approx and
+ * cos.approx as sinf and cosf. This checks the kernels' indexing,
  * offsets, grid-stride loops and block reductions, not NVPTX code
  * generation or the GPU's arithmetic.
  */
@@ -550,6 +552,8 @@ static int __nvvm_read_ptx_sreg_nctaid_x(void) { return emu_nctaid; }
 static void __syncthreads(void) { pthread_barrier_wait(&emu_bar); }
 static float __nvvm_ex2_approx_f(float x) { return exp2f(x); }
 static float __nvvm_lg2_approx_f(float x) { return log2f(x); }
+static float __nvvm_sin_approx_f(float x) { return sinf(x); }
+static float __nvvm_cos_approx_f(float x) { return cosf(x); }
 
 #include "../kernels.cu"
 
@@ -600,6 +604,38 @@ static void k_transpose_f32(void **params) {
 static void k_gather_f32(void **params) {
   gather_f32((const float *)P_PTR(0), (const int *)P_PTR(1), (float *)P_PTR(2), P_I64(3),
              P_I64(4), P_I64(5), P_I64(6));
+}
+
+static void k_gemv_rows(void **params) {
+  gemv_rows((const float *)P_PTR(0), (const unsigned char *)P_PTR(1), (float *)P_PTR(2), P_I64(3),
+            P_I64(4), P_I64(5), P_I64(6), P_I64(7), P_I32(8));
+}
+static void k_dequant_rows(void **params) {
+  dequant_rows((const unsigned char *)P_PTR(0), (const int *)P_PTR(1), (float *)P_PTR(2), P_I64(3),
+               P_I64(4), P_I64(5), P_I64(6), P_I32(7));
+}
+static void k_rmsnorm_rows(void **params) {
+  rmsnorm_rows((const float *)P_PTR(0), (const float *)P_PTR(1), (float *)P_PTR(2), P_I64(3),
+               P_I64(4), P_I64(5), P_F32(6));
+}
+static void k_rope_f32(void **params) {
+  rope_f32((float *)P_PTR(0), P_I64(1), P_I64(2), P_I64(3), P_I64(4), P_I64(5), P_I32(6), P_F64(7));
+}
+static void k_swiglu_f32(void **params) {
+  swiglu_f32((const float *)P_PTR(0), (const float *)P_PTR(1), (float *)P_PTR(2), P_I64(3),
+             P_I64(4));
+}
+static void k_attention_rows(void **params) {
+  attention_rows((const float *)P_PTR(0), (const float *)P_PTR(1), (const float *)P_PTR(2),
+                 (float *)P_PTR(3), (float *)P_PTR(4), P_I64(5), P_I64(6), P_I64(7), P_I64(8),
+                 P_I64(9), P_I64(10), P_I64(11), P_I64(12));
+}
+static void k_attention_combine(void **params) {
+  attention_combine((const float *)P_PTR(0), (float *)P_PTR(1), P_I64(2), P_I64(3), P_I64(4),
+                    P_I64(5));
+}
+static void k_argmax_f32(void **params) {
+  argmax_f32((const float *)P_PTR(0), (int *)P_PTR(1), P_I64(2), P_I64(3));
 }
 
 /* A pool of EMU_BLOCK threads, started on the first launch and kept for the
@@ -736,6 +772,94 @@ static int run(const char *name, void **params, unsigned gx, unsigned bx, char *
         !in_alloc(ix, 4 * ((off + n + cols - 1) / cols)))
       return CUDA_ERROR_ILLEGAL_ADDRESS;
     return emu_launch(k_gather_f32, params, gx, bx);
+  }
+  if (!strcmp(name, "gemv_rows") || !strcmp(name, "dequant_rows")) {
+    /* Weight rows of type dt: f32 1, f16 4, bf16 5, q8_0 6 (34 bytes per 32). */
+    int gemv = name[0] == 'g', dt = gemv ? P_I32(8) : P_I32(7);
+    long long cols = gemv ? P_I64(7) : P_I64(6);
+    long long rb = dt == 1 ? 4 * cols : dt == 6 ? cols / 32 * 34 : 2 * cols;
+    if ((dt != 1 && dt != 4 && dt != 5 && dt != 6) || cols <= 0 || (dt == 6 && cols % 32)) {
+      snprintf(desc, dn, "dt=%d cols=%lld", dt, cols);
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (gemv) {
+      uintptr_t x = P_PTR(0), w = P_PTR(1), o = P_PTR(2);
+      long long r0 = P_I64(3), rows = P_I64(4), t = P_I64(5), n = P_I64(6);
+      snprintf(desc, dn, "row0=%lld rows=%lld t=%lld n=%lld k=%lld dt=%d", r0, rows, t, n, cols, dt);
+      if (r0 < 0 || rows < 0 || r0 + rows > n || !in_alloc(x, 4 * t * cols) ||
+          !in_alloc(w, (r0 + rows) * rb) || !in_alloc(o, 4 * t * n))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
+      return emu_launch(k_gemv_rows, params, gx, bx);
+    }
+    uintptr_t w = P_PTR(0), ix = P_PTR(1), o = P_PTR(2);
+    long long off = P_I64(3), n = P_I64(4), rows = P_I64(5);
+    snprintf(desc, dn, "off=%lld n=%lld rows=%lld cols=%lld dt=%d ids=%d", off, n, rows, cols, dt, ix != 0);
+    /* The ids themselves are the kernel's to check. */
+    if (!in_alloc(w, rows * rb) || !in_alloc(o, 4 * (off + n)) ||
+        (ix && !in_alloc(ix, 4 * ((off + n + cols - 1) / cols))) ||
+        (!ix && (off + n + cols - 1) / cols > rows))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return emu_launch(k_dequant_rows, params, gx, bx);
+  }
+  if (!strcmp(name, "rmsnorm_rows")) {
+    uintptr_t a = P_PTR(0), g = P_PTR(1), o = P_PTR(2);
+    long long r0 = P_I64(3), rows = P_I64(4), cols = P_I64(5);
+    snprintf(desc, dn, "row0=%lld rows=%lld cols=%lld eps=%g", r0, rows, cols, P_F32(6));
+    if (cols <= 0 || !in_alloc(a, 4 * (r0 + rows) * cols) ||
+        !in_alloc(o, 4 * (r0 + rows) * cols) || !in_alloc(g, 4 * cols))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return emu_launch(k_rmsnorm_rows, params, gx, bx);
+  }
+  if (!strcmp(name, "rope_f32")) {
+    uintptr_t x = P_PTR(0);
+    long long off = P_I64(1), n = P_I64(2), cols = P_I64(3), hd = P_I64(4), pos = P_I64(5);
+    snprintf(desc, dn, "off=%lld n=%lld cols=%lld hd=%lld pos=%lld style=%d log2theta=%g", off, n,
+             cols, hd, pos, P_I32(6), P_F64(7));
+    if (hd <= 0 || hd % 2 || cols % hd || !in_alloc(x, 8 * (off + n)))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return emu_launch(k_rope_f32, params, gx, bx);
+  }
+  if (!strcmp(name, "swiglu_f32")) {
+    long long off = P_I64(3), n = P_I64(4);
+    snprintf(desc, dn, "off=%lld n=%lld", off, n);
+    for (int i = 0; i < 3; i++)
+      if (!in_alloc(P_PTR(i), 4 * (off + n)))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return emu_launch(k_swiglu_f32, params, gx, bx);
+  }
+  if (!strcmp(name, "attention_rows")) {
+    uintptr_t q = P_PTR(0), k = P_PTR(1), v = P_PTR(2), o = P_PTR(3), part = P_PTR(4);
+    long long i0 = P_I64(5), items = P_I64(6), heads = P_I64(7), kvh = P_I64(8), hd = P_I64(9),
+              pos = P_I64(10), splits = P_I64(11), span = P_I64(12);
+    snprintf(desc, dn, "item0=%lld items=%lld heads=%lld kvheads=%lld hd=%lld pos=%lld splits=%lld span=%lld",
+             i0, items, heads, kvh, hd, pos, splits, span);
+    long long rows = heads > 0 ? (i0 + items + heads - 1) / heads : 0; /* query rows touched */
+    if (heads <= 0 || kvh <= 0 || heads % kvh || hd <= 0 || hd > 1024 || splits <= 0 ||
+        span <= 0 || splits * span < pos + rows || !in_alloc(q, 4 * rows * heads * hd) ||
+        !in_alloc(o, 4 * rows * heads * hd) || !in_alloc(k, 4 * (pos + rows) * kvh * hd) ||
+        !in_alloc(v, 4 * (pos + rows) * kvh * hd) ||
+        (splits > 1 && !in_alloc(part, 4 * items * splits * (hd + 2))))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return emu_launch(k_attention_rows, params, gx, bx);
+  }
+  if (!strcmp(name, "attention_combine")) {
+    uintptr_t part = P_PTR(0), o = P_PTR(1);
+    long long i0 = P_I64(2), items = P_I64(3), hd = P_I64(4), splits = P_I64(5);
+    snprintf(desc, dn, "item0=%lld items=%lld hd=%lld splits=%lld", i0, items, hd, splits);
+    if (hd <= 0 || splits <= 0 || !in_alloc(part, 4 * items * splits * (hd + 2)) ||
+        !in_alloc(o, 4 * (i0 + items) * hd))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return emu_launch(k_attention_combine, params, gx, bx);
+  }
+  if (!strcmp(name, "argmax_f32")) {
+    uintptr_t x = P_PTR(0), b = P_PTR(1);
+    long long off = P_I64(2), n = P_I64(3);
+    snprintf(desc, dn, "off=%lld n=%lld", off, n);
+    if (gx != 1) /* one block folds the range */
+      return CUDA_ERROR_INVALID_VALUE;
+    if (!in_alloc(x, 4 * (off + n)) || !in_alloc(b, 4))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return emu_launch(k_argmax_f32, params, gx, bx);
   }
   snprintf(desc, dn, "unknown kernel");
   return CUDA_ERROR_INVALID_HANDLE;

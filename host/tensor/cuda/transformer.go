@@ -1,0 +1,496 @@
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/tensor"
+	"github.com/infernet/infernet/host/tensor/transformer"
+)
+
+// The language-model operations of ABI v3 (tensor.Transformer). They run
+// in tolerance mode only, as every op of this backend: sums are in float
+// in the GPU's order, not the exact-mode lanes of package transformer.
+
+var _ tensor.Transformer = (*Backend)(nil)
+
+const (
+	// gemvMaxRows is the most x rows MatMul computes with gemv_rows. A
+	// decode step has one row and streams every weight once: GEMV is the
+	// memory-bound optimum. Past a few rows (prefill) the product is
+	// compute-bound and goes to cuBLAS.
+	gemvMaxRows = 8
+	// gemvRowsPerBlock is the weight rows of one gemv_rows block: a warp
+	// each (kernels.cu's BLOCK / WARP).
+	gemvRowsPerBlock = blockSize / 32
+	// maxHeadDim is kernels.cu's MAX_HEAD_DIM: attention_rows holds a
+	// head's output dimensions in each thread's registers, four at most.
+	maxHeadDim = 1024
+	// Attention splits each (row, head)'s keys over several blocks when
+	// there are fewer than attnFewItems of them (a decode step: one per
+	// head, while an H100 has 132 SMs): splits of at least attnSplitKeys
+	// keys (two tiles), at most attnMaxSplits, with partial results of at
+	// most attnPartElems floats per launch.
+	attnFewItems  = 256
+	attnSplitKeys = 2 * blockSize
+	attnMaxSplits = 64
+	attnPartElems = 1 << 22
+	// dequantPanelElems caps the f32 scratch of a prefill MatMul over
+	// weights of type F16, BF16 or Q8_0 (16 MiB): the weight rows it
+	// dequantizes at a time.
+	dequantPanelElems = 1 << 22
+)
+
+// weightType reports whether dt may be the w of MatMul or the table of
+// Embed.
+func weightType(dt abi.DType) bool { return dt == abi.F32 || dt.Weight() }
+
+// checkWeights checks the type of weights in rows of cols values (their
+// length is checkArgs'): Q8_0 rows must be whole blocks, so that each row
+// can be addressed.
+func checkWeights(op string, w *buffer, rows, cols int) error {
+	if !weightType(w.dt) {
+		return fmt.Errorf("cuda: %w: %s with weights of %v", tensor.ErrUnsupported, op, w.dt)
+	}
+	if rows < 0 || cols < 0 {
+		return fmt.Errorf("cuda: %s of %d×%d weights", op, rows, cols)
+	}
+	if w.dt == abi.Q8_0 && cols%abi.Q8Block != 0 {
+		return fmt.Errorf("cuda: %s: q8_0 rows of %d values are not whole blocks of %d", op, cols, abi.Q8Block)
+	}
+	return nil
+}
+
+// MatMul implements tensor.Transformer: out[t,n] = x[t,k]·wᵀ for w [n,k] of
+// F32, F16, BF16 or Q8_0. Up to gemvMaxRows rows of x (decode) run the
+// gemv_rows kernel: a warp per weight row, dequantizing as it reads, so
+// the weights stream from memory once in their stored size. More rows
+// (prefill) run cuBLAS's sgemm: directly on F32 weights (Gemm with TransB),
+// and on panels of the other types dequantized into a pooled f32 scratch.
+// Dequantizing costs one pass over the weights, reading them stored and
+// writing them as f32, which a GEMM of t ≥ 9 rows repays many times over:
+// looping the GEMV over the rows would stream the weights t times, each
+// time bound by memory rather than arithmetic. out must not be x or w (unsupported: the
+// kernel reads them while it writes out).
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) MatMul(ctx context.Context, t, n, k int, x, w, out tensor.Buffer) error {
+	xs, err := b.own(x, w, out)
+	if err != nil {
+		return err
+	}
+	if t < 0 || n < 0 || k < 0 || n > math.MaxInt32 || k > math.MaxInt32 {
+		return fmt.Errorf("cuda: matmul of %d rows by %d×%d weights", t, n, k)
+	}
+	if err := checkWeights("matmul", xs[1], n, k); err != nil {
+		return err
+	}
+	if err := checkArgs("matmul", xs, want{abi.F32, t * k}, want{xs[1].dt, n * k}, want{abi.F32, t * n}); err != nil {
+		return err
+	}
+	if xs[2] == xs[0] || xs[2] == xs[1] {
+		return fmt.Errorf("cuda: %w: matmul into one of its operands", tensor.ErrUnsupported)
+	}
+	switch {
+	case t == 0 || n == 0:
+		return nil
+	case k == 0: // empty sums
+		return b.emptyProduct(ctx, tensor.GemmParams{M: t, N: n}, xs[2])
+	case t <= gemvMaxRows:
+		return b.gemv(ctx, t, n, k, xs)
+	case xs[1].dt == abi.F32:
+		return b.Gemm(ctx, tensor.GemmParams{M: t, N: n, K: k, TransB: true}, x, w, out)
+	}
+	return b.dequantGemm(ctx, t, n, k, xs)
+}
+
+// gemv runs gemv_rows for xs = {x, w, out}, in launches over bands of
+// weight rows of about chunkElems multiply-adds.
+func (b *Backend) gemv(ctx context.Context, t, n, k int, xs []*buffer) error {
+	x, w, out := xs[0], xs[1], xs[2]
+	step := max(chunkElems/(t*k), gemvRowsPerBlock)
+	return b.q.do(ctx, func() error {
+		if err := b.alive(xs...); err != nil {
+			return err
+		}
+		return b.chunked(ctx, n, step, func(r0, rows int) error {
+			grid := uint32(min((rows+gemvRowsPerBlock-1)/gemvRowsPerBlock, maxGrid))
+			return b.launch(kGemv, grid, ptrArg(x.ptr), ptrArg(w.ptr), ptrArg(out.ptr),
+				i64Arg(r0), i64Arg(rows), i64Arg(t), i64Arg(n), i64Arg(k), i32Arg(int32(w.dt)))
+		})
+	})
+}
+
+// dequantGemm computes xs = {x, w, out} for weights not F32: panels of
+// weight rows are dequantized into a scratch buffer and multiplied with
+// sgemm into their columns of out (leading dimension n).
+func (b *Backend) dequantGemm(ctx context.Context, t, n, k int, xs []*buffer) error {
+	x, w, out := xs[0], xs[1], xs[2]
+	panel := min(n, max(1, min(chunkElems, dequantPanelElems)/k))
+	tmp, err := b.Alloc(abi.F32, panel*k)
+	if err != nil {
+		return err
+	}
+	defer b.Free(tmp)
+	ts, err := b.own(tmp)
+	if err != nil {
+		return err
+	}
+	scratch, rb := ts[0], uint64(w.dt.Bytes(k))
+	return b.q.do(ctx, func() error {
+		if err := b.alive(x, w, out, scratch); err != nil {
+			return err
+		}
+		for j0 := 0; j0 < n; j0 += panel {
+			nj := min(panel, n-j0)
+			if err := b.dequant(ctx, w.ptr+uint64(j0)*rb, 0, scratch, nj, k, nj*k, w.dt); err != nil {
+				return err
+			}
+			p := tensor.GemmParams{M: t, N: nj, K: k, TransB: true}
+			g, err := planGemm(p, false)
+			if err != nil {
+				return err
+			}
+			g.ldC = n // the panel's columns of out
+			err = b.gemmPieces(ctx, p, g, 1, func(_, _, m0, mp int) error {
+				return b.sgemm(p, g, 1, mp, x.ptr+uint64(4*m0*k), scratch.ptr, out.ptr+uint64(4*(m0*n+j0)))
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// dequant runs dequant_rows on the queue's thread: count f32 values into
+// out from the rows (ids, or row i/cols where ids is 0) of the weights at w
+// (rows rows of cols values of type dt), in launches of chunkElems.
+func (b *Backend) dequant(ctx context.Context, w, ids uint64, out *buffer, rows, cols, count int, dt abi.DType) error {
+	return b.chunked(ctx, count, chunkElems, func(off, n int) error {
+		return b.launch(kDequant, gridFor(n), ptrArg(w), ptrArg(ids), ptrArg(out.ptr),
+			i64Arg(off), i64Arg(n), i64Arg(rows), i64Arg(cols), i32Arg(int32(dt)))
+	})
+}
+
+// Embed implements tensor.Transformer with the dequant_rows kernel, one
+// thread per output value; the ids are checked here and copied to the
+// device.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) Embed(ctx context.Context, rows, cols int, table tensor.Buffer, ids []int32, out tensor.Buffer) error {
+	xs, err := b.own(table, out)
+	if err != nil {
+		return err
+	}
+	if err := checkWeights("embed", xs[0], rows, cols); err != nil {
+		return err
+	}
+	if err := checkArgs("embed", xs, want{xs[0].dt, rows * cols}, want{abi.F32, len(ids) * cols}); err != nil {
+		return err
+	}
+	for i, id := range ids {
+		if id < 0 || int(id) >= rows {
+			return fmt.Errorf("cuda: embed: id %d is %d, not in [0, %d)", i, id, rows)
+		}
+	}
+	if len(ids)*cols == 0 {
+		return nil
+	}
+	idBuf, err := b.Alloc(abi.I32, len(ids))
+	if err != nil {
+		return err
+	}
+	defer b.Free(idBuf)
+	if err := b.Write(idBuf, unsafe.Slice((*byte)(unsafe.Pointer(&ids[0])), 4*len(ids))); err != nil {
+		return err
+	}
+	is, err := b.own(idBuf)
+	if err != nil {
+		return err
+	}
+	tb, ob, ib := xs[0], xs[1], is[0]
+	return b.q.do(ctx, func() error {
+		if err := b.alive(tb, ob, ib); err != nil {
+			return err
+		}
+		return b.dequant(ctx, tb.ptr, ib.ptr, ob, rows, cols, len(ids)*cols, tb.dt)
+	})
+}
+
+// RMSNorm implements tensor.Transformer with the rmsnorm_rows kernel, one
+// block per row, in float like the reference; g is F32. out may be x.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) RMSNorm(ctx context.Context, rows, cols int, eps float32, x, g, out tensor.Buffer) error {
+	xs, err := b.own(x, g, out)
+	if err != nil {
+		return err
+	}
+	n := rows * cols
+	if err := checkRows("rmsnorm", rows, cols, xs, want{abi.F32, n}, want{abi.F32, cols}, want{abi.F32, n}); err != nil {
+		return err
+	}
+	return b.rowwise(ctx, kRMSNorm, rows, cols, xs, f32Arg(float64(eps)))
+}
+
+// RoPE implements tensor.Transformer with the rope_f32 kernel, one thread
+// per rotated pair. Frequencies are computed in double on the device, the
+// angles in float as the reference does; their sine and cosine come from
+// the GPU's sin.approx and cos.approx after a reduction to [-π, π] in
+// double (absolute error about 2⁻²¹).
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) RoPE(ctx context.Context, p tensor.RoPEParams, x tensor.Buffer) error {
+	xs, err := b.own(x)
+	if err != nil {
+		return err
+	}
+	hd := p.HeadDim
+	if p.Rows < 0 || p.Cols < 0 || hd <= 0 || hd%2 != 0 || p.Cols%hd != 0 || p.Pos < 0 ||
+		!(p.Theta > 0) || math.IsInf(float64(p.Theta), 1) {
+		return fmt.Errorf("cuda: rope of %d×%d in heads of %d at %d, theta %v", p.Rows, p.Cols, hd, p.Pos, p.Theta)
+	}
+	var style int32
+	switch p.Style {
+	case abi.RoPEInterleaved:
+	case abi.RoPEHalves:
+		style = 1
+	default:
+		return fmt.Errorf("cuda: rope style %d", p.Style)
+	}
+	if err := checkArgs("rope", xs, want{abi.F32, p.Rows * p.Cols}); err != nil {
+		return err
+	}
+	pairs := p.Rows * p.Cols / 2
+	if pairs == 0 {
+		return nil
+	}
+	xb, log2Theta := xs[0], math.Log2(float64(p.Theta))
+	return b.q.do(ctx, func() error {
+		if err := b.alive(xb); err != nil {
+			return err
+		}
+		return b.chunked(ctx, pairs, chunkElems, func(off, n int) error {
+			return b.launch(kRoPE, gridFor(n), ptrArg(xb.ptr), i64Arg(off), i64Arg(n), i64Arg(p.Cols),
+				i64Arg(hd), i64Arg(p.Pos), i32Arg(style), f64Arg(log2Theta))
+		})
+	})
+}
+
+// SwiGLU implements tensor.Transformer with the swiglu_f32 kernel
+// (σ from the GPU's ex2.approx, as OpExp). out may be a or b.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) SwiGLU(ctx context.Context, a, bm, out tensor.Buffer) error {
+	xs, err := b.own(a, bm, out)
+	if err != nil {
+		return err
+	}
+	n := xs[0].n
+	if err := checkArgs("swiglu", xs, want{abi.F32, n}, want{abi.F32, n}, want{abi.F32, n}); err != nil {
+		return err
+	}
+	return b.elementwise(ctx, kSwiGLU, n, xs)
+}
+
+// CopyRows implements tensor.Transformer with cuMemcpyDtoD_v2, queued
+// behind the kernels before it. Two buffers of this backend never overlap,
+// and a buffer copied onto itself can only be at row 0: nothing to do.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) CopyRows(ctx context.Context, row, cols int, src, dst tensor.Buffer) error {
+	xs, err := b.own(src, dst)
+	if err != nil {
+		return err
+	}
+	s, d := xs[0], xs[1]
+	if s.dt != abi.F32 || d.dt != abi.F32 {
+		return fmt.Errorf("cuda: %w: copy_rows of %v into %v", tensor.ErrUnsupported, s.dt, d.dt)
+	}
+	if row < 0 || cols <= 0 || s.n%cols != 0 || d.n%cols != 0 || row*cols+s.n > d.n {
+		return fmt.Errorf("cuda: copy_rows of %d elements to row %d of %d×%d", s.n, row, d.n/max(cols, 1), cols)
+	}
+	return b.q.do(ctx, func() error {
+		if err := b.alive(s, d); err != nil || s.n == 0 || s == d {
+			return err
+		}
+		return cuErr(symMemcpyDtoD, b.drv.cuMemcpyDtoD(d.ptr+uint64(4*row*cols), s.ptr, uintptr(4*s.n)))
+	})
+}
+
+// Attention implements tensor.Transformer with the attention_rows kernel:
+// one block per (query row, head), or per part of its keys when the items
+// are few (flash decoding: the parts are merged by attention_combine), with
+// an online softmax over tiles of blockSize keys, so any context length
+// runs (a block holds one tile's scores); head_dim is at most maxHeadDim
+// (1024), above which it is unsupported. Launches cover about chunkElems
+// multiply-adds of q·k. out must not be q, k or v (unsupported: the
+// reference runs it).
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) Attention(ctx context.Context, p tensor.AttentionParams, q, k, v, out tensor.Buffer) error {
+	xs, err := b.own(q, k, v, out)
+	if err != nil {
+		return err
+	}
+	hd, H, Hkv := p.HeadDim, p.Heads, p.KVHeads
+	if p.Rows < 0 || p.Pos < 0 || hd <= 0 || H <= 0 || Hkv <= 0 || H%Hkv != 0 {
+		return fmt.Errorf("cuda: attention of %d rows at %d: %d heads, %d kv heads of %d", p.Rows, p.Pos, H, Hkv, hd)
+	}
+	if hd > maxHeadDim {
+		return fmt.Errorf("cuda: %w: attention heads of %d values (at most %d)", tensor.ErrUnsupported, hd, maxHeadDim)
+	}
+	qc, kc, kn := H*hd, Hkv*hd, xs[1].n
+	if err := checkArgs("attention", xs, want{abi.F32, p.Rows * qc}, want{abi.F32, kn}, want{abi.F32, kn}, want{abi.F32, p.Rows * qc}); err != nil {
+		return err
+	}
+	if kn%kc != 0 || kn/kc < p.Pos+p.Rows {
+		return fmt.Errorf("cuda: attention of %d rows at %d: caches of %d elements, not rows of %d", p.Rows, p.Pos, kn, kc)
+	}
+	if o := xs[3]; o == xs[0] || o == xs[1] || o == xs[2] {
+		return fmt.Errorf("cuda: %w: attention into one of its operands", tensor.ErrUnsupported)
+	}
+	items, keys := p.Rows*H, p.Pos+p.Rows
+	if items == 0 {
+		return nil
+	}
+	step := max(1, chunkElems/(keys*hd))
+	splits, span := attnSplits(min(items, step), keys, hd)
+	var part *buffer
+	if splits > 1 {
+		tmp, err := b.Alloc(abi.F32, min(items, step)*splits*(hd+2))
+		if err != nil {
+			return err
+		}
+		defer b.Free(tmp)
+		ps, err := b.own(tmp)
+		if err != nil {
+			return err
+		}
+		part = ps[0]
+	}
+	return b.q.do(ctx, func() error {
+		if err := b.alive(xs...); err != nil {
+			return err
+		}
+		var partPtr uint64
+		if part != nil {
+			if err := b.alive(part); err != nil {
+				return err
+			}
+			partPtr = part.ptr
+		}
+		return b.chunked(ctx, items, step, func(i0, n int) error {
+			err := b.launch(kAttention, rowGrid(n*splits), ptrArg(xs[0].ptr), ptrArg(xs[1].ptr), ptrArg(xs[2].ptr),
+				ptrArg(xs[3].ptr), ptrArg(partPtr), i64Arg(i0), i64Arg(n), i64Arg(H), i64Arg(Hkv), i64Arg(hd),
+				i64Arg(p.Pos), i64Arg(splits), i64Arg(span))
+			if err != nil || splits == 1 {
+				return err
+			}
+			return b.launch(kAttentionCombine, rowGrid(n), ptrArg(partPtr), ptrArg(xs[3].ptr),
+				i64Arg(i0), i64Arg(n), i64Arg(hd), i64Arg(splits))
+		})
+	})
+}
+
+// attnSplits is how many blocks share the keys of each of items (row,
+// head) items over a context of keys keys, and how many keys each takes
+// (whole tiles): one block an item unless the items are few and the
+// context long.
+func attnSplits(items, keys, hd int) (splits, span int) {
+	splits = 1
+	if items < attnFewItems {
+		splits = min((keys+attnSplitKeys-1)/attnSplitKeys, attnMaxSplits, max(1, attnPartElems/(items*(hd+2))))
+	}
+	span = (keys + splits - 1) / splits
+	span = (span + blockSize - 1) / blockSize * blockSize
+	return (keys + span - 1) / span, span
+}
+
+// Argmax implements tensor.Transformer with the argmax_f32 kernel, one
+// block folding launches of chunkElems into a device int32, which is then
+// read back: the one value a decode step's guest waits for.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) Argmax(ctx context.Context, x tensor.Buffer) (int, error) {
+	xs, err := b.own(x)
+	if err != nil {
+		return -1, err
+	}
+	xb := xs[0]
+	if xb.dt != abi.F32 {
+		return -1, fmt.Errorf("cuda: %w: argmax of %v", tensor.ErrUnsupported, xb.dt)
+	}
+	if xb.n > math.MaxInt32 {
+		return -1, fmt.Errorf("cuda: %w: argmax of %d elements (int32 indices)", tensor.ErrUnsupported, xb.n)
+	}
+	if xb.n == 0 {
+		return -1, nil
+	}
+	tmp, err := b.Alloc(abi.I32, 1)
+	if err != nil {
+		return -1, err
+	}
+	defer b.Free(tmp)
+	bs, err := b.own(tmp)
+	if err != nil {
+		return -1, err
+	}
+	best, res := bs[0], int32(-1)
+	err = b.q.do(ctx, func() error {
+		if err := b.alive(xb, best); err != nil {
+			return err
+		}
+		if err := cuErr(symMemsetD8, b.drv.cuMemsetD8(best.ptr, 0xFF, 4)); err != nil { // -1: none yet
+			return err
+		}
+		err := b.chunked(ctx, xb.n, chunkElems, func(off, n int) error {
+			return b.launch(kArgmax, 1, ptrArg(xb.ptr), ptrArg(best.ptr), i64Arg(off), i64Arg(n))
+		})
+		if err != nil {
+			return err
+		}
+		return cuErr(symMemcpyDtoH, b.drv.cuMemcpyDtoH(unsafe.Pointer(&res), best.ptr, 4))
+	})
+	if err != nil {
+		return -1, err
+	}
+	return int(res), nil
+}
+
+// Sample implements tensor.Transformer by reading the logits back and
+// running package transformer's Sample, the reference backend's own code:
+// the draw is a sort and a scan over the vocabulary that the host does in
+// microseconds, and the same code gives the same token for the same
+// logits on every backend.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) Sample(ctx context.Context, p tensor.SampleParams, x tensor.Buffer) (int, error) {
+	xs, err := b.own(x)
+	if err != nil {
+		return -1, err
+	}
+	if xs[0].dt != abi.F32 {
+		return -1, fmt.Errorf("cuda: %w: sample of %v", tensor.ErrUnsupported, xs[0].dt)
+	}
+	logits := make([]float32, xs[0].n)
+	if len(logits) > 0 {
+		if err := b.Read(x, unsafe.Slice((*byte)(unsafe.Pointer(&logits[0])), 4*len(logits))); err != nil {
+			return -1, err
+		}
+	}
+	return transformer.Sample(ctx, p, logits)
+}
