@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 
 	ihost "github.com/infernet/infernet/host"
@@ -138,6 +139,11 @@ func (a *auditor) run(ctx context.Context, an *wire.JobAnnounce, input []byte) (
 	}
 	defer sp.remove()
 	job.Stdout = sp
+	if p := jobPrecision(an); !slices.Contains(sb.Precisions(), p) {
+		// Another precision's run proves nothing of these replicas, and
+		// might convict honest ones: no audit.
+		return nil, fmt.Errorf("%w: precision %v not offered here", errNoAudit, p)
+	}
 	out, runErr := sb.Run(ctx, job, jobConfig(an))
 	res := result(n.blobs, &wire.Result{V: wire.Version, Job: an.Job, Outcome: wire.OutcomeFailed}, out, runErr, an, sp)
 	if res.Outcome == wire.OutcomeFailed {
