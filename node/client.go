@@ -369,6 +369,15 @@ func (s *Spec) setDefaults() {
 	if s.MaxOutput == 0 {
 		s.MaxOutput = 64 << 20
 	}
+	// The precision as the wire writes it (f32 as ""), and a numeric
+	// comparison with no tolerance of its own gets the precision's. A name
+	// that does not parse stays, for the announce's Validate to refuse.
+	if p, err := tensor.ParsePrecision(s.Precision); err == nil {
+		s.Precision = p.Wire()
+		if p != tensor.F32 && s.Format != 0 && s.Rtol == 0 && s.Atol == 0 {
+			s.Rtol, s.Atol = p.Tolerance()
+		}
+	}
 }
 
 // announce is a new job's announcement of spec's terms, made at now.
@@ -385,23 +394,6 @@ func (n *Node) announce(spec Spec, now time.Time) *wire.JobAnnounce {
 	}
 }
 
-// setPrecision checks the spec's precision, writes it as the wire does
-// (f32 as ""), and gives a numeric comparison with no tolerance of its own
-// the precision's.
-func (s *Spec) setPrecision() error {
-	p, err := tensor.ParsePrecision(s.Precision)
-	if err != nil {
-		return err
-	}
-	if p != tensor.F32 && s.Mode != wire.ModeTolerance {
-		return fmt.Errorf("precision %v needs tolerance mode: exact mode is f32 on the reference backend", p)
-	}
-	s.Precision = p.Wire()
-	if p != tensor.F32 && s.Format != 0 && s.Rtol == 0 && s.Atol == 0 {
-		s.Rtol, s.Atol = p.Tolerance()
-	}
-	return nil
-}
 
 // Submit runs a job on the network: it records it, finds providers (from
 // their adverts, or by announcing on the jobs topic when too few are
@@ -417,9 +409,6 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 		}
 	}
 	spec.setDefaults()
-	if err := spec.setPrecision(); err != nil {
-		return nil, err
-	}
 	req, err := requirement.Compile(spec.Require)
 	if err != nil {
 		return nil, err

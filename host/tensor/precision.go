@@ -80,14 +80,15 @@ func (p Precision) Unit() float64 {
 }
 
 // DotBound bounds the error of a dot product of k terms a_i·b_i computed
-// at p and summed in f32, given sumAbs = Σ|a_i·b_i|: each product is off
-// by at most 2·Unit + Unit² of itself from rounding its factors, and an
-// f32 sum of k terms by at most k·2⁻²⁴ of Σ|terms|, here doubled for
-// tensor cores, whose f32 accumulation truncates. It is a worst case;
-// errors of random sign grow with √k instead (see Tolerance).
+// at p and summed in f32, given sumAbs = Σ|a_i·b_i|: each factor is off by
+// at most 2·Unit of itself (an ulp: truncated, as some tensor-core paths
+// convert, rather than rounded), so each product by 4·Unit + 4·Unit², and
+// an f32 sum of k terms by at most k·2⁻²⁴ of Σ|terms|, here doubled for
+// accumulators that truncate. It is a worst case; errors of random sign
+// grow with √k instead (see Tolerance).
 func (p Precision) DotBound(k int, sumAbs float64) float64 {
 	u := p.Unit()
-	return (2*u + u*u + float64(k)*0x1p-23) * sumAbs
+	return (4*u + 4*u*u + float64(k)*0x1p-23) * sumAbs
 }
 
 // Tolerance is the default comparison of a job's numeric outputs at p, the
