@@ -394,7 +394,6 @@ func (n *Node) announce(spec Spec, now time.Time) *wire.JobAnnounce {
 	}
 }
 
-
 // Submit runs a job on the network: it records it, finds providers (from
 // their adverts, or by announcing on the jobs topic when too few are
 // known), gets bids, assigns Replicas replicas to distinct providers,
