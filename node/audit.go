@@ -104,6 +104,11 @@ func (a *auditor) run(ctx context.Context, an *wire.JobAnnounce, input []byte) (
 	if err != nil {
 		return nil, fmt.Errorf("audit sandbox: %w", err)
 	}
+	if p := jobPrecision(an); !slices.Contains(sb.Precisions(), p) {
+		// Another precision's run proves nothing of these replicas, and
+		// might convict honest ones: no audit.
+		return nil, fmt.Errorf("%w: precision %v not offered here", errNoAudit, p)
+	}
 	module, err := n.blobs.Bytes(an.Module, n.cfg.MaxModule)
 	if err != nil {
 		return nil, fmt.Errorf("audit module: %w", err)
@@ -139,11 +144,6 @@ func (a *auditor) run(ctx context.Context, an *wire.JobAnnounce, input []byte) (
 	}
 	defer sp.remove()
 	job.Stdout = sp
-	if p := jobPrecision(an); !slices.Contains(sb.Precisions(), p) {
-		// Another precision's run proves nothing of these replicas, and
-		// might convict honest ones: no audit.
-		return nil, fmt.Errorf("%w: precision %v not offered here", errNoAudit, p)
-	}
 	out, runErr := sb.Run(ctx, job, jobConfig(an))
 	res := result(n.blobs, &wire.Result{V: wire.Version, Job: an.Job, Outcome: wire.OutcomeFailed}, out, runErr, an, sp)
 	if res.Outcome == wire.OutcomeFailed {
