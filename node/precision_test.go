@@ -151,6 +151,13 @@ func TestPrecision(t *testing.T) {
 		t.Errorf("CPU provider's bid on f32: %+v", b)
 	}
 
+	// The client (on the CPU) does not audit a bf16 job compared as
+	// numbers: an f32 run would prove nothing of the replicas.
+	ann.Precision, ann.Format = "bf16", uint8(redundancy.FormatText)
+	if _, err := net.client.auditor.run(context.Background(), ann, input); !errors.Is(err, errNoAudit) || !strings.Contains(err.Error(), "precision bf16") {
+		t.Errorf("audit of a bf16 job on a CPU client: %v, want errNoAudit naming the precision", err)
+	}
+
 	for _, c := range []struct {
 		name      string
 		mode      uint8
