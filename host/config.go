@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/proofs/gemmproof"
 )
 
@@ -41,6 +42,7 @@ type JobConfig struct {
 	maxOutput    int64
 	maxStderr    int64
 	mode         abi.Mode
+	precision    tensor.Precision
 	seed         [32]byte
 	fuelLimit    uint64
 	tensorMemory int64
@@ -87,6 +89,16 @@ func (c JobConfig) WithMaxStderr(n int64) JobConfig { c.maxStderr = n; return c 
 
 // WithMode sets the determinism mode of tensor ops (default abi.ModeExact).
 func (c JobConfig) WithMode(m abi.Mode) JobConfig { c.mode = m; return c }
+
+// WithPrecision sets the precision of the job's f32 GEMMs (default
+// tensor.F32). A reduced one (TF32, BF16) needs tolerance mode and a fast
+// backend that offers it (Sandbox.Precisions): Run refuses the job with
+// ErrPrecision before it starts on a sandbox without one. The precision is
+// part of the job's definition.
+func (c JobConfig) WithPrecision(p tensor.Precision) JobConfig { c.precision = p; return c }
+
+// Precision returns the precision of the job's f32 GEMMs.
+func (c JobConfig) Precision() tensor.Precision { return c.precision }
 
 // WithSeed sets the seed of the guest's random source (WASI random_get). The
 // same seed gives the same bytes on every provider.
@@ -169,6 +181,10 @@ func (c JobConfig) validate() error {
 		return fmt.Errorf("job config: negative output limit")
 	case c.mode != abi.ModeExact && c.mode != abi.ModeTolerance:
 		return fmt.Errorf("job config: unknown mode %d", c.mode)
+	case c.precision > tensor.BF16:
+		return fmt.Errorf("job config: unknown precision %v", c.precision)
+	case c.precision != tensor.F32 && c.mode != abi.ModeTolerance:
+		return fmt.Errorf("job config: precision %v needs tolerance mode (exact mode is f32 on the reference backend)", c.precision)
 	case slices.ContainsFunc(c.env, func(kv string) bool { k, _, ok := strings.Cut(kv, "="); return !ok || k == "" }):
 		return fmt.Errorf("job config: environment %q: want KEY=VALUE pairs", c.env)
 	case !c.proofs:

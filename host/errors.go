@@ -45,6 +45,11 @@ var (
 	// model cache (Config.ModelCache), even with every tensor no running
 	// job holds evicted. The provider's limit, not the job's outcome.
 	ErrModelCache = tensorhost.ErrModelCache
+	// ErrPrecision: a job asked for a reduced precision
+	// (JobConfig.WithPrecision) that this sandbox's fast backend does not
+	// offer (Sandbox.Precisions). The sandbox's limit, not the job's
+	// outcome; refused before the guest starts.
+	ErrPrecision = errors.New("precision not offered")
 	// ErrProof: the guest ran to its end but proving one of its ops failed.
 	ErrProof = errors.New("proving failed")
 )

@@ -32,6 +32,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -492,6 +493,17 @@ func (s *Sandbox) ModelCacheStats() ModelCacheStats {
 // on proof-mode jobs only when the sandbox can prove them.
 func (s *Sandbox) ProvingKeys() gemmproof.Keys { return s.cfg.ProvingKeys }
 
+// Precisions lists the precisions tolerance-mode jobs may ask for here
+// (JobConfig.WithPrecision): tensor.F32, then what Config.Fast offers
+// besides (tensor.PrecisionsOf). A node advertises them and bids only on
+// jobs at one of them.
+func (s *Sandbox) Precisions() []tensor.Precision {
+	if s.cfg.Fast == nil {
+		return []tensor.Precision{tensor.F32}
+	}
+	return tensor.PrecisionsOf(s.cfg.Fast)
+}
+
 // Run runs job under cfg. It returns the result and nil when the guest ran
 // to its end (whatever its exit code), or the partial result and an error
 // wrapping one of the Err causes of this package when it could not run or
@@ -505,6 +517,9 @@ func (s *Sandbox) ProvingKeys() gemmproof.Keys { return s.cfg.ProvingKeys }
 func (s *Sandbox) Run(ctx context.Context, job Job, cfg JobConfig) (*Result, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
+	}
+	if !slices.Contains(s.Precisions(), cfg.precision) {
+		return nil, fmt.Errorf("%w: %v (this sandbox offers %v)", ErrPrecision, cfg.precision, s.Precisions())
 	}
 	var pks map[int]groth16.ProvingKey
 	if cfg.proofs {
@@ -604,7 +619,7 @@ func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, job Job, cf
 		proofs = &tensorhost.ProofConfig{Templates: cfg.ProofTemplates(), MaxOps: cfg.maxProofs}
 	}
 	session, err := tensorhost.NewSession(tensorhost.Config{
-		Mode: cfg.mode, Reference: s.cfg.Reference, Backend: s.cfg.Fast,
+		Mode: cfg.mode, Reference: s.cfg.Reference, Backend: s.cfg.Fast, Precision: cfg.precision,
 		MaxBytes: tensorMemory,
 		Budget:   budget,
 		// Stop for the context first (timeout, cancel), else for the cause.

@@ -250,7 +250,8 @@ func specOf(a *wire.JobAnnounce) Spec {
 	return Spec{Module: a.Module, ModuleSize: a.ModuleSize, Replicas: int(a.Replicas),
 		Timeout: time.Duration(a.TimeoutMS) * time.Millisecond, Deadline: time.Until(time.UnixMilli(a.Deadline)),
 		Memory: a.Memory, MaxOutput: a.MaxOutput, Fuel: a.Fuel, Mode: a.Mode, Require: a.Require, Price: a.Price,
-		SameBackend: a.SameBackend, Rtol: a.Rtol, Atol: a.Atol, Format: a.Format, Args: a.Args, Data: a.Data}
+		SameBackend: a.SameBackend, Rtol: a.Rtol, Atol: a.Atol, Format: a.Format, Args: a.Args, Data: a.Data,
+		Precision: a.Precision}
 }
 
 // agreeing are the signed results of a job's replicas that gave its

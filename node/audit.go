@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 
 	ihost "github.com/infernet/infernet/host"
@@ -102,6 +103,11 @@ func (a *auditor) run(ctx context.Context, an *wire.JobAnnounce, input []byte) (
 	sb, err := a.sandbox(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("audit sandbox: %w", err)
+	}
+	if p := jobPrecision(an); !slices.Contains(sb.Precisions(), p) {
+		// Another precision's run proves nothing of these replicas, and
+		// might convict honest ones: no audit.
+		return nil, fmt.Errorf("%w: precision %v not offered here", errNoAudit, p)
 	}
 	module, err := n.blobs.Bytes(an.Module, n.cfg.MaxModule)
 	if err != nil {

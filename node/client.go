@@ -16,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
@@ -66,6 +67,13 @@ type Spec struct {
 	// (Format a redundancy.Format); Format 0 compares them bit for bit.
 	Rtol, Atol float64
 	Format     uint8
+	// Precision is the precision of the job's f32 GEMMs, a
+	// tensor.Precision name: "" or "f32" (default), or "tf32" or "bf16" in
+	// tolerance mode, which only providers that advertise it run (GPUs on
+	// tensor cores), every replica at it. With Format set and neither Rtol
+	// nor Atol, outputs are compared within the precision's
+	// tensor.Precision.Tolerance.
+	Precision string
 	// Settle is how a paid job pays: wire.SettleEscrow (default) or
 	// wire.SettleFair, which needs Config.Fair and small outputs (MaxOutput
 	// defaults to the template's capacity).
@@ -361,6 +369,15 @@ func (s *Spec) setDefaults() {
 	if s.MaxOutput == 0 {
 		s.MaxOutput = 64 << 20
 	}
+	// The precision as the wire writes it (f32 as ""), and a numeric
+	// comparison with no tolerance of its own gets the precision's. A name
+	// that does not parse stays, for the announce's Validate to refuse.
+	if p, err := tensor.ParsePrecision(s.Precision); err == nil {
+		s.Precision = p.Wire()
+		if p != tensor.F32 && s.Format != 0 && s.Rtol == 0 && s.Atol == 0 {
+			s.Rtol, s.Atol = p.Tolerance()
+		}
+	}
 }
 
 // announce is a new job's announcement of spec's terms, made at now.
@@ -373,7 +390,7 @@ func (n *Node) announce(spec Spec, now time.Time) *wire.JobAnnounce {
 		Deadline: wire.Millis(now.Add(spec.Deadline)), Time: wire.Millis(now), MaxOutput: spec.MaxOutput,
 		Rtol: spec.Rtol, Atol: spec.Atol, Format: spec.Format, SameBackend: spec.SameBackend, Settle: spec.Settle,
 		Proofs: spec.Proofs, Args: spec.Args, Shard: spec.Shard, Shards: spec.Shards, Data: spec.Data,
-		Stream: spec.Output != nil,
+		Stream: spec.Output != nil, Precision: spec.Precision,
 	}
 }
 
@@ -501,7 +518,7 @@ func (j *jobRun) findProviders(ctx context.Context) error {
 			return ctx.Err()
 		case <-window.C:
 			if len(j.pool) < int(j.ann.Replicas) {
-				return fmt.Errorf("%w: %d for %d replicas", ErrNoProviders, len(j.pool), j.ann.Replicas)
+				return fmt.Errorf("%w: %d for %d replicas%s", ErrNoProviders, len(j.pool), j.ann.Replicas, j.precisionNote())
 			}
 			return nil
 		case o := <-j.bids:
@@ -513,6 +530,10 @@ func (j *jobRun) findProviders(ctx context.Context) error {
 				continue
 			}
 			a := n.peers.advert(o.from)
+			if j.ann.Precision != "" && (a == nil || !a.OffersPrecision(j.ann.Precision)) {
+				// A peer that knows no precision bids, and would run f32.
+				continue
+			}
 			if j.ann.Require != "" {
 				if a == nil {
 					continue
@@ -549,11 +570,27 @@ func (j *jobRun) knownCandidatesLocked() []candidate {
 	n := j.c.n
 	var cands []candidate
 	for _, c := range n.peers.candidates(j.req, j.ann.Price, j.ann.Memory, 3*n.cfg.AdvertInterval, nil) {
-		if (!j.isFair() || c.advert.Offers(wire.FeatureFair)) && (!j.ann.Proofs || c.advert.Offers(wire.FeatureProofs)) {
+		if (!j.isFair() || c.advert.Offers(wire.FeatureFair)) && (!j.ann.Proofs || c.advert.Offers(wire.FeatureProofs)) &&
+			c.advert.OffersPrecision(j.ann.Precision) {
 			cands = append(cands, c)
 		}
 	}
 	return j.sameClassLocked(cands)
+}
+
+// precisionNote says, for a job at a reduced precision, that only
+// providers advertising it can run it, and how many this node knows.
+func (j *jobRun) precisionNote() string {
+	if j.ann.Precision == "" {
+		return ""
+	}
+	n, offer := j.c.n, 0
+	for _, c := range n.peers.candidates(j.req, j.ann.Price, j.ann.Memory, 3*n.cfg.AdvertInterval, nil) {
+		if c.advert.OffersPrecision(j.ann.Precision) {
+			offer++
+		}
+	}
+	return fmt.Sprintf(" (precision %s: %d known providers that match the job offer it)", j.ann.Precision, offer)
 }
 
 // sameClassLocked keeps, for a SameBackend job, the candidates of one

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -111,6 +112,11 @@ func newProvider(ctx context.Context, n *Node) (*provider, error) {
 	}
 	if p.sandbox.ProvingKeys() != nil {
 		p.fixed.Features = append(p.fixed.Features, wire.FeatureProofs)
+	}
+	for _, pr := range p.sandbox.Precisions() {
+		if pr != tensor.F32 {
+			p.fixed.Precisions = append(p.fixed.Precisions, pr.String())
+		}
 	}
 	n.host.SetStreamHandler(ProtocolAssign, p.handleAssign)
 	// Only a GPU answers GPU challenges in time; a faker tries its best.
@@ -262,6 +268,8 @@ func (p *provider) terms(a *wire.JobAnnounce) string {
 		return fmt.Sprintf("deadline more than %v ahead", cfg.MaxDeadline)
 	case a.Proofs && p.sandbox.ProvingKeys() == nil:
 		return "no proof mode here (no CommittedGEMM proving keys)"
+	case !p.fixed.OffersPrecision(a.Precision):
+		return fmt.Sprintf("precision %s not offered here (offers %s)", a.Precision, strings.Join(append([]string{"f32"}, p.fixed.Precisions...), ", "))
 	}
 	return p.fairTerms(a)
 }
@@ -639,9 +647,17 @@ func jobConfig(an *wire.JobAnnounce) ihost.JobConfig {
 		WithMaxOutput(an.MaxOutput).
 		WithFuelLimit(an.Fuel).
 		WithMode(abi.Mode(an.Mode)).
+		WithPrecision(jobPrecision(an)).
 		WithArgs(an.Args...).
 		WithEnv(an.ShardEnv()...).
 		WithSeed(sha256.Sum256(an.Job[:])) // every replica draws the same randomness
+}
+
+// jobPrecision is the precision of an announce's f32 GEMMs; Validate
+// refused any other name.
+func jobPrecision(an *wire.JobAnnounce) tensor.Precision {
+	p, _ := tensor.ParsePrecision(an.Precision)
+	return p
 }
 
 // spoolDir holds the outputs of running jobs; newProvider empties it.
@@ -689,10 +705,11 @@ func result(blobs *blob.Store, res *wire.Result, out *ihost.Result, runErr error
 		res.Outcome, res.ExitCode = wire.OutcomeExited, out.ExitCode
 	case errors.Is(runErr, ihost.ErrTimeout):
 		res.Outcome, res.Error = wire.OutcomeTimeout, runErr.Error()
-	case errors.Is(runErr, ihost.ErrCanceled) || errors.Is(runErr, ihost.ErrProof) || errors.Is(runErr, ihost.ErrModelCache):
+	case errors.Is(runErr, ihost.ErrCanceled) || errors.Is(runErr, ihost.ErrProof) || errors.Is(runErr, ihost.ErrModelCache) ||
+		errors.Is(runErr, ihost.ErrPrecision):
 		// Proving fails only on this provider's side (a bad key): an honest
-		// op's product can always be proven. A model cache too small is
-		// this provider's limit too.
+		// op's product can always be proven. A model cache too small, or a
+		// precision not offered, is this provider's limit too.
 		res.Outcome, res.Error = wire.OutcomeFailed, runErr.Error()
 		return res
 	case out == nil && !errors.Is(runErr, ihost.ErrInvalidModule) && !errors.Is(runErr, ihost.ErrImportNotAllowed) && !errors.Is(runErr, ihost.ErrMemoryLimit):

@@ -22,6 +22,7 @@ import (
 
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node/blob/blobnet"
 	"github.com/infernet/infernet/node/challenge"
@@ -93,6 +94,9 @@ func TestDocsConstants(t *testing.T) {
 	listenPort := docPortOf(t, DefaultConfig().Listen[0])
 	dashboard := docFileConsts(t, "node/api/dashboard.go", "loginTTL", "sessionTTL")
 	local := docFileConsts(t, "cmd/infernet/internal/cli/local.go", "providerWait")
+	f32Rtol, f32Atol := tensor.F32.Tolerance()
+	tf32Rtol, tf32Atol := tensor.TF32.Tolerance()
+	bf16Rtol, bf16Atol := tensor.BF16.Tolerance()
 
 	checks := []docFigure{
 		// README.md
@@ -198,6 +202,9 @@ func TestDocsConstants(t *testing.T) {
 		// docs/verification.md
 		{"docs/verification.md", "\\(`--replicas`, default (\\d+), at most (\\d+)\\)", []any{docAll{spec.Replicas, flag("NewCmdSubmit", "replicas")}, wire.MaxReplicas}},
 		{"docs/verification.md", "\\(`--rtol`, default ([\\de.-]+); `--atol`, default ([\\de.-]+);", []any{flag("NewCmdSubmit", "rtol"), flag("NewCmdSubmit", "atol")}},
+		{"docs/verification.md", "\\| f32 \\| [^|]+ \\| ([\\de.-]+) \\| ([\\de.-]+) \\|", []any{docAll{f32Rtol, flag("NewCmdSubmit", "rtol")}, docAll{f32Atol, flag("NewCmdSubmit", "atol")}}},
+		{"docs/verification.md", "\\| tf32 \\| [^|]+ \\| ([\\de.-]+) \\| ([\\de.-]+) \\|", []any{tf32Rtol, tf32Atol}},
+		{"docs/verification.md", "\\| bf16 \\| [^|]+ \\| ([\\de.-]+) \\| ([\\de.-]+) \\|", []any{bf16Rtol, bf16Atol}},
 		{"docs/verification.md", `and never more than (\d+)\)`, []any{wire.MaxReplicas}},
 		{"docs/verification.md", `and have (\d+) agreed results in a row`, []any{rep.TrustStreak}},
 		{"docs/verification.md", `until (\d+) of its results were\s+\*\*proven\*\*`, []any{rep.Probation}},

@@ -99,8 +99,8 @@ type SubmitRequest struct {
 	Mode       uint8       `json:"mode,omitempty"`
 	Require    string      `json:"require,omitempty"`
 	Price      uint64      `json:"price,omitempty"`
-	// Adaptive, Audit, SameBackend, Rtol, Atol, Format, Settle and Proofs
-	// are node.Spec's.
+	// Adaptive, Audit, SameBackend, Rtol, Atol, Format, Settle, Proofs and
+	// Precision are node.Spec's.
 	Adaptive    bool    `json:"adaptive,omitempty"`
 	Audit       float64 `json:"audit,omitempty"`
 	SameBackend bool    `json:"same_backend,omitempty"`
@@ -109,6 +109,7 @@ type SubmitRequest struct {
 	Format      uint8   `json:"format,omitempty"`
 	Settle      uint8   `json:"settle,omitempty"`
 	Proofs      bool    `json:"proofs,omitempty"`
+	Precision   string  `json:"precision,omitempty"`
 	// Args are the guest's arguments after argv[0].
 	Args []string `json:"args,omitempty"`
 	// Data are read-only files for the guest's /data (blobs already put).
@@ -493,7 +494,7 @@ func (req *SubmitRequest) spec() node.Spec {
 		Deadline: time.Duration(req.DeadlineMS) * time.Millisecond, Memory: req.Memory,
 		MaxOutput: req.MaxOutput, Fuel: req.Fuel, Mode: req.Mode, Require: req.Require, Price: req.Price,
 		Adaptive: req.Adaptive, Audit: req.Audit, SameBackend: req.SameBackend, Rtol: req.Rtol, Atol: req.Atol, Format: req.Format, Settle: req.Settle,
-		Proofs: req.Proofs, Args: req.Args, Data: req.Data,
+		Proofs: req.Proofs, Args: req.Args, Data: req.Data, Precision: req.Precision,
 	}
 }
 

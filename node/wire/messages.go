@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/proofs/gemmproof"
 )
@@ -129,6 +130,13 @@ type JobAnnounce struct {
 	// must be exactly the bytes streamed. Not with SettleFair, which sells
 	// the output.
 	Stream bool `cbor:"28,keyasint"`
+	// Precision is the precision of the job's f32 GEMMs, a
+	// tensor.Precision name: "" is f32, what every provider runs and what
+	// peers that know no precision run; "tf32" or "bf16" (tolerance mode
+	// only) go to providers whose advert offers them (Precisions), and
+	// every replica runs at it. Omitted when empty, so an f32 job encodes
+	// as it did before the field existed.
+	Precision string `cbor:"29,keyasint,omitempty"`
 }
 
 // Offer is the announce as offered to providers not (yet) assigned the
@@ -230,6 +238,11 @@ func (m *JobAnnounce) Validate() error {
 	case len(m.Data) > MaxData:
 		return fmt.Errorf("%w: %d data blobs, limit %d", ErrMalformed, len(m.Data), MaxData)
 	}
+	if p, err := tensor.ParsePrecision(m.Precision); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	} else if p != tensor.F32 && m.Mode != ModeTolerance {
+		return fmt.Errorf("%w: precision %s needs tolerance mode", ErrMalformed, p)
+	}
 	var total int64
 	for i, d := range m.Data {
 		total += d.Size
@@ -289,7 +302,18 @@ type CapabilityAdvert struct {
 	// Features are what the provider offers beyond plain jobs: FeatureFair,
 	// FeatureProofs.
 	Features []string `cbor:"15,keyasint"`
+	// Precisions are the precisions its fast backend offers besides f32
+	// (tensor.Precision names, e.g. ["tf32", "bf16"]), which it runs jobs
+	// at (JobAnnounce.Precision). Names this version does not know are
+	// kept and never match. Omitted when empty.
+	Precisions []string `cbor:"16,keyasint,omitempty"`
 }
+
+// Limits of CapabilityAdvert.Precisions checked by Validate.
+const (
+	MaxPrecisions     = 8
+	MaxPrecisionBytes = 16
+)
 
 // Features a provider may advertise.
 const (
@@ -302,6 +326,13 @@ const (
 // Offers reports whether the advert lists feature.
 func (m *CapabilityAdvert) Offers(feature string) bool { return slices.Contains(m.Features, feature) }
 
+// OffersPrecision reports whether the provider runs jobs at precision, a
+// JobAnnounce.Precision: f32 ("" or "f32") everywhere, others where listed.
+func (m *CapabilityAdvert) OffersPrecision(precision string) bool {
+	p, err := tensor.ParsePrecision(precision)
+	return err == nil && (p == tensor.F32 || slices.Contains(m.Precisions, p.String()))
+}
+
 // Version implements Versioned.
 func (m *CapabilityAdvert) Version() uint16 { return m.V }
 
@@ -310,8 +341,14 @@ func (m *CapabilityAdvert) Validate() error {
 	if _, err := peer.IDFromBytes(m.Peer); err != nil {
 		return fmt.Errorf("%w: peer: %v", ErrMalformed, err)
 	}
-	if m.Cores < 0 || m.Slots < 0 || m.FreeSlots < 0 || m.FreeSlots > m.Slots || len(m.GPUs) > 64 || len(m.Backends) > 16 || len(m.Features) > 16 {
+	if m.Cores < 0 || m.Slots < 0 || m.FreeSlots < 0 || m.FreeSlots > m.Slots || len(m.GPUs) > 64 || len(m.Backends) > 16 || len(m.Features) > 16 ||
+		len(m.Precisions) > MaxPrecisions {
 		return fmt.Errorf("%w: advert counts", ErrMalformed)
+	}
+	for _, p := range m.Precisions {
+		if len(p) > MaxPrecisionBytes {
+			return fmt.Errorf("%w: precision name of %d bytes", ErrMalformed, len(p))
+		}
 	}
 	return nil
 }

@@ -47,6 +47,11 @@ type Config struct {
 	Reference tensor.Backend
 	// Backend runs ops in abi.ModeTolerance; nil means Reference.
 	Backend tensor.Backend
+	// Precision is the precision of the job's f32 GEMMs on Backend
+	// (tensor.WithPrecision); ops Reference runs instead are f32. Other
+	// than tensor.F32 it needs abi.ModeTolerance and a Backend that offers
+	// it, else NewSession fails.
+	Precision tensor.Precision
 	// MaxHandles caps live tensors (default DefaultMaxHandles).
 	MaxHandles int
 	// MaxBytes caps the bytes of live tensors (default DefaultMaxBytes).
@@ -202,6 +207,16 @@ func NewSession(cfg Config) (*Session, error) {
 	s := &Session{cfg: cfg, backend: cfg.Reference}
 	if cfg.Mode == abi.ModeTolerance && cfg.Backend != nil {
 		s.backend = cfg.Backend
+	}
+	if cfg.Precision != tensor.F32 {
+		if cfg.Mode != abi.ModeTolerance || cfg.Backend == nil {
+			return nil, fmt.Errorf("tensorhost: precision %v needs tolerance mode and a fast backend", cfg.Precision)
+		}
+		b, err := tensor.WithPrecision(cfg.Backend, cfg.Precision)
+		if err != nil {
+			return nil, fmt.Errorf("tensorhost: %w", err)
+		}
+		s.backend = b
 	}
 	if b, err := s.backend.Alloc(abi.F32, 0); err == nil {
 		_, s.hostBuffers = b.(*tensor.HostBuffer)

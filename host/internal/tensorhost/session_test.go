@@ -165,6 +165,34 @@ func TestNewSessionNeedsReference(t *testing.T) {
 	}
 }
 
+// TestNewSessionPrecision: a reduced precision needs tolerance mode and a
+// backend that offers it; f32 is the backend itself.
+func TestNewSessionPrecision(t *testing.T) {
+	ref := reference.New(reference.Config{Threads: 1})
+	cases := []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"f32", Config{Mode: abi.ModeTolerance, Reference: ref, Backend: ref, Precision: tensor.F32}, true},
+		{"bf16 exact", Config{Mode: abi.ModeExact, Reference: ref, Backend: ref, Precision: tensor.BF16}, false},
+		{"bf16 no backend", Config{Mode: abi.ModeTolerance, Reference: ref, Precision: tensor.BF16}, false},
+		{"bf16 not offered", Config{Mode: abi.ModeTolerance, Reference: ref, Backend: ref, Precision: tensor.BF16}, false},
+	}
+	for _, c := range cases {
+		s, err := NewSession(c.cfg)
+		if (err == nil) != c.ok {
+			t.Errorf("%s: %v, want ok %v", c.name, err, c.ok)
+		}
+		if err == nil && s.Backend() != ref {
+			t.Errorf("%s: session on %v", c.name, s.Backend().Name())
+		}
+		if c.name == "bf16 not offered" && !errors.Is(err, tensor.ErrUnsupported) {
+			t.Errorf("%s: %v, want ErrUnsupported", c.name, err)
+		}
+	}
+}
+
 // TestProofRecording: in proof mode an i8 GEMM on handles is recorded with
 // its transposes applied and padded to its template, on host and device
 // buffers alike; accumulate and ops too large for the templates get

@@ -519,6 +519,12 @@ func planGemm(p tensor.GemmParams, i8 bool) (gemmPlan, error) {
 // hardware-untested: no GPU was available to the project; the call sequence
 // is tested against a fake driver.
 func (b *Backend) Gemm(ctx context.Context, p tensor.GemmParams, a, bm, c tensor.Buffer) error {
+	return b.gemm(ctx, b.computeType(), p, a, bm, c)
+}
+
+// gemm is Gemm with its f32 products at cuBLAS compute type compute (see
+// sgemm).
+func (b *Backend) gemm(ctx context.Context, compute int32, p tensor.GemmParams, a, bm, c tensor.Buffer) error {
 	xs, err := b.own(a, bm, c)
 	if err != nil {
 		return err
@@ -549,7 +555,7 @@ func (b *Backend) Gemm(ctx context.Context, p tensor.GemmParams, a, bm, c tensor
 			aPtr := xa.ptr + uint64(m0*g.aRowStride*xa.dt.Size())
 			cPtr := xc.ptr + uint64(m0*p.N*4)
 			if !i8 {
-				return b.sgemm(p, g, 1, mp, aPtr, xb.ptr, cPtr)
+				return b.sgemm(compute, p, g, 1, mp, aPtr, xb.ptr, cPtr)
 			}
 			alpha, beta := int32(1), int32(0)
 			if p.Accumulate {
@@ -581,6 +587,11 @@ func (b *Backend) Gemm(ctx context.Context, p tensor.GemmParams, a, bm, c tensor
 // hardware-untested: no GPU was available to the project; the call sequence
 // is tested against a fake driver.
 func (b *Backend) GemmBatched(ctx context.Context, batch int, p tensor.GemmParams, a, bm, c tensor.Buffer) error {
+	return b.gemmBatched(ctx, b.computeType(), batch, p, a, bm, c)
+}
+
+// gemmBatched is GemmBatched at cuBLAS compute type compute (see sgemm).
+func (b *Backend) gemmBatched(ctx context.Context, compute int32, batch int, p tensor.GemmParams, a, bm, c tensor.Buffer) error {
 	xs, err := b.own(a, bm, c)
 	if err != nil {
 		return err
@@ -614,7 +625,7 @@ func (b *Backend) GemmBatched(ctx context.Context, batch int, p tensor.GemmParam
 		return b.gemmPieces(ctx, p, g, batch, func(i0, nb, m0, mp int) error {
 			aPtr := xa.ptr + uint64(4*(i0*sa+m0*g.aRowStride))
 			cPtr := xc.ptr + uint64(4*(i0*sc+m0*p.N))
-			return b.sgemm(p, g, nb, mp, aPtr, xb.ptr+uint64(4*i0*sb), cPtr)
+			return b.sgemm(compute, p, g, nb, mp, aPtr, xb.ptr+uint64(4*i0*sb), cPtr)
 		})
 	})
 }
@@ -668,8 +679,12 @@ func (b *Backend) gemmPieces(ctx context.Context, p tensor.GemmParams, g gemmPla
 // first item's operands (or its panel's rows of A and C) starting at aPtr,
 // bPtr and cPtr and the items M·K, K·N and M·N elements apart: one
 // cublasSgemmStridedBatched call, or one cublasSgemm_v2 per item for a
-// single item or a library without the batched call.
-func (b *Backend) sgemm(p tensor.GemmParams, g gemmPlan, nb, mp int, aPtr, bPtr, cPtr uint64) error {
+// single item or a library without the batched call. A compute type other
+// than cublasCompute32F (a reduced precision) goes to gemmEx32F instead.
+func (b *Backend) sgemm(compute int32, p tensor.GemmParams, g gemmPlan, nb, mp int, aPtr, bPtr, cPtr uint64) error {
+	if compute != cublasCompute32F {
+		return b.gemmEx32F(compute, p, g, nb, mp, aPtr, bPtr, cPtr)
+	}
 	alpha, beta := float32(1), float32(0)
 	if p.Accumulate {
 		beta = 1

@@ -30,6 +30,10 @@
 //     Batched f32 GEMMs (ABI v2) group items into cublasSgemmStridedBatched
 //     calls of about the same work, or call cublasSgemm_v2 per item where
 //     cuBLAS lacks the batched call.
+//   - Reduced precision (precision.go): on compute capability 8.0+ the
+//     backend offers TF32 and BF16 views (tensor.Precisioner) whose f32
+//     GEMMs go to cublasGemmEx / cublasGemmStridedBatchedEx with f32 data at
+//     CUBLAS_COMPUTE_32F_FAST_TF32 or _FAST_16BF (tensor cores).
 //   - Elementwise ops (binary, unary including the ABI v2 exp, log, tanh and
 //     sqrt, AdamW), row ops (softmax, causal softmax, reduce, layer norm,
 //     cross-entropy), transpose and gather run as PTX kernels written in CUDA

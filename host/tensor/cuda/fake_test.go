@@ -238,7 +238,7 @@ func i8bytes(v []int8) []byte {
 }
 
 // upload allocates a buffer of dt holding data.
-func upload(t *testing.T, b *Backend, dt abi.DType, n int, data []byte) tensor.Buffer {
+func upload(t *testing.T, b tensor.Backend, dt abi.DType, n int, data []byte) tensor.Buffer {
 	t.Helper()
 	x, err := b.Alloc(dt, n)
 	if err != nil {
@@ -250,7 +250,7 @@ func upload(t *testing.T, b *Backend, dt abi.DType, n int, data []byte) tensor.B
 	return x
 }
 
-func download(t *testing.T, b *Backend, x tensor.Buffer) []byte {
+func download(t *testing.T, b tensor.Backend, x tensor.Buffer) []byte {
 	t.Helper()
 	out := make([]byte, x.Len()*x.DType().Size())
 	if err := b.Read(x, out); err != nil {

@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"testing"
 	"time"
 
@@ -62,7 +63,7 @@ func openGPUNoStrided(t *testing.T) *Backend {
 	t.Helper()
 	b := openGPU(t)
 	lib := *b.blas
-	lib.sgemmStrided = nil
+	lib.sgemmStrided, lib.gemmStridedEx = nil, nil
 	b.blas = &lib // before any operation: the queue's thread reads it later
 	return b
 }
@@ -91,6 +92,66 @@ func TestGPU_V2TransposeInPlace(t *testing.T)        { testV2TransposeInPlace(t,
 func TestGPU_GemmBatched(t *testing.T)               { testGemmBatched(t, gpuDevice) }
 func TestGPU_GemmBatchedEdges(t *testing.T)          { testGemmBatchedEdges(t, gpuDevice) }
 func TestGPU_GemmLargeMatchesReference(t *testing.T) { testGemmLarge(t, openGPU(t)) }
+func TestGPU_Precision(t *testing.T)                 { testPrecision(t, gpuDevice) }
+
+// TestGPU_PrecisionLarge runs a 256×384×4096 GEMM (K long enough for
+// tensor cores' own summation order to show) at TF32 and BF16 and checks
+// sampled rows against the exact product within the precision's DotBound,
+// and that the result is not the f32 one. It needs compute capability 8.0
+// or newer (Precisions).
+func TestGPU_PrecisionLarge(t *testing.T) {
+	b := openGPU(t)
+	ctx := context.Background()
+	gp := tensor.GemmParams{M: 256, N: 384, K: 4096, TransB: true}
+	r := rand.New(rand.NewPCG(4096, 23))
+	a, bv := precisionInputs(r, gp.M*gp.K), precisionInputs(r, gp.K*gp.N)
+	xa := upload(t, b, abi.F32, len(a), f32bytes(a))
+	xb := upload(t, b, abi.F32, len(bv), f32bytes(bv))
+	xf, err := b.Alloc(abi.F32, gp.M*gp.N)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Gemm(ctx, gp, xa, xb, xf); err != nil {
+		t.Fatal(err)
+	}
+	f32 := bytesF32(download(t, b, xf))
+	for _, prec := range []tensor.Precision{tensor.TF32, tensor.BF16} {
+		v, err := b.WithPrecision(prec)
+		if err != nil {
+			t.Fatalf("%v on %s: %v", prec, b.Device().Name, err)
+		}
+		xc, err := v.Alloc(abi.F32, gp.M*gp.N)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Gemm(ctx, gp, xa, xb, xc); err != nil {
+			t.Fatalf("%v: %v", prec, err)
+		}
+		got := bytesF32(download(t, v, xc))
+		if slices.Equal(got, f32) {
+			t.Errorf("%v: bit for bit the f32 result", prec)
+		}
+		worst := 0.0 // the largest error seen, as a share of its bound
+		for i := 0; i < gp.M; i += 17 {
+			for j := range gp.N {
+				exact, abs := 0.0, 0.0
+				for l := range gp.K {
+					x := float64(a[i*gp.K+l]) * float64(bv[j*gp.K+l])
+					exact, abs = exact+x, abs+math.Abs(x)
+				}
+				bound := prec.DotBound(gp.K, abs)
+				d := math.Abs(float64(got[i*gp.N+j]) - exact)
+				if d > bound {
+					t.Fatalf("%v [%d,%d] = %v, exact %v: off by %g, bound %g", prec, i, j, got[i*gp.N+j], exact, d, bound)
+				}
+				worst = max(worst, d/bound)
+			}
+		}
+		t.Logf("%v: largest error %.3g of the bound", prec, worst)
+		v.Free(xc)
+	}
+}
+
 func TestGPU_TransformerMatchesReference(t *testing.T) {
 	testTransformerMatchesReference(t, gpuDevice)
 }

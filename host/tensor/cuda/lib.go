@@ -93,14 +93,19 @@ type blasLib struct {
 	// long long), or nil if the library lacks it: GemmBatched then calls
 	// sgemm once per item.
 	sgemmStrided func(h uintptr, ta, tb, m, n, k int32, alpha *float32, a uint64, lda int32, strideA int64, b uint64, ldb int32, strideB int64, beta *float32, c uint64, ldc int32, strideC int64, batch int32) int32
+	// gemmStridedEx is cublasGemmStridedBatchedEx (cuBLAS 9.1+), or nil if
+	// the library lacks it: a reduced-precision GemmBatched then calls
+	// gemmEx once per item.
+	gemmStridedEx func(h uintptr, ta, tb, m, n, k int32, alpha unsafe.Pointer, a uint64, atype, lda int32, strideA int64, b uint64, btype, ldb int32, strideB int64, beta unsafe.Pointer, c uint64, ctype, ldc int32, strideC int64, batch, compute, algo int32) int32
 }
 
 const (
-	symBlasCreate   = "cublasCreate_v2"
-	symBlasDestroy  = "cublasDestroy_v2"
-	symSgemm        = "cublasSgemm_v2"
-	symGemmEx       = "cublasGemmEx"
-	symSgemmStrided = "cublasSgemmStridedBatched"
+	symBlasCreate    = "cublasCreate_v2"
+	symBlasDestroy   = "cublasDestroy_v2"
+	symSgemm         = "cublasSgemm_v2"
+	symGemmEx        = "cublasGemmEx"
+	symSgemmStrided  = "cublasSgemmStridedBatched"
+	symGemmStridedEx = "cublasGemmStridedBatchedEx"
 )
 
 // Loaded libraries are cached by path: dlopen is reference counted anyway,
@@ -216,6 +221,9 @@ func loadCUBLAS(path string) (*blasLib, error) {
 		}
 		if addr, err := purego.Dlsym(h, symSgemmStrided); err == nil && addr != 0 {
 			purego.RegisterFunc(&l.sgemmStrided, addr)
+		}
+		if addr, err := purego.Dlsym(h, symGemmStridedEx); err == nil && addr != 0 {
+			purego.RegisterFunc(&l.gemmStridedEx, addr)
 		}
 		blasLibs[name] = l
 		return l, nil

@@ -79,6 +79,13 @@ func checkWeights(op string, w *buffer, rows, cols int) error {
 // hardware-untested: no GPU was available to the project; the call sequence
 // is tested against a fake driver.
 func (b *Backend) MatMul(ctx context.Context, t, n, k int, x, w, out tensor.Buffer) error {
+	return b.matMul(ctx, b.computeType(), t, n, k, x, w, out)
+}
+
+// matMul is MatMul with the prefill's GEMMs at compute (the decode step's
+// GEMV is bound by memory, not arithmetic: it sums in f32 at every
+// precision).
+func (b *Backend) matMul(ctx context.Context, compute int32, t, n, k int, x, w, out tensor.Buffer) error {
 	xs, err := b.own(x, w, out)
 	if err != nil {
 		return err
@@ -103,9 +110,9 @@ func (b *Backend) MatMul(ctx context.Context, t, n, k int, x, w, out tensor.Buff
 	case t <= gemvMaxRows:
 		return b.gemv(ctx, t, n, k, xs)
 	case xs[1].dt == abi.F32:
-		return b.Gemm(ctx, tensor.GemmParams{M: t, N: n, K: k, TransB: true}, x, w, out)
+		return b.gemm(ctx, compute, tensor.GemmParams{M: t, N: n, K: k, TransB: true}, x, w, out)
 	}
-	return b.dequantGemm(ctx, t, n, k, xs)
+	return b.dequantGemm(ctx, compute, t, n, k, xs)
 }
 
 // gemv runs gemv_rows for xs = {x, w, out}, in launches over bands of
@@ -128,7 +135,7 @@ func (b *Backend) gemv(ctx context.Context, t, n, k int, xs []*buffer) error {
 // dequantGemm computes xs = {x, w, out} for weights not F32: panels of
 // weight rows are dequantized into a scratch buffer and multiplied with
 // sgemm into their columns of out (leading dimension n).
-func (b *Backend) dequantGemm(ctx context.Context, t, n, k int, xs []*buffer) error {
+func (b *Backend) dequantGemm(ctx context.Context, compute int32, t, n, k int, xs []*buffer) error {
 	x, w, out := xs[0], xs[1], xs[2]
 	panel := min(n, max(1, min(chunkElems, dequantPanelElems)/k))
 	tmp, err := b.Alloc(abi.F32, panel*k)
@@ -157,7 +164,7 @@ func (b *Backend) dequantGemm(ctx context.Context, t, n, k int, xs []*buffer) er
 			}
 			g.ldC = n // the panel's columns of out
 			err = b.gemmPieces(ctx, p, g, 1, func(_, _, m0, mp int) error {
-				return b.sgemm(p, g, 1, mp, x.ptr+uint64(4*m0*k), scratch.ptr, out.ptr+uint64(4*(m0*n+j0)))
+				return b.sgemm(compute, p, g, 1, mp, x.ptr+uint64(4*m0*k), scratch.ptr, out.ptr+uint64(4*(m0*n+j0)))
 			})
 			if err != nil {
 				return err

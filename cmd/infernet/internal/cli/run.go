@@ -17,6 +17,7 @@ import (
 
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/host/tensor/backends"
 )
 
@@ -30,6 +31,7 @@ type RunOptions struct {
 	Memory    string // size, e.g. "256MiB"
 	MaxOutput string
 	Mode      string
+	Precision string
 	Fuel      uint64
 	Seed      string // hex, up to 32 bytes
 	Backend   string
@@ -80,6 +82,7 @@ and INFERNET_SHARD_COUNT, as on the network (--shard I/N; default 0/1).`,
 	f.StringVar(&opts.Memory, "memory", "256MiB", "guest memory limit (`SIZE`: bytes, or with KiB, MiB, GiB, K, M, G)")
 	f.StringVar(&opts.MaxOutput, "max-output", "64MiB", "stdout limit (`SIZE`)")
 	f.StringVar(&opts.Mode, "mode", "exact", "determinism mode of tensor ops: exact or tolerance")
+	f.StringVar(&opts.Precision, "precision", "f32", "tolerance mode: precision of f32 GEMMs, "+tensor.PrecisionNames()+" (tf32 and bf16 need a backend that offers them: CUDA on compute capability 8.0+)")
 	f.Uint64Var(&opts.Fuel, "fuel", 0, "stop after this many fuel units of metered work (0: no limit)")
 	f.StringVar(&opts.Seed, "seed", "", "seed of the guest's random source, up to 32 bytes in `HEX`")
 	f.StringVar(&opts.Backend, "backend", "auto", "tensor backend for tolerance mode: auto, "+backends.Names())
@@ -125,6 +128,10 @@ func (o *RunOptions) jobConfig() (host.JobConfig, error) {
 	if !ok {
 		return cfg, fmt.Errorf("--mode: %q is not exact or tolerance", o.Mode)
 	}
+	prec, err := parsePrecision(o.Precision, mode)
+	if err != nil {
+		return cfg, err
+	}
 	var seed [32]byte
 	if o.Seed != "" {
 		b, err := hex.DecodeString(o.Seed)
@@ -138,7 +145,20 @@ func (o *RunOptions) jobConfig() (host.JobConfig, error) {
 		return cfg, fmt.Errorf("--shard: %q: want I/N with 0 <= I < N <= %d", o.Shard, wire.MaxShards)
 	}
 	cfg = cfg.WithArgs(o.Args...).WithEnv(ann.ShardEnv()...)
-	return cfg.WithMemoryLimit(mem).WithMaxOutput(int64(maxOut)).WithMode(mode).WithSeed(seed), nil
+	return cfg.WithMemoryLimit(mem).WithMaxOutput(int64(maxOut)).WithMode(mode).WithPrecision(prec).WithSeed(seed), nil
+}
+
+// parsePrecision parses --precision, which needs --mode tolerance for
+// anything but f32.
+func parsePrecision(s string, mode abi.Mode) (tensor.Precision, error) {
+	p, err := tensor.ParsePrecision(s)
+	if err != nil {
+		return p, fmt.Errorf("--precision: %w", err)
+	}
+	if p != tensor.F32 && mode != abi.ModeTolerance {
+		return p, fmt.Errorf("--precision %v needs --mode tolerance (exact mode is f32 on the reference backend)", p)
+	}
+	return p, nil
 }
 
 func readInput(o *RunOptions) ([]byte, error) {

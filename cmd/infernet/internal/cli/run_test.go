@@ -41,6 +41,10 @@ func TestRunExitCodes(t *testing.T) {
 		{"bad mode", []string{"run", testdata + "jobs/echo/echo.wasm", "--mode", "fast"}, "", ExitError, "", "--mode"},
 		{"bad size", []string{"run", testdata + "jobs/echo/echo.wasm", "--memory", "lots"}, "", ExitError, "", "--memory"},
 		{"bad backend", []string{"run", testdata + "jobs/echo/echo.wasm", "--backend", "tpu"}, "", ExitError, "", "unknown backend"},
+		{"bad precision", []string{"run", testdata + "jobs/echo/echo.wasm", "--mode", "tolerance", "--precision", "fp8"}, "", ExitError, "", `--precision: precision "fp8"`},
+		{"precision in exact mode", []string{"run", testdata + "jobs/echo/echo.wasm", "--precision", "bf16"}, "", ExitError, "", "--precision bf16 needs --mode tolerance"},
+		{"precision not offered", []string{"run", testdata + "jobs/echo/echo.wasm", "--mode", "tolerance", "--precision", "tf32", "--backend", "reference"}, "", ExitNotRun, "", "precision not offered: tf32"},
+		{"f32 precision", []string{"run", testdata + "jobs/echo/echo.wasm", "--input", "-", "--mode", "tolerance", "--precision", "f32", "--backend", "reference"}, "x", 0, "x", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/api"
 	"github.com/infernet/infernet/node/requirement"
@@ -60,6 +61,7 @@ type SubmitOptions struct {
 	Atol      float64
 	Settle    string // escrow or fair
 	Proofs    bool
+	Precision string // of f32 GEMMs: f32, tf32 or bf16 (tolerance mode)
 	// Args are the job's arguments (after --); Data its --data NAME=FILE.
 	Args []string
 	Data []string
@@ -77,6 +79,8 @@ type SubmitOptions struct {
 	// through, when none runs (local.go); local is that node.
 	Bootstrap []string
 	local     *localNode
+	// flags are the terms' flags, to tell a tolerance given from its default.
+	flags *pflag.FlagSet
 }
 
 // NewCmdSubmit returns `infernet submit`. runF replaces the action in tests.
@@ -160,8 +164,11 @@ func addTermsFlags(f *pflag.FlagSet, opts *SubmitOptions) {
 	f.StringVar(&opts.Progress, "progress", "auto", "live progress on stderr: auto (on a terminal), always, never")
 	f.BoolVar(&opts.Same, "same-backend", false, "run every replica on the same tensor backend class")
 	f.StringVar(&opts.Compare, "compare", "", "tolerance mode: compare outputs as `FORMAT` f32, f64 or text (numbers within --rtol/--atol); default bit for bit")
-	f.Float64Var(&opts.Rtol, "rtol", 1e-5, "tolerance mode: relative tolerance")
-	f.Float64Var(&opts.Atol, "atol", 1e-8, "tolerance mode: absolute tolerance")
+	// The defaults are tensor.F32.Tolerance() (spelled out: the docs test reads them here).
+	f.Float64Var(&opts.Rtol, "rtol", 1e-5, "tolerance mode: relative tolerance (default with --precision tf32 or bf16: that precision's)")
+	f.Float64Var(&opts.Atol, "atol", 1e-8, "tolerance mode: absolute tolerance (default with --precision tf32 or bf16: that precision's)")
+	f.StringVar(&opts.Precision, "precision", "f32", "tolerance mode: precision of the job's f32 GEMMs, "+tensor.PrecisionNames()+" (tf32 and bf16 run on GPU tensor cores of providers that offer them)")
+	opts.flags = f
 	f.IntVar(&opts.Parallel, "parallel", 0, "shards running at once (default: all)")
 }
 
@@ -215,6 +222,11 @@ func (o *SubmitOptions) request() (api.SubmitRequest, error) {
 		return req, fmt.Errorf("--audit %v: want a share from 0 to 1", o.Audit)
 	}
 	req.Adaptive, req.SameBackend, req.Proofs, req.Audit = o.Adaptive, o.Same, o.Proofs, o.Audit
+	prec, err := parsePrecision(o.Precision, mode)
+	if err != nil {
+		return req, err
+	}
+	req.Precision = prec.Wire()
 	if o.Compare != "" {
 		if mode != abi.ModeTolerance {
 			return req, errors.New("--compare needs --mode tolerance")
@@ -228,9 +240,16 @@ func (o *SubmitOptions) request() (api.SubmitRequest, error) {
 			return req, err
 		}
 		req.Format, req.Rtol, req.Atol = uint8(f), o.Rtol, o.Atol
+		if prec != tensor.F32 && !o.changed("rtol") && !o.changed("atol") {
+			// Neither given: the node applies the precision's tolerance.
+			req.Rtol, req.Atol = 0, 0
+		}
 	}
 	return req, nil
 }
+
+// changed reports whether the flag name was given on the command line.
+func (o *SubmitOptions) changed(name string) bool { return o.flags != nil && o.flags.Changed(name) }
 
 func runSubmit(ctx context.Context, o *SubmitOptions) error {
 	defer o.closeLocal()

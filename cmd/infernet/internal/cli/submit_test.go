@@ -44,6 +44,48 @@ func TestSubmitProofs(t *testing.T) {
 	}
 }
 
+// TestSubmitPrecision: --precision goes to the node as the wire writes it
+// (f32 as ""), needs tolerance mode for tf32 and bf16, and leaves the
+// tolerance of a numeric comparison to the node (the precision's) unless
+// --rtol or --atol is given.
+func TestSubmitPrecision(t *testing.T) {
+	tol := []string{"job.wasm", "--mode", "tolerance"}
+	for _, tt := range []struct {
+		args       []string
+		precision  string
+		rtol, atol float64
+		err        string // in the refusal; "" for none
+	}{
+		{args: []string{"job.wasm"}},
+		{args: append(tol, "--precision", "f32")},
+		{args: append(tol, "--precision", "bf16"), precision: "bf16"},
+		{args: append(tol, "--precision", "tf32", "--compare", "text"), precision: "tf32"},
+		{args: append(tol, "--precision", "tf32", "--compare", "text", "--rtol", "0.1"), precision: "tf32", rtol: 0.1, atol: 1e-8},
+		{args: append(tol, "--precision", "bf16", "--compare", "f32", "--atol", "0.5"), precision: "bf16", rtol: 1e-5, atol: 0.5},
+		{args: append(tol, "--compare", "text"), rtol: 1e-5, atol: 1e-8},
+		{args: []string{"job.wasm", "--precision", "bf16"}, err: "--precision bf16 needs --mode tolerance"},
+		{args: append(tol, "--precision", "fp16"), err: `--precision: precision "fp16"`},
+	} {
+		var got *SubmitOptions
+		cmd := NewCmdSubmit(IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}},
+			func(_ context.Context, o *SubmitOptions) error { got = o; return nil })
+		cmd.SetArgs(tt.args)
+		if err := cmd.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		req, err := got.request()
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%v: %v, want an error saying %q", tt.args, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || req.Precision != tt.precision || req.Rtol != tt.rtol || req.Atol != tt.atol {
+			t.Errorf("%v: precision %q rtol %g atol %g, %v; want %q, %g, %g", tt.args, req.Precision, req.Rtol, req.Atol, err, tt.precision, tt.rtol, tt.atol)
+		}
+	}
+}
+
 // TestSubmitArgsAndShards: job arguments come only after --, and the
 // shard flags cut the input as asked or are refused.
 func TestSubmitArgsAndShards(t *testing.T) {

@@ -15,11 +15,14 @@
  *     filled with 0xCD so a missing memset shows;
  *   - a context is current per thread, as in CUDA: calls that need one fail
  *     with CUDA_ERROR_INVALID_CONTEXT on a thread that did not create it;
- *   - cublasSgemm_v2 / cublasSgemmStridedBatched / cublasGemmEx are naive
- *     column-major GEMMs that first check the BLAS argument rules (leading
- *     dimensions, each batch item's extents, and for int8 the types, compute
- *     type and 4-alignment rules); built with -DFAKE_NO_STRIDED_BATCHED the
- *     library lacks cublasSgemmStridedBatched, like a cuBLAS before 8.0;
+ *   - cublasSgemm_v2 / cublasSgemmStridedBatched / cublasGemmEx /
+ *     cublasGemmStridedBatchedEx are naive column-major GEMMs that first
+ *     check the BLAS argument rules (leading dimensions, each batch item's
+ *     extents, and for int8 the types, compute type and 4-alignment rules);
+ *     f32 data at compute type _FAST_TF32 or _FAST_16BF is rounded to that
+ *     precision before it is multiplied, so tests see the precision take
+ *     effect; built with -DFAKE_NO_STRIDED_BATCHED the library lacks both
+ *     strided batched calls, like a cuBLAS before 8.0;
  *   - cuLaunchKernel runs the real kernels of ../kernels.cu, compiled here
  *     as C and run with one host thread per GPU thread, reading the
  *     parameters with the sizes kernels.cu declares;
@@ -1009,17 +1012,83 @@ int cublasSgemmStridedBatched(void *h, int ta, int tb, int m, int n, int k, cons
 }
 #endif
 
+/* Compute types and data types of cublasGemmEx: CUBLAS_COMPUTE_32F = 68,
+ * _32F_FAST_16BF = 75, _32F_FAST_TF32 = 77, _32I = 72; CUDA_R_32F = 0,
+ * CUDA_R_8I = 3, CUDA_R_32I = 10. */
+enum { COMPUTE_32F = 68, COMPUTE_32F_FAST_16BF = 75, COMPUTE_32F_FAST_TF32 = 77, COMPUTE_32I = 72 };
+enum { R_32F = 0, R_8I = 3, R_32I = 10 };
+
+/* round_input reads an f32 input as the compute type does: rounded to
+ * nearest (ties to even) with 7 mantissa bits for _FAST_16BF and 10 for
+ * _FAST_TF32, as is otherwise. A GPU sums the products in f32 on tensor
+ * cores, in its own order; the fake sums them in f32 in order, so only the
+ * rounding of the inputs shows. */
+static float round_input(float x, int compute) {
+  int drop = compute == COMPUTE_32F_FAST_16BF ? 16 : compute == COMPUTE_32F_FAST_TF32 ? 13 : 0;
+  if (!drop || isnan(x) || isinf(x))
+    return x;
+  uint32_t b;
+  memcpy(&b, &x, 4);
+  b = (b + ((1u << (drop - 1)) - 1) + ((b >> drop) & 1)) & ~((1u << drop) - 1);
+  memcpy(&x, &b, 4);
+  return x;
+}
+
+/* gemmex_f32_item is sgemm_item for cublasGemmEx's f32 data: alpha and
+ * beta are floats, and the inputs are read at the compute type's
+ * precision. */
+static int gemmex_f32_item(int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
+                           const float *B, int ldb, float beta, float *C, int ldc, int compute,
+                           int ids[3], size_t offs[3]) {
+  if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1) || m < 0 || n < 0 || k < 0)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (!operand((uintptr_t)A, ta, m, k, lda, 4, &ids[0], &offs[0]) ||
+      !operand((uintptr_t)B, tb, k, n, ldb, 4, &ids[1], &offs[1]) ||
+      !operand((uintptr_t)C, 0, m, n, ldc, 4, &ids[2], &offs[2]))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  for (int j = 0; j < n; j++)
+    for (int i = 0; i < m; i++) {
+      float s = 0;
+      for (int l = 0; l < k; l++)
+        s += round_input(ta ? A[l + (size_t)i * lda] : A[i + (size_t)l * lda], compute) *
+             round_input(tb ? B[j + (size_t)l * ldb] : B[l + (size_t)j * ldb], compute);
+      float *c = &C[i + (size_t)j * ldc];
+      *c = alpha * s + (beta == 0 ? 0 : beta * *c);
+    }
+  return 0;
+}
+
+/* f32_compute reports an f32 GEMM of cublasGemmEx: f32 data and one of the
+ * f32 compute types. */
+static int f32_compute(int atype, int btype, int ctype, int compute) {
+  return atype == R_32F && btype == R_32F && ctype == R_32F &&
+         (compute == COMPUTE_32F || compute == COMPUTE_32F_FAST_16BF ||
+          compute == COMPUTE_32F_FAST_TF32);
+}
+
 int cublasGemmEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha, const void *A,
                  int atype, int lda, const void *B, int btype, int ldb, const void *beta, void *C,
                  int ctype, int ldc, int compute, int algo) {
   int rc = injected("cublasGemmEx");
   int ia = 0, ib = 0, ic = 0;
   size_t oa = 0, ob = 0, oc = 0;
-  int32_t al = alpha ? *(const int32_t *)alpha : -1, be = beta ? *(const int32_t *)beta : -1;
   if (!rc && (!h || ((struct handle *)h)->ctx != cur))
     rc = CUBLAS_STATUS_NOT_INITIALIZED;
-  /* CUDA_R_8I = 3, CUDA_R_32I = 10, CUBLAS_COMPUTE_32I = 72 */
-  if (!rc && (atype != 3 || btype != 3 || ctype != 10 || compute != 72))
+  if (f32_compute(atype, btype, ctype, compute)) {
+    float al = alpha ? *(const float *)alpha : NAN, be = beta ? *(const float *)beta : NAN;
+    int id[3] = {0};
+    size_t off[3] = {0};
+    if (!rc)
+      rc = gemmex_f32_item(ta, tb, m, n, k, al, A, lda, B, ldb, be, C, ldc, compute, id, off);
+    record("cublasGemmEx", rc,
+           "ta=%s tb=%s m=%d n=%d k=%d alpha=%g A=%d+%zu atype=%d lda=%d B=%d+%zu btype=%d ldb=%d "
+           "beta=%g C=%d+%zu ctype=%d ldc=%d compute=%d algo=%d",
+           opname(ta), opname(tb), m, n, k, al, id[0], off[0], atype, lda, id[1], off[1], btype, ldb,
+           be, id[2], off[2], ctype, ldc, compute, algo);
+    return rc;
+  }
+  int32_t al = alpha ? *(const int32_t *)alpha : -1, be = beta ? *(const int32_t *)beta : -1;
+  if (!rc && (atype != R_8I || btype != R_8I || ctype != R_32I || compute != COMPUTE_32I))
     rc = CUBLAS_STATUS_NOT_SUPPORTED;
   if (!rc && ((al != 0 && al != 1) || (be != 0 && be != 1) || lda % 4 || ldb % 4 ||
               (uintptr_t)A % 4 || (uintptr_t)B % 4))
@@ -1050,3 +1119,43 @@ int cublasGemmEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha
          ctype, ldc, compute, algo);
   return rc;
 }
+
+#ifndef FAKE_NO_STRIDED_BATCHED
+/* cublasGemmStridedBatchedEx, f32 data only: batch products as
+ * cublasGemmEx's, item i's operands at A + i*strideA elements and so on.
+ * The log shows the first item's operands. */
+int cublasGemmStridedBatchedEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha,
+                               const void *A, int atype, int lda, long long strideA, const void *B,
+                               int btype, int ldb, long long strideB, const void *beta, void *C,
+                               int ctype, int ldc, long long strideC, int batch, int compute,
+                               int algo) {
+  int rc = injected("cublasGemmStridedBatchedEx");
+  int id[3] = {0};
+  size_t off[3] = {0};
+  float al = alpha ? *(const float *)alpha : NAN, be = beta ? *(const float *)beta : NAN;
+  if (!rc && (!h || ((struct handle *)h)->ctx != cur))
+    rc = CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!rc && !f32_compute(atype, btype, ctype, compute))
+    rc = CUBLAS_STATUS_NOT_SUPPORTED;
+  if (!rc && (batch < 0 || strideA < 0 || strideB < 0 || strideC < 0))
+    rc = CUBLAS_STATUS_INVALID_VALUE;
+  for (int i = 0; !rc && i < batch; i++) {
+    int ids[3];
+    size_t offs[3];
+    rc = gemmex_f32_item(ta, tb, m, n, k, al, (const float *)A + i * strideA, lda,
+                         (const float *)B + i * strideB, ldb, be, (float *)C + i * strideC, ldc,
+                         compute, ids, offs);
+    if (i == 0) {
+      memcpy(id, ids, sizeof id);
+      memcpy(off, offs, sizeof off);
+    }
+  }
+  record("cublasGemmStridedBatchedEx", rc,
+         "ta=%s tb=%s m=%d n=%d k=%d alpha=%g A=%d+%zu atype=%d lda=%d strideA=%lld B=%d+%zu "
+         "btype=%d ldb=%d strideB=%lld beta=%g C=%d+%zu ctype=%d ldc=%d strideC=%lld batch=%d "
+         "compute=%d algo=%d",
+         opname(ta), opname(tb), m, n, k, al, id[0], off[0], atype, lda, strideA, id[1], off[1],
+         btype, ldb, strideB, be, id[2], off[2], ctype, ldc, strideC, batch, compute, algo);
+  return rc;
+}
+#endif

@@ -1,0 +1,102 @@
+package wire
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/fxamacker/cbor/v2"
+)
+
+// TestPrecisionOnTheWire: an f32 job encodes without key 29, as before
+// the field existed, so its bytes (and its assign's Terms) are what peers
+// that know no precision make of it; a reduced one travels and decodes.
+func TestPrecisionOnTheWire(t *testing.T) {
+	_, id := testKey(t)
+	for _, c := range []struct {
+		precision string
+		key       bool
+	}{{"", false}, {"tf32", true}, {"bf16", true}} {
+		a := announce(id)
+		a.Mode, a.Precision = ModeTolerance, c.precision
+		b, err := Marshal(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys map[uint64]cbor.RawMessage
+		if err := cbor.Unmarshal(b, &keys); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := keys[29]; ok != c.key {
+			t.Errorf("precision %q: key 29 present %v, want %v", c.precision, ok, c.key)
+		}
+		var back JobAnnounce
+		if err := Unmarshal(b, MaxGossipMessage, &back); err != nil || back.Precision != c.precision {
+			t.Errorf("precision %q decoded as %q, %v", c.precision, back.Precision, err)
+		}
+	}
+	ad := &CapabilityAdvert{V: Version, Peer: []byte(id)}
+	b, _ := Marshal(ad)
+	var keys map[uint64]cbor.RawMessage
+	if err := cbor.Unmarshal(b, &keys); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := keys[16]; ok {
+		t.Error("an advert offering f32 only carries key 16")
+	}
+}
+
+func TestValidatePrecision(t *testing.T) {
+	_, id := testKey(t)
+	cases := []struct {
+		precision string
+		mode      uint8
+		ok        bool
+	}{
+		{"", ModeExact, true},
+		{"f32", ModeExact, true},
+		{"tf32", ModeTolerance, true},
+		{"bf16", ModeTolerance, true},
+		{"bf16", ModeExact, false},
+		{"tf32", ModeExact, false},
+		{"fp8", ModeTolerance, false},
+		{"BF16", ModeTolerance, false},
+	}
+	for _, c := range cases {
+		a := announce(id)
+		a.Precision, a.Mode = c.precision, c.mode
+		err := a.Validate()
+		if c.ok != (err == nil) || (err != nil && !errors.Is(err, ErrMalformed)) {
+			t.Errorf("precision %q mode %d: %v, want ok %v", c.precision, c.mode, err, c.ok)
+		}
+	}
+}
+
+func TestAdvertPrecisions(t *testing.T) {
+	_, id := testKey(t)
+	ad := &CapabilityAdvert{V: Version, Peer: []byte(id), Precisions: []string{"tf32", "bf16", "fp8"}}
+	if err := ad.Validate(); err != nil {
+		t.Fatalf("good advert: %v", err)
+	}
+	for _, c := range []struct {
+		precision string
+		want      bool
+	}{{"", true}, {"f32", true}, {"tf32", true}, {"bf16", true}, {"fp8", false}, {"x", false}} {
+		if got := ad.OffersPrecision(c.precision); got != c.want {
+			t.Errorf("OffersPrecision(%q) = %v, want %v", c.precision, got, c.want)
+		}
+	}
+	plain := &CapabilityAdvert{V: Version, Peer: []byte(id)}
+	if plain.OffersPrecision("bf16") || !plain.OffersPrecision("") {
+		t.Error("an advert without precisions offers f32 and nothing else")
+	}
+	for name, p := range map[string][]string{
+		"too many":  make([]string, MaxPrecisions+1),
+		"long name": {strings.Repeat("x", MaxPrecisionBytes+1)},
+	} {
+		bad := &CapabilityAdvert{V: Version, Peer: []byte(id), Precisions: p}
+		if err := bad.Validate(); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
