@@ -128,7 +128,7 @@ func TestDataTensorsOnDevice(t *testing.T) {
 			t.Fatal(err)
 		}
 		hw := fromData(s, mem, 0, abi.F32, 4, 4)
-		hx, x, _ := s.alloc(abi.F32, []int{2, 4})
+		hx, x, _ := s.alloc(context.Background(), abi.F32, []int{2, 4})
 		if hw <= 0 || s.backend.Write(x.buf, f32bytes(1, -2, 3, 0.5, 0, 1, 1, -1)) != nil {
 			t.Fatalf("%s: tensor_from_data = %d", name, hw)
 		}
@@ -231,7 +231,7 @@ func TestDataTensorPins(t *testing.T) {
 	} {
 		s := session(tt.cfg)
 		if tt.want == abi.ETOOMANY {
-			s.alloc(abi.F32, []int{1})
+			s.alloc(context.Background(), abi.F32, []int{1})
 		}
 		n := int32(8)
 		if tt.want == abi.ENOMEM {
@@ -297,7 +297,7 @@ func TestPreferHost(t *testing.T) {
 			}
 			defer s.Close()
 			if tt.ownFirst {
-				if h, _, errno := s.alloc(abi.F32, []int{4}); errno != abi.OK || h <= 0 {
+				if h, _, errno := s.alloc(context.Background(), abi.F32, []int{4}); errno != abi.OK || h <= 0 {
 					t.Fatalf("alloc: %v", errno)
 				}
 			}
@@ -305,7 +305,7 @@ func TestPreferHost(t *testing.T) {
 			if hw <= 0 {
 				t.Fatalf("tensor_from_data = %d", hw)
 			}
-			hx, _, _ := s.alloc(abi.F32, []int{2, 4})
+			hx, _, _ := s.alloc(context.Background(), abi.F32, []int{2, 4})
 			if hy := matMul(context.Background(), s, nil, []int32{hx, hw}); hy <= 0 {
 				t.Fatalf("matmul = %d", hy)
 			}
