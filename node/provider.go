@@ -689,10 +689,11 @@ func result(blobs *blob.Store, res *wire.Result, out *ihost.Result, runErr error
 		res.Outcome, res.ExitCode = wire.OutcomeExited, out.ExitCode
 	case errors.Is(runErr, ihost.ErrTimeout):
 		res.Outcome, res.Error = wire.OutcomeTimeout, runErr.Error()
-	case errors.Is(runErr, ihost.ErrCanceled) || errors.Is(runErr, ihost.ErrProof) || errors.Is(runErr, ihost.ErrModelCache):
+	case errors.Is(runErr, ihost.ErrCanceled) || errors.Is(runErr, ihost.ErrProof) ||
+		errors.Is(runErr, ihost.ErrModelCache) || errors.Is(runErr, ihost.ErrDeviceLost):
 		// Proving fails only on this provider's side (a bad key): an honest
 		// op's product can always be proven. A model cache too small is
-		// this provider's limit too.
+		// this provider's limit too, and a GPU that faulted its failure.
 		res.Outcome, res.Error = wire.OutcomeFailed, runErr.Error()
 		return res
 	case out == nil && !errors.Is(runErr, ihost.ErrInvalidModule) && !errors.Is(runErr, ihost.ErrImportNotAllowed) && !errors.Is(runErr, ihost.ErrMemoryLimit):
