@@ -122,7 +122,7 @@ func newProvider(ctx context.Context, n *Node) (*provider, error) {
 
 // openRuntime opens the tensor backends and a sandbox of the provider's own.
 func (p *provider) openRuntime(ctx context.Context) error {
-	set, err := backends.Open(ctx, backends.Config{Fast: p.n.cfg.Backend})
+	set, err := backends.Open(ctx, backends.Config{Fast: p.n.cfg.Backend, Worker: p.n.cfg.GPUWorker, Logger: p.n.log})
 	if err != nil {
 		return err
 	}
