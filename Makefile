@@ -80,7 +80,7 @@ gpu-check:
 # The gpu-tagged test binaries of gpu-check, as bin/gpu-bundle.tar.xz.
 gpu-bundle:
 	@rm -rf bin/gpu-bundle && mkdir -p bin/gpu-bundle
-	@for p in host/gpu host/tensor/cuda host/tensor/backends node/challenge; do \
+	@for p in host/gpu host/tensor/cuda host/tensor/remote host/tensor/backends node/challenge; do \
 		$(GO) test -c -tags gpu -o bin/gpu-bundle/$$(echo $$p | tr / _).test ./$$p || exit 1; done
 	@tar -C bin/gpu-bundle -cJf bin/gpu-bundle.tar.xz . && rm -rf bin/gpu-bundle && ls -l bin/gpu-bundle.tar.xz
 

@@ -46,17 +46,26 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// workers open the backend of each kind of test worker; hardware_test.go
+// adds one.
+var workers = map[string]func() (tensor.Backend, error){
+	"reference": func() (tensor.Backend, error) { return reference.New(reference.Config{Threads: 1}), nil },
+	"cuda": func() (tensor.Backend, error) {
+		drv := os.Getenv(driverEnv)
+		b, err := cuda.New(cuda.Config{Driver: drv, CUBLAS: drv})
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
+	},
+}
+
 // worker is a test worker's main: exit status 3 for a lost device.
 func worker(kind string) int {
-	var be tensor.Backend = reference.New(reference.Config{Threads: 1})
-	if kind == "cuda" {
-		drv := os.Getenv(driverEnv)
-		cb, err := cuda.New(cuda.Config{Driver: drv, CUBLAS: drv})
-		if err != nil {
-			_ = Refuse(os.Stdout, err)
-			return 0
-		}
-		be = cb
+	be, err := workers[kind]()
+	if err != nil {
+		_ = Refuse(os.Stdout, err)
+		return 0
 	}
 	if err := Serve(context.Background(), os.Stdin, os.Stdout, be); err != nil {
 		fmt.Fprintln(os.Stderr, "test worker:", err)
