@@ -93,10 +93,11 @@ type Backend struct {
 	transforms bool
 	ids        atomic.Uint64
 
-	mu     sync.Mutex // guards the fields below
-	cur    *child
-	closed bool
-	fails  int       // consecutive failed starts and workers lost unused
+	closed atomic.Bool // set once, under mu
+
+	mu    sync.Mutex // guards the fields below
+	cur   *child
+	fails int       // consecutive failed starts and workers lost unused
 	next   time.Time // no start before
 	last   error     // why the last start or worker failed
 }
@@ -165,11 +166,11 @@ func (b *Backend) Backend() tensor.Backend {
 // fail; a second Close returns nil.
 func (b *Backend) Close() error {
 	b.mu.Lock()
-	if b.closed {
+	if b.closed.Load() {
 		b.mu.Unlock()
 		return nil
 	}
-	b.closed = true
+	b.closed.Store(true)
 	c := b.cur
 	b.cur = nil
 	b.mu.Unlock()
@@ -183,7 +184,7 @@ func (b *Backend) Close() error {
 func (b *Backend) child() (*child, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed {
+	if b.closed.Load() {
 		return nil, errClosed
 	}
 	if b.cur != nil && b.cur.lostErr() == nil {
@@ -221,7 +222,7 @@ func (b *Backend) failed(err error) {
 func (b *Backend) lost(c *child, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed {
+	if b.closed.Load() {
 		return
 	}
 	if c.used.Load() {
@@ -351,7 +352,10 @@ func (c *child) readReplies() error {
 				return unexpected(err)
 			}
 			c.die(fmt.Errorf("remote: %w: %s", tensor.ErrDeviceLost, f.blob))
-			continue // until the worker exits
+			// It has nothing left to do, and must not hold the GPU's
+			// memory while it takes its time to exit.
+			_ = c.cmd.Process.Kill()
+			continue // until its stdout ends
 		case replyOK, replyErr:
 		default:
 			return fmt.Errorf("remote: unexpected frame %d from the worker", f.code)
@@ -505,6 +509,9 @@ func (x *buffer) bytes() int64 { return x.dt.Bytes(x.n) }
 // own converts bufs back to this Backend's buffers, all of one worker, and
 // returns that worker; a lost worker's buffers give its error.
 func (b *Backend) own(name string, bufs []tensor.Buffer, out []*buffer) (*child, error) {
+	if b.closed.Load() {
+		return nil, errClosed
+	}
 	var c *child
 	for i, t := range bufs {
 		x, ok := t.(*buffer)
@@ -526,20 +533,27 @@ func (b *Backend) own(name string, bufs []tensor.Buffer, out []*buffer) (*child,
 }
 
 // Alloc implements tensor.Backend. It waits for the worker, starting a new
-// one if the last was lost.
+// one if the last was lost (or is found lost by this call).
 func (b *Backend) Alloc(dt abi.DType, n int) (tensor.Buffer, error) {
 	if dt.Bytes(n) < 0 {
 		return nil, fmt.Errorf("remote: alloc of %d elements of %v", n, dt)
 	}
-	c, err := b.child()
-	if err != nil {
-		return nil, err
+	for try := 0; ; try++ {
+		c, err := b.child()
+		if err != nil {
+			return nil, err
+		}
+		x := &buffer{c: c, id: b.ids.Add(1), dt: dt, n: n}
+		_, err = c.call(opAlloc, []uint64{x.id, uint64(dt), word(n)}, nil)
+		if err == nil {
+			return x, nil
+		}
+		// A worker that died before its end was read: a new buffer needs
+		// nothing of it, so try once more on a new one.
+		if try > 0 || !errors.Is(err, tensor.ErrDeviceLost) {
+			return nil, err
+		}
 	}
-	x := &buffer{c: c, id: b.ids.Add(1), dt: dt, n: n}
-	if _, err := c.call(opAlloc, []uint64{x.id, uint64(dt), word(n)}, nil); err != nil {
-		return nil, err
-	}
-	return x, nil
 }
 
 // Free implements tensor.Backend (queued). Freeing twice, or a buffer of a

@@ -515,6 +515,26 @@ func TestLostWorker(t *testing.T) {
 	}
 }
 
+// TestAllocAfterACrash: an Alloc right after the worker died, before
+// anything noticed, gets a buffer of a new worker.
+func TestAllocAfterACrash(t *testing.T) {
+	b, s := open(t, "reference")
+	x := upload(t, b, abi.F32, 1, f32bytes(1))
+	b.mu.Lock()
+	p := b.cur.cmd.Process
+	b.mu.Unlock()
+	if err := p.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	y := upload(t, b, abi.F32, 1, f32bytes(2))
+	if got := download(t, b, y); !bytes.Equal(got, f32bytes(2)) || s.n.Load() != 2 {
+		t.Errorf("a buffer after the crash: %v after %d starts", got, s.n.Load())
+	}
+	if err := b.Read(x, make([]byte, 4)); !errors.Is(err, tensor.ErrDeviceLost) {
+		t.Errorf("the dead worker's buffer: %v", err)
+	}
+}
+
 // TestRestartBackoff: a worker that dies at once is started again at the
 // next Alloc; after a second failure in a row, Allocs fail with
 // tensor.ErrDeviceLost without starting one until Backoff has passed.
@@ -581,8 +601,8 @@ func TestCloseStopsTheWorker(t *testing.T) {
 	if _, err := b.Alloc(abi.F32, 1); !errors.Is(err, errClosed) {
 		t.Errorf("Alloc after Close: %v", err)
 	}
-	if err := b.Write(x, f32bytes(2)); err == nil {
-		t.Error("Write after Close succeeded")
+	if err := b.Write(x, f32bytes(2)); !errors.Is(err, errClosed) {
+		t.Errorf("Write after Close: %v", err)
 	}
 	if err := b.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
