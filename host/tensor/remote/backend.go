@@ -98,8 +98,8 @@ type Backend struct {
 	mu    sync.Mutex // guards the fields below
 	cur   *child
 	fails int       // consecutive failed starts and workers lost unused
-	next   time.Time // no start before
-	last   error     // why the last start or worker failed
+	next  time.Time // no start before
+	last  error     // why the last start or worker failed
 }
 
 var (
