@@ -21,7 +21,8 @@
 //
 // What the parent can check without the worker it checks before sending,
 // so a bad call fails at once: the buffers are this Backend's, alive and
-// of the current worker; Read and Write sizes. Shapes are the host
+// of the current worker; Read and Write sizes; GEMM sizes and element
+// types, which the CUDA backend takes on trust. Other shapes are the host
 // module's to validate, as for every backend.
 //
 // A queued operation the worker's backend answers with
@@ -631,14 +632,39 @@ func (b *Backend) queue(ctx context.Context, op opcode, p []uint64, bufs ...tens
 
 // Gemm implements tensor.Backend (queued).
 func (b *Backend) Gemm(ctx context.Context, p tensor.GemmParams, a, x, c tensor.Buffer) error {
+	if err := checkGemm(1, p, a, x, c); err != nil {
+		return err
+	}
 	g := gemmWords(p)
 	return b.queue(ctx, opGemm, g[:], a, x, c)
 }
 
 // GemmBatched implements tensor.Backend (queued).
 func (b *Backend) GemmBatched(ctx context.Context, batch int, p tensor.GemmParams, a, x, c tensor.Buffer) error {
+	if err := checkGemm(batch, p, a, x, c); err != nil {
+		return err
+	}
 	g := gemmWords(p)
 	return b.queue(ctx, opGemmBatched, append(g[:], word(batch)), a, x, c)
+}
+
+// checkGemm refuses, before anything is sent, batch products of p that
+// their buffers do not fit, which a GPU backend takes on trust (cuBLAS
+// would read past them), and element types no backend multiplies, with
+// tensor.ErrUnsupported at once rather than at the next Read.
+func checkGemm(batch int, p tensor.GemmParams, a, b, c tensor.Buffer) error {
+	switch {
+	case a.DType() == abi.F32 && b.DType() == abi.F32 && c.DType() == abi.F32:
+	case a.DType() == abi.I8 && b.DType() == abi.I8 && c.DType() == abi.I32:
+	default:
+		return fmt.Errorf("remote: gemm %v·%v→%v: %w", a.DType(), b.DType(), c.DType(), tensor.ErrUnsupported)
+	}
+	if batch < 0 || p.M < 0 || p.N < 0 || p.K < 0 ||
+		a.Len() != batch*p.M*p.K || b.Len() != batch*p.K*p.N || c.Len() != batch*p.M*p.N {
+		return fmt.Errorf("remote: %d gemms of %d×%d×%d with buffers of %d, %d, %d elements",
+			batch, p.M, p.N, p.K, a.Len(), b.Len(), c.Len())
+	}
+	return nil
 }
 
 // Binary implements tensor.Backend (queued).

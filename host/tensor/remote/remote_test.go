@@ -359,6 +359,15 @@ func TestHostChecks(t *testing.T) {
 		{"a freed buffer", b.Binary(ctx, abi.OpAdd, x, freed, x), "used after Free"},
 		{"a done context", b.Unary(done, abi.OpReLU, x, x), "context canceled"},
 		{"a bad alloc", func() error { _, err := b.Alloc(abi.Q8_0, 5); return err }(), "alloc of 5 elements"},
+		{"a GEMM past its buffers", b.Gemm(ctx, tensor.GemmParams{M: 1, N: 1, K: 1 << 30}, x, x, x), "buffers of 4, 4, 4 elements"},
+		{"a GEMM of i32", func() error {
+			i32, _ := b.Alloc(abi.I32, 1)
+			err := b.Gemm(ctx, tensor.GemmParams{M: 1, N: 1, K: 1}, x, x, i32)
+			if !errors.Is(err, tensor.ErrUnsupported) {
+				return fmt.Errorf("not ErrUnsupported: %w", err)
+			}
+			return err
+		}(), "→i32: tensor operation unsupported"},
 	} {
 		if c.err == nil || !strings.Contains(c.err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, c.err, c.want)
