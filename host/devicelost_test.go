@@ -84,3 +84,34 @@ func TestDeviceLostStopsTheJob(t *testing.T) {
 		t.Errorf("the next job ran on %q after %d worker starts, want cuda after 2", res.Backend, starts.Load())
 	}
 }
+
+// TestDeviceLostAtAlloc: a sticky fault in the GPU worker at tensor_new's
+// allocation, with no worker able to start again (its command fails),
+// stops the job with ErrDeviceLost, not ENOMEM or EBACKEND for the guest
+// to act on.
+func TestDeviceLostAtAlloc(t *testing.T) {
+	drv, _ := cudatest.Build(t)
+	var starts atomic.Int32
+	worker := func() *exec.Cmd {
+		if starts.Add(1) > 1 {
+			return exec.Command("false") // no worker starts again
+		}
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), gpuWorkerEnv+"="+drv, "FAKECUDA_FAIL=cuMemAlloc_v2:700")
+		return cmd
+	}
+	ctx := context.Background()
+	set, err := backends.Open(ctx, backends.Config{Fast: backends.CUDA, Worker: worker, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	sb := newSandbox(t, Config{Reference: set.Reference, Fast: set.Fast})
+	g := &guestData{}
+	calls := []lmCall{call(hcTensorNew, 1, int32(abi.F32), 1, g.dims(4))}
+	job := Job{Module: readFile(t, "testdata/hostcalls.wasm"), Input: g.script(calls)}
+	_, err = sb.Run(ctx, job, NewJobConfig().WithMode(abi.ModeTolerance))
+	if !errors.Is(err, ErrDeviceLost) || starts.Load() != 2 {
+		t.Errorf("tensor_new on a faulting GPU: %v after %d worker starts, want ErrDeviceLost after 2", err, starts.Load())
+	}
+}
