@@ -82,7 +82,7 @@ gpu-check:
 # The gpu-tagged test binaries of gpu-check, as bin/gpu-bundle.tar.xz.
 gpu-bundle:
 	@rm -rf bin/gpu-bundle && mkdir -p bin/gpu-bundle
-	@for p in host/gpu host/tensor/cuda host/tensor/backends node/challenge host; do \
+	@for p in host/gpu host/tensor/cuda host/tensor/remote host/tensor/backends node/challenge host; do \
 		$(GO) test -c -tags gpu -o bin/gpu-bundle/$$(echo $$p | tr / _).test ./$$p || exit 1; done
 	@$(GO) build -o bin/gpu-bundle/infernet ./cmd/infernet
 	@$(GO) build -o bin/gpu-bundle/llamarandom ./guest/go/llama/llamatest/cmd/llamarandom

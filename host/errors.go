@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/infernet/infernet/host/internal/tensorhost"
+	"github.com/infernet/infernet/host/tensor"
 )
 
 // Causes of a job that could not run or was stopped. Run returns them
@@ -50,6 +51,12 @@ var (
 	// offer (Sandbox.Precisions). The sandbox's limit, not the job's
 	// outcome; refused before the guest starts.
 	ErrPrecision = errors.New("precision not offered")
+	// ErrDeviceLost: the device under the job's tensor backend failed for
+	// good while the job ran (a GPU fault that poisons its CUDA context,
+	// a GPU worker process that died). The provider's failure, not the
+	// job's outcome; the provider's GPU worker starts again for the next
+	// job (package remote).
+	ErrDeviceLost = tensor.ErrDeviceLost
 	// ErrProof: the guest ran to its end but proving one of its ops failed.
 	ErrProof = errors.New("proving failed")
 )

@@ -47,7 +47,7 @@ func (a *auditor) sandbox(ctx context.Context) (*ihost.Sandbox, error) {
 			a.sb = p.sandbox
 			return
 		}
-		set, err := backends.Open(ctx, backends.Config{Fast: a.n.cfg.Backend})
+		set, err := backends.Open(ctx, backends.Config{Fast: a.n.cfg.Backend, Worker: a.n.cfg.GPUWorker, Logger: a.n.log})
 		if err != nil {
 			a.err = err
 			return

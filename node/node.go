@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -99,6 +100,12 @@ type Config struct {
 	// Backend is the tensor backend for tolerance-mode jobs: auto, cpu,
 	// openblas, cuda or reference.
 	Backend string
+	// GPUWorker, if set, runs the CUDA backend in a worker process that it
+	// starts (backends.Config.Worker; infernet's is backends.SelfWorker):
+	// a GPU fault then fails the job that met it as this provider's, and
+	// the next job gets a fresh worker. Nil: CUDA runs in the node's
+	// process, where such a fault leaves the GPU unusable until restart.
+	GPUWorker func() *exec.Cmd
 	// AdvertInterval is how often adverts are republished; default 1 minute.
 	AdvertInterval time.Duration
 	// Heartbeat is how often a provider reports a running job; default 1 s.

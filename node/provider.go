@@ -128,7 +128,7 @@ func newProvider(ctx context.Context, n *Node) (*provider, error) {
 
 // openRuntime opens the tensor backends and a sandbox of the provider's own.
 func (p *provider) openRuntime(ctx context.Context) error {
-	set, err := backends.Open(ctx, backends.Config{Fast: p.n.cfg.Backend})
+	set, err := backends.Open(ctx, backends.Config{Fast: p.n.cfg.Backend, Worker: p.n.cfg.GPUWorker, Logger: p.n.log})
 	if err != nil {
 		return err
 	}
@@ -706,10 +706,11 @@ func result(blobs *blob.Store, res *wire.Result, out *ihost.Result, runErr error
 	case errors.Is(runErr, ihost.ErrTimeout):
 		res.Outcome, res.Error = wire.OutcomeTimeout, runErr.Error()
 	case errors.Is(runErr, ihost.ErrCanceled) || errors.Is(runErr, ihost.ErrProof) || errors.Is(runErr, ihost.ErrModelCache) ||
-		errors.Is(runErr, ihost.ErrPrecision):
+		errors.Is(runErr, ihost.ErrPrecision) || errors.Is(runErr, ihost.ErrDeviceLost):
 		// Proving fails only on this provider's side (a bad key): an honest
 		// op's product can always be proven. A model cache too small, or a
-		// precision not offered, is this provider's limit too.
+		// precision not offered, is this provider's limit too, and a GPU
+		// that faulted its failure.
 		res.Outcome, res.Error = wire.OutcomeFailed, runErr.Error()
 		return res
 	case out == nil && !errors.Is(runErr, ihost.ErrInvalidModule) && !errors.Is(runErr, ihost.ErrImportNotAllowed) && !errors.Is(runErr, ihost.ErrMemoryLimit):

@@ -8,7 +8,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS=(host/gpu host/tensor/cuda host/tensor/backends node/challenge)
+PKGS=(host/gpu host/tensor/cuda host/tensor/remote host/tensor/backends node/challenge)
 LOG=bin/gpu-check
 BUNDLE=bin/gpu-bundle
 mkdir -p "$LOG"

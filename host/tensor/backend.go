@@ -150,6 +150,16 @@ type AdamWParams struct {
 // library, no device, failed initialisation). Wrapped errors say why.
 var ErrUnavailable = errors.New("tensor backend unavailable")
 
+// ErrDeviceLost reports that the device under a backend failed for good
+// while it ran an operation: a CUDA "sticky" error (an illegal address, a
+// launch failure, an uncorrectable ECC error) leaves its context unusable,
+// and a backend in another process loses its buffers when that process
+// dies. The operation and every later use of the buffers it had fail with
+// it; a job that meets it stops as the provider's failure, not its own
+// outcome. A backend that can start over (package remote) does so at the
+// next Alloc.
+var ErrDeviceLost = errors.New("tensor device lost")
+
 // ErrUnsupported reports an operation or element type a backend does not
 // implement; the host module falls back to the reference backend.
 var ErrUnsupported = errors.New("tensor operation unsupported by backend")

@@ -137,8 +137,11 @@ func (s *Session) deviceData(ctx context.Context, f openFile, key modelcache.Key
 		defer host.Release()
 		hb := host.Buffer().(*tensor.HostBuffer)
 		buf, err := be.Alloc(key.DType, hb.Len())
-		if err != nil { // the device is full: the provider's limit, as for the cache
+		if err != nil && !errors.Is(err, tensor.ErrDeviceLost) {
+			// The device is full: the provider's limit, as for the cache.
 			return nil, fmt.Errorf("%w: %w", modelcache.ErrTooLarge, err)
+		} else if err != nil {
+			return nil, err
 		}
 		if err := be.Write(buf, hb.Stored()); err != nil {
 			be.Free(buf)
@@ -213,6 +216,8 @@ func fileErrno(err error) abi.Errno {
 // replicas would disagree. A load cut short by the job's end stops it too.
 func (s *Session) loadErrno(ctx context.Context, err error) abi.Errno {
 	switch {
+	case errors.Is(err, tensor.ErrDeviceLost):
+		return s.failed(ctx, err)
 	case errors.Is(err, modelcache.ErrTooLarge):
 		if s.cfg.Abort != nil {
 			s.cfg.Abort(ctx, fmt.Errorf("%w: %v", ErrModelCache, err))

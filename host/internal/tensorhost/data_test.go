@@ -3,6 +3,7 @@ package tensorhost
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -72,7 +73,8 @@ func dataFiles(path string) map[string]DataFile {
 type deviceLM struct {
 	*deviceBackend
 	transformer.Host
-	ran []string
+	ran  []string
+	lost bool // MatMul fails as a device that is gone
 }
 
 func (d *deviceLM) unwrap(op string, bufs ...tensor.Buffer) ([]tensor.Buffer, error) {
@@ -89,6 +91,9 @@ func (d *deviceLM) unwrap(op string, bufs ...tensor.Buffer) ([]tensor.Buffer, er
 }
 
 func (d *deviceLM) MatMul(ctx context.Context, t, n, k int, x, w, out tensor.Buffer) error {
+	if d.lost {
+		return fmt.Errorf("device: matmul: %w", tensor.ErrDeviceLost)
+	}
 	h, err := d.unwrap("matmul", x, w, out)
 	if err != nil {
 		return err
@@ -141,7 +146,7 @@ func TestDataTensorsOnDevice(t *testing.T) {
 			t.Fatal(err)
 		}
 		hw := fromData(s, mem, 0, abi.F32, 4, 4)
-		hx, x, _ := s.alloc(abi.F32, []int{2, 4})
+		hx, x, _ := s.alloc(context.Background(), abi.F32, []int{2, 4})
 		if hw <= 0 || s.backend.Write(x.buf, f32bytes(1, -2, 3, 0.5, 0, 1, 1, -1)) != nil {
 			t.Fatalf("%s: tensor_from_data = %d", name, hw)
 		}
@@ -258,7 +263,7 @@ func TestDataTensorPins(t *testing.T) {
 	} {
 		s := session(tt.cfg)
 		if tt.want == abi.ETOOMANY {
-			s.alloc(abi.F32, []int{1})
+			s.alloc(context.Background(), abi.F32, []int{1})
 		}
 		n := int32(8)
 		if tt.want == abi.ENOMEM {
@@ -324,7 +329,7 @@ func TestPreferHost(t *testing.T) {
 			}
 			defer s.Close()
 			if tt.ownFirst {
-				if h, _, errno := s.alloc(abi.F32, []int{4}); errno != abi.OK || h <= 0 {
+				if h, _, errno := s.alloc(context.Background(), abi.F32, []int{4}); errno != abi.OK || h <= 0 {
 					t.Fatalf("alloc: %v", errno)
 				}
 			}
@@ -332,7 +337,7 @@ func TestPreferHost(t *testing.T) {
 			if hw <= 0 {
 				t.Fatalf("tensor_from_data = %d", hw)
 			}
-			hx, _, _ := s.alloc(abi.F32, []int{2, 4})
+			hx, _, _ := s.alloc(context.Background(), abi.F32, []int{2, 4})
 			if hy := matMul(context.Background(), s, nil, []int32{hx, hw}); hy <= 0 {
 				t.Fatalf("matmul = %d", hy)
 			}
@@ -346,5 +351,44 @@ func TestPreferHost(t *testing.T) {
 				t.Errorf("Backend() = %s, want the device backend", s.Backend().Name())
 			}
 		})
+	}
+}
+
+// TestDeviceLostPurgesTheDeviceCache: a lost device stops the job with a
+// cause wrapping ErrDeviceLost and empties the device cache, whose copies
+// went with the device; the job's own copy is given back when it ends.
+func TestDeviceLostPurgesTheDeviceCache(t *testing.T) {
+	ctx := context.Background()
+	ref := reference.New(reference.Config{Threads: 1})
+	path, _ := weights(t)
+	mem := guestMemory(t)
+	dev := &deviceLM{deviceBackend: &deviceBackend{ref: ref}, Host: transformer.NewHost(1)}
+	var freed int
+	devices := modelcache.NewOn(1<<20, func(tensor.Buffer) { freed++ })
+	var cause error
+	s, err := NewSession(Config{Mode: abi.ModeTolerance, Reference: ref, Backend: dev,
+		Data: dataFiles(path), Cache: modelcache.New(1 << 20), DeviceCache: devices,
+		Abort: func(_ context.Context, c error) { cause = c }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hw := fromData(s, mem, 0, abi.F32, 4, 4)
+	hx, _, _ := s.alloc(ctx, abi.F32, []int{2, 4})
+	if hw <= 0 || devices.Stats().Entries != 1 {
+		t.Fatalf("tensor_from_data = %d, %d device cache entries", hw, devices.Stats().Entries)
+	}
+	dev.lost = true
+	if r := matMul(ctx, s, nil, []int32{hx, hw}); r != int32(abi.EBACKEND) {
+		t.Fatalf("matmul on a lost device = %d, want EBACKEND", r)
+	}
+	if !errors.Is(cause, tensor.ErrDeviceLost) {
+		t.Errorf("the job stopped with %v, want ErrDeviceLost", cause)
+	}
+	if st := devices.Stats(); st.Entries != 0 || freed != 0 {
+		t.Errorf("after the loss: %d entries, %d freed; want 0 and 0 (the job still holds its copy)", st.Entries, freed)
+	}
+	s.Close()
+	if freed != 1 {
+		t.Errorf("%d buffers given back after the job, want 1", freed)
 	}
 }

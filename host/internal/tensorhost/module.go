@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"math"
 	"unsafe"
 
@@ -157,7 +158,7 @@ func view(mem api.Memory, ptr int32, n int64, align uint32) ([]byte, bool) {
 	return b, true
 }
 
-func tensorNew(_ context.Context, s *Session, mem api.Memory, p []int32) int32 {
+func tensorNew(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 {
 	dt := abi.DType(p[0])
 	if dt.Size() == 0 {
 		return int32(abi.EINVAL)
@@ -166,7 +167,7 @@ func tensorNew(_ context.Context, s *Session, mem api.Memory, p []int32) int32 {
 	if errno != abi.OK {
 		return int32(errno)
 	}
-	h, _, errno := s.alloc(dt, dims)
+	h, _, errno := s.alloc(ctx, dt, dims)
 	if errno != abi.OK {
 		return int32(errno)
 	}
@@ -197,7 +198,7 @@ func tensorIO(s *Session, mem api.Memory, p []int32, write bool) (*entry, []byte
 
 // tensorCopy returns tensor_write (write) or tensor_read.
 func tensorCopy(write bool) fn {
-	return func(_ context.Context, s *Session, mem api.Memory, p []int32) int32 {
+	return func(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 {
 		e, b, errno := tensorIO(s, mem, p, write)
 		if errno != abi.OK {
 			return int32(errno)
@@ -210,8 +211,8 @@ func tensorCopy(write bool) fn {
 		case inHost(e.buf):
 			move = tensor.HostMemory{}.Read // a data tensor in host memory
 		}
-		if move(e.buf, b) != nil {
-			return int32(abi.EBACKEND)
+		if err := move(e.buf, b); err != nil {
+			return int32(s.failed(ctx, err))
 		}
 		return 0
 	}
@@ -320,7 +321,7 @@ func gemm(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 		return int32(abi.EINVAL) // nothing to accumulate into
 	}
 	if h == 0 {
-		if h, c, errno = s.alloc(outType, []int{gp.M, gp.N}); errno != abi.OK {
+		if h, c, errno = s.alloc(ctx, outType, []int{gp.M, gp.N}); errno != abi.OK {
 			return int32(errno)
 		}
 	} else if c, errno = s.get(h); errno != abi.OK {
@@ -345,8 +346,8 @@ func gemm(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 			return int32(errno)
 		}
 		ab, bb = make([]byte, a.elems()), make([]byte, b.elems())
-		if s.backend.Read(a.buf, ab) != nil || s.backend.Read(b.buf, bb) != nil {
-			return int32(abi.EBACKEND)
+		if err := errors.Join(s.backend.Read(a.buf, ab), s.backend.Read(b.buf, bb)); err != nil {
+			return int32(s.failed(ctx, err))
 		}
 	}
 	s.charge(gp.M*gp.N, gp.Flops())
@@ -358,8 +359,8 @@ func gemm(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 	}
 	if prove {
 		cb := make([]byte, 4*c.elems())
-		if s.backend.Read(c.buf, cb) != nil {
-			return int32(abi.EBACKEND)
+		if err := s.backend.Read(c.buf, cb); err != nil {
+			return int32(s.failed(ctx, err))
 		}
 		if errno := s.recordProof(gp, ab, bb, cb); errno != abi.OK {
 			return int32(errno)
@@ -421,7 +422,7 @@ func binaryOp(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 // again on failure).
 func (s *Session) newResult(ctx context.Context, dt abi.DType, shape []int, work int, flops float64,
 	op func(tensor.Backend, []tensor.Buffer) error, ins ...tensor.Buffer) int32 {
-	h, out, errno := s.alloc(dt, append([]int(nil), shape...))
+	h, out, errno := s.alloc(ctx, dt, append([]int(nil), shape...))
 	if errno != abi.OK {
 		return int32(errno)
 	}
@@ -571,11 +572,11 @@ func (s *Session) runPtr(ctx context.Context, mem api.Memory, work int, flops fl
 	for i, a := range args {
 		b, err := s.backend.Alloc(a.dt, a.n)
 		if err != nil {
-			return int32(abi.EBACKEND)
+			return int32(s.failed(ctx, err))
 		}
 		defer s.backend.Free(b)
 		if err := s.backend.Write(b, views[i]); err != nil {
-			return int32(abi.EBACKEND)
+			return int32(s.failed(ctx, err))
 		}
 		bufs[i] = b
 	}
@@ -585,7 +586,7 @@ func (s *Session) runPtr(ctx context.Context, mem api.Memory, work int, flops fl
 	for i, a := range args {
 		if a.output {
 			if err := s.backend.Read(bufs[i], views[i]); err != nil {
-				return int32(abi.EBACKEND)
+				return int32(s.failed(ctx, err))
 			}
 		}
 	}

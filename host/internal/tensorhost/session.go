@@ -127,6 +127,12 @@ var ErrProofLimit = errors.New("proof limit exceeded")
 // job's outcome.
 var ErrModelCache = errors.New("the model cache cannot hold the job's weights")
 
+// A backend failure that wraps tensor.ErrDeviceLost (a GPU fault that
+// poisoned its context, a GPU worker process that died) stops the job with
+// that error as its cause: the provider's failure, not the job's outcome,
+// like ErrModelCache. Answering EBACKEND instead would let the guest go on
+// and finish with output that replicas on working devices do not share.
+
 // Session is one job's view of the host module: its handle table, limits and
 // counters. It is used by one guest at a time (guests are single-threaded).
 type Session struct {
@@ -330,7 +336,7 @@ func (s *Session) Close() {
 }
 
 // alloc creates a tensor and returns its handle or an errno.
-func (s *Session) alloc(dt abi.DType, shape []int) (int32, *entry, abi.Errno) {
+func (s *Session) alloc(ctx context.Context, dt abi.DType, shape []int) (int32, *entry, abi.Errno) {
 	if s.live >= s.cfg.MaxHandles {
 		return 0, nil, abi.ETOOMANY
 	}
@@ -345,7 +351,7 @@ func (s *Session) alloc(dt abi.DType, shape []int) (int32, *entry, abi.Errno) {
 	buf, err := s.backend.Alloc(dt, n)
 	if err != nil {
 		s.unreserve(size)
-		return 0, nil, abi.EBACKEND
+		return 0, nil, s.failed(ctx, err)
 	}
 	e := &entry{dt: dt, shape: shape, buf: buf, size: size}
 	return s.insert(e), e, abi.OK
@@ -430,8 +436,8 @@ func (s *Session) charge(elements int, flops float64) {
 // run executes op on the session backend, falling back to the reference
 // backend (through host copies) when the backend does not support it, or
 // when a buffer is a data tensor in host memory that the backend cannot
-// read. Errors that are the context's end stop the job; others become
-// EBACKEND.
+// read. Errors that are the context's end or a lost device stop the job;
+// others become EBACKEND (see failed).
 func (s *Session) run(ctx context.Context, op func(tensor.Backend, []tensor.Buffer) error, bufs ...tensor.Buffer) abi.Errno {
 	err := tensor.ErrUnsupported
 	if s.hostBuffers || !slices.ContainsFunc(bufs, inHost) {
@@ -444,8 +450,23 @@ func (s *Session) run(ctx context.Context, op func(tensor.Backend, []tensor.Buff
 	if err == nil {
 		return abi.OK
 	}
-	if ctx.Err() != nil && s.cfg.Abort != nil {
-		s.cfg.Abort(ctx, ctx.Err())
+	return s.failed(ctx, err)
+}
+
+// failed is the errno of a backend call that returned err: EBACKEND, or
+// the job stops (Abort) when err is a lost device (its cause wraps
+// tensor.ErrDeviceLost) or the job's context ended.
+func (s *Session) failed(ctx context.Context, err error) abi.Errno {
+	if s.cfg.Abort != nil {
+		switch {
+		case errors.Is(err, tensor.ErrDeviceLost):
+			if s.cfg.DeviceCache != nil {
+				s.cfg.DeviceCache.Purge() // its copies went with the device
+			}
+			s.cfg.Abort(ctx, fmt.Errorf("tensor backend %s: %w", s.backend.Name(), err))
+		case ctx.Err() != nil:
+			s.cfg.Abort(ctx, ctx.Err())
+		}
 	}
 	return abi.EBACKEND
 }

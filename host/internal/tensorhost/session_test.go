@@ -97,8 +97,8 @@ func TestFallbackThroughCopies(t *testing.T) {
 		if s.hostBuffers != (be == nil) {
 			t.Fatalf("%s: hostBuffers = %v", name, s.hostBuffers)
 		}
-		ha, a, _ := s.alloc(abi.F32, []int{2, 3})
-		hb, b, _ := s.alloc(abi.F32, []int{3, 2})
+		ha, a, _ := s.alloc(context.Background(), abi.F32, []int{2, 3})
+		hb, b, _ := s.alloc(context.Background(), abi.F32, []int{3, 2})
 		if err := s.backend.Write(a.buf, f32bytes(1, 2, 3, 4, 5, 6)); err != nil {
 			t.Fatal(err)
 		}
@@ -137,17 +137,17 @@ func TestSessionLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	h1, _, e1 := s.alloc(abi.F32, []int{8}) // 32 bytes
-	_, _, e2 := s.alloc(abi.F32, []int{9})  // 36 more: over 64
-	h3, _, e3 := s.alloc(abi.I8, []int{32}) // 32 more: exactly 64
-	_, _, e4 := s.alloc(abi.I8, []int{1})   // a third handle
+	h1, _, e1 := s.alloc(context.Background(), abi.F32, []int{8}) // 32 bytes
+	_, _, e2 := s.alloc(context.Background(), abi.F32, []int{9})  // 36 more: over 64
+	h3, _, e3 := s.alloc(context.Background(), abi.I8, []int{32}) // 32 more: exactly 64
+	_, _, e4 := s.alloc(context.Background(), abi.I8, []int{1})   // a third handle
 	if e1 != abi.OK || e2 != abi.ENOMEM || e3 != abi.OK || e4 != abi.ETOOMANY {
 		t.Fatalf("alloc errnos %v %v %v %v", e1, e2, e3, e4)
 	}
 	if s.release(h1) != abi.OK || s.release(h1) != abi.EBADF {
 		t.Fatal("release twice")
 	}
-	if h, _, e := s.alloc(abi.F32, []int{8}); e != abi.OK || h != h1 {
+	if h, _, e := s.alloc(context.Background(), abi.F32, []int{8}); e != abi.OK || h != h1 {
 		t.Fatalf("freed handle not reused: %d %v", h, e)
 	}
 	if _, errno := s.get(h3 + 1); errno != abi.EBADF {
@@ -212,10 +212,10 @@ func TestProofRecording(t *testing.T) {
 			}
 			defer s.Close()
 			// A stored [k,m] = [3,2] with TransA: op(A) = [[1,3,5],[2,4,6]].
-			ha, a, _ := s.alloc(abi.I8, []int{3, 2})
-			hb, b, _ := s.alloc(abi.I8, []int{3, 1})
-			hf, f, _ := s.alloc(abi.F32, []int{2, 2})
-			hbig, big, _ := s.alloc(abi.I8, []int{17, 1})
+			ha, a, _ := s.alloc(context.Background(), abi.I8, []int{3, 2})
+			hb, b, _ := s.alloc(context.Background(), abi.I8, []int{3, 1})
+			hf, f, _ := s.alloc(context.Background(), abi.F32, []int{2, 2})
+			hbig, big, _ := s.alloc(context.Background(), abi.I8, []int{17, 1})
 			s.backend.Write(a.buf, []byte{1, 2, 3, 4, 5, 6})
 			s.backend.Write(b.buf, []byte{1, 0xff, 2}) // 1, -1, 2
 			s.backend.Write(f.buf, f32bytes(1, 2, 3, 4))
@@ -301,15 +301,15 @@ func TestSessionBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h1, _, errno := s.alloc(abi.F32, []int{10}) // 40 bytes
+	h1, _, errno := s.alloc(context.Background(), abi.F32, []int{10}) // 40 bytes
 	if errno != abi.OK || b.used != 40 {
 		t.Fatalf("alloc: errno %d, budget used %d", errno, b.used)
 	}
 	b.used += 50 // the guest's memory grows
-	if _, _, errno := s.alloc(abi.F32, []int{3}); errno != abi.ENOMEM {
+	if _, _, errno := s.alloc(context.Background(), abi.F32, []int{3}); errno != abi.ENOMEM {
 		t.Fatalf("alloc past the budget: errno %d, want ENOMEM", errno)
 	}
-	if _, _, errno := s.alloc(abi.I8, []int{10}); errno != abi.OK || b.used != 100 {
+	if _, _, errno := s.alloc(context.Background(), abi.I8, []int{10}); errno != abi.OK || b.used != 100 {
 		t.Fatalf("alloc filling the budget: errno %d, used %d", errno, b.used)
 	}
 	if s.release(h1) != abi.OK || b.used != 60 {

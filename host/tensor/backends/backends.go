@@ -2,13 +2,22 @@
 // the fastest for tolerance-mode jobs: CUDA when an NVIDIA GPU and driver are
 // present, else infernet's own SIMD CPU kernel or OpenBLAS loaded at run
 // time. The reference backend is always there: exact-mode jobs use it.
+//
+// The CUDA backend runs in a GPU worker process when Config.Worker says how
+// to start one (package remote; the infernet binary's hidden `gpu-worker`
+// command, ServeCUDA): a GPU fault that poisons the worker's CUDA context
+// then costs the job that met it, and the next job gets a fresh worker.
 package backends
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 
 	"github.com/infernet/infernet/host/tensor"
@@ -16,6 +25,7 @@ import (
 	"github.com/infernet/infernet/host/tensor/cuda"
 	"github.com/infernet/infernet/host/tensor/openblas"
 	"github.com/infernet/infernet/host/tensor/reference"
+	"github.com/infernet/infernet/host/tensor/remote"
 )
 
 // Backend names accepted by Config.Fast.
@@ -37,8 +47,53 @@ type Config struct {
 	Fast string
 	// Threads caps the goroutines (and BLAS threads) per op; 0 = all cores.
 	Threads int
-	// Logger reports backends that are unavailable in auto mode; default slog.Default().
+	// Logger reports backends that are unavailable in auto mode, and lost
+	// and restarted GPU workers; default slog.Default().
 	Logger *slog.Logger
+	// Worker, if set, returns the command of a GPU worker process, which
+	// serves the CUDA backend on its stdin and stdout (ServeCUDA): CUDA
+	// then runs there (package remote), and a GPU fault that poisons the
+	// worker's CUDA context ends the worker, not this process. SelfWorker
+	// is the infernet binary's. Nil: CUDA runs in this process, where such
+	// a fault leaves the GPU unusable until it restarts. A program must
+	// not name itself here unless it has the worker command: anything
+	// else (a test binary) would run as the worker.
+	Worker func() *exec.Cmd
+}
+
+// WorkerCommand is the hidden command of the infernet binary that runs a
+// GPU worker (SelfWorker, ServeCUDA).
+const WorkerCommand = "gpu-worker"
+
+// SelfWorker returns a Config.Worker that runs this program again as
+// `PROGRAM gpu-worker --device N`: for the infernet binary, whose hidden
+// gpu-worker command calls ServeCUDA.
+func SelfWorker(device int) (func() *exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("backends: the GPU worker's program: %w", err)
+	}
+	return func() *exec.Cmd {
+		return exec.Command(exe, WorkerCommand, "--device", strconv.Itoa(device))
+	}, nil
+}
+
+// ServeCUDA is a GPU worker's main: it opens the CUDA backend of cfg and
+// serves it to the parent on r and w (remote.Serve) until the parent
+// closes r, or refuses the parent (remote.Refuse) when the backend cannot
+// open. After a lost device (an error wrapping tensor.ErrDeviceLost) the
+// process must exit: its CUDA context cannot be destroyed cleanly, and
+// exiting frees it.
+func ServeCUDA(ctx context.Context, cfg cuda.Config, r io.Reader, w io.Writer) error {
+	be, err := cuda.New(cfg)
+	if err != nil {
+		return remote.Refuse(w, err)
+	}
+	err = remote.Serve(ctx, r, w, be)
+	if errors.Is(err, tensor.ErrDeviceLost) {
+		return err
+	}
+	return errors.Join(err, be.Close())
 }
 
 // Set is the backends a sandbox uses. Close it when done.
@@ -67,7 +122,7 @@ func Open(ctx context.Context, cfg Config) (*Set, error) {
 	switch cfg.Fast {
 	case "", Auto:
 		for _, name := range []string{CUDA, CPU} {
-			b, err := s.open(name, cfg)
+			b, err := s.open(ctx, name, cfg)
 			if err == nil {
 				s.Fast = b
 				return s, nil
@@ -78,7 +133,7 @@ func Open(ctx context.Context, cfg Config) (*Set, error) {
 		s.Fast = s.Reference
 		return s, nil
 	case Reference, CPU, OpenBLAS, CUDA:
-		b, err := s.open(cfg.Fast, cfg)
+		b, err := s.open(ctx, cfg.Fast, cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -88,7 +143,7 @@ func Open(ctx context.Context, cfg Config) (*Set, error) {
 	return nil, fmt.Errorf("backends: unknown backend %q (want auto, %s)", cfg.Fast, Names())
 }
 
-func (s *Set) open(name string, cfg Config) (tensor.Backend, error) {
+func (s *Set) open(ctx context.Context, name string, cfg Config) (tensor.Backend, error) {
 	switch name {
 	case Reference:
 		return s.Reference, nil
@@ -101,6 +156,14 @@ func (s *Set) open(name string, cfg Config) (tensor.Backend, error) {
 		}
 		return b, nil
 	case CUDA:
+		if cfg.Worker != nil {
+			b, err := remote.New(ctx, remote.Config{Command: cfg.Worker, Logger: cfg.Logger})
+			if err != nil {
+				return nil, fmt.Errorf("backends: cuda worker: %w", err)
+			}
+			s.closers = append(s.closers, b.Close)
+			return b.Backend(), nil
+		}
 		b, err := cuda.New(cuda.Config{})
 		if err != nil {
 			return nil, fmt.Errorf("backends: cuda: %w", err)

@@ -21,7 +21,7 @@ func BenchmarkGemm(b *testing.B) {
 	set := &Set{Reference: reference.New(reference.Config{})}
 	defer set.Close()
 	for _, name := range []string{Reference, CPU, OpenBLAS, CUDA} {
-		be, err := set.open(name, Config{})
+		be, err := set.open(context.Background(), name, Config{})
 		if errors.Is(err, tensor.ErrUnavailable) {
 			b.Logf("%s: %v", name, err)
 			continue

@@ -23,7 +23,7 @@ func gpuBenchBackends(b *testing.B) []tensor.Backend {
 	b.Cleanup(func() { set.Close() })
 	var bes []tensor.Backend
 	for _, name := range []string{CUDA, CPU, OpenBLAS} {
-		be, err := set.open(name, Config{})
+		be, err := set.open(context.Background(), name, Config{})
 		switch {
 		case name == CUDA && err != nil:
 			b.Fatalf(noCUDA, err)

@@ -262,7 +262,7 @@ func available(t *testing.T, set *Set) []tensor.Backend {
 	t.Helper()
 	var bes []tensor.Backend
 	for _, name := range []string{Reference, CPU, OpenBLAS, CUDA} {
-		be, err := set.open(name, Config{})
+		be, err := set.open(context.Background(), name, Config{})
 		if errors.Is(err, tensor.ErrUnavailable) {
 			continue
 		} else if err != nil {

@@ -3,6 +3,9 @@ package cuda
 import (
 	"fmt"
 	"strconv"
+	"strings"
+
+	"github.com/infernet/infernet/host/tensor"
 )
 
 // Error is a failed CUDA driver or cuBLAS call.
@@ -25,6 +28,46 @@ type Error struct {
 // is tested against a fake driver.
 func (e *Error) Error() string {
 	return fmt.Sprintf("cuda: %s: %s (%d)", e.Call, e.Name, e.Code)
+}
+
+// Sticky reports a driver error that leaves the CUDA context, and with it
+// the process, unusable: per the CUresult documentation, after an illegal
+// address, a misaligned or out-of-space address, an illegal instruction or
+// program counter, a hardware stack error, a device assert, a launch
+// failure or timeout "any further CUDA work will return the same error"
+// and "the process must be terminated and relaunched"; an uncorrectable ECC
+// error is counted with them. Even cuCtxCreate fails after one, so a new
+// Backend in the same process cannot recover: the provider's GPU worker
+// process (package remote) exits and is started again. cuBLAS statuses are
+// never sticky themselves (a fault inside cuBLAS shows at the next driver
+// call).
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (e *Error) Sticky() bool {
+	return !strings.HasPrefix(e.Call, "cublas") && stickyCodes[e.Code]
+}
+
+// Is makes a sticky error match tensor.ErrDeviceLost, so code above the
+// backend (the host module, package remote) tells a lost device from a
+// failed operation without knowing CUDA.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (e *Error) Is(target error) bool { return target == tensor.ErrDeviceLost && e.Sticky() }
+
+// stickyCodes are the CUresult values of Sticky (cuda.h).
+var stickyCodes = map[int]bool{
+	214: true, // CUDA_ERROR_ECC_UNCORRECTABLE
+	700: true, // CUDA_ERROR_ILLEGAL_ADDRESS
+	702: true, // CUDA_ERROR_LAUNCH_TIMEOUT
+	710: true, // CUDA_ERROR_ASSERT
+	714: true, // CUDA_ERROR_HARDWARE_STACK_ERROR
+	715: true, // CUDA_ERROR_ILLEGAL_INSTRUCTION
+	716: true, // CUDA_ERROR_MISALIGNED_ADDRESS
+	717: true, // CUDA_ERROR_INVALID_ADDRESS_SPACE
+	718: true, // CUDA_ERROR_INVALID_PC
+	719: true, // CUDA_ERROR_LAUNCH_FAILED
 }
 
 // Common CUresult values; the full list is in cuda.h. Only these are named,

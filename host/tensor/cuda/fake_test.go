@@ -23,8 +23,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,15 +32,15 @@ import (
 
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host/tensor"
+	"github.com/infernet/infernet/host/tensor/cuda/cudatest"
 )
 
-// fakeLib is the fake driver library, built once per test binary.
+// fakeLib is the fake driver library (cudatest.Build) and its test
+// controls, bound once per test binary.
 var fakeLib struct {
 	once  sync.Once
-	dir   string
 	path  string
 	err   error
-	skip  string
 	log   func() string
 	reset func()
 	fail  func(call string, code int32)
@@ -51,62 +49,17 @@ var fakeLib struct {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if fakeLib.dir != "" {
-		os.RemoveAll(fakeLib.dir)
-	}
+	cudatest.Remove()
 	os.Exit(code)
 }
 
-// buildFake compiles testdata/fakecuda.c with the extra C flags into the
-// shared library dir/name.
-func buildFake(dir, name string, flags ...string) (string, error) {
-	cc := os.Getenv("CC")
-	if cc == "" {
-		cc = "cc"
-	}
-	if _, err := exec.LookPath(cc); err != nil {
-		return "", fmt.Errorf("no C compiler (%s): %w", cc, exec.ErrNotFound)
-	}
-	out := filepath.Join(dir, name)
-	src, err := filepath.Abs("testdata/fakecuda.c")
-	if err != nil {
-		return "", err
-	}
-	// The compiler reads these, not this process: stat them so go test's
-	// cache notices when they change.
-	for _, f := range []string{src, "kernels.cu"} {
-		if _, err := os.Stat(f); err != nil {
-			return "", err
-		}
-	}
-	args := append([]string{"-shared", "-fPIC", "-O1", "-o", out}, flags...)
-	cmd := exec.Command(cc, append(args, src, "-lm", "-lpthread")...)
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("%s: %w\n%s", cmd, err, msg)
-	}
-	return out, nil
-}
-
 // fake returns the path of the fake library (used as both Driver and
-// CUBLAS) with its log cleared and no failure injected.
+// CUBLAS) with its log cleared and no failure injected. Without a C
+// compiler the test skips.
 func fake(t *testing.T) string {
 	t.Helper()
+	path, _ := cudatest.Build(t)
 	fakeLib.once.Do(func() {
-		dir, err := os.MkdirTemp("", "fakecuda")
-		if err != nil {
-			fakeLib.err = err
-			return
-		}
-		fakeLib.dir = dir
-		path, err := buildFake(dir, "libfakecuda.so")
-		if errors.Is(err, exec.ErrNotFound) {
-			fakeLib.skip = err.Error()
-			return
-		}
-		if err != nil {
-			fakeLib.err = err
-			return
-		}
 		h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
 		if err != nil {
 			fakeLib.err = err
@@ -118,9 +71,6 @@ func fake(t *testing.T) string {
 		purego.RegisterLibFunc(&fakeLib.live, h, "fake_live")
 		fakeLib.path = path
 	})
-	if fakeLib.skip != "" {
-		t.Skip("fake driver not built: " + fakeLib.skip)
-	}
 	if fakeLib.err != nil {
 		t.Fatal(fakeLib.err)
 	}
@@ -1302,4 +1252,47 @@ func TestFakeDriver_StagedWrites(t *testing.T) {
 			t.Errorf("queued copy from pageable memory: %s", c.args)
 		}
 	}
+}
+
+// TestFakeDriver_StickyFault: a fault code is Sticky and matches
+// tensor.ErrDeviceLost, other codes and cuBLAS statuses do not; on the
+// fake, as on a GPU, every later call fails with the fault, a new Backend
+// included, until the process starts over (fake_reset here).
+func TestFakeDriver_StickyFault(t *testing.T) {
+	for _, c := range []struct {
+		err    *Error
+		sticky bool
+	}{
+		{&Error{Call: symCtxSync, Code: 700}, true},
+		{&Error{Call: symLaunchKernel, Code: 719}, true},
+		{&Error{Call: symMemAlloc, Code: 214}, true},
+		{&Error{Call: symLaunchKernel, Code: 701}, false},
+		{&Error{Call: symMemAlloc, Code: 2}, false},
+		{&Error{Call: symSgemm, Code: 14}, false},
+		{&Error{Call: symGemmEx, Code: 715}, false}, // a cuBLAS status, whatever its number
+	} {
+		if got := c.err.Sticky(); got != c.sticky || errors.Is(fmt.Errorf("op: %w", c.err), tensor.ErrDeviceLost) != c.sticky {
+			t.Errorf("%v: Sticky %v, want %v", c.err, got, c.sticky)
+		}
+	}
+
+	path := fake(t)
+	b := newFake(t)
+	ctx := context.Background()
+	x, _ := b.Alloc(abi.F32, 4)
+	fakeLib.fail(symLaunchKernel, 700)
+	if err := b.Unary(ctx, abi.OpReLU, x, x); !errors.Is(err, tensor.ErrDeviceLost) {
+		t.Fatalf("a kernel fault: %v, want ErrDeviceLost", err)
+	}
+	fakeLib.fail("", 0) // the injection is gone; the fault stays
+	if err := b.Write(x, make([]byte, 16)); !errors.Is(err, tensor.ErrDeviceLost) {
+		t.Errorf("a copy after the fault: %v, want ErrDeviceLost", err)
+	}
+	if b2, err := New(Config{Driver: path, CUBLAS: path}); err == nil {
+		b2.Close()
+		t.Error("a new Backend in the faulted process started")
+	} else if !strings.Contains(err.Error(), "CUDA_ERROR_ILLEGAL_ADDRESS") {
+		t.Errorf("a new Backend in the faulted process: %v, want the fault", err)
+	}
+	fakeLib.reset()
 }

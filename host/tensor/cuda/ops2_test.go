@@ -38,6 +38,7 @@ import (
 
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host/tensor"
+	"github.com/infernet/infernet/host/tensor/cuda/cudatest"
 	"github.com/infernet/infernet/host/tensor/reference"
 )
 
@@ -552,13 +553,10 @@ var fakeNoStrided struct {
 // the test.
 func newFakeNoStrided(t *testing.T) *Backend {
 	t.Helper()
-	fake(t) // the build directory; skips without a C compiler
+	path, _ := cudatest.Build(t, "-DFAKE_NO_STRIDED_BATCHED") // skips without a C compiler
 	f := &fakeNoStrided
 	f.once.Do(func() {
-		f.path, f.err = buildFake(fakeLib.dir, "libfakecuda_nostrided.so", "-DFAKE_NO_STRIDED_BATCHED")
-		if f.err != nil {
-			return
-		}
+		f.path = path
 		h, err := purego.Dlopen(f.path, purego.RTLD_NOW|purego.RTLD_LOCAL)
 		if err != nil {
 			f.err = err

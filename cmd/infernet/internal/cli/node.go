@@ -187,6 +187,13 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 	}
 	log := slog.New(slog.NewTextHandler(o.IO.Err, &slog.HandlerOptions{Level: level}))
 	o.Config.Logger = log
+	if o.Config.GPUWorker == nil {
+		worker, err := backends.SelfWorker(0)
+		if err != nil {
+			return &exitError{Code: ExitError, Err: err}
+		}
+		o.Config.GPUWorker = worker
+	}
 	features, err := useInstalledKeys(&o.Config)
 	if err != nil {
 		return fmt.Errorf("proof keys: %w", err)

@@ -68,7 +68,8 @@ execution.`,
 	root.SetErr(stdio.Err)
 	root.AddCommand(NewCmdRun(stdio, nil), NewCmdInfo(stdio, nil), NewCmdID(stdio), NewCmdNode(stdio, nil),
 		NewCmdSubmit(stdio, nil), NewCmdTrain(stdio, nil), NewCmdDashboard(stdio), NewCmdPeers(stdio), NewCmdJobs(stdio), NewCmdEarnings(stdio), NewCmdSpending(stdio),
-		NewCmdCeremony(stdio, nil), NewCmdKeys(stdio), NewCmdModels(stdio, nil), NewCmdGenerate(stdio, nil))
+		NewCmdCeremony(stdio, nil), NewCmdKeys(stdio), NewCmdModels(stdio, nil), NewCmdGenerate(stdio, nil),
+		NewCmdGPUWorker(stdio))
 	return root
 }
 

@@ -223,7 +223,11 @@ func runRun(ctx context.Context, o *RunOptions) error {
 // (--cache-dir) for jobs run in this process; closeSandbox closes both. Its
 // errors are exit errors.
 func (o *RunOptions) openSandbox(ctx context.Context) (sb *host.Sandbox, closeSandbox func(), err error) {
-	set, err := backends.Open(ctx, backends.Config{Fast: o.Backend})
+	worker, err := backends.SelfWorker(0)
+	if err != nil {
+		return nil, nil, &exitError{Code: ExitError, Err: err}
+	}
+	set, err := backends.Open(ctx, backends.Config{Fast: o.Backend, Worker: worker})
 	if err != nil {
 		return nil, nil, &exitError{Code: ExitError, Err: err}
 	}

@@ -28,7 +28,14 @@
  *     parameters with the sizes kernels.cu declares;
  *   - every call is appended to a log, "TID CALL ARGS -> CODE" per line,
  *     that the tests read with fake_log(); fake_fail(call, code) makes a call
- *     return code; fake_live(what) counts live objects.
+ *     return code; fake_live(what) counts live objects;
+ *   - a fault is sticky, as on a GPU: once a driver call returned one of the
+ *     codes cuda.Error.Sticky lists (say CUDA_ERROR_ILLEGAL_ADDRESS), every
+ *     later call of the process that needs the driver returns it too,
+ *     cuCtxCreate_v2 included, until fake_reset;
+ *   - another process (a GPU worker started by a test) gets a failure
+ *     injected through the environment: FAKECUDA_FAIL=CALL:CODE[:SKIP]
+ *     makes CALL return CODE after SKIP calls of it that succeed.
  *
  * Built by the tests: cc -shared -fPIC -o libfakecuda.so fakecuda.c -lm -lpthread
  */
@@ -71,7 +78,18 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static char *logbuf;
 static size_t loglen, logcap;
 static char fail_call[64];
-static int fail_code;
+static int fail_code, fail_skip;
+static int sticky; /* the sticky fault every later call returns, or 0 */
+
+/* is_sticky mirrors cuda.Error.Sticky's CUresult list. */
+static int is_sticky(int rc) {
+  switch (rc) {
+  case 214: case 700: case 702: case 710: case 714: case 715: case 716: case 717: case 718:
+  case 719:
+    return 1;
+  }
+  return 0;
+}
 
 static void record(const char *call, int rc, const char *fmt, ...) {
   char line[1024];
@@ -84,6 +102,8 @@ static void record(const char *call, int rc, const char *fmt, ...) {
   if (n >= (int)sizeof line)
     n = sizeof line - 1;
   pthread_mutex_lock(&mu);
+  if (!sticky && strncmp(call, "cublas", 6) != 0 && is_sticky(rc))
+    sticky = rc;
   if (loglen + n + 1 > logcap) {
     logcap = (loglen + n + 1) * 2;
     logbuf = realloc(logbuf, logcap);
@@ -94,10 +114,43 @@ static void record(const char *call, int rc, const char *fmt, ...) {
   pthread_mutex_unlock(&mu);
 }
 
-/* injected returns the code fake_fail set for call, or 0. */
+/* fail_from_env reads FAKECUDA_FAIL=CALL:CODE[:SKIP], once, before the
+ * first call; mu is held. */
+static void fail_from_env(void) {
+  static int done;
+  if (done)
+    return;
+  done = 1;
+  const char *v = getenv("FAKECUDA_FAIL");
+  char call[64];
+  int code = 0, skip = 0;
+  if (v && sscanf(v, "%63[^:]:%d:%d", call, &code, &skip) >= 2) {
+    snprintf(fail_call, sizeof fail_call, "%s", call);
+    fail_code = code;
+    fail_skip = skip;
+  }
+}
+
+/* injected returns the sticky fault, or the code fake_fail or FAKECUDA_FAIL
+ * set for call once its skips are used up, or 0. */
 static int injected(const char *call) {
   pthread_mutex_lock(&mu);
-  int rc = strcmp(fail_call, call) == 0 ? fail_code : 0;
+  fail_from_env();
+  int rc = sticky;
+  if (!rc && strcmp(fail_call, call) == 0) {
+    if (fail_skip > 0)
+      fail_skip--;
+    else
+      rc = fail_code;
+  }
+  pthread_mutex_unlock(&mu);
+  return rc;
+}
+
+/* stuck returns the sticky fault, or 0. */
+static int stuck(void) {
+  pthread_mutex_lock(&mu);
+  int rc = sticky;
   pthread_mutex_unlock(&mu);
   return rc;
 }
@@ -112,7 +165,7 @@ void fake_reset(void) {
   if (logbuf)
     logbuf[0] = 0;
   fail_call[0] = 0;
-  fail_code = 0;
+  fail_code = fail_skip = sticky = 0;
   pthread_mutex_unlock(&mu);
 }
 
@@ -120,6 +173,7 @@ void fake_fail(const char *call, int code) {
   pthread_mutex_lock(&mu);
   snprintf(fail_call, sizeof fail_call, "%s", call);
   fail_code = code;
+  fail_skip = 0;
   pthread_mutex_unlock(&mu);
 }
 
@@ -185,7 +239,9 @@ static __thread struct ctx *cur; /* the calling thread's current context */
 
 #define NEED_INIT()                                                            \
   if (!inited)                                                                 \
-  return CUDA_ERROR_NOT_INITIALIZED
+    return CUDA_ERROR_NOT_INITIALIZED;                                         \
+  if (stuck())                                                                 \
+  return stuck()
 
 CUresult cuInit(unsigned flags) {
   int rc = injected("cuInit");
@@ -297,6 +353,10 @@ CUresult cuCtxDestroy_v2(void *c) {
     if (!cur) {                                                                \
       record(name, CUDA_ERROR_INVALID_CONTEXT, "no current context");          \
       return CUDA_ERROR_INVALID_CONTEXT;                                       \
+    }                                                                          \
+    if (stuck()) {                                                             \
+      record(name, stuck(), "sticky fault");                                   \
+      return stuck();                                                          \
     }                                                                          \
   } while (0)
 

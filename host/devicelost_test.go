@@ -1,0 +1,117 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/tensor/backends"
+	"github.com/infernet/infernet/host/tensor/cuda"
+	"github.com/infernet/infernet/host/tensor/cuda/cudatest"
+)
+
+// gpuWorkerEnv makes this test binary a GPU worker (backends.ServeCUDA)
+// on the FAKE CUDA driver whose path it holds.
+//
+// fake driver: checks our call sequence, not a GPU.
+const gpuWorkerEnv = "HOST_TEST_GPU_WORKER"
+
+func TestMain(m *testing.M) {
+	if drv := os.Getenv(gpuWorkerEnv); drv != "" {
+		if err := backends.ServeCUDA(context.Background(), cuda.Config{Driver: drv, CUBLAS: drv}, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "test worker:", err)
+			os.Exit(3)
+		}
+		os.Exit(0)
+	}
+	code := m.Run()
+	cudatest.Remove()
+	os.Exit(code)
+}
+
+// TestDeviceLostStopsTheJob: a sticky GPU fault in the provider's GPU
+// worker (the fake driver's CUDA_ERROR_ILLEGAL_ADDRESS at the worker's
+// first kernel launch, a guest's unary op) stops the job at its next
+// tensor_read with ErrDeviceLost, the provider's failure, instead of
+// answering the guest EBACKEND; the next job on the same sandbox gets a
+// new worker and its results.
+func TestDeviceLostStopsTheJob(t *testing.T) {
+	drv, _ := cudatest.Build(t)
+	var starts atomic.Int32
+	worker := func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), gpuWorkerEnv+"="+drv)
+		if starts.Add(1) == 1 {
+			cmd.Env = append(cmd.Env, "FAKECUDA_FAIL=cuLaunchKernel:700")
+		}
+		return cmd
+	}
+	ctx := context.Background()
+	set, err := backends.Open(ctx, backends.Config{Fast: backends.CUDA, Worker: worker, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	sb := newSandbox(t, Config{Reference: set.Reference, Fast: set.Fast})
+	cfg := NewJobConfig().WithMode(abi.ModeTolerance)
+
+	g := &guestData{}
+	dims, data := g.dims(4), g.put(f32s(-1, 2, -3, 4))
+	calls := []lmCall{
+		call(hcTensorNew, 1, int32(abi.F32), 1, dims),
+		call(hcTensorWrite, 0, 1, data, 16),
+		call(hcUnary, 2, int32(abi.OpReLU), 1),
+		call(hcTensorRead, 0, 2, 0xff00, 16),
+	}
+	job := Job{Module: readFile(t, "testdata/hostcalls.wasm"), Input: g.script(calls)}
+	res, err := sb.Run(ctx, job, cfg)
+	if !errors.Is(err, ErrDeviceLost) || !strings.Contains(err.Error(), "CUDA_ERROR_ILLEGAL_ADDRESS") {
+		t.Fatalf("the job that met the fault: %v (result %+v), want ErrDeviceLost naming the CUDA error", err, res)
+	}
+
+	window, res := runCalls(t, sb, Job{}, cfg, g, calls)
+	if got := window[:16]; string(got) != string(f32s(0, 2, 0, 4)) {
+		t.Errorf("relu on the new worker: %v", got)
+	}
+	if res.Backend != "cuda" || starts.Load() != 2 {
+		t.Errorf("the next job ran on %q after %d worker starts, want cuda after 2", res.Backend, starts.Load())
+	}
+}
+
+// TestDeviceLostAtAlloc: a sticky fault in the GPU worker at tensor_new's
+// allocation, with no worker able to start again (its command fails),
+// stops the job with ErrDeviceLost, not ENOMEM or EBACKEND for the guest
+// to act on.
+func TestDeviceLostAtAlloc(t *testing.T) {
+	drv, _ := cudatest.Build(t)
+	var starts atomic.Int32
+	worker := func() *exec.Cmd {
+		if starts.Add(1) > 1 {
+			return exec.Command("false") // no worker starts again
+		}
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), gpuWorkerEnv+"="+drv, "FAKECUDA_FAIL=cuMemAlloc_v2:700")
+		return cmd
+	}
+	ctx := context.Background()
+	set, err := backends.Open(ctx, backends.Config{Fast: backends.CUDA, Worker: worker, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	sb := newSandbox(t, Config{Reference: set.Reference, Fast: set.Fast})
+	g := &guestData{}
+	calls := []lmCall{call(hcTensorNew, 1, int32(abi.F32), 1, g.dims(4))}
+	job := Job{Module: readFile(t, "testdata/hostcalls.wasm"), Input: g.script(calls)}
+	_, err = sb.Run(ctx, job, NewJobConfig().WithMode(abi.ModeTolerance))
+	if !errors.Is(err, ErrDeviceLost) || starts.Load() != 2 {
+		t.Errorf("tensor_new on a faulting GPU: %v after %d worker starts, want ErrDeviceLost after 2", err, starts.Load())
+	}
+}

@@ -1,0 +1,302 @@
+package remote
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/tensor"
+	"github.com/infernet/infernet/host/tensor/reference"
+)
+
+// Serve is a worker's loop: it greets the parent on w with be's name and
+// class, then runs the operations read from r on be until r ends (the
+// parent closed it: nil) or ctx does. An operation that fails with an
+// error wrapping tensor.ErrDeviceLost (a sticky CUDA fault) is reported to
+// the parent and ends Serve with that error: the process must exit, since
+// nothing in it can use the device again.
+//
+// A queued operation that be answers with tensor.ErrUnsupported runs on a
+// reference backend in the worker, with the buffers copied there and back:
+// by the time it runs, the host module has moved on and cannot fall back
+// itself. The reference backend's results are the same bits wherever it
+// runs, so the job sees what the host module's fallback would give.
+func Serve(ctx context.Context, r io.Reader, w io.Writer, be tensor.Backend) error {
+	_, tr := be.(tensor.Transformer)
+	s := &server{
+		be:     be,
+		ref:    reference.New(reference.Config{}),
+		bufs:   map[uint64]tensor.Buffer{},
+		poison: map[uint64]error{},
+		w:      bufio.NewWriterSize(w, bufSize),
+	}
+	if err := writeFrame(s.w, replyHello, []uint64{version, uint64(be.Class()), flag(tr)}, []byte(be.Name())); err != nil {
+		return err
+	}
+	if err := s.w.Flush(); err != nil {
+		return err
+	}
+	rd := bufio.NewReaderSize(r, bufSize)
+	var f frame
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := readFrame(rd, &f); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return fmt.Errorf("remote: reading the parent: %w", err)
+		}
+		if err := s.handle(ctx, &f); err != nil {
+			if errors.Is(err, tensor.ErrDeviceLost) {
+				_ = writeFrame(s.w, replyLost, nil, []byte(err.Error()))
+				_ = s.w.Flush()
+			}
+			return err
+		}
+	}
+}
+
+// Refuse answers a parent's handshake with err instead of a backend, for a
+// worker whose backend could not open (no driver, no device): the parent's
+// New returns an error of err's class, tensor.ErrUnavailable for one that
+// wraps it.
+func Refuse(w io.Writer, err error) error {
+	bw := bufio.NewWriter(w)
+	if werr := writeFrame(bw, replyErr, []uint64{uint64(classOf(err))}, []byte(err.Error())); werr != nil {
+		return werr
+	}
+	return bw.Flush()
+}
+
+// bufSize is the buffering of each direction of the pipe: queued
+// operations collect there and go out in one write at the next
+// synchronous call.
+const bufSize = 64 << 10
+
+// server is a worker's state. Its maps are keyed by the parent's buffer
+// ids.
+type server struct {
+	be, ref tensor.Backend
+	bufs    map[uint64]tensor.Buffer
+	// poison holds, per buffer, the failure of a queued operation that
+	// touched it: reading it returns that error, operations on it fail
+	// with it, and writing all of it again clears it. Failures follow the
+	// data, so one job's failed operation never shows in another's reads.
+	poison map[uint64]error
+	w      *bufio.Writer
+
+	// The context of the last deadline, kept while operations share it.
+	deadline uint64
+	dctx     context.Context
+	dcancel  context.CancelFunc
+}
+
+// handle runs one frame; it returns an error only when the worker must
+// stop (a lost device, a broken pipe).
+func (s *server) handle(ctx context.Context, f *frame) error {
+	op := opcode(f.code)
+	switch op {
+	case opAlloc:
+		return s.alloc(f.vals)
+	case opFree:
+		id := f.vals[0]
+		if x, ok := s.bufs[id]; ok {
+			s.be.Free(x)
+		}
+		delete(s.bufs, id)
+		delete(s.poison, id)
+		return nil
+	case opWrite:
+		id := f.vals[0]
+		x, ok := s.bufs[id]
+		if !ok {
+			return nil // freed or never allocated: the parent refused it already
+		}
+		if err := s.be.Write(x, f.blob); err != nil {
+			if errors.Is(err, tensor.ErrDeviceLost) {
+				return fmt.Errorf("write: %w", err)
+			}
+			s.poison[id] = fmt.Errorf("write: %w", err)
+			return nil
+		}
+		delete(s.poison, id)
+		return nil
+	case opRead:
+		return s.read(f.vals[0])
+	}
+	if op == 0 || op >= numOps || specs[op].run == nil || len(f.vals) != 1+specs[op].params+specs[op].bufs {
+		return fmt.Errorf("remote: operation %d with %d values", op, len(f.vals))
+	}
+	sp := &specs[op]
+	p, ids := f.vals[1:1+sp.params], f.vals[1+sp.params:]
+	var bufs [maxVals]tensor.Buffer
+	err := s.poisoned(ids)
+	for i, id := range ids {
+		x, ok := s.bufs[id]
+		if !ok && err == nil {
+			err = fmt.Errorf("%s: buffer %d not allocated", sp.name, id)
+		}
+		bufs[i] = x
+	}
+	idx := 0
+	if err == nil {
+		octx := s.context(ctx, f.vals[0])
+		idx, err = sp.run(octx, s.be, p, bufs[:len(ids)], f.blob)
+		if errors.Is(err, tensor.ErrUnsupported) && !sp.sync {
+			err = s.fallback(octx, sp, p, bufs[:len(ids)], f.blob)
+		}
+		if err != nil {
+			err = fmt.Errorf("%s: %w", sp.name, err)
+		}
+		if errors.Is(err, tensor.ErrDeviceLost) {
+			return err
+		}
+	}
+	if sp.sync {
+		return s.reply(err, word(idx), nil)
+	}
+	if err != nil {
+		for _, id := range ids {
+			if _, ok := s.bufs[id]; ok {
+				s.poison[id] = err
+			}
+		}
+	}
+	return nil
+}
+
+// alloc makes buffer id; a failure is the reply.
+func (s *server) alloc(v []uint64) error {
+	if len(v) != 3 {
+		return fmt.Errorf("remote: alloc with %d values", len(v))
+	}
+	id := v[0]
+	if _, ok := s.bufs[id]; ok {
+		return s.reply(fmt.Errorf("alloc: buffer %d exists", id), 0, nil)
+	}
+	x, err := s.be.Alloc(abi.DType(v[1]), num(v[2]))
+	if err != nil {
+		err = fmt.Errorf("alloc: %w", err)
+		if errors.Is(err, tensor.ErrDeviceLost) {
+			return err
+		}
+		return s.reply(err, 0, nil)
+	}
+	s.bufs[id] = x
+	return s.reply(nil, 0, nil)
+}
+
+// read answers a Read of buffer id with its bytes, or the failure that
+// poisoned it.
+func (s *server) read(id uint64) error {
+	x, ok := s.bufs[id]
+	if !ok {
+		return s.reply(fmt.Errorf("read: buffer %d not allocated", id), 0, nil)
+	}
+	if err := s.poison[id]; err != nil {
+		return s.reply(err, 0, nil)
+	}
+	data := make([]byte, x.DType().Bytes(x.Len()))
+	if err := s.be.Read(x, data); err != nil {
+		err = fmt.Errorf("read: %w", err)
+		if errors.Is(err, tensor.ErrDeviceLost) {
+			return err
+		}
+		return s.reply(err, 0, nil)
+	}
+	return s.reply(nil, 0, data)
+}
+
+// poisoned returns the failure kept on one of ids, or nil.
+func (s *server) poisoned(ids []uint64) error {
+	for _, id := range ids {
+		if err := s.poison[id]; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reply answers a synchronous operation and sends everything out.
+func (s *server) reply(err error, val uint64, blob []byte) error {
+	var werr error
+	if err != nil {
+		werr = writeFrame(s.w, replyErr, []uint64{uint64(classOf(err))}, []byte(err.Error()))
+	} else {
+		werr = writeFrame(s.w, replyOK, []uint64{val}, blob)
+	}
+	if werr == nil {
+		werr = s.w.Flush()
+	}
+	return werr
+}
+
+// context returns ctx with the deadline the parent's context had (Unix
+// nanoseconds; 0: none), reusing the last one's while it is the same, as
+// it is for a job's run of operations.
+func (s *server) context(ctx context.Context, deadline uint64) context.Context {
+	if deadline == 0 {
+		return ctx
+	}
+	if deadline != s.deadline {
+		if s.dcancel != nil {
+			s.dcancel()
+		}
+		s.deadline = deadline
+		s.dctx, s.dcancel = context.WithDeadline(ctx, time.Unix(0, int64(deadline)))
+	}
+	return s.dctx
+}
+
+// fallback runs sp on the reference backend with copies of bufs (one per
+// distinct buffer, so aliasing is kept) and copies them back.
+func (s *server) fallback(ctx context.Context, sp *spec, p []uint64, bufs []tensor.Buffer, blob []byte) error {
+	copies := make([]tensor.Buffer, len(bufs))
+	seen := map[tensor.Buffer]tensor.Buffer{}
+	var order []tensor.Buffer
+	defer func() {
+		for _, c := range seen {
+			s.ref.Free(c)
+		}
+	}()
+	for i, x := range bufs {
+		if c, ok := seen[x]; ok {
+			copies[i] = c
+			continue
+		}
+		c, err := s.ref.Alloc(x.DType(), x.Len())
+		if err != nil {
+			return err
+		}
+		data := make([]byte, x.DType().Bytes(x.Len()))
+		if err := s.be.Read(x, data); err != nil {
+			s.ref.Free(c)
+			return err
+		}
+		if err := s.ref.Write(c, data); err != nil {
+			s.ref.Free(c)
+			return err
+		}
+		seen[x], copies[i] = c, c
+		order = append(order, x)
+	}
+	if _, err := sp.run(ctx, s.ref, p, copies, blob); err != nil {
+		return err
+	}
+	for _, x := range order {
+		data := make([]byte, x.DType().Bytes(x.Len()))
+		if err := s.ref.Read(seen[x], data); err != nil {
+			return err
+		}
+		if err := s.be.Write(x, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
