@@ -149,9 +149,17 @@ func runJob(t testing.TB, data map[string]string, mode abi.Mode, input []byte) (
 	if res.ExitCode != 0 {
 		t.Fatalf("exit %d: %s", res.ExitCode, res.Stderr)
 	}
+	byID, events := parseEvents(t, res.Output)
+	return byID, events, res
+}
+
+// parseEvents reads a job's output: the completions by request id and the
+// events in order.
+func parseEvents(t testing.TB, output []byte) (map[int]*completion, []llama.Event) {
+	t.Helper()
 	byID := map[int]*completion{}
 	var events []llama.Event
-	sc := bufio.NewScanner(bytes.NewReader(res.Output))
+	sc := bufio.NewScanner(bytes.NewReader(output))
 	for sc.Scan() {
 		var e llama.Event
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
@@ -173,7 +181,7 @@ func runJob(t testing.TB, data map[string]string, mode abi.Mode, input []byte) (
 			c.pieces = append(c.pieces, e.Text)
 		}
 	}
-	return byID, events, res
+	return byID, events
 }
 
 // requests returns JSON lines of reqs.
