@@ -73,8 +73,10 @@ type Request struct {
 	// claimed token (nor a near-tie, with Tie): there it writes its own
 	// choice and a Done event with Stop "claim". The output is thus byte for byte the generation's
 	// exactly when the claim is what the model generates, at a batched
-	// pass's cost instead of one pass per token.
-	Claim []int `json:"claim,omitempty"`
+	// pass's cost instead of one pass per token. An empty claim (a
+	// completion of no tokens) is written as [], not left out, which
+	// would ask for a generation.
+	Claim []int `json:"claim,omitzero"`
 	// Tie, checking a greedy Claim, is the near-tie bound in logits (0 to
 	// MaxTie; 0 checks exactly): where the claimed token is not the
 	// runner's own choice but its logit is within Tie of the top one, the
