@@ -672,7 +672,7 @@ func (j *jobRun) runCheck(ctx context.Context, res *wire.Result) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("check job: %w", err)
 	}
-	var checker *wire.Result
+	var checker *wire.Result // the check job's accepted result
 	for _, r := range rec.Replicas {
 		if r.Result != nil && r.Result.Output == rec.Output {
 			checker = r.Result
@@ -685,36 +685,39 @@ func (j *jobRun) runCheck(ctx context.Context, res *wire.Result) (bool, error) {
 			j.checker = id
 		}
 	}
-	detail := fmt.Sprintf("check job %s: output %s", rec.ID, rec.Output.Short())
-	if rec.ExitCode != res.ExitCode {
-		j.emit(EventResult, -1, j.checker, detail)
-		return false, nil
+	ok, note := j.confirms(res, out, rec, checker, tie)
+	j.emit(EventResult, -1, j.checker, fmt.Sprintf("check job %s: output %s%s", rec.ID, rec.Output.Short(), note))
+	return ok, nil
+}
+
+// confirms reports whether the check job rec, its accepted result
+// checker's, confirms res, whose output is out: the same output, or, with
+// a tie bound, one that differs by near-ties alone (Checker.Confirms)
+// between providers of different classes. note tells of the near-ties.
+func (j *jobRun) confirms(res *wire.Result, out []byte, rec *store.Job, checker *wire.Result, tie float32) (ok bool, note string) {
+	switch {
+	case rec.ExitCode != res.ExitCode:
+		return false, ""
+	case rec.Output == res.Output && rec.OutputSize == res.OutputSize:
+		return true, ""
+	case tie == 0 || checker == nil || rec.Output.IsZero():
+		return false, ""
 	}
-	if rec.Output == res.Output && rec.OutputSize == res.OutputSize {
-		j.emit(EventResult, -1, j.checker, detail)
-		return true, nil
-	}
-	if tie == 0 || checker == nil || rec.Output.IsZero() {
-		j.emit(EventResult, -1, j.checker, detail)
-		return false, nil
-	}
-	checked, err := n.Blob(rec.Output, rec.OutputSize)
+	log := j.c.log.With("job", j.ann.Job, "provider", peer.ID(res.Provider), "checker", j.checker)
+	checked, err := j.c.n.Blob(rec.Output, rec.OutputSize)
 	if err != nil {
-		return false, fmt.Errorf("check job %s: output: %w", rec.ID, err)
+		log.Warn("the check job's output is not here", "err", err)
+		return false, ""
 	}
 	ties, gap, ok := j.checkJob.Confirms(out, checked)
-	if ok {
-		detail += fmt.Sprintf(", %d near-ties (the largest gap %.3g logits) between %s and %s", ties, gap, res.Backend, checker.Backend)
+	if !ok {
+		return false, ""
 	}
-	j.emit(EventResult, -1, j.checker, detail)
-	if ok && res.Backend == checker.Backend {
-		j.c.log.Warn("near-ties between two providers of one backend class: no rounding, the check fails",
-			"job", j.ann.Job, "provider", provider, "checker", j.checker, "backend", res.Backend, "ties", ties)
-		return false, nil
+	note = fmt.Sprintf(", %d near-ties (the largest gap %.3g logits) between %s and %s", ties, gap, res.Backend, checker.Backend)
+	if res.Backend == checker.Backend {
+		log.Warn("near-ties between two providers of one backend class, whose kernels agree bit for bit: the check fails", "backend", res.Backend, "ties", ties)
+		return false, note
 	}
-	if ok {
-		j.c.log.Info("check passed with near-ties", "job", j.ann.Job, "provider", provider, "checker", j.checker,
-			"backends", res.Backend+"/"+checker.Backend, "ties", ties, "gap", gap)
-	}
-	return ok, nil
+	log.Info("the check took near-ties", "backends", res.Backend+"/"+checker.Backend, "ties", ties, "gap", gap)
+	return true, note
 }
