@@ -138,10 +138,11 @@ func TestCheckJobNearTies(t *testing.T) {
 	}
 }
 
-// TestGenerationSameBackend: a streamed job (a generation) runs on one
-// backend class unless it opts out (Spec.MixedBackends); a job verified by
-// a check job does not (its check allows for near-ties); asking for both
-// is refused.
+// TestGenerationSameBackend: a streamed tolerance-mode job (a generation)
+// runs on one backend class unless it opts out (Spec.MixedBackends); a job
+// verified by a check job does not (its check allows for near-ties), nor
+// need an exact-mode one (every class runs the reference kernels); asking
+// for both is refused.
 func TestGenerationSameBackend(t *testing.T) {
 	if len(llama.Runner()) == 0 {
 		t.Skip("no runner in this build")
@@ -156,16 +157,19 @@ func TestGenerationSameBackend(t *testing.T) {
 	q := llama.Request{Prompt: "Once upon a time", MaxTokens: 8}
 	for _, tc := range []struct {
 		name                string
+		mode                uint8
 		stream, check       bool
 		same, mixed, wantOn bool
 	}{
-		{"generation", true, false, false, false, true},
-		{"generation opting out", true, false, false, true, false},
-		{"generation checked by prefill", true, true, false, false, false},
-		{"not streamed", false, false, false, false, false},
+		{"generation", wire.ModeTolerance, true, false, false, false, true},
+		{"generation opting out", wire.ModeTolerance, true, false, false, true, false},
+		{"generation checked by prefill", wire.ModeTolerance, true, true, false, false, false},
+		{"generation in exact mode", wire.ModeExact, true, false, false, false, false},
+		{"not streamed", wire.ModeTolerance, false, false, false, false, false},
+		{"asking for one class", wire.ModeTolerance, false, false, true, false, true},
 	} {
 		s := streamSpec(t, net.client, q)
-		s.Mode, s.SameBackend, s.MixedBackends = wire.ModeTolerance, tc.same, tc.mixed
+		s.Mode, s.SameBackend, s.MixedBackends = tc.mode, tc.same, tc.mixed
 		if tc.stream {
 			s.Output = func([]byte) {}
 		}

@@ -56,16 +56,16 @@ type Spec struct {
 	// and known-answer canaries test trusted providers now and then.
 	Adaptive bool
 	// SameBackend puts every replica on one tensor backend class. A
-	// streamed job (Output set, a generation) gets it unless MixedBackends:
-	// its replicas vote byte for byte, and in tolerance mode kernels of
-	// different classes may break a near-tie between two tokens
-	// differently, after which the texts part. A job verified by a check
-	// job (Check) does not: near-ties are what its check allows for
-	// (Config.CheckTie), and its generator may be of any class.
+	// streamed tolerance-mode job (Output set, a generation) gets it
+	// unless MixedBackends: its replicas vote byte for byte, and kernels
+	// of different classes may break a near-tie between two tokens
+	// differently, after which the texts part. (In exact mode every class
+	// runs the reference kernels.) A job verified by a check job (Check)
+	// does not: near-ties are what its check allows for (Config.CheckTie),
+	// and its generator may be of any class.
 	SameBackend bool
 	// MixedBackends lets a streamed job's replicas run on different
-	// backend classes (see SameBackend), for exact-mode jobs or numeric
-	// outputs, whose votes do not depend on the class.
+	// backend classes (see SameBackend).
 	MixedBackends bool
 	// Audit is the chance that this client also runs the job itself and
 	// holds every replica to its own answer: a replica that disagrees is
@@ -417,7 +417,7 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 	if spec.SameBackend && spec.MixedBackends {
 		return nil, errors.New("a job on the same backend class and on mixed ones")
 	}
-	if spec.Output != nil && spec.Check == nil && !spec.MixedBackends {
+	if spec.Output != nil && spec.Check == nil && spec.Mode == wire.ModeTolerance && !spec.MixedBackends {
 		spec.SameBackend = true // a generation's replicas vote byte for byte
 	}
 	spec.setDefaults()
