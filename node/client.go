@@ -56,8 +56,18 @@ type Spec struct {
 	// replication): Config.SpotCheck of such jobs still get all replicas,
 	// and known-answer canaries test trusted providers now and then.
 	Adaptive bool
-	// SameBackend puts every replica on one tensor backend class.
+	// SameBackend puts every replica on one tensor backend class. A
+	// streamed tolerance-mode job (Output set, a generation) gets it
+	// unless MixedBackends: its replicas vote byte for byte, and kernels
+	// of different classes may break a near-tie between two tokens
+	// differently, after which the texts part. (In exact mode every class
+	// runs the reference kernels.) A job verified by a check job (Check)
+	// does not: near-ties are what its check allows for (Config.CheckTie),
+	// and its generator may be of any class.
 	SameBackend bool
+	// MixedBackends lets a streamed job's replicas run on different
+	// backend classes (see SameBackend).
+	MixedBackends bool
 	// Audit is the chance that this client also runs the job itself and
 	// holds every replica to its own answer: a replica that disagrees is
 	// banned at once (`--audit P`). Jobs whose vote no established provider
@@ -103,15 +113,29 @@ type Spec struct {
 	// Check, with Replicas 1, verifies the replica by a check job rather
 	// than by more replicas: Check turns the replica's output into the input
 	// of a job of the same module and terms, run by one other provider,
-	// whose output must be the replica's byte for byte (the llama runner's
-	// verification by prefill: node/models.CheckInput). Then the result is
+	// whose output must confirm the replica's (the llama runner's
+	// verification by prefill: node/models.Check). Then the result is
 	// VerifiedByCheck if either provider is established; two newcomers'
-	// agreement counts as an unanchored vote's (audited, or unverified). If the outputs differ (or Check refuses the output),
-	// the job gets two more replicas, the vote decides as for any job, and
-	// whoever it contradicts, the replica or the checker, is outvoted.
-	Check func(output []byte) ([]byte, error) `json:"-"`
+	// agreement counts as an unanchored vote's (audited, or unverified).
+	// If the outputs differ (or Check refuses the output), the job gets two
+	// more replicas, the vote decides as for any job, and whoever it
+	// contradicts, the replica or the checker, is outvoted.
+	Check Checker `json:"-"`
 	// Avoid are providers the job must not be assigned to.
 	Avoid []peer.ID `json:"-"`
+}
+
+// Checker makes and reads the check job of a replica (Spec.Check).
+type Checker interface {
+	// Input returns the check job's input for the replica's output. tie
+	// is the near-tie bound, in logits, the check may allow where the
+	// checker's arithmetic may honestly choose another token than the
+	// replica's (0: the check is exact; see Config.CheckTie).
+	Input(output []byte, tie float32) ([]byte, error)
+	// Confirms reports whether checked, the check job's output, confirms
+	// output, the replica's, and how many near-ties it allowed (ties) and
+	// the largest gap among them.
+	Confirms(output, checked []byte) (ties int, gap float32, ok bool)
 }
 
 // Event is one step of a job, pushed to Submit's callback as it happens.
@@ -269,12 +293,12 @@ type jobRun struct {
 	late map[uint8]chan *wire.Result // results delivered over ProtocolResult
 	// stream holds a streamed job's replica streams (Spec.Output).
 	stream *streamVote
-	// checkInput is Spec.Check and spec the job's own; escalated is set once the
+	// checkJob is Spec.Check and spec the job's own; escalated is set once the
 	// check job disagreed, checker is who ran it.
-	checkInput func([]byte) ([]byte, error)
-	spec       Spec
-	escalated  bool
-	checker    peer.ID
+	checkJob  Checker
+	spec      Spec
+	escalated bool
+	checker   peer.ID
 }
 
 type offer struct {
@@ -407,6 +431,12 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 			return nil, err
 		}
 	}
+	if spec.SameBackend && spec.MixedBackends {
+		return nil, errors.New("a job on the same backend class and on mixed ones")
+	}
+	if spec.Output != nil && spec.Check == nil && spec.Mode == wire.ModeTolerance && !spec.MixedBackends {
+		spec.SameBackend = true // a generation's replicas vote byte for byte
+	}
 	spec.setDefaults()
 	req, err := requirement.Compile(spec.Require)
 	if err != nil {
@@ -456,7 +486,7 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 		if spec.Replicas != 1 {
 			return nil, errors.New("a job verified by a check job has one replica")
 		}
-		j.checkInput, j.spec = spec.Check, spec
+		j.checkJob, j.spec = spec.Check, spec
 	}
 	for _, p := range spec.Avoid {
 		j.holders[p] = true // as if it held a replica: never drawn

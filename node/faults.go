@@ -44,6 +44,11 @@ type Faults struct {
 	// LieLines, with LieAfterLines, is how many lines lie (0: all the
 	// rest): 1 changes one token of a completion.
 	LieLines int
+	// Rewrite, when set, replaces every output with what it returns for
+	// the job's input and the honest output, signed as if it were true: a
+	// liar of a test's own design (one that lies when it generates and
+	// not when it checks, say).
+	Rewrite func(input, output []byte) []byte
 	// Stall accepts replicas, reports them running and heartbeats, and
 	// never answers.
 	Stall bool
@@ -115,6 +120,12 @@ func (f *Faults) lies(a *wire.JobAnnounce) bool {
 	return !honest && f.roll(f.Lie)
 }
 func (f *Faults) stalls() bool { return f != nil && f.Stall }
+func (f *Faults) rewriter() func(input, output []byte) []byte {
+	if f == nil {
+		return nil
+	}
+	return f.Rewrite
+}
 func (f *Faults) liesAfter() (after, lines int) {
 	if f == nil {
 		return 0, 0

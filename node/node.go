@@ -37,6 +37,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/infernet/infernet/guest/go/llama"
 	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node/blob"
@@ -139,6 +140,13 @@ type Config struct {
 	// machines, say): established from the start, their results anchor
 	// votes, until one is proven wrong.
 	Trust []peer.ID
+	// CheckTie is the near-tie bound, in logits, of the check jobs
+	// (Spec.Check) of this client's tolerance-mode jobs: a greedy token
+	// the checker would not have chosen passes when its logit is within
+	// CheckTie of the checker's top one and the generator and the checker
+	// run on different backend classes (see jobRun.runCheck). 0 checks
+	// exactly; at most llama.MaxTie. DefaultConfig: DefaultCheckTie.
+	CheckTie float32
 	// NoAudit stops this client from ever running a job itself. By default
 	// a job whose vote no established provider decides (a network of
 	// newcomers, or one where they outvote the established) is checked by
@@ -201,6 +209,12 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultCheckTie is Config.CheckTie's default: a twentieth of a logit,
+// where the claimed token is at least 95 % as likely as the checker's
+// choice. Float32 kernels that differ in summation order alone differ by
+// far less on a logit.
+const DefaultCheckTie = 0.05
+
 // DefaultConfig returns the defaults of `infernet node`.
 func DefaultConfig() Config {
 	dir := ".infernet"
@@ -218,6 +232,7 @@ func DefaultConfig() Config {
 		Heartbeat:      time.Second,
 		Silence:        5 * time.Second,
 		BlobQuota:      16 << 30,
+		CheckTie:       DefaultCheckTie,
 	}
 }
 
@@ -349,6 +364,9 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	cfg.setDefaults()
 	if cfg.Aggregator && !(cfg.AggregatorFee >= 0 && cfg.AggregatorFee <= 100) {
 		return nil, fmt.Errorf("aggregator fee of %g%%: want 0 to 100", cfg.AggregatorFee)
+	}
+	if err := llama.CheckTie(cfg.CheckTie); err != nil {
+		return nil, fmt.Errorf("check jobs' near-tie bound: %w", err)
 	}
 	n = &Node{cfg: cfg, log: cfg.Logger, access: newAccess()}
 	n.ctx, n.cancel = context.WithCancel(context.Background())

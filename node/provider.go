@@ -633,6 +633,17 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 				return res
 			}
 		}
+		if rw := p.n.cfg.Faults.rewriter(); rw != nil {
+			// fault injection: a liar that decides on the input
+			input := a.Input
+			if input == nil && an.InputSize > 0 {
+				input, _ = p.n.blobs.Bytes(an.Input, an.InputSize)
+			}
+			if err := sp.rewrite(func(out []byte) []byte { return rw(input, out) }); err != nil {
+				res.Error = "output: " + err.Error()
+				return res
+			}
+		}
 		p.n.cfg.Faults.spoilProofs(out.Proofs) // fault injection: a forger
 	}
 	return result(p.n.blobs, res, out, runErr, an, sp)

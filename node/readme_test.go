@@ -21,6 +21,7 @@ import (
 	"unicode"
 
 	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/host/tensor/backends"
@@ -128,6 +129,7 @@ func TestDocsConstants(t *testing.T) {
 		{"docs/cli.md", "\\| `--max-deadline` \\| (\\d+ h) \\|", []any{docAll{cfg.MaxDeadline, flag("NewCmdNode", "max-deadline")}}},
 		{"docs/cli.md", "\\| `--aggregator`, `--fee` \\| off, (\\d+) % \\|", []any{flag("NewCmdNode", "fee")}},
 		{"docs/cli.md", "\\| `--advert-interval` \\| (\\d+ min) \\|", []any{cfg.AdvertInterval}},
+		{"docs/cli.md", "\\| `--check-tie` \\| ([\\d.]+) \\| near-tie bound, in logits \\(0 to (\\d+);", []any{DefaultCheckTie, llama.MaxTie}},
 		{"docs/cli.md", "\\| `--heartbeat` \\| (\\d+ s) \\|", []any{cfg.Heartbeat}},
 		{"docs/cli.md", "\\| `--silence` \\| (\\d+ s) \\|", []any{cfg.Silence}},
 		{"docs/cli.md", "Defaults: `--replicas` (\\d+) \\(at most (\\d+)\\), `--timeout` (\\d+ s) per run, `--deadline` (\\d+) × timeout \\+ (\\d+ s)\\s+for the whole job, `--memory` (\\d+ MiB), `--max-output` (\\d+ MiB), `--mode (\\w+)`",
@@ -214,6 +216,7 @@ func TestDocsConstants(t *testing.T) {
 		{"docs/verification.md", `at most (\d+ min)\s+whatever it declares`, []any{reputation.MaxAdvertInterval}},
 		{"docs/verification.md", `never paid it: (\d+)\s+in (\d+ h)`, []any{strangerAllowance, strangerWindow}},
 		{"docs/verification.md", `(\d+) % of such jobs are spot-checked`, []any{docPercent(cfg.SpotCheck)}},
+		{"docs/verification.md", "--check-tie`, default ([\\d.]+) logits, at most (\\d+);", []any{DefaultCheckTie, llama.MaxTie}},
 		{"docs/verification.md", `after (\d+) % of adaptive jobs`, []any{docPercent(cfg.Canary)}},
 		{"docs/verification.md", `an outvoted result weighing (\d+) agreements`, []any{rep.LieWeight}},
 		{"docs/verification.md", `All counts decay with a\s+(\d+-day) half-life`, []any{rep.HalfLife}},

@@ -142,7 +142,7 @@ func TestCheckJobCatchesALiar(t *testing.T) {
 	for try := 0; try < 40 && !(sawGenerated || sawChecked); try++ {
 		q := llama.Request{Prompt: fmt.Sprintf("Once upon a time, %d", try), MaxTokens: 40}
 		s := streamSpec(t, net.client, q)
-		s.Replicas, s.Check = 1, models.CheckInput([]llama.Request{q})
+		s.Replicas, s.Check = 1, models.Check([]llama.Request{q})
 		job, out := submitVerified(t, net.client, s)
 		if bytes.Contains(out, []byte(`"text":"~`)) {
 			t.Fatalf("try %d: the liar's output was accepted (%s, replicas %+v)", try, job.Verification, job.Replicas)
@@ -208,7 +208,7 @@ func TestCheckJobOfNewcomers(t *testing.T) {
 		net := startNetwork(t, 2, func(c *Config) { c.NoAudit = noAudit }) // nobody vouched for
 		q := llama.Request{Prompt: "Once upon a time", MaxTokens: 20}
 		s := streamSpec(t, net.client, q)
-		s.Replicas, s.Check = 1, models.CheckInput([]llama.Request{q})
+		s.Replicas, s.Check = 1, models.Check([]llama.Request{q})
 		job, err := net.client.Submit(context.Background(), s, nil)
 		if err != nil {
 			t.Fatal(err)

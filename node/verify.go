@@ -107,7 +107,7 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 		if running > 0 || len(errs) > 0 {
 			continue
 		}
-		if j.checkInput != nil && !j.escalated {
+		if j.checkJob != nil && !j.escalated {
 			ok, err := j.runCheck(ctx, votes[0])
 			if err != nil {
 				return j.finish(votes, nil, err)
@@ -626,7 +626,23 @@ func (c *client) sendCanary() {
 }
 
 // runCheck runs the check job of the replica res (Spec.Check) on another
-// provider and reports whether its output is res's.
+// provider and reports whether its output confirms res's.
+//
+// An exact-mode job runs on the reference kernels everywhere, bit for bit,
+// so its check is exact. A tolerance-mode job runs on each provider's fast
+// backend: kernels of another class (a GPU's, a CPU's) sum in another
+// order, and where the model's top two logits are closer than that error
+// an honest generator and an honest checker choose different tokens. Its
+// check allows near-ties of Config.CheckTie logits, but only between
+// classes: one class runs the same kernels on every provider, bit for bit
+// (as SameBackend votes rely on), so a near-tie between two providers of
+// one class is no rounding but a different computation, and is not
+// allowed. The checker is drawn after the check's input is made, so the
+// input allows near-ties and the checker's report (how many it allowed)
+// tells. A liar who picks near-tie tokens on purpose still writes a
+// completion the model produces within rounding error on some hardware;
+// one who claims a near-tie where the gap is larger is caught, as the
+// checker computes the logits itself.
 func (j *jobRun) runCheck(ctx context.Context, res *wire.Result) (bool, error) {
 	n := j.c.n
 	provider := peer.ID(res.Provider)
@@ -634,7 +650,11 @@ func (j *jobRun) runCheck(ctx context.Context, res *wire.Result) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("output: %w", err)
 	}
-	input, err := j.checkInput(out)
+	var tie float32
+	if j.ann.Mode == wire.ModeTolerance {
+		tie = n.cfg.CheckTie
+	}
+	input, err := j.checkJob.Input(out, tie)
 	if err != nil {
 		j.c.log.Warn("the replica's output cannot be checked", "job", j.ann.Job, "provider", provider, "err", err)
 		return false, nil
@@ -652,11 +672,52 @@ func (j *jobRun) runCheck(ctx context.Context, res *wire.Result) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("check job: %w", err)
 	}
-	if len(rec.Replicas) > 0 {
+	var checker *wire.Result // the check job's accepted result
+	for _, r := range rec.Replicas {
+		if r.Result != nil && r.Result.Output == rec.Output {
+			checker = r.Result
+		}
+	}
+	if checker != nil {
+		j.checker = peer.ID(checker.Provider)
+	} else if len(rec.Replicas) > 0 {
 		if id, err := peer.Decode(rec.Replicas[len(rec.Replicas)-1].Provider); err == nil {
 			j.checker = id
 		}
 	}
-	j.emit(EventResult, -1, j.checker, fmt.Sprintf("check job %s: output %s", rec.ID, rec.Output.Short()))
-	return rec.Output == res.Output && rec.OutputSize == res.OutputSize && rec.ExitCode == res.ExitCode, nil
+	ok, note := j.confirms(res, out, rec, checker, tie)
+	j.emit(EventResult, -1, j.checker, fmt.Sprintf("check job %s: output %s%s", rec.ID, rec.Output.Short(), note))
+	return ok, nil
+}
+
+// confirms reports whether the check job rec, its accepted result
+// checker's, confirms res, whose output is out: the same output, or, with
+// a tie bound, one that differs by near-ties alone (Checker.Confirms)
+// between providers of different classes. note tells of the near-ties.
+func (j *jobRun) confirms(res *wire.Result, out []byte, rec *store.Job, checker *wire.Result, tie float32) (ok bool, note string) {
+	switch {
+	case rec.ExitCode != res.ExitCode:
+		return false, ""
+	case rec.Output == res.Output && rec.OutputSize == res.OutputSize:
+		return true, ""
+	case tie == 0 || checker == nil || rec.Output.IsZero():
+		return false, ""
+	}
+	log := j.c.log.With("job", j.ann.Job, "provider", peer.ID(res.Provider), "checker", j.checker)
+	checked, err := j.c.n.Blob(rec.Output, rec.OutputSize)
+	if err != nil {
+		log.Warn("the check job's output is not here", "err", err)
+		return false, ""
+	}
+	ties, gap, ok := j.checkJob.Confirms(out, checked)
+	if !ok {
+		return false, ""
+	}
+	note = fmt.Sprintf(", %d near-ties (the largest gap %.3g logits) between %s and %s", ties, gap, res.Backend, checker.Backend)
+	if res.Backend == checker.Backend {
+		log.Warn("near-ties between two providers of one backend class, whose kernels agree bit for bit: the check fails", "backend", res.Backend, "ties", ties)
+		return false, note
+	}
+	log.Info("the check took near-ties", "backends", res.Backend+"/"+checker.Backend, "ties", ties, "gap", gap)
+	return true, note
 }

@@ -99,17 +99,18 @@ type SubmitRequest struct {
 	Mode       uint8       `json:"mode,omitempty"`
 	Require    string      `json:"require,omitempty"`
 	Price      uint64      `json:"price,omitempty"`
-	// Adaptive, Audit, SameBackend, Rtol, Atol, Format, Settle, Proofs and
-	// Precision are node.Spec's.
-	Adaptive    bool    `json:"adaptive,omitempty"`
-	Audit       float64 `json:"audit,omitempty"`
-	SameBackend bool    `json:"same_backend,omitempty"`
-	Rtol        float64 `json:"rtol,omitempty"`
-	Atol        float64 `json:"atol,omitempty"`
-	Format      uint8   `json:"format,omitempty"`
-	Settle      uint8   `json:"settle,omitempty"`
-	Proofs      bool    `json:"proofs,omitempty"`
-	Precision   string  `json:"precision,omitempty"`
+	// Adaptive, Audit, SameBackend, MixedBackends, Rtol, Atol, Format,
+	// Settle, Proofs and Precision are node.Spec's.
+	Adaptive      bool    `json:"adaptive,omitempty"`
+	Audit         float64 `json:"audit,omitempty"`
+	SameBackend   bool    `json:"same_backend,omitempty"`
+	MixedBackends bool    `json:"mixed_backends,omitempty"`
+	Rtol          float64 `json:"rtol,omitempty"`
+	Atol          float64 `json:"atol,omitempty"`
+	Format        uint8   `json:"format,omitempty"`
+	Settle        uint8   `json:"settle,omitempty"`
+	Proofs        bool    `json:"proofs,omitempty"`
+	Precision     string  `json:"precision,omitempty"`
 	// Args are the guest's arguments after argv[0].
 	Args []string `json:"args,omitempty"`
 	// Data are read-only files for the guest's /data (blobs already put).
@@ -493,7 +494,7 @@ func (req *SubmitRequest) spec() node.Spec {
 		Replicas: req.Replicas, Timeout: time.Duration(req.TimeoutMS) * time.Millisecond,
 		Deadline: time.Duration(req.DeadlineMS) * time.Millisecond, Memory: req.Memory,
 		MaxOutput: req.MaxOutput, Fuel: req.Fuel, Mode: req.Mode, Require: req.Require, Price: req.Price,
-		Adaptive: req.Adaptive, Audit: req.Audit, SameBackend: req.SameBackend, Rtol: req.Rtol, Atol: req.Atol, Format: req.Format, Settle: req.Settle,
+		Adaptive: req.Adaptive, Audit: req.Audit, SameBackend: req.SameBackend, MixedBackends: req.MixedBackends, Rtol: req.Rtol, Atol: req.Atol, Format: req.Format, Settle: req.Settle,
 		Proofs: req.Proofs, Args: req.Args, Data: req.Data, Precision: req.Precision,
 	}
 }

@@ -213,36 +213,75 @@ func Decode(out []byte) ([]Completion, error) {
 	return d.Completions(), err
 }
 
-// CheckInput returns the Spec.Check of a job of the llama runner on reqs
-// (verification by prefill): from the job's output, the same requests, each
-// claiming the tokens its events carry, which a check job answers with the
-// same output exactly when the claims are what the model generates
-// (llama.Request.Claim). An output that is not the runner's is refused.
-func CheckInput(reqs []llama.Request) func(output []byte) ([]byte, error) {
-	return func(output []byte) ([]byte, error) {
-		claims := map[int][]int{}
-		sc := bufio.NewScanner(bytes.NewReader(output))
-		sc.Buffer(make([]byte, 0, 64<<10), MaxPromptLine)
-		for sc.Scan() {
-			var e llama.Event
-			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-				return nil, fmt.Errorf("%w: %v", ErrBadOutput, err)
-			}
-			if !e.Done {
-				claims[e.ID] = append(claims[e.ID], e.Token)
-			}
-		}
-		if err := sc.Err(); err != nil {
+// Check is the node.Spec.Check of a job of the llama runner on these
+// requests: verification by prefill (llama.Request.Claim).
+type Check []llama.Request
+
+// Input returns the check job's input for the job's output: the same
+// requests, each claiming the tokens its events carry, which a check job
+// answers with the same output exactly when the claims are what the model
+// generates. Greedy requests allow near-ties of tie logits
+// (llama.Request.Tie: 0 checks exactly); sampled ones are checked exactly.
+// An output that is not the runner's, or a tie outside 0 to
+// llama.MaxTie, is refused.
+func (c Check) Input(output []byte, tie float32) ([]byte, error) {
+	if err := llama.CheckTie(tie); err != nil {
+		return nil, err
+	}
+	claims := map[int][]int{}
+	sc := bufio.NewScanner(bytes.NewReader(output))
+	sc.Buffer(make([]byte, 0, 64<<10), MaxPromptLine)
+	for sc.Scan() {
+		var e llama.Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrBadOutput, err)
 		}
-		checks := make([]llama.Request, len(reqs))
-		for i, q := range reqs {
-			q.Claim = claims[q.ID]
-			if q.Claim == nil {
-				q.Claim = []int{}
-			}
-			checks[i] = q
+		if !e.Done {
+			claims[e.ID] = append(claims[e.ID], e.Token)
 		}
-		return EncodeRequests(checks), nil
 	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadOutput, err)
+	}
+	checks := make([]llama.Request, len(c))
+	for i, q := range c {
+		q.Claim = claims[q.ID]
+		if q.Claim == nil {
+			q.Claim = []int{}
+		}
+		if q.Temperature == 0 {
+			q.Tie = tie
+		}
+		checks[i] = q
+	}
+	return EncodeRequests(checks), nil
+}
+
+// tiesKey starts the near-tie report of a check's Done event, its last
+// fields (llama.Event.Ties, TieGap).
+var tiesKey = []byte(`,"ties":`)
+
+// Confirms reports whether checked, the output of the check job of
+// output, confirms it: it is output byte for byte once the near-tie report
+// of each Done event is taken out. ties and gap are the report's: the
+// near-ties taken, and the largest gap among them.
+func (Check) Confirms(output, checked []byte) (ties int, gap float32, ok bool) {
+	stripped := make([]byte, 0, len(checked))
+	for rest := checked; len(rest) > 0; {
+		line := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line = rest[:i+1]
+		}
+		rest = rest[len(line):]
+		var e llama.Event
+		k := bytes.LastIndex(line, tiesKey)
+		end := bytes.LastIndexByte(line, '}')
+		if k >= 0 && end > k && json.Unmarshal(line, &e) == nil && e.Done && e.Ties > 0 {
+			ties, gap = ties+e.Ties, max(gap, e.TieGap)
+			stripped = append(append(stripped, line[:k]...), line[end:]...)
+			continue
+		}
+		stripped = append(stripped, line...)
+	}
+	return ties, gap, bytes.Equal(stripped, output)
 }

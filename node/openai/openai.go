@@ -555,7 +555,7 @@ func (s *Service) spec(ctx context.Context, m *store.Model, q llama.Request) (no
 		Mode: wire.ModeExact, Require: s.cfg.Require, Price: s.cfg.Price, Data: models.JobData(m),
 	}
 	if s.cfg.Verify == VerifyPrefill {
-		spec.Replicas, spec.Check = 1, models.CheckInput([]llama.Request{q})
+		spec.Replicas, spec.Check = 1, models.Check([]llama.Request{q})
 	}
 	return spec, nil
 }

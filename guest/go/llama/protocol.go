@@ -40,6 +40,8 @@
 // malformed file with an error wrapping ErrFormat.
 package llama
 
+import "fmt"
+
 // Data file names the runner reads (under /data).
 const (
 	DataModel     = "model"
@@ -68,11 +70,43 @@ type Request struct {
 	// events that generating would have written, choosing each token
 	// itself from that position's logits (with the request's sampler and
 	// generator), up to the first position where its choice is not the
-	// claimed token: there it writes its own choice and a Done event with
-	// Stop "claim". The output is thus byte for byte the generation's
+	// claimed token (nor a near-tie, with Tie): there it writes its own
+	// choice and a Done event with Stop "claim". The output is thus byte for byte the generation's
 	// exactly when the claim is what the model generates, at a batched
-	// pass's cost instead of one pass per token.
-	Claim []int `json:"claim,omitempty"`
+	// pass's cost instead of one pass per token. An empty claim (a
+	// completion of no tokens) is written as [], not left out, which
+	// would ask for a generation.
+	Claim []int `json:"claim,omitzero"`
+	// Tie, checking a greedy Claim, is the near-tie bound in logits (0 to
+	// MaxTie; 0 checks exactly): where the claimed token is not the
+	// runner's own choice but its logit is within Tie of the top one, the
+	// runner takes the claimed token as its own and goes on, counting a
+	// near-tie (Event.Ties). Kernels of another backend class (a GPU's, a
+	// CPU's) sum in another order, and where the top two logits are
+	// closer than that error honest providers choose differently; within
+	// Tie the claim is a completion the model could have produced, and the
+	// output is still the claim's byte for byte (but for the Done event's
+	// Ties and TieGap). Where the claim ends before MaxTokens, it claims a
+	// stop token, which passes likewise when the nearest stop token's logit
+	// is within Tie of the top one. A liar may choose near-tie tokens on
+	// purpose, and gains no more than that choice: the checker computes
+	// the logits itself, so no token farther than Tie from the top passes,
+	// and MaxTie caps what a client may allow. Sampled claims (Temperature
+	// above 0) are checked exactly: their coin decides among all tokens.
+	Tie float32 `json:"tie,omitempty"`
+}
+
+// MaxTie caps Request.Tie: one logit, a runner-up at least e⁻¹ (37 %) as
+// likely as the top token.
+const MaxTie = 1
+
+// CheckTie returns an error unless tie is a valid Request.Tie: finite,
+// 0 to MaxTie.
+func CheckTie(tie float32) error {
+	if !(tie >= 0 && tie <= MaxTie) {
+		return fmt.Errorf("tie %g: want 0 to %d logits", tie, MaxTie)
+	}
+	return nil
 }
 
 // DefaultMaxTokens is a Request's MaxTokens when it gives none.
@@ -98,4 +132,12 @@ type Event struct {
 	// Error, with Done, says why the request failed (a prompt too long for
 	// the context, say); the runner goes on with the next request.
 	Error string `json:"error,omitempty"`
+	// Ties and TieGap, with Done of a check with a Tie bound, count the
+	// claimed tokens taken as near-ties and give the largest of their gaps
+	// (the top logit less the claimed token's). They are the only bytes of
+	// a check's output that depend on the checker's arithmetic; they come
+	// last, so that the claim's own bytes are the line without them
+	// (node/models.Check.Confirms strips them).
+	Ties   int     `json:"ties,omitempty"`
+	TieGap float32 `json:"tie_gap,omitempty"`
 }

@@ -64,6 +64,8 @@ checkpoint (.bin, with --tokenizer) or a GGUF file. The job runs infernet's
 llama runner guest (built in) on the model, its weights held by the host; on
 the network, --replicas providers run it and their outputs are compared like
 any job's (infernet submit), so a greedy or seeded completion is verified.
+In tolerance mode they run on one tensor backend class, as outputs compared
+byte for byte must, unless --mixed-backends.
 
 stdout is the completion alone, the text after the prompt, then a newline,
 printed as it grows: with --local as it is generated, from the network as
@@ -328,6 +330,11 @@ func (o *GenerateOptions) runNetwork(ctx context.Context, reqs []llama.Request, 
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
+	// Replicas vote byte for byte, and in tolerance mode kernels of
+	// different backend classes may break a near-tie differently: a
+	// generation runs on one class unless --mixed-backends (the node does
+	// the same for streamed jobs; --json and --shards do not stream).
+	req.SameBackend = req.SameBackend || req.Mode == wire.ModeTolerance && !o.Mixed
 	c, err := o.connect(ctx)
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}

@@ -56,6 +56,9 @@ type SubmitOptions struct {
 	Adaptive  bool
 	Audit     float64
 	Same      bool
+	// Mixed is --mixed-backends: a streamed job (a generation) on mixed
+	// backend classes.
+	Mixed     bool
 	Compare   string // tolerance-mode output format: f32, f64, text
 	Rtol      float64
 	Atol      float64
@@ -163,6 +166,7 @@ func addTermsFlags(f *pflag.FlagSet, opts *SubmitOptions) {
 	f.BoolVar(&opts.JSON, "json", false, "print the summary as JSON on stdout")
 	f.StringVar(&opts.Progress, "progress", "auto", "live progress on stderr: auto (on a terminal), always, never")
 	f.BoolVar(&opts.Same, "same-backend", false, "run every replica on the same tensor backend class")
+	f.BoolVar(&opts.Mixed, "mixed-backends", false, "let a generation's (a streamed job's) replicas run on different tensor backend classes, which they do not by default: their outputs are compared byte for byte")
 	f.StringVar(&opts.Compare, "compare", "", "tolerance mode: compare outputs as `FORMAT` f32, f64 or text (numbers within --rtol/--atol); default bit for bit")
 	// The defaults are tensor.F32.Tolerance() (spelled out: the docs test reads them here).
 	f.Float64Var(&opts.Rtol, "rtol", 1e-5, "tolerance mode: relative tolerance (default with --precision tf32 or bf16: that precision's)")
@@ -221,7 +225,10 @@ func (o *SubmitOptions) request() (api.SubmitRequest, error) {
 	if o.Audit < 0 || o.Audit > 1 {
 		return req, fmt.Errorf("--audit %v: want a share from 0 to 1", o.Audit)
 	}
-	req.Adaptive, req.SameBackend, req.Proofs, req.Audit = o.Adaptive, o.Same, o.Proofs, o.Audit
+	if o.Same && o.Mixed {
+		return req, errors.New("--same-backend and --mixed-backends contradict each other")
+	}
+	req.Adaptive, req.SameBackend, req.MixedBackends, req.Proofs, req.Audit = o.Adaptive, o.Same, o.Mixed, o.Proofs, o.Audit
 	prec, err := parsePrecision(o.Precision, mode)
 	if err != nil {
 		return req, err

@@ -258,6 +258,15 @@ func decodeRequest(line []byte, req *llama.Request) error {
 	case !(req.TopP >= 0) || math.IsInf(float64(req.TopP), 0):
 		return fmt.Errorf("bad request: top_p %g", req.TopP)
 	}
+	if err := llama.CheckTie(req.Tie); err != nil {
+		return fmt.Errorf("bad request: %w", err)
+	}
+	switch {
+	case req.Tie > 0 && req.Claim == nil:
+		return errors.New("bad request: a tie bound without a claim")
+	case req.Tie > 0 && req.Temperature != 0:
+		return fmt.Errorf("bad request: a tie bound with temperature %g: near-ties are for greedy claims", req.Temperature)
+	}
 	if req.MaxTokens == 0 {
 		req.MaxTokens = llama.DefaultMaxTokens
 	}
@@ -311,7 +320,9 @@ func (r *runner) generate(req llama.Request, emit func(llama.Event) error) error
 // check checks the claimed completion req.Claim (see llama.Request.Claim):
 // the prompt and the claim run through the model in batches of
 // prefillRows, and each position's token is chosen from its row of logits
-// as generate chooses it, the generator drawing in the same order.
+// as generate chooses it, the generator drawing in the same order; with
+// req.Tie, a claimed token within Tie of the choice is taken in its place
+// (nearTie).
 func (r *runner) check(req llama.Request, emit func(llama.Event) error) error {
 	ids, maxNew, err := r.encode(req)
 	if err != nil {
@@ -362,6 +373,11 @@ func (r *runner) check(req llama.Request, emit func(llama.Event) error) error {
 				return err
 			}
 			k := pos + i - (n - 1) // the claimed token this row chooses
+			if tok, gap, ok := r.nearTie(row, next, claim, k, req.Tie); ok {
+				next = tok
+				done.Ties++
+				done.TieGap = max(done.TieGap, gap)
+			}
 			if r.stop(next) {
 				done.Stop = "eos"
 				if k < len(claim) {
@@ -389,6 +405,35 @@ func (r *runner) check(req llama.Request, emit func(llama.Event) error) error {
 		return writeError{err}
 	}
 	return nil
+}
+
+// nearTie returns the token the claim has at k (a stop token, when the
+// claim ends there) where the runner chose next from row, if its logit is
+// within tie of next's, the top one, and the gap; it reports false when
+// the claim agrees with next, or claims a stop token among its tokens
+// (which generation never writes), or the gap is larger (or NaN).
+func (r *runner) nearTie(row []float32, next int, claim []int, k int, tie float32) (int, float32, bool) {
+	if tie == 0 {
+		return 0, 0, false
+	}
+	want := -1
+	switch {
+	case k < len(claim) && claim[k] != next && !r.stop(claim[k]):
+		want = claim[k]
+	case k == len(claim) && !r.stop(next):
+		for _, s := range r.stops {
+			if want < 0 || row[s] > row[want] {
+				want = s
+			}
+		}
+	default:
+		return 0, 0, false
+	}
+	gap := row[next] - row[want]
+	if !(gap <= tie) {
+		return 0, 0, false
+	}
+	return want, gap, true
 }
 
 // pick chooses a token from one row of logits as generate does: on the
