@@ -38,9 +38,10 @@ func BenchmarkRunCached(b *testing.B) {
 // side: "pointer", the ABI's pointer form, whose operands cross into the
 // host at each call; "handles", tensors made once and multiplied where the
 // backend keeps them (a GPU's memory), read back once; and "native", the
-// backend's Gemm called directly (cuBLAS, on a GPU). The guest's time per
-// GEMM is (run with reps - run with 0 reps) / reps, which removes
-// instantiation and matrix filling.
+// backend's Gemm called directly (cuBLAS, on a GPU), at each precision the
+// backend offers (a GPU's tf32 and bf16: the job's precision term against
+// the backend's view at it). The guest's time per GEMM is (run with reps -
+// run with 0 reps) / reps, which removes instantiation and matrix filling.
 func BenchmarkGemmGuestVsNative(b *testing.B) {
 	ctx := context.Background()
 	set, err := backends.Open(ctx, backends.Config{})
@@ -50,7 +51,23 @@ func BenchmarkGemmGuestVsNative(b *testing.B) {
 	defer set.Close()
 	sb := newSandbox(b, Config{Fast: set.Fast})
 	wasm := readFile(b, "testdata/gemmbench.wasm")
-	cfg := NewJobConfig().WithMode(abi.ModeTolerance).WithMemoryLimit(1 << 30)
+	for _, prec := range tensor.PrecisionsOf(set.Fast) {
+		native, err := tensor.WithPrecision(set.Fast, prec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		name := set.Fast.Name()
+		if prec != tensor.F32 {
+			name += "-" + prec.String()
+		}
+		benchGuestVsNative(b, sb, wasm, native, name, NewJobConfig().WithMode(abi.ModeTolerance).WithMemoryLimit(1<<30).WithPrecision(prec))
+	}
+}
+
+// benchGuestVsNative is BenchmarkGemmGuestVsNative at one precision: jobs
+// of cfg on sb against native, named name.
+func benchGuestVsNative(b *testing.B, sb *Sandbox, wasm []byte, native tensor.Backend, name string, cfg JobConfig) {
+	ctx := context.Background()
 	for _, n := range []int{256, 512, 1024, 2048} {
 		reps := max(2, (1<<32)/(n*n*n)) // ≥ 8 GFLOP per timed run
 		flops := tensor.GemmParams{M: n, N: n, K: n}.Flops()
@@ -62,7 +79,7 @@ func BenchmarkGemmGuestVsNative(b *testing.B) {
 				}
 				return res.Duration.Seconds()
 			}
-			b.Run(fmt.Sprintf("guest-%s/%s/n=%d", form, set.Fast.Name(), n), func(b *testing.B) {
+			b.Run(fmt.Sprintf("guest-%s/%s/n=%d", form, name, n), func(b *testing.B) {
 				run(reps) // warm the compilation cache and the backend
 				var total float64
 				for b.Loop() {
@@ -71,9 +88,9 @@ func BenchmarkGemmGuestVsNative(b *testing.B) {
 				b.ReportMetric(flops/(total/float64(b.N))/1e9, "GFLOP/s")
 			})
 		}
-		b.Run(fmt.Sprintf("native/%s/n=%d", set.Fast.Name(), n), func(b *testing.B) {
+		b.Run(fmt.Sprintf("native/%s/n=%d", name, n), func(b *testing.B) {
 			buf := func(n int) tensor.Buffer {
-				t, err := set.Fast.Alloc(abi.F32, n)
+				t, err := native.Alloc(abi.F32, n)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -83,12 +100,12 @@ func BenchmarkGemmGuestVsNative(b *testing.B) {
 			p := tensor.GemmParams{M: n, N: n, K: n}
 			for b.Loop() { // as many GEMMs per iteration as the guest makes
 				for range reps {
-					if err := set.Fast.Gemm(ctx, p, x, y, z); err != nil {
+					if err := native.Gemm(ctx, p, x, y, z); err != nil {
 						b.Fatal(err)
 					}
 				}
 				// A GPU queues them: a read waits for the device.
-				if err := set.Fast.Read(one, make([]byte, 4)); err != nil {
+				if err := native.Read(one, make([]byte, 4)); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -3,9 +3,7 @@ package host
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"os"
 	"os/exec"
 	"strings"
 	"sync/atomic"
@@ -13,28 +11,11 @@ import (
 
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host/tensor/backends"
-	"github.com/infernet/infernet/host/tensor/cuda"
+	"github.com/infernet/infernet/host/tensor/backends/workertest"
 	"github.com/infernet/infernet/host/tensor/cuda/cudatest"
 )
 
-// gpuWorkerEnv makes this test binary a GPU worker (backends.ServeCUDA)
-// on the FAKE CUDA driver whose path it holds.
-//
-// fake driver: checks our call sequence, not a GPU.
-const gpuWorkerEnv = "HOST_TEST_GPU_WORKER"
-
-func TestMain(m *testing.M) {
-	if drv := os.Getenv(gpuWorkerEnv); drv != "" {
-		if err := backends.ServeCUDA(context.Background(), cuda.Config{Driver: drv, CUBLAS: drv}, os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, "test worker:", err)
-			os.Exit(3)
-		}
-		os.Exit(0)
-	}
-	code := m.Run()
-	cudatest.Remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { workertest.Main(m) }
 
 // TestDeviceLostStopsTheJob: a sticky GPU fault in the provider's GPU
 // worker (the fake driver's CUDA_ERROR_ILLEGAL_ADDRESS at the worker's
@@ -46,12 +27,10 @@ func TestDeviceLostStopsTheJob(t *testing.T) {
 	drv, _ := cudatest.Build(t)
 	var starts atomic.Int32
 	worker := func() *exec.Cmd {
-		cmd := exec.Command(os.Args[0])
-		cmd.Env = append(os.Environ(), gpuWorkerEnv+"="+drv)
 		if starts.Add(1) == 1 {
-			cmd.Env = append(cmd.Env, "FAKECUDA_FAIL=cuLaunchKernel:700")
+			return workertest.Command(drv, "FAKECUDA_FAIL=cuLaunchKernel:700")
 		}
-		return cmd
+		return workertest.Command(drv)
 	}
 	ctx := context.Background()
 	set, err := backends.Open(ctx, backends.Config{Fast: backends.CUDA, Worker: worker, Logger: slog.New(slog.DiscardHandler)})
@@ -96,9 +75,7 @@ func TestDeviceLostAtAlloc(t *testing.T) {
 		if starts.Add(1) > 1 {
 			return exec.Command("false") // no worker starts again
 		}
-		cmd := exec.Command(os.Args[0])
-		cmd.Env = append(os.Environ(), gpuWorkerEnv+"="+drv, "FAKECUDA_FAIL=cuMemAlloc_v2:700")
-		return cmd
+		return workertest.Command(drv, "FAKECUDA_FAIL=cuMemAlloc_v2:700")
 	}
 	ctx := context.Background()
 	set, err := backends.Open(ctx, backends.Config{Fast: backends.CUDA, Worker: worker, Logger: slog.New(slog.DiscardHandler)})

@@ -42,7 +42,10 @@ func TestNextDraw(t *testing.T) {
 		got[p]++
 	}
 	for _, c := range pool {
-		if got[c.id] < 90 || got[c.id] > 110 || n.client.load.of(c.id) != got[c.id] {
+		// 80..120: over 20,000 simulated runs of this draw, the fewest any
+		// provider got was 84 and the most 118 (the 1% quantiles 89 and
+		// 111: the bounds were 90..110 and failed about one run in 40).
+		if got[c.id] < 80 || got[c.id] > 120 || n.client.load.of(c.id) != got[c.id] {
 			t.Errorf("%s: %d replicas (load %d), want about 100 each: %v", c.id, got[c.id], n.client.load.of(c.id), got)
 		}
 		n.client.load.add(c.id, -got[c.id])

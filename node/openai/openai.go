@@ -52,6 +52,12 @@ type Config struct {
 	// Verify is how a completion is verified: VerifyReplicas (the default)
 	// or VerifyPrefill.
 	Verify string
+	// Mode is the jobs' determinism mode: ModeExact (the default: the
+	// reference kernels, the same bits on every provider) or ModeTolerance
+	// (each provider's fast backend, a GPU's kernels among them; replicas
+	// of one backend class, and a prefill check across classes accepts
+	// near-ties, node.Config.CheckTie).
+	Mode string
 	// MaxTokens caps a request's max_tokens (default 1024); a request
 	// asking for more is refused.
 	MaxTokens int
@@ -75,9 +81,15 @@ const (
 	VerifyPrefill = "prefill"
 )
 
+// Determinism modes of Config.Mode.
+const (
+	ModeExact     = "exact"
+	ModeTolerance = "tolerance"
+)
+
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{Replicas: 2, Verify: VerifyReplicas, MaxTokens: 1024, Timeout: 5 * time.Minute}
+	return Config{Replicas: 2, Verify: VerifyReplicas, Mode: ModeExact, MaxTokens: 1024, Timeout: 5 * time.Minute}
 }
 
 // Node is what the service needs of a node.
@@ -111,6 +123,12 @@ func New(cfg Config, n Node, log *slog.Logger) (*Service, error) {
 	}
 	if cfg.Verify != VerifyReplicas && cfg.Verify != VerifyPrefill {
 		return nil, fmt.Errorf("openai: verification %q: want %s or %s", cfg.Verify, VerifyReplicas, VerifyPrefill)
+	}
+	if cfg.Mode == "" {
+		cfg.Mode = d.Mode
+	}
+	if cfg.Mode != ModeExact && cfg.Mode != ModeTolerance {
+		return nil, fmt.Errorf("openai: mode %q: want %s or %s", cfg.Mode, ModeExact, ModeTolerance)
 	}
 	return &Service{cfg: cfg, n: n, log: log}, nil
 }
@@ -553,6 +571,9 @@ func (s *Service) spec(ctx context.Context, m *store.Model, q llama.Request) (no
 		Module: runner.Digest, ModuleSize: runner.Size, Input: in, InputSize: int64(len(input)),
 		Replicas: s.cfg.Replicas, Timeout: s.cfg.Timeout, Memory: 512 << 20, MaxOutput: 4 << 20,
 		Mode: wire.ModeExact, Require: s.cfg.Require, Price: s.cfg.Price, Data: models.JobData(m),
+	}
+	if s.cfg.Mode == ModeTolerance {
+		spec.Mode = wire.ModeTolerance
 	}
 	if s.cfg.Verify == VerifyPrefill {
 		spec.Replicas, spec.Check = 1, models.Check([]llama.Request{q})

@@ -20,6 +20,7 @@ import (
 	"github.com/infernet/infernet/node/nodetest"
 	"github.com/infernet/infernet/node/openai"
 	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
 )
 
 // serve starts a 4-node network (a client and 3 providers it vouches for)
@@ -289,5 +290,39 @@ func TestOpenAIPrefill(t *testing.T) {
 	}
 	if len(jobs) != 4 || checked != 2 {
 		t.Errorf("%d jobs, %d verified by a check; want 4 and 2", len(jobs), checked)
+	}
+}
+
+// TestOpenAITolerance: with --serve-mode tolerance the endpoints' jobs run
+// in tolerance mode (a GPU provider's own kernels) and, streamed, on one
+// backend class; the text is still run.c's (the providers here run the
+// reference kernels as their fast backend).
+func TestOpenAITolerance(t *testing.T) {
+	c, net := serve(t, nodetest.Options{Providers: 2, Trust: true, OpenAI: openai.Config{Mode: openai.ModeTolerance}})
+	g := golden(t, "The cat")
+	stream := c.Completions.NewStreaming(context.Background(), oa.CompletionNewParams{
+		Model:       "stories260K",
+		Prompt:      oa.CompletionNewParamsPromptUnion{OfString: oa.String(g.Prompt)},
+		MaxTokens:   oa.Int(int64(g.MaxTokens)),
+		Temperature: oa.Float(0),
+	})
+	var text strings.Builder
+	for stream.Next() {
+		for _, ch := range stream.Current().Choices {
+			text.WriteString(ch.Text)
+		}
+	}
+	if err := stream.Err(); err != nil || text.String() != g.Completion {
+		t.Fatalf("streamed %q, %v; want run.c's %q", text.String(), err, g.Completion)
+	}
+	jobs, err := net.Client.Jobs(0)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("%d jobs, %v; want 1", len(jobs), err)
+	}
+	if a := jobs[0].Announce; a.Mode != wire.ModeTolerance || !a.SameBackend {
+		t.Errorf("announced mode %d, same backend %v; want tolerance on one backend class", a.Mode, a.SameBackend)
+	}
+	if _, err := openai.New(openai.Config{Mode: "fast"}, openai.Node{}, nil); err == nil {
+		t.Error("mode \"fast\" accepted")
 	}
 }

@@ -2,9 +2,7 @@ package llama_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -14,32 +12,15 @@ import (
 	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor/backends"
-	"github.com/infernet/infernet/host/tensor/cuda"
+	"github.com/infernet/infernet/host/tensor/backends/workertest"
 	"github.com/infernet/infernet/host/tensor/cuda/cudatest"
 )
 
-// gpuWorkerEnv makes this test binary a GPU worker (backends.ServeCUDA)
-// on the FAKE CUDA driver whose path it holds.
-//
-// fake driver: checks our call sequence, not a GPU.
-const gpuWorkerEnv = "LLAMA_TEST_GPU_WORKER"
-
-func TestMain(m *testing.M) {
-	if drv := os.Getenv(gpuWorkerEnv); drv != "" {
-		if err := backends.ServeCUDA(context.Background(), cuda.Config{Driver: drv, CUBLAS: drv}, os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, "test worker:", err)
-			os.Exit(3)
-		}
-		os.Exit(0)
-	}
-	code := m.Run()
-	cudatest.Remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { workertest.Main(m) }
 
 // TestRunnerOnFakeCUDA: the runner on the CUDA backend in a GPU worker
 // process, as a provider runs it, against the FAKE driver (package
-// cudatest: the kernels' source run as C on host threads; it checks our
+// cudatest: the kernels' source run as C on the host; it checks our
 // calls, not a GPU), in tolerance mode. stories260K's greedy goldens come
 // out token for token; the job ran on cuda with its weights copied to the
 // device by the first job only (the device cache), and the second job's
@@ -48,11 +29,7 @@ func TestRunnerOnFakeCUDA(t *testing.T) {
 	drv, _ := cudatest.Build(t)
 	ctx := context.Background()
 	set, err := backends.Open(ctx, backends.Config{Fast: backends.CUDA, Logger: slog.New(slog.DiscardHandler),
-		Worker: func() *exec.Cmd {
-			cmd := exec.Command(os.Args[0])
-			cmd.Env = append(os.Environ(), gpuWorkerEnv+"="+drv)
-			return cmd
-		}})
+		Worker: func() *exec.Cmd { return workertest.Command(drv) }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,9 +59,11 @@ const (
 // memory. It is safe for concurrent use; operations run one at a time on a
 // dedicated OS thread that holds the CUDA context.
 //
-// A kernel fault (CUDA_ERROR_ILLEGAL_ADDRESS and other "sticky" errors)
-// leaves a CUDA context unusable: every later call fails. The provider
-// should then Close the Backend and create a new one.
+// A kernel fault (CUDA_ERROR_ILLEGAL_ADDRESS and other "sticky" errors,
+// Error.Sticky, matching tensor.ErrDeviceLost) leaves the process's CUDA
+// state unusable: every later call fails, a new Backend's too. Providers
+// therefore run the Backend in a GPU worker process (package remote), which
+// is started again after a fault.
 //
 // hardware-untested: no GPU was available to the project; the call sequence
 // is tested against a fake driver.

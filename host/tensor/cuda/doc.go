@@ -80,7 +80,7 @@
 // whole backend against a FAKE libcuda/libcublas (testdata/fakecuda.c, built
 // at test time with the C compiler) that implements the symbols on host
 // memory and records a call log. Its cuLaunchKernel runs kernels.cu itself,
-// compiled as C, with one host thread per GPU thread. That proves the call
+// compiled as C, each GPU thread a coroutine on the host. That proves the call
 // order, arguments, leading dimensions, copy sizes, thread discipline,
 // cleanup and the kernels' indexing and reductions; not clang's NVPTX code,
 // the driver's JIT, cuBLAS or the GPU's arithmetic. A test also checks that

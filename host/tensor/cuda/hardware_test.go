@@ -563,9 +563,10 @@ func TestGPU_MemoryFreed(t *testing.T) {
 const faultChildEnv = "INFERNET_GPU_FAULT_CHILD"
 
 // TestGPU_KernelFault: a kernel reading through a null pointer fails its
-// operation with a CUDA *Error (neither unavailable nor unsupported), the
-// context stays unusable after it, and a new Backend then works: the
-// recovery Backend's doc tells providers to use. The fault happens in a
+// operation with a sticky CUDA *Error (tensor.ErrDeviceLost; neither
+// unavailable nor unsupported) and the context stays unusable after it;
+// whether a new Backend in the process opens is logged (it did not on the
+// H200: hence the GPU worker, package remote). The fault happens in a
 // child process (this test binary run again), so a broken context cannot
 // spill into the other tests. The driver logs such a fault (an Xid in the
 // kernel log); it harms nothing else, except under MPS, where a client's
@@ -615,6 +616,9 @@ func kernelFaultChild(t *testing.T) {
 	if !errors.As(err, &e) || errors.Is(err, tensor.ErrUnavailable) || errors.Is(err, tensor.ErrUnsupported) {
 		t.Fatalf("a kernel reading address 0: %v; want a CUDA *Error, neither unavailable nor unsupported", err)
 	}
+	if !e.Sticky() || !errors.Is(err, tensor.ErrDeviceLost) {
+		t.Errorf("the fault %v is not sticky (ErrDeviceLost): a provider would keep using a poisoned context", err)
+	}
 	t.Logf("the fault: %v", err)
 	if err := b.Unary(ctx, abi.OpReLU, x, x); err == nil {
 		t.Error("the context still ran a kernel after a fault; Backend's doc says every later call fails")
@@ -623,18 +627,15 @@ func kernelFaultChild(t *testing.T) {
 	}
 	t.Logf("Close after the fault: %v", b.Close())
 
-	b2, err := New(Config{})
-	if err != nil {
-		t.Fatalf("no new Backend after a kernel fault (Backend's doc says Close and New recover): %v", err)
-	}
-	defer b2.Close()
-	a := upload(t, b2, abi.F32, 4, f32bytes([]float32{1, 2, 3, 4}))
-	c, _ := b2.Alloc(abi.F32, 4)
-	if err := b2.Gemm(ctx, tensor.GemmParams{M: 2, N: 2, K: 2}, a, a, c); err != nil {
-		t.Fatalf("GEMM on the new Backend: %v", err)
-	}
-	if got := bytesF32(download(t, b2, c)); fmt.Sprint(got) != "[7 10 15 22]" {
-		t.Errorf("GEMM on the new Backend: %v, want [7 10 15 22]", got)
+	// CUDA's sticky errors poison the process, not just the context (the
+	// H200 and H100 runs of 2026-11-26): a new Backend fails too, which is
+	// why providers run the GPU in a worker process (package remote,
+	// TestGPU_WorkerFaultRecovers there).
+	if b2, err := New(Config{}); err == nil {
+		t.Log("a new Backend in the faulted process opened: this driver recovers within a process")
+		b2.Close()
+	} else {
+		t.Logf("a new Backend in the faulted process: %v", err)
 	}
 }
 

@@ -425,7 +425,7 @@ func TestQueuedFailureNamesTheOp(t *testing.T) {
 
 // TestUnsupported: a queued operation the worker's backend refuses
 // (cuda's batched GEMM whose C aliases A) runs on the reference backend
-// in the worker, with its bits; a synchronous one (cuda's Alloc of Q8_0)
+// in the worker, with its bits; a synchronous one (cuda's Argmax of i32)
 // returns tensor.ErrUnsupported for the host module to fall back.
 func TestUnsupported(t *testing.T) {
 	b, _ := open(t, "cuda")
@@ -448,8 +448,9 @@ func TestUnsupported(t *testing.T) {
 	if g, w := download(t, b, ga), download(t, ref, wa); !bytes.Equal(g, w) {
 		t.Errorf("aliased batched GEMM in the worker: %x, reference %x", g, w)
 	}
-	if _, err := b.Alloc(abi.Q8_0, 32); !errors.Is(err, tensor.ErrUnsupported) {
-		t.Errorf("Alloc of Q8_0 on cuda: %v, want ErrUnsupported", err)
+	gi := upload(t, b, abi.I32, 2, make([]byte, 8))
+	if _, err := b.Argmax(ctx, gi); !errors.Is(err, tensor.ErrUnsupported) {
+		t.Errorf("Argmax of i32 on cuda: %v, want ErrUnsupported", err)
 	}
 }
 

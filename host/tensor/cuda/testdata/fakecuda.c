@@ -24,7 +24,7 @@
  *     effect; built with -DFAKE_NO_STRIDED_BATCHED the library lacks both
  *     strided batched calls, like a cuBLAS before 8.0;
  *   - cuLaunchKernel runs the real kernels of ../kernels.cu, compiled here
- *     as C and run with one host thread per GPU thread, reading the
+ *     as C and run with each GPU thread a coroutine on the host, reading the
  *     parameters with the sizes kernels.cu declares;
  *   - every call is appended to a log, "TID CALL ARGS -> CODE" per line,
  *     that the tests read with fake_log(); fake_fail(call, code) makes a call

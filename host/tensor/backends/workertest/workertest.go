@@ -1,0 +1,47 @@
+// Package workertest runs GPU workers for other packages' tests, as
+// net/http/httptest runs servers: the test binary itself, run again, serves
+// the CUDA backend (backends.ServeCUDA) on the driver it is given, the FAKE
+// one of package cudatest on machines without a GPU.
+//
+// fake driver: checks our call sequence, not a GPU.
+package workertest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+
+	"github.com/infernet/infernet/host/tensor/backends"
+	"github.com/infernet/infernet/host/tensor/cuda"
+	"github.com/infernet/infernet/host/tensor/cuda/cudatest"
+)
+
+// driverEnv makes a test binary a GPU worker on the CUDA driver it names.
+const driverEnv = "INFERNET_TEST_GPU_WORKER"
+
+// Main is a test binary's TestMain: run as a worker (by Command) it serves
+// until its stdin closes and exits; otherwise it runs the tests and removes
+// the fake drivers cudatest built.
+func Main(m *testing.M) {
+	if drv := os.Getenv(driverEnv); drv != "" {
+		if err := backends.ServeCUDA(context.Background(), cuda.Config{Driver: drv, CUBLAS: drv}, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "test worker:", err)
+			os.Exit(3)
+		}
+		os.Exit(0)
+	}
+	code := m.Run()
+	cudatest.Remove()
+	os.Exit(code)
+}
+
+// Command returns a command that runs this test binary as a worker on the
+// CUDA driver (and cuBLAS) at driver, with env added to its environment
+// (the fake's FAKECUDA_FAIL, say). The binary's TestMain must call Main.
+func Command(driver string, env ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(append(os.Environ(), driverEnv+"="+driver), env...)
+	return cmd
+}
