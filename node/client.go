@@ -438,6 +438,12 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 		spec.SameBackend = true // a generation's replicas vote byte for byte
 	}
 	spec.setDefaults()
+	if spec.Check != nil && spec.Precision != "" {
+		// A generation's decode steps sum in f32 (GEMV) whatever the
+		// precision, while its check's batched passes would run at it: they
+		// would differ by the precision's rounding, well beyond a near-tie.
+		return nil, fmt.Errorf("a job verified by a check job runs at f32, not %s", spec.Precision)
+	}
 	req, err := requirement.Compile(spec.Require)
 	if err != nil {
 		return nil, err

@@ -143,8 +143,7 @@ type Config struct {
 	// CheckTie is the near-tie bound, in logits, of the check jobs
 	// (Spec.Check) of this client's tolerance-mode jobs: a greedy token
 	// the checker would not have chosen passes when its logit is within
-	// CheckTie of the checker's top one and the generator and the checker
-	// run on different backend classes (see jobRun.runCheck). 0 checks
+	// CheckTie of the checker's top one (see jobRun.runCheck). 0 checks
 	// exactly; at most llama.MaxTie. DefaultConfig: DefaultCheckTie.
 	CheckTie float32
 	// NoAudit stops this client from ever running a job itself. By default

@@ -12,11 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/guest/go/llama"
 	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/host/tensor/cuda"
 	"github.com/infernet/infernet/host/tensor/reference"
+	"github.com/infernet/infernet/node/models"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/proofs/redundancy"
@@ -172,5 +174,23 @@ func TestPrecision(t *testing.T) {
 		if job, err := net.client.Submit(context.Background(), bad, nil); err == nil || job != nil || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("%s: %+v, %v; want an error saying %q", c.name, job, err, c.msg)
 		}
+	}
+}
+
+// TestCheckJobRunsAtF32: a job verified by a check job (verification by
+// prefill) is refused at a reduced precision, before anything is sent: the
+// generation's decode steps sum in f32 whatever the precision, and its
+// check's batched passes at the precision would differ by more than a
+// near-tie.
+func TestCheckJobRunsAtF32(t *testing.T) {
+	n, err := New(context.Background(), testConfig(t, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	q := llama.Request{Prompt: "The end", MaxTokens: 4}
+	_, err = n.Submit(context.Background(), Spec{Replicas: 1, Mode: wire.ModeTolerance, Precision: "bf16", Check: models.Check{q}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "runs at f32") {
+		t.Fatalf("a bf16 job verified by a check: %v, want refused", err)
 	}
 }

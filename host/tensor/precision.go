@@ -141,8 +141,8 @@ type Precisioner interface {
 	// Precisions lists the precisions the backend offers besides F32.
 	Precisions() []Precision
 	// WithPrecision returns a view of the backend whose f32 GEMMs (Gemm,
-	// GemmBatched, and f32-weight MatMul where the backend has it) run at
-	// p; every other op is the backend's own. The view shares the
+	// GemmBatched, and a prefill's MatMul where the backend has it, on
+	// weights of any type) run at p; every other op is the backend's own. The view shares the
 	// backend's buffers, which pass freely between the two. F32 returns
 	// the backend itself; a precision the backend does not offer is an
 	// error wrapping ErrUnsupported.

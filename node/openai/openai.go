@@ -55,8 +55,8 @@ type Config struct {
 	// Mode is the jobs' determinism mode: ModeExact (the default: the
 	// reference kernels, the same bits on every provider) or ModeTolerance
 	// (each provider's fast backend, a GPU's kernels among them; replicas
-	// of one backend class, and a prefill check across classes accepts
-	// near-ties, node.Config.CheckTie).
+	// of one backend class, and a prefill check accepts near-ties,
+	// node.Config.CheckTie).
 	Mode string
 	// MaxTokens caps a request's max_tokens (default 1024); a request
 	// asking for more is refused.

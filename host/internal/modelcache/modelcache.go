@@ -76,6 +76,7 @@ type Cache struct {
 	mu      sync.Mutex // guards everything below
 	entries map[Key]*entry
 	lru     *list.List // of *entry, most recently used first
+	purges  uint64     // Purge calls so far
 	stats   Stats
 }
 
@@ -88,6 +89,7 @@ type entry struct {
 	ready chan struct{}
 	buf   tensor.Buffer
 	err   error
+	purge uint64 // Cache.purges when the load began
 }
 
 // New returns an empty cache of budget bytes (DefaultBudget if budget <= 0).
@@ -153,7 +155,7 @@ func (c *Cache) Get(ctx context.Context, key Key, size int64, load func() (tenso
 		c.mu.Unlock()
 		return nil, false, fmt.Errorf("%w: %d bytes, budget %d", ErrTooLarge, size, c.budget)
 	}
-	e := &entry{key: key, size: size, pins: 1, ready: make(chan struct{})}
+	e := &entry{key: key, size: size, pins: 1, ready: make(chan struct{}), purge: c.purges}
 	e.el = c.lru.PushFront(e)
 	c.entries[key] = e
 	c.stats.Bytes += size
@@ -170,8 +172,13 @@ func (c *Cache) Get(ctx context.Context, key Key, size int64, load func() (tenso
 	}
 	c.mu.Lock()
 	e.buf, e.err = buf, err
-	if err != nil {
+	switch {
+	case err != nil:
 		e.buf = nil
+		c.removeLocked(e)
+	case e.purge != c.purges:
+		// Purged while it loaded: the buffer may have gone with the device.
+		// Its holders have it; the cache keeps it no longer.
 		c.removeLocked(e)
 	}
 	c.mu.Unlock()
@@ -214,10 +221,11 @@ func (c *Cache) makeRoomLocked(size int64) (evicted []*entry, ok bool) {
 // is lost, since its buffers went with it.
 func (c *Cache) Purge() {
 	c.mu.Lock()
+	c.purges++
 	var gone []*entry
 	for el := c.lru.Front(); el != nil; {
 		e, next := el.Value.(*entry), el.Next()
-		if e.buf != nil { // a load in progress keeps its entry until it ends
+		if e.buf != nil { // a load in progress leaves when it ends (purges)
 			c.removeLocked(e)
 			if e.pins == 0 {
 				gone = append(gone, e)

@@ -320,3 +320,46 @@ func TestCacheOnFrees(t *testing.T) {
 		}
 	}
 }
+
+// TestCachePurgeDuringLoad: a tensor whose load was under way when the
+// cache was purged (the device lost meanwhile) goes to its caller but is
+// not kept: the next request loads it again, and its buffer is given back
+// once released.
+func TestCachePurgeDuringLoad(t *testing.T) {
+	var freed int
+	c := NewOn(64, func(tensor.Buffer) { freed++ })
+	started, release := make(chan struct{}), make(chan struct{})
+	slow := func() (tensor.Buffer, error) {
+		close(started)
+		<-release
+		return &tensor.HostBuffer{F32: make([]float32, 4)}, nil
+	}
+	got := make(chan *Ref)
+	go func() {
+		ref, _, err := c.Get(bg, key(0), 16, slow)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- ref
+	}()
+	<-started
+	c.Purge()
+	close(release)
+	ref := <-got
+	if ref == nil {
+		t.Fatal("no tensor")
+	}
+	if s := c.Stats(); s.Entries != 0 || s.Bytes != 0 {
+		t.Errorf("after a load purged under way: %+v, want nothing kept", s)
+	}
+	var calls atomic.Int32
+	again, loaded, err := c.Get(bg, key(0), 16, loader(16, &calls))
+	if err != nil || !loaded || calls.Load() != 1 {
+		t.Fatalf("the next request: loaded %v, %d loads, %v; want a load of its own", loaded, calls.Load(), err)
+	}
+	ref.Release()
+	if freed != 1 {
+		t.Errorf("%d buffers given back after the purged one's release, want 1", freed)
+	}
+	again.Release()
+}

@@ -14,10 +14,12 @@
 // reply; every other operation is queued: written to a buffer that goes
 // out at the next synchronous call (or when it fills), run by the worker
 // in order, no reply. A queued operation's failure is kept on the buffers
-// it touched, in the worker: a Read of any of them, or a synchronous
+// it writes, in the worker: a Read of any of them, or a synchronous
 // operation on one, returns it, naming the operation; operations on them
 // fail with it too. Failures follow the data rather than "the next call"
-// because jobs share a Backend: another job's Read must not see them.
+// because jobs share a Backend: another job's Read must not see them, and
+// the buffers it only reads (a model's weights, shared by every job) keep
+// none.
 //
 // What the parent can check without the worker it checks before sending,
 // so a bad call fails at once: the buffers are this Backend's, alive and
@@ -57,6 +59,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,6 +95,7 @@ type Backend struct {
 	name       string
 	class      tensor.Class
 	transforms bool
+	precisions []tensor.Precision // the worker's backend's reduced ones
 	ids        atomic.Uint64
 
 	closed atomic.Bool // set once, under mu
@@ -106,6 +110,7 @@ type Backend struct {
 var (
 	_ tensor.Backend     = (*Backend)(nil)
 	_ tensor.Transformer = (*Backend)(nil)
+	_ tensor.Precisioner = (*Backend)(nil)
 )
 
 // errClosed is returned by operations on a closed Backend.
@@ -140,7 +145,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		}
 		return nil, fmt.Errorf("%w: %w", tensor.ErrUnavailable, err)
 	}
-	b.name, b.class, b.transforms = h.name, h.class, h.transforms
+	b.name, b.class, b.transforms, b.precisions = h.name, h.class, h.transforms, h.precisions
 	b.cur = c
 	return b, nil
 }
@@ -238,6 +243,7 @@ type hello struct {
 	name       string
 	class      tensor.Class
 	transforms bool
+	precisions []tensor.Precision // besides f32
 }
 
 // start runs a worker and reads its greeting.
@@ -313,12 +319,17 @@ func (c *child) greeting(h *hello) error {
 	switch {
 	case f.code == replyErr && len(f.vals) == 1:
 		return &workerError{msg: string(f.blob), class: errClass(f.vals[0])}
-	case f.code != replyHello || len(f.vals) != 3:
+	case f.code != replyHello || len(f.vals) != 4:
 		return fmt.Errorf("remote: the worker's greeting is frame %d with %d values", f.code, len(f.vals))
 	case f.vals[0] != version:
 		return fmt.Errorf("remote: the worker speaks version %d, not %d", f.vals[0], version)
 	}
 	h.name, h.class, h.transforms = string(f.blob), tensor.Class(f.vals[1]), f.vals[2] != 0
+	for _, p := range []tensor.Precision{tensor.TF32, tensor.BF16} {
+		if f.vals[3]&(1<<p) != 0 {
+			h.precisions = append(h.precisions, p)
+		}
+	}
 	return nil
 }
 
@@ -582,7 +593,7 @@ func (b *Backend) Write(t tensor.Buffer, src []byte) error {
 }
 
 // Read implements tensor.Backend: it waits for the operations queued
-// before it, and returns the failure of one that touched t.
+// before it, and returns the failure of one that wrote t.
 func (b *Backend) Read(t tensor.Buffer, dst []byte) error {
 	var xs [1]*buffer
 	c, err := b.own("read", []tensor.Buffer{t}, xs[:])
@@ -632,20 +643,71 @@ func (b *Backend) queue(ctx context.Context, op opcode, p []uint64, bufs ...tens
 
 // Gemm implements tensor.Backend (queued).
 func (b *Backend) Gemm(ctx context.Context, p tensor.GemmParams, a, x, c tensor.Buffer) error {
+	return b.gemm(ctx, tensor.F32, p, a, x, c)
+}
+
+func (b *Backend) gemm(ctx context.Context, prec tensor.Precision, p tensor.GemmParams, a, x, c tensor.Buffer) error {
 	if err := checkGemm(1, p, a, x, c); err != nil {
 		return err
 	}
 	g := gemmWords(p)
-	return b.queue(ctx, opGemm, g[:], a, x, c)
+	return b.queue(ctx, opGemm, append(g[:], uint64(prec)), a, x, c)
 }
 
 // GemmBatched implements tensor.Backend (queued).
 func (b *Backend) GemmBatched(ctx context.Context, batch int, p tensor.GemmParams, a, x, c tensor.Buffer) error {
+	return b.gemmBatched(ctx, tensor.F32, batch, p, a, x, c)
+}
+
+func (b *Backend) gemmBatched(ctx context.Context, prec tensor.Precision, batch int, p tensor.GemmParams, a, x, c tensor.Buffer) error {
 	if err := checkGemm(batch, p, a, x, c); err != nil {
 		return err
 	}
 	g := gemmWords(p)
-	return b.queue(ctx, opGemmBatched, append(g[:], word(batch)), a, x, c)
+	return b.queue(ctx, opGemmBatched, append(g[:], word(batch), uint64(prec)), a, x, c)
+}
+
+// Precisions implements tensor.Precisioner: the reduced precisions of the
+// worker's backend.
+func (b *Backend) Precisions() []tensor.Precision { return slices.Clone(b.precisions) }
+
+// WithPrecision implements tensor.Precisioner: b itself for F32, else a
+// view whose f32 products (Gemm, GemmBatched, MatMul) the worker runs on
+// its backend's view at p; every other operation, and the buffers, are
+// b's.
+func (b *Backend) WithPrecision(p tensor.Precision) (tensor.Backend, error) {
+	switch {
+	case p == tensor.F32:
+		return b.Backend(), nil
+	case !slices.Contains(b.precisions, p):
+		return nil, fmt.Errorf("remote: %w: precision %v on the worker's %s", tensor.ErrUnsupported, p, b.name)
+	}
+	v := &precisionView{Backend: b, p: p}
+	if !b.transforms {
+		return struct{ tensor.Backend }{v}, nil
+	}
+	return v, nil
+}
+
+// precisionView is a Backend whose f32 products run at precision p.
+type precisionView struct {
+	*Backend
+	p tensor.Precision
+}
+
+// Gemm implements tensor.Backend at the view's precision (queued).
+func (v *precisionView) Gemm(ctx context.Context, p tensor.GemmParams, a, x, c tensor.Buffer) error {
+	return v.gemm(ctx, v.p, p, a, x, c)
+}
+
+// GemmBatched implements tensor.Backend at the view's precision (queued).
+func (v *precisionView) GemmBatched(ctx context.Context, batch int, p tensor.GemmParams, a, x, c tensor.Buffer) error {
+	return v.gemmBatched(ctx, v.p, batch, p, a, x, c)
+}
+
+// MatMul implements tensor.Transformer at the view's precision (queued).
+func (v *precisionView) MatMul(ctx context.Context, t, n, k int, x, w, out tensor.Buffer) error {
+	return v.matMul(ctx, v.p, t, n, k, x, w, out)
 }
 
 // checkGemm refuses, before anything is sent, batch products of p that
@@ -720,7 +782,11 @@ func (b *Backend) Gather(ctx context.Context, rows, cols int, table, idx, out te
 
 // MatMul implements tensor.Transformer (queued).
 func (b *Backend) MatMul(ctx context.Context, t, n, k int, x, w, out tensor.Buffer) error {
-	return b.queue(ctx, opMatMul, []uint64{word(t), word(n), word(k)}, x, w, out)
+	return b.matMul(ctx, tensor.F32, t, n, k, x, w, out)
+}
+
+func (b *Backend) matMul(ctx context.Context, prec tensor.Precision, t, n, k int, x, w, out tensor.Buffer) error {
+	return b.queue(ctx, opMatMul, []uint64{word(t), word(n), word(k), uint64(prec)}, x, w, out)
 }
 
 // Embed implements tensor.Transformer (queued): ids are copied before it

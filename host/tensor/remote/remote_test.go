@@ -18,6 +18,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -379,10 +380,10 @@ func TestHostChecks(t *testing.T) {
 }
 
 // TestQueuedFailureNamesTheOp: a queued operation that fails returns nil,
-// and the failure comes back from the next Read of a buffer it touched,
+// and the failure comes back from the next Read of a buffer it wrote,
 // naming the operation and the CUDA error (the fake driver's launch
 // failure, which is not sticky); operations on that buffer fail with it
-// too, other buffers read fine, the worker keeps serving, and writing the
+// too, other buffers (its inputs among them) read fine, the worker keeps serving, and writing the
 // buffer whole clears the failure.
 func TestQueuedFailureNamesTheOp(t *testing.T) {
 	b, s := open(t, "cuda", "FAKECUDA_FAIL=cuLaunchKernel:701:1")
@@ -411,6 +412,11 @@ func TestQueuedFailureNamesTheOp(t *testing.T) {
 	}
 	if got := download(t, b, other); !bytes.Equal(got, f32bytes(5, 6, 7, 8)) {
 		t.Errorf("an untouched buffer: %v", got)
+	}
+	// The failed op's input (as a model's weights, shared by every job)
+	// keeps no failure: it only read it.
+	if got := download(t, b, x); !bytes.Equal(got, f32bytes(-1, 2, -3, 4)) {
+		t.Errorf("the failed op's input: %v", got)
 	}
 	if err := b.Write(out, f32bytes(9, 9, 9, 9)); err != nil {
 		t.Fatal(err)
@@ -652,5 +658,69 @@ func BenchmarkQueuedOp(bm *testing.B) {
 	}
 	if err := b.Read(x, dst); err != nil {
 		bm.Fatal(err)
+	}
+}
+
+// TestPrecision: a worker's backend offers its reduced precisions through
+// the worker (the fake CUDA device's tf32 and bf16), and a view's Gemm,
+// batched Gemm and prefill MatMul run at the precision in the worker: the
+// bits of the in-process backend's view at it, not f32's. A precision the
+// worker lacks is refused at once.
+func TestPrecision(t *testing.T) {
+	b, _ := open(t, "cuda")
+	drv, _ := cudatest.Build(t)
+	local, err := cuda.New(cuda.Config{Driver: drv, CUBLAS: drv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	if got := tensor.PrecisionsOf(b); !slices.Equal(got, []tensor.Precision{tensor.F32, tensor.TF32, tensor.BF16}) {
+		t.Fatalf("precisions through the worker: %v", got)
+	}
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(7, 8))
+	f32s := func(n int) []byte {
+		var out []byte
+		for range n {
+			v := float32(r.NormFloat64())
+			for tensor.TF32.Round(v) == v {
+				v = float32(r.NormFloat64())
+			}
+			out = binary.LittleEndian.AppendUint32(out, math.Float32bits(v))
+		}
+		return out
+	}
+	const m, n, k = 12, 5, 40
+	a, w := f32s(m*k), f32s(n*k)
+	run := func(be tensor.Backend, op string) []byte {
+		x, y := upload(t, be, abi.F32, m*k, a), upload(t, be, abi.F32, n*k, w)
+		out := upload(t, be, abi.F32, m*n, make([]byte, 4*m*n))
+		var err error
+		switch op {
+		case "gemm":
+			err = be.Gemm(ctx, tensor.GemmParams{M: m, N: n, K: k, TransB: true}, x, y, out)
+		case "matmul":
+			err = be.(tensor.Transformer).MatMul(ctx, m, n, k, x, y, out)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return download(t, be, out)
+	}
+	for _, p := range []tensor.Precision{tensor.TF32, tensor.BF16} {
+		view, err := b.WithPrecision(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lview, _ := local.WithPrecision(p)
+		for _, op := range []string{"gemm", "matmul"} {
+			got, want, f32 := run(view, op), run(lview, op), run(b, op)
+			if !bytes.Equal(got, want) || bytes.Equal(got, f32) {
+				t.Errorf("%v %s through the worker: equal to the local view %v, to f32 %v; want true, false", p, op, bytes.Equal(got, want), bytes.Equal(got, f32))
+			}
+		}
+	}
+	if _, err := b.WithPrecision(tensor.Precision(9)); !errors.Is(err, tensor.ErrUnsupported) {
+		t.Errorf("an unknown precision: %v, want ErrUnsupported", err)
 	}
 }

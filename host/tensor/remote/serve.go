@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/infernet/infernet/abi"
@@ -27,6 +28,10 @@ import (
 // runs, so the job sees what the host module's fallback would give.
 func Serve(ctx context.Context, r io.Reader, w io.Writer, be tensor.Backend) error {
 	_, tr := be.(tensor.Transformer)
+	var precs uint64
+	for _, p := range tensor.PrecisionsOf(be) {
+		precs |= 1 << p
+	}
 	s := &server{
 		be:     be,
 		ref:    reference.New(reference.Config{}),
@@ -34,7 +39,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, be tensor.Backend) err
 		poison: map[uint64]error{},
 		w:      bufio.NewWriterSize(w, bufSize),
 	}
-	if err := writeFrame(s.w, replyHello, []uint64{version, uint64(be.Class()), flag(tr)}, []byte(be.Name())); err != nil {
+	if err := writeFrame(s.w, replyHello, []uint64{version, uint64(be.Class()), flag(tr), precs}, []byte(be.Name())); err != nil {
 		return err
 	}
 	if err := s.w.Flush(); err != nil {
@@ -85,10 +90,11 @@ type server struct {
 	be, ref tensor.Backend
 	bufs    map[uint64]tensor.Buffer
 	// poison holds, per buffer, the failure of a queued operation that
-	// touched it: reading it returns that error, operations on it fail
+	// wrote it (writes): reading it returns that error, operations on it fail
 	// with it, and writing all of it again clears it. Failures follow the
 	// data, so one job's failed operation never shows in another's reads.
 	poison map[uint64]error
+	views  map[tensor.Precision]tensor.Backend // of be, by precision (at)
 	w      *bufio.Writer
 
 	// The context of the last deadline, kept while operations share it.
@@ -101,6 +107,9 @@ type server struct {
 // stop (a lost device, a broken pipe).
 func (s *server) handle(ctx context.Context, f *frame) error {
 	op := opcode(f.code)
+	if (op == opFree || op == opWrite || op == opRead) && len(f.vals) != 1 {
+		return fmt.Errorf("remote: operation %d with %d values", op, len(f.vals))
+	}
 	switch op {
 	case opAlloc:
 		return s.alloc(f.vals)
@@ -144,12 +153,15 @@ func (s *server) handle(ctx context.Context, f *frame) error {
 		}
 		bufs[i] = x
 	}
-	idx := 0
+	idx, be := 0, s.be
+	if err == nil && precise[op] {
+		be, err = s.at(tensor.Precision(p[len(p)-1]))
+	}
 	if err == nil {
 		octx := s.context(ctx, f.vals[0])
-		idx, err = sp.run(octx, s.be, p, bufs[:len(ids)], f.blob)
+		idx, err = sp.run(octx, be, p, bufs[:len(ids)], f.blob)
 		if errors.Is(err, tensor.ErrUnsupported) && !sp.sync {
-			err = s.fallback(octx, sp, p, bufs[:len(ids)], f.blob)
+			err = s.fallback(octx, op, p, bufs[:len(ids)], f.blob)
 		}
 		if err != nil {
 			err = fmt.Errorf("%s: %w", sp.name, err)
@@ -162,13 +174,32 @@ func (s *server) handle(ctx context.Context, f *frame) error {
 		return s.reply(err, word(idx), nil)
 	}
 	if err != nil {
-		for _, id := range ids {
-			if _, ok := s.bufs[id]; ok {
+		for i, id := range ids {
+			if _, ok := s.bufs[id]; ok && writes[op]&(1<<i) != 0 {
 				s.poison[id] = err
 			}
 		}
 	}
 	return nil
+}
+
+// at returns the worker's backend at precision p, its view made once.
+func (s *server) at(p tensor.Precision) (tensor.Backend, error) {
+	if p == tensor.F32 {
+		return s.be, nil
+	}
+	if v, ok := s.views[p]; ok {
+		return v, nil
+	}
+	v, err := tensor.WithPrecision(s.be, p)
+	if err != nil {
+		return nil, err
+	}
+	if s.views == nil {
+		s.views = map[tensor.Precision]tensor.Backend{}
+	}
+	s.views[p] = v
+	return v, nil
 }
 
 // alloc makes buffer id; a failure is the reply.
@@ -254,18 +285,22 @@ func (s *server) context(ctx context.Context, deadline uint64) context.Context {
 	return s.dctx
 }
 
-// fallback runs sp on the reference backend with copies of bufs (one per
-// distinct buffer, so aliasing is kept) and copies them back.
-func (s *server) fallback(ctx context.Context, sp *spec, p []uint64, bufs []tensor.Buffer, blob []byte) error {
+// fallback runs op on the reference backend with copies of bufs (one per
+// distinct buffer, so aliasing is kept) and copies back those it writes.
+func (s *server) fallback(ctx context.Context, op opcode, p []uint64, bufs []tensor.Buffer, blob []byte) error {
+	sp := &specs[op]
 	copies := make([]tensor.Buffer, len(bufs))
 	seen := map[tensor.Buffer]tensor.Buffer{}
-	var order []tensor.Buffer
+	var order []tensor.Buffer // the written ones, to copy back
 	defer func() {
 		for _, c := range seen {
 			s.ref.Free(c)
 		}
 	}()
 	for i, x := range bufs {
+		if writes[op]&(1<<i) != 0 && !slices.Contains(order, x) {
+			order = append(order, x)
+		}
 		if c, ok := seen[x]; ok {
 			copies[i] = c
 			continue
@@ -284,7 +319,6 @@ func (s *server) fallback(ctx context.Context, sp *spec, p []uint64, bufs []tens
 			return err
 		}
 		seen[x], copies[i] = c, c
-		order = append(order, x)
 	}
 	if _, err := sp.run(ctx, s.ref, p, copies, blob); err != nil {
 		return err

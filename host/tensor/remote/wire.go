@@ -19,14 +19,14 @@ import (
 // order and sends one unsolicited frame, replyLost, before it exits for a
 // lost device. Integers travel as int64 bits, floats as their IEEE bits.
 const (
-	version    = 1
+	version    = 2
 	headerSize = 10
 	maxVals    = 16
 )
 
 // Reply codes, from the worker.
 const (
-	replyHello byte = iota + 1 // vals: version, class, transformer; blob: name
+	replyHello byte = iota + 1 // vals: version, class, transformer, precisions (bit p: tensor.Precision p); blob: name
 	replyOK                    // vals: a result (Argmax, Sample); blob: Read's bytes
 	replyErr                   // vals: errClass; blob: the message
 	replyLost                  // blob: the message; the worker exits
@@ -127,10 +127,10 @@ type spec struct {
 // specs are the operations on buffers, by opcode; Alloc, Free, Write and
 // Read are the worker's own.
 var specs = [numOps]spec{
-	opGemm: {"gemm", 4, 3, false, func(ctx context.Context, be tensor.Backend, p []uint64, b []tensor.Buffer, _ []byte) (int, error) {
+	opGemm: {"gemm", 5, 3, false, func(ctx context.Context, be tensor.Backend, p []uint64, b []tensor.Buffer, _ []byte) (int, error) {
 		return 0, be.Gemm(ctx, gemmParams(p), b[0], b[1], b[2])
 	}},
-	opGemmBatched: {"gemm_batched", 5, 3, false, func(ctx context.Context, be tensor.Backend, p []uint64, b []tensor.Buffer, _ []byte) (int, error) {
+	opGemmBatched: {"gemm_batched", 6, 3, false, func(ctx context.Context, be tensor.Backend, p []uint64, b []tensor.Buffer, _ []byte) (int, error) {
 		return 0, be.GemmBatched(ctx, num(p[4]), gemmParams(p), b[0], b[1], b[2])
 	}},
 	opBinary: {"binary", 1, 3, false, func(ctx context.Context, be tensor.Backend, p []uint64, b []tensor.Buffer, _ []byte) (int, error) {
@@ -164,7 +164,7 @@ var specs = [numOps]spec{
 	opGather: {"gather", 2, 3, false, func(ctx context.Context, be tensor.Backend, p []uint64, b []tensor.Buffer, _ []byte) (int, error) {
 		return 0, be.Gather(ctx, num(p[0]), num(p[1]), b[0], b[1], b[2])
 	}},
-	opMatMul: {"matmul", 3, 3, false, transformer(func(ctx context.Context, tr tensor.Transformer, p []uint64, b []tensor.Buffer, _ []byte) (int, error) {
+	opMatMul: {"matmul", 4, 3, false, transformer(func(ctx context.Context, tr tensor.Transformer, p []uint64, b []tensor.Buffer, _ []byte) (int, error) {
 		return 0, tr.MatMul(ctx, num(p[0]), num(p[1]), num(p[2]), b[0], b[1], b[2])
 	})},
 	opEmbed: {"embed", 2, 2, false, transformer(func(ctx context.Context, tr tensor.Transformer, p []uint64, b []tensor.Buffer, blob []byte) (int, error) {
@@ -199,6 +199,24 @@ var specs = [numOps]spec{
 		sp := tensor.SampleParams{Temperature: math.Float32frombits(uint32(p[0])), TopP: math.Float32frombits(uint32(p[1])), Coin: math.Float32frombits(uint32(p[2]))}
 		return tr.Sample(ctx, sp, b[0])
 	})},
+}
+
+// precise marks the operations whose last parameter is the precision of
+// their f32 products (tensor.Precision): the worker runs them on its
+// backend's view at it (tensor.WithPrecision).
+var precise = [numOps]bool{opGemm: true, opGemmBatched: true, opMatMul: true}
+
+// writes says which buffers each operation writes, bit i its i-th: a
+// failed operation leaves its failure on those alone (the worker's poison),
+// and the worker's fallback copies those alone back. The buffers an
+// operation only reads, a model's weights among them, shared by every job,
+// stay clean whatever befalls another job's operation.
+var writes = [numOps]uint8{
+	opGemm: 1 << 2, opGemmBatched: 1 << 2, opBinary: 1 << 2, opUnary: 1 << 1,
+	opSoftmax: 1 << 1, opReduce: 1 << 1, opLayerNorm: 1 << 3, opSoftmaxCausal: 1 << 1,
+	opCrossEntropy: 1<<2 | 1<<3, opAdamW: 1<<0 | 1<<2 | 1<<3, opTranspose: 1 << 1, opGather: 1 << 2,
+	opMatMul: 1 << 2, opEmbed: 1 << 1, opRMSNorm: 1 << 2, opRoPE: 1 << 0, opSwiGLU: 1 << 2,
+	opCopyRows: 1 << 1, opAttention: 1 << 3,
 }
 
 // transformer adapts a language-model op to spec.run: a backend without

@@ -133,7 +133,7 @@ stdout (give one to other nodes as --bootstrap).`,
 	f.Float64Var(&c.AggregatorFee, "fee", 1, "aggregator's fee, in `PERCENT` of what the providers are paid")
 	f.IntVar(&c.MaxPerClient, "max-per-client", 0, "replicas one client may have here at once (default: slots + queue/2)")
 	f.StringArrayVar(&opts.Trust, "trust", nil, "peer `ID` of a provider you vouch for (your own machines): its results verify jobs from the start, without probation (repeatable)")
-	f.Float32Var(&c.CheckTie, "check-tie", c.CheckTie, "near-tie bound in logits (0 to 1; 0: exact) of the check jobs that verify this node's tolerance-mode generations by prefill (--serve-verify prefill): a token the checker would not have chosen passes when within this of its top logit and the two providers run on different backend classes")
+	f.Float32Var(&c.CheckTie, "check-tie", c.CheckTie, "near-tie bound in logits (0 to 1; 0: exact) of the check jobs that verify this node's tolerance-mode generations by prefill (--serve-verify prefill): a token the checker would not have chosen passes when within this of its top logit")
 	f.BoolVar(&c.NoAudit, "no-audit", false, "never run a job here to check it: jobs no established provider verifies come back unverified (exit 122)")
 	f.StringVar(&c.Backend, "backend", "auto", "tensor backend for tolerance-mode jobs: auto, "+backends.Names())
 	f.DurationVar(&c.AdvertInterval, "advert-interval", c.AdvertInterval, "how often to republish this node's advert")
