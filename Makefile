@@ -1,6 +1,9 @@
 # infernet — common tasks. `make demo` runs real jobs; `make test` is what CI runs.
 GO      ?= go
 BIN     := bin/infernet
+# The commit the binaries say they were built from (node.Version).
+COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+LDFLAGS := -X github.com/infernet/infernet/node.commit=$(COMMIT)
 PKGS    := ./...
 
 .PHONY: all build test vet demo bench deps testdata clean test-payments test-openai fuzz mnist chargpt gpu-check gpu-bundle
@@ -12,8 +15,8 @@ deps:
 	@./scripts/deps.sh
 
 build:
-	$(GO) build -o $(BIN) ./cmd/infernet
-	$(GO) build -tags faults -o $(BIN)-faults ./cmd/infernet
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/infernet
+	$(GO) build -ldflags "$(LDFLAGS)" -tags faults -o $(BIN)-faults ./cmd/infernet
 
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -84,7 +87,7 @@ gpu-bundle:
 	@rm -rf bin/gpu-bundle && mkdir -p bin/gpu-bundle
 	@for p in host/gpu host/tensor/cuda host/tensor/remote host/tensor/backends node/challenge host; do \
 		$(GO) test -c -tags gpu -o bin/gpu-bundle/$$(echo $$p | tr / _).test ./$$p || exit 1; done
-	@$(GO) build -o bin/gpu-bundle/infernet ./cmd/infernet
+	@$(GO) build -ldflags "$(LDFLAGS)" -o bin/gpu-bundle/infernet ./cmd/infernet
 	@$(GO) build -o bin/gpu-bundle/llamarandom ./guest/go/llama/llamatest/cmd/llamarandom
 	@tar -C bin/gpu-bundle -cJf bin/gpu-bundle.tar.xz . && rm -rf bin/gpu-bundle && ls -l bin/gpu-bundle.tar.xz
 

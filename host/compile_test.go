@@ -7,7 +7,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/infernet/infernet/host/internal/meter"
 )
@@ -106,13 +105,9 @@ func TestStructuralLimits(t *testing.T) {
 				}
 				return
 			}
-			start := time.Now()
 			_, err := sb.Compile(context.Background(), tt.module, NewJobConfig())
 			if !errors.Is(err, ErrInvalidModule) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want ErrInvalidModule with %q", err, tt.want)
-			}
-			if took := time.Since(start); took > time.Second {
-				t.Errorf("refused after %v", took)
 			}
 		})
 	}

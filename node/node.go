@@ -52,9 +52,6 @@ import (
 	"github.com/infernet/infernet/proofs/gemmproof"
 )
 
-// Software is the version string in adverts.
-var Software = "infernet/0.2.0"
-
 // Config configures a Node. Start from DefaultConfig.
 type Config struct {
 	// DataDir holds identity, database, blobs and caches; default ~/.infernet.

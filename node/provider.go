@@ -104,7 +104,7 @@ func newProvider(ctx context.Context, n *Node) (*provider, error) {
 	}
 	p.fixed = wire.CapabilityAdvert{
 		V: wire.Version, Peer: []byte(n.host.ID()), Cores: runtime.NumCPU(), MemoryBytes: totalMemory(),
-		GPUs: p.gpus, Backends: names, Price: n.cfg.Price, Slots: n.cfg.Slots, Software: Software,
+		GPUs: p.gpus, Backends: names, Price: n.cfg.Price, Slots: n.cfg.Slots, Software: Software(),
 		MaxMemory: n.cfg.MaxMemory, IntervalMS: n.cfg.AdvertInterval.Milliseconds(),
 	}
 	if p.sells() {

@@ -358,7 +358,7 @@ func (s *Server) getNode(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) nodeInfo() NodeInfo {
-	info := NodeInfo{ID: s.n.ID().String(), Provider: s.n.Provider(), Software: node.Software, Stats: s.n.Stats()}
+	info := NodeInfo{ID: s.n.ID().String(), Provider: s.n.Provider(), Software: node.Software(), Stats: s.n.Stats()}
 	for _, a := range s.n.Addrs() {
 		info.Addrs = append(info.Addrs, a.String())
 	}

@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ebitengine/purego"
 
@@ -31,7 +30,6 @@ func TestNewWithoutDriverIsUnavailable(t *testing.T) {
 	if driverPresent() {
 		t.Skip("libcuda.so.1 is present: this test covers machines without a driver")
 	}
-	start := time.Now()
 	b, err := New(Config{})
 	if err == nil {
 		b.Close()
@@ -42,9 +40,6 @@ func TestNewWithoutDriverIsUnavailable(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "libcuda.so.1") {
 		t.Errorf("error %q does not name the library", err)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("New took %v to fail", d)
 	}
 	if _, err := Devices(Config{}); !errors.Is(err, tensor.ErrUnavailable) {
 		t.Errorf("Devices: %v; want tensor.ErrUnavailable", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host/gpu"
 	"github.com/infernet/infernet/host/tensor/backends"
+	"github.com/infernet/infernet/node"
 )
 
 // InfoOptions are the settings of `infernet info`.
@@ -53,7 +54,7 @@ func NewCmdInfo(stdio IO, runF func(context.Context, *InfoOptions) error) *cobra
 
 func runInfo(ctx context.Context, o *InfoOptions) error {
 	info := machineInfo{
-		Version: Version, ABI: abi.Version,
+		Version: node.Version(), ABI: abi.Version,
 		OS: runtime.GOOS, Arch: runtime.GOARCH, Cores: runtime.NumCPU(),
 		Unavailable: map[string]string{},
 	}

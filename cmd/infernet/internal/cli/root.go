@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/infernet/infernet/node"
 	"github.com/spf13/cobra"
 )
 
@@ -24,16 +25,12 @@ type IO struct {
 // Exit codes of infernet. A job's own exit code passes through `infernet run`
 // unchanged (codes above 255 become 255).
 const (
-	ExitOK       = 0
-	ExitError    = 1   // usage or other error of infernet itself
-	ExitNotRun   = 125 // the job could not run or was stopped (invalid module, limit, trap)
-	maxExitCode  = 255
-	programName  = "infernet"
-	shortVersion = "0.1.0"
+	ExitOK      = 0
+	ExitError   = 1   // usage or other error of infernet itself
+	ExitNotRun  = 125 // the job could not run or was stopped (invalid module, limit, trap)
+	maxExitCode = 255
+	programName = "infernet"
 )
-
-// Version is the software version, printed by --version and advertised later.
-var Version = shortVersion
 
 // exitError carries an exit code out of a command. Err is printed unless nil.
 type exitError struct {
@@ -59,7 +56,7 @@ func NewRoot(stdio IO) *cobra.Command {
 local hardware (infernet run), and on a peer-to-peer network of providers
 (infernet node, infernet submit) whose results are checked by redundant
 execution.`,
-		Version:       Version,
+		Version:       node.Version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
