@@ -31,24 +31,30 @@ vet:
 test: deps vet
 	$(GO) test -count=1 -timeout 30m $(PKGS)
 	$(GO) test -count=1 -tags faults -run TestFaults ./cmd/infernet/itest/
-	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
+	@$(MAKE) --no-print-directory fuzz FUZZCOUNT=1
 	@$(MAKE) --no-print-directory test-payments
 	@$(MAKE) --no-print-directory test-openai
 
-# Go fuzz targets (package:Target), each fuzzed for FUZZTIME: hostile bytes
-# on the wire, in requirement expressions, at the local API, in host calls,
-# in modules and in model files. Their seed corpora also run in every plain `go test`.
-# `make test` fuzzes each for 5 s; `make fuzz` for a minute (FUZZTIME=10m
-# for a soak). A failing input is saved under the package's testdata/fuzz.
+# Go fuzz targets (package:Target:count), each fuzzed for FUZZTIME: hostile
+# bytes on the wire, in requirement expressions, at the local API, in host
+# calls, in modules and in model files. Their seed corpora also run in every
+# plain `go test`. `make test` fuzzes each for its count of inputs (about 5 s
+# of a 2-core machine's): a count, unlike a duration, has no deadline for Go
+# 1.26's fuzzing coordinator to race (go.dev/issue/75804: a worker still busy
+# at -fuzztime's end failed the target with "context deadline exceeded" and
+# no input). `make fuzz` fuzzes each for a minute (FUZZTIME=10m for a soak).
+# A failing input is saved under the package's testdata/fuzz.
 FUZZTIME ?= 60s
-FUZZ_TARGETS := ./node/wire:FuzzUnmarshal ./node/wire:FuzzReadFrame \
-	./node/requirement:FuzzCompileMatch ./node/api:FuzzAPI \
-	./host:FuzzHostCalls ./host/internal/meter:FuzzInstrument ./proofs/redundancy:FuzzEqual \
-	./guest/go/llama:FuzzReadGGUF
+FUZZ_TARGETS := ./node/wire:FuzzUnmarshal:40000 ./node/wire:FuzzReadFrame:20000 \
+	./node/requirement:FuzzCompileMatch:10000 ./node/api:FuzzAPI:100 \
+	./host:FuzzHostCalls:2000 ./host/internal/meter:FuzzInstrument:10000 ./proofs/redundancy:FuzzEqual:60000 \
+	./guest/go/llama:FuzzReadGGUF:8000
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
-		echo "fuzz $${t%%:*} $${t##*:} for $(FUZZTIME)"; \
-		$(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) || exit 1; \
+		pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; count=$${rest#*:}; \
+		budget=$(FUZZTIME); [ -n "$(FUZZCOUNT)" ] && budget=$${count}x; \
+		echo "fuzz $$pkg $$name for $$budget"; \
+		$(GO) test $$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $$budget || exit 1; \
 	done
 
 # Runs the example jobs end to end and shows what the sandbox refuses.
