@@ -88,13 +88,14 @@ bench: deps build
 gpu-check:
 	@./scripts/gpu-check.sh
 
-# The gpu-tagged test binaries of gpu-check, as bin/gpu-bundle.tar.xz.
+# The gpu-tagged test binaries of gpu-check, as bin/gpu-bundle.tar.xz,
+# stripped (a lent GPU machine takes 64 MiB of carried files in all).
 gpu-bundle:
 	@rm -rf bin/gpu-bundle && mkdir -p bin/gpu-bundle
 	@for p in host/gpu host/tensor/cuda host/tensor/remote host/tensor/backends node/challenge host; do \
-		$(GO) test -c -tags gpu -o bin/gpu-bundle/$$(echo $$p | tr / _).test ./$$p || exit 1; done
-	@$(GO) build -ldflags "$(LDFLAGS)" -o bin/gpu-bundle/infernet ./cmd/infernet
-	@$(GO) build -o bin/gpu-bundle/llamarandom ./guest/go/llama/llamatest/cmd/llamarandom
+		$(GO) test -c -tags gpu -ldflags "-s -w" -o bin/gpu-bundle/$$(echo $$p | tr / _).test ./$$p || exit 1; done
+	@$(GO) build -ldflags "-s -w $(LDFLAGS)" -o bin/gpu-bundle/infernet ./cmd/infernet
+	@$(GO) build -ldflags "-s -w" -o bin/gpu-bundle/llamarandom ./guest/go/llama/llamatest/cmd/llamarandom
 	@tar -C bin/gpu-bundle -cJf bin/gpu-bundle.tar.xz . && rm -rf bin/gpu-bundle && ls -l bin/gpu-bundle.tar.xz
 
 # Rebuilds every guest in testdata/ from its source.
