@@ -254,26 +254,11 @@ func TestOpenAIStreamOutvotesALiar(t *testing.T) {
 func TestOpenAIPrefill(t *testing.T) {
 	c, net := serve(t, nodetest.Options{Providers: 2, Trust: true, OpenAI: openai.Config{Verify: openai.VerifyPrefill}})
 	g := golden(t, "The cat")
-	params := oa.CompletionNewParams{
-		Model:       "stories260K",
-		Prompt:      oa.CompletionNewParamsPromptUnion{OfString: oa.String(g.Prompt)},
-		MaxTokens:   oa.Int(int64(g.MaxTokens)),
-		Temperature: oa.Float(0),
-	}
-	whole, err := c.Completions.New(context.Background(), params)
+	whole, err := c.Completions.New(context.Background(), goldenParams(g))
 	if err != nil || len(whole.Choices) != 1 || whole.Choices[0].Text != g.Completion {
 		t.Fatalf("completion %+v, %v; want run.c's %q", whole, err, g.Completion)
 	}
-	stream := c.Completions.NewStreaming(context.Background(), params)
-	var text strings.Builder
-	for stream.Next() {
-		for _, ch := range stream.Current().Choices {
-			text.WriteString(ch.Text)
-		}
-	}
-	if err := stream.Err(); err != nil || text.String() != g.Completion {
-		t.Fatalf("streamed %q, %v; want run.c's %q", text.String(), err, g.Completion)
-	}
+	streamGolden(t, c, g)
 	// Two generations, each with its check job (one replica apiece).
 	jobs, err := net.Client.Jobs(0)
 	if err != nil {
@@ -300,21 +285,7 @@ func TestOpenAIPrefill(t *testing.T) {
 func TestOpenAITolerance(t *testing.T) {
 	c, net := serve(t, nodetest.Options{Providers: 2, Trust: true, OpenAI: openai.Config{Mode: openai.ModeTolerance}})
 	g := golden(t, "The cat")
-	stream := c.Completions.NewStreaming(context.Background(), oa.CompletionNewParams{
-		Model:       "stories260K",
-		Prompt:      oa.CompletionNewParamsPromptUnion{OfString: oa.String(g.Prompt)},
-		MaxTokens:   oa.Int(int64(g.MaxTokens)),
-		Temperature: oa.Float(0),
-	})
-	var text strings.Builder
-	for stream.Next() {
-		for _, ch := range stream.Current().Choices {
-			text.WriteString(ch.Text)
-		}
-	}
-	if err := stream.Err(); err != nil || text.String() != g.Completion {
-		t.Fatalf("streamed %q, %v; want run.c's %q", text.String(), err, g.Completion)
-	}
+	streamGolden(t, c, g)
 	jobs, err := net.Client.Jobs(0)
 	if err != nil || len(jobs) != 1 {
 		t.Fatalf("%d jobs, %v; want 1", len(jobs), err)
@@ -324,5 +295,31 @@ func TestOpenAITolerance(t *testing.T) {
 	}
 	if _, err := openai.New(openai.Config{Mode: "fast"}, openai.Node{}, nil); err == nil {
 		t.Error("mode \"fast\" accepted")
+	}
+}
+
+// goldenParams asks for g's greedy completion of stories260K.
+func goldenParams(g llamatest.Golden) oa.CompletionNewParams {
+	return oa.CompletionNewParams{
+		Model:       "stories260K",
+		Prompt:      oa.CompletionNewParamsPromptUnion{OfString: oa.String(g.Prompt)},
+		MaxTokens:   oa.Int(int64(g.MaxTokens)),
+		Temperature: oa.Float(0),
+	}
+}
+
+// streamGolden streams g's completion through c and fails unless it is
+// run.c's.
+func streamGolden(t *testing.T, c oa.Client, g llamatest.Golden) {
+	t.Helper()
+	stream := c.Completions.NewStreaming(context.Background(), goldenParams(g))
+	var text strings.Builder
+	for stream.Next() {
+		for _, ch := range stream.Current().Choices {
+			text.WriteString(ch.Text)
+		}
+	}
+	if err := stream.Err(); err != nil || text.String() != g.Completion {
+		t.Fatalf("streamed %q, %v; want run.c's %q", text.String(), err, g.Completion)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -75,20 +76,25 @@ func write(s llamatest.Shape, seed uint64, out string) (string, error) {
 		}
 		return llamatest.CachedIn(dir, s, seed)
 	}
+	return out, create(out, func(w io.Writer) error { return llamatest.WriteRandom(w, s, seed) })
+}
+
+// create writes the file out with fill, buffered.
+func create(out string, fill func(io.Writer) error) error {
 	f, err := os.Create(out)
 	if err != nil {
-		return "", err
+		return err
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
-	if err := llamatest.WriteRandom(w, s, seed); err != nil {
+	if err := fill(w); err != nil {
 		f.Close()
-		return "", err
+		return err
 	}
 	if err := w.Flush(); err != nil {
 		f.Close()
-		return "", err
+		return err
 	}
-	return out, f.Close()
+	return f.Close()
 }
 
 // convert writes the checkpoint at path to out as GGUF with weights of
@@ -128,18 +134,8 @@ func convert(path, dtype, tokenizer, out, name string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", tokenizer, err)
 	}
-	f, err := os.Create(out)
-	if err != nil {
-		return "", err
-	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	if _, err := llama.ConvertToGGUF(w, src, m, v, dt, name); err != nil {
-		f.Close()
-		return "", err
-	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return "", err
-	}
-	return out, f.Close()
+	return out, create(out, func(w io.Writer) error {
+		_, err := llama.ConvertToGGUF(w, src, m, v, dt, name)
+		return err
+	})
 }
