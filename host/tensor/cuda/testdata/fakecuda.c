@@ -1004,11 +1004,35 @@ static int operand(uintptr_t p, int trans, int m, int k, int ld, size_t esize, i
 
 static const char *opname(int t) { return t == 0 ? "N" : t == 1 ? "T" : "?"; }
 
-/* sgemm_item checks one f32 product's operands, recording their
- * allocations and offsets in ids/offs, and computes it: 0 or a status. */
-static int sgemm_item(int ta, int tb, int m, int n, int k, const float *alpha, const float *A,
-                      int lda, const float *B, int ldb, const float *beta, float *C, int ldc,
-                      int ids[3], size_t offs[3]) {
+/* Compute types and data types of cublasGemmEx: CUBLAS_COMPUTE_32F = 68,
+ * _32F_FAST_16BF = 75, _32F_FAST_TF32 = 77, _32I = 72; CUDA_R_32F = 0,
+ * CUDA_R_8I = 3, CUDA_R_32I = 10. */
+enum { COMPUTE_32F = 68, COMPUTE_32F_FAST_16BF = 75, COMPUTE_32F_FAST_TF32 = 77, COMPUTE_32I = 72 };
+enum { R_32F = 0, R_8I = 3, R_32I = 10 };
+
+/* round_input reads an f32 input as the compute type does: rounded to
+ * nearest (ties to even) with 7 mantissa bits for _FAST_16BF and 10 for
+ * _FAST_TF32, as is otherwise. A GPU sums the products in f32 on tensor
+ * cores, in its own order; the fake sums them in f32 in order, so only the
+ * rounding of the inputs shows. */
+static float round_input(float x, int compute) {
+  int drop = compute == COMPUTE_32F_FAST_16BF ? 16 : compute == COMPUTE_32F_FAST_TF32 ? 13 : 0;
+  if (!drop || isnan(x) || isinf(x))
+    return x;
+  uint32_t b;
+  memcpy(&b, &x, 4);
+  b = (b + ((1u << (drop - 1)) - 1) + ((b >> drop) & 1)) & ~((1u << drop) - 1);
+  memcpy(&x, &b, 4);
+  return x;
+}
+
+/* gemmex_f32_item checks one f32 product's operands, recording their
+ * allocations and offsets in ids/offs, and computes it (0 or a status),
+ * the inputs read at the compute type's precision: cublasGemmEx's f32
+ * data, and cublasSgemm's at COMPUTE_32F. */
+static int gemmex_f32_item(int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
+                           const float *B, int ldb, float beta, float *C, int ldc, int compute,
+                           int ids[3], size_t offs[3]) {
   if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1) || m < 0 || n < 0 || k < 0)
     return CUBLAS_STATUS_INVALID_VALUE;
   if (!operand((uintptr_t)A, ta, m, k, lda, 4, &ids[0], &offs[0]) ||
@@ -1019,12 +1043,21 @@ static int sgemm_item(int ta, int tb, int m, int n, int k, const float *alpha, c
     for (int i = 0; i < m; i++) {
       float s = 0;
       for (int l = 0; l < k; l++)
-        s += (ta ? A[l + (size_t)i * lda] : A[i + (size_t)l * lda]) *
-             (tb ? B[j + (size_t)l * ldb] : B[l + (size_t)j * ldb]);
+        s += round_input(ta ? A[l + (size_t)i * lda] : A[i + (size_t)l * lda], compute) *
+             round_input(tb ? B[j + (size_t)l * ldb] : B[l + (size_t)j * ldb], compute);
       float *c = &C[i + (size_t)j * ldc];
-      *c = *alpha * s + (*beta == 0 ? 0 : *beta * *c);
+      *c = alpha * s + (beta == 0 ? 0 : beta * *c);
     }
   return 0;
+}
+
+/* sgemm_item checks one f32 product's operands, recording their
+ * allocations and offsets in ids/offs, and computes it: 0 or a status. */
+static int sgemm_item(int ta, int tb, int m, int n, int k, const float *alpha, const float *A,
+                      int lda, const float *B, int ldb, const float *beta, float *C, int ldc,
+                      int ids[3], size_t offs[3]) {
+  return gemmex_f32_item(ta, tb, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc, COMPUTE_32F, ids,
+                         offs);
 }
 
 int cublasSgemm_v2(void *h, int ta, int tb, int m, int n, int k, const float *alpha,
@@ -1077,52 +1110,6 @@ int cublasSgemmStridedBatched(void *h, int ta, int tb, int m, int n, int k, cons
   return rc;
 }
 #endif
-
-/* Compute types and data types of cublasGemmEx: CUBLAS_COMPUTE_32F = 68,
- * _32F_FAST_16BF = 75, _32F_FAST_TF32 = 77, _32I = 72; CUDA_R_32F = 0,
- * CUDA_R_8I = 3, CUDA_R_32I = 10. */
-enum { COMPUTE_32F = 68, COMPUTE_32F_FAST_16BF = 75, COMPUTE_32F_FAST_TF32 = 77, COMPUTE_32I = 72 };
-enum { R_32F = 0, R_8I = 3, R_32I = 10 };
-
-/* round_input reads an f32 input as the compute type does: rounded to
- * nearest (ties to even) with 7 mantissa bits for _FAST_16BF and 10 for
- * _FAST_TF32, as is otherwise. A GPU sums the products in f32 on tensor
- * cores, in its own order; the fake sums them in f32 in order, so only the
- * rounding of the inputs shows. */
-static float round_input(float x, int compute) {
-  int drop = compute == COMPUTE_32F_FAST_16BF ? 16 : compute == COMPUTE_32F_FAST_TF32 ? 13 : 0;
-  if (!drop || isnan(x) || isinf(x))
-    return x;
-  uint32_t b;
-  memcpy(&b, &x, 4);
-  b = (b + ((1u << (drop - 1)) - 1) + ((b >> drop) & 1)) & ~((1u << drop) - 1);
-  memcpy(&x, &b, 4);
-  return x;
-}
-
-/* gemmex_f32_item is sgemm_item for cublasGemmEx's f32 data: alpha and
- * beta are floats, and the inputs are read at the compute type's
- * precision. */
-static int gemmex_f32_item(int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
-                           const float *B, int ldb, float beta, float *C, int ldc, int compute,
-                           int ids[3], size_t offs[3]) {
-  if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1) || m < 0 || n < 0 || k < 0)
-    return CUBLAS_STATUS_INVALID_VALUE;
-  if (!operand((uintptr_t)A, ta, m, k, lda, 4, &ids[0], &offs[0]) ||
-      !operand((uintptr_t)B, tb, k, n, ldb, 4, &ids[1], &offs[1]) ||
-      !operand((uintptr_t)C, 0, m, n, ldc, 4, &ids[2], &offs[2]))
-    return CUBLAS_STATUS_INVALID_VALUE;
-  for (int j = 0; j < n; j++)
-    for (int i = 0; i < m; i++) {
-      float s = 0;
-      for (int l = 0; l < k; l++)
-        s += round_input(ta ? A[l + (size_t)i * lda] : A[i + (size_t)l * lda], compute) *
-             round_input(tb ? B[j + (size_t)l * ldb] : B[l + (size_t)j * ldb], compute);
-      float *c = &C[i + (size_t)j * ldc];
-      *c = alpha * s + (beta == 0 ? 0 : beta * *c);
-    }
-  return 0;
-}
 
 /* f32_compute reports an f32 GEMM of cublasGemmEx: f32 data and one of the
  * f32 compute types. */
