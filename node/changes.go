@@ -6,13 +6,13 @@ import "sync"
 // changed: a record written to the store, or what lives in memory until it
 // is: a replica of one of its jobs assigned or running, a run for another
 // node accepted or running.
-type changes struct {
+type Changes struct {
 	mu sync.Mutex
 	ch chan struct{} // closed at the next change; guarded by mu
 }
 
 // next returns a channel closed at the next change.
-func (c *changes) next() <-chan struct{} {
+func (c *Changes) Next() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ch == nil {
@@ -22,7 +22,7 @@ func (c *changes) next() <-chan struct{} {
 }
 
 // poke wakes those waiting for the next change.
-func (c *changes) poke() {
+func (c *Changes) Poke() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ch != nil {

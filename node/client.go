@@ -266,14 +266,14 @@ type jobRun struct {
 	// job: no provider gets two. Guarded by mu.
 	holders map[peer.ID]bool
 	// pool is the candidates, best first; guarded by mu.
-	pool []candidate
+	pool []Candidate
 	// onlyTrusted restricts next to trusted candidates (a single-replica
 	// adaptive job), onlyEstablished to established ones (a replica added
 	// to anchor a vote newcomers decided); guarded by mu.
 	onlyTrusted, onlyEstablished bool
 	// matched is the candidate each holder was drawn as, with the advert
 	// the job was matched on; guarded by mu.
-	matched map[peer.ID]candidate
+	matched map[peer.ID]Candidate
 	// bidBackend is the backend each provider's bid named; guarded by mu.
 	bidBackend map[peer.ID]string
 	// backend is the backend class of a SameBackend job, fixed by the
@@ -312,7 +312,7 @@ func (j *jobRun) emit(kind string, replica int, p peer.ID, detail string) {
 		e.Provider = p.String()
 	}
 	j.c.log.Debug("job event", "job", j.ann.Job, "kind", kind, "replica", replica, "provider", p, "detail", detail)
-	j.c.n.changes.poke()
+	j.c.n.changes.Poke()
 	if j.events != nil {
 		j.emitMu.Lock()
 		defer j.emitMu.Unlock()
@@ -479,14 +479,14 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 	j := &jobRun{
 		c: n.client, ann: ann, req: req, events: events, open: spec.Open, adaptive: spec.Adaptive,
 		auditDrawn: spec.Audit > 0 && rand.Float64() < spec.Audit,
-		holders:    map[peer.ID]bool{}, matched: map[peer.ID]candidate{}, bidBackend: map[peer.ID]string{},
+		holders:    map[peer.ID]bool{}, matched: map[peer.ID]Candidate{}, bidBackend: map[peer.ID]string{},
 		bids: make(chan *offer, 64), late: map[uint8]chan *wire.Result{},
 		rec: &store.Job{ID: ann.Job, Announce: *ann, State: store.JobPending, Created: now}, vks: vks,
 	}
 	if spec.Output != nil {
 		out, drain := queueOutput(spec.Output)
 		defer drain() // every byte passed on before Submit returns
-		j.stream = newStreamVote(n.peers.established, out, ann.MaxOutput)
+		j.stream = newStreamVote(n.peers.Established, out, ann.MaxOutput)
 	}
 	if spec.Check != nil {
 		if spec.Replicas != 1 {
@@ -546,7 +546,7 @@ func (j *jobRun) findProviders(ctx context.Context) error {
 	defer window.Stop()
 	have := map[peer.ID]bool{}
 	for _, c := range j.pool {
-		have[c.id] = true
+		have[c.ID] = true
 	}
 	for len(j.pool) < int(j.ann.Replicas)+1 {
 		select {
@@ -562,10 +562,10 @@ func (j *jobRun) findProviders(ctx context.Context) error {
 			// taken, newcomers rank as newcomers, and a job with a
 			// requirement goes only to a bidder whose advert, known here,
 			// meets it (a bid is the provider's own word).
-			if !o.bid.Accept || have[o.from] || o.bid.Price > j.ann.Price || n.peers.banned(o.from) {
+			if !o.bid.Accept || have[o.from] || o.bid.Price > j.ann.Price || n.peers.Banned(o.from) {
 				continue
 			}
-			a := n.peers.advert(o.from)
+			a := n.peers.Advert(o.from)
 			if j.ann.Precision != "" && (a == nil || !a.OffersPrecision(j.ann.Precision)) {
 				// A peer that knows no precision bids, and would run f32.
 				continue
@@ -574,13 +574,13 @@ func (j *jobRun) findProviders(ctx context.Context) error {
 				if a == nil {
 					continue
 				}
-				if ok, err := j.req.Match(requirement.FromAdvert(a, n.peers.score(o.from))); !ok || err != nil {
+				if ok, err := j.req.Match(requirement.FromAdvert(a, n.peers.Score(o.from))); !ok || err != nil {
 					continue
 				}
 			}
 			have[o.from] = true
 			j.mu.Lock()
-			j.pool = append(j.pool, candidate{id: o.from, advert: a, reputation: n.peers.score(o.from), trusted: n.peers.trusted(o.from)})
+			j.pool = append(j.pool, Candidate{ID: o.from, Advert: a, Reputation: n.peers.Score(o.from), Trusted: n.peers.Trusted(o.from)})
 			j.mu.Unlock()
 		}
 	}
@@ -602,12 +602,12 @@ func backendClass(a *wire.CapabilityAdvert, mode uint8) string {
 // knownCandidatesLocked returns the providers known from their adverts
 // that can run this job: they match its requirement and terms, advertise
 // the features it needs, and, for a SameBackend job, share its backend class.
-func (j *jobRun) knownCandidatesLocked() []candidate {
+func (j *jobRun) knownCandidatesLocked() []Candidate {
 	n := j.c.n
-	var cands []candidate
-	for _, c := range n.peers.candidates(j.req, j.ann.Price, j.ann.Memory, 3*n.cfg.AdvertInterval, nil) {
-		if (!j.isFair() || c.advert.Offers(wire.FeatureFair)) && (!j.ann.Proofs || c.advert.Offers(wire.FeatureProofs)) &&
-			c.advert.OffersPrecision(j.ann.Precision) {
+	var cands []Candidate
+	for _, c := range n.peers.Candidates(j.req, j.ann.Price, j.ann.Memory, 3*n.cfg.AdvertInterval, nil) {
+		if (!j.isFair() || c.Advert.Offers(wire.FeatureFair)) && (!j.ann.Proofs || c.Advert.Offers(wire.FeatureProofs)) &&
+			c.Advert.OffersPrecision(j.ann.Precision) {
 			cands = append(cands, c)
 		}
 	}
@@ -621,8 +621,8 @@ func (j *jobRun) precisionNote() string {
 		return ""
 	}
 	n, offer := j.c.n, 0
-	for _, c := range n.peers.candidates(j.req, j.ann.Price, j.ann.Memory, 3*n.cfg.AdvertInterval, nil) {
-		if c.advert.OffersPrecision(j.ann.Precision) {
+	for _, c := range n.peers.Candidates(j.req, j.ann.Price, j.ann.Memory, 3*n.cfg.AdvertInterval, nil) {
+		if c.Advert.OffersPrecision(j.ann.Precision) {
 			offer++
 		}
 	}
@@ -633,22 +633,22 @@ func (j *jobRun) precisionNote() string {
 // backend class: the one with the most candidates (the first seen among
 // equals), which it fixes for the job. Other jobs keep every candidate.
 
-func (j *jobRun) sameClassLocked(cands []candidate) []candidate {
+func (j *jobRun) sameClassLocked(cands []Candidate) []Candidate {
 	if !j.ann.SameBackend {
 		return cands
 	}
 	if j.backend == "" {
 		count := map[string]int{}
 		for _, c := range cands {
-			cl := backendClass(c.advert, j.ann.Mode)
+			cl := backendClass(c.Advert, j.ann.Mode)
 			if count[cl]++; count[cl] > count[j.backend] {
 				j.backend = cl
 			}
 		}
 	}
-	var kept []candidate
+	var kept []Candidate
 	for _, c := range cands {
-		if backendClass(c.advert, j.ann.Mode) == j.backend {
+		if backendClass(c.Advert, j.ann.Mode) == j.backend {
 			kept = append(kept, c)
 		}
 	}
@@ -670,19 +670,19 @@ func (j *jobRun) next(tried map[peer.ID]bool) (peer.ID, bool) {
 	defer j.mu.Unlock()
 	load, book := &j.c.load, j.c.n.peers
 	for refreshed := false; ; refreshed = true {
-		var eligible []candidate
+		var eligible []Candidate
 		for _, c := range j.pool {
-			if j.holders[c.id] || tried[c.id] || (!c.trusted && j.onlyTrusted) ||
-				(j.onlyEstablished && !book.established(c.id)) || book.banned(c.id) || book.backingOff(c.id) {
+			if j.holders[c.ID] || tried[c.ID] || (!c.Trusted && j.onlyTrusted) ||
+				(j.onlyEstablished && !book.Established(c.ID)) || book.Banned(c.ID) || book.BackingOff(c.ID) {
 				continue
 			}
 			eligible = append(eligible, c)
 		}
 		if c, ok := j.draw(eligible); ok {
-			j.holders[c.id] = true
-			j.matched[c.id] = c
-			load.add(c.id, 1)
-			return c.id, true
+			j.holders[c.ID] = true
+			j.matched[c.ID] = c
+			load.add(c.ID, 1)
+			return c.ID, true
 		}
 		if refreshed {
 			return "", false
@@ -699,18 +699,18 @@ func (j *jobRun) next(tried map[peer.ID]bool) (peer.ID, bool) {
 // proven), discounted by up to half for price against the job's offer and
 // by the square of one plus this node's replicas in flight there, so that
 // equals share the work and the best do not take all of it.
-func (j *jobRun) draw(cands []candidate) (candidate, bool) {
+func (j *jobRun) draw(cands []Candidate) (Candidate, bool) {
 	if len(cands) == 0 {
-		return candidate{}, false
+		return Candidate{}, false
 	}
 	weights := make([]float64, len(cands))
 	total := 0.0
 	for i, c := range cands {
-		w := max(c.reputation, 1e-3)
-		if c.advert != nil && j.ann != nil && j.ann.Price > 0 {
-			w *= 1 - 0.5*min(1, float64(c.advert.Price)/float64(j.ann.Price))
+		w := max(c.Reputation, 1e-3)
+		if c.Advert != nil && j.ann != nil && j.ann.Price > 0 {
+			w *= 1 - 0.5*min(1, float64(c.Advert.Price)/float64(j.ann.Price))
 		}
-		l := float64(1 + j.c.load.of(c.id))
+		l := float64(1 + j.c.load.of(c.ID))
 		weights[i] = w / (l * l)
 		total += weights[i]
 	}
@@ -770,7 +770,7 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 		if errors.Is(err, errUnreachable) {
 			// Not an attempt: the next candidate is asked; tried and the
 			// back-off keep it from being asked again, so the loop ends.
-			j.c.n.peers.unreachable(p)
+			j.c.n.peers.Unreachable(p)
 			continue
 		}
 		if errors.Is(err, errRefused) {
@@ -894,13 +894,13 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 	j.mu.Unlock()
 	switch {
 	case errors.Is(err, errLie):
-		n.peers.convict(p, j.ann.Job) // it signed the evidence itself
+		n.peers.Convict(p, j.ann.Job) // it signed the evidence itself
 	case err == nil:
 		n.replicas.Add(1)
-		n.peers.complete(p, time.Since(assigned)-time.Duration(res.RunMicros)*time.Microsecond)
+		n.peers.Complete(p, time.Since(assigned)-time.Duration(res.RunMicros)*time.Microsecond)
 		j.emit(EventResult, int(r), p, fmt.Sprintf("exit %d, output %s (%d bytes), %.1f ms", res.ExitCode, res.Output.Short(), res.OutputSize, float64(res.RunMicros)/1000))
 	case !errors.Is(err, errRefused) && !errors.Is(err, errPayment) && ctx.Err() == nil:
-		n.peers.lose(p)
+		n.peers.Lose(p)
 	}
 	return res, err
 }
@@ -948,7 +948,7 @@ func (j *jobRun) askBid(ctx context.Context, p peer.ID) (*wire.Bid, error) {
 		c.reset()
 		return nil, fmt.Errorf("bid: %w: %w", errUnreachable, err)
 	}
-	j.c.n.peers.reached(p)
+	j.c.n.peers.Reached(p)
 	if b.Job != j.ann.Job || !b.Accept {
 		return nil, refusal(b.Reason)
 	}
@@ -1082,7 +1082,7 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 			if j.stream != nil && u.Result != nil && !j.stream.matches(r, p, u.Result) {
 				// Its stream told one story and its result another: a lie,
 				// whatever the vote says of the result.
-				n.peers.outvote(p, j.ann.Job)
+				n.peers.Outvote(p, j.ann.Job)
 				return nil, inflight, errStreamMismatch
 			}
 			res, err := j.check(u.Result, r, p, price, terms)
@@ -1152,8 +1152,8 @@ func (j *jobRun) checkBackend(res *wire.Result, p peer.ID) error {
 	c, ok := j.matched[p]
 	want := j.bidBackend[p]
 	j.mu.Unlock()
-	if ok && c.advert != nil {
-		want = backendClass(c.advert, j.ann.Mode)
+	if ok && c.Advert != nil {
+		want = backendClass(c.Advert, j.ann.Mode)
 	}
 	if want != "" && res.Backend != want {
 		return fmt.Errorf("%w: ran on %s, matched as %s", errLie, res.Backend, want)

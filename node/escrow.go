@@ -161,11 +161,11 @@ func (n *Node) closeIncoming(pay *store.Payment, end store.PayState, why string)
 	switch {
 	case err != nil:
 	case end == store.PaySettled:
-		n.peers.clientSettled(client, true)
+		n.peers.ClientSettled(client, true)
 	case pay.Fair:
 		// An offer not bought gave the client nothing: it owes nothing.
 	case n.hadResult(pay):
-		n.peers.clientSettled(client, false)
+		n.peers.ClientSettled(client, false)
 	}
 	return nil
 }

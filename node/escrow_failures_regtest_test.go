@@ -294,7 +294,7 @@ func TestLightningNoLiquidity(t *testing.T) {
 		t.Errorf("%d cancelled payments, want one per provider tried", n)
 	}
 	for i, p := range net.providers {
-		if sc := net.client.peers.score(p.ID()); sc < 1 {
+		if sc := net.client.peers.Score(p.ID()); sc < 1 {
 			t.Errorf("provider %d lost reputation (%.2f) for the client's payment failure", i, sc)
 		}
 	}
@@ -386,7 +386,7 @@ func TestLightningNonPayingClientRefused(t *testing.T) {
 	}
 	defer honest.Close()
 	waitFor(t, 20*time.Second, "adverts", func() bool {
-		return len(honest.peers.candidates(alwaysMatch, ^uint64(0), 1, time.Hour, nil)) == 2
+		return len(honest.peers.Candidates(alwaysMatch, ^uint64(0), 1, time.Hour, nil)) == 2
 	})
 	s, _ := catJob(t, honest, 20)
 	s.Price = price

@@ -149,7 +149,7 @@ func TestHostileAdvertFlood(t *testing.T) {
 	f := newFlooder(t, c)
 	a := bait(net.providers[0])
 	heap0, rss0 := memory()
-	peers0 := c.peers.len()
+	peers0 := c.peers.Len()
 
 	got := func() uint64 { s := c.gossip.Stats(); return s.Delivered + s.Ignored }
 	base := got()
@@ -168,7 +168,7 @@ func TestHostileAdvertFlood(t *testing.T) {
 	}
 	delivered := got() - base
 	heap1, rss1 := memory()
-	if err := c.peers.flush(); err != nil {
+	if err := c.peers.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	stored, err := c.db.Peers()
@@ -176,12 +176,12 @@ func TestHostileAdvertFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d adverts published, %d taken in by the client; peers known %d → %d (store %d), gossip origins %d",
-		adverts, delivered, peers0, c.peers.len(), len(stored), c.gossip.Origins())
+		adverts, delivered, peers0, c.peers.Len(), len(stored), c.gossip.Origins())
 	t.Logf("client process: heap in use %.1f → %.1f MiB, RSS %.1f → %.1f MiB", heap0, heap1, rss0, rss1)
 	if delivered < 2*maxPeers {
 		t.Fatalf("only %d adverts reached the client; the flood did not test the cap", delivered)
 	}
-	if n := c.peers.len(); n > maxPeers {
+	if n := c.peers.Len(); n > maxPeers {
 		t.Errorf("peer book holds %d records; cap %d", n, maxPeers)
 	}
 	if len(stored) > maxPeers {
@@ -203,7 +203,7 @@ func TestHostileAdvertFlood(t *testing.T) {
 // allBackingOff reports whether c backs off every one of ids.
 func allBackingOff(c *Node, ids []peer.ID) bool {
 	for _, id := range ids {
-		if !c.peers.backingOff(id) {
+		if !c.peers.BackingOff(id) {
 			return false
 		}
 	}
@@ -258,13 +258,13 @@ func TestHostileUndialableAdverts(t *testing.T) {
 	// for the fakes makes them the likeliest draws, as the most free slots
 	// made them rank first before. Their dial failures must not use up any
 	// replica's attempts.
-	c.peers.vouch(dialable...)
+	c.peers.Vouch(dialable...)
 	for i := 0; i < 5 && (i < 2 || !allBackingOff(c, dialable)); i++ {
 		checkVerifies(t, tn, module, input, want)
 	}
 	cands := map[peer.ID]bool{}
-	for _, cd := range c.peers.candidates(requirement.Always, ^uint64(0), 1, time.Hour, nil) {
-		cands[cd.id] = true
+	for _, cd := range c.peers.Candidates(requirement.Always, ^uint64(0), 1, time.Hour, nil) {
+		cands[cd.ID] = true
 	}
 	for _, id := range silent {
 		if cands[id] {
@@ -272,8 +272,8 @@ func TestHostileUndialableAdverts(t *testing.T) {
 		}
 	}
 	for _, id := range dialable {
-		if !c.peers.backingOff(id) || cands[id] {
-			t.Errorf("fake %s at a dead address: backing off %v, candidate %v; want backed off", id.ShortString(), c.peers.backingOff(id), cands[id])
+		if !c.peers.BackingOff(id) || cands[id] {
+			t.Errorf("fake %s at a dead address: backing off %v, candidate %v; want backed off", id.ShortString(), c.peers.BackingOff(id), cands[id])
 		}
 	}
 	for _, p := range tn.providers {
@@ -305,28 +305,28 @@ func TestPeerBookEvicts(t *testing.T) {
 	}
 	liar, worker, online := newID(), newID(), newID()
 	const max = 5
-	book := newPeerBook(db, "self", reputation.Params{}, max, nil, slog.Default())
-	book.reachable = func(id peer.ID) bool { return id == online }
+	book := NewBook(db, "self", reputation.Params{}, max, nil, slog.Default())
+	book.Reachable = func(id peer.ID) bool { return id == online }
 	advert := func(id peer.ID) {
-		book.onAdvert(id, &wire.CapabilityAdvert{Peer: []byte(id), Seq: 1, Slots: 1, FreeSlots: 1})
+		book.OnAdvert(id, &wire.CapabilityAdvert{Peer: []byte(id), Seq: 1, Slots: 1, FreeSlots: 1})
 	}
 	for _, id := range []peer.ID{liar, worker, online} {
 		advert(id)
 	}
-	book.outvote(liar, wire.NewJobID())
-	book.complete(worker, time.Millisecond)
+	book.Outvote(liar, wire.NewJobID())
+	book.Complete(worker, time.Millisecond)
 	for range 50 {
 		advert(newID())
 	}
-	if err := book.flush(); err != nil {
+	if err := book.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	stored, err := db.Peers()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if book.len() != max || len(stored) != max {
-		t.Fatalf("book %d, store %d records; want %d", book.len(), len(stored), max)
+	if book.Len() != max || len(stored) != max {
+		t.Fatalf("book %d, store %d records; want %d", book.Len(), len(stored), max)
 	}
 	for _, id := range []peer.ID{liar, worker, online} {
 		if book.peers[id] == nil {
@@ -334,14 +334,14 @@ func TestPeerBookEvicts(t *testing.T) {
 		}
 	}
 
-	again := newPeerBook(db, "self", reputation.Params{}, 2, nil, slog.Default())
-	if err := again.load(); err != nil {
+	again := NewBook(db, "self", reputation.Params{}, 2, nil, slog.Default())
+	if err := again.Load(); err != nil {
 		t.Fatal(err)
 	}
-	if stored, _ = db.Peers(); again.len() != 2 || len(stored) != 2 || again.peers[liar] == nil || again.peers[worker] == nil {
-		t.Fatalf("reloaded with cap 2: book %d, store %d; want the liar and the worker", again.len(), len(stored))
+	if stored, _ = db.Peers(); again.Len() != 2 || len(stored) != 2 || again.peers[liar] == nil || again.peers[worker] == nil {
+		t.Fatalf("reloaded with cap 2: book %d, store %d; want the liar and the worker", again.Len(), len(stored))
 	}
-	if n := again.prune(time.Now().Add(2 * peerSilentFor)); n != 0 {
+	if n := again.Prune(time.Now().Add(2 * peerSilentFor)); n != 0 {
 		t.Errorf("pruned %d peers with history", n)
 	}
 }
@@ -349,16 +349,16 @@ func TestPeerBookEvicts(t *testing.T) {
 // TestBackoffDoubles: each failure in a row doubles a peer's back-off up
 // to maxBackoff, and a bid ends it.
 func TestBackoffDoubles(t *testing.T) {
-	book := newPeerBook(nil, "self", reputation.Params{}, 0, nil, slog.Default())
+	book := NewBook(nil, "self", reputation.Params{}, 0, nil, slog.Default())
 	id := peer.ID("p")
 	for _, want := range []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute, 30 * time.Minute, 30 * time.Minute} {
-		book.unreachable(id)
-		if got := book.backoff[id].wait; got != want || !book.backingOff(id) {
-			t.Fatalf("back-off %v (backing off %v); want %v", got, book.backingOff(id), want)
+		book.Unreachable(id)
+		if got := book.backoff[id].wait; got != want || !book.BackingOff(id) {
+			t.Fatalf("back-off %v (backing off %v); want %v", got, book.BackingOff(id), want)
 		}
 	}
-	book.reached(id)
-	if book.backingOff(id) {
+	book.Reached(id)
+	if book.BackingOff(id) {
 		t.Fatal("still backing off after a bid")
 	}
 }

@@ -184,7 +184,7 @@ func BenchmarkGenerateNetwork(b *testing.B) {
 	nodes := benchNetwork(b, 3)
 	client := nodes[0]
 	for _, p := range nodes[1:] {
-		client.peers.vouch(p.ID())
+		client.peers.Vouch(p.ID())
 	}
 	sb := client.cfg.Sandbox
 	for _, m := range benchModels(b)[:2] {

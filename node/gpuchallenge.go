@@ -50,7 +50,7 @@ func isCUDA(name string) bool { return strings.HasPrefix(name, "cuda") }
 // gpuChallenge returns the outcome of p's GPU challenge: kept from the
 // last 24 hours, or run now (once, however many replicas ask at a time).
 // Refusals and transport errors are not kept.
-func (b *peerBook) gpuChallenge(ctx context.Context, p peer.ID, run func(context.Context) (challenge.Report, error)) error {
+func (b *Book) GPUChallenge(ctx context.Context, p peer.ID, run func(context.Context) (challenge.Report, error)) error {
 	b.mu.Lock()
 	if b.gpu == nil {
 		b.gpu = map[peer.ID]*gpuCheck{}
@@ -101,24 +101,24 @@ func (b *peerBook) gpuChallenge(ctx context.Context, p peer.ID, run func(context
 func (j *jobRun) checkGPU(ctx context.Context, p peer.ID) error {
 	n := j.c.n
 	j.mu.Lock()
-	a := j.matched[p].advert
+	a := j.matched[p].Advert
 	j.mu.Unlock()
 	if !needsGPU(j.req, a) {
 		return nil
 	}
 	params := n.cfg.GPUChallenge
-	err := n.peers.gpuChallenge(ctx, p, func(ctx context.Context) (challenge.Report, error) {
+	err := n.peers.GPUChallenge(ctx, p, func(ctx context.Context) (challenge.Report, error) {
 		rep, err := challenge.Run(ctx, n.host, p, params)
 		n.log.Info("GPU challenge", "peer", p, "n", rep.N, "root", rep.Elapsed, "deadline", rep.Deadline,
 			"rows", rep.Rows, "verify", rep.Verify, "err", err)
 		switch {
 		case errors.Is(err, challenge.ErrWrongRow):
-			n.peers.convict(p, j.ann.Job) // a signed wrong answer
+			n.peers.Convict(p, j.ann.Job) // a signed wrong answer
 		case errors.Is(err, challenge.ErrFailed):
 			// Too slow for the GPU it claims: a lie, but one an honest GPU
 			// behind a slow link could tell once; a newcomer's first lie, or
 			// anyone's second, bans it.
-			n.peers.outvote(p, j.ann.Job)
+			n.peers.Outvote(p, j.ann.Job)
 		}
 		return rep, err
 	})

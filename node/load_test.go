@@ -22,16 +22,16 @@ func TestNextDraw(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	job := func(pool []candidate) *jobRun {
-		return &jobRun{c: n.client, pool: pool, holders: map[peer.ID]bool{}, matched: map[peer.ID]candidate{}, bidBackend: map[peer.ID]string{}}
+	job := func(pool []Candidate) *jobRun {
+		return &jobRun{c: n.client, pool: pool, holders: map[peer.ID]bool{}, matched: map[peer.ID]Candidate{}, bidBackend: map[peer.ID]string{}}
 	}
-	var pool []candidate
+	var pool []Candidate
 	for i := range 4 {
 		free := 0
 		if i == 0 {
 			free = 64 // a claim, which must not matter
 		}
-		pool = append(pool, candidate{id: peer.ID(fmt.Sprint("p", i)), advert: &wire.CapabilityAdvert{Slots: 64, FreeSlots: free}, reputation: 1})
+		pool = append(pool, Candidate{ID: peer.ID(fmt.Sprint("p", i)), Advert: &wire.CapabilityAdvert{Slots: 64, FreeSlots: free}, Reputation: 1})
 	}
 	got := map[peer.ID]int{}
 	for range 400 {
@@ -45,15 +45,15 @@ func TestNextDraw(t *testing.T) {
 		// 80..120: over 20,000 simulated runs of this draw, the fewest any
 		// provider got was 84 and the most 118 (the 1% quantiles 89 and
 		// 111: the bounds were 90..110 and failed about one run in 40).
-		if got[c.id] < 80 || got[c.id] > 120 || n.client.load.of(c.id) != got[c.id] {
-			t.Errorf("%s: %d replicas (load %d), want about 100 each: %v", c.id, got[c.id], n.client.load.of(c.id), got)
+		if got[c.ID] < 80 || got[c.ID] > 120 || n.client.load.of(c.ID) != got[c.ID] {
+			t.Errorf("%s: %d replicas (load %d), want about 100 each: %v", c.ID, got[c.ID], n.client.load.of(c.ID), got)
 		}
-		n.client.load.add(c.id, -got[c.id])
-		if l := n.client.load.of(c.id); l != 0 {
-			t.Errorf("%s: load %d after its replicas ended", c.id, l)
+		n.client.load.add(c.ID, -got[c.ID])
+		if l := n.client.load.of(c.ID); l != 0 {
+			t.Errorf("%s: load %d after its replicas ended", c.ID, l)
 		}
 	}
-	better := []candidate{{id: "best", reputation: 1}, {id: "half", reputation: 0.5}}
+	better := []Candidate{{ID: "best", Reputation: 1}, {ID: "half", Reputation: 0.5}}
 	drawn := map[peer.ID]int{}
 	for range 3000 {
 		p, _ := job(better).next(map[peer.ID]bool{})

@@ -311,7 +311,7 @@ type Node struct {
 	// access says who may have which blob: inputs are private.
 	access *access
 	db     *store.Store
-	peers  *peerBook
+	peers  *Book
 	// models are the named models, whose blobs the store keeps.
 	models *models.Registry
 
@@ -324,7 +324,7 @@ type Node struct {
 	// lnd is the Lightning node paying and paid; nil in free mode.
 	lnd *payments.Client
 	// changes wakes those who show the node's state (Changed).
-	changes changes
+	changes Changes
 	// sharded are the sharded jobs under way (SubmitSharded), training
 	// the training runs (Train).
 	sharded  runs[*shardedRun]
@@ -380,7 +380,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if n.db, err = store.Open(filepath.Join(cfg.DataDir, "node.db")); err != nil {
 		return nil, err
 	}
-	n.db.OnWrite(n.changes.poke)
+	n.db.OnWrite(n.changes.Poke)
 	// Named models' blobs are never evicted (n.models is set before
 	// anything is stored).
 	keep := func(d blob.Digest) bool { return n.models.Holds(d) }
@@ -398,12 +398,12 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err = n.startHost(); err != nil {
 		return nil, err
 	}
-	n.peers = newPeerBook(n.db, n.host.ID(), cfg.Reputation, cfg.MaxPeers, cfg.Trust, n.log)
-	n.peers.reachable = func(id peer.ID) bool {
+	n.peers = NewBook(n.db, n.host.ID(), cfg.Reputation, cfg.MaxPeers, cfg.Trust, n.log)
+	n.peers.Reachable = func(id peer.ID) bool {
 		return n.host.Network().Connectedness(id) == network.Connected || len(n.host.Peerstore().Addrs(id)) > 0
 	}
 	n.auditor = newAuditor(n)
-	if err = n.peers.load(); err != nil {
+	if err = n.peers.Load(); err != nil {
 		return nil, err
 	}
 	if n.blobSvc, err = blobnet.NewService(blobnet.Config{Host: n.host, Store: n.blobs, Routing: n.dht, Logger: n.log, Allow: n.access.allow,
@@ -423,9 +423,9 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if n.gossip, err = gossip.New(n.ctx, gossip.Config{
 		Host:       n.host,
 		OnAnnounce: n.onAnnounce,
-		OnAdvert:   n.peers.onAdvert,
+		OnAdvert:   n.peers.OnAdvert,
 		OnPeerJoin: n.onPeerJoin,
-		AppScore:   n.peers.appScore,
+		AppScore:   n.peers.AppScore,
 		Heartbeat:  cfg.GossipHeartbeat,
 		Logger:     n.log,
 	}); err != nil {
@@ -586,12 +586,12 @@ func (n *Node) peerFlushLoop() {
 	for {
 		select {
 		case <-n.ctx.Done():
-			if err := n.peers.flush(); err != nil {
+			if err := n.peers.Flush(); err != nil {
 				n.log.Warn("writing peers", "err", err)
 			}
 			return
 		case <-t.C:
-			if err := n.peers.flush(); err != nil {
+			if err := n.peers.Flush(); err != nil {
 				n.log.Warn("writing peers", "err", err)
 			}
 		}
@@ -610,7 +610,7 @@ func (n *Node) gcLoop() {
 		} else if removed > 0 {
 			n.log.Info("blob gc", "removed", removed)
 		}
-		if pruned := n.peers.prune(time.Now()); pruned > 0 {
+		if pruned := n.peers.Prune(time.Now()); pruned > 0 {
 			n.log.Info("peer gc", "pruned", pruned)
 		}
 		select {
@@ -814,7 +814,7 @@ type PeerInfo struct {
 // Peers returns every peer this node knows: those that advertised, and
 // those connected now.
 func (n *Node) Peers() []PeerInfo {
-	known := n.peers.list()
+	known := n.peers.List()
 	seen := map[string]bool{}
 	var out []PeerInfo
 	add := func(p store.Peer) {
@@ -898,7 +898,7 @@ func (n *Node) Capabilities() *wire.CapabilityAdvert {
 // shows: its records (jobs, runs, payments, peers, sharded jobs, training
 // runs) and its jobs' replicas and runs for others under way. Take it
 // before reading them, then wait on it.
-func (n *Node) Changed() <-chan struct{} { return n.changes.next() }
+func (n *Node) Changed() <-chan struct{} { return n.changes.Next() }
 
 // Paid reports whether the node pays and is paid through lnd; without
 // lnd it runs in free mode.

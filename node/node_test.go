@@ -98,7 +98,7 @@ func startNetwork(tb testing.TB, providers int, tweak func(*Config)) *testNet {
 	tb.Cleanup(func() { c.Close() })
 	net.client = c
 	waitFor(tb, 20*time.Second, "client knows every provider", func() bool {
-		return len(c.peers.candidates(requirement.Always, ^uint64(0), 1, time.Hour, nil)) == providers
+		return len(c.peers.Candidates(requirement.Always, ^uint64(0), 1, time.Hour, nil)) == providers
 	})
 	return net
 }
@@ -109,7 +109,7 @@ func startNetwork(tb testing.TB, providers int, tweak func(*Config)) *testNet {
 // probation would run each of them itself too.
 func (net *testNet) vouch() *testNet {
 	for _, p := range net.providers {
-		net.client.peers.vouch(p.ID())
+		net.client.peers.Vouch(p.ID())
 	}
 	return net
 }

@@ -19,7 +19,7 @@ import (
 // peerBook is what this node knows of other peers: their newest advert and
 // how the replicas given to them went. It is persisted in the store so that
 // a restarted node keeps its judgement.
-type peerBook struct {
+type Book struct {
 	db     *store.Store
 	self   peer.ID
 	params reputation.Params
@@ -29,7 +29,7 @@ type peerBook struct {
 	// reports whether a peer can be dialled: a live connection or a known
 	// address. Both are fixed before the book is shared.
 	max       int
-	reachable func(peer.ID) bool
+	Reachable func(peer.ID) bool
 
 	mu    sync.Mutex
 	peers map[peer.ID]*store.Peer // guarded by mu
@@ -78,11 +78,11 @@ type backoff struct {
 
 // newPeerBook returns a book of at most limit records (DefaultMaxPeers if
 // max <= 0).
-func newPeerBook(db *store.Store, self peer.ID, params reputation.Params, limit int, vouched []peer.ID, log *slog.Logger) *peerBook {
+func NewBook(db *store.Store, self peer.ID, params reputation.Params, limit int, vouched []peer.ID, log *slog.Logger) *Book {
 	if limit <= 0 {
 		limit = DefaultMaxPeers
 	}
-	b := &peerBook{db: db, self: self, params: params.WithDefaults(), max: limit, log: log,
+	b := &Book{db: db, self: self, params: params.WithDefaults(), max: limit, log: log,
 		peers: map[peer.ID]*store.Peer{}, vouched: map[peer.ID]bool{}, backoff: map[peer.ID]*backoff{},
 		dialable: map[peer.ID]bool{}, dirty: map[peer.ID]bool{}, gone: map[peer.ID]bool{}}
 	for _, id := range vouched {
@@ -93,7 +93,7 @@ func newPeerBook(db *store.Store, self peer.ID, params reputation.Params, limit 
 
 // load reads the records of the store, evicting (there too) what is over
 // the cap: a store written before the cap, or under a larger one.
-func (b *peerBook) load() error {
+func (b *Book) Load() error {
 	ps, err := b.db.Peers()
 	if err != nil {
 		return err
@@ -108,11 +108,11 @@ func (b *peerBook) load() error {
 		b.evictLocked(-1, over)
 	}
 	b.mu.Unlock()
-	return b.flush()
+	return b.Flush()
 }
 
 // vouch adds peers the operator vouches for, as Config.Trust does.
-func (b *peerBook) vouch(ids ...peer.ID) {
+func (b *Book) Vouch(ids ...peer.ID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, id := range ids {
@@ -122,7 +122,7 @@ func (b *peerBook) vouch(ids ...peer.ID) {
 
 // getLocked returns the record of id, creating it (evicting the least
 // valuable record if the book is full). b.mu must be held.
-func (b *peerBook) getLocked(id peer.ID) *store.Peer {
+func (b *Book) getLocked(id peer.ID) *store.Peer {
 	p := b.peers[id]
 	if p == nil {
 		if len(b.peers) >= b.max {
@@ -134,7 +134,7 @@ func (b *peerBook) getLocked(id peer.ID) *store.Peer {
 }
 
 // addLocked creates the record of id. b.mu must be held.
-func (b *peerBook) addLocked(id peer.ID) *store.Peer {
+func (b *Book) addLocked(id peer.ID) *store.Peer {
 	p := &store.Peer{ID: id.String()}
 	b.peers[id] = p
 	delete(b.gone, id)
@@ -143,7 +143,7 @@ func (b *peerBook) addLocked(id peer.ID) *store.Peer {
 
 // flush writes the records adverts changed and deletes those evicted or
 // pruned since the last flush, in one transaction.
-func (b *peerBook) flush() error {
+func (b *Book) Flush() error {
 	b.mu.Lock()
 	put := make([]*store.Peer, 0, len(b.dirty))
 	for id := range b.dirty {
@@ -180,7 +180,7 @@ func worth(p *store.Peer) int {
 // rankLocked orders records for eviction, lowest first: by worth, then,
 // among equals, those that could be dialled when last looked at and are
 // not backed off. b.mu must be held.
-func (b *peerBook) rankLocked(id peer.ID, p *store.Peer, now time.Time) int {
+func (b *Book) rankLocked(id peer.ID, p *store.Peer, now time.Time) int {
 	r := 2 * worth(p)
 	if b.dialable[id] && !b.backingOffLocked(id, now) {
 		r++
@@ -193,7 +193,7 @@ func (b *peerBook) rankLocked(id peer.ID, p *store.Peer, now time.Time) int {
 // at most upTo. It returns how many went. One sort per call: when the book
 // is full, onAdvert evicts a sixteenth at once rather than scanning the
 // book for every newcomer. The next flush deletes them from the store.
-func (b *peerBook) evictLocked(upTo, n int) int {
+func (b *Book) evictLocked(upTo, n int) int {
 	now := time.Now()
 	type entry struct {
 		id   peer.ID
@@ -219,7 +219,7 @@ func (b *peerBook) evictLocked(upTo, n int) int {
 		}
 		// The flag dates from the peer's last advert: one that has become
 		// reachable since (connected, an address found) is spared.
-		if !b.dialable[e.id] && b.reachable != nil && b.reachable(e.id) {
+		if !b.dialable[e.id] && b.Reachable != nil && b.Reachable(e.id) {
 			b.dialable[e.id] = true
 			continue
 		}
@@ -231,7 +231,7 @@ func (b *peerBook) evictLocked(upTo, n int) int {
 
 // forgetLocked removes the record of id; the next flush deletes it from
 // the store. b.mu must be held.
-func (b *peerBook) forgetLocked(id peer.ID) {
+func (b *Book) forgetLocked(id peer.ID) {
 	delete(b.peers, id)
 	delete(b.backoff, id)
 	delete(b.dialable, id)
@@ -243,9 +243,9 @@ func (b *peerBook) forgetLocked(id peer.ID) {
 // When the book is full, the least valuable sixteenth of it that is worth
 // no more than the newcomer is evicted (evictLocked); if nothing is, the
 // advert is dropped.
-func (b *peerBook) onAdvert(from peer.ID, a *wire.CapabilityAdvert) {
+func (b *Book) OnAdvert(from peer.ID, a *wire.CapabilityAdvert) {
 	now := time.Now()
-	dialable := b.reachable == nil || b.reachable(from)
+	dialable := b.Reachable == nil || b.Reachable(from)
 	b.mu.Lock()
 	p := b.peers[from]
 	if p == nil {
@@ -278,7 +278,7 @@ func (b *peerBook) onAdvert(from peer.ID, a *wire.CapabilityAdvert) {
 
 // prune removes the records of peers with no history silent for
 // peerSilentFor, and back-offs long over. It returns how many records went.
-func (b *peerBook) prune(now time.Time) int {
+func (b *Book) Prune(now time.Time) int {
 	b.mu.Lock()
 	pruned := 0
 	for id, p := range b.peers {
@@ -293,14 +293,14 @@ func (b *peerBook) prune(now time.Time) int {
 		}
 	}
 	b.mu.Unlock()
-	if err := b.flush(); err != nil {
+	if err := b.Flush(); err != nil {
 		b.log.Warn("pruning peers", "err", err)
 	}
 	return pruned
 }
 
 // len returns how many records the book holds.
-func (b *peerBook) len() int {
+func (b *Book) Len() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.peers)
@@ -308,7 +308,7 @@ func (b *peerBook) len() int {
 
 // unreachable puts id on a back-off after a failed dial or bid: it is no
 // candidate until then. Each failure in a row doubles the wait.
-func (b *peerBook) unreachable(id peer.ID) {
+func (b *Book) Unreachable(id peer.ID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	o := b.backoff[id]
@@ -321,26 +321,26 @@ func (b *peerBook) unreachable(id peer.ID) {
 }
 
 // reached ends id's back-off: it answered.
-func (b *peerBook) reached(id peer.ID) {
+func (b *Book) Reached(id peer.ID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.backoff, id)
 }
 
 // backingOff reports whether id is on a back-off now.
-func (b *peerBook) backingOff(id peer.ID) bool {
+func (b *Book) BackingOff(id peer.ID) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.backingOffLocked(id, time.Now())
 }
 
-func (b *peerBook) backingOffLocked(id peer.ID, now time.Time) bool {
+func (b *Book) backingOffLocked(id peer.ID, now time.Time) bool {
 	o := b.backoff[id]
 	return o != nil && now.Before(o.until)
 }
 
 // update applies f to the reputation of id and persists it.
-func (b *peerBook) update(id peer.ID, f func(r *reputation.Record, p reputation.Params, now time.Time)) {
+func (b *Book) Update(id peer.ID, f func(r *reputation.Record, p reputation.Params, now time.Time)) {
 	b.mu.Lock()
 	p := b.getLocked(id)
 	f(&p.Rep, b.params, time.Now())
@@ -352,35 +352,35 @@ func (b *peerBook) update(id peer.ID, f func(r *reputation.Record, p reputation.
 }
 
 // complete records a result from id that took latency beyond its run.
-func (b *peerBook) complete(id peer.ID, latency time.Duration) {
-	b.update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Complete(p, now, latency) })
+func (b *Book) Complete(id peer.ID, latency time.Duration) {
+	b.Update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Complete(p, now, latency) })
 }
 
 // lose records a replica id accepted and never returned.
-func (b *peerBook) lose(id peer.ID) {
-	b.update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Lose(p, now) })
+func (b *Book) Lose(id peer.ID) {
+	b.Update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Lose(p, now) })
 }
 
 // agree records a result of id that agreed with the accepted one.
-func (b *peerBook) agree(id peer.ID) {
-	b.update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Agree(p, now) })
+func (b *Book) Agree(id peer.ID) {
+	b.Update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Agree(p, now) })
 }
 
 // outvote records that id was outvoted on job: it lied.
-func (b *peerBook) outvote(id peer.ID, job wire.JobID) {
-	b.update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Outvote(p, now, job.String()) })
+func (b *Book) Outvote(id peer.ID, job wire.JobID) {
+	b.Update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Outvote(p, now, job.String()) })
 	b.log.Warn("provider outvoted", "peer", id, "job", job)
 }
 
 // convict records that id signed a result this node proved wrong by
 // computing it itself: it is banned at once.
-func (b *peerBook) convict(id peer.ID, job wire.JobID) {
-	b.update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Convict(p, now, job.String()) })
+func (b *Book) Convict(id peer.ID, job wire.JobID) {
+	b.Update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Convict(p, now, job.String()) })
 	b.log.Warn("provider convicted by the client's own run", "peer", id, "job", job)
 }
 
 // score is id's reputation now (0 when banned; a newcomer's is low).
-func (b *peerBook) score(id peer.ID) float64 {
+func (b *Book) Score(id peer.ID) float64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r := b.recordLocked(id)
@@ -389,7 +389,7 @@ func (b *peerBook) score(id peer.ID) float64 {
 
 // recordLocked is id's reputation, with a vouched peer's proven count
 // raised to the end of probation. b.mu must be held.
-func (b *peerBook) recordLocked(id peer.ID) reputation.Record {
+func (b *Book) recordLocked(id peer.ID) reputation.Record {
 	var r reputation.Record
 	if p := b.peers[id]; p != nil {
 		r = p.Rep
@@ -401,7 +401,7 @@ func (b *peerBook) recordLocked(id peer.ID) reputation.Record {
 }
 
 // trusted reports whether id may be given single replicas.
-func (b *peerBook) trusted(id peer.ID) bool {
+func (b *Book) Trusted(id peer.ID) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r := b.recordLocked(id)
@@ -410,7 +410,7 @@ func (b *peerBook) trusted(id peer.ID) bool {
 
 // established reports whether id is out of probation: its result anchors
 // a vote.
-func (b *peerBook) established(id peer.ID) bool {
+func (b *Book) Established(id peer.ID) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r := b.recordLocked(id)
@@ -418,7 +418,7 @@ func (b *peerBook) established(id peer.ID) bool {
 }
 
 // advert returns id's newest advert, nil if none is known.
-func (b *peerBook) advert(id peer.ID) *wire.CapabilityAdvert {
+func (b *Book) Advert(id peer.ID) *wire.CapabilityAdvert {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if p := b.peers[id]; p != nil {
@@ -428,7 +428,7 @@ func (b *peerBook) advert(id peer.ID) *wire.CapabilityAdvert {
 }
 
 // banned reports whether id is banned now.
-func (b *peerBook) banned(id peer.ID) bool {
+func (b *Book) Banned(id peer.ID) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	p := b.peers[id]
@@ -437,7 +437,7 @@ func (b *peerBook) banned(id peer.ID) bool {
 
 // appScore feeds reputation into GossipSub scoring: a banned peer sinks
 // below the graylist threshold, a doubtful one towards the gossip threshold.
-func (b *peerBook) appScore(id peer.ID) float64 {
+func (b *Book) AppScore(id peer.ID) float64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	p := b.peers[id]
@@ -453,7 +453,7 @@ func (b *peerBook) appScore(id peer.ID) float64 {
 
 // clientSettled records, on a provider, how a client settled a result it
 // received: paid, or not (cancelled, or left to expire).
-func (b *peerBook) clientSettled(id peer.ID, paid bool) {
+func (b *Book) ClientSettled(id peer.ID, paid bool) {
 	b.mu.Lock()
 	p := b.getLocked(id)
 	if paid {
@@ -489,14 +489,14 @@ const (
 
 // strangersSpent reports whether clients with no payment here used up
 // their shared allowance of unpaid results.
-func (b *peerBook) strangersSpent() bool {
+func (b *Book) StrangersSpent() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.strangers) >= strangerAllowance && time.Since(b.strangers[0]) < strangerWindow
 }
 
 // setOverdue replaces the counts of overdue payments per client.
-func (b *peerBook) setOverdue(m map[peer.ID]int) {
+func (b *Book) SetOverdue(m map[peer.ID]int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.overdue = m
@@ -504,7 +504,7 @@ func (b *peerBook) setOverdue(m map[peer.ID]int) {
 
 // unpaid returns how many results client id took from this provider
 // without paying (including overdue ones), and how many it paid for.
-func (b *peerBook) unpaid(id peer.ID) (unpaid, paid int) {
+func (b *Book) Unpaid(id peer.ID) (unpaid, paid int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	unpaid = b.overdue[id]
@@ -520,11 +520,11 @@ func (b *peerBook) unpaid(id peer.ID) (unpaid, paid int) {
 func owesTooMuch(unpaid, paid int) bool { return unpaid > 2+paid/10 }
 
 // candidate is a provider that may run a job.
-type candidate struct {
-	id         peer.ID
-	advert     *wire.CapabilityAdvert
-	reputation float64
-	trusted    bool
+type Candidate struct {
+	ID         peer.ID
+	Advert     *wire.CapabilityAdvert
+	Reputation float64
+	Trusted    bool
 }
 
 // candidates returns the providers whose newest advert (seen within maxAge)
@@ -533,25 +533,25 @@ type candidate struct {
 // (in tenths, repRank), then price; equals in random order. What a
 // provider claims of itself (free slots) does not rank it: replicas are
 // drawn at random from this pool by jobRun.next.
-func (b *peerBook) candidates(req *requirement.Program, price uint64, memory uint64, maxAge time.Duration, exclude map[peer.ID]bool) []candidate {
+func (b *Book) Candidates(req *requirement.Program, price uint64, memory uint64, maxAge time.Duration, exclude map[peer.ID]bool) []Candidate {
 	b.mu.Lock()
-	var out []candidate
+	var out []Candidate
 	now := time.Now()
 	for id, p := range b.peers {
 		a := p.Advert
 		if id == b.self || exclude[id] || a == nil || now.Sub(p.LastSeen) > maxAge || a.Price > price ||
 			a.MaxMemory < memory || p.Rep.Banned(now) || b.backingOffLocked(id, now) ||
-			(b.reachable != nil && !b.reachable(id)) {
+			(b.Reachable != nil && !b.Reachable(id)) {
 			continue
 		}
 		r := b.recordLocked(id)
-		out = append(out, candidate{id: id, advert: a, reputation: r.Score(b.params, now),
-			trusted: r.Trusted(b.params, now)})
+		out = append(out, Candidate{ID: id, Advert: a, Reputation: r.Score(b.params, now),
+			Trusted: r.Trusted(b.params, now)})
 	}
 	b.mu.Unlock()
 	kept := out[:0]
 	for _, c := range out {
-		if ok, err := req.Match(requirement.FromAdvert(c.advert, c.reputation)); ok && err == nil {
+		if ok, err := req.Match(requirement.FromAdvert(c.Advert, c.Reputation)); ok && err == nil {
 			kept = append(kept, c)
 		}
 	}
@@ -559,11 +559,11 @@ func (b *peerBook) candidates(req *requirement.Program, price uint64, memory uin
 	rand.Shuffle(len(kept), func(i, k int) { kept[i], kept[k] = kept[k], kept[i] })
 	sort.SliceStable(kept, func(i, k int) bool {
 		a, b := kept[i], kept[k]
-		if ra, rb := repRank(a.reputation), repRank(b.reputation); ra != rb {
+		if ra, rb := repRank(a.Reputation), repRank(b.Reputation); ra != rb {
 			return ra > rb
 		}
-		if a.advert.Price != b.advert.Price {
-			return a.advert.Price < b.advert.Price
+		if a.Advert.Price != b.Advert.Price {
+			return a.Advert.Price < b.Advert.Price
 		}
 		return false
 	})
@@ -575,7 +575,7 @@ func (b *peerBook) candidates(req *requirement.Program, price uint64, memory uin
 func repRank(score float64) int { return int(math.Round(score * 10)) }
 
 // list returns copies of every record.
-func (b *peerBook) list() []store.Peer {
+func (b *Book) List() []store.Peer {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := make([]store.Peer, 0, len(b.peers))

@@ -322,14 +322,14 @@ func TestProofModeRefusals(t *testing.T) {
 		a.Proofs = proofs
 		j := &jobRun{c: net.client.client, ann: &a, req: alwaysMatch}
 		want := map[bool]int{false: 2, true: 1}[proofs]
-		var cands []candidate
+		var cands []Candidate
 		waitFor(t, 10*time.Second, "the client sees both adverts", func() bool {
 			j.mu.Lock()
 			defer j.mu.Unlock()
 			cands = j.knownCandidatesLocked()
 			return len(cands) >= want
 		})
-		if len(cands) != want || (proofs && cands[0].id != p.ID()) {
+		if len(cands) != want || (proofs && cands[0].ID != p.ID()) {
 			t.Fatalf("proof mode %v: candidates %v, want %d", proofs, cands, want)
 		}
 	}

@@ -370,10 +370,10 @@ func (p *provider) handleAssign(s network.Stream) {
 		reject("assign for another client")
 		return
 	}
-	if unpaid, paid := p.n.peers.unpaid(client); owesTooMuch(unpaid, paid) {
+	if unpaid, paid := p.n.peers.Unpaid(client); owesTooMuch(unpaid, paid) {
 		reject(fmt.Sprintf("%s: %d results unpaid, %d paid", wire.ReasonUnpaid, unpaid, paid))
 		return
-	} else if paid == 0 && a.Announce.Price > 0 && p.n.peers.strangersSpent() {
+	} else if paid == 0 && a.Announce.Price > 0 && p.n.peers.StrangersSpent() {
 		reject(fmt.Sprintf("%s: clients with no payment here left %d results unpaid today", wire.ReasonUnpaid, strangerAllowance))
 		return
 	}
@@ -463,7 +463,7 @@ func (p *provider) handleAssign(s network.Stream) {
 
 // setActive tracks runs in progress for Node.Runs; RunFinished forgets one.
 func (p *provider) setActive(run *store.Run, s store.RunState) {
-	defer p.n.changes.poke()
+	defer p.n.changes.Poke()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s == store.RunFinished {

@@ -397,7 +397,7 @@ func (r *shardedRun) awaitProviders(ctx context.Context) {
 	defer cancel()
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
-	for len(n.peers.candidates(alwaysMatch, ^uint64(0), 1, 3*n.cfg.AdvertInterval, nil)) < want {
+	for len(n.peers.Candidates(alwaysMatch, ^uint64(0), 1, 3*n.cfg.AdvertInterval, nil)) < want {
 		select {
 		case <-ctx.Done():
 			return

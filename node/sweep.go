@@ -105,7 +105,7 @@ func (n *Node) sweepPayments() {
 			}
 		}()
 	}
-	n.peers.setOverdue(overdue)
+	n.peers.SetOverdue(overdue)
 }
 
 // sweepOutgoing finishes a client's payment that no job is handling any

@@ -266,7 +266,7 @@ func TestHostileStall(t *testing.T) {
 	}
 	// An established provider that starts stalling: vouched for, it is as
 	// likely a draw as anyone (a newcomer is drawn a sixth as often).
-	c.peers.vouch(staller)
+	c.peers.Vouch(staller)
 	// Jobs of 3 replicas on 4 providers, until the staller has held two.
 	stalled := 0
 	for i := 0; i < 20 && stalled < 2; i++ {

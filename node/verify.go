@@ -112,7 +112,7 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 			if err != nil {
 				return j.finish(votes, nil, err)
 			}
-			if ok && (n.peers.established(peer.ID(votes[0].Provider)) || n.peers.established(j.checker)) {
+			if ok && (n.peers.Established(peer.ID(votes[0].Provider)) || n.peers.Established(j.checker)) {
 				return j.accept(ctx, votes, []int{0}, nil, VerifiedByCheck)
 			}
 			if ok {
@@ -183,7 +183,7 @@ func (j *jobRun) anchored(votes []*wire.Result, groups [][]int) ([]int, bool) {
 	best := -1
 	for g, members := range groups {
 		for _, i := range members {
-			if j.c.n.peers.established(peer.ID(votes[i].Provider)) {
+			if j.c.n.peers.Established(peer.ID(votes[i].Provider)) {
 				count[g]++
 			}
 		}
@@ -269,7 +269,7 @@ func (j *jobRun) audit(ctx context.Context, votes []*wire.Result) (*store.Job, e
 	if len(winners) == 0 {
 		// Every replica was wrong: the client's own run is the answer.
 		for _, i := range losers {
-			n.peers.convict(peer.ID(votes[i].Provider), j.ann.Job)
+			n.peers.Convict(peer.ID(votes[i].Provider), j.ann.Job)
 		}
 		n.verified.Add(1)
 		j.c.remember(j, own)
@@ -385,25 +385,25 @@ func (j *jobRun) accept(ctx context.Context, votes []*wire.Result, winners, lose
 	switch how {
 	case VerifiedByReplicas:
 		for _, i := range winners {
-			n.peers.agree(peer.ID(votes[i].Provider))
+			n.peers.Agree(peer.ID(votes[i].Provider))
 		}
 		for _, i := range losers {
-			n.peers.outvote(peer.ID(votes[i].Provider), j.ann.Job)
+			n.peers.Outvote(peer.ID(votes[i].Provider), j.ann.Job)
 		}
 		if j.checker != "" && slices.Contains(winners, 0) {
-			n.peers.outvote(j.checker, j.ann.Job) // its check contradicted the truth
+			n.peers.Outvote(j.checker, j.ann.Job) // its check contradicted the truth
 		}
 	case VerifiedByCheck:
-		n.peers.agree(peer.ID(best.Provider))
-		n.peers.agree(j.checker)
+		n.peers.Agree(peer.ID(best.Provider))
+		n.peers.Agree(j.checker)
 	case VerifiedByAudit:
 		// The client's own run is the proof: for the winners, and against
 		// everyone who signed anything else.
 		for _, i := range winners {
-			n.peers.agree(peer.ID(votes[i].Provider))
+			n.peers.Agree(peer.ID(votes[i].Provider))
 		}
 		for _, i := range losers {
-			n.peers.convict(peer.ID(votes[i].Provider), j.ann.Job)
+			n.peers.Convict(peer.ID(votes[i].Provider), j.ann.Job)
 		}
 		j.c.remember(j, best)
 	}
@@ -496,7 +496,7 @@ func (j *jobRun) establishedCandidate() bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, c := range j.pool {
-		if !j.holders[c.id] && j.c.n.peers.established(c.id) {
+		if !j.holders[c.ID] && j.c.n.peers.Established(c.ID) {
 			return true
 		}
 	}
@@ -520,7 +520,7 @@ func (j *jobRun) trustedCandidate() bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, c := range j.pool {
-		if c.trusted {
+		if c.Trusted {
 			return true
 		}
 	}
@@ -580,16 +580,16 @@ func (c *client) sendCanary() {
 	k := c.known[rand.IntN(len(c.known))]
 	c.mu.Unlock()
 	n := c.n
-	var trusted []candidate
-	for _, cand := range n.peers.candidates(alwaysMatch, k.ann.Price, k.ann.Memory, 3*n.cfg.AdvertInterval, nil) {
-		if cand.trusted {
+	var trusted []Candidate
+	for _, cand := range n.peers.Candidates(alwaysMatch, k.ann.Price, k.ann.Memory, 3*n.cfg.AdvertInterval, nil) {
+		if cand.Trusted {
 			trusted = append(trusted, cand)
 		}
 	}
 	if len(trusted) == 0 {
 		return
 	}
-	p := trusted[rand.IntN(len(trusted))].id
+	p := trusted[rand.IntN(len(trusted))].ID
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -598,7 +598,7 @@ func (c *client) sendCanary() {
 		ann.Job, ann.Replicas, ann.Time = wire.NewJobID(), 1, wire.Millis(now)
 		ann.Deadline = wire.Millis(now.Add(time.Duration(ann.TimeoutMS)*time.Millisecond*2 + 30*time.Second))
 		j := &jobRun{c: c, ann: &ann, req: alwaysMatch, input: k.input, ephemeral: true, vks: k.vks,
-			holders: map[peer.ID]bool{}, matched: map[peer.ID]candidate{}, bidBackend: map[peer.ID]string{}, late: map[uint8]chan *wire.Result{0: make(chan *wire.Result, 1)},
+			holders: map[peer.ID]bool{}, matched: map[peer.ID]Candidate{}, bidBackend: map[peer.ID]string{}, late: map[uint8]chan *wire.Result{0: make(chan *wire.Result, 1)},
 			rec: &store.Job{ID: ann.Job, Announce: ann, Created: now}}
 		c.mu.Lock()
 		c.jobs[ann.Job] = j
@@ -618,9 +618,9 @@ func (c *client) sendCanary() {
 		}
 		n.canaries.Add(1)
 		if right {
-			n.peers.agree(p)
+			n.peers.Agree(p)
 		} else {
-			n.peers.convict(p, ann.Job) // the answer is the client's own
+			n.peers.Convict(p, ann.Job) // the answer is the client's own
 		}
 	}()
 }

@@ -215,27 +215,27 @@ func TestReputationInRequirements(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	book := newPeerBook(db, "self", reputation.Params{MaxLies: 5, BanBelow: 0.01}, 0, nil, slog.Default())
+	book := NewBook(db, "self", reputation.Params{MaxLies: 5, BanBelow: 0.01}, 0, nil, slog.Default())
 	good, doubtful := peer.ID("good"), peer.ID("doubtful")
 	for i, id := range []peer.ID{good, doubtful} {
-		book.onAdvert(id, &wire.CapabilityAdvert{Peer: []byte(id), Seq: uint64(i + 1), Slots: 1, FreeSlots: 1, MaxMemory: 1 << 30, Backends: []string{"reference"}})
+		book.OnAdvert(id, &wire.CapabilityAdvert{Peer: []byte(id), Seq: uint64(i + 1), Slots: 1, FreeSlots: 1, MaxMemory: 1 << 30, Backends: []string{"reference"}})
 		for range 5 {
-			book.agree(id)
+			book.Agree(id)
 		}
 	}
-	book.outvote(doubtful, wire.NewJobID())
+	book.Outvote(doubtful, wire.NewJobID())
 	req, err := requirement.Compile("reputation > 0.8")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := book.candidates(req, 0, 1, time.Hour, nil)
-	if len(got) != 1 || got[0].id != good {
-		t.Fatalf("candidates %v; want only the good peer (doubtful scores %.2f)", got, book.score(doubtful))
+	got := book.Candidates(req, 0, 1, time.Hour, nil)
+	if len(got) != 1 || got[0].ID != good {
+		t.Fatalf("candidates %v; want only the good peer (doubtful scores %.2f)", got, book.Score(doubtful))
 	}
-	if all := book.candidates(requirement.Always, 0, 1, time.Hour, nil); len(all) != 2 || all[0].id != good {
+	if all := book.Candidates(requirement.Always, 0, 1, time.Hour, nil); len(all) != 2 || all[0].ID != good {
 		t.Fatalf("without a requirement: %v; want both, the good one first", all)
 	}
-	if book.appScore(doubtful) >= book.appScore(good) {
+	if book.AppScore(doubtful) >= book.AppScore(good) {
 		t.Fatal("the gossip app score does not follow reputation")
 	}
 }
@@ -259,18 +259,18 @@ func TestClientStanding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	book := newPeerBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
+	book := NewBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
 	client := p2ptest.RandPeerIDFatal(t) // a real ID: the book reloads only those
 	for range 3 {
-		book.clientSettled(client, true)
+		book.ClientSettled(client, true)
 	}
-	book.clientSettled(client, false)
-	book.setOverdue(map[peer.ID]int{client: 1})
-	if unpaid, paid := book.unpaid(client); unpaid != 2 || paid != 3 || owesTooMuch(unpaid, paid) {
+	book.ClientSettled(client, false)
+	book.SetOverdue(map[peer.ID]int{client: 1})
+	if unpaid, paid := book.Unpaid(client); unpaid != 2 || paid != 3 || owesTooMuch(unpaid, paid) {
 		t.Fatalf("unpaid %d, paid %d; want 2 (1 + 1 overdue) and 3, not owing too much", unpaid, paid)
 	}
-	book.setOverdue(map[peer.ID]int{client: 2})
-	if !owesTooMuch(book.unpaid(client)) {
+	book.SetOverdue(map[peer.ID]int{client: 2})
+	if !owesTooMuch(book.Unpaid(client)) {
 		t.Fatal("a third unpaid result is forgiven")
 	}
 	db.Close()
@@ -278,11 +278,11 @@ func TestClientStanding(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	again := newPeerBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
-	if err := again.load(); err != nil {
+	again := NewBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
+	if err := again.Load(); err != nil {
 		t.Fatal(err)
 	}
-	if unpaid, paid := again.unpaid(client); unpaid != 1 || paid != 3 {
+	if unpaid, paid := again.Unpaid(client); unpaid != 1 || paid != 3 {
 		t.Fatalf("after a restart: unpaid %d, paid %d; want 1 and 3", unpaid, paid)
 	}
 }
@@ -297,24 +297,24 @@ func TestStrangersShareAllowance(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	book := newPeerBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
+	book := NewBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
 	for i := range strangerAllowance {
-		if book.strangersSpent() {
+		if book.StrangersSpent() {
 			t.Fatalf("spent after %d unpaid results", i)
 		}
 		id := p2ptest.RandPeerIDFatal(t)
-		book.clientSettled(id, false)
-		if owesTooMuch(book.unpaid(id)) {
+		book.ClientSettled(id, false)
+		if owesTooMuch(book.Unpaid(id)) {
 			t.Fatal("one unpaid result is over a client's own limit")
 		}
 	}
-	if !book.strangersSpent() {
+	if !book.StrangersSpent() {
 		t.Fatalf("%d fresh identities left a result unpaid each, and newcomers still get paid work", strangerAllowance)
 	}
 	payer := p2ptest.RandPeerIDFatal(t)
-	book.clientSettled(payer, true)
-	book.clientSettled(payer, false)
-	if book.strangersSpent() != true || len(book.strangers) != strangerAllowance {
+	book.ClientSettled(payer, true)
+	book.ClientSettled(payer, false)
+	if book.StrangersSpent() != true || len(book.strangers) != strangerAllowance {
 		t.Fatal("a client that paid counted as a stranger")
 	}
 }
