@@ -45,8 +45,11 @@ var limitTables = map[string][]limit{
 		{"host.MaxModuleCodeBytes", size(host.MaxModuleCodeBytes), "code of a module, all function bodies together"},
 		{"host.MaxModuleFunctionBytes", size(host.MaxModuleFunctionBytes), "code of one function"},
 		{"host.MaxModuleNesting", host.MaxModuleNesting, "depth of control nesting"},
+	},
+	"tensor": {
 		{"abi.Version", abi.Version, "the tensor ABI's version, what `abi_version()` answers"},
 		{"abi.MaxDims", abi.MaxDims, "dimensions of a tensor's shape, at most"},
+		{"abi.LayerNormEps", abi.LayerNormEps, "ε of layer normalization"},
 	},
 	"job": {
 		{"wire.MaxReplicas", wire.MaxReplicas, "replicas of a job, at most"},

@@ -29,7 +29,7 @@ func TestGenerateDocs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Errorf("%s: its generated tables are not what the code says: run `go generate ./...` and commit the result\nfirst difference:\n%s",
+		t.Errorf("%s: its generated tables are not what the code says: run `go generate ./cmd/infernet` (part of `go generate ./...`, or `make docs`) and commit the result\nfirst difference:\n%s",
 			file, firstDiff(string(old), string(changed[file])))
 	}
 }
