@@ -6,13 +6,18 @@ COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null)$(shell git diff --qui
 LDFLAGS := -X github.com/infernet/infernet/node.commit=$(COMMIT)
 PKGS    := ./...
 
-.PHONY: all build test vet demo bench deps testdata clean test-payments test-openai fuzz mnist chargpt gpu-check gpu-bundle
+.PHONY: all build test vet demo bench deps docs testdata clean test-payments test-openai fuzz mnist chargpt gpu-check gpu-bundle
 
 all: build
 
 # Debian packages and pinned tools (idempotent; see scripts/deps.sh).
 deps:
 	@./scripts/deps.sh
+
+# The documents' tables of flags, defaults and limits, regenerated from the
+# code (cmd/infernet/internal/docgen); `make test` fails while they are stale.
+docs:
+	$(GO) generate ./cmd/infernet
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/infernet

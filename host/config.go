@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/internal/meter"
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/proofs/gemmproof"
 )
@@ -25,6 +26,15 @@ const (
 // MaxTableElements caps every table a job defines: table elements are host
 // memory (8 bytes each) outside the guest's memory limit.
 const MaxTableElements = 1 << 20
+
+// The limits on a module's size and shape that bound its compile time
+// (host/internal/meter refuses modules past them before wazero sees them).
+const (
+	MaxModuleFunctions     = meter.MaxFunctions     // functions a module may define
+	MaxModuleCodeBytes     = meter.MaxCodeBytes     // bytes of all function bodies
+	MaxModuleFunctionBytes = meter.MaxFunctionBytes // bytes of one function body
+	MaxModuleNesting       = meter.MaxNesting       // depth of control nesting
+)
 
 // pageSize is the WebAssembly page size.
 const pageSize = 65536

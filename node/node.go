@@ -219,15 +219,15 @@ func DefaultConfig() Config {
 	}
 	return Config{
 		DataDir:        dir,
-		Listen:         []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"},
+		Listen:         listenAll(DefaultListenPort),
 		MDNS:           true,
 		NAT:            true,
 		Provide:        true,
-		Backend:        "auto",
-		AdvertInterval: time.Minute,
-		Heartbeat:      time.Second,
-		Silence:        5 * time.Second,
-		BlobQuota:      16 << 30,
+		Backend:        DefaultBackend,
+		AdvertInterval: DefaultAdvertInterval,
+		Heartbeat:      DefaultHeartbeat,
+		Silence:        DefaultSilence,
+		BlobQuota:      DefaultBlobQuota,
 		CheckTie:       DefaultCheckTie,
 	}
 }
@@ -237,59 +237,59 @@ func (c *Config) setDefaults() {
 		c.Slots = runtime.NumCPU()
 	}
 	if c.Queue <= 0 {
-		c.Queue = 2 * c.Slots
+		c.Queue = DefaultQueuePerSlot * c.Slots
 	}
 	if c.MaxPerClient <= 0 {
 		c.MaxPerClient = c.Slots + c.Queue/2
 	}
 	if c.MaxMemory == 0 {
-		c.MaxMemory = 1 << 30
+		c.MaxMemory = DefaultMaxMemory
 	}
 	if c.MaxOutput <= 0 {
-		c.MaxOutput = 64 << 20
+		c.MaxOutput = DefaultMaxOutput
 	}
 	if c.MaxModule <= 0 {
-		c.MaxModule = 64 << 20
+		c.MaxModule = DefaultMaxModule
 	}
 	if c.MaxData <= 0 {
-		c.MaxData = 4 << 30
+		c.MaxData = DefaultMaxData
 	}
 	if c.MaxInput <= 0 {
-		c.MaxInput = 512 << 20
+		c.MaxInput = DefaultMaxInput
 	}
 	if c.MaxTimeout <= 0 {
-		c.MaxTimeout = time.Hour
+		c.MaxTimeout = DefaultMaxTimeout
 	}
 	if c.MaxDeadline <= 0 {
-		c.MaxDeadline = 3 * time.Hour
+		c.MaxDeadline = DefaultMaxDeadline
 	}
 	if c.Backend == "" {
-		c.Backend = "auto"
+		c.Backend = DefaultBackend
 	}
 	if c.AdvertInterval <= 0 {
-		c.AdvertInterval = time.Minute
+		c.AdvertInterval = DefaultAdvertInterval
 	}
 	if c.Heartbeat <= 0 {
-		c.Heartbeat = time.Second
+		c.Heartbeat = DefaultHeartbeat
 	}
 	if c.Silence <= 0 {
-		c.Silence = 5 * time.Second
+		c.Silence = DefaultSilence
 	}
 	c.Silence = max(c.Silence, 3*c.Heartbeat)
 	if c.SpotCheck <= 0 {
-		c.SpotCheck = 0.15
+		c.SpotCheck = DefaultSpotCheck
 	}
 	if c.Canary <= 0 {
-		c.Canary = 0.05
+		c.Canary = DefaultCanary
 	}
 	if c.BlobRetention <= 0 {
-		c.BlobRetention = 24 * time.Hour
+		c.BlobRetention = DefaultBlobRetention
 	}
 	if c.PaymentSweep <= 0 {
-		c.PaymentSweep = 30 * time.Second
+		c.PaymentSweep = DefaultPaymentSweep
 	}
 	if c.GossipHeartbeat <= 0 {
-		c.GossipHeartbeat = time.Second
+		c.GossipHeartbeat = DefaultGossipHeartbeat
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

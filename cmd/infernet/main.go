@@ -2,6 +2,9 @@
 // runs jobs locally (infernet run) and, in later versions, nodes and clients.
 package main
 
+// The documents' tables of flags, defaults and limits (README.md, docs/*.md).
+//go:generate go run ./internal/docgen -root ../..
+
 import (
 	"os"
 

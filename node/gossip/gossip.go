@@ -31,6 +31,14 @@ const (
 	TopicAdverts = "/infernet/1/adverts"
 )
 
+// Defaults of Config that the documents quote.
+const (
+	// DefaultMaxSkew is Config.MaxSkew's default.
+	DefaultMaxSkew = 2 * time.Minute
+	// DefaultQueueSize is Config.QueueSize's default.
+	DefaultQueueSize = 4096
+)
+
 // Config configures Gossip. Host is required; the rest has defaults.
 type Config struct {
 	Host host.Host
@@ -57,10 +65,10 @@ type Config struct {
 	MaxOrigins int
 	OriginIdle time.Duration
 	// MaxSkew is how far a message's timestamp may be from this node's
-	// clock; default 2 minutes.
+	// clock; default DefaultMaxSkew.
 	MaxSkew time.Duration
 	// QueueSize is the validation and per-peer outbound queue length;
-	// default 4096.
+	// default DefaultQueueSize.
 	QueueSize int
 	// Heartbeat is GossipSub's heartbeat interval; default 1 s. Tests and
 	// benchmarks set it shorter so that meshes form sooner.
@@ -147,10 +155,10 @@ func New(ctx context.Context, cfg Config) (*Gossip, error) {
 		cfg.OriginIdle = 10 * time.Minute
 	}
 	if cfg.MaxSkew == 0 {
-		cfg.MaxSkew = 2 * time.Minute
+		cfg.MaxSkew = DefaultMaxSkew
 	}
 	if cfg.QueueSize == 0 {
-		cfg.QueueSize = 4096
+		cfg.QueueSize = DefaultQueueSize
 	}
 	if cfg.Heartbeat == 0 {
 		cfg.Heartbeat = time.Second

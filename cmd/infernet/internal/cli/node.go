@@ -8,12 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/api"
@@ -119,27 +119,27 @@ stdout (give one to other nodes as --bootstrap).`,
 	f.BoolVar(&c.NAT, "nat", c.NAT, "ask the router for a port mapping (UPnP, NAT-PMP)")
 	f.IntVar(&c.Slots, "slots", 0, "jobs run at once (default: number of CPUs)")
 	f.Uint64Var(&c.Price, "price", 0, "price per job replica in millisatoshi")
-	f.StringVar(&opts.Memory, "max-memory", "1GiB", "largest job memory accepted, guest and tensor memory together (`SIZE`)")
-	f.StringVar(&opts.Output, "max-output", "64MiB", "largest job output limit accepted (`SIZE`)")
-	f.StringVar(&opts.Module, "max-module", "64MiB", "largest job module accepted (`SIZE`)")
-	f.StringVar(&opts.Input, "max-input", "512MiB", "largest job input accepted (`SIZE`)")
-	f.StringVar(&opts.Data, "max-data", "4GiB", "most data blobs (read-only files such as model weights) a job may mount (`SIZE`)")
-	f.StringVar(&opts.ModelCache, "model-cache", "2GiB", "memory for the weights of language models kept loaded across jobs, beside the jobs' own (`SIZE`; least recently used ones are dropped)")
-	f.StringVar(&opts.DeviceCache, "device-cache", "8GiB", "GPU memory for those weights, copied there once and shared by every job on the GPU (`SIZE`; least recently used ones are dropped)")
-	f.StringVar(&opts.BlobQuota, "blob-quota", "16GiB", "disk space for blobs (`SIZE`; least recently used ones are evicted, 0: no cap)")
-	f.DurationVar(&c.MaxTimeout, "max-timeout", time.Hour, "longest job run time limit accepted")
-	f.DurationVar(&c.MaxDeadline, "max-deadline", 3*time.Hour, "furthest job deadline accepted, from when it is offered")
+	f.StringVar(&opts.Memory, "max-memory", formatSize(node.DefaultMaxMemory), "largest job memory accepted, guest and tensor memory together (`SIZE`)")
+	f.StringVar(&opts.Output, "max-output", formatSize(node.DefaultMaxOutput), "largest job output limit accepted (`SIZE`)")
+	f.StringVar(&opts.Module, "max-module", formatSize(node.DefaultMaxModule), "largest job module accepted (`SIZE`)")
+	f.StringVar(&opts.Input, "max-input", formatSize(node.DefaultMaxInput), "largest job input accepted (`SIZE`)")
+	f.StringVar(&opts.Data, "max-data", formatSize(node.DefaultMaxData), "most data blobs (read-only files such as model weights) a job may mount (`SIZE`)")
+	f.StringVar(&opts.ModelCache, "model-cache", formatSize(host.DefaultModelCache), "memory for the weights of language models kept loaded across jobs, beside the jobs' own (`SIZE`; least recently used ones are dropped)")
+	f.StringVar(&opts.DeviceCache, "device-cache", formatSize(host.DefaultDeviceCache), "GPU memory for those weights, copied there once and shared by every job on the GPU (`SIZE`; least recently used ones are dropped)")
+	f.StringVar(&opts.BlobQuota, "blob-quota", formatSize(c.BlobQuota), "disk space for blobs (`SIZE`; least recently used ones are evicted, 0: no cap)")
+	f.DurationVar(&c.MaxTimeout, "max-timeout", node.DefaultMaxTimeout, "longest job run time limit accepted")
+	f.DurationVar(&c.MaxDeadline, "max-deadline", node.DefaultMaxDeadline, "furthest job deadline accepted, from when it is offered")
 	f.BoolVar(&c.Aggregator, "aggregator", false, "run whole sharded jobs for clients (infernet submit --via), for --fee")
 	f.Float64Var(&c.AggregatorFee, "fee", 1, "aggregator's fee, in `PERCENT` of what the providers are paid")
 	f.IntVar(&c.MaxPerClient, "max-per-client", 0, "replicas one client may have here at once (default: slots + queue/2)")
 	f.StringArrayVar(&opts.Trust, "trust", nil, "peer `ID` of a provider you vouch for (your own machines): its results verify jobs from the start, without probation (repeatable)")
 	f.Float32Var(&c.CheckTie, "check-tie", c.CheckTie, "near-tie bound in logits (0 to 1; 0: exact) of the check jobs that verify this node's tolerance-mode generations by prefill (--serve-verify prefill): a token the checker would not have chosen passes when within this of its top logit")
 	f.BoolVar(&c.NoAudit, "no-audit", false, "never run a job here to check it: jobs no established provider verifies come back unverified (exit 122)")
-	f.StringVar(&c.Backend, "backend", "auto", "tensor backend for tolerance-mode jobs: auto, "+backends.Names())
+	f.StringVar(&c.Backend, "backend", node.DefaultBackend, "tensor backend for tolerance-mode jobs: auto, "+backends.Names())
 	f.DurationVar(&c.AdvertInterval, "advert-interval", c.AdvertInterval, "how often to republish this node's advert")
 	f.DurationVar(&c.Heartbeat, "heartbeat", c.Heartbeat, "how often a running job reports to its client")
 	f.DurationVar(&c.Silence, "silence", c.Silence, "reassign a replica whose provider says nothing for this long")
-	f.DurationVar(&c.GossipHeartbeat, "gossip-heartbeat", time.Second, "GossipSub heartbeat interval")
+	f.DurationVar(&c.GossipHeartbeat, "gossip-heartbeat", node.DefaultGossipHeartbeat, "GossipSub heartbeat interval")
 	f.StringVar(&opts.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&c.Lnd.RPCServer, "lnd.rpcserver", "", "lnd gRPC `HOST:PORT`: settle jobs over Lightning (default: free mode)")
 	f.StringVar(&c.Lnd.TLSCertPath, "lnd.tlscertpath", "", "lnd's tls.cert")

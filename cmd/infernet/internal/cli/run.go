@@ -79,8 +79,8 @@ and INFERNET_SHARD_COUNT, as on the network (--shard I/N; default 0/1).`,
 	f.StringVarP(&opts.Input, "input", "i", "", "input `FILE` for the job's stdin, - for this process's stdin (default: no input)")
 	f.StringVarP(&opts.Output, "output", "o", "", "write the job's stdout to `FILE` (default: stdout)")
 	f.DurationVar(&opts.Timeout, "timeout", host.DefaultTimeout, "wall-clock limit of the run")
-	f.StringVar(&opts.Memory, "memory", "256MiB", "guest memory limit (`SIZE`: bytes, or with KiB, MiB, GiB, K, M, G)")
-	f.StringVar(&opts.MaxOutput, "max-output", "64MiB", "stdout limit (`SIZE`)")
+	f.StringVar(&opts.Memory, "memory", formatSize(host.DefaultMemoryLimit), "guest memory limit (`SIZE`: bytes, or with KiB, MiB, GiB, K, M, G)")
+	f.StringVar(&opts.MaxOutput, "max-output", formatSize(host.DefaultMaxOutput), "stdout limit (`SIZE`)")
 	f.StringVar(&opts.Mode, "mode", "exact", "determinism mode of tensor ops: exact or tolerance")
 	f.StringVar(&opts.Precision, "precision", "f32", "tolerance mode: precision of f32 GEMMs, "+tensor.PrecisionNames()+" (tf32 and bf16 need a backend that offers them: CUDA on compute capability 8.0+)")
 	f.Uint64Var(&opts.Fuel, "fuel", 0, "stop after this many fuel units of metered work (0: no limit)")
@@ -287,6 +287,21 @@ func printStats(w io.Writer, res *host.Result, runErr error) {
 
 // errBadSize is returned for sizes parseSize does not understand.
 var errBadSize = errors.New("want a size such as 65536, 64KiB, 256MiB or 1G")
+
+// formatSize writes a byte count as parseSize reads it, in the largest
+// binary unit that divides it ("64MiB"), so that flags show the code's
+// defaults in the form a user would type them.
+func formatSize(n int64) string {
+	for _, u := range []struct {
+		unit  string
+		shift uint
+	}{{"GiB", 30}, {"MiB", 20}, {"KiB", 10}} {
+		if n > 0 && n%(1<<u.shift) == 0 {
+			return fmt.Sprintf("%d%s", n>>u.shift, u.unit)
+		}
+	}
+	return fmt.Sprint(n)
+}
 
 // parseSize parses a byte size with an optional binary suffix.
 func parseSize(s string) (uint64, error) {

@@ -121,3 +121,29 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+// TestFormatSize: the flags' defaults, written from the code's constants,
+// read back as those constants.
+func TestFormatSize(t *testing.T) {
+	tests := []struct {
+		in   int64
+		want string
+	}{
+		{1 << 30, "1GiB"},
+		{16 << 30, "16GiB"},
+		{512 << 20, "512MiB"},
+		{1536 << 20, "1536MiB"},
+		{8 << 10, "8KiB"},
+		{1000, "1000"},
+		{0, "0"},
+	}
+	for _, tt := range tests {
+		got := formatSize(tt.in)
+		if got != tt.want {
+			t.Errorf("formatSize(%d) = %q, want %q", tt.in, got, tt.want)
+		}
+		if n, err := parseSize(got); err != nil || n != uint64(tt.in) {
+			t.Errorf("parseSize(formatSize(%d)) = %d, %v", tt.in, n, err)
+		}
+	}
+}
