@@ -11,7 +11,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
-	"github.com/lightningnetwork/lnd/lnrpc"
 
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -121,7 +120,7 @@ func (n *Node) cancelInvoice(pay *store.Payment, why string) {
 	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
 	defer cancel()
 	if err := n.lnd.Cancel(ctx, pay.Hash); err != nil && !errors.Is(err, payments.ErrUnknown) {
-		if st, serr := n.lnd.InvoiceState(ctx, pay.Hash); serr != nil || st != lnrpc.Invoice_CANCELED {
+		if st, serr := n.lnd.InvoiceState(ctx, pay.Hash); serr != nil || st != payments.InvoiceCanceled {
 			n.log.Warn("cancelling invoice; will retry", "job", pay.Job, "err", err)
 			return
 		}
@@ -132,7 +131,7 @@ func (n *Node) cancelInvoice(pay *store.Payment, why string) {
 // settleInvoice settles a provider's invoice whose preimage is recorded.
 func (n *Node) settleInvoice(ctx context.Context, pay *store.Payment) error {
 	if err := n.lnd.Settle(ctx, pay.Preimage); err != nil {
-		if st, serr := n.lnd.InvoiceState(ctx, pay.Hash); serr != nil || st != lnrpc.Invoice_SETTLED {
+		if st, serr := n.lnd.InvoiceState(ctx, pay.Hash); serr != nil || st != payments.InvoiceSettled {
 			return fmt.Errorf("settle: %w", err)
 		}
 	}

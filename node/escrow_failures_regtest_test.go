@@ -129,48 +129,6 @@ func twoPaidViaProxy(t *testing.T, env regtest.Env, name string, tweak func(name
 	return net, proxy
 }
 
-// payments returns n's payments in state st (outgoing or incoming).
-func paymentsIn(t *testing.T, n *Node, outgoing bool, st store.PayState) []store.Payment {
-	t.Helper()
-	ps, err := n.Payments(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []store.Payment
-	for _, p := range ps {
-		if p.Outgoing == outgoing && p.State == st {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// allFinal waits until none of the nodes has an open payment.
-func allFinal(t *testing.T, d time.Duration, nodes ...*Node) {
-	t.Helper()
-	waitFor(t, d, "every payment settled or cancelled", func() bool {
-		for _, n := range nodes {
-			if open, _ := n.db.OpenPayments(); len(open) > 0 {
-				return false
-			}
-		}
-		return true
-	})
-}
-
-// submitAsync submits s and delivers the job (or nil after a test error).
-func submitAsync(t *testing.T, n *Node, s Spec) <-chan *store.Job {
-	done := make(chan *store.Job, 1)
-	go func() {
-		job, err := n.Submit(context.Background(), s, nil)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- job
-	}()
-	return done
-}
-
 // TestLightningLndAwayAtProvider: PROVIDER1's lnd goes away after the client's
 // payment is locked. The job still verifies; the release reaches provider1
 // but it cannot settle. When its lnd is back, its sweep settles, the

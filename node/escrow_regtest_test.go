@@ -18,8 +18,6 @@ import (
 	"github.com/infernet/infernet/payments/regtest"
 )
 
-const price = 5000 // msat per replica
-
 func regtestEnv(t *testing.T) regtest.Env {
 	t.Helper()
 	env, err := regtest.Load(filepath.Join("..", ".regtest", "env"))
@@ -80,22 +78,6 @@ func waitBalances(t *testing.T, want int64, cfgs ...payments.Config) int64 {
 			return got
 		}
 	}
-}
-
-func settledPayments(t *testing.T, n *Node, outgoing bool) (count int, msat, fees int64) {
-	t.Helper()
-	ps, err := n.Payments(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range ps {
-		if p.Outgoing == outgoing && p.State == store.PaySettled {
-			count++
-			msat += p.AmountMsat
-			fees += p.FeeMsat
-		}
-	}
-	return count, msat, fees
 }
 
 // TestLightningPaidJobs: N paid jobs; each paid provider's balance grows by exactly
@@ -210,21 +192,6 @@ func TestLightningProviderKilledMidJob(t *testing.T) {
 			t.Errorf("provider payment left %s", p.State)
 		}
 	}
-}
-
-// restartClient stops the network's client, as if it died, and starts it
-// again on the same data directory; the new node is closed with the test.
-func restartClient(t *testing.T, net *testNet) *Node {
-	t.Helper()
-	cfg := net.client.cfg
-	net.client.Close()
-	cfg.Bootstrap = []string{net.providers[0].Addrs()[0].String()}
-	again, err := New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { again.Close() })
-	return again
 }
 
 // TestLightningClientRestartSettles: a client that stops after it decided to pay

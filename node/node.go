@@ -168,6 +168,9 @@ type Config struct {
 	// providers through hold invoices, as a provider it charges Price. Zero:
 	// free mode.
 	Lnd payments.Config
+	// Payments, when set, is the Lightning node used in place of dialling
+	// Lnd (tests, embedders); the caller closes it.
+	Payments payments.Lightning
 	// Fair, when set with Lnd, lets the node sell (with PK) and buy job
 	// outputs by fair exchange (wire.SettleFair).
 	Fair *FairKeys
@@ -322,7 +325,7 @@ type Node struct {
 	client *client
 
 	// lnd is the Lightning node paying and paid; nil in free mode.
-	lnd *payments.Client
+	lnd payments.Lightning
 	// changes wakes those who show the node's state (Changed).
 	changes Changes
 	// sharded are the sharded jobs under way (SubmitSharded), training
@@ -390,10 +393,12 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if n.models, err = models.New(n.db, n.blobs); err != nil {
 		return nil, err
 	}
-	if cfg.Lnd.Enabled() {
-		if n.lnd, err = payments.Dial(ctx, cfg.Lnd); err != nil {
+	if n.lnd = cfg.Payments; n.lnd == nil && cfg.Lnd.Enabled() {
+		lnd, err := payments.Dial(ctx, cfg.Lnd)
+		if err != nil {
 			return nil, err
 		}
+		n.lnd = lnd // not before: a nil *Client is a non-nil interface
 	}
 	if err = n.startHost(); err != nil {
 		return nil, err
@@ -786,7 +791,7 @@ func (n *Node) Close() error {
 		n.provider.wait()
 		errs = append(errs, n.provider.closeRuntime())
 	}
-	if n.lnd != nil {
+	if n.lnd != nil && n.cfg.Payments == nil {
 		errs = append(errs, n.lnd.Close())
 	}
 	if n.db != nil {

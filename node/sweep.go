@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/lightningnetwork/lnd/lnrpc"
 
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -164,9 +163,9 @@ func (n *Node) sweepIncoming(ctx context.Context, pay *store.Payment) {
 		n.closeIncoming(pay, store.PayCanceled, "unknown to lnd")
 	case err != nil:
 		n.log.Debug("sweep: invoice state", "job", pay.Job, "err", err)
-	case st == lnrpc.Invoice_CANCELED:
+	case st == payments.InvoiceCanceled:
 		n.closeIncoming(pay, store.PayCanceled, "cancelled by lnd (expired)")
-	case st == lnrpc.Invoice_SETTLED:
+	case st == payments.InvoiceSettled:
 		n.closeIncoming(pay, store.PaySettled, "")
 	case pay.Fair:
 		if time.Now().After(pay.Due) {

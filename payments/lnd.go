@@ -203,14 +203,24 @@ func (c *Client) WaitAccepted(ctx context.Context, hash [32]byte) (int64, error)
 }
 
 // InvoiceState returns the state of the invoice of hash (for recovery).
-func (c *Client) InvoiceState(ctx context.Context, hash [32]byte) (lnrpc.Invoice_InvoiceState, error) {
+func (c *Client) InvoiceState(ctx context.Context, hash [32]byte) (InvoiceState, error) {
 	inv, err := c.inv.LookupInvoiceV2(ctx, &invoicesrpc.LookupInvoiceMsg{
 		InvoiceRef: &invoicesrpc.LookupInvoiceMsg_PaymentHash{PaymentHash: hash[:]},
 	})
 	if err != nil {
 		return 0, rpcError("lookup invoice", err)
 	}
-	return inv.State, nil
+	switch inv.State {
+	case lnrpc.Invoice_OPEN:
+		return InvoiceOpen, nil
+	case lnrpc.Invoice_ACCEPTED:
+		return InvoiceAccepted, nil
+	case lnrpc.Invoice_SETTLED:
+		return InvoiceSettled, nil
+	case lnrpc.Invoice_CANCELED:
+		return InvoiceCanceled, nil
+	}
+	return 0, fmt.Errorf("lookup invoice: unknown state %v", inv.State)
 }
 
 // Settle releases a held payment with its preimage.
@@ -260,11 +270,12 @@ func (c *Client) CheckInvoice(ctx context.Context, payReq string, hash [32]byte,
 		}
 		return 0, fmt.Errorf("%w: %v", ErrMismatch, err)
 	}
-	return checkPayReq(pr, hash, maxMsat, time.Now())
+	return CheckPayReq(pr, hash, maxMsat, time.Now())
 }
 
-// checkPayReq is CheckInvoice's checks of a decoded invoice at time now.
-func checkPayReq(pr *lnrpc.PayReq, hash [32]byte, maxMsat int64, now time.Time) (int64, error) {
+// CheckPayReq is CheckInvoice's checks of a decoded invoice at time now,
+// for every implementation of Lightning to check invoices alike.
+func CheckPayReq(pr *lnrpc.PayReq, hash [32]byte, maxMsat int64, now time.Time) (int64, error) {
 	if pr.PaymentHash != hex.EncodeToString(hash[:]) {
 		return 0, fmt.Errorf("%w: hash %s", ErrMismatch, pr.PaymentHash)
 	}

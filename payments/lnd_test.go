@@ -61,7 +61,7 @@ func TestCheckPayReq(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pr := honest()
 			tc.tweak(pr)
-			got, err := checkPayReq(pr, hash, 5000, now)
+			got, err := CheckPayReq(pr, hash, 5000, now)
 			switch {
 			case tc.reason == "" && (err != nil || got != pr.NumMsat):
 				t.Fatalf("refused: %d, %v", got, err)

@@ -1,0 +1,418 @@
+// Escrow and sweep paths that a regtest network cannot reach on demand
+// (a node stopping between a hold and its settlement, an lnd going away
+// in the middle of one), on real nodes over loopback paying through
+// paymentstest's FAKE Lightning network. Everything else about payments is
+// tested on regtest (*_regtest_test.go).
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/payments"
+	"github.com/infernet/infernet/payments/paymentstest"
+)
+
+// Helpers shared with the regtest tests.
+
+const price = 5000 // msat per replica
+
+// paymentsIn returns n's payments in state st (outgoing or incoming).
+func paymentsIn(t *testing.T, n *Node, outgoing bool, st store.PayState) []store.Payment {
+	t.Helper()
+	ps, err := n.Payments(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []store.Payment
+	for _, p := range ps {
+		if p.Outgoing == outgoing && p.State == st {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// allFinal waits until none of the nodes has an open payment.
+func allFinal(t *testing.T, d time.Duration, nodes ...*Node) {
+	t.Helper()
+	waitFor(t, d, "every payment settled or cancelled", func() bool {
+		for _, n := range nodes {
+			if open, _ := n.db.OpenPayments(); len(open) > 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// submitAsync submits s and delivers the job (or nil after a test error).
+func submitAsync(t *testing.T, n *Node, s Spec) <-chan *store.Job {
+	done := make(chan *store.Job, 1)
+	go func() {
+		job, err := n.Submit(context.Background(), s, nil)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- job
+	}()
+	return done
+}
+
+// settledPayments counts n's settled payments (outgoing or incoming) and
+// sums their amounts and fees.
+func settledPayments(t *testing.T, n *Node, outgoing bool) (count int, msat, fees int64) {
+	t.Helper()
+	ps, err := n.Payments(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		if p.Outgoing == outgoing && p.State == store.PaySettled {
+			count++
+			msat += p.AmountMsat
+			fees += p.FeeMsat
+		}
+	}
+	return count, msat, fees
+}
+
+// restartClient stops the network's client, as if it died, and starts it
+// again on the same data directory; the new node is closed with the test.
+func restartClient(t *testing.T, net *testNet) *Node {
+	t.Helper()
+	return restartNode(t, net.client, []string{net.providers[0].Addrs()[0].String()}, nil)
+}
+
+// restartNode stops n and starts it again on the same data directory (and
+// the same Lightning node), bootstrapping from boot; tweak, if set,
+// adjusts its config. The new node is closed with the test.
+func restartNode(t *testing.T, n *Node, boot []string, tweak func(*Config)) *Node {
+	t.Helper()
+	cfg := n.cfg
+	n.Close()
+	cfg.Bootstrap = boot
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	again, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { again.Close() })
+	return again
+}
+
+// fund is what each fake Lightning node holds on each side of its channels.
+const fund = 100 * price
+
+// fakePaid is a client and two paid providers on loopback, each with a
+// fake lnd of one fake Lightning network. The client vouches for both
+// (these are tests of payments, not of trust) and, unless tweak changes
+// it, sweeps only once at start: a test that restarts it sets the sweep.
+type fakePaid struct {
+	*testNet
+	ln        *paymentstest.Network
+	lnClient  *paymentstest.Node
+	lnProvide []*paymentstest.Node
+}
+
+func newFakePaid(t *testing.T, tweak func(*Config)) *fakePaid {
+	f := &fakePaid{ln: paymentstest.New()}
+	f.testNet = startNetwork(t, 2, func(c *Config) {
+		if c.Provide {
+			ln := f.ln.NewNode(fmt.Sprintf("provider%d", len(f.lnProvide)+1), fund, fund)
+			f.lnProvide = append(f.lnProvide, ln)
+			c.Payments, c.Price = ln, price
+		} else {
+			f.lnClient = f.ln.NewNode("client", fund, fund)
+			c.Payments, c.PaymentSweep = f.lnClient, time.Hour
+		}
+		if tweak != nil {
+			tweak(c)
+		}
+	}).vouch()
+	return f
+}
+
+// job is a paid two-replica job, one replica per provider.
+func (f *fakePaid) job(t *testing.T, i int) Spec {
+	s, _ := catJob(t, f.client, i)
+	s.Price = price
+	return s
+}
+
+// balanced waits until the client and the providers (as they run now)
+// hold no open payment, then checks that the records of both sides and
+// the fake ledger agree: nothing is locked; what the client recorded
+// settled left its balance, and each provider recorded settled what its
+// balance gained; each settled payment's invoice was settled once, each
+// other's cancelled. It returns the count of payments settled.
+func (f *fakePaid) balanced(t *testing.T, client *Node, providers ...*Node) int {
+	t.Helper()
+	allFinal(t, time.Minute, append([]*Node{client}, providers...)...)
+	if got := f.ln.Locked(); got != 0 {
+		t.Fatalf("%d msat still locked in the fake network", got)
+	}
+	n, spent, fees := settledPayments(t, client, true)
+	if got := fund - f.lnClient.Funds().Local; got != spent+fees || fees != 0 {
+		t.Fatalf("the client's balance went down %d msat; it recorded %d settled (fees %d)", got, spent, fees)
+	}
+	var earned int64
+	for i, p := range providers {
+		_, e, _ := settledPayments(t, p, false)
+		if got := f.lnProvide[i].Funds().Local - fund; got != e {
+			t.Fatalf("provider %d's balance went up %d msat; it recorded %d settled", i+1, got, e)
+		}
+		earned += e
+	}
+	if earned != spent {
+		t.Fatalf("the providers recorded %d msat settled, the client %d", earned, spent)
+	}
+	out, _ := client.Payments(0)
+	for _, pay := range out {
+		var ln *paymentstest.Node
+		for i, p := range providers {
+			if p.ID().String() == pay.Peer {
+				ln = f.lnProvide[i]
+			}
+		}
+		inv, ok := ln.Invoice(pay.Hash)
+		switch {
+		case pay.State == store.PaySettled && (!ok || inv.State != payments.InvoiceSettled || inv.AmountMsat != pay.AmountMsat):
+			t.Fatalf("payment of replica %d recorded settled; its invoice %+v (%v)", pay.Replica, inv, ok)
+		case pay.State == store.PayCanceled && ok && inv.State != payments.InvoiceCanceled:
+			t.Fatalf("payment of replica %d recorded cancelled; its invoice is %s", pay.Replica, inv.State)
+		}
+	}
+	return n
+}
+
+// onFirst returns a hook that runs do at the node's first call of op (the
+// call then goes on) and nothing else.
+func onFirst(op paymentstest.Op, do func(ctx context.Context) error) func(context.Context, paymentstest.Op) error {
+	var once sync.Once
+	return func(ctx context.Context, o paymentstest.Op) (err error) {
+		if o == op {
+			once.Do(func() { err = do(ctx) })
+		}
+		return err
+	}
+}
+
+// TestFakeLndClientCrashBetweenHoldAndSettle: a client stops after its
+// payments to providers are locked in their hold invoices and before it
+// settles them; started again on the same data directory and lnd, its
+// sweep ends each payment once: cancelled when the job was cut short,
+// settled when the job had verified and the release was recorded.
+func TestFakeLndClientCrashBetweenHoldAndSettle(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		settled int
+		// crash runs the paid job and stops before settlement; it returns
+		// once the client may be stopped.
+		crash func(t *testing.T, f *fakePaid)
+	}{
+		{"stopped mid-run: cancelled", 0, func(t *testing.T, f *fakePaid) {
+			// Both providers are held before they see their payment locked.
+			release := make(chan struct{})
+			var once sync.Once
+			free := func() { once.Do(func() { close(release) }) }
+			t.Cleanup(free)
+			for _, ln := range f.lnProvide {
+				ln.SetHook(onFirst(paymentstest.OpWaitAccepted, func(ctx context.Context) error {
+					select {
+					case <-release:
+					case <-ctx.Done():
+					}
+					return nil
+				}))
+			}
+			go f.client.Submit(context.Background(), f.job(t, 1), nil) // ends with the client
+			waitFor(t, time.Minute, "both payments to lock", func() bool {
+				return len(paymentsIn(t, f.client, true, store.PayLocked)) == 2
+			})
+			if n := f.ln.Locked(); n != 2*price {
+				t.Fatalf("%d msat locked, want %d", n, 2*price)
+			}
+			f.client.Close()
+			free()
+		}},
+		{"stopped after the release is recorded: settled", 2, func(t *testing.T, f *fakePaid) {
+			beforeRelease = func(*store.Payment) bool { return false } // as if the node died there
+			t.Cleanup(func() { beforeRelease = nil })
+			job, err := f.client.Submit(context.Background(), f.job(t, 2), nil)
+			if err != nil || job.State != store.JobVerified {
+				t.Fatalf("job %v, %v", job, err)
+			}
+			if n := len(paymentsIn(t, f.client, true, store.PayReleasing)); n != 2 {
+				t.Fatalf("%d payments released and not sent, want 2", n)
+			}
+			if n := f.ln.Locked(); n != 2*price {
+				t.Fatalf("%d msat locked, want %d", n, 2*price)
+			}
+			beforeRelease = nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakePaid(t, nil)
+			tc.crash(t, f)
+			again := restartNode(t, f.client, []string{f.providers[0].Addrs()[0].String()}, func(c *Config) {
+				c.PaymentSweep = 200 * time.Millisecond
+			})
+			if got := f.balanced(t, again, f.providers...); got != tc.settled {
+				t.Fatalf("%d payments settled, want %d", got, tc.settled)
+			}
+			if tc.settled == 0 && f.lnClient.Funds().Local != fund {
+				t.Fatalf("the client has %d msat, want all of its %d back", f.lnClient.Funds().Local, fund)
+			}
+		})
+	}
+}
+
+// TestFakeLndGoneMidSettlement: the lnd of one side goes away just as a
+// provider settles. The job's result still comes back, the payments stay
+// open while it is away (the provider holds the preimage, or the client
+// has not seen the payment end), and once it is back the sweeps end each
+// payment settled, once.
+func TestFakeLndGoneMidSettlement(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// gone is the fake lnd that goes away; meanwhile checks the records
+		// and the ledger while it is away.
+		gone      func(f *fakePaid) *paymentstest.Node
+		meanwhile func(t *testing.T, f *fakePaid)
+	}{
+		{"provider's", func(f *fakePaid) *paymentstest.Node { return f.lnProvide[0] }, func(t *testing.T, f *fakePaid) {
+			ps := paymentsIn(t, f.providers[0], false, store.PayLocked)
+			if len(ps) != 1 || ps[0].Preimage == [32]byte{} {
+				t.Fatalf("provider 1's payments while its lnd is away: %+v", ps)
+			}
+			if inv, _ := f.lnProvide[0].Invoice(ps[0].Hash); inv.State != payments.InvoiceAccepted || f.lnProvide[0].Funds().Local != fund {
+				t.Fatalf("provider 1 was paid while its lnd was away: invoice %s, %d msat", inv.State, f.lnProvide[0].Funds().Local)
+			}
+			if n := len(paymentsIn(t, f.client, true, store.PayReleasing)); n != 1 {
+				t.Fatalf("%d client payments waiting to be released again, want 1", n)
+			}
+		}},
+		{"client's", func(f *fakePaid) *paymentstest.Node { return f.lnClient }, func(t *testing.T, f *fakePaid) {
+			for i, p := range f.providers {
+				if n, _, _ := settledPayments(t, p, false); n != 1 || f.lnProvide[i].Funds().Local != fund+price {
+					t.Fatalf("provider %d: %d settled, %d msat", i+1, n, f.lnProvide[i].Funds().Local)
+				}
+			}
+			if n := len(paymentsIn(t, f.client, true, store.PayReleasing)); n != 2 {
+				t.Fatalf("%d client payments open while its lnd is away, want 2", n)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakePaid(t, func(c *Config) {
+				if !c.Provide {
+					c.PaymentSweep = 200 * time.Millisecond
+				}
+			})
+			gone := tc.gone(f)
+			// It goes away at the first settlement (the call then fails if
+			// it was its own) and stays away until the test brings it back.
+			for _, ln := range f.lnProvide {
+				ln.SetHook(onFirst(paymentstest.OpSettle, func(context.Context) error {
+					gone.SetGone(true)
+					return nil
+				}))
+			}
+			job, err := f.client.Submit(context.Background(), f.job(t, 3), nil)
+			if err != nil || job.State != store.JobVerified {
+				t.Fatalf("job %v, %v", job, err)
+			}
+			tc.meanwhile(t, f)
+			gone.SetGone(false)
+			if got := f.balanced(t, f.client, f.providers...); got != 2 {
+				t.Fatalf("%d payments settled, want 2", got)
+			}
+		})
+	}
+}
+
+// TestFakeLndFaults: other paths regtest cannot reach on demand.
+//   - lnd fails the one call that pays a provider (after the balance was
+//     checked): the replica is lost without the provider's fault, and the
+//     payment, recorded before the money moved, is ended by the sweep (lnd
+//     never had it) and the provider's invoice cancelled;
+//   - a provider stops after it recorded the client's preimage and before
+//     its lnd settled: started again, its sweep settles from the record.
+func TestFakeLndFaults(t *testing.T) {
+	t.Run("payment call fails", func(t *testing.T) {
+		f := newFakePaid(t, func(c *Config) {
+			if !c.Provide {
+				c.PaymentSweep = 200 * time.Millisecond
+			}
+		})
+		f.lnClient.SetHook(onFirst(paymentstest.OpPay, func(context.Context) error {
+			return fmt.Errorf("%w: injected", payments.ErrUnavailable)
+		}))
+		_, err := f.client.Submit(context.Background(), f.job(t, 4), nil)
+		t.Logf("job: %v", err)
+		settled := f.balanced(t, f.client, f.providers...)
+		failed := 0 // payments made to an invoice (others ended before one came)
+		for _, pay := range paymentsIn(t, f.client, true, store.PayCanceled) {
+			if pay.Invoice != "" {
+				failed++
+			}
+		}
+		if failed < 1 {
+			t.Fatalf("no cancelled payment of an invoice (%d settled)", settled)
+		}
+		for i, p := range f.providers {
+			if sc := f.client.peers.score(p.ID()); sc < 1 {
+				t.Errorf("provider %d lost reputation (%.2f) for the client's payment failure", i+1, sc)
+			}
+		}
+	})
+
+	t.Run("provider stops before it settles", func(t *testing.T) {
+		f := newFakePaid(t, nil)
+		crashed := errors.New("crashed")
+		var mu sync.Mutex
+		down := false
+		f.lnProvide[0].SetHook(func(_ context.Context, op paymentstest.Op) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if op == paymentstest.OpSettle {
+				down = true
+			}
+			if down && (op == paymentstest.OpSettle || op == paymentstest.OpInvoiceState) {
+				return crashed // the process is gone: nothing reaches lnd
+			}
+			return nil
+		})
+		job, err := f.client.Submit(context.Background(), f.job(t, 5), nil)
+		if err != nil || job.State != store.JobVerified {
+			t.Fatalf("job %v, %v", job, err)
+		}
+		ps := paymentsIn(t, f.providers[0], false, store.PayLocked)
+		if len(ps) != 1 || ps[0].Preimage == [32]byte{} {
+			t.Fatalf("provider 1's payments at the crash: %+v", ps)
+		}
+		// The client stops too: only the provider's own sweep can settle.
+		f.client.Close()
+		again := restartNode(t, f.providers[0], []string{f.providers[1].Addrs()[0].String()}, func(*Config) {
+			f.lnProvide[0].SetHook(nil) // the new process reaches lnd
+		})
+		waitFor(t, time.Minute, "provider 1 to settle from its record", func() bool {
+			n, _, _ := settledPayments(t, again, false)
+			return n == 1
+		})
+		client := restartNode(t, f.client, []string{again.Addrs()[0].String()}, func(c *Config) {
+			c.PaymentSweep = 200 * time.Millisecond
+		})
+		if got := f.balanced(t, client, again, f.providers[1]); got != 2 {
+			t.Fatalf("%d payments settled, want 2", got)
+		}
+	})
+}
