@@ -369,7 +369,7 @@ func TestFakeLndFaults(t *testing.T) {
 			t.Fatalf("no cancelled payment of an invoice (%d settled)", settled)
 		}
 		for i, p := range f.providers {
-			if sc := f.client.peers.score(p.ID()); sc < 1 {
+			if sc := f.client.peers.Score(p.ID()); sc < 1 {
 				t.Errorf("provider %d lost reputation (%.2f) for the client's payment failure", i+1, sc)
 			}
 		}
