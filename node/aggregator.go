@@ -12,21 +12,16 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/infernet/infernet/node/internal/peers"
+
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
 )
-
-// ProtocolAggregate: a client hands a whole sharded job to an aggregator,
-// which runs the shards on the network as jobs of its own, streams their
-// progress back and ends with every shard's signed results and the merged
-// output.
-const ProtocolAggregate protocol.ID = "/infernet/aggregate/1.0.0"
 
 // MaxAggregateShards caps the shards of a job handed to an aggregator: its
 // result carries every shard's announce and results in one frame.
@@ -41,11 +36,11 @@ var ErrAggregatorLied = errors.New("aggregator's result does not check out")
 
 // handleAggregate runs a sharded job for a client (Config.Aggregator).
 func (n *Node) handleAggregate(s network.Stream) {
-	c := n.newConn(s)
-	client := c.remote()
+	c := n.streams.Wrap(s)
+	client := c.Remote()
 	var req wire.AggregateRequest
-	if err := c.read(handshakeTimeout, wire.MaxDataFrame, &req); err != nil {
-		c.reset()
+	if err := c.Read(peers.HandshakeTimeout, wire.MaxDataFrame, &req); err != nil {
+		c.Reset()
 		return
 	}
 	var pay *store.Payment // the client's, for a paid job
@@ -59,8 +54,8 @@ func (n *Node) handleAggregate(s network.Stream) {
 		}
 	}()
 	reject := func(why string) {
-		c.write(&wire.AggregateUpdate{V: wire.Version, Reason: why})
-		c.close()
+		c.Write(&wire.AggregateUpdate{V: wire.Version, Reason: why})
+		c.Close()
 	}
 	ann := req.Announce
 	switch {
@@ -87,14 +82,9 @@ func (n *Node) handleAggregate(s network.Stream) {
 		reject(err.Error())
 		return
 	}
-	stop := context.AfterFunc(ctx, c.reset)
+	stop := context.AfterFunc(ctx, c.Reset)
 	defer stop()
-	c.s.SetReadDeadline(time.Time{})
-	go func() { // the client sends nothing more: a reset cancels the job
-		if _, err := c.r.ReadByte(); err != nil && !errors.Is(err, io.EOF) {
-			cancel()
-		}
-	}()
+	c.OnReset(cancel)
 	// The module, data and shard inputs come from the client: the
 	// providers fetch them from here.
 	hints := []peer.ID{client}
@@ -129,7 +119,7 @@ func (n *Node) handleAggregate(s network.Stream) {
 	ss := ShardedSpec{Spec: spec, Inputs: inputs, Parallel: int(req.Parallel), Reduce: reduce}
 	sj, err := n.SubmitSharded(ctx, ss, func(e Event) {
 		// The reduce job's events (Shard -1) go as shard 2³²-1.
-		c.write(&wire.AggregateUpdate{V: wire.Version, Shard: uint32(e.Shard), Event: e.Kind, Detail: e.Detail})
+		c.Write(&wire.AggregateUpdate{V: wire.Version, Shard: uint32(e.Shard), Event: e.Kind, Detail: e.Detail})
 	})
 	if err != nil {
 		reject(err.Error())
@@ -145,8 +135,8 @@ func (n *Node) handleAggregate(s network.Stream) {
 		res.Reduce, res.Merged, res.MergedSize = &r, job.Announce.Input, job.Announce.InputSize
 	}
 	n.cfg.Faults.spoilAggregate(n, res) // fault injection: a lying aggregator
-	if err := c.write(&wire.AggregateUpdate{V: wire.Version, Result: res}); err != nil {
-		c.reset()
+	if err := c.Write(&wire.AggregateUpdate{V: wire.Version, Result: res}); err != nil {
+		c.Reset()
 		return
 	}
 	if pay != nil && res.Verified {
@@ -157,7 +147,7 @@ func (n *Node) handleAggregate(s network.Stream) {
 			n.log.Error("recording a delivered aggregate", "job", ann.Job, "err", err)
 		}
 	}
-	c.close()
+	c.Close()
 }
 
 // aggregateShard is a shard's (or the reduce's) part of an aggregate
@@ -184,7 +174,7 @@ func aggregateParts(req *wire.AggregateRequest) int {
 // reduce replica) at the job's price plus the fee, and waits until the
 // client's payment is locked. It returns the claimed payment, or nil for a
 // free job.
-func (n *Node) chargeAggregate(ctx context.Context, c *conn, req *wire.AggregateRequest, client peer.ID) (*store.Payment, error) {
+func (n *Node) chargeAggregate(ctx context.Context, c *peers.Conn, req *wire.AggregateRequest, client peer.ID) (*store.Payment, error) {
 	ann := &req.Announce
 	parts := aggregateParts(req)
 	total, fee, err := aggregateAmount(ann, parts, n.cfg.AggregatorFee)
@@ -216,7 +206,7 @@ func (n *Node) chargeAggregate(ctx context.Context, c *conn, req *wire.Aggregate
 		return nil, fmt.Errorf("%w: this job is being paid already", ErrPaymentRequired)
 	}
 	send := func(invoice string) error {
-		return c.write(&wire.AggregateUpdate{V: wire.Version, Invoice: invoice})
+		return c.Write(&wire.AggregateUpdate{V: wire.Version, Invoice: invoice})
 	}
 	memo := fmt.Sprintf("infernet aggregated job %s: %d shards", ann.Job, len(req.Shards))
 	if err := n.holdInvoice(ctx, pay, memo, send); err != nil {
@@ -419,22 +409,22 @@ func jobError(j *store.Job) string {
 
 // aggregate sends req to agg and follows its updates until the result.
 func (n *Node) aggregate(ctx context.Context, agg peer.ID, req *wire.AggregateRequest, events func(Event), pay func(invoice string) error) (*wire.AggregateResult, error) {
-	octx, cancel := context.WithTimeout(ctx, handshakeTimeout)
-	c, err := n.open(octx, agg, ProtocolAggregate)
+	octx, cancel := context.WithTimeout(ctx, peers.HandshakeTimeout)
+	c, err := n.streams.Open(octx, agg, wire.ProtocolAggregate)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("aggregator: %w", err)
 	}
-	stop := context.AfterFunc(ctx, c.reset)
+	stop := context.AfterFunc(ctx, c.Reset)
 	defer stop()
-	if err := c.write(req); err != nil {
-		c.reset()
+	if err := c.Write(req); err != nil {
+		c.Reset()
 		return nil, fmt.Errorf("aggregator: %w", err)
 	}
 	for {
 		var u wire.AggregateUpdate
-		if err := c.read(0, wire.MaxDataFrame, &u); err != nil {
-			c.reset()
+		if err := c.Read(0, wire.MaxDataFrame, &u); err != nil {
+			c.Reset()
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
@@ -442,14 +432,14 @@ func (n *Node) aggregate(ctx context.Context, agg peer.ID, req *wire.AggregateRe
 		}
 		switch {
 		case u.Reason != "":
-			c.close()
+			c.Close()
 			return nil, fmt.Errorf("aggregator: %s", u.Reason)
 		case u.Result != nil:
-			c.close()
+			c.Close()
 			return u.Result, nil
 		case u.Invoice != "":
 			if err := pay(u.Invoice); err != nil {
-				c.reset()
+				c.Reset()
 				return nil, fmt.Errorf("aggregator's invoice: %w", err)
 			}
 		case events != nil:

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/infernet/infernet/node/internal/peers"
+
 	"github.com/consensys/gnark/backend/groth16"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -234,14 +236,14 @@ var alwaysMatch = requirement.Always
 
 func newClient(n *Node) *client {
 	c := &client{n: n, log: n.log.With("role", "client"), jobs: map[wire.JobID]*jobRun{}}
-	n.host.SetStreamHandler(ProtocolBid, n.handleBid)
-	n.host.SetStreamHandler(ProtocolResult, c.handleResult)
+	n.host.SetStreamHandler(wire.ProtocolBid, n.handleBid)
+	n.host.SetStreamHandler(wire.ProtocolResult, c.handleResult)
 	return c
 }
 
 func (c *client) close() {
-	c.n.host.RemoveStreamHandler(ProtocolBid)
-	c.n.host.RemoveStreamHandler(ProtocolResult)
+	c.n.host.RemoveStreamHandler(wire.ProtocolBid)
+	c.n.host.RemoveStreamHandler(wire.ProtocolResult)
 }
 
 // jobRun is an active job's shared state.
@@ -266,14 +268,14 @@ type jobRun struct {
 	// job: no provider gets two. Guarded by mu.
 	holders map[peer.ID]bool
 	// pool is the candidates, best first; guarded by mu.
-	pool []Candidate
+	pool []peers.Candidate
 	// onlyTrusted restricts next to trusted candidates (a single-replica
 	// adaptive job), onlyEstablished to established ones (a replica added
 	// to anchor a vote newcomers decided); guarded by mu.
 	onlyTrusted, onlyEstablished bool
 	// matched is the candidate each holder was drawn as, with the advert
 	// the job was matched on; guarded by mu.
-	matched map[peer.ID]Candidate
+	matched map[peer.ID]peers.Candidate
 	// bidBackend is the backend each provider's bid named; guarded by mu.
 	bidBackend map[peer.ID]string
 	// backend is the backend class of a SameBackend job, fixed by the
@@ -290,7 +292,7 @@ type jobRun struct {
 	// proof-mode job, nil otherwise; set before the job starts.
 	vks  map[int]groth16.VerifyingKey
 	bids chan *offer                 // bids from the open market
-	late map[uint8]chan *wire.Result // results delivered over ProtocolResult
+	late map[uint8]chan *wire.Result // results delivered over wire.ProtocolResult
 	// stream holds a streamed job's replica streams (Spec.Output).
 	stream *streamVote
 	// checkJob is Spec.Check and spec the job's own; escalated is set once the
@@ -479,7 +481,7 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 	j := &jobRun{
 		c: n.client, ann: ann, req: req, events: events, open: spec.Open, adaptive: spec.Adaptive,
 		auditDrawn: spec.Audit > 0 && rand.Float64() < spec.Audit,
-		holders:    map[peer.ID]bool{}, matched: map[peer.ID]Candidate{}, bidBackend: map[peer.ID]string{},
+		holders:    map[peer.ID]bool{}, matched: map[peer.ID]peers.Candidate{}, bidBackend: map[peer.ID]string{},
 		bids: make(chan *offer, 64), late: map[uint8]chan *wire.Result{},
 		rec: &store.Job{ID: ann.Job, Announce: *ann, State: store.JobPending, Created: now}, vks: vks,
 	}
@@ -580,7 +582,7 @@ func (j *jobRun) findProviders(ctx context.Context) error {
 			}
 			have[o.from] = true
 			j.mu.Lock()
-			j.pool = append(j.pool, Candidate{ID: o.from, Advert: a, Reputation: n.peers.Score(o.from), Trusted: n.peers.Trusted(o.from)})
+			j.pool = append(j.pool, peers.Candidate{ID: o.from, Advert: a, Reputation: n.peers.Score(o.from), Trusted: n.peers.Trusted(o.from)})
 			j.mu.Unlock()
 		}
 	}
@@ -602,9 +604,9 @@ func backendClass(a *wire.CapabilityAdvert, mode uint8) string {
 // knownCandidatesLocked returns the providers known from their adverts
 // that can run this job: they match its requirement and terms, advertise
 // the features it needs, and, for a SameBackend job, share its backend class.
-func (j *jobRun) knownCandidatesLocked() []Candidate {
+func (j *jobRun) knownCandidatesLocked() []peers.Candidate {
 	n := j.c.n
-	var cands []Candidate
+	var cands []peers.Candidate
 	for _, c := range n.peers.Candidates(j.req, j.ann.Price, j.ann.Memory, 3*n.cfg.AdvertInterval, nil) {
 		if (!j.isFair() || c.Advert.Offers(wire.FeatureFair)) && (!j.ann.Proofs || c.Advert.Offers(wire.FeatureProofs)) &&
 			c.Advert.OffersPrecision(j.ann.Precision) {
@@ -633,7 +635,7 @@ func (j *jobRun) precisionNote() string {
 // backend class: the one with the most candidates (the first seen among
 // equals), which it fixes for the job. Other jobs keep every candidate.
 
-func (j *jobRun) sameClassLocked(cands []Candidate) []Candidate {
+func (j *jobRun) sameClassLocked(cands []peers.Candidate) []peers.Candidate {
 	if !j.ann.SameBackend {
 		return cands
 	}
@@ -646,7 +648,7 @@ func (j *jobRun) sameClassLocked(cands []Candidate) []Candidate {
 			}
 		}
 	}
-	var kept []Candidate
+	var kept []peers.Candidate
 	for _, c := range cands {
 		if backendClass(c.Advert, j.ann.Mode) == j.backend {
 			kept = append(kept, c)
@@ -670,7 +672,7 @@ func (j *jobRun) next(tried map[peer.ID]bool) (peer.ID, bool) {
 	defer j.mu.Unlock()
 	load, book := &j.c.load, j.c.n.peers
 	for refreshed := false; ; refreshed = true {
-		var eligible []Candidate
+		var eligible []peers.Candidate
 		for _, c := range j.pool {
 			if j.holders[c.ID] || tried[c.ID] || (!c.Trusted && j.onlyTrusted) ||
 				(j.onlyEstablished && !book.Established(c.ID)) || book.Banned(c.ID) || book.BackingOff(c.ID) {
@@ -699,9 +701,9 @@ func (j *jobRun) next(tried map[peer.ID]bool) (peer.ID, bool) {
 // proven), discounted by up to half for price against the job's offer and
 // by the square of one plus this node's replicas in flight there, so that
 // equals share the work and the best do not take all of it.
-func (j *jobRun) draw(cands []Candidate) (Candidate, bool) {
+func (j *jobRun) draw(cands []peers.Candidate) (peers.Candidate, bool) {
 	if len(cands) == 0 {
-		return Candidate{}, false
+		return peers.Candidate{}, false
 	}
 	weights := make([]float64, len(cands))
 	total := 0.0
@@ -932,20 +934,20 @@ func (j *jobRun) record(r uint8, p peer.ID, terms blob.Digest) int {
 
 // askBid sends the announce to p and reads its bid.
 func (j *jobRun) askBid(ctx context.Context, p peer.ID) (*wire.Bid, error) {
-	cctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+	cctx, cancel := context.WithTimeout(ctx, peers.HandshakeTimeout)
 	defer cancel()
-	c, err := j.c.n.open(cctx, p, ProtocolBid)
+	c, err := j.c.n.streams.Open(cctx, p, wire.ProtocolBid)
 	if err != nil {
 		return nil, fmt.Errorf("bid: %w: %w", errUnreachable, err)
 	}
-	defer c.close()
-	if err := c.write(&wire.BidOpen{V: wire.Version, Announce: j.ann.Offer()}); err != nil {
-		c.reset()
+	defer c.Close()
+	if err := c.Write(&wire.BidOpen{V: wire.Version, Announce: j.ann.Offer()}); err != nil {
+		c.Reset()
 		return nil, fmt.Errorf("bid: %w: %w", errUnreachable, err)
 	}
 	var b wire.Bid
-	if err := c.read(handshakeTimeout, wire.MaxControlFrame, &b); err != nil {
-		c.reset()
+	if err := c.Read(peers.HandshakeTimeout, wire.MaxControlFrame, &b); err != nil {
+		c.Reset()
 		return nil, fmt.Errorf("bid: %w: %w", errUnreachable, err)
 	}
 	j.c.n.peers.Reached(p)
@@ -988,18 +990,18 @@ func (j *jobRun) assignment(r uint8, p peer.ID, price uint64, pay *store.Payment
 func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *store.Payment) (res *wire.Result, inflight *payments.Payment, err error) {
 	n := j.c.n
 	r, price, terms := a.Replica, a.Price, a.Terms()
-	cctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
-	c, err := n.open(cctx, p, ProtocolAssign)
+	cctx, cancel := context.WithTimeout(ctx, peers.HandshakeTimeout)
+	c, err := n.streams.Open(cctx, p, wire.ProtocolAssign)
 	cancel()
 	if err != nil {
 		return nil, inflight, fmt.Errorf("assign: %w", err)
 	}
 	// Cancelling ctx (deadline, job over) resets the stream, which tells the
 	// provider to stop.
-	stop := context.AfterFunc(ctx, c.reset)
+	stop := context.AfterFunc(ctx, c.Reset)
 	defer stop()
-	if err := c.write(a); err != nil {
-		c.reset()
+	if err := c.Write(a); err != nil {
+		c.Reset()
 		return nil, inflight, fmt.Errorf("assign: %w", err)
 	}
 	j.emit(EventAssigned, int(r), p, "")
@@ -1018,7 +1020,7 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 		defer close(updates)
 		for {
 			var u wire.Update
-			err := c.read(n.cfg.Silence, wire.MaxDataFrame, &u)
+			err := c.Read(n.cfg.Silence, wire.MaxDataFrame, &u)
 			select {
 			case updates <- update{&u, err}:
 			case <-ctx.Done():
@@ -1040,7 +1042,7 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 				continue
 			}
 			if res, err := j.check(res, r, from, price, res.Terms); err == nil {
-				c.reset()
+				c.Reset()
 				return res, inflight, nil
 			}
 			continue
@@ -1049,11 +1051,11 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 				return nil, inflight, ctx.Err()
 			}
 		case <-stall.C:
-			c.reset()
+			c.Reset()
 			return nil, inflight, fmt.Errorf("%w: no result in time", errStalled)
 		}
 		if up.err != nil {
-			c.reset()
+			c.Reset()
 			j.c.log.Debug("assign stream broke", "job", j.ann.Job, "provider", p, "err", up.err)
 			if errors.Is(up.err, os.ErrDeadlineExceeded) {
 				return nil, inflight, fmt.Errorf("%w for %v", errSilent, n.cfg.Silence)
@@ -1062,7 +1064,7 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 		}
 		switch u := up.u; u.Kind {
 		case wire.UpdateRejected:
-			c.close()
+			c.Close()
 			return nil, inflight, refusal(u.Reason)
 		case wire.UpdateRunning:
 			stall.Reset(runFor)
@@ -1070,15 +1072,15 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 			j.emit(EventRunning, int(r), p, "")
 		case wire.UpdateOutput:
 			if j.stream == nil {
-				c.reset()
+				c.Reset()
 				return nil, inflight, errors.New("output streamed for a job that is not streamed")
 			}
 			if err := j.stream.add(r, p, u.Output); err != nil {
-				c.reset()
+				c.Reset()
 				return nil, inflight, err
 			}
 		case wire.UpdateResult:
-			c.close()
+			c.Close()
 			if j.stream != nil && u.Result != nil && !j.stream.matches(r, p, u.Result) {
 				// Its stream told one story and its result another: a lie,
 				// whatever the vote says of the result.
@@ -1089,11 +1091,11 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 			return res, inflight, err
 		case wire.UpdateInvoice:
 			if pay == nil || inflight != nil {
-				c.reset()
+				c.Reset()
 				return nil, inflight, errors.New("unexpected invoice")
 			}
 			if inflight, err = j.c.n.payHold(pay, u.Invoice); err != nil {
-				c.reset()
+				c.Reset()
 				return nil, inflight, err
 			}
 		}
@@ -1203,23 +1205,23 @@ func (j *jobRun) setState(p peer.ID, s store.ReplicaState) {
 
 // handleBid serves both directions of the bid protocol.
 func (n *Node) handleBid(s network.Stream) {
-	c := n.newConn(s)
+	c := n.streams.Wrap(s)
 	var open wire.BidOpen
-	if err := c.read(handshakeTimeout, wire.MaxControlFrame, &open); err != nil {
-		c.reset()
+	if err := c.Read(peers.HandshakeTimeout, wire.MaxControlFrame, &open); err != nil {
+		c.Reset()
 		return
 	}
 	switch {
 	case open.Announce != nil:
 		// A client asks this node for a bid.
 		if n.provider == nil {
-			c.write(&wire.Bid{V: wire.Version, Job: open.Announce.Job, Reason: "not a provider"})
-		} else if peer.ID(open.Announce.Client) != c.remote() {
-			c.write(&wire.Bid{V: wire.Version, Job: open.Announce.Job, Reason: "announce for another client"})
+			c.Write(&wire.Bid{V: wire.Version, Job: open.Announce.Job, Reason: "not a provider"})
+		} else if peer.ID(open.Announce.Client) != c.Remote() {
+			c.Write(&wire.Bid{V: wire.Version, Job: open.Announce.Job, Reason: "announce for another client"})
 		} else {
-			c.write(n.provider.bid(open.Announce))
+			c.Write(n.provider.bid(open.Announce))
 		}
-		c.close()
+		c.Close()
 	case open.Bid != nil:
 		// A provider bids on a job this node announced.
 		n.client.mu.Lock()
@@ -1227,13 +1229,13 @@ func (n *Node) handleBid(s network.Stream) {
 		n.client.mu.Unlock()
 		if j != nil {
 			select {
-			case j.bids <- &offer{from: c.remote(), bid: open.Bid}:
+			case j.bids <- &offer{from: c.Remote(), bid: open.Bid}:
 			default: // enough offers already
 			}
 		}
-		c.close()
+		c.Close()
 	default:
-		c.reset()
+		c.Reset()
 	}
 }
 
@@ -1252,17 +1254,17 @@ func (n *Node) onAnnounce(from peer.ID, a *wire.JobAnnounce) {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		ctx, cancel := context.WithTimeout(n.ctx, handshakeTimeout)
+		ctx, cancel := context.WithTimeout(n.ctx, peers.HandshakeTimeout)
 		defer cancel()
-		c, err := n.open(ctx, from, ProtocolBid)
+		c, err := n.streams.Open(ctx, from, wire.ProtocolBid)
 		if err != nil {
 			return
 		}
-		if err := c.write(&wire.BidOpen{V: wire.Version, Bid: b}); err != nil {
-			c.reset()
+		if err := c.Write(&wire.BidOpen{V: wire.Version, Bid: b}); err != nil {
+			c.Reset()
 			return
 		}
-		c.close()
+		c.Close()
 	}()
 }
 
@@ -1278,14 +1280,14 @@ func requirementSelf(n *Node, a *wire.JobAnnounce) (bool, error) {
 
 // handleResult takes a result delivered after its assign stream broke.
 func (c *client) handleResult(s network.Stream) {
-	conn := c.n.newConn(s)
+	conn := c.n.streams.Wrap(s)
 	var res wire.Result
-	if err := conn.read(handshakeTimeout, wire.MaxDataFrame, &res); err != nil {
-		conn.reset()
+	if err := conn.Read(peers.HandshakeTimeout, wire.MaxDataFrame, &res); err != nil {
+		conn.Reset()
 		return
 	}
-	conn.close()
-	if peer.ID(res.Provider) != conn.remote() || res.Verify() != nil {
+	conn.Close()
+	if peer.ID(res.Provider) != conn.Remote() || res.Verify() != nil {
 		return
 	}
 	c.mu.Lock()

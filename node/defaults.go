@@ -3,6 +3,8 @@ package node
 import (
 	"fmt"
 	"time"
+
+	"github.com/infernet/infernet/node/internal/peers"
 )
 
 // The defaults of Config that the documents quote. They are named so that the
@@ -73,3 +75,6 @@ const (
 func listenAll(port int) []string {
 	return []string{fmt.Sprintf("/ip4/0.0.0.0/tcp/%d", port), fmt.Sprintf("/ip4/0.0.0.0/udp/%d/quic-v1", port)}
 }
+
+// DefaultMaxPeers is Config.MaxPeers's default: the most peer records kept.
+const DefaultMaxPeers = peers.DefaultMaxPeers

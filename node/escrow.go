@@ -8,17 +8,15 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/infernet/infernet/node/internal/peers"
+
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
 )
-
-// ProtocolSettle: a client releases (preimage) or cancels a paid replica.
-const ProtocolSettle protocol.ID = "/infernet/settle/1.0.0"
 
 // paymentWait bounds how long a provider waits for the client's payment to
 // lock, and a client for its payment to lock or end.
@@ -47,7 +45,7 @@ var errPayment = errors.New("payment failed")
 // sends it, and waits until the client's payment is locked. It returns nil
 // in free mode (no payment hash, or no lnd and no price). The payment it
 // returns is claimed: the caller drops the claim when the run is over.
-func (p *provider) escrow(ctx context.Context, c *conn, a *wire.Assign, client peer.ID) (*store.Payment, error) {
+func (p *provider) escrow(ctx context.Context, c *peers.Conn, a *wire.Assign, client peer.ID) (*store.Payment, error) {
 	n := p.n
 	switch {
 	case a.Announce.Settle == wire.SettleFair && a.Price < n.cfg.Price:
@@ -71,7 +69,7 @@ func (p *provider) escrow(ctx context.Context, c *conn, a *wire.Assign, client p
 		return nil, fmt.Errorf("%w: this replica is being paid already", ErrPaymentRequired)
 	}
 	send := func(invoice string) error {
-		return c.write(&wire.Update{V: wire.Version, Kind: wire.UpdateInvoice, Invoice: invoice})
+		return c.Write(&wire.Update{V: wire.Version, Kind: wire.UpdateInvoice, Invoice: invoice})
 	}
 	memo := fmt.Sprintf("infernet job %s replica %d", a.Announce.Job, a.Replica)
 	if err := n.holdInvoice(ctx, pay, memo, send); err != nil {
@@ -182,18 +180,18 @@ func (n *Node) hadResult(pay *store.Payment) bool {
 
 // handleSettle takes a client's release or cancel of a paid replica.
 func (n *Node) handleSettle(s network.Stream) {
-	c := n.newConn(s)
+	c := n.streams.Wrap(s)
 	var r wire.Release
-	if err := c.read(handshakeTimeout, wire.MaxControlFrame, &r); err != nil {
-		c.reset()
+	if err := c.Read(peers.HandshakeTimeout, wire.MaxControlFrame, &r); err != nil {
+		c.Reset()
 		return
 	}
 	ack := &wire.Ack{V: wire.Version, OK: true}
-	if err := n.settleIncoming(&r, c.remote()); err != nil {
+	if err := n.settleIncoming(&r, c.Remote()); err != nil {
 		ack.OK, ack.Reason = false, err.Error()
 	}
-	c.write(ack)
-	c.close()
+	c.Write(ack)
+	c.Close()
 }
 
 func (n *Node) settleIncoming(r *wire.Release, from peer.ID) error {
@@ -373,18 +371,18 @@ var beforeRelease func(*store.Payment) bool
 
 // sendRelease delivers a Release and reads the provider's Ack.
 func (c *client) sendRelease(ctx context.Context, p peer.ID, msg *wire.Release) error {
-	conn, err := c.n.open(ctx, p, ProtocolSettle)
+	conn, err := c.n.streams.Open(ctx, p, wire.ProtocolSettle)
 	if err != nil {
 		return err
 	}
-	defer conn.close()
-	if err := conn.write(msg); err != nil {
-		conn.reset()
+	defer conn.Close()
+	if err := conn.Write(msg); err != nil {
+		conn.Reset()
 		return err
 	}
 	var ack wire.Ack
-	if err := conn.read(handshakeTimeout, wire.MaxControlFrame, &ack); err != nil {
-		conn.reset()
+	if err := conn.Read(peers.HandshakeTimeout, wire.MaxControlFrame, &ack); err != nil {
+		conn.Reset()
 		return err
 	}
 	if !ack.OK {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/infernet/infernet/node/internal/peers"
+
 	"github.com/consensys/gnark/backend/groth16"
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -137,7 +139,7 @@ func (j *jobRun) checkOffer(res *wire.Result, price uint64) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", errBadOffer, err)
 	}
-	ctx, cancel := context.WithTimeout(n.ctx, handshakeTimeout)
+	ctx, cancel := context.WithTimeout(n.ctx, peers.HandshakeTimeout)
 	defer cancel()
 	amount, err := n.lnd.CheckInvoice(ctx, res.Invoice, o.PaymentHash, int64(price))
 	switch {

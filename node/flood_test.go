@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"runtime"
@@ -24,7 +23,6 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/infernet/infernet/node/gossip"
-	"github.com/infernet/infernet/node/reputation"
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -190,13 +188,11 @@ func TestHostileAdvertFlood(t *testing.T) {
 	if n := c.gossip.Origins(); n > 4096 {
 		t.Errorf("gossip keeps %d origins; cap 4096", n)
 	}
-	c.peers.mu.Lock()
 	for _, p := range net.providers {
-		if c.peers.peers[p.ID()] == nil {
+		if !c.peers.Has(p.ID()) {
 			t.Errorf("honest provider %s evicted", p.ID().ShortString())
 		}
 	}
-	c.peers.mu.Unlock()
 	checkVerifies(t, net, module, input, want)
 }
 
@@ -244,10 +240,8 @@ func TestHostileUndialableAdverts(t *testing.T) {
 		}
 	}
 	waitFor(t, 10*time.Second, "the client knows the fakes", func() bool {
-		c.peers.mu.Lock()
-		defer c.peers.mu.Unlock()
 		for _, id := range append(silent, dialable...) {
-			if c.peers.peers[id] == nil {
+			if !c.peers.Has(id) {
 				return false
 			}
 		}
@@ -280,85 +274,5 @@ func TestHostileUndialableAdverts(t *testing.T) {
 		if !cands[p.ID()] {
 			t.Errorf("honest provider %s is no candidate", p.ID().ShortString())
 		}
-	}
-}
-
-// TestPeerBookEvicts: a full book keeps, against a flood of newcomers, a
-// liar, a peer with results and a reachable one, in memory and in the store,
-// and a restart with a smaller cap trims the store too.
-func TestPeerBookEvicts(t *testing.T) {
-	db, err := store.Open(t.TempDir() + "/db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	newID := func() peer.ID {
-		key, _, err := crypto.GenerateEd25519Key(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		id, err := peer.IDFromPrivateKey(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
-	liar, worker, online := newID(), newID(), newID()
-	const max = 5
-	book := NewBook(db, "self", reputation.Params{}, max, nil, slog.Default())
-	book.Reachable = func(id peer.ID) bool { return id == online }
-	advert := func(id peer.ID) {
-		book.OnAdvert(id, &wire.CapabilityAdvert{Peer: []byte(id), Seq: 1, Slots: 1, FreeSlots: 1})
-	}
-	for _, id := range []peer.ID{liar, worker, online} {
-		advert(id)
-	}
-	book.Outvote(liar, wire.NewJobID())
-	book.Complete(worker, time.Millisecond)
-	for range 50 {
-		advert(newID())
-	}
-	if err := book.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	stored, err := db.Peers()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if book.Len() != max || len(stored) != max {
-		t.Fatalf("book %d, store %d records; want %d", book.Len(), len(stored), max)
-	}
-	for _, id := range []peer.ID{liar, worker, online} {
-		if book.peers[id] == nil {
-			t.Errorf("%s evicted", id.ShortString())
-		}
-	}
-
-	again := NewBook(db, "self", reputation.Params{}, 2, nil, slog.Default())
-	if err := again.Load(); err != nil {
-		t.Fatal(err)
-	}
-	if stored, _ = db.Peers(); again.Len() != 2 || len(stored) != 2 || again.peers[liar] == nil || again.peers[worker] == nil {
-		t.Fatalf("reloaded with cap 2: book %d, store %d; want the liar and the worker", again.Len(), len(stored))
-	}
-	if n := again.Prune(time.Now().Add(2 * peerSilentFor)); n != 0 {
-		t.Errorf("pruned %d peers with history", n)
-	}
-}
-
-// TestBackoffDoubles: each failure in a row doubles a peer's back-off up
-// to maxBackoff, and a bid ends it.
-func TestBackoffDoubles(t *testing.T) {
-	book := NewBook(nil, "self", reputation.Params{}, 0, nil, slog.Default())
-	id := peer.ID("p")
-	for _, want := range []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute, 30 * time.Minute, 30 * time.Minute} {
-		book.Unreachable(id)
-		if got := book.backoff[id].wait; got != want || !book.BackingOff(id) {
-			t.Fatalf("back-off %v (backing off %v); want %v", got, book.BackingOff(id), want)
-		}
-	}
-	book.Reached(id)
-	if book.BackingOff(id) {
-		t.Fatal("still backing off after a bid")
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -14,18 +13,6 @@ import (
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/wire"
 )
-
-// gpuVerdictFor is how long a challenge's outcome, pass or fail, is kept.
-const gpuVerdictFor = 24 * time.Hour
-
-// gpuCheck is one peer's GPU challenge: under way until done is closed,
-// then its outcome.
-type gpuCheck struct {
-	done chan struct{}
-	at   time.Time // when it ended; set before done is closed
-	err  error     // nil: passed; set before done is closed
-	rep  challenge.Report
-}
 
 // needsGPU reports whether req matches advert a only for its GPU claim:
 // it matches a, but not a with its GPUs and its "cuda" backends removed.
@@ -46,51 +33,6 @@ func needsGPU(req *requirement.Program, a *wire.CapabilityAdvert) bool {
 }
 
 func isCUDA(name string) bool { return strings.HasPrefix(name, "cuda") }
-
-// gpuChallenge returns the outcome of p's GPU challenge: kept from the
-// last 24 hours, or run now (once, however many replicas ask at a time).
-// Refusals and transport errors are not kept.
-func (b *Book) GPUChallenge(ctx context.Context, p peer.ID, run func(context.Context) (challenge.Report, error)) error {
-	b.mu.Lock()
-	if b.gpu == nil {
-		b.gpu = map[peer.ID]*gpuCheck{}
-	}
-	c := b.gpu[p]
-	if c != nil {
-		select {
-		case <-c.done:
-			if time.Since(c.at) > gpuVerdictFor {
-				c = nil
-			}
-		default:
-		}
-	}
-	mine := c == nil
-	if mine {
-		c = &gpuCheck{done: make(chan struct{})}
-		b.gpu[p] = c
-	}
-	b.mu.Unlock()
-	if mine {
-		c.rep, c.err = run(ctx)
-		c.at = time.Now()
-		close(c.done)
-		if c.err != nil && !errors.Is(c.err, challenge.ErrFailed) {
-			b.mu.Lock()
-			if b.gpu[p] == c {
-				delete(b.gpu, p)
-			}
-			b.mu.Unlock()
-		}
-		return c.err
-	}
-	select {
-	case <-c.done:
-		return c.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 // checkGPU challenges p before it is asked to bid, when the job matched
 // p's advert only for the GPU it claims. A failed challenge is a lie (a

@@ -121,9 +121,7 @@ func TestGPUChallengePass(t *testing.T) {
 			if err != nil {
 				t.Fatalf("challenge: %v", err)
 			}
-			c.peers.mu.Lock()
-			when := c.peers.gpu[id].at
-			c.peers.mu.Unlock()
+			_, when, _, _ := c.peers.GPUVerdict(id)
 			if i == 0 {
 				at = when
 				t.Logf("N=%d on the CPU: root after %v (deadline %v), %d rows checked in %v", rep.N, rep.Elapsed, rep.Deadline, len(rep.Rows), rep.Verify)
@@ -139,14 +137,11 @@ func TestGPUChallengePass(t *testing.T) {
 
 // gpuReport is the outcome of id's challenge, kept by c's peer book.
 func gpuReport(c *Node, id peer.ID) (challenge.Report, error) {
-	c.peers.mu.Lock()
-	g := c.peers.gpu[id]
-	c.peers.mu.Unlock()
-	if g == nil {
+	rep, _, err, ok := c.peers.GPUVerdict(id)
+	if !ok {
 		return challenge.Report{}, errors.New("never challenged")
 	}
-	<-g.done
-	return g.rep, g.err
+	return rep, err
 }
 
 func peerOf(t *testing.T, s string) peer.ID {

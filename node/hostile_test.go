@@ -47,7 +47,7 @@ func joinNode(tb testing.TB, net *testNet) *Node {
 // sendAssign opens an assign stream from h to p, sends a and reads the
 // provider's updates until its result or refusal.
 func sendAssign(ctx context.Context, h host.Host, p peer.ID, a *wire.Assign) (*wire.Update, error) {
-	s, err := h.NewStream(ctx, p, ProtocolAssign)
+	s, err := h.NewStream(ctx, p, wire.ProtocolAssign)
 	if err != nil {
 		return nil, err
 	}
@@ -156,9 +156,8 @@ func TestHostileForgedVerdict(t *testing.T) {
 		t.Fatalf("victim's output %q, %v; want %q", out, err, want)
 	}
 	for _, p := range net.providers {
-		net.client.peers.mu.Lock()
-		rec := net.client.peers.getLocked(p.ID()).Rep
-		net.client.peers.mu.Unlock()
+		got, _ := net.client.peers.Peer(p.ID())
+		rec := got.Rep
 		if rec.Lies != 0 || !rec.BannedUntil.IsZero() {
 			t.Errorf("honest provider %s: %d lies, banned until %v", p.ID(), rec.Lies, rec.BannedUntil)
 		}
@@ -514,7 +513,7 @@ func TestHostileSpy(t *testing.T) {
 		gossiped []wire.JobAnnounce
 		bidReqs  []wire.JobAnnounce
 	)
-	eve.SetStreamHandler(ProtocolBid, func(s network.Stream) {
+	eve.SetStreamHandler(wire.ProtocolBid, func(s network.Stream) {
 		defer s.Close()
 		var open wire.BidOpen
 		if err := wire.ReadFrame(bufio.NewReader(s), wire.MaxControlFrame, &open); err != nil || open.Announce == nil {
@@ -535,7 +534,7 @@ func TestHostileSpy(t *testing.T) {
 			go func() {
 				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 				defer cancel()
-				s, err := eve.NewStream(cctx, from, ProtocolBid)
+				s, err := eve.NewStream(cctx, from, wire.ProtocolBid)
 				if err != nil {
 					return
 				}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/infernet/infernet/node/internal/peers"
+
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/node/wire"
@@ -22,16 +24,16 @@ func TestNextDraw(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	job := func(pool []Candidate) *jobRun {
-		return &jobRun{c: n.client, pool: pool, holders: map[peer.ID]bool{}, matched: map[peer.ID]Candidate{}, bidBackend: map[peer.ID]string{}}
+	job := func(pool []peers.Candidate) *jobRun {
+		return &jobRun{c: n.client, pool: pool, holders: map[peer.ID]bool{}, matched: map[peer.ID]peers.Candidate{}, bidBackend: map[peer.ID]string{}}
 	}
-	var pool []Candidate
+	var pool []peers.Candidate
 	for i := range 4 {
 		free := 0
 		if i == 0 {
 			free = 64 // a claim, which must not matter
 		}
-		pool = append(pool, Candidate{ID: peer.ID(fmt.Sprint("p", i)), Advert: &wire.CapabilityAdvert{Slots: 64, FreeSlots: free}, Reputation: 1})
+		pool = append(pool, peers.Candidate{ID: peer.ID(fmt.Sprint("p", i)), Advert: &wire.CapabilityAdvert{Slots: 64, FreeSlots: free}, Reputation: 1})
 	}
 	got := map[peer.ID]int{}
 	for range 400 {
@@ -53,7 +55,7 @@ func TestNextDraw(t *testing.T) {
 			t.Errorf("%s: load %d after its replicas ended", c.ID, l)
 		}
 	}
-	better := []Candidate{{ID: "best", Reputation: 1}, {ID: "half", Reputation: 0.5}}
+	better := []peers.Candidate{{ID: "best", Reputation: 1}, {ID: "half", Reputation: 0.5}}
 	drawn := map[peer.ID]int{}
 	for range 3000 {
 		p, _ := job(better).next(map[peer.ID]bool{})

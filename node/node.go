@@ -21,6 +21,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/infernet/infernet/node/internal/peers"
+
 	"github.com/consensys/gnark/backend/groth16"
 	"github.com/libp2p/go-libp2p"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
@@ -154,7 +156,7 @@ type Config struct {
 	// default 30 s.
 	PaymentSweep time.Duration
 	// Aggregator makes the node run whole sharded jobs for clients
-	// (ProtocolAggregate, SubmitVia) for AggregatorFee percent of what the
+	// (wire.ProtocolAggregate, SubmitVia) for AggregatorFee percent of what the
 	// providers are paid.
 	Aggregator    bool
 	AggregatorFee float64
@@ -314,7 +316,9 @@ type Node struct {
 	// access says who may have which blob: inputs are private.
 	access *access
 	db     *store.Store
-	peers  *Book
+	peers  *peers.Book
+	// streams are the framed streams of the node's own protocols.
+	streams *peers.Streams
 	// models are the named models, whose blobs the store keeps.
 	models *models.Registry
 
@@ -327,7 +331,7 @@ type Node struct {
 	// lnd is the Lightning node paying and paid; nil in free mode.
 	lnd payments.Lightning
 	// changes wakes those who show the node's state (Changed).
-	changes Changes
+	changes peers.Changes
 	// sharded are the sharded jobs under way (SubmitSharded), training
 	// the training runs (Train).
 	sharded  runs[*shardedRun]
@@ -338,9 +342,6 @@ type Node struct {
 	// by two paths at once (the client's cancel, the sweep) counts once.
 	closing sync.Mutex
 
-	// framesSent counts stream frames this node wrote (bids, assigns,
-	// updates, results, blob requests), for the messages-per-job figure.
-	framesSent atomic.Uint64
 	// blobsFetched counts blobs transferred from other peers (a blob
 	// already here is not fetched again).
 	blobsFetched atomic.Uint64
@@ -403,7 +404,8 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err = n.startHost(); err != nil {
 		return nil, err
 	}
-	n.peers = NewBook(n.db, n.host.ID(), cfg.Reputation, cfg.MaxPeers, cfg.Trust, n.log)
+	n.streams = peers.NewStreams(n.host)
+	n.peers = peers.NewBook(n.db, n.host.ID(), cfg.Reputation, cfg.MaxPeers, cfg.Trust, n.log)
 	n.peers.Reachable = func(id peer.ID) bool {
 		return n.host.Network().Connectedness(id) == network.Connected || len(n.host.Peerstore().Addrs(id)) > 0
 	}
@@ -460,7 +462,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	if n.lnd != nil {
-		n.host.SetStreamHandler(ProtocolSettle, n.handleSettle)
+		n.host.SetStreamHandler(wire.ProtocolSettle, n.handleSettle)
 		n.wg.Add(1)
 		go n.sweepLoop() // its first round finishes what a previous run left
 	}
@@ -469,7 +471,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		go n.provider.advertLoop()
 	}
 	if cfg.Aggregator {
-		n.host.SetStreamHandler(ProtocolAggregate, n.handleAggregate)
+		n.host.SetStreamHandler(wire.ProtocolAggregate, n.handleAggregate)
 	}
 	n.wg.Add(2)
 	go n.gcLoop()
@@ -742,7 +744,7 @@ type Stats struct {
 
 // Stats returns the node's traffic counters.
 func (n *Node) Stats() Stats {
-	s := Stats{Frames: n.framesSent.Load(), Replicas: n.replicas.Load(), Verified: n.verified.Load(), Canaries: n.canaries.Load(),
+	s := Stats{Frames: n.streams.Sent(), Replicas: n.replicas.Load(), Verified: n.verified.Load(), Canaries: n.canaries.Load(),
 		Audits: n.audits.Load(), BlobsFetched: n.blobsFetched.Load()}
 	if n.gossip != nil {
 		s.Gossip = n.gossip.Stats()
@@ -769,7 +771,7 @@ func (n *Node) Close() error {
 	}
 	if n.host != nil {
 		// Aggregations in progress end with the node's context.
-		n.host.RemoveStreamHandler(ProtocolAggregate)
+		n.host.RemoveStreamHandler(wire.ProtocolAggregate)
 	}
 	n.wg.Wait()
 	if n.gossip != nil {
@@ -829,9 +831,7 @@ func (n *Node) Peers() []PeerInfo {
 		}
 		seen[p.ID] = true
 		now := time.Now()
-		n.peers.mu.Lock()
-		rep := n.peers.recordLocked(id) // with the operator's vouching
-		n.peers.mu.Unlock()
+		rep := n.peers.Record(id) // with the operator's vouching
 		rep.Updated = p.Rep.Updated
 		info := PeerInfo{Peer: p, Reputation: rep.Score(n.cfg.Reputation, now), Why: rep.Why(n.cfg.Reputation, now),
 			Trusted: rep.Trusted(n.cfg.Reputation, now), Established: rep.Established(n.cfg.Reputation, now),

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/internal/peers"
+
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -294,7 +296,7 @@ func TestNewFails(t *testing.T) {
 func TestRunLongerThanHandshake(t *testing.T) {
 	net := startNetwork(t, 2, func(c *Config) {
 		if c.Provide {
-			c.Faults = &Faults{Slow: handshakeTimeout + time.Second}
+			c.Faults = &Faults{Slow: peers.HandshakeTimeout + time.Second}
 		}
 	})
 	s, _ := catJob(t, net.client, 2)
@@ -303,7 +305,7 @@ func TestRunLongerThanHandshake(t *testing.T) {
 	if err != nil || job.State != store.JobVerified {
 		t.Fatalf("job %v, %v", job, err)
 	}
-	if took := time.Since(start); took < handshakeTimeout {
+	if took := time.Since(start); took < peers.HandshakeTimeout {
 		t.Fatalf("the job took %v, less than the slowdown", took)
 	}
 	for _, r := range job.Replicas {
@@ -382,7 +384,7 @@ func TestMalformedStreams(t *testing.T) {
 	net := startNetwork(t, 2, nil)
 	ctx := context.Background()
 	target := net.providers[0].ID()
-	for _, proto := range []string{string(ProtocolBid), string(ProtocolAssign), string(ProtocolResult), "/infernet/blob/1.0.0"} {
+	for _, proto := range []string{string(wire.ProtocolBid), string(wire.ProtocolAssign), string(wire.ProtocolResult), "/infernet/blob/1.0.0"} {
 		for _, payload := range [][]byte{
 			[]byte("garbage that is not a frame"),
 			{0xff, 0xff, 0xff, 0xff, 0x0f},               // a 4 GiB length prefix
@@ -585,7 +587,7 @@ func TestTransportsAndSecurity(t *testing.T) {
 			if err := h.Connect(ctx, peer.AddrInfo{ID: prov.ID(), Addrs: []ma.Multiaddr{addr(tt.proto)}}); err != nil {
 				t.Fatal(err)
 			}
-			s, err := h.NewStream(ctx, prov.ID(), ProtocolBid)
+			s, err := h.NewStream(ctx, prov.ID(), wire.ProtocolBid)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/infernet/infernet/node/internal/peers"
+
 	"github.com/infernet/infernet/node/wire"
 )
 
@@ -24,7 +26,7 @@ const maxStreamChunk = wire.MaxInline / 2
 // output limit).
 type outputStream struct {
 	spool io.Writer
-	c     *conn
+	c     *peers.Conn
 
 	mu      sync.Mutex
 	pending []byte
@@ -34,7 +36,7 @@ type outputStream struct {
 	done    chan struct{}
 }
 
-func newOutputStream(c *conn, spool io.Writer) *outputStream {
+func newOutputStream(c *peers.Conn, spool io.Writer) *outputStream {
 	s := &outputStream{spool: spool, c: c, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	go s.send()
 	return s
@@ -85,7 +87,7 @@ func (s *outputStream) send() {
 		for len(out) > 0 {
 			chunk := out[:min(len(out), maxStreamChunk)]
 			out = out[len(chunk):]
-			if err := s.c.write(&wire.Update{V: wire.Version, Kind: wire.UpdateOutput, Output: chunk}); err != nil {
+			if err := s.c.Write(&wire.Update{V: wire.Version, Kind: wire.UpdateOutput, Output: chunk}); err != nil {
 				s.mu.Lock()
 				s.failed, s.pending = true, nil
 				s.mu.Unlock()

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/internal/peers"
+
 	"github.com/consensys/gnark/backend/groth16"
 
 	"github.com/infernet/infernet/abi"
@@ -322,7 +324,7 @@ func TestProofModeRefusals(t *testing.T) {
 		a.Proofs = proofs
 		j := &jobRun{c: net.client.client, ann: &a, req: alwaysMatch}
 		want := map[bool]int{false: 2, true: 1}[proofs]
-		var cands []Candidate
+		var cands []peers.Candidate
 		waitFor(t, 10*time.Second, "the client sees both adverts", func() bool {
 			j.mu.Lock()
 			defer j.mu.Unlock()

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/infernet/infernet/node/internal/peers"
+
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -118,7 +120,7 @@ func newProvider(ctx context.Context, n *Node) (*provider, error) {
 			p.fixed.Precisions = append(p.fixed.Precisions, pr.String())
 		}
 	}
-	n.host.SetStreamHandler(ProtocolAssign, p.handleAssign)
+	n.host.SetStreamHandler(wire.ProtocolAssign, p.handleAssign)
 	// Only a GPU answers GPU challenges in time; a faker tries its best.
 	if f := p.backends.Fast; f != nil && (f.Class() == tensor.ClassGPU || n.cfg.Faults != nil && len(n.cfg.Faults.ClaimGPUs) > 0) {
 		p.challenges = challenge.Serve(n.host, f, challenge.Config{Logger: p.log})
@@ -160,7 +162,7 @@ func (p *provider) closeRuntime() error {
 // stopAccepting refuses new assigns; wait waits for those in progress,
 // which end soon after the node's context is cancelled.
 func (p *provider) stopAccepting() {
-	p.n.host.RemoveStreamHandler(ProtocolAssign)
+	p.n.host.RemoveStreamHandler(wire.ProtocolAssign)
 	if p.challenges != nil {
 		p.challenges.Close()
 	}
@@ -339,7 +341,7 @@ func (p *provider) release(r runID) {
 // handleAssign runs one replica for a client, streaming updates back on the
 // same stream: Accepted, Running, Alive every Heartbeat, then the Result.
 // The result is recorded before it is sent; if the stream breaks it is
-// delivered over ProtocolResult instead.
+// delivered over wire.ProtocolResult instead.
 func (p *provider) handleAssign(s network.Stream) {
 	p.mu.Lock()
 	if p.closing {
@@ -350,17 +352,17 @@ func (p *provider) handleAssign(s network.Stream) {
 	p.handlers.Add(1)
 	p.mu.Unlock()
 	defer p.handlers.Done()
-	c := p.n.newConn(s)
-	client := c.remote()
+	c := p.n.streams.Wrap(s)
+	client := c.Remote()
 	var a wire.Assign
-	if err := c.read(handshakeTimeout, wire.MaxDataFrame, &a); err != nil {
+	if err := c.Read(peers.HandshakeTimeout, wire.MaxDataFrame, &a); err != nil {
 		p.log.Debug("bad assign", "peer", client, "err", err)
-		c.reset()
+		c.Reset()
 		return
 	}
 	reject := func(why string) {
-		c.write(&wire.Update{V: wire.Version, Kind: wire.UpdateRejected, Reason: why})
-		c.close()
+		c.Write(&wire.Update{V: wire.Version, Kind: wire.UpdateRejected, Reason: why})
+		c.Close()
 	}
 	if why := p.terms(&a.Announce); why != "" {
 		reject(why)
@@ -370,11 +372,11 @@ func (p *provider) handleAssign(s network.Stream) {
 		reject("assign for another client")
 		return
 	}
-	if unpaid, paid := p.n.peers.Unpaid(client); owesTooMuch(unpaid, paid) {
+	if unpaid, paid := p.n.peers.Unpaid(client); peers.OwesTooMuch(unpaid, paid) {
 		reject(fmt.Sprintf("%s: %d results unpaid, %d paid", wire.ReasonUnpaid, unpaid, paid))
 		return
 	} else if paid == 0 && a.Announce.Price > 0 && p.n.peers.StrangersSpent() {
-		reject(fmt.Sprintf("%s: clients with no payment here left %d results unpaid today", wire.ReasonUnpaid, strangerAllowance))
+		reject(fmt.Sprintf("%s: clients with no payment here left %d results unpaid today", wire.ReasonUnpaid, peers.StrangerAllowance))
 		return
 	}
 	terms := a.Terms()
@@ -398,8 +400,8 @@ func (p *provider) handleAssign(s network.Stream) {
 	run := &store.Run{Job: a.Announce.Job, Replica: a.Replica, Client: client.String(), State: store.RunAccepted, Started: time.Now(), Terms: terms}
 	p.setActive(run, store.RunAccepted)
 	defer p.setActive(run, store.RunFinished)
-	if err := c.write(&wire.Update{V: wire.Version, Kind: wire.UpdateAccepted}); err != nil {
-		c.reset()
+	if err := c.Write(&wire.Update{V: wire.Version, Kind: wire.UpdateAccepted}); err != nil {
+		c.Reset()
 		return
 	}
 	ctx, cancel := context.WithDeadline(p.n.ctx, time.UnixMilli(a.Announce.Deadline))
@@ -408,15 +410,10 @@ func (p *provider) handleAssign(s network.Stream) {
 	// (or died), and the work stops; a clean close is the normal end. The
 	// wait has no deadline (the assign's read had one): the job's own
 	// deadline bounds it.
-	c.s.SetReadDeadline(time.Time{})
-	go func() {
-		if _, err := c.r.ReadByte(); err != nil && !errors.Is(err, io.EOF) {
-			cancel()
-		}
-	}()
+	c.OnReset(cancel)
 	if p.n.cfg.Faults.silent() {
 		<-ctx.Done() // fault injection: accept, then say nothing
-		c.reset()
+		c.Reset()
 		return
 	}
 	hb := p.heartbeat(ctx, c)
@@ -444,7 +441,7 @@ func (p *provider) handleAssign(s network.Stream) {
 	res.Terms = terms
 	if err := res.Sign(p.n.key); err != nil {
 		p.log.Error("signing result", "err", err)
-		c.reset()
+		c.Reset()
 		return
 	}
 	run.Result, run.Finished = res, time.Now()
@@ -486,7 +483,7 @@ func (p *provider) activeRuns() []store.Run {
 }
 
 // heartbeat sends Alive updates until the returned stop is called.
-func (p *provider) heartbeat(ctx context.Context, c *conn) (stop func()) {
+func (p *provider) heartbeat(ctx context.Context, c *peers.Conn) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -498,7 +495,7 @@ func (p *provider) heartbeat(ctx context.Context, c *conn) (stop func()) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if err := c.write(&wire.Update{V: wire.Version, Kind: wire.UpdateAlive}); err != nil {
+				if err := c.Write(&wire.Update{V: wire.Version, Kind: wire.UpdateAlive}); err != nil {
 					return
 				}
 			}
@@ -510,7 +507,7 @@ func (p *provider) heartbeat(ctx context.Context, c *conn) (stop func()) {
 
 // execute fetches what the replica needs, waits for a slot and runs it.
 // Failures of this provider come back as OutcomeFailed results.
-func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client peer.ID, run *store.Run) *wire.Result {
+func (p *provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, client peer.ID, run *store.Run) *wire.Result {
 	an := &a.Announce
 	res := &wire.Result{V: wire.Version, Job: an.Job, Replica: a.Replica, Outcome: wire.OutcomeFailed}
 	// The job's blobs stay until it is over, whatever the quota evicts.
@@ -582,7 +579,7 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 	}
 	defer func() { <-p.slots }()
 	p.setActive(run, store.RunRunning)
-	if err := c.write(&wire.Update{V: wire.Version, Kind: wire.UpdateRunning}); err != nil {
+	if err := c.Write(&wire.Update{V: wire.Version, Kind: wire.UpdateRunning}); err != nil {
 		res.Error = "client gone"
 		return res
 	}
@@ -773,15 +770,15 @@ func stopClass(err error) string {
 }
 
 // deliver sends a recorded result on the assign stream, or, if that fails,
-// over ProtocolResult in the background.
-func (p *provider) deliver(c *conn, run *store.Run) {
+// over wire.ProtocolResult in the background.
+func (p *provider) deliver(c *peers.Conn, run *store.Run) {
 	res := p.withOutput(run.Result)
-	if err := c.write(&wire.Update{V: wire.Version, Kind: wire.UpdateResult, Result: res}); err == nil {
-		c.close()
+	if err := c.Write(&wire.Update{V: wire.Version, Kind: wire.UpdateResult, Result: res}); err == nil {
+		c.Close()
 		p.delivered(run)
 		return
 	}
-	c.reset()
+	c.Reset()
 	client, err := peer.Decode(run.Client)
 	if err != nil {
 		return
@@ -817,21 +814,21 @@ func (p *provider) delivered(run *store.Run) {
 	}
 }
 
-// redeliver retries a result over ProtocolResult with backoff for a minute.
+// redeliver retries a result over wire.ProtocolResult with backoff for a minute.
 func (p *provider) redeliver(client peer.ID, run *store.Run, res *wire.Result) {
 	wait := 200 * time.Millisecond
 	for try := 0; try < 8; try++ {
-		ctx, cancel := context.WithTimeout(p.n.ctx, handshakeTimeout)
-		c, err := p.n.open(ctx, client, ProtocolResult)
+		ctx, cancel := context.WithTimeout(p.n.ctx, peers.HandshakeTimeout)
+		c, err := p.n.streams.Open(ctx, client, wire.ProtocolResult)
 		cancel()
 		if err == nil {
-			err = c.write(res)
+			err = c.Write(res)
 			if err == nil {
-				c.close()
+				c.Close()
 				p.delivered(run)
 				return
 			}
-			c.reset()
+			c.Reset()
 		}
 		select {
 		case <-p.n.ctx.Done():

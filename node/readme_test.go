@@ -13,6 +13,9 @@ import (
 	"testing"
 	"unicode"
 
+	"github.com/infernet/infernet/node/internal/peers"
+	"github.com/infernet/infernet/node/wire"
+
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node/blob/blobnet"
 	"github.com/infernet/infernet/node/challenge"
@@ -71,7 +74,7 @@ func TestDocsConstants(t *testing.T) {
 		base, per := docAtoi(t, m[1]), docAtoi(t, m[2])
 		for _, paid := range []int{0, 9, 10, 25, 100} {
 			allowed := base + paid/per
-			if owesTooMuch(allowed, paid) || !owesTooMuch(allowed+1, paid) {
+			if peers.OwesTooMuch(allowed, paid) || !peers.OwesTooMuch(allowed+1, paid) {
 				t.Errorf("docs/payments.md: a client that paid %d may leave %d unpaid, the code disagrees", paid, allowed)
 			}
 		}
@@ -128,8 +131,8 @@ func TestDocsConstants(t *testing.T) {
 // backticks is one the code speaks, and each the code speaks is named.
 func TestDocsProtocols(t *testing.T) {
 	known := map[string]bool{"/infernet": true} // the DHT's protocol prefix
-	for _, p := range []string{string(ProtocolBid), string(ProtocolAssign), string(ProtocolResult), string(ProtocolSettle),
-		string(ProtocolAggregate), blobnet.ProtocolID, challenge.ID, gossip.TopicJobs, gossip.TopicAdverts} {
+	for _, p := range []string{string(wire.ProtocolBid), string(wire.ProtocolAssign), string(wire.ProtocolResult), string(wire.ProtocolSettle),
+		string(wire.ProtocolAggregate), blobnet.ProtocolID, challenge.ID, gossip.TopicJobs, gossip.TopicAdverts} {
 		known[p] = true
 	}
 	re := regexp.MustCompile("`(/infernet[^`]*)`")

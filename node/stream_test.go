@@ -89,9 +89,7 @@ func TestStreamedJobOutvotesALiar(t *testing.T) {
 	if !slices.ContainsFunc(job.Liars, func(s string) bool { return s == liar.String() }) {
 		t.Errorf("liars %v: want the lying provider %s", job.Liars, liar)
 	}
-	net.client.peers.mu.Lock()
-	rec := net.client.peers.recordLocked(liar)
-	net.client.peers.mu.Unlock()
+	rec := net.client.peers.Record(liar)
 	if rec.Lies == 0 {
 		t.Errorf("the liar's record shows no lie: %+v", rec)
 	}
@@ -177,9 +175,7 @@ func TestCheckJobCatchesALiar(t *testing.T) {
 		t.Fatal("in 40 jobs the liar neither generated nor checked")
 	}
 	t.Logf("the liar generated %v, checked %v; honest pairs verified by the check %v", sawGenerated, sawChecked, sawHonest)
-	net.client.peers.mu.Lock()
-	rec := net.client.peers.recordLocked(net.providers[2].ID())
-	net.client.peers.mu.Unlock()
+	rec := net.client.peers.Record(net.providers[2].ID())
 	if rec.Lies == 0 {
 		t.Error("the liar's record shows no lie")
 	}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/infernet/infernet/node/internal/peers"
+
 	"github.com/consensys/gnark/backend/groth16"
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -580,7 +582,7 @@ func (c *client) sendCanary() {
 	k := c.known[rand.IntN(len(c.known))]
 	c.mu.Unlock()
 	n := c.n
-	var trusted []Candidate
+	var trusted []peers.Candidate
 	for _, cand := range n.peers.Candidates(alwaysMatch, k.ann.Price, k.ann.Memory, 3*n.cfg.AdvertInterval, nil) {
 		if cand.Trusted {
 			trusted = append(trusted, cand)
@@ -598,7 +600,7 @@ func (c *client) sendCanary() {
 		ann.Job, ann.Replicas, ann.Time = wire.NewJobID(), 1, wire.Millis(now)
 		ann.Deadline = wire.Millis(now.Add(time.Duration(ann.TimeoutMS)*time.Millisecond*2 + 30*time.Second))
 		j := &jobRun{c: c, ann: &ann, req: alwaysMatch, input: k.input, ephemeral: true, vks: k.vks,
-			holders: map[peer.ID]bool{}, matched: map[peer.ID]Candidate{}, bidBackend: map[peer.ID]string{}, late: map[uint8]chan *wire.Result{0: make(chan *wire.Result, 1)},
+			holders: map[peer.ID]bool{}, matched: map[peer.ID]peers.Candidate{}, bidBackend: map[peer.ID]string{}, late: map[uint8]chan *wire.Result{0: make(chan *wire.Result, 1)},
 			rec: &store.Job{ID: ann.Job, Announce: ann, Created: now}}
 		c.mu.Lock()
 		c.jobs[ann.Job] = j

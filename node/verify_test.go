@@ -4,16 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
-	p2ptest "github.com/libp2p/go-libp2p/core/test"
 
-	"github.com/infernet/infernet/node/reputation"
-	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/proofs/redundancy"
@@ -204,117 +199,5 @@ func TestSameBackend(t *testing.T) {
 				t.Fatalf("replica on %+v; want every replica on the cpu class", r)
 			}
 		}
-	}
-}
-
-// TestReputationInRequirements: `reputation > 0.8` keeps a peer with a
-// clean record and drops one that was outvoted (without being banned yet).
-func TestReputationInRequirements(t *testing.T) {
-	db, err := store.Open(t.TempDir() + "/db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	book := NewBook(db, "self", reputation.Params{MaxLies: 5, BanBelow: 0.01}, 0, nil, slog.Default())
-	good, doubtful := peer.ID("good"), peer.ID("doubtful")
-	for i, id := range []peer.ID{good, doubtful} {
-		book.OnAdvert(id, &wire.CapabilityAdvert{Peer: []byte(id), Seq: uint64(i + 1), Slots: 1, FreeSlots: 1, MaxMemory: 1 << 30, Backends: []string{"reference"}})
-		for range 5 {
-			book.Agree(id)
-		}
-	}
-	book.Outvote(doubtful, wire.NewJobID())
-	req, err := requirement.Compile("reputation > 0.8")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := book.Candidates(req, 0, 1, time.Hour, nil)
-	if len(got) != 1 || got[0].ID != good {
-		t.Fatalf("candidates %v; want only the good peer (doubtful scores %.2f)", got, book.Score(doubtful))
-	}
-	if all := book.Candidates(requirement.Always, 0, 1, time.Hour, nil); len(all) != 2 || all[0].ID != good {
-		t.Fatalf("without a requirement: %v; want both, the good one first", all)
-	}
-	if book.AppScore(doubtful) >= book.AppScore(good) {
-		t.Fatal("the gossip app score does not follow reputation")
-	}
-}
-
-// TestClientStanding: a provider's book of how clients paid. Unpaid
-// results (and overdue ones) beyond what is forgiven make a client owe too
-// much; the counts survive a restart, the overdue ones are the sweep's.
-func TestClientStanding(t *testing.T) {
-	for _, tc := range []struct {
-		unpaid, paid int
-		owes         bool
-	}{
-		{0, 0, false}, {2, 0, false}, {3, 0, true}, {3, 10, false}, {4, 10, true}, {12, 100, false}, {13, 100, true},
-	} {
-		if got := owesTooMuch(tc.unpaid, tc.paid); got != tc.owes {
-			t.Errorf("owesTooMuch(%d unpaid, %d paid) = %v", tc.unpaid, tc.paid, got)
-		}
-	}
-	path := t.TempDir() + "/db"
-	db, err := store.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	book := NewBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
-	client := p2ptest.RandPeerIDFatal(t) // a real ID: the book reloads only those
-	for range 3 {
-		book.ClientSettled(client, true)
-	}
-	book.ClientSettled(client, false)
-	book.SetOverdue(map[peer.ID]int{client: 1})
-	if unpaid, paid := book.Unpaid(client); unpaid != 2 || paid != 3 || owesTooMuch(unpaid, paid) {
-		t.Fatalf("unpaid %d, paid %d; want 2 (1 + 1 overdue) and 3, not owing too much", unpaid, paid)
-	}
-	book.SetOverdue(map[peer.ID]int{client: 2})
-	if !owesTooMuch(book.Unpaid(client)) {
-		t.Fatal("a third unpaid result is forgiven")
-	}
-	db.Close()
-	if db, err = store.Open(path); err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	again := NewBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
-	if err := again.Load(); err != nil {
-		t.Fatal(err)
-	}
-	if unpaid, paid := again.Unpaid(client); unpaid != 1 || paid != 3 {
-		t.Fatalf("after a restart: unpaid %d, paid %d; want 1 and 3", unpaid, paid)
-	}
-}
-
-// TestStrangersShareAllowance: clients that never paid here share one
-// allowance of unpaid results, so that a client cannot reset its own by
-// taking a new identity each time: 8 fresh identities leaving one result
-// unpaid each (each under its own limit) spend it for every newcomer.
-func TestStrangersShareAllowance(t *testing.T) {
-	db, err := store.Open(t.TempDir() + "/db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	book := NewBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
-	for i := range strangerAllowance {
-		if book.StrangersSpent() {
-			t.Fatalf("spent after %d unpaid results", i)
-		}
-		id := p2ptest.RandPeerIDFatal(t)
-		book.ClientSettled(id, false)
-		if owesTooMuch(book.Unpaid(id)) {
-			t.Fatal("one unpaid result is over a client's own limit")
-		}
-	}
-	if !book.StrangersSpent() {
-		t.Fatalf("%d fresh identities left a result unpaid each, and newcomers still get paid work", strangerAllowance)
-	}
-	payer := p2ptest.RandPeerIDFatal(t)
-	book.ClientSettled(payer, true)
-	book.ClientSettled(payer, false)
-	if book.StrangersSpent() != true || len(book.strangers) != strangerAllowance {
-		t.Fatal("a client that paid counted as a stranger")
 	}
 }

@@ -1,8 +1,8 @@
-package node
+package peers
 
 import "sync"
 
-// changes tells those who show the node's state (the dashboard) that it
+// Changes tells those who show the node's state (the dashboard) that it
 // changed: a record written to the store, or what lives in memory until it
 // is: a replica of one of its jobs assigned or running, a run for another
 // node accepted or running.
@@ -11,7 +11,7 @@ type Changes struct {
 	ch chan struct{} // closed at the next change; guarded by mu
 }
 
-// next returns a channel closed at the next change.
+// Next returns a channel closed at the next change.
 func (c *Changes) Next() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -21,7 +21,7 @@ func (c *Changes) Next() <-chan struct{} {
 	return c.ch
 }
 
-// poke wakes those waiting for the next change.
+// Poke wakes those waiting for the next change.
 func (c *Changes) Poke() {
 	c.mu.Lock()
 	defer c.mu.Unlock()

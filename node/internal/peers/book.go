@@ -1,4 +1,4 @@
-package node
+package peers
 
 import (
 	"log/slog"
@@ -16,7 +16,7 @@ import (
 	"github.com/infernet/infernet/node/wire"
 )
 
-// peerBook is what this node knows of other peers: their newest advert and
+// Book is what this node knows of other peers: their newest advert and
 // how the replicas given to them went. It is persisted in the store so that
 // a restarted node keeps its judgement.
 type Book struct {
@@ -76,7 +76,7 @@ type backoff struct {
 	wait  time.Duration
 }
 
-// newPeerBook returns a book of at most limit records (DefaultMaxPeers if
+// NewBook returns a book of at most limit records (DefaultMaxPeers if
 // max <= 0).
 func NewBook(db *store.Store, self peer.ID, params reputation.Params, limit int, vouched []peer.ID, log *slog.Logger) *Book {
 	if limit <= 0 {
@@ -91,7 +91,7 @@ func NewBook(db *store.Store, self peer.ID, params reputation.Params, limit int,
 	return b
 }
 
-// load reads the records of the store, evicting (there too) what is over
+// Load reads the records of the store, evicting (there too) what is over
 // the cap: a store written before the cap, or under a larger one.
 func (b *Book) Load() error {
 	ps, err := b.db.Peers()
@@ -111,7 +111,7 @@ func (b *Book) Load() error {
 	return b.Flush()
 }
 
-// vouch adds peers the operator vouches for, as Config.Trust does.
+// Vouch adds peers the operator vouches for, as Config.Trust does.
 func (b *Book) Vouch(ids ...peer.ID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -141,7 +141,7 @@ func (b *Book) addLocked(id peer.ID) *store.Peer {
 	return p
 }
 
-// flush writes the records adverts changed and deletes those evicted or
+// Flush writes the records adverts changed and deletes those evicted or
 // pruned since the last flush, in one transaction.
 func (b *Book) Flush() error {
 	b.mu.Lock()
@@ -239,7 +239,7 @@ func (b *Book) forgetLocked(id peer.ID) {
 	b.gone[id] = true
 }
 
-// onAdvert records a validated advert (gossip already dropped stale ones).
+// OnAdvert records a validated advert (gossip already dropped stale ones).
 // When the book is full, the least valuable sixteenth of it that is worth
 // no more than the newcomer is evicted (evictLocked); if nothing is, the
 // advert is dropped.
@@ -276,7 +276,7 @@ func (b *Book) OnAdvert(from peer.ID, a *wire.CapabilityAdvert) {
 	b.mu.Unlock()
 }
 
-// prune removes the records of peers with no history silent for
+// Prune removes the records of peers with no history silent for
 // peerSilentFor, and back-offs long over. It returns how many records went.
 func (b *Book) Prune(now time.Time) int {
 	b.mu.Lock()
@@ -299,15 +299,15 @@ func (b *Book) Prune(now time.Time) int {
 	return pruned
 }
 
-// len returns how many records the book holds.
+// Len returns how many records the book holds.
 func (b *Book) Len() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.peers)
 }
 
-// unreachable puts id on a back-off after a failed dial or bid: it is no
-// candidate until then. Each failure in a row doubles the wait.
+// Unreachable puts id on a back-off after a failed dial or bid: it is no
+// Candidate until then. Each failure in a row doubles the wait.
 func (b *Book) Unreachable(id peer.ID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -320,14 +320,14 @@ func (b *Book) Unreachable(id peer.ID) {
 	o.until = time.Now().Add(o.wait)
 }
 
-// reached ends id's back-off: it answered.
+// Reached ends id's back-off: it answered.
 func (b *Book) Reached(id peer.ID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.backoff, id)
 }
 
-// backingOff reports whether id is on a back-off now.
+// BackingOff reports whether id is on a back-off now.
 func (b *Book) BackingOff(id peer.ID) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -339,7 +339,7 @@ func (b *Book) backingOffLocked(id peer.ID, now time.Time) bool {
 	return o != nil && now.Before(o.until)
 }
 
-// update applies f to the reputation of id and persists it.
+// Update applies f to the reputation of id and persists it.
 func (b *Book) Update(id peer.ID, f func(r *reputation.Record, p reputation.Params, now time.Time)) {
 	b.mu.Lock()
 	p := b.getLocked(id)
@@ -351,40 +351,67 @@ func (b *Book) Update(id peer.ID, f func(r *reputation.Record, p reputation.Para
 	}
 }
 
-// complete records a result from id that took latency beyond its run.
+// Complete records a result from id that took latency beyond its run.
 func (b *Book) Complete(id peer.ID, latency time.Duration) {
 	b.Update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Complete(p, now, latency) })
 }
 
-// lose records a replica id accepted and never returned.
+// Lose records a replica id accepted and never returned.
 func (b *Book) Lose(id peer.ID) {
 	b.Update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Lose(p, now) })
 }
 
-// agree records a result of id that agreed with the accepted one.
+// Agree records a result of id that agreed with the accepted one.
 func (b *Book) Agree(id peer.ID) {
 	b.Update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Agree(p, now) })
 }
 
-// outvote records that id was outvoted on job: it lied.
+// Outvote records that id was outvoted on job: it lied.
 func (b *Book) Outvote(id peer.ID, job wire.JobID) {
 	b.Update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Outvote(p, now, job.String()) })
 	b.log.Warn("provider outvoted", "peer", id, "job", job)
 }
 
-// convict records that id signed a result this node proved wrong by
+// Convict records that id signed a result this node proved wrong by
 // computing it itself: it is banned at once.
 func (b *Book) Convict(id peer.ID, job wire.JobID) {
 	b.Update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Convict(p, now, job.String()) })
 	b.log.Warn("provider convicted by the client's own run", "peer", id, "job", job)
 }
 
-// score is id's reputation now (0 when banned; a newcomer's is low).
+// Score is id's reputation now (0 when banned; a newcomer's is low).
 func (b *Book) Score(id peer.ID) float64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r := b.recordLocked(id)
 	return r.Score(b.params, time.Now())
+}
+
+// Has reports whether the book keeps a record of id.
+func (b *Book) Has(id peer.ID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.peers[id] != nil
+}
+
+// Peer returns a copy of id's record as stored, without the operator's
+// vouching (see Record).
+func (b *Book) Peer(id peer.ID) (store.Peer, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.peers[id]
+	if p == nil {
+		return store.Peer{}, false
+	}
+	return *p, true
+}
+
+// Record is id's reputation, with a vouched peer's proven count raised to
+// the end of probation.
+func (b *Book) Record(id peer.ID) reputation.Record {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.recordLocked(id)
 }
 
 // recordLocked is id's reputation, with a vouched peer's proven count
@@ -400,7 +427,7 @@ func (b *Book) recordLocked(id peer.ID) reputation.Record {
 	return r
 }
 
-// trusted reports whether id may be given single replicas.
+// Trusted reports whether id may be given single replicas.
 func (b *Book) Trusted(id peer.ID) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -408,7 +435,7 @@ func (b *Book) Trusted(id peer.ID) bool {
 	return r.Trusted(b.params, time.Now())
 }
 
-// established reports whether id is out of probation: its result anchors
+// Established reports whether id is out of probation: its result anchors
 // a vote.
 func (b *Book) Established(id peer.ID) bool {
 	b.mu.Lock()
@@ -417,7 +444,7 @@ func (b *Book) Established(id peer.ID) bool {
 	return r.Established(b.params, time.Now())
 }
 
-// advert returns id's newest advert, nil if none is known.
+// Advert returns id's newest advert, nil if none is known.
 func (b *Book) Advert(id peer.ID) *wire.CapabilityAdvert {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -427,7 +454,7 @@ func (b *Book) Advert(id peer.ID) *wire.CapabilityAdvert {
 	return nil
 }
 
-// banned reports whether id is banned now.
+// Banned reports whether id is banned now.
 func (b *Book) Banned(id peer.ID) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -435,7 +462,7 @@ func (b *Book) Banned(id peer.ID) bool {
 	return p != nil && p.Rep.Banned(time.Now())
 }
 
-// appScore feeds reputation into GossipSub scoring: a banned peer sinks
+// AppScore feeds reputation into GossipSub scoring: a banned peer sinks
 // below the graylist threshold, a doubtful one towards the gossip threshold.
 func (b *Book) AppScore(id peer.ID) float64 {
 	b.mu.Lock()
@@ -451,7 +478,7 @@ func (b *Book) AppScore(id peer.ID) float64 {
 	return 10 * (p.Rep.Conduct(b.params, now) - 1)
 }
 
-// clientSettled records, on a provider, how a client settled a result it
+// ClientSettled records, on a provider, how a client settled a result it
 // received: paid, or not (cancelled, or left to expire).
 func (b *Book) ClientSettled(id peer.ID, paid bool) {
 	b.mu.Lock()
@@ -471,38 +498,38 @@ func (b *Book) ClientSettled(id peer.ID, paid bool) {
 		if c.Paid == 0 {
 			b.mu.Lock()
 			b.strangers = append(b.strangers, time.Now())
-			if len(b.strangers) > strangerAllowance {
-				b.strangers = b.strangers[len(b.strangers)-strangerAllowance:]
+			if len(b.strangers) > StrangerAllowance {
+				b.strangers = b.strangers[len(b.strangers)-StrangerAllowance:]
 			}
 			b.mu.Unlock()
 		}
 	}
 }
 
-// strangerAllowance is how many results clients that never paid here may
+// StrangerAllowance is how many results clients that never paid here may
 // leave unpaid among them in strangerWindow before such clients get no
 // more paid work here.
 const (
-	strangerAllowance = 8
+	StrangerAllowance = 8
 	strangerWindow    = 24 * time.Hour
 )
 
-// strangersSpent reports whether clients with no payment here used up
+// StrangersSpent reports whether clients with no payment here used up
 // their shared allowance of unpaid results.
 func (b *Book) StrangersSpent() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return len(b.strangers) >= strangerAllowance && time.Since(b.strangers[0]) < strangerWindow
+	return len(b.strangers) >= StrangerAllowance && time.Since(b.strangers[0]) < strangerWindow
 }
 
-// setOverdue replaces the counts of overdue payments per client.
+// SetOverdue replaces the counts of overdue payments per client.
 func (b *Book) SetOverdue(m map[peer.ID]int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.overdue = m
 }
 
-// unpaid returns how many results client id took from this provider
+// Unpaid returns how many results client id took from this provider
 // without paying (including overdue ones), and how many it paid for.
 func (b *Book) Unpaid(id peer.ID) (unpaid, paid int) {
 	b.mu.Lock()
@@ -514,12 +541,12 @@ func (b *Book) Unpaid(id peer.ID) (unpaid, paid int) {
 	return unpaid, paid
 }
 
-// owesTooMuch is when a provider stops working for a client: a few unpaid
+// OwesTooMuch is when a provider stops working for a client: a few unpaid
 // results are forgiven (an outvoted replica, a job whose replicas could not
 // agree), and one in ten of those it paid.
-func owesTooMuch(unpaid, paid int) bool { return unpaid > 2+paid/10 }
+func OwesTooMuch(unpaid, paid int) bool { return unpaid > 2+paid/10 }
 
-// candidate is a provider that may run a job.
+// Candidate is a provider that may run a job.
 type Candidate struct {
 	ID         peer.ID
 	Advert     *wire.CapabilityAdvert
@@ -527,7 +554,7 @@ type Candidate struct {
 	Trusted    bool
 }
 
-// candidates returns the providers whose newest advert (seen within maxAge)
+// Candidates returns the providers whose newest advert (seen within maxAge)
 // satisfies req and whose price fits, and that can be dialled (a known
 // address or a live connection, and no back-off), best first: reputation
 // (in tenths, repRank), then price; equals in random order. What a
@@ -574,7 +601,7 @@ func (b *Book) Candidates(req *requirement.Program, price uint64, memory uint64,
 // (a little slower, a little newer) rank as equals and share the work.
 func repRank(score float64) int { return int(math.Round(score * 10)) }
 
-// list returns copies of every record.
+// List returns copies of every record.
 func (b *Book) List() []store.Peer {
 	b.mu.Lock()
 	defer b.mu.Unlock()
