@@ -16,8 +16,8 @@ import (
 // stored (POST /v1/blobs).
 type AddModelRequest struct {
 	Name      string        `json:"name"`
-	Model     store.BlobRef `json:"model"`
-	Tokenizer store.BlobRef `json:"tokenizer,omitzero"`
+	Model     BlobInfo `json:"model"`
+	Tokenizer BlobInfo `json:"tokenizer,omitzero"`
 }
 
 // modelStatus is the HTTP status of a models.Registry error.
@@ -59,14 +59,14 @@ type ModelObject struct {
 	Object  string `json:"object"` // "model"
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
-	store.Model
+	Model
 }
 
 func (s *Server) getModels(w http.ResponseWriter, _ *http.Request) {
 	ms, err := s.n.Models().List()
 	list := ModelList{Object: "list", Data: []ModelObject{}}
 	for _, m := range ms {
-		list.Data = append(list.Data, ModelObject{ID: m.Name, Object: "model", Created: m.Added.Unix(), OwnedBy: "infernet", Model: m})
+		list.Data = append(list.Data, ModelObject{ID: m.Name, Object: "model", Created: m.Added.Unix(), OwnedBy: "infernet", Model: *modelOf(&m)})
 	}
 	answer(w, list, err)
 }
@@ -77,18 +77,18 @@ func (s *Server) postModel(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, err)
 		return
 	}
-	m, err := s.n.Models().Add(req.Name, req.Model, req.Tokenizer)
-	modelAnswer(w, m, err)
+	m, err := s.n.Models().Add(req.Name, store.BlobRef(req.Model), store.BlobRef(req.Tokenizer))
+	modelAnswer(w, modelOf(m), err)
 }
 
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
 	m, err := s.n.Models().Get(r.PathValue("name"))
-	modelAnswer(w, m, err)
+	modelAnswer(w, modelOf(m), err)
 }
 
 func (s *Server) deleteModel(w http.ResponseWriter, r *http.Request) {
 	m, err := s.n.Models().Remove(r.PathValue("name"))
-	modelAnswer(w, m, err)
+	modelAnswer(w, modelOf(m), err)
 }
 
 // postRunner stores the runner guest as a blob (once) and answers it.
