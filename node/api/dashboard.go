@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"sync"
 	"time"
-
 )
 
 // The dashboard is a web page of the node's state, served under

@@ -65,6 +65,19 @@ const (
 	MaxTrainRounds = node.MaxTrainRounds
 )
 
+// Determinism modes of a job (SubmitRequest.Mode).
+const (
+	ModeExact     = wire.ModeExact
+	ModeTolerance = wire.ModeTolerance
+)
+
+// How a paid job settles (SubmitRequest.Settle): hold invoices released
+// after verification, or a fair exchange of the output.
+const (
+	SettleEscrow = wire.SettleEscrow
+	SettleFair   = wire.SettleFair
+)
+
 // Job outcomes (Job.Outcome): the guest exited, or the sandbox stopped it.
 const (
 	OutcomeExited  = wire.OutcomeExited
@@ -357,7 +370,7 @@ type Model struct {
 // convert directly; the others field by field (TestRecordsKeepTheirJSON
 // fails when a record gains a field its answer lacks).
 
-func eventOf(e node.Event) Event       { return Event(e) }
+func eventOf(e node.Event) Event        { return Event(e) }
 func replicaOf(r store.Replica) Replica { return Replica(r) }
 func runOf(r store.Run) Run             { return Run(r) }
 func paymentOf(p store.Payment) Payment { return Payment(p) }
