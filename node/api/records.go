@@ -175,6 +175,12 @@ const (
 // ModelFormat is the file format of a model's weights (llama2c, gguf).
 type ModelFormat = store.ModelFormat
 
+// Model formats.
+const (
+	ModelLlama2C = store.ModelLlama2C
+	ModelGGUF    = store.ModelGGUF
+)
+
 // Event is a progress event of a job, a sharded job or a training run.
 type Event struct {
 	Time time.Time `json:"time"`

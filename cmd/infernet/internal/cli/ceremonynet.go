@@ -24,9 +24,9 @@ type ceremonyIndex struct {
 }
 
 type indexFile struct {
-	Name   string      `json:"name"`
+	Name   string     `json:"name"`
 	Digest api.Digest `json:"digest"`
-	Size   int64       `json:"size"`
+	Size   int64      `json:"size"`
 }
 
 // maxIndexBytes and maxIndexFiles bound what fetch accepts from a peer.
