@@ -158,6 +158,15 @@ const (
 // RunState is where a replica this node runs for a client stands.
 type RunState = store.RunState
 
+// Run states.
+const (
+	RunAccepted  = store.RunAccepted
+	RunRunning   = store.RunRunning
+	RunFinished  = store.RunFinished
+	RunDelivered = store.RunDelivered
+	RunFailed    = store.RunFailed
+)
+
 // PayState is where an escrowed payment stands.
 type PayState = store.PayState
 
