@@ -17,11 +17,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/models"
-	"github.com/infernet/infernet/node/store"
-	"github.com/infernet/infernet/node/wire"
 )
 
 // ErrNoNode is returned by Dial when no node's API can be found.
@@ -137,7 +134,7 @@ func (c *Client) putBlob(ctx context.Context, path string, r io.Reader) (BlobInf
 
 // FetchBlob has the node fetch blob d of size bytes from the network (from
 // the peers named in from, or those announcing it in the DHT).
-func (c *Client) FetchBlob(ctx context.Context, d blob.Digest, size int64, from []string) error {
+func (c *Client) FetchBlob(ctx context.Context, d Digest, size int64, from []string) error {
 	body, err := json.Marshal(FetchRequest{Size: size, From: from})
 	if err != nil {
 		return err
@@ -150,7 +147,7 @@ func (c *Client) FetchBlob(ctx context.Context, d blob.Digest, size int64, from 
 }
 
 // Blob downloads a blob (at most max bytes) and checks its digest.
-func (c *Client) Blob(ctx context.Context, d blob.Digest, max int64) ([]byte, error) {
+func (c *Client) Blob(ctx context.Context, d Digest, max int64) ([]byte, error) {
 	resp, err := c.do(ctx, http.MethodGet, "/v1/blobs/"+d.String(), nil)
 	if err != nil {
 		return nil, err
@@ -168,14 +165,14 @@ func (c *Client) Blob(ctx context.Context, d blob.Digest, max int64) ([]byte, er
 
 // Submit submits a job and calls onEvent for each progress event as it
 // arrives; it returns the final job record.
-func (c *Client) Submit(ctx context.Context, req SubmitRequest, onEvent func(node.Event)) (*store.Job, error) {
+func (c *Client) Submit(ctx context.Context, req SubmitRequest, onEvent func(Event)) (*Job, error) {
 	return c.SubmitStreaming(ctx, req, onEvent, nil)
 }
 
 // SubmitStreaming is Submit; with onOutput it streams the job
 // (SubmitRequest.Stream) and calls onOutput with each stretch of its output
 // as the replicas agree on it, in order.
-func (c *Client) SubmitStreaming(ctx context.Context, req SubmitRequest, onEvent func(node.Event), onOutput func([]byte)) (*store.Job, error) {
+func (c *Client) SubmitStreaming(ctx context.Context, req SubmitRequest, onEvent func(Event), onOutput func([]byte)) (*Job, error) {
 	req.Stream = onOutput != nil
 	l, err := c.progress(ctx, "/v1/jobs", req, onEvent, onOutput)
 	if err != nil {
@@ -189,7 +186,7 @@ func (c *Client) SubmitStreaming(ctx context.Context, req SubmitRequest, onEvent
 
 // SubmitShards submits a sharded job (req.Shards set) and calls onEvent for
 // each progress event of every shard as it arrives; it returns the outcome.
-func (c *Client) SubmitShards(ctx context.Context, req SubmitRequest, onEvent func(node.Event)) (*node.ShardedJob, error) {
+func (c *Client) SubmitShards(ctx context.Context, req SubmitRequest, onEvent func(Event)) (*ShardedJob, error) {
 	l, err := c.progress(ctx, "/v1/jobs", req, onEvent, nil)
 	if err != nil {
 		return nil, err
@@ -202,7 +199,7 @@ func (c *Client) SubmitShards(ctx context.Context, req SubmitRequest, onEvent fu
 
 // Train runs a training run in the node, calling onEvent with its
 // progress, and returns its record.
-func (c *Client) Train(ctx context.Context, req TrainRequest, onEvent func(node.Event)) (*store.TrainRun, error) {
+func (c *Client) Train(ctx context.Context, req TrainRequest, onEvent func(Event)) (*TrainRun, error) {
 	l, err := c.progress(ctx, "/v1/train", req, onEvent, nil)
 	if err != nil {
 		return nil, err
@@ -214,20 +211,20 @@ func (c *Client) Train(ctx context.Context, req TrainRequest, onEvent func(node.
 }
 
 // TrainRuns lists the node's training runs.
-func (c *Client) TrainRuns(ctx context.Context) ([]store.TrainRun, error) {
-	var v []store.TrainRun
+func (c *Client) TrainRuns(ctx context.Context) ([]TrainRun, error) {
+	var v []TrainRun
 	return v, c.getJSON(ctx, "/v1/train", &v)
 }
 
 // TrainRun returns where a training run stands; with wait, once it has
 // ended (or ctx is done).
-func (c *Client) TrainRun(ctx context.Context, id wire.JobID, wait bool) (*store.TrainRun, error) {
-	var v store.TrainRun
+func (c *Client) TrainRun(ctx context.Context, id JobID, wait bool) (*TrainRun, error) {
+	var v TrainRun
 	return &v, c.getJSON(ctx, runPath("/v1/train/", id, wait), &v)
 }
 
 // runPath is the path of the run id under base, asking to wait for its end.
-func runPath(base string, id wire.JobID, wait bool) string {
+func runPath(base string, id JobID, wait bool) string {
 	if wait {
 		return base + id.String() + "?wait"
 	}
@@ -235,15 +232,15 @@ func runPath(base string, id wire.JobID, wait bool) string {
 }
 
 // CancelTrainRun cancels a training run: it ends failed, not resumed.
-func (c *Client) CancelTrainRun(ctx context.Context, id wire.JobID) (*store.TrainRun, error) {
-	var v store.TrainRun
+func (c *Client) CancelTrainRun(ctx context.Context, id JobID) (*TrainRun, error) {
+	var v TrainRun
 	return &v, c.deleteJSON(ctx, "/v1/train/"+id.String(), &v)
 }
 
 // submit posts req and reads the progress stream until its last line.
 // progress posts req to path and reads the progress stream until its last
 // line, passing events and output on.
-func (c *Client) progress(ctx context.Context, path string, req any, onEvent func(node.Event), onOutput func([]byte)) (*Line, error) {
+func (c *Client) progress(ctx context.Context, path string, req any, onEvent func(Event), onOutput func([]byte)) (*Line, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
@@ -282,27 +279,27 @@ func (c *Client) progress(ctx context.Context, path string, req any, onEvent fun
 }
 
 // Jobs lists the jobs the node submitted.
-func (c *Client) Jobs(ctx context.Context) ([]store.Job, error) {
-	var v []store.Job
+func (c *Client) Jobs(ctx context.Context) ([]Job, error) {
+	var v []Job
 	return v, c.getJSON(ctx, "/v1/jobs", &v)
 }
 
 // ShardedJobs lists the sharded jobs the node submitted or resumed.
-func (c *Client) ShardedJobs(ctx context.Context) ([]node.ShardedJob, error) {
-	var v []node.ShardedJob
+func (c *Client) ShardedJobs(ctx context.Context) ([]ShardedJob, error) {
+	var v []ShardedJob
 	return v, c.getJSON(ctx, "/v1/sharded", &v)
 }
 
 // ShardedJob returns where a sharded job stands; with wait, once it has
 // ended (or ctx is done).
-func (c *Client) ShardedJob(ctx context.Context, id wire.JobID, wait bool) (*node.ShardedJob, error) {
-	var v node.ShardedJob
+func (c *Client) ShardedJob(ctx context.Context, id JobID, wait bool) (*ShardedJob, error) {
+	var v ShardedJob
 	return &v, c.getJSON(ctx, runPath("/v1/sharded/", id, wait), &v)
 }
 
 // CancelShardedJob cancels a sharded job: it ends failed, not resumed.
-func (c *Client) CancelShardedJob(ctx context.Context, id wire.JobID) (*node.ShardedJob, error) {
-	var v node.ShardedJob
+func (c *Client) CancelShardedJob(ctx context.Context, id JobID) (*ShardedJob, error) {
+	var v ShardedJob
 	return &v, c.deleteJSON(ctx, "/v1/sharded/"+id.String(), &v)
 }
 
@@ -331,35 +328,35 @@ func (c *Client) DashboardURL(ctx context.Context) (string, time.Time, error) {
 }
 
 // Peers lists the peers the node knows.
-func (c *Client) Peers(ctx context.Context) ([]node.PeerInfo, error) {
-	var v []node.PeerInfo
+func (c *Client) Peers(ctx context.Context) ([]Peer, error) {
+	var v []Peer
 	return v, c.getJSON(ctx, "/v1/peers", &v)
 }
 
 // Runs lists the replicas the node ran or runs for others.
-func (c *Client) Runs(ctx context.Context) ([]store.Run, error) {
-	var v []store.Run
+func (c *Client) Runs(ctx context.Context) ([]Run, error) {
+	var v []Run
 	return v, c.getJSON(ctx, "/v1/runs", &v)
 }
 
 // Payments lists the node's escrowed payments, in and out.
-func (c *Client) Payments(ctx context.Context) ([]store.Payment, error) {
-	var v []store.Payment
+func (c *Client) Payments(ctx context.Context) ([]Payment, error) {
+	var v []Payment
 	return v, c.getJSON(ctx, "/v1/payments", &v)
 }
 
 // AddModel names a model whose weights (and tokenizer, for a llama2.c
 // checkpoint) the node already stores as blobs (PutBlobFrom).
-func (c *Client) AddModel(ctx context.Context, req AddModelRequest) (*store.Model, error) {
-	var m store.Model
+func (c *Client) AddModel(ctx context.Context, req AddModelRequest) (*Model, error) {
+	var m Model
 	return &m, c.sendJSON(ctx, http.MethodPost, "/v1/models", req, &m)
 }
 
 // Models lists the node's named models, by name.
-func (c *Client) Models(ctx context.Context) ([]store.Model, error) {
+func (c *Client) Models(ctx context.Context) ([]Model, error) {
 	var v ModelList
 	err := c.getJSON(ctx, "/v1/models", &v)
-	ms := make([]store.Model, len(v.Data))
+	ms := make([]Model, len(v.Data))
 	for i, o := range v.Data {
 		ms[i] = o.Model
 	}
@@ -368,15 +365,15 @@ func (c *Client) Models(ctx context.Context) ([]store.Model, error) {
 
 // Model returns the model named name; an error wrapping
 // models.ErrUnknown if the node has none of that name.
-func (c *Client) Model(ctx context.Context, name string) (*store.Model, error) {
-	var m store.Model
+func (c *Client) Model(ctx context.Context, name string) (*Model, error) {
+	var m Model
 	return &m, modelError(name, c.getJSON(ctx, "/v1/models/"+url.PathEscape(name), &m))
 }
 
 // RemoveModel forgets the model named name and returns its record; an
 // error wrapping models.ErrUnknown if the node has none of that name.
-func (c *Client) RemoveModel(ctx context.Context, name string) (*store.Model, error) {
-	var m store.Model
+func (c *Client) RemoveModel(ctx context.Context, name string) (*Model, error) {
+	var m Model
 	return &m, modelError(name, c.deleteJSON(ctx, "/v1/models/"+url.PathEscape(name), &m))
 }
 

@@ -21,7 +21,7 @@ func TestModels(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	put := func(name string) store.BlobRef {
+	put := func(name string) BlobInfo {
 		f, err := os.Open(filepath.Join("..", "..", "testdata", "llama", name))
 		if err != nil {
 			t.Fatal(err)
@@ -31,7 +31,7 @@ func TestModels(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return store.BlobRef{Digest: bi.Digest, Size: bi.Size}
+		return bi
 	}
 	model, tok := put("stories260K.bin"), put("tok512.bin")
 	junk, err := c.PutBlob(ctx, []byte("neither format"))
@@ -51,9 +51,9 @@ func TestModels(t *testing.T) {
 	}{
 		{AddModelRequest{Name: "stories", Model: model, Tokenizer: tok}, "409"},
 		{AddModelRequest{Name: "a/b", Model: model, Tokenizer: tok}, "400"},
-		{AddModelRequest{Name: "junk", Model: store.BlobRef{Digest: junk.Digest, Size: junk.Size}}, "not a model the runner reads"},
+		{AddModelRequest{Name: "junk", Model: junk}, "not a model the runner reads"},
 		{AddModelRequest{Name: "notok", Model: model}, "tokenizer"},
-		{AddModelRequest{Name: "absent", Model: store.BlobRef{Digest: blob.Sum([]byte("x")), Size: 1}}, "400"},
+		{AddModelRequest{Name: "absent", Model: BlobInfo{Digest: blob.Sum([]byte("x")), Size: 1}}, "400"},
 	} {
 		if _, err := c.AddModel(ctx, tc.req); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("AddModel(%s): %v; want %q", tc.req.Name, err, tc.want)

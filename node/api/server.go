@@ -138,13 +138,13 @@ type SubmitRequest struct {
 // Line is one line of the submit response: progress events, then the final
 // job record, or an error that kept the job from being recorded.
 type Line struct {
-	Event *node.Event `json:"event,omitempty"`
+	Event *Event `json:"event,omitempty"`
 	// Output is a streamed job's next verified bytes of stdout.
-	Output  []byte           `json:"output,omitempty"`
-	Job     *store.Job       `json:"job,omitempty"`
-	Sharded *node.ShardedJob `json:"sharded,omitempty"`
-	Train   *store.TrainRun  `json:"train,omitempty"`
-	Error   string           `json:"error,omitempty"`
+	Output  []byte      `json:"output,omitempty"`
+	Job     *Job        `json:"job,omitempty"`
+	Sharded *ShardedJob `json:"sharded,omitempty"`
+	Train   *TrainRun   `json:"train,omitempty"`
+	Error   string      `json:"error,omitempty"`
 }
 
 // TrainRequest is the body of POST /v1/train: a training run
@@ -448,7 +448,7 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 	}
 	spec := req.spec()
 	send := progressStream(w)
-	events := func(e node.Event) { send(Line{Event: &e}) }
+	events := eventSender(send)
 	if req.Via != "" {
 		agg, err := peer.Decode(req.Via)
 		if err != nil {
@@ -461,7 +461,7 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 		case err != nil:
 			send(Line{Error: err.Error()})
 		default:
-			send(Line{Sharded: sj})
+			send(Line{Sharded: shardedJobOf(sj)})
 		}
 		return
 	}
@@ -469,7 +469,7 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 		sj, err := s.n.SubmitSharded(r.Context(), node.ShardedSpec{Spec: spec, Inputs: req.Shards, Parallel: req.Parallel, Reduce: req.Reduce}, events)
 		switch {
 		case sj != nil:
-			send(Line{Sharded: sj})
+			send(Line{Sharded: shardedJobOf(sj)})
 		case err != nil:
 			send(Line{Error: err.Error()})
 		}
@@ -481,7 +481,7 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 	job, err := s.n.Submit(r.Context(), spec, events)
 	switch {
 	case job != nil:
-		send(Line{Job: job})
+		send(Line{Job: jobOf(job)})
 	case err != nil:
 		send(Line{Error: err.Error()})
 	}
@@ -517,6 +517,15 @@ func progressStream(w http.ResponseWriter) func(Line) {
 	}
 }
 
+// eventSender is the node's event callback that sends each event as a
+// progress line.
+func eventSender(send func(Line)) func(node.Event) {
+	return func(e node.Event) {
+		ev := eventOf(e)
+		send(Line{Event: &ev})
+	}
+}
+
 // postTrain runs a training run (node.Train) and streams its progress;
 // the last line is the run's record, or an error.
 func (s *Server) postTrain(w http.ResponseWriter, r *http.Request) {
@@ -535,57 +544,57 @@ func (s *Server) postTrain(w http.ResponseWriter, r *http.Request) {
 		ts.Eval = &e
 	}
 	send := progressStream(w)
-	rec, err := s.n.Train(r.Context(), ts, func(e node.Event) { send(Line{Event: &e}) })
+	rec, err := s.n.Train(r.Context(), ts, eventSender(send))
 	if err != nil {
 		send(Line{Error: err.Error()})
 		return
 	}
-	send(Line{Train: rec})
+	send(Line{Train: trainRunOf(rec)})
 }
 
 func (s *Server) getTrainRuns(w http.ResponseWriter, _ *http.Request) {
 	v, err := s.n.TrainRuns()
-	answer(w, v, err)
+	answer(w, mapSlice(v, trainRunValue), err)
 }
 
 // getTrainRun answers one training run; with ?wait, once it has ended (or
 // the request is cancelled).
 func (s *Server) getTrainRun(w http.ResponseWriter, r *http.Request) {
-	byIDWait(w, r, s.n.TrainRun, s.n.WaitTrainRun)
+	byIDWait(w, r, s.n.TrainRun, s.n.WaitTrainRun, trainRunOf)
 }
 
 func (s *Server) cancelTrainRun(w http.ResponseWriter, r *http.Request) {
-	byID(w, r, s.n.CancelTrainRun)
+	byID(w, r, s.n.CancelTrainRun, trainRunOf)
 }
 
 func (s *Server) getShardedJobs(w http.ResponseWriter, _ *http.Request) {
 	v, err := s.n.ShardedJobs(0)
-	answer(w, v, err)
+	answer(w, mapSlice(v, shardedJobOf), err)
 }
 
 // getShardedJob answers one sharded job; with ?wait, once it has ended (or
 // the request is cancelled).
 func (s *Server) getShardedJob(w http.ResponseWriter, r *http.Request) {
-	byIDWait(w, r, s.n.ShardedJob, s.n.WaitShardedJob)
+	byIDWait(w, r, s.n.ShardedJob, s.n.WaitShardedJob, shardedJobOf)
 }
 
 func (s *Server) cancelShardedJob(w http.ResponseWriter, r *http.Request) {
-	byID(w, r, s.n.CancelShardedJob)
+	byID(w, r, s.n.CancelShardedJob, shardedJobOf)
 }
 
 // byIDWait answers what get returns for the id in the path, or with
-// ?wait what wait returns once the run has ended.
-func byIDWait[T any](w http.ResponseWriter, r *http.Request, get func(wire.JobID) (T, error), wait func(context.Context, wire.JobID) (T, error)) {
+// ?wait what wait returns once the run has ended, as conv makes it.
+func byIDWait[T, U any](w http.ResponseWriter, r *http.Request, get func(wire.JobID) (T, error), wait func(context.Context, wire.JobID) (T, error), conv func(T) U) {
 	byID(w, r, func(id wire.JobID) (T, error) {
 		if r.URL.Query().Has("wait") {
 			return wait(r.Context(), id)
 		}
 		return get(id)
-	})
+	}, conv)
 }
 
-// byID answers what get returns for the id in the path.
-func byID[T any](w http.ResponseWriter, r *http.Request, get func(wire.JobID) (T, error)) {
+// byID answers what get returns for the id in the path, as conv makes it.
+func byID[T, U any](w http.ResponseWriter, r *http.Request, get func(wire.JobID) (T, error), conv func(T) U) {
 	id, err := wire.ParseJobID(r.PathValue("id"))
 	if err != nil {
 		httpError(w, http.StatusBadRequest, err)
@@ -596,30 +605,34 @@ func byID[T any](w http.ResponseWriter, r *http.Request, get func(wire.JobID) (T
 		httpError(w, http.StatusNotFound, err)
 		return
 	}
-	answer(w, v, err)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeJSON(w, conv(v))
 }
 
 func (s *Server) getJobs(w http.ResponseWriter, _ *http.Request) {
 	v, err := s.n.Jobs(0)
-	answer(w, v, err)
+	answer(w, mapSlice(v, jobValue), err)
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
-	byID(w, r, s.n.Job)
+	byID(w, r, s.n.Job, jobOf)
 }
 
 func (s *Server) getPeers(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, s.n.Peers())
+	writeJSON(w, mapSlice(s.n.Peers(), peerOf))
 }
 
 func (s *Server) getRuns(w http.ResponseWriter, _ *http.Request) {
 	v, err := s.n.Runs(0)
-	answer(w, v, err)
+	answer(w, mapSlice(v, runOf), err)
 }
 
 func (s *Server) getPayments(w http.ResponseWriter, _ *http.Request) {
 	v, err := s.n.Payments(0)
-	answer(w, v, err)
+	answer(w, mapSlice(v, paymentOf), err)
 }
 
 // registry exposes the node's counters to Prometheus.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/guest/go/llama/llamatest"
-	"github.com/infernet/infernet/node/models"
+	"github.com/infernet/infernet/node/api"
 )
 
 // The test model: a real one (stories260K) and its tokenizer.
@@ -74,11 +74,11 @@ func writePrompts(t *testing.T, reqs []llama.Request) string {
 }
 
 // batchLines decodes a batch's output, a JSON line per request.
-func batchLines(t *testing.T, out string) []models.Completion {
+func batchLines(t *testing.T, out string) []api.Completion {
 	t.Helper()
-	var cs []models.Completion
+	var cs []api.Completion
 	for l := range strings.Lines(out) {
-		var c models.Completion
+		var c api.Completion
 		if err := json.Unmarshal([]byte(l), &c); err != nil {
 			t.Fatalf("batch line %q: %v", l, err)
 		}

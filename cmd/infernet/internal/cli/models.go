@@ -10,8 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/infernet/infernet/node/api"
-	"github.com/infernet/infernet/node/models"
-	"github.com/infernet/infernet/node/store"
 )
 
 // ModelsOptions are the settings of `infernet models` and its verbs.
@@ -85,7 +83,7 @@ func runModels(ctx context.Context, verb string, o *ModelsOptions) error {
 	if verb == "add" {
 		// Checked here first: a bad name or file is refused before
 		// anything is uploaded.
-		if err := models.CheckName(o.Name); err != nil {
+		if err := api.CheckModelName(o.Name); err != nil {
 			return &exitError{Code: ExitError, Err: err}
 		}
 		var err error
@@ -97,19 +95,19 @@ func runModels(ctx context.Context, verb string, o *ModelsOptions) error {
 	if err != nil {
 		return err
 	}
-	var ms []store.Model
+	var ms []api.Model
 	switch verb {
 	case "list":
 		ms, err = c.Models(ctx)
 	case "add":
-		var m *store.Model
+		var m *api.Model
 		if m, err = files.add(ctx, c, o.Name); m != nil {
-			ms = []store.Model{*m}
+			ms = []api.Model{*m}
 		}
 	case "rm":
-		var m *store.Model
+		var m *api.Model
 		if m, err = c.RemoveModel(ctx, o.Name); err == nil {
-			ms = []store.Model{*m}
+			ms = []api.Model{*m}
 		}
 	}
 	if err != nil {
@@ -141,12 +139,12 @@ func runModels(ctx context.Context, verb string, o *ModelsOptions) error {
 // modelFiles are a model file and its tokenizer ("" for none), checked.
 type modelFiles struct {
 	model, tokenizer string
-	info             models.Info
+	info             api.ModelInfo
 }
 
 // checkModelFiles tells the format of the model file at path and checks
 // that a llama2.c checkpoint comes with its tokenizer and a GGUF file
-// without one (models.Sniff, models.CheckTokenizer).
+// without one (api.SniffModel, api.CheckTokenizer).
 func checkModelFiles(path, tokenizer string) (modelFiles, error) {
 	mf := modelFiles{model: path, tokenizer: tokenizer}
 	info, err := sniffFile(path)
@@ -155,7 +153,7 @@ func checkModelFiles(path, tokenizer string) (modelFiles, error) {
 	}
 	mf.info = info
 	if info.NeedsTokenizer() != (tokenizer != "") {
-		return mf, fmt.Errorf("%s is %s: %w", path, info.Format, models.ErrTokenizer)
+		return mf, fmt.Errorf("%s is %s: %w", path, info.Format, api.ErrTokenizer)
 	}
 	if tokenizer != "" {
 		f, err := os.Open(tokenizer)
@@ -163,7 +161,7 @@ func checkModelFiles(path, tokenizer string) (modelFiles, error) {
 			return mf, fmt.Errorf("--tokenizer: %w", err)
 		}
 		defer f.Close()
-		if err := models.CheckTokenizer(f, info.Config.VocabSize); err != nil {
+		if err := api.CheckTokenizer(f, info.Config.VocabSize); err != nil {
 			return mf, fmt.Errorf("--tokenizer %s: %w", tokenizer, err)
 		}
 	}
@@ -171,20 +169,20 @@ func checkModelFiles(path, tokenizer string) (modelFiles, error) {
 }
 
 // sniffFile tells the format of the model file at path.
-func sniffFile(path string) (models.Info, error) {
+func sniffFile(path string) (api.ModelInfo, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return models.Info{}, err
+		return api.ModelInfo{}, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return models.Info{}, err
+		return api.ModelInfo{}, err
 	}
 	if !st.Mode().IsRegular() {
-		return models.Info{}, fmt.Errorf("%s: not a regular file", path)
+		return api.ModelInfo{}, fmt.Errorf("%s: not a regular file", path)
 	}
-	info, err := models.Sniff(f, st.Size())
+	info, err := api.SniffModel(f, st.Size())
 	if err != nil {
 		return info, fmt.Errorf("%s: %w", path, err)
 	}
@@ -192,23 +190,20 @@ func sniffFile(path string) (models.Info, error) {
 }
 
 // upload stores the files in the node as blobs.
-func (mf modelFiles) upload(ctx context.Context, c *api.Client) (model, tokenizer store.BlobRef, err error) {
-	bi, err := putFile(ctx, c, mf.model)
-	if err != nil {
+func (mf modelFiles) upload(ctx context.Context, c *api.Client) (model, tokenizer api.BlobInfo, err error) {
+	if model, err = putFile(ctx, c, mf.model); err != nil {
 		return model, tokenizer, fmt.Errorf("model: %w", err)
 	}
-	model = store.BlobRef{Digest: bi.Digest, Size: bi.Size}
 	if mf.tokenizer != "" {
-		if bi, err = putFile(ctx, c, mf.tokenizer); err != nil {
+		if tokenizer, err = putFile(ctx, c, mf.tokenizer); err != nil {
 			return model, tokenizer, fmt.Errorf("tokenizer: %w", err)
 		}
-		tokenizer = store.BlobRef{Digest: bi.Digest, Size: bi.Size}
 	}
 	return model, tokenizer, nil
 }
 
 // add uploads the files and names them.
-func (mf modelFiles) add(ctx context.Context, c *api.Client, name string) (*store.Model, error) {
+func (mf modelFiles) add(ctx context.Context, c *api.Client, name string) (*api.Model, error) {
 	model, tok, err := mf.upload(ctx, c)
 	if err != nil {
 		return nil, err

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/infernet/infernet/node/api"
-	"github.com/infernet/infernet/node/store"
 )
 
 // NewCmdEarnings returns `infernet earnings`: what this node was paid.
@@ -37,7 +36,7 @@ func newCmdPayments(stdio IO, use string, outgoing bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var ps []store.Payment
+			var ps []api.Payment
 			for _, p := range all {
 				if p.Outgoing == outgoing {
 					ps = append(ps, p)
@@ -51,9 +50,9 @@ func newCmdPayments(stdio IO, use string, outgoing bool) *cobra.Command {
 			var settled, held int64
 			for _, p := range ps {
 				switch p.State {
-				case store.PaySettled:
+				case api.PaySettled:
 					settled += p.AmountMsat
-				case store.PayLocked, store.PayReleasing, store.PayPaying:
+				case api.PayLocked, api.PayReleasing, api.PayPaying:
 					held += p.AmountMsat
 				}
 				note := oneLine(p.Error)

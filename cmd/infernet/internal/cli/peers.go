@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/infernet/infernet/node/api"
-	"github.com/infernet/infernet/node/store"
 )
 
 // listOptions are the flags shared by the read commands.
@@ -136,7 +135,7 @@ func listSharded(ctx context.Context, stdio IO, c *api.Client, asJSON bool) erro
 	for _, j := range jobs {
 		done := 0
 		for _, s := range j.Shards {
-			if s != nil && (s.State == store.JobVerified || s.State == store.JobUnverified) {
+			if s != nil && (s.State == api.JobVerified || s.State == api.JobUnverified) {
 				done++
 			}
 		}

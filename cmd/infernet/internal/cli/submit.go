@@ -23,7 +23,6 @@ import (
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/api"
 	"github.com/infernet/infernet/node/requirement"
-	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/proofs/redundancy"
 )
@@ -102,7 +101,7 @@ With no node running for --datadir, submit starts one in its own process for
 the job (client only), which joins the network through --bootstrap, or the
 "bootstrap" peers of DIR/config.json, and stops when the job is done.
 
-Requirement expressions may use: ` + requirement.Names + `.
+Requirement expressions may use: ` + api.RequirementNames + `.
 
 Exit status: 0 for a verified result of a job that exited 0; the job's own
 exit code for a verified result of a job that exited otherwise (above 255:
@@ -287,7 +286,7 @@ func runSubmit(ctx context.Context, o *SubmitOptions) error {
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
-	if job.State == store.JobVerified || job.State == store.JobUnverified {
+	if job.State == api.JobVerified || job.State == api.JobUnverified {
 		out, err := c.Blob(ctx, job.Output, job.OutputSize)
 		if err != nil {
 			return &exitError{Code: ExitError, Err: fmt.Errorf("output: %w", err)}
@@ -319,20 +318,20 @@ func dataFiles(flags []string) (map[string]string, error) {
 }
 
 // uploadData stores the --data files in the node as blobs.
-func uploadData(ctx context.Context, c *api.Client, flags []string) ([]wire.DataBlob, error) {
+func uploadData(ctx context.Context, c *api.Client, flags []string) ([]api.DataBlob, error) {
 	files, err := dataFiles(flags)
 	if err != nil {
 		return nil, err
 	}
-	var out []wire.DataBlob
+	var out []api.DataBlob
 	for name, path := range files {
 		info, err := putFile(ctx, c, path)
 		if err != nil {
 			return nil, fmt.Errorf("--data %s: %w", name, err)
 		}
-		out = append(out, wire.DataBlob{Name: name, Digest: info.Digest, Size: info.Size})
+		out = append(out, api.DataBlob{Name: name, Digest: info.Digest, Size: info.Size})
 	}
-	slices.SortFunc(out, func(a, b wire.DataBlob) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b api.DataBlob) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
@@ -406,15 +405,15 @@ func writeSubmitOutput(o *SubmitOptions, out []byte) error {
 }
 
 // submitExit maps a finished job to the exit status documented above.
-func submitExit(job *store.Job) error {
+func submitExit(job *api.Job) error {
 	switch job.State {
-	case store.JobVerified:
-	case store.JobUnverified:
+	case api.JobVerified:
+	case api.JobUnverified:
 		return &exitError{Code: ExitUnverified}
 	default:
 		return &exitError{Code: ExitNoResult, Err: fmt.Errorf("job %s failed: %s", job.ID, job.Error)}
 	}
-	if job.Outcome == wire.OutcomeStopped {
+	if job.Outcome == api.OutcomeStopped {
 		return &exitError{Code: ExitNotRun, Err: fmt.Errorf("job %s: %s (on every replica)", job.ID, job.Error)}
 	}
 	if job.ExitCode != 0 {
@@ -454,8 +453,8 @@ type ProviderRun struct {
 	Error    string  `json:"error,omitempty"`
 }
 
-func summarize(job *store.Job, elapsed time.Duration) Summary {
-	s := Summary{Job: job.ID.String(), State: job.State.String(), Verified: job.State == store.JobVerified,
+func summarize(job *api.Job, elapsed time.Duration) Summary {
+	s := Summary{Job: job.ID.String(), State: job.State.String(), Verified: job.State == api.JobVerified,
 		Agree: job.Agree, Replicas: int(job.Announce.Replicas), ExitCode: job.ExitCode, Error: job.Error,
 		OutputSize: job.OutputSize, ElapsedMS: float64(elapsed.Microseconds()) / 1000,
 		Verification: job.Verification, Liars: job.Liars, Proofs: len(job.Proofs)}
@@ -472,7 +471,7 @@ func summarize(job *store.Job, elapsed time.Duration) Summary {
 	return s
 }
 
-func printSummary(o *SubmitOptions, job *store.Job, elapsed time.Duration) error {
+func printSummary(o *SubmitOptions, job *api.Job, elapsed time.Duration) error {
 	s := summarize(job, elapsed)
 	if o.JSON {
 		enc := json.NewEncoder(o.IO.Out)
@@ -482,17 +481,17 @@ func printSummary(o *SubmitOptions, job *store.Job, elapsed time.Duration) error
 	w := o.IO.Err
 	verdict := s.State
 	switch {
-	case s.Verified && s.Verification == node.VerifiedByTrust:
+	case s.Verified && s.Verification == api.VerifiedByTrust:
 		verdict = "verified by trust (one replica from a provider with a long clean record; adaptive)"
 	case s.Verified:
 		results := 0
 		for _, p := range s.Providers {
-			if p.State == store.ReplicaDone.String() || p.State == store.ReplicaOutvoted.String() {
+			if p.State == api.ReplicaDone.String() || p.State == api.ReplicaOutvoted.String() {
 				results++
 			}
 		}
 		verdict = fmt.Sprintf("verified (%d of %d replicas agree)", s.Agree, results)
-		if s.Verification == node.VerifiedByAudit {
+		if s.Verification == api.VerifiedByAudit {
 			// Newcomers' results, checked by running the job here.
 			verdict = fmt.Sprintf("verified by audit (run here too; %d of %d replicas agree with it)", s.Agree, results)
 		}
@@ -500,10 +499,10 @@ func printSummary(o *SubmitOptions, job *store.Job, elapsed time.Duration) error
 	fmt.Fprintf(w, "job %s: %s in %s\n", s.Job, verdict, elapsed.Round(time.Millisecond))
 	for _, p := range s.Providers {
 		line := fmt.Sprintf("  replica %d  %s  %s", p.Replica, shortID(p.Provider), p.State)
-		if p.State == store.ReplicaDone.String() {
+		if p.State == api.ReplicaDone.String() {
 			line += fmt.Sprintf("  %.1f ms on %s", p.RunMS, p.Backend)
 		}
-		if p.State == store.ReplicaOutvoted.String() {
+		if p.State == api.ReplicaOutvoted.String() {
 			line += "  (outvoted)"
 		}
 		if p.Error != "" {
@@ -571,7 +570,7 @@ func newProgress(o *SubmitOptions, replicas int) *progress {
 	return pr
 }
 
-func (pr *progress) event(e node.Event) {
+func (pr *progress) event(e api.Event) {
 	if pr.p == nil {
 		return
 	}
@@ -583,16 +582,16 @@ func (pr *progress) event(e node.Event) {
 	}
 	who := shortID(e.Provider)
 	switch e.Kind {
-	case node.EventAssigned:
+	case api.EventAssigned:
 		rb.state = "assigned to " + who
 		rb.bar.SetCurrent(1)
-	case node.EventRunning:
+	case api.EventRunning:
 		rb.state = "running on " + who
 		rb.bar.SetCurrent(2)
-	case node.EventResult:
+	case api.EventResult:
 		rb.state = "result from " + who + ": " + e.Detail
 		rb.bar.SetCurrent(3)
-	case node.EventLost:
+	case api.EventLost:
 		rb.state = "lost " + who + " (" + strings.TrimSpace(e.Detail) + "), reassigning"
 		rb.bar.SetCurrent(0)
 	}

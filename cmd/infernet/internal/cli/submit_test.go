@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/api"
 	"github.com/infernet/infernet/proofs/gemmproof"
 )
 
@@ -38,7 +38,7 @@ func TestSubmitProofs(t *testing.T) {
 			t.Errorf("%v: request proofs %v, %v; want %v", tt.args, req.Proofs, err, tt.want)
 		}
 	}
-	job := &store.Job{State: store.JobVerified, Proofs: make([]gemmproof.Proof, 3)}
+	job := &api.Job{State: api.JobVerified, Proofs: make([]gemmproof.Proof, 3)}
 	if s := summarize(job, time.Second); s.Proofs != 3 {
 		t.Errorf("summary counts %d proofs, want 3", s.Proofs)
 	}
