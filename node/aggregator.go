@@ -134,7 +134,7 @@ func (n *Node) handleAggregate(s network.Stream) {
 		r := aggregateShard(job)
 		res.Reduce, res.Merged, res.MergedSize = &r, job.Announce.Input, job.Announce.InputSize
 	}
-	n.cfg.Faults.spoilAggregate(n, res) // fault injection: a lying aggregator
+	n.cfg.Faults.SpoilAggregate(n.blobs, res) // fault injection: a lying aggregator
 	if err := c.Write(&wire.AggregateUpdate{V: wire.Version, Result: res}); err != nil {
 		c.Reset()
 		return
@@ -193,7 +193,7 @@ func (n *Node) chargeAggregate(ctx context.Context, c *peers.Conn, req *wire.Agg
 	if err := n.canPay(ctx, total, fmt.Sprintf("the providers of %d shards", len(req.Shards))); err != nil {
 		return nil, err
 	}
-	if n.cfg.Faults.overcharges() {
+	if n.cfg.Faults.Overcharges() {
 		fee += total + fee
 	}
 	pay := &store.Payment{Job: ann.Job, Peer: client.String(), State: store.PayInvoiced, AmountMsat: total + fee,

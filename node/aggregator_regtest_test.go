@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/faults"
+
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/payments"
 	"github.com/infernet/infernet/payments/regtest"
@@ -114,7 +116,7 @@ func TestLightningAggregator(t *testing.T) {
 
 	t.Run("overcharging aggregator refused", func(t *testing.T) {
 		greedy := startAggregator(t, net, func(c *Config) {
-			c.Lnd, c.AggregatorFee, c.Faults = env.Lnd(regtest.Aggregator), 1.5, &Faults{Aggregate: "overcharge"}
+			c.Lnd, c.AggregatorFee, c.Faults = env.Lnd(regtest.Aggregator), 1.5, &faults.Faults{Aggregate: "overcharge"}
 		})
 		before := balances()
 		_, err := submit(greedy, 0)
@@ -129,7 +131,7 @@ func TestLightningAggregator(t *testing.T) {
 
 	t.Run("lying aggregator paid nothing", func(t *testing.T) {
 		liar := startAggregator(t, net, func(c *Config) {
-			c.Lnd, c.AggregatorFee, c.Faults = env.Lnd(regtest.Aggregator), 1.5, &Faults{Aggregate: "output"}
+			c.Lnd, c.AggregatorFee, c.Faults = env.Lnd(regtest.Aggregator), 1.5, &faults.Faults{Aggregate: "output"}
 		})
 		before := balances()
 		_, err := submit(liar, 0)

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/faults"
+
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/node/requirement"
@@ -113,7 +115,7 @@ func TestAggregator(t *testing.T) {
 				name += " with a reduce"
 			}
 			t.Run(name, func(t *testing.T) {
-				liar := startAggregator(t, net, func(c *Config) { c.Faults = &Faults{Aggregate: lie} })
+				liar := startAggregator(t, net, func(c *Config) { c.Faults = &faults.Faults{Aggregate: lie} })
 				_, err := net.client.SubmitVia(ctx, liar.ID(), ShardedSpec{Spec: spec, Inputs: inputs, Reduce: red}, 0, 2, nil)
 				if !errors.Is(err, ErrAggregatorLied) {
 					t.Fatalf("err = %v, want ErrAggregatorLied", err)

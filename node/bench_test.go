@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/faults"
+
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	ihost "github.com/infernet/infernet/host"
@@ -593,11 +595,11 @@ func BenchmarkEstablishedColluders(b *testing.B) {
 		for _, audit := range []float64{0, 0.1} {
 			b.Run(fmt.Sprintf("k=%d/audit=%v", k, audit), func(b *testing.B) {
 				for range b.N {
-					i, ring := 0, &Ring{}
+					i, ring := 0, &faults.Ring{}
 					net := startNetwork(b, 4+k, func(c *Config) {
 						if c.Provide {
 							if i >= 4 {
-								c.Faults = &Faults{Lie: 1, Collude: true, HonestFor: 12, Ring: ring}
+								c.Faults = &faults.Faults{Lie: 1, Collude: true, HonestFor: 12, Ring: ring}
 							}
 							i++
 						}

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/infernet/infernet/node/faults"
+
 	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/node/models"
 	"github.com/infernet/infernet/node/wire"
@@ -87,7 +89,7 @@ func TestCheckJobNearTies(t *testing.T) {
 			i := 0
 			net := startNetwork(t, 3, func(c *Config) {
 				if i == 0 {
-					c.Faults = &Faults{Rewrite: nearTieLiar(t, tc.token)}
+					c.Faults = &faults.Faults{Rewrite: nearTieLiar(t, tc.token)}
 				} else {
 					c.Backend = tc.honest
 				}

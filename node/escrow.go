@@ -407,7 +407,7 @@ func (j *jobRun) settleAll(winners map[*wire.Result]bool) {
 	refs := j.escrows
 	j.escrows, j.settled = nil, true
 	j.mu.Unlock()
-	withhold := n.cfg.Faults.withholds()
+	withhold := n.cfg.Faults.Withholds()
 	done := make(chan struct{}, len(refs))
 	for res, ref := range refs {
 		go func() {

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/faults"
+
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
@@ -104,7 +106,7 @@ func twoPaid(t *testing.T, env regtest.Env, tweak func(name string, c *Config)) 
 		name := regtest.Client
 		if c.Provide {
 			name = []string{regtest.Provider1, regtest.Provider2}[i]
-			c.Price, c.Faults = price, &Faults{Slow: 1500 * time.Millisecond}
+			c.Price, c.Faults = price, &faults.Faults{Slow: 1500 * time.Millisecond}
 			i++
 		}
 		c.Lnd = env.Lnd(name)
@@ -302,7 +304,7 @@ func TestLightningNonPayingClientRefused(t *testing.T) {
 		if c.Provide {
 			c.Faults = nil
 		} else {
-			c.Faults = &Faults{Withhold: true}
+			c.Faults = &faults.Faults{Withhold: true}
 		}
 	})
 	before := localBalance(t, env.Lnd(regtest.Provider1)) + localBalance(t, env.Lnd(regtest.Provider2))

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/faults"
+
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
@@ -44,7 +46,7 @@ func localBalance(t *testing.T, cfg payments.Config) int64 {
 
 // paidNetwork: two providers charging price through PROVIDER1/2's lnd, a
 // third free provider (no lnd), and a client paying through CLIENT.
-func paidNetwork(t *testing.T, providers int, faults map[int]*Faults) (*testNet, regtest.Env) {
+func paidNetwork(t *testing.T, providers int, faults map[int]*faults.Faults) (*testNet, regtest.Env) {
 	env := regtestEnv(t)
 	i := 0
 	net := startNetwork(t, providers, func(c *Config) {
@@ -116,7 +118,7 @@ func TestLightningPaidJobs(t *testing.T) {
 // TestLightningLiarIsNotPaid: PROVIDER2 lies every time; its invoices are cancelled
 // and it receives nothing, while PROVIDER1 is paid for its work.
 func TestLightningLiarIsNotPaid(t *testing.T) {
-	net, env := paidNetwork(t, 3, map[int]*Faults{1: {Lie: 1}})
+	net, env := paidNetwork(t, 3, map[int]*faults.Faults{1: {Lie: 1}})
 	// Replicas are drawn at random, a newcomer's chance falling as the
 	// others earn their place: jobs go on until the liar draws one.
 	p2 := localBalance(t, env.Lnd(regtest.Provider2))
@@ -146,8 +148,8 @@ func TestLightningLiarIsNotPaid(t *testing.T) {
 // client's locked payment, with the client's balance before the job and
 // the job's outcome to come.
 func paidJobWithVictim(t *testing.T, seed int) (net *testNet, env regtest.Env, c0 int64, done <-chan *store.Job, victim *Node) {
-	slow := &Faults{Slow: 3 * time.Second}
-	net, env = paidNetwork(t, 4, map[int]*Faults{0: slow, 1: slow})
+	slow := &faults.Faults{Slow: 3 * time.Second}
+	net, env = paidNetwork(t, 4, map[int]*faults.Faults{0: slow, 1: slow})
 	c0 = localBalance(t, env.Lnd(regtest.Client))
 	s, _ := catJob(t, net.client, seed)
 	s.Price, s.Replicas = price, 3 // at least one paid provider gets a replica

@@ -67,7 +67,7 @@ func (p *provider) sell(ctx context.Context, a *wire.Assign, client peer.ID, res
 	if err != nil {
 		return err
 	}
-	if n.cfg.Faults.tamper(offer) {
+	if n.cfg.Faults.TamperOffer(offer) {
 		rand.Read(key[:]) // fault injection: invoice a key that opens nothing
 	}
 	enc, err := offer.Encode()

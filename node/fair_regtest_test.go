@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/faults"
+
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
@@ -46,7 +48,7 @@ func testFairKeys(t testing.TB) *FairKeys {
 
 // fairNetwork: two providers selling by fair exchange through PROVIDER1/2's
 // lnd (the second with faults f), and a client buying through CLIENT.
-func fairNetwork(t *testing.T, f *Faults) (*testNet, regtest.Env) {
+func fairNetwork(t *testing.T, f *faults.Faults) (*testNet, regtest.Env) {
 	keys := testFairKeys(t)
 	buyer := *keys
 	buyer.PK = nil // a client needs the verifying key only
@@ -119,7 +121,7 @@ func TestLightningFairTampered(t *testing.T) {
 		{"key", "invoice"},
 	} {
 		t.Run(tc.tamper, func(t *testing.T) {
-			net, env := fairNetwork(t, &Faults{Tamper: tc.tamper})
+			net, env := fairNetwork(t, &faults.Faults{Tamper: tc.tamper})
 			all := []string{regtest.Client, regtest.Provider1, regtest.Provider2}
 			before := map[string]int64{}
 			for _, l := range all {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/faults"
+
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/node/challenge"
@@ -59,7 +61,7 @@ func TestGPUChallengeNeedsGPU(t *testing.T) {
 // requires a GPU: it fails the challenge, is banned, and the jobs fail
 // for want of providers.
 func TestGPUChallengeFakeGPU(t *testing.T) {
-	net, bad := hostileNetwork(t, 2, 1, func() *Faults { return &Faults{ClaimGPUs: []wire.GPU{fakeH200}} }, func(c *Config) {
+	net, bad := hostileNetwork(t, 2, 1, func() *faults.Faults { return &faults.Faults{ClaimGPUs: []wire.GPU{fakeH200}} }, func(c *Config) {
 		if c.Faults != nil {
 			c.Backend = "cpu" // what it has; its advert says an H200 and cuda
 		}
@@ -96,7 +98,7 @@ func TestGPUChallengeFakeGPU(t *testing.T) {
 // one here, on the CPU) gets GPU jobs, and is challenged once for all of
 // them.
 func TestGPUChallengePass(t *testing.T) {
-	net, good := hostileNetwork(t, 1, 1, func() *Faults { return &Faults{ClaimGPUs: []wire.GPU{fakeH200}} }, func(c *Config) {
+	net, good := hostileNetwork(t, 1, 1, func() *faults.Faults { return &faults.Faults{ClaimGPUs: []wire.GPU{fakeH200}} }, func(c *Config) {
 		if c.Faults != nil {
 			c.Backend = "cpu"
 		}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/faults"
+
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -447,7 +449,7 @@ func TestHostileRequirement(t *testing.T) {
 func TestHostileDuplicateAssign(t *testing.T) {
 	net := startNetwork(t, 1, func(c *Config) {
 		if c.Provide {
-			c.Faults = &Faults{Slow: 500 * time.Millisecond} // both assigns arrive while it runs
+			c.Faults = &faults.Faults{Slow: 500 * time.Millisecond} // both assigns arrive while it runs
 		}
 	})
 	atk := joinNode(t, net)

@@ -21,6 +21,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/infernet/infernet/node/faults"
+
 	"github.com/infernet/infernet/node/internal/peers"
 
 	"github.com/consensys/gnark/backend/groth16"
@@ -165,7 +167,7 @@ type Config struct {
 	// fields: challenge.DefaultN, DefaultDeadline, DefaultRows).
 	GPUChallenge challenge.Params
 	// Faults makes this node misbehave, for tests; nil in normal use.
-	Faults *Faults
+	Faults *faults.Faults
 	// Lnd, when set, settles jobs over Lightning: as a client the node pays
 	// providers through hold invoices, as a provider it charges Price. Zero:
 	// free mode.

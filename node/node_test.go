@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/faults"
+
 	"github.com/infernet/infernet/node/internal/peers"
 
 	"github.com/libp2p/go-libp2p"
@@ -296,7 +298,7 @@ func TestNewFails(t *testing.T) {
 func TestRunLongerThanHandshake(t *testing.T) {
 	net := startNetwork(t, 2, func(c *Config) {
 		if c.Provide {
-			c.Faults = &Faults{Slow: peers.HandshakeTimeout + time.Second}
+			c.Faults = &faults.Faults{Slow: peers.HandshakeTimeout + time.Second}
 		}
 	})
 	s, _ := catJob(t, net.client, 2)

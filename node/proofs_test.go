@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/faults"
+
 	"github.com/infernet/infernet/node/internal/peers"
 
 	"github.com/consensys/gnark/backend/groth16"
@@ -220,7 +222,7 @@ func TestProofModeJob(t *testing.T) {
 func TestProofModeTampered(t *testing.T) {
 	net := proofNetwork(t, 3, func(i int, c *Config) {
 		if i == 0 {
-			c.Faults = &Faults{TamperProofs: true}
+			c.Faults = &faults.Faults{TamperProofs: true}
 		}
 	})
 	cheat := net.providers[0].ID().String()

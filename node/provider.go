@@ -411,7 +411,7 @@ func (p *provider) handleAssign(s network.Stream) {
 	// wait has no deadline (the assign's read had one): the job's own
 	// deadline bounds it.
 	c.OnReset(cancel)
-	if p.n.cfg.Faults.silent() {
+	if p.n.cfg.Faults.GoesSilent() {
 		<-ctx.Done() // fault injection: accept, then say nothing
 		c.Reset()
 		return
@@ -587,12 +587,12 @@ func (p *provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 	if an.Proofs {
 		cfg = proofConfig(cfg)
 	}
-	if p.n.cfg.Faults.stalls() {
+	if p.n.cfg.Faults.Stalls() {
 		<-ctx.Done() // fault injection: heartbeats, and nothing else
 		res.Error = "stalled"
 		return res
 	}
-	if d := p.n.cfg.Faults.slow(); d > 0 {
+	if d := p.n.cfg.Faults.Delay(); d > 0 {
 		select { // fault injection: a slow machine
 		case <-time.After(d):
 		case <-ctx.Done():
@@ -611,7 +611,7 @@ func (p *provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 		job.Stdout = stream
 	}
 	var liar *lineLiar
-	if after, lines := p.n.cfg.Faults.liesAfter(); after > 0 {
+	if after, lines := p.n.cfg.Faults.LiesAfter(); after > 0 {
 		liar = &lineLiar{w: job.Stdout, n: after, lines: lines} // fault injection: a liar as it streams
 		job.Stdout = liar
 	}
@@ -623,14 +623,14 @@ func (p *provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 		stream.close()
 	}
 	if out != nil && runErr == nil {
-		if p.n.cfg.Faults.lies(an) {
+		if p.n.cfg.Faults.Lies(an) {
 			// fault injection: a liar
-			if err := sp.rewrite(p.n.cfg.Faults.corrupt); err != nil {
+			if err := sp.rewrite(p.n.cfg.Faults.Corrupt); err != nil {
 				res.Error = "output: " + err.Error()
 				return res
 			}
 		}
-		if rw := p.n.cfg.Faults.rewriter(); rw != nil {
+		if rw := p.n.cfg.Faults.Rewriter(); rw != nil {
 			// fault injection: a liar that decides on the input
 			input := a.Input
 			if input == nil && an.InputSize > 0 {
@@ -641,7 +641,7 @@ func (p *provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 				return res
 			}
 		}
-		p.n.cfg.Faults.spoilProofs(out.Proofs) // fault injection: a forger
+		p.n.cfg.Faults.SpoilProofs(out.Proofs) // fault injection: a forger
 	}
 	return result(p.n.blobs, res, out, runErr, an, sp)
 }

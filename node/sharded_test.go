@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/faults"
+
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	ihost "github.com/infernet/infernet/host"
@@ -36,7 +38,7 @@ func shardInputs(tb testing.TB, n *Node, input []byte, shards int) []ShardInput 
 func TestShardedJob(t *testing.T) {
 	net := startNetwork(t, 5, func(c *Config) {
 		if c.Provide {
-			c.Faults = &Faults{Slow: 500 * time.Millisecond} // long enough to die mid-run
+			c.Faults = &faults.Faults{Slow: 500 * time.Millisecond} // long enough to die mid-run
 		}
 	})
 	module := readTestdata(t, "jobs/lines/lines.wasm")
@@ -232,7 +234,7 @@ func TestShardedReduce(t *testing.T) {
 func TestShardedResume(t *testing.T) {
 	net := startNetwork(t, 3, func(c *Config) {
 		if c.Provide {
-			c.Faults = &Faults{Slow: 300 * time.Millisecond}
+			c.Faults = &faults.Faults{Slow: 300 * time.Millisecond}
 		}
 	})
 	ctx := context.Background()
@@ -366,7 +368,7 @@ func TestShardedResume(t *testing.T) {
 func TestShardedCancel(t *testing.T) {
 	net := startNetwork(t, 2, func(c *Config) {
 		if c.Provide {
-			c.Faults = &Faults{Slow: 300 * time.Millisecond}
+			c.Faults = &faults.Faults{Slow: 300 * time.Millisecond}
 		}
 	})
 	mapper := readTestdata(t, "jobs/lines/lines.wasm")

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/faults"
+
 	"github.com/infernet/infernet/guest/go/llama"
 	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/node/models"
@@ -45,7 +47,7 @@ func TestStreamedJobOutvotesALiar(t *testing.T) {
 	i := 0
 	net := startNetwork(t, 3, func(c *Config) {
 		if i == 2 {
-			c.Faults = &Faults{LieAfterLines: honestTokens}
+			c.Faults = &faults.Faults{LieAfterLines: honestTokens}
 		}
 		i++
 	}).vouch()
@@ -135,7 +137,7 @@ func TestCheckJobCatchesALiar(t *testing.T) {
 	i := 0
 	net := startNetwork(t, 3, func(c *Config) {
 		if i == 2 {
-			c.Faults = &Faults{LieAfterLines: 20, LieLines: 1}
+			c.Faults = &faults.Faults{LieAfterLines: 20, LieLines: 1}
 		}
 		i++
 	}).vouch()

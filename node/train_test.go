@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/faults"
+
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -136,7 +138,7 @@ func TestTrainStateAsData(t *testing.T) {
 func TestTrainResume(t *testing.T) {
 	net := startNetwork(t, 3, func(c *Config) {
 		if c.Provide {
-			c.Faults = &Faults{Slow: 200 * time.Millisecond}
+			c.Faults = &faults.Faults{Slow: 200 * time.Millisecond}
 		}
 	})
 	first := []byte("1\n")
@@ -198,7 +200,7 @@ func TestTrainResume(t *testing.T) {
 func TestTrainCancel(t *testing.T) {
 	net := startNetwork(t, 2, func(c *Config) {
 		if c.Provide {
-			c.Faults = &Faults{Slow: 2 * time.Second}
+			c.Faults = &faults.Faults{Slow: 2 * time.Second}
 		}
 	})
 	c := net.client

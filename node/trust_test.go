@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/faults"
+
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/node/store"
@@ -23,7 +25,7 @@ import (
 
 // hostileNetwork starts honest providers then attackers (each with its own
 // Faults from attack), and a client; tweak adjusts every config after.
-func hostileNetwork(t *testing.T, honest, attackers int, attack func() *Faults, tweak func(*Config)) (*testNet, map[peer.ID]bool) {
+func hostileNetwork(t *testing.T, honest, attackers int, attack func() *faults.Faults, tweak func(*Config)) (*testNet, map[peer.ID]bool) {
 	t.Helper()
 	i := 0
 	net := startNetwork(t, honest+attackers, func(c *Config) {
@@ -130,7 +132,7 @@ func TestHostileColluders(t *testing.T) {
 		{"adaptive", 20, func(s *Spec) { s.Adaptive = true }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			net, bad := hostileNetwork(t, 3, 8, func() *Faults { return &Faults{Lie: 1, Collude: true} }, nil)
+			net, bad := hostileNetwork(t, 3, 8, func() *faults.Faults { return &faults.Faults{Lie: 1, Collude: true} }, nil)
 			c := net.client
 			got := runJobs(t, c, tc.jobs, 0, tc.edit)
 			honestBanned, caught := judged(c, bad)
@@ -154,7 +156,7 @@ func TestHostileColluders(t *testing.T) {
 // free slots each (the honest claim 2). Before, a newcomer ranked first
 // and ties went to the most free slots claimed: 40 of 40 jobs were wrong.
 func TestHostileColludersClaimingSlots(t *testing.T) {
-	net, bad := hostileNetwork(t, 3, 2, func() *Faults { return &Faults{Lie: 1, Collude: true} }, func(c *Config) {
+	net, bad := hostileNetwork(t, 3, 2, func() *faults.Faults { return &faults.Faults{Lie: 1, Collude: true} }, func(c *Config) {
 		if c.Faults != nil {
 			c.Slots = 16
 		}
@@ -174,7 +176,7 @@ func TestHostileColludersClaimingSlots(t *testing.T) {
 // that never runs jobs itself (Config.NoAudit). Nothing newcomers agree on
 // is verified: results come back unverified, never wrong and verified.
 func TestHostileColludersWithoutAudit(t *testing.T) {
-	net, bad := hostileNetwork(t, 3, 8, func() *Faults { return &Faults{Lie: 1, Collude: true} }, func(c *Config) {
+	net, bad := hostileNetwork(t, 3, 8, func() *faults.Faults { return &faults.Faults{Lie: 1, Collude: true} }, func(c *Config) {
 		c.NoAudit = !c.Provide
 	})
 	c := net.client
@@ -193,7 +195,7 @@ func TestHostileColludersWithoutAudit(t *testing.T) {
 // Now established providers outvote it (and audits catch it while all are
 // newcomers): nothing wrong is accepted and it ends banned.
 func TestHostileEstablishedThenLying(t *testing.T) {
-	net, bad := hostileNetwork(t, 3, 1, func() *Faults { return &Faults{Lie: 1, HonestFor: 25} }, nil)
+	net, bad := hostileNetwork(t, 3, 1, func() *faults.Faults { return &faults.Faults{Lie: 1, HonestFor: 25} }, nil)
 	c := net.client
 	// Replicas are drawn at random: jobs go on, 20 at a time, until the
 	// liar has spent its record and been caught (at least 60, at most 200).
@@ -225,7 +227,7 @@ func TestHostileEstablishedThenLying(t *testing.T) {
 // TestGPUChallengeFakeGPU for exact mode, where only the challenge helps).
 func TestHostileFakeGPU(t *testing.T) {
 	h200 := wire.GPU{Name: "NVIDIA H200", MemoryBytes: 141 << 30, SMs: 132, ComputeMajor: 9}
-	net, bad := hostileNetwork(t, 2, 1, func() *Faults { return &Faults{ClaimGPUs: []wire.GPU{h200}} }, func(c *Config) {
+	net, bad := hostileNetwork(t, 2, 1, func() *faults.Faults { return &faults.Faults{ClaimGPUs: []wire.GPU{h200}} }, func(c *Config) {
 		if c.Faults != nil {
 			c.Backend = "cpu" // what it has; its advert says an H200 and cuda
 		}
@@ -258,7 +260,7 @@ func TestHostileFakeGPU(t *testing.T) {
 // staller lost nothing. Now a replica not answered within its run's time
 // limit and a grace is reassigned and counted as lost.
 func TestHostileStall(t *testing.T) {
-	net, bad := hostileNetwork(t, 3, 1, func() *Faults { return &Faults{Stall: true} }, nil)
+	net, bad := hostileNetwork(t, 3, 1, func() *faults.Faults { return &faults.Faults{Stall: true} }, nil)
 	c := net.client
 	var staller peer.ID
 	for id := range bad {
@@ -318,7 +320,7 @@ func TestHostileStall(t *testing.T) {
 // audited job it takes part in: banned at once, the job verified by audit
 // with the right output.
 func TestAuditConvicts(t *testing.T) {
-	net, bad := hostileNetwork(t, 2, 1, func() *Faults { return &Faults{Lie: 1} }, nil)
+	net, bad := hostileNetwork(t, 2, 1, func() *faults.Faults { return &faults.Faults{Lie: 1} }, nil)
 	net.vouch()
 	c := net.client
 	for i := 0; ; i++ {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/infernet/infernet/node/faults"
+
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/node/store"
@@ -22,7 +24,7 @@ func liarNetwork(t *testing.T, providers int, liars map[int]float64) (*testNet, 
 	net := startNetwork(t, providers, func(c *Config) {
 		if c.Provide {
 			if p, ok := liars[i]; ok {
-				c.Faults = &Faults{Lie: p}
+				c.Faults = &faults.Faults{Lie: p}
 			}
 			i++
 		}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/faults"
+
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/host"
@@ -27,7 +29,7 @@ type Options struct {
 	// Providers is how many providers run (at least 1).
 	Providers int
 	// Faults are misbehaviours of providers, by index.
-	Faults map[int]*node.Faults
+	Faults map[int]*faults.Faults
 	// Trust makes the client vouch for every provider (node.Config.Trust),
 	// as an operator vouches for its own machines: jobs are not audited,
 	// and the providers' votes count from the start.

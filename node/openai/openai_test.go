@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/faults"
+
 	oa "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
@@ -210,7 +212,7 @@ func TestOpenAIErrors(t *testing.T) {
 // outvoted.
 func TestOpenAIStreamOutvotesALiar(t *testing.T) {
 	const honest = 20
-	c, net := serve(t, nodetest.Options{Providers: 3, Trust: true, Faults: map[int]*node.Faults{2: {LieAfterLines: honest}},
+	c, net := serve(t, nodetest.Options{Providers: 3, Trust: true, Faults: map[int]*faults.Faults{2: {LieAfterLines: honest}},
 		OpenAI: openai.Config{Replicas: 3}})
 	liar := net.Providers[2].ID()
 	g := golden(t, "Lily went to the park")

@@ -5,6 +5,8 @@ package cli
 import (
 	"github.com/spf13/pflag"
 
+	"github.com/infernet/infernet/node/faults"
+
 	"github.com/infernet/infernet/node"
 )
 
@@ -12,7 +14,7 @@ import (
 // `infernet node`. Normal builds do not have them.
 func init() {
 	addFaultFlags = func(f *pflag.FlagSet, c *node.Config) {
-		faults := &node.Faults{}
+		faults := &faults.Faults{}
 		f.Float64Var(&faults.Lie, "fault.lie", 0, "FAULT INJECTION: return a corrupted output with this probability")
 		f.Float64Var(&faults.Silent, "fault.silent", 0, "FAULT INJECTION: accept a replica and never answer, with this probability")
 		f.DurationVar(&faults.Slow, "fault.slow", 0, "FAULT INJECTION: delay every run by this much")

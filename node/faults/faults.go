@@ -1,4 +1,9 @@
-package node
+// Package faults makes a node misbehave on purpose, so that tests can show
+// that its peers catch it: a provider that lies, colludes, stalls, claims
+// GPUs it lacks or forges proofs; a client that withholds payment; an
+// aggregator that spoils or overcharges. Every method is nil-safe, so that
+// a node without faults calls them as they are.
+package faults
 
 import (
 	"math/rand/v2"
@@ -105,8 +110,8 @@ func (r *Ring) holdsAll(a *wire.JobAnnounce, wait time.Duration) bool {
 	}
 }
 
-// lies, silent and slow draw this run's faults; all are nil-safe.
-func (f *Faults) lies(a *wire.JobAnnounce) bool {
+// Lies, silent and slow draw this run's faults; all are nil-safe.
+func (f *Faults) Lies(a *wire.JobAnnounce) bool {
 	if f == nil {
 		return false
 	}
@@ -119,22 +124,22 @@ func (f *Faults) lies(a *wire.JobAnnounce) bool {
 	}
 	return !honest && f.roll(f.Lie)
 }
-func (f *Faults) stalls() bool { return f != nil && f.Stall }
-func (f *Faults) rewriter() func(input, output []byte) []byte {
+func (f *Faults) Stalls() bool { return f != nil && f.Stall }
+func (f *Faults) Rewriter() func(input, output []byte) []byte {
 	if f == nil {
 		return nil
 	}
 	return f.Rewrite
 }
-func (f *Faults) liesAfter() (after, lines int) {
+func (f *Faults) LiesAfter() (after, lines int) {
 	if f == nil {
 		return 0, 0
 	}
 	return f.LieAfterLines, f.LieLines
 }
-func (f *Faults) silent() bool    { return f != nil && f.roll(f.Silent) }
-func (f *Faults) withholds() bool { return f != nil && f.Withhold }
-func (f *Faults) slow() time.Duration {
+func (f *Faults) GoesSilent() bool { return f != nil && f.roll(f.Silent) }
+func (f *Faults) Withholds() bool  { return f != nil && f.Withhold }
+func (f *Faults) Delay() time.Duration {
 	if f == nil {
 		return 0
 	}
@@ -143,7 +148,7 @@ func (f *Faults) slow() time.Duration {
 
 // tamper spoils an offer as Tamper says; it reports whether the invoice
 // must be for another key.
-func (f *Faults) tamper(o *fair.Offer) (otherKey bool) {
+func (f *Faults) TamperOffer(o *fair.Offer) (otherKey bool) {
 	if f == nil {
 		return false
 	}
@@ -158,8 +163,8 @@ func (f *Faults) tamper(o *fair.Offer) (otherKey bool) {
 	return false
 }
 
-// spoilProofs spoils the first of a result's proofs when TamperProofs is set.
-func (f *Faults) spoilProofs(proofs []gemmproof.Proof) {
+// SpoilProofs spoils the first of a result's proofs when TamperProofs is set.
+func (f *Faults) SpoilProofs(proofs []gemmproof.Proof) {
 	if f == nil || !f.TamperProofs || len(proofs) == 0 {
 		return
 	}
@@ -180,9 +185,9 @@ func (f *Faults) roll(p float64) bool {
 	return f.rng.Float64() < p
 }
 
-// corrupt returns a copy of out with one random byte changed (or one byte
+// Corrupt returns a copy of out with one random byte changed (or one byte
 // added to an empty output).
-func (f *Faults) corrupt(out []byte) []byte {
+func (f *Faults) Corrupt(out []byte) []byte {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.Collude && len(out) > 0 {
@@ -198,22 +203,22 @@ func (f *Faults) corrupt(out []byte) []byte {
 	return c
 }
 
-// overcharges reports whether an aggregator invoices too much.
-func (f *Faults) overcharges() bool { return f != nil && f.Aggregate == "overcharge" }
+// Overcharges reports whether an aggregator invoices too much.
+func (f *Faults) Overcharges() bool { return f != nil && f.Aggregate == "overcharge" }
 
-// spoilAggregate spoils an aggregator's result as Aggregate says.
-func (f *Faults) spoilAggregate(n *Node, res *wire.AggregateResult) {
+// SpoilAggregate spoils an aggregator's result as Aggregate says.
+func (f *Faults) SpoilAggregate(blobs *blob.Store, res *wire.AggregateResult) {
 	if f == nil || len(res.Shards) == 0 {
 		return
 	}
 	switch f.Aggregate {
 	case "output":
-		b, err := n.blobs.Bytes(res.Output, res.OutputSize)
+		b, err := blobs.Bytes(res.Output, res.OutputSize)
 		if err != nil || len(b) == 0 {
 			return
 		}
 		b[len(b)/2] ^= 1
-		if d, err := n.blobs.PutBytes(b); err == nil {
+		if d, err := blobs.PutBytes(b); err == nil {
 			res.Output = d
 		}
 	case "shard":
