@@ -12,6 +12,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/infernet/infernet/node/internal/settle"
+
 	"github.com/infernet/infernet/node/internal/peers"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -48,9 +50,9 @@ func (n *Node) handleAggregate(s network.Stream) {
 	defer func() {
 		if pay != nil {
 			if !delivered {
-				n.cancelInvoice(pay, "the job was not delivered")
+				n.ledger.CancelInvoice(pay, "the job was not delivered")
 			}
-			n.claims.drop(pay)
+			n.ledger.Drop(pay)
 		}
 	}()
 	reject := func(why string) {
@@ -190,27 +192,27 @@ func (n *Node) chargeAggregate(ctx context.Context, c *peers.Conn, req *wire.Agg
 	case len(req.PaymentHash) != 32:
 		return nil, fmt.Errorf("%w: bad payment terms", ErrPaymentRequired)
 	}
-	if err := n.canPay(ctx, total, fmt.Sprintf("the providers of %d shards", len(req.Shards))); err != nil {
+	if err := n.ledger.CanPay(ctx, total, fmt.Sprintf("the providers of %d shards", len(req.Shards))); err != nil {
 		return nil, err
 	}
 	if n.cfg.Faults.Overcharges() {
 		fee += total + fee
 	}
 	pay := &store.Payment{Job: ann.Job, Peer: client.String(), State: store.PayInvoiced, AmountMsat: total + fee,
-		Created: time.Now(), Due: time.UnixMilli(ann.Deadline).Add(payGrace), Aggregate: true}
+		Created: time.Now(), Due: time.UnixMilli(ann.Deadline).Add(settle.PayGrace), Aggregate: true}
 	copy(pay.Hash[:], req.PaymentHash)
 	if old, err := n.db.Payment(pay.Job, 0, false, pay.Peer); err == nil && old.State != store.PayCanceled {
 		return nil, fmt.Errorf("%w: this job has a payment already (%s)", ErrPaymentRequired, old.State)
 	}
-	if !n.claims.claim(pay) {
+	if !n.ledger.Claim(pay) {
 		return nil, fmt.Errorf("%w: this job is being paid already", ErrPaymentRequired)
 	}
 	send := func(invoice string) error {
 		return c.Write(&wire.AggregateUpdate{V: wire.Version, Invoice: invoice})
 	}
 	memo := fmt.Sprintf("infernet aggregated job %s: %d shards", ann.Job, len(req.Shards))
-	if err := n.holdInvoice(ctx, pay, memo, send); err != nil {
-		n.claims.drop(pay)
+	if err := n.ledger.HoldInvoice(ctx, pay, memo, send); err != nil {
+		n.ledger.Drop(pay)
 		return nil, err
 	}
 	return pay, nil
@@ -327,10 +329,10 @@ func (n *Node) SubmitVia(ctx context.Context, agg peer.ID, ss ShardedSpec, spotC
 		if total, fee, err = aggregateAmount(&ann, parts, maxFee); err != nil {
 			return nil, err
 		}
-		if err := n.canPay(ctx, total+fee, fmt.Sprintf("%d jobs and the aggregator's fee", parts)); err != nil {
+		if err := n.ledger.CanPay(ctx, total+fee, fmt.Sprintf("%d jobs and the aggregator's fee", parts)); err != nil {
 			return nil, err
 		}
-		if pay, err = n.newPayment(&store.Payment{Job: ann.Job, Peer: agg.String(), AmountMsat: total + fee, Aggregate: true}); err != nil {
+		if pay, err = n.ledger.NewPayment(&store.Payment{Job: ann.Job, Peer: agg.String(), AmountMsat: total + fee, Aggregate: true}); err != nil {
 			return nil, err
 		}
 		req.PaymentHash = pay.Hash[:]
@@ -340,7 +342,7 @@ func (n *Node) SubmitVia(ctx context.Context, agg peer.ID, ss ShardedSpec, spotC
 		if pay == nil || inflight != nil {
 			return errors.New("an invoice not asked for")
 		}
-		inflight, err = n.payHold(pay, invoice)
+		inflight, err = n.ledger.PayHold(pay, invoice)
 		return err
 	})
 	if pay != nil {
@@ -386,7 +388,7 @@ func (n *Node) runVia(ctx context.Context, agg peer.ID, spec Spec, inputs []Shar
 // job checked out, cancelled otherwise. The sweep finishes what cannot be
 // done now.
 func (n *Node) settleVia(pay *store.Payment, inflight *payments.Payment, release bool) {
-	defer n.claims.drop(pay)
+	defer n.ledger.Drop(pay)
 	if pay.State == store.PayCreated { // never invoiced: nothing to end
 		pay.Advance(store.PayCanceled)
 		pay.Error = "never paid"
@@ -395,9 +397,9 @@ func (n *Node) settleVia(pay *store.Payment, inflight *payments.Payment, release
 		}
 		return
 	}
-	ctx, cancel := context.WithTimeout(n.ctx, paymentWait)
+	ctx, cancel := context.WithTimeout(n.ctx, settle.PaymentWait)
 	defer cancel()
-	n.settleOut(ctx, pay, inflight, release)
+	n.ledger.SettleOut(ctx, pay, inflight, release)
 }
 
 func jobError(j *store.Job) string {

@@ -105,9 +105,9 @@ func traffic(nodes []*Node) (jobs, adverts uint64) {
 	return jobs, adverts
 }
 
-// settle waits until the network's adverts have quietened after the joins
+// quieten waits until the network's adverts have quietened after the joins
 // (at most a few per second, or 30 s).
-func settle(nodes []*Node) {
+func quieten(nodes []*Node) {
 	_, last := traffic(nodes)
 	for range 30 {
 		time.Sleep(time.Second)
@@ -180,7 +180,7 @@ func BenchmarkScale(b *testing.B) {
 			nodes := benchNetwork(b, n)
 			s := spec(b, nodes[0], readTestdata(b, "jobs/cpu/cpu.wasm"), tinyInput)
 			submitTiny(b, nodes[0], s)
-			settle(nodes)
+			quieten(nodes)
 			measure(b, nodes, s)
 		})
 	}
@@ -437,7 +437,7 @@ func BenchmarkShards(b *testing.B) {
 		s.Replicas = 2
 		runSharded(b, client, provs, s, ins, 0)
 	}
-	settle(nodes)
+	quieten(nodes)
 	for _, w := range works {
 		for _, replicas := range []int{1, 2} {
 			b.Run(fmt.Sprintf("work=%s/replicas=%d", w.name, replicas), func(b *testing.B) {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/infernet/infernet/node/internal/settle"
+
 	"github.com/infernet/infernet/node/internal/peers"
 
 	"github.com/consensys/gnark/backend/groth16"
@@ -744,7 +746,7 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 	for {
 		p, ok := j.next(tried)
 		if !ok {
-			if !busy && errors.Is(last, errPayment) {
+			if !busy && errors.Is(last, settle.ErrPaymentFailed) {
 				return nil, fmt.Errorf("no provider could be paid (%d tried): %w", len(tried), last)
 			}
 			if !busy {
@@ -880,7 +882,7 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 		pay.Advance(store.PayCanceled)
 		pay.Error = "no invoice"
 		n.db.PutPayment(pay)
-		n.claims.drop(pay)
+		n.ledger.Drop(pay)
 	}
 	j.mu.Lock()
 	rep := &j.rec.Replicas[idx]
@@ -901,7 +903,7 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 		n.replicas.Add(1)
 		n.peers.Complete(p, time.Since(assigned)-time.Duration(res.RunMicros)*time.Microsecond)
 		j.emit(EventResult, int(r), p, fmt.Sprintf("exit %d, output %s (%d bytes), %.1f ms", res.ExitCode, res.Output.Short(), res.OutputSize, float64(res.RunMicros)/1000))
-	case !errors.Is(err, errRefused) && !errors.Is(err, errPayment) && ctx.Err() == nil:
+	case !errors.Is(err, errRefused) && !errors.Is(err, settle.ErrPaymentFailed) && ctx.Err() == nil:
 		n.peers.Lose(p)
 	}
 	return res, err
@@ -1094,7 +1096,7 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 				c.Reset()
 				return nil, inflight, errors.New("unexpected invoice")
 			}
-			if inflight, err = j.c.n.payHold(pay, u.Invoice); err != nil {
+			if inflight, err = j.c.n.ledger.PayHold(pay, u.Invoice); err != nil {
 				c.Reset()
 				return nil, inflight, err
 			}

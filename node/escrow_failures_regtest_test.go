@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/internal/settle"
+
 	"github.com/infernet/infernet/node/faults"
 
 	"github.com/infernet/infernet/node/store"
@@ -245,7 +247,7 @@ func TestLightningNoLiquidity(t *testing.T) {
 	}
 	s.Replicas = 1
 	job, err := net.client.Submit(context.Background(), s, nil)
-	if err == nil || !strings.Contains(err.Error(), errPayment.Error()) {
+	if err == nil || !strings.Contains(err.Error(), settle.ErrPaymentFailed.Error()) {
 		t.Fatalf("1 replica beyond any channel: %v, %v", job, err)
 	}
 	t.Logf("1 replica: %v", err)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/internal/settle"
+
 	"github.com/infernet/infernet/node/faults"
 
 	"github.com/infernet/infernet/node/store"
@@ -202,7 +204,7 @@ func TestLightningProviderKilledMidJob(t *testing.T) {
 func TestLightningClientRestartSettles(t *testing.T) {
 	net, env := paidNetwork(t, 3, nil)
 	stop := make(chan struct{})
-	beforeRelease = func(*store.Payment) bool { // simulate a crash right after recording
+	settle.BeforeRelease = func(*store.Payment) bool { // simulate a crash right after recording
 		select {
 		case <-stop:
 			return true
@@ -210,7 +212,7 @@ func TestLightningClientRestartSettles(t *testing.T) {
 			return false
 		}
 	}
-	defer func() { beforeRelease = nil }()
+	defer func() { settle.BeforeRelease = nil }()
 	s, _ := catJob(t, net.client, 7)
 	s.Price = price
 	p1 := localBalance(t, env.Lnd(regtest.Provider1)) + localBalance(t, env.Lnd(regtest.Provider2))

@@ -8,9 +8,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/infernet/infernet/node/internal/settle"
+
 	"github.com/infernet/infernet/node/internal/peers"
 
-	"github.com/consensys/gnark/backend/groth16"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/node/blob"
@@ -19,15 +20,6 @@ import (
 	"github.com/infernet/infernet/payments"
 	"github.com/infernet/infernet/proofs/fair"
 )
-
-// FairKeys are the fair-exchange template (proofs/fair) and its Groth16
-// keys, which must come from a multi-party setup (proofs/setup): a provider
-// needs PK to sell outputs by fair exchange, a client VK to buy them.
-type FairKeys struct {
-	Template *fair.Template
-	PK       groth16.ProvingKey // nil on a node that only buys
-	VK       groth16.VerifyingKey
-}
 
 // errBadOffer marks a result whose fair-exchange offer or invoice does not
 // check out: the provider cheated, and is treated as a liar.
@@ -76,11 +68,11 @@ func (p *provider) sell(ctx context.Context, a *wire.Assign, client peer.ID, res
 	}
 	pay := &store.Payment{Job: a.Announce.Job, Replica: a.Replica, Peer: client.String(), State: store.PayInvoiced,
 		Hash: offer.PaymentHash, AmountMsat: int64(a.Price), Created: time.Now(), Fair: true,
-		Due: time.UnixMilli(a.Announce.Deadline).Add(payGrace)}
-	if !n.claims.claim(pay) {
+		Due: time.UnixMilli(a.Announce.Deadline).Add(settle.PayGrace)}
+	if !n.ledger.Claim(pay) {
 		return errors.New("this replica is being sold already")
 	}
-	defer n.claims.drop(pay)
+	defer n.ledger.Drop(pay)
 	// The invoice outlives the job's deadline a little: the client buys
 	// after the verdict. lnd keeps the key; this node needs it no more.
 	expiry := time.Until(pay.Due)
@@ -144,7 +136,7 @@ func (j *jobRun) checkOffer(res *wire.Result, price uint64) error {
 	amount, err := n.lnd.CheckInvoice(ctx, res.Invoice, o.PaymentHash, int64(price))
 	switch {
 	case errors.Is(err, payments.ErrUnavailable):
-		return fmt.Errorf("%w: %w", errPayment, err)
+		return fmt.Errorf("%w: %w", settle.ErrPaymentFailed, err)
 	case err != nil:
 		return fmt.Errorf("%w: invoice: %w", errBadOffer, err)
 	}
@@ -205,16 +197,16 @@ func (j *jobRun) buyOne(ctx context.Context, w *wire.Result) ([]byte, error) {
 	pay := &store.Payment{Job: j.ann.Job, Replica: w.Replica, Outgoing: true, Peer: peer.ID(w.Provider).String(),
 		State: store.PayPaying, Hash: o.PaymentHash, AmountMsat: o.amount, Invoice: w.Invoice, Created: time.Now(),
 		Fair: true, Offer: w.Offer}
-	if !n.claims.claim(pay) {
+	if !n.ledger.Claim(pay) {
 		return nil, errors.New("paid already")
 	}
-	defer n.claims.drop(pay)
+	defer n.ledger.Drop(pay)
 	if err := n.db.PutPayment(pay); err != nil { // recorded before the money moves
 		return nil, err
 	}
-	inflight, err := n.lnd.Pay(ctx, w.Invoice, max(o.amount/100, 1000), paymentWait)
+	inflight, err := n.lnd.Pay(ctx, w.Invoice, max(o.amount/100, 1000), settle.PaymentWait)
 	if inflight == nil {
-		return nil, fmt.Errorf("%w: %w", errPayment, err) // lnd away: the sweep asks it later
+		return nil, fmt.Errorf("%w: %w", settle.ErrPaymentFailed, err) // lnd away: the sweep asks it later
 	}
 	if beforeOpen != nil && !beforeOpen(pay) {
 		return nil, errors.New("stopped before opening") // a test stops here, as if the node died
@@ -225,9 +217,9 @@ func (j *jobRun) buyOne(ctx context.Context, w *wire.Result) ([]byte, error) {
 		return nil, ctx.Err()
 	}
 	pay.Preimage = inflight.Preimage
-	n.recordOutgoing(pay, inflight)
+	n.ledger.RecordOutgoing(pay, inflight)
 	if inflight.Err != nil {
-		return nil, fmt.Errorf("%w: %w", errPayment, inflight.Err)
+		return nil, fmt.Errorf("%w: %w", settle.ErrPaymentFailed, inflight.Err)
 	}
 	out, err := n.cfg.Fair.Template.Open(o.Offer, inflight.Preimage)
 	if err != nil {
@@ -243,36 +235,3 @@ func (j *jobRun) buyOne(ctx context.Context, w *wire.Result) ([]byte, error) {
 // made and before its outcome is recorded; returning false stops there, as
 // a crash would.
 var beforeOpen func(*store.Payment) bool
-
-// openBought finishes a fair exchange that this node paid for but did not
-// open (it stopped in between): the key the payment revealed opens the
-// offer kept with the payment, and the job record gets the output. The
-// payment was made after the verdict, which the record keeps.
-func (n *Node) openBought(pay *store.Payment, key [32]byte) error {
-	if n.cfg.Fair == nil || pay.Offer == nil {
-		return nil
-	}
-	o, err := fair.DecodeOffer(pay.Offer)
-	if err != nil {
-		return err
-	}
-	out, err := n.cfg.Fair.Template.Open(o, key)
-	if err != nil {
-		return err
-	}
-	d, err := n.blobs.PutBytes(out)
-	if err != nil {
-		return err
-	}
-	job, err := n.db.Job(pay.Job)
-	if err != nil || !job.Output.IsZero() {
-		return err // opened already
-	}
-	job.Output, job.OutputSize, job.Error = d, int64(len(out)), ""
-	job.State = store.JobUnverified
-	if job.Verification != "" {
-		job.State = store.JobVerified
-	}
-	n.log.Info("fair exchange: output opened after a restart", "job", pay.Job, "output", d.Short())
-	return n.db.PutJob(job)
-}

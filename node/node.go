@@ -24,6 +24,7 @@ import (
 	"github.com/infernet/infernet/node/faults"
 
 	"github.com/infernet/infernet/node/internal/peers"
+	"github.com/infernet/infernet/node/internal/settle"
 
 	"github.com/consensys/gnark/backend/groth16"
 	"github.com/libp2p/go-libp2p"
@@ -338,11 +339,8 @@ type Node struct {
 	// the training runs (Train).
 	sharded  runs[*shardedRun]
 	training runs[*trainRun]
-	// claims are the open payments being handled (see sweepLoop).
-	claims payClaims
-	// closing serialises closeIncoming, so that a provider's invoice ended
-	// by two paths at once (the client's cancel, the sweep) counts once.
-	closing sync.Mutex
+	// ledger settles the payments of its jobs and runs.
+	ledger *settle.Ledger
 
 	// blobsFetched counts blobs transferred from other peers (a blob
 	// already here is not fetched again).
@@ -411,6 +409,8 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.peers.Reachable = func(id peer.ID) bool {
 		return n.host.Network().Connectedness(id) == network.Connected || len(n.host.Peerstore().Addrs(id)) > 0
 	}
+	n.ledger = settle.New(n.ctx, settle.Config{Lightning: n.lnd, DB: n.db, Blobs: n.blobs, Peers: n.peers,
+		Streams: n.streams, Fair: cfg.Fair, Sweep: cfg.PaymentSweep, Logger: n.log})
 	n.auditor = newAuditor(n)
 	if err = n.peers.Load(); err != nil {
 		return nil, err
@@ -464,9 +464,8 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	if n.lnd != nil {
-		n.host.SetStreamHandler(wire.ProtocolSettle, n.handleSettle)
-		n.wg.Add(1)
-		go n.sweepLoop() // its first round finishes what a previous run left
+		n.host.SetStreamHandler(wire.ProtocolSettle, n.ledger.HandleSettle)
+		n.ledger.Start() // its first round finishes what a previous run left
 	}
 	if n.provider != nil {
 		n.wg.Add(1)
@@ -776,6 +775,9 @@ func (n *Node) Close() error {
 		n.host.RemoveStreamHandler(wire.ProtocolAggregate)
 	}
 	n.wg.Wait()
+	if n.ledger != nil {
+		n.ledger.Wait()
+	}
 	if n.gossip != nil {
 		errs = append(errs, n.gossip.Close())
 	}

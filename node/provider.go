@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/infernet/infernet/node/internal/settle"
+
 	"github.com/infernet/infernet/node/internal/peers"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -425,7 +427,7 @@ func (p *provider) handleAssign(s network.Stream) {
 		return
 	}
 	if pay != nil {
-		defer p.n.claims.drop(pay) // from here the sweep may finish it
+		defer p.n.ledger.Drop(pay) // from here the sweep may finish it
 	}
 	res := p.execute(ctx, c, &a, client, run)
 	if a.Announce.Settle == wire.SettleFair && res.Deterministic() {
@@ -435,7 +437,7 @@ func (p *provider) handleAssign(s network.Stream) {
 	}
 	hb()
 	if pay != nil && !res.Deterministic() {
-		p.n.cancelInvoice(pay, "the provider failed: "+res.Error) // no result, no pay
+		p.n.ledger.CancelInvoice(pay, "the provider failed: "+res.Error) // no result, no pay
 	}
 	p.setActive(run, store.RunFinished) // from here on run is ours alone
 	res.Terms = terms
@@ -740,7 +742,7 @@ func result(blobs *blob.Store, res *wire.Result, out *ihost.Result, runErr error
 		if err == nil && sp.size > maxRecordedOutput {
 			// Kept from eviction until the client has had time to fetch it.
 			unpin := blobs.Pin(res.Output)
-			time.AfterFunc(time.Until(time.UnixMilli(an.Deadline))+payGrace, unpin)
+			time.AfterFunc(time.Until(time.UnixMilli(an.Deadline))+settle.PayGrace, unpin)
 			err = blobs.PutVerified(io.NewSectionReader(sp.f, 0, sp.size), res.Output, sp.size)
 		}
 		if err != nil {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/internal/settle"
+
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/payments"
 	"github.com/infernet/infernet/payments/paymentstest"
@@ -244,8 +246,8 @@ func TestFakeLndClientCrashBetweenHoldAndSettle(t *testing.T) {
 			free()
 		}},
 		{"stopped after the release is recorded: settled", 2, func(t *testing.T, f *fakePaid) {
-			beforeRelease = func(*store.Payment) bool { return false } // as if the node died there
-			t.Cleanup(func() { beforeRelease = nil })
+			settle.BeforeRelease = func(*store.Payment) bool { return false } // as if the node died there
+			t.Cleanup(func() { settle.BeforeRelease = nil })
 			job, err := f.client.Submit(context.Background(), f.job(t, 2), nil)
 			if err != nil || job.State != store.JobVerified {
 				t.Fatalf("job %v, %v", job, err)
@@ -256,7 +258,7 @@ func TestFakeLndClientCrashBetweenHoldAndSettle(t *testing.T) {
 			if n := f.ln.Locked(); n != 2*price {
 				t.Fatalf("%d msat locked, want %d", n, 2*price)
 			}
-			beforeRelease = nil
+			settle.BeforeRelease = nil
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

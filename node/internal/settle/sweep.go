@@ -1,4 +1,4 @@
-package node
+package settle
 
 import (
 	"context"
@@ -32,8 +32,8 @@ type payClaims struct {
 	m  map[payKey]bool // guarded by mu
 }
 
-// claim marks pay as handled by the caller; false if someone else is.
-func (c *payClaims) claim(pay *store.Payment) bool {
+// Claim marks pay as handled by the caller; false if someone else is.
+func (c *payClaims) Claim(pay *store.Payment) bool {
 	k := payKey{pay.Job, pay.Replica, pay.Outgoing, pay.Peer}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -47,8 +47,8 @@ func (c *payClaims) claim(pay *store.Payment) bool {
 	return true
 }
 
-// drop gives up a claim.
-func (c *payClaims) drop(pay *store.Payment) {
+// Drop gives up a claim.
+func (c *payClaims) Drop(pay *store.Payment) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.m, payKey{pay.Job, pay.Replica, pay.Outgoing, pay.Peer})
@@ -58,14 +58,14 @@ func (c *payClaims) drop(pay *store.Payment) {
 // nobody is handling: those a stopped node left behind, releases and
 // settlements that failed while a peer or lnd was away, invoices lnd
 // cancelled on expiry. It also keeps count of clients' overdue payments.
-func (n *Node) sweepLoop() {
-	defer n.wg.Done()
-	t := time.NewTicker(n.cfg.PaymentSweep)
+func (l *Ledger) sweepLoop() {
+	defer l.wg.Done()
+	t := time.NewTicker(l.every)
 	defer t.Stop()
 	for {
-		n.sweepPayments()
+		l.sweepPayments()
 		select {
-		case <-n.ctx.Done():
+		case <-l.ctx.Done():
 			return
 		case <-t.C:
 		}
@@ -73,48 +73,48 @@ func (n *Node) sweepLoop() {
 }
 
 // sweepPayments starts one round of the sweep.
-func (n *Node) sweepPayments() {
-	open, err := n.db.OpenPayments()
+func (l *Ledger) sweepPayments() {
+	open, err := l.db.OpenPayments()
 	if err != nil {
-		n.log.Error("reading open payments", "err", err)
+		l.log.Error("reading open payments", "err", err)
 		return
 	}
 	now := time.Now()
 	overdue := map[peer.ID]int{}
 	for i := range open {
 		pay := &open[i]
-		if !pay.Outgoing && pay.State == store.PayLocked && !pay.Due.IsZero() && now.After(pay.Due) && n.hadResult(pay) {
+		if !pay.Outgoing && pay.State == store.PayLocked && !pay.Due.IsZero() && now.After(pay.Due) && l.HadResult(pay) {
 			if id, err := peer.Decode(pay.Peer); err == nil {
 				overdue[id]++
 			}
 		}
-		if !n.claims.claim(pay) {
+		if !l.claims.Claim(pay) {
 			continue
 		}
-		n.wg.Add(1)
+		l.wg.Add(1)
 		go func() {
-			defer n.wg.Done()
-			defer n.claims.drop(pay)
-			ctx, cancel := context.WithTimeout(n.ctx, sweepWait)
+			defer l.wg.Done()
+			defer l.claims.Drop(pay)
+			ctx, cancel := context.WithTimeout(l.ctx, sweepWait)
 			defer cancel()
 			if pay.Outgoing {
-				n.sweepOutgoing(ctx, pay)
+				l.sweepOutgoing(ctx, pay)
 			} else {
-				n.sweepIncoming(ctx, pay)
+				l.sweepIncoming(ctx, pay)
 			}
 		}()
 	}
-	n.peers.SetOverdue(overdue)
+	l.peers.SetOverdue(overdue)
 }
 
 // sweepOutgoing finishes a client's payment that no job is handling any
 // more: a release it decided is sent (again), anything else is cancelled,
 // and the record follows what lnd says of the payment.
-func (n *Node) sweepOutgoing(ctx context.Context, pay *store.Payment) {
+func (l *Ledger) sweepOutgoing(ctx context.Context, pay *store.Payment) {
 	if pay.State == store.PayCreated { // nothing was paid
 		pay.Advance(store.PayCanceled)
 		pay.Error = "never paid"
-		n.db.PutPayment(pay)
+		l.db.PutPayment(pay)
 		return
 	}
 	release := pay.State == store.PayReleasing
@@ -123,24 +123,24 @@ func (n *Node) sweepOutgoing(ctx context.Context, pay *store.Payment) {
 		if release {
 			msg.Preimage = pay.Preimage[:]
 		}
-		if err := n.client.sendRelease(ctx, provider, msg); err != nil {
-			n.log.Debug("sweep: release not delivered", "job", pay.Job, "provider", provider, "err", err)
+		if err := l.SendRelease(ctx, provider, msg); err != nil {
+			l.log.Debug("sweep: release not delivered", "job", pay.Job, "provider", provider, "err", err)
 		}
 	}
-	inflight, err := n.lnd.Track(ctx, pay.Hash)
+	inflight, err := l.lnd.Track(ctx, pay.Hash)
 	if inflight == nil {
-		n.log.Debug("sweep: cannot track payment", "job", pay.Job, "err", err)
+		l.log.Debug("sweep: cannot track payment", "job", pay.Job, "err", err)
 		return
 	}
 	select {
 	case <-inflight.Done:
-		n.recordOutgoing(pay, inflight)
+		l.RecordOutgoing(pay, inflight)
 	case <-ctx.Done():
 		return
 	}
 	if pay.Fair && inflight.Err == nil {
-		if err := n.openBought(pay, inflight.Preimage); err != nil {
-			n.log.Warn("fair exchange: cannot open a paid offer", "job", pay.Job, "err", err)
+		if err := l.OpenBought(pay, inflight.Preimage); err != nil {
+			l.log.Warn("fair exchange: cannot open a paid offer", "job", pay.Job, "err", err)
 		}
 	}
 }
@@ -150,28 +150,28 @@ func (n *Node) sweepOutgoing(ctx context.Context, pay *store.Payment) {
 // ended (expiry), and cancels the invoices of runs that never finished or
 // aggregated jobs never delivered. A delivered result's invoice is held
 // until the client releases or cancels it, or lnd expires it.
-func (n *Node) sweepIncoming(ctx context.Context, pay *store.Payment) {
+func (l *Ledger) sweepIncoming(ctx context.Context, pay *store.Payment) {
 	if pay.Preimage != [32]byte{} {
-		if err := n.settleInvoice(ctx, pay); err != nil {
-			n.log.Debug("sweep: settling", "job", pay.Job, "err", err)
+		if err := l.SettleInvoice(ctx, pay); err != nil {
+			l.log.Debug("sweep: settling", "job", pay.Job, "err", err)
 		}
 		return
 	}
-	st, err := n.lnd.InvoiceState(ctx, pay.Hash)
+	st, err := l.lnd.InvoiceState(ctx, pay.Hash)
 	switch {
 	case errors.Is(err, payments.ErrUnknown):
-		n.closeIncoming(pay, store.PayCanceled, "unknown to lnd")
+		l.CloseIncoming(pay, store.PayCanceled, "unknown to lnd")
 	case err != nil:
-		n.log.Debug("sweep: invoice state", "job", pay.Job, "err", err)
+		l.log.Debug("sweep: invoice state", "job", pay.Job, "err", err)
 	case st == payments.InvoiceCanceled:
-		n.closeIncoming(pay, store.PayCanceled, "cancelled by lnd (expired)")
+		l.CloseIncoming(pay, store.PayCanceled, "cancelled by lnd (expired)")
 	case st == payments.InvoiceSettled:
-		n.closeIncoming(pay, store.PaySettled, "")
+		l.CloseIncoming(pay, store.PaySettled, "")
 	case pay.Fair:
 		if time.Now().After(pay.Due) {
-			n.cancelInvoice(pay, "not bought")
+			l.CancelInvoice(pay, "not bought")
 		}
-	case !n.hadResult(pay):
-		n.cancelInvoice(pay, "the run did not finish")
+	case !l.HadResult(pay):
+		l.CancelInvoice(pay, "the run did not finish")
 	}
 }

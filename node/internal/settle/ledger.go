@@ -1,0 +1,95 @@
+// Package settle is a node's settlement: one ledger of the payments it
+// makes as a client and takes as a provider or aggregator, over Lightning
+// hold invoices (escrow, released after verification) or by fair
+// exchange; the settle protocol (a client's release or cancel of a paid
+// replica); and the sweep that finishes the payments nobody is handling
+// any more. Every payment is recorded in the store before money moves, so
+// that a node that stops at any point finishes it after a restart.
+package settle
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/internal/peers"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/payments"
+)
+
+// Config is what a ledger uses.
+type Config struct {
+	// Lightning pays and is paid; nil in free mode.
+	Lightning payments.Lightning
+	// DB records every payment; Blobs keeps outputs bought by fair
+	// exchange; Peers hears how clients pay.
+	DB    *store.Store
+	Blobs *blob.Store
+	Peers *peers.Book
+	// Streams open the settle protocol's streams.
+	Streams *peers.Streams
+	// Fair are the keys to buy and sell by fair exchange; nil: none.
+	Fair *FairKeys
+	// Sweep is how often open payments nobody is handling are finished.
+	Sweep time.Duration
+	// Logger receives the ledger's logs.
+	Logger *slog.Logger
+}
+
+// Ledger settles a node's payments. Its methods are safe for concurrent
+// use.
+type Ledger struct {
+	lnd     payments.Lightning
+	db      *store.Store
+	blobs   *blob.Store
+	peers   *peers.Book
+	streams *peers.Streams
+	fair    *FairKeys
+	every   time.Duration
+	log     *slog.Logger
+
+	// claims are the open payments being handled (see sweepLoop).
+	claims payClaims
+	// closing serialises CloseIncoming, so that a provider's invoice ended
+	// by two paths at once (the client's cancel, the sweep) counts once.
+	closing sync.Mutex
+
+	// ctx is the node's lifetime; wg counts the ledger's goroutines.
+	ctx context.Context
+	wg  sync.WaitGroup
+}
+
+// New returns the ledger of cfg; Start starts its sweep.
+func New(ctx context.Context, cfg Config) *Ledger {
+	return &Ledger{lnd: cfg.Lightning, db: cfg.DB, blobs: cfg.Blobs, peers: cfg.Peers, streams: cfg.Streams,
+		fair: cfg.Fair, every: cfg.Sweep, log: cfg.Logger, ctx: ctx}
+}
+
+// Paid reports whether the ledger can pay and be paid (not free mode).
+func (l *Ledger) Paid() bool { return l.lnd != nil }
+
+// Lightning is the ledger's Lightning node; nil in free mode.
+func (l *Ledger) Lightning() payments.Lightning { return l.lnd }
+
+// Claim marks pay as handled by the caller, so that the sweep leaves it
+// alone; false if someone else is handling it.
+func (l *Ledger) Claim(pay *store.Payment) bool { return l.claims.Claim(pay) }
+
+// Drop gives up a claim.
+func (l *Ledger) Drop(pay *store.Payment) { l.claims.Drop(pay) }
+
+// Start starts the sweep (paid mode only): its first round finishes what a
+// previous run left. It stops with the context given to New; Wait waits
+// for it.
+func (l *Ledger) Start() {
+	if l.lnd == nil {
+		return
+	}
+	l.wg.Add(1)
+	go l.sweepLoop()
+}
+
+// Wait waits for the ledger's goroutines after its context ended.
+func (l *Ledger) Wait() { l.wg.Wait() }
