@@ -113,7 +113,7 @@ func (a *auditor) run(ctx context.Context, an *wire.JobAnnounce, input []byte) (
 	if err != nil {
 		return nil, fmt.Errorf("audit module: %w", err)
 	}
-	job := ihost.Job{Module: module, Digest: ihost.Digest(an.Module), Input: input}
+	job := ihost.Job{Module: module, Digest: an.Module, Input: input}
 	for _, d := range an.Data {
 		if _, ok := n.blobs.Has(d.Digest); !ok {
 			return nil, fmt.Errorf("audit data %s: %w", d.Name, blob.ErrNotFound)

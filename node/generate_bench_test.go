@@ -56,7 +56,7 @@ func (m benchModel) job(b *testing.B, reqs ...llama.Request) ihost.Job {
 }
 
 // runnerDigest is the SHA-256 of llama.Runner().
-var runnerDigest = sync.OnceValue(func() ihost.Digest { return sha256.Sum256(llama.Runner()) })
+var runnerDigest = sync.OnceValue(func() blob.Digest { return blob.Sum(llama.Runner()) })
 
 // fileDigests caches the digests of benchmark files by path.
 var fileDigests sync.Map

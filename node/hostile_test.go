@@ -598,11 +598,11 @@ func TestHostileSpy(t *testing.T) {
 		// The module is announced in the DHT and reaches the spy's provider
 		// store; the input's digest must not.
 		waitFor(t, 20*time.Second, "the spy holds the module's provider records", func() bool {
-			ps, err := spy.dht.ProviderStore().GetProviders(ctx, s.Module.CID().Hash())
+			ps, err := spy.dht.ProviderStore().GetProviders(ctx, blob.CID(s.Module).Hash())
 			return err == nil && len(ps) > 0
 		})
 		time.Sleep(300 * time.Millisecond) // the providers' own provides, if any, are as quick
-		if ps, err := spy.dht.ProviderStore().GetProviders(ctx, s.Input.CID().Hash()); err != nil || len(ps) > 0 {
+		if ps, err := spy.dht.ProviderStore().GetProviders(ctx, blob.CID(s.Input).Hash()); err != nil || len(ps) > 0 {
 			t.Errorf("%d-byte input: the spy holds %d provider records of the input (%v)", size, len(ps), err)
 		}
 

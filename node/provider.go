@@ -532,7 +532,7 @@ func (p *provider) execute(ctx context.Context, c *conn, a *wire.Assign, client 
 		res.Error = "module: " + err.Error()
 		return res
 	}
-	job := ihost.Job{Module: module, Digest: ihost.Digest(an.Module), Input: a.Input}
+	job := ihost.Job{Module: module, Digest: an.Module, Input: a.Input}
 	// Data blobs are fetched once per provider and mounted from the store.
 	for _, d := range an.Data {
 		defer p.n.blobs.Pin(d.Digest)()

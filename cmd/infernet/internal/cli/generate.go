@@ -224,10 +224,10 @@ func (o *GenerateOptions) runLocal(ctx context.Context, reqs []llama.Request, fi
 	}
 	// A named model's files are the node's blobs: their digests are known,
 	// and key the model cache without hashing the files again.
-	data, digests := map[string]string{}, map[string]host.Digest{}
+	data, digests := map[string]string{}, map[string]blob.Digest{}
 	if m != nil {
 		for _, d := range models.JobData(m) {
-			data[d.Name], digests[d.Name] = blob.PathIn(filepath.Join(o.DataDir, "blobs"), d.Digest), host.Digest(d.Digest)
+			data[d.Name], digests[d.Name] = blob.PathIn(filepath.Join(o.DataDir, "blobs"), d.Digest), d.Digest
 			if _, err := os.Stat(data[d.Name]); err != nil {
 				return &exitError{Code: ExitError, Err: fmt.Errorf("model %s: its %s blob: %w", o.Model, d.Name, err)}
 			}
