@@ -132,7 +132,7 @@ func TestDocsConstants(t *testing.T) {
 		{"docs/cli.md", "\\| `--heartbeat` \\| (\\d+ s) \\|", []any{cfg.Heartbeat}},
 		{"docs/cli.md", "\\| `--silence` \\| (\\d+ s) \\|", []any{cfg.Silence}},
 		{"docs/cli.md", "Defaults: `--replicas` (\\d+) \\(at most (\\d+)\\), `--timeout` (\\d+ s) per run, `--deadline` (\\d+) × timeout \\+ (\\d+ s)\\s+for the whole job, `--memory` (\\d+ MiB), `--max-output` (\\d+ MiB), `--mode (\\w+)`",
-			[]any{docAll{spec.Replicas, flag("NewCmdSubmit", "replicas")}, wire.MaxReplicas, docAll{spec.Timeout, flag("NewCmdSubmit", "timeout")},
+			[]any{docAll{spec.Replicas, flag("NewCmdSubmit", "replicas")}, wire.MaxReplicas, docAll{spec.Timeout(), flag("NewCmdSubmit", "timeout")},
 				docDeadlineFactor(), docDeadlineExtra(), docAll{docSize(spec.Memory), flag("NewCmdSubmit", "memory")}, docSize(spec.MaxOutput), flag("NewCmdSubmit", "mode")}},
 		{"docs/cli.md", "\\| (\\d+) \\| an unverified result", []any{cliConst("ExitUnverified")}},
 		{"docs/cli.md", "\\| (\\d+) \\| no result:", []any{cliConst("ExitNoResult")}},
@@ -639,7 +639,7 @@ func docDeadlineExtra() time.Duration {
 }
 
 func docDefaultDeadline(timeout time.Duration) time.Duration {
-	s := Spec{Timeout: timeout}
+	s := Spec{Terms: wire.Terms{TimeoutMS: timeout.Milliseconds()}}
 	s.setDefaults()
 	return s.Deadline
 }
