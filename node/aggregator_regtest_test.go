@@ -57,7 +57,8 @@ func TestLightningAggregator(t *testing.T) {
 	input := []byte(in.String())
 	want := runLocallyWith(t, module, input, "q")
 	const shards, replicas = 4, 2
-	spec := Spec{Terms: wire.Terms{Module: putBlob(t, net.client, module), ModuleSize: int64(len(module)), TimeoutMS: 10_000, Args: []string{"q"}}, Replicas: replicas,
+	spec := Spec{Terms: wire.Terms{Module: putBlob(t, net.client, module), ModuleSize: int64(len(module)),
+		TimeoutMS: 10_000, Args: []string{"q"}}, Replicas: replicas,
 		Price: price}
 	inputs := shardInputs(t, net.client, input, shards)
 	const total = shards * replicas * price

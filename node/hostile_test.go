@@ -260,7 +260,8 @@ func TestHostileTerms(t *testing.T) {
 			}
 		})
 	}
-	job, err := net.client.Submit(ctx, Spec{Replicas: 1, Terms: wire.Terms{TimeoutMS: 10_000}}.with(t, net.client, readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("30 30")), nil)
+	job, err := net.client.Submit(ctx, Spec{Replicas: 1, Terms: wire.Terms{TimeoutMS: 10_000}}.with(t, net.client,
+		readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("30 30")), nil)
 	if err != nil || job.State != store.JobUnverified {
 		t.Fatalf("honest job after the refusals: %v, %v", job, err)
 	}
@@ -321,7 +322,8 @@ func TestHostileSlowBlobs(t *testing.T) {
 	busy := make(chan string, 12)
 	for range 12 {
 		a := &wire.Assign{V: wire.Version, Replica: 0, Announce: wire.JobAnnounce{
-			V: wire.Version, Job: wire.NewJobID(), Client: []byte(atk.ID()), Terms: wire.Terms{Module: blob.Sum(module), ModuleSize: int64(len(module)), Memory: 16 << 20, TimeoutMS: 10_000, MaxOutput: 1 << 10},
+			V: wire.Version, Job: wire.NewJobID(), Client: []byte(atk.ID()), Terms: wire.Terms{Module: blob.Sum(module),
+				ModuleSize: int64(len(module)), Memory: 16 << 20, TimeoutMS: 10_000, MaxOutput: 1 << 10},
 			Replicas: 1,
 			Time:     wire.Millis(time.Now()), Deadline: wire.Millis(time.Now().Add(2 * time.Hour)),
 		}}
@@ -380,7 +382,8 @@ func TestHostileDiskQuota(t *testing.T) {
 	}
 	sp := p.blobs.Space()
 	t.Logf("provider blobs after 10 jobs of 1.5 MiB inputs: %d blobs, %d bytes (quota %d)", sp.Blobs, sp.Used, quota)
-	job, err := net.client.Submit(ctx, Spec{Replicas: 1, Terms: wire.Terms{TimeoutMS: 10_000}}.with(t, net.client, readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("30 30")), nil)
+	job, err := net.client.Submit(ctx, Spec{Replicas: 1, Terms: wire.Terms{TimeoutMS: 10_000}}.with(t, net.client,
+		readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("30 30")), nil)
 	if err != nil || job.State != store.JobUnverified {
 		t.Fatalf("honest job after the flood: %v, %v", job, err)
 	}
@@ -428,7 +431,8 @@ func TestHostileRequirement(t *testing.T) {
 	})
 	for _, req := range []string{"{}.A", "[].x == nil", strings.Repeat("!", 1000) + "true", strings.Repeat("(", 500) + "true" + strings.Repeat(")", 500),
 		"all(backends, {all(backends, {all(backends, {all(backends, {true})})})})"} {
-		ann := &wire.JobAnnounce{V: wire.Version, Job: wire.NewJobID(), Client: []byte(atk.ID()), Terms: wire.Terms{Module: blob.Sum([]byte("m")), ModuleSize: 1, Memory: 1 << 20, TimeoutMS: 1000, MaxOutput: 1},
+		ann := &wire.JobAnnounce{V: wire.Version, Job: wire.NewJobID(), Client: []byte(atk.ID()), Terms: wire.Terms{Module: blob.Sum([]byte("m")),
+			ModuleSize: 1, Memory: 1 << 20, TimeoutMS: 1000, MaxOutput: 1},
 			Replicas: 1, Require: req,
 			Time: wire.Millis(time.Now()), Deadline: wire.Millis(time.Now().Add(time.Minute))}
 		if err := atk.gossip.PublishAnnounce(ctx, ann); err != nil {

@@ -513,7 +513,8 @@ func TestBlobGC(t *testing.T) {
 		"data of an unfinished sharded job": put("data of an unfinished sharded job"),
 	}
 	unused := put("nobody needs me")
-	ann := wire.JobAnnounce{Terms: wire.Terms{Module: kept["module of a recent job"], Data: []wire.DataBlob{{Name: "d", Digest: kept["data of a recent job"]}}}}
+	ann := wire.JobAnnounce{Terms: wire.Terms{Module: kept["module of a recent job"], Data: []wire.DataBlob{{Name: "d",
+		Digest: kept["data of a recent job"]}}}}
 	if err := n.db.PutJob(&store.Job{ID: wire.NewJobID(), Announce: ann, State: store.JobVerified, Created: time.Now(), Finished: time.Now()}); err != nil {
 		t.Fatal(err)
 	}

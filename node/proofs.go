@@ -33,8 +33,6 @@ var ErrNoVerifyingKeys = errors.New("proof mode needs the CommittedGEMM verifyin
 // provider forged or spoiled them, and is treated as a liar.
 var errBadProof = fmt.Errorf("%w: bad GEMM proof", errLie)
 
-// ---- provider side ----
-
 // ---- client side ----
 
 // gemmVerifyingKeys fetches the client's verifying key of each template,

@@ -111,7 +111,8 @@ func dashboardWork(t *testing.T, c *node.Node) *node.ShardedJob {
 func submit(t *testing.T, c *node.Node, module node.ShardInput, input []byte) *store.Job {
 	t.Helper()
 	in := put(t, c, input)
-	job, err := c.Submit(context.Background(), node.Spec{Terms: wire.Terms{Module: module.Input, ModuleSize: module.InputSize, Input: in.Input, InputSize: in.InputSize, TimeoutMS: 30_000},
+	job, err := c.Submit(context.Background(), node.Spec{Terms: wire.Terms{Module: module.Input, ModuleSize: module.InputSize,
+		Input: in.Input, InputSize: in.InputSize, TimeoutMS: 30_000},
 		Replicas: 2}, nil)
 	if err != nil || job.State != store.JobVerified {
 		t.Fatalf("job: %+v, %v", job, err)
@@ -391,7 +392,8 @@ func TestDashboardEventsPush(t *testing.T) {
 	case <-time.After(2 * time.Second):
 	}
 	module := put(t, n, jobModule(t, "cat"))
-	go n.Submit(context.Background(), node.Spec{Terms: wire.Terms{Module: module.Input, ModuleSize: module.InputSize, TimeoutMS: 1000}, Replicas: 1}, nil)
+	go n.Submit(context.Background(), node.Spec{Terms: wire.Terms{Module: module.Input, ModuleSize: module.InputSize,
+		TimeoutMS: 1000}, Replicas: 1}, nil)
 	select {
 	case s := <-snaps:
 		if len(s.Jobs) != 1 {
