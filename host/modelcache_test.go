@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"os"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/digest"
 )
 
 // dataTensor is a tensor of the v3 tests' data file (lmFile).
@@ -48,12 +48,12 @@ func TestModelCache(t *testing.T) {
 	if err := os.WriteFile(copyPath, lmFile(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	digest := Digest(sha256.Sum256(lmFile()))
+	sum := digest.Sum(lmFile())
 	type job struct {
-		path      string            // of model.bin; "" for path
-		digests   map[string]Digest // Job.DataDigests
-		tensorMem int64             // JobConfig.WithTensorMemory; 0 for none
-		memLimit  uint64            // JobConfig.WithMemoryLimit; 0 for the default
+		path      string                   // of model.bin; "" for path
+		digests   map[string]digest.Digest // Job.DataDigests
+		tensorMem int64                    // JobConfig.WithTensorMemory; 0 for none
+		memLimit  uint64                   // JobConfig.WithMemoryLimit; 0 for the default
 		tensors   []dataTensor
 		want      []int32 // results; nil: handles 1, 2, …
 		full      bool    // the last tensor does not fit: the job stops with ErrModelCache
@@ -76,9 +76,9 @@ func TestModelCache(t *testing.T) {
 			{path: copyPath, tensors: []dataTensor{tW}, loaded: 0},
 		}, want: ModelCacheStats{Hits: 1, Misses: 1, Bytes: 256, Entries: 1}},
 		{name: "the node's digests", jobs: []job{
-			{digests: map[string]Digest{"model.bin": digest}, tensors: []dataTensor{tW}, loaded: 256},
+			{digests: map[string]digest.Digest{"model.bin": sum}, tensors: []dataTensor{tW}, loaded: 256},
 			{tensors: []dataTensor{tW}, loaded: 0}, // hashed: the same digest
-			{digests: map[string]Digest{"model.bin": {1}}, tensors: []dataTensor{tW}, loaded: 256},
+			{digests: map[string]digest.Digest{"model.bin": {1}}, tensors: []dataTensor{tW}, loaded: 256},
 		}, want: ModelCacheStats{Hits: 1, Misses: 2, Bytes: 512, Entries: 2}},
 		{name: "same region, another shape or type", jobs: []job{
 			{tensors: []dataTensor{tW, {offW, abi.F32, []int32{64}}, {offW, abi.F16, []int32{8, 16}}}, loaded: 768},

@@ -25,7 +25,6 @@ import (
 	"bytes"
 	"container/list"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -45,6 +44,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/digest"
 	"github.com/infernet/infernet/host/internal/datafs"
 	"github.com/infernet/infernet/host/internal/linmem"
 	"github.com/infernet/infernet/host/internal/meter"
@@ -54,12 +54,6 @@ import (
 	"github.com/infernet/infernet/host/tensor/reference"
 	"github.com/infernet/infernet/proofs/gemmproof"
 )
-
-// Digest is the SHA-256 of a module or blob.
-type Digest [32]byte
-
-// String returns the digest in hex.
-func (d Digest) String() string { return fmt.Sprintf("%x", d[:]) }
 
 // Config configures a Sandbox. The zero value is usable: memory-only cache,
 // reference backend only.
@@ -113,7 +107,7 @@ type Job struct {
 	Module []byte
 	// Digest is the SHA-256 of Module when the caller already knows it
 	// (blobs are verified on arrival); zero means compute it.
-	Digest Digest
+	Digest digest.Digest
 	// Input is the guest's stdin.
 	Input []byte
 	// Stdin, when Input is nil, is read for the guest's stdin as the guest
@@ -134,7 +128,7 @@ type Job struct {
 	// tensors in the model cache. A file without one is hashed when the job
 	// first makes a tensor of it, once for as long as its size and
 	// modification time stay the same.
-	DataDigests map[string]Digest
+	DataDigests map[string]digest.Digest
 }
 
 // Result is what a job produced. Run returns a Result also with an error,
@@ -202,7 +196,7 @@ type Sandbox struct {
 }
 
 type moduleKey struct {
-	digest Digest
+	digest digest.Digest
 	pages  uint32
 }
 
@@ -305,11 +299,11 @@ func (s *Sandbox) Close(ctx context.Context) error {
 // Compile validates, instruments and compiles a module for cfg's memory limit
 // and keeps it in the cache, so a later Run with the same digest and memory
 // limit starts at once. It returns the module's digest.
-func (s *Sandbox) Compile(ctx context.Context, module []byte, cfg JobConfig) (Digest, error) {
+func (s *Sandbox) Compile(ctx context.Context, module []byte, cfg JobConfig) (digest.Digest, error) {
 	if err := cfg.validate(); err != nil {
-		return Digest{}, err
+		return digest.Digest{}, err
 	}
-	d := Digest(sha256.Sum256(module))
+	d := digest.Sum(module)
 	_, _, err := s.compiled(ctx, Job{Module: module, Digest: d}, cfg.pages())
 	return d, err
 }
@@ -528,8 +522,8 @@ func (s *Sandbox) Run(ctx context.Context, job Job, cfg JobConfig) (*Result, err
 			return nil, err
 		}
 	}
-	if job.Digest == (Digest{}) {
-		job.Digest = sha256.Sum256(job.Module)
+	if job.Digest.IsZero() {
+		job.Digest = digest.Sum(job.Module)
 	}
 	mod, took, err := s.compiled(ctx, job, cfg.pages())
 	if err != nil {
@@ -706,11 +700,11 @@ func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, job Job, cf
 func (s *Sandbox) dataFiles(job Job) map[string]tensorhost.DataFile {
 	files := make(map[string]tensorhost.DataFile, len(job.Data))
 	for name, path := range job.Data {
-		digest := func() ([32]byte, error) { return s.digests.Of(path) }
+		sum := func() ([32]byte, error) { return s.digests.Of(path) }
 		if d, ok := job.DataDigests[name]; ok {
-			digest = func() ([32]byte, error) { return d, nil }
+			sum = func() ([32]byte, error) { return d, nil }
 		}
-		files[name] = tensorhost.DataFile{Path: path, Digest: digest}
+		files[name] = tensorhost.DataFile{Path: path, Digest: sum}
 	}
 	return files
 }

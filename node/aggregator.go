@@ -236,14 +236,11 @@ func aggregateAmount(ann *wire.JobAnnounce, parts int, feePercent float64) (tota
 	return total, fee, nil
 }
 
-// specOf is the Spec of an announce's terms (module, limits, replicas,
-// arguments, data, price, deadline from now).
+// specOf is the Spec of an announce: its terms, replicas, requirement,
+// price, backend placement and deadline from now.
 func specOf(a *wire.JobAnnounce) Spec {
-	return Spec{Module: a.Module, ModuleSize: a.ModuleSize, Replicas: int(a.Replicas),
-		Timeout: time.Duration(a.TimeoutMS) * time.Millisecond, Deadline: time.Until(time.UnixMilli(a.Deadline)),
-		Memory: a.Memory, MaxOutput: a.MaxOutput, Fuel: a.Fuel, Mode: a.Mode, Require: a.Require, Price: a.Price,
-		SameBackend: a.SameBackend, Rtol: a.Rtol, Atol: a.Atol, Format: a.Format, Args: a.Args, Data: a.Data,
-		Precision: a.Precision}
+	return Spec{Terms: a.Terms, Replicas: int(a.Replicas), Deadline: time.Until(time.UnixMilli(a.Deadline)),
+		Require: a.Require, Price: a.Price, SameBackend: a.SameBackend}
 }
 
 // agreeing are the signed results of a job's replicas that gave its

@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/infernet/infernet/node/faults"
 
 	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
 	"github.com/infernet/infernet/payments/regtest"
 )
@@ -59,8 +59,9 @@ func TestLightningAggregator(t *testing.T) {
 	input := []byte(in.String())
 	want := runLocallyWith(t, module, input, "q")
 	const shards, replicas = 4, 2
-	spec := Spec{Module: putBlob(t, net.client, module), ModuleSize: int64(len(module)), Replicas: replicas,
-		Timeout: 10 * time.Second, Args: []string{"q"}, Price: price}
+	spec := Spec{Terms: wire.Terms{Module: putBlob(t, net.client, module), ModuleSize: int64(len(module)),
+		TimeoutMS: 10_000, Args: []string{"q"}}, Replicas: replicas,
+		Price: price}
 	inputs := shardInputs(t, net.client, input, shards)
 	const total = shards * replicas * price
 	const fee = total * 150 / 10000 // 1.5%

@@ -62,7 +62,7 @@ func TestAggregator(t *testing.T) {
 	input := []byte(in.String())
 	want := runLocallyWith(t, module, input, "q")
 	md := putBlob(t, net.client, module)
-	spec := Spec{Module: md, ModuleSize: int64(len(module)), Replicas: 2, Timeout: 10 * time.Second, Args: []string{"q"}}
+	spec := Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(module)), TimeoutMS: 10_000, Args: []string{"q"}}, Replicas: 2}
 	inputs := shardInputs(t, net.client, input, 12)
 
 	honest := startAggregator(t, net, nil)

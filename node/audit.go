@@ -104,7 +104,7 @@ func (a *auditor) run(ctx context.Context, an *wire.JobAnnounce, input []byte) (
 	if err != nil {
 		return nil, fmt.Errorf("audit sandbox: %w", err)
 	}
-	if p := jobPrecision(an); !slices.Contains(sb.Precisions(), p) {
+	if p := an.TensorPrecision(); !slices.Contains(sb.Precisions(), p) {
 		// Another precision's run proves nothing of these replicas, and
 		// might convict honest ones: no audit.
 		return nil, fmt.Errorf("%w: precision %v not offered here", errNoAudit, p)
@@ -113,7 +113,7 @@ func (a *auditor) run(ctx context.Context, an *wire.JobAnnounce, input []byte) (
 	if err != nil {
 		return nil, fmt.Errorf("audit module: %w", err)
 	}
-	job := ihost.Job{Module: module, Digest: ihost.Digest(an.Module), Input: input}
+	job := ihost.Job{Module: module, Digest: an.Module, Input: input}
 	for _, d := range an.Data {
 		if _, ok := n.blobs.Has(d.Digest); !ok {
 			return nil, fmt.Errorf("audit data %s: %w", d.Name, blob.ErrNotFound)
@@ -144,7 +144,7 @@ func (a *auditor) run(ctx context.Context, an *wire.JobAnnounce, input []byte) (
 	}
 	defer sp.remove()
 	job.Stdout = sp
-	out, runErr := sb.Run(ctx, job, jobConfig(an))
+	out, runErr := sb.Run(ctx, job, an.JobConfig(an.Seed()))
 	res := result(n.blobs, &wire.Result{V: wire.Version, Job: an.Job, Outcome: wire.OutcomeFailed}, out, runErr, an, sp)
 	if res.Outcome == wire.OutcomeFailed {
 		return nil, fmt.Errorf("audit run: %s", res.Error)

@@ -430,7 +430,7 @@ func BenchmarkShards(b *testing.B) {
 			}
 			ins = append(ins, ShardInput{Input: d, InputSize: int64(len(in))})
 		}
-		specs[w.name] = Spec{Module: md, ModuleSize: int64(len(module)), Timeout: 30 * time.Second}
+		specs[w.name] = Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(module)), TimeoutMS: 30_000}}
 		inputs[w.name] = ins
 		// Warm: every provider fetches and compiles the module.
 		s := specs[w.name]
@@ -540,7 +540,7 @@ func BenchmarkDataBlob(b *testing.B) {
 		}
 		ins = append(ins, ShardInput{Input: d, InputSize: int64(len(in))})
 	}
-	spec := Spec{Module: md, ModuleSize: int64(len(module)), Replicas: 2, Timeout: 30 * time.Second}
+	spec := Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(module)), TimeoutMS: 30_000}, Replicas: 2}
 	runSharded(b, client, provs, spec, ins, 0) // warm: every provider fetches and compiles the module
 	var most, moved []float64
 	seed := byte(0)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"testing"
-	"time"
 
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -24,9 +23,9 @@ func TestCharTransformer(t *testing.T) {
 	ctx := context.Background()
 	text := readTestdata(t, "../README.md") // any UTF-8 text will do
 	module := readTestdata(t, "jobs/chargpt/chargpt.wasm")
-	spec := Spec{Module: putBlob(t, c, module), ModuleSize: int64(len(module)), Replicas: 2,
-		Timeout: 2 * time.Minute, Memory: 256 << 20,
-		Data: []wire.DataBlob{{Name: "text", Digest: putBlob(t, c, text), Size: int64(len(text))}}}
+	spec := Spec{Terms: wire.Terms{Module: putBlob(t, c, module), ModuleSize: int64(len(module)), TimeoutMS: 120_000,
+		Memory: 256 << 20, Data: []wire.DataBlob{{Name: "text", Digest: putBlob(t, c, text), Size: int64(len(text))}}},
+		Replicas: 2}
 	submit := func(input []byte, args ...string) []byte {
 		t.Helper()
 		s := spec

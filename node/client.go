@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,24 +32,26 @@ import (
 // Spec is a job to submit: module and input as blobs already in the node's
 // store (PutBlob), and the terms.
 type Spec struct {
-	Module     blob.Digest
-	ModuleSize int64
-	Input      blob.Digest
-	InputSize  int64
+	// Terms are what the job is, as its announce carries them. Zero
+	// fields take defaults: TimeoutMS 60 s, Memory 256 MiB, MaxOutput
+	// 64 MiB. Precision "tf32" or "bf16" needs tolerance mode and goes to
+	// providers that advertise it (GPUs on tensor cores); with Format set
+	// and neither Rtol nor Atol, outputs are then compared within the
+	// precision's tensor.Precision.Tolerance. Proofs runs the job in proof
+	// mode: providers prove each of its integer GEMMs (at most
+	// host.DefaultMaxProofs, in the templates of ProofTemplates; larger ops
+	// get abi.ENOPROOF), every result's proofs are verified on arrival,
+	// replicas vote on their digests, and the accepted result's proofs are
+	// kept in the job record (store.Job.Proofs); it needs
+	// Config.GemmVerifyingKey and providers with proving keys. Data are
+	// blobs in the node's store (PutBlob): every provider fetches each
+	// once. SubmitShards sets Shard and Shards.
+	wire.Terms
 	// Replicas is how many distinct providers run the job; default 2.
 	Replicas int
-	// Timeout is each run's wall-time limit; default 60 s.
-	Timeout time.Duration
 	// Deadline is how long the whole job may take, reassignments included;
 	// default 2×Timeout + 30 s.
 	Deadline time.Duration
-	// Memory is the guest memory limit in bytes; default 256 MiB.
-	Memory uint64
-	// MaxOutput caps stdout in bytes; default 64 MiB.
-	MaxOutput int64
-	Fuel      uint64
-	// Mode is wire.ModeExact (default) or wire.ModeTolerance.
-	Mode uint8
 	// Require is a requirement expression over providers' adverts.
 	Require string
 	// Price is the most this client pays per replica, millisatoshi.
@@ -77,36 +80,10 @@ type Spec struct {
 	// banned at once (`--audit P`). Jobs whose vote no established provider
 	// decides are audited whatever it is, unless Config.NoAudit.
 	Audit float64
-	// Rtol, Atol and Format compare tolerance-mode outputs as numbers
-	// (Format a redundancy.Format); Format 0 compares them bit for bit.
-	Rtol, Atol float64
-	Format     uint8
-	// Precision is the precision of the job's f32 GEMMs, a
-	// tensor.Precision name: "" or "f32" (default), or "tf32" or "bf16" in
-	// tolerance mode, which only providers that advertise it run (GPUs on
-	// tensor cores), every replica at it. With Format set and neither Rtol
-	// nor Atol, outputs are compared within the precision's
-	// tensor.Precision.Tolerance.
-	Precision string
 	// Settle is how a paid job pays: wire.SettleEscrow (default) or
 	// wire.SettleFair, which needs Config.Fair and small outputs (MaxOutput
 	// defaults to the template's capacity).
 	Settle uint8
-	// Proofs runs the job in proof mode: providers prove each of its
-	// integer GEMMs (at most host.DefaultMaxProofs, in the templates of
-	// ProofTemplates; larger ops get abi.ENOPROOF), every result's proofs
-	// are verified on arrival, replicas vote on their digests, and the
-	// accepted result's proofs are kept in the job record (store.Job.Proofs).
-	// It needs Config.GemmVerifyingKey and providers with proving keys.
-	Proofs bool
-	// Args are the guest's arguments after argv[0].
-	Args []string
-	// Data are read-only files for the guest's /data, as blobs in the
-	// node's store (PutBlob): every provider fetches each once.
-	Data []wire.DataBlob
-	// Shard and Shards place the job in a sharded one (SubmitShards sets
-	// them): the guest's INFERNET_SHARD_INDEX and INFERNET_SHARD_COUNT.
-	Shard, Shards uint32
 	// Output, if set, streams the job (wire.JobAnnounce.Stream): it is
 	// called, from one goroutine at a time and in order, with the bytes of
 	// stdout as soon as the replicas' streams decide them (see streamVote),
@@ -127,6 +104,22 @@ type Spec struct {
 	Check Checker `json:"-"`
 	// Avoid are providers the job must not be assigned to.
 	Avoid []peer.ID `json:"-"`
+}
+
+// UnmarshalJSON reads a Spec as json.Marshal writes it (sharded jobs' and
+// training runs' records keep their terms so) and, from records written
+// before its terms were a wire.Terms, the run's limit as Timeout, a
+// time.Duration.
+func (s *Spec) UnmarshalJSON(b []byte) error {
+	type plain Spec // without this method
+	if err := json.Unmarshal(b, (*plain)(s)); err != nil {
+		return err
+	}
+	var old struct{ Timeout time.Duration }
+	if s.TimeoutMS == 0 && json.Unmarshal(b, &old) == nil {
+		s.TimeoutMS = old.Timeout.Milliseconds()
+	}
+	return nil
 }
 
 // Checker makes and reads the check job of a replica (Spec.Check).
@@ -385,11 +378,11 @@ func (s *Spec) setDefaults() {
 	if s.Replicas == 0 {
 		s.Replicas = 2
 	}
-	if s.Timeout == 0 {
-		s.Timeout = 60 * time.Second
+	if s.TimeoutMS == 0 {
+		s.TimeoutMS = (60 * time.Second).Milliseconds()
 	}
 	if s.Deadline == 0 {
-		s.Deadline = 2*s.Timeout + 30*time.Second
+		s.Deadline = 2*s.Timeout() + 30*time.Second
 	}
 	if s.Memory == 0 {
 		s.Memory = 256 << 20
@@ -411,14 +404,10 @@ func (s *Spec) setDefaults() {
 // announce is a new job's announcement of spec's terms, made at now.
 func (n *Node) announce(spec Spec, now time.Time) *wire.JobAnnounce {
 	return &wire.JobAnnounce{
-		V: wire.Version, Job: wire.NewJobID(), Client: []byte(n.host.ID()),
-		Module: spec.Module, ModuleSize: spec.ModuleSize, Input: spec.Input, InputSize: spec.InputSize,
-		Memory: spec.Memory, TimeoutMS: spec.Timeout.Milliseconds(), Fuel: spec.Fuel, Mode: spec.Mode,
+		V: wire.Version, Job: wire.NewJobID(), Client: []byte(n.host.ID()), Terms: spec.Terms,
 		Require: spec.Require, Replicas: uint8(min(spec.Replicas, 255)), Price: spec.Price,
-		Deadline: wire.Millis(now.Add(spec.Deadline)), Time: wire.Millis(now), MaxOutput: spec.MaxOutput,
-		Rtol: spec.Rtol, Atol: spec.Atol, Format: spec.Format, SameBackend: spec.SameBackend, Settle: spec.Settle,
-		Proofs: spec.Proofs, Args: spec.Args, Shard: spec.Shard, Shards: spec.Shards, Data: spec.Data,
-		Stream: spec.Output != nil, Precision: spec.Precision,
+		Deadline: wire.Millis(now.Add(spec.Deadline)), Time: wire.Millis(now),
+		SameBackend: spec.SameBackend, Settle: spec.Settle, Stream: spec.Output != nil,
 	}
 }
 

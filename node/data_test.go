@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -28,8 +27,9 @@ func TestDataBlobs(t *testing.T) {
 	vocab := []byte("hello\n")
 	vd := putBlob(t, net.client, vocab)
 	md := putBlob(t, net.client, module)
-	spec := Spec{Module: md, ModuleSize: int64(len(module)), Replicas: 2, Timeout: 10 * time.Second, Args: []string{"vocab.txt"},
-		Data: []wire.DataBlob{{Name: "weights.bin", Digest: wd, Size: int64(len(weights))}, {Name: "vocab.txt", Digest: vd, Size: int64(len(vocab))}}}
+	spec := Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(module)), TimeoutMS: 10_000, Args: []string{"vocab.txt"},
+		Data: []wire.DataBlob{{Name: "weights.bin", Digest: wd, Size: int64(len(weights))}, {Name: "vocab.txt", Digest: vd, Size: int64(len(vocab))}}},
+		Replicas: 2}
 	before := map[peer.ID]uint64{}
 	for _, p := range net.providers {
 		before[p.ID()] = p.Stats().BlobsFetched

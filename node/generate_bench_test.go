@@ -56,7 +56,7 @@ func (m benchModel) job(b *testing.B, reqs ...llama.Request) ihost.Job {
 }
 
 // runnerDigest is the SHA-256 of llama.Runner().
-var runnerDigest = sync.OnceValue(func() ihost.Digest { return sha256.Sum256(llama.Runner()) })
+var runnerDigest = sync.OnceValue(func() blob.Digest { return blob.Sum(llama.Runner()) })
 
 // fileDigests caches the digests of benchmark files by path.
 var fileDigests sync.Map
@@ -191,7 +191,7 @@ func BenchmarkGenerateNetwork(b *testing.B) {
 		b.Run(m.name, func(b *testing.B) {
 			req := llama.Request{Prompt: "Once upon a time", MaxTokens: 128}
 			local := m.job(b, req)
-			spec := Spec{Replicas: 2, Timeout: 5 * time.Minute, Memory: 512 << 20, MaxOutput: 64 << 20}
+			spec := Spec{Replicas: 2, Terms: wire.Terms{TimeoutMS: 300_000, Memory: 512 << 20, MaxOutput: 64 << 20}}
 			spec.Module, spec.ModuleSize = putBlob(b, client, local.Module), int64(len(local.Module))
 			spec.Input, spec.InputSize = putBlob(b, client, local.Input), int64(len(local.Input))
 			for _, name := range []string{llama.DataModel, llama.DataTokenizer} {

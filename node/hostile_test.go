@@ -230,8 +230,8 @@ func TestHostileTerms(t *testing.T) {
 	p := net.providers[0]
 	flood := readTestdata(t, "bad/output_flood.wasm")
 	base := hostileAssign(t, atk, wire.JobAnnounce{
-		V: wire.Version, Job: wire.NewJobID(), Memory: 64 << 20, TimeoutMS: 10_000, Replicas: 1,
-		MaxOutput: 1 << 20, Time: wire.Millis(time.Now()), Deadline: wire.Millis(time.Now().Add(time.Minute)),
+		V: wire.Version, Job: wire.NewJobID(), Terms: wire.Terms{Memory: 64 << 20, TimeoutMS: 10_000, MaxOutput: 1 << 20}, Replicas: 1,
+		Time: wire.Millis(time.Now()), Deadline: wire.Millis(time.Now().Add(time.Minute)),
 	}, 0, flood, nil)
 	tests := []struct {
 		name   string
@@ -261,7 +261,8 @@ func TestHostileTerms(t *testing.T) {
 			}
 		})
 	}
-	job, err := net.client.Submit(ctx, Spec{Replicas: 1, Timeout: 10 * time.Second}.with(t, net.client, readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("30 30")), nil)
+	job, err := net.client.Submit(ctx, Spec{Replicas: 1, Terms: wire.Terms{TimeoutMS: 10_000}}.with(t, net.client,
+		readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("30 30")), nil)
 	if err != nil || job.State != store.JobUnverified {
 		t.Fatalf("honest job after the refusals: %v, %v", job, err)
 	}
@@ -322,9 +323,10 @@ func TestHostileSlowBlobs(t *testing.T) {
 	busy := make(chan string, 12)
 	for range 12 {
 		a := &wire.Assign{V: wire.Version, Replica: 0, Announce: wire.JobAnnounce{
-			V: wire.Version, Job: wire.NewJobID(), Client: []byte(atk.ID()), Module: blob.Sum(module), ModuleSize: int64(len(module)),
-			Memory: 16 << 20, TimeoutMS: 10_000, Replicas: 1, MaxOutput: 1 << 10,
-			Time: wire.Millis(time.Now()), Deadline: wire.Millis(time.Now().Add(2 * time.Hour)),
+			V: wire.Version, Job: wire.NewJobID(), Client: []byte(atk.ID()), Terms: wire.Terms{Module: blob.Sum(module),
+				ModuleSize: int64(len(module)), Memory: 16 << 20, TimeoutMS: 10_000, MaxOutput: 1 << 10},
+			Replicas: 1,
+			Time:     wire.Millis(time.Now()), Deadline: wire.Millis(time.Now().Add(2 * time.Hour)),
 		}}
 		assigns.Go(func() {
 			u, err := sendAssign(ctx, atk, p.ID(), a)
@@ -339,7 +341,7 @@ func TestHostileSlowBlobs(t *testing.T) {
 		return p.provider.load >= 2
 	})
 	start := time.Now()
-	s := Spec{Replicas: 1, Timeout: 10 * time.Second, Deadline: 40 * time.Second}
+	s := Spec{Replicas: 1, Terms: wire.Terms{TimeoutMS: 10_000}, Deadline: 40 * time.Second}
 	job, err := net.client.Submit(ctx, s.with(t, net.client, readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("30 30")), nil)
 	if err != nil || job.State != store.JobUnverified || job.Agree != 1 {
 		t.Fatalf("honest job beside the trickling peer: %v, %v", job, err)
@@ -370,7 +372,7 @@ func TestHostileDiskQuota(t *testing.T) {
 	cat := readTestdata(t, "jobs/cat/cat.wasm")
 	for i := range 10 {
 		input := bytes.Repeat([]byte{byte(i)}, 3<<19) // 1.5 MiB: a blob, not inline
-		s := Spec{Replicas: 1, MaxOutput: 1 << 10, Timeout: 10 * time.Second}.with(t, atk, cat, input)
+		s := Spec{Replicas: 1, Terms: wire.Terms{MaxOutput: 1 << 10, TimeoutMS: 10_000}}.with(t, atk, cat, input)
 		job, err := atk.Submit(ctx, s, nil)
 		if err != nil || job.State != store.JobUnverified {
 			t.Fatalf("job %d: %v, %v", i, job, err)
@@ -381,7 +383,8 @@ func TestHostileDiskQuota(t *testing.T) {
 	}
 	sp := p.blobs.Space()
 	t.Logf("provider blobs after 10 jobs of 1.5 MiB inputs: %d blobs, %d bytes (quota %d)", sp.Blobs, sp.Used, quota)
-	job, err := net.client.Submit(ctx, Spec{Replicas: 1, Timeout: 10 * time.Second}.with(t, net.client, readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("30 30")), nil)
+	job, err := net.client.Submit(ctx, Spec{Replicas: 1, Terms: wire.Terms{TimeoutMS: 10_000}}.with(t, net.client,
+		readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("30 30")), nil)
 	if err != nil || job.State != store.JobUnverified {
 		t.Fatalf("honest job after the flood: %v, %v", job, err)
 	}
@@ -401,7 +404,7 @@ func TestHostileCompileBomb(t *testing.T) {
 		// A custom section (id 0, 2 bytes: an empty name, then i): the same
 		// code under a new digest.
 		variant := append(append([]byte(nil), bomb...), 0x00, 0x02, 0x00, byte(i))
-		s := Spec{Replicas: 2, Timeout: 10 * time.Second}.with(t, atk, variant, nil)
+		s := Spec{Replicas: 2, Terms: wire.Terms{TimeoutMS: 10_000}}.with(t, atk, variant, nil)
 		start := time.Now()
 		job, err := atk.Submit(ctx, s, nil)
 		if err != nil || job.State != store.JobVerified || job.Outcome != wire.OutcomeStopped || !strings.Contains(job.Error, "invalid module") {
@@ -429,8 +432,9 @@ func TestHostileRequirement(t *testing.T) {
 	})
 	for _, req := range []string{"{}.A", "[].x == nil", strings.Repeat("!", 1000) + "true", strings.Repeat("(", 500) + "true" + strings.Repeat(")", 500),
 		"all(backends, {all(backends, {all(backends, {all(backends, {true})})})})"} {
-		ann := &wire.JobAnnounce{V: wire.Version, Job: wire.NewJobID(), Client: []byte(atk.ID()), Module: blob.Sum([]byte("m")), ModuleSize: 1,
-			Memory: 1 << 20, TimeoutMS: 1000, Replicas: 1, MaxOutput: 1, Require: req,
+		ann := &wire.JobAnnounce{V: wire.Version, Job: wire.NewJobID(), Client: []byte(atk.ID()), Terms: wire.Terms{Module: blob.Sum([]byte("m")),
+			ModuleSize: 1, Memory: 1 << 20, TimeoutMS: 1000, MaxOutput: 1},
+			Replicas: 1, Require: req,
 			Time: wire.Millis(time.Now()), Deadline: wire.Millis(time.Now().Add(time.Minute))}
 		if err := atk.gossip.PublishAnnounce(ctx, ann); err != nil {
 			t.Fatalf("announce %q: %v", req, err)
@@ -456,8 +460,8 @@ func TestHostileDuplicateAssign(t *testing.T) {
 	ctx := context.Background()
 	p := net.providers[0]
 	a := hostileAssign(t, atk, wire.JobAnnounce{
-		V: wire.Version, Job: wire.NewJobID(), Memory: 16 << 20, TimeoutMS: 10_000, Replicas: 1,
-		MaxOutput: 1 << 10, Time: wire.Millis(time.Now()), Deadline: wire.Millis(time.Now().Add(time.Minute)),
+		V: wire.Version, Job: wire.NewJobID(), Terms: wire.Terms{Memory: 16 << 20, TimeoutMS: 10_000, MaxOutput: 1 << 10}, Replicas: 1,
+		Time: wire.Millis(time.Now()), Deadline: wire.Millis(time.Now().Add(time.Minute)),
 	}, 0, readTestdata(t, "jobs/cat/cat.wasm"), []byte("once\n"))
 	updates := make(chan *wire.Update, 2)
 	for range 2 {
@@ -599,11 +603,11 @@ func TestHostileSpy(t *testing.T) {
 		// The module is announced in the DHT and reaches the spy's provider
 		// store; the input's digest must not.
 		waitFor(t, 20*time.Second, "the spy holds the module's provider records", func() bool {
-			ps, err := spy.dht.ProviderStore().GetProviders(ctx, s.Module.CID().Hash())
+			ps, err := spy.dht.ProviderStore().GetProviders(ctx, blob.CID(s.Module).Hash())
 			return err == nil && len(ps) > 0
 		})
 		time.Sleep(300 * time.Millisecond) // the providers' own provides, if any, are as quick
-		if ps, err := spy.dht.ProviderStore().GetProviders(ctx, s.Input.CID().Hash()); err != nil || len(ps) > 0 {
+		if ps, err := spy.dht.ProviderStore().GetProviders(ctx, blob.CID(s.Input).Hash()); err != nil || len(ps) > 0 {
 			t.Errorf("%d-byte input: the spy holds %d provider records of the input (%v)", size, len(ps), err)
 		}
 

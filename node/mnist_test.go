@@ -56,8 +56,8 @@ func newMNISTNet(t *testing.T) *mnistNet {
 	m.test = []wire.DataBlob{data("images", "t10k-images-idx3-ubyte"), data("labels", "t10k-labels-idx1-ubyte")}
 	m.labels = file("t10k-labels-idx1-ubyte")[8:]
 	m.module = readTestdata(t, "jobs/mnist/mnist.wasm")
-	m.spec = Spec{Module: putBlob(t, m.c, m.module), ModuleSize: int64(len(m.module)), Replicas: 2,
-		Timeout: 5 * time.Minute, Memory: 512 << 20}
+	m.spec = Spec{Terms: wire.Terms{Module: putBlob(t, m.c, m.module), ModuleSize: int64(len(m.module)),
+		TimeoutMS: 300_000, Memory: 512 << 20}, Replicas: 2}
 	return m
 }
 

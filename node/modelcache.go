@@ -2,6 +2,7 @@ package node
 
 import (
 	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/wire"
 )
 
@@ -20,8 +21,8 @@ func setDataDigests(job *ihost.Job, data []wire.DataBlob) {
 	if len(data) == 0 {
 		return
 	}
-	job.DataDigests = make(map[string]ihost.Digest, len(data))
+	job.DataDigests = make(map[string]blob.Digest, len(data))
 	for _, d := range data {
-		job.DataDigests[d.Name] = ihost.Digest(d.Digest)
+		job.DataDigests[d.Name] = d.Digest
 	}
 }

@@ -152,8 +152,8 @@ func putBlob(tb testing.TB, n *Node, b []byte) blob.Digest {
 func spec(tb testing.TB, n *Node, module, input []byte) Spec {
 	tb.Helper()
 	md, id := putBlob(tb, n, module), putBlob(tb, n, input)
-	return Spec{Module: md, ModuleSize: int64(len(module)), Input: id, InputSize: int64(len(input)),
-		Replicas: 2, Timeout: 30 * time.Second}
+	return Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(module)), Input: id, InputSize: int64(len(input)), TimeoutMS: 30_000},
+		Replicas: 2}
 }
 
 // runLocally runs a module in a local sandbox: the answer replicas must give.
@@ -222,7 +222,7 @@ func TestProviderDiesMidJob(t *testing.T) {
 	var killed peer.ID
 	var running = make(chan peer.ID, 4)
 	s := spec(t, net.client, module, input)
-	s.Timeout = 2 * time.Minute
+	s.TimeoutMS = (2 * time.Minute).Milliseconds()
 	done := make(chan struct{})
 	var job *store.Job
 	var err error
@@ -517,12 +517,12 @@ func TestBlobGC(t *testing.T) {
 		"data of an unfinished sharded job": put("data of an unfinished sharded job"),
 	}
 	unused := put("nobody needs me")
-	ann := wire.JobAnnounce{Module: kept["module of a recent job"],
-		Data: []wire.DataBlob{{Name: "d", Digest: kept["data of a recent job"]}}}
+	ann := wire.JobAnnounce{Terms: wire.Terms{Module: kept["module of a recent job"], Data: []wire.DataBlob{{Name: "d",
+		Digest: kept["data of a recent job"]}}}}
 	if err := n.db.PutJob(&store.Job{ID: wire.NewJobID(), Announce: ann, State: store.JobVerified, Created: time.Now(), Finished: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	terms, err := json.Marshal(Spec{Data: []wire.DataBlob{{Name: "d", Digest: kept["data of an unfinished sharded job"]}}})
+	terms, err := json.Marshal(Spec{Terms: wire.Terms{Data: []wire.DataBlob{{Name: "d", Digest: kept["data of an unfinished sharded job"]}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -598,8 +598,8 @@ func TestTransportsAndSecurity(t *testing.T) {
 				t.Errorf("security %s, want %s", got, tt.security)
 			}
 			ann := &wire.JobAnnounce{V: wire.Version, Job: wire.NewJobID(), Client: []byte(h.ID()),
-				Module: blob.Sum([]byte("m")), ModuleSize: 1, Memory: 1 << 20, TimeoutMS: 1000, Replicas: 1,
-				Deadline: wire.Millis(time.Now().Add(time.Minute)), Time: wire.Millis(time.Now()), MaxOutput: 1 << 20}
+				Terms: wire.Terms{Module: blob.Sum([]byte("m")), ModuleSize: 1, Memory: 1 << 20, TimeoutMS: 1000, MaxOutput: 1 << 20}, Replicas: 1,
+				Deadline: wire.Millis(time.Now().Add(time.Minute)), Time: wire.Millis(time.Now())}
 			if err := wire.WriteFrame(s, &wire.BidOpen{V: wire.Version, Announce: ann}); err != nil {
 				t.Fatal(err)
 			}

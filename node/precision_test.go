@@ -189,7 +189,8 @@ func TestCheckJobRunsAtF32(t *testing.T) {
 	}
 	defer n.Close()
 	q := llama.Request{Prompt: "The end", MaxTokens: 4}
-	_, err = n.Submit(context.Background(), Spec{Replicas: 1, Mode: wire.ModeTolerance, Precision: "bf16", Check: models.Check{q}}, nil)
+	_, err = n.Submit(context.Background(), Spec{Replicas: 1, Terms: wire.Terms{Mode: wire.ModeTolerance,
+		Precision: "bf16"}, Check: models.Check{q}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "runs at f32") {
 		t.Fatalf("a bf16 job verified by a check: %v, want refused", err)
 	}

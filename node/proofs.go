@@ -15,11 +15,8 @@ import (
 )
 
 // proofTemplates are the CommittedGEMM template sizes of proof-mode jobs on
-// this network, ascending. Every provider pads an op to the smallest that
-// fits, so honest replicas' proofs carry the same digests; larger ops get
-// abi.ENOPROOF. 64 is left out: its keys are ten times larger and each of
-// its proofs takes about 11 s.
-var proofTemplates = [...]int{16, 32}
+// the network (wire.ProofTemplates), ascending.
+var proofTemplates = wire.ProofTemplates()
 
 // ProofTemplates returns the CommittedGEMM template sizes of proof-mode jobs
 // on the network: 16 and 32. Providers need a proving key
@@ -35,14 +32,6 @@ var ErrNoVerifyingKeys = errors.New("proof mode needs the CommittedGEMM verifyin
 // errBadProof marks a proof-mode result whose proofs do not check out: the
 // provider forged or spoiled them, and is treated as a liar.
 var errBadProof = fmt.Errorf("%w: bad GEMM proof", errLie)
-
-// ---- provider side ----
-
-// proofConfig turns proof mode on in cfg as the network defines it: its
-// templates, at most host.DefaultMaxProofs proven ops.
-func proofConfig(cfg ihost.JobConfig) ihost.JobConfig {
-	return cfg.WithProofMode(true).WithProofTemplates(proofTemplates[:]...).WithMaxProofs(ihost.DefaultMaxProofs)
-}
 
 // ---- client side ----
 

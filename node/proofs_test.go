@@ -289,8 +289,8 @@ func TestProofModeRefusals(t *testing.T) {
 
 	now := wire.Millis(time.Now())
 	ann := &wire.JobAnnounce{V: wire.Version, Job: wire.NewJobID(), Client: []byte(net.client.ID()),
-		Module: s.Module, ModuleSize: s.ModuleSize, Memory: 1 << 20, TimeoutMS: 1000, Replicas: 1,
-		Deadline: now + 60_000, Time: now, MaxOutput: 100, Proofs: true}
+		Terms: wire.Terms{Module: s.Module, ModuleSize: s.ModuleSize, Memory: 1 << 20, TimeoutMS: 1000, MaxOutput: 100, Proofs: true}, Replicas: 1,
+		Deadline: now + 60_000, Time: now}
 	if b := net.providers[0].provider.bid(ann); b.Accept || !strings.Contains(b.Reason, "no proof mode here") {
 		t.Fatalf("a provider without proving keys bid %+v", b)
 	}

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -21,7 +20,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/infernet/infernet/abi"
 	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/gpu"
 	"github.com/infernet/infernet/host/tensor"
@@ -531,7 +529,7 @@ func (p *provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 		res.Error = "module: " + err.Error()
 		return res
 	}
-	job := ihost.Job{Module: module, Digest: ihost.Digest(an.Module), Input: a.Input}
+	job := ihost.Job{Module: module, Digest: an.Module, Input: a.Input}
 	// Data blobs are fetched once per provider and mounted from the store.
 	for _, d := range an.Data {
 		defer p.n.blobs.Pin(d.Digest)()
@@ -585,10 +583,7 @@ func (p *provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 		res.Error = "client gone"
 		return res
 	}
-	cfg := jobConfig(an)
-	if an.Proofs {
-		cfg = proofConfig(cfg)
-	}
+	cfg := an.JobConfig(an.Seed())
 	if p.n.cfg.Faults.Stalls() {
 		<-ctx.Done() // fault injection: heartbeats, and nothing else
 		res.Error = "stalled"
@@ -646,28 +641,6 @@ func (p *provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 		p.n.cfg.Faults.SpoilProofs(out.Proofs) // fault injection: a forger
 	}
 	return result(p.n.blobs, res, out, runErr, an, sp)
-}
-
-// jobConfig is the sandbox configuration of a job's terms: every replica,
-// and the client's own audit, run the job under it.
-func jobConfig(an *wire.JobAnnounce) ihost.JobConfig {
-	return ihost.NewJobConfig().
-		WithMemoryLimit(an.Memory).
-		WithTimeout(time.Duration(an.TimeoutMS) * time.Millisecond).
-		WithMaxOutput(an.MaxOutput).
-		WithFuelLimit(an.Fuel).
-		WithMode(abi.Mode(an.Mode)).
-		WithPrecision(jobPrecision(an)).
-		WithArgs(an.Args...).
-		WithEnv(an.ShardEnv()...).
-		WithSeed(sha256.Sum256(an.Job[:])) // every replica draws the same randomness
-}
-
-// jobPrecision is the precision of an announce's f32 GEMMs; Validate
-// refused any other name.
-func jobPrecision(an *wire.JobAnnounce) tensor.Precision {
-	p, _ := tensor.ParsePrecision(an.Precision)
-	return p
 }
 
 // spoolDir holds the outputs of running jobs; newProvider empties it.

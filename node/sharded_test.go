@@ -48,7 +48,7 @@ func TestShardedJob(t *testing.T) {
 	}
 	input := []byte(in.String())
 	md := putBlob(t, net.client, module)
-	spec := Spec{Module: md, ModuleSize: int64(len(module)), Replicas: 2, Timeout: 30 * time.Second, Args: []string{"p"}}
+	spec := Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(module)), TimeoutMS: 30_000, Args: []string{"p"}}, Replicas: 2}
 
 	var once sync.Once
 	killed := make(chan peer.ID, 1)
@@ -107,7 +107,7 @@ func TestShardEnvironment(t *testing.T) {
 	net := startNetwork(t, 2, nil)
 	module := readTestdata(t, "jobs/lines/lines.wasm")
 	md := putBlob(t, net.client, module)
-	spec := Spec{Module: md, ModuleSize: int64(len(module)), Replicas: 2, Timeout: 10 * time.Second, Args: []string{"--env"}}
+	spec := Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(module)), TimeoutMS: 10_000, Args: []string{"--env"}}, Replicas: 2}
 	ins := shardInputs(t, net.client, []byte("a\nb\nc\n"), 3)
 	sj, err := net.client.SubmitShards(context.Background(), spec, ins, 2, nil)
 	if err != nil || sj.State != store.JobVerified {
@@ -167,7 +167,7 @@ func TestShardedReduce(t *testing.T) {
 	md := putBlob(t, net.client, mapper)
 	rd := putBlob(t, net.client, reducer)
 	input := linesInput(300)
-	spec := Spec{Module: md, ModuleSize: int64(len(mapper)), Replicas: 2, Timeout: 30 * time.Second}
+	spec := Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(mapper)), TimeoutMS: 30_000}, Replicas: 2}
 	var mu sync.Mutex
 	kinds := map[string]int{}
 	reduceEvents := 0
@@ -244,7 +244,7 @@ func TestShardedResume(t *testing.T) {
 	input := linesInput(400)
 	const shards = 8
 	ss := ShardedSpec{
-		Spec:   Spec{Module: md, ModuleSize: int64(len(mapper)), Replicas: 2, Timeout: 30 * time.Second},
+		Spec:   Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(mapper)), TimeoutMS: 30_000}, Replicas: 2},
 		Inputs: shardInputs(t, net.client, input, shards), Parallel: 2,
 		Reduce: &ReduceSpec{Module: rd, ModuleSize: int64(len(reducer))},
 	}
@@ -373,7 +373,7 @@ func TestShardedCancel(t *testing.T) {
 	})
 	mapper := readTestdata(t, "jobs/lines/lines.wasm")
 	md := putBlob(t, net.client, mapper)
-	ss := ShardedSpec{Spec: Spec{Module: md, ModuleSize: int64(len(mapper)), Replicas: 2, Timeout: 30 * time.Second},
+	ss := ShardedSpec{Spec: Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(mapper)), TimeoutMS: 30_000}, Replicas: 2},
 		Inputs: shardInputs(t, net.client, linesInput(40), 8), Parallel: 1}
 	ctx, cancel := context.WithCancel(context.Background())
 	ids := make(chan string, 1)

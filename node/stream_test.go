@@ -26,7 +26,7 @@ func streamSpec(tb testing.TB, n *Node, reqs ...llama.Request) Spec {
 	s := spec(tb, n, llama.Runner(), models.EncodeRequests(reqs))
 	// A generation's run is slow on a loaded machine (or under -race): the
 	// limit bounds a stuck job, not a slow one.
-	s.Timeout, s.MaxOutput = 5*time.Minute, 1<<20
+	s.TimeoutMS, s.MaxOutput = (5 * time.Minute).Milliseconds(), 1<<20
 	for _, f := range []struct{ name, path string }{{llama.DataModel, "llama/stories260K.bin"}, {llama.DataTokenizer, "llama/tok512.bin"}} {
 		b := readTestdata(tb, f.path)
 		s.Data = append(s.Data, wire.DataBlob{Name: f.name, Digest: putBlob(tb, n, b), Size: int64(len(b))})

@@ -27,10 +27,10 @@ func toyTraining(t *testing.T, c *Node, first []byte, shards, rounds int) TrainS
 	cat, sum := readTestdata(t, "jobs/cat/cat.wasm"), readTestdata(t, "jobs/sum/sum.wasm")
 	catD := putBlob(t, c, cat)
 	return TrainSpec{
-		Spec:   Spec{Module: catD, ModuleSize: int64(len(cat)), Replicas: 2, Timeout: 30 * time.Second},
+		Spec:   Spec{Terms: wire.Terms{Module: catD, ModuleSize: int64(len(cat)), TimeoutMS: 30_000}, Replicas: 2},
 		Shards: shards, Rounds: rounds, State: putBlob(t, c, first), StateSize: int64(len(first)),
 		Reduce: ReduceSpec{Module: catD, ModuleSize: int64(len(cat))},
-		Eval:   &Spec{Module: putBlob(t, c, sum), ModuleSize: int64(len(sum)), Replicas: 2, Timeout: 30 * time.Second},
+		Eval:   &Spec{Terms: wire.Terms{Module: putBlob(t, c, sum), ModuleSize: int64(len(sum)), TimeoutMS: 30_000}, Replicas: 2},
 	}
 }
 

@@ -273,7 +273,7 @@ func TestHostileStall(t *testing.T) {
 	stalled := 0
 	for i := 0; i < 20 && stalled < 2; i++ {
 		s, want := catJob(t, c, i)
-		s.Timeout, s.Replicas = 2*time.Second, 3
+		s.TimeoutMS, s.Replicas = (2 * time.Second).Milliseconds(), 3
 		var lostAt, assignedAt time.Time
 		job, err := c.Submit(context.Background(), s, func(e Event) {
 			if e.Provider != staller.String() {
@@ -294,7 +294,7 @@ func TestHostileStall(t *testing.T) {
 		}
 		if !assignedAt.IsZero() {
 			stalled++
-			t.Logf("job %d: the staller held a replica %v before it was reassigned (run time limit %v)", i, lostAt.Sub(assignedAt).Round(10*time.Millisecond), s.Timeout)
+			t.Logf("job %d: the staller held a replica %v before it was reassigned (run time limit %v)", i, lostAt.Sub(assignedAt).Round(10*time.Millisecond), s.Timeout())
 			if lostAt.IsZero() {
 				t.Fatalf("job %d: the staller's replica was never counted lost", i)
 			}

@@ -117,7 +117,7 @@ func TestClient(t *testing.T) {
 	// No providers anywhere: the job is recorded as failed, and the
 	// progress stream ends with its record.
 	start := time.Now()
-	job, err := c.Submit(ctx, SubmitRequest{Module: bi.Digest, ModuleSize: bi.Size, Input: blob.Sum(nil), TimeoutMS: 1000}, nil)
+	job, err := c.Submit(ctx, SubmitRequest{Terms: wire.Terms{Module: bi.Digest, ModuleSize: bi.Size, Input: blob.Sum(nil), TimeoutMS: 1000}}, nil)
 	if err != nil || job.State != store.JobFailed || !strings.Contains(job.Error, "not enough matching providers") {
 		t.Fatalf("Submit: %+v, %v", job, err)
 	}
@@ -126,7 +126,7 @@ func TestClient(t *testing.T) {
 	}
 	// A proof-mode job on a node without the GEMM verifying keys is an
 	// error before anything is recorded.
-	proof := SubmitRequest{Module: bi.Digest, ModuleSize: bi.Size, Input: blob.Sum(nil), TimeoutMS: 1000, Proofs: true}
+	proof := SubmitRequest{Terms: wire.Terms{Module: bi.Digest, ModuleSize: bi.Size, Input: blob.Sum(nil), TimeoutMS: 1000, Proofs: true}}
 	if _, err := c.Submit(ctx, proof, nil); err == nil || !strings.Contains(err.Error(), node.ErrNoVerifyingKeys.Error()) {
 		t.Fatalf("proof-mode Submit without verifying keys: %v", err)
 	}
@@ -135,7 +135,7 @@ func TestClient(t *testing.T) {
 		t.Fatalf("Jobs: %v, %v", jobs, err)
 	}
 	// A missing module is an error before anything is recorded.
-	if _, err := c.Submit(ctx, SubmitRequest{Module: blob.Sum([]byte("nope")), ModuleSize: 4, TimeoutMS: 1000}, nil); err == nil {
+	if _, err := c.Submit(ctx, SubmitRequest{Terms: wire.Terms{Module: blob.Sum([]byte("nope")), ModuleSize: 4, TimeoutMS: 1000}}, nil); err == nil {
 		t.Fatal("Submit of an absent module succeeded")
 	}
 	if _, err := Dial(t.TempDir(), ""); !errors.Is(err, ErrNoNode) {

@@ -19,6 +19,7 @@ import (
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/api/dashboardtest"
 	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
 )
 
 // dashNode is a node of the dashboard tests' network with its API.
@@ -84,7 +85,7 @@ func dashboardWork(t *testing.T, c *node.Node) *node.ShardedJob {
 	t.Helper()
 	ctx := context.Background()
 	cat, lines, sum := put(t, c, jobModule(t, "cat")), put(t, c, jobModule(t, "lines")), put(t, c, jobModule(t, "sum"))
-	terms := node.Spec{Replicas: 2, Timeout: 30 * time.Second}
+	terms := node.Spec{Replicas: 2, Terms: wire.Terms{TimeoutMS: 30_000}}
 	submit(t, c, cat, []byte("hello dashboard\n"))
 	s := terms
 	s.Module, s.ModuleSize = lines.Input, lines.InputSize
@@ -110,8 +111,9 @@ func dashboardWork(t *testing.T, c *node.Node) *node.ShardedJob {
 func submit(t *testing.T, c *node.Node, module node.ShardInput, input []byte) *store.Job {
 	t.Helper()
 	in := put(t, c, input)
-	job, err := c.Submit(context.Background(), node.Spec{Module: module.Input, ModuleSize: module.InputSize,
-		Input: in.Input, InputSize: in.InputSize, Replicas: 2, Timeout: 30 * time.Second}, nil)
+	job, err := c.Submit(context.Background(), node.Spec{Terms: wire.Terms{Module: module.Input, ModuleSize: module.InputSize,
+		Input: in.Input, InputSize: in.InputSize, TimeoutMS: 30_000},
+		Replicas: 2}, nil)
 	if err != nil || job.State != store.JobVerified {
 		t.Fatalf("job: %+v, %v", job, err)
 	}
@@ -390,7 +392,8 @@ func TestDashboardEventsPush(t *testing.T) {
 	case <-time.After(2 * time.Second):
 	}
 	module := put(t, n, jobModule(t, "cat"))
-	go n.Submit(context.Background(), node.Spec{Module: module.Input, ModuleSize: module.InputSize, Replicas: 1, Timeout: time.Second}, nil)
+	go n.Submit(context.Background(), node.Spec{Terms: wire.Terms{Module: module.Input, ModuleSize: module.InputSize,
+		TimeoutMS: 1000}, Replicas: 1}, nil)
 	select {
 	case s := <-snaps:
 		if len(s.Jobs) != 1 {

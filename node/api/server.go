@@ -83,38 +83,25 @@ type BlobInfo struct {
 	Size   int64       `json:"size"`
 }
 
-// SubmitRequest is the body of POST /v1/jobs. Durations are in
-// milliseconds; zero fields take node.Spec's defaults.
+// SubmitRequest is the body of POST /v1/jobs: the job's terms and how to
+// run it. Durations are in milliseconds; zero fields take node.Spec's
+// defaults. Its JSON names are its tags' and, for the terms, submitTerms's.
 type SubmitRequest struct {
-	Module     blob.Digest `json:"module"`
-	ModuleSize int64       `json:"module_size"`
-	Input      blob.Digest `json:"input"`
-	InputSize  int64       `json:"input_size"`
-	Replicas   int         `json:"replicas,omitempty"`
-	TimeoutMS  int64       `json:"timeout_ms,omitempty"`
-	DeadlineMS int64       `json:"deadline_ms,omitempty"`
-	Memory     uint64      `json:"memory,omitempty"`
-	MaxOutput  int64       `json:"max_output,omitempty"`
-	Fuel       uint64      `json:"fuel,omitempty"`
-	Mode       uint8       `json:"mode,omitempty"`
-	Require    string      `json:"require,omitempty"`
-	Price      uint64      `json:"price,omitempty"`
-	// Adaptive, Audit, SameBackend, MixedBackends, Rtol, Atol, Format,
-	// Settle, Proofs and Precision are node.Spec's.
+	// Terms are the job's terms (node.Spec's). Their Shard and Shards are
+	// not in its JSON: the shards of a sharded job are Shards below, and
+	// each part's place is SubmitSharded's to set.
+	wire.Terms `json:"-"`
+	Replicas   int    `json:"replicas,omitempty"`
+	DeadlineMS int64  `json:"deadline_ms,omitempty"`
+	Require    string `json:"require,omitempty"`
+	Price      uint64 `json:"price,omitempty"`
+	// Adaptive, Audit, SameBackend, MixedBackends and Settle are
+	// node.Spec's.
 	Adaptive      bool    `json:"adaptive,omitempty"`
 	Audit         float64 `json:"audit,omitempty"`
 	SameBackend   bool    `json:"same_backend,omitempty"`
 	MixedBackends bool    `json:"mixed_backends,omitempty"`
-	Rtol          float64 `json:"rtol,omitempty"`
-	Atol          float64 `json:"atol,omitempty"`
-	Format        uint8   `json:"format,omitempty"`
 	Settle        uint8   `json:"settle,omitempty"`
-	Proofs        bool    `json:"proofs,omitempty"`
-	Precision     string  `json:"precision,omitempty"`
-	// Args are the guest's arguments after argv[0].
-	Args []string `json:"args,omitempty"`
-	// Data are read-only files for the guest's /data (blobs already put).
-	Data []wire.DataBlob `json:"data,omitempty"`
 	// Stream, for a job that is not sharded, streams its output: Output
 	// lines carry the bytes the replicas agree on as they agree
 	// (node.Spec.Output).
@@ -487,15 +474,12 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// spec is the node.Spec of req's terms.
+// spec is the node.Spec of req: its terms, and how to run them.
 func (req *SubmitRequest) spec() node.Spec {
 	return node.Spec{
-		Module: req.Module, ModuleSize: req.ModuleSize, Input: req.Input, InputSize: req.InputSize,
-		Replicas: req.Replicas, Timeout: time.Duration(req.TimeoutMS) * time.Millisecond,
-		Deadline: time.Duration(req.DeadlineMS) * time.Millisecond, Memory: req.Memory,
-		MaxOutput: req.MaxOutput, Fuel: req.Fuel, Mode: req.Mode, Require: req.Require, Price: req.Price,
-		Adaptive: req.Adaptive, Audit: req.Audit, SameBackend: req.SameBackend, MixedBackends: req.MixedBackends, Rtol: req.Rtol, Atol: req.Atol, Format: req.Format, Settle: req.Settle,
-		Proofs: req.Proofs, Args: req.Args, Data: req.Data, Precision: req.Precision,
+		Terms: req.Terms, Replicas: req.Replicas, Deadline: time.Duration(req.DeadlineMS) * time.Millisecond,
+		Require: req.Require, Price: req.Price, Adaptive: req.Adaptive, Audit: req.Audit,
+		SameBackend: req.SameBackend, MixedBackends: req.MixedBackends, Settle: req.Settle,
 	}
 }
 

@@ -5,64 +5,31 @@
 package blob
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
-	"fmt"
-
 	"github.com/ipfs/go-cid"
 	"github.com/multiformats/go-multihash"
+
+	"github.com/infernet/infernet/digest"
 )
 
 // Digest is the SHA-256 of a blob's bytes: its name everywhere in infernet.
-type Digest [32]byte
+// It is digest.Digest, the type the sandbox and the proofs name content by.
+type Digest = digest.Digest
 
 // Sum returns the digest of b.
-func Sum(b []byte) Digest { return sha256.Sum256(b) }
-
-// String returns the digest in lowercase hex.
-func (d Digest) String() string { return hex.EncodeToString(d[:]) }
-
-// Short returns the first 12 hex digits, for logs and tables.
-func (d Digest) Short() string { return d.String()[:12] }
-
-// IsZero reports whether d is the zero digest (no blob).
-func (d Digest) IsZero() bool { return d == Digest{} }
+func Sum(b []byte) Digest { return digest.Sum(b) }
 
 // ErrBadDigest is returned by ParseDigest for anything but 64 hex digits.
-var ErrBadDigest = errors.New("blob: digest must be 64 hex digits")
+var ErrBadDigest = digest.ErrSyntax
 
 // ParseDigest parses a digest written by Digest.String.
-func ParseDigest(s string) (Digest, error) {
-	var d Digest
-	if len(s) != 64 {
-		return d, fmt.Errorf("%q: %w", s, ErrBadDigest)
-	}
-	if _, err := hex.Decode(d[:], []byte(s)); err != nil {
-		return d, fmt.Errorf("%q: %w", s, ErrBadDigest)
-	}
-	return d, nil
-}
+func ParseDigest(s string) (Digest, error) { return digest.Parse(s) }
 
-// CID returns the content identifier under which the blob is announced in
-// the DHT: CIDv1, raw codec, sha2-256 multihash of the digest.
-func (d Digest) CID() cid.Cid {
+// CID returns the content identifier under which the blob of digest d is
+// announced in the DHT: CIDv1, raw codec, sha2-256 multihash of the digest.
+func CID(d Digest) cid.Cid {
 	mh, err := multihash.Encode(d[:], multihash.SHA2_256)
 	if err != nil { // only for unknown codes or wrong lengths: impossible here
 		panic(err)
 	}
 	return cid.NewCidV1(cid.Raw, mh)
-}
-
-// MarshalText implements encoding.TextMarshaler (JSON shows hex).
-func (d Digest) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
-
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (d *Digest) UnmarshalText(b []byte) error {
-	v, err := ParseDigest(string(b))
-	if err != nil {
-		return err
-	}
-	*d = v
-	return nil
 }

@@ -231,9 +231,9 @@ func (r *rawNode) publish(t *testing.T, topic string, b []byte) {
 func announce(client peer.ID, now time.Time) *wire.JobAnnounce {
 	m := &wire.JobAnnounce{
 		V: wire.Version, Job: wire.NewJobID(), Client: []byte(client),
-		ModuleSize: 1234, InputSize: 10, Memory: 64 << 20, TimeoutMS: 5000,
-		Mode: wire.ModeExact, Require: "cores >= 1", Replicas: 2, Price: 1000,
-		Deadline: wire.Millis(now.Add(time.Minute)), Time: wire.Millis(now), MaxOutput: 1 << 20,
+		Terms:   wire.Terms{ModuleSize: 1234, InputSize: 10, Memory: 64 << 20, TimeoutMS: 5000, Mode: wire.ModeExact, MaxOutput: 1 << 20},
+		Require: "cores >= 1", Replicas: 2, Price: 1000,
+		Deadline: wire.Millis(now.Add(time.Minute)), Time: wire.Millis(now),
 	}
 	m.Module[0], m.Input[0] = 1, 2
 	return m

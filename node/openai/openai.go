@@ -568,9 +568,10 @@ func (s *Service) spec(ctx context.Context, m *store.Model, q llama.Request) (no
 		return node.Spec{}, err
 	}
 	spec := node.Spec{
-		Module: runner.Digest, ModuleSize: runner.Size, Input: in, InputSize: int64(len(input)),
-		Replicas: s.cfg.Replicas, Timeout: s.cfg.Timeout, Memory: 512 << 20, MaxOutput: 4 << 20,
-		Mode: wire.ModeExact, Require: s.cfg.Require, Price: s.cfg.Price, Data: models.JobData(m),
+		Terms: wire.Terms{Module: runner.Digest, ModuleSize: runner.Size, Input: in, InputSize: int64(len(input)),
+			TimeoutMS: s.cfg.Timeout.Milliseconds(), Memory: 512 << 20, MaxOutput: 4 << 20, Mode: wire.ModeExact,
+			Data: models.JobData(m)},
+		Replicas: s.cfg.Replicas, Require: s.cfg.Require, Price: s.cfg.Price,
 	}
 	if s.cfg.Mode == ModeTolerance {
 		spec.Mode = wire.ModeTolerance

@@ -65,27 +65,17 @@ const (
 	ModeTolerance = 1
 )
 
-// JobAnnounce describes a job to providers: what to run and on what terms,
-// never the input itself. It travels on the jobs topic (open market) or
+// JobAnnounce describes a job to providers: what to run and on what terms
+// (Terms), never the input itself. It travels on the jobs topic (open market) or
 // directly to chosen providers as a bid request, both as its Offer, which
 // leaves the input's digest out; only an Assign carries it whole.
 type JobAnnounce struct {
 	V      uint16 `cbor:"1,keyasint"`
 	Job    JobID  `cbor:"2,keyasint"`
 	Client []byte `cbor:"3,keyasint"` // peer ID bytes
-	// Module and Input are blob digests with their sizes in bytes.
-	Module     blob.Digest `cbor:"4,keyasint"`
-	ModuleSize int64       `cbor:"5,keyasint"`
-	Input      blob.Digest `cbor:"6,keyasint"`
-	InputSize  int64       `cbor:"7,keyasint"`
-	// Memory is the guest memory limit in bytes.
-	Memory uint64 `cbor:"8,keyasint"`
-	// TimeoutMS is the run's wall-time limit in milliseconds.
-	TimeoutMS int64 `cbor:"9,keyasint"`
-	// Fuel is the metered-work limit (0: none).
-	Fuel uint64 `cbor:"10,keyasint"`
-	// Mode is ModeExact or ModeTolerance.
-	Mode uint8 `cbor:"11,keyasint"`
+	// Terms are what the job is: module, input, data, arguments, limits
+	// and how outputs compare (CBOR keys 4 to 11, 17 to 20, 23 to 27, 29).
+	Terms
 	// Require is a requirement expression over the provider's advert.
 	Require string `cbor:"12,keyasint"`
 	// Replicas is how many distinct providers must run the job.
@@ -96,47 +86,16 @@ type JobAnnounce struct {
 	Deadline int64 `cbor:"15,keyasint"`
 	// Time is when the announce was made, unix ms.
 	Time int64 `cbor:"16,keyasint"`
-	// MaxOutput caps the job's stdout in bytes.
-	MaxOutput int64 `cbor:"17,keyasint"`
-	// In tolerance mode, replicas' outputs are compared as numbers within
-	// Rtol/Atol, read as Format (redundancy.Format; 0: compared exactly).
-	Rtol   float64 `cbor:"18,keyasint"`
-	Atol   float64 `cbor:"19,keyasint"`
-	Format uint8   `cbor:"20,keyasint"`
 	// SameBackend asks for every replica on the same tensor backend.
 	SameBackend bool `cbor:"21,keyasint"`
 	// Settle is how a paid job pays: SettleEscrow or SettleFair.
 	Settle uint8 `cbor:"22,keyasint"`
-	// Proofs asks for proof mode: the provider proves every integer
-	// (i8·i8→i32) GEMM the job performs with a CommittedGEMM Groth16 proof
-	// on the network's templates (node.ProofTemplates) and attaches the
-	// proofs to its Result. Proof mode changes what some ops answer
-	// (abi.ENOPROOF), so it is part of the job's definition.
-	Proofs bool `cbor:"23,keyasint"`
-	// Args are the guest's arguments after argv[0].
-	Args []string `cbor:"24,keyasint"`
-	// Shard and Shards place the job in a sharded one: it is shard Shard
-	// (from 0) of Shards, which the guest reads from its environment as
-	// INFERNET_SHARD_INDEX and INFERNET_SHARD_COUNT. Shards 0 is a job on
-	// its own: shard 0 of 1.
-	Shard  uint32 `cbor:"25,keyasint"`
-	Shards uint32 `cbor:"26,keyasint"`
-	// Data are read-only files the guest reads at /data/NAME (model
-	// weights, dictionaries): blobs every replica fetches and sees alike.
-	Data []DataBlob `cbor:"27,keyasint"`
 	// Stream asks providers to send the job's stdout while it runs
 	// (UpdateOutput), so that the client can show what replicas agree on
 	// before the job ends (a language model's tokens). The Result's output
 	// must be exactly the bytes streamed. Not with SettleFair, which sells
 	// the output.
 	Stream bool `cbor:"28,keyasint"`
-	// Precision is the precision of the job's f32 GEMMs, a
-	// tensor.Precision name: "" is f32, what every provider runs and what
-	// peers that know no precision run; "tf32" or "bf16" (tolerance mode
-	// only) go to providers whose advert offers them (Precisions), and
-	// every replica runs at it. Omitted when empty, so an f32 job encodes
-	// as it did before the field existed.
-	Precision string `cbor:"29,keyasint,omitempty"`
 }
 
 // Offer is the announce as offered to providers not (yet) assigned the
@@ -156,20 +115,6 @@ type DataBlob struct {
 	Name   string      `cbor:"1,keyasint" json:"name"`
 	Digest blob.Digest `cbor:"2,keyasint" json:"digest"`
 	Size   int64       `cbor:"3,keyasint" json:"size"`
-}
-
-// DataSize is the bytes of the job's data blobs together.
-func (m *JobAnnounce) DataSize() int64 {
-	var n int64
-	for _, d := range m.Data {
-		n += d.Size
-	}
-	return n
-}
-
-// ShardEnv is the guest environment of the announce's shard.
-func (m *JobAnnounce) ShardEnv() []string {
-	return []string{fmt.Sprintf("INFERNET_SHARD_INDEX=%d", m.Shard), fmt.Sprintf("INFERNET_SHARD_COUNT=%d", max(m.Shards, 1))}
 }
 
 // Settle values of JobAnnounce.Settle.

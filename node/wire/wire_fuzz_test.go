@@ -35,12 +35,14 @@ func seedMessages() []Versioned {
 	d := blob.Sum([]byte("m"))
 	res := &Result{V: Version, Job: job, Replica: 1, Output: d, OutputSize: 5, OutputData: []byte("hello"), ExitCode: 3,
 		Proofs: []gemmproof.Proof{{Template: 16, M: 2, N: 3, K: 4, DigestC: [32]byte{7}, Groth16: []byte{1, 2, 3}}}}
-	ann := JobAnnounce{V: Version, Job: job, Client: []byte("client"), Module: d, ModuleSize: 1, Input: d, Memory: 1 << 20,
-		TimeoutMS: 1000, Replicas: 2, Deadline: 1e12, Time: 1e12, MaxOutput: 1 << 20}
+	ann := JobAnnounce{V: Version, Job: job, Client: []byte("client"),
+		Terms:    Terms{Module: d, ModuleSize: 1, Input: d, Memory: 1 << 20, TimeoutMS: 1000, MaxOutput: 1 << 20},
+		Replicas: 2, Deadline: 1e12, Time: 1e12}
 	return []Versioned{
-		&JobAnnounce{V: Version, Job: job, Client: []byte("client"), Module: d, ModuleSize: 1, Input: d, Memory: 1 << 20,
-			TimeoutMS: 1000, Replicas: 2, Deadline: 1e12, Time: 1e12, MaxOutput: 1 << 20, Require: `has("cuda")`, Proofs: true,
-			Args: []string{"-x", ""}, Shard: 2, Shards: 3, Data: []DataBlob{{Name: "w", Digest: d, Size: 9}}},
+		&JobAnnounce{V: Version, Job: job, Client: []byte("client"),
+			Terms: Terms{Module: d, ModuleSize: 1, Input: d, Memory: 1 << 20, TimeoutMS: 1000, MaxOutput: 1 << 20, Proofs: true,
+				Args: []string{"-x", ""}, Shard: 2, Shards: 3, Data: []DataBlob{{Name: "w", Digest: d, Size: 9}}},
+			Replicas: 2, Deadline: 1e12, Time: 1e12, Require: `has("cuda")`},
 		&CapabilityAdvert{V: Version, Peer: []byte("peer"), Seq: 9, Cores: 4, MemoryBytes: 1 << 30,
 			GPUs: []GPU{{Name: "RTX", MemoryBytes: 1 << 30, ComputeMajor: 8}}, Backends: []string{"reference", "cuda"}, Features: []string{FeatureFair}},
 		&Bid{V: Version, Job: job, Accept: true, Price: 7},

@@ -30,9 +30,10 @@ func testKey(t *testing.T) (crypto.PrivKey, peer.ID) {
 }
 
 func announce(client peer.ID) *JobAnnounce {
-	return &JobAnnounce{V: Version, Job: NewJobID(), Client: []byte(client), Module: blob.Sum([]byte("m")),
-		ModuleSize: 1, Input: blob.Sum(nil), Memory: 1 << 20, TimeoutMS: 1000, Replicas: 2,
-		Deadline: Millis(time.Now().Add(time.Minute)), Time: Millis(time.Now()), MaxOutput: 1 << 20}
+	return &JobAnnounce{V: Version, Job: NewJobID(), Client: []byte(client), Terms: Terms{Module: blob.Sum([]byte("m")),
+		ModuleSize: 1, Input: blob.Sum(nil), Memory: 1 << 20, TimeoutMS: 1000, MaxOutput: 1 << 20},
+		Replicas: 2,
+		Deadline: Millis(time.Now().Add(time.Minute)), Time: Millis(time.Now())}
 }
 
 func TestRoundTripDeterministic(t *testing.T) {

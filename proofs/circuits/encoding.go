@@ -12,11 +12,14 @@ import (
 	"github.com/consensys/gnark/frontend"
 	"github.com/consensys/gnark/std/hash"
 	p2circuit "github.com/consensys/gnark/std/hash/poseidon2"
+
+	"github.com/infernet/infernet/digest"
 )
 
 // Digest is one BN254 scalar in 32-byte big-endian canonical form: a matrix
-// digest (MatrixDigest) or a plaintext commitment (Exchange.Commit).
-type Digest [32]byte
+// digest (MatrixDigest) or a plaintext commitment (Exchange.Commit). It is
+// digest.Digest, infernet's one 32-byte digest type, which shows it in hex.
+type Digest = digest.Digest
 
 // Errors returned by the native functions of this package.
 var (
@@ -77,7 +80,7 @@ func constant(e fr.Element) *big.Int { return e.BigInt(new(big.Int)) }
 func pow2(k int) *big.Int { return new(big.Int).Lsh(big.NewInt(1), uint(k)) }
 
 // element decodes a Digest, rejecting non-canonical encodings (≥ p).
-func (d Digest) element() (fr.Element, error) {
+func element(d Digest) (fr.Element, error) {
 	var e fr.Element
 	if err := e.SetBytesCanonical(d[:]); err != nil {
 		return e, fmt.Errorf("%w: digest: %v", ErrEncoding, err)

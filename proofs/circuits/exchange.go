@@ -161,7 +161,7 @@ func (x Exchange) PublicWitness(paymentHash [32]byte, ciphertext []byte, commitm
 	if err != nil {
 		return nil, err
 	}
-	com, err := commitment.element()
+	com, err := element(commitment)
 	if err != nil {
 		return nil, err
 	}

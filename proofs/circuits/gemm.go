@@ -153,7 +153,7 @@ func (g CommittedGEMM) PublicWitness(da, db, dc Digest) (witness.Witness, error)
 	var e [3]fr.Element
 	for i, d := range []Digest{da, db, dc} {
 		var err error
-		if e[i], err = d.element(); err != nil {
+		if e[i], err = element(d); err != nil {
 			return nil, err
 		}
 	}

@@ -756,7 +756,7 @@ func (x *sources) next(ctx context.Context) (peer.ID, bool) {
 	defer x.recv.Unlock()
 	if x.provs == nil {
 		count := 4 * x.s.cfg.MaxSources
-		x.provs = x.s.cfg.Routing.FindProvidersAsync(x.ctx, x.d.CID(), count)
+		x.provs = x.s.cfg.Routing.FindProvidersAsync(x.ctx, blob.CID(x.d), count)
 	}
 	for {
 		select {

@@ -243,7 +243,7 @@ func (s *Service) Provide(ctx context.Context, d blob.Digest) error {
 	if s.cfg.Routing == nil {
 		return nil
 	}
-	if err := s.cfg.Routing.Provide(ctx, d.CID(), true); err != nil {
+	if err := s.cfg.Routing.Provide(ctx, blob.CID(d), true); err != nil {
 		return fmt.Errorf("blobnet: provide %s: %w", d.Short(), err)
 	}
 	return nil

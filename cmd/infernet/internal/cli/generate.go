@@ -216,10 +216,10 @@ func (o *GenerateOptions) runLocal(ctx context.Context, reqs []llama.Request, fi
 	}
 	// A named model's files are the node's blobs: their digests are known,
 	// and key the model cache without hashing the files again.
-	data, digests := map[string]string{}, map[string]host.Digest{}
+	data, digests := map[string]string{}, map[string]api.Digest{}
 	if m != nil {
 		for _, d := range m.JobData() {
-			data[d.Name], digests[d.Name] = api.BlobPath(o.DataDir, d.Digest), host.Digest(d.Digest)
+			data[d.Name], digests[d.Name] = api.BlobPath(o.DataDir, d.Digest), d.Digest
 			if _, err := os.Stat(data[d.Name]); err != nil {
 				return &exitError{Code: ExitError, Err: fmt.Errorf("model %s: its %s blob: %w", o.Model, d.Name, err)}
 			}

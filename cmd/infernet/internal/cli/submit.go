@@ -180,10 +180,13 @@ func addDataFlag(f *pflag.FlagSet, opts *SubmitOptions) {
 	f.StringArrayVar(&opts.Data, "data", nil, "read-only file for the job at /data/NAME (`NAME=FILE`, repeatable; e.g. model weights): each provider fetches it once")
 }
 
-// request builds the API request, checking flags before anything is uploaded.
+// request builds the API request, checking flags before anything is
+// uploaded: the job's terms (req.Terms, which the node announces as they
+// are) but for the module, input and data, which the caller sets once it
+// has put them.
 func (o *SubmitOptions) request() (api.SubmitRequest, error) {
-	req := api.SubmitRequest{Replicas: o.Replicas, TimeoutMS: o.Timeout.Milliseconds(),
-		DeadlineMS: o.Deadline.Milliseconds(), Fuel: o.Fuel, Require: o.Require, Price: o.Price}
+	req := api.SubmitRequest{Terms: wire.Terms{TimeoutMS: o.Timeout.Milliseconds(), Fuel: o.Fuel},
+		Replicas: o.Replicas, DeadlineMS: o.Deadline.Milliseconds(), Require: o.Require, Price: o.Price}
 	mem, err := parseSize(o.Memory)
 	if err != nil {
 		return req, fmt.Errorf("--memory: %w", err)

@@ -1,0 +1,137 @@
+package wire
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host/tensor"
+	"github.com/infernet/infernet/node/blob"
+)
+
+// Terms are what a job is: the module it runs on which input, data and
+// arguments, the limits it runs under and how its replicas' outputs
+// compare. They are every field that travels to providers and decides the
+// job's result: replicas of the same Terms answer alike. They are written
+// once, where a job is stated (the CLI's request, the local API's
+// SubmitRequest, a node.Spec), and travel embedded, never copied field by
+// field: api.SubmitRequest, node.Spec, JobAnnounce, and from the announce
+// the sandbox's configuration (JobConfig).
+//
+// What a job is not stays beside them in JobAnnounce: who asks and when
+// (Job, Client, Time), whom it may go to and how many (Require, Replicas,
+// SameBackend), what it pays and by when (Price, Settle, Deadline), and how
+// its output comes back (Stream).
+//
+// Embedded, Terms encode as JobAnnounce's own fields did: the same CBOR
+// keys (its encoding sorts them), and in JSON the same Go field names.
+type Terms struct {
+	// Module and Input are blob digests with their sizes in bytes.
+	Module     blob.Digest `cbor:"4,keyasint"`
+	ModuleSize int64       `cbor:"5,keyasint"`
+	Input      blob.Digest `cbor:"6,keyasint"`
+	InputSize  int64       `cbor:"7,keyasint"`
+	// Memory is the guest memory limit in bytes.
+	Memory uint64 `cbor:"8,keyasint"`
+	// TimeoutMS is the run's wall-time limit in milliseconds.
+	TimeoutMS int64 `cbor:"9,keyasint"`
+	// Fuel is the metered-work limit (0: none).
+	Fuel uint64 `cbor:"10,keyasint"`
+	// Mode is ModeExact or ModeTolerance.
+	Mode uint8 `cbor:"11,keyasint"`
+	// MaxOutput caps the job's stdout in bytes.
+	MaxOutput int64 `cbor:"17,keyasint"`
+	// In tolerance mode, replicas' outputs are compared as numbers within
+	// Rtol/Atol, read as Format (redundancy.Format; 0: compared exactly).
+	Rtol   float64 `cbor:"18,keyasint"`
+	Atol   float64 `cbor:"19,keyasint"`
+	Format uint8   `cbor:"20,keyasint"`
+	// Proofs asks for proof mode: the provider proves every integer
+	// (i8·i8→i32) GEMM the job performs with a CommittedGEMM Groth16 proof
+	// on the network's templates (ProofTemplates) and attaches the proofs
+	// to its Result. Proof mode changes what some ops answer
+	// (abi.ENOPROOF), so it is part of the job's definition.
+	Proofs bool `cbor:"23,keyasint"`
+	// Args are the guest's arguments after argv[0].
+	Args []string `cbor:"24,keyasint"`
+	// Shard and Shards place the job in a sharded one: it is shard Shard
+	// (from 0) of Shards, which the guest reads from its environment as
+	// INFERNET_SHARD_INDEX and INFERNET_SHARD_COUNT. Shards 0 is a job on
+	// its own: shard 0 of 1.
+	Shard  uint32 `cbor:"25,keyasint"`
+	Shards uint32 `cbor:"26,keyasint"`
+	// Data are read-only files the guest reads at /data/NAME (model
+	// weights, dictionaries): blobs every replica fetches and sees alike.
+	Data []DataBlob `cbor:"27,keyasint"`
+	// Precision is the precision of the job's f32 GEMMs, a
+	// tensor.Precision name: "" is f32, what every provider runs and what
+	// peers that know no precision run; "tf32" or "bf16" (tolerance mode
+	// only) go to providers whose advert offers them (Precisions), and
+	// every replica runs at it. Omitted when empty, so an f32 job encodes
+	// as it did before the field existed.
+	Precision string `cbor:"29,keyasint,omitempty"`
+}
+
+// Timeout is the run's wall-time limit, TimeoutMS.
+func (t *Terms) Timeout() time.Duration { return time.Duration(t.TimeoutMS) * time.Millisecond }
+
+// DataSize is the bytes of the job's data blobs together.
+func (t *Terms) DataSize() int64 {
+	var n int64
+	for _, d := range t.Data {
+		n += d.Size
+	}
+	return n
+}
+
+// ShardEnv is the guest environment of the job's shard.
+func (t *Terms) ShardEnv() []string {
+	return []string{fmt.Sprintf("INFERNET_SHARD_INDEX=%d", t.Shard), fmt.Sprintf("INFERNET_SHARD_COUNT=%d", max(t.Shards, 1))}
+}
+
+// TensorPrecision is Precision as a tensor.Precision: tensor.F32 for "",
+// and for a name JobAnnounce.Validate refuses.
+func (t *Terms) TensorPrecision() tensor.Precision {
+	p, _ := tensor.ParsePrecision(t.Precision)
+	return p
+}
+
+// proofTemplates are the CommittedGEMM template sizes of proof-mode jobs on
+// this network, ascending. Every provider pads an op to the smallest that
+// fits, so honest replicas' proofs carry the same digests; larger ops get
+// abi.ENOPROOF. 64 is left out: its keys are ten times larger and each of
+// its proofs takes about 11 s.
+var proofTemplates = [...]int{16, 32}
+
+// ProofTemplates returns the CommittedGEMM template sizes of proof-mode jobs
+// on the network (Terms.Proofs), ascending: 16 and 32.
+func ProofTemplates() []int { return slices.Clone(proofTemplates[:]) }
+
+// JobConfig is the sandbox configuration of the terms: every replica, and a
+// client's audit of them, runs the job under it. seed seeds the guest's
+// random source (JobAnnounce.Seed, the same for every replica). In proof
+// mode (Proofs) the job's integer GEMMs are proven in ProofTemplates, at
+// most host.DefaultMaxProofs of them.
+func (t *Terms) JobConfig(seed [32]byte) host.JobConfig {
+	c := host.NewJobConfig().
+		WithMemoryLimit(t.Memory).
+		WithTimeout(t.Timeout()).
+		WithMaxOutput(t.MaxOutput).
+		WithFuelLimit(t.Fuel).
+		WithMode(abi.Mode(t.Mode)).
+		WithPrecision(t.TensorPrecision()).
+		WithArgs(t.Args...).
+		WithEnv(t.ShardEnv()...).
+		WithSeed(seed)
+	if t.Proofs {
+		c = c.WithProofMode(true).WithProofTemplates(proofTemplates[:]...).WithMaxProofs(host.DefaultMaxProofs)
+	}
+	return c
+}
+
+// Seed is the seed of the job's guest random source: the digest of its id,
+// so that every replica draws the same randomness.
+func (m *JobAnnounce) Seed() [32]byte { return sha256.Sum256(m.Job[:]) }

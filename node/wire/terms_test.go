@@ -1,0 +1,174 @@
+package wire
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host/tensor"
+	"github.com/infernet/infernet/node/blob"
+)
+
+// fullAnnounce is an announce with every field set, Terms and the rest.
+func fullAnnounce() *JobAnnounce {
+	return &JobAnnounce{V: Version, Job: JobID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
+		Client: []byte("client-peer-id"),
+		Terms: Terms{Module: blob.Sum([]byte("module")), ModuleSize: 1234, Input: blob.Sum([]byte("input")), InputSize: 5678,
+			Memory: 256 << 20, TimeoutMS: 60000, Fuel: 1e9, Mode: ModeTolerance, MaxOutput: 64 << 20,
+			Rtol: 1e-3, Atol: 1e-5, Format: 2, Proofs: true, Args: []string{"--flag", "value"}, Shard: 3, Shards: 8,
+			Data:      []DataBlob{{Name: "weights.bin", Digest: blob.Sum([]byte("w")), Size: 99}, {Name: "vocab", Digest: blob.Sum([]byte("v")), Size: 7}},
+			Precision: "tf32"},
+		Require: "gpus > 0", Replicas: 3, Price: 1500, Deadline: 1700000000000, Time: 1699999999000,
+		SameBackend: true, Settle: SettleFair, Stream: true}
+}
+
+// goldenAnnounce is fullAnnounce's CBOR as JobAnnounce encoded it before
+// its terms were an embedded Terms, every field its own.
+const goldenAnnounce = "b81d010102500102030405060708090a0b0c0d0e0f10034e636c69656e742d706565722d6964045820120970d812836f" +
+	"19888625587a4606a5ad23cef31c8684e601771552548fc6b9051904d2065820c96c6d5be8d08a12e7b5cdc1b207fa6b" +
+	"2430974c86803d8891675e76fd992c200719162e081a100000000919ea600a1a3b9aca000b010c6867707573203e2030" +
+	"0d030e1905dc0f1b0000018bcfe56800101b0000018bcfe56418111a0400000012fb3f50624dd2f1a9fc13fb3ee4f8b5" +
+	"88e368f1140215f5160117f5181882662d2d666c61676576616c7565181903181a08181b82a3016b776569676874732e" +
+	"62696e02582050e721e49c013f00c62cf59f2163542a9d8df02464efeb615d31051b0fddc326031863a30165766f6361" +
+	"620258204c94485e0c21ae6c41ce1dfe7b6bfaceea5ab68e40a2476f50208e526f5060800307181cf5181d6474663332"
+
+// goldenAnnounceJSON is fullAnnounce's JSON from then (job records in the
+// store keep announces so).
+const goldenAnnounceJSON = `{"V":1,"Job":"0102030405060708090a0b0c0d0e0f10","Client":"Y2xpZW50LXBlZXItaWQ=","Module":"120970d812836f19888625587a4606a5ad23cef31c8684e601771552548fc6b9","ModuleSize":1234,"Input":"c96c6d5be8d08a12e7b5cdc1b207fa6b2430974c86803d8891675e76fd992c20","InputSize":5678,"Memory":268435456,"TimeoutMS":60000,"Fuel":1000000000,"Mode":1,"Require":"gpus \u003e 0","Replicas":3,"Price":1500,"Deadline":1700000000000,"Time":1699999999000,"MaxOutput":67108864,"Rtol":0.001,"Atol":0.00001,"Format":2,"SameBackend":true,"Settle":1,"Proofs":true,"Args":["--flag","value"],"Shard":3,"Shards":8,"Data":[{"name":"weights.bin","digest":"50e721e49c013f00c62cf59f2163542a9d8df02464efeb615d31051b0fddc326","size":99},{"name":"vocab","digest":"4c94485e0c21ae6c41ce1dfe7b6bfaceea5ab68e40a2476f50208e526f506080","size":7}],"Stream":true,"Precision":"tf32"}`
+
+// TestAnnounceEncodingUnchanged: embedding Terms changed neither the wire
+// bytes of an announce (so signatures, Assign.Terms digests and peers of
+// earlier versions still agree) nor its JSON names.
+func TestAnnounceEncodingUnchanged(t *testing.T) {
+	a := fullAnnounce()
+	b, err := Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := hex.EncodeToString(b); got != goldenAnnounce {
+		t.Fatalf("CBOR changed:\n got %s\nwant %s", got, goldenAnnounce)
+	}
+	golden, _ := hex.DecodeString(goldenAnnounce)
+	var back JobAnnounce
+	if err := Unmarshal(golden, MaxGossipMessage, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(&back, a) {
+		t.Fatalf("golden bytes decode as %+v, want %+v", back, *a)
+	}
+	j, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want map[string]any
+	if err := json.Unmarshal(j, &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(goldenAnnounceJSON), &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("JSON changed:\n got %s\nwant %s", j, goldenAnnounceJSON)
+	}
+}
+
+// TestTermsJobConfig: the sandbox configuration carries every term that
+// shapes a run, as a real sandbox shows: limits, mode, precision, proof
+// mode and templates, and what the guest sees of its arguments and shard.
+func TestTermsJobConfig(t *testing.T) {
+	base := Terms{Memory: 32 << 20, TimeoutMS: 20_000, MaxOutput: 1 << 10}
+	tests := []struct {
+		name  string
+		edit  func(*Terms)
+		check func(*testing.T, host.JobConfig)
+	}{
+		{"limits", func(*Terms) {}, func(t *testing.T, c host.JobConfig) {
+			if c.MemoryLimit() != 32<<20 || c.Timeout() != 20*time.Second || c.Mode() != abi.ModeExact ||
+				c.Precision() != tensor.F32 || c.ProofMode() {
+				t.Errorf("memory %d, timeout %v, mode %v, precision %v, proofs %v", c.MemoryLimit(), c.Timeout(), c.Mode(), c.Precision(), c.ProofMode())
+			}
+		}},
+		{"tolerance at bf16", func(m *Terms) { m.Mode, m.Precision = ModeTolerance, "bf16" }, func(t *testing.T, c host.JobConfig) {
+			if c.Mode() != abi.ModeTolerance || c.Precision() != tensor.BF16 {
+				t.Errorf("mode %v, precision %v", c.Mode(), c.Precision())
+			}
+		}},
+		{"proof mode", func(m *Terms) { m.Proofs = true }, func(t *testing.T, c host.JobConfig) {
+			if !c.ProofMode() || !slices.Equal(c.ProofTemplates(), ProofTemplates()) || !slices.Equal(ProofTemplates(), []int{16, 32}) {
+				t.Errorf("proofs %v in templates %v", c.ProofMode(), c.ProofTemplates())
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := base
+			tt.edit(&m)
+			tt.check(t, m.JobConfig([32]byte{}))
+		})
+	}
+
+	sb, err := host.New(context.Background(), host.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(context.Background())
+	runs := []struct {
+		name, module, input string
+		edit                func(*Terms)
+		want                string
+		err                 error
+	}{
+		{"arguments and shard", "lines", "", func(m *Terms) { m.Args, m.Shard, m.Shards = []string{"--env"}, 3, 8 },
+			"shard 3 of 8\narg 0 job\narg 1 --env\n", nil},
+		{"a job on its own is shard 0 of 1", "lines", "", func(m *Terms) { m.Args = []string{"--env"} },
+			"shard 0 of 1\narg 0 job\narg 1 --env\n", nil},
+		{"max output", "cat", strings.Repeat("x", 2000), func(*Terms) {}, "", host.ErrOutputLimit},
+		{"fuel", "cpu", "", func(m *Terms) { m.Fuel = 1000 }, "", host.ErrFuelLimit},
+	}
+	for _, tt := range runs {
+		t.Run(tt.name, func(t *testing.T) {
+			module, err := os.ReadFile(filepath.Join(testdataDir(t), "jobs", tt.module, tt.module+".wasm"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := base
+			tt.edit(&m)
+			res, err := sb.Run(context.Background(), host.Job{Module: module, Input: []byte(tt.input)}, m.JobConfig([32]byte{}))
+			if !errors.Is(err, tt.err) || tt.err == nil && string(res.Output) != tt.want {
+				t.Fatalf("output %q, %v; want %q, %v", res.Output, err, tt.want, tt.err)
+			}
+		})
+	}
+}
+
+// TestSeed: every replica of a job seeds its guest alike, and other jobs
+// otherwise.
+func TestSeed(t *testing.T) {
+	a, b := fullAnnounce(), fullAnnounce()
+	if a.Seed() != b.Seed() || a.Seed() != sha256.Sum256(a.Job[:]) {
+		t.Fatal("one job, two seeds")
+	}
+	b.Job[0] ^= 1
+	if a.Seed() == b.Seed() {
+		t.Fatal("two jobs, one seed")
+	}
+}
+
+// testdataDir is the repository's testdata.
+func testdataDir(t *testing.T) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "testdata")
+}
