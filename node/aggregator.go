@@ -95,10 +95,10 @@ func (n *Node) handleAggregate(s network.Stream) {
 		need = append(need, wire.ShardRef{Input: d.Digest, Size: d.Size})
 	}
 	for _, sh := range req.Shards {
-		n.access.input(sh.Input) // not announced by FetchBlob below
+		n.access.Input(sh.Input) // not announced by FetchBlob below
 		// The client may have it back (a shard's output, or the merge,
 		// can be the same bytes as an input), as from any provider.
-		n.access.grant(sh.Input, client)
+		n.access.Grant(sh.Input, client)
 	}
 	need = append(need, req.Shards...)
 	var reduce *ReduceSpec
@@ -312,7 +312,7 @@ func (n *Node) SubmitVia(ctx context.Context, agg peer.ID, ss ShardedSpec, spotC
 		defer n.blobs.Pin(in.Input)()
 		// The aggregator fetches the inputs from here, even one that a spot
 		// check of an earlier job made private.
-		defer n.access.grant(in.Input, agg)()
+		defer n.access.Grant(in.Input, agg)()
 		req.Shards = append(req.Shards, wire.ShardRef{Input: in.Input, Size: in.InputSize})
 	}
 	ctx, cancel := context.WithDeadline(ctx, time.UnixMilli(ann.Deadline))

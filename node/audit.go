@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/infernet/infernet/node/internal/runner"
+
 	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node/blob"
@@ -47,25 +49,9 @@ func (a *auditor) sandbox(ctx context.Context) (*ihost.Sandbox, error) {
 			a.sb = p.sandbox
 			return
 		}
-		set, err := backends.Open(ctx, backends.Config{Fast: a.n.cfg.Backend, Worker: a.n.cfg.GPUWorker, Logger: a.n.log})
-		if err != nil {
-			a.err = err
-			return
-		}
-		cfg := ihost.Config{
-			CacheDir:  filepath.Join(a.n.cfg.DataDir, "wasm-cache"),
-			Reference: set.Reference,
-			Fast:      set.Fast,
-			Logger:    a.n.log,
-		}
-		setModelCache(&cfg, a.n.cfg)
-		sb, err := ihost.New(ctx, cfg)
-		if err != nil {
-			set.Close()
-			a.err = err
-			return
-		}
-		a.sb, a.set = sb, set
+		rt := a.n.runtime()
+		rt.ProvingKeys = nil // an audit proves nothing
+		a.sb, a.set, a.err = runner.Open(ctx, rt)
 	})
 	return a.sb, a.err
 }
@@ -123,7 +109,7 @@ func (a *auditor) run(ctx context.Context, an *wire.JobAnnounce, input []byte) (
 		}
 		job.Data[d.Name] = n.blobs.Path(d.Digest)
 	}
-	setDataDigests(&job, an.Data)
+	runner.SetDataDigests(&job, an.Data)
 	if input == nil && an.InputSize > 0 {
 		f, _, err := n.blobs.Open(an.Input)
 		if err != nil {
@@ -138,14 +124,14 @@ func (a *auditor) run(ctx context.Context, an *wire.JobAnnounce, input []byte) (
 		return nil, ctx.Err()
 	}
 	defer func() { <-a.slots }()
-	sp, err := newSpool(filepath.Join(n.cfg.DataDir, "audit"))
+	sp, err := runner.NewSpool(filepath.Join(n.cfg.DataDir, "audit"))
 	if err != nil {
 		return nil, err
 	}
-	defer sp.remove()
+	defer sp.Remove()
 	job.Stdout = sp
 	out, runErr := sb.Run(ctx, job, an.JobConfig(an.Seed()))
-	res := result(n.blobs, &wire.Result{V: wire.Version, Job: an.Job, Outcome: wire.OutcomeFailed}, out, runErr, an, sp)
+	res := runner.Result(n.blobs, &wire.Result{V: wire.Version, Job: an.Job, Outcome: wire.OutcomeFailed}, out, runErr, an, sp)
 	if res.Outcome == wire.OutcomeFailed {
 		return nil, fmt.Errorf("audit run: %s", res.Error)
 	}

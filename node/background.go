@@ -24,9 +24,9 @@ type background struct {
 	err error
 }
 
-// runner is a long run: its background, and the function that drives it
+// longRun is a long run: its background, and the function that drives it
 // to its end.
-type runner interface {
+type longRun interface {
 	bg() *background
 	run(ctx context.Context) error
 }
@@ -52,7 +52,7 @@ func (b *background) wait(ctx context.Context, what string) error {
 
 // runs are a node's runs of one kind under way, by id: each runs once
 // however often it is started or resumed.
-type runs[R runner] struct {
+type runs[R longRun] struct {
 	mu sync.Mutex
 	m  map[wire.JobID]R // guarded by mu
 }

@@ -343,7 +343,7 @@ func freshAdverts(b *testing.B, client *Node, provs []*Node) {
 	for range 5 {
 		if !idle() {
 			for _, p := range provs {
-				p.provider.poke()
+				p.provider.Poke()
 			}
 			waitFor(b, 30*time.Second, "every provider advertises all its slots free", idle)
 		}

@@ -335,7 +335,7 @@ func (n *Node) PutBlobFrom(ctx context.Context, r io.Reader, max int64) (blob.Di
 // Publish makes local blob d public for good (a module, data blob or a
 // file meant for anyone) and announces it in the DHT.
 func (n *Node) Publish(d blob.Digest) {
-	n.access.publish(d)
+	n.access.Publish(d)
 	n.provideAsync(d)
 }
 
@@ -343,7 +343,7 @@ func (n *Node) Publish(d blob.Digest) {
 // waits for it, and providers that need the blob find it there. A private
 // blob (an input) is never announced.
 func (n *Node) provideAsync(d blob.Digest) {
-	if n.access.hidden(d) {
+	if n.access.Hidden(d) {
 		return
 	}
 	n.wg.Add(1)
@@ -460,7 +460,7 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 	// assigned the job (attempt).
 	defer n.blobs.Pin(spec.Module)()
 	defer n.blobs.Pin(spec.Input)()
-	n.access.input(spec.Input)
+	n.access.Input(spec.Input)
 	n.Publish(spec.Module)
 	for _, d := range spec.Data {
 		if _, ok := n.blobs.Has(d.Digest); !ok {
@@ -800,7 +800,7 @@ func (j *jobRun) stallLimits() (startBy, runFor time.Duration) {
 	if a.Proofs || a.Settle == wire.SettleFair {
 		runFor += timeout + time.Minute
 	}
-	return fetchTime(size) + timeout, runFor
+	return peers.FetchTime(size) + timeout, runFor
 }
 
 // rootCause returns the message of the innermost error of a chain, such as
@@ -860,7 +860,7 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 	a := j.assignment(r, p, bid.Price, pay)
 	idx := j.record(r, p, a.Terms())
 	// p may fetch the input from here while it holds the assign.
-	defer n.access.grant(j.ann.Input, p)()
+	defer n.access.Grant(j.ann.Input, p)()
 	assigned := time.Now()
 	res, inflight, err := j.follow(ctx, a, p, pay)
 	switch {
@@ -1210,7 +1210,7 @@ func (n *Node) handleBid(s network.Stream) {
 		} else if peer.ID(open.Announce.Client) != c.Remote() {
 			c.Write(&wire.Bid{V: wire.Version, Job: open.Announce.Job, Reason: "announce for another client"})
 		} else {
-			c.Write(n.provider.bid(open.Announce))
+			c.Write(n.provider.Bid(open.Announce))
 		}
 		c.Close()
 	case open.Bid != nil:
@@ -1238,7 +1238,7 @@ func (n *Node) onAnnounce(from peer.ID, a *wire.JobAnnounce) {
 	if ok, err := requirementSelf(n, a); !ok || err != nil {
 		return
 	}
-	b := n.provider.bid(a)
+	b := n.provider.Bid(a)
 	if !b.Accept {
 		return
 	}
@@ -1266,7 +1266,7 @@ func requirementSelf(n *Node, a *wire.JobAnnounce) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return p.Match(requirement.FromAdvert(n.provider.capabilities(), 1))
+	return p.Match(requirement.FromAdvert(n.provider.Capabilities(), 1))
 }
 
 // handleResult takes a result delivered after its assign stream broke.

@@ -22,7 +22,7 @@ import (
 // sends it, and waits until the client's payment is locked. It returns nil
 // in free mode (no payment hash, or no lnd and no price). The payment it
 // returns is claimed: the caller drops the claim when the run is over.
-func (p *provider) escrow(ctx context.Context, c *peers.Conn, a *wire.Assign, client peer.ID) (*store.Payment, error) {
+func (p *Provider) escrow(ctx context.Context, c *peers.Conn, a *wire.Assign, client peer.ID) (*store.Payment, error) {
 	n := p.n
 	switch {
 	case a.Announce.Settle == wire.SettleFair && a.Price < n.cfg.Price:

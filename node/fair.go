@@ -28,13 +28,13 @@ var errBadOffer = fmt.Errorf("%w: bad fair-exchange offer", errLie)
 // ---- provider side ----
 
 // sells reports whether this provider can sell an output by fair exchange.
-func (p *provider) sells() bool {
+func (p *Provider) sells() bool {
 	f := p.n.cfg.Fair
 	return p.n.lnd != nil && f != nil && f.PK != nil
 }
 
 // fairTerms is why this provider declines a fair-exchange announce, or "".
-func (p *provider) fairTerms(a *wire.JobAnnounce) string {
+func (p *Provider) fairTerms(a *wire.JobAnnounce) string {
 	switch {
 	case a.Settle != wire.SettleFair:
 		return ""
@@ -51,7 +51,7 @@ func (p *provider) fairTerms(a *wire.JobAnnounce) string {
 // invoice is issued with the key as its preimage and recorded, and the
 // result carries offer and invoice in place of the output. On error res is
 // left as it was and the caller reports the provider's failure.
-func (p *provider) sell(ctx context.Context, a *wire.Assign, client peer.ID, res *wire.Result) error {
+func (p *Provider) sell(ctx context.Context, a *wire.Assign, client peer.ID, res *wire.Result) error {
 	n := p.n
 	p.proving.Lock() // one proof at a time: each takes every core
 	offer, key, err := n.cfg.Fair.Template.Seal(n.cfg.Fair.PK, res.OutputData)

@@ -29,7 +29,7 @@ func TestFairRefusals(t *testing.T) {
 	ann := &wire.JobAnnounce{V: wire.Version, Job: wire.NewJobID(), Client: []byte(net.client.ID()),
 		Terms: wire.Terms{Module: s.Module, ModuleSize: s.ModuleSize, Memory: 1 << 20, TimeoutMS: 1000, MaxOutput: 100}, Replicas: 1,
 		Price: 1000, Deadline: now + 60_000, Time: now, Settle: wire.SettleFair}
-	b := net.providers[0].provider.bid(ann)
+	b := net.providers[0].provider.Bid(ann)
 	if b.Accept || !strings.Contains(b.Reason, "no fair exchange here") {
 		t.Fatalf("a provider without lnd or keys bid %+v", b)
 	}

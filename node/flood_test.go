@@ -93,7 +93,7 @@ func (f *flooder) publish(tb testing.TB, a wire.CapabilityAdvert) peer.ID {
 // bait is an advert that ranks first: an honest provider's capabilities
 // with 64 free slots.
 func bait(n *Node) wire.CapabilityAdvert {
-	a := *n.provider.capabilities()
+	a := *n.provider.Capabilities()
 	a.Slots, a.FreeSlots = 64, 64
 	return a
 }

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/internal/runner"
+
 	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/guest/go/llama/llamatest"
 	ihost "github.com/infernet/infernet/host"
@@ -51,7 +53,7 @@ func (m benchModel) job(b *testing.B, reqs ...llama.Request) ihost.Job {
 	for name, path := range data {
 		blobs = append(blobs, wire.DataBlob{Name: name, Digest: fileDigest(b, path)})
 	}
-	setDataDigests(&job, blobs)
+	runner.SetDataDigests(&job, blobs)
 	return job
 }
 
@@ -119,7 +121,7 @@ func benchSandbox(b *testing.B, cache int64) *ihost.Sandbox {
 	}
 	b.Cleanup(func() { set.Close() })
 	cfg := ihost.Config{Reference: set.Reference, Fast: set.Fast}
-	setModelCache(&cfg, Config{ModelCache: cache})
+	cfg.ModelCache = cache
 	sb, err := ihost.New(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	"github.com/infernet/infernet/node/faults"
 
 	"github.com/infernet/infernet/node/internal/peers"
+	"github.com/infernet/infernet/node/internal/runner"
 	"github.com/infernet/infernet/node/internal/settle"
 
 	"github.com/consensys/gnark/backend/groth16"
@@ -317,7 +318,7 @@ type Node struct {
 	blobs   *blob.Store
 	blobSvc *blobnet.Service
 	// access says who may have which blob: inputs are private.
-	access *access
+	access *Access
 	db     *store.Store
 	peers  *peers.Book
 	// streams are the framed streams of the node's own protocols.
@@ -326,7 +327,7 @@ type Node struct {
 	models *models.Registry
 
 	// Provider side; nil with Provide off.
-	provider *provider
+	provider *Provider
 
 	// Client side.
 	client *client
@@ -358,6 +359,12 @@ type Node struct {
 	mdns   mdns.Service
 }
 
+// runtime is how the node opens a sandbox of its own.
+func (n *Node) runtime() runner.Config {
+	return runner.Config{Backend: n.cfg.Backend, Worker: n.cfg.GPUWorker, CacheDir: filepath.Join(n.cfg.DataDir, "wasm-cache"),
+		ModelCache: n.cfg.ModelCache, DeviceCache: n.cfg.DeviceCache, ProvingKeys: n.cfg.GemmProvingKeys, Logger: n.log}
+}
+
 // New starts a node: it opens the data directory, listens, joins the
 // network and starts serving. The context bounds only the start.
 func New(ctx context.Context, cfg Config) (n *Node, err error) {
@@ -368,7 +375,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err := llama.CheckTie(cfg.CheckTie); err != nil {
 		return nil, fmt.Errorf("check jobs' near-tie bound: %w", err)
 	}
-	n = &Node{cfg: cfg, log: cfg.Logger, access: newAccess()}
+	n = &Node{cfg: cfg, log: cfg.Logger, access: NewAccess()}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	started := n // "return nil, err" below clears n before this runs
 	defer func() {
@@ -415,7 +422,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err = n.peers.Load(); err != nil {
 		return nil, err
 	}
-	if n.blobSvc, err = blobnet.NewService(blobnet.Config{Host: n.host, Store: n.blobs, Routing: n.dht, Logger: n.log, Allow: n.access.allow,
+	if n.blobSvc, err = blobnet.NewService(blobnet.Config{Host: n.host, Store: n.blobs, Routing: n.dht, Logger: n.log, Allow: n.access.Allow,
 		OnFetch: func(st blobnet.FetchStats) {
 			if st.Err == nil {
 				n.blobsFetched.Add(1)
@@ -425,7 +432,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	n.client = newClient(n)
 	if cfg.Provide {
-		if n.provider, err = newProvider(ctx, n); err != nil {
+		if n.provider, err = NewProvider(ctx, n); err != nil {
 			return nil, err
 		}
 	}
@@ -469,7 +476,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	if n.provider != nil {
 		n.wg.Add(1)
-		go n.provider.advertLoop()
+		go n.provider.AdvertLoop()
 	}
 	if cfg.Aggregator {
 		n.host.SetStreamHandler(wire.ProtocolAggregate, n.handleAggregate)
@@ -514,7 +521,7 @@ func (n *Node) recover() error {
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			n.provider.redeliver(client, r, n.provider.withOutput(r.Result))
+			n.provider.Redeliver(client, r, n.provider.WithOutput(r.Result))
 		}()
 	}
 	return nil
@@ -765,7 +772,7 @@ func (n *Node) Close() error {
 		errs = append(errs, n.mdns.Close())
 	}
 	if n.provider != nil {
-		n.provider.stopAccepting()
+		n.provider.StopAccepting()
 	}
 	if n.client != nil {
 		n.client.close()
@@ -794,8 +801,8 @@ func (n *Node) Close() error {
 		errs = append(errs, n.auditor.close())
 	}
 	if n.provider != nil {
-		n.provider.wait()
-		errs = append(errs, n.provider.closeRuntime())
+		n.provider.Wait()
+		errs = append(errs, n.provider.Close())
 	}
 	if n.lnd != nil && n.cfg.Payments == nil {
 		errs = append(errs, n.lnd.Close())
@@ -882,7 +889,7 @@ func (n *Node) Job(id wire.JobID) (*store.Job, error) {
 func (n *Node) Runs(limit int) ([]store.Run, error) {
 	runs, err := n.db.Runs(limit)
 	if n.provider != nil {
-		runs = append(runs, n.provider.activeRuns()...)
+		runs = append(runs, n.provider.ActiveRuns()...)
 	}
 	return runs, err
 }
@@ -900,7 +907,7 @@ func (n *Node) Capabilities() *wire.CapabilityAdvert {
 	if n.provider == nil {
 		return nil
 	}
-	return n.provider.capabilities()
+	return n.provider.Capabilities()
 }
 
 // Changed returns a channel closed at the next change of what the node

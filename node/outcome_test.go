@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/infernet/infernet/node/internal/runner"
+
 	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -15,7 +17,7 @@ import (
 func TestProviderFailures(t *testing.T) {
 	for _, cause := range []error{ihost.ErrDeviceLost, ihost.ErrModelCache, ihost.ErrProof, ihost.ErrCanceled} {
 		runErr := fmt.Errorf("tensor backend cuda: %w: detail", cause)
-		res := result(nil, &wire.Result{}, &ihost.Result{ExitCode: 0}, runErr, nil, nil)
+		res := runner.Result(nil, &wire.Result{}, &ihost.Result{ExitCode: 0}, runErr, nil, nil)
 		if res.Outcome != wire.OutcomeFailed || res.Error != runErr.Error() || res.OutputData != nil {
 			t.Errorf("%v: outcome %v, error %q", cause, res.Outcome, res.Error)
 		}

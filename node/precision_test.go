@@ -85,7 +85,7 @@ func TestPrecision(t *testing.T) {
 	}).vouch()
 	gpus := []string{net.providers[0].ID().String(), net.providers[1].ID().String()}
 	for k, want := range [][]string{{"tf32", "bf16"}, {"tf32", "bf16"}, nil} {
-		if got := net.providers[k].provider.capabilities().Precisions; !slices.Equal(got, want) {
+		if got := net.providers[k].provider.Capabilities().Precisions; !slices.Equal(got, want) {
 			t.Errorf("provider %d advertises precisions %v, want %v", k, got, want)
 		}
 	}
@@ -145,11 +145,11 @@ func TestPrecision(t *testing.T) {
 	terms := s
 	terms.setDefaults()
 	ann := net.client.announce(terms, time.Now())
-	if b := net.providers[2].provider.bid(ann); b.Accept || !strings.Contains(b.Reason, "precision bf16 not offered") {
+	if b := net.providers[2].provider.Bid(ann); b.Accept || !strings.Contains(b.Reason, "precision bf16 not offered") {
 		t.Errorf("CPU provider's bid on bf16: %+v", b)
 	}
 	ann.Precision = ""
-	if b := net.providers[2].provider.bid(ann); !b.Accept {
+	if b := net.providers[2].provider.Bid(ann); !b.Accept {
 		t.Errorf("CPU provider's bid on f32: %+v", b)
 	}
 

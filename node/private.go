@@ -18,7 +18,7 @@ import (
 //
 // The marks live in memory: after a restart an old input is served to
 // whoever names its digest, which only its client and its providers know.
-type access struct {
+type Access struct {
 	mu      sync.Mutex
 	private map[blob.Digest]bool
 	public  map[blob.Digest]bool
@@ -27,40 +27,40 @@ type access struct {
 	grants map[blob.Digest]map[peer.ID]int
 }
 
-func newAccess() *access {
-	return &access{private: map[blob.Digest]bool{}, public: map[blob.Digest]bool{}, grants: map[blob.Digest]map[peer.ID]int{}}
+func NewAccess() *Access {
+	return &Access{private: map[blob.Digest]bool{}, public: map[blob.Digest]bool{}, grants: map[blob.Digest]map[peer.ID]int{}}
 }
 
 // allow reports whether p may have blob d.
-func (a *access) allow(p peer.ID, d blob.Digest) bool {
+func (a *Access) Allow(p peer.ID, d blob.Digest) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return !a.private[d] || a.public[d] || a.grants[d][p] > 0
 }
 
 // hidden reports whether d is private: never announced.
-func (a *access) hidden(d blob.Digest) bool {
+func (a *Access) Hidden(d blob.Digest) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.private[d] && !a.public[d]
 }
 
 // input marks d a job's input.
-func (a *access) input(d blob.Digest) {
+func (a *Access) Input(d blob.Digest) {
 	a.mu.Lock()
 	a.private[d] = true
 	a.mu.Unlock()
 }
 
 // publish marks d public for good.
-func (a *access) publish(d blob.Digest) {
+func (a *Access) Publish(d blob.Digest) {
 	a.mu.Lock()
 	a.public[d] = true
 	a.mu.Unlock()
 }
 
 // grant lets p have private blob d until the returned function is called.
-func (a *access) grant(d blob.Digest, p peer.ID) (revoke func()) {
+func (a *Access) Grant(d blob.Digest, p peer.ID) (revoke func()) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	g := a.grants[d]

@@ -291,7 +291,7 @@ func TestProofModeRefusals(t *testing.T) {
 	ann := &wire.JobAnnounce{V: wire.Version, Job: wire.NewJobID(), Client: []byte(net.client.ID()),
 		Terms: wire.Terms{Module: s.Module, ModuleSize: s.ModuleSize, Memory: 1 << 20, TimeoutMS: 1000, MaxOutput: 100, Proofs: true}, Replicas: 1,
 		Deadline: now + 60_000, Time: now}
-	if b := net.providers[0].provider.bid(ann); b.Accept || !strings.Contains(b.Reason, "no proof mode here") {
+	if b := net.providers[0].provider.Bid(ann); b.Accept || !strings.Contains(b.Reason, "no proof mode here") {
 		t.Fatalf("a provider without proving keys bid %+v", b)
 	}
 
@@ -314,12 +314,12 @@ func TestProofModeRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	if b := p.provider.bid(ann); !b.Accept {
+	if b := p.provider.Bid(ann); !b.Accept {
 		t.Fatalf("a provider whose sandbox has proving keys declined: %s", b.Reason)
 	}
 	// Adverts say who can prove, and clients pick only those.
-	if !p.provider.advert().Offers(wire.FeatureProofs) || net.providers[0].provider.advert().Offers(wire.FeatureProofs) {
-		t.Fatalf("adverts: features %v and %v", p.provider.advert().Features, net.providers[0].provider.advert().Features)
+	if !p.provider.Advert().Offers(wire.FeatureProofs) || net.providers[0].provider.Advert().Offers(wire.FeatureProofs) {
+		t.Fatalf("adverts: features %v and %v", p.provider.Advert().Features, net.providers[0].provider.Advert().Features)
 	}
 	for _, proofs := range []bool{false, true} {
 		a := *ann

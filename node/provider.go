@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/infernet/infernet/node/internal/settle"
+	"github.com/infernet/infernet/node/internal/runner"
 
 	"github.com/infernet/infernet/node/internal/peers"
 
@@ -31,7 +30,7 @@ import (
 )
 
 // provider is the role that runs jobs for others.
-type provider struct {
+type Provider struct {
 	n   *Node
 	log *slog.Logger
 
@@ -67,8 +66,8 @@ type provider struct {
 	challenges *challenge.Server
 }
 
-func newProvider(ctx context.Context, n *Node) (*provider, error) {
-	p := &provider{
+func NewProvider(ctx context.Context, n *Node) (*Provider, error) {
+	p := &Provider{
 		n: n, log: n.log.With("role", "provider"),
 		sandbox: n.cfg.Sandbox, backends: n.cfg.Backends,
 		slots:   make(chan struct{}, n.cfg.Slots),
@@ -129,22 +128,9 @@ func newProvider(ctx context.Context, n *Node) (*provider, error) {
 }
 
 // openRuntime opens the tensor backends and a sandbox of the provider's own.
-func (p *provider) openRuntime(ctx context.Context) error {
-	set, err := backends.Open(ctx, backends.Config{Fast: p.n.cfg.Backend, Worker: p.n.cfg.GPUWorker, Logger: p.n.log})
+func (p *Provider) openRuntime(ctx context.Context) error {
+	sb, set, err := runner.Open(ctx, p.n.runtime())
 	if err != nil {
-		return err
-	}
-	cfg := ihost.Config{
-		CacheDir:    filepath.Join(p.n.cfg.DataDir, "wasm-cache"),
-		Reference:   set.Reference,
-		Fast:        set.Fast,
-		Logger:      p.n.log,
-		ProvingKeys: p.n.cfg.GemmProvingKeys,
-	}
-	setModelCache(&cfg, p.n.cfg)
-	sb, err := ihost.New(ctx, cfg)
-	if err != nil {
-		set.Close()
 		return err
 	}
 	p.sandbox, p.backends, p.ownRuntime = sb, set, true
@@ -152,7 +138,7 @@ func (p *provider) openRuntime(ctx context.Context) error {
 }
 
 // closeRuntime closes the sandbox and backends if the provider opened them.
-func (p *provider) closeRuntime() error {
+func (p *Provider) Close() error {
 	if !p.ownRuntime {
 		return nil
 	}
@@ -161,7 +147,7 @@ func (p *provider) closeRuntime() error {
 
 // stopAccepting refuses new assigns; wait waits for those in progress,
 // which end soon after the node's context is cancelled.
-func (p *provider) stopAccepting() {
+func (p *Provider) StopAccepting() {
 	p.n.host.RemoveStreamHandler(wire.ProtocolAssign)
 	if p.challenges != nil {
 		p.challenges.Close()
@@ -171,11 +157,11 @@ func (p *provider) stopAccepting() {
 	p.mu.Unlock()
 }
 
-func (p *provider) wait() { p.handlers.Wait() }
+func (p *Provider) Wait() { p.handlers.Wait() }
 
 // capabilities is what this provider offers now: the machine's fixed
 // description (built once in newProvider) with the current free slots.
-func (p *provider) capabilities() *wire.CapabilityAdvert {
+func (p *Provider) Capabilities() *wire.CapabilityAdvert {
 	a := p.fixed
 	p.mu.Lock()
 	a.FreeSlots = max(0, a.Slots-p.load)
@@ -185,8 +171,8 @@ func (p *provider) capabilities() *wire.CapabilityAdvert {
 }
 
 // advert is a new advert: the capabilities under the next sequence number.
-func (p *provider) advert() *wire.CapabilityAdvert {
-	a := p.capabilities()
+func (p *Provider) Advert() *wire.CapabilityAdvert {
+	a := p.Capabilities()
 	p.mu.Lock()
 	p.seq++
 	a.Seq = p.seq
@@ -197,7 +183,7 @@ func (p *provider) advert() *wire.CapabilityAdvert {
 // poke asks for a fresh advert soon (a peer joined). Load changes do not
 // trigger adverts: they would cost every node a message per job; bids
 // carry the current load instead.
-func (p *provider) poke() {
+func (p *Provider) Poke() {
 	select {
 	case p.changed <- struct{}{}:
 	default:
@@ -206,12 +192,12 @@ func (p *provider) poke() {
 
 // advertLoop publishes an advert at start, every AdvertInterval, and at
 // most once a second when poked.
-func (p *provider) advertLoop() {
+func (p *Provider) AdvertLoop() {
 	defer p.n.wg.Done()
 	t := time.NewTicker(p.n.cfg.AdvertInterval)
 	defer t.Stop()
 	for {
-		if err := p.n.gossip.PublishAdvert(p.n.ctx, p.advert()); err != nil && p.n.ctx.Err() == nil {
+		if err := p.n.gossip.PublishAdvert(p.n.ctx, p.Advert()); err != nil && p.n.ctx.Err() == nil {
 			p.log.Warn("advert not published", "err", err)
 		}
 		select {
@@ -235,14 +221,14 @@ func (p *provider) advertLoop() {
 // onPeerJoin advertises to a peer that just subscribed to adverts.
 func (n *Node) onPeerJoin(peer.ID) {
 	if n.provider != nil {
-		n.provider.poke()
+		n.provider.Poke()
 	}
 }
 
 // terms checks a job's terms against this provider's, returning why not.
 // Every number the client chooses is capped here: it sizes what the
 // provider spends on the job (memory, disk, time, a place in its queue).
-func (p *provider) terms(a *wire.JobAnnounce) string {
+func (p *Provider) terms(a *wire.JobAnnounce) string {
 	cfg := &p.n.cfg
 	deadline := time.UnixMilli(a.Deadline)
 	switch {
@@ -277,7 +263,7 @@ func (p *provider) terms(a *wire.JobAnnounce) string {
 }
 
 // bid answers an announce.
-func (p *provider) bid(a *wire.JobAnnounce) *wire.Bid {
+func (p *Provider) Bid(a *wire.JobAnnounce) *wire.Bid {
 	b := &wire.Bid{V: wire.Version, Job: a.Job, Price: p.n.cfg.Price, Backend: p.backendFor(a)}
 	_, b.HasModule = p.n.blobs.Has(a.Module)
 	p.mu.Lock()
@@ -296,7 +282,7 @@ func (p *provider) bid(a *wire.JobAnnounce) *wire.Bid {
 	return b
 }
 
-func (p *provider) backendFor(a *wire.JobAnnounce) string {
+func (p *Provider) backendFor(a *wire.JobAnnounce) string {
 	if a.Mode == wire.ModeTolerance && p.backends.Fast != nil {
 		return p.backends.Fast.Name()
 	}
@@ -313,7 +299,7 @@ type runID struct {
 // admit reserves a place for replica r, or says why it cannot: the
 // provider is full, the client holds MaxPerClient places, or r is under
 // way already (an assign sent twice).
-func (p *provider) admit(r runID) string {
+func (p *Provider) admit(r runID) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
@@ -328,7 +314,7 @@ func (p *provider) admit(r runID) string {
 	return ""
 }
 
-func (p *provider) release(r runID) {
+func (p *Provider) release(r runID) {
 	p.mu.Lock()
 	p.load--
 	if p.byPeer[r.client]--; p.byPeer[r.client] <= 0 {
@@ -342,7 +328,7 @@ func (p *provider) release(r runID) {
 // same stream: Accepted, Running, Alive every Heartbeat, then the Result.
 // The result is recorded before it is sent; if the stream breaks it is
 // delivered over wire.ProtocolResult instead.
-func (p *provider) handleAssign(s network.Stream) {
+func (p *Provider) handleAssign(s network.Stream) {
 	p.mu.Lock()
 	if p.closing {
 		p.mu.Unlock()
@@ -445,7 +431,7 @@ func (p *provider) handleAssign(s network.Stream) {
 		return
 	}
 	run.Result, run.Finished = res, time.Now()
-	if res.OutputSize > maxRecordedOutput {
+	if res.OutputSize > runner.MaxRecordedOutput {
 		run.Result = stripped(res)
 	}
 	run.State = store.RunFinished
@@ -459,7 +445,7 @@ func (p *provider) handleAssign(s network.Stream) {
 }
 
 // setActive tracks runs in progress for Node.Runs; RunFinished forgets one.
-func (p *provider) setActive(run *store.Run, s store.RunState) {
+func (p *Provider) setActive(run *store.Run, s store.RunState) {
 	defer p.n.changes.Poke()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -472,7 +458,7 @@ func (p *provider) setActive(run *store.Run, s store.RunState) {
 }
 
 // activeRuns returns copies of the runs in progress.
-func (p *provider) activeRuns() []store.Run {
+func (p *Provider) ActiveRuns() []store.Run {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []store.Run
@@ -483,7 +469,7 @@ func (p *provider) activeRuns() []store.Run {
 }
 
 // heartbeat sends Alive updates until the returned stop is called.
-func (p *provider) heartbeat(ctx context.Context, c *peers.Conn) (stop func()) {
+func (p *Provider) heartbeat(ctx context.Context, c *peers.Conn) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -507,7 +493,7 @@ func (p *provider) heartbeat(ctx context.Context, c *peers.Conn) (stop func()) {
 
 // execute fetches what the replica needs, waits for a slot and runs it.
 // Failures of this provider come back as OutcomeFailed results.
-func (p *provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, client peer.ID, run *store.Run) *wire.Result {
+func (p *Provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, client peer.ID, run *store.Run) *wire.Result {
 	an := &a.Announce
 	res := &wire.Result{V: wire.Version, Job: an.Job, Replica: a.Replica, Outcome: wire.OutcomeFailed}
 	// The job's blobs stay until it is over, whatever the quota evicts.
@@ -519,7 +505,7 @@ func (p *provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 			hints = append(hints, id)
 		}
 	}
-	p.n.access.publish(an.Module)
+	p.n.access.Publish(an.Module)
 	if err := p.fetch(ctx, an.Module, an.ModuleSize, hints); err != nil {
 		res.Error = "module: " + err.Error()
 		return res
@@ -533,7 +519,7 @@ func (p *provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 	// Data blobs are fetched once per provider and mounted from the store.
 	for _, d := range an.Data {
 		defer p.n.blobs.Pin(d.Digest)()
-		p.n.access.publish(d.Digest)
+		p.n.access.Publish(d.Digest)
 		if err := p.fetch(ctx, d.Digest, d.Size, hints); err != nil {
 			res.Error = fmt.Sprintf("data %s: %v", d.Name, err)
 			return res
@@ -545,7 +531,7 @@ func (p *provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 	}
 	// The digests are known (blobs are checked on arrival): the model
 	// cache is keyed by them without hashing the files again.
-	setDataDigests(&job, an.Data)
+	runner.SetDataDigests(&job, an.Data)
 	switch {
 	case a.Input != nil:
 		if int64(len(a.Input)) != an.InputSize || blob.Sum(a.Input) != an.Input {
@@ -557,8 +543,8 @@ func (p *provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 		// private: fetched from the client alone, without asking the DHT,
 		// announced nowhere and served to nobody but the client (whose
 		// output fetch may name the same bytes).
-		p.n.access.input(an.Input)
-		p.n.access.grant(an.Input, client)
+		p.n.access.Input(an.Input)
+		p.n.access.Grant(an.Input, client)
 		if err := p.fetchInput(ctx, an.Input, an.InputSize, client); err != nil {
 			res.Error = "input: " + err.Error()
 			return res
@@ -595,12 +581,12 @@ func (p *provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 		case <-ctx.Done():
 		}
 	}
-	sp, err := newSpool(p.spoolDir())
+	sp, err := runner.NewSpool(p.spoolDir())
 	if err != nil {
 		res.Error = "output: " + err.Error()
 		return res
 	}
-	defer sp.remove()
+	defer sp.Remove()
 	job.Stdout = sp
 	var stream *outputStream
 	if an.Stream {
@@ -622,7 +608,7 @@ func (p *provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 	if out != nil && runErr == nil {
 		if p.n.cfg.Faults.Lies(an) {
 			// fault injection: a liar
-			if err := sp.rewrite(p.n.cfg.Faults.Corrupt); err != nil {
+			if err := sp.Rewrite(p.n.cfg.Faults.Corrupt); err != nil {
 				res.Error = "output: " + err.Error()
 				return res
 			}
@@ -633,28 +619,28 @@ func (p *provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 			if input == nil && an.InputSize > 0 {
 				input, _ = p.n.blobs.Bytes(an.Input, an.InputSize)
 			}
-			if err := sp.rewrite(func(out []byte) []byte { return rw(input, out) }); err != nil {
+			if err := sp.Rewrite(func(out []byte) []byte { return rw(input, out) }); err != nil {
 				res.Error = "output: " + err.Error()
 				return res
 			}
 		}
 		p.n.cfg.Faults.SpoilProofs(out.Proofs) // fault injection: a forger
 	}
-	return result(p.n.blobs, res, out, runErr, an, sp)
+	return runner.Result(p.n.blobs, res, out, runErr, an, sp)
 }
 
 // spoolDir holds the outputs of running jobs; newProvider empties it.
-func (p *provider) spoolDir() string { return filepath.Join(p.n.cfg.DataDir, "spool") }
+func (p *Provider) spoolDir() string { return filepath.Join(p.n.cfg.DataDir, "spool") }
 
 // fetch makes a blob local and, when it was not, announces it in the DHT,
 // so that other providers can fetch it from here without the client. The
-// transfer gets fetchTime(size) at most, whatever the job's deadline: a
+// transfer gets peers.FetchTime(size) at most, whatever the job's deadline: a
 // client serving its blobs at a trickle holds a place here that long only.
-func (p *provider) fetch(ctx context.Context, d blob.Digest, size int64, hints []peer.ID) error {
+func (p *Provider) fetch(ctx context.Context, d blob.Digest, size int64, hints []peer.ID) error {
 	if _, ok := p.n.blobs.Has(d); ok {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, fetchTime(size))
+	ctx, cancel := context.WithTimeout(ctx, peers.FetchTime(size))
 	defer cancel()
 	if err := p.n.blobSvc.Fetch(ctx, d, size, hints); err != nil {
 		return err
@@ -664,90 +650,20 @@ func (p *provider) fetch(ctx context.Context, d blob.Digest, size int64, hints [
 }
 
 // fetchInput makes a job's input local, fetched from its client only, and
-// announces nothing; fetchTime(size) bounds it as fetch's transfers.
-func (p *provider) fetchInput(ctx context.Context, d blob.Digest, size int64, client peer.ID) error {
+// announces nothing; peers.FetchTime(size) bounds it as fetch's transfers.
+func (p *Provider) fetchInput(ctx context.Context, d blob.Digest, size int64, client peer.ID) error {
 	if _, ok := p.n.blobs.Has(d); ok {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, fetchTime(size))
+	ctx, cancel := context.WithTimeout(ctx, peers.FetchTime(size))
 	defer cancel()
 	return p.n.blobSvc.FetchDirect(ctx, d, size, []peer.ID{client})
 }
 
-// fetchTime is the longest a provider spends fetching a blob of size bytes:
-// 30 s, plus the time it takes at 256 KiB/s (a 64 MiB module: 4.8 min).
-func fetchTime(size int64) time.Duration {
-	return 30*time.Second + time.Duration(size/(256<<10))*time.Second
-}
-
-// result fills res from a sandbox run whose output is in sp, and stores
-// large outputs as blobs in blobs.
-func result(blobs *blob.Store, res *wire.Result, out *ihost.Result, runErr error, an *wire.JobAnnounce, sp *spool) *wire.Result {
-	switch {
-	case runErr == nil:
-		res.Outcome, res.ExitCode = wire.OutcomeExited, out.ExitCode
-	case errors.Is(runErr, ihost.ErrTimeout):
-		res.Outcome, res.Error = wire.OutcomeTimeout, runErr.Error()
-	case errors.Is(runErr, ihost.ErrCanceled) || errors.Is(runErr, ihost.ErrProof) || errors.Is(runErr, ihost.ErrModelCache) ||
-		errors.Is(runErr, ihost.ErrPrecision) || errors.Is(runErr, ihost.ErrDeviceLost):
-		// Proving fails only on this provider's side (a bad key): an honest
-		// op's product can always be proven. A model cache too small, or a
-		// precision not offered, is this provider's limit too, and a GPU
-		// that faulted its failure.
-		res.Outcome, res.Error = wire.OutcomeFailed, runErr.Error()
-		return res
-	case out == nil && !errors.Is(runErr, ihost.ErrInvalidModule) && !errors.Is(runErr, ihost.ErrImportNotAllowed) && !errors.Is(runErr, ihost.ErrMemoryLimit):
-		res.Outcome, res.Error = wire.OutcomeFailed, runErr.Error()
-		return res
-	default:
-		res.Outcome, res.Error = wire.OutcomeStopped, runErr.Error()
-	}
-	if out != nil {
-		res.Output, res.OutputSize = sp.digest(), sp.size
-		res.Fuel, res.RunMicros, res.Backend = out.Fuel, out.Duration.Microseconds(), out.Backend
-		res.Proofs = out.Proofs
-		var err error
-		if sp.size <= wire.MaxInline {
-			res.OutputData, err = sp.bytes()
-		}
-		// Outputs too big for the run's record go to the blob store, from
-		// where the client fetches them or a re-delivery reads them back.
-		if err == nil && sp.size > maxRecordedOutput {
-			// Kept from eviction until the client has had time to fetch it.
-			unpin := blobs.Pin(res.Output)
-			time.AfterFunc(time.Until(time.UnixMilli(an.Deadline))+settle.PayGrace, unpin)
-			err = blobs.PutVerified(io.NewSectionReader(sp.f, 0, sp.size), res.Output, sp.size)
-		}
-		if err != nil {
-			res.Outcome, res.Error = wire.OutcomeFailed, "storing output: "+err.Error()
-			return res
-		}
-	} else {
-		res.Output = blob.Sum(nil)
-	}
-	if res.Outcome == wire.OutcomeStopped {
-		// The message may name provider-specific detail; the class is what
-		// replicas agree on.
-		res.Error = stopClass(runErr)
-	}
-	return res
-}
-
-// stopClass names a deterministic stop cause without run-specific detail.
-func stopClass(err error) string {
-	for _, e := range []error{ihost.ErrInvalidModule, ihost.ErrImportNotAllowed, ihost.ErrTrap, ihost.ErrMemoryLimit,
-		ihost.ErrOutputLimit, ihost.ErrStderrLimit, ihost.ErrFuelLimit, ihost.ErrProofLimit} {
-		if errors.Is(err, e) {
-			return e.Error()
-		}
-	}
-	return err.Error()
-}
-
 // deliver sends a recorded result on the assign stream, or, if that fails,
 // over wire.ProtocolResult in the background.
-func (p *provider) deliver(c *peers.Conn, run *store.Run) {
-	res := p.withOutput(run.Result)
+func (p *Provider) deliver(c *peers.Conn, run *store.Run) {
+	res := p.WithOutput(run.Result)
 	if err := c.Write(&wire.Update{V: wire.Version, Kind: wire.UpdateResult, Result: res}); err == nil {
 		c.Close()
 		p.delivered(run)
@@ -761,18 +677,14 @@ func (p *provider) deliver(c *peers.Conn, run *store.Run) {
 	p.n.wg.Add(1)
 	go func() {
 		defer p.n.wg.Done()
-		p.redeliver(client, run, res)
+		p.Redeliver(client, run, res)
 	}()
 }
-
-// maxRecordedOutput is the largest output kept inside a run's record; larger
-// ones are blobs, so that records stay small.
-const maxRecordedOutput = 64 << 10
 
 // withOutput returns a copy of a result with its inline output, read back
 // from the blob store when the result came from a record (records keep
 // outputs by digest only).
-func (p *provider) withOutput(r *wire.Result) *wire.Result {
+func (p *Provider) WithOutput(r *wire.Result) *wire.Result {
 	res := *r
 	if res.OutputData == nil && res.OutputSize > 0 && res.OutputSize <= wire.MaxInline && res.Offer == nil {
 		if b, err := p.n.blobs.Bytes(res.Output, wire.MaxInline); err == nil {
@@ -782,7 +694,7 @@ func (p *provider) withOutput(r *wire.Result) *wire.Result {
 	return &res
 }
 
-func (p *provider) delivered(run *store.Run) {
+func (p *Provider) delivered(run *store.Run) {
 	if run.State == store.RunFinished {
 		run.State = store.RunDelivered
 		p.n.db.PutRun(run)
@@ -790,7 +702,7 @@ func (p *provider) delivered(run *store.Run) {
 }
 
 // redeliver retries a result over wire.ProtocolResult with backoff for a minute.
-func (p *provider) redeliver(client peer.ID, run *store.Run, res *wire.Result) {
+func (p *Provider) Redeliver(client peer.ID, run *store.Run, res *wire.Result) {
 	wait := 200 * time.Millisecond
 	for try := 0; try < 8; try++ {
 		ctx, cancel := context.WithTimeout(p.n.ctx, peers.HandshakeTimeout)

@@ -101,3 +101,9 @@ func (c *Conn) Close() { c.s.Close() }
 
 // Reset aborts an exchange.
 func (c *Conn) Reset() { c.s.Reset() }
+
+// FetchTime is the longest a provider spends fetching a blob of size bytes:
+// 30 s, plus the time it takes at 256 KiB/s (a 64 MiB module: 4.8 min).
+func FetchTime(size int64) time.Duration {
+	return 30*time.Second + time.Duration(size/(256<<10))*time.Second
+}

@@ -1,4 +1,4 @@
-package node
+package runner
 
 import (
 	"crypto/sha256"
@@ -9,18 +9,18 @@ import (
 	"github.com/infernet/infernet/node/blob"
 )
 
-// spool is where a running job's stdout goes: a file, hashed as it is
+// Spool is where a running job's stdout goes: a file, hashed as it is
 // written, so that a provider never holds an output in memory (a 64 MiB
 // output limit cost 130 MiB of RSS when outputs were buffered). It is used
 // by one job at a time.
-type spool struct {
+type Spool struct {
 	f    *os.File
 	h    hash.Hash
 	size int64
 }
 
-// newSpool creates an empty spool file in dir.
-func newSpool(dir string) (*spool, error) {
+// NewSpool creates an empty spool file in dir.
+func NewSpool(dir string) (*Spool, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -28,22 +28,22 @@ func newSpool(dir string) (*spool, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &spool{f: f, h: sha256.New()}, nil
+	return &Spool{f: f, h: sha256.New()}, nil
 }
 
 // Write implements io.Writer.
-func (s *spool) Write(b []byte) (int, error) {
+func (s *Spool) Write(b []byte) (int, error) {
 	n, err := s.f.Write(b)
 	s.h.Write(b[:n])
 	s.size += int64(n)
 	return n, err
 }
 
-// digest is the SHA-256 of what was written.
-func (s *spool) digest() blob.Digest { return blob.Digest(s.h.Sum(nil)) }
+// Digest is the SHA-256 of what was written.
+func (s *Spool) Digest() blob.Digest { return blob.Digest(s.h.Sum(nil)) }
 
-// bytes reads the whole output back; for small outputs only.
-func (s *spool) bytes() ([]byte, error) {
+// Bytes reads the whole output back; for small outputs only.
+func (s *Spool) Bytes() ([]byte, error) {
 	b := make([]byte, s.size)
 	_, err := s.f.ReadAt(b, 0)
 	if err == io.EOF && int64(len(b)) == s.size {
@@ -52,9 +52,9 @@ func (s *spool) bytes() ([]byte, error) {
 	return b, err
 }
 
-// rewrite replaces the output with f(output), for fault injection.
-func (s *spool) rewrite(f func([]byte) []byte) error {
-	b, err := s.bytes()
+// Rewrite replaces the output with f(output), for fault injection.
+func (s *Spool) Rewrite(f func([]byte) []byte) error {
+	b, err := s.Bytes()
 	if err != nil {
 		return err
 	}
@@ -70,8 +70,8 @@ func (s *spool) rewrite(f func([]byte) []byte) error {
 	return err
 }
 
-// remove closes and deletes the spool file.
-func (s *spool) remove() {
+// Remove closes and deletes the spool file.
+func (s *Spool) Remove() {
 	s.f.Close()
 	os.Remove(s.f.Name())
 }
