@@ -46,7 +46,7 @@ func newAuditor(n *Node) *auditor {
 func (a *auditor) sandbox(ctx context.Context) (*ihost.Sandbox, error) {
 	a.once.Do(func() {
 		if p := a.n.provider; p != nil {
-			a.sb = p.sandbox
+			a.sb = p.Sandbox()
 			return
 		}
 		rt := a.n.runtime()

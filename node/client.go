@@ -882,7 +882,7 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 			j.rec.Liars = append(j.rec.Liars, p.String())
 		}
 	} else {
-		rep.State, rep.Result = store.ReplicaDone, stripped(res)
+		rep.State, rep.Result = store.ReplicaDone, res.Stripped()
 	}
 	j.mu.Unlock()
 	switch {
@@ -896,12 +896,6 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 		n.peers.Lose(p)
 	}
 	return res, err
-}
-
-func stripped(r *wire.Result) *wire.Result {
-	c := *r
-	c.OutputData = nil
-	return &c
 }
 
 // record adds an assignment on terms to the job record and persists it
@@ -1207,10 +1201,8 @@ func (n *Node) handleBid(s network.Stream) {
 		// A client asks this node for a bid.
 		if n.provider == nil {
 			c.Write(&wire.Bid{V: wire.Version, Job: open.Announce.Job, Reason: "not a provider"})
-		} else if peer.ID(open.Announce.Client) != c.Remote() {
-			c.Write(&wire.Bid{V: wire.Version, Job: open.Announce.Job, Reason: "announce for another client"})
 		} else {
-			c.Write(n.provider.Bid(open.Announce))
+			c.Write(n.provider.AnswerBid(c.Remote(), open.Announce))
 		}
 		c.Close()
 	case open.Bid != nil:
@@ -1228,45 +1220,6 @@ func (n *Node) handleBid(s network.Stream) {
 	default:
 		c.Reset()
 	}
-}
-
-// onAnnounce bids on a job seen on the jobs topic, if this node can run it.
-func (n *Node) onAnnounce(from peer.ID, a *wire.JobAnnounce) {
-	if n.provider == nil {
-		return
-	}
-	if ok, err := requirementSelf(n, a); !ok || err != nil {
-		return
-	}
-	b := n.provider.Bid(a)
-	if !b.Accept {
-		return
-	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		ctx, cancel := context.WithTimeout(n.ctx, peers.HandshakeTimeout)
-		defer cancel()
-		c, err := n.streams.Open(ctx, from, wire.ProtocolBid)
-		if err != nil {
-			return
-		}
-		if err := c.Write(&wire.BidOpen{V: wire.Version, Bid: b}); err != nil {
-			c.Reset()
-			return
-		}
-		c.Close()
-	}()
-}
-
-// requirementSelf evaluates a job's requirement on this provider's own
-// advert; its reputation, which only clients know, counts as perfect.
-func requirementSelf(n *Node, a *wire.JobAnnounce) (bool, error) {
-	p, err := requirement.Compile(a.Require)
-	if err != nil {
-		return false, err
-	}
-	return p.Match(requirement.FromAdvert(n.provider.Capabilities(), 1))
 }
 
 // handleResult takes a result delivered after its assign stream broke.

@@ -3,11 +3,8 @@ package node
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/infernet/infernet/node/internal/settle"
-
-	"github.com/infernet/infernet/node/internal/peers"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -17,44 +14,6 @@ import (
 )
 
 // ---- provider side ----
-
-// escrow, for a paid assign, issues a hold invoice for the client's hash,
-// sends it, and waits until the client's payment is locked. It returns nil
-// in free mode (no payment hash, or no lnd and no price). The payment it
-// returns is claimed: the caller drops the claim when the run is over.
-func (p *Provider) escrow(ctx context.Context, c *peers.Conn, a *wire.Assign, client peer.ID) (*store.Payment, error) {
-	n := p.n
-	switch {
-	case a.Announce.Settle == wire.SettleFair && a.Price < n.cfg.Price:
-		return nil, fmt.Errorf("%w: bad payment terms", ErrPaymentRequired)
-	case a.Announce.Settle == wire.SettleFair:
-		return nil, nil // bought after the run (sell)
-	case a.PaymentHash == nil && n.cfg.Price > 0:
-		return nil, fmt.Errorf("%w: %d msat per replica", ErrPaymentRequired, n.cfg.Price)
-	case a.PaymentHash == nil || n.lnd == nil:
-		return nil, nil // free
-	case len(a.PaymentHash) != 32 || a.Price < n.cfg.Price:
-		return nil, fmt.Errorf("%w: bad payment terms", ErrPaymentRequired)
-	}
-	pay := &store.Payment{Job: a.Announce.Job, Replica: a.Replica, Peer: client.String(), State: store.PayInvoiced,
-		AmountMsat: int64(a.Price), Created: time.Now(), Due: time.UnixMilli(a.Announce.Deadline).Add(settle.PayGrace)}
-	copy(pay.Hash[:], a.PaymentHash)
-	if old, err := n.db.Payment(pay.Job, pay.Replica, false, pay.Peer); err == nil && old.State != store.PayCanceled {
-		return nil, fmt.Errorf("%w: this replica has a payment already (%s)", ErrPaymentRequired, old.State)
-	}
-	if !n.ledger.Claim(pay) {
-		return nil, fmt.Errorf("%w: this replica is being paid already", ErrPaymentRequired)
-	}
-	send := func(invoice string) error {
-		return c.Write(&wire.Update{V: wire.Version, Kind: wire.UpdateInvoice, Invoice: invoice})
-	}
-	memo := fmt.Sprintf("infernet job %s replica %d", a.Announce.Job, a.Replica)
-	if err := n.ledger.HoldInvoice(ctx, pay, memo, send); err != nil {
-		n.ledger.Drop(pay)
-		return nil, err
-	}
-	return pay, nil
-}
 
 // ---- client side ----
 

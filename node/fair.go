@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -26,67 +25,6 @@ import (
 var errBadOffer = fmt.Errorf("%w: bad fair-exchange offer", errLie)
 
 // ---- provider side ----
-
-// sells reports whether this provider can sell an output by fair exchange.
-func (p *Provider) sells() bool {
-	f := p.n.cfg.Fair
-	return p.n.lnd != nil && f != nil && f.PK != nil
-}
-
-// fairTerms is why this provider declines a fair-exchange announce, or "".
-func (p *Provider) fairTerms(a *wire.JobAnnounce) string {
-	switch {
-	case a.Settle != wire.SettleFair:
-		return ""
-	case !p.sells():
-		return "no fair exchange here (no lnd or no proving key)"
-	case a.MaxOutput > int64(p.n.cfg.Fair.Template.Capacity()):
-		return fmt.Sprintf("fair exchange carries outputs of at most %d bytes", p.n.cfg.Fair.Template.Capacity())
-	}
-	return ""
-}
-
-// sell turns a deterministic fair-exchange result into an offer: the output
-// is encrypted under a fresh key and proven (a few seconds), an ordinary
-// invoice is issued with the key as its preimage and recorded, and the
-// result carries offer and invoice in place of the output. On error res is
-// left as it was and the caller reports the provider's failure.
-func (p *Provider) sell(ctx context.Context, a *wire.Assign, client peer.ID, res *wire.Result) error {
-	n := p.n
-	p.proving.Lock() // one proof at a time: each takes every core
-	offer, key, err := n.cfg.Fair.Template.Seal(n.cfg.Fair.PK, res.OutputData)
-	p.proving.Unlock()
-	if err != nil {
-		return err
-	}
-	if n.cfg.Faults.TamperOffer(offer) {
-		rand.Read(key[:]) // fault injection: invoice a key that opens nothing
-	}
-	enc, err := offer.Encode()
-	if err != nil {
-		return err
-	}
-	pay := &store.Payment{Job: a.Announce.Job, Replica: a.Replica, Peer: client.String(), State: store.PayInvoiced,
-		Hash: offer.PaymentHash, AmountMsat: int64(a.Price), Created: time.Now(), Fair: true,
-		Due: time.UnixMilli(a.Announce.Deadline).Add(settle.PayGrace)}
-	if !n.ledger.Claim(pay) {
-		return errors.New("this replica is being sold already")
-	}
-	defer n.ledger.Drop(pay)
-	// The invoice outlives the job's deadline a little: the client buys
-	// after the verdict. lnd keeps the key; this node needs it no more.
-	expiry := time.Until(pay.Due)
-	req, err := n.lnd.AddInvoice(ctx, key, pay.AmountMsat, expiry, fmt.Sprintf("infernet job %s replica %d (fair exchange)", a.Announce.Job, a.Replica))
-	if err != nil {
-		return fmt.Errorf("invoice: %w", err)
-	}
-	pay.Invoice = req
-	if err := n.db.PutPayment(pay); err != nil {
-		return err
-	}
-	res.Offer, res.Invoice, res.OutputData = enc, req, nil
-	return nil
-}
 
 // ---- client side ----
 

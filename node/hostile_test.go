@@ -336,9 +336,7 @@ func TestHostileSlowBlobs(t *testing.T) {
 		})
 	}
 	waitFor(t, 10*time.Second, "the hostile assigns took their places", func() bool {
-		p.provider.mu.Lock()
-		defer p.provider.mu.Unlock()
-		return p.provider.load >= 2
+		return p.provider.Load() >= 2
 	})
 	start := time.Now()
 	s := Spec{Replicas: 1, Terms: wire.Terms{TimeoutMS: 10_000}, Deadline: 40 * time.Second}

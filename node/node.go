@@ -24,6 +24,7 @@ import (
 	"github.com/infernet/infernet/node/faults"
 
 	"github.com/infernet/infernet/node/internal/peers"
+	"github.com/infernet/infernet/node/internal/provider"
 	"github.com/infernet/infernet/node/internal/runner"
 	"github.com/infernet/infernet/node/internal/settle"
 
@@ -318,7 +319,7 @@ type Node struct {
 	blobs   *blob.Store
 	blobSvc *blobnet.Service
 	// access says who may have which blob: inputs are private.
-	access *Access
+	access *peers.Access
 	db     *store.Store
 	peers  *peers.Book
 	// streams are the framed streams of the node's own protocols.
@@ -327,7 +328,7 @@ type Node struct {
 	models *models.Registry
 
 	// Provider side; nil with Provide off.
-	provider *Provider
+	provider *provider.Provider
 
 	// Client side.
 	client *client
@@ -375,7 +376,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err := llama.CheckTie(cfg.CheckTie); err != nil {
 		return nil, fmt.Errorf("check jobs' near-tie bound: %w", err)
 	}
-	n = &Node{cfg: cfg, log: cfg.Logger, access: NewAccess()}
+	n = &Node{cfg: cfg, log: cfg.Logger, access: peers.NewAccess()}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	started := n // "return nil, err" below clears n before this runs
 	defer func() {
@@ -432,7 +433,17 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	n.client = newClient(n)
 	if cfg.Provide {
-		if n.provider, err = NewProvider(ctx, n); err != nil {
+		if n.provider, err = provider.New(ctx, provider.Config{
+			Slots: cfg.Slots, Queue: cfg.Queue, MaxPerClient: cfg.MaxPerClient, Price: cfg.Price, MaxMemory: cfg.MaxMemory,
+			MaxOutput: cfg.MaxOutput, MaxModule: cfg.MaxModule, MaxInput: cfg.MaxInput, MaxData: cfg.MaxData,
+			BlobQuota: cfg.BlobQuota, MaxTimeout: cfg.MaxTimeout, MaxDeadline: cfg.MaxDeadline,
+			AdvertInterval: cfg.AdvertInterval, Heartbeat: cfg.Heartbeat, DataDir: cfg.DataDir,
+			Runtime: n.runtime(), Sandbox: cfg.Sandbox, Backends: cfg.Backends, Fair: cfg.Fair, Faults: cfg.Faults,
+			Software: Software(), Host: n.host, Key: n.key, Blobs: n.blobs, BlobSvc: n.blobSvc, Access: n.access,
+			DB: n.db, Peers: n.peers, Streams: n.streams, Ledger: n.ledger, Changes: &n.changes,
+			Publish: func(ctx context.Context, a *wire.CapabilityAdvert) error { return n.gossip.PublishAdvert(ctx, a) },
+			Provide: n.provideAsync, Logger: n.log, Life: n.ctx, Group: &n.wg,
+		}); err != nil {
 			return nil, err
 		}
 	}
@@ -919,3 +930,18 @@ func (n *Node) Changed() <-chan struct{} { return n.changes.Next() }
 // Paid reports whether the node pays and is paid through lnd; without
 // lnd it runs in free mode.
 func (n *Node) Paid() bool { return n.lnd != nil }
+
+// onPeerJoin advertises to a peer that just subscribed to adverts.
+func (n *Node) onPeerJoin(peer.ID) {
+	if n.provider != nil {
+		n.provider.Poke()
+	}
+}
+
+// onAnnounce hands a job seen on the jobs topic to the provider, which
+// bids on it if it can run it.
+func (n *Node) onAnnounce(from peer.ID, a *wire.JobAnnounce) {
+	if n.provider != nil {
+		n.provider.OnAnnounce(from, a)
+	}
+}

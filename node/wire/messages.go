@@ -676,3 +676,11 @@ type AggregateShard struct {
 	// outputs).
 	Results []Result `cbor:"2,keyasint"`
 }
+
+// Stripped returns a copy of r without its inline output, for a record
+// that keeps the output elsewhere (a blob).
+func (r *Result) Stripped() *Result {
+	c := *r
+	c.OutputData = nil
+	return &c
+}

@@ -1,9 +1,17 @@
-package node
+// Package provider is the role that runs jobs for others: it advertises
+// what it has, bids on jobs whose terms it accepts, admits replicas within
+// its slots, queue and per-client limits, fetches their blobs, runs them
+// in its sandbox (streaming output lines while they run, and heartbeats),
+// charges for them through the node's ledger, and delivers the signed
+// result, again after a broken stream.
+package provider
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	ihost "github.com/infernet/infernet/host"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,26 +20,76 @@ import (
 	"sync"
 	"time"
 
-	"github.com/infernet/infernet/node/internal/runner"
-
-	"github.com/infernet/infernet/node/internal/peers"
-
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/gpu"
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/blob/blobnet"
 	"github.com/infernet/infernet/node/challenge"
+	"github.com/infernet/infernet/node/faults"
+	"github.com/infernet/infernet/node/internal/peers"
+	"github.com/infernet/infernet/node/internal/runner"
+	"github.com/infernet/infernet/node/internal/settle"
+	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
 
-// provider is the role that runs jobs for others.
+// Config is what a provider needs: its limits (node.Config documents
+// each) and the parts of the node it uses.
+type Config struct {
+	Slots, Queue, MaxPerClient int
+	Price                      uint64
+	MaxMemory                  uint64
+	MaxOutput, MaxModule       int64
+	MaxInput, MaxData          int64
+	BlobQuota                  int64
+	MaxTimeout, MaxDeadline    time.Duration
+	AdvertInterval, Heartbeat  time.Duration
+	// DataDir holds the provider's spool of outputs being written.
+	DataDir string
+	// Runtime opens the provider's own sandbox, unless Sandbox and
+	// Backends are given (and not closed by the provider).
+	Runtime  runner.Config
+	Sandbox  *ihost.Sandbox
+	Backends *backends.Set
+	// Fair, with PK, sells outputs by fair exchange; Faults make the
+	// provider misbehave (tests).
+	Fair   *settle.FairKeys
+	Faults *faults.Faults
+	// Software names the build in the advert.
+	Software string
+
+	// The node's parts: its host and key, blobs, peers, streams, ledger
+	// and store; Publish gossips an advert and Provide names a blob in the
+	// DHT; Changes wakes the dashboard.
+	Host    host.Host
+	Key     crypto.PrivKey
+	Blobs   *blob.Store
+	BlobSvc *blobnet.Service
+	Access  *peers.Access
+	DB      *store.Store
+	Peers   *peers.Book
+	Streams *peers.Streams
+	Ledger  *settle.Ledger
+	Changes *peers.Changes
+	Publish func(context.Context, *wire.CapabilityAdvert) error
+	Provide func(blob.Digest)
+	Logger  *slog.Logger
+	// Life is the node's lifetime: the provider's goroutines end with it,
+	// counted in Group, which the node waits for.
+	Life  context.Context
+	Group *sync.WaitGroup
+}
+
+// Provider is the role that runs jobs for others.
 type Provider struct {
-	n   *Node
+	cfg Config
 	log *slog.Logger
 
 	// sandbox runs jobs on backends; the provider closes them only when it
@@ -66,11 +124,13 @@ type Provider struct {
 	challenges *challenge.Server
 }
 
-func NewProvider(ctx context.Context, n *Node) (*Provider, error) {
+// New starts a provider: it opens its sandbox (unless cfg has one), makes
+// its advert and serves assigns. ctx bounds only the start.
+func New(ctx context.Context, cfg Config) (*Provider, error) {
 	p := &Provider{
-		n: n, log: n.log.With("role", "provider"),
-		sandbox: n.cfg.Sandbox, backends: n.cfg.Backends,
-		slots:   make(chan struct{}, n.cfg.Slots),
+		cfg: cfg, log: cfg.Logger.With("role", "provider"),
+		sandbox: cfg.Sandbox, backends: cfg.Backends,
+		slots:   make(chan struct{}, cfg.Slots),
 		changed: make(chan struct{}, 1),
 		active:  map[*store.Run]bool{},
 		byPeer:  map[peer.ID]int{},
@@ -99,14 +159,14 @@ func NewProvider(ctx context.Context, n *Node) (*Provider, error) {
 	if f := p.backends.Fast; f != nil && f.Name() != names[0] {
 		names = append(names, f.Name())
 	}
-	if f := n.cfg.Faults; f != nil && len(f.ClaimGPUs) > 0 {
+	if f := p.cfg.Faults; f != nil && len(f.ClaimGPUs) > 0 {
 		// fault injection: hardware it lacks, and the backend that goes with it
 		p.gpus, names = append(p.gpus, f.ClaimGPUs...), append(names, "cuda")
 	}
 	p.fixed = wire.CapabilityAdvert{
-		V: wire.Version, Peer: []byte(n.host.ID()), Cores: runtime.NumCPU(), MemoryBytes: totalMemory(),
-		GPUs: p.gpus, Backends: names, Price: n.cfg.Price, Slots: n.cfg.Slots, Software: Software(),
-		MaxMemory: n.cfg.MaxMemory, IntervalMS: n.cfg.AdvertInterval.Milliseconds(),
+		V: wire.Version, Peer: []byte(p.cfg.Host.ID()), Cores: runtime.NumCPU(), MemoryBytes: totalMemory(),
+		GPUs: p.gpus, Backends: names, Price: p.cfg.Price, Slots: p.cfg.Slots, Software: p.cfg.Software,
+		MaxMemory: p.cfg.MaxMemory, IntervalMS: p.cfg.AdvertInterval.Milliseconds(),
 	}
 	if p.sells() {
 		p.fixed.Features = append(p.fixed.Features, wire.FeatureFair)
@@ -119,17 +179,17 @@ func NewProvider(ctx context.Context, n *Node) (*Provider, error) {
 			p.fixed.Precisions = append(p.fixed.Precisions, pr.String())
 		}
 	}
-	n.host.SetStreamHandler(wire.ProtocolAssign, p.handleAssign)
+	p.cfg.Host.SetStreamHandler(wire.ProtocolAssign, p.handleAssign)
 	// Only a GPU answers GPU challenges in time; a faker tries its best.
-	if f := p.backends.Fast; f != nil && (f.Class() == tensor.ClassGPU || n.cfg.Faults != nil && len(n.cfg.Faults.ClaimGPUs) > 0) {
-		p.challenges = challenge.Serve(n.host, f, challenge.Config{Logger: p.log})
+	if f := p.backends.Fast; f != nil && (f.Class() == tensor.ClassGPU || p.cfg.Faults != nil && len(p.cfg.Faults.ClaimGPUs) > 0) {
+		p.challenges = challenge.Serve(p.cfg.Host, f, challenge.Config{Logger: p.log})
 	}
 	return p, nil
 }
 
 // openRuntime opens the tensor backends and a sandbox of the provider's own.
 func (p *Provider) openRuntime(ctx context.Context) error {
-	sb, set, err := runner.Open(ctx, p.n.runtime())
+	sb, set, err := runner.Open(ctx, p.cfg.Runtime)
 	if err != nil {
 		return err
 	}
@@ -145,10 +205,10 @@ func (p *Provider) Close() error {
 	return errors.Join(p.sandbox.Close(context.Background()), p.backends.Close())
 }
 
-// stopAccepting refuses new assigns; wait waits for those in progress,
+// StopAccepting refuses new assigns; wait waits for those in progress,
 // which end soon after the node's context is cancelled.
 func (p *Provider) StopAccepting() {
-	p.n.host.RemoveStreamHandler(wire.ProtocolAssign)
+	p.cfg.Host.RemoveStreamHandler(wire.ProtocolAssign)
 	if p.challenges != nil {
 		p.challenges.Close()
 	}
@@ -159,7 +219,7 @@ func (p *Provider) StopAccepting() {
 
 func (p *Provider) Wait() { p.handlers.Wait() }
 
-// capabilities is what this provider offers now: the machine's fixed
+// Capabilities is what this provider offers now: the machine's fixed
 // description (built once in newProvider) with the current free slots.
 func (p *Provider) Capabilities() *wire.CapabilityAdvert {
 	a := p.fixed
@@ -170,7 +230,7 @@ func (p *Provider) Capabilities() *wire.CapabilityAdvert {
 	return &a
 }
 
-// advert is a new advert: the capabilities under the next sequence number.
+// Advert is a new advert: the capabilities under the next sequence number.
 func (p *Provider) Advert() *wire.CapabilityAdvert {
 	a := p.Capabilities()
 	p.mu.Lock()
@@ -180,7 +240,7 @@ func (p *Provider) Advert() *wire.CapabilityAdvert {
 	return a
 }
 
-// poke asks for a fresh advert soon (a peer joined). Load changes do not
+// Poke asks for a fresh advert soon (a peer joined). Load changes do not
 // trigger adverts: they would cost every node a message per job; bids
 // carry the current load instead.
 func (p *Provider) Poke() {
@@ -190,27 +250,27 @@ func (p *Provider) Poke() {
 	}
 }
 
-// advertLoop publishes an advert at start, every AdvertInterval, and at
+// AdvertLoop publishes an advert at start, every AdvertInterval, and at
 // most once a second when poked.
 func (p *Provider) AdvertLoop() {
-	defer p.n.wg.Done()
-	t := time.NewTicker(p.n.cfg.AdvertInterval)
+	defer p.cfg.Group.Done()
+	t := time.NewTicker(p.cfg.AdvertInterval)
 	defer t.Stop()
 	for {
-		if err := p.n.gossip.PublishAdvert(p.n.ctx, p.Advert()); err != nil && p.n.ctx.Err() == nil {
+		if err := p.cfg.Publish(p.cfg.Life, p.Advert()); err != nil && p.cfg.Life.Err() == nil {
 			p.log.Warn("advert not published", "err", err)
 		}
 		select {
-		case <-p.n.ctx.Done():
+		case <-p.cfg.Life.Done():
 			return
 		case <-t.C:
 		case <-p.changed:
 			// Peers joining ask for an advert; answer them together. The gap
 			// grows with the number of peers so that a network's adverts
 			// stay near ten a second however large it is.
-			gap := min(max(time.Duration(len(p.n.host.Network().Peers()))*100*time.Millisecond, time.Second), 10*time.Second)
+			gap := min(max(time.Duration(len(p.cfg.Host.Network().Peers()))*100*time.Millisecond, time.Second), 10*time.Second)
 			select {
-			case <-p.n.ctx.Done():
+			case <-p.cfg.Life.Done():
 				return
 			case <-time.After(gap):
 			}
@@ -218,18 +278,11 @@ func (p *Provider) AdvertLoop() {
 	}
 }
 
-// onPeerJoin advertises to a peer that just subscribed to adverts.
-func (n *Node) onPeerJoin(peer.ID) {
-	if n.provider != nil {
-		n.provider.Poke()
-	}
-}
-
 // terms checks a job's terms against this provider's, returning why not.
 // Every number the client chooses is capped here: it sizes what the
 // provider spends on the job (memory, disk, time, a place in its queue).
 func (p *Provider) terms(a *wire.JobAnnounce) string {
-	cfg := &p.n.cfg
+	cfg := &p.cfg
 	deadline := time.UnixMilli(a.Deadline)
 	switch {
 	case a.Validate() != nil:
@@ -262,15 +315,15 @@ func (p *Provider) terms(a *wire.JobAnnounce) string {
 	return p.fairTerms(a)
 }
 
-// bid answers an announce.
+// Bid answers an announce.
 func (p *Provider) Bid(a *wire.JobAnnounce) *wire.Bid {
-	b := &wire.Bid{V: wire.Version, Job: a.Job, Price: p.n.cfg.Price, Backend: p.backendFor(a)}
-	_, b.HasModule = p.n.blobs.Has(a.Module)
+	b := &wire.Bid{V: wire.Version, Job: a.Job, Price: p.cfg.Price, Backend: p.backendFor(a)}
+	_, b.HasModule = p.cfg.Blobs.Has(a.Module)
 	p.mu.Lock()
-	b.FreeSlots = max(0, p.n.cfg.Slots-p.load)
+	b.FreeSlots = max(0, p.cfg.Slots-p.load)
 	// As admit will: a bid the assign then refuses costs the client a
 	// round trip and a back-off.
-	full := p.load >= p.n.cfg.Slots+p.n.cfg.Queue || p.byPeer[peer.ID(a.Client)] >= p.n.cfg.MaxPerClient
+	full := p.load >= p.cfg.Slots+p.cfg.Queue || p.byPeer[peer.ID(a.Client)] >= p.cfg.MaxPerClient
 	p.mu.Unlock()
 	if why := p.terms(a); why != "" {
 		b.Reason = why
@@ -305,7 +358,7 @@ func (p *Provider) admit(r runID) string {
 	switch {
 	case p.running[r]:
 		return "this replica is running already"
-	case p.load >= p.n.cfg.Slots+p.n.cfg.Queue || p.byPeer[r.client] >= p.n.cfg.MaxPerClient:
+	case p.load >= p.cfg.Slots+p.cfg.Queue || p.byPeer[r.client] >= p.cfg.MaxPerClient:
 		return wire.ReasonBusy
 	}
 	p.load++
@@ -338,7 +391,7 @@ func (p *Provider) handleAssign(s network.Stream) {
 	p.handlers.Add(1)
 	p.mu.Unlock()
 	defer p.handlers.Done()
-	c := p.n.streams.Wrap(s)
+	c := p.cfg.Streams.Wrap(s)
 	client := c.Remote()
 	var a wire.Assign
 	if err := c.Read(peers.HandshakeTimeout, wire.MaxDataFrame, &a); err != nil {
@@ -358,15 +411,15 @@ func (p *Provider) handleAssign(s network.Stream) {
 		reject("assign for another client")
 		return
 	}
-	if unpaid, paid := p.n.peers.Unpaid(client); peers.OwesTooMuch(unpaid, paid) {
+	if unpaid, paid := p.cfg.Peers.Unpaid(client); peers.OwesTooMuch(unpaid, paid) {
 		reject(fmt.Sprintf("%s: %d results unpaid, %d paid", wire.ReasonUnpaid, unpaid, paid))
 		return
-	} else if paid == 0 && a.Announce.Price > 0 && p.n.peers.StrangersSpent() {
+	} else if paid == 0 && a.Announce.Price > 0 && p.cfg.Peers.StrangersSpent() {
 		reject(fmt.Sprintf("%s: clients with no payment here left %d results unpaid today", wire.ReasonUnpaid, peers.StrangerAllowance))
 		return
 	}
 	terms := a.Terms()
-	if run, err := p.n.db.Run(client.String(), a.Announce.Job, a.Replica); err == nil && run.Result != nil {
+	if run, err := p.cfg.DB.Run(client.String(), a.Announce.Job, a.Replica); err == nil && run.Result != nil {
 		// A retry of an assign we already ran answers from the record; the
 		// same replica asked for on other terms is refused, never re-run
 		// under the record's name.
@@ -390,14 +443,14 @@ func (p *Provider) handleAssign(s network.Stream) {
 		c.Reset()
 		return
 	}
-	ctx, cancel := context.WithDeadline(p.n.ctx, time.UnixMilli(a.Announce.Deadline))
+	ctx, cancel := context.WithDeadline(p.cfg.Life, time.UnixMilli(a.Announce.Deadline))
 	defer cancel()
 	// The client sends nothing more: a reset means it gave up the replica
 	// (or died), and the work stops; a clean close is the normal end. The
 	// wait has no deadline (the assign's read had one): the job's own
 	// deadline bounds it.
 	c.OnReset(cancel)
-	if p.n.cfg.Faults.GoesSilent() {
+	if p.cfg.Faults.GoesSilent() {
 		<-ctx.Done() // fault injection: accept, then say nothing
 		c.Reset()
 		return
@@ -411,7 +464,7 @@ func (p *Provider) handleAssign(s network.Stream) {
 		return
 	}
 	if pay != nil {
-		defer p.n.ledger.Drop(pay) // from here the sweep may finish it
+		defer p.cfg.Ledger.Drop(pay) // from here the sweep may finish it
 	}
 	res := p.execute(ctx, c, &a, client, run)
 	if a.Announce.Settle == wire.SettleFair && res.Deterministic() {
@@ -421,24 +474,24 @@ func (p *Provider) handleAssign(s network.Stream) {
 	}
 	hb()
 	if pay != nil && !res.Deterministic() {
-		p.n.ledger.CancelInvoice(pay, "the provider failed: "+res.Error) // no result, no pay
+		p.cfg.Ledger.CancelInvoice(pay, "the provider failed: "+res.Error) // no result, no pay
 	}
 	p.setActive(run, store.RunFinished) // from here on run is ours alone
 	res.Terms = terms
-	if err := res.Sign(p.n.key); err != nil {
+	if err := res.Sign(p.cfg.Key); err != nil {
 		p.log.Error("signing result", "err", err)
 		c.Reset()
 		return
 	}
 	run.Result, run.Finished = res, time.Now()
 	if res.OutputSize > runner.MaxRecordedOutput {
-		run.Result = stripped(res)
+		run.Result = res.Stripped()
 	}
 	run.State = store.RunFinished
 	if res.Outcome == wire.OutcomeFailed {
 		run.State, run.Error = store.RunFailed, res.Error
 	}
-	if err := p.n.db.PutRun(run); err != nil {
+	if err := p.cfg.DB.PutRun(run); err != nil {
 		p.log.Error("recording run", "err", err)
 	}
 	p.deliver(c, run)
@@ -446,7 +499,7 @@ func (p *Provider) handleAssign(s network.Stream) {
 
 // setActive tracks runs in progress for Node.Runs; RunFinished forgets one.
 func (p *Provider) setActive(run *store.Run, s store.RunState) {
-	defer p.n.changes.Poke()
+	defer p.cfg.Changes.Poke()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s == store.RunFinished {
@@ -457,7 +510,7 @@ func (p *Provider) setActive(run *store.Run, s store.RunState) {
 	p.active[run] = true
 }
 
-// activeRuns returns copies of the runs in progress.
+// ActiveRuns returns copies of the runs in progress.
 func (p *Provider) ActiveRuns() []store.Run {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -474,7 +527,7 @@ func (p *Provider) heartbeat(ctx context.Context, c *peers.Conn) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(p.n.cfg.Heartbeat)
+		t := time.NewTicker(p.cfg.Heartbeat)
 		defer t.Stop()
 		for {
 			select {
@@ -497,20 +550,20 @@ func (p *Provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 	an := &a.Announce
 	res := &wire.Result{V: wire.Version, Job: an.Job, Replica: a.Replica, Outcome: wire.OutcomeFailed}
 	// The job's blobs stay until it is over, whatever the quota evicts.
-	defer p.n.blobs.Pin(an.Module)()
-	defer p.n.blobs.Pin(an.Input)()
+	defer p.cfg.Blobs.Pin(an.Module)()
+	defer p.cfg.Blobs.Pin(an.Input)()
 	hints := []peer.ID{client}
 	for _, s := range a.Sources {
 		if id, err := peer.IDFromBytes(s); err == nil {
 			hints = append(hints, id)
 		}
 	}
-	p.n.access.Publish(an.Module)
+	p.cfg.Access.Publish(an.Module)
 	if err := p.fetch(ctx, an.Module, an.ModuleSize, hints); err != nil {
 		res.Error = "module: " + err.Error()
 		return res
 	}
-	module, err := p.n.blobs.Bytes(an.Module, p.n.cfg.MaxModule)
+	module, err := p.cfg.Blobs.Bytes(an.Module, p.cfg.MaxModule)
 	if err != nil {
 		res.Error = "module: " + err.Error()
 		return res
@@ -518,8 +571,8 @@ func (p *Provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 	job := ihost.Job{Module: module, Digest: an.Module, Input: a.Input}
 	// Data blobs are fetched once per provider and mounted from the store.
 	for _, d := range an.Data {
-		defer p.n.blobs.Pin(d.Digest)()
-		p.n.access.Publish(d.Digest)
+		defer p.cfg.Blobs.Pin(d.Digest)()
+		p.cfg.Access.Publish(d.Digest)
 		if err := p.fetch(ctx, d.Digest, d.Size, hints); err != nil {
 			res.Error = fmt.Sprintf("data %s: %v", d.Name, err)
 			return res
@@ -527,7 +580,7 @@ func (p *Provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 		if job.Data == nil {
 			job.Data = map[string]string{}
 		}
-		job.Data[d.Name] = p.n.blobs.Path(d.Digest)
+		job.Data[d.Name] = p.cfg.Blobs.Path(d.Digest)
 	}
 	// The digests are known (blobs are checked on arrival): the model
 	// cache is keyed by them without hashing the files again.
@@ -543,13 +596,13 @@ func (p *Provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 		// private: fetched from the client alone, without asking the DHT,
 		// announced nowhere and served to nobody but the client (whose
 		// output fetch may name the same bytes).
-		p.n.access.Input(an.Input)
-		p.n.access.Grant(an.Input, client)
+		p.cfg.Access.Input(an.Input)
+		p.cfg.Access.Grant(an.Input, client)
 		if err := p.fetchInput(ctx, an.Input, an.InputSize, client); err != nil {
 			res.Error = "input: " + err.Error()
 			return res
 		}
-		f, _, err := p.n.blobs.Open(an.Input)
+		f, _, err := p.cfg.Blobs.Open(an.Input)
 		if err != nil {
 			res.Error = "input: " + err.Error()
 			return res
@@ -570,12 +623,12 @@ func (p *Provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 		return res
 	}
 	cfg := an.JobConfig(an.Seed())
-	if p.n.cfg.Faults.Stalls() {
+	if p.cfg.Faults.Stalls() {
 		<-ctx.Done() // fault injection: heartbeats, and nothing else
 		res.Error = "stalled"
 		return res
 	}
-	if d := p.n.cfg.Faults.Delay(); d > 0 {
+	if d := p.cfg.Faults.Delay(); d > 0 {
 		select { // fault injection: a slow machine
 		case <-time.After(d):
 		case <-ctx.Done():
@@ -594,7 +647,7 @@ func (p *Provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 		job.Stdout = stream
 	}
 	var liar *lineLiar
-	if after, lines := p.n.cfg.Faults.LiesAfter(); after > 0 {
+	if after, lines := p.cfg.Faults.LiesAfter(); after > 0 {
 		liar = &lineLiar{w: job.Stdout, n: after, lines: lines} // fault injection: a liar as it streams
 		job.Stdout = liar
 	}
@@ -606,58 +659,58 @@ func (p *Provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 		stream.close()
 	}
 	if out != nil && runErr == nil {
-		if p.n.cfg.Faults.Lies(an) {
+		if p.cfg.Faults.Lies(an) {
 			// fault injection: a liar
-			if err := sp.Rewrite(p.n.cfg.Faults.Corrupt); err != nil {
+			if err := sp.Rewrite(p.cfg.Faults.Corrupt); err != nil {
 				res.Error = "output: " + err.Error()
 				return res
 			}
 		}
-		if rw := p.n.cfg.Faults.Rewriter(); rw != nil {
+		if rw := p.cfg.Faults.Rewriter(); rw != nil {
 			// fault injection: a liar that decides on the input
 			input := a.Input
 			if input == nil && an.InputSize > 0 {
-				input, _ = p.n.blobs.Bytes(an.Input, an.InputSize)
+				input, _ = p.cfg.Blobs.Bytes(an.Input, an.InputSize)
 			}
 			if err := sp.Rewrite(func(out []byte) []byte { return rw(input, out) }); err != nil {
 				res.Error = "output: " + err.Error()
 				return res
 			}
 		}
-		p.n.cfg.Faults.SpoilProofs(out.Proofs) // fault injection: a forger
+		p.cfg.Faults.SpoilProofs(out.Proofs) // fault injection: a forger
 	}
-	return runner.Result(p.n.blobs, res, out, runErr, an, sp)
+	return runner.Result(p.cfg.Blobs, res, out, runErr, an, sp)
 }
 
 // spoolDir holds the outputs of running jobs; newProvider empties it.
-func (p *Provider) spoolDir() string { return filepath.Join(p.n.cfg.DataDir, "spool") }
+func (p *Provider) spoolDir() string { return filepath.Join(p.cfg.DataDir, "spool") }
 
 // fetch makes a blob local and, when it was not, announces it in the DHT,
 // so that other providers can fetch it from here without the client. The
 // transfer gets peers.FetchTime(size) at most, whatever the job's deadline: a
 // client serving its blobs at a trickle holds a place here that long only.
 func (p *Provider) fetch(ctx context.Context, d blob.Digest, size int64, hints []peer.ID) error {
-	if _, ok := p.n.blobs.Has(d); ok {
+	if _, ok := p.cfg.Blobs.Has(d); ok {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, peers.FetchTime(size))
 	defer cancel()
-	if err := p.n.blobSvc.Fetch(ctx, d, size, hints); err != nil {
+	if err := p.cfg.BlobSvc.Fetch(ctx, d, size, hints); err != nil {
 		return err
 	}
-	p.n.provideAsync(d)
+	p.cfg.Provide(d)
 	return nil
 }
 
 // fetchInput makes a job's input local, fetched from its client only, and
 // announces nothing; peers.FetchTime(size) bounds it as fetch's transfers.
 func (p *Provider) fetchInput(ctx context.Context, d blob.Digest, size int64, client peer.ID) error {
-	if _, ok := p.n.blobs.Has(d); ok {
+	if _, ok := p.cfg.Blobs.Has(d); ok {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, peers.FetchTime(size))
 	defer cancel()
-	return p.n.blobSvc.FetchDirect(ctx, d, size, []peer.ID{client})
+	return p.cfg.BlobSvc.FetchDirect(ctx, d, size, []peer.ID{client})
 }
 
 // deliver sends a recorded result on the assign stream, or, if that fails,
@@ -674,20 +727,20 @@ func (p *Provider) deliver(c *peers.Conn, run *store.Run) {
 	if err != nil {
 		return
 	}
-	p.n.wg.Add(1)
+	p.cfg.Group.Add(1)
 	go func() {
-		defer p.n.wg.Done()
+		defer p.cfg.Group.Done()
 		p.Redeliver(client, run, res)
 	}()
 }
 
-// withOutput returns a copy of a result with its inline output, read back
+// WithOutput returns a copy of a result with its inline output, read back
 // from the blob store when the result came from a record (records keep
 // outputs by digest only).
 func (p *Provider) WithOutput(r *wire.Result) *wire.Result {
 	res := *r
 	if res.OutputData == nil && res.OutputSize > 0 && res.OutputSize <= wire.MaxInline && res.Offer == nil {
-		if b, err := p.n.blobs.Bytes(res.Output, wire.MaxInline); err == nil {
+		if b, err := p.cfg.Blobs.Bytes(res.Output, wire.MaxInline); err == nil {
 			res.OutputData = b
 		}
 	}
@@ -697,16 +750,16 @@ func (p *Provider) WithOutput(r *wire.Result) *wire.Result {
 func (p *Provider) delivered(run *store.Run) {
 	if run.State == store.RunFinished {
 		run.State = store.RunDelivered
-		p.n.db.PutRun(run)
+		p.cfg.DB.PutRun(run)
 	}
 }
 
-// redeliver retries a result over wire.ProtocolResult with backoff for a minute.
+// Redeliver retries a result over wire.ProtocolResult with backoff for a minute.
 func (p *Provider) Redeliver(client peer.ID, run *store.Run, res *wire.Result) {
 	wait := 200 * time.Millisecond
 	for try := 0; try < 8; try++ {
-		ctx, cancel := context.WithTimeout(p.n.ctx, peers.HandshakeTimeout)
-		c, err := p.n.streams.Open(ctx, client, wire.ProtocolResult)
+		ctx, cancel := context.WithTimeout(p.cfg.Life, peers.HandshakeTimeout)
+		c, err := p.cfg.Streams.Open(ctx, client, wire.ProtocolResult)
 		cancel()
 		if err == nil {
 			err = c.Write(res)
@@ -718,7 +771,7 @@ func (p *Provider) Redeliver(client peer.ID, run *store.Run, res *wire.Result) {
 			c.Reset()
 		}
 		select {
-		case <-p.n.ctx.Done():
+		case <-p.cfg.Life.Done():
 			return
 		case <-time.After(wait):
 		}
@@ -736,4 +789,157 @@ func totalMemory() uint64 {
 	var kb uint64
 	fmt.Sscanf(string(b), "MemTotal: %d kB", &kb)
 	return kb << 10
+}
+
+// AnswerBid is the provider's answer when a client asks it for a bid on
+// a (the bid protocol): from is who asked.
+func (p *Provider) AnswerBid(from peer.ID, a *wire.JobAnnounce) *wire.Bid {
+	if peer.ID(a.Client) != from {
+		return &wire.Bid{V: wire.Version, Job: a.Job, Reason: "announce for another client"}
+	}
+	return p.Bid(a)
+}
+
+// OnAnnounce bids on a job seen on the jobs topic, if this node can run it.
+func (p *Provider) OnAnnounce(from peer.ID, a *wire.JobAnnounce) {
+	if ok, err := p.matches(a); !ok || err != nil {
+		return
+	}
+	b := p.Bid(a)
+	if !b.Accept {
+		return
+	}
+	p.cfg.Group.Add(1)
+	go func() {
+		defer p.cfg.Group.Done()
+		ctx, cancel := context.WithTimeout(p.cfg.Life, peers.HandshakeTimeout)
+		defer cancel()
+		c, err := p.cfg.Streams.Open(ctx, from, wire.ProtocolBid)
+		if err != nil {
+			return
+		}
+		if err := c.Write(&wire.BidOpen{V: wire.Version, Bid: b}); err != nil {
+			c.Reset()
+			return
+		}
+		c.Close()
+	}()
+}
+
+// matches evaluates a job's requirement on this provider's own
+// advert; its reputation, which only clients know, counts as perfect.
+func (p *Provider) matches(a *wire.JobAnnounce) (bool, error) {
+	req, err := requirement.Compile(a.Require)
+	if err != nil {
+		return false, err
+	}
+	return req.Match(requirement.FromAdvert(p.Capabilities(), 1))
+}
+
+// escrow, for a paid assign, issues a hold invoice for the client's hash,
+// sends it, and waits until the client's payment is locked. It returns nil
+// in free mode (no payment hash, or no lnd and no price). The payment it
+// returns is claimed: the caller drops the claim when the run is over.
+func (p *Provider) escrow(ctx context.Context, c *peers.Conn, a *wire.Assign, client peer.ID) (*store.Payment, error) {
+	switch {
+	case a.Announce.Settle == wire.SettleFair && a.Price < p.cfg.Price:
+		return nil, fmt.Errorf("%w: bad payment terms", settle.ErrPaymentRequired)
+	case a.Announce.Settle == wire.SettleFair:
+		return nil, nil // bought after the run (sell)
+	case a.PaymentHash == nil && p.cfg.Price > 0:
+		return nil, fmt.Errorf("%w: %d msat per replica", settle.ErrPaymentRequired, p.cfg.Price)
+	case a.PaymentHash == nil || !p.cfg.Ledger.Paid():
+		return nil, nil // free
+	case len(a.PaymentHash) != 32 || a.Price < p.cfg.Price:
+		return nil, fmt.Errorf("%w: bad payment terms", settle.ErrPaymentRequired)
+	}
+	pay := &store.Payment{Job: a.Announce.Job, Replica: a.Replica, Peer: client.String(), State: store.PayInvoiced,
+		AmountMsat: int64(a.Price), Created: time.Now(), Due: time.UnixMilli(a.Announce.Deadline).Add(settle.PayGrace)}
+	copy(pay.Hash[:], a.PaymentHash)
+	if old, err := p.cfg.DB.Payment(pay.Job, pay.Replica, false, pay.Peer); err == nil && old.State != store.PayCanceled {
+		return nil, fmt.Errorf("%w: this replica has a payment already (%s)", settle.ErrPaymentRequired, old.State)
+	}
+	if !p.cfg.Ledger.Claim(pay) {
+		return nil, fmt.Errorf("%w: this replica is being paid already", settle.ErrPaymentRequired)
+	}
+	send := func(invoice string) error {
+		return c.Write(&wire.Update{V: wire.Version, Kind: wire.UpdateInvoice, Invoice: invoice})
+	}
+	memo := fmt.Sprintf("infernet job %s replica %d", a.Announce.Job, a.Replica)
+	if err := p.cfg.Ledger.HoldInvoice(ctx, pay, memo, send); err != nil {
+		p.cfg.Ledger.Drop(pay)
+		return nil, err
+	}
+	return pay, nil
+}
+
+// sells reports whether this provider can sell an output by fair exchange.
+func (p *Provider) sells() bool {
+	f := p.cfg.Fair
+	return p.cfg.Ledger.Paid() && f != nil && f.PK != nil
+}
+
+// fairTerms is why this provider declines a fair-exchange announce, or "".
+func (p *Provider) fairTerms(a *wire.JobAnnounce) string {
+	switch {
+	case a.Settle != wire.SettleFair:
+		return ""
+	case !p.sells():
+		return "no fair exchange here (no lnd or no proving key)"
+	case a.MaxOutput > int64(p.cfg.Fair.Template.Capacity()):
+		return fmt.Sprintf("fair exchange carries outputs of at most %d bytes", p.cfg.Fair.Template.Capacity())
+	}
+	return ""
+}
+
+// sell turns a deterministic fair-exchange result into an offer: the output
+// is encrypted under a fresh key and proven (a few seconds), an ordinary
+// invoice is issued with the key as its preimage and recorded, and the
+// result carries offer and invoice in place of the output. On error res is
+// left as it was and the caller reports the provider's failure.
+func (p *Provider) sell(ctx context.Context, a *wire.Assign, client peer.ID, res *wire.Result) error {
+	p.proving.Lock() // one proof at a time: each takes every core
+	offer, key, err := p.cfg.Fair.Template.Seal(p.cfg.Fair.PK, res.OutputData)
+	p.proving.Unlock()
+	if err != nil {
+		return err
+	}
+	if p.cfg.Faults.TamperOffer(offer) {
+		rand.Read(key[:]) // fault injection: invoice a key that opens nothing
+	}
+	enc, err := offer.Encode()
+	if err != nil {
+		return err
+	}
+	pay := &store.Payment{Job: a.Announce.Job, Replica: a.Replica, Peer: client.String(), State: store.PayInvoiced,
+		Hash: offer.PaymentHash, AmountMsat: int64(a.Price), Created: time.Now(), Fair: true,
+		Due: time.UnixMilli(a.Announce.Deadline).Add(settle.PayGrace)}
+	if !p.cfg.Ledger.Claim(pay) {
+		return errors.New("this replica is being sold already")
+	}
+	defer p.cfg.Ledger.Drop(pay)
+	// The invoice outlives the job's deadline a little: the client buys
+	// after the verdict. lnd keeps the key; this node needs it no more.
+	expiry := time.Until(pay.Due)
+	req, err := p.cfg.Ledger.Lightning().AddInvoice(ctx, key, pay.AmountMsat, expiry, fmt.Sprintf("infernet job %s replica %d (fair exchange)", a.Announce.Job, a.Replica))
+	if err != nil {
+		return fmt.Errorf("invoice: %w", err)
+	}
+	pay.Invoice = req
+	if err := p.cfg.DB.PutPayment(pay); err != nil {
+		return err
+	}
+	res.Offer, res.Invoice, res.OutputData = enc, req, nil
+	return nil
+}
+
+// Sandbox is the sandbox the provider runs jobs in.
+func (p *Provider) Sandbox() *ihost.Sandbox { return p.sandbox }
+
+// Load is how many replicas the provider has accepted and not finished,
+// running or queued.
+func (p *Provider) Load() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.load
 }

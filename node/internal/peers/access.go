@@ -1,4 +1,4 @@
-package node
+package peers
 
 import (
 	"sync"
@@ -8,7 +8,7 @@ import (
 	"github.com/infernet/infernet/node/blob"
 )
 
-// access is the node's rule for who may have which blob (blobnet's
+// Access is the node's rule for who may have which blob (blobnet's
 // Config.Allow) and which blobs it may name in the DHT. A job's input is
 // private: its client serves it only to the providers it assigned the job
 // to, while their assigns are in progress, and a provider that fetched it
@@ -31,35 +31,35 @@ func NewAccess() *Access {
 	return &Access{private: map[blob.Digest]bool{}, public: map[blob.Digest]bool{}, grants: map[blob.Digest]map[peer.ID]int{}}
 }
 
-// allow reports whether p may have blob d.
+// Allow reports whether p may have blob d.
 func (a *Access) Allow(p peer.ID, d blob.Digest) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return !a.private[d] || a.public[d] || a.grants[d][p] > 0
 }
 
-// hidden reports whether d is private: never announced.
+// Hidden reports whether d is private: never announced.
 func (a *Access) Hidden(d blob.Digest) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.private[d] && !a.public[d]
 }
 
-// input marks d a job's input.
+// Input marks d a job's input.
 func (a *Access) Input(d blob.Digest) {
 	a.mu.Lock()
 	a.private[d] = true
 	a.mu.Unlock()
 }
 
-// publish marks d public for good.
+// Publish marks d public for good.
 func (a *Access) Publish(d blob.Digest) {
 	a.mu.Lock()
 	a.public[d] = true
 	a.mu.Unlock()
 }
 
-// grant lets p have private blob d until the returned function is called.
+// Grant lets p have private blob d until the returned function is called.
 func (a *Access) Grant(d blob.Digest, p peer.ID) (revoke func()) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

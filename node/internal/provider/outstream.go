@@ -1,4 +1,4 @@
-package node
+package provider
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/node/internal/peers"
-
 	"github.com/infernet/infernet/node/wire"
 )
 
