@@ -858,7 +858,7 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 		}
 	}
 	a := j.assignment(r, p, bid.Price, pay)
-	idx := j.record(r, p, a.Terms())
+	idx := j.record(r, p, a.TermsDigest())
 	// p may fetch the input from here while it holds the assign.
 	defer n.access.Grant(j.ann.Input, p)()
 	assigned := time.Now()
@@ -974,7 +974,7 @@ func (j *jobRun) assignment(r uint8, p peer.ID, price uint64, pay *store.Payment
 // follow sends assign a to p and reads updates until the result.
 func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *store.Payment) (res *wire.Result, inflight *payments.Payment, err error) {
 	n := j.c.n
-	r, price, terms := a.Replica, a.Price, a.Terms()
+	r, price, terms := a.Replica, a.Price, a.TermsDigest()
 	cctx, cancel := context.WithTimeout(ctx, peers.HandshakeTimeout)
 	c, err := n.streams.Open(cctx, p, wire.ProtocolAssign)
 	cancel()

@@ -199,8 +199,8 @@ func TestHostileOutputTheft(t *testing.T) {
 		switch {
 		case bytes.Equal(res.OutputData, secret):
 			t.Fatalf("replica %d: the thief got the victim's output %q", rep.Index, secret)
-		case !bytes.Equal(res.OutputData, wantOwn) || res.Terms != a.Terms():
-			t.Errorf("replica %d: thief got %q for terms %s; want its own run %q for %s", rep.Index, res.OutputData, res.Terms.Short(), wantOwn, a.Terms().Short())
+		case !bytes.Equal(res.OutputData, wantOwn) || res.Terms != a.TermsDigest():
+			t.Errorf("replica %d: thief got %q for terms %s; want its own run %q for %s", rep.Index, res.OutputData, res.Terms.Short(), wantOwn, a.TermsDigest().Short())
 		}
 		// The victim's record is untouched and answers the victim only.
 		var prov *Node

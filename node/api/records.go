@@ -7,6 +7,7 @@ import (
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/models"
+	"github.com/infernet/infernet/node/reputation"
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/shard"
 	"github.com/infernet/infernet/node/store"
@@ -129,6 +130,11 @@ func ParseSplit(s string) (Split, error) { return shard.ParseSplit(s) }
 
 // SplitLines cuts on line boundaries.
 var SplitLines = shard.Lines
+
+// ReputationRecord is what a node keeps of a peer's conduct, from which
+// its reputation is scored: decayed counts of results completed, lost,
+// agreed and outvoted, the lies it ever told, and its ban.
+type ReputationRecord = reputation.Record
 
 // JobState is where a job, a sharded job or a training run stands; its
 // JSON is its name.
@@ -315,6 +321,9 @@ type Peer struct {
 	Connected   bool    `json:"connected"`
 	// LatencyMS is the moving average of round trips (0: unknown).
 	LatencyMS float64 `json:"latency_ms,omitempty"`
+	// Record is what Reputation is scored from (Record.Lies: the results
+	// of the peer's that were outvoted, ever).
+	Record ReputationRecord `json:"record"`
 }
 
 // ShardedJob is where a sharded job stands.
@@ -410,7 +419,7 @@ func jobValue(j store.Job) Job { return *jobOf(&j) }
 func peerOf(p node.PeerInfo) Peer {
 	return Peer{ID: p.ID, Addrs: p.Addrs, Advert: p.Advert, LastSeen: p.LastSeen, Paid: p.Paid, Unpaid: p.Unpaid,
 		Reputation: p.Reputation, Why: p.Why, Established: p.Established, Trusted: p.Trusted, Banned: p.Banned,
-		Connected: p.Connected, LatencyMS: p.LatencyMS}
+		Connected: p.Connected, LatencyMS: p.LatencyMS, Record: p.Rep}
 }
 
 func shardedJobOf(s *node.ShardedJob) *ShardedJob {

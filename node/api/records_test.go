@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/node"
+	"github.com/infernet/infernet/node/reputation"
 	"github.com/infernet/infernet/node/store"
 )
 
@@ -75,6 +76,16 @@ func filled[T any](t *testing.T) T {
 	return v
 }
 
+// peerRecord is p's JSON as the API gives it: the node's PeerInfo, whose
+// own Reputation hides its reputation record's JSON name, with the record
+// after it under a name of its own.
+func peerRecord(p node.PeerInfo) any {
+	return struct {
+		node.PeerInfo
+		Record reputation.Record `json:"record"`
+	}{p, p.Rep}
+}
+
 // TestRecordsKeepTheirJSON checks that every answer of the API encodes as
 // the node's record it is converted from did before the API had types of
 // its own: clients and the dashboard read the same JSON, and a field added
@@ -92,7 +103,7 @@ func TestRecordsKeepTheirJSON(t *testing.T) {
 		{"job", job, jobOf(&job)},
 		{"run", filled[store.Run](t), runOf(filled[store.Run](t))},
 		{"payment", filled[store.Payment](t), paymentOf(filled[store.Payment](t))},
-		{"peer", filled[node.PeerInfo](t), peerOf(filled[node.PeerInfo](t))},
+		{"peer", peerRecord(filled[node.PeerInfo](t)), peerOf(filled[node.PeerInfo](t))},
 		{"sharded job", sharded, shardedJobOf(&sharded)},
 		{"training run", train, trainRunOf(&train)},
 		{"model", model, modelOf(&model)},

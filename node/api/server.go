@@ -90,7 +90,7 @@ type SubmitRequest struct {
 	// Terms are the job's terms (node.Spec's). Their Shard and Shards are
 	// not in its JSON: the shards of a sharded job are Shards below, and
 	// each part's place is SubmitSharded's to set.
-	wire.Terms `json:"-"`
+	Terms      `json:"-"`
 	Replicas   int    `json:"replicas,omitempty"`
 	DeadlineMS int64  `json:"deadline_ms,omitempty"`
 	Require    string `json:"require,omitempty"`

@@ -7,6 +7,11 @@ import (
 	"github.com/infernet/infernet/node/wire"
 )
 
+// Terms are what a job is (wire.Terms): the module, input, data and
+// arguments, the limits it runs under and how replicas' outputs compare. A
+// SubmitRequest embeds them; the node announces them as they are.
+type Terms = wire.Terms
+
 // submitTerms is wire.Terms under the local API's JSON names, which
 // SubmitRequest had before its terms were a wire.Terms: clients and the
 // dashboard send them. It has wire.Terms's fields, in order and of the

@@ -100,8 +100,8 @@ type Replica struct {
 	State    ReplicaState `json:"state"`
 	Assigned time.Time    `json:"assigned"`
 	Finished time.Time    `json:"finished,omitzero"`
-	// Terms is the digest of the assign sent (wire.Assign.Terms); a result
-	// is accepted only for those terms.
+	// Terms is the digest of the assign sent (wire.Assign.TermsDigest); a
+	// result is accepted only for those terms.
 	Terms blob.Digest `json:"terms,omitzero"`
 	// Result is the provider's signed receipt, without inline output.
 	Result *wire.Result `json:"result,omitempty"`
@@ -194,8 +194,9 @@ type Run struct {
 	State    RunState   `json:"state"`
 	Started  time.Time  `json:"started"`
 	Finished time.Time  `json:"finished,omitzero"`
-	// Terms is the digest of the assign the run answers (wire.Assign.Terms):
-	// the record answers a retry of that same assign only.
+	// Terms is the digest of the assign the run answers
+	// (wire.Assign.TermsDigest): the record answers a retry of that same
+	// assign only.
 	Terms  blob.Digest  `json:"terms"`
 	Result *wire.Result `json:"result,omitempty"`
 	Error  string       `json:"error,omitempty"`

@@ -346,14 +346,15 @@ type Assign struct {
 // Version implements Versioned.
 func (m *Assign) Version() uint16 { return m.V }
 
-// Terms is the digest of everything the client asked for in this assign:
-// the whole announce (client, job, module, input, limits, price, deadline),
-// the replica, the agreed price and the payment hash; not the inline input
-// (bound through Announce.Input) nor the source hints. A provider keeps it
-// with the run and signs it into the Result, and the client accepts only a
-// result whose Terms are those of the assign it sent: a result produced for
-// another client, module or input under the same job id is refused.
-func (m *Assign) Terms() blob.Digest {
+// TermsDigest is the digest of everything the client asked for in this
+// assign: the whole announce (client, job, module, input, limits, price,
+// deadline), the replica, the agreed price and the payment hash; not the
+// inline input (bound through Announce.Input) nor the source hints. A
+// provider keeps it with the run and signs it into the Result (as
+// Result.Terms), and the client accepts only a result whose Terms are those
+// of the assign it sent: a result produced for another client, module or
+// input under the same job id is refused.
+func (m *Assign) TermsDigest() blob.Digest {
 	c := *m
 	c.Input, c.Sources = nil, nil
 	b, err := Marshal(&c)

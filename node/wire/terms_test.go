@@ -49,7 +49,7 @@ const goldenAnnounce = "b81d010102500102030405060708090a0b0c0d0e0f10034e636c6965
 const goldenAnnounceJSON = `{"V":1,"Job":"0102030405060708090a0b0c0d0e0f10","Client":"Y2xpZW50LXBlZXItaWQ=","Module":"120970d812836f19888625587a4606a5ad23cef31c8684e601771552548fc6b9","ModuleSize":1234,"Input":"c96c6d5be8d08a12e7b5cdc1b207fa6b2430974c86803d8891675e76fd992c20","InputSize":5678,"Memory":268435456,"TimeoutMS":60000,"Fuel":1000000000,"Mode":1,"Require":"gpus \u003e 0","Replicas":3,"Price":1500,"Deadline":1700000000000,"Time":1699999999000,"MaxOutput":67108864,"Rtol":0.001,"Atol":0.00001,"Format":2,"SameBackend":true,"Settle":1,"Proofs":true,"Args":["--flag","value"],"Shard":3,"Shards":8,"Data":[{"name":"weights.bin","digest":"50e721e49c013f00c62cf59f2163542a9d8df02464efeb615d31051b0fddc326","size":99},{"name":"vocab","digest":"4c94485e0c21ae6c41ce1dfe7b6bfaceea5ab68e40a2476f50208e526f506080","size":7}],"Stream":true,"Precision":"tf32"}`
 
 // TestAnnounceEncodingUnchanged: embedding Terms changed neither the wire
-// bytes of an announce (so signatures, Assign.Terms digests and peers of
+// bytes of an announce (so signatures, Assign.TermsDigest and peers of
 // earlier versions still agree) nor its JSON names.
 func TestAnnounceEncodingUnchanged(t *testing.T) {
 	a := fullAnnounce()

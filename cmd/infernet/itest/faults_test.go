@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/infernet/infernet/node"
+	"github.com/infernet/infernet/node/api"
 )
 
 // buildTags: this file's tests need the --fault.* flags.
@@ -59,7 +59,7 @@ func TestFaults(t *testing.T) {
 		}
 	}
 	out, _, code := infernet(t, nil, "peers", "--json", "--datadir", client.dataDir)
-	var peers []node.PeerInfo
+	var peers []api.Peer
 	if code != 0 || json.Unmarshal([]byte(out), &peers) != nil {
 		t.Fatalf("peers: exit %d %s", code, out)
 	}
@@ -67,14 +67,16 @@ func TestFaults(t *testing.T) {
 		switch {
 		case p.ID == silentID:
 			// Banned or not, by the replicas it lost: never as a liar.
-			if p.Rep.Lies != 0 || (p.Banned && !strings.Contains(p.Why, "replicas lost")) {
-				t.Errorf("the silent provider: %s", p.Why)
+			if p.Record.Lies != 0 || (p.Banned && !strings.Contains(p.Why, "replicas lost")) {
+				t.Errorf("the silent provider: %d lies: %s", p.Record.Lies, p.Why)
 			}
 		case (p.ID == liarID) != p.Banned:
 			t.Errorf("peer %s banned %v: %s", p.ID, p.Banned, p.Why)
 		}
-		if p.ID == liarID && (!strings.Contains(p.Why, "outvoted") || outvoted == 0) {
-			t.Errorf("liar's reason %q, outvoted on %d jobs", p.Why, outvoted)
+		// The liar's lies are on record (and so the record is in the
+		// answer, and the silent one's 0 lies mean something).
+		if p.ID == liarID && (!strings.Contains(p.Why, "outvoted") || outvoted == 0 || p.Record.Lies == 0) {
+			t.Errorf("liar's reason %q, %d lies on record, outvoted on %d jobs", p.Why, p.Record.Lies, outvoted)
 		}
 	}
 	text, _, _ := infernet(t, nil, "peers", "--datadir", client.dataDir)

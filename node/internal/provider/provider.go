@@ -418,7 +418,7 @@ func (p *Provider) handleAssign(s network.Stream) {
 		reject(fmt.Sprintf("%s: clients with no payment here left %d results unpaid today", wire.ReasonUnpaid, peers.StrangerAllowance))
 		return
 	}
-	terms := a.Terms()
+	terms := a.TermsDigest()
 	if run, err := p.cfg.DB.Run(client.String(), a.Announce.Job, a.Replica); err == nil && run.Result != nil {
 		// A retry of an assign we already ran answers from the record; the
 		// same replica asked for on other terms is refused, never re-run

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/digest"
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/api"
-	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/proofs/keys"
 )
 
@@ -87,7 +87,7 @@ func TestCeremonyPublishFetch(t *testing.T) {
 	}
 
 	// A hostile index: a file name that is not its digest.
-	bad, _ := json.Marshal(ceremonyIndex{Files: []indexFile{{Name: "../evil", Digest: blob.Sum(nil), Size: 0}}})
+	bad, _ := json.Marshal(ceremonyIndex{Files: []indexFile{{Name: "../evil", Digest: digest.Sum(nil), Size: 0}}})
 	ac, err := api.Dial(aDir, "")
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +99,7 @@ func TestCeremonyPublishFetch(t *testing.T) {
 	for name, address := range map[string]string{
 		"hostile index":   info.Digest.String() + ":" + strconv.FormatInt(info.Size, 10),
 		"malformed":       "not-an-address",
-		"unknown digest":  blob.Sum([]byte("nobody has this")).String() + ":10",
+		"unknown digest":  digest.Sum([]byte("nobody has this")).String() + ":10",
 		"size over limit": info.Digest.String() + ":99999999",
 	} {
 		o := &CeremonyOptions{IO: IO{Out: io.Discard, Err: io.Discard}, Address: address, Dir: filepath.Join(t.TempDir(), "x"),

@@ -22,8 +22,6 @@ import (
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/api"
-	"github.com/infernet/infernet/node/requirement"
-	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/proofs/redundancy"
 )
 
@@ -185,7 +183,7 @@ func addDataFlag(f *pflag.FlagSet, opts *SubmitOptions) {
 // are) but for the module, input and data, which the caller sets once it
 // has put them.
 func (o *SubmitOptions) request() (api.SubmitRequest, error) {
-	req := api.SubmitRequest{Terms: wire.Terms{TimeoutMS: o.Timeout.Milliseconds(), Fuel: o.Fuel},
+	req := api.SubmitRequest{Terms: api.Terms{TimeoutMS: o.Timeout.Milliseconds(), Fuel: o.Fuel},
 		Replicas: o.Replicas, DeadlineMS: o.Deadline.Milliseconds(), Require: o.Require, Price: o.Price}
 	mem, err := parseSize(o.Memory)
 	if err != nil {
@@ -193,9 +191,9 @@ func (o *SubmitOptions) request() (api.SubmitRequest, error) {
 	}
 	switch o.Settle {
 	case "escrow":
-		req.Settle = wire.SettleEscrow
+		req.Settle = api.SettleEscrow
 	case "fair":
-		req.Settle = wire.SettleFair
+		req.Settle = api.SettleFair
 		if o.Price == 0 {
 			return req, errors.New("--settle fair needs --max-price")
 		}
@@ -207,17 +205,17 @@ func (o *SubmitOptions) request() (api.SubmitRequest, error) {
 		if maxOut, err = parseSize(o.MaxOutput); err != nil {
 			return req, fmt.Errorf("--max-output: %w", err)
 		}
-	} else if req.Settle != wire.SettleFair {
+	} else if req.Settle != api.SettleFair {
 		maxOut = 64 << 20
 	}
 	mode, ok := abi.ParseMode(o.Mode)
 	if !ok {
 		return req, fmt.Errorf("--mode: %q is not exact or tolerance", o.Mode)
 	}
-	if o.Replicas < 1 || o.Replicas > wire.MaxReplicas {
-		return req, fmt.Errorf("--replicas: want 1 to %d", wire.MaxReplicas)
+	if o.Replicas < 1 || o.Replicas > api.MaxReplicas {
+		return req, fmt.Errorf("--replicas: want 1 to %d", api.MaxReplicas)
 	}
-	if _, err := requirement.Compile(o.Require); err != nil {
+	if err := api.CheckRequirement(o.Require); err != nil {
 		return req, fmt.Errorf("--require: %w", err)
 	}
 	req.Memory, req.MaxOutput, req.Mode, req.Args, req.Parallel = mem, int64(maxOut), uint8(mode), o.Args, o.Parallel
