@@ -276,7 +276,7 @@ func agreeing(job *store.Job) []wire.Result {
 // released once the result checks out, and cancelled otherwise.
 func (n *Node) SubmitVia(ctx context.Context, agg peer.ID, ss ShardedSpec, spotChecks int, maxFee float64, events func(Event)) (*ShardedJob, error) {
 	spec, inputs := ss.Spec, ss.Inputs
-	spec.setDefaults()
+	spec.SetDefaults()
 	if len(inputs) == 0 || len(inputs) > MaxAggregateShards {
 		return nil, fmt.Errorf("aggregated job: %d shards, want 1 to %d", len(inputs), MaxAggregateShards)
 	}
@@ -286,7 +286,7 @@ func (n *Node) SubmitVia(ctx context.Context, agg peer.ID, ss ShardedSpec, spotC
 	// The shards' inputs are the aggregator's to give: the terms carry none.
 	spec.Input, spec.InputSize = blob.Digest{}, 0
 	now := time.Now()
-	ann := *n.announce(spec, now)
+	ann := *n.client.Announce(spec, now)
 	if err := ann.Validate(); err != nil {
 		return nil, err
 	}

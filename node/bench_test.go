@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/node/faults"
+	"github.com/infernet/infernet/node/requirement"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -70,7 +71,7 @@ func benchNetwork(b *testing.B, n int) []*Node {
 		nodes = append(nodes, nd)
 	}
 	waitFor(b, 60*time.Second, fmt.Sprintf("node 0 knows %d providers", n-1), func() bool {
-		return len(nodes[0].peers.Candidates(alwaysMatch, 0, 1, time.Hour, nil)) == n-1
+		return len(nodes[0].peers.Candidates(requirement.Always, 0, 1, time.Hour, nil)) == n-1
 	})
 	return nodes
 }
@@ -318,7 +319,7 @@ func meanMillis(ds []time.Duration) float64 {
 // the back of every candidate list until its next advert.
 func busyAdverts(client *Node) int {
 	busy := 0
-	for _, c := range client.peers.Candidates(alwaysMatch, 0, 1, time.Hour, nil) {
+	for _, c := range client.peers.Candidates(requirement.Always, 0, 1, time.Hour, nil) {
 		if c.Advert.FreeSlots < c.Advert.Slots {
 			busy++
 		}
@@ -332,7 +333,7 @@ func busyAdverts(client *Node) int {
 func freshAdverts(b *testing.B, client *Node, provs []*Node) {
 	seqs := func() map[string]uint64 {
 		m := map[string]uint64{}
-		for _, c := range client.peers.Candidates(alwaysMatch, 0, 1, time.Hour, nil) {
+		for _, c := range client.peers.Candidates(requirement.Always, 0, 1, time.Hour, nil) {
 			m[c.ID.String()] = c.Advert.Seq
 		}
 		return m

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/node/internal/settle"
+	"github.com/infernet/infernet/node/requirement"
 
 	"github.com/infernet/infernet/node/faults"
 
@@ -348,7 +349,7 @@ func TestLightningNonPayingClientRefused(t *testing.T) {
 	}
 	defer honest.Close()
 	waitFor(t, 20*time.Second, "adverts", func() bool {
-		return len(honest.peers.Candidates(alwaysMatch, ^uint64(0), 1, time.Hour, nil)) == 2
+		return len(honest.peers.Candidates(requirement.Always, ^uint64(0), 1, time.Hour, nil)) == 2
 	})
 	s, _ := catJob(t, honest, 20)
 	s.Price = price

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/node/internal/settle"
+	"github.com/infernet/infernet/node/requirement"
 
 	"github.com/infernet/infernet/node/faults"
 
@@ -278,7 +279,7 @@ func BenchmarkPaidJobs(b *testing.B) {
 	start(true, "", 0)
 	c := start(false, regtest.Client, 0)
 	waitFor(b, 20*time.Second, "adverts", func() bool {
-		return len(c.peers.Candidates(alwaysMatch, ^uint64(0), 1, time.Hour, nil)) == 4
+		return len(c.peers.Candidates(requirement.Always, ^uint64(0), 1, time.Hour, nil)) == 4
 	})
 	free := spec(b, c, readTestdata(b, "jobs/cat/cat.wasm"), []byte("paid or not"))
 	free.Require = "price == 0"

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	iclient "github.com/infernet/infernet/node/internal/client"
+
 	"github.com/infernet/infernet/node/faults"
 
 	"github.com/infernet/infernet/node/store"
@@ -130,8 +132,8 @@ func TestLightningFairTampered(t *testing.T) {
 			s, _ := catJob(t, net.client, 0)
 			s.Price, s.Settle = price, wire.SettleFair
 			job, err := net.client.Submit(context.Background(), s, nil)
-			if err == nil || !strings.Contains(err.Error(), errBadOffer.Error()) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("job: %v, %v; want an error naming %q and %q", job, err, errBadOffer, tc.want)
+			if err == nil || !strings.Contains(err.Error(), iclient.ErrBadOffer.Error()) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("job: %v, %v; want an error naming %q and %q", job, err, iclient.ErrBadOffer, tc.want)
 			}
 			t.Logf("rejected: %v", err)
 			if n, _, _ := settledPayments(t, net.client, true); n != 0 {
@@ -159,8 +161,8 @@ func TestLightningFairTampered(t *testing.T) {
 func TestLightningFairClientRestart(t *testing.T) {
 	net, env := fairNetwork(t, nil)
 	stopped := 0
-	beforeOpen = func(*store.Payment) bool { stopped++; return false }
-	defer func() { beforeOpen = nil }()
+	iclient.BeforeOpen = func(*store.Payment) bool { stopped++; return false }
+	defer func() { iclient.BeforeOpen = nil }()
 	s, want := catJob(t, net.client, 3)
 	s.Price, s.Settle = price, wire.SettleFair
 	before := localBalance(t, env.Lnd(regtest.Client))
@@ -168,7 +170,7 @@ func TestLightningFairClientRestart(t *testing.T) {
 	if err == nil || stopped == 0 {
 		t.Fatalf("job %v, %v; want it stopped before opening", job, err)
 	}
-	beforeOpen = nil
+	iclient.BeforeOpen = nil
 	again := restartClient(t, net)
 	waitFor(t, 30*time.Second, "the output opened after the restart", func() bool {
 		j, err := again.db.Job(job.ID)

@@ -91,10 +91,8 @@ func announceOf(tb testing.TB, client *Node) wire.JobAnnounce {
 	tb.Helper()
 	var ann wire.JobAnnounce
 	waitFor(tb, 10*time.Second, "the victim's job is under way", func() bool {
-		client.client.mu.Lock()
-		defer client.client.mu.Unlock()
-		for _, j := range client.client.jobs {
-			ann = *j.ann
+		for _, a := range client.client.Announces() {
+			ann = a
 			return true
 		}
 		return false
@@ -261,15 +259,15 @@ func TestHostileTerms(t *testing.T) {
 			}
 		})
 	}
-	job, err := net.client.Submit(ctx, Spec{Replicas: 1, Terms: wire.Terms{TimeoutMS: 10_000}}.with(t, net.client,
+	job, err := net.client.Submit(ctx, withBlobs(Spec{Replicas: 1, Terms: wire.Terms{TimeoutMS: 10_000}}, t, net.client,
 		readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("30 30")), nil)
 	if err != nil || job.State != store.JobUnverified {
 		t.Fatalf("honest job after the refusals: %v, %v", job, err)
 	}
 }
 
-// with stores module and input in n and returns s for them.
-func (s Spec) with(tb testing.TB, n *Node, module, input []byte) Spec {
+// withBlobs stores module and input in n and returns s for them.
+func withBlobs(s Spec, tb testing.TB, n *Node, module, input []byte) Spec {
 	tb.Helper()
 	b := spec(tb, n, module, input)
 	s.Module, s.ModuleSize, s.Input, s.InputSize = b.Module, b.ModuleSize, b.Input, b.InputSize
@@ -340,7 +338,7 @@ func TestHostileSlowBlobs(t *testing.T) {
 	})
 	start := time.Now()
 	s := Spec{Replicas: 1, Terms: wire.Terms{TimeoutMS: 10_000}, Deadline: 40 * time.Second}
-	job, err := net.client.Submit(ctx, s.with(t, net.client, readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("30 30")), nil)
+	job, err := net.client.Submit(ctx, withBlobs(s, t, net.client, readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("30 30")), nil)
 	if err != nil || job.State != store.JobUnverified || job.Agree != 1 {
 		t.Fatalf("honest job beside the trickling peer: %v, %v", job, err)
 	}
@@ -370,7 +368,7 @@ func TestHostileDiskQuota(t *testing.T) {
 	cat := readTestdata(t, "jobs/cat/cat.wasm")
 	for i := range 10 {
 		input := bytes.Repeat([]byte{byte(i)}, 3<<19) // 1.5 MiB: a blob, not inline
-		s := Spec{Replicas: 1, Terms: wire.Terms{MaxOutput: 1 << 10, TimeoutMS: 10_000}}.with(t, atk, cat, input)
+		s := withBlobs(Spec{Replicas: 1, Terms: wire.Terms{MaxOutput: 1 << 10, TimeoutMS: 10_000}}, t, atk, cat, input)
 		job, err := atk.Submit(ctx, s, nil)
 		if err != nil || job.State != store.JobUnverified {
 			t.Fatalf("job %d: %v, %v", i, job, err)
@@ -381,7 +379,7 @@ func TestHostileDiskQuota(t *testing.T) {
 	}
 	sp := p.blobs.Space()
 	t.Logf("provider blobs after 10 jobs of 1.5 MiB inputs: %d blobs, %d bytes (quota %d)", sp.Blobs, sp.Used, quota)
-	job, err := net.client.Submit(ctx, Spec{Replicas: 1, Terms: wire.Terms{TimeoutMS: 10_000}}.with(t, net.client,
+	job, err := net.client.Submit(ctx, withBlobs(Spec{Replicas: 1, Terms: wire.Terms{TimeoutMS: 10_000}}, t, net.client,
 		readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("30 30")), nil)
 	if err != nil || job.State != store.JobUnverified {
 		t.Fatalf("honest job after the flood: %v, %v", job, err)
@@ -402,7 +400,7 @@ func TestHostileCompileBomb(t *testing.T) {
 		// A custom section (id 0, 2 bytes: an empty name, then i): the same
 		// code under a new digest.
 		variant := append(append([]byte(nil), bomb...), 0x00, 0x02, 0x00, byte(i))
-		s := Spec{Replicas: 2, Terms: wire.Terms{TimeoutMS: 10_000}}.with(t, atk, variant, nil)
+		s := withBlobs(Spec{Replicas: 2, Terms: wire.Terms{TimeoutMS: 10_000}}, t, atk, variant, nil)
 		start := time.Now()
 		job, err := atk.Submit(ctx, s, nil)
 		if err != nil || job.State != store.JobVerified || job.Outcome != wire.OutcomeStopped || !strings.Contains(job.Error, "invalid module") {

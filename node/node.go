@@ -23,6 +23,7 @@ import (
 
 	"github.com/infernet/infernet/node/faults"
 
+	"github.com/infernet/infernet/node/internal/client"
 	"github.com/infernet/infernet/node/internal/peers"
 	"github.com/infernet/infernet/node/internal/provider"
 	"github.com/infernet/infernet/node/internal/runner"
@@ -331,7 +332,7 @@ type Node struct {
 	provider *provider.Provider
 
 	// Client side.
-	client *client
+	client *client.Client
 
 	// lnd is the Lightning node paying and paid; nil in free mode.
 	lnd payments.Lightning
@@ -347,11 +348,8 @@ type Node struct {
 	// blobsFetched counts blobs transferred from other peers (a blob
 	// already here is not fetched again).
 	blobsFetched atomic.Uint64
-	// replicas counts results received, verified jobs accepted and canary
-	// replicas run: the verification overhead is replicas/verified; audits,
-	// the jobs this client ran itself to check them.
-	replicas, verified, canaries, audits atomic.Uint64
-	auditor                              *auditor
+	// counts are the client's figures (Stats).
+	counts client.Counts
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -419,7 +417,6 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	n.ledger = settle.New(n.ctx, settle.Config{Lightning: n.lnd, DB: n.db, Blobs: n.blobs, Peers: n.peers,
 		Streams: n.streams, Fair: cfg.Fair, Sweep: cfg.PaymentSweep, Logger: n.log})
-	n.auditor = newAuditor(n)
 	if err = n.peers.Load(); err != nil {
 		return nil, err
 	}
@@ -431,7 +428,17 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		}}); err != nil {
 		return nil, err
 	}
-	n.client = newClient(n)
+	n.client = client.New(client.Config{
+		Silence: cfg.Silence, AdvertInterval: cfg.AdvertInterval, SpotCheck: cfg.SpotCheck, Canary: cfg.Canary,
+		CheckTie: cfg.CheckTie, NoAudit: cfg.NoAudit, MaxModule: cfg.MaxModule, GPUChallenge: cfg.GPUChallenge,
+		GemmVerifyingKey: cfg.GemmVerifyingKey, Fair: cfg.Fair, Faults: cfg.Faults, DataDir: cfg.DataDir,
+		Runtime: n.runtime(), Sandbox: n.providerSandbox,
+		Host: n.host, Blobs: n.blobs, BlobSvc: n.blobSvc, Access: n.access, DB: n.db, Peers: n.peers,
+		Streams: n.streams, Ledger: n.ledger, Changes: &n.changes,
+		Announce:    func(ctx context.Context, a *wire.JobAnnounce) error { return n.gossip.PublishAnnounce(ctx, a) },
+		PublishBlob: n.Publish, Provide: n.provideAsync, Counts: &n.counts, Logger: n.log, Life: n.ctx, Group: &n.wg,
+	})
+	n.host.SetStreamHandler(wire.ProtocolBid, n.handleBid)
 	if cfg.Provide {
 		if n.provider, err = provider.New(ctx, provider.Config{
 			Slots: cfg.Slots, Queue: cfg.Queue, MaxPerClient: cfg.MaxPerClient, Price: cfg.Price, MaxMemory: cfg.MaxMemory,
@@ -763,8 +770,8 @@ type Stats struct {
 
 // Stats returns the node's traffic counters.
 func (n *Node) Stats() Stats {
-	s := Stats{Frames: n.streams.Sent(), Replicas: n.replicas.Load(), Verified: n.verified.Load(), Canaries: n.canaries.Load(),
-		Audits: n.audits.Load(), BlobsFetched: n.blobsFetched.Load()}
+	s := Stats{Frames: n.streams.Sent(), Replicas: n.counts.Replicas.Load(), Verified: n.counts.Verified.Load(),
+		Canaries: n.counts.Canaries.Load(), Audits: n.counts.Audits.Load(), BlobsFetched: n.blobsFetched.Load()}
 	if n.gossip != nil {
 		s.Gossip = n.gossip.Stats()
 	}
@@ -786,7 +793,8 @@ func (n *Node) Close() error {
 		n.provider.StopAccepting()
 	}
 	if n.client != nil {
-		n.client.close()
+		n.host.RemoveStreamHandler(wire.ProtocolBid)
+		n.client.Stop()
 	}
 	if n.host != nil {
 		// Aggregations in progress end with the node's context.
@@ -808,8 +816,8 @@ func (n *Node) Close() error {
 	if n.host != nil {
 		errs = append(errs, n.host.Close())
 	}
-	if n.auditor != nil {
-		errs = append(errs, n.auditor.close())
+	if n.client != nil {
+		errs = append(errs, n.client.Close())
 	}
 	if n.provider != nil {
 		n.provider.Wait()
@@ -880,7 +888,7 @@ func (n *Node) Peers() []PeerInfo {
 func (n *Node) Jobs(limit int) ([]store.Job, error) {
 	jobs, err := n.db.Jobs(limit)
 	for i := range jobs {
-		if live, ok := n.client.live(jobs[i].ID); ok {
+		if live, ok := n.client.Live(jobs[i].ID); ok {
 			jobs[i] = live
 		}
 	}
@@ -889,7 +897,7 @@ func (n *Node) Jobs(limit int) ([]store.Job, error) {
 
 // Job returns one job this node submitted, as it stands now.
 func (n *Node) Job(id wire.JobID) (*store.Job, error) {
-	if live, ok := n.client.live(id); ok {
+	if live, ok := n.client.Live(id); ok {
 		return &live, nil
 	}
 	return n.db.Job(id)
@@ -944,4 +952,39 @@ func (n *Node) onAnnounce(from peer.ID, a *wire.JobAnnounce) {
 	if n.provider != nil {
 		n.provider.OnAnnounce(from, a)
 	}
+}
+
+// handleBid serves both directions of the bid protocol.
+func (n *Node) handleBid(s network.Stream) {
+	c := n.streams.Wrap(s)
+	var open wire.BidOpen
+	if err := c.Read(peers.HandshakeTimeout, wire.MaxControlFrame, &open); err != nil {
+		c.Reset()
+		return
+	}
+	switch {
+	case open.Announce != nil:
+		// A client asks this node for a bid.
+		if n.provider == nil {
+			c.Write(&wire.Bid{V: wire.Version, Job: open.Announce.Job, Reason: "not a provider"})
+		} else {
+			c.Write(n.provider.AnswerBid(c.Remote(), open.Announce))
+		}
+		c.Close()
+	case open.Bid != nil:
+		// A provider bids on a job this node announced.
+		n.client.TakeBid(c.Remote(), open.Bid)
+		c.Close()
+	default:
+		c.Reset()
+	}
+}
+
+// providerSandbox is the provider's sandbox, which the client's audits
+// share; nil on a node that does not provide.
+func (n *Node) providerSandbox() *ihost.Sandbox {
+	if n.provider == nil {
+		return nil
+	}
+	return n.provider.Sandbox()
 }

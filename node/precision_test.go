@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	iclient "github.com/infernet/infernet/node/internal/client"
+
 	"github.com/infernet/infernet/guest/go/llama"
 	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor"
@@ -143,8 +145,8 @@ func TestPrecision(t *testing.T) {
 
 	// The CPU provider refuses a bf16 announce, and bids on an f32 one.
 	terms := s
-	terms.setDefaults()
-	ann := net.client.announce(terms, time.Now())
+	terms.SetDefaults()
+	ann := net.client.client.Announce(terms, time.Now())
 	if b := net.providers[2].provider.Bid(ann); b.Accept || !strings.Contains(b.Reason, "precision bf16 not offered") {
 		t.Errorf("CPU provider's bid on bf16: %+v", b)
 	}
@@ -156,8 +158,8 @@ func TestPrecision(t *testing.T) {
 	// The client (on the CPU) does not audit a bf16 job compared as
 	// numbers: an f32 run would prove nothing of the replicas.
 	ann.Precision, ann.Format = "bf16", uint8(redundancy.FormatText)
-	if _, err := net.client.auditor.run(context.Background(), ann, input); !errors.Is(err, errNoAudit) || !strings.Contains(err.Error(), "precision bf16") {
-		t.Errorf("audit of a bf16 job on a CPU client: %v, want errNoAudit naming the precision", err)
+	if _, err := net.client.client.Audit(context.Background(), ann, input); !errors.Is(err, iclient.ErrNoAudit) || !strings.Contains(err.Error(), "precision bf16") {
+		t.Errorf("audit of a bf16 job on a CPU client: %v, want iclient.ErrNoAudit naming the precision", err)
 	}
 
 	for _, c := range []struct {

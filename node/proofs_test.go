@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	iclient "github.com/infernet/infernet/node/internal/client"
+
 	"github.com/infernet/infernet/node/faults"
 
 	"github.com/infernet/infernet/node/internal/peers"
@@ -55,7 +57,7 @@ func (k gemmKeys) VerifyingKey(n int) (groth16.VerifyingKey, error) {
 // vouches for them.
 func proofNetwork(t *testing.T, providers int, tweak func(i int, c *Config)) *testNet {
 	t.Helper()
-	for _, n := range proofTemplates {
+	for _, n := range wire.ProofTemplates() {
 		if _, _, err := testGemmKeys.keys(n); err != nil { // now, so that no job waits on the disk
 			t.Fatalf("test keys of template %d: %v", n, err)
 		}
@@ -248,7 +250,7 @@ func TestProofModeTampered(t *testing.T) {
 	for _, r := range job.Replicas {
 		switch {
 		case r.Provider == cheat:
-			caught = r.State == store.ReplicaLost && strings.Contains(r.Error, errBadProof.Error())
+			caught = r.State == store.ReplicaLost && strings.Contains(r.Error, iclient.ErrBadProof.Error())
 			t.Logf("the cheat's replica %d: %s (%s)", r.Index, r.State, r.Error)
 		case r.State == store.ReplicaDone:
 			done[r.Index] = r.Provider
@@ -323,14 +325,14 @@ func TestProofModeRefusals(t *testing.T) {
 	}
 	for _, proofs := range []bool{false, true} {
 		a := *ann
-		a.Proofs = proofs
-		j := &jobRun{c: net.client.client, ann: &a, req: alwaysMatch}
+		a.Proofs, a.Require = proofs, ""
 		want := map[bool]int{false: 2, true: 1}[proofs]
 		var cands []peers.Candidate
 		waitFor(t, 10*time.Second, "the client sees both adverts", func() bool {
-			j.mu.Lock()
-			defer j.mu.Unlock()
-			cands = j.knownCandidatesLocked()
+			var err error
+			if cands, err = net.client.client.Candidates(&a); err != nil {
+				t.Fatal(err)
+			}
 			return len(cands) >= want
 		})
 		if len(cands) != want || (proofs && cands[0].ID != p.ID()) {

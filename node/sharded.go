@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -391,13 +392,13 @@ const resumeWait = 30 * time.Second
 // providers as a part's replicas, or resumeWait passes.
 func (r *shardedRun) awaitProviders(ctx context.Context) {
 	s := r.spec
-	s.setDefaults()
+	s.SetDefaults()
 	n, want := r.n, s.Replicas
 	ctx, cancel := context.WithTimeout(ctx, resumeWait)
 	defer cancel()
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
-	for len(n.peers.Candidates(alwaysMatch, ^uint64(0), 1, 3*n.cfg.AdvertInterval, nil)) < want {
+	for len(n.peers.Candidates(requirement.Always, ^uint64(0), 1, 3*n.cfg.AdvertInterval, nil)) < want {
 		select {
 		case <-ctx.Done():
 			return

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	iclient "github.com/infernet/infernet/node/internal/client"
+
 	"github.com/infernet/infernet/node/faults"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -243,7 +245,7 @@ func TestHostileFakeGPU(t *testing.T) {
 		if err == nil {
 			accepted++
 			t.Errorf("job %d accepted from the fake GPU: %+v", i, job)
-		} else if !errors.Is(err, ErrNoProviders) && !errors.Is(err, errLie) {
+		} else if !errors.Is(err, ErrNoProviders) && !errors.Is(err, iclient.ErrLie) {
 			t.Logf("job %d: %v", i, err)
 		}
 	}

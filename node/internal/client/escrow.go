@@ -1,13 +1,12 @@
-package node
+package client
 
 import (
 	"context"
 	"fmt"
 
-	"github.com/infernet/infernet/node/internal/settle"
-
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/infernet/infernet/node/internal/settle"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
@@ -18,19 +17,19 @@ import (
 // ---- client side ----
 
 // paid reports whether this job pays its providers.
-func (j *jobRun) paid() bool { return j.c.n.lnd != nil && j.ann.Price > 0 }
+func (j *jobRun) paid() bool { return j.c.n.Ledger.Paid() && j.ann.Price > 0 }
 
 // canPay checks, before a paid job starts, that lnd answers and holds
 // enough in its channels for every replica at the offered price.
-func (c *client) canPay(ctx context.Context, ann *wire.JobAnnounce) error {
+func (c *Client) canPay(ctx context.Context, ann *wire.JobAnnounce) error {
 	need := int64(ann.Price) * int64(ann.Replicas)
-	return c.n.ledger.CanPay(ctx, need, fmt.Sprintf("%d replicas at %d msat", ann.Replicas, ann.Price))
+	return c.n.Ledger.CanPay(ctx, need, fmt.Sprintf("%d replicas at %d msat", ann.Replicas, ann.Price))
 }
 
 // newPayment chooses the preimage of a replica's payment and records it
 // before anything is sent. The payment is claimed until the job settles it.
 func (j *jobRun) newPayment(r uint8, p peer.ID, price uint64) (*store.Payment, error) {
-	return j.c.n.ledger.NewPayment(&store.Payment{Job: j.ann.Job, Replica: r, Peer: p.String(), AmountMsat: int64(price)})
+	return j.c.n.Ledger.NewPayment(&store.Payment{Job: j.ann.Job, Replica: r, Peer: p.String(), AmountMsat: int64(price)})
 }
 
 // escrowRef is a paid replica's payment, kept until the verdict.
@@ -49,7 +48,7 @@ func (j *jobRun) settleAll(winners map[*wire.Result]bool) {
 	refs := j.escrows
 	j.escrows, j.settled = nil, true
 	j.mu.Unlock()
-	withhold := n.cfg.Faults.Withholds()
+	withhold := n.Faults.Withholds()
 	done := make(chan struct{}, len(refs))
 	for res, ref := range refs {
 		go func() {
@@ -65,10 +64,10 @@ func (j *jobRun) settleAll(winners map[*wire.Result]bool) {
 // settleOne settles one escrowed payment and gives it up to the sweep.
 func (j *jobRun) settleOne(ref escrowRef, release bool) {
 	n := j.c.n
-	defer n.ledger.Drop(ref.pay)
-	ctx, cancel := context.WithTimeout(n.ctx, settle.PaymentWait)
+	defer n.Ledger.Drop(ref.pay)
+	ctx, cancel := context.WithTimeout(n.Life, settle.PaymentWait)
 	defer cancel()
-	n.ledger.SettleOut(ctx, ref.pay, ref.inflight, release)
+	n.Ledger.SettleOut(ctx, ref.pay, ref.inflight, release)
 }
 
 // keepEscrow remembers a payment until the verdict; res is nil for a

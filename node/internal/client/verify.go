@@ -1,4 +1,4 @@
-package node
+package client
 
 import (
 	"context"
@@ -8,12 +8,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/infernet/infernet/node/internal/peers"
-
 	"github.com/consensys/gnark/backend/groth16"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/internal/peers"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/proofs/redundancy"
@@ -59,7 +58,7 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 	}
 	j.emit(EventAnnounced, -1, "", fmt.Sprintf("%d candidates", len(j.pool)))
 	want := int(j.ann.Replicas)
-	if j.adaptive && want > 1 && j.trustedCandidate() && rand.Float64() >= n.cfg.SpotCheck {
+	if j.adaptive && want > 1 && j.trustedCandidate() && rand.Float64() >= n.SpotCheck {
 		j.setTrustedOnly(true)
 		want = 1
 	}
@@ -114,13 +113,13 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 			if err != nil {
 				return j.finish(votes, nil, err)
 			}
-			if ok && (n.peers.Established(peer.ID(votes[0].Provider)) || n.peers.Established(j.checker)) {
+			if ok && (n.Peers.Established(peer.ID(votes[0].Provider)) || n.Peers.Established(j.checker)) {
 				return j.accept(ctx, votes, []int{0}, nil, VerifiedByCheck)
 			}
 			if ok {
 				// Two newcomers agree: no more than an unanchored vote, which
 				// identities that cost nothing could stage.
-				if !n.cfg.NoAudit && auditable(j.ann) {
+				if !n.NoAudit && auditable(j.ann) {
 					return j.audit(ctx, votes)
 				}
 				return j.accept(ctx, votes, []int{0}, nil, "") // unverified
@@ -153,7 +152,7 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 			return j.accept(ctx, votes, []int{0}, nil, "")
 		}
 		// No established provider decides this vote.
-		if !n.cfg.NoAudit && auditable(j.ann) {
+		if !n.NoAudit && auditable(j.ann) {
 			return j.audit(ctx, votes)
 		}
 		if started >= limit {
@@ -185,7 +184,7 @@ func (j *jobRun) anchored(votes []*wire.Result, groups [][]int) ([]int, bool) {
 	best := -1
 	for g, members := range groups {
 		for _, i := range members {
-			if j.c.n.peers.Established(peer.ID(votes[i].Provider)) {
+			if j.c.n.Peers.Established(peer.ID(votes[i].Provider)) {
 				count[g]++
 			}
 		}
@@ -242,10 +241,10 @@ func (j *jobRun) unanchored(ctx context.Context, votes []*wire.Result) (*store.J
 // convicted. If none agrees, the client's own output is the job's.
 func (j *jobRun) audit(ctx context.Context, votes []*wire.Result) (*store.Job, error) {
 	n := j.c.n
-	own, err := n.auditor.run(ctx, j.ann, j.input)
+	own, err := j.c.auditor.run(ctx, j.ann, j.input)
 	if err == nil && j.ann.Mode == wire.ModeTolerance && j.tolerance() == nil && own.Backend != votes[0].Backend {
 		// Compared bit for bit, a run on another backend proves nothing.
-		err = fmt.Errorf("%w: this client runs it on %s, the replicas on %s", errNoAudit, own.Backend, votes[0].Backend)
+		err = fmt.Errorf("%w: this client runs it on %s, the replicas on %s", ErrNoAudit, own.Backend, votes[0].Backend)
 	}
 	if err != nil {
 		j.c.log.Warn("audit failed", "job", j.ann.Job, "err", err)
@@ -271,9 +270,9 @@ func (j *jobRun) audit(ctx context.Context, votes []*wire.Result) (*store.Job, e
 	if len(winners) == 0 {
 		// Every replica was wrong: the client's own run is the answer.
 		for _, i := range losers {
-			n.peers.Convict(peer.ID(votes[i].Provider), j.ann.Job)
+			n.Peers.Convict(peer.ID(votes[i].Provider), j.ann.Job)
 		}
-		n.verified.Add(1)
+		n.Counts.Verified.Add(1)
 		j.c.remember(j, own)
 		return j.finish(votes, &verdict{best: own, how: VerifiedByAudit, liars: pick(votes, losers)}, nil)
 	}
@@ -329,21 +328,21 @@ func (j *jobRun) tolerance() *redundancy.Tolerance {
 func (j *jobRun) output(ctx context.Context, r *wire.Result, hints []peer.ID) ([]byte, error) {
 	n := j.c.n
 	if r.OutputData != nil {
-		if _, err := n.blobs.PutBytes(r.OutputData); err != nil {
+		if _, err := n.Blobs.PutBytes(r.OutputData); err != nil {
 			return nil, err
 		}
 		return r.OutputData, nil
 	}
-	if _, ok := n.blobs.Has(r.Output); ok {
+	if _, ok := n.Blobs.Has(r.Output); ok {
 		// Here already (an audit's own output, or fetched before).
 	} else if r.OutputSize > 0 {
-		if err := n.blobSvc.Fetch(ctx, r.Output, r.OutputSize, hints); err != nil {
+		if err := n.BlobSvc.Fetch(ctx, r.Output, r.OutputSize, hints); err != nil {
 			return nil, err
 		}
-	} else if _, err := n.blobs.PutBytes(nil); err != nil {
+	} else if _, err := n.Blobs.PutBytes(nil); err != nil {
 		return nil, err
 	}
-	return n.blobs.Bytes(r.Output, r.OutputSize)
+	return n.Blobs.Bytes(r.Output, r.OutputSize)
 }
 
 // accept makes the winning output local, settles reputations (winners
@@ -363,7 +362,7 @@ func (j *jobRun) accept(ctx context.Context, votes []*wire.Result, winners, lose
 		rec := *j.rec
 		rec.Replicas = append([]store.Replica(nil), j.rec.Replicas...)
 		j.mu.Unlock()
-		if err := n.db.PutJob(&rec); err != nil {
+		if err := n.DB.PutJob(&rec); err != nil {
 			return j.finish(votes, nil, err)
 		}
 		var won []*wire.Result
@@ -372,7 +371,7 @@ func (j *jobRun) accept(ctx context.Context, votes []*wire.Result, winners, lose
 		}
 		out, err := j.buy(ctx, won)
 		if err == nil {
-			_, err = n.blobs.PutBytes(out)
+			_, err = n.Blobs.PutBytes(out)
 		}
 		if err != nil {
 			return j.finish(votes, nil, err)
@@ -387,30 +386,30 @@ func (j *jobRun) accept(ctx context.Context, votes []*wire.Result, winners, lose
 	switch how {
 	case VerifiedByReplicas:
 		for _, i := range winners {
-			n.peers.Agree(peer.ID(votes[i].Provider))
+			n.Peers.Agree(peer.ID(votes[i].Provider))
 		}
 		for _, i := range losers {
-			n.peers.Outvote(peer.ID(votes[i].Provider), j.ann.Job)
+			n.Peers.Outvote(peer.ID(votes[i].Provider), j.ann.Job)
 		}
 		if j.checker != "" && slices.Contains(winners, 0) {
-			n.peers.Outvote(j.checker, j.ann.Job) // its check contradicted the truth
+			n.Peers.Outvote(j.checker, j.ann.Job) // its check contradicted the truth
 		}
 	case VerifiedByCheck:
-		n.peers.Agree(peer.ID(best.Provider))
-		n.peers.Agree(j.checker)
+		n.Peers.Agree(peer.ID(best.Provider))
+		n.Peers.Agree(j.checker)
 	case VerifiedByAudit:
 		// The client's own run is the proof: for the winners, and against
 		// everyone who signed anything else.
 		for _, i := range winners {
-			n.peers.Agree(peer.ID(votes[i].Provider))
+			n.Peers.Agree(peer.ID(votes[i].Provider))
 		}
 		for _, i := range losers {
-			n.peers.Convict(peer.ID(votes[i].Provider), j.ann.Job)
+			n.Peers.Convict(peer.ID(votes[i].Provider), j.ann.Job)
 		}
 		j.c.remember(j, best)
 	}
-	n.verified.Add(1)
-	if j.adaptive && rand.Float64() < n.cfg.Canary {
+	n.Counts.Verified.Add(1)
+	if j.adaptive && rand.Float64() < n.Canary {
 		j.c.sendCanary()
 	}
 	var liars []*wire.Result
@@ -472,7 +471,7 @@ func (j *jobRun) finish(votes []*wire.Result, v *verdict, err error) (*store.Job
 	if j.ephemeral {
 		return &out, err
 	}
-	if perr := j.c.n.db.PutJob(&out); perr != nil {
+	if perr := j.c.n.DB.PutJob(&out); perr != nil {
 		return &out, errors.Join(err, perr)
 	}
 	return &out, err
@@ -498,7 +497,7 @@ func (j *jobRun) establishedCandidate() bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, c := range j.pool {
-		if !j.holders[c.ID] && j.c.n.peers.Established(c.ID) {
+		if !j.holders[c.ID] && j.c.n.Peers.Established(c.ID) {
 			return true
 		}
 	}
@@ -556,7 +555,7 @@ const maxKnown = 32
 // remember keeps a job this client computed itself (an audit) as a
 // possible canary: a canary's answer must never be one a vote could have
 // been won with.
-func (c *client) remember(j *jobRun, own *wire.Result) {
+func (c *Client) remember(j *jobRun, own *wire.Result) {
 	if j.ephemeral || (j.ann.InputSize > 0 && j.input == nil) || j.isFair() ||
 		j.tolerance() != nil || own.Outcome != wire.OutcomeExited {
 		return // canaries carry their input inline, are escrowed and exact
@@ -573,7 +572,7 @@ func (c *client) remember(j *jobRun, own *wire.Result) {
 
 // sendCanary sends a job whose answer is known to a trusted provider, as
 // one ordinary replica under a fresh job id, and judges the provider by it.
-func (c *client) sendCanary() {
+func (c *Client) sendCanary() {
 	c.mu.Lock()
 	if len(c.known) == 0 {
 		c.mu.Unlock()
@@ -583,7 +582,7 @@ func (c *client) sendCanary() {
 	c.mu.Unlock()
 	n := c.n
 	var trusted []peers.Candidate
-	for _, cand := range n.peers.Candidates(alwaysMatch, k.ann.Price, k.ann.Memory, 3*n.cfg.AdvertInterval, nil) {
+	for _, cand := range n.Peers.Candidates(alwaysMatch, k.ann.Price, k.ann.Memory, 3*n.AdvertInterval, nil) {
 		if cand.Trusted {
 			trusted = append(trusted, cand)
 		}
@@ -592,9 +591,9 @@ func (c *client) sendCanary() {
 		return
 	}
 	p := trusted[rand.IntN(len(trusted))].ID
-	n.wg.Add(1)
+	n.Group.Add(1)
 	go func() {
-		defer n.wg.Done()
+		defer n.Group.Done()
 		now := time.Now()
 		ann := k.ann
 		ann.Job, ann.Replicas, ann.Time = wire.NewJobID(), 1, wire.Millis(now)
@@ -610,7 +609,7 @@ func (c *client) sendCanary() {
 			delete(c.jobs, ann.Job)
 			c.mu.Unlock()
 		}()
-		ctx, cancel := context.WithDeadline(n.ctx, time.UnixMilli(ann.Deadline))
+		ctx, cancel := context.WithDeadline(n.Life, time.UnixMilli(ann.Deadline))
 		defer cancel()
 		res, err := j.attempt(ctx, 0, p)
 		right := err == nil && res.Output == k.output
@@ -618,11 +617,11 @@ func (c *client) sendCanary() {
 		if err != nil {
 			return // the attempt already counted a loss
 		}
-		n.canaries.Add(1)
+		n.Counts.Canaries.Add(1)
 		if right {
-			n.peers.Agree(p)
+			n.Peers.Agree(p)
 		} else {
-			n.peers.Convict(p, ann.Job) // the answer is the client's own
+			n.Peers.Convict(p, ann.Job) // the answer is the client's own
 		}
 	}()
 }
@@ -653,14 +652,14 @@ func (j *jobRun) runCheck(ctx context.Context, res *wire.Result) (bool, error) {
 	}
 	var tie float32
 	if j.ann.Mode == wire.ModeTolerance {
-		tie = n.cfg.CheckTie
+		tie = n.CheckTie
 	}
 	input, err := j.checkJob.Input(out, tie)
 	if err != nil {
 		j.c.log.Warn("the replica's output cannot be checked", "job", j.ann.Job, "provider", provider, "err", err)
 		return false, nil
 	}
-	in, err := n.PutBlob(ctx, input)
+	in, err := n.Blobs.PutBytes(input)
 	if err != nil {
 		return false, err
 	}
@@ -669,7 +668,7 @@ func (j *jobRun) runCheck(ctx context.Context, res *wire.Result) (bool, error) {
 	spec.Check, spec.Output, spec.Adaptive, spec.Audit = nil, nil, false, 0
 	spec.Deadline = time.Until(time.UnixMilli(j.ann.Deadline))
 	spec.Avoid = append(slices.Clone(spec.Avoid), provider)
-	rec, err := n.Submit(ctx, spec, nil)
+	rec, err := j.c.Submit(ctx, spec, nil)
 	if err != nil {
 		return false, fmt.Errorf("check job: %w", err)
 	}
@@ -705,7 +704,7 @@ func (j *jobRun) confirms(res *wire.Result, out []byte, rec *store.Job, checker 
 		return false, ""
 	}
 	log := j.c.log.With("job", j.ann.Job, "provider", peer.ID(res.Provider), "checker", j.checker)
-	checked, err := j.c.n.Blob(rec.Output, rec.OutputSize)
+	checked, err := j.c.n.Blobs.Bytes(rec.Output, rec.OutputSize)
 	if err != nil {
 		log.Warn("the check job's output is not here", "err", err)
 		return false, ""

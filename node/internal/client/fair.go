@@ -1,4 +1,4 @@
-package node
+package client
 
 import (
 	"context"
@@ -7,22 +7,20 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/infernet/infernet/node/internal/settle"
-
-	"github.com/infernet/infernet/node/internal/peers"
-
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/internal/peers"
+	"github.com/infernet/infernet/node/internal/settle"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
 	"github.com/infernet/infernet/proofs/fair"
 )
 
-// errBadOffer marks a result whose fair-exchange offer or invoice does not
+// ErrBadOffer marks a result whose fair-exchange offer or invoice does not
 // check out: the provider cheated, and is treated as a liar.
-var errBadOffer = fmt.Errorf("%w: bad fair-exchange offer", errLie)
+var ErrBadOffer = fmt.Errorf("%w: bad fair-exchange offer", ErrLie)
 
 // ---- provider side ----
 
@@ -35,11 +33,12 @@ func (j *jobRun) isFair() bool { return j.ann.Settle == wire.SettleFair }
 func (j *jobRun) escrowed() bool { return j.paid() && !j.isFair() }
 
 // fairSpec checks and completes a fair-exchange job's spec on the client.
-func (n *Node) fairSpec(s *Spec) error {
-	f := n.cfg.Fair
+func (c *Client) fairSpec(s *Spec) error {
+	n := c.n
+	f := n.Fair
 	switch {
-	case n.lnd == nil:
-		return fmt.Errorf("%w: fair exchange needs lnd", ErrCannotPay)
+	case !n.Ledger.Paid():
+		return fmt.Errorf("%w: fair exchange needs lnd", settle.ErrCannotPay)
 	case f == nil || f.VK == nil:
 		return errors.New("fair exchange needs the template's verifying key (install it from a ceremony)")
 	case s.MaxOutput == 0:
@@ -64,19 +63,19 @@ func (j *jobRun) checkOffer(res *wire.Result, price uint64) error {
 	n := j.c.n
 	o, err := fair.DecodeOffer(res.Offer)
 	if err == nil {
-		err = n.cfg.Fair.Template.Check(n.cfg.Fair.VK, o, o.Commitment)
+		err = n.Fair.Template.Check(n.Fair.VK, o, o.Commitment)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: %w", errBadOffer, err)
+		return fmt.Errorf("%w: %w", ErrBadOffer, err)
 	}
-	ctx, cancel := context.WithTimeout(n.ctx, peers.HandshakeTimeout)
+	ctx, cancel := context.WithTimeout(n.Life, peers.HandshakeTimeout)
 	defer cancel()
-	amount, err := n.lnd.CheckInvoice(ctx, res.Invoice, o.PaymentHash, int64(price))
+	amount, err := n.Ledger.Lightning().CheckInvoice(ctx, res.Invoice, o.PaymentHash, int64(price))
 	switch {
 	case errors.Is(err, payments.ErrUnavailable):
 		return fmt.Errorf("%w: %w", settle.ErrPaymentFailed, err)
 	case err != nil:
-		return fmt.Errorf("%w: invoice: %w", errBadOffer, err)
+		return fmt.Errorf("%w: invoice: %w", ErrBadOffer, err)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -135,18 +134,18 @@ func (j *jobRun) buyOne(ctx context.Context, w *wire.Result) ([]byte, error) {
 	pay := &store.Payment{Job: j.ann.Job, Replica: w.Replica, Outgoing: true, Peer: peer.ID(w.Provider).String(),
 		State: store.PayPaying, Hash: o.PaymentHash, AmountMsat: o.amount, Invoice: w.Invoice, Created: time.Now(),
 		Fair: true, Offer: w.Offer}
-	if !n.ledger.Claim(pay) {
+	if !n.Ledger.Claim(pay) {
 		return nil, errors.New("paid already")
 	}
-	defer n.ledger.Drop(pay)
-	if err := n.db.PutPayment(pay); err != nil { // recorded before the money moves
+	defer n.Ledger.Drop(pay)
+	if err := n.DB.PutPayment(pay); err != nil { // recorded before the money moves
 		return nil, err
 	}
-	inflight, err := n.lnd.Pay(ctx, w.Invoice, max(o.amount/100, 1000), settle.PaymentWait)
+	inflight, err := n.Ledger.Lightning().Pay(ctx, w.Invoice, max(o.amount/100, 1000), settle.PaymentWait)
 	if inflight == nil {
 		return nil, fmt.Errorf("%w: %w", settle.ErrPaymentFailed, err) // lnd away: the sweep asks it later
 	}
-	if beforeOpen != nil && !beforeOpen(pay) {
+	if BeforeOpen != nil && !BeforeOpen(pay) {
 		return nil, errors.New("stopped before opening") // a test stops here, as if the node died
 	}
 	select {
@@ -155,11 +154,11 @@ func (j *jobRun) buyOne(ctx context.Context, w *wire.Result) ([]byte, error) {
 		return nil, ctx.Err()
 	}
 	pay.Preimage = inflight.Preimage
-	n.ledger.RecordOutgoing(pay, inflight)
+	n.Ledger.RecordOutgoing(pay, inflight)
 	if inflight.Err != nil {
 		return nil, fmt.Errorf("%w: %w", settle.ErrPaymentFailed, inflight.Err)
 	}
-	out, err := n.cfg.Fair.Template.Open(o.Offer, inflight.Preimage)
+	out, err := n.Fair.Template.Open(o.Offer, inflight.Preimage)
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +168,7 @@ func (j *jobRun) buyOne(ctx context.Context, w *wire.Result) ([]byte, error) {
 	return out, nil
 }
 
-// beforeOpen, when a test sets it, runs once a fair-exchange payment is
+// BeforeOpen, when a test sets it, runs once a fair-exchange payment is
 // made and before its outcome is recorded; returning false stops there, as
 // a crash would.
-var beforeOpen func(*store.Payment) bool
+var BeforeOpen func(*store.Payment) bool

@@ -1,14 +1,14 @@
-package node
+package client
 
 import (
-	"context"
 	"fmt"
+	"log/slog"
 	"testing"
-
-	"github.com/infernet/infernet/node/internal/peers"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/infernet/infernet/node/internal/peers"
+	"github.com/infernet/infernet/node/reputation"
 	"github.com/infernet/infernet/node/wire"
 )
 
@@ -19,13 +19,11 @@ import (
 // no more than one claiming none; over single draws, a provider with
 // twice another's reputation is drawn about twice as often.
 func TestNextDraw(t *testing.T) {
-	n, err := New(context.Background(), testConfig(t, false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
+	cl := &Client{}
+	cl.n = &cl.cfg
+	cl.cfg.Peers = peers.NewBook(nil, "self", reputation.Params{}, 0, nil, slog.Default())
 	job := func(pool []peers.Candidate) *jobRun {
-		return &jobRun{c: n.client, pool: pool, holders: map[peer.ID]bool{}, matched: map[peer.ID]peers.Candidate{}, bidBackend: map[peer.ID]string{}}
+		return &jobRun{c: cl, pool: pool, holders: map[peer.ID]bool{}, matched: map[peer.ID]peers.Candidate{}, bidBackend: map[peer.ID]string{}}
 	}
 	var pool []peers.Candidate
 	for i := range 4 {
@@ -47,11 +45,11 @@ func TestNextDraw(t *testing.T) {
 		// 80..120: over 20,000 simulated runs of this draw, the fewest any
 		// provider got was 84 and the most 118 (the 1% quantiles 89 and
 		// 111: the bounds were 90..110 and failed about one run in 40).
-		if got[c.ID] < 80 || got[c.ID] > 120 || n.client.load.of(c.ID) != got[c.ID] {
-			t.Errorf("%s: %d replicas (load %d), want about 100 each: %v", c.ID, got[c.ID], n.client.load.of(c.ID), got)
+		if got[c.ID] < 80 || got[c.ID] > 120 || cl.load.of(c.ID) != got[c.ID] {
+			t.Errorf("%s: %d replicas (load %d), want about 100 each: %v", c.ID, got[c.ID], cl.load.of(c.ID), got)
 		}
-		n.client.load.add(c.ID, -got[c.ID])
-		if l := n.client.load.of(c.ID); l != 0 {
+		cl.load.add(c.ID, -got[c.ID])
+		if l := cl.load.of(c.ID); l != 0 {
 			t.Errorf("%s: load %d after its replicas ended", c.ID, l)
 		}
 	}
@@ -60,7 +58,7 @@ func TestNextDraw(t *testing.T) {
 	for range 3000 {
 		p, _ := job(better).next(map[peer.ID]bool{})
 		drawn[p]++
-		n.client.load.add(p, -1)
+		cl.load.add(p, -1)
 	}
 	if r := float64(drawn["best"]) / float64(drawn["half"]); r < 1.6 || r > 2.5 {
 		t.Errorf("drawn %v: ratio %.2f, want about 2", drawn, r)

@@ -1,4 +1,4 @@
-package node
+package client
 
 import (
 	"context"
@@ -9,11 +9,10 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/infernet/infernet/node/internal/runner"
-
 	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/internal/runner"
 	"github.com/infernet/infernet/node/wire"
 )
 
@@ -23,13 +22,13 @@ import (
 // Clients audit the jobs whose vote no established peer decides (until
 // providers earn their place) and, with Spec.Audit, a random share of all.
 
-// errNoAudit: this job cannot be checked by running it here.
-var errNoAudit = errors.New("job cannot be audited here")
+// ErrNoAudit: this job cannot be checked by running it here.
+var ErrNoAudit = errors.New("job cannot be audited here")
 
 // auditor runs audits. Its sandbox is the provider's when this node is
 // one, else one opened at the first audit.
 type auditor struct {
-	n     *Node
+	n     *Config
 	slots chan struct{} // audits at once: half the CPUs
 
 	once sync.Once
@@ -38,18 +37,19 @@ type auditor struct {
 	err  error
 }
 
-func newAuditor(n *Node) *auditor {
+func newAuditor(n *Config) *auditor {
 	return &auditor{n: n, slots: make(chan struct{}, max(1, runtime.NumCPU()/2))}
 }
 
 // sandbox returns the sandbox audits run in, opening it the first time.
 func (a *auditor) sandbox(ctx context.Context) (*ihost.Sandbox, error) {
 	a.once.Do(func() {
-		if p := a.n.provider; p != nil {
-			a.sb = p.Sandbox()
-			return
+		if a.n.Sandbox != nil {
+			if a.sb = a.n.Sandbox(); a.sb != nil {
+				return
+			}
 		}
-		rt := a.n.runtime()
+		rt := a.n.Runtime
 		rt.ProvingKeys = nil // an audit proves nothing
 		a.sb, a.set, a.err = runner.Open(ctx, rt)
 	})
@@ -83,7 +83,7 @@ func auditable(an *wire.JobAnnounce) bool {
 // blob store.
 func (a *auditor) run(ctx context.Context, an *wire.JobAnnounce, input []byte) (*wire.Result, error) {
 	if !auditable(an) {
-		return nil, errNoAudit
+		return nil, ErrNoAudit
 	}
 	n := a.n
 	sb, err := a.sandbox(ctx)
@@ -93,25 +93,25 @@ func (a *auditor) run(ctx context.Context, an *wire.JobAnnounce, input []byte) (
 	if p := an.TensorPrecision(); !slices.Contains(sb.Precisions(), p) {
 		// Another precision's run proves nothing of these replicas, and
 		// might convict honest ones: no audit.
-		return nil, fmt.Errorf("%w: precision %v not offered here", errNoAudit, p)
+		return nil, fmt.Errorf("%w: precision %v not offered here", ErrNoAudit, p)
 	}
-	module, err := n.blobs.Bytes(an.Module, n.cfg.MaxModule)
+	module, err := n.Blobs.Bytes(an.Module, n.MaxModule)
 	if err != nil {
 		return nil, fmt.Errorf("audit module: %w", err)
 	}
 	job := ihost.Job{Module: module, Digest: an.Module, Input: input}
 	for _, d := range an.Data {
-		if _, ok := n.blobs.Has(d.Digest); !ok {
+		if _, ok := n.Blobs.Has(d.Digest); !ok {
 			return nil, fmt.Errorf("audit data %s: %w", d.Name, blob.ErrNotFound)
 		}
 		if job.Data == nil {
 			job.Data = map[string]string{}
 		}
-		job.Data[d.Name] = n.blobs.Path(d.Digest)
+		job.Data[d.Name] = n.Blobs.Path(d.Digest)
 	}
 	runner.SetDataDigests(&job, an.Data)
 	if input == nil && an.InputSize > 0 {
-		f, _, err := n.blobs.Open(an.Input)
+		f, _, err := n.Blobs.Open(an.Input)
 		if err != nil {
 			return nil, fmt.Errorf("audit input: %w", err)
 		}
@@ -124,26 +124,33 @@ func (a *auditor) run(ctx context.Context, an *wire.JobAnnounce, input []byte) (
 		return nil, ctx.Err()
 	}
 	defer func() { <-a.slots }()
-	sp, err := runner.NewSpool(filepath.Join(n.cfg.DataDir, "audit"))
+	sp, err := runner.NewSpool(filepath.Join(n.DataDir, "audit"))
 	if err != nil {
 		return nil, err
 	}
 	defer sp.Remove()
 	job.Stdout = sp
 	out, runErr := sb.Run(ctx, job, an.JobConfig(an.Seed()))
-	res := runner.Result(n.blobs, &wire.Result{V: wire.Version, Job: an.Job, Outcome: wire.OutcomeFailed}, out, runErr, an, sp)
+	res := runner.Result(n.Blobs, &wire.Result{V: wire.Version, Job: an.Job, Outcome: wire.OutcomeFailed}, out, runErr, an, sp)
 	if res.Outcome == wire.OutcomeFailed {
 		return nil, fmt.Errorf("audit run: %s", res.Error)
 	}
 	if res.OutputData != nil {
-		if _, err := n.blobs.PutBytes(res.OutputData); err != nil {
+		if _, err := n.Blobs.PutBytes(res.OutputData); err != nil {
 			return nil, err
 		}
 	} else if res.OutputSize == 0 {
-		if _, err := n.blobs.PutBytes(nil); err != nil {
+		if _, err := n.Blobs.PutBytes(nil); err != nil {
 			return nil, err
 		}
 	}
-	n.audits.Add(1)
+	n.Counts.Audits.Add(1)
 	return res, nil
+}
+
+// Audit runs the job of an with input in the client's own sandbox, as an
+// audit does, and returns its result; ErrNoAudit if it cannot be audited
+// here.
+func (c *Client) Audit(ctx context.Context, an *wire.JobAnnounce, input []byte) (*wire.Result, error) {
+	return c.auditor.run(ctx, an, input)
 }

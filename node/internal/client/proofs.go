@@ -1,4 +1,4 @@
-package node
+package client
 
 import (
 	"crypto/sha256"
@@ -29,21 +29,22 @@ func ProofTemplates() []int { return slices.Clone(proofTemplates[:]) }
 // anything is recorded.
 var ErrNoVerifyingKeys = errors.New("proof mode needs the CommittedGEMM verifying keys (install them from a ceremony)")
 
-// errBadProof marks a proof-mode result whose proofs do not check out: the
+// ErrBadProof marks a proof-mode result whose proofs do not check out: the
 // provider forged or spoiled them, and is treated as a liar.
-var errBadProof = fmt.Errorf("%w: bad GEMM proof", errLie)
+var ErrBadProof = fmt.Errorf("%w: bad GEMM proof", ErrLie)
 
 // ---- client side ----
 
 // gemmVerifyingKeys fetches the client's verifying key of each template,
 // so that a proof-mode job without them is refused before it is recorded.
-func (n *Node) gemmVerifyingKeys() (map[int]groth16.VerifyingKey, error) {
-	if n.cfg.GemmVerifyingKey == nil {
+func (c *Client) gemmVerifyingKeys() (map[int]groth16.VerifyingKey, error) {
+	n := c.n
+	if n.GemmVerifyingKey == nil {
 		return nil, fmt.Errorf("%w: this node has none", ErrNoVerifyingKeys)
 	}
 	vks := map[int]groth16.VerifyingKey{}
 	for _, t := range proofTemplates {
-		vk, err := n.cfg.GemmVerifyingKey(t)
+		vk, err := n.GemmVerifyingKey(t)
 		if err == nil && vk == nil {
 			err = errors.New("nil key")
 		}
@@ -61,18 +62,18 @@ func (n *Node) gemmVerifyingKeys() (map[int]groth16.VerifyingKey, error) {
 // the proofs' digests (proofDigests).
 func (j *jobRun) checkProofs(res *wire.Result) error {
 	if len(res.Proofs) > ihost.DefaultMaxProofs {
-		return fmt.Errorf("%w: %d proofs, over the cap of %d", errBadProof, len(res.Proofs), ihost.DefaultMaxProofs)
+		return fmt.Errorf("%w: %d proofs, over the cap of %d", ErrBadProof, len(res.Proofs), ihost.DefaultMaxProofs)
 	}
 	for i, p := range res.Proofs {
 		t, ok := gemmproof.Fit(proofTemplates[:], p.M, p.N, p.K)
 		switch {
 		case p.Index != i:
-			return fmt.Errorf("%w: proof %d numbered %d", errBadProof, i, p.Index)
+			return fmt.Errorf("%w: proof %d numbered %d", ErrBadProof, i, p.Index)
 		case !ok || t != p.Template:
-			return fmt.Errorf("%w: op %d (%d×%d×%d) proven in template %d", errBadProof, i, p.M, p.N, p.K, p.Template)
+			return fmt.Errorf("%w: op %d (%d×%d×%d) proven in template %d", ErrBadProof, i, p.M, p.N, p.K, p.Template)
 		}
 		if err := gemmproof.Verify(j.vks[t], p); err != nil {
-			return fmt.Errorf("%w: %w", errBadProof, err)
+			return fmt.Errorf("%w: %w", ErrBadProof, err)
 		}
 	}
 	return nil

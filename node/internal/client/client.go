@@ -1,28 +1,32 @@
-package node
+package client
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/infernet/infernet/node/internal/settle"
-
-	"github.com/infernet/infernet/node/internal/peers"
-
 	"github.com/consensys/gnark/backend/groth16"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/blob/blobnet"
+	"github.com/infernet/infernet/node/challenge"
+	"github.com/infernet/infernet/node/faults"
+	"github.com/infernet/infernet/node/internal/peers"
+	"github.com/infernet/infernet/node/internal/runner"
+	"github.com/infernet/infernet/node/internal/settle"
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -172,10 +176,62 @@ var (
 	errStreamMismatch = errors.New("the result differs from the output streamed")
 )
 
-// client is the role that submits jobs.
-type client struct {
-	n   *Node
-	log *slog.Logger
+// Config is what the client needs: its settings (node.Config documents
+// each) and the parts of the node it uses.
+type Config struct {
+	Silence          time.Duration
+	AdvertInterval   time.Duration
+	SpotCheck        float64
+	Canary           float64
+	CheckTie         float32
+	NoAudit          bool
+	MaxModule        int64
+	GPUChallenge     challenge.Params
+	GemmVerifyingKey func(n int) (groth16.VerifyingKey, error)
+	Fair             *settle.FairKeys
+	Faults           *faults.Faults
+	// DataDir holds the spool of the client's own runs (audits).
+	DataDir string
+	// Runtime opens a sandbox for audits when Sandbox, the provider's, is
+	// nil or returns nil.
+	Runtime runner.Config
+	Sandbox func() *ihost.Sandbox
+
+	// The node's parts. Announce gossips a job; PublishBlob makes a blob
+	// public and names it in the DHT, Provide names it only.
+	Host        host.Host
+	Blobs       *blob.Store
+	BlobSvc     *blobnet.Service
+	Access      *peers.Access
+	DB          *store.Store
+	Peers       *peers.Book
+	Streams     *peers.Streams
+	Ledger      *settle.Ledger
+	Changes     *peers.Changes
+	Announce    func(context.Context, *wire.JobAnnounce) error
+	PublishBlob func(blob.Digest)
+	Provide     func(blob.Digest)
+	Counts      *Counts
+	Logger      *slog.Logger
+	// Life is the node's lifetime: the client's goroutines end with it,
+	// counted in Group, which the node waits for.
+	Life  context.Context
+	Group *sync.WaitGroup
+}
+
+// Counts are the client's figures: results received, jobs verified,
+// canary replicas run, and audits (jobs it ran itself to check them).
+type Counts struct {
+	Replicas, Verified, Canaries, Audits atomic.Uint64
+}
+
+// Client is the role that submits jobs.
+type Client struct {
+	cfg Config
+	// n is cfg: what the client's code reaches of the node.
+	n       *Config
+	log     *slog.Logger
+	auditor *auditor
 
 	mu    sync.Mutex
 	jobs  map[wire.JobID]*jobRun // active jobs; guarded by mu
@@ -189,7 +245,7 @@ type client struct {
 }
 
 // live returns a copy of the record of job id while it is under way.
-func (c *client) live(id wire.JobID) (store.Job, bool) {
+func (c *Client) live(id wire.JobID) (store.Job, bool) {
 	c.mu.Lock()
 	j, ok := c.jobs[id]
 	c.mu.Unlock()
@@ -229,21 +285,42 @@ func (l *providerLoad) of(p peer.ID) int {
 // alwaysMatch is the empty requirement.
 var alwaysMatch = requirement.Always
 
-func newClient(n *Node) *client {
-	c := &client{n: n, log: n.log.With("role", "client"), jobs: map[wire.JobID]*jobRun{}}
-	n.host.SetStreamHandler(wire.ProtocolBid, n.handleBid)
-	n.host.SetStreamHandler(wire.ProtocolResult, c.handleResult)
+// New returns a client of cfg; it serves the result protocol until Close.
+func New(cfg Config) *Client {
+	c := &Client{cfg: cfg, log: cfg.Logger.With("role", "client"), jobs: map[wire.JobID]*jobRun{}}
+	c.n = &c.cfg
+	c.auditor = newAuditor(c.n)
+	cfg.Host.SetStreamHandler(wire.ProtocolResult, c.handleResult)
 	return c
 }
 
-func (c *client) close() {
-	c.n.host.RemoveStreamHandler(wire.ProtocolBid)
-	c.n.host.RemoveStreamHandler(wire.ProtocolResult)
+// TakeBid takes a provider's bid on a job of this client's (the bid
+// protocol): it goes to the job while it is drawing providers.
+func (c *Client) TakeBid(from peer.ID, b *wire.Bid) {
+	c.mu.Lock()
+	j := c.jobs[b.Job]
+	c.mu.Unlock()
+	if j != nil {
+		select {
+		case j.bids <- &offer{from: from, bid: b}:
+		default: // enough offers already
+		}
+	}
 }
+
+// Stop stops serving the result protocol.
+func (c *Client) Stop() { c.n.Host.RemoveStreamHandler(wire.ProtocolResult) }
+
+// Close closes the auditor's sandbox, if it opened one, once the client's
+// jobs are over.
+func (c *Client) Close() error { return c.auditor.close() }
+
+// Live returns a copy of the record of job id while it is under way.
+func (c *Client) Live(id wire.JobID) (store.Job, bool) { return c.live(id) }
 
 // jobRun is an active job's shared state.
 type jobRun struct {
-	c      *client
+	c      *Client
 	ann    *wire.JobAnnounce
 	req    *requirement.Program
 	input  []byte // inline input, nil when it travels as a blob
@@ -309,7 +386,7 @@ func (j *jobRun) emit(kind string, replica int, p peer.ID, detail string) {
 		e.Provider = p.String()
 	}
 	j.c.log.Debug("job event", "job", j.ann.Job, "kind", kind, "replica", replica, "provider", p, "detail", detail)
-	j.c.n.changes.Poke()
+	j.c.n.Changes.Poke()
 	if j.events != nil {
 		j.emitMu.Lock()
 		defer j.emitMu.Unlock()
@@ -317,64 +394,7 @@ func (j *jobRun) emit(kind string, replica int, p peer.ID, detail string) {
 	}
 }
 
-// PutBlob stores b in the node's blob store. It is not announced in the
-// DHT until a job names it as its module or a data blob (Submit): it may
-// be an input, which stays private.
-func (n *Node) PutBlob(ctx context.Context, b []byte) (blob.Digest, error) {
-	return n.blobs.PutBytes(b)
-}
-
-// PutBlobFrom stores the bytes of r, at most max of them, streamed to disk
-// (a data blob may be larger than memory), and returns its digest and
-// size; like PutBlob, it announces nothing. More than max bytes is an
-// error wrapping blob.ErrTooLarge, and nothing is stored.
-func (n *Node) PutBlobFrom(ctx context.Context, r io.Reader, max int64) (blob.Digest, int64, error) {
-	return n.blobs.Put(r, max)
-}
-
-// Publish makes local blob d public for good (a module, data blob or a
-// file meant for anyone) and announces it in the DHT.
-func (n *Node) Publish(d blob.Digest) {
-	n.access.Publish(d)
-	n.provideAsync(d)
-}
-
-// provideAsync announces a local blob in the DHT in the background: nobody
-// waits for it, and providers that need the blob find it there. A private
-// blob (an input) is never announced.
-func (n *Node) provideAsync(d blob.Digest) {
-	if n.access.Hidden(d) {
-		return
-	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		ctx, cancel := context.WithTimeout(n.ctx, time.Minute)
-		defer cancel()
-		if err := n.blobSvc.Provide(ctx, d); err != nil && n.ctx.Err() == nil {
-			n.log.Debug("provide", "blob", d.Short(), "err", err)
-		}
-	}()
-}
-
-// FetchBlob makes the blob d of size bytes local, from hints or the peers
-// that announce it in the DHT, and announces it in turn (unless it is an
-// input here).
-func (n *Node) FetchBlob(ctx context.Context, d blob.Digest, size int64, hints []peer.ID) error {
-	if _, ok := n.blobs.Has(d); ok {
-		return nil
-	}
-	if err := n.blobSvc.Fetch(ctx, d, size, hints); err != nil {
-		return err
-	}
-	n.provideAsync(d)
-	return nil
-}
-
-// Blob returns a stored blob's bytes (at most max).
-func (n *Node) Blob(d blob.Digest, max int64) ([]byte, error) { return n.blobs.Bytes(d, max) }
-
-func (s *Spec) setDefaults() {
+func (s *Spec) SetDefaults() {
 	if s.Replicas == 0 {
 		s.Replicas = 2
 	}
@@ -401,10 +421,11 @@ func (s *Spec) setDefaults() {
 	}
 }
 
-// announce is a new job's announcement of spec's terms, made at now.
-func (n *Node) announce(spec Spec, now time.Time) *wire.JobAnnounce {
+// Announce is a new job's announcement of spec's terms, made at now.
+func (c *Client) Announce(spec Spec, now time.Time) *wire.JobAnnounce {
+	n := c.n
 	return &wire.JobAnnounce{
-		V: wire.Version, Job: wire.NewJobID(), Client: []byte(n.host.ID()), Terms: spec.Terms,
+		V: wire.Version, Job: wire.NewJobID(), Client: []byte(n.Host.ID()), Terms: spec.Terms,
 		Require: spec.Require, Replicas: uint8(min(spec.Replicas, 255)), Price: spec.Price,
 		Deadline: wire.Millis(now.Add(spec.Deadline)), Time: wire.Millis(now),
 		SameBackend: spec.SameBackend, Settle: spec.Settle, Stream: spec.Output != nil,
@@ -418,9 +439,10 @@ func (n *Node) announce(spec Spec, now time.Time) *wire.JobAnnounce {
 // compares the results. It returns the final record, whose Output blob is
 // in the node's store when the job succeeded. events, if not nil, receives
 // progress as it happens, from one goroutine at a time.
-func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*store.Job, error) {
+func (c *Client) Submit(ctx context.Context, spec Spec, events func(Event)) (*store.Job, error) {
+	n := c.n
 	if spec.Settle == wire.SettleFair {
-		if err := n.fairSpec(&spec); err != nil {
+		if err := c.fairSpec(&spec); err != nil {
 			return nil, err
 		}
 	}
@@ -430,7 +452,7 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 	if spec.Output != nil && spec.Check == nil && spec.Mode == wire.ModeTolerance && !spec.MixedBackends {
 		spec.SameBackend = true // a generation's replicas vote byte for byte
 	}
-	spec.setDefaults()
+	spec.SetDefaults()
 	if spec.Check != nil && spec.Precision != "" {
 		// A generation's decode steps sum in f32 (GEMV) whatever the
 		// precision, while its check's batched passes would run at it: they
@@ -442,35 +464,35 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 		return nil, err
 	}
 	now := time.Now()
-	ann := n.announce(spec, now)
+	ann := c.Announce(spec, now)
 	if err := ann.Validate(); err != nil {
 		return nil, err
 	}
 	var vks map[int]groth16.VerifyingKey
 	if spec.Proofs {
-		if vks, err = n.gemmVerifyingKeys(); err != nil {
+		if vks, err = c.gemmVerifyingKeys(); err != nil {
 			return nil, err
 		}
 	}
-	if _, ok := n.blobs.Has(spec.Module); !ok {
+	if _, ok := n.Blobs.Has(spec.Module); !ok {
 		return nil, fmt.Errorf("module %s: %w", spec.Module.Short(), blob.ErrNotFound)
 	}
 	// Providers fetch module, input and data from here while the job runs:
 	// module and data from anyone, the input only from here, by those
 	// assigned the job (attempt).
-	defer n.blobs.Pin(spec.Module)()
-	defer n.blobs.Pin(spec.Input)()
-	n.access.Input(spec.Input)
-	n.Publish(spec.Module)
+	defer n.Blobs.Pin(spec.Module)()
+	defer n.Blobs.Pin(spec.Input)()
+	n.Access.Input(spec.Input)
+	n.PublishBlob(spec.Module)
 	for _, d := range spec.Data {
-		if _, ok := n.blobs.Has(d.Digest); !ok {
+		if _, ok := n.Blobs.Has(d.Digest); !ok {
 			return nil, fmt.Errorf("data %s (%s): %w", d.Name, d.Digest.Short(), blob.ErrNotFound)
 		}
-		defer n.blobs.Pin(d.Digest)()
-		n.Publish(d.Digest)
+		defer n.Blobs.Pin(d.Digest)()
+		n.PublishBlob(d.Digest)
 	}
 	j := &jobRun{
-		c: n.client, ann: ann, req: req, events: events, open: spec.Open, adaptive: spec.Adaptive,
+		c: c, ann: ann, req: req, events: events, open: spec.Open, adaptive: spec.Adaptive,
 		auditDrawn: spec.Audit > 0 && rand.Float64() < spec.Audit,
 		holders:    map[peer.ID]bool{}, matched: map[peer.ID]peers.Candidate{}, bidBackend: map[peer.ID]string{},
 		bids: make(chan *offer, 64), late: map[uint8]chan *wire.Result{},
@@ -479,7 +501,7 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 	if spec.Output != nil {
 		out, drain := queueOutput(spec.Output)
 		defer drain() // every byte passed on before Submit returns
-		j.stream = newStreamVote(n.peers.Established, out, ann.MaxOutput)
+		j.stream = newStreamVote(n.Peers.Established, out, ann.MaxOutput)
 	}
 	if spec.Check != nil {
 		if spec.Replicas != 1 {
@@ -491,7 +513,7 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 		j.holders[p] = true // as if it held a replica: never drawn
 	}
 	if spec.InputSize > 0 && spec.InputSize <= wire.MaxInline {
-		if j.input, err = n.blobs.Bytes(spec.Input, wire.MaxInline); err != nil {
+		if j.input, err = n.Blobs.Bytes(spec.Input, wire.MaxInline); err != nil {
 			return nil, fmt.Errorf("input %s: %w", spec.Input.Short(), err)
 		}
 	}
@@ -499,20 +521,20 @@ func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*stor
 		j.late[r] = make(chan *wire.Result, 1)
 	}
 	if j.paid() {
-		if err := n.client.canPay(ctx, ann); err != nil {
+		if err := c.canPay(ctx, ann); err != nil {
 			return nil, err
 		}
 	}
-	if err := n.db.PutJob(j.rec); err != nil {
+	if err := n.DB.PutJob(j.rec); err != nil {
 		return nil, err
 	}
-	n.client.mu.Lock()
-	n.client.jobs[ann.Job] = j
-	n.client.mu.Unlock()
+	c.mu.Lock()
+	c.jobs[ann.Job] = j
+	c.mu.Unlock()
 	defer func() {
-		n.client.mu.Lock()
-		delete(n.client.jobs, ann.Job)
-		n.client.mu.Unlock()
+		c.mu.Lock()
+		delete(c.jobs, ann.Job)
+		c.mu.Unlock()
 	}()
 	ctx, cancel := context.WithDeadline(ctx, time.UnixMilli(ann.Deadline))
 	defer cancel()
@@ -532,7 +554,7 @@ func (j *jobRun) findProviders(ctx context.Context) error {
 			return nil
 		}
 	}
-	if err := n.gossip.PublishAnnounce(ctx, j.ann.Offer()); err != nil {
+	if err := n.Announce(ctx, j.ann.Offer()); err != nil {
 		return err
 	}
 	window := time.NewTimer(bidWindow)
@@ -555,10 +577,10 @@ func (j *jobRun) findProviders(ctx context.Context) error {
 			// taken, newcomers rank as newcomers, and a job with a
 			// requirement goes only to a bidder whose advert, known here,
 			// meets it (a bid is the provider's own word).
-			if !o.bid.Accept || have[o.from] || o.bid.Price > j.ann.Price || n.peers.Banned(o.from) {
+			if !o.bid.Accept || have[o.from] || o.bid.Price > j.ann.Price || n.Peers.Banned(o.from) {
 				continue
 			}
-			a := n.peers.Advert(o.from)
+			a := n.Peers.Advert(o.from)
 			if j.ann.Precision != "" && (a == nil || !a.OffersPrecision(j.ann.Precision)) {
 				// A peer that knows no precision bids, and would run f32.
 				continue
@@ -567,13 +589,13 @@ func (j *jobRun) findProviders(ctx context.Context) error {
 				if a == nil {
 					continue
 				}
-				if ok, err := j.req.Match(requirement.FromAdvert(a, n.peers.Score(o.from))); !ok || err != nil {
+				if ok, err := j.req.Match(requirement.FromAdvert(a, n.Peers.Score(o.from))); !ok || err != nil {
 					continue
 				}
 			}
 			have[o.from] = true
 			j.mu.Lock()
-			j.pool = append(j.pool, peers.Candidate{ID: o.from, Advert: a, Reputation: n.peers.Score(o.from), Trusted: n.peers.Trusted(o.from)})
+			j.pool = append(j.pool, peers.Candidate{ID: o.from, Advert: a, Reputation: n.Peers.Score(o.from), Trusted: n.Peers.Trusted(o.from)})
 			j.mu.Unlock()
 		}
 	}
@@ -598,7 +620,7 @@ func backendClass(a *wire.CapabilityAdvert, mode uint8) string {
 func (j *jobRun) knownCandidatesLocked() []peers.Candidate {
 	n := j.c.n
 	var cands []peers.Candidate
-	for _, c := range n.peers.Candidates(j.req, j.ann.Price, j.ann.Memory, 3*n.cfg.AdvertInterval, nil) {
+	for _, c := range n.Peers.Candidates(j.req, j.ann.Price, j.ann.Memory, 3*n.AdvertInterval, nil) {
 		if (!j.isFair() || c.Advert.Offers(wire.FeatureFair)) && (!j.ann.Proofs || c.Advert.Offers(wire.FeatureProofs)) &&
 			c.Advert.OffersPrecision(j.ann.Precision) {
 			cands = append(cands, c)
@@ -614,7 +636,7 @@ func (j *jobRun) precisionNote() string {
 		return ""
 	}
 	n, offer := j.c.n, 0
-	for _, c := range n.peers.Candidates(j.req, j.ann.Price, j.ann.Memory, 3*n.cfg.AdvertInterval, nil) {
+	for _, c := range n.Peers.Candidates(j.req, j.ann.Price, j.ann.Memory, 3*n.AdvertInterval, nil) {
 		if c.Advert.OffersPrecision(j.ann.Precision) {
 			offer++
 		}
@@ -661,7 +683,7 @@ const bidWindow = 2 * time.Second
 func (j *jobRun) next(tried map[peer.ID]bool) (peer.ID, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	load, book := &j.c.load, j.c.n.peers
+	load, book := &j.c.load, j.c.n.Peers
 	for refreshed := false; ; refreshed = true {
 		var eligible []peers.Candidate
 		for _, c := range j.pool {
@@ -763,7 +785,7 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 		if errors.Is(err, errUnreachable) {
 			// Not an attempt: the next candidate is asked; tried and the
 			// back-off keep it from being asked again, so the loop ends.
-			j.c.n.peers.Unreachable(p)
+			j.c.n.Peers.Unreachable(p)
 			continue
 		}
 		if errors.Is(err, errRefused) {
@@ -815,10 +837,10 @@ func rootCause(err error) string {
 	}
 }
 
-// errLie marks a result that is itself evidence that its provider cheated
+// ErrLie marks a result that is itself evidence that its provider cheated
 // (a fair-exchange offer or a GEMM proof that does not check out): attempt
 // records a lie against the provider, and the replica goes to another.
-var errLie = errors.New("provider cheated")
+var ErrLie = errors.New("provider cheated")
 
 // errUnreachable marks a provider that could not be dialled or did not
 // bid: it goes on a back-off (peerBook.unreachable), and the replica, which
@@ -860,7 +882,7 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 	a := j.assignment(r, p, bid.Price, pay)
 	idx := j.record(r, p, a.TermsDigest())
 	// p may fetch the input from here while it holds the assign.
-	defer n.access.Grant(j.ann.Input, p)()
+	defer n.Access.Grant(j.ann.Input, p)()
 	assigned := time.Now()
 	res, inflight, err := j.follow(ctx, a, p, pay)
 	switch {
@@ -870,15 +892,15 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 		// No invoice came: the provider ran it free, or it was lost first.
 		pay.Advance(store.PayCanceled)
 		pay.Error = "no invoice"
-		n.db.PutPayment(pay)
-		n.ledger.Drop(pay)
+		n.DB.PutPayment(pay)
+		n.Ledger.Drop(pay)
 	}
 	j.mu.Lock()
 	rep := &j.rec.Replicas[idx]
 	rep.Finished = time.Now()
 	if err != nil {
 		rep.State, rep.Error = store.ReplicaLost, err.Error()
-		if errors.Is(err, errLie) {
+		if errors.Is(err, ErrLie) {
 			j.rec.Liars = append(j.rec.Liars, p.String())
 		}
 	} else {
@@ -886,14 +908,14 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 	}
 	j.mu.Unlock()
 	switch {
-	case errors.Is(err, errLie):
-		n.peers.Convict(p, j.ann.Job) // it signed the evidence itself
+	case errors.Is(err, ErrLie):
+		n.Peers.Convict(p, j.ann.Job) // it signed the evidence itself
 	case err == nil:
-		n.replicas.Add(1)
-		n.peers.Complete(p, time.Since(assigned)-time.Duration(res.RunMicros)*time.Microsecond)
+		n.Counts.Replicas.Add(1)
+		n.Peers.Complete(p, time.Since(assigned)-time.Duration(res.RunMicros)*time.Microsecond)
 		j.emit(EventResult, int(r), p, fmt.Sprintf("exit %d, output %s (%d bytes), %.1f ms", res.ExitCode, res.Output.Short(), res.OutputSize, float64(res.RunMicros)/1000))
 	case !errors.Is(err, errRefused) && !errors.Is(err, settle.ErrPaymentFailed) && ctx.Err() == nil:
-		n.peers.Lose(p)
+		n.Peers.Lose(p)
 	}
 	return res, err
 }
@@ -911,7 +933,7 @@ func (j *jobRun) record(r uint8, p peer.ID, terms blob.Digest) int {
 	if j.ephemeral {
 		return idx
 	}
-	if err := j.c.n.db.PutJob(&c); err != nil {
+	if err := j.c.n.DB.PutJob(&c); err != nil {
 		j.c.log.Error("recording assignment", "err", err)
 	}
 	return idx
@@ -921,7 +943,7 @@ func (j *jobRun) record(r uint8, p peer.ID, terms blob.Digest) int {
 func (j *jobRun) askBid(ctx context.Context, p peer.ID) (*wire.Bid, error) {
 	cctx, cancel := context.WithTimeout(ctx, peers.HandshakeTimeout)
 	defer cancel()
-	c, err := j.c.n.streams.Open(cctx, p, wire.ProtocolBid)
+	c, err := j.c.n.Streams.Open(cctx, p, wire.ProtocolBid)
 	if err != nil {
 		return nil, fmt.Errorf("bid: %w: %w", errUnreachable, err)
 	}
@@ -935,7 +957,7 @@ func (j *jobRun) askBid(ctx context.Context, p peer.ID) (*wire.Bid, error) {
 		c.Reset()
 		return nil, fmt.Errorf("bid: %w: %w", errUnreachable, err)
 	}
-	j.c.n.peers.Reached(p)
+	j.c.n.Peers.Reached(p)
 	if b.Job != j.ann.Job || !b.Accept {
 		return nil, refusal(b.Reason)
 	}
@@ -976,7 +998,7 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 	n := j.c.n
 	r, price, terms := a.Replica, a.Price, a.TermsDigest()
 	cctx, cancel := context.WithTimeout(ctx, peers.HandshakeTimeout)
-	c, err := n.streams.Open(cctx, p, wire.ProtocolAssign)
+	c, err := n.Streams.Open(cctx, p, wire.ProtocolAssign)
 	cancel()
 	if err != nil {
 		return nil, inflight, fmt.Errorf("assign: %w", err)
@@ -1005,7 +1027,7 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 		defer close(updates)
 		for {
 			var u wire.Update
-			err := c.Read(n.cfg.Silence, wire.MaxDataFrame, &u)
+			err := c.Read(n.Silence, wire.MaxDataFrame, &u)
 			select {
 			case updates <- update{&u, err}:
 			case <-ctx.Done():
@@ -1043,7 +1065,7 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 			c.Reset()
 			j.c.log.Debug("assign stream broke", "job", j.ann.Job, "provider", p, "err", up.err)
 			if errors.Is(up.err, os.ErrDeadlineExceeded) {
-				return nil, inflight, fmt.Errorf("%w for %v", errSilent, n.cfg.Silence)
+				return nil, inflight, fmt.Errorf("%w for %v", errSilent, n.Silence)
 			}
 			return nil, inflight, fmt.Errorf("%w (%s)", errConnLost, rootCause(up.err))
 		}
@@ -1069,7 +1091,7 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 			if j.stream != nil && u.Result != nil && !j.stream.matches(r, p, u.Result) {
 				// Its stream told one story and its result another: a lie,
 				// whatever the vote says of the result.
-				n.peers.Outvote(p, j.ann.Job)
+				n.Peers.Outvote(p, j.ann.Job)
 				return nil, inflight, errStreamMismatch
 			}
 			res, err := j.check(u.Result, r, p, price, terms)
@@ -1079,7 +1101,7 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 				c.Reset()
 				return nil, inflight, errors.New("unexpected invoice")
 			}
-			if inflight, err = j.c.n.ledger.PayHold(pay, u.Invoice); err != nil {
+			if inflight, err = j.c.n.Ledger.PayHold(pay, u.Invoice); err != nil {
 				c.Reset()
 				return nil, inflight, err
 			}
@@ -1143,7 +1165,7 @@ func (j *jobRun) checkBackend(res *wire.Result, p peer.ID) error {
 		want = backendClass(c.Advert, j.ann.Mode)
 	}
 	if want != "" && res.Backend != want {
-		return fmt.Errorf("%w: ran on %s, matched as %s", errLie, res.Backend, want)
+		return fmt.Errorf("%w: ran on %s, matched as %s", ErrLie, res.Backend, want)
 	}
 	return nil
 }
@@ -1188,43 +1210,9 @@ func (j *jobRun) setState(p peer.ID, s store.ReplicaState) {
 	}
 }
 
-// handleBid serves both directions of the bid protocol.
-func (n *Node) handleBid(s network.Stream) {
-	c := n.streams.Wrap(s)
-	var open wire.BidOpen
-	if err := c.Read(peers.HandshakeTimeout, wire.MaxControlFrame, &open); err != nil {
-		c.Reset()
-		return
-	}
-	switch {
-	case open.Announce != nil:
-		// A client asks this node for a bid.
-		if n.provider == nil {
-			c.Write(&wire.Bid{V: wire.Version, Job: open.Announce.Job, Reason: "not a provider"})
-		} else {
-			c.Write(n.provider.AnswerBid(c.Remote(), open.Announce))
-		}
-		c.Close()
-	case open.Bid != nil:
-		// A provider bids on a job this node announced.
-		n.client.mu.Lock()
-		j := n.client.jobs[open.Bid.Job]
-		n.client.mu.Unlock()
-		if j != nil {
-			select {
-			case j.bids <- &offer{from: c.Remote(), bid: open.Bid}:
-			default: // enough offers already
-			}
-		}
-		c.Close()
-	default:
-		c.Reset()
-	}
-}
-
 // handleResult takes a result delivered after its assign stream broke.
-func (c *client) handleResult(s network.Stream) {
-	conn := c.n.streams.Wrap(s)
+func (c *Client) handleResult(s network.Stream) {
+	conn := c.n.Streams.Wrap(s)
 	var res wire.Result
 	if err := conn.Read(peers.HandshakeTimeout, wire.MaxDataFrame, &res); err != nil {
 		conn.Reset()
@@ -1246,4 +1234,29 @@ func (c *client) handleResult(s network.Stream) {
 		default:
 		}
 	}
+}
+
+// Candidates returns the providers known now that the client would draw a
+// replica of ann from (its requirement, price, precision and backend
+// class).
+func (c *Client) Candidates(ann *wire.JobAnnounce) ([]peers.Candidate, error) {
+	req, err := requirement.Compile(ann.Require)
+	if err != nil {
+		return nil, err
+	}
+	j := &jobRun{c: c, ann: ann, req: req}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.knownCandidatesLocked(), nil
+}
+
+// Announces returns the announces of the client's jobs under way.
+func (c *Client) Announces() []wire.JobAnnounce {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]wire.JobAnnounce, 0, len(c.jobs))
+	for _, j := range c.jobs {
+		out = append(out, *j.ann)
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-package node
+package client
 
 import (
 	"context"
@@ -48,19 +48,19 @@ func (j *jobRun) checkGPU(ctx context.Context, p peer.ID) error {
 	if !needsGPU(j.req, a) {
 		return nil
 	}
-	params := n.cfg.GPUChallenge
-	err := n.peers.GPUChallenge(ctx, p, func(ctx context.Context) (challenge.Report, error) {
-		rep, err := challenge.Run(ctx, n.host, p, params)
-		n.log.Info("GPU challenge", "peer", p, "n", rep.N, "root", rep.Elapsed, "deadline", rep.Deadline,
+	params := n.GPUChallenge
+	err := n.Peers.GPUChallenge(ctx, p, func(ctx context.Context) (challenge.Report, error) {
+		rep, err := challenge.Run(ctx, n.Host, p, params)
+		n.Logger.Info("GPU challenge", "peer", p, "n", rep.N, "root", rep.Elapsed, "deadline", rep.Deadline,
 			"rows", rep.Rows, "verify", rep.Verify, "err", err)
 		switch {
 		case errors.Is(err, challenge.ErrWrongRow):
-			n.peers.Convict(p, j.ann.Job) // a signed wrong answer
+			n.Peers.Convict(p, j.ann.Job) // a signed wrong answer
 		case errors.Is(err, challenge.ErrFailed):
 			// Too slow for the GPU it claims: a lie, but one an honest GPU
 			// behind a slow link could tell once; a newcomer's first lie, or
 			// anyone's second, bans it.
-			n.peers.Outvote(p, j.ann.Job)
+			n.Peers.Outvote(p, j.ann.Job)
 		}
 		return rep, err
 	})
@@ -68,7 +68,7 @@ func (j *jobRun) checkGPU(ctx context.Context, p peer.ID) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, challenge.ErrFailed):
-		return fmt.Errorf("%w: GPU challenge: %w", errLie, err)
+		return fmt.Errorf("%w: GPU challenge: %w", ErrLie, err)
 	case errors.Is(err, challenge.ErrRefused):
 		return fmt.Errorf("%w: GPU challenge: %w", errRefused, err)
 	}
