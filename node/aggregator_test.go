@@ -5,11 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/infernet/infernet/node/internal/batch"
 
 	"github.com/infernet/infernet/node/faults"
 
@@ -92,7 +93,7 @@ func TestAggregator(t *testing.T) {
 	t.Run("with a reduce", func(t *testing.T) {
 		var reduceEvents atomic.Int32
 		sj, err := net.client.SubmitVia(ctx, honest.ID(), ShardedSpec{Spec: spec, Inputs: inputs, Reduce: reduce}, 0, 2, func(e Event) {
-			if e.Shard == reduceShard {
+			if e.Shard == batch.ReduceShard {
 				reduceEvents.Add(1)
 			}
 		})
@@ -129,33 +130,4 @@ func TestAggregator(t *testing.T) {
 			t.Fatalf("err = %v, want a refusal naming the fee", err)
 		}
 	})
-}
-
-// TestAggregateAmount: what a client owes an aggregator, in msat.
-func TestAggregateAmount(t *testing.T) {
-	for _, c := range []struct {
-		price              uint64
-		shards, replicas   int
-		fee                float64
-		wantTotal, wantFee int64
-		bad                bool
-	}{
-		{price: 5000, shards: 4, replicas: 2, fee: 1.5, wantTotal: 40000, wantFee: 600},
-		{price: 5000, shards: 4, replicas: 2, fee: 0, wantTotal: 40000},
-		{price: 1, shards: 3, replicas: 1, fee: 2, wantTotal: 3},                      // fee rounds down to 0
-		{price: 333, shards: 10, replicas: 3, fee: 0.5, wantTotal: 9990, wantFee: 49}, // 49.95
-		{price: 7, shards: 1, replicas: 1, fee: 100, wantTotal: 7, wantFee: 7},
-		{price: 0, shards: 256, replicas: 255, fee: 2},
-		{price: 1 << 62, shards: 256, replicas: 255, fee: 1, bad: true}, // overflows
-		{price: 1000, shards: 2, replicas: 2, fee: -1, bad: true},
-		{price: 1000, shards: 2, replicas: 2, fee: 100.5, bad: true},
-		{price: 1000, shards: 2, replicas: 2, fee: math.NaN(), bad: true},
-	} {
-		ann := &wire.JobAnnounce{Price: c.price, Replicas: uint8(c.replicas)}
-		total, fee, err := aggregateAmount(ann, c.shards, c.fee)
-		if (err != nil) != c.bad || total != c.wantTotal || fee != c.wantFee {
-			t.Errorf("%d msat × %d shards × %d replicas, %g%%: %d + %d, %v; want %d + %d, error %v",
-				c.price, c.shards, c.replicas, c.fee, total, fee, err, c.wantTotal, c.wantFee, c.bad)
-		}
-	}
 }

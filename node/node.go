@@ -23,6 +23,7 @@ import (
 
 	"github.com/infernet/infernet/node/faults"
 
+	"github.com/infernet/infernet/node/internal/batch"
 	"github.com/infernet/infernet/node/internal/client"
 	"github.com/infernet/infernet/node/internal/peers"
 	"github.com/infernet/infernet/node/internal/provider"
@@ -338,10 +339,8 @@ type Node struct {
 	lnd payments.Lightning
 	// changes wakes those who show the node's state (Changed).
 	changes peers.Changes
-	// sharded are the sharded jobs under way (SubmitSharded), training
-	// the training runs (Train).
-	sharded  runs[*shardedRun]
-	training runs[*trainRun]
+	// batch runs sharded jobs, aggregations and training runs.
+	batch *batch.Runner
 	// ledger settles the payments of its jobs and runs.
 	ledger *settle.Ledger
 
@@ -439,6 +438,12 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		PublishBlob: n.Publish, Provide: n.provideAsync, Counts: &n.counts, Logger: n.log, Life: n.ctx, Group: &n.wg,
 	})
 	n.host.SetStreamHandler(wire.ProtocolBid, n.handleBid)
+	n.batch = batch.New(batch.Config{
+		AggregatorFee: cfg.AggregatorFee, AdvertInterval: cfg.AdvertInterval, Faults: cfg.Faults,
+		Client: n.client, FetchBlob: n.FetchBlob, PublishBlob: n.Publish, Blobs: n.blobs, BlobSvc: n.blobSvc,
+		Access: n.access, DB: n.db, Peers: n.peers, Streams: n.streams, Ledger: n.ledger, Logger: n.log,
+		Life: n.ctx, Group: &n.wg,
+	})
 	if cfg.Provide {
 		if n.provider, err = provider.New(ctx, provider.Config{
 			Slots: cfg.Slots, Queue: cfg.Queue, MaxPerClient: cfg.MaxPerClient, Price: cfg.Price, MaxMemory: cfg.MaxMemory,
@@ -497,7 +502,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		go n.provider.AdvertLoop()
 	}
 	if cfg.Aggregator {
-		n.host.SetStreamHandler(wire.ProtocolAggregate, n.handleAggregate)
+		n.host.SetStreamHandler(wire.ProtocolAggregate, n.batch.HandleAggregate)
 	}
 	n.wg.Add(2)
 	go n.gcLoop()

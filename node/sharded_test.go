@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/internal/batch"
+
 	"github.com/infernet/infernet/node/faults"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -178,7 +180,7 @@ func TestShardedReduce(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		kinds[e.Kind]++
-		if e.Shard == reduceShard {
+		if e.Shard == batch.ReduceShard {
 			reduceEvents++
 		}
 	})

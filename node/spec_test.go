@@ -44,17 +44,3 @@ func TestSpecJSON(t *testing.T) {
 		t.Errorf("training run's terms: %+v, %v", ts, err)
 	}
 }
-
-// TestSpecOf: an aggregator runs the shards of a job on the terms of the
-// client's announce, whole (proof mode and precision included).
-func TestSpecOf(t *testing.T) {
-	a := &wire.JobAnnounce{Terms: wire.Terms{Module: blob.Sum([]byte("m")), ModuleSize: 1, TimeoutMS: 1000, Memory: 1 << 20,
-		MaxOutput: 1 << 10, Fuel: 9, Mode: wire.ModeTolerance, Rtol: 1e-3, Format: 1, Proofs: true, Args: []string{"a"},
-		Data: []wire.DataBlob{{Name: "d", Digest: blob.Sum([]byte("d")), Size: 1}}, Precision: "bf16"},
-		Replicas: 3, Require: "cores > 1", Price: 5, SameBackend: true, Deadline: wire.Millis(time.Now().Add(time.Hour))}
-	s := specOf(a)
-	if !reflect.DeepEqual(s.Terms, a.Terms) || s.Replicas != 3 || s.Require != a.Require || s.Price != 5 || !s.SameBackend ||
-		s.Deadline <= 0 || s.Deadline > time.Hour {
-		t.Fatalf("spec %+v of %+v", s, a)
-	}
-}

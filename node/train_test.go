@@ -276,24 +276,3 @@ func TestTrainSpecRefused(t *testing.T) {
 		t.Errorf("refused specs recorded %d runs, %v", len(runs), err)
 	}
 }
-
-// TestTrainMetrics: what an evaluation's output gives as metrics.
-func TestTrainMetrics(t *testing.T) {
-	for _, tt := range []struct {
-		out  string
-		want map[string]float64
-	}{
-		{"accuracy=0.9746 loss=0.0812 examples=10000\n", map[string]float64{"accuracy": 0.9746, "loss": 0.0812, "examples": 10000}},
-		{"lines 4\nsum 4\nskipped 0\n", map[string]float64{"lines": 4, "sum": 4, "skipped": 0}},
-		{"loss 0.5\nstep=3 lr=1e-3 note=fine\n", map[string]float64{"loss": 0.5, "step": 3, "lr": 0.001}},
-		{"a=NaN b=+Inf c=-inf d=1", map[string]float64{"d": 1}},
-		{"=1 x= loss 1 2\n", nil},
-		{"loss=1 loss=2", map[string]float64{"loss": 2}},
-		{"\xff\xfe loss=3", map[string]float64{"loss": 3}},
-		{"", nil},
-	} {
-		if got := metrics(report([]byte(tt.out))); !maps.Equal(got, tt.want) {
-			t.Errorf("metrics(%q) = %v, want %v", tt.out, got, tt.want)
-		}
-	}
-}

@@ -1,4 +1,4 @@
-package node
+package batch
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/internal/client"
+	"github.com/infernet/infernet/node/internal/settle"
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -39,7 +41,7 @@ type ReduceSpec struct {
 type ShardedSpec struct {
 	// Spec is the module and terms of every shard; its Input, Shard and
 	// Shards are set per shard.
-	Spec Spec
+	Spec client.Spec
 	// Inputs are the shards, in order: 1 to wire.MaxShards.
 	Inputs []ShardInput
 	// Parallel is how many shards run at once; 0: all.
@@ -90,8 +92,8 @@ const (
 	EventReduce          = "reduce"
 )
 
-// reduceShard is Event.Shard of the reduce job's events.
-const reduceShard = -1
+// ReduceShard is client.Event.Shard of the reduce job's events.
+const ReduceShard = -1
 
 // shardAttempts is how many jobs one part may take in one run of its
 // sharded job: a part whose job fails (providers lost, deadline) is
@@ -108,13 +110,13 @@ var (
 )
 
 // SubmitShards is SubmitSharded without a reduce step.
-func (n *Node) SubmitShards(ctx context.Context, spec Spec, inputs []ShardInput, parallel int, events func(Event)) (*ShardedJob, error) {
-	return n.SubmitSharded(ctx, ShardedSpec{Spec: spec, Inputs: inputs, Parallel: parallel}, events)
+func (b *Runner) SubmitShards(ctx context.Context, spec client.Spec, inputs []ShardInput, parallel int, events func(client.Event)) (*ShardedJob, error) {
+	return b.SubmitSharded(ctx, ShardedSpec{Spec: spec, Inputs: inputs, Parallel: parallel}, events)
 }
 
 // SubmitSharded runs one job per shard: the spec's module and terms on
 // each input, as shard i of len(inputs) (the guest's INFERNET_SHARD_INDEX
-// and INFERNET_SHARD_COUNT), each with Spec.Replicas replicas verified on
+// and INFERNET_SHARD_COUNT), each with client.Spec.Replicas replicas verified on
 // its own, at most Parallel at once. A shard whose job fails is submitted
 // again, up to shardAttempts jobs; a shard that verifiably stops or exits
 // non-zero ends the sharded job (it would on every provider). When every
@@ -130,9 +132,10 @@ func (n *Node) SubmitShards(ctx context.Context, spec Spec, inputs []ShardInput,
 // next node on the same data directory resumes the job
 // (ResumeShardedJobs): verified shards are not run again.
 //
-// Events carry each part's progress (Event.Shard names the shard,
-// reduceShard the reduce job) until SubmitSharded returns.
-func (n *Node) SubmitSharded(ctx context.Context, ss ShardedSpec, events func(Event)) (*ShardedJob, error) {
+// Events carry each part's progress (client.Event.Shard names the shard,
+// ReduceShard the reduce job) until SubmitSharded returns.
+func (b *Runner) SubmitSharded(ctx context.Context, ss ShardedSpec, events func(client.Event)) (*ShardedJob, error) {
+	n := b.n
 	inputs := ss.Inputs
 	if len(inputs) == 0 || len(inputs) > wire.MaxShards {
 		return nil, fmt.Errorf("sharded job: %d shards, want 1 to %d", len(inputs), wire.MaxShards)
@@ -157,22 +160,23 @@ func (n *Node) SubmitSharded(ctx context.Context, ss ShardedSpec, events func(Ev
 		rec.Reduce = &store.ReducePart{Module: r.Module, ModuleSize: r.ModuleSize, Args: r.Args}
 	}
 	// Recorded first: a node that stops from here on resumes it.
-	if err := n.db.PutShardedJob(rec); err != nil {
+	if err := n.DB.PutShardedJob(rec); err != nil {
 		return nil, fmt.Errorf("sharded job: record: %w", err)
 	}
-	r, err := n.startSharded(rec, spec, events, false)
+	r, err := b.startSharded(rec, spec, events, false)
 	if err != nil {
 		return nil, err
 	}
-	r.emit(Event{Kind: EventShardedRecorded, Detail: rec.ID.String()})
-	return n.waitSharded(ctx, r)
+	r.emit(client.Event{Kind: EventShardedRecorded, Detail: rec.ID.String()})
+	return b.waitSharded(ctx, r)
 }
 
 // shardedRun is a sharded job under way in this node.
 type shardedRun struct {
 	background
-	n    *Node
-	spec Spec // the terms; Input and Shard set per part
+	b    *Runner
+	n    *Config
+	spec client.Spec // the terms; Input and Shard set per part
 	// resumed: started by ResumeShardedJobs, as the node starts.
 	resumed bool
 
@@ -184,9 +188,10 @@ func (r *shardedRun) bg() *background { return &r.background }
 
 // startSharded runs rec in a goroutine of the node's, unless it runs
 // already (then it returns that run, events unchanged).
-func (n *Node) startSharded(rec *store.ShardedJob, spec Spec, events func(Event), resumed bool) (*shardedRun, error) {
-	r, err := n.sharded.start(n, rec.ID, events, ErrShardedInterrupted, func() *shardedRun {
-		return &shardedRun{n: n, spec: spec, rec: rec, resumed: resumed}
+func (b *Runner) startSharded(rec *store.ShardedJob, spec client.Spec, events func(client.Event), resumed bool) (*shardedRun, error) {
+	n := b.n
+	r, err := b.sharded.start(n, rec.ID, events, ErrShardedInterrupted, func() *shardedRun {
+		return &shardedRun{b: b, n: n, spec: spec, rec: rec, resumed: resumed}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sharded job %w", err)
@@ -195,11 +200,11 @@ func (n *Node) startSharded(rec *store.ShardedJob, spec Spec, events func(Event)
 }
 
 // waitSharded waits for r to end, or ctx.
-func (n *Node) waitSharded(ctx context.Context, r *shardedRun) (*ShardedJob, error) {
+func (b *Runner) waitSharded(ctx context.Context, r *shardedRun) (*ShardedJob, error) {
 	if err := r.wait(ctx, "sharded job "+r.rec.ID.String()); err != nil {
 		return nil, err
 	}
-	return n.ShardedJob(r.rec.ID)
+	return b.ShardedJob(r.rec.ID)
 }
 
 // ResumeShardedJobs starts, in the background, every sharded job of the
@@ -208,8 +213,9 @@ func (n *Node) waitSharded(ctx context.Context, r *shardedRun) (*ShardedJob, err
 // whose job was in flight are submitted again (node.New's recover has
 // marked that job failed). It returns the ids started. Calling it again
 // starts only what is not running.
-func (n *Node) ResumeShardedJobs() ([]wire.JobID, error) {
-	headers, err := n.db.ShardedJobs(0, false)
+func (b *Runner) ResumeShardedJobs() ([]wire.JobID, error) {
+	n := b.n
+	headers, err := n.DB.ShardedJobs(0, false)
 	if err != nil {
 		return nil, fmt.Errorf("sharded jobs: %w", err)
 	}
@@ -218,23 +224,23 @@ func (n *Node) ResumeShardedJobs() ([]wire.JobID, error) {
 		if h.State.Final() {
 			continue
 		}
-		rec, err := n.db.ShardedJob(h.ID)
+		rec, err := n.DB.ShardedJob(h.ID)
 		if err != nil {
 			return started, fmt.Errorf("sharded job %s: %w", h.ID, err)
 		}
-		var spec Spec
+		var spec client.Spec
 		if err := json.Unmarshal(rec.Terms, &spec); err != nil {
 			return started, fmt.Errorf("sharded job %s: terms: %w", h.ID, err)
 		}
-		if _, ok := n.sharded.get(h.ID); ok {
+		if _, ok := b.sharded.get(h.ID); ok {
 			continue
 		}
-		if _, err := n.startSharded(rec, spec, func(e Event) {
-			n.log.Debug("resumed sharded job", "id", rec.ID, "shard", e.Shard, "kind", e.Kind, "detail", e.Detail)
+		if _, err := b.startSharded(rec, spec, func(e client.Event) {
+			n.Logger.Debug("resumed sharded job", "id", rec.ID, "shard", e.Shard, "kind", e.Kind, "detail", e.Detail)
 		}, true); err != nil {
 			return started, err
 		}
-		n.log.Info("resuming sharded job", "id", rec.ID, "shards", len(rec.Shards))
+		n.Logger.Info("resuming sharded job", "id", rec.ID, "shards", len(rec.Shards))
 		started = append(started, rec.ID)
 	}
 	return started, nil
@@ -242,60 +248,64 @@ func (n *Node) ResumeShardedJobs() ([]wire.JobID, error) {
 
 // WaitShardedJob waits until the sharded job id, if under way here, ends
 // or ctx does, and returns where it stands.
-func (n *Node) WaitShardedJob(ctx context.Context, id wire.JobID) (*ShardedJob, error) {
-	if err := n.sharded.waitFor(ctx, id); err != nil {
+func (b *Runner) WaitShardedJob(ctx context.Context, id wire.JobID) (*ShardedJob, error) {
+	if err := b.sharded.waitFor(ctx, id); err != nil {
 		return nil, err
 	}
-	return n.ShardedJob(id)
+	return b.ShardedJob(id)
 }
 
 // CancelShardedJob stops a sharded job that has not reached a final state
 // and records it failed: jobs of it in flight are cancelled, and it is
 // not resumed.
-func (n *Node) CancelShardedJob(id wire.JobID) (*ShardedJob, error) {
-	if r, ok := n.sharded.get(id); ok {
+func (b *Runner) CancelShardedJob(id wire.JobID) (*ShardedJob, error) {
+	n := b.n
+	if r, ok := b.sharded.get(id); ok {
 		r.stop()
-		return n.ShardedJob(id)
+		return b.ShardedJob(id)
 	}
-	rec, err := n.db.ShardedJob(id)
+	rec, err := n.DB.ShardedJob(id)
 	if err != nil {
 		return nil, err
 	}
 	if !rec.State.Final() {
 		rec.State, rec.Error, rec.Finished = store.JobFailed, "cancelled", time.Now()
-		if err := n.db.PutShardedHeader(rec); err != nil {
+		if err := n.DB.PutShardedHeader(rec); err != nil {
 			return nil, err
 		}
 	}
-	return n.shardedView(rec), nil
+	return b.shardedView(rec), nil
 }
 
 // ShardedJob returns where the sharded job id stands, or an error wrapping
 // store.ErrNotFound.
-func (n *Node) ShardedJob(id wire.JobID) (*ShardedJob, error) {
-	rec, err := n.db.ShardedJob(id)
+func (b *Runner) ShardedJob(id wire.JobID) (*ShardedJob, error) {
+	n := b.n
+	rec, err := n.DB.ShardedJob(id)
 	if err != nil {
 		return nil, fmt.Errorf("sharded job %s: %w", id, err)
 	}
-	return n.shardedView(rec), nil
+	return b.shardedView(rec), nil
 }
 
 // ShardedJobs returns the newest limit sharded jobs of the store (0: all),
 // oldest first.
-func (n *Node) ShardedJobs(limit int) ([]*ShardedJob, error) {
-	recs, err := n.db.ShardedJobs(limit, true)
+func (b *Runner) ShardedJobs(limit int) ([]*ShardedJob, error) {
+	n := b.n
+	recs, err := n.DB.ShardedJobs(limit, true)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*ShardedJob, len(recs))
 	for i := range recs {
-		out[i] = n.shardedView(&recs[i])
+		out[i] = b.shardedView(&recs[i])
 	}
 	return out, nil
 }
 
 // shardedView builds a ShardedJob from its record and its jobs' records.
-func (n *Node) shardedView(rec *store.ShardedJob) *ShardedJob {
+func (b *Runner) shardedView(rec *store.ShardedJob) *ShardedJob {
+	n := b.n
 	sj := &ShardedJob{
 		ID: rec.ID, State: rec.State, Shards: make([]*store.Job, len(rec.Shards)), Attempts: make([]int, len(rec.Shards)),
 		Output: rec.Output, OutputSize: rec.OutputSize, Error: rec.Error,
@@ -304,7 +314,7 @@ func (n *Node) shardedView(rec *store.ShardedJob) *ShardedJob {
 		if id == (wire.JobID{}) {
 			return nil
 		}
-		j, err := n.db.Job(id)
+		j, err := n.DB.Job(id)
 		if err != nil {
 			return nil
 		}
@@ -328,19 +338,19 @@ func (r *shardedRun) run(ctx context.Context) error {
 	r.mu.Lock()
 	rec := r.rec
 	for _, d := range []blob.Digest{rec.Module, r.spec.Module} {
-		defer n.blobs.Pin(d)()
+		defer n.Blobs.Pin(d)()
 	}
 	for _, p := range rec.Shards {
-		defer n.blobs.Pin(p.Input)()
+		defer n.Blobs.Pin(p.Input)()
 	}
 	for _, d := range r.spec.Data {
-		defer n.blobs.Pin(d.Digest)()
+		defer n.Blobs.Pin(d.Digest)()
 	}
 	if rec.Reduce != nil {
-		defer n.blobs.Pin(rec.Reduce.Module)()
+		defer n.Blobs.Pin(rec.Reduce.Module)()
 	}
 	rec.State = store.JobRunning
-	err := n.db.PutShardedHeader(rec)
+	err := n.DB.PutShardedHeader(rec)
 	r.mu.Unlock()
 	if err != nil {
 		return r.interrupted(ctx, err)
@@ -358,19 +368,19 @@ func (r *shardedRun) run(ctx context.Context) error {
 	}
 	state := store.JobVerified
 	for _, j := range outputs {
-		defer n.blobs.Pin(j.Output)() // until merged
+		defer n.Blobs.Pin(j.Output)() // until merged
 		if j.State == store.JobUnverified {
 			state = store.JobUnverified
 		}
 	}
-	d, size, err := n.concat(outputs)
+	d, size, err := r.b.concat(outputs)
 	if err != nil {
 		return r.finish(store.JobFailed, blob.Digest{}, 0, "merging outputs: "+err.Error())
 	}
 	if rec.Reduce == nil {
 		return r.finish(state, d, size, "")
 	}
-	defer n.blobs.Pin(d)()
+	defer n.Blobs.Pin(d)()
 	job, fail, err := r.runReduce(ctx, d, size)
 	switch {
 	case err != nil:
@@ -398,7 +408,7 @@ func (r *shardedRun) awaitProviders(ctx context.Context) {
 	defer cancel()
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
-	for len(n.peers.Candidates(requirement.Always, ^uint64(0), 1, 3*n.cfg.AdvertInterval, nil)) < want {
+	for len(n.Peers.Candidates(requirement.Always, ^uint64(0), 1, 3*n.AdvertInterval, nil)) < want {
 		select {
 		case <-ctx.Done():
 			return
@@ -425,7 +435,7 @@ func (r *shardedRun) finish(state store.JobState, out blob.Digest, size int64, f
 	defer r.mu.Unlock()
 	rec := r.rec
 	rec.State, rec.Output, rec.OutputSize, rec.Error, rec.Finished = state, out, size, fail, time.Now()
-	if err := r.n.db.PutShardedHeader(rec); err != nil {
+	if err := r.n.DB.PutShardedHeader(rec); err != nil {
 		return fmt.Errorf("sharded job %s: %w", rec.ID, err)
 	}
 	return nil
@@ -436,7 +446,7 @@ func (r *shardedRun) putPart(i int, p store.ShardPart) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.rec.Shards[i] = p
-	return r.n.db.PutShardPart(r.rec.ID, i, &p)
+	return r.n.DB.PutShardPart(r.rec.ID, i, &p)
 }
 
 // runShards brings every shard to done, and returns their jobs' records in
@@ -462,8 +472,8 @@ func (r *shardedRun) runShards(ctx context.Context) (jobs []*store.Job, fail str
 		if p.Done() {
 			// Done in a previous run: its output, if still here, is the
 			// part's; a shard whose output is gone runs again.
-			if j, err := n.db.Job(p.Job); err == nil && shardOK(j) {
-				if _, ok := n.blobs.Has(j.Output); ok {
+			if j, err := n.DB.Job(p.Job); err == nil && shardOK(j) {
+				if _, ok := n.Blobs.Has(j.Output); ok {
 					jobs[i] = j
 					continue
 				}
@@ -483,7 +493,7 @@ func (r *shardedRun) runShards(ctx context.Context) (jobs []*store.Job, fail str
 			s := r.spec
 			s.Input, s.InputSize, s.Shard, s.Shards = p.Input, p.InputSize, uint32(i), uint32(len(parts))
 			jobs[i], fails[i], errs[i] = r.runPart(ctx, s, p, func(p store.ShardPart) error { return r.putPart(i, p) },
-				func(e Event) { e.Shard = i; r.emit(e) })
+				func(e client.Event) { e.Shard = i; r.emit(e) })
 			if fails[i] != "" {
 				cancel() // one shard's failure is the whole job's
 			}
@@ -510,7 +520,7 @@ func (r *shardedRun) runReduce(ctx context.Context, d blob.Digest, size int64) (
 	// The merged outputs are outputs, public like any (the client of an
 	// aggregator fetches them to check the merge), though the reduce job
 	// takes them as its input.
-	n.Publish(d)
+	n.PublishBlob(d)
 	r.mu.Lock()
 	red := *r.rec.Reduce
 	if red.Input != d {
@@ -522,13 +532,13 @@ func (r *shardedRun) runReduce(ctx context.Context, d blob.Digest, size int64) (
 	s := r.spec
 	s.Module, s.ModuleSize, s.Args = red.Module, red.ModuleSize, red.Args
 	s.Input, s.InputSize, s.Shard, s.Shards = d, size, 0, 1
-	emit := func(e Event) { e.Shard = reduceShard; r.emit(e) }
-	emit(Event{Kind: EventReduce, Detail: fmt.Sprintf("%d bytes of shard outputs", size)})
+	emit := func(e client.Event) { e.Shard = ReduceShard; r.emit(e) }
+	emit(client.Event{Kind: EventReduce, Detail: fmt.Sprintf("%d bytes of shard outputs", size)})
 	put := func(p store.ShardPart) error {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.rec.Reduce.ShardPart = p
-		return n.db.PutShardedHeader(r.rec)
+		return n.DB.PutShardedHeader(r.rec)
 	}
 	job, fail, err := r.runPart(ctx, s, red.ShardPart, put, emit)
 	if fail != "" {
@@ -542,14 +552,14 @@ func (r *shardedRun) runReduce(ctx context.Context, d blob.Digest, size int64) (
 // with put before it is submitted and its outcome after. It returns the
 // job whose output is the part's; or fail, why the part (and so the
 // sharded job) fails; or an error when it stops unfinished.
-func (r *shardedRun) runPart(ctx context.Context, s Spec, p store.ShardPart, put func(store.ShardPart) error, events func(Event)) (*store.Job, string, error) {
+func (r *shardedRun) runPart(ctx context.Context, s client.Spec, p store.ShardPart, put func(store.ShardPart) error, events func(client.Event)) (*store.Job, string, error) {
 	var last error
 	for attempt := 1; attempt <= shardAttempts; attempt++ {
 		p.State, p.Attempts = store.JobRunning, p.Attempts+1
 		if err := put(p); err != nil {
 			return nil, "", err
 		}
-		job, err := r.n.Submit(ctx, s, events)
+		job, err := r.n.Client.Submit(ctx, s, events)
 		if ctx.Err() != nil {
 			// Stopped, not failed: the part stays running, to run again.
 			return nil, "", ctx.Err()
@@ -564,14 +574,14 @@ func (r *shardedRun) runPart(ctx context.Context, s Spec, p store.ShardPart, put
 			if err := put(p); err != nil {
 				return nil, "", err
 			}
-			events(Event{Kind: EventShardDone, Detail: job.State.String()})
+			events(client.Event{Kind: EventShardDone, Detail: job.State.String()})
 			if !shardOK(job) {
 				return nil, shardFailure(job), nil
 			}
 			return job, "", nil
 		case err == nil:
 			p.Job, last = job.ID, errors.New(job.Error)
-		case errors.Is(err, ErrCannotPay):
+		case errors.Is(err, settle.ErrCannotPay):
 			p.State = store.JobFailed
 			if perr := put(p); perr != nil {
 				return nil, "", perr
@@ -581,7 +591,7 @@ func (r *shardedRun) runPart(ctx context.Context, s Spec, p store.ShardPart, put
 			last = err
 		}
 		if attempt < shardAttempts {
-			events(Event{Kind: EventShardRetry, Detail: last.Error()})
+			events(client.Event{Kind: EventShardRetry, Detail: last.Error()})
 		}
 	}
 	p.State = store.JobFailed
@@ -608,14 +618,15 @@ func shardFailure(j *store.Job) string {
 }
 
 // concat stores the outputs of jobs, in order, as one blob.
-func (n *Node) concat(jobs []*store.Job) (blob.Digest, int64, error) {
+func (b *Runner) concat(jobs []*store.Job) (blob.Digest, int64, error) {
+	n := b.n
 	var size int64
 	for _, j := range jobs {
 		size += j.OutputSize
 	}
 	r := &outputsReader{n: n, jobs: jobs}
 	defer r.close()
-	d, got, err := n.blobs.Put(r, size)
+	d, got, err := n.Blobs.Put(r, size)
 	if err == nil && got != size {
 		err = fmt.Errorf("read %d bytes of %d", got, size)
 	}
@@ -625,7 +636,7 @@ func (n *Node) concat(jobs []*store.Job) (blob.Digest, int64, error) {
 // outputsReader reads jobs' outputs one after the other, holding one file
 // open at a time (a job may have tens of thousands of shards).
 type outputsReader struct {
-	n    *Node
+	n    *Config
 	jobs []*store.Job
 	f    *os.File
 }
@@ -638,7 +649,7 @@ func (r *outputsReader) Read(b []byte) (int, error) {
 			}
 			j := r.jobs[0]
 			r.jobs = r.jobs[1:]
-			f, _, err := r.n.blobs.Open(j.Output)
+			f, _, err := r.n.Blobs.Open(j.Output)
 			if err != nil {
 				return 0, fmt.Errorf("shard output %s: %w", j.Output.Short(), err)
 			}

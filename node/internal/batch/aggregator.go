@@ -1,4 +1,4 @@
-package node
+package batch
 
 import (
 	"bytes"
@@ -12,14 +12,13 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/infernet/infernet/node/internal/settle"
-
-	"github.com/infernet/infernet/node/internal/peers"
-
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/internal/client"
+	"github.com/infernet/infernet/node/internal/peers"
+	"github.com/infernet/infernet/node/internal/settle"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
@@ -36,10 +35,11 @@ var ErrAggregatorLied = errors.New("aggregator's result does not check out")
 
 // ---- aggregator side ----
 
-// handleAggregate runs a sharded job for a client (Config.Aggregator).
-func (n *Node) handleAggregate(s network.Stream) {
-	c := n.streams.Wrap(s)
-	client := c.Remote()
+// HandleAggregate runs a sharded job for a client (Config.Aggregator).
+func (b *Runner) HandleAggregate(s network.Stream) {
+	n := b.n
+	c := n.Streams.Wrap(s)
+	buyer := c.Remote()
 	var req wire.AggregateRequest
 	if err := c.Read(peers.HandshakeTimeout, wire.MaxDataFrame, &req); err != nil {
 		c.Reset()
@@ -50,9 +50,9 @@ func (n *Node) handleAggregate(s network.Stream) {
 	defer func() {
 		if pay != nil {
 			if !delivered {
-				n.ledger.CancelInvoice(pay, "the job was not delivered")
+				n.Ledger.CancelInvoice(pay, "the job was not delivered")
 			}
-			n.ledger.Drop(pay)
+			n.Ledger.Drop(pay)
 		}
 	}()
 	reject := func(why string) {
@@ -61,14 +61,14 @@ func (n *Node) handleAggregate(s network.Stream) {
 	}
 	ann := req.Announce
 	switch {
-	case peer.ID(ann.Client) != client:
+	case peer.ID(ann.Client) != buyer:
 		reject("request for another client")
 		return
 	case len(req.Shards) == 0 || len(req.Shards) > MaxAggregateShards:
 		reject(fmt.Sprintf("%d shards: 1 to %d here", len(req.Shards), MaxAggregateShards))
 		return
-	case req.MaxFeePercent < n.cfg.AggregatorFee:
-		reject(fmt.Sprintf("fee %.2f%% over the %.2f%% offered", n.cfg.AggregatorFee, req.MaxFeePercent))
+	case req.MaxFeePercent < n.AggregatorFee:
+		reject(fmt.Sprintf("fee %.2f%% over the %.2f%% offered", n.AggregatorFee, req.MaxFeePercent))
 		return
 	case ann.Validate() != nil || ann.Settle != wire.SettleEscrow:
 		reject("malformed terms")
@@ -77,10 +77,10 @@ func (n *Node) handleAggregate(s network.Stream) {
 		reject("malformed reduce module")
 		return
 	}
-	ctx, cancel := context.WithDeadline(n.ctx, time.UnixMilli(ann.Deadline))
+	ctx, cancel := context.WithDeadline(n.Life, time.UnixMilli(ann.Deadline))
 	defer cancel()
 	var err error
-	if pay, err = n.chargeAggregate(ctx, c, &req, client); err != nil {
+	if pay, err = b.chargeAggregate(ctx, c, &req, buyer); err != nil {
 		reject(err.Error())
 		return
 	}
@@ -89,16 +89,16 @@ func (n *Node) handleAggregate(s network.Stream) {
 	c.OnReset(cancel)
 	// The module, data and shard inputs come from the client: the
 	// providers fetch them from here.
-	hints := []peer.ID{client}
+	hints := []peer.ID{buyer}
 	need := []wire.ShardRef{{Input: ann.Module, Size: ann.ModuleSize}}
 	for _, d := range ann.Data {
 		need = append(need, wire.ShardRef{Input: d.Digest, Size: d.Size})
 	}
 	for _, sh := range req.Shards {
-		n.access.Input(sh.Input) // not announced by FetchBlob below
+		n.Access.Input(sh.Input) // not announced by FetchBlob below
 		// The client may have it back (a shard's output, or the merge,
 		// can be the same bytes as an input), as from any provider.
-		n.access.Grant(sh.Input, client)
+		n.Access.Grant(sh.Input, buyer)
 	}
 	need = append(need, req.Shards...)
 	var reduce *ReduceSpec
@@ -107,7 +107,7 @@ func (n *Node) handleAggregate(s network.Stream) {
 		reduce = &ReduceSpec{Module: r.Module, ModuleSize: r.ModuleSize, Args: r.Args}
 	}
 	for _, b := range need {
-		defer n.blobs.Pin(b.Input)()
+		defer n.Blobs.Pin(b.Input)()
 		if err := n.FetchBlob(ctx, b.Input, b.Size, hints); err != nil {
 			reject(fmt.Sprintf("blob %s: %v", b.Input.Short(), err))
 			return
@@ -119,7 +119,7 @@ func (n *Node) handleAggregate(s network.Stream) {
 		inputs[i] = ShardInput{Input: sh.Input, InputSize: sh.Size}
 	}
 	ss := ShardedSpec{Spec: spec, Inputs: inputs, Parallel: int(req.Parallel), Reduce: reduce}
-	sj, err := n.SubmitSharded(ctx, ss, func(e Event) {
+	sj, err := b.SubmitSharded(ctx, ss, func(e client.Event) {
 		// The reduce job's events (Shard -1) go as shard 2³²-1.
 		c.Write(&wire.AggregateUpdate{V: wire.Version, Shard: uint32(e.Shard), Event: e.Kind, Detail: e.Detail})
 	})
@@ -128,7 +128,7 @@ func (n *Node) handleAggregate(s network.Stream) {
 		return
 	}
 	res := &wire.AggregateResult{Verified: sj.State == store.JobVerified, Error: sj.Error, Output: sj.Output,
-		OutputSize: sj.OutputSize, FeePercent: n.cfg.AggregatorFee}
+		OutputSize: sj.OutputSize, FeePercent: n.AggregatorFee}
 	for _, job := range sj.Shards {
 		res.Shards = append(res.Shards, aggregateShard(job))
 	}
@@ -136,7 +136,7 @@ func (n *Node) handleAggregate(s network.Stream) {
 		r := aggregateShard(job)
 		res.Reduce, res.Merged, res.MergedSize = &r, job.Announce.Input, job.Announce.InputSize
 	}
-	n.cfg.Faults.SpoilAggregate(n.blobs, res) // fault injection: a lying aggregator
+	n.Faults.SpoilAggregate(n.Blobs, res) // fault injection: a lying aggregator
 	if err := c.Write(&wire.AggregateUpdate{V: wire.Version, Result: res}); err != nil {
 		c.Reset()
 		return
@@ -145,8 +145,8 @@ func (n *Node) handleAggregate(s network.Stream) {
 		// The client has what it paid for: from now on it owes the payment,
 		// and the invoice is held until it releases or cancels.
 		pay.Delivered, delivered = true, true
-		if err := n.db.PutPayment(pay); err != nil {
-			n.log.Error("recording a delivered aggregate", "job", ann.Job, "err", err)
+		if err := n.DB.PutPayment(pay); err != nil {
+			n.Logger.Error("recording a delivered aggregate", "job", ann.Job, "err", err)
 		}
 	}
 	c.Close()
@@ -176,43 +176,44 @@ func aggregateParts(req *wire.AggregateRequest) int {
 // reduce replica) at the job's price plus the fee, and waits until the
 // client's payment is locked. It returns the claimed payment, or nil for a
 // free job.
-func (n *Node) chargeAggregate(ctx context.Context, c *peers.Conn, req *wire.AggregateRequest, client peer.ID) (*store.Payment, error) {
+func (b *Runner) chargeAggregate(ctx context.Context, c *peers.Conn, req *wire.AggregateRequest, buyer peer.ID) (*store.Payment, error) {
+	n := b.n
 	ann := &req.Announce
 	parts := aggregateParts(req)
-	total, fee, err := aggregateAmount(ann, parts, n.cfg.AggregatorFee)
+	total, fee, err := aggregateAmount(ann, parts, n.AggregatorFee)
 	switch {
 	case err != nil:
 		return nil, err
 	case total+fee == 0:
 		return nil, nil // free
-	case n.lnd == nil:
-		return nil, fmt.Errorf("%w: this aggregator takes free jobs only (no lnd)", ErrPaymentRequired)
+	case !n.Ledger.Paid():
+		return nil, fmt.Errorf("%w: this aggregator takes free jobs only (no lnd)", settle.ErrPaymentRequired)
 	case req.PaymentHash == nil:
-		return nil, fmt.Errorf("%w: %d msat for %d jobs at %d msat per replica, and a %g%% fee", ErrPaymentRequired, total+fee, parts, ann.Price, n.cfg.AggregatorFee)
+		return nil, fmt.Errorf("%w: %d msat for %d jobs at %d msat per replica, and a %g%% fee", settle.ErrPaymentRequired, total+fee, parts, ann.Price, n.AggregatorFee)
 	case len(req.PaymentHash) != 32:
-		return nil, fmt.Errorf("%w: bad payment terms", ErrPaymentRequired)
+		return nil, fmt.Errorf("%w: bad payment terms", settle.ErrPaymentRequired)
 	}
-	if err := n.ledger.CanPay(ctx, total, fmt.Sprintf("the providers of %d shards", len(req.Shards))); err != nil {
+	if err := n.Ledger.CanPay(ctx, total, fmt.Sprintf("the providers of %d shards", len(req.Shards))); err != nil {
 		return nil, err
 	}
-	if n.cfg.Faults.Overcharges() {
+	if n.Faults.Overcharges() {
 		fee += total + fee
 	}
-	pay := &store.Payment{Job: ann.Job, Peer: client.String(), State: store.PayInvoiced, AmountMsat: total + fee,
+	pay := &store.Payment{Job: ann.Job, Peer: buyer.String(), State: store.PayInvoiced, AmountMsat: total + fee,
 		Created: time.Now(), Due: time.UnixMilli(ann.Deadline).Add(settle.PayGrace), Aggregate: true}
 	copy(pay.Hash[:], req.PaymentHash)
-	if old, err := n.db.Payment(pay.Job, 0, false, pay.Peer); err == nil && old.State != store.PayCanceled {
-		return nil, fmt.Errorf("%w: this job has a payment already (%s)", ErrPaymentRequired, old.State)
+	if old, err := n.DB.Payment(pay.Job, 0, false, pay.Peer); err == nil && old.State != store.PayCanceled {
+		return nil, fmt.Errorf("%w: this job has a payment already (%s)", settle.ErrPaymentRequired, old.State)
 	}
-	if !n.ledger.Claim(pay) {
-		return nil, fmt.Errorf("%w: this job is being paid already", ErrPaymentRequired)
+	if !n.Ledger.Claim(pay) {
+		return nil, fmt.Errorf("%w: this job is being paid already", settle.ErrPaymentRequired)
 	}
 	send := func(invoice string) error {
 		return c.Write(&wire.AggregateUpdate{V: wire.Version, Invoice: invoice})
 	}
 	memo := fmt.Sprintf("infernet aggregated job %s: %d shards", ann.Job, len(req.Shards))
-	if err := n.ledger.HoldInvoice(ctx, pay, memo, send); err != nil {
-		n.ledger.Drop(pay)
+	if err := n.Ledger.HoldInvoice(ctx, pay, memo, send); err != nil {
+		n.Ledger.Drop(pay)
 		return nil, err
 	}
 	return pay, nil
@@ -236,10 +237,10 @@ func aggregateAmount(ann *wire.JobAnnounce, parts int, feePercent float64) (tota
 	return total, fee, nil
 }
 
-// specOf is the Spec of an announce: its terms, replicas, requirement,
+// specOf is the client.Spec of an announce: its terms, replicas, requirement,
 // price, backend placement and deadline from now.
-func specOf(a *wire.JobAnnounce) Spec {
-	return Spec{Terms: a.Terms, Replicas: int(a.Replicas), Deadline: time.Until(time.UnixMilli(a.Deadline)),
+func specOf(a *wire.JobAnnounce) client.Spec {
+	return client.Spec{Terms: a.Terms, Replicas: int(a.Replicas), Deadline: time.Until(time.UnixMilli(a.Deadline)),
 		Require: a.Require, Price: a.Price, SameBackend: a.SameBackend}
 }
 
@@ -274,7 +275,8 @@ func agreeing(job *store.Job) []wire.Result {
 // hold invoice: every replica of every shard and of the reduce at the
 // price, and the aggregator's fee, at most maxFee percent of that. It is
 // released once the result checks out, and cancelled otherwise.
-func (n *Node) SubmitVia(ctx context.Context, agg peer.ID, ss ShardedSpec, spotChecks int, maxFee float64, events func(Event)) (*ShardedJob, error) {
+func (b *Runner) SubmitVia(ctx context.Context, agg peer.ID, ss ShardedSpec, spotChecks int, maxFee float64, events func(client.Event)) (*ShardedJob, error) {
+	n := b.n
 	spec, inputs := ss.Spec, ss.Inputs
 	spec.SetDefaults()
 	if len(inputs) == 0 || len(inputs) > MaxAggregateShards {
@@ -286,65 +288,65 @@ func (n *Node) SubmitVia(ctx context.Context, agg peer.ID, ss ShardedSpec, spotC
 	// The shards' inputs are the aggregator's to give: the terms carry none.
 	spec.Input, spec.InputSize = blob.Digest{}, 0
 	now := time.Now()
-	ann := *n.client.Announce(spec, now)
+	ann := *n.Client.Announce(spec, now)
 	if err := ann.Validate(); err != nil {
 		return nil, err
 	}
 	// The aggregator's providers fetch the data from here.
 	for _, d := range spec.Data {
-		if _, ok := n.blobs.Has(d.Digest); !ok {
+		if _, ok := n.Blobs.Has(d.Digest); !ok {
 			return nil, fmt.Errorf("data %s (%s): %w", d.Name, d.Digest.Short(), blob.ErrNotFound)
 		}
-		defer n.blobs.Pin(d.Digest)()
+		defer n.Blobs.Pin(d.Digest)()
 	}
 	req := &wire.AggregateRequest{V: wire.Version, Announce: ann, Parallel: uint32(max(ss.Parallel, 0)), MaxFeePercent: maxFee}
 	if r := ss.Reduce; r != nil {
-		if _, ok := n.blobs.Has(r.Module); !ok {
+		if _, ok := n.Blobs.Has(r.Module); !ok {
 			return nil, fmt.Errorf("reduce module %s: %w", r.Module.Short(), blob.ErrNotFound)
 		}
-		defer n.blobs.Pin(r.Module)()
+		defer n.Blobs.Pin(r.Module)()
 		req.Reduce = &wire.AggregateReduce{Module: r.Module, ModuleSize: r.ModuleSize, Args: r.Args}
 	}
 	for _, in := range inputs {
-		if _, ok := n.blobs.Has(in.Input); !ok && in.InputSize > 0 {
+		if _, ok := n.Blobs.Has(in.Input); !ok && in.InputSize > 0 {
 			return nil, fmt.Errorf("shard input %s: %w", in.Input.Short(), blob.ErrNotFound)
 		}
-		defer n.blobs.Pin(in.Input)()
+		defer n.Blobs.Pin(in.Input)()
 		// The aggregator fetches the inputs from here, even one that a spot
 		// check of an earlier job made private.
-		defer n.access.Grant(in.Input, agg)()
+		defer n.Access.Grant(in.Input, agg)()
 		req.Shards = append(req.Shards, wire.ShardRef{Input: in.Input, Size: in.InputSize})
 	}
 	ctx, cancel := context.WithDeadline(ctx, time.UnixMilli(ann.Deadline))
 	defer cancel()
 	var pay *store.Payment
 	var total int64 // what the providers get, for a paid job
-	if n.lnd != nil && spec.Price > 0 {
+	if n.Ledger.Paid() && spec.Price > 0 {
 		parts := aggregateParts(req)
 		var fee int64
 		var err error
 		if total, fee, err = aggregateAmount(&ann, parts, maxFee); err != nil {
 			return nil, err
 		}
-		if err := n.ledger.CanPay(ctx, total+fee, fmt.Sprintf("%d jobs and the aggregator's fee", parts)); err != nil {
+		if err := n.Ledger.CanPay(ctx, total+fee, fmt.Sprintf("%d jobs and the aggregator's fee", parts)); err != nil {
 			return nil, err
 		}
-		if pay, err = n.ledger.NewPayment(&store.Payment{Job: ann.Job, Peer: agg.String(), AmountMsat: total + fee, Aggregate: true}); err != nil {
+		if pay, err = n.Ledger.NewPayment(&store.Payment{Job: ann.Job, Peer: agg.String(), AmountMsat: total + fee, Aggregate: true}); err != nil {
 			return nil, err
 		}
 		req.PaymentHash = pay.Hash[:]
 	}
 	var inflight *payments.Payment
-	sj, err := n.runVia(ctx, agg, spec, inputs, req, spotChecks, events, func(invoice string) (err error) {
+	sj, err := b.runVia(ctx, agg, spec, inputs, req, spotChecks, events, func(invoice string) (err error) {
 		if pay == nil || inflight != nil {
 			return errors.New("an invoice not asked for")
 		}
-		inflight, err = n.ledger.PayHold(pay, invoice)
+		inflight, err = n.Ledger.PayHold(pay, invoice)
 		return err
 	})
 	if pay != nil {
 		release := err == nil && sj.State != store.JobFailed
-		n.settleVia(pay, inflight, release)
+		b.settleVia(pay, inflight, release)
 		if sj != nil && pay.State == store.PaySettled {
 			sj.PaidMsat, sj.FeeMsat = pay.AmountMsat, pay.AmountMsat-total
 		}
@@ -355,12 +357,13 @@ func (n *Node) SubmitVia(ctx context.Context, agg peer.ID, ss ShardedSpec, spotC
 // runVia is SubmitVia's job once its request is made: the aggregator runs
 // it (its invoice, for a paid job, is paid with pay), its result is
 // checked, and spot checks are run.
-func (n *Node) runVia(ctx context.Context, agg peer.ID, spec Spec, inputs []ShardInput, req *wire.AggregateRequest, spotChecks int, events func(Event), pay func(invoice string) error) (*ShardedJob, error) {
-	res, err := n.aggregate(ctx, agg, req, events, pay)
+func (b *Runner) runVia(ctx context.Context, agg peer.ID, spec client.Spec, inputs []ShardInput, req *wire.AggregateRequest, spotChecks int, events func(client.Event), pay func(invoice string) error) (*ShardedJob, error) {
+	n := b.n
+	res, err := b.aggregate(ctx, agg, req, events, pay)
 	if err != nil {
 		return nil, err
 	}
-	sj, err := n.checkAggregate(ctx, agg, &req.Announce, req, res)
+	sj, err := b.checkAggregate(ctx, agg, &req.Announce, req, res)
 	if err != nil {
 		return sj, err
 	}
@@ -370,7 +373,7 @@ func (n *Node) runVia(ctx context.Context, agg peer.ID, spec Spec, inputs []Shar
 	for _, i := range rand.Perm(len(inputs))[:min(spotChecks, len(inputs))] {
 		s := spec
 		s.Input, s.InputSize, s.Shard, s.Shards = inputs[i].Input, inputs[i].InputSize, uint32(i), uint32(len(inputs))
-		job, err := n.Submit(ctx, s, nil)
+		job, err := n.Client.Submit(ctx, s, nil)
 		if err != nil || job.State == store.JobFailed {
 			return sj, fmt.Errorf("spot check of shard %d: %v", i, errors.Join(err, errors.New(jobError(job))))
 		}
@@ -384,19 +387,20 @@ func (n *Node) runVia(ctx context.Context, agg peer.ID, spec Spec, inputs []Shar
 // settleVia ends the client's payment to an aggregator: released when the
 // job checked out, cancelled otherwise. The sweep finishes what cannot be
 // done now.
-func (n *Node) settleVia(pay *store.Payment, inflight *payments.Payment, release bool) {
-	defer n.ledger.Drop(pay)
+func (b *Runner) settleVia(pay *store.Payment, inflight *payments.Payment, release bool) {
+	n := b.n
+	defer n.Ledger.Drop(pay)
 	if pay.State == store.PayCreated { // never invoiced: nothing to end
 		pay.Advance(store.PayCanceled)
 		pay.Error = "never paid"
-		if err := n.db.PutPayment(pay); err != nil {
-			n.log.Error("recording payment", "job", pay.Job, "err", err)
+		if err := n.DB.PutPayment(pay); err != nil {
+			n.Logger.Error("recording payment", "job", pay.Job, "err", err)
 		}
 		return
 	}
-	ctx, cancel := context.WithTimeout(n.ctx, settle.PaymentWait)
+	ctx, cancel := context.WithTimeout(n.Life, settle.PaymentWait)
 	defer cancel()
-	n.ledger.SettleOut(ctx, pay, inflight, release)
+	n.Ledger.SettleOut(ctx, pay, inflight, release)
 }
 
 func jobError(j *store.Job) string {
@@ -407,9 +411,10 @@ func jobError(j *store.Job) string {
 }
 
 // aggregate sends req to agg and follows its updates until the result.
-func (n *Node) aggregate(ctx context.Context, agg peer.ID, req *wire.AggregateRequest, events func(Event), pay func(invoice string) error) (*wire.AggregateResult, error) {
+func (b *Runner) aggregate(ctx context.Context, agg peer.ID, req *wire.AggregateRequest, events func(client.Event), pay func(invoice string) error) (*wire.AggregateResult, error) {
+	n := b.n
 	octx, cancel := context.WithTimeout(ctx, peers.HandshakeTimeout)
-	c, err := n.streams.Open(octx, agg, wire.ProtocolAggregate)
+	c, err := n.Streams.Open(octx, agg, wire.ProtocolAggregate)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("aggregator: %w", err)
@@ -442,14 +447,15 @@ func (n *Node) aggregate(ctx context.Context, agg peer.ID, req *wire.AggregateRe
 				return nil, fmt.Errorf("aggregator's invoice: %w", err)
 			}
 		case events != nil:
-			events(Event{Time: time.Now(), Kind: u.Event, Shard: int(int32(u.Shard)), Detail: u.Detail, Provider: agg.String()})
+			events(client.Event{Time: time.Now(), Kind: u.Event, Shard: int(int32(u.Shard)), Detail: u.Detail, Provider: agg.String()})
 		}
 	}
 }
 
 // checkAggregate checks an aggregator's result against the request and
 // turns it into a ShardedJob, fetching the merged output from agg.
-func (n *Node) checkAggregate(ctx context.Context, agg peer.ID, ann *wire.JobAnnounce, req *wire.AggregateRequest, res *wire.AggregateResult) (*ShardedJob, error) {
+func (b *Runner) checkAggregate(ctx context.Context, agg peer.ID, ann *wire.JobAnnounce, req *wire.AggregateRequest, res *wire.AggregateResult) (*ShardedJob, error) {
+	n := b.n
 	lie := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrAggregatorLied, fmt.Sprintf(format, a...))
 	}
@@ -486,7 +492,7 @@ func (n *Node) checkAggregate(ctx context.Context, agg peer.ID, ann *wire.JobAnn
 	if err := n.FetchBlob(ctx, merged, mergedSize, []peer.ID{agg}); err != nil {
 		return nil, fmt.Errorf("merged output from the aggregator: %w", err)
 	}
-	if err := n.checkMerged(merged, offsets, sj.Shards); err != nil {
+	if err := b.checkMerged(merged, offsets, sj.Shards); err != nil {
 		return nil, lie("%v", err)
 	}
 	sj.Output, sj.OutputSize = res.Output, res.OutputSize
@@ -517,8 +523,9 @@ func (n *Node) checkAggregate(ctx context.Context, agg peer.ID, ann *wire.JobAnn
 
 // checkMerged checks that the local blob merged is the outputs of shards
 // one after the other, shard i's at offsets[i].
-func (n *Node) checkMerged(merged blob.Digest, offsets []int64, shards []*store.Job) error {
-	f, _, err := n.blobs.Open(merged)
+func (b *Runner) checkMerged(merged blob.Digest, offsets []int64, shards []*store.Job) error {
+	n := b.n
+	f, _, err := n.Blobs.Open(merged)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package node
+package batch
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/internal/client"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -25,13 +26,13 @@ import (
 type TrainSpec struct {
 	// Spec is the shards' module and terms. Its Input is unused: the
 	// state takes its place (or StateData's).
-	Spec Spec `json:"spec"`
+	Spec client.Spec `json:"spec"`
 	// Shards is how many shards each round has: 1 to wire.MaxShards.
 	Shards int `json:"shards"`
 	// Parallel is how many of them run at once (0: all).
 	Parallel int `json:"parallel,omitempty"`
 	// Reduce makes the next state from the shards' outputs concatenated
-	// in order. It runs under Spec's terms, data included.
+	// in order. It runs under client.Spec's terms, data included.
 	Reduce ReduceSpec `json:"reduce"`
 	// Rounds is how many rounds to run: 1 to MaxTrainRounds.
 	Rounds int `json:"rounds"`
@@ -48,7 +49,7 @@ type TrainSpec struct {
 	// input. Its output, up to MaxTrainReport bytes of text, is the round's
 	// report, and its NAME=NUMBER words ("accuracy=0.9746 loss=0.08") or
 	// NAME NUMBER lines ("loss 0.08") are the round's metrics.
-	Eval *Spec `json:"eval,omitempty"`
+	Eval *client.Spec `json:"eval,omitempty"`
 }
 
 const (
@@ -59,7 +60,7 @@ const (
 )
 
 // Event kinds of a training run, whose events carry their round
-// (Event.Round, from 1) besides the round's sharded and evaluation jobs'
+// (client.Event.Round, from 1) besides the round's sharded and evaluation jobs'
 // own: the run is recorded (Detail: its id), a round starts, a round ended
 // (Detail: its report).
 const (
@@ -108,7 +109,8 @@ func (ts *TrainSpec) check() error {
 // A round whose sharded job or evaluation fails ends the run failed; the
 // last good state stays in the record. Events carry each round's progress
 // until Train returns.
-func (n *Node) Train(ctx context.Context, ts TrainSpec, events func(Event)) (*store.TrainRun, error) {
+func (b *Runner) Train(ctx context.Context, ts TrainSpec, events func(client.Event)) (*store.TrainRun, error) {
+	n := b.n
 	if err := ts.check(); err != nil {
 		return nil, err
 	}
@@ -117,21 +119,22 @@ func (n *Node) Train(ctx context.Context, ts TrainSpec, events func(Event)) (*st
 		return nil, fmt.Errorf("training run: terms: %w", err)
 	}
 	rec := &store.TrainRun{ID: wire.NewJobID(), State: store.JobRunning, Terms: terms, Created: time.Now()}
-	if err := n.db.PutTrainRun(rec); err != nil {
+	if err := n.DB.PutTrainRun(rec); err != nil {
 		return nil, fmt.Errorf("training run: record: %w", err)
 	}
-	t, err := n.startTrain(rec, ts, events)
+	t, err := b.startTrain(rec, ts, events)
 	if err != nil {
 		return nil, err
 	}
-	t.emit(Event{Kind: EventTrainRecorded, Detail: rec.ID.String()})
-	return n.waitTrain(ctx, t)
+	t.emit(client.Event{Kind: EventTrainRecorded, Detail: rec.ID.String()})
+	return b.waitTrain(ctx, t)
 }
 
 // TrainRun returns the training run id's record, or an error wrapping
 // store.ErrNotFound.
-func (n *Node) TrainRun(id wire.JobID) (*store.TrainRun, error) {
-	rec, err := n.db.TrainRun(id)
+func (b *Runner) TrainRun(id wire.JobID) (*store.TrainRun, error) {
+	n := b.n
+	rec, err := n.DB.TrainRun(id)
 	if err != nil {
 		return nil, fmt.Errorf("training run %s: %w", id, err)
 	}
@@ -139,36 +142,37 @@ func (n *Node) TrainRun(id wire.JobID) (*store.TrainRun, error) {
 }
 
 // TrainRuns returns every training run of the store, oldest first.
-func (n *Node) TrainRuns() ([]store.TrainRun, error) { return n.db.TrainRuns() }
+func (b *Runner) TrainRuns() ([]store.TrainRun, error) { return b.n.DB.TrainRuns() }
 
 // WaitTrainRun returns the training run id's record once it has ended, or
 // where it stands when ctx ends first.
-func (n *Node) WaitTrainRun(ctx context.Context, id wire.JobID) (*store.TrainRun, error) {
-	if err := n.training.waitFor(ctx, id); err != nil {
+func (b *Runner) WaitTrainRun(ctx context.Context, id wire.JobID) (*store.TrainRun, error) {
+	if err := b.training.waitFor(ctx, id); err != nil {
 		return nil, err
 	}
-	return n.TrainRun(id)
+	return b.TrainRun(id)
 }
 
 // CancelTrainRun stops a training run that has not ended, with its
 // round's sharded job, and records it failed; it is not resumed.
-func (n *Node) CancelTrainRun(id wire.JobID) (*store.TrainRun, error) {
-	if t, ok := n.training.get(id); ok {
+func (b *Runner) CancelTrainRun(id wire.JobID) (*store.TrainRun, error) {
+	n := b.n
+	if t, ok := b.training.get(id); ok {
 		t.stop()
 	}
-	rec, err := n.TrainRun(id)
+	rec, err := b.TrainRun(id)
 	if err != nil {
 		return nil, err
 	}
 	// The round's sharded job belongs to the node: it went on.
 	if k := len(rec.Rounds); k > 0 && rec.Rounds[k-1].Sharded != (wire.JobID{}) && rec.Rounds[k-1].Finished.IsZero() {
-		if _, err := n.CancelShardedJob(rec.Rounds[k-1].Sharded); err != nil {
+		if _, err := b.CancelShardedJob(rec.Rounds[k-1].Sharded); err != nil {
 			return nil, err
 		}
 	}
 	if !rec.State.Final() {
 		rec.State, rec.Error, rec.Finished = store.JobFailed, "cancelled", time.Now()
-		if err := n.db.PutTrainRun(rec); err != nil {
+		if err := n.DB.PutTrainRun(rec); err != nil {
 			return nil, err
 		}
 	}
@@ -179,23 +183,24 @@ func (n *Node) CancelTrainRun(id wire.JobID) (*store.TrainRun, error) {
 // store that has not ended and is not under way. node.New calls it after
 // ResumeShardedJobs, so that a round's sharded job is under way again
 // when its run looks for it.
-func (n *Node) ResumeTrainRuns() ([]wire.JobID, error) {
-	recs, err := n.db.TrainRuns()
+func (b *Runner) ResumeTrainRuns() ([]wire.JobID, error) {
+	n := b.n
+	recs, err := n.DB.TrainRuns()
 	if err != nil {
 		return nil, err
 	}
 	var started []wire.JobID
 	for i := range recs {
 		rec := &recs[i]
-		if _, ok := n.training.get(rec.ID); ok || rec.State.Final() {
+		if _, ok := b.training.get(rec.ID); ok || rec.State.Final() {
 			continue
 		}
 		var ts TrainSpec
 		if err := json.Unmarshal(rec.Terms, &ts); err != nil {
 			return started, fmt.Errorf("training run %s: terms: %w", rec.ID, err)
 		}
-		if _, err := n.startTrain(rec, ts, func(e Event) {
-			n.log.Debug("resumed training run", "id", rec.ID, "round", e.Round, "kind", e.Kind, "detail", e.Detail)
+		if _, err := b.startTrain(rec, ts, func(e client.Event) {
+			n.Logger.Debug("resumed training run", "id", rec.ID, "round", e.Round, "kind", e.Kind, "detail", e.Detail)
 		}); err != nil {
 			return started, err
 		}
@@ -207,7 +212,8 @@ func (n *Node) ResumeTrainRuns() ([]wire.JobID, error) {
 // trainRun is a training run under way in this node.
 type trainRun struct {
 	background
-	n     *Node
+	b     *Runner
+	n     *Config
 	spec  TrainSpec
 	rec   *store.TrainRun // owned by run's goroutine
 	empty blob.Digest     // the empty blob, stored by run
@@ -216,9 +222,10 @@ type trainRun struct {
 func (t *trainRun) bg() *background { return &t.background }
 
 // startTrain runs rec in a goroutine of the node's, unless it runs already.
-func (n *Node) startTrain(rec *store.TrainRun, ts TrainSpec, events func(Event)) (*trainRun, error) {
-	t, err := n.training.start(n, rec.ID, events, ErrTrainInterrupted, func() *trainRun {
-		return &trainRun{n: n, spec: ts, rec: rec}
+func (b *Runner) startTrain(rec *store.TrainRun, ts TrainSpec, events func(client.Event)) (*trainRun, error) {
+	n := b.n
+	t, err := b.training.start(n, rec.ID, events, ErrTrainInterrupted, func() *trainRun {
+		return &trainRun{b: b, n: n, spec: ts, rec: rec}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("training run %w", err)
@@ -227,11 +234,11 @@ func (n *Node) startTrain(rec *store.TrainRun, ts TrainSpec, events func(Event))
 }
 
 // waitTrain waits for t to end, or ctx.
-func (n *Node) waitTrain(ctx context.Context, t *trainRun) (*store.TrainRun, error) {
+func (b *Runner) waitTrain(ctx context.Context, t *trainRun) (*store.TrainRun, error) {
 	if err := t.wait(ctx, "training run "+t.rec.ID.String()); err != nil {
 		return nil, err
 	}
-	return n.TrainRun(t.rec.ID)
+	return b.TrainRun(t.rec.ID)
 }
 
 // run drives the training run to its end and records it. It returns an
@@ -241,7 +248,7 @@ func (t *trainRun) run(ctx context.Context) error {
 	n, rec := t.n, t.rec
 	// The empty blob: the first state when none is given, the shards'
 	// input when the state is data.
-	empty, err := n.PutBlob(ctx, nil)
+	empty, err := n.Blobs.PutBytes(nil)
 	if err != nil {
 		return t.interrupted(ctx, err)
 	}
@@ -258,11 +265,11 @@ func (t *trainRun) run(ctx context.Context) error {
 		}
 		if r == len(rec.Rounds) {
 			rec.Rounds = append(rec.Rounds, store.TrainRound{Started: time.Now()})
-			if err := n.db.PutTrainRun(rec); err != nil {
+			if err := n.DB.PutTrainRun(rec); err != nil {
 				return t.interrupted(ctx, err)
 			}
 		}
-		t.emit(Event{Kind: EventRoundStart, Round: r + 1})
+		t.emit(client.Event{Kind: EventRoundStart, Round: r + 1})
 		sj, fail, err := t.round(ctx, r, state, size)
 		switch {
 		case err != nil:
@@ -272,7 +279,7 @@ func (t *trainRun) run(ctx context.Context) error {
 		}
 		verified = verified && sj.State == store.JobVerified
 		state, size = sj.Output, sj.OutputSize
-		t.emit(Event{Kind: EventRoundDone, Round: r + 1, Detail: rec.Rounds[r].Report})
+		t.emit(client.Event{Kind: EventRoundDone, Round: r + 1, Detail: rec.Rounds[r].Report})
 	}
 	if !verified {
 		return t.finish(store.JobUnverified, "")
@@ -285,12 +292,12 @@ func (t *trainRun) run(ctx context.Context) error {
 // why the round failed; err is set only when the node closes.
 func (t *trainRun) round(ctx context.Context, r int, state blob.Digest, size int64) (*ShardedJob, string, error) {
 	n, rec := t.n, t.rec
-	defer n.blobs.Pin(state)()
+	defer n.Blobs.Pin(state)()
 	round := &rec.Rounds[r]
 	var sj *ShardedJob
 	if round.Sharded != (wire.JobID{}) {
 		// Under way when the node stopped: it resumed with the node.
-		got, err := n.WaitShardedJob(ctx, round.Sharded)
+		got, err := t.b.WaitShardedJob(ctx, round.Sharded)
 		if err != nil {
 			return nil, "", err
 		}
@@ -300,12 +307,12 @@ func (t *trainRun) round(ctx context.Context, r int, state blob.Digest, size int
 	}
 	if sj == nil {
 		var err error
-		sj, err = n.SubmitSharded(ctx, t.shardedSpec(state, size), func(e Event) {
+		sj, err = t.b.SubmitSharded(ctx, t.shardedSpec(state, size), func(e client.Event) {
 			if e.Kind == EventShardedRecorded {
 				if id, err := wire.ParseJobID(e.Detail); err == nil {
 					round.Sharded = id
-					if err := n.db.PutTrainRun(rec); err != nil {
-						n.log.Warn("training run: recording the round's sharded job", "id", rec.ID, "err", err)
+					if err := n.DB.PutTrainRun(rec); err != nil {
+						n.Logger.Warn("training run: recording the round's sharded job", "id", rec.ID, "err", err)
 					}
 				}
 			}
@@ -323,7 +330,7 @@ func (t *trainRun) round(ctx context.Context, r int, state blob.Digest, size int
 		return nil, sj.Error, nil
 	}
 	round.State, round.StateSize = sj.Output, sj.OutputSize
-	if err := n.db.PutTrainRun(rec); err != nil {
+	if err := n.DB.PutTrainRun(rec); err != nil {
 		return nil, "", err
 	}
 	if t.spec.Eval != nil {
@@ -332,7 +339,7 @@ func (t *trainRun) round(ctx context.Context, r int, state blob.Digest, size int
 		}
 	}
 	round.Finished = time.Now()
-	if err := n.db.PutTrainRun(rec); err != nil {
+	if err := n.DB.PutTrainRun(rec); err != nil {
 		return nil, "", err
 	}
 	return sj, "", nil
@@ -360,7 +367,7 @@ func (t *trainRun) eval(ctx context.Context, r int, round *store.TrainRound) (st
 	n := t.n
 	spec := *t.spec.Eval
 	spec.Input, spec.InputSize = round.State, round.StateSize
-	job, err := n.Submit(ctx, spec, func(e Event) {
+	job, err := n.Client.Submit(ctx, spec, func(e client.Event) {
 		e.Round = r + 1
 		t.emit(e)
 	})
@@ -374,7 +381,7 @@ func (t *trainRun) eval(ctx context.Context, r int, round *store.TrainRound) (st
 	case job.ExitCode != 0:
 		return fmt.Sprintf("evaluation: exit code %d", job.ExitCode), nil
 	}
-	out, err := n.blobs.Head(job.Output, MaxTrainReport)
+	out, err := n.Blobs.Head(job.Output, MaxTrainReport)
 	if err != nil {
 		return "evaluation: output: " + err.Error(), nil
 	}
@@ -422,7 +429,7 @@ func metrics(text string) map[string]float64 {
 func (t *trainRun) finish(state store.JobState, fail string) error {
 	rec := t.rec
 	rec.State, rec.Error, rec.Finished = state, fail, time.Now()
-	return t.n.db.PutTrainRun(rec)
+	return t.n.DB.PutTrainRun(rec)
 }
 
 // interrupted is the error of a run stopped by its node closing; a run

@@ -1,4 +1,4 @@
-package node
+package batch
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/infernet/infernet/node/internal/client"
 	"github.com/infernet/infernet/node/wire"
 )
 
@@ -68,17 +69,17 @@ func (s *runs[R]) get(id wire.JobID) (R, bool) {
 // start runs the run that newRun makes in a goroutine of n's, unless a run
 // of id is under way already (then it returns that one, its events
 // unchanged). A node that is closing starts nothing: that is interrupted.
-func (s *runs[R]) start(n *Node, id wire.JobID, events func(Event), interrupted error, newRun func() R) (R, error) {
+func (s *runs[R]) start(n *Config, id wire.JobID, events func(client.Event), interrupted error, newRun func() R) (R, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r, ok := s.m[id]; ok {
 		return r, nil
 	}
-	if n.ctx.Err() != nil {
+	if n.Life.Err() != nil {
 		var none R
 		return none, fmt.Errorf("%s: %w", id, interrupted)
 	}
-	ctx, cancel := context.WithCancel(n.ctx)
+	ctx, cancel := context.WithCancel(n.Life)
 	r := newRun()
 	b := r.bg()
 	b.events, b.cancel, b.done = events, cancel, make(chan struct{})
@@ -86,9 +87,9 @@ func (s *runs[R]) start(n *Node, id wire.JobID, events func(Event), interrupted 
 		s.m = map[wire.JobID]R{}
 	}
 	s.m[id] = r
-	n.wg.Add(1)
+	n.Group.Add(1)
 	go func() {
-		defer n.wg.Done()
+		defer n.Group.Done()
 		defer cancel()
 		b.err = r.run(ctx)
 		s.mu.Lock()
@@ -118,10 +119,10 @@ func (s *runs[R]) waitFor(ctx context.Context, id wire.JobID) error {
 // until detach.
 type eventSink struct {
 	mu     sync.Mutex
-	events func(Event) // guarded by mu; nil once nobody listens
+	events func(client.Event) // guarded by mu; nil once nobody listens
 }
 
-func (s *eventSink) emit(e Event) {
+func (s *eventSink) emit(e client.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e.Time.IsZero() {
