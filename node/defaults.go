@@ -1,14 +1,11 @@
 package node
 
 import (
-	"context"
 	"fmt"
 	"time"
 
-	"github.com/infernet/infernet/node/internal/client"
 	"github.com/infernet/infernet/node/internal/peers"
 	"github.com/infernet/infernet/node/internal/settle"
-	"github.com/infernet/infernet/node/store"
 )
 
 // The defaults of Config that the documents quote. They are named so that the
@@ -96,55 +93,3 @@ var (
 // FairKeys are the fair-exchange template and its Groth16 keys
 // (Config.Fair).
 type FairKeys = settle.FairKeys
-
-// A job's terms and what the client does with them (see package client).
-type (
-	// Spec is a job as a client submits it: its terms and how it is
-	// replicated, verified, paid and streamed.
-	Spec = client.Spec
-	// Event is a step of a job's progress.
-	Event = client.Event
-	// Checker verifies a one-replica job's output with a check job.
-	Checker = client.Checker
-)
-
-// Event kinds (Event.Kind).
-const (
-	EventAnnounced = client.EventAnnounced
-	EventAssigned  = client.EventAssigned
-	EventRunning   = client.EventRunning
-	EventResult    = client.EventResult
-	EventLost      = client.EventLost
-	EventDisagree  = client.EventDisagree
-)
-
-// Verification methods recorded on jobs (store.Job.Verification).
-const (
-	VerifiedByReplicas = client.VerifiedByReplicas
-	VerifiedByTrust    = client.VerifiedByTrust
-	VerifiedByAudit    = client.VerifiedByAudit
-	VerifiedByCheck    = client.VerifiedByCheck
-)
-
-// Errors of a client's jobs.
-var (
-	// ErrNoProviders: not enough providers match the job's requirements.
-	ErrNoProviders = client.ErrNoProviders
-	// ErrDisagree: replicas returned different results.
-	ErrDisagree = client.ErrDisagree
-	// ErrStreamContradicted: the verified output contradicts what was
-	// streamed.
-	ErrStreamContradicted = client.ErrStreamContradicted
-	// ErrNoVerifyingKeys: proof mode needs the verifying keys.
-	ErrNoVerifyingKeys = client.ErrNoVerifyingKeys
-)
-
-// ProofTemplates returns the CommittedGEMM template sizes of proof-mode
-// jobs on the network.
-func ProofTemplates() []int { return client.ProofTemplates() }
-
-// Submit runs a job on the network and returns its record once it is
-// verified or has failed; events, if set, hears of its progress.
-func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*store.Job, error) {
-	return n.client.Submit(ctx, spec, events)
-}
