@@ -528,14 +528,7 @@ func (c *Client) Submit(ctx context.Context, spec Spec, events func(Event)) (*st
 	if err := n.DB.PutJob(j.rec); err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	c.jobs[ann.Job] = j
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		delete(c.jobs, ann.Job)
-		c.mu.Unlock()
-	}()
+	defer c.track(j)()
 	ctx, cancel := context.WithDeadline(ctx, time.UnixMilli(ann.Deadline))
 	defer cancel()
 	defer j.settleAll(nil) // whatever the verdict left (none if it was reached)
@@ -1259,4 +1252,17 @@ func (c *Client) Announces() []wire.JobAnnounce {
 		out = append(out, *j.ann)
 	}
 	return out
+}
+
+// track makes j one of the client's jobs under way, which bids and late
+// results reach, until the returned untrack is called.
+func (c *Client) track(j *jobRun) (untrack func()) {
+	c.mu.Lock()
+	c.jobs[j.ann.Job] = j
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		delete(c.jobs, j.ann.Job)
+		c.mu.Unlock()
+	}
 }

@@ -601,14 +601,7 @@ func (c *Client) sendCanary() {
 		j := &jobRun{c: c, ann: &ann, req: alwaysMatch, input: k.input, ephemeral: true, vks: k.vks,
 			holders: map[peer.ID]bool{}, matched: map[peer.ID]peers.Candidate{}, bidBackend: map[peer.ID]string{}, late: map[uint8]chan *wire.Result{0: make(chan *wire.Result, 1)},
 			rec: &store.Job{ID: ann.Job, Announce: ann, Created: now}}
-		c.mu.Lock()
-		c.jobs[ann.Job] = j
-		c.mu.Unlock()
-		defer func() {
-			c.mu.Lock()
-			delete(c.jobs, ann.Job)
-			c.mu.Unlock()
-		}()
+		defer c.track(j)()
 		ctx, cancel := context.WithDeadline(n.Life, time.UnixMilli(ann.Deadline))
 		defer cancel()
 		res, err := j.attempt(ctx, 0, p)
