@@ -35,7 +35,7 @@ var ErrAggregatorLied = errors.New("aggregator's result does not check out")
 
 // ---- aggregator side ----
 
-// HandleAggregate runs a sharded job for a client (Config.Aggregator).
+// HandleAggregate runs a sharded job for a client (node.Config.Aggregator).
 func (b *Runner) HandleAggregate(s network.Stream) {
 	n := b.n
 	c := n.Streams.Wrap(s)

@@ -836,7 +836,7 @@ func rootCause(err error) string {
 var ErrLie = errors.New("provider cheated")
 
 // errUnreachable marks a provider that could not be dialled or did not
-// bid: it goes on a back-off (peerBook.unreachable), and the replica, which
+// bid: it goes on a back-off (peers.Book.Unreachable), and the replica, which
 // it never held, does not count it as an attempt.
 var errUnreachable = errors.New("unreachable")
 

@@ -20,7 +20,7 @@ var proofTemplates = wire.ProofTemplates()
 
 // ProofTemplates returns the CommittedGEMM template sizes of proof-mode jobs
 // on the network: 16 and 32. Providers need a proving key
-// (Config.GemmProvingKeys) and clients a verifying key
+// (node.Config.GemmProvingKeys) and clients a verifying key
 // (Config.GemmVerifyingKey) for each.
 func ProofTemplates() []int { return slices.Clone(proofTemplates[:]) }
 

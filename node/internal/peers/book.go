@@ -33,7 +33,7 @@ type Book struct {
 
 	mu    sync.Mutex
 	peers map[peer.ID]*store.Peer // guarded by mu
-	// vouched are peers this node's operator trusts (Config.Trust): they
+	// vouched are peers this node's operator trusts (node.Config.Trust): they
 	// are established whatever their record says, until proven wrong.
 	vouched map[peer.ID]bool // guarded by mu
 	// backoff holds the peers whose dial or bid failed: they are no
@@ -58,7 +58,7 @@ type Book struct {
 	gpu map[peer.ID]*gpuCheck // guarded by mu
 }
 
-// DefaultMaxPeers is the default cap on the peer book (Config.MaxPeers).
+// DefaultMaxPeers is the default cap on the peer book (node.Config.MaxPeers).
 const DefaultMaxPeers = 2048
 
 // Peers with no history that have been silent this long are pruned.
@@ -111,7 +111,7 @@ func (b *Book) Load() error {
 	return b.Flush()
 }
 
-// Vouch adds peers the operator vouches for, as Config.Trust does.
+// Vouch adds peers the operator vouches for, as node.Config.Trust does.
 func (b *Book) Vouch(ids ...peer.ID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
