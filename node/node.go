@@ -334,6 +334,7 @@ type Node struct {
 	host    host.Host
 	dht     *dht.IpfsDHT
 	punched reach.Punched // peers a hole punch succeeded with
+	relayed reach.Usage   // what the relay service spends
 	gossip  *gossip.Gossip
 	blobs   *blob.Store
 	blobSvc *blobnet.Service
@@ -590,7 +591,7 @@ func (n *Node) startHost() error {
 	if n.cfg.NAT {
 		opts = append(opts, libp2p.NATPortMap())
 	}
-	reachOpts, bind, err := n.cfg.Reach.Options(&n.punched)
+	reachOpts, bind, err := n.cfg.Reach.Options(&n.punched, &n.relayed)
 	if err != nil {
 		return err
 	}
@@ -600,7 +601,11 @@ func (n *Node) startHost() error {
 	}
 	bind(h)
 	n.host = h
-	return reach.Watch(n.ctx, h, n.log)
+	var use *reach.Usage
+	if n.cfg.Reach.Relay {
+		use = &n.relayed
+	}
+	return reach.Watch(n.ctx, h, n.log, use, n.cfg.Reach.Limits)
 }
 
 // bootstrap connects to the bootstrap peers (at least one must answer when

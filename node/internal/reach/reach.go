@@ -133,9 +133,9 @@ func (c Config) staticRelays() ([]peer.AddrInfo, error) {
 }
 
 // Options returns the libp2p options for c; punched is told of every
-// successful hole punch. Call bind with the host once it exists: the relay
+// successful hole punch, use of what the relay service spends. Call bind with the host once it exists: the relay
 // finder asks it for candidates when no static relay is set.
-func (c Config) Options(punched *Punched) (opts []libp2p.Option, bind func(host.Host), err error) {
+func (c Config) Options(punched *Punched, use *Usage) (opts []libp2p.Option, bind func(host.Host), err error) {
 	if err := c.Validate(); err != nil {
 		return nil, nil, err
 	}
@@ -155,7 +155,7 @@ func (c Config) Options(punched *Punched) (opts []libp2p.Option, bind func(host.
 		opts = append(opts, libp2p.ForceReachabilityPrivate())
 	}
 	if c.Relay {
-		opts = append(opts, libp2p.EnableRelayService(relay.WithResources(c.Limits.Resources())))
+		opts = append(opts, libp2p.EnableRelayService(relay.WithResources(c.Limits.Resources()), relay.WithMetricsTracer(use)))
 	}
 	static, _ := c.staticRelays()
 	// Relay candidates come back quickly: a home node should get a slot
@@ -217,20 +217,43 @@ func RelayAddrs(addrs []ma.Multiaddr) []ma.Multiaddr {
 	return out
 }
 
+// usageEvery is how often Watch logs a relay's changed usage.
+const usageEvery = 10 * time.Second
+
 // Watch logs, until ctx is done, every change of this node's reachability
-// (AutoNAT's verdict) and of its relayed addresses.
-func Watch(ctx context.Context, h host.Host, log *slog.Logger) error {
+// (AutoNAT's verdict) and of its relayed addresses, and, when use is not
+// nil, what its relay service spends against limits.
+func Watch(ctx context.Context, h host.Host, log *slog.Logger, use *Usage, limits Limits) error {
 	sub, err := h.EventBus().Subscribe([]any{new(event.EvtLocalReachabilityChanged), new(event.EvtLocalAddressesUpdated)})
 	if err != nil {
 		return fmt.Errorf("reachability events: %w", err)
 	}
+	rc := limits.Resources() // zero limits are libp2p's defaults
+	tick := time.NewTicker(usageEvery)
+	logUse := func(last UsageStats) UsageStats {
+		if use == nil {
+			return last
+		}
+		if st := use.Stats(); st != last {
+			log.Info("relay usage", "active", st.Active, "reservations", st.Reservations, "max_reservations", rc.MaxReservations,
+				"circuits", st.Circuits, "circuits_opened", st.Opened, "refused", st.Refused, "bytes", st.Bytes,
+				"max_circuits_per_peer", rc.MaxCircuits, "data_limit_per_circuit", rc.Limit.Data, "duration_limit", rc.Limit.Duration)
+			return st
+		}
+		return last
+	}
 	go func() {
 		defer sub.Close()
-		var relays string
+		defer tick.Stop()
+		relays := fmt.Sprint([]ma.Multiaddr(nil)) // none yet: nothing to say
+		var used UsageStats
 		for {
 			select {
 			case <-ctx.Done():
+				logUse(used)
 				return
+			case <-tick.C:
+				used = logUse(used)
 			case e, ok := <-sub.Out():
 				if !ok {
 					return
