@@ -605,7 +605,7 @@ func (n *Node) startHost() error {
 	if n.cfg.Reach.Relay {
 		use = &n.relayed
 	}
-	return reach.Watch(n.ctx, h, n.log, use, n.cfg.Reach.Limits)
+	return reach.Watch(n.ctx, h, n.log, use, n.cfg.Reach)
 }
 
 // bootstrap connects to the bootstrap peers (at least one must answer when

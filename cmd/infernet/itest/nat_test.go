@@ -106,9 +106,15 @@ func newNATLab(t *testing.T, natB nat) *natLab {
 		addr(side.home, "eth0", fmt.Sprintf("192.168.%d.2/24", n))
 		route(side.home, fmt.Sprintf("192.168.%d.1", n))
 		forward(side.router)
-		// A home router: masquerade out, and only replies (conntrack) in.
+		// A home router: masquerade out, and only replies (conntrack) in;
+		// the rest is dropped unanswered, as home routers do (an RST to an
+		// early hole punching SYN would end the punch).
 		sh(t, fmt.Sprintf(`table ip infernet {
 	chain natout { type nat hook postrouting priority srcnat; oifname "wan0" %s; }
+	chain input { type filter hook input priority filter; policy drop;
+		iifname { "lo", "lan0" } accept
+		ct state established,related accept
+	}
 	chain firewall { type filter hook forward priority filter; policy drop;
 		iifname "lan0" accept
 		ct state established,related accept

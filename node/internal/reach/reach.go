@@ -222,8 +222,10 @@ const usageEvery = 10 * time.Second
 
 // Watch logs, until ctx is done, every change of this node's reachability
 // (AutoNAT's verdict) and of its relayed addresses, and, when use is not
-// nil, what its relay service spends against limits.
-func Watch(ctx context.Context, h host.Host, log *slog.Logger, use *Usage, limits Limits) error {
+// nil, what its relay service spends against limits; it also runs
+// Repunch unless hole punching is off.
+func Watch(ctx context.Context, h host.Host, log *slog.Logger, use *Usage, c Config) error {
+	limits, noPunch := c.Limits, c.NoHolePunch
 	sub, err := h.EventBus().Subscribe([]any{new(event.EvtLocalReachabilityChanged), new(event.EvtLocalAddressesUpdated)})
 	if err != nil {
 		return fmt.Errorf("reachability events: %w", err)
@@ -245,6 +247,9 @@ func Watch(ctx context.Context, h host.Host, log *slog.Logger, use *Usage, limit
 	go func() {
 		defer sub.Close()
 		defer tick.Stop()
+		if !noPunch {
+			go Repunch(ctx, h, log)
+		}
 		relays := fmt.Sprint([]ma.Multiaddr(nil)) // none yet: nothing to say
 		var used UsageStats
 		for {
