@@ -155,7 +155,11 @@ func (c Config) Options(punched *Punched, use *Usage) (opts []libp2p.Option, bin
 		opts = append(opts, libp2p.ForceReachabilityPrivate())
 	}
 	if c.Relay {
-		opts = append(opts, libp2p.EnableRelayService(relay.WithResources(c.Limits.Resources()), relay.WithMetricsTracer(use)))
+		ropts := []relay.Option{relay.WithResources(c.Limits.Resources())}
+		if use != nil {
+			ropts = append(ropts, relay.WithMetricsTracer(use))
+		}
+		opts = append(opts, libp2p.EnableRelayService(ropts...))
 	}
 	static, _ := c.staticRelays()
 	// Relay candidates come back quickly: a home node should get a slot
