@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -170,9 +171,11 @@ func TestNAT(t *testing.T) {
 		natB nat
 		// after is how the client reaches the provider once jobs ran.
 		after string
+		// bulk measures what share of a 50 MiB input the relay carries.
+		bulk bool
 	}{
-		{"both cone", cone, "hole-punched"},
-		{"one symmetric", symmetric, "relayed"},
+		{"both cone", cone, "hole-punched", true},
+		{"one symmetric", symmetric, "relayed", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			lab := newNATLab(t, tt.natB)
@@ -208,7 +211,7 @@ func TestNAT(t *testing.T) {
 					return advert
 				})
 			}
-			job := func(i int) {
+			job := func(i int, input string, want []byte) {
 				t.Helper()
 				outFile := filepath.Join(t.TempDir(), "out")
 				stdout, stderr, code := client.infernet(t, nil, "submit", module, "--input", input, "--replicas", "2",
@@ -234,7 +237,7 @@ func TestNAT(t *testing.T) {
 			}
 			// The first job goes through the relay: the providers have no
 			// other address the client could dial.
-			job(0)
+			job(0, input, want)
 			t.Logf("%s: providers' start to relayed addresses %v, to the first job's verified result %v", tt.name, relayedAt, time.Since(start))
 			// Then the connections become direct where the routers allow a
 			// hole punch, and stay relayed where not; jobs run either way.
@@ -246,7 +249,7 @@ func TestNAT(t *testing.T) {
 			}
 			t.Logf("%s: providers' start to %s connections %v", tt.name, tt.after, time.Since(start))
 			for i := 1; i < 3; i++ {
-				job(i)
+				job(i, input, want)
 			}
 			for id := range ids {
 				if got, _ := via(t, client, id); got != tt.after {
@@ -255,16 +258,61 @@ func TestNAT(t *testing.T) {
 			}
 			// The relay carried the first connection (its circuit count),
 			// and says what it spent against its limits.
-			var use string
-			waitFor(t, 30*time.Second, "the relay's usage", func() bool {
-				m := relayUsage.FindAllString(relay.stderr.String(), -1)
-				if len(m) == 0 || strings.Contains(m[len(m)-1], "circuits_opened=0") {
-					return false
-				}
-				use = m[len(m)-1]
-				return true
-			})
+			use := lastUsage(t, relay)
 			t.Logf("%s: %s", tt.name, use)
+			if !tt.bulk {
+				return
+			}
+			// A 50 MiB input, fetched by both providers, goes over the
+			// direct connections: the relay carries almost none of it.
+			big := filepath.Join(t.TempDir(), "big")
+			if err := os.WriteFile(big, append([]byte("10 10\n"), bytes.Repeat([]byte{'\n'}, 50<<20)...), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			// The relay logs its usage every 10 s when it changed: a line
+			// logged 11 s after the last job is the count at its end.
+			time.Sleep(11 * time.Second)
+			before := usageBytes(t, lastUsage(t, relay))
+			job(3, big, []byte("mandelbrot 10x10 maxiter 10 iterations 571 hash 2ff3f46a\n"))
+			time.Sleep(11 * time.Second)
+			after := usageBytes(t, lastUsage(t, relay))
+			moved := int64(2 * (50<<20 + 6))
+			t.Logf("%s: 50 MiB input to two providers: the relay carried %d of %d bytes (%.3f%%)", tt.name, after-before, moved,
+				100*float64(after-before)/float64(moved))
+			if after-before > moved/100 {
+				t.Errorf("the relay carried %d bytes of a %d-byte transfer over hole-punched connections", after-before, moved)
+			}
 		})
 	}
+}
+
+var relayBytes = regexp.MustCompile(` bytes=(\d+)`)
+
+// lastUsage waits for the relay's latest usage line to count a circuit.
+func lastUsage(t *testing.T, relay *proc) string {
+	t.Helper()
+	var use string
+	waitFor(t, 30*time.Second, "the relay's usage", func() bool {
+		m := relayUsage.FindAllString(relay.stderr.String(), -1)
+		if len(m) == 0 || strings.Contains(m[len(m)-1], "circuits_opened=0") {
+			return false
+		}
+		use = m[len(m)-1]
+		return true
+	})
+	return use
+}
+
+// usageBytes is the bytes count of a relay usage line.
+func usageBytes(t *testing.T, line string) int64 {
+	t.Helper()
+	m := relayBytes.FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("no bytes in %q", line)
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
