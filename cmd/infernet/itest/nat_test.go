@@ -211,6 +211,7 @@ func TestNAT(t *testing.T) {
 					return advert
 				})
 			}
+			advertsAt := time.Since(start)
 			job := func(i int, input string, want []byte) {
 				t.Helper()
 				outFile := filepath.Join(t.TempDir(), "out")
@@ -238,7 +239,8 @@ func TestNAT(t *testing.T) {
 			// The first job goes through the relay: the providers have no
 			// other address the client could dial.
 			job(0, input, want)
-			t.Logf("%s: providers' start to relayed addresses %v, to the first job's verified result %v", tt.name, relayedAt, time.Since(start))
+			t.Logf("%s: providers' start to relayed addresses %v, to the client holding their adverts %v, to the first job's verified result %v",
+				tt.name, relayedAt, advertsAt, time.Since(start))
 			// Then the connections become direct where the routers allow a
 			// hole punch, and stay relayed where not; jobs run either way.
 			for id := range ids {

@@ -110,8 +110,10 @@ func Control(ctx context.Context) context.Context {
 }
 
 // DirectWait is how long a bulk transfer waits for a direct connection
-// (a hole punch) before going through the relay.
-const DirectWait = 15 * time.Second
+// (a hole punch) before going through the relay: a punch takes a few round
+// trips once the relayed connection is up, and a job's first blob should
+// not wait on one that failed (a node's first is often too early).
+const DirectWait = 5 * time.Second
 
 // OpenBulk opens a stream to p for a bulk transfer (blobs): over a direct
 // connection, waiting up to DirectWait for a hole punch when only a relayed
