@@ -241,6 +241,11 @@ func TestNAT(t *testing.T) {
 			job(0, input, want)
 			t.Logf("%s: providers' start to relayed addresses %v, to the client holding their adverts %v, to the first job's verified result %v",
 				tt.name, relayedAt, advertsAt, time.Since(start))
+			// The client was given no relay: it found the relay among its
+			// connected peers (identify says who speaks the hop protocol).
+			waitFor(t, 60*time.Second, "the client's relayed address, from a relay it found", func() bool {
+				return strings.Contains(client.stderr.String(), "/p2p-circuit")
+			})
 			// Then the connections become direct where the routers allow a
 			// hole punch, and stay relayed where not; jobs run either way.
 			for id := range ids {
