@@ -30,6 +30,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
+	circuitproto "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/proto"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	ma "github.com/multiformats/go-multiaddr"
 )
@@ -133,8 +134,9 @@ func (c Config) staticRelays() ([]peer.AddrInfo, error) {
 }
 
 // Options returns the libp2p options for c; punched is told of every
-// successful hole punch, use of what the relay service spends. Call bind with the host once it exists: the relay
-// finder asks it for candidates when no static relay is set.
+// successful hole punch, use of what the relay service spends. Call bind
+// with the host once it exists: the relay finder asks it for candidates
+// when no static relay is set.
 func (c Config) Options(punched *Punched, use *Usage) (opts []libp2p.Option, bind func(host.Host), err error) {
 	if err := c.Validate(); err != nil {
 		return nil, nil, err
@@ -177,7 +179,7 @@ func (c Config) Options(punched *Punched, use *Usage) (opts []libp2p.Option, bin
 }
 
 // HopProtocol is the protocol a peer offering relay service speaks.
-const HopProtocol protocol.ID = "/libp2p/circuit/relay/0.2.0/hop"
+const HopProtocol protocol.ID = circuitproto.ProtoIDv2Hop
 
 // relayPeers returns autorelay's peer source: the connected peers that
 // speak HopProtocol (identify told us), bootstrap peers among them.

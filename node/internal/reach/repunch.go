@@ -10,11 +10,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-libp2p/p2p/protocol/holepunch"
 )
-
-// dcutr is the hole punching protocol.
-const dcutr protocol.ID = "/libp2p/dcutr"
 
 // repunchEvery is how often Repunch looks for relayed-only peers.
 const repunchEvery = 5 * time.Second
@@ -43,7 +40,7 @@ func Repunch(ctx context.Context, h host.Host, log *slog.Logger) {
 			return
 		case <-t.C:
 		}
-		if !slices.Contains(h.Mux().Protocols(), dcutr) {
+		if !slices.Contains(h.Mux().Protocols(), holepunch.Protocol) {
 			continue // we have no public address yet
 		}
 		now := time.Now()
@@ -51,7 +48,7 @@ func Repunch(ctx context.Context, h host.Host, log *slog.Logger) {
 			if now.Sub(tried[p]) < repunchAfter || !idleInboundRelayed(h, p, now) {
 				continue
 			}
-			if ok, err := h.Peerstore().SupportsProtocols(p, dcutr); err != nil || len(ok) == 0 {
+			if ok, err := h.Peerstore().SupportsProtocols(p, holepunch.Protocol); err != nil || len(ok) == 0 {
 				continue
 			}
 			tried[p] = now
