@@ -27,6 +27,7 @@ import (
 	"github.com/infernet/infernet/node/internal/client"
 	"github.com/infernet/infernet/node/internal/peers"
 	"github.com/infernet/infernet/node/internal/provider"
+	"github.com/infernet/infernet/node/internal/reach"
 	"github.com/infernet/infernet/node/internal/runner"
 	"github.com/infernet/infernet/node/internal/settle"
 
@@ -74,6 +75,9 @@ type Config struct {
 	// so that nothing but loopback is ever contacted.
 	MDNS bool
 	NAT  bool
+	// Reach is how this node is reached behind NAT and helps others to be:
+	// relay service and its limits, static relays, AutoNAT, hole punching.
+	Reach ReachConfig
 	// Provide makes the node run jobs for others.
 	Provide bool
 	// Slots is how many jobs run at once; default the number of CPUs.
@@ -223,6 +227,17 @@ type Config struct {
 // far less on a logit.
 const DefaultCheckTie = 0.05
 
+// ReachConfig is Config.Reach (reach.Config): relay service within
+// limits, static relays, forced reachability, hole punching.
+type ReachConfig = reach.Config
+
+// How a peer is reached (PeerInfo.Via).
+const (
+	ViaDirect      = reach.Direct
+	ViaRelayed     = reach.Relayed
+	ViaHolePunched = reach.HolePunched
+)
+
 // DefaultConfig returns the defaults of `infernet node`.
 func DefaultConfig() Config {
 	dir := ".infernet"
@@ -234,6 +249,7 @@ func DefaultConfig() Config {
 		Listen:         listenAll(DefaultListenPort),
 		MDNS:           true,
 		NAT:            true,
+		Reach:          ReachConfig{Reachability: reach.Auto, Limits: reach.DefaultLimits()},
 		Provide:        true,
 		Backend:        DefaultBackend,
 		AdvertInterval: DefaultAdvertInterval,
@@ -317,6 +333,8 @@ type Node struct {
 
 	host    host.Host
 	dht     *dht.IpfsDHT
+	punched reach.Punched // peers a hole punch succeeded with
+	relayed reach.Usage   // what the relay service spends
 	gossip  *gossip.Gossip
 	blobs   *blob.Store
 	blobSvc *blobnet.Service
@@ -573,12 +591,21 @@ func (n *Node) startHost() error {
 	if n.cfg.NAT {
 		opts = append(opts, libp2p.NATPortMap())
 	}
-	h, err := libp2p.New(opts...)
+	reachOpts, bind, err := n.cfg.Reach.Options(&n.punched, &n.relayed)
+	if err != nil {
+		return err
+	}
+	h, err := libp2p.New(append(opts, reachOpts...)...)
 	if err != nil {
 		return fmt.Errorf("libp2p: %w", err)
 	}
+	bind(h)
 	n.host = h
-	return nil
+	var use *reach.Usage
+	if n.cfg.Reach.Relay {
+		use = &n.relayed
+	}
+	return reach.Watch(n.ctx, h, n.log, use, n.cfg.Reach)
 }
 
 // bootstrap connects to the bootstrap peers (at least one must answer when
@@ -851,6 +878,9 @@ type PeerInfo struct {
 	Connected   bool    `json:"connected"`
 	// LatencyMS is libp2p's moving average of round trips (0: unknown).
 	LatencyMS float64 `json:"latency_ms,omitempty"`
+	// Via is how the peer is reached now: ViaDirect, ViaRelayed or
+	// ViaHolePunched ("" when not connected).
+	Via string `json:"via,omitempty"`
 }
 
 // Peers returns every peer this node knows: those that advertised, and
@@ -875,6 +905,7 @@ func (n *Node) Peers() []PeerInfo {
 			info.Addrs = append(info.Addrs, a.String())
 		}
 		info.LatencyMS = float64(n.host.Peerstore().LatencyEWMA(id).Microseconds()) / 1000
+		info.Via = reach.How(n.host, &n.punched, id)
 		out = append(out, info)
 	}
 	for _, p := range known {

@@ -321,6 +321,10 @@ type Peer struct {
 	Connected   bool    `json:"connected"`
 	// LatencyMS is the moving average of round trips (0: unknown).
 	LatencyMS float64 `json:"latency_ms,omitempty"`
+	// Via is how the peer is reached now: "direct", "relayed" (through a
+	// circuit relay, limited to control messages) or "hole-punched" (a
+	// direct connection a hole punch opened); "" when not connected.
+	Via string `json:"via,omitempty"`
 	// Record is what Reputation is scored from (Record.Lies: the results
 	// of the peer's that were outvoted, ever).
 	Record ReputationRecord `json:"record"`
@@ -419,7 +423,7 @@ func jobValue(j store.Job) Job { return *jobOf(&j) }
 func peerOf(p node.PeerInfo) Peer {
 	return Peer{ID: p.ID, Addrs: p.Addrs, Advert: p.Advert, LastSeen: p.LastSeen, Paid: p.Paid, Unpaid: p.Unpaid,
 		Reputation: p.Reputation, Why: p.Why, Established: p.Established, Trusted: p.Trusted, Banned: p.Banned,
-		Connected: p.Connected, LatencyMS: p.LatencyMS, Record: p.Rep}
+		Connected: p.Connected, LatencyMS: p.LatencyMS, Via: p.Via, Record: p.Rep}
 }
 
 func shardedJobOf(s *node.ShardedJob) *ShardedJob {

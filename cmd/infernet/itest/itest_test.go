@@ -48,6 +48,7 @@ type proc struct {
 	cmd     *exec.Cmd
 	addr    string // first dialable multiaddr
 	stderr  *syncBuffer
+	ns      string // network namespace it runs in ("": this one)
 }
 
 type syncBuffer struct {
@@ -86,11 +87,28 @@ func peerID(t *testing.T, p *proc) string {
 // startNodeAt is startNode with a data directory prepared by the caller.
 func startNodeAt(t *testing.T, name, dataDir string, extra ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, dataDir: dataDir, stderr: &syncBuffer{}}
-	args := append([]string{"node", "--datadir", p.dataDir, "--listen", "/ip4/127.0.0.1/tcp/0",
+	p := &proc{name: name, dataDir: dataDir}
+	return p.start(t, "/ip4/127.0.0.1/", append([]string{"--listen", "/ip4/127.0.0.1/tcp/0"}, extra...)...)
+}
+
+// command is the infernet CLI with args, in p's network namespace if it
+// has one.
+func (p *proc) command(args ...string) *exec.Cmd {
+	if p.ns != "" {
+		return exec.Command("ip", append([]string{"netns", "exec", p.ns, binary}, args...)...)
+	}
+	return exec.Command(binary, args...)
+}
+
+// start starts p's node process with extra flags and waits until it
+// printed an address beginning with addrPrefix and its API answers.
+func (p *proc) start(t *testing.T, addrPrefix string, extra ...string) *proc {
+	t.Helper()
+	p.stderr = &syncBuffer{}
+	args := append([]string{"node", "--datadir", p.dataDir,
 		"--api", "127.0.0.1:0", "--mdns=false", "--nat=false", "--slots", "2",
 		"--heartbeat", "200ms", "--silence", "3s", "--gossip-heartbeat", "100ms", "--backend", "reference"}, extra...)
-	p.cmd = exec.Command(binary, args...)
+	p.cmd = p.command(args...)
 	p.cmd.Stderr = p.stderr
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
@@ -126,16 +144,20 @@ func startNodeAt(t *testing.T, name, dataDir string, extra ...string) *proc {
 		select {
 		case l, ok := <-lines:
 			if !ok {
-				t.Fatalf("%s exited: %s", name, p.stderr.String())
+				t.Fatalf("%s exited: %s", p.name, p.stderr.String())
 			}
-			if strings.HasPrefix(l, "/ip4/127.0.0.1/") {
+			if strings.HasPrefix(l, addrPrefix) {
 				p.addr = l
 			}
 		case <-timeout:
-			t.Fatalf("%s printed no address: %s", name, p.stderr.String())
+			t.Fatalf("%s printed no address: %s", p.name, p.stderr.String())
 		}
 	}
-	waitFor(t, 30*time.Second, name+"'s API", func() bool {
+	waitFor(t, 30*time.Second, p.name+"'s API", func() bool {
+		if p.ns != "" { // its loopback API is inside the namespace
+			_, _, code := p.infernet(t, nil, "peers", "--json", "--datadir", p.dataDir)
+			return code == 0
+		}
 		c, err := api.Dial(p.dataDir, "")
 		if err != nil {
 			return false
@@ -169,7 +191,13 @@ func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
 // infernet runs the CLI and returns stdout, stderr and the exit code.
 func infernet(t *testing.T, stdin []byte, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	return (&proc{}).infernet(t, stdin, args...)
+}
+
+// infernet runs the CLI in p's network namespace.
+func (p *proc) infernet(t *testing.T, stdin []byte, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := p.command(args...)
 	cmd.Stdin = bytes.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

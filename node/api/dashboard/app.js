@@ -121,7 +121,7 @@ function peers(s) {
     const a = p.advert;
     const flags = (p.trusted ? chip("verified", "trusted") : "") + (p.banned ? chip("failed", "banned") : "");
     return `<tr data-peer="${esc(p.id)}"><td>${idCell(p.id)}</td>` +
-      `<td>${p.connected ? chip("done", "yes") : chip("none", "no")}</td>` +
+      `<td>${p.connected ? chip("done", p.via || "yes") : chip("none", "no")}</td>` +
       `<td class="num"><span class="bar"><span class="w${Math.round(Math.min(1, Math.max(0, p.reputation)) * 10)}"></span></span> ${p.reputation.toFixed(2)}</td>` +
       `<td>${flags}</td><td class="why">${esc(p.why)}</td>` +
       `<td>${a ? esc((a.Backends || []).join(", ")) : '<span class="muted">client</span>'}</td>` +

@@ -26,6 +26,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/internal/reach"
 	"github.com/infernet/infernet/node/wire"
 )
 
@@ -418,7 +419,9 @@ type conn struct {
 func (s *Service) dial(ctx context.Context, p peer.ID) (*conn, error) {
 	octx, cancel := context.WithTimeout(ctx, s.cfg.StreamTimeout)
 	defer cancel()
-	st, err := s.h.NewStream(octx, p, ProtocolID)
+	// Blobs are bulk: over a direct connection, or the relay within its
+	// data limit once no hole punch came (package reach).
+	st, err := reach.OpenBulk(octx, s.h, p, ProtocolID)
 	if err != nil {
 		return nil, fmt.Errorf("open stream: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 
+	"github.com/infernet/infernet/node/internal/reach"
 	"github.com/infernet/infernet/node/wire"
 )
 
@@ -38,8 +39,10 @@ func (ss *Streams) Wrap(s network.Stream) *Conn {
 }
 
 // Open opens a stream to p for proto; ctx bounds dialling and negotiation.
+// Framed streams carry control messages, so they may run over a relayed
+// (limited) connection: see package reach.
 func (ss *Streams) Open(ctx context.Context, p peer.ID, proto protocol.ID) (*Conn, error) {
-	s, err := ss.host.NewStream(ctx, p, proto)
+	s, err := ss.host.NewStream(reach.Control(ctx), p, proto)
 	if err != nil {
 		return nil, err
 	}

@@ -61,6 +61,10 @@ type NodeOptions struct {
 	Memory, Output, Module, Input, Data, BlobQuota, ModelCache, DeviceCache string
 	// Trust are the --trust peer IDs, as given.
 	Trust []string
+	// RelayData is --relay.data, as given.
+	RelayData string
+	// NoHolePunch is --hole-punch=false.
+	NoHolePunch bool
 }
 
 // NewCmdNode returns `infernet node`. runF replaces the action in tests.
@@ -116,6 +120,14 @@ stdout (give one to other nodes as --bootstrap).`,
 	f.BoolVar(&noProvide, "no-provide", false, "client only: do not run jobs for others")
 	f.BoolVar(&c.MDNS, "mdns", c.MDNS, "find peers on the local network with mDNS")
 	f.BoolVar(&c.NAT, "nat", c.NAT, "ask the router for a port mapping (UPnP, NAT-PMP)")
+	f.BoolVar(&c.Reach.Relay, "relay", false, "offer circuit relay service to peers behind NAT (once this node is publicly reachable), within the --relay.* limits")
+	f.IntVar(&c.Reach.Limits.MaxReservations, "relay.max-reservations", c.Reach.Limits.MaxReservations, "peers that may hold a relay slot here at once")
+	f.IntVar(&c.Reach.Limits.MaxCircuits, "relay.max-circuits", c.Reach.Limits.MaxCircuits, "relayed connections one peer may have open here at once")
+	f.StringVar(&opts.RelayData, "relay.data", formatSize(c.Reach.Limits.Data), "most bytes relayed each way on one connection before it is reset (`SIZE`)")
+	f.DurationVar(&c.Reach.Limits.Duration, "relay.duration", c.Reach.Limits.Duration, "longest a relayed connection may last")
+	f.StringArrayVar(&c.Reach.StaticRelays, "relay.static", nil, "`MULTIADDR` with /p2p/ID of a relay to reserve a slot on when this node is not reachable (repeatable; default: connected peers that offer relay service)")
+	f.StringVar(&c.Reach.Reachability, "reachability", c.Reach.Reachability, "whether this node is reachable from the internet: auto (AutoNAT finds out), public or private (ask relays for a slot at once)")
+	f.BoolVar(&opts.NoHolePunch, "no-hole-punch", false, "do not replace relayed connections by direct ones through hole punching (DCUtR)")
 	f.IntVar(&c.Slots, "slots", 0, "jobs run at once (default: number of CPUs)")
 	f.Uint64Var(&c.Price, "price", 0, "price per job replica in millisatoshi")
 	f.StringVar(&opts.Memory, "max-memory", formatSize(node.DefaultMaxMemory), "largest job memory accepted, guest and tensor memory together (`SIZE`)")
@@ -171,6 +183,7 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 		{"--blob-quota", o.BlobQuota, func(n uint64) { o.Config.BlobQuota = int64(min(n, math.MaxInt64)) }},
 		{"--model-cache", o.ModelCache, func(n uint64) { o.Config.ModelCache = int64(min(n, math.MaxInt64)) }},
 		{"--device-cache", o.DeviceCache, func(n uint64) { o.Config.DeviceCache = int64(min(n, math.MaxInt64)) }},
+		{"--relay.data", o.RelayData, func(n uint64) { o.Config.Reach.Limits.Data = int64(min(n, math.MaxInt64)) }},
 	}
 	for _, sz := range sizes {
 		n, err := parseSize(sz.value)
@@ -178,6 +191,10 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 			return &exitError{Code: ExitError, Err: fmt.Errorf("%s: %w", sz.flag, err)}
 		}
 		sz.set(n)
+	}
+	o.Config.Reach.NoHolePunch = o.NoHolePunch
+	if err := o.Config.Reach.Validate(); err != nil {
+		return &exitError{Code: ExitError, Err: err}
 	}
 	for _, t := range o.Trust {
 		id, err := peer.Decode(t)
@@ -228,8 +245,16 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 	for _, f := range features {
 		role += ", " + f
 	}
+	if o.Config.Reach.Relay {
+		l := o.Config.Reach.Limits
+		role += fmt.Sprintf(", relay (%d reservations, %d circuits a peer, %s and %s a connection)",
+			l.MaxReservations, l.MaxCircuits, formatSize(l.Data), l.Duration)
+	}
+	// AutoNAT's verdict and the relayed addresses are logged as they come
+	// ("reachability", "relayed addresses").
 	log.Info("node running", "id", n.ID(), "role", role, "api", srv.Addr(),
-		"datadir", mustAbs(o.Config.DataDir), "listen", strings.Join(o.Config.Listen, " "))
+		"datadir", mustAbs(o.Config.DataDir), "listen", strings.Join(o.Config.Listen, " "),
+		"reachability", o.Config.Reach.Reachability)
 	<-ctx.Done()
 	log.Info("node stopping")
 	return nil

@@ -55,15 +55,18 @@ func NewCmdPeers(stdio IO) *cobra.Command {
 			tw := tabwriter.NewWriter(stdio.Out, 2, 4, 2, ' ', 0)
 			// PAID/UNPAID: results this node ran for the peer as a client,
 			// paid for and not.
-			fmt.Fprintln(tw, "PEER\tCONNECTED\tREPUTATION\tSLOTS\tBACKENDS\tPRICE\tLATENCY\tSEEN\tPAID/UNPAID\tWHY")
+			fmt.Fprintln(tw, "PEER\tCONNECTED\tVIA\tREPUTATION\tSLOTS\tBACKENDS\tPRICE\tLATENCY\tSEEN\tPAID/UNPAID\tWHY")
 			for _, p := range peers {
-				slots, backends, price := "-", "-", "-"
+				slots, backends, price, via := "-", "-", "-", "-"
+				if p.Via != "" {
+					via = p.Via // direct, relayed or hole-punched
+				}
 				if a := p.Advert; a != nil {
 					slots = fmt.Sprintf("%d/%d", a.FreeSlots, a.Slots)
 					backends = strings.Join(a.Backends, ",")
 					price = fmt.Sprintf("%d msat", a.Price)
 				}
-				fmt.Fprintf(tw, "%s\t%v\t%.2f\t%s\t%s\t%s\t%.1f ms\t%s ago\t%d/%d\t%s\n", p.ID, p.Connected, p.Reputation,
+				fmt.Fprintf(tw, "%s\t%v\t%s\t%.2f\t%s\t%s\t%s\t%.1f ms\t%s ago\t%d/%d\t%s\n", p.ID, p.Connected, via, p.Reputation,
 					slots, backends, price, p.LatencyMS, time.Since(p.LastSeen).Round(time.Second), p.Paid, p.Unpaid, p.Why)
 			}
 			return tw.Flush()
