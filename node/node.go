@@ -153,7 +153,7 @@ type Config struct {
 	// CheckTie is the near-tie bound, in logits, of the check jobs
 	// (Spec.Check) of this client's tolerance-mode jobs: a greedy token
 	// the checker would not have chosen passes when its logit is within
-	// CheckTie of the checker's top one (see jobRun.runCheck). 0 checks
+	// CheckTie of the checker's top one (see package client's check jobs). 0 checks
 	// exactly; at most llama.MaxTie. DefaultConfig: DefaultCheckTie.
 	CheckTie float32
 	// NoAudit stops this client from ever running a job itself. By default
@@ -605,7 +605,7 @@ func (n *Node) startHost() error {
 	if n.cfg.Reach.Relay {
 		use = &n.relayed
 	}
-	return reach.Watch(n.ctx, h, n.log, use, n.cfg.Reach)
+	return reach.Watch(n.ctx, &n.wg, h, n.log, use, n.cfg.Reach)
 }
 
 // bootstrap connects to the bootstrap peers (at least one must answer when

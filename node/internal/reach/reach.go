@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -229,8 +230,8 @@ const usageEvery = 10 * time.Second
 // Watch logs, until ctx is done, every change of this node's reachability
 // (AutoNAT's verdict) and of its relayed addresses, and, when use is not
 // nil, what its relay service spends against limits; it also runs
-// Repunch unless hole punching is off.
-func Watch(ctx context.Context, h host.Host, log *slog.Logger, use *Usage, c Config) error {
+// Repunch unless hole punching is off. Its goroutines are counted in wg.
+func Watch(ctx context.Context, wg *sync.WaitGroup, h host.Host, log *slog.Logger, use *Usage, c Config) error {
 	limits, noPunch := c.Limits, c.NoHolePunch
 	sub, err := h.EventBus().Subscribe([]any{new(event.EvtLocalReachabilityChanged), new(event.EvtLocalAddressesUpdated)})
 	if err != nil {
@@ -250,12 +251,18 @@ func Watch(ctx context.Context, h host.Host, log *slog.Logger, use *Usage, c Con
 		}
 		return last
 	}
+	if !noPunch {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			Repunch(ctx, h, log)
+		}()
+	}
+	wg.Add(1)
 	go func() {
+		defer wg.Done()
 		defer sub.Close()
 		defer tick.Stop()
-		if !noPunch {
-			go Repunch(ctx, h, log)
-		}
 		relays := fmt.Sprint([]ma.Multiaddr(nil)) // none yet: nothing to say
 		var used UsageStats
 		for {
