@@ -1,0 +1,176 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/infernet/infernet/node/internal/peers"
+	"github.com/infernet/infernet/node/internal/reach"
+
+	"github.com/libp2p/go-libp2p"
+	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/routing"
+	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	noise "github.com/libp2p/go-libp2p/p2p/security/noise"
+	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
+	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/infernet/infernet/node/wire"
+)
+
+func (n *Node) startHost() error {
+	cm, err := connmgr.NewConnManager(100, 400)
+	if err != nil {
+		return err
+	}
+	opts := []libp2p.Option{
+		libp2p.Identity(n.key),
+		libp2p.ListenAddrStrings(n.cfg.Listen...),
+		libp2p.Security(libp2ptls.ID, libp2ptls.New),
+		libp2p.Security(noise.ID, noise.New),
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Transport(quic.NewTransport),
+		libp2p.DefaultMuxers,
+		libp2p.ConnectionManager(cm),
+		libp2p.Routing(func(h host.Host) (routing.PeerRouting, error) {
+			d, err := dht.New(h, dht.Mode(dht.ModeServer), dht.ProtocolPrefix("/infernet"))
+			n.dht = d
+			return d, err
+		}),
+	}
+	if n.cfg.NAT {
+		opts = append(opts, libp2p.NATPortMap())
+	}
+	reachOpts, bind, err := n.cfg.Reach.Options(&n.punched, &n.relayed)
+	if err != nil {
+		return err
+	}
+	h, err := libp2p.New(append(opts, reachOpts...)...)
+	if err != nil {
+		return fmt.Errorf("libp2p: %w", err)
+	}
+	bind(h)
+	n.host = h
+	var use *reach.Usage
+	if n.cfg.Reach.Relay {
+		use = &n.relayed
+	}
+	return reach.Watch(n.ctx, &n.wg, h, n.log, use, n.cfg.Reach)
+}
+
+// bootstrap connects to the bootstrap peers (at least one must answer when
+// any are given) and starts the DHT's routing-table refresh.
+func (n *Node) bootstrap(ctx context.Context) error {
+	var infos []peer.AddrInfo
+	for _, s := range n.cfg.Bootstrap {
+		a, err := ma.NewMultiaddr(s)
+		if err != nil {
+			return fmt.Errorf("bootstrap %q: %w", s, err)
+		}
+		ai, err := peer.AddrInfoFromP2pAddr(a)
+		if err != nil {
+			return fmt.Errorf("bootstrap %q: %w", s, err)
+		}
+		infos = append(infos, *ai)
+	}
+	var errs []error
+	for _, ai := range infos {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := n.host.Connect(cctx, ai)
+		cancel()
+		if err != nil {
+			errs = append(errs, err)
+			n.log.Warn("bootstrap peer unreachable", "peer", ai.ID, "err", err)
+		}
+	}
+	if len(infos) > 0 && len(errs) == len(infos) {
+		return fmt.Errorf("no bootstrap peer reachable: %w", errors.Join(errs...))
+	}
+	return n.dht.Bootstrap(n.ctx)
+}
+
+// peerFlushEvery is how often adverts are written to the store.
+const peerFlushEvery = 5 * time.Second
+
+// peerFlushLoop writes what adverts changed in the peer book every
+// peerFlushEvery, and once more when the node stops.
+func (n *Node) peerFlushLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(peerFlushEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			if err := n.peers.Flush(); err != nil {
+				n.log.Warn("writing peers", "err", err)
+			}
+			return
+		case <-t.C:
+			if err := n.peers.Flush(); err != nil {
+				n.log.Warn("writing peers", "err", err)
+			}
+		}
+	}
+}
+
+type mdnsNotifee struct{ n *Node }
+
+// HandlePeerFound connects to peers found on the local network.
+func (m mdnsNotifee) HandlePeerFound(ai peer.AddrInfo) {
+	if ai.ID == m.n.host.ID() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(m.n.ctx, 10*time.Second)
+	defer cancel()
+	if err := m.n.host.Connect(ctx, ai); err != nil {
+		m.n.log.Debug("mdns peer unreachable", "peer", ai.ID, "err", err)
+	}
+}
+
+// onPeerJoin advertises to a peer that just subscribed to adverts.
+func (n *Node) onPeerJoin(peer.ID) {
+	if n.provider != nil {
+		n.provider.Poke()
+	}
+}
+
+// onAnnounce hands a job seen on the jobs topic to the provider, which
+// bids on it if it can run it.
+func (n *Node) onAnnounce(from peer.ID, a *wire.JobAnnounce) {
+	if n.provider != nil {
+		n.provider.OnAnnounce(from, a)
+	}
+}
+
+// handleBid serves both directions of the bid protocol.
+func (n *Node) handleBid(s network.Stream) {
+	c := n.streams.Wrap(s)
+	var open wire.BidOpen
+	if err := c.Read(peers.HandshakeTimeout, wire.MaxControlFrame, &open); err != nil {
+		c.Reset()
+		return
+	}
+	switch {
+	case open.Announce != nil:
+		// A client asks this node for a bid.
+		if n.provider == nil {
+			c.Write(&wire.Bid{V: wire.Version, Job: open.Announce.Job, Reason: "not a provider"})
+		} else {
+			c.Write(n.provider.AnswerBid(c.Remote(), open.Announce))
+		}
+		c.Close()
+	case open.Bid != nil:
+		// A provider bids on a job this node announced.
+		n.client.TakeBid(c.Remote(), open.Bid)
+		c.Close()
+	default:
+		c.Reset()
+	}
+}

@@ -1,0 +1,168 @@
+package node
+
+import (
+	"time"
+
+	"github.com/infernet/infernet/node/internal/reach"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/infernet/infernet/node/gossip"
+	"github.com/infernet/infernet/node/models"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
+)
+
+// ID returns the node's peer ID.
+func (n *Node) ID() peer.ID { return n.host.ID() }
+
+// Addrs returns the node's listen addresses with its /p2p/ID, ready to be
+// used as bootstrap addresses by others.
+func (n *Node) Addrs() []ma.Multiaddr {
+	addrs, _ := peer.AddrInfoToP2pAddrs(&peer.AddrInfo{ID: n.host.ID(), Addrs: n.host.Addrs()})
+	return addrs
+}
+
+// Models returns the node's named models.
+func (n *Node) Models() *models.Registry { return n.models }
+
+// Host returns the libp2p host (for tests and tools).
+func (n *Node) Host() host.Host { return n.host }
+
+// Stats are counters of a node's traffic since it started.
+type Stats struct {
+	// Frames is stream frames written (bids, assigns, updates, results, blob
+	// requests and answers).
+	Frames uint64
+	Gossip gossip.Stats
+	// Replicas is results received from providers (canaries included),
+	// Verified is jobs accepted, Canaries is canary replicas run, Audits is
+	// jobs this client ran itself to check their results.
+	Replicas, Verified, Canaries, Audits uint64
+	// BlobsFetched is blobs transferred from other peers.
+	BlobsFetched uint64
+}
+
+// Stats returns the node's traffic counters.
+func (n *Node) Stats() Stats {
+	s := Stats{Frames: n.streams.Sent(), Replicas: n.counts.Replicas.Load(), Verified: n.counts.Verified.Load(),
+		Canaries: n.counts.Canaries.Load(), Audits: n.counts.Audits.Load(), BlobsFetched: n.blobsFetched.Load()}
+	if n.gossip != nil {
+		s.Gossip = n.gossip.Stats()
+	}
+	return s
+}
+
+// PeerInfo is what `infernet peers` shows of a peer.
+type PeerInfo struct {
+	store.Peer
+	// Reputation is this node's trust in the peer, in [0, 1]; Why explains
+	// it; Established peers are out of probation (their results anchor
+	// votes); Trusted peers may get single replicas; Banned ones get nothing.
+	Reputation  float64 `json:"reputation"`
+	Why         string  `json:"why"`
+	Established bool    `json:"established"`
+	Trusted     bool    `json:"trusted"`
+	Banned      bool    `json:"banned"`
+	Connected   bool    `json:"connected"`
+	// LatencyMS is libp2p's moving average of round trips (0: unknown).
+	LatencyMS float64 `json:"latency_ms,omitempty"`
+	// Via is how the peer is reached now: ViaDirect, ViaRelayed or
+	// ViaHolePunched ("" when not connected).
+	Via string `json:"via,omitempty"`
+}
+
+// Peers returns every peer this node knows: those that advertised, and
+// those connected now.
+func (n *Node) Peers() []PeerInfo {
+	known := n.peers.List()
+	seen := map[string]bool{}
+	var out []PeerInfo
+	add := func(p store.Peer) {
+		id, err := peer.Decode(p.ID)
+		if err != nil {
+			return
+		}
+		seen[p.ID] = true
+		now := time.Now()
+		rep := n.peers.Record(id) // with the operator's vouching
+		rep.Updated = p.Rep.Updated
+		info := PeerInfo{Peer: p, Reputation: rep.Score(n.cfg.Reputation, now), Why: rep.Why(n.cfg.Reputation, now),
+			Trusted: rep.Trusted(n.cfg.Reputation, now), Established: rep.Established(n.cfg.Reputation, now),
+			Banned: p.Rep.Banned(now), Connected: n.host.Network().Connectedness(id) == network.Connected}
+		for _, a := range n.host.Peerstore().Addrs(id) {
+			info.Addrs = append(info.Addrs, a.String())
+		}
+		info.LatencyMS = float64(n.host.Peerstore().LatencyEWMA(id).Microseconds()) / 1000
+		info.Via = reach.How(n.host, &n.punched, id)
+		out = append(out, info)
+	}
+	for _, p := range known {
+		add(p)
+	}
+	for _, id := range n.host.Network().Peers() {
+		if !seen[id.String()] {
+			add(store.Peer{ID: id.String(), LastSeen: time.Now()})
+		}
+	}
+	return out
+}
+
+// Jobs returns the newest limit jobs this node submitted (0: all), those
+// under way as they stand now (a replica running is recorded when it ends).
+func (n *Node) Jobs(limit int) ([]store.Job, error) {
+	jobs, err := n.db.Jobs(limit)
+	for i := range jobs {
+		if live, ok := n.client.Live(jobs[i].ID); ok {
+			jobs[i] = live
+		}
+	}
+	return jobs, err
+}
+
+// Job returns one job this node submitted, as it stands now.
+func (n *Node) Job(id wire.JobID) (*store.Job, error) {
+	if live, ok := n.client.Live(id); ok {
+		return &live, nil
+	}
+	return n.db.Job(id)
+}
+
+// Runs returns the newest limit replicas this node ran for others (0:
+// all), oldest first, then those it is running now.
+func (n *Node) Runs(limit int) ([]store.Run, error) {
+	runs, err := n.db.Runs(limit)
+	if n.provider != nil {
+		runs = append(runs, n.provider.ActiveRuns()...)
+	}
+	return runs, err
+}
+
+// Payments returns the node's newest limit payments (0: all), oldest
+// first.
+func (n *Node) Payments(limit int) ([]store.Payment, error) { return n.db.Payments(limit) }
+
+// Provider reports whether the node runs jobs for others.
+func (n *Node) Provider() bool { return n.provider != nil }
+
+// Capabilities returns what the node advertises as a provider (backends,
+// GPUs, price, slots free now), or nil when it runs no jobs for others.
+func (n *Node) Capabilities() *wire.CapabilityAdvert {
+	if n.provider == nil {
+		return nil
+	}
+	return n.provider.Capabilities()
+}
+
+// Changed returns a channel closed at the next change of what the node
+// shows: its records (jobs, runs, payments, peers, sharded jobs, training
+// runs) and its jobs' replicas and runs for others under way. Take it
+// before reading them, then wait on it.
+func (n *Node) Changed() <-chan struct{} { return n.changes.Next() }
+
+// Paid reports whether the node pays and is paid through lnd; without
+// lnd it runs in free mode.
+func (n *Node) Paid() bool { return n.lnd != nil }
