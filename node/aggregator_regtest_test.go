@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/infernet/infernet/node/faults"
-
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"

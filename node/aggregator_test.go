@@ -10,12 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infernet/infernet/node/internal/batch"
-
-	"github.com/infernet/infernet/node/faults"
-
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/infernet/infernet/node/faults"
+	"github.com/infernet/infernet/node/internal/batch"
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"

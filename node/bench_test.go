@@ -16,13 +16,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infernet/infernet/node/faults"
-	"github.com/infernet/infernet/node/requirement"
-
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor/backends"
+	"github.com/infernet/infernet/node/faults"
+	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )

@@ -12,9 +12,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/infernet/infernet/node/faults"
-
 	"github.com/infernet/infernet/guest/go/llama"
+	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/models"
 	"github.com/infernet/infernet/node/wire"
 )

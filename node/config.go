@@ -8,16 +8,14 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/infernet/infernet/node/faults"
-
-	"github.com/infernet/infernet/node/internal/reach"
-
 	"github.com/consensys/gnark/backend/groth16"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node/challenge"
+	"github.com/infernet/infernet/node/faults"
+	"github.com/infernet/infernet/node/internal/reach"
 	"github.com/infernet/infernet/node/reputation"
 	"github.com/infernet/infernet/payments"
 	"github.com/infernet/infernet/proofs/gemmproof"

@@ -16,11 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/internal/settle"
 	"github.com/infernet/infernet/node/requirement"
-
-	"github.com/infernet/infernet/node/faults"
-
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"

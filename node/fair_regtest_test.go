@@ -11,10 +11,8 @@ import (
 	"testing"
 	"time"
 
-	iclient "github.com/infernet/infernet/node/internal/client"
-
 	"github.com/infernet/infernet/node/faults"
-
+	iclient "github.com/infernet/infernet/node/internal/client"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"

@@ -14,13 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infernet/infernet/node/internal/runner"
-
 	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/guest/go/llama/llamatest"
 	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/internal/runner"
 	"github.com/infernet/infernet/node/models"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"

@@ -7,11 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infernet/infernet/node/faults"
-
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/node/challenge"
+	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )

@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/infernet/infernet/node/internal/peers"
-	"github.com/infernet/infernet/node/internal/reach"
-
 	"github.com/libp2p/go-libp2p"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -22,6 +19,8 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/infernet/infernet/node/internal/peers"
+	"github.com/infernet/infernet/node/internal/reach"
 	"github.com/infernet/infernet/node/wire"
 )
 

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infernet/infernet/node/faults"
-
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -22,6 +20,7 @@ import (
 
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/blob/blobnet"
+	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/gossip"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"

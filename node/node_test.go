@@ -16,10 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infernet/infernet/node/faults"
-
-	"github.com/infernet/infernet/node/internal/peers"
-
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -30,6 +26,8 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/faults"
+	"github.com/infernet/infernet/node/internal/peers"
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"

@@ -4,9 +4,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/infernet/infernet/node/internal/runner"
-
 	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/node/internal/runner"
 	"github.com/infernet/infernet/node/wire"
 )
 

@@ -12,14 +12,13 @@ import (
 	"testing"
 	"time"
 
-	iclient "github.com/infernet/infernet/node/internal/client"
-
 	"github.com/infernet/infernet/guest/go/llama"
 	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/host/tensor/cuda"
 	"github.com/infernet/infernet/host/tensor/reference"
+	iclient "github.com/infernet/infernet/node/internal/client"
 	"github.com/infernet/infernet/node/models"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"

@@ -9,17 +9,14 @@ import (
 	"testing"
 	"time"
 
-	iclient "github.com/infernet/infernet/node/internal/client"
-
-	"github.com/infernet/infernet/node/faults"
-
-	"github.com/infernet/infernet/node/internal/peers"
-
 	"github.com/consensys/gnark/backend/groth16"
 
 	"github.com/infernet/infernet/abi"
 	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor/backends"
+	"github.com/infernet/infernet/node/faults"
+	iclient "github.com/infernet/infernet/node/internal/client"
+	"github.com/infernet/infernet/node/internal/peers"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/proofs/gemmproof"

@@ -13,13 +13,12 @@ import (
 	"testing"
 	"unicode"
 
-	"github.com/infernet/infernet/node/internal/peers"
-	"github.com/infernet/infernet/node/wire"
-
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node/blob/blobnet"
 	"github.com/infernet/infernet/node/challenge"
 	"github.com/infernet/infernet/node/gossip"
+	"github.com/infernet/infernet/node/internal/peers"
+	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/proofs/keys"
 )
 

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/node/internal/settle"
-
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/payments"
 	"github.com/infernet/infernet/payments/paymentstest"

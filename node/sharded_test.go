@@ -10,14 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infernet/infernet/node/internal/batch"
-
-	"github.com/infernet/infernet/node/faults"
-
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/faults"
+	"github.com/infernet/infernet/node/internal/batch"
 	"github.com/infernet/infernet/node/shard"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"

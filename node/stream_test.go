@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infernet/infernet/node/faults"
-
 	"github.com/infernet/infernet/guest/go/llama"
 	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/models"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"

@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infernet/infernet/node/faults"
-
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )

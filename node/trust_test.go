@@ -15,12 +15,10 @@ import (
 	"testing"
 	"time"
 
-	iclient "github.com/infernet/infernet/node/internal/client"
-
-	"github.com/infernet/infernet/node/faults"
-
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/infernet/infernet/node/faults"
+	iclient "github.com/infernet/infernet/node/internal/client"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )

@@ -7,10 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/infernet/infernet/node/faults"
-
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/proofs/redundancy"

@@ -3,14 +3,13 @@ package node
 import (
 	"time"
 
-	"github.com/infernet/infernet/node/internal/reach"
-
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/infernet/infernet/node/gossip"
+	"github.com/infernet/infernet/node/internal/reach"
 	"github.com/infernet/infernet/node/models"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"

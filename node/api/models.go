@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 
 	"github.com/infernet/infernet/guest/go/llama"
-
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/models"
 	"github.com/infernet/infernet/node/store"

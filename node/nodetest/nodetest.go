@@ -13,14 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infernet/infernet/node/faults"
-
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/openai"
 )
 

@@ -11,14 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infernet/infernet/node/faults"
-
 	oa "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/guest/go/llama/llamatest"
 	"github.com/infernet/infernet/node"
+	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/nodetest"
 	"github.com/infernet/infernet/node/openai"
 	"github.com/infernet/infernet/node/store"

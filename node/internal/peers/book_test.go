@@ -5,10 +5,9 @@ import (
 	"testing"
 	"time"
 
-	p2ptest "github.com/libp2p/go-libp2p/core/test"
-
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+	p2ptest "github.com/libp2p/go-libp2p/core/test"
 
 	"github.com/infernet/infernet/node/reputation"
 	"github.com/infernet/infernet/node/requirement"

@@ -11,7 +11,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	ihost "github.com/infernet/infernet/host"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -25,6 +24,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/gpu"
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/host/tensor/backends"

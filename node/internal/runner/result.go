@@ -6,7 +6,6 @@ import (
 	"time"
 
 	ihost "github.com/infernet/infernet/host"
-
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/internal/settle"
 	"github.com/infernet/infernet/node/wire"

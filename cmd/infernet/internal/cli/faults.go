@@ -5,9 +5,8 @@ package cli
 import (
 	"github.com/spf13/pflag"
 
-	"github.com/infernet/infernet/node/faults"
-
 	"github.com/infernet/infernet/node"
+	"github.com/infernet/infernet/node/faults"
 )
 
 // Fault injection for tests: `go build -tags faults` adds these flags to

@@ -11,8 +11,9 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/infernet/infernet/node"
 	"github.com/spf13/cobra"
+
+	"github.com/infernet/infernet/node"
 )
 
 // IO is where commands read and write.

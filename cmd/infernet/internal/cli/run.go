@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/infernet/infernet/node/api"
 	"io"
 	"log/slog"
 	"os"
@@ -19,6 +18,7 @@ import (
 	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/host/tensor/backends"
+	"github.com/infernet/infernet/node/api"
 )
 
 // RunOptions are the settings of `infernet run`.
