@@ -35,12 +35,19 @@ func TestFaults(t *testing.T) {
 	module := filepath.Join("..", "..", "..", "testdata", "jobs", "cat", "cat.wasm")
 	// Replicas are drawn at random, a newcomer's chance falling as others
 	// earn their place: jobs go on until the liar has been drawn and
-	// caught (at most 30).
+	// caught (at most 40), with three replicas after the first eight, so
+	// that a liar the draws passed over (it happened: 30 jobs of two
+	// replicas once missed it) is all but sure to be drawn.
 	outvoted := 0
-	for i := 0; i < 8 || (outvoted == 0 && i < 30); i++ {
+	for i := 0; i < 8 || (outvoted == 0 && i < 40); i++ {
 		input := []byte(fmt.Sprintf("job %d of a network with a liar", i))
 		out := filepath.Join(t.TempDir(), "out")
-		stdout, stderr, code := infernet(t, input, "submit", module, "--input", "-", "--output", out, "--json", "--datadir", client.dataDir)
+		replicas := "2"
+		if i >= 8 {
+			replicas = "3"
+		}
+		stdout, stderr, code := infernet(t, input, "submit", module, "--input", "-", "--output", out, "--json",
+			"--replicas", replicas, "--datadir", client.dataDir)
 		if code != 0 {
 			t.Fatalf("job %d: exit %d: %s", i, code, stderr)
 		}
