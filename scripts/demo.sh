@@ -125,7 +125,7 @@ sub=$!
 victim=
 for _ in $(seq 200); do
   for p in p1 p2 p3; do
-    if "$bin" jobs --runs --json --datadir "$net/$p" | grep -q '"state": "running"'; then victim=$p; break 2; fi
+    if "$bin" jobs --runs --json --datadir "$net/$p" | jq -e 'any(.[]; .state == "running")' >/dev/null; then victim=$p; break 2; fi
   done
   sleep 0.05
 done
@@ -206,10 +206,23 @@ alive=p1; [ "$victim" = p1 ] && alive=p3
 echo "\$ infernet jobs --runs --datadir $alive   # what provider $alive ran for others"
 "$bin" jobs --runs --datadir "$net/$alive"
 
-# ---- Paid jobs over Lightning, when the regtest harness is available ----
-# Up already (make regtest-up), or built (make test built it): brought up for the demo (~10 s).
-if [ ! -f .regtest/env ] && ./scripts/regtest.sh built && ./scripts/regtest.sh up >/dev/null 2>&1; then
-  regtest_started=1
+# ---- Paid jobs over Lightning, on a local regtest network ----
+# Up already (make regtest-up), or brought up for the demo (~1 min); on a fresh
+# machine btcd and lnd are built first, once (~10 min, cached under
+# ~/.cache/infernet). DEMO_PAYMENTS=0 (make demo DEMO_PAYMENTS=0) skips it.
+if [ "${DEMO_PAYMENTS:-1}" != 0 ] && [ ! -f .regtest/env ]; then
+  if ! ./scripts/regtest.sh built; then
+    step "Building btcd and lnd for the paid jobs (first time only, about 10 minutes; DEMO_PAYMENTS=0 skips this part)"
+    ./scripts/regtest.sh build || echo "the build failed: the paid jobs are skipped"
+  fi
+  if ./scripts/regtest.sh built; then
+    echo "starting a Lightning regtest network: btcd and four lnd nodes with funded channels (scripts/regtest.sh up)"
+    if ./scripts/regtest.sh up 2>"$net/regtest.log"; then
+      regtest_started=1
+    else
+      tail -n 20 "$net/regtest.log"
+    fi
+  fi
 fi
 if [ -f .regtest/env ]; then
   # shellcheck disable=SC1091
@@ -222,10 +235,7 @@ if [ -f .regtest/env ]; then
   start pp2 --bootstrap "$pboot" $(lnd_flags PROVIDER2) --price 5000
   # shellcheck disable=SC2046
   start pclient --bootstrap "$pboot" --no-provide $(lnd_flags CLIENT)
-  for _ in $(seq 100); do
-    [ "$("$bin" peers --json --datadir "$net/pclient" | grep -c '"advert"')" -ge 2 ] && break
-    sleep 0.1
-  done
+  wait_providers pclient 2
   echo "\$ infernet node --lnd.rpcserver … --lnd.tlscertpath … --lnd.macaroonpath … --price 5000   (two providers)"
   echo "\$ echo 'a paid job' | infernet submit $jobs/cat/cat.wasm --input - --replicas 2 --max-price 5000"
   echo "a paid job" | "$bin" submit "$jobs/cat/cat.wasm" --input - --replicas 2 --max-price 5000 --datadir "$net/pclient"
@@ -238,10 +248,7 @@ if [ -f .regtest/env ]; then
   step "An aggregator with a 1.5% fee runs a sharded job for a thin client; one hold invoice, released after the client's checks"
   # shellcheck disable=SC2046
   start pagg --bootstrap "$pboot" --no-provide --aggregator --fee 1.5 $(lnd_flags AGGREGATOR)
-  for _ in $(seq 100); do
-    [ "$("$bin" peers --json --datadir "$net/pagg" | grep -c '"advert"')" -ge 2 ] && break
-    sleep 0.1
-  done
+  wait_providers pagg 2
   agg=$("$bin" id --datadir "$net/pagg")
   echo "\$ infernet node --aggregator --fee 1.5 --no-provide --lnd.rpcserver …   # $agg"
   echo "\$ infernet submit $jobs/lines/lines.wasm --input lines.txt --shards 4 --via $agg --max-price 5000 --spot-check 0 -- p"
@@ -287,10 +294,7 @@ if [ -f .regtest/env ]; then
   start pclient --bootstrap "$pboot" --no-provide $(lnd_flags CLIENT) \
     --trust "$("$bin" id --datadir "$net/pp1")" --trust "$("$bin" id --datadir "$net/pp2")"
   grep -h -o 'role="[^"]*"' "$net/pp1.log" | tail -1
-  for _ in $(seq 100); do
-    [ "$("$bin" peers --json --datadir "$net/pclient" | grep -c '"advert"')" -ge 2 ] && break
-    sleep 0.1
-  done
+  wait_providers pclient 2
   step "Fair exchange: the client pays only for outputs proven to be the ones replicas agreed on"
   echo "\$ echo 'a secret answer' | infernet submit $jobs/cat/cat.wasm --input - --replicas 2 --max-price 5000 --settle fair"
   echo "a secret answer" | "$bin" submit "$jobs/cat/cat.wasm" --input - --replicas 2 --max-price 5000 --settle fair --datadir "$net/pclient"
@@ -298,5 +302,5 @@ if [ -f .regtest/env ]; then
   echo '$ infernet spending   # on the client'
   "$bin" spending --datadir "$net/pclient" | tail -3
 else
-  step "Paid jobs over Lightning: skipped (no regtest network; make regtest-up builds and starts one)"
+  step "Paid jobs over Lightning: skipped ($([ "${DEMO_PAYMENTS:-1}" = 0 ] && echo "DEMO_PAYMENTS=0" || echo "no regtest network"))"
 fi

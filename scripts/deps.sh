@@ -10,8 +10,9 @@ set -euo pipefail
 # libonnx-testdata: golden vectors of the tensor ops; chromium-headless-shell
 # and a font: the browser the dashboard tests drive (chromedp); nodejs and
 # npm: OpenAI's npm client in scripts/openai-e2e.sh; iproute2 and nftables:
-# the network namespaces and NAT routers of node/internal/reach/nattest.
-packages=(iproute2 nftables wabt binaryen clang lld wasi-libc libclang-rt-dev-wasm32 rustc libstd-rust-dev-wasm32 libopenblas-dev hyperfine gcc libonnx-testdata
+# the network namespaces and NAT routers of node/internal/reach/nattest; jq:
+# every script reads JSON (lncli's, the node's --json) with it, never as text.
+packages=(jq iproute2 nftables wabt binaryen clang lld wasi-libc libclang-rt-dev-wasm32 rustc libstd-rust-dev-wasm32 libopenblas-dev hyperfine gcc libonnx-testdata
   chromium-headless-shell fonts-dejavu-core nodejs)
 
 missing=()

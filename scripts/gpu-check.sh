@@ -92,7 +92,15 @@ if [ -f "$model" ] || "$tools/llamarandom" -seed 1 -gguf bf16 -tokenizer testdat
 		"$tools/infernet" generate "$model" --local --backend "$be" --mode tolerance --temperature 0 --max-tokens 64 \
 			--prompt "Once upon a time, there was a little robot named" --json >"$LOG/llama-$be.json" 2>"$LOG/llama-$be.log" || rc=1
 	done
-	tps() { sed -nE 's/.*"decode_tokens_per_second": *([0-9.]+).*/\1/p' "$LOG/llama-$1.json"; }
+	# tps BACKEND: decode tokens/s from generate's JSON, read by a JSON parser
+	# (jq, or python3 on a GPU machine without jq).
+	tps() {
+		if command -v jq >/dev/null; then
+			jq -r '.decode_tokens_per_second // empty' "$LOG/llama-$1.json"
+		else
+			python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("decode_tokens_per_second", ""))' "$LOG/llama-$1.json"
+		fi 2>/dev/null
+	}
 	gpu=$(tps cuda) cpu=$(tps cpu)
 	printf '  cuda %s tok/s, cpu %s tok/s' "${gpu:-?}" "${cpu:-?}"
 	if [ -n "$gpu" ] && [ -n "$cpu" ]; then awk -v g="$gpu" -v c="$cpu" 'BEGIN { printf ": %.1fx\n", g / c }'; else echo " (logs: $LOG/llama-*.log)"; fi

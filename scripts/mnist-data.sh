@@ -22,8 +22,7 @@ if [ "$missing" = 1 ]; then
   # `go mod download` needs a module to run in; an empty temporary one will do.
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
-  src=$(cd "$tmp" && go mod init mnistdata >/dev/null 2>&1 && go mod download -json "$MODULE@$VERSION" |
-    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  src=$(cd "$tmp" && go mod init mnistdata >/dev/null 2>&1 && go mod download -json "$MODULE@$VERSION" | jq -r '.Dir // empty')
   [ -d "$src/data" ] || { echo "mnist-data: $MODULE@$VERSION has no data/ (download failed?)" >&2; exit 1; }
   for f in "${!SHA[@]}"; do
     gunzip -c "$src/data/$f.gz" > "$dir/$f.tmp"

@@ -29,8 +29,14 @@
 # replace directives, so it cannot be `go install`ed at a version). The `integration` build tag
 # gives lnd's fast wallet scrypt (see ../shared/FACTS.md, "Lightning").
 #
+# lncli prints protobuf JSON, whose spacing is random on purpose (one or two spaces after a colon,
+# fixed per lncli binary): every answer is read with jq, never as text. The checks are tested
+# against recorded outputs in both spacings (payments/regtest/script_test.go, which sources this
+# file: nothing runs when it is sourced).
+#
 # Knobs: REGTEST_PORT_BASE (first port tried, default 29700; 10 ports in base..base+41 are used,
-# the first free block of 100 is taken), REGTEST_TIMEOUT (seconds per wait, default 90).
+# the first free block of 100 is taken), REGTEST_TIMEOUT (seconds per wait, default 90),
+# REGTEST_LNCLI (an lncli to run instead of the cached build's).
 set -Eeuo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -40,6 +46,7 @@ BTCD_VERSION=v0.24.2
 LND_VERSION=v0.20.0-beta
 BTCD_BIN="$CACHE/btcd-$BTCD_VERSION"
 LND_BIN="$CACHE/lnd-$LND_VERSION"
+LNCLI="${REGTEST_LNCLI:-$LND_BIN/lncli}"
 LND_TAGS="signrpc walletrpc chainrpc invoicesrpc routerrpc peersrpc integration"
 NODES=(client provider1 provider2 aggregator)
 RPCUSER=infernet
@@ -81,28 +88,54 @@ trap 'on_err $LINENO' ERR
 
 build() {
   command -v go >/dev/null || die "go is not on PATH (needed once to build btcd and lnd)"
+  mkdir -p "$CACHE"
   if [ ! -x "$BTCD_BIN/btcd" ] || [ ! -x "$BTCD_BIN/btcctl" ]; then
     log "building btcd $BTCD_VERSION into $BTCD_BIN (first time only, ~1-2 min)"
     mkdir -p "$BTCD_BIN"
-    GOBIN="$BTCD_BIN" go install "github.com/btcsuite/btcd@$BTCD_VERSION" \
-      "github.com/btcsuite/btcd/cmd/btcctl@$BTCD_VERSION"
+    GOBIN="$BTCD_BIN" with_progress btcd "$CACHE/btcd-build.log" \
+      go install -v "github.com/btcsuite/btcd@$BTCD_VERSION" "github.com/btcsuite/btcd/cmd/btcctl@$BTCD_VERSION"
   fi
   if [ ! -x "$LND_BIN/lnd" ] || [ ! -x "$LND_BIN/lncli" ]; then
     log "building lnd $LND_VERSION into $LND_BIN (first time only, ~400 CPU-s, 10+ min on 2 busy cores)"
     mkdir -p "$LND_BIN"
     local tmp
     tmp="$(mktemp -d "$LND_BIN/.build.XXXXXX")"
-    (cd "$ROOT/scripts/lnd-build" && go build -tags="$LND_TAGS" -o "$tmp/" \
+    (cd "$ROOT/scripts/lnd-build" && with_progress lnd "$CACHE/lnd-build.log" go build -v -tags="$LND_TAGS" -o "$tmp/" \
       github.com/lightningnetwork/lnd/cmd/lnd github.com/lightningnetwork/lnd/cmd/lncli)
     mv -f "$tmp/lnd" "$tmp/lncli" "$LND_BIN/"  # only complete binaries land in the cache
     rmdir "$tmp"
   fi
 }
 
+# with_progress NAME LOG CMD...: runs CMD (a `go build -v`) with its output in LOG, and says every
+# 30 s how long it has run and how many packages it has compiled; on failure shows LOG's tail.
+with_progress() {
+  local name=$1 logf=$2 pid rc=0 t0=$SECONDS next=$((SECONDS + 30))
+  shift 2
+  "$@" >"$logf" 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    if [ "$SECONDS" -ge "$next" ]; then
+      next=$((SECONDS + 30))
+      log "building $name: $((SECONDS - t0)) s, $(grep -cv '^go: ' "$logf" || true) packages compiled"
+    fi
+  done
+  wait "$pid" || rc=$?
+  if [ "$rc" != 0 ]; then
+    tail -n 30 "$logf" >&2
+    die "building $name failed (exit $rc); the whole log: $logf"
+  fi
+  log "built $name in $((SECONDS - t0)) s"
+}
+
+# built: the binaries are in the cache (a question, so no ERR trap when the answer is no).
+built() { [ -x "$BTCD_BIN/btcd" ] && [ -x "$BTCD_BIN/btcctl" ] && [ -x "$LND_BIN/lnd" ] && [ -x "$LND_BIN/lncli" ]; }
+
 # ---------------------------------------------------------------- helpers
 
-# json_get KEY: first value of "KEY" (string, number or bool) in JSON on stdin; no jq needed.
-json_get() { sed -n "s/.*\"$1\": *\"\{0,1\}\([^\",}]*\)\"\{0,1\}.*/\1/p" | head -n 1; }
+# field NAME: the string or number NAME of the JSON object on stdin; fails if it is absent.
+field() { jq -er --arg k "$1" '.[$k] | if type == "string" or type == "number" then . else error("\($k) is \(type)") end'; }
 
 # wait_until DESCRIPTION COMMAND...: retry COMMAND every 0.2 s until it succeeds or TIMEOUT.
 wait_until() {
@@ -151,7 +184,7 @@ macaroon() { printf '%s' "$RT/$1/data/chain/bitcoin/regtest/admin.macaroon"; }
 
 lnc() { # lnc NODE ARGS...
   local n=$1; shift
-  "$LND_BIN/lncli" --network=regtest --rpcserver="127.0.0.1:$(rpc_port "$n")" \
+  "$LNCLI" --network=regtest --rpcserver="127.0.0.1:$(rpc_port "$n")" \
     --tlscertpath="$RT/$n/tls.cert" --macaroonpath="$(macaroon "$n")" "$@"
 }
 btcctl() {
@@ -163,7 +196,7 @@ btcctl() {
 alive() {
   local pid
   pid="$(cat "$RT/$1.pid" 2>/dev/null)" || return 1
-  [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$RT/"
+  [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$RT/"
 }
 
 # start NAME BINARY ARGS...: in its own session, so it outlives make and the calling shell.
@@ -231,17 +264,14 @@ start_lnd() { # start_lnd NODE
 
 state_is() { # state_is NODE STATE...
   local n=$1 s; shift
-  s="$(lnc "$n" state 2>/dev/null | json_get state)" || return 1
+  s="$(lnc "$n" state 2>/dev/null | field state)" || return 1
   local want
   for want in "$@"; do [ "$s" = "$want" ] && return 0; done
   return 1
 }
 
 synced() { # synced NODE HEIGHT
-  local info
-  info="$(lnc "$1" getinfo)" || return 1
-  [ "$(json_get synced_to_chain <<<"$info")" = true ] &&
-    [ "$(json_get block_height <<<"$info")" -ge "$2" ]
+  lnc "$1" getinfo | jq -e --argjson h "$2" '.synced_to_chain == true and (.block_height | tonumber) >= $h' >/dev/null
 }
 
 mine() { # mine N: generate N blocks, wait until every running lnd has them
@@ -259,60 +289,62 @@ mine() { # mine N: generate N blocks, wait until every running lnd has them
 }
 
 confirmed_balance_at_least() { # NODE SAT
-  local b
-  b="$(lnc "$1" walletbalance | json_get confirmed_balance)" || return 1
-  [ -n "$b" ] && [ "$b" -ge "$2" ]
+  lnc "$1" walletbalance | jq -e --argjson s "$2" '(.confirmed_balance | tonumber) >= $s' >/dev/null
 }
 
+# active_channels: how many channels in listchannels' JSON on stdin are active.
+active_channels() { jq -e '[.channels[]? | select(.active == true)] | length'; }
 active_channels_at_least() { # NODE N
   local c
-  c="$(lnc "$1" listchannels --active_only | grep -c '"active": true')" || return 1
+  c="$(lnc "$1" listchannels --active_only | active_channels)" || return 1
   [ "$c" -ge "$2" ]
 }
 
-route_ok() { # route_ok FROM TO_PUBKEY
-  lnc "$1" queryroutes --dest="$2" --amt=1000 | grep -q '"hops"'
+route_ok() { # route_ok FROM TO_PUBKEY: a route of at least one hop
+  lnc "$1" queryroutes --dest="$2" --amt=1000 | jq -e 'any(.routes[]?; (.hops | length) > 0)' >/dev/null
 }
 
-pubkey() { lnc "$1" getinfo | json_get identity_pubkey; }
+pubkey() { lnc "$1" getinfo | field identity_pubkey; }
+
+# succeeded: the JSON on stdin is lncli payinvoice --json's, and the payment's last state is
+# SUCCEEDED (lncli may print one object per update).
+succeeded() { jq -es 'length > 0 and (last | .status == "SUCCEEDED")' >/dev/null; }
 
 # pay FROM TO AMT: TO issues an invoice, FROM pays it; prints lncli's payment latency.
 pay() {
-  local from=$1 to=$2 amt=$3 inv req out created resolved t0 t1
-  inv="$(lnc "$to" addinvoice --amt="$amt" --memo="regtest $from->$to")"
-  req="$(json_get payment_request <<<"$inv")"
+  local from=$1 to=$2 amt=$3 req out rc=0 latency t0 t1
+  req="$(lnc "$to" addinvoice --amt="$amt" --memo="regtest $from->$to" | field payment_request)"
   t0=$(date +%s%N)
-  out="$(timeout 60 "$LND_BIN/lncli" --network=regtest --rpcserver="127.0.0.1:$(rpc_port "$from")" \
+  out="$(timeout 60 "$LNCLI" --network=regtest --rpcserver="127.0.0.1:$(rpc_port "$from")" \
     --tlscertpath="$RT/$from/tls.cert" --macaroonpath="$(macaroon "$from")" \
-    payinvoice --force --json --timeout=30s "$req" 2>&1)" || die "payment $from->$to failed: $out"
+    payinvoice --force --json --timeout=30s "$req" 2>"$RT/pay.err")" || rc=$?
   t1=$(date +%s%N)
-  grep -q '"status": "SUCCEEDED"' <<<"$out" || die "payment $from->$to did not succeed: $out"
-  created="$(json_get creation_time_ns <<<"$out")"
-  resolved="$(grep -o '"resolve_time_ns": *"[0-9]*"' <<<"$out" | tail -n 1 | grep -o '[0-9][0-9]*' || true)"
-  if [ -n "$created" ] && [ -n "$resolved" ]; then
-    log "paid $amt sat $from->$to: lnd latency $(((resolved - created) / 1000000)) ms (lncli wall $(((t1 - t0) / 1000000)) ms)"
-  else
-    log "paid $amt sat $from->$to (lncli wall $(((t1 - t0) / 1000000)) ms)"
-  fi
+  [ "$rc" = 0 ] || die "payment $from->$to failed (exit $rc): $(cat "$RT/pay.err") $out"
+  succeeded <<<"$out" || die "payment $from->$to did not succeed: $out"
+  # lnd's own latency: creation to the last HTLC's resolution (nanoseconds, as strings).
+  latency="$(jq -sr 'last | ((.htlcs // []) | map(.resolve_time_ns | tonumber) | max) as $r
+    | if $r then ($r - (.creation_time_ns | tonumber)) / 1e6 | floor else empty end' <<<"$out")"
+  log "paid $amt sat $from->$to:${latency:+ lnd latency $latency ms} (lncli wall $(((t1 - t0) / 1000000)) ms)"
 }
 
 # hold_invoice_roundtrip FROM TO: TO adds a hold invoice for FROM's hash; FROM pays (in flight);
 # TO sees ACCEPTED, settles with the preimage; FROM's payment succeeds.
-invoice_state_is() { lnc "$1" lookupinvoice "$2" | grep -q "\"state\": \"$3\""; }
+invoice_state_is() { lnc "$1" lookupinvoice "$2" | jq -e --arg s "$3" '.state == $s' >/dev/null; }
 hold_invoice_roundtrip() {
   local from=$1 to=$2 preimage hash req out pid rc
   preimage="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
   # shellcheck disable=SC2059
   hash="$(printf "$(sed 's/../\\x&/g' <<<"$preimage")" | sha256sum | cut -d' ' -f1)"
-  req="$(lnc "$to" addholdinvoice --amt=1000 --memo="regtest hold" "$hash" | json_get payment_request)"
-  lnc "$from" payinvoice --force --json --timeout=30s "$req" >"$RT/hold-pay.out" 2>&1 &
+  req="$(lnc "$to" addholdinvoice --amt=1000 --memo="regtest hold" "$hash" | field payment_request)"
+  lnc "$from" payinvoice --force --json --timeout=30s "$req" >"$RT/hold-pay.out" 2>"$RT/hold-pay.err" &
   pid=$!
   wait_until "hold invoice ACCEPTED at $to" invoice_state_is "$to" "$hash" ACCEPTED
   lnc "$to" settleinvoice "$preimage" >/dev/null
   rc=0; wait "$pid" || rc=$?
-  out="$(cat "$RT/hold-pay.out")"; rm -f "$RT/hold-pay.out"
-  [ "$rc" = 0 ] && grep -q '"status": "SUCCEEDED"' <<<"$out" ||
-    die "hold invoice payment $from->$to failed: $out"
+  out="$(cat "$RT/hold-pay.out" "$RT/hold-pay.err")"
+  [ "$rc" = 0 ] || die "hold invoice payment $from->$to failed (exit $rc): $out"
+  succeeded <"$RT/hold-pay.out" || die "hold invoice payment $from->$to did not succeed: $out"
+  rm -f "$RT/hold-pay.out" "$RT/hold-pay.err"
   log "hold invoice $from->$to: ACCEPTED, settled, payer SUCCEEDED"
 }
 
@@ -323,7 +355,7 @@ write_env() {
     echo "# Usage: source $RT/env && \$LNCLI --network=regtest --rpcserver=\$LND_CLIENT_RPCSERVER \\"
     echo "#   --tlscertpath=\$LND_CLIENT_TLSCERT --macaroonpath=\$LND_CLIENT_MACAROON getinfo"
     echo "# (or: source $RT/helpers.sh && lncli_client getinfo)"
-    echo "LNCLI=$LND_BIN/lncli"
+    echo "LNCLI=$LNCLI"
     echo "BTCCTL=$BTCD_BIN/btcctl"
     echo "REGTEST_DIR=$RT"
     for n in "${NODES[@]}"; do
@@ -416,7 +448,7 @@ up() {
   start_btcd
   start_lnd client
   wait_until "client wallet RPC" state_is client RPC_ACTIVE SERVER_ACTIVE
-  addr="$(lnc client newaddress p2wkh | json_get address)"
+  addr="$(lnc client newaddress p2wkh | field address)"
   [ -n "$addr" ] || die "could not get a mining address from the client wallet"
   stop client
   stop btcd
@@ -430,16 +462,16 @@ up() {
   # 500 blocks: segwit activates (BIP9, height 432) and early coinbases mature, all to the client.
   mine 500
   wait_until "client confirmed balance" confirmed_balance_at_least client $((3 * CHAN_SAT + 2 * PROVIDER_SAT + 2 * AGGREGATOR_SAT))
-  log "client funded: $(lnc client walletbalance | json_get confirmed_balance) sat confirmed"
+  log "client funded: $(lnc client walletbalance | field confirmed_balance) sat confirmed"
 
   # On-chain coins for the providers (anchor-channel reserve, their own channel opens) and the
   # aggregator (its channels to the providers: one confirmed coin for each, as a channel open
   # cannot spend the unconfirmed change of another).
   local a1 a2 aa1 aa2 ag
-  a1="$(lnc provider1 newaddress p2wkh | json_get address)"
-  a2="$(lnc provider2 newaddress p2wkh | json_get address)"
-  aa1="$(lnc aggregator newaddress p2wkh | json_get address)"
-  aa2="$(lnc aggregator newaddress p2wkh | json_get address)"
+  a1="$(lnc provider1 newaddress p2wkh | field address)"
+  a2="$(lnc provider2 newaddress p2wkh | field address)"
+  aa1="$(lnc aggregator newaddress p2wkh | field address)"
+  aa2="$(lnc aggregator newaddress p2wkh | field address)"
   [ -n "$a1" ] && [ -n "$a2" ] && [ -n "$aa1" ] && [ -n "$aa2" ] || die "could not get provider/aggregator addresses"
   lnc client sendmany "{\"$a1\":$PROVIDER_SAT,\"$a2\":$PROVIDER_SAT,\"$aa1\":$AGGREGATOR_SAT,\"$aa2\":$AGGREGATOR_SAT}" >/dev/null
 
@@ -492,7 +524,7 @@ status() {
   if alive btcd; then echo "height: $(btcctl getblockcount 2>/dev/null || echo '?')"; fi
   for n in "${NODES[@]}"; do
     alive "$n" || continue
-    echo "$n: $(lnc "$n" listchannels --active_only 2>/dev/null | grep -c '"active": true' || true) active channel(s), rpc 127.0.0.1:$(rpc_port "$n")"
+    echo "$n: $(lnc "$n" listchannels --active_only 2>/dev/null | active_channels || echo '?') active channel(s), rpc 127.0.0.1:$(rpc_port "$n")"
   done
   if [ -f "$RT/env" ]; then echo "env: $RT/env"; else echo "env: not written (not ready)"; fi
 }
@@ -519,13 +551,14 @@ main() {
   local cmd=${1:-}
   [ $# -eq 0 ] || shift
   case "$RT" in *[[:space:]]*) die "the repository path must not contain whitespace: $ROOT" ;; esac
+  case "$cmd" in up | status | run) command -v jq >/dev/null || die "jq is not on PATH (make deps installs it)" ;; esac
   case "$cmd" in up | down | mine) lock ;; esac
   case "$cmd" in
     up) up ;;
     down) down ;;
     status) status ;;
     build) build ;;
-    built) [ -x "$BTCD_BIN/btcd" ] && [ -x "$BTCD_BIN/btcctl" ] && [ -x "$LND_BIN/lnd" ] && [ -x "$LND_BIN/lncli" ] ;;
+    built) built || exit 1 ;;
     mine) load_ports && alive btcd || die "regtest is not up"; mine "${1:-1}" ;;
     run)
       [ $# -ge 1 ] || die "usage: $0 run CMD ARGS..."
@@ -542,5 +575,7 @@ main() {
   esac
 }
 
-main "$@"
-exit $?
+# Sourced (by the script's tests), it only defines its functions.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  main "$@"
+fi

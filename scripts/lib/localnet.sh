@@ -9,6 +9,7 @@
 #                              address, $id to its peer ID and
 #                              ${node_pid[NAME]} to its process
 #   wait_providers NODE N      wait until NODE has adverts of N providers
+#   adverts NODE               print how many providers' adverts NODE has
 net=$(mktemp -d)
 node_pids=()
 declare -A node_pid
@@ -33,7 +34,9 @@ node_start() {
 }
 wait_providers() {
   for _ in $(seq 100); do
-    [ "$("$bin" peers --json --datadir "$net/$1" | grep -c '"advert"')" -ge "$2" ] && return
+    [ "$(adverts "$1")" -ge "$2" ] && return
     sleep 0.1
   done
 }
+# adverts NODE: how many peers NODE holds an advert of (read with jq, not as text).
+adverts() { "$bin" peers --json --datadir "$net/$1" | jq '[.[] | select(.advert != null)] | length'; }
