@@ -67,6 +67,9 @@ type Config struct {
 	Require string
 	// Price is the most paid per replica, millisatoshi (0: free).
 	Price uint64
+	// BodyTimeout bounds the time a request's body takes to arrive
+	// (default 30 s): a body that trickles holds no handler forever.
+	BodyTimeout time.Duration
 }
 
 // Verification methods of Config.Verify.
@@ -89,7 +92,8 @@ const (
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{Replicas: 2, Verify: VerifyReplicas, Mode: ModeExact, MaxTokens: 1024, Timeout: 5 * time.Minute}
+	return Config{Replicas: 2, Verify: VerifyReplicas, Mode: ModeExact, MaxTokens: 1024, Timeout: 5 * time.Minute,
+		BodyTimeout: 30 * time.Second}
 }
 
 // Node is what the service needs of a node.
@@ -118,6 +122,9 @@ func New(cfg Config, n Node, log *slog.Logger) (*Service, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = d.Timeout
 	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = d.BodyTimeout
+	}
 	if cfg.Verify == "" {
 		cfg.Verify = d.Verify
 	}
@@ -132,6 +139,9 @@ func New(cfg Config, n Node, log *slog.Logger) (*Service, error) {
 	}
 	return &Service{cfg: cfg, n: n, log: log}, nil
 }
+
+// errTooLong: a request whose prompt the runner would refuse.
+var errTooLong = errors.New("prompt too long")
 
 // maxBody caps a request's body.
 const maxBody = 4 << 20
@@ -269,11 +279,16 @@ func (u *unsupported) given() string {
 
 // decode reads a request's JSON body into v, answering a bad one.
 func (s *Service) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)) // not supported: no deadline, as before
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
+		// The deadline stays: the server would otherwise wait for the rest
+		// of the body before answering.
 		WriteError(w, http.StatusBadRequest, "", "", fmt.Sprintf("reading the request: %v", err))
 		return false
 	}
+	rc.SetReadDeadline(time.Time{})
 	if err := json.Unmarshal(b, v); err != nil {
 		WriteError(w, http.StatusBadRequest, "", "invalid_json", fmt.Sprintf("the request body is not valid JSON: %v", err))
 		return false
@@ -468,7 +483,7 @@ func (j *job) take() ([]string, *models.Completion, error) {
 func (s *Service) serve(w http.ResponseWriter, r *http.Request, p params) {
 	ctx := r.Context()
 	m, err := s.n.Models.Get(p.model)
-	if errors.Is(err, models.ErrUnknown) {
+	if errors.Is(err, models.ErrUnknown) || errors.Is(err, models.ErrBadName) {
 		WriteError(w, http.StatusNotFound, "model", "model_not_found", fmt.Sprintf("The model `%s` does not exist", p.model))
 		return
 	} else if err != nil {
@@ -476,7 +491,10 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p params) {
 		return
 	}
 	spec, err := s.spec(ctx, m, p.req)
-	if err != nil {
+	if errors.Is(err, errTooLong) {
+		WriteError(w, http.StatusBadRequest, "prompt", "", err.Error())
+		return
+	} else if err != nil {
 		WriteError(w, http.StatusInternalServerError, "", "", err.Error())
 		return
 	}
@@ -563,6 +581,10 @@ func (s *Service) spec(ctx context.Context, m *store.Model, q llama.Request) (no
 		return node.Spec{}, err
 	}
 	input := models.EncodeRequests([]llama.Request{q})
+	if len(input) > models.MaxPromptLine { // the line and its newline
+		// Refused here, before it is stored, announced and fetched.
+		return node.Spec{}, fmt.Errorf("%w: the request is %d bytes with its prompt, the runner reads at most %d", errTooLong, len(input), models.MaxPromptLine)
+	}
 	in, err := s.n.PutBlob(ctx, input)
 	if err != nil {
 		return node.Spec{}, err

@@ -1,8 +1,11 @@
 package openai_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -186,10 +189,23 @@ func TestOpenAIErrors(t *testing.T) {
 			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt, N: oa.Int(2)})
 			return err
 		}, http.StatusBadRequest, "n", ""},
+		{"a model name that is no name", func() error {
+			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "../../etc/passwd", Prompt: prompt})
+			return err
+		}, http.StatusNotFound, "model", "model_not_found"},
+		{"a prompt over the runner's 1 MiB", func() error {
+			long := oa.CompletionNewParamsPromptUnion{OfString: oa.String(strings.Repeat("a", 1<<20))}
+			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: long})
+			return err
+		}, http.StatusBadRequest, "prompt", ""},
 		{"wrong key", func() error {
 			_, err := c.Models.List(ctx, option.WithAPIKey("not-the-token"))
 			return err
 		}, http.StatusUnauthorized, "", ""},
+	}
+	before, err := net.Client.Jobs(0)
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -202,7 +218,31 @@ func TestOpenAIErrors(t *testing.T) {
 			}
 		})
 	}
-	_ = net
+	// Refused before anything ran: no job was made for any of them.
+	if after, err := net.Client.Jobs(0); err != nil || len(after) != len(before) {
+		t.Errorf("%d jobs after the refused requests, %d before (%v)", len(after), len(before), err)
+	}
+}
+
+// TestOpenAIBodyTrickles: a request whose body stops arriving is answered
+// 400 once Config.BodyTimeout passed, instead of holding its handler.
+func TestOpenAIBodyTrickles(t *testing.T) {
+	_, network := serve(t, nodetest.Options{Providers: 1, Trust: true, OpenAI: openai.Config{BodyTimeout: 200 * time.Millisecond}})
+	conn, err := net.Dial("tcp", network.API.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\": ", network.Token(t))
+	conn.SetReadDeadline(time.Now().Add(time.Minute)) // the test's own bound, far above the timeout
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a stalled body: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("status %d, want 400", resp.StatusCode)
+	}
 }
 
 // TestOpenAIStreamOutvotesALiar: with one of three replicas lying from
