@@ -115,6 +115,16 @@ type Config struct {
 	// CheckTie of the checker's top one (see package client's check jobs). 0 checks
 	// exactly; at most llama.MaxTie. DefaultConfig: DefaultCheckTie.
 	CheckTie float32
+	// NoNetGroups counts every identity as an operator of its own: for a
+	// private cluster whose providers share one network. By default peers
+	// are grouped by the network they connect from (IPv4 /16, IPv6 /32, a
+	// relayed peer with its relay; package netgroup), because identities
+	// cost nothing: one job's replicas go to distinct groups, a vote is
+	// anchored only by established providers of distinct groups, and a
+	// newcomer is proven only by the client's own run or by an established
+	// provider of another group. Providers named in Trust are each a group
+	// of their own either way.
+	NoNetGroups bool
 	// NoAudit stops this client from ever running a job itself. By default
 	// a job whose vote no established provider decides (a network of
 	// newcomers, or one where they outvote the established) is checked by

@@ -32,6 +32,7 @@ import (
 	"github.com/infernet/infernet/node/gossip"
 	"github.com/infernet/infernet/node/internal/batch"
 	"github.com/infernet/infernet/node/internal/client"
+	"github.com/infernet/infernet/node/internal/netgroup"
 	"github.com/infernet/infernet/node/internal/peers"
 	"github.com/infernet/infernet/node/internal/provider"
 	"github.com/infernet/infernet/node/internal/reach"
@@ -150,6 +151,16 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.peers = peers.NewBook(n.db, n.host.ID(), cfg.Reputation, cfg.MaxPeers, cfg.Trust, n.log)
 	n.peers.Reachable = func(id peer.ID) bool {
 		return n.host.Network().Connectedness(id) == network.Connected || len(n.host.Peerstore().Addrs(id)) > 0
+	}
+	if !cfg.NoNetGroups {
+		n.peers.GroupOf = func(id peer.ID) string {
+			for _, c := range n.host.Network().ConnsToPeer(id) {
+				if g := netgroup.Of(c.RemoteMultiaddr()); g != "" {
+					return g
+				}
+			}
+			return ""
+		}
 	}
 	n.ledger = settle.New(n.ctx, settle.Config{Lightning: n.lnd, DB: n.db, Blobs: n.blobs, Peers: n.peers,
 		Streams: n.streams, Fair: cfg.Fair, Sweep: cfg.PaymentSweep, Logger: n.log})

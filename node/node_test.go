@@ -27,6 +27,7 @@ import (
 
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/faults"
+	"github.com/infernet/infernet/node/internal/netgroup"
 	"github.com/infernet/infernet/node/internal/peers"
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
@@ -39,7 +40,7 @@ import (
 func testConfig(tb testing.TB, provide bool) Config {
 	c := DefaultConfig()
 	c.DataDir = tb.TempDir()
-	c.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+	c.Listen = []string{netgroup.Loopback()} // an operator of its own
 	c.MDNS, c.NAT = false, false
 	c.Provide = provide
 	c.Slots = 2

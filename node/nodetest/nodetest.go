@@ -20,6 +20,7 @@ import (
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/api"
 	"github.com/infernet/infernet/node/faults"
+	"github.com/infernet/infernet/node/internal/netgroup"
 	"github.com/infernet/infernet/node/openai"
 )
 
@@ -86,7 +87,7 @@ func Start(tb testing.TB, o Options) *Network {
 	config := func(provide bool, boot []string) node.Config {
 		cfg := node.DefaultConfig()
 		cfg.DataDir, cfg.Provide, cfg.Bootstrap = tb.TempDir(), provide, boot
-		cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+		cfg.Listen = []string{netgroup.Loopback()} // an operator of its own
 		cfg.MDNS, cfg.NAT, cfg.Slots, cfg.Backend = false, false, 2, "reference"
 		cfg.Heartbeat, cfg.Silence, cfg.GossipHeartbeat = 100*time.Millisecond, 3*time.Second, 100*time.Millisecond
 		cfg.Sandbox, cfg.Backends = sb, set

@@ -148,6 +148,16 @@ func (r *Record) Agree(p Params, now time.Time) {
 	r.Proven++
 }
 
+// Concur records a result that agreed with the accepted one when no anchor
+// independent of the peer vouched for it (only identities of its own
+// operator agreed): it counts in the score, but neither proves the peer
+// nor lengthens its streak, so a colluder cannot graduate its own identities.
+func (r *Record) Concur(p Params, now time.Time) {
+	p = p.WithDefaults()
+	r.decay(p, now)
+	r.Agreed++
+}
+
 // Outvote records a result other replicas outvoted on job: a lie.
 func (r *Record) Outvote(p Params, now time.Time, job string) {
 	p = p.WithDefaults()

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -85,11 +86,22 @@ func peerID(t *testing.T, p *proc) string {
 }
 
 // startNodeAt is startNode with a data directory prepared by the caller.
+// Each node listens on a /16 of loopback of its own (loopback): peers
+// count it as an operator of its own.
 func startNodeAt(t *testing.T, name, dataDir string, extra ...string) *proc {
 	t.Helper()
 	p := &proc{name: name, dataDir: dataDir}
-	return p.start(t, "/ip4/127.0.0.1/", append([]string{"--listen", "/ip4/127.0.0.1/tcp/0"}, extra...)...)
+	ip := loopback()
+	return p.start(t, "/ip4/"+ip+"/", append([]string{"--listen", "/ip4/" + ip + "/tcp/0"}, extra...)...)
 }
+
+// loopbackNext numbers the /16s loopback hands out.
+var loopbackNext atomic.Uint32
+
+// loopback returns 127.N.0.1, N from 1 to 254 in turn: all of 127/8 is
+// loopback on Linux, and a node dials from its listening address, so its
+// peers see it in a network group (node.Config.NoNetGroups) of its own.
+func loopback() string { return fmt.Sprintf("127.%d.0.1", loopbackNext.Add(1)%254+1) }
 
 // command is the infernet CLI with args, in p's network namespace if it
 // has one.

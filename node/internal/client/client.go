@@ -337,8 +337,11 @@ type jobRun struct {
 	mu  sync.Mutex
 	rec *store.Job // guarded by mu
 	// holders are the providers holding (or reserved for) a replica of this
-	// job: no provider gets two. Guarded by mu.
+	// job: no provider, and no operator (Book.Group), gets two. Guarded by mu.
 	holders map[peer.ID]bool
+	// sameOperator is set when next passed over a candidate only because
+	// its operator holds a replica already (for the error); guarded by mu.
+	sameOperator bool
 	// pool is the candidates, best first; guarded by mu.
 	pool []peers.Candidate
 	// onlyTrusted restricts next to trusted candidates (a single-replica
@@ -543,7 +546,7 @@ func (j *jobRun) findProviders(ctx context.Context) error {
 		j.mu.Lock()
 		j.pool = j.knownCandidatesLocked()
 		j.mu.Unlock()
-		if len(j.pool) >= int(j.ann.Replicas) {
+		if j.operators() >= int(j.ann.Replicas) {
 			return nil
 		}
 	}
@@ -556,13 +559,13 @@ func (j *jobRun) findProviders(ctx context.Context) error {
 	for _, c := range j.pool {
 		have[c.ID] = true
 	}
-	for len(j.pool) < int(j.ann.Replicas)+1 {
+	for j.operators() < int(j.ann.Replicas)+1 {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-window.C:
-			if len(j.pool) < int(j.ann.Replicas) {
-				return fmt.Errorf("%w: %d for %d replicas%s", ErrNoProviders, len(j.pool), j.ann.Replicas, j.precisionNote())
+			if ops := j.operators(); ops < int(j.ann.Replicas) {
+				return fmt.Errorf("%w: %d for %d replicas%s%s", ErrNoProviders, ops, j.ann.Replicas, j.operatorNote(), j.precisionNote())
 			}
 			return nil
 		case o := <-j.bids:
@@ -593,6 +596,29 @@ func (j *jobRun) findProviders(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// operators counts the distinct operators (Book.Group) among the
+// candidates: one job's replicas go to distinct ones.
+func (j *jobRun) operators() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	ops := map[string]bool{}
+	for _, c := range j.pool {
+		ops[j.c.n.Peers.Group(c.ID)] = true
+	}
+	return len(ops)
+}
+
+// operatorNote says, for an error, when candidates share operators.
+func (j *jobRun) operatorNote() string {
+	j.mu.Lock()
+	n := len(j.pool)
+	j.mu.Unlock()
+	if ops := j.operators(); ops < n {
+		return fmt.Sprintf(" (%d providers, but %d share a network with another: one replica per operator; --trust your own machines, or --no-netgroups on a private cluster)", n, n-ops)
+	}
+	return ""
 }
 
 // backendClass is the backend a provider runs a job on: its fast backend
@@ -679,9 +705,14 @@ func (j *jobRun) next(tried map[peer.ID]bool) (peer.ID, bool) {
 	load, book := &j.c.load, j.c.n.Peers
 	for refreshed := false; ; refreshed = true {
 		var eligible []peers.Candidate
+		held := j.heldGroupsLocked() // one replica per operator
 		for _, c := range j.pool {
 			if j.holders[c.ID] || tried[c.ID] || (!c.Trusted && j.onlyTrusted) ||
 				(j.onlyEstablished && !book.Established(c.ID)) || book.Banned(c.ID) || book.BackingOff(c.ID) {
+				continue
+			}
+			if held[book.Group(c.ID)] {
+				j.sameOperator = true
 				continue
 			}
 			eligible = append(eligible, c)
@@ -702,17 +733,21 @@ func (j *jobRun) next(tried map[peer.ID]bool) (peer.ID, bool) {
 	}
 }
 
-// draw picks one of cands at random, each with a chance proportional to
-// its weight: reputation (a newcomer's is low until its results are
-// proven), discounted by up to half for price against the job's offer and
-// by the square of one plus this node's replicas in flight there, so that
-// equals share the work and the best do not take all of it.
+// draw picks one of cands at random: first an operator (Book.Group), with
+// a chance proportional to the weight of its best identity, so that many
+// identities of one operator draw no more than one; then one of its
+// identities by weight. A weight is reputation (a newcomer's is low until
+// its results are proven), discounted by up to half for price against the
+// job's offer and by the square of one plus this node's replicas in flight
+// there, so that equals share the work and the best do not take all of it.
 func (j *jobRun) draw(cands []peers.Candidate) (peers.Candidate, bool) {
 	if len(cands) == 0 {
 		return peers.Candidate{}, false
 	}
 	weights := make([]float64, len(cands))
-	total := 0.0
+	groups := make([]string, len(cands))
+	best := map[string]float64{}
+	var order []string // operators in the order first met
 	for i, c := range cands {
 		w := max(c.Reputation, 1e-3)
 		if c.Advert != nil && j.ann != nil && j.ann.Price > 0 {
@@ -720,15 +755,42 @@ func (j *jobRun) draw(cands []peers.Candidate) (peers.Candidate, bool) {
 		}
 		l := float64(1 + j.c.load.of(c.ID))
 		weights[i] = w / (l * l)
-		total += weights[i]
+		groups[i] = j.c.n.Peers.Group(c.ID)
+		if _, ok := best[groups[i]]; !ok {
+			order = append(order, groups[i])
+		}
+		best[groups[i]] = max(best[groups[i]], weights[i])
 	}
+	total := 0.0
+	for _, g := range order {
+		total += best[g]
+	}
+	group := order[len(order)-1]
 	x := rand.Float64() * total
-	for i, w := range weights {
-		if x -= w; x < 0 {
-			return cands[i], true
+	for _, g := range order {
+		if x -= best[g]; x < 0 {
+			group = g
+			break
 		}
 	}
-	return cands[len(cands)-1], true
+	total = 0
+	for i := range cands {
+		if groups[i] == group {
+			total += weights[i]
+		}
+	}
+	x = rand.Float64() * total
+	pick := -1
+	for i, w := range weights {
+		if groups[i] != group {
+			continue
+		}
+		if pick = i; x-w < 0 {
+			break
+		}
+		x -= w
+	}
+	return cands[pick], true
 }
 
 // unreserve frees a provider that refused, so another replica may ask it.
@@ -754,6 +816,12 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 				return nil, fmt.Errorf("no provider could be paid (%d tried): %w", len(tried), last)
 			}
 			if !busy {
+				j.mu.Lock()
+				same := j.sameOperator
+				j.mu.Unlock()
+				if same && errors.Is(last, ErrNoProviders) {
+					return nil, fmt.Errorf("%w: the other candidates share a network with a provider holding a replica (one replica per operator; --trust your own machines, or --no-netgroups on a private cluster)", ErrNoProviders)
+				}
 				return nil, fmt.Errorf("%w (last: %v)", ErrNoProviders, last)
 			}
 			// Everyone is busy: wait, then ask everyone again.

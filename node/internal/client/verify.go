@@ -113,12 +113,13 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 			if err != nil {
 				return j.finish(votes, nil, err)
 			}
-			if ok && (n.Peers.Established(peer.ID(votes[0].Provider)) || n.Peers.Established(j.checker)) {
+			if ok && j.independent(peer.ID(votes[0].Provider), j.checker) {
 				return j.accept(ctx, votes, []int{0}, nil, VerifiedByCheck)
 			}
 			if ok {
-				// Two newcomers agree: no more than an unanchored vote, which
-				// identities that cost nothing could stage.
+				// Two newcomers, or two identities of one operator, agree: no
+				// more than an unanchored vote, which identities that cost
+				// nothing could stage.
 				if !n.NoAudit && auditable(j.ann) {
 					return j.audit(ctx, votes)
 				}
@@ -175,32 +176,62 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 	return j.finish(votes, nil, errors.Join(errs...))
 }
 
-// anchored returns the group that established providers decide: the one
-// with the most established members, if it has at least one, at least two
-// members, and strictly more established members than any other group.
+// anchored returns the group of agreeing results that established
+// providers decide. Providers are counted by operator (Book.Group), so that
+// one operator's identities count once: the group must have established
+// members of at least one operator, members of at least two operators, and
+// established members of strictly more operators than any other group.
 // However many newcomers agree, they do not outvote an established peer.
 func (j *jobRun) anchored(votes []*wire.Result, groups [][]int) ([]int, bool) {
-	count := make([]int, len(groups))
+	book := j.c.n.Peers
+	established := make([]int, len(groups)) // operators with an established member
+	operators := make([]int, len(groups))
 	best := -1
 	for g, members := range groups {
+		est, all := map[string]bool{}, map[string]bool{}
 		for _, i := range members {
-			if j.c.n.Peers.Established(peer.ID(votes[i].Provider)) {
-				count[g]++
+			id := peer.ID(votes[i].Provider)
+			op := book.Group(id)
+			all[op] = true
+			if book.Established(id) {
+				est[op] = true
 			}
 		}
-		if best < 0 || count[g] > count[best] {
+		established[g], operators[g] = len(est), len(all)
+		if best < 0 || established[g] > established[best] {
 			best = g
 		}
 	}
-	if best < 0 || count[best] == 0 || len(groups[best]) < 2 {
+	if best < 0 || established[best] == 0 || operators[best] < 2 {
 		return nil, false
 	}
 	for g := range groups {
-		if g != best && count[g] >= count[best] {
+		if g != best && established[g] >= established[best] {
 			return nil, false
 		}
 	}
 	return groups[best], true
+}
+
+// independent reports whether two providers' agreement verifies a result:
+// they are of distinct operators (Book.Group), and one is established.
+func (j *jobRun) independent(a, b peer.ID) bool {
+	book := j.c.n.Peers
+	return book.Group(a) != book.Group(b) && (book.Established(a) || book.Established(b))
+}
+
+// proves reports whether id's agreement with the winners is proven: an
+// established winner of another operator agrees. An operator's own
+// identities never graduate one another.
+func (j *jobRun) proves(votes []*wire.Result, winners []int, id peer.ID) bool {
+	book := j.c.n.Peers
+	for _, k := range winners {
+		other := peer.ID(votes[k].Provider)
+		if other != id && book.Established(other) && book.Group(other) != book.Group(id) {
+			return true
+		}
+	}
+	return false
 }
 
 // losersOf is every member of groups outside winners.
@@ -386,7 +417,11 @@ func (j *jobRun) accept(ctx context.Context, votes []*wire.Result, winners, lose
 	switch how {
 	case VerifiedByReplicas:
 		for _, i := range winners {
-			n.Peers.Agree(peer.ID(votes[i].Provider))
+			if id := peer.ID(votes[i].Provider); j.proves(votes, winners, id) {
+				n.Peers.Agree(id)
+			} else {
+				n.Peers.Concur(id)
+			}
 		}
 		for _, i := range losers {
 			n.Peers.Outvote(peer.ID(votes[i].Provider), j.ann.Job)
@@ -491,17 +526,30 @@ func describeResults(rs []*wire.Result) string {
 	return s
 }
 
-// establishedCandidate reports whether an established provider holding no
-// replica of this job is among the candidates.
+// establishedCandidate reports whether an established provider of an
+// operator holding no replica of this job is among the candidates.
 func (j *jobRun) establishedCandidate() bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	held := j.heldGroupsLocked()
 	for _, c := range j.pool {
-		if !j.holders[c.ID] && j.c.n.Peers.Established(c.ID) {
+		if !held[j.c.n.Peers.Group(c.ID)] && j.c.n.Peers.Established(c.ID) {
 			return true
 		}
 	}
 	return false
+}
+
+// heldGroupsLocked is the operators (Book.Group) holding a replica of this
+// job: no other replica goes to them. j.mu must be held.
+func (j *jobRun) heldGroupsLocked() map[string]bool {
+	held := map[string]bool{}
+	for id, ok := range j.holders {
+		if ok {
+			held[j.c.n.Peers.Group(id)] = true
+		}
+	}
+	return held
 }
 
 func (j *jobRun) establishedOnly() bool {
@@ -660,7 +708,16 @@ func (j *jobRun) runCheck(ctx context.Context, res *wire.Result) (bool, error) {
 	spec.Input, spec.InputSize = in, int64(len(input))
 	spec.Check, spec.Output, spec.Adaptive, spec.Audit = nil, nil, false, 0
 	spec.Deadline = time.Until(time.UnixMilli(j.ann.Deadline))
+	// The checker comes from another operator: the generator's own
+	// identities would check whatever it wrote.
 	spec.Avoid = append(slices.Clone(spec.Avoid), provider)
+	j.mu.Lock()
+	for _, c := range j.pool {
+		if c.ID != provider && n.Peers.Group(c.ID) == n.Peers.Group(provider) {
+			spec.Avoid = append(spec.Avoid, c.ID)
+		}
+	}
+	j.mu.Unlock()
 	rec, err := j.c.Submit(ctx, spec, nil)
 	if err != nil {
 		return false, fmt.Errorf("check job: %w", err)

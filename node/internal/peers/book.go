@@ -30,6 +30,11 @@ type Book struct {
 	// address. Both are fixed before the book is shared.
 	max       int
 	Reachable func(peer.ID) bool
+	// GroupOf, when set, returns the network group (netgroup.Of) a peer's
+	// live connection comes from, "" without one. Nil turns grouping off:
+	// every identity is an operator of its own (node.Config.NoNetGroups).
+	// Fixed before the book is shared.
+	GroupOf func(peer.ID) string
 
 	mu    sync.Mutex
 	peers map[peer.ID]*store.Peer // guarded by mu
@@ -53,6 +58,9 @@ type Book struct {
 	// unpaid, newest last: they share one allowance (strangersSpent), so
 	// that a new identity does not bring a new one. Guarded by mu.
 	strangers []time.Time
+	// groups remembers the network group each peer in the book last
+	// connected from (see Group). Not persisted.
+	groups map[peer.ID]string // guarded by mu
 	// gpu holds each GPU challenge, under way or ended in the last 24 h
 	// (gpuchallenge.go); made on first use. Not persisted.
 	gpu map[peer.ID]*gpuCheck // guarded by mu
@@ -84,7 +92,7 @@ func NewBook(db *store.Store, self peer.ID, params reputation.Params, limit int,
 	}
 	b := &Book{db: db, self: self, params: params.WithDefaults(), max: limit, log: log,
 		peers: map[peer.ID]*store.Peer{}, vouched: map[peer.ID]bool{}, backoff: map[peer.ID]*backoff{},
-		dialable: map[peer.ID]bool{}, dirty: map[peer.ID]bool{}, gone: map[peer.ID]bool{}}
+		dialable: map[peer.ID]bool{}, dirty: map[peer.ID]bool{}, gone: map[peer.ID]bool{}, groups: map[peer.ID]string{}}
 	for _, id := range vouched {
 		b.vouched[id] = true
 	}
@@ -236,6 +244,7 @@ func (b *Book) forgetLocked(id peer.ID) {
 	delete(b.backoff, id)
 	delete(b.dialable, id)
 	delete(b.dirty, id)
+	delete(b.groups, id)
 	b.gone[id] = true
 }
 
@@ -361,9 +370,45 @@ func (b *Book) Lose(id peer.ID) {
 	b.Update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Lose(p, now) })
 }
 
-// Agree records a result of id that agreed with the accepted one.
+// Agree records a result of id that agreed with the accepted one, proven
+// by an anchor outside id's own operator (see Group).
 func (b *Book) Agree(id peer.ID) {
 	b.Update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Agree(p, now) })
+}
+
+// Concur records a result of id that agreed with the accepted one when no
+// anchor outside id's operator vouched for it: it counts towards id's score,
+// not towards the end of its probation.
+func (b *Book) Concur(id peer.ID) {
+	b.Update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Concur(p, now) })
+}
+
+// Group is the operator id counts as in a draw and in a vote: the network
+// group it connects from, remembered from its last connection. Identities
+// cost nothing; addresses in distinct networks do. id is a group of its
+// own when grouping is off, when this node's operator vouches for it
+// (--trust: an operator's own machines on one LAN), and while no
+// connection of it was seen.
+func (b *Book) Group(id peer.ID) string {
+	own := "peer/" + id.String()
+	if b.GroupOf == nil {
+		return own
+	}
+	g := b.GroupOf(id) // outside mu: it asks the host
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.vouched[id] {
+		return own
+	}
+	if g != "" && b.peers[id] != nil {
+		b.groups[id] = g
+	} else if g == "" {
+		g = b.groups[id]
+	}
+	if g == "" {
+		return own
+	}
+	return g
 }
 
 // Outvote records that id was outvoted on job: it lied.

@@ -1,0 +1,160 @@
+package client
+
+import (
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/infernet/infernet/node/internal/peers"
+	"github.com/infernet/infernet/node/reputation"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
+)
+
+// operatorsClient is a client whose book groups peers by the network
+// groups given (as if seen connected from there), with the established
+// ones out of probation.
+func operatorsClient(t *testing.T, groups map[peer.ID]string, established ...peer.ID) *Client {
+	t.Helper()
+	db, err := store.Open(filepath.Join(t.TempDir(), "node.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	cl := &Client{}
+	cl.n = &cl.cfg
+	book := peers.NewBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
+	book.GroupOf = func(id peer.ID) string { return groups[id] }
+	for _, id := range established {
+		book.Update(id, func(r *reputation.Record, p reputation.Params, _ time.Time) { r.Proven = p.Probation })
+	}
+	cl.cfg.Peers = book
+	return cl
+}
+
+// One attacker with four identities in one /16, two honest operators.
+var (
+	attackers = []peer.ID{"a1", "a2", "a3", "a4"}
+	operators = map[peer.ID]string{"a1": "v4/127.200", "a2": "v4/127.200", "a3": "v4/127.200", "a4": "v4/127.200",
+		"h1": "v4/127.1", "h2": "v4/127.2"}
+)
+
+// TestDrawOneReplicaPerOperator: a job's replicas go to distinct
+// operators, and an operator's four identities are drawn no more often
+// than one honest operator.
+func TestDrawOneReplicaPerOperator(t *testing.T) {
+	cl := operatorsClient(t, operators)
+	var pool []peers.Candidate
+	for id := range operators {
+		pool = append(pool, peers.Candidate{ID: id, Advert: &wire.CapabilityAdvert{Slots: 2}, Reputation: 1})
+	}
+	first := map[string]int{}
+	for range 3000 {
+		j := &jobRun{c: cl, pool: pool, holders: map[peer.ID]bool{}, matched: map[peer.ID]peers.Candidate{}, bidBackend: map[peer.ID]string{}}
+		var got []peer.ID
+		for range 3 {
+			p, ok := j.next(map[peer.ID]bool{})
+			if !ok {
+				t.Fatalf("replica %d of 3 found no provider among 3 operators", len(got))
+			}
+			got = append(got, p)
+		}
+		ops := map[string]bool{}
+		for _, p := range got {
+			ops[operators[p]] = true
+			cl.load.add(p, -1)
+		}
+		if len(ops) != 3 {
+			t.Fatalf("replicas %v: %d operators, want 3", got, len(ops))
+		}
+		first[operators[got[0]]]++
+	}
+	// Each operator about 1000 first draws (identities drawn alone would
+	// give the attacker 2000 of 3000).
+	for op, n := range first {
+		if n < 850 || n > 1150 {
+			t.Errorf("operator %s drawn first %d of 3000 times, want about 1000: %v", op, n, first)
+		}
+	}
+}
+
+// TestVoteByOperators: identities of one operator count once in a vote,
+// and never prove one another.
+func TestVoteByOperators(t *testing.T) {
+	cl := operatorsClient(t, operators, "a1", "h1")
+	j := &jobRun{c: cl}
+	votes := func(ids ...peer.ID) []*wire.Result {
+		var out []*wire.Result
+		for i, id := range ids {
+			out = append(out, &wire.Result{Provider: []byte(id), Replica: uint8(i)})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name     string
+		votes    []*wire.Result
+		groups   [][]int // of agreeing results
+		anchored bool
+	}{
+		{"an established identity and a newcomer of its operator agree", votes("a1", "a2"), [][]int{{0, 1}}, false},
+		{"four identities of one operator agree", votes("a1", "a2", "a3", "a4"), [][]int{{0, 1, 2, 3}}, false},
+		{"an established attacker and an honest newcomer agree", votes("a1", "h2"), [][]int{{0, 1}}, true},
+		{"an honest established and an honest newcomer agree", votes("h1", "h2"), [][]int{{0, 1}}, true},
+		{"three identities of one operator against an honest established one", votes("a1", "a2", "a3", "h1"), [][]int{{0, 1, 2}, {3}}, false},
+		{"two operators against one, established on both sides", votes("a1", "a2", "h1", "h2"), [][]int{{0, 1}, {2, 3}}, false},
+	} {
+		if _, got := j.anchored(tc.votes, tc.groups); got != tc.anchored {
+			t.Errorf("%s: anchored %v, want %v", tc.name, got, tc.anchored)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		votes   []*wire.Result
+		winners []int
+		who     peer.ID
+		proven  bool
+	}{
+		{"a newcomer agreeing with an established identity of its operator", votes("a1", "a2"), []int{0, 1}, "a2", false},
+		{"a newcomer agreeing with an established provider of another operator", votes("h1", "a2"), []int{0, 1}, "a2", true},
+		{"an honest newcomer agreeing with an established attacker", votes("a1", "h2"), []int{0, 1}, "h2", true},
+		{"an established provider agreeing with a newcomer", votes("h1", "a2"), []int{0, 1}, "h1", false},
+	} {
+		if got := j.proves(tc.votes, tc.winners, tc.who); got != tc.proven {
+			t.Errorf("%s: proven %v, want %v", tc.name, got, tc.proven)
+		}
+	}
+	if j.independent("a1", "a2") || !j.independent("a1", "h2") || j.independent("a2", "h2") {
+		t.Error("a check job is independent only across operators, with one of them established")
+	}
+}
+
+// TestGroupWithoutNetwork: with grouping off, or for a vouched peer, or
+// before a peer was seen connected, every identity is its own operator;
+// once seen, a peer keeps its group after its connection closed.
+func TestGroupWithoutNetwork(t *testing.T) {
+	live := map[peer.ID]string{"a1": "v4/127.200", "a2": "v4/127.200"}
+	cl := operatorsClient(t, live)
+	book := cl.n.Peers
+	book.Update("a1", func(*reputation.Record, reputation.Params, time.Time) {}) // a1 is in the book
+	if book.Group("a1") != "v4/127.200" || book.Group("a1") == book.Group("nobody") {
+		t.Errorf("groups %q and %q", book.Group("a1"), book.Group("nobody"))
+	}
+	delete(live, "a1") // its connection closed
+	if got := book.Group("a1"); got != "v4/127.200" {
+		t.Errorf("a1 after its connection closed: %q, want the group it was seen in", got)
+	}
+	book.Vouch("a2")
+	if book.Group("a2") == book.Group("a1") {
+		t.Error("a vouched peer shares a group")
+	}
+	book.GroupOf = nil
+	ids := []string{book.Group("a1"), book.Group("a2"), book.Group("a3")}
+	slices.Sort(ids)
+	if len(slices.Compact(ids)) != 3 {
+		t.Errorf("grouping off: %v, want three groups", ids)
+	}
+}

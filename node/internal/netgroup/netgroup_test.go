@@ -1,0 +1,36 @@
+package netgroup
+
+import (
+	"testing"
+
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+func TestOf(t *testing.T) {
+	for _, tc := range []struct{ addr, want string }{
+		{"/ip4/127.0.0.1/tcp/4001", "v4/127.0"},
+		{"/ip4/127.3.0.1/udp/4001/quic-v1", "v4/127.3"},
+		{"/ip4/203.0.113.7/tcp/1", "v4/203.0"},
+		{"/ip4/203.0.200.9/tcp/1", "v4/203.0"},
+		{"/ip4/203.1.113.7/tcp/1", "v4/203.1"},
+		{"/ip6/2001:db8:1:2::1/tcp/1", "v6/2001:0db8"},
+		{"/ip6/2001:db8:ffff::1/tcp/1", "v6/2001:0db8"},
+		{"/ip6/::ffff:198.51.100.4/tcp/1", "v4/198.51"},
+		{"/ip6/::1/tcp/1", "v6/0000:0000"},
+		// Relayed: the relay's network, whatever the peer's own part says.
+		{"/ip4/198.51.100.4/tcp/4001/p2p/12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN/p2p-circuit", "v4/198.51"},
+		{"/dns4/example.com/tcp/1", ""},
+		{"/p2p-circuit", ""},
+	} {
+		a, err := ma.NewMultiaddr(tc.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Of(a); got != tc.want {
+			t.Errorf("Of(%s) = %q, want %q", tc.addr, got, tc.want)
+		}
+	}
+	if got := Of(nil); got != "" {
+		t.Errorf("Of(nil) = %q", got)
+	}
+}

@@ -1,0 +1,143 @@
+package node
+
+// Hostile peers, round 3: trust per operator, not per identity. One
+// attacker runs several identities from one network, here one /16 of
+// loopback (127.200/16, netgroup.SharedLoopback), while every honest
+// provider has a /16 of its own (testConfig: netgroup.Loopback).
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/infernet/infernet/node/faults"
+	"github.com/infernet/infernet/node/internal/netgroup"
+	"github.com/infernet/infernet/node/reputation"
+)
+
+// operatorNetwork is hostileNetwork with the attackers' identities all
+// listening in one /16.
+func operatorNetwork(t *testing.T, honest, identities int, attack func() *faults.Faults) (*testNet, map[peer.ID]bool) {
+	t.Helper()
+	i := 0
+	return hostileNetwork(t, honest, identities, attack, func(c *Config) {
+		if c.Provide {
+			if i >= honest {
+				c.Listen = []string{netgroup.SharedLoopback(0, i-honest)}
+			}
+			i++
+		}
+	})
+}
+
+// TestHostileOperatorEarnThenBetray: one operator's identities answer
+// honestly for their first 8 runs, then sign the same wrong output, and
+// only on jobs whose every replica they hold (Faults.Ring), so that no
+// honest result contradicts them. Before, with identities counted alone,
+// 17 of 40 jobs (4 identities) and 14 of 40 (8 identities) accepted the
+// wrong output as verified. Now one job's replicas go to distinct
+// operators: the attacker never holds every replica, never gets to lie
+// unseen, and nothing it does graduates its own identities.
+func TestHostileOperatorEarnThenBetray(t *testing.T) {
+	for _, k := range []int{4, 8} {
+		t.Run(fmt.Sprintf("%d identities", k), func(t *testing.T) {
+			ring := &faults.Ring{}
+			net, bad := operatorNetwork(t, 3, k, func() *faults.Faults {
+				return &faults.Faults{Lie: 1, Collude: true, HonestFor: 8, Ring: ring}
+			})
+			c := net.client
+			warm := runJobs(t, c, 30, 0, nil) // long enough for identities drawn often to end their honest runs
+			got := runJobs(t, c, 40, 30, nil)
+			honestBanned, attackersBanned := judged(c, bad)
+			jobs, err := c.Jobs(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			shared := 0 // jobs with two replicas on the attacker's identities
+			for _, j := range jobs {
+				n := 0
+				for _, r := range j.Replicas {
+					if id, err := peer.Decode(r.Provider); err == nil && bad[id] {
+						n++
+					}
+				}
+				if n > 1 {
+					shared++
+				}
+			}
+			t.Logf("%d identities of one operator: warm-up %d right of 30; then 40 jobs: %d right, %d wrong verified, %d wrong unverified, %d failed, %v; honest banned %d, attacker identities banned %d; %d audits; jobs with two attacker replicas %d",
+				k, warm.right, got.right, got.wrongVerified, got.wrongUnverified, got.failed, got.how, honestBanned, attackersBanned, c.Stats().Audits, shared)
+			if got.wrongVerified != 0 || warm.wrongVerified != 0 || honestBanned != 0 || got.right < 20 {
+				t.Fatalf("want 0 wrong verified, 0 honest banned, at least 20 of 40 right")
+			}
+			if shared != 0 {
+				t.Fatalf("%d jobs gave two replicas to one operator", shared)
+			}
+			stillVerifies(t, c)
+		})
+	}
+}
+
+// TestHostileOperatorNoLaundering: an operator with one identity the
+// client holds established and fresh ones beside it in the same /16. Before, a vote of the established
+// identity and a newcomer that agreed was accepted and proved the
+// newcomer: one colluder graduated the rest. Now its identities are one
+// operator: they never share a job, their agreement would prove nothing,
+// and the newcomers stay on probation unless an honest operator or the
+// client's own run proves them.
+func TestHostileOperatorNoLaundering(t *testing.T) {
+	net, bad := operatorNetwork(t, 2, 3, func() *faults.Faults { return &faults.Faults{} })
+	c := net.client
+	var sponsor peer.ID
+	for id := range bad {
+		sponsor = id
+		break
+	}
+	// As if it had earned its place: out of probation, no lie on record.
+	c.peers.Update(sponsor, func(r *reputation.Record, p reputation.Params, _ time.Time) { r.Proven = p.Probation })
+	got := runJobs(t, c, 24, 0, nil)
+	jobs, err := c.Jobs(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Which results of the newcomers an honest operator or an audit backs:
+	// only those may prove them.
+	backed := map[peer.ID]int{}
+	for _, j := range jobs {
+		var honest bool
+		for _, r := range j.Replicas {
+			if id, err := peer.Decode(r.Provider); err == nil && !bad[id] {
+				honest = true
+			}
+		}
+		for _, r := range j.Replicas {
+			id, err := peer.Decode(r.Provider)
+			if err == nil && bad[id] && id != sponsor && r.Result != nil && (honest || j.Verification == "audit") {
+				backed[id]++
+			}
+			if err == nil && bad[id] && id != sponsor {
+				for _, o := range j.Replicas {
+					if o.Provider == sponsor.String() {
+						t.Errorf("job %s: the sponsor and its own newcomer %s share a job", j.ID, id)
+					}
+				}
+			}
+		}
+	}
+	for id := range bad {
+		if id == sponsor {
+			continue
+		}
+		rec := c.peers.Record(id)
+		t.Logf("newcomer %s: proven %d, results an honest operator or audit backed %d", id.ShortString(), rec.Proven, backed[id])
+		if rec.Proven > backed[id] {
+			t.Errorf("newcomer %s proven %d times, but only %d of its results were backed outside its operator", id.ShortString(), rec.Proven, backed[id])
+		}
+	}
+	if got.wrongVerified != 0 || got.right != 24 {
+		t.Fatalf("%+v: want 24 right", got)
+	}
+	stillVerifies(t, c)
+}
