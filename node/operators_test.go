@@ -141,3 +141,29 @@ func TestHostileOperatorNoLaundering(t *testing.T) {
 	}
 	stillVerifies(t, c)
 }
+
+// TestHostileOperatorClientWork: 32 fresh identities of one operator, each
+// lying on every job, join 3 honest providers. Before, identities counted
+// alone: the client ran 12 of 15 jobs itself (26x its CPU per job), one
+// audit per identity. Now the 32 are one operator, drawn as one, and drawn
+// a sixteenth as often once one of them is caught: the client's own runs
+// (audits) stay within 2x those of the same jobs on the honest providers
+// alone.
+func TestHostileOperatorClientWork(t *testing.T) {
+	const jobs = 30
+	audits := func(identities int) (int, tally) {
+		net, _ := operatorNetwork(t, 3, identities, func() *faults.Faults { return &faults.Faults{Lie: 1} })
+		got := runJobs(t, net.client, jobs, 0, nil)
+		return int(net.client.Stats().Audits), got
+	}
+	alone, honest := audits(0)
+	with, attacked := audits(32)
+	t.Logf("%d jobs: the client ran %d itself on 3 honest providers alone (%d right), %d with 32 lying identities of one operator beside them (%d right, %d wrong verified)",
+		jobs, alone, honest.right, with, attacked.right, attacked.wrongVerified)
+	if attacked.wrongVerified != 0 || attacked.right != jobs || honest.right != jobs {
+		t.Fatalf("want every job right")
+	}
+	if with > 2*max(alone, 1) {
+		t.Fatalf("the client ran %d jobs itself with the attacker, %d without: over 2x", with, alone)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -735,8 +736,8 @@ func (j *jobRun) next(tried map[peer.ID]bool) (peer.ID, bool) {
 
 // draw picks one of cands at random: first an operator (Book.Group), with
 // a chance proportional to the weight of its best identity, so that many
-// identities of one operator draw no more than one; then one of its
-// identities by weight. A weight is reputation (a newcomer's is low until
+// identities of one operator draw no more than one, and divided by 16 for
+// each of its identities banned; then one of its identities by weight. A weight is reputation (a newcomer's is low until
 // its results are proven), discounted by up to half for price against the
 // job's offer and by the square of one plus this node's replicas in flight
 // there, so that equals share the work and the best do not take all of it.
@@ -763,6 +764,10 @@ func (j *jobRun) draw(cands []peers.Candidate) (peers.Candidate, bool) {
 	}
 	total := 0.0
 	for _, g := range order {
+		// Each identity of the operator banned (convicted by an audit,
+		// or outvoted) divides its chance by 16: its other identities
+		// cost the client no more audits than the first.
+		best[g] /= math.Pow(16, float64(j.c.n.Peers.BannedIn(g)))
 		total += best[g]
 	}
 	group := order[len(order)-1]

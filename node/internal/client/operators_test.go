@@ -158,3 +158,38 @@ func TestGroupWithoutNetwork(t *testing.T) {
 		t.Errorf("grouping off: %v, want three groups", ids)
 	}
 }
+
+// TestDrawThrottlesACaughtOperator: once one identity of an operator is
+// banned, its other identities are drawn a sixteenth as often, together.
+func TestDrawThrottlesACaughtOperator(t *testing.T) {
+	cl := operatorsClient(t, operators)
+	book := cl.n.Peers
+	var pool []peers.Candidate
+	for id := range operators {
+		book.Update(id, func(*reputation.Record, reputation.Params, time.Time) {}) // in the book
+		book.Group(id)                                                             // and seen connected
+		if id != "a1" {
+			pool = append(pool, peers.Candidate{ID: id, Reputation: 1})
+		}
+	}
+	book.Update("a1", func(r *reputation.Record, _ reputation.Params, now time.Time) { r.BannedUntil = now.Add(time.Hour) })
+	if n := book.BannedIn("v4/127.200"); n != 1 {
+		t.Fatalf("BannedIn = %d, want 1", n)
+	}
+	attacker := 0
+	for range 3000 {
+		j := &jobRun{c: cl, pool: pool, holders: map[peer.ID]bool{}, matched: map[peer.ID]peers.Candidate{}, bidBackend: map[peer.ID]string{}}
+		p, ok := j.next(map[peer.ID]bool{})
+		if !ok {
+			t.Fatal("no provider")
+		}
+		cl.load.add(p, -1)
+		if operators[p] == "v4/127.200" {
+			attacker++
+		}
+	}
+	// Expected 3000 x (1/16) / (2 + 1/16), about 91; unthrottled, 1000.
+	if attacker > 200 {
+		t.Errorf("the caught operator was drawn first %d of 3000 times, want about 91", attacker)
+	}
+}

@@ -383,6 +383,21 @@ func (b *Book) Concur(id peer.ID) {
 	b.Update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Concur(p, now) })
 }
 
+// BannedIn counts the identities of group (see Group) banned now: an
+// operator whose identity was caught is drawn less, all its identities
+// together.
+func (b *Book) BannedIn(group string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now, n := time.Now(), 0
+	for id, g := range b.groups {
+		if p := b.peers[id]; g == group && p != nil && p.Rep.Banned(now) {
+			n++
+		}
+	}
+	return n
+}
+
 // Group is the operator id counts as in a draw and in a vote: the network
 // group it connects from, remembered from its last connection. Identities
 // cost nothing; addresses in distinct networks do. id is a group of its
