@@ -6,7 +6,9 @@ package node
 // provider has a /16 of its own (testConfig: netgroup.Loopback).
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -165,5 +167,27 @@ func TestHostileOperatorClientWork(t *testing.T) {
 	}
 	if with > 2*max(alone, 1) {
 		t.Fatalf("the client ran %d jobs itself with the attacker, %d without: over 2x", with, alone)
+	}
+}
+
+// TestHostileOperatorEclipse: a client whose only peers are one attacker's
+// two identities (its bootstrap peer among them), honest for their first
+// 6 runs and then lying together. Before, every job from the 7th on, 19 of
+// 19, returned the wrong output as verified. Now the two are one operator:
+// no job gets its two replicas, and the client says why.
+func TestHostileOperatorEclipse(t *testing.T) {
+	ring := &faults.Ring{}
+	net, _ := operatorNetwork(t, 0, 2, func() *faults.Faults {
+		return &faults.Faults{Lie: 1, Collude: true, HonestFor: 6, Ring: ring}
+	})
+	got := runJobs(t, net.client, 19, 0, nil)
+	t.Logf("19 jobs on an eclipsed client: %d right, %d wrong verified, %d wrong unverified, %d failed", got.right, got.wrongVerified, got.wrongUnverified, got.failed)
+	if got.wrongVerified != 0 {
+		t.Fatal("a wrong output was accepted as verified")
+	}
+	s, _ := catJob(t, net.client, 100)
+	_, err := net.client.Submit(context.Background(), s, nil)
+	if err == nil || !strings.Contains(err.Error(), "2 providers in 1 networks") {
+		t.Fatalf("an eclipsed client's job: %v, want an error saying its providers share a network", err)
 	}
 }

@@ -566,7 +566,7 @@ func (j *jobRun) findProviders(ctx context.Context) error {
 			return ctx.Err()
 		case <-window.C:
 			if ops := j.operators(); ops < int(j.ann.Replicas) {
-				return fmt.Errorf("%w: %d for %d replicas%s%s", ErrNoProviders, ops, j.ann.Replicas, j.operatorNote(), j.precisionNote())
+				return fmt.Errorf("%w: %s for %d replicas%s", ErrNoProviders, j.providersNote(ops), j.ann.Replicas, j.precisionNote())
 			}
 			return nil
 		case o := <-j.bids:
@@ -611,15 +611,16 @@ func (j *jobRun) operators() int {
 	return len(ops)
 }
 
-// operatorNote says, for an error, when candidates share operators.
-func (j *jobRun) operatorNote() string {
+// providersNote says, for an error, how many candidates there are, and how
+// many operators (ops) when they share some.
+func (j *jobRun) providersNote(ops int) string {
 	j.mu.Lock()
 	n := len(j.pool)
 	j.mu.Unlock()
-	if ops := j.operators(); ops < n {
-		return fmt.Sprintf(" (%d providers, but %d share a network with another: one replica per operator; --trust your own machines, or --no-netgroups on a private cluster)", n, n-ops)
+	if ops < n {
+		return fmt.Sprintf("%d providers in %d networks (one replica per network, as one operator's: --trust your own machines, or --no-netgroups on a private cluster)", n, ops)
 	}
-	return ""
+	return fmt.Sprint(n)
 }
 
 // backendClass is the backend a provider runs a job on: its fast backend
@@ -825,7 +826,7 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 				same := j.sameOperator
 				j.mu.Unlock()
 				if same && errors.Is(last, ErrNoProviders) {
-					return nil, fmt.Errorf("%w: the other candidates share a network with a provider holding a replica (one replica per operator; --trust your own machines, or --no-netgroups on a private cluster)", ErrNoProviders)
+					return nil, fmt.Errorf("%w: the other candidates share a network with a provider holding a replica (one replica per network, as one operator's: --trust your own machines, or --no-netgroups on a private cluster)", ErrNoProviders)
 				}
 				return nil, fmt.Errorf("%w (last: %v)", ErrNoProviders, last)
 			}
