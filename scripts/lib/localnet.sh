@@ -19,14 +19,18 @@ localnet_cleanup() {
   rm -rf "$net"
 }
 trap localnet_cleanup EXIT
+# Each node listens on a /16 of loopback of its own (127.N.0.1; all of 127/8
+# is loopback on Linux): its peers count it as an operator of its own.
+localnet_n=0
 node_start() {
-  local name=$1; shift
-  "$bin" node --datadir "$net/$name" --listen /ip4/127.0.0.1/tcp/0 --api 127.0.0.1:0 \
+  local name=$1 ip; shift
+  localnet_n=$((localnet_n % 254 + 1)); ip=127.$localnet_n.0.1
+  "$bin" node --datadir "$net/$name" --listen "/ip4/$ip/tcp/0" --api 127.0.0.1:0 \
     --mdns=false --nat=false "$@" > "$net/$name.out" 2> "$net/$name.log" &
   node_pids+=($!)
   node_pid[$name]=$!
   for _ in $(seq 100); do
-    addr=$(grep -m1 '^/ip4/127.0.0.1/' "$net/$name.out" 2>/dev/null) && [ -f "$net/$name/api.addr" ] && {
+    addr=$(grep -m1 "^/ip4/$ip/" "$net/$name.out" 2>/dev/null) && [ -f "$net/$name/api.addr" ] && {
       id=$(head -1 "$net/$name.out"); return; }
     sleep 0.1
   done
