@@ -157,6 +157,7 @@ func TestRegistry(t *testing.T) {
 	model, tok := put(t, blobs, testdata(t, "stories260K.bin")), put(t, blobs, testdata(t, "tok512.bin"))
 	gg := put(t, blobs, gguf(t))
 	junk := put(t, blobs, []byte("not a model"))
+	llama2 := put(t, blobs, testdata(t, "tokenizer.bin")) // 32,000 pieces
 	absent := store.BlobRef{Digest: blob.Sum([]byte("absent")), Size: 6}
 
 	m, err := r.Add("stories", model, tok)
@@ -177,6 +178,7 @@ func TestRegistry(t *testing.T) {
 		{"notok", model, store.BlobRef{}, ErrTokenizer},
 		{"gtok", gg, tok, ErrTokenizer},
 		{"badtok", model, junk, ErrBadTokenizer},
+		{"othervocab", model, llama2, ErrBadTokenizer},
 		{"tokasmodel", tok, store.BlobRef{}, ErrBadModel},
 		{"absent", absent, store.BlobRef{}, blob.ErrNotFound},
 		{"wrongsize", store.BlobRef{Digest: model.Digest, Size: 1}, tok, nil},

@@ -174,6 +174,8 @@ func TestReadTokenizerBinHostile(t *testing.T) {
 		{"empty", nil, 512},
 		{"truncated", good[:len(good)-1], 512},
 		{"more tokens than the file", good, 513},
+		{"one token more than the model's", good, 511},
+		{"Llama 2's 32,000 pieces for a model of 512", loadFile(t, "tokenizer.bin"), 512},
 		{"vocabulary of 2", good, 2},
 		{"huge vocabulary", good, 1 << 30},
 		{"negative max length", le(good, 0, 1<<31), 512},
@@ -187,8 +189,8 @@ func TestReadTokenizerBinHostile(t *testing.T) {
 }
 
 // readTokenizerBinRef is ReadTokenizerBin as it was, a piece at a time
-// through a bufio.Reader: the reference for what the faster one reads and
-// the errors it gives.
+// through a bufio.Reader, and refusing bytes after the last token: the
+// reference for what the faster one reads and the errors it gives.
 func readTokenizerBinRef(r io.Reader, vocabSize int) (*Vocab, error) {
 	if vocabSize < 3 || vocabSize > MaxVocab {
 		return nil, formatErr("tokenizer for %d tokens", vocabSize)
@@ -221,6 +223,11 @@ func readTokenizerBinRef(r io.Reader, vocabSize int) (*Vocab, error) {
 			return nil, formatErr("tokenizer.bin token %d: %w", i, err)
 		}
 		v.Pieces[i] = sb.String()
+	}
+	if _, err := br.ReadByte(); err == nil {
+		return nil, formatErr("tokenizer.bin holds more than the model's %d tokens: it is a tokenizer of another vocabulary", vocabSize)
+	} else if err != io.EOF {
+		return nil, formatErr("tokenizer.bin after token %d: %w", vocabSize, err)
 	}
 	return v, nil
 }

@@ -94,6 +94,13 @@ func ReadTokenizerBin(r io.Reader, vocabSize int) (*Vocab, error) {
 		}
 		b.off -= 8
 	}
+	// The file ends with the model's last token: more is another model's
+	// vocabulary, whose first pieces would decode to nonsense.
+	if err := b.need(1, io.EOF); err == nil {
+		return nil, formatErr("tokenizer.bin holds more than the model's %d tokens: it is a tokenizer of another vocabulary", vocabSize)
+	} else if err != io.EOF {
+		return nil, formatErr("tokenizer.bin after token %d: %w", vocabSize, err)
+	}
 	substrings(v.Pieces, string(b.buf[:b.off]), ends)
 	return v, nil
 }

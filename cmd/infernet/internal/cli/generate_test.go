@@ -218,6 +218,8 @@ func TestGenerateLocalErrors(t *testing.T) {
 		{"no tokenizer", []string{storiesBin, "--prompt", "x"}, "needs its tokenizer", 0},
 		{"neither format", []string{junk, "--prompt", "x"}, "not a model the runner reads", 0},
 		{"bad tokenizer", []string{storiesBin, "--tokenizer", junk, "--prompt", "x"}, "tokenizer", 0},
+		{"Llama 2's tokenizer for a model of 512 tokens", []string{storiesBin, "--tokenizer", testdata + "llama/tokenizer.bin", "--prompt", "x"},
+			"a tokenizer of another vocabulary", 0},
 		{"bad prompts line", append(model, "--prompts", bad), "line 2", 0},
 		{"prompt over the context", append(model, "--prompt", long), "the runner: request 0:", 1},
 		{"batch with a refused request", append(model, "--prompts", batch), "1 of 3 requests failed", 3},
