@@ -112,7 +112,11 @@ func NewCmdJobs(stdio IO) *cobra.Command {
 				if !j.Finished.IsZero() {
 					took = j.Finished.Sub(j.Created).Round(time.Millisecond).String()
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%d\t%d B\t%s\t%s\t%s\n", j.ID, j.State, j.Agree, j.Announce.Replicas,
+				state := j.State.String()
+				if j.State == api.JobVerified && j.Outcome == api.OutcomeStopped {
+					state = "not run" // every replica agrees it could not run (ERROR says why)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%d\t%d B\t%s\t%s\t%s\n", j.ID, state, j.Agree, j.Announce.Replicas,
 					j.ExitCode, j.OutputSize, took, j.Created.Format(time.DateTime), oneLine(j.Error))
 			}
 			return tw.Flush()

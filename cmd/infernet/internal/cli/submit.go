@@ -481,16 +481,19 @@ func printSummary(o *SubmitOptions, job *api.Job, elapsed time.Duration) error {
 	}
 	w := o.IO.Err
 	verdict := s.State
+	results := 0
+	for _, p := range s.Providers {
+		if p.State == api.ReplicaDone.String() || p.State == api.ReplicaOutvoted.String() {
+			results++
+		}
+	}
 	switch {
+	case s.Verified && job.Outcome == api.OutcomeStopped:
+		// Not a result: every replica agrees the job could not run.
+		verdict = fmt.Sprintf("not run: %s (%d of %d replicas agree)", oneLine(s.Error), s.Agree, results)
 	case s.Verified && s.Verification == api.VerifiedByTrust:
 		verdict = "verified by trust (one replica from a provider with a long clean record; adaptive)"
 	case s.Verified:
-		results := 0
-		for _, p := range s.Providers {
-			if p.State == api.ReplicaDone.String() || p.State == api.ReplicaOutvoted.String() {
-				results++
-			}
-		}
 		verdict = fmt.Sprintf("verified (%d of %d replicas agree)", s.Agree, results)
 		if s.Verification == api.VerifiedByAudit {
 			// Newcomers' results, checked by running the job here.
@@ -500,8 +503,10 @@ func printSummary(o *SubmitOptions, job *api.Job, elapsed time.Duration) error {
 	fmt.Fprintf(w, "job %s: %s in %s\n", s.Job, verdict, elapsed.Round(time.Millisecond))
 	for _, p := range s.Providers {
 		line := fmt.Sprintf("  replica %d  %s  %s", p.Replica, shortID(p.Provider), p.State)
-		if p.State == api.ReplicaDone.String() {
+		if p.State == api.ReplicaDone.String() && p.Backend != "" {
 			line += fmt.Sprintf("  %.1f ms on %s", p.RunMS, p.Backend)
+		} else if p.State == api.ReplicaDone.String() {
+			line += "  (not run)"
 		}
 		if p.State == api.ReplicaOutvoted.String() {
 			line += "  (outvoted)"

@@ -166,3 +166,24 @@ func TestDataFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestSubmitSummaryNotRun: a job every replica agrees could not run (a
+// compile bomb refused as an invalid module) reads as not run, not as
+// verified, and its replicas as not run rather than "0.0 ms on".
+func TestSubmitSummaryNotRun(t *testing.T) {
+	job := &api.Job{State: api.JobVerified, Agree: 2, Outcome: api.OutcomeStopped, Error: "invalid module",
+		Replicas: []api.Replica{{Index: 0, Provider: "12D3KooWprovider0000", State: api.ReplicaDone, Result: &api.Result{}},
+			{Index: 1, Provider: "12D3KooWprovider1111", State: api.ReplicaDone, Result: &api.Result{}}}}
+	var stderr bytes.Buffer
+	if err := printSummary(&SubmitOptions{IO: IO{Out: io.Discard, Err: &stderr}}, job, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	out := stderr.String()
+	if strings.Contains(out, "verified") || !strings.Contains(out, "not run: invalid module (2 of 2 replicas agree)") ||
+		strings.Contains(out, " ms on ") || strings.Count(out, "(not run)") != 2 {
+		t.Errorf("summary:\n%s", out)
+	}
+	if err := submitExit(job); err == nil || !strings.Contains(err.Error(), "invalid module") {
+		t.Errorf("exit: %v, want ExitNotRun naming the cause", err)
+	}
+}
