@@ -176,13 +176,15 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
+	// A file that cannot be read is the command's error, as in submit:
+	// the job never got to run.
 	module, err := os.ReadFile(o.Module)
 	if err != nil {
-		return &exitError{Code: ExitNotRun, Err: err}
+		return &exitError{Code: ExitError, Err: err}
 	}
 	input, err := readInput(o)
 	if err != nil {
-		return &exitError{Code: ExitNotRun, Err: fmt.Errorf("input: %w", err)}
+		return &exitError{Code: ExitError, Err: fmt.Errorf("input: %w", err)}
 	}
 	sb, closeSandbox, err := o.openSandbox(ctx)
 	if err != nil {

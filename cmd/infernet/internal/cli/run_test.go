@@ -31,8 +31,8 @@ func TestRunExitCodes(t *testing.T) {
 		{"no input", []string{"run", testdata + "jobs/echo/echo.wasm"}, "ignored", 0, "", ""},
 		{"job exit code", []string{"run", testdata + "bad/proc_exit3.wasm"}, "", 3, "", ""},
 		{"garbage", []string{"run", garbage}, "", ExitNotRun, "", "infernet: invalid module"},
-		{"missing module", []string{"run", filepath.Join(dir, "nope.wasm")}, "", ExitNotRun, "", "no such file"},
-		{"missing input", []string{"run", testdata + "jobs/echo/echo.wasm", "--input", filepath.Join(dir, "nope")}, "", ExitNotRun, "", "input:"},
+		{"missing module", []string{"run", filepath.Join(dir, "nope.wasm")}, "", ExitError, "", "no such file"},
+		{"missing input", []string{"run", testdata + "jobs/echo/echo.wasm", "--input", filepath.Join(dir, "nope")}, "", ExitError, "", "input:"},
 		{"trap", []string{"run", testdata + "bad/trap_unreachable.wasm"}, "", ExitNotRun, "", "infernet: trap: wasm error: unreachable"},
 		{"timeout", []string{"run", testdata + "bad/infinite_loop.wasm", "--timeout", "100ms"}, "", ExitNotRun, "", "infernet: time limit exceeded"},
 		{"memory", []string{"run", testdata + "bad/memory_min_huge.wasm", "--memory", "16MiB"}, "", ExitNotRun, "", "infernet: memory limit exceeded"},
@@ -144,6 +144,24 @@ func TestFormatSize(t *testing.T) {
 		}
 		if n, err := parseSize(got); err != nil || n != uint64(tt.in) {
 			t.Errorf("parseSize(formatSize(%d)) = %d, %v", tt.in, n, err)
+		}
+	}
+}
+
+// TestMissingFileExit: a module or input that is not there is the
+// command's own error (exit 1, naming the file), for run and submit alike.
+func TestMissingFileExit(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "nosuch.wasm")
+	for _, args := range [][]string{
+		{"run", missing},
+		{"submit", missing, "--datadir", dir, "--api", "127.0.0.1:1"},
+		{"run", testdata + "jobs/echo/echo.wasm", "--input", missing},
+		{"submit", testdata + "jobs/echo/echo.wasm", "--input", missing, "--datadir", dir, "--api", "127.0.0.1:1"},
+	} {
+		code, _, stderr := infernet(t, args...)
+		if code != ExitError || !strings.Contains(stderr, "nosuch.wasm") {
+			t.Errorf("%v: exit %d, stderr %q; want %d naming the file", args, code, stderr, ExitError)
 		}
 	}
 }

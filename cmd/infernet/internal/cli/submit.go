@@ -261,6 +261,9 @@ func (o *SubmitOptions) changed(name string) bool { return o.flags != nil && o.f
 func runSubmit(ctx context.Context, o *SubmitOptions) error {
 	defer o.closeLocal()
 	req, err := o.request()
+	if err == nil {
+		err = o.checkFiles()
+	}
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
@@ -392,6 +395,20 @@ func (o *SubmitOptions) readInput() ([]byte, error) {
 		return nil, fmt.Errorf("input: %w", err)
 	}
 	return input, nil
+}
+
+// checkFiles fails on a module or input file that is not there before a
+// node is dialled, or started for the job.
+func (o *SubmitOptions) checkFiles() error {
+	for _, f := range []struct{ what, path string }{{"module", o.Module}, {"input", o.Input}} {
+		if f.path == "" || f.path == "-" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			return fmt.Errorf("%s: %w", f.what, err)
+		}
+	}
+	return nil
 }
 
 func writeSubmitOutput(o *SubmitOptions, out []byte) error {
