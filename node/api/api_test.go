@@ -17,6 +17,7 @@ import (
 
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/internal/netgroup"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -32,7 +33,7 @@ func serveNode(t testing.TB, provide bool, boot []string) (*node.Node, *Server, 
 	t.Helper()
 	cfg := node.DefaultConfig()
 	cfg.DataDir = t.TempDir()
-	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+	cfg.Listen = []string{netgroup.Loopback()} // an operator of its own
 	cfg.MDNS, cfg.NAT, cfg.Provide, cfg.Bootstrap = false, false, provide, boot
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	n, err := node.New(context.Background(), cfg)
