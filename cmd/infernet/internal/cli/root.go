@@ -89,6 +89,11 @@ func Main(args []string, stdio IO) int {
 		}
 		return ee.Code
 	}
+	if msg := err.Error(); strings.HasPrefix(msg, "unknown command") {
+		// cobra's own words, with its suggestions on lines of their own.
+		fmt.Fprintf(stdio.Err, "%s: %s\nRun '%s --help' for the commands.\n", programName, strings.TrimSpace(msg), programName)
+		return ExitError
+	}
 	fmt.Fprintf(stdio.Err, "%s: %s\n", programName, oneLine(err.Error()))
 	return ExitError
 }

@@ -165,3 +165,12 @@ func TestMissingFileExit(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownCommand: a mistyped command gets cobra's suggestion on lines
+// of its own, not run together onto one.
+func TestUnknownCommand(t *testing.T) {
+	code, _, stderr := infernet(t, "subit")
+	if code != ExitError || !strings.Contains(stderr, "Did you mean this?\n\tsubmit\n") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
