@@ -141,6 +141,16 @@ func TestHostileOperatorNoLaundering(t *testing.T) {
 	if got.wrongVerified != 0 || got.right != 24 {
 		t.Fatalf("%+v: want 24 right", got)
 	}
+	// infernet peers shows whom the client counts as one operator.
+	for _, p := range c.Peers() {
+		id, err := peer.Decode(p.ID)
+		if err != nil || !p.Connected || p.Advert == nil {
+			continue
+		}
+		if shared := p.Network == "v4/127.200"; shared != bad[id] {
+			t.Errorf("peer %s (attacker %v): network %q", id.ShortString(), bad[id], p.Network)
+		}
+	}
 	stillVerifies(t, c)
 }
 

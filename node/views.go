@@ -72,6 +72,10 @@ type PeerInfo struct {
 	// Via is how the peer is reached now: ViaDirect, ViaRelayed or
 	// ViaHolePunched ("" when not connected).
 	Via string `json:"via,omitempty"`
+	// Network is the operator the peer counts as in draws and votes (the
+	// network group it connects from, or "peer/ID" where it counts alone;
+	// Config.NoNetGroups).
+	Network string `json:"network"`
 }
 
 // Peers returns every peer this node knows: those that advertised, and
@@ -97,6 +101,7 @@ func (n *Node) Peers() []PeerInfo {
 		}
 		info.LatencyMS = float64(n.host.Peerstore().LatencyEWMA(id).Microseconds()) / 1000
 		info.Via = reach.How(n.host, &n.punched, id)
+		info.Network = n.peers.Group(id)
 		out = append(out, info)
 	}
 	for _, p := range known {

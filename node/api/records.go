@@ -325,6 +325,11 @@ type Peer struct {
 	// circuit relay, limited to control messages) or "hole-punched" (a
 	// direct connection a hole punch opened); "" when not connected.
 	Via string `json:"via,omitempty"`
+	// Network is the operator the peer counts as in draws and votes: the
+	// network group it connects from ("v4/A.B", "v6/XXXX:XXXX"), or
+	// "peer/ID" where it counts alone (vouched for, never seen connected,
+	// or grouping off).
+	Network string `json:"network"`
 	// Record is what Reputation is scored from (Record.Lies: the results
 	// of the peer's that were outvoted, ever).
 	Record ReputationRecord `json:"record"`
@@ -423,7 +428,7 @@ func jobValue(j store.Job) Job { return *jobOf(&j) }
 func peerOf(p node.PeerInfo) Peer {
 	return Peer{ID: p.ID, Addrs: p.Addrs, Advert: p.Advert, LastSeen: p.LastSeen, Paid: p.Paid, Unpaid: p.Unpaid,
 		Reputation: p.Reputation, Why: p.Why, Established: p.Established, Trusted: p.Trusted, Banned: p.Banned,
-		Connected: p.Connected, LatencyMS: p.LatencyMS, Via: p.Via, Record: p.Rep}
+		Connected: p.Connected, LatencyMS: p.LatencyMS, Via: p.Via, Network: p.Network, Record: p.Rep}
 }
 
 func shardedJobOf(s *node.ShardedJob) *ShardedJob {

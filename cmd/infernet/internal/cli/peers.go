@@ -55,7 +55,9 @@ func NewCmdPeers(stdio IO) *cobra.Command {
 			tw := tabwriter.NewWriter(stdio.Out, 2, 4, 2, ' ', 0)
 			// PAID/UNPAID: results this node ran for the peer as a client,
 			// paid for and not.
-			fmt.Fprintln(tw, "PEER\tCONNECTED\tVIA\tREPUTATION\tSLOTS\tBACKENDS\tPRICE\tLATENCY\tSEEN\tPAID/UNPAID\tWHY")
+			// NETWORK: the operator the peer counts as (one replica per
+			// network, votes counted by network); "-" where it counts alone.
+			fmt.Fprintln(tw, "PEER\tCONNECTED\tVIA\tNETWORK\tREPUTATION\tSLOTS\tBACKENDS\tPRICE\tLATENCY\tSEEN\tPAID/UNPAID\tWHY")
 			for _, p := range peers {
 				slots, backends, price, via := "-", "-", "-", "-"
 				if p.Via != "" {
@@ -66,7 +68,11 @@ func NewCmdPeers(stdio IO) *cobra.Command {
 					backends = strings.Join(a.Backends, ",")
 					price = fmt.Sprintf("%d msat", a.Price)
 				}
-				fmt.Fprintf(tw, "%s\t%v\t%s\t%.2f\t%s\t%s\t%s\t%.1f ms\t%s ago\t%d/%d\t%s\n", p.ID, p.Connected, via, p.Reputation,
+				network := p.Network
+				if strings.HasPrefix(network, "peer/") || network == "" {
+					network = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%.2f\t%s\t%s\t%s\t%.1f ms\t%s ago\t%d/%d\t%s\n", p.ID, p.Connected, via, network, p.Reputation,
 					slots, backends, price, p.LatencyMS, time.Since(p.LastSeen).Round(time.Second), p.Paid, p.Unpaid, p.Why)
 			}
 			return tw.Flush()
