@@ -176,10 +176,11 @@ echo "\$ infernet submit testdata/bad/nesting_bomb.wasm   # 300 KB of nested blo
 "$bin" submit testdata/bad/nesting_bomb.wasm --datadir "$net/client"; echo "exit status $?"
 
 step "No node running: submit starts one in its own process for the job, joining through --bootstrap"
-echo "\$ infernet submit $jobs/cpu/cpu.wasm --input $jobs/cpu/input.txt --datadir fresh --bootstrap $boot"
+alive=p1; [ "$victim" = p1 ] && alive=p3   # a provider the SIGKILL step left running
+echo "\$ infernet submit $jobs/cpu/cpu.wasm --input $jobs/cpu/input.txt --datadir fresh --bootstrap ${node_addr[$alive]}"
 mkdir -p "$net/fresh"   # loopback only, as every node of the demo
 echo '{"listen": ["/ip4/127.0.0.1/tcp/0"], "mdns": false, "nat": false}' > "$net/fresh/config.json"
-"$bin" submit "$jobs/cpu/cpu.wasm" --input "$jobs/cpu/input.txt" --datadir "$net/fresh" --bootstrap "$boot"; echo "exit status $?"
+"$bin" submit "$jobs/cpu/cpu.wasm" --input "$jobs/cpu/input.txt" --datadir "$net/fresh" --bootstrap "${node_addr[$alive]}"; echo "exit status $?"
 
 step "The dashboard: infernet dashboard prints a one-time login link to the node's web page, updated live"
 link=$("$bin" dashboard --datadir "$net/client" 2>/dev/null)
@@ -202,7 +203,6 @@ curl -s "$link"
 step "What the client node remembers"
 echo '$ infernet jobs'
 "$bin" jobs --datadir "$net/client"
-alive=p1; [ "$victim" = p1 ] && alive=p3
 echo "\$ infernet jobs --runs --datadir $alive   # what provider $alive ran for others"
 "$bin" jobs --runs --datadir "$net/$alive"
 

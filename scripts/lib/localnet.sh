@@ -5,14 +5,14 @@
 # removed (nodes stopped) on exit by localnet_cleanup (call it from your own
 # EXIT trap if you set one).
 #
-#   node_start NAME [FLAGS]    start a node in $net/NAME; sets $addr to its
-#                              address, $id to its peer ID and
-#                              ${node_pid[NAME]} to its process
+#   node_start NAME [FLAGS]    start a node in $net/NAME; sets $addr (and
+#                              ${node_addr[NAME]}) to its address, $id to its
+#                              peer ID and ${node_pid[NAME]} to its process
 #   wait_providers NODE N      wait until NODE has adverts of N providers
 #   adverts NODE               print how many providers' adverts NODE has
 net=$(mktemp -d)
 node_pids=()
-declare -A node_pid
+declare -A node_pid node_addr
 localnet_cleanup() {
   for p in "${node_pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
@@ -31,7 +31,7 @@ node_start() {
   node_pid[$name]=$!
   for _ in $(seq 100); do
     addr=$(grep -m1 "^/ip4/$ip/" "$net/$name.out" 2>/dev/null) && [ -f "$net/$name/api.addr" ] && {
-      id=$(head -1 "$net/$name.out"); return; }
+      id=$(head -1 "$net/$name.out"); node_addr[$name]=$addr; return; }
     sleep 0.1
   done
   echo "node $name did not start:"; cat "$net/$name.log"; exit 1
