@@ -7,7 +7,8 @@
 //
 // Trust must be earned: a peer is on probation until Params.Probation of its
 // results were proven, that is agreed with an anchor (the client's own
-// computation, or an established peer). Identities cost nothing to make, so
+// computation, or an established peer of another operator: Concur records
+// agreement that proves nothing). Identities cost nothing to make, so
 // a newcomer scores low and counts for nothing in a vote against an
 // established peer, however many of them agree.
 //
