@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/infernet/infernet/node"
@@ -41,6 +43,11 @@ func (o *SubmitOptions) connect(ctx context.Context) (*api.Client, error) {
 	}
 	if o.API != "" || !errors.Is(err, api.ErrNoNode) {
 		return nil, err
+	}
+	if _, serr := os.Stat(o.DataDir); errors.Is(serr, fs.ErrNotExist) && o.DataDir != defaultDataDir() {
+		// A mistyped --datadir: say so now, rather than make it, start a
+		// node there and find no providers half a minute later.
+		return nil, fmt.Errorf("--datadir %s: no such directory, so no node runs there (mistyped? `infernet node --datadir %s` starts one)", o.DataDir, o.DataDir)
 	}
 	fc, err := loadFileConfig(o.DataDir)
 	if err != nil {

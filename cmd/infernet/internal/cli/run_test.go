@@ -174,3 +174,17 @@ func TestUnknownCommand(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 }
+
+// TestMistypedDataDir: submit with a --datadir that does not exist says
+// so at once, and makes nothing there (it used to start a node in the
+// process and fail half a minute later with 0 providers known).
+func TestMistypedDataDir(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nosuch")
+	code, _, stderr := infernet(t, "submit", testdata+"jobs/echo/echo.wasm", "--datadir", missing, "--bootstrap", "/ip4/127.0.0.1/tcp/1/p2p/12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN")
+	if code != ExitError || !strings.Contains(stderr, "no such directory") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Errorf("the mistyped --datadir was made (%v)", err)
+	}
+}
