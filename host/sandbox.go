@@ -308,6 +308,24 @@ func (s *Sandbox) Compile(ctx context.Context, module []byte, cfg JobConfig) (di
 	return d, err
 }
 
+// Cached reports whether the module of digest d is compiled for cfg's
+// memory limit and kept, so that a Run of it starts at once.
+func (s *Sandbox) Cached(d digest.Digest, cfg JobConfig) bool {
+	s.mu.Lock()
+	el, ok := s.modules[moduleKey{d, cfg.pages()}]
+	s.mu.Unlock()
+	if !ok {
+		return false
+	}
+	c := el.Value.(*compiled)
+	select {
+	case <-c.ready:
+		return c.err == nil
+	default:
+		return false
+	}
+}
+
 // compiled returns the compiled module for job at the memory limit pages,
 // compiling it on a miss; concurrent callers of one key wait for one compile.
 func (s *Sandbox) compiled(ctx context.Context, job Job, pages uint32) (wazero.CompiledModule, time.Duration, error) {

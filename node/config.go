@@ -115,6 +115,13 @@ type Config struct {
 	// CheckTie of the checker's top one (see package client's check jobs). 0 checks
 	// exactly; at most llama.MaxTie. DefaultConfig: DefaultCheckTie.
 	CheckTie float32
+	// WarmRunner compiles the built-in llama runner in the background when
+	// the node starts, for the memory limits of `infernet generate`
+	// (host.DefaultMemoryLimit) and the OpenAI API (models.APIMemory), so
+	// that the first generation waits for no compile (2 to 5 s on each
+	// node, once; the compiled code is also kept on disk). The CLI turns it
+	// on; tests that run no model leave it off.
+	WarmRunner bool
 	// NoNetGroups counts every identity as an operator of its own: for a
 	// private cluster whose providers share one network. By default peers
 	// are grouped by the network they connect from (IPv4 /16, IPv6 /32, a

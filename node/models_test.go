@@ -1,9 +1,15 @@
 package node
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/digest"
+	"github.com/infernet/infernet/guest/go/llama"
+	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/node/models"
 	"github.com/infernet/infernet/node/store"
 )
 
@@ -50,5 +56,25 @@ func TestModelBlobsKept(t *testing.T) {
 	}
 	if _, ok := n.blobs.Has(model.Digest); ok {
 		t.Error("a removed model's blob outlived the retention")
+	}
+}
+
+// TestWarmRunner: with Config.WarmRunner a provider compiles the built-in
+// llama runner as it starts, for the memory limits of generate and of the
+// OpenAI API, so that its first generation waits for no compile.
+func TestWarmRunner(t *testing.T) {
+	n, err := New(context.Background(), func() Config { c := testConfig(t, true); c.WarmRunner = true; return c }())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	d := digest.Sum(llama.Runner())
+	for _, mem := range []uint64{ihost.DefaultMemoryLimit, models.APIMemory} {
+		waitFor(t, 2*time.Minute, fmt.Sprintf("the runner compiled for %d MiB", mem>>20), func() bool {
+			return n.providerSandbox().Cached(d, ihost.NewJobConfig().WithMemoryLimit(mem))
+		})
+	}
+	if n.providerSandbox().Cached(d, ihost.NewJobConfig().WithMemoryLimit(128<<20)) {
+		t.Error("Cached says yes for a memory limit nobody compiled for")
 	}
 }

@@ -255,7 +255,23 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.wg.Add(2)
 	go n.gcLoop()
 	go n.peerFlushLoop()
+	if cfg.WarmRunner {
+		n.wg.Go(n.warmRunner)
+	}
 	return n, nil
+}
+
+// warmRunner compiles the built-in llama runner for the memory limits its
+// jobs use (Config.WarmRunner), in the sandbox that runs them here.
+func (n *Node) warmRunner() {
+	start := time.Now()
+	if err := n.client.Warm(n.ctx, llama.Runner(), ihost.DefaultMemoryLimit, models.APIMemory); err != nil {
+		if n.ctx.Err() == nil {
+			n.log.Warn("compiling the llama runner ahead of its first job", "err", err)
+		}
+		return
+	}
+	n.log.Info("compiled the llama runner ahead of its first job", "took", time.Since(start).Round(time.Millisecond))
 }
 
 // recover settles what a previous run of the node left unfinished: jobs it

@@ -15,6 +15,10 @@ import (
 // ErrBadRequest is returned for a request the runner would refuse.
 var ErrBadRequest = errors.New("bad request")
 
+// APIMemory is the memory limit of the OpenAI API's generation jobs; the
+// CLI's take host.DefaultMemoryLimit unless --memory says otherwise.
+const APIMemory = 512 << 20
+
 // MaxPromptLine is the longest line ReadRequests accepts, bytes.
 const MaxPromptLine = 1 << 20
 

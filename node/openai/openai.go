@@ -591,7 +591,7 @@ func (s *Service) spec(ctx context.Context, m *store.Model, q llama.Request) (no
 	}
 	spec := node.Spec{
 		Terms: wire.Terms{Module: runner.Digest, ModuleSize: runner.Size, Input: in, InputSize: int64(len(input)),
-			TimeoutMS: s.cfg.Timeout.Milliseconds(), Memory: 512 << 20, MaxOutput: 4 << 20, Mode: wire.ModeExact,
+			TimeoutMS: s.cfg.Timeout.Milliseconds(), Memory: models.APIMemory, MaxOutput: 4 << 20, Mode: wire.ModeExact,
 			Data: models.JobData(m)},
 		Replicas: s.cfg.Replicas, Require: s.cfg.Require, Price: s.cfg.Price,
 	}

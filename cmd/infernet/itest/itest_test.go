@@ -119,7 +119,8 @@ func (p *proc) start(t *testing.T, addrPrefix string, extra ...string) *proc {
 	p.stderr = &syncBuffer{}
 	args := append([]string{"node", "--datadir", p.dataDir,
 		"--api", "127.0.0.1:0", "--mdns=false", "--nat=false", "--slots", "2",
-		"--heartbeat", "200ms", "--silence", "3s", "--gossip-heartbeat", "100ms", "--backend", "reference"}, extra...)
+		"--heartbeat", "200ms", "--silence", "3s", "--gossip-heartbeat", "100ms", "--backend", "reference",
+		"--warm-runner=false"}, extra...) // tests of models pass --warm-runner
 	p.cmd = p.command(args...)
 	p.cmd.Stderr = p.stderr
 	out, err := p.cmd.StdoutPipe()

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/infernet/infernet/guest/go/llama/llamatest"
 )
@@ -16,10 +17,16 @@ import (
 // --model-cache) is run.c's, and the same with --local; a batch sharded
 // over both is the local batch; a file of neither format is refused.
 func TestGenerateProcesses(t *testing.T) {
-	boot := startNode(t, "p1", "--model-cache", "64MiB")
-	p2 := startNode(t, "p2", "--bootstrap", boot.addr, "--model-cache", "64MiB")
+	boot := startNode(t, "p1", "--model-cache", "64MiB", "--warm-runner")
+	p2 := startNode(t, "p2", "--bootstrap", boot.addr, "--model-cache", "64MiB", "--warm-runner")
 	client := startNode(t, "client", "--bootstrap", boot.addr, "--no-provide", "--trust", peerID(t, boot), "--trust", peerID(t, p2))
 	waitAdverts(t, client, 2)
+	// The providers compile the runner as they start, not at the first job.
+	for _, p := range []*proc{boot, p2} {
+		waitFor(t, 2*time.Minute, p.name+" to compile the runner ahead of its first job", func() bool {
+			return strings.Contains(p.stderr.String(), "compiled the llama runner ahead of its first job")
+		})
+	}
 	llama := filepath.Join("..", "..", "..", "testdata", "llama")
 	node := []string{"--datadir", client.dataDir}
 	run := func(args ...string) string {

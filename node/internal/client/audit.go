@@ -148,6 +148,24 @@ func (a *auditor) run(ctx context.Context, an *wire.JobAnnounce, input []byte) (
 	return res, nil
 }
 
+// Warm compiles module, for each memory limit, in the sandbox the client's
+// audits run in (the provider's, on a node that is one), so that its first
+// job waits for no compile. The built-in llama runner took 2 to 5 s to
+// compile on each provider and then again on the client for its audit:
+// nearly all of a fresh node's first generation.
+func (c *Client) Warm(ctx context.Context, module []byte, memories ...uint64) error {
+	sb, err := c.auditor.sandbox(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range memories {
+		if _, err := sb.Compile(ctx, module, ihost.NewJobConfig().WithMemoryLimit(m)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Audit runs the job of an with input in the client's own sandbox, as an
 // audit does, and returns its result; ErrNoAudit if it cannot be audited
 // here.

@@ -145,6 +145,7 @@ stdout (give one to other nodes as --bootstrap).`,
 	f.IntVar(&c.MaxPerClient, "max-per-client", 0, "replicas one client may have here at once (default: slots + queue/2)")
 	f.StringArrayVar(&opts.Trust, "trust", nil, "peer `ID` of a provider you vouch for (your own machines): its results verify jobs from the start, without probation (repeatable)")
 	f.Float32Var(&c.CheckTie, "check-tie", c.CheckTie, "near-tie bound in logits (0 to 1; 0: exact) of the check jobs that verify this node's tolerance-mode generations by prefill (--serve-verify prefill): a token the checker would not have chosen passes when within this of its top logit")
+	f.BoolVar(&c.WarmRunner, "warm-runner", true, "compile the built-in llama runner in the background at start, so that the first generation waits for no compile")
 	f.BoolVar(&c.NoNetGroups, "no-netgroups", false, "count every peer as an operator of its own, for a private cluster on one network (by default peers that connect from one IPv4 /16 or IPv6 /32 count as one operator in votes; --trust your own machines instead)")
 	f.BoolVar(&c.NoAudit, "no-audit", false, "never run a job here to check it: jobs no established provider verifies come back unverified (exit 122)")
 	f.StringVar(&c.Backend, "backend", node.DefaultBackend, "tensor backend for tolerance-mode jobs: auto, "+backends.Names())

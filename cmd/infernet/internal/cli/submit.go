@@ -151,7 +151,7 @@ func addTermsFlags(f *pflag.FlagSet, opts *SubmitOptions) {
 	f.IntVar(&opts.Replicas, "replicas", 2, "distinct providers that must run the job and agree")
 	f.DurationVar(&opts.Timeout, "timeout", 60*time.Second, "wall-time limit of each run")
 	f.DurationVar(&opts.Deadline, "deadline", 0, "give up on the whole job after this long (default 2×timeout + 30s)")
-	f.StringVar(&opts.Memory, "memory", "256MiB", "guest memory limit (`SIZE`)")
+	f.StringVar(&opts.Memory, "memory", formatSize(host.DefaultMemoryLimit), "guest memory limit (`SIZE`)")
 	f.StringVar(&opts.MaxOutput, "max-output", "", "output limit (`SIZE`; default 64MiB, or the fair-exchange template's capacity)")
 	f.StringVar(&opts.Mode, "mode", "exact", "determinism mode of tensor ops: exact or tolerance")
 	f.Uint64Var(&opts.Fuel, "fuel", 0, "stop after this many fuel units (0: no limit)")
