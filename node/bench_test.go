@@ -21,6 +21,7 @@ import (
 	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node/faults"
+	"github.com/infernet/infernet/node/internal/netgroup"
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -634,6 +635,68 @@ func BenchmarkEstablishedColluders(b *testing.B) {
 					}
 					b.ReportMetric(float64(wrong), "wrong/120jobs")
 					b.ReportMetric(float64(caught), "colluders-banned")
+					b.ReportMetric(float64(honest), "honest-banned")
+					b.ReportMetric(float64(c.Stats().Audits), "audits")
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkOperatorsSpread measures what grouping by network concedes: an
+// attacker whose 4 identities are spread over G networks (G = 2, 4; each
+// identity honest for its first 8 runs, then lying together wherever they
+// hold every replica, Faults.Ring) against 3 honest operators, 100 jobs of
+// 2 replicas. With G = 1 they never hold every replica
+// (TestHostileOperatorEarnThenBetray); with G >= 2 they can, as often as
+// the draw gives both replicas to them, and only audits (Spec.Audit)
+// catch it. Reported per scenario: wrong accepted as verified, honest and
+// attacker identities banned, audits. Run by make bench (-benchtime 1x).
+func BenchmarkOperatorsSpread(b *testing.B) {
+	for _, groups := range []int{2, 4} {
+		for _, audit := range []float64{0, 0.1} {
+			b.Run(fmt.Sprintf("groups=%d/audit=%v", groups, audit), func(b *testing.B) {
+				for range b.N {
+					i, ring := 0, &faults.Ring{}
+					net := startNetwork(b, 3+4, func(c *Config) {
+						if c.Provide {
+							if k := i - 3; k >= 0 {
+								c.Faults = &faults.Faults{Lie: 1, Collude: true, HonestFor: 8, Ring: ring}
+								c.Listen = []string{netgroup.SharedLoopback(k%groups, k/groups)}
+							}
+							i++
+						}
+					})
+					bad := map[peer.ID]bool{}
+					for _, p := range net.providers[3:] {
+						bad[p.ID()] = true
+					}
+					c := net.client
+					wrong := 0
+					for j := range 100 {
+						input := fmt.Appendf(nil, "job %d: %s", j, bytes.Repeat([]byte{'x'}, 100+j))
+						s := spec(b, c, readTestdata(b, "jobs/cat/cat.wasm"), input)
+						s.Audit = audit
+						job, err := c.Submit(context.Background(), s, nil)
+						if err != nil {
+							continue
+						}
+						if out, _ := c.Blob(job.Output, 1<<20); job.State == store.JobVerified && !bytes.Equal(out, input) {
+							wrong++
+						}
+					}
+					honest, caught := 0, 0
+					for _, p := range c.Peers() {
+						id, _ := peer.Decode(p.ID)
+						switch {
+						case p.Banned && bad[id]:
+							caught++
+						case p.Banned:
+							honest++
+						}
+					}
+					b.ReportMetric(float64(wrong), "wrong/100jobs")
+					b.ReportMetric(float64(caught), "attackers-banned")
 					b.ReportMetric(float64(honest), "honest-banned")
 					b.ReportMetric(float64(c.Stats().Audits), "audits")
 				}

@@ -107,8 +107,10 @@ go test -count=1 -run 'TestLiarsAreOutvotedAndBanned|TestAdaptiveReplication' -v
 echo "(targets: 0 wrong outputs accepted, liars banned, <= 1.3x compute per accepted result after warm-up)"
 echo "colluding identities that earned their place, lying only when they hold every replica (k of them among 4 honest, 120 jobs; wrong results verified, with and without --audit 0.1):"
 go test -run '^$' -bench 'EstablishedColluders' -benchtime 1x -timeout 30m ./node | grep -E '^Benchmark' || true
+echo "one attacker's 4 identities spread over 2 or 4 networks (operators) among 3 honest operators, 100 jobs, with and without --audit 0.1:"
+go test -run '^$' -bench 'OperatorsSpread' -benchtime 1x -timeout 30m ./node | grep -E '^Benchmark' || true
 echo "the hostile-peer scenarios (colluders, fake GPU, stalls, floods, spies), with their figures:"
-go test -count=1 -run 'TestHostile(Colluders|EstablishedThenLying|FakeGPU|Stall|AdvertFlood|UndialableAdverts|Spy)' -v ./node | grep -E '(trust|flood|hostile)_test.go|^(--- |ok|FAIL)' || true
+go test -count=1 -run 'TestHostile(Colluders|EstablishedThenLying|FakeGPU|Stall|AdvertFlood|UndialableAdverts|Spy|Operator)' -v ./node | grep -E '(trust|flood|hostile|operators)_test.go|^(--- |ok|FAIL)' || true
 
 hr "(g) payments: Lightning regtest (btcd + 4 lnd on loopback), hold-invoice escrow and fair exchange"
 echo "one escrow (invoice, pay, accepted, settle, payer done), then a tiny 2-replica job free vs escrow vs fair exchange:"
