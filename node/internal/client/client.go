@@ -707,19 +707,21 @@ func (j *jobRun) next(tried map[peer.ID]bool) (peer.ID, bool) {
 	load, book := &j.c.load, j.c.n.Peers
 	for refreshed := false; ; refreshed = true {
 		var eligible []peers.Candidate
+		var groups []string          // eligible's operators
 		held := j.heldGroupsLocked() // one replica per operator
 		for _, c := range j.pool {
 			if j.holders[c.ID] || tried[c.ID] || (!c.Trusted && j.onlyTrusted) ||
 				(j.onlyEstablished && !book.Established(c.ID)) || book.Banned(c.ID) || book.BackingOff(c.ID) {
 				continue
 			}
-			if held[book.Group(c.ID)] {
+			g := book.Group(c.ID)
+			if held[g] {
 				j.sameOperator = true
 				continue
 			}
-			eligible = append(eligible, c)
+			eligible, groups = append(eligible, c), append(groups, g)
 		}
-		if c, ok := j.draw(eligible); ok {
+		if c, ok := j.draw(eligible, groups); ok {
 			j.holders[c.ID] = true
 			j.matched[c.ID] = c
 			load.add(c.ID, 1)
@@ -735,19 +737,20 @@ func (j *jobRun) next(tried map[peer.ID]bool) (peer.ID, bool) {
 	}
 }
 
-// draw picks one of cands at random: first an operator (Book.Group), with
-// a chance proportional to the weight of its best identity, so that many
-// identities of one operator draw no more than one, and divided by 16 for
-// each of its identities banned; then one of its identities by weight. A weight is reputation (a newcomer's is low until
-// its results are proven), discounted by up to half for price against the
-// job's offer and by the square of one plus this node's replicas in flight
-// there, so that equals share the work and the best do not take all of it.
-func (j *jobRun) draw(cands []peers.Candidate) (peers.Candidate, bool) {
+// draw picks one of cands, whose operators (Book.Group) are groups, at
+// random: first an operator, with a chance proportional to the weight of
+// its best identity (so that many identities of one operator draw no more
+// than one), divided by 16 for each of its identities banned; then one of
+// its identities by weight. A weight is reputation (a newcomer's is low
+// until its results are proven), discounted by up to half for price
+// against the job's offer and by the square of one plus this node's
+// replicas in flight there, so that equals share the work and the best do
+// not take all of it.
+func (j *jobRun) draw(cands []peers.Candidate, groups []string) (peers.Candidate, bool) {
 	if len(cands) == 0 {
 		return peers.Candidate{}, false
 	}
 	weights := make([]float64, len(cands))
-	groups := make([]string, len(cands))
 	best := map[string]float64{}
 	var order []string // operators in the order first met
 	for i, c := range cands {
@@ -757,7 +760,6 @@ func (j *jobRun) draw(cands []peers.Candidate) (peers.Candidate, bool) {
 		}
 		l := float64(1 + j.c.load.of(c.ID))
 		weights[i] = w / (l * l)
-		groups[i] = j.c.n.Peers.Group(c.ID)
 		if _, ok := best[groups[i]]; !ok {
 			order = append(order, groups[i])
 		}
