@@ -605,42 +605,50 @@ func BenchmarkEstablishedColluders(b *testing.B) {
 							i++
 						}
 					})
-					bad := map[peer.ID]bool{}
-					for _, p := range net.providers[4:] {
-						bad[p.ID()] = true
-					}
-					c := net.client
-					wrong := 0
-					for j := range 120 {
-						input := fmt.Appendf(nil, "job %d: %s", j, bytes.Repeat([]byte{'x'}, 100+j))
-						s := spec(b, c, readTestdata(b, "jobs/cat/cat.wasm"), input)
-						s.Audit = audit
-						job, err := c.Submit(context.Background(), s, nil)
-						if err != nil {
-							continue
-						}
-						if out, _ := c.Blob(job.Output, 1<<20); job.State == store.JobVerified && !bytes.Equal(out, input) {
-							wrong++
-						}
-					}
-					honest, caught := 0, 0
-					for _, p := range c.Peers() {
-						id, _ := peer.Decode(p.ID)
-						switch {
-						case p.Banned && bad[id]:
-							caught++
-						case p.Banned:
-							honest++
-						}
-					}
-					b.ReportMetric(float64(wrong), "wrong/120jobs")
-					b.ReportMetric(float64(caught), "colluders-banned")
-					b.ReportMetric(float64(honest), "honest-banned")
-					b.ReportMetric(float64(c.Stats().Audits), "audits")
+					reportColluders(b, net, 4, 120, audit, "colluders-banned")
 				}
 			})
 		}
 	}
+}
+
+// reportColluders runs jobs cat jobs (each audited with chance audit) on
+// net, whose providers from the honest-th on are the attacker's, and
+// reports wrong results accepted as verified, attackers banned (as
+// bannedUnit), honest providers banned and the client's audits.
+func reportColluders(b *testing.B, net *testNet, honest, jobs int, audit float64, bannedUnit string) {
+	bad := map[peer.ID]bool{}
+	for _, p := range net.providers[honest:] {
+		bad[p.ID()] = true
+	}
+	c := net.client
+	wrong := 0
+	for j := range jobs {
+		input := fmt.Appendf(nil, "job %d: %s", j, bytes.Repeat([]byte{'x'}, 100+j))
+		s := spec(b, c, readTestdata(b, "jobs/cat/cat.wasm"), input)
+		s.Audit = audit
+		job, err := c.Submit(context.Background(), s, nil)
+		if err != nil {
+			continue
+		}
+		if out, _ := c.Blob(job.Output, 1<<20); job.State == store.JobVerified && !bytes.Equal(out, input) {
+			wrong++
+		}
+	}
+	honestBanned, caught := 0, 0
+	for _, p := range c.Peers() {
+		id, _ := peer.Decode(p.ID)
+		switch {
+		case p.Banned && bad[id]:
+			caught++
+		case p.Banned:
+			honestBanned++
+		}
+	}
+	b.ReportMetric(float64(wrong), fmt.Sprintf("wrong/%djobs", jobs))
+	b.ReportMetric(float64(caught), bannedUnit)
+	b.ReportMetric(float64(honestBanned), "honest-banned")
+	b.ReportMetric(float64(c.Stats().Audits), "audits")
 }
 
 // BenchmarkOperatorsSpread measures what grouping by network concedes: an
@@ -667,38 +675,7 @@ func BenchmarkOperatorsSpread(b *testing.B) {
 							i++
 						}
 					})
-					bad := map[peer.ID]bool{}
-					for _, p := range net.providers[3:] {
-						bad[p.ID()] = true
-					}
-					c := net.client
-					wrong := 0
-					for j := range 100 {
-						input := fmt.Appendf(nil, "job %d: %s", j, bytes.Repeat([]byte{'x'}, 100+j))
-						s := spec(b, c, readTestdata(b, "jobs/cat/cat.wasm"), input)
-						s.Audit = audit
-						job, err := c.Submit(context.Background(), s, nil)
-						if err != nil {
-							continue
-						}
-						if out, _ := c.Blob(job.Output, 1<<20); job.State == store.JobVerified && !bytes.Equal(out, input) {
-							wrong++
-						}
-					}
-					honest, caught := 0, 0
-					for _, p := range c.Peers() {
-						id, _ := peer.Decode(p.ID)
-						switch {
-						case p.Banned && bad[id]:
-							caught++
-						case p.Banned:
-							honest++
-						}
-					}
-					b.ReportMetric(float64(wrong), "wrong/100jobs")
-					b.ReportMetric(float64(caught), "attackers-banned")
-					b.ReportMetric(float64(honest), "honest-banned")
-					b.ReportMetric(float64(c.Stats().Audits), "audits")
+					reportColluders(b, net, 3, 100, audit, "attackers-banned")
 				}
 			})
 		}
