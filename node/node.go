@@ -153,13 +153,18 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		return n.host.Network().Connectedness(id) == network.Connected || len(n.host.Peerstore().Addrs(id)) > 0
 	}
 	if !cfg.NoNetGroups {
-		n.peers.GroupOf = func(id peer.ID) string {
+		n.peers.GroupOf = func(id peer.ID) (string, bool) {
 			for _, c := range n.host.Network().ConnsToPeer(id) {
 				if g := netgroup.Of(c.RemoteMultiaddr()); g != "" {
-					return g
+					return g, true
 				}
 			}
-			return ""
+			for _, a := range n.host.Peerstore().Addrs(id) {
+				if g := netgroup.Of(a); g != "" {
+					return g, false
+				}
+			}
+			return "", false
 		}
 	}
 	n.ledger = settle.New(n.ctx, settle.Config{Lightning: n.lnd, DB: n.db, Blobs: n.blobs, Peers: n.peers,

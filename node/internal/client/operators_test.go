@@ -28,7 +28,7 @@ func operatorsClient(t *testing.T, groups map[peer.ID]string, established ...pee
 	cl := &Client{}
 	cl.n = &cl.cfg
 	book := peers.NewBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
-	book.GroupOf = func(id peer.ID) string { return groups[id] }
+	book.GroupOf = func(id peer.ID) (string, bool) { g, ok := groups[id]; return g, ok }
 	for _, id := range established {
 		book.Update(id, func(r *reputation.Record, p reputation.Params, _ time.Time) { r.Proven = p.Probation })
 	}
@@ -191,5 +191,33 @@ func TestDrawThrottlesACaughtOperator(t *testing.T) {
 	// Expected 3000 x (1/16) / (2 + 1/16), about 91; unthrottled, 1000.
 	if attacker > 200 {
 		t.Errorf("the caught operator was drawn first %d of 3000 times, want about 91", attacker)
+	}
+}
+
+// TestGroupClaimedThenSeen: before a peer's first connection its group is
+// that of the addresses it claims (so that a draw keeps one operator's
+// identities apart before they are dialled); once seen, the network it
+// connected from is its group, whatever it claims later.
+func TestGroupClaimedThenSeen(t *testing.T) {
+	cl := operatorsClient(t, nil)
+	book := cl.n.Peers
+	claimed, seen := "v4/127.200", ""
+	book.GroupOf = func(peer.ID) (string, bool) {
+		if seen != "" {
+			return seen, true
+		}
+		return claimed, false
+	}
+	book.Update("a1", func(*reputation.Record, reputation.Params, time.Time) {})
+	if g := book.Group("a1"); g != "v4/127.200" {
+		t.Errorf("before any connection: %q, want the claimed group", g)
+	}
+	seen = "v4/10.1"
+	if g := book.Group("a1"); g != "v4/10.1" {
+		t.Errorf("connected: %q, want the group it connected from", g)
+	}
+	seen, claimed = "", "v4/192.0"
+	if g := book.Group("a1"); g != "v4/10.1" {
+		t.Errorf("after its connection closed: %q, want the group it was seen in, not a new claim", g)
 	}
 }

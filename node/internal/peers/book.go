@@ -31,10 +31,11 @@ type Book struct {
 	max       int
 	Reachable func(peer.ID) bool
 	// GroupOf, when set, returns the network group (netgroup.Of) a peer's
-	// live connection comes from, "" without one. Nil turns grouping off:
-	// every identity is an operator of its own (node.Config.NoNetGroups).
-	// Fixed before the book is shared.
-	GroupOf func(peer.ID) string
+	// live connection comes from (seen), or else the group of an address
+	// it is known by (its own claim, not seen), or "". Nil turns grouping
+	// off: every identity is an operator of its own
+	// (node.Config.NoNetGroups). Fixed before the book is shared.
+	GroupOf func(peer.ID) (group string, seen bool)
 
 	mu    sync.Mutex
 	peers map[peer.ID]*store.Peer // guarded by mu
@@ -399,26 +400,28 @@ func (b *Book) BannedIn(group string) int {
 }
 
 // Group is the operator id counts as in a draw and in a vote: the network
-// group it connects from, remembered from its last connection. Identities
-// cost nothing; addresses in distinct networks do. id is a group of its
-// own when grouping is off, when this node's operator vouches for it
-// (--trust: an operator's own machines on one LAN), and while no
-// connection of it was seen.
+// group it connects from, remembered from its last connection; before its
+// first, the group of the addresses it is known by (what it claims: a
+// draw goes by it, and a vote, taken once results came over connections,
+// by what was seen). Identities cost nothing; addresses in distinct
+// networks do. id is a group of its own when grouping is off, when this
+// node's operator vouches for it (--trust: an operator's own machines on
+// one LAN), and when nothing is known of its addresses.
 func (b *Book) Group(id peer.ID) string {
 	own := "peer/" + id.String()
 	if b.GroupOf == nil {
 		return own
 	}
-	g := b.GroupOf(id) // outside mu: it asks the host
+	g, seen := b.GroupOf(id) // outside mu: it asks the host
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.vouched[id] {
+	switch {
+	case b.vouched[id]:
 		return own
-	}
-	if g != "" && b.peers[id] != nil {
+	case seen && b.peers[id] != nil:
 		b.groups[id] = g
-	} else if g == "" {
-		g = b.groups[id]
+	case b.groups[id] != "":
+		g = b.groups[id] // seen before outranks claimed now
 	}
 	if g == "" {
 		return own
