@@ -765,12 +765,12 @@ func (j *jobRun) draw(cands []peers.Candidate, groups []string) (peers.Candidate
 		}
 		best[groups[i]] = max(best[groups[i]], weights[i])
 	}
-	total := 0.0
+	total, banned := 0.0, j.c.n.Peers.BannedByGroup()
 	for _, g := range order {
 		// Each identity of the operator banned (convicted by an audit,
 		// or outvoted) divides its chance by 16: its other identities
 		// cost the client no more audits than the first.
-		best[g] /= math.Pow(16, float64(j.c.n.Peers.BannedIn(g)))
+		best[g] /= math.Pow(16, float64(banned[g]))
 		total += best[g]
 	}
 	group := order[len(order)-1]

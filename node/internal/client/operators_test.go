@@ -173,8 +173,8 @@ func TestDrawThrottlesACaughtOperator(t *testing.T) {
 		}
 	}
 	book.Update("a1", func(r *reputation.Record, _ reputation.Params, now time.Time) { r.BannedUntil = now.Add(time.Hour) })
-	if n := book.BannedIn("v4/127.200"); n != 1 {
-		t.Fatalf("BannedIn = %d, want 1", n)
+	if n := book.BannedByGroup()["v4/127.200"]; n != 1 {
+		t.Fatalf("BannedByGroup = %d, want 1", n)
 	}
 	attacker := 0
 	for range 3000 {

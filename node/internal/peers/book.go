@@ -384,16 +384,16 @@ func (b *Book) Concur(id peer.ID) {
 	b.Update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Concur(p, now) })
 }
 
-// BannedIn counts the identities of group (see Group) banned now: an
-// operator whose identity was caught is drawn less, all its identities
-// together.
-func (b *Book) BannedIn(group string) int {
+// BannedByGroup counts, per group (see Group), the identities banned now:
+// an operator whose identity was caught is drawn less, all its identities
+// together. One pass over the book, for a whole draw.
+func (b *Book) BannedByGroup() map[string]int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now, n := time.Now(), 0
+	now, n := time.Now(), map[string]int{}
 	for id, g := range b.groups {
-		if p := b.peers[id]; g == group && p != nil && p.Rep.Banned(now) {
-			n++
+		if p := b.peers[id]; p != nil && p.Rep.Banned(now) {
+			n[g]++
 		}
 	}
 	return n
