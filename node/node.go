@@ -24,6 +24,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
+	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/infernet/infernet/guest/go/llama"
 	ihost "github.com/infernet/infernet/host"
@@ -154,17 +155,14 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	if !cfg.NoNetGroups {
 		n.peers.GroupOf = func(id peer.ID) (string, bool) {
+			var seen []ma.Multiaddr
 			for _, c := range n.host.Network().ConnsToPeer(id) {
-				if g := netgroup.Of(c.RemoteMultiaddr()); g != "" {
-					return g, true
-				}
+				seen = append(seen, c.RemoteMultiaddr())
 			}
-			for _, a := range n.host.Peerstore().Addrs(id) {
-				if g := netgroup.Of(a); g != "" {
-					return g, false
-				}
+			if g := netgroup.OfAny(seen); g != "" {
+				return g, true
 			}
-			return "", false
+			return netgroup.OfAny(n.host.Peerstore().Addrs(id)), false
 		}
 	}
 	n.ledger = settle.New(n.ctx, settle.Config{Lightning: n.lnd, DB: n.db, Blobs: n.blobs, Peers: n.peers,

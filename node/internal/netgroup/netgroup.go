@@ -31,6 +31,31 @@ func Of(a ma.Multiaddr) string {
 	return ""
 }
 
+// OfAny returns the group of a peer known by addrs: that of a direct
+// address if it has one, else that of a relayed one (its relay's), else "".
+// A peer connected both ways counts where it really is, not in a relay's
+// network of its choosing.
+func OfAny(addrs []ma.Multiaddr) string {
+	relayed := ""
+	for _, a := range addrs {
+		switch g := Of(a); {
+		case g == "":
+		case isRelayed(a):
+			if relayed == "" {
+				relayed = g
+			}
+		default:
+			return g
+		}
+	}
+	return relayed
+}
+
+func isRelayed(a ma.Multiaddr) bool {
+	_, err := a.ValueForProtocol(ma.P_CIRCUIT)
+	return err == nil
+}
+
 // OfIP returns the group of ip, "" if it is not valid.
 func OfIP(ip netip.Addr) string {
 	ip = ip.Unmap()

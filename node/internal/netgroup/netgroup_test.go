@@ -34,3 +34,31 @@ func TestOf(t *testing.T) {
 		t.Errorf("Of(nil) = %q", got)
 	}
 }
+
+// TestOfAny: a peer connected directly and through a relay counts where it
+// really is; through a relay alone, in the relay's network.
+func TestOfAny(t *testing.T) {
+	addr := func(s string) ma.Multiaddr {
+		a, err := ma.NewMultiaddr(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	relayed := addr("/ip4/198.51.100.4/tcp/4001/p2p/12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN/p2p-circuit")
+	direct := addr("/ip4/203.0.113.7/tcp/1")
+	for _, tc := range []struct {
+		addrs []ma.Multiaddr
+		want  string
+	}{
+		{[]ma.Multiaddr{relayed, direct}, "v4/203.0"},
+		{[]ma.Multiaddr{direct, relayed}, "v4/203.0"},
+		{[]ma.Multiaddr{relayed}, "v4/198.51"},
+		{[]ma.Multiaddr{addr("/dns4/example.com/tcp/1"), relayed}, "v4/198.51"},
+		{nil, ""},
+	} {
+		if got := OfAny(tc.addrs); got != tc.want {
+			t.Errorf("OfAny(%v) = %q, want %q", tc.addrs, got, tc.want)
+		}
+	}
+}
