@@ -24,7 +24,8 @@ const MaxPromptLine = 1 << 20
 
 // CheckRequest returns an error wrapping ErrBadRequest for terms no runner
 // accepts: a negative token count, a negative or non-finite temperature,
-// or a top-p outside [0, 1].
+// a top-p outside [0, 1], or a request over the runner's line of
+// MaxPromptLine bytes.
 func CheckRequest(q llama.Request) error {
 	switch {
 	case q.MaxTokens < 0:
@@ -33,6 +34,9 @@ func CheckRequest(q llama.Request) error {
 		return fmt.Errorf("temperature %v: want 0 (greedy) or more: %w", q.Temperature, ErrBadRequest)
 	case !(q.TopP >= 0 && q.TopP <= 1):
 		return fmt.Errorf("top_p %v: want 0 to 1: %w", q.TopP, ErrBadRequest)
+	}
+	if n := len(EncodeRequests([]llama.Request{q})); n > MaxPromptLine { // the line and its newline
+		return fmt.Errorf("prompt of %d bytes: the request is %d bytes, the runner reads at most %d: %w", len(q.Prompt), n, MaxPromptLine, ErrBadRequest)
 	}
 	return nil
 }

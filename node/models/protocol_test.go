@@ -2,6 +2,7 @@ package models
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -103,5 +104,19 @@ func TestCheckIsAChecker(t *testing.T) {
 	done.Ties, done.TieGap = 1, 0.25
 	if ties, _, ok := (Check{}).Confirms(plain, line(done)); !ok || ties != 1 {
 		t.Errorf("the runner's report %s is not taken out", line(done))
+	}
+}
+
+// TestCheckRequestSize: a request the runner could not read as one line
+// (over MaxPromptLine, its newline included) is refused before it goes
+// anywhere; one that fits is not.
+func TestCheckRequestSize(t *testing.T) {
+	fits := llama.Request{Prompt: strings.Repeat("a", MaxPromptLine-100), MaxTokens: 1}
+	if err := CheckRequest(fits); err != nil {
+		t.Errorf("a request of %d bytes: %v", len(EncodeRequests([]llama.Request{fits})), err)
+	}
+	over := llama.Request{Prompt: strings.Repeat("a", MaxPromptLine), MaxTokens: 1}
+	if err := CheckRequest(over); !errors.Is(err, ErrBadRequest) || !strings.HasPrefix(err.Error(), "prompt ") {
+		t.Errorf("a prompt of %d bytes: %v, want ErrBadRequest naming the prompt", len(over.Prompt), err)
 	}
 }

@@ -140,9 +140,6 @@ func New(cfg Config, n Node, log *slog.Logger) (*Service, error) {
 	return &Service{cfg: cfg, n: n, log: log}, nil
 }
 
-// errTooLong: a request whose prompt the runner would refuse.
-var errTooLong = errors.New("prompt too long")
-
 // maxBody caps a request's body.
 const maxBody = 4 << 20
 
@@ -491,10 +488,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p params) {
 		return
 	}
 	spec, err := s.spec(ctx, m, p.req)
-	if errors.Is(err, errTooLong) {
-		WriteError(w, http.StatusBadRequest, "prompt", "", err.Error())
-		return
-	} else if err != nil {
+	if err != nil {
 		WriteError(w, http.StatusInternalServerError, "", "", err.Error())
 		return
 	}
@@ -581,10 +575,6 @@ func (s *Service) spec(ctx context.Context, m *store.Model, q llama.Request) (no
 		return node.Spec{}, err
 	}
 	input := models.EncodeRequests([]llama.Request{q})
-	if len(input) > models.MaxPromptLine { // the line and its newline
-		// Refused here, before it is stored, announced and fetched.
-		return node.Spec{}, fmt.Errorf("%w: the request is %d bytes with its prompt, the runner reads at most %d", errTooLong, len(input), models.MaxPromptLine)
-	}
 	in, err := s.n.PutBlob(ctx, input)
 	if err != nil {
 		return node.Spec{}, err
