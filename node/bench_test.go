@@ -594,7 +594,11 @@ func BenchmarkDataBlob(b *testing.B) {
 func BenchmarkEstablishedColluders(b *testing.B) {
 	for _, k := range []int{2, 4} {
 		for _, audit := range []float64{0, 0.1} {
-			b.Run(fmt.Sprintf("k=%d/audit=%v", k, audit), func(b *testing.B) {
+			label := "defaults" // the client's default shares (Config.Audit)
+			if audit > 0 {
+				label = fmt.Sprint(audit)
+			}
+			b.Run(fmt.Sprintf("k=%d/audit=%s", k, label), func(b *testing.B) {
 				for range b.N {
 					i, ring := 0, &faults.Ring{}
 					net := startNetwork(b, 4+k, func(c *Config) {
@@ -616,13 +620,12 @@ func BenchmarkEstablishedColluders(b *testing.B) {
 // net, whose providers from the honest-th on are the attacker's, and
 // reports wrong results accepted as verified, attackers banned (as
 // bannedUnit), honest providers banned and the client's audits.
-func reportColluders(b *testing.B, net *testNet, honest, jobs int, audit float64, bannedUnit string) {
+func reportColluders(b *testing.B, net *testNet, honest, jobs int, audit float64, bannedUnit string) (wrong, caught int) {
 	bad := map[peer.ID]bool{}
 	for _, p := range net.providers[honest:] {
 		bad[p.ID()] = true
 	}
 	c := net.client
-	wrong := 0
 	for j := range jobs {
 		input := fmt.Appendf(nil, "job %d: %s", j, bytes.Repeat([]byte{'x'}, 100+j))
 		s := spec(b, c, readTestdata(b, "jobs/cat/cat.wasm"), input)
@@ -635,7 +638,7 @@ func reportColluders(b *testing.B, net *testNet, honest, jobs int, audit float64
 			wrong++
 		}
 	}
-	honestBanned, caught := 0, 0
+	honestBanned := 0
 	for _, p := range c.Peers() {
 		id, _ := peer.Decode(p.ID)
 		switch {
@@ -649,6 +652,7 @@ func reportColluders(b *testing.B, net *testNet, honest, jobs int, audit float64
 	b.ReportMetric(float64(caught), bannedUnit)
 	b.ReportMetric(float64(honestBanned), "honest-banned")
 	b.ReportMetric(float64(c.Stats().Audits), "audits")
+	return wrong, caught
 }
 
 // BenchmarkOperatorsSpread measures what grouping by network concedes: an
@@ -657,25 +661,37 @@ func reportColluders(b *testing.B, net *testNet, honest, jobs int, audit float64
 // hold every replica, Faults.Ring) against 3 honest operators, 100 jobs of
 // 2 replicas. With G = 1 they never hold every replica
 // (TestHostileOperatorEarnThenBetray); with G >= 2 they can, as often as
-// the draw gives both replicas to them, and only audits (Spec.Audit)
-// catch it. Reported per scenario: wrong accepted as verified, honest and
-// attacker identities banned, audits. Run by make bench (-benchtime 1x).
+// the draw gives both replicas to them, and only audits catch it: with
+// audits off, at the defaults (Config.Audit, Config.AuditNew), and with
+// 0.1 of jobs audited. Reported per scenario: wrong accepted as verified,
+// honest and attacker identities banned, audits, and what lying earned
+// the attacker in units of the price: 2 per wrong result accepted (both
+// replicas paid), less, per identity caught, its unpaid replica (free of
+// collateral) or that and CollateralTimes more (at the default
+// collateral). Run by make bench (-benchtime 1x).
 func BenchmarkOperatorsSpread(b *testing.B) {
 	for _, groups := range []int{2, 4} {
-		for _, audit := range []float64{0, 0.1} {
-			b.Run(fmt.Sprintf("groups=%d/audit=%v", groups, audit), func(b *testing.B) {
+		for _, sc := range []struct {
+			name            string
+			audit, auditNew float64
+		}{{"off", -1, -1}, {"defaults", 0, 0}, {"0.1", 0.1, 0}} {
+			b.Run(fmt.Sprintf("groups=%d/audit=%s", groups, sc.name), func(b *testing.B) {
 				for range b.N {
 					i, ring := 0, &faults.Ring{}
 					net := startNetwork(b, 3+4, func(c *Config) {
-						if c.Provide {
-							if k := i - 3; k >= 0 {
-								c.Faults = &faults.Faults{Lie: 1, Collude: true, HonestFor: 8, Ring: ring}
-								c.Listen = []string{netgroup.SharedLoopback(k%groups, k/groups)}
-							}
-							i++
+						if !c.Provide {
+							c.Audit, c.AuditNew = sc.audit, sc.auditNew
+							return
 						}
+						if k := i - 3; k >= 0 {
+							c.Faults = &faults.Faults{Lie: 1, Collude: true, HonestFor: 8, Ring: ring}
+							c.Listen = []string{netgroup.SharedLoopback(k%groups, k/groups)}
+						}
+						i++
 					})
-					reportColluders(b, net, 3, 100, audit, "attackers-banned")
+					wrong, caught := reportColluders(b, net, 3, 100, 0, "attackers-banned")
+					b.ReportMetric(float64(2*wrong-caught), "lie-gain-free-p")
+					b.ReportMetric(float64(2*wrong-caught*(1+CollateralTimes)), "lie-gain-collateral-p")
 				}
 			})
 		}

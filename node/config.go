@@ -100,7 +100,7 @@ type Config struct {
 	// Reputation tunes how peers are judged; zero means reputation.Defaults.
 	Reputation reputation.Params
 	// SpotCheck is the share of adaptive jobs whose single trusted replica
-	// is checked by a full set of replicas anyway; default 0.15.
+	// is checked by a full set of replicas anyway; default 0.10.
 	SpotCheck float64
 	// Canary is the share of adaptive jobs after which a known-answer job
 	// is sent to a trusted provider; default 0.05.
@@ -138,6 +138,20 @@ type Config struct {
 	// running it here, and replicas that disagree are banned; with NoAudit
 	// such a job comes back unverified instead.
 	NoAudit bool
+	// Audit is the share of jobs this client also runs itself, at random,
+	// and holds every replica to (a replica that differs is banned, and its
+	// collateral taken); AuditNew the share when one of a job's providers
+	// has a new record (fewer than client.NewRecord proven results); and
+	// AuditCap the most audits it runs, as a share of its jobs, past which
+	// a job no established provider decides comes back unverified rather
+	// than run here: free identities cannot make the client do their work.
+	// Defaults DefaultAudit, DefaultAuditNew, DefaultAuditCap; a negative
+	// value is none (no cap). docs/verification.md has the economics.
+	Audit, AuditNew, AuditCap float64
+	// MaxCollateral is the most this provider stakes on one replica of a
+	// paid job that asks for collateral, millisatoshi; 0: 25 times Price
+	// (a client's default is 20 times its price).
+	MaxCollateral uint64
 	// PaymentSweep is how often open payments nobody is handling are
 	// finished (released, settled, cancelled, or checked with lnd);
 	// default 30 s.
@@ -280,6 +294,14 @@ func (c *Config) setDefaults() {
 		c.Silence = DefaultSilence
 	}
 	c.Silence = max(c.Silence, 3*c.Heartbeat)
+	for _, d := range []struct {
+		v   *float64
+		def float64
+	}{{&c.Audit, DefaultAudit}, {&c.AuditNew, DefaultAuditNew}, {&c.AuditCap, DefaultAuditCap}} {
+		if *d.v == 0 {
+			*d.v = d.def // a negative share stays, for none
+		}
+	}
 	if c.SpotCheck <= 0 {
 		c.SpotCheck = DefaultSpotCheck
 	}

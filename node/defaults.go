@@ -53,8 +53,23 @@ const (
 	// heartbeats whatever it is set to).
 	DefaultSilence = 5 * time.Second
 	// DefaultSpotCheck is the share of adaptive jobs whose single trusted
-	// replica is checked by a full set of replicas anyway (Config.SpotCheck).
-	DefaultSpotCheck = 0.15
+	// replica is checked by a full set of replicas anyway (Config.SpotCheck);
+	// DefaultAudit more are checked by the client's own run. (It was 0.15
+	// before audits were on by default: the same checks, at about the same
+	// compute per result.)
+	DefaultSpotCheck = 0.10
+	// DefaultAudit is the share of jobs a client audits at random
+	// (Config.Audit): what makes a lie lose money at a paid job's default
+	// collateral (docs/verification.md, the economics), for about 5 % more
+	// compute per accepted result.
+	DefaultAudit = 0.05
+	// DefaultAuditNew is the share of jobs audited when a provider of the
+	// job has a new record (Config.AuditNew): identities are free, so new
+	// ones are checked more.
+	DefaultAuditNew = 0.25
+	// DefaultAuditCap is the most audits a client runs, as a share of its
+	// jobs (Config.AuditCap).
+	DefaultAuditCap = 0.5
 	// DefaultCanary is the share of adaptive jobs after which a known-answer
 	// job goes to a trusted provider (Config.Canary).
 	DefaultCanary = 0.05

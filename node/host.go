@@ -87,7 +87,9 @@ func (n *Node) bootstrap(ctx context.Context) error {
 		if err != nil {
 			errs = append(errs, err)
 			n.log.Warn("bootstrap peer unreachable", "peer", ai.ID, "err", err)
+			continue
 		}
+		n.peers.Introduced(ai.ID, peers.SourceBootstrap)
 	}
 	if len(infos) > 0 && len(errs) == len(infos) {
 		return fmt.Errorf("no bootstrap peer reachable: %w", errors.Join(errs...))
@@ -130,7 +132,9 @@ func (m mdnsNotifee) HandlePeerFound(ai peer.AddrInfo) {
 	defer cancel()
 	if err := m.n.host.Connect(ctx, ai); err != nil {
 		m.n.log.Debug("mdns peer unreachable", "peer", ai.ID, "err", err)
+		return
 	}
+	m.n.peers.Introduced(ai.ID, peers.SourceMDNS)
 }
 
 // onPeerJoin advertises to a peer that just subscribed to adverts.

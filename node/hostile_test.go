@@ -369,7 +369,7 @@ func TestHostileDiskQuota(t *testing.T) {
 		input := bytes.Repeat([]byte{byte(i)}, 3<<19) // 1.5 MiB: a blob, not inline
 		s := withBlobs(Spec{Replicas: 1, Terms: wire.Terms{MaxOutput: 1 << 10, TimeoutMS: 10_000}}, t, atk, cat, input)
 		job, err := atk.Submit(ctx, s, nil)
-		if err != nil || job.State != store.JobUnverified {
+		if err != nil || job.State == store.JobFailed { // unverified, or verified where a random audit drew it
 			t.Fatalf("job %d: %v, %v", i, job, err)
 		}
 		if sp := p.blobs.Space(); sp.Used > quota {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/infernet/infernet/node/internal/batch"
 	"github.com/infernet/infernet/node/internal/client"
+	"github.com/infernet/infernet/node/internal/provider"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -39,6 +40,19 @@ const (
 	VerifiedByAudit    = client.VerifiedByAudit
 	VerifiedByCheck    = client.VerifiedByCheck
 )
+
+// Collateral defaults, in times a replica's price: what a client asks of
+// each provider in a paid job (Spec.Collateral), and the most a provider
+// stakes unless Config.MaxCollateral says otherwise.
+const (
+	CollateralTimes         = client.CollateralTimes
+	ProviderCollateralTimes = provider.CollateralTimes
+)
+
+// NewRecord is how many proven results (or results accepted with its
+// collateral at stake) a provider needs before its jobs are audited at
+// Config.Audit rather than Config.AuditNew.
+const NewRecord = client.NewRecord
 
 // Errors of a client's jobs.
 var (

@@ -180,6 +180,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	n.client = client.New(client.Config{
 		Silence: cfg.Silence, AdvertInterval: cfg.AdvertInterval, SpotCheck: cfg.SpotCheck, Canary: cfg.Canary,
+		Audit: max(cfg.Audit, 0), AuditNew: max(cfg.AuditNew, 0), AuditCap: max(cfg.AuditCap, 0),
 		CheckTie: cfg.CheckTie, NoAudit: cfg.NoAudit, MaxModule: cfg.MaxModule, GPUChallenge: cfg.GPUChallenge,
 		GemmVerifyingKey: cfg.GemmVerifyingKey, Fair: cfg.Fair, Faults: cfg.Faults, DataDir: cfg.DataDir,
 		Runtime: n.runtime(), Sandbox: n.providerSandbox,
@@ -197,7 +198,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	})
 	if cfg.Provide {
 		if n.provider, err = provider.New(ctx, provider.Config{
-			Slots: cfg.Slots, Queue: cfg.Queue, MaxPerClient: cfg.MaxPerClient, Price: cfg.Price, MaxMemory: cfg.MaxMemory,
+			Slots: cfg.Slots, Queue: cfg.Queue, MaxPerClient: cfg.MaxPerClient, Price: cfg.Price, MaxCollateral: cfg.MaxCollateral, MaxMemory: cfg.MaxMemory,
 			MaxOutput: cfg.MaxOutput, MaxModule: cfg.MaxModule, MaxInput: cfg.MaxInput, MaxData: cfg.MaxData,
 			BlobQuota: cfg.BlobQuota, MaxTimeout: cfg.MaxTimeout, MaxDeadline: cfg.MaxDeadline,
 			AdvertInterval: cfg.AdvertInterval, Heartbeat: cfg.Heartbeat, DataDir: cfg.DataDir,

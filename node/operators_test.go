@@ -17,6 +17,7 @@ import (
 	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/internal/netgroup"
 	"github.com/infernet/infernet/node/reputation"
+	"github.com/infernet/infernet/node/store"
 )
 
 // operatorNetwork is hostileNetwork with the attackers' identities all
@@ -199,5 +200,58 @@ func TestHostileOperatorEclipse(t *testing.T) {
 	_, err := net.client.Submit(context.Background(), s, nil)
 	if err == nil || !strings.Contains(err.Error(), "2 providers in 1 networks") {
 		t.Fatalf("an eclipsed client's job: %v, want an error saying its providers share a network", err)
+	}
+}
+
+// TestHostileEclipseAcrossNetworks: the client's only bootstrap peer is an
+// attacker, with a second identity in another network, so that the two
+// look like two operators; honest for their first 6 runs, then lying
+// together. Grouping alone would let them verify every job from then on.
+// Every peer the client knows came through one bootstrap network
+// (Book.Eclipsed), so replicas verify nothing: the client audits (within
+// its cap) or returns the job unverified, saying why.
+func TestHostileEclipseAcrossNetworks(t *testing.T) {
+	for _, noAudit := range []bool{false, true} {
+		t.Run(fmt.Sprintf("no audit %v", noAudit), func(t *testing.T) {
+			ring := &faults.Ring{}
+			net, bad := hostileNetwork(t, 0, 2, func() *faults.Faults {
+				return &faults.Faults{Lie: 1, Collude: true, HonestFor: 6, Ring: ring}
+			}, func(c *Config) {
+				if !c.Provide {
+					c.Bootstrap, c.NoAudit = c.Bootstrap[:1], noAudit // the attacker's first identity only
+				}
+			})
+			c := net.client
+			if g0, g1 := c.peers.Group(net.providers[0].ID()), c.peers.Group(net.providers[1].ID()); g0 == g1 {
+				t.Fatalf("the attacker's identities share network %s; want two", g0)
+			}
+			got := runJobs(t, c, 19, 0, nil)
+			honestBanned, attackersBanned := judged(c, bad)
+			why := c.peers.Eclipsed()
+			t.Logf("sources: %v", c.peers.Sources())
+			t.Logf("19 jobs through one bootstrap source, audits %v: %d right, %d wrong verified, %d wrong unverified, %d failed, %v; attacker identities banned %d; %d audits; why: %s",
+				!noAudit, got.right, got.wrongVerified, got.wrongUnverified, got.failed, got.how, attackersBanned, c.Stats().Audits, why)
+			if got.wrongVerified != 0 || honestBanned != 0 {
+				t.Fatal("a wrong output was accepted as verified")
+			}
+			if got.how["verified/"+VerifiedByReplicas] != 0 {
+				t.Fatal("replicas verified a job on an eclipsed client")
+			}
+			if !strings.Contains(why, "one network") {
+				t.Fatalf("Eclipsed() = %q, want it to say the peers came through one network", why)
+			}
+			jobs, err := c.Jobs(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, j := range jobs {
+				if j.State == store.JobUnverified && !strings.Contains(j.Unverified, "one network") {
+					t.Fatalf("job %s unverified without saying why (%q)", j.ID, j.Unverified)
+				}
+			}
+			if noAudit && got.how["unverified/"] == 0 {
+				t.Fatal("without audits no job came back unverified")
+			}
+		})
 	}
 }

@@ -74,7 +74,7 @@ func settledPayments(t *testing.T, n *Node, outgoing bool) (count int, msat, fee
 		t.Fatal(err)
 	}
 	for _, p := range ps {
-		if p.Outgoing == outgoing && p.State == store.PaySettled {
+		if p.Outgoing == outgoing && p.State == store.PaySettled && !p.Bond {
 			count++
 			msat += p.AmountMsat
 			fees += p.FeeMsat
@@ -177,6 +177,14 @@ func (f *fakePaid) balanced(t *testing.T, client *Node, providers ...*Node) int 
 	}
 	out, _ := client.Payments(0)
 	for _, pay := range out {
+		if pay.Bond {
+			// A provider's stake: the client's own invoice.
+			inv, ok := f.lnClient.Invoice(pay.Hash)
+			if want := map[store.PayState]payments.InvoiceState{store.PaySettled: payments.InvoiceSettled, store.PayCanceled: payments.InvoiceCanceled}[pay.State]; !ok || inv.State != want {
+				t.Fatalf("stake of replica %d recorded %s; its invoice %+v (%v)", pay.Replica, pay.State, inv, ok)
+			}
+			continue
+		}
 		var ln *paymentstest.Node
 		for i, p := range providers {
 			if p.ID().String() == pay.Peer {
@@ -273,6 +281,55 @@ func TestFakeLndClientCrashBetweenHoldAndSettle(t *testing.T) {
 				t.Fatalf("the client has %d msat, want all of its %d back", f.lnClient.Funds().Local, fund)
 			}
 		})
+	}
+}
+
+// TestFakeLndClientCrashWithStakeLocked: a client stops while it returns
+// its providers' collateral (lnd does not answer the cancel of one stake
+// before the node is gone). Started again, its sweep returns that stake:
+// no collateral is ever taken without evidence, and nothing stays locked.
+func TestFakeLndClientCrashWithStakeLocked(t *testing.T) {
+	f := newFakePaid(t, nil)
+	stuck := make(chan struct{})
+	f.lnClient.SetHook(onFirst(paymentstest.OpCancel, func(ctx context.Context) error {
+		close(stuck)
+		<-ctx.Done() // until the node stops
+		return ctx.Err()
+	}))
+	go f.client.Submit(context.Background(), f.job(t, 3), nil) // ends with the client
+	select {
+	case <-stuck:
+	case <-time.After(time.Minute):
+		t.Fatal("the client never returned a stake")
+	}
+	if n := f.ln.Locked(); n < CollateralTimes*price {
+		t.Fatalf("%d msat locked when the client stopped, want a stake of %d at least", n, CollateralTimes*price)
+	}
+	f.client.Close()
+	f.lnClient.SetHook(nil)
+	again := restartNode(t, f.client, []string{f.providers[0].Addrs()[0].String()}, func(c *Config) {
+		c.PaymentSweep = 200 * time.Millisecond
+	})
+	f.balanced(t, again, f.providers...)
+	stakes := 0
+	for _, n := range append([]*Node{again}, f.providers...) {
+		ps, _ := n.Payments(0)
+		for _, p := range ps {
+			if p.Bond {
+				stakes++
+				if p.State != store.PayCanceled {
+					t.Errorf("a stake of replica %d ended %s, want returned (cancelled)", p.Replica, p.State)
+				}
+			}
+		}
+	}
+	if stakes != 4 { // each replica's, on the client and on its provider
+		t.Fatalf("%d stake records, want 4", stakes)
+	}
+	for i, ln := range f.lnProvide {
+		if got := ln.Funds().Local; got < fund {
+			t.Errorf("provider %d holds %d msat, less than its %d: a stake was kept", i+1, got, fund)
+		}
 	}
 }
 

@@ -55,6 +55,15 @@ func (n *Node) Stats() Stats {
 	return s
 }
 
+// Eclipsed says why this node's replica votes verify nothing, or "": every
+// peer it learned of came through bootstrap peers of one network, which
+// could be showing it only their own identities (see package peers).
+func (n *Node) Eclipsed() string { return n.peers.Eclipsed() }
+
+// Sources counts the peers this node learned of through each source (a
+// bootstrap peer's network, mDNS, a peer vouched for).
+func (n *Node) Sources() []string { return n.peers.Sources() }
+
 // PeerInfo is what `infernet peers` shows of a peer.
 type PeerInfo struct {
 	store.Peer

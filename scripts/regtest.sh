@@ -53,6 +53,7 @@ RPCUSER=infernet
 RPCPASS=infernet-regtest
 TIMEOUT="${REGTEST_TIMEOUT:-90}"
 CHAN_SAT=5000000    # each channel (client->provider, client->aggregator, aggregator->provider)
+PUSH_SAT=1000000    # pushed to the provider's side of each channel it is given: what it stakes as collateral
 PROVIDER_SAT=100000000 # on-chain coins for each provider (anchor reserve, own channel opens)
 AGGREGATOR_SAT=$((CHAN_SAT + PROVIDER_SAT / 2)) # each of the aggregator's two coins (one per channel)
 
@@ -479,15 +480,15 @@ up() {
   lnc client connect "$p1@127.0.0.1:$PROVIDER1_P2P_PORT" >/dev/null
   lnc client connect "$p2@127.0.0.1:$PROVIDER2_P2P_PORT" >/dev/null
   lnc client connect "$ag@127.0.0.1:$AGGREGATOR_P2P_PORT" >/dev/null
-  lnc client openchannel --node_key="$p1" --local_amt=$CHAN_SAT --push_amt=0 >/dev/null
-  lnc client openchannel --node_key="$p2" --local_amt=$CHAN_SAT --push_amt=0 >/dev/null
+  lnc client openchannel --node_key="$p1" --local_amt=$CHAN_SAT --push_amt=$PUSH_SAT >/dev/null
+  lnc client openchannel --node_key="$p2" --local_amt=$CHAN_SAT --push_amt=$PUSH_SAT >/dev/null
   lnc client openchannel --node_key="$ag" --local_amt=$CHAN_SAT --push_amt=0 >/dev/null
   mine 1
   wait_until "aggregator confirmed balance" confirmed_balance_at_least aggregator $((2 * AGGREGATOR_SAT))
   lnc aggregator connect "$p1@127.0.0.1:$PROVIDER1_P2P_PORT" >/dev/null
   lnc aggregator connect "$p2@127.0.0.1:$PROVIDER2_P2P_PORT" >/dev/null
-  lnc aggregator openchannel --node_key="$p1" --local_amt=$CHAN_SAT --push_amt=0 >/dev/null
-  lnc aggregator openchannel --node_key="$p2" --local_amt=$CHAN_SAT --push_amt=0 >/dev/null
+  lnc aggregator openchannel --node_key="$p1" --local_amt=$CHAN_SAT --push_amt=$PUSH_SAT >/dev/null
+  lnc aggregator openchannel --node_key="$p2" --local_amt=$CHAN_SAT --push_amt=$PUSH_SAT >/dev/null
   mine 6
   verify
 

@@ -207,3 +207,39 @@ func TestPutBlobStreams(t *testing.T) {
 		t.Fatalf("stored: %d bytes, %v", len(got), err)
 	}
 }
+
+// TestNodeSaysEclipsed: GET /v1/node says why replica votes verify
+// nothing on a node whose peers all came through one bootstrap network
+// (what `infernet peers` and the dashboard print), and says nothing once
+// it has bootstrap peers in two networks.
+func TestNodeSaysEclipsed(t *testing.T) {
+	a, _, _ := serveNode(t, true, nil)
+	b, _, _ := serveNode(t, true, []string{a.Addrs()[0].String()})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		boot     []string
+		eclipsed bool
+	}{
+		{"one bootstrap network", []string{a.Addrs()[0].String()}, true},
+		{"two bootstrap networks", []string{a.Addrs()[0].String(), b.Addrs()[0].String()}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, dir := serveNode(t, false, tc.boot)
+			c, err := Dial(dir, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := c.Node(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := info.Eclipsed != ""; got != tc.eclipsed || (got && !strings.Contains(info.Eclipsed, "one network")) {
+				t.Fatalf("eclipsed %q (sources %v); want eclipsed %v", info.Eclipsed, info.Sources, tc.eclipsed)
+			}
+			if len(info.Sources) != len(tc.boot) {
+				t.Errorf("sources %v, want one per bootstrap network", info.Sources)
+			}
+		})
+	}
+}

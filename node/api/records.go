@@ -244,6 +244,10 @@ type Job struct {
 	// Verification says how the result was accepted (VerifiedBy*; "": not
 	// accepted).
 	Verification string `json:"verification,omitempty"`
+	// Unverified, for an unverified job, says why no vote verified it
+	// when there is more to say than that newcomers decided it (an
+	// eclipse, the audit cap).
+	Unverified string `json:"unverified,omitempty"`
 	// Liars are the providers outvoted on this job.
 	Liars []string `json:"liars,omitempty"`
 	Error string   `json:"error,omitempty"`
@@ -298,6 +302,10 @@ type Payment struct {
 	// client.
 	Aggregate bool `json:"aggregate,omitempty"`
 	Delivered bool `json:"delivered,omitempty"`
+	// Bond marks a replica's collateral: on the client the provider's
+	// stake it holds (settled: taken on evidence of a lie), on the
+	// provider its payment of it.
+	Bond bool `json:"bond,omitempty"`
 }
 
 // Peer is what this node knows of another, and its judgement of it.
@@ -310,6 +318,15 @@ type Peer struct {
 	// client, paid for and not.
 	Paid   int `json:"paid,omitempty"`
 	Unpaid int `json:"unpaid,omitempty"`
+	// Slashed counts the collateral the peer, as a client, took from this
+	// node.
+	Slashed int `json:"slashed,omitempty"`
+	// Staked counts the peer's results this node accepted with its
+	// collateral at stake, and returned.
+	Staked int `json:"staked,omitempty"`
+	// Source is where this node learned of the peer: "bootstrap NETWORK",
+	// "mdns", "trust ID", or "" (it dialled in).
+	Source string `json:"source,omitempty"`
 	// Reputation is this node's trust in the peer, in [0, 1]; Why explains
 	// it; Established peers are out of probation; Trusted peers may get
 	// single replicas; Banned ones get nothing.
@@ -420,13 +437,13 @@ func jobOf(j *store.Job) *Job {
 	}
 	return &Job{ID: j.ID, Announce: j.Announce, State: j.State, Created: j.Created, Finished: j.Finished,
 		Replicas: mapSlice(j.Replicas, replicaOf), Output: j.Output, OutputSize: j.OutputSize, ExitCode: j.ExitCode,
-		Outcome: j.Outcome, Agree: j.Agree, Verification: j.Verification, Liars: j.Liars, Error: j.Error, Proofs: j.Proofs}
+		Outcome: j.Outcome, Agree: j.Agree, Verification: j.Verification, Unverified: j.Unverified, Liars: j.Liars, Error: j.Error, Proofs: j.Proofs}
 }
 
 func jobValue(j store.Job) Job { return *jobOf(&j) }
 
 func peerOf(p node.PeerInfo) Peer {
-	return Peer{ID: p.ID, Addrs: p.Addrs, Advert: p.Advert, LastSeen: p.LastSeen, Paid: p.Paid, Unpaid: p.Unpaid,
+	return Peer{ID: p.ID, Addrs: p.Addrs, Advert: p.Advert, LastSeen: p.LastSeen, Paid: p.Paid, Unpaid: p.Unpaid, Slashed: p.Slashed, Staked: p.Staked, Source: p.Source,
 		Reputation: p.Reputation, Why: p.Why, Established: p.Established, Trusted: p.Trusted, Banned: p.Banned,
 		Connected: p.Connected, LatencyMS: p.LatencyMS, Via: p.Via, Network: p.Network, Record: p.Rep}
 }

@@ -75,6 +75,11 @@ type NodeInfo struct {
 	Provider bool       `json:"provider"`
 	Software string     `json:"software"`
 	Stats    node.Stats `json:"stats"`
+	// Eclipsed says why replica votes verify nothing on this node (all its
+	// peers came through one bootstrap network), or is empty; Sources
+	// count the peers learned of through each source.
+	Eclipsed string   `json:"eclipsed,omitempty"`
+	Sources  []string `json:"sources,omitempty"`
 }
 
 // BlobInfo is the answer of POST /v1/blobs.
@@ -95,6 +100,9 @@ type SubmitRequest struct {
 	DeadlineMS int64  `json:"deadline_ms,omitempty"`
 	Require    string `json:"require,omitempty"`
 	Price      uint64 `json:"price,omitempty"`
+	// Collateral is node.Spec's: each provider's stake per replica, msat
+	// (0: the default in a paid job, negative: none).
+	Collateral int64 `json:"collateral,omitempty"`
 	// Adaptive, Audit, SameBackend, MixedBackends and Settle are
 	// node.Spec's.
 	Adaptive      bool    `json:"adaptive,omitempty"`
@@ -345,7 +353,8 @@ func (s *Server) getNode(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) nodeInfo() NodeInfo {
-	info := NodeInfo{ID: s.n.ID().String(), Provider: s.n.Provider(), Software: node.Software(), Stats: s.n.Stats()}
+	info := NodeInfo{ID: s.n.ID().String(), Provider: s.n.Provider(), Software: node.Software(), Stats: s.n.Stats(),
+		Eclipsed: s.n.Eclipsed(), Sources: s.n.Sources()}
 	for _, a := range s.n.Addrs() {
 		info.Addrs = append(info.Addrs, a.String())
 	}
@@ -478,7 +487,7 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 func (req *SubmitRequest) spec() node.Spec {
 	return node.Spec{
 		Terms: req.Terms, Replicas: req.Replicas, Deadline: time.Duration(req.DeadlineMS) * time.Millisecond,
-		Require: req.Require, Price: req.Price, Adaptive: req.Adaptive, Audit: req.Audit,
+		Require: req.Require, Price: req.Price, Collateral: req.Collateral, Adaptive: req.Adaptive, Audit: req.Audit,
 		SameBackend: req.SameBackend, MixedBackends: req.MixedBackends, Settle: req.Settle,
 	}
 }

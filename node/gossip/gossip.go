@@ -45,7 +45,7 @@ type Config struct {
 	// OnAnnounce and OnAdvert receive validated messages from other peers,
 	// one at a time per topic, in arrival order. Optional.
 	OnAnnounce func(from peer.ID, m *wire.JobAnnounce)
-	OnAdvert   func(from peer.ID, m *wire.CapabilityAdvert)
+	OnAdvert   func(from, via peer.ID, m *wire.CapabilityAdvert)
 	// OnPeerJoin is called when a peer subscribes to the adverts topic,
 	// so that the node can advertise to it. Optional.
 	OnPeerJoin func(p peer.ID)
@@ -367,7 +367,7 @@ func (g *Gossip) readLoop(ctx context.Context, sub *pubsub.Subscription) {
 			}
 		case *wire.CapabilityAdvert:
 			if g.cfg.OnAdvert != nil {
-				g.cfg.OnAdvert(msg.GetFrom(), m)
+				g.cfg.OnAdvert(msg.GetFrom(), msg.ReceivedFrom, m)
 			}
 		}
 	}

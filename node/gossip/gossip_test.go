@@ -118,7 +118,7 @@ func newNode(t *testing.T, modify func(*Config)) *testNode {
 			n.anns = append(n.anns, m)
 			n.annFrom = append(n.annFrom, from)
 		},
-		OnAdvert: func(from peer.ID, m *wire.CapabilityAdvert) {
+		OnAdvert: func(from, _ peer.ID, m *wire.CapabilityAdvert) {
 			n.mu.Lock()
 			defer n.mu.Unlock()
 			n.ads = append(n.ads, m)

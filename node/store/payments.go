@@ -98,6 +98,13 @@ type Payment struct {
 	// the job's result went to the client, who then owes the payment.
 	Aggregate bool `json:"aggregate,omitempty"`
 	Delivered bool `json:"delivered,omitempty"`
+	// Bond marks a replica's collateral (wire.JobAnnounce.Collateral),
+	// which runs the other way: the client issues the hold invoice (its
+	// preimage known from the start: Invoiced → Locked, then Releasing →
+	// Settled when it takes the stake on evidence of a lie, else
+	// Canceled), and the provider pays it (Paying → Locked → Settled when
+	// slashed, Canceled when its stake came back).
+	Bond bool `json:"bond,omitempty"`
 }
 
 // paymentKey is job, replica, direction and peer: a client pays for a

@@ -129,6 +129,10 @@ type Job struct {
 	// replicas agreed), "trusted" (one replica from a provider with a long
 	// clean record; adaptive replication), or "" (not accepted).
 	Verification string `json:"verification,omitempty"`
+	// Unverified, for an unverified job, says why no vote verified it
+	// when there is more to say than that newcomers decided it (an
+	// eclipse, the audit cap).
+	Unverified string `json:"unverified,omitempty"`
 	// Liars are the providers outvoted on this job.
 	Liars []string `json:"liars,omitempty"`
 	Error string   `json:"error,omitempty"`
@@ -241,6 +245,15 @@ type Peer struct {
 	// (cancelled, or left to expire).
 	Paid   int `json:"paid,omitempty"`
 	Unpaid int `json:"unpaid,omitempty"`
+	// Slashed, on a provider, counts the collateral this client took from
+	// it: an honest provider expects none, and posts no more to a client
+	// that took any (settle.PostBond).
+	Slashed int `json:"slashed,omitempty"`
+	// Staked, on a client, counts the provider's results accepted with its
+	// collateral at stake, and returned (peers.Book.Staked).
+	Staked int `json:"staked,omitempty"`
+	// Source is where this node learned of the peer (peers.Book.Introduced).
+	Source string `json:"source,omitempty"`
 }
 
 // PutPeer writes p.

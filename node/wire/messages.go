@@ -96,6 +96,12 @@ type JobAnnounce struct {
 	// must be exactly the bytes streamed. Not with SettleFair, which sells
 	// the output.
 	Stream bool `cbor:"28,keyasint"`
+	// Collateral is what each provider stakes on its replica, millisatoshi
+	// (0: none): it pays the client's hold invoice for it (Assign.Bond)
+	// before it runs, and the client takes it only on evidence that the
+	// provider lied (an audit, a proof, a canary, its backend), else
+	// cancels it. Paid mode only.
+	Collateral uint64 `cbor:"30,keyasint,omitempty" json:",omitempty"`
 }
 
 // Offer is the announce as offered to providers not (yet) assigned the
@@ -148,6 +154,9 @@ const (
 	// bytes together.
 	MaxData      = 16
 	MaxDataBytes = 64 << 30
+	// MaxCollateral caps a replica's collateral: 0.1 BTC, a Lightning
+	// payment's usual ceiling.
+	MaxCollateral = 10_000_000_000
 )
 
 // Validate checks the fields that do not depend on local state.
@@ -173,6 +182,8 @@ func (m *JobAnnounce) Validate() error {
 		return fmt.Errorf("%w: settle %d", ErrMalformed, m.Settle)
 	case m.Settle == SettleFair && m.Stream:
 		return fmt.Errorf("%w: a fair exchange's output cannot be streamed", ErrMalformed)
+	case m.Collateral > MaxCollateral:
+		return fmt.Errorf("%w: collateral %d msat over %d", ErrMalformed, m.Collateral, uint64(MaxCollateral))
 	case m.Settle == SettleFair && (m.Price == 0 || m.Format != 0):
 		// Outputs hidden until paid cannot be compared as numbers.
 		return fmt.Errorf("%w: fair exchange needs a price and exact comparison", ErrMalformed)
@@ -341,6 +352,12 @@ type Assign struct {
 	PaymentHash []byte `cbor:"6,keyasint"`
 	// Price is the agreed price of this replica in millisatoshi.
 	Price uint64 `cbor:"7,keyasint"`
+	// Bond, when the announce asks for Collateral, is the client's hold
+	// invoice for it (BOLT 11) and BondHash its payment hash, whose
+	// preimage only the client knows: the provider pays it before it runs
+	// the replica.
+	Bond     string `cbor:"8,keyasint,omitempty"`
+	BondHash []byte `cbor:"9,keyasint,omitempty"`
 }
 
 // Version implements Versioned.

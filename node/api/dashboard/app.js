@@ -100,6 +100,9 @@ function status(s) {
     card("Training runs", num(s.training.length)) +
     card("Gossip in / out", `${num(s.node.stats.Gossip.Delivered)} / ${num(s.node.stats.Gossip.Published)}`) +
     `</div>`;
+  if (s.node.eclipsed) {
+    h += `<p class="warn" id="eclipsed">Replica votes verify nothing here: ${esc(s.node.eclipsed)}</p>`;
+  }
   if (a) {
     h += `<h2>What this node offers</h2><table class="kv"><tbody>` +
       `<tr><th>Backends</th><td>${esc((a.Backends || []).join(", "))}</td></tr>` +

@@ -25,11 +25,15 @@ import (
 // ErrNoAudit: this job cannot be checked by running it here.
 var ErrNoAudit = errors.New("job cannot be audited here")
 
+// ErrAuditCap: the client ran its share of audits (Config.AuditCap).
+var ErrAuditCap = fmt.Errorf("%w: this client ran its share of audits", ErrNoAudit)
+
 // auditor runs audits. Its sandbox is the provider's when this node is
 // one, else one opened at the first audit.
 type auditor struct {
-	n     *Config
-	slots chan struct{} // audits at once: half the CPUs
+	n      *Config
+	slots  chan struct{} // audits at once: half the CPUs
+	budget auditBudget
 
 	once sync.Once
 	sb   *ihost.Sandbox
@@ -37,8 +41,44 @@ type auditor struct {
 	err  error
 }
 
-func newAuditor(n *Config) *auditor {
-	return &auditor{n: n, slots: make(chan struct{}, max(1, runtime.NumCPU()/2))}
+func newAuditor(n *Config, share float64) *auditor {
+	return &auditor{n: n, slots: make(chan struct{}, max(1, runtime.NumCPU()/2)),
+		budget: auditBudget{share: share, tokens: auditBurst}}
+}
+
+// auditBurst is how many audits a client may run ahead of its share: a
+// new network's first jobs all need one, until providers are established.
+const auditBurst = 16
+
+// auditBudget caps a client's audits at a share of its jobs (a token
+// bucket: each job adds share, each audit takes one), so that identities
+// that cost nothing cannot make the client do their work: however many
+// there are, its own work per job is bounded.
+type auditBudget struct {
+	mu     sync.Mutex
+	share  float64 // 0: no cap
+	tokens float64 // guarded by mu
+}
+
+// job credits one job's share.
+func (b *auditBudget) job() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tokens = min(b.tokens+b.share, auditBurst)
+}
+
+// take spends one audit; false past the cap.
+func (b *auditBudget) take() bool {
+	if b.share <= 0 {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
 }
 
 // sandbox returns the sandbox audits run in, opening it the first time.

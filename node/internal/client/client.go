@@ -61,6 +61,11 @@ type Spec struct {
 	Require string
 	// Price is the most this client pays per replica, millisatoshi.
 	Price uint64
+	// Collateral is what each provider stakes on its replica, millisatoshi
+	// (wire.JobAnnounce.Collateral), taken only on evidence that it lied.
+	// 0 takes the default in a paid escrow job: CollateralTimes the price;
+	// a negative value asks for none. Free mode has none.
+	Collateral int64
 	// Open announces the job on the jobs topic and takes bids from any
 	// provider, even when enough providers are known from their adverts.
 	Open bool
@@ -180,17 +185,23 @@ var (
 // Config is what the client needs: its settings (node.Config documents
 // each) and the parts of the node it uses.
 type Config struct {
-	Silence          time.Duration
-	AdvertInterval   time.Duration
-	SpotCheck        float64
-	Canary           float64
-	CheckTie         float32
-	NoAudit          bool
-	MaxModule        int64
-	GPUChallenge     challenge.Params
-	GemmVerifyingKey func(n int) (groth16.VerifyingKey, error)
-	Fair             *settle.FairKeys
-	Faults           *faults.Faults
+	Silence        time.Duration
+	AdvertInterval time.Duration
+	SpotCheck      float64
+	Canary         float64
+	// Audit, AuditNew and AuditCap: the share of jobs this client audits
+	// at random, the share when a replica's provider is new (its record
+	// short of NewRecord proven results), and the most audits it runs, as
+	// a share of its jobs (past it a job whose vote no established
+	// provider decides comes back unverified). Zero: none, none, no cap.
+	Audit, AuditNew, AuditCap float64
+	CheckTie                  float32
+	NoAudit                   bool
+	MaxModule                 int64
+	GPUChallenge              challenge.Params
+	GemmVerifyingKey          func(n int) (groth16.VerifyingKey, error)
+	Fair                      *settle.FairKeys
+	Faults                    *faults.Faults
 	// DataDir holds the spool of the client's own runs (audits).
 	DataDir string
 	// Runtime opens a sandbox for audits when Sandbox, the provider's, is
@@ -290,7 +301,7 @@ var alwaysMatch = requirement.Always
 func New(cfg Config) *Client {
 	c := &Client{cfg: cfg, log: cfg.Logger.With("role", "client"), jobs: map[wire.JobID]*jobRun{}}
 	c.n = &c.cfg
-	c.auditor = newAuditor(c.n)
+	c.auditor = newAuditor(c.n, cfg.AuditCap)
 	cfg.Host.SetStreamHandler(wire.ProtocolResult, c.handleResult)
 	return c
 }
@@ -331,9 +342,11 @@ type jobRun struct {
 	adaptive bool
 	// ephemeral jobs (canaries) are not recorded in the store.
 	ephemeral bool
-	// auditDrawn: this client runs the job itself too (Spec.Audit).
-	auditDrawn bool
-	emitMu     sync.Mutex // events are delivered one at a time
+	// auditShare is Spec.Audit, and auditRoll the job's draw in [0, 1):
+	// the job is audited when the roll falls under the share its replicas'
+	// providers call for (audited).
+	auditShare, auditRoll float64
+	emitMu                sync.Mutex // events are delivered one at a time
 
 	mu  sync.Mutex
 	rec *store.Job // guarded by mu
@@ -362,6 +375,14 @@ type jobRun struct {
 	escrows map[*wire.Result]escrowRef
 	// settled: the verdict settled the escrows; later ones are cancelled.
 	settled bool
+	// bonds are the replicas' collateral, kept until the verdict, and
+	// convicted the providers this job holds evidence against: theirs is
+	// taken, every other stake goes back. Guarded by mu.
+	bonds     []*store.Payment
+	convicted map[string]bool // by peer ID's string, as a payment names it
+	// unverified says why, when the job may come back unverified for more
+	// than newcomers deciding it (store.Job.Unverified); guarded by mu.
+	unverified string
 	// offers are the checked fair-exchange offers by result; guarded by mu.
 	offers map[*wire.Result]fairOffer
 	// vks are the CommittedGEMM verifying keys by template of a
@@ -433,7 +454,27 @@ func (c *Client) Announce(spec Spec, now time.Time) *wire.JobAnnounce {
 		Require: spec.Require, Replicas: uint8(min(spec.Replicas, 255)), Price: spec.Price,
 		Deadline: wire.Millis(now.Add(spec.Deadline)), Time: wire.Millis(now),
 		SameBackend: spec.SameBackend, Settle: spec.Settle, Stream: spec.Output != nil,
+		Collateral: uint64(max(spec.Collateral, 0)),
 	}
+}
+
+// CollateralTimes is a paid job's default collateral per replica, in
+// times its price: at the default audit share a lie then loses its
+// provider money on average (docs/verification.md, the economics).
+const CollateralTimes = 20
+
+// collateral sets spec's default collateral: CollateralTimes its price in
+// a paid escrow job, none in free mode or by fair exchange (whose output
+// is bought only once verified).
+func (c *Client) collateral(spec *Spec) error {
+	paid := c.n.Ledger.Paid() && spec.Price > 0 && spec.Settle == wire.SettleEscrow
+	switch {
+	case spec.Collateral > 0 && !c.n.Ledger.Paid():
+		return errors.New("collateral needs payments (lnd): this node runs in free mode")
+	case spec.Collateral == 0 && paid:
+		spec.Collateral = int64(min(spec.Price*CollateralTimes, wire.MaxCollateral))
+	}
+	return nil
 }
 
 // Submit runs a job on the network: it records it, finds providers (from
@@ -457,6 +498,9 @@ func (c *Client) Submit(ctx context.Context, spec Spec, events func(Event)) (*st
 		spec.SameBackend = true // a generation's replicas vote byte for byte
 	}
 	spec.SetDefaults()
+	if err := c.collateral(&spec); err != nil {
+		return nil, err
+	}
 	if spec.Check != nil && spec.Precision != "" {
 		// A generation's decode steps sum in f32 (GEMV) whatever the
 		// precision, while its check's batched passes would run at it: they
@@ -497,8 +541,8 @@ func (c *Client) Submit(ctx context.Context, spec Spec, events func(Event)) (*st
 	}
 	j := &jobRun{
 		c: c, ann: ann, req: req, events: events, open: spec.Open, adaptive: spec.Adaptive,
-		auditDrawn: spec.Audit > 0 && rand.Float64() < spec.Audit,
-		holders:    map[peer.ID]bool{}, matched: map[peer.ID]peers.Candidate{}, bidBackend: map[peer.ID]string{},
+		auditShare: spec.Audit, auditRoll: rand.Float64(),
+		holders: map[peer.ID]bool{}, matched: map[peer.ID]peers.Candidate{}, bidBackend: map[peer.ID]string{},
 		bids: make(chan *offer, 64), late: map[uint8]chan *wire.Result{},
 		rec: &store.Job{ID: ann.Job, Announce: *ann, State: store.JobPending, Created: now}, vks: vks,
 	}
@@ -949,11 +993,28 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 		}
 	}
 	a := j.assignment(r, p, bid.Price, pay)
+	var bond *store.Payment
+	if j.ann.Collateral > 0 {
+		if bond, err = j.newBond(ctx, a, p); err != nil {
+			if pay != nil {
+				pay.Advance(store.PayCanceled)
+				pay.Error = "no collateral invoice"
+				n.DB.PutPayment(pay)
+				n.Ledger.Drop(pay)
+			}
+			return nil, err
+		}
+	}
 	idx := j.record(r, p, a.TermsDigest())
 	// p may fetch the input from here while it holds the assign.
 	defer n.Access.Grant(j.ann.Input, p)()
 	assigned := time.Now()
 	res, inflight, err := j.follow(ctx, a, p, pay)
+	if err == nil && bond != nil {
+		if err = n.Ledger.BondLocked(ctx, bond); err != nil {
+			res = nil // its terms were not met: no vote
+		}
+	}
 	switch {
 	case pay != nil && pay.State >= store.PayPaying:
 		j.keepEscrow(res, pay, inflight) // settled or cancelled at the verdict
@@ -978,7 +1039,7 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 	j.mu.Unlock()
 	switch {
 	case errors.Is(err, ErrLie):
-		n.Peers.Convict(p, j.ann.Job) // it signed the evidence itself
+		j.convict(p) // it signed the evidence itself
 	case err == nil:
 		n.Counts.Replicas.Add(1)
 		n.Peers.Complete(p, time.Since(assigned)-time.Duration(res.RunMicros)*time.Microsecond)
@@ -986,7 +1047,61 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 	case !errors.Is(err, errRefused) && !errors.Is(err, settle.ErrPaymentFailed) && ctx.Err() == nil:
 		n.Peers.Lose(p)
 	}
+	if bond != nil && res != nil {
+		j.keepBond(bond) // taken or returned at the verdict
+	} else if bond != nil {
+		j.mu.Lock()
+		slash := j.convicted[bond.Peer]
+		j.mu.Unlock()
+		j.endBond(bond, slash) // no vote to wait for
+	}
 	return res, err
+}
+
+// newBond issues the hold invoice for the collateral of assign a to p and
+// puts it in a (Bond, BondHash).
+func (j *jobRun) newBond(ctx context.Context, a *wire.Assign, p peer.ID) (*store.Payment, error) {
+	bond := &store.Payment{Job: j.ann.Job, Replica: a.Replica, Peer: p.String(), AmountMsat: int64(j.ann.Collateral)}
+	due := time.UnixMilli(j.ann.Deadline).Add(settle.PayGrace)
+	memo := fmt.Sprintf("infernet collateral: job %s replica %d", j.ann.Job, a.Replica)
+	if err := j.c.n.Ledger.NewBond(ctx, bond, due, memo); err != nil {
+		return nil, err
+	}
+	a.Bond, a.BondHash = bond.Invoice, bond.Hash[:]
+	return bond, nil
+}
+
+// keepBond keeps a replica's collateral until the verdict; after it, the
+// stake is ended at once.
+func (j *jobRun) keepBond(bond *store.Payment) {
+	j.mu.Lock()
+	if !j.settled {
+		j.bonds = append(j.bonds, bond)
+		j.mu.Unlock()
+		return
+	}
+	slash := j.convicted[bond.Peer]
+	j.mu.Unlock()
+	j.endBond(bond, slash)
+}
+
+// endBond takes (slash) or returns one replica's collateral.
+func (j *jobRun) endBond(bond *store.Payment, slash bool) {
+	ctx, cancel := context.WithTimeout(j.c.n.Life, settle.PaymentWait)
+	defer cancel()
+	j.c.n.Ledger.EndBond(ctx, bond, slash)
+}
+
+// convict records that p signed a result this job proves wrong: it is
+// banned, and its collateral on this job is taken.
+func (j *jobRun) convict(p peer.ID) {
+	j.c.n.Peers.Convict(p, j.ann.Job)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.convicted == nil {
+		j.convicted = map[string]bool{}
+	}
+	j.convicted[p.String()] = true
 }
 
 // record adds an assignment on terms to the job record and persists it
@@ -1333,6 +1448,9 @@ func (c *Client) Announces() []wire.JobAnnounce {
 // track makes j one of the client's jobs under way, which bids and late
 // results reach, until the returned untrack is called.
 func (c *Client) track(j *jobRun) (untrack func()) {
+	if !j.ephemeral {
+		c.auditor.budget.job()
+	}
 	c.mu.Lock()
 	c.jobs[j.ann.Job] = j
 	c.mu.Unlock()

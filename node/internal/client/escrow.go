@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -11,10 +12,6 @@ import (
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
 )
-
-// ---- provider side ----
-
-// ---- client side ----
 
 // paid reports whether this job pays its providers.
 func (j *jobRun) paid() bool { return j.c.n.Ledger.Paid() && j.ann.Price > 0 }
@@ -39,24 +36,43 @@ type escrowRef struct {
 }
 
 // settleAll releases the payments of the results in winners and cancels
-// every other payment of the job, waiting for all of them. Payments kept
+// every other payment of the job, and takes the collateral of the
+// providers convicted in it and returns everyone else's, waiting for all
+// of them. Payments kept
 // after this (a replica still running at the verdict) are cancelled as
 // they come.
 func (j *jobRun) settleAll(winners map[*wire.Result]bool) {
 	n := j.c.n
 	j.mu.Lock()
-	refs := j.escrows
-	j.escrows, j.settled = nil, true
+	refs, bonds := j.escrows, j.bonds
+	j.escrows, j.bonds, j.settled = nil, nil, true
+	convicted := maps.Clone(j.convicted)
 	j.mu.Unlock()
 	withhold := n.Faults.Withholds()
-	done := make(chan struct{}, len(refs))
+	done := make(chan struct{}, len(refs)+len(bonds))
 	for res, ref := range refs {
 		go func() {
 			defer func() { done <- struct{}{} }()
 			j.settleOne(ref, res != nil && winners[res] && !withhold)
 		}()
 	}
-	for range refs {
+	won := map[string]bool{}
+	for res, ok := range winners {
+		if ok && res != nil {
+			won[peer.ID(res.Provider).String()] = true
+		}
+	}
+	for _, bond := range bonds {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			slash := convicted[bond.Peer]
+			j.endBond(bond, slash)
+			if id, err := peer.Decode(bond.Peer); err == nil && !slash && won[bond.Peer] && bond.State == store.PayCanceled {
+				n.Peers.Staked(id) // money at risk on a result that was accepted
+			}
+		}()
+	}
+	for range len(refs) + len(bonds) {
 		<-done
 	}
 }

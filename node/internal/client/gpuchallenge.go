@@ -55,7 +55,7 @@ func (j *jobRun) checkGPU(ctx context.Context, p peer.ID) error {
 			"rows", rep.Rows, "verify", rep.Verify, "err", err)
 		switch {
 		case errors.Is(err, challenge.ErrWrongRow):
-			n.Peers.Convict(p, j.ann.Job) // a signed wrong answer
+			j.convict(p) // a signed wrong answer
 		case errors.Is(err, challenge.ErrFailed):
 			// Too slow for the GPU it claims: a lie, but one an honest GPU
 			// behind a slow link could tell once; a newcomer's first lie, or

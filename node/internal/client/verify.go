@@ -114,6 +114,9 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 				return j.finish(votes, nil, err)
 			}
 			if ok && j.independent(peer.ID(votes[0].Provider), j.checker) {
+				if j.audited(votes, j.checker) {
+					return j.audit(ctx, votes)
+				}
 				return j.accept(ctx, votes, []int{0}, nil, VerifiedByCheck)
 			}
 			if ok {
@@ -134,12 +137,12 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 			continue
 		}
 		if j.trustedOnly() {
-			if j.audited() {
+			if j.audited(votes) {
 				return j.audit(ctx, votes)
 			}
 			return j.accept(ctx, votes, []int{0}, nil, VerifiedByTrust)
 		}
-		if j.audited() {
+		if j.audited(votes) {
 			return j.audit(ctx, votes) // it tallies with the client's own run
 		}
 		v, err := j.tally(ctx, votes)
@@ -184,6 +187,10 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 // However many newcomers agree, they do not outvote an established peer.
 func (j *jobRun) anchored(votes []*wire.Result, groups [][]int) ([]int, bool) {
 	book := j.c.n.Peers
+	if why := book.Eclipsed(); why != "" {
+		j.because(why)
+		return nil, false
+	}
 	established := make([]int, len(groups)) // operators with an established member
 	operators := make([]int, len(groups))
 	best := -1
@@ -213,10 +220,22 @@ func (j *jobRun) anchored(votes []*wire.Result, groups [][]int) ([]int, bool) {
 	return groups[best], true
 }
 
+// because records why the job may come back unverified.
+func (j *jobRun) because(why string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.unverified = why
+}
+
 // independent reports whether two providers' agreement verifies a result:
-// they are of distinct operators (Book.Group), and one is established.
+// they are of distinct operators (Book.Group), and one is established,
+// and this client's peers are not all one bootstrap source's (Eclipsed).
 func (j *jobRun) independent(a, b peer.ID) bool {
 	book := j.c.n.Peers
+	if why := book.Eclipsed(); why != "" {
+		j.because(why)
+		return false
+	}
 	return book.Group(a) != book.Group(b) && (book.Established(a) || book.Established(b))
 }
 
@@ -272,7 +291,14 @@ func (j *jobRun) unanchored(ctx context.Context, votes []*wire.Result) (*store.J
 // convicted. If none agrees, the client's own output is the job's.
 func (j *jobRun) audit(ctx context.Context, votes []*wire.Result) (*store.Job, error) {
 	n := j.c.n
-	own, err := j.c.auditor.run(ctx, j.ann, j.input)
+	var own *wire.Result
+	err := ErrAuditCap
+	if j.c.auditor.budget.take() {
+		own, err = j.c.auditor.run(ctx, j.ann, j.input)
+	} else {
+		j.because("this client ran its share of audits (node --audit-cap)")
+		j.emit(EventDisagree, -1, "", "not audited: "+err.Error())
+	}
 	if err == nil && j.ann.Mode == wire.ModeTolerance && j.tolerance() == nil && own.Backend != votes[0].Backend {
 		// Compared bit for bit, a run on another backend proves nothing.
 		err = fmt.Errorf("%w: this client runs it on %s, the replicas on %s", ErrNoAudit, own.Backend, votes[0].Backend)
@@ -301,7 +327,7 @@ func (j *jobRun) audit(ctx context.Context, votes []*wire.Result) (*store.Job, e
 	if len(winners) == 0 {
 		// Every replica was wrong: the client's own run is the answer.
 		for _, i := range losers {
-			n.Peers.Convict(peer.ID(votes[i].Provider), j.ann.Job)
+			j.convict(peer.ID(votes[i].Provider))
 		}
 		n.Counts.Verified.Add(1)
 		j.c.remember(j, own)
@@ -319,8 +345,34 @@ func pick(votes []*wire.Result, idx []int) []*wire.Result {
 	return out
 }
 
-// audited reports whether this job is drawn for an audit (Spec.Audit).
-func (j *jobRun) audited() bool { return j.auditDrawn && auditable(j.ann) }
+// NewRecord is how many proven results a provider's record needs before
+// its jobs are audited at Config.Audit rather than Config.AuditNew: four
+// probations. An operator that keeps making identities keeps paying the
+// higher share.
+const NewRecord = 20
+
+// audited reports whether this job, run by the providers of votes (and a
+// check job's checker), is drawn for an audit: its roll falls under the
+// largest of Spec.Audit, Config.Audit, and Config.AuditNew when one of
+// them has a new record. An attacker cannot tell which jobs are audited:
+// the roll is the client's, drawn when the job starts.
+func (j *jobRun) audited(votes []*wire.Result, others ...peer.ID) bool {
+	n := j.c.n
+	if n.NoAudit || !auditable(j.ann) {
+		return false
+	}
+	share := max(j.auditShare, n.Audit)
+	ids := others
+	for _, v := range votes {
+		ids = append(ids, peer.ID(v.Provider))
+	}
+	for _, id := range ids {
+		if id != "" && n.Peers.Young(id, NewRecord) {
+			share = max(share, n.AuditNew)
+		}
+	}
+	return j.auditRoll < share
+}
 
 // tally compares the replicas' results: exact mode by output digest,
 // tolerance mode by the declared format and tolerance; outcomes, fair
@@ -439,7 +491,7 @@ func (j *jobRun) accept(ctx context.Context, votes []*wire.Result, winners, lose
 			n.Peers.Agree(peer.ID(votes[i].Provider))
 		}
 		for _, i := range losers {
-			n.Peers.Convict(peer.ID(votes[i].Provider), j.ann.Job)
+			j.convict(peer.ID(votes[i].Provider))
 		}
 		j.c.remember(j, best)
 	}
@@ -483,7 +535,7 @@ func (j *jobRun) finish(votes []*wire.Result, v *verdict, err error) (*store.Job
 	case err != nil:
 		rec.State, rec.Error = store.JobFailed, err.Error()
 	case v.how == "":
-		rec.State = store.JobUnverified
+		rec.State, rec.Unverified = store.JobUnverified, j.unverified
 	default:
 		rec.State, rec.Verification = store.JobVerified, v.how
 	}
@@ -654,6 +706,9 @@ func (c *Client) sendCanary() {
 		defer cancel()
 		res, err := j.attempt(ctx, 0, p)
 		right := err == nil && res.Output == k.output
+		if err == nil && !right {
+			j.convict(p) // the answer is the client's own
+		}
 		j.settleAll(map[*wire.Result]bool{res: right}) // a canary is paid like any replica
 		if err != nil {
 			return // the attempt already counted a loss
@@ -661,8 +716,6 @@ func (c *Client) sendCanary() {
 		n.Counts.Canaries.Add(1)
 		if right {
 			n.Peers.Agree(p)
-		} else {
-			n.Peers.Convict(p, ann.Job) // the answer is the client's own
 		}
 	}()
 }

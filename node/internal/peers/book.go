@@ -180,7 +180,7 @@ func worth(p *store.Peer) int {
 	switch {
 	case r.Lies > 0 || !r.BannedUntil.IsZero() || r.Outvoted > 0:
 		return 2
-	case r.Completed > 0 || r.Lost > 0 || r.Agreed > 0 || r.Streak > 0 || p.Paid > 0 || p.Unpaid > 0:
+	case r.Completed > 0 || r.Lost > 0 || r.Agreed > 0 || r.Streak > 0 || p.Paid > 0 || p.Unpaid > 0 || p.Staked > 0 || p.Slashed > 0:
 		return 1
 	}
 	return 0
@@ -253,7 +253,10 @@ func (b *Book) forgetLocked(id peer.ID) {
 // When the book is full, the least valuable sixteenth of it that is worth
 // no more than the newcomer is evicted (evictLocked); if nothing is, the
 // advert is dropped.
-func (b *Book) OnAdvert(from peer.ID, a *wire.CapabilityAdvert) {
+//
+// via is the peer that passed the advert on (the gossip neighbour): from
+// inherits its source (Introduced).
+func (b *Book) OnAdvert(from, via peer.ID, a *wire.CapabilityAdvert) {
 	now := time.Now()
 	dialable := b.Reachable == nil || b.Reachable(from)
 	b.mu.Lock()
@@ -276,6 +279,7 @@ func (b *Book) OnAdvert(from peer.ID, a *wire.CapabilityAdvert) {
 	} else {
 		delete(b.dialable, from)
 	}
+	b.learnedLocked(from, via)
 	if p.Advert != nil && p.Advert.Seq >= a.Seq {
 		b.mu.Unlock()
 		return
@@ -490,6 +494,33 @@ func (b *Book) recordLocked(id peer.ID) reputation.Record {
 	return r
 }
 
+// Young reports whether id's record has fewer than proven results, those
+// that agreed with an anchor and those accepted with its collateral at
+// stake (Staked); a peer vouched for never is.
+func (b *Book) Young(id peer.ID, proven int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.vouched[id] {
+		return false
+	}
+	p := b.peers[id]
+	return p == nil || p.Rep.Proven+p.Staked < proven
+}
+
+// Staked records that id's collateral was at stake on a result of its
+// that was accepted, and came back: it counts toward its standing
+// (Young) as a proven result does.
+func (b *Book) Staked(id peer.ID) {
+	b.mu.Lock()
+	p := b.getLocked(id)
+	p.Staked++
+	c := *p
+	b.mu.Unlock()
+	if err := b.db.PutPeer(&c); err != nil {
+		b.log.Warn("recording collateral returned", "peer", id, "err", err)
+	}
+}
+
 // Trusted reports whether id may be given single replicas.
 func (b *Book) Trusted(id peer.ID) bool {
 	b.mu.Lock()
@@ -567,6 +598,29 @@ func (b *Book) ClientSettled(id peer.ID, paid bool) {
 			b.mu.Unlock()
 		}
 	}
+}
+
+// ClientSlashed records, on a provider, that client id took its
+// collateral.
+func (b *Book) ClientSlashed(id peer.ID) {
+	b.mu.Lock()
+	p := b.getLocked(id)
+	p.Slashed++
+	c := *p
+	b.mu.Unlock()
+	if err := b.db.PutPeer(&c); err != nil {
+		b.log.Warn("recording a slash", "peer", id, "err", err)
+	}
+}
+
+// Slashes returns how often client id took this provider's collateral.
+func (b *Book) Slashes(id peer.ID) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p := b.peers[id]; p != nil {
+		return p.Slashed
+	}
+	return 0
 }
 
 // StrangerAllowance is how many results clients that never paid here may

@@ -40,7 +40,7 @@ func TestPeerBookEvicts(t *testing.T) {
 	book := NewBook(db, "self", reputation.Params{}, max, nil, slog.Default())
 	book.Reachable = func(id peer.ID) bool { return id == online }
 	advert := func(id peer.ID) {
-		book.OnAdvert(id, &wire.CapabilityAdvert{Peer: []byte(id), Seq: 1, Slots: 1, FreeSlots: 1})
+		book.OnAdvert(id, id, &wire.CapabilityAdvert{Peer: []byte(id), Seq: 1, Slots: 1, FreeSlots: 1})
 	}
 	for _, id := range []peer.ID{liar, worker, online} {
 		advert(id)
@@ -106,7 +106,7 @@ func TestReputationInRequirements(t *testing.T) {
 	book := NewBook(db, "self", reputation.Params{MaxLies: 5, BanBelow: 0.01}, 0, nil, slog.Default())
 	good, doubtful := peer.ID("good"), peer.ID("doubtful")
 	for i, id := range []peer.ID{good, doubtful} {
-		book.OnAdvert(id, &wire.CapabilityAdvert{Peer: []byte(id), Seq: uint64(i + 1), Slots: 1, FreeSlots: 1, MaxMemory: 1 << 30, Backends: []string{"reference"}})
+		book.OnAdvert(id, id, &wire.CapabilityAdvert{Peer: []byte(id), Seq: uint64(i + 1), Slots: 1, FreeSlots: 1, MaxMemory: 1 << 30, Backends: []string{"reference"}})
 		for range 5 {
 			book.Agree(id)
 		}

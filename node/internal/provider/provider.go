@@ -45,12 +45,15 @@ import (
 type Config struct {
 	Slots, Queue, MaxPerClient int
 	Price                      uint64
-	MaxMemory                  uint64
-	MaxOutput, MaxModule       int64
-	MaxInput, MaxData          int64
-	BlobQuota                  int64
-	MaxTimeout, MaxDeadline    time.Duration
-	AdvertInterval, Heartbeat  time.Duration
+	// MaxCollateral is the most this provider stakes on one replica,
+	// millisatoshi; 0: CollateralTimes its Price.
+	MaxCollateral             uint64
+	MaxMemory                 uint64
+	MaxOutput, MaxModule      int64
+	MaxInput, MaxData         int64
+	BlobQuota                 int64
+	MaxTimeout, MaxDeadline   time.Duration
+	AdvertInterval, Heartbeat time.Duration
 	// DataDir holds the provider's spool of outputs being written.
 	DataDir string
 	// Runtime opens the provider's own sandbox, unless Sandbox and
@@ -303,6 +306,12 @@ func (p *Provider) terms(a *wire.JobAnnounce) string {
 		return fmt.Sprintf("timeout %d ms over this provider's limit %v", a.TimeoutMS, cfg.MaxTimeout)
 	case a.Price < cfg.Price:
 		return fmt.Sprintf("price %d msat under %d", a.Price, cfg.Price)
+	case a.Collateral > 0 && !cfg.Ledger.Paid():
+		return "collateral asked of a provider in free mode (no lnd)"
+	case a.Collateral > p.maxCollateral():
+		return fmt.Sprintf("collateral %d msat over this provider's limit %d", a.Collateral, p.maxCollateral())
+	case a.Collateral > 0 && cfg.Peers.Slashes(peer.ID(a.Client)) > 0:
+		return "this client took collateral here before"
 	case time.Now().After(deadline):
 		return "deadline passed"
 	case time.Until(deadline) > cfg.MaxDeadline:
@@ -313,6 +322,19 @@ func (p *Provider) terms(a *wire.JobAnnounce) string {
 		return fmt.Sprintf("precision %s not offered here (offers %s)", a.Precision, strings.Join(append([]string{"f32"}, p.fixed.Precisions...), ", "))
 	}
 	return p.fairTerms(a)
+}
+
+// CollateralTimes is a provider's default limit on collateral per
+// replica, in times its price: above a client's default
+// (client.CollateralTimes), so that the two meet.
+const CollateralTimes = 25
+
+// maxCollateral is the most this provider stakes on a replica.
+func (p *Provider) maxCollateral() uint64 {
+	if p.cfg.MaxCollateral > 0 {
+		return p.cfg.MaxCollateral
+	}
+	return CollateralTimes * p.cfg.Price
 }
 
 // Bid answers an announce.
@@ -465,6 +487,14 @@ func (p *Provider) handleAssign(s network.Stream) {
 	}
 	if pay != nil {
 		defer p.cfg.Ledger.Drop(pay) // from here the sweep may finish it
+	}
+	if err := p.postBond(&a, client); err != nil {
+		hb()
+		if pay != nil {
+			p.cfg.Ledger.CancelInvoice(pay, "no collateral: "+err.Error())
+		}
+		reject(err.Error())
+		return
 	}
 	res := p.execute(ctx, c, &a, client, run)
 	if a.Announce.Settle == wire.SettleFair && res.Deterministic() {
@@ -871,6 +901,22 @@ func (p *Provider) escrow(ctx context.Context, c *peers.Conn, a *wire.Assign, cl
 		return nil, err
 	}
 	return pay, nil
+}
+
+// postBond stakes the assign's collateral: it pays the client's hold
+// invoice for it and returns once the payment is locked. Nothing is asked
+// of a job without collateral.
+func (p *Provider) postBond(a *wire.Assign, client peer.ID) error {
+	if a.Announce.Collateral == 0 {
+		return nil
+	}
+	if len(a.BondHash) != 32 || a.Bond == "" {
+		return errors.New("collateral asked without its invoice")
+	}
+	bond := &store.Payment{Job: a.Announce.Job, Replica: a.Replica, Peer: client.String(), AmountMsat: int64(a.Announce.Collateral),
+		Due: time.UnixMilli(a.Announce.Deadline).Add(settle.PayGrace)}
+	copy(bond.Hash[:], a.BondHash)
+	return p.cfg.Ledger.PostBond(bond, a.Bond)
 }
 
 // sells reports whether this provider can sell an output by fair exchange.

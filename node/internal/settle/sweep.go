@@ -83,7 +83,7 @@ func (l *Ledger) sweepPayments() {
 	overdue := map[peer.ID]int{}
 	for i := range open {
 		pay := &open[i]
-		if !pay.Outgoing && pay.State == store.PayLocked && !pay.Due.IsZero() && now.After(pay.Due) && l.HadResult(pay) {
+		if !pay.Outgoing && !pay.Bond && pay.State == store.PayLocked && !pay.Due.IsZero() && now.After(pay.Due) && l.HadResult(pay) {
 			if id, err := peer.Decode(pay.Peer); err == nil {
 				overdue[id]++
 			}
@@ -118,7 +118,7 @@ func (l *Ledger) sweepOutgoing(ctx context.Context, pay *store.Payment) {
 		return
 	}
 	release := pay.State == store.PayReleasing
-	if provider, err := peer.Decode(pay.Peer); err == nil && !pay.Fair { // a fair payment has no hold to end
+	if provider, err := peer.Decode(pay.Peer); err == nil && !pay.Fair && !pay.Bond { // a fair payment has no hold to end, collateral is the client's to end
 		msg := &wire.Release{V: wire.Version, Job: pay.Job, Replica: pay.Replica, Cancel: !release}
 		if release {
 			msg.Preimage = pay.Preimage[:]
@@ -151,6 +151,12 @@ func (l *Ledger) sweepOutgoing(ctx context.Context, pay *store.Payment) {
 // aggregated jobs never delivered. A delivered result's invoice is held
 // until the client releases or cancels it, or lnd expires it.
 func (l *Ledger) sweepIncoming(ctx context.Context, pay *store.Payment) {
+	if pay.Bond {
+		// Collateral no job is handling: a slash decided is taken, any
+		// other stake goes back (its job ended without evidence).
+		l.finishBond(ctx, pay)
+		return
+	}
 	if pay.Preimage != [32]byte{} {
 		if err := l.SettleInvoice(ctx, pay); err != nil {
 			l.log.Debug("sweep: settling", "job", pay.Job, "err", err)

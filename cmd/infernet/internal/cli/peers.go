@@ -75,7 +75,13 @@ func NewCmdPeers(stdio IO) *cobra.Command {
 				fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%.2f\t%s\t%s\t%s\t%.1f ms\t%s ago\t%d/%d\t%s\n", p.ID, p.Connected, via, network, p.Reputation,
 					slots, backends, price, p.LatencyMS, time.Since(p.LastSeen).Round(time.Second), p.Paid, p.Unpaid, p.Why)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if info, err := c.Node(cmd.Context()); err == nil && info.Eclipsed != "" {
+				fmt.Fprintf(stdio.Err, "warning: %s\n", info.Eclipsed)
+			}
+			return nil
 		},
 	}
 	o.flags(cmd)

@@ -46,13 +46,15 @@ type SubmitOptions struct {
 	Fuel      uint64
 	Require   string
 	Price     uint64
-	API       string
-	DataDir   string
-	JSON      bool
-	Progress  string // auto, always, never
-	Adaptive  bool
-	Audit     float64
-	Same      bool
+	// Collateral is each provider's stake per replica (0: the default).
+	Collateral int64
+	API        string
+	DataDir    string
+	JSON       bool
+	Progress   string // auto, always, never
+	Adaptive   bool
+	Audit      float64
+	Same       bool
 	// Mixed is --mixed-backends: a streamed job (a generation) on mixed
 	// backend classes.
 	Mixed     bool
@@ -157,6 +159,7 @@ func addTermsFlags(f *pflag.FlagSet, opts *SubmitOptions) {
 	f.Uint64Var(&opts.Fuel, "fuel", 0, "stop after this many fuel units (0: no limit)")
 	f.StringVar(&opts.Require, "require", "", "requirement `EXPR` on providers, e.g. 'vram >= 16 && reputation > 0.8'")
 	f.Uint64Var(&opts.Price, "max-price", 0, "most to pay per replica in millisatoshi")
+	f.Int64Var(&opts.Collateral, "collateral", 0, fmt.Sprintf("each provider's stake on its replica in millisatoshi, taken only on evidence that it lied (default: %d times --max-price in a paid job; -1: none)", node.CollateralTimes))
 	f.StringVar(&opts.API, "api", "", "the node's API `HOST:PORT` (default: read from DIR/api.addr)")
 	f.StringVar(&opts.DataDir, "datadir", defaultDataDir(), "the node's data `DIR` (API token and address)")
 	f.StringArrayVar(&opts.Bootstrap, "bootstrap", nil, "with no node running: start one in this process that joins through `MULTIADDR` (repeatable; default: DIR/config.json)")
@@ -184,7 +187,7 @@ func addDataFlag(f *pflag.FlagSet, opts *SubmitOptions) {
 // has put them.
 func (o *SubmitOptions) request() (api.SubmitRequest, error) {
 	req := api.SubmitRequest{Terms: api.Terms{TimeoutMS: o.Timeout.Milliseconds(), Fuel: o.Fuel},
-		Replicas: o.Replicas, DeadlineMS: o.Deadline.Milliseconds(), Require: o.Require, Price: o.Price}
+		Replicas: o.Replicas, DeadlineMS: o.Deadline.Milliseconds(), Require: o.Require, Price: o.Price, Collateral: o.Collateral}
 	mem, err := parseSize(o.Memory)
 	if err != nil {
 		return req, fmt.Errorf("--memory: %w", err)
@@ -449,11 +452,17 @@ type Summary struct {
 	Replicas int    `json:"replicas"`
 	ExitCode uint32 `json:"exit_code"`
 	// Verification is "replicas" or "trusted" (adaptive replication).
-	Verification string   `json:"verification,omitempty"`
-	Liars        []string `json:"liars,omitempty"`
+	Verification string `json:"verification,omitempty"`
+	// Unverified says why an unverified result is, beyond newcomers
+	// deciding it (an eclipse, the audit cap).
+	Unverified string   `json:"unverified,omitempty"`
+	Liars      []string `json:"liars,omitempty"`
 	// Proofs counts the accepted result's GEMM proofs (proof mode), each
 	// verified on arrival; infernet jobs --json shows them.
-	Proofs     int           `json:"proofs,omitempty"`
+	Proofs int `json:"proofs,omitempty"`
+	// Collateral is what each provider staked on its replica, msat: taken
+	// from any caught lying (0: none, as in free mode).
+	Collateral uint64        `json:"collateral_msat,omitempty"`
 	Error      string        `json:"error,omitempty"`
 	Output     string        `json:"output,omitempty"`
 	OutputSize int64         `json:"output_size"`
@@ -475,7 +484,7 @@ func summarize(job *api.Job, elapsed time.Duration) Summary {
 	s := Summary{Job: job.ID.String(), State: job.State.String(), Verified: job.State == api.JobVerified,
 		Agree: job.Agree, Replicas: int(job.Announce.Replicas), ExitCode: job.ExitCode, Error: job.Error,
 		OutputSize: job.OutputSize, ElapsedMS: float64(elapsed.Microseconds()) / 1000,
-		Verification: job.Verification, Liars: job.Liars, Proofs: len(job.Proofs)}
+		Verification: job.Verification, Unverified: job.Unverified, Liars: job.Liars, Proofs: len(job.Proofs), Collateral: job.Announce.Collateral}
 	if !job.Output.IsZero() {
 		s.Output = job.Output.String()
 	}
@@ -518,6 +527,17 @@ func printSummary(o *SubmitOptions, job *api.Job, elapsed time.Duration) error {
 		}
 	}
 	fmt.Fprintf(w, "job %s: %s in %s\n", s.Job, verdict, elapsed.Round(time.Millisecond))
+	if s.Unverified != "" && !s.Verified {
+		fmt.Fprintf(w, "  unverified: %s\n", s.Unverified)
+	}
+	if s.Verified {
+		// What stood behind the answer besides the vote.
+		if s.Collateral > 0 {
+			fmt.Fprintf(w, "  backed by %d msat of collateral per replica, taken from any provider caught lying\n", s.Collateral)
+		} else {
+			fmt.Fprintln(w, "  backed by no collateral (free mode): the replicas, this node's audits and the providers' records")
+		}
+	}
 	for _, p := range s.Providers {
 		line := fmt.Sprintf("  replica %d  %s  %s", p.Replica, shortID(p.Provider), p.State)
 		if p.State == api.ReplicaDone.String() && p.Backend != "" {

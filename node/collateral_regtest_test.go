@@ -1,0 +1,173 @@
+//go:build regtest
+
+package node
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/infernet/infernet/node/faults"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/payments"
+	"github.com/infernet/infernet/payments/regtest"
+)
+
+// bonds sums a node's collateral records: taken (settled) and returned
+// (cancelled), in count and msat.
+func bonds(t *testing.T, n *Node) (taken, returned int, takenMsat int64) {
+	t.Helper()
+	ps, err := n.Payments(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		switch {
+		case !p.Bond:
+		case p.State == store.PaySettled:
+			taken++
+			takenMsat += p.AmountMsat
+		case p.State == store.PayCanceled:
+			returned++
+		default:
+			t.Errorf("collateral of job %s replica %d still %s after its job", p.Job, p.Replica, p.State)
+		}
+	}
+	return taken, returned, takenMsat
+}
+
+// steadyBalance is the sum of the nodes' balances once it stops moving
+// (1 s unchanged, at most 20 s): a stake returned or taken moves a
+// balance a moment after its job ends, and one locked is not counted.
+func steadyBalance(t *testing.T, cfgs ...payments.Config) int64 {
+	t.Helper()
+	sum := func() (s int64) {
+		for _, c := range cfgs {
+			s += localBalance(t, c)
+		}
+		return s
+	}
+	last, since := sum(), time.Now()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && time.Since(since) < time.Second; {
+		time.Sleep(100 * time.Millisecond)
+		if now := sum(); now != last {
+			last, since = now, time.Now()
+		}
+	}
+	return last
+}
+
+// TestLightningCollateralSlashed: a paid job at the defaults asks each
+// provider for CollateralTimes its price. A provider that lies is caught
+// by the client's audit (two newcomers disagree): its stake is taken and
+// it is not paid; the honest provider is paid and its stake comes back.
+// Every sat is accounted for in the providers' real lnd balances.
+func TestLightningCollateralSlashed(t *testing.T) {
+	net, env := paidNetwork(t, 2, map[int]*faults.Faults{1: {Lie: 1}})
+	honest, liar := env.Lnd(regtest.Provider1), env.Lnd(regtest.Provider2)
+	h0, l0, c0 := localBalance(t, honest), localBalance(t, liar), localBalance(t, env.Lnd(regtest.Client))
+	s, _ := catJob(t, net.client, 0)
+	s.Price = price
+	job, err := net.client.Submit(context.Background(), s, nil)
+	if err != nil || job.State != store.JobVerified || job.Verification != VerifiedByAudit {
+		t.Fatalf("job: %+v, %v; want verified by the client's audit", job, err)
+	}
+	if len(job.Liars) != 1 || job.Liars[0] != net.providers[1].ID().String() {
+		t.Fatalf("liars %v, want the lying provider", job.Liars)
+	}
+	const collateral = CollateralTimes * price
+	if job.Announce.Collateral != collateral {
+		t.Fatalf("the job asked %d msat of collateral, want the default %d", job.Announce.Collateral, collateral)
+	}
+	taken, returned, takenMsat := bonds(t, net.client)
+	if taken != 1 || returned != 1 || takenMsat != collateral {
+		t.Fatalf("client: %d stakes taken (%d msat), %d returned; want 1 (%d msat) and 1", taken, takenMsat, returned, collateral)
+	}
+	if lt, _, _ := bonds(t, net.providers[1]); lt != 1 {
+		t.Errorf("the liar's own records show %d stakes taken, want 1", lt)
+	}
+	if ht, hr, _ := bonds(t, net.providers[0]); ht != 0 || hr != 1 {
+		t.Errorf("the honest provider's records: %d taken, %d returned; want 0 and 1", ht, hr)
+	}
+	waitBalances(t, h0+price, honest)
+	waitBalances(t, l0-collateral, liar)
+	dh, dl, dc := localBalance(t, honest)-h0, localBalance(t, liar)-l0, localBalance(t, env.Lnd(regtest.Client))-c0
+	t.Logf("collateral %d msat: honest provider %+d msat, liar %+d, client %+d", collateral, dh, dl, dc)
+	if dh != price || dl != -collateral || dc != collateral-price {
+		t.Fatalf("balances moved %+d (honest), %+d (liar), %+d (client); want %+d, %+d, %+d", dh, dl, dc, price, -collateral, collateral-price)
+	}
+	// The honest provider's stake on an accepted result counts toward its
+	// standing on the client.
+	if p, ok := net.client.peers.Peer(net.providers[0].ID()); !ok || p.Staked != 1 {
+		t.Errorf("the client counts %d stakes returned to the honest provider, want 1", p.Staked)
+	}
+	// The liar posts no more collateral to a client that took some.
+	if p := net.providers[1].peers.Slashes(net.client.ID()); p != 1 {
+		t.Errorf("the liar's book counts %d slashes by the client, want 1", p)
+	}
+}
+
+// TestLightningCollateralBetrayal: one attacker's two identities, on two
+// networks of their own beside an honest operator, answer honestly for
+// their first runs and then sign the same wrong output on every job whose
+// replicas they both hold (Faults.Ring): only the client's random audits
+// can see it. At the defaults (audit share, collateral), the attacker's
+// net sats from lying, what its lies were paid less what was taken,
+// turn negative at its first caught lie, and its real lnd balances say the
+// same. Jobs run until then (at most 80).
+func TestLightningCollateralBetrayal(t *testing.T) {
+	env := regtestEnv(t)
+	ring := &faults.Ring{}
+	i := 0
+	net := startNetwork(t, 3, func(c *Config) {
+		if !c.Provide {
+			c.Lnd = env.Lnd(regtest.Client)
+			return
+		}
+		c.Price = price
+		switch i {
+		case 0:
+			c.Lnd = env.Lnd(regtest.Aggregator) // the honest operator
+		case 1:
+			c.Lnd, c.Faults = env.Lnd(regtest.Provider1), &faults.Faults{Lie: 1, Collude: true, HonestFor: 6, Ring: ring}
+		case 2:
+			c.Lnd, c.Faults = env.Lnd(regtest.Provider2), &faults.Faults{Lie: 1, Collude: true, HonestFor: 6, Ring: ring}
+		}
+		i++
+	})
+	bad := map[peer.ID]bool{net.providers[1].ID(): true, net.providers[2].ID(): true}
+	a1, a2 := env.Lnd(regtest.Provider1), env.Lnd(regtest.Provider2)
+	warm := runJobs(t, net.client, 20, 0, func(s *Spec) { s.Price = price })
+	before := steadyBalance(t, a1, a2)
+	var got tally
+	got.how = map[string]int{}
+	for k := range 80 {
+		one := runJobs(t, net.client, 1, 20+k, func(s *Spec) { s.Price = price })
+		got.right += one.right
+		got.wrongVerified += one.wrongVerified
+		got.wrongUnverified += one.wrongUnverified
+		got.failed += one.failed
+		for h, n := range one.how {
+			got.how[h] += n
+		}
+		if taken, _, _ := bonds(t, net.client); taken > 0 {
+			break
+		}
+	}
+	taken, returned, takenMsat := bonds(t, net.client)
+	// Each wrong output the client took paid its two attacker replicas.
+	paidLies := got.wrongVerified + got.wrongUnverified
+	netFromLies := int64(2*paidLies)*price - takenMsat
+	delta := steadyBalance(t, a1, a2) - before
+	honestBanned, attackersBanned := judged(net.client, bad)
+	t.Logf("warm-up %d right of 20; then %d jobs: %d right, %d wrong verified, %d wrong unverified, %d failed, %v; stakes taken %d (%d msat), returned %d; attacker's net from lying %+d msat, its lnd balances %+d msat over the phase; honest banned %d, attacker identities banned %d",
+		warm.right, got.right+got.wrongVerified+got.wrongUnverified+got.failed, got.right, got.wrongVerified, got.wrongUnverified, got.failed, got.how, taken, takenMsat, returned, netFromLies, delta, honestBanned, attackersBanned)
+	if taken == 0 {
+		t.Fatal("no lie was caught in 80 jobs")
+	}
+	if netFromLies >= 0 || honestBanned != 0 {
+		t.Fatalf("the attacker gained %+d msat by lying (want < 0); %d honest banned", netFromLies, honestBanned)
+	}
+}

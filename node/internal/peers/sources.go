@@ -1,0 +1,126 @@
+package peers
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// A peer's source is where this node first learned of it, traced back to
+// a root it chose itself: a bootstrap peer it dialled (its network group),
+// a peer found by mDNS on its own network, or a peer its operator vouches
+// for. A peer whose first advert came through another peer inherits that
+// peer's source; one that only ever dialled in has none. An attacker who
+// is a node's only bootstrap peer can introduce identities in as many
+// networks as it has, but every one of them comes through it: a client
+// whose peers have one source (Eclipsed) does not let replicas verify a
+// vote.
+
+// Source kinds.
+const (
+	SourceBootstrap = "bootstrap"
+	SourceMDNS      = "mdns"
+	SourceTrust     = "trust"
+)
+
+// Introduced records that id is a root of this node's view: a bootstrap
+// peer it dialled, an mDNS find, or a peer vouched for (kind). A
+// bootstrap peer's source is its network group, so that two bootstrap
+// identities of one operator count once.
+func (b *Book) Introduced(id peer.ID, kind string) {
+	src := kind
+	switch kind {
+	case SourceBootstrap:
+		src = kind + " " + b.Group(id)
+	case SourceTrust:
+		src = kind + " " + id.String()
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.getLocked(id)
+	if p.LastSeen.IsZero() {
+		p.LastSeen = time.Now() // seen now: not a silent record to prune
+	}
+	p.Source = src
+	b.dirty[id] = true
+}
+
+// learnedLocked gives id, whose advert came through via, via's source if
+// it has none yet. b.mu must be held.
+func (b *Book) learnedLocked(id, via peer.ID) {
+	p := b.peers[id]
+	if p == nil || p.Source != "" || via == id {
+		return
+	}
+	switch v := b.peers[via]; {
+	case v != nil && v.Source != "":
+		p.Source = v.Source
+	case b.vouched[via]:
+		p.Source = SourceTrust + " " + via.String()
+	default:
+		return
+	}
+	b.dirty[id] = true
+}
+
+// Source returns where this node learned of id ("" if from nowhere it
+// chose: a peer that dialled in).
+func (b *Book) Source(id peer.ID) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p := b.peers[id]; p != nil {
+		return p.Source
+	}
+	return ""
+}
+
+// Eclipsed returns why this node's view of the network may be one peer's
+// making, or "": every peer it learned of came through bootstrap peers of
+// a single network, and nothing else (mDNS, peers vouched for, a second
+// bootstrap network) vouches for the rest. Replica votes then verify
+// nothing: a client audits them or returns them unverified.
+func (b *Book) Eclipsed() string {
+	b.mu.Lock()
+	sources := b.sourcesLocked()
+	b.mu.Unlock()
+	if len(sources) != 1 {
+		return ""
+	}
+	for src := range sources {
+		if g, ok := strings.CutPrefix(src, SourceBootstrap+" "); ok {
+			return fmt.Sprintf("every peer this node learned of came through bootstrap peers in one network (%s), which may show it only its own identities: replicas verify nothing here; add --bootstrap peers in other networks, or --trust your own", g)
+		}
+	}
+	return ""
+}
+
+// sourcesLocked counts the peers learned of through each source; each
+// peer vouched for is a source of its own. b.mu must be held.
+func (b *Book) sourcesLocked() map[string]int {
+	n := map[string]int{}
+	for _, p := range b.peers {
+		if p.Source != "" {
+			n[p.Source]++
+		}
+	}
+	for id := range b.vouched {
+		n[SourceTrust+" "+id.String()]++
+	}
+	return n
+}
+
+// Sources counts the peers learned of through each source, for display.
+func (b *Book) Sources() []string {
+	b.mu.Lock()
+	n := b.sourcesLocked()
+	b.mu.Unlock()
+	var out []string
+	for s, k := range n {
+		out = append(out, fmt.Sprintf("%s: %d", s, k))
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,89 @@
+package peers
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	p2ptest "github.com/libp2p/go-libp2p/core/test"
+
+	"github.com/infernet/infernet/node/reputation"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
+)
+
+// TestEclipsed: a node is eclipsed when every peer it learned of came
+// through bootstrap peers of one network, however many networks those
+// peers sit in, and not when a second source (another bootstrap network,
+// mDNS, a peer vouched for) shows it peers, or when it has no bootstrap
+// peer at all (the network's seed).
+func TestEclipsed(t *testing.T) {
+	type step struct {
+		introduce string // a source kind: this peer is a root
+		via       int    // else: its advert came through peer via (-1: itself)
+		group     string // its network
+	}
+	cases := []struct {
+		name     string
+		steps    []step
+		vouch    bool
+		eclipsed bool
+	}{
+		{"one bootstrap, peers in other networks through it", []step{
+			{introduce: SourceBootstrap, group: "a"}, {via: 0, group: "b"}, {via: 1, group: "c"}, {via: 2, group: "d"}}, false, true},
+		{"two bootstrap identities of one network", []step{
+			{introduce: SourceBootstrap, group: "a"}, {introduce: SourceBootstrap, group: "a"}, {via: 1, group: "b"}}, false, true},
+		{"bootstraps in two networks", []step{
+			{introduce: SourceBootstrap, group: "a"}, {introduce: SourceBootstrap, group: "b"}, {via: 0, group: "c"}, {via: 1, group: "d"}}, false, false},
+		{"one bootstrap and an mDNS find", []step{
+			{introduce: SourceBootstrap, group: "a"}, {via: 0, group: "b"}, {introduce: SourceMDNS, group: "c"}}, false, false},
+		{"one bootstrap and a peer vouched for", []step{
+			{introduce: SourceBootstrap, group: "a"}, {via: 0, group: "b"}}, true, false},
+		{"no bootstrap: peers dialled in", []step{
+			{via: -1, group: "a"}, {via: -1, group: "b"}}, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			db, err := store.Open(t.TempDir() + "/db")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			var vouched []peer.ID
+			if tc.vouch {
+				vouched = []peer.ID{p2ptest.RandPeerIDFatal(t)}
+			}
+			book := NewBook(db, "self", reputation.Params{}, 0, vouched, slog.Default())
+			groups := map[peer.ID]string{}
+			book.GroupOf = func(id peer.ID) (string, bool) { return groups[id], true }
+			ids := make([]peer.ID, len(tc.steps))
+			for i, s := range tc.steps {
+				ids[i] = p2ptest.RandPeerIDFatal(t)
+				groups[ids[i]] = s.group
+				if s.introduce != "" {
+					book.Introduced(ids[i], s.introduce)
+				}
+				via := ids[i]
+				if s.introduce == "" && s.via >= 0 {
+					via = ids[s.via]
+				}
+				book.OnAdvert(ids[i], via, &wire.CapabilityAdvert{Peer: []byte(ids[i]), Seq: 1, Slots: 1})
+			}
+			why := book.Eclipsed()
+			if got := why != ""; got != tc.eclipsed {
+				t.Fatalf("Eclipsed() = %q; want eclipsed %v (sources %v)", why, tc.eclipsed, book.Sources())
+			}
+			if tc.eclipsed && !strings.Contains(why, "one network (a)") {
+				t.Errorf("Eclipsed() = %q, want it to name the bootstrap network", why)
+			}
+			// A peer learned through a peer learned through the bootstrap
+			// inherits the bootstrap's source.
+			if tc.name == "one bootstrap, peers in other networks through it" {
+				if src := book.Source(ids[3]); src != "bootstrap a" {
+					t.Errorf("the third peer down the chain has source %q, want %q", src, "bootstrap a")
+				}
+			}
+		})
+	}
+}
