@@ -3,6 +3,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"testing"
 	"time"
@@ -77,6 +78,7 @@ func TestLightningCollateralSlashed(t *testing.T) {
 	if len(job.Liars) != 1 || job.Liars[0] != net.providers[1].ID().String() {
 		t.Fatalf("liars %v, want the lying provider", job.Liars)
 	}
+	allFinal(t, 30*time.Second, append([]*Node{net.client}, net.providers...)...) // stakes end a moment after the job
 	const collateral = CollateralTimes * price
 	if job.Announce.Collateral != collateral {
 		t.Fatalf("the job asked %d msat of collateral, want the default %d", job.Announce.Collateral, collateral)
@@ -111,12 +113,15 @@ func TestLightningCollateralSlashed(t *testing.T) {
 
 // TestLightningCollateralBetrayal: one attacker's two identities, on two
 // networks of their own beside an honest operator, answer honestly for
-// their first runs and then sign the same wrong output on every job whose
-// replicas they both hold (Faults.Ring): only the client's random audits
-// can see it. At the defaults (audit share, collateral), the attacker's
-// net sats from lying, what its lies were paid less what was taken,
-// turn negative at its first caught lie, and its real lnd balances say the
-// same. Jobs run until then (at most 80).
+// their first 10 runs (established by then) and then sign the same wrong
+// output on every job whose replicas they both hold (Faults.Ring). Jobs
+// run until a stake is taken (at most 80). At the defaults (audit shares,
+// collateral) the attacker's net sats from lying, what its accepted lies
+// were paid less the stakes taken, must be negative; its real lnd
+// balances are logged beside. (Each identity ends its honest runs on its
+// own count, so in practice its first lie sits beside the other's honest
+// answer and the audit that disagreement forces catches it: random audits
+// alone are measured by BenchmarkOperatorsSpread.)
 func TestLightningCollateralBetrayal(t *testing.T) {
 	env := regtestEnv(t)
 	ring := &faults.Ring{}
@@ -131,39 +136,42 @@ func TestLightningCollateralBetrayal(t *testing.T) {
 		case 0:
 			c.Lnd = env.Lnd(regtest.Aggregator) // the honest operator
 		case 1:
-			c.Lnd, c.Faults = env.Lnd(regtest.Provider1), &faults.Faults{Lie: 1, Collude: true, HonestFor: 6, Ring: ring}
+			c.Lnd, c.Faults = env.Lnd(regtest.Provider1), &faults.Faults{Lie: 1, Collude: true, HonestFor: 10, Ring: ring}
 		case 2:
-			c.Lnd, c.Faults = env.Lnd(regtest.Provider2), &faults.Faults{Lie: 1, Collude: true, HonestFor: 6, Ring: ring}
+			c.Lnd, c.Faults = env.Lnd(regtest.Provider2), &faults.Faults{Lie: 1, Collude: true, HonestFor: 10, Ring: ring}
 		}
 		i++
 	})
 	bad := map[peer.ID]bool{net.providers[1].ID(): true, net.providers[2].ID(): true}
 	a1, a2 := env.Lnd(regtest.Provider1), env.Lnd(regtest.Provider2)
-	warm := runJobs(t, net.client, 20, 0, func(s *Spec) { s.Price = price })
 	before := steadyBalance(t, a1, a2)
-	var got tally
-	got.how = map[string]int{}
-	for k := range 80 {
-		one := runJobs(t, net.client, 1, 20+k, func(s *Spec) { s.Price = price })
-		got.right += one.right
-		got.wrongVerified += one.wrongVerified
-		got.wrongUnverified += one.wrongUnverified
-		got.failed += one.failed
-		for h, n := range one.how {
-			got.how[h] += n
+	c := net.client
+	jobs, right, wrongVerified, wrongUnverified, failed := 0, 0, 0, 0, 0
+	for jobs < 80 {
+		s, want := catJob(t, c, jobs)
+		s.Price = price
+		jobs++
+		job, err := c.Submit(context.Background(), s, nil)
+		if err != nil || job.State == store.JobFailed {
+			failed++
+		} else if out, _ := c.Blob(job.Output, 1<<20); bytes.Equal(out, want) {
+			right++
+		} else if job.State == store.JobVerified {
+			wrongVerified++ // both of its replicas were the attacker's, and paid
+		} else {
+			wrongUnverified++
 		}
-		if taken, _, _ := bonds(t, net.client); taken > 0 {
+		if taken, _, _ := bonds(t, c); taken > 0 {
 			break
 		}
 	}
-	taken, returned, takenMsat := bonds(t, net.client)
-	// Each wrong output the client took paid its two attacker replicas.
-	paidLies := got.wrongVerified + got.wrongUnverified
-	netFromLies := int64(2*paidLies)*price - takenMsat
+	allFinal(t, 30*time.Second, append([]*Node{c}, net.providers...)...)
+	taken, returned, takenMsat := bonds(t, c)
+	netFromLies := int64(2*wrongVerified)*price - takenMsat
 	delta := steadyBalance(t, a1, a2) - before
-	honestBanned, attackersBanned := judged(net.client, bad)
-	t.Logf("warm-up %d right of 20; then %d jobs: %d right, %d wrong verified, %d wrong unverified, %d failed, %v; stakes taken %d (%d msat), returned %d; attacker's net from lying %+d msat, its lnd balances %+d msat over the phase; honest banned %d, attacker identities banned %d",
-		warm.right, got.right+got.wrongVerified+got.wrongUnverified+got.failed, got.right, got.wrongVerified, got.wrongUnverified, got.failed, got.how, taken, takenMsat, returned, netFromLies, delta, honestBanned, attackersBanned)
+	honestBanned, attackersBanned := judged(c, bad)
+	t.Logf("%d jobs: %d right, %d wrong verified, %d wrong unverified, %d failed; %d audits; stakes taken %d (%d msat), returned %d; the attacker's net from lying %+d msat (%d lies paid %d msat each), its lnd balances %+d msat in all (honest runs paid too); honest banned %d, attacker identities banned %d",
+		jobs, right, wrongVerified, wrongUnverified, failed, c.Stats().Audits, taken, takenMsat, returned, netFromLies, wrongVerified, 2*price, delta, honestBanned, attackersBanned)
 	if taken == 0 {
 		t.Fatal("no lie was caught in 80 jobs")
 	}

@@ -8,6 +8,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os/exec"
@@ -176,10 +177,15 @@ func TestLightningLndAwayAtProvider(t *testing.T) {
 // TestLightningLndAwayAtClient: with its lnd away a client does not start a paid
 // job (a clear error, nothing recorded). When its lnd goes away mid-job,
 // the job still verifies and the providers are paid (the preimage travels
-// over libp2p); once lnd is back the client records the payments settled.
+// over libp2p); once lnd is back the client records the payments settled
+// and returns the providers' stakes.
 func TestLightningLndAwayAtClient(t *testing.T) {
 	env := regtestEnv(t)
-	net, proxy := twoPaidViaProxy(t, env, regtest.Client, nil)
+	net, proxy := twoPaidViaProxy(t, env, regtest.Client, func(name string, c *Config) {
+		if name == regtest.Client {
+			c.PaymentSweep = 500 * time.Millisecond // what lnd could not do is done soon after it is back
+		}
+	})
 	s, _ := catJob(t, net.client, 4)
 	s.Price = price
 
@@ -204,16 +210,23 @@ func TestLightningLndAwayAtClient(t *testing.T) {
 	if job := <-done; job == nil || job.State != store.JobVerified {
 		t.Fatalf("job %v", job)
 	}
-	if got := waitBalances(t, before+2*price, env.Lnd(regtest.Provider1), env.Lnd(regtest.Provider2)) - before; got != 2*price {
-		t.Fatalf("providers received %d msat, want %d", got, 2*price)
+	// Each provider settled its payment with the preimage it was sent; its
+	// collateral stays locked until the client's lnd can return it.
+	for i, p := range net.providers {
+		waitFor(t, 10*time.Second, fmt.Sprintf("provider %d to settle", i+1), func() bool {
+			return len(paymentsIn(t, p, false, store.PaySettled)) == 1
+		})
 	}
 	if n := len(paymentsIn(t, net.client, true, store.PaySettled)); n != 0 {
 		t.Fatalf("%d payments recorded settled while lnd was away", n)
 	}
 	proxy.heal()
-	allFinal(t, 30*time.Second, net.client)
+	allFinal(t, 30*time.Second, append([]*Node{net.client}, net.providers...)...)
 	if n := len(paymentsIn(t, net.client, true, store.PaySettled)); n != 2 {
 		t.Fatalf("the client recorded %d settled payments, want 2", n)
+	}
+	if got := waitBalances(t, before+2*price, env.Lnd(regtest.Provider1), env.Lnd(regtest.Provider2)) - before; got != 2*price {
+		t.Fatalf("providers received %d msat, want %d (their stakes back)", got, 2*price)
 	}
 }
 

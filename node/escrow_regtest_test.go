@@ -116,8 +116,9 @@ func TestLightningPaidJobs(t *testing.T) {
 	}
 }
 
-// TestLightningLiarIsNotPaid: PROVIDER2 lies every time; its invoices are cancelled
-// and it receives nothing, while PROVIDER1 is paid for its work.
+// TestLightningLiarIsNotPaid: PROVIDER2 lies every time; its invoices are cancelled,
+// it receives nothing and loses its collateral, while PROVIDER1 is paid for
+// its work.
 func TestLightningLiarIsNotPaid(t *testing.T) {
 	net, env := paidNetwork(t, 3, map[int]*faults.Faults{1: {Lie: 1}})
 	// Replicas are drawn at random, a newcomer's chance falling as the
@@ -136,8 +137,11 @@ func TestLightningLiarIsNotPaid(t *testing.T) {
 	if !outvoted {
 		t.Fatal("the liar never drew a replica")
 	}
-	if d := localBalance(t, env.Lnd(regtest.Provider2)) - p2; d != 0 {
-		t.Fatalf("the liar's balance moved by %d msat", d)
+	// It is paid nothing, and loses its stake on each job it was caught on.
+	allFinal(t, 30*time.Second, append([]*Node{net.client}, net.providers...)...)
+	taken, _, takenMsat := bonds(t, net.providers[1])
+	if d := waitBalances(t, p2-takenMsat, env.Lnd(regtest.Provider2)) - p2; d != -takenMsat || taken == 0 {
+		t.Fatalf("the liar's balance moved by %d msat; want -%d, its %d stakes taken", d, takenMsat, taken)
 	}
 	if n, _, _ := settledPayments(t, net.providers[1], false); n != 0 {
 		t.Fatalf("the liar settled %d invoices", n)
@@ -154,6 +158,7 @@ func paidJobWithVictim(t *testing.T, seed int) (net *testNet, env regtest.Env, c
 	c0 = localBalance(t, env.Lnd(regtest.Client))
 	s, _ := catJob(t, net.client, seed)
 	s.Price, s.Replicas = price, 3 // at least one paid provider gets a replica
+	s.Collateral = -1              // the free providers, which stake nothing, take replicas too
 	done = submitAsync(t, net.client, s)
 	waitFor(t, 30*time.Second, "a slow paid provider to hold a locked payment", func() bool {
 		for _, p := range net.providers[:2] {

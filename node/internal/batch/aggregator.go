@@ -238,10 +238,14 @@ func aggregateAmount(ann *wire.JobAnnounce, parts int, feePercent float64) (tota
 }
 
 // specOf is the client.Spec of an announce: its terms, replicas, requirement,
-// price, backend placement and deadline from now.
+// price, collateral, backend placement and deadline from now.
 func specOf(a *wire.JobAnnounce) client.Spec {
+	collateral := int64(a.Collateral)
+	if collateral == 0 {
+		collateral = -1 // none, as the announce says: not the default
+	}
 	return client.Spec{Terms: a.Terms, Replicas: int(a.Replicas), Deadline: time.Until(time.UnixMilli(a.Deadline)),
-		Require: a.Require, Price: a.Price, SameBackend: a.SameBackend}
+		Require: a.Require, Price: a.Price, Collateral: collateral, SameBackend: a.SameBackend}
 }
 
 // agreeing are the signed results of a job's replicas that gave its
@@ -279,6 +283,9 @@ func (b *Runner) SubmitVia(ctx context.Context, agg peer.ID, ss ShardedSpec, spo
 	n := b.n
 	spec, inputs := ss.Spec, ss.Inputs
 	spec.SetDefaults()
+	if err := n.Client.DefaultCollateral(&spec); err != nil {
+		return nil, err
+	}
 	if len(inputs) == 0 || len(inputs) > MaxAggregateShards {
 		return nil, fmt.Errorf("aggregated job: %d shards, want 1 to %d", len(inputs), MaxAggregateShards)
 	}

@@ -463,10 +463,11 @@ func (c *Client) Announce(spec Spec, now time.Time) *wire.JobAnnounce {
 // provider money on average (docs/verification.md, the economics).
 const CollateralTimes = 20
 
-// collateral sets spec's default collateral: CollateralTimes its price in
-// a paid escrow job, none in free mode or by fair exchange (whose output
-// is bought only once verified).
-func (c *Client) collateral(spec *Spec) error {
+// DefaultCollateral sets spec's default collateral: CollateralTimes its
+// price in a paid escrow job, none in free mode or by fair exchange (whose
+// output is bought only once verified). Submit calls it; so does a job
+// handed to an aggregator, whose shards carry the collateral asked.
+func (c *Client) DefaultCollateral(spec *Spec) error {
 	paid := c.n.Ledger.Paid() && spec.Price > 0 && spec.Settle == wire.SettleEscrow
 	switch {
 	case spec.Collateral > 0 && !c.n.Ledger.Paid():
@@ -498,7 +499,7 @@ func (c *Client) Submit(ctx context.Context, spec Spec, events func(Event)) (*st
 		spec.SameBackend = true // a generation's replicas vote byte for byte
 	}
 	spec.SetDefaults()
-	if err := c.collateral(&spec); err != nil {
+	if err := c.DefaultCollateral(&spec); err != nil {
 		return nil, err
 	}
 	if spec.Check != nil && spec.Precision != "" {
@@ -1011,8 +1012,14 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 	assigned := time.Now()
 	res, inflight, err := j.follow(ctx, a, p, pay)
 	if err == nil && bond != nil {
-		if err = n.Ledger.BondLocked(ctx, bond); err != nil {
-			res = nil // its terms were not met: no vote
+		switch berr := n.Ledger.BondLocked(ctx, bond); {
+		case errors.Is(berr, payments.ErrUnavailable):
+			// This node's lnd is away: the stake cannot be checked, and no
+			// fault of the provider's. The result counts; the sweep returns
+			// the stake later.
+			j.c.log.Warn("cannot check a provider's collateral: lnd unavailable", "job", j.ann.Job, "provider", p)
+		case berr != nil:
+			err, res = berr, nil // its terms were not met: no vote
 		}
 	}
 	switch {

@@ -479,6 +479,13 @@ func (p *Provider) handleAssign(s network.Stream) {
 	}
 	hb := p.heartbeat(ctx, c)
 	defer hb()
+	// The stake first, then the client's payment: once that is locked the
+	// provider runs, its collateral already at stake.
+	if err := p.postBond(&a, client); err != nil {
+		hb()
+		reject(err.Error())
+		return
+	}
 	pay, err := p.escrow(ctx, c, &a, client)
 	if err != nil {
 		hb()
@@ -487,14 +494,6 @@ func (p *Provider) handleAssign(s network.Stream) {
 	}
 	if pay != nil {
 		defer p.cfg.Ledger.Drop(pay) // from here the sweep may finish it
-	}
-	if err := p.postBond(&a, client); err != nil {
-		hb()
-		if pay != nil {
-			p.cfg.Ledger.CancelInvoice(pay, "no collateral: "+err.Error())
-		}
-		reject(err.Error())
-		return
 	}
 	res := p.execute(ctx, c, &a, client, run)
 	if a.Announce.Settle == wire.SettleFair && res.Deterministic() {
@@ -911,7 +910,7 @@ func (p *Provider) postBond(a *wire.Assign, client peer.ID) error {
 		return nil
 	}
 	if len(a.BondHash) != 32 || a.Bond == "" {
-		return errors.New("collateral asked without its invoice")
+		return fmt.Errorf("%w: collateral asked without its invoice", settle.ErrPaymentRequired)
 	}
 	bond := &store.Payment{Job: a.Announce.Job, Replica: a.Replica, Peer: client.String(), AmountMsat: int64(a.Announce.Collateral),
 		Due: time.UnixMilli(a.Announce.Deadline).Add(settle.PayGrace)}
