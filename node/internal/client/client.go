@@ -998,10 +998,7 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 	if j.ann.Collateral > 0 {
 		if bond, err = j.newBond(ctx, a, p); err != nil {
 			if pay != nil {
-				pay.Advance(store.PayCanceled)
-				pay.Error = "no collateral invoice"
-				n.DB.PutPayment(pay)
-				n.Ledger.Drop(pay)
+				j.dropPayment(pay, "no collateral invoice")
 			}
 			return nil, err
 		}
@@ -1027,10 +1024,7 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 		j.keepEscrow(res, pay, inflight) // settled or cancelled at the verdict
 	case pay != nil:
 		// No invoice came: the provider ran it free, or it was lost first.
-		pay.Advance(store.PayCanceled)
-		pay.Error = "no invoice"
-		n.DB.PutPayment(pay)
-		n.Ledger.Drop(pay)
+		j.dropPayment(pay, "no invoice")
 	}
 	j.mu.Lock()
 	rep := &j.rec.Replicas[idx]
@@ -1054,15 +1048,19 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 	case !errors.Is(err, errRefused) && !errors.Is(err, settle.ErrPaymentFailed) && ctx.Err() == nil:
 		n.Peers.Lose(p)
 	}
-	if bond != nil && res != nil {
-		j.keepBond(bond) // taken or returned at the verdict
-	} else if bond != nil {
-		j.mu.Lock()
-		slash := j.convicted[bond.Peer]
-		j.mu.Unlock()
-		j.endBond(bond, slash) // no vote to wait for
+	if bond != nil {
+		j.keepBond(bond, res != nil) // a lost replica's stake ends now
 	}
 	return res, err
+}
+
+// dropPayment records a replica's payment that was never sent as
+// cancelled, and gives up its claim.
+func (j *jobRun) dropPayment(pay *store.Payment, why string) {
+	pay.Advance(store.PayCanceled)
+	pay.Error = why
+	j.c.n.DB.PutPayment(pay)
+	j.c.n.Ledger.Drop(pay)
 }
 
 // newBond issues the hold invoice for the collateral of assign a to p and
@@ -1078,11 +1076,12 @@ func (j *jobRun) newBond(ctx context.Context, a *wire.Assign, p peer.ID) (*store
 	return bond, nil
 }
 
-// keepBond keeps a replica's collateral until the verdict; after it, the
-// stake is ended at once.
-func (j *jobRun) keepBond(bond *store.Payment) {
+// keepBond keeps a replica's collateral until the verdict (untilVerdict,
+// for a replica whose result votes); after it, or for a lost replica, the
+// stake ends at once: taken if the job convicted its provider.
+func (j *jobRun) keepBond(bond *store.Payment, untilVerdict bool) {
 	j.mu.Lock()
-	if !j.settled {
+	if untilVerdict && !j.settled {
 		j.bonds = append(j.bonds, bond)
 		j.mu.Unlock()
 		return
