@@ -246,8 +246,9 @@ func TestFakeLndClientCrashBetweenHoldAndSettle(t *testing.T) {
 			waitFor(t, time.Minute, "both payments to lock", func() bool {
 				return len(paymentsIn(t, f.client, true, store.PayLocked)) == 2
 			})
-			if n := f.ln.Locked(); n != 2*price {
-				t.Fatalf("%d msat locked, want %d", n, 2*price)
+			// The client's payments, and the providers' stakes posted first.
+			if n, want := f.ln.Locked(), int64(2*price+2*CollateralTimes*price); n != want {
+				t.Fatalf("%d msat locked, want %d", n, want)
 			}
 			f.client.Close()
 			free()
