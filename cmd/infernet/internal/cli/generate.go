@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -129,6 +130,14 @@ func (o *GenerateOptions) requests() ([]llama.Request, error) {
 		return nil, errors.New("--shards is for the network, not --local")
 	case o.Shards < 1 || o.Shards > api.MaxShards:
 		return nil, fmt.Errorf("--shards: want 1 to %d", api.MaxShards)
+	// The sampling flags, in the flags' words (the API's check below
+	// would name the request's fields).
+	case o.Request.MaxTokens < 0:
+		return nil, fmt.Errorf("--max-tokens %d: want 0 or more", o.Request.MaxTokens)
+	case !(o.Request.Temperature >= 0) || math.IsInf(float64(o.Request.Temperature), 0):
+		return nil, fmt.Errorf("--temperature %v: want 0 (greedy) or more", o.Request.Temperature)
+	case !(o.Request.TopP >= 0 && o.Request.TopP <= 1):
+		return nil, fmt.Errorf("--top-p %v: want 0 to 1", o.Request.TopP)
 	}
 	if o.PromptSet {
 		q := o.Request

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -129,6 +130,7 @@ func TestGenerateFlags(t *testing.T) {
 		{[]string{"m", "--prompt", "x", "--max-tokens", "-1"}, nil},
 		{[]string{"m", "--prompt", "x", "--temperature", "-1"}, nil},
 		{[]string{"m", "--prompt", "x", "--top-p", "2"}, nil},
+		{[]string{"m", "--prompts", prompts, "--max-tokens", "-5"}, nil},
 		{[]string{"m", "--prompts", filepath.Join(dir, "absent.jsonl")}, nil},
 	} {
 		var got *GenerateOptions
@@ -142,6 +144,12 @@ func TestGenerateFlags(t *testing.T) {
 		if tc.want == nil {
 			if err == nil {
 				t.Errorf("%q: requests %+v; want refused", tc.args, reqs)
+			}
+			// A sampling flag's refusal names the flag and its value.
+			for _, flag := range []string{"--max-tokens", "--temperature", "--top-p"} {
+				if k := slices.Index(tc.args, flag); k >= 0 && !strings.Contains(fmt.Sprint(err), flag+" "+tc.args[k+1]+": want") {
+					t.Errorf("%q: %v; want it to say %s %s", tc.args, err, flag, tc.args[k+1])
+				}
 			}
 			continue
 		}
