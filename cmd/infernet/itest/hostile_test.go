@@ -130,3 +130,31 @@ func TestHostileRSS(t *testing.T) {
 		})
 	}
 }
+
+// TestEclipsedClientProcesses: a client process whose only bootstrap
+// peer is one network's (two providers, but both learned through it) does
+// not let their agreement verify a job: with --no-audit the job comes back
+// unverified (exit 122) and submit says why, and `infernet peers` warns.
+// A client given bootstrap peers in two networks gets no warning.
+func TestEclipsedClientProcesses(t *testing.T) {
+	boot := startNode(t, "p1")
+	p2 := startNode(t, "p2", "--bootstrap", boot.addr)
+	eclipsed := startNode(t, "eclipsed", "--bootstrap", boot.addr, "--no-provide", "--no-audit")
+	open := startNode(t, "open", "--bootstrap", boot.addr, "--bootstrap", p2.addr, "--no-provide", "--no-audit")
+	waitAdverts(t, eclipsed, 2)
+	waitAdverts(t, open, 2)
+	root := filepath.Join("..", "..", "..", "testdata", "jobs", "cat")
+	in := filepath.Join(t.TempDir(), "in")
+	os.WriteFile(in, []byte("hello"), 0o600)
+	_, stderr, code := infernet(t, nil, "submit", filepath.Join(root, "cat.wasm"), "--input", in, "--datadir", eclipsed.dataDir)
+	const why = "came through bootstrap peers in one network"
+	if code != 122 || !strings.Contains(stderr, "unverified: every peer this node learned of "+why) {
+		t.Fatalf("eclipsed client's job: exit %d, stderr:\n%s\nwant 122 saying why", code, stderr)
+	}
+	if _, stderr, code := infernet(t, nil, "peers", "--datadir", eclipsed.dataDir); code != 0 || !strings.Contains(stderr, "warning: ") || !strings.Contains(stderr, why) {
+		t.Fatalf("eclipsed client's peers: exit %d, stderr %q; want a warning saying why", code, stderr)
+	}
+	if _, stderr, code := infernet(t, nil, "peers", "--datadir", open.dataDir); code != 0 || strings.Contains(stderr, "warning") {
+		t.Fatalf("client with two bootstrap networks: exit %d, stderr %q; want no warning", code, stderr)
+	}
+}
