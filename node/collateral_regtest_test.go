@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/peer"
-
 	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/payments"
@@ -113,15 +111,17 @@ func TestLightningCollateralSlashed(t *testing.T) {
 
 // TestLightningCollateralBetrayal: one attacker's two identities, on two
 // networks of their own beside an honest operator, answer honestly for
-// their first 10 runs (established by then) and then sign the same wrong
-// output on every job whose replicas they both hold (Faults.Ring). Jobs
-// run until a stake is taken (at most 80). At the defaults (audit shares,
-// collateral) the attacker's net sats from lying, what its accepted lies
-// were paid less the stakes taken, must be negative; its real lnd
-// balances are logged beside. (Each identity ends its honest runs on its
-// own count, so in practice its first lie sits beside the other's honest
-// answer and the audit that disagreement forces catches it: random audits
-// alone are measured by BenchmarkOperatorsSpread.)
+// their first 10 runs and then sign the same wrong output on every job
+// whose replicas they both hold (Faults.Ring): only the client's random
+// audits can catch those lies, and grouping cannot tell two networks of
+// one attacker from two operators. 40 paid jobs at the defaults. Whatever
+// the draws, the money adds up to the sat in the attacker's real lnd
+// balances: it gained exactly what the client paid its identities, less
+// the stakes taken, and only convicted identities lost a stake. What lying
+// earned it (its accepted lies paid, less the stakes taken) is logged: its
+// sign is the audits' draw (at a 5 % share and a stake of CollateralTimes
+// the price, a lie loses 1.6 times the price on average, but a run of 40
+// jobs holds only a few lies: docs/verification.md).
 func TestLightningCollateralBetrayal(t *testing.T) {
 	env := regtestEnv(t)
 	ring := &faults.Ring{}
@@ -142,40 +142,65 @@ func TestLightningCollateralBetrayal(t *testing.T) {
 		}
 		i++
 	})
-	bad := map[peer.ID]bool{net.providers[1].ID(): true, net.providers[2].ID(): true}
+	bad := map[string]bool{net.providers[1].ID().String(): true, net.providers[2].ID().String(): true}
 	a1, a2 := env.Lnd(regtest.Provider1), env.Lnd(regtest.Provider2)
 	before := steadyBalance(t, a1, a2)
 	c := net.client
-	jobs, right, wrongVerified, wrongUnverified, failed := 0, 0, 0, 0, 0
-	for jobs < 80 {
-		s, want := catJob(t, c, jobs)
+	const jobs = 40
+	right, wrongVerified, other := 0, 0, 0
+	for k := range jobs {
+		s, want := catJob(t, c, k)
 		s.Price = price
-		jobs++
 		job, err := c.Submit(context.Background(), s, nil)
-		if err != nil || job.State == store.JobFailed {
-			failed++
-		} else if out, _ := c.Blob(job.Output, 1<<20); bytes.Equal(out, want) {
-			right++
-		} else if job.State == store.JobVerified {
-			wrongVerified++ // both of its replicas were the attacker's, and paid
-		} else {
-			wrongUnverified++
+		var out []byte
+		if err == nil && job.State == store.JobVerified {
+			out, err = c.Blob(job.Output, 1<<20)
 		}
-		if taken, _, _ := bonds(t, c); taken > 0 {
-			break
+		switch {
+		case err != nil || job.State != store.JobVerified:
+			other++ // failed, or unverified (nobody paid)
+		case bytes.Equal(out, want):
+			right++
+		default:
+			wrongVerified++ // both of its replicas were the attacker's, and paid
 		}
 	}
 	allFinal(t, 30*time.Second, append([]*Node{c}, net.providers...)...)
-	taken, returned, takenMsat := bonds(t, c)
-	netFromLies := int64(2*wrongVerified)*price - takenMsat
-	delta := steadyBalance(t, a1, a2) - before
-	honestBanned, attackersBanned := judged(c, bad)
-	t.Logf("%d jobs: %d right, %d wrong verified, %d wrong unverified, %d failed; %d audits; stakes taken %d (%d msat), returned %d; the attacker's net from lying %+d msat (%d lies paid %d msat each), its lnd balances %+d msat in all (honest runs paid too); honest banned %d, attacker identities banned %d",
-		jobs, right, wrongVerified, wrongUnverified, failed, c.Stats().Audits, taken, takenMsat, returned, netFromLies, wrongVerified, 2*price, delta, honestBanned, attackersBanned)
-	if taken == 0 {
-		t.Fatal("no lie was caught in 80 jobs")
+	// What the client's records say went to the attacker, and came from it.
+	ps, err := c.Payments(0)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if netFromLies >= 0 || honestBanned != 0 {
-		t.Fatalf("the attacker gained %+d msat by lying (want < 0); %d honest banned", netFromLies, honestBanned)
+	var paid, taken int64
+	stakesTaken := map[string]int{}
+	for _, p := range ps {
+		switch {
+		case p.Bond && p.State == store.PaySettled:
+			if !bad[p.Peer] {
+				t.Errorf("the stake of an honest provider was taken (job %s)", p.Job)
+			}
+			taken += p.AmountMsat
+			stakesTaken[p.Peer]++
+		case !p.Bond && p.Outgoing && p.State == store.PaySettled && bad[p.Peer]:
+			paid += p.AmountMsat
+		}
+	}
+	delta := steadyBalance(t, a1, a2) - before
+	banned := 0
+	for _, p := range c.Peers() {
+		if p.Banned && bad[p.ID] {
+			banned++
+			if stakesTaken[p.ID] == 0 {
+				t.Errorf("attacker identity %s banned and its stake never taken", p.ID)
+			}
+		} else if p.Banned {
+			t.Errorf("honest provider %s banned", p.ID)
+		}
+	}
+	netFromLies := int64(2*wrongVerified)*price - taken
+	t.Logf("%d jobs: %d right, %d wrong verified, %d other; %d audits; attacker: paid %d msat, stakes taken %d (%d msat), identities banned %d, lnd balances %+d msat; its net from lying %+d msat (%d accepted lies at %d msat)",
+		jobs, right, wrongVerified, other, c.Stats().Audits, paid, len(stakesTaken), taken, banned, delta, netFromLies, wrongVerified, 2*price)
+	if delta != paid-taken {
+		t.Fatalf("the attacker's balances moved %+d msat; the client's records say %d paid less %d taken = %+d", delta, paid, taken, paid-taken)
 	}
 }

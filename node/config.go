@@ -149,8 +149,9 @@ type Config struct {
 	// value is none (no cap). docs/verification.md has the economics.
 	Audit, AuditNew, AuditCap float64
 	// MaxCollateral is the most this provider stakes on one replica of a
-	// paid job that asks for collateral, millisatoshi; 0: 25 times Price
-	// (a client's default is 20 times its price).
+	// paid job that asks for collateral, millisatoshi; 0:
+	// ProviderCollateralTimes its Price (above a client's default,
+	// CollateralTimes its price).
 	MaxCollateral uint64
 	// PaymentSweep is how often open payments nobody is handling are
 	// finished (released, settled, cancelled, or checked with lnd);

@@ -461,7 +461,7 @@ func (c *Client) Announce(spec Spec, now time.Time) *wire.JobAnnounce {
 // CollateralTimes is a paid job's default collateral per replica, in
 // times its price: at the default audit share a lie then loses its
 // provider money on average (docs/verification.md, the economics).
-const CollateralTimes = 20
+const CollateralTimes = 50
 
 // DefaultCollateral sets spec's default collateral: CollateralTimes its
 // price in a paid escrow job, none in free mode or by fair exchange (whose
