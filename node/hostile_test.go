@@ -260,7 +260,7 @@ func TestHostileTerms(t *testing.T) {
 	}
 	job, err := net.client.Submit(ctx, withBlobs(Spec{Replicas: 1, Terms: wire.Terms{TimeoutMS: 10_000}}, t, net.client,
 		readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("30 30")), nil)
-	if err != nil || job.State != store.JobUnverified {
+	if err != nil || job.State == store.JobFailed { // one replica: unverified, or verified where a random audit drew it
 		t.Fatalf("honest job after the refusals: %v, %v", job, err)
 	}
 }
@@ -338,7 +338,7 @@ func TestHostileSlowBlobs(t *testing.T) {
 	start := time.Now()
 	s := Spec{Replicas: 1, Terms: wire.Terms{TimeoutMS: 10_000}, Deadline: 40 * time.Second}
 	job, err := net.client.Submit(ctx, withBlobs(s, t, net.client, readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("30 30")), nil)
-	if err != nil || job.State != store.JobUnverified || job.Agree != 1 {
+	if err != nil || job.State == store.JobFailed || job.Agree != 1 { // unverified, or verified by a random audit
 		t.Fatalf("honest job beside the trickling peer: %v, %v", job, err)
 	}
 	cancel()
@@ -380,7 +380,7 @@ func TestHostileDiskQuota(t *testing.T) {
 	t.Logf("provider blobs after 10 jobs of 1.5 MiB inputs: %d blobs, %d bytes (quota %d)", sp.Blobs, sp.Used, quota)
 	job, err := net.client.Submit(ctx, withBlobs(Spec{Replicas: 1, Terms: wire.Terms{TimeoutMS: 10_000}}, t, net.client,
 		readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("30 30")), nil)
-	if err != nil || job.State != store.JobUnverified {
+	if err != nil || job.State == store.JobFailed { // one replica: unverified, or verified where a random audit drew it
 		t.Fatalf("honest job after the flood: %v, %v", job, err)
 	}
 }

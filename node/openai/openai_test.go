@@ -316,8 +316,10 @@ func TestOpenAIPrefill(t *testing.T) {
 			checked++
 		}
 	}
-	if len(jobs) != 4 || checked != 2 {
-		t.Errorf("%d jobs, %d verified by a check; want 4 and 2", len(jobs), checked)
+	// The check jobs themselves (one replica each) come back unverified,
+	// unless a random audit drew one.
+	if len(jobs) != 4 || checked < 2 {
+		t.Errorf("%d jobs, %d verified by a check or an audit; want 4, and both generations", len(jobs), checked)
 	}
 }
 
