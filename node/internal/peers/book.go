@@ -511,13 +511,19 @@ func (b *Book) Young(id peer.ID, proven int) bool {
 // that was accepted, and came back: it counts toward its standing
 // (Young) as a proven result does.
 func (b *Book) Staked(id peer.ID) {
+	b.count(id, "collateral returned", func(p *store.Peer) { p.Staked++ })
+}
+
+// count applies inc to id's record (made if need be) and writes it at
+// once: counts of money are not left to the next flush.
+func (b *Book) count(id peer.ID, what string, inc func(*store.Peer)) {
 	b.mu.Lock()
 	p := b.getLocked(id)
-	p.Staked++
+	inc(p)
 	c := *p
 	b.mu.Unlock()
 	if err := b.db.PutPeer(&c); err != nil {
-		b.log.Warn("recording collateral returned", "peer", id, "err", err)
+		b.log.Warn("recording "+what, "peer", id, "err", err)
 	}
 }
 
@@ -603,14 +609,7 @@ func (b *Book) ClientSettled(id peer.ID, paid bool) {
 // ClientSlashed records, on a provider, that client id took its
 // collateral.
 func (b *Book) ClientSlashed(id peer.ID) {
-	b.mu.Lock()
-	p := b.getLocked(id)
-	p.Slashed++
-	c := *p
-	b.mu.Unlock()
-	if err := b.db.PutPeer(&c); err != nil {
-		b.log.Warn("recording a slash", "peer", id, "err", err)
-	}
+	b.count(id, "a slash", func(p *store.Peer) { p.Slashed++ })
 }
 
 // Slashes returns how often client id took this provider's collateral.
