@@ -154,15 +154,15 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		return n.host.Network().Connectedness(id) == network.Connected || len(n.host.Peerstore().Addrs(id)) > 0
 	}
 	if !cfg.NoNetGroups {
-		n.peers.GroupOf = func(id peer.ID) (string, bool) {
+		n.peers.GroupsOf = func(id peer.ID) ([]string, bool) {
 			var seen []ma.Multiaddr
 			for _, c := range n.host.Network().ConnsToPeer(id) {
 				seen = append(seen, c.RemoteMultiaddr())
 			}
-			if g := netgroup.OfAny(seen); g != "" {
-				return g, true
+			if gs := netgroup.All(seen); len(gs) > 0 {
+				return gs, true
 			}
-			return netgroup.OfAny(n.host.Peerstore().Addrs(id)), false
+			return []string{netgroup.OfAny(n.host.Peerstore().Addrs(id))}, false
 		}
 	}
 	n.ledger = settle.New(n.ctx, settle.Config{Lightning: n.lnd, DB: n.db, Blobs: n.blobs, Peers: n.peers,

@@ -68,6 +68,10 @@ func TestHostileOperatorEarnThenBetray(t *testing.T) {
 				}
 				if n > 1 {
 					shared++
+					for _, r := range j.Replicas {
+						id, _ := peer.Decode(r.Provider)
+						t.Logf("job %s replica %d: %s attacker=%v %v groups %v", j.ID, r.Index, id.ShortString(), bad[id], r.State, c.peers.Groups(id))
+					}
 				}
 			}
 			t.Logf("%d identities of one operator: warm-up %d right of 30; then 40 jobs: %d right, %d wrong verified, %d wrong unverified, %d failed, %v; honest banned %d, attacker identities banned %d; %d audits; jobs with two attacker replicas %d",

@@ -759,12 +759,12 @@ func (j *jobRun) next(tried map[peer.ID]bool) (peer.ID, bool) {
 				(j.onlyEstablished && !book.Established(c.ID)) || book.Banned(c.ID) || book.BackingOff(c.ID) {
 				continue
 			}
-			g := book.Group(c.ID)
-			if held[g] {
+			gs := book.Groups(c.ID)
+			if heldAny(held, gs) {
 				j.sameOperator = true
 				continue
 			}
-			eligible, groups = append(eligible, c), append(groups, g)
+			eligible, groups = append(eligible, c), append(groups, gs[0])
 		}
 		if c, ok := j.draw(eligible, groups); ok {
 			j.holders[c.ID] = true

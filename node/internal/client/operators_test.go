@@ -28,7 +28,7 @@ func operatorsClient(t *testing.T, groups map[peer.ID]string, established ...pee
 	cl := &Client{}
 	cl.n = &cl.cfg
 	book := peers.NewBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
-	book.GroupOf = func(id peer.ID) (string, bool) { g, ok := groups[id]; return g, ok }
+	book.GroupsOf = func(id peer.ID) ([]string, bool) { g, ok := groups[id]; return []string{g}, ok }
 	for _, id := range established {
 		book.Update(id, func(r *reputation.Record, p reputation.Params, _ time.Time) { r.Proven = p.Probation })
 	}
@@ -151,7 +151,7 @@ func TestGroupWithoutNetwork(t *testing.T) {
 	if book.Group("a2") == book.Group("a1") {
 		t.Error("a vouched peer shares a group")
 	}
-	book.GroupOf = nil
+	book.GroupsOf = nil
 	ids := []string{book.Group("a1"), book.Group("a2"), book.Group("a3")}
 	slices.Sort(ids)
 	if len(slices.Compact(ids)) != 3 {
@@ -202,11 +202,11 @@ func TestGroupClaimedThenSeen(t *testing.T) {
 	cl := operatorsClient(t, nil)
 	book := cl.n.Peers
 	claimed, seen := "v4/127.200", ""
-	book.GroupOf = func(peer.ID) (string, bool) {
+	book.GroupsOf = func(peer.ID) ([]string, bool) {
 		if seen != "" {
-			return seen, true
+			return []string{seen}, true
 		}
-		return claimed, false
+		return []string{claimed}, false
 	}
 	book.Update("a1", func(*reputation.Record, reputation.Params, time.Time) {})
 	if g := book.Group("a1"); g != "v4/127.200" {
@@ -219,5 +219,44 @@ func TestGroupClaimedThenSeen(t *testing.T) {
 	seen, claimed = "", "v4/192.0"
 	if g := book.Group("a1"); g != "v4/10.1" {
 		t.Errorf("after its connection closed: %q, want the group it was seen in, not a new claim", g)
+	}
+}
+
+// TestGroupsSeenInTwoNetworks: an identity that connected from two
+// networks (one operator's machine with two addresses, or a dial that left
+// from another source address) counts in both: it never shares a job with,
+// nor verifies, an identity of either, and a draw weighs it by the first.
+func TestGroupsSeenInTwoNetworks(t *testing.T) {
+	groups := map[peer.ID][]string{"a1": {"v4/127.200"}, "a2": {"v4/127.200"}, "h1": {"v4/10.1"}}
+	cl := operatorsClient(t, nil, "a1")
+	book := cl.n.Peers
+	book.GroupsOf = func(id peer.ID) ([]string, bool) { return groups[id], true }
+	for id := range groups {
+		book.Update(id, func(*reputation.Record, reputation.Params, time.Time) {})
+		book.Groups(id)
+	}
+	groups["a1"] = []string{"v4/127.0"} // its next connection left from another address
+	if got := book.Groups("a1"); !slices.Equal(got, []string{"v4/127.200", "v4/127.0"}) {
+		t.Errorf("Groups: %v, want both networks, the first first", got)
+	}
+	delete(groups, "a1") // disconnected: what was seen stays
+	for _, tc := range []struct {
+		a, b peer.ID
+		same bool
+	}{{"a1", "a2", true}, {"a2", "a1", true}, {"a1", "h1", false}, {"a1", "a1", true}} {
+		if got := book.SameOperator(tc.a, tc.b); got != tc.same {
+			t.Errorf("SameOperator(%s, %s) = %v, want %v", tc.a, tc.b, got, tc.same)
+		}
+	}
+	if n := operatorsAmong(book, []peer.ID{"a1", "a2", "h1"}); n != 2 {
+		t.Errorf("operators among a1, a2, h1: %d, want 2", n)
+	}
+	j := &jobRun{c: cl, holders: map[peer.ID]bool{"a1": true}}
+	held := j.heldGroupsLocked()
+	if !heldAny(held, book.Groups("a2")) || heldAny(held, book.Groups("h1")) {
+		t.Errorf("held %v: a2 must be kept off a job a1 holds, h1 not", held)
+	}
+	if !j.independent("a1", "h1") || j.independent("a1", "a2") {
+		t.Error("a1's agreement must count with h1's and not with a2's")
 	}
 }

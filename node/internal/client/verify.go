@@ -195,16 +195,16 @@ func (j *jobRun) anchored(votes []*wire.Result, groups [][]int) ([]int, bool) {
 	operators := make([]int, len(groups))
 	best := -1
 	for g, members := range groups {
-		est, all := map[string]bool{}, map[string]bool{}
+		var all, est []peer.ID
 		for _, i := range members {
-			id := peer.ID(votes[i].Provider)
-			op := book.Group(id)
-			all[op] = true
+			all = append(all, peer.ID(votes[i].Provider))
+		}
+		for _, id := range all {
 			if book.Established(id) {
-				est[op] = true
+				est = append(est, id)
 			}
 		}
-		established[g], operators[g] = len(est), len(all)
+		established[g], operators[g] = operatorsAmong(book, est), operatorsAmong(book, all)
 		if best < 0 || established[g] > established[best] {
 			best = g
 		}
@@ -236,7 +236,7 @@ func (j *jobRun) independent(a, b peer.ID) bool {
 		j.because(why)
 		return false
 	}
-	return book.Group(a) != book.Group(b) && (book.Established(a) || book.Established(b))
+	return !book.SameOperator(a, b) && (book.Established(a) || book.Established(b))
 }
 
 // proves reports whether id's agreement with the winners is proven: an
@@ -246,7 +246,7 @@ func (j *jobRun) proves(votes []*wire.Result, winners []int, id peer.ID) bool {
 	book := j.c.n.Peers
 	for _, k := range winners {
 		other := peer.ID(votes[k].Provider)
-		if other != id && book.Established(other) && book.Group(other) != book.Group(id) {
+		if book.Established(other) && !book.SameOperator(other, id) {
 			return true
 		}
 	}
@@ -585,23 +585,42 @@ func (j *jobRun) establishedCandidate() bool {
 	defer j.mu.Unlock()
 	held := j.heldGroupsLocked()
 	for _, c := range j.pool {
-		if !held[j.c.n.Peers.Group(c.ID)] && j.c.n.Peers.Established(c.ID) {
+		if !heldAny(held, j.c.n.Peers.Groups(c.ID)) && j.c.n.Peers.Established(c.ID) {
 			return true
 		}
 	}
 	return false
 }
 
-// heldGroupsLocked is the operators (Book.Group) holding a replica of this
-// job: no other replica goes to them. j.mu must be held.
+// heldGroupsLocked is the operators (Book.Groups) holding a replica of
+// this job: no other replica goes to them. j.mu must be held.
 func (j *jobRun) heldGroupsLocked() map[string]bool {
 	held := map[string]bool{}
 	for id, ok := range j.holders {
 		if ok {
-			held[j.c.n.Peers.Group(id)] = true
+			for _, g := range j.c.n.Peers.Groups(id) {
+				held[g] = true
+			}
 		}
 	}
 	return held
+}
+
+// heldAny reports whether one of an identity's groups holds a replica.
+func heldAny(held map[string]bool, groups []string) bool {
+	return slices.ContainsFunc(groups, func(g string) bool { return held[g] })
+}
+
+// operatorsAmong counts the operators ids belong to, at least: identities
+// that may be one operator's (Book.SameOperator) count once.
+func operatorsAmong(book *peers.Book, ids []peer.ID) int {
+	var distinct []peer.ID
+	for _, id := range ids {
+		if !slices.ContainsFunc(distinct, func(o peer.ID) bool { return book.SameOperator(o, id) }) {
+			distinct = append(distinct, id)
+		}
+	}
+	return len(distinct)
 }
 
 func (j *jobRun) establishedOnly() bool {
@@ -766,7 +785,7 @@ func (j *jobRun) runCheck(ctx context.Context, res *wire.Result) (bool, error) {
 	spec.Avoid = append(slices.Clone(spec.Avoid), provider)
 	j.mu.Lock()
 	for _, c := range j.pool {
-		if c.ID != provider && n.Peers.Group(c.ID) == n.Peers.Group(provider) {
+		if c.ID != provider && n.Peers.SameOperator(c.ID, provider) {
 			spec.Avoid = append(spec.Avoid, c.ID)
 		}
 	}

@@ -8,6 +8,7 @@ package netgroup
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync/atomic"
 
 	ma "github.com/multiformats/go-multiaddr"
@@ -49,6 +50,24 @@ func OfAny(addrs []ma.Multiaddr) string {
 		}
 	}
 	return relayed
+}
+
+// All returns the groups of a peer connected from addrs, each once: those
+// of its direct addresses, or if it has none that of its first relay
+// (see OfAny).
+func All(addrs []ma.Multiaddr) []string {
+	var gs []string
+	for _, a := range addrs {
+		if g := Of(a); g != "" && !isRelayed(a) && !slices.Contains(gs, g) {
+			gs = append(gs, g)
+		}
+	}
+	if len(gs) == 0 {
+		if g := OfAny(addrs); g != "" {
+			gs = append(gs, g)
+		}
+	}
+	return gs
 }
 
 func isRelayed(a ma.Multiaddr) bool {

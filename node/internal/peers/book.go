@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -30,12 +31,12 @@ type Book struct {
 	// address. Both are fixed before the book is shared.
 	max       int
 	Reachable func(peer.ID) bool
-	// GroupOf, when set, returns the network group (netgroup.Of) a peer's
-	// live connection comes from (seen), or else the group of an address
-	// it is known by (its own claim, not seen), or "". Nil turns grouping
-	// off: every identity is an operator of its own
+	// GroupsOf, when set, returns the network groups (netgroup.Of) a
+	// peer's live connections come from (seen), or else the group of an
+	// address it is known by (its own claim, not seen), or none. Nil turns
+	// grouping off: every identity is an operator of its own
 	// (node.Config.NoNetGroups). Fixed before the book is shared.
-	GroupOf func(peer.ID) (group string, seen bool)
+	GroupsOf func(peer.ID) (groups []string, seen bool)
 
 	mu    sync.Mutex
 	peers map[peer.ID]*store.Peer // guarded by mu
@@ -59,9 +60,10 @@ type Book struct {
 	// unpaid, newest last: they share one allowance (strangersSpent), so
 	// that a new identity does not bring a new one. Guarded by mu.
 	strangers []time.Time
-	// groups remembers the network group each peer in the book last
-	// connected from (see Group). Not persisted.
-	groups map[peer.ID]string // guarded by mu
+	// groups remembers the network groups each peer in the book
+	// connected from, the first first, at most maxGroups (see Groups).
+	// Not persisted.
+	groups map[peer.ID][]string // guarded by mu
 	// gpu holds each GPU challenge, under way or ended in the last 24 h
 	// (gpuchallenge.go); made on first use. Not persisted.
 	gpu map[peer.ID]*gpuCheck // guarded by mu
@@ -93,7 +95,7 @@ func NewBook(db *store.Store, self peer.ID, params reputation.Params, limit int,
 	}
 	b := &Book{db: db, self: self, params: params.WithDefaults(), max: limit, log: log,
 		peers: map[peer.ID]*store.Peer{}, vouched: map[peer.ID]bool{}, backoff: map[peer.ID]*backoff{},
-		dialable: map[peer.ID]bool{}, dirty: map[peer.ID]bool{}, gone: map[peer.ID]bool{}, groups: map[peer.ID]string{}}
+		dialable: map[peer.ID]bool{}, dirty: map[peer.ID]bool{}, gone: map[peer.ID]bool{}, groups: map[peer.ID][]string{}}
 	for _, id := range vouched {
 		b.vouched[id] = true
 	}
@@ -388,49 +390,83 @@ func (b *Book) Concur(id peer.ID) {
 	b.Update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Concur(p, now) })
 }
 
-// BannedByGroup counts, per group (see Group), the identities banned now:
+// BannedByGroup counts, per group (see Groups), the identities banned now:
 // an operator whose identity was caught is drawn less, all its identities
 // together. One pass over the book, for a whole draw.
 func (b *Book) BannedByGroup() map[string]int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now, n := time.Now(), map[string]int{}
-	for id, g := range b.groups {
+	for id, gs := range b.groups {
 		if p := b.peers[id]; p != nil && p.Rep.Banned(now) {
-			n[g]++
+			for _, g := range gs {
+				n[g]++
+			}
 		}
 	}
 	return n
 }
 
-// Group is the operator id counts as in a draw and in a vote: the network
-// group it connects from, remembered from its last connection; before its
-// first, the group of the addresses it is known by (what it claims: a
-// draw goes by it, and a vote, taken once results came over connections,
-// by what was seen). Identities cost nothing; addresses in distinct
-// networks do. id is a group of its own when grouping is off, when this
-// node's operator vouches for it (--trust: an operator's own machines on
-// one LAN), and when nothing is known of its addresses.
-func (b *Book) Group(id peer.ID) string {
-	own := "peer/" + id.String()
-	if b.GroupOf == nil {
+// maxGroups bounds the network groups remembered per peer.
+const maxGroups = 4
+
+// Groups returns the operators id may belong to: the network groups it
+// connected from, remembered across connections (at most maxGroups, the
+// first kept); before its first connection, the group of the addresses
+// it is known by (what it claims: a draw goes by it, and a vote, taken
+// once results came over connections, by what was seen). Identities cost
+// nothing; addresses in distinct networks do, so an identity seen in two
+// networks counts in both: it never shares a job with an identity of
+// either. id is a group of its own when grouping is off, when this node's
+// operator vouches for it (--trust: an operator's own machines on one
+// LAN), and when nothing is known of its addresses.
+func (b *Book) Groups(id peer.ID) []string {
+	own := []string{"peer/" + id.String()}
+	if b.GroupsOf == nil {
 		return own
 	}
-	g, seen := b.GroupOf(id) // outside mu: it asks the host
+	gs, seen := b.GroupsOf(id) // outside mu: it asks the host
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	switch {
-	case b.vouched[id]:
-		return own
-	case seen && b.peers[id] != nil:
-		b.groups[id] = g
-	case b.groups[id] != "":
-		g = b.groups[id] // seen before outranks claimed now
-	}
-	if g == "" {
+	if b.vouched[id] {
 		return own
 	}
-	return g
+	if seen && b.peers[id] != nil {
+		for _, g := range gs {
+			switch known := b.groups[id]; {
+			case g == "" || slices.Contains(known, g):
+			case len(known) < maxGroups:
+				b.groups[id] = append(known, g)
+			default:
+				known = slices.Delete(known, 1, 2) // the first stays first: Group
+				b.groups[id] = append(known, g)
+			}
+		}
+	}
+	if known := b.groups[id]; len(known) > 0 {
+		return slices.Clone(known) // seen before outranks claimed now
+	}
+	gs = slices.DeleteFunc(slices.Clone(gs), func(g string) bool { return g == "" })
+	if len(gs) == 0 {
+		return own
+	}
+	return gs
+}
+
+// Group is id's main operator (see Groups): the network it first
+// connected from, or before that the one it claims. A draw weighs and
+// counts operators by it; whether two identities may share a job, or
+// verify each other, goes by SameOperator.
+func (b *Book) Group(id peer.ID) string { return b.Groups(id)[0] }
+
+// SameOperator reports whether a and c may be one operator's: one
+// identity, or identities that share a network group (Groups).
+func (b *Book) SameOperator(a, c peer.ID) bool {
+	if a == c {
+		return true
+	}
+	gc := b.Groups(c)
+	return slices.ContainsFunc(b.Groups(a), func(g string) bool { return slices.Contains(gc, g) })
 }
 
 // Outvote records that id was outvoted on job: it lied.

@@ -56,7 +56,7 @@ func TestEclipsed(t *testing.T) {
 			}
 			book := NewBook(db, "self", reputation.Params{}, 0, vouched, slog.Default())
 			groups := map[peer.ID]string{}
-			book.GroupOf = func(id peer.ID) (string, bool) { return groups[id], true }
+			book.GroupsOf = func(id peer.ID) ([]string, bool) { return []string{groups[id]}, true }
 			ids := make([]peer.ID, len(tc.steps))
 			for i, s := range tc.steps {
 				ids[i] = p2ptest.RandPeerIDFatal(t)
