@@ -14,6 +14,7 @@ import (
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/host/tensor/backends/workertest"
 	"github.com/infernet/infernet/host/tensor/cuda/cudatest"
+	"github.com/infernet/infernet/host/tensor/remote"
 )
 
 func TestMain(m *testing.M) { workertest.Main(m) }
@@ -71,5 +72,60 @@ func TestRunnerOnFakeCUDA(t *testing.T) {
 			t.Errorf("job %d: %q\nwant %q (run.c's first %d tokens)", i, got, want, req.MaxTokens)
 		}
 		t.Logf("job %d: %d tokens in %v, %d tensor ops", i, req.MaxTokens, res.Duration.Round(time.Millisecond), res.TensorOps)
+	}
+}
+
+// TestDecodeStepCrossings: what one decode token costs in crossings to the
+// GPU worker, counted on the FAKE driver (counts, not times: a real GPU
+// changes how long each takes, not how many there are). Two jobs of one
+// prompt, 2 and 6 tokens long, after a job that put the weights on the
+// device: the difference is 4 decode tokens. Each token waits on the
+// worker once (its argmax), its operations go out in at most layers+2
+// writes to the pipe, and no buffer is allocated or freed on the worker
+// (the session reuses its results' buffers).
+func TestDecodeStepCrossings(t *testing.T) {
+	drv, _ := cudatest.Build(t)
+	ctx := context.Background()
+	set, err := backends.Open(ctx, backends.Config{Fast: backends.CUDA, Logger: slog.New(slog.DiscardHandler),
+		Worker: func() *exec.Cmd { return workertest.Command(drv) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	rb, ok := set.Fast.(*remote.Backend)
+	if !ok {
+		t.Fatalf("the fast backend is %T, want the worker's", set.Fast)
+	}
+	sb, err := host.New(ctx, host.Config{Reference: set.Reference, Fast: set.Fast})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(ctx)
+	g := goldens(t, stories260K, 0, 0)[0]
+	const layers = 5 // stories260K's
+	run := func(tokens int) remote.Stats {
+		t.Helper()
+		req := request(g, 0)
+		req.MaxTokens = tokens
+		before := rb.Stats()
+		res, err := sb.Run(ctx, host.Job{Module: llama.Runner(), Input: requests(t, req), Data: binData()},
+			host.NewJobConfig().WithMode(abi.ModeTolerance).WithTimeout(10*time.Minute))
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%d tokens: %v, exit %d: %s", tokens, err, res.ExitCode, res.Stderr)
+		}
+		if byID, _ := parseEvents(t, res.Output); byID[0].done.CompletionTokens != tokens {
+			t.Fatalf("%d tokens asked, %d came", tokens, byID[0].done.CompletionTokens)
+		}
+		return rb.Stats().Sub(before)
+	}
+	run(1) // the weights go to the device
+	short, long := run(2), run(6)
+	d := long.Sub(short)
+	per := func(n uint64) float64 { return float64(n) / 4 }
+	t.Logf("per decode token: %.1f waits, %.1f writes, %.1f frames, %.1f allocs, %.1f frees; a 2-token job: %+v",
+		per(d.Waits), per(d.Writes), per(d.Frames), per(d.Allocs), per(d.Frees), short)
+	if per(d.Waits) > 1 || per(d.Writes) > layers+2 || d.Allocs != 0 || d.Frees != 0 {
+		t.Errorf("per decode token: %.2f waits (want ≤ 1), %.2f writes (want ≤ %d), %d allocs and %d frees over 4 tokens (want 0)",
+			per(d.Waits), per(d.Writes), layers+2, d.Allocs, d.Frees)
 	}
 }

@@ -18,6 +18,7 @@
 package tensorhost
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -84,6 +85,20 @@ type Config struct {
 	// when Backend's buffers are not host memory and it implements
 	// tensor.Transformer. Nil: data tensors stay in host memory.
 	DeviceCache *modelcache.Cache
+	// Profile times every host call of the job, by function (Session.
+	// Profile); off, the calls cost no clock reads.
+	Profile bool
+}
+
+// OpTime is the host calls of one function of the module in a job: how
+// many, and the time they took on the host, from the guest's call to its
+// return. A queued op returns once its work is queued on the device, and a
+// call that waits for the device (a read, argmax) includes the work queued
+// before it.
+type OpTime struct {
+	Op    string
+	Calls uint64
+	Time  time.Duration
 }
 
 // DataFile is one of the job's data files.
@@ -153,12 +168,24 @@ type Session struct {
 	live    int
 	bytes   int64
 
+	// spare holds freed device buffers by type and length, for the next
+	// op result of that size (newResult), whose op writes all of it: a
+	// decode step frees and makes the same intermediates every token, and
+	// on a GPU worker each allocation is a frame and a memset on the
+	// device. Only buffers outside host memory are kept (host ones cost
+	// little to make), up to maxSpare bytes; their bytes go back to the
+	// job's limits while spare, as any freed tensor's.
+	spare      map[spareKey][]tensor.Buffer
+	spareBytes int64
+
 	ops []gemmproof.Op // recorded in proof mode, in call order
 
 	files map[string]openFile // data files resolved by tensor_from_data
 
 	// Stats are the session's counters; read them after the job.
 	Stats Stats
+
+	prof []OpTime // by index in functions, with Config.Profile
 }
 
 // Stats counts a session's host work.
@@ -199,6 +226,15 @@ type entry struct {
 
 func (e *entry) elems() int { return product(e.shape) }
 
+type spareKey struct {
+	dt abi.DType
+	n  int
+}
+
+// maxSpare bounds Session.spare's bytes: a decode step's intermediates
+// fit many times over; a long prompt's larger ones are allocated anew.
+const maxSpare = 64 << 20
+
 // NewSession returns a session for one job.
 func NewSession(cfg Config) (*Session, error) {
 	if cfg.Reference == nil {
@@ -229,7 +265,24 @@ func NewSession(cfg Config) (*Session, error) {
 		s.backend.Free(b)
 	}
 	s.named = s.backend
+	if cfg.Profile {
+		s.prof = make([]OpTime, len(functions))
+	}
 	return s, nil
+}
+
+// Profile returns the job's host calls by function, the longest first,
+// those it made only (nil without Config.Profile). Read it after the job.
+func (s *Session) Profile() []OpTime {
+	var out []OpTime
+	for i, t := range s.prof {
+		if t.Calls > 0 {
+			t.Op = functions[i].Name
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(a, b OpTime) int { return cmp.Compare(b.Time, a.Time) })
+	return out
 }
 
 // GemmOps returns the integer GEMMs recorded in proof mode, in the order
@@ -312,6 +365,7 @@ func (s *Session) preferHost() {
 			return
 		}
 	}
+	s.dropSpares() // the old backend's
 	s.backend, s.hostBuffers = s.cfg.Reference, true
 }
 
@@ -333,10 +387,17 @@ func (s *Session) Close() {
 		}
 	}
 	s.free, s.live = nil, 0
+	s.dropSpares()
 }
 
-// alloc creates a tensor and returns its handle or an errno.
+// alloc creates a zeroed tensor and returns its handle or an errno.
 func (s *Session) alloc(ctx context.Context, dt abi.DType, shape []int) (int32, *entry, abi.Errno) {
+	return s.allocFor(ctx, dt, shape, false)
+}
+
+// allocFor creates a tensor; for an op's result (result: the op writes
+// all of it) a spare buffer of its size may serve, with what it held.
+func (s *Session) allocFor(ctx context.Context, dt abi.DType, shape []int, result bool) (int32, *entry, abi.Errno) {
 	if s.live >= s.cfg.MaxHandles {
 		return 0, nil, abi.ETOOMANY
 	}
@@ -346,7 +407,16 @@ func (s *Session) alloc(ctx context.Context, dt abi.DType, shape []int) (int32, 
 	}
 	size := dt.Bytes(n)
 	if errno := s.reserve(size); errno != abi.OK {
+		s.dropSpares()
 		return 0, nil, errno
+	}
+	k := spareKey{dt, n}
+	if bufs := s.spare[k]; result && len(bufs) > 0 {
+		buf := bufs[len(bufs)-1]
+		s.spare[k] = bufs[:len(bufs)-1]
+		s.spareBytes -= size
+		e := &entry{dt: dt, shape: shape, buf: buf, size: size}
+		return s.insert(e), e, abi.OK
 	}
 	buf, err := s.backend.Alloc(dt, n)
 	if err != nil {
@@ -355,6 +425,18 @@ func (s *Session) alloc(ctx context.Context, dt abi.DType, shape []int) (int32, 
 	}
 	e := &entry{dt: dt, shape: shape, buf: buf, size: size}
 	return s.insert(e), e, abi.OK
+}
+
+// dropSpares frees the spare buffers: at the job's end, when it moves to
+// host memory, and when it runs out of memory (the device's may be short
+// too).
+func (s *Session) dropSpares() {
+	for _, bufs := range s.spare {
+		for _, b := range bufs {
+			s.backend.Free(b)
+		}
+	}
+	s.spare, s.spareBytes = nil, 0
 }
 
 // reserve counts size bytes of tensors against the job's limits.
@@ -395,6 +477,13 @@ func (s *Session) insert(e *entry) int32 {
 // drop releases a tensor's storage and the bytes it counted.
 func (s *Session) drop(e *entry) {
 	switch {
+	case !e.readOnly && !s.hostBuffers && s.spareBytes+e.size <= maxSpare:
+		if s.spare == nil {
+			s.spare = map[spareKey][]tensor.Buffer{}
+		}
+		k := spareKey{e.dt, e.elems()}
+		s.spare[k] = append(s.spare[k], e.buf)
+		s.spareBytes += e.size
 	case !e.readOnly:
 		s.backend.Free(e.buf)
 	case e.unpin != nil:

@@ -10,8 +10,8 @@
 //
 // The worker (Serve) reads operations from its stdin and writes replies to
 // its stdout, in compact binary frames (wire.go); buffers are ids the
-// parent chose. Alloc, Read, Argmax and Sample wait for the worker's
-// reply; every other operation is queued: written to a buffer that goes
+// parent chose. Read, Argmax and Sample wait for the worker's reply;
+// every other operation, Alloc and Free included, is queued: written to a buffer that goes
 // out at the next synchronous call (or when it fills), run by the worker
 // in order, no reply. A queued operation's failure is kept on the buffers
 // it writes, in the worker: a Read of any of them, or a synchronous
@@ -97,6 +97,7 @@ type Backend struct {
 	transforms bool
 	precisions []tensor.Precision // the worker's backend's reduced ones
 	ids        atomic.Uint64
+	stats      counters
 
 	closed atomic.Bool // set once, under mu
 
@@ -264,7 +265,7 @@ func (b *Backend) start(ctx context.Context) (*child, hello, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, h, fmt.Errorf("remote: starting the worker: %w", err)
 	}
-	c := &child{b: b, cmd: cmd, in: in, w: bufio.NewWriterSize(in, bufSize),
+	c := &child{b: b, cmd: cmd, in: in, w: bufio.NewWriterSize(countWrites{in, &b.stats.writes}, bufSize),
 		r: bufio.NewReaderSize(out, bufSize), done: make(chan struct{})}
 	greeted := make(chan error, 1)
 	go func() { greeted <- c.greeting(&h) }()
@@ -280,6 +281,43 @@ func (b *Backend) start(ctx context.Context) (*child, hello, error) {
 	}
 	go c.readLoop()
 	return c, h, nil
+}
+
+// Stats counts a Backend's traffic with its workers since New: what a
+// decode step costs in crossings, whatever the device's speed.
+type Stats struct {
+	// Waits is the synchronous calls (Read, Argmax, Sample): each waits
+	// for the worker to run everything queued before it.
+	Waits uint64
+	// Writes is the writes to the worker's pipe: queued operations go out
+	// together, at the next wait or when the buffer of bufSize fills.
+	Writes uint64
+	// Frames is the operations sent, Allocs and Frees among them.
+	Frames, Allocs, Frees uint64
+}
+
+type counters struct{ waits, writes, frames, allocs, frees atomic.Uint64 }
+
+// Stats returns b's counts so far.
+func (b *Backend) Stats() Stats {
+	c := &b.stats
+	return Stats{Waits: c.waits.Load(), Writes: c.writes.Load(), Frames: c.frames.Load(), Allocs: c.allocs.Load(), Frees: c.frees.Load()}
+}
+
+// Sub returns the counts from o to s.
+func (s Stats) Sub(o Stats) Stats {
+	return Stats{Waits: s.Waits - o.Waits, Writes: s.Writes - o.Writes, Frames: s.Frames - o.Frames, Allocs: s.Allocs - o.Allocs, Frees: s.Frees - o.Frees}
+}
+
+// countWrites counts the writes to a worker's pipe.
+type countWrites struct {
+	w io.Writer
+	n *atomic.Uint64
+}
+
+func (c countWrites) Write(p []byte) (int, error) {
+	c.n.Add(1)
+	return c.w.Write(p)
 }
 
 // child is one worker process.
@@ -456,6 +494,10 @@ func (c *child) send(op opcode, vals []uint64, blob []byte, w *waiter) error {
 	} else if err := c.lostErr(); err != nil {
 		return err
 	}
+	c.b.stats.frames.Add(1)
+	if w != nil {
+		c.b.stats.waits.Add(1)
+	}
 	c.scratch = appendFrame(c.scratch[:0], byte(op), vals, len(blob))
 	_, err := c.w.Write(c.scratch)
 	if err == nil {
@@ -544,28 +586,25 @@ func (b *Backend) own(name string, bufs []tensor.Buffer, out []*buffer) (*child,
 	return c, nil
 }
 
-// Alloc implements tensor.Backend. It waits for the worker, starting a new
-// one if the last was lost (or is found lost by this call).
+// Alloc implements tensor.Backend (queued): the parent numbers the
+// buffer and the worker allocates it when the operation arrives, so a
+// step's intermediates cost no wait. A failed allocation (the device's
+// memory is full) is kept on the buffer: the first wait on it returns it.
+// Alloc starts a new worker if the last was lost.
 func (b *Backend) Alloc(dt abi.DType, n int) (tensor.Buffer, error) {
 	if dt.Bytes(n) < 0 {
 		return nil, fmt.Errorf("remote: alloc of %d elements of %v", n, dt)
 	}
-	for try := 0; ; try++ {
-		c, err := b.child()
-		if err != nil {
-			return nil, err
-		}
-		x := &buffer{c: c, id: b.ids.Add(1), dt: dt, n: n}
-		_, err = c.call(opAlloc, []uint64{x.id, uint64(dt), word(n)}, nil)
-		if err == nil {
-			return x, nil
-		}
-		// A worker that died before its end was read: a new buffer needs
-		// nothing of it, so try once more on a new one.
-		if try > 0 || !errors.Is(err, tensor.ErrDeviceLost) {
-			return nil, err
-		}
+	c, err := b.child()
+	if err != nil {
+		return nil, err
 	}
+	x := &buffer{c: c, id: b.ids.Add(1), dt: dt, n: n}
+	if err := c.send(opAlloc, []uint64{x.id, uint64(dt), word(n)}, nil, nil); err != nil {
+		return nil, err
+	}
+	b.stats.allocs.Add(1)
+	return x, nil
 }
 
 // Free implements tensor.Backend (queued). Freeing twice, or a buffer of a
@@ -575,7 +614,9 @@ func (b *Backend) Free(t tensor.Buffer) {
 	if !ok || x.c.b != b || x.freed.Swap(true) {
 		return
 	}
-	_ = x.c.send(opFree, []uint64{x.id}, nil, nil)
+	if x.c.send(opFree, []uint64{x.id}, nil, nil) == nil {
+		b.stats.frees.Add(1)
+	}
 }
 
 // Write implements tensor.Backend (queued): src is copied before Write

@@ -461,8 +461,8 @@ func TestUnsupported(t *testing.T) {
 }
 
 // lostCases lose the worker mid-job: a sticky CUDA fault in a queued
-// operation (the fake driver's, injected at the worker's second launch),
-// and the worker killed.
+// operation (the fake driver's, injected at the worker's second launch or
+// its first cuBLAS call), and the worker killed.
 var lostCases = []struct {
 	name string
 	kind string
@@ -476,6 +476,14 @@ var lostCases = []struct {
 		}
 		return b.Read(out, make([]byte, 16))
 	}, "unary: unary_f32: cuda: cuLaunchKernel: CUDA_ERROR_ILLEGAL_ADDRESS (700)"},
+	// A fault in cuBLAS's kernel: cuBLAS answers CUBLAS_STATUS_EXECUTION_FAILED
+	// and the context is poisoned, as on the H100 (TestGPU_WorkerFaultRecovers).
+	{"cuBLAS fault", "cuda", []string{"FAKECUDA_FAIL=cublasSgemm_v2:700"}, func(t *testing.T, b *Backend, x, out tensor.Buffer) error {
+		if err := b.Gemm(context.Background(), tensor.GemmParams{M: 2, N: 2, K: 2}, x, x, out); err != nil {
+			t.Fatalf("the faulting op, queued: %v", err)
+		}
+		return b.Read(out, make([]byte, 16))
+	}, "cublasSgemm_v2: CUBLAS_STATUS_EXECUTION_FAILED (13)"},
 	{"killed", "reference", nil, func(t *testing.T, b *Backend, x, out tensor.Buffer) error {
 		b.mu.Lock()
 		p := b.cur.cmd.Process
@@ -531,17 +539,18 @@ func TestLostWorker(t *testing.T) {
 	}
 }
 
-// TestAllocAfterACrash: an Alloc right after the worker died, before
-// anything noticed, gets a buffer of a new worker.
+// TestAllocAfterACrash: an Alloc after the worker died gets a buffer of a
+// new worker; the dead worker's buffers say it was lost.
 func TestAllocAfterACrash(t *testing.T) {
 	b, s := open(t, "reference")
 	x := upload(t, b, abi.F32, 1, f32bytes(1))
 	b.mu.Lock()
-	p := b.cur.cmd.Process
+	c := b.cur
 	b.mu.Unlock()
-	if err := p.Signal(syscall.SIGKILL); err != nil {
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	<-c.done // an Alloc is queued: one sent before the death is noticed fails at its first wait, as any queued op
 	y := upload(t, b, abi.F32, 1, f32bytes(2))
 	if got := download(t, b, y); !bytes.Equal(got, f32bytes(2)) || s.n.Load() != 2 {
 		t.Errorf("a buffer after the crash: %v after %d starts", got, s.n.Load())
@@ -722,5 +731,79 @@ func TestPrecision(t *testing.T) {
 	}
 	if _, err := b.WithPrecision(tensor.Precision(9)); !errors.Is(err, tensor.ErrUnsupported) {
 		t.Errorf("an unknown precision: %v, want ErrUnsupported", err)
+	}
+}
+
+// TestAllocFailureKeptOnTheBuffer: Alloc is queued, so a device out of
+// memory (the fake driver's cuMemAlloc fails after the first) does not
+// fail the call: the failure waits on the buffer, and the first Read of
+// it, or of what an operation on it wrote, returns it; the worker keeps
+// serving, from memory it has.
+func TestAllocFailureKeptOnTheBuffer(t *testing.T) {
+	b, _ := open(t, "cuda", "FAKECUDA_FAIL=cuMemAlloc_v2:2:1")
+	ctx := context.Background()
+	kept := upload(t, b, abi.F32, 4, f32bytes(7, 7, 7, 7))
+	download(t, b, kept)
+	before := b.Stats()
+	x, err := b.Alloc(abi.F32, 4)
+	if err != nil {
+		t.Fatalf("a queued Alloc returned %v; its failure belongs to the buffer", err)
+	}
+	if err := b.Write(x, f32bytes(1, 2, 3, 4)); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := b.Alloc(abi.F32, 4)
+	if err := b.Unary(ctx, abi.OpReLU, x, out); err != nil {
+		t.Fatal(err)
+	}
+	for _, y := range []tensor.Buffer{x, out} {
+		if err := b.Read(y, make([]byte, 16)); err == nil || !strings.Contains(err.Error(), "CUDA_ERROR_OUT_OF_MEMORY") {
+			t.Errorf("Read: %v, want the allocation's failure", err)
+		}
+	}
+	if got := b.Stats().Sub(before); got.Waits != 2 || got.Allocs != 2 || got.Writes != 2 {
+		t.Errorf("%+v: want 2 waits (the Reads), 2 allocs, 2 writes to the pipe", got)
+	}
+	b.Free(kept) // to the device's pool: the next buffer of its size needs no cuMemAlloc
+	y := upload(t, b, abi.F32, 4, f32bytes(-1, 5, -2, 6))
+	if got := download(t, b, y); !bytes.Equal(got, f32bytes(-1, 5, -2, 6)) {
+		t.Errorf("the next buffer: %v", got)
+	}
+}
+
+// TestFailureDoesNotOutliveItsData: a buffer whose op failed, written
+// whole by a later op (a job reuses its freed buffers for new results),
+// reads the new result; one an op only updates in place (RoPE) keeps the
+// failure.
+func TestFailureDoesNotOutliveItsData(t *testing.T) {
+	b, _ := open(t, "reference")
+	ctx := context.Background()
+	table := upload(t, b, abi.F32, 4, f32bytes(1, 2, 3, 4)) // 2 rows of 2
+	bad := upload(t, b, abi.I32, 2, []byte{0, 0, 0, 0, 5, 0, 0, 0})
+	x := upload(t, b, abi.F32, 4, f32bytes(-1, 2, -3, 4))
+	out, _ := b.Alloc(abi.F32, 4)
+	fail := func() {
+		t.Helper()
+		if err := b.Gather(ctx, 2, 2, table, bad, out); err != nil { // index 5 of 2 rows: fails on the worker
+			t.Fatal(err)
+		}
+	}
+	fail()
+	if err := b.Read(out, make([]byte, 16)); err == nil || !strings.Contains(err.Error(), "gather") {
+		t.Fatalf("after a failed gather: %v", err)
+	}
+	if err := b.Unary(ctx, abi.OpReLU, x, out); err != nil {
+		t.Fatal(err)
+	}
+	if got := download(t, b, out); !bytes.Equal(got, f32bytes(0, 2, 0, 4)) {
+		t.Errorf("relu written over the failed gather's output: %v", got)
+	}
+	fail()
+	rp := tensor.RoPEParams{Rows: 1, Cols: 4, HeadDim: 4, Pos: 1, Theta: 10000}
+	if err := b.RoPE(ctx, rp, out); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Read(out, make([]byte, 16)); err == nil || !strings.Contains(err.Error(), "gather") {
+		t.Errorf("RoPE in place on the failed output: %v, want the gather's failure", err)
 	}
 }

@@ -145,7 +145,7 @@ func (s *server) handle(ctx context.Context, f *frame) error {
 	sp := &specs[op]
 	p, ids := f.vals[1:1+sp.params], f.vals[1+sp.params:]
 	var bufs [maxVals]tensor.Buffer
-	err := s.poisoned(ids)
+	err := s.poisoned(op, ids)
 	for i, id := range ids {
 		x, ok := s.bufs[id]
 		if !ok && err == nil {
@@ -173,11 +173,14 @@ func (s *server) handle(ctx context.Context, f *frame) error {
 	if sp.sync {
 		return s.reply(err, word(idx), nil)
 	}
-	if err != nil {
-		for i, id := range ids {
-			if _, ok := s.bufs[id]; ok && writes[op]&(1<<i) != 0 {
+	for i, id := range ids {
+		switch {
+		case err != nil && writes[op]&(1<<i) != 0:
+			if _, ok := s.bufs[id]; ok {
 				s.poison[id] = err
 			}
+		case err == nil && whole[op]&(1<<i) != 0:
+			delete(s.poison, id) // written anew
 		}
 	}
 	return nil
@@ -202,14 +205,15 @@ func (s *server) at(p tensor.Precision) (tensor.Backend, error) {
 	return v, nil
 }
 
-// alloc makes buffer id; a failure is the reply.
+// alloc makes buffer id (queued): a failure is kept on id, so the
+// parent's first wait on it returns it.
 func (s *server) alloc(v []uint64) error {
 	if len(v) != 3 {
 		return fmt.Errorf("remote: alloc with %d values", len(v))
 	}
 	id := v[0]
 	if _, ok := s.bufs[id]; ok {
-		return s.reply(fmt.Errorf("alloc: buffer %d exists", id), 0, nil)
+		return fmt.Errorf("remote: alloc of buffer %d, which exists", id) // the parent numbers them once
 	}
 	x, err := s.be.Alloc(abi.DType(v[1]), num(v[2]))
 	if err != nil {
@@ -217,21 +221,22 @@ func (s *server) alloc(v []uint64) error {
 		if errors.Is(err, tensor.ErrDeviceLost) {
 			return err
 		}
-		return s.reply(err, 0, nil)
+		s.poison[id] = err
+		return nil
 	}
 	s.bufs[id] = x
-	return s.reply(nil, 0, nil)
+	return nil
 }
 
 // read answers a Read of buffer id with its bytes, or the failure that
 // poisoned it.
 func (s *server) read(id uint64) error {
+	if err := s.poison[id]; err != nil {
+		return s.reply(err, 0, nil)
+	}
 	x, ok := s.bufs[id]
 	if !ok {
 		return s.reply(fmt.Errorf("read: buffer %d not allocated", id), 0, nil)
-	}
-	if err := s.poison[id]; err != nil {
-		return s.reply(err, 0, nil)
 	}
 	data := make([]byte, x.DType().Bytes(x.Len()))
 	if err := s.be.Read(x, data); err != nil {
@@ -244,9 +249,14 @@ func (s *server) read(id uint64) error {
 	return s.reply(nil, 0, data)
 }
 
-// poisoned returns the failure kept on one of ids, or nil.
-func (s *server) poisoned(ids []uint64) error {
-	for _, id := range ids {
+// poisoned returns the failure kept on one of the buffers op reads, or
+// nil: not on one it writes whole, whatever befell what that buffer held
+// (a job reuses its freed buffers for new results).
+func (s *server) poisoned(op opcode, ids []uint64) error {
+	for i, id := range ids {
+		if whole[op]&(1<<i) != 0 {
+			continue // written anew; where it is read too, that place checks it
+		}
 		if err := s.poison[id]; err != nil {
 			return err
 		}

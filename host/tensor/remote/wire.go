@@ -19,7 +19,7 @@ import (
 // order and sends one unsolicited frame, replyLost, before it exits for a
 // lost device. Integers travel as int64 bits, floats as their IEEE bits.
 const (
-	version    = 2
+	version    = 3
 	headerSize = 10
 	maxVals    = 16
 )
@@ -80,9 +80,10 @@ func (e *workerError) Unwrap() error {
 // opcode is an operation of the protocol.
 type opcode byte
 
-// Operations. Alloc, Read, Argmax and Sample are synchronous: the parent
-// waits for the reply. The others are queued: sent without waiting, run in
-// order, a failure kept on the buffers they touch (see Backend).
+// Operations. Read, Argmax and Sample are synchronous: the parent waits
+// for the reply. The others are queued: sent without waiting, run in
+// order, a failure kept on the buffers they touch (see Backend); a failed
+// Alloc is kept on the buffer it would have made.
 const (
 	opAlloc opcode = iota + 1 // vals: id, dtype, n
 	opFree                    // vals: id
@@ -218,6 +219,17 @@ var writes = [numOps]uint8{
 	opMatMul: 1 << 2, opEmbed: 1 << 1, opRMSNorm: 1 << 2, opRoPE: 1 << 0, opSwiGLU: 1 << 2,
 	opCopyRows: 1 << 1, opAttention: 1 << 3,
 }
+
+// whole says which of the buffers an operation writes it writes all of,
+// whatever they held: every op result but an in-place one (RoPE, AdamW),
+// a partial copy (CopyRows) and a GEMM that may accumulate.
+var whole = func() [numOps]uint8 {
+	w := writes
+	for _, op := range []opcode{opGemm, opGemmBatched, opRoPE, opCopyRows, opAdamW} {
+		w[op] = 0
+	}
+	return w
+}()
 
 // transformer adapts a language-model op to spec.run: a backend without
 // tensor.Transformer answers ErrUnsupported, as the host module expects.
