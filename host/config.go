@@ -61,6 +61,7 @@ type JobConfig struct {
 	templates    []int    // nil: gemmproof.Templates(); never modified once set
 	args         []string // after argv[0]; never modified once set
 	env          []string // KEY=VALUE; never modified once set
+	profile      bool
 	set          bool
 }
 
@@ -87,6 +88,10 @@ func NewJobConfig() JobConfig {
 // the guest (returns -1), and a tensor that would pass it is refused with
 // abi.ENOMEM.
 func (c JobConfig) WithMemoryLimit(bytes uint64) JobConfig { c.memoryLimit = bytes; return c }
+
+// WithProfile times the job's host calls by function (Result.Profile);
+// it changes no output, so it is not part of the job's definition.
+func (c JobConfig) WithProfile(on bool) JobConfig { c.profile = on; return c }
 
 // WithTimeout sets the wall-clock limit of a run (compilation excluded).
 func (c JobConfig) WithTimeout(d time.Duration) JobConfig { c.timeout = d; return c }

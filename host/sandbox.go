@@ -173,7 +173,16 @@ type Result struct {
 	// DataUploaded is the part of DataBytes copied to the device for this
 	// job; the rest was in its memory already (Config.DeviceCache).
 	DataUploaded int64
+	// Profile is the job's host calls by function, the longest first
+	// (JobConfig.WithProfile; nil without).
+	Profile []OpTime
 }
+
+// OpTime is the calls of one host function in a job, and the time they
+// took on the host: a queued op's until its work was queued on the device,
+// a call that waits for the device (tensor_read, argmax) with the work
+// queued before it.
+type OpTime = tensorhost.OpTime
 
 // Sandbox compiles and runs jobs. It is safe for concurrent use; each run
 // gets a fresh module instance.
@@ -642,6 +651,7 @@ func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, job Job, cf
 		Cache:  s.models,
 
 		DeviceCache: s.devices,
+		Profile:     cfg.profile,
 	})
 	if err != nil {
 		return nil, nil, err
@@ -702,6 +712,7 @@ func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, job Job, cf
 		DataTime:    session.Stats.DataTime,
 
 		DataUploaded: session.Stats.DataUploaded,
+		Profile:      session.Profile(),
 	}
 	if res.DataBytes > 0 {
 		s.log.Debug("data tensors", "bytes", res.DataBytes, "loaded", res.DataLoaded, "uploaded", res.DataUploaded, "took", res.DataTime)

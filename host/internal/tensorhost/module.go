@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"time"
 	"unsafe"
 
 	"github.com/tetratelabs/wazero"
@@ -95,7 +96,7 @@ func Functions() []Signature {
 // Session in their context get EINVAL from every function but abi_version.
 func Instantiate(ctx context.Context, r wazero.Runtime) error {
 	b := r.NewHostModuleBuilder(abi.ModuleName)
-	for _, f := range functions {
+	for fi, f := range functions {
 		params := make([]api.ValueType, f.Params)
 		for i := range params {
 			params[i] = api.ValueTypeI32
@@ -112,7 +113,14 @@ func Instantiate(ctx context.Context, r wazero.Runtime) error {
 					stack[0] = api.EncodeI32(int32(abi.EINVAL))
 					return
 				}
+				if s.prof == nil {
+					stack[0] = api.EncodeI32(body(ctx, s, mod.Memory(), p[:n]))
+					return
+				}
+				start := time.Now()
 				stack[0] = api.EncodeI32(body(ctx, s, mod.Memory(), p[:n]))
+				s.prof[fi].Calls++
+				s.prof[fi].Time += time.Since(start)
 			}), params, []api.ValueType{api.ValueTypeI32}).
 			Export(f.Name)
 	}
@@ -321,7 +329,7 @@ func gemm(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 		return int32(abi.EINVAL) // nothing to accumulate into
 	}
 	if h == 0 {
-		if h, c, errno = s.alloc(ctx, outType, []int{gp.M, gp.N}); errno != abi.OK {
+		if h, c, errno = s.allocFor(ctx, outType, []int{gp.M, gp.N}, true); errno != abi.OK {
 			return int32(errno)
 		}
 	} else if c, errno = s.get(h); errno != abi.OK {
@@ -422,7 +430,7 @@ func binaryOp(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 // again on failure).
 func (s *Session) newResult(ctx context.Context, dt abi.DType, shape []int, work int, flops float64,
 	op func(tensor.Backend, []tensor.Buffer) error, ins ...tensor.Buffer) int32 {
-	h, out, errno := s.alloc(ctx, dt, append([]int(nil), shape...))
+	h, out, errno := s.allocFor(ctx, dt, append([]int(nil), shape...), true)
 	if errno != abi.OK {
 		return int32(errno)
 	}

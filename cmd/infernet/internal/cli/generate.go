@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -39,6 +40,9 @@ type GenerateOptions struct {
 	Local    bool
 	Backend  string
 	CacheDir string
+	// Profile (with Local) times the runner's host calls by function and
+	// prints them.
+	Profile bool
 	// Runner is a runner module file that replaces the built-in one
 	// (hidden --runner, for development and tests).
 	Runner string
@@ -109,6 +113,7 @@ printed).`,
 	f.BoolVar(&o.Local, "local", false, "run in this process, without a network (like infernet run)")
 	f.StringVar(&o.Backend, "backend", "auto", "with --local: tensor backend for tolerance mode: auto, "+backends.Names())
 	f.StringVar(&o.CacheDir, "cache-dir", defaultCacheDir(), "with --local: compiled-module cache directory (empty: memory only)")
+	f.BoolVar(&o.Profile, "profile", false, "with --local: time the runner's tensor calls by kind and print them per token, on stderr (in --json, as profile)")
 	f.StringVar(&o.Runner, "runner", "", "a runner module `FILE` instead of the built-in one (development)")
 	f.MarkHidden("runner")
 	addTermsFlags(f, &o.SubmitOptions)
@@ -128,6 +133,8 @@ func (o *GenerateOptions) requests() ([]llama.Request, error) {
 		return nil, errors.New("--shards needs --prompts")
 	case o.Shards != 1 && o.Local:
 		return nil, errors.New("--shards is for the network, not --local")
+	case o.Profile && !o.Local:
+		return nil, errors.New("--profile needs --local: a provider's calls are timed where it runs them")
 	case o.Shards < 1 || o.Shards > api.MaxShards:
 		return nil, fmt.Errorf("--shards: want 1 to %d", api.MaxShards)
 	// The sampling flags, in the flags' words (the API's check below
@@ -264,6 +271,7 @@ func (o *GenerateOptions) runLocal(ctx context.Context, reqs []llama.Request, fi
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
+	cfg = cfg.WithProfile(o.Profile)
 	sb, closeSandbox, err := ro.openSandbox(ctx)
 	if err != nil {
 		return err
@@ -289,7 +297,63 @@ func (o *GenerateOptions) runLocal(ctx context.Context, reqs []llama.Request, fi
 		return &exitError{Code: ExitError, Err: decErr}
 	}
 	g := out.local(res, start)
+	if o.Profile {
+		tokens := 0
+		for _, c := range dec.Completions() {
+			tokens += c.CompletionTokens
+		}
+		g.Profile = profileOf(res, tokens)
+		if err := out.finish(g, dec.Completions()); err != nil || o.JSON {
+			return err
+		}
+		printProfile(o.IO.Err, g.Profile, tokens, res.Duration)
+		return nil
+	}
 	return out.finish(g, dec.Completions())
+}
+
+// OpProfile is one kind of the runner's host calls in a --profile run.
+type OpProfile struct {
+	Op string `json:"op"`
+	// Calls and PerToken count them, in all and per generated token.
+	Calls    uint64  `json:"calls"`
+	PerToken float64 `json:"per_token"`
+	// HostMS is their time on the host; MeanUS its mean per call.
+	HostMS float64 `json:"host_ms"`
+	MeanUS float64 `json:"mean_us"`
+	// Share is HostMS's share of the run.
+	Share float64 `json:"share"`
+}
+
+// profileOf returns res's profile, per token of tokens generated.
+func profileOf(res *host.Result, tokens int) []OpProfile {
+	var out []OpProfile
+	for _, t := range res.Profile {
+		p := OpProfile{Op: t.Op, Calls: t.Calls, HostMS: ms(t.Time), MeanUS: float64(t.Time.Nanoseconds()) / 1e3 / float64(t.Calls)}
+		if tokens > 0 {
+			p.PerToken = float64(t.Calls) / float64(tokens)
+		}
+		if res.Duration > 0 {
+			p.Share = float64(t.Time) / float64(res.Duration)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// printProfile writes a profile as a table.
+func printProfile(w io.Writer, prof []OpProfile, tokens int, run time.Duration) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "op\tcalls\tper token\thost ms\tµs per call\tof the run\t\n")
+	var sum time.Duration
+	for _, p := range prof {
+		fmt.Fprintf(tw, "%s\t%7d\t%9.1f\t%7.1f\t%11.1f\t%9.1f%%\t\n", p.Op, p.Calls, p.PerToken, p.HostMS, p.MeanUS, 100*p.Share)
+		sum += time.Duration(p.HostMS * float64(time.Millisecond))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "%d tokens in %v; host calls %v of it, the guest's own work and the waits between them the rest.\n",
+		tokens, run.Round(time.Millisecond), sum.Round(time.Millisecond))
+	fmt.Fprintln(w, "A queued call's time is the host's until its work is queued; a call that waits for the device (argmax, tensor_read) includes the work queued before it.")
 }
 
 // localModel finds the named model MODEL for a local run: through the
@@ -464,6 +528,8 @@ type Generation struct {
 	DecodeTokensPerSecond float64 `json:"decode_tokens_per_second,omitempty"`
 	CompileMS             float64 `json:"compile_ms,omitempty"`
 	Backend               string  `json:"backend,omitempty"`
+	// Profile is --profile's.
+	Profile []OpProfile `json:"profile,omitempty"`
 	// Job, State, Verification, Agree and Replicas are the network job's,
 	// as in submit's summary.
 	Job          string        `json:"job,omitempty"`

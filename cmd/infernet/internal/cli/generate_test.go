@@ -249,3 +249,34 @@ func TestGenerateLocalErrors(t *testing.T) {
 		t.Errorf("--runner: %q; want %q", got, want)
 	}
 }
+
+// TestGenerateProfile: --profile times the runner's host calls by kind:
+// stories260K's 5 layers make 7 matmuls each and one for the logits per
+// token, one argmax per token, and the calls' time is within the run's.
+// Without --local it is refused: a provider times its own calls.
+func TestGenerateProfile(t *testing.T) {
+	dir := t.TempDir()
+	model := []string{storiesBin, "--tokenizer", tok512, "--prompt", "Once", "--max-tokens", "16", "--mode", "tolerance"}
+	var gen Generation
+	if err := json.Unmarshal([]byte(generateLocal(t, dir, append(model, "--json", "--profile")...)), &gen); err != nil {
+		t.Fatal(err)
+	}
+	ops := map[string]OpProfile{}
+	var share float64
+	for _, p := range gen.Profile {
+		ops[p.Op] = p
+		share += p.Share
+	}
+	tokens := float64(gen.CompletionTokens)
+	if gen.CompletionTokens != 16 || ops["argmax"].Calls != 16 || ops["matmul"].Calls < uint64(36*tokens) ||
+		ops["matmul"].PerToken < 36 || ops["matmul"].HostMS <= 0 || share <= 0 || share > 1 {
+		t.Errorf("profile of %v tokens: %+v (shares sum to %.2f)", tokens, gen.Profile, share)
+	}
+	code, out, stderr := infernet(t, append([]string{"generate", "--local", "--datadir", dir, "--cache-dir", sharedCache(), "--profile"}, model...)...)
+	if code != 0 || !strings.Contains(stderr, "matmul") || !strings.Contains(stderr, "16 tokens in") || strings.Contains(out, "matmul") {
+		t.Errorf("exit %d; the table belongs on stderr: stdout %q, stderr %q", code, out, stderr)
+	}
+	if code, _, stderr := infernet(t, append([]string{"generate", "--datadir", dir, "--profile"}, model...)...); code == 0 || !strings.Contains(stderr, "--profile needs --local") {
+		t.Errorf("--profile on the network: exit %d, %q", code, stderr)
+	}
+}
