@@ -142,5 +142,9 @@ echo "network: Submit's wall time (2 replicas, 3 in-process nodes sharing this m
 go test -run '^$' -bench 'BenchmarkGenerateNetwork' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && echo 1x || echo 5x)" -timeout 30m ./node | grep -E '^Benchmark' || true
 echo "verification by prefill: a 256-token greedy completion generated, then checked as a claim in batched passes; ratio = (gen + check) / gen (target <= 1.3):"
 go test -run '^$' -bench 'BenchmarkVerifyByPrefill' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && echo 1x || echo 3x)" -timeout 30m ./node | grep -E '^Benchmark' || true
+echo "GPU worker process: a 64 MiB buffer to the worker and back (reference backend), through shared memory and through the pipe alone:"
+go test -run '^$' -bench 'BenchmarkWeightsUpload' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && echo 2x || echo 20x)" ./host/tensor/remote | grep -E '^Benchmark' || true
+echo "CUDA backend on the FAKE driver: the host's cost of an Alloc and a Free from the pool, on the backend's own thread and on the caller's (a GPU worker's):"
+go test -run '^$' -bench 'BenchmarkFakeDriver_Call' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && echo 1000x || echo 20000x)" ./host/tensor/cuda | grep -E '^Benchmark' || true
 hr "(m) Llama generation, greedy, 128 tokens: infernet generate --local (exact, tolerance) vs llama2.c's run.c -O3 (1 thread) and -Ofast -march=native -fopenmp (2 threads), random weights of the stories15M and stories110M shapes; targets on stories110M: infernet exact >= 1.0x run.c -O3, >= 0.7x -Ofast 2 threads"
 ./scripts/llama-bench.sh || true

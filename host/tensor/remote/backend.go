@@ -21,6 +21,11 @@
 // the buffers it only reads (a model's weights, shared by every job) keep
 // none.
 //
+// Buffers of a MiB or more (a model's weights) travel through a shared
+// memory file the parent passes the worker at its start (shm.go), not the
+// pipe: one copy on each side, and a wait for the worker, which hands the
+// memory to its backend.
+//
 // What the parent can check without the worker it checks before sending,
 // so a bad call fails at once: the buffers are this Backend's, alive and
 // of the current worker; Read and Write sizes; GEMM sizes and element
@@ -245,6 +250,7 @@ type hello struct {
 	class      tensor.Class
 	transforms bool
 	precisions []tensor.Precision // besides f32
+	shm        bool               // it maps the shared memory passed
 }
 
 // start runs a worker and reads its greeting.
@@ -262,7 +268,23 @@ func (b *Backend) start(ctx context.Context) (*child, hello, error) {
 	if cmd.Stderr == nil {
 		cmd.Stderr = os.Stderr
 	}
+	m, err := newShm()
+	if noShm {
+		m, err = nil, errors.New("turned off by a test")
+	}
+	if err != nil {
+		b.log.Debug("tensor worker without shared memory", "err", err)
+	} else {
+		if cmd.Env == nil {
+			cmd.Env = os.Environ()
+		}
+		cmd.ExtraFiles = append(cmd.ExtraFiles, m.f)
+		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", shmEnv, 2+len(cmd.ExtraFiles)))
+	}
 	if err := cmd.Start(); err != nil {
+		if m != nil {
+			m.close()
+		}
 		return nil, h, fmt.Errorf("remote: starting the worker: %w", err)
 	}
 	c := &child{b: b, cmd: cmd, in: in, w: bufio.NewWriterSize(countWrites{in, &b.stats.writes}, bufSize),
@@ -274,10 +296,18 @@ func (b *Backend) start(ctx context.Context) (*child, hello, error) {
 	case <-ctx.Done():
 		err = fmt.Errorf("remote: the worker did not start: %w", ctx.Err())
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
+		if m != nil {
+			m.close()
+		}
 		return nil, h, err
+	case m != nil && !h.shm:
+		m.close() // a worker that does not map it
+	default:
+		c.shm = m
 	}
 	go c.readLoop()
 	return c, h, nil
@@ -337,6 +367,9 @@ type child struct {
 
 	used atomic.Bool   // a reply came back
 	done chan struct{} // closed when the worker has exited
+
+	shmMu sync.Mutex // held by one large Write or Read at a time
+	shm   *shm       // nil: large buffers go through the pipe
 }
 
 // waiter is a synchronous call waiting for its reply.
@@ -357,12 +390,12 @@ func (c *child) greeting(h *hello) error {
 	switch {
 	case f.code == replyErr && len(f.vals) == 1:
 		return &workerError{msg: string(f.blob), class: errClass(f.vals[0])}
-	case f.code != replyHello || len(f.vals) != 4:
+	case f.code != replyHello || len(f.vals) != 5:
 		return fmt.Errorf("remote: the worker's greeting is frame %d with %d values", f.code, len(f.vals))
 	case f.vals[0] != version:
 		return fmt.Errorf("remote: the worker speaks version %d, not %d", f.vals[0], version)
 	}
-	h.name, h.class, h.transforms = string(f.blob), tensor.Class(f.vals[1]), f.vals[2] != 0
+	h.name, h.class, h.transforms, h.shm = string(f.blob), tensor.Class(f.vals[1]), f.vals[2] != 0, f.vals[4] != 0
 	for _, p := range []tensor.Precision{tensor.TF32, tensor.BF16} {
 		if f.vals[3]&(1<<p) != 0 {
 			h.precisions = append(h.precisions, p)
@@ -383,6 +416,12 @@ func (c *child) readLoop() {
 		}
 	}
 	c.die(fmt.Errorf("%w: %w", tensor.ErrDeviceLost, err))
+	c.shmMu.Lock()
+	if c.shm != nil {
+		c.shm.close()
+		c.shm = nil
+	}
+	c.shmMu.Unlock()
 	close(c.done)
 }
 
@@ -630,7 +669,36 @@ func (b *Backend) Write(t tensor.Buffer, src []byte) error {
 	if int64(len(src)) != xs[0].bytes() {
 		return fmt.Errorf("remote: write of %d bytes into %d elements of %v", len(src), xs[0].n, xs[0].dt)
 	}
+	if ok, err := c.viaShm(opWriteShm, xs[0].id, src, nil); ok {
+		return err
+	}
 	return c.send(opWrite, []uint64{xs[0].id}, src, nil)
+}
+
+// viaShm moves a large buffer through shared memory: src's bytes into
+// buffer id (opWriteShm), or buffer id's into dst (opReadShm), waiting
+// for the worker. It reports false, having done nothing, for a buffer the
+// pipe takes (small, huge, or a worker without shared memory).
+func (c *child) viaShm(op opcode, id uint64, src, dst []byte) (bool, error) {
+	n := max(len(src), len(dst))
+	if n < shmMin || n > shmMax {
+		return false, nil
+	}
+	c.shmMu.Lock()
+	defer c.shmMu.Unlock()
+	if c.shm == nil {
+		return false, nil
+	}
+	mem, err := c.shm.grow(n)
+	if err != nil {
+		return false, nil // the pipe still works
+	}
+	copy(mem, src)
+	if _, err := c.call(op, []uint64{id, word(n)}, nil); err != nil {
+		return true, err
+	}
+	copy(dst, mem)
+	return true, nil
 }
 
 // Read implements tensor.Backend: it waits for the operations queued
@@ -643,6 +711,9 @@ func (b *Backend) Read(t tensor.Buffer, dst []byte) error {
 	}
 	if int64(len(dst)) != xs[0].bytes() {
 		return fmt.Errorf("remote: read of %d elements of %v into %d bytes", xs[0].n, xs[0].dt, len(dst))
+	}
+	if ok, err := c.viaShm(opReadShm, xs[0].id, nil, dst); ok {
+		return err
 	}
 	_, err = c.call(opRead, []uint64{xs[0].id}, dst)
 	return err

@@ -807,3 +807,79 @@ func TestFailureDoesNotOutliveItsData(t *testing.T) {
 		t.Errorf("RoPE in place on the failed output: %v, want the gather's failure", err)
 	}
 }
+
+// TestSharedMemory: buffers of a MiB and more go through shared memory,
+// both ways, with the pipe's results: the bytes round-trip, a large
+// buffer an op wrote reads its values, a failure kept on a buffer comes
+// back from a large Read, and a buffer grown past the mapping remaps it.
+// With shared memory off the same calls go through the pipe.
+func TestSharedMemory(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pipe only %v", off), func(t *testing.T) {
+			noShm = off
+			defer func() { noShm = false }()
+			b, _ := open(t, "reference")
+			if got := b.cur.shm != nil; got == off {
+				t.Fatalf("shared memory %v, want %v", got, !off)
+			}
+			ctx := context.Background()
+			r := rand.New(rand.NewPCG(1, 2))
+			for _, n := range []int{shmMin / 4, 3 * shmMin / 4, 5 * shmMin / 4} { // f32s: 1 MiB, 3 MiB, 5 MiB
+				src := fill(r, bufSpec{dt: abi.F32, n: n})
+				x := upload(t, b, abi.F32, n, src)
+				if got := download(t, b, x); !bytes.Equal(got, src) {
+					t.Fatalf("%d values: the bytes did not round-trip", n)
+				}
+				y, _ := b.Alloc(abi.F32, n)
+				if err := b.Binary(ctx, abi.OpAdd, x, x, y); err != nil {
+					t.Fatal(err)
+				}
+				got := download(t, b, y)
+				for i := 0; i < n; i += n / 7 {
+					if want := 2 * math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:])); math.Float32frombits(binary.LittleEndian.Uint32(got[4*i:])) != want {
+						t.Fatalf("%d values: x+x at %d is not %v", n, i, want)
+					}
+				}
+			}
+			table := upload(t, b, abi.F32, 4, f32bytes(1, 2, 3, 4))
+			bad, _ := b.Alloc(abi.I32, shmMin/4)
+			out, _ := b.Alloc(abi.F32, 2*shmMin/4)
+			idx := make([]byte, shmMin)
+			binary.LittleEndian.PutUint32(idx, 7) // of 2 rows
+			if err := b.Write(bad, idx); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Gather(ctx, 2, 2, table, bad, out); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Read(out, make([]byte, 2*shmMin)); err == nil || !strings.Contains(err.Error(), "gather") {
+				t.Errorf("a large Read of a failed gather's output: %v", err)
+			}
+		})
+	}
+}
+
+// BenchmarkWeightsUpload is a 64 MiB Write (a model's weights on their way
+// to the device) and its Read back, to a worker on the reference backend,
+// through shared memory and through the pipe alone.
+func BenchmarkWeightsUpload(b *testing.B) {
+	for _, pipe := range []bool{false, true} {
+		b.Run(map[bool]string{false: "shm", true: "pipe"}[pipe], func(b *testing.B) {
+			noShm = pipe
+			defer func() { noShm = false }()
+			be, _ := open(b, "reference")
+			data := make([]byte, 64<<20)
+			x, _ := be.Alloc(abi.I8, len(data))
+			b.SetBytes(int64(2 * len(data)))
+			b.ResetTimer()
+			for range b.N {
+				if err := be.Write(x, data); err != nil {
+					b.Fatal(err)
+				}
+				if err := be.Read(x, data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -38,8 +38,9 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, be tensor.Backend) err
 		bufs:   map[uint64]tensor.Buffer{},
 		poison: map[uint64]error{},
 		w:      bufio.NewWriterSize(w, bufSize),
+		shm:    workerShm(),
 	}
-	if err := writeFrame(s.w, replyHello, []uint64{version, uint64(be.Class()), flag(tr), precs}, []byte(be.Name())); err != nil {
+	if err := writeFrame(s.w, replyHello, []uint64{version, uint64(be.Class()), flag(tr), precs, flag(s.shm != nil)}, []byte(be.Name())); err != nil {
 		return err
 	}
 	if err := s.w.Flush(); err != nil {
@@ -96,6 +97,7 @@ type server struct {
 	poison map[uint64]error
 	views  map[tensor.Precision]tensor.Backend // of be, by precision (at)
 	w      *bufio.Writer
+	shm    *shm // large buffers' way, when the parent passed it
 
 	// The context of the last deadline, kept while operations share it.
 	deadline uint64
@@ -107,7 +109,8 @@ type server struct {
 // stop (a lost device, a broken pipe).
 func (s *server) handle(ctx context.Context, f *frame) error {
 	op := opcode(f.code)
-	if (op == opFree || op == opWrite || op == opRead) && len(f.vals) != 1 {
+	if (op == opFree || op == opWrite || op == opRead) && len(f.vals) != 1 ||
+		(op == opWriteShm || op == opReadShm) && (len(f.vals) != 2 || s.shm == nil) {
 		return fmt.Errorf("remote: operation %d with %d values", op, len(f.vals))
 	}
 	switch op {
@@ -138,6 +141,10 @@ func (s *server) handle(ctx context.Context, f *frame) error {
 		return nil
 	case opRead:
 		return s.read(f.vals[0])
+	case opWriteShm:
+		return s.writeShm(f.vals[0], num(f.vals[1]))
+	case opReadShm:
+		return s.readShm(f.vals[0], num(f.vals[1]))
 	}
 	if op == 0 || op >= numOps || specs[op].run == nil || len(f.vals) != 1+specs[op].params+specs[op].bufs {
 		return fmt.Errorf("remote: operation %d with %d values", op, len(f.vals))
@@ -247,6 +254,57 @@ func (s *server) read(id uint64) error {
 		return s.reply(err, 0, nil)
 	}
 	return s.reply(nil, 0, data)
+}
+
+// writeShm writes buffer id whole from the first n bytes of shared
+// memory (a Write's), and answers once they are copied: the parent reuses
+// the memory then. A failure is kept on the buffer too, as a queued
+// write's.
+func (s *server) writeShm(id uint64, n int) error {
+	x, ok := s.bufs[id]
+	if !ok {
+		return s.reply(nil, 0, nil) // freed or never allocated: the parent refused it already
+	}
+	data, err := s.shm.view(n)
+	if err == nil {
+		err = s.be.Write(x, data)
+	}
+	if err != nil {
+		err = fmt.Errorf("write: %w", err)
+		if errors.Is(err, tensor.ErrDeviceLost) {
+			return err
+		}
+		s.poison[id] = err
+		return s.reply(err, 0, nil)
+	}
+	delete(s.poison, id)
+	return s.reply(nil, 0, nil)
+}
+
+// readShm answers a Read of buffer id, n bytes, with them in shared
+// memory, or the failure that poisoned it.
+func (s *server) readShm(id uint64, n int) error {
+	if err := s.poison[id]; err != nil {
+		return s.reply(err, 0, nil)
+	}
+	x, ok := s.bufs[id]
+	if !ok {
+		return s.reply(fmt.Errorf("read: buffer %d not allocated", id), 0, nil)
+	}
+	data, err := s.shm.view(n)
+	if err == nil && int64(n) != x.DType().Bytes(x.Len()) {
+		err = fmt.Errorf("%d bytes of a buffer of %d", n, x.DType().Bytes(x.Len()))
+	}
+	if err == nil {
+		err = s.be.Read(x, data)
+	}
+	if err != nil {
+		err = fmt.Errorf("read: %w", err)
+		if errors.Is(err, tensor.ErrDeviceLost) {
+			return err
+		}
+	}
+	return s.reply(err, 0, nil)
 }
 
 // poisoned returns the failure kept on one of the buffers op reads, or

@@ -26,7 +26,7 @@ const (
 
 // Reply codes, from the worker.
 const (
-	replyHello byte = iota + 1 // vals: version, class, transformer, precisions (bit p: tensor.Precision p); blob: name
+	replyHello byte = iota + 1 // vals: version, class, transformer, precisions (bit p: tensor.Precision p), shared memory; blob: name
 	replyOK                    // vals: a result (Argmax, Sample); blob: Read's bytes
 	replyErr                   // vals: errClass; blob: the message
 	replyLost                  // blob: the message; the worker exits
@@ -80,7 +80,7 @@ func (e *workerError) Unwrap() error {
 // opcode is an operation of the protocol.
 type opcode byte
 
-// Operations. Read, Argmax and Sample are synchronous: the parent waits
+// Operations. Read, Argmax, Sample and the shared-memory copies are synchronous: the parent waits
 // for the reply. The others are queued: sent without waiting, run in
 // order, a failure kept on the buffers they touch (see Backend); a failed
 // Alloc is kept on the buffer it would have made.
@@ -110,6 +110,8 @@ const (
 	opAttention
 	opArgmax
 	opSample
+	opWriteShm // vals: id, bytes; the bytes are in shared memory (synchronous)
+	opReadShm  // vals: id, bytes; the reply leaves them in shared memory
 	numOps
 )
 
