@@ -67,7 +67,9 @@ func TestDeviceLostStopsTheJob(t *testing.T) {
 // TestDeviceLostAtAlloc: a sticky fault in the GPU worker at tensor_new's
 // allocation, with no worker able to start again (its command fails),
 // stops the job with ErrDeviceLost, not ENOMEM or EBACKEND for the guest
-// to act on.
+// to act on: at the job's first wait on the tensor (allocations are
+// queued), and for the next job at its first tensor_new, which finds no
+// worker.
 func TestDeviceLostAtAlloc(t *testing.T) {
 	drv, _ := cudatest.Build(t)
 	var starts atomic.Int32
@@ -84,11 +86,20 @@ func TestDeviceLostAtAlloc(t *testing.T) {
 	}
 	defer set.Close()
 	sb := newSandbox(t, Config{Reference: set.Reference, Fast: set.Fast})
-	g := &guestData{}
-	calls := []lmCall{call(hcTensorNew, 1, int32(abi.F32), 1, g.dims(4))}
-	job := Job{Module: readFile(t, "testdata/hostcalls.wasm"), Input: g.script(calls)}
-	_, err = sb.Run(ctx, job, NewJobConfig().WithMode(abi.ModeTolerance))
-	if !errors.Is(err, ErrDeviceLost) || starts.Load() != 2 {
-		t.Errorf("tensor_new on a faulting GPU: %v after %d worker starts, want ErrDeviceLost after 2", err, starts.Load())
+	for i, tc := range []struct {
+		calls  func(g *guestData) []lmCall
+		starts int32
+	}{
+		{func(g *guestData) []lmCall {
+			return []lmCall{call(hcTensorNew, 1, int32(abi.F32), 1, g.dims(4)), call(hcTensorRead, 0, 1, 0xff00, 16)}
+		}, 1},
+		{func(g *guestData) []lmCall { return []lmCall{call(hcTensorNew, 1, int32(abi.F32), 1, g.dims(4))} }, 2},
+	} {
+		g := &guestData{}
+		job := Job{Module: readFile(t, "testdata/hostcalls.wasm"), Input: g.script(tc.calls(g))}
+		_, err = sb.Run(ctx, job, NewJobConfig().WithMode(abi.ModeTolerance))
+		if !errors.Is(err, ErrDeviceLost) || starts.Load() != tc.starts {
+			t.Errorf("job %d on a faulting GPU: %v after %d worker starts, want ErrDeviceLost after %d", i, err, starts.Load(), tc.starts)
+		}
 	}
 }

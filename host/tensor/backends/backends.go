@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -84,7 +85,13 @@ func SelfWorker(device int) (func() *exec.Cmd, error) {
 // open. After a lost device (an error wrapping tensor.ErrDeviceLost) the
 // process must exit: its CUDA context cannot be destroyed cleanly, and
 // exiting frees it.
+//
+// The backend runs on the caller's OS thread, which ServeCUDA locks and
+// leaves locked (the CUDA context stays current on it): Serve's loop is
+// its one caller, so no call waits for another thread.
 func ServeCUDA(ctx context.Context, cfg cuda.Config, r io.Reader, w io.Writer) error {
+	runtime.LockOSThread()
+	cfg.CallerThread = true
 	be, err := cuda.New(cfg)
 	if err != nil {
 		return remote.Refuse(w, err)

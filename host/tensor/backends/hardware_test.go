@@ -33,6 +33,9 @@ import (
 	"github.com/infernet/infernet/proofs/redundancy"
 )
 
+// The ONNX vectors are `make test`'s: a GPU machine need not have them.
+func init() { onnxOptional = true }
+
 // noCUDA is how a test or benchmark of the gpu build tag fails without
 // CUDA; the error that says why follows.
 const noCUDA = "no CUDA backend: build tag gpu needs the NVIDIA driver's libcuda.so.1, " +

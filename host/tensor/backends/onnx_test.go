@@ -20,6 +20,13 @@ import (
 // model and test_data_set_0/{input,output}_N.pb, serialized TensorProtos.
 const onnxDir = "/usr/share/libonnx-testdata/data/node"
 
+// onnxOptional is set by the build tag gpu (hardware_test.go): `make
+// gpu-check` runs this package's tests on a GPU machine, which need not
+// have the vectors (a lent one has no network to install them), so there
+// their absence skips TestONNXVectors; `make test`, which installs them,
+// still fails without them.
+var onnxOptional bool
+
 // onnxTensor is the part of an ONNX TensorProto the tests need.
 type onnxTensor struct {
 	dims []int
@@ -106,6 +113,9 @@ func readONNX(path string) (*onnxTensor, error) {
 // here, and compares within a few ulps.
 func TestONNXVectors(t *testing.T) {
 	if _, err := os.Stat(onnxDir); err != nil {
+		if onnxOptional {
+			t.Skipf("ONNX test vectors not on this GPU machine (%v): `make test` runs them where scripts/deps.sh installs libonnx-testdata", err)
+		}
 		t.Fatalf("ONNX test vectors missing (scripts/deps.sh installs libonnx-testdata): %v", err)
 	}
 	ctx := context.Background()

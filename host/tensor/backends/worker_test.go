@@ -52,23 +52,45 @@ func testWorker(driver string) func() *exec.Cmd {
 	}
 }
 
-// TestCUDAWorker: with Config.Worker, CUDA runs in a worker process.
-// Without a driver the worker refuses and Open falls back (auto) or fails
-// with ErrUnavailable (by name), as in process; on the fake driver Fast
-// is the worker's "cuda" backend, with the language-model ops exactly
-// when the CUDA backend has them, and computes.
+// TestCUDAWorker: with Config.Worker, CUDA runs in a worker process. On
+// the default driver the worker does what CUDA in this process would: with
+// no driver, device or cuBLAS (this machine) it refuses, and Open falls
+// back (auto) or fails with ErrUnavailable (by name); on a GPU (build tag
+// gpu) auto picks it and it computes. On the fake driver Fast is the
+// worker's "cuda" backend, with the language-model ops exactly when the
+// CUDA backend has them, and computes.
 func TestCUDAWorker(t *testing.T) {
 	ctx := context.Background()
+	here, noCUDA := cuda.New(cuda.Config{}) // what the worker will find
+	if noCUDA == nil {
+		here.Close()
+	}
 	set, err := Open(ctx, Config{Worker: testWorker("default")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if set.Fast.Class() != tensor.ClassCPU || !errors.Is(set.Unavailable[CUDA], tensor.ErrUnavailable) {
-		t.Errorf("auto with a worker and no driver chose %s; cuda unavailable because %v", set.Fast.Name(), set.Unavailable[CUDA])
+	if noCUDA != nil {
+		if set.Fast.Class() != tensor.ClassCPU || !errors.Is(set.Unavailable[CUDA], tensor.ErrUnavailable) {
+			t.Errorf("auto with a worker and no CUDA (%v) chose %s; cuda unavailable because %v", noCUDA, set.Fast.Name(), set.Unavailable[CUDA])
+		}
+	} else {
+		if set.Fast.Name() != CUDA || set.Fast.Class() != tensor.ClassGPU || set.Unavailable[CUDA] != nil {
+			t.Errorf("auto with a worker on a GPU chose %s (%v); cuda unavailable because %v", set.Fast.Name(), set.Fast.Class(), set.Unavailable[CUDA])
+		}
+		gemmInWorker(t, "the GPU's worker, auto", set.Fast)
 	}
 	set.Close()
-	if _, err := Open(ctx, Config{Fast: CUDA, Worker: testWorker("default")}); !errors.Is(err, tensor.ErrUnavailable) {
-		t.Errorf("cuda by name with a worker and no driver: %v", err)
+	set, err = Open(ctx, Config{Fast: CUDA, Worker: testWorker("default")})
+	switch {
+	case noCUDA != nil && !errors.Is(err, tensor.ErrUnavailable):
+		t.Errorf("cuda by name with a worker and no CUDA (%v): %v", noCUDA, err)
+	case noCUDA == nil && err != nil:
+		t.Errorf("cuda by name with a worker on a GPU: %v", err)
+	case noCUDA == nil:
+		gemmInWorker(t, "the GPU's worker, by name", set.Fast)
+	}
+	if err == nil {
+		set.Close()
 	}
 
 	drv, _ := cudatest.Build(t)
@@ -83,18 +105,26 @@ func TestCUDAWorker(t *testing.T) {
 	if be.Name() != "cuda" || be.Class() != tensor.ClassGPU || isLM != cudaLM {
 		t.Errorf("Fast is %s (%v), language-model ops %v; want cuda (gpu), %v", be.Name(), be.Class(), isLM, cudaLM)
 	}
+	gemmInWorker(t, "the fake's worker", be)
+}
+
+// gemmInWorker checks a 2×2 GEMM on be.
+func gemmInWorker(t *testing.T, what string, be tensor.Backend) {
+	t.Helper()
 	a, _ := be.Alloc(abi.F32, 4)
 	c, _ := be.Alloc(abi.F32, 4)
 	if err := be.Write(a, f32le(1, 2, 3, 4)); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", what, err)
 	}
-	if err := be.Gemm(ctx, tensor.GemmParams{M: 2, N: 2, K: 2}, a, a, c); err != nil {
-		t.Fatal(err)
+	if err := be.Gemm(context.Background(), tensor.GemmParams{M: 2, N: 2, K: 2}, a, a, c); err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
 	got := make([]byte, 16)
 	if err := be.Read(c, got); err != nil || string(got) != string(f32le(7, 10, 15, 22)) {
-		t.Errorf("GEMM in the worker: %x, %v", got, err)
+		t.Errorf("GEMM in %s: %x, %v", what, got, err)
 	}
+	be.Free(a)
+	be.Free(c)
 }
 
 func f32le(v ...float32) []byte {

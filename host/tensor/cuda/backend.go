@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -28,6 +29,13 @@ type Config struct {
 	// allocate and free device buffers at every call, and cuMemAlloc and
 	// cuMemFree (which synchronises the device) cost more than small ops.
 	PoolBytes int64
+	// CallerThread runs every driver call on the goroutine that calls New
+	// instead of a goroutine of the Backend's own: the caller has locked it
+	// to its OS thread (runtime.LockOSThread) and makes every call of the
+	// Backend from it, as a GPU worker's one loop does (remote.Serve). Each
+	// call then costs no hand-off between threads (a wake-up and a reply,
+	// tens of µs against a kernel launch's few).
+	CallerThread bool
 }
 
 // DefaultPoolBytes is Config.PoolBytes when it is 0.
@@ -107,6 +115,26 @@ type buffer struct {
 	size  uintptr // of the allocation: its size class, at least bytes()
 	dt    abi.DType
 	n     int
+	// ranged says lo and hi bound the values of an I32 buffer, known on
+	// the host since Alloc (zeros) or Write; an op that writes the buffer
+	// on the device clears it (wrote: elementwise ops, GEMMs, the ops that
+	// can write I32). Gather checks its indices with them, without waiting
+	// for the device. Owned by the queue's thread.
+	ranged bool
+	lo, hi int32
+}
+
+// wrote records that queued device work writes x: its values are no
+// longer known on the host.
+func (x *buffer) wrote() { x.ranged = false }
+
+// setRange records the values of x, an I32 buffer, written from the host.
+func (x *buffer) setRange(v []byte) {
+	x.lo, x.hi, x.ranged = math.MaxInt32, math.MinInt32, x.dt == abi.I32
+	for i := 0; x.ranged && i+4 <= len(v); i += 4 {
+		e := int32(binary.LittleEndian.Uint32(v[i:]))
+		x.lo, x.hi = min(x.lo, e), max(x.hi, e)
+	}
 }
 
 // DType implements tensor.Buffer.
@@ -146,7 +174,7 @@ func New(cfg Config) (*Backend, error) {
 		cfg.PoolBytes = DefaultPoolBytes
 	}
 	b := &Backend{cfg: cfg, drv: drv, blas: blas, live: map[*buffer]struct{}{}, pool: map[uintptr][]uint64{}}
-	q, err := startQueue(b.init, b.teardown)
+	q, err := startQueue(b.init, b.teardown, cfg.CallerThread)
 	if err != nil {
 		return nil, unavailable(err)
 	}
@@ -201,13 +229,7 @@ func (b *Backend) teardown() error {
 		}
 		delete(b.live, x)
 	}
-	for size, ptrs := range b.pool {
-		for _, p := range ptrs {
-			errs = append(errs, cuErr(symMemFree, b.drv.cuMemFree(p)))
-		}
-		delete(b.pool, size)
-	}
-	b.pooled = 0
+	errs = append(errs, b.trimPool())
 	if b.staging != nil {
 		errs = append(errs, cuErr(symMemFreeHost, b.drv.cuMemFreeHost(unsafe.Pointer(&b.staging[0]))))
 		b.staging = nil
@@ -324,7 +346,8 @@ func (b *Backend) settle(work float64, more bool) error {
 }
 
 // Alloc implements tensor.Backend: a zeroed device buffer, from the pool
-// of freed ones when one of its size class is there. The weight types
+// of freed ones when one of its size class is there (a device out of
+// memory gets the pool back first, devAlloc). The weight types
 // (F16, BF16, Q8_0 in whole blocks) are allocated too, for Transformer.
 //
 // hardware-untested: no GPU was available to the project; the call sequence
@@ -343,7 +366,7 @@ func (b *Backend) Alloc(dt abi.DType, n int) (tensor.Buffer, error) {
 			if ptrs := b.pool[x.size]; len(ptrs) > 0 { // reuse, no cuMemAlloc
 				x.ptr, b.pool[x.size] = ptrs[len(ptrs)-1], ptrs[:len(ptrs)-1]
 				b.pooled -= int64(x.size)
-			} else if err := cuErr(symMemAlloc, b.drv.cuMemAlloc(&x.ptr, x.size)); err != nil {
+			} else if err := b.devAlloc(&x.ptr, x.size); err != nil {
 				return err
 			}
 			if err := cuErr(symMemsetD8, b.drv.cuMemsetD8(x.ptr, 0, n)); err != nil {
@@ -351,6 +374,7 @@ func (b *Backend) Alloc(dt abi.DType, n int) (tensor.Buffer, error) {
 				return err
 			}
 		}
+		x.ranged = x.dt == abi.I32 // zeros
 		b.live[x] = struct{}{}
 		return nil
 	})
@@ -361,8 +385,9 @@ func (b *Backend) Alloc(dt abi.DType, n int) (tensor.Buffer, error) {
 }
 
 // Free implements tensor.Backend: the allocation goes to the pool while it
-// has room (Config.PoolBytes), else back to the driver. Freeing twice, or
-// after Close, is a no-op.
+// has room (Config.PoolBytes), else back to the driver. The pool's memory
+// stays the process's until Trim, Close, or an Alloc the device has no
+// room for. Freeing twice, or after Close, is a no-op.
 //
 // hardware-untested: no GPU was available to the project; the call sequence
 // is tested against a fake driver.
@@ -389,6 +414,45 @@ func (b *Backend) Free(t tensor.Buffer) {
 		}
 		return cuErr(symMemFree, b.drv.cuMemFree(x.ptr))
 	})
+}
+
+// cuOutOfMemory is CUDA_ERROR_OUT_OF_MEMORY.
+const cuOutOfMemory = 2
+
+// devAlloc is cuMemAlloc_v2 on the queue's thread. When the device is out
+// of memory while the pool holds some, the pool goes back to the driver
+// and the allocation is tried again: memory kept for reuse must not make
+// an allocation fail.
+func (b *Backend) devAlloc(p *uint64, size uintptr) error {
+	r := b.drv.cuMemAlloc(p, size)
+	if r == cuOutOfMemory && b.pooled > 0 {
+		if err := b.trimPool(); err != nil {
+			return fmt.Errorf("cuda: out of memory, then giving the pool back: %w", err)
+		}
+		r = b.drv.cuMemAlloc(p, size)
+	}
+	return cuErr(symMemAlloc, r)
+}
+
+// Trim gives the device memory that freed buffers keep for reuse (up to
+// Config.PoolBytes, see Free) back to the driver, so that other processes
+// can have it; later allocations start from cuMemAlloc again.
+//
+// hardware-untested: no GPU was available to the project; the call sequence
+// is tested against a fake driver.
+func (b *Backend) Trim() error { return b.q.do(context.Background(), b.trimPool) }
+
+// trimPool frees the pool's allocations; it runs on the queue's thread.
+func (b *Backend) trimPool() error {
+	var errs []error
+	for size, ptrs := range b.pool {
+		for _, p := range ptrs {
+			errs = append(errs, cuErr(symMemFree, b.drv.cuMemFree(p)))
+		}
+		delete(b.pool, size)
+	}
+	b.pooled = 0
+	return errors.Join(errs...)
 }
 
 // sizeClass is the allocation that holds n bytes: a power of two from 256
@@ -428,10 +492,18 @@ func (b *Backend) Write(t tensor.Buffer, src []byte) error {
 		if err := b.alive(x); err != nil || len(src) == 0 {
 			return err
 		}
+		var err error
 		if len(src) <= len(b.staging) {
-			return b.stage(x.ptr, src)
+			err = b.stage(x.ptr, src)
+		} else {
+			err = cuErr(symMemcpyHtoD, b.drv.cuMemcpyHtoD(x.ptr, unsafe.Pointer(&src[0]), uintptr(len(src))))
 		}
-		return cuErr(symMemcpyHtoD, b.drv.cuMemcpyHtoD(x.ptr, unsafe.Pointer(&src[0]), uintptr(len(src))))
+		if err != nil {
+			x.wrote() // partly, perhaps
+			return err
+		}
+		x.setRange(src)
+		return nil
 	})
 }
 
@@ -549,15 +621,29 @@ func (b *Backend) gemm(ctx context.Context, compute int32, p tensor.GemmParams, 
 	if err != nil {
 		return err
 	}
+	var scratch *buffer // the f32 operands at a reduced precision
+	if !i8 {
+		if scratch, err = b.roundScratch(compute, xa.n+xb.n); err != nil {
+			return err
+		}
+		if scratch != nil {
+			defer b.Free(scratch)
+		}
+	}
 	return b.q.do(ctx, func() error {
 		if err := b.alive(xa, xb, xc); err != nil {
 			return err
 		}
+		xc.wrote()
+		ops, err := b.roundOperands(ctx, compute, scratch, xa, xb)
+		if err != nil {
+			return err
+		}
 		return b.gemmPieces(ctx, p, g, 1, func(_, _, m0, mp int) error {
-			aPtr := xa.ptr + uint64(m0*g.aRowStride*xa.dt.Size())
+			aPtr := ops[0] + uint64(m0*g.aRowStride*xa.dt.Size())
 			cPtr := xc.ptr + uint64(m0*p.N*4)
 			if !i8 {
-				return b.sgemm(compute, p, g, 1, mp, aPtr, xb.ptr, cPtr)
+				return b.sgemm(compute, p, g, 1, mp, aPtr, ops[1], cPtr)
 			}
 			alpha, beta := int32(1), int32(0)
 			if p.Accumulate {
@@ -568,8 +654,8 @@ func (b *Backend) gemm(ctx context.Context, compute int32, p tensor.GemmParams, 
 				aPtr, cudaR8I, int32(g.ldA),
 				unsafe.Pointer(&beta), cPtr, cudaR32I, int32(g.ldC),
 				cublasCompute32I, cublasGemmDflt)
-			if err := blasErr(symGemmEx, s); err != nil {
-				if s == cublasStatusNotSupported || s == cublasStatusArchMismatch {
+			if err := b.blasFailed(symGemmEx, s); err != nil {
+				if (s == cublasStatusNotSupported || s == cublasStatusArchMismatch) && !errors.Is(err, tensor.ErrDeviceLost) {
 					return fmt.Errorf("%w: %w", tensor.ErrUnsupported, err)
 				}
 				return err
@@ -619,15 +705,26 @@ func (b *Backend) gemmBatched(ctx context.Context, compute int32, batch int, p t
 	if err != nil {
 		return err
 	}
+	scratch, err := b.roundScratch(compute, xa.n+xb.n)
+	if err != nil {
+		return err
+	}
+	if scratch != nil {
+		defer b.Free(scratch)
+	}
 	sa, sb, sc := p.M*p.K, p.K*p.N, p.M*p.N
 	return b.q.do(ctx, func() error {
 		if err := b.alive(xa, xb, xc); err != nil {
 			return err
 		}
+		ops, err := b.roundOperands(ctx, compute, scratch, xa, xb)
+		if err != nil {
+			return err
+		}
 		return b.gemmPieces(ctx, p, g, batch, func(i0, nb, m0, mp int) error {
-			aPtr := xa.ptr + uint64(4*(i0*sa+m0*g.aRowStride))
+			aPtr := ops[0] + uint64(4*(i0*sa+m0*g.aRowStride))
 			cPtr := xc.ptr + uint64(4*(i0*sc+m0*p.N))
-			return b.sgemm(compute, p, g, nb, mp, aPtr, xb.ptr+uint64(4*i0*sb), cPtr)
+			return b.sgemm(compute, p, g, nb, mp, aPtr, ops[1]+uint64(4*i0*sb), cPtr)
 		})
 	})
 }
@@ -642,6 +739,7 @@ func (b *Backend) emptyProduct(ctx context.Context, p tensor.GemmParams, xc *buf
 		if err := b.alive(xc); err != nil {
 			return err
 		}
+		xc.wrote()
 		if err := cuErr(symMemsetD8, b.drv.cuMemsetD8(xc.ptr, 0, uintptr(xc.bytes()))); err != nil {
 			return err
 		}
@@ -696,13 +794,13 @@ func (b *Backend) sgemm(compute int32, p tensor.GemmParams, g gemmPlan, nb, mp i
 		s := b.blas.sgemmStrided(b.handle, g.opB, g.opA, int32(p.N), int32(mp), int32(p.K),
 			&alpha, bPtr, int32(g.ldB), int64(sb), aPtr, int32(g.ldA), int64(sa),
 			&beta, cPtr, int32(g.ldC), int64(sc), int32(nb))
-		return blasErr(symSgemmStrided, s)
+		return b.blasFailed(symSgemmStrided, s)
 	}
 	for i := range nb {
 		s := b.blas.sgemm(b.handle, g.opB, g.opA, int32(p.N), int32(mp), int32(p.K),
 			&alpha, bPtr+uint64(4*i*sb), int32(g.ldB), aPtr+uint64(4*i*sa), int32(g.ldA),
 			&beta, cPtr+uint64(4*i*sc), int32(g.ldC))
-		if err := blasErr(symSgemm, s); err != nil {
+		if err := b.blasFailed(symSgemm, s); err != nil {
 			return err
 		}
 	}
@@ -740,6 +838,7 @@ func (b *Backend) elementwise(ctx context.Context, k kernelID, n int, xs []*buff
 		if err := b.alive(xs...); err != nil {
 			return err
 		}
+		xs[len(xs)-1].wrote()
 		return b.chunked(ctx, n, chunkElems, func(off, cnt int) error {
 			return b.launch(k, gridFor(cnt), kernelArgs(xs, off, cnt, extra)...)
 		})

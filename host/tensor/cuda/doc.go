@@ -18,7 +18,9 @@
 //   - Memory: tensor buffers live in device memory (cuMemAlloc_v2) so chains
 //     of operations stay on the device; Write and Read copy host↔device.
 //     Freed buffers wait in a pool of size classes for reuse (Config.
-//     PoolBytes), so an op's output costs no cuMemAlloc. A write of up to
+//     PoolBytes), so an op's output costs no cuMemAlloc; Trim gives the
+//     pool back to the driver, as does an Alloc the device has no room
+//     for before it tries again. A write of up to
 //     1 MiB goes through pinned host memory (cuMemAllocHost) and is queued
 //     (cuMemcpyHtoDAsync) like a kernel; a larger one is a synchronous copy.
 //   - GEMM: cublasSgemm_v2 for f32 and cublasGemmEx (i8·i8→i32, compute
@@ -33,7 +35,11 @@
 //   - Reduced precision (precision.go): on compute capability 8.0+ the
 //     backend offers TF32 and BF16 views (tensor.Precisioner) whose f32
 //     GEMMs go to cublasGemmEx / cublasGemmStridedBatchedEx with f32 data at
-//     CUBLAS_COMPUTE_32F_FAST_TF32 or _FAST_16BF (tensor cores).
+//     CUBLAS_COMPUTE_32F_FAST_TF32 or _FAST_16BF (tensor cores). Those
+//     compute types let cuBLAS round, they do not make it (the H100's
+//     cuBLAS 13 ran small strided batched products at f32), so the
+//     operands are first rounded to the precision by a kernel (round_f32)
+//     into pooled scratch.
 //   - Elementwise ops (binary, unary including the ABI v2 exp, log, tanh and
 //     sqrt, AdamW), row ops (softmax, causal softmax, reduce, layer norm,
 //     cross-entropy), transpose and gather run as PTX kernels written in CUDA
@@ -72,7 +78,13 @@
 //     reported as tensor.ErrUnsupported, so the host runs the operation on
 //     the reference backend.
 //   - Errors: every failing CUresult or cublasStatus_t becomes an [*Error]
-//     naming the call and the code.
+//     naming the call and the code. After a failed cuBLAS call the context
+//     is checked (cuCtxSynchronize): a fault of cuBLAS's own kernel shows
+//     only there, and makes the error tensor.ErrDeviceLost.
+//   - Gather indices out of range are an error, as in the reference
+//     backend: Write records the range of an I32 buffer's values, so
+//     indices from the host are checked without waiting for the device;
+//     indices computed on it are read back.
 //
 // # Testing
 //

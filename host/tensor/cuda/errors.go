@@ -39,8 +39,10 @@ func (e *Error) Error() string {
 // error is counted with them. Even cuCtxCreate fails after one, so a new
 // Backend in the same process cannot recover: the provider's GPU worker
 // process (package remote) exits and is started again. cuBLAS statuses are
-// never sticky themselves (a fault inside cuBLAS shows at the next driver
-// call).
+// never sticky themselves: a fault of cuBLAS's own kernel comes back as a
+// status such as CUBLAS_STATUS_EXECUTION_FAILED, so the backend asks the
+// driver after a failed cuBLAS call (blasFailed), and the sticky driver
+// error it gets joins the cuBLAS one.
 //
 // hardware-untested: no GPU was available to the project; the call sequence
 // is tested against a fake driver.
@@ -161,4 +163,22 @@ func blasErr(call string, s int32) error {
 		name = "cublasStatus(" + strconv.Itoa(int(s)) + ")"
 	}
 	return &Error{Call: call, Code: int(s), Name: name}
+}
+
+// blasFailed is blasErr for a cuBLAS call of b's; it runs on the queue's
+// thread. A failed status may be a kernel of cuBLAS's that faulted (the
+// H100's cuBLAS 13 answered CUBLAS_STATUS_EXECUTION_FAILED after an illegal
+// address), which poisons the context without a cuBLAS status saying so:
+// the driver is asked (cuCtxSynchronize), and its error, sticky or not,
+// is wrapped with the status, so a poisoned context is
+// tensor.ErrDeviceLost and the GPU worker restarts.
+func (b *Backend) blasFailed(call string, s int32) error {
+	err := blasErr(call, s)
+	if err == nil {
+		return nil
+	}
+	if serr := b.sync(); serr != nil {
+		return fmt.Errorf("%w; then %w", err, serr)
+	}
+	return err
 }

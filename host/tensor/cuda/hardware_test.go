@@ -30,8 +30,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ebitengine/purego"
-
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/host/tensor/reference"
@@ -494,70 +492,9 @@ func TestGPU_DeadlineInterruptsGemm(t *testing.T) {
 	}
 }
 
-// memInfo returns cuMemGetInfo_v2 (free and total device memory of b's
-// device) from b's CUDA thread, where its context is current. The driver
-// binding has no use for the call, so the test binds it itself.
-func memInfo(t *testing.T, b *Backend) (free, total uint64) {
-	t.Helper()
-	h, err := purego.Dlopen(b.drv.path, purego.RTLD_NOW|purego.RTLD_LOCAL) // the same handle: reference counted
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, err := purego.Dlsym(h, "cuMemGetInfo_v2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fn func(free, total *uintptr) int32
-	purego.RegisterFunc(&fn, addr)
-	var f, tot uintptr
-	err = b.q.do(context.Background(), func() error { return cuErr("cuMemGetInfo_v2", fn(&f, &tot)) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return uint64(f), uint64(tot)
-}
-
-// TestGPU_MemoryFreed: device memory taken by Alloc comes back with Free,
-// and buffers left live come back with Close (measured from a new
-// Backend's context). Another process allocating on the GPU meanwhile can
-// fail it: run it on an otherwise idle GPU.
-func TestGPU_MemoryFreed(t *testing.T) {
-	b := openGPU(t)
-	free0, total := memInfo(t, b)
-	const chunk = 64 << 20
-	count := int(min(16, max(1, free0/4/chunk)))
-	const slack = chunk // allocation granularity, other processes' noise
-	t.Logf("free %.2f of %.2f GiB; allocating %d × 64 MiB", float64(free0)/(1<<30), float64(total)/(1<<30), count)
-	alloc := func() []tensor.Buffer {
-		var xs []tensor.Buffer
-		for range count {
-			x, err := b.Alloc(abi.F32, chunk/4)
-			if err != nil {
-				t.Fatal(err)
-			}
-			xs = append(xs, x)
-		}
-		return xs
-	}
-	xs := alloc()
-	if free1, _ := memInfo(t, b); free0-min(free0, free1) < uint64(count*chunk)*9/10 {
-		t.Errorf("after allocating %d MiB, free memory went from %d to %d MiB", count*64, free0>>20, free1>>20)
-	}
-	for _, x := range xs {
-		b.Free(x)
-	}
-	if free2, _ := memInfo(t, b); free2+slack < free0 {
-		t.Errorf("after Free, %d MiB free; %d MiB before allocating: Free leaks", free2>>20, free0>>20)
-	}
-	alloc() // left live for Close
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	b2 := openGPU(t)
-	if free3, _ := memInfo(t, b2); free3+slack < free0 {
-		t.Errorf("after Close and a new Backend, %d MiB free; %d MiB with the first one alone: Close leaks", free3>>20, free0>>20)
-	}
-}
+// TestGPU_MemoryFreed is testMemoryFreed in chunks of 64 MiB, a quarter
+// of the GPU's free memory at most.
+func TestGPU_MemoryFreed(t *testing.T) { testMemoryFreed(t, gpuDevice, 64<<20) }
 
 // faultChildEnv makes TestGPU_KernelFault the child that faults.
 const faultChildEnv = "INFERNET_GPU_FAULT_CHILD"

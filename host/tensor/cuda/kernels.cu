@@ -19,7 +19,8 @@
 // the language-model ops of ABI v3: a GEMV over f32, f16, bf16 or q8_0
 // weight rows, dequantization (embed), RMS normalization, rotary position
 // embedding, SwiGLU, causal grouped-query attention (split over blocks
-// for long contexts, then merged) and argmax.
+// for long contexts, then merged) and argmax; and the rounding of a
+// reduced-precision GEMM's operands.
 //
 // The tests also compile this file as plain C on the host (see
 // testdata/fakecuda.c), predefining the macros below and the builtins, to run
@@ -777,4 +778,24 @@ KERNEL argmax_f32(const float *x, int *best, i64 off, i64 n) {
   }
   if (t == 0)
     *best = (int)si[0];
+}
+
+// ---- Reduced precision ----
+
+// round_f32: out[j] = a[j] rounded to nearest, ties to even, to the
+// mantissa bits left after dropping drop (13: TF32, 16: bf16), for j in
+// [off, off+n); NaN and infinities are kept, and a value past the
+// precision's largest becomes infinite. A precision view's GEMMs multiply
+// these copies: cuBLAS's FAST compute types only allow it to round (it
+// may pick an f32 kernel), so the operands are rounded first.
+KERNEL round_f32(const float *a, float *out, i64 off, i64 n, int drop) {
+  unsigned half = (1u << (drop - 1)) - 1, mask = ~((1u << drop) - 1);
+  for (i64 i = global_id(); i < n; i += grid_stride()) {
+    i64 j = off + i;
+    union { float f; unsigned u; } v;
+    v.f = a[j];
+    if ((v.u & 0x7F800000u) != 0x7F800000u)
+      v.u = (v.u + half + ((v.u >> drop) & 1)) & mask;
+    out[j] = v.f;
+  }
 }

@@ -36,6 +36,7 @@ const (
 	kAttention
 	kAttentionCombine
 	kArgmax
+	kRound
 	numKernels
 )
 
@@ -71,7 +72,8 @@ var kernelSigs = [numKernels]struct {
 	kAttention: {"attention_rows", []int{8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8}},
 	// part, out, item0, items, hd, splits
 	kAttentionCombine: {"attention_combine", []int{8, 8, 8, 8, 8, 8}},
-	kArgmax:           {"argmax_f32", []int{8, 8, 8, 8}}, // x, best, off, n
+	kArgmax:           {"argmax_f32", []int{8, 8, 8, 8}},   // x, best, off, n
+	kRound:            {"round_f32", []int{8, 8, 8, 8, 4}}, // a, out, off, n, drop
 }
 
 // blockSize is the threads per block of every launch; kernels.cu's BLOCK

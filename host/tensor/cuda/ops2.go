@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host/tensor"
@@ -182,9 +183,13 @@ func (b *Backend) Transpose(ctx context.Context, rows, cols int, a, out tensor.B
 }
 
 // Gather implements tensor.Backend (ABI v2) with the gather_f32 kernel, one
-// thread per output element. An index out of [0, rows), which the host
-// module rules out, is not read through: its output row is NaN. The table
-// being out is unsupported (rows would be read after they are written).
+// thread per output element. An index out of [0, rows) is an error, worded
+// as the reference backend's, and nothing runs: indices written from the
+// host are checked against the range Write saw (buffer.ranged), so the op
+// stays queued; indices an op computed on the device are read back first,
+// which waits for it. The kernel itself never reads through such an index
+// (its output row would be NaN). The table being out is unsupported (rows
+// would be read after they are written).
 //
 // hardware-untested: no GPU was available to the project; the call sequence
 // is tested against a fake driver.
@@ -206,7 +211,40 @@ func (b *Backend) Gather(ctx context.Context, rows, cols int, table, idx, out te
 	if xs[0] == xs[2] {
 		return fmt.Errorf("cuda: %w: gather into its own table", tensor.ErrUnsupported)
 	}
-	return b.elementwise(ctx, kGather, n, xs, i64Arg(rows), i64Arg(cols))
+	return b.q.do(ctx, func() error {
+		if err := b.alive(xs...); err != nil {
+			return err
+		}
+		if err := b.checkIndices("gather", xs[1], rows); err != nil {
+			return err
+		}
+		xs[2].wrote()
+		return b.chunked(ctx, n, chunkElems, func(off, cnt int) error {
+			return b.launch(kGather, gridFor(cnt), kernelArgs(xs, off, cnt, []kernelArg{i64Arg(rows), i64Arg(cols)})...)
+		})
+	})
+}
+
+// checkIndices returns the reference backend's error for the first value
+// of idx (I32) out of [0, rows), or nil. Values whose range is known on
+// the host need no copy; others are read back (the copy waits for the
+// device) and their range is then known. It runs on the queue's thread.
+func (b *Backend) checkIndices(op string, idx *buffer, rows int) error {
+	if idx.n == 0 || idx.ranged && idx.lo >= 0 && int(idx.hi) < rows {
+		return nil
+	}
+	v := make([]byte, 4*idx.n)
+	b.drained() // the copy waits for the work queued before it
+	if err := cuErr(symMemcpyDtoH, b.drv.cuMemcpyDtoH(unsafe.Pointer(&v[0]), idx.ptr, uintptr(len(v)))); err != nil {
+		return err
+	}
+	idx.setRange(v)
+	for i := range idx.n {
+		if r := int32(binary.LittleEndian.Uint32(v[4*i:])); r < 0 || int(r) >= rows {
+			return fmt.Errorf("cuda: %s: index %d is %d, not in [0, %d)", op, i, r, rows)
+		}
+	}
+	return nil
 }
 
 // transposeInPlace transposes x through a scratch buffer: into it, then

@@ -410,9 +410,12 @@ func TestFakeDriver_V2ChunkOffsets(t *testing.T) {
 
 func TestFakeDriver_V2OutOfRangeIsNotRead(t *testing.T) { testV2OutOfRangeIsNotRead(t, fakeDriver) }
 
-// testV2OutOfRangeIsNotRead: gather indices outside their range (which the
-// host module rejects before calling) are not read through: the launch
-// succeeds, its row is NaN and the other rows are right. Cross-entropy
+// testV2OutOfRangeIsNotRead: a gather index out of [0, rows) is an error
+// worded as the reference backend's, and nothing runs. Indices written
+// from the host are checked without waiting for the device (the gather
+// stays queued: nothing is copied back, nothing synchronises); indices an
+// op computed on the device are read back first, once. The kernel itself
+// never reads through such an index: its row is NaN. Cross-entropy
 // targets out of range are an error before anything runs.
 func testV2OutOfRangeIsNotRead(t *testing.T, tg target) {
 	b := tg.open(t)
@@ -421,11 +424,96 @@ func testV2OutOfRangeIsNotRead(t *testing.T, tg target) {
 	const rows, cols = 6, 5
 	tv := randF32(r, rows*cols)
 	table := upload(t, b, abi.F32, rows*cols, f32bytes(tv))
+	ref := reference.New(reference.Config{})
+	refTable := upload(t, ref, abi.F32, rows*cols, f32bytes(tv))
+	// gather runs ix on b and on the reference: b's error and the
+	// reference's, and b's calls to the fake.
+	gather := func(idx tensor.Buffer, ix []int32) (err, want error, cs []call) {
+		out, _ := b.Alloc(abi.F32, len(ix)*cols)
+		defer b.Free(out)
+		refOut, _ := ref.Alloc(abi.F32, len(ix)*cols)
+		want = ref.Gather(ctx, rows, cols, refTable, upload(t, ref, abi.I32, len(ix), i32bytes(ix)), refOut)
+		tg.reset()
+		err = b.Gather(ctx, rows, cols, table, idx, out)
+		cs = tg.calls(t)
+		if err == nil {
+			got := bytesF32(download(t, b, out))
+			for i, k := range ix {
+				if k < 0 || k >= rows {
+					return nil, want, cs // accepted: the caller says so
+				}
+				for c := range cols {
+					if got[i*cols+c] != tv[int(k)*cols+c] {
+						t.Fatalf("gather row %d (index %d) column %d = %g, want %g", i, k, c, got[i*cols+c], tv[int(k)*cols+c])
+					}
+				}
+			}
+		}
+		return err, want, cs
+	}
+	// sameError checks that err is want (the reference's), after each
+	// backend's prefix.
+	sameError := func(what string, err, want error) {
+		t.Helper()
+		if err == nil || want == nil || strings.TrimPrefix(err.Error(), "cuda: ") != strings.TrimPrefix(want.Error(), "tensor: ") {
+			t.Errorf("%s: %v; the reference: %v", what, err, want)
+		}
+	}
+	for _, bad := range []int32{-1, rows, math.MaxInt32, math.MinInt32} {
+		ix := []int32{1, 2, bad, 0, 3}
+		err, want, cs := gather(upload(t, b, abi.I32, len(ix), i32bytes(ix)), ix)
+		sameError(fmt.Sprintf("gather with index %d", bad), err, want)
+		if n := len(callsNamed(cs, "cuLaunchKernel")); n != 0 {
+			t.Errorf("gather with index %d: %d kernels launched", bad, n)
+		}
+	}
+	ix := []int32{5, 0, 2, 5}
+	idx := upload(t, b, abi.I32, len(ix), i32bytes(ix))
+	err, _, cs := gather(idx, ix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tg.fake && (len(callsNamed(cs, "cuLaunchKernel")) != 1 || len(callsNamed(cs, "cuMemcpyDtoH_v2")) != 0 ||
+		len(callsNamed(cs, "cuCtxSynchronize")) != 0) {
+		t.Errorf("gather of indices written from the host: %v; want one queued launch", cs)
+	}
+
+	// Indices computed on the device (ix + 1): read back, once.
+	ones := upload(t, b, abi.I32, len(ix), i32bytes([]int32{1, 1, 1, 1}))
+	sum, _ := b.Alloc(abi.I32, len(ix))
+	if err := b.Binary(ctx, abi.OpAdd, idx, ones, sum); err != nil {
+		t.Fatal(err)
+	}
+	err, want, cs := gather(sum, []int32{6, 1, 3, 6})
+	sameError("gather of computed indices with 6", err, want)
+	if tg.fake && (len(callsNamed(cs, "cuLaunchKernel")) != 0 || len(callsNamed(cs, "cuMemcpyDtoH_v2")) != 1) {
+		t.Errorf("gather of computed indices out of range: %v; want them read back and no launch", cs)
+	}
+	if err := b.Binary(ctx, abi.OpAdd, ones, ones, sum); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		err, _, cs := gather(sum, []int32{2, 2, 2, 2})
+		if err != nil {
+			t.Fatalf("gather of computed indices: %v", err)
+		}
+		if copies := len(callsNamed(cs, "cuMemcpyDtoH_v2")); tg.fake && copies != 1-i {
+			t.Errorf("gather %d of computed indices: %d copies back, want %d", i+1, copies, 1-i)
+		}
+	}
+
+	// The kernel on its own: an index out of range is not read through.
 	bad := []int32{-1, rows, math.MaxInt32, math.MinInt32, 2}
-	idx := upload(t, b, abi.I32, len(bad), i32bytes(bad))
+	bi := upload(t, b, abi.I32, len(bad), i32bytes(bad))
 	out, _ := b.Alloc(abi.F32, len(bad)*cols)
-	tg.reset()
-	if err := b.Gather(ctx, rows, cols, table, idx, out); err != nil {
+	xs, err := b.own(table, bi, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.q.do(ctx, func() error {
+		return b.launch(kGather, 1, kernelArgs(xs, 0, len(bad)*cols, []kernelArg{i64Arg(rows), i64Arg(cols)})...)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	got := bytesF32(download(t, b, out))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host/tensor"
 )
 
@@ -43,7 +44,8 @@ func (b *Backend) Precisions() []tensor.Precision {
 
 // WithPrecision implements tensor.Precisioner: a view of b whose f32 GEMMs
 // run through cublasGemmEx and cublasGemmStridedBatchedEx with f32 data and
-// compute type CUBLAS_COMPUTE_32F_FAST_TF32 or _FAST_16BF. Everything else,
+// compute type CUBLAS_COMPUTE_32F_FAST_TF32 or _FAST_16BF, on operands
+// rounded to the precision first (roundScratch says why). Everything else,
 // buffers included, is b's: closing b closes the view.
 //
 // hardware-untested: no GPU was available to the project; the call sequence
@@ -116,15 +118,94 @@ func (b *Backend) gemmEx32F(compute int32, p tensor.GemmParams, g gemmPlan, nb, 
 		s := b.blas.gemmStridedEx(b.handle, g.opB, g.opA, int32(p.N), int32(mp), int32(p.K),
 			al, bPtr, cudaR32F, int32(g.ldB), int64(sb), aPtr, cudaR32F, int32(g.ldA), int64(sa),
 			be, cPtr, cudaR32F, int32(g.ldC), int64(sc), int32(nb), compute, cublasGemmDflt)
-		return blasErr(symGemmStridedEx, s)
+		return b.blasFailed(symGemmStridedEx, s)
 	}
 	for i := range nb {
 		s := b.blas.gemmEx(b.handle, g.opB, g.opA, int32(p.N), int32(mp), int32(p.K),
 			al, bPtr+uint64(4*i*sb), cudaR32F, int32(g.ldB), aPtr+uint64(4*i*sa), cudaR32F, int32(g.ldA),
 			be, cPtr+uint64(4*i*sc), cudaR32F, int32(g.ldC), compute, cublasGemmDflt)
-		if err := blasErr(symGemmEx, s); err != nil {
+		if err := b.blasFailed(symGemmEx, s); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// roundDrop is the mantissa bits round_f32 drops to round f32 values to
+// compute's precision: 13 (TF32 keeps 10), 16 (bf16 keeps 7), or 0 at f32.
+func roundDrop(compute int32) int32 {
+	switch compute {
+	case cublasCompute32FFastTF32:
+		return 23 - 10
+	case cublasCompute32FFast16BF:
+		return 23 - 7
+	}
+	return 0
+}
+
+// roundScratch allocates the scratch of a GEMM at compute for rounded
+// copies of operands of n f32 values in all (roundOperands), or returns
+// nil at f32. It runs before the op is queued (Alloc queues itself); the
+// caller frees it once the op is: reuse of pooled memory is queued behind
+// the op, and cuMemFree waits for the device.
+//
+// The rounding is why there is scratch at all: the FAST compute types
+// allow cuBLAS to round the inputs, they do not make it, and it may run an
+// f32 kernel instead (the H100's cuBLAS 13 did for small strided batched
+// products, giving the f32 result bit for bit). Inputs rounded first give
+// the precision's products whichever kernel cuBLAS picks; a tensor core's
+// own rounding of them changes nothing.
+func (b *Backend) roundScratch(compute int32, n int) (*buffer, error) {
+	if roundDrop(compute) == 0 || n == 0 {
+		return nil, nil
+	}
+	t, err := b.Alloc(abi.F32, n)
+	if err != nil {
+		return nil, err
+	}
+	xs, err := b.own(t)
+	if err != nil {
+		return nil, err
+	}
+	return xs[0], nil
+}
+
+// roundOperands writes the values of xs (f32), rounded to compute's
+// precision, into consecutive parts of scratch and returns where each part
+// starts; without scratch (f32), the pointers of xs themselves. It runs on
+// the queue's thread.
+func (b *Backend) roundOperands(ctx context.Context, compute int32, scratch *buffer, xs ...*buffer) ([]uint64, error) {
+	ptrs := make([]uint64, len(xs))
+	at := 0
+	for i, x := range xs {
+		ptrs[i] = x.ptr
+		if scratch == nil {
+			continue
+		}
+		if err := b.alive(scratch); err != nil {
+			return nil, err
+		}
+		if at+x.n > scratch.n {
+			return nil, fmt.Errorf("cuda: rounding scratch of %d values for %d", scratch.n, at+x.n)
+		}
+		ptrs[i] = scratch.ptr + uint64(4*at)
+		if err := b.roundInto(ctx, compute, ptrs[i], x.ptr, x.n); err != nil {
+			return nil, err
+		}
+		at += x.n
+	}
+	return ptrs, nil
+}
+
+// roundInto rounds the n f32 values at src to compute's precision into dst
+// (which may be src) with the round_f32 kernel, in launches of chunkElems.
+// It runs on the queue's thread.
+func (b *Backend) roundInto(ctx context.Context, compute int32, dst, src uint64, n int) error {
+	drop := roundDrop(compute)
+	if drop == 0 {
+		return fmt.Errorf("cuda: rounding at compute type %d", compute)
+	}
+	return b.chunked(ctx, n, chunkElems, func(off, cnt int) error {
+		return b.launch(kRound, gridFor(cnt), ptrArg(src), ptrArg(dst), i64Arg(off), i64Arg(cnt), i32Arg(drop))
+	})
 }

@@ -10,11 +10,41 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ebitengine/purego"
+
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host/tensor"
+	"github.com/infernet/infernet/host/tensor/cuda/cudatest"
 )
 
 func TestFakeDriver_Precision(t *testing.T) { testPrecision(t, fakeDriver) }
+
+// TestFakeDriver_PrecisionWithoutTensorCores: the FAST compute types
+// allow cuBLAS to round the inputs, they do not make it, and a cuBLAS that
+// runs them on an f32 kernel instead (the fake's fake_decline_fast; the
+// H100's cuBLAS 13 did for the strided batched products here, which gave
+// the f32 result bit for bit) still gives the precision's results: the
+// backend rounds the operands itself first.
+func TestFakeDriver_PrecisionWithoutTensorCores(t *testing.T) {
+	noStrided, _ := cudatest.Build(t, "-DFAKE_NO_STRIDED_BATCHED")
+	for _, path := range []string{fake(t), noStrided} {
+		h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var decline func(on int32)
+		purego.RegisterLibFunc(&decline, h, "fake_decline_fast")
+		decline(1)
+		t.Cleanup(func() { decline(0) })
+	}
+	fastDeclined = true
+	defer func() { fastDeclined = false }()
+	testPrecision(t, fakeDriver)
+}
+
+// fastDeclined says the fake runs the FAST compute types at f32
+// (fake_decline_fast), which its log says: math=f32.
+var fastDeclined bool
 
 // precisionInputs returns n values none of which bf16 or tf32 hold
 // exactly, so that rounding them shows in every product.
@@ -67,10 +97,11 @@ func withinDotBound(t *testing.T, what string, p tensor.Precision, batch int, gp
 // result is within the precision's bound of the exact product and (on
 // inputs neither precision holds) not the f32 result, on the fake it is
 // the f32 product of the inputs rounded to the precision (which tells
-// bf16 from tf32), and the fake's log shows cublasGemmEx and
-// cublasGemmStridedBatchedEx (or one cublasGemmEx per item without the
-// latter) at the precision's compute type. The backend itself keeps
-// cublasSgemm_v2, and i8 GEMMs stay exact on a view.
+// bf16 from tf32), and the fake's log shows the operands rounded to the
+// precision (round_f32) and cublasGemmEx and cublasGemmStridedBatchedEx
+// (or one cublasGemmEx per item without the latter) at the precision's
+// compute type. The backend itself keeps cublasSgemm_v2, and i8 GEMMs
+// stay exact on a view.
 func testPrecision(t *testing.T, tg target) {
 	ctx := context.Background()
 	b := tg.open(t)
@@ -95,7 +126,12 @@ func testPrecision(t *testing.T, tg target) {
 		{M: 32, N: 24, K: 200, TransA: true, TransB: true},
 	}
 	for _, prec := range []tensor.Precision{tensor.TF32, tensor.BF16} {
-		want := map[tensor.Precision]string{tensor.TF32: "compute=77", tensor.BF16: "compute=75"}[prec]
+		arith := prec.String() // what the fake's cuBLAS ran
+		if fastDeclined {
+			arith = "f32"
+		}
+		want := map[tensor.Precision]string{tensor.TF32: "compute=77", tensor.BF16: "compute=75"}[prec] + " algo=-1 math=" + arith
+		drop := map[tensor.Precision]string{tensor.TF32: "drop=13", tensor.BF16: "drop=16"}[prec]
 		for _, lib := range []struct {
 			name  string
 			b     *Backend
@@ -146,7 +182,7 @@ func testPrecision(t *testing.T, tg target) {
 						// The fake sums in order in f32: the products of the
 						// rounded inputs, within f32's own bound.
 						withinDotBound(t, what+" (rounded inputs)", tensor.F32, batch, gp, roundAll(prec, a), roundAll(prec, bv), c, got)
-						checkPrecisionCalls(t, what, lib.calls(), batch, lib.name == "strided", want)
+						checkPrecisionCalls(t, what, lib.calls(), batch, lib.name == "strided", want, drop)
 					}
 					for _, x := range []tensor.Buffer{xa, xb, xc, xf} {
 						lib.b.Free(x)
@@ -183,10 +219,25 @@ func testPrecision(t *testing.T, tg target) {
 }
 
 // checkPrecisionCalls checks the fake's log of one reduced-precision GEMM:
+// A and B rounded first (two round_f32 launches dropping drop's bits),
 // cuBLAS's Ex calls at compute type want (f32 data, types 0), one strided
 // batched call for a batch where the library has it, never cublasSgemm_v2.
-func checkPrecisionCalls(t *testing.T, what string, calls []call, batch int, strided bool, want string) {
+func checkPrecisionCalls(t *testing.T, what string, calls []call, batch int, strided bool, want, drop string) {
 	t.Helper()
+	var rounds []call
+	for _, c := range callsNamed(calls, "cuLaunchKernel") {
+		if strings.HasPrefix(c.args, "round_f32 ") {
+			rounds = append(rounds, c)
+		}
+	}
+	if len(rounds) != 2 {
+		t.Errorf("%s: %d round_f32 launches, want 2 (A and B)", what, len(rounds))
+	}
+	for _, c := range rounds {
+		if !strings.HasSuffix(c.args, " "+drop) || c.rc != 0 {
+			t.Errorf("%s: %s -> %d, want %s", what, c.args, c.rc, drop)
+		}
+	}
 	ex, sex := callsNamed(calls, "cublasGemmEx"), callsNamed(calls, "cublasGemmStridedBatchedEx")
 	if n := len(callsNamed(calls, "cublasSgemm_v2")) + len(callsNamed(calls, "cublasSgemmStridedBatched")); n != 0 {
 		t.Errorf("%s: %d cublasSgemm calls", what, n)
@@ -231,8 +282,8 @@ func TestFakeDriver_PrecisionNeedsAmpere(t *testing.T) {
 
 // TestFakeDriver_PrecisionMatMul: a view's MatMul runs a prefill's GEMMs
 // at its precision, on f32 weights (cublasGemmEx) and on dequantized bf16
-// ones alike, while a decode step (one row) is the f32 GEMV kernel at
-// every precision.
+// ones alike, their operands rounded first, while a decode step (one row)
+// is the f32 GEMV kernel at every precision.
 func TestFakeDriver_PrecisionMatMul(t *testing.T) {
 	ctx := context.Background()
 	b := newFake(t)
@@ -245,6 +296,7 @@ func TestFakeDriver_PrecisionMatMul(t *testing.T) {
 		}
 		tr := view.(tensor.Transformer)
 		want := map[tensor.Precision]string{tensor.TF32: "compute=77", tensor.BF16: "compute=75"}[prec]
+		drop := map[tensor.Precision]string{tensor.TF32: "drop=13", tensor.BF16: "drop=16"}[prec]
 		for _, dt := range []abi.DType{abi.F32, abi.BF16} {
 			raw, _ := randWeights(r, dt, n, k)
 			w := upload(t, b, dt, n*k, raw)
@@ -270,6 +322,15 @@ func TestFakeDriver_PrecisionMatMul(t *testing.T) {
 					if !strings.Contains(c.args, want) {
 						t.Errorf("%v %v prefill: %s, want %s", prec, dt, c.args, want)
 					}
+				}
+				rounds := 0
+				for _, c := range callsNamed(cs, "cuLaunchKernel") {
+					if strings.HasPrefix(c.args, "round_f32 ") && strings.HasSuffix(c.args, " "+drop) {
+						rounds++
+					}
+				}
+				if (rows > 1) != (rounds > 0) {
+					t.Errorf("%v %v, %d rows: %d round_f32 launches at %s", prec, dt, rows, rounds, drop)
 				}
 				b.Free(x)
 				b.Free(out)

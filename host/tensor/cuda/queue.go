@@ -16,17 +16,29 @@ var errClosed = errors.New("cuda: backend closed")
 // thread and making every later call there keeps it current without
 // cuCtxSetCurrent on each call; it also serialises the jobs sharing a
 // Backend, which the single default stream would serialise anyway.
+//
+// An inline queue (Config.CallerThread) has no goroutine: its functions
+// run on the caller's, which owns the thread.
 type queue struct {
 	mu     sync.RWMutex // held for reading by do, for writing by close
 	closed bool
 	ops    chan func()
 	exited chan struct{}
+
+	inline bool
+	one    sync.Mutex // an inline queue's one function at a time
 }
 
-// startQueue starts the worker and runs init on it. If init fails, fail
-// runs on the same thread to undo what init did, the worker exits and the
-// error is returned.
-func startQueue(init, fail func() error) (*queue, error) {
+// startQueue starts the worker and runs init on it; inline, it runs init
+// on the caller's thread. If init fails, fail runs on the same thread to
+// undo what init did, the worker exits and the error is returned.
+func startQueue(init, fail func() error, inline bool) (*queue, error) {
+	if inline {
+		if err := protect(init); err != nil {
+			return nil, errors.Join(err, protect(fail))
+		}
+		return &queue{inline: true}, nil
+	}
 	q := &queue{ops: make(chan func()), exited: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
@@ -71,6 +83,11 @@ func (q *queue) do(ctx context.Context, f func() error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if q.inline {
+		q.one.Lock()
+		defer q.one.Unlock()
+		return protect(f)
+	}
 	res := make(chan error, 1)
 	select {
 	case q.ops <- func() { res <- protect(f) }:
@@ -89,6 +106,11 @@ func (q *queue) close(final func() error) error {
 		return nil
 	}
 	q.closed = true
+	if q.inline {
+		q.one.Lock()
+		defer q.one.Unlock()
+		return protect(final)
+	}
 	res := make(chan error, 1)
 	q.ops <- func() { res <- protect(final) }
 	err := <-res

@@ -147,15 +147,33 @@ func (b *Backend) dequantGemm(ctx context.Context, compute int32, t, n, k int, x
 	if err != nil {
 		return err
 	}
+	// At a reduced precision x is rounded into a scratch of its own, the
+	// dequantized panels in place (see roundScratch).
+	xr, err := b.roundScratch(compute, x.n)
+	if err != nil {
+		return err
+	}
+	if xr != nil {
+		defer b.Free(xr)
+	}
 	scratch, rb := ts[0], uint64(w.dt.Bytes(k))
 	return b.q.do(ctx, func() error {
 		if err := b.alive(x, w, out, scratch); err != nil {
+			return err
+		}
+		ops, err := b.roundOperands(ctx, compute, xr, x)
+		if err != nil {
 			return err
 		}
 		for j0 := 0; j0 < n; j0 += panel {
 			nj := min(panel, n-j0)
 			if err := b.dequant(ctx, w.ptr+uint64(j0)*rb, 0, scratch, nj, k, nj*k, w.dt); err != nil {
 				return err
+			}
+			if roundDrop(compute) != 0 {
+				if err := b.roundInto(ctx, compute, scratch.ptr, scratch.ptr, nj*k); err != nil {
+					return err
+				}
 			}
 			p := tensor.GemmParams{M: t, N: nj, K: k, TransB: true}
 			g, err := planGemm(p, false)
@@ -164,7 +182,7 @@ func (b *Backend) dequantGemm(ctx context.Context, compute int32, t, n, k int, x
 			}
 			g.ldC = n // the panel's columns of out
 			err = b.gemmPieces(ctx, p, g, 1, func(_, _, m0, mp int) error {
-				return b.sgemm(compute, p, g, 1, mp, x.ptr+uint64(4*m0*k), scratch.ptr, out.ptr+uint64(4*(m0*n+j0)))
+				return b.sgemm(compute, p, g, 1, mp, ops[0]+uint64(4*m0*k), scratch.ptr, out.ptr+uint64(4*(m0*n+j0)))
 			})
 			if err != nil {
 				return err

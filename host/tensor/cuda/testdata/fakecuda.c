@@ -21,8 +21,12 @@
  *     extents, and for int8 the types, compute type and 4-alignment rules);
  *     f32 data at compute type _FAST_TF32 or _FAST_16BF is rounded to that
  *     precision before it is multiplied, so tests see the precision take
- *     effect; built with -DFAKE_NO_STRIDED_BATCHED the library lacks both
- *     strided batched calls, like a cuBLAS before 8.0;
+ *     effect, unless fake_decline_fast(1) makes it run them at f32, as
+ *     cuBLAS may (those compute types allow reduced precision, they do not
+ *     demand it: the H100's cuBLAS 13 ran small strided batched products at
+ *     f32); the log says which arithmetic ran (math=tf32, bf16 or f32);
+ *     built with -DFAKE_NO_STRIDED_BATCHED the library lacks both strided
+ *     batched calls, like a cuBLAS before 8.0;
  *   - cuLaunchKernel runs the real kernels of ../kernels.cu, compiled here
  *     as C and run with each GPU thread a coroutine on the host, reading the
  *     parameters with the sizes kernels.cu declares;
@@ -32,7 +36,14 @@
  *   - a fault is sticky, as on a GPU: once a driver call returned one of the
  *     codes cuda.Error.Sticky lists (say CUDA_ERROR_ILLEGAL_ADDRESS), every
  *     later call of the process that needs the driver returns it too,
- *     cuCtxCreate_v2 included, until fake_reset;
+ *     cuCtxCreate_v2 included, until fake_reset; such a code injected into
+ *     a cuBLAS call is a fault of cuBLAS's kernel: it poisons the context
+ *     and the call returns CUBLAS_STATUS_EXECUTION_FAILED, as does every
+ *     cuBLAS call after a fault (what the H100's cuBLAS did);
+ *   - device memory is counted: cuMemAlloc_v2 fails with
+ *     CUDA_ERROR_OUT_OF_MEMORY past the device's memory, or the smaller
+ *     amount fake_set_memory sets, and cuMemGetInfo_v2 reports what is
+ *     left;
  *   - another process (a GPU worker started by a test) gets a failure
  *     injected through the environment: FAKECUDA_FAIL=CALL:CODE[:SKIP]
  *     makes CALL return CODE after SKIP calls of it that succeed.
@@ -57,6 +68,7 @@ typedef unsigned long long CUdeviceptr;
 enum {
   CUDA_SUCCESS = 0,
   CUDA_ERROR_INVALID_VALUE = 1,
+  CUDA_ERROR_OUT_OF_MEMORY = 2,
   CUDA_ERROR_NOT_INITIALIZED = 3,
   CUDA_ERROR_INVALID_DEVICE = 101,
   CUDA_ERROR_INVALID_IMAGE = 200,
@@ -69,6 +81,7 @@ enum {
   CUBLAS_STATUS_SUCCESS = 0,
   CUBLAS_STATUS_NOT_INITIALIZED = 1,
   CUBLAS_STATUS_INVALID_VALUE = 7,
+  CUBLAS_STATUS_EXECUTION_FAILED = 13,
   CUBLAS_STATUS_NOT_SUPPORTED = 15,
 };
 
@@ -148,6 +161,20 @@ static int injected(const char *call) {
   return rc;
 }
 
+/* blas_injected is injected for a cuBLAS call: a sticky CUresult there (or
+ * an earlier fault) is a failed kernel of cuBLAS's, which poisons the
+ * context and makes the call return CUBLAS_STATUS_EXECUTION_FAILED. */
+static int blas_injected(const char *call) {
+  int rc = injected(call);
+  if (!is_sticky(rc))
+    return rc;
+  pthread_mutex_lock(&mu);
+  if (!sticky)
+    sticky = rc;
+  pthread_mutex_unlock(&mu);
+  return CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
 /* stuck returns the sticky fault, or 0. */
 static int stuck(void) {
   pthread_mutex_lock(&mu);
@@ -204,6 +231,20 @@ static int inited;
 
 void fake_set_devices(int n) { ndev = n < 0 ? 0 : n > NDEV ? NDEV : n; }
 
+/* Device memory in use, and the limit fake_set_memory set (0: none). */
+static size_t mem_used, mem_limit;
+
+void fake_set_memory(size_t bytes) {
+  pthread_mutex_lock(&mu);
+  mem_limit = bytes;
+  pthread_mutex_unlock(&mu);
+}
+
+/* fast_declined makes cuBLAS run the FAST compute types at f32. */
+static int fast_declined;
+
+void fake_decline_fast(int on) { fast_declined = on; }
+
 /* ---- allocations ---- */
 
 struct alloc {
@@ -235,6 +276,7 @@ static struct alloc *find(CUdeviceptr p, size_t n, size_t *off) {
 
 struct ctx {
   long tid;
+  int dev;
 };
 static __thread struct ctx *cur; /* the calling thread's current context */
 
@@ -325,6 +367,7 @@ CUresult cuCtxCreate_v2(void **pctx, unsigned flags, int dev) {
   if (!rc) {
     struct ctx *c = calloc(1, sizeof *c);
     c->tid = (long)syscall(SYS_gettid);
+    c->dev = dev;
     cur = c;
     *pctx = c;
     pthread_mutex_lock(&mu);
@@ -373,6 +416,13 @@ CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
   int rc = injected("cuMemAlloc_v2");
   if (!rc && n == 0)
     rc = CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&mu);
+  size_t cap = mem_limit && mem_limit < dev_mem[cur->dev] ? mem_limit : dev_mem[cur->dev];
+  if (!rc && n > cap - (mem_used < cap ? mem_used : cap))
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
+  if (!rc)
+    mem_used += n;
+  pthread_mutex_unlock(&mu);
   int id = 0;
   if (!rc) {
     struct alloc *a = calloc(1, sizeof *a);
@@ -401,6 +451,7 @@ CUresult cuMemFree_v2(CUdeviceptr p) {
       struct alloc *a = *pa;
       *pa = a->next;
       id = a->id;
+      mem_used -= a->n;
       free(a->p);
       free(a);
       live_allocs--;
@@ -411,6 +462,17 @@ CUresult cuMemFree_v2(CUdeviceptr p) {
   pthread_mutex_unlock(&mu);
   record("cuMemFree_v2", rc, "id=%d", id);
   return rc;
+}
+
+CUresult cuMemGetInfo_v2(size_t *freeb, size_t *total) {
+  NEED_CTX("cuMemGetInfo_v2");
+  pthread_mutex_lock(&mu);
+  size_t cap = mem_limit && mem_limit < dev_mem[cur->dev] ? mem_limit : dev_mem[cur->dev];
+  *total = cap;
+  *freeb = cap - (mem_used < cap ? mem_used : cap);
+  pthread_mutex_unlock(&mu);
+  record("cuMemGetInfo_v2", 0, "free=%zu total=%zu", *freeb, *total);
+  return 0;
 }
 
 CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n) {
@@ -705,6 +767,9 @@ static void k_attention_combine(void **params) {
 static void k_argmax_f32(void **params) {
   argmax_f32((const float *)P_PTR(0), (int *)P_PTR(1), P_I64(2), P_I64(3));
 }
+static void k_round_f32(void **params) {
+  round_f32((const float *)P_PTR(0), (float *)P_PTR(1), P_I64(2), P_I64(3), P_I32(4));
+}
 
 /* emu_launch runs gx blocks of EMU_BLOCK coroutines on the calling thread.
  * The scheduler runs each unfinished thread of a block in turn until it
@@ -930,6 +995,17 @@ static int run(const char *name, void **params, unsigned gx, unsigned bx, char *
       return CUDA_ERROR_ILLEGAL_ADDRESS;
     return emu_launch(k_argmax_f32, params, gx, bx);
   }
+  if (!strcmp(name, "round_f32")) {
+    uintptr_t a = P_PTR(0), o = P_PTR(1);
+    long long off = P_I64(2), n = P_I64(3);
+    int drop = P_I32(4);
+    snprintf(desc, dn, "off=%lld n=%lld drop=%d", off, n, drop);
+    if (drop < 1 || drop > 22)
+      return CUDA_ERROR_INVALID_VALUE;
+    if (off < 0 || n < 0 || !in_alloc(a, 4 * (off + n)) || !in_alloc(o, 4 * (off + n)))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return emu_launch(k_round_f32, params, gx, bx);
+  }
   snprintf(desc, dn, "unknown kernel");
   return CUDA_ERROR_INVALID_HANDLE;
 }
@@ -1026,6 +1102,14 @@ static float round_input(float x, int compute) {
   return x;
 }
 
+/* arith is the arithmetic cuBLAS runs for compute: f32 for the FAST types
+ * where fake_decline_fast says it picks an f32 kernel. */
+static int arith(int compute) { return fast_declined ? COMPUTE_32F : compute; }
+
+static const char *mathname(int m) {
+  return m == COMPUTE_32F_FAST_TF32 ? "tf32" : m == COMPUTE_32F_FAST_16BF ? "bf16" : "f32";
+}
+
 /* gemmex_f32_item checks one f32 product's operands, recording their
  * allocations and offsets in ids/offs, and computes it (0 or a status),
  * the inputs read at the compute type's precision: cublasGemmEx's f32
@@ -1063,7 +1147,7 @@ static int sgemm_item(int ta, int tb, int m, int n, int k, const float *alpha, c
 int cublasSgemm_v2(void *h, int ta, int tb, int m, int n, int k, const float *alpha,
                    const float *A, int lda, const float *B, int ldb, const float *beta, float *C,
                    int ldc) {
-  int rc = injected("cublasSgemm_v2");
+  int rc = blas_injected("cublasSgemm_v2");
   int id[3] = {0};
   size_t off[3] = {0};
   if (!rc && (!h || ((struct handle *)h)->ctx != cur))
@@ -1085,7 +1169,7 @@ int cublasSgemmStridedBatched(void *h, int ta, int tb, int m, int n, int k, cons
                               const float *A, int lda, long long strideA, const float *B, int ldb,
                               long long strideB, const float *beta, float *C, int ldc,
                               long long strideC, int batch) {
-  int rc = injected("cublasSgemmStridedBatched");
+  int rc = blas_injected("cublasSgemmStridedBatched");
   int id[3] = {0};
   size_t off[3] = {0};
   if (!rc && (!h || ((struct handle *)h)->ctx != cur))
@@ -1122,7 +1206,7 @@ static int f32_compute(int atype, int btype, int ctype, int compute) {
 int cublasGemmEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha, const void *A,
                  int atype, int lda, const void *B, int btype, int ldb, const void *beta, void *C,
                  int ctype, int ldc, int compute, int algo) {
-  int rc = injected("cublasGemmEx");
+  int rc = blas_injected("cublasGemmEx");
   int ia = 0, ib = 0, ic = 0;
   size_t oa = 0, ob = 0, oc = 0;
   if (!rc && (!h || ((struct handle *)h)->ctx != cur))
@@ -1132,12 +1216,12 @@ int cublasGemmEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha
     int id[3] = {0};
     size_t off[3] = {0};
     if (!rc)
-      rc = gemmex_f32_item(ta, tb, m, n, k, al, A, lda, B, ldb, be, C, ldc, compute, id, off);
+      rc = gemmex_f32_item(ta, tb, m, n, k, al, A, lda, B, ldb, be, C, ldc, arith(compute), id, off);
     record("cublasGemmEx", rc,
            "ta=%s tb=%s m=%d n=%d k=%d alpha=%g A=%d+%zu atype=%d lda=%d B=%d+%zu btype=%d ldb=%d "
-           "beta=%g C=%d+%zu ctype=%d ldc=%d compute=%d algo=%d",
+           "beta=%g C=%d+%zu ctype=%d ldc=%d compute=%d algo=%d math=%s",
            opname(ta), opname(tb), m, n, k, al, id[0], off[0], atype, lda, id[1], off[1], btype, ldb,
-           be, id[2], off[2], ctype, ldc, compute, algo);
+           be, id[2], off[2], ctype, ldc, compute, algo, mathname(arith(compute)));
     return rc;
   }
   int32_t al = alpha ? *(const int32_t *)alpha : -1, be = beta ? *(const int32_t *)beta : -1;
@@ -1182,7 +1266,7 @@ int cublasGemmStridedBatchedEx(void *h, int ta, int tb, int m, int n, int k, con
                                int btype, int ldb, long long strideB, const void *beta, void *C,
                                int ctype, int ldc, long long strideC, int batch, int compute,
                                int algo) {
-  int rc = injected("cublasGemmStridedBatchedEx");
+  int rc = blas_injected("cublasGemmStridedBatchedEx");
   int id[3] = {0};
   size_t off[3] = {0};
   float al = alpha ? *(const float *)alpha : NAN, be = beta ? *(const float *)beta : NAN;
@@ -1197,7 +1281,7 @@ int cublasGemmStridedBatchedEx(void *h, int ta, int tb, int m, int n, int k, con
     size_t offs[3];
     rc = gemmex_f32_item(ta, tb, m, n, k, al, (const float *)A + i * strideA, lda,
                          (const float *)B + i * strideB, ldb, be, (float *)C + i * strideC, ldc,
-                         compute, ids, offs);
+                         arith(compute), ids, offs);
     if (i == 0) {
       memcpy(id, ids, sizeof id);
       memcpy(off, offs, sizeof off);
@@ -1206,9 +1290,10 @@ int cublasGemmStridedBatchedEx(void *h, int ta, int tb, int m, int n, int k, con
   record("cublasGemmStridedBatchedEx", rc,
          "ta=%s tb=%s m=%d n=%d k=%d alpha=%g A=%d+%zu atype=%d lda=%d strideA=%lld B=%d+%zu "
          "btype=%d ldb=%d strideB=%lld beta=%g C=%d+%zu ctype=%d ldc=%d strideC=%lld batch=%d "
-         "compute=%d algo=%d",
+         "compute=%d algo=%d math=%s",
          opname(ta), opname(tb), m, n, k, al, id[0], off[0], atype, lda, strideA, id[1], off[1],
-         btype, ldb, strideB, be, id[2], off[2], ctype, ldc, strideC, batch, compute, algo);
+         btype, ldb, strideB, be, id[2], off[2], ctype, ldc, strideC, batch, compute, algo,
+         mathname(arith(compute)));
   return rc;
 }
 #endif
