@@ -56,6 +56,36 @@ if [ "$use_go" = 1 ]; then
 		tail -n 20 "$LOG/vet.log"; echo "gpu-check: FAILED: go vet (log: $LOG/vet.log)"; exit 1
 	fi
 fi
+# verdict NAME VALUE UNIT OP TARGET prints a figure beside its target
+# (OP is >= or <=; an empty TARGET prints the figure alone) and keeps it
+# for the JSON summary, $LOG/summary.json.
+figures=()
+verdict() {
+	local name=$1 value=$2 unit=$3 op=${4:-} target=${5:-} v=""
+	if [ -z "$value" ]; then
+		v=unmeasured
+	elif [ -n "$target" ]; then
+		v=$(awk -v x="$value" -v t="$target" -v op="$op" 'BEGIN { print ((op == ">=" && x + 0 >= t + 0) || (op == "<=" && x + 0 <= t + 0)) ? "ok" : "MISSED" }')
+	fi
+	if [ -n "$target" ]; then
+		printf '  %-46s %10s %-7s target %s %s: %s\n' "$name" "${value:-?}" "$unit" "$op" "$target" "$v"
+	else
+		printf '  %-46s %10s %-7s %s\n' "$name" "${value:-?}" "$unit" "$v"
+	fi
+	figures+=("$(printf '{"name":"%s","value":%s,"unit":"%s","target":"%s","verdict":"%s"}' "$name" "${value:-null}" "$unit" "${target:+$op $target}" "${v:-none}")")
+	[ "$v" != MISSED ]
+}
+
+# jfield FILE KEY prints a top-level number of a JSON file (jq, or python3
+# on a GPU machine without jq), or nothing.
+jfield() {
+	if command -v jq >/dev/null; then
+		jq -r --arg k "$2" '.[$k] // empty' "$1"
+	else
+		python3 -c 'import json, sys; v = json.load(open(sys.argv[1])).get(sys.argv[2]); print("" if v is None else v)' "$1" "$2"
+	fi 2>/dev/null
+}
+
 echo "gpu-check: tests of ${PKGS[*]} (a few minutes)"
 rc=0
 : >"$LOG/test.log"
@@ -63,49 +93,79 @@ for p in "${PKGS[@]}"; do
 	gotest "$p" -v -timeout 30m >>"$LOG/test.log" 2>&1 || rc=1
 done
 grep -E '^(ok|FAIL)[[:space:]]' "$LOG/test.log" | sed 's/^/  /'
-echo "  $(grep -c '^--- PASS' "$LOG/test.log") tests passed, $(grep -c '^--- FAIL' "$LOG/test.log") failed, $(grep -c '^--- SKIP' "$LOG/test.log") skipped"
+passed=$(grep -c '^--- PASS' "$LOG/test.log") failed=$(grep -c '^--- FAIL' "$LOG/test.log") skipped=$(grep -c '^--- SKIP' "$LOG/test.log")
+echo "  $passed tests passed, $failed failed, $skipped skipped"
 grep -E '^--- (FAIL|SKIP)' "$LOG/test.log" | sed -E 's/^--- (FAIL|SKIP): /  \1 /'
+verdict "hardware tests failed" "$failed" tests "<=" 0 || rc=1
+
 echo "gpu-check: GEMM benchmarks"
 gotest host/tensor/backends -run '^$' -bench '^BenchmarkGPU' -benchtime 1s >"$LOG/bench.log" 2>&1 || rc=1
 awk -f scripts/lib/gflops-table.awk "$LOG/bench.log"
 
-echo "gpu-check: GEMM from a guest (pointer form, tensor handles) against the backend's own (target: handles >= 0.8x)"
+echo "gpu-check: GEMM from a guest (pointer form, tensor handles) against the backend's own"
 gotest host -run '^$' -bench '^BenchmarkGemmGuestVsNative$' -benchtime 3x >"$LOG/guest-gemm.log" 2>&1 || rc=1
 awk -f scripts/lib/gflops-table.awk "$LOG/guest-gemm.log"
+# handles/native per precision and size, n >= 512 (target >= 0.8x)
+while IFS='|' read -r name ratio; do
+	verdict "guest GEMM on handles / native, $name" "$ratio" x ">=" 0.8 || rc=1
+done < <(awk '/^BenchmarkGemmGuestVsNative\// {
+	name = $1; sub(/-[0-9]+$/, "", name); n = split(name, p, "/"); if (n < 4) next
+	for (i = 2; i <= NF; i++) if ($i == "GFLOP/s") v = $(i - 1)
+	key = p[3] " " p[4]; sub(/^n=/, "", p[4]); if (p[4] + 0 < 512) next
+	if (p[2] == "guest-handles") h[key] = v; else if (p[2] == "native") nat[key] = v
+	if (!(key in seen)) { seen[key] = 1; keys[++k] = key }
+} END { for (i = 1; i <= k; i++) if ((keys[i] in h) && (keys[i] in nat) && nat[keys[i]] > 0) printf "%s|%.2f\n", keys[i], h[keys[i]] / nat[keys[i]] }' "$LOG/guest-gemm.log")
 
-echo "gpu-check: the host's cost of a queued op (target <= 20 us)"
+echo "gpu-check: the host's cost of a queued op"
 gotest host/tensor/cuda -run '^$' -bench '^BenchmarkGPUQueuedOp$' -benchtime 20000x >"$LOG/queued.log" 2>&1 || rc=1
-awk '/^BenchmarkGPUQueuedOp\// { for (i = 2; i <= NF; i++) if ($i == "us/op") { n = $1; sub(/^BenchmarkGPUQueuedOp\//, "", n); sub(/-[0-9]+$/, "", n); printf "  %-8s %8.2f us/op\n", n, $(i - 1) } }' "$LOG/queued.log"
+usop() { awk -v want="$1" '/^BenchmarkGPUQueuedOp\// { n = $1; sub(/^BenchmarkGPUQueuedOp\//, "", n); sub(/-[0-9]+$/, "", n); if (n == want) for (i = 2; i <= NF; i++) if ($i == "us/op") printf "%.2f\n", $(i - 1) }' "$LOG/queued.log"; }
+verdict "queued op, a GPU worker's thread" "$(usop caller-thread/queued)" us "<=" 10 || rc=1
+verdict "queued op, through the backend's thread" "$(usop own-thread/queued)" us
+verdict "synced op, a GPU worker's thread" "$(usop caller-thread/synced)" us
 
 # Llama generation: tokens/s of a random-weight model of TinyLlama 1.1B's
-# shape with bf16 weights (GGUF), greedy, on cuda and on the cpu backend.
-echo "gpu-check: Llama generation, tinyllama1B shape, bf16 weights, cuda vs cpu (target >= 10x)"
+# shape (GGUF), greedy, batch 1, on cuda in bf16, f16 and q8_0, and on the
+# cpu backend in bf16; the bf16 run on cuda with --profile.
+echo "gpu-check: Llama generation, tinyllama1B shape, greedy, batch 1"
 if [ "$use_go" = 1 ]; then
 	go build -o bin/infernet ./cmd/infernet && go build -o bin/llamarandom ./guest/go/llama/llamatest/cmd/llamarandom || rc=1
 	tools=bin
 else
 	tools=$BUNDLE
 fi
-model=$LOG/tinyllama1B-bf16.gguf
-if [ -f "$model" ] || "$tools/llamarandom" -seed 1 -gguf bf16 -tokenizer testdata/llama/tokenizer.bin -o "$model" tinyllama1B >"$LOG/llama-model.log" 2>&1; then
-	for be in cuda cpu; do
-		"$tools/infernet" generate "$model" --local --backend "$be" --mode tolerance --temperature 0 --max-tokens 64 \
-			--prompt "Once upon a time, there was a little robot named" --json >"$LOG/llama-$be.json" 2>"$LOG/llama-$be.log" || rc=1
-	done
-	# tps BACKEND: decode tokens/s from generate's JSON, read by a JSON parser
-	# (jq, or python3 on a GPU machine without jq).
-	tps() {
-		if command -v jq >/dev/null; then
-			jq -r '.decode_tokens_per_second // empty' "$LOG/llama-$1.json"
-		else
-			python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("decode_tokens_per_second", ""))' "$LOG/llama-$1.json"
-		fi 2>/dev/null
-	}
-	gpu=$(tps cuda) cpu=$(tps cpu)
-	printf '  cuda %s tok/s, cpu %s tok/s' "${gpu:-?}" "${cpu:-?}"
-	if [ -n "$gpu" ] && [ -n "$cpu" ]; then awk -v g="$gpu" -v c="$cpu" 'BEGIN { printf ": %.1fx\n", g / c }'; else echo " (logs: $LOG/llama-*.log)"; fi
-else
-	tail -n 5 "$LOG/llama-model.log"; rc=1
+gen() { # BACKEND DTYPE [FLAGS...]: generate's JSON in $LOG/llama-BACKEND-DTYPE.json
+	local be=$1 dt=$2 model=$LOG/tinyllama1B-$2.gguf; shift 2
+	if [ ! -f "$model" ] && ! "$tools/llamarandom" -seed 1 -gguf "$dt" -tokenizer testdata/llama/tokenizer.bin -o "$model" tinyllama1B >"$LOG/llama-model-$dt.log" 2>&1; then
+		tail -n 5 "$LOG/llama-model-$dt.log"; return 1
+	fi
+	"$tools/infernet" generate "$model" --local --backend "$be" --mode tolerance --temperature 0 --max-tokens 64 \
+		--prompt "Once upon a time, there was a little robot named" --json "$@" >"$LOG/llama-$be-$dt.json" 2>"$LOG/llama-$be-$dt.log"
+}
+gen cuda bf16 --profile || rc=1
+gen cpu bf16 || rc=1
+for dt in f16 q8_0; do gen cuda $dt || rc=1; done
+gpu=$(jfield "$LOG/llama-cuda-bf16.json" decode_tokens_per_second) cpu=$(jfield "$LOG/llama-cpu-bf16.json" decode_tokens_per_second)
+verdict "decode, cuda, bf16" "$gpu" tok/s ">=" 300 || rc=1
+verdict "decode, cuda, f16" "$(jfield "$LOG/llama-cuda-f16.json" decode_tokens_per_second)" tok/s
+verdict "decode, cuda, q8_0" "$(jfield "$LOG/llama-cuda-q8_0.json" decode_tokens_per_second)" tok/s
+verdict "decode, cpu backend, bf16" "$cpu" tok/s
+ratio=""
+if [ -n "$gpu" ] && [ -n "$cpu" ]; then ratio=$(awk -v g="$gpu" -v c="$cpu" 'BEGIN { printf "%.1f", g / c }'); fi
+verdict "decode, cuda over the cpu backend, bf16" "$ratio" x ">=" 10 || rc=1
+verdict "first token, cuda, bf16, weights uploaded with it" "$(jfield "$LOG/llama-cuda-bf16.json" first_token_ms)" ms "<=" 2500 || rc=1
+echo "  where a cuda bf16 run's host time goes (generate --profile):"
+if command -v python3 >/dev/null; then
+	python3 -c 'import json, sys
+for p in json.load(open(sys.argv[1])).get("profile", [])[:8]:
+    print("    %-16s %6.1f calls/token %9.1f us/call %6.1f%% of the run" % (p["op"], p["per_token"], p["mean_us"], 100 * p["share"]))' "$LOG/llama-cuda-bf16.json" 2>/dev/null
 fi
+
+{
+	printf '{"when":"%s","device":"%s","tests":{"passed":%d,"failed":%d,"skipped":%d},"figures":[' \
+		"$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(sed -nE 's/^ +[a-z_]+_test\.go:[0-9]+: +(device|GPU)[^:]*: *//p' "$LOG/preflight.log" | head -n 1 | tr -d '"\\')" "$passed" "$failed" "$skipped"
+	(IFS=,; printf '%s' "${figures[*]}")
+	printf '],"ok":%s}\n' "$([ $rc -eq 0 ] && echo true || echo false)"
+} >"$LOG/summary.json"
+echo "gpu-check: summary in $LOG/summary.json"
 if [ $rc -ne 0 ]; then echo "gpu-check: FAILED (logs: $LOG/)"; exit 1; fi
 echo "gpu-check: ok (logs: $LOG/)"

@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -577,13 +578,28 @@ func kernelFaultChild(t *testing.T) {
 }
 
 // BenchmarkGPUQueuedOp is the host's cost of one queued operation (issue
-// 23's target: at most 20 us): a small elementwise op (256 floats, so the
+// 33's target: at most 10 us): a small elementwise op (256 floats, so the
 // device's work is negligible) launched back to back b.N times, then one
 // Read, which waits for all of them. "queued" reports us per op; "synced"
 // reads 4 bytes back after every op, the cost of an op whose result the
-// host needs at once (a sampled token).
+// host needs at once (a sampled token). "own-thread" hands each call to
+// the backend's thread; "caller-thread" makes it on the caller's, as a GPU
+// worker does (Config.CallerThread).
 func BenchmarkGPUQueuedOp(b *testing.B) {
-	be, err := New(Config{})
+	for _, caller := range []bool{false, true} {
+		for _, synced := range []bool{false, true} {
+			name := map[bool]string{false: "own-thread", true: "caller-thread"}[caller] + "/" + map[bool]string{false: "queued", true: "synced"}[synced]
+			b.Run(name, func(b *testing.B) { benchQueuedOp(b, caller, synced) })
+		}
+	}
+}
+
+func benchQueuedOp(b *testing.B, caller, synced bool) {
+	if caller {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
+	be, err := New(Config{CallerThread: caller})
 	if err != nil {
 		b.Fatalf("no usable CUDA device: %v", err)
 	}
@@ -598,23 +614,19 @@ func BenchmarkGPUQueuedOp(b *testing.B) {
 		b.Fatal(err)
 	}
 	back := make([]byte, 4)
-	for _, synced := range []bool{false, true} {
-		b.Run(map[bool]string{false: "queued", true: "synced"}[synced], func(b *testing.B) {
-			b.ResetTimer()
-			for range b.N {
-				if err := be.Unary(ctx, abi.OpReLU, x, x); err != nil {
-					b.Fatal(err)
-				}
-				if synced {
-					if err := be.Read(one, back); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
-			if err := be.Read(one, back); err != nil { // wait for the device
+	b.ResetTimer()
+	for range b.N {
+		if err := be.Unary(ctx, abi.OpReLU, x, x); err != nil {
+			b.Fatal(err)
+		}
+		if synced {
+			if err := be.Read(one, back); err != nil {
 				b.Fatal(err)
 			}
-			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)*1e6, "us/op")
-		})
+		}
 	}
+	if err := be.Read(one, back); err != nil { // wait for the device
+		b.Fatal(err)
+	}
+	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)*1e6, "us/op")
 }
