@@ -1,0 +1,127 @@
+// llama.cpp's tokenizer and forward pass through node-llama-cpp's API, for
+// scripts/llamacpp.sh (which sets NODE_LLAMA_CPP_MODULE to the installed
+// package's directory):
+//
+//   node llamacpp.mjs logits MODEL.gguf PROMPT...
+//       one JSON object a line per prompt:
+//       {"prompt":..., "tokens":[...], "logits":[...]}
+//       tokens: llama.cpp's tokenization of the prompt (no special-token
+//       parsing) with BOS in front if the model says to prepend one; logits:
+//       the whole vocabulary's logits at the last position after evaluating
+//       those tokens as one batch in a fresh sequence, indexed by token id,
+//       each the shortest decimal that reads back as the same float32
+//   node llamacpp.mjs logits-ids MODEL.gguf IDS...
+//       the same for token ids given as comma-separated lists (used as they
+//       are: no BOS added), without "prompt"
+//   node llamacpp.mjs tokenize MODEL.gguf FILE
+//       a JSON array: the ids of FILE's content (UTF-8), no BOS
+//
+// CPU only (getLlama({gpu: false, build: "never"}): the prebuilt
+// @node-llama-cpp/linux-x64 libraries, never a build or a download).
+// Settings, from the environment (each is printed to stderr):
+//   LLAMACPP_THREADS     threads of the evaluation (default 1: llama.cpp's
+//                        threads spin at barriers on a busy machine)
+//   LLAMACPP_KV_TYPE     the KV cache's type: F32 (default) or F16 (llama.cpp's
+//                        default)
+//   LLAMACPP_FLASH_ATTN  false (default), true or auto (llama.cpp's default,
+//                        which turns it on for the CPU); with it on, llama.cpp
+//                        casts an F32 KV cache to F16 for the attention, so
+//                        the defaults here are the precise ones
+//   LLAMACPP_LOG         llama.cpp's log level on stderr (default error;
+//                        info shows what the context resolved)
+import fs from "node:fs";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+
+const [mode, modelPath, ...rest] = process.argv.slice(2);
+if (!(((mode === "logits" || mode === "logits-ids") && modelPath && rest.length > 0) || (mode === "tokenize" && modelPath && rest.length === 1))) {
+  console.error("usage: llamacpp.mjs logits MODEL.gguf PROMPT... | logits-ids MODEL.gguf IDS... | tokenize MODEL.gguf FILE");
+  process.exit(2);
+}
+const moduleDir = process.env.NODE_LLAMA_CPP_MODULE;
+if (!moduleDir) {
+  console.error("llamacpp.mjs: NODE_LLAMA_CPP_MODULE is not set (run it through scripts/llamacpp.sh)");
+  process.exit(2);
+}
+const { getLlama, LlamaLogLevel } = await import(pathToFileURL(path.join(moduleDir, "dist", "index.js")).href);
+
+// The shortest decimal that reads back (as float32) to the float32 x.
+function f32(x) {
+  if (!Number.isFinite(x)) {
+    throw new Error(`non-finite logit ${x}`);
+  }
+  for (let p = 1; p <= 9; p++) {
+    const s = x.toPrecision(p);
+    if (Math.fround(Number(s)) === x) {
+      return Number(s);
+    }
+  }
+  return x;
+}
+
+const llama = await getLlama({
+  gpu: false,
+  build: "never",
+  logLevel: LlamaLogLevel[process.env.LLAMACPP_LOG || "error"] ?? LlamaLogLevel.error,
+  logger: (level, message) => process.stderr.write(`llama.cpp ${level}: ${message}${message.endsWith("\n") ? "" : "\n"}`),
+});
+const model = await llama.loadModel({ modelPath, gpuLayers: 0, vocabOnly: mode === "tokenize" });
+
+if (mode === "tokenize") {
+  const text = fs.readFileSync(rest[0], "utf8");
+  process.stdout.write(JSON.stringify(model.tokenize(text, false)) + "\n");
+} else {
+  const threads = Number(process.env.LLAMACPP_THREADS || "1");
+  const kvType = (process.env.LLAMACPP_KV_TYPE || "F32").toUpperCase();
+  const fa = process.env.LLAMACPP_FLASH_ATTN || "false";
+  const flashAttention = fa === "auto" ? "auto" : fa === "true";
+  const bos = model.tokens.bos != null && model.tokens.shouldPrependBosToken ? [model.tokens.bos] : [];
+  const prompts = mode === "logits"
+    ? rest.map((p) => ({ prompt: p, tokens: [...bos, ...model.tokenize(p, false)] }))
+    : rest.map((p) => ({ tokens: p.split(",").filter((x) => x !== "").map((x) => {
+      if (!/^[0-9]+$/.test(x)) {
+        throw new Error(`not a token id: ${JSON.stringify(x)}`);
+      }
+      return Number(x);
+    }) }));
+  const longest = Math.max(...prompts.map((p) => p.tokens.length));
+  if (longest === 0) {
+    throw new Error("an empty prompt and no BOS: nothing to evaluate");
+  }
+  if (longest > model.trainContextSize) {
+    throw new Error(`a prompt of ${longest} tokens is longer than the model's context (${model.trainContextSize})`);
+  }
+  const context = await model.createContext({
+    contextSize: model.trainContextSize,
+    batchSize: Math.max(longest, 1),
+    threads: { ideal: threads, min: threads },
+    flashAttention,
+    experimentalKvCacheKeyType: kvType,
+    experimentalKvCacheValueType: kvType,
+  });
+  process.stderr.write(`llamacpp.mjs: threads ${threads}, KV ${kvType}, flash attention ${context.flashAttention}, context ${context.contextSize}, batch ${context.batchSize}\n`);
+  const sequence = context.getSequence();
+  for (const { prompt, tokens } of prompts) {
+    if (tokens.length === 0) {
+      throw new Error("nothing to evaluate: an empty list of ids");
+    }
+    await sequence.clearHistory();
+    const input = tokens.map((t, i) => (i === tokens.length - 1 ? [t, { generateNext: { logits: true } }] : t));
+    const out = await sequence.controlledEvaluate(input);
+    const map = out[tokens.length - 1]?.next?.logits;
+    if (map == null) {
+      throw new Error(`no logits for prompt ${JSON.stringify(prompt)}`);
+    }
+    const logits = new Array(map.size);
+    for (const [id, v] of map) {
+      if (!(id >= 0 && id < map.size) || logits[id] !== undefined) {
+        throw new Error(`unexpected token id ${id} in the logits`);
+      }
+      logits[id] = f32(v);
+    }
+    process.stdout.write(JSON.stringify(prompt === undefined ? { tokens, logits } : { prompt, tokens, logits }) + "\n");
+  }
+  await context.dispose();
+}
+await model.dispose();
+await llama.dispose();
