@@ -6,8 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/infernet/infernet/abi"
-	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/node/blob"
 )
@@ -109,28 +107,6 @@ var proofTemplates = [...]int{16, 32}
 // ProofTemplates returns the CommittedGEMM template sizes of proof-mode jobs
 // on the network (Terms.Proofs), ascending: 16 and 32.
 func ProofTemplates() []int { return slices.Clone(proofTemplates[:]) }
-
-// JobConfig is the sandbox configuration of the terms: every replica, and a
-// client's audit of them, runs the job under it. seed seeds the guest's
-// random source (JobAnnounce.Seed, the same for every replica). In proof
-// mode (Proofs) the job's integer GEMMs are proven in ProofTemplates, at
-// most host.DefaultMaxProofs of them.
-func (t *Terms) JobConfig(seed [32]byte) host.JobConfig {
-	c := host.NewJobConfig().
-		WithMemoryLimit(t.Memory).
-		WithTimeout(t.Timeout()).
-		WithMaxOutput(t.MaxOutput).
-		WithFuelLimit(t.Fuel).
-		WithMode(abi.Mode(t.Mode)).
-		WithPrecision(t.TensorPrecision()).
-		WithArgs(t.Args...).
-		WithEnv(t.ShardEnv()...).
-		WithSeed(seed)
-	if t.Proofs {
-		c = c.WithProofMode(true).WithProofTemplates(proofTemplates[:]...).WithMaxProofs(host.DefaultMaxProofs)
-	}
-	return c
-}
 
 // Seed is the seed of the job's guest random source: the digest of its id,
 // so that every replica draws the same randomness.

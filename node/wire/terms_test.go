@@ -1,23 +1,12 @@
 package wire
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"os"
-	"path/filepath"
 	"reflect"
-	"runtime"
-	"slices"
-	"strings"
 	"testing"
-	"time"
 
-	"github.com/infernet/infernet/abi"
-	"github.com/infernet/infernet/host"
-	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/node/blob"
 )
 
@@ -84,75 +73,6 @@ func TestAnnounceEncodingUnchanged(t *testing.T) {
 	}
 }
 
-// TestTermsJobConfig: the sandbox configuration carries every term that
-// shapes a run, as a real sandbox shows: limits, mode, precision, proof
-// mode and templates, and what the guest sees of its arguments and shard.
-func TestTermsJobConfig(t *testing.T) {
-	base := Terms{Memory: 32 << 20, TimeoutMS: 20_000, MaxOutput: 1 << 10}
-	tests := []struct {
-		name  string
-		edit  func(*Terms)
-		check func(*testing.T, host.JobConfig)
-	}{
-		{"limits", func(*Terms) {}, func(t *testing.T, c host.JobConfig) {
-			if c.MemoryLimit() != 32<<20 || c.Timeout() != 20*time.Second || c.Mode() != abi.ModeExact ||
-				c.Precision() != tensor.F32 || c.ProofMode() {
-				t.Errorf("memory %d, timeout %v, mode %v, precision %v, proofs %v", c.MemoryLimit(), c.Timeout(), c.Mode(), c.Precision(), c.ProofMode())
-			}
-		}},
-		{"tolerance at bf16", func(m *Terms) { m.Mode, m.Precision = ModeTolerance, "bf16" }, func(t *testing.T, c host.JobConfig) {
-			if c.Mode() != abi.ModeTolerance || c.Precision() != tensor.BF16 {
-				t.Errorf("mode %v, precision %v", c.Mode(), c.Precision())
-			}
-		}},
-		{"proof mode", func(m *Terms) { m.Proofs = true }, func(t *testing.T, c host.JobConfig) {
-			if !c.ProofMode() || !slices.Equal(c.ProofTemplates(), ProofTemplates()) || !slices.Equal(ProofTemplates(), []int{16, 32}) {
-				t.Errorf("proofs %v in templates %v", c.ProofMode(), c.ProofTemplates())
-			}
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			m := base
-			tt.edit(&m)
-			tt.check(t, m.JobConfig([32]byte{}))
-		})
-	}
-
-	sb, err := host.New(context.Background(), host.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close(context.Background())
-	runs := []struct {
-		name, module, input string
-		edit                func(*Terms)
-		want                string
-		err                 error
-	}{
-		{"arguments and shard", "lines", "", func(m *Terms) { m.Args, m.Shard, m.Shards = []string{"--env"}, 3, 8 },
-			"shard 3 of 8\narg 0 job\narg 1 --env\n", nil},
-		{"a job on its own is shard 0 of 1", "lines", "", func(m *Terms) { m.Args = []string{"--env"} },
-			"shard 0 of 1\narg 0 job\narg 1 --env\n", nil},
-		{"max output", "cat", strings.Repeat("x", 2000), func(*Terms) {}, "", host.ErrOutputLimit},
-		{"fuel", "cpu", "", func(m *Terms) { m.Fuel = 1000 }, "", host.ErrFuelLimit},
-	}
-	for _, tt := range runs {
-		t.Run(tt.name, func(t *testing.T) {
-			module, err := os.ReadFile(filepath.Join(testdataDir(t), "jobs", tt.module, tt.module+".wasm"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			m := base
-			tt.edit(&m)
-			res, err := sb.Run(context.Background(), host.Job{Module: module, Input: []byte(tt.input)}, m.JobConfig([32]byte{}))
-			if !errors.Is(err, tt.err) || tt.err == nil && string(res.Output) != tt.want {
-				t.Fatalf("output %q, %v; want %q, %v", res.Output, err, tt.want, tt.err)
-			}
-		})
-	}
-}
-
 // TestSeed: every replica of a job seeds its guest alike, and other jobs
 // otherwise.
 func TestSeed(t *testing.T) {
@@ -166,9 +86,3 @@ func TestSeed(t *testing.T) {
 	}
 }
 
-// testdataDir is the repository's testdata.
-func testdataDir(t *testing.T) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "testdata")
-}

@@ -170,7 +170,7 @@ func (a *auditor) run(ctx context.Context, an *wire.JobAnnounce, input []byte) (
 	}
 	defer sp.Remove()
 	job.Stdout = sp
-	out, runErr := sb.Run(ctx, job, an.JobConfig(an.Seed()))
+	out, runErr := sb.Run(ctx, job, runner.JobConfig(&an.Terms, an.Seed()))
 	res := runner.Result(n.Blobs, &wire.Result{V: wire.Version, Job: an.Job, Outcome: wire.OutcomeFailed}, out, runErr, an, sp)
 	if res.Outcome == wire.OutcomeFailed {
 		return nil, fmt.Errorf("audit run: %s", res.Error)

@@ -651,7 +651,7 @@ func (p *Provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 		res.Error = "client gone"
 		return res
 	}
-	cfg := an.JobConfig(an.Seed())
+	cfg := runner.JobConfig(&an.Terms, an.Seed())
 	if p.cfg.Faults.Stalls() {
 		<-ctx.Done() // fault injection: heartbeats, and nothing else
 		res.Error = "stalled"
