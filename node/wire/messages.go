@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/fxamacker/cbor/v2"
 	"io/fs"
 	"math"
 	"slices"
@@ -16,7 +17,6 @@ import (
 
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/node/blob"
-	"github.com/infernet/infernet/proofs/gemmproof"
 )
 
 // JobID names a job: 16 random bytes chosen by the client.
@@ -462,8 +462,10 @@ type Result struct {
 	Invoice string `cbor:"16,keyasint"`
 	// Proofs, in a proof-mode job (JobAnnounce.Proofs) that ran to its
 	// end, are the CommittedGEMM proofs of the job's integer GEMMs in call
-	// order. Sig covers them.
-	Proofs []gemmproof.Proof `cbor:"17,keyasint"`
+	// order, each a CBOR proofs/gemmproof.Proof (MarshalProof), decoded
+	// where they are checked: this package needs no proving system. Sig
+	// covers them.
+	Proofs []cbor.RawMessage `cbor:"17,keyasint"`
 	// Terms is the Terms digest of the assign this result answers. Sig
 	// covers it, so a result cannot be passed off as an answer to another
 	// client's assign of the same job and replica.

@@ -85,4 +85,3 @@ func TestSeed(t *testing.T) {
 		t.Fatal("two jobs, one seed")
 	}
 }
-

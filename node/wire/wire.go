@@ -78,6 +78,15 @@ type Versioned interface {
 // Marshal encodes m deterministically.
 func Marshal(m Versioned) ([]byte, error) { return encMode.Marshal(m) }
 
+// MarshalProof encodes a part of a message that travels as its CBOR
+// (Result.Proofs' proofs), deterministically, as the message's own
+// encoding would: signatures over the message cover these bytes.
+func MarshalProof(v any) (cbor.RawMessage, error) { return encMode.Marshal(v) }
+
+// UnmarshalProof decodes what MarshalProof encoded into v, with the
+// limits of Unmarshal's decoder.
+func UnmarshalProof(b cbor.RawMessage, v any) error { return decMode.Unmarshal(b, v) }
+
 // Unmarshal decodes b into m, refusing more than max bytes, trailing bytes
 // and versions other than Version.
 func Unmarshal(b []byte, max int, m Versioned) error {

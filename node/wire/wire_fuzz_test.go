@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"github.com/fxamacker/cbor/v2"
 	"io"
 	"testing"
 
@@ -29,12 +30,21 @@ var messages = []func() Versioned{
 	func() Versioned { return new(AggregateUpdate) },
 }
 
+// mustProof encodes p as a result carries it.
+func mustProof(p gemmproof.Proof) cbor.RawMessage {
+	b, err := MarshalProof(p)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
 // seedMessages are valid messages of every type, in messages' order.
 func seedMessages() []Versioned {
 	job := JobID{1, 2, 3}
 	d := blob.Sum([]byte("m"))
 	res := &Result{V: Version, Job: job, Replica: 1, Output: d, OutputSize: 5, OutputData: []byte("hello"), ExitCode: 3,
-		Proofs: []gemmproof.Proof{{Template: 16, M: 2, N: 3, K: 4, DigestC: [32]byte{7}, Groth16: []byte{1, 2, 3}}}}
+		Proofs: []cbor.RawMessage{mustProof(gemmproof.Proof{Template: 16, M: 2, N: 3, K: 4, DigestC: [32]byte{7}, Groth16: []byte{1, 2, 3}})}}
 	ann := JobAnnounce{V: Version, Job: job, Client: []byte("client"),
 		Terms:    Terms{Module: d, ModuleSize: 1, Input: d, Memory: 1 << 20, TimeoutMS: 1000, MaxOutput: 1 << 20},
 		Replicas: 2, Deadline: 1e12, Time: 1e12}

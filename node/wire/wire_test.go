@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"github.com/fxamacker/cbor/v2"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -162,7 +164,7 @@ func TestResultSignature(t *testing.T) {
 	key, id := testKey(t)
 	out := []byte("hello")
 	r := &Result{V: Version, Job: NewJobID(), Replica: 1, Output: blob.Sum(out), OutputSize: 5, OutputData: out, ExitCode: 0,
-		Proofs: []gemmproof.Proof{{Template: 16, M: 2, N: 3, K: 4, DigestC: [32]byte{7}, Groth16: []byte{1, 2, 3}}}}
+		Proofs: rawProofs(t, gemmproof.Proof{Template: 16, M: 2, N: 3, K: 4, DigestC: [32]byte{7}, Groth16: []byte{1, 2, 3}})}
 	if err := r.Sign(key); err != nil {
 		t.Fatal(err)
 	}
@@ -180,15 +182,14 @@ func TestResultSignature(t *testing.T) {
 		"replica":      func(r *Result) { r.Replica = 0 },
 		"signature":    func(r *Result) { r.Sig[0] ^= 1 },
 		"provider":     func(r *Result) { oid, _ := peer.IDFromPrivateKey(other); r.Provider = []byte(oid) },
-		"proof digest": func(r *Result) { r.Proofs[0].DigestC[0] ^= 1 },
-		"proof bytes":  func(r *Result) { r.Proofs[0].Groth16[1] ^= 1 },
-		"proof order":  func(r *Result) { r.Proofs[0].Index = 1 },
+		"proof digest": func(r *Result) { editProof(t, r, func(p *gemmproof.Proof) { p.DigestC[0] ^= 1 }) },
+		"proof bytes":  func(r *Result) { editProof(t, r, func(p *gemmproof.Proof) { p.Groth16[1] ^= 1 }) },
+		"proof order":  func(r *Result) { editProof(t, r, func(p *gemmproof.Proof) { p.Index = 1 }) },
 		"proof gone":   func(r *Result) { r.Proofs = nil },
 	} {
 		c := *r
 		c.Sig = append([]byte(nil), r.Sig...)
-		c.Proofs = append([]gemmproof.Proof(nil), r.Proofs...)
-		c.Proofs[0].Groth16 = append([]byte(nil), r.Proofs[0].Groth16...)
+		c.Proofs = slices.Clone(r.Proofs)
 		tamper(&c)
 		if err := c.Verify(); !errors.Is(err, ErrBadSignature) {
 			t.Errorf("tampered %s: %v", name, err)
@@ -201,10 +202,12 @@ func TestResultSignature(t *testing.T) {
 func TestResultProofsOnTheWire(t *testing.T) {
 	key, _ := testKey(t)
 	r := &Result{V: Version, Job: NewJobID(), Output: blob.Sum(nil)}
+	var proofs []gemmproof.Proof
 	for i := range 16 {
-		r.Proofs = append(r.Proofs, gemmproof.Proof{Index: i, Template: 32, M: 20, N: 12, K: 16, Flags: 2,
+		proofs = append(proofs, gemmproof.Proof{Index: i, Template: 32, M: 20, N: 12, K: 16, Flags: 2,
 			DigestA: [32]byte{byte(i)}, DigestB: [32]byte{1, byte(i)}, DigestC: [32]byte{2, byte(i)}, Groth16: bytes.Repeat([]byte{byte(i)}, 456)})
 	}
+	r.Proofs = rawProofs(t, proofs...)
 	if err := r.Sign(key); err != nil {
 		t.Fatal(err)
 	}
@@ -219,9 +222,40 @@ func TestResultProofsOnTheWire(t *testing.T) {
 	if err := u.Result.Verify(); err != nil {
 		t.Fatalf("Verify after the wire: %v", err)
 	}
-	if len(u.Result.Proofs) != 16 || u.Result.Proofs[5].DigestB != r.Proofs[5].DigestB || !bytes.Equal(u.Result.Proofs[15].Groth16, r.Proofs[15].Groth16) {
-		t.Fatalf("proofs changed on the wire: %+v", u.Result.Proofs[5])
+	if len(u.Result.Proofs) != 16 {
+		t.Fatalf("%d proofs came", len(u.Result.Proofs))
 	}
+	for _, i := range []int{5, 15} {
+		var p gemmproof.Proof
+		if err := UnmarshalProof(u.Result.Proofs[i], &p); err != nil || p.DigestB != proofs[i].DigestB || !bytes.Equal(p.Groth16, proofs[i].Groth16) || p.Index != i {
+			t.Fatalf("proof %d changed on the wire: %+v, %v", i, p, err)
+		}
+	}
+}
+
+// rawProofs encodes proofs as a result carries them.
+func rawProofs(t testing.TB, proofs ...gemmproof.Proof) []cbor.RawMessage {
+	t.Helper()
+	var out []cbor.RawMessage
+	for _, p := range proofs {
+		b, err := MarshalProof(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// editProof changes r's first proof with edit, re-encoded.
+func editProof(t testing.TB, r *Result, edit func(*gemmproof.Proof)) {
+	t.Helper()
+	var p gemmproof.Proof
+	if err := UnmarshalProof(r.Proofs[0], &p); err != nil {
+		t.Fatal(err)
+	}
+	edit(&p)
+	r.Proofs[0] = rawProofs(t, p)[0]
 }
 
 // frameOf returns the frame of a Result whose inline output is n bytes, and

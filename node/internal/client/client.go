@@ -32,6 +32,7 @@ import (
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
+	"github.com/infernet/infernet/proofs/gemmproof"
 )
 
 // Spec is a job to submit: module and input as blobs already in the node's
@@ -386,10 +387,13 @@ type jobRun struct {
 	// offers are the checked fair-exchange offers by result; guarded by mu.
 	offers map[*wire.Result]fairOffer
 	// vks are the CommittedGEMM verifying keys by template of a
-	// proof-mode job, nil otherwise; set before the job starts.
-	vks  map[int]groth16.VerifyingKey
-	bids chan *offer                 // bids from the open market
-	late map[uint8]chan *wire.Result // results delivered over wire.ProtocolResult
+	// proof-mode job, nil otherwise; set before the job starts. proofs
+	// are the checked proofs of each result, decoded (checkProofs);
+	// guarded by mu.
+	vks    map[int]groth16.VerifyingKey
+	proofs map[*wire.Result][]gemmproof.Proof
+	bids   chan *offer                 // bids from the open market
+	late   map[uint8]chan *wire.Result // results delivered over wire.ProtocolResult
 	// stream holds a streamed job's replica streams (Spec.Output).
 	stream *streamVote
 	// checkJob is Spec.Check and spec the job's own; escalated is set once the

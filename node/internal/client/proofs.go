@@ -56,15 +56,21 @@ func (c *Client) gemmVerifyingKeys() (map[int]groth16.VerifyingKey, error) {
 	return vks, nil
 }
 
-// checkProofs, as a proof-mode result arrives, checks its proofs: at most
-// the cap, numbered in call order, each in the template its op fits and
-// verifying with that template's key (10–50 ms each). Replicas then vote on
-// the proofs' digests (proofDigests).
+// checkProofs, as a proof-mode result arrives, decodes and checks its
+// proofs: at most the cap, numbered in call order, each in the template
+// its op fits and verifying with that template's key (10–50 ms each). The
+// decoded proofs are kept with the result (proofsOf); replicas then vote on
+// their digests (proofDigests).
 func (j *jobRun) checkProofs(res *wire.Result) error {
 	if len(res.Proofs) > ihost.DefaultMaxProofs {
 		return fmt.Errorf("%w: %d proofs, over the cap of %d", ErrBadProof, len(res.Proofs), ihost.DefaultMaxProofs)
 	}
-	for i, p := range res.Proofs {
+	proofs := make([]gemmproof.Proof, len(res.Proofs))
+	for i, raw := range res.Proofs {
+		p := &proofs[i]
+		if err := wire.UnmarshalProof(raw, p); err != nil {
+			return fmt.Errorf("%w: proof %d: %w", ErrBadProof, i, err)
+		}
 		t, ok := gemmproof.Fit(proofTemplates[:], p.M, p.N, p.K)
 		switch {
 		case p.Index != i:
@@ -72,22 +78,36 @@ func (j *jobRun) checkProofs(res *wire.Result) error {
 		case !ok || t != p.Template:
 			return fmt.Errorf("%w: op %d (%d×%d×%d) proven in template %d", ErrBadProof, i, p.M, p.N, p.K, p.Template)
 		}
-		if err := gemmproof.Verify(j.vks[t], p); err != nil {
+		if err := gemmproof.Verify(j.vks[t], *p); err != nil {
 			return fmt.Errorf("%w: %w", ErrBadProof, err)
 		}
 	}
+	j.mu.Lock()
+	if j.proofs == nil {
+		j.proofs = map[*wire.Result][]gemmproof.Proof{}
+	}
+	j.proofs[res] = proofs
+	j.mu.Unlock()
 	return nil
+}
+
+// proofsOf returns the proofs checkProofs decoded from res.
+func (j *jobRun) proofsOf(res *wire.Result) []gemmproof.Proof {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.proofs[res]
 }
 
 // proofDigests is what proof-mode replicas vote on besides their output:
 // each proof's op and digests, hashed. The Groth16 bytes are left out:
 // they are randomised, and differ between honest provers.
-func proofDigests(res *wire.Result) string {
-	if len(res.Proofs) == 0 {
+func (j *jobRun) proofDigests(res *wire.Result) string {
+	proofs := j.proofsOf(res)
+	if len(proofs) == 0 {
 		return ""
 	}
 	h := sha256.New()
-	for _, p := range res.Proofs {
+	for _, p := range proofs {
 		fmt.Fprintf(h, "%d/%d/%d/%d/%d/%d/", p.Index, p.Template, p.M, p.N, p.K, p.Flags)
 		h.Write(p.DigestA[:])
 		h.Write(p.DigestB[:])

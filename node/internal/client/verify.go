@@ -381,7 +381,7 @@ func (j *jobRun) tally(ctx context.Context, votes []*wire.Result) (redundancy.Ve
 	tol := j.tolerance()
 	vs := make([]redundancy.Vote, len(votes))
 	for i, r := range votes {
-		key := fmt.Sprintf("%d/%d/%s/%s/%s", r.Outcome, r.ExitCode, r.Error, j.commitment(r), proofDigests(r))
+		key := fmt.Sprintf("%d/%d/%s/%s/%s", r.Outcome, r.ExitCode, r.Error, j.commitment(r), j.proofDigests(r))
 		vs[i] = redundancy.Vote{Key: key, Digest: r.Output}
 		if tol != nil {
 			var hints []peer.ID
@@ -542,7 +542,7 @@ func (j *jobRun) finish(votes []*wire.Result, v *verdict, err error) (*store.Job
 	if v != nil {
 		rec.Output, rec.OutputSize, rec.ExitCode = v.best.Output, v.best.OutputSize, v.best.ExitCode
 		rec.Agree, rec.Outcome, rec.Error = v.agree, v.best.Outcome, v.best.Error
-		rec.Proofs = v.best.Proofs
+		rec.Proofs = j.proofs[v.best] // j.mu is held
 		for _, l := range v.liars {
 			rec.Liars = append(rec.Liars, peer.ID(l.Provider).String())
 			for i := range rec.Replicas {

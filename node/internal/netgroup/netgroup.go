@@ -54,20 +54,31 @@ func OfAny(addrs []ma.Multiaddr) string {
 
 // All returns the groups of a peer connected from addrs, each once: those
 // of its direct addresses, or if it has none that of its first relay
-// (see OfAny).
+// (see OfAny). A connection from 127.0.0.1 says nothing of the peer's
+// network: it is the kernel's source for a dial on this machine that did
+// not leave from the dialler's own listening address (as libp2p's dials
+// do when they can), so every local node would share it.
 func All(addrs []ma.Multiaddr) []string {
 	var gs []string
 	for _, a := range addrs {
-		if g := Of(a); g != "" && !isRelayed(a) && !slices.Contains(gs, g) {
+		if g := Of(a); g != "" && !isRelayed(a) && !isLocalDefault(a) && !slices.Contains(gs, g) {
 			gs = append(gs, g)
 		}
 	}
 	if len(gs) == 0 {
-		if g := OfAny(addrs); g != "" {
-			gs = append(gs, g)
+		for _, a := range addrs {
+			if g := Of(a); g != "" && isRelayed(a) {
+				return []string{g}
+			}
 		}
 	}
 	return gs
+}
+
+// isLocalDefault reports whether a is from 127.0.0.1 (see All).
+func isLocalDefault(a ma.Multiaddr) bool {
+	v, err := a.ValueForProtocol(ma.P_IP4)
+	return err == nil && v == "127.0.0.1"
 }
 
 func isRelayed(a ma.Multiaddr) bool {

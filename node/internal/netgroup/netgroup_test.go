@@ -1,6 +1,7 @@
 package netgroup
 
 import (
+	"slices"
 	"testing"
 
 	ma "github.com/multiformats/go-multiaddr"
@@ -59,6 +60,36 @@ func TestOfAny(t *testing.T) {
 	} {
 		if got := OfAny(tc.addrs); got != tc.want {
 			t.Errorf("OfAny(%v) = %q, want %q", tc.addrs, got, tc.want)
+		}
+	}
+}
+
+// TestAll: a peer's connections count in each network they come from,
+// direct ones before relays, and never from 127.0.0.1, the source of a
+// local dial that did not leave from its listening address.
+func TestAll(t *testing.T) {
+	addr := func(s string) ma.Multiaddr {
+		a, err := ma.NewMultiaddr(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	relayed := addr("/ip4/198.51.100.4/tcp/4001/p2p/12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN/p2p-circuit")
+	v4, v6 := addr("/ip4/203.0.113.7/tcp/1"), addr("/ip6/2001:db8::1/tcp/1")
+	local, shared := addr("/ip4/127.0.0.1/tcp/5"), addr("/ip4/127.200.0.3/tcp/5")
+	for _, tc := range []struct {
+		addrs []ma.Multiaddr
+		want  []string
+	}{
+		{[]ma.Multiaddr{v4, v6, relayed, v4}, []string{"v4/203.0", "v6/2001:0db8"}},
+		{[]ma.Multiaddr{relayed}, []string{"v4/198.51"}},
+		{[]ma.Multiaddr{local, shared}, []string{"v4/127.200"}},
+		{[]ma.Multiaddr{local}, nil},
+		{nil, nil},
+	} {
+		if got := All(tc.addrs); !slices.Equal(got, tc.want) {
+			t.Errorf("All(%v) = %q, want %q", tc.addrs, got, tc.want)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -36,7 +37,15 @@ func Result(blobs *blob.Store, res *wire.Result, out *ihost.Result, runErr error
 	if out != nil {
 		res.Output, res.OutputSize = sp.Digest(), sp.size
 		res.Fuel, res.RunMicros, res.Backend = out.Fuel, out.Duration.Microseconds(), out.Backend
-		res.Proofs = out.Proofs
+		res.Proofs = res.Proofs[:0]
+		for _, p := range out.Proofs {
+			b, err := wire.MarshalProof(p)
+			if err != nil { // plain data: cannot fail
+				res.Outcome, res.Error = wire.OutcomeFailed, fmt.Sprintf("encoding proof %d: %v", p.Index, err)
+				return res
+			}
+			res.Proofs = append(res.Proofs, b)
+		}
 		var err error
 		if sp.size <= wire.MaxInline {
 			res.OutputData, err = sp.Bytes()

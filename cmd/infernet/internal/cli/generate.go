@@ -620,6 +620,16 @@ func (g *generationOutput) finish(gen *Generation, cs []api.Completion) error {
 		if c.Error != "" {
 			failed = append(failed, fmt.Sprintf("request %d: %s", c.ID, c.Error))
 		}
+		if c.Error == "" && c.Stop == "length" && c.CompletionTokens < q.MaxTokens {
+			// The runner stops at the model's context, short of max_tokens:
+			// said, not silent.
+			who := "the completion"
+			if g.batch {
+				who = fmt.Sprintf("request %d", c.ID)
+			}
+			fmt.Fprintf(g.o.IO.Err, "infernet: %s stopped at the model's context after %d tokens (its prompt has %d), short of the %d asked\n",
+				who, c.CompletionTokens, c.PromptTokens, q.MaxTokens)
+		}
 		switch {
 		case g.batch:
 			if !g.printed[c.ID] {

@@ -280,3 +280,22 @@ func TestGenerateProfile(t *testing.T) {
 		t.Errorf("--profile on the network: exit %d, %q", code, stderr)
 	}
 }
+
+// TestGenerateContextNotice: a completion the model's context stops short
+// of --max-tokens says so on stderr (the runner cannot go past it), and
+// one that ends as asked says nothing.
+func TestGenerateContextNotice(t *testing.T) {
+	dir := t.TempDir()
+	prompt := strings.Repeat("Lily and Tom played. ", 72) // 506 tokens of stories260K's 512
+	for _, tc := range []struct {
+		max    string
+		notice bool
+	}{{"100000", true}, {"3", false}} {
+		code, out, stderr := infernet(t, "generate", "--local", "--datadir", dir, "--cache-dir", sharedCache(),
+			storiesBin, "--tokenizer", tok512, "--prompt", prompt, "--max-tokens", tc.max)
+		said := strings.Contains(stderr, "stopped at the model's context after 7 tokens (its prompt has 506), short of the 100000 asked")
+		if code != 0 || out == "" || said != tc.notice {
+			t.Errorf("--max-tokens %s: exit %d, stdout %q, stderr %q; want a notice: %v", tc.max, code, out, stderr, tc.notice)
+		}
+	}
+}
