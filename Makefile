@@ -6,7 +6,7 @@ COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null)$(shell git diff --qui
 LDFLAGS := -X github.com/infernet/infernet/node.commit=$(COMMIT)
 PKGS    := ./...
 
-.PHONY: all build test vet demo bench deps docs testdata clean test-payments test-openai fuzz mnist chargpt gpu-check gpu-bundle
+.PHONY: all build test vet demo bench deps docs testdata clean test-payments test-openai test-llamacpp fuzz mnist chargpt gpu-check gpu-bundle
 
 all: build
 
@@ -39,6 +39,7 @@ test: deps vet
 	@$(MAKE) --no-print-directory fuzz FUZZCOUNT=1
 	@$(MAKE) --no-print-directory test-payments
 	@$(MAKE) --no-print-directory test-openai
+	@$(MAKE) --no-print-directory test-llamacpp
 
 # Go fuzz targets (package:Target:count), each fuzzed for FUZZTIME: hostile
 # bytes on the wire, in requirement expressions, at the local API, in host
@@ -132,3 +133,11 @@ test-openai: build
 
 test-payments:
 	@./scripts/regtest.sh run $(GO) test -count=1 -p 1 -tags regtest -run '^TestLightning' $(PKGS)
+
+# llama.cpp as the oracle of the GGUF types (scripts/llamacpp-oracle.sh):
+# random stories15M and stories110M quantized by llama-quantize (Q8_0, Q4_0,
+# Q4_1, Q5_0, Q5_1, Q4_K_M, Q5_K_M, Q6_K), infernet's tensors, tokens,
+# logits and greedy tokens against llama.cpp's; installs node-llama-cpp
+# into ~/.cache/infernet on first use. About 2.5 minutes on 2 cores.
+test-llamacpp:
+	@./scripts/llamacpp-oracle.sh

@@ -1,4 +1,4 @@
-// Package abi is the contract between infernet's host and its guests: ABI v3
+// Package abi is the contract between infernet's host and its guests: ABI v4
 // of the "infernet" host module, which gives WebAssembly jobs tensor operations
 // that run on the provider's fastest hardware.
 //
@@ -83,11 +83,12 @@
 // Data tensors are read-only: an op that would write one answers [EROFS]
 // (tensor_write, gemm's c, rope's x, copy_rows' dst); tensor_read gives its
 // stored bytes (len: the dtype's Bytes), tensor_reshape, which changes no
-// bytes, may reshape it (a q8_0 tensor's rows staying whole blocks), and
-// tensor_free releases the job's hold on it. The weight types [F16], [BF16]
-// and [Q8_0] exist only as data tensors, as the w of matmul and the table
-// of embed, and as the g of rmsnorm (f32 there in practice); other ops
-// answer [EDTYPE]. In these ops an argument out of range (a position, row
+// bytes, may reshape it (a block-quantized tensor's rows staying whole
+// blocks), and tensor_free releases the job's hold on it. The weight types
+// ([DType.Weight]: [F16], [BF16], [Q8_0], and since v4 [Q4_0] … [Q6_K])
+// exist only as data tensors, as the w of matmul and the table of embed,
+// and as the g of rmsnorm (f32 there in practice); other ops answer
+// [EDTYPE]. In these ops an argument out of range (a position, row
 // or id past its tensor, head_dim odd, theta or temperature not finite and
 // positive, eps negative, coin outside [0, 1), an unknown style) is
 // [EINVAL], and shapes that do not fit are [ESHAPE].
@@ -95,9 +96,10 @@
 //	tensor_from_data(name_ptr, name_len, off_lo, off_hi, dtype, ndim, dims_ptr) -> handle
 //	                                   bytes [off, off + size) of data file name (off = off_hi<<32 | off_lo,
 //	                                   unsigned); [ENOENT] if the job has no such file, [EINVAL] if the
-//	                                   region passes the file's end; [EDTYPE] for i8 and i32; a [Q8_0]
-//	                                   tensor's last dim is a multiple of [Q8Block] (else [ESHAPE])
-//	matmul(x, w) -> handle             out[..., n] = x[..., k] · wᵀ, w [n, k] of f32, f16, bf16 or q8_0,
+//	                                   region passes the file's end; [EDTYPE] for i8 and i32; a block-
+//	                                   quantized tensor's last dim is a multiple of its [DType.Block]
+//	                                   (32; 256 for q4_k, q5_k, q6_k), else [ESHAPE]
+//	matmul(x, w) -> handle             out[..., n] = x[..., k] · wᵀ, w [n, k] of f32 or a weight type,
 //	                                   dequantized in the kernel; x f32 of t rows of k (a Linear layer)
 //	embed(table, ids_ptr, n) -> handle out [n, cols] f32: rows ids (n i32 in [0, rows), else EINVAL) of
 //	                                   table [rows, cols] of any weight type, dequantized
@@ -130,7 +132,7 @@
 //
 // # Job information
 //
-//	abi_version() -> Version (3; v1 and v2 guests run unchanged)
+//	abi_version() -> Version (4; guests of v1 to v3 run unchanged)
 //	mode() -> ModeExact or ModeTolerance
 //
 // # Determinism
@@ -181,6 +183,10 @@
 // v3 adds the language-model operations above, the weight types [F16],
 // [BF16] and [Q8_0], and the errors [ENOENT] and [EROFS].
 //
+// v4 adds the weight types [Q4_0], [Q4_1], [Q5_0], [Q5_1], [Q4_K], [Q5_K]
+// and [Q6_K], GGUF's usual quantizations; a tensor of one has whole blocks
+// in its last dim ([DType.Block]: 32, or 256 for the K types).
+//
 // Exact mode defines every v3 reduction so that it can run on SIMD units
 // and still be bit-identical everywhere: a dot product of length k (matmul,
 // embed's rows need none, rmsnorm's Σx², attention's q·k) sums its products,
@@ -188,17 +194,46 @@
 // l, l+DotLanes, l+2·DotLanes, … in ascending order from +0; the lanes are
 // then added pairwise (lane i += lane i+8, then +4, +2, +1) and lane 0 is
 // the result. A weight is dequantized to f32 before its product (q8_0:
-// f32(d)·f32(q), rounded). Every other sum (softmax denominators, the
+// f32(d)·f32(q), rounded; the v4 types as below). Every other sum (softmax denominators, the
 // weighted sum of v rows) runs in ascending index order in f32;
 // exponentials use the host's portable exp. Rows of a matmul or attention
 // are independent, so t rows in one call give the same bits as t calls of
 // one row (prefill equals decode).
 //
+// The v4 types dequantize as ggml's reference dequantize_row_* does. In a
+// block, d, m and dmin are f16 (exact in f32), integers convert to f32
+// exactly, byte offsets are from the block's start, and value j of the
+// block (0 ≤ j < [DType.Block]) is, in f32:
+//
+//	q4_0  18 bytes: d, qs[16] at 2. y = (q - 8)·d, q = qs[j] & 15 for j < 16, qs[j-16] >> 4 after
+//	q4_1  20 bytes: d, m at 2, qs[16] at 4. y = q·d + m, q as q4_0's
+//	q5_0  22 bytes: d, qh (u32, little-endian) at 2, qs[16] at 6. y = (q - 16)·d, q = q4_0's
+//	      nibble | (qh >> j & 1) << 4
+//	q5_1  24 bytes: d, m at 2, qh at 4, qs[16] at 8. y = q·d + m, q as q5_0's
+//	q4_k  144 bytes: d, dmin at 2, sc[12] at 4, qs[128] at 16. With s = j/32 (sub-block), l = j%32:
+//	      b = qs[32·(s/2) + l], q = b & 15 for even s, b >> 4 for odd; y = (d·S)·q - dmin·M, where
+//	      S = sc[s] & 63 and M = sc[s+4] & 63 for s < 4, else S = sc[s+4] & 15 | sc[s-4] >> 6 << 4
+//	      and M = sc[s+4] >> 4 | sc[s] >> 6 << 4 (ggml's get_scale_min_k4)
+//	q5_k  176 bytes: d, dmin at 2, sc[12] at 4, qh[32] at 16, qs[128] at 48. As q4_k, with
+//	      q |= (qh[l] >> s & 1) << 4
+//	q6_k  210 bytes: ql[128], qh[64] at 128, sc[16] (int8) at 192, d at 208. With h = j/128,
+//	      k = j%128/32, l = j%32: b = ql[64h + l + 32·(k%2)], q = (b & 15 for k < 2, b >> 4
+//	      after) | (qh[32h + l] >> 2k & 3) << 4; y = (d·sc[8h + l/16 + 2k])·(q - 32)
+//
+// Each product there is exact in f32 (an f16 times an integer of at most
+// 12 significant bits), so a value rounds once at most, in its final
+// addition (q4_1, q5_1) or subtraction (q4_k, q5_k), to nearest even: a
+// fused multiply-add, or another order of the products, gives the same
+// bits. ggml's reference code (node-llama-cpp 3.22.1's libggml-base,
+// compiled without FMA) gives these bits for every block, NaN payloads
+// aside (a NaN scale gives NaN values, canonicalized by the op like any
+// NaN).
+//
 // Element types and op codes are fixed once published; later versions only add.
 package abi
 
 // Version is the ABI version answered by abi_version.
-const Version = 3
+const Version = 4
 
 // ModuleName is the import module name of the host functions.
 const ModuleName = "infernet"
@@ -263,19 +298,78 @@ const (
 	// Q8_0 is GGUF's 8-bit block quantization: blocks of [Q8Block] values,
 	// each an f16 scale d followed by Q8Block int8 q (34 bytes); a value is d·q.
 	Q8_0 DType = 6
+
+	// GGUF's (ggml's) other block quantizations (v4), stored as ggml lays
+	// them out and dequantized as ggml's reference code does (see
+	// package doc): blocks of 32 values (Q4_0: an f16 scale and 4-bit
+	// values, 18 bytes; Q4_1: an f16 scale and minimum, 20; Q5_0 and
+	// Q5_1: a fifth bit of each value besides, 22 and 24), and super-blocks
+	// of 256 values ("K-quants": Q4_K, 144 bytes; Q5_K, 176; Q6_K, 210)
+	// whose 8 or 16 sub-blocks have scales of their own.
+	Q4_0 DType = 7
+	Q4_1 DType = 8
+	Q5_0 DType = 9
+	Q5_1 DType = 10
+	Q4_K DType = 11
+	Q5_K DType = 12
+	Q6_K DType = 13
 )
 
-// Q8Block is the number of values in one Q8_0 block.
+// Q8Block is the number of values in one Q8_0 block (and in one of Q4_0,
+// Q4_1, Q5_0 and Q5_1).
 const Q8Block = 32
+
+// KBlock is the number of values in one super-block of Q4_K, Q5_K and
+// Q6_K.
+const KBlock = 256
 
 // q8BlockBytes is the size of one Q8_0 block: an f16 scale and Q8Block int8.
 const q8BlockBytes = 2 + Q8Block
+
+// Block returns the number of values in one block of a block-quantized
+// type, 1 for other types, 0 for an unknown one.
+func (d DType) Block() int {
+	switch d {
+	case Q8_0, Q4_0, Q4_1, Q5_0, Q5_1:
+		return Q8Block
+	case Q4_K, Q5_K, Q6_K:
+		return KBlock
+	case F32, I8, I32, F16, BF16:
+		return 1
+	}
+	return 0
+}
+
+// BlockBytes returns the size of one block of d (of one element for a type
+// without blocks), 0 for an unknown type.
+func (d DType) BlockBytes() int {
+	switch d {
+	case Q8_0:
+		return q8BlockBytes
+	case Q4_0:
+		return 2 + Q8Block/2
+	case Q4_1:
+		return 4 + Q8Block/2
+	case Q5_0:
+		return 2 + 4 + Q8Block/2
+	case Q5_1:
+		return 4 + 4 + Q8Block/2
+	case Q4_K:
+		return 4 + 12 + KBlock/2
+	case Q5_K:
+		return 4 + 12 + KBlock/8 + KBlock/2
+	case Q6_K:
+		return KBlock/2 + KBlock/4 + KBlock/16 + 2
+	}
+	return d.Size()
+}
 
 // DotLanes is the number of partial sums of an exact-mode v3 dot product.
 const DotLanes = 16
 
 // Size returns the size of one element in bytes, or 0 for an unknown type
-// and for Q8_0, whose elements come in blocks (see Bytes).
+// and for the block-quantized types, whose elements come in blocks (see
+// Bytes).
 func (d DType) Size() int {
 	switch d {
 	case F32, I32:
@@ -289,25 +383,18 @@ func (d DType) Size() int {
 }
 
 // Bytes returns the storage size of n elements of type d, or -1 if d is
-// unknown or n is negative or, for Q8_0, not a whole number of blocks.
+// unknown or n is negative or, for a block-quantized type, not a whole
+// number of blocks.
 func (d DType) Bytes(n int) int64 {
-	if n < 0 {
+	k := d.Block()
+	if n < 0 || k == 0 || n%k != 0 {
 		return -1
 	}
-	if d == Q8_0 {
-		if n%Q8Block != 0 {
-			return -1
-		}
-		return int64(n/Q8Block) * q8BlockBytes
-	}
-	if s := d.Size(); s > 0 {
-		return int64(n) * int64(s)
-	}
-	return -1
+	return int64(n/k) * int64(d.BlockBytes())
 }
 
 // Weight reports whether d is a weight type, one that only data tensors have.
-func (d DType) Weight() bool { return d == F16 || d == BF16 || d == Q8_0 }
+func (d DType) Weight() bool { return d != F32 && d != I8 && d != I32 && d.Block() > 0 }
 
 // String returns the type's name as used in the ABI documentation.
 func (d DType) String() string {
@@ -324,6 +411,20 @@ func (d DType) String() string {
 		return "bf16"
 	case Q8_0:
 		return "q8_0"
+	case Q4_0:
+		return "q4_0"
+	case Q4_1:
+		return "q4_1"
+	case Q5_0:
+		return "q5_0"
+	case Q5_1:
+		return "q5_1"
+	case Q4_K:
+		return "q4_k"
+	case Q5_K:
+		return "q5_k"
+	case Q6_K:
+		return "q6_k"
 	}
 	return "dtype(?)"
 }

@@ -156,10 +156,17 @@ func lmFuzzSeed() []byte {
 		{hcTensorFromData, []int32{name, 9, -1, -1, int32(abi.F32), 2, d88}},           // offset 2^64-1
 		{hcTensorFromData, []int32{name, 9, -1, 0x7fffffff, int32(abi.F32), 2, d88}},   // offset 2^63-1
 		{hcTensorFromData, []int32{name, 9, 0, 0, int32(abi.Q8_0), 2, huge}},
+		{hcTensorFromData, []int32{name, 9, 0, 0, int32(abi.Q4_K), 2, d232}}, // rows of an eighth of a block
+		{hcTensorFromData, []int32{name, 9, 0, 0, int32(abi.Q4_0), 2, d232}}, // 3: q4_0 [2, 32], bytes 0..36
+		{hcTensorFromData, []int32{name, 9, 0, 0, int32(abi.Q6_K), 2, huge}},
+		{hcTensorFromData, []int32{name, 9, 0, 0, int32(abi.Q6_K) + 1, 2, d88}},
 		{hcTensorFromData, []int32{name, 9, 0, 0, math.MinInt32, 2, d88}},
 		{hcTensorFromData, []int32{name, 9, 0, 0, int32(abi.F32), -1, d88}},
 		{hcMatMul, []int32{1, 1}},
 		{hcMatMul, []int32{1, 2}},
+		{hcMatMul, []int32{1, 3}},
+		{hcEmbed, []int32{3, ids, 3}},
+		{hcRMSNorm, []int32{1, 3, 0}},
 		{hcEmbed, []int32{2, ids, 3}},
 		{hcEmbed, []int32{1, ids, math.MaxInt32}},
 		{hcEmbed, []int32{1, -4, 2}},
@@ -254,7 +261,7 @@ func checkHostResults(t *testing.T, script, out []byte) {
 		case hcMode:
 			ok = r == int32(abi.ModeExact)
 		case hcTensorDType:
-			ok = ok && r != 0 && r <= int32(abi.Q8_0)
+			ok = ok && r != 0 && r <= int32(abi.Q6_K)
 		case hcTensorShape:
 			ok = ok && r != 0 && r <= abi.MaxDims
 		case hcTensorFree, hcTensorWrite, hcTensorRead, hcTensorReshape,

@@ -42,7 +42,7 @@ extern "C" {
 #endif
 
 /* ABI version answered by infernet_abi_version() (abi.Version). */
-#define INFERNET_ABI_VERSION 3
+#define INFERNET_ABI_VERSION 4
 
 /* Largest number of dimensions of a tensor (abi.MaxDims). */
 #define INFERNET_MAX_DIMS 8
@@ -61,6 +61,18 @@ extern "C" {
  * INFERNET_Q8_BLOCK int8 q (34 bytes); a value is d*q. */
 #define INFERNET_Q8_0 6
 #define INFERNET_Q8_BLOCK 32
+/* ABI v4 weight types: GGUF's other block quantizations, laid out as ggml
+ * stores them (abi.DType.Block and BlockBytes): blocks of INFERNET_Q8_BLOCK
+ * values (q4_0 18 bytes, q4_1 20, q5_0 22, q5_1 24) and super-blocks of
+ * INFERNET_K_BLOCK (q4_k 144, q5_k 176, q6_k 210). */
+#define INFERNET_Q4_0 7
+#define INFERNET_Q4_1 8
+#define INFERNET_Q5_0 9
+#define INFERNET_Q5_1 10
+#define INFERNET_Q4_K 11
+#define INFERNET_Q5_K 12
+#define INFERNET_Q6_K 13
+#define INFERNET_K_BLOCK 256
 
 /* ABI v3 RoPE styles: which values of a head form the rotated pairs. */
 #define INFERNET_ROPE_INTERLEAVED 0 /* (2i, 2i+1): llama2.c, GGUF llama */
@@ -261,7 +273,8 @@ int32_t infernet_reduce_f32(int32_t op, int32_t rows, int32_t cols,
 /* ---- Language-model operations (ABI v3) ------------------------------------ */
 
 /* Makes a read-only tensor of ndim dimensions dims of dtype (f32, f16, bf16 or
- * q8_0; a q8_0 tensor's last dim is a multiple of INFERNET_Q8_BLOCK) over the
+ * a block type; its last dim whole blocks, e.g. a multiple of INFERNET_Q8_BLOCK
+ * for q8_0) over the
  * bytes from offset off_hi<<32 | off_lo (unsigned) of the job's data file
  * name[0..name_len); returns its handle. ENOENT: no such file; EINVAL: the
  * region passes the file's end; ENOMEM: it does not fit the provider's model
@@ -352,18 +365,28 @@ static inline int32_t infernet_dtype_size(int32_t dtype) {
 	case INFERNET_BF16:
 		return 2;
 	}
-	return 0; /* also q8_0, whose values come in blocks: see infernet_dtype_bytes */
+	return 0; /* also the block types, whose values come in blocks: see infernet_dtype_bytes */
 }
 
 /* Returns the storage size of n values of dtype, or -1 if dtype is unknown or
- * n is negative or, for q8_0, not a whole number of blocks (abi.DType.Bytes). */
+ * n is negative or, for a block type, not a whole number of blocks
+ * (abi.DType.Bytes). */
 static inline int64_t infernet_dtype_bytes(int32_t dtype, int64_t n) {
-	if (n < 0)
+	int64_t block, size;
+	switch (dtype) {
+	case INFERNET_Q8_0: block = INFERNET_Q8_BLOCK, size = 34; break;
+	case INFERNET_Q4_0: block = INFERNET_Q8_BLOCK, size = 18; break;
+	case INFERNET_Q4_1: block = INFERNET_Q8_BLOCK, size = 20; break;
+	case INFERNET_Q5_0: block = INFERNET_Q8_BLOCK, size = 22; break;
+	case INFERNET_Q5_1: block = INFERNET_Q8_BLOCK, size = 24; break;
+	case INFERNET_Q4_K: block = INFERNET_K_BLOCK, size = 144; break;
+	case INFERNET_Q5_K: block = INFERNET_K_BLOCK, size = 176; break;
+	case INFERNET_Q6_K: block = INFERNET_K_BLOCK, size = 210; break;
+	default: block = 1, size = infernet_dtype_size(dtype);
+	}
+	if (n < 0 || size == 0 || n % block)
 		return -1;
-	if (dtype == INFERNET_Q8_0)
-		return n % INFERNET_Q8_BLOCK ? -1 : n / INFERNET_Q8_BLOCK * (2 + INFERNET_Q8_BLOCK);
-	int32_t s = infernet_dtype_size(dtype);
-	return s ? n * s : -1;
+	return n / block * size;
 }
 
 /* Returns the name and meaning of a result code, like abi.Errno.Error. */

@@ -19,8 +19,9 @@ type HostBuffer struct {
 	F32 []float32
 	I8  []int8
 	I32 []int32
-	// Raw holds the stored bytes of a weight type (F16, BF16, Q8_0: RawType)
-	// and RawLen its element count: read-only data tensors (ABI v3).
+	// Raw holds the stored bytes of a weight type (RawType, one that
+	// abi.DType.Weight reports) and RawLen its element count: read-only
+	// data tensors (ABI v3; the block types but Q8_0 since v4).
 	Raw     []byte
 	RawType abi.DType
 	RawLen  int

@@ -1,15 +1,20 @@
 package tensor
 
-import "context"
+import (
+	"context"
+
+	"github.com/infernet/infernet/abi"
+)
 
 // Transformer is implemented by backends that run the language-model ops of
 // ABI v3 themselves (see package abi, "Language-model operations", for what
 // each computes and the exact-mode order of its sums). The host module runs
 // these ops on the reference backend for a backend without it.
 //
-// Weights (w of MatMul, table of Embed) may be any of F32, F16, BF16 and
-// Q8_0; every other buffer is F32. Callers validate shapes and dtypes, as
-// for Backend.
+// Weights (w of MatMul, table of Embed) may be F32 or of any weight type
+// (abi.DType.Weight: F16, BF16 and the block quantizations Q8_0, Q4_0 …
+// Q6_K) that the backend's memory holds (see WeightHolder); every other
+// buffer is F32. Callers validate shapes and dtypes, as for Backend.
 type Transformer interface {
 	// MatMul computes out[t,n] = x[t,k] · wᵀ with w stored [n,k].
 	MatMul(ctx context.Context, t, n, k int, x, w, out Buffer) error
@@ -32,6 +37,29 @@ type Transformer interface {
 	Argmax(ctx context.Context, x Buffer) (int, error)
 	// Sample draws a token from logits x (see SampleParams).
 	Sample(ctx context.Context, p SampleParams, x Buffer) (int, error)
+}
+
+// WeightHolder is implemented by a Transformer whose buffers live in
+// memory of its own (a GPU's) and which holds weights of only some types
+// there: Alloc takes them, and its MatMul and Embed read them. The host
+// module keeps data tensors of the other types in host memory, where the
+// host kernels read them, instead of uploading weights that no kernel of
+// the device reads (which would copy them back for every op).
+type WeightHolder interface {
+	// HoldsWeights reports whether the backend holds weights of type dt.
+	HoldsWeights(dt abi.DType) bool
+}
+
+// HoldsWeights reports whether b's memory holds weights of type dt: F32
+// always; a weight type when b is a WeightHolder that says so. Backends
+// whose buffers are host memory need not answer: their data tensors stay
+// host buffers.
+func HoldsWeights(b Backend, dt abi.DType) bool {
+	if dt == abi.F32 {
+		return true
+	}
+	h, ok := b.(WeightHolder)
+	return ok && h.HoldsWeights(dt)
 }
 
 // RoPEParams describes a rotary position embedding of Rows rows of Cols

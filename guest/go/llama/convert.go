@@ -26,7 +26,8 @@ func ggufFileType(dtype abi.DType) uint32 {
 // vocabulary v (m.Vocab if nil), to dst as a GGUF v3 llama file named
 // name. Weight matrices, the token embedding and the classifier are stored
 // as dtype (F32, F16, BF16 or Q8_0); norm vectors stay F32, and so does a
-// matrix whose rows are not whole Q8_0 blocks. q and k need no
+// matrix whose rows are not whole Q8_0 blocks. The source's weights must
+// be of those types too (DecodeWeights). q and k need no
 // permutation: llama2.c and GGUF's llama both rotate adjacent pairs. It
 // returns the number of bytes written.
 func ConvertToGGUF(dst io.Writer, src io.ReaderAt, m *Model, v *Vocab, dtype abi.DType, name string) (int64, error) {
@@ -39,7 +40,7 @@ func ConvertToGGUF(dst io.Writer, src io.ReaderAt, m *Model, v *Vocab, dtype abi
 	if err := v.validate(); err != nil {
 		return 0, err
 	}
-	if _, ok := ggmlType(dtype); !ok {
+	if !codable(dtype) {
 		return 0, fmt.Errorf("llama: cannot convert to %v", dtype)
 	}
 	c := m.Config

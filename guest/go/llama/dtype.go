@@ -74,12 +74,22 @@ func BF16(f float32) uint16 {
 // BF16ToF32 returns the value of the bfloat16 h.
 func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 
+// codable reports whether EncodeWeights and DecodeWeights handle dtype.
+// The other weight types (Q4_0 ... Q6_K) come quantized by llama.cpp's
+// tools; their values are the host's kernels' business.
+func codable(dtype abi.DType) bool {
+	return dtype == abi.F32 || dtype == abi.F16 || dtype == abi.BF16 || dtype == abi.Q8_0
+}
+
+// q8BlockBytes is the size of one Q8_0 block: an f16 scale and the values.
+const q8BlockBytes = 2 + abi.Q8Block
+
 // EncodeWeights returns x in dtype's storage (F32, F16, BF16, or Q8_0 as
 // GGUF and the ABI store it: per block of abi.Q8Block values the f16 scale
 // d = max|x|/127, then each value's round(x/d) as int8).
 func EncodeWeights(dtype abi.DType, x []float32) ([]byte, error) {
 	n := dtype.Bytes(len(x))
-	if n < 0 || dtype == abi.I8 || dtype == abi.I32 {
+	if n < 0 || !codable(dtype) {
 		return nil, fmt.Errorf("llama: %d values cannot be stored as %v", len(x), dtype)
 	}
 	out := make([]byte, n)
@@ -121,10 +131,14 @@ func quantizeQ8(out []byte, x []float32) {
 	}
 }
 
-// DecodeWeights returns the values of n elements of dtype stored in b, as
-// the ABI's kernels dequantize them (q8_0: f32(d)·f32(q), rounded).
+// DecodeWeights returns the values of n elements of dtype (F32, F16, BF16
+// or Q8_0) stored in b, as the ABI's kernels dequantize them (q8_0:
+// f32(d)·f32(q), rounded).
 func DecodeWeights(dtype abi.DType, b []byte, n int) ([]float32, error) {
-	if size := dtype.Bytes(n); size < 0 || int64(len(b)) != size || dtype == abi.I8 || dtype == abi.I32 {
+	if !codable(dtype) {
+		return nil, fmt.Errorf("llama: cannot decode %v weights", dtype)
+	}
+	if size := dtype.Bytes(n); size < 0 || int64(len(b)) != size {
 		return nil, fmt.Errorf("llama: %d bytes do not hold %d values of %v", len(b), n, dtype)
 	}
 	x := make([]float32, n)

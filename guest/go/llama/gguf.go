@@ -50,34 +50,48 @@ func (t ValueType) size() int {
 	return 0
 }
 
-// ggml tensor types that map to ABI weight types.
+// ggml tensor types (ggml.h's enum ggml_type) that map to ABI types.
 const (
 	ggmlF32  uint32 = 0
 	ggmlF16  uint32 = 1
+	ggmlQ4_0 uint32 = 2
+	ggmlQ4_1 uint32 = 3
+	ggmlQ5_0 uint32 = 6
+	ggmlQ5_1 uint32 = 7
 	ggmlQ8_0 uint32 = 8
+	ggmlQ4_K uint32 = 12
+	ggmlQ5_K uint32 = 13
+	ggmlQ6_K uint32 = 14
 	ggmlBF16 uint32 = 30
 )
 
+// ggmlTypes pairs each ggml type the runner reads with its ABI type. The
+// quantized types keep ggml's block layout, which the ABI adopted, so a
+// tensor's bytes go to the host as they lie in the file.
+var ggmlTypes = [...]struct {
+	ggml  uint32
+	dtype abi.DType
+}{
+	{ggmlF32, abi.F32}, {ggmlF16, abi.F16}, {ggmlBF16, abi.BF16}, {ggmlQ8_0, abi.Q8_0},
+	{ggmlQ4_0, abi.Q4_0}, {ggmlQ4_1, abi.Q4_1}, {ggmlQ5_0, abi.Q5_0}, {ggmlQ5_1, abi.Q5_1},
+	{ggmlQ4_K, abi.Q4_K}, {ggmlQ5_K, abi.Q5_K}, {ggmlQ6_K, abi.Q6_K},
+}
+
 // ggmlType returns the ggml type code of an ABI type.
 func ggmlType(d abi.DType) (uint32, bool) {
-	switch d {
-	case abi.F32:
-		return ggmlF32, true
-	case abi.F16:
-		return ggmlF16, true
-	case abi.Q8_0:
-		return ggmlQ8_0, true
-	case abi.BF16:
-		return ggmlBF16, true
+	for _, t := range ggmlTypes {
+		if t.dtype == d {
+			return t.ggml, true
+		}
 	}
 	return 0, false
 }
 
 // abiType returns the ABI type of a ggml type code.
-func abiType(t uint32) (abi.DType, bool) {
-	for _, d := range []abi.DType{abi.F32, abi.F16, abi.Q8_0, abi.BF16} {
-		if g, _ := ggmlType(d); g == t {
-			return d, true
+func abiType(g uint32) (abi.DType, bool) {
+	for _, t := range ggmlTypes {
+		if t.ggml == g {
+			return t.dtype, true
 		}
 	}
 	return 0, false
@@ -478,9 +492,10 @@ func scanStrings(window []byte, i int, starts, ends []int, base int, left int64)
 }
 
 // ReadGGUF reads the header of the GGUF file r of size bytes (version 2 or
-// 3, little-endian): its metadata and tensor infos, every tensor of type
-// F32, F16, BF16 or Q8_0 and lying within the file. It reads no tensor
-// data.
+// 3, little-endian): its metadata and tensor infos, every tensor of a type
+// in ggmlTypes (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or
+// Q6_K; each tensor its own), its rows whole blocks of its type, and lying
+// within the file. It reads no tensor data.
 func ReadGGUF(r io.ReaderAt, size int64) (*GGUF, error) {
 	d := &ggufReader{r: bufio.NewReaderSize(io.NewSectionReader(r, 0, size), 1<<16), size: size}
 	magic, err := d.read(4)
@@ -557,7 +572,7 @@ func ReadGGUF(r io.ReaderAt, size int64) (*GGUF, error) {
 		t.Offset = g.DataOffset + int64(rel[i])
 		n := t.Bytes()
 		if n < 0 {
-			return nil, formatErr("gguf tensor %s: %v cannot hold dims %v", t.Name, t.DType, t.Dims)
+			return nil, formatErr("gguf tensor %s: %v", t.Name, t.shapeErr())
 		}
 		if t.Offset > size || n > size-t.Offset {
 			return nil, formatErr("gguf tensor %s: %v %v at %d does not fit the file of %d bytes", t.Name, t.DType, t.Dims, t.Offset, size)
@@ -587,7 +602,9 @@ func (d *ggufReader) tensorInfo() (TensorInfo, uint64, error) {
 		if err != nil {
 			return t, 0, err
 		}
-		if n < 1 || n > maxTensorDim || elems > uint64(d.size)/n {
+		// Its bytes are checked once the type is known; here, that it could
+		// fit the file at all: block types hold under 2 values a byte.
+		if n < 1 || n > maxTensorDim || elems > 2*uint64(d.size)/n {
 			return t, 0, formatErr("gguf tensor %s: dim %d of %d", t.Name, i, n)
 		}
 		elems *= n
@@ -599,7 +616,7 @@ func (d *ggufReader) tensorInfo() (TensorInfo, uint64, error) {
 	}
 	var ok bool
 	if t.DType, ok = abiType(gt); !ok {
-		return t, 0, formatErr("gguf tensor %s: ggml type %d (F32, F16, BF16 and Q8_0 are supported)", t.Name, gt)
+		return t, 0, formatErr("gguf tensor %s: ggml type %d (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K are supported)", t.Name, gt)
 	}
 	off, err := d.u64()
 	return t, off, err

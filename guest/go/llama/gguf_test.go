@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -24,6 +25,16 @@ func randomWeights(seed uint64, n int) []float32 {
 		x[i] = float32(r.NormFloat64() * 0.3)
 	}
 	return x
+}
+
+// randomBytes returns n reproducible bytes.
+func randomBytes(seed uint64, n int) []byte {
+	r := rand.New(rand.NewPCG(seed, 2))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
 }
 
 // writeGGUF returns the bytes w writes.
@@ -59,6 +70,9 @@ func TestGGUFRoundTrip(t *testing.T) {
 	}{
 		{"f32", abi.F32, []int{3, 5}}, {"f16", abi.F16, []int{7}}, {"bf16", abi.BF16, []int{2, 3, 4}},
 		{"q8_0", abi.Q8_0, []int{3, 64}}, {"four dims", abi.F32, []int{1, 2, 1, 3}},
+		{"q4_0", abi.Q4_0, []int{2, 64}}, {"q4_1", abi.Q4_1, []int{32}}, {"q5_0", abi.Q5_0, []int{3, 32}},
+		{"q5_1", abi.Q5_1, []int{1, 96}}, {"q4_k", abi.Q4_K, []int{2, 256}}, {"q5_k", abi.Q5_K, []int{512}},
+		{"q6_k", abi.Q6_K, []int{3, 1, 256}},
 	}
 	for _, align := range []uint32{0, 8, 64} {
 		w := NewGGUFWriter()
@@ -78,6 +92,9 @@ func TestGGUFRoundTrip(t *testing.T) {
 				n *= d
 			}
 			b, err := EncodeWeights(tn.dtype, randomWeights(uint64(i), n))
+			if !codable(tn.dtype) { // stored as they come: any bytes
+				b, err = randomBytes(uint64(i), int(tn.dtype.Bytes(n))), nil
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,6 +149,9 @@ func TestGGUFWriterRefuses(t *testing.T) {
 		dims  []int
 	}{
 		{"i8", abi.I8, []int{4}}, {"q8 row", abi.Q8_0, []int{4, 31}}, {"", abi.F32, []int{1}},
+		{"q4_0 row", abi.Q4_0, []int{2, 16}}, {"q5_1 rows of half blocks", abi.Q5_1, []int{2, 48}},
+		{"q4_k row", abi.Q4_K, []int{2, 128}}, {"q6_k row of 288", abi.Q6_K, []int{288}},
+		{"unknown", abi.DType(99), []int{1}},
 		{"no dims", abi.F32, nil}, {"five dims", abi.F32, []int{1, 1, 1, 1, 1}}, {"zero", abi.F32, []int{0}},
 	} {
 		if err := w.AddTensor(tc.name, tc.dtype, tc.dims, none); err == nil {
@@ -237,8 +257,18 @@ func TestReadGGUFHostile(t *testing.T) {
 		{"dim 0", nh().header(3, 1, 0).tensor("t", ggmlF32, 0, 0).pad(64).Bytes()},
 		{"dim 2^40", nh().header(3, 1, 0).tensor("t", ggmlF32, 0, 1<<40).pad(64).Bytes()},
 		{"dims overflow", nh().header(3, 1, 0).tensor("t", ggmlF32, 0, 1<<30, 1<<30, 1<<30, 1<<30).pad(64).Bytes()},
-		{"ggml Q4_K", nh().header(3, 1, 0).tensor("t", 12, 0, 4).pad(64).Bytes()},
+		{"ggml Q8_1", nh().header(3, 1, 0).tensor("t", 9, 0, 32).pad(64).Bytes()},
+		{"ggml Q2_K", nh().header(3, 1, 0).tensor("t", 10, 0, 256).pad(128).Bytes()},
+		{"ggml Q4_2 (removed)", nh().header(3, 1, 0).tensor("t", 4, 0, 32).pad(64).Bytes()},
+		{"ggml IQ4_XS", nh().header(3, 1, 0).tensor("t", 23, 0, 256).pad(256).Bytes()},
 		{"q8_0 row of 31", nh().header(3, 1, 0).tensor("t", ggmlQ8_0, 0, 31).pad(128).Bytes()},
+		{"q4_0 row of 48", nh().header(3, 1, 0).tensor("t", ggmlQ4_0, 0, 48, 2).pad(128).Bytes()},
+		{"q5_1 rows of 16", nh().header(3, 1, 0).tensor("t", ggmlQ5_1, 0, 16, 2).pad(128).Bytes()},
+		{"q4_K row of 288", nh().header(3, 1, 0).tensor("t", ggmlQ4_K, 0, 288).pad(256).Bytes()},
+		{"q6_K rows of 128", nh().header(3, 1, 0).tensor("t", ggmlQ6_K, 0, 128, 2).pad(256).Bytes()},
+		{"q5_K row of 1", nh().header(3, 1, 0).tensor("t", ggmlQ5_K, 0, 1).pad(256).Bytes()},
+		{"q5_K offset past the file", nh().header(3, 1, 0).tensor("t", ggmlQ5_K, 1<<40, 256).pad(256).Bytes()},
+		{"q4_K dims overflow", nh().header(3, 1, 0).tensor("t", ggmlQ4_K, 0, 1<<31, 1<<31, 1<<31).pad(256).Bytes()},
 		{"offset misaligned", nh().header(3, 1, 0).tensor("t", ggmlF32, 4, 1).pad(128).Bytes()},
 		{"offset past the file", nh().header(3, 1, 0).tensor("t", ggmlF32, 1<<62, 1).pad(128).Bytes()},
 		{"data past the file", nh().header(3, 1, 0).tensor("t", ggmlF32, 0, 64).pad(64).Bytes()},
@@ -255,6 +285,54 @@ func TestReadGGUFHostile(t *testing.T) {
 	}
 }
 
+// TestGGUFTypes: each ggml type the reader takes is its ABI type, with
+// ggml's block sizes (ggml.h's block_q4_0 ... block_q6_K, as data): a
+// tensor of 3 rows of 2 blocks is read with its size, refused a byte
+// short, and refused with rows of half a block.
+func TestGGUFTypes(t *testing.T) {
+	for _, tc := range []struct {
+		ggml       uint32
+		dtype      abi.DType
+		block, len int // values and bytes of one block
+	}{
+		{0, abi.F32, 1, 4}, {1, abi.F16, 1, 2}, {30, abi.BF16, 1, 2}, {8, abi.Q8_0, 32, 34},
+		{2, abi.Q4_0, 32, 18}, {3, abi.Q4_1, 32, 20}, {6, abi.Q5_0, 32, 22}, {7, abi.Q5_1, 32, 24},
+		{12, abi.Q4_K, 256, 144}, {13, abi.Q5_K, 256, 176}, {14, abi.Q6_K, 256, 210},
+	} {
+		t.Run(tc.dtype.String(), func(t *testing.T) {
+			if d, ok := abiType(tc.ggml); !ok || d != tc.dtype {
+				t.Errorf("abiType(%d) = %v, %v", tc.ggml, d, ok)
+			}
+			if g, ok := ggmlType(tc.dtype); !ok || g != tc.ggml {
+				t.Errorf("ggmlType(%v) = %d, %v", tc.dtype, g, ok)
+			}
+			size := 3 * 2 * tc.len
+			h := (&hostileGGUF{}).header(3, 1, 0).tensor("t", tc.ggml, 0, uint64(2*tc.block), 3)
+			h.pad(int(alignUp(int64(h.Len()), DefaultAlignment)) - h.Len() + size)
+			file := h.Bytes()
+			g, err := ReadGGUF(bytes.NewReader(file), int64(len(file)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ti := g.Tensors[0]; ti.DType != tc.dtype || ti.Bytes() != int64(size) || !slices.Equal(ti.Dims, []int{3, 2 * tc.block}) {
+				t.Errorf("tensor %+v of %d bytes, want %v [3 %d] of %d", ti, ti.Bytes(), tc.dtype, 2*tc.block, size)
+			}
+			if _, err := ReadGGUF(bytes.NewReader(file), int64(len(file)-1)); !errors.Is(err, ErrFormat) {
+				t.Errorf("a byte short: %v", err)
+			}
+			if tc.block == 1 {
+				return
+			}
+			half := (&hostileGGUF{}).header(3, 1, 0).tensor("t", tc.ggml, 0, uint64(tc.block/2), 4).pad(4096).Bytes()
+			_, err = ReadGGUF(bytes.NewReader(half), int64(len(half)))
+			want := fmt.Sprintf("rows of %d values are not whole %v blocks of %d", tc.block/2, tc.dtype, tc.block)
+			if !errors.Is(err, ErrFormat) || !strings.Contains(fmt.Sprint(err), want) {
+				t.Errorf("rows of half a block: %v; want an ErrFormat saying %q", err, want)
+			}
+		})
+	}
+}
+
 // TestReadGGUFTruncated: every prefix of a valid file that cuts its
 // header or its tensor data is refused.
 func TestReadGGUFTruncated(t *testing.T) {
@@ -263,12 +341,16 @@ func TestReadGGUFTruncated(t *testing.T) {
 	w.Set("tokens", []string{"a", "b"})
 	w.Set("nested", []any{[]float32{1}})
 	w.AddTensor("t", abi.Q8_0, []int{2, 32}, func() ([]byte, error) { return make([]byte, 68), nil })
+	w.AddTensor("k", abi.Q4_K, []int{256}, func() ([]byte, error) { return make([]byte, 144), nil })
+	w.AddTensor("q", abi.Q5_0, []int{2, 32}, func() ([]byte, error) { return make([]byte, 44), nil })
+	w.AddTensor("s", abi.Q6_K, []int{256}, func() ([]byte, error) { return make([]byte, 210), nil })
 	file := writeGGUF(t, w)
 	g, err := ReadGGUF(bytes.NewReader(file), int64(len(file)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	end := g.Tensors[0].Offset + g.Tensors[0].Bytes() // the padding after it is optional
+	last := g.Tensors[len(g.Tensors)-1]
+	end := last.Offset + last.Bytes() // the padding after it is optional
 	for n := range int(end) {
 		if _, err := ReadGGUF(bytes.NewReader(file[:n]), int64(n)); !errors.Is(err, ErrFormat) {
 			t.Fatalf("%d of %d bytes: %v", n, len(file), err)
@@ -404,6 +486,9 @@ func FuzzReadGGUF(f *testing.F) {
 	var buf bytes.Buffer
 	w.WriteTo(&buf)
 	f.Add(buf.Bytes())
+	buf.Reset()
+	writeMixedModel(f, &buf)
+	f.Add(buf.Bytes())
 	f.Add([]byte("GGUF\x03\x00\x00\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		g, err := ReadGGUF(bytes.NewReader(b), int64(len(b)))
@@ -452,4 +537,112 @@ func TestNewGGUFVocab(t *testing.T) {
 			t.Fatalf("token %d: %q %g from GGUF, %q %g from tokenizer.bin", i, gv.Pieces[i], gv.Scores[i], bin.Pieces[i], bin.Scores[i])
 		}
 	}
+}
+
+// mixedTypes are the weight types of writeMixedModel's layers, as a
+// llama.cpp mix has them: most matrices in one type, fallbacks in others,
+// K-quants where rows are 256 wide (ffn_down), norms in f32.
+var mixedTypes = [3][]abi.DType{
+	{abi.F32, abi.Q4_0, abi.Q5_1, abi.Q8_0, abi.F16, abi.F32, abi.Q5_0, abi.Q4_K, abi.Q4_1},
+	{abi.F32, abi.Q4_1, abi.Q5_0, abi.BF16, abi.Q4_0, abi.F32, abi.Q8_0, abi.Q5_K, abi.Q5_1},
+	{abi.F32, abi.Q5_0, abi.Q4_0, abi.Q5_1, abi.Q4_1, abi.F32, abi.Q4_0, abi.Q6_K, abi.Q8_0},
+}
+
+// writeMixedModel writes to dst a llama GGUF file of 3 layers (dim 32,
+// hidden 256, 4 tokens) whose weights are of every type, mixed per tensor
+// (mixedTypes; token_embd q8_0, output q5_1), their bytes random.
+func writeMixedModel(t testing.TB, dst io.Writer) {
+	t.Helper()
+	w := NewGGUFWriter()
+	for _, kv := range []KV{
+		{"general.architecture", "llama"}, {"llama.embedding_length", uint32(32)},
+		{"llama.feed_forward_length", uint32(256)}, {"llama.block_count", uint32(3)},
+		{"llama.attention.head_count", uint32(2)}, {"llama.context_length", uint32(16)},
+		{"llama.attention.layer_norm_rms_epsilon", float32(1e-5)},
+		{"tokenizer.ggml.model", "llama"}, {"tokenizer.ggml.tokens", []string{"<unk>", "<s>", "</s>", "\u2581a"}},
+	} {
+		if err := w.Set(kv.Key, kv.Value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seed := uint64(0)
+	add := func(name string, dtype abi.DType, dims ...int) {
+		seed++
+		b := randomBytes(seed, int((TensorInfo{DType: dtype, Dims: dims}).Bytes()))
+		if dtype == abi.F32 || dtype == abi.F16 || dtype == abi.BF16 {
+			b, _ = EncodeWeights(dtype, randomWeights(seed, len(b)/dtype.Size())) // finite values
+		}
+		if err := w.AddTensor(name, dtype, dims, func() ([]byte, error) { return b, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(ggufTokenEmbd, abi.Q8_0, 4, 32)
+	dims := [][]int{{32}, {32, 32}, {32, 32}, {32, 32}, {32, 32}, {32}, {256, 32}, {32, 256}, {256, 32}}
+	for i, types := range mixedTypes {
+		for j, kind := range ggufBlockTensors {
+			add(ggufBlockName(i, kind), types[j], dims[j]...)
+		}
+	}
+	add(ggufOutputNorm, abi.F32, 32)
+	add(ggufOutput, abi.Q5_1, 4, 32)
+	if _, err := w.WriteTo(dst); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGGUFModelMixedTypes: a model whose weights mix types per tensor and
+// per layer is read with each tensor's own type, its bytes where the
+// writer put them, and needs ABI v4 for its first v4 type; a model of v3
+// types needs v3.
+func TestGGUFModelMixedTypes(t *testing.T) {
+	var buf bytes.Buffer
+	writeMixedModel(t, &buf)
+	file := buf.Bytes()
+	m, err := Open(bytes.NewReader(file), int64(len(file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &m.Weights
+	if w.TokenEmbedding.DType != abi.Q8_0 || w.Output.DType != abi.Q5_1 || w.Shared() || w.OutputNorm.DType != abi.F32 {
+		t.Errorf("embedding %v, output %v (shared %v), output norm %v", w.TokenEmbedding.DType, w.Output.DType, w.Shared(), w.OutputNorm.DType)
+	}
+	seen := map[abi.DType]bool{}
+	for i, l := range w.Layers {
+		for j, ti := range l.tensors() {
+			seen[ti.DType] = true
+			if ti.DType != mixedTypes[i][j] {
+				t.Errorf("%s is %v, want %v", ti.Name, ti.DType, mixedTypes[i][j])
+			}
+		}
+	}
+	for _, d := range []abi.DType{abi.F32, abi.F16, abi.BF16, abi.Q8_0, abi.Q4_0, abi.Q4_1, abi.Q5_0, abi.Q5_1, abi.Q4_K, abi.Q5_K, abi.Q6_K} {
+		if !seen[d] && w.Output.DType != d && w.TokenEmbedding.DType != d {
+			t.Errorf("no tensor of %v", d)
+		}
+	}
+	// Each tensor's bytes follow the previous one's, aligned: its size is
+	// what the writer wrote.
+	ts := w.Tensors()
+	for i := 1; i < len(ts); i++ {
+		if want := alignUp(ts[i-1].Offset+ts[i-1].Bytes(), DefaultAlignment); ts[i].Offset != want {
+			t.Fatalf("%s at %d, want %d (after %s, %d bytes)", ts[i].Name, ts[i].Offset, want, ts[i-1].Name, ts[i-1].Bytes())
+		}
+	}
+	if v, first := w.ABIVersion(); v != 4 || first.Name != "blk.0.attn_q.weight" {
+		t.Errorf("ABIVersion = %d, %s; want 4, blk.0.attn_q.weight", v, first.Name)
+	}
+	if v, _ := ggufModel(t, abi.Q8_0).Weights.ABIVersion(); v != 3 {
+		t.Errorf("a q8_0 model needs ABI v%d, want v3", v)
+	}
+}
+
+// ggufModel returns stories260K converted to GGUF with weights of dtype.
+func ggufModel(t testing.TB, dtype abi.DType) *Model {
+	t.Helper()
+	file := convertStories(t, dtype)
+	m, err := Open(bytes.NewReader(file), int64(len(file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

@@ -58,8 +58,9 @@ func (w *GGUFWriter) Set(key string, value any) error {
 	return nil
 }
 
-// AddTensor adds the tensor name of dtype (F32, F16, BF16 or Q8_0) and
-// row-major dims; data returns its bytes (dtype.Bytes of the elements)
+// AddTensor adds the tensor name of dtype (one that GGUF stores:
+// F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K, rows of
+// whole blocks) and row-major dims; data returns its bytes (TensorInfo.Bytes)
 // when WriteTo reaches it.
 func (w *GGUFWriter) AddTensor(name string, dtype abi.DType, dims []int, data func() ([]byte, error)) error {
 	t := TensorInfo{Name: name, DType: dtype, Dims: append([]int(nil), dims...)}
@@ -69,8 +70,11 @@ func (w *GGUFWriter) AddTensor(name string, dtype abi.DType, dims []int, data fu
 	if len(name) == 0 || len(name) > maxGGUFNameLen || w.names[name] {
 		return fmt.Errorf("llama: gguf tensor name %q empty, too long or taken", name)
 	}
-	if len(dims) < 1 || len(dims) > maxGGUFDims || t.Bytes() < 0 {
-		return fmt.Errorf("llama: gguf tensor %s: %v cannot hold dims %v", name, dtype, dims)
+	if len(dims) < 1 || len(dims) > maxGGUFDims {
+		return fmt.Errorf("llama: gguf tensor %s: dims %v", name, dims)
+	}
+	if t.Bytes() < 0 {
+		return fmt.Errorf("llama: gguf tensor %s: %w", name, t.shapeErr())
 	}
 	for _, d := range dims {
 		if d < 1 || d > maxTensorDim {

@@ -122,19 +122,27 @@ func (t TensorInfo) Elements() int64 {
 }
 
 // Bytes returns the size of the tensor's data, or -1 if its type cannot
-// hold its shape (a Q8_0 row that is not a whole number of blocks).
+// hold its shape: an unknown type, or rows (the last dim) that are not
+// whole blocks of a block-quantized type.
 func (t TensorInfo) Bytes() int64 {
-	if len(t.Dims) == 0 || t.DType == abi.Q8_0 && t.Dims[len(t.Dims)-1]%abi.Q8Block != 0 {
+	if len(t.Dims) == 0 {
 		return -1
 	}
-	if t.DType == abi.Q8_0 {
-		return t.Elements() / abi.Q8Block * q8BlockBytes
+	cols := t.Dims[len(t.Dims)-1]
+	row := t.DType.Bytes(cols)
+	if row < 0 || cols < 1 {
+		return -1
 	}
-	return t.Elements() * int64(t.DType.Size())
+	return t.Elements() / int64(cols) * row
 }
 
-// q8BlockBytes is the size of one Q8_0 block: an f16 scale and the values.
-const q8BlockBytes = 2 + abi.Q8Block
+// shapeErr says why Bytes is -1.
+func (t TensorInfo) shapeErr() error {
+	if k := t.DType.Block(); k > 1 && len(t.Dims) > 0 && t.Dims[len(t.Dims)-1]%k != 0 {
+		return fmt.Errorf("rows of %d values are not whole %v blocks of %d (dims %v)", t.Dims[len(t.Dims)-1], t.DType, k, t.Dims)
+	}
+	return fmt.Errorf("%v cannot hold dims %v", t.DType, t.Dims)
+}
 
 // LayerWeights are the tensors of one transformer block. Matrices are
 // [out, in] (a Linear layer's weight: y = x·Wᵀ).
@@ -178,6 +186,29 @@ func (w *Weights) Tensors() []TensorInfo {
 // Shared reports whether the classifier is the token embedding table.
 func (w *Weights) Shared() bool { return w.Output.Name == w.TokenEmbedding.Name }
 
+// ABIVersion returns the tensor ABI version that w's weight types need
+// (3: F32, F16, BF16, Q8_0; 4: Q4_0 ... Q6_K) and the first tensor that
+// needs it, so that a host too old for them is named before any weight is
+// made.
+func (w *Weights) ABIVersion() (int, TensorInfo) {
+	v, first := 3, TensorInfo{}
+	for _, t := range w.Tensors() {
+		if n := dtypeABI(t.DType); n > v {
+			v, first = n, t
+		}
+	}
+	return v, first
+}
+
+// dtypeABI is the ABI version that added dtype, among the runner's types.
+func dtypeABI(dtype abi.DType) int {
+	switch dtype {
+	case abi.Q4_0, abi.Q4_1, abi.Q5_0, abi.Q5_1, abi.Q4_K, abi.Q5_K, abi.Q6_K:
+		return 4
+	}
+	return 3
+}
+
 // Model is what a model file says: its format, architecture, where each
 // weight tensor lies in the file and, for GGUF, its vocabulary.
 type Model struct {
@@ -216,7 +247,7 @@ func (m *Model) checkShapes(size int64) error {
 		}
 		n := t.Bytes()
 		if n < 0 {
-			return formatErr("tensor %s: %v cannot hold dims %v", t.Name, t.DType, t.Dims)
+			return formatErr("tensor %s: %v", t.Name, t.shapeErr())
 		}
 		if t.Offset < 0 || t.Offset > size || n > size-t.Offset {
 			return formatErr("tensor %s: %d bytes at offset %d pass the end of the file (%d bytes)", t.Name, n, t.Offset, size)

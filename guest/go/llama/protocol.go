@@ -94,6 +94,11 @@ type Request struct {
 	// and MaxTie caps what a client may allow. Sampled claims (Temperature
 	// above 0) are checked exactly: their coin decides among all tokens.
 	Tie float32 `json:"tie,omitempty"`
+	// Logits asks for the logits the last token (or the stop) was chosen
+	// from in the Done event (Event.Logits); with MaxTokens 1, the prompt's
+	// next-token logits. Not with a Claim, whose output must not depend on
+	// the checker's arithmetic.
+	Logits bool `json:"logits,omitempty"`
 }
 
 // MaxTie caps Request.Tie: one logit, a runner-up at least e⁻¹ (37 %) as
@@ -132,6 +137,12 @@ type Event struct {
 	// Error, with Done, says why the request failed (a prompt too long for
 	// the context, say); the runner goes on with the next request.
 	Error string `json:"error,omitempty"`
+	// Logits, with Done of a request that asked for them (Request.Logits),
+	// are the whole vocabulary's logits at the last position run: those
+	// the last token or the stop was chosen from. Their last digits depend
+	// on the kernels (they are bit for bit the same only in exact mode).
+	// A logit that is not finite fails the request (Error) instead.
+	Logits []float32 `json:"logits,omitempty"`
 	// Ties and TieGap, with Done of a check with a Tie bound, count the
 	// claimed tokens taken as near-ties and give the largest of their gaps
 	// (the top logit less the claimed token's). They are the only bytes of

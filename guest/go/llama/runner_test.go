@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -160,6 +161,7 @@ func parseEvents(t testing.TB, output []byte) (map[int]*completion, []llama.Even
 	byID := map[int]*completion{}
 	var events []llama.Event
 	sc := bufio.NewScanner(bytes.NewReader(output))
+	sc.Buffer(nil, 64<<20) // a Done event with logits is 4·vocab bytes and more
 	for sc.Scan() {
 		var e llama.Event
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
@@ -180,6 +182,9 @@ func parseEvents(t testing.TB, output []byte) (map[int]*completion, []llama.Even
 		} else {
 			c.pieces = append(c.pieces, e.Text)
 		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
 	}
 	return byID, events
 }
@@ -457,7 +462,7 @@ func TestRunnerGGUFStops(t *testing.T) {
 	got, _, _ := runJob(t, ggufDataVocab(t, abi.F32, &v), abi.ModeExact,
 		requests(t, llama.Request{Prompt: "Once upon a time", MaxTokens: 100}))
 	want := llama.Event{Done: true, PromptTokens: 5, CompletionTokens: 10, Stop: "eos"}
-	if c := got[0]; c == nil || c.text() != ", there was a little girl named Lily" || c.done != want {
+	if c := got[0]; c == nil || c.text() != ", there was a little girl named Lily" || !reflect.DeepEqual(c.done, want) {
 		t.Errorf("got %q %+v, want the first sentence without its period, %+v", c.text(), c.done, want)
 	}
 }
@@ -541,7 +546,7 @@ func TestRunnerRequests(t *testing.T) {
 				t.Errorf("not json, and a line of 1 MiB: %+v", c)
 			}
 			for _, id := range []int{1, 9} {
-				if c := got[id]; c == nil || len(c.pieces) != 5 || c.done != (llama.Event{ID: id, Done: true, PromptTokens: 5, CompletionTokens: 5, Stop: "length"}) {
+				if c := got[id]; c == nil || len(c.pieces) != 5 || !reflect.DeepEqual(c.done, llama.Event{ID: id, Done: true, PromptTokens: 5, CompletionTokens: 5, Stop: "length"}) {
 					t.Errorf("request %d: %+v", id, c)
 				}
 			}
@@ -604,7 +609,7 @@ func TestRunnerKVCache(t *testing.T) {
 	together, _, _ := runJob(t, binData(), abi.ModeExact, requests(t, reqs...))
 	for _, r := range reqs {
 		alone, _, _ := runJob(t, binData(), abi.ModeExact, requests(t, r))
-		if a, b := together[r.ID], alone[r.ID]; a == nil || b == nil || a.text() != b.text() || a.done != b.done {
+		if a, b := together[r.ID], alone[r.ID]; a == nil || b == nil || a.text() != b.text() || !reflect.DeepEqual(a.done, b.done) {
 			t.Errorf("request %d after others: %+v; alone: %+v", r.ID, a, b)
 		}
 	}
@@ -696,4 +701,69 @@ func TestRunnerUpToDate(t *testing.T) {
 	if !bytes.Equal(built, llama.Runner()) {
 		t.Fatal("runner.wasm is out of date: run make -C testdata")
 	}
+}
+
+// TestRunnerLogits: a request with Logits gets, in its Done event, the
+// whole vocabulary's logits of its last step, whose argmax is the greedy
+// token it wrote (or the stop it chose); without, none; with a claim, it
+// is refused. The logits of one step do not depend on what else the job
+// asked.
+func TestRunnerLogits(t *testing.T) {
+	v := *tokenizer(t).Vocab()
+	v.EOS = slices.Index(v.Pieces, ".")
+	data := ggufDataVocab(t, abi.F32, &v)
+	reqs := []llama.Request{
+		{ID: 1, Prompt: "Once upon a time", MaxTokens: 1, Logits: true},
+		{ID: 2, Prompt: "Once upon a time", MaxTokens: 4, Logits: true},
+		{ID: 3, Prompt: "Once upon a time", MaxTokens: 100, Logits: true}, // stops at "."
+		{ID: 4, Prompt: "Once upon a time", MaxTokens: 4},
+		{ID: 5, Prompt: "x", Logits: true, Claim: []int{}},
+	}
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			got, events, _ := runJob(t, data, mode, requests(t, reqs...))
+			for _, id := range []int{1, 2, 3} {
+				c := got[id]
+				if c == nil || c.done.Error != "" || len(c.done.Logits) != len(v.Pieces) {
+					t.Fatalf("request %d: %+v", id, c)
+				}
+				last := -1
+				for _, e := range events {
+					if e.ID == id && !e.Done {
+						last = e.Token
+					}
+				}
+				if c.done.Stop == "eos" {
+					last = v.EOS
+				}
+				if top := argmax(c.done.Logits); top != last {
+					t.Errorf("request %d: the logits' argmax is %d, the last choice %d (stop %q)", id, top, last, c.done.Stop)
+				}
+			}
+			if c := got[3]; c.done.Stop != "eos" {
+				t.Errorf("request 3 stopped by %q, want eos", c.done.Stop)
+			}
+			if c := got[4]; c == nil || c.done.Logits != nil || c.text() != got[2].text() {
+				t.Errorf("request 4 without logits: %+v; request 2's text %q", c, got[2].text())
+			}
+			if c := got[5]; c == nil || !strings.Contains(c.done.Error, "logits with a claim") {
+				t.Errorf("request 5, logits with a claim: %+v", c)
+			}
+			alone, _, _ := runJob(t, data, mode, requests(t, reqs[1]))
+			if !reflect.DeepEqual(alone[2].done.Logits, got[2].done.Logits) {
+				t.Error("request 2's logits alone differ from its logits after request 1")
+			}
+		})
+	}
+}
+
+// argmax returns the index of the largest value of x (the first of equals).
+func argmax(x []float32) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
 }

@@ -14,8 +14,9 @@ import (
 
 // FromData returns a read-only tensor over the bytes of the job's data file
 // name (a file under /data) from offset: dims elements of dtype (f32, f16,
-// bf16 or q8_0). The weights are never copied into guest memory; a provider
-// keeps them loaded across jobs. ABI v3.
+// bf16 or q8_0; since ABI v4 q4_0, q4_1, q5_0, q5_1, q4_k, q5_k and q6_k
+// too, rows of whole blocks). The weights are never copied into guest
+// memory; a provider keeps them loaded across jobs. ABI v3.
 func FromData(name string, offset int64, dtype abi.DType, dims ...int) (*Tensor, error) {
 	d, nd, err := encodeDims(abi.FuncTensorFromData, dims)
 	if err != nil {
@@ -33,8 +34,9 @@ func FromData(name string, offset int64, dtype abi.DType, dims ...int) (*Tensor,
 	return &Tensor{h: h, dtype: dtype, shape: slices.Clone(dims)}, nil
 }
 
-// MatMul returns x · wᵀ: x is f32 [..., k], w is [n, k] of f32, f16, bf16
-// or q8_0 (a Linear layer's weight), the result f32 [..., n]. ABI v3.
+// MatMul returns x · wᵀ: x is f32 [..., k], w is [n, k] of f32 or a weight
+// type (FromData's; a Linear layer's weight), the result f32 [..., n].
+// ABI v3.
 func MatMul(x, w *Tensor) (*Tensor, error) {
 	h, err := check(abi.FuncMatMul, hostMatMul(x.Handle(), w.Handle()))
 	if err != nil {

@@ -14,8 +14,8 @@ import (
 )
 
 // Read reads n elements of dt stored at offset of the file at path: F32 into
-// a []float32, the weight types (F16, BF16, Q8_0) as their stored bytes
-// (HostBuffer.Raw). A region that passes the file's end is an error wrapping
+// a []float32, the weight types (F16, BF16, the block quantizations: see
+// abi.DType.Weight) as their stored bytes (HostBuffer.Raw). A region that passes the file's end is an error wrapping
 // io.ErrUnexpectedEOF.
 func Read(path string, offset int64, dt abi.DType, n int) (*tensor.HostBuffer, error) {
 	size := dt.Bytes(n)

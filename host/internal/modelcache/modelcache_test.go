@@ -210,6 +210,12 @@ func TestRead(t *testing.T) {
 		{"whole file f32", 0, abi.F32, 64, data},
 		{"past the end", 4, abi.F32, 64, nil},
 		{"q8_0 partial block", 0, abi.Q8_0, 16, nil},
+		{"q4_0", 4, abi.Q4_0, 64, data[4:40]},
+		{"q5_1", 0, abi.Q5_1, 32, data[:24]},
+		{"q4_k", 16, abi.Q4_K, 256, data[16:160]},
+		{"q6_k", 3, abi.Q6_K, 256, data[3:213]},
+		{"q5_k partial block", 0, abi.Q5_K, 128, nil},
+		{"q6_k past the end", 100, abi.Q6_K, 256, nil},
 		{"i8", 0, abi.I8, 4, nil},
 		{"negative offset", -1, abi.F32, 1, nil},
 	}

@@ -57,7 +57,7 @@ func tensorFromData(ctx context.Context, s *Session, mem api.Memory, p []int32) 
 	if s.live >= s.cfg.MaxHandles {
 		return int32(abi.ETOOMANY)
 	}
-	s.preferHost()
+	s.preferHost(dt)
 	start := time.Now()
 	defer func() { s.Stats.DataTime += time.Since(start) }()
 	f, errno := s.dataFile(string(name))
@@ -77,8 +77,8 @@ func tensorFromData(ctx context.Context, s *Session, mem api.Memory, p []int32) 
 }
 
 // loadData makes a data tensor of size bytes: from the cache, pinned (and
-// on the device, with a DeviceCache), or without one read for this job
-// alone and counted in its limits.
+// on the device, with a DeviceCache, if the device holds weights of dt),
+// or without one read for this job alone and counted in its limits.
 func (s *Session) loadData(ctx context.Context, f openFile, off int64, dt abi.DType, dims []int, size int64) (*entry, abi.Errno) {
 	e := &entry{dt: dt, shape: dims, readOnly: true}
 	if s.cfg.Cache == nil {
@@ -97,7 +97,7 @@ func (s *Session) loadData(ctx context.Context, f openFile, off int64, dt abi.DT
 	key := modelcache.NewKey(f.digest, off, dt, dims)
 	var ref *modelcache.Ref
 	var err error
-	if s.dataOnDevice() {
+	if s.dataOnDevice() && tensor.HoldsWeights(s.backend, dt) {
 		ref, err = s.deviceData(ctx, f, key, size)
 	} else {
 		ref, err = s.hostData(ctx, f, key, size)
@@ -162,11 +162,13 @@ func (s *Session) deviceData(ctx context.Context, f openFile, key modelcache.Key
 	return ref, nil
 }
 
-// wholeBlocks reports whether a tensor of dt may have shape dims: a Q8_0
-// tensor's rows (its last dim) are whole blocks, so that each row can be
+// wholeBlocks reports whether a tensor of dt may have shape dims: a
+// block-quantized tensor's rows (its last dim) are whole blocks (32 values,
+// 256 for the K types: abi.DType.Block), so that each row can be
 // dequantized on its own.
 func wholeBlocks(dt abi.DType, dims []int) bool {
-	return dt != abi.Q8_0 || dims[len(dims)-1]%abi.Q8Block == 0
+	k := dt.Block()
+	return k > 0 && dims[len(dims)-1]%k == 0
 }
 
 // dataFile resolves a data file's name: its size, and its digest when the

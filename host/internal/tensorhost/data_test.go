@@ -1,11 +1,15 @@
 package tensorhost
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -390,5 +394,144 @@ func TestDeviceLostPurgesTheDeviceCache(t *testing.T) {
 	s.Close()
 	if freed != 1 {
 		t.Errorf("%d buffers given back after the job, want 1", freed)
+	}
+}
+
+// TestWholeBlocks: a block-quantized data tensor's rows are whole blocks,
+// 32 values or 256 for the K types (else ESHAPE); other types take any
+// shape.
+func TestWholeBlocks(t *testing.T) {
+	for _, tt := range []struct {
+		dt   abi.DType
+		dims []int
+		want bool
+	}{
+		{abi.F32, []int{3, 7}, true},
+		{abi.F16, []int{5}, true},
+		{abi.Q8_0, []int{2, 32}, true},
+		{abi.Q8_0, []int{4, 16}, false},
+		{abi.Q4_0, []int{64}, true},
+		{abi.Q5_1, []int{2, 48}, false},
+		{abi.Q4_K, []int{2, 256}, true},
+		{abi.Q4_K, []int{4, 128}, false},
+		{abi.Q5_K, []int{1, 2, 512}, true},
+		{abi.Q6_K, []int{288}, false},
+		{abi.Q6_K, []int{256, 1}, false},
+		{abi.DType(99), []int{256}, false},
+	} {
+		if got := wholeBlocks(tt.dt, tt.dims); got != tt.want {
+			t.Errorf("wholeBlocks(%v, %v) = %v, want %v", tt.dt, tt.dims, got, tt.want)
+		}
+	}
+}
+
+// quantWeights writes the data file of the v4 tests: 16 f32 (0.5·i), then
+// a q4_k [2, 256] at offset 64, random blocks with scales about 2⁻⁶.
+func quantWeights(t *testing.T) string {
+	b, _ := os.ReadFile(func() string { p, _ := weights(t); return p }())
+	r := rand.New(rand.NewPCG(1, 2))
+	q := make([]byte, abi.Q4_K.Bytes(512))
+	for i := range q {
+		q[i] = byte(r.Uint32())
+	}
+	for blk := range 2 {
+		binary.LittleEndian.PutUint16(q[144*blk:], 0x2400)   // d
+		binary.LittleEndian.PutUint16(q[144*blk+2:], 0x2000) // dmin
+	}
+	path := filepath.Join(t.TempDir(), "q.bin")
+	if err := os.WriteFile(path, append(b, q...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestUnheldWeightsStayInHost: weights of a type the device does not hold
+// (q4_k on a device backend that holds none but f32, as CUDA holds no v4
+// block type) are never uploaded. A job whose first data tensor is one
+// moves to host memory; a job that already uses the device keeps it, and
+// its ops on such weights fall back to the reference. Either way matmul,
+// embed and rmsnorm (a q4_k g) give the reference's bits.
+func TestUnheldWeightsStayInHost(t *testing.T) {
+	ctx := context.Background()
+	ref := reference.New(reference.Config{Threads: 1})
+	path := quantWeights(t)
+	mem := guestMemory(t)
+	dev := &deviceLM{deviceBackend: &deviceBackend{ref: ref}, Host: transformer.NewHost(1)}
+	x := make([]float32, 256)
+	for i := range x {
+		x[i] = float32(i%13) - 6
+	}
+	var want [][]byte
+	for _, c := range []struct {
+		name      string
+		be        tensor.Backend
+		f32First  bool // an f32 data tensor, uploaded, before the q4_k
+		moved     bool
+		uploaded  int64
+		fallbacks uint64
+	}{
+		{name: "reference"},
+		{name: "q4_k first", be: dev, moved: true},
+		{name: "f32 on the device first", be: dev, f32First: true, uploaded: 64, fallbacks: 3},
+	} {
+		s, err := NewSession(Config{Mode: abi.ModeTolerance, Reference: ref, Backend: c.be,
+			Data: dataFiles(path), Cache: modelcache.New(1 << 20), DeviceCache: modelcache.NewOn(1<<20, dev.Free)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.f32First && fromData(s, mem, 0, abi.F32, 4, 4) <= 0 {
+			t.Fatalf("%s: f32 tensor_from_data", c.name)
+		}
+		hq := fromData(s, mem, 64, abi.Q4_K, 2, 256)
+		if r := fromData(s, mem, 64, abi.Q4_K, 4, 128); r != int32(abi.ESHAPE) {
+			t.Errorf("%s: q4_k rows of half blocks: %d, want ESHAPE", c.name, r)
+		}
+		hx, ex, _ := s.alloc(ctx, abi.F32, []int{1, 256})
+		if hq <= 0 || s.backend.Write(ex.buf, f32bytes(x...)) != nil {
+			t.Fatalf("%s: tensor_from_data = %d", c.name, hq)
+		}
+		mem.WriteUint32Le(8, 1) // ids 1, 0
+		mem.WriteUint32Le(12, 0)
+		hy := matMul(ctx, s, nil, []int32{hx, hq})
+		he := embed(ctx, s, mem, []int32{hq, 8, 2})
+		for _, r := range []struct {
+			dims []uint32
+			want int32
+		}{{[]uint32{4, 128}, int32(abi.ESHAPE)}, {[]uint32{1, 512}, 0}, {[]uint32{2, 256}, 0}} {
+			mem.WriteUint32Le(16, r.dims[0])
+			mem.WriteUint32Le(20, r.dims[1])
+			if got := tensorReshape(ctx, s, mem, []int32{hq, 2, 16}); got != r.want {
+				t.Errorf("%s: reshape of q4_k [2, 256] to %v: %d, want %d", c.name, r.dims, got, r.want)
+			}
+		}
+		hg := fromData(s, mem, 64, abi.Q4_K, 256) // the first row as g
+		hn := rmsNorm(ctx, s, nil, []int32{hx, hg, int32(math.Float32bits(1e-5))})
+		if hy <= 0 || he <= 0 || hg <= 0 || hn <= 0 {
+			t.Fatalf("%s: matmul %d, embed %d, tensor_from_data %d, rmsnorm %d", c.name, hy, he, hg, hn)
+		}
+		var got [][]byte
+		for _, h := range []int32{hy, he, hn} {
+			e, _ := s.get(h)
+			b := make([]byte, 4*e.elems())
+			if err := s.backend.Read(e.buf, b); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, b)
+		}
+		if want == nil {
+			want = got
+		}
+		for i, op := range []string{"matmul", "embed", "rmsnorm"} {
+			if !bytes.Equal(got[i], want[i]) {
+				t.Errorf("%s: %s differs from the reference's", c.name, op)
+			}
+		}
+		if moved := c.be != nil && s.backend == tensor.Backend(ref); moved != c.moved {
+			t.Errorf("%s: moved to host memory: %v, want %v", c.name, moved, c.moved)
+		}
+		if s.Stats.DataUploaded != c.uploaded || s.Stats.Fallbacks != c.fallbacks {
+			t.Errorf("%s: uploaded %d bytes with %d fallbacks, want %d and %d", c.name, s.Stats.DataUploaded, s.Stats.Fallbacks, c.uploaded, c.fallbacks)
+		}
+		s.Close()
 	}
 }

@@ -255,7 +255,7 @@ func tensorShape(_ context.Context, s *Session, mem api.Memory, p []int32) int32
 
 // tensorReshape changes a handle's shape, not its bytes, so data tensors
 // may be reshaped too (the model cache keeps the shape they were made
-// with); a Q8_0 tensor's rows stay whole blocks.
+// with); a block-quantized tensor's rows stay whole blocks.
 func tensorReshape(_ context.Context, s *Session, mem api.Memory, p []int32) int32 {
 	e, errno := s.get(p[0])
 	if errno != abi.OK {

@@ -346,22 +346,23 @@ func (s *Session) Backend() tensor.Backend { return s.named }
 
 // preferHost moves a session whose data tensors would stay in host memory
 // while its backend's buffers are elsewhere (a backend without the
-// language-model ops, tensor.Transformer, or a session without a
-// DeviceCache) to the reference backend's host memory, at the job's first
-// data tensor and only while the job holds no tensors of its own. Otherwise
+// language-model ops, tensor.Transformer, a session without a DeviceCache,
+// or weights of type dt, which the device does not hold) to the reference
+// backend's host memory, at the job's first such data tensor and only while
+// the job holds no tensors of its own nor any on the device. Otherwise
 // every v3 op would copy its operands, a KV cache among them, off the device
 // and back on each call: a 110M-parameter model generated 3.7 tokens/s that
 // way on an H100 host against 67 on its CPU. Backend still names the backend
 // the job was given; its ops run as that backend's fallbacks do.
-func (s *Session) preferHost() {
+func (s *Session) preferHost(dt abi.DType) {
 	if s.hostBuffers {
 		return
 	}
-	if s.dataOnDevice() {
+	if s.dataOnDevice() && tensor.HoldsWeights(s.backend, dt) {
 		return
 	}
 	for _, e := range s.handles {
-		if e != nil && !e.readOnly {
+		if e != nil && (!e.readOnly || s.onDevice[e.buf]) {
 			return
 		}
 	}

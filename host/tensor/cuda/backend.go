@@ -347,13 +347,14 @@ func (b *Backend) settle(work float64, more bool) error {
 
 // Alloc implements tensor.Backend: a zeroed device buffer, from the pool
 // of freed ones when one of its size class is there (a device out of
-// memory gets the pool back first, devAlloc). The weight types
-// (F16, BF16, Q8_0 in whole blocks) are allocated too, for Transformer.
+// memory gets the pool back first, devAlloc). The weight types the kernels
+// read (F16, BF16, Q8_0 in whole blocks: weightType) are allocated too,
+// for Transformer; the other block types are unsupported.
 //
 // hardware-untested: no GPU was available to the project; the call sequence
 // is tested against a fake driver.
 func (b *Backend) Alloc(dt abi.DType, n int) (tensor.Buffer, error) {
-	if dt.Size() == 0 && dt != abi.Q8_0 {
+	if dt.Size() == 0 && !weightType(dt) {
 		return nil, fmt.Errorf("cuda: %w: %v", tensor.ErrUnsupported, dt)
 	}
 	if dt.Bytes(n) < 0 { // a negative length, or Q8_0 not in whole blocks

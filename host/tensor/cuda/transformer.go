@@ -15,7 +15,10 @@ import (
 // in tolerance mode only, as every op of this backend: sums are in float
 // in the GPU's order, not the exact-mode lanes of package transformer.
 
-var _ tensor.Transformer = (*Backend)(nil)
+var (
+	_ tensor.Transformer  = (*Backend)(nil)
+	_ tensor.WeightHolder = (*Backend)(nil)
+)
 
 const (
 	// gemvMaxRows is the most x rows MatMul computes with gemv_rows. A
@@ -45,8 +48,19 @@ const (
 )
 
 // weightType reports whether dt may be the w of MatMul or the table of
-// Embed.
-func weightType(dt abi.DType) bool { return dt == abi.F32 || dt.Weight() }
+// Embed: the types the kernels dequantize (kernels.cu's weight_at). The
+// block types of ABI v4 are not among them yet: Alloc refuses them, and the
+// host module keeps such weights in host memory (HoldsWeights).
+func weightType(dt abi.DType) bool {
+	switch dt {
+	case abi.F32, abi.F16, abi.BF16, abi.Q8_0:
+		return true
+	}
+	return false
+}
+
+// HoldsWeights implements tensor.WeightHolder: the types weightType lists.
+func (b *Backend) HoldsWeights(dt abi.DType) bool { return weightType(dt) }
 
 // checkWeights checks the type of weights in rows of cols values (their
 // length is checkArgs'): Q8_0 rows must be whole blocks, so that each row

@@ -619,6 +619,25 @@ func testTransformerRefusals(t *testing.T, tg target) {
 			t.Errorf("%s: %d kernels launched", c.name, n)
 		}
 	}
+	// The kernels read F16, BF16 and Q8_0 weights, not the other block
+	// types (ABI v4): Alloc refuses those, and HoldsWeights tells the host
+	// module to keep them in host memory.
+	for _, dt := range []abi.DType{abi.F32, abi.F16, abi.BF16, abi.Q8_0, abi.Q4_0, abi.Q4_1, abi.Q5_0, abi.Q5_1, abi.Q4_K, abi.Q5_K, abi.Q6_K} {
+		held := dt <= abi.Q8_0
+		if got := tensor.HoldsWeights(b, dt); got != held {
+			t.Errorf("HoldsWeights(%v) = %v, want %v", dt, got, held)
+		}
+		buf, err := b.Alloc(dt, 256)
+		switch {
+		case held && err != nil:
+			t.Errorf("Alloc of 256 %v: %v", dt, err)
+		case !held && !errors.Is(err, tensor.ErrUnsupported):
+			t.Errorf("Alloc of 256 %v: %v, want tensor.ErrUnsupported", dt, err)
+		}
+		if err == nil {
+			b.Free(buf)
+		}
+	}
 }
 
 // tinyLlama is a Llama-style model small enough for the fake driver, with

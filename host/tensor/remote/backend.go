@@ -101,6 +101,7 @@ type Backend struct {
 	class      tensor.Class
 	transforms bool
 	precisions []tensor.Precision // the worker's backend's reduced ones
+	weights    uint64             // the weight types it holds, bit dt
 	ids        atomic.Uint64
 	stats      counters
 
@@ -114,9 +115,10 @@ type Backend struct {
 }
 
 var (
-	_ tensor.Backend     = (*Backend)(nil)
-	_ tensor.Transformer = (*Backend)(nil)
-	_ tensor.Precisioner = (*Backend)(nil)
+	_ tensor.Backend      = (*Backend)(nil)
+	_ tensor.Transformer  = (*Backend)(nil)
+	_ tensor.Precisioner  = (*Backend)(nil)
+	_ tensor.WeightHolder = (*Backend)(nil)
 )
 
 // errClosed is returned by operations on a closed Backend.
@@ -151,7 +153,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		}
 		return nil, fmt.Errorf("%w: %w", tensor.ErrUnavailable, err)
 	}
-	b.name, b.class, b.transforms, b.precisions = h.name, h.class, h.transforms, h.precisions
+	b.name, b.class, b.transforms, b.precisions, b.weights = h.name, h.class, h.transforms, h.precisions, h.weights
 	b.cur = c
 	return b, nil
 }
@@ -251,6 +253,7 @@ type hello struct {
 	transforms bool
 	precisions []tensor.Precision // besides f32
 	shm        bool               // it maps the shared memory passed
+	weights    uint64             // the weight types its backend holds, bit dt
 }
 
 // start runs a worker and reads its greeting.
@@ -390,12 +393,12 @@ func (c *child) greeting(h *hello) error {
 	switch {
 	case f.code == replyErr && len(f.vals) == 1:
 		return &workerError{msg: string(f.blob), class: errClass(f.vals[0])}
-	case f.code != replyHello || len(f.vals) != 5:
+	case f.code != replyHello || len(f.vals) != 6:
 		return fmt.Errorf("remote: the worker's greeting is frame %d with %d values", f.code, len(f.vals))
 	case f.vals[0] != version:
 		return fmt.Errorf("remote: the worker speaks version %d, not %d", f.vals[0], version)
 	}
-	h.name, h.class, h.transforms, h.shm = string(f.blob), tensor.Class(f.vals[1]), f.vals[2] != 0, f.vals[4] != 0
+	h.name, h.class, h.transforms, h.shm, h.weights = string(f.blob), tensor.Class(f.vals[1]), f.vals[2] != 0, f.vals[4] != 0, f.vals[5]
 	for _, p := range []tensor.Precision{tensor.TF32, tensor.BF16} {
 		if f.vals[3]&(1<<p) != 0 {
 			h.precisions = append(h.precisions, p)
@@ -629,10 +632,14 @@ func (b *Backend) own(name string, bufs []tensor.Buffer, out []*buffer) (*child,
 // buffer and the worker allocates it when the operation arrives, so a
 // step's intermediates cost no wait. A failed allocation (the device's
 // memory is full) is kept on the buffer: the first wait on it returns it.
-// Alloc starts a new worker if the last was lost.
+// A weight type the worker's backend does not hold is refused at once
+// (tensor.ErrUnsupported). Alloc starts a new worker if the last was lost.
 func (b *Backend) Alloc(dt abi.DType, n int) (tensor.Buffer, error) {
 	if dt.Bytes(n) < 0 {
 		return nil, fmt.Errorf("remote: alloc of %d elements of %v", n, dt)
+	}
+	if dt.Weight() && !b.HoldsWeights(dt) {
+		return nil, fmt.Errorf("remote: %w: %v weights on the worker's %s", tensor.ErrUnsupported, dt, b.name)
 	}
 	c, err := b.child()
 	if err != nil {
@@ -777,6 +784,12 @@ func (b *Backend) gemmBatched(ctx context.Context, prec tensor.Precision, batch 
 	}
 	g := gemmWords(p)
 	return b.queue(ctx, opGemmBatched, append(g[:], word(batch), uint64(prec)), a, x, c)
+}
+
+// HoldsWeights implements tensor.WeightHolder: what the worker's backend
+// said at the first worker's start.
+func (b *Backend) HoldsWeights(dt abi.DType) bool {
+	return dt == abi.F32 || dt > 0 && dt < 64 && b.weights&(1<<dt) != 0
 }
 
 // Precisions implements tensor.Precisioner: the reduced precisions of the

@@ -460,6 +460,36 @@ func TestUnsupported(t *testing.T) {
 	}
 }
 
+// TestHeldWeights: the worker's greeting says which weight types its
+// backend holds (the CUDA backend: F16, BF16 and Q8_0, not the v4 block
+// types; the reference: none, its data tensors being host buffers), and
+// Alloc refuses the others at once with tensor.ErrUnsupported, so the host
+// module keeps those weights in host memory.
+func TestHeldWeights(t *testing.T) {
+	for _, c := range []struct {
+		kind string
+		held []abi.DType
+	}{
+		{"cuda", []abi.DType{abi.F32, abi.F16, abi.BF16, abi.Q8_0}},
+		{"reference", []abi.DType{abi.F32}},
+	} {
+		b, _ := open(t, c.kind)
+		for _, dt := range []abi.DType{abi.F32, abi.F16, abi.BF16, abi.Q8_0, abi.Q4_0, abi.Q5_1, abi.Q4_K, abi.Q6_K} {
+			held := slices.Contains(c.held, dt)
+			if got := tensor.HoldsWeights(b, dt); got != held {
+				t.Errorf("%s: HoldsWeights(%v) = %v, want %v", c.kind, dt, got, held)
+			}
+			x, err := b.Alloc(dt, 256)
+			if held != (err == nil) || !held && !errors.Is(err, tensor.ErrUnsupported) {
+				t.Errorf("%s: Alloc of 256 %v: %v", c.kind, dt, err)
+			}
+			if err == nil {
+				b.Free(x)
+			}
+		}
+	}
+}
+
 // lostCases lose the worker mid-job: a sticky CUDA fault in a queued
 // operation (the fake driver's, injected at the worker's second launch or
 // its first cuBLAS call), and the worker killed.

@@ -40,7 +40,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, be tensor.Backend) err
 		w:      bufio.NewWriterSize(w, bufSize),
 		shm:    workerShm(),
 	}
-	if err := writeFrame(s.w, replyHello, []uint64{version, uint64(be.Class()), flag(tr), precs, flag(s.shm != nil)}, []byte(be.Name())); err != nil {
+	if err := writeFrame(s.w, replyHello, []uint64{version, uint64(be.Class()), flag(tr), precs, flag(s.shm != nil), heldWeights(be)}, []byte(be.Name())); err != nil {
 		return err
 	}
 	if err := s.w.Flush(); err != nil {

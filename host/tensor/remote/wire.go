@@ -19,14 +19,14 @@ import (
 // order and sends one unsolicited frame, replyLost, before it exits for a
 // lost device. Integers travel as int64 bits, floats as their IEEE bits.
 const (
-	version    = 3
+	version    = 4
 	headerSize = 10
 	maxVals    = 16
 )
 
 // Reply codes, from the worker.
 const (
-	replyHello byte = iota + 1 // vals: version, class, transformer, precisions (bit p: tensor.Precision p), shared memory; blob: name
+	replyHello byte = iota + 1 // vals: version, class, transformer, precisions (bit p: tensor.Precision p), shared memory, weight types held (bit dt: tensor.HoldsWeights); blob: name
 	replyOK                    // vals: a result (Argmax, Sample); blob: Read's bytes
 	replyErr                   // vals: errClass; blob: the message
 	replyLost                  // blob: the message; the worker exits
@@ -258,6 +258,18 @@ func flag(b bool) uint64 {
 		return 1
 	}
 	return 0
+}
+
+// heldWeights is the bit set of the weight types be holds (bit dt), for
+// the worker's greeting.
+func heldWeights(be tensor.Backend) uint64 {
+	var set uint64
+	for dt := abi.DType(1); dt < 64; dt++ {
+		if dt.Weight() && tensor.HoldsWeights(be, dt) {
+			set |= 1 << dt
+		}
+	}
+	return set
 }
 
 // gemmWords and gemmParams carry a tensor.GemmParams as 4 values.

@@ -20,7 +20,7 @@ var gemvShapes = []struct{ n, k int }{{768, 768}, {2048, 768}, {768, 2048}, {320
 // weights read. Run with -benchtime=20x: the largest case reads 98 MB.
 func BenchmarkGEMV(b *testing.B) {
 	ctx := context.Background()
-	for _, dt := range []abi.DType{abi.F32, abi.F16, abi.Q8_0} {
+	for _, dt := range []abi.DType{abi.F32, abi.F16, abi.Q8_0, abi.Q4_0, abi.Q4_K, abi.Q6_K} {
 		for _, s := range gemvShapes {
 			r := &rng{s: 1}
 			x, w := r.f32s(s.k), r.weights(dt, s.n, s.k, false)
@@ -67,7 +67,7 @@ func naiveGemv(out, x, w []float32) {
 func BenchmarkMatMulPrefill(b *testing.B) {
 	ctx := context.Background()
 	const t = 64
-	for _, dt := range []abi.DType{abi.F32, abi.Q8_0} {
+	for _, dt := range []abi.DType{abi.F32, abi.Q8_0, abi.Q4_K} {
 		s := gemvShapes[1]
 		r := &rng{s: 2}
 		x, w := r.f32s(t*s.k), r.weights(dt, s.n, s.k, false)
@@ -104,6 +104,23 @@ func BenchmarkAttention(b *testing.B) {
 				if err := Attention(ctx, 1, p, q, k, v, out); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkDecode measures the dequantization of one 768-value row per
+// weight type; the reported MB/s are of values written (4 bytes each).
+func BenchmarkDecode(b *testing.B) {
+	const k = 768
+	for _, dt := range weightTypes[1:] {
+		r := &rng{s: 4}
+		w := r.weights(dt, 1, k, false)
+		dst := make([]float32, k)
+		b.Run(dt.String(), func(b *testing.B) {
+			b.SetBytes(4 * k)
+			for b.Loop() {
+				decode(dt, w.Raw, 0, dst)
 			}
 		})
 	}

@@ -1,8 +1,10 @@
 // Package transformer holds the kernels of ABI v3's language-model
 // operations (package abi, "Language-model operations"): matmul against
-// weights in F32, F16, BF16 or Q8_0, embed, rmsnorm, rope, swiglu,
-// copy_rows, attention, argmax and sample, as functions on slices, and Host,
-// which runs them on *tensor.HostBuffer for the CPU backends.
+// weights in F32, F16, BF16 or a block quantization (Q8_0; since v4 Q4_0,
+// Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, dequantized as ggml does: quants.go),
+// embed, rmsnorm, rope, swiglu, copy_rows, attention, argmax and sample, as
+// functions on slices, and Host, which runs them on *tensor.HostBuffer for
+// the CPU backends.
 //
 // The kernels are exact by definition: abi's exact-mode rules fix every
 // rounding, so they give the same bits on every machine and for every
@@ -14,13 +16,18 @@
 //     product rounded to float32 on its own (never fused into an FMA);
 //     then lane i += lane i+8, i+4, i+2, i+1 in turn, and lane 0 is the
 //     result. Weights are dequantized to float32 before the product (q8_0:
-//     float32(d)·float32(q), rounded).
+//     float32(d)·float32(q), rounded; the v4 types as package abi says).
 //   - Every other sum (softmax denominators, attention's weighted sum of v
 //     rows, the sampler's cumulative mass) runs in ascending order in
 //     float32.
 //   - Transcendentals come from package pmath (portable exp, log, sin,
 //     cos), never from package math's assembly or fusable code.
 //   - Every NaN an op writes is abi.CanonicalNaN32.
+//
+// The assembly reads F32, F16, BF16 and Q8_0 rows as stored; MatMul
+// dequantizes rows of the v4 block types into f32 scratch, a block of rows
+// at a time, for the F32 kernel (same bits: the dot product is defined on
+// the dequantized values).
 //
 // Why lanes: a 16-lane sum is what a SIMD unit computes naturally (one zmm
 // register, or two ymm), so the amd64 assembly (AVX-512 or AVX2, chosen at

@@ -91,6 +91,15 @@ type kernelSet struct {
 	axpy func(o, v []float32, a float32)
 }
 
+// rowGemv returns ks's gemv for rows of type dt as stored, nil for a type
+// it does not read (the v4 block types: matMul dequantizes those first).
+func (ks *kernelSet) rowGemv(dt abi.DType) gemvFunc {
+	if dt < 0 || int(dt) >= len(ks.gemv) {
+		return nil
+	}
+	return ks.gemv[dt]
+}
+
 // goKernels is the portable implementation, the definition the assembly
 // must match bit for bit.
 var goKernels = &kernelSet{name: "go", axpy: axpyGo, gemv: [...]gemvFunc{

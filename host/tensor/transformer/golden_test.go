@@ -21,10 +21,24 @@ var golden = map[string]string{
 	"embed/bf16":  "bd106b56c807aeac",
 	"embed/f16":   "a4f46e941626623d",
 	"embed/f32":   "74737f18667d934a",
+	"embed/q4_0":  "c2506e00a98ceb7a",
+	"embed/q4_1":  "f525f64d61817950",
+	"embed/q4_k":  "ad9f373e069f73a0",
+	"embed/q5_0":  "e28385be48474911",
+	"embed/q5_1":  "baad78b1f97f1322",
+	"embed/q5_k":  "668b1aba594be853",
+	"embed/q6_k":  "016dd77d933e6246",
 	"embed/q8_0":  "47cc511fda52a881",
 	"matmul/bf16": "460558113b4cef6a",
 	"matmul/f16":  "0a1be145f979d039",
 	"matmul/f32":  "1c527396fd2e7e54",
+	"matmul/q4_0": "f6bdfe5fa29772b0",
+	"matmul/q4_1": "a7efdfae2493607a",
+	"matmul/q4_k": "ca7e5c19eb572124",
+	"matmul/q5_0": "287a386d4eac3a30",
+	"matmul/q5_1": "8f74f117b14cd275",
+	"matmul/q5_k": "ee4c0c36eea73eca",
+	"matmul/q6_k": "2e71c7c856a441a2",
 	"matmul/q8_0": "58a6217f7beb1315",
 	"rmsnorm":     "104b8d0722ba0959",
 	"rope/0":      "a30f1946a6ea077d",
@@ -50,7 +64,7 @@ func goldenOutputs(t *testing.T) map[string][]float32 {
 	out := map[string][]float32{}
 	const tRows, n, k = 3, 37, 288
 	x := r.f32s(tRows * k)
-	for _, dt := range weightTypes {
+	for _, dt := range v3Types {
 		w := r.weights(dt, n, k, false)
 		o := make([]float32, tRows*n)
 		if err := MatMul(ctx, 2, tRows, n, k, x, w, o); err != nil {
@@ -97,6 +111,24 @@ func goldenOutputs(t *testing.T) map[string][]float32 {
 		toks = append(toks, float32(tok))
 	}
 	out["sample"] = toks
+	// The v4 block types, with inputs of their own (rows of 768 values):
+	// the draws above stay those the digests were recorded with.
+	r = &rng{s: 43}
+	const kq = 768
+	xq := r.f32s(tRows * kq)
+	for _, dt := range weightTypes[len(v3Types):] {
+		w := r.weights(dt, n, kq, false)
+		o := make([]float32, tRows*n)
+		if err := MatMul(ctx, 2, tRows, n, kq, xq, w, o); err != nil {
+			t.Fatal(err)
+		}
+		out["matmul/"+dt.String()] = o
+		e := make([]float32, 2*kq)
+		if err := Embed(ctx, n, kq, w, []int32{5, 36}, e); err != nil {
+			t.Fatal(err)
+		}
+		out["embed/"+dt.String()] = e
+	}
 	return out
 }
 

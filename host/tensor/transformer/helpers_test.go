@@ -81,7 +81,89 @@ func (r *rng) weights(dt abi.DType, n, k int, specials bool) Weights {
 		}
 		return Weights{Type: dt, Raw: raw}
 	}
+	if isQuant(dt) {
+		bb := dt.BlockBytes()
+		blocks := n * k / dt.Block()
+		raw := make([]byte, blocks*bb)
+		for b := range blocks {
+			blk := raw[b*bb : (b+1)*bb]
+			for i := range blk {
+				blk[i] = byte(r.next())
+			}
+			for _, off := range halfs[dt] { // d (and m) in about ±[2^-11, 2^-1)
+				binary.LittleEndian.PutUint16(blk[off:], uint16(r.next())&0x8000|(uint16(r.next()%0x2C00)+0x1000))
+			}
+		}
+		if specials && blocks > 0 {
+			binary.LittleEndian.PutUint16(raw[bb*int(r.next()%uint64(blocks))+halfs[dt][0]:], 0x7C00)
+		}
+		return Weights{Type: dt, Raw: raw}
+	}
 	panic("weights of " + dt.String())
+}
+
+// halfs are the offsets of the f16 fields of a block of each v4 type: the
+// scale d, then the minimum (m, dmin) if it has one.
+var halfs = map[abi.DType][]int{
+	abi.Q4_0: {0}, abi.Q4_1: {0, 2}, abi.Q5_0: {0}, abi.Q5_1: {0, 2},
+	abi.Q4_K: {0, 2}, abi.Q5_K: {0, 2}, abi.Q6_K: {208},
+}
+
+// refQuant is value i of a row of v4 block type dt, worked out element by
+// element from ggml's block layouts, in float32 with each operation
+// rounded as ggml's dequantize_row_* does.
+func refQuant(dt abi.DType, row []byte, i int) float32 {
+	bk, bb := dt.Block(), dt.BlockBytes()
+	blk, j := row[i/bk*bb:][:bb], i%bk
+	h := func(off int) float32 { return float32(refF16(binary.LittleEndian.Uint16(blk[off:]))) }
+	nib := func(qs []byte, j int) int { // values 0…15 low nibbles, 16…31 high
+		if j < 16 {
+			return int(qs[j] & 15)
+		}
+		return int(qs[j-16] >> 4)
+	}
+	bit := func(w []byte, j int) int { return int(binary.LittleEndian.Uint32(w) >> j & 1) }
+	switch dt {
+	case abi.Q4_0:
+		return float32(nib(blk[2:], j)-8) * h(0)
+	case abi.Q4_1:
+		return float32(float32(nib(blk[4:], j))*h(0)) + h(2)
+	case abi.Q5_0:
+		return float32(nib(blk[6:], j)|bit(blk[2:], j)<<4-16) * h(0)
+	case abi.Q5_1:
+		return float32(float32(nib(blk[8:], j)|bit(blk[4:], j)<<4)*h(0)) + h(2)
+	case abi.Q4_K, abi.Q5_K:
+		sub, l := j/32, j%32 // sub-block, index in it
+		s := blk[4:16]
+		var sc, m int // get_scale_min_k4
+		if sub < 4 {
+			sc, m = int(s[sub]&63), int(s[sub+4]&63)
+		} else {
+			sc = int(s[sub+4]&15) + int(s[sub-4]>>6)*16
+			m = int(s[sub+4]>>4) + int(s[sub]>>6)*16
+		}
+		qs := blk[16:]
+		var high int
+		if dt == abi.Q5_K {
+			qs, high = blk[48:], int(blk[16+l]>>sub&1)*16
+		}
+		q := int(qs[32*(sub/2)+l])
+		if sub%2 == 1 {
+			q >>= 4
+		}
+		q = q&15 + high
+		return float32(float32(h(0)*float32(sc))*float32(q)) - float32(h(2)*float32(m))
+	case abi.Q6_K:
+		half, quarter, l := j/128, j%128/32, j%32
+		b := blk[64*half+l+32*(quarter%2)]
+		if quarter >= 2 {
+			b >>= 4
+		}
+		q := int(b&15) | int(blk[128+32*half+l]>>(2*quarter)&3)<<4 - 32
+		sc := int8(blk[192+8*half+l/16+2*quarter])
+		return float32(float32(h(208)*float32(sc)) * float32(q))
+	}
+	panic("refQuant of " + dt.String())
 }
 
 // deq returns w's n×k values as float64, decoded the straightforward way.
@@ -98,6 +180,8 @@ func deq(w Weights, n, k int) []float64 {
 		case abi.Q8_0:
 			blk := w.Raw[i/abi.Q8Block*34:]
 			out[i] = refF16(binary.LittleEndian.Uint16(blk)) * float64(int8(blk[2+i%abi.Q8Block]))
+		default:
+			out[i] = float64(refQuant(w.Type, w.Raw, i))
 		}
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host/tensor/internal/par"
@@ -30,8 +31,8 @@ const (
 // passes over a block while it is in cache; each element is computed by the
 // same routine whatever t and threads are. out must not overlap x.
 //
-// For w of type Q8_0, k is a multiple of abi.Q8Block. The context is
-// checked between blocks of about a millisecond.
+// For w of a block type, k is a multiple of its block (w.Type.Block()).
+// The context is checked between blocks of about a millisecond.
 func MatMul(ctx context.Context, threads, t, n, k int, x []float32, w Weights, out []float32) error {
 	return matMul(ctx, kernels, threads, t, n, k, x, w, out)
 }
@@ -59,7 +60,16 @@ func matMul(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float3
 			copy(xp[r*kp:], x[r*k:(r+1)*k])
 		}
 	}
-	gemv, wb, rb := ks.gemv[w.Type], w.bytes(), rowBytes(w.Type, k)
+	gemv, wb, rb := ks.rowGemv(w.Type), w.bytes(), rowBytes(w.Type, k)
+	// Rows of a type the kernels do not read as stored (the v4 block
+	// types) are dequantized into f32 scratch, a block of rows at a time,
+	// for the f32 kernel: the bits are the same, since the dot product is
+	// defined on the dequantized values, and each row is decoded once per
+	// call rather than once per x row.
+	deq, blockRB := gemv == nil, rb
+	if deq {
+		gemv, blockRB = ks.gemv[abi.F32], 4*k
+	}
 	// One x row (a decode step) reads each weight once, from memory: rows
 	// one by one stream best. Many x rows reuse a block in cache: four
 	// interleaved rows compute faster.
@@ -67,9 +77,18 @@ func matMul(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float3
 	if t == 1 {
 		group = 1
 	}
-	block := max(4, min(blockBytes/rb, blockWork/(t*k))&^3)
+	block := max(4, min(blockBytes/blockRB, blockWork/(t*k))&^3)
 	rowsPerCheck := max(1, blockWork/(block*k))
 	return par.ForBlocks(ctx, threads, n, block, func(lo, hi int) error {
+		src, stride := wb[lo*rb:hi*rb], rb
+		if deq {
+			s := scratch((hi - lo) * k)
+			defer scratchPool.Put(s)
+			for j := range hi - lo {
+				decode(w.Type, src[j*rb:(j+1)*rb], 0, (*s)[j*k:(j+1)*k])
+			}
+			src, stride = F32Weights(*s).bytes(), 4*k
+		}
 		for r := range t {
 			if r > 0 && r%rowsPerCheck == 0 {
 				if err := ctx.Err(); err != nil {
@@ -77,11 +96,24 @@ func matMul(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float3
 				}
 			}
 			o := out[r*n+lo : r*n+hi]
-			gemv(o, xp[r*kp:(r+1)*kp], wb[lo*rb:hi*rb], k, rb, group)
+			gemv(o, xp[r*kp:(r+1)*kp], src, k, stride, group)
 			canonicalize(o)
 		}
 		return nil
 	})
+}
+
+// scratchPool holds the f32 scratch of dequantized weight rows.
+var scratchPool sync.Pool
+
+// scratch returns a scratch slice of n floats from scratchPool.
+func scratch(n int) *[]float32 {
+	if s, ok := scratchPool.Get().(*[]float32); ok && cap(*s) >= n {
+		*s = (*s)[:n]
+		return s
+	}
+	s := make([]float32, n)
+	return &s
 }
 
 // canonicalNaN is the float32 with the bits abi.CanonicalNaN32.

@@ -10,14 +10,28 @@ import (
 	"github.com/infernet/infernet/abi"
 )
 
-var weightTypes = []abi.DType{abi.F32, abi.F16, abi.BF16, abi.Q8_0}
+// v3Types are the weight types the kernels read as stored; weightTypes
+// adds the v4 block types, which matMul dequantizes first.
+var (
+	v3Types     = []abi.DType{abi.F32, abi.F16, abi.BF16, abi.Q8_0}
+	weightTypes = append(v3Types[:len(v3Types):len(v3Types)], abi.Q4_0, abi.Q4_1, abi.Q5_0, abi.Q5_1, abi.Q4_K, abi.Q5_K, abi.Q6_K)
+)
 
 // dims are the k of the kernel tests: odd tails, one vector, the sizes of
 // small Llamas (stories260K has hidden 172, stories15M dim 288).
 var dims = []int{1, 8, 15, 17, 48, 64, 172, 288, 768, 2048}
 
 // fitsType reports whether rows of k elements can be of type dt.
-func fitsType(dt abi.DType, k int) bool { return dt != abi.Q8_0 || k%abi.Q8Block == 0 }
+func fitsType(dt abi.DType, k int) bool { return k%dt.Block() == 0 }
+
+// kFor is k, or the least multiple of dt's block above it when rows of k
+// elements cannot be of type dt.
+func kFor(dt abi.DType, k int) int {
+	if fitsType(dt, k) {
+		return k
+	}
+	return (k/dt.Block() + 1) * dt.Block()
+}
 
 // TestF16Decode checks every binary16 value against its definition.
 func TestF16Decode(t *testing.T) {
@@ -39,13 +53,13 @@ func TestF16Decode(t *testing.T) {
 // decoders of every weight type.
 func TestDecode(t *testing.T) {
 	r := &rng{s: 7}
-	const n, k = 3, 96
+	const n, k = 3, 768
 	for _, dt := range weightTypes {
 		w := r.weights(dt, n, k, false)
 		want := deq(w, n, k)
 		raw := w.bytes()
 		for row := range n {
-			for _, off := range []int{0, 5, 16, 31, 32, 70} {
+			for _, off := range []int{0, 5, 16, 31, 32, 70, 255, 256, 300, 767} {
 				got := make([]float32, k-off)
 				decode(dt, raw[row*rowBytes(dt, k):], off, got)
 				for i, g := range got {
@@ -118,7 +132,7 @@ func TestKernelsMatchGo(t *testing.T) {
 // four rows at a time and one by one.
 func TestKernelsStride(t *testing.T) {
 	for _, ks := range allKernels() {
-		for _, dt := range weightTypes {
+		for _, dt := range v3Types {
 			for _, k := range dims {
 				if !fitsType(dt, k) {
 					continue
@@ -166,8 +180,9 @@ func TestAxpy(t *testing.T) {
 func TestMatMulInvariance(t *testing.T) {
 	ctx := context.Background()
 	r := &rng{s: 3}
-	const rows, n, k = 5, 301, 288
+	const rows, n = 5, 301
 	for _, dt := range weightTypes {
+		k := kFor(dt, 288)
 		x, w := r.f32s(rows*k), r.weights(dt, n, k, false)
 		want := make([]float32, rows*n)
 		for i := range rows {
@@ -191,6 +206,9 @@ func TestMatMulFloat64(t *testing.T) {
 	r := &rng{s: 5}
 	for _, dt := range weightTypes {
 		for _, c := range []struct{ t, n, k int }{{1, 7, 64}, {4, 33, 768}, {2, 5, 2048}} {
+			if !fitsType(dt, c.k) {
+				continue
+			}
 			x, w := r.f32s(c.t*c.k), r.weights(dt, c.n, c.k, false)
 			wf := deq(w, c.n, c.k)
 			got := make([]float32, c.t*c.n)
@@ -224,6 +242,10 @@ func TestMatMulErrors(t *testing.T) {
 		{"short out", 1, 2, 4, 4, 1, F32Weights(make([]float32, 8))},
 		{"short w", 1, 2, 4, 4, 2, F32Weights(make([]float32, 7))},
 		{"q8 k", 1, 1, 16, 16, 1, Weights{Type: abi.Q8_0, Raw: make([]byte, 17)}},
+		{"q4_k k", 1, 1, 128, 128, 1, Weights{Type: abi.Q4_K, Raw: make([]byte, 72)}},
+		{"q4_0 bytes", 1, 1, 32, 32, 1, Weights{Type: abi.Q4_0, Raw: make([]byte, 17)}},
+		{"q6_k bytes", 1, 2, 256, 256, 2, Weights{Type: abi.Q6_K, Raw: make([]byte, 211)}},
+		{"unknown", 1, 1, 32, 32, 1, Weights{Type: abi.Q6_K + 1, Raw: make([]byte, 32)}},
 		{"f16 bytes", 1, 1, 4, 4, 1, Weights{Type: abi.F16, Raw: make([]byte, 7)}},
 		{"i8", 1, 1, 4, 4, 1, Weights{Type: abi.I8, Raw: make([]byte, 4)}},
 	} {

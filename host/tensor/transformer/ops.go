@@ -16,8 +16,9 @@ import (
 const elemBlock = 1 << 13
 
 // Embed writes row ids[i] of table ([rows, cols]), dequantized to float32
-// (exactly for F16 and BF16; float32(d)·float32(q) for Q8_0), to out[i·cols:
-// (i+1)·cols], NaNs canonical. Every id must be in [0, rows).
+// (exactly for F16 and BF16; float32(d)·float32(q) for Q8_0; as ggml for
+// the v4 block types), to out[i·cols:(i+1)·cols], NaNs canonical. Every id
+// must be in [0, rows).
 func Embed(ctx context.Context, rows, cols int, table Weights, ids []int32, out []float32) error {
 	if err := table.check(rows, cols); err != nil {
 		return fmt.Errorf("transformer: embed: %w", err)

@@ -15,8 +15,9 @@ var nan32 = float32(math.NaN())
 func TestEmbed(t *testing.T) {
 	ctx := context.Background()
 	r := &rng{s: 11}
-	const rows, cols = 9, 64
+	const rows = 9
 	for _, dt := range weightTypes {
+		cols := kFor(dt, 64)
 		table := r.weights(dt, rows, cols, true)
 		ref := deq(table, rows, cols)
 		ids := []int32{3, 0, 8, 3}
@@ -317,8 +318,9 @@ func TestHost(t *testing.T) {
 	ctx := context.Background()
 	r := &rng{s: 29}
 	h := NewHost(2)
-	const n, k = 10, 64
+	const n = 10
 	for _, dt := range weightTypes {
+		k := kFor(dt, 64)
 		w := r.weights(dt, n, k, false)
 		wb := &tensor.HostBuffer{F32: w.F32}
 		if dt != abi.F32 {

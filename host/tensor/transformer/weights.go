@@ -10,8 +10,9 @@ import (
 )
 
 // Weights is a matrix of weights as stored: float32 values (Type abi.F32),
-// or the raw little-endian bytes of abi.F16, abi.BF16 or abi.Q8_0. Rows
-// are stored one after another; a Q8_0 row is a whole number of blocks.
+// or the raw little-endian bytes of another weight type (abi.DType.Weight:
+// F16, BF16, and the block quantizations Q8_0, Q4_0 … Q6_K). Rows are
+// stored one after another; a row of a block type is whole blocks.
 type Weights struct {
 	Type abi.DType
 	F32  []float32 // the values, for Type abi.F32
@@ -26,24 +27,33 @@ func (w Weights) check(rows, cols int) error {
 	if rows < 0 || cols < 0 {
 		return fmt.Errorf("negative shape %d×%d", rows, cols)
 	}
-	switch w.Type {
-	case abi.F32:
+	if w.Type == abi.F32 {
 		if len(w.F32) != rows*cols {
 			return fmt.Errorf("%d×%d f32 weights in %d elements", rows, cols, len(w.F32))
 		}
 		return nil
-	case abi.F16, abi.BF16, abi.Q8_0:
-	default:
+	}
+	if !decodable(w.Type) {
 		return fmt.Errorf("weights of type %v", w.Type)
 	}
 	rb := w.Type.Bytes(cols)
 	if rb < 0 {
-		return fmt.Errorf("%v rows of %d elements (not whole blocks of %d)", w.Type, cols, abi.Q8Block)
+		return fmt.Errorf("%v rows of %d elements (not whole blocks of %d)", w.Type, cols, w.Type.Block())
 	}
 	if int64(len(w.Raw)) != int64(rows)*rb {
 		return fmt.Errorf("%d×%d %v weights in %d bytes", rows, cols, w.Type, len(w.Raw))
 	}
 	return nil
+}
+
+// decodable reports whether decode knows dt, a weight type other than F32:
+// a type the ABI adds later is refused until it has a decoder.
+func decodable(dt abi.DType) bool {
+	switch dt {
+	case abi.F16, abi.BF16, abi.Q8_0:
+		return true
+	}
+	return isQuant(dt)
 }
 
 // bytes returns the stored bytes of w, F32 values included.
@@ -58,12 +68,13 @@ func (w Weights) bytes() []byte {
 }
 
 // rowBytes is the size of a row of cols elements of type dt (cols a whole
-// number of blocks for Q8_0).
+// number of blocks for a block type).
 func rowBytes(dt abi.DType, cols int) int { return int(dt.Bytes(cols)) }
 
 // decode writes elements i, i+1, … of a stored row (of w.Type) as float32
 // to dst: dequantization, exact for F16 and BF16, float32(d)·float32(q)
-// rounded for Q8_0.
+// rounded for Q8_0, as ggml's dequantize_row_* for the v4 block types
+// (quants.go).
 func decode(dt abi.DType, row []byte, i int, dst []float32) {
 	switch dt {
 	case abi.F32:
@@ -87,6 +98,10 @@ func decode(dt abi.DType, row []byte, i int, dst []float32) {
 			for ; j < len(dst) && (i+j)/abi.Q8Block == b; j++ {
 				dst[j] = float32(d * float32(int8(blk[2+(i+j)%abi.Q8Block])))
 			}
+		}
+	default:
+		if isQuant(dt) {
+			decodeBlocks(dt, row, i, dst)
 		}
 	}
 }

@@ -67,6 +67,9 @@ func load() (*llama.Model, *llama.Tokenizer, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if need, t := m.Weights.ABIVersion(); tensor.ABIVersion() < need {
+		return nil, nil, fmt.Errorf("the host's tensor ABI is v%d; weight %s of type %v needs v%d", tensor.ABIVersion(), t.Name, t.DType, need)
+	}
 	v := m.Vocab
 	if v == nil {
 		tf, err := os.Open(path.Join(dataDir, llama.DataTokenizer))
@@ -262,6 +265,8 @@ func decodeRequest(line []byte, req *llama.Request) error {
 		return fmt.Errorf("bad request: %w", err)
 	}
 	switch {
+	case req.Logits && req.Claim != nil:
+		return errors.New("bad request: logits with a claim: a check's output may not depend on its arithmetic")
 	case req.Tie > 0 && req.Claim == nil:
 		return errors.New("bad request: a tie bound without a claim")
 	case req.Tie > 0 && req.Temperature != 0:
@@ -293,10 +298,20 @@ func (r *runner) generate(req llama.Request, emit func(llama.Event) error) error
 	rng := llama.NewRNG(req.Seed)
 	done := llama.Event{ID: req.ID, Done: true, PromptTokens: n, Stop: "length"}
 	tok, pos := ids[n-1], n-1
+	var logits []float32
+	var readErr error
 	for done.CompletionTokens < maxNew {
-		next, err := r.forward([]int{tok}, pos, func(logits *tensor.Tensor) (int, error) {
-			return choose(logits, req, rng)
+		next, err := r.forward([]int{tok}, pos, func(l *tensor.Tensor) (int, error) {
+			next, err := choose(l, req, rng)
+			// Only the last row's logits are read: a row is 4·vocab bytes.
+			if err == nil && req.Logits && (r.stop(next) || done.CompletionTokens+1 == maxNew) {
+				logits, readErr = l.F32()
+			}
+			return next, err
 		})
+		if err == nil {
+			err = readErr
+		}
 		if err != nil {
 			return err
 		}
@@ -311,10 +326,26 @@ func (r *runner) generate(req llama.Request, emit func(llama.Event) error) error
 		done.CompletionTokens++
 		tok = next
 	}
+	if req.Logits {
+		if !finite(logits) {
+			return errors.New("a logit is not finite") // JSON has no NaN
+		}
+		done.Logits = logits
+	}
 	if err := emit(done); err != nil {
 		return writeError{err}
 	}
 	return nil
+}
+
+// finite reports whether every value of x is finite.
+func finite(x []float32) bool {
+	for _, v := range x {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // check checks the claimed completion req.Claim (see llama.Request.Claim):
