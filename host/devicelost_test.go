@@ -3,14 +3,12 @@ package host
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/infernet/infernet/abi"
-	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/host/tensor/backends/workertest"
 	"github.com/infernet/infernet/host/tensor/cuda/cudatest"
 )
@@ -33,11 +31,7 @@ func TestDeviceLostStopsTheJob(t *testing.T) {
 		return workertest.Command(drv)
 	}
 	ctx := context.Background()
-	set, err := backends.Open(ctx, backends.Config{Fast: backends.CUDA, Worker: worker, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer set.Close()
+	set := workertest.Open(t, worker)
 	sb := newSandbox(t, Config{Reference: set.Reference, Fast: set.Fast})
 	cfg := NewJobConfig().WithMode(abi.ModeTolerance)
 
@@ -80,11 +74,7 @@ func TestDeviceLostAtAlloc(t *testing.T) {
 		return workertest.Command(drv, "FAKECUDA_FAIL=cuMemAlloc_v2:700")
 	}
 	ctx := context.Background()
-	set, err := backends.Open(ctx, backends.Config{Fast: backends.CUDA, Worker: worker, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer set.Close()
+	set := workertest.Open(t, worker)
 	sb := newSandbox(t, Config{Reference: set.Reference, Fast: set.Fast})
 	for i, tc := range []struct {
 		calls  func(g *guestData) []lmCall
@@ -97,7 +87,7 @@ func TestDeviceLostAtAlloc(t *testing.T) {
 	} {
 		g := &guestData{}
 		job := Job{Module: readFile(t, "testdata/hostcalls.wasm"), Input: g.script(tc.calls(g))}
-		_, err = sb.Run(ctx, job, NewJobConfig().WithMode(abi.ModeTolerance))
+		_, err := sb.Run(ctx, job, NewJobConfig().WithMode(abi.ModeTolerance))
 		if !errors.Is(err, ErrDeviceLost) || starts.Load() != tc.starts {
 			t.Errorf("job %d on a faulting GPU: %v after %d worker starts, want ErrDeviceLost after %d", i, err, starts.Load(), tc.starts)
 		}

@@ -1,20 +1,15 @@
 package host
 
 import (
-	"context"
 	"encoding/binary"
-	"log/slog"
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/infernet/infernet/abi"
-	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/host/tensor/backends/workertest"
-	"github.com/infernet/infernet/host/tensor/cuda/cudatest"
 )
 
 // The data file of the v4 tests: an f32 norm, then q4_k and q6_k weights.
@@ -60,14 +55,7 @@ func writeQuantFile(t *testing.T) string {
 // data tensor, an f32, went to the device before), where those ops fall
 // back to the reference.
 func TestQuantWeightsOnGPUWorker(t *testing.T) {
-	drv, _ := cudatest.Build(t)
-	ctx := context.Background()
-	set, err := backends.Open(ctx, backends.Config{Fast: backends.CUDA, Logger: slog.New(slog.DiscardHandler),
-		Worker: func() *exec.Cmd { return workertest.Command(drv) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer set.Close()
+	set := workertest.OpenFake(t)
 	gpu := newSandbox(t, Config{Reference: set.Reference, Fast: set.Fast})
 	ref := newSandbox(t, Config{})
 	data := map[string]string{"q.bin": writeQuantFile(t)}

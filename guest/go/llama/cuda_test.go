@@ -2,8 +2,6 @@ package llama_test
 
 import (
 	"context"
-	"log/slog"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -11,9 +9,7 @@ import (
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/host"
-	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/host/tensor/backends/workertest"
-	"github.com/infernet/infernet/host/tensor/cuda/cudatest"
 	"github.com/infernet/infernet/host/tensor/remote"
 )
 
@@ -27,14 +23,8 @@ func TestMain(m *testing.M) { workertest.Main(m) }
 // device by the first job only (the device cache), and the second job's
 // weights came from the device's copies.
 func TestRunnerOnFakeCUDA(t *testing.T) {
-	drv, _ := cudatest.Build(t)
 	ctx := context.Background()
-	set, err := backends.Open(ctx, backends.Config{Fast: backends.CUDA, Logger: slog.New(slog.DiscardHandler),
-		Worker: func() *exec.Cmd { return workertest.Command(drv) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer set.Close()
+	set := workertest.OpenFake(t)
 	sb, err := host.New(ctx, host.Config{Reference: set.Reference, Fast: set.Fast})
 	if err != nil {
 		t.Fatal(err)
@@ -84,14 +74,8 @@ func TestRunnerOnFakeCUDA(t *testing.T) {
 // writes to the pipe, and no buffer is allocated or freed on the worker
 // (the session reuses its results' buffers).
 func TestDecodeStepCrossings(t *testing.T) {
-	drv, _ := cudatest.Build(t)
 	ctx := context.Background()
-	set, err := backends.Open(ctx, backends.Config{Fast: backends.CUDA, Logger: slog.New(slog.DiscardHandler),
-		Worker: func() *exec.Cmd { return workertest.Command(drv) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer set.Close()
+	set := workertest.OpenFake(t)
 	rb, ok := set.Fast.(*remote.Backend)
 	if !ok {
 		t.Fatalf("the fast backend is %T, want the worker's", set.Fast)

@@ -39,13 +39,7 @@ func TestOf(t *testing.T) {
 // TestOfAny: a peer connected directly and through a relay counts where it
 // really is; through a relay alone, in the relay's network.
 func TestOfAny(t *testing.T) {
-	addr := func(s string) ma.Multiaddr {
-		a, err := ma.NewMultiaddr(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
+	addr := func(s string) ma.Multiaddr { return maddr(t, s) }
 	relayed := addr("/ip4/198.51.100.4/tcp/4001/p2p/12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN/p2p-circuit")
 	direct := addr("/ip4/203.0.113.7/tcp/1")
 	for _, tc := range []struct {
@@ -68,13 +62,7 @@ func TestOfAny(t *testing.T) {
 // direct ones before relays, and never from 127.0.0.1, the source of a
 // local dial that did not leave from its listening address.
 func TestAll(t *testing.T) {
-	addr := func(s string) ma.Multiaddr {
-		a, err := ma.NewMultiaddr(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
+	addr := func(s string) ma.Multiaddr { return maddr(t, s) }
 	relayed := addr("/ip4/198.51.100.4/tcp/4001/p2p/12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN/p2p-circuit")
 	v4, v6 := addr("/ip4/203.0.113.7/tcp/1"), addr("/ip6/2001:db8::1/tcp/1")
 	local, shared := addr("/ip4/127.0.0.1/tcp/5"), addr("/ip4/127.200.0.3/tcp/5")
@@ -92,4 +80,14 @@ func TestAll(t *testing.T) {
 			t.Errorf("All(%v) = %q, want %q", tc.addrs, got, tc.want)
 		}
 	}
+}
+
+// maddr parses s.
+func maddr(t *testing.T, s string) ma.Multiaddr {
+	t.Helper()
+	a, err := ma.NewMultiaddr(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

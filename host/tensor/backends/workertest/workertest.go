@@ -9,6 +9,7 @@ package workertest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"testing"
@@ -44,4 +45,24 @@ func Command(driver string, env ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(append(os.Environ(), driverEnv+"="+driver), env...)
 	return cmd
+}
+
+// Open opens the backends of a sandbox whose fast backend is CUDA in a GPU
+// worker started by worker (Command on a driver, say), closed at the end
+// of the test.
+func Open(tb testing.TB, worker func() *exec.Cmd) *backends.Set {
+	tb.Helper()
+	set, err := backends.Open(context.Background(), backends.Config{Fast: backends.CUDA, Worker: worker, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { set.Close() })
+	return set
+}
+
+// OpenFake is Open with workers on the FAKE driver (cudatest.Build).
+func OpenFake(tb testing.TB) *backends.Set {
+	tb.Helper()
+	drv, _ := cudatest.Build(tb)
+	return Open(tb, func() *exec.Cmd { return Command(drv) })
 }
