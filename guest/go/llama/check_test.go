@@ -91,8 +91,9 @@ func claimed(q llama.Request, tk *llama.Tokenizer, tokens []int, stop string) []
 	ids := tk.Encode(q.Prompt, true, false)
 	var events []llama.Event
 	prev := ids[len(ids)-1]
+	var text llama.Text
 	for _, t := range tokens {
-		events = append(events, llama.Event{ID: q.ID, Text: llama.Printable(tk.Decode(prev, t)), Token: t})
+		events = append(events, llama.Event{ID: q.ID, Text: text.Next(tk.Decode(prev, t)), Token: t})
 		prev = t
 	}
 	return append(events, llama.Event{ID: q.ID, Done: true, PromptTokens: len(ids), CompletionTokens: len(tokens), Stop: stop})

@@ -82,12 +82,13 @@ func stop(g llamatest.Golden) string {
 }
 
 // pieces returns the text of each generated token of g as the runner
-// writes it (run.c's decode and safe_printf).
+// writes it (run.c's decode, byte tokens joined into characters).
 func pieces(g llamatest.Golden, tk *llama.Tokenizer) []string {
 	prev := g.PromptIDs[len(g.PromptIDs)-1]
 	var out []string
+	var text llama.Text
 	for _, id := range g.IDs {
-		out = append(out, llama.Printable(tk.Decode(prev, id)))
+		out = append(out, text.Next(tk.Decode(prev, id)))
 		prev = id
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // Tokenizer encodes text to token ids and decodes them back exactly as
@@ -275,6 +276,41 @@ func (t *Tokenizer) Decode(prev, token int) string {
 		return string([]byte{b})
 	}
 	return p
+}
+
+// Text assembles a completion's text from its tokens' pieces (Decode), as
+// llama.cpp does and run.c does not: the bytes of byte-fallback tokens
+// (<0xF0><0x9F><0x99><0x82>) join into the UTF-8 character they spell, and
+// Next returns whole characters only, so no streamed chunk splits one.
+// Bytes that spell no character (a stray continuation byte, a sequence cut
+// short by another piece or by the end) and control characters are
+// dropped, as run.c drops them (Printable). The zero value is ready.
+type Text struct {
+	pending []byte // bytes of a character still to come
+}
+
+// Next returns the text piece adds: none while a character's bytes are
+// still arriving, the whole character once they have.
+func (t *Text) Next(piece string) string {
+	if len(piece) != 1 || piece[0] < utf8.RuneSelf {
+		t.pending = t.pending[:0] // a character cut short
+		return Printable(piece)
+	}
+	t.pending = append(t.pending, piece[0])
+	var out []byte
+	for len(t.pending) > 0 {
+		r, n := utf8.DecodeRune(t.pending)
+		switch {
+		case r != utf8.RuneError || n > 1:
+			out = append(out, t.pending[:n]...)
+		case utf8.FullRune(t.pending):
+			n = 1 // no character: the first byte goes
+		default:
+			return string(out) // the rest is still to come
+		}
+		t.pending = t.pending[n:]
+	}
+	return string(out)
 }
 
 // Printable returns piece as run.c's safe_printf prints it: a piece of one

@@ -154,6 +154,35 @@ func TestDecode(t *testing.T) {
 	}
 }
 
+// TestText: byte tokens' bytes join into the characters they spell, each
+// given whole once its last byte comes; bytes that spell nothing, and
+// control characters, are dropped; other pieces pass as Printable has them.
+func TestText(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		pieces []string
+		want   []string
+	}{
+		{"an emoji in four byte tokens", []string{"Hi", " ", "\xf0", "\x9f", "\x99", "\x82", "!"}, []string{"Hi", " ", "", "", "", "🙂", "!"}},
+		{"CJK in three", []string{"\xe4", "\xb8", "\xad", "\xe6", "\x96", "\x87"}, []string{"", "", "中", "", "", "文"}},
+		{"two bytes, then ASCII", []string{"\xc3", "\xa9", "a"}, []string{"", "é", "a"}},
+		{"a stray continuation byte", []string{"\x9f", "b"}, []string{"", "b"}},
+		{"cut short by a piece", []string{"\xe4", "\xb8", " the"}, []string{"", "", " the"}},
+		{"cut short by a new lead byte", []string{"\xe4", "\xc3", "\xa9"}, []string{"", "", "é"}},
+		{"control characters", []string{"\x01", "\n", "\x7f"}, []string{"", "\n", ""}},
+		{"a piece of several bytes", []string{"\xc3\xa9t\xc3\xa9"}, []string{"été"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tx Text
+			for i, p := range tc.pieces {
+				if got := tx.Next(p); got != tc.want[i] {
+					t.Errorf("piece %d (%q): %q, want %q", i, p, got, tc.want[i])
+				}
+			}
+		})
+	}
+}
+
 func TestReadTokenizerBinHostile(t *testing.T) {
 	good := loadFile(t, "tok512.bin")
 	var round bytes.Buffer

@@ -296,6 +296,7 @@ func (r *runner) generate(req llama.Request, emit func(llama.Event) error) error
 	}
 	n := len(ids)
 	rng := llama.NewRNG(req.Seed)
+	var text llama.Text // byte tokens' bytes join into characters
 	done := llama.Event{ID: req.ID, Done: true, PromptTokens: n, Stop: "length"}
 	tok, pos := ids[n-1], n-1
 	var logits []float32
@@ -320,7 +321,7 @@ func (r *runner) generate(req llama.Request, emit func(llama.Event) error) error
 			done.Stop = "eos"
 			break
 		}
-		if err := emit(llama.Event{ID: req.ID, Text: llama.Printable(r.tok.Decode(tok, next)), Token: next}); err != nil {
+		if err := emit(llama.Event{ID: req.ID, Text: text.Next(r.tok.Decode(tok, next)), Token: next}); err != nil {
 			return writeError{err}
 		}
 		done.CompletionTokens++
@@ -378,6 +379,7 @@ func (r *runner) check(req llama.Request, emit func(llama.Event) error) error {
 	seq := append(ids, claim...)
 	last := min(len(claim), maxNew-1)
 	rng := llama.NewRNG(req.Seed)
+	var text llama.Text // byte tokens' bytes join into characters
 	done := llama.Event{ID: req.ID, Done: true, PromptTokens: n, Stop: "length"}
 	row := make([]float32, r.cfg.VocabSize)
 	for pos := n - 1; pos <= n-1+last; pos += prefillRows {
@@ -419,7 +421,7 @@ func (r *runner) check(req llama.Request, emit func(llama.Event) error) error {
 				}
 				return nil
 			}
-			if err := emit(llama.Event{ID: req.ID, Text: llama.Printable(r.tok.Decode(seq[pos+i], next)), Token: next}); err != nil {
+			if err := emit(llama.Event{ID: req.ID, Text: text.Next(r.tok.Decode(seq[pos+i], next)), Token: next}); err != nil {
 				return writeError{err}
 			}
 			done.CompletionTokens++
