@@ -763,12 +763,12 @@ func (j *jobRun) next(tried map[peer.ID]bool) (peer.ID, bool) {
 				(j.onlyEstablished && !book.Established(c.ID)) || book.Banned(c.ID) || book.BackingOff(c.ID) {
 				continue
 			}
-			gs := book.Groups(c.ID)
-			if heldAny(held, gs) {
+			g := book.Group(c.ID)
+			if held[g] {
 				j.sameOperator = true
 				continue
 			}
-			eligible, groups = append(eligible, c), append(groups, gs[0])
+			eligible, groups = append(eligible, c), append(groups, g)
 		}
 		if c, ok := j.draw(eligible, groups); ok {
 			j.holders[c.ID] = true

@@ -223,40 +223,41 @@ func TestGroupClaimedThenSeen(t *testing.T) {
 }
 
 // TestGroupsSeenInTwoNetworks: an identity that connected from two
-// networks (one operator's machine with two addresses, or a dial that left
-// from another source address) counts in both: it never shares a job with,
-// nor verifies, an identity of either, and a draw weighs it by the first.
+// networks (one operator's machine with two addresses, or addresses in an
+// honest operator's /16 too) counts in both when its agreement is weighed:
+// it verifies nothing with an identity of either. A draw goes by the
+// network it connected from first, so it cannot keep the operators of its
+// other networks off the jobs it holds.
 func TestGroupsSeenInTwoNetworks(t *testing.T) {
-	groups := map[peer.ID][]string{"a1": {"v4/127.200"}, "a2": {"v4/127.200"}, "h1": {"v4/10.1"}}
-	cl := operatorsClient(t, nil, "a1")
+	groups := map[peer.ID][]string{"a1": {"v4/127.200"}, "a2": {"v4/127.201"}, "h1": {"v4/10.1"}}
+	cl := operatorsClient(t, nil, "a1", "h1")
 	book := cl.n.Peers
 	book.GroupsOf = func(id peer.ID) ([]string, bool) { return groups[id], true }
 	for id := range groups {
 		book.Update(id, func(*reputation.Record, reputation.Params, time.Time) {})
 		book.Groups(id)
 	}
-	groups["a1"] = []string{"v4/127.0"} // its next connection left from another address
-	if got := book.Groups("a1"); !slices.Equal(got, []string{"v4/127.200", "v4/127.0"}) {
-		t.Errorf("Groups: %v, want both networks, the first first", got)
+	groups["a1"] = []string{"v4/127.201", "v4/10.1"} // its next connections came from two other networks
+	if got := book.Groups("a1"); !slices.Equal(got, []string{"v4/127.200", "v4/127.201", "v4/10.1"}) || book.Group("a1") != "v4/127.200" {
+		t.Errorf("Groups: %v, main %s; want all three, the first first", got, book.Group("a1"))
 	}
 	delete(groups, "a1") // disconnected: what was seen stays
 	for _, tc := range []struct {
 		a, b peer.ID
 		same bool
-	}{{"a1", "a2", true}, {"a2", "a1", true}, {"a1", "h1", false}, {"a1", "a1", true}} {
+	}{{"a1", "a2", true}, {"a2", "a1", true}, {"a1", "h1", true}, {"a2", "h1", false}, {"a1", "a1", true}} {
 		if got := book.SameOperator(tc.a, tc.b); got != tc.same {
 			t.Errorf("SameOperator(%s, %s) = %v, want %v", tc.a, tc.b, got, tc.same)
 		}
 	}
-	if n := operatorsAmong(book, []peer.ID{"a1", "a2", "h1"}); n != 2 {
-		t.Errorf("operators among a1, a2, h1: %d, want 2", n)
+	if n := operatorsAmong(book, []peer.ID{"a1", "a2", "h1"}); n != 1 {
+		t.Errorf("operators among a1, a2, h1: %d, want 1 (a1 shares a network with each)", n)
+	}
+	if j := (&jobRun{c: cl}); j.independent("a1", "h1") || j.independent("a1", "a2") || !j.independent("h1", "a2") {
+		t.Error("a1's agreement must count with neither a2's nor h1's; h1's and a2's must")
 	}
 	j := &jobRun{c: cl, holders: map[peer.ID]bool{"a1": true}}
-	held := j.heldGroupsLocked()
-	if !heldAny(held, book.Groups("a2")) || heldAny(held, book.Groups("h1")) {
-		t.Errorf("held %v: a2 must be kept off a job a1 holds, h1 not", held)
-	}
-	if !j.independent("a1", "h1") || j.independent("a1", "a2") {
-		t.Error("a1's agreement must count with h1's and not with a2's")
+	if held := j.heldGroupsLocked(); held[book.Group("a2")] || held[book.Group("h1")] || !held["v4/127.200"] {
+		t.Errorf("held %v: a draw goes by a1's main network alone", held)
 	}
 }

@@ -585,30 +585,29 @@ func (j *jobRun) establishedCandidate() bool {
 	defer j.mu.Unlock()
 	held := j.heldGroupsLocked()
 	for _, c := range j.pool {
-		if !heldAny(held, j.c.n.Peers.Groups(c.ID)) && j.c.n.Peers.Established(c.ID) {
+		if !held[j.c.n.Peers.Group(c.ID)] && j.c.n.Peers.Established(c.ID) {
 			return true
 		}
 	}
 	return false
 }
 
-// heldGroupsLocked is the operators (Book.Groups) holding a replica of
-// this job: no other replica goes to them. j.mu must be held.
+// heldGroupsLocked is the operators holding a replica of this job, by
+// their main network (Book.Group): no other replica goes to them. A draw
+// goes by the main network alone, so that an identity seen from other
+// networks besides (addresses in honest operators' /16s, which a cloud's
+// customers share) cannot keep their operators off the jobs it holds; a
+// vote goes by all of them (SameOperator), so such an identity's
+// agreement with one of those networks verifies nothing. j.mu must be
+// held.
 func (j *jobRun) heldGroupsLocked() map[string]bool {
 	held := map[string]bool{}
 	for id, ok := range j.holders {
 		if ok {
-			for _, g := range j.c.n.Peers.Groups(id) {
-				held[g] = true
-			}
+			held[j.c.n.Peers.Group(id)] = true
 		}
 	}
 	return held
-}
-
-// heldAny reports whether one of an identity's groups holds a replica.
-func heldAny(held map[string]bool, groups []string) bool {
-	return slices.ContainsFunc(groups, func(g string) bool { return held[g] })
 }
 
 // operatorsAmong counts the operators ids belong to, at least: identities
