@@ -260,4 +260,10 @@ func TestGroupsSeenInTwoNetworks(t *testing.T) {
 	if held := j.heldGroupsLocked(); held[book.Group("a2")] || held[book.Group("h1")] || !held["v4/127.200"] {
 		t.Errorf("held %v: a draw goes by a1's main network alone", held)
 	}
+	// Caught (on purpose, say), a1 throttles its own main network's draws,
+	// not h1's.
+	book.Update("a1", func(r *reputation.Record, _ reputation.Params, now time.Time) { r.BannedUntil = now.Add(time.Hour) })
+	if banned := book.BannedByGroup(); banned["v4/127.200"] != 1 || banned["v4/10.1"] != 0 || banned["v4/127.201"] != 0 {
+		t.Errorf("BannedByGroup = %v, want a1 counted in v4/127.200 alone", banned)
+	}
 }

@@ -390,18 +390,18 @@ func (b *Book) Concur(id peer.ID) {
 	b.Update(id, func(r *reputation.Record, p reputation.Params, now time.Time) { r.Concur(p, now) })
 }
 
-// BannedByGroup counts, per group (see Groups), the identities banned now:
-// an operator whose identity was caught is drawn less, all its identities
-// together. One pass over the book, for a whole draw.
+// BannedByGroup counts, per main network (see Group), the identities
+// banned now: an operator whose identity was caught is drawn less, all its
+// identities together. By the main network alone, as draws go: an
+// identity seen from honest operators' networks too, caught on purpose,
+// must not throttle them. One pass over the book, for a whole draw.
 func (b *Book) BannedByGroup() map[string]int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now, n := time.Now(), map[string]int{}
 	for id, gs := range b.groups {
 		if p := b.peers[id]; p != nil && p.Rep.Banned(now) {
-			for _, g := range gs {
-				n[g]++
-			}
+			n[gs[0]]++
 		}
 	}
 	return n
