@@ -205,7 +205,14 @@ start() {
   local name=$1; shift
   setsid "$@" >>"$RT/$name.log" 2>&1 </dev/null 9<&- &
   echo $! >"$RT/$name.pid"
-  sleep 0.1
+  # A daemon in the middle of its exec can read as no daemon (an empty
+  # cmdline): look a few times before calling it gone.
+  local i
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    sleep 0.1
+    alive "$name" && return 0
+    kill -0 "$(cat "$RT/$name.pid")" 2>/dev/null || break
+  done
   alive "$name" || die "$name exited right after start"
 }
 
