@@ -121,6 +121,9 @@ func (p *proc) start(t *testing.T, addrPrefix string, extra ...string) *proc {
 		"--api", "127.0.0.1:0", "--mdns=false", "--nat=false", "--slots", "2",
 		"--heartbeat", "200ms", "--silence", "3s", "--gossip-heartbeat", "100ms", "--backend", "reference",
 		"--warm-runner=false"}, extra...) // tests of models pass --warm-runner
+	if level := os.Getenv("INFERNET_ITEST_LOG_LEVEL"); level != "" {
+		args = append(args, "--log-level", level) // e.g. debug, to chase a flaky test
+	}
 	p.cmd = p.command(args...)
 	p.cmd.Stderr = p.stderr
 	out, err := p.cmd.StdoutPipe()
@@ -140,7 +143,7 @@ func (p *proc) start(t *testing.T, addrPrefix string, extra ...string) *proc {
 			p.cmd.Process.Kill()
 			<-done
 		}
-		if t.Failed() {
+		if t.Failed() || os.Getenv("INFERNET_ITEST_LOG_LEVEL") != "" {
 			t.Logf("%s stderr:\n%s", p.name, p.stderr.String())
 		}
 	})

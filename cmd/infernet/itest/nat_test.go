@@ -199,8 +199,12 @@ func TestNAT(t *testing.T) {
 			}
 			// The lab's whole internet is one /16 (11.0.0.0/16), so the
 			// client counts every peer as an operator of its own.
+			// Its silence is the default's double rather than the tests' 3 s:
+			// every word of a replica crosses the relay and three node
+			// processes, and a CI run under load once heard nothing from
+			// either provider for 3 s and failed the job.
 			client := startIn(t, lab.homeB, "client", "192.168.2.2", "--no-provide", "--reachability", "private",
-				"--bootstrap", boot.addr, "--no-netgroups")
+				"--bootstrap", boot.addr, "--no-netgroups", "--silence", "10s")
 			for _, p := range providers {
 				waitFor(t, 60*time.Second, p.name+"'s relayed address", func() bool {
 					return strings.Contains(p.stderr.String(), "/p2p-circuit")

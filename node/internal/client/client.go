@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"net"
 	"os"
 	"slices"
 	"sync"
@@ -943,6 +944,14 @@ func (j *jobRun) stallLimits() (startBy, runFor time.Duration) {
 	return peers.FetchTime(size) + timeout, runFor
 }
 
+// timedOut reports whether err is a read deadline passing: os's, or a
+// muxer's own (yamux's "i/o deadline reached" over a relayed connection is
+// not os.ErrDeadlineExceeded, only a net.Error that timed out).
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}
+
 // rootCause returns the message of the innermost error of a chain, such as
 // "connection reset by peer", for one-line reports.
 func rootCause(err error) string {
@@ -1258,7 +1267,7 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 		if up.err != nil {
 			c.Reset()
 			j.c.log.Debug("assign stream broke", "job", j.ann.Job, "provider", p, "err", up.err)
-			if errors.Is(up.err, os.ErrDeadlineExceeded) {
+			if timedOut(up.err) {
 				return nil, inflight, fmt.Errorf("%w for %v", errSilent, n.Silence)
 			}
 			return nil, inflight, fmt.Errorf("%w (%s)", errConnLost, rootCause(up.err))
