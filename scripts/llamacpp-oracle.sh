@@ -63,3 +63,7 @@ done
 
 INFERNET_LLAMACPP_MODELS=$models "$GO" test -count=1 -timeout 20m -run '^TestLlamaCppOracle$' -v ./guest/go/llama |
   grep -v '^=== '
+
+# Chat templates as node-llama-cpp renders a GGUF's own.
+INFERNET_LLAMACPP_CHAT=1 "$GO" test -count=1 -run '^TestChatTemplateOracle$' -v ./node/models |
+  grep -v '^=== '

@@ -43,6 +43,12 @@
 #       a JSON array: llama.cpp's token ids of FILE's content, no BOS. The
 #       text goes through a JavaScript string: invalid UTF-8 arrives as
 #       U+FFFD, so byte-fallback cases of such input are not llama.cpp's.
+#   scripts/llamacpp.sh chat
+#       renders chat templates as node-llama-cpp renders a GGUF's own
+#       (its JinjaTemplateChatWrapper: @huggingface/jinja, which the package
+#       depends on): a JSON object a line on stdin, {"template", "messages",
+#       "bos_token", "eos_token", "add_generation_prompt"}, gives a JSON line
+#       on stdout, {"text"} or {"error"} (scripts/lib/chat.mjs)
 #
 # Needs node and npm (for install), g++ and git. The binaries find the
 # prebuilt libraries by their rpath; node-llama-cpp picks the CPU variant
@@ -173,6 +179,11 @@ logits | logits-ids | tokenize)
   [ "$cmd" != tokenize ] || [ $# -eq 2 ] || usage
   do_install
   NODE_LLAMA_CPP_MODULE=$pkg node "$root/scripts/lib/llamacpp.mjs" "$cmd" "$@"
+  ;;
+chat)
+  [ $# -eq 0 ] || usage
+  do_install
+  JINJA_MODULE=$dir/node_modules/@huggingface/jinja node "$root/scripts/lib/chat.mjs"
   ;;
 *) usage ;;
 esac

@@ -51,9 +51,11 @@ type Registry struct {
 	db    *store.Store
 	blobs *blob.Store
 
-	// mu guards held, the reference count of every digest a model names.
-	mu   sync.RWMutex
-	held map[blob.Digest]int
+	// mu guards held, the reference count of every digest a model names,
+	// and templates, the chat templates read from model files.
+	mu        sync.RWMutex
+	held      map[blob.Digest]int
+	templates map[blob.Digest]*ChatTemplate
 	// runnerMu guards runner, the runner guest's blob once Runner
 	// stored it.
 	runnerMu sync.Mutex
@@ -63,7 +65,7 @@ type Registry struct {
 // New returns the registry of the models recorded in db, their blobs in
 // blobs. Neither is closed by it.
 func New(db *store.Store, blobs *blob.Store) (*Registry, error) {
-	r := &Registry{db: db, blobs: blobs, held: map[blob.Digest]int{}}
+	r := &Registry{db: db, blobs: blobs, held: map[blob.Digest]int{}, templates: map[blob.Digest]*ChatTemplate{}}
 	ms, err := db.Models()
 	if err != nil {
 		return nil, fmt.Errorf("models: %w", err)

@@ -17,8 +17,9 @@
 // model's context for chat. A request without a seed gets a random one, so
 // that its replicas sample alike. Errors come as OpenAI's error object.
 //
-// Chat messages become one prompt with Llama 2's chat template (see
-// ChatPrompt); a GGUF's own template (Jinja) is not read.
+// Chat messages become one prompt with the model's own chat template (a
+// GGUF's tokenizer.chat_template, Jinja), or Llama 2's for a model without
+// one (see models.ChatTemplate).
 package openai
 
 import (
@@ -193,12 +194,6 @@ func (s *Service) Completions(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// Message is one message of a chat.
-type Message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
-
 // Chat serves POST /v1/chat/completions.
 func (s *Service) Chat(w http.ResponseWriter, r *http.Request) {
 	var body struct {
@@ -214,7 +209,15 @@ func (s *Service) Chat(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "messages", "", err.Error())
 		return
 	}
-	p := body.params(true, ChatPrompt(msgs), s.cfg.MaxTokens)
+	prompt, err := s.chatPrompt(body.Model, msgs)
+	if errors.Is(err, models.ErrTemplate) {
+		WriteError(w, http.StatusBadRequest, "messages", "", err.Error())
+		return
+	} else if err != nil {
+		WriteError(w, http.StatusInternalServerError, "", "", err.Error())
+		return
+	}
+	p := body.params(true, prompt, s.cfg.MaxTokens)
 	max := body.MaxCompletionTokens
 	if max == nil {
 		max = body.MaxTokens
@@ -357,7 +360,7 @@ func promptOf(raw json.RawMessage) (string, error) {
 
 // messagesOf reads a chat's messages: text content, as a string or an array
 // of text parts.
-func messagesOf(raw json.RawMessage) ([]Message, error) {
+func messagesOf(raw json.RawMessage) ([]models.Message, error) {
 	var in []struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
@@ -365,7 +368,7 @@ func messagesOf(raw json.RawMessage) ([]Message, error) {
 	if err := json.Unmarshal(raw, &in); err != nil || len(in) == 0 {
 		return nil, errors.New("messages must be a non-empty array of messages")
 	}
-	out := make([]Message, len(in))
+	out := make([]models.Message, len(in))
 	for i, m := range in {
 		switch m.Role {
 		case "system", "developer", "user", "assistant":
@@ -388,44 +391,9 @@ func messagesOf(raw json.RawMessage) ([]Message, error) {
 				text += p.Text
 			}
 		}
-		out[i] = Message{Role: m.Role, Content: text}
+		out[i] = models.Message{Role: m.Role, Content: text}
 	}
 	return out, nil
-}
-
-// ChatPrompt renders messages with Llama 2's chat template, the default of
-// the llama family: a system (or developer) message goes into the first
-// user turn between <<SYS>> markers, each user turn is wrapped in [INST]
-// ... [/INST], and each assistant turn follows its user turn. The runner
-// adds BOS; later turns are joined by a space where Llama 2 would start a
-// new sequence, since a prompt is one sequence.
-//
-//	[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} [INST] {user} [/INST]
-func ChatPrompt(msgs []Message) string {
-	var b strings.Builder
-	var system string
-	for _, m := range msgs {
-		switch m.Role {
-		case "system", "developer":
-			if system != "" {
-				system += "\n"
-			}
-			system += m.Content
-		case "user":
-			if b.Len() > 0 {
-				b.WriteString(" ")
-			}
-			b.WriteString("[INST] ")
-			if system != "" {
-				b.WriteString("<<SYS>>\n" + system + "\n<</SYS>>\n\n")
-				system = ""
-			}
-			b.WriteString(strings.TrimSpace(m.Content) + " [/INST]")
-		case "assistant":
-			b.WriteString(" " + strings.TrimSpace(m.Content))
-		}
-	}
-	return b.String()
 }
 
 // newID returns a response id with prefix.
@@ -592,4 +560,15 @@ func (s *Service) spec(ctx context.Context, m *store.Model, q llama.Request) (no
 		spec.Replicas, spec.Check = 1, models.Check([]llama.Request{q})
 	}
 	return spec, nil
+}
+
+// chatPrompt renders msgs with the chat template of the model named model.
+// A model this node does not name gets Llama 2's here: the request is
+// refused for it with the error of every other request (serve).
+func (s *Service) chatPrompt(model string, msgs []models.Message) (string, error) {
+	t, err := s.n.Models.ChatTemplate(model)
+	if err != nil && !errors.Is(err, models.ErrUnknown) && !errors.Is(err, models.ErrBadName) {
+		return "", err
+	}
+	return t.Render(msgs)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/infernet/infernet/guest/go/llama/llamatest"
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/faults"
+	"github.com/infernet/infernet/node/models"
 	"github.com/infernet/infernet/node/nodetest"
 	"github.com/infernet/infernet/node/openai"
 	"github.com/infernet/infernet/node/store"
@@ -129,8 +130,8 @@ func TestOpenAIClient(t *testing.T) {
 		t.Fatalf("completion %+v, %v", whole, err)
 	}
 
-	msgs := []openai.Message{{Role: "system", Content: "You tell stories to children."}, {Role: "user", Content: "Tell me a story about a cat."}}
-	cg := golden(t, openai.ChatPrompt(msgs))
+	msgs := []models.Message{{Role: "system", Content: "You tell stories to children."}, {Role: "user", Content: "Tell me a story about a cat."}}
+	cg := golden(t, models.Llama2Chat(msgs))
 	chat := oa.ChatCompletionNewParams{
 		Model:               "stories260K",
 		Messages:            []oa.ChatCompletionMessageParamUnion{oa.SystemMessage(msgs[0].Content), oa.UserMessage(msgs[1].Content)},

@@ -6,26 +6,6 @@ import (
 	"testing"
 )
 
-func TestChatPrompt(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		msgs []Message
-		want string
-	}{
-		{"user alone", []Message{{"user", "Tell me a story."}}, "[INST] Tell me a story. [/INST]"},
-		{"system and user", []Message{{"system", "Be kind."}, {"user", " Hi "}},
-			"[INST] <<SYS>>\nBe kind.\n<</SYS>>\n\nHi [/INST]"},
-		{"developer is a system message", []Message{{"developer", "A"}, {"system", "B"}, {"user", "C"}},
-			"[INST] <<SYS>>\nA\nB\n<</SYS>>\n\nC [/INST]"},
-		{"turns", []Message{{"system", "S"}, {"user", "1"}, {"assistant", "one"}, {"user", "2"}},
-			"[INST] <<SYS>>\nS\n<</SYS>>\n\n1 [/INST] one [INST] 2 [/INST]"},
-	} {
-		if got := ChatPrompt(c.msgs); got != c.want {
-			t.Errorf("%s: %q, want %q", c.name, got, c.want)
-		}
-	}
-}
-
 func TestMessagesOf(t *testing.T) {
 	for _, c := range []struct {
 		in, want, err string

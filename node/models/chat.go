@@ -1,0 +1,182 @@
+package models
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ardanlabs/jinja"
+
+	"github.com/infernet/infernet/guest/go/llama"
+	"github.com/infernet/infernet/node/store"
+)
+
+// Message is one message of a chat: a role (system, developer, user or
+// assistant) and its text.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// ErrTemplate wraps the errors of a model's chat template: one that does
+// not compile, or that refuses a conversation (raise_exception, such as
+// Llama 2's "Conversation roles must alternate").
+var ErrTemplate = errors.New("chat template")
+
+// ChatTemplate turns a conversation into a model's prompt. A GGUF model's
+// own template (tokenizer.chat_template, Jinja) is rendered as Hugging
+// Face's apply_chat_template renders it (github.com/ardanlabs/jinja, with
+// its trim_blocks and lstrip_blocks), given messages, bos_token, eos_token
+// and add_generation_prompt true; a model without one gets Llama 2's
+// (Llama2Chat). The zero ChatTemplate is Llama 2's.
+type ChatTemplate struct {
+	// Source is the Jinja text, "" for Llama 2's built-in rendering.
+	Source string
+	// BOS and EOS are the texts of the vocabulary's begin- and
+	// end-of-sequence tokens, the template's bos_token and eos_token.
+	BOS, EOS string
+	// AddBOS is set when the runner puts BOS before every prompt (GGUF's
+	// tokenizer.ggml.add_bos_token, true unless the file says not): a
+	// template's own leading bos_token is then dropped from the text, or
+	// the prompt would begin with two.
+	AddBOS bool
+
+	tmpl *jinja.Template
+}
+
+// NewChatTemplate compiles source, a Jinja chat template; "" is Llama 2's.
+func NewChatTemplate(source, bos, eos string, addBOS bool) (*ChatTemplate, error) {
+	t := &ChatTemplate{Source: source, BOS: bos, EOS: eos, AddBOS: addBOS}
+	if source == "" {
+		return t, nil
+	}
+	var err error
+	if t.tmpl, err = jinja.Compile(source); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrTemplate, err)
+	}
+	return t, nil
+}
+
+// Render returns the prompt of msgs, ending where the assistant's next
+// message begins.
+func (t *ChatTemplate) Render(msgs []Message) (string, error) {
+	if t == nil || t.tmpl == nil {
+		return Llama2Chat(msgs), nil
+	}
+	list := make([]any, len(msgs))
+	for i, m := range msgs {
+		list[i] = map[string]any{"role": m.Role, "content": m.Content}
+	}
+	out, err := t.tmpl.Render(map[string]any{
+		"messages":              list,
+		"bos_token":             t.BOS,
+		"eos_token":             t.EOS,
+		"add_generation_prompt": true,
+	})
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrTemplate, err)
+	}
+	if t.AddBOS && t.BOS != "" {
+		out = strings.TrimPrefix(out, t.BOS)
+	}
+	return out, nil
+}
+
+// Llama2Chat renders messages with Llama 2's chat template, the default of
+// the llama family and of llama2.c checkpoints, which carry no template: a
+// system (or developer) message goes into the first user turn between
+// <<SYS>> markers, each user turn is wrapped in [INST] ... [/INST], and
+// each assistant turn follows its user turn. The runner adds BOS; later
+// turns are joined by a space where Llama 2 would start a new sequence, as
+// the vocabulary's BOS and EOS cannot be written as text a SentencePiece
+// tokenizer reads back as them.
+//
+//	[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} [INST] {user} [/INST]
+func Llama2Chat(msgs []Message) string {
+	var b strings.Builder
+	var system string
+	for _, m := range msgs {
+		switch m.Role {
+		case "system", "developer":
+			if system != "" {
+				system += "\n"
+			}
+			system += m.Content
+		case "user":
+			if b.Len() > 0 {
+				b.WriteString(" ")
+			}
+			b.WriteString("[INST] ")
+			if system != "" {
+				b.WriteString("<<SYS>>\n" + system + "\n<</SYS>>\n\n")
+				system = ""
+			}
+			b.WriteString(strings.TrimSpace(m.Content) + " [/INST]")
+		case "assistant":
+			b.WriteString(" " + strings.TrimSpace(m.Content))
+		}
+	}
+	return b.String()
+}
+
+// ChatTemplate returns the chat template of the model named name: its
+// GGUF's own, or Llama 2's. A model's template is read from its file once
+// and kept with its digest.
+func (r *Registry) ChatTemplate(name string) (*ChatTemplate, error) {
+	m, err := r.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	if m.Format != store.ModelGGUF {
+		return &ChatTemplate{}, nil
+	}
+	r.mu.RLock()
+	t, ok := r.templates[m.Model.Digest]
+	r.mu.RUnlock()
+	if ok {
+		return t, nil
+	}
+	f, size, err := r.blobs.Open(m.Model.Digest)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", name, err)
+	}
+	defer f.Close()
+	g, err := llama.ReadGGUF(f, size)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", name, err)
+	}
+	if t, err = ggufChatTemplate(g); err != nil {
+		return nil, fmt.Errorf("model %s: %w", name, err)
+	}
+	r.mu.Lock()
+	r.templates[m.Model.Digest] = t
+	r.mu.Unlock()
+	return t, nil
+}
+
+// ggufChatTemplate is the chat template g's metadata gives:
+// tokenizer.chat_template with the texts of its BOS and EOS tokens, or
+// Llama 2's where there is none.
+func ggufChatTemplate(g *llama.GGUF) (*ChatTemplate, error) {
+	source, _, err := g.String("tokenizer.chat_template")
+	if err != nil || source == "" {
+		return &ChatTemplate{}, err
+	}
+	v, err := g.Vocab()
+	if err != nil {
+		return nil, err
+	}
+	piece := func(id int) string {
+		if id < 0 || id >= len(v.Pieces) {
+			return ""
+		}
+		return v.Pieces[id]
+	}
+	addBOS := true
+	if x, ok := g.Get("tokenizer.ggml.add_bos_token"); ok {
+		if b, isBool := x.(bool); isBool {
+			addBOS = b
+		}
+	}
+	return NewChatTemplate(source, piece(v.BOS), piece(v.EOS), addBOS)
+}

@@ -1,0 +1,256 @@
+package models
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/infernet/infernet/guest/go/llama"
+	"github.com/infernet/infernet/node/store"
+)
+
+func TestLlama2Chat(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		msgs []Message
+		want string
+	}{
+		{"user alone", []Message{{"user", "Tell me a story."}}, "[INST] Tell me a story. [/INST]"},
+		{"system and user", []Message{{"system", "Be kind."}, {"user", " Hi "}},
+			"[INST] <<SYS>>\nBe kind.\n<</SYS>>\n\nHi [/INST]"},
+		{"developer is a system message", []Message{{"developer", "A"}, {"system", "B"}, {"user", "C"}},
+			"[INST] <<SYS>>\nA\nB\n<</SYS>>\n\nC [/INST]"},
+		{"turns", []Message{{"system", "S"}, {"user", "1"}, {"assistant", "one"}, {"user", "2"}},
+			"[INST] <<SYS>>\nS\n<</SYS>>\n\n1 [/INST] one [INST] 2 [/INST]"},
+	} {
+		if got := Llama2Chat(c.msgs); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+		var zero *ChatTemplate
+		if got, err := zero.Render(c.msgs); err != nil || got != c.want {
+			t.Errorf("%s: nil template: %q, %v", c.name, got, err)
+		}
+	}
+}
+
+// chatTemplate reads testdata/chat/name.jinja.
+func chatTemplate(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "chat", name+".jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// chatCase is a template, its special tokens and a conversation.
+type chatCase struct {
+	template, bos, eos string
+	msgs               []Message
+}
+
+// chatCases are conversations for every template of testdata/chat.
+func chatCases(t *testing.T) []chatCase {
+	convs := [][]Message{
+		{{"user", "Hello!"}},
+		{{"system", "You are terse."}, {"user", "  Name a colour.\n"}},
+		{{"system", "S"}, {"user", "1"}, {"assistant", " one "}, {"user", "2 — 二 😀"}},
+		{{"user", "a"}, {"assistant", "b"}, {"user", "c\n\nd"}},
+	}
+	var out []chatCase
+	for _, tc := range []struct{ name, bos, eos string }{
+		{"llama2", "<s>", "</s>"},
+		{"llama3", "<|begin_of_text|>", "<|eot_id|>"},
+		{"chatml", "", "<|im_end|>"},
+		{"multiline", "<s>", "</s>"},
+	} {
+		for _, msgs := range convs {
+			out = append(out, chatCase{tc.name, tc.bos, tc.eos, msgs})
+		}
+	}
+	return out
+}
+
+func TestChatTemplate(t *testing.T) {
+	const (
+		l3user = "<|start_header_id|>user<|end_header_id|>\n\n"
+		l3asst = "<|start_header_id|>assistant<|end_header_id|>\n\n"
+		l3sys  = "<|start_header_id|>system<|end_header_id|>\n\n"
+	)
+	sys := []Message{{"system", "Be kind."}, {"user", " Hi "}}
+	turns := []Message{{"user", "1"}, {"assistant", " one "}, {"user", "2"}}
+	for _, tc := range []struct {
+		name     string
+		template string
+		bos, eos string
+		addBOS   bool
+		msgs     []Message
+		want     string
+	}{
+		{"llama3, BOS the runner's", "llama3", "<|begin_of_text|>", "<|eot_id|>", true, sys,
+			l3sys + "Be kind.<|eot_id|>" + l3user + "Hi<|eot_id|>" + l3asst},
+		{"llama3, BOS the template's", "llama3", "<|begin_of_text|>", "<|eot_id|>", false, sys,
+			"<|begin_of_text|>" + l3sys + "Be kind.<|eot_id|>" + l3user + "Hi<|eot_id|>" + l3asst},
+		{"chatml adds a system message", "chatml", "", "<|im_end|>", false, turns,
+			"<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n1<|im_end|>\n" +
+				"<|im_start|>assistant\n one <|im_end|>\n<|im_start|>user\n2<|im_end|>\n<|im_start|>assistant\n"},
+		{"llama2's own, turns as sequences", "llama2", "<s>", "</s>", true, turns,
+			"[INST] 1 [/INST] one </s><s>[INST] 2 [/INST]"},
+		{"llama2's own, system", "llama2", "<s>", "</s>", true, sys,
+			"[INST] <<SYS>>\nBe kind.\n<</SYS>>\n\n Hi [/INST]"}, // strip() strips the whole content's ends
+		{"trim_blocks and lstrip_blocks", "multiline", "<s>", "</s>", true, append(sys, Message{"assistant", "Hello."}, Message{"user", "Bye"}),
+			"[SYSTEM_PROMPT]Be kind.[/SYSTEM_PROMPT][INST] Hi [/INST]Hello.</s>[INST]Bye[/INST]    >0\n    >1\n"},
+	} {
+		tmpl, err := NewChatTemplate(chatTemplate(t, tc.template), tc.bos, tc.eos, tc.addBOS)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		got, err := tmpl.Render(tc.msgs)
+		if err != nil || got != tc.want {
+			t.Errorf("%s:\n got %q, %v\nwant %q", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+func TestChatTemplateErrors(t *testing.T) {
+	if _, err := NewChatTemplate("{% for %}", "", "", true); !errors.Is(err, ErrTemplate) {
+		t.Errorf("a template that does not parse: %v", err)
+	}
+	l2, err := NewChatTemplate(chatTemplate(t, "llama2"), "<s>", "</s>", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = l2.Render([]Message{{"user", "a"}, {"user", "b"}})
+	if !errors.Is(err, ErrTemplate) || !strings.Contains(err.Error(), "alternate") {
+		t.Errorf("two user turns in a row: %v; want the template's own refusal", err)
+	}
+}
+
+// withChatTemplate returns the GGUF file gg with tokenizer.chat_template
+// set to source.
+func withChatTemplate(t *testing.T, gg []byte, source string) []byte {
+	t.Helper()
+	g, err := llama.ReadGGUF(bytes.NewReader(gg), int64(len(gg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := llama.NewGGUFWriter()
+	for _, kv := range g.Metadata {
+		if err := w.Set(kv.Key, kv.Value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Set("tokenizer.chat_template", source); err != nil {
+		t.Fatal(err)
+	}
+	for _, ti := range g.Tensors {
+		data := gg[ti.Offset : ti.Offset+ti.Bytes()]
+		if err := w.AddTensor(ti.Name, ti.DType, ti.Dims, func() ([]byte, error) { return data, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b bytes.Buffer
+	if _, err := w.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func TestRegistryChatTemplate(t *testing.T) {
+	r, blobs, _ := testRegistry(t)
+	plain := gguf(t)
+	own := withChatTemplate(t, plain, chatTemplate(t, "llama3"))
+	for _, m := range []struct {
+		name string
+		ref  store.BlobRef
+		tok  store.BlobRef
+	}{
+		{"stories", put(t, blobs, testdata(t, "stories260K.bin")), put(t, blobs, testdata(t, "tok512.bin"))},
+		{"plain", put(t, blobs, plain), store.BlobRef{}},
+		{"own", put(t, blobs, own), store.BlobRef{}},
+	} {
+		if _, err := r.Add(m.name, m.ref, m.tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgs := []Message{{"user", "Hi"}}
+	for _, tc := range []struct{ model, want string }{
+		{"stories", "[INST] Hi [/INST]"},
+		{"plain", "[INST] Hi [/INST]"},
+		// stories260K's vocabulary: BOS is "<s>" (llama2.c's "\n<s>\n"
+		// piece is not written to GGUF), and the runner adds it.
+		{"own", "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
+	} {
+		for range 2 { // the second from what the registry keeps
+			tmpl, err := r.ChatTemplate(tc.model)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.model, err)
+			}
+			if got, err := tmpl.Render(msgs); err != nil || got != tc.want {
+				t.Errorf("%s: %q, %v; want %q", tc.model, got, err, tc.want)
+			}
+		}
+	}
+	if _, err := r.ChatTemplate("nosuch"); !errors.Is(err, ErrUnknown) {
+		t.Errorf("an unknown model: %v", err)
+	}
+}
+
+// TestChatTemplateOracle renders every template of testdata/chat on the
+// conversations of chatCases as node-llama-cpp renders a GGUF's own
+// template (scripts/llamacpp.sh chat: @huggingface/jinja), and wants the
+// same text, or an error where it raised one. make test-llamacpp runs it
+// (INFERNET_LLAMACPP_CHAT=1).
+func TestChatTemplateOracle(t *testing.T) {
+	if os.Getenv("INFERNET_LLAMACPP_CHAT") == "" {
+		t.Skip("INFERNET_LLAMACPP_CHAT is not set: make test-llamacpp runs this test")
+	}
+	cases := chatCases(t)
+	var in bytes.Buffer
+	for _, c := range cases {
+		line, err := json.Marshal(map[string]any{"template": chatTemplate(t, c.template), "messages": c.msgs,
+			"bos_token": c.bos, "eos_token": c.eos, "add_generation_prompt": true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.Write(append(line, '\n'))
+	}
+	cmd := exec.Command(filepath.Join("..", "..", "scripts", "llamacpp.sh"), "chat")
+	cmd.Stdin, cmd.Stderr = &in, os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("scripts/llamacpp.sh chat: %v", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	same := 0
+	for i, c := range cases {
+		if !sc.Scan() {
+			t.Fatalf("%d answers for %d cases", i, len(cases))
+		}
+		var want struct{ Text, Error string }
+		if err := json.Unmarshal(sc.Bytes(), &want); err != nil {
+			t.Fatal(err)
+		}
+		tmpl, err := NewChatTemplate(chatTemplate(t, c.template), c.bos, c.eos, false)
+		if err != nil {
+			t.Fatalf("%s: %v", c.template, err)
+		}
+		got, err := tmpl.Render(c.msgs)
+		switch {
+		case want.Error != "" && err == nil:
+			t.Errorf("%s %v: rendered %q; the oracle raised %q", c.template, c.msgs, got, want.Error)
+		case want.Error == "" && (err != nil || got != want.Text):
+			t.Errorf("%s %v:\n got %q, %v\nwant %q", c.template, c.msgs, got, err, want.Text)
+		default:
+			same++
+		}
+	}
+	t.Logf("chat templates: %d of %d conversations rendered as node-llama-cpp renders them (%d templates)", same, len(cases), len(cases)/4)
+}
