@@ -3,7 +3,8 @@
 # `make test` (make test-llamacpp). Random-weight stories15M and
 # stories110M (llamatest, seed 1, Llama 2's vocabulary), written as f32
 # GGUF by llamarandom and quantized by llama-quantize to Q8_0, Q4_0, Q4_1,
-# Q5_0, Q5_1, Q4_K_M, Q5_K_M and Q6_K; then TestLlamaCppOracle
+# Q5_0, Q5_1, Q4_K_M, Q5_K_M and Q6_K, and stories15M's weights as a qwen2
+# model (f32, Q8_0, Q4_K_M); then TestLlamaCppOracle
 # (guest/go/llama/llamacpp_test.go) runs each in infernet and in llama.cpp
 # and compares tensors, tokens, logits and greedy tokens, printing the
 # largest logit difference per file (its doc gives the tolerances).
@@ -37,6 +38,11 @@ quantize() {
 random stories15M "$models/stories15M-F32.gguf"
 for ty in "${types[@]}"; do
   quantize "$models/stories15M-F32.gguf" "$models/stories15M-$ty.gguf" "$ty"
+done
+# The same weights as a qwen2 model (random Q/K/V biases, rotary halves).
+"$tmp/llamarandom" -gguf f32 -arch qwen2 -tokenizer testdata/llama/tokenizer.bin -o "$models/qwen2-15M-F32.gguf" stories15M >/dev/null
+for ty in Q8_0 Q4_K_M; do
+  quantize "$models/qwen2-15M-F32.gguf" "$models/qwen2-15M-$ty.gguf" "$ty"
 done
 
 random stories110M "$tmp/stories110M-F32.gguf"

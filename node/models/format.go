@@ -12,8 +12,8 @@ import (
 // Errors of Sniff and CheckTokenizer. Both wrap llama.ErrFormat too.
 var (
 	// ErrBadModel is returned for a file the runner does not read: neither
-	// a llama2.c checkpoint nor a GGUF file of the llama architecture.
-	ErrBadModel = errors.New("not a model the runner reads (a llama2.c checkpoint, or a GGUF file of the llama architecture)")
+	// a llama2.c checkpoint nor a GGUF file of the llama or qwen2 architecture.
+	ErrBadModel = errors.New("not a model the runner reads (a llama2.c checkpoint, or a GGUF file of the llama or qwen2 architecture)")
 	// ErrBadTokenizer is returned for a file that is not a llama2.c
 	// tokenizer.bin of the model's vocabulary.
 	ErrBadTokenizer = errors.New("not a llama2.c tokenizer of the model's vocabulary")

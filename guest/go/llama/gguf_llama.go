@@ -3,6 +3,8 @@ package llama
 import (
 	"io"
 	"strconv"
+
+	"github.com/infernet/infernet/abi"
 )
 
 // GGUF tensor names of the llama architecture.
@@ -20,6 +22,11 @@ func ggufBlockName(layer int, kind string) string {
 	return "blk." + strconv.Itoa(layer) + "." + kind + ".weight" // fmt costs in WebAssembly, per tensor
 }
 
+// ggufBlockBias returns the name of block layer's bias of kind.
+func ggufBlockBias(layer int, kind string) string {
+	return "blk." + strconv.Itoa(layer) + "." + kind + ".bias"
+}
+
 // tensors returns a layer's tensors in the order of ggufBlockTensors.
 func (l *LayerWeights) tensors() []*TensorInfo {
 	return []*TensorInfo{&l.AttnNorm, &l.Q, &l.K, &l.V, &l.O, &l.FFNNorm, &l.Gate, &l.Down, &l.Up}
@@ -35,33 +42,42 @@ func ReadGGUFModel(r io.ReaderAt, size int64) (*Model, error) {
 	return g.Model()
 }
 
-// Model returns the llama model g describes: its configuration from the
-// llama.* keys, its weights (token_embd, blk.N.*, output_norm and output,
-// or token_embd again when output is absent) and its vocabulary
-// (tokenizer.ggml.*). Other architectures, rope scaling and mixtures of
+// ggufArchs are the architectures Model reads, each with the rotary
+// style llama.cpp gives it (LLAMA_ROPE_TYPE_NORM for llama, whose
+// converter permutes Q and K for it; NEOX for qwen2). Mistral's files are
+// llama.
+var ggufArchs = map[string]int32{"llama": abi.RoPEInterleaved, "qwen2": abi.RoPEHalves}
+
+// Model returns the model g describes: its configuration from the
+// ARCH.* keys, its weights (token_embd, blk.N.*, output_norm and output,
+// or token_embd again when output is absent, and the Q/K/V biases where
+// there are: qwen2's) and its vocabulary (tokenizer.ggml.*). ARCH is llama
+// or qwen2 (ggufArchs); other architectures, rope scaling and mixtures of
 // experts are refused.
 func (g *GGUF) Model() (*Model, error) {
 	arch, _, err := g.String("general.architecture")
 	if err != nil {
 		return nil, err
 	}
-	if arch != "llama" {
-		return nil, formatErr("gguf architecture %q (llama is supported)", arch)
+	style, ok := ggufArchs[arch]
+	if !ok {
+		return nil, formatErr("gguf architecture %q (llama and qwen2 are supported)", arch)
 	}
 	m := &Model{Format: FormatGGUF}
 	c := &m.Config
+	c.RoPEStyle = style
 	for _, k := range []struct {
 		key      string
 		dst      *int
 		max      uint64
 		optional bool
 	}{
-		{"llama.embedding_length", &c.Dim, MaxDim, false},
-		{"llama.feed_forward_length", &c.HiddenDim, MaxDim, false},
-		{"llama.block_count", &c.Layers, MaxLayers, false},
-		{"llama.attention.head_count", &c.Heads, MaxHeads, false},
-		{"llama.attention.head_count_kv", &c.KVHeads, MaxHeads, true},
-		{"llama.context_length", &c.SeqLen, MaxSeqLen, false},
+		{arch + ".embedding_length", &c.Dim, MaxDim, false},
+		{arch + ".feed_forward_length", &c.HiddenDim, MaxDim, false},
+		{arch + ".block_count", &c.Layers, MaxLayers, false},
+		{arch + ".attention.head_count", &c.Heads, MaxHeads, false},
+		{arch + ".attention.head_count_kv", &c.KVHeads, MaxHeads, true},
+		{arch + ".context_length", &c.SeqLen, MaxSeqLen, false},
 	} {
 		v, ok, err := g.Uint(k.key, k.max)
 		if err != nil {
@@ -81,8 +97,8 @@ func (g *GGUF) Model() (*Model, error) {
 		dst      *float32
 		optional bool
 	}{
-		{"llama.attention.layer_norm_rms_epsilon", &c.NormEps, false},
-		{"llama.rope.freq_base", &c.RoPETheta, true},
+		{arch + ".attention.layer_norm_rms_epsilon", &c.NormEps, false},
+		{arch + ".rope.freq_base", &c.RoPETheta, true},
 	} {
 		v, ok, err := g.Float(k.key)
 		if err != nil {
@@ -102,7 +118,7 @@ func (g *GGUF) Model() (*Model, error) {
 	if err := c.Validate(); err != nil {
 		return nil, formatErr("gguf llama.*: %w", err)
 	}
-	if err := g.unsupported(c.HeadDim()); err != nil {
+	if err := g.unsupported(arch, c.HeadDim()); err != nil {
 		return nil, err
 	}
 
@@ -126,10 +142,14 @@ func (g *GGUF) Model() (*Model, error) {
 	}
 	w.Layers = make([]LayerWeights, c.Layers)
 	for i := range w.Layers {
-		for j, dst := range w.Layers[i].tensors() {
+		l := &w.Layers[i]
+		for j, dst := range l.tensors() {
 			if *dst, err = get(ggufBlockName(i, ggufBlockTensors[j])); err != nil {
 				return nil, err
 			}
+		}
+		for kind, dst := range map[string]*TensorInfo{"attn_q": &l.QBias, "attn_k": &l.KBias, "attn_v": &l.VBias} {
+			*dst, _ = g.Tensor(ggufBlockBias(i, kind))
 		}
 	}
 	if err := m.checkShapes(g.Size); err != nil {
@@ -138,25 +158,29 @@ func (g *GGUF) Model() (*Model, error) {
 	return m, nil
 }
 
-// unsupported refuses the llama variants this package does not run:
-// partial rotary dims, rope scaling, experts.
-func (g *GGUF) unsupported(headDim int) error {
-	if n, ok, err := g.Uint("llama.rope.dimension_count", MaxDim); err != nil {
+// unsupported refuses the variants this package does not run: partial
+// rotary dims, rope scaling (Llama 3.1's frequency factors included),
+// experts.
+func (g *GGUF) unsupported(arch string, headDim int) error {
+	if n, ok, err := g.Uint(arch+".rope.dimension_count", MaxDim); err != nil {
 		return err
 	} else if ok && int(n) != headDim {
-		return formatErr("gguf llama.rope.dimension_count %d is not the head width %d", n, headDim)
+		return formatErr("gguf %s.rope.dimension_count %d is not the head width %d", arch, n, headDim)
 	}
-	if s, ok, err := g.String("llama.rope.scaling.type"); err != nil {
+	if s, ok, err := g.String(arch + ".rope.scaling.type"); err != nil {
 		return err
 	} else if ok && s != "none" {
 		return formatErr("gguf rope scaling %q is not supported", s)
 	}
-	if f, ok, err := g.Float("llama.rope.scale_linear"); err != nil {
+	if f, ok, err := g.Float(arch + ".rope.scale_linear"); err != nil {
 		return err
 	} else if ok && f != 1 {
 		return formatErr("gguf rope scale_linear %g is not supported", f)
 	}
-	if n, ok, err := g.Uint("llama.expert_count", 1<<32-1); err != nil {
+	if _, ok := g.Tensor("rope_freqs.weight"); ok {
+		return formatErr("gguf rope frequency factors (rope_freqs.weight, Llama 3.1's scaling) are not supported")
+	}
+	if n, ok, err := g.Uint(arch+".expert_count", 1<<32-1); err != nil {
 		return err
 	} else if ok && n > 0 {
 		return formatErr("gguf mixture of %d experts is not supported", n)

@@ -646,3 +646,106 @@ func ggufModel(t testing.TB, dtype abi.DType) *Model {
 	}
 	return m
 }
+
+// writeArchModel returns a GGUF file of arch (2 layers, dim 32, 4 heads,
+// 2 KV heads, f32 weights) and whatever extra adds to it.
+func writeArchModel(t *testing.T, arch string, extra func(add func(name string, dtype abi.DType, dims ...int))) []byte {
+	t.Helper()
+	w := NewGGUFWriter()
+	for _, kv := range []KV{
+		{"general.architecture", arch}, {arch + ".embedding_length", uint32(32)},
+		{arch + ".feed_forward_length", uint32(64)}, {arch + ".block_count", uint32(2)},
+		{arch + ".attention.head_count", uint32(4)}, {arch + ".attention.head_count_kv", uint32(2)},
+		{arch + ".context_length", uint32(16)}, {arch + ".attention.layer_norm_rms_epsilon", float32(1e-6)},
+		{arch + ".rope.freq_base", float32(1e6)},
+		{"tokenizer.ggml.model", "llama"}, {"tokenizer.ggml.tokens", []string{"<unk>", "<s>", "</s>", "\u2581a"}},
+	} {
+		if err := w.Set(kv.Key, kv.Value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seed := uint64(0)
+	add := func(name string, dtype abi.DType, dims ...int) {
+		seed++
+		n := 1
+		for _, d := range dims {
+			n *= d
+		}
+		b, err := EncodeWeights(dtype, randomWeights(seed, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.AddTensor(name, dtype, dims, func() ([]byte, error) { return b, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(ggufTokenEmbd, abi.F32, 4, 32)
+	dims := [][]int{{32}, {32, 32}, {16, 32}, {16, 32}, {32, 32}, {32}, {64, 32}, {32, 64}, {64, 32}}
+	for i := range 2 {
+		for j, kind := range ggufBlockTensors {
+			add(ggufBlockName(i, kind), abi.F32, dims[j]...)
+		}
+	}
+	add(ggufOutputNorm, abi.F32, 32)
+	if extra != nil {
+		extra(add)
+	}
+	var buf bytes.Buffer
+	if _, err := w.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestGGUFArchitectures: qwen2 is read with its Q/K/V biases and rotary
+// pairs in halves, llama with neither; malformed biases, Llama 3.1's
+// frequency factors and other architectures are refused.
+func TestGGUFArchitectures(t *testing.T) {
+	biases := func(dtype abi.DType, kdim int) func(add func(string, abi.DType, ...int)) {
+		return func(add func(string, abi.DType, ...int)) {
+			for i := range 2 {
+				add(ggufBlockBias(i, "attn_q"), dtype, 32)
+				add(ggufBlockBias(i, "attn_k"), dtype, kdim)
+				add(ggufBlockBias(i, "attn_v"), dtype, 16)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		arch   string
+		extra  func(add func(string, abi.DType, ...int))
+		style  int32
+		biases int
+		err    string
+	}{
+		{"llama", "llama", nil, abi.RoPEInterleaved, 0, ""},
+		{"qwen2", "qwen2", biases(abi.F32, 16), abi.RoPEHalves, 6, ""},
+		{"qwen2 without biases", "qwen2", nil, abi.RoPEHalves, 0, ""},
+		{"f16 biases", "qwen2", biases(abi.F16, 16), 0, 0, "not f32"},
+		{"a bias of the wrong width", "qwen2", biases(abi.F32, 32), 0, 0, "attn_k.bias has dims [32], want [16]"},
+		{"Llama 3.1's frequency factors", "llama", func(add func(string, abi.DType, ...int)) { add("rope_freqs.weight", abi.F32, 4) }, 0, 0, "rope_freqs"},
+		{"another architecture", "gemma", nil, 0, 0, `architecture "gemma"`},
+	} {
+		file := writeArchModel(t, tc.arch, tc.extra)
+		m, err := Open(bytes.NewReader(file), int64(len(file)))
+		if tc.err != "" {
+			if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: %v; want an ErrFormat with %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		n := 0
+		for _, l := range m.Weights.Layers {
+			n += len(l.biases())
+		}
+		if m.Config.RoPEStyle != tc.style || n != tc.biases || m.Config.RoPETheta != 1e6 || m.Config.KVHeads != 2 {
+			t.Errorf("%s: style %d, %d biases, theta %g, %d kv heads; want style %d, %d biases", tc.name, m.Config.RoPEStyle, n, m.Config.RoPETheta, m.Config.KVHeads, tc.style, tc.biases)
+		}
+		if got, want := len(m.Weights.Tensors()), 1+2*9+1+n; got != want {
+			t.Errorf("%s: %d tensors, want %d", tc.name, got, want)
+		}
+	}
+}

@@ -39,7 +39,7 @@ type Format int
 // Model file formats.
 const (
 	FormatLlama2C Format = 1 // a llama2.c checkpoint (legacy version 0)
-	FormatGGUF    Format = 2 // GGUF v3 (v2 is read too), arch llama
+	FormatGGUF    Format = 2 // GGUF v3 (v2 is read too), arch llama or qwen2
 )
 
 // String returns "llama2.c" or "gguf".
@@ -64,6 +64,10 @@ type Config struct {
 	SeqLen    int     // context length
 	NormEps   float32 // ε of the RMS norms
 	RoPETheta float32 // base of the rotary embedding's frequencies
+	// RoPEStyle is which values of a head the rotary embedding turns
+	// together: abi.RoPEInterleaved (0: llama2.c, GGUF llama, whose
+	// converters permute Q and K for it) or abi.RoPEHalves (GGUF qwen2).
+	RoPEStyle int32
 }
 
 // HeadDim returns the width of one attention head.
@@ -96,6 +100,9 @@ func (c Config) Validate() error {
 	}
 	if !(c.NormEps > 0 && c.NormEps < 1) {
 		return fmt.Errorf("norm epsilon %g not in (0, 1)", c.NormEps)
+	}
+	if c.RoPEStyle != abi.RoPEInterleaved && c.RoPEStyle != abi.RoPEHalves {
+		return fmt.Errorf("rope style %d", c.RoPEStyle)
 	}
 	if !(c.RoPETheta > 1 && c.RoPETheta < 1e12) {
 		return fmt.Errorf("rope theta %g not in (1, 1e12)", c.RoPETheta)
@@ -156,6 +163,21 @@ type LayerWeights struct {
 	Gate     TensorInfo // [hidden, dim]: llama2.c's w1
 	Down     TensorInfo // [dim, hidden]: w2
 	Up       TensorInfo // [hidden, dim]: w3
+	// QBias, KBias and VBias are added to the query, key and value
+	// projections where the model has them (qwen2: [dim], [kv_dim],
+	// [kv_dim]); their Name is "" where it does not.
+	QBias, KBias, VBias TensorInfo
+}
+
+// biases returns the layer's bias tensors that the model has.
+func (l *LayerWeights) biases() []TensorInfo {
+	var out []TensorInfo
+	for _, b := range []TensorInfo{l.QBias, l.KBias, l.VBias} {
+		if b.Name != "" {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // Weights are the tensors of a Llama model.
@@ -169,12 +191,13 @@ type Weights struct {
 }
 
 // Tensors returns every tensor of w: the token embedding, each layer's
-// (AttnNorm, Q, K, V, O, FFNNorm, Gate, Down, Up), the output norm, then
-// the classifier unless it is shared.
+// (AttnNorm, Q, K, V, O, FFNNorm, Gate, Down, Up, then the biases it has),
+// the output norm, then the classifier unless it is shared.
 func (w *Weights) Tensors() []TensorInfo {
 	ts := []TensorInfo{w.TokenEmbedding}
 	for _, l := range w.Layers {
 		ts = append(ts, l.AttnNorm, l.Q, l.K, l.V, l.O, l.FFNNorm, l.Gate, l.Down, l.Up)
+		ts = append(ts, l.biases()...)
 	}
 	ts = append(ts, w.OutputNorm)
 	if w.Output.Name != w.TokenEmbedding.Name {
@@ -239,6 +262,14 @@ func (m *Model) checkShapes(size int64) error {
 			shape{l.AttnNorm, []int{c.Dim}}, shape{l.Q, []int{c.Dim, c.Dim}}, shape{l.K, []int{kv, c.Dim}},
 			shape{l.V, []int{kv, c.Dim}}, shape{l.O, []int{c.Dim, c.Dim}}, shape{l.FFNNorm, []int{c.Dim}},
 			shape{l.Gate, []int{h, c.Dim}}, shape{l.Down, []int{c.Dim, h}}, shape{l.Up, []int{h, c.Dim}})
+		for _, b := range []shape{{l.QBias, []int{c.Dim}}, {l.KBias, []int{kv}}, {l.VBias, []int{kv}}} {
+			if b.t.Name != "" {
+				if b.t.DType != abi.F32 {
+					return formatErr("bias %s is %v, not f32", b.t.Name, b.t.DType)
+				}
+				shapes = append(shapes, b)
+			}
+		}
 	}
 	for _, s := range shapes {
 		t := s.t

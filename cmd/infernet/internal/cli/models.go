@@ -58,7 +58,7 @@ model by name.`,
 		Use:   "add NAME FILE",
 		Short: "Store a model's weights (and tokenizer) in the local node under a name",
 		Long: `Store FILE, a llama2.c checkpoint (.bin, with --tokenizer: its tokenizer.bin)
-or a GGUF file (of the llama architecture; its vocabulary is inside), in the
+or a GGUF file (of the llama or qwen2 architecture; its vocabulary is inside), in the
 local node as blobs, and name it NAME: 1 to 64 letters, digits, '.', '_' or
 '-', starting with a letter or digit. The format is told from the file's
 first bytes; anything else is refused before it is uploaded.`,

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 
-	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/guest/go/tensor"
 )
 
@@ -17,6 +16,16 @@ func (s *scratch) add(t *tensor.Tensor, err error) (*tensor.Tensor, error) {
 		*s = append(*s, t)
 	}
 	return t, err
+}
+
+// project returns x·wᵀ, plus bias (broadcast over x's rows) where bias is
+// not nil, keeping what it makes for freeing.
+func (s *scratch) project(x, w, bias *tensor.Tensor) (*tensor.Tensor, error) {
+	y, err := s.add(tensor.MatMul(x, w))
+	if err != nil || bias == nil {
+		return y, err
+	}
+	return s.add(tensor.Add(y, bias))
 }
 
 // free frees every tensor kept.
@@ -108,20 +117,20 @@ func (r *runner) block(l *layer, x *tensor.Tensor, pos int) (*tensor.Tensor, err
 	if err != nil {
 		return nil, err
 	}
-	q, err := tmp.add(tensor.MatMul(xn, l.q))
+	q, err := tmp.project(xn, l.q, l.qBias)
 	if err != nil {
 		return nil, err
 	}
-	k, err := tmp.add(tensor.MatMul(xn, l.k))
+	k, err := tmp.project(xn, l.k, l.kBias)
 	if err != nil {
 		return nil, err
 	}
-	v, err := tmp.add(tensor.MatMul(xn, l.v))
+	v, err := tmp.project(xn, l.v, l.vBias)
 	if err != nil {
 		return nil, err
 	}
 	for _, t := range []*tensor.Tensor{q, k} {
-		if err := tensor.RoPE(t, pos, c.HeadDim(), c.RoPETheta, abi.RoPEInterleaved); err != nil {
+		if err := tensor.RoPE(t, pos, c.HeadDim(), c.RoPETheta, c.RoPEStyle); err != nil {
 			return nil, err
 		}
 	}

@@ -91,6 +91,7 @@ func load() (*llama.Model, *llama.Tokenizer, error) {
 // layer holds one block's weights and its KV cache.
 type layer struct {
 	attnNorm, q, k, v, o, ffnNorm, gate, down, up *tensor.Tensor
+	qBias, kBias, vBias                           *tensor.Tensor // nil where the model has none
 	kCache, vCache                                *tensor.Tensor
 }
 
@@ -140,6 +141,14 @@ func newRunner(m *llama.Model, tok *llama.Tokenizer) (*runner, error) {
 		l := &r.layers[i]
 		l.attnNorm, l.q, l.k, l.v, l.o = weight(lw.AttnNorm), weight(lw.Q), weight(lw.K), weight(lw.V), weight(lw.O)
 		l.ffnNorm, l.gate, l.down, l.up = weight(lw.FFNNorm), weight(lw.Gate), weight(lw.Down), weight(lw.Up)
+		for _, b := range []struct {
+			dst **tensor.Tensor
+			t   llama.TensorInfo
+		}{{&l.qBias, lw.QBias}, {&l.kBias, lw.KBias}, {&l.vBias, lw.VBias}} {
+			if b.t.Name != "" {
+				*b.dst = weight(b.t)
+			}
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -3,7 +3,7 @@
 // scripts/llama-goldens.sh and the models of make bench.
 //
 //	llamarandom [-seed N] [-o FILE] SHAPE
-//	llamarandom -gguf DTYPE -tokenizer TOKENIZER.bin -o FILE.gguf [-seed N] SHAPE
+//	llamarandom -gguf DTYPE -tokenizer TOKENIZER.bin -o FILE.gguf [-arch qwen2] [-seed N] SHAPE
 //	llamarandom -version
 //
 // SHAPE is stories260K, stories15M, stories110M or tinyllama1B. Without -o
@@ -11,15 +11,20 @@
 // written only if it is not there yet; either way the command prints the
 // file's path. With -gguf the cached checkpoint is converted to a GGUF file
 // with weights of DTYPE (f32, f16, bf16 or q8_0) and the vocabulary of a
-// llama2.c tokenizer.bin, as `make gpu-check` does for its bf16 model.
+// llama2.c tokenizer.bin, as `make gpu-check` does for its bf16 model;
+// -arch qwen2 makes it a qwen2 model (see qwen2: random Q/K/V biases
+// besides, rotary pairs in halves).
 // -version prints the generator's version (llamatest.GeneratorVersion).
 package main
 
 import (
 	"bufio"
+	"encoding/binary"
 	"flag"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"os"
 	"strings"
 
@@ -34,6 +39,7 @@ func main() {
 	version := flag.Bool("version", false, "print the generator's version and exit")
 	gguf := flag.String("gguf", "", "write a GGUF file with weights of this type (f32, f16, bf16, q8_0) to -o")
 	tokenizer := flag.String("tokenizer", "", "with -gguf: the llama2.c tokenizer.bin whose vocabulary the file gets")
+	arch := flag.String("arch", "llama", "with -gguf: the architecture, llama or qwen2")
 	flag.Usage = func() {
 		var names []string
 		for _, s := range llamatest.Presets() {
@@ -60,6 +66,9 @@ func main() {
 	path, err := write(s, *seed, map[bool]string{true: *out}[*gguf == ""])
 	if err == nil && *gguf != "" {
 		path, err = convert(path, *gguf, *tokenizer, *out, s.Name)
+	}
+	if err == nil && *arch != "llama" {
+		err = toArch(path, *arch, *seed)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "llamarandom:", err)
@@ -138,4 +147,108 @@ func convert(path, dtype, tokenizer, out, name string) (string, error) {
 		_, err := llama.ConvertToGGUF(w, src, m, v, dt, name)
 		return err
 	})
+}
+
+// toArch rewrites the GGUF llama file at path as a model of arch (qwen2).
+func toArch(path, arch string, seed uint64) error {
+	if arch != "qwen2" {
+		return fmt.Errorf("-arch %q: want llama or qwen2", arch)
+	}
+	src, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	st, err := src.Stat()
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := create(tmp, func(w io.Writer) error { return qwen2(w, src, st.Size(), seed) }); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// biasStd is the scale of Qwen2's random Q/K/V biases: as large as the
+// projections' own outputs, so that a runner that drops them is caught.
+const biasStd = 0.5
+
+// qwen2 writes the GGUF llama model src (size bytes) to dst as a qwen2
+// model, the architecture of Qwen2 and Qwen2.5: general.architecture
+// qwen2, every llama.* key renamed qwen2.*, the same tensors, and f32
+// biases of the query, key and value projections in every block
+// (blk.N.attn_{q,k,v}.bias), drawn uniformly from seed. The weights are
+// the llama file's: the file differs in its rotary pairs (qwen2's are
+// halves of a head, llama.cpp's NEOX style) and the biases, which is what
+// a reader of qwen2 must get right.
+func qwen2(dst io.Writer, src io.ReaderAt, size int64, seed uint64) error {
+	g, err := llama.ReadGGUF(src, size)
+	if err != nil {
+		return err
+	}
+	if arch, _, _ := g.String("general.architecture"); arch != "llama" {
+		return fmt.Errorf("qwen2 from a %q file, not llama", arch)
+	}
+	w := llama.NewGGUFWriter()
+	for _, kv := range g.Metadata {
+		key, value := kv.Key, kv.Value
+		if rest, ok := strings.CutPrefix(key, "llama."); ok {
+			key = "qwen2." + rest
+		}
+		if key == "general.architecture" {
+			value = "qwen2"
+		}
+		if err := w.Set(key, value); err != nil {
+			return err
+		}
+	}
+	m, err := g.Model()
+	if err != nil {
+		return err
+	}
+	c := m.Config
+	for i, t := range g.Tensors {
+		data := io.NewSectionReader(src, t.Offset, t.Bytes())
+		if err := w.AddTensor(t.Name, t.DType, t.Dims, func() ([]byte, error) {
+			b := make([]byte, data.Size())
+			_, err := data.ReadAt(b, 0)
+			return b, err
+		}); err != nil {
+			return err
+		}
+		// The biases follow their block's V projection.
+		layer, ok := strings.CutSuffix(strings.TrimPrefix(t.Name, "blk."), ".attn_v.weight")
+		if !ok || layer == t.Name {
+			continue
+		}
+		for j, b := range []struct {
+			kind string
+			n    int
+		}{{"attn_q", c.Dim}, {"attn_k", c.KVDim()}, {"attn_v", c.KVDim()}} {
+			stream := seed<<32 ^ uint64(i)<<4 ^ uint64(j)
+			if err := w.AddTensor("blk."+layer+"."+b.kind+".bias", abi.F32, []int{b.n}, func() ([]byte, error) {
+				return uniformF32(b.n, biasStd, stream), nil
+			}); err != nil {
+				return err
+			}
+		}
+	}
+	_, err = w.WriteTo(dst)
+	return err
+}
+
+// uniformF32 returns n little-endian f32 values uniform on (-a, a), with
+// a = std·√3 (standard deviation std), from the PCG stream of seed; each
+// is a 24-bit integer scaled by a power of two, the same on every machine.
+func uniformF32(n int, std float64, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	a := std * math.Sqrt(3)
+	out := make([]byte, 0, 4*n)
+	for range n {
+		u := float64(int64(r.Uint64()>>40)-1<<23) / (1 << 23) // [-1, 1)
+		out = binary.LittleEndian.AppendUint32(out, math.Float32bits(float32(u*a)))
+	}
+	return out
 }
