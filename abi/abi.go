@@ -1,4 +1,4 @@
-// Package abi is the contract between infernet's host and its guests: ABI v4
+// Package abi is the contract between infernet's host and its guests: ABI v5
 // of the "infernet" host module, which gives WebAssembly jobs tensor operations
 // that run on the provider's fastest hardware.
 //
@@ -110,6 +110,11 @@
 //	                                   head_dim (even): row r is at position pos + r; in each head the
 //	                                   pairs of style ([RoPEInterleaved], [RoPEHalves]) are rotated by
 //	                                   (pos + r)·θ^(-2i/head_dim) for pair i; theta an f32 bit pattern
+//	rope_factors(x, pos, head_dim, theta, style, factors) -> 0
+//	                                   (v5) rope with pair i's angle divided by factors[i], f32
+//	                                   [head_dim/2] (a weight tensor of f32 is fine): Llama 3.1's
+//	                                   frequency scaling (GGUF rope_freqs); the angle is the f32
+//	                                   quotient of rope's f32 angle and the factor
 //	swiglu(a, b) -> handle             silu(a)·b elementwise, a and b f32 of one shape; silu(x) = x/(1+e⁻ˣ)
 //	copy_rows(dst, row, src) -> 0      rows row.. of f32 dst [R, C] = f32 src [r, C] (or [C], one row);
 //	                                   the KV cache's append
@@ -132,7 +137,7 @@
 //
 // # Job information
 //
-//	abi_version() -> Version (4; guests of v1 to v3 run unchanged)
+//	abi_version() -> Version (5; guests of v1 to v4 run unchanged)
 //	mode() -> ModeExact or ModeTolerance
 //
 // # Determinism
@@ -187,6 +192,8 @@
 // and [Q6_K], GGUF's usual quantizations; a tensor of one has whole blocks
 // in its last dim ([DType.Block]: 32, or 256 for the K types).
 //
+// v5 adds rope_factors, rotary embeddings with a frequency factor per pair.
+//
 // Exact mode defines every v3 reduction so that it can run on SIMD units
 // and still be bit-identical everywhere: a dot product of length k (matmul,
 // embed's rows need none, rmsnorm's Σx², attention's q·k) sums its products,
@@ -233,7 +240,7 @@
 package abi
 
 // Version is the ABI version answered by abi_version.
-const Version = 4
+const Version = 5
 
 // ModuleName is the import module name of the host functions.
 const ModuleName = "infernet"
@@ -281,6 +288,9 @@ const (
 	FuncAttention      = "attention"
 	FuncArgmax         = "argmax"
 	FuncSample         = "sample"
+
+	// v5.
+	FuncRoPEFactors = "rope_factors"
 )
 
 // DType is a tensor element type.

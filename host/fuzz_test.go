@@ -173,6 +173,7 @@ func lmFuzzSeed() []byte {
 		{hcRMSNorm, []int32{1, 1, nan}},
 		{hcRMSNorm, []int32{1, 2, 0}},
 		{hcRoPE, []int32{1, math.MaxInt32, 8, f32bits(1e4), 0}},
+		{hcRoPEFactors, []int32{1, 0, 8, f32bits(1e4), 0, 1}},
 		{hcSwiGLU, []int32{1, 1}},
 		{hcCopyRows, []int32{1, 0, 1}},
 		{hcAttention, []int32{1, 1, 1, math.MaxInt32, 1}},
@@ -266,7 +267,7 @@ func checkHostResults(t *testing.T, script, out []byte) {
 			ok = ok && r != 0 && r <= abi.MaxDims
 		case hcTensorFree, hcTensorWrite, hcTensorRead, hcTensorReshape,
 			hcGemmF32, hcGemmI8, hcBinaryF32, hcUnaryF32, hcSoftmaxF32, hcReduceF32,
-			hcRoPE, hcCopyRows:
+			hcRoPE, hcCopyRows, hcRoPEFactors:
 			ok = ok && r <= 0
 		case hcTensorNew, hcGemm, hcBinary, hcUnary, hcSoftmax, hcReduce,
 			hcTensorFromData, hcMatMul, hcEmbed, hcRMSNorm, hcSwiGLU, hcAttention:

@@ -30,6 +30,7 @@ const (
 	hcAttention
 	hcArgmax
 	hcSample
+	hcRoPEFactors // v5
 )
 
 // The data file of the v3 tests (testdata/lmops.c names the same offsets).
@@ -129,6 +130,10 @@ func (s *spyBackend) RMSNorm(ctx context.Context, rows, cols int, eps float32, x
 }
 
 func (s *spyBackend) RoPE(ctx context.Context, p tensor.RoPEParams, x tensor.Buffer) error {
+	if p.Factors != nil {
+		s.record("rope %d factors", p.Factors.Len())
+		p.Factors = nil
+	}
 	s.record("rope %+v", p)
 	return s.Backend.RoPE(ctx, p, x)
 }
@@ -424,11 +429,20 @@ func TestLMHostCalls(t *testing.T) {
 				newT(g, 4, i32, 2, 8),
 				call(hcRoPE, int32(abi.EDTYPE), 4, 0, 4, theta, 0),
 				call(hcRoPE, int32(abi.EBADF), 9, 0, 4, theta, 0),
+				// v5: factors, one per pair of a head, f32.
+				newT(g, 5, f32, 2),
+				call(hcRoPEFactors, 0, 1, 3, 4, theta, abi.RoPEHalves, 5),
+				call(hcRoPEFactors, int32(abi.ESHAPE), 1, 3, 8, theta, 0, 5), // 2 factors for 4 pairs
+				call(hcRoPEFactors, int32(abi.EDTYPE), 1, 3, 4, theta, 0, 4),
+				call(hcRoPEFactors, int32(abi.EBADF), 1, 3, 4, theta, 0, 9),
+				call(hcRoPEFactors, int32(abi.EINVAL), 1, 3, 3, theta, 0, 5),
 			}
 		}, spy: []string{
-			"rope {Rows:2 Cols:8 HeadDim:4 Pos:3 Theta:10000 Style:1}",
-			"rope {Rows:2 Cols:8 HeadDim:8 Pos:0 Theta:500000 Style:0}",
-			"rope {Rows:1 Cols:8 HeadDim:8 Pos:7 Theta:10000 Style:0}",
+			"rope {Rows:2 Cols:8 HeadDim:4 Pos:3 Theta:10000 Style:1 Factors:<nil>}",
+			"rope {Rows:2 Cols:8 HeadDim:8 Pos:0 Theta:500000 Style:0 Factors:<nil>}",
+			"rope {Rows:1 Cols:8 HeadDim:8 Pos:7 Theta:10000 Style:0 Factors:<nil>}",
+			"rope 2 factors",
+			"rope {Rows:2 Cols:8 HeadDim:4 Pos:3 Theta:10000 Style:1 Factors:<nil>}",
 		}},
 		{name: "swiglu", calls: func(g *guestData) []lmCall {
 			return []lmCall{
@@ -617,7 +631,7 @@ var lmOpsCalls = []string{
 	"embed 1×8 bf16 ids=[0]",
 	"rmsnorm 2×8 eps=1e-05",
 	"matmul t=2 n=8 k=8 f32",
-	"rope {Rows:2 Cols:8 HeadDim:4 Pos:1 Theta:10000 Style:1}",
+	"rope {Rows:2 Cols:8 HeadDim:4 Pos:1 Theta:10000 Style:1 Factors:<nil>}",
 	"copy_rows row=1 cols=8 src=16 dst=32",
 	"copy_rows row=1 cols=8 src=16 dst=32",
 	"attention {Rows:2 Heads:2 KVHeads:2 HeadDim:4 Pos:1}",

@@ -4,7 +4,8 @@
 # stories110M (llamatest, seed 1, Llama 2's vocabulary), written as f32
 # GGUF by llamarandom and quantized by llama-quantize to Q8_0, Q4_0, Q4_1,
 # Q5_0, Q5_1, Q4_K_M, Q5_K_M and Q6_K, and stories15M's weights as a qwen2
-# model (f32, Q8_0, Q4_K_M); then TestLlamaCppOracle
+# model and as a llama model with Llama 3.1's rotary frequency factors
+# (f32, Q8_0, Q4_K_M); then TestLlamaCppOracle
 # (guest/go/llama/llamacpp_test.go) runs each in infernet and in llama.cpp
 # and compares tensors, tokens, logits and greedy tokens, printing the
 # largest logit difference per file (its doc gives the tolerances).
@@ -39,10 +40,13 @@ random stories15M "$models/stories15M-F32.gguf"
 for ty in "${types[@]}"; do
   quantize "$models/stories15M-F32.gguf" "$models/stories15M-$ty.gguf" "$ty"
 done
-# The same weights as a qwen2 model (random Q/K/V biases, rotary halves).
-"$tmp/llamarandom" -gguf f32 -arch qwen2 -tokenizer testdata/llama/tokenizer.bin -o "$models/qwen2-15M-F32.gguf" stories15M >/dev/null
-for ty in Q8_0 Q4_K_M; do
-  quantize "$models/qwen2-15M-F32.gguf" "$models/qwen2-15M-$ty.gguf" "$ty"
+# The same weights as a qwen2 model (random Q/K/V biases, rotary halves),
+# and as a llama model with Llama 3.1's rotary frequency factors.
+for arch in qwen2 llama3; do
+  "$tmp/llamarandom" -gguf f32 -arch $arch -tokenizer testdata/llama/tokenizer.bin -o "$models/$arch-15M-F32.gguf" stories15M >/dev/null
+  for ty in Q8_0 Q4_K_M; do
+    quantize "$models/$arch-15M-F32.gguf" "$models/$arch-15M-$ty.gguf" "$ty"
+  done
 done
 
 random stories110M "$tmp/stories110M-F32.gguf"

@@ -42,7 +42,7 @@ extern "C" {
 #endif
 
 /* ABI version answered by infernet_abi_version() (abi.Version). */
-#define INFERNET_ABI_VERSION 4
+#define INFERNET_ABI_VERSION 5
 
 /* Largest number of dimensions of a tensor (abi.MaxDims). */
 #define INFERNET_MAX_DIMS 8
@@ -304,6 +304,12 @@ INFERNET_IMPORT(rmsnorm) int32_t infernet_rmsnorm(int32_t x, int32_t g, int32_t 
 INFERNET_IMPORT(rope)
 int32_t infernet_rope(int32_t x, int32_t pos, int32_t head_dim, int32_t theta_bits,
                       int32_t style);
+
+/* ABI v5: rope with pair i's angle divided by factors[i], an f32 tensor of
+ * head_dim/2 values (Llama 3.1's frequency scaling, GGUF's rope_freqs). */
+INFERNET_IMPORT(rope_factors)
+int32_t infernet_rope_factors(int32_t x, int32_t pos, int32_t head_dim, int32_t theta_bits,
+                              int32_t style, int32_t factors);
 
 /* silu(a) * b elementwise into a new tensor; a and b f32 of one shape. */
 INFERNET_IMPORT(swiglu) int32_t infernet_swiglu(int32_t a, int32_t b);

@@ -68,6 +68,10 @@ type RoPEParams struct {
 	Rows, Cols, HeadDim, Pos int
 	Theta                    float32
 	Style                    int32 // abi.RoPEInterleaved or abi.RoPEHalves
+	// Factors, where not nil, is an F32 buffer of HeadDim/2 values of the
+	// backend's: pair i's angle is divided by Factors[i] (ABI v5's
+	// rope_factors, Llama 3.1's frequency scaling).
+	Factors Buffer
 }
 
 // AttentionParams describes causal attention of Rows query rows (row r at

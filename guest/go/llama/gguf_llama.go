@@ -12,6 +12,7 @@ const (
 	ggufTokenEmbd  = "token_embd.weight"
 	ggufOutputNorm = "output_norm.weight"
 	ggufOutput     = "output.weight"
+	ggufRoPEFreqs  = "rope_freqs.weight" // Llama 3.1's rotary frequency factors
 )
 
 // ggufBlockTensors are the per-block tensor names (blk.N.<name>.weight).
@@ -50,8 +51,9 @@ var ggufArchs = map[string]int32{"llama": abi.RoPEInterleaved, "qwen2": abi.RoPE
 
 // Model returns the model g describes: its configuration from the
 // ARCH.* keys, its weights (token_embd, blk.N.*, output_norm and output,
-// or token_embd again when output is absent, and the Q/K/V biases where
-// there are: qwen2's) and its vocabulary (tokenizer.ggml.*). ARCH is llama
+// or token_embd again when output is absent, the Q/K/V biases where there
+// are (qwen2's), and rope_freqs where there are: Llama 3.1's rotary
+// frequency factors) and its vocabulary (tokenizer.ggml.*). ARCH is llama
 // or qwen2 (ggufArchs); other architectures, rope scaling and mixtures of
 // experts are refused.
 func (g *GGUF) Model() (*Model, error) {
@@ -140,6 +142,7 @@ func (g *GGUF) Model() (*Model, error) {
 	if t, ok := g.Tensor(ggufOutput); ok {
 		w.Output = t
 	}
+	w.RoPEFactors, _ = g.Tensor(ggufRoPEFreqs)
 	w.Layers = make([]LayerWeights, c.Layers)
 	for i := range w.Layers {
 		l := &w.Layers[i]
@@ -159,8 +162,8 @@ func (g *GGUF) Model() (*Model, error) {
 }
 
 // unsupported refuses the variants this package does not run: partial
-// rotary dims, rope scaling (Llama 3.1's frequency factors included),
-// experts.
+// rotary dims, rope scaling by the keys (linear, YaRN; Llama 3.1's
+// frequency factors come as a tensor, rope_freqs, and are run), experts.
 func (g *GGUF) unsupported(arch string, headDim int) error {
 	if n, ok, err := g.Uint(arch+".rope.dimension_count", MaxDim); err != nil {
 		return err
@@ -176,9 +179,6 @@ func (g *GGUF) unsupported(arch string, headDim int) error {
 		return err
 	} else if ok && f != 1 {
 		return formatErr("gguf rope scale_linear %g is not supported", f)
-	}
-	if _, ok := g.Tensor("rope_freqs.weight"); ok {
-		return formatErr("gguf rope frequency factors (rope_freqs.weight, Llama 3.1's scaling) are not supported")
 	}
 	if n, ok, err := g.Uint(arch+".expert_count", 1<<32-1); err != nil {
 		return err

@@ -698,8 +698,9 @@ func writeArchModel(t *testing.T, arch string, extra func(add func(name string, 
 }
 
 // TestGGUFArchitectures: qwen2 is read with its Q/K/V biases and rotary
-// pairs in halves, llama with neither; malformed biases, Llama 3.1's
-// frequency factors and other architectures are refused.
+// pairs in halves, llama with neither, and Llama 3.1's frequency factors
+// where there are (ABI v5); malformed biases or factors and other
+// architectures are refused.
 func TestGGUFArchitectures(t *testing.T) {
 	biases := func(dtype abi.DType, kdim int) func(add func(string, abi.DType, ...int)) {
 		return func(add func(string, abi.DType, ...int)) {
@@ -723,7 +724,9 @@ func TestGGUFArchitectures(t *testing.T) {
 		{"qwen2 without biases", "qwen2", nil, abi.RoPEHalves, 0, ""},
 		{"f16 biases", "qwen2", biases(abi.F16, 16), 0, 0, "not f32"},
 		{"a bias of the wrong width", "qwen2", biases(abi.F32, 32), 0, 0, "attn_k.bias has dims [32], want [16]"},
-		{"Llama 3.1's frequency factors", "llama", func(add func(string, abi.DType, ...int)) { add("rope_freqs.weight", abi.F32, 4) }, 0, 0, "rope_freqs"},
+		{"Llama 3.1's frequency factors", "llama", func(add func(string, abi.DType, ...int)) { add(ggufRoPEFreqs, abi.F32, 4) }, abi.RoPEInterleaved, 0, ""},
+		{"a factor for each pair", "llama", func(add func(string, abi.DType, ...int)) { add(ggufRoPEFreqs, abi.F32, 8) }, 0, 0, "rope_freqs.weight has dims [8], want [4]"},
+		{"f16 factors", "llama", func(add func(string, abi.DType, ...int)) { add(ggufRoPEFreqs, abi.F16, 4) }, 0, 0, "not f32"},
 		{"another architecture", "gemma", nil, 0, 0, `architecture "gemma"`},
 	} {
 		file := writeArchModel(t, tc.arch, tc.extra)
@@ -744,8 +747,15 @@ func TestGGUFArchitectures(t *testing.T) {
 		if m.Config.RoPEStyle != tc.style || n != tc.biases || m.Config.RoPETheta != 1e6 || m.Config.KVHeads != 2 {
 			t.Errorf("%s: style %d, %d biases, theta %g, %d kv heads; want style %d, %d biases", tc.name, m.Config.RoPEStyle, n, m.Config.RoPETheta, m.Config.KVHeads, tc.style, tc.biases)
 		}
+		factors := m.Weights.RoPEFactors.Name != ""
+		if factors {
+			n++
+		}
 		if got, want := len(m.Weights.Tensors()), 1+2*9+1+n; got != want {
 			t.Errorf("%s: %d tensors, want %d", tc.name, got, want)
+		}
+		if v, first := m.Weights.ABIVersion(); factors && (v != 5 || first.Name != ggufRoPEFreqs) || !factors && v != 3 {
+			t.Errorf("%s: needs ABI v%d for %s", tc.name, v, first.Name)
 		}
 	}
 }

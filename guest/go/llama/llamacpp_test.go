@@ -31,16 +31,17 @@ import (
 // oracleShapes and oracleTypes name the files the test needs,
 // SHAPE-TYPE.gguf: llamatest's shapes quantized from f32 to each of
 // llama-quantize's types, and stories15M unquantized (F32); qwen2-15M is
-// stories15M's weights as a qwen2 model (llamarandom -arch qwen2), in F32,
-// Q8_0 and Q4_K_M.
+// stories15M's weights as a qwen2 model (llamarandom -arch qwen2), and
+// llama3-15M with Llama 3.1's rotary frequency factors (-arch llama3), each
+// in F32, Q8_0 and Q4_K_M.
 var (
-	oracleShapes = []string{"stories15M", "stories110M", "qwen2-15M"}
+	oracleShapes = []string{"stories15M", "stories110M", "qwen2-15M", "llama3-15M"}
 	oracleTypes  = []string{"F32", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K_M", "Q5_K_M", "Q6_K"}
 )
 
 // oracleFile reports whether the test runs shape in type typ.
 func oracleFile(shape, typ string) bool {
-	if shape == "qwen2-15M" {
+	if shape == "qwen2-15M" || shape == "llama3-15M" {
 		return typ == "F32" || typ == "Q8_0" || typ == "Q4_K_M"
 	}
 	return typ != "F32" || shape == "stories15M"

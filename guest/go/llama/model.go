@@ -188,6 +188,10 @@ type Weights struct {
 	// Output is the classifier [vocab, dim]; it is TokenEmbedding when the
 	// model shares them.
 	Output TensorInfo
+	// RoPEFactors are the f32 [head_dim/2] divisors of each rotary pair's
+	// angle (GGUF rope_freqs: Llama 3.1's frequency scaling); Name is ""
+	// for a model without them.
+	RoPEFactors TensorInfo
 }
 
 // Tensors returns every tensor of w: the token embedding, each layer's
@@ -203,22 +207,28 @@ func (w *Weights) Tensors() []TensorInfo {
 	if w.Output.Name != w.TokenEmbedding.Name {
 		ts = append(ts, w.Output)
 	}
+	if w.RoPEFactors.Name != "" {
+		ts = append(ts, w.RoPEFactors)
+	}
 	return ts
 }
 
 // Shared reports whether the classifier is the token embedding table.
 func (w *Weights) Shared() bool { return w.Output.Name == w.TokenEmbedding.Name }
 
-// ABIVersion returns the tensor ABI version that w's weight types need
-// (3: F32, F16, BF16, Q8_0; 4: Q4_0 ... Q6_K) and the first tensor that
-// needs it, so that a host too old for them is named before any weight is
-// made.
+// ABIVersion returns the tensor ABI version that w needs (3: F32, F16,
+// BF16, Q8_0; 4: Q4_0 ... Q6_K; 5: rotary frequency factors) and the first
+// tensor that needs it, so that a host too old for them is named before
+// any weight is made.
 func (w *Weights) ABIVersion() (int, TensorInfo) {
 	v, first := 3, TensorInfo{}
 	for _, t := range w.Tensors() {
 		if n := dtypeABI(t.DType); n > v {
 			v, first = n, t
 		}
+	}
+	if w.RoPEFactors.Name != "" && v < 5 {
+		v, first = 5, w.RoPEFactors
 	}
 	return v, first
 }
@@ -257,18 +267,21 @@ func (m *Model) checkShapes(size int64) error {
 		dims []int
 	}
 	shapes := []shape{{w.TokenEmbedding, []int{c.VocabSize, c.Dim}}, {w.OutputNorm, []int{c.Dim}}, {w.Output, []int{c.VocabSize, c.Dim}}}
+	optional := []shape{{w.RoPEFactors, []int{c.HeadDim() / 2}}}
 	for _, l := range w.Layers {
 		shapes = append(shapes,
 			shape{l.AttnNorm, []int{c.Dim}}, shape{l.Q, []int{c.Dim, c.Dim}}, shape{l.K, []int{kv, c.Dim}},
 			shape{l.V, []int{kv, c.Dim}}, shape{l.O, []int{c.Dim, c.Dim}}, shape{l.FFNNorm, []int{c.Dim}},
 			shape{l.Gate, []int{h, c.Dim}}, shape{l.Down, []int{c.Dim, h}}, shape{l.Up, []int{h, c.Dim}})
-		for _, b := range []shape{{l.QBias, []int{c.Dim}}, {l.KBias, []int{kv}}, {l.VBias, []int{kv}}} {
-			if b.t.Name != "" {
-				if b.t.DType != abi.F32 {
-					return formatErr("bias %s is %v, not f32", b.t.Name, b.t.DType)
-				}
-				shapes = append(shapes, b)
+		optional = append(optional, shape{l.QBias, []int{c.Dim}}, shape{l.KBias, []int{kv}}, shape{l.VBias, []int{kv}})
+	}
+	// The biases and factors a model may have are f32 vectors.
+	for _, o := range optional {
+		if o.t.Name != "" {
+			if o.t.DType != abi.F32 {
+				return formatErr("tensor %s is %v, not f32", o.t.Name, o.t.DType)
 			}
+			shapes = append(shapes, o)
 		}
 	}
 	for _, s := range shapes {

@@ -57,6 +57,7 @@ var arity = map[string]int{
 	abi.FuncAttention:        5,
 	abi.FuncArgmax:           1,
 	abi.FuncSample:           4,
+	abi.FuncRoPEFactors:      6,
 }
 
 // TestGoImports checks that host_wasip1.go imports every ABI function, once,

@@ -63,12 +63,13 @@ func hostReduceF32(op, rows, cols int32, a, out unsafe.Pointer) int32 {
 func hostTensorFromData(name unsafe.Pointer, nameLen, offLo, offHi, dtype, ndim int32, dims unsafe.Pointer) int32 {
 	return noHost
 }
-func hostMatMul(x, w int32) int32                              { return noHost }
-func hostEmbed(table int32, ids unsafe.Pointer, n int32) int32 { return noHost }
-func hostRMSNorm(x, g, eps int32) int32                        { return noHost }
-func hostRoPE(x, pos, headDim, theta, style int32) int32       { return noHost }
-func hostSwiGLU(a, b int32) int32                              { return noHost }
-func hostCopyRows(dst, row, src int32) int32                   { return noHost }
-func hostAttention(q, k, v, pos, heads int32) int32            { return noHost }
-func hostArgmax(x int32) int32                                 { return noHost }
-func hostSample(x, temperature, topP, coin int32) int32        { return noHost }
+func hostMatMul(x, w int32) int32                                        { return noHost }
+func hostEmbed(table int32, ids unsafe.Pointer, n int32) int32           { return noHost }
+func hostRMSNorm(x, g, eps int32) int32                                  { return noHost }
+func hostRoPE(x, pos, headDim, theta, style int32) int32                 { return noHost }
+func hostRoPEFactors(x, pos, headDim, theta, style, factors int32) int32 { return noHost }
+func hostSwiGLU(a, b int32) int32                                        { return noHost }
+func hostCopyRows(dst, row, src int32) int32                             { return noHost }
+func hostAttention(q, k, v, pos, heads int32) int32                      { return noHost }
+func hostArgmax(x int32) int32                                           { return noHost }
+func hostSample(x, temperature, topP, coin int32) int32                  { return noHost }

@@ -75,6 +75,14 @@ func RoPE(x *Tensor, pos, headDim int, theta float32, style int32) error {
 	return err
 }
 
+// RoPEFactors is RoPE with pair i's angle divided by factors[i], an f32
+// tensor of headDim/2 values: Llama 3.1's frequency scaling (GGUF's
+// rope_freqs). ABI v5.
+func RoPEFactors(x *Tensor, pos, headDim int, theta float32, style int32, factors *Tensor) error {
+	_, err := check(abi.FuncRoPEFactors, hostRoPEFactors(x.Handle(), int32(pos), int32(headDim), int32(math.Float32bits(theta)), style, factors.Handle()))
+	return err
+}
+
 // SwiGLU returns silu(a)·b elementwise. ABI v3.
 func SwiGLU(a, b *Tensor) (*Tensor, error) {
 	h, err := check(abi.FuncSwiGLU, hostSwiGLU(a.Handle(), b.Handle()))

@@ -179,6 +179,18 @@ func rmsNorm(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 // rope is rope(x, pos, head_dim, theta, style): x f32 [t, d] (or [d])
 // rotated in place.
 func rope(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
+	return ropeOp(ctx, s, p, 0)
+}
+
+// ropeFactors is rope_factors(x, pos, head_dim, theta, style, factors):
+// rope with pair i's angle divided by factors[i], f32 [head_dim/2].
+func ropeFactors(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
+	return ropeOp(ctx, s, p[:5], p[5])
+}
+
+// ropeOp is rope(p...) with the frequency factors of handle factors (0:
+// none).
+func ropeOp(ctx context.Context, s *Session, p []int32, factors int32) int32 {
 	x, errno := s.get(p[0])
 	if errno != abi.OK {
 		return int32(errno)
@@ -199,10 +211,27 @@ func rope(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 		return int32(abi.ESHAPE)
 	}
 	rp := tensor.RoPEParams{Rows: rows, Cols: cols, HeadDim: int(hd), Pos: int(pos), Theta: theta, Style: style}
+	bufs := []tensor.Buffer{x.buf}
+	if factors != 0 {
+		f, errno := s.get(factors)
+		if errno != abi.OK {
+			return int32(errno)
+		}
+		if f.dt != abi.F32 {
+			return int32(abi.EDTYPE)
+		}
+		if len(f.shape) != 1 || f.shape[0] != int(hd)/2 {
+			return int32(abi.ESHAPE)
+		}
+		bufs = append(bufs, f.buf)
+	}
 	s.charge(4*x.elems(), 0)
 	return int32(s.run(ctx, transformerOp(func(tr tensor.Transformer, b []tensor.Buffer) error {
+		if len(b) > 1 {
+			rp.Factors = b[1]
+		}
 		return tr.RoPE(ctx, rp, b[0])
-	}), x.buf))
+	}), bufs...))
 }
 
 // swiGLU is swiglu(a, b): silu(a)·b, a and b f32 of one shape.

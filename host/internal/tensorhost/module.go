@@ -81,6 +81,7 @@ var functions = []struct {
 	{Signature{abi.FuncAttention, 5}, attention},
 	{Signature{abi.FuncArgmax, 1}, argmax},
 	{Signature{abi.FuncSample, 4}, sample},
+	{Signature{abi.FuncRoPEFactors, 6}, ropeFactors},
 }
 
 // Functions lists the module's functions, for import allow-lists.

@@ -576,13 +576,18 @@ static __device__ double exp2_d(double x) {
 // the angle is the float product, as the reference's. Its sine and cosine
 // come from sin.approx and cos.approx (absolute error about 2⁻²¹) after the
 // angle is reduced to [-π, π] in double, where those instructions are
-// accurate: exact for angles below 2²⁰·2π.
-KERNEL rope_f32(float *x, i64 off, i64 n, i64 cols, i64 hd, i64 pos, int style, double log2theta) {
+// accurate: exact for angles below 2²⁰·2π. factors, where not null (ABI
+// v5's rope_factors), holds hd/2 divisors of the angle, the quotient
+// rounded to float as the reference's.
+KERNEL rope_f32(float *x, i64 off, i64 n, i64 cols, i64 hd, i64 pos, int style, double log2theta,
+                const float *factors) {
   i64 half = hd / 2, perRow = cols / 2;
   for (i64 i = global_id(); i < n; i += grid_stride()) {
     i64 p = off + i, r = p / perRow, q = p - r * perRow, h = q / half, k = q - h * half;
     float freq = (float)exp2_d(-((double)(2 * k) / (double)hd * log2theta));
     float ang = (float)(pos + r) * freq;
+    if (factors)
+      ang = ang / factors[k];
     double turns = __builtin_rint((double)ang * 0.15915494309189535);
     float red = (float)((double)ang - turns * 6.283185307179586);
     float c = __nvvm_cos_approx_f(red), s = __nvvm_sin_approx_f(red);

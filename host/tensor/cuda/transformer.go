@@ -308,18 +308,30 @@ func (b *Backend) RoPE(ctx context.Context, p tensor.RoPEParams, x tensor.Buffer
 	if err := checkArgs("rope", xs, want{abi.F32, p.Rows * p.Cols}); err != nil {
 		return err
 	}
+	var factors uint64 // a null pointer: no factors
+	if p.Factors != nil {
+		fs, err := b.own(p.Factors)
+		if err != nil {
+			return err
+		}
+		if err := checkArgs("rope", fs, want{abi.F32, hd / 2}); err != nil {
+			return err
+		}
+		factors = uint64(fs[0].ptr)
+		xs = append(xs, fs[0])
+	}
 	pairs := p.Rows * p.Cols / 2
 	if pairs == 0 {
 		return nil
 	}
 	xb, log2Theta := xs[0], math.Log2(float64(p.Theta))
 	return b.q.do(ctx, func() error {
-		if err := b.alive(xb); err != nil {
+		if err := b.alive(xs...); err != nil {
 			return err
 		}
 		return b.chunked(ctx, pairs, chunkElems, func(off, n int) error {
 			return b.launch(kRoPE, gridFor(n), ptrArg(xb.ptr), i64Arg(off), i64Arg(n), i64Arg(p.Cols),
-				i64Arg(hd), i64Arg(p.Pos), i32Arg(style), f64Arg(log2Theta))
+				i64Arg(hd), i64Arg(p.Pos), i32Arg(style), f64Arg(log2Theta), ptrArg(factors))
 		})
 	})
 }

@@ -298,6 +298,21 @@ func lmCases() []lmCase {
 				},
 			})
 		}
+		// Llama 3.1's frequency factors: 1 for the fast pairs, 8 for the slow.
+		factors := make([]float32, p.HeadDim/2)
+		for i := range factors {
+			factors[i] = 1 + 7*float32(i)/float32(len(factors))
+		}
+		x := randF32(r, p.Rows*p.Cols)
+		cs = append(cs, lmCase{
+			name: fmt.Sprintf("rope_factors_%dx%d_hd%d_pos%d", p.Rows, p.Cols, p.HeadDim, p.Pos),
+			bufs: []lmIn{lmF32(x), lmF32(factors)}, outs: []int{0}, tol: tol{4e-6, 2e-6 * float64(slicesMax(absF32(x)))}, split: true,
+			op: func(ctx context.Context, tr tensor.Transformer, b []tensor.Buffer) (int, error) {
+				q := p
+				q.Style, q.Factors = abi.RoPEHalves, b[1]
+				return 0, tr.RoPE(ctx, q, b[0])
+			},
+		})
 	}
 	const sw = 1200
 	cs = append(cs, lmCase{

@@ -932,7 +932,11 @@ func (b *Backend) RMSNorm(ctx context.Context, rows, cols int, eps float32, x, g
 
 // RoPE implements tensor.Transformer (queued).
 func (b *Backend) RoPE(ctx context.Context, p tensor.RoPEParams, x tensor.Buffer) error {
-	return b.queue(ctx, opRoPE, []uint64{word(p.Rows), word(p.Cols), word(p.HeadDim), word(p.Pos), f32word(p.Theta), uint64(int64(p.Style))}, x)
+	params := []uint64{word(p.Rows), word(p.Cols), word(p.HeadDim), word(p.Pos), f32word(p.Theta), uint64(int64(p.Style))}
+	if p.Factors != nil {
+		return b.queue(ctx, opRoPEFactors, params, x, p.Factors)
+	}
+	return b.queue(ctx, opRoPE, params, x)
 }
 
 // SwiGLU implements tensor.Transformer (queued).

@@ -19,7 +19,7 @@ import (
 // order and sends one unsolicited frame, replyLost, before it exits for a
 // lost device. Integers travel as int64 bits, floats as their IEEE bits.
 const (
-	version    = 4
+	version    = 5
 	headerSize = 10
 	maxVals    = 16
 )
@@ -112,6 +112,7 @@ const (
 	opSample
 	opWriteShm // vals: id, bytes; the bytes are in shared memory (synchronous)
 	opReadShm  // vals: id, bytes; the reply leaves them in shared memory
+	opRoPEFactors
 	numOps
 )
 
@@ -185,6 +186,11 @@ var specs = [numOps]spec{
 			Theta: math.Float32frombits(uint32(p[4])), Style: int32(p[5])}
 		return 0, tr.RoPE(ctx, rp, b[0])
 	})},
+	opRoPEFactors: {"rope_factors", 6, 2, false, transformer(func(ctx context.Context, tr tensor.Transformer, p []uint64, b []tensor.Buffer, _ []byte) (int, error) {
+		rp := tensor.RoPEParams{Rows: num(p[0]), Cols: num(p[1]), HeadDim: num(p[2]), Pos: num(p[3]),
+			Theta: math.Float32frombits(uint32(p[4])), Style: int32(p[5]), Factors: b[1]}
+		return 0, tr.RoPE(ctx, rp, b[0])
+	})},
 	opSwiGLU: {"swiglu", 0, 3, false, transformer(func(ctx context.Context, tr tensor.Transformer, _ []uint64, b []tensor.Buffer, _ []byte) (int, error) {
 		return 0, tr.SwiGLU(ctx, b[0], b[1], b[2])
 	})},
@@ -218,7 +224,7 @@ var writes = [numOps]uint8{
 	opGemm: 1 << 2, opGemmBatched: 1 << 2, opBinary: 1 << 2, opUnary: 1 << 1,
 	opSoftmax: 1 << 1, opReduce: 1 << 1, opLayerNorm: 1 << 3, opSoftmaxCausal: 1 << 1,
 	opCrossEntropy: 1<<2 | 1<<3, opAdamW: 1<<0 | 1<<2 | 1<<3, opTranspose: 1 << 1, opGather: 1 << 2,
-	opMatMul: 1 << 2, opEmbed: 1 << 1, opRMSNorm: 1 << 2, opRoPE: 1 << 0, opSwiGLU: 1 << 2,
+	opMatMul: 1 << 2, opEmbed: 1 << 1, opRMSNorm: 1 << 2, opRoPE: 1 << 0, opRoPEFactors: 1 << 0, opSwiGLU: 1 << 2,
 	opCopyRows: 1 << 1, opAttention: 1 << 3,
 }
 
@@ -227,7 +233,7 @@ var writes = [numOps]uint8{
 // a partial copy (CopyRows) and a GEMM that may accumulate.
 var whole = func() [numOps]uint8 {
 	w := writes
-	for _, op := range []opcode{opGemm, opGemmBatched, opRoPE, opCopyRows, opAdamW} {
+	for _, op := range []opcode{opGemm, opGemmBatched, opRoPE, opRoPEFactors, opCopyRows, opAdamW} {
 		w[op] = 0
 	}
 	return w

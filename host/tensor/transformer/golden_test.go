@@ -84,7 +84,7 @@ func goldenOutputs(t *testing.T) map[string][]float32 {
 	out["rmsnorm"] = o
 	for _, style := range []int32{abi.RoPEInterleaved, abi.RoPEHalves} {
 		o := append([]float32(nil), x...)
-		if err := RoPE(ctx, 2, tensor.RoPEParams{Rows: tRows, Cols: k, HeadDim: 48, Pos: 1000, Theta: 10000, Style: style}, o); err != nil {
+		if err := RoPE(ctx, 2, tensor.RoPEParams{Rows: tRows, Cols: k, HeadDim: 48, Pos: 1000, Theta: 10000, Style: style}, o, nil); err != nil {
 			t.Fatal(err)
 		}
 		out["rope/"+string(rune('0'+style))] = o

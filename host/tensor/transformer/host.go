@@ -60,11 +60,18 @@ func (h Host) RMSNorm(ctx context.Context, rows, cols int, eps float32, x, g, ou
 
 // RoPE implements tensor.Transformer.RoPE with RoPE.
 func (h Host) RoPE(ctx context.Context, p tensor.RoPEParams, x tensor.Buffer) error {
-	bx, _, _, err := hosts(x, nil, nil)
+	bx, bf, _, err := hosts(x, p.Factors, nil)
 	if err != nil {
 		return fmt.Errorf("transformer: rope: %w", err)
 	}
-	return RoPE(ctx, h.threads, p, bx.F32)
+	var factors []float32
+	if bf != nil {
+		if bf.Raw != nil {
+			return fmt.Errorf("transformer: rope factors of %v, not f32", bf.RawType)
+		}
+		factors = bf.F32
+	}
+	return RoPE(ctx, h.threads, p, bx.F32, factors)
 }
 
 // SwiGLU implements tensor.Transformer.SwiGLU with SwiGLU.

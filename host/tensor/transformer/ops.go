@@ -91,11 +91,16 @@ func RMSNorm(ctx context.Context, threads, rows, cols int, eps float32, x []floa
 //	c, s  = float32(cos(angle)), float32(sin(angle))   in float64
 //	(v0, v1) ← (v0·c - v1·s, v0·s + v1·c)   in float32, each product rounded
 //
-// with pmath's portable exp, log, cos and sin. NaNs canonical.
-func RoPE(ctx context.Context, threads int, p tensor.RoPEParams, x []float32) error {
+// with pmath's portable exp, log, cos and sin. With factors (nil, or
+// HeadDim/2 values: p.Factors read), the angle is float32(Pos + r)·freq
+// divided by factors[i], in float32. NaNs canonical.
+func RoPE(ctx context.Context, threads int, p tensor.RoPEParams, x, factors []float32) error {
 	hd := p.HeadDim
 	if p.Rows < 0 || hd <= 0 || hd%2 != 0 || p.Cols%hd != 0 || len(x) != p.Rows*p.Cols || p.Pos < 0 {
 		return fmt.Errorf("transformer: rope of %d×%d in heads of %d at %d: %d elements", p.Rows, p.Cols, hd, p.Pos, len(x))
+	}
+	if factors != nil && len(factors) != hd/2 {
+		return fmt.Errorf("transformer: rope factors of %d values for heads of %d", len(factors), hd)
 	}
 	var stride, step int // pair i of a head: (i·stride, i·stride + step)
 	switch p.Style {
@@ -118,7 +123,11 @@ func RoPE(ctx context.Context, threads int, p tensor.RoPEParams, x []float32) er
 		for r := lo; r < hi; r++ {
 			pos := float32(p.Pos + r)
 			for i, f := range freq {
-				a := float64(pos * f)
+				a32 := pos * f
+				if factors != nil {
+					a32 /= factors[i]
+				}
+				a := float64(a32)
 				cs[2*i], cs[2*i+1] = float32(pmath.Cos(a)), float32(pmath.Sin(a))
 			}
 			row := x[r*p.Cols : (r+1)*p.Cols]

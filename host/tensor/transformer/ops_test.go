@@ -74,7 +74,8 @@ func TestRMSNorm(t *testing.T) {
 	}
 }
 
-// TestRoPE checks both styles against the rotation written out in float64.
+// TestRoPE checks both styles, with and without frequency factors, against
+// the rotation written out in float64.
 func TestRoPE(t *testing.T) {
 	ctx := context.Background()
 	r := &rng{s: 17}
@@ -83,16 +84,28 @@ func TestRoPE(t *testing.T) {
 		rows, cols, hd int
 		pos            int
 		theta          float32
+		scaled         bool
 	}{
-		{abi.RoPEInterleaved, 3, 64, 16, 0, 10000},
-		{abi.RoPEInterleaved, 2, 288, 48, 37, 10000},
-		{abi.RoPEHalves, 3, 128, 64, 5, 500000},
-		{abi.RoPEHalves, 1, 8, 8, 1000, 10000},
+		{abi.RoPEInterleaved, 3, 64, 16, 0, 10000, false},
+		{abi.RoPEInterleaved, 2, 288, 48, 37, 10000, false},
+		{abi.RoPEHalves, 3, 128, 64, 5, 500000, false},
+		{abi.RoPEHalves, 1, 8, 8, 1000, 10000, false},
+		{abi.RoPEInterleaved, 2, 64, 16, 37, 500000, true},
+		{abi.RoPEHalves, 3, 128, 64, 900, 500000, true},
 	} {
 		x := r.f32s(c.rows * c.cols)
 		got := append([]float32(nil), x...)
 		p := tensor.RoPEParams{Rows: c.rows, Cols: c.cols, HeadDim: c.hd, Pos: c.pos, Theta: c.theta, Style: c.style}
-		if err := RoPE(ctx, 2, p, got); err != nil {
+		factor := func(int) float64 { return 1 }
+		var factors []float32
+		if c.scaled {
+			// Llama 3.1's shape: 1 for the fast pairs, up to 8 for the slow.
+			for i := range c.hd / 2 {
+				factors = append(factors, 1+7*float32(i)/float32(c.hd/2))
+			}
+			factor = func(i int) float64 { return float64(factors[i]) }
+		}
+		if err := RoPE(ctx, 2, p, got, factors); err != nil {
 			t.Fatal(err)
 		}
 		want := make([]float64, len(x))
@@ -103,7 +116,7 @@ func TestRoPE(t *testing.T) {
 					if c.style == abi.RoPEHalves {
 						a, b = h+i, h+i+c.hd/2
 					}
-					ang := float64(c.pos+row) * math.Pow(float64(c.theta), -float64(2*i)/float64(c.hd))
+					ang := float64(c.pos+row) * math.Pow(float64(c.theta), -float64(2*i)/float64(c.hd)) / factor(i)
 					v0, v1 := float64(x[row*c.cols+a]), float64(x[row*c.cols+b])
 					want[row*c.cols+a] = v0*math.Cos(ang) - v1*math.Sin(ang)
 					want[row*c.cols+b] = v0*math.Sin(ang) + v1*math.Cos(ang)
@@ -117,14 +130,17 @@ func TestRoPE(t *testing.T) {
 		for row := range c.rows {
 			q := p
 			q.Rows, q.Pos = 1, c.pos+row
-			if err := RoPE(ctx, 1, q, one[row*c.cols:(row+1)*c.cols]); err != nil {
+			if err := RoPE(ctx, 1, q, one[row*c.cols:(row+1)*c.cols], factors); err != nil {
 				t.Fatal(err)
 			}
 		}
 		sameBits(t, "rows one at a time", one, got)
 	}
-	if err := RoPE(ctx, 1, tensor.RoPEParams{Rows: 1, Cols: 8, HeadDim: 6, Theta: 1e4}, make([]float32, 8)); err == nil {
+	if err := RoPE(ctx, 1, tensor.RoPEParams{Rows: 1, Cols: 8, HeadDim: 6, Theta: 1e4}, make([]float32, 8), nil); err == nil {
 		t.Fatal("head_dim not dividing cols accepted")
+	}
+	if err := RoPE(ctx, 1, tensor.RoPEParams{Rows: 1, Cols: 8, HeadDim: 8, Theta: 1e4}, make([]float32, 8), make([]float32, 3)); err == nil {
+		t.Fatal("3 factors for heads of 8 accepted")
 	}
 }
 

@@ -130,7 +130,7 @@ func (r *runner) block(l *layer, x *tensor.Tensor, pos int) (*tensor.Tensor, err
 		return nil, err
 	}
 	for _, t := range []*tensor.Tensor{q, k} {
-		if err := tensor.RoPE(t, pos, c.HeadDim(), c.RoPETheta, c.RoPEStyle); err != nil {
+		if err := r.rope(t, pos); err != nil {
 			return nil, err
 		}
 	}
@@ -174,4 +174,14 @@ func (r *runner) block(l *layer, x *tensor.Tensor, pos int) (*tensor.Tensor, err
 		return nil, err
 	}
 	return tensor.Add(x, down)
+}
+
+// rope rotates x [t, dim or kv_dim], rows at positions pos.., in place,
+// with the model's frequency factors where it has them.
+func (r *runner) rope(x *tensor.Tensor, pos int) error {
+	c := r.cfg
+	if r.ropeFactor != nil {
+		return tensor.RoPEFactors(x, pos, c.HeadDim(), c.RoPETheta, c.RoPEStyle, r.ropeFactor)
+	}
+	return tensor.RoPE(x, pos, c.HeadDim(), c.RoPETheta, c.RoPEStyle)
 }

@@ -68,7 +68,7 @@ func load() (*llama.Model, *llama.Tokenizer, error) {
 		return nil, nil, err
 	}
 	if need, t := m.Weights.ABIVersion(); tensor.ABIVersion() < need {
-		return nil, nil, fmt.Errorf("the host's tensor ABI is v%d; weight %s of type %v needs v%d", tensor.ABIVersion(), t.Name, t.DType, need)
+		return nil, nil, fmt.Errorf("the host's tensor ABI is v%d; tensor %s of type %v needs v%d", tensor.ABIVersion(), t.Name, t.DType, need)
 	}
 	v := m.Vocab
 	if v == nil {
@@ -105,6 +105,7 @@ type runner struct {
 	kvRows     int // the positions the layers' KV caches hold
 	outputNorm *tensor.Tensor
 	output     *tensor.Tensor
+	ropeFactor *tensor.Tensor // Llama 3.1's rotary frequency factors, or nil
 }
 
 // prefillRows is the most prompt rows run through the model at once.
@@ -136,6 +137,9 @@ func newRunner(m *llama.Model, tok *llama.Tokenizer) (*runner, error) {
 	r.output = r.embed
 	if !w.Shared() {
 		r.output = weight(w.Output)
+	}
+	if w.RoPEFactors.Name != "" {
+		r.ropeFactor = weight(w.RoPEFactors)
 	}
 	for i, lw := range w.Layers {
 		l := &r.layers[i]

@@ -749,7 +749,8 @@ static void k_rmsnorm_rows(void **params) {
                P_I64(4), P_I64(5), P_F32(6));
 }
 static void k_rope_f32(void **params) {
-  rope_f32((float *)P_PTR(0), P_I64(1), P_I64(2), P_I64(3), P_I64(4), P_I64(5), P_I32(6), P_F64(7));
+  rope_f32((float *)P_PTR(0), P_I64(1), P_I64(2), P_I64(3), P_I64(4), P_I64(5), P_I32(6), P_F64(7),
+           (const float *)P_PTR(8));
 }
 static void k_swiglu_f32(void **params) {
   swiglu_f32((const float *)P_PTR(0), (const float *)P_PTR(1), (float *)P_PTR(2), P_I64(3),
@@ -949,7 +950,9 @@ static int run(const char *name, void **params, unsigned gx, unsigned bx, char *
     long long off = P_I64(1), n = P_I64(2), cols = P_I64(3), hd = P_I64(4), pos = P_I64(5);
     snprintf(desc, dn, "off=%lld n=%lld cols=%lld hd=%lld pos=%lld style=%d log2theta=%g", off, n,
              cols, hd, pos, P_I32(6), P_F64(7));
-    if (hd <= 0 || hd % 2 || cols % hd || !in_alloc(x, 8 * (off + n)))
+    uintptr_t factors = P_PTR(8);
+    if (hd <= 0 || hd % 2 || cols % hd || !in_alloc(x, 8 * (off + n)) ||
+        (factors && !in_alloc(factors, 4 * (hd / 2))))
       return CUDA_ERROR_ILLEGAL_ADDRESS;
     return emu_launch(k_rope_f32, params, gx, bx);
   }

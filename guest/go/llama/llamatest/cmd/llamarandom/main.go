@@ -3,7 +3,7 @@
 // scripts/llama-goldens.sh and the models of make bench.
 //
 //	llamarandom [-seed N] [-o FILE] SHAPE
-//	llamarandom -gguf DTYPE -tokenizer TOKENIZER.bin -o FILE.gguf [-arch qwen2] [-seed N] SHAPE
+//	llamarandom -gguf DTYPE -tokenizer TOKENIZER.bin -o FILE.gguf [-arch llama3|qwen2] [-seed N] SHAPE
 //	llamarandom -version
 //
 // SHAPE is stories260K, stories15M, stories110M or tinyllama1B. Without -o
@@ -12,8 +12,9 @@
 // file's path. With -gguf the cached checkpoint is converted to a GGUF file
 // with weights of DTYPE (f32, f16, bf16 or q8_0) and the vocabulary of a
 // llama2.c tokenizer.bin, as `make gpu-check` does for its bf16 model;
-// -arch qwen2 makes it a qwen2 model (see qwen2: random Q/K/V biases
-// besides, rotary pairs in halves).
+// -arch qwen2 makes it a qwen2 model (random Q/K/V biases besides, rotary
+// pairs in halves), -arch llama3 a llama model with Llama 3.1's rotary
+// frequency factors (see rewrite).
 // -version prints the generator's version (llamatest.GeneratorVersion).
 package main
 
@@ -39,7 +40,7 @@ func main() {
 	version := flag.Bool("version", false, "print the generator's version and exit")
 	gguf := flag.String("gguf", "", "write a GGUF file with weights of this type (f32, f16, bf16, q8_0) to -o")
 	tokenizer := flag.String("tokenizer", "", "with -gguf: the llama2.c tokenizer.bin whose vocabulary the file gets")
-	arch := flag.String("arch", "llama", "with -gguf: the architecture, llama or qwen2")
+	arch := flag.String("arch", "llama", "with -gguf: the architecture, llama, llama3 (with Llama 3.1's rotary frequency factors) or qwen2")
 	flag.Usage = func() {
 		var names []string
 		for _, s := range llamatest.Presets() {
@@ -149,10 +150,11 @@ func convert(path, dtype, tokenizer, out, name string) (string, error) {
 	})
 }
 
-// toArch rewrites the GGUF llama file at path as a model of arch (qwen2).
+// toArch rewrites the GGUF llama file at path as a model of arch: qwen2,
+// or llama3 (llama with Llama 3.1's rotary frequency factors).
 func toArch(path, arch string, seed uint64) error {
-	if arch != "qwen2" {
-		return fmt.Errorf("-arch %q: want llama or qwen2", arch)
+	if arch != "qwen2" && arch != "llama3" {
+		return fmt.Errorf("-arch %q: want llama, llama3 or qwen2", arch)
 	}
 	src, err := os.Open(path)
 	if err != nil {
@@ -164,7 +166,7 @@ func toArch(path, arch string, seed uint64) error {
 		return err
 	}
 	tmp := path + ".tmp"
-	if err := create(tmp, func(w io.Writer) error { return qwen2(w, src, st.Size(), seed) }); err != nil {
+	if err := create(tmp, func(w io.Writer) error { return rewrite(w, src, st.Size(), arch, seed) }); err != nil {
 		os.Remove(tmp)
 		return err
 	}
@@ -175,40 +177,52 @@ func toArch(path, arch string, seed uint64) error {
 // projections' own outputs, so that a runner that drops them is caught.
 const biasStd = 0.5
 
-// qwen2 writes the GGUF llama model src (size bytes) to dst as a qwen2
-// model, the architecture of Qwen2 and Qwen2.5: general.architecture
-// qwen2, every llama.* key renamed qwen2.*, the same tensors, and f32
-// biases of the query, key and value projections in every block
-// (blk.N.attn_{q,k,v}.bias), drawn uniformly from seed. The weights are
-// the llama file's: the file differs in its rotary pairs (qwen2's are
-// halves of a head, llama.cpp's NEOX style) and the biases, which is what
-// a reader of qwen2 must get right.
-func qwen2(dst io.Writer, src io.ReaderAt, size int64, seed uint64) error {
+// rewrite writes the GGUF llama model src (size bytes) to dst as a model
+// of arch, its weights the same:
+//
+//   - qwen2, the architecture of Qwen2 and Qwen2.5: general.architecture
+//     qwen2, every llama.* key renamed qwen2.*, and f32 biases of the
+//     query, key and value projections in every block
+//     (blk.N.attn_{q,k,v}.bias), drawn uniformly from seed. The file
+//     differs in its rotary pairs (qwen2's are halves of a head, llama.cpp's
+//     NEOX style) and the biases, which is what a reader of qwen2 must get
+//     right.
+//   - llama3: rope_freqs.weight, the rotary frequency factors that
+//     Llama 3.1's converter writes (llama3Factors).
+func rewrite(dst io.Writer, src io.ReaderAt, size int64, arch string, seed uint64) error {
 	g, err := llama.ReadGGUF(src, size)
 	if err != nil {
 		return err
 	}
-	if arch, _, _ := g.String("general.architecture"); arch != "llama" {
-		return fmt.Errorf("qwen2 from a %q file, not llama", arch)
-	}
-	w := llama.NewGGUFWriter()
-	for _, kv := range g.Metadata {
-		key, value := kv.Key, kv.Value
-		if rest, ok := strings.CutPrefix(key, "llama."); ok {
-			key = "qwen2." + rest
-		}
-		if key == "general.architecture" {
-			value = "qwen2"
-		}
-		if err := w.Set(key, value); err != nil {
-			return err
-		}
+	if a, _, _ := g.String("general.architecture"); a != "llama" {
+		return fmt.Errorf("%s from a %q file, not llama", arch, a)
 	}
 	m, err := g.Model()
 	if err != nil {
 		return err
 	}
 	c := m.Config
+	w := llama.NewGGUFWriter()
+	for _, kv := range g.Metadata {
+		key, value := kv.Key, kv.Value
+		if rest, ok := strings.CutPrefix(key, "llama."); ok && arch == "qwen2" {
+			key = "qwen2." + rest
+		}
+		if key == "general.architecture" && arch == "qwen2" {
+			value = "qwen2"
+		}
+		if err := w.Set(key, value); err != nil {
+			return err
+		}
+	}
+	if arch == "llama3" {
+		factors := llama3Factors(c.HeadDim(), float64(c.RoPETheta))
+		if err := w.AddTensor("rope_freqs.weight", abi.F32, []int{len(factors)}, func() ([]byte, error) {
+			return llama.EncodeWeights(abi.F32, factors)
+		}); err != nil {
+			return err
+		}
+	}
 	for i, t := range g.Tensors {
 		data := io.NewSectionReader(src, t.Offset, t.Bytes())
 		if err := w.AddTensor(t.Name, t.DType, t.Dims, func() ([]byte, error) {
@@ -220,7 +234,7 @@ func qwen2(dst io.Writer, src io.ReaderAt, size int64, seed uint64) error {
 		}
 		// The biases follow their block's V projection.
 		layer, ok := strings.CutSuffix(strings.TrimPrefix(t.Name, "blk."), ".attn_v.weight")
-		if !ok || layer == t.Name {
+		if arch != "qwen2" || !ok || layer == t.Name {
 			continue
 		}
 		for j, b := range []struct {
@@ -237,6 +251,30 @@ func qwen2(dst io.Writer, src io.ReaderAt, size int64, seed uint64) error {
 	}
 	_, err = w.WriteTo(dst)
 	return err
+}
+
+// llama3Factors are the rotary frequency factors of Llama 3.1's scaling
+// (rope_scaling "llama3": factor 8, low_freq_factor 1, high_freq_factor 4,
+// original context 8192), as its GGUF converter computes them: 1 for pairs
+// whose wavelength is under 8192/4 positions, 8 for those over 8192, and a
+// smooth blend between.
+func llama3Factors(headDim int, theta float64) []float32 {
+	const factor, low, high, orig = 8.0, 1.0, 4.0, 8192.0
+	out := make([]float32, headDim/2)
+	for i := range out {
+		freq := 1 / math.Pow(theta, float64(2*i)/float64(headDim))
+		wavelen := 2 * math.Pi / freq
+		switch {
+		case wavelen < orig/high:
+			out[i] = 1
+		case wavelen > orig/low:
+			out[i] = factor
+		default:
+			smooth := (orig/wavelen - low) / (high - low)
+			out[i] = float32(1 / ((1-smooth)/factor + smooth))
+		}
+	}
+	return out
 }
 
 // uniformF32 returns n little-endian f32 values uniform on (-a, a), with
