@@ -65,9 +65,9 @@ var kernelSigs = [numKernels]struct {
 	kGemv: {"gemv_rows", []int{8, 8, 8, 8, 8, 8, 8, 8, 4}},
 	// w, ids, out, off, n, rows, cols, dt
 	kDequant: {"dequant_rows", []int{8, 8, 8, 8, 8, 8, 8, 4}},
-	kRMSNorm: {"rmsnorm_rows", []int{8, 8, 8, 8, 8, 8, 4}}, // a, g, out, row0, rows, cols, eps
+	kRMSNorm: {"rmsnorm_rows", []int{8, 8, 8, 8, 8, 8, 4}},   // a, g, out, row0, rows, cols, eps
 	kRoPE:    {"rope_f32", []int{8, 8, 8, 8, 8, 8, 4, 8, 8}}, // x, off, n, cols, hd, pos, style, log2theta, factors
-	kSwiGLU:  {"swiglu_f32", []int{8, 8, 8, 8, 8}},         // a, b, out, off, n
+	kSwiGLU:  {"swiglu_f32", []int{8, 8, 8, 8, 8}},           // a, b, out, off, n
 	// q, k, v, out, part, item0, items, heads, kvheads, hd, pos, splits, span
 	kAttention: {"attention_rows", []int{8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8}},
 	// part, out, item0, items, hd, splits
