@@ -223,3 +223,54 @@ func TestCheckJobOfNewcomers(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamedFromOwnRun: a streamed generation whose providers are all
+// newcomers, so that only the client's own run can verify it: the client
+// runs it as the job starts and streams that run's output as it comes,
+// the whole completion before either replica (slowed by 15 s) has
+// answered; the replicas then agree with it and the job is verified.
+func TestStreamedFromOwnRun(t *testing.T) {
+	if len(llama.Runner()) == 0 {
+		t.Skip("no runner in this build")
+	}
+	net := startNetwork(t, 2, func(c *Config) { c.Faults = &faults.Faults{Slow: 15 * time.Second} }) // nobody vouched for
+	s := streamSpec(t, net.client, llama.Request{Prompt: "Once upon a time", MaxTokens: 40})
+	s.Replicas = 2
+	var (
+		mu          sync.Mutex
+		shown       []byte
+		atFirstVote []byte
+		votes       int
+	)
+	s.Output = func(b []byte) {
+		mu.Lock()
+		shown = append(shown, b...)
+		mu.Unlock()
+	}
+	job, err := net.client.Submit(context.Background(), s, func(e Event) {
+		if e.Kind != EventResult {
+			return
+		}
+		mu.Lock()
+		if votes++; votes == 1 {
+			atFirstVote = bytes.Clone(shown)
+		}
+		mu.Unlock()
+	})
+	if err != nil || job.State != store.JobVerified || job.Verification != VerifiedByAudit {
+		t.Fatalf("job %+v, %v: want verified by the client's own run", job, err)
+	}
+	out, err := net.client.Blob(job.Output, job.OutputSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !bytes.Equal(shown, out) {
+		t.Fatalf("streamed %q, want the verified output %q", shown, out)
+	}
+	if votes != 2 || !bytes.Equal(atFirstVote, out) {
+		t.Errorf("%d of %d bytes shown when the first of %d replicas answered: want the whole completion streamed from the client's own run",
+			len(atFirstVote), len(out), votes)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -120,8 +121,8 @@ func auditable(an *wire.JobAnnounce) bool {
 
 // run runs the job of an (its input inline, or in the store) here and
 // returns the result a provider would sign, unsigned, its output in the
-// blob store.
-func (a *auditor) run(ctx context.Context, an *wire.JobAnnounce, input []byte) (*wire.Result, error) {
+// blob store; tee, where not nil, is given the output as it is written.
+func (a *auditor) run(ctx context.Context, an *wire.JobAnnounce, input []byte, tee io.Writer) (*wire.Result, error) {
 	if !auditable(an) {
 		return nil, ErrNoAudit
 	}
@@ -170,6 +171,9 @@ func (a *auditor) run(ctx context.Context, an *wire.JobAnnounce, input []byte) (
 	}
 	defer sp.Remove()
 	job.Stdout = sp
+	if tee != nil {
+		job.Stdout = io.MultiWriter(sp, tee)
+	}
 	out, runErr := sb.Run(ctx, job, runner.JobConfig(&an.Terms, an.Seed()))
 	res := runner.Result(n.Blobs, &wire.Result{V: wire.Version, Job: an.Job, Outcome: wire.OutcomeFailed}, out, runErr, an, sp)
 	if res.Outcome == wire.OutcomeFailed {
@@ -210,5 +214,5 @@ func (c *Client) Warm(ctx context.Context, module []byte, memories ...uint64) er
 // audit does, and returns its result; ErrNoAudit if it cannot be audited
 // here.
 func (c *Client) Audit(ctx context.Context, an *wire.JobAnnounce, input []byte) (*wire.Result, error) {
-	return c.auditor.run(ctx, an, input)
+	return c.auditor.run(ctx, an, input, nil)
 }

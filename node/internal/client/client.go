@@ -348,6 +348,9 @@ type jobRun struct {
 	// the job is audited when the roll falls under the share its replicas'
 	// providers call for (audited).
 	auditShare, auditRoll float64
+	// early is the result of the audit started with the job (auditEarly),
+	// nil when none was.
+	early chan earlyAudit
 	emitMu                sync.Mutex // events are delivered one at a time
 
 	mu  sync.Mutex

@@ -34,6 +34,9 @@ type streamVote struct {
 	mu       sync.Mutex
 	streams  map[attempt]*stream
 	released []byte
+	// mine is the output of the client's own run of the job (an audit
+	// started with the job: own), the job's answer by definition.
+	mine []byte
 }
 
 // attempt is one provider's run of one replica.
@@ -82,6 +85,31 @@ func (v *streamVote) add(r uint8, p peer.ID, data []byte) error {
 	s.recheck(v.released)
 	v.advance()
 	return nil
+}
+
+// own appends data to the client's own run of the job, which is released
+// as it comes, as far as it continues what was released: in exact mode an
+// honest replica writes the same bytes, and where every replica disagrees
+// the client's run is the verified answer. It implements io.Writer's
+// contract for the audit's stdout (it never fails: past the job's output
+// limit it releases no more, and the audit's own result says why).
+func (v *streamVote) own(data []byte) (int, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if int64(len(v.mine)+len(data)) > v.max {
+		return len(data), nil
+	}
+	v.mine = append(v.mine, data...)
+	if len(v.mine) <= len(v.released) || !bytes.HasPrefix(v.mine, v.released) {
+		return len(data), nil
+	}
+	fresh := bytes.Clone(v.mine[len(v.released):])
+	v.released = append(v.released, fresh...)
+	for _, s := range v.streams {
+		s.recheck(v.released)
+	}
+	v.out(fresh)
+	return len(data), nil
 }
 
 // advance releases the longest prefix some stream's group decides.

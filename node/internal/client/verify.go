@@ -66,6 +66,7 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 	results := make(chan outcome, wire.MaxReplicas)
 	rctx, rcancel := context.WithCancel(ctx)
 	defer rcancel()
+	j.auditEarly(rctx)
 	started, running := 0, 0
 	start := func() {
 		r := uint8(started)
@@ -293,8 +294,16 @@ func (j *jobRun) audit(ctx context.Context, votes []*wire.Result) (*store.Job, e
 	n := j.c.n
 	var own *wire.Result
 	err := ErrAuditCap
-	if j.c.auditor.budget.take() {
-		own, err = j.c.auditor.run(ctx, j.ann, j.input)
+	if j.early != nil {
+		select {
+		case e := <-j.early:
+			own, err = e.res, e.err
+		case <-ctx.Done():
+			own, err = nil, ctx.Err()
+		}
+		j.early = nil
+	} else if j.c.auditor.budget.take() {
+		own, err = j.c.auditor.run(ctx, j.ann, j.input, nil)
 	} else {
 		j.because("this client ran its share of audits (node --audit-cap)")
 		j.emit(EventDisagree, -1, "", "not audited: "+err.Error())
@@ -335,6 +344,38 @@ func (j *jobRun) audit(ctx context.Context, votes []*wire.Result) (*store.Job, e
 	}
 	return j.accept(ctx, votes, winners, losers, VerifiedByAudit)
 }
+
+// earlyAudit is the outcome of an audit started with its job.
+type earlyAudit struct {
+	res *wire.Result
+	err error
+}
+
+// auditEarly starts the client's own run of a streamed job as the job
+// starts, when an audit is all but certain: exact mode, and no established
+// provider among the candidates to anchor the vote, so that newcomers'
+// replicas alone never decide it. Its output streams as it comes
+// (streamVote.own) rather than when the replicas end; audit takes its
+// result. It spends an audit of the budget, or starts nothing when the
+// budget is spent.
+func (j *jobRun) auditEarly(ctx context.Context) {
+	n := j.c.n
+	if j.stream == nil || j.ann.Mode != wire.ModeExact || n.NoAudit || !auditable(j.ann) ||
+		j.establishedCandidate() || !j.c.auditor.budget.take() {
+		return
+	}
+	j.early = make(chan earlyAudit, 1)
+	j.c.log.Debug("auditing as the job starts, streaming the audit's output", "job", j.ann.Job)
+	go func() {
+		res, err := j.c.auditor.run(ctx, j.ann, j.input, writerFunc(j.stream.own))
+		j.early <- earlyAudit{res, err}
+	}()
+}
+
+// writerFunc is an io.Writer of a function.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // pick returns votes[i] for each i of idx.
 func pick(votes []*wire.Result, idx []int) []*wire.Result {
