@@ -350,8 +350,8 @@ type jobRun struct {
 	auditShare, auditRoll float64
 	// early is the result of the audit started with the job (auditEarly),
 	// nil when none was.
-	early chan earlyAudit
-	emitMu                sync.Mutex // events are delivered one at a time
+	early  chan earlyAudit
+	emitMu sync.Mutex // events are delivered one at a time
 
 	mu  sync.Mutex
 	rec *store.Job // guarded by mu
