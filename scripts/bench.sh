@@ -26,6 +26,9 @@
 #   (m) Llama generation: tokens/s of infernet generate vs llama2.c's run.c
 #       (-O3 one thread, -Ofast two) on random stories15M/110M-shape models
 #       (scripts/llama-bench.sh)
+#   (n) quantized GGUF files: prompt and decode tokens/s of infernet generate
+#       vs llama.cpp (node-llama-cpp) on the same files, one thread each
+#       (scripts/llamacpp-bench.sh)
 # BENCH_QUICK=1 shortens every part (a smoke test of this script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -148,3 +151,5 @@ echo "CUDA backend on the FAKE driver: the host's cost of an Alloc and a Free fr
 go test -run '^$' -bench 'BenchmarkFakeDriver_Call' -benchtime "$([ "${BENCH_QUICK:-}" = 1 ] && echo 1000x || echo 20000x)" ./host/tensor/cuda | grep -E '^Benchmark' || true
 hr "(m) Llama generation, greedy, 128 tokens: infernet generate --local (exact, tolerance) vs llama2.c's run.c -O3 (1 thread) and -Ofast -march=native -fopenmp (2 threads), random weights of the stories15M and stories110M shapes; targets on stories110M: infernet exact >= 1.0x run.c -O3, >= 0.7x -Ofast 2 threads"
 ./scripts/llama-bench.sh || true
+hr "(n) quantized GGUF files, 110M shape, one thread each: infernet generate --local (exact, tolerance) vs llama.cpp; targets (issue 35): q8_0 decode >= 0.9x and prompt >= 0.7x, Q4_K_M decode >= 0.8x and prompt >= 0.6x, f32 decode >= 0.9x"
+./scripts/llamacpp-bench.sh || true
