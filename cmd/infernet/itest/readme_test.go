@@ -69,7 +69,8 @@ func TestReadmeExample(t *testing.T) {
 	// Job control (%1) needs it on; the nodes are the script's jobs.
 	cmd := exec.CommandContext(ctx, "bash", "-c", "set -m\n"+script+"\nkill %1 %2 %3; wait")
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	// TMPDIR: the example's mktemp -d goes where the test cleans up.
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "TMPDIR="+t.TempDir())
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil && ctx.Err() != nil {
