@@ -238,7 +238,7 @@ type Job struct {
 	ExitCode   uint32 `json:"exit_code"`
 	// Outcome is the agreed outcome (OutcomeExited, OutcomeStopped); for a
 	// stopped job Error names the cause.
-	Outcome uint8 `json:"outcome"`
+	Outcome wire.Outcome `json:"outcome"`
 	// Agree is how many replicas returned the accepted result.
 	Agree int `json:"agree"`
 	// Verification says how the result was accepted (VerifiedBy*; "": not

@@ -166,7 +166,7 @@ func (m *JobAnnounce) Validate() error {
 		return fmt.Errorf("%w: replicas %d not in 1..%d", ErrMalformed, m.Replicas, MaxReplicas)
 	case len(m.Require) > MaxRequire:
 		return fmt.Errorf("%w: requirement of %d bytes", ErrMalformed, len(m.Require))
-	case m.TimeoutMS <= 0 || time.Duration(m.TimeoutMS)*time.Millisecond > MaxTimeout:
+	case m.TimeoutMS <= 0 || m.Timeout() > MaxTimeout:
 		return fmt.Errorf("%w: timeout %d ms", ErrMalformed, m.TimeoutMS)
 	case m.ModuleSize <= 0 || m.ModuleSize > MaxModuleBytes || m.Module.IsZero():
 		return fmt.Errorf("%w: module of %d bytes", ErrMalformed, m.ModuleSize)
@@ -419,20 +419,38 @@ type Update struct {
 // Version implements Versioned.
 func (m *Update) Version() uint16 { return m.V }
 
-// Outcome classes of a Result. Only OutcomeExited and OutcomeStopped are
-// properties of the job itself (deterministic); the others are the
+// Outcome is the class of a Result. Only OutcomeExited and OutcomeStopped
+// are properties of the job itself (deterministic); the others are the
 // provider's failure, and the replica is reassigned.
+type Outcome uint8
+
+// Outcomes.
 const (
 	// OutcomeExited: the job ran to its end; ExitCode is its exit status.
-	OutcomeExited = 0
+	OutcomeExited Outcome = 0
 	// OutcomeStopped: the sandbox stopped the job for a deterministic cause
 	// (invalid module, trap, memory, fuel or output limit); Error says which.
-	OutcomeStopped = 1
+	OutcomeStopped Outcome = 1
 	// OutcomeTimeout: the job hit its wall-time limit on this provider.
-	OutcomeTimeout = 2
+	OutcomeTimeout Outcome = 2
 	// OutcomeFailed: the provider could not run it (fetch failed, internal).
-	OutcomeFailed = 3
+	OutcomeFailed Outcome = 3
 )
+
+// String returns "exited", "stopped", "timeout" or "failed".
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeExited:
+		return "exited"
+	case OutcomeStopped:
+		return "stopped"
+	case OutcomeTimeout:
+		return "timeout"
+	case OutcomeFailed:
+		return "failed"
+	}
+	return fmt.Sprintf("outcome(%d)", uint8(o))
+}
 
 // Result is a provider's signed receipt for one replica.
 type Result struct {
@@ -445,7 +463,7 @@ type Result struct {
 	Output     blob.Digest `cbor:"5,keyasint"`
 	OutputSize int64       `cbor:"6,keyasint"`
 	OutputData []byte      `cbor:"7,keyasint"`
-	Outcome    uint8       `cbor:"8,keyasint"`
+	Outcome    Outcome     `cbor:"8,keyasint"`
 	ExitCode   uint32      `cbor:"9,keyasint"`
 	Error      string      `cbor:"10,keyasint"`
 	Fuel       uint64      `cbor:"11,keyasint"`

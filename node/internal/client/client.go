@@ -939,7 +939,7 @@ func (j *jobRun) stallLimits() (startBy, runFor time.Duration) {
 	for _, d := range a.Data {
 		size += d.Size
 	}
-	timeout := time.Duration(a.TimeoutMS) * time.Millisecond
+	timeout := a.Timeout()
 	runFor = timeout + timeout/10 + 2*time.Second
 	if a.Proofs || a.Settle == wire.SettleFair {
 		runFor += timeout + time.Minute

@@ -756,7 +756,7 @@ func (c *Client) sendCanary() {
 		now := time.Now()
 		ann := k.ann
 		ann.Job, ann.Replicas, ann.Time = wire.NewJobID(), 1, wire.Millis(now)
-		ann.Deadline = wire.Millis(now.Add(time.Duration(ann.TimeoutMS)*time.Millisecond*2 + 30*time.Second))
+		ann.Deadline = wire.Millis(now.Add(2*ann.Timeout() + 30*time.Second))
 		j := &jobRun{c: c, ann: &ann, req: alwaysMatch, input: k.input, ephemeral: true, vks: k.vks,
 			holders: map[peer.ID]bool{}, matched: map[peer.ID]peers.Candidate{}, bidBackend: map[peer.ID]string{}, late: map[uint8]chan *wire.Result{0: make(chan *wire.Result, 1)},
 			rec: &store.Job{ID: ann.Job, Announce: ann, Created: now}}

@@ -302,7 +302,7 @@ func (p *Provider) terms(a *wire.JobAnnounce) string {
 		return fmt.Sprintf("data of %d bytes over this provider's limit %d", a.DataSize(), cfg.MaxData)
 	case cfg.BlobQuota > 0 && a.ModuleSize+a.InputSize+a.DataSize() > cfg.BlobQuota:
 		return fmt.Sprintf("module, input and data over this provider's disk quota %d", cfg.BlobQuota)
-	case time.Duration(a.TimeoutMS)*time.Millisecond > cfg.MaxTimeout:
+	case a.Timeout() > cfg.MaxTimeout:
 		return fmt.Sprintf("timeout %d ms over this provider's limit %v", a.TimeoutMS, cfg.MaxTimeout)
 	case a.Price < cfg.Price:
 		return fmt.Sprintf("price %d msat under %d", a.Price, cfg.Price)
