@@ -280,10 +280,11 @@ func (t *Tokenizer) Decode(prev, token int) string {
 
 // Text assembles a completion's text from its tokens' pieces (Decode), as
 // llama.cpp does and run.c does not: the bytes of byte-fallback tokens
-// (<0xF0><0x9F><0x99><0x82>) join into the UTF-8 character they spell, and
-// Next returns whole characters only, so no streamed chunk splits one.
-// Bytes that spell no character (a stray continuation byte, a sequence cut
-// short by another piece or by the end) and control characters are
+// (<0xF0><0x9F><0x99><0x82>), and byte-level BPE pieces that carry part of
+// a character, join into the UTF-8 characters they spell, and Next returns
+// whole characters only, so no streamed chunk splits one. Bytes that spell
+// no character (a stray continuation byte, a sequence cut short by another
+// piece or by the end) and control characters alone in a piece are
 // dropped, as run.c drops them (Printable). The zero value is ready.
 type Text struct {
 	pending []byte // bytes of a character still to come
@@ -292,11 +293,11 @@ type Text struct {
 // Next returns the text piece adds: none while a character's bytes are
 // still arriving, the whole character once they have.
 func (t *Text) Next(piece string) string {
-	if len(piece) != 1 || piece[0] < utf8.RuneSelf {
+	if len(t.pending) == 0 && utf8.ValidString(piece) || len(piece) == 1 && piece[0] < utf8.RuneSelf {
 		t.pending = t.pending[:0] // a character cut short
 		return Printable(piece)
 	}
-	t.pending = append(t.pending, piece[0])
+	t.pending = append(t.pending, piece...)
 	var out []byte
 	for len(t.pending) > 0 {
 		r, n := utf8.DecodeRune(t.pending)

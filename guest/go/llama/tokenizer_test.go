@@ -171,6 +171,10 @@ func TestText(t *testing.T) {
 		{"cut short by a new lead byte", []string{"\xe4", "\xc3", "\xa9"}, []string{"", "", "é"}},
 		{"control characters", []string{"\x01", "\n", "\x7f"}, []string{"", "\n", ""}},
 		{"a piece of several bytes", []string{"\xc3\xa9t\xc3\xa9"}, []string{"été"}},
+		// Byte-level BPE: a piece may end or begin in the middle of a character.
+		{"a character split across pieces", []string{" \xe4\xb8", "\xad\xe6\x96", "\x87!"}, []string{" ", "中", "文!"}},
+		{"an emoji's tail, then text", []string{"\xf0\x9f", "\x99\x82 ok"}, []string{"", "🙂 ok"}},
+		{"a split cut short by a whole piece", []string{"a\xe4\xb8", "bc"}, []string{"a", "bc"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var tx Text
