@@ -34,6 +34,7 @@ import (
 	"github.com/infernet/infernet/node/internal/batch"
 	"github.com/infernet/infernet/node/internal/client"
 	"github.com/infernet/infernet/node/internal/netgroup"
+	"github.com/infernet/infernet/node/internal/parts"
 	"github.com/infernet/infernet/node/internal/peers"
 	"github.com/infernet/infernet/node/internal/provider"
 	"github.com/infernet/infernet/node/internal/reach"
@@ -178,23 +179,21 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		}}); err != nil {
 		return nil, err
 	}
+	ps := parts.Parts{Host: n.host, Blobs: n.blobs, BlobSvc: n.blobSvc, Access: n.access, DB: n.db, Peers: n.peers,
+		Streams: n.streams, Ledger: n.ledger, Changes: &n.changes, Logger: n.log, Life: n.ctx, Group: &n.wg}
 	n.client = client.New(client.Config{
 		Silence: cfg.Silence, AdvertInterval: cfg.AdvertInterval, SpotCheck: cfg.SpotCheck, Canary: cfg.Canary,
 		Audit: max(cfg.Audit, 0), AuditNew: max(cfg.AuditNew, 0), AuditCap: max(cfg.AuditCap, 0),
 		CheckTie: cfg.CheckTie, NoAudit: cfg.NoAudit, MaxModule: cfg.MaxModule, GPUChallenge: cfg.GPUChallenge,
 		GemmVerifyingKey: cfg.GemmVerifyingKey, Fair: cfg.Fair, Faults: cfg.Faults, DataDir: cfg.DataDir,
-		Runtime: n.runtime(), Sandbox: n.providerSandbox,
-		Host: n.host, Blobs: n.blobs, BlobSvc: n.blobSvc, Access: n.access, DB: n.db, Peers: n.peers,
-		Streams: n.streams, Ledger: n.ledger, Changes: &n.changes,
+		Runtime: n.runtime(), Sandbox: n.providerSandbox, Parts: ps,
 		Announce:    func(ctx context.Context, a *wire.JobAnnounce) error { return n.gossip.PublishAnnounce(ctx, a) },
-		PublishBlob: n.Publish, Provide: n.provideAsync, Counts: &n.counts, Logger: n.log, Life: n.ctx, Group: &n.wg,
+		PublishBlob: n.Publish, Provide: n.provideAsync, Counts: &n.counts,
 	})
 	n.host.SetStreamHandler(wire.ProtocolBid, n.handleBid)
 	n.batch = batch.New(batch.Config{
 		AggregatorFee: cfg.AggregatorFee, AdvertInterval: cfg.AdvertInterval, Faults: cfg.Faults,
-		Client: n.client, FetchBlob: n.FetchBlob, PublishBlob: n.Publish, Blobs: n.blobs, BlobSvc: n.blobSvc,
-		Access: n.access, DB: n.db, Peers: n.peers, Streams: n.streams, Ledger: n.ledger, Logger: n.log,
-		Life: n.ctx, Group: &n.wg,
+		Parts: ps, Client: n.client, FetchBlob: n.FetchBlob, PublishBlob: n.Publish,
 	})
 	if cfg.Provide {
 		if n.provider, err = provider.New(ctx, provider.Config{
@@ -203,10 +202,9 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 			BlobQuota: cfg.BlobQuota, MaxTimeout: cfg.MaxTimeout, MaxDeadline: cfg.MaxDeadline,
 			AdvertInterval: cfg.AdvertInterval, Heartbeat: cfg.Heartbeat, DataDir: cfg.DataDir,
 			Runtime: n.runtime(), Sandbox: cfg.Sandbox, Backends: cfg.Backends, Fair: cfg.Fair, Faults: cfg.Faults,
-			Software: Software(), Host: n.host, Key: n.key, Blobs: n.blobs, BlobSvc: n.blobSvc, Access: n.access,
-			DB: n.db, Peers: n.peers, Streams: n.streams, Ledger: n.ledger, Changes: &n.changes,
+			Software: Software(), Parts: ps, Key: n.key,
 			Publish: func(ctx context.Context, a *wire.CapabilityAdvert) error { return n.gossip.PublishAdvert(ctx, a) },
-			Provide: n.provideAsync, Logger: n.log, Life: n.ctx, Group: &n.wg,
+			Provide: n.provideAsync,
 		}); err != nil {
 			return nil, err
 		}

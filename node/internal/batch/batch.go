@@ -7,19 +7,14 @@ package batch
 
 import (
 	"context"
-	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/node/blob"
-	"github.com/infernet/infernet/node/blob/blobnet"
 	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/internal/client"
-	"github.com/infernet/infernet/node/internal/peers"
-	"github.com/infernet/infernet/node/internal/settle"
-	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/internal/parts"
 )
 
 // Config is what batch work needs: the aggregator's settings (node.Config
@@ -29,23 +24,12 @@ type Config struct {
 	AdvertInterval time.Duration
 	Faults         *faults.Faults
 
-	// Client runs the jobs. FetchBlob makes a blob local; PublishBlob
-	// makes one public and names it in the DHT.
+	// The node's parts. Client runs the jobs. FetchBlob makes a blob
+	// local; PublishBlob makes one public and names it in the DHT.
+	parts.Parts
 	Client      *client.Client
 	FetchBlob   func(ctx context.Context, d blob.Digest, size int64, hints []peer.ID) error
 	PublishBlob func(blob.Digest)
-	Blobs       *blob.Store
-	BlobSvc     *blobnet.Service
-	Access      *peers.Access
-	DB          *store.Store
-	Peers       *peers.Book
-	Streams     *peers.Streams
-	Ledger      *settle.Ledger
-	Logger      *slog.Logger
-	// Life is the node's lifetime: runs end with it, counted in Group,
-	// which the node waits for.
-	Life  context.Context
-	Group *sync.WaitGroup
 }
 
 // Runner runs a node's batch work. Its methods are safe for concurrent

@@ -16,16 +16,15 @@ import (
 	"time"
 
 	"github.com/consensys/gnark/backend/groth16"
-	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/node/blob"
-	"github.com/infernet/infernet/node/blob/blobnet"
 	"github.com/infernet/infernet/node/challenge"
 	"github.com/infernet/infernet/node/faults"
+	"github.com/infernet/infernet/node/internal/parts"
 	"github.com/infernet/infernet/node/internal/peers"
 	"github.com/infernet/infernet/node/internal/runner"
 	"github.com/infernet/infernet/node/internal/settle"
@@ -211,26 +210,14 @@ type Config struct {
 	Runtime runner.Config
 	Sandbox func() *ihost.Sandbox
 
-	// The node's parts. Announce gossips a job; PublishBlob makes a blob
-	// public and names it in the DHT, Provide names it only.
-	Host        host.Host
-	Blobs       *blob.Store
-	BlobSvc     *blobnet.Service
-	Access      *peers.Access
-	DB          *store.Store
-	Peers       *peers.Book
-	Streams     *peers.Streams
-	Ledger      *settle.Ledger
-	Changes     *peers.Changes
+	// The node's parts, and what the client does through the node:
+	// Announce gossips a job; PublishBlob makes a blob public and names it
+	// in the DHT, Provide names it only.
+	parts.Parts
 	Announce    func(context.Context, *wire.JobAnnounce) error
 	PublishBlob func(blob.Digest)
 	Provide     func(blob.Digest)
 	Counts      *Counts
-	Logger      *slog.Logger
-	// Life is the node's lifetime: the client's goroutines end with it,
-	// counted in Group, which the node waits for.
-	Life  context.Context
-	Group *sync.WaitGroup
 }
 
 // Counts are the client's figures: results received, jobs verified,

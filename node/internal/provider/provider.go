@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
-	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -29,9 +28,9 @@ import (
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node/blob"
-	"github.com/infernet/infernet/node/blob/blobnet"
 	"github.com/infernet/infernet/node/challenge"
 	"github.com/infernet/infernet/node/faults"
+	"github.com/infernet/infernet/node/internal/parts"
 	"github.com/infernet/infernet/node/internal/peers"
 	"github.com/infernet/infernet/node/internal/runner"
 	"github.com/infernet/infernet/node/internal/settle"
@@ -68,26 +67,12 @@ type Config struct {
 	// Software names the build in the advert.
 	Software string
 
-	// The node's parts: its host and key, blobs, peers, streams, ledger
-	// and store; Publish gossips an advert and Provide names a blob in the
-	// DHT; Changes wakes the dashboard.
-	Host    host.Host
+	// The node's parts, its key, and what the provider does through the
+	// node: Publish gossips an advert and Provide names a blob in the DHT.
+	parts.Parts
 	Key     crypto.PrivKey
-	Blobs   *blob.Store
-	BlobSvc *blobnet.Service
-	Access  *peers.Access
-	DB      *store.Store
-	Peers   *peers.Book
-	Streams *peers.Streams
-	Ledger  *settle.Ledger
-	Changes *peers.Changes
 	Publish func(context.Context, *wire.CapabilityAdvert) error
 	Provide func(blob.Digest)
-	Logger  *slog.Logger
-	// Life is the node's lifetime: the provider's goroutines end with it,
-	// counted in Group, which the node waits for.
-	Life  context.Context
-	Group *sync.WaitGroup
 }
 
 // Provider is the role that runs jobs for others.
