@@ -418,17 +418,18 @@ func (s *Spec) SetDefaults() {
 	if s.Replicas == 0 {
 		s.Replicas = 2
 	}
+	// The sandbox's own defaults (package host), the one home of these.
 	if s.TimeoutMS == 0 {
-		s.TimeoutMS = (60 * time.Second).Milliseconds()
+		s.TimeoutMS = ihost.DefaultTimeout.Milliseconds()
 	}
 	if s.Deadline == 0 {
 		s.Deadline = 2*s.Timeout() + 30*time.Second
 	}
 	if s.Memory == 0 {
-		s.Memory = 256 << 20
+		s.Memory = ihost.DefaultMemoryLimit
 	}
 	if s.MaxOutput == 0 {
-		s.MaxOutput = 64 << 20
+		s.MaxOutput = ihost.DefaultMaxOutput
 	}
 	// The precision as the wire writes it (f32 as ""), and a numeric
 	// comparison with no tolerance of its own gets the precision's. A name

@@ -209,7 +209,7 @@ func (o *SubmitOptions) request() (api.SubmitRequest, error) {
 			return req, fmt.Errorf("--max-output: %w", err)
 		}
 	} else if req.Settle != api.SettleFair {
-		maxOut = 64 << 20
+		maxOut = host.DefaultMaxOutput
 	}
 	mode, ok := abi.ParseMode(o.Mode)
 	if !ok {
