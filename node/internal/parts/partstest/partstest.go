@@ -1,0 +1,124 @@
+// Package partstest builds a node's parts (parts.Parts) for a role's own
+// tests: a real database, blob store, peer book, streams, ledger and blob
+// service in the test's temporary folder, on a libp2p host the test gives
+// (one of go-libp2p's mocknet, say), in free mode: no Lightning node. A
+// role's behaviour is then tested beside its code, on in-process hosts,
+// without starting whole nodes.
+package partstest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/blob/blobnet"
+	"github.com/infernet/infernet/node/internal/parts"
+	"github.com/infernet/infernet/node/internal/peers"
+	"github.com/infernet/infernet/node/internal/settle"
+	"github.com/infernet/infernet/node/reputation"
+	"github.com/infernet/infernet/node/store"
+)
+
+// New returns the parts of a node on h, closed when tb ends (its Life is
+// cancelled and its Group waited for first).
+func New(tb testing.TB, h host.Host) parts.Parts {
+	tb.Helper()
+	dir := tb.TempDir()
+	// The log is printed if the test fails: a role's goroutines may still
+	// write after the test's end, where the test's own log would panic.
+	var logBuf syncBuffer
+	log := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", h.ID().ShortString())
+	tb.Cleanup(func() {
+		if tb.Failed() {
+			tb.Logf("log of %s:\n%s", h.ID().ShortString(), logBuf.String())
+		}
+	})
+	db, err := store.Open(filepath.Join(dir, "node.db"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	blobs, err := blob.OpenStore(filepath.Join(dir, "blobs"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	tb.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		db.Close()
+	})
+	access := peers.NewAccess()
+	book := peers.NewBook(db, h.ID(), reputation.Params{}, 0, nil, log)
+	if err := book.Load(); err != nil {
+		tb.Fatal(err)
+	}
+	streams := peers.NewStreams(h)
+	ledger := settle.New(ctx, settle.Config{DB: db, Blobs: blobs, Peers: book, Streams: streams, Logger: log})
+	svc, err := blobnet.NewService(blobnet.Config{Host: h, Store: blobs, Logger: log, Allow: access.Allow})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return parts.Parts{Host: h, Blobs: blobs, BlobSvc: svc, Access: access, DB: db, Peers: book, Streams: streams,
+		Ledger: ledger, Changes: &peers.Changes{}, Logger: log, Life: ctx, Group: &wg}
+}
+
+// Hosts returns n libp2p hosts of a mocknet with Ed25519 keys, linked and
+// connected to each other, closed when tb ends.
+func Hosts(tb testing.TB, n int) []host.Host {
+	tb.Helper()
+	mn := mocknet.New()
+	tb.Cleanup(func() { mn.Close() })
+	hs := make([]host.Host, n)
+	for i := range hs {
+		// Ed25519, as nodes' keys are: a result's signer is told by its
+		// peer ID alone (mocknet's own keys are ECDSA, not embedded).
+		sk, _, err := crypto.GenerateEd25519Key(rand.Reader)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		// A loopback /16 each (never dialled: the mocknet links them), so
+		// that each is an operator of its own.
+		h, err := mn.AddPeer(sk, ma.StringCast(fmt.Sprintf("/ip4/127.%d.0.1/tcp/4001", i+1)))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		hs[i] = h
+	}
+	if err := mn.LinkAll(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := mn.ConnectAllButSelf(); err != nil {
+		tb.Fatal(err)
+	}
+	return hs
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

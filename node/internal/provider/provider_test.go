@@ -1,0 +1,193 @@
+package provider
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/infernet/infernet/host/tensor"
+	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/internal/parts/partstest"
+	"github.com/infernet/infernet/node/internal/runner"
+	"github.com/infernet/infernet/node/wire"
+)
+
+// testProvider starts a provider on a mocknet host with the limits of
+// cfg (its parts from partstest) and returns it with a second host, the
+// client's, connected to it.
+func testProvider(t *testing.T, cfg Config) (*Provider, host.Host) {
+	t.Helper()
+	hs := partstest.Hosts(t, 2)
+	cfg.Parts = partstest.New(t, hs[0])
+	cfg.Key = hs[0].Peerstore().PrivKey(hs[0].ID())
+	cfg.DataDir = t.TempDir()
+	cfg.Runtime = runner.Config{Backend: "reference", CacheDir: filepath.Join(cfg.DataDir, "wasm-cache")}
+	cfg.Publish = func(context.Context, *wire.CapabilityAdvert) error { return nil }
+	cfg.Provide = func(blob.Digest) {}
+	p, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p, hs[1]
+}
+
+// limits are a provider's terms for the tests: small, so that each can be
+// passed by one announce.
+var limits = Config{
+	Slots: 1, Queue: 1, MaxPerClient: 1, Price: 0, MaxMemory: 64 << 20, MaxOutput: 1 << 20,
+	MaxModule: 1 << 20, MaxInput: 1 << 20, MaxData: 1 << 20, MaxTimeout: time.Minute, MaxDeadline: time.Hour,
+	AdvertInterval: time.Hour, Heartbeat: time.Second,
+}
+
+// announce returns a valid announce of a job by client within limits.
+func announce(client host.Host) wire.JobAnnounce {
+	now := time.Now()
+	return wire.JobAnnounce{
+		V: wire.Version, Job: wire.JobID{1}, Client: []byte(client.ID()),
+		Terms: wire.Terms{Module: blob.Sum([]byte("module")), ModuleSize: 6, Memory: 16 << 20,
+			TimeoutMS: 1000, MaxOutput: 1 << 10},
+		Replicas: 1, Deadline: now.Add(time.Minute).UnixMilli(), Time: now.UnixMilli(),
+	}
+}
+
+// assign sends a to the provider from client and returns the provider's
+// first word.
+func assign(t *testing.T, client host.Host, p *Provider, a *wire.Assign) *wire.Update {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := client.NewStream(ctx, p.cfg.Host.ID(), wire.ProtocolAssign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	conn := p.cfg.Streams.Wrap(s)
+	if err := conn.Write(a); err != nil {
+		t.Fatal(err)
+	}
+	var u wire.Update
+	if err := conn.Read(10*time.Second, wire.MaxDataFrame, &u); err != nil {
+		t.Fatal(err)
+	}
+	return &u
+}
+
+// TestAssignRefused: a provider refuses, with a reason that says why, an
+// assign whose terms pass one of its limits, one for another client than
+// the stream's, and a malformed one; and it runs nothing for them.
+func TestAssignRefused(t *testing.T) {
+	p, client := testProvider(t, limits)
+	for _, tc := range []struct {
+		name   string
+		change func(a *wire.JobAnnounce)
+		reason string
+	}{
+		{"memory", func(a *wire.JobAnnounce) { a.Memory = limits.MaxMemory + 1 }, "memory"},
+		{"output", func(a *wire.JobAnnounce) { a.MaxOutput = limits.MaxOutput + 1 }, "output limit"},
+		{"module", func(a *wire.JobAnnounce) { a.ModuleSize = limits.MaxModule + 1 }, "module of"},
+		{"input", func(a *wire.JobAnnounce) { a.InputSize = limits.MaxInput + 1 }, "input of"},
+		{"timeout", func(a *wire.JobAnnounce) { a.TimeoutMS = 2 * limits.MaxTimeout.Milliseconds() }, "timeout"},
+		{"deadline passed", func(a *wire.JobAnnounce) { a.Deadline = time.Now().Add(-time.Second).UnixMilli() }, "deadline passed"},
+		{"deadline far", func(a *wire.JobAnnounce) { a.Deadline = time.Now().Add(2 * limits.MaxDeadline).UnixMilli() }, "deadline more than"},
+		{"collateral in free mode", func(a *wire.JobAnnounce) { a.Collateral = 1000 }, "collateral asked of a provider in free mode"},
+		{"precision", func(a *wire.JobAnnounce) { a.Mode, a.Precision = wire.ModeTolerance, tensor.BF16.Wire() }, "precision"},
+		{"malformed", func(a *wire.JobAnnounce) { a.Replicas = 0 }, "malformed announce"},
+		{"another client", func(a *wire.JobAnnounce) { a.Client = []byte(p.cfg.Host.ID()) }, "assign for another client"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := wire.Assign{V: wire.Version, Announce: announce(client)}
+			if err := a.Announce.Validate(); err != nil {
+				t.Fatalf("the base announce: %v", err)
+			}
+			tc.change(&a.Announce)
+			u := assign(t, client, p, &a)
+			if u.Kind != wire.UpdateRejected || !strings.Contains(u.Reason, tc.reason) {
+				t.Errorf("answer %v %q; want a rejection saying %q", u.Kind, u.Reason, tc.reason)
+			}
+		})
+	}
+	if runs := p.ActiveRuns(); len(runs) != 0 {
+		t.Errorf("%d runs active after refusals", len(runs))
+	}
+}
+
+// TestAssignRuns: a provider takes an assign within its limits, fetches
+// the module from the client's blob service, runs it on the input sent
+// inline and answers Accepted, Running, then a result it signed whose
+// output is the job's; the run is recorded, and a second assign of the
+// same replica on the same terms is answered from the record.
+func TestAssignRuns(t *testing.T) {
+	p, client := testProvider(t, limits)
+	cp := partstest.New(t, client) // the client's blob store and service
+	module := readTestdata(t, "jobs/cpu/cpu.wasm")
+	input := readTestdata(t, "jobs/cpu/input.txt")
+	want := readTestdata(t, "jobs/cpu/output.txt")
+	d, err := cp.Blobs.PutBytes(module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.Access.Publish(d)
+	a := wire.Assign{V: wire.Version, Announce: announce(client), Input: input}
+	a.Announce.Module, a.Announce.ModuleSize = d, int64(len(module))
+	a.Announce.Input, a.Announce.InputSize = blob.Sum(input), int64(len(input))
+	a.Announce.TimeoutMS = (30 * time.Second).Milliseconds()
+	for i := range 2 {
+		res := run(t, client, p, &a)
+		if res.Outcome != wire.OutcomeExited || res.ExitCode != 0 || res.Output != blob.Sum(want) || res.OutputSize != int64(len(want)) {
+			t.Fatalf("assign %d: result %+v; want exit 0 and output %q", i, res, want)
+		}
+		if err := res.Verify(); err != nil || peer.ID(res.Provider) != p.cfg.Host.ID() {
+			t.Fatalf("assign %d: the result's signature: %v (signed by %s)", i, err, peer.ID(res.Provider))
+		}
+	}
+	if r, err := p.cfg.DB.Run(client.ID().String(), a.Announce.Job, 0); err != nil || r.Result == nil {
+		t.Fatalf("the run's record: %+v, %v", r, err)
+	}
+}
+
+// run sends a to the provider and reads its updates to the result.
+func run(t *testing.T, client host.Host, p *Provider, a *wire.Assign) *wire.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := client.NewStream(ctx, p.cfg.Host.ID(), wire.ProtocolAssign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	conn := p.cfg.Streams.Wrap(s)
+	if err := conn.Write(a); err != nil {
+		t.Fatal(err)
+	}
+	var kinds []wire.UpdateKind
+	for {
+		var u wire.Update
+		if err := conn.Read(30*time.Second, wire.MaxDataFrame, &u); err != nil {
+			t.Fatalf("after updates %v: %v", kinds, err)
+		}
+		kinds = append(kinds, u.Kind)
+		switch u.Kind {
+		case wire.UpdateRejected:
+			t.Fatalf("rejected: %s", u.Reason)
+		case wire.UpdateResult:
+			return u.Result
+		}
+	}
+}
+
+// readTestdata reads a file of the repository's testdata folder.
+func readTestdata(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
