@@ -141,19 +141,11 @@ func withChatTemplate(t *testing.T, gg []byte, source string) []byte {
 		t.Fatal(err)
 	}
 	w := llama.NewGGUFWriter()
-	for _, kv := range g.Metadata {
-		if err := w.Set(kv.Key, kv.Value); err != nil {
-			t.Fatal(err)
-		}
+	if err := w.Copy(g, bytes.NewReader(gg)); err != nil {
+		t.Fatal(err)
 	}
 	if err := w.Set("tokenizer.chat_template", source); err != nil {
 		t.Fatal(err)
-	}
-	for _, ti := range g.Tensors {
-		data := gg[ti.Offset : ti.Offset+ti.Bytes()]
-		if err := w.AddTensor(ti.Name, ti.DType, ti.Dims, func() ([]byte, error) { return data, nil }); err != nil {
-			t.Fatal(err)
-		}
 	}
 	var b bytes.Buffer
 	if _, err := w.WriteTo(&b); err != nil {

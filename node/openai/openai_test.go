@@ -2,6 +2,7 @@ package openai_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	oa "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/guest/go/llama/llamatest"
 	"github.com/infernet/infernet/node"
@@ -368,4 +370,96 @@ func streamGolden(t *testing.T, c oa.Client, g llamatest.Golden) {
 	if err := stream.Err(); err != nil || text.String() != g.Completion {
 		t.Fatalf("streamed %q, %v; want run.c's %q", text.String(), err, g.Completion)
 	}
+}
+
+// TestChatTemplateServed: a chat on a GGUF model that carries its own
+// chat template (ChatML here) is the completion of the prompt that
+// template renders, special tokens and all, not of Llama 2's; a chat the
+// template refuses is a 400 on messages.
+func TestChatTemplateServed(t *testing.T) {
+	c, net := serve(t, nodetest.Options{Providers: 2, Trust: true})
+	ctx := context.Background()
+	const chatML = "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}" +
+		"{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+	const refusing = "{{ raise_exception('no chats here') }}"
+	for name, source := range map[string]string{"chatml": chatML, "refusing": refusing} {
+		b := storiesGGUF(t, source)
+		d, err := net.Client.PutBlob(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := net.Client.Models().Add(name, store.BlobRef{Digest: d, Size: int64(len(b))}, store.BlobRef{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgs := []models.Message{{Role: "system", Content: "You tell stories."}, {Role: "user", Content: "A cat"}}
+	ct, err := models.NewChatTemplate(chatML, "<s>", "</s>", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt, err := ct.Render(msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	comp, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "chatml", MaxTokens: oa.Int(40), Temperature: oa.Float(0),
+		Prompt: oa.CompletionNewParamsPromptUnion{OfString: oa.String(prompt)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chat, err := c.Chat.Completions.New(ctx, oa.ChatCompletionNewParams{Model: "chatml", MaxCompletionTokens: oa.Int(40), Temperature: oa.Float(0),
+		Messages: []oa.ChatCompletionMessageParamUnion{oa.SystemMessage(msgs[0].Content), oa.UserMessage(msgs[1].Content)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := chat.Choices[0].Message.Content, comp.Choices[0].Text; got != want || chat.Usage.PromptTokens != comp.Usage.PromptTokens {
+		t.Errorf("chat %q (%d prompt tokens); want the completion of the ChatML prompt %q (%d)", got, chat.Usage.PromptTokens, want, comp.Usage.PromptTokens)
+	}
+	_, err = c.Chat.Completions.New(ctx, oa.ChatCompletionNewParams{Model: "refusing", Messages: []oa.ChatCompletionMessageParamUnion{oa.UserMessage("hi")}})
+	var apiErr *oa.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Param != "messages" || !strings.Contains(apiErr.Message, "no chats here") {
+		t.Errorf("a chat the template refuses: %v; want a 400 on messages with its words", err)
+	}
+}
+
+// storiesGGUF is stories260K as a GGUF file (f32, its vocabulary inside)
+// whose tokenizer.chat_template is template.
+func storiesGGUF(t *testing.T, template string) []byte {
+	t.Helper()
+	dir := filepath.Join("..", "..", "testdata", "llama")
+	model, err := os.ReadFile(filepath.Join(dir, "stories260K.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := os.ReadFile(filepath.Join(dir, "tok512.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := llama.ReadCheckpoint(bytes.NewReader(model), int64(len(model)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := llama.ReadTokenizerBin(bytes.NewReader(tok), m.Config.VocabSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plain bytes.Buffer
+	if _, err := llama.ConvertToGGUF(&plain, bytes.NewReader(model), m, v, abi.F32, "stories260K"); err != nil {
+		t.Fatal(err)
+	}
+	g, err := llama.ReadGGUF(bytes.NewReader(plain.Bytes()), int64(plain.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := llama.NewGGUFWriter()
+	if err := w.Copy(g, bytes.NewReader(plain.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Set("tokenizer.chat_template", template); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if _, err := w.WriteTo(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
 }

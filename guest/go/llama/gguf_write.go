@@ -86,6 +86,28 @@ func (w *GGUFWriter) AddTensor(name string, dtype abi.DType, dims []int, data fu
 	return nil
 }
 
+// Copy adds g's metadata and tensors to w, the tensors' bytes read from
+// src (the file g was read from) when WriteTo reaches them: a file to
+// rewrite with keys set (Set, after Copy) or tensors added.
+func (w *GGUFWriter) Copy(g *GGUF, src io.ReaderAt) error {
+	for _, kv := range g.Metadata {
+		if err := w.Set(kv.Key, kv.Value); err != nil {
+			return err
+		}
+	}
+	for _, t := range g.Tensors {
+		data := io.NewSectionReader(src, t.Offset, t.Bytes())
+		if err := w.AddTensor(t.Name, t.DType, t.Dims, func() ([]byte, error) {
+			b := make([]byte, data.Size())
+			_, err := data.ReadAt(b, 0)
+			return b, err
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // alignment returns the alignment of the tensor data.
 func (w *GGUFWriter) alignment() int64 {
 	if i, ok := w.kv["general.alignment"]; ok {
