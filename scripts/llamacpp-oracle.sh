@@ -8,7 +8,9 @@
 # (f32, Q8_0, Q4_K_M); then TestLlamaCppOracle
 # (guest/go/llama/llamacpp_test.go) runs each in infernet and in llama.cpp
 # and compares tensors, tokens, logits and greedy tokens, printing the
-# largest logit difference per file (its doc gives the tolerances).
+# largest logit difference per file (its doc gives the tolerances);
+# TestLlamaCppTokenizers compares the token ids of 100 KB of mixed text
+# with Llama 2's, Llama 3's and Qwen2.5's vocabularies.
 #
 # The oracle is installed on first use (scripts/llamacpp.sh install).
 # stories15M's files are made afresh in a temporary folder (a quarter
@@ -71,7 +73,10 @@ for ty in "${types[@]}"; do
   ln -s "$kept/stories110M-$ty.gguf" "$models/stories110M-$ty.gguf"
 done
 
-INFERNET_LLAMACPP_MODELS=$models "$GO" test -count=1 -timeout 20m -run '^TestLlamaCppOracle$' -v ./guest/go/llama |
+# The tokenizers: Llama 2's, and Llama 3's and Qwen2.5's real vocabularies.
+vocabs=$(scripts/llamacpp.sh vocabs)
+INFERNET_LLAMACPP_MODELS=$models INFERNET_BPE_VOCABS=$vocabs "$GO" test -count=1 -timeout 20m \
+  -run '^(TestLlamaCppOracle|TestLlamaCppTokenizers)$' -v ./guest/go/llama |
   grep -v '^=== '
 
 # Chat templates as node-llama-cpp renders a GGUF's own.

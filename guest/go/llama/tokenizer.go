@@ -41,6 +41,7 @@ type Tokenizer struct {
 	ids   []uint64
 	bytes [256]int32 // byte tokens
 	space int32      // the dummy prefix's id, -1 if none
+	bpe   *bpe       // a byte-level vocabulary's merges (ModelGPT2)
 }
 
 // mergeFloor is run.c's initial best score: a merge must score above it.
@@ -80,6 +81,10 @@ func (t *Tokenizer) index() {
 					t.bytes[b] = int32(i)
 				}
 			}
+		}
+		if v.Model == ModelGPT2 {
+			t.bpe = newBPE(t)
+			return
 		}
 		if slot, _, found := t.slot(" ", ""); found && !v.NoSpacePrefix {
 			t.space = int32(uint32(t.ids[slot])) - 1
@@ -128,21 +133,39 @@ func (t *Tokenizer) slot(a, b string) (slot, hash uint32, found bool) {
 // id returns the id of the piece a+b, if text can become it.
 func (t *Tokenizer) id(a, b string) (int32, bool) {
 	t.index()
+	return t.lookup(a, b)
+}
+
+// lookup is id once the tables are built (index calls it while it builds
+// them).
+func (t *Tokenizer) lookup(a, b string) (int32, bool) {
 	slot, _, found := t.slot(a, b)
 	return int32(uint32(t.ids[slot])) - 1, found
 }
+
+// AddsBOS reports whether a prompt begins with BOS (the vocabulary does
+// not say otherwise: Vocab.NoBOS).
+func (t *Tokenizer) AddsBOS() bool { return !t.vocab.NoBOS }
 
 // Vocab returns the tokenizer's vocabulary.
 func (t *Tokenizer) Vocab() *Vocab { return t.vocab }
 
 // Encode returns the token ids of text, with BOS first if bos and EOS last
-// if eos.
+// if eos. A byte-level vocabulary's (ModelGPT2) special tokens in text are
+// tokens of their own (see package doc of bpe.go).
 func (t *Tokenizer) Encode(text string, bos, eos bool) []int {
 	toks := make([]int32, 0, len(text)+3)
 	if bos {
 		toks = append(toks, int32(t.vocab.BOS))
 	}
-	toks = t.merge(append(toks, t.codePoints(text)...))
+	if t.vocab.Model == ModelGPT2 {
+		if text != "" {
+			t.index()
+			toks = t.bpe.encode(t, toks, text)
+		}
+	} else {
+		toks = t.merge(append(toks, t.codePoints(text)...))
+	}
 	if eos {
 		toks = append(toks, int32(t.vocab.EOS))
 	}
@@ -269,6 +292,12 @@ func (t *Tokenizer) Decode(prev, token int) string {
 		return ""
 	}
 	p := t.vocab.Pieces[token]
+	if t.vocab.Model == ModelGPT2 {
+		if ty := t.vocab.Types; ty != nil && (ty[token] == TokenControl || ty[token] == TokenUserDefined) {
+			return p
+		}
+		return decodeGPT2(p)
+	}
 	if prev == t.vocab.BOS {
 		p = strings.TrimPrefix(p, " ")
 	}

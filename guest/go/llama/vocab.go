@@ -34,6 +34,20 @@ type Vocab struct {
 	// NoSpacePrefix is set when the vocabulary does not prepend a space to
 	// the text (GGUF's tokenizer.ggml.add_space_prefix false).
 	NoSpacePrefix bool
+	// Model is ModelSPM ("", for llama2.c's files, is the same) or
+	// ModelGPT2, byte-level BPE: then Pieces are as GGUF stores them (bytes
+	// written as GPT-2's printable characters), Merges are the merges in
+	// rank order ("a b"), and Pre names the pre-tokenizer (PreLlama3,
+	// PreQwen2).
+	Model  string
+	Merges []string
+	Pre    string
+	// NoBOS is set when a prompt does not begin with BOS (GGUF's
+	// tokenizer.ggml.add_bos_token false: Qwen2's).
+	NoBOS bool
+	// Ends are tokens besides EOS that end generation (GGUF's
+	// tokenizer.ggml.eot_token_id and eom_token_id: Llama 3's <|eot_id|>).
+	Ends []int
 	// MaxPieceLen is the header of tokenizer.bin (the longest piece).
 	MaxPieceLen int
 }
@@ -246,13 +260,25 @@ func (v *Vocab) ggufPieces() ([]string, []int32) {
 // The pieces go into one buffer, spaces replaced, made one string, rather
 // than a string each (most of Llama 2's 32,000 begin with '▁').
 func newGGUFVocab(pieces []string, scores []float32, types []int32) *Vocab {
-	v := &Vocab{Pieces: make([]string, len(pieces)), Scores: scores, Types: types}
+	return newGGUFVocabOf(ModelSPM, pieces, scores, types)
+}
+
+// newGGUFVocabOf is newGGUFVocab for a vocabulary of model: a byte-level
+// one's pieces are kept as they are.
+func newGGUFVocabOf(model string, pieces []string, scores []float32, types []int32) *Vocab {
+	v := &Vocab{Pieces: make([]string, len(pieces)), Scores: scores, Types: types, Model: model}
 	n := 0
 	for _, p := range pieces {
 		n += len(p)
 	}
 	buf, ends := make([]byte, n), make([]int, len(pieces))
-	all, start := string(buf[:replaceSpaces(buf, pieces, ends)]), 0
+	var w int
+	if model == ModelGPT2 {
+		w = concat(buf, pieces, ends)
+	} else {
+		w = replaceSpaces(buf, pieces, ends)
+	}
+	all, start := string(buf[:w]), 0
 	for i, end := range ends {
 		v.MaxPieceLen = max(v.MaxPieceLen, end-start)
 		v.Pieces[i], start = all[start:end], end
@@ -279,6 +305,17 @@ func replaceSpaces(buf []byte, pieces []string, ends []int) int {
 	return w
 }
 
+// concat writes pieces one after the other to buf, sets where each ends
+// and returns the bytes written.
+func concat(buf []byte, pieces []string, ends []int) int {
+	w := 0
+	for i, p := range pieces {
+		w += copy(buf[w:], p)
+		ends[i] = w
+	}
+	return w
+}
+
 // validate checks the special ids and the lengths of v's slices.
 func (v *Vocab) validate() error {
 	n := len(v.Pieces)
@@ -292,6 +329,18 @@ func (v *Vocab) validate() error {
 		if id < 0 || id >= n {
 			return formatErr("special token %d outside the vocabulary of %d", id, n)
 		}
+	}
+	for _, id := range v.Ends {
+		if id < 0 || id >= n {
+			return formatErr("end token %d outside the vocabulary of %d", id, n)
+		}
+	}
+	if v.Model == ModelGPT2 {
+		if _, ok := bpePres[v.Pre]; !ok {
+			return formatErr("byte-level BPE pre-tokenizer %q (llama-bpe and qwen2 are supported)", v.Pre)
+		}
+	} else if v.Model != "" && v.Model != ModelSPM {
+		return formatErr("vocabulary model %q", v.Model)
 	}
 	return nil
 }

@@ -119,6 +119,7 @@ func newRunner(m *llama.Model, tok *llama.Tokenizer) (*runner, error) {
 	r.stops = []int{v.BOS} // run.c stops when the model starts a new sequence
 	if m.Format == llama.FormatGGUF {
 		r.stops = append(r.stops, v.EOS)
+		r.stops = append(r.stops, v.Ends...)
 	}
 	var err error
 	weight := func(t llama.TensorInfo) *tensor.Tensor {
@@ -505,7 +506,10 @@ func choose(logits *tensor.Tensor, req llama.Request, rng *llama.RNG) (int, erro
 // encode encodes req's prompt with BOS and returns its tokens and the most
 // tokens req may generate: run.c runs at most seq_len positions.
 func (r *runner) encode(req llama.Request) (ids []int, maxNew int, err error) {
-	ids = r.tok.Encode(req.Prompt, true, false)
+	ids = r.tok.Encode(req.Prompt, r.tok.AddsBOS(), false)
+	if len(ids) == 0 {
+		return nil, 0, errors.New("an empty prompt, and the vocabulary puts no BOS before it: nothing to continue")
+	}
 	if len(ids) > r.cfg.SeqLen {
 		return nil, 0, fmt.Errorf("prompt of %d tokens does not fit the context of %d", len(ids), r.cfg.SeqLen)
 	}
