@@ -162,13 +162,8 @@ func (b *bpe) encode(t *Tokenizer, toks []int32, text string) []int32 {
 
 // word appends the tokens of one pre-tokenized word.
 func (b *bpe) word(t *Tokenizer, toks []int32, w string) []int32 {
-	var buf [64]byte
-	enc := buf[:0]
-	for i := 0; i < len(w); i++ {
-		enc = utf8.AppendRune(enc, byteRunes[w[i]])
-	}
 	if b.wholeWords {
-		if id, ok := t.id(string(enc), ""); ok {
+		if id, ok := t.id(ByteLevel(w), ""); ok {
 			return append(toks, id)
 		}
 	}
@@ -312,6 +307,16 @@ func wordLen(rs []rune, maxDigits int) int {
 		return end
 	}
 	return 1 // nothing matches (cannot happen: every rune is in a class)
+}
+
+// ByteLevel returns b as the characters a byte-level vocabulary's pieces
+// are written in (GPT-2's bytes_to_unicode): a piece of b's bytes.
+func ByteLevel(b string) string {
+	var out []byte
+	for i := 0; i < len(b); i++ {
+		out = utf8.AppendRune(out, byteRunes[b[i]])
+	}
+	return string(out)
 }
 
 // decodeGPT2 returns the bytes that the piece of a byte-level vocabulary

@@ -1,6 +1,7 @@
 package llama
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 
@@ -100,16 +101,22 @@ func ConvertToGGUF(dst io.Writer, src io.ReaderAt, m *Model, v *Vocab, dtype abi
 		{"llama.attention.layer_norm_rms_epsilon", c.NormEps},
 		{"llama.rope.freq_base", c.RoPETheta},
 		{"llama.vocab_size", uint32(c.VocabSize)},
-		{"tokenizer.ggml.model", "llama"},
+		{"tokenizer.ggml.model", cmp.Or(v.Model, ModelSPM)},
 		{"tokenizer.ggml.tokens", pieces},
 		{"tokenizer.ggml.scores", v.Scores},
 		{"tokenizer.ggml.token_type", types},
 		{"tokenizer.ggml.bos_token_id", uint32(v.BOS)},
 		{"tokenizer.ggml.eos_token_id", uint32(v.EOS)},
 		{"tokenizer.ggml.unknown_token_id", uint32(v.UNK)},
-		{"tokenizer.ggml.add_bos_token", true},
+		{"tokenizer.ggml.add_bos_token", !v.NoBOS},
 		{"tokenizer.ggml.add_eos_token", false},
 		{"tokenizer.ggml.add_space_prefix", !v.NoSpacePrefix},
+	}
+	if v.Model == ModelGPT2 {
+		kvs = append(kvs, KV{"tokenizer.ggml.merges", v.Merges}, KV{"tokenizer.ggml.pre", v.Pre})
+	}
+	if len(v.Ends) > 0 {
+		kvs = append(kvs, KV{"tokenizer.ggml.eot_token_id", uint32(v.Ends[0])})
 	}
 	if quantized {
 		kvs = append(kvs, KV{"general.quantization_version", uint32(2)})

@@ -128,6 +128,7 @@ func binData() map[string]string {
 // completion is what the runner answered one request id.
 type completion struct {
 	pieces []string
+	tokens []int
 	done   llama.Event
 	errors []string // of every Done event of the id: bad requests may share one
 }
@@ -181,7 +182,7 @@ func parseEvents(t testing.TB, output []byte) (map[int]*completion, []llama.Even
 			c.done = e
 			c.errors = append(c.errors, e.Error)
 		} else {
-			c.pieces = append(c.pieces, e.Text)
+			c.pieces, c.tokens = append(c.pieces, e.Text), append(c.tokens, e.Token)
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -767,4 +768,110 @@ func argmax(x []float32) int {
 		}
 	}
 	return best
+}
+
+// byteLevelVocab is a byte-level BPE vocabulary of size tokens trained on
+// text here: the 256 bytes, then merges of the most frequent adjacent
+// pair (the first of equals) until size-1 tokens or no pair is left (the
+// rest unused), and a control token "<|end|>", EOS and BOS.
+func byteLevelVocab(t testing.TB, text string, size int) *llama.Vocab {
+	t.Helper()
+	var pieces []string
+	for b := range 256 {
+		pieces = append(pieces, llama.ByteLevel(string([]byte{byte(b)})))
+	}
+	var words [][]string
+	for _, w := range strings.SplitAfter(text, " ") {
+		var syms []string
+		for i := 0; i < len(w); i++ {
+			syms = append(syms, llama.ByteLevel(w[i:i+1]))
+		}
+		words = append(words, syms)
+	}
+	var merges []string
+	for len(pieces) < size-1 {
+		counts := map[[2]string]int{}
+		var order [][2]string
+		for _, w := range words {
+			for i := 0; i+1 < len(w); i++ {
+				p := [2]string{w[i], w[i+1]}
+				if counts[p] == 0 {
+					order = append(order, p)
+				}
+				counts[p]++
+			}
+		}
+		if len(order) == 0 {
+			break // every word is one token
+		}
+		best := order[0]
+		for _, p := range order {
+			if counts[p] > counts[best] {
+				best = p
+			}
+		}
+		merges, pieces = append(merges, best[0]+" "+best[1]), append(pieces, best[0]+best[1])
+		for wi, w := range words {
+			var out []string
+			for i := 0; i < len(w); i++ {
+				if i+1 < len(w) && w[i] == best[0] && w[i+1] == best[1] {
+					out, i = append(out, best[0]+best[1]), i+1
+				} else {
+					out = append(out, w[i])
+				}
+			}
+			words[wi] = out
+		}
+	}
+	types := make([]int32, size)
+	for i := range types {
+		types[i] = llama.TokenNormal
+	}
+	for i := len(pieces); i < size-1; i++ {
+		pieces, types[i] = append(pieces, fmt.Sprintf("[PAD%d]", i)), llama.TokenUnused
+	}
+	pieces = append(pieces, "<|end|>")
+	types[len(types)-1] = llama.TokenControl
+	end := len(pieces) - 1
+	return &llama.Vocab{Pieces: pieces, Scores: make([]float32, len(pieces)), Types: types, Model: llama.ModelGPT2,
+		Merges: merges, Pre: llama.PreLlama3, BOS: end, EOS: end}
+}
+
+// TestRunnerByteLevelVocab: stories260K's weights with a byte-level BPE
+// vocabulary of its size, in WebAssembly: the runner encodes prompts as the
+// Tokenizer does here (BOS first or not, as the file says; a special
+// token in the prompt one token), and its text is the tokens' bytes
+// assembled.
+func TestRunnerByteLevelVocab(t *testing.T) {
+	const corpus = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. " +
+		"One day, she saw a big, red ball. She wanted to play with it, but it was too high. Tom said: \"Let's go!\" 😀 "
+	for _, noBOS := range []bool{false, true} {
+		v := byteLevelVocab(t, corpus+corpus, 512)
+		v.NoBOS = noBOS
+		tk, err := llama.NewTokenizer(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prompts := []string{"Once upon a time", "She saw<|end|> a ball 😀"}
+		var reqs []llama.Request
+		for i, p := range prompts {
+			reqs = append(reqs, llama.Request{ID: i, Prompt: p, MaxTokens: 24})
+		}
+		got, _, _ := runJob(t, ggufDataVocab(t, abi.F32, v), abi.ModeExact, requests(t, reqs...))
+		for i, p := range prompts {
+			c := got[i]
+			want := tk.Encode(p, !noBOS, false)
+			if c == nil || c.done.Error != "" || c.done.PromptTokens != len(want) {
+				t.Fatalf("no BOS %v, prompt %q: %+v; want %d prompt tokens (%v)", noBOS, p, c, len(want), want)
+			}
+			var text llama.Text
+			var fromTokens strings.Builder
+			for _, id := range c.tokens {
+				fromTokens.WriteString(text.Next(tk.Decode(-1, id)))
+			}
+			if c.text() != fromTokens.String() || c.done.CompletionTokens == 0 {
+				t.Errorf("no BOS %v, prompt %q: text %q, its tokens' bytes %q", noBOS, p, c.text(), fromTokens.String())
+			}
+		}
+	}
 }

@@ -236,6 +236,9 @@ func (v *Vocab) ggufPieces() ([]string, []int32) {
 	if types == nil {
 		types = make([]int32, len(v.Pieces))
 	}
+	if v.Model == ModelGPT2 {
+		return v.Pieces, types // stored as they are read
+	}
 	for i, p := range v.Pieces {
 		pieces[i] = strings.ReplaceAll(p, " ", sentencePieceSpace)
 		if v.Types != nil {
