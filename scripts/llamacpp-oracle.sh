@@ -80,5 +80,5 @@ INFERNET_LLAMACPP_MODELS=$models INFERNET_BPE_VOCABS=$vocabs "$GO" test -count=1
   grep -v '^=== '
 
 # Chat templates as node-llama-cpp renders a GGUF's own.
-INFERNET_LLAMACPP_CHAT=1 "$GO" test -count=1 -run '^TestChatTemplateOracle$' -v ./node/models |
+INFERNET_LLAMACPP_CHAT=1 INFERNET_BPE_VOCABS=$vocabs "$GO" test -count=1 -run '^TestChatTemplateOracle$' -v ./node/models |
   grep -v '^=== '

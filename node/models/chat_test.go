@@ -39,9 +39,13 @@ func TestLlama2Chat(t *testing.T) {
 	}
 }
 
-// chatTemplate reads testdata/chat/name.jinja.
+// chatTemplate reads testdata/chat/name.jinja; a name beginning with "@"
+// is the template itself.
 func chatTemplate(t *testing.T, name string) string {
 	t.Helper()
+	if src, ok := strings.CutPrefix(name, "@"); ok {
+		return src
+	}
 	b, err := os.ReadFile(filepath.Join("testdata", "chat", name+".jinja"))
 	if err != nil {
 		t.Fatal(err)
@@ -204,6 +208,28 @@ func TestChatTemplateOracle(t *testing.T) {
 		t.Skip("INFERNET_LLAMACPP_CHAT is not set: make test-llamacpp runs this test")
 	}
 	cases := chatCases(t)
+	// Llama 3's and Qwen2.5's own templates, from their tokenizer_config.json
+	// (scripts/llamacpp.sh vocabs), where the script gave their folder.
+	if dir := os.Getenv("INFERNET_BPE_VOCABS"); dir != "" {
+		for _, m := range []struct{ pkg, bos, eos string }{
+			{"tokenizer-llama3", "<|begin_of_text|>", "<|end_of_text|>"},
+			{"tokenizer-qwen2_5", "", "<|im_end|>"},
+		} {
+			b, err := os.ReadFile(filepath.Join(dir, m.pkg, "models", "tokenizer_config.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cfg struct {
+				ChatTemplate string `json:"chat_template"`
+			}
+			if err := json.Unmarshal(b, &cfg); err != nil || cfg.ChatTemplate == "" {
+				t.Fatalf("%s: no chat template (%v)", m.pkg, err)
+			}
+			for _, c := range chatCases(t)[:4] {
+				cases = append(cases, chatCase{template: "@" + cfg.ChatTemplate, bos: m.bos, eos: m.eos, msgs: c.msgs})
+			}
+		}
+	}
 	var in bytes.Buffer
 	for _, c := range cases {
 		line, err := json.Marshal(map[string]any{"template": chatTemplate(t, c.template), "messages": c.msgs,
@@ -245,4 +271,7 @@ func TestChatTemplateOracle(t *testing.T) {
 		}
 	}
 	t.Logf("chat templates: %d of %d conversations rendered as node-llama-cpp renders them (%d templates)", same, len(cases), len(cases)/4)
+	if same != len(cases) {
+		t.Errorf("%d of %d differ", len(cases)-same, len(cases))
+	}
 }
