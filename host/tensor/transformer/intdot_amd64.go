@@ -1,0 +1,48 @@
+//go:build amd64 && !purego
+
+package transformer
+
+import "github.com/infernet/infernet/abi"
+
+// The AVX2 block sums (intdot_amd64.s): the integer part of the integer
+// kernels, the same int32 as blockSumsGo.
+
+//go:noescape
+func sumsQ8_0AVX2(w *byte, x *int8, n int, out *int32)
+
+//go:noescape
+func sumsQ4_0AVX2(w *byte, x *int8, n int, out *int32)
+
+//go:noescape
+func sumsNibAVX2(w *byte, x *int8, n int, out *int32)
+
+// blockSumsAVX2 is blockSumsGo with the assembly where there is one (Q6_K
+// has none yet). The lengths are checked here: the assembly must never
+// read past a slice.
+func blockSumsAVX2(dt abi.DType, row []byte, qs []int8, out []int32) {
+	k := len(qs)
+	if k == 0 {
+		return
+	}
+	if len(row) < rowBytes(dt, k) || len(out) < groups(dt, k) || k%dt.Block() != 0 {
+		panic("transformer: block sums: short buffers")
+	}
+	switch dt {
+	case abi.Q8_0:
+		sumsQ8_0AVX2(&row[0], &qs[0], k/32, &out[0])
+	case abi.Q4_0:
+		sumsQ4_0AVX2(&row[0], &qs[0], k/32, &out[0])
+	case abi.Q4_K:
+		for sb := range k / 256 {
+			sumsNibAVX2(&row[sb*144+16], &qs[sb*256], 4, &out[sb*8])
+		}
+	default:
+		blockSumsGo(dt, row, qs, out)
+	}
+}
+
+func init() {
+	// AVX-512 machines have AVX2: both sets use the AVX2 sums.
+	avx2Kernels.blockSums = blockSumsAVX2
+	avx512Kernels.blockSums = blockSumsAVX2
+}
