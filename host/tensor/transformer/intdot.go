@@ -212,7 +212,7 @@ func intDot(dt abi.DType, row []byte, a *q8Act, s []int32) float32 {
 }
 
 // MatMulInt is MatMul for tolerance mode: weights of a type whose integer
-// kernel is faster (Q4_0, Q4_K: intRouted) are multiplied with x quantized
+// kernel is faster (Q4_0, Q4_K, Q6_K: intRouted) are multiplied with x quantized
 // to int8 per 32 values (see intdot.go), much faster than the exact
 // dequantize-then-float path; other types go to MatMul. The results are the
 // same bits on every CPU and for every thread count, but not MatMul's.
@@ -231,9 +231,8 @@ func matMulInt(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []flo
 // intRouted reports whether MatMulInt takes the integer path for dt: the
 // types whose integer kernel beats the float path. Q8_0's float assembly
 // reads rows as stored at memory speed already (the integer one, with a
-// horizontal add and the scale products per block, is slower so far), and
-// Q6_K's integer sums have no assembly yet.
-func intRouted(dt abi.DType) bool { return dt == abi.Q4_0 || dt == abi.Q4_K }
+// horizontal add and the scale products per block, is slower so far).
+func intRouted(dt abi.DType) bool { return dt == abi.Q4_0 || dt == abi.Q4_K || dt == abi.Q6_K }
 
 // intGemm is the integer path of matMulInt, for every type intSupported.
 func intGemm(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float32, w Weights, out []float32) error {

@@ -14,10 +14,12 @@ func sumsQ8_0AVX2(w *byte, x *int8, n int, out *int32)
 func sumsQ4_0AVX2(w *byte, x *int8, n int, out *int32)
 
 //go:noescape
+func sumsQ6KAVX2(w *byte, x *int8, n int, out *int32)
+
+//go:noescape
 func sumsNibAVX2(w *byte, x *int8, n int, out *int32)
 
-// blockSumsAVX2 is blockSumsGo with the assembly where there is one (Q6_K
-// has none yet). The lengths are checked here: the assembly must never
+// blockSumsAVX2 is blockSumsGo in assembly. The lengths are checked here: the assembly must never
 // read past a slice.
 func blockSumsAVX2(dt abi.DType, row []byte, qs []int8, out []int32) {
 	k := len(qs)
@@ -36,6 +38,8 @@ func blockSumsAVX2(dt abi.DType, row []byte, qs []int8, out []int32) {
 		for sb := range k / 256 {
 			sumsNibAVX2(&row[sb*144+16], &qs[sb*256], 4, &out[sb*8])
 		}
+	case abi.Q6_K:
+		sumsQ6KAVX2(&row[0], &qs[0], k/256, &out[0])
 	default:
 		blockSumsGo(dt, row, qs, out)
 	}

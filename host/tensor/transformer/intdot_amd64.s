@@ -127,3 +127,80 @@ nibloop:
 nibdone:
 	VZEROUPPER
 	RET
+
+// Q6H computes the 8 group sums of half H (0 or 1) of the Q6_K
+// super-block at SI against the x at DI into 32 bytes at DX+32·H: the
+// 6-bit codes q of values 32k+l (k < 4, l < 32) are the low (k even) or
+// high (k odd) nibble of ql[l + 32·(k&1)] with bits 2k, 2k+1 of qh[l] on
+// top; group g is the 16 values 16g…16g+15.
+#define Q6H(H) \
+	VMOVDQU (64*H)(SI), Y0; \
+	VMOVDQU (64*H+32)(SI), Y1; \
+	VMOVDQU (128+32*H)(SI), Y2; \
+	VPAND Y14, Y0, Y3; \
+	VPSRLW $4, Y0, Y4; \
+	VPAND Y14, Y4, Y4; \
+	VPAND Y14, Y1, Y5; \
+	VPSRLW $4, Y1, Y6; \
+	VPAND Y14, Y6, Y6; \
+	VPSLLW $4, Y2, Y7; \
+	VPAND Y13, Y7, Y7; \
+	VPOR Y7, Y3, Y3; \
+	VPSLLW $2, Y2, Y7; \
+	VPAND Y13, Y7, Y7; \
+	VPOR Y7, Y5, Y5; \
+	VPAND Y13, Y2, Y7; \
+	VPOR Y7, Y4, Y4; \
+	VPSRLW $2, Y2, Y7; \
+	VPAND Y13, Y7, Y7; \
+	VPOR Y7, Y6, Y6; \
+	VPMADDUBSW (128*H)(DI), Y3, Y3; \
+	VPMADDUBSW (128*H+32)(DI), Y5, Y5; \
+	VPMADDUBSW (128*H+64)(DI), Y4, Y4; \
+	VPMADDUBSW (128*H+96)(DI), Y6, Y6; \
+	VPMADDWD Y15, Y3, Y3; \
+	VPMADDWD Y15, Y5, Y5; \
+	VPMADDWD Y15, Y4, Y4; \
+	VPMADDWD Y15, Y6, Y6; \
+	VPHADDD Y5, Y3, Y3; \
+	VPHADDD Y6, Y4, Y4; \
+	VPHADDD Y4, Y3, Y3; \
+	VEXTRACTI128 $1, Y3, X4; \
+	VPUNPCKLDQ X4, X3, X5; \
+	VPUNPCKHDQ X4, X3, X6; \
+	VMOVDQU X5, (32*H)(DX); \
+	VMOVDQU X6, (32*H+16)(DX)
+
+// func sumsQ6KAVX2(w *byte, x *int8, n int, out *int32)
+// n Q6_K super-blocks (210 bytes: ql, qh, scales, f16 d) against n×256
+// int8 of x: 16 group sums of the unsigned codes (0…63) per super-block
+// (VPHADDD's lane order: the low 128-bit lane holds the even groups of
+// each half, the high lane the odd ones, interleaved back on store).
+TEXT ·sumsQ6KAVX2(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ out+24(FP), DX
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW $15, Y15, Y15
+	MOVL $0x0F0F0F0F, AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL $0x30303030, AX
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13 // the two top bits, in place
+
+q6loop:
+	TESTQ CX, CX
+	JZ q6done
+	Q6H(0)
+	Q6H(1)
+	ADDQ $210, SI
+	ADDQ $256, DI
+	ADDQ $64, DX
+	DECQ CX
+	JMP q6loop
+
+q6done:
+	VZEROUPPER
+	RET
