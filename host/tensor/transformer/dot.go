@@ -92,6 +92,9 @@ type kernelSet struct {
 	// blockSums is the integer part of the integer kernels (intdot.go),
 	// blockSumsGo or an assembly version with the same results.
 	blockSums func(dt abi.DType, row []byte, qs []int8, out []int32)
+	// rowDot, if set, is blockSums and intDot in one for the types it
+	// reports ok for, with the same bits.
+	rowDot func(dt abi.DType, row []byte, a *q8Act) (float32, bool)
 }
 
 // rowGemv returns ks's gemv for rows of type dt as stored, nil for a type

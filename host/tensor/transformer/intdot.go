@@ -264,6 +264,12 @@ func intGemm(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float
 			a, o := &acts[r], out[r*n:(r+1)*n]
 			for j := lo; j < hi; j++ {
 				row := wb[j*rb : (j+1)*rb]
+				if ks.rowDot != nil {
+					if v, ok := ks.rowDot(w.Type, row, a); ok {
+						o[j] = v
+						continue
+					}
+				}
 				sums(w.Type, row, a.qs, s)
 				o[j] = intDot(w.Type, row, a, s)
 			}

@@ -204,3 +204,93 @@ q6loop:
 q6done:
 	VZEROUPPER
 	RET
+
+// COMBINE adds the block's float term to X0 in intDot's order and
+// rounding: X0 += float32(float32(f16(w at SI)·d at R9)·float32(AX)).
+// VCVTPH2PS is exact, like f16; every op is a scalar float32 op, rounded
+// on its own.
+#define COMBINE \
+	MOVWLZX (SI), BX; \
+	VMOVD BX, X8; \
+	VCVTPH2PS X8, X8; \
+	VMULSS (R9), X8, X8; \
+	VCVTSI2SSL AX, X9, X9; \
+	VMULSS X9, X8, X8; \
+	VADDSS X8, X0, X0
+
+// func dotQ8_0AVX2(w *byte, x *int8, d *float32, n int) float32
+// The whole integer-kernel dot product of a row of n Q8_0 blocks: each
+// block's sum as sumsQ8_0AVX2, then intDot's float part.
+TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $0-36
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), R9
+	MOVQ n+24(FP), CX
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW $15, Y15, Y15
+	VXORPS X0, X0, X0
+
+dq8loop:
+	TESTQ CX, CX
+	JZ dq8done
+	VMOVDQU 2(SI), Y1
+	VMOVDQU (DI), Y2
+	VPSIGNB Y1, Y1, Y3
+	VPSIGNB Y1, Y2, Y4
+	VPMADDUBSW Y4, Y3, Y4
+	VPMADDWD Y15, Y4, Y4
+	HSUM(Y4, X4, X5, AX)
+	COMBINE
+	ADDQ $34, SI
+	ADDQ $32, DI
+	ADDQ $4, R9
+	DECQ CX
+	JMP dq8loop
+
+dq8done:
+	VZEROUPPER
+	MOVSS X0, ret+32(FP)
+	RET
+
+// func dotQ4_0AVX2(w *byte, x *int8, d *float32, sums *int32, n int) float32
+// The same for Q4_0: the nibble sum less 8·Σx (sums holds Σx per 16).
+TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $0-44
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), R9
+	MOVQ sums+24(FP), R8
+	MOVQ n+32(FP), CX
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW $15, Y15, Y15
+	MOVL $0x0F0F0F0F, AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14
+	VXORPS X0, X0, X0
+
+dq4loop:
+	TESTQ CX, CX
+	JZ dq4done
+	VMOVDQU 2(SI), X1
+	VPSRLW $4, X1, X2
+	VINSERTI128 $1, X2, Y1, Y1
+	VPAND Y14, Y1, Y1
+	VMOVDQU (DI), Y2
+	VPMADDUBSW Y2, Y1, Y4
+	VPMADDWD Y15, Y4, Y4
+	HSUM(Y4, X4, X5, AX)
+	MOVL (R8), BX
+	ADDL 4(R8), BX
+	SHLL $3, BX
+	SUBL BX, AX
+	COMBINE
+	ADDQ $18, SI
+	ADDQ $32, DI
+	ADDQ $4, R9
+	ADDQ $8, R8
+	DECQ CX
+	JMP dq4loop
+
+dq4done:
+	VZEROUPPER
+	MOVSS X0, ret+40(FP)
+	RET
