@@ -10,10 +10,11 @@ import (
 )
 
 // Integer kernels (ggml's vec_dot_*_q8_* scheme). The input vector is
-// quantized once per matmul to int8 in blocks of 32 values, one float32
-// scale per block (q8 activations); a quantized weight row is then
-// multiplied with it as int8·int8 → int32 per block, and only the block
-// sums are scaled and added in float32.
+// quantized once per matmul to int8 in blocks of 32 values (256 for the
+// K-quants), one float32 scale per block (q8 activations); a quantized
+// weight row is then multiplied with it as int8·int8 → int32 per block (a
+// K super-block's sub-block sums combined with its integer sub-scales in
+// int32), and only the block sums are scaled and added in float32.
 //
 // The integer sums are exact, and the float part runs in a fixed order
 // (block by block, ascending, every product rounded on its own: no FMA), so
@@ -23,26 +24,41 @@ import (
 // compare by digest: the integer path therefore serves tolerance mode only
 // (MatMulInt, used by the tolerance CPU backend), never MatMul.
 
-// actBlock is the number of values of one quantized-activation block.
+// actBlock is the number of values of one quantized-activation block for
+// the 32-value weight blocks (ggml's Q8_0); the K-quants' activations take
+// one scale per 256-value super-block (ggml's Q8_K), so that a
+// super-block's sub-block sums combine in int32 and the float part runs
+// once per super-block.
 const actBlock = 32
 
-// q8Act is one row of x quantized: qs[i] = round(x[i]/d[i/32]), and sums[g]
-// = Σ qs over the 16 values of group g, which the kernels of weights with an
-// offset (Q4_0's -8, Q6_K's -32) or a minimum (Q4_K) use.
+// actBlockOf is the activation block for weights of type dt.
+func actBlockOf(dt abi.DType) int {
+	if dt == abi.Q4_K || dt == abi.Q6_K {
+		return 256
+	}
+	return actBlock
+}
+
+// q8Act is one row of x quantized in blocks of bs values: qs[i] =
+// round(x[i]/d[i/bs]), and sums[g] = Σ qs over the 16 values of group g,
+// which the kernels of weights with an offset (Q4_0's -8, Q6_K's -32) or a
+// minimum (Q4_K) use.
 type q8Act struct {
 	qs   []int8
 	d    []float32
 	sums []int32
 }
 
-// quantizeAct quantizes x (len a multiple of actBlock) into a, as ggml's
-// quantize_row_q8_0 does but with a float32 scale: d = amax/127, each value
-// rounded to nearest, halves away from zero, after multiplying by 1/d.
-func quantizeAct(x []float32, a *q8Act) {
-	nb := len(x) / actBlock
-	a.qs, a.d, a.sums = grow(a.qs, len(x)), grow(a.d, nb), grow(a.sums, 2*nb)
+// quantizeAct quantizes x (len a multiple of bs, itself of 16) into a, in
+// blocks of bs values, as ggml's quantize_row_q8_0 does but with a float32
+// scale: d = amax/127, each value rounded to nearest, halves away from
+// zero, after multiplying by 1/d.
+func quantizeAct(x []float32, bs int, a *q8Act) {
+	nb := len(x) / bs
+	a.qs, a.d, a.sums = grow(a.qs, len(x)), grow(a.d, nb), grow(a.sums, len(x)/16)
+	clear(a.sums)
 	for b := range nb {
-		xs, qs := x[b*actBlock:(b+1)*actBlock], a.qs[b*actBlock:(b+1)*actBlock]
+		xs, qs, ss := x[b*bs:(b+1)*bs], a.qs[b*bs:(b+1)*bs], a.sums[b*bs/16:(b+1)*bs/16]
 		var amax float32
 		for _, v := range xs {
 			amax = max(amax, float32(math.Abs(float64(v))))
@@ -52,7 +68,6 @@ func quantizeAct(x []float32, a *q8Act) {
 		if d != 0 && !math.IsInf(float64(d), 0) && d == d {
 			id = float32(1 / d)
 		}
-		var s [2]int32
 		for i, v := range xs {
 			// |v·id| ≤ 127 up to rounding; the clamp also maps NaN to 0.
 			r := math.Round(float64(float32(v * id)))
@@ -66,9 +81,9 @@ func quantizeAct(x []float32, a *q8Act) {
 				q = int8(r)
 			}
 			qs[i] = q
-			s[i/16] += int32(q)
+			ss[i/16] += int32(q)
 		}
-		a.d[b], a.sums[2*b], a.sums[2*b+1] = d, s[0], s[1]
+		a.d[b] = d
 	}
 }
 
@@ -180,32 +195,33 @@ func intDot(dt abi.DType, row []byte, a *q8Act, s []int32) float32 {
 			sum += float32(float32(dw*a.d[b]) * float32(is-8*(a.sums[2*b]+a.sums[2*b+1])))
 		}
 	case abi.Q4_K:
-		// Each 256-value super-block spans 8 activation blocks; its value
-		// is d·Σ sc_j·s_j - dmin·Σ m_j·Σx_j, per activation block scaled by
-		// that block's d.
+		// A super-block is d·Σ sc_j·s_j - dmin·Σ m_j·Σx_j over its 8
+		// sub-blocks, both sums in int32 (at most 8·63·32·15·127), times
+		// the activation's super-block scale.
 		for sb := range len(s) / 8 {
 			blk := row[sb*144:]
 			d, dmin, sc := half(blk), half(blk[2:]), blk[4:16]
+			var is, im int32
 			for j := range 8 {
 				sj, mj := scaleMin(j, sc)
 				b := sb*8 + j
-				dx := a.d[b]
-				sum += float32(float32(d*dx)*float32(int32(sj)*s[b])) -
-					float32(float32(dmin*dx)*float32(int32(mj)*(a.sums[2*b]+a.sums[2*b+1])))
+				is += int32(sj) * s[b]
+				im += int32(mj) * (a.sums[2*b] + a.sums[2*b+1])
 			}
+			dx := a.d[sb]
+			sum += float32(float32(d*dx)*float32(is)) - float32(float32(dmin*dx)*float32(im))
 		}
 	case abi.Q6_K:
+		// d·Σ sc_g·(s_g - 32·Σx_g) over the 16 groups, in int32 (at most
+		// 16·128·16·32·127).
 		for sb := range len(s) / 16 {
 			blk := row[sb*210:]
 			d, sc := half(blk[208:]), blk[192:208]
-			for b := range 8 { // an activation block of 32 holds groups 2b, 2b+1
-				var is int32
-				for g := sb*16 + 2*b; g < sb*16+2*b+2; g++ {
-					// Σ (q-32)·x = Σ q·x - 32·Σ x
-					is += int32(int8(sc[g-sb*16])) * (s[g] - 32*a.sums[g])
-				}
-				sum += float32(float32(d*a.d[sb*8+b]) * float32(is))
+			var is int32
+			for g := range 16 {
+				is += int32(int8(sc[g])) * (s[sb*16+g] - 32*a.sums[sb*16+g])
 			}
+			sum += float32(float32(d*a.d[sb]) * float32(is))
 		}
 	}
 	return sum
@@ -213,7 +229,7 @@ func intDot(dt abi.DType, row []byte, a *q8Act, s []int32) float32 {
 
 // MatMulInt is MatMul for tolerance mode: weights of a type whose integer
 // kernel is faster (Q4_0, Q4_K, Q6_K: intRouted) are multiplied with x quantized
-// to int8 per 32 values (see intdot.go), much faster than the exact
+// to int8 per 32 or 256 values (see intdot.go), much faster than the exact
 // dequantize-then-float path; other types go to MatMul. The results are the
 // same bits on every CPU and for every thread count, but not MatMul's.
 func MatMulInt(ctx context.Context, threads, t, n, k int, x []float32, w Weights, out []float32) error {
@@ -248,9 +264,9 @@ func intGemm(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float
 	if err := ctx.Err(); err != nil || t == 0 || n == 0 {
 		return err
 	}
-	acts := make([]q8Act, t)
+	acts, bs := make([]q8Act, t), actBlockOf(w.Type)
 	for r := range acts {
-		quantizeAct(x[r*k:(r+1)*k], &acts[r])
+		quantizeAct(x[r*k:(r+1)*k], bs, &acts[r])
 	}
 	sums := ks.blockSums
 	if sums == nil {

@@ -14,7 +14,7 @@ var intTypes = []abi.DType{abi.Q8_0, abi.Q4_0, abi.Q4_K, abi.Q6_K}
 
 // TestMatMulIntClose checks the integer kernels against the dequantized
 // float dot product: the only error is x's quantization to int8 (half a
-// step, amax/254, per value) and float rounding, so the difference is
+// step, amax/254 of its block, per value) and float rounding, so the difference is
 // bounded by Σ|w|·amax/254 plus a little.
 func TestMatMulIntClose(t *testing.T) {
 	ctx := context.Background()
@@ -32,12 +32,13 @@ func TestMatMulIntClose(t *testing.T) {
 				for j := range s.n {
 					decode(dt, w.bytes()[j*rb:(j+1)*rb], 0, row)
 					var want, bound float64
-					for b := 0; b < s.k; b += actBlock {
+					bs := actBlockOf(dt)
+					for b := 0; b < s.k; b += bs {
 						var amax float64
-						for _, v := range x[b : b+actBlock] {
+						for _, v := range x[b : b+bs] {
 							amax = math.Max(amax, math.Abs(float64(v)))
 						}
-						for i := b; i < b+actBlock; i++ {
+						for i := b; i < b+bs; i++ {
 							want += float64(row[i]) * float64(x[i])
 							bound += math.Abs(float64(row[i])) * (amax/254 + 1e-6*math.Abs(float64(x[i])))
 						}
@@ -123,7 +124,7 @@ func TestQuantizeAct(t *testing.T) {
 			x := make([]float32, actBlock)
 			x[0], x[1], x[2] = c.x0, c.x0/2, -c.x0/127
 			var a q8Act
-			quantizeAct(x, &a)
+			quantizeAct(x, actBlock, &a)
 			if a.d[0] != c.d || [3]int8(a.qs[:3]) != c.q {
 				t.Errorf("d %g q %v, want %g %v", a.d[0], a.qs[:3], c.d, c.q)
 			}
