@@ -23,7 +23,7 @@ func dotQ4_0AVX2(w *byte, x *int8, d *float32, sums *int32, n int) float32
 func sumsQ6KAVX2(w *byte, x *int8, n int, out *int32)
 
 //go:noescape
-func sumsNibAVX2(w *byte, x *int8, n int, out *int32)
+func sumsQ4KAVX2(w *byte, x *int8, n int, out *int32)
 
 // blockSumsAVX2 is blockSumsGo in assembly. The lengths are checked here: the assembly must never
 // read past a slice.
@@ -41,9 +41,7 @@ func blockSumsAVX2(dt abi.DType, row []byte, qs []int8, out []int32) {
 	case abi.Q4_0:
 		sumsQ4_0AVX2(&row[0], &qs[0], k/32, &out[0])
 	case abi.Q4_K:
-		for sb := range k / 256 {
-			sumsNibAVX2(&row[sb*144+16], &qs[sb*256], 4, &out[sb*8])
-		}
+		sumsQ4KAVX2(&row[0], &qs[0], k/256, &out[0])
 	case abi.Q6_K:
 		sumsQ6KAVX2(&row[0], &qs[0], k/256, &out[0])
 	default:

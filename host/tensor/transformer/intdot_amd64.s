@@ -86,11 +86,12 @@ q4done:
 	VZEROUPPER
 	RET
 
-// func sumsNibAVX2(w *byte, x *int8, n int, out *int32)
-// n chunks of 32 bytes of nibbles (Q4_K's layout): chunk c's low nibbles
-// times x[64c…64c+31] into out[2c], its high nibbles times
-// x[64c+32…64c+63] into out[2c+1].
-TEXT ·sumsNibAVX2(SB), NOSPLIT, $0-32
+// func sumsQ4KAVX2(w *byte, x *int8, n int, out *int32)
+// n Q4_K super-blocks (144 bytes: f16 d and dmin, 12 bytes of scales, 128
+// of nibbles) against n×256 int8 of x: each 32 bytes c (c < 4) of
+// nibbles give sub-block 2c (low nibbles, times x[64c…64c+31]) and 2c+1
+// (high nibbles, times x[64c+32…64c+63]): 8 sums per super-block.
+TEXT ·sumsQ4KAVX2(SB), NOSPLIT, $0-32
 	MOVQ w+0(FP), SI
 	MOVQ x+8(FP), DI
 	MOVQ n+16(FP), CX
@@ -101,9 +102,13 @@ TEXT ·sumsNibAVX2(SB), NOSPLIT, $0-32
 	VMOVD AX, X14
 	VPBROADCASTD X14, Y14
 
-nibloop:
+q4ksb:
 	TESTQ CX, CX
-	JZ nibdone
+	JZ q4kdone
+	ADDQ $16, SI // past d, dmin and the scales
+	MOVQ $4, R8
+
+q4kloop:
 	VMOVDQU (SI), Y0
 	VPSRLW $4, Y0, Y1
 	VPAND Y14, Y0, Y0
@@ -121,10 +126,12 @@ nibloop:
 	ADDQ $32, SI
 	ADDQ $64, DI
 	ADDQ $8, DX
+	DECQ R8
+	JNZ q4kloop
 	DECQ CX
-	JMP nibloop
+	JMP q4ksb
 
-nibdone:
+q4kdone:
 	VZEROUPPER
 	RET
 
