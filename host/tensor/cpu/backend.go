@@ -36,7 +36,9 @@ type Backend struct {
 	tensor.HostMemory
 	Elementwise
 	// Host runs the language-model ops (tensor.Transformer) with the
-	// exact kernels, which are memory-bound and vectorized already.
+	// exact kernels, which are memory-bound and vectorized already, but
+	// matmuls of quantized weights on the integer kernels: this backend
+	// serves tolerance mode only (exact mode runs on the reference).
 	transformer.Host
 	k       *kernel
 	threads int
@@ -57,7 +59,7 @@ func newWithKernel(cfg Config, k *kernel) *Backend {
 	if t <= 0 {
 		t = runtime.GOMAXPROCS(0)
 	}
-	return &Backend{Host: transformer.NewHost(t), k: k, threads: t}
+	return &Backend{Host: transformer.NewHost(t).WithIntKernels(), k: k, threads: t}
 }
 
 // Name returns "cpu-" and the kernel: "cpu-avx512", "cpu-avx2" or "cpu-generic".

@@ -125,3 +125,34 @@ func BenchmarkDecode(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGEMVInt compares one-row MatMul of the types with integer
+// kernels on the exact path (old: dequantize, float dot) and the integer
+// path (int: MatMulInt), with the best kernels, per shape and thread
+// count; MB/s are of weights read.
+func BenchmarkGEMVInt(b *testing.B) {
+	ctx := context.Background()
+	for _, dt := range intTypes {
+		for _, s := range gemvShapes {
+			r := &rng{s: 1}
+			x, w := r.f32s(s.k), r.weights(dt, s.n, s.k, false)
+			out := make([]float32, s.n)
+			for _, path := range []struct {
+				name string
+				mm   func(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float32, w Weights, out []float32) error
+			}{{"old", matMul}, {"int", intGemm}} {
+				for _, threads := range []int{1, 2} {
+					b.Run(fmt.Sprintf("%v/%dx%d/%s/threads=%d", dt, s.n, s.k, path.name, threads), func(b *testing.B) {
+						runtime.GC()
+						b.SetBytes(int64(len(w.bytes())))
+						for b.Loop() {
+							if err := path.mm(ctx, kernels, threads, 1, s.n, s.k, x, w, out); err != nil {
+								b.Fatal(err)
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}

@@ -29,6 +29,13 @@
 // at a time, for the F32 kernel (same bits: the dot product is defined on
 // the dequantized values).
 //
+// Tolerance mode has a faster path for quantized weights, MatMulInt
+// (intdot.go), which the cpu backend's Host uses: x quantized to int8 per
+// block, int8·int8 → int32 block sums, float32 scales applied in a fixed
+// order. Its results are the same bits on every CPU (the AVX2 kernels
+// match the portable ones) but not exact mode's, so exact mode never
+// takes it.
+//
 // Why lanes: a 16-lane sum is what a SIMD unit computes naturally (one zmm
 // register, or two ymm), so the amd64 assembly (AVX-512 or AVX2, chosen at
 // start-up) runs at memory bandwidth and still gives the pure-Go bits.

@@ -89,6 +89,12 @@ type kernelSet struct {
 	gemv [abi.Q8_0 + 1]gemvFunc // indexed by abi.DType
 	// axpy adds a·v[i], each product rounded, to o[i] for i < len(o).
 	axpy func(o, v []float32, a float32)
+	// blockSums is the integer part of the integer kernels (intdot.go),
+	// blockSumsGo or an assembly version with the same results.
+	blockSums func(dt abi.DType, row []byte, qs []int8, out []int32)
+	// rowDot, if set, is blockSums and intDot in one for the types it
+	// reports ok for, with the same bits.
+	rowDot func(dt abi.DType, row []byte, a *q8Act) (float32, bool)
 }
 
 // rowGemv returns ks's gemv for rows of type dt as stored, nil for a type
@@ -102,7 +108,7 @@ func (ks *kernelSet) rowGemv(dt abi.DType) gemvFunc {
 
 // goKernels is the portable implementation, the definition the assembly
 // must match bit for bit.
-var goKernels = &kernelSet{name: "go", axpy: axpyGo, gemv: [...]gemvFunc{
+var goKernels = &kernelSet{name: "go", axpy: axpyGo, blockSums: blockSumsGo, gemv: [...]gemvFunc{
 	abi.F32:  gemvGo(abi.F32),
 	abi.F16:  gemvGo(abi.F16),
 	abi.BF16: gemvGo(abi.BF16),

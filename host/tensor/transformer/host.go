@@ -17,6 +17,9 @@ import (
 // up to its thread count of goroutines.
 type Host struct {
 	threads int
+	// intKernels: MatMul uses the integer kernels (MatMulInt), whose
+	// results are not exact mode's (see intdot.go).
+	intKernels bool
 }
 
 var _ tensor.Transformer = Host{}
@@ -31,11 +34,23 @@ func NewHost(threads int) Host {
 	return Host{threads: threads}
 }
 
-// MatMul implements tensor.Transformer.MatMul with MatMul.
+// WithIntKernels returns h with MatMul on the integer kernels (MatMulInt)
+// for the quantized weight types that have them: for tolerance-mode
+// backends only, since the results differ from exact mode's (intdot.go).
+func (h Host) WithIntKernels() Host {
+	h.intKernels = true
+	return h
+}
+
+// MatMul implements tensor.Transformer.MatMul with MatMul, or MatMulInt
+// for a Host WithIntKernels.
 func (h Host) MatMul(ctx context.Context, t, n, k int, x, w, out tensor.Buffer) error {
 	bx, bw, bo, err := hosts(x, w, out)
 	if err != nil {
 		return fmt.Errorf("transformer: matmul: %w", err)
+	}
+	if h.intKernels {
+		return MatMulInt(ctx, h.threads, t, n, k, bx.F32, WeightsOf(bw), bo.F32)
 	}
 	return MatMul(ctx, h.threads, t, n, k, bx.F32, WeightsOf(bw), bo.F32)
 }

@@ -1,0 +1,296 @@
+package transformer
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/tensor/internal/par"
+)
+
+// Integer kernels (ggml's vec_dot_*_q8_* scheme). The input vector is
+// quantized once per matmul to int8 in blocks of 32 values (256 for the
+// K-quants), one float32 scale per block (q8 activations); a quantized
+// weight row is then multiplied with it as int8·int8 → int32 per block (a
+// K super-block's sub-block sums combined with its integer sub-scales in
+// int32), and only the block sums are scaled and added in float32.
+//
+// The integer sums are exact, and the float part runs in a fixed order
+// (block by block, ascending, every product rounded on its own: no FMA), so
+// every implementation of a kernel (portable Go, AVX2) gives the same bits
+// on every CPU. But the results differ from the exact-mode dot product of
+// abi (dequantize to float32, then the 16-lane float sum), which replicas
+// compare by digest: the integer path therefore serves tolerance mode only
+// (MatMulInt, used by the tolerance CPU backend), never MatMul.
+
+// actBlock is the number of values of one quantized-activation block for
+// the 32-value weight blocks (ggml's Q8_0); the K-quants' activations take
+// one scale per 256-value super-block (ggml's Q8_K), so that a
+// super-block's sub-block sums combine in int32 and the float part runs
+// once per super-block.
+const actBlock = 32
+
+// actBlockOf is the activation block for weights of type dt.
+func actBlockOf(dt abi.DType) int {
+	if dt == abi.Q4_K || dt == abi.Q6_K {
+		return 256
+	}
+	return actBlock
+}
+
+// q8Act is one row of x quantized in blocks of bs values: qs[i] =
+// round(x[i]/d[i/bs]), and sums[g] = Σ qs over the 16 values of group g,
+// which the kernels of weights with an offset (Q4_0's -8, Q6_K's -32) or a
+// minimum (Q4_K) use.
+type q8Act struct {
+	qs   []int8
+	d    []float32
+	sums []int32
+}
+
+// quantizeAct quantizes x (len a multiple of bs, itself of 16) into a, in
+// blocks of bs values, as ggml's quantize_row_q8_0 does but with a float32
+// scale: d = amax/127, each value rounded to nearest, halves away from
+// zero, after multiplying by 1/d.
+func quantizeAct(x []float32, bs int, a *q8Act) {
+	nb := len(x) / bs
+	a.qs, a.d, a.sums = grow(a.qs, len(x)), grow(a.d, nb), grow(a.sums, len(x)/16)
+	clear(a.sums)
+	for b := range nb {
+		xs, qs, ss := x[b*bs:(b+1)*bs], a.qs[b*bs:(b+1)*bs], a.sums[b*bs/16:(b+1)*bs/16]
+		var amax float32
+		for _, v := range xs {
+			amax = max(amax, float32(math.Abs(float64(v))))
+		}
+		d := float32(amax / 127)
+		var id float32
+		if d != 0 && !math.IsInf(float64(d), 0) && d == d {
+			id = float32(1 / d)
+		}
+		for i, v := range xs {
+			// |v·id| ≤ 127 up to rounding; the clamp also maps NaN to 0.
+			r := math.Round(float64(float32(v * id)))
+			q := int8(0)
+			switch {
+			case r >= 127:
+				q = 127
+			case r <= -127:
+				q = -127
+			case r == r:
+				q = int8(r)
+			}
+			qs[i] = q
+			ss[i/16] += int32(q)
+		}
+		a.d[b] = d
+	}
+}
+
+// grow returns s resliced to n elements, reallocated if too short.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// intSupported reports whether dt has an integer kernel.
+func intSupported(dt abi.DType) bool {
+	switch dt {
+	case abi.Q8_0, abi.Q4_0, abi.Q4_K, abi.Q6_K:
+		return true
+	}
+	return false
+}
+
+// blockSums computes the int32 sums Σ w·x of a weight row of type dt
+// against the int8 qs, one per group of the type (Q8_0, Q4_0: per block of
+// 32; Q4_K: per sub-block of 32; Q6_K: per 16), where w is the stored
+// unsigned code (Q4_0's nibble, Q4_K's nibble, Q6_K's 6-bit q) or, for
+// Q8_0, the signed value. The portable version; the assembly gives the
+// same integers, which are exact.
+func blockSumsGo(dt abi.DType, row []byte, qs []int8, out []int32) {
+	switch dt {
+	case abi.Q8_0:
+		for b := range len(qs) / 32 {
+			w, x := row[b*34+2:b*34+34], qs[b*32:b*32+32]
+			var s int32
+			for i, v := range w {
+				s += int32(int8(v)) * int32(x[i])
+			}
+			out[b] = s
+		}
+	case abi.Q4_0:
+		for b := range len(qs) / 32 {
+			w, x := row[b*18+2:b*18+18], qs[b*32:b*32+32]
+			var s int32
+			for i, v := range w {
+				s += int32(v&15)*int32(x[i]) + int32(v>>4)*int32(x[i+16])
+			}
+			out[b] = s
+		}
+	case abi.Q4_K:
+		for sb := range len(qs) / 256 {
+			blk, x := row[sb*144:sb*144+144], qs[sb*256:sb*256+256]
+			for i := range 4 {
+				q, xl, xh := blk[16+32*i:48+32*i], x[64*i:64*i+32], x[64*i+32:64*i+64]
+				var lo, hi int32
+				for l, v := range q {
+					lo += int32(v&15) * int32(xl[l])
+					hi += int32(v>>4) * int32(xh[l])
+				}
+				out[sb*8+2*i], out[sb*8+2*i+1] = lo, hi
+			}
+		}
+	case abi.Q6_K:
+		for sb := range len(qs) / 256 {
+			blk, x := row[sb*210:sb*210+210], qs[sb*256:sb*256+256]
+			o := out[sb*16 : sb*16+16]
+			clear(o)
+			// Group g is values 16g…16g+15, the span of scale g.
+			for h := range 2 {
+				ql, qh, xs := blk[64*h:64*h+64], blk[128+32*h:160+32*h], x[128*h:128*h+128]
+				og := o[8*h : 8*h+8]
+				for l := range 32 {
+					is, a, b, t := l/16, ql[l], ql[l+32], qh[l]
+					og[is] += int32(a&15|t&3<<4) * int32(xs[l])
+					og[is+2] += int32(b&15|t>>2&3<<4) * int32(xs[l+32])
+					og[is+4] += int32(a>>4|t>>4&3<<4) * int32(xs[l+64])
+					og[is+6] += int32(b>>4|t>>6<<4) * int32(xs[l+96])
+				}
+			}
+		}
+	}
+}
+
+// groups is the number of block sums blockSums writes for k values of dt.
+func groups(dt abi.DType, k int) int {
+	switch dt {
+	case abi.Q4_K:
+		return k / 32
+	case abi.Q6_K:
+		return k / 16
+	}
+	return k / 32
+}
+
+// intDot combines the block sums s of a row of type dt against the
+// quantized activation a into the dot product, in a fixed order: for each
+// weight block in ascending order, its float32 scales times the integer
+// sum (each product rounded on its own), added to one float32 accumulator.
+// Integer parts (sub-block scales, offsets) are folded in int32 first.
+func intDot(dt abi.DType, row []byte, a *q8Act, s []int32) float32 {
+	var sum float32
+	switch dt {
+	case abi.Q8_0:
+		for b, is := range s {
+			dw := half(row[b*34:])
+			sum += float32(float32(dw*a.d[b]) * float32(is))
+		}
+	case abi.Q4_0:
+		for b, is := range s {
+			dw := half(row[b*18:])
+			// Σ (q-8)·x = Σ q·x - 8·Σ x
+			sum += float32(float32(dw*a.d[b]) * float32(is-8*(a.sums[2*b]+a.sums[2*b+1])))
+		}
+	case abi.Q4_K:
+		// A super-block is d·Σ sc_j·s_j - dmin·Σ m_j·Σx_j over its 8
+		// sub-blocks, both sums in int32 (at most 8·63·32·15·127), times
+		// the activation's super-block scale.
+		for sb := range len(s) / 8 {
+			blk := row[sb*144:]
+			d, dmin, sc := half(blk), half(blk[2:]), blk[4:16]
+			var is, im int32
+			for j := range 8 {
+				sj, mj := scaleMin(j, sc)
+				b := sb*8 + j
+				is += int32(sj) * s[b]
+				im += int32(mj) * (a.sums[2*b] + a.sums[2*b+1])
+			}
+			dx := a.d[sb]
+			sum += float32(float32(d*dx)*float32(is)) - float32(float32(dmin*dx)*float32(im))
+		}
+	case abi.Q6_K:
+		// d·Σ sc_g·(s_g - 32·Σx_g) over the 16 groups, in int32 (at most
+		// 16·128·16·32·127).
+		for sb := range len(s) / 16 {
+			blk := row[sb*210:]
+			d, sc := half(blk[208:]), blk[192:208]
+			var is int32
+			for g := range 16 {
+				is += int32(int8(sc[g])) * (s[sb*16+g] - 32*a.sums[sb*16+g])
+			}
+			sum += float32(float32(d*a.d[sb]) * float32(is))
+		}
+	}
+	return sum
+}
+
+// MatMulInt is MatMul for tolerance mode: weights of a type whose integer
+// kernel is faster (Q4_0, Q4_K, Q6_K: intRouted) are multiplied with x quantized
+// to int8 per 32 or 256 values (see intdot.go), much faster than the exact
+// dequantize-then-float path; other types go to MatMul. The results are the
+// same bits on every CPU and for every thread count, but not MatMul's.
+func MatMulInt(ctx context.Context, threads, t, n, k int, x []float32, w Weights, out []float32) error {
+	return matMulInt(ctx, kernels, threads, t, n, k, x, w, out)
+}
+
+// matMulInt is MatMulInt with the kernels ks.
+func matMulInt(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float32, w Weights, out []float32) error {
+	if !intRouted(w.Type) {
+		return matMul(ctx, ks, threads, t, n, k, x, w, out)
+	}
+	return intGemm(ctx, ks, threads, t, n, k, x, w, out)
+}
+
+// intRouted reports whether MatMulInt takes the integer path for dt: the
+// types whose integer kernel beats the float path. Q8_0's float assembly
+// reads rows as stored at memory speed already (the integer one, with a
+// horizontal add and the scale products per block, is slower so far).
+func intRouted(dt abi.DType) bool { return dt == abi.Q4_0 || dt == abi.Q4_K || dt == abi.Q6_K }
+
+// intGemm is the integer path of matMulInt, for every type intSupported.
+func intGemm(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float32, w Weights, out []float32) error {
+	if !intSupported(w.Type) || k == 0 {
+		return matMul(ctx, ks, threads, t, n, k, x, w, out)
+	}
+	if t < 0 || len(x) != t*k || len(out) != t*n {
+		return fmt.Errorf("transformer: matmul of %d rows: x of %d and out of %d elements for %d×%d weights", t, len(x), len(out), n, k)
+	}
+	if err := w.check(n, k); err != nil {
+		return fmt.Errorf("transformer: matmul: %w", err)
+	}
+	if err := ctx.Err(); err != nil || t == 0 || n == 0 {
+		return err
+	}
+	acts, bs := make([]q8Act, t), actBlockOf(w.Type)
+	for r := range acts {
+		quantizeAct(x[r*k:(r+1)*k], bs, &acts[r])
+	}
+	sums := ks.blockSums
+	if sums == nil {
+		sums = blockSumsGo
+	}
+	wb, rb, ng := w.bytes(), rowBytes(w.Type, k), groups(w.Type, k)
+	block := max(4, min(blockBytes/rb, blockWork/(t*k))&^3)
+	return par.ForBlocks(ctx, threads, n, block, func(lo, hi int) error {
+		s := make([]int32, ng)
+		for r := range t {
+			a, o := &acts[r], out[r*n:(r+1)*n]
+			for j := lo; j < hi; j++ {
+				row := wb[j*rb : (j+1)*rb]
+				if ks.rowDot != nil {
+					if v, ok := ks.rowDot(w.Type, row, a); ok {
+						o[j] = v
+						continue
+					}
+				}
+				sums(w.Type, row, a.qs, s)
+				o[j] = intDot(w.Type, row, a, s)
+			}
+			canonicalize(o[lo:hi])
+		}
+		return nil
+	})
+}

@@ -1,0 +1,75 @@
+//go:build amd64 && !purego
+
+package transformer
+
+import "github.com/infernet/infernet/abi"
+
+// The AVX2 block sums (intdot_amd64.s): the integer part of the integer
+// kernels, the same int32 as blockSumsGo.
+
+//go:noescape
+func sumsQ8_0AVX2(w *byte, x *int8, n int, out *int32)
+
+//go:noescape
+func sumsQ4_0AVX2(w *byte, x *int8, n int, out *int32)
+
+//go:noescape
+func dotQ8_0AVX2(w *byte, x *int8, d *float32, n int) float32
+
+//go:noescape
+func dotQ4_0AVX2(w *byte, x *int8, d *float32, sums *int32, n int) float32
+
+//go:noescape
+func sumsQ6KAVX2(w *byte, x *int8, n int, out *int32)
+
+//go:noescape
+func sumsQ4KAVX2(w *byte, x *int8, n int, out *int32)
+
+// blockSumsAVX2 is blockSumsGo in assembly. The lengths are checked here: the assembly must never
+// read past a slice.
+func blockSumsAVX2(dt abi.DType, row []byte, qs []int8, out []int32) {
+	k := len(qs)
+	if k == 0 {
+		return
+	}
+	if len(row) < rowBytes(dt, k) || len(out) < groups(dt, k) || k%dt.Block() != 0 {
+		panic("transformer: block sums: short buffers")
+	}
+	switch dt {
+	case abi.Q8_0:
+		sumsQ8_0AVX2(&row[0], &qs[0], k/32, &out[0])
+	case abi.Q4_0:
+		sumsQ4_0AVX2(&row[0], &qs[0], k/32, &out[0])
+	case abi.Q4_K:
+		sumsQ4KAVX2(&row[0], &qs[0], k/256, &out[0])
+	case abi.Q6_K:
+		sumsQ6KAVX2(&row[0], &qs[0], k/256, &out[0])
+	default:
+		blockSumsGo(dt, row, qs, out)
+	}
+}
+
+// rowDotAVX2 is the whole integer dot product of a Q8_0 or Q4_0 row in
+// assembly, intDot's float part included (the same bits); ok is false for
+// the other types.
+func rowDotAVX2(dt abi.DType, row []byte, a *q8Act) (v float32, ok bool) {
+	k := len(a.qs)
+	if k == 0 || dt != abi.Q8_0 && dt != abi.Q4_0 {
+		return 0, false
+	}
+	if len(row) < rowBytes(dt, k) || k%32 != 0 || len(a.d) < k/32 || len(a.sums) < k/16 {
+		panic("transformer: row dot: short buffers")
+	}
+	if dt == abi.Q8_0 {
+		return dotQ8_0AVX2(&row[0], &a.qs[0], &a.d[0], k/32), true
+	}
+	return dotQ4_0AVX2(&row[0], &a.qs[0], &a.d[0], &a.sums[0], k/32), true
+}
+
+func init() {
+	// AVX-512 machines have AVX2 (and F16C: hasAVX2): both sets use the
+	// AVX2 integer kernels.
+	for _, ks := range []*kernelSet{avx2Kernels, avx512Kernels} {
+		ks.blockSums, ks.rowDot = blockSumsAVX2, rowDotAVX2
+	}
+}

@@ -1,0 +1,303 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// Integer block sums of the integer kernels (intdot.go, intdot_amd64.go),
+// hand-written AVX2. Each block sum is Σ w·x over 32 byte pairs, computed
+// with VPMADDUBSW (unsigned w × signed x → 16 int16 pair sums, which cannot
+// saturate here: |w| ≤ 128 and |x| ≤ 127 give at most 32512) and VPMADDWD
+// by ones (→ 8 int32), then a horizontal add: exact, so the same integers
+// as blockSumsGo.
+
+// HSUM adds the 8 int32 of Y (X its low half) into R, using T.
+#define HSUM(Y, X, T, R) \
+	VEXTRACTI128 $1, Y, T; \
+	VPADDD T, X, X; \
+	VPSHUFD $0x4E, X, T; \
+	VPADDD T, X, X; \
+	VPSHUFD $0xB1, X, T; \
+	VPADDD T, X, X; \
+	VMOVD X, R
+
+// func sumsQ8_0AVX2(w *byte, x *int8, n int, out *int32)
+// n Q8_0 blocks (34 bytes: f16 scale, 32 int8) against n×32 int8 of x.
+TEXT ·sumsQ8_0AVX2(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ out+24(FP), DX
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW $15, Y15, Y15 // int16 ones
+
+q8loop:
+	TESTQ CX, CX
+	JZ q8done
+	VMOVDQU 2(SI), Y0
+	VMOVDQU (DI), Y1
+	VPSIGNB Y0, Y0, Y2 // |w|, unsigned (-128 reads 128)
+	VPSIGNB Y0, Y1, Y3 // x with w's sign: |w|·x' = w·x
+	VPMADDUBSW Y3, Y2, Y4
+	VPMADDWD Y15, Y4, Y4
+	HSUM(Y4, X4, X5, AX)
+	MOVL AX, (DX)
+	ADDQ $34, SI
+	ADDQ $32, DI
+	ADDQ $4, DX
+	DECQ CX
+	JMP q8loop
+
+q8done:
+	VZEROUPPER
+	RET
+
+// func sumsQ4_0AVX2(w *byte, x *int8, n int, out *int32)
+// n Q4_0 blocks (18 bytes: f16 scale, 16 bytes of nibbles: low nibbles are
+// values 0…15, high 16…31) against n×32 int8 of x; the nibbles unsigned.
+TEXT ·sumsQ4_0AVX2(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ out+24(FP), DX
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW $15, Y15, Y15
+	MOVL $0x0F0F0F0F, AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14 // nibble mask
+
+q4loop:
+	TESTQ CX, CX
+	JZ q4done
+	VMOVDQU 2(SI), X0
+	VPSRLW $4, X0, X1
+	VINSERTI128 $1, X1, Y0, Y0 // low nibbles in bytes 0…15, high in 16…31
+	VPAND Y14, Y0, Y0
+	VMOVDQU (DI), Y1
+	VPMADDUBSW Y1, Y0, Y4
+	VPMADDWD Y15, Y4, Y4
+	HSUM(Y4, X4, X5, AX)
+	MOVL AX, (DX)
+	ADDQ $18, SI
+	ADDQ $32, DI
+	ADDQ $4, DX
+	DECQ CX
+	JMP q4loop
+
+q4done:
+	VZEROUPPER
+	RET
+
+// func sumsQ4KAVX2(w *byte, x *int8, n int, out *int32)
+// n Q4_K super-blocks (144 bytes: f16 d and dmin, 12 bytes of scales, 128
+// of nibbles) against n×256 int8 of x: each 32 bytes c (c < 4) of
+// nibbles give sub-block 2c (low nibbles, times x[64c…64c+31]) and 2c+1
+// (high nibbles, times x[64c+32…64c+63]): 8 sums per super-block.
+TEXT ·sumsQ4KAVX2(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ out+24(FP), DX
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW $15, Y15, Y15
+	MOVL $0x0F0F0F0F, AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14
+
+q4ksb:
+	TESTQ CX, CX
+	JZ q4kdone
+	ADDQ $16, SI // past d, dmin and the scales
+	MOVQ $4, R8
+
+q4kloop:
+	VMOVDQU (SI), Y0
+	VPSRLW $4, Y0, Y1
+	VPAND Y14, Y0, Y0
+	VPAND Y14, Y1, Y1
+	VMOVDQU (DI), Y2
+	VMOVDQU 32(DI), Y3
+	VPMADDUBSW Y2, Y0, Y4
+	VPMADDUBSW Y3, Y1, Y6
+	VPMADDWD Y15, Y4, Y4
+	VPMADDWD Y15, Y6, Y6
+	HSUM(Y4, X4, X5, AX)
+	MOVL AX, (DX)
+	HSUM(Y6, X6, X5, AX)
+	MOVL AX, 4(DX)
+	ADDQ $32, SI
+	ADDQ $64, DI
+	ADDQ $8, DX
+	DECQ R8
+	JNZ q4kloop
+	DECQ CX
+	JMP q4ksb
+
+q4kdone:
+	VZEROUPPER
+	RET
+
+// Q6H computes the 8 group sums of half H (0 or 1) of the Q6_K
+// super-block at SI against the x at DI into 32 bytes at DX+32·H: the
+// 6-bit codes q of values 32k+l (k < 4, l < 32) are the low (k even) or
+// high (k odd) nibble of ql[l + 32·(k&1)] with bits 2k, 2k+1 of qh[l] on
+// top; group g is the 16 values 16g…16g+15.
+#define Q6H(H) \
+	VMOVDQU (64*H)(SI), Y0; \
+	VMOVDQU (64*H+32)(SI), Y1; \
+	VMOVDQU (128+32*H)(SI), Y2; \
+	VPAND Y14, Y0, Y3; \
+	VPSRLW $4, Y0, Y4; \
+	VPAND Y14, Y4, Y4; \
+	VPAND Y14, Y1, Y5; \
+	VPSRLW $4, Y1, Y6; \
+	VPAND Y14, Y6, Y6; \
+	VPSLLW $4, Y2, Y7; \
+	VPAND Y13, Y7, Y7; \
+	VPOR Y7, Y3, Y3; \
+	VPSLLW $2, Y2, Y7; \
+	VPAND Y13, Y7, Y7; \
+	VPOR Y7, Y5, Y5; \
+	VPAND Y13, Y2, Y7; \
+	VPOR Y7, Y4, Y4; \
+	VPSRLW $2, Y2, Y7; \
+	VPAND Y13, Y7, Y7; \
+	VPOR Y7, Y6, Y6; \
+	VPMADDUBSW (128*H)(DI), Y3, Y3; \
+	VPMADDUBSW (128*H+32)(DI), Y5, Y5; \
+	VPMADDUBSW (128*H+64)(DI), Y4, Y4; \
+	VPMADDUBSW (128*H+96)(DI), Y6, Y6; \
+	VPMADDWD Y15, Y3, Y3; \
+	VPMADDWD Y15, Y5, Y5; \
+	VPMADDWD Y15, Y4, Y4; \
+	VPMADDWD Y15, Y6, Y6; \
+	VPHADDD Y5, Y3, Y3; \
+	VPHADDD Y6, Y4, Y4; \
+	VPHADDD Y4, Y3, Y3; \
+	VEXTRACTI128 $1, Y3, X4; \
+	VPUNPCKLDQ X4, X3, X5; \
+	VPUNPCKHDQ X4, X3, X6; \
+	VMOVDQU X5, (32*H)(DX); \
+	VMOVDQU X6, (32*H+16)(DX)
+
+// func sumsQ6KAVX2(w *byte, x *int8, n int, out *int32)
+// n Q6_K super-blocks (210 bytes: ql, qh, scales, f16 d) against n×256
+// int8 of x: 16 group sums of the unsigned codes (0…63) per super-block
+// (VPHADDD's lane order: the low 128-bit lane holds the even groups of
+// each half, the high lane the odd ones, interleaved back on store).
+TEXT ·sumsQ6KAVX2(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ out+24(FP), DX
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW $15, Y15, Y15
+	MOVL $0x0F0F0F0F, AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL $0x30303030, AX
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13 // the two top bits, in place
+
+q6loop:
+	TESTQ CX, CX
+	JZ q6done
+	Q6H(0)
+	Q6H(1)
+	ADDQ $210, SI
+	ADDQ $256, DI
+	ADDQ $64, DX
+	DECQ CX
+	JMP q6loop
+
+q6done:
+	VZEROUPPER
+	RET
+
+// COMBINE adds the block's float term to X0 in intDot's order and
+// rounding: X0 += float32(float32(f16(w at SI)·d at R9)·float32(AX)).
+// VCVTPH2PS is exact, like f16; every op is a scalar float32 op, rounded
+// on its own.
+#define COMBINE \
+	MOVWLZX (SI), BX; \
+	VMOVD BX, X8; \
+	VCVTPH2PS X8, X8; \
+	VMULSS (R9), X8, X8; \
+	VCVTSI2SSL AX, X9, X9; \
+	VMULSS X9, X8, X8; \
+	VADDSS X8, X0, X0
+
+// func dotQ8_0AVX2(w *byte, x *int8, d *float32, n int) float32
+// The whole integer-kernel dot product of a row of n Q8_0 blocks: each
+// block's sum as sumsQ8_0AVX2, then intDot's float part.
+TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $0-36
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), R9
+	MOVQ n+24(FP), CX
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW $15, Y15, Y15
+	VXORPS X0, X0, X0
+
+dq8loop:
+	TESTQ CX, CX
+	JZ dq8done
+	VMOVDQU 2(SI), Y1
+	VMOVDQU (DI), Y2
+	VPSIGNB Y1, Y1, Y3
+	VPSIGNB Y1, Y2, Y4
+	VPMADDUBSW Y4, Y3, Y4
+	VPMADDWD Y15, Y4, Y4
+	HSUM(Y4, X4, X5, AX)
+	COMBINE
+	ADDQ $34, SI
+	ADDQ $32, DI
+	ADDQ $4, R9
+	DECQ CX
+	JMP dq8loop
+
+dq8done:
+	VZEROUPPER
+	MOVSS X0, ret+32(FP)
+	RET
+
+// func dotQ4_0AVX2(w *byte, x *int8, d *float32, sums *int32, n int) float32
+// The same for Q4_0: the nibble sum less 8·Σx (sums holds Σx per 16).
+TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $0-44
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), R9
+	MOVQ sums+24(FP), R8
+	MOVQ n+32(FP), CX
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW $15, Y15, Y15
+	MOVL $0x0F0F0F0F, AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14
+	VXORPS X0, X0, X0
+
+dq4loop:
+	TESTQ CX, CX
+	JZ dq4done
+	VMOVDQU 2(SI), X1
+	VPSRLW $4, X1, X2
+	VINSERTI128 $1, X2, Y1, Y1
+	VPAND Y14, Y1, Y1
+	VMOVDQU (DI), Y2
+	VPMADDUBSW Y2, Y1, Y4
+	VPMADDWD Y15, Y4, Y4
+	HSUM(Y4, X4, X5, AX)
+	MOVL (R8), BX
+	ADDL 4(R8), BX
+	SHLL $3, BX
+	SUBL BX, AX
+	COMBINE
+	ADDQ $18, SI
+	ADDQ $32, DI
+	ADDQ $4, R9
+	ADDQ $8, R8
+	DECQ CX
+	JMP dq4loop
+
+dq4done:
+	VZEROUPPER
+	MOVSS X0, ret+40(FP)
+	RET
