@@ -27,9 +27,9 @@ const (
 	PreQwen2  = "qwen2"     // Qwen2: one digit a word
 )
 
-// bpePres are the pre-tokenizers this package runs, with the longest run
-// of digits each makes one word.
-var bpePres = map[string]int{PreLlama3: 3, PreQwen2: 1}
+// bpePres are the pre-tokenizers this package runs (and llama.cpp's other
+// names of them), with the longest run of digits each makes one word.
+var bpePres = map[string]int{PreLlama3: 3, "llama3": 3, "llama-v3": 3, PreQwen2: 1, "deepseek-r1-qwen": 1}
 
 // byteRunes is GPT-2's bytes_to_unicode: byte b is written as the
 // character byteRunes[b], printable and never white space; runeByte is its
@@ -76,7 +76,7 @@ type special struct {
 // table is (index calls it).
 func newBPE(t *Tokenizer) *bpe {
 	v := t.vocab
-	b := &bpe{merges: make(map[uint64]merge, len(v.Merges)), maxDigits: bpePres[v.Pre], wholeWords: v.Pre == PreLlama3}
+	b := &bpe{merges: make(map[uint64]merge, len(v.Merges)), maxDigits: bpePres[v.Pre], wholeWords: bpePres[v.Pre] == 3}
 	for i := range b.byteTok {
 		b.byteTok[i] = int32(v.UNK)
 		if id, ok := t.lookup(string(byteRunes[i]), ""); ok {
@@ -223,8 +223,11 @@ func splitWords(text string, maxDigits int) []string {
 	return words
 }
 
-// Character classes of the pre-tokenizers.
-func isLetter(r rune) bool  { return unicode.IsLetter(r) }
+// Character classes of the pre-tokenizers: Go's, of Unicode 15.0, and the
+// letters Unicode 15.1 added (CJK Extension I), which llama.cpp's tables
+// have (found by probing every code point of planes 0 to 3 and 14 against
+// llama.cpp).
+func isLetter(r rune) bool  { return unicode.IsLetter(r) || r >= 0x2EBF0 && r <= 0x2EE5D }
 func isNumber(r rune) bool  { return unicode.IsNumber(r) }
 func isSpace(r rune) bool   { return unicode.IsSpace(r) }
 func isNewline(r rune) bool { return r == '\r' || r == '\n' }

@@ -103,6 +103,7 @@ func mixedText(size int, specials ...string) string {
 		" café", " naïve", " Straße", " Ærøskøbing", " résumé", " Ελληνικά", " Русский текст",
 		" 中文分词测试", "日本語のテキスト", " 한국어", " مرحبا بالعالم", " नमस्ते दुनिया", " ภาษาไทย",
 		" 😀", "🙂🙂", " 👨‍👩‍👧‍👦", " 👍🏽", " 🏳️‍🌈", "✨", " ☃!", " “quotes” and ‘single’", " — dash –",
+		" ab\U0002EBF0\U0002EC00cd", // CJK Extension I (Unicode 15.1): letters to llama.cpp, not to Go's tables
 		"  ", "   ", "\t", "\t\t", "\n", "\n\n", "\r\n", " \n ", "   \n\n  ", "\u00a0", "\u3000",
 		"!!!", "???", "...", " ---", " <tag>", " #hashtag", " @user", " a_b_c", " CamelCase", " snake_case_name",
 	}
