@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 
 	"github.com/infernet/infernet/guest/go/llama"
 )
@@ -27,13 +26,8 @@ const MaxPromptLine = 1 << 20
 // a top-p outside [0, 1], or a request over the runner's line of
 // MaxPromptLine bytes.
 func CheckRequest(q llama.Request) error {
-	switch {
-	case q.MaxTokens < 0:
-		return fmt.Errorf("max_tokens %d: %w", q.MaxTokens, ErrBadRequest)
-	case !(q.Temperature >= 0) || math.IsInf(float64(q.Temperature), 0):
-		return fmt.Errorf("temperature %v: want 0 (greedy) or more: %w", q.Temperature, ErrBadRequest)
-	case !(q.TopP >= 0 && q.TopP <= 1):
-		return fmt.Errorf("top_p %v: want 0 to 1: %w", q.TopP, ErrBadRequest)
+	if err := llama.CheckSampling(q); err != nil { // the runner's own check
+		return fmt.Errorf("%w: %w", err, ErrBadRequest)
 	}
 	if n := len(EncodeRequests([]llama.Request{q})); n > MaxPromptLine { // the line and its newline
 		return fmt.Errorf("prompt of %d bytes: the request is %d bytes, the runner reads at most %d: %w", len(q.Prompt), n, MaxPromptLine, ErrBadRequest)
@@ -63,7 +57,14 @@ func ReadRequests(r io.Reader, defaults llama.Request) ([]llama.Request, error) 
 			Temperature float32 `json:"temperature"`
 			TopP        float32 `json:"top_p"`
 			Seed        uint64  `json:"seed"`
-		}{MaxTokens: defaults.MaxTokens, Temperature: defaults.Temperature, TopP: defaults.TopP, Seed: defaults.Seed}
+			TopK        int     `json:"top_k"`
+			MinP        float32 `json:"min_p"`
+			RepPenalty  float32 `json:"repetition_penalty"`
+			FreqPenalty float32 `json:"frequency_penalty"`
+			PresPenalty float32 `json:"presence_penalty"`
+		}{MaxTokens: defaults.MaxTokens, Temperature: defaults.Temperature, TopP: defaults.TopP, Seed: defaults.Seed,
+			TopK: defaults.TopK, MinP: defaults.MinP, RepPenalty: defaults.RepetitionPenalty,
+			FreqPenalty: defaults.FrequencyPenalty, PresPenalty: defaults.PresencePenalty}
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.DisallowUnknownFields()
 		err := dec.Decode(&q)
@@ -73,7 +74,8 @@ func ReadRequests(r io.Reader, defaults llama.Request) ([]llama.Request, error) 
 		if err == nil && q.Prompt == nil {
 			err = errors.New(`no "prompt"`)
 		}
-		req := llama.Request{ID: line, MaxTokens: q.MaxTokens, Temperature: q.Temperature, TopP: q.TopP, Seed: q.Seed}
+		req := llama.Request{ID: line, MaxTokens: q.MaxTokens, Temperature: q.Temperature, TopP: q.TopP, Seed: q.Seed,
+			TopK: q.TopK, MinP: q.MinP, RepetitionPenalty: q.RepPenalty, FrequencyPenalty: q.FreqPenalty, PresencePenalty: q.PresPenalty}
 		if err == nil {
 			req.Prompt = *q.Prompt
 			err = CheckRequest(req)

@@ -11,8 +11,12 @@
 // Requests follow OpenAI's API reference for the fields a Llama runner can
 // honour: model, prompt (a string, or an array of one) or messages,
 // max_tokens (max_completion_tokens for chat), temperature, top_p, seed,
-// stream and stream_options.include_usage; n must be 1, and stop, logprobs,
-// tools and the like are refused rather than ignored. OpenAI's defaults
+// frequency_penalty and presence_penalty (−2 to 2), top_k, min_p and
+// repetition_penalty (llama.cpp's and vLLM's extensions; the sampler chain
+// is llama.Shape's), stream and stream_options.include_usage; n must be 1,
+// and stop, logprobs, tools and the like are refused rather than ignored.
+// Out-of-range terms are refused (400, naming the parameter) by
+// llama.CheckSampling, the runner's own check. OpenAI's defaults
 // hold: temperature 1 and top_p 1, max_tokens 16 for completions and the
 // model's context for chat. A request without a seed gets a random one, so
 // that its replicas sample alike. Errors come as OpenAI's error object.
@@ -154,14 +158,21 @@ type params struct {
 
 // common are the request fields both endpoints read.
 type common struct {
-	Model         string         `json:"model"`
-	MaxTokens     *int           `json:"max_tokens"`
-	Temperature   *float32       `json:"temperature"`
-	TopP          *float32       `json:"top_p"`
-	Seed          *uint64        `json:"seed"`
-	N             *int           `json:"n"`
-	Stream        bool           `json:"stream"`
-	StreamOptions *streamOptions `json:"stream_options"`
+	Model       string   `json:"model"`
+	MaxTokens   *int     `json:"max_tokens"`
+	Temperature *float32 `json:"temperature"`
+	TopP        *float32 `json:"top_p"`
+	Seed        *uint64  `json:"seed"`
+	N           *int     `json:"n"`
+	// Sampling terms beyond OpenAI's own (llama.cpp's and vLLM's names),
+	// and OpenAI's penalties: see llama.Shape.
+	TopK              *int           `json:"top_k"`
+	MinP              *float32       `json:"min_p"`
+	RepetitionPenalty *float32       `json:"repetition_penalty"`
+	FrequencyPenalty  *float32       `json:"frequency_penalty"`
+	PresencePenalty   *float32       `json:"presence_penalty"`
+	Stream            bool           `json:"stream"`
+	StreamOptions     *streamOptions `json:"stream_options"`
 	unsupported
 }
 
@@ -231,16 +242,14 @@ type streamOptions struct {
 // unsupported are request fields this service cannot honour: given, the
 // request is refused, not answered as if they were not there.
 type unsupported struct {
-	Stop             json.RawMessage `json:"stop"`
-	Logprobs         json.RawMessage `json:"logprobs"`
-	Echo             json.RawMessage `json:"echo"`
-	BestOf           json.RawMessage `json:"best_of"`
-	Suffix           json.RawMessage `json:"suffix"`
-	Tools            json.RawMessage `json:"tools"`
-	ResponseFormat   json.RawMessage `json:"response_format"`
-	PresencePenalty  json.RawMessage `json:"presence_penalty"`
-	FrequencyPenalty json.RawMessage `json:"frequency_penalty"`
-	LogitBias        json.RawMessage `json:"logit_bias"`
+	Stop           json.RawMessage `json:"stop"`
+	Logprobs       json.RawMessage `json:"logprobs"`
+	Echo           json.RawMessage `json:"echo"`
+	BestOf         json.RawMessage `json:"best_of"`
+	Suffix         json.RawMessage `json:"suffix"`
+	Tools          json.RawMessage `json:"tools"`
+	ResponseFormat json.RawMessage `json:"response_format"`
+	LogitBias      json.RawMessage `json:"logit_bias"`
 }
 
 // given returns the first unsupported field given a value other than null
@@ -264,8 +273,7 @@ func (u *unsupported) given() string {
 	}{
 		{"stop", neutral(u.Stop, "[]")}, {"logprobs", neutral(u.Logprobs, "false")}, {"echo", neutral(u.Echo, "false")},
 		{"best_of", neutral(u.BestOf, "1")}, {"suffix", neutral(u.Suffix, `""`)}, {"tools", neutral(u.Tools, "[]")},
-		{"response_format", neutral(u.ResponseFormat, `{"type":"text"}`)}, {"presence_penalty", neutral(u.PresencePenalty, "0")},
-		{"frequency_penalty", neutral(u.FrequencyPenalty, "0")}, {"logit_bias", neutral(u.LogitBias, "{}")},
+		{"response_format", neutral(u.ResponseFormat, `{"type":"text"}`)}, {"logit_bias", neutral(u.LogitBias, "{}")},
 	} {
 		if !f.ok {
 			return f.name
@@ -321,6 +329,18 @@ func (s *Service) terms(w http.ResponseWriter, p *params, maxTokens *int, c *com
 	if topP != nil {
 		p.req.TopP = *topP
 	}
+	set := func(dst *float32, v *float32) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	if c.TopK != nil {
+		p.req.TopK = *c.TopK
+	}
+	set(&p.req.MinP, c.MinP)
+	set(&p.req.RepetitionPenalty, c.RepetitionPenalty)
+	set(&p.req.FrequencyPenalty, c.FrequencyPenalty)
+	set(&p.req.PresencePenalty, c.PresencePenalty)
 	if seed != nil {
 		p.req.Seed = *seed
 	} else {

@@ -63,6 +63,17 @@ type Request struct {
 	TopP float32 `json:"top_p,omitempty"`
 	// Seed seeds the sampler's generator (llama2.c's xorshift; 0 means 1).
 	Seed uint64 `json:"seed,omitempty"`
+	// TopK keeps the k most likely tokens (0: all); MinP the tokens at
+	// least MinP times as likely as the top one (0: all);
+	// RepetitionPenalty penalizes the last RepeatLastN tokens (0 or 1:
+	// off); FrequencyPenalty and PresencePenalty the tokens generated so
+	// far, OpenAI's way. See Shape for the sampler chain and CheckSampling
+	// for their ranges.
+	TopK              int     `json:"top_k,omitempty"`
+	MinP              float32 `json:"min_p,omitempty"`
+	RepetitionPenalty float32 `json:"repetition_penalty,omitempty"`
+	FrequencyPenalty  float32 `json:"frequency_penalty,omitempty"`
+	PresencePenalty   float32 `json:"presence_penalty,omitempty"`
 	// Claim, when set, asks the runner to check a completion instead of
 	// generating one (verification by prefill): Claim is its tokens (the
 	// Token of its events). The runner computes every position of prompt

@@ -253,13 +253,8 @@ func decodeRequest(line []byte, req *llama.Request) error {
 	if err := d.Decode(req); err != nil {
 		return fmt.Errorf("bad request: %w", err)
 	}
-	switch {
-	case req.MaxTokens < 0:
-		return fmt.Errorf("bad request: max_tokens %d", req.MaxTokens)
-	case !(req.Temperature >= 0) || math.IsInf(float64(req.Temperature), 0):
-		return fmt.Errorf("bad request: temperature %g", req.Temperature)
-	case !(req.TopP >= 0) || math.IsInf(float64(req.TopP), 0):
-		return fmt.Errorf("bad request: top_p %g", req.TopP)
+	if err := llama.CheckSampling(*req); err != nil {
+		return fmt.Errorf("bad request: %w", err)
 	}
 	if err := llama.CheckTie(req.Tie); err != nil {
 		return fmt.Errorf("bad request: %w", err)
@@ -303,7 +298,7 @@ func (r *runner) generate(req llama.Request, emit func(llama.Event) error) error
 	var readErr error
 	for done.CompletionTokens < maxNew {
 		next, err := r.forward([]int{tok}, pos, func(l *tensor.Tensor) (int, error) {
-			next, err := choose(l, req, rng)
+			next, err := r.chooseShaped(l, req, rng, ids[1:], done.CompletionTokens)
 			// Only the last row's logits are read: a row is 4·vocab bytes.
 			if err == nil && req.Logits && (r.stop(next) || done.CompletionTokens+1 == maxNew) {
 				logits, readErr = l.F32()
@@ -326,6 +321,9 @@ func (r *runner) generate(req llama.Request, emit func(llama.Event) error) error
 		}
 		done.CompletionTokens++
 		tok = next
+		if req.Shaped() {
+			ids = append(ids, next) // the history Shape reads
+		}
 	}
 	if req.Logits {
 		if !finite(logits) {
@@ -401,6 +399,11 @@ func (r *runner) check(req llama.Request, emit func(llama.Event) error) error {
 		}
 		for i := range rows {
 			copy(row, all[i*r.cfg.VocabSize:])
+			if req.Shaped() {
+				// The sequence up to the token this row chooses, as
+				// generate had it (without BOS).
+				llama.Shape(row, req, seq[1:pos+i+1], pos+i+1-n)
+			}
 			next, err := r.pick(row, req, rng)
 			if err != nil {
 				return err
@@ -478,6 +481,21 @@ func (r *runner) pick(row []float32, req llama.Request, rng *llama.RNG) (int, er
 	}
 	defer t.Free()
 	return choose(t, req, rng)
+}
+
+// chooseShaped chooses a token from logits as choose does, after Shape
+// when req asks for it: seq is the sequence so far without BOS, of which
+// the last generated tokens were generated.
+func (r *runner) chooseShaped(logits *tensor.Tensor, req llama.Request, rng *llama.RNG, seq []int, generated int) (int, error) {
+	if !req.Shaped() {
+		return choose(logits, req, rng)
+	}
+	row, err := logits.F32()
+	if err != nil {
+		return 0, err
+	}
+	llama.Shape(row, req, seq, generated)
+	return r.pick(row, req, rng)
 }
 
 // choose picks a token from logits as run.c does: the argmax at
