@@ -13,8 +13,11 @@
 // max_tokens (max_completion_tokens for chat), temperature, top_p, seed,
 // frequency_penalty and presence_penalty (−2 to 2), top_k, min_p and
 // repetition_penalty (llama.cpp's and vLLM's extensions; the sampler chain
-// is llama.Shape's), stream and stream_options.include_usage; n must be 1,
-// and stop, logprobs, tools and the like are refused rather than ignored.
+// is llama.Shape's), stop (up to 4 strings: the text ends before the
+// first, streamed or not, with finish_reason "stop"; streamed text that
+// may start one is held back until the next token tells), stream and
+// stream_options.include_usage; n must be 1, and logprobs, tools and the
+// like are refused rather than ignored.
 // Out-of-range terms are refused (400, naming the parameter) by
 // llama.CheckSampling, the runner's own check. OpenAI's defaults
 // hold: temperature 1 and top_p 1, max_tokens 16 for completions and the
@@ -166,13 +169,15 @@ type common struct {
 	N           *int     `json:"n"`
 	// Sampling terms beyond OpenAI's own (llama.cpp's and vLLM's names),
 	// and OpenAI's penalties: see llama.Shape.
-	TopK              *int           `json:"top_k"`
-	MinP              *float32       `json:"min_p"`
-	RepetitionPenalty *float32       `json:"repetition_penalty"`
-	FrequencyPenalty  *float32       `json:"frequency_penalty"`
-	PresencePenalty   *float32       `json:"presence_penalty"`
-	Stream            bool           `json:"stream"`
-	StreamOptions     *streamOptions `json:"stream_options"`
+	TopK              *int     `json:"top_k"`
+	MinP              *float32 `json:"min_p"`
+	RepetitionPenalty *float32 `json:"repetition_penalty"`
+	FrequencyPenalty  *float32 `json:"frequency_penalty"`
+	PresencePenalty   *float32 `json:"presence_penalty"`
+	// Stop is a string or an array of up to 4 (llama.Request.Stop).
+	Stop          json.RawMessage `json:"stop"`
+	Stream        bool            `json:"stream"`
+	StreamOptions *streamOptions  `json:"stream_options"`
 	unsupported
 }
 
@@ -242,7 +247,6 @@ type streamOptions struct {
 // unsupported are request fields this service cannot honour: given, the
 // request is refused, not answered as if they were not there.
 type unsupported struct {
-	Stop           json.RawMessage `json:"stop"`
 	Logprobs       json.RawMessage `json:"logprobs"`
 	Echo           json.RawMessage `json:"echo"`
 	BestOf         json.RawMessage `json:"best_of"`
@@ -271,7 +275,7 @@ func (u *unsupported) given() string {
 		name string
 		ok   bool
 	}{
-		{"stop", neutral(u.Stop, "[]")}, {"logprobs", neutral(u.Logprobs, "false")}, {"echo", neutral(u.Echo, "false")},
+		{"logprobs", neutral(u.Logprobs, "false")}, {"echo", neutral(u.Echo, "false")},
 		{"best_of", neutral(u.BestOf, "1")}, {"suffix", neutral(u.Suffix, `""`)}, {"tools", neutral(u.Tools, "[]")},
 		{"response_format", neutral(u.ResponseFormat, `{"type":"text"}`)}, {"logit_bias", neutral(u.LogitBias, "{}")},
 	} {
@@ -341,6 +345,12 @@ func (s *Service) terms(w http.ResponseWriter, p *params, maxTokens *int, c *com
 	set(&p.req.RepetitionPenalty, c.RepetitionPenalty)
 	set(&p.req.FrequencyPenalty, c.FrequencyPenalty)
 	set(&p.req.PresencePenalty, c.PresencePenalty)
+	stop, err := stopOf(c.Stop)
+	if err != nil {
+		WriteError(w, http.StatusBadRequest, "stop", "", err.Error())
+		return false
+	}
+	p.req.Stop = stop
 	if seed != nil {
 		p.req.Seed = *seed
 	} else {
@@ -349,11 +359,30 @@ func (s *Service) terms(w http.ResponseWriter, p *params, maxTokens *int, c *com
 		p.req.Seed = binary.LittleEndian.Uint64(b[:])
 	}
 	if err := models.CheckRequest(p.req); err != nil {
-		param := strings.Fields(err.Error())[0]
+		param := strings.TrimSuffix(strings.Fields(err.Error())[0], ":")
 		WriteError(w, http.StatusBadRequest, param, "", err.Error())
 		return false
 	}
 	return true
+}
+
+// stopOf reads stop: null, a string, or an array of strings.
+func stopOf(raw json.RawMessage) ([]string, error) {
+	if v := strings.TrimSpace(string(raw)); v == "" || v == "null" {
+		return nil, nil
+	}
+	var one string
+	if err := json.Unmarshal(raw, &one); err == nil {
+		return []string{one}, nil
+	}
+	var many []string
+	if err := json.Unmarshal(raw, &many); err != nil {
+		return nil, errors.New("stop must be a string or an array of strings")
+	}
+	if len(many) == 0 {
+		return nil, nil
+	}
+	return many, nil
 }
 
 // promptOf reads a completion's prompt: a string, or an array of one.
@@ -513,6 +542,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p params) {
 		return
 	}
 	j := newJob()
+	j.decoder.Stops = models.StopsOf([]llama.Request{p.req})
 	spec.Output = j.output
 	type result struct {
 		job *store.Job

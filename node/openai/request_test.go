@@ -68,7 +68,6 @@ func TestPromptOfAndUnsupported(t *testing.T) {
 	for _, c := range []struct{ body, want string }{
 		{`{}`, ""},
 		{`{"stop": null, "logprobs": false, "echo": false, "best_of": 1, "logit_bias": {}, "tools": []}`, ""},
-		{`{"stop": "\n"}`, "stop"},
 		{`{"logprobs": 2}`, "logprobs"},
 		{`{"logit_bias": {"1": 5}}`, "logit_bias"},
 		{`{"response_format": {"type": "json_object"}}`, "response_format"},

@@ -74,6 +74,13 @@ type Request struct {
 	RepetitionPenalty float32 `json:"repetition_penalty,omitempty"`
 	FrequencyPenalty  float32 `json:"frequency_penalty,omitempty"`
 	PresencePenalty   float32 `json:"presence_penalty,omitempty"`
+	// Stop ends generation when the completion's text (the events' Text
+	// joined) contains one of these strings (at most MaxStops, each 1 to
+	// MaxStopBytes bytes): the token that completes it is the last
+	// written, with a Done event of Stop "stop". The runner writes the
+	// stop string's tokens; readers cut the text before it
+	// (node/models.Decoder), streamed or not.
+	Stop []string `json:"stop,omitempty"`
 	// Claim, when set, asks the runner to check a completion instead of
 	// generating one (verification by prefill): Claim is its tokens (the
 	// Token of its events). The runner computes every position of prompt
@@ -142,7 +149,8 @@ type Event struct {
 	PromptTokens     int  `json:"prompt_tokens,omitempty"`
 	CompletionTokens int  `json:"completion_tokens,omitempty"`
 	// Stop says why generation ended: "eos" (the model's end-of-sequence
-	// token, or BOS as llama2.c's run.c stops) or "length"; or, checking a
+	// token, or BOS as llama2.c's run.c stops), "stop" (a stop string of
+	// Request.Stop) or "length"; or, checking a
 	// Claim, "claim" where the model's choice is not the claimed token.
 	Stop string `json:"stop,omitempty"`
 	// Error, with Done, says why the request failed (a prompt too long for

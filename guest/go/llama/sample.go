@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 )
 
 // The sampling terms of a Request beyond Temperature and TopP, and the
@@ -56,7 +57,71 @@ const (
 	MaxPenalty = 2 // |frequency_penalty|, |presence_penalty| (OpenAI's range)
 	// MaxRepetitionPenalty caps repetition_penalty (0 or 1: off).
 	MaxRepetitionPenalty = 10
+	// MaxStops caps Request.Stop (OpenAI's cap), MaxStopBytes its strings.
+	MaxStops     = 4
+	MaxStopBytes = 256
 )
+
+// StopText finds the stop strings of a completion as its text grows
+// (Request.Stop): the runner and the readers of its output (who cut the
+// text before the stop) both use it.
+type StopText struct {
+	stops []string
+	tail  string // the last bytes of the text, less than the longest stop
+	long  int
+}
+
+// NewStopText returns a StopText of stops (nil if there are none).
+func NewStopText(stops []string) *StopText {
+	if len(stops) == 0 {
+		return nil
+	}
+	s := &StopText{stops: stops}
+	for _, st := range stops {
+		s.long = max(s.long, len(st))
+	}
+	return s
+}
+
+// Next adds piece to the text and reports whether it now contains a stop
+// string.
+func (s *StopText) Next(piece string) bool {
+	if s == nil {
+		return false
+	}
+	t := s.tail + piece
+	for _, st := range s.stops {
+		if strings.Contains(t, st) {
+			return true
+		}
+	}
+	s.tail = t[max(0, len(t)-(s.long-1)):]
+	return false
+}
+
+// Cut returns the index of the first stop string in text, or -1, and the
+// length of the longest suffix of text that may start a stop string (the
+// text a stream holds back until the next piece tells).
+func Cut(text string, stops []string) (stop, hold int) {
+	stop = -1
+	for _, st := range stops {
+		if i := strings.Index(text, st); i >= 0 && (stop < 0 || i < stop) {
+			stop = i
+		}
+	}
+	if stop >= 0 {
+		return stop, 0
+	}
+	for _, st := range stops {
+		for l := min(len(st)-1, len(text)); l > hold; l-- {
+			if strings.HasSuffix(text, st[:l]) {
+				hold = l
+				break
+			}
+		}
+	}
+	return -1, hold
+}
 
 // Shaped reports whether q asks for the guest's shaping of logits (Shape).
 func (q *Request) Shaped() bool {
@@ -68,7 +133,8 @@ func (q *Request) Shaped() bool {
 // max_tokens ≥ 0, a finite temperature ≥ 0, top_p 0 to 1 (0 or 1: all
 // tokens), top_k ≥ 0 (0: all), min_p 0 to 1, repetition_penalty 0 (off)
 // or above 0 to MaxRepetitionPenalty, frequency and presence penalties
-// −MaxPenalty to MaxPenalty. The error starts with the parameter's name.
+// −MaxPenalty to MaxPenalty, at most MaxStops stop strings of 1 to
+// MaxStopBytes bytes. The error starts with the parameter's name.
 func CheckSampling(q Request) error {
 	in := func(v float32, lo, hi float32) bool { return v >= lo && v <= hi } // false for NaN
 	switch {
@@ -88,6 +154,13 @@ func CheckSampling(q Request) error {
 		return fmt.Errorf("frequency_penalty %v: want -%d to %d", q.FrequencyPenalty, MaxPenalty, MaxPenalty)
 	case !in(q.PresencePenalty, -MaxPenalty, MaxPenalty):
 		return fmt.Errorf("presence_penalty %v: want -%d to %d", q.PresencePenalty, MaxPenalty, MaxPenalty)
+	case len(q.Stop) > MaxStops:
+		return fmt.Errorf("stop: %d strings, want at most %d", len(q.Stop), MaxStops)
+	}
+	for _, s := range q.Stop {
+		if len(s) == 0 || len(s) > MaxStopBytes {
+			return fmt.Errorf("stop: a string of %d bytes, want 1 to %d", len(s), MaxStopBytes)
+		}
 	}
 	return nil
 }

@@ -88,3 +88,54 @@ func TestRunnerShaped(t *testing.T) {
 		}
 	}
 }
+
+// TestRunnerStop: a stop string ends generation at the token that
+// completes it, with Stop "stop"; the check by prefill of that completion
+// writes exactly its output, and a claim that runs past the stop string
+// is refused.
+func TestRunnerStop(t *testing.T) {
+	plain := llama.Request{ID: 1, Prompt: "Once upon a time", MaxTokens: 40}
+	got, _, _ := runJob(t, binData(), abi.ModeExact, requests(t, plain))
+	full := got[1].text()
+	k := strings.Index(full, " the ")
+	if k < 0 {
+		t.Fatalf("no \" the \" in %q", full)
+	}
+	for _, temp := range []float32{0, 0.8} {
+		stop := " the "
+		if temp > 0 {
+			stop = "."
+		}
+		q := plain
+		q.Temperature, q.Seed, q.Stop = temp, 5, []string{"never said", stop}
+		got, events, res := runJob(t, binData(), abi.ModeExact, requests(t, q))
+		c := got[1]
+		text := c.text()
+		if c.done.Stop != "stop" || !strings.Contains(text, stop) || strings.Contains(text[:len(text)-len(c.pieces[len(c.pieces)-1])], stop) {
+			t.Fatalf("temperature %g: %q, stop %q: want it to end at the token completing %q", temp, text, c.done.Stop, stop)
+		}
+		if temp == 0 && !strings.HasPrefix(full, text) {
+			t.Errorf("greedy with a stop: %q, not a prefix of %q", text, full)
+		}
+		claim := claimOf(q, events)
+		if _, _, checked := runJob(t, binData(), abi.ModeExact, requests(t, claim)); !bytes.Equal(checked.Output, res.Output) {
+			t.Errorf("temperature %g: the check of a stopped completion wrote\n%s\nnot\n%s", temp, checked.Output, res.Output)
+		}
+		if temp == 0 {
+			long := claim
+			long.Stop = nil
+			_, evs, _ := runJob(t, binData(), abi.ModeExact, requests(t, plain))
+			long = claimOf(q, evs) // the stopless completion, checked with the stop
+			if _, evs2, _ := runJob(t, binData(), abi.ModeExact, requests(t, long)); evs2[len(evs2)-1].Stop == "length" {
+				t.Errorf("a claim running past the stop string passed: %+v", evs2[len(evs2)-1])
+			}
+		}
+	}
+	bad := `{"id":1,"prompt":"x","stop":["a","b","c","d","e"]}` + "\n" + `{"id":2,"prompt":"x","stop":[""]}`
+	got, _, _ = runJob(t, binData(), abi.ModeExact, []byte(bad))
+	for id := 1; id <= 2; id++ {
+		if c := got[id]; c == nil || !strings.Contains(c.done.Error, "bad request: stop") {
+			t.Errorf("request %d: %+v, want an error about stop", id, c)
+		}
+	}
+}

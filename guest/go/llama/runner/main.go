@@ -296,6 +296,7 @@ func (r *runner) generate(req llama.Request, emit func(llama.Event) error) error
 	tok, pos := ids[n-1], n-1
 	var logits []float32
 	var readErr error
+	stops := llama.NewStopText(req.Stop)
 	for done.CompletionTokens < maxNew {
 		next, err := r.forward([]int{tok}, pos, func(l *tensor.Tensor) (int, error) {
 			next, err := r.chooseShaped(l, req, rng, ids[1:], done.CompletionTokens)
@@ -316,13 +317,18 @@ func (r *runner) generate(req llama.Request, emit func(llama.Event) error) error
 			done.Stop = "eos"
 			break
 		}
-		if err := emit(llama.Event{ID: req.ID, Text: text.Next(r.tok.Decode(tok, next)), Token: next}); err != nil {
+		piece := text.Next(r.tok.Decode(tok, next))
+		if err := emit(llama.Event{ID: req.ID, Text: piece, Token: next}); err != nil {
 			return writeError{err}
 		}
 		done.CompletionTokens++
 		tok = next
 		if req.Shaped() {
 			ids = append(ids, next) // the history Shape reads
+		}
+		if stops.Next(piece) {
+			done.Stop = "stop"
+			break
 		}
 	}
 	if req.Logits {
@@ -380,6 +386,7 @@ func (r *runner) check(req llama.Request, emit func(llama.Event) error) error {
 	var text llama.Text // byte tokens' bytes join into characters
 	done := llama.Event{ID: req.ID, Done: true, PromptTokens: n, Stop: "length"}
 	row := make([]float32, r.cfg.VocabSize)
+	stops := llama.NewStopText(req.Stop)
 	for pos := n - 1; pos <= n-1+last; pos += prefillRows {
 		rows := min(prefillRows, n+last-pos)
 		x, err := r.hidden(seq[pos:pos+rows], pos)
@@ -424,12 +431,19 @@ func (r *runner) check(req llama.Request, emit func(llama.Event) error) error {
 				}
 				return nil
 			}
-			if err := emit(llama.Event{ID: req.ID, Text: text.Next(r.tok.Decode(seq[pos+i], next)), Token: next}); err != nil {
+			piece := text.Next(r.tok.Decode(seq[pos+i], next))
+			if err := emit(llama.Event{ID: req.ID, Text: piece, Token: next}); err != nil {
 				return writeError{err}
 			}
 			done.CompletionTokens++
-			if k >= len(claim) || next != claim[k] {
+			stopped := stops.Next(piece)
+			if k >= len(claim) || next != claim[k] || stopped {
+				// A true claim that hits a stop string ends there, as
+				// generation did; one that runs on past it is false.
 				done.Stop = "claim"
+				if stopped && k < len(claim) && next == claim[k] {
+					done.Stop = "stop"
+				}
 				if err := emit(done); err != nil {
 					return writeError{err}
 				}
