@@ -19,11 +19,13 @@
 // Generation is llama2.c's run.c: the prompt is encoded with BOS (see
 // Tokenizer), its tokens fill the KV cache, and each next token is the
 // argmax of the logits (temperature 0) or drawn by the host's sampler with
-// a coin from the request's RNG; it stops when the model writes BOS (and,
-// with GGUF, its EOS), after MaxTokens, or at the end of the context (at
-// most context − prompt + 1 tokens, as run.c's seq_len steps). A line that
-// is not a valid request (unknown fields, a negative max_tokens,
-// temperature or top_p, a prompt longer than the context, more than 1 MiB)
+// a coin from the request's RNG, after the guest's penalties, top-k and
+// min-p when the request asks for them (Shape); it stops when the model
+// writes BOS (and, with GGUF, its EOS), at a stop string (Request.Stop),
+// after MaxTokens, or at the end of the context (at most context − prompt
+// + 1 tokens, as run.c's seq_len steps). A line that is not a valid
+// request (unknown fields, sampling terms CheckSampling refuses, a prompt
+// longer than the context, more than 1 MiB)
 // is answered with a Done event with Error, and the runner goes on. A job
 // without a usable model, tokenizer or ABI v3 host fails at once (exit
 // status 1, the reason on stderr).
