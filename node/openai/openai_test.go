@@ -214,8 +214,8 @@ func TestOpenAIErrors(t *testing.T) {
 			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt}, option.WithJSONSet("repetition_penalty", -1))
 			return err
 		}, http.StatusBadRequest, "repetition_penalty", ""},
-		{"n of 2", func() error {
-			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt, N: oa.Int(2)})
+		{"n of 9", func() error {
+			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt, N: oa.Int(9)})
 			return err
 		}, http.StatusBadRequest, "n", ""},
 		{"a model name that is no name", func() error {
@@ -327,6 +327,55 @@ func TestOpenAISampling(t *testing.T) {
 	if whole == g.Completion || streamed != whole || words(whole) >= words(g.Completion) {
 		t.Errorf("penalized: %q (%d words again), streamed %q; greedy %q (%d)", whole, words(whole), streamed, g.Completion, words(g.Completion))
 	}
+	// n choices: each its own seed (choice 0 the request's), index set,
+	// streamed by index.
+	one := base
+	one.Temperature, one.Seed, one.MaxTokens = oa.Float(1), oa.Int(11), oa.Int(20)
+	single, err := c.Completions.New(ctx, one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	three := one
+	three.N = oa.Int(3)
+	r, err := c.Completions.New(ctx, three)
+	if err != nil || len(r.Choices) != 3 {
+		t.Fatalf("n 3: %+v, %v", r, err)
+	}
+	distinct := map[string]bool{}
+	var tokens int64
+	for i, ch := range r.Choices {
+		if ch.Index != int64(i) || ch.FinishReason == "" {
+			t.Errorf("choice %d: %+v", i, ch)
+		}
+		distinct[ch.Text] = true
+	}
+	if r.Choices[0].Text != single.Choices[0].Text || len(distinct) < 2 {
+		t.Errorf("n 3: %q; want choice 0 the single choice's %q and others of their own", []string{r.Choices[0].Text, r.Choices[1].Text, r.Choices[2].Text}, single.Choices[0].Text)
+	}
+	tokens = r.Usage.CompletionTokens
+	if tokens <= single.Usage.CompletionTokens || r.Usage.PromptTokens != single.Usage.PromptTokens {
+		t.Errorf("n 3 usage %+v; one choice's %+v", r.Usage, single.Usage)
+	}
+	st := c.Completions.NewStreaming(ctx, three)
+	byIndex := make([]string, 3)
+	finished := 0
+	for st.Next() {
+		for _, ch := range st.Current().Choices {
+			byIndex[ch.Index] += ch.Text
+			if ch.FinishReason != "" {
+				finished++
+			}
+		}
+	}
+	if err := st.Err(); err != nil || finished != 3 {
+		t.Fatalf("streamed n 3: %v, %d finish reasons", err, finished)
+	}
+	for i := range byIndex {
+		if byIndex[i] != r.Choices[i].Text {
+			t.Errorf("streamed choice %d: %q; whole %q", i, byIndex[i], r.Choices[i].Text)
+		}
+	}
+
 	chat, err := c.Chat.Completions.New(ctx, oa.ChatCompletionNewParams{Model: "stories260K",
 		Messages: []oa.ChatCompletionMessageParamUnion{oa.UserMessage("Tell me a story.")}, Temperature: oa.Float(0),
 		MaxCompletionTokens: oa.Int(30), Stop: oa.ChatCompletionNewParamsStopUnion{OfString: oa.String(".")}})
