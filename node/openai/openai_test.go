@@ -481,6 +481,35 @@ func TestOpenAIPrefill(t *testing.T) {
 	if len(jobs) != 4 || checked < 2 {
 		t.Errorf("%d jobs, %d verified by a check or an audit; want 4, and both generations", len(jobs), checked)
 	}
+
+	// Shaped, sampled choices with a stop string pass their check too:
+	// the checker shapes each row with the history generation had, ends
+	// at the same stop, and derives the same seeds.
+	p := goldenParams(g)
+	p.Temperature, p.Seed, p.N, p.FrequencyPenalty, p.PresencePenalty = oa.Float(0.9), oa.Int(4), oa.Int(2), oa.Float(0.8), oa.Float(0.3)
+	p.Stop = oa.CompletionNewParamsStopUnion{OfString: oa.String(".")}
+	r, err := c.Completions.New(context.Background(), p, option.WithJSONSet("top_k", 30), option.WithJSONSet("repetition_penalty", 1.2))
+	if err != nil || len(r.Choices) != 2 {
+		t.Fatalf("shaped choices: %+v, %v", r, err)
+	}
+	for _, ch := range r.Choices {
+		if strings.Contains(ch.Text, ".") {
+			t.Errorf("choice %d: %q holds the stop string", ch.Index, ch.Text)
+		}
+	}
+	jobs, err = net.Client.Jobs(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := 0
+	for _, j := range jobs {
+		if j.Verification == node.VerifiedByCheck || j.Verification == node.VerifiedByAudit {
+			last++
+		}
+	}
+	if len(jobs) != 6 || last < 3 {
+		t.Errorf("%d jobs, %d verified by a check or an audit; want 6 and 3", len(jobs), last)
+	}
 }
 
 // TestOpenAITolerance: with --serve-mode tolerance the endpoints' jobs run
