@@ -154,6 +154,15 @@ func EncodeRequests(reqs []llama.Request) []byte { return models.EncodeRequests(
 // DecodeCompletions decodes a runner's whole output.
 func DecodeCompletions(out []byte) ([]Completion, error) { return models.Decode(out) }
 
+// DecodeCompletionsStops decodes a runner's whole output, cutting each
+// completion at its request's stop strings (StopsOf).
+func DecodeCompletionsStops(out []byte, stops map[int][]string) ([]Completion, error) {
+	return models.DecodeStops(out, stops)
+}
+
+// StopsOf returns requests' stop strings by ID, for CompletionDecoder.Stops.
+func StopsOf(reqs []llama.Request) map[int][]string { return models.StopsOf(reqs) }
+
 // LocalModel reads the model named name from the database of a node that
 // does not run now (one that runs holds the database: ask it through
 // Client.Model), with an error wrapping ErrUnknownModel when it has none.

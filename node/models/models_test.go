@@ -337,3 +337,48 @@ func TestDecoder(t *testing.T) {
 		t.Error("a write of bad output succeeded: it should stop the job")
 	}
 }
+
+// TestDecoderStops: a request's stop strings are cut from its text with
+// what follows; text that may start one is held back until the next piece
+// tells (and given back at Done if none came); other requests are
+// untouched.
+func TestDecoderStops(t *testing.T) {
+	reqs := []llama.Request{{ID: 1, Stop: []string{"END", "\n\n"}}, {ID: 2, Stop: []string{"zz"}}, {ID: 3}}
+	out := `{"id":1,"text":"Once E"}
+{"id":1,"text":"N"}
+{"id":1,"text":"d? no: EN"}
+{"id":1,"text":"D and"}
+{"id":1,"done":true,"completion_tokens":4,"stop":"stop"}
+{"id":2,"text":"a z"}
+{"id":2,"done":true,"completion_tokens":1,"stop":"length"}
+{"id":3,"text":"END"}
+{"id":3,"done":true,"completion_tokens":1,"stop":"length"}
+`
+	texts := map[int][]string{}
+	d := Decoder{Stops: StopsOf(reqs), OnText: func(id int, s string) { texts[id] = append(texts[id], s) }}
+	if _, err := d.Write([]byte(out)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cs := d.Completions()
+	if len(cs) != 3 || cs[0].Completion != "Once ENd? no: " || cs[0].Stop != "stop" || cs[1].Completion != "a z" || cs[2].Completion != "END" {
+		t.Fatalf("completions %+v", cs)
+	}
+	// "Once E" holds "E" back; "N" holds "EN"; "d? no: EN" is no stop yet,
+	// so "ENd? no: " goes and "EN" waits; "D and" completes the stop.
+	if got := strings.Join(texts[1], "|"); got != "Once |ENd? no: " {
+		t.Errorf("request 1 streamed %q", got)
+	}
+	if got := strings.Join(texts[2], "|"); got != "a |z" {
+		t.Errorf("request 2 streamed %q: the held \"z\" comes at Done", got)
+	}
+	if cs, err := DecodeStops([]byte(out), StopsOf(reqs)); err != nil || cs[0].Completion != "Once ENd? no: " {
+		t.Errorf("DecodeStops: %+v, %v", cs, err)
+	}
+	stop, hold := llama.Cut("abc", []string{"cd", "bcx"})
+	if stop != -1 || hold != 2 {
+		t.Errorf("Cut: %d, %d; want -1, 2", stop, hold)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 
 	"github.com/infernet/infernet/guest/go/llama"
 )
@@ -27,13 +26,8 @@ const MaxPromptLine = 1 << 20
 // a top-p outside [0, 1], or a request over the runner's line of
 // MaxPromptLine bytes.
 func CheckRequest(q llama.Request) error {
-	switch {
-	case q.MaxTokens < 0:
-		return fmt.Errorf("max_tokens %d: %w", q.MaxTokens, ErrBadRequest)
-	case !(q.Temperature >= 0) || math.IsInf(float64(q.Temperature), 0):
-		return fmt.Errorf("temperature %v: want 0 (greedy) or more: %w", q.Temperature, ErrBadRequest)
-	case !(q.TopP >= 0 && q.TopP <= 1):
-		return fmt.Errorf("top_p %v: want 0 to 1: %w", q.TopP, ErrBadRequest)
+	if err := llama.CheckSampling(q); err != nil { // the runner's own check
+		return fmt.Errorf("%w: %w", err, ErrBadRequest)
 	}
 	if n := len(EncodeRequests([]llama.Request{q})); n > MaxPromptLine { // the line and its newline
 		return fmt.Errorf("prompt of %d bytes: the request is %d bytes, the runner reads at most %d: %w", len(q.Prompt), n, MaxPromptLine, ErrBadRequest)
@@ -58,12 +52,20 @@ func ReadRequests(r io.Reader, defaults llama.Request) ([]llama.Request, error) 
 			continue
 		}
 		q := struct {
-			Prompt      *string `json:"prompt"`
-			MaxTokens   int     `json:"max_tokens"`
-			Temperature float32 `json:"temperature"`
-			TopP        float32 `json:"top_p"`
-			Seed        uint64  `json:"seed"`
-		}{MaxTokens: defaults.MaxTokens, Temperature: defaults.Temperature, TopP: defaults.TopP, Seed: defaults.Seed}
+			Prompt      *string  `json:"prompt"`
+			MaxTokens   int      `json:"max_tokens"`
+			Temperature float32  `json:"temperature"`
+			TopP        float32  `json:"top_p"`
+			Seed        uint64   `json:"seed"`
+			TopK        int      `json:"top_k"`
+			MinP        float32  `json:"min_p"`
+			RepPenalty  float32  `json:"repetition_penalty"`
+			FreqPenalty float32  `json:"frequency_penalty"`
+			PresPenalty float32  `json:"presence_penalty"`
+			Stop        []string `json:"stop"`
+		}{Stop: defaults.Stop, MaxTokens: defaults.MaxTokens, Temperature: defaults.Temperature, TopP: defaults.TopP, Seed: defaults.Seed,
+			TopK: defaults.TopK, MinP: defaults.MinP, RepPenalty: defaults.RepetitionPenalty,
+			FreqPenalty: defaults.FrequencyPenalty, PresPenalty: defaults.PresencePenalty}
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.DisallowUnknownFields()
 		err := dec.Decode(&q)
@@ -73,7 +75,8 @@ func ReadRequests(r io.Reader, defaults llama.Request) ([]llama.Request, error) 
 		if err == nil && q.Prompt == nil {
 			err = errors.New(`no "prompt"`)
 		}
-		req := llama.Request{ID: line, MaxTokens: q.MaxTokens, Temperature: q.Temperature, TopP: q.TopP, Seed: q.Seed}
+		req := llama.Request{ID: line, MaxTokens: q.MaxTokens, Temperature: q.Temperature, TopP: q.TopP, Seed: q.Seed,
+			TopK: q.TopK, MinP: q.MinP, RepetitionPenalty: q.RepPenalty, FrequencyPenalty: q.FreqPenalty, PresencePenalty: q.PresPenalty, Stop: q.Stop}
 		if err == nil {
 			req.Prompt = *q.Prompt
 			err = CheckRequest(req)
@@ -106,7 +109,8 @@ type Completion struct {
 	Completion       string `json:"completion"`
 	PromptTokens     int    `json:"prompt_tokens"`
 	CompletionTokens int    `json:"completion_tokens"`
-	// Stop is why generation ended: "eos" or "length".
+	// Stop is why generation ended: "eos", "stop" (a stop string, cut
+	// from Completion) or "length".
 	Stop  string `json:"stop,omitempty"`
 	Error string `json:"error,omitempty"`
 }
@@ -125,7 +129,15 @@ type Decoder struct {
 	// OnDone, when set, is called with each request's Completion when its
 	// Done event comes.
 	OnDone func(Completion)
+	// Stops, when set, are the stop strings of each request by its ID
+	// (llama.Request.Stop; StopsOf makes it): the text is cut before the
+	// first stop string, which neither OnText nor the Completion sees, and
+	// text that may be the start of one is held back until the next token
+	// (or the Done event) tells.
+	Stops map[int][]string
 
+	held    map[int]string
+	stopped map[int]bool
 	partial []byte
 	open    map[int]*Completion
 	done    []Completion
@@ -175,14 +187,16 @@ func (d *Decoder) line(b []byte) error {
 		d.open[e.ID] = c
 	}
 	if e.Text != "" {
-		c.Completion += e.Text
-		if d.OnText != nil {
-			d.OnText(e.ID, e.Text)
-		}
+		d.text(c, e.Text)
 	}
 	if !e.Done {
 		return nil
 	}
+	if h := d.held[e.ID]; h != "" { // no stop string came after all
+		delete(d.held, e.ID)
+		d.emit(c, h)
+	}
+	delete(d.stopped, e.ID)
 	c.PromptTokens, c.CompletionTokens, c.Stop, c.Error = e.PromptTokens, e.CompletionTokens, e.Stop, e.Error
 	delete(d.open, e.ID)
 	d.done = append(d.done, *c)
@@ -190,6 +204,55 @@ func (d *Decoder) line(b []byte) error {
 		d.OnDone(*c)
 	}
 	return nil
+}
+
+// text takes one token's text of c, cut at its stop strings.
+func (d *Decoder) text(c *Completion, t string) {
+	stops := d.Stops[c.ID]
+	if len(stops) == 0 {
+		d.emit(c, t)
+		return
+	}
+	if d.stopped[c.ID] {
+		return
+	}
+	if d.held == nil {
+		d.held, d.stopped = map[int]string{}, map[int]bool{}
+	}
+	t = d.held[c.ID] + t
+	stop, hold := llama.Cut(t, stops)
+	if stop >= 0 {
+		d.stopped[c.ID] = true
+		t, hold = t[:stop], 0
+	}
+	d.held[c.ID] = t[len(t)-hold:]
+	d.emit(c, t[:len(t)-hold])
+}
+
+// emit adds text to c and passes it on.
+func (d *Decoder) emit(c *Completion, t string) {
+	if t == "" {
+		return
+	}
+	c.Completion += t
+	if d.OnText != nil {
+		d.OnText(c.ID, t)
+	}
+}
+
+// StopsOf returns the stop strings of reqs by ID, for Decoder.Stops (nil
+// when none has any).
+func StopsOf(reqs []llama.Request) map[int][]string {
+	var m map[int][]string
+	for _, q := range reqs {
+		if len(q.Stop) > 0 {
+			if m == nil {
+				m = map[int][]string{}
+			}
+			m[q.ID] = q.Stop
+		}
+	}
+	return m
 }
 
 // Close ends the output: a last line without its newline is decoded, and
@@ -214,8 +277,12 @@ func (d *Decoder) Close() error {
 func (d *Decoder) Completions() []Completion { return d.done }
 
 // Decode decodes a whole output of the runner.
-func Decode(out []byte) ([]Completion, error) {
-	var d Decoder
+func Decode(out []byte) ([]Completion, error) { return DecodeStops(out, nil) }
+
+// DecodeStops decodes a whole output of the runner of requests whose stop
+// strings are stops (StopsOf; nil for none).
+func DecodeStops(out []byte, stops map[int][]string) ([]Completion, error) {
+	d := Decoder{Stops: stops}
 	d.Write(out) // its error is Close's
 	err := d.Close()
 	return d.Completions(), err

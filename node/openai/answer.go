@@ -15,8 +15,14 @@ type Usage struct {
 	TotalTokens      int `json:"total_tokens"`
 }
 
-func usageOf(c *models.Completion) *Usage {
-	return &Usage{PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens, TotalTokens: c.PromptTokens + c.CompletionTokens}
+// usageOf counts the prompt once and every choice's tokens, as OpenAI does.
+func usageOf(cs []models.Completion) *Usage {
+	u := &Usage{PromptTokens: cs[0].PromptTokens}
+	for _, c := range cs {
+		u.CompletionTokens += c.CompletionTokens
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return u
 }
 
 // finishReason is OpenAI's name for the runner's stop.
@@ -64,18 +70,25 @@ func (a *answer) response(object string, choices []choice, u *Usage) response {
 	return response{ID: a.id, Object: object, Created: a.created, Model: a.p.model, Choices: choices, Usage: u}
 }
 
-// whole writes a response that is not streamed.
-func (a *answer) whole(w http.ResponseWriter, text string, c *models.Completion) {
-	fin := finishReason(c)
-	ch := choice{FinishReason: &fin}
+// whole writes a response that is not streamed: texts and cs by choice.
+func (a *answer) whole(w http.ResponseWriter, texts []string, cs []models.Completion) {
 	object := "text_completion"
 	if a.p.chat {
-		object, ch.Message = "chat.completion", &chatText{Role: "assistant", Content: &text}
-	} else {
-		ch.Text = &text
+		object = "chat.completion"
+	}
+	choices := make([]choice, len(cs))
+	for i := range cs {
+		fin, text := finishReason(&cs[i]), texts[i]
+		ch := choice{Index: i, FinishReason: &fin}
+		if a.p.chat {
+			ch.Message = &chatText{Role: "assistant", Content: &text}
+		} else {
+			ch.Text = &text
+		}
+		choices[i] = ch
 	}
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(a.response(object, []choice{ch}, usageOf(c)))
+	json.NewEncoder(w).Encode(a.response(object, choices, usageOf(cs)))
 }
 
 // The streamed response: server-sent events of chunks, then [DONE].
@@ -93,16 +106,18 @@ func (a *answer) begin(w http.ResponseWriter) {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	if a.p.chat { // the role comes first, alone
+	if a.p.chat { // the role comes first, alone, for each choice
 		empty := ""
-		a.event(w, a.response(a.chunkObject(), []choice{{Delta: &chatText{Role: "assistant", Content: &empty}}}, nil))
+		for i := range a.p.n {
+			a.event(w, a.response(a.chunkObject(), []choice{{Index: i, Delta: &chatText{Role: "assistant", Content: &empty}}}, nil))
+		}
 	}
 	flush(w)
 }
 
-// piece sends one token's text.
-func (a *answer) piece(w http.ResponseWriter, text string) {
-	ch := choice{}
+// piece sends one token's text of a choice.
+func (a *answer) piece(w http.ResponseWriter, index int, text string) {
+	ch := choice{Index: index}
 	if a.p.chat {
 		ch.Delta = &chatText{Content: &text}
 	} else {
@@ -112,19 +127,21 @@ func (a *answer) piece(w http.ResponseWriter, text string) {
 	flush(w)
 }
 
-// end sends the last chunk, the usage if asked for, and [DONE].
-func (a *answer) end(w http.ResponseWriter, c *models.Completion) {
-	fin := finishReason(c)
-	ch := choice{FinishReason: &fin}
-	if a.p.chat {
-		ch.Delta = &chatText{}
-	} else {
-		empty := ""
-		ch.Text = &empty
+// end sends each choice's last chunk, the usage if asked for, and [DONE].
+func (a *answer) end(w http.ResponseWriter, cs []models.Completion) {
+	for i := range cs {
+		fin := finishReason(&cs[i])
+		ch := choice{Index: i, FinishReason: &fin}
+		if a.p.chat {
+			ch.Delta = &chatText{}
+		} else {
+			empty := ""
+			ch.Text = &empty
+		}
+		a.event(w, a.response(a.chunkObject(), []choice{ch}, nil))
 	}
-	a.event(w, a.response(a.chunkObject(), []choice{ch}, nil))
 	if a.p.usage {
-		a.event(w, a.response(a.chunkObject(), []choice{}, usageOf(c)))
+		a.event(w, a.response(a.chunkObject(), []choice{}, usageOf(cs)))
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
 	flush(w)

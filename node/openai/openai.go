@@ -11,8 +11,16 @@
 // Requests follow OpenAI's API reference for the fields a Llama runner can
 // honour: model, prompt (a string, or an array of one) or messages,
 // max_tokens (max_completion_tokens for chat), temperature, top_p, seed,
-// stream and stream_options.include_usage; n must be 1, and stop, logprobs,
-// tools and the like are refused rather than ignored. OpenAI's defaults
+// frequency_penalty and presence_penalty (−2 to 2), top_k, min_p and
+// repetition_penalty (llama.cpp's and vLLM's extensions; the sampler chain
+// is llama.Shape's), stop (up to 4 strings: the text ends before the
+// first, streamed or not, with finish_reason "stop"; streamed text that
+// may start one is held back until the next token tells), stream and
+// stream_options.include_usage, and n (1 to MaxN choices, each its own
+// seed: see params.choices; streamed chunks carry their choice's index);
+// logprobs, tools and the like are refused rather than ignored.
+// Out-of-range terms are refused (400, naming the parameter) by
+// llama.CheckSampling, the runner's own check. OpenAI's defaults
 // hold: temperature 1 and top_p 1, max_tokens 16 for completions and the
 // model's context for chat. A request without a seed gets a random one, so
 // that its replicas sample alike. Errors come as OpenAI's error object.
@@ -149,27 +157,37 @@ type params struct {
 	chat   bool
 	model  string
 	req    llama.Request
+	n      int // choices: requests of the job, ID 0 to n-1 (choices)
 	stream bool
 	usage  bool // stream_options.include_usage
 }
 
 // common are the request fields both endpoints read.
 type common struct {
-	Model         string         `json:"model"`
-	MaxTokens     *int           `json:"max_tokens"`
-	Temperature   *float32       `json:"temperature"`
-	TopP          *float32       `json:"top_p"`
-	Seed          *uint64        `json:"seed"`
-	N             *int           `json:"n"`
-	Stream        bool           `json:"stream"`
-	StreamOptions *streamOptions `json:"stream_options"`
+	Model       string   `json:"model"`
+	MaxTokens   *int     `json:"max_tokens"`
+	Temperature *float32 `json:"temperature"`
+	TopP        *float32 `json:"top_p"`
+	Seed        *uint64  `json:"seed"`
+	N           *int     `json:"n"`
+	// Sampling terms beyond OpenAI's own (llama.cpp's and vLLM's names),
+	// and OpenAI's penalties: see llama.Shape.
+	TopK              *int     `json:"top_k"`
+	MinP              *float32 `json:"min_p"`
+	RepetitionPenalty *float32 `json:"repetition_penalty"`
+	FrequencyPenalty  *float32 `json:"frequency_penalty"`
+	PresencePenalty   *float32 `json:"presence_penalty"`
+	// Stop is a string or an array of up to 4 (llama.Request.Stop).
+	Stop          json.RawMessage `json:"stop"`
+	Stream        bool            `json:"stream"`
+	StreamOptions *streamOptions  `json:"stream_options"`
 	unsupported
 }
 
 // params returns the terms of a request of prompt, with OpenAI's defaults
 // and maxTokens when the request gives none.
 func (c *common) params(chat bool, prompt string, maxTokens int) params {
-	p := params{chat: chat, model: c.Model, stream: c.Stream, usage: c.StreamOptions != nil && c.StreamOptions.IncludeUsage}
+	p := params{chat: chat, model: c.Model, n: 1, stream: c.Stream, usage: c.StreamOptions != nil && c.StreamOptions.IncludeUsage}
 	p.req = llama.Request{Prompt: prompt, MaxTokens: maxTokens, Temperature: 1, TopP: 1}
 	return p
 }
@@ -234,16 +252,13 @@ type streamOptions struct {
 // unsupported are request fields this service cannot honour: given, the
 // request is refused, not answered as if they were not there.
 type unsupported struct {
-	Stop             json.RawMessage `json:"stop"`
-	Logprobs         json.RawMessage `json:"logprobs"`
-	Echo             json.RawMessage `json:"echo"`
-	BestOf           json.RawMessage `json:"best_of"`
-	Suffix           json.RawMessage `json:"suffix"`
-	Tools            json.RawMessage `json:"tools"`
-	ResponseFormat   json.RawMessage `json:"response_format"`
-	PresencePenalty  json.RawMessage `json:"presence_penalty"`
-	FrequencyPenalty json.RawMessage `json:"frequency_penalty"`
-	LogitBias        json.RawMessage `json:"logit_bias"`
+	Logprobs       json.RawMessage `json:"logprobs"`
+	Echo           json.RawMessage `json:"echo"`
+	BestOf         json.RawMessage `json:"best_of"`
+	Suffix         json.RawMessage `json:"suffix"`
+	Tools          json.RawMessage `json:"tools"`
+	ResponseFormat json.RawMessage `json:"response_format"`
+	LogitBias      json.RawMessage `json:"logit_bias"`
 }
 
 // given returns the first unsupported field given a value other than null
@@ -265,10 +280,9 @@ func (u *unsupported) given() string {
 		name string
 		ok   bool
 	}{
-		{"stop", neutral(u.Stop, "[]")}, {"logprobs", neutral(u.Logprobs, "false")}, {"echo", neutral(u.Echo, "false")},
+		{"logprobs", neutral(u.Logprobs, "false")}, {"echo", neutral(u.Echo, "false")},
 		{"best_of", neutral(u.BestOf, "1")}, {"suffix", neutral(u.Suffix, `""`)}, {"tools", neutral(u.Tools, "[]")},
-		{"response_format", neutral(u.ResponseFormat, `{"type":"text"}`)}, {"presence_penalty", neutral(u.PresencePenalty, "0")},
-		{"frequency_penalty", neutral(u.FrequencyPenalty, "0")}, {"logit_bias", neutral(u.LogitBias, "{}")},
+		{"response_format", neutral(u.ResponseFormat, `{"type":"text"}`)}, {"logit_bias", neutral(u.LogitBias, "{}")},
 	} {
 		if !f.ok {
 			return f.name
@@ -304,8 +318,8 @@ func (s *Service) terms(w http.ResponseWriter, p *params, maxTokens *int, c *com
 	case p.model == "":
 		WriteError(w, http.StatusBadRequest, "model", "", "you must provide a model parameter")
 		return false
-	case n != nil && *n != 1:
-		WriteError(w, http.StatusBadRequest, "n", "", fmt.Sprintf("n is %d: this server answers one choice per request", *n))
+	case n != nil && (*n < 1 || *n > MaxN):
+		WriteError(w, http.StatusBadRequest, "n", "", fmt.Sprintf("n is %d: want 1 to %d choices", *n, MaxN))
 		return false
 	case maxTokens != nil && (*maxTokens < 1 || *maxTokens > s.cfg.MaxTokens):
 		WriteError(w, http.StatusBadRequest, "max_tokens", "", fmt.Sprintf("max_tokens is %d: this node's limit is 1 to %d", *maxTokens, s.cfg.MaxTokens))
@@ -318,12 +332,33 @@ func (s *Service) terms(w http.ResponseWriter, p *params, maxTokens *int, c *com
 	if maxTokens != nil {
 		p.req.MaxTokens = *maxTokens
 	}
+	if n != nil {
+		p.n = *n
+	}
 	if temp != nil {
 		p.req.Temperature = *temp
 	}
 	if topP != nil {
 		p.req.TopP = *topP
 	}
+	set := func(dst *float32, v *float32) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	if c.TopK != nil {
+		p.req.TopK = *c.TopK
+	}
+	set(&p.req.MinP, c.MinP)
+	set(&p.req.RepetitionPenalty, c.RepetitionPenalty)
+	set(&p.req.FrequencyPenalty, c.FrequencyPenalty)
+	set(&p.req.PresencePenalty, c.PresencePenalty)
+	stop, err := stopOf(c.Stop)
+	if err != nil {
+		WriteError(w, http.StatusBadRequest, "stop", "", err.Error())
+		return false
+	}
+	p.req.Stop = stop
 	if seed != nil {
 		p.req.Seed = *seed
 	} else {
@@ -332,11 +367,47 @@ func (s *Service) terms(w http.ResponseWriter, p *params, maxTokens *int, c *com
 		p.req.Seed = binary.LittleEndian.Uint64(b[:])
 	}
 	if err := models.CheckRequest(p.req); err != nil {
-		param := strings.Fields(err.Error())[0]
+		param := strings.TrimSuffix(strings.Fields(err.Error())[0], ":")
 		WriteError(w, http.StatusBadRequest, param, "", err.Error())
 		return false
 	}
 	return true
+}
+
+// MaxN caps a request's n, its choices.
+const MaxN = 8
+
+// choices returns the requests of p's n choices: choice i is request ID i,
+// with the request's terms and seed i·0x9E3779B97F4A7C15 XOR the request's
+// seed (choice 0 has the request's own), so that each choice samples with
+// its own generator and every replica derives the same ones.
+func (p *params) choices() []llama.Request {
+	reqs := make([]llama.Request, p.n)
+	for i := range reqs {
+		q := p.req
+		q.ID, q.Seed = i, q.Seed^(uint64(i)*0x9E3779B97F4A7C15)
+		reqs[i] = q
+	}
+	return reqs
+}
+
+// stopOf reads stop: null, a string, or an array of strings.
+func stopOf(raw json.RawMessage) ([]string, error) {
+	if v := strings.TrimSpace(string(raw)); v == "" || v == "null" {
+		return nil, nil
+	}
+	var one string
+	if err := json.Unmarshal(raw, &one); err == nil {
+		return []string{one}, nil
+	}
+	var many []string
+	if err := json.Unmarshal(raw, &many); err != nil {
+		return nil, errors.New("stop must be a string or an array of strings")
+	}
+	if len(many) == 0 {
+		return nil, nil
+	}
+	return many, nil
 }
 
 // promptOf reads a completion's prompt: a string, or an array of one.
@@ -407,17 +478,17 @@ func newID(prefix string) string {
 // output, passed from the job's goroutine to the HTTP handler's.
 type job struct {
 	mu      sync.Mutex
-	pieces  []string
-	done    *models.Completion
+	pieces  []piece
+	done    map[int]models.Completion // by choice
 	decErr  error
 	wake    chan struct{}
 	decoder models.Decoder
 }
 
 func newJob() *job {
-	j := &job{wake: make(chan struct{}, 1)}
-	j.decoder.OnText = func(_ int, text string) { j.pieces = append(j.pieces, text) }
-	j.decoder.OnDone = func(c models.Completion) { j.done = &c }
+	j := &job{wake: make(chan struct{}, 1), done: map[int]models.Completion{}}
+	j.decoder.OnText = func(id int, text string) { j.pieces = append(j.pieces, piece{id, text}) }
+	j.decoder.OnDone = func(c models.Completion) { j.done[c.ID] = c }
 	return j
 }
 
@@ -434,14 +505,27 @@ func (j *job) output(b []byte) {
 	}
 }
 
-// take returns the pieces decoded since the last call, and the completion
-// once its Done event came.
-func (j *job) take() ([]string, *models.Completion, error) {
+// piece is a choice's text as it comes.
+type piece struct {
+	choice int
+	text   string
+}
+
+// take returns the pieces decoded since the last call, and the choices'
+// completions once every Done event came (nil before).
+func (j *job) take(n int) ([]piece, []models.Completion, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	p := j.pieces
 	j.pieces = nil
-	return p, j.done, j.decErr
+	if len(j.done) < n {
+		return p, nil, j.decErr
+	}
+	done := make([]models.Completion, n)
+	for i := range done {
+		done[i] = j.done[i]
+	}
+	return p, done, j.decErr
 }
 
 // serve runs p as a job and answers it, streamed or whole.
@@ -455,12 +539,14 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p params) {
 		WriteError(w, http.StatusInternalServerError, "", "", err.Error())
 		return
 	}
-	spec, err := s.spec(ctx, m, p.req)
+	reqs := p.choices()
+	spec, err := s.spec(ctx, m, reqs)
 	if err != nil {
 		WriteError(w, http.StatusInternalServerError, "", "", err.Error())
 		return
 	}
 	j := newJob()
+	j.decoder.Stops = models.StopsOf(reqs)
 	spec.Output = j.output
 	type result struct {
 		job *store.Job
@@ -478,7 +564,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p params) {
 	if p.stream {
 		a.begin(w)
 	}
-	var text strings.Builder
+	texts := make([]strings.Builder, p.n)
 	for {
 		var res *result
 		select {
@@ -486,11 +572,14 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p params) {
 		case r := <-ended:
 			res = &r
 		}
-		pieces, done, decErr := j.take()
-		for _, t := range pieces {
-			text.WriteString(t)
+		pieces, done, decErr := j.take(p.n)
+		for _, pc := range pieces {
+			if pc.choice < 0 || pc.choice >= p.n {
+				continue // not a choice of this request: the runner echoes IDs
+			}
+			texts[pc.choice].WriteString(pc.text)
 			if p.stream {
-				a.piece(w, t)
+				a.piece(w, pc.choice, pc.text)
 			}
 		}
 		if res == nil {
@@ -502,8 +591,11 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p params) {
 			err = decErr
 		case err == nil && done == nil:
 			err = errors.New("the runner's output ended without its last event")
-		case err == nil && done.Error != "":
-			err = fmt.Errorf("the runner refused the request: %s", done.Error)
+		}
+		for _, c := range done {
+			if err == nil && c.Error != "" {
+				err = fmt.Errorf("the runner refused the request: %s", c.Error)
+			}
 		}
 		if err != nil {
 			s.log.Warn("openai request failed", "model", p.model, "err", err)
@@ -517,7 +609,11 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p params) {
 		if p.stream {
 			a.end(w, done)
 		} else {
-			a.whole(w, text.String(), done)
+			whole := make([]string, p.n)
+			for i := range whole {
+				whole[i] = texts[i].String()
+			}
+			a.whole(w, whole, done)
 		}
 		return
 	}
@@ -537,12 +633,12 @@ func jobError(rec *store.Job, err error) error {
 }
 
 // spec is the job of one request on model m.
-func (s *Service) spec(ctx context.Context, m *store.Model, q llama.Request) (node.Spec, error) {
+func (s *Service) spec(ctx context.Context, m *store.Model, reqs []llama.Request) (node.Spec, error) {
 	runner, err := s.n.Models.Runner()
 	if err != nil {
 		return node.Spec{}, err
 	}
-	input := models.EncodeRequests([]llama.Request{q})
+	input := models.EncodeRequests(reqs)
 	in, err := s.n.PutBlob(ctx, input)
 	if err != nil {
 		return node.Spec{}, err
@@ -557,7 +653,7 @@ func (s *Service) spec(ctx context.Context, m *store.Model, q llama.Request) (no
 		spec.Mode = wire.ModeTolerance
 	}
 	if s.cfg.Verify == VerifyPrefill {
-		spec.Replicas, spec.Check = 1, models.Check([]llama.Request{q})
+		spec.Replicas, spec.Check = 1, models.Check(reqs)
 	}
 	return spec, nil
 }

@@ -182,14 +182,43 @@ func TestOpenAIErrors(t *testing.T) {
 			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt, MaxTokens: oa.Int(100000)})
 			return err
 		}, http.StatusBadRequest, "max_tokens", ""},
-		{"unsupported stop", func() error {
+		{"five stop strings", func() error {
 			_, err := c.Chat.Completions.New(ctx, oa.ChatCompletionNewParams{Model: "stories260K",
 				Messages: []oa.ChatCompletionMessageParamUnion{oa.UserMessage("hi")},
-				Stop:     oa.ChatCompletionNewParamsStopUnion{OfString: oa.String("\n")}})
+				Stop:     oa.ChatCompletionNewParamsStopUnion{OfStringArray: []string{"a", "b", "c", "d", "e"}}})
 			return err
-		}, http.StatusBadRequest, "stop", "unsupported_parameter"},
-		{"n of 2", func() error {
-			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt, N: oa.Int(2)})
+		}, http.StatusBadRequest, "stop", ""},
+		{"unsupported logprobs", func() error {
+			_, err := c.Chat.Completions.New(ctx, oa.ChatCompletionNewParams{Model: "stories260K",
+				Messages: []oa.ChatCompletionMessageParamUnion{oa.UserMessage("hi")}, Logprobs: oa.Bool(true)})
+			return err
+		}, http.StatusBadRequest, "logprobs", "unsupported_parameter"},
+		{"top_p over 1", func() error {
+			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt, TopP: oa.Float(1.5)})
+			return err
+		}, http.StatusBadRequest, "top_p", ""},
+		{"frequency_penalty over 2", func() error {
+			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt, FrequencyPenalty: oa.Float(2.5)})
+			return err
+		}, http.StatusBadRequest, "frequency_penalty", ""},
+		{"presence_penalty under -2", func() error {
+			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt, PresencePenalty: oa.Float(-3)})
+			return err
+		}, http.StatusBadRequest, "presence_penalty", ""},
+		{"negative top_k", func() error {
+			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt}, option.WithJSONSet("top_k", -1))
+			return err
+		}, http.StatusBadRequest, "top_k", ""},
+		{"min_p over 1", func() error {
+			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt}, option.WithJSONSet("min_p", 1.5))
+			return err
+		}, http.StatusBadRequest, "min_p", ""},
+		{"negative repetition_penalty", func() error {
+			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt}, option.WithJSONSet("repetition_penalty", -1))
+			return err
+		}, http.StatusBadRequest, "repetition_penalty", ""},
+		{"n of 9", func() error {
+			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt, N: oa.Int(9)})
 			return err
 		}, http.StatusBadRequest, "n", ""},
 		{"a model name that is no name", func() error {
@@ -224,6 +253,137 @@ func TestOpenAIErrors(t *testing.T) {
 	// Refused before anything ran: no job was made for any of them.
 	if after, err := net.Client.Jobs(0); err != nil || len(after) != len(before) {
 		t.Errorf("%d jobs after the refused requests, %d before (%v)", len(after), len(before), err)
+	}
+}
+
+// TestOpenAISampling: the official client's stop, frequency and presence
+// penalties, and top_k (an extra field) are honoured, streamed and not:
+// the stop string never appears and the text ends where it began, with
+// finish_reason "stop"; top_k 1 sampled is greedy's text; penalties change
+// a greedy completion and repeat fewer words.
+func TestOpenAISampling(t *testing.T) {
+	c, _ := serve(t, nodetest.Options{Providers: 3, Trust: true})
+	ctx := context.Background()
+	g := golden(t, "Once upon a time")
+	k := strings.Index(g.Completion, " the ")
+	if k < 0 {
+		t.Fatalf("no \" the \" in %q", g.Completion)
+	}
+	base := oa.CompletionNewParams{
+		Model:       oa.CompletionNewParamsModel("stories260K"),
+		Prompt:      oa.CompletionNewParamsPromptUnion{OfString: oa.String(g.Prompt)},
+		MaxTokens:   oa.Int(int64(g.MaxTokens)),
+		Temperature: oa.Float(0),
+	}
+	// complete returns the whole and the streamed text, and their finish reasons.
+	complete := func(p oa.CompletionNewParams, opts ...option.RequestOption) (whole, streamed, wholeFin, streamFin string) {
+		t.Helper()
+		r, err := c.Completions.New(ctx, p, opts...)
+		if err != nil || len(r.Choices) != 1 {
+			t.Fatalf("completion: %+v, %v", r, err)
+		}
+		s := c.Completions.NewStreaming(ctx, p, opts...)
+		var b strings.Builder
+		for s.Next() {
+			for _, ch := range s.Current().Choices {
+				if strings.Contains(ch.Text, " the ") && p.Stop.OfStringArray != nil {
+					t.Errorf("a streamed chunk %q holds the stop string", ch.Text)
+				}
+				b.WriteString(ch.Text)
+				if ch.FinishReason != "" {
+					streamFin = string(ch.FinishReason)
+				}
+			}
+		}
+		if err := s.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return r.Choices[0].Text, b.String(), string(r.Choices[0].FinishReason), streamFin
+	}
+
+	stop := base
+	stop.Stop = oa.CompletionNewParamsStopUnion{OfStringArray: []string{"never said", " the "}}
+	whole, streamed, wf, sf := complete(stop)
+	if whole != g.Completion[:k] || streamed != whole || wf != "stop" || sf != "stop" {
+		t.Errorf("stop \" the \": %q (%s), streamed %q (%s); want %q, stop", whole, wf, streamed, sf, g.Completion[:k])
+	}
+
+	topK := base
+	topK.Temperature, topK.Seed = oa.Float(1), oa.Int(3)
+	if whole, streamed, _, _ := complete(topK, option.WithJSONSet("top_k", 1)); whole != g.Completion || streamed != whole {
+		t.Errorf("top_k 1 at temperature 1: %q, streamed %q; want greedy's %q", whole, streamed, g.Completion)
+	}
+
+	words := func(s string) int { // the words said again
+		seen, n := map[string]bool{}, 0
+		for _, w := range strings.Fields(s) {
+			if seen[w] {
+				n++
+			}
+			seen[w] = true
+		}
+		return n
+	}
+	pen := base
+	pen.FrequencyPenalty, pen.PresencePenalty = oa.Float(1), oa.Float(0.5)
+	whole, streamed, _, _ = complete(pen)
+	if whole == g.Completion || streamed != whole || words(whole) >= words(g.Completion) {
+		t.Errorf("penalized: %q (%d words again), streamed %q; greedy %q (%d)", whole, words(whole), streamed, g.Completion, words(g.Completion))
+	}
+	// n choices: each its own seed (choice 0 the request's), index set,
+	// streamed by index.
+	one := base
+	one.Temperature, one.Seed, one.MaxTokens = oa.Float(1), oa.Int(11), oa.Int(20)
+	single, err := c.Completions.New(ctx, one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	three := one
+	three.N = oa.Int(3)
+	r, err := c.Completions.New(ctx, three)
+	if err != nil || len(r.Choices) != 3 {
+		t.Fatalf("n 3: %+v, %v", r, err)
+	}
+	distinct := map[string]bool{}
+	var tokens int64
+	for i, ch := range r.Choices {
+		if ch.Index != int64(i) || ch.FinishReason == "" {
+			t.Errorf("choice %d: %+v", i, ch)
+		}
+		distinct[ch.Text] = true
+	}
+	if r.Choices[0].Text != single.Choices[0].Text || len(distinct) < 2 {
+		t.Errorf("n 3: %q; want choice 0 the single choice's %q and others of their own", []string{r.Choices[0].Text, r.Choices[1].Text, r.Choices[2].Text}, single.Choices[0].Text)
+	}
+	tokens = r.Usage.CompletionTokens
+	if tokens <= single.Usage.CompletionTokens || r.Usage.PromptTokens != single.Usage.PromptTokens {
+		t.Errorf("n 3 usage %+v; one choice's %+v", r.Usage, single.Usage)
+	}
+	st := c.Completions.NewStreaming(ctx, three)
+	byIndex := make([]string, 3)
+	finished := 0
+	for st.Next() {
+		for _, ch := range st.Current().Choices {
+			byIndex[ch.Index] += ch.Text
+			if ch.FinishReason != "" {
+				finished++
+			}
+		}
+	}
+	if err := st.Err(); err != nil || finished != 3 {
+		t.Fatalf("streamed n 3: %v, %d finish reasons", err, finished)
+	}
+	for i := range byIndex {
+		if byIndex[i] != r.Choices[i].Text {
+			t.Errorf("streamed choice %d: %q; whole %q", i, byIndex[i], r.Choices[i].Text)
+		}
+	}
+
+	chat, err := c.Chat.Completions.New(ctx, oa.ChatCompletionNewParams{Model: "stories260K",
+		Messages: []oa.ChatCompletionMessageParamUnion{oa.UserMessage("Tell me a story.")}, Temperature: oa.Float(0),
+		MaxCompletionTokens: oa.Int(30), Stop: oa.ChatCompletionNewParamsStopUnion{OfString: oa.String(".")}})
+	if err != nil || len(chat.Choices) != 1 || strings.Contains(chat.Choices[0].Message.Content, ".") || chat.Choices[0].FinishReason != "stop" {
+		t.Errorf("chat with stop \".\": %+v, %v", chat, err)
 	}
 }
 
@@ -323,6 +483,35 @@ func TestOpenAIPrefill(t *testing.T) {
 	// unless a random audit drew one.
 	if len(jobs) != 4 || checked < 2 {
 		t.Errorf("%d jobs, %d verified by a check or an audit; want 4, and both generations", len(jobs), checked)
+	}
+
+	// Shaped, sampled choices with a stop string pass their check too:
+	// the checker shapes each row with the history generation had, ends
+	// at the same stop, and derives the same seeds.
+	p := goldenParams(g)
+	p.Temperature, p.Seed, p.N, p.FrequencyPenalty, p.PresencePenalty = oa.Float(0.9), oa.Int(4), oa.Int(2), oa.Float(0.8), oa.Float(0.3)
+	p.Stop = oa.CompletionNewParamsStopUnion{OfString: oa.String(".")}
+	r, err := c.Completions.New(context.Background(), p, option.WithJSONSet("top_k", 30), option.WithJSONSet("repetition_penalty", 1.2))
+	if err != nil || len(r.Choices) != 2 {
+		t.Fatalf("shaped choices: %+v, %v", r, err)
+	}
+	for _, ch := range r.Choices {
+		if strings.Contains(ch.Text, ".") {
+			t.Errorf("choice %d: %q holds the stop string", ch.Index, ch.Text)
+		}
+	}
+	jobs, err = net.Client.Jobs(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := 0
+	for _, j := range jobs {
+		if j.Verification == node.VerifiedByCheck || j.Verification == node.VerifiedByAudit {
+			last++
+		}
+	}
+	if len(jobs) != 6 || last < 3 {
+		t.Errorf("%d jobs, %d verified by a check or an audit; want 6 and 3", len(jobs), last)
 	}
 }
 

@@ -47,10 +47,9 @@ func TestPromptOfAndUnsupported(t *testing.T) {
 	}
 	for _, c := range []struct{ body, want string }{
 		{`{}`, ""},
-		{`{"stop": null, "logprobs": false, "echo": false, "best_of": 1, "presence_penalty": 0, "tools": []}`, ""},
-		{`{"stop": "\n"}`, "stop"},
+		{`{"stop": null, "logprobs": false, "echo": false, "best_of": 1, "logit_bias": {}, "tools": []}`, ""},
 		{`{"logprobs": 2}`, "logprobs"},
-		{`{"frequency_penalty": 0.5}`, "frequency_penalty"},
+		{`{"logit_bias": {"1": 5}}`, "logit_bias"},
 		{`{"response_format": {"type": "json_object"}}`, "response_format"},
 	} {
 		var c2 common

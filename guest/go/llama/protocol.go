@@ -20,11 +20,13 @@
 // a GGUF vocabulary says not: Tokenizer.AddsBOS), its tokens fill the KV
 // cache, and each next token is the
 // argmax of the logits (temperature 0) or drawn by the host's sampler with
-// a coin from the request's RNG; it stops when the model writes BOS (and,
-// with GGUF, its EOS and end-of-turn tokens), after MaxTokens, or at the end of the context (at
+// a coin from the request's RNG, after the guest's penalties, top-k and
+// min-p when the request asks for them (Shape); it stops when the model
+// writes BOS (and, with GGUF, its EOS and end-of-turn tokens), at a stop
+// string (Request.Stop), after MaxTokens, or at the end of the context (at
 // most context − prompt + 1 tokens, as run.c's seq_len steps). A line that
-// is not a valid request (unknown fields, a negative max_tokens,
-// temperature or top_p, a prompt longer than the context, more than 1 MiB)
+// is not a valid request (unknown fields, sampling terms CheckSampling
+// refuses, a prompt longer than the context, more than 1 MiB)
 // is answered with a Done event with Error, and the runner goes on. A job
 // without a usable model, tokenizer or ABI v3 host fails at once (exit
 // status 1, the reason on stderr).
@@ -64,6 +66,24 @@ type Request struct {
 	TopP float32 `json:"top_p,omitempty"`
 	// Seed seeds the sampler's generator (llama2.c's xorshift; 0 means 1).
 	Seed uint64 `json:"seed,omitempty"`
+	// TopK keeps the k most likely tokens (0: all); MinP the tokens at
+	// least MinP times as likely as the top one (0: all);
+	// RepetitionPenalty penalizes the last RepeatLastN tokens (0 or 1:
+	// off); FrequencyPenalty and PresencePenalty the tokens generated so
+	// far, OpenAI's way. See Shape for the sampler chain and CheckSampling
+	// for their ranges.
+	TopK              int     `json:"top_k,omitempty"`
+	MinP              float32 `json:"min_p,omitempty"`
+	RepetitionPenalty float32 `json:"repetition_penalty,omitempty"`
+	FrequencyPenalty  float32 `json:"frequency_penalty,omitempty"`
+	PresencePenalty   float32 `json:"presence_penalty,omitempty"`
+	// Stop ends generation when the completion's text (the events' Text
+	// joined) contains one of these strings (at most MaxStops, each 1 to
+	// MaxStopBytes bytes): the token that completes it is the last
+	// written, with a Done event of Stop "stop". The runner writes the
+	// stop string's tokens; readers cut the text before it
+	// (node/models.Decoder), streamed or not.
+	Stop []string `json:"stop,omitempty"`
 	// Claim, when set, asks the runner to check a completion instead of
 	// generating one (verification by prefill): Claim is its tokens (the
 	// Token of its events). The runner computes every position of prompt
@@ -132,7 +152,8 @@ type Event struct {
 	PromptTokens     int  `json:"prompt_tokens,omitempty"`
 	CompletionTokens int  `json:"completion_tokens,omitempty"`
 	// Stop says why generation ended: "eos" (the model's end-of-sequence
-	// token, or BOS as llama2.c's run.c stops) or "length"; or, checking a
+	// token, or BOS as llama2.c's run.c stops), "stop" (a stop string of
+	// Request.Stop) or "length"; or, checking a
 	// Claim, "claim" where the model's choice is not the claimed token.
 	Stop string `json:"stop,omitempty"`
 	// Error, with Done, says why the request failed (a prompt too long for

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -46,6 +45,8 @@ type GenerateOptions struct {
 	// Runner is a runner module file that replaces the built-in one
 	// (hidden --runner, for development and tests).
 	Runner string
+
+	stops map[int][]string // the requests' stop strings by ID (requests)
 }
 
 // NewCmdGenerate returns `infernet generate`. runF replaces the action in
@@ -68,7 +69,7 @@ stdout is the completion alone, the text after the prompt, then a newline,
 printed as it grows: with --local as it is generated, from the network as
 the replicas' streamed outputs agree on it (no token before it is verified;
 a summary goes to stderr). --json prints one JSON object
-instead: completion, prompt_tokens, completion_tokens, stop ("eos" or
+instead: completion, prompt_tokens, completion_tokens, stop ("eos", "stop" or
 "length"), tokens_per_second, the timings and, for a network job, the job,
 its verification and replicas. tokens_per_second is completion_tokens over
 run_ms, the wall time of the runner's job (the weights' loading and the
@@ -78,9 +79,16 @@ providers report them. Locally first_token_ms (from the run's start to the
 first token) and decode_tokens_per_second (the tokens after the first over
 the time after it) come too.
 
+The sampler chain is llama.Shape's: --repeat-penalty, --frequency-penalty
+and --presence-penalty, then --top-k and --min-p, then --temperature, --top-p
+and the draw; with none of the first five, tokens are chosen as llama2.c's
+run.c chooses them. --stop ends the completion at a stop string (stop
+"stop"), which is cut from the text, streamed or not.
+
 --prompts runs a batch: one JSON object per line, {"prompt": "..."} with
-any of "max_tokens", "temperature", "top_p" and "seed" (the flags give the
-rest); a request's id is its line number. stdout is one JSON line per request
+any of "max_tokens", "temperature", "top_p", "seed", "top_k", "min_p",
+"repetition_penalty", "frequency_penalty", "presence_penalty" and "stop"
+(the flags give the rest); a request's id is its line number. stdout is one JSON line per request
 in input order: id, completion, counts, stop, error. With --shards N the
 lines are cut into N shards, each a job of its own on other providers. A bad
 line is refused before anything runs.
@@ -109,6 +117,12 @@ printed).`,
 	f.IntVar(&o.Request.MaxTokens, "max-tokens", llama.DefaultMaxTokens, "most tokens to generate (at most the model's context less the prompt)")
 	f.Float32Var(&o.Request.Temperature, "temperature", 0, "sampling temperature (0: greedy, the most likely token)")
 	f.Float32Var(&o.Request.TopP, "top-p", 0.9, "with --temperature: sample from the smallest set of tokens of this total probability (1: all)")
+	f.IntVar(&o.Request.TopK, "top-k", 0, "with --temperature: sample from the `K` most likely tokens alone (0: all)")
+	f.Float32Var(&o.Request.MinP, "min-p", 0, "with --temperature: drop the tokens less likely than this fraction of the most likely one's probability (0: none)")
+	f.Float32Var(&o.Request.RepetitionPenalty, "repeat-penalty", 0, fmt.Sprintf("penalize the tokens of the last %d (llama.cpp's repeat_penalty: positive logits divided by it, negative multiplied; 0 or 1: off)", llama.RepeatLastN))
+	f.Float32Var(&o.Request.FrequencyPenalty, "frequency-penalty", 0, "lower each token's logit by this times its count in the completion so far (-2 to 2, OpenAI's)")
+	f.Float32Var(&o.Request.PresencePenalty, "presence-penalty", 0, "lower the logit of each token already in the completion by this (-2 to 2, OpenAI's)")
+	f.StringArrayVar(&o.Request.Stop, "stop", nil, fmt.Sprintf("end the completion before this `TEXT`, which is not printed (repeatable, at most %d)", llama.MaxStops))
 	f.Uint64Var(&o.Request.Seed, "seed", 0, "seed of the sampler's generator (0 is 1): a seeded completion is the same on every provider")
 	f.BoolVar(&o.Local, "local", false, "run in this process, without a network (like infernet run)")
 	f.StringVar(&o.Backend, "backend", "auto", "with --local: tensor backend for tolerance mode: auto, "+backends.Names())
@@ -137,14 +151,17 @@ func (o *GenerateOptions) requests() ([]llama.Request, error) {
 		return nil, errors.New("--profile needs --local: a provider's calls are timed where it runs them")
 	case o.Shards < 1 || o.Shards > api.MaxShards:
 		return nil, fmt.Errorf("--shards: want 1 to %d", api.MaxShards)
+	}
 	// The sampling flags, in the flags' words (the API's check below
 	// would name the request's fields).
-	case o.Request.MaxTokens < 0:
-		return nil, fmt.Errorf("--max-tokens %d: want 0 or more", o.Request.MaxTokens)
-	case !(o.Request.Temperature >= 0) || math.IsInf(float64(o.Request.Temperature), 0):
-		return nil, fmt.Errorf("--temperature %v: want 0 (greedy) or more", o.Request.Temperature)
-	case !(o.Request.TopP >= 0 && o.Request.TopP <= 1):
-		return nil, fmt.Errorf("--top-p %v: want 0 to 1", o.Request.TopP)
+	if err := llama.CheckSampling(o.Request); err != nil {
+		msg := err.Error()
+		param, _, _ := strings.Cut(msg, " ")
+		param = strings.TrimSuffix(param, ":")
+		if f, ok := samplingFlags[param]; ok {
+			msg = "--" + f + strings.TrimPrefix(msg, param)
+		}
+		return nil, errors.New(msg)
 	}
 	if o.PromptSet {
 		q := o.Request
@@ -152,6 +169,7 @@ func (o *GenerateOptions) requests() ([]llama.Request, error) {
 		if err := api.CheckRequest(q); err != nil {
 			return nil, err
 		}
+		o.stops = api.StopsOf([]llama.Request{q})
 		return []llama.Request{q}, nil
 	}
 	var r io.Reader = o.IO.In
@@ -170,7 +188,16 @@ func (o *GenerateOptions) requests() ([]llama.Request, error) {
 	if len(reqs) == 0 {
 		return nil, fmt.Errorf("--prompts %s: no requests", o.Prompts)
 	}
+	o.stops = api.StopsOf(reqs)
 	return reqs, nil
+}
+
+// samplingFlags are the flags of the sampling terms by the request's
+// field (llama.CheckSampling's words).
+var samplingFlags = map[string]string{
+	"max_tokens": "max-tokens", "temperature": "temperature", "top_p": "top-p", "top_k": "top-k", "min_p": "min-p",
+	"repetition_penalty": "repeat-penalty", "frequency_penalty": "frequency-penalty", "presence_penalty": "presence-penalty",
+	"stop": "stop",
 }
 
 func runGenerate(ctx context.Context, o *GenerateOptions) error {
@@ -279,7 +306,7 @@ func (o *GenerateOptions) runLocal(ctx context.Context, reqs []llama.Request, fi
 	defer closeSandbox()
 
 	out := newGenerationOutput(o, reqs)
-	dec := &api.CompletionDecoder{OnText: out.text, OnDone: out.done}
+	dec := &api.CompletionDecoder{OnText: out.text, OnDone: out.done, Stops: o.stops}
 	start := time.Now()
 	out.start = start
 	job := host.Job{Module: module, Input: api.EncodeRequests(reqs), Stdout: dec, Data: data, DataDigests: digests}
@@ -423,7 +450,7 @@ func (o *GenerateOptions) runNetwork(ctx context.Context, reqs []llama.Request, 
 	// The text is printed as the replicas agree on it, never before.
 	var onOutput func([]byte)
 	if !o.JSON {
-		dec := &api.CompletionDecoder{OnText: out.text, OnDone: out.done}
+		dec := &api.CompletionDecoder{OnText: out.text, OnDone: out.done, Stops: o.stops}
 		onOutput = func(b []byte) { dec.Write(b) }
 	}
 	job, err := c.SubmitStreaming(ctx, req, prog.event, onOutput)
@@ -508,7 +535,7 @@ func (o *GenerateOptions) decodeOutput(ctx context.Context, c *api.Client, d api
 	if err != nil {
 		return nil, fmt.Errorf("output: %w", err)
 	}
-	return api.DecodeCompletions(b)
+	return api.DecodeCompletionsStops(b, o.stops)
 }
 
 // The output.

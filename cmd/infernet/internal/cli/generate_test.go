@@ -119,6 +119,10 @@ func TestGenerateFlags(t *testing.T) {
 		{[]string{"m", "--prompt", ""}, []llama.Request{{MaxTokens: llama.DefaultMaxTokens, TopP: 0.9}}},
 		{[]string{"m", "-p", "x", "--max-tokens", "7", "--temperature", "0.8", "--top-p", "0.5", "--seed", "42"},
 			[]llama.Request{{Prompt: "x", MaxTokens: 7, Temperature: 0.8, TopP: 0.5, Seed: 42}}},
+		{[]string{"m", "-p", "x", "--temperature", "1", "--top-k", "40", "--min-p", "0.05", "--repeat-penalty", "1.1",
+			"--frequency-penalty", "0.5", "--presence-penalty", "-0.5", "--stop", "\n", "--stop", "The end"},
+			[]llama.Request{{Prompt: "x", MaxTokens: llama.DefaultMaxTokens, Temperature: 1, TopP: 0.9, TopK: 40, MinP: 0.05,
+				RepetitionPenalty: 1.1, FrequencyPenalty: 0.5, PresencePenalty: -0.5, Stop: []string{"\n", "The end"}}}},
 		{[]string{"m", "--prompts", prompts, "--max-tokens", "3", "--shards", "2"},
 			[]llama.Request{{ID: 1, Prompt: "a", MaxTokens: 3, TopP: 0.9}, {ID: 2, Prompt: "b", MaxTokens: 3, Temperature: 0.5, TopP: 0.9}}},
 		{[]string{"m"}, nil},
@@ -130,6 +134,13 @@ func TestGenerateFlags(t *testing.T) {
 		{[]string{"m", "--prompt", "x", "--max-tokens", "-1"}, nil},
 		{[]string{"m", "--prompt", "x", "--temperature", "-1"}, nil},
 		{[]string{"m", "--prompt", "x", "--top-p", "2"}, nil},
+		{[]string{"m", "--prompt", "x", "--top-k", "-1"}, nil},
+		{[]string{"m", "--prompt", "x", "--min-p", "1.5"}, nil},
+		{[]string{"m", "--prompt", "x", "--repeat-penalty", "-1"}, nil},
+		{[]string{"m", "--prompt", "x", "--frequency-penalty", "2.5"}, nil},
+		{[]string{"m", "--prompt", "x", "--presence-penalty", "-3"}, nil},
+		{[]string{"m", "--prompt", "x", "--stop", "a", "--stop", "b", "--stop", "c", "--stop", "d", "--stop", "e"}, nil},
+		{[]string{"m", "--prompt", "x", "--stop", ""}, nil},
 		{[]string{"m", "--prompts", prompts, "--max-tokens", "-5"}, nil},
 		{[]string{"m", "--prompts", filepath.Join(dir, "absent.jsonl")}, nil},
 	} {
@@ -146,7 +157,7 @@ func TestGenerateFlags(t *testing.T) {
 				t.Errorf("%q: requests %+v; want refused", tc.args, reqs)
 			}
 			// A sampling flag's refusal names the flag and its value.
-			for _, flag := range []string{"--max-tokens", "--temperature", "--top-p"} {
+			for _, flag := range []string{"--max-tokens", "--temperature", "--top-p", "--top-k", "--min-p", "--repeat-penalty", "--frequency-penalty", "--presence-penalty"} {
 				if k := slices.Index(tc.args, flag); k >= 0 && !strings.Contains(fmt.Sprint(err), flag+" "+tc.args[k+1]+": want") {
 					t.Errorf("%q: %v; want it to say %s %s", tc.args, err, flag, tc.args[k+1])
 				}
@@ -203,6 +214,32 @@ func TestGenerateGoldens(t *testing.T) {
 	if gen.Completion.Completion != gs[0].Completion || gen.CompletionTokens != len(gs[0].IDs) || gen.Stop != stop(gs[0]) ||
 		gen.TokensPerSecond <= 0 || gen.RunMS <= 0 || gen.FirstTokenMS <= 0 || gen.DecodeTokensPerSecond <= 0 || gen.Job != "" {
 		t.Errorf("--json: %+v", gen)
+	}
+}
+
+// TestGenerateStop: --stop ends the completion before the stop string,
+// which is not printed (streamed to stdout, and in --json, with stop
+// "stop"); a --stop that never comes changes nothing.
+func TestGenerateStop(t *testing.T) {
+	dir := t.TempDir()
+	model := []string{storiesBin, "--tokenizer", tok512, "--prompt", "Once upon a time", "--max-tokens", "40"}
+	full := strings.TrimSuffix(generateLocal(t, dir, model...), "\n")
+	k := strings.Index(full, " the ")
+	if k < 0 {
+		t.Fatalf("no \" the \" in %q", full)
+	}
+	if got := generateLocal(t, dir, append(model, "--stop", "never said", "--stop", " the ")...); got != full[:k]+"\n" {
+		t.Errorf("--stop \" the \": %q; want %q", got, full[:k]+"\n")
+	}
+	if got := generateLocal(t, dir, append(model, "--stop", "never said")...); got != full+"\n" {
+		t.Errorf("--stop that never comes: %q; want %q", got, full+"\n")
+	}
+	var gen Generation
+	if err := json.Unmarshal([]byte(generateLocal(t, dir, append(model, "--json", "--stop", " the ")...)), &gen); err != nil {
+		t.Fatal(err)
+	}
+	if gen.Completion.Completion != full[:k] || gen.Stop != "stop" {
+		t.Errorf("--json --stop: %q, stop %q; want %q, stop", gen.Completion.Completion, gen.Stop, full[:k])
 	}
 }
 

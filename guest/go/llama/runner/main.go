@@ -267,13 +267,8 @@ func decodeRequest(line []byte, req *llama.Request) error {
 	if err := d.Decode(req); err != nil {
 		return fmt.Errorf("bad request: %w", err)
 	}
-	switch {
-	case req.MaxTokens < 0:
-		return fmt.Errorf("bad request: max_tokens %d", req.MaxTokens)
-	case !(req.Temperature >= 0) || math.IsInf(float64(req.Temperature), 0):
-		return fmt.Errorf("bad request: temperature %g", req.Temperature)
-	case !(req.TopP >= 0) || math.IsInf(float64(req.TopP), 0):
-		return fmt.Errorf("bad request: top_p %g", req.TopP)
+	if err := llama.CheckSampling(*req); err != nil {
+		return fmt.Errorf("bad request: %w", err)
 	}
 	if err := llama.CheckTie(req.Tie); err != nil {
 		return fmt.Errorf("bad request: %w", err)
@@ -315,9 +310,10 @@ func (r *runner) generate(req llama.Request, emit func(llama.Event) error) error
 	tok, pos := ids[n-1], n-1
 	var logits []float32
 	var readErr error
+	stops := llama.NewStopText(req.Stop)
 	for done.CompletionTokens < maxNew {
 		next, err := r.forward([]int{tok}, pos, func(l *tensor.Tensor) (int, error) {
-			next, err := choose(l, req, rng)
+			next, err := r.chooseShaped(l, req, rng, ids[1:], done.CompletionTokens)
 			// Only the last row's logits are read: a row is 4·vocab bytes.
 			if err == nil && req.Logits && (r.stop(next) || done.CompletionTokens+1 == maxNew) {
 				logits, readErr = l.F32()
@@ -335,11 +331,19 @@ func (r *runner) generate(req llama.Request, emit func(llama.Event) error) error
 			done.Stop = "eos"
 			break
 		}
-		if err := emit(llama.Event{ID: req.ID, Text: text.Next(r.tok.Decode(tok, next)), Token: next}); err != nil {
+		piece := text.Next(r.tok.Decode(tok, next))
+		if err := emit(llama.Event{ID: req.ID, Text: piece, Token: next}); err != nil {
 			return writeError{err}
 		}
 		done.CompletionTokens++
 		tok = next
+		if req.Shaped() {
+			ids = append(ids, next) // the history Shape reads
+		}
+		if stops.Next(piece) {
+			done.Stop = "stop"
+			break
+		}
 	}
 	if req.Logits {
 		if !finite(logits) {
@@ -396,6 +400,7 @@ func (r *runner) check(req llama.Request, emit func(llama.Event) error) error {
 	var text llama.Text // byte tokens' bytes join into characters
 	done := llama.Event{ID: req.ID, Done: true, PromptTokens: n, Stop: "length"}
 	row := make([]float32, r.cfg.VocabSize)
+	stops := llama.NewStopText(req.Stop)
 	for pos := n - 1; pos <= n-1+last; pos += prefillRows {
 		rows := min(prefillRows, n+last-pos)
 		x, err := r.hidden(seq[pos:pos+rows], pos)
@@ -415,6 +420,11 @@ func (r *runner) check(req llama.Request, emit func(llama.Event) error) error {
 		}
 		for i := range rows {
 			copy(row, all[i*r.cfg.VocabSize:])
+			if req.Shaped() {
+				// The sequence up to the token this row chooses, as
+				// generate had it (without BOS).
+				llama.Shape(row, req, seq[1:pos+i+1], pos+i+1-n)
+			}
 			next, err := r.pick(row, req, rng)
 			if err != nil {
 				return err
@@ -435,12 +445,19 @@ func (r *runner) check(req llama.Request, emit func(llama.Event) error) error {
 				}
 				return nil
 			}
-			if err := emit(llama.Event{ID: req.ID, Text: text.Next(r.tok.Decode(seq[pos+i], next)), Token: next}); err != nil {
+			piece := text.Next(r.tok.Decode(seq[pos+i], next))
+			if err := emit(llama.Event{ID: req.ID, Text: piece, Token: next}); err != nil {
 				return writeError{err}
 			}
 			done.CompletionTokens++
-			if k >= len(claim) || next != claim[k] {
+			stopped := stops.Next(piece)
+			if k >= len(claim) || next != claim[k] || stopped {
+				// A true claim that hits a stop string ends there, as
+				// generation did; one that runs on past it is false.
 				done.Stop = "claim"
+				if stopped && k < len(claim) && next == claim[k] {
+					done.Stop = "stop"
+				}
 				if err := emit(done); err != nil {
 					return writeError{err}
 				}
@@ -492,6 +509,21 @@ func (r *runner) pick(row []float32, req llama.Request, rng *llama.RNG) (int, er
 	}
 	defer t.Free()
 	return choose(t, req, rng)
+}
+
+// chooseShaped chooses a token from logits as choose does, after Shape
+// when req asks for it: seq is the sequence so far without BOS, of which
+// the last generated tokens were generated.
+func (r *runner) chooseShaped(logits *tensor.Tensor, req llama.Request, rng *llama.RNG, seq []int, generated int) (int, error) {
+	if !req.Shaped() {
+		return choose(logits, req, rng)
+	}
+	row, err := logits.F32()
+	if err != nil {
+		return 0, err
+	}
+	llama.Shape(row, req, seq, generated)
+	return r.pick(row, req, rng)
 }
 
 // choose picks a token from logits as run.c does: the argmax at
