@@ -14,6 +14,7 @@ import (
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/internal/parts/partstest"
+	"github.com/infernet/infernet/node/internal/peers"
 	"github.com/infernet/infernet/node/internal/runner"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -57,9 +58,9 @@ func announce(client host.Host) wire.JobAnnounce {
 	}
 }
 
-// assign sends a to the provider from client and returns the provider's
-// first word.
-func assign(t *testing.T, client host.Host, p *Provider, a *wire.Assign) *wire.Update {
+// send opens an assign stream from client to the provider and sends a;
+// the stream is closed when t ends.
+func send(t *testing.T, client host.Host, p *Provider, a *wire.Assign) *peers.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -67,13 +68,20 @@ func assign(t *testing.T, client host.Host, p *Provider, a *wire.Assign) *wire.U
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
 	conn := p.cfg.Streams.Wrap(s)
 	if err := conn.Write(a); err != nil {
 		t.Fatal(err)
 	}
+	return conn
+}
+
+// assign sends a to the provider from client and returns the provider's
+// first word.
+func assign(t *testing.T, client host.Host, p *Provider, a *wire.Assign) *wire.Update {
+	t.Helper()
 	var u wire.Update
-	if err := conn.Read(10*time.Second, wire.MaxDataFrame, &u); err != nil {
+	if err := send(t, client, p, a).Read(10*time.Second, wire.MaxDataFrame, &u); err != nil {
 		t.Fatal(err)
 	}
 	return &u
@@ -155,17 +163,7 @@ func TestAssignRuns(t *testing.T) {
 // run sends a to the provider and reads its updates to the result.
 func run(t *testing.T, client host.Host, p *Provider, a *wire.Assign) *wire.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := client.NewStream(ctx, p.cfg.Host.ID(), wire.ProtocolAssign)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	conn := p.cfg.Streams.Wrap(s)
-	if err := conn.Write(a); err != nil {
-		t.Fatal(err)
-	}
+	conn := send(t, client, p, a)
 	var kinds []wire.UpdateKind
 	for {
 		var u wire.Update
