@@ -534,6 +534,13 @@ func (j *jobRun) accept(ctx context.Context, votes []*wire.Result, winners, lose
 		for _, i := range losers {
 			j.convict(peer.ID(votes[i].Provider))
 		}
+		if j.checker != "" && j.escalated && slices.Contains(winners, 0) {
+			// Its check contradicted the generation the client's own run
+			// confirms: outvoted, as a vote would have it (an audit drawn
+			// after the check disagreed left it unjudged, and a liar that
+			// only checks went unnoticed).
+			n.Peers.Outvote(j.checker, j.ann.Job)
+		}
 		j.c.remember(j, best)
 	}
 	n.Counts.Verified.Add(1)
