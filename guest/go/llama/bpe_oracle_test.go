@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -127,14 +126,7 @@ func cppTokenize(t *testing.T, model, text string, special bool) []int {
 	if err := os.WriteFile(f, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join("..", "..", "..", "scripts", "llamacpp.sh"), "tokenize", model, f)
-	cmd.Env = append(os.Environ(), "LLAMACPP_SPECIAL="+map[bool]string{true: "1", false: "0"}[special])
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("scripts/llamacpp.sh tokenize: %v\n%s", err, stderr.Bytes())
-	}
+	out := llamacppEnv(t, []string{"LLAMACPP_SPECIAL=" + map[bool]string{true: "1", false: "0"}[special]}, "tokenize", model, f)
 	var ids []int
 	if err := json.Unmarshal(out, &ids); err != nil {
 		t.Fatal(err)

@@ -111,7 +111,14 @@ type cppLogits struct {
 // llamacpp runs scripts/llamacpp.sh with args and returns its stdout.
 func llamacpp(t testing.TB, args ...string) []byte {
 	t.Helper()
+	return llamacppEnv(t, nil, args...)
+}
+
+// llamacppEnv is llamacpp with env added to the script's environment.
+func llamacppEnv(t testing.TB, env []string, args ...string) []byte {
+	t.Helper()
 	cmd := exec.Command(filepath.Join("..", "..", "..", "scripts", "llamacpp.sh"), args...)
+	cmd.Env = append(os.Environ(), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
