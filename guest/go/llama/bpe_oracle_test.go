@@ -158,20 +158,7 @@ func TestLlamaCppTokenizers(t *testing.T) {
 			[]string{"<|im_start|>system\n", "<|im_end|>\n", "<|endoftext|>", "<tool_call>"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f, err := os.Open(tc.file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			st, err := f.Stat()
-			if err != nil {
-				t.Fatal(err)
-			}
-			g, err := llama.ReadGGUF(f, st.Size())
-			if err != nil {
-				t.Fatal(err)
-			}
-			v, err := g.Vocab()
+			v, err := readGGUFFile(t, tc.file).Vocab()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -96,16 +96,22 @@ func (w *GGUFWriter) Copy(g *GGUF, src io.ReaderAt) error {
 		}
 	}
 	for _, t := range g.Tensors {
-		data := io.NewSectionReader(src, t.Offset, t.Bytes())
-		if err := w.AddTensor(t.Name, t.DType, t.Dims, func() ([]byte, error) {
-			b := make([]byte, data.Size())
-			_, err := data.ReadAt(b, 0)
-			return b, err
-		}); err != nil {
+		if err := w.CopyTensor(t, src); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// CopyTensor adds the tensor t of a file read with ReadGGUF to w, its
+// bytes read from src, that file, when WriteTo reaches them.
+func (w *GGUFWriter) CopyTensor(t TensorInfo, src io.ReaderAt) error {
+	data := io.NewSectionReader(src, t.Offset, t.Bytes())
+	return w.AddTensor(t.Name, t.DType, t.Dims, func() ([]byte, error) {
+		b := make([]byte, data.Size())
+		_, err := data.ReadAt(b, 0)
+		return b, err
+	})
 }
 
 // alignment returns the alignment of the tensor data.

@@ -128,6 +128,25 @@ func llamacppEnv(t testing.TB, env []string, args ...string) []byte {
 	return out
 }
 
+// readGGUFFile reads the GGUF file at path.
+func readGGUFFile(t testing.TB, path string) *llama.GGUF {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := llama.ReadGGUF(f, st.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 // cppRows returns llama.cpp's logits after each of lists (token ids).
 func cppRows(t testing.TB, model string, lists [][]int, vocab int) [][]float32 {
 	t.Helper()
@@ -260,19 +279,7 @@ func TestLlamaCppOracle(t *testing.T) {
 // llama.cpp.
 func oracleCompare(t *testing.T, path, shape, typ string) oracleResult {
 	var res oracleResult
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := llama.ReadGGUF(f, st.Size())
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := readGGUFFile(t, path)
 	m, err := g.Model()
 	if err != nil {
 		t.Fatal(err)

@@ -224,12 +224,7 @@ func rewrite(dst io.Writer, src io.ReaderAt, size int64, arch string, seed uint6
 		}
 	}
 	for i, t := range g.Tensors {
-		data := io.NewSectionReader(src, t.Offset, t.Bytes())
-		if err := w.AddTensor(t.Name, t.DType, t.Dims, func() ([]byte, error) {
-			b := make([]byte, data.Size())
-			_, err := data.ReadAt(b, 0)
-			return b, err
-		}); err != nil {
+		if err := w.CopyTensor(t, src); err != nil {
 			return err
 		}
 		// The biases follow their block's V projection.
