@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/infernet/infernet/guest/go/llama"
 )
@@ -337,26 +338,64 @@ func (c Check) Input(output []byte, tie float32) ([]byte, error) {
 var tiesKey = []byte(`,"ties":`)
 
 // Confirms reports whether checked, the output of the check job of
-// output, confirms it: it is output byte for byte once the near-tie report
-// of each Done event is taken out. ties and gap are the report's: the
-// near-ties taken, and the largest gap among them.
-func (Check) Confirms(output, checked []byte) (ties int, gap float32, ok bool) {
-	stripped := make([]byte, 0, len(checked))
+// output, confirms it: line for line, it is output byte for byte once the
+// near-tie report of each Done event is taken out, but for the tokens'
+// logprobs (llama.Request.Logprobs), which the check computes with its own
+// arithmetic: those must agree within llama.LogprobBound(tie), tie being
+// the check's near-tie bound (llama.LogprobsAgree). ties and gap are the
+// report's: the near-ties taken, and the largest gap among them.
+func (Check) Confirms(output, checked []byte, tie float32) (ties int, gap float32, ok bool) {
+	bound := llama.LogprobBound(tie)
+	want := output
 	for rest := checked; len(rest) > 0; {
-		line := rest
-		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
-			line = rest[:i+1]
-		}
-		rest = rest[len(line):]
+		line, o := nextLine(rest), nextLine(want)
+		rest, want = rest[len(line):], want[len(o):]
 		var e llama.Event
 		k := bytes.LastIndex(line, tiesKey)
 		end := bytes.LastIndexByte(line, '}')
 		if k >= 0 && end > k && json.Unmarshal(line, &e) == nil && e.Done && e.Ties > 0 {
 			ties, gap = ties+e.Ties, max(gap, e.TieGap)
-			stripped = append(append(stripped, line[:k]...), line[end:]...)
-			continue
+			line = append(slices.Clip(line[:k]), line[end:]...) // a copy: checked stays as it is
 		}
-		stripped = append(stripped, line...)
+		if !bytes.Equal(line, o) && !sameButLogprobs(o, line, bound) {
+			return ties, gap, false
+		}
 	}
-	return ties, gap, bytes.Equal(stripped, output)
+	return ties, gap, len(want) == 0
+}
+
+// nextLine returns the first line of b with its newline.
+func nextLine(b []byte) []byte {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		return b[:i+1]
+	}
+	return b
+}
+
+// sameButLogprobs reports whether lines a (a generation's, as the runner
+// writes it) and b (its check's) are the same token's event, their
+// logprobs agreeing within bound.
+func sameButLogprobs(a, b []byte, bound float32) bool {
+	var ea, eb llama.Event
+	if json.Unmarshal(a, &ea) != nil || json.Unmarshal(b, &eb) != nil || ea.Done || eb.Done ||
+		!llama.LogprobsAgree(ea.Logprobs, eb.Logprobs, bound) {
+		return false
+	}
+	// a must be the runner's own encoding, so that nothing beside the
+	// event's fields rides on a confirmed line; and but for the logprobs,
+	// the two are the same event.
+	if !bytes.Equal(encodeEvent(ea), bytes.TrimSuffix(a, []byte("\n"))) {
+		return false
+	}
+	ea.Logprobs, eb.Logprobs = nil, nil
+	return bytes.Equal(encodeEvent(ea), encodeEvent(eb))
+}
+
+// encodeEvent encodes e as the runner does, without the newline.
+func encodeEvent(e llama.Event) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.Encode(e) // an event decoded from JSON encodes
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }

@@ -82,9 +82,55 @@ func TestCheckConfirms(t *testing.T) {
 		{"a report on a token", output, strings.Replace(output, `"token":7}`, `"token":7,"ties":1}`, 1), 0, 0, false},
 		{"empty", output, "", 0, 0, false},
 	} {
-		ties, gap, ok := Check{}.Confirms([]byte(tc.output), []byte(tc.checked))
+		ties, gap, ok := Check{}.Confirms([]byte(tc.output), []byte(tc.checked), 0)
 		if ok != tc.ok || ok && (ties != tc.ties || gap != tc.gap) {
 			t.Errorf("%s: %d near-ties of gap %g, confirmed %v; want %d, %g, %v", tc.name, ties, gap, ok, tc.ties, tc.gap, tc.ok)
+		}
+	}
+}
+
+// TestCheckConfirmsLogprobs: a check's logprobs, which its own arithmetic
+// computes, confirm the generation's within llama.LogprobBound of the
+// check's tie; a top list may differ where a near-tie was rounded the
+// other way; anything else, or a generation's line that is not the
+// runner's encoding, fails.
+func TestCheckConfirmsLogprobs(t *testing.T) {
+	event := func(lp string) string { return `{"id":1,"text":" x","token":7,"logprobs":` + lp + "}\n" }
+	done := `{"id":1,"done":true,"prompt_tokens":2,"completion_tokens":1,"stop":"length"}` + "\n"
+	gen := event(`{"logprob":-0.5,"piece":" x","top":[{"token":7,"piece":" x","logprob":-0.5},{"token":3,"piece":"y","logprob":-1.2}]}`) + done
+	for _, tc := range []struct {
+		name    string
+		tie     float32
+		output  string
+		checked string
+		ok      bool
+	}{
+		{"equal", 0, gen, gen, true},
+		{"rounded, exact check", 0, gen,
+			event(`{"logprob":-0.5004,"piece":" x","top":[{"token":7,"piece":" x","logprob":-0.5004},{"token":3,"piece":"y","logprob":-1.2003}]}`) + done, true},
+		{"off by 0.02, exact check", 0, gen,
+			event(`{"logprob":-0.52,"piece":" x","top":[{"token":7,"piece":" x","logprob":-0.52},{"token":3,"piece":"y","logprob":-1.2}]}`) + done, false},
+		{"off by 0.02, tie 0.05", 0.05, gen,
+			event(`{"logprob":-0.52,"piece":" x","top":[{"token":7,"piece":" x","logprob":-0.52},{"token":3,"piece":"y","logprob":-1.2}]}`) + done, true},
+		{"a near-tie listed the other way", 0.05, gen,
+			event(`{"logprob":-0.5,"piece":" x","top":[{"token":7,"piece":" x","logprob":-0.5},{"token":4,"piece":"z","logprob":-1.19}]}`) + done, true},
+		{"a token listed far above the check's", 0.05,
+			event(`{"logprob":-0.5,"piece":" x","top":[{"token":7,"piece":" x","logprob":-0.5},{"token":3,"piece":"y","logprob":-0.9}]}`) + done,
+			event(`{"logprob":-0.5,"piece":" x","top":[{"token":7,"piece":" x","logprob":-0.5},{"token":4,"piece":"z","logprob":-1.19}]}`) + done, false},
+		{"a top list out of order", 0.05,
+			event(`{"logprob":-0.5,"piece":" x","top":[{"token":3,"piece":"y","logprob":-1.2},{"token":7,"piece":" x","logprob":-0.5}]}`) + done, gen, false},
+		{"a shorter top list", 0.05,
+			event(`{"logprob":-0.5,"piece":" x","top":[{"token":7,"piece":" x","logprob":-0.5}]}`) + done, gen, false},
+		{"another piece", 0.05, gen,
+			event(`{"logprob":-0.5,"piece":"x","top":[{"token":7,"piece":" x","logprob":-0.5},{"token":3,"piece":"y","logprob":-1.2}]}`) + done, false},
+		{"no logprobs in the check", 0.05, gen, `{"id":1,"text":" x","token":7}` + "\n" + done, false},
+		{"another token", 0.05, gen, strings.Replace(gen, `"token":7,"logprobs"`, `"token":8,"logprobs"`, 1), false},
+		{"a field beside the event's", 0.05, strings.Replace(gen, `{"id":1,`, `{"note":"buy","id":1,`, 1),
+			event(`{"logprob":-0.5001,"piece":" x","top":[{"token":7,"piece":" x","logprob":-0.5001},{"token":3,"piece":"y","logprob":-1.2}]}`) + done, false},
+		{"a line more", 0.05, gen, gen + gen, false},
+	} {
+		if _, _, ok := (Check{}).Confirms([]byte(tc.output), []byte(tc.checked), tc.tie); ok != tc.ok {
+			t.Errorf("%s: confirmed %v, want %v", tc.name, ok, tc.ok)
 		}
 	}
 }
@@ -102,7 +148,7 @@ func TestCheckIsAChecker(t *testing.T) {
 	}
 	plain := line(done)
 	done.Ties, done.TieGap = 1, 0.25
-	if ties, _, ok := (Check{}).Confirms(plain, line(done)); !ok || ties != 1 {
+	if ties, _, ok := (Check{}).Confirms(plain, line(done), 0.25); !ok || ties != 1 {
 		t.Errorf("the runner's report %s is not taken out", line(done))
 	}
 }

@@ -120,6 +120,11 @@ type Request struct {
 	// next-token logits. Not with a Claim, whose output must not depend on
 	// the checker's arithmetic.
 	Logits bool `json:"logits,omitempty"`
+	// Logprobs asks for each token's log probability in its event
+	// (Event.Logprobs), with the TopLogprobs (0 to MaxTopLogprobs) most
+	// likely tokens at its position.
+	Logprobs    bool `json:"logprobs,omitempty"`
+	TopLogprobs int  `json:"top_logprobs,omitempty"`
 }
 
 // MaxTie caps Request.Tie: one logit, a runner-up at least e⁻¹ (37 %) as
@@ -147,6 +152,10 @@ type Event struct {
 	Text string `json:"text,omitempty"`
 	// Token is the generated token's id, with Text.
 	Token int `json:"token,omitempty"`
+	// Logprobs, with Text, are the token's log probability and its
+	// position's most likely tokens, when the request asked for them
+	// (Request.Logprobs).
+	Logprobs *Logprobs `json:"logprobs,omitempty"`
 	// Done ends the request's events; the counts and Stop come with it.
 	Done             bool `json:"done,omitempty"`
 	PromptTokens     int  `json:"prompt_tokens,omitempty"`

@@ -154,6 +154,10 @@ func CheckSampling(q Request) error {
 		return fmt.Errorf("frequency_penalty %v: want -%d to %d", q.FrequencyPenalty, MaxPenalty, MaxPenalty)
 	case !in(q.PresencePenalty, -MaxPenalty, MaxPenalty):
 		return fmt.Errorf("presence_penalty %v: want -%d to %d", q.PresencePenalty, MaxPenalty, MaxPenalty)
+	case q.TopLogprobs < 0 || q.TopLogprobs > MaxTopLogprobs:
+		return fmt.Errorf("top_logprobs %d: want 0 to %d", q.TopLogprobs, MaxTopLogprobs)
+	case q.TopLogprobs > 0 && !q.Logprobs:
+		return fmt.Errorf("top_logprobs %d: needs logprobs", q.TopLogprobs)
 	case len(q.Stop) > MaxStops:
 		return fmt.Errorf("stop: %d strings, want at most %d", len(q.Stop), MaxStops)
 	}

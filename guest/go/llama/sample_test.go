@@ -70,7 +70,8 @@ func TestShape(t *testing.T) {
 // its name; good ones pass.
 func TestCheckSampling(t *testing.T) {
 	nan := float32(math.NaN())
-	for _, q := range []Request{{}, {Temperature: 2, TopP: 1, TopK: 40, MinP: 1, RepetitionPenalty: 1.3, FrequencyPenalty: -2, PresencePenalty: 2}} {
+	for _, q := range []Request{{}, {Temperature: 2, TopP: 1, TopK: 40, MinP: 1, RepetitionPenalty: 1.3, FrequencyPenalty: -2, PresencePenalty: 2},
+		{Logprobs: true}, {Logprobs: true, TopLogprobs: MaxTopLogprobs}} {
 		if err := CheckSampling(q); err != nil {
 			t.Errorf("%+v: %v", q, err)
 		}
@@ -84,7 +85,10 @@ func TestCheckSampling(t *testing.T) {
 		"repetition_penalty": {RepetitionPenalty: -1},
 		"frequency_penalty":  {FrequencyPenalty: 2.5},
 		"presence_penalty":   {PresencePenalty: -3},
+		"top_logprobs":       {Logprobs: true, TopLogprobs: MaxTopLogprobs + 1},
+		"top_logprobs ":      {TopLogprobs: 1}, // without logprobs
 	} {
+		want = strings.TrimSpace(want)
 		if err := CheckSampling(q); err == nil || !strings.HasPrefix(err.Error(), want+" ") {
 			t.Errorf("%+v: %v, want an error about %s", q, err, want)
 		}

@@ -141,9 +141,9 @@ type Checker interface {
 	// replica's (0: the check is exact; see Config.CheckTie).
 	Input(output []byte, tie float32) ([]byte, error)
 	// Confirms reports whether checked, the check job's output, confirms
-	// output, the replica's, and how many near-ties it allowed (ties) and
-	// the largest gap among them.
-	Confirms(output, checked []byte) (ties int, gap float32, ok bool)
+	// output, the replica's, with the near-tie bound tie of Input, and how
+	// many near-ties it allowed (ties) and the largest gap among them.
+	Confirms(output, checked []byte, tie float32) (ties int, gap float32, ok bool)
 }
 
 // Event is one step of a job, pushed to Submit's callback as it happens.

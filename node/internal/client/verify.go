@@ -861,7 +861,8 @@ func (j *jobRun) runCheck(ctx context.Context, res *wire.Result) (bool, error) {
 
 // confirms reports whether the check job rec, its accepted result
 // checker's, confirms res, whose output is out: the same output, or, with
-// a tie bound, one that differs by near-ties alone (Checker.Confirms).
+// a tie bound, one that differs by near-ties alone, or by the rounding of
+// logprobs (Checker.Confirms).
 // note tells of the near-ties.
 func (j *jobRun) confirms(res *wire.Result, out []byte, rec *store.Job, checker *wire.Result, tie float32) (ok bool, note string) {
 	switch {
@@ -869,7 +870,7 @@ func (j *jobRun) confirms(res *wire.Result, out []byte, rec *store.Job, checker 
 		return false, ""
 	case rec.Output == res.Output && rec.OutputSize == res.OutputSize:
 		return true, ""
-	case tie == 0 || checker == nil || rec.Output.IsZero():
+	case checker == nil || rec.Output.IsZero():
 		return false, ""
 	}
 	log := j.c.log.With("job", j.ann.Job, "provider", peer.ID(res.Provider), "checker", j.checker)
@@ -878,9 +879,9 @@ func (j *jobRun) confirms(res *wire.Result, out []byte, rec *store.Job, checker 
 		log.Warn("the check job's output is not here", "err", err)
 		return false, ""
 	}
-	ties, gap, ok := j.checkJob.Confirms(out, checked)
-	if !ok {
-		return false, ""
+	ties, gap, ok := j.checkJob.Confirms(out, checked, tie)
+	if !ok || ties == 0 { // without near-ties, logprobs within rounding
+		return ok, ""
 	}
 	note = fmt.Sprintf(", %d near-ties (the largest gap %.3g logits) between %s and %s", ties, gap, res.Backend, checker.Backend)
 	log.Info("the check took near-ties", "backends", res.Backend+"/"+checker.Backend, "ties", ties, "gap", gap)

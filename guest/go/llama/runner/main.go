@@ -20,6 +20,7 @@ import (
 	"math"
 	"os"
 	"path"
+	"slices"
 
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/guest/go/llama"
@@ -312,8 +313,12 @@ func (r *runner) generate(req llama.Request, emit func(llama.Event) error) error
 	var readErr error
 	stops := llama.NewStopText(req.Stop)
 	for done.CompletionTokens < maxNew {
+		var lp *llama.Logprobs
 		next, err := r.forward([]int{tok}, pos, func(l *tensor.Tensor) (int, error) {
-			next, err := r.chooseShaped(l, req, rng, ids[1:], done.CompletionTokens)
+			next, row, err := r.chooseShaped(l, req, rng, ids[1:], done.CompletionTokens)
+			if err == nil && req.Logprobs {
+				lp, err = r.logprobs(row, tok, next, req)
+			}
 			// Only the last row's logits are read: a row is 4·vocab bytes.
 			if err == nil && req.Logits && (r.stop(next) || done.CompletionTokens+1 == maxNew) {
 				logits, readErr = l.F32()
@@ -332,7 +337,7 @@ func (r *runner) generate(req llama.Request, emit func(llama.Event) error) error
 			break
 		}
 		piece := text.Next(r.tok.Decode(tok, next))
-		if err := emit(llama.Event{ID: req.ID, Text: piece, Token: next}); err != nil {
+		if err := emit(llama.Event{ID: req.ID, Text: piece, Token: next, Logprobs: lp}); err != nil {
 			return writeError{err}
 		}
 		done.CompletionTokens++
@@ -445,8 +450,14 @@ func (r *runner) check(req llama.Request, emit func(llama.Event) error) error {
 				}
 				return nil
 			}
+			var lp *llama.Logprobs
+			if req.Logprobs { // the model's row, not the shaped one
+				if lp, err = r.logprobs(all[i*r.cfg.VocabSize:(i+1)*r.cfg.VocabSize], seq[pos+i], next, req); err != nil {
+					return err
+				}
+			}
 			piece := text.Next(r.tok.Decode(seq[pos+i], next))
-			if err := emit(llama.Event{ID: req.ID, Text: piece, Token: next}); err != nil {
+			if err := emit(llama.Event{ID: req.ID, Text: piece, Token: next, Logprobs: lp}); err != nil {
 				return writeError{err}
 			}
 			done.CompletionTokens++
@@ -513,17 +524,38 @@ func (r *runner) pick(row []float32, req llama.Request, rng *llama.RNG) (int, er
 
 // chooseShaped chooses a token from logits as choose does, after Shape
 // when req asks for it: seq is the sequence so far without BOS, of which
-// the last generated tokens were generated.
-func (r *runner) chooseShaped(logits *tensor.Tensor, req llama.Request, rng *llama.RNG, seq []int, generated int) (int, error) {
-	if !req.Shaped() {
-		return choose(logits, req, rng)
+// the last generated tokens were generated. When req is shaped or asks for
+// logprobs, it returns the model's row of logits too, as read (not
+// shaped).
+func (r *runner) chooseShaped(logits *tensor.Tensor, req llama.Request, rng *llama.RNG, seq []int, generated int) (int, []float32, error) {
+	if !req.Shaped() && !req.Logprobs {
+		next, err := choose(logits, req, rng)
+		return next, nil, err
 	}
 	row, err := logits.F32()
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	llama.Shape(row, req, seq, generated)
-	return r.pick(row, req, rng)
+	if !req.Shaped() {
+		next, err := choose(logits, req, rng)
+		return next, row, err
+	}
+	shaped := row
+	if req.Logprobs {
+		shaped = slices.Clone(row)
+	}
+	llama.Shape(shaped, req, seq, generated)
+	next, err := r.pick(shaped, req, rng)
+	return next, row, err
+}
+
+// logprobs returns the logprobs of next, chosen after prev from row, the
+// model's logits.
+func (r *runner) logprobs(row []float32, prev, next int, req llama.Request) (*llama.Logprobs, error) {
+	if !finite(row) {
+		return nil, errors.New("a logit is not finite") // JSON has no NaN
+	}
+	return llama.NewLogprobs(row, next, req.TopLogprobs, func(t int) string { return r.tok.Decode(prev, t) }), nil
 }
 
 // choose picks a token from logits as run.c does: the argmax at

@@ -1,0 +1,178 @@
+package llama
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"math"
+	"unicode/utf8"
+)
+
+// MaxTopLogprobs caps Request.TopLogprobs (OpenAI's cap of top_logprobs).
+const MaxTopLogprobs = 20
+
+// Logprobs are the log probabilities a token's event carries when its
+// request asks for them (Request.Logprobs): the model's own distribution
+// at that position, the log-softmax of its logits before temperature,
+// penalties, top-k, min-p and top-p (as llama.cpp's server gives them
+// unless asked for the sampler's), in nats.
+//
+// They are computed in the guest from the row of logits, in float64 in a
+// fixed order, so replicas with the same logits (exact mode) write the same
+// bytes. Kernels of other backends round the logits otherwise, and their
+// logprobs differ in the last digits: a check by prefill compares them
+// within a bound (LogprobsAgree) instead of byte for byte.
+type Logprobs struct {
+	// Logprob is the chosen token's; Piece its bytes (Tokenizer.Decode).
+	Logprob float32 `json:"logprob"`
+	Piece   Piece   `json:"piece"`
+	// Top are the Request.TopLogprobs most likely tokens, most likely
+	// first (ties by token id, ascending).
+	Top []TopLogprob `json:"top,omitempty"`
+}
+
+// TopLogprob is one of the most likely tokens at a position.
+type TopLogprob struct {
+	Token   int     `json:"token"`
+	Piece   Piece   `json:"piece"`
+	Logprob float32 `json:"logprob"`
+}
+
+// Piece is a token's bytes. A byte token, or a byte-level BPE token
+// carrying part of a character, is not UTF-8 text: such a Piece is written
+// in JSON as an array of its bytes, any other as a string, so that no byte
+// is lost to a replacement character.
+type Piece string
+
+// MarshalJSON implements json.Marshaler.
+func (p Piece) MarshalJSON() ([]byte, error) {
+	if utf8.ValidString(string(p)) {
+		return json.Marshal(string(p))
+	}
+	b := make([]int, len(p))
+	for i := range len(p) {
+		b[i] = int(p[i])
+	}
+	return json.Marshal(b)
+}
+
+// UnmarshalJSON implements json.Unmarshaler: a string, or an array of
+// bytes.
+func (p *Piece) UnmarshalJSON(data []byte) error {
+	var s string
+	if err := json.Unmarshal(data, &s); err == nil {
+		*p = Piece(s)
+		return nil
+	}
+	var b []byte
+	var ints []int
+	if err := json.Unmarshal(data, &ints); err != nil {
+		return fmt.Errorf("a piece is a string or an array of bytes: %w", err)
+	}
+	for _, v := range ints {
+		if v < 0 || v > 255 {
+			return fmt.Errorf("a piece's byte %d: want 0 to 255", v)
+		}
+		b = append(b, byte(v))
+	}
+	*p = Piece(b)
+	return nil
+}
+
+// NewLogprobs returns the logprobs of token and of the top most likely
+// tokens of row, a position's logits (all finite), with their pieces from
+// piece. The log-sum-exp runs in float64 in index order.
+func NewLogprobs(row []float32, token, top int, piece func(int) string) *Logprobs {
+	m := math.Inf(-1)
+	for _, v := range row {
+		m = max(m, float64(v))
+	}
+	var sum float64
+	for _, v := range row {
+		sum += math.Exp(float64(v) - m)
+	}
+	lse := m + math.Log(sum)
+	lp := func(t int) float32 { return float32(float64(row[t]) - lse) }
+	out := &Logprobs{Logprob: lp(token), Piece: Piece(piece(token))}
+	if top <= 0 {
+		return out
+	}
+	// The top few by insertion: top is at most MaxTopLogprobs.
+	best := make([]int, 0, top+1)
+	better := func(a, b int) bool { return row[a] > row[b] || row[a] == row[b] && a < b }
+	for t := range row {
+		if len(best) == top && !better(t, best[top-1]) {
+			continue
+		}
+		i := len(best)
+		for i > 0 && better(t, best[i-1]) {
+			i--
+		}
+		best = append(best, 0)
+		copy(best[i+1:], best[i:])
+		best[i] = t
+		if len(best) > top {
+			best = best[:top]
+		}
+	}
+	out.Top = make([]TopLogprob, len(best))
+	for i, t := range best {
+		out.Top[i] = TopLogprob{Token: t, Piece: Piece(piece(t)), Logprob: lp(t)}
+	}
+	return out
+}
+
+// LogprobBound is how far apart two honest computations' logprobs may be
+// when their logits may be tie apart (a check's near-tie bound,
+// Request.Tie): a logprob is a logit less the log-sum-exp of all, each off
+// by up to tie; and at least MinLogprobBound, for the rounding of
+// one-row and many-row products of one backend.
+func LogprobBound(tie float32) float32 { return max(2*tie, MinLogprobBound) }
+
+// MinLogprobBound is LogprobBound's least value, in nats.
+const MinLogprobBound = 1e-3
+
+// LogprobsAgree reports whether b, a check's logprobs of a position,
+// confirm a, the generation's, within bound: the same chosen token's
+// logprob within bound, and the same top list up to rounding: each token
+// listed by both within bound, and a token listed by one alone no more
+// likely than the other's least listed token, plus bound (where two
+// computations round a near-tie differently, one lists a token the other
+// does not). Both lists must be as long and in order.
+func LogprobsAgree(a, b *Logprobs, bound float32) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	near := func(x, y float32) bool { return math.Abs(float64(x)-float64(y)) <= float64(bound) }
+	if a.Piece != b.Piece || !near(a.Logprob, b.Logprob) || len(a.Top) != len(b.Top) {
+		return false
+	}
+	if len(a.Top) == 0 {
+		return true
+	}
+	// lists reports whether every token of x is in y within bound, or
+	// below y's least plus bound; and whether x is sorted.
+	lists := func(x, y []TopLogprob) bool {
+		least := y[len(y)-1].Logprob
+		for i, e := range x {
+			if i > 0 && cmp.Compare(e.Logprob, x[i-1].Logprob) > 0 {
+				return false
+			}
+			j := -1
+			for k := range y {
+				if y[k].Token == e.Token {
+					j = k
+					break
+				}
+			}
+			switch {
+			case j >= 0 && (y[j].Piece != e.Piece || !near(y[j].Logprob, e.Logprob)):
+				return false
+			case j < 0 && e.Logprob > least+bound:
+				return false
+			}
+		}
+		return true
+	}
+	return lists(a.Top, b.Top) && lists(b.Top, a.Top)
+}
