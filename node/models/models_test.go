@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -320,7 +321,7 @@ func TestDecoder(t *testing.T) {
 	}
 	cs := d.Completions()
 	want := []Completion{{ID: 1, Completion: "Once upon", PromptTokens: 2, CompletionTokens: 2, Stop: "length"}, {ID: 2, Error: "prompt too long"}}
-	if len(cs) != 2 || cs[0] != want[0] || cs[1] != want[1] || strings.Join(texts, "|") != "Once| upon" || len(dones) != 2 {
+	if !reflect.DeepEqual(cs, want) || strings.Join(texts, "|") != "Once| upon" || len(dones) != 2 {
 		t.Fatalf("completions %+v, texts %q, dones %v", cs, texts, dones)
 	}
 	// Output without its last newline decodes the same.
@@ -380,5 +381,47 @@ func TestDecoderStops(t *testing.T) {
 	stop, hold := llama.Cut("abc", []string{"cd", "bcx"})
 	if stop != -1 || hold != 2 {
 		t.Errorf("Cut: %d, %d; want -1, 2", stop, hold)
+	}
+}
+
+// TestDecoderLogprobs: each token's logprobs come before its text, and
+// only for the tokens whose text is the completion's: none for a token
+// whose text starts at a stop string, nor after it.
+func TestDecoderLogprobs(t *testing.T) {
+	lp := func(v float32) string { return fmt.Sprintf(`,"logprobs":{"logprob":%g,"piece":"p"}`, v) }
+	out := `{"id":1,"text":"Once E","token":1` + lp(-1) + `}
+{"id":1,"text":"N","token":2` + lp(-2) + `}
+{"id":1,"text":"D","token":3` + lp(-3) + `}
+{"id":1,"text":"more","token":4` + lp(-4) + `}
+{"id":1,"done":true,"completion_tokens":4,"stop":"stop"}
+{"id":2,"text":"a","token":1` + lp(-5) + `}
+{"id":2,"text":" END","token":2` + lp(-6) + `}
+{"id":2,"done":true,"completion_tokens":2,"stop":"stop"}
+{"id":3,"text":"x","token":1` + lp(-7) + `}
+{"id":3,"text":"y","token":2}
+{"id":3,"done":true,"completion_tokens":2,"stop":"length"}
+`
+	stops := map[int][]string{1: {"END"}, 2: {"a END"}}
+	var order []string
+	d := Decoder{Stops: stops,
+		OnText:     func(id int, s string) { order = append(order, fmt.Sprintf("%d:%q", id, s)) },
+		OnLogprobs: func(id int, lp *llama.Logprobs) { order = append(order, fmt.Sprintf("%d:%g", id, lp.Logprob)) },
+	}
+	if _, err := d.Write([]byte(out)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Request 1: "Once " is text, "E" held; "N" and "D" complete "END", the
+	// stop starting in the held text: tokens 2 and 3 give no text. Request
+	// 2: the stop "a END" starts in token 1's text, which is cut whole.
+	want := `1:-1 1:"Once " 3:-7 3:"x" 3:"y"`
+	if got := strings.Join(order, " "); got != want {
+		t.Errorf("calls %s, want %s", got, want)
+	}
+	cs := d.Completions()
+	if len(cs) != 3 || len(cs[0].Logprobs) != 1 || len(cs[1].Logprobs) != 0 || len(cs[2].Logprobs) != 1 || cs[2].Completion != "xy" {
+		t.Errorf("completions %+v", cs)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 
 	"github.com/infernet/infernet/guest/go/llama"
@@ -114,6 +115,10 @@ type Completion struct {
 	// from Completion) or "length".
 	Stop  string `json:"stop,omitempty"`
 	Error string `json:"error,omitempty"`
+	// Logprobs are the logprobs of the tokens whose text is the
+	// Completion's, when the request asked for them (llama.Request.Logprobs):
+	// a token whose text lies wholly past a stop string has none.
+	Logprobs []*llama.Logprobs `json:"logprobs,omitempty"`
 }
 
 // ErrBadOutput is returned by Decoder for output that is not the runner's
@@ -130,6 +135,10 @@ type Decoder struct {
 	// OnDone, when set, is called with each request's Completion when its
 	// Done event comes.
 	OnDone func(Completion)
+	// OnLogprobs, when set, is called with each token's logprobs before
+	// OnText gets its text, for the tokens of Completion.Logprobs: with
+	// Stops, they are held back as the token's text is.
+	OnLogprobs func(id int, lp *llama.Logprobs)
 	// Stops, when set, are the stop strings of each request by its ID
 	// (llama.Request.Stop; StopsOf makes it): the text is cut before the
 	// first stop string, which neither OnText nor the Completion sees, and
@@ -137,12 +146,13 @@ type Decoder struct {
 	// (or the Done event) tells.
 	Stops map[int][]string
 
-	held    map[int]string
-	stopped map[int]bool
-	partial []byte
-	open    map[int]*Completion
-	done    []Completion
-	err     error
+	held         map[int]string
+	heldLogprobs map[int][]heldLogprob
+	stopped      map[int]bool
+	partial      []byte
+	open         map[int]*Completion
+	done         []Completion
+	err          error
 }
 
 // Write implements io.Writer: it decodes every whole line of p and keeps
@@ -187,13 +197,21 @@ func (d *Decoder) line(b []byte) error {
 		c = &Completion{ID: e.ID}
 		d.open[e.ID] = c
 	}
-	if e.Text != "" {
-		d.text(c, e.Text)
+	if e.Done {
+		return d.end(c, e)
 	}
-	if !e.Done {
-		return nil
+	d.text(c, e.Text, e.Logprobs)
+	return nil
+}
+
+// end takes c's Done event e.
+func (d *Decoder) end(c *Completion, e llama.Event) error {
+	if e.Text != "" { // the runner writes none; a Done event's text is kept as before
+		d.text(c, e.Text, nil)
 	}
-	if h := d.held[e.ID]; h != "" { // no stop string came after all
+	// No stop string came after all: what was held back goes.
+	d.release(c, math.MaxInt, false)
+	if h := d.held[e.ID]; h != "" {
 		delete(d.held, e.ID)
 		d.emit(c, h)
 	}
@@ -207,10 +225,14 @@ func (d *Decoder) line(b []byte) error {
 	return nil
 }
 
-// text takes one token's text of c, cut at its stop strings.
-func (d *Decoder) text(c *Completion, t string) {
+// text takes one token's text t of c, cut at its stop strings, and its
+// logprobs lp (nil: none), which go before the text, and only with text
+// that is released: a token's logprobs are held back with its text, and
+// dropped when a stop string cuts the text where the token's starts.
+func (d *Decoder) text(c *Completion, t string, lp *llama.Logprobs) {
 	stops := d.Stops[c.ID]
 	if len(stops) == 0 {
+		d.logprobs(c, lp)
 		d.emit(c, t)
 		return
 	}
@@ -218,16 +240,59 @@ func (d *Decoder) text(c *Completion, t string) {
 		return
 	}
 	if d.held == nil {
-		d.held, d.stopped = map[int]string{}, map[int]bool{}
+		d.held, d.stopped, d.heldLogprobs = map[int]string{}, map[int]bool{}, map[int][]heldLogprob{}
 	}
-	t = d.held[c.ID] + t
+	held := d.held[c.ID]
+	if lp != nil {
+		d.heldLogprobs[c.ID] = append(d.heldLogprobs[c.ID], heldLogprob{at: len(held), lp: lp})
+	}
+	t = held + t
 	stop, hold := llama.Cut(t, stops)
 	if stop >= 0 {
 		d.stopped[c.ID] = true
 		t, hold = t[:stop], 0
 	}
 	d.held[c.ID] = t[len(t)-hold:]
+	d.release(c, len(t)-hold, stop >= 0)
 	d.emit(c, t[:len(t)-hold])
+}
+
+// heldLogprob is a token's logprobs held back with its text, which starts
+// at in the text held back.
+type heldLogprob struct {
+	at int
+	lp *llama.Logprobs
+}
+
+// release passes on the held logprobs of c's tokens whose text starts
+// before end, the length of the held text now released; with drop (a stop
+// string came), the others are dropped.
+func (d *Decoder) release(c *Completion, end int, drop bool) {
+	held := d.heldLogprobs[c.ID]
+	i := 0
+	for ; i < len(held) && held[i].at < end; i++ {
+		d.logprobs(c, held[i].lp)
+	}
+	rest := held[i:]
+	if drop || len(rest) == 0 {
+		delete(d.heldLogprobs, c.ID)
+		return
+	}
+	for k := range rest {
+		rest[k].at -= end
+	}
+	d.heldLogprobs[c.ID] = rest
+}
+
+// logprobs adds a token's logprobs to c and passes them on.
+func (d *Decoder) logprobs(c *Completion, lp *llama.Logprobs) {
+	if lp == nil {
+		return
+	}
+	c.Logprobs = append(c.Logprobs, lp)
+	if d.OnLogprobs != nil {
+		d.OnLogprobs(c.ID, lp)
+	}
 }
 
 // emit adds text to c and passes it on.

@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
+	"unicode/utf8"
 
+	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/node/models"
 )
 
@@ -40,7 +43,7 @@ type choice struct {
 	Text         *string   `json:"text,omitempty"`    // completions
 	Message      *chatText `json:"message,omitempty"` // chat, whole
 	Delta        *chatText `json:"delta,omitempty"`   // chat, chunk
-	Logprobs     *struct{} `json:"logprobs"`
+	Logprobs     any       `json:"logprobs"`          // chatLogprobs or completionLogprobs, or null
 	FinishReason *string   `json:"finish_reason"`
 }
 
@@ -64,6 +67,7 @@ type answer struct {
 	p       params
 	id      string
 	created int64
+	offsets []int // completions' text_offset so far, by choice
 }
 
 func (a *answer) response(object string, choices []choice, u *Usage) response {
@@ -79,7 +83,7 @@ func (a *answer) whole(w http.ResponseWriter, texts []string, cs []models.Comple
 	choices := make([]choice, len(cs))
 	for i := range cs {
 		fin, text := finishReason(&cs[i]), texts[i]
-		ch := choice{Index: i, FinishReason: &fin}
+		ch := choice{Index: i, FinishReason: &fin, Logprobs: a.logprobs(i, cs[i].Logprobs)}
 		if a.p.chat {
 			ch.Message = &chatText{Role: "assistant", Content: &text}
 		} else {
@@ -115,9 +119,10 @@ func (a *answer) begin(w http.ResponseWriter) {
 	flush(w)
 }
 
-// piece sends one token's text of a choice.
-func (a *answer) piece(w http.ResponseWriter, index int, text string) {
-	ch := choice{Index: index}
+// piece sends one token's text of a choice, with the logprobs of the
+// tokens it completes.
+func (a *answer) piece(w http.ResponseWriter, index int, text string, lps []*llama.Logprobs) {
+	ch := choice{Index: index, Logprobs: a.logprobs(index, lps)}
 	if a.p.chat {
 		ch.Delta = &chatText{Content: &text}
 	} else {
@@ -127,11 +132,16 @@ func (a *answer) piece(w http.ResponseWriter, index int, text string) {
 	flush(w)
 }
 
-// end sends each choice's last chunk, the usage if asked for, and [DONE].
-func (a *answer) end(w http.ResponseWriter, cs []models.Completion) {
+// end sends each choice's last chunk, with the logprobs of its tokens
+// that no text chunk carried (by choice), the usage if asked for, and
+// [DONE].
+func (a *answer) end(w http.ResponseWriter, cs []models.Completion, lps [][]*llama.Logprobs) {
 	for i := range cs {
 		fin := finishReason(&cs[i])
 		ch := choice{Index: i, FinishReason: &fin}
+		if len(lps[i]) > 0 {
+			ch.Logprobs = a.logprobs(i, lps[i])
+		}
 		if a.p.chat {
 			ch.Delta = &chatText{}
 		} else {
@@ -145,6 +155,96 @@ func (a *answer) end(w http.ResponseWriter, cs []models.Completion) {
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
 	flush(w)
+}
+
+// The logprobs of a choice, in OpenAI's two shapes.
+
+// chatLogprobs are a chat choice's (or chunk's) logprobs.
+type chatLogprobs struct {
+	Content []tokenLogprob `json:"content"`
+	Refusal []tokenLogprob `json:"refusal"`
+}
+
+// tokenLogprob is a chat token's logprob, with its position's top tokens.
+type tokenLogprob struct {
+	topLogprob
+	TopLogprobs []topLogprob `json:"top_logprobs"`
+}
+
+type topLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float32 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
+}
+
+// completionLogprobs are a completion choice's (or chunk's) logprobs, in
+// the legacy shape: text_offset is each token's offset in the choice's
+// text, in bytes.
+type completionLogprobs struct {
+	Tokens        []string             `json:"tokens"`
+	TokenLogprobs []float32            `json:"token_logprobs"`
+	TopLogprobs   []map[string]float32 `json:"top_logprobs"`
+	TextOffset    []int                `json:"text_offset"`
+}
+
+// logprobs returns the logprobs of choice index's tokens lps in the
+// endpoint's shape: nil where the request asked for none.
+func (a *answer) logprobs(index int, lps []*llama.Logprobs) any {
+	if !a.p.req.Logprobs {
+		return nil
+	}
+	if a.p.chat {
+		out := chatLogprobs{Content: make([]tokenLogprob, len(lps))}
+		for i, lp := range lps {
+			e := tokenLogprob{topLogprob: topOf(lp.Piece, lp.Logprob), TopLogprobs: make([]topLogprob, len(lp.Top))}
+			for j, t := range lp.Top {
+				e.TopLogprobs[j] = topOf(t.Piece, t.Logprob)
+			}
+			out.Content[i] = e
+		}
+		return out
+	}
+	if a.offsets == nil {
+		a.offsets = make([]int, a.p.n)
+	}
+	out := completionLogprobs{Tokens: []string{}, TokenLogprobs: []float32{}, TopLogprobs: []map[string]float32{}, TextOffset: []int{}}
+	for _, lp := range lps {
+		out.Tokens = append(out.Tokens, tokenString(lp.Piece))
+		out.TokenLogprobs = append(out.TokenLogprobs, lp.Logprob)
+		top := make(map[string]float32, len(lp.Top))
+		for _, t := range lp.Top {
+			if _, ok := top[tokenString(t.Piece)]; !ok { // two tokens of one text: the likelier
+				top[tokenString(t.Piece)] = t.Logprob
+			}
+		}
+		out.TopLogprobs = append(out.TopLogprobs, top)
+		out.TextOffset = append(out.TextOffset, a.offsets[index])
+		a.offsets[index] += len(lp.Piece)
+	}
+	return out
+}
+
+func topOf(p llama.Piece, logprob float32) topLogprob {
+	b := make([]int, len(p))
+	for i := range len(p) {
+		b[i] = int(p[i])
+	}
+	return topLogprob{Token: tokenString(p), Logprob: logprob, Bytes: b}
+}
+
+// tokenString is a token's text: its piece, or, for a piece that is not
+// UTF-8 (a byte of a character), its bytes as OpenAI writes them
+// ("bytes:\xe2\x80"); bytes gives them in either case.
+func tokenString(p llama.Piece) string {
+	if utf8.ValidString(string(p)) {
+		return string(p)
+	}
+	var b strings.Builder
+	b.WriteString("bytes:")
+	for i := range len(p) {
+		fmt.Fprintf(&b, "\\x%02x", p[i])
+	}
+	return b.String()
 }
 
 // fail ends a stream with an error event, as OpenAI's servers do.

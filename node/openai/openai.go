@@ -17,8 +17,10 @@
 // first, streamed or not, with finish_reason "stop"; streamed text that
 // may start one is held back until the next token tells), stream and
 // stream_options.include_usage, and n (1 to MaxN choices, each its own
-// seed: see params.choices; streamed chunks carry their choice's index);
-// logprobs, tools and the like are refused rather than ignored.
+// seed: see params.choices; streamed chunks carry their choice's index),
+// logprobs (chat's logprobs and top_logprobs, a completion's logprobs: see
+// llama.Logprobs); echo, tools and the like are refused rather than
+// ignored.
 // Out-of-range terms are refused (400, naming the parameter) by
 // llama.CheckSampling, the runner's own check. OpenAI's defaults
 // hold: temperature 1 and top_p 1, max_tokens 16 for completions and the
@@ -178,7 +180,11 @@ type common struct {
 	FrequencyPenalty  *float32 `json:"frequency_penalty"`
 	PresencePenalty   *float32 `json:"presence_penalty"`
 	// Stop is a string or an array of up to 4 (llama.Request.Stop).
-	Stop          json.RawMessage `json:"stop"`
+	Stop json.RawMessage `json:"stop"`
+	// Logprobs is a bool for chat (with TopLogprobs, 0 to 20), the count
+	// of top tokens (0 to 5) for completions.
+	Logprobs      json.RawMessage `json:"logprobs"`
+	TopLogprobs   *int            `json:"top_logprobs"`
 	Stream        bool            `json:"stream"`
 	StreamOptions *streamOptions  `json:"stream_options"`
 	unsupported
@@ -252,7 +258,6 @@ type streamOptions struct {
 // unsupported are request fields this service cannot honour: given, the
 // request is refused, not answered as if they were not there.
 type unsupported struct {
-	Logprobs       json.RawMessage `json:"logprobs"`
 	Echo           json.RawMessage `json:"echo"`
 	BestOf         json.RawMessage `json:"best_of"`
 	Suffix         json.RawMessage `json:"suffix"`
@@ -280,7 +285,7 @@ func (u *unsupported) given() string {
 		name string
 		ok   bool
 	}{
-		{"logprobs", neutral(u.Logprobs, "false")}, {"echo", neutral(u.Echo, "false")},
+		{"echo", neutral(u.Echo, "false")},
 		{"best_of", neutral(u.BestOf, "1")}, {"suffix", neutral(u.Suffix, `""`)}, {"tools", neutral(u.Tools, "[]")},
 		{"response_format", neutral(u.ResponseFormat, `{"type":"text"}`)}, {"logit_bias", neutral(u.LogitBias, "{}")},
 	} {
@@ -353,6 +358,9 @@ func (s *Service) terms(w http.ResponseWriter, p *params, maxTokens *int, c *com
 	set(&p.req.RepetitionPenalty, c.RepetitionPenalty)
 	set(&p.req.FrequencyPenalty, c.FrequencyPenalty)
 	set(&p.req.PresencePenalty, c.PresencePenalty)
+	if !p.logprobs(w, c) {
+		return false
+	}
 	stop, err := stopOf(c.Stop)
 	if err != nil {
 		WriteError(w, http.StatusBadRequest, "stop", "", err.Error())
@@ -371,6 +379,49 @@ func (s *Service) terms(w http.ResponseWriter, p *params, maxTokens *int, c *com
 		WriteError(w, http.StatusBadRequest, param, "", err.Error())
 		return false
 	}
+	return true
+}
+
+// MaxCompletionLogprobs caps a completion's logprobs, OpenAI's cap of
+// its top tokens (chat's top_logprobs goes to llama.MaxTopLogprobs).
+const MaxCompletionLogprobs = 5
+
+// logprobs sets p's logprobs terms from c, answering bad ones: chat's
+// logprobs (a bool) and top_logprobs, or a completion's logprobs (the
+// count of top tokens).
+func (p *params) logprobs(w http.ResponseWriter, c *common) bool {
+	given := func(m json.RawMessage) bool { v := strings.TrimSpace(string(m)); return v != "" && v != "null" }
+	if !p.chat {
+		if c.TopLogprobs != nil {
+			WriteError(w, http.StatusBadRequest, "top_logprobs", "", "top_logprobs is a chat parameter: completions take logprobs, the count of top tokens")
+			return false
+		}
+		if !given(c.Logprobs) {
+			return true
+		}
+		var n int
+		if err := json.Unmarshal(c.Logprobs, &n); err != nil || n < 0 || n > MaxCompletionLogprobs {
+			WriteError(w, http.StatusBadRequest, "logprobs", "", fmt.Sprintf("logprobs is %s: want an integer, 0 to %d", c.Logprobs, MaxCompletionLogprobs))
+			return false
+		}
+		p.req.Logprobs, p.req.TopLogprobs = true, n
+		return true
+	}
+	on := false
+	if given(c.Logprobs) {
+		if err := json.Unmarshal(c.Logprobs, &on); err != nil {
+			WriteError(w, http.StatusBadRequest, "logprobs", "", fmt.Sprintf("logprobs is %s: want true or false", c.Logprobs))
+			return false
+		}
+	}
+	if c.TopLogprobs != nil {
+		if !on {
+			WriteError(w, http.StatusBadRequest, "top_logprobs", "", "top_logprobs needs logprobs: true")
+			return false
+		}
+		p.req.TopLogprobs = *c.TopLogprobs // llama.CheckSampling checks the range
+	}
+	p.req.Logprobs = on
 	return true
 }
 
@@ -487,7 +538,8 @@ type job struct {
 
 func newJob() *job {
 	j := &job{wake: make(chan struct{}, 1), done: map[int]models.Completion{}}
-	j.decoder.OnText = func(id int, text string) { j.pieces = append(j.pieces, piece{id, text}) }
+	j.decoder.OnText = func(id int, text string) { j.pieces = append(j.pieces, piece{choice: id, text: text}) }
+	j.decoder.OnLogprobs = func(id int, lp *llama.Logprobs) { j.pieces = append(j.pieces, piece{choice: id, logprobs: lp}) }
 	j.decoder.OnDone = func(c models.Completion) { j.done[c.ID] = c }
 	return j
 }
@@ -505,10 +557,11 @@ func (j *job) output(b []byte) {
 	}
 }
 
-// piece is a choice's text as it comes.
+// piece is a choice's text, or a token's logprobs, as they come.
 type piece struct {
-	choice int
-	text   string
+	choice   int
+	text     string
+	logprobs *llama.Logprobs
 }
 
 // take returns the pieces decoded since the last call, and the choices'
@@ -565,6 +618,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p params) {
 		a.begin(w)
 	}
 	texts := make([]strings.Builder, p.n)
+	pending := make([][]*llama.Logprobs, p.n) // logprobs for the next chunk
 	for {
 		var res *result
 		select {
@@ -577,10 +631,15 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p params) {
 			if pc.choice < 0 || pc.choice >= p.n {
 				continue // not a choice of this request: the runner echoes IDs
 			}
+			if pc.logprobs != nil {
+				pending[pc.choice] = append(pending[pc.choice], pc.logprobs)
+				continue
+			}
 			texts[pc.choice].WriteString(pc.text)
 			if p.stream {
-				a.piece(w, pc.choice, pc.text)
+				a.piece(w, pc.choice, pc.text, pending[pc.choice])
 			}
+			pending[pc.choice] = nil
 		}
 		if res == nil {
 			continue
@@ -607,7 +666,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p params) {
 			return
 		}
 		if p.stream {
-			a.end(w, done)
+			a.end(w, done, pending)
 		} else {
 			whole := make([]string, p.n)
 			for i := range whole {

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -188,11 +190,10 @@ func TestOpenAIErrors(t *testing.T) {
 				Stop:     oa.ChatCompletionNewParamsStopUnion{OfStringArray: []string{"a", "b", "c", "d", "e"}}})
 			return err
 		}, http.StatusBadRequest, "stop", ""},
-		{"unsupported logprobs", func() error {
-			_, err := c.Chat.Completions.New(ctx, oa.ChatCompletionNewParams{Model: "stories260K",
-				Messages: []oa.ChatCompletionMessageParamUnion{oa.UserMessage("hi")}, Logprobs: oa.Bool(true)})
+		{"unsupported echo", func() error {
+			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt, Echo: oa.Bool(true)})
 			return err
-		}, http.StatusBadRequest, "logprobs", "unsupported_parameter"},
+		}, http.StatusBadRequest, "echo", "unsupported_parameter"},
 		{"top_p over 1", func() error {
 			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt, TopP: oa.Float(1.5)})
 			return err
@@ -387,6 +388,107 @@ func TestOpenAISampling(t *testing.T) {
 	}
 }
 
+// TestOpenAILogprobs: the official client gets each token's logprob and
+// its position's top tokens, streamed or whole, for completions (the
+// legacy shape) and chats; the tokens spell the text, up to a stop string;
+// greedy tokens are their position's most likely; bad terms are refused.
+func TestOpenAILogprobs(t *testing.T) {
+	c, _ := serve(t, nodetest.Options{Providers: 2, Trust: true})
+	ctx := context.Background()
+	g := golden(t, "Once upon a time")
+	p := goldenParams(g)
+	p.Logprobs = oa.Int(3)
+	whole, err := c.Completions.New(ctx, p)
+	if err != nil || len(whole.Choices) != 1 {
+		t.Fatalf("completion: %+v, %v", whole, err)
+	}
+	lp := whole.Choices[0].Logprobs
+	n := len(lp.Tokens)
+	if strings.Join(lp.Tokens, "") != g.Completion || n != g.CompletionTokens || len(lp.TokenLogprobs) != n || len(lp.TopLogprobs) != n || len(lp.TextOffset) != n {
+		t.Fatalf("logprobs of %d tokens %q, want run.c's %d tokens %q: %+v", n, lp.Tokens, g.CompletionTokens, g.Completion, lp)
+	}
+	offset := 0
+	for i, tok := range lp.Tokens {
+		top := lp.TopLogprobs[i]
+		best := math.Inf(-1)
+		for _, v := range top {
+			best = max(best, v)
+		}
+		if len(top) == 0 || len(top) > 3 || top[tok] != lp.TokenLogprobs[i] || lp.TokenLogprobs[i] != best || best > 0 {
+			t.Errorf("token %d %q: logprob %g, top %v; want the most likely of at most 3", i, tok, lp.TokenLogprobs[i], top)
+		}
+		if lp.TextOffset[i] != int64(offset) {
+			t.Errorf("token %d: offset %d, want %d", i, lp.TextOffset[i], offset)
+		}
+		offset += len(tok)
+	}
+	stream := c.Completions.NewStreaming(ctx, p)
+	var streamed []float64
+	for stream.Next() {
+		for _, ch := range stream.Current().Choices {
+			streamed = append(streamed, ch.Logprobs.TokenLogprobs...)
+		}
+	}
+	if err := stream.Err(); err != nil || !slices.Equal(streamed, lp.TokenLogprobs) {
+		t.Errorf("streamed logprobs %v, %v; whole %v", streamed, err, lp.TokenLogprobs)
+	}
+
+	chat := oa.ChatCompletionNewParams{Model: "stories260K", Messages: []oa.ChatCompletionMessageParamUnion{oa.UserMessage("Tell me a story.")},
+		Temperature: oa.Float(0), MaxCompletionTokens: oa.Int(40), Stop: oa.ChatCompletionNewParamsStopUnion{OfString: oa.String(".")},
+		Logprobs: oa.Bool(true), TopLogprobs: oa.Int(2)}
+	cr, err := c.Chat.Completions.New(ctx, chat)
+	if err != nil || len(cr.Choices) != 1 {
+		t.Fatalf("chat: %+v, %v", cr, err)
+	}
+	var text []byte
+	for i, e := range cr.Choices[0].Logprobs.Content {
+		for _, b := range e.Bytes {
+			text = append(text, byte(b))
+		}
+		if len(e.TopLogprobs) != 2 || e.TopLogprobs[0].Token != e.Token || e.TopLogprobs[0].Logprob != e.Logprob || e.TopLogprobs[1].Logprob > e.Logprob {
+			t.Errorf("chat token %d: %+v", i, e)
+		}
+	}
+	if content := cr.Choices[0].Message.Content; string(text) != content || content == "" || cr.Choices[0].FinishReason != "stop" {
+		t.Errorf("chat: tokens' bytes %q, content %q (finish %s): want the same, cut before the stop", text, content, cr.Choices[0].FinishReason)
+	}
+	cs := c.Chat.Completions.NewStreaming(ctx, chat)
+	var chunked []byte
+	for cs.Next() {
+		for _, ch := range cs.Current().Choices {
+			for _, e := range ch.Logprobs.Content {
+				for _, b := range e.Bytes {
+					chunked = append(chunked, byte(b))
+				}
+			}
+		}
+	}
+	if err := cs.Err(); err != nil || !bytes.Equal(chunked, text) {
+		t.Errorf("streamed chat tokens %q, %v; whole %q", chunked, err, text)
+	}
+
+	for _, tc := range []struct {
+		name, body, param string
+	}{
+		{"chat top_logprobs without logprobs", `{"model":"stories260K","messages":[{"role":"user","content":"hi"}],"top_logprobs":2}`, "top_logprobs"},
+		{"chat top_logprobs 21", `{"model":"stories260K","messages":[{"role":"user","content":"hi"}],"logprobs":true,"top_logprobs":21}`, "top_logprobs"},
+		{"chat logprobs 3", `{"model":"stories260K","messages":[{"role":"user","content":"hi"}],"logprobs":3}`, "logprobs"},
+		{"completion logprobs 6", `{"model":"stories260K","prompt":"hi","logprobs":6}`, "logprobs"},
+		{"completion top_logprobs", `{"model":"stories260K","prompt":"hi","top_logprobs":2}`, "top_logprobs"},
+	} {
+		path := "completions"
+		if strings.Contains(tc.body, "messages") {
+			path = "chat/completions"
+		}
+		var raw json.RawMessage
+		err := c.Post(ctx, path, json.RawMessage(tc.body), &raw)
+		var apiErr *oa.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != tc.param {
+			t.Errorf("%s: %v, want a 400 on %s", tc.name, err, tc.param)
+		}
+	}
+}
+
 // TestOpenAIBodyTrickles: a request whose body stops arriving is answered
 // 400 once Config.BodyTimeout passed, instead of holding its handler.
 func TestOpenAIBodyTrickles(t *testing.T) {
@@ -491,6 +593,7 @@ func TestOpenAIPrefill(t *testing.T) {
 	p := goldenParams(g)
 	p.Temperature, p.Seed, p.N, p.FrequencyPenalty, p.PresencePenalty = oa.Float(0.9), oa.Int(4), oa.Int(2), oa.Float(0.8), oa.Float(0.3)
 	p.Stop = oa.CompletionNewParamsStopUnion{OfString: oa.String(".")}
+	p.Logprobs = oa.Int(2) // the check computes them again, and they agree
 	r, err := c.Completions.New(context.Background(), p, option.WithJSONSet("top_k", 30), option.WithJSONSet("repetition_penalty", 1.2))
 	if err != nil || len(r.Choices) != 2 {
 		t.Fatalf("shaped choices: %+v, %v", r, err)
@@ -498,6 +601,9 @@ func TestOpenAIPrefill(t *testing.T) {
 	for _, ch := range r.Choices {
 		if strings.Contains(ch.Text, ".") {
 			t.Errorf("choice %d: %q holds the stop string", ch.Index, ch.Text)
+		}
+		if got := strings.Join(ch.Logprobs.Tokens, ""); got != ch.Text || len(ch.Logprobs.TopLogprobs) != len(ch.Logprobs.Tokens) {
+			t.Errorf("choice %d: logprobs' tokens %q, text %q", ch.Index, got, ch.Text)
 		}
 	}
 	jobs, err = net.Client.Jobs(0)

@@ -48,7 +48,7 @@ func TestPromptOfAndUnsupported(t *testing.T) {
 	for _, c := range []struct{ body, want string }{
 		{`{}`, ""},
 		{`{"stop": null, "logprobs": false, "echo": false, "best_of": 1, "logit_bias": {}, "tools": []}`, ""},
-		{`{"logprobs": 2}`, "logprobs"},
+		{`{"echo": true}`, "echo"},
 		{`{"logit_bias": {"1": 5}}`, "logit_bias"},
 		{`{"response_format": {"type": "json_object"}}`, "response_format"},
 	} {
