@@ -667,6 +667,102 @@ func streamGolden(t *testing.T, c oa.Client, g llamatest.Golden) {
 	}
 }
 
+// TestOpenAILlama3Chat: a chat with Llama 3's own template and special
+// tokens on a byte-level vocabulary, through the official Go client, on a
+// model scripted to answer with emoji and accents spelled in byte tokens:
+// the template's special tokens are tokens (the prompt's count), the
+// streamed text is the script, no chunk splits a character, the answer
+// ends at <|eot_id|>, and the logprobs' bytes spell the text.
+func TestOpenAILlama3Chat(t *testing.T) {
+	c, net := serve(t, nodetest.Options{Providers: 2, Trust: true})
+	ctx := context.Background()
+	source, err := os.ReadFile(filepath.Join("..", "models", "testdata", "chat", "llama3.jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := llamatest.Llama3Vocab()
+	tk, err := llama.NewTokenizer(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := []models.Message{{Role: "system", Content: "You are kind."}, {Role: "user", Content: "Say hi."}}
+	ct, err := models.NewChatTemplate(string(source), v.Pieces[v.BOS], v.Pieces[v.EOS], true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt, err := ct.Render(msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := tk.Encode(prompt, true, false)
+	headers := 0
+	for _, id := range ids {
+		if v.Pieces[id] == "<|start_header_id|>" {
+			headers++
+		}
+	}
+	if headers != 3 || ids[0] != v.BOS || ids[1] == v.BOS {
+		t.Fatalf("the prompt %q is tokens %v: want one BOS and 3 headers' special tokens", prompt, ids)
+	}
+	const script = "Hi😀, café!"
+	chain := append(append([]int{ids[len(ids)-1]}, tk.Encode(script, false, false)...), v.EOS)
+	model, err := llamatest.ScriptedGGUF(v, chain, 1, string(source))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := net.Client.PutBlob(ctx, model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := net.Client.Models().Add("llama3-scripted", store.BlobRef{Digest: d, Size: int64(len(model))}, store.BlobRef{}); err != nil {
+		t.Fatal(err)
+	}
+	params := oa.ChatCompletionNewParams{Model: "llama3-scripted", Temperature: oa.Float(0), MaxCompletionTokens: oa.Int(40),
+		Messages:      []oa.ChatCompletionMessageParamUnion{oa.SystemMessage(msgs[0].Content), oa.UserMessage(msgs[1].Content)},
+		StreamOptions: oa.ChatCompletionStreamOptionsParam{IncludeUsage: oa.Bool(true)}, Logprobs: oa.Bool(true)}
+	stream := c.Chat.Completions.NewStreaming(ctx, params)
+	var chunks []string
+	var tokenBytes []byte
+	var usage oa.CompletionUsage
+	finish := ""
+	for stream.Next() {
+		ch := stream.Current()
+		for _, choice := range ch.Choices {
+			if choice.Delta.Content != "" {
+				chunks = append(chunks, choice.Delta.Content)
+			}
+			for _, e := range choice.Logprobs.Content {
+				for _, b := range e.Bytes {
+					tokenBytes = append(tokenBytes, byte(b))
+				}
+			}
+			if choice.FinishReason != "" {
+				finish = choice.FinishReason
+			}
+		}
+		if ch.Usage.TotalTokens > 0 {
+			usage = ch.Usage
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(chunks, ""); got != script || finish != "stop" || string(tokenBytes) != script {
+		t.Fatalf("streamed %q in chunks %q (finish %q), the tokens' bytes %q; want %q, stop", got, chunks, finish, tokenBytes, script)
+	}
+	if !slices.Contains(chunks, "😀") {
+		t.Errorf("chunks %q: the emoji, four byte tokens, is not one chunk", chunks)
+	}
+	if usage.PromptTokens != int64(len(ids)) || usage.CompletionTokens != int64(len(chain)-2) {
+		t.Errorf("usage %+v; want %d prompt tokens (the template's special tokens are tokens) and %d completion tokens", usage, len(ids), len(chain)-2)
+	}
+	params.StreamOptions, params.Logprobs = oa.ChatCompletionStreamOptionsParam{}, oa.Bool(false)
+	whole, err := c.Chat.Completions.New(ctx, params)
+	if err != nil || len(whole.Choices) != 1 || whole.Choices[0].Message.Content != script {
+		t.Fatalf("whole chat: %+v, %v", whole, err)
+	}
+}
+
 // TestChatTemplateServed: a chat on a GGUF model that carries its own
 // chat template (ChatML here) is the completion of the prompt that
 // template renders, special tokens and all, not of Llama 2's; a chat the
@@ -741,20 +837,9 @@ func storiesGGUF(t *testing.T, template string) []byte {
 	if _, err := llama.ConvertToGGUF(&plain, bytes.NewReader(model), m, v, abi.F32, "stories260K"); err != nil {
 		t.Fatal(err)
 	}
-	g, err := llama.ReadGGUF(bytes.NewReader(plain.Bytes()), int64(plain.Len()))
+	out, err := llamatest.WithChatTemplate(plain.Bytes(), template)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := llama.NewGGUFWriter()
-	if err := w.Copy(g, bytes.NewReader(plain.Bytes())); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Set("tokenizer.chat_template", template); err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	if _, err := w.WriteTo(&out); err != nil {
-		t.Fatal(err)
-	}
-	return out.Bytes()
+	return out
 }
