@@ -5,9 +5,11 @@
 # vouches for them), stories260K named on the client, then
 # scripts/lib/openai-e2e.cjs streams a completion and a chat completion
 # through the client's API and checks them against run.c's greedy text
-# (testdata/llama/golden.jsonl), the usage counts, and OpenAI's error shape
-# for an unknown model, bad JSON and max_tokens over the node's cap. Part of
-# `make test` (make test-openai); needs bin/infernet, node and npm.
+# (testdata/llama/golden.jsonl), the usage counts, stop, top_k, penalties
+# and logprobs, a Llama 3 style chat whose answer has an emoji (a model
+# scripted to answer it: llamascripted), and OpenAI's error shape for an
+# unknown model, bad JSON and max_tokens over the node's cap. Part of
+# `make test` (make test-openai); needs bin/infernet, go, node and npm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${INFERNET_BIN:-bin/infernet}
@@ -30,8 +32,15 @@ node_start p3 --bootstrap "$boot"; trust+=(--trust "$id")
 node_start client --bootstrap "$boot" --no-provide "${trust[@]}" --serve-max-tokens 512
 wait_providers client 3
 "$bin" models add stories260K testdata/llama/stories260K.bin --tokenizer testdata/llama/tok512.bin --datadir "$net/client" >/dev/null
+# A model with Llama 3's vocabulary shape, special tokens and chat template,
+# scripted to answer every chat with this text (byte tokens: the emoji is 4).
+script='Hi😀, café!'
+${GO:-go} run ./guest/go/llama/llamatest/cmd/llamascripted -template node/models/testdata/chat/llama3.jinja \
+  -o "$net/llama3-scripted.gguf" "$script"
+"$bin" models add llama3-scripted "$net/llama3-scripted.gguf" --datadir "$net/client" >/dev/null
 
 OPENAI_MODULE=$npmdir/node_modules/openai \
 OPENAI_BASE_URL="http://$(cat "$net/client/api.addr")/v1" \
 OPENAI_API_KEY=$(cat "$net/client/api.token") \
+SCRIPT=$script \
   node scripts/lib/openai-e2e.cjs testdata/llama/golden.jsonl

@@ -705,7 +705,7 @@ func TestOpenAILlama3Chat(t *testing.T) {
 		t.Fatalf("the prompt %q is tokens %v: want one BOS and 3 headers' special tokens", prompt, ids)
 	}
 	const script = "Hi😀, café!"
-	chain := append(append([]int{ids[len(ids)-1]}, tk.Encode(script, false, false)...), v.EOS)
+	chain := llamatest.Chain(tk, prompt, script, v.EOS)
 	model, err := llamatest.ScriptedGGUF(v, chain, 1, string(source))
 	if err != nil {
 		t.Fatal(err)

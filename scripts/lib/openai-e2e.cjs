@@ -20,7 +20,8 @@ const check = (ok, what) => {
 
 async function main() {
   const models = await client.models.list();
-  check(models.data.length === 1 && models.data[0].id === "stories260K", "models.list: stories260K");
+  const ids = models.data.map((m) => m.id).sort();
+  check(ids.join(",") === "llama3-scripted,stories260K", `models.list: ${ids}`);
 
   const g = golden("Once upon a time");
   const stream = await client.completions.create({
@@ -57,6 +58,42 @@ async function main() {
   }
   check(role === "assistant" && reply === cg.completion, "streamed chat completion is run.c's greedy text");
   check(chatUsage && chatUsage.completion_tokens === cg.completion_tokens, `chat usage ${JSON.stringify(chatUsage)}`);
+
+  // Sampling terms and logprobs, whole.
+  const base = { model: "stories260K", prompt: g.prompt, max_tokens: g.max_tokens, temperature: 0 };
+  const k = g.completion.indexOf(" the ");
+  const stopped = await client.completions.create({ ...base, stop: [" the "] });
+  check(k > 0 && stopped.choices[0].text === g.completion.slice(0, k) && stopped.choices[0].finish_reason === "stop",
+    `stop " the ": ${JSON.stringify(stopped.choices[0].text)}`);
+  const topK = await client.completions.create({ ...base, temperature: 1, seed: 3, top_k: 1 });
+  check(topK.choices[0].text === g.completion, "top_k 1 at temperature 1 is greedy");
+  const pen = await client.completions.create({ ...base, frequency_penalty: 1, presence_penalty: 0.5 });
+  check(pen.choices[0].text !== g.completion, "penalties change the greedy text");
+  const lp = await client.completions.create({ ...base, logprobs: 2 });
+  const l = lp.choices[0].logprobs;
+  check(l && l.tokens.join("") === g.completion && l.token_logprobs.length === g.completion_tokens &&
+    l.top_logprobs.every((top, i) => Object.keys(top).length <= 2 && top[l.tokens[i]] === l.token_logprobs[i]),
+  `logprobs 2: ${l && l.tokens.length} tokens, the most likely each`);
+
+  // A Llama 3 style chat (its template and special tokens), streamed, whose
+  // answer holds an emoji spelled in four byte tokens.
+  const script = process.env.SCRIPT;
+  const l3 = await client.chat.completions.create({
+    model: "llama3-scripted", messages: [{ role: "system", content: "You are kind." }, { role: "user", content: "Say hi." }],
+    temperature: 0, max_completion_tokens: 40, stream: true, logprobs: true, top_logprobs: 1,
+  });
+  const pieces = [], bytes = [];
+  let l3finish = null;
+  for await (const chunk of l3) {
+    for (const c of chunk.choices) {
+      if (c.delta.content) pieces.push(c.delta.content);
+      for (const e of (c.logprobs && c.logprobs.content) || []) bytes.push(...e.bytes);
+      if (c.finish_reason) l3finish = c.finish_reason;
+    }
+  }
+  check(pieces.join("") === script && pieces.includes("😀") && l3finish === "stop",
+    `Llama 3 chat streamed ${JSON.stringify(pieces)}, finish ${l3finish}`);
+  check(Buffer.from(bytes).toString("utf8") === script, "Llama 3 chat: the logprobs' bytes spell the answer");
 
   const expectError = async (what, call, status, code) => {
     try {

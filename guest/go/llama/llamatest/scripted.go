@@ -35,6 +35,17 @@ func Llama3Vocab() *llama.Vocab {
 	return v
 }
 
+// Chain returns the chain of Scripted for a model that answers text, then
+// end, after a prompt whose last token is that of after; nil if after has
+// no tokens.
+func Chain(tk *llama.Tokenizer, after, text string, end int) []int {
+	start := tk.Encode(after, false, false)
+	if len(start) == 0 {
+		return nil
+	}
+	return append(append(start[len(start)-1:], tk.Encode(text, false, false)...), end)
+}
+
 // Scripted is a model of vocab tokens that, greedy, follows a script: its
 // classifier makes chain[i+1] the most likely token after chain[i], by
 // far, whatever came before, and every layer adds nothing to the residual
