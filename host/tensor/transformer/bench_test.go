@@ -156,3 +156,31 @@ func BenchmarkGEMVInt(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMatMulIntPrefill measures a 64-row matmul (a prompt of 64
+// tokens) of 2048×768 weights of each integer type on one thread, on the
+// exact path (float: dequantize, float dot) and the integer path (int:
+// MatMulInt's).
+func BenchmarkMatMulIntPrefill(b *testing.B) {
+	ctx := context.Background()
+	const t = 64
+	s := gemvShapes[1]
+	for _, dt := range intTypes {
+		r := &rng{s: 3}
+		x, w := r.f32s(t*s.k), r.weights(dt, s.n, s.k, false)
+		out := make([]float32, t*s.n)
+		for _, path := range []struct {
+			name string
+			mm   func(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float32, w Weights, out []float32) error
+		}{{"float", matMul}, {"int", intGemm}} {
+			b.Run(fmt.Sprintf("%v/%s", dt, path.name), func(b *testing.B) {
+				b.SetBytes(int64(t) * int64(len(w.bytes())))
+				for b.Loop() {
+					if err := path.mm(ctx, kernels, 1, t, s.n, s.k, x, w, out); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -175,53 +175,90 @@ func groups(dt abi.DType, k int) int {
 	return k / 32
 }
 
-// intDot combines the block sums s of a row of type dt against the
-// quantized activation a into the dot product, in a fixed order: for each
-// weight block in ascending order, its float32 scales times the integer
-// sum (each product rounded on its own), added to one float32 accumulator.
-// Integer parts (sub-block scales, offsets) are folded in int32 first.
-func intDot(dt abi.DType, row []byte, a *q8Act, s []int32) float32 {
+// rowScales are what intDot needs of a weight row besides its block
+// sums, decoded from the row once for all the x rows of a matmul: the
+// float32 scales of its blocks (Q8_0, Q4_0: d per block; Q4_K: d and dmin
+// per super-block; Q6_K: d per super-block) and its integer sub-scales
+// (Q4_K: sc and m per sub-block; Q6_K: sc per group of 16).
+type rowScales struct {
+	d, dmin []float32
+	sc, m   []int32
+}
+
+// decode fills rs from row, a weight row of type dt with ng groups
+// (groups(dt, k)).
+func (rs *rowScales) decode(dt abi.DType, row []byte, ng int) {
+	switch dt {
+	case abi.Q8_0, abi.Q4_0:
+		rs.d = grow(rs.d, ng)
+		bb := rowBytes(dt, 32) // one block
+		for b := range ng {
+			rs.d[b] = half(row[b*bb:])
+		}
+	case abi.Q4_K:
+		nsb := ng / 8
+		rs.d, rs.dmin, rs.sc, rs.m = grow(rs.d, nsb), grow(rs.dmin, nsb), grow(rs.sc, ng), grow(rs.m, ng)
+		for sb := range nsb {
+			blk := row[sb*144:]
+			rs.d[sb], rs.dmin[sb] = half(blk), half(blk[2:])
+			for j := range 8 {
+				sj, mj := scaleMin(j, blk[4:16])
+				rs.sc[sb*8+j], rs.m[sb*8+j] = int32(sj), int32(mj)
+			}
+		}
+	case abi.Q6_K:
+		nsb := ng / 16
+		rs.d, rs.sc = grow(rs.d, nsb), grow(rs.sc, ng)
+		for sb := range nsb {
+			blk := row[sb*210:]
+			rs.d[sb] = half(blk[208:])
+			for g := range 16 {
+				rs.sc[sb*16+g] = int32(int8(blk[192+g]))
+			}
+		}
+	}
+}
+
+// intDot combines the block sums s of a row of type dt, whose scales are
+// rs, against the quantized activation a into the dot product, in a fixed
+// order: for each weight block in ascending order, its float32 scales
+// times the integer sum (each product rounded on its own), added to one
+// float32 accumulator. Integer parts (sub-block scales, offsets) are
+// folded in int32 first.
+func intDot(dt abi.DType, rs *rowScales, a *q8Act, s []int32) float32 {
 	var sum float32
 	switch dt {
 	case abi.Q8_0:
 		for b, is := range s {
-			dw := half(row[b*34:])
-			sum += float32(float32(dw*a.d[b]) * float32(is))
+			sum += float32(float32(rs.d[b]*a.d[b]) * float32(is))
 		}
 	case abi.Q4_0:
 		for b, is := range s {
-			dw := half(row[b*18:])
 			// Σ (q-8)·x = Σ q·x - 8·Σ x
-			sum += float32(float32(dw*a.d[b]) * float32(is-8*(a.sums[2*b]+a.sums[2*b+1])))
+			sum += float32(float32(rs.d[b]*a.d[b]) * float32(is-8*(a.sums[2*b]+a.sums[2*b+1])))
 		}
 	case abi.Q4_K:
 		// A super-block is d·Σ sc_j·s_j - dmin·Σ m_j·Σx_j over its 8
 		// sub-blocks, both sums in int32 (at most 8·63·32·15·127), times
 		// the activation's super-block scale.
 		for sb := range len(s) / 8 {
-			blk := row[sb*144:]
-			d, dmin, sc := half(blk), half(blk[2:]), blk[4:16]
 			var is, im int32
-			for j := range 8 {
-				sj, mj := scaleMin(j, sc)
-				b := sb*8 + j
-				is += int32(sj) * s[b]
-				im += int32(mj) * (a.sums[2*b] + a.sums[2*b+1])
+			for b := sb * 8; b < sb*8+8; b++ {
+				is += rs.sc[b] * s[b]
+				im += rs.m[b] * (a.sums[2*b] + a.sums[2*b+1])
 			}
 			dx := a.d[sb]
-			sum += float32(float32(d*dx)*float32(is)) - float32(float32(dmin*dx)*float32(im))
+			sum += float32(float32(rs.d[sb]*dx)*float32(is)) - float32(float32(rs.dmin[sb]*dx)*float32(im))
 		}
 	case abi.Q6_K:
 		// d·Σ sc_g·(s_g - 32·Σx_g) over the 16 groups, in int32 (at most
 		// 16·128·16·32·127).
 		for sb := range len(s) / 16 {
-			blk := row[sb*210:]
-			d, sc := half(blk[208:]), blk[192:208]
 			var is int32
-			for g := range 16 {
-				is += int32(int8(sc[g])) * (s[sb*16+g] - 32*a.sums[sb*16+g])
+			for g := sb * 16; g < sb*16+16; g++ {
+				is += rs.sc[g] * (s[g] - 32*a.sums[g])
 			}
-			sum += float32(float32(d*a.d[sb]) * float32(is))
+			sum += float32(float32(rs.d[sb]*a.d[sb]) * float32(is))
 		}
 	}
 	return sum
@@ -274,22 +311,32 @@ func intGemm(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float
 	}
 	wb, rb, ng := w.bytes(), rowBytes(w.Type, k), groups(w.Type, k)
 	block := max(4, min(blockBytes/rb, blockWork/(t*k))&^3)
+	// Each weight row's scales are decoded once, and every x row passes
+	// over it while it is in cache (a prompt's rows: prefill).
 	return par.ForBlocks(ctx, threads, n, block, func(lo, hi int) error {
 		s := make([]int32, ng)
-		for r := range t {
-			a, o := &acts[r], out[r*n:(r+1)*n]
-			for j := lo; j < hi; j++ {
-				row := wb[j*rb : (j+1)*rb]
+		var rs rowScales
+		for j := lo; j < hi; j++ {
+			row := wb[j*rb : (j+1)*rb]
+			decoded := false
+			for r := range t {
+				a := &acts[r]
 				if ks.rowDot != nil {
 					if v, ok := ks.rowDot(w.Type, row, a); ok {
-						o[j] = v
+						out[r*n+j] = v
 						continue
 					}
 				}
+				if !decoded {
+					rs.decode(w.Type, row, ng)
+					decoded = true
+				}
 				sums(w.Type, row, a.qs, s)
-				o[j] = intDot(w.Type, row, a, s)
+				out[r*n+j] = intDot(w.Type, &rs, a, s)
 			}
-			canonicalize(o[lo:hi])
+		}
+		for r := range t {
+			canonicalize(out[r*n+lo : r*n+hi])
 		}
 		return nil
 	})
