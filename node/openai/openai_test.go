@@ -23,6 +23,7 @@ import (
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/guest/go/llama/llamatest"
+	"github.com/infernet/infernet/guest/go/llama/llamatest/script"
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/models"
@@ -680,7 +681,7 @@ func TestOpenAILlama3Chat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := llamatest.Llama3Vocab()
+	v := script.Llama3Vocab()
 	tk, err := llama.NewTokenizer(v)
 	if err != nil {
 		t.Fatal(err)
@@ -704,9 +705,9 @@ func TestOpenAILlama3Chat(t *testing.T) {
 	if headers != 3 || ids[0] != v.BOS || ids[1] == v.BOS {
 		t.Fatalf("the prompt %q is tokens %v: want one BOS and 3 headers' special tokens", prompt, ids)
 	}
-	const script = "Hi😀, café!"
-	chain := llamatest.Chain(tk, prompt, script, v.EOS)
-	model, err := llamatest.ScriptedGGUF(v, chain, 1, string(source))
+	const answer = "Hi😀, café!"
+	chain := script.Chain(tk, prompt, answer, v.EOS)
+	model, err := script.GGUF(v, chain, 1, string(source))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -747,8 +748,8 @@ func TestOpenAILlama3Chat(t *testing.T) {
 	if err := stream.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(chunks, ""); got != script || finish != "stop" || string(tokenBytes) != script {
-		t.Fatalf("streamed %q in chunks %q (finish %q), the tokens' bytes %q; want %q, stop", got, chunks, finish, tokenBytes, script)
+	if got := strings.Join(chunks, ""); got != answer || finish != "stop" || string(tokenBytes) != answer {
+		t.Fatalf("streamed %q in chunks %q (finish %q), the tokens' bytes %q; want %q, stop", got, chunks, finish, tokenBytes, answer)
 	}
 	if !slices.Contains(chunks, "😀") {
 		t.Errorf("chunks %q: the emoji, four byte tokens, is not one chunk", chunks)
@@ -758,7 +759,7 @@ func TestOpenAILlama3Chat(t *testing.T) {
 	}
 	params.StreamOptions, params.Logprobs = oa.ChatCompletionStreamOptionsParam{}, oa.Bool(false)
 	whole, err := c.Chat.Completions.New(ctx, params)
-	if err != nil || len(whole.Choices) != 1 || whole.Choices[0].Message.Content != script {
+	if err != nil || len(whole.Choices) != 1 || whole.Choices[0].Message.Content != answer {
 		t.Fatalf("whole chat: %+v, %v", whole, err)
 	}
 }
@@ -837,7 +838,7 @@ func storiesGGUF(t *testing.T, template string) []byte {
 	if _, err := llama.ConvertToGGUF(&plain, bytes.NewReader(model), m, v, abi.F32, "stories260K"); err != nil {
 		t.Fatal(err)
 	}
-	out, err := llamatest.WithChatTemplate(plain.Bytes(), template)
+	out, err := script.WithChatTemplate(plain.Bytes(), template)
 	if err != nil {
 		t.Fatal(err)
 	}

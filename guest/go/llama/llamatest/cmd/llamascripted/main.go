@@ -1,6 +1,6 @@
 // Command llamascripted writes a GGUF model scripted to answer a chat with
-// given text (llamatest.Scripted): Llama 3's byte-level vocabulary shape
-// and special tokens (llamatest.Llama3Vocab), a chat template, and a
+// given text (package script): Llama 3's byte-level vocabulary shape
+// and special tokens (script.Llama3Vocab), a chat template, and a
 // classifier that, greedy, follows the prompt's last token with the text's
 // tokens and then <|eot_id|>. For end-to-end tests of clients
 // (scripts/openai-e2e.sh), which need a model whose answer they know.
@@ -18,7 +18,7 @@ import (
 	"os"
 
 	"github.com/infernet/infernet/guest/go/llama"
-	"github.com/infernet/infernet/guest/go/llama/llamatest"
+	"github.com/infernet/infernet/guest/go/llama/llamatest/script"
 )
 
 func main() {
@@ -41,16 +41,16 @@ func run(templateFile, out, after string, seed uint64, args []string) error {
 	if err != nil {
 		return err
 	}
-	v := llamatest.Llama3Vocab()
+	v := script.Llama3Vocab()
 	tk, err := llama.NewTokenizer(v)
 	if err != nil {
 		return err
 	}
-	chain := llamatest.Chain(tk, after, args[0], v.EOS)
+	chain := script.Chain(tk, after, args[0], v.EOS)
 	if chain == nil {
 		return fmt.Errorf("-after %q has no tokens", after)
 	}
-	b, err := llamatest.ScriptedGGUF(v, chain, seed, string(source))
+	b, err := script.GGUF(v, chain, seed, string(source))
 	if err != nil {
 		return err
 	}

@@ -1,23 +1,25 @@
-package llamatest
+package script
 
 import (
 	"encoding/binary"
 	"math"
 	"testing"
+
+	"github.com/infernet/infernet/guest/go/llama/llamatest"
 )
 
-// TestScripted: in a scripted checkpoint, the classifier's top token after
+// TestModel: in a scripted checkpoint, the classifier's top token after
 // each token of the chain (its embedding normalized, as the layers add
 // nothing) is the next one, by a margin; a chain that repeats a token, or
 // leaves the vocabulary, is refused.
-func TestScripted(t *testing.T) {
+func TestModel(t *testing.T) {
 	const vocab = 300
 	chain := []int{10, 72, 105, 240, 159, 152, 128, 44, 299}
-	b, err := Scripted(vocab, chain, 7)
+	b, err := Model(vocab, chain, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, shared, err := ParseHeader(b)
+	s, shared, err := llamatest.ParseHeader(b)
 	if err != nil || shared || s.Vocab != vocab {
 		t.Fatalf("header %v, shared %v, %v", s, shared, err)
 	}
@@ -29,7 +31,7 @@ func TestScripted(t *testing.T) {
 		return x
 	}
 	d := s.Dim
-	embed := floats(HeaderSize, vocab*d)
+	embed := floats(llamatest.HeaderSize, vocab*d)
 	cls := floats(len(b)-4*vocab*d, vocab*d)
 	for i := 0; i+1 < len(chain); i++ {
 		e := embed[chain[i]*d : (chain[i]+1)*d]
@@ -58,7 +60,7 @@ func TestScripted(t *testing.T) {
 		}
 	}
 	for _, bad := range [][]int{{1, 2, 1, 3}, {1, vocab}} {
-		if _, err := Scripted(vocab, bad, 7); err == nil {
+		if _, err := Model(vocab, bad, 7); err == nil {
 			t.Errorf("chain %v accepted", bad)
 		}
 	}

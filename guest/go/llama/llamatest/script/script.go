@@ -1,4 +1,9 @@
-package llamatest
+// Package script makes Llama-architecture models that write given text
+// (Model): a test of a client, a template or a stream gets a model whose
+// answer it knows, in any vocabulary, emoji split over byte tokens
+// included. The model's classifier fixes each token's successor; its
+// layers add nothing.
+package script
 
 import (
 	"bytes"
@@ -35,7 +40,7 @@ func Llama3Vocab() *llama.Vocab {
 	return v
 }
 
-// Chain returns the chain of Scripted for a model that answers text, then
+// Chain returns the chain of Model for a model that answers text, then
 // end, after a prompt whose last token is that of after; nil if after has
 // no tokens.
 func Chain(tk *llama.Tokenizer, after, text string, end int) []int {
@@ -46,7 +51,7 @@ func Chain(tk *llama.Tokenizer, after, text string, end int) []int {
 	return append(append(start[len(start)-1:], tk.Encode(text, false, false)...), end)
 }
 
-// Scripted is a model of vocab tokens that, greedy, follows a script: its
+// Model is a model of vocab tokens that, greedy, follows a script: its
 // classifier makes chain[i+1] the most likely token after chain[i], by
 // far, whatever came before, and every layer adds nothing to the residual
 // stream (its output projections are zero), so that the last token alone
@@ -60,18 +65,18 @@ func Chain(tk *llama.Tokenizer, after, text string, end int) []int {
 // classifier's row of chain[i+1] a multiple of chain[i]'s embedding and
 // every other row zero; with a dimension of 128, the scripted token's
 // logit is about 7 and the others' within about 2 of 0.
-func Scripted(vocab int, chain []int, seed uint64) ([]byte, error) {
+func Model(vocab int, chain []int, seed uint64) ([]byte, error) {
 	const dim, hidden, layers, heads, seqLen = 128, 32, 1, 4, 256
 	next := map[int]int{}
 	for i, t := range chain {
 		if t < 0 || t >= vocab {
-			return nil, fmt.Errorf("llamatest: token %d of the script outside the vocabulary of %d", t, vocab)
+			return nil, fmt.Errorf("script: token %d of the script outside the vocabulary of %d", t, vocab)
 		}
 		if i+1 == len(chain) {
 			break
 		}
 		if _, ok := next[t]; ok {
-			return nil, fmt.Errorf("llamatest: token %d twice in the script: a scripted model continues each token one way", t)
+			return nil, fmt.Errorf("script: token %d twice in the script: a scripted model continues each token one way", t)
 		}
 		next[t] = chain[i+1]
 	}
@@ -115,10 +120,10 @@ func Scripted(vocab int, chain []int, seed uint64) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// ScriptedGGUF returns Scripted's model as an F32 GGUF file of vocabulary
+// GGUF returns Model's model as an F32 GGUF file of vocabulary
 // v, with template as its chat template ("" for none).
-func ScriptedGGUF(v *llama.Vocab, chain []int, seed uint64, template string) ([]byte, error) {
-	ckpt, err := Scripted(len(v.Pieces), chain, seed)
+func GGUF(v *llama.Vocab, chain []int, seed uint64, template string) ([]byte, error) {
+	ckpt, err := Model(len(v.Pieces), chain, seed)
 	if err != nil {
 		return nil, err
 	}
