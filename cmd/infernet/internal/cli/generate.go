@@ -104,6 +104,7 @@ printed).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Model, o.PromptSet = args[0], cmd.Flags().Changed("prompt")
+			o.Request.Logprobs = cmd.Flags().Changed("logprobs")
 			if runF != nil {
 				return runF(cmd.Context(), o)
 			}
@@ -123,6 +124,7 @@ printed).`,
 	f.Float32Var(&o.Request.FrequencyPenalty, "frequency-penalty", 0, "lower each token's logit by this times its count in the completion so far (-2 to 2, OpenAI's)")
 	f.Float32Var(&o.Request.PresencePenalty, "presence-penalty", 0, "lower the logit of each token already in the completion by this (-2 to 2, OpenAI's)")
 	f.StringArrayVar(&o.Request.Stop, "stop", nil, fmt.Sprintf("end the completion before this `TEXT`, which is not printed (repeatable, at most %d)", llama.MaxStops))
+	f.IntVar(&o.Request.TopLogprobs, "logprobs", 0, fmt.Sprintf("with --json or --prompts: each token's log probability, and the `N` most likely tokens at its place (0 to %d)", llama.MaxTopLogprobs))
 	f.Uint64Var(&o.Request.Seed, "seed", 0, "seed of the sampler's generator (0 is 1): a seeded completion is the same on every provider")
 	f.BoolVar(&o.Local, "local", false, "run in this process, without a network (like infernet run)")
 	f.StringVar(&o.Backend, "backend", "auto", "with --local: tensor backend for tolerance mode: auto, "+backends.Names())
@@ -147,6 +149,8 @@ func (o *GenerateOptions) requests() ([]llama.Request, error) {
 		return nil, errors.New("--shards needs --prompts")
 	case o.Shards != 1 && o.Local:
 		return nil, errors.New("--shards is for the network, not --local")
+	case o.Request.Logprobs && !o.JSON && o.Prompts == "":
+		return nil, errors.New("--logprobs needs --json or --prompts: the text alone has no room for them")
 	case o.Profile && !o.Local:
 		return nil, errors.New("--profile needs --local: a provider's calls are timed where it runs them")
 	case o.Shards < 1 || o.Shards > api.MaxShards:
@@ -197,7 +201,7 @@ func (o *GenerateOptions) requests() ([]llama.Request, error) {
 var samplingFlags = map[string]string{
 	"max_tokens": "max-tokens", "temperature": "temperature", "top_p": "top-p", "top_k": "top-k", "min_p": "min-p",
 	"repetition_penalty": "repeat-penalty", "frequency_penalty": "frequency-penalty", "presence_penalty": "presence-penalty",
-	"stop": "stop",
+	"stop": "stop", "top_logprobs": "logprobs",
 }
 
 func runGenerate(ctx context.Context, o *GenerateOptions) error {

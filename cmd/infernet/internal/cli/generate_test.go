@@ -125,6 +125,12 @@ func TestGenerateFlags(t *testing.T) {
 				RepetitionPenalty: 1.1, FrequencyPenalty: 0.5, PresencePenalty: -0.5, Stop: []string{"\n", "The end"}}}},
 		{[]string{"m", "--prompts", prompts, "--max-tokens", "3", "--shards", "2"},
 			[]llama.Request{{ID: 1, Prompt: "a", MaxTokens: 3, TopP: 0.9}, {ID: 2, Prompt: "b", MaxTokens: 3, Temperature: 0.5, TopP: 0.9}}},
+		{[]string{"m", "-p", "x", "--json", "--logprobs", "3"},
+			[]llama.Request{{Prompt: "x", MaxTokens: llama.DefaultMaxTokens, TopP: 0.9, Logprobs: true, TopLogprobs: 3}}},
+		{[]string{"m", "-p", "x", "--json", "--logprobs", "0"},
+			[]llama.Request{{Prompt: "x", MaxTokens: llama.DefaultMaxTokens, TopP: 0.9, Logprobs: true}}},
+		{[]string{"m", "-p", "x", "--logprobs", "2"}, nil}, // text has no room for them
+		{[]string{"m", "-p", "x", "--json", "--logprobs", "21"}, nil},
 		{[]string{"m"}, nil},
 		{[]string{"m", "--prompt", "x", "--prompts", prompts}, nil},
 		{[]string{"m", "--prompts", prompts, "--json"}, nil},
@@ -157,7 +163,10 @@ func TestGenerateFlags(t *testing.T) {
 				t.Errorf("%q: requests %+v; want refused", tc.args, reqs)
 			}
 			// A sampling flag's refusal names the flag and its value.
-			for _, flag := range []string{"--max-tokens", "--temperature", "--top-p", "--top-k", "--min-p", "--repeat-penalty", "--frequency-penalty", "--presence-penalty"} {
+			for _, flag := range []string{"--max-tokens", "--temperature", "--top-p", "--top-k", "--min-p", "--repeat-penalty", "--frequency-penalty", "--presence-penalty", "--logprobs"} {
+				if flag == "--logprobs" && !slices.Contains(tc.args, "--json") {
+					continue // refused for its place, not its value
+				}
 				if k := slices.Index(tc.args, flag); k >= 0 && !strings.Contains(fmt.Sprint(err), flag+" "+tc.args[k+1]+": want") {
 					t.Errorf("%q: %v; want it to say %s %s", tc.args, err, flag, tc.args[k+1])
 				}
@@ -240,6 +249,22 @@ func TestGenerateStop(t *testing.T) {
 	}
 	if gen.Completion.Completion != full[:k] || gen.Stop != "stop" {
 		t.Errorf("--json --stop: %q, stop %q; want %q, stop", gen.Completion.Completion, gen.Stop, full[:k])
+	}
+	// --logprobs: one per token of the text, spelling it, each with its
+	// alternatives, the chosen token (greedy) the first.
+	gen = Generation{}
+	if err := json.Unmarshal([]byte(generateLocal(t, dir, append(model, "--json", "--stop", " the ", "--logprobs", "2")...)), &gen); err != nil {
+		t.Fatal(err)
+	}
+	var spelled string
+	for _, lp := range gen.Logprobs {
+		spelled += string(lp.Piece)
+		if len(lp.Top) != 2 || lp.Top[0].Logprob != lp.Logprob || lp.Top[0].Piece != lp.Piece {
+			t.Errorf("--logprobs 2: %+v", lp)
+		}
+	}
+	if spelled != full[:k] {
+		t.Errorf("--logprobs: the tokens spell %q, the text is %q", spelled, full[:k])
 	}
 }
 
