@@ -20,6 +20,9 @@ func dotQ8_0AVX2(w *byte, x *int8, d *float32, n int) float32
 func dotQ4_0AVX2(w *byte, x *int8, d *float32, sums *int32, n int) float32
 
 //go:noescape
+func dotQ4KAVX2(w *byte, x *int8, d *float32, sums *int32, n int) float32
+
+//go:noescape
 func sumsQ6KAVX2(w *byte, x *int8, n int, out *int32)
 
 //go:noescape
@@ -49,21 +52,25 @@ func blockSumsAVX2(dt abi.DType, row []byte, qs []int8, out []int32) {
 	}
 }
 
-// rowDotAVX2 is the whole integer dot product of a Q8_0 or Q4_0 row in
-// assembly, intDot's float part included (the same bits); ok is false for
-// the other types.
+// rowDotAVX2 is the whole integer dot product of a Q8_0, Q4_0 or Q4_K row
+// in assembly, intDot's float part included (the same bits); ok is false
+// for the other types.
 func rowDotAVX2(dt abi.DType, row []byte, a *q8Act) (v float32, ok bool) {
 	k := len(a.qs)
-	if k == 0 || dt != abi.Q8_0 && dt != abi.Q4_0 {
+	if k == 0 || dt != abi.Q8_0 && dt != abi.Q4_0 && dt != abi.Q4_K {
 		return 0, false
 	}
-	if len(row) < rowBytes(dt, k) || k%32 != 0 || len(a.d) < k/32 || len(a.sums) < k/16 {
+	bs := actBlockOf(dt)
+	if len(row) < rowBytes(dt, k) || k%dt.Block() != 0 || len(a.d) < k/bs || len(a.sums) < k/16 {
 		panic("transformer: row dot: short buffers")
 	}
-	if dt == abi.Q8_0 {
+	switch dt {
+	case abi.Q8_0:
 		return dotQ8_0AVX2(&row[0], &a.qs[0], &a.d[0], k/32), true
+	case abi.Q4_0:
+		return dotQ4_0AVX2(&row[0], &a.qs[0], &a.d[0], &a.sums[0], k/32), true
 	}
-	return dotQ4_0AVX2(&row[0], &a.qs[0], &a.d[0], &a.sums[0], k/32), true
+	return dotQ4KAVX2(&row[0], &a.qs[0], &a.d[0], &a.sums[0], k/256), true
 }
 
 func init() {

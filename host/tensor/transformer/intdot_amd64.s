@@ -301,3 +301,120 @@ dq4done:
 	VZEROUPPER
 	MOVSS X0, ret+40(FP)
 	RET
+
+// Q4KPAIR adds the int32 products sc·(pair sums) of two sub-blocks of a
+// Q4_K super-block to Y8: the 32 bytes of nibbles at off(SI) (sub-block
+// 2i in the low nibbles, 2i+1 in the high) against the 64 int8 of x at
+// xoff(DI), the sub-blocks' scales the int16 at s0(SP) and s1(SP).
+#define Q4KPAIR(off, xlo, xhi, s0, s1) \
+	VMOVDQU off(SI), Y2; \
+	VPSRLW $4, Y2, Y3; \
+	VPAND Y14, Y2, Y2; \
+	VPAND Y14, Y3, Y3; \
+	VPMADDUBSW xlo(DI), Y2, Y2; \
+	VPMADDUBSW xhi(DI), Y3, Y3; \
+	VPBROADCASTW s0(SP), Y4; \
+	VPBROADCASTW s1(SP), Y5; \
+	VPMADDWD Y4, Y2, Y2; \
+	VPMADDWD Y5, Y3, Y3; \
+	VPADDD Y2, Y8, Y8; \
+	VPADDD Y3, Y8, Y8
+
+// func dotQ4KAVX2(w *byte, x *int8, d *float32, sums *int32, n int) float32
+// The whole integer-kernel dot product of a row of n Q4_K super-blocks
+// (144 bytes: f16 d and dmin, 12 bytes of 6-bit scales and minimums, 128
+// bytes of nibbles) against n×256 int8 of x (d: x's scale per super-block;
+// sums: Σx per 16). intDot's integer parts, is = Σ sc_j·s_j and
+// im = Σ m_j·Σx_j, are summed in int32 vectors, one horizontal add each per
+// super-block (integer sums are exact: any order gives intDot's); then
+// its float part, scalar, in its order and rounding.
+TEXT ·dotQ4KAVX2(SB), NOSPLIT, $16-44
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), R9
+	MOVQ sums+24(FP), R8
+	MOVQ n+32(FP), CX
+	MOVL $0x0F0F0F0F, AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14
+	VXORPS X0, X0, X0
+
+dq4kloop:
+	TESTQ CX, CX
+	JZ dq4kdone
+	// The 6-bit scales and minimums (scaleMin), four bytes at a time:
+	// sc0..3 = s0..3 & 63, m0..3 = s4..7 & 63,
+	// sc4..7 = s8..11 & 15 | s0..3>>6<<4, m4..7 = s8..11>>4 | s4..7>>6<<4.
+	MOVL 4(SI), AX
+	MOVL 8(SI), BX
+	MOVL 12(SI), DX
+	MOVL AX, R10
+	ANDL $0x3F3F3F3F, R10
+	MOVL BX, R11
+	ANDL $0x3F3F3F3F, R11
+	MOVL DX, R12
+	ANDL $0x0F0F0F0F, R12
+	SHRL $6, AX
+	ANDL $0x03030303, AX
+	SHLL $4, AX
+	ORL AX, R12
+	MOVL DX, R13
+	SHRL $4, R13
+	ANDL $0x0F0F0F0F, R13
+	SHRL $6, BX
+	ANDL $0x03030303, BX
+	SHLL $4, BX
+	ORL BX, R13
+	SHLQ $32, R12
+	ORQ R10, R12 // sc0..7, a byte each
+	SHLQ $32, R13
+	ORQ R11, R13 // m0..7
+	VMOVQ R12, X1
+	VPMOVZXBW X1, X1
+	VMOVDQU X1, 0(SP) // sc_j as int16 at 2j(SP)
+
+	// is = Σ sc_j·s_j
+	VPXOR Y8, Y8, Y8
+	Q4KPAIR(16, 0, 32, 0, 2)
+	Q4KPAIR(48, 64, 96, 4, 6)
+	Q4KPAIR(80, 128, 160, 8, 10)
+	Q4KPAIR(112, 192, 224, 12, 14)
+	HSUM(Y8, X8, X9, AX)
+
+	// im = Σ m_j·(Σx of sub-block j): the 16 sums per 16 added in pairs
+	// (VPHADDD orders them 0 1 4 5 | 2 3 6 7; VPERMQ puts them in order).
+	VMOVDQU (R8), Y10
+	VMOVDQU 32(R8), Y11
+	VPHADDD Y11, Y10, Y12
+	VPERMQ $0xD8, Y12, Y12
+	VMOVQ R13, X13
+	VPMOVZXBD X13, Y13
+	VPMULLD Y13, Y12, Y12
+	HSUM(Y12, X12, X9, BX)
+
+	// sum += float32(float32(d·dx)·float32(is)) - float32(float32(dmin·dx)·float32(im))
+	MOVL (SI), DX
+	VMOVD DX, X1
+	VCVTPH2PS X1, X1 // d, dmin
+	VMOVSS (R9), X2
+	VMULSS X2, X1, X3
+	VCVTSI2SSL AX, X4, X4
+	VMULSS X4, X3, X3
+	VMOVSHDUP X1, X5
+	VMULSS X2, X5, X5
+	VCVTSI2SSL BX, X6, X6
+	VMULSS X6, X5, X5
+	VSUBSS X5, X3, X3
+	VADDSS X3, X0, X0
+
+	ADDQ $144, SI
+	ADDQ $256, DI
+	ADDQ $4, R9
+	ADDQ $64, R8
+	DECQ CX
+	JMP dq4kloop
+
+dq4kdone:
+	VZEROUPPER
+	MOVSS X0, ret+40(FP)
+	RET
