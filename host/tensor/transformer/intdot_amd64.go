@@ -23,6 +23,9 @@ func dotQ4_0AVX2(w *byte, x *int8, d *float32, sums *int32, n int) float32
 func dotQ4KAVX2(w *byte, x *int8, d *float32, sums *int32, n int) float32
 
 //go:noescape
+func dotQ6KAVX2(w *byte, x *int8, d *float32, sums *int32, n int) float32
+
+//go:noescape
 func sumsQ6KAVX2(w *byte, x *int8, n int, out *int32)
 
 //go:noescape
@@ -52,12 +55,12 @@ func blockSumsAVX2(dt abi.DType, row []byte, qs []int8, out []int32) {
 	}
 }
 
-// rowDotAVX2 is the whole integer dot product of a Q8_0, Q4_0 or Q4_K row
+// rowDotAVX2 is the whole integer dot product of a Q8_0, Q4_0, Q4_K or Q6_K row
 // in assembly, intDot's float part included (the same bits); ok is false
 // for the other types.
 func rowDotAVX2(dt abi.DType, row []byte, a *q8Act) (v float32, ok bool) {
 	k := len(a.qs)
-	if k == 0 || dt != abi.Q8_0 && dt != abi.Q4_0 && dt != abi.Q4_K {
+	if k == 0 || dt != abi.Q8_0 && dt != abi.Q4_0 && dt != abi.Q4_K && dt != abi.Q6_K {
 		return 0, false
 	}
 	bs := actBlockOf(dt)
@@ -69,8 +72,10 @@ func rowDotAVX2(dt abi.DType, row []byte, a *q8Act) (v float32, ok bool) {
 		return dotQ8_0AVX2(&row[0], &a.qs[0], &a.d[0], k/32), true
 	case abi.Q4_0:
 		return dotQ4_0AVX2(&row[0], &a.qs[0], &a.d[0], &a.sums[0], k/32), true
+	case abi.Q4_K:
+		return dotQ4KAVX2(&row[0], &a.qs[0], &a.d[0], &a.sums[0], k/256), true
 	}
-	return dotQ4KAVX2(&row[0], &a.qs[0], &a.d[0], &a.sums[0], k/256), true
+	return dotQ6KAVX2(&row[0], &a.qs[0], &a.d[0], &a.sums[0], k/256), true
 }
 
 func init() {

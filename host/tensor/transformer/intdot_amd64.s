@@ -418,3 +418,105 @@ dq4kdone:
 	VZEROUPPER
 	MOVSS X0, ret+40(FP)
 	RET
+
+// Q6KPART adds to Y8 the int32 products sc·(pair sums) of the 32 6-bit
+// values in Y9 against the 32 int8 of x at xoff(DI): two groups of 16,
+// whose scales are the int16 at s0(SP) (low lane) and s1(SP) (high lane).
+#define Q6KPART(xoff, s0, s1) \
+	VPMADDUBSW xoff(DI), Y9, Y6; \
+	VPBROADCASTW s0(SP), X4; \
+	VPBROADCASTW s1(SP), X5; \
+	VINSERTI128 $1, X5, Y4, Y4; \
+	VPMADDWD Y4, Y6, Y6; \
+	VPADDD Y6, Y8, Y8
+
+// Q6KHALF does one half (128 values) of a Q6_K super-block: a = the 32
+// bytes of ql at ql(SI), b = the next 32, t = the 32 bytes of qh at qh(SI);
+// its four runs of 32 values are a&15 | (t&3)<<4, b&15 | (t>>2&3)<<4,
+// a>>4 | (t>>4&3)<<4 and b>>4 | (t>>6)<<4, against x at x0…x3(DI), the
+// groups' scales at s0…s7(SP).
+#define Q6KHALF(ql, qlb, qh, x0, x1, x2, x3, s0, s1, s2, s3, s4, s5, s6, s7) \
+	VMOVDQU ql(SI), Y2; \
+	VMOVDQU qlb(SI), Y3; \
+	VMOVDQU qh(SI), Y7; \
+	VPAND Y14, Y2, Y9; \
+	VPSLLW $4, Y7, Y10; \
+	VPAND Y13, Y10, Y10; \
+	VPOR Y10, Y9, Y9; \
+	Q6KPART(x0, s0, s1); \
+	VPAND Y14, Y3, Y9; \
+	VPSLLW $2, Y7, Y10; \
+	VPAND Y13, Y10, Y10; \
+	VPOR Y10, Y9, Y9; \
+	Q6KPART(x1, s2, s3); \
+	VPSRLW $4, Y2, Y9; \
+	VPAND Y14, Y9, Y9; \
+	VPAND Y13, Y7, Y10; \
+	VPOR Y10, Y9, Y9; \
+	Q6KPART(x2, s4, s5); \
+	VPSRLW $4, Y3, Y9; \
+	VPAND Y14, Y9, Y9; \
+	VPSRLW $2, Y7, Y10; \
+	VPAND Y13, Y10, Y10; \
+	VPOR Y10, Y9, Y9; \
+	Q6KPART(x3, s6, s7)
+
+// func dotQ6KAVX2(w *byte, x *int8, d *float32, sums *int32, n int) float32
+// The whole integer-kernel dot product of a row of n Q6_K super-blocks
+// (210 bytes: 128 bytes of low nibbles, 64 of high bit pairs, 16 int8
+// scales, f16 d) against n×256 int8 of x (d: x's scale per super-block;
+// sums: Σx per 16): intDot's is = Σ sc_g·(s_g - 32·Σx_g) as
+// Σ sc_g·s_g - 32·Σ sc_g·Σx_g in int32 vectors (the same integer: int32
+// arithmetic wraps alike in any order), then its float part, scalar.
+TEXT ·dotQ6KAVX2(SB), NOSPLIT, $32-44
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ d+16(FP), R9
+	MOVQ sums+24(FP), R8
+	MOVQ n+32(FP), CX
+	MOVL $0x0F0F0F0F, AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL $0x30303030, AX
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13
+	VXORPS X0, X0, X0
+
+dq6kloop:
+	TESTQ CX, CX
+	JZ dq6kdone
+	VPMOVSXBW 192(SI), Y9
+	VMOVDQU Y9, 0(SP) // sc_g as int16 at 2g(SP)
+	VPXOR Y8, Y8, Y8
+	Q6KHALF(0, 32, 128, 0, 32, 64, 96, 0, 2, 4, 6, 8, 10, 12, 14)
+	Q6KHALF(64, 96, 160, 128, 160, 192, 224, 16, 18, 20, 22, 24, 26, 28, 30)
+	HSUM(Y8, X8, X9, AX)
+	VPMOVSXBD 192(SI), Y9
+	VPMOVSXBD 200(SI), Y10
+	VPMULLD (R8), Y9, Y9
+	VPMULLD 32(R8), Y10, Y10
+	VPADDD Y10, Y9, Y9
+	HSUM(Y9, X9, X10, BX)
+	SHLL $5, BX
+	SUBL BX, AX
+
+	// sum += float32(float32(d·dx)·float32(is))
+	MOVWLZX 208(SI), DX
+	VMOVD DX, X1
+	VCVTPH2PS X1, X1
+	VMULSS (R9), X1, X1
+	VCVTSI2SSL AX, X4, X4
+	VMULSS X4, X1, X1
+	VADDSS X1, X0, X0
+
+	ADDQ $210, SI
+	ADDQ $256, DI
+	ADDQ $4, R9
+	ADDQ $64, R8
+	DECQ CX
+	JMP dq6kloop
+
+dq6kdone:
+	VZEROUPPER
+	MOVSS X0, ret+40(FP)
+	RET
