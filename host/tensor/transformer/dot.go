@@ -95,6 +95,10 @@ type kernelSet struct {
 	// rowDot, if set, is blockSums and intDot in one for the types it
 	// reports ok for, with the same bits.
 	rowDot func(dt abi.DType, row []byte, a *q8Act) (float32, bool)
+	// dequantRow, if set, dequantizes a whole row of a block type into dst
+	// as decode does, for the types it reports ok for, with the same bits
+	// (a NaN's payload aside: matMul makes every NaN canonical).
+	dequantRow func(dt abi.DType, row []byte, dst []float32) bool
 }
 
 // rowGemv returns ks's gemv for rows of type dt as stored, nil for a type

@@ -26,6 +26,12 @@ func dotQ4KAVX2(w *byte, x *int8, d *float32, sums *int32, n int) float32
 func dotQ6KAVX2(w *byte, x *int8, d *float32, sums *int32, n int) float32
 
 //go:noescape
+func dequantQ4KAVX2(w *byte, dst *float32, n int)
+
+//go:noescape
+func dequantQ6KAVX2(w *byte, dst *float32, n int)
+
+//go:noescape
 func sumsQ6KAVX2(w *byte, x *int8, n int, out *int32)
 
 //go:noescape
@@ -78,10 +84,29 @@ func rowDotAVX2(dt abi.DType, row []byte, a *q8Act) (v float32, ok bool) {
 	return dotQ6KAVX2(&row[0], &a.qs[0], &a.d[0], &a.sums[0], k/256), true
 }
 
+// dequantRowAVX2 dequantizes a whole Q4_K or Q6_K row in assembly, as
+// decode does (the same bits, a NaN's payload aside); ok is false for the
+// other types.
+func dequantRowAVX2(dt abi.DType, row []byte, dst []float32) bool {
+	k := len(dst)
+	if dt != abi.Q4_K && dt != abi.Q6_K || k == 0 || k%256 != 0 {
+		return false
+	}
+	if len(row) < rowBytes(dt, k) {
+		panic("transformer: dequantize: short row")
+	}
+	if dt == abi.Q4_K {
+		dequantQ4KAVX2(&row[0], &dst[0], k/256)
+	} else {
+		dequantQ6KAVX2(&row[0], &dst[0], k/256)
+	}
+	return true
+}
+
 func init() {
 	// AVX-512 machines have AVX2 (and F16C: hasAVX2): both sets use the
 	// AVX2 integer kernels.
 	for _, ks := range []*kernelSet{avx2Kernels, avx512Kernels} {
-		ks.blockSums, ks.rowDot = blockSumsAVX2, rowDotAVX2
+		ks.blockSums, ks.rowDot, ks.dequantRow = blockSumsAVX2, rowDotAVX2, dequantRowAVX2
 	}
 }

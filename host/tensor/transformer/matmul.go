@@ -85,7 +85,10 @@ func matMul(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float3
 			s := scratch((hi - lo) * k)
 			defer scratchPool.Put(s)
 			for j := range hi - lo {
-				decode(w.Type, src[j*rb:(j+1)*rb], 0, (*s)[j*k:(j+1)*k])
+				row, dst := src[j*rb:(j+1)*rb], (*s)[j*k:(j+1)*k]
+				if ks.dequantRow == nil || !ks.dequantRow(w.Type, row, dst) {
+					decode(w.Type, row, 0, dst)
+				}
 			}
 			src, stride = F32Weights(*s).bytes(), 4*k
 		}
