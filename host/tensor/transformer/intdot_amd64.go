@@ -32,6 +32,9 @@ func dequantQ4KAVX2(w *byte, dst *float32, n int)
 func dequantQ6KAVX2(w *byte, dst *float32, n int)
 
 //go:noescape
+func dequantQ4_0AVX2(w *byte, dst *float32, n int)
+
+//go:noescape
 func sumsQ6KAVX2(w *byte, x *int8, n int, out *int32)
 
 //go:noescape
@@ -84,20 +87,23 @@ func rowDotAVX2(dt abi.DType, row []byte, a *q8Act) (v float32, ok bool) {
 	return dotQ6KAVX2(&row[0], &a.qs[0], &a.d[0], &a.sums[0], k/256), true
 }
 
-// dequantRowAVX2 dequantizes a whole Q4_K or Q6_K row in assembly, as
-// decode does (the same bits, a NaN's payload aside); ok is false for the
-// other types.
+// dequantRowAVX2 dequantizes a whole Q4_0, Q4_K or Q6_K row in assembly,
+// as decode does (the same bits, a NaN's payload aside); ok is false for
+// the other types.
 func dequantRowAVX2(dt abi.DType, row []byte, dst []float32) bool {
 	k := len(dst)
-	if dt != abi.Q4_K && dt != abi.Q6_K || k == 0 || k%256 != 0 {
+	if dt != abi.Q4_0 && dt != abi.Q4_K && dt != abi.Q6_K || k == 0 || k%dt.Block() != 0 {
 		return false
 	}
 	if len(row) < rowBytes(dt, k) {
 		panic("transformer: dequantize: short row")
 	}
-	if dt == abi.Q4_K {
+	switch dt {
+	case abi.Q4_0:
+		dequantQ4_0AVX2(&row[0], &dst[0], k/32)
+	case abi.Q4_K:
 		dequantQ4KAVX2(&row[0], &dst[0], k/256)
-	} else {
+	default:
 		dequantQ6KAVX2(&row[0], &dst[0], k/256)
 	}
 	return true

@@ -923,3 +923,57 @@ deq6kloop:
 deq6kdone:
 	VZEROUPPER
 	RET
+
+// func dequantQ4_0AVX2(w *byte, dst *float32, n int)
+// dequantQ4_0 of n blocks: each value float32(float32(q-8)·d) (the same
+// bits, a NaN's payload aside, which matMul makes canonical).
+TEXT ·dequantQ4_0AVX2(SB), NOSPLIT, $0-24
+	MOVQ w+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVL $0x0F0F0F0F, AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL $0x08080808, AX
+	VMOVD AX, X12
+	VPBROADCASTD X12, Y12
+
+deq40loop:
+	TESTQ CX, CX
+	JZ deq40done
+	MOVWLZX (SI), DX
+	VMOVD DX, X1
+	VCVTPH2PS X1, X1
+	VBROADCASTSS X1, Y4
+	VMOVDQU 2(SI), X2
+	VPSRLW $4, X2, X3
+	VINSERTI128 $1, X3, Y2, Y2 // values 0..15 low nibbles, 16..31 high
+	VPAND Y14, Y2, Y2
+	VPSUBB Y12, Y2, Y2
+	VPMOVSXBD X2, Y5
+	VPSRLDQ $8, X2, X3
+	VPMOVSXBD X3, Y6
+	VEXTRACTI128 $1, Y2, X2
+	VPMOVSXBD X2, Y7
+	VPSRLDQ $8, X2, X3
+	VPMOVSXBD X3, Y8
+	VCVTDQ2PS Y5, Y5
+	VCVTDQ2PS Y6, Y6
+	VCVTDQ2PS Y7, Y7
+	VCVTDQ2PS Y8, Y8
+	VMULPS Y4, Y5, Y5
+	VMULPS Y4, Y6, Y6
+	VMULPS Y4, Y7, Y7
+	VMULPS Y4, Y8, Y8
+	VMOVUPS Y5, (DI)
+	VMOVUPS Y6, 32(DI)
+	VMOVUPS Y7, 64(DI)
+	VMOVUPS Y8, 96(DI)
+	ADDQ $18, SI
+	ADDQ $128, DI
+	DECQ CX
+	JMP deq40loop
+
+deq40done:
+	VZEROUPPER
+	RET
