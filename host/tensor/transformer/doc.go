@@ -27,14 +27,16 @@
 // The assembly reads F32, F16, BF16 and Q8_0 rows as stored; MatMul
 // dequantizes rows of the v4 block types into f32 scratch, a block of rows
 // at a time, for the F32 kernel (same bits: the dot product is defined on
-// the dequantized values).
+// the dequantized values), Q4_0, Q4_K and Q6_K rows with AVX2 assembly
+// that does the Go code's float32 operations in its order.
 //
 // Tolerance mode has a faster path for quantized weights, MatMulInt
 // (intdot.go), which the cpu backend's Host uses: x quantized to int8 per
 // block, int8·int8 → int32 block sums, float32 scales applied in a fixed
 // order. Its results are the same bits on every CPU (the AVX2 kernels
-// match the portable ones) but not exact mode's, so exact mode never
-// takes it.
+// match the portable ones; for Q8_0, Q4_0, Q4_K and Q6_K a whole row's dot
+// product, float part included, is one assembly call) but not exact
+// mode's, so exact mode never takes it.
 //
 // Why lanes: a 16-lane sum is what a SIMD unit computes naturally (one zmm
 // register, or two ymm), so the amd64 assembly (AVX-512 or AVX2, chosen at
