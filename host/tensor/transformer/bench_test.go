@@ -20,7 +20,7 @@ var gemvShapes = []struct{ n, k int }{{768, 768}, {2048, 768}, {768, 2048}, {320
 // weights read. Run with -benchtime=20x: the largest case reads 98 MB.
 func BenchmarkGEMV(b *testing.B) {
 	ctx := context.Background()
-	for _, dt := range []abi.DType{abi.F32, abi.F16, abi.Q8_0, abi.Q4_0, abi.Q4_K, abi.Q6_K} {
+	for _, dt := range []abi.DType{abi.F32, abi.F16, abi.Q8_0, abi.Q4_0, abi.Q4_K, abi.Q5_K, abi.Q6_K} {
 		for _, s := range gemvShapes {
 			r := &rng{s: 1}
 			x, w := r.f32s(s.k), r.weights(dt, s.n, s.k, false)

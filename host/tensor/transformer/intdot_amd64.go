@@ -35,6 +35,9 @@ func dequantQ6KAVX2(w *byte, dst *float32, n int)
 func dequantQ4_0AVX2(w *byte, dst *float32, n int)
 
 //go:noescape
+func dequantQ5KAVX2(w *byte, dst *float32, n int)
+
+//go:noescape
 func sumsQ6KAVX2(w *byte, x *int8, n int, out *int32)
 
 //go:noescape
@@ -87,12 +90,12 @@ func rowDotAVX2(dt abi.DType, row []byte, a *q8Act) (v float32, ok bool) {
 	return dotQ6KAVX2(&row[0], &a.qs[0], &a.d[0], &a.sums[0], k/256), true
 }
 
-// dequantRowAVX2 dequantizes a whole Q4_0, Q4_K or Q6_K row in assembly,
+// dequantRowAVX2 dequantizes a whole Q4_0, Q4_K, Q5_K or Q6_K row in assembly,
 // as decode does (the same bits, a NaN's payload aside); ok is false for
 // the other types.
 func dequantRowAVX2(dt abi.DType, row []byte, dst []float32) bool {
 	k := len(dst)
-	if dt != abi.Q4_0 && dt != abi.Q4_K && dt != abi.Q6_K || k == 0 || k%dt.Block() != 0 {
+	if dt != abi.Q4_0 && dt != abi.Q4_K && dt != abi.Q5_K && dt != abi.Q6_K || k == 0 || k%dt.Block() != 0 {
 		return false
 	}
 	if len(row) < rowBytes(dt, k) {
@@ -103,6 +106,8 @@ func dequantRowAVX2(dt abi.DType, row []byte, dst []float32) bool {
 		dequantQ4_0AVX2(&row[0], &dst[0], k/32)
 	case abi.Q4_K:
 		dequantQ4KAVX2(&row[0], &dst[0], k/256)
+	case abi.Q5_K:
+		dequantQ5KAVX2(&row[0], &dst[0], k/256)
 	default:
 		dequantQ6KAVX2(&row[0], &dst[0], k/256)
 	}
