@@ -36,7 +36,7 @@ import (
 // serve starts a 4-node network (a client and 3 providers it vouches for)
 // whose client names stories260K, and returns an official OpenAI client of
 // the client's API.
-func serve(t *testing.T, o nodetest.Options) (oa.Client, *nodetest.Network) {
+func serve(t testing.TB, o nodetest.Options) (oa.Client, *nodetest.Network) {
 	t.Helper()
 	if len(llama.Runner()) == 0 {
 		t.Skip("no runner in this build")
