@@ -704,7 +704,7 @@ func (s *Service) spec(ctx context.Context, m *store.Model, reqs []llama.Request
 	}
 	spec := node.Spec{
 		Terms: wire.Terms{Module: runner.Digest, ModuleSize: runner.Size, Input: in, InputSize: int64(len(input)),
-			TimeoutMS: s.cfg.Timeout.Milliseconds(), Memory: models.APIMemory, MaxOutput: 4 << 20, Mode: wire.ModeExact,
+			TimeoutMS: s.cfg.Timeout.Milliseconds(), Memory: models.APIMemory, MaxOutput: maxOutput(reqs), Mode: wire.ModeExact,
 			Data: models.JobData(m)},
 		Replicas: s.cfg.Replicas, Require: s.cfg.Require, Price: s.cfg.Price,
 	}
@@ -715,6 +715,29 @@ func (s *Service) spec(ctx context.Context, m *store.Model, reqs []llama.Request
 		spec.Replicas, spec.Check = 1, models.Check(reqs)
 	}
 	return spec, nil
+}
+
+// Output limits of a request's job: the runner's events are a few dozen
+// bytes a token, and logprobs add a line's worth per alternative (a piece
+// of up to a few dozen bytes, a token id and a float), so a request that
+// asks for them gets room for its worst case, up to what providers accept
+// by default (node.DefaultMaxOutput).
+const (
+	baseOutput        = 4 << 20
+	logprobBytes      = 160 // a token's logprob and piece
+	alternativeBytes  = 96  // each of its top_logprobs
+	maxLogprobsOutput = node.DefaultMaxOutput
+)
+
+// maxOutput is the output limit of the job of reqs.
+func maxOutput(reqs []llama.Request) int64 {
+	var extra int64
+	for _, q := range reqs {
+		if q.Logprobs {
+			extra += int64(max(q.MaxTokens, 0)) * int64(logprobBytes+alternativeBytes*q.TopLogprobs)
+		}
+	}
+	return min(baseOutput+extra, maxLogprobsOutput)
 }
 
 // chatPrompt renders msgs with the chat template of the model named model.

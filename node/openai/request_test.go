@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/infernet/infernet/guest/go/llama"
 )
 
 func TestMessagesOf(t *testing.T) {
@@ -58,6 +60,34 @@ func TestPromptOfAndUnsupported(t *testing.T) {
 		}
 		if got := c2.given(); got != c.want {
 			t.Errorf("%s: unsupported %q, want %q", c.body, got, c.want)
+		}
+	}
+}
+
+// TestMaxOutput: a job's output limit has room for its logprobs' worst
+// case (n choices of max_tokens tokens with top_logprobs alternatives),
+// within what providers accept.
+func TestMaxOutput(t *testing.T) {
+	plain := []llama.Request{{MaxTokens: 1024}}
+	lp := func(n, tokens, top int) []llama.Request {
+		reqs := make([]llama.Request, n)
+		for i := range reqs {
+			reqs[i] = llama.Request{MaxTokens: tokens, Logprobs: true, TopLogprobs: top}
+		}
+		return reqs
+	}
+	for _, tc := range []struct {
+		name string
+		reqs []llama.Request
+		want int64
+	}{
+		{"no logprobs", plain, 4 << 20},
+		{"one choice, 1024 tokens, top 20", lp(1, 1024, 20), 4<<20 + 1024*(160+96*20)},
+		{"8 choices, 1024 tokens, top 20", lp(8, 1024, 20), 4<<20 + 8*1024*(160+96*20)},
+		{"8 choices, 8192 tokens, top 20: capped", lp(8, 8192, 20), 64 << 20},
+	} {
+		if got := maxOutput(tc.reqs); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
 		}
 	}
 }
