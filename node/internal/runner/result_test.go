@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +19,7 @@ import (
 // TestResult: a run in a sandbox of Open's, its output spooled, becomes the
 // result replicas vote on: how it ended (exited with its code, stopped
 // with the class of its stop and none of the run's own detail, timed
-// out, failed on this provider's side), the output's digest and size, the
+// out, failed before it ran), the output's digest and size, the
 // output inline when small, and in the node's blob store (pinned) when
 // too big for the run's record.
 func TestResult(t *testing.T) {
@@ -101,19 +100,33 @@ func TestResult(t *testing.T) {
 		})
 	}
 
-	t.Run("failed here", func(t *testing.T) {
+	t.Run("no run", func(t *testing.T) {
 		sp, err := NewSpool(t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer sp.Remove()
-		for _, cause := range []error{ihost.ErrCanceled, ihost.ErrProof, ihost.ErrModelCache, ihost.ErrPrecision, ihost.ErrDeviceLost, errors.New("no module")} {
-			res := Result(blobs, &wire.Result{}, nil, fmt.Errorf("run: %w", cause), &wire.JobAnnounce{}, sp)
-			if res.Outcome != wire.OutcomeFailed || !strings.Contains(res.Error, cause.Error()) || !res.Output.IsZero() {
-				t.Errorf("%v: outcome %v, error %q, output %s; want failed, no output", cause, res.Outcome, res.Error, res.Output.Short())
-			}
+		runErr := errors.New("compiling: out of disk")
+		res := Result(blobs, &wire.Result{}, nil, runErr, &wire.JobAnnounce{}, sp)
+		if res.Outcome != wire.OutcomeFailed || res.Error != runErr.Error() || !res.Output.IsZero() {
+			t.Errorf("outcome %v, error %q, output %s; want failed, no output", res.Outcome, res.Error, res.Output.Short())
 		}
 	})
+}
+
+// TestProviderFailures: a run that failed on the provider's side (a GPU
+// that faulted, a model cache too small, a proof it could not make, a
+// precision it does not offer, a cancel) is reported as the provider's
+// failure, never as the job's outcome, even when the guest had run.
+// (Moved from node.)
+func TestProviderFailures(t *testing.T) {
+	for _, cause := range []error{ihost.ErrDeviceLost, ihost.ErrModelCache, ihost.ErrProof, ihost.ErrPrecision, ihost.ErrCanceled} {
+		runErr := fmt.Errorf("tensor backend cuda: %w: detail", cause)
+		res := Result(nil, &wire.Result{}, &ihost.Result{ExitCode: 0}, runErr, nil, nil)
+		if res.Outcome != wire.OutcomeFailed || res.Error != runErr.Error() || res.OutputData != nil {
+			t.Errorf("%v: outcome %v, error %q", cause, res.Outcome, res.Error)
+		}
+	}
 }
 
 // TestStopClass: a stop is named by its cause alone, however it was
