@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/models"
 )
 
@@ -165,14 +166,14 @@ func (c *Client) Blob(ctx context.Context, d Digest, max int64) ([]byte, error) 
 
 // Submit submits a job and calls onEvent for each progress event as it
 // arrives; it returns the final job record.
-func (c *Client) Submit(ctx context.Context, req SubmitRequest, onEvent func(Event)) (*Job, error) {
+func (c *Client) Submit(ctx context.Context, req SubmitRequest, onEvent func(jobs.Event)) (*Job, error) {
 	return c.SubmitStreaming(ctx, req, onEvent, nil)
 }
 
 // SubmitStreaming is Submit; with onOutput it streams the job
 // (SubmitRequest.Stream) and calls onOutput with each stretch of its output
 // as the replicas agree on it, in order.
-func (c *Client) SubmitStreaming(ctx context.Context, req SubmitRequest, onEvent func(Event), onOutput func([]byte)) (*Job, error) {
+func (c *Client) SubmitStreaming(ctx context.Context, req SubmitRequest, onEvent func(jobs.Event), onOutput func([]byte)) (*Job, error) {
 	req.Stream = onOutput != nil
 	l, err := c.progress(ctx, "/v1/jobs", req, onEvent, onOutput)
 	if err != nil {
@@ -186,7 +187,7 @@ func (c *Client) SubmitStreaming(ctx context.Context, req SubmitRequest, onEvent
 
 // SubmitShards submits a sharded job (req.Shards set) and calls onEvent for
 // each progress event of every shard as it arrives; it returns the outcome.
-func (c *Client) SubmitShards(ctx context.Context, req SubmitRequest, onEvent func(Event)) (*ShardedJob, error) {
+func (c *Client) SubmitShards(ctx context.Context, req SubmitRequest, onEvent func(jobs.Event)) (*ShardedJob, error) {
 	l, err := c.progress(ctx, "/v1/jobs", req, onEvent, nil)
 	if err != nil {
 		return nil, err
@@ -199,7 +200,7 @@ func (c *Client) SubmitShards(ctx context.Context, req SubmitRequest, onEvent fu
 
 // Train runs a training run in the node, calling onEvent with its
 // progress, and returns its record.
-func (c *Client) Train(ctx context.Context, req TrainRequest, onEvent func(Event)) (*TrainRun, error) {
+func (c *Client) Train(ctx context.Context, req TrainRequest, onEvent func(jobs.Event)) (*TrainRun, error) {
 	l, err := c.progress(ctx, "/v1/train", req, onEvent, nil)
 	if err != nil {
 		return nil, err
@@ -240,7 +241,7 @@ func (c *Client) CancelTrainRun(ctx context.Context, id JobID) (*TrainRun, error
 // submit posts req and reads the progress stream until its last line.
 // progress posts req to path and reads the progress stream until its last
 // line, passing events and output on.
-func (c *Client) progress(ctx context.Context, path string, req any, onEvent func(Event), onOutput func([]byte)) (*Line, error) {
+func (c *Client) progress(ctx context.Context, path string, req any, onEvent func(jobs.Event), onOutput func([]byte)) (*Line, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err

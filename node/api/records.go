@@ -85,31 +85,6 @@ const (
 	OutcomeStopped = wire.OutcomeStopped
 )
 
-// Verification methods of a job (Job.Verification).
-const (
-	VerifiedByReplicas = node.VerifiedByReplicas
-	VerifiedByTrust    = node.VerifiedByTrust
-	VerifiedByAudit    = node.VerifiedByAudit
-	VerifiedByCheck    = node.VerifiedByCheck
-)
-
-// Event kinds (Event.Kind) of a job, a sharded job and a training run.
-const (
-	EventAnnounced       = node.EventAnnounced
-	EventAssigned        = node.EventAssigned
-	EventRunning         = node.EventRunning
-	EventResult          = node.EventResult
-	EventLost            = node.EventLost
-	EventDisagree        = node.EventDisagree
-	EventShardedRecorded = node.EventShardedRecorded
-	EventShardDone       = node.EventShardDone
-	EventShardRetry      = node.EventShardRetry
-	EventReduce          = node.EventReduce
-	EventTrainRecorded   = node.EventTrainRecorded
-	EventRoundStart      = node.EventRoundStart
-	EventRoundDone       = node.EventRoundDone
-)
-
 // RequirementNames lists the names a requirement expression
 // (SubmitRequest.Require) may use.
 const RequirementNames = requirement.Names
@@ -195,20 +170,6 @@ const (
 	ModelLlama2C = store.ModelLlama2C
 	ModelGGUF    = store.ModelGGUF
 )
-
-// Event is a progress event of a job, a sharded job or a training run.
-type Event struct {
-	Time time.Time `json:"time"`
-	Kind string    `json:"kind"` // see the Event* constants
-	// Shard is the shard of a sharded job the event is of (-1: its reduce
-	// job).
-	Shard int `json:"shard,omitempty"`
-	// Round is the round of a training run the event is of.
-	Round    int    `json:"round,omitempty"`
-	Replica  int    `json:"replica"`
-	Provider string `json:"provider,omitempty"`
-	Detail   string `json:"detail,omitempty"`
-}
 
 // Replica is one assignment of a job to a provider.
 type Replica struct {
@@ -420,7 +381,6 @@ type Model struct {
 // convert directly; the others field by field (TestRecordsKeepTheirJSON
 // fails when a record gains a field its answer lacks).
 
-func eventOf(e node.Event) Event        { return Event(e) }
 func replicaOf(r store.Replica) Replica { return Replica(r) }
 func runOf(r store.Run) Run             { return Run(r) }
 func paymentOf(p store.Payment) Payment { return Payment(p) }

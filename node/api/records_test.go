@@ -107,7 +107,6 @@ func TestRecordsKeepTheirJSON(t *testing.T) {
 		{"sharded job", sharded, shardedJobOf(&sharded)},
 		{"training run", train, trainRunOf(&train)},
 		{"model", model, modelOf(&model)},
-		{"event", filled[node.Event](t), eventOf(filled[node.Event](t))},
 		{"empty job", store.Job{}, jobOf(&store.Job{})},
 		{"empty sharded job", node.ShardedJob{}, shardedJobOf(&node.ShardedJob{})},
 	} {

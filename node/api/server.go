@@ -52,6 +52,7 @@ import (
 
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/openai"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -133,7 +134,7 @@ type SubmitRequest struct {
 // Line is one line of the submit response: progress events, then the final
 // job record, or an error that kept the job from being recorded.
 type Line struct {
-	Event *Event `json:"event,omitempty"`
+	Event *jobs.Event `json:"event,omitempty"`
 	// Output is a streamed job's next verified bytes of stdout.
 	Output  []byte      `json:"output,omitempty"`
 	Job     *Job        `json:"job,omitempty"`
@@ -512,11 +513,8 @@ func progressStream(w http.ResponseWriter) func(Line) {
 
 // eventSender is the node's event callback that sends each event as a
 // progress line.
-func eventSender(send func(Line)) func(node.Event) {
-	return func(e node.Event) {
-		ev := eventOf(e)
-		send(Line{Event: &ev})
-	}
+func eventSender(send func(Line)) func(jobs.Event) {
+	return func(e jobs.Event) { send(Line{Event: &e}) }
 }
 
 // postTrain runs a training run (node.Train) and streams its progress;

@@ -12,6 +12,7 @@ import (
 	"github.com/infernet/infernet/node/internal/parts"
 	"github.com/infernet/infernet/node/internal/parts/partstest"
 	"github.com/infernet/infernet/node/internal/settle"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
@@ -325,12 +326,12 @@ func TestCanPay(t *testing.T) {
 	if err := pr.c.Ledger.CanPay(ctx, fund, "a job"); err != nil {
 		t.Fatalf("all of its funds: %v", err)
 	}
-	if err := pr.c.Ledger.CanPay(ctx, fund+1, "a job"); !errors.Is(err, settle.ErrCannotPay) {
-		t.Fatalf("more than its funds: %v; want ErrCannotPay", err)
+	if err := pr.c.Ledger.CanPay(ctx, fund+1, "a job"); !errors.Is(err, jobs.ErrCannotPay) {
+		t.Fatalf("more than its funds: %v; want jobs.ErrCannotPay", err)
 	}
 	pr.lnC.SetGone(true)
-	if err := pr.c.Ledger.CanPay(ctx, 1, "a job"); !errors.Is(err, settle.ErrCannotPay) || !errors.Is(err, payments.ErrUnavailable) {
-		t.Fatalf("with its lnd away: %v; want ErrCannotPay and ErrUnavailable", err)
+	if err := pr.c.Ledger.CanPay(ctx, 1, "a job"); !errors.Is(err, jobs.ErrCannotPay) || !errors.Is(err, payments.ErrUnavailable) {
+		t.Fatalf("with its lnd away: %v; want jobs.ErrCannotPay and ErrUnavailable", err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/jobs"
 )
 
 // shardInputs returns the shards of a sharded submit: the files of
@@ -118,7 +119,7 @@ func shardedExit(sj *api.ShardedJob) error {
 
 // shardProgress prints each shard's end and retries on stderr, when
 // progress is on.
-func shardProgress(o *SubmitOptions, shards int) func(api.Event) {
+func shardProgress(o *SubmitOptions, shards int) func(jobs.Event) {
 	on := o.Progress == "always"
 	if f, ok := o.IO.Err.(*os.File); o.Progress == "auto" && ok {
 		on = isTerminal(f)
@@ -127,25 +128,25 @@ func shardProgress(o *SubmitOptions, shards int) func(api.Event) {
 		return nil
 	}
 	done := 0
-	return func(e api.Event) {
+	return func(e jobs.Event) {
 		if e.Shard < 0 { // the reduce job's
 			switch e.Kind {
-			case api.EventReduce, api.EventShardDone:
+			case jobs.EventReduce, jobs.EventShardDone:
 				fmt.Fprintf(o.IO.Err, "reduce: %s\n", e.Detail)
-			case api.EventShardRetry:
+			case jobs.EventShardRetry:
 				fmt.Fprintf(o.IO.Err, "reduce: again on other providers (%s)\n", e.Detail)
 			}
 			return
 		}
 		switch e.Kind {
-		case api.EventShardedRecorded:
+		case jobs.EventShardedRecorded:
 			fmt.Fprintf(o.IO.Err, "sharded job %s recorded\n", e.Detail)
-		case api.EventShardDone:
+		case jobs.EventShardDone:
 			done++
 			fmt.Fprintf(o.IO.Err, "shard %d: %s (%d of %d done)\n", e.Shard, e.Detail, done, shards)
-		case api.EventShardRetry:
+		case jobs.EventShardRetry:
 			fmt.Fprintf(o.IO.Err, "shard %d: again on other providers (%s)\n", e.Shard, e.Detail)
-		case api.EventLost:
+		case jobs.EventLost:
 			fmt.Fprintf(o.IO.Err, "shard %d replica %d: lost %s (%s)\n", e.Shard, e.Replica, shortID(e.Provider), e.Detail)
 		}
 	}

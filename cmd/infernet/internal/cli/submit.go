@@ -22,6 +22,7 @@ import (
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/proofs/redundancy"
 )
 
@@ -517,11 +518,11 @@ func printSummary(o *SubmitOptions, job *api.Job, elapsed time.Duration) error {
 	case s.Verified && job.Outcome == api.OutcomeStopped:
 		// Not a result: every replica agrees the job could not run.
 		verdict = fmt.Sprintf("not run: %s (%d of %d replicas agree)", oneLine(s.Error), s.Agree, results)
-	case s.Verified && s.Verification == api.VerifiedByTrust:
+	case s.Verified && s.Verification == jobs.VerifiedByTrust:
 		verdict = "verified by trust (one replica from a provider with a long clean record; adaptive)"
 	case s.Verified:
 		verdict = fmt.Sprintf("verified (%d of %d replicas agree)", s.Agree, results)
-		if s.Verification == api.VerifiedByAudit {
+		if s.Verification == jobs.VerifiedByAudit {
 			// Newcomers' results, checked by running the job here.
 			verdict = fmt.Sprintf("verified by audit (run here too; %d of %d replicas agree with it)", s.Agree, results)
 		}
@@ -613,7 +614,7 @@ func newProgress(o *SubmitOptions, replicas int) *progress {
 	return pr
 }
 
-func (pr *progress) event(e api.Event) {
+func (pr *progress) event(e jobs.Event) {
 	if pr.p == nil {
 		return
 	}
@@ -625,16 +626,16 @@ func (pr *progress) event(e api.Event) {
 	}
 	who := shortID(e.Provider)
 	switch e.Kind {
-	case api.EventAssigned:
+	case jobs.EventAssigned:
 		rb.state = "assigned to " + who
 		rb.bar.SetCurrent(1)
-	case api.EventRunning:
+	case jobs.EventRunning:
 		rb.state = "running on " + who
 		rb.bar.SetCurrent(2)
-	case api.EventResult:
+	case jobs.EventResult:
 		rb.state = "result from " + who + ": " + e.Detail
 		rb.bar.SetCurrent(3)
-	case api.EventLost:
+	case jobs.EventLost:
 		rb.state = "lost " + who + " (" + strings.TrimSpace(e.Detail) + "), reassigning"
 		rb.bar.SetCurrent(0)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/jobs"
 )
 
 // TrainOptions are the settings of `infernet train`: the shards' job is
@@ -238,15 +239,15 @@ func newTrainWatch(ctx context.Context, o *TrainOptions, c *api.Client) *trainWa
 }
 
 // event handles a progress event of the run.
-func (w *trainWatch) event(e api.Event) {
+func (w *trainWatch) event(e jobs.Event) {
 	switch e.Kind {
-	case api.EventTrainRecorded:
+	case jobs.EventTrainRecorded:
 		if id, err := api.ParseJobID(e.Detail); err == nil {
 			w.id = id
 			fmt.Fprintf(w.o.IO.Err, "training run %s: %d rounds, %d shards a round (infernet train --attach %s)\n",
 				shortID(e.Detail), w.o.Rounds, w.o.Shards, e.Detail)
 		}
-	case api.EventRoundDone:
+	case jobs.EventRoundDone:
 		rec, err := w.c.TrainRun(w.ctx, w.id, false)
 		if err == nil {
 			err = w.rounds(rec)
