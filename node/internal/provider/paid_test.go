@@ -11,12 +11,11 @@ import (
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
-	"github.com/infernet/infernet/payments/paymentstest"
 )
 
 const (
-	price = 5000        // msat per replica
-	fund  = 100 * price // what each fake Lightning node holds on each side
+	price = 5000           // msat per replica
+	fund  = partstest.Fund // what each fake Lightning node holds on each side
 )
 
 // TestAssignPaid: in paid mode a provider with a price first stakes the
@@ -32,8 +31,8 @@ func TestAssignPaid(t *testing.T) {
 	for _, slash := range []bool{false, true} {
 		t.Run(map[bool]string{false: "stake returned", true: "stake taken"}[slash], func(t *testing.T) {
 			ctx := context.Background()
-			ln := paymentstest.New()
-			lnP, lnC := ln.NewNode("provider", fund, fund), ln.NewNode("client", fund, fund)
+			_, ln := partstest.Lightning("provider", "client")
+			lnP, lnC := ln[0], ln[1]
 			cfg := limits
 			cfg.Price = price
 			p, client := testProvider(t, cfg, partstest.Paid(lnP, 0))
@@ -109,7 +108,7 @@ func TestAssignPaid(t *testing.T) {
 				slashes = 1
 			}
 			// The slash is counted after the end is recorded.
-			eventually(t, "the provider to record the stake's end", func() bool {
+			partstest.Eventually(t, "the provider to record the stake's end", func() bool {
 				b, err := p.cfg.DB.Payment(a.Announce.Job, a.Replica, true, client.ID().String())
 				return err == nil && b.Bond && b.State == end && p.cfg.Peers.Slashes(client.ID()) == slashes
 			})
@@ -137,14 +136,4 @@ func random32(t *testing.T) [32]byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// eventually polls cond until it holds, failing after a minute.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
 }

@@ -20,9 +20,9 @@ import (
 )
 
 const (
-	price = 5000        // msat per replica
-	stake = 60 * price  // a replica's collateral
-	fund  = 100 * price // what each fake Lightning node holds on each side
+	price = 5000           // msat per replica
+	stake = 60 * price     // a replica's collateral
+	fund  = partstest.Fund // what each fake Lightning node holds on each side
 )
 
 // pair is a client's and a provider's parts on two mocknet hosts, each
@@ -38,8 +38,10 @@ type pair struct {
 func newPair(t *testing.T, sweep time.Duration) *pair {
 	t.Helper()
 	hs := partstest.Hosts(t, 2)
-	pr := &pair{ln: paymentstest.New()}
-	pr.lnC, pr.lnP = pr.ln.NewNode("client", fund, fund), pr.ln.NewNode("provider", fund, fund)
+	pr := &pair{}
+	var ln []*paymentstest.Node
+	pr.ln, ln = partstest.Lightning("client", "provider")
+	pr.lnC, pr.lnP = ln[0], ln[1]
 	pr.c = partstest.New(t, hs[0], partstest.Paid(pr.lnC, sweep))
 	pr.p = partstest.New(t, hs[1], partstest.Paid(pr.lnP, sweep))
 	return pr
@@ -211,7 +213,7 @@ func TestCollateral(t *testing.T) {
 			}
 			// The slash is counted after the end is recorded.
 			slashes := map[bool]int{false: 0, true: 1}[slash]
-			eventually(t, "the provider to record the stake's end", func() bool {
+			partstest.Eventually(t, "the provider to record the stake's end", func() bool {
 				return record(t, pr.p, job, true, pr.c.Host).State == end && pr.p.Peers.Slashes(pr.c.Host.ID()) == slashes
 			})
 			pr.funds(t, 2*fund-provider, provider)
@@ -261,7 +263,7 @@ func TestSweep(t *testing.T) {
 			t.Fatal(err)
 		}
 		pr.c.Ledger.Drop(pay) // as if the node stopped here
-		eventually(t, "the sweep to end the payment", func() bool {
+		partstest.Eventually(t, "the sweep to end the payment", func() bool {
 			return record(t, pr.c, job, true, pr.p.Host).State == store.PayCanceled
 		})
 		if p := record(t, pr.c, job, true, pr.p.Host); p.Error != "never paid" {
@@ -287,7 +289,7 @@ func TestSweep(t *testing.T) {
 		pr.c.Ledger.Drop(cpay) // the job is over: the sweeps take them
 		pr.p.Ledger.Drop(ppay)
 		pr.lnP.SetGone(false)
-		eventually(t, "both records to end", func() bool {
+		partstest.Eventually(t, "both records to end", func() bool {
 			return record(t, pr.c, job, true, pr.p.Host).State.Final() && record(t, pr.p, job, false, pr.c.Host).State.Final()
 		})
 		if c, p := record(t, pr.c, job, true, pr.p.Host), record(t, pr.p, job, false, pr.c.Host); c.State != store.PaySettled || p.State != store.PaySettled {
@@ -301,14 +303,14 @@ func TestSweep(t *testing.T) {
 		job := wire.JobID{7}
 		cpay, _, ppay := escrow(t, pr, job)
 		pr.p.Ledger.Drop(ppay) // the provider stopped before a result
-		eventually(t, "the provider's sweep to cancel the invoice", func() bool {
+		partstest.Eventually(t, "the provider's sweep to cancel the invoice", func() bool {
 			return record(t, pr.p, job, false, pr.c.Host).State == store.PayCanceled
 		})
 		if p := record(t, pr.p, job, false, pr.c.Host); p.Error != "the run did not finish" {
 			t.Fatalf("cancelled with %q", p.Error)
 		}
 		pr.c.Ledger.Drop(cpay)
-		eventually(t, "the client's sweep to see its payment back", func() bool {
+		partstest.Eventually(t, "the client's sweep to see its payment back", func() bool {
 			return record(t, pr.c, job, true, pr.p.Host).State == store.PayCanceled
 		})
 		pr.funds(t, fund, fund)
@@ -332,15 +334,5 @@ func TestCanPay(t *testing.T) {
 	pr.lnC.SetGone(true)
 	if err := pr.c.Ledger.CanPay(ctx, 1, "a job"); !errors.Is(err, jobs.ErrCannotPay) || !errors.Is(err, payments.ErrUnavailable) {
 		t.Fatalf("with its lnd away: %v; want jobs.ErrCannotPay and ErrUnavailable", err)
-	}
-}
-
-// eventually polls cond until it holds, failing after a minute.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
+	"github.com/infernet/infernet/payments/paymentstest"
 )
 
 // Option changes the parts New builds.
@@ -140,6 +141,34 @@ func Hosts(tb testing.TB, n int) []host.Host {
 		tb.Fatal(err)
 	}
 	return hs
+}
+
+// Fund is what each node of Lightning's network holds on each side of its
+// channels, in millisatoshi.
+const Fund = 500_000
+
+// Lightning returns a fake Lightning network (payments/paymentstest) with
+// a node of each name, each holding Fund to spend and Fund to receive:
+// give a node to Paid.
+func Lightning(names ...string) (*paymentstest.Network, []*paymentstest.Node) {
+	net := paymentstest.New()
+	nodes := make([]*paymentstest.Node, len(names))
+	for i, name := range names {
+		nodes[i] = net.NewNode(name, Fund, Fund)
+	}
+	return net, nodes
+}
+
+// Eventually polls cond until it holds, and fails tb after a minute (a
+// bound for a machine however slow, not a measure) saying what it waited
+// for.
+func Eventually(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	for end := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+	}
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent writes.
