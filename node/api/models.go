@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 
 	"github.com/infernet/infernet/digest"
-	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/models"
 	"github.com/infernet/infernet/node/store"
@@ -102,44 +101,6 @@ func (s *Server) postRunner(w http.ResponseWriter, _ *http.Request) {
 	ref, err := s.n.Models().Runner()
 	modelAnswer(w, store.BlobRef{Digest: ref.Digest, Size: ref.Size}, err)
 }
-
-// The model files and the llama runner's protocol, as a client checks them
-// before it uploads (or runs a model in its own sandbox): the node's own
-// checks (package models), not copies.
-
-// SniffModel reads a model file's header as the runner does and returns
-// its format and architecture.
-func SniffModel(r io.ReaderAt, size int64) (models.Info, error) { return models.Sniff(r, size) }
-
-// CheckTokenizer checks that r is a llama2.c tokenizer of vocab tokens.
-func CheckTokenizer(r io.Reader, vocab int) error { return models.CheckTokenizer(r, vocab) }
-
-// CheckModelName reports whether name can name a model.
-func CheckModelName(name string) error { return models.CheckName(name) }
-
-// CheckRequest checks a generation request as the runner would.
-func CheckRequest(q llama.Request) error { return models.CheckRequest(q) }
-
-// ReadRequests reads generation requests, one JSON object a line, each
-// field missing taken from defaults.
-func ReadRequests(r io.Reader, defaults llama.Request) ([]llama.Request, error) {
-	return models.ReadRequests(r, defaults)
-}
-
-// EncodeRequests is the runner's input for reqs.
-func EncodeRequests(reqs []llama.Request) []byte { return models.EncodeRequests(reqs) }
-
-// DecodeCompletions decodes a runner's whole output.
-func DecodeCompletions(out []byte) ([]models.Completion, error) { return models.Decode(out) }
-
-// DecodeCompletionsStops decodes a runner's whole output, cutting each
-// completion at its request's stop strings (StopsOf).
-func DecodeCompletionsStops(out []byte, stops map[int][]string) ([]models.Completion, error) {
-	return models.DecodeStops(out, stops)
-}
-
-// StopsOf returns requests' stop strings by ID, for CompletionDecoder.Stops.
-func StopsOf(reqs []llama.Request) map[int][]string { return models.StopsOf(reqs) }
 
 // LocalModel reads the model named name from the database of a node that
 // does not run now (one that runs holds the database: ask it through

@@ -172,10 +172,10 @@ func (o *GenerateOptions) requests() ([]llama.Request, error) {
 	if o.PromptSet {
 		q := o.Request
 		q.Prompt = o.Prompt
-		if err := api.CheckRequest(q); err != nil {
+		if err := models.CheckRequest(q); err != nil {
 			return nil, err
 		}
-		o.stops = api.StopsOf([]llama.Request{q})
+		o.stops = models.StopsOf([]llama.Request{q})
 		return []llama.Request{q}, nil
 	}
 	var r io.Reader = o.IO.In
@@ -187,14 +187,14 @@ func (o *GenerateOptions) requests() ([]llama.Request, error) {
 		defer f.Close()
 		r = f
 	}
-	reqs, err := api.ReadRequests(r, o.Request)
+	reqs, err := models.ReadRequests(r, o.Request)
 	if err != nil {
 		return nil, fmt.Errorf("--prompts %s: %w", o.Prompts, err)
 	}
 	if len(reqs) == 0 {
 		return nil, fmt.Errorf("--prompts %s: no requests", o.Prompts)
 	}
-	o.stops = api.StopsOf(reqs)
+	o.stops = models.StopsOf(reqs)
 	return reqs, nil
 }
 
@@ -214,7 +214,7 @@ func runGenerate(ctx context.Context, o *GenerateOptions) error {
 	// A MODEL that cannot be a name is a file: checked before anything
 	// starts.
 	var files *modelFiles
-	if api.CheckModelName(o.Model) != nil {
+	if models.CheckName(o.Model) != nil {
 		f, err := checkModelFiles(o.Model, o.Tokenizer)
 		if err != nil {
 			return &exitError{Code: ExitError, Err: err}
@@ -315,7 +315,7 @@ func (o *GenerateOptions) runLocal(ctx context.Context, reqs []llama.Request, fi
 	dec := &models.Decoder{OnText: out.text, OnDone: out.done, Stops: o.stops}
 	start := time.Now()
 	out.start = start
-	job := host.Job{Module: module, Input: api.EncodeRequests(reqs), Stdout: dec, Data: data, DataDigests: digests}
+	job := host.Job{Module: module, Input: models.EncodeRequests(reqs), Stdout: dec, Data: data, DataDigests: digests}
 	res, runErr := sb.Run(ctx, job, cfg)
 	decErr := dec.Close()
 	if res != nil {
@@ -441,7 +441,7 @@ func (o *GenerateOptions) runNetwork(ctx context.Context, reqs []llama.Request, 
 		return &exitError{Code: ExitError, Err: err}
 	}
 	req.Module, req.ModuleSize = runner.Digest, runner.Size
-	input := api.EncodeRequests(reqs)
+	input := models.EncodeRequests(reqs)
 	out := newGenerationOutput(o, reqs)
 	start := time.Now()
 	if o.Shards > 1 {
@@ -541,7 +541,7 @@ func (o *GenerateOptions) decodeOutput(ctx context.Context, c *api.Client, d dig
 	if err != nil {
 		return nil, fmt.Errorf("output: %w", err)
 	}
-	return api.DecodeCompletionsStops(b, o.stops)
+	return models.DecodeStops(b, o.stops)
 }
 
 // The output.

@@ -85,7 +85,7 @@ func runModels(ctx context.Context, verb string, o *ModelsOptions) error {
 	if verb == "add" {
 		// Checked here first: a bad name or file is refused before
 		// anything is uploaded.
-		if err := api.CheckModelName(o.Name); err != nil {
+		if err := models.CheckName(o.Name); err != nil {
 			return &exitError{Code: ExitError, Err: err}
 		}
 		var err error
@@ -146,7 +146,7 @@ type modelFiles struct {
 
 // checkModelFiles tells the format of the model file at path and checks
 // that a llama2.c checkpoint comes with its tokenizer and a GGUF file
-// without one (api.SniffModel, api.CheckTokenizer).
+// without one (models.Sniff, models.CheckTokenizer).
 func checkModelFiles(path, tokenizer string) (modelFiles, error) {
 	mf := modelFiles{model: path, tokenizer: tokenizer}
 	info, err := sniffFile(path)
@@ -163,7 +163,7 @@ func checkModelFiles(path, tokenizer string) (modelFiles, error) {
 			return mf, fmt.Errorf("--tokenizer: %w", err)
 		}
 		defer f.Close()
-		if err := api.CheckTokenizer(f, info.Config.VocabSize); err != nil {
+		if err := models.CheckTokenizer(f, info.Config.VocabSize); err != nil {
 			return mf, fmt.Errorf("--tokenizer %s: %w", tokenizer, err)
 		}
 	}
@@ -184,7 +184,7 @@ func sniffFile(path string) (models.Info, error) {
 	if !st.Mode().IsRegular() {
 		return models.Info{}, fmt.Errorf("%s: not a regular file", path)
 	}
-	info, err := api.SniffModel(f, st.Size())
+	info, err := models.Sniff(f, st.Size())
 	if err != nil {
 		return info, fmt.Errorf("%s: %w", path, err)
 	}
