@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/infernet/infernet/node/faults"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
@@ -135,8 +136,8 @@ func TestLightningAggregator(t *testing.T) {
 		})
 		before := balances()
 		_, err := submit(liar, 0)
-		if !errors.Is(err, ErrAggregatorLied) {
-			t.Fatalf("err = %v, want ErrAggregatorLied", err)
+		if !errors.Is(err, jobs.ErrAggregatorLied) {
+			t.Fatalf("err = %v, want jobs.ErrAggregatorLied", err)
 		}
 		expect(before, map[string]int64{regtest.Client: 0, regtest.Aggregator: -total,
 			regtest.Provider1: shards * price, regtest.Provider2: shards * price})

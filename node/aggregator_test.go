@@ -13,7 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/node/faults"
-	"github.com/infernet/infernet/node/internal/batch"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -66,7 +66,7 @@ func TestAggregator(t *testing.T) {
 
 	honest := startAggregator(t, net, nil)
 	var shardsSeen = map[int]bool{}
-	sj, err := net.client.SubmitVia(ctx, honest.ID(), ShardedSpec{Spec: spec, Inputs: inputs, Parallel: 4}, 2, 2, func(e Event) { shardsSeen[e.Shard] = true })
+	sj, err := net.client.SubmitVia(ctx, honest.ID(), ShardedSpec{Spec: spec, Inputs: inputs, Parallel: 4}, 2, 2, func(e jobs.Event) { shardsSeen[e.Shard] = true })
 	if err != nil || sj.State != store.JobVerified {
 		t.Fatalf("aggregated job: %+v, %v", sj, err)
 	}
@@ -90,8 +90,8 @@ func TestAggregator(t *testing.T) {
 	reduce := &ReduceSpec{Module: putBlob(t, net.client, reducer), ModuleSize: int64(len(reducer))}
 	t.Run("with a reduce", func(t *testing.T) {
 		var reduceEvents atomic.Int32
-		sj, err := net.client.SubmitVia(ctx, honest.ID(), ShardedSpec{Spec: spec, Inputs: inputs, Reduce: reduce}, 0, 2, func(e Event) {
-			if e.Shard == batch.ReduceShard {
+		sj, err := net.client.SubmitVia(ctx, honest.ID(), ShardedSpec{Spec: spec, Inputs: inputs, Reduce: reduce}, 0, 2, func(e jobs.Event) {
+			if e.Shard == jobs.ReduceShard {
 				reduceEvents.Add(1)
 			}
 		})
@@ -116,8 +116,8 @@ func TestAggregator(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				liar := startAggregator(t, net, func(c *Config) { c.Faults = &faults.Faults{Aggregate: lie} })
 				_, err := net.client.SubmitVia(ctx, liar.ID(), ShardedSpec{Spec: spec, Inputs: inputs, Reduce: red}, 0, 2, nil)
-				if !errors.Is(err, ErrAggregatorLied) {
-					t.Fatalf("err = %v, want ErrAggregatorLied", err)
+				if !errors.Is(err, jobs.ErrAggregatorLied) {
+					t.Fatalf("err = %v, want jobs.ErrAggregatorLied", err)
 				}
 			})
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/internal/netgroup"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -248,10 +249,10 @@ func runSharded(b *testing.B, client *Node, providers []*Node, spec Spec, ins []
 	var mu sync.Mutex
 	end := make([]time.Time, len(ins))
 	start, cpu0 := time.Now(), cpuTime()
-	sj, err := client.SubmitShards(context.Background(), spec, ins, parallel, func(e Event) {
+	sj, err := client.SubmitShards(context.Background(), spec, ins, parallel, func(e jobs.Event) {
 		mu.Lock()
 		defer mu.Unlock()
-		if e.Kind == EventShardDone && e.Shard >= 0 && e.Shard < len(ins) {
+		if e.Kind == jobs.EventShardDone && e.Shard >= 0 && e.Shard < len(ins) {
 			end[e.Shard] = time.Now() // the event carries no time
 		}
 	})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/node/faults"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/models"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -102,7 +103,7 @@ func TestCheckJobNearTies(t *testing.T) {
 				s.Mode, s.Replicas, s.Check = tc.mode, 1, models.Check{q}
 				var mu sync.Mutex
 				var details []string
-				job, err := net.client.Submit(context.Background(), s, func(e Event) {
+				job, err := net.client.Submit(context.Background(), s, func(e jobs.Event) {
 					mu.Lock()
 					details = append(details, e.Detail)
 					mu.Unlock()
@@ -124,14 +125,14 @@ func TestCheckJobNearTies(t *testing.T) {
 				reported := slices.ContainsFunc(details, func(d string) bool { return strings.Contains(d, ", 1 near-ties") })
 				mu.Unlock()
 				if tc.pass {
-					if job.Verification != VerifiedByCheck || !bytes.Contains(out, lie) || len(job.Liars) > 0 || !reported {
+					if job.Verification != jobs.VerifiedByCheck || !bytes.Contains(out, lie) || len(job.Liars) > 0 || !reported {
 						t.Fatalf("the near-tie was not accepted: %s, liars %v, near-tie reported %v, output\n%s", job.Verification, job.Liars, reported, out)
 					}
 					return
 				}
 				// Caught by the vote, or by an audit (Config.AuditNew draws
 				// a quarter of new providers' jobs).
-				if bytes.Contains(out, lie) || !slices.Contains(job.Liars, liar) || (job.Verification != VerifiedByReplicas && job.Verification != VerifiedByAudit) {
+				if bytes.Contains(out, lie) || !slices.Contains(job.Liars, liar) || (job.Verification != jobs.VerifiedByReplicas && job.Verification != jobs.VerifiedByAudit) {
 					t.Fatalf("the lie was not caught: %s, liars %v, output\n%s", job.Verification, job.Liars, out)
 				}
 				return

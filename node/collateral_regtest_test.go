@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/node/faults"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/payments"
 	"github.com/infernet/infernet/payments/regtest"
@@ -70,7 +71,7 @@ func TestLightningCollateralSlashed(t *testing.T) {
 	s, _ := catJob(t, net.client, 0)
 	s.Price = price
 	job, err := net.client.Submit(context.Background(), s, nil)
-	if err != nil || job.State != store.JobVerified || job.Verification != VerifiedByAudit {
+	if err != nil || job.State != store.JobVerified || job.Verification != jobs.VerifiedByAudit {
 		t.Fatalf("job: %+v, %v; want verified by the client's audit", job, err)
 	}
 	if len(job.Liars) != 1 || job.Liars[0] != net.providers[1].ID().String() {

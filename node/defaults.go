@@ -95,16 +95,6 @@ func listenAll(port int) []string {
 // DefaultMaxPeers is Config.MaxPeers's default: the most peer records kept.
 const DefaultMaxPeers = peers.DefaultMaxPeers
 
-// Errors of paid jobs (see package settle).
-var (
-	// ErrPaymentRequired: a provider with a price was assigned a replica
-	// with no payment, or a paid client met a provider that cannot invoice.
-	ErrPaymentRequired = settle.ErrPaymentRequired
-	// ErrCannotPay: this node's lnd cannot pay for a job (unreachable, no
-	// channel, or not enough balance); the job is not started.
-	ErrCannotPay = settle.ErrCannotPay
-)
-
 // FairKeys are the fair-exchange template and its Groth16 keys
 // (Config.Fair).
 type FairKeys = settle.FairKeys

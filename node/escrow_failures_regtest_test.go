@@ -19,6 +19,7 @@ import (
 
 	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/internal/settle"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -192,7 +193,7 @@ func TestLightningLndAwayAtClient(t *testing.T) {
 	proxy.cut()
 	start := time.Now()
 	job, err := net.client.Submit(context.Background(), s, nil)
-	if !errors.Is(err, ErrCannotPay) || !errors.Is(err, payments.ErrUnavailable) {
+	if !errors.Is(err, jobs.ErrCannotPay) || !errors.Is(err, payments.ErrUnavailable) {
 		t.Fatalf("submit with lnd away: %v, %v", job, err)
 	}
 	t.Logf("refused in %v: %v", time.Since(start).Round(time.Millisecond), err)
@@ -252,7 +253,7 @@ func TestLightningNoLiquidity(t *testing.T) {
 	cb := localBalance(t, env.Lnd(regtest.Client))
 	s, _ := catJob(t, net.client, 5)
 	s.Price = dear
-	if _, err := net.client.Submit(context.Background(), s, nil); !errors.Is(err, ErrCannotPay) {
+	if _, err := net.client.Submit(context.Background(), s, nil); !errors.Is(err, jobs.ErrCannotPay) {
 		t.Fatalf("2 replicas beyond the balance: %v", err)
 	} else {
 		t.Logf("2 replicas: %v", err)

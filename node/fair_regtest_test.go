@@ -13,6 +13,7 @@ import (
 
 	"github.com/infernet/infernet/node/faults"
 	iclient "github.com/infernet/infernet/node/internal/client"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
@@ -201,8 +202,8 @@ func TestLightningFairLndAwayAtClient(t *testing.T) {
 	s, _ := catJob(t, net.client, 5)
 	s.Price, s.Settle = price, wire.SettleFair
 	results := 0
-	job, err := net.client.Submit(context.Background(), s, func(e Event) {
-		if e.Kind == EventResult {
+	job, err := net.client.Submit(context.Background(), s, func(e jobs.Event) {
+		if e.Kind == jobs.EventResult {
 			if results++; results == 2 {
 				proxy.cut() // both offers checked; the verdict and the payments come next
 			}
@@ -243,8 +244,8 @@ func TestLightningFairLndAwayAtProvider(t *testing.T) {
 	s, want := catJob(t, net.client, 6)
 	s.Price, s.Settle = price, wire.SettleFair
 	results := 0
-	job, err := net.client.Submit(context.Background(), s, func(e Event) {
-		if e.Kind == EventResult {
+	job, err := net.client.Submit(context.Background(), s, func(e jobs.Event) {
+		if e.Kind == jobs.EventResult {
 			if results++; results == 2 {
 				proxy.cut() // both invoices issued; the client pays next
 			}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/wire"
 )
 
@@ -18,7 +19,7 @@ func TestFairRefusals(t *testing.T) {
 	net := startNetwork(t, 1, nil)
 	s, _ := catJob(t, net.client, 0)
 	s.Price, s.Settle = 1000, wire.SettleFair
-	if job, err := net.client.Submit(context.Background(), s, nil); !errors.Is(err, ErrCannotPay) || job != nil {
+	if job, err := net.client.Submit(context.Background(), s, nil); !errors.Is(err, jobs.ErrCannotPay) || job != nil {
 		t.Fatalf("fair job without lnd: %v, %v", job, err)
 	}
 	if jobs, err := net.client.Jobs(0); err != nil || len(jobs) != 0 {

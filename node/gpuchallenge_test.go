@@ -11,6 +11,7 @@ import (
 
 	"github.com/infernet/infernet/node/challenge"
 	"github.com/infernet/infernet/node/faults"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -42,8 +43,8 @@ func TestGPUChallengeFakeGPU(t *testing.T) {
 		if err == nil {
 			t.Fatalf("job %d accepted from the fake GPU: %+v", i, job)
 		}
-		if !errors.Is(err, ErrNoProviders) {
-			t.Fatalf("job %d: %v, want ErrNoProviders", i, err)
+		if !errors.Is(err, jobs.ErrNoProviders) {
+			t.Fatalf("job %d: %v, want jobs.ErrNoProviders", i, err)
 		}
 	}
 	for id := range bad {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments/regtest"
@@ -48,7 +49,7 @@ func TestLightningHostileTheft(t *testing.T) {
 		if u.Result != nil && bytes.Equal(u.Result.OutputData, secret) {
 			t.Fatalf("replica %d: the thief got the paid-for output %q without paying", rep.Index, secret)
 		}
-		if u.Kind != wire.UpdateRejected || !strings.Contains(u.Reason, ErrPaymentRequired.Error()) {
+		if u.Kind != wire.UpdateRejected || !strings.Contains(u.Reason, jobs.ErrPaymentRequired.Error()) {
 			t.Errorf("replica %d: update %d %q; want a refusal asking for payment", rep.Index, u.Kind, u.Reason)
 		}
 	}

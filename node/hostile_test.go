@@ -20,7 +20,6 @@ import (
 
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/blob/blobnet"
-	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/gossip"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -439,53 +438,6 @@ func TestHostileRequirement(t *testing.T) {
 	job, err := net.client.Submit(ctx, spec(t, net.client, readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("30 30")), nil)
 	if err != nil || job.State != store.JobVerified {
 		t.Fatalf("honest job after the announces: %v, %v", job, err)
-	}
-}
-
-// TestHostileDuplicateAssign: a peer sends the same assign twice at once.
-// The provider runs the replica once: the second is refused while the
-// first runs, and asked again afterwards it is answered from the record.
-func TestHostileDuplicateAssign(t *testing.T) {
-	net := startNetwork(t, 1, func(c *Config) {
-		if c.Provide {
-			c.Faults = &faults.Faults{Slow: 500 * time.Millisecond} // both assigns arrive while it runs
-		}
-	})
-	atk := joinNode(t, net)
-	ctx := context.Background()
-	p := net.providers[0]
-	a := hostileAssign(t, atk, wire.JobAnnounce{
-		V: wire.Version, Job: wire.NewJobID(), Terms: wire.Terms{Memory: 16 << 20, TimeoutMS: 10_000, MaxOutput: 1 << 10}, Replicas: 1,
-		Time: wire.Millis(time.Now()), Deadline: wire.Millis(time.Now().Add(time.Minute)),
-	}, 0, readTestdata(t, "jobs/cat/cat.wasm"), []byte("once\n"))
-	updates := make(chan *wire.Update, 2)
-	for range 2 {
-		go func() {
-			u, err := sendAssign(ctx, atk.host, p.ID(), a)
-			if err != nil {
-				t.Error(err)
-			}
-			updates <- u
-		}()
-	}
-	var results, refused int
-	for range 2 {
-		switch u := <-updates; {
-		case u == nil:
-		case u.Kind == wire.UpdateResult:
-			results++
-		case u.Kind == wire.UpdateRejected && strings.Contains(u.Reason, "running already"):
-			refused++
-		default:
-			t.Errorf("update %d %q", u.Kind, u.Reason)
-		}
-	}
-	if results != 1 || refused != 1 {
-		t.Fatalf("%d results, %d refusals; want one of each", results, refused)
-	}
-	u, err := sendAssign(ctx, atk.host, p.ID(), a)
-	if err != nil || u.Kind != wire.UpdateResult || string(u.Result.OutputData) != "once\n" {
-		t.Fatalf("the same assign after the run: %+v, %v; want the recorded result", u, err)
 	}
 }
 

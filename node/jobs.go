@@ -8,6 +8,7 @@ import (
 	"github.com/infernet/infernet/node/internal/batch"
 	"github.com/infernet/infernet/node/internal/client"
 	"github.com/infernet/infernet/node/internal/provider"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -17,28 +18,8 @@ type (
 	// Spec is a job as a client submits it: its terms and how it is
 	// replicated, verified, paid and streamed.
 	Spec = client.Spec
-	// Event is a step of a job's progress.
-	Event = client.Event
 	// Checker verifies a one-replica job's output with a check job.
 	Checker = client.Checker
-)
-
-// Event kinds (Event.Kind).
-const (
-	EventAnnounced = client.EventAnnounced
-	EventAssigned  = client.EventAssigned
-	EventRunning   = client.EventRunning
-	EventResult    = client.EventResult
-	EventLost      = client.EventLost
-	EventDisagree  = client.EventDisagree
-)
-
-// Verification methods recorded on jobs (store.Job.Verification).
-const (
-	VerifiedByReplicas = client.VerifiedByReplicas
-	VerifiedByTrust    = client.VerifiedByTrust
-	VerifiedByAudit    = client.VerifiedByAudit
-	VerifiedByCheck    = client.VerifiedByCheck
 )
 
 // Collateral defaults, in times a replica's price: what a client asks of
@@ -54,26 +35,13 @@ const (
 // Config.Audit rather than Config.AuditNew.
 const NewRecord = client.NewRecord
 
-// Errors of a client's jobs.
-var (
-	// ErrNoProviders: not enough providers match the job's requirements.
-	ErrNoProviders = client.ErrNoProviders
-	// ErrDisagree: replicas returned different results.
-	ErrDisagree = client.ErrDisagree
-	// ErrStreamContradicted: the verified output contradicts what was
-	// streamed.
-	ErrStreamContradicted = client.ErrStreamContradicted
-	// ErrNoVerifyingKeys: proof mode needs the verifying keys.
-	ErrNoVerifyingKeys = client.ErrNoVerifyingKeys
-)
-
 // ProofTemplates returns the CommittedGEMM template sizes of proof-mode
 // jobs on the network.
 func ProofTemplates() []int { return client.ProofTemplates() }
 
 // Submit runs a job on the network and returns its record once it is
 // verified or has failed; events, if set, hears of its progress.
-func (n *Node) Submit(ctx context.Context, spec Spec, events func(Event)) (*store.Job, error) {
+func (n *Node) Submit(ctx context.Context, spec Spec, events func(jobs.Event)) (*store.Job, error) {
 	return n.client.Submit(ctx, spec, events)
 }
 
@@ -92,26 +60,6 @@ type (
 	TrainSpec = batch.TrainSpec
 )
 
-// Event kinds of sharded jobs and training runs.
-const (
-	EventShardedRecorded = batch.EventShardedRecorded
-	EventShardDone       = batch.EventShardDone
-	EventShardRetry      = batch.EventShardRetry
-	EventReduce          = batch.EventReduce
-	EventTrainRecorded   = batch.EventTrainRecorded
-	EventRoundStart      = batch.EventRoundStart
-	EventRoundDone       = batch.EventRoundDone
-)
-
-// Errors of batch work.
-var (
-	ErrShardedNotRunning  = batch.ErrShardedNotRunning
-	ErrShardedInterrupted = batch.ErrShardedInterrupted
-	ErrTrainNotRunning    = batch.ErrTrainNotRunning
-	ErrTrainInterrupted   = batch.ErrTrainInterrupted
-	ErrAggregatorLied     = batch.ErrAggregatorLied
-)
-
 // MaxTrainRounds is the most rounds a training run may have.
 const MaxTrainRounds = batch.MaxTrainRounds
 
@@ -119,7 +67,7 @@ const MaxTrainRounds = batch.MaxTrainRounds
 const MaxAggregateShards = batch.MaxAggregateShards
 
 // SubmitShards is SubmitSharded without a reduce step.
-func (n *Node) SubmitShards(ctx context.Context, spec Spec, inputs []ShardInput, parallel int, events func(Event)) (*ShardedJob, error) {
+func (n *Node) SubmitShards(ctx context.Context, spec Spec, inputs []ShardInput, parallel int, events func(jobs.Event)) (*ShardedJob, error) {
 	return n.batch.SubmitShards(ctx, spec, inputs, parallel, events)
 }
 
@@ -141,9 +89,9 @@ func (n *Node) SubmitShards(ctx context.Context, spec Spec, inputs []ShardInput,
 // next node on the same data directory resumes the job
 // (ResumeShardedJobs): verified shards are not run again.
 //
-// Events carry each part's progress (client.Event.Shard names the shard,
+// Events carry each part's progress (jobs.Event.Shard names the shard,
 // reduceShard the reduce job) until SubmitSharded returns.
-func (n *Node) SubmitSharded(ctx context.Context, ss ShardedSpec, events func(Event)) (*ShardedJob, error) {
+func (n *Node) SubmitSharded(ctx context.Context, ss ShardedSpec, events func(jobs.Event)) (*ShardedJob, error) {
 	return n.batch.SubmitSharded(ctx, ss, events)
 }
 
@@ -163,7 +111,7 @@ func (n *Node) SubmitSharded(ctx context.Context, ss ShardedSpec, events func(Ev
 // hold invoice: every replica of every shard and of the reduce at the
 // price, and the aggregator's fee, at most maxFee percent of that. It is
 // released once the result checks out, and cancelled otherwise.
-func (n *Node) SubmitVia(ctx context.Context, agg peer.ID, ss ShardedSpec, spotChecks int, maxFee float64, events func(Event)) (*ShardedJob, error) {
+func (n *Node) SubmitVia(ctx context.Context, agg peer.ID, ss ShardedSpec, spotChecks int, maxFee float64, events func(jobs.Event)) (*ShardedJob, error) {
 	return n.batch.SubmitVia(ctx, agg, ss, spotChecks, maxFee, events)
 }
 
@@ -179,7 +127,7 @@ func (n *Node) SubmitVia(ctx context.Context, agg peer.ID, ss ShardedSpec, spotC
 // A round whose sharded job or evaluation fails ends the run failed; the
 // last good state stays in the record. Events carry each round's progress
 // until Train returns.
-func (n *Node) Train(ctx context.Context, ts TrainSpec, events func(Event)) (*store.TrainRun, error) {
+func (n *Node) Train(ctx context.Context, ts TrainSpec, events func(jobs.Event)) (*store.TrainRun, error) {
 	return n.batch.Train(ctx, ts, events)
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -77,8 +78,8 @@ func (m *mnistNet) run(t *testing.T, ts TrainSpec) []byte {
 	eval.Args, eval.Data = []string{"eval"}, m.test
 	ts.Eval = &eval
 	start := time.Now()
-	rec, err := m.c.Train(context.Background(), ts, func(e Event) {
-		if e.Kind == EventRoundDone {
+	rec, err := m.c.Train(context.Background(), ts, func(e jobs.Event) {
+		if e.Kind == jobs.EventRoundDone {
 			t.Logf("round %d: %v, %s", e.Round, time.Since(start).Round(time.Millisecond), e.Detail)
 		}
 	})

@@ -29,6 +29,7 @@ import (
 	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/internal/netgroup"
 	"github.com/infernet/infernet/node/internal/peers"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -168,8 +169,8 @@ func TestSubmitTwoReplicas(t *testing.T) {
 	module, input := readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("120 200")
 	want := runLocally(t, module, input)
 
-	var events []Event
-	job, err := net.client.Submit(context.Background(), spec(t, net.client, module, input), func(e Event) { events = append(events, e) })
+	var events []jobs.Event
+	job, err := net.client.Submit(context.Background(), spec(t, net.client, module, input), func(e jobs.Event) { events = append(events, e) })
 	if err != nil {
 		t.Fatalf("Submit: %v", err)
 	}
@@ -194,7 +195,7 @@ func TestSubmitTwoReplicas(t *testing.T) {
 	for _, e := range events {
 		kinds[e.Kind]++
 	}
-	if kinds[EventAssigned] != 2 || kinds[EventResult] != 2 || kinds[EventRunning] != 2 {
+	if kinds[jobs.EventAssigned] != 2 || kinds[jobs.EventResult] != 2 || kinds[jobs.EventRunning] != 2 {
 		t.Errorf("events %v; want 2 assigned, running and result", kinds)
 	}
 
@@ -229,8 +230,8 @@ func TestProviderDiesMidJob(t *testing.T) {
 	var err error
 	go func() {
 		defer close(done)
-		job, err = net.client.Submit(context.Background(), s, func(e Event) {
-			if e.Kind == EventRunning {
+		job, err = net.client.Submit(context.Background(), s, func(e jobs.Event) {
+			if e.Kind == jobs.EventRunning {
 				id, _ := peer.Decode(e.Provider)
 				running <- id
 			}
@@ -358,8 +359,8 @@ func TestNoMatchingProviders(t *testing.T) {
 	s := spec(t, net.client, readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("40 40"))
 	s.Require = "vram >= 16"
 	job, err := net.client.Submit(context.Background(), s, nil)
-	if !errors.Is(err, ErrNoProviders) || job == nil || job.State != store.JobFailed {
-		t.Fatalf("job %v, err %v; want failed with ErrNoProviders", job, err)
+	if !errors.Is(err, jobs.ErrNoProviders) || job == nil || job.State != store.JobFailed {
+		t.Fatalf("job %v, err %v; want failed with jobs.ErrNoProviders", job, err)
 	}
 	s.Require = "vram >="
 	if _, err := net.client.Submit(context.Background(), s, nil); !errors.Is(err, requirement.ErrInvalid) {

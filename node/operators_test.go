@@ -16,6 +16,7 @@ import (
 
 	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/internal/netgroup"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/reputation"
 	"github.com/infernet/infernet/node/store"
 )
@@ -238,7 +239,7 @@ func TestHostileEclipseAcrossNetworks(t *testing.T) {
 			if got.wrongVerified != 0 || honestBanned != 0 {
 				t.Fatal("a wrong output was accepted as verified")
 			}
-			if got.how["verified/"+VerifiedByReplicas] != 0 {
+			if got.how["verified/"+jobs.VerifiedByReplicas] != 0 {
 				t.Fatal("replicas verified a job on an eclipsed client")
 			}
 			if !strings.Contains(why, "one network") {

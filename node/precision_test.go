@@ -19,6 +19,7 @@ import (
 	"github.com/infernet/infernet/host/tensor/cuda"
 	"github.com/infernet/infernet/host/tensor/reference"
 	iclient "github.com/infernet/infernet/node/internal/client"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/models"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -138,8 +139,8 @@ func TestPrecision(t *testing.T) {
 	three := s
 	three.Replicas = 3
 	job, err = net.client.Submit(context.Background(), three, nil)
-	if !errors.Is(err, ErrNoProviders) || !strings.Contains(err.Error(), "precision bf16") || job == nil || job.State != store.JobFailed {
-		t.Fatalf("three bf16 replicas: %+v, %v; want ErrNoProviders naming the precision", job, err)
+	if !errors.Is(err, jobs.ErrNoProviders) || !strings.Contains(err.Error(), "precision bf16") || job == nil || job.State != store.JobFailed {
+		t.Fatalf("three bf16 replicas: %+v, %v; want jobs.ErrNoProviders naming the precision", job, err)
 	}
 
 	// The CPU provider refuses a bf16 announce, and bids on an f32 one.

@@ -17,6 +17,7 @@ import (
 	"github.com/infernet/infernet/node/faults"
 	iclient "github.com/infernet/infernet/node/internal/client"
 	"github.com/infernet/infernet/node/internal/peers"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/proofs/gemmproof"
@@ -279,7 +280,7 @@ func TestProofModeRefusals(t *testing.T) {
 	net := startNetwork(t, 1, nil)
 	s, _ := catJob(t, net.client, 0)
 	s.Proofs = true
-	if job, err := net.client.Submit(context.Background(), s, nil); !errors.Is(err, ErrNoVerifyingKeys) || job != nil {
+	if job, err := net.client.Submit(context.Background(), s, nil); !errors.Is(err, jobs.ErrNoVerifyingKeys) || job != nil {
 		t.Fatalf("proof-mode job without verifying keys: %v, %v", job, err)
 	}
 	if jobs, err := net.client.Jobs(0); err != nil || len(jobs) != 0 {

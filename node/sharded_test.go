@@ -15,7 +15,7 @@ import (
 	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/faults"
-	"github.com/infernet/infernet/node/internal/batch"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/shard"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -54,11 +54,11 @@ func TestShardedJob(t *testing.T) {
 	killed := make(chan peer.ID, 1)
 	var mu sync.Mutex
 	perShard := map[int]int{}
-	sj, err := net.client.SubmitShards(context.Background(), spec, shardInputs(t, net.client, input, 10), 0, func(e Event) {
+	sj, err := net.client.SubmitShards(context.Background(), spec, shardInputs(t, net.client, input, 10), 0, func(e jobs.Event) {
 		mu.Lock()
 		perShard[e.Shard]++
 		mu.Unlock()
-		if e.Kind != EventRunning {
+		if e.Kind != jobs.EventRunning {
 			return
 		}
 		once.Do(func() {
@@ -174,11 +174,11 @@ func TestShardedReduce(t *testing.T) {
 	sj, err := net.client.SubmitSharded(ctx, ShardedSpec{
 		Spec: spec, Inputs: shardInputs(t, net.client, input, 6), Parallel: 3,
 		Reduce: &ReduceSpec{Module: rd, ModuleSize: int64(len(reducer))},
-	}, func(e Event) {
+	}, func(e jobs.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		kinds[e.Kind]++
-		if e.Shard == batch.ReduceShard {
+		if e.Shard == jobs.ReduceShard {
 			reduceEvents++
 		}
 	})
@@ -200,8 +200,8 @@ func TestShardedReduce(t *testing.T) {
 		len(red.Announce.Args) != 0 || red.Output != sj.Output || sj.ReduceAttempts != 1 {
 		t.Fatalf("reduce job: %+v (attempts %d)", red, sj.ReduceAttempts)
 	}
-	if kinds[EventShardDone] != 7 || kinds[EventShardedRecorded] != 1 || kinds[EventReduce] != 1 || reduceEvents == 0 {
-		t.Errorf("events %v, %d of the reduce: want 7 %s (6 shards, the reduce)", kinds, reduceEvents, EventShardDone)
+	if kinds[jobs.EventShardDone] != 7 || kinds[jobs.EventShardedRecorded] != 1 || kinds[jobs.EventReduce] != 1 || reduceEvents == 0 {
+		t.Errorf("events %v, %d of the reduce: want 7 %s (6 shards, the reduce)", kinds, reduceEvents, jobs.EventShardDone)
 	}
 	looked, err := net.client.ShardedJob(sj.ID)
 	if err != nil || looked.Output != sj.Output || looked.Reduce == nil || looked.Reduce.ID != red.ID || len(looked.Shards) != 6 {
@@ -258,13 +258,13 @@ func TestShardedResume(t *testing.T) {
 	}
 	first := make(chan result, 1)
 	go func() {
-		sj, err := net.client.SubmitSharded(ctx, ss, func(e Event) {
+		sj, err := net.client.SubmitSharded(ctx, ss, func(e jobs.Event) {
 			mu.Lock()
 			defer mu.Unlock()
 			switch e.Kind {
-			case EventShardedRecorded:
+			case jobs.EventShardedRecorded:
 				id, _ = wire.ParseJobID(e.Detail)
-			case EventShardDone:
+			case jobs.EventShardDone:
 				if done++; done == 2 {
 					close(twoDone)
 				}
@@ -279,8 +279,8 @@ func TestShardedResume(t *testing.T) {
 	}
 	cfg := net.client.cfg
 	net.client.Close()
-	if r := <-first; !errors.Is(r.err, ErrShardedInterrupted) || r.sj != nil {
-		t.Fatalf("SubmitSharded of a closed node: %+v, %v; want ErrShardedInterrupted", r.sj, r.err)
+	if r := <-first; !errors.Is(r.err, jobs.ErrShardedInterrupted) || r.sj != nil {
+		t.Fatalf("SubmitSharded of a closed node: %+v, %v; want jobs.ErrShardedInterrupted", r.sj, r.err)
 	}
 
 	c, err := New(ctx, cfg)
@@ -377,8 +377,8 @@ func TestShardedCancel(t *testing.T) {
 		Inputs: shardInputs(t, net.client, linesInput(40), 8), Parallel: 1}
 	ctx, cancel := context.WithCancel(context.Background())
 	ids := make(chan string, 1)
-	_, err := net.client.SubmitSharded(ctx, ss, func(e Event) {
-		if e.Kind == EventShardedRecorded {
+	_, err := net.client.SubmitSharded(ctx, ss, func(e jobs.Event) {
+		if e.Kind == jobs.EventShardedRecorded {
 			ids <- e.Detail
 			cancel() // the caller leaves at once
 		}

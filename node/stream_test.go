@@ -13,6 +13,7 @@ import (
 	"github.com/infernet/infernet/guest/go/llama"
 	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/node/faults"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/models"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -152,7 +153,7 @@ func TestCheckJobCatchesALiar(t *testing.T) {
 		}
 		generator := job.Replicas[0].Provider
 		switch {
-		case job.Verification == VerifiedByCheck:
+		case job.Verification == jobs.VerifiedByCheck:
 			if generator == liar {
 				t.Fatalf("try %d: the liar's generation was verified by a check", try)
 			}
@@ -166,7 +167,7 @@ func TestCheckJobCatchesALiar(t *testing.T) {
 			}
 			sawGenerated = true
 		default: // the liar checked an honest generation
-			if (job.Verification != VerifiedByReplicas && job.Verification != VerifiedByAudit) || slices.Contains(job.Liars, generator) {
+			if (job.Verification != jobs.VerifiedByReplicas && job.Verification != jobs.VerifiedByAudit) || slices.Contains(job.Liars, generator) {
 				t.Fatalf("try %d: an honest generation checked by the liar: %s, liars %v", try, job.Verification, job.Liars)
 			}
 			sawChecked = true
@@ -216,7 +217,7 @@ func TestCheckJobOfNewcomers(t *testing.T) {
 		}
 		want, how := store.JobUnverified, ""
 		if !noAudit {
-			want, how = store.JobVerified, VerifiedByAudit
+			want, how = store.JobVerified, jobs.VerifiedByAudit
 		}
 		if job.State != want || job.Verification != how {
 			t.Errorf("no audit %v: job %s, verified by %q; want %s, %q", noAudit, job.State, job.Verification, want, how)
@@ -247,8 +248,8 @@ func TestStreamedFromOwnRun(t *testing.T) {
 		shown = append(shown, b...)
 		mu.Unlock()
 	}
-	job, err := net.client.Submit(context.Background(), s, func(e Event) {
-		if e.Kind != EventResult {
+	job, err := net.client.Submit(context.Background(), s, func(e jobs.Event) {
+		if e.Kind != jobs.EventResult {
 			return
 		}
 		mu.Lock()
@@ -257,7 +258,7 @@ func TestStreamedFromOwnRun(t *testing.T) {
 		}
 		mu.Unlock()
 	})
-	if err != nil || job.State != store.JobVerified || job.Verification != VerifiedByAudit {
+	if err != nil || job.State != store.JobVerified || job.Verification != jobs.VerifiedByAudit {
 		t.Fatalf("job %+v, %v: want verified by the client's own run", job, err)
 	}
 	out, err := net.client.Blob(job.Output, job.OutputSize)

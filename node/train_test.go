@@ -13,6 +13,7 @@ import (
 
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/faults"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -71,7 +72,7 @@ func TestTrain(t *testing.T) {
 	ts := toyTraining(t, c, first, 4, 3)
 	var mu sync.Mutex
 	kinds := map[string][]int{} // event kind: rounds
-	rec, err := c.Train(context.Background(), ts, func(e Event) {
+	rec, err := c.Train(context.Background(), ts, func(e jobs.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		kinds[e.Kind] = append(kinds[e.Kind], e.Round)
@@ -82,17 +83,17 @@ func TestTrain(t *testing.T) {
 	checkToyRounds(t, c, rec, first, 4)
 	mu.Lock()
 	defer mu.Unlock()
-	if got := kinds[EventRoundDone]; fmt.Sprint(got) != "[1 2 3]" {
+	if got := kinds[jobs.EventRoundDone]; fmt.Sprint(got) != "[1 2 3]" {
 		t.Errorf("round-done events for rounds %v, want [1 2 3]", got)
 	}
-	if got := kinds[EventRoundStart]; fmt.Sprint(got) != "[1 2 3]" {
+	if got := kinds[jobs.EventRoundStart]; fmt.Sprint(got) != "[1 2 3]" {
 		t.Errorf("round-start events for rounds %v, want [1 2 3]", got)
 	}
-	if got := kinds[EventShardDone]; len(got) != 3*4+3 || got[0] != 1 || got[len(got)-1] != 3 {
+	if got := kinds[jobs.EventShardDone]; len(got) != 3*4+3 || got[0] != 1 || got[len(got)-1] != 3 {
 		t.Errorf("shard-done events for rounds %v, want 5 a round (4 shards and the reduce)", got)
 	}
-	if len(kinds[EventTrainRecorded]) != 1 {
-		t.Errorf("%d train-recorded events, want 1", len(kinds[EventTrainRecorded]))
+	if len(kinds[jobs.EventTrainRecorded]) != 1 {
+		t.Errorf("%d train-recorded events, want 1", len(kinds[jobs.EventTrainRecorded]))
 	}
 	runs, err := c.TrainRuns()
 	if err != nil || len(runs) != 1 || runs[0].ID != rec.ID {
@@ -147,13 +148,13 @@ func TestTrainResume(t *testing.T) {
 	roundOne := make(chan struct{})
 	result := make(chan error, 1)
 	go func() {
-		_, err := net.client.Train(context.Background(), ts, func(e Event) {
+		_, err := net.client.Train(context.Background(), ts, func(e jobs.Event) {
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case e.Kind == EventTrainRecorded:
+			case e.Kind == jobs.EventTrainRecorded:
 				id, _ = wire.ParseJobID(e.Detail)
-			case e.Kind == EventRoundDone && e.Round == 1:
+			case e.Kind == jobs.EventRoundDone && e.Round == 1:
 				close(roundOne)
 			}
 		})
@@ -166,8 +167,8 @@ func TestTrainResume(t *testing.T) {
 	}
 	cfg := net.client.cfg
 	net.client.Close()
-	if err := <-result; !errors.Is(err, ErrTrainInterrupted) {
-		t.Fatalf("Train on a closed node: %v, want ErrTrainInterrupted", err)
+	if err := <-result; !errors.Is(err, jobs.ErrTrainInterrupted) {
+		t.Fatalf("Train on a closed node: %v, want jobs.ErrTrainInterrupted", err)
 	}
 
 	c, err := New(context.Background(), cfg) // resumes the run
@@ -209,12 +210,12 @@ func TestTrainCancel(t *testing.T) {
 	var once sync.Once
 	result := make(chan error, 1)
 	go func() {
-		_, err := c.Train(context.Background(), ts, func(e Event) {
+		_, err := c.Train(context.Background(), ts, func(e jobs.Event) {
 			switch e.Kind {
-			case EventTrainRecorded:
+			case jobs.EventTrainRecorded:
 				id, _ := wire.ParseJobID(e.Detail)
 				recorded <- id
-			case EventShardedRecorded:
+			case jobs.EventShardedRecorded:
 				once.Do(func() { close(sharded) })
 			}
 		})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/infernet/infernet/node/faults"
 	iclient "github.com/infernet/infernet/node/internal/client"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -184,7 +185,7 @@ func TestHostileColludersWithoutAudit(t *testing.T) {
 	honestBanned, caught := judged(c, bad)
 	t.Logf("no audit, 20 jobs: %d right, %d wrong verified, %d wrong unverified, %d failed (%v); honest banned %d, colluders banned %d",
 		got.right, got.wrongVerified, got.wrongUnverified, got.failed, got.how, honestBanned, caught)
-	if got.wrongVerified != 0 || honestBanned != 0 || got.how["verified/"+VerifiedByReplicas] != 0 {
+	if got.wrongVerified != 0 || honestBanned != 0 || got.how["verified/"+jobs.VerifiedByReplicas] != 0 {
 		t.Fatal("newcomers verified a result, or an honest provider was banned")
 	}
 }
@@ -243,7 +244,7 @@ func TestHostileFakeGPU(t *testing.T) {
 		if err == nil {
 			accepted++
 			t.Errorf("job %d accepted from the fake GPU: %+v", i, job)
-		} else if !errors.Is(err, ErrNoProviders) && !errors.Is(err, iclient.ErrLie) {
+		} else if !errors.Is(err, jobs.ErrNoProviders) && !errors.Is(err, iclient.ErrLie) {
 			t.Logf("job %d: %v", i, err)
 		}
 	}
@@ -275,14 +276,14 @@ func TestHostileStall(t *testing.T) {
 		s, want := catJob(t, c, i)
 		s.TimeoutMS, s.Replicas = (2 * time.Second).Milliseconds(), 3
 		var lostAt, assignedAt time.Time
-		job, err := c.Submit(context.Background(), s, func(e Event) {
+		job, err := c.Submit(context.Background(), s, func(e jobs.Event) {
 			if e.Provider != staller.String() {
 				return
 			}
 			switch e.Kind {
-			case EventAssigned:
+			case jobs.EventAssigned:
 				assignedAt = e.Time
-			case EventLost:
+			case jobs.EventLost:
 				lostAt = e.Time
 			}
 		})
@@ -327,7 +328,7 @@ func TestAuditConvicts(t *testing.T) {
 		s, want := catJob(t, c, i)
 		s.Audit = 1
 		job, err := c.Submit(context.Background(), s, nil)
-		if err != nil || job.State != store.JobVerified || job.Verification != VerifiedByAudit {
+		if err != nil || job.State != store.JobVerified || job.Verification != jobs.VerifiedByAudit {
 			t.Fatalf("job %d: %+v, %v; want verified by audit", i, job, err)
 		}
 		if out, _ := c.Blob(job.Output, 1<<20); !bytes.Equal(out, want) {

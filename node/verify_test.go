@@ -10,6 +10,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/node/faults"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/proofs/redundancy"
@@ -87,10 +88,10 @@ func TestAdaptiveReplication(t *testing.T) {
 	}
 	net, isLiar := liarNetwork(t, 10, map[int]float64{3: 0.5})
 	c := net.client
-	const jobs, warmup = 500, 200
+	const count, warmup = 500, 200
 	var before Stats
 	trusted := 0
-	for i := range jobs {
+	for i := range count {
 		if i == warmup {
 			before = c.Stats()
 		}
@@ -103,7 +104,7 @@ func TestAdaptiveReplication(t *testing.T) {
 		if got, _ := c.Blob(job.Output, 1<<20); !bytes.Equal(got, want) {
 			t.Fatalf("job %d accepted a wrong output (verification %s)", i, job.Verification)
 		}
-		if job.Verification == VerifiedByTrust {
+		if job.Verification == jobs.VerifiedByTrust {
 			trusted++
 			for _, r := range job.Replicas {
 				if id, _ := peer.Decode(r.Provider); r.Result != nil && isLiar[id] {
@@ -118,7 +119,7 @@ func TestAdaptiveReplication(t *testing.T) {
 	runs := after.Replicas - before.Replicas + after.Audits - before.Audits
 	overhead := float64(runs) / float64(after.Verified-before.Verified)
 	t.Logf("%d jobs, %d by a trusted single replica; after %d warm-up jobs: %d replicas (%d canaries) and %d audits for %d results = %.2f×",
-		jobs, trusted, warmup, after.Replicas-before.Replicas, after.Canaries-before.Canaries, after.Audits-before.Audits, after.Verified-before.Verified, overhead)
+		count, trusted, warmup, after.Replicas-before.Replicas, after.Canaries-before.Canaries, after.Audits-before.Audits, after.Verified-before.Verified, overhead)
 	if overhead > 1.3 {
 		t.Errorf("verification overhead %.2f×, want ≤ 1.3×", overhead)
 	}

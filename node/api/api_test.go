@@ -18,6 +18,7 @@ import (
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/internal/netgroup"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -128,7 +129,7 @@ func TestClient(t *testing.T) {
 	// A proof-mode job on a node without the GEMM verifying keys is an
 	// error before anything is recorded.
 	proof := SubmitRequest{Terms: wire.Terms{Module: bi.Digest, ModuleSize: bi.Size, Input: blob.Sum(nil), TimeoutMS: 1000, Proofs: true}}
-	if _, err := c.Submit(ctx, proof, nil); err == nil || !strings.Contains(err.Error(), node.ErrNoVerifyingKeys.Error()) {
+	if _, err := c.Submit(ctx, proof, nil); err == nil || !strings.Contains(err.Error(), jobs.ErrNoVerifyingKeys.Error()) {
 		t.Fatalf("proof-mode Submit without verifying keys: %v", err)
 	}
 	jobs, err := c.Jobs(ctx)

@@ -17,8 +17,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/infernet/infernet/digest"
+	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/models"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
 )
 
 // ErrNoNode is returned by Dial when no node's API can be found.
@@ -99,26 +104,26 @@ func (c *Client) Node(ctx context.Context) (*NodeInfo, error) {
 }
 
 // PutBlob uploads b and returns its digest.
-func (c *Client) PutBlob(ctx context.Context, b []byte) (BlobInfo, error) {
+func (c *Client) PutBlob(ctx context.Context, b []byte) (store.BlobRef, error) {
 	return c.PutBlobFrom(ctx, bytes.NewReader(b))
 }
 
 // PutPublicBlob uploads b and has the node announce it in the DHT, for
 // anyone to fetch (PutBlob's blobs are announced only when a job names
 // them as its module or data).
-func (c *Client) PutPublicBlob(ctx context.Context, b []byte) (BlobInfo, error) {
+func (c *Client) PutPublicBlob(ctx context.Context, b []byte) (store.BlobRef, error) {
 	return c.putBlob(ctx, "/v1/blobs?public=1", bytes.NewReader(b))
 }
 
 // PutBlobFrom streams the bytes of r to the node as a blob (memory stays
 // flat however large it is) and checks the node stored them under their
 // digest.
-func (c *Client) PutBlobFrom(ctx context.Context, r io.Reader) (BlobInfo, error) {
+func (c *Client) PutBlobFrom(ctx context.Context, r io.Reader) (store.BlobRef, error) {
 	return c.putBlob(ctx, "/v1/blobs", r)
 }
 
-func (c *Client) putBlob(ctx context.Context, path string, r io.Reader) (BlobInfo, error) {
-	var v BlobInfo
+func (c *Client) putBlob(ctx context.Context, path string, r io.Reader) (store.BlobRef, error) {
+	var v store.BlobRef
 	h := sha256.New()
 	resp, err := c.do(ctx, http.MethodPost, path, io.TeeReader(r, h))
 	if err != nil {
@@ -134,7 +139,7 @@ func (c *Client) putBlob(ctx context.Context, path string, r io.Reader) (BlobInf
 
 // FetchBlob has the node fetch blob d of size bytes from the network (from
 // the peers named in from, or those announcing it in the DHT).
-func (c *Client) FetchBlob(ctx context.Context, d Digest, size int64, from []string) error {
+func (c *Client) FetchBlob(ctx context.Context, d digest.Digest, size int64, from []string) error {
 	body, err := json.Marshal(FetchRequest{Size: size, From: from})
 	if err != nil {
 		return err
@@ -147,7 +152,7 @@ func (c *Client) FetchBlob(ctx context.Context, d Digest, size int64, from []str
 }
 
 // Blob downloads a blob (at most max bytes) and checks its digest.
-func (c *Client) Blob(ctx context.Context, d Digest, max int64) ([]byte, error) {
+func (c *Client) Blob(ctx context.Context, d digest.Digest, max int64) ([]byte, error) {
 	resp, err := c.do(ctx, http.MethodGet, "/v1/blobs/"+d.String(), nil)
 	if err != nil {
 		return nil, err
@@ -165,14 +170,14 @@ func (c *Client) Blob(ctx context.Context, d Digest, max int64) ([]byte, error) 
 
 // Submit submits a job and calls onEvent for each progress event as it
 // arrives; it returns the final job record.
-func (c *Client) Submit(ctx context.Context, req SubmitRequest, onEvent func(Event)) (*Job, error) {
+func (c *Client) Submit(ctx context.Context, req SubmitRequest, onEvent func(jobs.Event)) (*store.Job, error) {
 	return c.SubmitStreaming(ctx, req, onEvent, nil)
 }
 
 // SubmitStreaming is Submit; with onOutput it streams the job
 // (SubmitRequest.Stream) and calls onOutput with each stretch of its output
 // as the replicas agree on it, in order.
-func (c *Client) SubmitStreaming(ctx context.Context, req SubmitRequest, onEvent func(Event), onOutput func([]byte)) (*Job, error) {
+func (c *Client) SubmitStreaming(ctx context.Context, req SubmitRequest, onEvent func(jobs.Event), onOutput func([]byte)) (*store.Job, error) {
 	req.Stream = onOutput != nil
 	l, err := c.progress(ctx, "/v1/jobs", req, onEvent, onOutput)
 	if err != nil {
@@ -186,7 +191,7 @@ func (c *Client) SubmitStreaming(ctx context.Context, req SubmitRequest, onEvent
 
 // SubmitShards submits a sharded job (req.Shards set) and calls onEvent for
 // each progress event of every shard as it arrives; it returns the outcome.
-func (c *Client) SubmitShards(ctx context.Context, req SubmitRequest, onEvent func(Event)) (*ShardedJob, error) {
+func (c *Client) SubmitShards(ctx context.Context, req SubmitRequest, onEvent func(jobs.Event)) (*node.ShardedJob, error) {
 	l, err := c.progress(ctx, "/v1/jobs", req, onEvent, nil)
 	if err != nil {
 		return nil, err
@@ -199,7 +204,7 @@ func (c *Client) SubmitShards(ctx context.Context, req SubmitRequest, onEvent fu
 
 // Train runs a training run in the node, calling onEvent with its
 // progress, and returns its record.
-func (c *Client) Train(ctx context.Context, req TrainRequest, onEvent func(Event)) (*TrainRun, error) {
+func (c *Client) Train(ctx context.Context, req TrainRequest, onEvent func(jobs.Event)) (*store.TrainRun, error) {
 	l, err := c.progress(ctx, "/v1/train", req, onEvent, nil)
 	if err != nil {
 		return nil, err
@@ -211,20 +216,20 @@ func (c *Client) Train(ctx context.Context, req TrainRequest, onEvent func(Event
 }
 
 // TrainRuns lists the node's training runs.
-func (c *Client) TrainRuns(ctx context.Context) ([]TrainRun, error) {
-	var v []TrainRun
+func (c *Client) TrainRuns(ctx context.Context) ([]store.TrainRun, error) {
+	var v []store.TrainRun
 	return v, c.getJSON(ctx, "/v1/train", &v)
 }
 
 // TrainRun returns where a training run stands; with wait, once it has
 // ended (or ctx is done).
-func (c *Client) TrainRun(ctx context.Context, id JobID, wait bool) (*TrainRun, error) {
-	var v TrainRun
+func (c *Client) TrainRun(ctx context.Context, id wire.JobID, wait bool) (*store.TrainRun, error) {
+	var v store.TrainRun
 	return &v, c.getJSON(ctx, runPath("/v1/train/", id, wait), &v)
 }
 
 // runPath is the path of the run id under base, asking to wait for its end.
-func runPath(base string, id JobID, wait bool) string {
+func runPath(base string, id wire.JobID, wait bool) string {
 	if wait {
 		return base + id.String() + "?wait"
 	}
@@ -232,15 +237,15 @@ func runPath(base string, id JobID, wait bool) string {
 }
 
 // CancelTrainRun cancels a training run: it ends failed, not resumed.
-func (c *Client) CancelTrainRun(ctx context.Context, id JobID) (*TrainRun, error) {
-	var v TrainRun
+func (c *Client) CancelTrainRun(ctx context.Context, id wire.JobID) (*store.TrainRun, error) {
+	var v store.TrainRun
 	return &v, c.deleteJSON(ctx, "/v1/train/"+id.String(), &v)
 }
 
 // submit posts req and reads the progress stream until its last line.
 // progress posts req to path and reads the progress stream until its last
 // line, passing events and output on.
-func (c *Client) progress(ctx context.Context, path string, req any, onEvent func(Event), onOutput func([]byte)) (*Line, error) {
+func (c *Client) progress(ctx context.Context, path string, req any, onEvent func(jobs.Event), onOutput func([]byte)) (*Line, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
@@ -279,27 +284,27 @@ func (c *Client) progress(ctx context.Context, path string, req any, onEvent fun
 }
 
 // Jobs lists the jobs the node submitted.
-func (c *Client) Jobs(ctx context.Context) ([]Job, error) {
-	var v []Job
+func (c *Client) Jobs(ctx context.Context) ([]store.Job, error) {
+	var v []store.Job
 	return v, c.getJSON(ctx, "/v1/jobs", &v)
 }
 
 // ShardedJobs lists the sharded jobs the node submitted or resumed.
-func (c *Client) ShardedJobs(ctx context.Context) ([]ShardedJob, error) {
-	var v []ShardedJob
+func (c *Client) ShardedJobs(ctx context.Context) ([]node.ShardedJob, error) {
+	var v []node.ShardedJob
 	return v, c.getJSON(ctx, "/v1/sharded", &v)
 }
 
 // ShardedJob returns where a sharded job stands; with wait, once it has
 // ended (or ctx is done).
-func (c *Client) ShardedJob(ctx context.Context, id JobID, wait bool) (*ShardedJob, error) {
-	var v ShardedJob
+func (c *Client) ShardedJob(ctx context.Context, id wire.JobID, wait bool) (*node.ShardedJob, error) {
+	var v node.ShardedJob
 	return &v, c.getJSON(ctx, runPath("/v1/sharded/", id, wait), &v)
 }
 
 // CancelShardedJob cancels a sharded job: it ends failed, not resumed.
-func (c *Client) CancelShardedJob(ctx context.Context, id JobID) (*ShardedJob, error) {
-	var v ShardedJob
+func (c *Client) CancelShardedJob(ctx context.Context, id wire.JobID) (*node.ShardedJob, error) {
+	var v node.ShardedJob
 	return &v, c.deleteJSON(ctx, "/v1/sharded/"+id.String(), &v)
 }
 
@@ -334,29 +339,29 @@ func (c *Client) Peers(ctx context.Context) ([]Peer, error) {
 }
 
 // Runs lists the replicas the node ran or runs for others.
-func (c *Client) Runs(ctx context.Context) ([]Run, error) {
-	var v []Run
+func (c *Client) Runs(ctx context.Context) ([]store.Run, error) {
+	var v []store.Run
 	return v, c.getJSON(ctx, "/v1/runs", &v)
 }
 
 // Payments lists the node's escrowed payments, in and out.
-func (c *Client) Payments(ctx context.Context) ([]Payment, error) {
-	var v []Payment
+func (c *Client) Payments(ctx context.Context) ([]store.Payment, error) {
+	var v []store.Payment
 	return v, c.getJSON(ctx, "/v1/payments", &v)
 }
 
 // AddModel names a model whose weights (and tokenizer, for a llama2.c
 // checkpoint) the node already stores as blobs (PutBlobFrom).
-func (c *Client) AddModel(ctx context.Context, req AddModelRequest) (*Model, error) {
-	var m Model
+func (c *Client) AddModel(ctx context.Context, req AddModelRequest) (*store.Model, error) {
+	var m store.Model
 	return &m, c.sendJSON(ctx, http.MethodPost, "/v1/models", req, &m)
 }
 
 // Models lists the node's named models, by name.
-func (c *Client) Models(ctx context.Context) ([]Model, error) {
+func (c *Client) Models(ctx context.Context) ([]store.Model, error) {
 	var v ModelList
 	err := c.getJSON(ctx, "/v1/models", &v)
-	ms := make([]Model, len(v.Data))
+	ms := make([]store.Model, len(v.Data))
 	for i, o := range v.Data {
 		ms[i] = o.Model
 	}
@@ -365,15 +370,15 @@ func (c *Client) Models(ctx context.Context) ([]Model, error) {
 
 // Model returns the model named name; an error wrapping
 // models.ErrUnknown if the node has none of that name.
-func (c *Client) Model(ctx context.Context, name string) (*Model, error) {
-	var m Model
+func (c *Client) Model(ctx context.Context, name string) (*store.Model, error) {
+	var m store.Model
 	return &m, modelError(name, c.getJSON(ctx, "/v1/models/"+url.PathEscape(name), &m))
 }
 
 // RemoveModel forgets the model named name and returns its record; an
 // error wrapping models.ErrUnknown if the node has none of that name.
-func (c *Client) RemoveModel(ctx context.Context, name string) (*Model, error) {
-	var m Model
+func (c *Client) RemoveModel(ctx context.Context, name string) (*store.Model, error) {
+	var m store.Model
 	return &m, modelError(name, c.deleteJSON(ctx, "/v1/models/"+url.PathEscape(name), &m))
 }
 
@@ -387,8 +392,8 @@ func modelError(name string, err error) error {
 
 // Runner has the node store its llama runner guest as a blob (once) and
 // returns it: the module of generation jobs.
-func (c *Client) Runner(ctx context.Context) (BlobInfo, error) {
-	var v BlobInfo
+func (c *Client) Runner(ctx context.Context) (store.BlobRef, error) {
+	var v store.BlobRef
 	return v, c.sendJSON(ctx, http.MethodPost, "/v1/runner", nil, &v)
 }
 

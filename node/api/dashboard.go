@@ -14,6 +14,10 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/infernet/infernet/node"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
 )
 
 // The dashboard is a web page of the node's state, served under
@@ -56,15 +60,15 @@ type Snapshot struct {
 	Time time.Time `json:"time"`
 	Node NodeInfo  `json:"node"`
 	// Advert is what the node offers as a provider (nil: it is not one).
-	Advert *CapabilityAdvert `json:"advert"`
+	Advert *wire.CapabilityAdvert `json:"advert"`
 	// Paid: the node pays and is paid through lnd (else free mode).
-	Paid     bool          `json:"paid"`
-	Peers    []Peer        `json:"peers"`
-	Jobs     []Job         `json:"jobs"`
-	Sharded  []*ShardedJob `json:"sharded"`
-	Runs     []Run         `json:"runs"`
-	Payments []Payment     `json:"payments"`
-	Training []TrainRun    `json:"training"`
+	Paid     bool               `json:"paid"`
+	Peers    []Peer             `json:"peers"`
+	Jobs     []store.Job        `json:"jobs"`
+	Sharded  []*node.ShardedJob `json:"sharded"`
+	Runs     []store.Run        `json:"runs"`
+	Payments []store.Payment    `json:"payments"`
+	Training []store.TrainRun   `json:"training"`
 	// PaymentsLimit is how many of the newest payments Payments holds at
 	// most: the totals shown are theirs.
 	PaymentsLimit int `json:"payments_limit"`
@@ -290,7 +294,7 @@ func (d *dashboard) snapshot() (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap.Jobs, snap.Sharded, snap.Runs, snap.Payments = mapSlice(jobs, jobValue), mapSlice(sharded, shardedJobOf), mapSlice(runs, runOf), mapSlice(payments, paymentOf)
+	snap.Jobs, snap.Sharded, snap.Runs, snap.Payments = jobs, sharded, runs, payments
 	for i := range snap.Payments { // secrets stay in the node
 		p := &snap.Payments[i]
 		p.Preimage, p.Offer, p.Invoice = [32]byte{}, nil, ""
@@ -303,7 +307,7 @@ func (d *dashboard) snapshot() (*Snapshot, error) {
 		train = train[len(train)-snapshotTraining:]
 	}
 	// The page reads lists, not nulls.
-	snap.Training, snap.Peers, snap.Jobs = nonNil(mapSlice(train, trainRunValue)), nonNil(snap.Peers), nonNil(snap.Jobs)
+	snap.Training, snap.Peers, snap.Jobs = nonNil(train), nonNil(snap.Peers), nonNil(snap.Jobs)
 	snap.Sharded, snap.Runs, snap.Payments = nonNil(snap.Sharded), nonNil(snap.Runs), nonNil(snap.Payments)
 	return snap, nil
 }

@@ -10,7 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/infernet/infernet/guest/go/llama"
+	"github.com/infernet/infernet/digest"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/models"
 	"github.com/infernet/infernet/node/store"
@@ -20,9 +20,9 @@ import (
 // weights, and for a llama2.c checkpoint its tokenizer, are blobs already
 // stored (POST /v1/blobs).
 type AddModelRequest struct {
-	Name      string   `json:"name"`
-	Model     BlobInfo `json:"model"`
-	Tokenizer BlobInfo `json:"tokenizer,omitzero"`
+	Name      string        `json:"name"`
+	Model     store.BlobRef `json:"model"`
+	Tokenizer store.BlobRef `json:"tokenizer,omitzero"`
 }
 
 // modelStatus is the HTTP status of a models.Registry error.
@@ -64,14 +64,14 @@ type ModelObject struct {
 	Object  string `json:"object"` // "model"
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
-	Model
+	store.Model
 }
 
 func (s *Server) getModels(w http.ResponseWriter, _ *http.Request) {
 	ms, err := s.n.Models().List()
 	list := ModelList{Object: "list", Data: []ModelObject{}}
 	for _, m := range ms {
-		list.Data = append(list.Data, ModelObject{ID: m.Name, Object: "model", Created: m.Added.Unix(), OwnedBy: "infernet", Model: *modelOf(&m)})
+		list.Data = append(list.Data, ModelObject{ID: m.Name, Object: "model", Created: m.Added.Unix(), OwnedBy: "infernet", Model: m})
 	}
 	answer(w, list, err)
 }
@@ -83,90 +83,29 @@ func (s *Server) postModel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m, err := s.n.Models().Add(req.Name, store.BlobRef(req.Model), store.BlobRef(req.Tokenizer))
-	modelAnswer(w, modelOf(m), err)
+	modelAnswer(w, m, err)
 }
 
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
 	m, err := s.n.Models().Get(r.PathValue("name"))
-	modelAnswer(w, modelOf(m), err)
+	modelAnswer(w, m, err)
 }
 
 func (s *Server) deleteModel(w http.ResponseWriter, r *http.Request) {
 	m, err := s.n.Models().Remove(r.PathValue("name"))
-	modelAnswer(w, modelOf(m), err)
+	modelAnswer(w, m, err)
 }
 
 // postRunner stores the runner guest as a blob (once) and answers it.
 func (s *Server) postRunner(w http.ResponseWriter, _ *http.Request) {
 	ref, err := s.n.Models().Runner()
-	modelAnswer(w, BlobInfo{Digest: ref.Digest, Size: ref.Size}, err)
+	modelAnswer(w, store.BlobRef{Digest: ref.Digest, Size: ref.Size}, err)
 }
-
-// The model files and the llama runner's protocol, as a client checks them
-// before it uploads (or runs a model in its own sandbox): the node's own
-// checks (package models), not copies.
-
-// Errors of the models endpoints, as the node returns them: a client tells
-// them apart with errors.Is.
-var (
-	// ErrUnknownModel: no model of that name.
-	ErrUnknownModel = models.ErrUnknown
-	// ErrTokenizer: a llama2.c checkpoint without its tokenizer, or a GGUF
-	// file with one.
-	ErrTokenizer = models.ErrTokenizer
-	// ErrNoRunner: the build has no llama runner guest.
-	ErrNoRunner = models.ErrNoRunner
-)
-
-// ModelInfo is what SniffModel learns of a model file: its format and
-// architecture.
-type ModelInfo = models.Info
-
-// SniffModel reads a model file's header as the runner does and returns
-// its format and architecture.
-func SniffModel(r io.ReaderAt, size int64) (ModelInfo, error) { return models.Sniff(r, size) }
-
-// CheckTokenizer checks that r is a llama2.c tokenizer of vocab tokens.
-func CheckTokenizer(r io.Reader, vocab int) error { return models.CheckTokenizer(r, vocab) }
-
-// CheckModelName reports whether name can name a model.
-func CheckModelName(name string) error { return models.CheckName(name) }
-
-// Completion is the runner's answer to one generation request.
-type Completion = models.Completion
-
-// CompletionDecoder reads the runner's output as it is written,
-// assembling each request's Completion.
-type CompletionDecoder = models.Decoder
-
-// CheckRequest checks a generation request as the runner would.
-func CheckRequest(q llama.Request) error { return models.CheckRequest(q) }
-
-// ReadRequests reads generation requests, one JSON object a line, each
-// field missing taken from defaults.
-func ReadRequests(r io.Reader, defaults llama.Request) ([]llama.Request, error) {
-	return models.ReadRequests(r, defaults)
-}
-
-// EncodeRequests is the runner's input for reqs.
-func EncodeRequests(reqs []llama.Request) []byte { return models.EncodeRequests(reqs) }
-
-// DecodeCompletions decodes a runner's whole output.
-func DecodeCompletions(out []byte) ([]Completion, error) { return models.Decode(out) }
-
-// DecodeCompletionsStops decodes a runner's whole output, cutting each
-// completion at its request's stop strings (StopsOf).
-func DecodeCompletionsStops(out []byte, stops map[int][]string) ([]Completion, error) {
-	return models.DecodeStops(out, stops)
-}
-
-// StopsOf returns requests' stop strings by ID, for CompletionDecoder.Stops.
-func StopsOf(reqs []llama.Request) map[int][]string { return models.StopsOf(reqs) }
 
 // LocalModel reads the model named name from the database of a node that
 // does not run now (one that runs holds the database: ask it through
 // Client.Model), with an error wrapping ErrUnknownModel when it has none.
-func LocalModel(dataDir, name string) (*Model, error) {
+func LocalModel(dataDir, name string) (*store.Model, error) {
 	path := filepath.Join(dataDir, "node.db")
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("model %s: %w", name, models.ErrUnknown)
@@ -180,12 +119,12 @@ func LocalModel(dataDir, name string) (*Model, error) {
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("model %s: %w", name, models.ErrUnknown)
 	}
-	return modelOf(m), err
+	return m, err
 }
 
 // BlobPath is the file that the node of data directory dataDir keeps blob
 // d in, whether or not it is there: a process that shares the directory
 // reads it in place.
-func BlobPath(dataDir string, d Digest) string {
+func BlobPath(dataDir string, d digest.Digest) string {
 	return blob.PathIn(filepath.Join(dataDir, "blobs"), d)
 }

@@ -21,7 +21,7 @@ func TestModels(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	put := func(name string) BlobInfo {
+	put := func(name string) store.BlobRef {
 		f, err := os.Open(filepath.Join("..", "..", "testdata", "llama", name))
 		if err != nil {
 			t.Fatal(err)
@@ -53,7 +53,7 @@ func TestModels(t *testing.T) {
 		{AddModelRequest{Name: "a/b", Model: model, Tokenizer: tok}, "400"},
 		{AddModelRequest{Name: "junk", Model: junk}, "not a model the runner reads"},
 		{AddModelRequest{Name: "notok", Model: model}, "tokenizer"},
-		{AddModelRequest{Name: "absent", Model: BlobInfo{Digest: blob.Sum([]byte("x")), Size: 1}}, "400"},
+		{AddModelRequest{Name: "absent", Model: store.BlobRef{Digest: blob.Sum([]byte("x")), Size: 1}}, "400"},
 	} {
 		if _, err := c.AddModel(ctx, tc.req); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("AddModel(%s): %v; want %q", tc.req.Name, err, tc.want)

@@ -52,6 +52,7 @@ import (
 
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/openai"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -82,12 +83,6 @@ type NodeInfo struct {
 	Sources  []string `json:"sources,omitempty"`
 }
 
-// BlobInfo is the answer of POST /v1/blobs.
-type BlobInfo struct {
-	Digest blob.Digest `json:"digest"`
-	Size   int64       `json:"size"`
-}
-
 // SubmitRequest is the body of POST /v1/jobs: the job's terms and how to
 // run it. Durations are in milliseconds; zero fields take node.Spec's
 // defaults. Its JSON names are its tags' and, for the terms, submitTerms's.
@@ -95,7 +90,7 @@ type SubmitRequest struct {
 	// Terms are the job's terms (node.Spec's). Their Shard and Shards are
 	// not in its JSON: the shards of a sharded job are Shards below, and
 	// each part's place is SubmitSharded's to set.
-	Terms      `json:"-"`
+	wire.Terms `json:"-"`
 	Replicas   int    `json:"replicas,omitempty"`
 	DeadlineMS int64  `json:"deadline_ms,omitempty"`
 	Require    string `json:"require,omitempty"`
@@ -133,13 +128,13 @@ type SubmitRequest struct {
 // Line is one line of the submit response: progress events, then the final
 // job record, or an error that kept the job from being recorded.
 type Line struct {
-	Event *Event `json:"event,omitempty"`
+	Event *jobs.Event `json:"event,omitempty"`
 	// Output is a streamed job's next verified bytes of stdout.
-	Output  []byte      `json:"output,omitempty"`
-	Job     *Job        `json:"job,omitempty"`
-	Sharded *ShardedJob `json:"sharded,omitempty"`
-	Train   *TrainRun   `json:"train,omitempty"`
-	Error   string      `json:"error,omitempty"`
+	Output  []byte           `json:"output,omitempty"`
+	Job     *store.Job       `json:"job,omitempty"`
+	Sharded *node.ShardedJob `json:"sharded,omitempty"`
+	Train   *store.TrainRun  `json:"train,omitempty"`
+	Error   string           `json:"error,omitempty"`
 }
 
 // TrainRequest is the body of POST /v1/train: a training run
@@ -378,7 +373,7 @@ func (s *Server) postBlob(w http.ResponseWriter, r *http.Request) {
 		// data: one may be an input, which stays private.
 		s.n.Publish(d)
 	}
-	writeJSON(w, BlobInfo{Digest: d, Size: size})
+	writeJSON(w, store.BlobRef{Digest: d, Size: size})
 }
 
 // FetchRequest is the body of POST /v1/blobs/{digest}/fetch: the blob's
@@ -414,7 +409,7 @@ func (s *Server) fetchBlob(w http.ResponseWriter, r *http.Request) {
 		httpError(w, storeStatus(err, http.StatusBadGateway), err)
 		return
 	}
-	writeJSON(w, BlobInfo{Digest: d, Size: req.Size})
+	writeJSON(w, store.BlobRef{Digest: d, Size: req.Size})
 }
 
 func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) {
@@ -457,7 +452,7 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 		case err != nil:
 			send(Line{Error: err.Error()})
 		default:
-			send(Line{Sharded: shardedJobOf(sj)})
+			send(Line{Sharded: sj})
 		}
 		return
 	}
@@ -465,7 +460,7 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 		sj, err := s.n.SubmitSharded(r.Context(), node.ShardedSpec{Spec: spec, Inputs: req.Shards, Parallel: req.Parallel, Reduce: req.Reduce}, events)
 		switch {
 		case sj != nil:
-			send(Line{Sharded: shardedJobOf(sj)})
+			send(Line{Sharded: sj})
 		case err != nil:
 			send(Line{Error: err.Error()})
 		}
@@ -477,7 +472,7 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 	job, err := s.n.Submit(r.Context(), spec, events)
 	switch {
 	case job != nil:
-		send(Line{Job: jobOf(job)})
+		send(Line{Job: job})
 	case err != nil:
 		send(Line{Error: err.Error()})
 	}
@@ -512,11 +507,8 @@ func progressStream(w http.ResponseWriter) func(Line) {
 
 // eventSender is the node's event callback that sends each event as a
 // progress line.
-func eventSender(send func(Line)) func(node.Event) {
-	return func(e node.Event) {
-		ev := eventOf(e)
-		send(Line{Event: &ev})
-	}
+func eventSender(send func(Line)) func(jobs.Event) {
+	return func(e jobs.Event) { send(Line{Event: &e}) }
 }
 
 // postTrain runs a training run (node.Train) and streams its progress;
@@ -542,52 +534,52 @@ func (s *Server) postTrain(w http.ResponseWriter, r *http.Request) {
 		send(Line{Error: err.Error()})
 		return
 	}
-	send(Line{Train: trainRunOf(rec)})
+	send(Line{Train: rec})
 }
 
 func (s *Server) getTrainRuns(w http.ResponseWriter, _ *http.Request) {
 	v, err := s.n.TrainRuns()
-	answer(w, mapSlice(v, trainRunValue), err)
+	answer(w, v, err)
 }
 
 // getTrainRun answers one training run; with ?wait, once it has ended (or
 // the request is cancelled).
 func (s *Server) getTrainRun(w http.ResponseWriter, r *http.Request) {
-	byIDWait(w, r, s.n.TrainRun, s.n.WaitTrainRun, trainRunOf)
+	byIDWait(w, r, s.n.TrainRun, s.n.WaitTrainRun)
 }
 
 func (s *Server) cancelTrainRun(w http.ResponseWriter, r *http.Request) {
-	byID(w, r, s.n.CancelTrainRun, trainRunOf)
+	byID(w, r, s.n.CancelTrainRun)
 }
 
 func (s *Server) getShardedJobs(w http.ResponseWriter, _ *http.Request) {
 	v, err := s.n.ShardedJobs(0)
-	answer(w, mapSlice(v, shardedJobOf), err)
+	answer(w, v, err)
 }
 
 // getShardedJob answers one sharded job; with ?wait, once it has ended (or
 // the request is cancelled).
 func (s *Server) getShardedJob(w http.ResponseWriter, r *http.Request) {
-	byIDWait(w, r, s.n.ShardedJob, s.n.WaitShardedJob, shardedJobOf)
+	byIDWait(w, r, s.n.ShardedJob, s.n.WaitShardedJob)
 }
 
 func (s *Server) cancelShardedJob(w http.ResponseWriter, r *http.Request) {
-	byID(w, r, s.n.CancelShardedJob, shardedJobOf)
+	byID(w, r, s.n.CancelShardedJob)
 }
 
 // byIDWait answers what get returns for the id in the path, or with
-// ?wait what wait returns once the run has ended, as conv makes it.
-func byIDWait[T, U any](w http.ResponseWriter, r *http.Request, get func(wire.JobID) (T, error), wait func(context.Context, wire.JobID) (T, error), conv func(T) U) {
+// ?wait what wait returns once the run has ended.
+func byIDWait[T any](w http.ResponseWriter, r *http.Request, get func(wire.JobID) (T, error), wait func(context.Context, wire.JobID) (T, error)) {
 	byID(w, r, func(id wire.JobID) (T, error) {
 		if r.URL.Query().Has("wait") {
 			return wait(r.Context(), id)
 		}
 		return get(id)
-	}, conv)
+	})
 }
 
-// byID answers what get returns for the id in the path, as conv makes it.
-func byID[T, U any](w http.ResponseWriter, r *http.Request, get func(wire.JobID) (T, error), conv func(T) U) {
+// byID answers what get returns for the id in the path.
+func byID[T any](w http.ResponseWriter, r *http.Request, get func(wire.JobID) (T, error)) {
 	id, err := wire.ParseJobID(r.PathValue("id"))
 	if err != nil {
 		httpError(w, http.StatusBadRequest, err)
@@ -602,16 +594,16 @@ func byID[T, U any](w http.ResponseWriter, r *http.Request, get func(wire.JobID)
 		httpError(w, http.StatusInternalServerError, err)
 		return
 	}
-	writeJSON(w, conv(v))
+	writeJSON(w, v)
 }
 
 func (s *Server) getJobs(w http.ResponseWriter, _ *http.Request) {
 	v, err := s.n.Jobs(0)
-	answer(w, mapSlice(v, jobValue), err)
+	answer(w, v, err)
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
-	byID(w, r, s.n.Job, jobOf)
+	byID(w, r, s.n.Job)
 }
 
 func (s *Server) getPeers(w http.ResponseWriter, _ *http.Request) {
@@ -620,12 +612,12 @@ func (s *Server) getPeers(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) getRuns(w http.ResponseWriter, _ *http.Request) {
 	v, err := s.n.Runs(0)
-	answer(w, mapSlice(v, runOf), err)
+	answer(w, v, err)
 }
 
 func (s *Server) getPayments(w http.ResponseWriter, _ *http.Request) {
 	v, err := s.n.Payments(0)
-	answer(w, mapSlice(v, paymentOf), err)
+	answer(w, v, err)
 }
 
 // registry exposes the node's counters to Prometheus.

@@ -4,13 +4,9 @@ import (
 	"encoding/json"
 
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/wire"
 )
-
-// Terms are what a job is (wire.Terms): the module, input, data and
-// arguments, the limits it runs under and how replicas' outputs compare. A
-// SubmitRequest embeds them; the node announces them as they are.
-type Terms = wire.Terms
 
 // submitTerms is wire.Terms under the local API's JSON names, which
 // SubmitRequest had before its terms were a wire.Terms: clients and the
@@ -65,4 +61,11 @@ func (r *SubmitRequest) UnmarshalJSON(b []byte) error {
 	*r = SubmitRequest(v.submitFields)
 	r.Terms = wire.Terms(v.submitTerms)
 	return nil
+}
+
+// CheckRequirement reports whether a requirement expression compiles, as
+// the node compiles it.
+func CheckRequirement(expr string) error {
+	_, err := requirement.Compile(expr)
+	return err
 }

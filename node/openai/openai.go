@@ -50,6 +50,7 @@ import (
 	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/models"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -111,7 +112,7 @@ func DefaultConfig() Config {
 type Node struct {
 	Models  *models.Registry
 	PutBlob func(ctx context.Context, b []byte) (blob.Digest, error)
-	Submit  func(ctx context.Context, spec node.Spec, events func(node.Event)) (*store.Job, error)
+	Submit  func(ctx context.Context, spec node.Spec, events func(jobs.Event)) (*store.Job, error)
 }
 
 // Service answers the API's requests.

@@ -26,6 +26,7 @@ import (
 	"github.com/infernet/infernet/guest/go/llama/llamatest/script"
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/faults"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/models"
 	"github.com/infernet/infernet/node/nodetest"
 	"github.com/infernet/infernet/node/openai"
@@ -567,25 +568,25 @@ func TestOpenAIPrefill(t *testing.T) {
 	}
 	streamGolden(t, c, g)
 	// Two generations, each with its check job (one replica apiece).
-	jobs, err := net.Client.Jobs(0)
+	records, err := net.Client.Jobs(0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checked := 0
-	for _, j := range jobs {
+	for _, j := range records {
 		if len(j.Replicas) != 1 {
 			t.Errorf("job %s: %d replicas, want 1", j.ID, len(j.Replicas))
 		}
 		// A check that passed may also be drawn for one of the client's
 		// random audits (node.DefaultAudit), which then decides.
-		if j.Verification == node.VerifiedByCheck || j.Verification == node.VerifiedByAudit {
+		if j.Verification == jobs.VerifiedByCheck || j.Verification == jobs.VerifiedByAudit {
 			checked++
 		}
 	}
 	// The check jobs themselves (one replica each) come back unverified,
 	// unless a random audit drew one.
-	if len(jobs) != 4 || checked < 2 {
-		t.Errorf("%d jobs, %d verified by a check or an audit; want 4, and both generations", len(jobs), checked)
+	if len(records) != 4 || checked < 2 {
+		t.Errorf("%d jobs, %d verified by a check or an audit; want 4, and both generations", len(records), checked)
 	}
 
 	// Shaped, sampled choices with a stop string pass their check too:
@@ -607,18 +608,18 @@ func TestOpenAIPrefill(t *testing.T) {
 			t.Errorf("choice %d: logprobs' tokens %q, text %q", ch.Index, got, ch.Text)
 		}
 	}
-	jobs, err = net.Client.Jobs(0)
+	records, err = net.Client.Jobs(0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	last := 0
-	for _, j := range jobs {
-		if j.Verification == node.VerifiedByCheck || j.Verification == node.VerifiedByAudit {
+	for _, j := range records {
+		if j.Verification == jobs.VerifiedByCheck || j.Verification == jobs.VerifiedByAudit {
 			last++
 		}
 	}
-	if len(jobs) != 6 || last < 3 {
-		t.Errorf("%d jobs, %d verified by a check or an audit; want 6 and 3", len(jobs), last)
+	if len(records) != 6 || last < 3 {
+		t.Errorf("%d jobs, %d verified by a check or an audit; want 6 and 3", len(records), last)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/store"
 )
 
 var binary string
@@ -301,7 +302,7 @@ func TestNetworkProcesses(t *testing.T) {
 		}
 		// jobs lists it; its record is in the client's database.
 		out, _, code := infernet(t, nil, "jobs", "--json", "--datadir", client.dataDir)
-		var list []api.Job
+		var list []store.Job
 		if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 || list[0].ID.String() != s.Job {
 			t.Fatalf("jobs: exit %d %s", code, out)
 		}
@@ -377,7 +378,7 @@ func runWithVictim(t *testing.T, client *proc, providers []*proc, module string,
 				continue // a provider killed or stopped by an earlier test
 			}
 			for _, r := range runs {
-				if r.State == api.RunRunning && r.Started.After(started) {
+				if r.State == store.RunRunning && r.Started.After(started) {
 					victim = p
 					return true
 				}

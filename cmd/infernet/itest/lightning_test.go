@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/payments/regtest"
 	"github.com/infernet/infernet/proofs/fair"
 	"github.com/infernet/infernet/proofs/keys"
@@ -28,10 +28,10 @@ func lndFlags(t *testing.T, env regtest.Env, name string) []string {
 
 // ledger is a node's payments as `infernet CMD --json` lists them (cmd:
 // spending or earnings).
-func ledger(t *testing.T, dataDir, cmd string) []api.Payment {
+func ledger(t *testing.T, dataDir, cmd string) []store.Payment {
 	t.Helper()
 	out, stderr, code := infernet(t, nil, cmd, "--json", "--datadir", dataDir)
-	var ps []api.Payment
+	var ps []store.Payment
 	if code != 0 || json.Unmarshal([]byte(out), &ps) != nil {
 		t.Fatalf("%s: exit %d %q %s", cmd, code, out, stderr)
 	}
@@ -40,9 +40,9 @@ func ledger(t *testing.T, dataDir, cmd string) []api.Payment {
 
 // settled counts the settled payments of ps and sums their amounts and
 // routing fees.
-func settled(ps []api.Payment) (n int, msat, fees int64) {
+func settled(ps []store.Payment) (n int, msat, fees int64) {
 	for _, p := range ps {
-		if p.State == api.PaySettled {
+		if p.State == store.PaySettled {
 			n, msat, fees = n+1, msat+p.AmountMsat, fees+p.FeeMsat
 		}
 	}
@@ -84,12 +84,12 @@ func TestLightningCLI(t *testing.T) {
 		t.Fatalf("spending lists %d payments, want 2: %+v", len(spent), spent)
 	}
 	for _, p := range spent {
-		if p.State != api.PaySettled || p.AmountMsat != 7000 || p.Job.String() != s.Job {
+		if p.State != store.PaySettled || p.AmountMsat != 7000 || p.Job.String() != s.Job {
 			t.Errorf("client payment %+v", p)
 		}
 	}
 	earned := ledger(t, p1.dataDir, "earnings")
-	if len(earned) != 1 || earned[0].State != api.PaySettled || earned[0].AmountMsat != 7000 {
+	if len(earned) != 1 || earned[0].State != store.PaySettled || earned[0].AmountMsat != 7000 {
 		t.Errorf("provider 1 earnings %+v", earned)
 	}
 	if out, _, _ := infernet(t, nil, "spending", "--datadir", client.dataDir); !strings.Contains(out, "settled 14000 msat") {
@@ -167,12 +167,12 @@ func TestLightningFairCLI(t *testing.T) {
 		t.Fatalf("output %q (%v), want %q", got, err, input)
 	}
 	spentOut, _, _ := infernet(t, nil, "spending", "--json", "--datadir", client.dataDir)
-	var spent []api.Payment
+	var spent []store.Payment
 	if err := json.Unmarshal([]byte(spentOut), &spent); err != nil || len(spent) != 2 {
 		t.Fatalf("spending: %q, %v", spentOut, err)
 	}
 	for _, p := range spent {
-		if !p.Fair || p.State != api.PaySettled || p.AmountMsat != 7000 || p.Job.String() != s.Job {
+		if !p.Fair || p.State != store.PaySettled || p.AmountMsat != 7000 || p.Job.String() != s.Job {
 			t.Errorf("client payment %+v", p)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/store"
 )
 
 // TestShardedProcesses: `infernet submit --shards 10` of a 1,000-line input,
@@ -81,11 +81,11 @@ func TestShardedProcesses(t *testing.T) {
 	}
 	lost := 0
 	for i, sh := range s.Shards {
-		if sh.State != api.JobVerified.String() || sh.Agree != 2 {
+		if sh.State != store.JobVerified.String() || sh.Agree != 2 {
 			t.Errorf("shard %d: %s, %d agree", i, sh.State, sh.Agree)
 		}
 		for _, p := range sh.Providers {
-			if p.State == api.ReplicaLost.String() {
+			if p.State == store.ReplicaLost.String() {
 				lost++
 			}
 		}

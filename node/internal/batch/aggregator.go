@@ -19,6 +19,7 @@ import (
 	"github.com/infernet/infernet/node/internal/client"
 	"github.com/infernet/infernet/node/internal/peers"
 	"github.com/infernet/infernet/node/internal/settle"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
@@ -27,11 +28,6 @@ import (
 // MaxAggregateShards caps the shards of a job handed to an aggregator: its
 // result carries every shard's announce and results in one frame.
 const MaxAggregateShards = 256
-
-// ErrAggregatorLied is returned by SubmitVia when the aggregator's result
-// does not check out: a shard's results are not the providers', a spot
-// check disagrees, or the merged output is not the shards' outputs.
-var ErrAggregatorLied = errors.New("aggregator's result does not check out")
 
 // ---- aggregator side ----
 
@@ -119,7 +115,7 @@ func (b *Runner) HandleAggregate(s network.Stream) {
 		inputs[i] = ShardInput{Input: sh.Input, InputSize: sh.Size}
 	}
 	ss := ShardedSpec{Spec: spec, Inputs: inputs, Parallel: int(req.Parallel), Reduce: reduce}
-	sj, err := b.SubmitSharded(ctx, ss, func(e client.Event) {
+	sj, err := b.SubmitSharded(ctx, ss, func(e jobs.Event) {
 		// The reduce job's events (Shard -1) go as shard 2³²-1.
 		c.Write(&wire.AggregateUpdate{V: wire.Version, Shard: uint32(e.Shard), Event: e.Kind, Detail: e.Detail})
 	})
@@ -187,11 +183,11 @@ func (b *Runner) chargeAggregate(ctx context.Context, c *peers.Conn, req *wire.A
 	case total+fee == 0:
 		return nil, nil // free
 	case !n.Ledger.Paid():
-		return nil, fmt.Errorf("%w: this aggregator takes free jobs only (no lnd)", settle.ErrPaymentRequired)
+		return nil, fmt.Errorf("%w: this aggregator takes free jobs only (no lnd)", jobs.ErrPaymentRequired)
 	case req.PaymentHash == nil:
-		return nil, fmt.Errorf("%w: %d msat for %d jobs at %d msat per replica, and a %g%% fee", settle.ErrPaymentRequired, total+fee, parts, ann.Price, n.AggregatorFee)
+		return nil, fmt.Errorf("%w: %d msat for %d jobs at %d msat per replica, and a %g%% fee", jobs.ErrPaymentRequired, total+fee, parts, ann.Price, n.AggregatorFee)
 	case len(req.PaymentHash) != 32:
-		return nil, fmt.Errorf("%w: bad payment terms", settle.ErrPaymentRequired)
+		return nil, fmt.Errorf("%w: bad payment terms", jobs.ErrPaymentRequired)
 	}
 	if err := n.Ledger.CanPay(ctx, total, fmt.Sprintf("the providers of %d shards", len(req.Shards))); err != nil {
 		return nil, err
@@ -203,10 +199,10 @@ func (b *Runner) chargeAggregate(ctx context.Context, c *peers.Conn, req *wire.A
 		Created: time.Now(), Due: time.UnixMilli(ann.Deadline).Add(settle.PayGrace), Aggregate: true}
 	copy(pay.Hash[:], req.PaymentHash)
 	if old, err := n.DB.Payment(pay.Job, 0, false, pay.Peer); err == nil && old.State != store.PayCanceled {
-		return nil, fmt.Errorf("%w: this job has a payment already (%s)", settle.ErrPaymentRequired, old.State)
+		return nil, fmt.Errorf("%w: this job has a payment already (%s)", jobs.ErrPaymentRequired, old.State)
 	}
 	if !n.Ledger.Claim(pay) {
-		return nil, fmt.Errorf("%w: this job is being paid already", settle.ErrPaymentRequired)
+		return nil, fmt.Errorf("%w: this job is being paid already", jobs.ErrPaymentRequired)
 	}
 	send := func(invoice string) error {
 		return c.Write(&wire.AggregateUpdate{V: wire.Version, Invoice: invoice})
@@ -279,7 +275,7 @@ func agreeing(job *store.Job) []wire.Result {
 // hold invoice: every replica of every shard and of the reduce at the
 // price, and the aggregator's fee, at most maxFee percent of that. It is
 // released once the result checks out, and cancelled otherwise.
-func (b *Runner) SubmitVia(ctx context.Context, agg peer.ID, ss ShardedSpec, spotChecks int, maxFee float64, events func(client.Event)) (*ShardedJob, error) {
+func (b *Runner) SubmitVia(ctx context.Context, agg peer.ID, ss ShardedSpec, spotChecks int, maxFee float64, events func(jobs.Event)) (*ShardedJob, error) {
 	n := b.n
 	spec, inputs := ss.Spec, ss.Inputs
 	spec.SetDefaults()
@@ -364,7 +360,7 @@ func (b *Runner) SubmitVia(ctx context.Context, agg peer.ID, ss ShardedSpec, spo
 // runVia is SubmitVia's job once its request is made: the aggregator runs
 // it (its invoice, for a paid job, is paid with pay), its result is
 // checked, and spot checks are run.
-func (b *Runner) runVia(ctx context.Context, agg peer.ID, spec client.Spec, inputs []ShardInput, req *wire.AggregateRequest, spotChecks int, events func(client.Event), pay func(invoice string) error) (*ShardedJob, error) {
+func (b *Runner) runVia(ctx context.Context, agg peer.ID, spec client.Spec, inputs []ShardInput, req *wire.AggregateRequest, spotChecks int, events func(jobs.Event), pay func(invoice string) error) (*ShardedJob, error) {
 	n := b.n
 	res, err := b.aggregate(ctx, agg, req, events, pay)
 	if err != nil {
@@ -385,7 +381,7 @@ func (b *Runner) runVia(ctx context.Context, agg peer.ID, spec client.Spec, inpu
 			return sj, fmt.Errorf("spot check of shard %d: %v", i, errors.Join(err, errors.New(jobError(job))))
 		}
 		if job.Output != sj.Shards[i].Output {
-			return sj, fmt.Errorf("%w: shard %d gave %s here, %s by the aggregator", ErrAggregatorLied, i, job.Output.Short(), sj.Shards[i].Output.Short())
+			return sj, fmt.Errorf("%w: shard %d gave %s here, %s by the aggregator", jobs.ErrAggregatorLied, i, job.Output.Short(), sj.Shards[i].Output.Short())
 		}
 	}
 	return sj, nil
@@ -418,7 +414,7 @@ func jobError(j *store.Job) string {
 }
 
 // aggregate sends req to agg and follows its updates until the result.
-func (b *Runner) aggregate(ctx context.Context, agg peer.ID, req *wire.AggregateRequest, events func(client.Event), pay func(invoice string) error) (*wire.AggregateResult, error) {
+func (b *Runner) aggregate(ctx context.Context, agg peer.ID, req *wire.AggregateRequest, events func(jobs.Event), pay func(invoice string) error) (*wire.AggregateResult, error) {
 	n := b.n
 	octx, cancel := context.WithTimeout(ctx, peers.HandshakeTimeout)
 	c, err := n.Streams.Open(octx, agg, wire.ProtocolAggregate)
@@ -454,7 +450,7 @@ func (b *Runner) aggregate(ctx context.Context, agg peer.ID, req *wire.Aggregate
 				return nil, fmt.Errorf("aggregator's invoice: %w", err)
 			}
 		case events != nil:
-			events(client.Event{Time: time.Now(), Kind: u.Event, Shard: int(int32(u.Shard)), Detail: u.Detail, Provider: agg.String()})
+			events(jobs.Event{Time: time.Now(), Kind: u.Event, Shard: int(int32(u.Shard)), Detail: u.Detail, Provider: agg.String()})
 		}
 	}
 }
@@ -464,7 +460,7 @@ func (b *Runner) aggregate(ctx context.Context, agg peer.ID, req *wire.Aggregate
 func (b *Runner) checkAggregate(ctx context.Context, agg peer.ID, ann *wire.JobAnnounce, req *wire.AggregateRequest, res *wire.AggregateResult) (*ShardedJob, error) {
 	n := b.n
 	lie := func(format string, a ...any) error {
-		return fmt.Errorf("%w: %s", ErrAggregatorLied, fmt.Sprintf(format, a...))
+		return fmt.Errorf("%w: %s", jobs.ErrAggregatorLied, fmt.Sprintf(format, a...))
 	}
 	if len(res.Shards) != len(req.Shards) {
 		return nil, lie("%d shards for %d", len(res.Shards), len(req.Shards))

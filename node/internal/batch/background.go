@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/infernet/infernet/node/internal/client"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/wire"
 )
 
@@ -69,7 +69,7 @@ func (s *runs[R]) get(id wire.JobID) (R, bool) {
 // start runs the run that newRun makes in a goroutine of n's, unless a run
 // of id is under way already (then it returns that one, its events
 // unchanged). A node that is closing starts nothing: that is interrupted.
-func (s *runs[R]) start(n *Config, id wire.JobID, events func(client.Event), interrupted error, newRun func() R) (R, error) {
+func (s *runs[R]) start(n *Config, id wire.JobID, events func(jobs.Event), interrupted error, newRun func() R) (R, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r, ok := s.m[id]; ok {
@@ -119,10 +119,10 @@ func (s *runs[R]) waitFor(ctx context.Context, id wire.JobID) error {
 // until detach.
 type eventSink struct {
 	mu     sync.Mutex
-	events func(client.Event) // guarded by mu; nil once nobody listens
+	events func(jobs.Event) // guarded by mu; nil once nobody listens
 }
 
-func (s *eventSink) emit(e client.Event) {
+func (s *eventSink) emit(e jobs.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e.Time.IsZero() {

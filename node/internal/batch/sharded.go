@@ -12,7 +12,7 @@ import (
 
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/internal/client"
-	"github.com/infernet/infernet/node/internal/settle"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -82,35 +82,14 @@ type ShardedJob struct {
 	FeeMsat  int64  `json:"aggregator_fee_msat,omitempty"`
 }
 
-// Event kinds of a sharded job: it is recorded (Detail: its id), a shard's
-// job ended (Detail: its state), a shard is tried again on other providers,
-// the reduce job starts (Shard is -1 for its events).
-const (
-	EventShardedRecorded = "sharded-recorded"
-	EventShardDone       = "shard-done"
-	EventShardRetry      = "shard-retry"
-	EventReduce          = "reduce"
-)
-
-// ReduceShard is client.Event.Shard of the reduce job's events.
-const ReduceShard = -1
-
 // shardAttempts is how many jobs one part may take in one run of its
 // sharded job: a part whose job fails (providers lost, deadline) is
 // submitted again, afresh. A node that restarts gives every unfinished
 // part this many more.
 const shardAttempts = 3
 
-var (
-	// ErrShardedNotRunning: the sharded job is not under way in this node.
-	ErrShardedNotRunning = errors.New("sharded job not running")
-	// ErrShardedInterrupted: the node closed while the sharded job ran; it
-	// resumes where it stood at the node's next start (ResumeShardedJobs).
-	ErrShardedInterrupted = errors.New("sharded job interrupted: it resumes when the node restarts")
-)
-
 // SubmitShards is SubmitSharded without a reduce step.
-func (b *Runner) SubmitShards(ctx context.Context, spec client.Spec, inputs []ShardInput, parallel int, events func(client.Event)) (*ShardedJob, error) {
+func (b *Runner) SubmitShards(ctx context.Context, spec client.Spec, inputs []ShardInput, parallel int, events func(jobs.Event)) (*ShardedJob, error) {
 	return b.SubmitSharded(ctx, ShardedSpec{Spec: spec, Inputs: inputs, Parallel: parallel}, events)
 }
 
@@ -132,9 +111,9 @@ func (b *Runner) SubmitShards(ctx context.Context, spec client.Spec, inputs []Sh
 // next node on the same data directory resumes the job
 // (ResumeShardedJobs): verified shards are not run again.
 //
-// Events carry each part's progress (client.Event.Shard names the shard,
+// Events carry each part's progress (jobs.Event.Shard names the shard,
 // ReduceShard the reduce job) until SubmitSharded returns.
-func (b *Runner) SubmitSharded(ctx context.Context, ss ShardedSpec, events func(client.Event)) (*ShardedJob, error) {
+func (b *Runner) SubmitSharded(ctx context.Context, ss ShardedSpec, events func(jobs.Event)) (*ShardedJob, error) {
 	n := b.n
 	inputs := ss.Inputs
 	if len(inputs) == 0 || len(inputs) > wire.MaxShards {
@@ -167,7 +146,7 @@ func (b *Runner) SubmitSharded(ctx context.Context, ss ShardedSpec, events func(
 	if err != nil {
 		return nil, err
 	}
-	r.emit(client.Event{Kind: EventShardedRecorded, Detail: rec.ID.String()})
+	r.emit(jobs.Event{Kind: jobs.EventShardedRecorded, Detail: rec.ID.String()})
 	return b.waitSharded(ctx, r)
 }
 
@@ -188,9 +167,9 @@ func (r *shardedRun) bg() *background { return &r.background }
 
 // startSharded runs rec in a goroutine of the node's, unless it runs
 // already (then it returns that run, events unchanged).
-func (b *Runner) startSharded(rec *store.ShardedJob, spec client.Spec, events func(client.Event), resumed bool) (*shardedRun, error) {
+func (b *Runner) startSharded(rec *store.ShardedJob, spec client.Spec, events func(jobs.Event), resumed bool) (*shardedRun, error) {
 	n := b.n
-	r, err := b.sharded.start(n, rec.ID, events, ErrShardedInterrupted, func() *shardedRun {
+	r, err := b.sharded.start(n, rec.ID, events, jobs.ErrShardedInterrupted, func() *shardedRun {
 		return &shardedRun{b: b, n: n, spec: spec, rec: rec, resumed: resumed}
 	})
 	if err != nil {
@@ -235,7 +214,7 @@ func (b *Runner) ResumeShardedJobs() ([]wire.JobID, error) {
 		if _, ok := b.sharded.get(h.ID); ok {
 			continue
 		}
-		if _, err := b.startSharded(rec, spec, func(e client.Event) {
+		if _, err := b.startSharded(rec, spec, func(e jobs.Event) {
 			n.Logger.Debug("resumed sharded job", "id", rec.ID, "shard", e.Shard, "kind", e.Kind, "detail", e.Detail)
 		}, true); err != nil {
 			return started, err
@@ -424,7 +403,7 @@ func (r *shardedRun) interrupted(ctx context.Context, err error) error {
 		return r.finish(store.JobFailed, blob.Digest{}, 0, "cancelled")
 	}
 	if ctx.Err() != nil {
-		return fmt.Errorf("sharded job %s: %w", r.rec.ID, ErrShardedInterrupted)
+		return fmt.Errorf("sharded job %s: %w", r.rec.ID, jobs.ErrShardedInterrupted)
 	}
 	return fmt.Errorf("sharded job %s: %w", r.rec.ID, err)
 }
@@ -452,7 +431,7 @@ func (r *shardedRun) putPart(i int, p store.ShardPart) error {
 // runShards brings every shard to done, and returns their jobs' records in
 // order; or fail, why the sharded job fails; or an error when it stops
 // unfinished (node closing, store).
-func (r *shardedRun) runShards(ctx context.Context) (jobs []*store.Job, fail string, err error) {
+func (r *shardedRun) runShards(ctx context.Context) (records []*store.Job, fail string, err error) {
 	n := r.n
 	r.mu.Lock()
 	parts := append([]store.ShardPart(nil), r.rec.Shards...)
@@ -461,7 +440,7 @@ func (r *shardedRun) runShards(ctx context.Context) (jobs []*store.Job, fail str
 	if parallel <= 0 {
 		parallel = len(parts)
 	}
-	jobs = make([]*store.Job, len(parts))
+	records = make([]*store.Job, len(parts))
 	fails := make([]string, len(parts))
 	errs := make([]error, len(parts))
 	ctx, cancel := context.WithCancel(ctx)
@@ -474,7 +453,7 @@ func (r *shardedRun) runShards(ctx context.Context) (jobs []*store.Job, fail str
 			// part's; a shard whose output is gone runs again.
 			if j, err := n.DB.Job(p.Job); err == nil && shardOK(j) {
 				if _, ok := n.Blobs.Has(j.Output); ok {
-					jobs[i] = j
+					records[i] = j
 					continue
 				}
 			}
@@ -492,8 +471,8 @@ func (r *shardedRun) runShards(ctx context.Context) (jobs []*store.Job, fail str
 			defer func() { <-sem }()
 			s := r.spec
 			s.Input, s.InputSize, s.Shard, s.Shards = p.Input, p.InputSize, uint32(i), uint32(len(parts))
-			jobs[i], fails[i], errs[i] = r.runPart(ctx, s, p, func(p store.ShardPart) error { return r.putPart(i, p) },
-				func(e client.Event) { e.Shard = i; r.emit(e) })
+			records[i], fails[i], errs[i] = r.runPart(ctx, s, p, func(p store.ShardPart) error { return r.putPart(i, p) },
+				func(e jobs.Event) { e.Shard = i; r.emit(e) })
 			if fails[i] != "" {
 				cancel() // one shard's failure is the whole job's
 			}
@@ -511,7 +490,7 @@ func (r *shardedRun) runShards(ctx context.Context) (jobs []*store.Job, fail str
 			return nil, "", fmt.Errorf("shard %d: %w", i, err)
 		}
 	}
-	return jobs, "", nil
+	return records, "", nil
 }
 
 // runReduce submits the reduce job on the merged outputs d.
@@ -532,8 +511,8 @@ func (r *shardedRun) runReduce(ctx context.Context, d blob.Digest, size int64) (
 	s := r.spec
 	s.Module, s.ModuleSize, s.Args = red.Module, red.ModuleSize, red.Args
 	s.Input, s.InputSize, s.Shard, s.Shards = d, size, 0, 1
-	emit := func(e client.Event) { e.Shard = ReduceShard; r.emit(e) }
-	emit(client.Event{Kind: EventReduce, Detail: fmt.Sprintf("%d bytes of shard outputs", size)})
+	emit := func(e jobs.Event) { e.Shard = jobs.ReduceShard; r.emit(e) }
+	emit(jobs.Event{Kind: jobs.EventReduce, Detail: fmt.Sprintf("%d bytes of shard outputs", size)})
 	put := func(p store.ShardPart) error {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -552,7 +531,7 @@ func (r *shardedRun) runReduce(ctx context.Context, d blob.Digest, size int64) (
 // with put before it is submitted and its outcome after. It returns the
 // job whose output is the part's; or fail, why the part (and so the
 // sharded job) fails; or an error when it stops unfinished.
-func (r *shardedRun) runPart(ctx context.Context, s client.Spec, p store.ShardPart, put func(store.ShardPart) error, events func(client.Event)) (*store.Job, string, error) {
+func (r *shardedRun) runPart(ctx context.Context, s client.Spec, p store.ShardPart, put func(store.ShardPart) error, events func(jobs.Event)) (*store.Job, string, error) {
 	var last error
 	for attempt := 1; attempt <= shardAttempts; attempt++ {
 		p.State, p.Attempts = store.JobRunning, p.Attempts+1
@@ -574,14 +553,14 @@ func (r *shardedRun) runPart(ctx context.Context, s client.Spec, p store.ShardPa
 			if err := put(p); err != nil {
 				return nil, "", err
 			}
-			events(client.Event{Kind: EventShardDone, Detail: job.State.String()})
+			events(jobs.Event{Kind: jobs.EventShardDone, Detail: job.State.String()})
 			if !shardOK(job) {
 				return nil, shardFailure(job), nil
 			}
 			return job, "", nil
 		case err == nil:
 			p.Job, last = job.ID, errors.New(job.Error)
-		case errors.Is(err, settle.ErrCannotPay):
+		case errors.Is(err, jobs.ErrCannotPay):
 			p.State = store.JobFailed
 			if perr := put(p); perr != nil {
 				return nil, "", perr
@@ -591,7 +570,7 @@ func (r *shardedRun) runPart(ctx context.Context, s client.Spec, p store.ShardPa
 			last = err
 		}
 		if attempt < shardAttempts {
-			events(client.Event{Kind: EventShardRetry, Detail: last.Error()})
+			events(jobs.Event{Kind: jobs.EventShardRetry, Detail: last.Error()})
 		}
 	}
 	p.State = store.JobFailed

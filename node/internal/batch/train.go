@@ -14,6 +14,7 @@ import (
 
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/internal/client"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -59,24 +60,6 @@ const (
 	MaxTrainReport = 4 << 10
 )
 
-// Event kinds of a training run, whose events carry their round
-// (client.Event.Round, from 1) besides the round's sharded and evaluation jobs'
-// own: the run is recorded (Detail: its id), a round starts, a round ended
-// (Detail: its report).
-const (
-	EventTrainRecorded = "train-recorded"
-	EventRoundStart    = "round-start"
-	EventRoundDone     = "round-done"
-)
-
-var (
-	// ErrTrainNotRunning: the training run is not under way in this node.
-	ErrTrainNotRunning = errors.New("training run not running")
-	// ErrTrainInterrupted: the node closed while the run went on; it
-	// resumes where it stood at the node's next start.
-	ErrTrainInterrupted = errors.New("training run interrupted: it resumes when the node restarts")
-)
-
 // check reports what is wrong with ts, before anything runs.
 func (ts *TrainSpec) check() error {
 	switch {
@@ -109,7 +92,7 @@ func (ts *TrainSpec) check() error {
 // A round whose sharded job or evaluation fails ends the run failed; the
 // last good state stays in the record. Events carry each round's progress
 // until Train returns.
-func (b *Runner) Train(ctx context.Context, ts TrainSpec, events func(client.Event)) (*store.TrainRun, error) {
+func (b *Runner) Train(ctx context.Context, ts TrainSpec, events func(jobs.Event)) (*store.TrainRun, error) {
 	n := b.n
 	if err := ts.check(); err != nil {
 		return nil, err
@@ -126,7 +109,7 @@ func (b *Runner) Train(ctx context.Context, ts TrainSpec, events func(client.Eve
 	if err != nil {
 		return nil, err
 	}
-	t.emit(client.Event{Kind: EventTrainRecorded, Detail: rec.ID.String()})
+	t.emit(jobs.Event{Kind: jobs.EventTrainRecorded, Detail: rec.ID.String()})
 	return b.waitTrain(ctx, t)
 }
 
@@ -199,7 +182,7 @@ func (b *Runner) ResumeTrainRuns() ([]wire.JobID, error) {
 		if err := json.Unmarshal(rec.Terms, &ts); err != nil {
 			return started, fmt.Errorf("training run %s: terms: %w", rec.ID, err)
 		}
-		if _, err := b.startTrain(rec, ts, func(e client.Event) {
+		if _, err := b.startTrain(rec, ts, func(e jobs.Event) {
 			n.Logger.Debug("resumed training run", "id", rec.ID, "round", e.Round, "kind", e.Kind, "detail", e.Detail)
 		}); err != nil {
 			return started, err
@@ -222,9 +205,9 @@ type trainRun struct {
 func (t *trainRun) bg() *background { return &t.background }
 
 // startTrain runs rec in a goroutine of the node's, unless it runs already.
-func (b *Runner) startTrain(rec *store.TrainRun, ts TrainSpec, events func(client.Event)) (*trainRun, error) {
+func (b *Runner) startTrain(rec *store.TrainRun, ts TrainSpec, events func(jobs.Event)) (*trainRun, error) {
 	n := b.n
-	t, err := b.training.start(n, rec.ID, events, ErrTrainInterrupted, func() *trainRun {
+	t, err := b.training.start(n, rec.ID, events, jobs.ErrTrainInterrupted, func() *trainRun {
 		return &trainRun{b: b, n: n, spec: ts, rec: rec}
 	})
 	if err != nil {
@@ -269,7 +252,7 @@ func (t *trainRun) run(ctx context.Context) error {
 				return t.interrupted(ctx, err)
 			}
 		}
-		t.emit(client.Event{Kind: EventRoundStart, Round: r + 1})
+		t.emit(jobs.Event{Kind: jobs.EventRoundStart, Round: r + 1})
 		sj, fail, err := t.round(ctx, r, state, size)
 		switch {
 		case err != nil:
@@ -279,7 +262,7 @@ func (t *trainRun) run(ctx context.Context) error {
 		}
 		verified = verified && sj.State == store.JobVerified
 		state, size = sj.Output, sj.OutputSize
-		t.emit(client.Event{Kind: EventRoundDone, Round: r + 1, Detail: rec.Rounds[r].Report})
+		t.emit(jobs.Event{Kind: jobs.EventRoundDone, Round: r + 1, Detail: rec.Rounds[r].Report})
 	}
 	if !verified {
 		return t.finish(store.JobUnverified, "")
@@ -307,8 +290,8 @@ func (t *trainRun) round(ctx context.Context, r int, state blob.Digest, size int
 	}
 	if sj == nil {
 		var err error
-		sj, err = t.b.SubmitSharded(ctx, t.shardedSpec(state, size), func(e client.Event) {
-			if e.Kind == EventShardedRecorded {
+		sj, err = t.b.SubmitSharded(ctx, t.shardedSpec(state, size), func(e jobs.Event) {
+			if e.Kind == jobs.EventShardedRecorded {
 				if id, err := wire.ParseJobID(e.Detail); err == nil {
 					round.Sharded = id
 					if err := n.DB.PutTrainRun(rec); err != nil {
@@ -320,8 +303,8 @@ func (t *trainRun) round(ctx context.Context, r int, state blob.Digest, size int
 			t.emit(e)
 		})
 		switch {
-		case errors.Is(err, ErrShardedInterrupted) || ctx.Err() != nil:
-			return nil, "", fmt.Errorf("%w: %w", ErrTrainInterrupted, err)
+		case errors.Is(err, jobs.ErrShardedInterrupted) || ctx.Err() != nil:
+			return nil, "", fmt.Errorf("%w: %w", jobs.ErrTrainInterrupted, err)
 		case err != nil:
 			return nil, err.Error(), nil
 		}
@@ -367,13 +350,13 @@ func (t *trainRun) eval(ctx context.Context, r int, round *store.TrainRound) (st
 	n := t.n
 	spec := *t.spec.Eval
 	spec.Input, spec.InputSize = round.State, round.StateSize
-	job, err := n.Client.Submit(ctx, spec, func(e client.Event) {
+	job, err := n.Client.Submit(ctx, spec, func(e jobs.Event) {
 		e.Round = r + 1
 		t.emit(e)
 	})
 	switch {
 	case ctx.Err() != nil:
-		return "", fmt.Errorf("%w: %w", ErrTrainInterrupted, ctx.Err())
+		return "", fmt.Errorf("%w: %w", jobs.ErrTrainInterrupted, ctx.Err())
 	case err != nil:
 		return "evaluation: " + err.Error(), nil
 	case job.State != store.JobVerified && job.State != store.JobUnverified:
@@ -438,8 +421,8 @@ func (t *trainRun) interrupted(ctx context.Context, err error) error {
 	if t.cancelled.Load() {
 		return t.finish(store.JobFailed, "cancelled")
 	}
-	if ctx.Err() != nil && !errors.Is(err, ErrTrainInterrupted) {
-		return fmt.Errorf("training run %s: %w", t.rec.ID, ErrTrainInterrupted)
+	if ctx.Err() != nil && !errors.Is(err, jobs.ErrTrainInterrupted) {
+		return fmt.Errorf("training run %s: %w", t.rec.ID, jobs.ErrTrainInterrupted)
 	}
 	return fmt.Errorf("training run %s: %w", t.rec.ID, err)
 }

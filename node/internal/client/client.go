@@ -28,6 +28,7 @@ import (
 	"github.com/infernet/infernet/node/internal/peers"
 	"github.com/infernet/infernet/node/internal/runner"
 	"github.com/infernet/infernet/node/internal/settle"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -146,39 +147,12 @@ type Checker interface {
 	Confirms(output, checked []byte, tie float32) (ties int, gap float32, ok bool)
 }
 
-// Event is one step of a job, pushed to Submit's callback as it happens.
-type Event struct {
-	Time time.Time `json:"time"`
-	Kind string    `json:"kind"` // see the Event* constants
-	// Shard is the shard of a sharded job the event is of (SubmitShards).
-	Shard int `json:"shard,omitempty"`
-	// Round is the round of a training run the event is of (Train).
-	Round    int    `json:"round,omitempty"`
-	Replica  int    `json:"replica"`
-	Provider string `json:"provider,omitempty"`
-	Detail   string `json:"detail,omitempty"`
-}
-
-// Event kinds.
-const (
-	EventAnnounced = "announced" // the job is recorded and offered
-	EventAssigned  = "assigned"  // a replica was handed to a provider
-	EventRunning   = "running"   // the provider started it
-	EventResult    = "result"    // a signed result arrived
-	EventLost      = "lost"      // the provider died, went silent or failed
-	EventDisagree  = "disagree"  // replicas disagree: one more is added
-)
-
 // maxAttempts caps how many providers may fail one replica (die, go silent,
 // time out): a job that fails everywhere is reported, not retried across
 // the whole network.
 const maxAttempts = 4
 
 var (
-	// ErrNoProviders: not enough providers match the job's requirements.
-	ErrNoProviders = errors.New("not enough matching providers")
-	// ErrDisagree: replicas returned different results.
-	ErrDisagree = errors.New("replicas disagree")
 	// errStreamMismatch: a streamed replica's result is not what it streamed.
 	errStreamMismatch = errors.New("the result differs from the output streamed")
 )
@@ -325,7 +299,7 @@ type jobRun struct {
 	ann    *wire.JobAnnounce
 	req    *requirement.Program
 	input  []byte // inline input, nil when it travels as a blob
-	events func(Event)
+	events func(jobs.Event)
 	open   bool // announce even when adverts name enough providers
 	// adaptive allows a single replica on a trusted provider.
 	adaptive bool
@@ -401,7 +375,7 @@ type offer struct {
 }
 
 func (j *jobRun) emit(kind string, replica int, p peer.ID, detail string) {
-	e := Event{Time: time.Now(), Kind: kind, Replica: replica, Detail: detail}
+	e := jobs.Event{Time: time.Now(), Kind: kind, Replica: replica, Detail: detail}
 	if p != "" {
 		e.Provider = p.String()
 	}
@@ -481,7 +455,7 @@ func (c *Client) DefaultCollateral(spec *Spec) error {
 // compares the results. It returns the final record, whose Output blob is
 // in the node's store when the job succeeded. events, if not nil, receives
 // progress as it happens, from one goroutine at a time.
-func (c *Client) Submit(ctx context.Context, spec Spec, events func(Event)) (*store.Job, error) {
+func (c *Client) Submit(ctx context.Context, spec Spec, events func(jobs.Event)) (*store.Job, error) {
 	n := c.n
 	if spec.Settle == wire.SettleFair {
 		if err := c.fairSpec(&spec); err != nil {
@@ -607,7 +581,7 @@ func (j *jobRun) findProviders(ctx context.Context) error {
 			return ctx.Err()
 		case <-window.C:
 			if ops := j.operators(); ops < int(j.ann.Replicas) {
-				return fmt.Errorf("%w: %s for %d replicas%s", ErrNoProviders, j.providersNote(ops), j.ann.Replicas, j.precisionNote())
+				return fmt.Errorf("%w: %s for %d replicas%s", jobs.ErrNoProviders, j.providersNote(ops), j.ann.Replicas, j.precisionNote())
 			}
 			return nil
 		case o := <-j.bids:
@@ -854,7 +828,7 @@ func (j *jobRun) unreserve(p peer.ID) {
 // after a back-off; maxAttempts providers that fail end the replica (those
 // that cannot be reached are backed off instead, and do not count).
 func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
-	var last error = ErrNoProviders
+	var last error = jobs.ErrNoProviders
 	tried := map[peer.ID]bool{}
 	busy, failures := false, 0
 	backoff := 10 * time.Millisecond
@@ -868,10 +842,10 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 				j.mu.Lock()
 				same := j.sameOperator
 				j.mu.Unlock()
-				if same && errors.Is(last, ErrNoProviders) {
-					return nil, fmt.Errorf("%w: the other candidates share a network with a provider holding a replica (one replica per network, as one operator's: --trust your own machines, or --no-netgroups on a private cluster)", ErrNoProviders)
+				if same && errors.Is(last, jobs.ErrNoProviders) {
+					return nil, fmt.Errorf("%w: the other candidates share a network with a provider holding a replica (one replica per network, as one operator's: --trust your own machines, or --no-netgroups on a private cluster)", jobs.ErrNoProviders)
 				}
-				return nil, fmt.Errorf("%w (last: %v)", ErrNoProviders, last)
+				return nil, fmt.Errorf("%w (last: %v)", jobs.ErrNoProviders, last)
 			}
 			// Everyone is busy: wait, then ask everyone again.
 			select {
@@ -903,7 +877,7 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 			busy = busy || errors.Is(err, errBusy)
 			continue
 		}
-		j.emit(EventLost, int(r), p, err.Error())
+		j.emit(jobs.EventLost, int(r), p, err.Error())
 		if failures++; failures >= maxAttempts {
 			return nil, fmt.Errorf("no result after %d providers failed: %w", failures, last)
 		}
@@ -1048,7 +1022,7 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 	case err == nil:
 		n.Counts.Replicas.Add(1)
 		n.Peers.Complete(p, time.Since(assigned)-time.Duration(res.RunMicros)*time.Microsecond)
-		j.emit(EventResult, int(r), p, fmt.Sprintf("exit %d, output %s (%d bytes), %.1f ms", res.ExitCode, res.Output.Short(), res.OutputSize, float64(res.RunMicros)/1000))
+		j.emit(jobs.EventResult, int(r), p, fmt.Sprintf("exit %d, output %s (%d bytes), %.1f ms", res.ExitCode, res.Output.Short(), res.OutputSize, float64(res.RunMicros)/1000))
 	case !errors.Is(err, errRefused) && !errors.Is(err, settle.ErrPaymentFailed) && ctx.Err() == nil:
 		n.Peers.Lose(p)
 	}
@@ -1205,7 +1179,7 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 		c.Reset()
 		return nil, inflight, fmt.Errorf("assign: %w", err)
 	}
-	j.emit(EventAssigned, int(r), p, "")
+	j.emit(jobs.EventAssigned, int(r), p, "")
 	// Heartbeats alone do not hold a replica: the run must start within the
 	// time its blobs may take to fetch plus one run's worth of queue, and
 	// end within its time limit and a grace (stallLimits).
@@ -1270,7 +1244,7 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 		case wire.UpdateRunning:
 			stall.Reset(runFor)
 			j.setState(p, store.ReplicaRunning)
-			j.emit(EventRunning, int(r), p, "")
+			j.emit(jobs.EventRunning, int(r), p, "")
 		case wire.UpdateOutput:
 			if j.stream == nil {
 				c.Reset()

@@ -12,6 +12,7 @@ import (
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/internal/peers"
 	"github.com/infernet/infernet/node/internal/settle"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
@@ -38,7 +39,7 @@ func (c *Client) fairSpec(s *Spec) error {
 	f := n.Fair
 	switch {
 	case !n.Ledger.Paid():
-		return fmt.Errorf("%w: fair exchange needs lnd", settle.ErrCannotPay)
+		return fmt.Errorf("%w: fair exchange needs lnd", jobs.ErrCannotPay)
 	case f == nil || f.VK == nil:
 		return errors.New("fair exchange needs the template's verifying key (install it from a ceremony)")
 	case s.MaxOutput == 0:

@@ -10,6 +10,7 @@ import (
 	"github.com/consensys/gnark/backend/groth16"
 
 	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/proofs/gemmproof"
 )
@@ -24,11 +25,6 @@ var proofTemplates = wire.ProofTemplates()
 // (Config.GemmVerifyingKey) for each.
 func ProofTemplates() []int { return slices.Clone(proofTemplates[:]) }
 
-// ErrNoVerifyingKeys is returned by Submit for a proof-mode job on a node
-// without the CommittedGEMM verifying keys (Config.GemmVerifyingKey), before
-// anything is recorded.
-var ErrNoVerifyingKeys = errors.New("proof mode needs the CommittedGEMM verifying keys (install them from a ceremony)")
-
 // ErrBadProof marks a proof-mode result whose proofs do not check out: the
 // provider forged or spoiled them, and is treated as a liar.
 var ErrBadProof = fmt.Errorf("%w: bad GEMM proof", ErrLie)
@@ -40,7 +36,7 @@ var ErrBadProof = fmt.Errorf("%w: bad GEMM proof", ErrLie)
 func (c *Client) gemmVerifyingKeys() (map[int]groth16.VerifyingKey, error) {
 	n := c.n
 	if n.GemmVerifyingKey == nil {
-		return nil, fmt.Errorf("%w: this node has none", ErrNoVerifyingKeys)
+		return nil, fmt.Errorf("%w: this node has none", jobs.ErrNoVerifyingKeys)
 	}
 	vks := map[int]groth16.VerifyingKey{}
 	for _, t := range proofTemplates {
@@ -49,7 +45,7 @@ func (c *Client) gemmVerifyingKeys() (map[int]groth16.VerifyingKey, error) {
 			err = errors.New("nil key")
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: template %d: %w", ErrNoVerifyingKeys, t, err)
+			return nil, fmt.Errorf("%w: template %d: %w", jobs.ErrNoVerifyingKeys, t, err)
 		}
 		vks[t] = vk
 	}

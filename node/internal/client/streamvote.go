@@ -2,21 +2,15 @@ package client
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/wire"
 )
-
-// ErrStreamContradicted: the verified output does not continue what a
-// streamed job already showed (Spec.Output). The vote's rules and the
-// streaming rule make it impossible unless established providers lie
-// together.
-var ErrStreamContradicted = errors.New("the verified output contradicts the streamed output")
 
 // streamVote holds the output that replicas of a streamed job send while
 // they run and releases, in order, the longest prefix that the vote would
@@ -214,7 +208,7 @@ func (v *streamVote) finish(out []byte) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if !bytes.HasPrefix(out, v.released) {
-		return ErrStreamContradicted
+		return jobs.ErrStreamContradicted
 	}
 	if fresh := out[len(v.released):]; len(fresh) > 0 {
 		v.released = append(v.released, fresh...)

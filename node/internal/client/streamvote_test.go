@@ -7,6 +7,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/wire"
 )
 
@@ -67,7 +68,7 @@ func TestStreamVoteLimits(t *testing.T) {
 	if !v.matches(0, "a", res) || v.matches(1, "b", res) || v.matches(2, "c", res) {
 		t.Fatal("matches is wrong")
 	}
-	if err := v.finish([]byte("1299")); !errors.Is(err, ErrStreamContradicted) {
+	if err := v.finish([]byte("1299")); !errors.Is(err, jobs.ErrStreamContradicted) {
 		t.Fatalf("finish of a contradicting output: %v", err)
 	}
 	if err := v.finish([]byte("123456")); err != nil || string(got) != "123456" {

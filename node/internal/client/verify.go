@@ -13,25 +13,10 @@ import (
 
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/internal/peers"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/proofs/redundancy"
-)
-
-// Verification methods recorded on jobs.
-const (
-	// VerifiedByReplicas: replicas agreed, established providers among
-	// them, and outvoted the rest.
-	VerifiedByReplicas = "replicas"
-	// VerifiedByTrust: one replica from a provider with a long clean record
-	// (adaptive replication); such jobs are spot-checked and canaried.
-	VerifiedByTrust = "trusted"
-	// VerifiedByAudit: this client ran the job itself and accepted only
-	// what its own run returned.
-	VerifiedByAudit = "audit"
-	// VerifiedByCheck: one replica, and a check job on another provider
-	// (Spec.Check) that reproduced its output.
-	VerifiedByCheck = "check"
 )
 
 // outcome is what one replica goroutine ends with.
@@ -56,7 +41,7 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 	if err := j.findProviders(ctx); err != nil {
 		return j.finish(nil, nil, err)
 	}
-	j.emit(EventAnnounced, -1, "", fmt.Sprintf("%d candidates", len(j.pool)))
+	j.emit(jobs.EventAnnounced, -1, "", fmt.Sprintf("%d candidates", len(j.pool)))
 	want := int(j.ann.Replicas)
 	if j.adaptive && want > 1 && j.trustedCandidate() && rand.Float64() >= n.SpotCheck {
 		j.setTrustedOnly(true)
@@ -118,7 +103,7 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 				if j.audited(votes, j.checker) {
 					return j.audit(ctx, votes)
 				}
-				return j.accept(ctx, votes, []int{0}, nil, VerifiedByCheck)
+				return j.accept(ctx, votes, []int{0}, nil, jobs.VerifiedByCheck)
 			}
 			if ok {
 				// Two newcomers, or two identities of one operator, agree: no
@@ -131,7 +116,7 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 			}
 			// The replica or the checker is wrong: replicas decide which.
 			j.escalated = true
-			j.emit(EventDisagree, -1, "", "the check job's output differs from the replica's")
+			j.emit(jobs.EventDisagree, -1, "", "the check job's output differs from the replica's")
 			j.setEstablishedOnly(j.establishedCandidate())
 			start()
 			start()
@@ -141,7 +126,7 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 			if j.audited(votes) {
 				return j.audit(ctx, votes)
 			}
-			return j.accept(ctx, votes, []int{0}, nil, VerifiedByTrust)
+			return j.accept(ctx, votes, []int{0}, nil, jobs.VerifiedByTrust)
 		}
 		if j.audited(votes) {
 			return j.audit(ctx, votes) // it tallies with the client's own run
@@ -151,7 +136,7 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 			return j.finish(votes, nil, err)
 		}
 		if w, ok := j.anchored(votes, v.Groups); ok {
-			return j.accept(ctx, votes, w, losersOf(v.Groups, w), VerifiedByReplicas)
+			return j.accept(ctx, votes, w, losersOf(v.Groups, w), jobs.VerifiedByReplicas)
 		}
 		if j.ann.Replicas == 1 && !j.escalated {
 			return j.accept(ctx, votes, []int{0}, nil, "")
@@ -164,13 +149,13 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 			if v.Decided {
 				return j.unanchored(ctx, votes)
 			}
-			return j.finish(votes, nil, fmt.Errorf("%w after %d replicas: %s", ErrDisagree, started, describeResults(votes)))
+			return j.finish(votes, nil, fmt.Errorf("%w after %d replicas: %s", jobs.ErrDisagree, started, describeResults(votes)))
 		}
 		if v.Decided && !j.establishedCandidate() {
 			return j.unanchored(ctx, votes) // nobody left who could anchor it
 		}
 		if !v.Decided {
-			j.emit(EventDisagree, -1, "", describeResults(votes))
+			j.emit(jobs.EventDisagree, -1, "", describeResults(votes))
 		}
 		// Another replica, on another provider, breaks the tie; an
 		// established one if there is any, to anchor the vote.
@@ -272,14 +257,14 @@ func losersOf(groups [][]int, winners []int) []int {
 func (j *jobRun) unanchored(ctx context.Context, votes []*wire.Result) (*store.Job, error) {
 	if j.isFair() {
 		// An output sold by fair exchange is seen only once it is paid for.
-		return j.finish(votes, nil, fmt.Errorf("%w: no established provider agrees, and a fair-exchange output cannot be checked before it is bought (vouch for providers with --trust)", ErrDisagree))
+		return j.finish(votes, nil, fmt.Errorf("%w: no established provider agrees, and a fair-exchange output cannot be checked before it is bought (vouch for providers with --trust)", jobs.ErrDisagree))
 	}
 	v, err := j.tally(ctx, votes)
 	if err != nil {
 		return j.finish(votes, nil, err)
 	}
 	if !v.Decided {
-		return j.finish(votes, nil, fmt.Errorf("%w: %s", ErrDisagree, describeResults(votes)))
+		return j.finish(votes, nil, fmt.Errorf("%w: %s", jobs.ErrDisagree, describeResults(votes)))
 	}
 	if _, err := j.output(ctx, votes[v.Winner[0]], nil); err != nil {
 		return j.finish(votes, nil, fmt.Errorf("output: %w", err))
@@ -306,7 +291,7 @@ func (j *jobRun) audit(ctx context.Context, votes []*wire.Result) (*store.Job, e
 		own, err = j.c.auditor.run(ctx, j.ann, j.input, nil)
 	} else {
 		j.because("this client ran its share of audits (node --audit-cap)")
-		j.emit(EventDisagree, -1, "", "not audited: "+err.Error())
+		j.emit(jobs.EventDisagree, -1, "", "not audited: "+err.Error())
 	}
 	if err == nil && j.ann.Mode == wire.ModeTolerance && j.tolerance() == nil && own.Backend != votes[0].Backend {
 		// Compared bit for bit, a run on another backend proves nothing.
@@ -316,7 +301,7 @@ func (j *jobRun) audit(ctx context.Context, votes []*wire.Result) (*store.Job, e
 		j.c.log.Warn("audit failed", "job", j.ann.Job, "err", err)
 		if v, terr := j.tally(ctx, votes); terr == nil {
 			if w, ok := j.anchored(votes, v.Groups); ok {
-				return j.accept(ctx, votes, w, losersOf(v.Groups, w), VerifiedByReplicas)
+				return j.accept(ctx, votes, w, losersOf(v.Groups, w), jobs.VerifiedByReplicas)
 			}
 		}
 		return j.unanchored(ctx, votes)
@@ -340,9 +325,9 @@ func (j *jobRun) audit(ctx context.Context, votes []*wire.Result) (*store.Job, e
 		}
 		n.Counts.Verified.Add(1)
 		j.c.remember(j, own)
-		return j.finish(votes, &verdict{best: own, how: VerifiedByAudit, liars: pick(votes, losers)}, nil)
+		return j.finish(votes, &verdict{best: own, how: jobs.VerifiedByAudit, liars: pick(votes, losers)}, nil)
 	}
-	return j.accept(ctx, votes, winners, losers, VerifiedByAudit)
+	return j.accept(ctx, votes, winners, losers, jobs.VerifiedByAudit)
 }
 
 // earlyAudit is the outcome of an audit started with its job.
@@ -508,7 +493,7 @@ func (j *jobRun) accept(ctx context.Context, votes []*wire.Result, winners, lose
 		}
 	}
 	switch how {
-	case VerifiedByReplicas:
+	case jobs.VerifiedByReplicas:
 		for _, i := range winners {
 			if id := peer.ID(votes[i].Provider); j.proves(votes, winners, id) {
 				n.Peers.Agree(id)
@@ -522,10 +507,10 @@ func (j *jobRun) accept(ctx context.Context, votes []*wire.Result, winners, lose
 		if j.checker != "" && slices.Contains(winners, 0) {
 			n.Peers.Outvote(j.checker, j.ann.Job) // its check contradicted the truth
 		}
-	case VerifiedByCheck:
+	case jobs.VerifiedByCheck:
 		n.Peers.Agree(peer.ID(best.Provider))
 		n.Peers.Agree(j.checker)
-	case VerifiedByAudit:
+	case jobs.VerifiedByAudit:
 		// The client's own run is the proof: for the winners, and against
 		// everyone who signed anything else.
 		for _, i := range winners {
@@ -855,7 +840,7 @@ func (j *jobRun) runCheck(ctx context.Context, res *wire.Result) (bool, error) {
 		}
 	}
 	ok, note := j.confirms(res, out, rec, checker, tie)
-	j.emit(EventResult, -1, j.checker, fmt.Sprintf("check job %s: output %s%s", rec.ID, rec.Output.Short(), note))
+	j.emit(jobs.EventResult, -1, j.checker, fmt.Sprintf("check job %s: output %s%s", rec.ID, rec.Output.Short(), note))
 	return ok, nil
 }
 

@@ -34,6 +34,7 @@ import (
 	"github.com/infernet/infernet/node/internal/peers"
 	"github.com/infernet/infernet/node/internal/runner"
 	"github.com/infernet/infernet/node/internal/settle"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -857,24 +858,24 @@ func (p *Provider) matches(a *wire.JobAnnounce) (bool, error) {
 func (p *Provider) escrow(ctx context.Context, c *peers.Conn, a *wire.Assign, client peer.ID) (*store.Payment, error) {
 	switch {
 	case a.Announce.Settle == wire.SettleFair && a.Price < p.cfg.Price:
-		return nil, fmt.Errorf("%w: bad payment terms", settle.ErrPaymentRequired)
+		return nil, fmt.Errorf("%w: bad payment terms", jobs.ErrPaymentRequired)
 	case a.Announce.Settle == wire.SettleFair:
 		return nil, nil // bought after the run (sell)
 	case a.PaymentHash == nil && p.cfg.Price > 0:
-		return nil, fmt.Errorf("%w: %d msat per replica", settle.ErrPaymentRequired, p.cfg.Price)
+		return nil, fmt.Errorf("%w: %d msat per replica", jobs.ErrPaymentRequired, p.cfg.Price)
 	case a.PaymentHash == nil || !p.cfg.Ledger.Paid():
 		return nil, nil // free
 	case len(a.PaymentHash) != 32 || a.Price < p.cfg.Price:
-		return nil, fmt.Errorf("%w: bad payment terms", settle.ErrPaymentRequired)
+		return nil, fmt.Errorf("%w: bad payment terms", jobs.ErrPaymentRequired)
 	}
 	pay := &store.Payment{Job: a.Announce.Job, Replica: a.Replica, Peer: client.String(), State: store.PayInvoiced,
 		AmountMsat: int64(a.Price), Created: time.Now(), Due: time.UnixMilli(a.Announce.Deadline).Add(settle.PayGrace)}
 	copy(pay.Hash[:], a.PaymentHash)
 	if old, err := p.cfg.DB.Payment(pay.Job, pay.Replica, false, pay.Peer); err == nil && old.State != store.PayCanceled {
-		return nil, fmt.Errorf("%w: this replica has a payment already (%s)", settle.ErrPaymentRequired, old.State)
+		return nil, fmt.Errorf("%w: this replica has a payment already (%s)", jobs.ErrPaymentRequired, old.State)
 	}
 	if !p.cfg.Ledger.Claim(pay) {
-		return nil, fmt.Errorf("%w: this replica is being paid already", settle.ErrPaymentRequired)
+		return nil, fmt.Errorf("%w: this replica is being paid already", jobs.ErrPaymentRequired)
 	}
 	send := func(invoice string) error {
 		return c.Write(&wire.Update{V: wire.Version, Kind: wire.UpdateInvoice, Invoice: invoice})
@@ -895,7 +896,7 @@ func (p *Provider) postBond(a *wire.Assign, client peer.ID) error {
 		return nil
 	}
 	if len(a.BondHash) != 32 || a.Bond == "" {
-		return fmt.Errorf("%w: collateral asked without its invoice", settle.ErrPaymentRequired)
+		return fmt.Errorf("%w: collateral asked without its invoice", jobs.ErrPaymentRequired)
 	}
 	bond := &store.Payment{Job: a.Announce.Job, Replica: a.Replica, Peer: client.String(), AmountMsat: int64(a.Announce.Collateral),
 		Due: time.UnixMilli(a.Announce.Deadline).Add(settle.PayGrace)}

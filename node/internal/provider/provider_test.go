@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/faults"
+	"github.com/infernet/infernet/node/internal/parts"
 	"github.com/infernet/infernet/node/internal/parts/partstest"
 	"github.com/infernet/infernet/node/internal/peers"
 	"github.com/infernet/infernet/node/internal/runner"
@@ -20,12 +23,12 @@ import (
 )
 
 // testProvider starts a provider on a mocknet host with the limits of
-// cfg (its parts from partstest) and returns it with a second host, the
-// client's, connected to it.
-func testProvider(t *testing.T, cfg Config) (*Provider, host.Host) {
+// cfg (its parts from partstest, built with opts) and returns it with a
+// second host, the client's, connected to it.
+func testProvider(t *testing.T, cfg Config, opts ...partstest.Option) (*Provider, host.Host) {
 	t.Helper()
 	hs := partstest.Hosts(t, 2)
-	cfg.Parts = partstest.New(t, hs[0])
+	cfg.Parts = partstest.New(t, hs[0], opts...)
 	cfg.Key = hs[0].Peerstore().PrivKey(hs[0].ID())
 	cfg.DataDir = t.TempDir()
 	cfg.Runtime = runner.Config{Backend: "reference", CacheDir: filepath.Join(cfg.DataDir, "wasm-cache")}
@@ -134,9 +137,96 @@ func TestAssignRefused(t *testing.T) {
 func TestAssignRuns(t *testing.T) {
 	p, client := testProvider(t, limits)
 	cp := partstest.New(t, client) // the client's blob store and service
-	module := readTestdata(t, "jobs/cpu/cpu.wasm")
-	input := readTestdata(t, "jobs/cpu/input.txt")
-	want := readTestdata(t, "jobs/cpu/output.txt")
+	a, want := cpuAssign(t, client, cp)
+	for i := range 2 {
+		checkResult(t, fmt.Sprintf("assign %d", i), p, run(t, client, p, &a), want)
+	}
+	if r, err := p.cfg.DB.Run(client.ID().String(), a.Announce.Job, 0); err != nil || r.Result == nil {
+		t.Fatalf("the run's record: %+v, %v", r, err)
+	}
+}
+
+// TestDuplicateAssign: a peer sends the same assign twice at once.
+// The provider runs the replica once: the second is refused while the
+// first runs, and asked again afterwards it is answered from the record.
+// (Moved from node's TestHostileDuplicateAssign.)
+func TestDuplicateAssign(t *testing.T) {
+	cfg := limits
+	cfg.Faults = &faults.Faults{Slow: 500 * time.Millisecond} // both assigns arrive while it runs
+	p, client := testProvider(t, cfg)
+	a := jobAssign(t, client, partstest.New(t, client), "cat", []byte("once\n"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	updates := make(chan *wire.Update, 2)
+	for range 2 {
+		go func() {
+			u, err := finalUpdate(ctx, client, p, &a)
+			if err != nil {
+				t.Error(err)
+			}
+			updates <- u
+		}()
+	}
+	var results, refused int
+	for range 2 {
+		switch u := <-updates; {
+		case u == nil:
+		case u.Kind == wire.UpdateResult:
+			results++
+		case u.Kind == wire.UpdateRejected && strings.Contains(u.Reason, "running already"):
+			refused++
+		default:
+			t.Errorf("update %d %q", u.Kind, u.Reason)
+		}
+	}
+	if results != 1 || refused != 1 {
+		t.Fatalf("%d results, %d refusals; want one of each", results, refused)
+	}
+	u, err := finalUpdate(ctx, client, p, &a)
+	if err != nil || u.Kind != wire.UpdateResult || string(u.Result.OutputData) != "once\n" {
+		t.Fatalf("the same assign after the run: %+v, %v; want the recorded result", u, err)
+	}
+}
+
+// finalUpdate sends a to the provider from client and reads its updates
+// until its result or refusal; safe to call from any goroutine.
+func finalUpdate(ctx context.Context, client host.Host, p *Provider, a *wire.Assign) (*wire.Update, error) {
+	s, err := client.NewStream(ctx, p.cfg.Host.ID(), wire.ProtocolAssign)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	stop := context.AfterFunc(ctx, func() { s.Reset() })
+	defer stop()
+	conn := p.cfg.Streams.Wrap(s)
+	if err := conn.Write(a); err != nil {
+		return nil, err
+	}
+	for {
+		var u wire.Update
+		if err := conn.Read(time.Minute, wire.MaxDataFrame, &u); err != nil {
+			return nil, err
+		}
+		if u.Kind == wire.UpdateResult || u.Kind == wire.UpdateRejected {
+			return &u, nil
+		}
+	}
+}
+
+// cpuAssign publishes the cpu job's module on the client's parts cp and
+// returns an assign of it by client within limits, with its input inline,
+// and the output the job writes.
+func cpuAssign(t *testing.T, client host.Host, cp parts.Parts) (wire.Assign, []byte) {
+	t.Helper()
+	return jobAssign(t, client, cp, "cpu", readTestdata(t, "jobs/cpu/input.txt")), readTestdata(t, "jobs/cpu/output.txt")
+}
+
+// jobAssign publishes the module of testdata's job name on the client's
+// parts cp and returns an assign of it by client within limits, with
+// input inline.
+func jobAssign(t *testing.T, client host.Host, cp parts.Parts, name string, input []byte) wire.Assign {
+	t.Helper()
+	module := readTestdata(t, "jobs/"+name+"/"+name+".wasm")
 	d, err := cp.Blobs.PutBytes(module)
 	if err != nil {
 		t.Fatal(err)
@@ -146,17 +236,18 @@ func TestAssignRuns(t *testing.T) {
 	a.Announce.Module, a.Announce.ModuleSize = d, int64(len(module))
 	a.Announce.Input, a.Announce.InputSize = blob.Sum(input), int64(len(input))
 	a.Announce.TimeoutMS = (30 * time.Second).Milliseconds()
-	for i := range 2 {
-		res := run(t, client, p, &a)
-		if res.Outcome != wire.OutcomeExited || res.ExitCode != 0 || res.Output != blob.Sum(want) || res.OutputSize != int64(len(want)) {
-			t.Fatalf("assign %d: result %+v; want exit 0 and output %q", i, res, want)
-		}
-		if err := res.Verify(); err != nil || peer.ID(res.Provider) != p.cfg.Host.ID() {
-			t.Fatalf("assign %d: the result's signature: %v (signed by %s)", i, err, peer.ID(res.Provider))
-		}
+	return a
+}
+
+// checkResult checks that res (what) exited 0 with output want and is
+// signed by p.
+func checkResult(t *testing.T, what string, p *Provider, res *wire.Result, want []byte) {
+	t.Helper()
+	if res.Outcome != wire.OutcomeExited || res.ExitCode != 0 || res.Output != blob.Sum(want) || res.OutputSize != int64(len(want)) {
+		t.Fatalf("%s: result %+v; want exit 0 and output %q", what, res, want)
 	}
-	if r, err := p.cfg.DB.Run(client.ID().String(), a.Announce.Job, 0); err != nil || r.Result == nil {
-		t.Fatalf("the run's record: %+v, %v", r, err)
+	if err := res.Verify(); err != nil || peer.ID(res.Provider) != p.cfg.Host.ID() {
+		t.Fatalf("%s: the result's signature: %v (signed by %s)", what, err, peer.ID(res.Provider))
 	}
 }
 

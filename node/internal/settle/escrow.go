@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/node/internal/peers"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
@@ -24,15 +25,6 @@ const PaymentWait = time.Minute
 // PayGrace is how long after a job's deadline a provider waits for the
 // client to release or cancel before it counts the payment as overdue.
 const PayGrace = time.Minute
-
-var (
-	// ErrPaymentRequired: a provider with a price was assigned a replica
-	// with no payment, or a paid client met a provider that cannot invoice.
-	ErrPaymentRequired = errors.New("payment required")
-	// ErrCannotPay: this node's lnd cannot pay for a job (unreachable, no
-	// channel, or not enough balance); the job is not started.
-	ErrCannotPay = errors.New("cannot pay")
-)
 
 // ErrPaymentFailed marks a replica lost because the client's own payment failed:
 // no fault of the provider's.
@@ -191,14 +183,14 @@ func (l *Ledger) settleIncoming(r *wire.Release, from peer.ID) error {
 // channels; what names what the money is for.
 func (l *Ledger) CanPay(ctx context.Context, need int64, what string) error {
 	if err := l.lnd.Ready(ctx); err != nil {
-		return fmt.Errorf("%w: %w", ErrCannotPay, err)
+		return fmt.Errorf("%w: %w", jobs.ErrCannotPay, err)
 	}
 	b, err := l.lnd.ChannelBalance(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrCannotPay, err)
+		return fmt.Errorf("%w: %w", jobs.ErrCannotPay, err)
 	}
 	if b.Local < need {
-		return fmt.Errorf("%w: %d msat in channels, %s need %d", ErrCannotPay, b.Local, what, need)
+		return fmt.Errorf("%w: %d msat in channels, %s need %d", jobs.ErrCannotPay, b.Local, what, need)
 	}
 	return nil
 }

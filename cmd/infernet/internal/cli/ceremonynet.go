@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/infernet/infernet/digest"
 	"github.com/infernet/infernet/node/api"
 	"github.com/infernet/infernet/proofs/keys"
 )
@@ -24,9 +25,9 @@ type ceremonyIndex struct {
 }
 
 type indexFile struct {
-	Name   string     `json:"name"`
-	Digest api.Digest `json:"digest"`
-	Size   int64      `json:"size"`
+	Name   string        `json:"name"`
+	Digest digest.Digest `json:"digest"`
+	Size   int64         `json:"size"`
 }
 
 // maxIndexBytes and maxIndexFiles bound what fetch accepts from a peer.
@@ -110,7 +111,7 @@ func runCeremonyFetch(ctx context.Context, o *CeremonyOptions) error {
 	if err != nil {
 		return err
 	}
-	get := func(d api.Digest, size int64) ([]byte, error) {
+	get := func(d digest.Digest, size int64) ([]byte, error) {
 		if err := c.FetchBlob(ctx, d, size, o.From); err != nil {
 			return nil, err
 		}
@@ -166,9 +167,9 @@ func runCeremonyFetch(ctx context.Context, o *CeremonyOptions) error {
 }
 
 // parseCeremonyAddress parses DIGEST:SIZE, as publish prints it.
-func parseCeremonyAddress(s string) (api.Digest, int64, error) {
+func parseCeremonyAddress(s string) (digest.Digest, int64, error) {
 	ds, ss, ok := strings.Cut(s, ":")
-	d, err := api.ParseDigest(ds)
+	d, err := digest.Parse(ds)
 	size, serr := strconv.ParseInt(ss, 10, 64)
 	if !ok || err != nil || serr != nil || size <= 0 || size > maxIndexBytes {
 		return d, 0, errors.New("ceremony address: want DIGEST:SIZE, as `infernet ceremony publish` prints it")

@@ -13,10 +13,16 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/infernet/infernet/digest"
 	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor/backends"
+	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/models"
+	"github.com/infernet/infernet/node/shard"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
 )
 
 // GenerateOptions are the settings of `infernet generate`.
@@ -153,8 +159,8 @@ func (o *GenerateOptions) requests() ([]llama.Request, error) {
 		return nil, errors.New("--logprobs needs --json or --prompts: the text alone has no room for them")
 	case o.Profile && !o.Local:
 		return nil, errors.New("--profile needs --local: a provider's calls are timed where it runs them")
-	case o.Shards < 1 || o.Shards > api.MaxShards:
-		return nil, fmt.Errorf("--shards: want 1 to %d", api.MaxShards)
+	case o.Shards < 1 || o.Shards > wire.MaxShards:
+		return nil, fmt.Errorf("--shards: want 1 to %d", wire.MaxShards)
 	}
 	// The sampling flags, in the flags' words (the API's check below
 	// would name the request's fields).
@@ -170,10 +176,10 @@ func (o *GenerateOptions) requests() ([]llama.Request, error) {
 	if o.PromptSet {
 		q := o.Request
 		q.Prompt = o.Prompt
-		if err := api.CheckRequest(q); err != nil {
+		if err := models.CheckRequest(q); err != nil {
 			return nil, err
 		}
-		o.stops = api.StopsOf([]llama.Request{q})
+		o.stops = models.StopsOf([]llama.Request{q})
 		return []llama.Request{q}, nil
 	}
 	var r io.Reader = o.IO.In
@@ -185,14 +191,14 @@ func (o *GenerateOptions) requests() ([]llama.Request, error) {
 		defer f.Close()
 		r = f
 	}
-	reqs, err := api.ReadRequests(r, o.Request)
+	reqs, err := models.ReadRequests(r, o.Request)
 	if err != nil {
 		return nil, fmt.Errorf("--prompts %s: %w", o.Prompts, err)
 	}
 	if len(reqs) == 0 {
 		return nil, fmt.Errorf("--prompts %s: no requests", o.Prompts)
 	}
-	o.stops = api.StopsOf(reqs)
+	o.stops = models.StopsOf(reqs)
 	return reqs, nil
 }
 
@@ -212,7 +218,7 @@ func runGenerate(ctx context.Context, o *GenerateOptions) error {
 	// A MODEL that cannot be a name is a file: checked before anything
 	// starts.
 	var files *modelFiles
-	if api.CheckModelName(o.Model) != nil {
+	if models.CheckName(o.Model) != nil {
 		f, err := checkModelFiles(o.Model, o.Tokenizer)
 		if err != nil {
 			return &exitError{Code: ExitError, Err: err}
@@ -228,7 +234,7 @@ func runGenerate(ctx context.Context, o *GenerateOptions) error {
 // resolveModel finds the named model MODEL, with lookup, unless files
 // (MODEL as a file) are given; when no model has that name, MODEL is a
 // file after all. It returns either the model or the files, checked.
-func (o *GenerateOptions) resolveModel(files *modelFiles, lookup func() (*api.Model, error)) (*api.Model, *modelFiles, error) {
+func (o *GenerateOptions) resolveModel(files *modelFiles, lookup func() (*store.Model, error)) (*store.Model, *modelFiles, error) {
 	if files != nil {
 		return nil, files, nil
 	}
@@ -239,7 +245,7 @@ func (o *GenerateOptions) resolveModel(files *modelFiles, lookup func() (*api.Mo
 		}
 		return m, nil, nil
 	}
-	if !errors.Is(err, api.ErrUnknownModel) {
+	if !errors.Is(err, models.ErrUnknown) {
 		return nil, nil, err
 	}
 	if _, statErr := os.Stat(o.Model); statErr != nil {
@@ -257,15 +263,15 @@ func (o *GenerateOptions) resolveModel(files *modelFiles, lookup func() (*api.Mo
 // runLocal runs the requests in this process's sandbox, as `infernet run`
 // runs a job, the model files mounted as the job's data.
 func (o *GenerateOptions) runLocal(ctx context.Context, reqs []llama.Request, files *modelFiles) error {
-	m, files, err := o.resolveModel(files, func() (*api.Model, error) { return o.localModel(ctx) })
+	m, files, err := o.resolveModel(files, func() (*store.Model, error) { return o.localModel(ctx) })
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
 	// A named model's files are the node's blobs: their digests are known,
 	// and key the model cache without hashing the files again.
-	data, digests := map[string]string{}, map[string]api.Digest{}
+	data, digests := map[string]string{}, map[string]digest.Digest{}
 	if m != nil {
-		for _, d := range m.JobData() {
+		for _, d := range models.JobData(m) {
 			data[d.Name], digests[d.Name] = api.BlobPath(o.DataDir, d.Digest), d.Digest
 			if _, err := os.Stat(data[d.Name]); err != nil {
 				return &exitError{Code: ExitError, Err: fmt.Errorf("model %s: its %s blob: %w", o.Model, d.Name, err)}
@@ -284,7 +290,7 @@ func (o *GenerateOptions) runLocal(ctx context.Context, reqs []llama.Request, fi
 		}
 	}
 	if len(module) == 0 {
-		return &exitError{Code: ExitError, Err: api.ErrNoRunner}
+		return &exitError{Code: ExitError, Err: models.ErrNoRunner}
 	}
 	ro := &RunOptions{IO: o.IO, Timeout: o.Timeout, Memory: o.Memory, MaxOutput: o.MaxOutput, Mode: o.Mode, Fuel: o.Fuel,
 		Backend: o.Backend, CacheDir: o.CacheDir, Shard: "0/1", ModelCache: host.DefaultModelCache}
@@ -310,10 +316,10 @@ func (o *GenerateOptions) runLocal(ctx context.Context, reqs []llama.Request, fi
 	defer closeSandbox()
 
 	out := newGenerationOutput(o, reqs)
-	dec := &api.CompletionDecoder{OnText: out.text, OnDone: out.done, Stops: o.stops}
+	dec := &models.Decoder{OnText: out.text, OnDone: out.done, Stops: o.stops}
 	start := time.Now()
 	out.start = start
-	job := host.Job{Module: module, Input: api.EncodeRequests(reqs), Stdout: dec, Data: data, DataDigests: digests}
+	job := host.Job{Module: module, Input: models.EncodeRequests(reqs), Stdout: dec, Data: data, DataDigests: digests}
 	res, runErr := sb.Run(ctx, job, cfg)
 	decErr := dec.Close()
 	if res != nil {
@@ -389,10 +395,10 @@ func printProfile(w io.Writer, prof []OpProfile, tokens int, run time.Duration) 
 
 // localModel finds the named model MODEL for a local run: through the
 // node's API when a node runs for --datadir, else in its database.
-func (o *GenerateOptions) localModel(ctx context.Context) (*api.Model, error) {
+func (o *GenerateOptions) localModel(ctx context.Context) (*store.Model, error) {
 	c, err := api.Dial(o.DataDir, o.API)
 	if err == nil {
-		var m *api.Model
+		var m *store.Model
 		if m, err = c.Model(ctx, o.Model); err == nil || !errors.Is(err, api.ErrNoNode) {
 			return m, err
 		}
@@ -417,12 +423,12 @@ func (o *GenerateOptions) runNetwork(ctx context.Context, reqs []llama.Request, 
 	// different backend classes may break a near-tie differently: a
 	// generation runs on one class unless --mixed-backends (the node does
 	// the same for streamed jobs; --json and --shards do not stream).
-	req.SameBackend = req.SameBackend || req.Mode == api.ModeTolerance && !o.Mixed
+	req.SameBackend = req.SameBackend || req.Mode == wire.ModeTolerance && !o.Mixed
 	c, err := o.connect(ctx)
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
-	m, files, err := o.resolveModel(files, func() (*api.Model, error) { return c.Model(ctx, o.Model) })
+	m, files, err := o.resolveModel(files, func() (*store.Model, error) { return c.Model(ctx, o.Model) })
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
@@ -431,15 +437,15 @@ func (o *GenerateOptions) runNetwork(ctx context.Context, reqs []llama.Request, 
 		if err != nil {
 			return &exitError{Code: ExitError, Err: err}
 		}
-		m = &api.Model{Model: model, Tokenizer: tok}
+		m = &store.Model{Model: model, Tokenizer: tok}
 	}
-	req.Data = m.JobData()
+	req.Data = models.JobData(m)
 	runner, err := o.runnerBlob(ctx, c)
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
 	req.Module, req.ModuleSize = runner.Digest, runner.Size
-	input := api.EncodeRequests(reqs)
+	input := models.EncodeRequests(reqs)
 	out := newGenerationOutput(o, reqs)
 	start := time.Now()
 	if o.Shards > 1 {
@@ -454,7 +460,7 @@ func (o *GenerateOptions) runNetwork(ctx context.Context, reqs []llama.Request, 
 	// The text is printed as the replicas agree on it, never before.
 	var onOutput func([]byte)
 	if !o.JSON {
-		dec := &api.CompletionDecoder{OnText: out.text, OnDone: out.done, Stops: o.stops}
+		dec := &models.Decoder{OnText: out.text, OnDone: out.done, Stops: o.stops}
 		onOutput = func(b []byte) { dec.Write(b) }
 	}
 	job, err := c.SubmitStreaming(ctx, req, prog.event, onOutput)
@@ -468,8 +474,8 @@ func (o *GenerateOptions) runNetwork(ctx context.Context, reqs []llama.Request, 
 			return err
 		}
 	}
-	ran := job.State == api.JobVerified || job.State == api.JobUnverified
-	if !ran || job.Outcome == api.OutcomeStopped {
+	ran := job.State == store.JobVerified || job.State == store.JobUnverified
+	if !ran || job.Outcome == wire.OutcomeStopped {
 		return submitExit(job)
 	}
 	if job.ExitCode != 0 {
@@ -481,7 +487,7 @@ func (o *GenerateOptions) runNetwork(ctx context.Context, reqs []llama.Request, 
 	}
 	// An unverified result is printed, then exits 122, as submit's.
 	err = out.finish(out.network(job, elapsed), cs)
-	if job.State == api.JobUnverified {
+	if job.State == store.JobUnverified {
 		return submitExit(job)
 	}
 	return err
@@ -491,12 +497,12 @@ func (o *GenerateOptions) runNetwork(ctx context.Context, reqs []llama.Request, 
 // --shards shards.
 func (o *GenerateOptions) runShards(ctx context.Context, c *api.Client, req api.SubmitRequest, input []byte,
 	out *generationOutput, start time.Time) error {
-	for _, b := range api.SplitLines.Cut(input, o.Shards) {
+	for _, b := range shard.Lines.Cut(input, o.Shards) {
 		ib, err := c.PutBlob(ctx, b)
 		if err != nil {
 			return &exitError{Code: ExitError, Err: err}
 		}
-		req.Shards = append(req.Shards, api.ShardInput{Input: ib.Digest, InputSize: ib.Size})
+		req.Shards = append(req.Shards, node.ShardInput{Input: ib.Digest, InputSize: ib.Size})
 	}
 	sj, err := c.SubmitShards(ctx, req, shardProgress(&o.SubmitOptions, len(req.Shards)))
 	if err != nil {
@@ -512,7 +518,7 @@ func (o *GenerateOptions) runShards(ctx context.Context, c *api.Client, req api.
 	// requests without an answer get a line saying so.
 	cs, decErr := o.decodeOutput(ctx, c, sj.Output, sj.OutputSize)
 	err = out.finish(nil, cs)
-	if sj.State == api.JobUnverified {
+	if sj.State == store.JobUnverified {
 		return shardedExit(sj)
 	}
 	if decErr != nil {
@@ -522,7 +528,7 @@ func (o *GenerateOptions) runShards(ctx context.Context, c *api.Client, req api.
 }
 
 // runnerBlob is the job's module: --runner, or the node's runner guest.
-func (o *GenerateOptions) runnerBlob(ctx context.Context, c *api.Client) (api.BlobInfo, error) {
+func (o *GenerateOptions) runnerBlob(ctx context.Context, c *api.Client) (store.BlobRef, error) {
 	if o.Runner != "" {
 		bi, err := putFile(ctx, c, o.Runner)
 		if err != nil {
@@ -534,12 +540,12 @@ func (o *GenerateOptions) runnerBlob(ctx context.Context, c *api.Client) (api.Bl
 }
 
 // decodeOutput fetches a job's output and decodes the runner's events.
-func (o *GenerateOptions) decodeOutput(ctx context.Context, c *api.Client, d api.Digest, size int64) ([]api.Completion, error) {
+func (o *GenerateOptions) decodeOutput(ctx context.Context, c *api.Client, d digest.Digest, size int64) ([]models.Completion, error) {
 	b, err := c.Blob(ctx, d, size)
 	if err != nil {
 		return nil, fmt.Errorf("output: %w", err)
 	}
-	return api.DecodeCompletionsStops(b, o.stops)
+	return models.DecodeStops(b, o.stops)
 }
 
 // The output.
@@ -549,7 +555,7 @@ func (o *GenerateOptions) decodeOutput(ctx context.Context, c *api.Client, d api
 // measured); for a network job also the job, its verification and its
 // replicas.
 type Generation struct {
-	api.Completion
+	models.Completion
 	TokensPerSecond float64 `json:"tokens_per_second"`
 	RunMS           float64 `json:"run_ms"`
 	ElapsedMS       float64 `json:"elapsed_ms"`
@@ -601,7 +607,7 @@ func (g *generationOutput) text(id int, s string) {
 
 // done is the Decoder's OnDone: a batch's line goes out as its request
 // ends.
-func (g *generationOutput) done(c api.Completion) {
+func (g *generationOutput) done(c models.Completion) {
 	g.last = time.Now()
 	if g.batch {
 		g.printed[c.ID] = true
@@ -619,12 +625,12 @@ func (g *generationOutput) local(res *host.Result, start time.Time) *Generation 
 }
 
 // network returns the record of a network job that took elapsed.
-func (g *generationOutput) network(job *api.Job, elapsed time.Duration) *Generation {
+func (g *generationOutput) network(job *store.Job, elapsed time.Duration) *Generation {
 	s := summarize(job, elapsed)
 	gen := &Generation{ElapsedMS: s.ElapsedMS, Job: s.Job, State: s.State, Verification: s.Verification, Agree: s.Agree, Replicas: s.Providers}
 	var runs float64
 	for _, p := range s.Providers {
-		if p.State == api.ReplicaDone.String() {
+		if p.State == store.ReplicaDone.String() {
 			gen.RunMS += p.RunMS
 			runs++
 		}
@@ -637,8 +643,8 @@ func (g *generationOutput) network(job *api.Job, elapsed time.Duration) *Generat
 
 // finish prints what is not out yet and returns the error of a request
 // the runner refused, or that has no answer.
-func (g *generationOutput) finish(gen *Generation, cs []api.Completion) error {
-	byID := map[int]api.Completion{}
+func (g *generationOutput) finish(gen *Generation, cs []models.Completion) error {
+	byID := map[int]models.Completion{}
 	for _, c := range cs {
 		byID[c.ID] = c
 	}
@@ -646,7 +652,7 @@ func (g *generationOutput) finish(gen *Generation, cs []api.Completion) error {
 	for _, q := range g.reqs {
 		c, ok := byID[q.ID]
 		if !ok {
-			c = api.Completion{ID: q.ID, Error: "no answer from the runner"}
+			c = models.Completion{ID: q.ID, Error: "no answer from the runner"}
 		}
 		if c.Error != "" {
 			failed = append(failed, fmt.Sprintf("request %d: %s", c.ID, c.Error))

@@ -13,6 +13,7 @@ import (
 	"github.com/infernet/infernet/guest/go/llama/llamatest"
 	"github.com/infernet/infernet/node/api"
 	"github.com/infernet/infernet/node/nodetest"
+	"github.com/infernet/infernet/node/store"
 )
 
 // testNetwork starts providers and a client-only node with its API, all in
@@ -63,9 +64,9 @@ func TestGenerateNetwork(t *testing.T) {
 			t.Errorf("%q: exit %d, %q; want %d and %q", tc.args, code, stderr, ExitError, tc.msg)
 		}
 	}
-	var ms []api.Model
+	var ms []store.Model
 	if err := json.Unmarshal([]byte(mustInfernet(t, append([]string{"models", "--json"}, node...)...)), &ms); err != nil ||
-		len(ms) != 1 || ms[0].Name != "stories" || ms[0].Format != api.ModelLlama2C {
+		len(ms) != 1 || ms[0].Name != "stories" || ms[0].Format != store.ModelLlama2C {
 		t.Fatalf("models --json: %+v, %v", ms, err)
 	}
 	list := mustInfernet(t, append([]string{"models"}, node...)...)

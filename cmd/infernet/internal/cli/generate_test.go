@@ -14,7 +14,7 @@ import (
 
 	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/guest/go/llama/llamatest"
-	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/models"
 )
 
 // The test model: a real one (stories260K) and its tokenizer.
@@ -75,11 +75,11 @@ func writePrompts(t *testing.T, reqs []llama.Request) string {
 }
 
 // batchLines decodes a batch's output, a JSON line per request.
-func batchLines(t *testing.T, out string) []api.Completion {
+func batchLines(t *testing.T, out string) []models.Completion {
 	t.Helper()
-	var cs []api.Completion
+	var cs []models.Completion
 	for l := range strings.Lines(out) {
-		var c api.Completion
+		var c models.Completion
 		if err := json.Unmarshal([]byte(l), &c); err != nil {
 			t.Fatalf("batch line %q: %v", l, err)
 		}

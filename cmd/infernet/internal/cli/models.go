@@ -10,6 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/models"
+	"github.com/infernet/infernet/node/store"
 )
 
 // ModelsOptions are the settings of `infernet models` and its verbs.
@@ -83,7 +85,7 @@ func runModels(ctx context.Context, verb string, o *ModelsOptions) error {
 	if verb == "add" {
 		// Checked here first: a bad name or file is refused before
 		// anything is uploaded.
-		if err := api.CheckModelName(o.Name); err != nil {
+		if err := models.CheckName(o.Name); err != nil {
 			return &exitError{Code: ExitError, Err: err}
 		}
 		var err error
@@ -95,19 +97,19 @@ func runModels(ctx context.Context, verb string, o *ModelsOptions) error {
 	if err != nil {
 		return err
 	}
-	var ms []api.Model
+	var ms []store.Model
 	switch verb {
 	case "list":
 		ms, err = c.Models(ctx)
 	case "add":
-		var m *api.Model
+		var m *store.Model
 		if m, err = files.add(ctx, c, o.Name); m != nil {
-			ms = []api.Model{*m}
+			ms = []store.Model{*m}
 		}
 	case "rm":
-		var m *api.Model
+		var m *store.Model
 		if m, err = c.RemoveModel(ctx, o.Name); err == nil {
-			ms = []api.Model{*m}
+			ms = []store.Model{*m}
 		}
 	}
 	if err != nil {
@@ -139,12 +141,12 @@ func runModels(ctx context.Context, verb string, o *ModelsOptions) error {
 // modelFiles are a model file and its tokenizer ("" for none), checked.
 type modelFiles struct {
 	model, tokenizer string
-	info             api.ModelInfo
+	info             models.Info
 }
 
 // checkModelFiles tells the format of the model file at path and checks
 // that a llama2.c checkpoint comes with its tokenizer and a GGUF file
-// without one (api.SniffModel, api.CheckTokenizer).
+// without one (models.Sniff, models.CheckTokenizer).
 func checkModelFiles(path, tokenizer string) (modelFiles, error) {
 	mf := modelFiles{model: path, tokenizer: tokenizer}
 	info, err := sniffFile(path)
@@ -153,7 +155,7 @@ func checkModelFiles(path, tokenizer string) (modelFiles, error) {
 	}
 	mf.info = info
 	if info.NeedsTokenizer() != (tokenizer != "") {
-		return mf, fmt.Errorf("%s is %s: %w", path, info.Format, api.ErrTokenizer)
+		return mf, fmt.Errorf("%s is %s: %w", path, info.Format, models.ErrTokenizer)
 	}
 	if tokenizer != "" {
 		f, err := os.Open(tokenizer)
@@ -161,7 +163,7 @@ func checkModelFiles(path, tokenizer string) (modelFiles, error) {
 			return mf, fmt.Errorf("--tokenizer: %w", err)
 		}
 		defer f.Close()
-		if err := api.CheckTokenizer(f, info.Config.VocabSize); err != nil {
+		if err := models.CheckTokenizer(f, info.Config.VocabSize); err != nil {
 			return mf, fmt.Errorf("--tokenizer %s: %w", tokenizer, err)
 		}
 	}
@@ -169,20 +171,20 @@ func checkModelFiles(path, tokenizer string) (modelFiles, error) {
 }
 
 // sniffFile tells the format of the model file at path.
-func sniffFile(path string) (api.ModelInfo, error) {
+func sniffFile(path string) (models.Info, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return api.ModelInfo{}, err
+		return models.Info{}, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return api.ModelInfo{}, err
+		return models.Info{}, err
 	}
 	if !st.Mode().IsRegular() {
-		return api.ModelInfo{}, fmt.Errorf("%s: not a regular file", path)
+		return models.Info{}, fmt.Errorf("%s: not a regular file", path)
 	}
-	info, err := api.SniffModel(f, st.Size())
+	info, err := models.Sniff(f, st.Size())
 	if err != nil {
 		return info, fmt.Errorf("%s: %w", path, err)
 	}
@@ -190,7 +192,7 @@ func sniffFile(path string) (api.ModelInfo, error) {
 }
 
 // upload stores the files in the node as blobs.
-func (mf modelFiles) upload(ctx context.Context, c *api.Client) (model, tokenizer api.BlobInfo, err error) {
+func (mf modelFiles) upload(ctx context.Context, c *api.Client) (model, tokenizer store.BlobRef, err error) {
 	if model, err = putFile(ctx, c, mf.model); err != nil {
 		return model, tokenizer, fmt.Errorf("model: %w", err)
 	}
@@ -203,7 +205,7 @@ func (mf modelFiles) upload(ctx context.Context, c *api.Client) (model, tokenize
 }
 
 // add uploads the files and names them.
-func (mf modelFiles) add(ctx context.Context, c *api.Client, name string) (*api.Model, error) {
+func (mf modelFiles) add(ctx context.Context, c *api.Client, name string) (*store.Model, error) {
 	model, tok, err := mf.upload(ctx, c)
 	if err != nil {
 		return nil, err

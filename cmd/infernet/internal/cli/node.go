@@ -17,6 +17,7 @@ import (
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/openai"
 )
 
 // defaultDataDir is ~/.infernet, or $INFERNET_DATADIR when set.
@@ -54,7 +55,7 @@ type NodeOptions struct {
 	API    string
 	// OpenAI are the terms of the jobs of the API's OpenAI endpoints
 	// (--serve-replicas, --serve-verify, --serve-mode, --serve-max-tokens).
-	OpenAI   api.OpenAIConfig
+	OpenAI   openai.Config
 	LogLevel string
 	// Memory, Output, Module, Input and Data are the --max-* sizes, BlobQuota
 	// --blob-quota, ModelCache --model-cache, DeviceCache --device-cache, as given.
@@ -113,10 +114,10 @@ stdout (give one to other nodes as --bootstrap).`,
 	f.StringArrayVar(&c.Listen, "listen", c.Listen, "`MULTIADDR` to listen on (repeatable)")
 	f.StringArrayVar(&c.Bootstrap, "bootstrap", nil, "`MULTIADDR` with /p2p/ID of a peer to join through (repeatable)")
 	f.StringVar(&opts.API, "api", "127.0.0.1:0", "local API `HOST:PORT` (loopback only; port 0 picks one, written to DIR/api.addr)")
-	f.IntVar(&opts.OpenAI.Replicas, "serve-replicas", api.DefaultOpenAIConfig().Replicas, "providers that run each request of the API's OpenAI endpoints (/v1/completions, /v1/chat/completions)")
-	f.StringVar(&opts.OpenAI.Verify, "serve-verify", api.OpenAIVerifyReplicas, "how the OpenAI endpoints verify a completion: replicas (--serve-replicas providers agree, streamed as they agree) or prefill (one provider generates, another checks it in batched passes: ~1.2x one generation's cost)")
-	f.StringVar(&opts.OpenAI.Mode, "serve-mode", api.OpenAIModeExact, "determinism mode of the OpenAI endpoints' jobs: exact (the reference kernels, the same bits everywhere) or tolerance (each provider's fast backend, GPUs included; replicas of one backend class)")
-	f.IntVar(&opts.OpenAI.MaxTokens, "serve-max-tokens", api.DefaultOpenAIConfig().MaxTokens, "the most max_tokens a request of the OpenAI endpoints may ask for")
+	f.IntVar(&opts.OpenAI.Replicas, "serve-replicas", openai.DefaultConfig().Replicas, "providers that run each request of the API's OpenAI endpoints (/v1/completions, /v1/chat/completions)")
+	f.StringVar(&opts.OpenAI.Verify, "serve-verify", openai.VerifyReplicas, "how the OpenAI endpoints verify a completion: replicas (--serve-replicas providers agree, streamed as they agree) or prefill (one provider generates, another checks it in batched passes: ~1.2x one generation's cost)")
+	f.StringVar(&opts.OpenAI.Mode, "serve-mode", openai.ModeExact, "determinism mode of the OpenAI endpoints' jobs: exact (the reference kernels, the same bits everywhere) or tolerance (each provider's fast backend, GPUs included; replicas of one backend class)")
+	f.IntVar(&opts.OpenAI.MaxTokens, "serve-max-tokens", openai.DefaultConfig().MaxTokens, "the most max_tokens a request of the OpenAI endpoints may ask for")
 	f.BoolVar(&noProvide, "no-provide", false, "client only: do not run jobs for others")
 	f.BoolVar(&c.MDNS, "mdns", c.MDNS, "find peers on the local network with mDNS")
 	f.BoolVar(&c.NAT, "nat", c.NAT, "ask the router for a port mapping (UPnP, NAT-PMP)")

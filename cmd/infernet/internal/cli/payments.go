@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/store"
 )
 
 // NewCmdEarnings returns `infernet earnings`: what this node was paid.
@@ -36,7 +37,7 @@ func newCmdPayments(stdio IO, use string, outgoing bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var ps []api.Payment
+			var ps []store.Payment
 			for _, p := range all {
 				if p.Outgoing == outgoing {
 					ps = append(ps, p)
@@ -50,9 +51,9 @@ func newCmdPayments(stdio IO, use string, outgoing bool) *cobra.Command {
 			var settled, held int64
 			for _, p := range ps {
 				switch p.State {
-				case api.PaySettled:
+				case store.PaySettled:
 					settled += p.AmountMsat
-				case api.PayLocked, api.PayReleasing, api.PayPaying:
+				case store.PayLocked, store.PayReleasing, store.PayPaying:
 					held += p.AmountMsat
 				}
 				note := oneLine(p.Error)

@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
 )
 
 // listOptions are the flags shared by the read commands.
@@ -125,7 +127,7 @@ func NewCmdJobs(stdio IO) *cobra.Command {
 					took = j.Finished.Sub(j.Created).Round(time.Millisecond).String()
 				}
 				state := j.State.String()
-				if j.State == api.JobVerified && j.Outcome == api.OutcomeStopped {
+				if j.State == store.JobVerified && j.Outcome == wire.OutcomeStopped {
 					state = "not run" // every replica agrees it could not run (ERROR says why)
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%d\t%d B\t%s\t%s\t%s\n", j.ID, state, j.Agree, j.Announce.Replicas,
@@ -154,7 +156,7 @@ func listSharded(ctx context.Context, stdio IO, c *api.Client, asJSON bool) erro
 	for _, j := range jobs {
 		done := 0
 		for _, s := range j.Shards {
-			if s != nil && (s.State == api.JobVerified || s.State == api.JobUnverified) {
+			if s != nil && (s.State == store.JobVerified || s.State == store.JobUnverified) {
 				done++
 			}
 		}

@@ -18,7 +18,7 @@ import (
 	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/host/tensor/backends"
-	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/wire"
 )
 
 // RunOptions are the settings of `infernet run`.
@@ -140,9 +140,9 @@ func (o *RunOptions) jobConfig() (host.JobConfig, error) {
 		}
 		copy(seed[:], b)
 	}
-	var ann api.JobAnnounce
-	if _, err := fmt.Sscanf(o.Shard, "%d/%d", &ann.Shard, &ann.Shards); err != nil || ann.Shard >= ann.Shards || ann.Shards > api.MaxShards {
-		return cfg, fmt.Errorf("--shard: %q: want I/N with 0 <= I < N <= %d", o.Shard, api.MaxShards)
+	var ann wire.JobAnnounce
+	if _, err := fmt.Sscanf(o.Shard, "%d/%d", &ann.Shard, &ann.Shards); err != nil || ann.Shard >= ann.Shards || ann.Shards > wire.MaxShards {
+		return cfg, fmt.Errorf("--shard: %q: want I/N with 0 <= I < N <= %d", o.Shard, wire.MaxShards)
 	}
 	cfg = cfg.WithArgs(o.Args...).WithEnv(ann.ShardEnv()...)
 	return cfg.WithMemoryLimit(mem).WithMaxOutput(int64(maxOut)).WithMode(mode).WithPrecision(prec).WithSeed(seed), nil

@@ -8,7 +8,12 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/jobs"
+	"github.com/infernet/infernet/node/shard"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
 )
 
 // shardInputs returns the shards of a sharded submit: the files of
@@ -38,12 +43,12 @@ func (o *SubmitOptions) shardInputs() ([][]byte, error) {
 		}
 		return shards, nil
 	}
-	split, err := api.ParseSplit(o.Split)
+	split, err := shard.ParseSplit(o.Split)
 	if err != nil {
 		return nil, fmt.Errorf("--split: %w", err)
 	}
-	if o.Shards < 1 || o.Shards > api.MaxShards {
-		return nil, fmt.Errorf("--shards: want 1 to %d", api.MaxShards)
+	if o.Shards < 1 || o.Shards > wire.MaxShards {
+		return nil, fmt.Errorf("--shards: want 1 to %d", wire.MaxShards)
 	}
 	input, err := o.readInput()
 	if err != nil {
@@ -73,7 +78,7 @@ func runSharded(ctx context.Context, o *SubmitOptions, req api.SubmitRequest) er
 		if err != nil {
 			return &exitError{Code: ExitError, Err: fmt.Errorf("--reduce: %w", err)}
 		}
-		req.Reduce = &api.ReduceSpec{Module: rb.Digest, ModuleSize: rb.Size}
+		req.Reduce = &node.ReduceSpec{Module: rb.Digest, ModuleSize: rb.Size}
 	}
 	if req.Data, err = uploadData(ctx, c, o.Data); err != nil {
 		return &exitError{Code: ExitError, Err: err}
@@ -83,7 +88,7 @@ func runSharded(ctx context.Context, o *SubmitOptions, req api.SubmitRequest) er
 		if err != nil {
 			return &exitError{Code: ExitError, Err: err}
 		}
-		req.Shards = append(req.Shards, api.ShardInput{Input: ib.Digest, InputSize: ib.Size})
+		req.Shards = append(req.Shards, node.ShardInput{Input: ib.Digest, InputSize: ib.Size})
 	}
 	start := time.Now()
 	sj, err := c.SubmitShards(ctx, req, shardProgress(o, len(shards)))
@@ -106,11 +111,11 @@ func runSharded(ctx context.Context, o *SubmitOptions, req api.SubmitRequest) er
 }
 
 // shardedExit maps a finished sharded job to submit's exit status.
-func shardedExit(sj *api.ShardedJob) error {
+func shardedExit(sj *node.ShardedJob) error {
 	switch sj.State {
-	case api.JobVerified:
+	case store.JobVerified:
 		return nil
-	case api.JobUnverified:
+	case store.JobUnverified:
 		return &exitError{Code: ExitUnverified}
 	}
 	return &exitError{Code: ExitNoResult, Err: fmt.Errorf("sharded job failed: %s", sj.Error)}
@@ -118,7 +123,7 @@ func shardedExit(sj *api.ShardedJob) error {
 
 // shardProgress prints each shard's end and retries on stderr, when
 // progress is on.
-func shardProgress(o *SubmitOptions, shards int) func(api.Event) {
+func shardProgress(o *SubmitOptions, shards int) func(jobs.Event) {
 	on := o.Progress == "always"
 	if f, ok := o.IO.Err.(*os.File); o.Progress == "auto" && ok {
 		on = isTerminal(f)
@@ -127,25 +132,25 @@ func shardProgress(o *SubmitOptions, shards int) func(api.Event) {
 		return nil
 	}
 	done := 0
-	return func(e api.Event) {
+	return func(e jobs.Event) {
 		if e.Shard < 0 { // the reduce job's
 			switch e.Kind {
-			case api.EventReduce, api.EventShardDone:
+			case jobs.EventReduce, jobs.EventShardDone:
 				fmt.Fprintf(o.IO.Err, "reduce: %s\n", e.Detail)
-			case api.EventShardRetry:
+			case jobs.EventShardRetry:
 				fmt.Fprintf(o.IO.Err, "reduce: again on other providers (%s)\n", e.Detail)
 			}
 			return
 		}
 		switch e.Kind {
-		case api.EventShardedRecorded:
+		case jobs.EventShardedRecorded:
 			fmt.Fprintf(o.IO.Err, "sharded job %s recorded\n", e.Detail)
-		case api.EventShardDone:
+		case jobs.EventShardDone:
 			done++
 			fmt.Fprintf(o.IO.Err, "shard %d: %s (%d of %d done)\n", e.Shard, e.Detail, done, shards)
-		case api.EventShardRetry:
+		case jobs.EventShardRetry:
 			fmt.Fprintf(o.IO.Err, "shard %d: again on other providers (%s)\n", e.Shard, e.Detail)
-		case api.EventLost:
+		case jobs.EventLost:
 			fmt.Fprintf(o.IO.Err, "shard %d replica %d: lost %s (%s)\n", e.Shard, e.Replica, shortID(e.Provider), e.Detail)
 		}
 	}
@@ -172,8 +177,8 @@ type ShardedSummary struct {
 	AggregatorFeeMsat int64  `json:"aggregator_fee_msat,omitempty"`
 }
 
-func printShardedSummary(o *SubmitOptions, sj *api.ShardedJob, elapsed time.Duration) error {
-	s := ShardedSummary{ID: sj.ID.String(), State: sj.State.String(), ReduceAttempts: sj.ReduceAttempts, Verified: sj.State == api.JobVerified, Attempts: sj.Attempts,
+func printShardedSummary(o *SubmitOptions, sj *node.ShardedJob, elapsed time.Duration) error {
+	s := ShardedSummary{ID: sj.ID.String(), State: sj.State.String(), ReduceAttempts: sj.ReduceAttempts, Verified: sj.State == store.JobVerified, Attempts: sj.Attempts,
 		OutputSize: sj.OutputSize, ElapsedMS: float64(elapsed.Microseconds()) / 1000, Error: sj.Error,
 		Via: sj.Via, PaidMsat: sj.PaidMsat, AggregatorFeeMsat: sj.FeeMsat}
 	if !sj.Output.IsZero() {
@@ -207,7 +212,7 @@ func printShardedSummary(o *SubmitOptions, sj *api.ShardedJob, elapsed time.Dura
 	if s.Via != "" {
 		fmt.Fprintf(w, "  via aggregator %s: paid %d msat, its fee %d msat\n", shortID(s.Via), s.PaidMsat, s.AggregatorFeeMsat)
 	}
-	if sj.State == api.JobFailed {
+	if sj.State == store.JobFailed {
 		fmt.Fprintf(w, "  error: %s\n", s.Error)
 	}
 	return nil

@@ -22,6 +22,10 @@ import (
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/jobs"
+	"github.com/infernet/infernet/node/requirement"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/proofs/redundancy"
 )
 
@@ -101,7 +105,7 @@ With no node running for --datadir, submit starts one in its own process for
 the job (client only), which joins the network through --bootstrap, or the
 "bootstrap" peers of DIR/config.json, and stops when the job is done.
 
-Requirement expressions may use: ` + api.RequirementNames + `.
+Requirement expressions may use: ` + requirement.Names + `.
 
 Exit status: 0 for a verified result of a job that exited 0; the job's own
 exit code for a verified result of a job that exited otherwise (above 255:
@@ -186,7 +190,7 @@ func addDataFlag(f *pflag.FlagSet, opts *SubmitOptions) {
 // are) but for the module, input and data, which the caller sets once it
 // has put them.
 func (o *SubmitOptions) request() (api.SubmitRequest, error) {
-	req := api.SubmitRequest{Terms: api.Terms{TimeoutMS: o.Timeout.Milliseconds(), Fuel: o.Fuel},
+	req := api.SubmitRequest{Terms: wire.Terms{TimeoutMS: o.Timeout.Milliseconds(), Fuel: o.Fuel},
 		Replicas: o.Replicas, DeadlineMS: o.Deadline.Milliseconds(), Require: o.Require, Price: o.Price, Collateral: o.Collateral}
 	mem, err := parseSize(o.Memory)
 	if err != nil {
@@ -194,9 +198,9 @@ func (o *SubmitOptions) request() (api.SubmitRequest, error) {
 	}
 	switch o.Settle {
 	case "escrow":
-		req.Settle = api.SettleEscrow
+		req.Settle = wire.SettleEscrow
 	case "fair":
-		req.Settle = api.SettleFair
+		req.Settle = wire.SettleFair
 		if o.Price == 0 {
 			return req, errors.New("--settle fair needs --max-price")
 		}
@@ -208,15 +212,15 @@ func (o *SubmitOptions) request() (api.SubmitRequest, error) {
 		if maxOut, err = parseSize(o.MaxOutput); err != nil {
 			return req, fmt.Errorf("--max-output: %w", err)
 		}
-	} else if req.Settle != api.SettleFair {
+	} else if req.Settle != wire.SettleFair {
 		maxOut = host.DefaultMaxOutput
 	}
 	mode, ok := abi.ParseMode(o.Mode)
 	if !ok {
 		return req, fmt.Errorf("--mode: %q is not exact or tolerance", o.Mode)
 	}
-	if o.Replicas < 1 || o.Replicas > api.MaxReplicas {
-		return req, fmt.Errorf("--replicas: want 1 to %d", api.MaxReplicas)
+	if o.Replicas < 1 || o.Replicas > wire.MaxReplicas {
+		return req, fmt.Errorf("--replicas: want 1 to %d", wire.MaxReplicas)
 	}
 	if err := api.CheckRequirement(o.Require); err != nil {
 		return req, fmt.Errorf("--require: %w", err)
@@ -293,7 +297,7 @@ func runSubmit(ctx context.Context, o *SubmitOptions) error {
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
-	if job.State == api.JobVerified || job.State == api.JobUnverified {
+	if job.State == store.JobVerified || job.State == store.JobUnverified {
 		out, err := c.Blob(ctx, job.Output, job.OutputSize)
 		if err != nil {
 			return &exitError{Code: ExitError, Err: fmt.Errorf("output: %w", err)}
@@ -325,28 +329,28 @@ func dataFiles(flags []string) (map[string]string, error) {
 }
 
 // uploadData stores the --data files in the node as blobs.
-func uploadData(ctx context.Context, c *api.Client, flags []string) ([]api.DataBlob, error) {
+func uploadData(ctx context.Context, c *api.Client, flags []string) ([]wire.DataBlob, error) {
 	files, err := dataFiles(flags)
 	if err != nil {
 		return nil, err
 	}
-	var out []api.DataBlob
+	var out []wire.DataBlob
 	for name, path := range files {
 		info, err := putFile(ctx, c, path)
 		if err != nil {
 			return nil, fmt.Errorf("--data %s: %w", name, err)
 		}
-		out = append(out, api.DataBlob{Name: name, Digest: info.Digest, Size: info.Size})
+		out = append(out, wire.DataBlob{Name: name, Digest: info.Digest, Size: info.Size})
 	}
-	slices.SortFunc(out, func(a, b api.DataBlob) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b wire.DataBlob) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
 // putFile streams the file at path to the node as a blob.
-func putFile(ctx context.Context, c *api.Client, path string) (api.BlobInfo, error) {
+func putFile(ctx context.Context, c *api.Client, path string) (store.BlobRef, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return api.BlobInfo{}, err
+		return store.BlobRef{}, err
 	}
 	defer f.Close()
 	return c.PutBlobFrom(ctx, f)
@@ -354,10 +358,10 @@ func putFile(ctx context.Context, c *api.Client, path string) (api.BlobInfo, err
 
 // dialAndPutModule connects to the node's API (starting a node in this
 // process when none runs) and stores MODULE there.
-func (o *SubmitOptions) dialAndPutModule(ctx context.Context) (*api.Client, api.BlobInfo, error) {
+func (o *SubmitOptions) dialAndPutModule(ctx context.Context) (*api.Client, store.BlobRef, error) {
 	c, err := o.connect(ctx)
 	if err != nil {
-		return nil, api.BlobInfo{}, err
+		return nil, store.BlobRef{}, err
 	}
 	mb, err := putFile(ctx, c, o.Module)
 	return c, mb, err
@@ -365,8 +369,8 @@ func (o *SubmitOptions) dialAndPutModule(ctx context.Context) (*api.Client, api.
 
 // putInput streams --input (a file, stdin for -, nothing when unset) to
 // the node as a blob.
-func (o *SubmitOptions) putInput(ctx context.Context, c *api.Client) (api.BlobInfo, error) {
-	var info api.BlobInfo
+func (o *SubmitOptions) putInput(ctx context.Context, c *api.Client) (store.BlobRef, error) {
+	var info store.BlobRef
 	var err error
 	switch o.Input {
 	case "":
@@ -426,15 +430,15 @@ func writeSubmitOutput(o *SubmitOptions, out []byte) error {
 }
 
 // submitExit maps a finished job to the exit status documented above.
-func submitExit(job *api.Job) error {
+func submitExit(job *store.Job) error {
 	switch job.State {
-	case api.JobVerified:
-	case api.JobUnverified:
+	case store.JobVerified:
+	case store.JobUnverified:
 		return &exitError{Code: ExitUnverified}
 	default:
 		return &exitError{Code: ExitNoResult, Err: fmt.Errorf("job %s failed: %s", job.ID, job.Error)}
 	}
-	if job.Outcome == api.OutcomeStopped {
+	if job.Outcome == wire.OutcomeStopped {
 		return &exitError{Code: ExitNotRun, Err: fmt.Errorf("job %s: %s (on every replica)", job.ID, job.Error)}
 	}
 	if job.ExitCode != 0 {
@@ -480,8 +484,8 @@ type ProviderRun struct {
 	Error    string  `json:"error,omitempty"`
 }
 
-func summarize(job *api.Job, elapsed time.Duration) Summary {
-	s := Summary{Job: job.ID.String(), State: job.State.String(), Verified: job.State == api.JobVerified,
+func summarize(job *store.Job, elapsed time.Duration) Summary {
+	s := Summary{Job: job.ID.String(), State: job.State.String(), Verified: job.State == store.JobVerified,
 		Agree: job.Agree, Replicas: int(job.Announce.Replicas), ExitCode: job.ExitCode, Error: job.Error,
 		OutputSize: job.OutputSize, ElapsedMS: float64(elapsed.Microseconds()) / 1000,
 		Verification: job.Verification, Unverified: job.Unverified, Liars: job.Liars, Proofs: len(job.Proofs), Collateral: job.Announce.Collateral}
@@ -498,7 +502,7 @@ func summarize(job *api.Job, elapsed time.Duration) Summary {
 	return s
 }
 
-func printSummary(o *SubmitOptions, job *api.Job, elapsed time.Duration) error {
+func printSummary(o *SubmitOptions, job *store.Job, elapsed time.Duration) error {
 	s := summarize(job, elapsed)
 	if o.JSON {
 		enc := json.NewEncoder(o.IO.Out)
@@ -509,19 +513,19 @@ func printSummary(o *SubmitOptions, job *api.Job, elapsed time.Duration) error {
 	verdict := s.State
 	results := 0
 	for _, p := range s.Providers {
-		if p.State == api.ReplicaDone.String() || p.State == api.ReplicaOutvoted.String() {
+		if p.State == store.ReplicaDone.String() || p.State == store.ReplicaOutvoted.String() {
 			results++
 		}
 	}
 	switch {
-	case s.Verified && job.Outcome == api.OutcomeStopped:
+	case s.Verified && job.Outcome == wire.OutcomeStopped:
 		// Not a result: every replica agrees the job could not run.
 		verdict = fmt.Sprintf("not run: %s (%d of %d replicas agree)", oneLine(s.Error), s.Agree, results)
-	case s.Verified && s.Verification == api.VerifiedByTrust:
+	case s.Verified && s.Verification == jobs.VerifiedByTrust:
 		verdict = "verified by trust (one replica from a provider with a long clean record; adaptive)"
 	case s.Verified:
 		verdict = fmt.Sprintf("verified (%d of %d replicas agree)", s.Agree, results)
-		if s.Verification == api.VerifiedByAudit {
+		if s.Verification == jobs.VerifiedByAudit {
 			// Newcomers' results, checked by running the job here.
 			verdict = fmt.Sprintf("verified by audit (run here too; %d of %d replicas agree with it)", s.Agree, results)
 		}
@@ -540,12 +544,12 @@ func printSummary(o *SubmitOptions, job *api.Job, elapsed time.Duration) error {
 	}
 	for _, p := range s.Providers {
 		line := fmt.Sprintf("  replica %d  %s  %s", p.Replica, shortID(p.Provider), p.State)
-		if p.State == api.ReplicaDone.String() && p.Backend != "" {
+		if p.State == store.ReplicaDone.String() && p.Backend != "" {
 			line += fmt.Sprintf("  %.1f ms on %s", p.RunMS, p.Backend)
-		} else if p.State == api.ReplicaDone.String() {
+		} else if p.State == store.ReplicaDone.String() {
 			line += "  (not run)"
 		}
-		if p.State == api.ReplicaOutvoted.String() {
+		if p.State == store.ReplicaOutvoted.String() {
 			line += "  (outvoted)"
 		}
 		if p.Error != "" {
@@ -613,7 +617,7 @@ func newProgress(o *SubmitOptions, replicas int) *progress {
 	return pr
 }
 
-func (pr *progress) event(e api.Event) {
+func (pr *progress) event(e jobs.Event) {
 	if pr.p == nil {
 		return
 	}
@@ -625,16 +629,16 @@ func (pr *progress) event(e api.Event) {
 	}
 	who := shortID(e.Provider)
 	switch e.Kind {
-	case api.EventAssigned:
+	case jobs.EventAssigned:
 		rb.state = "assigned to " + who
 		rb.bar.SetCurrent(1)
-	case api.EventRunning:
+	case jobs.EventRunning:
 		rb.state = "running on " + who
 		rb.bar.SetCurrent(2)
-	case api.EventResult:
+	case jobs.EventResult:
 		rb.state = "result from " + who + ": " + e.Detail
 		rb.bar.SetCurrent(3)
-	case api.EventLost:
+	case jobs.EventLost:
 		rb.state = "lost " + who + " (" + strings.TrimSpace(e.Detail) + "), reassigning"
 		rb.bar.SetCurrent(0)
 	}

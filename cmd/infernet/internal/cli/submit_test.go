@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/proofs/gemmproof"
 )
 
@@ -38,7 +39,7 @@ func TestSubmitProofs(t *testing.T) {
 			t.Errorf("%v: request proofs %v, %v; want %v", tt.args, req.Proofs, err, tt.want)
 		}
 	}
-	job := &api.Job{State: api.JobVerified, Proofs: make([]gemmproof.Proof, 3)}
+	job := &store.Job{State: store.JobVerified, Proofs: make([]gemmproof.Proof, 3)}
 	if s := summarize(job, time.Second); s.Proofs != 3 {
 		t.Errorf("summary counts %d proofs, want 3", s.Proofs)
 	}
@@ -171,9 +172,9 @@ func TestDataFlags(t *testing.T) {
 // compile bomb refused as an invalid module) reads as not run, not as
 // verified, and its replicas as not run rather than "0.0 ms on".
 func TestSubmitSummaryNotRun(t *testing.T) {
-	job := &api.Job{State: api.JobVerified, Agree: 2, Outcome: api.OutcomeStopped, Error: "invalid module",
-		Replicas: []api.Replica{{Index: 0, Provider: "12D3KooWprovider0000", State: api.ReplicaDone, Result: &api.Result{}},
-			{Index: 1, Provider: "12D3KooWprovider1111", State: api.ReplicaDone, Result: &api.Result{}}}}
+	job := &store.Job{State: store.JobVerified, Agree: 2, Outcome: wire.OutcomeStopped, Error: "invalid module",
+		Replicas: []store.Replica{{Index: 0, Provider: "12D3KooWprovider0000", State: store.ReplicaDone, Result: &wire.Result{}},
+			{Index: 1, Provider: "12D3KooWprovider1111", State: store.ReplicaDone, Result: &wire.Result{}}}}
 	var stderr bytes.Buffer
 	if err := printSummary(&SubmitOptions{IO: IO{Out: io.Discard, Err: &stderr}}, job, time.Second); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/jobs"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
 )
 
 // TrainOptions are the settings of `infernet train`: the shards' job is
@@ -135,10 +139,10 @@ func (o *TrainOptions) trainRequest() (api.TrainRequest, error) {
 	switch {
 	case o.Reduce == "":
 		return api.TrainRequest{}, errors.New("--reduce is required: it makes each round's state")
-	case o.Rounds < 1 || o.Rounds > api.MaxTrainRounds:
-		return api.TrainRequest{}, fmt.Errorf("--rounds: want 1 to %d", api.MaxTrainRounds)
-	case o.Shards < 1 || o.Shards > api.MaxShards:
-		return api.TrainRequest{}, fmt.Errorf("--shards: want 1 to %d", api.MaxShards)
+	case o.Rounds < 1 || o.Rounds > node.MaxTrainRounds:
+		return api.TrainRequest{}, fmt.Errorf("--rounds: want 1 to %d", node.MaxTrainRounds)
+	case o.Shards < 1 || o.Shards > wire.MaxShards:
+		return api.TrainRequest{}, fmt.Errorf("--shards: want 1 to %d", wire.MaxShards)
 	case o.StateData != "" && o.State == "":
 		return api.TrainRequest{}, errors.New("--state-data needs --state: a data blob is never empty")
 	case o.Eval == "" && (len(o.EvalArgs) > 0 || len(o.EvalData) > 0):
@@ -165,7 +169,7 @@ func (o *TrainOptions) upload(ctx context.Context, c *api.Client, req *api.Train
 	if err != nil {
 		return fmt.Errorf("--reduce: %w", err)
 	}
-	req.Job.Reduce = &api.ReduceSpec{Module: rb.Digest, ModuleSize: rb.Size}
+	req.Job.Reduce = &node.ReduceSpec{Module: rb.Digest, ModuleSize: rb.Size}
 	if req.Job.Data, err = uploadData(ctx, c, o.Data); err != nil {
 		return err
 	}
@@ -192,7 +196,7 @@ func (o *TrainOptions) upload(ctx context.Context, c *api.Client, req *api.Train
 // attachTrain follows a training run under way until it ends, printing
 // its rounds as they end.
 func attachTrain(ctx context.Context, o *TrainOptions) error {
-	id, err := api.ParseJobID(o.Attach)
+	id, err := wire.ParseJobID(o.Attach)
 	if err != nil {
 		return &exitError{Code: ExitError, Err: fmt.Errorf("--attach: %w", err)}
 	}
@@ -227,7 +231,7 @@ type trainWatch struct {
 	ctx     context.Context
 	o       *TrainOptions
 	c       *api.Client
-	id      api.JobID
+	id      wire.JobID
 	start   time.Time
 	printed int   // rounds printed
 	err     error // the first checkpoint that could not be written
@@ -238,15 +242,15 @@ func newTrainWatch(ctx context.Context, o *TrainOptions, c *api.Client) *trainWa
 }
 
 // event handles a progress event of the run.
-func (w *trainWatch) event(e api.Event) {
+func (w *trainWatch) event(e jobs.Event) {
 	switch e.Kind {
-	case api.EventTrainRecorded:
-		if id, err := api.ParseJobID(e.Detail); err == nil {
+	case jobs.EventTrainRecorded:
+		if id, err := wire.ParseJobID(e.Detail); err == nil {
 			w.id = id
 			fmt.Fprintf(w.o.IO.Err, "training run %s: %d rounds, %d shards a round (infernet train --attach %s)\n",
 				shortID(e.Detail), w.o.Rounds, w.o.Shards, e.Detail)
 		}
-	case api.EventRoundDone:
+	case jobs.EventRoundDone:
 		rec, err := w.c.TrainRun(w.ctx, w.id, false)
 		if err == nil {
 			err = w.rounds(rec)
@@ -259,7 +263,7 @@ func (w *trainWatch) event(e api.Event) {
 
 // rounds prints the rounds of rec that ended since the last call and
 // writes their checkpoints.
-func (w *trainWatch) rounds(rec *api.TrainRun) error {
+func (w *trainWatch) rounds(rec *store.TrainRun) error {
 	for ; w.printed < len(rec.Rounds) && !rec.Rounds[w.printed].Finished.IsZero(); w.printed++ {
 		k, r := w.printed+1, rec.Rounds[w.printed]
 		fmt.Fprintf(w.o.IO.Err, "round %d: %v, state %d bytes (%s)", k, r.Finished.Sub(r.Started).Round(time.Millisecond),
@@ -278,7 +282,7 @@ func (w *trainWatch) rounds(rec *api.TrainRun) error {
 }
 
 // save writes a round's state to path.
-func (w *trainWatch) save(r api.TrainRound, path string) error {
+func (w *trainWatch) save(r store.TrainRound, path string) error {
 	b, err := w.c.Blob(w.ctx, r.State, r.StateSize)
 	if err != nil {
 		return err
@@ -291,7 +295,7 @@ func (w *trainWatch) save(r api.TrainRound, path string) error {
 
 // finish prints the run's end, writes the last state and says how the
 // command exits.
-func (w *trainWatch) finish(rec *api.TrainRun) error {
+func (w *trainWatch) finish(rec *store.TrainRun) error {
 	if err := w.rounds(rec); err != nil && w.err == nil {
 		w.err = err
 	}
@@ -317,9 +321,9 @@ func (w *trainWatch) finish(rec *api.TrainRun) error {
 		return &exitError{Code: ExitError, Err: w.err}
 	}
 	switch rec.State {
-	case api.JobVerified:
+	case store.JobVerified:
 		return nil
-	case api.JobUnverified:
+	case store.JobUnverified:
 		return &exitError{Code: ExitUnverified}
 	}
 	return &exitError{Code: ExitNoResult, Err: fmt.Errorf("training run failed: %s", rec.Error)}

@@ -1,9 +1,10 @@
 // Package partstest builds a node's parts (parts.Parts) for a role's own
 // tests: a real database, blob store, peer book, streams, ledger and blob
 // service in the test's temporary folder, on a libp2p host the test gives
-// (one of go-libp2p's mocknet, say), in free mode: no Lightning node. A
-// role's behaviour is then tested beside its code, on in-process hosts,
-// without starting whole nodes.
+// (one of go-libp2p's mocknet, say), in free mode (no Lightning node) or,
+// with the option Paid, paying through a Lightning node of the test's
+// (paymentstest's fake network). A role's behaviour is then tested beside
+// its code, on in-process hosts, without starting whole nodes.
 package partstest
 
 import (
@@ -15,6 +16,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -28,11 +30,34 @@ import (
 	"github.com/infernet/infernet/node/internal/settle"
 	"github.com/infernet/infernet/node/reputation"
 	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
+	"github.com/infernet/infernet/payments"
+	"github.com/infernet/infernet/payments/paymentstest"
 )
 
-// New returns the parts of a node on h, closed when tb ends (its Life is
-// cancelled and its Group waited for first).
-func New(tb testing.TB, h host.Host) parts.Parts {
+// Option changes the parts New builds.
+type Option func(*settle.Config)
+
+// Paid makes the parts' ledger pay and be paid through ln (a node of a
+// paymentstest.Network, say): it serves the settle protocol on the host
+// and sweeps the open payments nobody handles at start, then every sweep
+// (0: every hour, that is only at start within a test).
+func Paid(ln payments.Lightning, sweep time.Duration) Option {
+	if sweep == 0 {
+		sweep = time.Hour
+	}
+	return func(c *settle.Config) { c.Lightning, c.Sweep = ln, sweep }
+}
+
+// Fair gives the parts' ledger the keys of fair exchange (with Paid).
+func Fair(keys *settle.FairKeys) Option {
+	return func(c *settle.Config) { c.Fair = keys }
+}
+
+// New returns the parts of a node on h, in free mode unless an option says
+// otherwise, closed when tb ends (its Life is cancelled and its Group and
+// ledger waited for first).
+func New(tb testing.TB, h host.Host, opts ...Option) parts.Parts {
 	tb.Helper()
 	dir := tb.TempDir()
 	// The log is printed if the test fails: a role's goroutines may still
@@ -54,9 +79,13 @@ func New(tb testing.TB, h host.Host) parts.Parts {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	var ledger *settle.Ledger
 	tb.Cleanup(func() {
 		cancel()
 		wg.Wait()
+		if ledger != nil {
+			ledger.Wait()
+		}
 		db.Close()
 	})
 	access := peers.NewAccess()
@@ -65,7 +94,16 @@ func New(tb testing.TB, h host.Host) parts.Parts {
 		tb.Fatal(err)
 	}
 	streams := peers.NewStreams(h)
-	ledger := settle.New(ctx, settle.Config{DB: db, Blobs: blobs, Peers: book, Streams: streams, Logger: log})
+	lc := settle.Config{DB: db, Blobs: blobs, Peers: book, Streams: streams, Logger: log}
+	for _, o := range opts {
+		o(&lc)
+	}
+	ledger = settle.New(ctx, lc)
+	if ledger.Paid() {
+		// As a node in paid mode does.
+		h.SetStreamHandler(wire.ProtocolSettle, ledger.HandleSettle)
+		ledger.Start()
+	}
 	svc, err := blobnet.NewService(blobnet.Config{Host: h, Store: blobs, Logger: log, Allow: access.Allow})
 	if err != nil {
 		tb.Fatal(err)
@@ -103,6 +141,34 @@ func Hosts(tb testing.TB, n int) []host.Host {
 		tb.Fatal(err)
 	}
 	return hs
+}
+
+// Fund is what each node of Lightning's network holds on each side of its
+// channels, in millisatoshi.
+const Fund = 500_000
+
+// Lightning returns a fake Lightning network (payments/paymentstest) with
+// a node of each name, each holding Fund to spend and Fund to receive:
+// give a node to Paid.
+func Lightning(names ...string) (*paymentstest.Network, []*paymentstest.Node) {
+	net := paymentstest.New()
+	nodes := make([]*paymentstest.Node, len(names))
+	for i, name := range names {
+		nodes[i] = net.NewNode(name, Fund, Fund)
+	}
+	return net, nodes
+}
+
+// Eventually polls cond until it holds, and fails tb after a minute (a
+// bound for a machine however slow, not a measure) saying what it waited
+// for.
+func Eventually(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	for end := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+	}
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent writes.

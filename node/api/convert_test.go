@@ -9,7 +9,6 @@ import (
 
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/reputation"
-	"github.com/infernet/infernet/node/store"
 )
 
 // fill sets every settable field of v, however deep, to a value that is not
@@ -89,27 +88,15 @@ func peerRecord(p node.PeerInfo) any {
 // TestRecordsKeepTheirJSON checks that every answer of the API encodes as
 // the node's record it is converted from did before the API had types of
 // its own: clients and the dashboard read the same JSON, and a field added
-// to a record without its answer fails here.
+// to a record without its answer fails here. Jobs, runs, payments,
+// sharded jobs, training runs and models are answered as the records
+// themselves; a peer is the one answer converted.
 func TestRecordsKeepTheirJSON(t *testing.T) {
-	job := filled[store.Job](t)
-	sharded := filled[node.ShardedJob](t)
-	sharded.Shards = append(sharded.Shards, nil) // a shard not run yet
-	train := filled[store.TrainRun](t)
-	model := filled[store.Model](t)
 	for _, tc := range []struct {
 		name         string
 		record, answ any
 	}{
-		{"job", job, jobOf(&job)},
-		{"run", filled[store.Run](t), runOf(filled[store.Run](t))},
-		{"payment", filled[store.Payment](t), paymentOf(filled[store.Payment](t))},
 		{"peer", peerRecord(filled[node.PeerInfo](t)), peerOf(filled[node.PeerInfo](t))},
-		{"sharded job", sharded, shardedJobOf(&sharded)},
-		{"training run", train, trainRunOf(&train)},
-		{"model", model, modelOf(&model)},
-		{"event", filled[node.Event](t), eventOf(filled[node.Event](t))},
-		{"empty job", store.Job{}, jobOf(&store.Job{})},
-		{"empty sharded job", node.ShardedJob{}, shardedJobOf(&node.ShardedJob{})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want, err := json.Marshal(tc.record)
