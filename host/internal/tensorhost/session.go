@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/internal/batcher"
 	"github.com/infernet/infernet/host/internal/modelcache"
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/proofs/gemmproof"
@@ -88,6 +89,11 @@ type Config struct {
 	// Profile times every host call of the job, by function (Session.
 	// Profile); off, the calls cost no clock reads.
 	Profile bool
+	// Batcher, if set, runs the job's matmuls against data tensors
+	// (shared weights) through it, so that concurrent jobs' multiplies by
+	// one weight may run as one (package batcher: same bits). Nil: each
+	// runs alone.
+	Batcher *batcher.Batcher
 }
 
 // OpTime is the host calls of one function of the module in a job: how
