@@ -131,4 +131,3 @@ func envOr(name, def string) string {
 	}
 	return def
 }
-
