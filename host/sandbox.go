@@ -94,11 +94,11 @@ type Config struct {
 	DeviceCache int64
 	// Batching turns on batching across jobs (default off): concurrent
 	// jobs' matmuls against one weight of the model cache, on a CPU
-	// backend, run as one multiply over all their rows when they meet
-	// (host/internal/batcher: no time window, a lone job never waits), and
-	// each job's rows are bit for bit what they are alone, in both modes.
-	// It changes no output. Off by default because jobs seldom meet: 8
-	// concurrent decodes of a 15M model met in 2% of their matmuls.
+	// backend, run as one multiply over all their rows (host/internal/
+	// batcher: a lone job never waits; jobs that use one weight wait for
+	// each other, up to 100 ms, and fall into step), and each job's rows
+	// are bit for bit what they are alone, in both modes. It changes no
+	// output.
 	Batching bool
 }
 
@@ -525,9 +525,10 @@ func (s *Sandbox) ModelCacheStats() ModelCacheStats {
 // BatchStats are the counters of batching across jobs (Config.Batching):
 // the matmuls that could join a batch (against a cached weight, on a CPU
 // backend, of few rows), the multiplies that served them, the calls served
-// by a multiply of more than one, and the rows multiplied.
+// by a multiply of more than one, the rows multiplied, and the gathers
+// that ran at their time limit without every job they waited for.
 type BatchStats struct {
-	Calls, Runs, Batched, Rows uint64
+	Calls, Runs, Batched, Rows, Expired uint64
 }
 
 // BatchStats returns the sandbox's batching counters (zero without

@@ -27,8 +27,9 @@ import (
 // the first start to the last end), medians of $INFERNET_BATCH_ROUNDS
 // interleaved rounds (default 3). Every completion's text must equal its
 // unbatched run's. Reported: tok/s of each case, the 8-job/1-job ratio with
-// batching on (issue 35's target: >= 4) and off, on/off at 8 jobs, and
-// the calls served by a multiply of more than one job (batched-%).
+// batching on (issue 35's target: >= 4) and off, on/off at 8 jobs, the
+// calls served by a multiply of more than one job (batched-%), the mean
+// rows of a multiply, and the gathers that ran at their time limit.
 func BenchmarkBatching(b *testing.B) {
 	shape, ok := llamatest.Preset(envOr("INFERNET_BATCH_SHAPE", "stories110M"))
 	if !ok {
@@ -88,7 +89,7 @@ func BenchmarkBatching(b *testing.B) {
 	}
 	rates := map[string][]float64{}
 	want := map[int][]string{} // unbatched texts by job count
-	var batched, calls uint64
+	var batched, calls, runs, rows, expired uint64
 	for range b.N {
 		for range rounds {
 			for _, on := range []bool{false, true} {
@@ -97,6 +98,8 @@ func BenchmarkBatching(b *testing.B) {
 					texts, rate := run(boxes[on], n)
 					after := boxes[on].BatchStats()
 					batched, calls = batched+after.Batched-before.Batched, calls+after.Calls-before.Calls
+					runs, rows = runs+after.Runs-before.Runs, rows+after.Rows-before.Rows
+					expired += after.Expired - before.Expired
 					name := fmt.Sprintf("%s-%d", map[bool]string{false: "off", true: "on"}[on], n)
 					rates[name] = append(rates[name], rate)
 					if !on && want[n] == nil {
@@ -120,6 +123,8 @@ func BenchmarkBatching(b *testing.B) {
 	b.ReportMetric(med["on-8"]/med["off-8"], "8-on/off")
 	if calls > 0 {
 		b.ReportMetric(100*float64(batched)/float64(calls), "batched-%")
+		b.ReportMetric(float64(rows)/float64(runs), "rows/multiply")
+		b.ReportMetric(float64(expired), "expired-gathers")
 	}
 	b.Logf("%s q8_0, %d tokens per job, medians of %d rounds: %v (all %v)", shape.Name, tokens, rounds, med, rates)
 }

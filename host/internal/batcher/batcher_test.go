@@ -55,8 +55,8 @@ func (g *gate) open() {
 	close(g.release)
 }
 
-// queued waits until kk's queue of b holds n calls.
-func queued(t *testing.T, b *Batcher, w *tensor.HostBuffer, n int) {
+// waitQueue waits until kk's queue of b holds n calls.
+func waitQueue(t *testing.T, b *Batcher, w *tensor.HostBuffer, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -168,7 +168,9 @@ func batchBits(t *testing.T, tr tensor.RowwiseMatMul, w *tensor.HostBuffer, n, k
 	var wg sync.WaitGroup
 	call := func(i int) {
 		wg.Go(func() {
-			errs[i] = b.MatMul(context.Background(), g, rows[i], n, k,
+			m := b.Join()
+			defer m.Leave()
+			errs[i] = m.MatMul(context.Background(), g, rows[i], n, k,
 				&tensor.HostBuffer{F32: xs[i]}, w, &tensor.HostBuffer{F32: outs[i]})
 		})
 	}
@@ -177,7 +179,7 @@ func batchBits(t *testing.T, tr tensor.RowwiseMatMul, w *tensor.HostBuffer, n, k
 	for i := 1; i < len(rows); i++ {
 		call(i)
 	}
-	queued(t, b, w, len(rows)-1)
+	waitQueue(t, b, w, len(rows)-1)
 	g.open()
 	wg.Wait()
 	if s := b.Stats(); len(rows) > 2 && s.Batched != uint64(len(rows)-1) {
@@ -300,9 +302,11 @@ func TestDirect(t *testing.T) {
 			}
 			b := New(Config{MaxRows: 4})
 			x := &tensor.HostBuffer{F32: floats(r, tc.rows*32)}
-			if err := b.MatMul(context.Background(), tr, tc.rows, 8, 32, x, w, &tensor.HostBuffer{F32: make([]float32, tc.rows*8)}); err != nil {
+			m := b.Join()
+			if err := m.MatMul(context.Background(), tr, tc.rows, 8, 32, x, w, &tensor.HostBuffer{F32: make([]float32, tc.rows*8)}); err != nil {
 				t.Fatal(err)
 			}
+			m.Leave()
 			if len(c.seen) != 1 || c.seen[0] != x {
 				t.Errorf("backend saw %v, want the caller's x %p once", c.seen, x)
 			}
@@ -359,7 +363,9 @@ func TestFailureIsTheCallersOwn(t *testing.T) {
 				}
 				wg.Go(func() {
 					defer func() { panicked[i] = recover() }()
-					errs[i] = b.MatMul(context.Background(), g, 1, 8, 32, &tensor.HostBuffer{F32: xs[i]}, w, &tensor.HostBuffer{F32: outs[i]})
+					m := b.Join()
+					defer m.Leave()
+					errs[i] = m.MatMul(context.Background(), g, 1, 8, 32, &tensor.HostBuffer{F32: xs[i]}, w, &tensor.HostBuffer{F32: outs[i]})
 				})
 			}
 			call(0)
@@ -367,7 +373,7 @@ func TestFailureIsTheCallersOwn(t *testing.T) {
 			for i := 1; i < callers; i++ {
 				call(i)
 			}
-			queued(t, b, w, callers-1)
+			waitQueue(t, b, w, callers-1)
 			g.open()
 			wg.Wait()
 			for i := range callers {
@@ -405,7 +411,9 @@ func TestCancelIsolated(t *testing.T) {
 	g := newGate(ref)
 	b := New(Config{})
 	mm := func(ctx context.Context, x, out []float32) error {
-		return b.MatMul(ctx, g, 1, 8, 32, &tensor.HostBuffer{F32: x}, w, &tensor.HostBuffer{F32: out})
+		m := b.Join()
+		defer m.Leave()
+		return m.MatMul(ctx, g, 1, 8, 32, &tensor.HostBuffer{F32: x}, w, &tensor.HostBuffer{F32: out})
 	}
 	const callers = 5 // 0 runs alone; 1 leaves while queued; 2 while in the batch
 	xs, outs, errs := make([][]float32, callers), make([][]float32, callers), make([]error, callers)
@@ -426,7 +434,7 @@ func TestCancelIsolated(t *testing.T) {
 	for i := 1; i < callers; i++ {
 		call(i)
 	}
-	queued(t, b, w, callers-1)
+	waitQueue(t, b, w, callers-1)
 
 	cancels[1]() // caller 1 leaves the queue while caller 0 still holds the weight
 	select {
@@ -434,7 +442,7 @@ func TestCancelIsolated(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a cancelled queued caller did not leave")
 	}
-	queued(t, b, w, callers-2)
+	waitQueue(t, b, w, callers-2)
 	g.release <- struct{}{} // caller 0 ends; 2..4 start as one batch, held by the gate
 	<-g.entered
 	cancels[2]()
@@ -478,6 +486,8 @@ func TestConcurrent(t *testing.T) {
 	for c := range 16 {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(c), 8))
+			m := b.Join()
+			defer m.Leave()
 			for range 50 {
 				w, rows := ws[r.IntN(2)], 1+r.IntN(4)
 				x, out := floats(r, rows*64), make([]float32, rows*24)
@@ -485,7 +495,7 @@ func TestConcurrent(t *testing.T) {
 				if r.IntN(8) == 0 {
 					cancel()
 				}
-				err := b.MatMul(ctx, tr, rows, 24, 64, &tensor.HostBuffer{F32: x}, w, &tensor.HostBuffer{F32: out})
+				err := m.MatMul(ctx, tr, rows, 24, 64, &tensor.HostBuffer{F32: x}, w, &tensor.HostBuffer{F32: out})
 				cancel()
 				if err != nil {
 					if !errors.Is(err, context.Canceled) {
@@ -521,4 +531,151 @@ type slow struct{ tensor.RowwiseMatMul }
 func (s slow) MatMul(ctx context.Context, t, n, k int, x, w, out tensor.Buffer) error {
 	time.Sleep(200 * time.Microsecond)
 	return s.RowwiseMatMul.MatMul(ctx, t, n, k, x, w, out)
+}
+
+// matmul is one member's call of 1 row against w [8, 32] on tr, in a
+// goroutine; its result arrives on the channel.
+func matmul(m *Member, tr tensor.Transformer, w *tensor.HostBuffer) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		done <- m.MatMul(context.Background(), tr, 1, 8, 32, &tensor.HostBuffer{F32: make([]float32, 32)}, w, &tensor.HostBuffer{F32: make([]float32, 8)})
+	}()
+	return done
+}
+
+// pending reports whether a call has not returned.
+func pending(done <-chan error) bool {
+	select {
+	case err := <-done:
+		panic(fmt.Sprintf("the call returned (%v)", err))
+	default:
+		return true
+	}
+}
+
+// gathered waits until n calls gather at w.
+func gathered(t *testing.T, b *Batcher, w *tensor.HostBuffer, n int) {
+	t.Helper()
+	waitQueue(t, b, w, n)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for kk, g := range b.groups {
+		if kk.w == w && (g.busy || !b.gathering[g]) {
+			t.Fatalf("the calls at w do not gather: busy %v", g.busy)
+		}
+	}
+}
+
+// TestGather: members expected at a weight wait for each other there and
+// run as one multiply; a lone member never waits; a member that leaves,
+// or that is late past MaxWait, is no longer waited for; and two gathers
+// at different weights never wait for each other.
+func TestGather(t *testing.T) {
+	const forever = time.Hour // no test may reach it: it would time out
+	ref := reference.New(reference.Config{Threads: 1})
+	r := rand.New(rand.NewPCG(9, 9))
+	w1, w2 := weights(r, abi.Q8_0, 8, 32), weights(r, abi.Q8_0, 8, 32)
+	// joined returns n members expected at w1 and w2, as if each had
+	// called both before.
+	joined := func(b *Batcher, tr tensor.Transformer, n int) []*Member {
+		ms := make([]*Member, n)
+		for i := range ms {
+			ms[i] = b.Join()
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for _, w := range []*tensor.HostBuffer{w1, w2} {
+			kk := key{tr: tr, w: w, n: 8, k: 32}
+			g := &group{key: kk, members: map[*Member]bool{}}
+			b.groups[kk] = g
+			for _, m := range ms {
+				g.members[m], m.at[kk] = true, true
+			}
+		}
+		return ms
+	}
+	t.Run("lone member", func(t *testing.T) {
+		c := &counter{RowwiseMatMul: ref}
+		b := New(Config{MaxWait: forever})
+		m := joined(b, c, 1)[0]
+		for range 10 {
+			if err := <-matmul(m, c, w1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s := b.Stats(); s.Runs != 10 || s.Batched != 0 {
+			t.Errorf("%+v, want 10 runs alone", s)
+		}
+	})
+	t.Run("members meet", func(t *testing.T) {
+		g := newGate(ref)
+		g.open()
+		b := New(Config{MaxWait: forever})
+		ms := joined(b, g, 3)
+		first := matmul(ms[0], g, w1)
+		gathered(t, b, w1, 1)
+		second := matmul(ms[1], g, w1)
+		gathered(t, b, w1, 2)
+		pending(first)
+		pending(second)
+		third := matmul(ms[2], g, w1)
+		for _, done := range []<-chan error{first, second, third} {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if last := g.rows[len(g.rows)-1]; last != 3 {
+			t.Errorf("the last multiply had %d rows, want the 3 members'", last)
+		}
+	})
+	t.Run("leave", func(t *testing.T) {
+		b := New(Config{MaxWait: forever})
+		ms := joined(b, ref, 2)
+		first := matmul(ms[0], ref, w1)
+		gathered(t, b, w1, 1)
+		ms[1].Leave()
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("late", func(t *testing.T) {
+		b := New(Config{MaxWait: 10 * time.Millisecond})
+		ms := joined(b, ref, 2)
+		if err := <-matmul(ms[0], ref, w1); err != nil { // waits for ms[1], in vain
+			t.Fatal(err)
+		}
+		if s := b.Stats(); s.Expired != 1 {
+			t.Errorf("%d gathers expired, want 1", s.Expired)
+		}
+		b.mu.Lock()
+		expected := b.groups[key{tr: ref, w: w2, n: 8, k: 32}].members[ms[1]]
+		b.mu.Unlock()
+		if expected {
+			t.Error("the late member is still expected at the other weight")
+		}
+		if err := <-matmul(ms[0], ref, w2); err != nil { // no wait: ms[1] was dropped
+			t.Fatal(err)
+		}
+		if s := b.Stats(); s.Expired != 1 {
+			t.Errorf("%d gathers expired, want 1", s.Expired)
+		}
+	})
+	t.Run("crossed gathers", func(t *testing.T) {
+		b := New(Config{MaxWait: forever})
+		ms := joined(b, ref, 3)
+		first := matmul(ms[0], ref, w1) // waits for ms[1] and ms[2]
+		gathered(t, b, w1, 1)
+		second := matmul(ms[1], ref, w2) // waits for ms[2], not for ms[0], who waits too
+		gathered(t, b, w2, 1)
+		pending(first)
+		// ms[2] joins ms[0]: nobody is outside, both gathers go.
+		third := matmul(ms[2], ref, w1)
+		for _, done := range []<-chan error{first, second, third} {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
 }
