@@ -39,7 +39,8 @@
 // fails another's rows. If a batched multiply fails or panics, every
 // caller in it runs its own rows again, alone, under its own context: a
 // failure is then the error (or panic) of the caller whose rows cause it,
-// and no other's.
+// and no other's. The copies are the provider's memory, outside every
+// job's limit: at most MaxRows·(n+k) floats per multiply in flight.
 package batcher
 
 import (
@@ -86,7 +87,7 @@ type Batcher struct {
 	maxWait time.Duration
 
 	mu        sync.Mutex
-	groups    map[key]*group     // weights with members or calls
+	groups    map[key]*group  // weights with members or calls
 	gathering map[*group]bool // groups whose queue gathers
 
 	calls, runs, batched, rows, expired atomic.Uint64

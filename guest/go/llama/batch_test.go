@@ -2,6 +2,7 @@ package llama_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -18,11 +19,106 @@ import (
 	"github.com/infernet/infernet/host/tensor/backends"
 )
 
+// TestRunnerBatching: 8 concurrent jobs of the runner on stories260K, in
+// each mode, batched across jobs: one stopped by its fuel limit, one by its
+// time limit and one cancelled, all midway. The 5 others finish with the
+// completions each gives with batching off, and the stopped ones fail with
+// their own errors.
+func TestRunnerBatching(t *testing.T) {
+	boxes := sandboxes(t)
+	data := binData()
+	prompts := []string{"Lily", "Tom went", "The cat", "Once upon a time", "A big dog", "Sue", "The sun", "Ben"}
+	const short, long = 60, 400 // tokens of the jobs that finish, and of those stopped
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			job := func(i, tokens int) host.Job {
+				return host.Job{Module: llama.Runner(), Input: requests(t, llama.Request{Prompt: prompts[i], MaxTokens: tokens}), Data: data}
+			}
+			cfg := host.NewJobConfig().WithMode(mode).WithTimeout(5 * time.Minute)
+			full, err := boxes[false].Run(context.Background(), job(5, long), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := make([]string, len(prompts))
+			for i := range 5 {
+				res, err := boxes[false].Run(context.Background(), job(i, short), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				byID, _ := parseEvents(t, res.Output)
+				want[i] = byID[0].text()
+			}
+			before := boxes[true].BatchStats()
+			errs, texts := make([]error, len(prompts)), make([]string, len(prompts))
+			var wg sync.WaitGroup
+			for i := range prompts {
+				wg.Go(func() {
+					ctx, c := context.Background(), cfg
+					cancel := context.CancelFunc(func() {})
+					tokens := long
+					switch i {
+					case 5:
+						c = c.WithFuelLimit(full.Fuel / 2)
+					case 6:
+						c = c.WithTimeout(full.Duration / 4)
+					case 7:
+						ctx, cancel = context.WithCancel(ctx)
+						time.AfterFunc(full.Duration/4, cancel)
+					default:
+						tokens = short
+					}
+					defer cancel()
+					res, err := boxes[true].Run(ctx, job(i, tokens), c)
+					errs[i] = err
+					if err == nil {
+						byID, _ := parseEvents(t, res.Output)
+						texts[i] = byID[0].text()
+					}
+				})
+			}
+			wg.Wait()
+			for i, want := range []error{nil, nil, nil, nil, nil, host.ErrFuelLimit, host.ErrTimeout, host.ErrCanceled} {
+				if !errors.Is(errs[i], want) || (want == nil) != (errs[i] == nil) {
+					t.Errorf("job %d: %v, want %v", i, errs[i], want)
+				}
+			}
+			for i := range 5 {
+				if texts[i] != want[i] {
+					t.Errorf("job %d batched: %q, alone %q", i, texts[i], want[i])
+				}
+			}
+			if s := boxes[true].BatchStats(); s.Batched == before.Batched {
+				t.Errorf("no matmul was batched: %+v", s)
+			}
+			t.Logf("%+v", boxes[true].BatchStats())
+		})
+	}
+}
+
+// sandboxes returns sandboxes on the cpu backend with batching across
+// jobs on (true) and off (false), closed when tb ends.
+func sandboxes(tb testing.TB) map[bool]*host.Sandbox {
+	set, err := backends.Open(context.Background(), backends.Config{Fast: backends.CPU})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	boxes := map[bool]*host.Sandbox{}
+	for _, on := range []bool{false, true} {
+		sb, err := host.New(context.Background(), host.Config{Reference: set.Reference, Fast: set.Fast, NoBatching: !on})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { sb.Close(context.Background()) })
+		boxes[on] = sb
+	}
+	return boxes
+}
+
 // BenchmarkBatching is issue 35's serving case: 1 and 8 concurrent
 // completions, each its own job, of a random-weight model of
 // $INFERNET_BATCH_SHAPE (default stories110M) in q8_0, greedy,
 // $INFERNET_BATCH_TOKENS tokens each (default 64), in tolerance mode on
-// the cpu backend, with batching across jobs (host.Config.Batching) on
+// the cpu backend, with batching across jobs (host.Config.NoBatching) on
 // and off: aggregate tokens/s (every job's tokens over the wall time from
 // the first start to the last end), medians of $INFERNET_BATCH_ROUNDS
 // interleaved rounds (default 3). Every completion's text must equal its
@@ -42,19 +138,7 @@ func BenchmarkBatching(b *testing.B) {
 	prompts := []string{"Once upon a time", "Lily and Tom", "The big red ball", "One day, a cat",
 		"In the park", "Sam was sad", "The sun was hot", "A little bird"}
 
-	set, err := backends.Open(context.Background(), backends.Config{Fast: backends.CPU})
-	if err != nil {
-		b.Fatal(err)
-	}
-	boxes := map[bool]*host.Sandbox{}
-	for _, on := range []bool{false, true} {
-		sb, err := host.New(context.Background(), host.Config{Reference: set.Reference, Fast: set.Fast, Batching: on})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer sb.Close(context.Background())
-		boxes[on] = sb
-	}
+	boxes := sandboxes(b)
 	// run runs n concurrent jobs, one prompt each, and returns their texts
 	// and the aggregate tokens/s.
 	run := func(sb *host.Sandbox, n int) ([]string, float64) {
