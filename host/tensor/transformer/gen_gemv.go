@@ -85,15 +85,22 @@ func (k kernel) acc(i, part int) int { return i*k.parts + part }
 // vecBytes is the size of one vector register.
 func (k kernel) vecBytes() int { return 64 / k.parts }
 
-func (k kernel) gen() {
-	fmt.Fprintf(&out, "\n// func %s(out, x *float32, w *byte, k, rows, stride, group int)\n", k.fn)
-	fmt.Fprintf(&out, "TEXT ·%s(SB), NOSPLIT, $64-56\n", k.fn)
+// prologue writes the header of function fn(out, x *float32, w *byte, k,
+// rows, stride, last int), with frame bytes on the stack, and loads its
+// first six arguments: DI out, SI x, BX w, CX k, DX rows, R8 stride.
+func prologue(fn, last string, frame int) {
+	fmt.Fprintf(&out, "\n// func %s(out, x *float32, w *byte, k, rows, stride, %s int)\n", fn, last)
+	fmt.Fprintf(&out, "TEXT ·%s(SB), NOSPLIT, $%d-56\n", fn, frame)
 	p("MOVQ out+0(FP), DI")
 	p("MOVQ x+8(FP), SI")
 	p("MOVQ w+16(FP), BX")
 	p("MOVQ k+24(FP), CX")
 	p("MOVQ rows+32(FP), DX")
 	p("MOVQ stride+40(FP), R8")
+}
+
+func (k kernel) gen() {
+	prologue(k.fn, "group", 64)
 	p("CMPQ group+48(FP), $4")
 	p("JLT %s_rows1", k.fn)
 	for _, nr := range []int{4, 1} {
@@ -297,14 +304,7 @@ const maxXRows = 8
 // gemv's.
 func q8Rows(nx int) {
 	k := kernel{isa: avx512, wtype: wtype{"Q8", 0}, fn: fmt.Sprintf("gemmQ8R%dAVX512", nx)}
-	fmt.Fprintf(&out, "\n// func %s(out, x *float32, w *byte, k, rows, stride, ldo int)\n", k.fn)
-	fmt.Fprintf(&out, "TEXT ·%s(SB), NOSPLIT, $0-56\n", k.fn)
-	p("MOVQ out+0(FP), DI")
-	p("MOVQ x+8(FP), SI")
-	p("MOVQ w+16(FP), BX")
-	p("MOVQ k+24(FP), CX")
-	p("MOVQ rows+32(FP), DX")
-	p("MOVQ stride+40(FP), R8")
+	prologue(k.fn, "ldo", 0)
 	p("MOVQ ldo+48(FP), R10")
 	d, t, prod := maxXRows, maxXRows+1, maxXRows+2 // accumulators are Z0…Z<nx-1>
 	label(k.fn + "_row")
