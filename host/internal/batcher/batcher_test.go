@@ -679,3 +679,32 @@ func TestGather(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkLone measures what the batcher adds to a lone job's decode
+// matmul (768×768 q8_0, one row, the cpu backend), against the backend's
+// own call, side by side.
+func BenchmarkLone(b *testing.B) {
+	tr := cpu.New(cpu.Config{Threads: 2})
+	r := rand.New(rand.NewPCG(10, 10))
+	w := weights(r, abi.Q8_0, 768, 768)
+	x, out := &tensor.HostBuffer{F32: floats(r, 768)}, &tensor.HostBuffer{F32: make([]float32, 768)}
+	m := New(Config{}).Join()
+	defer m.Leave()
+	for _, tc := range []struct {
+		name string
+		mm   func(context.Context, tensor.Transformer, int, int, int, tensor.Buffer, tensor.Buffer, tensor.Buffer) error
+	}{
+		{"direct", func(ctx context.Context, tr tensor.Transformer, t, n, k int, x, w, out tensor.Buffer) error {
+			return tr.MatMul(ctx, t, n, k, x, w, out)
+		}},
+		{"batcher", m.MatMul},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := tc.mm(context.Background(), tr, 1, 768, 768, x, w, out); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
