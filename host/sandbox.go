@@ -99,7 +99,7 @@ type Config struct {
 	// each other, up to 100 ms, and fall into step), and each job's rows
 	// are bit for bit what they are alone, in both modes. It changes no
 	// output. 8 concurrent completions of a 110M q8_0 model on 2 cores
-	// made 2.5x the tokens/s with it, of a 15M one 0.9x (its weights are
+	// made 2-2.5x the tokens/s with it, of a 15M one 0.9x (its weights are
 	// cheap to read, and jobs in step wait for the slowest; within the
 	// machine's noise), and one completion the same (guest/go/llama
 	// BenchmarkBatching).
