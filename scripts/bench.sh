@@ -29,6 +29,9 @@
 #   (n) quantized GGUF files: prompt and decode tokens/s of infernet generate
 #       vs llama.cpp (node-llama-cpp) on the same files, one thread each
 #       (scripts/llamacpp-bench.sh)
+#   (o) batching across jobs (issue 35): 1 vs 8 concurrent completions of a
+#       random 110M-shape q8_0 model, batching on vs off, aggregate tokens/s
+#       (guest/go/llama BenchmarkBatching)
 # BENCH_QUICK=1 shortens every part (a smoke test of this script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -153,3 +156,6 @@ hr "(m) Llama generation, greedy, 128 tokens: infernet generate --local (exact, 
 ./scripts/llama-bench.sh || true
 hr "(n) quantized GGUF files, 110M shape, one thread each: infernet generate --local (exact, tolerance) vs llama.cpp; targets (issue 35): q8_0 decode >= 0.9x and prompt >= 0.7x, Q4_K_M decode >= 0.8x and prompt >= 0.6x, f32 decode >= 0.9x"
 ./scripts/llamacpp-bench.sh || true
+hr "(o) batching across jobs (issue 35): 1 vs 8 concurrent completions (each its own job) of a random stories110M-shape q8_0 model, greedy, 64 tokens, tolerance mode on the cpu backend, batching on vs off: aggregate tokens/s, medians of 3 interleaved rounds; every completion's text must equal its unbatched run's; target: on-8/1 >= 4"
+if [ "${BENCH_QUICK:-}" = 1 ]; then export INFERNET_BATCH_SHAPE=stories15M INFERNET_BATCH_ROUNDS=1; fi
+go test -run '^$' -bench 'BenchmarkBatching' -benchtime 1x -timeout 60m ./guest/go/llama | grep -E '^Benchmark|batch_test|FAIL|differ' || true

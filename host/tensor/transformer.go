@@ -86,3 +86,16 @@ type AttentionParams struct {
 type SampleParams struct {
 	Temperature, TopP, Coin float32
 }
+
+// RowwiseMatMul is implemented by a Transformer whose MatMul computes each
+// row of out from the same row of x alone, by arithmetic that depends
+// neither on t nor on the other rows of x: the rows of several calls
+// against one weight may then run as one call (the host's batching across
+// jobs) and each call still gets the bits it gets alone.
+// transformer.Host implements it; a backend that embeds Host but replaces
+// its MatMul with one that does not keep rows apart must hide it.
+type RowwiseMatMul interface {
+	Transformer
+	// MatMulRowwise marks the guarantee; it does nothing.
+	MatMulRowwise()
+}

@@ -354,26 +354,39 @@ func ggufData(t testing.TB, dtype abi.DType) map[string]string {
 // ggufDataVocab is ggufData with the vocabulary v.
 func ggufDataVocab(t testing.TB, dtype abi.DType, v *llama.Vocab) map[string]string {
 	t.Helper()
-	bin, err := os.ReadFile(filepath.Join(testdata, "stories260K.bin"))
+	return map[string]string{llama.DataModel: ggufFile(t, filepath.Join(testdata, "stories260K.bin"), "stories260K", dtype, v)}
+}
+
+// ggufFile converts the llama2.c checkpoint bin, named name, to GGUF with
+// weights of dtype and the vocabulary v, in a temporary directory, and
+// returns the file's path.
+func ggufFile(t testing.TB, bin, name string, dtype abi.DType, v *llama.Vocab) string {
+	t.Helper()
+	src, err := os.Open(bin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := llama.ReadCheckpoint(bytes.NewReader(bin), int64(len(bin)))
+	defer src.Close()
+	fi, err := src.Stat()
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "stories260K-"+dtype.String()+".gguf")
+	m, err := llama.ReadCheckpoint(src, fi.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), name+"-"+dtype.String()+".gguf")
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := llama.ConvertToGGUF(f, bytes.NewReader(bin), m, v, dtype, "stories260K"); err != nil {
+	if _, err := llama.ConvertToGGUF(f, src, m, v, dtype, name); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	return map[string]string{llama.DataModel: path}
+	return path
 }
 
 // TestRunnerGGUF: the GGUF conversions of stories260K. F32 gives run.c's

@@ -93,8 +93,14 @@ func matMul(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 	}
 	n := w.shape[0]
 	shape := append(slices.Clone(x.shape[:len(x.shape)-1]), n)
+	// A data tensor may be shared with other jobs (the model cache): their
+	// concurrent multiplies by it may run as one (Config.Batcher).
+	shared := s.member != nil && w.readOnly
 	return s.newResult(ctx, abi.F32, shape, t*n, 2*float64(t)*float64(n)*float64(k),
 		transformerOp(func(tr tensor.Transformer, b []tensor.Buffer) error {
+			if shared {
+				return s.member.MatMul(ctx, tr, t, n, k, b[0], b[1], b[2])
+			}
 			return tr.MatMul(ctx, t, n, k, b[0], b[1], b[2])
 		}), x.buf, w.buf)
 }

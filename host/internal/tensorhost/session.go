@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/internal/batcher"
 	"github.com/infernet/infernet/host/internal/modelcache"
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/proofs/gemmproof"
@@ -88,6 +89,11 @@ type Config struct {
 	// Profile times every host call of the job, by function (Session.
 	// Profile); off, the calls cost no clock reads.
 	Profile bool
+	// Batcher, if set, runs the job's matmuls against data tensors
+	// (shared weights) through it, the session one of its members until
+	// Close, so that concurrent jobs' multiplies by one weight may run as
+	// one (package batcher: same bits). Nil: each runs alone.
+	Batcher *batcher.Batcher
 }
 
 // OpTime is the host calls of one function of the module in a job: how
@@ -186,6 +192,8 @@ type Session struct {
 	Stats Stats
 
 	prof []OpTime // by index in functions, with Config.Profile
+
+	member *batcher.Member // in Config.Batcher; nil without
 }
 
 // Stats counts a session's host work.
@@ -265,6 +273,9 @@ func NewSession(cfg Config) (*Session, error) {
 		s.backend.Free(b)
 	}
 	s.named = s.backend
+	if cfg.Batcher != nil {
+		s.member = cfg.Batcher.Join()
+	}
 	if cfg.Profile {
 		s.prof = make([]OpTime, len(functions))
 	}
@@ -389,6 +400,10 @@ func (s *Session) Close() {
 	}
 	s.free, s.live = nil, 0
 	s.dropSpares()
+	if s.member != nil {
+		s.member.Leave() // others stop waiting for this job
+		s.member = nil
+	}
 }
 
 // alloc creates a zeroed tensor and returns its handle or an errno.

@@ -99,7 +99,15 @@ type kernelSet struct {
 	// as decode does, for the types it reports ok for, with the same bits
 	// (a NaN's payload aside: matMul makes every NaN canonical).
 	dequantRow func(dt abi.DType, row []byte, dst []float32) bool
+	// q8Rows, if set, computes out[r·ldo + j] = dot(x row r, weight row
+	// j) for rows q8_0 weight rows of k values (stride bytes apart) and
+	// nx ≤ maxXRows rows of x packed by packRows, with gemv's bits: the
+	// multi-row kernel of matMulQ8Rows.
+	q8Rows func(out, x []float32, w []byte, k, rows, stride, nx, ldo int)
 }
+
+// maxXRows is the most rows of x one q8Rows call takes.
+const maxXRows = 8
 
 // rowGemv returns ks's gemv for rows of type dt as stored, nil for a type
 // it does not read (the v4 block types: matMul dequantizes those first).

@@ -21,6 +21,10 @@
 // row's tail (k mod 16 values) is copied to a zeroed scratch vector on the
 // stack, so the missing lanes add +0 products, which changes no lane: a
 // lane that starts at +0 never holds -0.
+//
+// It also writes gemmQ8R<n>AVX512 for n = 1…8 (q8Rows): q8_0 rows against n
+// rows of x at once, each weight block decoded once for all n, with the
+// bits of gemvQ8AVX512 for each row of x.
 package main
 
 import (
@@ -81,15 +85,22 @@ func (k kernel) acc(i, part int) int { return i*k.parts + part }
 // vecBytes is the size of one vector register.
 func (k kernel) vecBytes() int { return 64 / k.parts }
 
-func (k kernel) gen() {
-	fmt.Fprintf(&out, "\n// func %s(out, x *float32, w *byte, k, rows, stride, group int)\n", k.fn)
-	fmt.Fprintf(&out, "TEXT ·%s(SB), NOSPLIT, $64-56\n", k.fn)
+// prologue writes the header of function fn(out, x *float32, w *byte, k,
+// rows, stride, last int), with frame bytes on the stack, and loads its
+// first six arguments: DI out, SI x, BX w, CX k, DX rows, R8 stride.
+func prologue(fn, last string, frame int) {
+	fmt.Fprintf(&out, "\n// func %s(out, x *float32, w *byte, k, rows, stride, %s int)\n", fn, last)
+	fmt.Fprintf(&out, "TEXT ·%s(SB), NOSPLIT, $%d-56\n", fn, frame)
 	p("MOVQ out+0(FP), DI")
 	p("MOVQ x+8(FP), SI")
 	p("MOVQ w+16(FP), BX")
 	p("MOVQ k+24(FP), CX")
 	p("MOVQ rows+32(FP), DX")
 	p("MOVQ stride+40(FP), R8")
+}
+
+func (k kernel) gen() {
+	prologue(k.fn, "group", 64)
 	p("CMPQ group+48(FP), $4")
 	p("JLT %s_rows1", k.fn)
 	for _, nr := range []int{4, 1} {
@@ -257,21 +268,90 @@ func (k kernel) q8Body(top string, nr int) {
 func (k kernel) reduce(nr int) {
 	t := nr * k.parts // a free register
 	for i := range nr {
-		a := k.acc(i, 0)
-		if k.reg == "Z" {
-			p("VEXTRACTF64X4 $1, %s, %s", k.v(a), k.y(t))
-			p("VADDPS %s, %s, %s", k.y(t), k.y(a), k.y(a))
-		} else {
-			p("VADDPS %s, %s, %s", k.y(k.acc(i, 1)), k.y(a), k.y(a))
-		}
-		p("VEXTRACTF128 $1, %s, %s", k.y(a), k.x(t))
-		p("VADDPS %s, %s, %s", k.x(t), k.x(a), k.x(a))
-		p("VMOVHLPS %s, %s, %s", k.x(a), k.x(a), k.x(t))
-		p("VADDPS %s, %s, %s", k.x(t), k.x(a), k.x(a))
-		p("VMOVSHDUP %s, %s", k.x(a), k.x(t))
-		p("VADDSS %s, %s, %s", k.x(t), k.x(a), k.x(a))
-		p("VMOVSS %s, %d(DI)", k.x(a), 4*i)
+		k.reduceTo(k.acc(i, 0), t)
+		p("VMOVSS %s, %d(DI)", k.x(k.acc(i, 0)), 4*i)
 	}
+}
+
+// reduceTo adds the 16 lanes whose first part is register a pairwise
+// (i += i+8, +4, +2, +1) into lane 0 of X<a>, with t as scratch.
+func (k kernel) reduceTo(a, t int) {
+	if k.reg == "Z" {
+		p("VEXTRACTF64X4 $1, %s, %s", k.v(a), k.y(t))
+		p("VADDPS %s, %s, %s", k.y(t), k.y(a), k.y(a))
+	} else {
+		p("VADDPS %s, %s, %s", k.y(a+1), k.y(a), k.y(a))
+	}
+	p("VEXTRACTF128 $1, %s, %s", k.y(a), k.x(t))
+	p("VADDPS %s, %s, %s", k.x(t), k.x(a), k.x(a))
+	p("VMOVHLPS %s, %s, %s", k.x(a), k.x(a), k.x(t))
+	p("VADDPS %s, %s, %s", k.x(t), k.x(a), k.x(a))
+	p("VMOVSHDUP %s, %s", k.x(a), k.x(t))
+	p("VADDSS %s, %s, %s", k.x(t), k.x(a), k.x(a))
+}
+
+// maxXRows is the most rows of x one multi-row kernel takes.
+const maxXRows = 8
+
+// q8Rows writes gemmQ8R<nx>AVX512(out, x *float32, w *byte, k, rows,
+// stride, ldo int): for each of rows q8_0 weight rows j (stride bytes
+// apart) and each of nx rows r of x, out[r·ldo/4 + j] = the 16-lane dot
+// product, as gemvQ8AVX512 computes it for x row r alone. x is packed: for
+// each chunk of 16 values in turn, that chunk of rows 0…nx-1. Each block
+// of weights is widened, converted and scaled once for all nx rows, which
+// is where the time goes when x has several rows; every lane of every row
+// still adds the same rounded products in the same order, so the bits are
+// gemv's.
+func q8Rows(nx int) {
+	k := kernel{isa: avx512, wtype: wtype{"Q8", 0}, fn: fmt.Sprintf("gemmQ8R%dAVX512", nx)}
+	prologue(k.fn, "ldo", 0)
+	p("MOVQ ldo+48(FP), R10")
+	d, t, prod := maxXRows, maxXRows+1, maxXRows+2 // accumulators are Z0…Z<nx-1>
+	label(k.fn + "_row")
+	p("TESTQ DX, DX")
+	p("JZ %s_done", k.fn)
+	for r := range nx {
+		p("VPXORD %s, %s, %s", k.v(r), k.v(r), k.v(r))
+	}
+	p("MOVQ BX, R12")
+	p("XORQ AX, AX")
+	p("MOVQ CX, R14")
+	p("SHRQ $5, R14")
+	p("JZ %s_reduce", k.fn)
+	label(k.fn + "_loop")
+	if pf > 0 {
+		p("PREFETCHT0 %d(R12)", pf)
+	}
+	p("VPBROADCASTW (R12), %s", k.y(d))
+	p("VCVTPH2PS %s, %s", k.y(d), k.v(d))
+	for g := range 2 {
+		p("VPMOVSXBD %d(R12), %s", 2+16*g, k.v(t))
+		p("VCVTDQ2PS %s, %s", k.v(t), k.v(t))
+		p("VMULPS %s, %s, %s", k.v(d), k.v(t), k.v(t))
+		for r := range nx {
+			pr := prod + r%2
+			p("VMULPS %d(SI)(AX*1), %s, %s", 64*(g*nx+r), k.v(t), k.v(pr))
+			p("VADDPS %s, %s, %s", k.v(pr), k.v(r), k.v(r))
+		}
+	}
+	p("ADDQ $34, R12")
+	p("ADDQ $%d, AX", 128*nx)
+	p("DECQ R14")
+	p("JNZ %s_loop", k.fn)
+	label(k.fn + "_reduce")
+	p("MOVQ DI, R13")
+	for r := range nx {
+		k.reduceTo(r, t)
+		p("VMOVSS %s, (R13)", k.x(r))
+		p("ADDQ R10, R13")
+	}
+	p("ADDQ $4, DI")
+	p("ADDQ R8, BX")
+	p("DECQ DX")
+	p("JMP %s_row", k.fn)
+	label(k.fn + "_done")
+	p("VZEROUPPER")
+	p("RET")
 }
 
 // axpy writes axpyAVX2(o, v *float32, a float32, n int): o[i] += a·v[i],
@@ -317,6 +397,9 @@ func main() {
 		for _, wt := range []wtype{{"F32", 4}, {"F16", 2}, {"BF16", 2}, {"Q8", 0}} {
 			kernel{is, wt, "gemv" + wt.name + is.name}.gen()
 		}
+	}
+	for nx := 1; nx <= maxXRows; nx++ {
+		q8Rows(nx)
 	}
 	axpy()
 	s := strings.ReplaceAll(out.String(), "\n\n\n", "\n\n")

@@ -22,7 +22,7 @@ type Host struct {
 	intKernels bool
 }
 
-var _ tensor.Transformer = Host{}
+var _ tensor.RowwiseMatMul = Host{}
 
 // NewHost returns a Host whose ops use up to threads goroutines (zero or
 // negative: runtime.GOMAXPROCS(0), read now). The thread count never changes
@@ -54,6 +54,11 @@ func (h Host) MatMul(ctx context.Context, t, n, k int, x, w, out tensor.Buffer) 
 	}
 	return MatMul(ctx, h.threads, t, n, k, bx.F32, WeightsOf(bw), bo.F32)
 }
+
+// MatMulRowwise implements tensor.RowwiseMatMul: MatMul and MatMulInt
+// compute every row of out from its row of x alone, by the same routine
+// whatever the number of rows (see the package documentation).
+func (Host) MatMulRowwise() {}
 
 // Embed implements tensor.Transformer.Embed with Embed.
 func (h Host) Embed(ctx context.Context, rows, cols int, table tensor.Buffer, ids []int32, out tensor.Buffer) error {

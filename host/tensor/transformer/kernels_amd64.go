@@ -53,11 +53,66 @@ func axpyAsm(o, v []float32, a float32) {
 	axpyAVX2(&o[0], &v[0], a, len(o))
 }
 
+// The multi-row q8_0 kernels (gen_gemv.go, q8Rows): gemmQ8R<nx>AVX512
+// computes rows weight rows against nx rows of x packed chunk by chunk;
+// out[r·ldo/4 + j] is what gemvQ8AVX512 gives for x row r and weight row j.
+
+//go:noescape
+func gemmQ8R1AVX512(out, x *float32, w *byte, k, rows, stride, ldo int)
+
+//go:noescape
+func gemmQ8R2AVX512(out, x *float32, w *byte, k, rows, stride, ldo int)
+
+//go:noescape
+func gemmQ8R3AVX512(out, x *float32, w *byte, k, rows, stride, ldo int)
+
+//go:noescape
+func gemmQ8R4AVX512(out, x *float32, w *byte, k, rows, stride, ldo int)
+
+//go:noescape
+func gemmQ8R5AVX512(out, x *float32, w *byte, k, rows, stride, ldo int)
+
+//go:noescape
+func gemmQ8R6AVX512(out, x *float32, w *byte, k, rows, stride, ldo int)
+
+//go:noescape
+func gemmQ8R7AVX512(out, x *float32, w *byte, k, rows, stride, ldo int)
+
+//go:noescape
+func gemmQ8R8AVX512(out, x *float32, w *byte, k, rows, stride, ldo int)
+
+// q8RowsAVX512 are the multi-row kernels by their number of x rows.
+var q8RowsAVX512 = [maxXRows + 1]func(out, x *float32, w *byte, k, rows, stride, ldo int){
+	nil, gemmQ8R1AVX512, gemmQ8R2AVX512, gemmQ8R3AVX512, gemmQ8R4AVX512,
+	gemmQ8R5AVX512, gemmQ8R6AVX512, gemmQ8R7AVX512, gemmQ8R8AVX512,
+}
+
+// q8RowsAsm wraps the multi-row kernels as a kernelSet.q8Rows. The
+// lengths are checked again here: the assembly must never read or write
+// past a slice, whatever a caller does.
+func q8RowsAsm(out, x []float32, w []byte, k, rows, stride, nx, ldo int) {
+	if rows == 0 {
+		return
+	}
+	rb := rowBytes(abi.Q8_0, k)
+	if nx < 1 || nx > maxXRows || k <= 0 || k%abi.Q8Block != 0 || len(x) < nx*k || stride < rb ||
+		len(w) < (rows-1)*stride+rb || ldo < rows || len(out) < (nx-1)*ldo+rows {
+		panic("transformer: q8 rows: short buffers")
+	}
+	q8RowsAVX512[nx](&out[0], &x[0], &w[0], k, rows, stride, 4*ldo)
+}
+
+// withQ8Rows returns ks with the multi-row q8_0 kernels.
+func withQ8Rows(ks *kernelSet) *kernelSet {
+	ks.q8Rows = q8RowsAsm
+	return ks
+}
+
 // asmFunc is the signature of the assembly kernels.
 type asmFunc func(out, x *float32, w *byte, k, rows, stride, group int)
 
 var (
-	avx512Kernels = asmKernels("avx512", gemvF32AVX512, gemvF16AVX512, gemvBF16AVX512, gemvQ8AVX512)
+	avx512Kernels = withQ8Rows(asmKernels("avx512", gemvF32AVX512, gemvF16AVX512, gemvBF16AVX512, gemvQ8AVX512))
 	avx2Kernels   = asmKernels("avx2", gemvF32AVX2, gemvF16AVX2, gemvBF16AVX2, gemvQ8AVX2)
 )
 

@@ -60,6 +60,9 @@ func matMul(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float3
 			copy(xp[r*kp:], x[r*k:(r+1)*k])
 		}
 	}
+	if t > 1 && w.Type == abi.Q8_0 && ks.q8Rows != nil {
+		return matMulQ8Rows(ctx, ks, threads, t, n, k, x, w, out)
+	}
 	gemv, wb, rb := ks.rowGemv(w.Type), w.bytes(), rowBytes(w.Type, k)
 	// Rows of a type the kernels do not read as stored (the v4 block
 	// types) are dequantized into f32 scratch, a block of rows at a time,
@@ -104,6 +107,56 @@ func matMul(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float3
 		}
 		return nil
 	})
+}
+
+// matMulQ8Rows is matMul of several rows of x by q8_0 weights with the
+// multi-row kernel (kernelSet.q8Rows): every weight block is decoded once
+// for up to maxXRows rows of x rather than once per row, which is where a
+// one-row GEMV's time goes when its weights are in cache (a prefill, or
+// the jobs of a batch multiplied together). Each element is still the
+// exact-mode dot product that gemv computes, so the bits are matMul's for
+// any t. k is a multiple of the q8_0 block, so x needs no padding.
+func matMulQ8Rows(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float32, w Weights, out []float32) error {
+	xp := packRows(t, k, x)
+	wb, rb := w.bytes(), rowBytes(abi.Q8_0, k)
+	block := max(4, min(blockBytes/rb, blockWork/(t*k))&^3)
+	groups := (t + maxXRows - 1) / maxXRows
+	groupsPerCheck := max(1, blockWork/(block*k*maxXRows))
+	return par.ForBlocks(ctx, threads, n, block, func(lo, hi int) error {
+		for g := range groups {
+			if g > 0 && g%groupsPerCheck == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			r0 := g * maxXRows
+			nx := min(maxXRows, t-r0)
+			ks.q8Rows(out[r0*n+lo:], xp[r0*k:(r0+nx)*k], wb[lo*rb:hi*rb], k, hi-lo, rb, nx, n)
+			for r := r0; r < r0+nx; r++ {
+				canonicalize(out[r*n+lo : r*n+hi])
+			}
+		}
+		return nil
+	})
+}
+
+// packRows returns the t rows of x (k values each, k a multiple of
+// abi.DotLanes) packed for q8Rows: in groups of maxXRows rows (the last
+// group the rest), each group chunk by chunk of abi.DotLanes values, the
+// chunk of every row of the group in turn.
+func packRows(t, k int, x []float32) []float32 {
+	xp := make([]float32, t*k)
+	const l = abi.DotLanes
+	for r0 := 0; r0 < t; r0 += maxXRows {
+		nx := min(maxXRows, t-r0)
+		g := xp[r0*k : (r0+nx)*k]
+		for c := range k / l {
+			for r := range nx {
+				copy(g[(c*nx+r)*l:(c*nx+r+1)*l], x[(r0+r)*k+c*l:])
+			}
+		}
+	}
+	return xp
 }
 
 // scratchPool holds the f32 scratch of dequantized weight rows.

@@ -274,3 +274,40 @@ func TestQ8Block(t *testing.T) {
 	decode(abi.Q8_0, raw, 0, got)
 	sameBits(t, "q8_0", got, []float32{-64, 0, 0.5, 63.5})
 }
+
+// TestQ8RowsMatchGemv checks the multi-row q8_0 path (matMulQ8Rows) of
+// every kernel set that has one, for 2 to 19 rows of x (whole groups of
+// maxXRows and remainders), against one-row calls of the portable
+// kernels, specials included, bit for bit.
+func TestQ8RowsMatchGemv(t *testing.T) {
+	ctx := context.Background()
+	for _, ks := range allKernels() {
+		if ks.q8Rows == nil {
+			continue
+		}
+		for _, k := range []int{32, 96, 768} {
+			for _, tRows := range []int{2, 3, 7, 8, 9, 16, 19} {
+				for _, specials := range []bool{false, true} {
+					r := &rng{s: uint64(k*tRows) + 7}
+					const n = 37
+					x, w := r.f32s(tRows*k), r.weights(abi.Q8_0, n, k, specials)
+					if specials {
+						x[1], x[len(x)-2] = float32(math.Inf(-1)), float32(math.NaN())
+					}
+					got, want := make([]float32, tRows*n), make([]float32, tRows*n)
+					for threads := 1; threads <= 2; threads++ {
+						if err := matMul(ctx, ks, threads, tRows, n, k, x, w, got); err != nil {
+							t.Fatal(err)
+						}
+						for i := range tRows {
+							if err := matMul(ctx, goKernels, 1, 1, n, k, x[i*k:(i+1)*k], w, want[i*n:(i+1)*n]); err != nil {
+								t.Fatal(err)
+							}
+						}
+						sameBits(t, fmt.Sprintf("%s/k=%d/t=%d/specials=%v/threads=%d", ks.name, k, tRows, specials, threads), got, want)
+					}
+				}
+			}
+		}
+	}
+}
