@@ -32,6 +32,9 @@
 #   (o) batching across jobs (issue 35): 1 vs 8 concurrent completions of a
 #       random 110M-shape q8_0 model, batching on vs off, aggregate tokens/s
 #       (guest/go/llama BenchmarkBatching)
+#   (p) the OpenAI API under concurrent users: 1, 4 and 16 streamed
+#       completions at once through the official Go client, p50/p95 time to
+#       first text and aggregate tokens/s (node/openai BenchmarkOpenAIStreams)
 # BENCH_QUICK=1 shortens every part (a smoke test of this script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -159,3 +162,5 @@ hr "(n) quantized GGUF files, 110M shape, one thread each: infernet generate --l
 hr "(o) batching across jobs (issue 35): 1 vs 8 concurrent completions (each its own job) of a random stories110M-shape q8_0 model, greedy, 64 tokens, tolerance mode on the cpu backend, batching on vs off: aggregate tokens/s, medians of 3 interleaved rounds; every completion's text must equal its unbatched run's; target: on-8/1 >= 4"
 if [ "${BENCH_QUICK:-}" = 1 ]; then export INFERNET_BATCH_SHAPE=stories15M INFERNET_BATCH_ROUNDS=1; fi
 go test -run '^$' -bench 'BenchmarkBatching' -benchtime 1x -timeout 60m ./guest/go/llama | grep -E '^Benchmark|batch_test|FAIL|differ' || true
+hr "(p) the OpenAI API under concurrent users (issue 35): 1, 4 and 16 streamed completions at once through the official Go client, 2 providers, 2 replicas each, exact mode, a random stories15M-shape model, 64 greedy tokens: p50 and p95 time to first text, aggregate tokens/s"
+go test -run '^$' -bench 'BenchmarkOpenAIStreams' -benchtime 1x -timeout 30m ./node/openai | grep -E '^Benchmark|FAIL' || true
