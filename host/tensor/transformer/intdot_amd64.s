@@ -19,6 +19,168 @@
 	VPADDD T, X, X; \
 	VMOVD X, R
 
+// K4SCALES unpacks the 6-bit scales and minimums of the Q4_K (or Q5_K)
+// super-block at SI (scaleMin), four bytes at a time, into R12 (sc0..7,
+// a byte each) and R13 (m0..7), using AX, BX, DX, R10 and R11:
+// sc0..3 = s0..3 & 63, m0..3 = s4..7 & 63,
+// sc4..7 = s8..11 & 15 | s0..3>>6<<4, m4..7 = s8..11>>4 | s4..7>>6<<4.
+#define K4SCALES \
+	MOVL 4(SI), AX; \
+	MOVL 8(SI), BX; \
+	MOVL 12(SI), DX; \
+	MOVL AX, R10; \
+	ANDL $0x3F3F3F3F, R10; \
+	MOVL BX, R11; \
+	ANDL $0x3F3F3F3F, R11; \
+	MOVL DX, R12; \
+	ANDL $0x0F0F0F0F, R12; \
+	SHRL $6, AX; \
+	ANDL $0x03030303, AX; \
+	SHLL $4, AX; \
+	ORL AX, R12; \
+	MOVL DX, R13; \
+	SHRL $4, R13; \
+	ANDL $0x0F0F0F0F, R13; \
+	SHRL $6, BX; \
+	ANDL $0x03030303, BX; \
+	SHLL $4, BX; \
+	ORL BX, R13; \
+	SHLQ $32, R12; \
+	ORQ R10, R12; \
+	SHLQ $32, R13; \
+	ORQ R11, R13
+
+// K4SUBSCALES stores the super-block's sub-block scales float32(d·sc_j)
+// at 4j(SP) and minimums float32(dmin·m_j) at 32+4j(SP) (subScales), from
+// K4SCALES's R12 and R13 and the f16 d and dmin at SI.
+#define K4SUBSCALES \
+	MOVL (SI), DX; \
+	VMOVD DX, X1; \
+	VCVTPH2PS X1, X1; \
+	VMOVSHDUP X1, X2; \
+	VBROADCASTSS X1, Y4; \
+	VBROADCASTSS X2, Y6; \
+	VMOVQ R12, X3; \
+	VPMOVZXBD X3, Y3; \
+	VCVTDQ2PS Y3, Y3; \
+	VMULPS Y3, Y4, Y3; \
+	VMOVUPS Y3, 0(SP); \
+	VMOVQ R13, X5; \
+	VPMOVZXBD X5, Y5; \
+	VCVTDQ2PS Y5, Y5; \
+	VMULPS Y5, Y6, Y5; \
+	VMOVUPS Y5, 32(SP)
+
+// D8 dequantizes 8 values: the bytes at src(SP) as int32, to float32,
+// times Y8 (d·sc), less Y9 (dmin·m), each op rounded, stored at dst(DI).
+#define D8(src, dst) \
+	VPMOVZXBD src(SP), Y10; \
+	VCVTDQ2PS Y10, Y10; \
+	VMULPS Y8, Y10, Y10; \
+	VSUBPS Y9, Y10, Y10; \
+	VMOVUPS Y10, dst(DI)
+
+
+// K4HALVES writes the 64 values of sub-blocks 2i and 2i+1 (i in R14)
+// from the low (Y7) and high (Y11) values, whose bytes go through the
+// stack to VPMOVZXBD, with the sub-block scales K4SUBSCALES stored.
+#define K4HALVES \
+	VMOVDQU Y7, 64(SP); \
+	VMOVDQU Y11, 96(SP); \
+	VBROADCASTSS 0(SP)(R14*8), Y8; \
+	VBROADCASTSS 32(SP)(R14*8), Y9; \
+	D8(64, 0); \
+	D8(72, 32); \
+	D8(80, 64); \
+	D8(88, 96); \
+	VBROADCASTSS 4(SP)(R14*8), Y8; \
+	VBROADCASTSS 36(SP)(R14*8), Y9; \
+	D8(96, 128); \
+	D8(104, 160); \
+	D8(112, 192); \
+	D8(120, 224)
+
+// Q6KQ0…Q6KQ3 build in Y9 run c of the 32-value runs of a Q6_K half, from
+// a (Y2, 32 bytes of ql), b (Y3, the next 32) and t (Y7, 32 bytes of qh):
+// a&15 | (t&3)<<4, b&15 | (t>>2&3)<<4, a>>4 | (t>>4&3)<<4 and
+// b>>4 | (t>>6)<<4 (Y14: 0x0F bytes, Y13: 0x30 bytes), using Y10.
+#define Q6KQ0 \
+	VPAND Y14, Y2, Y9; \
+	VPSLLW $4, Y7, Y10; \
+	VPAND Y13, Y10, Y10; \
+	VPOR Y10, Y9, Y9
+#define Q6KQ1 \
+	VPAND Y14, Y3, Y9; \
+	VPSLLW $2, Y7, Y10; \
+	VPAND Y13, Y10, Y10; \
+	VPOR Y10, Y9, Y9
+#define Q6KQ2 \
+	VPSRLW $4, Y2, Y9; \
+	VPAND Y14, Y9, Y9; \
+	VPAND Y13, Y7, Y10; \
+	VPOR Y10, Y9, Y9
+#define Q6KQ3 \
+	VPSRLW $4, Y3, Y9; \
+	VPAND Y14, Y9, Y9; \
+	VPSRLW $2, Y7, Y10; \
+	VPAND Y13, Y10, Y10; \
+	VPOR Y10, Y9, Y9
+
+// Q6KLOAD loads a half's a, b and t (see Q6KQ0).
+#define Q6KLOAD(ql, qlb, qh) \
+	VMOVDQU ql(SI), Y2; \
+	VMOVDQU qlb(SI), Y3; \
+	VMOVDQU qh(SI), Y7
+
+// Q6KHALF does one half (128 values) of a Q6_K super-block for the dot
+// product: its four runs against x at x0…x3(DI), the groups' scales at
+// s0…s7(SP).
+#define Q6KHALF(ql, qlb, qh, x0, x1, x2, x3, s0, s1, s2, s3, s4, s5, s6, s7) \
+	Q6KLOAD(ql, qlb, qh); \
+	Q6KQ0; \
+	Q6KPART(x0, s0, s1); \
+	Q6KQ1; \
+	Q6KPART(x1, s2, s3); \
+	Q6KQ2; \
+	Q6KPART(x2, s4, s5); \
+	Q6KQ3; \
+	Q6KPART(x3, s6, s7)
+
+// D6 dequantizes the run in Y9 (values q, 0…63): q-32 (Y12: 0x20 bytes)
+// as int32 through the stack, to float32, times the groups' d·sc at
+// s0(SP) (the first 16 values) and s1(SP) (the rest), stored at
+// dst(DI) on, 32 floats.
+#define D6(s0, s1, dst0, dst1, dst2, dst3) \
+	VPSUBB Y12, Y9, Y9; \
+	VMOVDQU Y9, 64(SP); \
+	VBROADCASTSS s0(SP), Y11; \
+	VPMOVSXBD 64(SP), Y10; \
+	VCVTDQ2PS Y10, Y10; \
+	VMULPS Y11, Y10, Y10; \
+	VMOVUPS Y10, dst0(DI); \
+	VPMOVSXBD 72(SP), Y10; \
+	VCVTDQ2PS Y10, Y10; \
+	VMULPS Y11, Y10, Y10; \
+	VMOVUPS Y10, dst1(DI); \
+	VBROADCASTSS s1(SP), Y11; \
+	VPMOVSXBD 80(SP), Y10; \
+	VCVTDQ2PS Y10, Y10; \
+	VMULPS Y11, Y10, Y10; \
+	VMOVUPS Y10, dst2(DI); \
+	VPMOVSXBD 88(SP), Y10; \
+	VCVTDQ2PS Y10, Y10; \
+	VMULPS Y11, Y10, Y10; \
+	VMOVUPS Y10, dst3(DI)
+
+// K6CONSTS sets Y14 to 0x0F bytes and Y13 to 0x30 bytes.
+#define K6CONSTS \
+	MOVL $0x0F0F0F0F, AX; \
+	VMOVD AX, X14; \
+	VPBROADCASTD X14, Y14; \
+	MOVL $0x30303030, AX; \
+	VMOVD AX, X13; \
+	VPBROADCASTD X13, Y13
+
 // func sumsQ8_0AVX2(w *byte, x *int8, n int, out *int32)
 // n Q8_0 blocks (34 bytes: f16 scale, 32 int8) against n×32 int8 of x.
 TEXT ·sumsQ8_0AVX2(SB), NOSPLIT, $0-32
@@ -342,33 +504,7 @@ TEXT ·dotQ4KAVX2(SB), NOSPLIT, $16-44
 dq4kloop:
 	TESTQ CX, CX
 	JZ dq4kdone
-	// The 6-bit scales and minimums (scaleMin), four bytes at a time:
-	// sc0..3 = s0..3 & 63, m0..3 = s4..7 & 63,
-	// sc4..7 = s8..11 & 15 | s0..3>>6<<4, m4..7 = s8..11>>4 | s4..7>>6<<4.
-	MOVL 4(SI), AX
-	MOVL 8(SI), BX
-	MOVL 12(SI), DX
-	MOVL AX, R10
-	ANDL $0x3F3F3F3F, R10
-	MOVL BX, R11
-	ANDL $0x3F3F3F3F, R11
-	MOVL DX, R12
-	ANDL $0x0F0F0F0F, R12
-	SHRL $6, AX
-	ANDL $0x03030303, AX
-	SHLL $4, AX
-	ORL AX, R12
-	MOVL DX, R13
-	SHRL $4, R13
-	ANDL $0x0F0F0F0F, R13
-	SHRL $6, BX
-	ANDL $0x03030303, BX
-	SHLL $4, BX
-	ORL BX, R13
-	SHLQ $32, R12
-	ORQ R10, R12 // sc0..7, a byte each
-	SHLQ $32, R13
-	ORQ R11, R13 // m0..7
+	K4SCALES
 	VMOVQ R12, X1
 	VPMOVZXBW X1, X1
 	VMOVDQU X1, 0(SP) // sc_j as int16 at 2j(SP)
@@ -430,37 +566,6 @@ dq4kdone:
 	VPMADDWD Y4, Y6, Y6; \
 	VPADDD Y6, Y8, Y8
 
-// Q6KHALF does one half (128 values) of a Q6_K super-block: a = the 32
-// bytes of ql at ql(SI), b = the next 32, t = the 32 bytes of qh at qh(SI);
-// its four runs of 32 values are a&15 | (t&3)<<4, b&15 | (t>>2&3)<<4,
-// a>>4 | (t>>4&3)<<4 and b>>4 | (t>>6)<<4, against x at x0…x3(DI), the
-// groups' scales at s0…s7(SP).
-#define Q6KHALF(ql, qlb, qh, x0, x1, x2, x3, s0, s1, s2, s3, s4, s5, s6, s7) \
-	VMOVDQU ql(SI), Y2; \
-	VMOVDQU qlb(SI), Y3; \
-	VMOVDQU qh(SI), Y7; \
-	VPAND Y14, Y2, Y9; \
-	VPSLLW $4, Y7, Y10; \
-	VPAND Y13, Y10, Y10; \
-	VPOR Y10, Y9, Y9; \
-	Q6KPART(x0, s0, s1); \
-	VPAND Y14, Y3, Y9; \
-	VPSLLW $2, Y7, Y10; \
-	VPAND Y13, Y10, Y10; \
-	VPOR Y10, Y9, Y9; \
-	Q6KPART(x1, s2, s3); \
-	VPSRLW $4, Y2, Y9; \
-	VPAND Y14, Y9, Y9; \
-	VPAND Y13, Y7, Y10; \
-	VPOR Y10, Y9, Y9; \
-	Q6KPART(x2, s4, s5); \
-	VPSRLW $4, Y3, Y9; \
-	VPAND Y14, Y9, Y9; \
-	VPSRLW $2, Y7, Y10; \
-	VPAND Y13, Y10, Y10; \
-	VPOR Y10, Y9, Y9; \
-	Q6KPART(x3, s6, s7)
-
 // func dotQ6KAVX2(w *byte, x *int8, d *float32, sums *int32, n int) float32
 // The whole integer-kernel dot product of a row of n Q6_K super-blocks
 // (210 bytes: 128 bytes of low nibbles, 64 of high bit pairs, 16 int8
@@ -474,12 +579,7 @@ TEXT ·dotQ6KAVX2(SB), NOSPLIT, $32-44
 	MOVQ d+16(FP), R9
 	MOVQ sums+24(FP), R8
 	MOVQ n+32(FP), CX
-	MOVL $0x0F0F0F0F, AX
-	VMOVD AX, X14
-	VPBROADCASTD X14, Y14
-	MOVL $0x30303030, AX
-	VMOVD AX, X13
-	VPBROADCASTD X13, Y13
+	K6CONSTS
 	VXORPS X0, X0, X0
 
 dq6kloop:
@@ -521,151 +621,6 @@ dq6kdone:
 	MOVSS X0, ret+40(FP)
 	RET
 
-// D8 dequantizes 8 values: the bytes at src(SP) as int32, to float32,
-// times Y8 (d·sc), less Y9 (dmin·m), each op rounded, stored at dst(DI).
-#define D8(src, dst) \
-	VPMOVZXBD src(SP), Y10; \
-	VCVTDQ2PS Y10, Y10; \
-	VMULPS Y8, Y10, Y10; \
-	VSUBPS Y9, Y10, Y10; \
-	VMOVUPS Y10, dst(DI)
-
-// func dequantQ4KAVX2(w *byte, dst *float32, n int)
-// dequantQ4K of n super-blocks: each value float32(d·sc)·q - float32(dmin·m),
-// every product and difference rounded on its own as in the Go code (the
-// same bits; a NaN's payload aside, which matMul makes canonical).
-TEXT ·dequantQ4KAVX2(SB), NOSPLIT, $128-24
-	MOVQ w+0(FP), SI
-	MOVQ dst+8(FP), DI
-	MOVQ n+16(FP), CX
-	MOVL $0x0F0F0F0F, AX
-	VMOVD AX, X14
-	VPBROADCASTD X14, Y14
-
-deq4kloop:
-	TESTQ CX, CX
-	JZ deq4kdone
-	MOVL 4(SI), AX
-	MOVL 8(SI), BX
-	MOVL 12(SI), DX
-	MOVL AX, R10
-	ANDL $0x3F3F3F3F, R10
-	MOVL BX, R11
-	ANDL $0x3F3F3F3F, R11
-	MOVL DX, R12
-	ANDL $0x0F0F0F0F, R12
-	SHRL $6, AX
-	ANDL $0x03030303, AX
-	SHLL $4, AX
-	ORL AX, R12
-	MOVL DX, R13
-	SHRL $4, R13
-	ANDL $0x0F0F0F0F, R13
-	SHRL $6, BX
-	ANDL $0x03030303, BX
-	SHLL $4, BX
-	ORL BX, R13
-	SHLQ $32, R12
-	ORQ R10, R12 // sc0..7
-	SHLQ $32, R13
-	ORQ R11, R13 // m0..7
-	MOVL (SI), DX
-	VMOVD DX, X1
-	VCVTPH2PS X1, X1 // d, dmin
-	VMOVSHDUP X1, X2
-	VBROADCASTSS X1, Y4
-	VBROADCASTSS X2, Y6
-	VMOVQ R12, X3
-	VPMOVZXBD X3, Y3
-	VCVTDQ2PS Y3, Y3
-	VMULPS Y3, Y4, Y3
-	VMOVUPS Y3, 0(SP) // d·sc_j at 4j(SP)
-	VMOVQ R13, X5
-	VPMOVZXBD X5, Y5
-	VCVTDQ2PS Y5, Y5
-	VMULPS Y5, Y6, Y5
-	VMOVUPS Y5, 32(SP) // dmin·m_j at 32+4j(SP)
-	VMOVDQU 16(SI), Y7
-	VPSRLW $4, Y7, Y11
-	VPAND Y14, Y7, Y7
-	VPAND Y14, Y11, Y11
-	VMOVDQU Y7, 64(SP)
-	VMOVDQU Y11, 96(SP)
-	VBROADCASTSS 0(SP), Y8
-	VBROADCASTSS 32(SP), Y9
-	D8(64, 0)
-	D8(72, 32)
-	D8(80, 64)
-	D8(88, 96)
-	VBROADCASTSS 4(SP), Y8
-	VBROADCASTSS 36(SP), Y9
-	D8(96, 128)
-	D8(104, 160)
-	D8(112, 192)
-	D8(120, 224)
-	VMOVDQU 48(SI), Y7
-	VPSRLW $4, Y7, Y11
-	VPAND Y14, Y7, Y7
-	VPAND Y14, Y11, Y11
-	VMOVDQU Y7, 64(SP)
-	VMOVDQU Y11, 96(SP)
-	VBROADCASTSS 8(SP), Y8
-	VBROADCASTSS 40(SP), Y9
-	D8(64, 256)
-	D8(72, 288)
-	D8(80, 320)
-	D8(88, 352)
-	VBROADCASTSS 12(SP), Y8
-	VBROADCASTSS 44(SP), Y9
-	D8(96, 384)
-	D8(104, 416)
-	D8(112, 448)
-	D8(120, 480)
-	VMOVDQU 80(SI), Y7
-	VPSRLW $4, Y7, Y11
-	VPAND Y14, Y7, Y7
-	VPAND Y14, Y11, Y11
-	VMOVDQU Y7, 64(SP)
-	VMOVDQU Y11, 96(SP)
-	VBROADCASTSS 16(SP), Y8
-	VBROADCASTSS 48(SP), Y9
-	D8(64, 512)
-	D8(72, 544)
-	D8(80, 576)
-	D8(88, 608)
-	VBROADCASTSS 20(SP), Y8
-	VBROADCASTSS 52(SP), Y9
-	D8(96, 640)
-	D8(104, 672)
-	D8(112, 704)
-	D8(120, 736)
-	VMOVDQU 112(SI), Y7
-	VPSRLW $4, Y7, Y11
-	VPAND Y14, Y7, Y7
-	VPAND Y14, Y11, Y11
-	VMOVDQU Y7, 64(SP)
-	VMOVDQU Y11, 96(SP)
-	VBROADCASTSS 24(SP), Y8
-	VBROADCASTSS 56(SP), Y9
-	D8(64, 768)
-	D8(72, 800)
-	D8(80, 832)
-	D8(88, 864)
-	VBROADCASTSS 28(SP), Y8
-	VBROADCASTSS 60(SP), Y9
-	D8(96, 896)
-	D8(104, 928)
-	D8(112, 960)
-	D8(120, 992)
-	ADDQ $144, SI
-	ADDQ $1024, DI
-	DECQ CX
-	JMP deq4kloop
-
-deq4kdone:
-	VZEROUPPER
-	RET
-
 // func dequantQ6KAVX2(w *byte, dst *float32, n int)
 // dequantQ6K of n super-blocks: each value float32(float32(d·sc)·(q-32)),
 // every product rounded on its own as in the Go code (the same bits, a
@@ -674,12 +629,7 @@ TEXT ·dequantQ6KAVX2(SB), NOSPLIT, $96-24
 	MOVQ w+0(FP), SI
 	MOVQ dst+8(FP), DI
 	MOVQ n+16(FP), CX
-	MOVL $0x0F0F0F0F, AX
-	VMOVD AX, X14
-	VPBROADCASTD X14, Y14
-	MOVL $0x30303030, AX
-	VMOVD AX, X13
-	VPBROADCASTD X13, Y13
+	K6CONSTS
 	MOVL $0x20202020, AX
 	VMOVD AX, X12
 	VPBROADCASTD X12, Y12
@@ -699,222 +649,24 @@ deq6kloop:
 	VCVTDQ2PS Y3, Y3
 	VMULPS Y3, Y4, Y3
 	VMOVUPS Y3, 32(SP)
-	VMOVDQU 0(SI), Y2
-	VMOVDQU 32(SI), Y3
-	VMOVDQU 128(SI), Y7
-	VPAND Y14, Y2, Y9
-	VPSLLW $4, Y7, Y10
-	VPAND Y13, Y10, Y10
-	VPOR Y10, Y9, Y9
-	VPSUBB Y12, Y9, Y9
-	VMOVDQU Y9, 64(SP)
-	VPMOVSXBD 64(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 0(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 0(DI)
-	VPMOVSXBD 72(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 0(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 32(DI)
-	VPMOVSXBD 80(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 4(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 64(DI)
-	VPMOVSXBD 88(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 4(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 96(DI)
-	VPAND Y14, Y3, Y9
-	VPSLLW $2, Y7, Y10
-	VPAND Y13, Y10, Y10
-	VPOR Y10, Y9, Y9
-	VPSUBB Y12, Y9, Y9
-	VMOVDQU Y9, 64(SP)
-	VPMOVSXBD 64(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 8(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 128(DI)
-	VPMOVSXBD 72(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 8(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 160(DI)
-	VPMOVSXBD 80(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 12(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 192(DI)
-	VPMOVSXBD 88(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 12(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 224(DI)
-	VPSRLW $4, Y2, Y9
-	VPAND Y14, Y9, Y9
-	VPAND Y13, Y7, Y10
-	VPOR Y10, Y9, Y9
-	VPSUBB Y12, Y9, Y9
-	VMOVDQU Y9, 64(SP)
-	VPMOVSXBD 64(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 16(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 256(DI)
-	VPMOVSXBD 72(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 16(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 288(DI)
-	VPMOVSXBD 80(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 20(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 320(DI)
-	VPMOVSXBD 88(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 20(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 352(DI)
-	VPSRLW $4, Y3, Y9
-	VPAND Y14, Y9, Y9
-	VPSRLW $2, Y7, Y10
-	VPAND Y13, Y10, Y10
-	VPOR Y10, Y9, Y9
-	VPSUBB Y12, Y9, Y9
-	VMOVDQU Y9, 64(SP)
-	VPMOVSXBD 64(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 24(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 384(DI)
-	VPMOVSXBD 72(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 24(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 416(DI)
-	VPMOVSXBD 80(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 28(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 448(DI)
-	VPMOVSXBD 88(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 28(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 480(DI)
-	VMOVDQU 64(SI), Y2
-	VMOVDQU 96(SI), Y3
-	VMOVDQU 160(SI), Y7
-	VPAND Y14, Y2, Y9
-	VPSLLW $4, Y7, Y10
-	VPAND Y13, Y10, Y10
-	VPOR Y10, Y9, Y9
-	VPSUBB Y12, Y9, Y9
-	VMOVDQU Y9, 64(SP)
-	VPMOVSXBD 64(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 32(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 512(DI)
-	VPMOVSXBD 72(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 32(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 544(DI)
-	VPMOVSXBD 80(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 36(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 576(DI)
-	VPMOVSXBD 88(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 36(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 608(DI)
-	VPAND Y14, Y3, Y9
-	VPSLLW $2, Y7, Y10
-	VPAND Y13, Y10, Y10
-	VPOR Y10, Y9, Y9
-	VPSUBB Y12, Y9, Y9
-	VMOVDQU Y9, 64(SP)
-	VPMOVSXBD 64(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 40(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 640(DI)
-	VPMOVSXBD 72(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 40(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 672(DI)
-	VPMOVSXBD 80(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 44(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 704(DI)
-	VPMOVSXBD 88(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 44(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 736(DI)
-	VPSRLW $4, Y2, Y9
-	VPAND Y14, Y9, Y9
-	VPAND Y13, Y7, Y10
-	VPOR Y10, Y9, Y9
-	VPSUBB Y12, Y9, Y9
-	VMOVDQU Y9, 64(SP)
-	VPMOVSXBD 64(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 48(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 768(DI)
-	VPMOVSXBD 72(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 48(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 800(DI)
-	VPMOVSXBD 80(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 52(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 832(DI)
-	VPMOVSXBD 88(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 52(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 864(DI)
-	VPSRLW $4, Y3, Y9
-	VPAND Y14, Y9, Y9
-	VPSRLW $2, Y7, Y10
-	VPAND Y13, Y10, Y10
-	VPOR Y10, Y9, Y9
-	VPSUBB Y12, Y9, Y9
-	VMOVDQU Y9, 64(SP)
-	VPMOVSXBD 64(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 56(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 896(DI)
-	VPMOVSXBD 72(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 56(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 928(DI)
-	VPMOVSXBD 80(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 60(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 960(DI)
-	VPMOVSXBD 88(SP), Y10
-	VCVTDQ2PS Y10, Y10
-	VBROADCASTSS 60(SP), Y11
-	VMULPS Y11, Y10, Y10
-	VMOVUPS Y10, 992(DI)
+	Q6KLOAD(0, 32, 128)
+	Q6KQ0
+	D6(0, 4, 0, 32, 64, 96)
+	Q6KQ1
+	D6(8, 12, 128, 160, 192, 224)
+	Q6KQ2
+	D6(16, 20, 256, 288, 320, 352)
+	Q6KQ3
+	D6(24, 28, 384, 416, 448, 480)
+	Q6KLOAD(64, 96, 160)
+	Q6KQ0
+	D6(32, 36, 512, 544, 576, 608)
+	Q6KQ1
+	D6(40, 44, 640, 672, 704, 736)
+	Q6KQ2
+	D6(48, 52, 768, 800, 832, 864)
+	Q6KQ3
+	D6(56, 60, 896, 928, 960, 992)
 	ADDQ $210, SI
 	ADDQ $1024, DI
 	DECQ CX
@@ -978,10 +730,50 @@ deq40done:
 	VZEROUPPER
 	RET
 
+// func dequantQ4KAVX2(w *byte, dst *float32, n int)
+// dequantQ4K of n super-blocks: each value float32(d·sc)·q - float32(dmin·m),
+// every product and difference rounded on its own as in the Go code (the
+// same bits; a NaN's payload aside, which matMul makes canonical).
+TEXT ·dequantQ4KAVX2(SB), NOSPLIT, $128-24
+	MOVQ w+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVL $0x0F0F0F0F, AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14
+
+deq4kloop:
+	TESTQ CX, CX
+	JZ deq4kdone
+	K4SCALES
+	K4SUBSCALES
+	XORQ R14, R14
+	LEAQ 16(SI), R15 // the nibbles, 32 bytes a pair of sub-blocks
+
+deq4kpair:
+	VMOVDQU (R15), Y7
+	VPSRLW $4, Y7, Y11
+	VPAND Y14, Y7, Y7
+	VPAND Y14, Y11, Y11
+	K4HALVES
+	ADDQ $256, DI
+	ADDQ $32, R15
+	INCQ R14
+	CMPQ R14, $4
+	JLT deq4kpair
+	ADDQ $144, SI
+	DECQ CX
+	JMP deq4kloop
+
+deq4kdone:
+	VZEROUPPER
+	RET
+
 // func dequantQ5KAVX2(w *byte, dst *float32, n int)
-// dequantQ5K of n super-blocks: Q4_K's values with a fifth bit from qh,
-// each float32(d·sc)·q - float32(dmin·m), every op rounded on its own as
-// in the Go code (the same bits, a NaN's payload aside).
+// dequantQ5K of n super-blocks: Q4_K's values with a fifth bit from qh
+// (bit 2i of qh[l] tops value l of sub-block 2i, bit 2i+1 that of 2i+1),
+// each op rounded on its own as in the Go code (the same bits, a NaN's
+// payload aside).
 TEXT ·dequantQ5KAVX2(SB), NOSPLIT, $128-24
 	MOVQ w+0(FP), SI
 	MOVQ dst+8(FP), DI
@@ -996,152 +788,35 @@ TEXT ·dequantQ5KAVX2(SB), NOSPLIT, $128-24
 deq5kloop:
 	TESTQ CX, CX
 	JZ deq5kdone
-	MOVL 4(SI), AX
-	MOVL 8(SI), BX
-	MOVL 12(SI), DX
-	MOVL AX, R10
-	ANDL $0x3F3F3F3F, R10
-	MOVL BX, R11
-	ANDL $0x3F3F3F3F, R11
-	MOVL DX, R12
-	ANDL $0x0F0F0F0F, R12
-	SHRL $6, AX
-	ANDL $0x03030303, AX
-	SHLL $4, AX
-	ORL AX, R12
-	MOVL DX, R13
-	SHRL $4, R13
-	ANDL $0x0F0F0F0F, R13
-	SHRL $6, BX
-	ANDL $0x03030303, BX
-	SHLL $4, BX
-	ORL BX, R13
-	SHLQ $32, R12
-	ORQ R10, R12 // sc0..7
-	SHLQ $32, R13
-	ORQ R11, R13 // m0..7
-	MOVL (SI), DX
-	VMOVD DX, X1
-	VCVTPH2PS X1, X1 // d, dmin
-	VMOVSHDUP X1, X2
-	VBROADCASTSS X1, Y4
-	VBROADCASTSS X2, Y6
-	VMOVQ R12, X3
-	VPMOVZXBD X3, Y3
-	VCVTDQ2PS Y3, Y3
-	VMULPS Y3, Y4, Y3
-	VMOVUPS Y3, 0(SP) // d·sc_j at 4j(SP)
-	VMOVQ R13, X5
-	VPMOVZXBD X5, Y5
-	VCVTDQ2PS Y5, Y5
-	VMULPS Y5, Y6, Y5
-	VMOVUPS Y5, 32(SP) // dmin·m_j at 32+4j(SP)
+	K4SCALES
+	K4SUBSCALES
 	VMOVDQU 16(SI), Y15 // qh
-	VMOVDQU 48(SI), Y7
+	XORQ R14, R14
+	LEAQ 48(SI), R15
+
+deq5kpair:
+	VMOVDQU (R15), Y7
 	VPSRLW $4, Y7, Y11
 	VPAND Y14, Y7, Y7
 	VPAND Y14, Y11, Y11
-	VPAND Y13, Y15, Y12
-	VPSLLW $4, Y12, Y12
-	VPOR Y12, Y7, Y7
-	VPSRLW $1, Y15, Y12
+	MOVQ R14, AX
+	SHLQ $1, AX
+	VMOVQ AX, X10
+	VPSRLW X10, Y15, Y12 // qh >> 2i
+	VPAND Y13, Y12, Y10
+	VPSLLW $4, Y10, Y10
+	VPOR Y10, Y7, Y7
+	VPSRLW $1, Y12, Y12
 	VPAND Y13, Y12, Y12
 	VPSLLW $4, Y12, Y12
 	VPOR Y12, Y11, Y11
-	VMOVDQU Y7, 64(SP)
-	VMOVDQU Y11, 96(SP)
-	VBROADCASTSS 0(SP), Y8
-	VBROADCASTSS 32(SP), Y9
-	D8(64, 0)
-	D8(72, 32)
-	D8(80, 64)
-	D8(88, 96)
-	VBROADCASTSS 4(SP), Y8
-	VBROADCASTSS 36(SP), Y9
-	D8(96, 128)
-	D8(104, 160)
-	D8(112, 192)
-	D8(120, 224)
-	VMOVDQU 80(SI), Y7
-	VPSRLW $4, Y7, Y11
-	VPAND Y14, Y7, Y7
-	VPAND Y14, Y11, Y11
-	VPSRLW $2, Y15, Y12
-	VPAND Y13, Y12, Y12
-	VPSLLW $4, Y12, Y12
-	VPOR Y12, Y7, Y7
-	VPSRLW $3, Y15, Y12
-	VPAND Y13, Y12, Y12
-	VPSLLW $4, Y12, Y12
-	VPOR Y12, Y11, Y11
-	VMOVDQU Y7, 64(SP)
-	VMOVDQU Y11, 96(SP)
-	VBROADCASTSS 8(SP), Y8
-	VBROADCASTSS 40(SP), Y9
-	D8(64, 256)
-	D8(72, 288)
-	D8(80, 320)
-	D8(88, 352)
-	VBROADCASTSS 12(SP), Y8
-	VBROADCASTSS 44(SP), Y9
-	D8(96, 384)
-	D8(104, 416)
-	D8(112, 448)
-	D8(120, 480)
-	VMOVDQU 112(SI), Y7
-	VPSRLW $4, Y7, Y11
-	VPAND Y14, Y7, Y7
-	VPAND Y14, Y11, Y11
-	VPSRLW $4, Y15, Y12
-	VPAND Y13, Y12, Y12
-	VPSLLW $4, Y12, Y12
-	VPOR Y12, Y7, Y7
-	VPSRLW $5, Y15, Y12
-	VPAND Y13, Y12, Y12
-	VPSLLW $4, Y12, Y12
-	VPOR Y12, Y11, Y11
-	VMOVDQU Y7, 64(SP)
-	VMOVDQU Y11, 96(SP)
-	VBROADCASTSS 16(SP), Y8
-	VBROADCASTSS 48(SP), Y9
-	D8(64, 512)
-	D8(72, 544)
-	D8(80, 576)
-	D8(88, 608)
-	VBROADCASTSS 20(SP), Y8
-	VBROADCASTSS 52(SP), Y9
-	D8(96, 640)
-	D8(104, 672)
-	D8(112, 704)
-	D8(120, 736)
-	VMOVDQU 144(SI), Y7
-	VPSRLW $4, Y7, Y11
-	VPAND Y14, Y7, Y7
-	VPAND Y14, Y11, Y11
-	VPSRLW $6, Y15, Y12
-	VPAND Y13, Y12, Y12
-	VPSLLW $4, Y12, Y12
-	VPOR Y12, Y7, Y7
-	VPSRLW $7, Y15, Y12
-	VPAND Y13, Y12, Y12
-	VPSLLW $4, Y12, Y12
-	VPOR Y12, Y11, Y11
-	VMOVDQU Y7, 64(SP)
-	VMOVDQU Y11, 96(SP)
-	VBROADCASTSS 24(SP), Y8
-	VBROADCASTSS 56(SP), Y9
-	D8(64, 768)
-	D8(72, 800)
-	D8(80, 832)
-	D8(88, 864)
-	VBROADCASTSS 28(SP), Y8
-	VBROADCASTSS 60(SP), Y9
-	D8(96, 896)
-	D8(104, 928)
-	D8(112, 960)
-	D8(120, 992)
+	K4HALVES
+	ADDQ $256, DI
+	ADDQ $32, R15
+	INCQ R14
+	CMPQ R14, $4
+	JLT deq5kpair
 	ADDQ $176, SI
-	ADDQ $1024, DI
 	DECQ CX
 	JMP deq5kloop
 
