@@ -575,6 +575,9 @@ func (c *child) stop(timeout time.Duration) error {
 	_ = c.w.Flush()
 	err := c.in.Close()
 	c.wmu.Unlock()
+	if errors.Is(err, os.ErrClosed) {
+		err = nil // exec's Wait closed it: the worker is gone already (readLoop reaped it)
+	}
 	select {
 	case <-c.done:
 	case <-time.After(timeout):

@@ -667,6 +667,24 @@ func TestCloseStopsTheWorker(t *testing.T) {
 	}
 }
 
+// TestCloseAfterTheWorkerDied: Close of a backend whose worker is gone
+// (killed, or lost to a sticky fault, and reaped: exec's Wait closes the
+// pipe to it) stops nothing and says nothing went wrong.
+func TestCloseAfterTheWorkerDied(t *testing.T) {
+	b, _ := open(t, "reference")
+	upload(t, b, abi.F32, 1, f32bytes(1))
+	b.mu.Lock()
+	c := b.cur
+	b.mu.Unlock()
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-c.done // reaped
+	if err := b.Close(); err != nil {
+		t.Errorf("Close after the worker died: %v", err)
+	}
+}
+
 // TestServeEndsWithItsInput: Serve returns nil when the parent closes the
 // pipe, and an error for a frame it cannot read.
 func TestServeEndsWithItsInput(t *testing.T) {
