@@ -65,9 +65,12 @@ func ReadRequests(r io.Reader, defaults llama.Request) ([]llama.Request, error) 
 			FreqPenalty float32  `json:"frequency_penalty"`
 			PresPenalty float32  `json:"presence_penalty"`
 			Stop        []string `json:"stop"`
+			Logprobs    bool     `json:"logprobs"`
+			TopLogprobs int      `json:"top_logprobs"`
 		}{Stop: defaults.Stop, MaxTokens: defaults.MaxTokens, Temperature: defaults.Temperature, TopP: defaults.TopP, Seed: defaults.Seed,
 			TopK: defaults.TopK, MinP: defaults.MinP, RepPenalty: defaults.RepetitionPenalty,
-			FreqPenalty: defaults.FrequencyPenalty, PresPenalty: defaults.PresencePenalty}
+			FreqPenalty: defaults.FrequencyPenalty, PresPenalty: defaults.PresencePenalty,
+			Logprobs: defaults.Logprobs, TopLogprobs: defaults.TopLogprobs}
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.DisallowUnknownFields()
 		err := dec.Decode(&q)
@@ -78,7 +81,8 @@ func ReadRequests(r io.Reader, defaults llama.Request) ([]llama.Request, error) 
 			err = errors.New(`no "prompt"`)
 		}
 		req := llama.Request{ID: line, MaxTokens: q.MaxTokens, Temperature: q.Temperature, TopP: q.TopP, Seed: q.Seed,
-			TopK: q.TopK, MinP: q.MinP, RepetitionPenalty: q.RepPenalty, FrequencyPenalty: q.FreqPenalty, PresencePenalty: q.PresPenalty, Stop: q.Stop}
+			TopK: q.TopK, MinP: q.MinP, RepetitionPenalty: q.RepPenalty, FrequencyPenalty: q.FreqPenalty, PresencePenalty: q.PresPenalty, Stop: q.Stop,
+			Logprobs: q.Logprobs, TopLogprobs: q.TopLogprobs}
 		if err == nil {
 			req.Prompt = *q.Prompt
 			err = CheckRequest(req)

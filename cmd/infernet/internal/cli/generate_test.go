@@ -111,6 +111,8 @@ func TestGenerateFlags(t *testing.T) {
 	dir := t.TempDir()
 	prompts := filepath.Join(dir, "p.jsonl")
 	os.WriteFile(prompts, []byte("{\"prompt\":\"a\"}\n{\"prompt\":\"b\",\"temperature\":0.5}\n"), 0o600)
+	lpPrompts := filepath.Join(dir, "lp.jsonl")
+	os.WriteFile(lpPrompts, []byte("{\"prompt\":\"a\",\"logprobs\":true,\"top_logprobs\":1}\n"), 0o600)
 	for _, tc := range []struct {
 		args []string
 		want []llama.Request // nil: refused
@@ -129,6 +131,11 @@ func TestGenerateFlags(t *testing.T) {
 			[]llama.Request{{Prompt: "x", MaxTokens: llama.DefaultMaxTokens, TopP: 0.9, Logprobs: true, TopLogprobs: 3}}},
 		{[]string{"m", "-p", "x", "--json", "--logprobs", "0"},
 			[]llama.Request{{Prompt: "x", MaxTokens: llama.DefaultMaxTokens, TopP: 0.9, Logprobs: true}}},
+		{[]string{"m", "--prompts", prompts, "--logprobs", "2"},
+			[]llama.Request{{ID: 1, Prompt: "a", MaxTokens: llama.DefaultMaxTokens, TopP: 0.9, Logprobs: true, TopLogprobs: 2},
+				{ID: 2, Prompt: "b", MaxTokens: llama.DefaultMaxTokens, Temperature: 0.5, TopP: 0.9, Logprobs: true, TopLogprobs: 2}}},
+		{[]string{"m", "--prompts", lpPrompts},
+			[]llama.Request{{ID: 1, Prompt: "a", MaxTokens: llama.DefaultMaxTokens, TopP: 0.9, Logprobs: true, TopLogprobs: 1}}},
 		{[]string{"m", "-p", "x", "--logprobs", "2"}, nil}, // text has no room for them
 		{[]string{"m", "-p", "x", "--json", "--logprobs", "21"}, nil},
 		{[]string{"m"}, nil},
