@@ -12,11 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/crypto"
-	"github.com/libp2p/go-libp2p/core/peer"
-
+	"github.com/infernet/infernet/digest"
 	"github.com/infernet/infernet/host/tensor"
-	"github.com/infernet/infernet/node/blob"
 )
 
 // JobID names a job: 16 random bytes chosen by the client.
@@ -111,16 +108,16 @@ type JobAnnounce struct {
 // bind the input.
 func (m *JobAnnounce) Offer() *JobAnnounce {
 	c := *m
-	c.Input = blob.Digest{}
+	c.Input = digest.Digest{}
 	return &c
 }
 
 // DataBlob is a read-only file of a job: blob Digest of Size bytes, which
 // the guest reads at /data/Name.
 type DataBlob struct {
-	Name   string      `cbor:"1,keyasint" json:"name"`
-	Digest blob.Digest `cbor:"2,keyasint" json:"digest"`
-	Size   int64       `cbor:"3,keyasint" json:"size"`
+	Name   string        `cbor:"1,keyasint" json:"name"`
+	Digest digest.Digest `cbor:"2,keyasint" json:"digest"`
+	Size   int64         `cbor:"3,keyasint" json:"size"`
 }
 
 // Settle values of JobAnnounce.Settle.
@@ -214,7 +211,7 @@ func (m *JobAnnounce) Validate() error {
 			return fmt.Errorf("%w: arguments over %d bytes or with a NUL byte", ErrMalformed, MaxArgBytes)
 		}
 	}
-	if _, err := peer.IDFromBytes(m.Client); err != nil {
+	if err := CheckPeerID(m.Client); err != nil {
 		return fmt.Errorf("%w: client: %v", ErrMalformed, err)
 	}
 	return nil
@@ -294,7 +291,7 @@ func (m *CapabilityAdvert) Version() uint16 { return m.V }
 
 // Validate checks the advert's fields.
 func (m *CapabilityAdvert) Validate() error {
-	if _, err := peer.IDFromBytes(m.Peer); err != nil {
+	if err := CheckPeerID(m.Peer); err != nil {
 		return fmt.Errorf("%w: peer: %v", ErrMalformed, err)
 	}
 	if m.Cores < 0 || m.Slots < 0 || m.FreeSlots < 0 || m.FreeSlots > m.Slots || len(m.GPUs) > 64 || len(m.Backends) > 16 || len(m.Features) > 16 ||
@@ -371,14 +368,14 @@ func (m *Assign) Version() uint16 { return m.V }
 // Result.Terms), and the client accepts only a result whose Terms are those
 // of the assign it sent: a result produced for another client, module or
 // input under the same job id is refused.
-func (m *Assign) TermsDigest() blob.Digest {
+func (m *Assign) TermsDigest() digest.Digest {
 	c := *m
 	c.Input, c.Sources = nil, nil
 	b, err := Marshal(&c)
 	if err != nil {
 		panic(fmt.Sprintf("wire: encoding an assign: %v", err)) // plain fields always encode
 	}
-	return blob.Sum(b)
+	return digest.Sum(b)
 }
 
 // UpdateKind says what an Update carries.
@@ -460,15 +457,15 @@ type Result struct {
 	Provider []byte `cbor:"4,keyasint"`
 	// Output is the digest of stdout; OutputData carries it when it is at
 	// most MaxInline bytes, else it is fetched as a blob from the provider.
-	Output     blob.Digest `cbor:"5,keyasint"`
-	OutputSize int64       `cbor:"6,keyasint"`
-	OutputData []byte      `cbor:"7,keyasint"`
-	Outcome    Outcome     `cbor:"8,keyasint"`
-	ExitCode   uint32      `cbor:"9,keyasint"`
-	Error      string      `cbor:"10,keyasint"`
-	Fuel       uint64      `cbor:"11,keyasint"`
-	RunMicros  int64       `cbor:"12,keyasint"`
-	Backend    string      `cbor:"13,keyasint"`
+	Output     digest.Digest `cbor:"5,keyasint"`
+	OutputSize int64         `cbor:"6,keyasint"`
+	OutputData []byte        `cbor:"7,keyasint"`
+	Outcome    Outcome       `cbor:"8,keyasint"`
+	ExitCode   uint32        `cbor:"9,keyasint"`
+	Error      string        `cbor:"10,keyasint"`
+	Fuel       uint64        `cbor:"11,keyasint"`
+	RunMicros  int64         `cbor:"12,keyasint"`
+	Backend    string        `cbor:"13,keyasint"`
 	// Sig is the provider's signature over the result with Sig and
 	// OutputData empty (the output is bound through its digest; Offer and
 	// Proofs are signed as they are).
@@ -487,7 +484,7 @@ type Result struct {
 	// Terms is the Terms digest of the assign this result answers. Sig
 	// covers it, so a result cannot be passed off as an answer to another
 	// client's assign of the same job and replica.
-	Terms blob.Digest `cbor:"18,keyasint"`
+	Terms digest.Digest `cbor:"18,keyasint"`
 }
 
 // Version implements Versioned.
@@ -504,49 +501,23 @@ func (m *Result) Key() string {
 	return fmt.Sprintf("%d/%d/%s", m.Outcome, m.ExitCode, m.Output)
 }
 
-// ErrBadSignature is returned by Verify for a result its provider did not sign.
+// ErrBadSignature is returned by the check of a result's signature
+// (peers.VerifyResult) for a result its provider did not sign, and by
+// CheckInline for inline output that is not the output signed for.
 var ErrBadSignature = errors.New("wire: bad result signature")
 
-func (m *Result) signedBytes() ([]byte, error) {
+// SignedBytes is what the provider signs: the result without its signature
+// and without the inline output, which Output's digest stands for.
+func (m *Result) SignedBytes() ([]byte, error) {
 	c := *m
 	c.Sig, c.OutputData = nil, nil
 	return Marshal(&c)
 }
 
-// Sign sets Provider and Sig with the provider's key.
-func (m *Result) Sign(key crypto.PrivKey) error {
-	id, err := peer.IDFromPrivateKey(key)
-	if err != nil {
-		return err
-	}
-	m.Provider = []byte(id)
-	b, err := m.signedBytes()
-	if err != nil {
-		return err
-	}
-	m.Sig, err = key.Sign(b)
-	return err
-}
-
-// Verify checks that Provider signed the result and that OutputData, when
-// present, matches Output.
-func (m *Result) Verify() error {
-	id, err := peer.IDFromBytes(m.Provider)
-	if err != nil {
-		return fmt.Errorf("%w: provider: %v", ErrBadSignature, err)
-	}
-	pub, err := id.ExtractPublicKey()
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrBadSignature, err)
-	}
-	b, err := m.signedBytes()
-	if err != nil {
-		return err
-	}
-	if ok, err := pub.Verify(b, m.Sig); err != nil || !ok {
-		return ErrBadSignature
-	}
-	if m.OutputData != nil && (int64(len(m.OutputData)) != m.OutputSize || blob.Sum(m.OutputData) != m.Output) {
+// CheckInline checks that OutputData, when present, is the output the
+// provider signed for: Output's size and digest.
+func (m *Result) CheckInline() error {
+	if m.OutputData != nil && (int64(len(m.OutputData)) != m.OutputSize || digest.Sum(m.OutputData) != m.Output) {
 		return fmt.Errorf("%w: inline output does not match its digest", ErrBadSignature)
 	}
 	return nil
@@ -555,10 +526,10 @@ func (m *Result) Verify() error {
 // BlobRequest asks a peer for bytes [Offset, Offset+Length) of a blob;
 // Length 0 means to the end.
 type BlobRequest struct {
-	V      uint16      `cbor:"1,keyasint"`
-	Digest blob.Digest `cbor:"2,keyasint"`
-	Offset int64       `cbor:"3,keyasint"`
-	Length int64       `cbor:"4,keyasint"`
+	V      uint16        `cbor:"1,keyasint"`
+	Digest digest.Digest `cbor:"2,keyasint"`
+	Offset int64         `cbor:"3,keyasint"`
+	Length int64         `cbor:"4,keyasint"`
 }
 
 // Version implements Versioned.
@@ -651,15 +622,15 @@ func (m *AggregateRequest) Version() uint16 { return m.V }
 
 // AggregateReduce is the reduce step of an aggregated job.
 type AggregateReduce struct {
-	Module     blob.Digest `cbor:"1,keyasint"`
-	ModuleSize int64       `cbor:"2,keyasint"`
-	Args       []string    `cbor:"3,keyasint"`
+	Module     digest.Digest `cbor:"1,keyasint"`
+	ModuleSize int64         `cbor:"2,keyasint"`
+	Args       []string      `cbor:"3,keyasint"`
 }
 
 // ShardRef is a shard's input blob.
 type ShardRef struct {
-	Input blob.Digest `cbor:"1,keyasint"`
-	Size  int64       `cbor:"2,keyasint"`
+	Input digest.Digest `cbor:"1,keyasint"`
+	Size  int64         `cbor:"2,keyasint"`
 }
 
 // AggregateUpdate is what an aggregator streams back: progress, then the
@@ -694,15 +665,15 @@ type AggregateResult struct {
 	Shards   []AggregateShard `cbor:"3,keyasint"`
 	// Output is the shards' outputs concatenated in order (without a
 	// reduce step).
-	Output     blob.Digest `cbor:"4,keyasint"`
-	OutputSize int64       `cbor:"5,keyasint"`
+	Output     digest.Digest `cbor:"4,keyasint"`
+	OutputSize int64         `cbor:"5,keyasint"`
 	// FeePercent is the aggregator's fee.
 	FeePercent float64 `cbor:"6,keyasint"`
 	// With a reduce step, Output is the reduce job's output; Merged and
 	// MergedSize are the shards' outputs concatenated in order (the reduce
 	// job's input, a blob of the aggregator's), and Reduce is the reduce
 	// job's announce and agreeing results.
-	Merged     blob.Digest     `cbor:"7,keyasint"`
+	Merged     digest.Digest   `cbor:"7,keyasint"`
 	MergedSize int64           `cbor:"8,keyasint"`
 	Reduce     *AggregateShard `cbor:"9,keyasint"`
 }

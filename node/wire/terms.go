@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/infernet/infernet/digest"
 	"github.com/infernet/infernet/host/tensor"
-	"github.com/infernet/infernet/node/blob"
 )
 
 // Terms are what a job is: the module it runs on which input, data and
@@ -28,10 +28,10 @@ import (
 // keys (its encoding sorts them), and in JSON the same Go field names.
 type Terms struct {
 	// Module and Input are blob digests with their sizes in bytes.
-	Module     blob.Digest `cbor:"4,keyasint"`
-	ModuleSize int64       `cbor:"5,keyasint"`
-	Input      blob.Digest `cbor:"6,keyasint"`
-	InputSize  int64       `cbor:"7,keyasint"`
+	Module     digest.Digest `cbor:"4,keyasint"`
+	ModuleSize int64         `cbor:"5,keyasint"`
+	Input      digest.Digest `cbor:"6,keyasint"`
+	InputSize  int64         `cbor:"7,keyasint"`
 	// Memory is the guest memory limit in bytes.
 	Memory uint64 `cbor:"8,keyasint"`
 	// TimeoutMS is the run's wall-time limit in milliseconds.

@@ -581,7 +581,7 @@ func checkPart(agg peer.ID, want wire.JobAnnounce, sh *wire.AggregateShard) (*st
 	seen := map[string]bool{}
 	for k := range sh.Results {
 		r := &sh.Results[k]
-		switch err := r.Verify(); {
+		switch err := peers.VerifyResult(r); {
 		case err != nil:
 			return nil, err
 		case r.Job != a.Job || seen[string(r.Provider)]:

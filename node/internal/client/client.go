@@ -1292,7 +1292,7 @@ func (j *jobRun) check(res *wire.Result, r uint8, p peer.ID, price uint64, terms
 		// module or input): never ours, whatever it says.
 		return nil, errors.New("result answers other terms than this assign's")
 	}
-	if err := res.Verify(); err != nil {
+	if err := peers.VerifyResult(res); err != nil {
 		return nil, err
 	}
 	if !res.Deterministic() {
@@ -1387,7 +1387,7 @@ func (c *Client) handleResult(s network.Stream) {
 		return
 	}
 	conn.Close()
-	if peer.ID(res.Provider) != conn.Remote() || res.Verify() != nil {
+	if peer.ID(res.Provider) != conn.Remote() || peers.VerifyResult(&res) != nil {
 		return
 	}
 	c.mu.Lock()

@@ -493,7 +493,7 @@ func (p *Provider) handleAssign(s network.Stream) {
 	}
 	p.setActive(run, store.RunFinished) // from here on run is ours alone
 	res.Terms = terms
-	if err := res.Sign(p.cfg.Key); err != nil {
+	if err := peers.SignResult(res, p.cfg.Key); err != nil {
 		p.log.Error("signing result", "err", err)
 		c.Reset()
 		return

@@ -246,7 +246,7 @@ func checkResult(t *testing.T, what string, p *Provider, res *wire.Result, want 
 	if res.Outcome != wire.OutcomeExited || res.ExitCode != 0 || res.Output != blob.Sum(want) || res.OutputSize != int64(len(want)) {
 		t.Fatalf("%s: result %+v; want exit 0 and output %q", what, res, want)
 	}
-	if err := res.Verify(); err != nil || peer.ID(res.Provider) != p.cfg.Host.ID() {
+	if err := peers.VerifyResult(res); err != nil || peer.ID(res.Provider) != p.cfg.Host.ID() {
 		t.Fatalf("%s: the result's signature: %v (signed by %s)", what, err, peer.ID(res.Provider))
 	}
 }
