@@ -15,9 +15,10 @@ import (
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node/challenge"
 	"github.com/infernet/infernet/node/faults"
-	"github.com/infernet/infernet/node/internal/reach"
+	"github.com/infernet/infernet/node/reach"
 	"github.com/infernet/infernet/node/reputation"
 	"github.com/infernet/infernet/payments"
+	"github.com/infernet/infernet/proofs/fair"
 	"github.com/infernet/infernet/proofs/gemmproof"
 )
 
@@ -36,7 +37,7 @@ type Config struct {
 	NAT  bool
 	// Reach is how this node is reached behind NAT and helps others to be:
 	// relay service and its limits, static relays, AutoNAT, hole punching.
-	Reach ReachConfig
+	Reach reach.Config
 	// Provide makes the node run jobs for others.
 	Provide bool
 	// Slots is how many jobs run at once; default the number of CPUs.
@@ -177,7 +178,7 @@ type Config struct {
 	Payments payments.Lightning
 	// Fair, when set with Lnd, lets the node sell (with PK) and buy job
 	// outputs by fair exchange (wire.SettleFair).
-	Fair *FairKeys
+	Fair *fair.Keys
 	// GemmProvingKeys, on a provider, proves proof-mode jobs
 	// (wire.JobAnnounce.Proofs): a CommittedGEMM proving key for each of
 	// ProofTemplates, from the same ceremony as the network's verifying
@@ -218,17 +219,6 @@ type Config struct {
 // far less on a logit.
 const DefaultCheckTie = 0.05
 
-// ReachConfig is Config.Reach (reach.Config): relay service within
-// limits, static relays, forced reachability, hole punching.
-type ReachConfig = reach.Config
-
-// How a peer is reached (PeerInfo.Via).
-const (
-	ViaDirect      = reach.Direct
-	ViaRelayed     = reach.Relayed
-	ViaHolePunched = reach.HolePunched
-)
-
 // DefaultConfig returns the defaults of `infernet node`.
 func DefaultConfig() Config {
 	dir := ".infernet"
@@ -240,7 +230,7 @@ func DefaultConfig() Config {
 		Listen:         listenAll(DefaultListenPort),
 		MDNS:           true,
 		NAT:            true,
-		Reach:          ReachConfig{Reachability: reach.Auto, Limits: reach.DefaultLimits()},
+		Reach:          reach.Config{Reachability: reach.Auto, Limits: reach.DefaultLimits()},
 		Provide:        true,
 		Backend:        DefaultBackend,
 		AdvertInterval: DefaultAdvertInterval,

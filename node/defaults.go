@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/node/internal/peers"
-	"github.com/infernet/infernet/node/internal/settle"
 )
 
 // The defaults of Config that the documents quote. They are named so that the
@@ -94,7 +93,3 @@ func listenAll(port int) []string {
 
 // DefaultMaxPeers is Config.MaxPeers's default: the most peer records kept.
 const DefaultMaxPeers = peers.DefaultMaxPeers
-
-// FairKeys are the fair-exchange template and its Groth16 keys
-// (Config.Fair).
-type FairKeys = settle.FairKeys

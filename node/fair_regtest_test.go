@@ -26,11 +26,11 @@ import (
 // disk by proofs/testkeys), shared by the tests of this file.
 var (
 	fairOnce sync.Once
-	fairKeys *FairKeys
+	fairKeys *fair.Keys
 	fairErr  error
 )
 
-func testFairKeys(t testing.TB) *FairKeys {
+func testFairKeys(t testing.TB) *fair.Keys {
 	t.Helper()
 	fairOnce.Do(func() {
 		tmpl, err := fair.Compile(256)
@@ -39,7 +39,7 @@ func testFairKeys(t testing.TB) *FairKeys {
 			return
 		}
 		pk, vk, err := testkeys.Setup(tmpl.ConstraintSystem())
-		fairKeys, fairErr = &FairKeys{Template: tmpl, PK: pk, VK: vk}, err
+		fairKeys, fairErr = &fair.Keys{Template: tmpl, PK: pk, VK: vk}, err
 	})
 	if fairErr != nil {
 		t.Fatal(fairErr)

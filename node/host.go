@@ -20,7 +20,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/infernet/infernet/node/internal/peers"
-	"github.com/infernet/infernet/node/internal/reach"
+	"github.com/infernet/infernet/node/reach"
 	"github.com/infernet/infernet/node/wire"
 )
 

@@ -37,7 +37,7 @@ import (
 	"github.com/infernet/infernet/node/internal/parts"
 	"github.com/infernet/infernet/node/internal/peers"
 	"github.com/infernet/infernet/node/internal/provider"
-	"github.com/infernet/infernet/node/internal/reach"
+	"github.com/infernet/infernet/node/reach"
 	"github.com/infernet/infernet/node/internal/runner"
 	"github.com/infernet/infernet/node/internal/settle"
 	"github.com/infernet/infernet/node/models"

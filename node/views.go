@@ -9,7 +9,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/infernet/infernet/node/gossip"
-	"github.com/infernet/infernet/node/internal/reach"
+	"github.com/infernet/infernet/node/reach"
 	"github.com/infernet/infernet/node/models"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -78,8 +78,8 @@ type PeerInfo struct {
 	Connected   bool    `json:"connected"`
 	// LatencyMS is libp2p's moving average of round trips (0: unknown).
 	LatencyMS float64 `json:"latency_ms,omitempty"`
-	// Via is how the peer is reached now: ViaDirect, ViaRelayed or
-	// ViaHolePunched ("" when not connected).
+	// Via is how the peer is reached now: reach.Direct, reach.Relayed or
+	// reach.HolePunched ("" when not connected).
 	Via string `json:"via,omitempty"`
 	// Network is the operator the peer counts as in draws and votes (the
 	// network group it connects from, or "peer/ID" where it counts alone;

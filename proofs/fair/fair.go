@@ -47,6 +47,15 @@ var (
 // template's fixed plaintext size.
 const lenPrefix = 2
 
+// Keys are a Template and its Groth16 keys, which must come from a
+// multi-party setup (proofs/setup): a seller needs PK to sell outputs by
+// fair exchange, a buyer VK to buy them.
+type Keys struct {
+	Template *Template
+	PK       groth16.ProvingKey // nil where the node only buys
+	VK       groth16.VerifyingKey
+}
+
 // Template is a compiled exchange circuit for plaintexts of one size; an
 // output of up to Capacity bytes is framed into it (a 2-byte big-endian
 // length, the output, zeros).

@@ -26,7 +26,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/node/blob"
-	"github.com/infernet/infernet/node/internal/reach"
+	"github.com/infernet/infernet/node/reach"
 	"github.com/infernet/infernet/node/wire"
 )
 

@@ -33,6 +33,7 @@ import (
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
+	"github.com/infernet/infernet/proofs/fair"
 	"github.com/infernet/infernet/proofs/gemmproof"
 )
 
@@ -175,7 +176,7 @@ type Config struct {
 	MaxModule                 int64
 	GPUChallenge              challenge.Params
 	GemmVerifyingKey          func(n int) (groth16.VerifyingKey, error)
-	Fair                      *settle.FairKeys
+	Fair                      *fair.Keys
 	Faults                    *faults.Faults
 	// DataDir holds the spool of the client's own runs (audits).
 	DataDir string

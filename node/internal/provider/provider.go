@@ -38,6 +38,7 @@ import (
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
+	"github.com/infernet/infernet/proofs/fair"
 )
 
 // Config is what a provider needs: its limits (node.Config documents
@@ -63,7 +64,7 @@ type Config struct {
 	Backends *backends.Set
 	// Fair, with PK, sells outputs by fair exchange; Faults make the
 	// provider misbehave (tests).
-	Fair   *settle.FairKeys
+	Fair   *fair.Keys
 	Faults *faults.Faults
 	// Software names the build in the advert.
 	Software string

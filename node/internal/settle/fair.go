@@ -1,20 +1,9 @@
 package settle
 
 import (
-	"github.com/consensys/gnark/backend/groth16"
-
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/proofs/fair"
 )
-
-// FairKeys are the fair-exchange template (proofs/fair) and its Groth16
-// keys, which must come from a multi-party setup (proofs/setup): a provider
-// needs PK to sell outputs by fair exchange, a client VK to buy them.
-type FairKeys struct {
-	Template *fair.Template
-	PK       groth16.ProvingKey // nil on a node that only buys
-	VK       groth16.VerifyingKey
-}
 
 // OpenBought finishes a fair exchange that this node paid for but did not
 // open (it stopped in between): the key the payment revealed opens the

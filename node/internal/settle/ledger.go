@@ -17,6 +17,7 @@ import (
 	"github.com/infernet/infernet/node/internal/peers"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/payments"
+	"github.com/infernet/infernet/proofs/fair"
 )
 
 // Config is what a ledger uses.
@@ -31,7 +32,7 @@ type Config struct {
 	// Streams open the settle protocol's streams.
 	Streams *peers.Streams
 	// Fair are the keys to buy and sell by fair exchange; nil: none.
-	Fair *FairKeys
+	Fair *fair.Keys
 	// Sweep is how often open payments nobody is handling are finished.
 	Sweep time.Duration
 	// Logger receives the ledger's logs.
@@ -46,7 +47,7 @@ type Ledger struct {
 	blobs   *blob.Store
 	peers   *peers.Book
 	streams *peers.Streams
-	fair    *FairKeys
+	fair    *fair.Keys
 	every   time.Duration
 	log     *slog.Logger
 

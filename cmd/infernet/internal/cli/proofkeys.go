@@ -50,7 +50,7 @@ func useInstalledKeys(cfg *node.Config) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		cfg.Fair = &node.FairKeys{Template: tmpl, PK: pk, VK: vk}
+		cfg.Fair = &fair.Keys{Template: tmpl, PK: pk, VK: vk}
 		on = append(on, "fair exchange")
 	}
 	pks, vks := map[int]groth16.ProvingKey{}, map[int]groth16.VerifyingKey{}

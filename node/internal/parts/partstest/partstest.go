@@ -33,6 +33,7 @@ import (
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
 	"github.com/infernet/infernet/payments/paymentstest"
+	"github.com/infernet/infernet/proofs/fair"
 )
 
 // Option changes the parts New builds.
@@ -50,7 +51,7 @@ func Paid(ln payments.Lightning, sweep time.Duration) Option {
 }
 
 // Fair gives the parts' ledger the keys of fair exchange (with Paid).
-func Fair(keys *settle.FairKeys) Option {
+func Fair(keys *fair.Keys) Option {
 	return func(c *settle.Config) { c.Fair = keys }
 }
 
