@@ -9,8 +9,8 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/infernet/infernet/node/gossip"
-	"github.com/infernet/infernet/node/reach"
 	"github.com/infernet/infernet/node/models"
+	"github.com/infernet/infernet/node/reach"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
