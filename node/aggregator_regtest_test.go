@@ -59,7 +59,7 @@ func TestLightningAggregator(t *testing.T) {
 	input := []byte(in.String())
 	want := runLocallyWith(t, module, input, "q")
 	const shards, replicas = 4, 2
-	spec := Spec{Terms: wire.Terms{Module: putBlob(t, net.client, module), ModuleSize: int64(len(module)),
+	spec := jobs.Spec{Terms: wire.Terms{Module: putBlob(t, net.client, module), ModuleSize: int64(len(module)),
 		TimeoutMS: 10_000, Args: []string{"q"}}, Replicas: replicas,
 		Price: price}
 	inputs := shardInputs(t, net.client, input, shards)
@@ -67,8 +67,8 @@ func TestLightningAggregator(t *testing.T) {
 	const fee = total * 150 / 10000 // 1.5%
 
 	agg := startAggregator(t, net, func(c *Config) { c.Lnd, c.AggregatorFee = env.Lnd(regtest.Aggregator), 1.5 })
-	submit := func(agg *Node, spotChecks int) (*ShardedJob, error) {
-		return net.client.SubmitVia(ctx, agg.ID(), ShardedSpec{Spec: spec, Inputs: inputs}, spotChecks, 2, nil)
+	submit := func(agg *Node, spotChecks int) (*store.ShardedStatus, error) {
+		return net.client.SubmitVia(ctx, agg.ID(), jobs.ShardedSpec{Spec: spec, Inputs: inputs}, spotChecks, 2, nil)
 	}
 
 	t.Run("paid exactly", func(t *testing.T) {

@@ -61,12 +61,12 @@ func TestAggregator(t *testing.T) {
 	input := []byte(in.String())
 	want := runLocallyWith(t, module, input, "q")
 	md := putBlob(t, net.client, module)
-	spec := Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(module)), TimeoutMS: 10_000, Args: []string{"q"}}, Replicas: 2}
+	spec := jobs.Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(module)), TimeoutMS: 10_000, Args: []string{"q"}}, Replicas: 2}
 	inputs := shardInputs(t, net.client, input, 12)
 
 	honest := startAggregator(t, net, nil)
 	var shardsSeen = map[int]bool{}
-	sj, err := net.client.SubmitVia(ctx, honest.ID(), ShardedSpec{Spec: spec, Inputs: inputs, Parallel: 4}, 2, 2, func(e jobs.Event) { shardsSeen[e.Shard] = true })
+	sj, err := net.client.SubmitVia(ctx, honest.ID(), jobs.ShardedSpec{Spec: spec, Inputs: inputs, Parallel: 4}, 2, 2, func(e jobs.Event) { shardsSeen[e.Shard] = true })
 	if err != nil || sj.State != store.JobVerified {
 		t.Fatalf("aggregated job: %+v, %v", sj, err)
 	}
@@ -87,10 +87,10 @@ func TestAggregator(t *testing.T) {
 	}
 
 	reducer := readTestdata(t, "jobs/sum/sum.wasm")
-	reduce := &ReduceSpec{Module: putBlob(t, net.client, reducer), ModuleSize: int64(len(reducer))}
+	reduce := &jobs.ReduceSpec{Module: putBlob(t, net.client, reducer), ModuleSize: int64(len(reducer))}
 	t.Run("with a reduce", func(t *testing.T) {
 		var reduceEvents atomic.Int32
-		sj, err := net.client.SubmitVia(ctx, honest.ID(), ShardedSpec{Spec: spec, Inputs: inputs, Reduce: reduce}, 0, 2, func(e jobs.Event) {
+		sj, err := net.client.SubmitVia(ctx, honest.ID(), jobs.ShardedSpec{Spec: spec, Inputs: inputs, Reduce: reduce}, 0, 2, func(e jobs.Event) {
 			if e.Shard == jobs.ReduceShard {
 				reduceEvents.Add(1)
 			}
@@ -108,14 +108,14 @@ func TestAggregator(t *testing.T) {
 		}
 	})
 	for _, lie := range []string{"output", "shard"} {
-		for _, red := range []*ReduceSpec{nil, reduce} {
+		for _, red := range []*jobs.ReduceSpec{nil, reduce} {
 			name := "lying about the " + lie
 			if red != nil {
 				name += " with a reduce"
 			}
 			t.Run(name, func(t *testing.T) {
 				liar := startAggregator(t, net, func(c *Config) { c.Faults = &faults.Faults{Aggregate: lie} })
-				_, err := net.client.SubmitVia(ctx, liar.ID(), ShardedSpec{Spec: spec, Inputs: inputs, Reduce: red}, 0, 2, nil)
+				_, err := net.client.SubmitVia(ctx, liar.ID(), jobs.ShardedSpec{Spec: spec, Inputs: inputs, Reduce: red}, 0, 2, nil)
 				if !errors.Is(err, jobs.ErrAggregatorLied) {
 					t.Fatalf("err = %v, want jobs.ErrAggregatorLied", err)
 				}
@@ -123,7 +123,7 @@ func TestAggregator(t *testing.T) {
 		}
 	}
 	t.Run("fee over the limit", func(t *testing.T) {
-		_, err := net.client.SubmitVia(ctx, honest.ID(), ShardedSpec{Spec: spec, Inputs: inputs}, 0, 0.5, nil)
+		_, err := net.client.SubmitVia(ctx, honest.ID(), jobs.ShardedSpec{Spec: spec, Inputs: inputs}, 0, 0.5, nil)
 		if err == nil || !strings.Contains(err.Error(), "fee") {
 			t.Fatalf("err = %v, want a refusal naming the fee", err)
 		}

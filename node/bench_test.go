@@ -77,7 +77,7 @@ func benchNetwork(b *testing.B, n int) []*Node {
 	return nodes
 }
 
-func submitTiny(b *testing.B, n *Node, s Spec) time.Duration {
+func submitTiny(b *testing.B, n *Node, s jobs.Spec) time.Duration {
 	start := time.Now()
 	job, err := n.Submit(context.Background(), s, nil)
 	if err != nil || job.State != store.JobVerified {
@@ -123,7 +123,7 @@ func quieten(nodes []*Node) {
 
 // measure runs tiny jobs from nodes[0] for the benchmark's iterations and
 // reports latency, job messages and advert background.
-func measure(b *testing.B, nodes []*Node, s Spec) {
+func measure(b *testing.B, nodes []*Node, s jobs.Spec) {
 	jobs0, ads0 := traffic(nodes)
 	start := time.Now()
 	var ds []time.Duration
@@ -245,7 +245,7 @@ func cpuTime() time.Duration {
 }
 
 // runSharded submits ins as one sharded job of spec from client.
-func runSharded(b *testing.B, client *Node, providers []*Node, spec Spec, ins []ShardInput, parallel int) shardRound {
+func runSharded(b *testing.B, client *Node, providers []*Node, spec jobs.Spec, ins []jobs.ShardInput, parallel int) shardRound {
 	var mu sync.Mutex
 	end := make([]time.Time, len(ins))
 	start, cpu0 := time.Now(), cpuTime()
@@ -269,7 +269,7 @@ func runSharded(b *testing.B, client *Node, providers []*Node, spec Spec, ins []
 
 // runIndependent submits the same work as len(ins) plain jobs, at most
 // parallel at once: the baseline of a sharded job.
-func runIndependent(b *testing.B, client *Node, providers []*Node, spec Spec, ins []ShardInput, parallel int) shardRound {
+func runIndependent(b *testing.B, client *Node, providers []*Node, spec jobs.Spec, ins []jobs.ShardInput, parallel int) shardRound {
 	end := make([]time.Time, len(ins))
 	jobs := make([]*store.Job, len(ins))
 	sem := make(chan struct{}, parallel)
@@ -415,24 +415,24 @@ func BenchmarkShards(b *testing.B) {
 		}},
 		{"cpu", "jobs/cpu/cpu.wasm", func(int) []byte { return []byte("150 300") }},
 	}
-	specs := map[string]Spec{}
-	inputs := map[string][]ShardInput{}
+	specs := map[string]jobs.Spec{}
+	inputs := map[string][]jobs.ShardInput{}
 	for _, w := range works {
 		module := readTestdata(b, w.module)
 		md, err := client.PutBlob(context.Background(), module)
 		if err != nil {
 			b.Fatal(err)
 		}
-		var ins []ShardInput
+		var ins []jobs.ShardInput
 		for i := range benchShards {
 			in := w.input(i)
 			d, err := client.PutBlob(context.Background(), in)
 			if err != nil {
 				b.Fatal(err)
 			}
-			ins = append(ins, ShardInput{Input: d, InputSize: int64(len(in))})
+			ins = append(ins, jobs.ShardInput{Input: d, InputSize: int64(len(in))})
 		}
-		specs[w.name] = Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(module)), TimeoutMS: 30_000}}
+		specs[w.name] = jobs.Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(module)), TimeoutMS: 30_000}}
 		inputs[w.name] = ins
 		// Warm: every provider fetches and compiles the module.
 		s := specs[w.name]
@@ -533,16 +533,16 @@ func BenchmarkDataBlob(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var ins []ShardInput
+	var ins []jobs.ShardInput
 	for i := range benchShards {
 		in := fmt.Appendf(nil, "shard %d\n", i)
 		d, err := client.PutBlob(ctx, in)
 		if err != nil {
 			b.Fatal(err)
 		}
-		ins = append(ins, ShardInput{Input: d, InputSize: int64(len(in))})
+		ins = append(ins, jobs.ShardInput{Input: d, InputSize: int64(len(in))})
 	}
-	spec := Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(module)), TimeoutMS: 30_000}, Replicas: 2}
+	spec := jobs.Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(module)), TimeoutMS: 30_000}, Replicas: 2}
 	runSharded(b, client, provs, spec, ins, 0) // warm: every provider fetches and compiles the module
 	var most, moved []float64
 	seed := byte(0)
@@ -668,7 +668,7 @@ func reportColluders(b *testing.B, net *testNet, honest, jobs int, audit float64
 // honest and attacker identities banned, audits, and what lying earned
 // the attacker in units of the price: 2 per wrong result accepted (both
 // replicas paid), less, per identity caught, its unpaid replica (free of
-// collateral) or that and CollateralTimes more (at the default
+// collateral) or that and jobs.CollateralTimes more (at the default
 // collateral). Run by make bench (-benchtime 1x).
 func BenchmarkOperatorsSpread(b *testing.B) {
 	for _, groups := range []int{2, 4} {
@@ -692,7 +692,7 @@ func BenchmarkOperatorsSpread(b *testing.B) {
 					})
 					wrong, caught := reportColluders(b, net, 3, 100, 0, "attackers-banned")
 					b.ReportMetric(float64(2*wrong-caught), "lie-gain-free-p")
-					b.ReportMetric(float64(2*wrong-caught*(1+CollateralTimes)), "lie-gain-collateral-p")
+					b.ReportMetric(float64(2*wrong-caught*(1+jobs.CollateralTimes)), "lie-gain-collateral-p")
 				}
 			})
 		}

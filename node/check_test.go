@@ -57,7 +57,7 @@ func nearTieLiar(tb testing.TB, token int) func(input, output []byte) []byte {
 	}
 }
 
-// TestCheckJobNearTies: a job verified by a check job (Spec.Check) whose
+// TestCheckJobNearTies: a job verified by a check job (jobs.Spec.Check) whose
 // generator lies in its 4th token of "The end": 269 where the model's
 // choice is 286, 0.00847 logits ahead (a near-tie; guest/go/llama's
 // TestRunnerCheckTies), or 397, 0.63 behind (well above the default bound,
@@ -143,7 +143,7 @@ func TestCheckJobNearTies(t *testing.T) {
 }
 
 // TestGenerationSameBackend: a streamed tolerance-mode job (a generation)
-// runs on one backend class unless it opts out (Spec.MixedBackends); a job
+// runs on one backend class unless it opts out (jobs.Spec.MixedBackends); a job
 // verified by a check job does not (its check allows for near-ties), nor
 // need an exact-mode one (every class runs the reference kernels); asking
 // for both is refused.

@@ -60,7 +60,7 @@ func steadyBalance(t *testing.T, cfgs ...payments.Config) int64 {
 }
 
 // TestLightningCollateralSlashed: a paid job at the defaults asks each
-// provider for CollateralTimes its price. A provider that lies is caught
+// provider for jobs.CollateralTimes its price. A provider that lies is caught
 // by the client's audit (two newcomers disagree): its stake is taken and
 // it is not paid; the honest provider is paid and its stake comes back.
 // Every sat is accounted for in the providers' real lnd balances.
@@ -78,7 +78,7 @@ func TestLightningCollateralSlashed(t *testing.T) {
 		t.Fatalf("liars %v, want the lying provider", job.Liars)
 	}
 	allFinal(t, 30*time.Second, append([]*Node{net.client}, net.providers...)...) // stakes end a moment after the job
-	const collateral = CollateralTimes * price
+	const collateral = jobs.CollateralTimes * price
 	if job.Announce.Collateral != collateral {
 		t.Fatalf("the job asked %d msat of collateral, want the default %d", job.Announce.Collateral, collateral)
 	}
@@ -120,7 +120,7 @@ func TestLightningCollateralSlashed(t *testing.T) {
 // balances: it gained exactly what the client paid its identities, less
 // the stakes taken, and only convicted identities lost a stake. What lying
 // earned it (its accepted lies paid, less the stakes taken) is logged: its
-// sign is the audits' draw (at a 5 % share and a stake of CollateralTimes
+// sign is the audits' draw (at a 5 % share and a stake of jobs.CollateralTimes
 // the price, a lie loses 1.6 times the price on average, but a run of 40
 // jobs holds only a few lies: docs/verification.md).
 func TestLightningCollateralBetrayal(t *testing.T) {

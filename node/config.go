@@ -111,7 +111,7 @@ type Config struct {
 	// votes, until one is proven wrong.
 	Trust []peer.ID
 	// CheckTie is the near-tie bound, in logits, of the check jobs
-	// (Spec.Check) of this client's tolerance-mode jobs: a greedy token
+	// (jobs.Spec.Check) of this client's tolerance-mode jobs: a greedy token
 	// the checker would not have chosen passes when its logit is within
 	// CheckTie of the checker's top one (see package client's check jobs). 0 checks
 	// exactly; at most llama.MaxTie. DefaultConfig: DefaultCheckTie.
@@ -152,7 +152,7 @@ type Config struct {
 	// MaxCollateral is the most this provider stakes on one replica of a
 	// paid job that asks for collateral, millisatoshi; 0:
 	// ProviderCollateralTimes its Price (above a client's default,
-	// CollateralTimes its price).
+	// jobs.CollateralTimes its price).
 	MaxCollateral uint64
 	// PaymentSweep is how often open payments nobody is handling are
 	// finished (released, settled, cancelled, or checked with lnd);

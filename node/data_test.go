@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -27,7 +28,7 @@ func TestDataBlobs(t *testing.T) {
 	vocab := []byte("hello\n")
 	vd := putBlob(t, net.client, vocab)
 	md := putBlob(t, net.client, module)
-	spec := Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(module)), TimeoutMS: 10_000, Args: []string{"vocab.txt"},
+	spec := jobs.Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(module)), TimeoutMS: 10_000, Args: []string{"vocab.txt"},
 		Data: []wire.DataBlob{{Name: "weights.bin", Digest: wd, Size: int64(len(weights))}, {Name: "vocab.txt", Digest: vd, Size: int64(len(vocab))}}},
 		Replicas: 2}
 	before := map[peer.ID]uint64{}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/internal/settle"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -292,7 +293,7 @@ func BenchmarkPaidJobs(b *testing.B) {
 	fairly.Settle = wire.SettleFair
 	for _, bc := range []struct {
 		name string
-		s    Spec
+		s    jobs.Spec
 		par  int
 	}{{"free", free, 1}, {"paid", paid, 1}, {"fair", fairly, 1}, {"free-8", free, 8}, {"paid-8", paid, 8}} {
 		b.Run(bc.name, func(b *testing.B) {

@@ -20,6 +20,7 @@ import (
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/internal/runner"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/models"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -192,7 +193,7 @@ func BenchmarkGenerateNetwork(b *testing.B) {
 		b.Run(m.name, func(b *testing.B) {
 			req := llama.Request{Prompt: "Once upon a time", MaxTokens: 128}
 			local := m.job(b, req)
-			spec := Spec{Replicas: 2, Terms: wire.Terms{TimeoutMS: 300_000, Memory: 512 << 20, MaxOutput: 64 << 20}}
+			spec := jobs.Spec{Replicas: 2, Terms: wire.Terms{TimeoutMS: 300_000, Memory: 512 << 20, MaxOutput: 64 << 20}}
 			spec.Module, spec.ModuleSize = putBlob(b, client, local.Module), int64(len(local.Module))
 			spec.Input, spec.InputSize = putBlob(b, client, local.Input), int64(len(local.Input))
 			for _, name := range []string{llama.DataModel, llama.DataTokenizer} {

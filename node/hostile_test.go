@@ -21,6 +21,7 @@ import (
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/blob/blobnet"
 	"github.com/infernet/infernet/node/gossip"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -257,7 +258,7 @@ func TestHostileTerms(t *testing.T) {
 			}
 		})
 	}
-	job, err := net.client.Submit(ctx, withBlobs(Spec{Replicas: 1, Terms: wire.Terms{TimeoutMS: 10_000}}, t, net.client,
+	job, err := net.client.Submit(ctx, withBlobs(jobs.Spec{Replicas: 1, Terms: wire.Terms{TimeoutMS: 10_000}}, t, net.client,
 		readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("30 30")), nil)
 	if err != nil || job.State == store.JobFailed { // one replica: unverified, or verified where a random audit drew it
 		t.Fatalf("honest job after the refusals: %v, %v", job, err)
@@ -265,7 +266,7 @@ func TestHostileTerms(t *testing.T) {
 }
 
 // withBlobs stores module and input in n and returns s for them.
-func withBlobs(s Spec, tb testing.TB, n *Node, module, input []byte) Spec {
+func withBlobs(s jobs.Spec, tb testing.TB, n *Node, module, input []byte) jobs.Spec {
 	tb.Helper()
 	b := spec(tb, n, module, input)
 	s.Module, s.ModuleSize, s.Input, s.InputSize = b.Module, b.ModuleSize, b.Input, b.InputSize
@@ -335,7 +336,7 @@ func TestHostileSlowBlobs(t *testing.T) {
 		return p.provider.Load() >= 2
 	})
 	start := time.Now()
-	s := Spec{Replicas: 1, Terms: wire.Terms{TimeoutMS: 10_000}, Deadline: 40 * time.Second}
+	s := jobs.Spec{Replicas: 1, Terms: wire.Terms{TimeoutMS: 10_000}, Deadline: 40 * time.Second}
 	job, err := net.client.Submit(ctx, withBlobs(s, t, net.client, readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("30 30")), nil)
 	if err != nil || job.State == store.JobFailed || job.Agree != 1 { // unverified, or verified by a random audit
 		t.Fatalf("honest job beside the trickling peer: %v, %v", job, err)
@@ -366,7 +367,7 @@ func TestHostileDiskQuota(t *testing.T) {
 	cat := readTestdata(t, "jobs/cat/cat.wasm")
 	for i := range 10 {
 		input := bytes.Repeat([]byte{byte(i)}, 3<<19) // 1.5 MiB: a blob, not inline
-		s := withBlobs(Spec{Replicas: 1, Terms: wire.Terms{MaxOutput: 1 << 10, TimeoutMS: 10_000}}, t, atk, cat, input)
+		s := withBlobs(jobs.Spec{Replicas: 1, Terms: wire.Terms{MaxOutput: 1 << 10, TimeoutMS: 10_000}}, t, atk, cat, input)
 		job, err := atk.Submit(ctx, s, nil)
 		if err != nil || job.State == store.JobFailed { // unverified, or verified where a random audit drew it
 			t.Fatalf("job %d: %v, %v", i, job, err)
@@ -377,7 +378,7 @@ func TestHostileDiskQuota(t *testing.T) {
 	}
 	sp := p.blobs.Space()
 	t.Logf("provider blobs after 10 jobs of 1.5 MiB inputs: %d blobs, %d bytes (quota %d)", sp.Blobs, sp.Used, quota)
-	job, err := net.client.Submit(ctx, withBlobs(Spec{Replicas: 1, Terms: wire.Terms{TimeoutMS: 10_000}}, t, net.client,
+	job, err := net.client.Submit(ctx, withBlobs(jobs.Spec{Replicas: 1, Terms: wire.Terms{TimeoutMS: 10_000}}, t, net.client,
 		readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("30 30")), nil)
 	if err != nil || job.State == store.JobFailed { // one replica: unverified, or verified where a random audit drew it
 		t.Fatalf("honest job after the flood: %v, %v", job, err)
@@ -398,7 +399,7 @@ func TestHostileCompileBomb(t *testing.T) {
 		// A custom section (id 0, 2 bytes: an empty name, then i): the same
 		// code under a new digest.
 		variant := append(append([]byte(nil), bomb...), 0x00, 0x02, 0x00, byte(i))
-		s := withBlobs(Spec{Replicas: 2, Terms: wire.Terms{TimeoutMS: 10_000}}, t, atk, variant, nil)
+		s := withBlobs(jobs.Spec{Replicas: 2, Terms: wire.Terms{TimeoutMS: 10_000}}, t, atk, variant, nil)
 		start := time.Now()
 		job, err := atk.Submit(ctx, s, nil)
 		if err != nil || job.State != store.JobVerified || job.Outcome != wire.OutcomeStopped || !strings.Contains(job.Error, "invalid module") {

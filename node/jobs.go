@@ -13,22 +13,10 @@ import (
 	"github.com/infernet/infernet/node/wire"
 )
 
-// A job's terms and what the client does with them (see package client).
-type (
-	// Spec is a job as a client submits it: its terms and how it is
-	// replicated, verified, paid and streamed.
-	Spec = client.Spec
-	// Checker verifies a one-replica job's output with a check job.
-	Checker = client.Checker
-)
-
-// Collateral defaults, in times a replica's price: what a client asks of
-// each provider in a paid job (Spec.Collateral), and the most a provider
-// stakes unless Config.MaxCollateral says otherwise.
-const (
-	CollateralTimes         = client.CollateralTimes
-	ProviderCollateralTimes = provider.CollateralTimes
-)
+// ProviderCollateralTimes is the most a provider stakes on a replica, in
+// times its price, unless Config.MaxCollateral says otherwise (a client
+// asks jobs.CollateralTimes by default).
+const ProviderCollateralTimes = provider.CollateralTimes
 
 // NewRecord is how many proven results (or results accepted with its
 // collateral at stake) a provider needs before its jobs are audited at
@@ -41,39 +29,21 @@ func ProofTemplates() []int { return client.ProofTemplates() }
 
 // Submit runs a job on the network and returns its record once it is
 // verified or has failed; events, if set, hears of its progress.
-func (n *Node) Submit(ctx context.Context, spec Spec, events func(jobs.Event)) (*store.Job, error) {
+func (n *Node) Submit(ctx context.Context, spec jobs.Spec, events func(jobs.Event)) (*store.Job, error) {
 	return n.client.Submit(ctx, spec, events)
 }
-
-// Batch work (see package batch): sharded jobs, aggregators and training
-// runs, built on the node's client.
-type (
-	// ShardInput is one shard's input of a sharded job.
-	ShardInput = batch.ShardInput
-	// ReduceSpec is a sharded job's reduce step.
-	ReduceSpec = batch.ReduceSpec
-	// ShardedSpec is a sharded job as a client submits it.
-	ShardedSpec = batch.ShardedSpec
-	// ShardedJob is where a sharded job stands.
-	ShardedJob = batch.ShardedJob
-	// TrainSpec is a training run as a client starts it.
-	TrainSpec = batch.TrainSpec
-)
-
-// MaxTrainRounds is the most rounds a training run may have.
-const MaxTrainRounds = batch.MaxTrainRounds
 
 // MaxAggregateShards is the most shards an aggregator runs in one job.
 const MaxAggregateShards = batch.MaxAggregateShards
 
 // SubmitShards is SubmitSharded without a reduce step.
-func (n *Node) SubmitShards(ctx context.Context, spec Spec, inputs []ShardInput, parallel int, events func(jobs.Event)) (*ShardedJob, error) {
+func (n *Node) SubmitShards(ctx context.Context, spec jobs.Spec, inputs []jobs.ShardInput, parallel int, events func(jobs.Event)) (*store.ShardedStatus, error) {
 	return n.batch.SubmitShards(ctx, spec, inputs, parallel, events)
 }
 
 // SubmitSharded runs one job per shard: the spec's module and terms on
 // each input, as shard i of len(inputs) (the guest's INFERNET_SHARD_INDEX
-// and INFERNET_SHARD_COUNT), each with client.Spec.Replicas replicas verified on
+// and INFERNET_SHARD_COUNT), each with jobs.Spec.Replicas replicas verified on
 // its own, at most Parallel at once. A shard whose job fails is submitted
 // again, up to shardAttempts jobs; a shard that verifiably stops or exits
 // non-zero ends the sharded job (it would on every provider). When every
@@ -91,7 +61,7 @@ func (n *Node) SubmitShards(ctx context.Context, spec Spec, inputs []ShardInput,
 //
 // Events carry each part's progress (jobs.Event.Shard names the shard,
 // reduceShard the reduce job) until SubmitSharded returns.
-func (n *Node) SubmitSharded(ctx context.Context, ss ShardedSpec, events func(jobs.Event)) (*ShardedJob, error) {
+func (n *Node) SubmitSharded(ctx context.Context, ss jobs.ShardedSpec, events func(jobs.Event)) (*store.ShardedStatus, error) {
 	return n.batch.SubmitSharded(ctx, ss, events)
 }
 
@@ -111,11 +81,11 @@ func (n *Node) SubmitSharded(ctx context.Context, ss ShardedSpec, events func(jo
 // hold invoice: every replica of every shard and of the reduce at the
 // price, and the aggregator's fee, at most maxFee percent of that. It is
 // released once the result checks out, and cancelled otherwise.
-func (n *Node) SubmitVia(ctx context.Context, agg peer.ID, ss ShardedSpec, spotChecks int, maxFee float64, events func(jobs.Event)) (*ShardedJob, error) {
+func (n *Node) SubmitVia(ctx context.Context, agg peer.ID, ss jobs.ShardedSpec, spotChecks int, maxFee float64, events func(jobs.Event)) (*store.ShardedStatus, error) {
 	return n.batch.SubmitVia(ctx, agg, ss, spotChecks, maxFee, events)
 }
 
-// Train runs a training run (see TrainSpec) and returns its record. Like
+// Train runs a training run (see jobs.TrainSpec) and returns its record. Like
 // SubmitSharded, the run is recorded before its first round and belongs
 // to the node, not to ctx: when ctx ends Train returns ctx's error while
 // the run goes on (WaitTrainRun, CancelTrainRun by the id of the
@@ -127,7 +97,7 @@ func (n *Node) SubmitVia(ctx context.Context, agg peer.ID, ss ShardedSpec, spotC
 // A round whose sharded job or evaluation fails ends the run failed; the
 // last good state stays in the record. Events carry each round's progress
 // until Train returns.
-func (n *Node) Train(ctx context.Context, ts TrainSpec, events func(jobs.Event)) (*store.TrainRun, error) {
+func (n *Node) Train(ctx context.Context, ts jobs.TrainSpec, events func(jobs.Event)) (*store.TrainRun, error) {
 	return n.batch.Train(ctx, ts, events)
 }
 
@@ -143,26 +113,26 @@ func (n *Node) ResumeShardedJobs() ([]wire.JobID, error) {
 
 // WaitShardedJob waits until the sharded job id, if under way here, ends
 // or ctx does, and returns where it stands.
-func (n *Node) WaitShardedJob(ctx context.Context, id wire.JobID) (*ShardedJob, error) {
+func (n *Node) WaitShardedJob(ctx context.Context, id wire.JobID) (*store.ShardedStatus, error) {
 	return n.batch.WaitShardedJob(ctx, id)
 }
 
 // CancelShardedJob stops a sharded job that has not reached a final state
 // and records it failed: jobs of it in flight are cancelled, and it is
 // not resumed.
-func (n *Node) CancelShardedJob(id wire.JobID) (*ShardedJob, error) {
+func (n *Node) CancelShardedJob(id wire.JobID) (*store.ShardedStatus, error) {
 	return n.batch.CancelShardedJob(id)
 }
 
 // ShardedJob returns where the sharded job id stands, or an error wrapping
 // store.ErrNotFound.
-func (n *Node) ShardedJob(id wire.JobID) (*ShardedJob, error) {
+func (n *Node) ShardedJob(id wire.JobID) (*store.ShardedStatus, error) {
 	return n.batch.ShardedJob(id)
 }
 
 // ShardedJobs returns the newest limit sharded jobs of the store (0: all),
 // oldest first.
-func (n *Node) ShardedJobs(limit int) ([]*ShardedJob, error) {
+func (n *Node) ShardedJobs(limit int) ([]*store.ShardedStatus, error) {
 	return n.batch.ShardedJobs(limit)
 }
 

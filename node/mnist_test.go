@@ -35,7 +35,7 @@ type mnistNet struct {
 	c           *Node
 	dir         string
 	module      []byte
-	spec        Spec // the module, 2 replicas, exact mode
+	spec        jobs.Spec // the module, 2 replicas, exact mode
 	train, test []wire.DataBlob
 	labels      []byte
 }
@@ -57,21 +57,21 @@ func newMNISTNet(t *testing.T) *mnistNet {
 	m.test = []wire.DataBlob{data("images", "t10k-images-idx3-ubyte"), data("labels", "t10k-labels-idx1-ubyte")}
 	m.labels = file("t10k-labels-idx1-ubyte")[8:]
 	m.module = readTestdata(t, "jobs/mnist/mnist.wasm")
-	m.spec = Spec{Terms: wire.Terms{Module: putBlob(t, m.c, m.module), ModuleSize: int64(len(m.module)),
+	m.spec = jobs.Spec{Terms: wire.Terms{Module: putBlob(t, m.c, m.module), ModuleSize: int64(len(m.module)),
 		TimeoutMS: 300_000, Memory: 512 << 20}, Replicas: 2}
 	return m
 }
 
 // reducer stores a reduce module of testdata/jobs.
-func (m *mnistNet) reducer(t *testing.T, path string) *ReduceSpec {
+func (m *mnistNet) reducer(t *testing.T, path string) *jobs.ReduceSpec {
 	b := readTestdata(t, path)
-	return &ReduceSpec{Module: putBlob(t, m.c, b), ModuleSize: int64(len(b))}
+	return &jobs.ReduceSpec{Module: putBlob(t, m.c, b), ModuleSize: int64(len(b))}
 }
 
 // run runs 3 rounds of 4 shards (node.Train), each round's shards and
 // reduce verified by 2 agreeing replicas and evaluated on the test set
 // (mnist eval), and returns the last state.
-func (m *mnistNet) run(t *testing.T, ts TrainSpec) []byte {
+func (m *mnistNet) run(t *testing.T, ts jobs.TrainSpec) []byte {
 	t.Helper()
 	ts.Shards, ts.Rounds = 4, 3
 	eval := m.spec
@@ -158,7 +158,7 @@ func TestMNISTFederated(t *testing.T) {
 	s := m.spec
 	s.Args, s.Data = []string{"train", "2", "0.05", "32"}, m.train
 	// The first round starts from the job's initial weights (no state).
-	weights := m.run(t, TrainSpec{Spec: s, Reduce: *m.reducer(t, "jobs/fedavg/fedavg.wasm")})
+	weights := m.run(t, jobs.TrainSpec{Spec: s, Reduce: *m.reducer(t, "jobs/fedavg/fedavg.wasm")})
 	if lossOf(weights) <= 0 || lossOf(weights) > 0.5 {
 		t.Errorf("mean training loss %v in the last round", lossOf(weights))
 	}
@@ -179,7 +179,7 @@ func TestMNISTFederated(t *testing.T) {
 
 // TestMNISTDiLoCo: the same training by DiLoCo. A round's state (global
 // weights, then the outer momentum) is a data blob that its 4 shards and
-// its reduce job read (TrainSpec.StateData): each shard runs 938 local SGD
+// its reduce job read (jobs.TrainSpec.StateData): each shard runs 938 local SGD
 // steps from the global weights (as many as 2 epochs of its quarter), and
 // the reduce (jobs/diloco) averages them and takes an outer Nesterov step
 // (η 0.7, μ 0.9). After 3 rounds, at least 97% of the test images are
@@ -194,7 +194,7 @@ func TestMNISTDiLoCo(t *testing.T) {
 	}
 	s := m.spec
 	s.Args, s.Data = []string{"local", "938", "0.05", "32"}, m.train
-	state := m.run(t, TrainSpec{Spec: s, Reduce: *m.reducer(t, "jobs/diloco/diloco.wasm"),
+	state := m.run(t, jobs.TrainSpec{Spec: s, Reduce: *m.reducer(t, "jobs/diloco/diloco.wasm"),
 		State: job.Output, StateSize: job.OutputSize, StateData: "state"})
 	if n := job.OutputSize; int64(len(state)) != 2*n {
 		t.Fatalf("state of %d bytes, want weights and momentum (%d)", len(state), 2*n)
@@ -202,11 +202,11 @@ func TestMNISTDiLoCo(t *testing.T) {
 }
 
 // sameInput stores b once and names it as the input of n shards.
-func sameInput(t *testing.T, n *Node, b []byte, shards int) []ShardInput {
+func sameInput(t *testing.T, n *Node, b []byte, shards int) []jobs.ShardInput {
 	d := putBlob(t, n, b)
-	ins := make([]ShardInput, shards)
+	ins := make([]jobs.ShardInput, shards)
 	for i := range ins {
-		ins[i] = ShardInput{Input: d, InputSize: int64(len(b))}
+		ins[i] = jobs.ShardInput{Input: d, InputSize: int64(len(b))}
 	}
 	return ins
 }

@@ -39,6 +39,7 @@ import (
 	"github.com/infernet/infernet/node/internal/provider"
 	"github.com/infernet/infernet/node/internal/runner"
 	"github.com/infernet/infernet/node/internal/settle"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/models"
 	"github.com/infernet/infernet/node/reach"
 	"github.com/infernet/infernet/node/store"
@@ -280,12 +281,12 @@ func (n *Node) warmRunner() {
 // was submitting fail (their client, the CLI, is gone), and results it ran
 // but had not delivered are delivered again.
 func (n *Node) recover() error {
-	jobs, err := n.db.Jobs(0)
+	recs, err := n.db.Jobs(0)
 	if err != nil {
 		return err
 	}
-	for i := range jobs {
-		j := &jobs[i]
+	for i := range recs {
+		j := &recs[i]
 		if j.State.Final() {
 			continue
 		}
@@ -344,11 +345,11 @@ func (n *Node) gcLoop() {
 func (n *Node) collectBlobs() (int, error) {
 	since := time.Now().Add(-n.cfg.BlobRetention)
 	keep := map[blob.Digest]bool{}
-	jobs, err := n.db.Jobs(0)
+	recs, err := n.db.Jobs(0)
 	if err != nil {
 		return 0, err
 	}
-	for _, j := range jobs {
+	for _, j := range recs {
 		if j.Finished.IsZero() || j.Finished.After(since) {
 			keep[j.Announce.Module], keep[j.Announce.Input], keep[j.Output] = true, true, true
 			for _, d := range j.Announce.Data {
@@ -372,7 +373,7 @@ func (n *Node) collectBlobs() (int, error) {
 			}
 			// Its data blobs are in its terms; terms that do not decode
 			// keep nothing more (the job cannot resume from them either).
-			var spec Spec
+			var spec jobs.Spec
 			if json.Unmarshal(sj.Terms, &spec) == nil {
 				for _, d := range spec.Data {
 					keep[d.Digest] = true
@@ -388,7 +389,7 @@ func (n *Node) collectBlobs() (int, error) {
 	}
 	for _, t := range train {
 		if t.Finished.IsZero() || t.Finished.After(since) {
-			var ts TrainSpec
+			var ts jobs.TrainSpec
 			if json.Unmarshal(t.Terms, &ts) == nil {
 				keep[ts.State] = true
 			}

@@ -151,10 +151,10 @@ func putBlob(tb testing.TB, n *Node, b []byte) blob.Digest {
 }
 
 // spec stores module and input in n and returns a two-replica spec.
-func spec(tb testing.TB, n *Node, module, input []byte) Spec {
+func spec(tb testing.TB, n *Node, module, input []byte) jobs.Spec {
 	tb.Helper()
 	md, id := putBlob(tb, n, module), putBlob(tb, n, input)
-	return Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(module)), Input: id, InputSize: int64(len(input)), TimeoutMS: 30_000},
+	return jobs.Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(module)), Input: id, InputSize: int64(len(input)), TimeoutMS: 30_000},
 		Replicas: 2}
 }
 
@@ -524,7 +524,7 @@ func TestBlobGC(t *testing.T) {
 	if err := n.db.PutJob(&store.Job{ID: wire.NewJobID(), Announce: ann, State: store.JobVerified, Created: time.Now(), Finished: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	terms, err := json.Marshal(Spec{Terms: wire.Terms{Data: []wire.DataBlob{{Name: "d", Digest: kept["data of an unfinished sharded job"]}}}})
+	terms, err := json.Marshal(jobs.Spec{Terms: wire.Terms{Data: []wire.DataBlob{{Name: "d", Digest: kept["data of an unfinished sharded job"]}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/host/tensor/cuda"
 	"github.com/infernet/infernet/host/tensor/reference"
+	"github.com/infernet/infernet/node/internal/client"
 	iclient "github.com/infernet/infernet/node/internal/client"
 	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/models"
@@ -145,7 +146,7 @@ func TestPrecision(t *testing.T) {
 
 	// The CPU provider refuses a bf16 announce, and bids on an f32 one.
 	terms := s
-	terms.SetDefaults()
+	client.SetDefaults(&terms)
 	ann := net.client.client.Announce(terms, time.Now())
 	if b := net.providers[2].provider.Bid(ann); b.Accept || !strings.Contains(b.Reason, "precision bf16 not offered") {
 		t.Errorf("CPU provider's bid on bf16: %+v", b)
@@ -191,7 +192,7 @@ func TestCheckJobRunsAtF32(t *testing.T) {
 	}
 	defer n.Close()
 	q := llama.Request{Prompt: "The end", MaxTokens: 4}
-	_, err = n.Submit(context.Background(), Spec{Replicas: 1, Terms: wire.Terms{Mode: wire.ModeTolerance,
+	_, err = n.Submit(context.Background(), jobs.Spec{Replicas: 1, Terms: wire.Terms{Mode: wire.ModeTolerance,
 		Precision: "bf16"}, Check: models.Check{q}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "runs at f32") {
 		t.Fatalf("a bf16 job verified by a check: %v, want refused", err)

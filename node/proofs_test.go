@@ -75,7 +75,7 @@ func proofNetwork(t *testing.T, providers int, tweak func(i int, c *Config)) *te
 }
 
 // gemmJob stores the guest and ops (the guest's input lines) in n.
-func gemmJob(t *testing.T, n *Node, ops string) Spec {
+func gemmJob(t *testing.T, n *Node, ops string) jobs.Spec {
 	t.Helper()
 	s := spec(t, n, readTestdata(t, "../host/testdata/gemmproof.wasm"), []byte(ops))
 	s.Proofs = true

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/node/internal/settle"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/payments"
 	"github.com/infernet/infernet/payments/paymentstest"
@@ -53,7 +54,7 @@ func allFinal(t *testing.T, d time.Duration, nodes ...*Node) {
 }
 
 // submitAsync submits s and delivers the job (or nil after a test error).
-func submitAsync(t *testing.T, n *Node, s Spec) <-chan *store.Job {
+func submitAsync(t *testing.T, n *Node, s jobs.Spec) <-chan *store.Job {
 	done := make(chan *store.Job, 1)
 	go func() {
 		job, err := n.Submit(context.Background(), s, nil)
@@ -142,7 +143,7 @@ func newFakePaid(t *testing.T, tweak func(*Config)) *fakePaid {
 }
 
 // job is a paid two-replica job, one replica per provider.
-func (f *fakePaid) job(t *testing.T, i int) Spec {
+func (f *fakePaid) job(t *testing.T, i int) jobs.Spec {
 	s, _ := catJob(t, f.client, i)
 	s.Price = price
 	return s
@@ -247,7 +248,7 @@ func TestFakeLndClientCrashBetweenHoldAndSettle(t *testing.T) {
 				return len(paymentsIn(t, f.client, true, store.PayLocked)) == 2
 			})
 			// The client's payments, and the providers' stakes posted first.
-			if n, want := f.ln.Locked(), int64(2*price+2*CollateralTimes*price); n != want {
+			if n, want := f.ln.Locked(), int64(2*price+2*jobs.CollateralTimes*price); n != want {
 				t.Fatalf("%d msat locked, want %d", n, want)
 			}
 			f.client.Close()
@@ -303,8 +304,8 @@ func TestFakeLndClientCrashWithStakeLocked(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the client never returned a stake")
 	}
-	if n := f.ln.Locked(); n < CollateralTimes*price {
-		t.Fatalf("%d msat locked when the client stopped, want a stake of %d at least", n, CollateralTimes*price)
+	if n := f.ln.Locked(); n < jobs.CollateralTimes*price {
+		t.Fatalf("%d msat locked when the client stopped, want a stake of %d at least", n, jobs.CollateralTimes*price)
 	}
 	f.client.Close()
 	f.lnClient.SetHook(nil)

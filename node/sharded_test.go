@@ -22,11 +22,11 @@ import (
 )
 
 // shardInputs stores each shard of input, cut by lines, in n.
-func shardInputs(tb testing.TB, n *Node, input []byte, shards int) []ShardInput {
+func shardInputs(tb testing.TB, n *Node, input []byte, shards int) []jobs.ShardInput {
 	tb.Helper()
-	var ins []ShardInput
+	var ins []jobs.ShardInput
 	for _, b := range shard.Lines.Cut(input, shards) {
-		ins = append(ins, ShardInput{Input: putBlob(tb, n, b), InputSize: int64(len(b))})
+		ins = append(ins, jobs.ShardInput{Input: putBlob(tb, n, b), InputSize: int64(len(b))})
 	}
 	return ins
 }
@@ -48,7 +48,7 @@ func TestShardedJob(t *testing.T) {
 	}
 	input := []byte(in.String())
 	md := putBlob(t, net.client, module)
-	spec := Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(module)), TimeoutMS: 30_000, Args: []string{"p"}}, Replicas: 2}
+	spec := jobs.Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(module)), TimeoutMS: 30_000, Args: []string{"p"}}, Replicas: 2}
 
 	var once sync.Once
 	killed := make(chan peer.ID, 1)
@@ -107,7 +107,7 @@ func TestShardEnvironment(t *testing.T) {
 	net := startNetwork(t, 2, nil)
 	module := readTestdata(t, "jobs/lines/lines.wasm")
 	md := putBlob(t, net.client, module)
-	spec := Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(module)), TimeoutMS: 10_000, Args: []string{"--env"}}, Replicas: 2}
+	spec := jobs.Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(module)), TimeoutMS: 10_000, Args: []string{"--env"}}, Replicas: 2}
 	ins := shardInputs(t, net.client, []byte("a\nb\nc\n"), 3)
 	sj, err := net.client.SubmitShards(context.Background(), spec, ins, 2, nil)
 	if err != nil || sj.State != store.JobVerified {
@@ -125,7 +125,7 @@ func TestShardEnvironment(t *testing.T) {
 	// lines exits 3 on an empty input: the shard fails verifiably.
 	empty := putBlob(t, net.client, nil)
 	spec.Args = nil
-	sj, err = net.client.SubmitShards(context.Background(), spec, append(ins[:1:1], ShardInput{Input: empty}), 0, nil)
+	sj, err = net.client.SubmitShards(context.Background(), spec, append(ins[:1:1], jobs.ShardInput{Input: empty}), 0, nil)
 	if err != nil || sj.State != store.JobFailed || !strings.Contains(sj.Error, "shard 1: exit status 3") || sj.Attempts[1] != 1 {
 		t.Fatalf("sharded job with a failing shard: %+v, %v", sj, err)
 	}
@@ -167,13 +167,13 @@ func TestShardedReduce(t *testing.T) {
 	md := putBlob(t, net.client, mapper)
 	rd := putBlob(t, net.client, reducer)
 	input := linesInput(300)
-	spec := Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(mapper)), TimeoutMS: 30_000}, Replicas: 2}
+	spec := jobs.Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(mapper)), TimeoutMS: 30_000}, Replicas: 2}
 	var mu sync.Mutex
 	kinds := map[string]int{}
 	reduceEvents := 0
-	sj, err := net.client.SubmitSharded(ctx, ShardedSpec{
+	sj, err := net.client.SubmitSharded(ctx, jobs.ShardedSpec{
 		Spec: spec, Inputs: shardInputs(t, net.client, input, 6), Parallel: 3,
-		Reduce: &ReduceSpec{Module: rd, ModuleSize: int64(len(reducer))},
+		Reduce: &jobs.ReduceSpec{Module: rd, ModuleSize: int64(len(reducer))},
 	}, func(e jobs.Event) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -209,9 +209,9 @@ func TestShardedReduce(t *testing.T) {
 	}
 
 	// The reduce job's environment and arguments: lines --env prints them.
-	sj, err = net.client.SubmitSharded(ctx, ShardedSpec{
+	sj, err = net.client.SubmitSharded(ctx, jobs.ShardedSpec{
 		Spec: spec, Inputs: shardInputs(t, net.client, input[:40], 2),
-		Reduce: &ReduceSpec{Module: md, ModuleSize: int64(len(mapper)), Args: []string{"--env"}},
+		Reduce: &jobs.ReduceSpec{Module: md, ModuleSize: int64(len(mapper)), Args: []string{"--env"}},
 	}, nil)
 	if err != nil || sj.State != store.JobVerified {
 		t.Fatalf("sharded job with lines --env as reduce: %+v, %v", sj, err)
@@ -243,17 +243,17 @@ func TestShardedResume(t *testing.T) {
 	rd := putBlob(t, net.client, reducer)
 	input := linesInput(400)
 	const shards = 8
-	ss := ShardedSpec{
-		Spec:   Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(mapper)), TimeoutMS: 30_000}, Replicas: 2},
+	ss := jobs.ShardedSpec{
+		Spec:   jobs.Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(mapper)), TimeoutMS: 30_000}, Replicas: 2},
 		Inputs: shardInputs(t, net.client, input, shards), Parallel: 2,
-		Reduce: &ReduceSpec{Module: rd, ModuleSize: int64(len(reducer))},
+		Reduce: &jobs.ReduceSpec{Module: rd, ModuleSize: int64(len(reducer))},
 	}
 	var mu sync.Mutex
 	var id wire.JobID
 	done := 0
 	twoDone := make(chan struct{})
 	type result struct {
-		sj  *ShardedJob
+		sj  *store.ShardedStatus
 		err error
 	}
 	first := make(chan result, 1)
@@ -373,7 +373,7 @@ func TestShardedCancel(t *testing.T) {
 	})
 	mapper := readTestdata(t, "jobs/lines/lines.wasm")
 	md := putBlob(t, net.client, mapper)
-	ss := ShardedSpec{Spec: Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(mapper)), TimeoutMS: 30_000}, Replicas: 2},
+	ss := jobs.ShardedSpec{Spec: jobs.Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(mapper)), TimeoutMS: 30_000}, Replicas: 2},
 		Inputs: shardInputs(t, net.client, linesInput(40), 8), Parallel: 1}
 	ctx, cancel := context.WithCancel(context.Background())
 	ids := make(chan string, 1)

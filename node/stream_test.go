@@ -21,7 +21,7 @@ import (
 
 // streamSpec is a streamed job of the llama runner on stories260K for
 // reqs, its blobs in n.
-func streamSpec(tb testing.TB, n *Node, reqs ...llama.Request) Spec {
+func streamSpec(tb testing.TB, n *Node, reqs ...llama.Request) jobs.Spec {
 	tb.Helper()
 	s := spec(tb, n, llama.Runner(), models.EncodeRequests(reqs))
 	// A generation's run is slow on a loaded machine (or under -race): the
@@ -99,7 +99,7 @@ func TestStreamedJobOutvotesALiar(t *testing.T) {
 
 // runRunner runs the job of s here, its blobs from n's store: the answer
 // replicas must give.
-func runRunner(tb testing.TB, n *Node, s Spec) []byte {
+func runRunner(tb testing.TB, n *Node, s jobs.Spec) []byte {
 	tb.Helper()
 	sb, err := ihost.New(context.Background(), ihost.Config{})
 	if err != nil {
@@ -122,7 +122,7 @@ func runRunner(tb testing.TB, n *Node, s Spec) []byte {
 }
 
 // TestCheckJobCatchesALiar: jobs of one replica verified by prefill (a
-// check job, Spec.Check) on three providers, one of which changes one
+// check job, jobs.Spec.Check) on three providers, one of which changes one
 // token (its 21st) of every completion. Honest pairs are VerifiedByCheck;
 // when the liar generates, the check job disagrees, two more replicas
 // outvote it and the honest output is accepted (if it checks instead, it
@@ -185,7 +185,7 @@ func TestCheckJobCatchesALiar(t *testing.T) {
 
 // submitVerified submits s from n and returns the job, which must be
 // verified, and its output.
-func submitVerified(tb testing.TB, n *Node, s Spec) (*store.Job, []byte) {
+func submitVerified(tb testing.TB, n *Node, s jobs.Spec) (*store.Job, []byte) {
 	tb.Helper()
 	job, err := n.Submit(context.Background(), s, nil)
 	if err != nil || job.State != store.JobVerified {

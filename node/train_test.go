@@ -23,14 +23,14 @@ import (
 // shards' copies (cat again), so the state after round k is the first
 // state repeated shards^k times; the evaluation (jobs/sum) counts its
 // lines, a metric.
-func toyTraining(t *testing.T, c *Node, first []byte, shards, rounds int) TrainSpec {
+func toyTraining(t *testing.T, c *Node, first []byte, shards, rounds int) jobs.TrainSpec {
 	cat, sum := readTestdata(t, "jobs/cat/cat.wasm"), readTestdata(t, "jobs/sum/sum.wasm")
 	catD := putBlob(t, c, cat)
-	return TrainSpec{
-		Spec:   Spec{Terms: wire.Terms{Module: catD, ModuleSize: int64(len(cat)), TimeoutMS: 30_000}, Replicas: 2},
+	return jobs.TrainSpec{
+		Spec:   jobs.Spec{Terms: wire.Terms{Module: catD, ModuleSize: int64(len(cat)), TimeoutMS: 30_000}, Replicas: 2},
 		Shards: shards, Rounds: rounds, State: putBlob(t, c, first), StateSize: int64(len(first)),
-		Reduce: ReduceSpec{Module: catD, ModuleSize: int64(len(cat))},
-		Eval:   &Spec{Terms: wire.Terms{Module: putBlob(t, c, sum), ModuleSize: int64(len(sum)), TimeoutMS: 30_000}, Replicas: 2},
+		Reduce: jobs.ReduceSpec{Module: catD, ModuleSize: int64(len(cat))},
+		Eval:   &jobs.Spec{Terms: wire.Terms{Module: putBlob(t, c, sum), ModuleSize: int64(len(sum)), TimeoutMS: 30_000}, Replicas: 2},
 	}
 }
 
@@ -250,16 +250,16 @@ func TestTrainSpecRefused(t *testing.T) {
 	good := toyTraining(t, c, []byte("1\n"), 2, 2)
 	for _, tt := range []struct {
 		name  string
-		tweak func(*TrainSpec)
+		tweak func(*jobs.TrainSpec)
 		want  string
 	}{
-		{"no shards", func(ts *TrainSpec) { ts.Shards = 0 }, "0 shards"},
-		{"too many shards", func(ts *TrainSpec) { ts.Shards = wire.MaxShards + 1 }, "shards, want 1 to"},
-		{"no rounds", func(ts *TrainSpec) { ts.Rounds = 0 }, "0 rounds"},
-		{"too many rounds", func(ts *TrainSpec) { ts.Rounds = MaxTrainRounds + 1 }, "rounds, want 1 to"},
-		{"no reduce", func(ts *TrainSpec) { ts.Reduce = ReduceSpec{} }, "no reduce module"},
-		{"empty state as data", func(ts *TrainSpec) { ts.StateData, ts.State, ts.StateSize = "state", blob.Digest{}, 0 }, "needs a first state"},
-		{"state data name taken", func(ts *TrainSpec) {
+		{"no shards", func(ts *jobs.TrainSpec) { ts.Shards = 0 }, "0 shards"},
+		{"too many shards", func(ts *jobs.TrainSpec) { ts.Shards = wire.MaxShards + 1 }, "shards, want 1 to"},
+		{"no rounds", func(ts *jobs.TrainSpec) { ts.Rounds = 0 }, "0 rounds"},
+		{"too many rounds", func(ts *jobs.TrainSpec) { ts.Rounds = jobs.MaxTrainRounds + 1 }, "rounds, want 1 to"},
+		{"no reduce", func(ts *jobs.TrainSpec) { ts.Reduce = jobs.ReduceSpec{} }, "no reduce module"},
+		{"empty state as data", func(ts *jobs.TrainSpec) { ts.StateData, ts.State, ts.StateSize = "state", blob.Digest{}, 0 }, "needs a first state"},
+		{"state data name taken", func(ts *jobs.TrainSpec) {
 			ts.StateData = "w"
 			ts.Spec.Data = []wire.DataBlob{{Name: "w", Digest: ts.State, Size: ts.StateSize}}
 		}, "is the state's name"},

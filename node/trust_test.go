@@ -55,7 +55,7 @@ type tally struct {
 
 // runJobs submits n cat jobs (whose right answer is their input) with
 // edit applied to each spec, and counts the outcomes.
-func runJobs(t *testing.T, c *Node, n, offset int, edit func(*Spec)) tally {
+func runJobs(t *testing.T, c *Node, n, offset int, edit func(*jobs.Spec)) tally {
 	t.Helper()
 	got := tally{how: map[string]int{}}
 	for i := range n {
@@ -126,11 +126,11 @@ func TestHostileColluders(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		jobs int
-		edit func(*Spec)
+		edit func(*jobs.Spec)
 	}{
 		{"default", 40, nil},
-		{"replicas 3", 20, func(s *Spec) { s.Replicas = 3 }},
-		{"adaptive", 20, func(s *Spec) { s.Adaptive = true }},
+		{"replicas 3", 20, func(s *jobs.Spec) { s.Replicas = 3 }},
+		{"adaptive", 20, func(s *jobs.Spec) { s.Adaptive = true }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			net, bad := hostileNetwork(t, 3, 8, func() *faults.Faults { return &faults.Faults{Lie: 1, Collude: true} }, nil)

@@ -39,7 +39,7 @@ func liarNetwork(t *testing.T, providers int, liars map[int]float64) (*testNet, 
 }
 
 // catJob is a job whose right answer is its input.
-func catJob(t *testing.T, n *Node, i int) (Spec, []byte) {
+func catJob(t *testing.T, n *Node, i int) (jobs.Spec, []byte) {
 	input := fmt.Appendf(nil, "job %d: %s", i, bytes.Repeat([]byte{byte('a' + i%26)}, 100+i))
 	return spec(t, n, readTestdata(t, "jobs/cat/cat.wasm"), input), input
 }

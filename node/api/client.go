@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/digest"
-	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/models"
@@ -191,7 +190,7 @@ func (c *Client) SubmitStreaming(ctx context.Context, req SubmitRequest, onEvent
 
 // SubmitShards submits a sharded job (req.Shards set) and calls onEvent for
 // each progress event of every shard as it arrives; it returns the outcome.
-func (c *Client) SubmitShards(ctx context.Context, req SubmitRequest, onEvent func(jobs.Event)) (*node.ShardedJob, error) {
+func (c *Client) SubmitShards(ctx context.Context, req SubmitRequest, onEvent func(jobs.Event)) (*store.ShardedStatus, error) {
 	l, err := c.progress(ctx, "/v1/jobs", req, onEvent, nil)
 	if err != nil {
 		return nil, err
@@ -290,21 +289,21 @@ func (c *Client) Jobs(ctx context.Context) ([]store.Job, error) {
 }
 
 // ShardedJobs lists the sharded jobs the node submitted or resumed.
-func (c *Client) ShardedJobs(ctx context.Context) ([]node.ShardedJob, error) {
-	var v []node.ShardedJob
+func (c *Client) ShardedJobs(ctx context.Context) ([]store.ShardedStatus, error) {
+	var v []store.ShardedStatus
 	return v, c.getJSON(ctx, "/v1/sharded", &v)
 }
 
 // ShardedJob returns where a sharded job stands; with wait, once it has
 // ended (or ctx is done).
-func (c *Client) ShardedJob(ctx context.Context, id wire.JobID, wait bool) (*node.ShardedJob, error) {
-	var v node.ShardedJob
+func (c *Client) ShardedJob(ctx context.Context, id wire.JobID, wait bool) (*store.ShardedStatus, error) {
+	var v store.ShardedStatus
 	return &v, c.getJSON(ctx, runPath("/v1/sharded/", id, wait), &v)
 }
 
 // CancelShardedJob cancels a sharded job: it ends failed, not resumed.
-func (c *Client) CancelShardedJob(ctx context.Context, id wire.JobID) (*node.ShardedJob, error) {
-	var v node.ShardedJob
+func (c *Client) CancelShardedJob(ctx context.Context, id wire.JobID) (*store.ShardedStatus, error) {
+	var v store.ShardedStatus
 	return &v, c.deleteJSON(ctx, "/v1/sharded/"+id.String(), &v)
 }
 

@@ -9,7 +9,7 @@ import (
 )
 
 // The API answers with the node's records themselves (store.Job,
-// store.Run, store.Payment, node.ShardedJob, ...), and names the words of
+// store.Run, store.Payment, store.ShardedStatus, ...), and names the words of
 // jobs where they are defined (node/jobs, node/store, node/wire, digest):
 // a client imports those directly. Its own types are those of HTTP: the
 // requests, the progress lines, the node's and the peers' answers. The

@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -62,13 +61,13 @@ type Snapshot struct {
 	// Advert is what the node offers as a provider (nil: it is not one).
 	Advert *wire.CapabilityAdvert `json:"advert"`
 	// Paid: the node pays and is paid through lnd (else free mode).
-	Paid     bool               `json:"paid"`
-	Peers    []Peer             `json:"peers"`
-	Jobs     []store.Job        `json:"jobs"`
-	Sharded  []*node.ShardedJob `json:"sharded"`
-	Runs     []store.Run        `json:"runs"`
-	Payments []store.Payment    `json:"payments"`
-	Training []store.TrainRun   `json:"training"`
+	Paid     bool                   `json:"paid"`
+	Peers    []Peer                 `json:"peers"`
+	Jobs     []store.Job            `json:"jobs"`
+	Sharded  []*store.ShardedStatus `json:"sharded"`
+	Runs     []store.Run            `json:"runs"`
+	Payments []store.Payment        `json:"payments"`
+	Training []store.TrainRun       `json:"training"`
 	// PaymentsLimit is how many of the newest payments Payments holds at
 	// most: the totals shown are theirs.
 	PaymentsLimit int `json:"payments_limit"`

@@ -18,6 +18,7 @@ import (
 
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/api/dashboardtest"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -61,13 +62,13 @@ func dashboardNetwork(t *testing.T) (client *dashNode, providers []*dashNode) {
 }
 
 // put stores a file of testdata/jobs (or bytes) in n.
-func put(t *testing.T, n *node.Node, b []byte) node.ShardInput {
+func put(t *testing.T, n *node.Node, b []byte) jobs.ShardInput {
 	t.Helper()
 	d, err := n.PutBlob(context.Background(), b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return node.ShardInput{Input: d, InputSize: int64(len(b))}
+	return jobs.ShardInput{Input: d, InputSize: int64(len(b))}
 }
 
 func jobModule(t *testing.T, name string) []byte {
@@ -81,17 +82,17 @@ func jobModule(t *testing.T, name string) []byte {
 
 // dashboardWork gives the client a job, a sharded job with a reduce and a
 // training run of 2 rounds to show, and returns the sharded job.
-func dashboardWork(t *testing.T, c *node.Node) *node.ShardedJob {
+func dashboardWork(t *testing.T, c *node.Node) *store.ShardedStatus {
 	t.Helper()
 	ctx := context.Background()
 	cat, lines, sum := put(t, c, jobModule(t, "cat")), put(t, c, jobModule(t, "lines")), put(t, c, jobModule(t, "sum"))
-	terms := node.Spec{Replicas: 2, Terms: wire.Terms{TimeoutMS: 30_000}}
+	terms := jobs.Spec{Replicas: 2, Terms: wire.Terms{TimeoutMS: 30_000}}
 	submit(t, c, cat, []byte("hello dashboard\n"))
 	s := terms
 	s.Module, s.ModuleSize = lines.Input, lines.InputSize
 	in := put(t, c, []byte("a\nbb\nccc\n"))
-	sj, err := c.SubmitSharded(ctx, node.ShardedSpec{Spec: s, Inputs: []node.ShardInput{in, in, in},
-		Reduce: &node.ReduceSpec{Module: sum.Input, ModuleSize: sum.InputSize}}, nil)
+	sj, err := c.SubmitSharded(ctx, jobs.ShardedSpec{Spec: s, Inputs: []jobs.ShardInput{in, in, in},
+		Reduce: &jobs.ReduceSpec{Module: sum.Input, ModuleSize: sum.InputSize}}, nil)
 	if err != nil || sj.State != store.JobVerified {
 		t.Fatalf("sharded job: %+v, %v", sj, err)
 	}
@@ -99,8 +100,8 @@ func dashboardWork(t *testing.T, c *node.Node) *node.ShardedJob {
 	eval := terms
 	eval.Module, eval.ModuleSize = sum.Input, sum.InputSize
 	first := put(t, c, []byte("1\n"))
-	rec, err := c.Train(ctx, node.TrainSpec{Spec: s, Shards: 3, Rounds: 2, State: first.Input, StateSize: first.InputSize,
-		Reduce: node.ReduceSpec{Module: cat.Input, ModuleSize: cat.InputSize}, Eval: &eval}, nil)
+	rec, err := c.Train(ctx, jobs.TrainSpec{Spec: s, Shards: 3, Rounds: 2, State: first.Input, StateSize: first.InputSize,
+		Reduce: jobs.ReduceSpec{Module: cat.Input, ModuleSize: cat.InputSize}, Eval: &eval}, nil)
 	if err != nil || rec.State != store.JobVerified {
 		t.Fatalf("training run: %+v, %v", rec, err)
 	}
@@ -108,10 +109,10 @@ func dashboardWork(t *testing.T, c *node.Node) *node.ShardedJob {
 }
 
 // submit runs module on input, 2 replicas, and wants it verified.
-func submit(t *testing.T, c *node.Node, module node.ShardInput, input []byte) *store.Job {
+func submit(t *testing.T, c *node.Node, module jobs.ShardInput, input []byte) *store.Job {
 	t.Helper()
 	in := put(t, c, input)
-	job, err := c.Submit(context.Background(), node.Spec{Terms: wire.Terms{Module: module.Input, ModuleSize: module.InputSize,
+	job, err := c.Submit(context.Background(), jobs.Spec{Terms: wire.Terms{Module: module.Input, ModuleSize: module.InputSize,
 		Input: in.Input, InputSize: in.InputSize, TimeoutMS: 30_000},
 		Replicas: 2}, nil)
 	if err != nil || job.State != store.JobVerified {
@@ -392,7 +393,7 @@ func TestDashboardEventsPush(t *testing.T) {
 	case <-time.After(2 * time.Second):
 	}
 	module := put(t, n, jobModule(t, "cat"))
-	go n.Submit(context.Background(), node.Spec{Terms: wire.Terms{Module: module.Input, ModuleSize: module.InputSize,
+	go n.Submit(context.Background(), jobs.Spec{Terms: wire.Terms{Module: module.Input, ModuleSize: module.InputSize,
 		TimeoutMS: 1000}, Replicas: 1}, nil)
 	select {
 	case s := <-snaps:

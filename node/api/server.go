@@ -84,10 +84,10 @@ type NodeInfo struct {
 }
 
 // SubmitRequest is the body of POST /v1/jobs: the job's terms and how to
-// run it. Durations are in milliseconds; zero fields take node.Spec's
+// run it. Durations are in milliseconds; zero fields take jobs.Spec's
 // defaults. Its JSON names are its tags' and, for the terms, submitTerms's.
 type SubmitRequest struct {
-	// Terms are the job's terms (node.Spec's). Their Shard and Shards are
+	// Terms are the job's terms (jobs.Spec's). Their Shard and Shards are
 	// not in its JSON: the shards of a sharded job are Shards below, and
 	// each part's place is SubmitSharded's to set.
 	wire.Terms `json:"-"`
@@ -95,11 +95,11 @@ type SubmitRequest struct {
 	DeadlineMS int64  `json:"deadline_ms,omitempty"`
 	Require    string `json:"require,omitempty"`
 	Price      uint64 `json:"price,omitempty"`
-	// Collateral is node.Spec's: each provider's stake per replica, msat
+	// Collateral is jobs.Spec's: each provider's stake per replica, msat
 	// (0: the default in a paid job, negative: none).
 	Collateral int64 `json:"collateral,omitempty"`
 	// Adaptive, Audit, SameBackend, MixedBackends and Settle are
-	// node.Spec's.
+	// jobs.Spec's.
 	Adaptive      bool    `json:"adaptive,omitempty"`
 	Audit         float64 `json:"audit,omitempty"`
 	SameBackend   bool    `json:"same_backend,omitempty"`
@@ -107,16 +107,16 @@ type SubmitRequest struct {
 	Settle        uint8   `json:"settle,omitempty"`
 	// Stream, for a job that is not sharded, streams its output: Output
 	// lines carry the bytes the replicas agree on as they agree
-	// (node.Spec.Output).
+	// (jobs.Spec.Output).
 	Stream bool `json:"stream,omitempty"`
 	// Shards, when set, make a sharded job (node.SubmitShards) of one job
 	// per shard input (Input is then unused), Parallel of them at once (0:
 	// all); the answer's last line is Sharded.
-	Shards   []node.ShardInput `json:"shards,omitempty"`
+	Shards   []jobs.ShardInput `json:"shards,omitempty"`
 	Parallel int               `json:"parallel,omitempty"`
 	// Reduce, with Shards, runs a module on the shards' outputs
-	// concatenated in order, as one more job (node.ReduceSpec).
-	Reduce *node.ReduceSpec `json:"reduce,omitempty"`
+	// concatenated in order, as one more job (jobs.ReduceSpec).
+	Reduce *jobs.ReduceSpec `json:"reduce,omitempty"`
 	// Via, with Shards, hands the job to this aggregator (a peer ID):
 	// node.SubmitVia, with SpotChecks shards run again here and at most
 	// MaxFeePercent of fee.
@@ -130,15 +130,15 @@ type SubmitRequest struct {
 type Line struct {
 	Event *jobs.Event `json:"event,omitempty"`
 	// Output is a streamed job's next verified bytes of stdout.
-	Output  []byte           `json:"output,omitempty"`
-	Job     *store.Job       `json:"job,omitempty"`
-	Sharded *node.ShardedJob `json:"sharded,omitempty"`
-	Train   *store.TrainRun  `json:"train,omitempty"`
-	Error   string           `json:"error,omitempty"`
+	Output  []byte               `json:"output,omitempty"`
+	Job     *store.Job           `json:"job,omitempty"`
+	Sharded *store.ShardedStatus `json:"sharded,omitempty"`
+	Train   *store.TrainRun      `json:"train,omitempty"`
+	Error   string               `json:"error,omitempty"`
 }
 
 // TrainRequest is the body of POST /v1/train: a training run
-// (node.TrainSpec). Job is the shards' module and terms, with its Reduce
+// (jobs.TrainSpec). Job is the shards' module and terms, with its Reduce
 // (required) and Parallel; its Input and Shards are unused.
 type TrainRequest struct {
 	Job    SubmitRequest `json:"job"`
@@ -446,7 +446,7 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 			send(Line{Error: fmt.Sprintf("via: %v", err)})
 			return
 		}
-		ss := node.ShardedSpec{Spec: spec, Inputs: req.Shards, Parallel: req.Parallel, Reduce: req.Reduce}
+		ss := jobs.ShardedSpec{Spec: spec, Inputs: req.Shards, Parallel: req.Parallel, Reduce: req.Reduce}
 		sj, err := s.n.SubmitVia(r.Context(), agg, ss, req.SpotChecks, req.MaxFeePercent, events)
 		switch {
 		case err != nil:
@@ -457,7 +457,7 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(req.Shards) > 0 {
-		sj, err := s.n.SubmitSharded(r.Context(), node.ShardedSpec{Spec: spec, Inputs: req.Shards, Parallel: req.Parallel, Reduce: req.Reduce}, events)
+		sj, err := s.n.SubmitSharded(r.Context(), jobs.ShardedSpec{Spec: spec, Inputs: req.Shards, Parallel: req.Parallel, Reduce: req.Reduce}, events)
 		switch {
 		case sj != nil:
 			send(Line{Sharded: sj})
@@ -478,9 +478,9 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// spec is the node.Spec of req: its terms, and how to run them.
-func (req *SubmitRequest) spec() node.Spec {
-	return node.Spec{
+// spec is the jobs.Spec of req: its terms, and how to run them.
+func (req *SubmitRequest) spec() jobs.Spec {
+	return jobs.Spec{
 		Terms: req.Terms, Replicas: req.Replicas, Deadline: time.Duration(req.DeadlineMS) * time.Millisecond,
 		Require: req.Require, Price: req.Price, Collateral: req.Collateral, Adaptive: req.Adaptive, Audit: req.Audit,
 		SameBackend: req.SameBackend, MixedBackends: req.MixedBackends, Settle: req.Settle,
@@ -519,7 +519,7 @@ func (s *Server) postTrain(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, err)
 		return
 	}
-	ts := node.TrainSpec{Spec: req.Job.spec(), Shards: req.Shards, Parallel: req.Job.Parallel, Rounds: req.Rounds,
+	ts := jobs.TrainSpec{Spec: req.Job.spec(), Shards: req.Shards, Parallel: req.Job.Parallel, Rounds: req.Rounds,
 		State: req.State, StateSize: req.StateSize, StateData: req.StateData}
 	if req.Job.Reduce != nil {
 		ts.Reduce = *req.Job.Reduce

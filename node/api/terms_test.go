@@ -5,8 +5,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/wire"
 )
 
@@ -19,8 +19,8 @@ func fullRequest() SubmitRequest {
 			Data: []wire.DataBlob{{Name: "weights.bin", Digest: blob.Sum([]byte("w")), Size: 99}}},
 		Replicas: 3, DeadlineMS: 150000, Require: "gpus > 0", Price: 1500, Adaptive: true, Audit: 0.25,
 		SameBackend: true, MixedBackends: true, Settle: 1, Stream: true,
-		Shards: []node.ShardInput{{Input: blob.Sum([]byte("s")), InputSize: 3}}, Parallel: 4,
-		Reduce: &node.ReduceSpec{Module: blob.Sum([]byte("r")), ModuleSize: 5, Args: []string{"x"}},
+		Shards: []jobs.ShardInput{{Input: blob.Sum([]byte("s")), InputSize: 3}}, Parallel: 4,
+		Reduce: &jobs.ReduceSpec{Module: blob.Sum([]byte("r")), ModuleSize: 5, Args: []string{"x"}},
 		Via:    "peer", SpotChecks: 2, MaxFeePercent: 5}
 }
 

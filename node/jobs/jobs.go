@@ -1,12 +1,13 @@
-// Package jobs is the vocabulary of a node's jobs, named once: the events
-// of a job's progress and their kinds, the ways a result is accepted, and
-// the errors a job ends with. The roles (node/internal/...) use it, and so
-// do the node, its API and the CLI, each importing it directly. It imports
-// nothing of infernet's, so that anything may import it.
+// Package jobs is the vocabulary of a node's jobs, named once: what a
+// client submits (a job's Spec, a sharded job's ShardedSpec, a training
+// run's TrainSpec, with their limits and defaults), the events of a job's
+// progress and their kinds, the ways a result is accepted, and the errors
+// a job ends with. The roles (node/internal/...) use it, and so do the
+// node, its API and the CLI, each importing it directly. Of infernet it
+// imports only node/wire (a job's id and terms) and package digest, both
+// leaves, so that anything may import it.
 //
-// The other words of a job are named where they are defined: a job's id
-// and its terms in node/wire, a digest in package digest, the states of
-// records in node/store.
+// The states of records are named in node/store.
 package jobs
 
 import (

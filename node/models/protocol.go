@@ -358,7 +358,7 @@ func DecodeStops(out []byte, stops map[int][]string) ([]Completion, error) {
 	return d.Completions(), err
 }
 
-// Check is the node.Spec.Check of a job of the llama runner on these
+// Check is the jobs.Spec.Check of a job of the llama runner on these
 // requests: verification by prefill (llama.Request.Claim).
 type Check []llama.Request
 

@@ -2,7 +2,7 @@
 // /v1/completions and POST /v1/chat/completions, answered by the network.
 // Each request is a job of the llama runner (guest/go/llama) on a model the
 // node names (infernet models), run by Config.Replicas providers in exact
-// mode and streamed (node.Spec.Output): a client is shown only the tokens
+// mode and streamed (jobs.Spec.Output): a client is shown only the tokens
 // the replicas' streams agree on, so streaming never shows an unverified
 // token, and the answer comes once the vote has verified it. With
 // Config.Verify VerifyPrefill one provider generates and another checks
@@ -90,7 +90,7 @@ const (
 	// outputs must agree (streamed as they agree).
 	VerifyReplicas = "replicas"
 	// VerifyPrefill: one provider generates, another checks the completion
-	// in batched forward passes (llama.Request.Claim, node.Spec.Check), at
+	// in batched forward passes (llama.Request.Claim, jobs.Spec.Check), at
 	// about 1.2x one generation's cost instead of 2x; the text comes once
 	// checked, not as it is generated.
 	VerifyPrefill = "prefill"
@@ -112,7 +112,7 @@ func DefaultConfig() Config {
 type Node struct {
 	Models  *models.Registry
 	PutBlob func(ctx context.Context, b []byte) (blob.Digest, error)
-	Submit  func(ctx context.Context, spec node.Spec, events func(jobs.Event)) (*store.Job, error)
+	Submit  func(ctx context.Context, spec jobs.Spec, events func(jobs.Event)) (*store.Job, error)
 }
 
 // Service answers the API's requests.
@@ -693,17 +693,17 @@ func jobError(rec *store.Job, err error) error {
 }
 
 // spec is the job of one request on model m.
-func (s *Service) spec(ctx context.Context, m *store.Model, reqs []llama.Request) (node.Spec, error) {
+func (s *Service) spec(ctx context.Context, m *store.Model, reqs []llama.Request) (jobs.Spec, error) {
 	runner, err := s.n.Models.Runner()
 	if err != nil {
-		return node.Spec{}, err
+		return jobs.Spec{}, err
 	}
 	input := models.EncodeRequests(reqs)
 	in, err := s.n.PutBlob(ctx, input)
 	if err != nil {
-		return node.Spec{}, err
+		return jobs.Spec{}, err
 	}
-	spec := node.Spec{
+	spec := jobs.Spec{
 		Terms: wire.Terms{Module: runner.Digest, ModuleSize: runner.Size, Input: in, InputSize: int64(len(input)),
 			TimeoutMS: s.cfg.Timeout.Milliseconds(), Memory: models.APIMemory, MaxOutput: maxOutput(reqs), Mode: wire.ModeExact,
 			Data: models.JobData(m)},

@@ -36,7 +36,7 @@ type ShardedJob struct {
 	// Module is the map module every shard runs.
 	Module     blob.Digest `json:"module"`
 	ModuleSize int64       `json:"module_size"`
-	// Terms are the submitter's terms (a node.Spec, JSON): opaque here.
+	// Terms are the submitter's terms (a jobs.Spec, JSON): opaque here.
 	Terms json.RawMessage `json:"terms"`
 	// Parallel is how many shards run at once (0: all).
 	Parallel int `json:"parallel,omitempty"`
@@ -235,4 +235,36 @@ func (s *Store) ShardedJobs(limit int, withShards bool) ([]ShardedJob, error) {
 		return nil
 	})
 	return out, err
+}
+
+// ShardedStatus is where a sharded job stands: its record with the records
+// of its parts' jobs, as node.SubmitSharded returns it and node.ShardedJob
+// looks at it.
+type ShardedStatus struct {
+	// ID names the sharded job in the node's store (it is no job's id);
+	// for a job run through an aggregator, the id the client gave it.
+	ID wire.JobID `json:"id"`
+	// State is verified when every shard (and the reduce) was, unverified
+	// when some ran on one replica only, failed when one failed; pending or
+	// running while it is under way, or waiting for its node to restart.
+	State JobState `json:"state"`
+	// Shards are the records of each shard's last job, in order (nil for
+	// a shard none of whose jobs ended yet); Attempts how many jobs each
+	// took, interrupted ones included.
+	Shards   []*Job `json:"shards"`
+	Attempts []int  `json:"attempts"`
+	// Reduce is the reduce job's record, ReduceAttempts how many jobs it
+	// took (with a ReduceSpec).
+	Reduce         *Job `json:"reduce,omitempty"`
+	ReduceAttempts int  `json:"reduce_attempts,omitempty"`
+	// Output is a blob in the node's store, when the job succeeded: the
+	// shards' outputs concatenated in order, or the reduce job's output.
+	Output     blob.Digest `json:"output,omitzero"`
+	OutputSize int64       `json:"output_size"`
+	Error      string      `json:"error,omitempty"`
+	// Via is the aggregator that ran the job (SubmitVia); PaidMsat is what
+	// it was paid, once released, of which FeeMsat is its fee.
+	Via      string `json:"via,omitempty"`
+	PaidMsat int64  `json:"paid_msat,omitempty"`
+	FeeMsat  int64  `json:"aggregator_fee_msat,omitempty"`
 }

@@ -22,7 +22,7 @@ var bucketTrain = []byte("train")
 type TrainRun struct {
 	ID    wire.JobID `json:"id"`
 	State JobState   `json:"state"`
-	// Terms are the submitter's terms (a node.TrainSpec, JSON): opaque here.
+	// Terms are the submitter's terms (a jobs.TrainSpec, JSON): opaque here.
 	Terms json.RawMessage `json:"terms"`
 	// Rounds are the rounds started, in order; the last may be under way.
 	Rounds   []TrainRound `json:"rounds"`

@@ -15,8 +15,8 @@ import (
 // compare. They are every field that travels to providers and decides the
 // job's result: replicas of the same Terms answer alike. They are written
 // once, where a job is stated (the CLI's request, the local API's
-// SubmitRequest, a node.Spec), and travel embedded, never copied field by
-// field: api.SubmitRequest, node.Spec, JobAnnounce, and from the announce
+// SubmitRequest, a jobs.Spec), and travel embedded, never copied field by
+// field: api.SubmitRequest, jobs.Spec, JobAnnounce, and from the announce
 // the sandbox's configuration (JobConfig).
 //
 // What a job is not stays beside them in JobAnnounce: who asks and when

@@ -97,10 +97,10 @@ func (b *Runner) HandleAggregate(s network.Stream) {
 		n.Access.Grant(sh.Input, buyer)
 	}
 	need = append(need, req.Shards...)
-	var reduce *ReduceSpec
+	var reduce *jobs.ReduceSpec
 	if r := req.Reduce; r != nil {
 		need = append(need, wire.ShardRef{Input: r.Module, Size: r.ModuleSize})
-		reduce = &ReduceSpec{Module: r.Module, ModuleSize: r.ModuleSize, Args: r.Args}
+		reduce = &jobs.ReduceSpec{Module: r.Module, ModuleSize: r.ModuleSize, Args: r.Args}
 	}
 	for _, b := range need {
 		defer n.Blobs.Pin(b.Input)()
@@ -110,11 +110,11 @@ func (b *Runner) HandleAggregate(s network.Stream) {
 		}
 	}
 	spec := specOf(&ann)
-	inputs := make([]ShardInput, len(req.Shards))
+	inputs := make([]jobs.ShardInput, len(req.Shards))
 	for i, sh := range req.Shards {
-		inputs[i] = ShardInput{Input: sh.Input, InputSize: sh.Size}
+		inputs[i] = jobs.ShardInput{Input: sh.Input, InputSize: sh.Size}
 	}
-	ss := ShardedSpec{Spec: spec, Inputs: inputs, Parallel: int(req.Parallel), Reduce: reduce}
+	ss := jobs.ShardedSpec{Spec: spec, Inputs: inputs, Parallel: int(req.Parallel), Reduce: reduce}
 	sj, err := b.SubmitSharded(ctx, ss, func(e jobs.Event) {
 		// The reduce job's events (Shard -1) go as shard 2³²-1.
 		c.Write(&wire.AggregateUpdate{V: wire.Version, Shard: uint32(e.Shard), Event: e.Kind, Detail: e.Detail})
@@ -233,14 +233,14 @@ func aggregateAmount(ann *wire.JobAnnounce, parts int, feePercent float64) (tota
 	return total, fee, nil
 }
 
-// specOf is the client.Spec of an announce: its terms, replicas, requirement,
+// specOf is the jobs.Spec of an announce: its terms, replicas, requirement,
 // price, collateral, backend placement and deadline from now.
-func specOf(a *wire.JobAnnounce) client.Spec {
+func specOf(a *wire.JobAnnounce) jobs.Spec {
 	collateral := int64(a.Collateral)
 	if collateral == 0 {
 		collateral = -1 // none, as the announce says: not the default
 	}
-	return client.Spec{Terms: a.Terms, Replicas: int(a.Replicas), Deadline: time.Until(time.UnixMilli(a.Deadline)),
+	return jobs.Spec{Terms: a.Terms, Replicas: int(a.Replicas), Deadline: time.Until(time.UnixMilli(a.Deadline)),
 		Require: a.Require, Price: a.Price, Collateral: collateral, SameBackend: a.SameBackend}
 }
 
@@ -275,10 +275,10 @@ func agreeing(job *store.Job) []wire.Result {
 // hold invoice: every replica of every shard and of the reduce at the
 // price, and the aggregator's fee, at most maxFee percent of that. It is
 // released once the result checks out, and cancelled otherwise.
-func (b *Runner) SubmitVia(ctx context.Context, agg peer.ID, ss ShardedSpec, spotChecks int, maxFee float64, events func(jobs.Event)) (*ShardedJob, error) {
+func (b *Runner) SubmitVia(ctx context.Context, agg peer.ID, ss jobs.ShardedSpec, spotChecks int, maxFee float64, events func(jobs.Event)) (*store.ShardedStatus, error) {
 	n := b.n
 	spec, inputs := ss.Spec, ss.Inputs
-	spec.SetDefaults()
+	client.SetDefaults(&spec)
 	if err := n.Client.DefaultCollateral(&spec); err != nil {
 		return nil, err
 	}
@@ -360,7 +360,7 @@ func (b *Runner) SubmitVia(ctx context.Context, agg peer.ID, ss ShardedSpec, spo
 // runVia is SubmitVia's job once its request is made: the aggregator runs
 // it (its invoice, for a paid job, is paid with pay), its result is
 // checked, and spot checks are run.
-func (b *Runner) runVia(ctx context.Context, agg peer.ID, spec client.Spec, inputs []ShardInput, req *wire.AggregateRequest, spotChecks int, events func(jobs.Event), pay func(invoice string) error) (*ShardedJob, error) {
+func (b *Runner) runVia(ctx context.Context, agg peer.ID, spec jobs.Spec, inputs []jobs.ShardInput, req *wire.AggregateRequest, spotChecks int, events func(jobs.Event), pay func(invoice string) error) (*store.ShardedStatus, error) {
 	n := b.n
 	res, err := b.aggregate(ctx, agg, req, events, pay)
 	if err != nil {
@@ -456,8 +456,8 @@ func (b *Runner) aggregate(ctx context.Context, agg peer.ID, req *wire.Aggregate
 }
 
 // checkAggregate checks an aggregator's result against the request and
-// turns it into a ShardedJob, fetching the merged output from agg.
-func (b *Runner) checkAggregate(ctx context.Context, agg peer.ID, ann *wire.JobAnnounce, req *wire.AggregateRequest, res *wire.AggregateResult) (*ShardedJob, error) {
+// turns it into a store.ShardedStatus, fetching the merged output from agg.
+func (b *Runner) checkAggregate(ctx context.Context, agg peer.ID, ann *wire.JobAnnounce, req *wire.AggregateRequest, res *wire.AggregateResult) (*store.ShardedStatus, error) {
 	n := b.n
 	lie := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", jobs.ErrAggregatorLied, fmt.Sprintf(format, a...))
@@ -465,7 +465,7 @@ func (b *Runner) checkAggregate(ctx context.Context, agg peer.ID, ann *wire.JobA
 	if len(res.Shards) != len(req.Shards) {
 		return nil, lie("%d shards for %d", len(res.Shards), len(req.Shards))
 	}
-	sj := &ShardedJob{ID: ann.Job, State: store.JobVerified, Attempts: make([]int, len(res.Shards)), Via: agg.String()}
+	sj := &store.ShardedStatus{ID: ann.Job, State: store.JobVerified, Attempts: make([]int, len(res.Shards)), Via: agg.String()}
 	if !res.Verified {
 		sj.State, sj.Error = store.JobFailed, "aggregator: "+res.Error
 		return sj, nil

@@ -1,7 +1,6 @@
 package batch
 
 import (
-	"encoding/json"
 	"maps"
 	"math"
 	"reflect"
@@ -73,16 +72,5 @@ func TestSpecOf(t *testing.T) {
 	if !reflect.DeepEqual(s.Terms, a.Terms) || s.Replicas != 3 || s.Require != a.Require || s.Price != 5 || !s.SameBackend ||
 		s.Deadline <= 0 || s.Deadline > time.Hour {
 		t.Fatalf("spec %+v of %+v", s, a)
-	}
-}
-
-// TestTrainSpecJSON: a training run's record keeps its Spec inside its
-// terms, and one from before the Spec's terms were a wire.Terms (the
-// limit as Timeout, in nanoseconds) keeps its limit. (Moved from node's
-// TestSpecJSON.)
-func TestTrainSpecJSON(t *testing.T) {
-	var ts TrainSpec // a Spec inside a record's terms
-	if err := json.Unmarshal([]byte(`{"spec":{"Timeout":90000000000},"shards":2}`), &ts); err != nil || ts.Spec.TimeoutMS != 90_000 || ts.Shards != 2 {
-		t.Errorf("training run's terms: %+v, %v", ts, err)
 	}
 }

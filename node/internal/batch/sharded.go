@@ -18,70 +18,6 @@ import (
 	"github.com/infernet/infernet/node/wire"
 )
 
-// ShardInput is one shard of a sharded job: its input blob, in the node's
-// store.
-type ShardInput struct {
-	Input     blob.Digest `json:"input"`
-	InputSize int64       `json:"input_size"`
-}
-
-// ReduceSpec is the reduce step of a sharded job: a module run once, as
-// one more job on the network under the shards' terms (replicas, price,
-// limits, requirement), on the shards' outputs concatenated in order. The
-// reduce job is shard 0 of 1 (INFERNET_SHARD_INDEX=0, _COUNT=1) and gets
-// Args, not the shards' arguments; where its input's shards begin is
-// whatever the map module's output says (e.g. one record per line).
-type ReduceSpec struct {
-	Module     blob.Digest `json:"module"`
-	ModuleSize int64       `json:"module_size"`
-	Args       []string    `json:"args,omitempty"`
-}
-
-// ShardedSpec is a sharded job to submit.
-type ShardedSpec struct {
-	// Spec is the module and terms of every shard; its Input, Shard and
-	// Shards are set per shard.
-	Spec client.Spec
-	// Inputs are the shards, in order: 1 to wire.MaxShards.
-	Inputs []ShardInput
-	// Parallel is how many shards run at once; 0: all.
-	Parallel int
-	// Reduce, when set, turns the shards' concatenated outputs into the
-	// output.
-	Reduce *ReduceSpec
-}
-
-// ShardedJob is where a sharded job stands: the outcome of SubmitSharded,
-// or a look at one (ShardedJob, ShardedJobs).
-type ShardedJob struct {
-	// ID names the sharded job in the node's store (it is no job's id);
-	// for a job run through an aggregator, the id the client gave it.
-	ID wire.JobID `json:"id"`
-	// State is verified when every shard (and the reduce) was, unverified
-	// when some ran on one replica only, failed when one failed; pending or
-	// running while it is under way, or waiting for its node to restart.
-	State store.JobState `json:"state"`
-	// Shards are the records of each shard's last job, in order (nil for
-	// a shard none of whose jobs ended yet); Attempts how many jobs each
-	// took, interrupted ones included.
-	Shards   []*store.Job `json:"shards"`
-	Attempts []int        `json:"attempts"`
-	// Reduce is the reduce job's record, ReduceAttempts how many jobs it
-	// took (with a ReduceSpec).
-	Reduce         *store.Job `json:"reduce,omitempty"`
-	ReduceAttempts int        `json:"reduce_attempts,omitempty"`
-	// Output is a blob in the node's store, when the job succeeded: the
-	// shards' outputs concatenated in order, or the reduce job's output.
-	Output     blob.Digest `json:"output,omitzero"`
-	OutputSize int64       `json:"output_size"`
-	Error      string      `json:"error,omitempty"`
-	// Via is the aggregator that ran the job (SubmitVia); PaidMsat is what
-	// it was paid, once released, of which FeeMsat is its fee.
-	Via      string `json:"via,omitempty"`
-	PaidMsat int64  `json:"paid_msat,omitempty"`
-	FeeMsat  int64  `json:"aggregator_fee_msat,omitempty"`
-}
-
 // shardAttempts is how many jobs one part may take in one run of its
 // sharded job: a part whose job fails (providers lost, deadline) is
 // submitted again, afresh. A node that restarts gives every unfinished
@@ -89,13 +25,13 @@ type ShardedJob struct {
 const shardAttempts = 3
 
 // SubmitShards is SubmitSharded without a reduce step.
-func (b *Runner) SubmitShards(ctx context.Context, spec client.Spec, inputs []ShardInput, parallel int, events func(jobs.Event)) (*ShardedJob, error) {
-	return b.SubmitSharded(ctx, ShardedSpec{Spec: spec, Inputs: inputs, Parallel: parallel}, events)
+func (b *Runner) SubmitShards(ctx context.Context, spec jobs.Spec, inputs []jobs.ShardInput, parallel int, events func(jobs.Event)) (*store.ShardedStatus, error) {
+	return b.SubmitSharded(ctx, jobs.ShardedSpec{Spec: spec, Inputs: inputs, Parallel: parallel}, events)
 }
 
 // SubmitSharded runs one job per shard: the spec's module and terms on
 // each input, as shard i of len(inputs) (the guest's INFERNET_SHARD_INDEX
-// and INFERNET_SHARD_COUNT), each with client.Spec.Replicas replicas verified on
+// and INFERNET_SHARD_COUNT), each with jobs.Spec.Replicas replicas verified on
 // its own, at most Parallel at once. A shard whose job fails is submitted
 // again, up to shardAttempts jobs; a shard that verifiably stops or exits
 // non-zero ends the sharded job (it would on every provider). When every
@@ -113,7 +49,7 @@ func (b *Runner) SubmitShards(ctx context.Context, spec client.Spec, inputs []Sh
 //
 // Events carry each part's progress (jobs.Event.Shard names the shard,
 // ReduceShard the reduce job) until SubmitSharded returns.
-func (b *Runner) SubmitSharded(ctx context.Context, ss ShardedSpec, events func(jobs.Event)) (*ShardedJob, error) {
+func (b *Runner) SubmitSharded(ctx context.Context, ss jobs.ShardedSpec, events func(jobs.Event)) (*store.ShardedStatus, error) {
 	n := b.n
 	inputs := ss.Inputs
 	if len(inputs) == 0 || len(inputs) > wire.MaxShards {
@@ -155,7 +91,7 @@ type shardedRun struct {
 	background
 	b    *Runner
 	n    *Config
-	spec client.Spec // the terms; Input and Shard set per part
+	spec jobs.Spec // the terms; Input and Shard set per part
 	// resumed: started by ResumeShardedJobs, as the node starts.
 	resumed bool
 
@@ -167,7 +103,7 @@ func (r *shardedRun) bg() *background { return &r.background }
 
 // startSharded runs rec in a goroutine of the node's, unless it runs
 // already (then it returns that run, events unchanged).
-func (b *Runner) startSharded(rec *store.ShardedJob, spec client.Spec, events func(jobs.Event), resumed bool) (*shardedRun, error) {
+func (b *Runner) startSharded(rec *store.ShardedJob, spec jobs.Spec, events func(jobs.Event), resumed bool) (*shardedRun, error) {
 	n := b.n
 	r, err := b.sharded.start(n, rec.ID, events, jobs.ErrShardedInterrupted, func() *shardedRun {
 		return &shardedRun{b: b, n: n, spec: spec, rec: rec, resumed: resumed}
@@ -179,7 +115,7 @@ func (b *Runner) startSharded(rec *store.ShardedJob, spec client.Spec, events fu
 }
 
 // waitSharded waits for r to end, or ctx.
-func (b *Runner) waitSharded(ctx context.Context, r *shardedRun) (*ShardedJob, error) {
+func (b *Runner) waitSharded(ctx context.Context, r *shardedRun) (*store.ShardedStatus, error) {
 	if err := r.wait(ctx, "sharded job "+r.rec.ID.String()); err != nil {
 		return nil, err
 	}
@@ -207,7 +143,7 @@ func (b *Runner) ResumeShardedJobs() ([]wire.JobID, error) {
 		if err != nil {
 			return started, fmt.Errorf("sharded job %s: %w", h.ID, err)
 		}
-		var spec client.Spec
+		var spec jobs.Spec
 		if err := json.Unmarshal(rec.Terms, &spec); err != nil {
 			return started, fmt.Errorf("sharded job %s: terms: %w", h.ID, err)
 		}
@@ -227,7 +163,7 @@ func (b *Runner) ResumeShardedJobs() ([]wire.JobID, error) {
 
 // WaitShardedJob waits until the sharded job id, if under way here, ends
 // or ctx does, and returns where it stands.
-func (b *Runner) WaitShardedJob(ctx context.Context, id wire.JobID) (*ShardedJob, error) {
+func (b *Runner) WaitShardedJob(ctx context.Context, id wire.JobID) (*store.ShardedStatus, error) {
 	if err := b.sharded.waitFor(ctx, id); err != nil {
 		return nil, err
 	}
@@ -237,7 +173,7 @@ func (b *Runner) WaitShardedJob(ctx context.Context, id wire.JobID) (*ShardedJob
 // CancelShardedJob stops a sharded job that has not reached a final state
 // and records it failed: jobs of it in flight are cancelled, and it is
 // not resumed.
-func (b *Runner) CancelShardedJob(id wire.JobID) (*ShardedJob, error) {
+func (b *Runner) CancelShardedJob(id wire.JobID) (*store.ShardedStatus, error) {
 	n := b.n
 	if r, ok := b.sharded.get(id); ok {
 		r.stop()
@@ -258,7 +194,7 @@ func (b *Runner) CancelShardedJob(id wire.JobID) (*ShardedJob, error) {
 
 // ShardedJob returns where the sharded job id stands, or an error wrapping
 // store.ErrNotFound.
-func (b *Runner) ShardedJob(id wire.JobID) (*ShardedJob, error) {
+func (b *Runner) ShardedJob(id wire.JobID) (*store.ShardedStatus, error) {
 	n := b.n
 	rec, err := n.DB.ShardedJob(id)
 	if err != nil {
@@ -269,23 +205,23 @@ func (b *Runner) ShardedJob(id wire.JobID) (*ShardedJob, error) {
 
 // ShardedJobs returns the newest limit sharded jobs of the store (0: all),
 // oldest first.
-func (b *Runner) ShardedJobs(limit int) ([]*ShardedJob, error) {
+func (b *Runner) ShardedJobs(limit int) ([]*store.ShardedStatus, error) {
 	n := b.n
 	recs, err := n.DB.ShardedJobs(limit, true)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*ShardedJob, len(recs))
+	out := make([]*store.ShardedStatus, len(recs))
 	for i := range recs {
 		out[i] = b.shardedView(&recs[i])
 	}
 	return out, nil
 }
 
-// shardedView builds a ShardedJob from its record and its jobs' records.
-func (b *Runner) shardedView(rec *store.ShardedJob) *ShardedJob {
+// shardedView builds a store.ShardedStatus from its record and its jobs' records.
+func (b *Runner) shardedView(rec *store.ShardedJob) *store.ShardedStatus {
 	n := b.n
-	sj := &ShardedJob{
+	sj := &store.ShardedStatus{
 		ID: rec.ID, State: rec.State, Shards: make([]*store.Job, len(rec.Shards)), Attempts: make([]int, len(rec.Shards)),
 		Output: rec.Output, OutputSize: rec.OutputSize, Error: rec.Error,
 	}
@@ -381,7 +317,7 @@ const resumeWait = 30 * time.Second
 // providers as a part's replicas, or resumeWait passes.
 func (r *shardedRun) awaitProviders(ctx context.Context) {
 	s := r.spec
-	s.SetDefaults()
+	client.SetDefaults(&s)
 	n, want := r.n, s.Replicas
 	ctx, cancel := context.WithTimeout(ctx, resumeWait)
 	defer cancel()
@@ -531,7 +467,7 @@ func (r *shardedRun) runReduce(ctx context.Context, d blob.Digest, size int64) (
 // with put before it is submitted and its outcome after. It returns the
 // job whose output is the part's; or fail, why the part (and so the
 // sharded job) fails; or an error when it stops unfinished.
-func (r *shardedRun) runPart(ctx context.Context, s client.Spec, p store.ShardPart, put func(store.ShardPart) error, events func(jobs.Event)) (*store.Job, string, error) {
+func (r *shardedRun) runPart(ctx context.Context, s jobs.Spec, p store.ShardPart, put func(store.ShardPart) error, events func(jobs.Event)) (*store.Job, string, error) {
 	var last error
 	for attempt := 1; attempt <= shardAttempts; attempt++ {
 		p.State, p.Attempts = store.JobRunning, p.Attempts+1

@@ -13,60 +13,18 @@ import (
 	"unicode/utf8"
 
 	"github.com/infernet/infernet/node/blob"
-	"github.com/infernet/infernet/node/internal/client"
 	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
 
-// TrainSpec is a training run: Rounds rounds, each one sharded job whose
-// Shards shards all start from the current state and whose reduce turns
-// their outputs into the next state (federated averaging, DiLoCo's outer
-// step), and after each round, optionally, an evaluation job on the new
-// state whose output is the round's report.
-type TrainSpec struct {
-	// Spec is the shards' module and terms. Its Input is unused: the
-	// state takes its place (or StateData's).
-	Spec client.Spec `json:"spec"`
-	// Shards is how many shards each round has: 1 to wire.MaxShards.
-	Shards int `json:"shards"`
-	// Parallel is how many of them run at once (0: all).
-	Parallel int `json:"parallel,omitempty"`
-	// Reduce makes the next state from the shards' outputs concatenated
-	// in order. It runs under client.Spec's terms, data included.
-	Reduce ReduceSpec `json:"reduce"`
-	// Rounds is how many rounds to run: 1 to MaxTrainRounds.
-	Rounds int `json:"rounds"`
-	// State is the first round's state, a blob in the node's store; the
-	// zero digest (or the empty blob) lets the module start from its own.
-	State     blob.Digest `json:"state,omitzero"`
-	StateSize int64       `json:"state_size"`
-	// StateData, when set, hands the state to the shards and the reduce as
-	// the data blob of this name (/data/NAME) instead of as every shard's
-	// input, whose input is then empty: DiLoCo's state holds the outer
-	// momentum too, which only the reduce reads.
-	StateData string `json:"state_data,omitempty"`
-	// Eval, when set, runs after each round with the new state as its
-	// input. Its output, up to MaxTrainReport bytes of text, is the round's
-	// report, and its NAME=NUMBER words ("accuracy=0.9746 loss=0.08") or
-	// NAME NUMBER lines ("loss 0.08") are the round's metrics.
-	Eval *client.Spec `json:"eval,omitempty"`
-}
-
-const (
-	// MaxTrainRounds caps a training run's rounds.
-	MaxTrainRounds = 10_000
-	// MaxTrainReport caps the evaluation output kept as a round's report.
-	MaxTrainReport = 4 << 10
-)
-
-// check reports what is wrong with ts, before anything runs.
-func (ts *TrainSpec) check() error {
+// checkTrain reports what is wrong with ts, before anything runs.
+func checkTrain(ts *jobs.TrainSpec) error {
 	switch {
 	case ts.Shards < 1 || ts.Shards > wire.MaxShards:
 		return fmt.Errorf("training run: %d shards, want 1 to %d", ts.Shards, wire.MaxShards)
-	case ts.Rounds < 1 || ts.Rounds > MaxTrainRounds:
-		return fmt.Errorf("training run: %d rounds, want 1 to %d", ts.Rounds, MaxTrainRounds)
+	case ts.Rounds < 1 || ts.Rounds > jobs.MaxTrainRounds:
+		return fmt.Errorf("training run: %d rounds, want 1 to %d", ts.Rounds, jobs.MaxTrainRounds)
 	case ts.Reduce.Module.IsZero():
 		return errors.New("training run: no reduce module")
 	case ts.StateData != "" && (ts.State.IsZero() || ts.StateSize == 0):
@@ -80,7 +38,7 @@ func (ts *TrainSpec) check() error {
 	return nil
 }
 
-// Train runs a training run (see TrainSpec) and returns its record. Like
+// Train runs a training run (see jobs.TrainSpec) and returns its record. Like
 // SubmitSharded, the run is recorded before its first round and belongs
 // to the node, not to ctx: when ctx ends Train returns ctx's error while
 // the run goes on (WaitTrainRun, CancelTrainRun by the id of the
@@ -92,9 +50,9 @@ func (ts *TrainSpec) check() error {
 // A round whose sharded job or evaluation fails ends the run failed; the
 // last good state stays in the record. Events carry each round's progress
 // until Train returns.
-func (b *Runner) Train(ctx context.Context, ts TrainSpec, events func(jobs.Event)) (*store.TrainRun, error) {
+func (b *Runner) Train(ctx context.Context, ts jobs.TrainSpec, events func(jobs.Event)) (*store.TrainRun, error) {
 	n := b.n
-	if err := ts.check(); err != nil {
+	if err := checkTrain(&ts); err != nil {
 		return nil, err
 	}
 	terms, err := json.Marshal(ts)
@@ -178,7 +136,7 @@ func (b *Runner) ResumeTrainRuns() ([]wire.JobID, error) {
 		if _, ok := b.training.get(rec.ID); ok || rec.State.Final() {
 			continue
 		}
-		var ts TrainSpec
+		var ts jobs.TrainSpec
 		if err := json.Unmarshal(rec.Terms, &ts); err != nil {
 			return started, fmt.Errorf("training run %s: terms: %w", rec.ID, err)
 		}
@@ -197,7 +155,7 @@ type trainRun struct {
 	background
 	b     *Runner
 	n     *Config
-	spec  TrainSpec
+	spec  jobs.TrainSpec
 	rec   *store.TrainRun // owned by run's goroutine
 	empty blob.Digest     // the empty blob, stored by run
 }
@@ -205,7 +163,7 @@ type trainRun struct {
 func (t *trainRun) bg() *background { return &t.background }
 
 // startTrain runs rec in a goroutine of the node's, unless it runs already.
-func (b *Runner) startTrain(rec *store.TrainRun, ts TrainSpec, events func(jobs.Event)) (*trainRun, error) {
+func (b *Runner) startTrain(rec *store.TrainRun, ts jobs.TrainSpec, events func(jobs.Event)) (*trainRun, error) {
 	n := b.n
 	t, err := b.training.start(n, rec.ID, events, jobs.ErrTrainInterrupted, func() *trainRun {
 		return &trainRun{b: b, n: n, spec: ts, rec: rec}
@@ -273,11 +231,11 @@ func (t *trainRun) run(ctx context.Context) error {
 // round runs round r (from 0) from state: its sharded job, or the one a
 // previous run of the node left under way, then the evaluation. fail says
 // why the round failed; err is set only when the node closes.
-func (t *trainRun) round(ctx context.Context, r int, state blob.Digest, size int64) (*ShardedJob, string, error) {
+func (t *trainRun) round(ctx context.Context, r int, state blob.Digest, size int64) (*store.ShardedStatus, string, error) {
 	n, rec := t.n, t.rec
 	defer n.Blobs.Pin(state)()
 	round := &rec.Rounds[r]
-	var sj *ShardedJob
+	var sj *store.ShardedStatus
 	if round.Sharded != (wire.JobID{}) {
 		// Under way when the node stopped: it resumed with the node.
 		got, err := t.b.WaitShardedJob(ctx, round.Sharded)
@@ -329,7 +287,7 @@ func (t *trainRun) round(ctx context.Context, r int, state blob.Digest, size int
 }
 
 // shardedSpec is a round's sharded job on state.
-func (t *trainRun) shardedSpec(state blob.Digest, size int64) ShardedSpec {
+func (t *trainRun) shardedSpec(state blob.Digest, size int64) jobs.ShardedSpec {
 	spec := t.spec.Spec
 	input, inputSize := state, size
 	if name := t.spec.StateData; name != "" {
@@ -337,12 +295,12 @@ func (t *trainRun) shardedSpec(state blob.Digest, size int64) ShardedSpec {
 		spec.Data = append(slices.Clone(spec.Data), wire.DataBlob{Name: name, Digest: state, Size: size})
 		slices.SortFunc(spec.Data, func(a, b wire.DataBlob) int { return strings.Compare(a.Name, b.Name) })
 	}
-	inputs := make([]ShardInput, t.spec.Shards)
+	inputs := make([]jobs.ShardInput, t.spec.Shards)
 	for i := range inputs {
-		inputs[i] = ShardInput{Input: input, InputSize: inputSize}
+		inputs[i] = jobs.ShardInput{Input: input, InputSize: inputSize}
 	}
 	reduce := t.spec.Reduce
-	return ShardedSpec{Spec: spec, Inputs: inputs, Parallel: t.spec.Parallel, Reduce: &reduce}
+	return jobs.ShardedSpec{Spec: spec, Inputs: inputs, Parallel: t.spec.Parallel, Reduce: &reduce}
 }
 
 // eval runs the evaluation job on round's state and records its report.
@@ -364,7 +322,7 @@ func (t *trainRun) eval(ctx context.Context, r int, round *store.TrainRound) (st
 	case job.ExitCode != 0:
 		return fmt.Sprintf("evaluation: exit code %d", job.ExitCode), nil
 	}
-	out, err := n.Blobs.Head(job.Output, MaxTrainReport)
+	out, err := n.Blobs.Head(job.Output, jobs.MaxTrainReport)
 	if err != nil {
 		return "evaluation: output: " + err.Error(), nil
 	}

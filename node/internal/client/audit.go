@@ -21,7 +21,7 @@ import (
 // the job's terms: the one anchor no number of colluding identities can
 // move. A replica that disagrees with it signed a result proven wrong.
 // Clients audit the jobs whose vote no established peer decides (until
-// providers earn their place) and, with Spec.Audit, a random share of all.
+// providers earn their place) and, with jobs.Spec.Audit, a random share of all.
 
 // ErrNoAudit: this job cannot be checked by running it here.
 var ErrNoAudit = errors.New("job cannot be audited here")

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,117 +35,6 @@ import (
 	"github.com/infernet/infernet/proofs/fair"
 	"github.com/infernet/infernet/proofs/gemmproof"
 )
-
-// Spec is a job to submit: module and input as blobs already in the node's
-// store (PutBlob), and the terms.
-type Spec struct {
-	// Terms are what the job is, as its announce carries them. Zero
-	// fields take defaults: TimeoutMS 60 s, Memory 256 MiB, MaxOutput
-	// 64 MiB. Precision "tf32" or "bf16" needs tolerance mode and goes to
-	// providers that advertise it (GPUs on tensor cores); with Format set
-	// and neither Rtol nor Atol, outputs are then compared within the
-	// precision's tensor.Precision.Tolerance. Proofs runs the job in proof
-	// mode: providers prove each of its integer GEMMs (at most
-	// host.DefaultMaxProofs, in the templates of ProofTemplates; larger ops
-	// get abi.ENOPROOF), every result's proofs are verified on arrival,
-	// replicas vote on their digests, and the accepted result's proofs are
-	// kept in the job record (store.Job.Proofs); it needs
-	// Config.GemmVerifyingKey and providers with proving keys. Data are
-	// blobs in the node's store (PutBlob): every provider fetches each
-	// once. SubmitShards sets Shard and Shards.
-	wire.Terms
-	// Replicas is how many distinct providers run the job; default 2.
-	Replicas int
-	// Deadline is how long the whole job may take, reassignments included;
-	// default 2×Timeout + 30 s.
-	Deadline time.Duration
-	// Require is a requirement expression over providers' adverts.
-	Require string
-	// Price is the most this client pays per replica, millisatoshi.
-	Price uint64
-	// Collateral is what each provider stakes on its replica, millisatoshi
-	// (wire.JobAnnounce.Collateral), taken only on evidence that it lied.
-	// 0 takes the default in a paid escrow job: CollateralTimes the price;
-	// a negative value asks for none. Free mode has none.
-	Collateral int64
-	// Open announces the job on the jobs topic and takes bids from any
-	// provider, even when enough providers are known from their adverts.
-	Open bool
-	// Adaptive lets a trusted provider run the job alone (BOINC's adaptive
-	// replication): Config.SpotCheck of such jobs still get all replicas,
-	// and known-answer canaries test trusted providers now and then.
-	Adaptive bool
-	// SameBackend puts every replica on one tensor backend class. A
-	// streamed tolerance-mode job (Output set, a generation) gets it
-	// unless MixedBackends: its replicas vote byte for byte, and kernels
-	// of different classes may break a near-tie between two tokens
-	// differently, after which the texts part. (In exact mode every class
-	// runs the reference kernels.) A job verified by a check job (Check)
-	// does not: near-ties are what its check allows for (Config.CheckTie),
-	// and its generator may be of any class.
-	SameBackend bool
-	// MixedBackends lets a streamed job's replicas run on different
-	// backend classes (see SameBackend).
-	MixedBackends bool
-	// Audit is the chance that this client also runs the job itself and
-	// holds every replica to its own answer: a replica that disagrees is
-	// banned at once (`--audit P`). Jobs whose vote no established provider
-	// decides are audited whatever it is, unless Config.NoAudit.
-	Audit float64
-	// Settle is how a paid job pays: wire.SettleEscrow (default) or
-	// wire.SettleFair, which needs Config.Fair and small outputs (MaxOutput
-	// defaults to the template's capacity).
-	Settle uint8
-	// Output, if set, streams the job (wire.JobAnnounce.Stream): it is
-	// called, from one goroutine at a time and in order, with the bytes of
-	// stdout as soon as the replicas' streams decide them (see streamVote),
-	// then with the rest once the result is verified. Bytes no vote has
-	// decided are never passed, and an unverified result passes nothing
-	// more. It must not block for long: the job waits for it.
-	Output func([]byte) `json:"-"`
-	// Check, with Replicas 1, verifies the replica by a check job rather
-	// than by more replicas: Check turns the replica's output into the input
-	// of a job of the same module and terms, run by one other provider,
-	// whose output must confirm the replica's (the llama runner's
-	// verification by prefill: node/models.Check). Then the result is
-	// VerifiedByCheck if either provider is established; two newcomers'
-	// agreement counts as an unanchored vote's (audited, or unverified).
-	// If the outputs differ (or Check refuses the output), the job gets two
-	// more replicas, the vote decides as for any job, and whoever it
-	// contradicts, the replica or the checker, is outvoted.
-	Check Checker `json:"-"`
-	// Avoid are providers the job must not be assigned to.
-	Avoid []peer.ID `json:"-"`
-}
-
-// UnmarshalJSON reads a Spec as json.Marshal writes it (sharded jobs' and
-// training runs' records keep their terms so) and, from records written
-// before its terms were a wire.Terms, the run's limit as Timeout, a
-// time.Duration.
-func (s *Spec) UnmarshalJSON(b []byte) error {
-	type plain Spec // without this method
-	if err := json.Unmarshal(b, (*plain)(s)); err != nil {
-		return err
-	}
-	var old struct{ Timeout time.Duration }
-	if s.TimeoutMS == 0 && json.Unmarshal(b, &old) == nil {
-		s.TimeoutMS = old.Timeout.Milliseconds()
-	}
-	return nil
-}
-
-// Checker makes and reads the check job of a replica (Spec.Check).
-type Checker interface {
-	// Input returns the check job's input for the replica's output. tie
-	// is the near-tie bound, in logits, the check may allow where the
-	// checker's arithmetic may honestly choose another token than the
-	// replica's (0: the check is exact; see Config.CheckTie).
-	Input(output []byte, tie float32) ([]byte, error)
-	// Confirms reports whether checked, the check job's output, confirms
-	// output, the replica's, with the near-tie bound tie of Input, and how
-	// many near-ties it allowed (ties) and the largest gap among them.
-	Confirms(output, checked []byte, tie float32) (ties int, gap float32, ok bool)
-}
 
 // maxAttempts caps how many providers may fail one replica (die, go silent,
 // time out): a job that fails everywhere is reported, not retried across
@@ -306,7 +194,7 @@ type jobRun struct {
 	adaptive bool
 	// ephemeral jobs (canaries) are not recorded in the store.
 	ephemeral bool
-	// auditShare is Spec.Audit, and auditRoll the job's draw in [0, 1):
+	// auditShare is jobs.Spec.Audit, and auditRoll the job's draw in [0, 1):
 	// the job is audited when the roll falls under the share its replicas'
 	// providers call for (audited).
 	auditShare, auditRoll float64
@@ -360,12 +248,12 @@ type jobRun struct {
 	proofs map[*wire.Result][]gemmproof.Proof
 	bids   chan *offer                 // bids from the open market
 	late   map[uint8]chan *wire.Result // results delivered over wire.ProtocolResult
-	// stream holds a streamed job's replica streams (Spec.Output).
+	// stream holds a streamed job's replica streams (jobs.Spec.Output).
 	stream *streamVote
-	// checkJob is Spec.Check and spec the job's own; escalated is set once the
+	// checkJob is jobs.Spec.Check and spec the job's own; escalated is set once the
 	// check job disagreed, checker is who ran it.
-	checkJob  Checker
-	spec      Spec
+	checkJob  jobs.Checker
+	spec      jobs.Spec
 	escalated bool
 	checker   peer.ID
 }
@@ -389,7 +277,10 @@ func (j *jobRun) emit(kind string, replica int, p peer.ID, detail string) {
 	}
 }
 
-func (s *Spec) SetDefaults() {
+// SetDefaults gives s's zero fields their defaults: 2 replicas, the
+// sandbox's limits (package host, their one home), a deadline of twice the
+// run's limit and 30 s, and the precision as the wire writes it.
+func SetDefaults(s *jobs.Spec) {
 	if s.Replicas == 0 {
 		s.Replicas = 2
 	}
@@ -418,7 +309,7 @@ func (s *Spec) SetDefaults() {
 }
 
 // Announce is a new job's announcement of spec's terms, made at now.
-func (c *Client) Announce(spec Spec, now time.Time) *wire.JobAnnounce {
+func (c *Client) Announce(spec jobs.Spec, now time.Time) *wire.JobAnnounce {
 	n := c.n
 	return &wire.JobAnnounce{
 		V: wire.Version, Job: wire.NewJobID(), Client: []byte(n.Host.ID()), Terms: spec.Terms,
@@ -429,22 +320,17 @@ func (c *Client) Announce(spec Spec, now time.Time) *wire.JobAnnounce {
 	}
 }
 
-// CollateralTimes is a paid job's default collateral per replica, in
-// times its price: at the default audit share a lie then loses its
-// provider money on average (docs/verification.md, the economics).
-const CollateralTimes = 50
-
-// DefaultCollateral sets spec's default collateral: CollateralTimes its
+// DefaultCollateral sets spec's default collateral: jobs.CollateralTimes its
 // price in a paid escrow job, none in free mode or by fair exchange (whose
 // output is bought only once verified). Submit calls it; so does a job
 // handed to an aggregator, whose shards carry the collateral asked.
-func (c *Client) DefaultCollateral(spec *Spec) error {
+func (c *Client) DefaultCollateral(spec *jobs.Spec) error {
 	paid := c.n.Ledger.Paid() && spec.Price > 0 && spec.Settle == wire.SettleEscrow
 	switch {
 	case spec.Collateral > 0 && !c.n.Ledger.Paid():
 		return errors.New("collateral needs payments (lnd): this node runs in free mode")
 	case spec.Collateral == 0 && paid:
-		spec.Collateral = int64(min(spec.Price*CollateralTimes, wire.MaxCollateral))
+		spec.Collateral = int64(min(spec.Price*jobs.CollateralTimes, wire.MaxCollateral))
 	}
 	return nil
 }
@@ -456,7 +342,13 @@ func (c *Client) DefaultCollateral(spec *Spec) error {
 // compares the results. It returns the final record, whose Output blob is
 // in the node's store when the job succeeded. events, if not nil, receives
 // progress as it happens, from one goroutine at a time.
-func (c *Client) Submit(ctx context.Context, spec Spec, events func(jobs.Event)) (*store.Job, error) {
+func (c *Client) Submit(ctx context.Context, spec jobs.Spec, events func(jobs.Event)) (*store.Job, error) {
+	return c.submit(ctx, spec, nil, events)
+}
+
+// submit is Submit of a job that must not be assigned to the providers
+// avoid (a check job: not the generator's operator).
+func (c *Client) submit(ctx context.Context, spec jobs.Spec, avoid []peer.ID, events func(jobs.Event)) (*store.Job, error) {
 	n := c.n
 	if spec.Settle == wire.SettleFair {
 		if err := c.fairSpec(&spec); err != nil {
@@ -469,7 +361,7 @@ func (c *Client) Submit(ctx context.Context, spec Spec, events func(jobs.Event))
 	if spec.Output != nil && spec.Check == nil && spec.Mode == wire.ModeTolerance && !spec.MixedBackends {
 		spec.SameBackend = true // a generation's replicas vote byte for byte
 	}
-	spec.SetDefaults()
+	SetDefaults(&spec)
 	if err := c.DefaultCollateral(&spec); err != nil {
 		return nil, err
 	}
@@ -529,7 +421,7 @@ func (c *Client) Submit(ctx context.Context, spec Spec, events func(jobs.Event))
 		}
 		j.checkJob, j.spec = spec.Check, spec
 	}
-	for _, p := range spec.Avoid {
+	for _, p := range avoid {
 		j.holders[p] = true // as if it held a replica: never drawn
 	}
 	if spec.InputSize > 0 && spec.InputSize <= wire.MaxInline {

@@ -34,7 +34,7 @@ func (j *jobRun) isFair() bool { return j.ann.Settle == wire.SettleFair }
 func (j *jobRun) escrowed() bool { return j.paid() && !j.isFair() }
 
 // fairSpec checks and completes a fair-exchange job's spec on the client.
-func (c *Client) fairSpec(s *Spec) error {
+func (c *Client) fairSpec(s *jobs.Spec) error {
 	n := c.n
 	f := n.Fair
 	switch {

@@ -22,7 +22,7 @@ import (
 // until a third one decides.
 type streamVote struct {
 	established func(peer.ID) bool
-	out         func([]byte) // Spec.Output
+	out         func([]byte) // jobs.Spec.Output
 	max         int64        // the job's output limit
 
 	mu       sync.Mutex

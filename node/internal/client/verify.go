@@ -35,7 +35,7 @@ type outcome struct {
 // ones first, up to 2R+1, and a result newcomers alone agree on comes back
 // unverified. The outvoted are recorded as liars. With adaptive replication
 // a trusted provider may run the job alone, unless this job is drawn for a
-// spot check; with Spec.Audit a share of jobs is audited whatever the vote.
+// spot check; with jobs.Spec.Audit a share of jobs is audited whatever the vote.
 func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 	n := j.c.n
 	if err := j.findProviders(ctx); err != nil {
@@ -379,7 +379,7 @@ const NewRecord = 20
 
 // audited reports whether this job, run by the providers of votes (and a
 // check job's checker), is drawn for an audit: its roll falls under the
-// largest of Spec.Audit, Config.Audit, and Config.AuditNew when one of
+// largest of jobs.Spec.Audit, Config.Audit, and Config.AuditNew when one of
 // them has a new record. An attacker cannot tell which jobs are audited:
 // the roll is the client's, drawn when the job starts.
 func (j *jobRun) audited(votes []*wire.Result, others ...peer.ID) bool {
@@ -771,7 +771,7 @@ func (c *Client) sendCanary() {
 	}()
 }
 
-// runCheck runs the check job of the replica res (Spec.Check) on another
+// runCheck runs the check job of the replica res (jobs.Spec.Check) on another
 // provider and reports whether its output confirms res's.
 //
 // An exact-mode job runs on the reference kernels everywhere, bit for bit,
@@ -814,15 +814,15 @@ func (j *jobRun) runCheck(ctx context.Context, res *wire.Result) (bool, error) {
 	spec.Deadline = time.Until(time.UnixMilli(j.ann.Deadline))
 	// The checker comes from another operator: the generator's own
 	// identities would check whatever it wrote.
-	spec.Avoid = append(slices.Clone(spec.Avoid), provider)
+	avoid := []peer.ID{provider}
 	j.mu.Lock()
 	for _, c := range j.pool {
 		if c.ID != provider && n.Peers.SameOperator(c.ID, provider) {
-			spec.Avoid = append(spec.Avoid, c.ID)
+			avoid = append(avoid, c.ID)
 		}
 	}
 	j.mu.Unlock()
-	rec, err := j.c.Submit(ctx, spec, nil)
+	rec, err := j.c.submit(ctx, spec, avoid, nil)
 	if err != nil {
 		return false, fmt.Errorf("check job: %w", err)
 	}
@@ -847,7 +847,7 @@ func (j *jobRun) runCheck(ctx context.Context, res *wire.Result) (bool, error) {
 // confirms reports whether the check job rec, its accepted result
 // checker's, confirms res, whose output is out: the same output, or, with
 // a tie bound, one that differs by near-ties alone, or by the rounding of
-// logprobs (Checker.Confirms).
+// logprobs (jobs.Checker.Confirms).
 // note tells of the near-ties.
 func (j *jobRun) confirms(res *wire.Result, out []byte, rec *store.Job, checker *wire.Result, tie float32) (ok bool, note string) {
 	switch {

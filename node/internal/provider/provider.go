@@ -313,7 +313,7 @@ func (p *Provider) terms(a *wire.JobAnnounce) string {
 
 // CollateralTimes is a provider's default limit on collateral per
 // replica, in times its price: above a client's default
-// (client.CollateralTimes), so that the two meet.
+// (jobs.CollateralTimes), so that the two meet.
 const CollateralTimes = 60
 
 // maxCollateral is the most this provider stakes on a replica.

@@ -17,8 +17,8 @@ import (
 	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor/backends"
-	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/models"
 	"github.com/infernet/infernet/node/shard"
 	"github.com/infernet/infernet/node/store"
@@ -502,7 +502,7 @@ func (o *GenerateOptions) runShards(ctx context.Context, c *api.Client, req api.
 		if err != nil {
 			return &exitError{Code: ExitError, Err: err}
 		}
-		req.Shards = append(req.Shards, node.ShardInput{Input: ib.Digest, InputSize: ib.Size})
+		req.Shards = append(req.Shards, jobs.ShardInput{Input: ib.Digest, InputSize: ib.Size})
 	}
 	sj, err := c.SubmitShards(ctx, req, shardProgress(&o.SubmitOptions, len(req.Shards)))
 	if err != nil {

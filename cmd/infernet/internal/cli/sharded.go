@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/api"
 	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/shard"
@@ -78,7 +77,7 @@ func runSharded(ctx context.Context, o *SubmitOptions, req api.SubmitRequest) er
 		if err != nil {
 			return &exitError{Code: ExitError, Err: fmt.Errorf("--reduce: %w", err)}
 		}
-		req.Reduce = &node.ReduceSpec{Module: rb.Digest, ModuleSize: rb.Size}
+		req.Reduce = &jobs.ReduceSpec{Module: rb.Digest, ModuleSize: rb.Size}
 	}
 	if req.Data, err = uploadData(ctx, c, o.Data); err != nil {
 		return &exitError{Code: ExitError, Err: err}
@@ -88,7 +87,7 @@ func runSharded(ctx context.Context, o *SubmitOptions, req api.SubmitRequest) er
 		if err != nil {
 			return &exitError{Code: ExitError, Err: err}
 		}
-		req.Shards = append(req.Shards, node.ShardInput{Input: ib.Digest, InputSize: ib.Size})
+		req.Shards = append(req.Shards, jobs.ShardInput{Input: ib.Digest, InputSize: ib.Size})
 	}
 	start := time.Now()
 	sj, err := c.SubmitShards(ctx, req, shardProgress(o, len(shards)))
@@ -111,7 +110,7 @@ func runSharded(ctx context.Context, o *SubmitOptions, req api.SubmitRequest) er
 }
 
 // shardedExit maps a finished sharded job to submit's exit status.
-func shardedExit(sj *node.ShardedJob) error {
+func shardedExit(sj *store.ShardedStatus) error {
 	switch sj.State {
 	case store.JobVerified:
 		return nil
@@ -177,7 +176,7 @@ type ShardedSummary struct {
 	AggregatorFeeMsat int64  `json:"aggregator_fee_msat,omitempty"`
 }
 
-func printShardedSummary(o *SubmitOptions, sj *node.ShardedJob, elapsed time.Duration) error {
+func printShardedSummary(o *SubmitOptions, sj *store.ShardedStatus, elapsed time.Duration) error {
 	s := ShardedSummary{ID: sj.ID.String(), State: sj.State.String(), ReduceAttempts: sj.ReduceAttempts, Verified: sj.State == store.JobVerified, Attempts: sj.Attempts,
 		OutputSize: sj.OutputSize, ElapsedMS: float64(elapsed.Microseconds()) / 1000, Error: sj.Error,
 		Via: sj.Via, PaidMsat: sj.PaidMsat, AggregatorFeeMsat: sj.FeeMsat}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/api"
 	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
@@ -139,8 +138,8 @@ func (o *TrainOptions) trainRequest() (api.TrainRequest, error) {
 	switch {
 	case o.Reduce == "":
 		return api.TrainRequest{}, errors.New("--reduce is required: it makes each round's state")
-	case o.Rounds < 1 || o.Rounds > node.MaxTrainRounds:
-		return api.TrainRequest{}, fmt.Errorf("--rounds: want 1 to %d", node.MaxTrainRounds)
+	case o.Rounds < 1 || o.Rounds > jobs.MaxTrainRounds:
+		return api.TrainRequest{}, fmt.Errorf("--rounds: want 1 to %d", jobs.MaxTrainRounds)
 	case o.Shards < 1 || o.Shards > wire.MaxShards:
 		return api.TrainRequest{}, fmt.Errorf("--shards: want 1 to %d", wire.MaxShards)
 	case o.StateData != "" && o.State == "":
@@ -169,7 +168,7 @@ func (o *TrainOptions) upload(ctx context.Context, c *api.Client, req *api.Train
 	if err != nil {
 		return fmt.Errorf("--reduce: %w", err)
 	}
-	req.Job.Reduce = &node.ReduceSpec{Module: rb.Digest, ModuleSize: rb.Size}
+	req.Job.Reduce = &jobs.ReduceSpec{Module: rb.Digest, ModuleSize: rb.Size}
 	if req.Job.Data, err = uploadData(ctx, c, o.Data); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/blob/blobnet"
 	"github.com/infernet/infernet/node/gossip"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/reputation"
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/wire"
@@ -104,7 +105,7 @@ var limitTables = map[string][]limit{
 		{"node.DefaultAuditNew", node.DefaultAuditNew, "the share when a provider of the job has a new record (`node --audit-new`)"},
 		{"node.NewRecord", node.NewRecord, "proven results (or results accepted with collateral at stake) that end a new record"},
 		{"node.DefaultAuditCap", node.DefaultAuditCap, "most audits, as a share of a client's jobs (`node --audit-cap`)"},
-		{"node.CollateralTimes", node.CollateralTimes, "a paid job's default collateral per replica, in times its price (`submit --collateral`)"},
+		{"jobs.CollateralTimes", jobs.CollateralTimes, "a paid job's default collateral per replica, in times its price (`submit --collateral`)"},
 		{"node.ProviderCollateralTimes", node.ProviderCollateralTimes, "a provider's default limit on collateral, in times its price (`node --max-collateral`)"},
 		{"node.DefaultCanary", node.DefaultCanary, "share of adaptive jobs after which a known-answer job goes to a trusted provider"},
 		{"node.DefaultCheckTie", node.DefaultCheckTie, "near-tie bound of a check job, in logits (`--check-tie`)"},
