@@ -462,9 +462,6 @@ func sameButLogprobs(a, b []byte, bound float32) bool {
 
 // encodeEvent encodes e as the runner does, without the newline.
 func encodeEvent(e llama.Event) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.Encode(e) // an event decoded from JSON encodes
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	b, _ := e.Line() // an event decoded from JSON encodes
+	return bytes.TrimSuffix(b, []byte("\n"))
 }

@@ -206,3 +206,21 @@ func TestLogprobsAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestEventLine: an event's line is the runner's bytes, which checks compare
+// byte for byte: JSON without HTML escaping, one newline at its end.
+func TestEventLine(t *testing.T) {
+	for _, tt := range []struct {
+		e    llama.Event
+		want string
+	}{
+		{llama.Event{ID: 1, Text: "<b>&", Token: 7}, `{"id":1,"text":"<b>&","token":7}` + "\n"},
+		{llama.Event{ID: 2, Done: true, Stop: "eos", CompletionTokens: 3}, `{"id":2,"done":true,"completion_tokens":3,"stop":"eos"}` + "\n"},
+		{llama.Event{Text: "a\nb"}, `{"id":0,"text":"a\nb"}` + "\n"},
+	} {
+		b, err := tt.e.Line()
+		if err != nil || string(b) != tt.want {
+			t.Errorf("%+v: %q, %v; want %q", tt.e, b, err, tt.want)
+		}
+	}
+}

@@ -43,7 +43,11 @@
 // malformed file with an error wrapping ErrFormat.
 package llama
 
-import "fmt"
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
 
 // Data file names the runner reads (under /data).
 const (
@@ -182,4 +186,17 @@ type Event struct {
 	// (node/models.Check.Confirms strips them).
 	Ties   int     `json:"ties,omitempty"`
 	TieGap float32 `json:"tie_gap,omitempty"`
+}
+
+// Line is the event as the runner writes it: one line of JSON, without
+// HTML escaping ("<" stays "<"), ending in a newline. A verifier that
+// compares an event's bytes encodes the event it read with Line.
+func (e Event) Line() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(e); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }

@@ -196,9 +196,13 @@ func (r *runner) kvFor(rows int) error {
 
 // serve answers the requests of in, one per line, writing events to out.
 func (r *runner) serve(in io.Reader, out io.Writer) error {
-	enc := json.NewEncoder(out) // one Write per event: unbuffered
-	enc.SetEscapeHTML(false)
-	emit := func(e llama.Event) error { return enc.Encode(e) }
+	emit := func(e llama.Event) error { // one Write per event: unbuffered
+		b, err := e.Line()
+		if err == nil {
+			_, err = out.Write(b)
+		}
+		return err
+	}
 	br := bufio.NewReaderSize(in, 1<<16)
 	for {
 		line, err := readLine(br)
