@@ -33,8 +33,11 @@ vet:
 # Unit and integration tests: real wazero, real guests from testdata/, real
 # libp2p nodes on loopback; node processes built with fault injection; then
 # the Lightning tests (see test-payments).
+# -parallel 8: the tests marked t.Parallel are those that wait far more than
+# they compute (a stalled provider's timeout, an eclipsed client's bid
+# window, a colluding ring): they run together, beside the CPU-bound ones.
 test: deps vet
-	$(GO) test -count=1 -timeout 30m $(PKGS)
+	$(GO) test -count=1 -timeout 30m -parallel 8 $(PKGS)
 	$(GO) test -count=1 -tags faults -run TestFaults ./cmd/infernet/itest/
 	@$(MAKE) --no-print-directory fuzz FUZZCOUNT=1
 	@$(MAKE) --no-print-directory test-payments

@@ -51,6 +51,7 @@ func startAggregator(t *testing.T, net *testNet, tweak func(*Config)) *Node {
 // shard's results are caught; one whose fee is over the client's limit is
 // refused.
 func TestAggregator(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	net := startNetwork(t, 3, nil)
 	ctx := context.Background()
 	module := readTestdata(t, "jobs/lines/lines.wasm")

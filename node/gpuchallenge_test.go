@@ -28,6 +28,7 @@ var fakeH200 = wire.GPU{Name: "NVIDIA H200", MemoryBytes: 141 << 30, SMs: 132, C
 // requires a GPU: it fails the challenge, is banned, and the jobs fail
 // for want of providers.
 func TestGPUChallengeFakeGPU(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	net, bad := hostileNetwork(t, 2, 1, func() *faults.Faults { return &faults.Faults{ClaimGPUs: []wire.GPU{fakeH200}} }, func(c *Config) {
 		if c.Faults != nil {
 			c.Backend = "cpu" // what it has; its advert says an H200 and cuda

@@ -359,6 +359,7 @@ func TestHostileSlowBlobs(t *testing.T) {
 // its own. The provider's blobs never pass its quota (the least recently
 // used are evicted), and an honest job still verifies.
 func TestHostileDiskQuota(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	const quota = 6 << 20
 	net := startNetwork(t, 1, func(c *Config) { c.BlobQuota = quota })
 	p := net.providers[0]
@@ -391,6 +392,7 @@ func TestHostileDiskQuota(t *testing.T) {
 // compiling, as a deterministic stop every replica agrees on, and an
 // honest job still verifies.
 func TestHostileCompileBomb(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	net := startNetwork(t, 2, nil)
 	atk := joinNode(t, net)
 	ctx := context.Background()
@@ -419,6 +421,7 @@ func TestHostileCompileBomb(t *testing.T) {
 // and ones that are too costly to compile or run. Every provider stays up
 // and an honest job still verifies.
 func TestHostileRequirement(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	net := startNetwork(t, 2, nil)
 	atk := joinNode(t, net)
 	ctx := context.Background()
@@ -453,6 +456,7 @@ func TestHostileRequirement(t *testing.T) {
 // input, and any peer could fetch it by digest.) The job still verifies,
 // and its providers did get the input.
 func TestHostileSpy(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	net := startNetwork(t, 2, nil)
 	spy := joinNode(t, net)
 	ctx := context.Background()

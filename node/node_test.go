@@ -218,6 +218,7 @@ func TestSubmitTwoReplicas(t *testing.T) {
 }
 
 func TestProviderDiesMidJob(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	net := startNetwork(t, 3, nil)
 	module := readTestdata(t, "jobs/cpu/cpu.wasm")
 	input := []byte("700 1000") // long enough to kill a provider while it runs
@@ -298,6 +299,7 @@ func TestNewFails(t *testing.T) {
 // TestRunLongerThanHandshake: a run that outlasts the handshake timeout
 // (the deadline of the assign's read) is not cut short by it.
 func TestRunLongerThanHandshake(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	net := startNetwork(t, 2, func(c *Config) {
 		if c.Provide {
 			c.Faults = &faults.Faults{Slow: peers.HandshakeTimeout + time.Second}
@@ -355,6 +357,7 @@ func TestDeterministicFailureIsAResult(t *testing.T) {
 }
 
 func TestNoMatchingProviders(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	net := startNetwork(t, 2, nil)
 	s := spec(t, net.client, readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("40 40"))
 	s.Require = "vram >= 16"

@@ -45,8 +45,10 @@ func operatorNetwork(t *testing.T, honest, identities int, attack func() *faults
 // operators: the attacker never holds every replica, never gets to lie
 // unseen, and nothing it does graduates its own identities.
 func TestHostileOperatorEarnThenBetray(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	for _, k := range []int{4, 8} {
 		t.Run(fmt.Sprintf("%d identities", k), func(t *testing.T) {
+			t.Parallel()
 			ring := &faults.Ring{}
 			net, bad := operatorNetwork(t, 3, k, func() *faults.Faults {
 				return &faults.Faults{Lie: 1, Collude: true, HonestFor: 8, Ring: ring}
@@ -192,6 +194,7 @@ func TestHostileOperatorClientWork(t *testing.T) {
 // 19, returned the wrong output as verified. Now the two are one operator:
 // no job gets its two replicas, and the client says why.
 func TestHostileOperatorEclipse(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	ring := &faults.Ring{}
 	net, _ := operatorNetwork(t, 0, 2, func() *faults.Faults {
 		return &faults.Faults{Lie: 1, Collude: true, HonestFor: 6, Ring: ring}
@@ -216,8 +219,10 @@ func TestHostileOperatorEclipse(t *testing.T) {
 // (Book.Eclipsed), so replicas verify nothing: the client audits (within
 // its cap) or returns the job unverified, saying why.
 func TestHostileEclipseAcrossNetworks(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	for _, noAudit := range []bool{false, true} {
 		t.Run(fmt.Sprintf("no audit %v", noAudit), func(t *testing.T) {
+			t.Parallel()
 			ring := &faults.Ring{}
 			net, bad := hostileNetwork(t, 0, 2, func() *faults.Faults {
 				return &faults.Faults{Lie: 1, Collude: true, HonestFor: 6, Ring: ring}

@@ -74,6 +74,7 @@ func fakeGPUSandbox(t *testing.T) (*ihost.Sandbox, *backends.Set) {
 // anything is announced; a numeric comparison without a tolerance of its
 // own gets the precision's.
 func TestPrecision(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	sb, set := fakeGPUSandbox(t)
 	i := 0
 	net := startNetwork(t, 3, func(c *Config) {

@@ -277,6 +277,7 @@ func TestProofModeTampered(t *testing.T) {
 // anything is recorded; a provider without proving keys declines with a
 // reason; a provider handed a sandbox bids with that sandbox's keys.
 func TestProofModeRefusals(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	net := startNetwork(t, 1, nil)
 	s, _ := catJob(t, net.client, 0)
 	s.Proofs = true

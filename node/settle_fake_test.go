@@ -221,6 +221,7 @@ func onFirst(op paymentstest.Op, do func(ctx context.Context) error) func(contex
 // sweep ends each payment once: cancelled when the job was cut short,
 // settled when the job had verified and the release was recorded.
 func TestFakeLndClientCrashBetweenHoldAndSettle(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	for _, tc := range []struct {
 		name    string
 		settled int
@@ -341,6 +342,7 @@ func TestFakeLndClientCrashWithStakeLocked(t *testing.T) {
 // has not seen the payment end), and once it is back the sweeps end each
 // payment settled, once.
 func TestFakeLndGoneMidSettlement(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	for _, tc := range []struct {
 		name string
 		// gone is the fake lnd that goes away; meanwhile checks the records
@@ -407,6 +409,7 @@ func TestFakeLndGoneMidSettlement(t *testing.T) {
 //   - a provider stops after it recorded the client's preimage and before
 //     its lnd settled: started again, its sweep settles from the record.
 func TestFakeLndFaults(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	t.Run("payment call fails", func(t *testing.T) {
 		f := newFakePaid(t, func(c *Config) {
 			if !c.Provide {

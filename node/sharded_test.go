@@ -36,6 +36,7 @@ func shardInputs(tb testing.TB, n *Node, input []byte, shards int) []jobs.ShardI
 // verifies on its own and the merged output is the module's output on the
 // whole input.
 func TestShardedJob(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	net := startNetwork(t, 5, func(c *Config) {
 		if c.Provide {
 			c.Faults = &faults.Faults{Slow: 500 * time.Millisecond} // long enough to die mid-run
@@ -161,6 +162,7 @@ func linesInput(n int) []byte {
 // reduce run locally on the whole input. The reduce job is shard 0 of 1
 // with its own arguments.
 func TestShardedReduce(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	net := startNetwork(t, 3, nil)
 	ctx := context.Background()
 	mapper, reducer := readTestdata(t, "jobs/lines/lines.wasm"), readTestdata(t, "jobs/sum/sum.wasm")
@@ -232,6 +234,7 @@ func TestShardedReduce(t *testing.T) {
 // shards in flight are submitted again; the output is map+reduce of the
 // whole input.
 func TestShardedResume(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	net := startNetwork(t, 3, func(c *Config) {
 		if c.Provide {
 			c.Faults = &faults.Faults{Slow: 300 * time.Millisecond}

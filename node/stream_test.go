@@ -231,6 +231,7 @@ func TestCheckJobOfNewcomers(t *testing.T) {
 // the whole completion before either replica (slowed by 15 s) has
 // answered; the replicas then agree with it and the job is verified.
 func TestStreamedFromOwnRun(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	if len(llama.Runner()) == 0 {
 		t.Skip("no runner in this build")
 	}

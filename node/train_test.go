@@ -66,6 +66,7 @@ func checkToyRounds(t *testing.T, c *Node, rec *store.TrainRun, first []byte, sh
 // TestTrain: three rounds chain their states, each round's sharded job
 // and evaluation are verified, and the events name their rounds.
 func TestTrain(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	net := startNetwork(t, 3, nil)
 	c := net.client
 	first := []byte("1\n")
@@ -136,6 +137,7 @@ func TestTrainStateAsData(t *testing.T) {
 // when it starts again on the same data directory: the round done before
 // is not run again, and the run ends as if never interrupted.
 func TestTrainResume(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	net := startNetwork(t, 3, func(c *Config) {
 		if c.Provide {
 			c.Faults = &faults.Faults{Slow: 200 * time.Millisecond}

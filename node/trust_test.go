@@ -157,6 +157,7 @@ func TestHostileColluders(t *testing.T) {
 // free slots each (the honest claim 2). Before, a newcomer ranked first
 // and ties went to the most free slots claimed: 40 of 40 jobs were wrong.
 func TestHostileColludersClaimingSlots(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	net, bad := hostileNetwork(t, 3, 2, func() *faults.Faults { return &faults.Faults{Lie: 1, Collude: true} }, func(c *Config) {
 		if c.Faults != nil {
 			c.Slots = 16
@@ -196,6 +197,7 @@ func TestHostileColludersWithoutAudit(t *testing.T) {
 // Now established providers outvote it (and audits catch it while all are
 // newcomers): nothing wrong is accepted and it ends banned.
 func TestHostileEstablishedThenLying(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	net, bad := hostileNetwork(t, 3, 1, func() *faults.Faults { return &faults.Faults{Lie: 1, HonestFor: 25} }, nil)
 	c := net.client
 	// Replicas are drawn at random: jobs go on, 20 at a time, until the
@@ -227,6 +229,7 @@ func TestHostileEstablishedThenLying(t *testing.T) {
 // challenge, it is convicted before its first job instead (see
 // TestGPUChallengeFakeGPU for exact mode, where only the challenge helps).
 func TestHostileFakeGPU(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	h200 := wire.GPU{Name: "NVIDIA H200", MemoryBytes: 141 << 30, SMs: 132, ComputeMajor: 9}
 	net, bad := hostileNetwork(t, 2, 1, func() *faults.Faults { return &faults.Faults{ClaimGPUs: []wire.GPU{h200}} }, func(c *Config) {
 		if c.Faults != nil {
@@ -261,6 +264,7 @@ func TestHostileFakeGPU(t *testing.T) {
 // staller lost nothing. Now a replica not answered within its run's time
 // limit and a grace is reassigned and counted as lost.
 func TestHostileStall(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	net, bad := hostileNetwork(t, 3, 1, func() *faults.Faults { return &faults.Faults{Stall: true} }, nil)
 	c := net.client
 	var staller peer.ID

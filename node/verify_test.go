@@ -83,6 +83,7 @@ func TestLiarsAreOutvotedAndBanned(t *testing.T) {
 // and after warm-up the compute per accepted result, replicas and the
 // client's audits together, stays under 1.3×.
 func TestAdaptiveReplication(t *testing.T) {
+	t.Parallel() // waits far more than it computes
 	if testing.Short() {
 		t.Skip("500 jobs")
 	}
