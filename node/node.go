@@ -122,34 +122,76 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 			started.Close()
 		}
 	}()
+	if err = n.openStorage(ctx); err != nil {
+		return nil, err
+	}
+	if err = n.startHost(); err != nil {
+		return nil, err
+	}
+	if err = n.startPeers(); err != nil {
+		return nil, err
+	}
+	if err = n.startRoles(ctx); err != nil {
+		return nil, err
+	}
+	if err = n.startGossip(ctx); err != nil {
+		return nil, err
+	}
+	if f := cfg.Faults; f != nil && (f.Lie > 0 || f.Silent > 0 || f.Slow > 0 || f.Withhold || f.TamperProofs || f.Aggregate != "") {
+		n.log.Warn("FAULT INJECTION: this node misbehaves on purpose", "lie", f.Lie, "silent", f.Silent, "slow", f.Slow,
+			"withhold", f.Withhold, "tamper-proofs", f.TamperProofs, "aggregate", f.Aggregate)
+	}
+	if err = n.recover(); err != nil {
+		return nil, err
+	}
+	// After recover, which marks the jobs that were in flight failed.
+	if _, err = n.ResumeShardedJobs(); err != nil {
+		return nil, err
+	}
+	if _, err = n.ResumeTrainRuns(); err != nil {
+		return nil, err
+	}
+	n.serve()
+	return n, nil
+}
+
+// openStorage opens what the node keeps on disk (its identity, database,
+// blob store and models) and dials its Lightning node.
+func (n *Node) openStorage(ctx context.Context) (err error) {
+	cfg := n.cfg
 	var id peer.ID
 	if n.key, id, err = LoadIdentity(cfg.DataDir); err != nil {
-		return nil, err
+		return err
 	}
 	n.log = cfg.Logger.With("node", id.ShortString())
 	if n.db, err = store.Open(filepath.Join(cfg.DataDir, "node.db")); err != nil {
-		return nil, err
+		return err
 	}
 	n.db.OnWrite(n.changes.Poke)
 	// Named models' blobs are never evicted (n.models is set before
 	// anything is stored).
 	keep := func(d blob.Digest) bool { return n.models.Holds(d) }
 	if n.blobs, err = blob.OpenStore(filepath.Join(cfg.DataDir, "blobs"), blob.WithQuota(cfg.BlobQuota), blob.WithKeep(keep)); err != nil {
-		return nil, err
+		return err
 	}
 	if n.models, err = models.New(n.db, n.blobs); err != nil {
-		return nil, err
+		return err
 	}
 	if n.lnd = cfg.Payments; n.lnd == nil && cfg.Lnd.Enabled() {
 		lnd, err := payments.Dial(ctx, cfg.Lnd)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		n.lnd = lnd // not before: a nil *Client is a non-nil interface
 	}
-	if err = n.startHost(); err != nil {
-		return nil, err
-	}
+	return nil
+}
+
+// startPeers starts the peer layer on the host: streams, the peer book
+// (with the network groups peers connect from), the ledger and the blob
+// service.
+func (n *Node) startPeers() (err error) {
+	cfg := n.cfg
 	n.streams = peers.NewStreams(n.host)
 	n.peers = peers.NewBook(n.db, n.host.ID(), cfg.Reputation, cfg.MaxPeers, cfg.Trust, n.log)
 	n.peers.Reachable = func(id peer.ID) bool {
@@ -170,16 +212,21 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.ledger = settle.New(n.ctx, settle.Config{Lightning: n.lnd, DB: n.db, Blobs: n.blobs, Peers: n.peers,
 		Streams: n.streams, Fair: cfg.Fair, Sweep: cfg.PaymentSweep, Logger: n.log})
 	if err = n.peers.Load(); err != nil {
-		return nil, err
+		return err
 	}
-	if n.blobSvc, err = blobnet.NewService(blobnet.Config{Host: n.host, Store: n.blobs, Routing: n.dht, Logger: n.log, Allow: n.access.Allow,
+	n.blobSvc, err = blobnet.NewService(blobnet.Config{Host: n.host, Store: n.blobs, Routing: n.dht, Logger: n.log, Allow: n.access.Allow,
 		OnFetch: func(st blobnet.FetchStats) {
 			if st.Err == nil {
 				n.blobsFetched.Add(1)
 			}
-		}}); err != nil {
-		return nil, err
-	}
+		}})
+	return err
+}
+
+// startRoles builds the roles from the parts they share: the client, the
+// batch runner and, with Config.Provide, the provider.
+func (n *Node) startRoles(ctx context.Context) (err error) {
+	cfg := n.cfg
 	ps := parts.Parts{Host: n.host, Blobs: n.blobs, BlobSvc: n.blobSvc, Access: n.access, DB: n.db, Peers: n.peers,
 		Streams: n.streams, Ledger: n.ledger, Changes: &n.changes, Logger: n.log, Life: n.ctx, Group: &n.wg}
 	n.client = client.New(client.Config{
@@ -196,54 +243,50 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		AggregatorFee: cfg.AggregatorFee, AdvertInterval: cfg.AdvertInterval, Faults: cfg.Faults,
 		Parts: ps, Client: n.client, FetchBlob: n.FetchBlob, PublishBlob: n.Publish,
 	})
-	if cfg.Provide {
-		if n.provider, err = provider.New(ctx, provider.Config{
-			Slots: cfg.Slots, Queue: cfg.Queue, MaxPerClient: cfg.MaxPerClient, Price: cfg.Price, MaxCollateral: cfg.MaxCollateral, MaxMemory: cfg.MaxMemory,
-			MaxOutput: cfg.MaxOutput, MaxModule: cfg.MaxModule, MaxInput: cfg.MaxInput, MaxData: cfg.MaxData,
-			BlobQuota: cfg.BlobQuota, MaxTimeout: cfg.MaxTimeout, MaxDeadline: cfg.MaxDeadline,
-			AdvertInterval: cfg.AdvertInterval, Heartbeat: cfg.Heartbeat, DataDir: cfg.DataDir,
-			Runtime: n.runtime(), Sandbox: cfg.Sandbox, Backends: cfg.Backends, Fair: cfg.Fair, Faults: cfg.Faults,
-			Software: Software(), Parts: ps, Key: n.key,
-			Publish: func(ctx context.Context, a *wire.CapabilityAdvert) error { return n.gossip.PublishAdvert(ctx, a) },
-			Provide: n.provideAsync,
-		}); err != nil {
-			return nil, err
-		}
+	if !cfg.Provide {
+		return nil
 	}
+	n.provider, err = provider.New(ctx, provider.Config{
+		Slots: cfg.Slots, Queue: cfg.Queue, MaxPerClient: cfg.MaxPerClient, Price: cfg.Price, MaxCollateral: cfg.MaxCollateral, MaxMemory: cfg.MaxMemory,
+		MaxOutput: cfg.MaxOutput, MaxModule: cfg.MaxModule, MaxInput: cfg.MaxInput, MaxData: cfg.MaxData,
+		BlobQuota: cfg.BlobQuota, MaxTimeout: cfg.MaxTimeout, MaxDeadline: cfg.MaxDeadline,
+		AdvertInterval: cfg.AdvertInterval, Heartbeat: cfg.Heartbeat, DataDir: cfg.DataDir,
+		Runtime: n.runtime(), Sandbox: cfg.Sandbox, Backends: cfg.Backends, Fair: cfg.Fair, Faults: cfg.Faults,
+		Software: Software(), Parts: ps, Key: n.key,
+		Publish: func(ctx context.Context, a *wire.CapabilityAdvert) error { return n.gossip.PublishAdvert(ctx, a) },
+		Provide: n.provideAsync,
+	})
+	return err
+}
+
+// startGossip joins the gossip topics, dials the bootstrap peers and, with
+// Config.MDNS, finds peers on the local network.
+func (n *Node) startGossip(ctx context.Context) (err error) {
 	if n.gossip, err = gossip.New(n.ctx, gossip.Config{
 		Host:       n.host,
 		OnAnnounce: n.onAnnounce,
 		OnAdvert:   n.peers.OnAdvert,
 		OnPeerJoin: n.onPeerJoin,
 		AppScore:   n.peers.AppScore,
-		Heartbeat:  cfg.GossipHeartbeat,
+		Heartbeat:  n.cfg.GossipHeartbeat,
 		Logger:     n.log,
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	if err = n.bootstrap(ctx); err != nil {
-		return nil, err
+		return err
 	}
-	if cfg.MDNS {
+	if n.cfg.MDNS {
 		n.mdns = mdns.NewMdnsService(n.host, "infernet", mdnsNotifee{n})
 		if err = n.mdns.Start(); err != nil {
-			return nil, fmt.Errorf("mdns: %w", err)
+			return fmt.Errorf("mdns: %w", err)
 		}
 	}
-	if f := cfg.Faults; f != nil && (f.Lie > 0 || f.Silent > 0 || f.Slow > 0 || f.Withhold || f.TamperProofs || f.Aggregate != "") {
-		n.log.Warn("FAULT INJECTION: this node misbehaves on purpose", "lie", f.Lie, "silent", f.Silent, "slow", f.Slow,
-			"withhold", f.Withhold, "tamper-proofs", f.TamperProofs, "aggregate", f.Aggregate)
-	}
-	if err = n.recover(); err != nil {
-		return nil, err
-	}
-	// After recover, which marks the jobs that were in flight failed.
-	if _, err = n.ResumeShardedJobs(); err != nil {
-		return nil, err
-	}
-	if _, err = n.ResumeTrainRuns(); err != nil {
-		return nil, err
-	}
+	return nil
+}
+
+// serve opens the protocols that need the whole node and starts its loops.
+func (n *Node) serve() {
 	if n.lnd != nil {
 		n.host.SetStreamHandler(wire.ProtocolSettle, n.ledger.HandleSettle)
 		n.ledger.Start() // its first round finishes what a previous run left
@@ -252,16 +295,15 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		n.wg.Add(1)
 		go n.provider.AdvertLoop()
 	}
-	if cfg.Aggregator {
+	if n.cfg.Aggregator {
 		n.host.SetStreamHandler(wire.ProtocolAggregate, n.batch.HandleAggregate)
 	}
 	n.wg.Add(2)
 	go n.gcLoop()
 	go n.peerFlushLoop()
-	if cfg.WarmRunner {
+	if n.cfg.WarmRunner {
 		n.wg.Go(n.warmRunner)
 	}
-	return n, nil
 }
 
 // warmRunner compiles the built-in llama runner for the memory limits its
