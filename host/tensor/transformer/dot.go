@@ -104,6 +104,12 @@ type kernelSet struct {
 	// nx ≤ maxXRows rows of x packed by packRows, with gemv's bits: the
 	// multi-row kernel of matMulQ8Rows.
 	q8Rows func(out, x []float32, w []byte, k, rows, stride, nx, ldo int)
+	// rows4, if set, is rowDot for rows weight rows of type dt (stored
+	// one after the other) against the four rows of x packed in p:
+	// out[r·ldo + j] for x row r and weight row j, with the same bits; ok
+	// is false for the types it lacks (rows 0: only ok is reported). The
+	// multi-row kernel of intGemm.
+	rows4 func(dt abi.DType, out []float32, p *act4, w []byte, rows, ldo int) (ok bool)
 }
 
 // maxXRows is the most rows of x one q8Rows call takes.

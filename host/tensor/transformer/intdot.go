@@ -87,6 +87,33 @@ func quantizeAct(x []float32, bs int, a *q8Act) {
 	}
 }
 
+// act4 is four rows of x quantized in blocks of 256 (quantizeAct), packed
+// for the multi-row kernels (kernelSet.rows4): for each super-block in
+// turn, the four rows' 256 qs one after the other, in d their four scales,
+// and in sums their 16 sums per 16 values each as int16 (|Σ| ≤ 16·127).
+type act4 struct {
+	qs   []int8
+	d    []float32
+	sums []int16
+}
+
+// packAct4 packs the four rows a (blocks of 256) into p.
+func packAct4(a []q8Act, p *act4) {
+	k := len(a[0].qs)
+	nsb := k / 256
+	p.qs, p.d, p.sums = grow(p.qs, 4*k), grow(p.d, 4*nsb), grow(p.sums, 4*k/16)
+	for sb := range nsb {
+		for r := range 4 {
+			o := sb*4 + r
+			copy(p.qs[o*256:(o+1)*256], a[r].qs[sb*256:])
+			p.d[o] = a[r].d[sb]
+			for g, v := range a[r].sums[sb*16 : sb*16+16] {
+				p.sums[o*16+g] = int16(v)
+			}
+		}
+	}
+}
+
 // grow returns s resliced to n elements, reallocated if too short.
 func grow[T any](s []T, n int) []T {
 	if cap(s) < n {
@@ -311,15 +338,27 @@ func intGemm(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float
 	}
 	wb, rb, ng := w.bytes(), rowBytes(w.Type, k), groups(w.Type, k)
 	block := max(4, min(blockBytes/rb, blockWork/(t*k))&^3)
+	// Rows of x in fours go to the multi-row kernel, if there is one for
+	// the type: each weight block is decoded once for four x rows.
+	var packs []act4
+	if ks.rows4 != nil && t >= 4 && ks.rows4(w.Type, nil, nil, nil, 0, n) {
+		packs = make([]act4, t/4)
+		for g := range packs {
+			packAct4(acts[4*g:4*g+4], &packs[g])
+		}
+	}
 	// Each weight row's scales are decoded once, and every x row passes
 	// over it while it is in cache (a prompt's rows: prefill).
 	return par.ForBlocks(ctx, threads, n, block, func(lo, hi int) error {
+		for g := range packs {
+			ks.rows4(w.Type, out[4*g*n+lo:], &packs[g], wb[lo*rb:hi*rb], hi-lo, n)
+		}
 		s := make([]int32, ng)
 		var rs rowScales
 		for j := lo; j < hi; j++ {
 			row := wb[j*rb : (j+1)*rb]
 			decoded := false
-			for r := range t {
+			for r := 4 * len(packs); r < t; r++ {
 				a := &acts[r]
 				if ks.rowDot != nil {
 					if v, ok := ks.rowDot(w.Type, row, a); ok {

@@ -2,7 +2,10 @@
 
 package transformer
 
-import "github.com/infernet/infernet/abi"
+import (
+	"github.com/infernet/infernet/abi"
+	"golang.org/x/sys/cpu"
+)
 
 // The AVX2 block sums (intdot_amd64.s): the integer part of the integer
 // kernels, the same int32 as blockSumsGo.
@@ -42,6 +45,36 @@ func sumsQ6KAVX2(w *byte, x *int8, n int, out *int32)
 
 //go:noescape
 func sumsQ4KAVX2(w *byte, x *int8, n int, out *int32)
+
+//go:noescape
+func q4KR4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
+
+//go:noescape
+func q4KR4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
+
+// r4Func is the signature of the multi-row kernels.
+type r4Func func(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
+
+// rows4Asm returns a kernelSet.rows4 of the multi-row kernels q4K (for
+// Q4_K). The lengths are checked here: the assembly must never read or
+// write past a slice.
+func rows4Asm(q4K r4Func) func(dt abi.DType, out []float32, p *act4, w []byte, rows, ldo int) bool {
+	return func(dt abi.DType, out []float32, p *act4, w []byte, rows, ldo int) bool {
+		if dt != abi.Q4_K {
+			return false
+		}
+		if rows == 0 {
+			return true
+		}
+		k := len(p.qs) / 4
+		if k == 0 || k%256 != 0 || len(w) < rows*rowBytes(dt, k) || len(p.d) < 4*(k/256) || len(p.sums) < 4*(k/16) ||
+			ldo < rows || len(out) < 3*ldo+rows {
+			panic("transformer: rows4: short buffers")
+		}
+		q4K(&out[0], &w[0], &p.qs[0], &p.d[0], &p.sums[0], k/256, rows, 4*ldo)
+		return true
+	}
+}
 
 // blockSumsAVX2 is blockSumsGo in assembly. The lengths are checked here: the assembly must never
 // read past a slice.
@@ -119,5 +152,11 @@ func init() {
 	// AVX2 integer kernels.
 	for _, ks := range []*kernelSet{avx2Kernels, avx512Kernels} {
 		ks.blockSums, ks.rowDot, ks.dequantRow = blockSumsAVX2, rowDotAVX2, dequantRowAVX2
+		ks.rows4 = rows4Asm(q4KR4AVX2)
+	}
+	// AVX512-VNNI (on ymm: AVX512VL) multiplies and adds int16 pairs in
+	// one instruction.
+	if cpu.X86.HasAVX512VNNI && cpu.X86.HasAVX512VL {
+		avx512Kernels.rows4 = rows4Asm(q4KR4VNNI)
 	}
 }

@@ -181,6 +181,138 @@
 	VMOVD AX, X13; \
 	VPBROADCASTD X13, Y13
 
+// The multi-row kernels (q4KR4*): one weight row against four rows of x
+// packed by packAct4, per super-block the four rows' 256 int8 in turn
+// (1024 bytes), their four float32 scales (16 bytes) and their sums per
+// 16 as int16 (128 bytes), so that each weight block is decoded once for
+// four x rows. The float part runs in an xmm of four lanes, one per x row,
+// in intDot's order and rounding (VCVTDQ2PS, VMULPS, VSUBPS and VADDPS
+// round each lane as the scalar ops do).
+
+// MADDAVX2 adds to acc the int32 pair sums of the int16 products of a and
+// s (VPMADDWD, then VPADDD), clobbering a; MADDVNNI is the same in one
+// AVX512-VNNI instruction (VPDPWSSD, EVEX on ymm: AVX512VL).
+#define MADDAVX2(s, a, acc) \
+	VPMADDWD s, a, a; \
+	VPADDD a, acc, acc
+
+#define MADDVNNI(s, a, acc) \
+	VPDPWSSD s, a, acc
+
+// R4REDUCE leaves in XA the four int32 sums of the 8 lanes of YA, YB, YC
+// and YD (one x row each), in order, using XB.
+#define R4REDUCE(YA, YB, YC, YD, XA, XB) \
+	VPHADDD YB, YA, YA; \
+	VPHADDD YD, YC, YC; \
+	VPHADDD YC, YA, YA; \
+	VEXTRACTI128 $1, YA, XB; \
+	VPADDD XB, XA, XA
+
+// Q4KR4PAIR adds to Y8…Y11 (x rows 0…3) the int32 products sc·w·x of
+// sub-blocks 2i and 2i+1 of the Q4_K super-block at SI: the 32 bytes of
+// nibbles at off(SI) against each row's 64 int8 at xo(DI) (rows 256 bytes
+// apart), the scales the int16 at s0(SP) and s1(SP); M is MADDAVX2 or
+// MADDVNNI.
+#define Q4KR4PAIR(M, off, xo, s0, s1) \
+	VMOVDQU off(SI), Y2; \
+	VPSRLW $4, Y2, Y3; \
+	VPAND Y14, Y2, Y2; \
+	VPAND Y14, Y3, Y3; \
+	VPBROADCASTW s0(SP), Y4; \
+	VPBROADCASTW s1(SP), Y5; \
+	VPMADDUBSW xo(DI), Y2, Y6; \
+	VPMADDUBSW xo+32(DI), Y3, Y7; \
+	M(Y4, Y6, Y8); \
+	M(Y5, Y7, Y8); \
+	VPMADDUBSW xo+256(DI), Y2, Y6; \
+	VPMADDUBSW xo+288(DI), Y3, Y7; \
+	M(Y4, Y6, Y9); \
+	M(Y5, Y7, Y9); \
+	VPMADDUBSW xo+512(DI), Y2, Y6; \
+	VPMADDUBSW xo+544(DI), Y3, Y7; \
+	M(Y4, Y6, Y10); \
+	M(Y5, Y7, Y10); \
+	VPMADDUBSW xo+768(DI), Y2, Y6; \
+	VPMADDUBSW xo+800(DI), Y3, Y7; \
+	M(Y4, Y6, Y11); \
+	M(Y5, Y7, Y11)
+
+// Q4KR4SB adds one Q4_K super-block (SI) against four packed x rows (DI:
+// int8, R9: scales, R8: sums per 16) to X0's four lanes:
+// sum += float32(float32(d·dx)·float32(is)) - float32(float32(dmin·dx)·float32(im)),
+// is = Σ sc_j·s_j and im = Σ m_j·Σx_j in int32 (exact, any order), as
+// dotQ4KAVX2 for each row. Y14 holds 0x0F bytes; K4SCALES clobbers AX,
+// BX, DX, R10…R13.
+#define Q4KR4SB(M) \
+	K4SCALES; \
+	VMOVQ R12, X1; \
+	VPMOVZXBW X1, X1; \
+	VMOVDQU X1, 0(SP); \
+	VPXOR Y8, Y8, Y8; \
+	VPXOR Y9, Y9, Y9; \
+	VPXOR Y10, Y10, Y10; \
+	VPXOR Y11, Y11, Y11; \
+	Q4KR4PAIR(M, 16, 0, 0, 2); \
+	Q4KR4PAIR(M, 48, 64, 4, 6); \
+	Q4KR4PAIR(M, 80, 128, 8, 10); \
+	Q4KR4PAIR(M, 112, 192, 12, 14); \
+	R4REDUCE(Y8, Y9, Y10, Y11, X8, X9); \
+	VMOVQ R13, X1; \
+	VPUNPCKLBW X1, X1, X1; \
+	VPMOVZXBW X1, Y1; \
+	VPMADDWD 0(R8), Y1, Y10; \
+	VPMADDWD 32(R8), Y1, Y11; \
+	VPMADDWD 64(R8), Y1, Y12; \
+	VPMADDWD 96(R8), Y1, Y13; \
+	R4REDUCE(Y10, Y11, Y12, Y13, X10, X11); \
+	MOVL (SI), DX; \
+	VMOVD DX, X1; \
+	VCVTPH2PS X1, X1; \
+	VBROADCASTSS X1, X2; \
+	VMOVSHDUP X1, X3; \
+	VBROADCASTSS X3, X3; \
+	VMOVUPS (R9), X4; \
+	VMULPS X4, X2, X2; \
+	VCVTDQ2PS X8, X5; \
+	VMULPS X5, X2, X2; \
+	VMULPS X4, X3, X3; \
+	VCVTDQ2PS X10, X6; \
+	VMULPS X6, X3, X3; \
+	VSUBPS X3, X2, X2; \
+	VADDPS X2, X0, X0; \
+	ADDQ $144, SI; \
+	ADDQ $1024, DI; \
+	ADDQ $16, R9; \
+	ADDQ $128, R8
+
+// R4ROW starts a weight row of a multi-row kernel: the packed x from the
+// arguments, n super-blocks in CX, X0 zero.
+#define R4ROW \
+	MOVQ x+16(FP), DI; \
+	MOVQ d+24(FP), R9; \
+	MOVQ sums+32(FP), R8; \
+	MOVQ n+40(FP), CX; \
+	VXORPS X0, X0, X0
+
+// R4STORE writes X0's four lanes to out (x row r at out + r·ldo bytes)
+// and moves out on by a float32.
+#define R4STORE \
+	MOVQ out+0(FP), AX; \
+	MOVQ ldo+56(FP), BX; \
+	VMOVSS X0, (AX); \
+	VEXTRACTPS $1, X0, (AX)(BX*1); \
+	LEAQ (AX)(BX*2), DX; \
+	VEXTRACTPS $2, X0, (DX); \
+	VEXTRACTPS $3, X0, (DX)(BX*1); \
+	ADDQ $4, AX; \
+	MOVQ AX, out+0(FP)
+
+// NIBBLEMASK sets Y14 to 0x0F bytes.
+#define NIBBLEMASK \
+	MOVL $0x0F0F0F0F, AX; \
+	VMOVD AX, X14; \
+	VPBROADCASTD X14, Y14
+
 // func sumsQ8_0AVX2(w *byte, x *int8, n int, out *int32)
 // n Q8_0 blocks (34 bytes: f16 scale, 32 int8) against n×32 int8 of x.
 TEXT ·sumsQ8_0AVX2(SB), NOSPLIT, $0-32
@@ -821,5 +953,45 @@ deq5kpair:
 	JMP deq5kloop
 
 deq5kdone:
+	VZEROUPPER
+	RET
+
+// func q4KR4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
+// rows Q4_K weight rows of n super-blocks each (stored one after the
+// other) against four x rows packed by packAct4 (x, d, sums): out[r·ldo/4 + j]
+// is dotQ4KAVX2's result for x row r and weight row j. rows, n ≥ 1.
+TEXT ·q4KR4AVX2(SB), NOSPLIT, $16-64
+	MOVQ w+8(FP), SI
+	NIBBLEMASK
+
+q4kr4row:
+	R4ROW
+
+q4kr4sb:
+	Q4KR4SB(MADDAVX2)
+	DECQ CX
+	JNZ q4kr4sb
+	R4STORE
+	DECQ rows+48(FP)
+	JNZ q4kr4row
+	VZEROUPPER
+	RET
+
+// func q4KR4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
+// q4KR4AVX2 with VPDPWSSD (AVX512-VNNI and AVX512VL).
+TEXT ·q4KR4VNNI(SB), NOSPLIT, $16-64
+	MOVQ w+8(FP), SI
+	NIBBLEMASK
+
+q4kr4vrow:
+	R4ROW
+
+q4kr4vsb:
+	Q4KR4SB(MADDVNNI)
+	DECQ CX
+	JNZ q4kr4vsb
+	R4STORE
+	DECQ rows+48(FP)
+	JNZ q4kr4vrow
 	VZEROUPPER
 	RET

@@ -66,16 +66,39 @@ func TestMatMulIntSameBits(t *testing.T) {
 		}{
 			{"random", 1, 37, 768, nil},
 			{"rows3", 3, 5, 512, nil},
+			// The multi-row kernels (kernelSet.rows4) take x rows in
+			// fours, the rest the one-row kernels: every row count from
+			// 1 to 9, odd n, one and three super-blocks.
+			{"rows1", 1, 7, 768, nil},
+			{"rows2", 2, 13, 256, nil},
+			{"rows4", 4, 13, 768, nil},
+			{"rows5", 5, 7, 256, nil},
+			{"rows6", 6, 3, 768, nil},
+			{"rows7", 7, 1, 256, nil},
+			{"rows8", 8, 9, 512, nil},
+			{"rows9", 9, 17, 768, nil},
 			{"zeroX", 1, 9, 256, func(x []float32, _ []byte) { clear(x[:64]) }},
+			{"zeroX4", 5, 9, 256, func(x []float32, _ []byte) { clear(x[256+32 : 256+96]) }},
+			{"hugeX4", 4, 9, 512, func(x []float32, _ []byte) { x[3], x[600], x[1200] = 3e38, -3e38, 3e38 }},
 			{"hugeX", 1, 9, 256, func(x []float32, _ []byte) { x[3], x[100] = 3e38, -3e38 }},
 			{"bytes", 1, 8, 512, func(_ []float32, w []byte) {
 				for i := range w {
 					w[i] = byte(i)
 				}
 			}},
+			{"bytes4", 6, 8, 512, func(_ []float32, w []byte) {
+				for i := range w {
+					w[i] = byte(i * 7)
+				}
+			}},
 			{"hugeScales", 2, 11, 256, func(_ []float32, w []byte) {
 				for o := 0; o+2 <= len(w); o += 34 {
 					w[o], w[o+1] = 0xFF, 0x7B // 65504
+				}
+			}},
+			{"hugeScales4", 4, 11, 256, func(_ []float32, w []byte) {
+				for o := 0; o+2 <= len(w); o += 34 {
+					w[o], w[o+1] = 0xFF, 0x7B
 				}
 			}},
 		} {
