@@ -52,15 +52,26 @@ func q4KR4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows,
 //go:noescape
 func q4KR4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
 
+//go:noescape
+func q6KR4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
+
+//go:noescape
+func q6KR4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
+
 // r4Func is the signature of the multi-row kernels.
 type r4Func func(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
 
-// rows4Asm returns a kernelSet.rows4 of the multi-row kernels q4K (for
-// Q4_K). The lengths are checked here: the assembly must never read or
+// rows4Asm returns a kernelSet.rows4 of the multi-row kernels q4K and q6K
+// (for Q4_K and Q6_K). The lengths are checked here: the assembly must never read or
 // write past a slice.
-func rows4Asm(q4K r4Func) func(dt abi.DType, out []float32, p *act4, w []byte, rows, ldo int) bool {
+func rows4Asm(q4K, q6K r4Func) func(dt abi.DType, out []float32, p *act4, w []byte, rows, ldo int) bool {
 	return func(dt abi.DType, out []float32, p *act4, w []byte, rows, ldo int) bool {
-		if dt != abi.Q4_K {
+		f := q4K
+		switch dt {
+		case abi.Q4_K:
+		case abi.Q6_K:
+			f = q6K
+		default:
 			return false
 		}
 		if rows == 0 {
@@ -71,7 +82,7 @@ func rows4Asm(q4K r4Func) func(dt abi.DType, out []float32, p *act4, w []byte, r
 			ldo < rows || len(out) < 3*ldo+rows {
 			panic("transformer: rows4: short buffers")
 		}
-		q4K(&out[0], &w[0], &p.qs[0], &p.d[0], &p.sums[0], k/256, rows, 4*ldo)
+		f(&out[0], &w[0], &p.qs[0], &p.d[0], &p.sums[0], k/256, rows, 4*ldo)
 		return true
 	}
 }
@@ -152,11 +163,11 @@ func init() {
 	// AVX2 integer kernels.
 	for _, ks := range []*kernelSet{avx2Kernels, avx512Kernels} {
 		ks.blockSums, ks.rowDot, ks.dequantRow = blockSumsAVX2, rowDotAVX2, dequantRowAVX2
-		ks.rows4 = rows4Asm(q4KR4AVX2)
+		ks.rows4 = rows4Asm(q4KR4AVX2, q6KR4AVX2)
 	}
 	// AVX512-VNNI (on ymm: AVX512VL) multiplies and adds int16 pairs in
 	// one instruction.
 	if cpu.X86.HasAVX512VNNI && cpu.X86.HasAVX512VL {
-		avx512Kernels.rows4 = rows4Asm(q4KR4VNNI)
+		avx512Kernels.rows4 = rows4Asm(q4KR4VNNI, q6KR4VNNI)
 	}
 }

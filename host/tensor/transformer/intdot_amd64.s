@@ -285,6 +285,72 @@
 	ADDQ $16, R9; \
 	ADDQ $128, R8
 
+// Q6KR4PART adds to Y8, Y11, Y12 and Y15 (x rows 0…3) the int32 products
+// sc·q·x of the 32 6-bit values in Y9 (Q6KQ0…3) against each row's 32
+// int8 at xoff(DI) (rows 256 bytes apart): two groups of 16, whose scales
+// are the int16 at s0(SP) and s1(SP).
+#define Q6KR4PART(M, xoff, s0, s1) \
+	VPBROADCASTW s0(SP), X4; \
+	VPBROADCASTW s1(SP), X5; \
+	VINSERTI128 $1, X5, Y4, Y4; \
+	VPMADDUBSW xoff(DI), Y9, Y6; \
+	M(Y4, Y6, Y8); \
+	VPMADDUBSW xoff+256(DI), Y9, Y6; \
+	M(Y4, Y6, Y11); \
+	VPMADDUBSW xoff+512(DI), Y9, Y6; \
+	M(Y4, Y6, Y12); \
+	VPMADDUBSW xoff+768(DI), Y9, Y6; \
+	M(Y4, Y6, Y15)
+
+// Q6KR4HALF does one half (128 values) of a Q6_K super-block against the
+// four x rows (Q6KHALF's arguments).
+#define Q6KR4HALF(M, ql, qlb, qh, x0, x1, x2, x3, s0, s1, s2, s3, s4, s5, s6, s7) \
+	Q6KLOAD(ql, qlb, qh); \
+	Q6KQ0; \
+	Q6KR4PART(M, x0, s0, s1); \
+	Q6KQ1; \
+	Q6KR4PART(M, x1, s2, s3); \
+	Q6KQ2; \
+	Q6KR4PART(M, x2, s4, s5); \
+	Q6KQ3; \
+	Q6KR4PART(M, x3, s6, s7)
+
+// Q6KR4SB adds one Q6_K super-block (SI) against four packed x rows (DI,
+// R9, R8 as for Q4KR4SB) to X0's four lanes:
+// sum += float32(float32(d·dx)·float32(is)), is = Σ sc_g·s_g - 32·Σ sc_g·Σx_g
+// in int32 (intDot's integer: int32 arithmetic wraps alike in any order).
+// Y13 and Y14 hold K6CONSTS.
+#define Q6KR4SB(M) \
+	VPMOVSXBW 192(SI), Y9; \
+	VMOVDQU Y9, 0(SP); \
+	VPXOR Y8, Y8, Y8; \
+	VPXOR Y11, Y11, Y11; \
+	VPXOR Y12, Y12, Y12; \
+	VPXOR Y15, Y15, Y15; \
+	Q6KR4HALF(M, 0, 32, 128, 0, 32, 64, 96, 0, 2, 4, 6, 8, 10, 12, 14); \
+	Q6KR4HALF(M, 64, 96, 160, 128, 160, 192, 224, 16, 18, 20, 22, 24, 26, 28, 30); \
+	R4REDUCE(Y8, Y11, Y12, Y15, X8, X9); \
+	VMOVDQU 0(SP), Y1; \
+	VPMADDWD 0(R8), Y1, Y10; \
+	VPMADDWD 32(R8), Y1, Y11; \
+	VPMADDWD 64(R8), Y1, Y12; \
+	VPMADDWD 96(R8), Y1, Y15; \
+	R4REDUCE(Y10, Y11, Y12, Y15, X10, X11); \
+	VPSLLD $5, X10, X10; \
+	VPSUBD X10, X8, X8; \
+	MOVWLZX 208(SI), DX; \
+	VMOVD DX, X1; \
+	VCVTPH2PS X1, X1; \
+	VBROADCASTSS X1, X1; \
+	VMULPS (R9), X1, X1; \
+	VCVTDQ2PS X8, X4; \
+	VMULPS X4, X1, X1; \
+	VADDPS X1, X0, X0; \
+	ADDQ $210, SI; \
+	ADDQ $1024, DI; \
+	ADDQ $16, R9; \
+	ADDQ $128, R8
+
 // R4ROW starts a weight row of a multi-row kernel: the packed x from the
 // arguments, n super-blocks in CX, X0 zero.
 #define R4ROW \
@@ -993,5 +1059,43 @@ q4kr4vsb:
 	R4STORE
 	DECQ rows+48(FP)
 	JNZ q4kr4vrow
+	VZEROUPPER
+	RET
+
+// func q6KR4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
+// q4KR4AVX2 for Q6_K weight rows: dotQ6KAVX2's results.
+TEXT ·q6KR4AVX2(SB), NOSPLIT, $32-64
+	MOVQ w+8(FP), SI
+	K6CONSTS
+
+q6kr4row:
+	R4ROW
+
+q6kr4sb:
+	Q6KR4SB(MADDAVX2)
+	DECQ CX
+	JNZ q6kr4sb
+	R4STORE
+	DECQ rows+48(FP)
+	JNZ q6kr4row
+	VZEROUPPER
+	RET
+
+// func q6KR4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
+// q6KR4AVX2 with VPDPWSSD (AVX512-VNNI and AVX512VL).
+TEXT ·q6KR4VNNI(SB), NOSPLIT, $32-64
+	MOVQ w+8(FP), SI
+	K6CONSTS
+
+q6kr4vrow:
+	R4ROW
+
+q6kr4vsb:
+	Q6KR4SB(MADDVNNI)
+	DECQ CX
+	JNZ q6kr4vsb
+	R4STORE
+	DECQ rows+48(FP)
+	JNZ q6kr4vrow
 	VZEROUPPER
 	RET
