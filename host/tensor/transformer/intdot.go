@@ -87,28 +87,41 @@ func quantizeAct(x []float32, bs int, a *q8Act) {
 	}
 }
 
-// act4 is four rows of x quantized in blocks of 256 (quantizeAct), packed
-// for the multi-row kernels (kernelSet.rows4): for each super-block in
-// turn, the four rows' 256 qs one after the other, in d their four scales,
-// and in sums their 16 sums per 16 values each as int16 (|Σ| ≤ 16·127).
+// act4 is four rows of x quantized (quantizeAct), packed for the
+// multi-row kernels (kernelSet.rows4): for each block of the activation
+// (256 values for the K-quants, 32 for Q8_0) in turn, the four rows' qs
+// one after the other, in d their four scales, and for blocks of 256 in
+// sums their 16 sums per 16 values each as int16 (|Σ| ≤ 16·127), for
+// blocks of 32 in bias -128·Σx of each block as int32.
 type act4 struct {
 	qs   []int8
 	d    []float32
 	sums []int16
+	bias []int32
 }
 
-// packAct4 packs the four rows a (blocks of 256) into p.
-func packAct4(a []q8Act, p *act4) {
+// packAct4 packs the four rows a, quantized in blocks of bs, into p.
+func packAct4(a []q8Act, bs int, p *act4) {
 	k := len(a[0].qs)
-	nsb := k / 256
-	p.qs, p.d, p.sums = grow(p.qs, 4*k), grow(p.d, 4*nsb), grow(p.sums, 4*k/16)
-	for sb := range nsb {
+	nb := k / bs
+	p.qs, p.d = grow(p.qs, 4*k), grow(p.d, 4*nb)
+	if bs == 256 {
+		p.sums = grow(p.sums, 4*k/16)
+	} else {
+		p.bias = grow(p.bias, 4*nb)
+	}
+	for b := range nb {
 		for r := range 4 {
-			o := sb*4 + r
-			copy(p.qs[o*256:(o+1)*256], a[r].qs[sb*256:])
-			p.d[o] = a[r].d[sb]
-			for g, v := range a[r].sums[sb*16 : sb*16+16] {
-				p.sums[o*16+g] = int16(v)
+			o := b*4 + r
+			copy(p.qs[o*bs:(o+1)*bs], a[r].qs[b*bs:])
+			p.d[o] = a[r].d[b]
+			g := a[r].sums[b*bs/16 : (b+1)*bs/16]
+			if bs == 256 {
+				for i, v := range g {
+					p.sums[o*16+i] = int16(v)
+				}
+			} else {
+				p.bias[o] = -128 * (g[0] + g[1])
 			}
 		}
 	}
@@ -344,7 +357,7 @@ func intGemm(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float
 	if ks.rows4 != nil && t >= 4 && ks.rows4(w.Type, nil, nil, nil, 0, n) {
 		packs = make([]act4, t/4)
 		for g := range packs {
-			packAct4(acts[4*g:4*g+4], &packs[g])
+			packAct4(acts[4*g:4*g+4], bs, &packs[g])
 		}
 	}
 	// Each weight row's scales are decoded once, and every x row passes

@@ -58,31 +58,43 @@ func q6KR4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows,
 //go:noescape
 func q6KR4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
 
+//go:noescape
+func q8R4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, ldo int)
+
+//go:noescape
+func q8R4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, ldo int)
+
 // r4Func is the signature of the multi-row kernels.
 type r4Func func(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
 
-// rows4Asm returns a kernelSet.rows4 of the multi-row kernels q4K and q6K
-// (for Q4_K and Q6_K). The lengths are checked here: the assembly must never read or
-// write past a slice.
-func rows4Asm(q4K, q6K r4Func) func(dt abi.DType, out []float32, p *act4, w []byte, rows, ldo int) bool {
+// q8R4Func is the signature of the multi-row Q8_0 kernels.
+type q8R4Func func(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, ldo int)
+
+// rows4Asm returns a kernelSet.rows4 of the multi-row kernels q8, q4K and
+// q6K (for Q8_0, Q4_K and Q6_K). The lengths are checked here: the
+// assembly must never read or write past a slice.
+func rows4Asm(q8 q8R4Func, q4K, q6K r4Func) func(dt abi.DType, out []float32, p *act4, w []byte, rows, ldo int) bool {
 	return func(dt abi.DType, out []float32, p *act4, w []byte, rows, ldo int) bool {
-		f := q4K
-		switch dt {
-		case abi.Q4_K:
-		case abi.Q6_K:
-			f = q6K
-		default:
+		if dt != abi.Q8_0 && dt != abi.Q4_K && dt != abi.Q6_K {
 			return false
 		}
 		if rows == 0 {
 			return true
 		}
-		k := len(p.qs) / 4
-		if k == 0 || k%256 != 0 || len(w) < rows*rowBytes(dt, k) || len(p.d) < 4*(k/256) || len(p.sums) < 4*(k/16) ||
+		k, bs := len(p.qs)/4, actBlockOf(dt)
+		if k == 0 || k%bs != 0 || len(w) < rows*rowBytes(dt, k) || len(p.d) < 4*(k/bs) ||
+			bs == 256 && len(p.sums) < 4*(k/16) || bs == 32 && len(p.bias) < 4*(k/32) ||
 			ldo < rows || len(out) < 3*ldo+rows {
 			panic("transformer: rows4: short buffers")
 		}
-		f(&out[0], &w[0], &p.qs[0], &p.d[0], &p.sums[0], k/256, rows, 4*ldo)
+		switch dt {
+		case abi.Q8_0:
+			q8(&out[0], &w[0], &p.qs[0], &p.d[0], &p.bias[0], k/32, rows, 4*ldo)
+		case abi.Q4_K:
+			q4K(&out[0], &w[0], &p.qs[0], &p.d[0], &p.sums[0], k/256, rows, 4*ldo)
+		default:
+			q6K(&out[0], &w[0], &p.qs[0], &p.d[0], &p.sums[0], k/256, rows, 4*ldo)
+		}
 		return true
 	}
 }
@@ -163,11 +175,11 @@ func init() {
 	// AVX2 integer kernels.
 	for _, ks := range []*kernelSet{avx2Kernels, avx512Kernels} {
 		ks.blockSums, ks.rowDot, ks.dequantRow = blockSumsAVX2, rowDotAVX2, dequantRowAVX2
-		ks.rows4 = rows4Asm(q4KR4AVX2, q6KR4AVX2)
+		ks.rows4 = rows4Asm(q8R4AVX2, q4KR4AVX2, q6KR4AVX2)
 	}
 	// AVX512-VNNI (on ymm: AVX512VL) multiplies and adds int16 pairs in
 	// one instruction.
 	if cpu.X86.HasAVX512VNNI && cpu.X86.HasAVX512VL {
-		avx512Kernels.rows4 = rows4Asm(q4KR4VNNI, q6KR4VNNI)
+		avx512Kernels.rows4 = rows4Asm(q8R4VNNI, q4KR4VNNI, q6KR4VNNI)
 	}
 }

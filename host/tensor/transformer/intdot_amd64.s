@@ -351,6 +351,64 @@
 	ADDQ $16, R9; \
 	ADDQ $128, R8
 
+// Q8R4AVX2 and Q8R4VNNI leave in Y8…Y11 (x rows 0…3) int32 lanes that
+// add up to the block sum Σ w·x of the Q8_0 block at SI against each row's
+// 32 int8 at DI (rows 32 bytes apart). AVX2: |w| (unsigned) times x with
+// w's sign (VPSIGNB, VPMADDUBSW: at most 2·128·127, no saturation), pairs
+// added by VPMADDWD with Y15's int16 ones. VNNI: VPDPBUSD of w+128
+// (unsigned, Y13: 0x80 bytes) and x, from -128·Σx of the row (the int32
+// at R8, in lane 0): the same integer.
+#define Q8R4AVX2 \
+	VMOVDQU 2(SI), Y1; \
+	VPSIGNB Y1, Y1, Y2; \
+	VMOVDQU 0(DI), Y6; \
+	VPSIGNB Y1, Y6, Y6; \
+	VPMADDUBSW Y6, Y2, Y6; \
+	VPMADDWD Y15, Y6, Y8; \
+	VMOVDQU 32(DI), Y6; \
+	VPSIGNB Y1, Y6, Y6; \
+	VPMADDUBSW Y6, Y2, Y6; \
+	VPMADDWD Y15, Y6, Y9; \
+	VMOVDQU 64(DI), Y6; \
+	VPSIGNB Y1, Y6, Y6; \
+	VPMADDUBSW Y6, Y2, Y6; \
+	VPMADDWD Y15, Y6, Y10; \
+	VMOVDQU 96(DI), Y6; \
+	VPSIGNB Y1, Y6, Y6; \
+	VPMADDUBSW Y6, Y2, Y6; \
+	VPMADDWD Y15, Y6, Y11
+
+#define Q8R4VNNI \
+	VPXOR 2(SI), Y13, Y2; \
+	VMOVD 0(R8), X8; \
+	VMOVD 4(R8), X9; \
+	VMOVD 8(R8), X10; \
+	VMOVD 12(R8), X11; \
+	VPDPBUSD 0(DI), Y2, Y8; \
+	VPDPBUSD 32(DI), Y2, Y9; \
+	VPDPBUSD 64(DI), Y2, Y10; \
+	VPDPBUSD 96(DI), Y2, Y11
+
+// Q8R4B adds one Q8_0 block (SI) against four x rows packed by packAct4
+// (DI: int8, R9: scales, R8: -128·Σx) to X0's four lanes, in intDot's
+// order and rounding: sum += float32(float32(d·dx)·float32(s)). BLOCK is
+// Q8R4AVX2 or Q8R4VNNI.
+#define Q8R4B(BLOCK) \
+	BLOCK; \
+	R4REDUCE(Y8, Y9, Y10, Y11, X8, X9); \
+	MOVWLZX (SI), DX; \
+	VMOVD DX, X1; \
+	VCVTPH2PS X1, X1; \
+	VBROADCASTSS X1, X1; \
+	VMULPS (R9), X1, X1; \
+	VCVTDQ2PS X8, X4; \
+	VMULPS X4, X1, X1; \
+	VADDPS X1, X0, X0; \
+	ADDQ $34, SI; \
+	ADDQ $128, DI; \
+	ADDQ $16, R9; \
+	ADDQ $16, R8
+
 // R4ROW starts a weight row of a multi-row kernel: the packed x from the
 // arguments, n super-blocks in CX, X0 zero.
 #define R4ROW \
@@ -1097,5 +1155,47 @@ q6kr4vsb:
 	R4STORE
 	DECQ rows+48(FP)
 	JNZ q6kr4vrow
+	VZEROUPPER
+	RET
+
+// func q8R4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, ldo int)
+// q4KR4AVX2 for Q8_0 weight rows of n blocks, x packed in blocks of 32:
+// dotQ8_0AVX2's results.
+TEXT ·q8R4AVX2(SB), NOSPLIT, $0-64
+	MOVQ w+8(FP), SI
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW $15, Y15, Y15
+
+q8r4row:
+	R4ROW
+
+q8r4b:
+	Q8R4B(Q8R4AVX2)
+	DECQ CX
+	JNZ q8r4b
+	R4STORE
+	DECQ rows+48(FP)
+	JNZ q8r4row
+	VZEROUPPER
+	RET
+
+// func q8R4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, ldo int)
+// q8R4AVX2 with VPDPBUSD (AVX512-VNNI and AVX512VL).
+TEXT ·q8R4VNNI(SB), NOSPLIT, $0-64
+	MOVQ w+8(FP), SI
+	MOVL $0x80808080, AX
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13
+
+q8r4vrow:
+	R4ROW
+
+q8r4vb:
+	Q8R4B(Q8R4VNNI)
+	DECQ CX
+	JNZ q8r4vb
+	R4STORE
+	DECQ rows+48(FP)
+	JNZ q8r4vrow
 	VZEROUPPER
 	RET
