@@ -110,6 +110,8 @@ type kernelSet struct {
 	// is false for the types it lacks (rows 0: only ok is reported). The
 	// multi-row kernel of intGemm.
 	rows4 func(dt abi.DType, out []float32, p *act4, w []byte, rows, ldo int) (ok bool)
+	// quantAct, if set, is quantizeAct with the same results.
+	quantAct func(x []float32, bs int, a *q8Act)
 }
 
 // maxXRows is the most rows of x one q8Rows call takes.

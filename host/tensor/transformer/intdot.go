@@ -342,8 +342,12 @@ func intGemm(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float
 		return err
 	}
 	acts, bs := make([]q8Act, t), actBlockOf(w.Type)
+	quantize := ks.quantAct
+	if quantize == nil {
+		quantize = quantizeAct
+	}
 	for r := range acts {
-		quantizeAct(x[r*k:(r+1)*k], bs, &acts[r])
+		quantize(x[r*k:(r+1)*k], bs, &acts[r])
 	}
 	sums := ks.blockSums
 	if sums == nil {

@@ -64,6 +64,21 @@ func q8R4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, 
 //go:noescape
 func q8R4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, ldo int)
 
+//go:noescape
+func quantActAVX2(x *float32, n, bs int, qs *int8, d *float32, sums *int32)
+
+// quantizeActAVX2 is quantizeAct in assembly, for blocks of a multiple of
+// 32 values.
+func quantizeActAVX2(x []float32, bs int, a *q8Act) {
+	if bs%32 != 0 || len(x) == 0 || len(x)%bs != 0 {
+		quantizeAct(x, bs, a)
+		return
+	}
+	nb := len(x) / bs
+	a.qs, a.d, a.sums = grow(a.qs, len(x)), grow(a.d, nb), grow(a.sums, len(x)/16)
+	quantActAVX2(&x[0], nb, bs, &a.qs[0], &a.d[0], &a.sums[0])
+}
+
 // r4Func is the signature of the multi-row kernels.
 type r4Func func(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
 
@@ -175,6 +190,7 @@ func init() {
 	// AVX2 integer kernels.
 	for _, ks := range []*kernelSet{avx2Kernels, avx512Kernels} {
 		ks.blockSums, ks.rowDot, ks.dequantRow = blockSumsAVX2, rowDotAVX2, dequantRowAVX2
+		ks.quantAct = quantizeActAVX2
 		ks.rows4 = rows4Asm(q8R4AVX2, q4KR4AVX2, q6KR4AVX2)
 	}
 	// AVX512-VNNI (on ymm: AVX512VL) multiplies and adds int16 pairs in

@@ -409,6 +409,26 @@
 	ADDQ $16, R9; \
 	ADDQ $16, R8
 
+// QV quantizes the 8 float32 at off(SI) as quantizeAct does, to int32 in
+// dst: y = x·id (Y3), rounded to nearest with halves away from zero
+// (trunc(y), plus ±1 where |y - trunc(y)| ≥ 0.5: exact in float32),
+// clamped to ±127, NaN to 0; using Y1, Y2 and Y8.
+#define QV(off, dst) \
+	VMULPS off(SI), Y3, dst; \
+	VROUNDPS $3, dst, Y1; \
+	VSUBPS Y1, dst, Y2; \
+	VANDPS Y15, Y2, Y2; \
+	VCMPPS $13, Y13, Y2, Y2; \
+	VANDPS Y14, dst, Y8; \
+	VORPS Y12, Y8, Y8; \
+	VANDPS Y2, Y8, Y8; \
+	VADDPS Y8, Y1, Y1; \
+	VCMPPS $7, Y1, Y1, Y2; \
+	VMINPS Y11, Y1, Y1; \
+	VMAXPS Y10, Y1, Y1; \
+	VANDPS Y2, Y1, Y1; \
+	VCVTTPS2DQ Y1, dst
+
 // R4ROW starts a weight row of a multi-row kernel: the packed x from the
 // arguments, n super-blocks in CX, X0 zero.
 #define R4ROW \
@@ -1197,5 +1217,94 @@ q8r4vb:
 	R4STORE
 	DECQ rows+48(FP)
 	JNZ q8r4vrow
+	VZEROUPPER
+	RET
+
+// func quantActAVX2(x *float32, n, bs int, qs *int8, d *float32, sums *int32)
+// quantizeAct of n blocks of bs values (bs a multiple of 32), the same
+// bits: amax as the largest |x| bit pattern (NaN above +Inf, as Go's max
+// makes it NaN), d = amax/127, id = 1/d unless d is 0, infinite or NaN.
+TEXT ·quantActAVX2(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ qs+24(FP), DI
+	MOVQ d+32(FP), R10
+	MOVQ sums+40(FP), R11
+	VPCMPEQD Y15, Y15, Y15
+	VPSLLD $31, Y15, Y14 // sign bits
+	VPSRLD $1, Y15, Y15  // |x| mask
+	MOVL $0x3F000000, AX // 0.5
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13
+	MOVL $0x3F800000, AX // 1
+	VMOVD AX, X12
+	VPBROADCASTD X12, Y12
+	MOVL $0x42FE0000, AX // 127
+	VMOVD AX, X11
+	VPBROADCASTD X11, Y11
+	MOVL $0xC2FE0000, AX // -127
+	VMOVD AX, X10
+	VPBROADCASTD X10, Y10
+	MOVQ $0x0703060205010400, AX // VPERMD's order of the packed dwords
+	VMOVQ AX, X9
+	VPMOVZXBD X9, Y9
+
+qablock:
+	MOVQ bs+16(FP), DX
+	MOVQ SI, R8
+	VPXOR Y0, Y0, Y0
+
+qaamax:
+	VPAND (R8), Y15, Y1
+	VPMAXUD Y1, Y0, Y0
+	ADDQ $32, R8
+	SUBQ $8, DX
+	JNZ qaamax
+	VEXTRACTI128 $1, Y0, X1
+	VPMAXUD X1, X0, X0
+	VPSHUFD $0x4E, X0, X1
+	VPMAXUD X1, X0, X0
+	VPSHUFD $0xB1, X0, X1
+	VPMAXUD X1, X0, X0
+	VMOVD X0, AX
+	VDIVSS X11, X0, X2 // d = amax/127
+	VMOVSS X2, (R10)
+	VXORPS X3, X3, X3
+	CMPL AX, $0x7F800000
+	JAE qaid // amax infinite or NaN: id = 0
+	VMOVD X2, BX
+	TESTL BX, BX
+	JZ qaid
+	VDIVSS X2, X12, X3 // id = 1/d
+
+qaid:
+	VBROADCASTSS X3, Y3
+	MOVQ bs+16(FP), DX
+
+qa32:
+	QV(0, Y4)
+	QV(32, Y5)
+	QV(64, Y6)
+	QV(96, Y7)
+	VPADDD Y5, Y4, Y1
+	VPADDD Y7, Y6, Y2
+	VPHADDD Y2, Y1, Y1
+	VPHADDD Y1, Y1, Y1
+	VEXTRACTI128 $1, Y1, X2
+	VPADDD X2, X1, X1
+	VMOVQ X1, (R11) // Σq of the two groups of 16
+	VPACKSSDW Y5, Y4, Y4
+	VPACKSSDW Y7, Y6, Y6
+	VPACKSSWB Y6, Y4, Y4
+	VPERMD Y4, Y9, Y4
+	VMOVDQU Y4, (DI)
+	ADDQ $128, SI
+	ADDQ $32, DI
+	ADDQ $8, R11
+	SUBQ $32, DX
+	JNZ qa32
+	ADDQ $4, R10
+	DECQ CX
+	JNZ qablock
 	VZEROUPPER
 	RET

@@ -157,3 +157,64 @@ func TestQuantizeAct(t *testing.T) {
 		})
 	}
 }
+
+// TestQuantizeActKernels checks every kernel set's quantizeAct against the
+// portable one on random rows and edge values: halves (rounded away from
+// zero) and values a rounding step from them, NaN, ±Inf, subnormals, zero
+// blocks, both block sizes.
+func TestQuantizeActKernels(t *testing.T) {
+	r := &rng{s: 9}
+	base := r.f32s(1024)
+	edits := map[string]func(x []float32){
+		"random": func([]float32) {},
+		"halves": func(x []float32) {
+			// amax 127 (d 1, id 1): x is its own rounding input.
+			x[0] = 127
+			for i := 1; i < len(x); i++ {
+				h := float32(i%256-128) + 0.5
+				switch i % 3 {
+				case 1:
+					h = math.Nextafter32(h, 0)
+				case 2:
+					h = math.Nextafter32(h, float32(math.Inf(1)))
+				}
+				x[i] = max(-127, min(127, h))
+			}
+		},
+		"nan":       func(x []float32) { x[5], x[300] = float32(math.NaN()), float32(math.NaN()) },
+		"inf":       func(x []float32) { x[40], x[700] = float32(math.Inf(1)), float32(math.Inf(-1)) },
+		"subnormal": func(x []float32) { clear(x[:256]); x[3], x[260] = 1e-44, -1e-40 },
+		"zero":      func(x []float32) { clear(x[32:96]) },
+		"huge":      func(x []float32) { x[0], x[33] = 3e38, -3.4e38 },
+	}
+	for name, edit := range edits {
+		for _, bs := range []int{32, 256} {
+			x := append([]float32(nil), base...)
+			edit(x)
+			var want q8Act
+			quantizeAct(x, bs, &want)
+			for _, ks := range allKernels() {
+				if ks.quantAct == nil {
+					continue
+				}
+				var got q8Act
+				ks.quantAct(x, bs, &got)
+				for i := range want.qs {
+					if got.qs[i] != want.qs[i] {
+						t.Fatalf("%s, %s, blocks of %d: qs[%d] = %d, want %d (x %g)", name, ks.name, bs, i, got.qs[i], want.qs[i], x[i])
+					}
+				}
+				for i := range want.d {
+					if math.Float32bits(got.d[i]) != math.Float32bits(want.d[i]) && !(got.d[i] != got.d[i] && want.d[i] != want.d[i]) {
+						t.Fatalf("%s, %s, blocks of %d: d[%d] = %g, want %g", name, ks.name, bs, i, got.d[i], want.d[i])
+					}
+				}
+				for i := range want.sums {
+					if got.sums[i] != want.sums[i] {
+						t.Fatalf("%s, %s, blocks of %d: sums[%d] = %d, want %d", name, ks.name, bs, i, got.sums[i], want.sums[i])
+					}
+				}
+			}
+		}
+	}
+}
