@@ -112,6 +112,9 @@ type kernelSet struct {
 	rows4 func(dt abi.DType, out []float32, p *act4, w []byte, rows, ldo int) (ok bool)
 	// quantAct, if set, is quantizeAct with the same results.
 	quantAct func(x []float32, bs int, a *q8Act)
+	// swiGLU, if set, is swiGLUGo with the same bits (a NaN's payload
+	// aside: SwiGLU makes every NaN canonical).
+	swiGLU func(a, b, out []float32)
 }
 
 // maxXRows is the most rows of x one q8Rows call takes.
