@@ -370,12 +370,21 @@ func intGemm(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float
 		for g := range packs {
 			ks.rows4(w.Type, out[4*g*n+lo:], &packs[g], wb[lo*rb:hi*rb], hi-lo, n)
 		}
+		// The other x rows one by one, against four weight rows at a time
+		// if there is a kernel for it.
+		jlo, rest := lo, 4*len(packs)
+		if nc := (hi - lo) &^ 3; ks.cols4 != nil && rest < t && nc > 0 && ks.cols4(w.Type, nil, nil, nil, 0) {
+			for r := rest; r < t; r++ {
+				ks.cols4(w.Type, out[r*n+lo:r*n+lo+nc], wb[lo*rb:(lo+nc)*rb], &acts[r], nc)
+			}
+			jlo = lo + nc
+		}
 		s := make([]int32, ng)
 		var rs rowScales
-		for j := lo; j < hi; j++ {
+		for j := jlo; j < hi; j++ {
 			row := wb[j*rb : (j+1)*rb]
 			decoded := false
-			for r := 4 * len(packs); r < t; r++ {
+			for r := rest; r < t; r++ {
 				a := &acts[r]
 				if ks.rowDot != nil {
 					if v, ok := ks.rowDot(w.Type, row, a); ok {

@@ -429,6 +429,129 @@
 	VANDPS Y2, Y1, Y1; \
 	VCVTTPS2DQ Y1, dst
 
+// The four-weight-row kernels (q4KC4*): four weight rows (W0: SI, W1:
+// (SI)(R14*1), W2: (SI)(R14*2), W3: R11) against one row of x, for a
+// one-row matmul (a decode step): the integer sums and intDot's float part
+// of the four in one pass, the float part in an xmm lane per weight row.
+
+// Q4KC4ROW adds to acc the int32 products sc·w·x of sub-blocks 2i and
+// 2i+1 of one weight row: the 32 bytes of nibbles at addr against x's
+// 64 int8 in Y12 (low nibbles) and Y13 (high), the scales the int16 at
+// s0(SP) and s1(SP).
+#define Q4KC4ROW(M, addr, s0, s1, acc) \
+	VMOVDQU addr, Y2; \
+	VPSRLW $4, Y2, Y3; \
+	VPAND Y14, Y2, Y2; \
+	VPAND Y14, Y3, Y3; \
+	VPMADDUBSW Y12, Y2, Y6; \
+	VPMADDUBSW Y13, Y3, Y7; \
+	VPBROADCASTW s0(SP), Y4; \
+	VPBROADCASTW s1(SP), Y5; \
+	M(Y4, Y6, acc); \
+	M(Y5, Y7, acc)
+
+// Q4KC4PAIR does sub-blocks 2i and 2i+1 (nibbles at off, x at xo) of the
+// four weight rows into Y8…Y11; row c's scale j is the int16 at
+// 64+16c+2j(SP).
+#define Q4KC4PAIR(M, off, xo, j) \
+	VMOVDQU xo(DI), Y12; \
+	VMOVDQU xo+32(DI), Y13; \
+	Q4KC4ROW(M, off(SI), 64+2*j, 66+2*j, Y8); \
+	Q4KC4ROW(M, off(SI)(R14*1), 80+2*j, 82+2*j, Y9); \
+	Q4KC4ROW(M, off(SI)(R14*2), 96+2*j, 98+2*j, Y10); \
+	Q4KC4ROW(M, off(R11), 112+2*j, 114+2*j, Y11)
+
+// Q4KC4SCALES unpacks (K4SCALES) one weight row's scales to c(SP) and
+// minimums to 32+c(SP), a byte each, and moves SI to the next row.
+#define Q4KC4SCALES(c) \
+	K4SCALES; \
+	MOVQ R12, c(SP); \
+	MOVQ R13, 32+c(SP); \
+	ADDQ R14, SI
+
+// Q4KC4SB adds one super-block of the four Q4_K weight rows against x
+// (DI: int8, R9: its scale, R8: its sums per 16, int32) to X0's lanes in
+// intDot's order and rounding, as dotQ4KAVX2 does for each row.
+#define Q4KC4SB(M) \
+	Q4KC4SCALES(0); \
+	Q4KC4SCALES(8); \
+	Q4KC4SCALES(16); \
+	Q4KC4SCALES(24); \
+	SUBQ R14, SI; \
+	MOVQ SI, R11; \
+	SUBQ R14, SI; \
+	SUBQ R14, SI; \
+	SUBQ R14, SI; \
+	VPMOVZXBW 0(SP), Y1; \
+	VMOVDQU Y1, 64(SP); \
+	VPMOVZXBW 16(SP), Y1; \
+	VMOVDQU Y1, 96(SP); \
+	VPXOR Y8, Y8, Y8; \
+	VPXOR Y9, Y9, Y9; \
+	VPXOR Y10, Y10, Y10; \
+	VPXOR Y11, Y11, Y11; \
+	Q4KC4PAIR(M, 16, 0, 0); \
+	Q4KC4PAIR(M, 48, 64, 2); \
+	Q4KC4PAIR(M, 80, 128, 4); \
+	Q4KC4PAIR(M, 112, 192, 6); \
+	R4REDUCE(Y8, Y9, Y10, Y11, X8, X9); \
+	VMOVDQU (R8), Y1; \
+	VPHADDD 32(R8), Y1, Y1; \
+	VPERMQ $0xD8, Y1, Y1; \
+	VEXTRACTI128 $1, Y1, X2; \
+	VPACKSSDW X2, X1, X1; \
+	VPMOVZXBW 32(SP), X10; \
+	VPMOVZXBW 40(SP), X11; \
+	VPMOVZXBW 48(SP), X12; \
+	VPMOVZXBW 56(SP), X13; \
+	VPMADDWD X1, X10, X10; \
+	VPMADDWD X1, X11, X11; \
+	VPMADDWD X1, X12, X12; \
+	VPMADDWD X1, X13, X13; \
+	VPHADDD X11, X10, X10; \
+	VPHADDD X13, X12, X12; \
+	VPHADDD X12, X10, X10; \
+	VMOVD 0(SI), X1; \
+	VPINSRD $1, 0(SI)(R14*1), X1, X1; \
+	VPINSRD $2, 0(SI)(R14*2), X1, X1; \
+	VPINSRD $3, 0(R11), X1, X1; \
+	VCVTPH2PS X1, Y1; \
+	VEXTRACTF128 $1, Y1, X2; \
+	VSHUFPS $0x88, X2, X1, X3; \
+	VSHUFPS $0xDD, X2, X1, X4; \
+	VBROADCASTSS (R9), X5; \
+	VMULPS X5, X3, X3; \
+	VCVTDQ2PS X8, X6; \
+	VMULPS X6, X3, X3; \
+	VMULPS X5, X4, X4; \
+	VCVTDQ2PS X10, X7; \
+	VMULPS X7, X4, X4; \
+	VSUBPS X4, X3, X3; \
+	VADDPS X3, X0, X0; \
+	ADDQ $144, SI; \
+	ADDQ $256, DI; \
+	ADDQ $4, R9; \
+	ADDQ $64, R8
+
+// C4ROWS starts a group of four weight rows: x from the arguments, n
+// super-blocks in CX, X0 zero.
+#define C4ROWS \
+	MOVQ x+16(FP), DI; \
+	MOVQ d+24(FP), R9; \
+	MOVQ sums+32(FP), R8; \
+	MOVQ n+40(FP), CX; \
+	VXORPS X0, X0, X0
+
+// C4NEXT stores X0's four results at out, moves out on by four and SI
+// from the end of the group's first row to the next group's.
+#define C4NEXT \
+	MOVQ out+0(FP), AX; \
+	VMOVUPS X0, (AX); \
+	ADDQ $16, AX; \
+	MOVQ AX, out+0(FP); \
+	LEAQ (SI)(R14*2), SI; \
+	ADDQ R14, SI
+
 // R4ROW starts a weight row of a multi-row kernel: the packed x from the
 // arguments, n super-blocks in CX, X0 zero.
 #define R4ROW \
@@ -1306,5 +1429,47 @@ qa32:
 	ADDQ $4, R10
 	DECQ CX
 	JNZ qablock
+	VZEROUPPER
+	RET
+
+// func q4KC4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
+// rows (a multiple of 4) Q4_K weight rows of n super-blocks, stride bytes
+// apart, against one row of x (a q8Act: int8, scales, sums per 16):
+// out[j] is dotQ4KAVX2's result for weight row j. rows, n ≥ 1.
+TEXT ·q4KC4AVX2(SB), NOSPLIT, $128-64
+	MOVQ w+8(FP), SI
+	MOVQ stride+56(FP), R14
+	NIBBLEMASK
+
+q4kc4group:
+	C4ROWS
+
+q4kc4sb:
+	Q4KC4SB(MADDAVX2)
+	DECQ CX
+	JNZ q4kc4sb
+	C4NEXT
+	SUBQ $4, rows+48(FP)
+	JNZ q4kc4group
+	VZEROUPPER
+	RET
+
+// func q4KC4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
+// q4KC4AVX2 with VPDPWSSD (AVX512-VNNI and AVX512VL).
+TEXT ·q4KC4VNNI(SB), NOSPLIT, $128-64
+	MOVQ w+8(FP), SI
+	MOVQ stride+56(FP), R14
+	NIBBLEMASK
+
+q4kc4vgroup:
+	C4ROWS
+
+q4kc4vsb:
+	Q4KC4SB(MADDVNNI)
+	DECQ CX
+	JNZ q4kc4vsb
+	C4NEXT
+	SUBQ $4, rows+48(FP)
+	JNZ q4kc4vgroup
 	VZEROUPPER
 	RET
