@@ -533,6 +533,84 @@
 	ADDQ $4, R9; \
 	ADDQ $64, R8
 
+// Q6KC4RUN adds to acc the int32 products sc·q·x of the 32 6-bit values
+// in Y9 against x's 32 int8 at xoff(DI), the two groups' scales the int16
+// at s0(SP) and s1(SP).
+#define Q6KC4RUN(M, xoff, s0, s1, acc) \
+	VPBROADCASTW s0(SP), X4; \
+	VPBROADCASTW s1(SP), X5; \
+	VINSERTI128 $1, X5, Y4, Y4; \
+	VPMADDUBSW xoff(DI), Y9, Y6; \
+	M(Y4, Y6, acc)
+
+// Q6KC4HALF does half h of one Q6_K weight row's super-block (its ql at a
+// and b, qh at t; its scales at sc(SP), 16 int16) into acc.
+#define Q6KC4HALF(M, a, b, t, h, sc, acc) \
+	VMOVDQU a, Y2; \
+	VMOVDQU b, Y3; \
+	VMOVDQU t, Y7; \
+	Q6KQ0; \
+	Q6KC4RUN(M, 128*h, sc+16*h, sc+16*h+2, acc); \
+	Q6KQ1; \
+	Q6KC4RUN(M, 128*h+32, sc+16*h+4, sc+16*h+6, acc); \
+	Q6KQ2; \
+	Q6KC4RUN(M, 128*h+64, sc+16*h+8, sc+16*h+10, acc); \
+	Q6KQ3; \
+	Q6KC4RUN(M, 128*h+96, sc+16*h+12, sc+16*h+14, acc)
+
+// Q6KC4SB adds one super-block of four Q6_K weight rows (SI,
+// (SI)(R14*1), (SI)(R14*2), R11) against x (DI, R9, R8 as for Q4KC4SB) to
+// X0's lanes, as dotQ6KAVX2 does for each row; Y13 and Y14 hold
+// K6CONSTS.
+#define Q6KC4SB(M) \
+	VPMOVSXBW 192(SI), Y1; \
+	VMOVDQU Y1, 0(SP); \
+	VPMOVSXBW 192(SI)(R14*1), Y1; \
+	VMOVDQU Y1, 32(SP); \
+	VPMOVSXBW 192(SI)(R14*2), Y1; \
+	VMOVDQU Y1, 64(SP); \
+	VPMOVSXBW 192(R11), Y1; \
+	VMOVDQU Y1, 96(SP); \
+	VPXOR Y8, Y8, Y8; \
+	VPXOR Y11, Y11, Y11; \
+	VPXOR Y12, Y12, Y12; \
+	VPXOR Y15, Y15, Y15; \
+	Q6KC4HALF(M, 0(SI), 32(SI), 128(SI), 0, 0, Y8); \
+	Q6KC4HALF(M, 64(SI), 96(SI), 160(SI), 1, 0, Y8); \
+	Q6KC4HALF(M, 0(SI)(R14*1), 32(SI)(R14*1), 128(SI)(R14*1), 0, 32, Y11); \
+	Q6KC4HALF(M, 64(SI)(R14*1), 96(SI)(R14*1), 160(SI)(R14*1), 1, 32, Y11); \
+	Q6KC4HALF(M, 0(SI)(R14*2), 32(SI)(R14*2), 128(SI)(R14*2), 0, 64, Y12); \
+	Q6KC4HALF(M, 64(SI)(R14*2), 96(SI)(R14*2), 160(SI)(R14*2), 1, 64, Y12); \
+	Q6KC4HALF(M, 0(R11), 32(R11), 128(R11), 0, 96, Y15); \
+	Q6KC4HALF(M, 64(R11), 96(R11), 160(R11), 1, 96, Y15); \
+	R4REDUCE(Y8, Y11, Y12, Y15, X8, X9); \
+	VMOVDQU (R8), Y1; \
+	VPACKSSDW 32(R8), Y1, Y1; \
+	VPERMQ $0xD8, Y1, Y1; \
+	VPMADDWD 0(SP), Y1, Y10; \
+	VPMADDWD 32(SP), Y1, Y11; \
+	VPMADDWD 64(SP), Y1, Y12; \
+	VPMADDWD 96(SP), Y1, Y15; \
+	R4REDUCE(Y10, Y11, Y12, Y15, X10, X11); \
+	VPSLLD $5, X10, X10; \
+	VPSUBD X10, X8, X8; \
+	VPXOR X1, X1, X1; \
+	VPINSRW $0, 208(SI), X1, X1; \
+	VPINSRW $1, 208(SI)(R14*1), X1, X1; \
+	VPINSRW $2, 208(SI)(R14*2), X1, X1; \
+	VPINSRW $3, 208(R11), X1, X1; \
+	VCVTPH2PS X1, X1; \
+	VBROADCASTSS (R9), X5; \
+	VMULPS X5, X1, X1; \
+	VCVTDQ2PS X8, X4; \
+	VMULPS X4, X1, X1; \
+	VADDPS X1, X0, X0; \
+	ADDQ $210, SI; \
+	ADDQ $210, R11; \
+	ADDQ $256, DI; \
+	ADDQ $4, R9; \
+	ADDQ $64, R8
+
 // C4ROWS starts a group of four weight rows: x from the arguments, n
 // super-blocks in CX, X0 zero.
 #define C4ROWS \
@@ -1471,5 +1549,49 @@ q4kc4vsb:
 	C4NEXT
 	SUBQ $4, rows+48(FP)
 	JNZ q4kc4vgroup
+	VZEROUPPER
+	RET
+
+// func q6KC4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
+// q4KC4AVX2 for Q6_K weight rows: dotQ6KAVX2's results.
+TEXT ·q6KC4AVX2(SB), NOSPLIT, $128-64
+	MOVQ w+8(FP), SI
+	MOVQ stride+56(FP), R14
+	K6CONSTS
+
+q6kc4group:
+	C4ROWS
+	LEAQ (SI)(R14*2), R11
+	ADDQ R14, R11
+
+q6kc4sb:
+	Q6KC4SB(MADDAVX2)
+	DECQ CX
+	JNZ q6kc4sb
+	C4NEXT
+	SUBQ $4, rows+48(FP)
+	JNZ q6kc4group
+	VZEROUPPER
+	RET
+
+// func q6KC4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
+// q6KC4AVX2 with VPDPWSSD (AVX512-VNNI and AVX512VL).
+TEXT ·q6KC4VNNI(SB), NOSPLIT, $128-64
+	MOVQ w+8(FP), SI
+	MOVQ stride+56(FP), R14
+	K6CONSTS
+
+q6kc4vgroup:
+	C4ROWS
+	LEAQ (SI)(R14*2), R11
+	ADDQ R14, R11
+
+q6kc4vsb:
+	Q6KC4SB(MADDVNNI)
+	DECQ CX
+	JNZ q6kc4vsb
+	C4NEXT
+	SUBQ $4, rows+48(FP)
+	JNZ q6kc4vgroup
 	VZEROUPPER
 	RET
