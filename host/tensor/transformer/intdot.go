@@ -89,7 +89,7 @@ func quantizeAct(x []float32, bs int, a *q8Act) {
 
 // act4 is four rows of x quantized (quantizeAct), packed for the
 // multi-row kernels (kernelSet.rows4): for each block of the activation
-// (256 values for the K-quants, 32 for Q8_0) in turn, the four rows' qs
+// (256 values for the K-quants, 32 for Q8_0 and Q4_0) in turn, the four rows' qs
 // one after the other, in d their four scales, and for blocks of 256 in
 // sums their 16 sums per 16 values each as int16 (|Σ| ≤ 16·127), for
 // blocks of 32 in bias -128·Σx of each block as int32.

@@ -123,15 +123,21 @@ func cols4Asm(q4K, q6K c4Func) func(dt abi.DType, out []float32, w []byte, a *q8
 // r4Func is the signature of the multi-row kernels.
 type r4Func func(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
 
-// q8R4Func is the signature of the multi-row Q8_0 kernels.
+//go:noescape
+func q40R4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, ldo int)
+
+//go:noescape
+func q40R4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, ldo int)
+
+// q8R4Func is the signature of the multi-row Q8_0 and Q4_0 kernels.
 type q8R4Func func(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, ldo int)
 
-// rows4Asm returns a kernelSet.rows4 of the multi-row kernels q8, q4K and
-// q6K (for Q8_0, Q4_K and Q6_K). The lengths are checked here: the
+// rows4Asm returns a kernelSet.rows4 of the multi-row kernels q8, q40, q4K
+// and q6K (for Q8_0, Q4_0, Q4_K and Q6_K). The lengths are checked here: the
 // assembly must never read or write past a slice.
-func rows4Asm(q8 q8R4Func, q4K, q6K r4Func) func(dt abi.DType, out []float32, p *act4, w []byte, rows, ldo int) bool {
+func rows4Asm(q8, q40 q8R4Func, q4K, q6K r4Func) func(dt abi.DType, out []float32, p *act4, w []byte, rows, ldo int) bool {
 	return func(dt abi.DType, out []float32, p *act4, w []byte, rows, ldo int) bool {
-		if dt != abi.Q8_0 && dt != abi.Q4_K && dt != abi.Q6_K {
+		if !intSupported(dt) {
 			return false
 		}
 		if rows == 0 {
@@ -146,6 +152,8 @@ func rows4Asm(q8 q8R4Func, q4K, q6K r4Func) func(dt abi.DType, out []float32, p 
 		switch dt {
 		case abi.Q8_0:
 			q8(&out[0], &w[0], &p.qs[0], &p.d[0], &p.bias[0], k/32, rows, 4*ldo)
+		case abi.Q4_0:
+			q40(&out[0], &w[0], &p.qs[0], &p.d[0], &p.bias[0], k/32, rows, 4*ldo)
 		case abi.Q4_K:
 			q4K(&out[0], &w[0], &p.qs[0], &p.d[0], &p.sums[0], k/256, rows, 4*ldo)
 		default:
@@ -233,12 +241,12 @@ func init() {
 		ks.blockSums, ks.rowDot, ks.dequantRow = blockSumsAVX2, rowDotAVX2, dequantRowAVX2
 		ks.quantAct = quantizeActAVX2
 		ks.cols4 = cols4Asm(q4KC4AVX2, q6KC4AVX2)
-		ks.rows4 = rows4Asm(q8R4AVX2, q4KR4AVX2, q6KR4AVX2)
+		ks.rows4 = rows4Asm(q8R4AVX2, q40R4AVX2, q4KR4AVX2, q6KR4AVX2)
 	}
 	// AVX512-VNNI (on ymm: AVX512VL) multiplies and adds int16 pairs in
 	// one instruction.
 	if cpu.X86.HasAVX512VNNI && cpu.X86.HasAVX512VL {
-		avx512Kernels.rows4 = rows4Asm(q8R4VNNI, q4KR4VNNI, q6KR4VNNI)
+		avx512Kernels.rows4 = rows4Asm(q8R4VNNI, q40R4VNNI, q4KR4VNNI, q6KR4VNNI)
 		avx512Kernels.cols4 = cols4Asm(q4KC4VNNI, q6KC4VNNI)
 	}
 }

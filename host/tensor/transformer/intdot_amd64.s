@@ -630,6 +630,51 @@
 	LEAQ (SI)(R14*2), SI; \
 	ADDQ R14, SI
 
+// Q40R4 leaves in X8 the four block sums Σ (q-8)·x of the Q4_0 block at
+// SI (f16 d, 16 bytes of nibbles: values 0…15 low, 16…31 high) against
+// the four x rows' 32 int8 at DI (32 bytes apart): the unsigned nibbles
+// times x (AVX2: VPMADDUBSW, then VPMADDWD by Y15's ones; VNNI:
+// VPDPBUSD), reduced, plus -8·Σx (the packed -128·Σx at R8, shifted).
+// M4 is Q40AVX2 or Q40VNNI; Y14 holds 0x0F bytes.
+#define Q40AVX2(xo, acc) \
+	VPMADDUBSW xo(DI), Y2, Y6; \
+	VPMADDWD Y15, Y6, acc
+
+#define Q40VNNI(xo, acc) \
+	VPXOR acc, acc, acc; \
+	VPDPBUSD xo(DI), Y2, acc
+
+#define Q40R4(M4) \
+	VMOVDQU 2(SI), X2; \
+	VPSRLW $4, X2, X3; \
+	VINSERTI128 $1, X3, Y2, Y2; \
+	VPAND Y14, Y2, Y2; \
+	M4(0, Y8); \
+	M4(32, Y9); \
+	M4(64, Y10); \
+	M4(96, Y11); \
+	R4REDUCE(Y8, Y9, Y10, Y11, X8, X9); \
+	VMOVDQU (R8), X9; \
+	VPSRAD $4, X9, X9; \
+	VPADDD X9, X8, X8
+
+// Q40R4B adds one Q4_0 block (SI) against four packed x rows to X0's
+// lanes, as Q8R4B does for Q8_0.
+#define Q40R4B(M4) \
+	Q40R4(M4); \
+	MOVWLZX (SI), DX; \
+	VMOVD DX, X1; \
+	VCVTPH2PS X1, X1; \
+	VBROADCASTSS X1, X1; \
+	VMULPS (R9), X1, X1; \
+	VCVTDQ2PS X8, X4; \
+	VMULPS X4, X1, X1; \
+	VADDPS X1, X0, X0; \
+	ADDQ $18, SI; \
+	ADDQ $128, DI; \
+	ADDQ $16, R9; \
+	ADDQ $16, R8
+
 // R4ROW starts a weight row of a multi-row kernel: the packed x from the
 // arguments, n super-blocks in CX, X0 zero.
 #define R4ROW \
@@ -1593,5 +1638,45 @@ q6kc4vsb:
 	C4NEXT
 	SUBQ $4, rows+48(FP)
 	JNZ q6kc4vgroup
+	VZEROUPPER
+	RET
+
+// func q40R4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, ldo int)
+// q8R4AVX2 for Q4_0 weight rows: dotQ4_0AVX2's results.
+TEXT ·q40R4AVX2(SB), NOSPLIT, $0-64
+	MOVQ w+8(FP), SI
+	NIBBLEMASK
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW $15, Y15, Y15
+
+q40r4row:
+	R4ROW
+
+q40r4b:
+	Q40R4B(Q40AVX2)
+	DECQ CX
+	JNZ q40r4b
+	R4STORE
+	DECQ rows+48(FP)
+	JNZ q40r4row
+	VZEROUPPER
+	RET
+
+// func q40R4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, ldo int)
+// q40R4AVX2 with VPDPBUSD (AVX512-VNNI and AVX512VL).
+TEXT ·q40R4VNNI(SB), NOSPLIT, $0-64
+	MOVQ w+8(FP), SI
+	NIBBLEMASK
+
+q40r4vrow:
+	R4ROW
+
+q40r4vb:
+	Q40R4B(Q40VNNI)
+	DECQ CX
+	JNZ q40r4vb
+	R4STORE
+	DECQ rows+48(FP)
+	JNZ q40r4vrow
 	VZEROUPPER
 	RET
