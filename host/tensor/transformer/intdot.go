@@ -364,8 +364,9 @@ func intGemm(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float
 			packAct4(acts[4*g:4*g+4], bs, &packs[g])
 		}
 	}
-	// Each weight row's scales are decoded once, and every x row passes
-	// over it while it is in cache (a prompt's rows: prefill).
+	// Every x row passes over a block of weight rows while it is in cache
+	// (a prompt's rows: prefill); in the portable path each weight row's
+	// scales are decoded once for all of them.
 	return par.ForBlocks(ctx, threads, n, block, func(lo, hi int) error {
 		for g := range packs {
 			ks.rows4(w.Type, out[4*g*n+lo:], &packs[g], wb[lo*rb:hi*rb], hi-lo, n)
