@@ -620,6 +620,28 @@
 	MOVQ n+40(FP), CX; \
 	VXORPS X0, X0, X0
 
+// Q6KC4ROWS is C4ROWS for the Q6_K kernels, with R11 at the fourth row.
+#define Q6KC4ROWS \
+	C4ROWS; \
+	LEAQ (SI)(R14*2), R11; \
+	ADDQ R14, R11
+
+// C4LOOP is the body of a four-weight-row kernel after its constants: for
+// each group of four rows (label group, started by START), its
+// super-blocks (label sb) by BLOCK, then C4NEXT.
+#define C4LOOP(START, BLOCK, group, sb) \
+group: \
+	START; \
+sb: \
+	BLOCK; \
+	DECQ CX; \
+	JNZ sb; \
+	C4NEXT; \
+	SUBQ $4, rows+48(FP); \
+	JNZ group; \
+	VZEROUPPER; \
+	RET
+
 // C4NEXT stores X0's four results at out, moves out on by four and SI
 // from the end of the group's first row to the next group's.
 #define C4NEXT \
@@ -696,6 +718,21 @@
 	VEXTRACTPS $3, X0, (DX)(BX*1); \
 	ADDQ $4, AX; \
 	MOVQ AX, out+0(FP)
+
+// R4LOOP is the body of a multi-row kernel after its constants: for each
+// weight row (label row), its blocks (label blk) by BLOCK, then R4STORE.
+#define R4LOOP(BLOCK, row, blk) \
+row: \
+	R4ROW; \
+blk: \
+	BLOCK; \
+	DECQ CX; \
+	JNZ blk; \
+	R4STORE; \
+	DECQ rows+48(FP); \
+	JNZ row; \
+	VZEROUPPER; \
+	RET
 
 // NIBBLEMASK sets Y14 to 0x0F bytes.
 #define NIBBLEMASK \
@@ -1354,18 +1391,7 @@ TEXT ·q4KR4AVX2(SB), NOSPLIT, $16-64
 	MOVQ w+8(FP), SI
 	NIBBLEMASK
 
-q4kr4row:
-	R4ROW
-
-q4kr4sb:
-	Q4KR4SB(MADDAVX2)
-	DECQ CX
-	JNZ q4kr4sb
-	R4STORE
-	DECQ rows+48(FP)
-	JNZ q4kr4row
-	VZEROUPPER
-	RET
+	R4LOOP(Q4KR4SB(MADDAVX2), q4kr4row, q4kr4sb)
 
 // func q4KR4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
 // q4KR4AVX2 with VPDPWSSD (AVX512-VNNI and AVX512VL).
@@ -1373,18 +1399,7 @@ TEXT ·q4KR4VNNI(SB), NOSPLIT, $16-64
 	MOVQ w+8(FP), SI
 	NIBBLEMASK
 
-q4kr4vrow:
-	R4ROW
-
-q4kr4vsb:
-	Q4KR4SB(MADDVNNI)
-	DECQ CX
-	JNZ q4kr4vsb
-	R4STORE
-	DECQ rows+48(FP)
-	JNZ q4kr4vrow
-	VZEROUPPER
-	RET
+	R4LOOP(Q4KR4SB(MADDVNNI), q4kr4vrow, q4kr4vsb)
 
 // func q6KR4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
 // q4KR4AVX2 for Q6_K weight rows: dotQ6KAVX2's results.
@@ -1392,18 +1407,7 @@ TEXT ·q6KR4AVX2(SB), NOSPLIT, $32-64
 	MOVQ w+8(FP), SI
 	K6CONSTS
 
-q6kr4row:
-	R4ROW
-
-q6kr4sb:
-	Q6KR4SB(MADDAVX2)
-	DECQ CX
-	JNZ q6kr4sb
-	R4STORE
-	DECQ rows+48(FP)
-	JNZ q6kr4row
-	VZEROUPPER
-	RET
+	R4LOOP(Q6KR4SB(MADDAVX2), q6kr4row, q6kr4sb)
 
 // func q6KR4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
 // q6KR4AVX2 with VPDPWSSD (AVX512-VNNI and AVX512VL).
@@ -1411,18 +1415,7 @@ TEXT ·q6KR4VNNI(SB), NOSPLIT, $32-64
 	MOVQ w+8(FP), SI
 	K6CONSTS
 
-q6kr4vrow:
-	R4ROW
-
-q6kr4vsb:
-	Q6KR4SB(MADDVNNI)
-	DECQ CX
-	JNZ q6kr4vsb
-	R4STORE
-	DECQ rows+48(FP)
-	JNZ q6kr4vrow
-	VZEROUPPER
-	RET
+	R4LOOP(Q6KR4SB(MADDVNNI), q6kr4vrow, q6kr4vsb)
 
 // func q8R4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, ldo int)
 // q4KR4AVX2 for Q8_0 weight rows of n blocks, x packed in blocks of 32:
@@ -1432,18 +1425,7 @@ TEXT ·q8R4AVX2(SB), NOSPLIT, $0-64
 	VPCMPEQW Y15, Y15, Y15
 	VPSRLW $15, Y15, Y15
 
-q8r4row:
-	R4ROW
-
-q8r4b:
-	Q8R4B(Q8R4AVX2)
-	DECQ CX
-	JNZ q8r4b
-	R4STORE
-	DECQ rows+48(FP)
-	JNZ q8r4row
-	VZEROUPPER
-	RET
+	R4LOOP(Q8R4B(Q8R4AVX2), q8r4row, q8r4b)
 
 // func q8R4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, ldo int)
 // q8R4AVX2 with VPDPBUSD (AVX512-VNNI and AVX512VL).
@@ -1453,18 +1435,7 @@ TEXT ·q8R4VNNI(SB), NOSPLIT, $0-64
 	VMOVD AX, X13
 	VPBROADCASTD X13, Y13
 
-q8r4vrow:
-	R4ROW
-
-q8r4vb:
-	Q8R4B(Q8R4VNNI)
-	DECQ CX
-	JNZ q8r4vb
-	R4STORE
-	DECQ rows+48(FP)
-	JNZ q8r4vrow
-	VZEROUPPER
-	RET
+	R4LOOP(Q8R4B(Q8R4VNNI), q8r4vrow, q8r4vb)
 
 // func quantActAVX2(x *float32, n, bs int, qs *int8, d *float32, sums *int32)
 // quantizeAct of n blocks of bs values (bs a multiple of 32), the same
@@ -1564,18 +1535,7 @@ TEXT ·q4KC4AVX2(SB), NOSPLIT, $128-64
 	MOVQ stride+56(FP), R14
 	NIBBLEMASK
 
-q4kc4group:
-	C4ROWS
-
-q4kc4sb:
-	Q4KC4SB(MADDAVX2)
-	DECQ CX
-	JNZ q4kc4sb
-	C4NEXT
-	SUBQ $4, rows+48(FP)
-	JNZ q4kc4group
-	VZEROUPPER
-	RET
+	C4LOOP(C4ROWS, Q4KC4SB(MADDAVX2), q4kc4group, q4kc4sb)
 
 // func q4KC4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
 // q4KC4AVX2 with VPDPWSSD (AVX512-VNNI and AVX512VL).
@@ -1584,18 +1544,7 @@ TEXT ·q4KC4VNNI(SB), NOSPLIT, $128-64
 	MOVQ stride+56(FP), R14
 	NIBBLEMASK
 
-q4kc4vgroup:
-	C4ROWS
-
-q4kc4vsb:
-	Q4KC4SB(MADDVNNI)
-	DECQ CX
-	JNZ q4kc4vsb
-	C4NEXT
-	SUBQ $4, rows+48(FP)
-	JNZ q4kc4vgroup
-	VZEROUPPER
-	RET
+	C4LOOP(C4ROWS, Q4KC4SB(MADDVNNI), q4kc4vgroup, q4kc4vsb)
 
 // func q6KC4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
 // q4KC4AVX2 for Q6_K weight rows: dotQ6KAVX2's results.
@@ -1604,20 +1553,7 @@ TEXT ·q6KC4AVX2(SB), NOSPLIT, $128-64
 	MOVQ stride+56(FP), R14
 	K6CONSTS
 
-q6kc4group:
-	C4ROWS
-	LEAQ (SI)(R14*2), R11
-	ADDQ R14, R11
-
-q6kc4sb:
-	Q6KC4SB(MADDAVX2)
-	DECQ CX
-	JNZ q6kc4sb
-	C4NEXT
-	SUBQ $4, rows+48(FP)
-	JNZ q6kc4group
-	VZEROUPPER
-	RET
+	C4LOOP(Q6KC4ROWS, Q6KC4SB(MADDAVX2), q6kc4group, q6kc4sb)
 
 // func q6KC4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
 // q6KC4AVX2 with VPDPWSSD (AVX512-VNNI and AVX512VL).
@@ -1626,20 +1562,7 @@ TEXT ·q6KC4VNNI(SB), NOSPLIT, $128-64
 	MOVQ stride+56(FP), R14
 	K6CONSTS
 
-q6kc4vgroup:
-	C4ROWS
-	LEAQ (SI)(R14*2), R11
-	ADDQ R14, R11
-
-q6kc4vsb:
-	Q6KC4SB(MADDVNNI)
-	DECQ CX
-	JNZ q6kc4vsb
-	C4NEXT
-	SUBQ $4, rows+48(FP)
-	JNZ q6kc4vgroup
-	VZEROUPPER
-	RET
+	C4LOOP(Q6KC4ROWS, Q6KC4SB(MADDVNNI), q6kc4vgroup, q6kc4vsb)
 
 // func q40R4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, ldo int)
 // q8R4AVX2 for Q4_0 weight rows: dotQ4_0AVX2's results.
@@ -1649,18 +1572,7 @@ TEXT ·q40R4AVX2(SB), NOSPLIT, $0-64
 	VPCMPEQW Y15, Y15, Y15
 	VPSRLW $15, Y15, Y15
 
-q40r4row:
-	R4ROW
-
-q40r4b:
-	Q40R4B(Q40AVX2)
-	DECQ CX
-	JNZ q40r4b
-	R4STORE
-	DECQ rows+48(FP)
-	JNZ q40r4row
-	VZEROUPPER
-	RET
+	R4LOOP(Q40R4B(Q40AVX2), q40r4row, q40r4b)
 
 // func q40R4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, ldo int)
 // q40R4AVX2 with VPDPBUSD (AVX512-VNNI and AVX512VL).
@@ -1668,15 +1580,4 @@ TEXT ·q40R4VNNI(SB), NOSPLIT, $0-64
 	MOVQ w+8(FP), SI
 	NIBBLEMASK
 
-q40r4vrow:
-	R4ROW
-
-q40r4vb:
-	Q40R4B(Q40VNNI)
-	DECQ CX
-	JNZ q40r4vb
-	R4STORE
-	DECQ rows+48(FP)
-	JNZ q40r4vrow
-	VZEROUPPER
-	RET
+	R4LOOP(Q40R4B(Q40VNNI), q40r4vrow, q40r4vb)
