@@ -91,16 +91,24 @@ func q6KC4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows,
 //go:noescape
 func q6KC4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
 
+//go:noescape
+func q8C4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
+
+//go:noescape
+func q8C4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
+
 // c4Func is the signature of the four-weight-row kernels.
 type c4Func func(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
 
-// cols4Asm returns a kernelSet.cols4 of the four-weight-row kernels q4K
-// and q6K (for Q4_K and Q6_K). The lengths are checked here: the assembly must never read
+// cols4Asm returns a kernelSet.cols4 of the four-weight-row kernels q8,
+// q4K and q6K (for Q8_0, Q4_K and Q6_K). The lengths are checked here: the assembly must never read
 // or write past a slice.
-func cols4Asm(q4K, q6K c4Func) func(dt abi.DType, out []float32, w []byte, a *q8Act, rows int) bool {
+func cols4Asm(q8, q4K, q6K c4Func) func(dt abi.DType, out []float32, w []byte, a *q8Act, rows int) bool {
 	return func(dt abi.DType, out []float32, w []byte, a *q8Act, rows int) bool {
 		f := q4K
 		switch dt {
+		case abi.Q8_0:
+			f = q8
 		case abi.Q4_K:
 		case abi.Q6_K:
 			f = q6K
@@ -110,12 +118,12 @@ func cols4Asm(q4K, q6K c4Func) func(dt abi.DType, out []float32, w []byte, a *q8
 		if rows == 0 {
 			return true
 		}
-		k := len(a.qs)
+		k, bs := len(a.qs), actBlockOf(dt)
 		rb := rowBytes(dt, k)
-		if k == 0 || k%256 != 0 || rows%4 != 0 || len(w) < rows*rb || len(a.d) < k/256 || len(a.sums) < k/16 || len(out) < rows {
+		if k == 0 || k%bs != 0 || rows%4 != 0 || len(w) < rows*rb || len(a.d) < k/bs || len(a.sums) < k/16 || len(out) < rows {
 			panic("transformer: cols4: short buffers")
 		}
-		f(&out[0], &w[0], &a.qs[0], &a.d[0], &a.sums[0], k/256, rows, rb)
+		f(&out[0], &w[0], &a.qs[0], &a.d[0], &a.sums[0], k/bs, rows, rb)
 		return true
 	}
 }
@@ -240,13 +248,13 @@ func init() {
 	for _, ks := range []*kernelSet{avx2Kernels, avx512Kernels} {
 		ks.blockSums, ks.rowDot, ks.dequantRow = blockSumsAVX2, rowDotAVX2, dequantRowAVX2
 		ks.quantAct = quantizeActAVX2
-		ks.cols4 = cols4Asm(q4KC4AVX2, q6KC4AVX2)
+		ks.cols4 = cols4Asm(q8C4AVX2, q4KC4AVX2, q6KC4AVX2)
 		ks.rows4 = rows4Asm(q8R4AVX2, q40R4AVX2, q4KR4AVX2, q6KR4AVX2)
 	}
 	// AVX512-VNNI (on ymm: AVX512VL) multiplies and adds int16 pairs in
 	// one instruction.
 	if cpu.X86.HasAVX512VNNI && cpu.X86.HasAVX512VL {
 		avx512Kernels.rows4 = rows4Asm(q8R4VNNI, q40R4VNNI, q4KR4VNNI, q6KR4VNNI)
-		avx512Kernels.cols4 = cols4Asm(q4KC4VNNI, q6KC4VNNI)
+		avx512Kernels.cols4 = cols4Asm(q8C4VNNI, q4KC4VNNI, q6KC4VNNI)
 	}
 }

@@ -611,6 +611,68 @@
 	ADDQ $4, R9; \
 	ADDQ $64, R8
 
+// Q8C4AVX2 and Q8C4VNNI leave in X8 the block sums Σ w·x of four Q8_0
+// weight rows' blocks (2(SI), 2(SI)(R14*1), 2(SI)(R14*2), 2(R11))
+// against x's 32 int8 at DI: AVX2 as Q8R4AVX2 (Y15: int16 ones); VNNI
+// VPDPBUSD of w+128 (Y13: 0x80 bytes) and x, less 128·Σx (x's two sums
+// per 16 at R8).
+#define Q8C4AVX2ROW(addr, acc) \
+	VMOVDQU addr, Y1; \
+	VPSIGNB Y1, Y1, Y2; \
+	VPSIGNB Y1, Y12, Y6; \
+	VPMADDUBSW Y6, Y2, Y6; \
+	VPMADDWD Y15, Y6, acc
+
+#define Q8C4AVX2 \
+	VMOVDQU (DI), Y12; \
+	Q8C4AVX2ROW(2(SI), Y8); \
+	Q8C4AVX2ROW(2(SI)(R14*1), Y9); \
+	Q8C4AVX2ROW(2(SI)(R14*2), Y10); \
+	Q8C4AVX2ROW(2(R11), Y11); \
+	R4REDUCE(Y8, Y9, Y10, Y11, X8, X9)
+
+#define Q8C4VNNIROW(addr, acc) \
+	VPXOR addr, Y13, Y2; \
+	VPXOR acc, acc, acc; \
+	VPDPBUSD Y12, Y2, acc
+
+#define Q8C4VNNI \
+	VMOVDQU (DI), Y12; \
+	Q8C4VNNIROW(2(SI), Y8); \
+	Q8C4VNNIROW(2(SI)(R14*1), Y9); \
+	Q8C4VNNIROW(2(SI)(R14*2), Y10); \
+	Q8C4VNNIROW(2(R11), Y11); \
+	R4REDUCE(Y8, Y9, Y10, Y11, X8, X9); \
+	MOVL (R8), AX; \
+	ADDL 4(R8), AX; \
+	SHLL $7, AX; \
+	VMOVD AX, X9; \
+	VPBROADCASTD X9, X9; \
+	VPSUBD X9, X8, X8
+
+// Q8C4B adds one block of the four Q8_0 weight rows against x (DI, R9:
+// its scale per block, R8: its sums per 16) to X0's lanes in intDot's
+// order and rounding, as dotQ8_0AVX2 does for each row. BLOCK is Q8C4AVX2
+// or Q8C4VNNI.
+#define Q8C4B(BLOCK) \
+	BLOCK; \
+	VPXOR X1, X1, X1; \
+	VPINSRW $0, 0(SI), X1, X1; \
+	VPINSRW $1, 0(SI)(R14*1), X1, X1; \
+	VPINSRW $2, 0(SI)(R14*2), X1, X1; \
+	VPINSRW $3, 0(R11), X1, X1; \
+	VCVTPH2PS X1, X1; \
+	VBROADCASTSS (R9), X5; \
+	VMULPS X5, X1, X1; \
+	VCVTDQ2PS X8, X4; \
+	VMULPS X4, X1, X1; \
+	VADDPS X1, X0, X0; \
+	ADDQ $34, SI; \
+	ADDQ $34, R11; \
+	ADDQ $32, DI; \
+	ADDQ $4, R9; \
+	ADDQ $8, R8
+
 // C4ROWS starts a group of four weight rows: x from the arguments, n
 // super-blocks in CX, X0 zero.
 #define C4ROWS \
@@ -620,8 +682,8 @@
 	MOVQ n+40(FP), CX; \
 	VXORPS X0, X0, X0
 
-// Q6KC4ROWS is C4ROWS for the Q6_K kernels, with R11 at the fourth row.
-#define Q6KC4ROWS \
+// C4ROWS3 is C4ROWS with R11 at the group's fourth row.
+#define C4ROWS3 \
 	C4ROWS; \
 	LEAQ (SI)(R14*2), R11; \
 	ADDQ R14, R11
@@ -1553,7 +1615,7 @@ TEXT ·q6KC4AVX2(SB), NOSPLIT, $128-64
 	MOVQ stride+56(FP), R14
 	K6CONSTS
 
-	C4LOOP(Q6KC4ROWS, Q6KC4SB(MADDAVX2), q6kc4group, q6kc4sb)
+	C4LOOP(C4ROWS3, Q6KC4SB(MADDAVX2), q6kc4group, q6kc4sb)
 
 // func q6KC4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
 // q6KC4AVX2 with VPDPWSSD (AVX512-VNNI and AVX512VL).
@@ -1562,7 +1624,7 @@ TEXT ·q6KC4VNNI(SB), NOSPLIT, $128-64
 	MOVQ stride+56(FP), R14
 	K6CONSTS
 
-	C4LOOP(Q6KC4ROWS, Q6KC4SB(MADDVNNI), q6kc4vgroup, q6kc4vsb)
+	C4LOOP(C4ROWS3, Q6KC4SB(MADDVNNI), q6kc4vgroup, q6kc4vsb)
 
 // func q40R4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, ldo int)
 // q8R4AVX2 for Q4_0 weight rows: dotQ4_0AVX2's results.
@@ -1581,3 +1643,24 @@ TEXT ·q40R4VNNI(SB), NOSPLIT, $0-64
 	NIBBLEMASK
 
 	R4LOOP(Q40R4B(Q40VNNI), q40r4vrow, q40r4vb)
+
+// func q8C4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
+// q4KC4AVX2 for Q8_0 weight rows of n blocks: dotQ8_0AVX2's results.
+TEXT ·q8C4AVX2(SB), NOSPLIT, $0-64
+	MOVQ w+8(FP), SI
+	MOVQ stride+56(FP), R14
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW $15, Y15, Y15
+
+	C4LOOP(C4ROWS3, Q8C4B(Q8C4AVX2), q8c4group, q8c4b)
+
+// func q8C4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
+// q8C4AVX2 with VPDPBUSD (AVX512-VNNI and AVX512VL).
+TEXT ·q8C4VNNI(SB), NOSPLIT, $0-64
+	MOVQ w+8(FP), SI
+	MOVQ stride+56(FP), R14
+	MOVL $0x80808080, AX
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13
+
+	C4LOOP(C4ROWS3, Q8C4B(Q8C4VNNI), q8c4vgroup, q8c4vb)
