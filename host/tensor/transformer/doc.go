@@ -35,8 +35,11 @@
 // block, int8·int8 → int32 block sums, float32 scales applied in a fixed
 // order. Its results are the same bits on every CPU (the AVX2 kernels
 // match the portable ones; for Q8_0, Q4_0, Q4_K and Q6_K a whole row's dot
-// product, float part included, is one assembly call) but not exact
-// mode's, so exact mode never takes it.
+// product, float part included, is one assembly call, and a prompt's rows
+// of x go four at a time to multi-row kernels that decode each weight
+// block once for the four, a decode step's one row to kernels that take
+// four weight rows at once; AVX512-VNNI's VPDPWSSD and VPDPBUSD where the
+// CPU has them) but not exact mode's, so exact mode never takes it.
 //
 // Why lanes: a 16-lane sum is what a SIMD unit computes naturally (one zmm
 // register, or two ymm), so the amd64 assembly (AVX-512 or AVX2, chosen at

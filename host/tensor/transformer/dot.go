@@ -104,6 +104,23 @@ type kernelSet struct {
 	// nx ≤ maxXRows rows of x packed by packRows, with gemv's bits: the
 	// multi-row kernel of matMulQ8Rows.
 	q8Rows func(out, x []float32, w []byte, k, rows, stride, nx, ldo int)
+	// rows4, if set, is rowDot for rows weight rows of type dt (stored
+	// one after the other) against the four rows of x packed in p:
+	// out[r·ldo + j] for x row r and weight row j, with the same bits; ok
+	// is false for the types it lacks (rows 0: only ok is reported). The
+	// multi-row kernel of intGemm.
+	rows4 func(dt abi.DType, out []float32, p *act4, w []byte, rows, ldo int) (ok bool)
+	// cols4, if set, is rowDot for rows (a multiple of 4) weight rows of
+	// type dt (stored one after the other) against the one row of x a:
+	// out[j] for weight row j, with the same bits; ok is false for the
+	// types it lacks (rows 0: only ok is reported). The kernel of the x
+	// rows intGemm does not take in fours (a decode step's one).
+	cols4 func(dt abi.DType, out []float32, w []byte, a *q8Act, rows int) (ok bool)
+	// quantAct, if set, is quantizeAct with the same results.
+	quantAct func(x []float32, bs int, a *q8Act)
+	// swiGLU, if set, is swiGLUGo with the same bits (a NaN's payload
+	// aside: SwiGLU makes every NaN canonical).
+	swiGLU func(a, b, out []float32)
 }
 
 // maxXRows is the most rows of x one q8Rows call takes.

@@ -87,6 +87,46 @@ func quantizeAct(x []float32, bs int, a *q8Act) {
 	}
 }
 
+// act4 is four rows of x quantized (quantizeAct), packed for the
+// multi-row kernels (kernelSet.rows4): for each block of the activation
+// (256 values for the K-quants, 32 for Q8_0 and Q4_0) in turn, the four rows' qs
+// one after the other, in d their four scales, and for blocks of 256 in
+// sums their 16 sums per 16 values each as int16 (|Σ| ≤ 16·127), for
+// blocks of 32 in bias -128·Σx of each block as int32.
+type act4 struct {
+	qs   []int8
+	d    []float32
+	sums []int16
+	bias []int32
+}
+
+// packAct4 packs the four rows a, quantized in blocks of bs, into p.
+func packAct4(a []q8Act, bs int, p *act4) {
+	k := len(a[0].qs)
+	nb := k / bs
+	p.qs, p.d = grow(p.qs, 4*k), grow(p.d, 4*nb)
+	if bs == 256 {
+		p.sums = grow(p.sums, 4*k/16)
+	} else {
+		p.bias = grow(p.bias, 4*nb)
+	}
+	for b := range nb {
+		for r := range 4 {
+			o := b*4 + r
+			copy(p.qs[o*bs:(o+1)*bs], a[r].qs[b*bs:])
+			p.d[o] = a[r].d[b]
+			g := a[r].sums[b*bs/16 : (b+1)*bs/16]
+			if bs == 256 {
+				for i, v := range g {
+					p.sums[o*16+i] = int16(v)
+				}
+			} else {
+				p.bias[o] = -128 * (g[0] + g[1])
+			}
+		}
+	}
+}
+
 // grow returns s resliced to n elements, reallocated if too short.
 func grow[T any](s []T, n int) []T {
 	if cap(s) < n {
@@ -302,8 +342,12 @@ func intGemm(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float
 		return err
 	}
 	acts, bs := make([]q8Act, t), actBlockOf(w.Type)
+	quantize := ks.quantAct
+	if quantize == nil {
+		quantize = quantizeAct
+	}
 	for r := range acts {
-		quantizeAct(x[r*k:(r+1)*k], bs, &acts[r])
+		quantize(x[r*k:(r+1)*k], bs, &acts[r])
 	}
 	sums := ks.blockSums
 	if sums == nil {
@@ -311,15 +355,37 @@ func intGemm(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float
 	}
 	wb, rb, ng := w.bytes(), rowBytes(w.Type, k), groups(w.Type, k)
 	block := max(4, min(blockBytes/rb, blockWork/(t*k))&^3)
-	// Each weight row's scales are decoded once, and every x row passes
-	// over it while it is in cache (a prompt's rows: prefill).
+	// Rows of x in fours go to the multi-row kernel, if there is one for
+	// the type: each weight block is decoded once for four x rows.
+	var packs []act4
+	if ks.rows4 != nil && t >= 4 && ks.rows4(w.Type, nil, nil, nil, 0, n) {
+		packs = make([]act4, t/4)
+		for g := range packs {
+			packAct4(acts[4*g:4*g+4], bs, &packs[g])
+		}
+	}
+	// Every x row passes over a block of weight rows while it is in cache
+	// (a prompt's rows: prefill); in the portable path each weight row's
+	// scales are decoded once for all of them.
 	return par.ForBlocks(ctx, threads, n, block, func(lo, hi int) error {
+		for g := range packs {
+			ks.rows4(w.Type, out[4*g*n+lo:], &packs[g], wb[lo*rb:hi*rb], hi-lo, n)
+		}
+		// The other x rows one by one, against four weight rows at a time
+		// if there is a kernel for it.
+		jlo, rest := lo, 4*len(packs)
+		if nc := (hi - lo) &^ 3; ks.cols4 != nil && rest < t && nc > 0 && ks.cols4(w.Type, nil, nil, nil, 0) {
+			for r := rest; r < t; r++ {
+				ks.cols4(w.Type, out[r*n+lo:r*n+lo+nc], wb[lo*rb:(lo+nc)*rb], &acts[r], nc)
+			}
+			jlo = lo + nc
+		}
 		s := make([]int32, ng)
 		var rs rowScales
-		for j := lo; j < hi; j++ {
+		for j := jlo; j < hi; j++ {
 			row := wb[j*rb : (j+1)*rb]
 			decoded := false
-			for r := range t {
+			for r := rest; r < t; r++ {
 				a := &acts[r]
 				if ks.rowDot != nil {
 					if v, ok := ks.rowDot(w.Type, row, a); ok {

@@ -2,7 +2,10 @@
 
 package transformer
 
-import "github.com/infernet/infernet/abi"
+import (
+	"github.com/infernet/infernet/abi"
+	"golang.org/x/sys/cpu"
+)
 
 // The AVX2 block sums (intdot_amd64.s): the integer part of the integer
 // kernels, the same int32 as blockSumsGo.
@@ -42,6 +45,131 @@ func sumsQ6KAVX2(w *byte, x *int8, n int, out *int32)
 
 //go:noescape
 func sumsQ4KAVX2(w *byte, x *int8, n int, out *int32)
+
+//go:noescape
+func q4KR4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
+
+//go:noescape
+func q4KR4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
+
+//go:noescape
+func q6KR4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
+
+//go:noescape
+func q6KR4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
+
+//go:noescape
+func q8R4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, ldo int)
+
+//go:noescape
+func q8R4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, ldo int)
+
+//go:noescape
+func quantActAVX2(x *float32, n, bs int, qs *int8, d *float32, sums *int32)
+
+// quantizeActAVX2 is quantizeAct in assembly, for blocks of a multiple of
+// 32 values.
+func quantizeActAVX2(x []float32, bs int, a *q8Act) {
+	if bs%32 != 0 || len(x) == 0 || len(x)%bs != 0 {
+		quantizeAct(x, bs, a)
+		return
+	}
+	nb := len(x) / bs
+	a.qs, a.d, a.sums = grow(a.qs, len(x)), grow(a.d, nb), grow(a.sums, len(x)/16)
+	quantActAVX2(&x[0], nb, bs, &a.qs[0], &a.d[0], &a.sums[0])
+}
+
+//go:noescape
+func q4KC4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
+
+//go:noescape
+func q4KC4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
+
+//go:noescape
+func q6KC4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
+
+//go:noescape
+func q6KC4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
+
+//go:noescape
+func q8C4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
+
+//go:noescape
+func q8C4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
+
+// c4Func is the signature of the four-weight-row kernels.
+type c4Func func(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
+
+// cols4Asm returns a kernelSet.cols4 of the four-weight-row kernels q8,
+// q4K and q6K (for Q8_0, Q4_K and Q6_K). The lengths are checked here: the assembly must never read
+// or write past a slice.
+func cols4Asm(q8, q4K, q6K c4Func) func(dt abi.DType, out []float32, w []byte, a *q8Act, rows int) bool {
+	return func(dt abi.DType, out []float32, w []byte, a *q8Act, rows int) bool {
+		f := q4K
+		switch dt {
+		case abi.Q8_0:
+			f = q8
+		case abi.Q4_K:
+		case abi.Q6_K:
+			f = q6K
+		default:
+			return false
+		}
+		if rows == 0 {
+			return true
+		}
+		k, bs := len(a.qs), actBlockOf(dt)
+		rb := rowBytes(dt, k)
+		if k == 0 || k%bs != 0 || rows%4 != 0 || len(w) < rows*rb || len(a.d) < k/bs || len(a.sums) < k/16 || len(out) < rows {
+			panic("transformer: cols4: short buffers")
+		}
+		f(&out[0], &w[0], &a.qs[0], &a.d[0], &a.sums[0], k/bs, rows, rb)
+		return true
+	}
+}
+
+// r4Func is the signature of the multi-row kernels.
+type r4Func func(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
+
+//go:noescape
+func q40R4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, ldo int)
+
+//go:noescape
+func q40R4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, ldo int)
+
+// q8R4Func is the signature of the multi-row Q8_0 and Q4_0 kernels.
+type q8R4Func func(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, ldo int)
+
+// rows4Asm returns a kernelSet.rows4 of the multi-row kernels q8, q40, q4K
+// and q6K (for Q8_0, Q4_0, Q4_K and Q6_K). The lengths are checked here: the
+// assembly must never read or write past a slice.
+func rows4Asm(q8, q40 q8R4Func, q4K, q6K r4Func) func(dt abi.DType, out []float32, p *act4, w []byte, rows, ldo int) bool {
+	return func(dt abi.DType, out []float32, p *act4, w []byte, rows, ldo int) bool {
+		if !intSupported(dt) {
+			return false
+		}
+		if rows == 0 {
+			return true
+		}
+		k, bs := len(p.qs)/4, actBlockOf(dt)
+		if k == 0 || k%bs != 0 || len(w) < rows*rowBytes(dt, k) || len(p.d) < 4*(k/bs) ||
+			bs == 256 && len(p.sums) < 4*(k/16) || bs == 32 && len(p.bias) < 4*(k/32) ||
+			ldo < rows || len(out) < 3*ldo+rows {
+			panic("transformer: rows4: short buffers")
+		}
+		switch dt {
+		case abi.Q8_0:
+			q8(&out[0], &w[0], &p.qs[0], &p.d[0], &p.bias[0], k/32, rows, 4*ldo)
+		case abi.Q4_0:
+			q40(&out[0], &w[0], &p.qs[0], &p.d[0], &p.bias[0], k/32, rows, 4*ldo)
+		case abi.Q4_K:
+			q4K(&out[0], &w[0], &p.qs[0], &p.d[0], &p.sums[0], k/256, rows, 4*ldo)
+		default:
+			q6K(&out[0], &w[0], &p.qs[0], &p.d[0], &p.sums[0], k/256, rows, 4*ldo)
+		}
+		return true
+	}
+}
 
 // blockSumsAVX2 is blockSumsGo in assembly. The lengths are checked here: the assembly must never
 // read past a slice.
@@ -119,5 +247,14 @@ func init() {
 	// AVX2 integer kernels.
 	for _, ks := range []*kernelSet{avx2Kernels, avx512Kernels} {
 		ks.blockSums, ks.rowDot, ks.dequantRow = blockSumsAVX2, rowDotAVX2, dequantRowAVX2
+		ks.quantAct = quantizeActAVX2
+		ks.cols4 = cols4Asm(q8C4AVX2, q4KC4AVX2, q6KC4AVX2)
+		ks.rows4 = rows4Asm(q8R4AVX2, q40R4AVX2, q4KR4AVX2, q6KR4AVX2)
+	}
+	// AVX512-VNNI (on ymm: AVX512VL) multiplies and adds int16 pairs in
+	// one instruction.
+	if cpu.X86.HasAVX512VNNI && cpu.X86.HasAVX512VL {
+		avx512Kernels.rows4 = rows4Asm(q8R4VNNI, q40R4VNNI, q4KR4VNNI, q6KR4VNNI)
+		avx512Kernels.cols4 = cols4Asm(q8C4VNNI, q4KC4VNNI, q6KC4VNNI)
 	}
 }

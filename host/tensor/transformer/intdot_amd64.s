@@ -181,6 +181,627 @@
 	VMOVD AX, X13; \
 	VPBROADCASTD X13, Y13
 
+// The multi-row kernels (q4KR4*): one weight row against four rows of x
+// packed by packAct4, per super-block the four rows' 256 int8 in turn
+// (1024 bytes), their four float32 scales (16 bytes) and their sums per
+// 16 as int16 (128 bytes), so that each weight block is decoded once for
+// four x rows. The float part runs in an xmm of four lanes, one per x row,
+// in intDot's order and rounding (VCVTDQ2PS, VMULPS, VSUBPS and VADDPS
+// round each lane as the scalar ops do).
+
+// MADDAVX2 adds to acc the int32 pair sums of the int16 products of a and
+// s (VPMADDWD, then VPADDD), clobbering a; MADDVNNI is the same in one
+// AVX512-VNNI instruction (VPDPWSSD, EVEX on ymm: AVX512VL).
+#define MADDAVX2(s, a, acc) \
+	VPMADDWD s, a, a; \
+	VPADDD a, acc, acc
+
+#define MADDVNNI(s, a, acc) \
+	VPDPWSSD s, a, acc
+
+// R4REDUCE leaves in XA the four int32 sums of the 8 lanes of YA, YB, YC
+// and YD (one x row each), in order, using XB.
+#define R4REDUCE(YA, YB, YC, YD, XA, XB) \
+	VPHADDD YB, YA, YA; \
+	VPHADDD YD, YC, YC; \
+	VPHADDD YC, YA, YA; \
+	VEXTRACTI128 $1, YA, XB; \
+	VPADDD XB, XA, XA
+
+// Q4KR4PAIR adds to Y8…Y11 (x rows 0…3) the int32 products sc·w·x of
+// sub-blocks 2i and 2i+1 of the Q4_K super-block at SI: the 32 bytes of
+// nibbles at off(SI) against each row's 64 int8 at xo(DI) (rows 256 bytes
+// apart), the scales the int16 at s0(SP) and s1(SP); M is MADDAVX2 or
+// MADDVNNI.
+#define Q4KR4PAIR(M, off, xo, s0, s1) \
+	VMOVDQU off(SI), Y2; \
+	VPSRLW $4, Y2, Y3; \
+	VPAND Y14, Y2, Y2; \
+	VPAND Y14, Y3, Y3; \
+	VPBROADCASTW s0(SP), Y4; \
+	VPBROADCASTW s1(SP), Y5; \
+	VPMADDUBSW xo(DI), Y2, Y6; \
+	VPMADDUBSW xo+32(DI), Y3, Y7; \
+	M(Y4, Y6, Y8); \
+	M(Y5, Y7, Y8); \
+	VPMADDUBSW xo+256(DI), Y2, Y6; \
+	VPMADDUBSW xo+288(DI), Y3, Y7; \
+	M(Y4, Y6, Y9); \
+	M(Y5, Y7, Y9); \
+	VPMADDUBSW xo+512(DI), Y2, Y6; \
+	VPMADDUBSW xo+544(DI), Y3, Y7; \
+	M(Y4, Y6, Y10); \
+	M(Y5, Y7, Y10); \
+	VPMADDUBSW xo+768(DI), Y2, Y6; \
+	VPMADDUBSW xo+800(DI), Y3, Y7; \
+	M(Y4, Y6, Y11); \
+	M(Y5, Y7, Y11)
+
+// Q4KR4SB adds one Q4_K super-block (SI) against four packed x rows (DI:
+// int8, R9: scales, R8: sums per 16) to X0's four lanes:
+// sum += float32(float32(d·dx)·float32(is)) - float32(float32(dmin·dx)·float32(im)),
+// is = Σ sc_j·s_j and im = Σ m_j·Σx_j in int32 (exact, any order), as
+// dotQ4KAVX2 for each row. Y14 holds 0x0F bytes; K4SCALES clobbers AX,
+// BX, DX, R10…R13.
+#define Q4KR4SB(M) \
+	K4SCALES; \
+	VMOVQ R12, X1; \
+	VPMOVZXBW X1, X1; \
+	VMOVDQU X1, 0(SP); \
+	VPXOR Y8, Y8, Y8; \
+	VPXOR Y9, Y9, Y9; \
+	VPXOR Y10, Y10, Y10; \
+	VPXOR Y11, Y11, Y11; \
+	Q4KR4PAIR(M, 16, 0, 0, 2); \
+	Q4KR4PAIR(M, 48, 64, 4, 6); \
+	Q4KR4PAIR(M, 80, 128, 8, 10); \
+	Q4KR4PAIR(M, 112, 192, 12, 14); \
+	R4REDUCE(Y8, Y9, Y10, Y11, X8, X9); \
+	VMOVQ R13, X1; \
+	VPUNPCKLBW X1, X1, X1; \
+	VPMOVZXBW X1, Y1; \
+	VPMADDWD 0(R8), Y1, Y10; \
+	VPMADDWD 32(R8), Y1, Y11; \
+	VPMADDWD 64(R8), Y1, Y12; \
+	VPMADDWD 96(R8), Y1, Y13; \
+	R4REDUCE(Y10, Y11, Y12, Y13, X10, X11); \
+	MOVL (SI), DX; \
+	VMOVD DX, X1; \
+	VCVTPH2PS X1, X1; \
+	VBROADCASTSS X1, X2; \
+	VMOVSHDUP X1, X3; \
+	VBROADCASTSS X3, X3; \
+	VMOVUPS (R9), X4; \
+	VMULPS X4, X2, X2; \
+	VCVTDQ2PS X8, X5; \
+	VMULPS X5, X2, X2; \
+	VMULPS X4, X3, X3; \
+	VCVTDQ2PS X10, X6; \
+	VMULPS X6, X3, X3; \
+	VSUBPS X3, X2, X2; \
+	VADDPS X2, X0, X0; \
+	ADDQ $144, SI; \
+	ADDQ $1024, DI; \
+	ADDQ $16, R9; \
+	ADDQ $128, R8
+
+// Q6KR4PART adds to Y8, Y11, Y12 and Y15 (x rows 0…3) the int32 products
+// sc·q·x of the 32 6-bit values in Y9 (Q6KQ0…3) against each row's 32
+// int8 at xoff(DI) (rows 256 bytes apart): two groups of 16, whose scales
+// are the int16 at s0(SP) and s1(SP).
+#define Q6KR4PART(M, xoff, s0, s1) \
+	VPBROADCASTW s0(SP), X4; \
+	VPBROADCASTW s1(SP), X5; \
+	VINSERTI128 $1, X5, Y4, Y4; \
+	VPMADDUBSW xoff(DI), Y9, Y6; \
+	M(Y4, Y6, Y8); \
+	VPMADDUBSW xoff+256(DI), Y9, Y6; \
+	M(Y4, Y6, Y11); \
+	VPMADDUBSW xoff+512(DI), Y9, Y6; \
+	M(Y4, Y6, Y12); \
+	VPMADDUBSW xoff+768(DI), Y9, Y6; \
+	M(Y4, Y6, Y15)
+
+// Q6KR4HALF does one half (128 values) of a Q6_K super-block against the
+// four x rows (Q6KHALF's arguments).
+#define Q6KR4HALF(M, ql, qlb, qh, x0, x1, x2, x3, s0, s1, s2, s3, s4, s5, s6, s7) \
+	Q6KLOAD(ql, qlb, qh); \
+	Q6KQ0; \
+	Q6KR4PART(M, x0, s0, s1); \
+	Q6KQ1; \
+	Q6KR4PART(M, x1, s2, s3); \
+	Q6KQ2; \
+	Q6KR4PART(M, x2, s4, s5); \
+	Q6KQ3; \
+	Q6KR4PART(M, x3, s6, s7)
+
+// Q6KR4SB adds one Q6_K super-block (SI) against four packed x rows (DI,
+// R9, R8 as for Q4KR4SB) to X0's four lanes:
+// sum += float32(float32(d·dx)·float32(is)), is = Σ sc_g·s_g - 32·Σ sc_g·Σx_g
+// in int32 (intDot's integer: int32 arithmetic wraps alike in any order).
+// Y13 and Y14 hold K6CONSTS.
+#define Q6KR4SB(M) \
+	VPMOVSXBW 192(SI), Y9; \
+	VMOVDQU Y9, 0(SP); \
+	VPXOR Y8, Y8, Y8; \
+	VPXOR Y11, Y11, Y11; \
+	VPXOR Y12, Y12, Y12; \
+	VPXOR Y15, Y15, Y15; \
+	Q6KR4HALF(M, 0, 32, 128, 0, 32, 64, 96, 0, 2, 4, 6, 8, 10, 12, 14); \
+	Q6KR4HALF(M, 64, 96, 160, 128, 160, 192, 224, 16, 18, 20, 22, 24, 26, 28, 30); \
+	R4REDUCE(Y8, Y11, Y12, Y15, X8, X9); \
+	VMOVDQU 0(SP), Y1; \
+	VPMADDWD 0(R8), Y1, Y10; \
+	VPMADDWD 32(R8), Y1, Y11; \
+	VPMADDWD 64(R8), Y1, Y12; \
+	VPMADDWD 96(R8), Y1, Y15; \
+	R4REDUCE(Y10, Y11, Y12, Y15, X10, X11); \
+	VPSLLD $5, X10, X10; \
+	VPSUBD X10, X8, X8; \
+	MOVWLZX 208(SI), DX; \
+	VMOVD DX, X1; \
+	VCVTPH2PS X1, X1; \
+	VBROADCASTSS X1, X1; \
+	VMULPS (R9), X1, X1; \
+	VCVTDQ2PS X8, X4; \
+	VMULPS X4, X1, X1; \
+	VADDPS X1, X0, X0; \
+	ADDQ $210, SI; \
+	ADDQ $1024, DI; \
+	ADDQ $16, R9; \
+	ADDQ $128, R8
+
+// Q8R4AVX2 and Q8R4VNNI leave in Y8…Y11 (x rows 0…3) int32 lanes that
+// add up to the block sum Σ w·x of the Q8_0 block at SI against each row's
+// 32 int8 at DI (rows 32 bytes apart). AVX2: |w| (unsigned) times x with
+// w's sign (VPSIGNB, VPMADDUBSW: at most 2·128·127, no saturation), pairs
+// added by VPMADDWD with Y15's int16 ones. VNNI: VPDPBUSD of w+128
+// (unsigned, Y13: 0x80 bytes) and x, from -128·Σx of the row (the int32
+// at R8, in lane 0): the same integer.
+#define Q8R4AVX2 \
+	VMOVDQU 2(SI), Y1; \
+	VPSIGNB Y1, Y1, Y2; \
+	VMOVDQU 0(DI), Y6; \
+	VPSIGNB Y1, Y6, Y6; \
+	VPMADDUBSW Y6, Y2, Y6; \
+	VPMADDWD Y15, Y6, Y8; \
+	VMOVDQU 32(DI), Y6; \
+	VPSIGNB Y1, Y6, Y6; \
+	VPMADDUBSW Y6, Y2, Y6; \
+	VPMADDWD Y15, Y6, Y9; \
+	VMOVDQU 64(DI), Y6; \
+	VPSIGNB Y1, Y6, Y6; \
+	VPMADDUBSW Y6, Y2, Y6; \
+	VPMADDWD Y15, Y6, Y10; \
+	VMOVDQU 96(DI), Y6; \
+	VPSIGNB Y1, Y6, Y6; \
+	VPMADDUBSW Y6, Y2, Y6; \
+	VPMADDWD Y15, Y6, Y11
+
+#define Q8R4VNNI \
+	VPXOR 2(SI), Y13, Y2; \
+	VMOVD 0(R8), X8; \
+	VMOVD 4(R8), X9; \
+	VMOVD 8(R8), X10; \
+	VMOVD 12(R8), X11; \
+	VPDPBUSD 0(DI), Y2, Y8; \
+	VPDPBUSD 32(DI), Y2, Y9; \
+	VPDPBUSD 64(DI), Y2, Y10; \
+	VPDPBUSD 96(DI), Y2, Y11
+
+// Q8R4B adds one Q8_0 block (SI) against four x rows packed by packAct4
+// (DI: int8, R9: scales, R8: -128·Σx) to X0's four lanes, in intDot's
+// order and rounding: sum += float32(float32(d·dx)·float32(s)). BLOCK is
+// Q8R4AVX2 or Q8R4VNNI.
+#define Q8R4B(BLOCK) \
+	BLOCK; \
+	R4REDUCE(Y8, Y9, Y10, Y11, X8, X9); \
+	MOVWLZX (SI), DX; \
+	VMOVD DX, X1; \
+	VCVTPH2PS X1, X1; \
+	VBROADCASTSS X1, X1; \
+	VMULPS (R9), X1, X1; \
+	VCVTDQ2PS X8, X4; \
+	VMULPS X4, X1, X1; \
+	VADDPS X1, X0, X0; \
+	ADDQ $34, SI; \
+	ADDQ $128, DI; \
+	ADDQ $16, R9; \
+	ADDQ $16, R8
+
+// QV quantizes the 8 float32 at off(SI) as quantizeAct does, to int32 in
+// dst: y = x·id (Y3), rounded to nearest with halves away from zero
+// (trunc(y), plus ±1 where |y - trunc(y)| ≥ 0.5: exact in float32),
+// clamped to ±127, NaN to 0; using Y1, Y2 and Y8.
+#define QV(off, dst) \
+	VMULPS off(SI), Y3, dst; \
+	VROUNDPS $3, dst, Y1; \
+	VSUBPS Y1, dst, Y2; \
+	VANDPS Y15, Y2, Y2; \
+	VCMPPS $13, Y13, Y2, Y2; \
+	VANDPS Y14, dst, Y8; \
+	VORPS Y12, Y8, Y8; \
+	VANDPS Y2, Y8, Y8; \
+	VADDPS Y8, Y1, Y1; \
+	VCMPPS $7, Y1, Y1, Y2; \
+	VMINPS Y11, Y1, Y1; \
+	VMAXPS Y10, Y1, Y1; \
+	VANDPS Y2, Y1, Y1; \
+	VCVTTPS2DQ Y1, dst
+
+// The four-weight-row kernels (q4KC4*): four weight rows (W0: SI, W1:
+// (SI)(R14*1), W2: (SI)(R14*2), W3: R11) against one row of x, for a
+// one-row matmul (a decode step): the integer sums and intDot's float part
+// of the four in one pass, the float part in an xmm lane per weight row.
+
+// Q4KC4ROW adds to acc the int32 products sc·w·x of sub-blocks 2i and
+// 2i+1 of one weight row: the 32 bytes of nibbles at addr against x's
+// 64 int8 in Y12 (low nibbles) and Y13 (high), the scales the int16 at
+// s0(SP) and s1(SP).
+#define Q4KC4ROW(M, addr, s0, s1, acc) \
+	VMOVDQU addr, Y2; \
+	VPSRLW $4, Y2, Y3; \
+	VPAND Y14, Y2, Y2; \
+	VPAND Y14, Y3, Y3; \
+	VPMADDUBSW Y12, Y2, Y6; \
+	VPMADDUBSW Y13, Y3, Y7; \
+	VPBROADCASTW s0(SP), Y4; \
+	VPBROADCASTW s1(SP), Y5; \
+	M(Y4, Y6, acc); \
+	M(Y5, Y7, acc)
+
+// Q4KC4PAIR does sub-blocks 2i and 2i+1 (nibbles at off, x at xo) of the
+// four weight rows into Y8…Y11; row c's scale j is the int16 at
+// 64+16c+2j(SP).
+#define Q4KC4PAIR(M, off, xo, j) \
+	VMOVDQU xo(DI), Y12; \
+	VMOVDQU xo+32(DI), Y13; \
+	Q4KC4ROW(M, off(SI), 64+2*j, 66+2*j, Y8); \
+	Q4KC4ROW(M, off(SI)(R14*1), 80+2*j, 82+2*j, Y9); \
+	Q4KC4ROW(M, off(SI)(R14*2), 96+2*j, 98+2*j, Y10); \
+	Q4KC4ROW(M, off(R11), 112+2*j, 114+2*j, Y11)
+
+// Q4KC4SCALES unpacks (K4SCALES) one weight row's scales to c(SP) and
+// minimums to 32+c(SP), a byte each, and moves SI to the next row.
+#define Q4KC4SCALES(c) \
+	K4SCALES; \
+	MOVQ R12, c(SP); \
+	MOVQ R13, 32+c(SP); \
+	ADDQ R14, SI
+
+// Q4KC4SB adds one super-block of the four Q4_K weight rows against x
+// (DI: int8, R9: its scale, R8: its sums per 16, int32) to X0's lanes in
+// intDot's order and rounding, as dotQ4KAVX2 does for each row.
+#define Q4KC4SB(M) \
+	Q4KC4SCALES(0); \
+	Q4KC4SCALES(8); \
+	Q4KC4SCALES(16); \
+	Q4KC4SCALES(24); \
+	SUBQ R14, SI; \
+	MOVQ SI, R11; \
+	SUBQ R14, SI; \
+	SUBQ R14, SI; \
+	SUBQ R14, SI; \
+	VPMOVZXBW 0(SP), Y1; \
+	VMOVDQU Y1, 64(SP); \
+	VPMOVZXBW 16(SP), Y1; \
+	VMOVDQU Y1, 96(SP); \
+	VPXOR Y8, Y8, Y8; \
+	VPXOR Y9, Y9, Y9; \
+	VPXOR Y10, Y10, Y10; \
+	VPXOR Y11, Y11, Y11; \
+	Q4KC4PAIR(M, 16, 0, 0); \
+	Q4KC4PAIR(M, 48, 64, 2); \
+	Q4KC4PAIR(M, 80, 128, 4); \
+	Q4KC4PAIR(M, 112, 192, 6); \
+	R4REDUCE(Y8, Y9, Y10, Y11, X8, X9); \
+	VMOVDQU (R8), Y1; \
+	VPHADDD 32(R8), Y1, Y1; \
+	VPERMQ $0xD8, Y1, Y1; \
+	VEXTRACTI128 $1, Y1, X2; \
+	VPACKSSDW X2, X1, X1; \
+	VPMOVZXBW 32(SP), X10; \
+	VPMOVZXBW 40(SP), X11; \
+	VPMOVZXBW 48(SP), X12; \
+	VPMOVZXBW 56(SP), X13; \
+	VPMADDWD X1, X10, X10; \
+	VPMADDWD X1, X11, X11; \
+	VPMADDWD X1, X12, X12; \
+	VPMADDWD X1, X13, X13; \
+	VPHADDD X11, X10, X10; \
+	VPHADDD X13, X12, X12; \
+	VPHADDD X12, X10, X10; \
+	VMOVD 0(SI), X1; \
+	VPINSRD $1, 0(SI)(R14*1), X1, X1; \
+	VPINSRD $2, 0(SI)(R14*2), X1, X1; \
+	VPINSRD $3, 0(R11), X1, X1; \
+	VCVTPH2PS X1, Y1; \
+	VEXTRACTF128 $1, Y1, X2; \
+	VSHUFPS $0x88, X2, X1, X3; \
+	VSHUFPS $0xDD, X2, X1, X4; \
+	VBROADCASTSS (R9), X5; \
+	VMULPS X5, X3, X3; \
+	VCVTDQ2PS X8, X6; \
+	VMULPS X6, X3, X3; \
+	VMULPS X5, X4, X4; \
+	VCVTDQ2PS X10, X7; \
+	VMULPS X7, X4, X4; \
+	VSUBPS X4, X3, X3; \
+	VADDPS X3, X0, X0; \
+	ADDQ $144, SI; \
+	ADDQ $256, DI; \
+	ADDQ $4, R9; \
+	ADDQ $64, R8
+
+// Q6KC4RUN adds to acc the int32 products sc·q·x of the 32 6-bit values
+// in Y9 against x's 32 int8 at xoff(DI), the two groups' scales the int16
+// at s0(SP) and s1(SP).
+#define Q6KC4RUN(M, xoff, s0, s1, acc) \
+	VPBROADCASTW s0(SP), X4; \
+	VPBROADCASTW s1(SP), X5; \
+	VINSERTI128 $1, X5, Y4, Y4; \
+	VPMADDUBSW xoff(DI), Y9, Y6; \
+	M(Y4, Y6, acc)
+
+// Q6KC4HALF does half h of one Q6_K weight row's super-block (its ql at a
+// and b, qh at t; its scales at sc(SP), 16 int16) into acc.
+#define Q6KC4HALF(M, a, b, t, h, sc, acc) \
+	VMOVDQU a, Y2; \
+	VMOVDQU b, Y3; \
+	VMOVDQU t, Y7; \
+	Q6KQ0; \
+	Q6KC4RUN(M, 128*h, sc+16*h, sc+16*h+2, acc); \
+	Q6KQ1; \
+	Q6KC4RUN(M, 128*h+32, sc+16*h+4, sc+16*h+6, acc); \
+	Q6KQ2; \
+	Q6KC4RUN(M, 128*h+64, sc+16*h+8, sc+16*h+10, acc); \
+	Q6KQ3; \
+	Q6KC4RUN(M, 128*h+96, sc+16*h+12, sc+16*h+14, acc)
+
+// Q6KC4SB adds one super-block of four Q6_K weight rows (SI,
+// (SI)(R14*1), (SI)(R14*2), R11) against x (DI, R9, R8 as for Q4KC4SB) to
+// X0's lanes, as dotQ6KAVX2 does for each row; Y13 and Y14 hold
+// K6CONSTS.
+#define Q6KC4SB(M) \
+	VPMOVSXBW 192(SI), Y1; \
+	VMOVDQU Y1, 0(SP); \
+	VPMOVSXBW 192(SI)(R14*1), Y1; \
+	VMOVDQU Y1, 32(SP); \
+	VPMOVSXBW 192(SI)(R14*2), Y1; \
+	VMOVDQU Y1, 64(SP); \
+	VPMOVSXBW 192(R11), Y1; \
+	VMOVDQU Y1, 96(SP); \
+	VPXOR Y8, Y8, Y8; \
+	VPXOR Y11, Y11, Y11; \
+	VPXOR Y12, Y12, Y12; \
+	VPXOR Y15, Y15, Y15; \
+	Q6KC4HALF(M, 0(SI), 32(SI), 128(SI), 0, 0, Y8); \
+	Q6KC4HALF(M, 64(SI), 96(SI), 160(SI), 1, 0, Y8); \
+	Q6KC4HALF(M, 0(SI)(R14*1), 32(SI)(R14*1), 128(SI)(R14*1), 0, 32, Y11); \
+	Q6KC4HALF(M, 64(SI)(R14*1), 96(SI)(R14*1), 160(SI)(R14*1), 1, 32, Y11); \
+	Q6KC4HALF(M, 0(SI)(R14*2), 32(SI)(R14*2), 128(SI)(R14*2), 0, 64, Y12); \
+	Q6KC4HALF(M, 64(SI)(R14*2), 96(SI)(R14*2), 160(SI)(R14*2), 1, 64, Y12); \
+	Q6KC4HALF(M, 0(R11), 32(R11), 128(R11), 0, 96, Y15); \
+	Q6KC4HALF(M, 64(R11), 96(R11), 160(R11), 1, 96, Y15); \
+	R4REDUCE(Y8, Y11, Y12, Y15, X8, X9); \
+	VMOVDQU (R8), Y1; \
+	VPACKSSDW 32(R8), Y1, Y1; \
+	VPERMQ $0xD8, Y1, Y1; \
+	VPMADDWD 0(SP), Y1, Y10; \
+	VPMADDWD 32(SP), Y1, Y11; \
+	VPMADDWD 64(SP), Y1, Y12; \
+	VPMADDWD 96(SP), Y1, Y15; \
+	R4REDUCE(Y10, Y11, Y12, Y15, X10, X11); \
+	VPSLLD $5, X10, X10; \
+	VPSUBD X10, X8, X8; \
+	VPXOR X1, X1, X1; \
+	VPINSRW $0, 208(SI), X1, X1; \
+	VPINSRW $1, 208(SI)(R14*1), X1, X1; \
+	VPINSRW $2, 208(SI)(R14*2), X1, X1; \
+	VPINSRW $3, 208(R11), X1, X1; \
+	VCVTPH2PS X1, X1; \
+	VBROADCASTSS (R9), X5; \
+	VMULPS X5, X1, X1; \
+	VCVTDQ2PS X8, X4; \
+	VMULPS X4, X1, X1; \
+	VADDPS X1, X0, X0; \
+	ADDQ $210, SI; \
+	ADDQ $210, R11; \
+	ADDQ $256, DI; \
+	ADDQ $4, R9; \
+	ADDQ $64, R8
+
+// Q8C4AVX2 and Q8C4VNNI leave in X8 the block sums Σ w·x of four Q8_0
+// weight rows' blocks (2(SI), 2(SI)(R14*1), 2(SI)(R14*2), 2(R11))
+// against x's 32 int8 at DI: AVX2 as Q8R4AVX2 (Y15: int16 ones); VNNI
+// VPDPBUSD of w+128 (Y13: 0x80 bytes) and x, less 128·Σx (x's two sums
+// per 16 at R8).
+#define Q8C4AVX2ROW(addr, acc) \
+	VMOVDQU addr, Y1; \
+	VPSIGNB Y1, Y1, Y2; \
+	VPSIGNB Y1, Y12, Y6; \
+	VPMADDUBSW Y6, Y2, Y6; \
+	VPMADDWD Y15, Y6, acc
+
+#define Q8C4AVX2 \
+	VMOVDQU (DI), Y12; \
+	Q8C4AVX2ROW(2(SI), Y8); \
+	Q8C4AVX2ROW(2(SI)(R14*1), Y9); \
+	Q8C4AVX2ROW(2(SI)(R14*2), Y10); \
+	Q8C4AVX2ROW(2(R11), Y11); \
+	R4REDUCE(Y8, Y9, Y10, Y11, X8, X9)
+
+#define Q8C4VNNIROW(addr, acc) \
+	VPXOR addr, Y13, Y2; \
+	VPXOR acc, acc, acc; \
+	VPDPBUSD Y12, Y2, acc
+
+#define Q8C4VNNI \
+	VMOVDQU (DI), Y12; \
+	Q8C4VNNIROW(2(SI), Y8); \
+	Q8C4VNNIROW(2(SI)(R14*1), Y9); \
+	Q8C4VNNIROW(2(SI)(R14*2), Y10); \
+	Q8C4VNNIROW(2(R11), Y11); \
+	R4REDUCE(Y8, Y9, Y10, Y11, X8, X9); \
+	MOVL (R8), AX; \
+	ADDL 4(R8), AX; \
+	SHLL $7, AX; \
+	VMOVD AX, X9; \
+	VPBROADCASTD X9, X9; \
+	VPSUBD X9, X8, X8
+
+// Q8C4B adds one block of the four Q8_0 weight rows against x (DI, R9:
+// its scale per block, R8: its sums per 16) to X0's lanes in intDot's
+// order and rounding, as dotQ8_0AVX2 does for each row. BLOCK is Q8C4AVX2
+// or Q8C4VNNI.
+#define Q8C4B(BLOCK) \
+	BLOCK; \
+	VPXOR X1, X1, X1; \
+	VPINSRW $0, 0(SI), X1, X1; \
+	VPINSRW $1, 0(SI)(R14*1), X1, X1; \
+	VPINSRW $2, 0(SI)(R14*2), X1, X1; \
+	VPINSRW $3, 0(R11), X1, X1; \
+	VCVTPH2PS X1, X1; \
+	VBROADCASTSS (R9), X5; \
+	VMULPS X5, X1, X1; \
+	VCVTDQ2PS X8, X4; \
+	VMULPS X4, X1, X1; \
+	VADDPS X1, X0, X0; \
+	ADDQ $34, SI; \
+	ADDQ $34, R11; \
+	ADDQ $32, DI; \
+	ADDQ $4, R9; \
+	ADDQ $8, R8
+
+// C4ROWS starts a group of four weight rows: x from the arguments, n
+// super-blocks in CX, X0 zero.
+#define C4ROWS \
+	MOVQ x+16(FP), DI; \
+	MOVQ d+24(FP), R9; \
+	MOVQ sums+32(FP), R8; \
+	MOVQ n+40(FP), CX; \
+	VXORPS X0, X0, X0
+
+// C4ROWS3 is C4ROWS with R11 at the group's fourth row.
+#define C4ROWS3 \
+	C4ROWS; \
+	LEAQ (SI)(R14*2), R11; \
+	ADDQ R14, R11
+
+// C4LOOP is the body of a four-weight-row kernel after its constants: for
+// each group of four rows (label group, started by START), its
+// super-blocks (label sb) by BLOCK, then C4NEXT.
+#define C4LOOP(START, BLOCK, group, sb) \
+group: \
+	START; \
+sb: \
+	BLOCK; \
+	DECQ CX; \
+	JNZ sb; \
+	C4NEXT; \
+	SUBQ $4, rows+48(FP); \
+	JNZ group; \
+	VZEROUPPER; \
+	RET
+
+// C4NEXT stores X0's four results at out, moves out on by four and SI
+// from the end of the group's first row to the next group's.
+#define C4NEXT \
+	MOVQ out+0(FP), AX; \
+	VMOVUPS X0, (AX); \
+	ADDQ $16, AX; \
+	MOVQ AX, out+0(FP); \
+	LEAQ (SI)(R14*2), SI; \
+	ADDQ R14, SI
+
+// Q40R4 leaves in X8 the four block sums Σ (q-8)·x of the Q4_0 block at
+// SI (f16 d, 16 bytes of nibbles: values 0…15 low, 16…31 high) against
+// the four x rows' 32 int8 at DI (32 bytes apart): the unsigned nibbles
+// times x (AVX2: VPMADDUBSW, then VPMADDWD by Y15's ones; VNNI:
+// VPDPBUSD), reduced, plus -8·Σx (the packed -128·Σx at R8, shifted).
+// M4 is Q40AVX2 or Q40VNNI; Y14 holds 0x0F bytes.
+#define Q40AVX2(xo, acc) \
+	VPMADDUBSW xo(DI), Y2, Y6; \
+	VPMADDWD Y15, Y6, acc
+
+#define Q40VNNI(xo, acc) \
+	VPXOR acc, acc, acc; \
+	VPDPBUSD xo(DI), Y2, acc
+
+#define Q40R4(M4) \
+	VMOVDQU 2(SI), X2; \
+	VPSRLW $4, X2, X3; \
+	VINSERTI128 $1, X3, Y2, Y2; \
+	VPAND Y14, Y2, Y2; \
+	M4(0, Y8); \
+	M4(32, Y9); \
+	M4(64, Y10); \
+	M4(96, Y11); \
+	R4REDUCE(Y8, Y9, Y10, Y11, X8, X9); \
+	VMOVDQU (R8), X9; \
+	VPSRAD $4, X9, X9; \
+	VPADDD X9, X8, X8
+
+// Q40R4B adds one Q4_0 block (SI) against four packed x rows to X0's
+// lanes, as Q8R4B does for Q8_0.
+#define Q40R4B(M4) \
+	Q40R4(M4); \
+	MOVWLZX (SI), DX; \
+	VMOVD DX, X1; \
+	VCVTPH2PS X1, X1; \
+	VBROADCASTSS X1, X1; \
+	VMULPS (R9), X1, X1; \
+	VCVTDQ2PS X8, X4; \
+	VMULPS X4, X1, X1; \
+	VADDPS X1, X0, X0; \
+	ADDQ $18, SI; \
+	ADDQ $128, DI; \
+	ADDQ $16, R9; \
+	ADDQ $16, R8
+
+// R4ROW starts a weight row of a multi-row kernel: the packed x from the
+// arguments, n super-blocks in CX, X0 zero.
+#define R4ROW \
+	MOVQ x+16(FP), DI; \
+	MOVQ d+24(FP), R9; \
+	MOVQ sums+32(FP), R8; \
+	MOVQ n+40(FP), CX; \
+	VXORPS X0, X0, X0
+
+// R4STORE writes X0's four lanes to out (x row r at out + r·ldo bytes)
+// and moves out on by a float32.
+#define R4STORE \
+	MOVQ out+0(FP), AX; \
+	MOVQ ldo+56(FP), BX; \
+	VMOVSS X0, (AX); \
+	VEXTRACTPS $1, X0, (AX)(BX*1); \
+	LEAQ (AX)(BX*2), DX; \
+	VEXTRACTPS $2, X0, (DX); \
+	VEXTRACTPS $3, X0, (DX)(BX*1); \
+	ADDQ $4, AX; \
+	MOVQ AX, out+0(FP)
+
+// R4LOOP is the body of a multi-row kernel after its constants: for each
+// weight row (label row), its blocks (label blk) by BLOCK, then R4STORE.
+#define R4LOOP(BLOCK, row, blk) \
+row: \
+	R4ROW; \
+blk: \
+	BLOCK; \
+	DECQ CX; \
+	JNZ blk; \
+	R4STORE; \
+	DECQ rows+48(FP); \
+	JNZ row; \
+	VZEROUPPER; \
+	RET
+
+// NIBBLEMASK sets Y14 to 0x0F bytes.
+#define NIBBLEMASK \
+	MOVL $0x0F0F0F0F, AX; \
+	VMOVD AX, X14; \
+	VPBROADCASTD X14, Y14
+
 // func sumsQ8_0AVX2(w *byte, x *int8, n int, out *int32)
 // n Q8_0 blocks (34 bytes: f16 scale, 32 int8) against n×32 int8 of x.
 TEXT ·sumsQ8_0AVX2(SB), NOSPLIT, $0-32
@@ -823,3 +1444,223 @@ deq5kpair:
 deq5kdone:
 	VZEROUPPER
 	RET
+
+// func q4KR4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
+// rows Q4_K weight rows of n super-blocks each (stored one after the
+// other) against four x rows packed by packAct4 (x, d, sums): out[r·ldo/4 + j]
+// is dotQ4KAVX2's result for x row r and weight row j. rows, n ≥ 1.
+TEXT ·q4KR4AVX2(SB), NOSPLIT, $16-64
+	MOVQ w+8(FP), SI
+	NIBBLEMASK
+
+	R4LOOP(Q4KR4SB(MADDAVX2), q4kr4row, q4kr4sb)
+
+// func q4KR4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
+// q4KR4AVX2 with VPDPWSSD (AVX512-VNNI and AVX512VL).
+TEXT ·q4KR4VNNI(SB), NOSPLIT, $16-64
+	MOVQ w+8(FP), SI
+	NIBBLEMASK
+
+	R4LOOP(Q4KR4SB(MADDVNNI), q4kr4vrow, q4kr4vsb)
+
+// func q6KR4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
+// q4KR4AVX2 for Q6_K weight rows: dotQ6KAVX2's results.
+TEXT ·q6KR4AVX2(SB), NOSPLIT, $32-64
+	MOVQ w+8(FP), SI
+	K6CONSTS
+
+	R4LOOP(Q6KR4SB(MADDAVX2), q6kr4row, q6kr4sb)
+
+// func q6KR4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
+// q6KR4AVX2 with VPDPWSSD (AVX512-VNNI and AVX512VL).
+TEXT ·q6KR4VNNI(SB), NOSPLIT, $32-64
+	MOVQ w+8(FP), SI
+	K6CONSTS
+
+	R4LOOP(Q6KR4SB(MADDVNNI), q6kr4vrow, q6kr4vsb)
+
+// func q8R4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, ldo int)
+// q4KR4AVX2 for Q8_0 weight rows of n blocks, x packed in blocks of 32:
+// dotQ8_0AVX2's results.
+TEXT ·q8R4AVX2(SB), NOSPLIT, $0-64
+	MOVQ w+8(FP), SI
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW $15, Y15, Y15
+
+	R4LOOP(Q8R4B(Q8R4AVX2), q8r4row, q8r4b)
+
+// func q8R4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, ldo int)
+// q8R4AVX2 with VPDPBUSD (AVX512-VNNI and AVX512VL).
+TEXT ·q8R4VNNI(SB), NOSPLIT, $0-64
+	MOVQ w+8(FP), SI
+	MOVL $0x80808080, AX
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13
+
+	R4LOOP(Q8R4B(Q8R4VNNI), q8r4vrow, q8r4vb)
+
+// func quantActAVX2(x *float32, n, bs int, qs *int8, d *float32, sums *int32)
+// quantizeAct of n blocks of bs values (bs a multiple of 32), the same
+// bits: amax as the largest |x| bit pattern (NaN above +Inf, as Go's max
+// makes it NaN), d = amax/127, id = 1/d unless d is 0, infinite or NaN.
+TEXT ·quantActAVX2(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ qs+24(FP), DI
+	MOVQ d+32(FP), R10
+	MOVQ sums+40(FP), R11
+	VPCMPEQD Y15, Y15, Y15
+	VPSLLD $31, Y15, Y14 // sign bits
+	VPSRLD $1, Y15, Y15  // |x| mask
+	MOVL $0x3F000000, AX // 0.5
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13
+	MOVL $0x3F800000, AX // 1
+	VMOVD AX, X12
+	VPBROADCASTD X12, Y12
+	MOVL $0x42FE0000, AX // 127
+	VMOVD AX, X11
+	VPBROADCASTD X11, Y11
+	MOVL $0xC2FE0000, AX // -127
+	VMOVD AX, X10
+	VPBROADCASTD X10, Y10
+	MOVQ $0x0703060205010400, AX // VPERMD's order of the packed dwords
+	VMOVQ AX, X9
+	VPMOVZXBD X9, Y9
+
+qablock:
+	MOVQ bs+16(FP), DX
+	MOVQ SI, R8
+	VPXOR Y0, Y0, Y0
+
+qaamax:
+	VPAND (R8), Y15, Y1
+	VPMAXUD Y1, Y0, Y0
+	ADDQ $32, R8
+	SUBQ $8, DX
+	JNZ qaamax
+	VEXTRACTI128 $1, Y0, X1
+	VPMAXUD X1, X0, X0
+	VPSHUFD $0x4E, X0, X1
+	VPMAXUD X1, X0, X0
+	VPSHUFD $0xB1, X0, X1
+	VPMAXUD X1, X0, X0
+	VMOVD X0, AX
+	VDIVSS X11, X0, X2 // d = amax/127
+	VMOVSS X2, (R10)
+	VXORPS X3, X3, X3
+	CMPL AX, $0x7F800000
+	JAE qaid // amax infinite or NaN: id = 0
+	VMOVD X2, BX
+	TESTL BX, BX
+	JZ qaid
+	VDIVSS X2, X12, X3 // id = 1/d
+
+qaid:
+	VBROADCASTSS X3, Y3
+	MOVQ bs+16(FP), DX
+
+qa32:
+	QV(0, Y4)
+	QV(32, Y5)
+	QV(64, Y6)
+	QV(96, Y7)
+	VPADDD Y5, Y4, Y1
+	VPADDD Y7, Y6, Y2
+	VPHADDD Y2, Y1, Y1
+	VPHADDD Y1, Y1, Y1
+	VEXTRACTI128 $1, Y1, X2
+	VPADDD X2, X1, X1
+	VMOVQ X1, (R11) // Σq of the two groups of 16
+	VPACKSSDW Y5, Y4, Y4
+	VPACKSSDW Y7, Y6, Y6
+	VPACKSSWB Y6, Y4, Y4
+	VPERMD Y4, Y9, Y4
+	VMOVDQU Y4, (DI)
+	ADDQ $128, SI
+	ADDQ $32, DI
+	ADDQ $8, R11
+	SUBQ $32, DX
+	JNZ qa32
+	ADDQ $4, R10
+	DECQ CX
+	JNZ qablock
+	VZEROUPPER
+	RET
+
+// func q4KC4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
+// rows (a multiple of 4) Q4_K weight rows of n super-blocks, stride bytes
+// apart, against one row of x (a q8Act: int8, scales, sums per 16):
+// out[j] is dotQ4KAVX2's result for weight row j. rows, n ≥ 1.
+TEXT ·q4KC4AVX2(SB), NOSPLIT, $128-64
+	MOVQ w+8(FP), SI
+	MOVQ stride+56(FP), R14
+	NIBBLEMASK
+
+	C4LOOP(C4ROWS, Q4KC4SB(MADDAVX2), q4kc4group, q4kc4sb)
+
+// func q4KC4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
+// q4KC4AVX2 with VPDPWSSD (AVX512-VNNI and AVX512VL).
+TEXT ·q4KC4VNNI(SB), NOSPLIT, $128-64
+	MOVQ w+8(FP), SI
+	MOVQ stride+56(FP), R14
+	NIBBLEMASK
+
+	C4LOOP(C4ROWS, Q4KC4SB(MADDVNNI), q4kc4vgroup, q4kc4vsb)
+
+// func q6KC4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
+// q4KC4AVX2 for Q6_K weight rows: dotQ6KAVX2's results.
+TEXT ·q6KC4AVX2(SB), NOSPLIT, $128-64
+	MOVQ w+8(FP), SI
+	MOVQ stride+56(FP), R14
+	K6CONSTS
+
+	C4LOOP(C4ROWS3, Q6KC4SB(MADDAVX2), q6kc4group, q6kc4sb)
+
+// func q6KC4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
+// q6KC4AVX2 with VPDPWSSD (AVX512-VNNI and AVX512VL).
+TEXT ·q6KC4VNNI(SB), NOSPLIT, $128-64
+	MOVQ w+8(FP), SI
+	MOVQ stride+56(FP), R14
+	K6CONSTS
+
+	C4LOOP(C4ROWS3, Q6KC4SB(MADDVNNI), q6kc4vgroup, q6kc4vsb)
+
+// func q40R4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, ldo int)
+// q8R4AVX2 for Q4_0 weight rows: dotQ4_0AVX2's results.
+TEXT ·q40R4AVX2(SB), NOSPLIT, $0-64
+	MOVQ w+8(FP), SI
+	NIBBLEMASK
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW $15, Y15, Y15
+
+	R4LOOP(Q40R4B(Q40AVX2), q40r4row, q40r4b)
+
+// func q40R4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, ldo int)
+// q40R4AVX2 with VPDPBUSD (AVX512-VNNI and AVX512VL).
+TEXT ·q40R4VNNI(SB), NOSPLIT, $0-64
+	MOVQ w+8(FP), SI
+	NIBBLEMASK
+
+	R4LOOP(Q40R4B(Q40VNNI), q40r4vrow, q40r4vb)
+
+// func q8C4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
+// q4KC4AVX2 for Q8_0 weight rows of n blocks: dotQ8_0AVX2's results.
+TEXT ·q8C4AVX2(SB), NOSPLIT, $0-64
+	MOVQ w+8(FP), SI
+	MOVQ stride+56(FP), R14
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW $15, Y15, Y15
+
+	C4LOOP(C4ROWS3, Q8C4B(Q8C4AVX2), q8c4group, q8c4b)
+
+// func q8C4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
+// q8C4AVX2 with VPDPBUSD (AVX512-VNNI and AVX512VL).
+TEXT ·q8C4VNNI(SB), NOSPLIT, $0-64
+	MOVQ w+8(FP), SI
+	MOVQ stride+56(FP), R14
+	MOVL $0x80808080, AX
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13
+
+	C4LOOP(C4ROWS3, Q8C4B(Q8C4VNNI), q8c4vgroup, q8c4vb)

@@ -66,16 +66,39 @@ func TestMatMulIntSameBits(t *testing.T) {
 		}{
 			{"random", 1, 37, 768, nil},
 			{"rows3", 3, 5, 512, nil},
+			// The multi-row kernels (kernelSet.rows4) take x rows in
+			// fours, the rest the one-row kernels: every row count from
+			// 1 to 9, odd n, one and three super-blocks.
+			{"rows1", 1, 7, 768, nil},
+			{"rows2", 2, 13, 256, nil},
+			{"rows4", 4, 13, 768, nil},
+			{"rows5", 5, 7, 256, nil},
+			{"rows6", 6, 3, 768, nil},
+			{"rows7", 7, 1, 256, nil},
+			{"rows8", 8, 9, 512, nil},
+			{"rows9", 9, 17, 768, nil},
 			{"zeroX", 1, 9, 256, func(x []float32, _ []byte) { clear(x[:64]) }},
+			{"zeroX4", 5, 9, 256, func(x []float32, _ []byte) { clear(x[256+32 : 256+96]) }},
+			{"hugeX4", 4, 9, 512, func(x []float32, _ []byte) { x[3], x[600], x[1200] = 3e38, -3e38, 3e38 }},
 			{"hugeX", 1, 9, 256, func(x []float32, _ []byte) { x[3], x[100] = 3e38, -3e38 }},
 			{"bytes", 1, 8, 512, func(_ []float32, w []byte) {
 				for i := range w {
 					w[i] = byte(i)
 				}
 			}},
+			{"bytes4", 6, 8, 512, func(_ []float32, w []byte) {
+				for i := range w {
+					w[i] = byte(i * 7)
+				}
+			}},
 			{"hugeScales", 2, 11, 256, func(_ []float32, w []byte) {
 				for o := 0; o+2 <= len(w); o += 34 {
 					w[o], w[o+1] = 0xFF, 0x7B // 65504
+				}
+			}},
+			{"hugeScales4", 4, 11, 256, func(_ []float32, w []byte) {
+				for o := 0; o+2 <= len(w); o += 34 {
+					w[o], w[o+1] = 0xFF, 0x7B
 				}
 			}},
 		} {
@@ -132,5 +155,66 @@ func TestQuantizeAct(t *testing.T) {
 				t.Errorf("sums %v, want %d, 0", a.sums, want)
 			}
 		})
+	}
+}
+
+// TestQuantizeActKernels checks every kernel set's quantizeAct against the
+// portable one on random rows and edge values: halves (rounded away from
+// zero) and values a rounding step from them, NaN, ±Inf, subnormals, zero
+// blocks, both block sizes.
+func TestQuantizeActKernels(t *testing.T) {
+	r := &rng{s: 9}
+	base := r.f32s(1024)
+	edits := map[string]func(x []float32){
+		"random": func([]float32) {},
+		"halves": func(x []float32) {
+			// amax 127 (d 1, id 1): x is its own rounding input.
+			x[0] = 127
+			for i := 1; i < len(x); i++ {
+				h := float32(i%256-128) + 0.5
+				switch i % 3 {
+				case 1:
+					h = math.Nextafter32(h, 0)
+				case 2:
+					h = math.Nextafter32(h, float32(math.Inf(1)))
+				}
+				x[i] = max(-127, min(127, h))
+			}
+		},
+		"nan":       func(x []float32) { x[5], x[300] = float32(math.NaN()), float32(math.NaN()) },
+		"inf":       func(x []float32) { x[40], x[700] = float32(math.Inf(1)), float32(math.Inf(-1)) },
+		"subnormal": func(x []float32) { clear(x[:256]); x[3], x[260] = 1e-44, -1e-40 },
+		"zero":      func(x []float32) { clear(x[32:96]) },
+		"huge":      func(x []float32) { x[0], x[33] = 3e38, -3.4e38 },
+	}
+	for name, edit := range edits {
+		for _, bs := range []int{32, 256} {
+			x := append([]float32(nil), base...)
+			edit(x)
+			var want q8Act
+			quantizeAct(x, bs, &want)
+			for _, ks := range allKernels() {
+				if ks.quantAct == nil {
+					continue
+				}
+				var got q8Act
+				ks.quantAct(x, bs, &got)
+				for i := range want.qs {
+					if got.qs[i] != want.qs[i] {
+						t.Fatalf("%s, %s, blocks of %d: qs[%d] = %d, want %d (x %g)", name, ks.name, bs, i, got.qs[i], want.qs[i], x[i])
+					}
+				}
+				for i := range want.d {
+					if math.Float32bits(got.d[i]) != math.Float32bits(want.d[i]) && !(got.d[i] != got.d[i] && want.d[i] != want.d[i]) {
+						t.Fatalf("%s, %s, blocks of %d: d[%d] = %g, want %g", name, ks.name, bs, i, got.d[i], want.d[i])
+					}
+				}
+				for i := range want.sums {
+					if got.sums[i] != want.sums[i] {
+						t.Fatalf("%s, %s, blocks of %d: sums[%d] = %d, want %d", name, ks.name, bs, i, got.sums[i], want.sums[i])
+					}
+				}
+			}
+		}
 	}
 }

@@ -155,20 +155,33 @@ func RoPE(ctx context.Context, threads int, p tensor.RoPEParams, x, factors []fl
 //
 // NaNs canonical. out may be a or b.
 func SwiGLU(ctx context.Context, threads int, a, b, out []float32) error {
+	return swiGLU(ctx, kernels, threads, a, b, out)
+}
+
+// swiGLU is SwiGLU with the kernels ks.
+func swiGLU(ctx context.Context, ks *kernelSet, threads int, a, b, out []float32) error {
 	if len(b) != len(a) || len(out) != len(a) {
 		return fmt.Errorf("transformer: swiglu of %d and %d elements into %d", len(a), len(b), len(out))
 	}
 	// A layer's activations (a few thousand elements, ~40 ns each) split
 	// across the threads; 16 elements fill a cache line of out.
 	return par.ForBlocks(ctx, threads, len(a), par.Share(len(a), threads, elemBlock, 16), func(lo, hi int) error {
-		for i := lo; i < hi; i++ {
-			v := a[i]
-			sig := float32(1 / (1 + pmath.Exp(-float64(v))))
-			out[i] = float32(float32(v*sig) * b[i])
+		if ks.swiGLU != nil {
+			ks.swiGLU(a[lo:hi], b[lo:hi], out[lo:hi])
+		} else {
+			swiGLUGo(a[lo:hi], b[lo:hi], out[lo:hi])
 		}
 		canonicalize(out[lo:hi])
 		return nil
 	})
+}
+
+// swiGLUGo is SwiGLU's element function on a block: the definition.
+func swiGLUGo(a, b, out []float32) {
+	for i, v := range a {
+		sig := float32(1 / (1 + pmath.Exp(-float64(v))))
+		out[i] = float32(float32(v*sig) * b[i])
+	}
 }
 
 // CopyRows copies src, whole rows of cols elements, into dst from row row

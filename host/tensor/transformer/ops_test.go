@@ -164,6 +164,47 @@ func TestSwiGLU(t *testing.T) {
 	}
 }
 
+// TestSwiGLUKernels checks every kernel set's SwiGLU against the portable
+// one bit for bit: random values over many magnitudes (exp's argument
+// reduction, every k from -1000 to 1000), the edges of the vector path
+// (|x| of 2**-28 and 700, a step either side), zeros, NaN, ±Inf, huge
+// values, subnormals, and lengths that are not multiples of 4.
+func TestSwiGLUKernels(t *testing.T) {
+	ctx := context.Background()
+	r := &rng{s: 23}
+	a, b := r.f32s(20003), r.f32s(20003)
+	for i := range a {
+		a[i] *= float32(math.Pow(2, float64(i%24-14))) // up to ±2**10·…
+		if i%7 == 0 {
+			a[i] = float32(i%1400) - 700 + a[i]/1024
+		}
+	}
+	edges := []float32{0, float32(math.Copysign(0, -1)), nan32, float32(math.Inf(1)), float32(math.Inf(-1)),
+		3e38, -3e38, 1e-40, -1e-45, 1.0 / (1 << 28), -1.0 / (1 << 28), 700, -700, 708, -708, 745, -746, 88.7, -88.7, 0.5, -0.5}
+	for i, e := range edges {
+		for j, v := range []float32{e, math.Nextafter32(e, 0), math.Nextafter32(e, float32(math.Inf(1))), math.Nextafter32(e, float32(math.Inf(-1)))} {
+			a[100+4*(4*i+j)+i%4] = v
+		}
+	}
+	for _, n := range []int{len(a), 1, 3, 5, 4097} {
+		want := make([]float32, n)
+		if err := swiGLU(ctx, goKernels, 1, a[:n], b[:n], want); err != nil {
+			t.Fatal(err)
+		}
+		for _, ks := range allKernels() {
+			got := make([]float32, n)
+			if err := swiGLU(ctx, ks, 2, a[:n], b[:n], got); err != nil {
+				t.Fatal(err)
+			}
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s, n %d: out[%d] = %g, want %g (a %g, b %g)", ks.name, n, i, got[i], want[i], a[i], b[i])
+				}
+			}
+		}
+	}
+}
+
 func TestCopyRows(t *testing.T) {
 	ctx := context.Background()
 	dst := make([]float32, 12)

@@ -1,0 +1,156 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// SwiGLU's activation in AVX2 (swigluAVX2): pmath.Exp in four float64
+// lanes, each operation pmath's, in its order, rounded on its own (no FMA),
+// for the arguments whose e**x takes Exp's main path and is a normal
+// float64 (2**-28 ≤ |x| ≤ 700; ldexp is then an exponent add); the Go
+// code does the others.
+
+// swc holds the constants, each in four float64 lanes: |x| and sign masks,
+// 0.5, log2(e), ln2 high and low, Exp's p1…p5, 1, 2, 2**-28 and 700.
+DATA swc<>+0(SB)/8, $0x7fffffffffffffff
+DATA swc<>+8(SB)/8, $0x7fffffffffffffff
+DATA swc<>+16(SB)/8, $0x7fffffffffffffff
+DATA swc<>+24(SB)/8, $0x7fffffffffffffff
+DATA swc<>+32(SB)/8, $0x8000000000000000
+DATA swc<>+40(SB)/8, $0x8000000000000000
+DATA swc<>+48(SB)/8, $0x8000000000000000
+DATA swc<>+56(SB)/8, $0x8000000000000000
+DATA swc<>+64(SB)/8, $0x3fe0000000000000
+DATA swc<>+72(SB)/8, $0x3fe0000000000000
+DATA swc<>+80(SB)/8, $0x3fe0000000000000
+DATA swc<>+88(SB)/8, $0x3fe0000000000000
+DATA swc<>+96(SB)/8, $0x3ff71547652b82fe
+DATA swc<>+104(SB)/8, $0x3ff71547652b82fe
+DATA swc<>+112(SB)/8, $0x3ff71547652b82fe
+DATA swc<>+120(SB)/8, $0x3ff71547652b82fe
+DATA swc<>+128(SB)/8, $0x3fe62e42fee00000
+DATA swc<>+136(SB)/8, $0x3fe62e42fee00000
+DATA swc<>+144(SB)/8, $0x3fe62e42fee00000
+DATA swc<>+152(SB)/8, $0x3fe62e42fee00000
+DATA swc<>+160(SB)/8, $0x3dea39ef35793c76
+DATA swc<>+168(SB)/8, $0x3dea39ef35793c76
+DATA swc<>+176(SB)/8, $0x3dea39ef35793c76
+DATA swc<>+184(SB)/8, $0x3dea39ef35793c76
+DATA swc<>+192(SB)/8, $0x3fc5555555555555
+DATA swc<>+200(SB)/8, $0x3fc5555555555555
+DATA swc<>+208(SB)/8, $0x3fc5555555555555
+DATA swc<>+216(SB)/8, $0x3fc5555555555555
+DATA swc<>+224(SB)/8, $0xbf66c16c16bebd93
+DATA swc<>+232(SB)/8, $0xbf66c16c16bebd93
+DATA swc<>+240(SB)/8, $0xbf66c16c16bebd93
+DATA swc<>+248(SB)/8, $0xbf66c16c16bebd93
+DATA swc<>+256(SB)/8, $0x3f11566aaf25de2c
+DATA swc<>+264(SB)/8, $0x3f11566aaf25de2c
+DATA swc<>+272(SB)/8, $0x3f11566aaf25de2c
+DATA swc<>+280(SB)/8, $0x3f11566aaf25de2c
+DATA swc<>+288(SB)/8, $0xbebbbd41c5d26bf1
+DATA swc<>+296(SB)/8, $0xbebbbd41c5d26bf1
+DATA swc<>+304(SB)/8, $0xbebbbd41c5d26bf1
+DATA swc<>+312(SB)/8, $0xbebbbd41c5d26bf1
+DATA swc<>+320(SB)/8, $0x3e66376972bea4d0
+DATA swc<>+328(SB)/8, $0x3e66376972bea4d0
+DATA swc<>+336(SB)/8, $0x3e66376972bea4d0
+DATA swc<>+344(SB)/8, $0x3e66376972bea4d0
+DATA swc<>+352(SB)/8, $0x3ff0000000000000
+DATA swc<>+360(SB)/8, $0x3ff0000000000000
+DATA swc<>+368(SB)/8, $0x3ff0000000000000
+DATA swc<>+376(SB)/8, $0x3ff0000000000000
+DATA swc<>+384(SB)/8, $0x4000000000000000
+DATA swc<>+392(SB)/8, $0x4000000000000000
+DATA swc<>+400(SB)/8, $0x4000000000000000
+DATA swc<>+408(SB)/8, $0x4000000000000000
+DATA swc<>+416(SB)/8, $0x3e30000000000000
+DATA swc<>+424(SB)/8, $0x3e30000000000000
+DATA swc<>+432(SB)/8, $0x3e30000000000000
+DATA swc<>+440(SB)/8, $0x3e30000000000000
+DATA swc<>+448(SB)/8, $0x4085e00000000000
+DATA swc<>+456(SB)/8, $0x4085e00000000000
+DATA swc<>+464(SB)/8, $0x4085e00000000000
+DATA swc<>+472(SB)/8, $0x4085e00000000000
+GLOBL swc<>(SB), RODATA|NOPTR, $480
+
+// func swigluAVX2(a, b, out *float32, n int) int
+// out[i] = float32(float32(a[i]·sig)·b[i]), sig = float32(1/(1 + Exp(-a[i]))),
+// four at a time for i < n (a multiple of 4), as SwiGLU computes it; it
+// stops at the first four with an argument off the vector path and
+// returns how many it did.
+TEXT ·swigluAVX2(SB), NOSPLIT, $0-40
+	MOVQ a+0(FP), SI
+	MOVQ b+8(FP), DI
+	MOVQ out+16(FP), DX
+	MOVQ n+24(FP), CX
+	XORQ AX, AX
+
+swloop:
+	CMPQ AX, CX
+	JAE swdone
+	VMOVUPS (SI)(AX*4), X0            // v
+	VCVTPS2PD X0, Y1                  // float64(v), exact
+	VXORPD swc<>+32(SB), Y1, Y1     // x = -v
+	VANDPD swc<>+0(SB), Y1, Y2      // |x|
+	VCMPPD $0x1D, swc<>+416(SB), Y2, Y3 // |x| ≥ 2**-28 (false for NaN)
+	VCMPPD $0x12, swc<>+448(SB), Y2, Y4  // |x| ≤ 700
+	VANDPD Y4, Y3, Y3
+	VMOVMSKPD Y3, BX
+	CMPL BX, $15
+	JNE swdone
+
+	// k = int(float64(log2e·x) ± 0.5), the sign of x's
+	VMULPD swc<>+96(SB), Y1, Y2
+	VANDPD swc<>+32(SB), Y1, Y3
+	VORPD swc<>+64(SB), Y3, Y3
+	VADDPD Y3, Y2, Y2
+	VCVTTPD2DQY Y2, X5                // k, int32
+	VCVTDQ2PD X5, Y6                  // float64(k)
+
+	// hi = x - float64(k)·ln2Hi, lo = float64(k)·ln2Lo, r = hi - lo
+	VMULPD swc<>+128(SB), Y6, Y7
+	VSUBPD Y7, Y1, Y7                 // hi
+	VMULPD swc<>+160(SB), Y6, Y8       // lo
+	VSUBPD Y8, Y7, Y9                 // r
+	VMULPD Y9, Y9, Y10                // t = r·r
+
+	// q = t·(…) + p…, c = r - t·q
+	VMULPD swc<>+320(SB), Y10, Y11
+	VADDPD swc<>+288(SB), Y11, Y11
+	VMULPD Y11, Y10, Y11
+	VADDPD swc<>+256(SB), Y11, Y11
+	VMULPD Y11, Y10, Y11
+	VADDPD swc<>+224(SB), Y11, Y11
+	VMULPD Y11, Y10, Y11
+	VADDPD swc<>+192(SB), Y11, Y11
+	VMULPD Y11, Y10, Y11
+	VSUBPD Y11, Y9, Y11               // c
+
+	// y = 1 - ((lo - float64(r·c)/(2-c)) - hi)
+	VMULPD Y11, Y9, Y12               // r·c
+	VMOVUPD swc<>+384(SB), Y13
+	VSUBPD Y11, Y13, Y13              // 2 - c
+	VDIVPD Y13, Y12, Y12
+	VSUBPD Y12, Y8, Y12               // lo - …
+	VSUBPD Y7, Y12, Y12               // … - hi
+	VMOVUPD swc<>+352(SB), Y13
+	VSUBPD Y12, Y13, Y12              // y
+
+	// e**x = y·2**k: k added to the exponent (the result is normal)
+	VPMOVSXDQ X5, Y5
+	VPSLLQ $52, Y5, Y5
+	VPADDQ Y5, Y12, Y12
+
+	// sig = float32(1/(1 + e**x)); out = float32(float32(v·sig)·b)
+	VADDPD Y13, Y12, Y12
+	VDIVPD Y12, Y13, Y12
+	VCVTPD2PSY Y12, X12
+	VMULPS X12, X0, X0
+	VMULPS (DI)(AX*4), X0, X0
+	VMOVUPS X0, (DX)(AX*4)
+	ADDQ $4, AX
+	JMP swloop
+
+swdone:
+	VZEROUPPER
+	MOVQ AX, ret+32(FP)
+	RET
