@@ -197,7 +197,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	})
 	if cfg.Provide {
 		if n.provider, err = provider.New(ctx, provider.Config{
-			Slots: cfg.Slots, Queue: cfg.Queue, MaxPerClient: cfg.MaxPerClient, Price: cfg.Price, MaxCollateral: cfg.MaxCollateral, MaxMemory: cfg.MaxMemory,
+			Slots: cfg.Slots, Sessions: max(cfg.Sessions, 0), Queue: cfg.Queue, MaxPerClient: cfg.MaxPerClient, Price: cfg.Price, MaxCollateral: cfg.MaxCollateral, MaxMemory: cfg.MaxMemory,
 			MaxOutput: cfg.MaxOutput, MaxModule: cfg.MaxModule, MaxInput: cfg.MaxInput, MaxData: cfg.MaxData,
 			BlobQuota: cfg.BlobQuota, MaxTimeout: cfg.MaxTimeout, MaxDeadline: cfg.MaxDeadline,
 			AdvertInterval: cfg.AdvertInterval, Heartbeat: cfg.Heartbeat, DataDir: cfg.DataDir,

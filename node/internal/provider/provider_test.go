@@ -27,7 +27,14 @@ import (
 // second host, the client's, connected to it.
 func testProvider(t *testing.T, cfg Config, opts ...partstest.Option) (*Provider, host.Host) {
 	t.Helper()
-	hs := partstest.Hosts(t, 2)
+	p, clients := testClients(t, cfg, 1, opts...)
+	return p, clients[0]
+}
+
+// testClients is testProvider with n clients' hosts.
+func testClients(t *testing.T, cfg Config, n int, opts ...partstest.Option) (*Provider, []host.Host) {
+	t.Helper()
+	hs := partstest.Hosts(t, 1+n)
 	cfg.Parts = partstest.New(t, hs[0], opts...)
 	cfg.Key = hs[0].Peerstore().PrivKey(hs[0].ID())
 	cfg.DataDir = t.TempDir()
@@ -39,7 +46,7 @@ func testProvider(t *testing.T, cfg Config, opts ...partstest.Option) (*Provider
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	return p, hs[1]
+	return p, hs[1:]
 }
 
 // limits are a provider's terms for the tests: small, so that each can be
@@ -226,7 +233,13 @@ func cpuAssign(t *testing.T, client host.Host, cp parts.Parts) (wire.Assign, []b
 // input inline.
 func jobAssign(t *testing.T, client host.Host, cp parts.Parts, name string, input []byte) wire.Assign {
 	t.Helper()
-	module := readTestdata(t, "jobs/"+name+"/"+name+".wasm")
+	return moduleAssign(t, client, cp, readTestdata(t, "jobs/"+name+"/"+name+".wasm"), input)
+}
+
+// moduleAssign publishes module on the client's parts cp and returns an
+// assign of it by client within limits, with input inline.
+func moduleAssign(t *testing.T, client host.Host, cp parts.Parts, module, input []byte) wire.Assign {
+	t.Helper()
 	d, err := cp.Blobs.PutBytes(module)
 	if err != nil {
 		t.Fatal(err)
