@@ -22,9 +22,9 @@
 // kind at most its running places and half its queue (Slots + Queue/2,
 // Sessions + Queue/2), so that no one client takes every place of a kind
 // (nor, by sessions, the slots' places, as a single limit of Slots +
-// Sessions + Queue/2 would let it). Adverts'
-// Slots and FreeSlots are the slots (a session never takes one); a bid's
-// FreeSlots are the free places of its job's kind.
+// Sessions + Queue/2 would let it). Adverts' Slots and FreeSlots are the
+// slots (a session never takes one); a bid's FreeSlots are the free places
+// of its job's kind.
 package provider
 
 import (
