@@ -20,9 +20,14 @@ const (
 	DefaultQueuePerSlot = 2
 	// DefaultSessionsPerSlot is how many sessions of the built-in Llama
 	// runner may run per slot, beside the slots' jobs: Config.Sessions
-	// defaults to DefaultSessionsPerSlot × Slots. Batched, 8 jobs of a
-	// 110M model on 2 cores made 2.3x the tokens/s of one (docs/tensor.md).
-	DefaultSessionsPerSlot = 4
+	// defaults to DefaultSessionsPerSlot × Slots. A request waits for its
+	// first token as long as a whole completion when every session is
+	// taken, and each session's own tokens/s falls as more run, so the
+	// sessions are as many as concurrent requests are expected, within
+	// SessionMemory: 16 streams through the OpenAI API, 2 providers of 2
+	// slots, waited 1.0-3.0 s for their first token with 8 per slot, 3.8-14
+	// s with 4, 5.8-16 s with sessions in the slots (docs/workloads.md).
+	DefaultSessionsPerSlot = 8
 	// DefaultMaxMemory is the largest job memory a provider accepts, guest
 	// and tensor memory together (Config.MaxMemory).
 	DefaultMaxMemory = 1 << 30

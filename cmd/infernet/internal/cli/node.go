@@ -130,7 +130,7 @@ stdout (give one to other nodes as --bootstrap).`,
 	f.StringVar(&c.Reach.Reachability, "reachability", c.Reach.Reachability, "whether this node is reachable from the internet: auto (AutoNAT finds out), public or private (ask relays for a slot at once)")
 	f.BoolVar(&opts.NoHolePunch, "no-hole-punch", false, "do not replace relayed connections by direct ones through hole punching (DCUtR)")
 	f.IntVar(&c.Slots, "slots", 0, "jobs run at once (default: number of CPUs)")
-	f.IntVar(&c.Sessions, "sessions", 0, "sessions of the built-in llama runner run at once besides --slots, sharing the model cache's weights and batched (default: 4 × slots; negative: none, they take slots)")
+	f.IntVar(&c.Sessions, "sessions", 0, fmt.Sprintf("sessions of the built-in llama runner run at once besides --slots, sharing the model cache's weights and batched (default: %d × slots; negative: none, they take slots)", node.DefaultSessionsPerSlot))
 	f.Uint64Var(&c.Price, "price", 0, "price per job replica in millisatoshi")
 	f.StringVar(&opts.Memory, "max-memory", formatSize(node.DefaultMaxMemory), "largest job memory accepted, guest and tensor memory together (`SIZE`)")
 	f.StringVar(&opts.Output, "max-output", formatSize(node.DefaultMaxOutput), "largest job output limit accepted (`SIZE`)")
