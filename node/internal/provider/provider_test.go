@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/host/tensor"
@@ -72,18 +73,27 @@ func announce(client host.Host) wire.JobAnnounce {
 // the stream is closed when t ends.
 func send(t *testing.T, client host.Host, p *Provider, a *wire.Assign) *peers.Conn {
 	t.Helper()
+	s, conn := sendStream(t, client, p, a)
+	t.Cleanup(func() { s.Close() })
+	return conn
+}
+
+// sendStream opens an assign stream from client to the provider and
+// sends a; the caller ends the stream.
+func sendStream(t *testing.T, client host.Host, p *Provider, a *wire.Assign) (network.Stream, *peers.Conn) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := client.NewStream(ctx, p.cfg.Host.ID(), wire.ProtocolAssign)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
 	conn := p.cfg.Streams.Wrap(s)
 	if err := conn.Write(a); err != nil {
+		s.Reset()
 		t.Fatal(err)
 	}
-	return conn
+	return s, conn
 }
 
 // assign sends a to the provider from client and returns the provider's

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -62,17 +61,8 @@ func plainAssign(t *testing.T, client host.Host, cp parts.Parts, id byte) wire.A
 // run), or by the test to end the run before.
 func hold(t *testing.T, client host.Host, p *Provider, a *wire.Assign) (*wire.Update, network.Stream) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := client.NewStream(ctx, p.cfg.Host.ID(), wire.ProtocolAssign)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, conn := sendStream(t, client, p, a)
 	t.Cleanup(func() { s.Reset() })
-	conn := p.cfg.Streams.Wrap(s)
-	if err := conn.Write(a); err != nil {
-		t.Fatal(err)
-	}
 	var u wire.Update
 	if err := conn.Read(10*time.Second, wire.MaxDataFrame, &u); err != nil {
 		t.Fatal(err)
