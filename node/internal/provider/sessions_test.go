@@ -25,6 +25,16 @@ func sessionLimits() Config {
 	return cfg
 }
 
+// sessionProvider is testClients with cfg, whose handlers the test's end
+// waits for, once it has reset the streams that hold their runs, before
+// the parts they record into close.
+func sessionProvider(t *testing.T, cfg Config, clients int) (*Provider, []host.Host) {
+	t.Helper()
+	p, hs := testClients(t, cfg, clients)
+	t.Cleanup(p.Wait)
+	return p, hs
+}
+
 // sessionAssign returns an assign by client of job id: a session of the
 // built-in runner on a model (runner.Session) of memory limit memory, its
 // module and model published on the client's parts cp. The model is a few
@@ -126,7 +136,7 @@ func runningIs(t *testing.T, p *Provider, jobs ...byte) {
 func TestSessions(t *testing.T) {
 	cfg := sessionLimits()
 	cfg.Sessions = 3
-	p, clients := testClients(t, cfg, 2)
+	p, clients := sessionProvider(t, cfg, 2)
 	a, b := clients[0], clients[1]
 	ap, bp := partstest.New(t, a), partstest.New(t, b)
 	for id := byte(1); id <= 3; id++ {
@@ -181,7 +191,8 @@ func TestSessions(t *testing.T) {
 func TestSessionsPerClient(t *testing.T) {
 	cfg := sessionLimits()
 	cfg.Sessions, cfg.MaxPerClient = 3, 2
-	p, client := testProvider(t, cfg)
+	p, clients := sessionProvider(t, cfg, 1)
+	client := clients[0]
 	cp := partstest.New(t, client)
 	for id := byte(1); id <= 2; id++ {
 		a := sessionAssign(t, client, cp, id, 16<<20)
@@ -200,7 +211,8 @@ func TestSessionsPerClient(t *testing.T) {
 func TestSessionMemory(t *testing.T) {
 	cfg := sessionLimits()
 	cfg.Sessions, cfg.SessionMemory = 3, 40<<20
-	p, client := testProvider(t, cfg)
+	p, clients := sessionProvider(t, cfg, 1)
+	client := clients[0]
 	cp := partstest.New(t, client)
 	var streams []network.Stream
 	for id := byte(1); id <= 3; id++ {
