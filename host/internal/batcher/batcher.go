@@ -27,8 +27,8 @@
 // again and again (or calls just under MaxWait each time): it is expected
 // again as soon as it calls, and every job batched with it waits up to
 // MaxWait at every step. So a member is struck when a gather expires
-// while it is outside the batcher, or when its call completes a gather
-// that had waited more than MaxWait/2 for it; after Strikes strikes it is
+// while it is outside the batcher, or when it calls while a gather that
+// expects it has waited more than MaxWait/2; after Strikes strikes it is
 // no longer expected at any weight for its next BackoffCalls batchable
 // calls, doubled at each strike after (exponential backoff, counted in
 // calls, not time). Meanwhile it is still served: its call runs alone on
