@@ -529,10 +529,12 @@ func (s *Sandbox) ModelCacheStats() ModelCacheStats {
 // BatchStats are the counters of batching across jobs (Config.NoBatching):
 // the matmuls that could join a batch (against a cached weight, on a CPU
 // backend, of few rows), the multiplies that served them, the calls served
-// by a multiply of more than one, the rows multiplied, and the gathers
-// that ran at their time limit without every job they waited for.
+// by a multiply of more than one, the rows multiplied, the gathers that
+// ran at their time limit without every job they waited for, the gathers
+// whose last job came after half that limit, and the jobs no longer waited
+// for after holding gathers up (each time, for a while: docs/tensor.md).
 type BatchStats struct {
-	Calls, Runs, Batched, Rows, Expired uint64
+	Calls, Runs, Batched, Rows, Expired, Late, Struck uint64
 }
 
 // BatchStats returns the sandbox's batching counters (zero with

@@ -41,8 +41,18 @@ type Config struct {
 	// Provide makes the node run jobs for others.
 	Provide bool
 	// Slots is how many jobs run at once; default the number of CPUs.
+	// Sessions of the built-in Llama runner on a model take none.
 	Slots int
-	// Queue is how many accepted jobs may wait for a slot; default 2×Slots.
+	// Sessions is how many sessions of the built-in Llama runner on a
+	// model run at once besides the Slots, when the model cache is on:
+	// they share their weights' memory and reads and are batched, so that
+	// many run well on a few cores (node/internal/provider's doc); default
+	// DefaultSessionsPerSlot × Slots, negative: none (they take slots).
+	// The memory limits of those running at once are within half the
+	// machine's memory together.
+	Sessions int
+	// Queue is how many accepted jobs may wait for a slot, and how many
+	// sessions for a session's place; default 2×Slots.
 	Queue int
 	// Price is this provider's price per job replica in millisatoshi.
 	Price uint64
@@ -65,8 +75,8 @@ type Config struct {
 	// offered; default 3 h. A replica holds a place here until then at most.
 	MaxDeadline time.Duration
 	// MaxPerClient is how many replicas one client may have here at once,
-	// running, queued or fetching; default Slots + Queue/2, so that no one
-	// peer takes every place.
+	// running, queued or fetching; default Slots + Sessions + Queue/2,
+	// so that no one peer takes every place.
 	MaxPerClient int
 	// Backend is the tensor backend for tolerance-mode jobs: auto, cpu,
 	// openblas, cuda or reference.
@@ -245,11 +255,14 @@ func (c *Config) setDefaults() {
 	if c.Slots <= 0 {
 		c.Slots = runtime.NumCPU()
 	}
+	if c.Sessions == 0 {
+		c.Sessions = DefaultSessionsPerSlot * c.Slots
+	}
 	if c.Queue <= 0 {
 		c.Queue = DefaultQueuePerSlot * c.Slots
 	}
 	if c.MaxPerClient <= 0 {
-		c.MaxPerClient = c.Slots + c.Queue/2
+		c.MaxPerClient = c.Slots + max(c.Sessions, 0) + c.Queue/2
 	}
 	if c.MaxMemory == 0 {
 		c.MaxMemory = DefaultMaxMemory

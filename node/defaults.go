@@ -15,8 +15,18 @@ const (
 	DefaultListenPort = 4001
 	// DefaultQueuePerSlot is how many replicas may wait per slot: Config.Queue
 	// defaults to DefaultQueuePerSlot × Slots. Config.MaxPerClient defaults to
-	// Slots + Queue/2.
+	// Slots + Sessions + Queue/2.
 	DefaultQueuePerSlot = 2
+	// DefaultSessionsPerSlot is how many sessions of the built-in Llama
+	// runner may run per slot, beside the slots' jobs: Config.Sessions
+	// defaults to DefaultSessionsPerSlot × Slots. A request waits for its
+	// first token as long as a whole completion when every session is
+	// taken, and each session's own tokens/s falls as more run, so the
+	// sessions are as many as concurrent requests are expected, within
+	// SessionMemory: 16 streams through the OpenAI API, 2 providers of 2
+	// slots, waited 1.0-3.0 s for their first token with 8 per slot, 3.8-14
+	// s with 4, 5.8-16 s with sessions in the slots (docs/workloads.md).
+	DefaultSessionsPerSlot = 8
 	// DefaultMaxMemory is the largest job memory a provider accepts, guest
 	// and tensor memory together (Config.MaxMemory).
 	DefaultMaxMemory = 1 << 30

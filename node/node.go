@@ -247,7 +247,7 @@ func (n *Node) startRoles(ctx context.Context) (err error) {
 		return nil
 	}
 	n.provider, err = provider.New(ctx, provider.Config{
-		Slots: cfg.Slots, Queue: cfg.Queue, MaxPerClient: cfg.MaxPerClient, Price: cfg.Price, MaxCollateral: cfg.MaxCollateral, MaxMemory: cfg.MaxMemory,
+		Slots: cfg.Slots, Sessions: max(cfg.Sessions, 0), Queue: cfg.Queue, MaxPerClient: cfg.MaxPerClient, Price: cfg.Price, MaxCollateral: cfg.MaxCollateral, MaxMemory: cfg.MaxMemory,
 		MaxOutput: cfg.MaxOutput, MaxModule: cfg.MaxModule, MaxInput: cfg.MaxInput, MaxData: cfg.MaxData,
 		BlobQuota: cfg.BlobQuota, MaxTimeout: cfg.MaxTimeout, MaxDeadline: cfg.MaxDeadline,
 		AdvertInterval: cfg.AdvertInterval, Heartbeat: cfg.Heartbeat, DataDir: cfg.DataDir,

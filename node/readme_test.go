@@ -80,13 +80,14 @@ func TestDocsConstants(t *testing.T) {
 	}
 
 	// --max-per-client is documented (its flag, the limits table) as
-	// slots + queue/2, with DefaultQueuePerSlot places queued per slot.
+	// slots + sessions + queue/2, with DefaultQueuePerSlot places queued
+	// per slot and DefaultSessionsPerSlot sessions.
 	for _, slots := range []int{1, 4, 16} {
 		c := Config{Slots: slots}
 		c.setDefaults()
-		if c.Queue != DefaultQueuePerSlot*slots || c.MaxPerClient != c.Slots+c.Queue/2 {
-			t.Errorf("with %d slots: a queue of %d and --max-per-client %d, not %d and slots + queue/2",
-				slots, c.Queue, c.MaxPerClient, DefaultQueuePerSlot*slots)
+		if c.Queue != DefaultQueuePerSlot*slots || c.Sessions != DefaultSessionsPerSlot*slots || c.MaxPerClient != c.Slots+c.Sessions+c.Queue/2 {
+			t.Errorf("with %d slots: a queue of %d, %d sessions and --max-per-client %d, not %d, %d and slots + sessions + queue/2",
+				slots, c.Queue, c.Sessions, c.MaxPerClient, DefaultQueuePerSlot*slots, DefaultSessionsPerSlot*slots)
 		}
 	}
 

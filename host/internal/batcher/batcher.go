@@ -23,6 +23,22 @@
 // again, so a job that went elsewhere (a long prompt, a stall) holds the
 // others up once, not at every weight.
 //
+// Strikes: dropping a late member is not enough against one that stalls
+// again and again (or calls just under MaxWait each time): it is expected
+// again as soon as it calls, and every job batched with it waits up to
+// MaxWait at every step. So a member is struck when a gather expires
+// while it is outside the batcher, or when it calls while a gather that
+// expects it has waited more than MaxWait/2; after Strikes strikes it is
+// no longer expected at any weight for its next BackoffCalls batchable
+// calls, doubled at each strike after (exponential backoff, counted in
+// calls, not time). Meanwhile it is still served: its call runs alone on
+// an idle weight, joins a queue already there (group commit, or a gather
+// others started), but never starts a gather nor is waited for. A staller
+// thus costs the others O(log calls) gathers over a session rather than
+// one per step, while an honest job struck by a rare stall (a long
+// prompt's prefill runs outside the batcher) is batched again after a
+// while, not never.
+//
 // Bits: only a tensor.RowwiseMatMul backend is batched, one whose MatMul
 // computes each row of the output from its row of x alone, by the same
 // arithmetic whatever the number of rows; so a job's rows are bit for bit
@@ -67,6 +83,13 @@ const (
 	// and 3.0x the tokens/s of unbatched against 1.5x), short enough that
 	// a stalled job holds the others up briefly, and once.
 	DefaultMaxWait = 100 * time.Millisecond
+	// Strikes is how many strikes a member takes before it is no longer
+	// expected anywhere (the first is forgiven: a long prompt, once).
+	Strikes = 2
+	// BackoffCalls is how many of its batchable calls a member is not
+	// expected for after its Strikes-th strike; each later strike doubles
+	// it. Some tokens of a small model's decode; about one of a 7B's.
+	BackoffCalls = 1024
 )
 
 // Config configures a Batcher.
@@ -90,7 +113,9 @@ type Batcher struct {
 	groups    map[key]*group  // weights with members or calls
 	gathering map[*group]bool // groups whose queue gathers
 
-	calls, runs, batched, rows, expired atomic.Uint64
+	now func() time.Time // time.Now; tests set a clock of their own
+
+	calls, runs, batched, rows, expired, late, struck atomic.Uint64
 }
 
 // key names what may be multiplied together: one backend (its kernels
@@ -106,8 +131,9 @@ type group struct {
 	key     key
 	members map[*Member]bool // expected here
 	queue   []*call
-	busy    bool // a multiply on the key runs
-	round   int  // counts gathers, so a late timer finds its own
+	busy    bool      // a multiply on the key runs
+	round   int       // counts gathers, so a late timer finds its own
+	since   time.Time // when the gather under way began
 }
 
 // state is where a member is. Guarded by Batcher.mu.
@@ -124,9 +150,11 @@ const (
 // expected at a weight only while it is outside the batcher. Its MatMul
 // calls are made one at a time (a job is one guest thread); Leave ends it.
 type Member struct {
-	b     *Batcher
-	state state
-	at    map[key]bool // the keys whose groups expect it
+	b       *Batcher
+	state   state
+	at      map[key]bool // the keys whose groups expect it
+	strikes int          // gathers it held up: see the package doc
+	skip    int          // batchable calls left before it is expected again
 }
 
 // call is one queued MatMul.
@@ -149,7 +177,7 @@ func New(cfg Config) *Batcher {
 	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = DefaultMaxWait
 	}
-	return &Batcher{maxRows: cfg.MaxRows, maxWait: cfg.MaxWait, groups: map[key]*group{}, gathering: map[*group]bool{}}
+	return &Batcher{maxRows: cfg.MaxRows, maxWait: cfg.MaxWait, groups: map[key]*group{}, gathering: map[*group]bool{}, now: time.Now}
 }
 
 // Join returns a new member, for one job.
@@ -162,12 +190,14 @@ type Stats struct {
 	Batched uint64 // calls served by a multiply of more than one call
 	Rows    uint64 // rows of those multiplies
 	Expired uint64 // gathers that ran at MaxWait without every member
+	Late    uint64 // gathers whose last member came after MaxWait/2
+	Struck  uint64 // members no longer expected after Strikes strikes
 }
 
 // Stats returns the counters so far. It is safe for concurrent use.
 func (b *Batcher) Stats() Stats {
 	return Stats{Calls: b.calls.Load(), Runs: b.runs.Load(), Batched: b.batched.Load(),
-		Rows: b.rows.Load(), Expired: b.expired.Load()}
+		Rows: b.rows.Load(), Expired: b.expired.Load(), Late: b.late.Load(), Struck: b.struck.Load()}
 }
 
 // Leave ends m: no weight expects it any more. m must not be used after.
@@ -191,6 +221,18 @@ func (b *Batcher) forget(m *Member) {
 	clear(m.at)
 }
 
+// strike counts a strike against m, which held up a gather; at Strikes
+// and after, m is no longer expected anywhere for a while. b.mu is held.
+func (b *Batcher) strike(m *Member) {
+	m.strikes++
+	if m.strikes < Strikes {
+		return
+	}
+	b.struck.Add(1)
+	m.skip = BackoffCalls << min(m.strikes-Strikes, 20)
+	b.forget(m)
+}
+
 // tidy deletes g when nothing refers to it. b.mu is held.
 func (b *Batcher) tidy(g *group) {
 	if len(g.members) == 0 && len(g.queue) == 0 && !g.busy {
@@ -210,13 +252,18 @@ func (m *Member) MatMul(ctx context.Context, tr tensor.Transformer, t, n, k int,
 	}
 	b.calls.Add(1)
 	b.mu.Lock()
+	b.arrive(m)
 	g := b.groups[kk]
 	if g == nil {
 		g = &group{key: kk, members: map[*Member]bool{}}
 		b.groups[kk] = g
 	}
-	g.members[m], m.at[kk] = true, true
-	if !g.busy && len(g.queue) == 0 && !b.othersExpected(g, m) {
+	if m.skip > 0 {
+		m.skip--
+	} else {
+		g.members[m], m.at[kk] = true, true
+	}
+	if !g.busy && len(g.queue) == 0 && (!g.members[m] || !b.othersExpected(g, m)) {
 		// Nobody else is coming: run alone, now, as unbatched.
 		g.busy = true
 		b.mu.Unlock()
@@ -234,6 +281,7 @@ func (m *Member) MatMul(ctx context.Context, tr tensor.Transformer, t, n, k int,
 		if !b.gathering[g] {
 			b.gathering[g] = true
 			g.round++
+			g.since = b.now()
 			round := g.round
 			time.AfterFunc(b.maxWait, func() { b.expire(g, round) })
 		}
@@ -267,6 +315,28 @@ func (m *Member) MatMul(ctx context.Context, tr tensor.Transformer, t, n, k int,
 		return err
 	}
 	return ctx.Err()
+}
+
+// arrive strikes m, which calls from outside the batcher, if a gather
+// that expects it has waited more than MaxWait/2. b.mu is held.
+func (b *Batcher) arrive(m *Member) {
+	if len(m.at) == 0 {
+		return
+	}
+	var now time.Time
+	for g := range b.gathering {
+		if !g.members[m] {
+			continue
+		}
+		if now.IsZero() {
+			now = b.now()
+		}
+		if now.Sub(g.since) > b.maxWait/2 {
+			b.late.Add(1)
+			b.strike(m)
+			return
+		}
+	}
 }
 
 // othersExpected reports whether a member other than m is expected at g
@@ -336,6 +406,9 @@ func (b *Batcher) expire(g *group, round int) {
 	}
 	b.expired.Add(1)
 	for o := range g.members {
+		if o.state == running { // outside the batcher: it held g up
+			b.strike(o) // not one queued for a multiply elsewhere
+		}
 		if o.state != gathering {
 			b.forget(o)
 		}

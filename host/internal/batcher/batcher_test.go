@@ -566,6 +566,26 @@ func gathered(t *testing.T, b *Batcher, w *tensor.HostBuffer, n int) {
 	}
 }
 
+// joined returns n members expected at each of ws ([8, 32]), as if each
+// had called them all before.
+func joined(b *Batcher, tr tensor.Transformer, n int, ws ...*tensor.HostBuffer) []*Member {
+	ms := make([]*Member, n)
+	for i := range ms {
+		ms[i] = b.Join()
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, w := range ws {
+		kk := key{tr: tr, w: w, n: 8, k: 32}
+		g := &group{key: kk, members: map[*Member]bool{}}
+		b.groups[kk] = g
+		for _, m := range ms {
+			g.members[m], m.at[kk] = true, true
+		}
+	}
+	return ms
+}
+
 // TestGather: members expected at a weight wait for each other there and
 // run as one multiply; a lone member never waits; a member that leaves,
 // or that is late past MaxWait, is no longer waited for; and two gathers
@@ -575,25 +595,7 @@ func TestGather(t *testing.T) {
 	ref := reference.New(reference.Config{Threads: 1})
 	r := rand.New(rand.NewPCG(9, 9))
 	w1, w2 := weights(r, abi.Q8_0, 8, 32), weights(r, abi.Q8_0, 8, 32)
-	// joined returns n members expected at w1 and w2, as if each had
-	// called both before.
-	joined := func(b *Batcher, tr tensor.Transformer, n int) []*Member {
-		ms := make([]*Member, n)
-		for i := range ms {
-			ms[i] = b.Join()
-		}
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		for _, w := range []*tensor.HostBuffer{w1, w2} {
-			kk := key{tr: tr, w: w, n: 8, k: 32}
-			g := &group{key: kk, members: map[*Member]bool{}}
-			b.groups[kk] = g
-			for _, m := range ms {
-				g.members[m], m.at[kk] = true, true
-			}
-		}
-		return ms
-	}
+	joined := func(b *Batcher, tr tensor.Transformer, n int) []*Member { return joined(b, tr, n, w1, w2) }
 	t.Run("lone member", func(t *testing.T) {
 		c := &counter{RowwiseMatMul: ref}
 		b := New(Config{MaxWait: forever})
@@ -707,4 +709,181 @@ func BenchmarkLone(b *testing.B) {
 			}
 		})
 	}
+}
+
+// gatherOrReturn waits until a lone call at w gathers there (true) or
+// returns without error (false).
+func gatherOrReturn(t *testing.T, b *Batcher, w *tensor.HostBuffer, done <-chan error) bool {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			return false
+		default:
+		}
+		b.mu.Lock()
+		gathers := false
+		for kk, g := range b.groups {
+			gathers = gathers || kk.w == w && b.gathering[g] && len(g.queue) == 1
+		}
+		b.mu.Unlock()
+		if gathers {
+			return true
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the call neither gathers nor returns")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// expireAt runs the gather under way at w as its MaxWait timer would.
+func expireAt(b *Batcher, w *tensor.HostBuffer) {
+	b.mu.Lock()
+	var gs []*group
+	for kk, g := range b.groups {
+		if kk.w == w && b.gathering[g] {
+			gs = append(gs, g)
+		}
+	}
+	b.mu.Unlock()
+	for _, g := range gs {
+		b.mu.Lock()
+		round := g.round
+		b.mu.Unlock()
+		b.expire(g, round)
+	}
+}
+
+// expected reports whether m is expected at any weight.
+func expected(b *Batcher, m *Member) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, g := range b.groups {
+		if g.members[m] {
+			return true
+		}
+	}
+	return len(m.at) > 0
+}
+
+// TestStaller: a member that keeps the others waiting at every step, by
+// stalling past MaxWait or by coming just before it, costs them Strikes
+// gathers, not one per step; it is still served meanwhile, and expected
+// again after BackoffCalls calls, for half as long as its next strike's
+// backoff. Gathers expire and time passes by the test's hand: counts only.
+func TestStaller(t *testing.T) {
+	const (
+		forever = time.Hour // no timer fires
+		rounds  = 20
+	)
+	ref := reference.New(reference.Config{Threads: 1})
+	r := rand.New(rand.NewPCG(11, 11))
+	w1, w2, w3 := weights(r, abi.Q8_0, 8, 32), weights(r, abi.Q8_0, 8, 32), weights(r, abi.Q8_0, 8, 32)
+	ok := func(done <-chan error) {
+		t.Helper()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("stalls", func(t *testing.T) {
+		b := New(Config{MaxWait: forever})
+		ms := joined(b, ref, 2, w1, w2)
+		a, s := ms[0], ms[1]
+		// round: a step of a and s together (s calls first, and gathers
+		// for a unless it is no longer expected), then a step of a while
+		// s stalls: a waits for s wherever s is expected, until the
+		// gather expires.
+		round := func() {
+			for _, w := range []*tensor.HostBuffer{w1, w2} {
+				sd := matmul(s, ref, w)
+				if gatherOrReturn(t, b, w, sd) {
+					ok(matmul(a, ref, w))
+					ok(sd)
+				} else {
+					ok(matmul(a, ref, w))
+				}
+			}
+			for _, w := range []*tensor.HostBuffer{w1, w2} {
+				ad := matmul(a, ref, w)
+				if gatherOrReturn(t, b, w, ad) {
+					expireAt(b, w)
+					ok(ad)
+				}
+			}
+		}
+		for range rounds {
+			round()
+		}
+		if st := b.Stats(); st.Expired != Strikes || st.Struck != 1 {
+			t.Errorf("%+v: want %d gathers expired and 1 member struck, whatever the rounds (%d)", st, Strikes, rounds)
+		}
+		if expected(b, s) || !expected(b, a) {
+			t.Errorf("the staller expected %v, the other %v", expected(b, s), expected(b, a))
+		}
+		// s's backoff runs out after its calls: 2 a round since its last
+		// strike, then these, at a weight a never calls.
+		left := BackoffCalls - 2*(rounds-Strikes)
+		if s.skip != left {
+			t.Fatalf("%d calls of backoff left, want %d", s.skip, left)
+		}
+		for range left {
+			ok(matmul(s, ref, w3))
+		}
+		if expected(b, s) {
+			t.Fatal("expected before its backoff ran out")
+		}
+		ok(matmul(s, ref, w3))
+		if !expected(b, s) {
+			t.Fatal("not expected after its backoff ran out")
+		}
+		// It stalls once more: expected at w1 again, it is struck at
+		// the next expiry, for twice as long.
+		sd := matmul(s, ref, w1)
+		if !gatherOrReturn(t, b, w1, sd) {
+			t.Fatal("s did not gather for a")
+		}
+		ok(matmul(a, ref, w1))
+		ok(sd)
+		ad := matmul(a, ref, w1)
+		if !gatherOrReturn(t, b, w1, ad) {
+			t.Fatal("a did not gather for s")
+		}
+		expireAt(b, w1)
+		ok(ad)
+		if st := b.Stats(); st.Expired != Strikes+1 || st.Struck != 2 || s.skip != 2*BackoffCalls {
+			t.Errorf("%+v, %d calls of backoff: want %d expired, 2 struck, %d calls", st, s.skip, Strikes+1, 2*BackoffCalls)
+		}
+	})
+	t.Run("late", func(t *testing.T) {
+		b := New(Config{MaxWait: forever})
+		var clock atomic.Int64 // ns since the epoch
+		b.now = func() time.Time { return time.Unix(0, clock.Load()) }
+		ms := joined(b, ref, 2, w1, w2)
+		a, s := ms[0], ms[1]
+		// Every step, a waits for s at each weight, and s comes after
+		// 0.6 MaxWait: no gather expires.
+		for range rounds {
+			for _, w := range []*tensor.HostBuffer{w1, w2} {
+				ad := matmul(a, ref, w)
+				if gatherOrReturn(t, b, w, ad) {
+					clock.Add(int64(forever * 6 / 10))
+					ok(matmul(s, ref, w))
+					ok(ad)
+				} else {
+					ok(matmul(s, ref, w))
+				}
+			}
+		}
+		if st := b.Stats(); st.Late != Strikes || st.Expired != 0 || st.Struck != 1 {
+			t.Errorf("%+v: want %d late gathers, none expired, 1 member struck, whatever the rounds (%d)", st, Strikes, rounds)
+		}
+		if expected(b, s) || a.strikes != 0 {
+			t.Errorf("the late member is expected (%v), or the other struck (%d)", expected(b, s), a.strikes)
+		}
+	})
 }

@@ -4,6 +4,27 @@
 // in its sandbox (streaming output lines while they run, and heartbeats),
 // charges for them through the node's ledger, and delivers the signed
 // result, again after a broken stream.
+//
+// Slots and sessions: a job takes one of Config.Slots while it runs,
+// which bound the CPU-heavy work run at once, unless it is a session of
+// the built-in Llama runner on a model (runner.Session) and the sandbox
+// has a model cache: then it takes one of Config.Sessions instead, and
+// its memory limit from Config.SessionMemory. Sessions read one copy of
+// the weights, shared through the model cache and outside each job's
+// memory, and their matmuls are batched across jobs, so that eight
+// sessions on two cores make more tokens than two, and every concurrent
+// request gets its first token without waiting for a whole completion
+// ahead of it. What each session holds of its own (its KV cache,
+// activations) is within its memory limit, at most MaxMemory, and the
+// limits of those running together are within SessionMemory. Each kind
+// has its own Queue of accepted replicas waiting for a place. A client
+// holds at most MaxPerClient places of both kinds together, and of each
+// kind at most its running places and half its queue (Slots + Queue/2,
+// Sessions + Queue/2), so that no one client takes every place of a kind
+// (nor, by sessions, the slots' places, as a single limit of Slots +
+// Sessions + Queue/2 would let it). Adverts' Slots and FreeSlots are the
+// slots (a session never takes one); a bid's FreeSlots are the free places
+// of its job's kind.
 package provider
 
 import (
@@ -12,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -22,6 +44,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"golang.org/x/sync/semaphore"
 
 	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/gpu"
@@ -45,7 +68,15 @@ import (
 // each) and the parts of the node it uses.
 type Config struct {
 	Slots, Queue, MaxPerClient int
-	Price                      uint64
+	// Sessions is how many runner sessions may run at once besides the
+	// Slots (see the package doc); 0: sessions take slots as every job.
+	Sessions int
+	// SessionMemory bounds the memory limits of the sessions running at
+	// once, together, bytes; 0: half the machine's memory (Slots ×
+	// MaxMemory where unknown). Never under MaxMemory, so that any job
+	// whose terms pass runs.
+	SessionMemory uint64
+	Price         uint64
 	// MaxCollateral is the most this provider stakes on one replica,
 	// millisatoshi; 0: CollateralTimes its Price.
 	MaxCollateral             uint64
@@ -88,15 +119,22 @@ type Provider struct {
 	backends   *backends.Set
 	ownRuntime bool
 
-	slots   chan struct{} // a token per running job
-	proving sync.Mutex    // held while a fair-exchange proof is made
-	gpus    []wire.GPU
+	slots chan struct{} // a token per running job that is not a session
+	// sessions holds a token per running session, and sessionMemory
+	// their memory limits; nil: Config.Sessions is 0, or the sandbox has
+	// no model cache.
+	sessions      chan struct{}
+	sessionMemory *semaphore.Weighted
+	proving       sync.Mutex // held while a fair-exchange proof is made
+	gpus          []wire.GPU
 	// fixed is the part of the advert that does not change while running.
 	fixed wire.CapabilityAdvert
 
-	mu     sync.Mutex
-	load   int             // accepted replicas not yet finished (running or queued); guarded by mu
-	byPeer map[peer.ID]int // load per client; guarded by mu
+	mu         sync.Mutex
+	load       int             // accepted replicas not yet finished (running or queued); guarded by mu
+	inSessions int             // those of load that are sessions; guarded by mu
+	byPeer     map[peer.ID]int // load per client; guarded by mu
+	sessionsBy map[peer.ID]int // the sessions of byPeer; guarded by mu
 	// running are the (client, job, replica) under way, so that the same
 	// replica is not run twice at once; guarded by mu.
 	running map[runID]bool
@@ -120,12 +158,13 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	p := &Provider{
 		cfg: cfg, log: cfg.Logger.With("role", "provider"),
 		sandbox: cfg.Sandbox, backends: cfg.Backends,
-		slots:   make(chan struct{}, cfg.Slots),
-		changed: make(chan struct{}, 1),
-		active:  map[*store.Run]bool{},
-		byPeer:  map[peer.ID]int{},
-		running: map[runID]bool{},
-		seq:     uint64(time.Now().UnixNano()), // increases across restarts too
+		slots:      make(chan struct{}, cfg.Slots),
+		changed:    make(chan struct{}, 1),
+		active:     map[*store.Run]bool{},
+		byPeer:     map[peer.ID]int{},
+		sessionsBy: map[peer.ID]int{},
+		running:    map[runID]bool{},
+		seq:        uint64(time.Now().UnixNano()), // increases across restarts too
 	}
 	if inv, err := gpu.Detect(ctx); err == nil {
 		for _, d := range inv.Devices {
@@ -144,6 +183,10 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		if err := p.openRuntime(ctx); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.Sessions > 0 && p.sandbox.ModelCacheStats().Budget > 0 {
+		p.sessions = make(chan struct{}, cfg.Sessions)
+		p.sessionMemory = semaphore.NewWeighted(int64(p.sessionBudget()))
 	}
 	names := []string{p.backends.Reference.Name()}
 	if f := p.backends.Fast; f != nil && f.Name() != names[0] {
@@ -175,6 +218,18 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		p.challenges = challenge.Serve(p.cfg.Host, f, challenge.Config{Logger: p.log})
 	}
 	return p, nil
+}
+
+// sessionBudget is Config.SessionMemory, or its default.
+func (p *Provider) sessionBudget() uint64 {
+	b := p.cfg.SessionMemory
+	if b == 0 {
+		b = totalMemory() / 2
+		if b == 0 {
+			b = uint64(p.cfg.Slots) * p.cfg.MaxMemory
+		}
+	}
+	return min(max(b, p.cfg.MaxMemory), math.MaxInt64)
 }
 
 // openRuntime opens the tensor backends and a sandbox of the provider's own.
@@ -214,7 +269,7 @@ func (p *Provider) Wait() { p.handlers.Wait() }
 func (p *Provider) Capabilities() *wire.CapabilityAdvert {
 	a := p.fixed
 	p.mu.Lock()
-	a.FreeSlots = max(0, a.Slots-p.load)
+	a.FreeSlots = p.freeLocked(false)
 	p.mu.Unlock()
 	a.Time = wire.Millis(time.Now())
 	return &a
@@ -328,11 +383,12 @@ func (p *Provider) maxCollateral() uint64 {
 func (p *Provider) Bid(a *wire.JobAnnounce) *wire.Bid {
 	b := &wire.Bid{V: wire.Version, Job: a.Job, Price: p.cfg.Price, Backend: p.backendFor(a)}
 	_, b.HasModule = p.cfg.Blobs.Has(a.Module)
+	session := p.session(&a.Terms)
 	p.mu.Lock()
-	b.FreeSlots = max(0, p.cfg.Slots-p.load)
+	b.FreeSlots = p.freeLocked(session)
 	// As admit will: a bid the assign then refuses costs the client a
 	// round trip and a back-off.
-	full := p.load >= p.cfg.Slots+p.cfg.Queue || p.byPeer[peer.ID(a.Client)] >= p.cfg.MaxPerClient
+	full := p.fullLocked(peer.ID(a.Client), session)
 	p.mu.Unlock()
 	if why := p.terms(a); why != "" {
 		b.Reason = why
@@ -351,6 +407,34 @@ func (p *Provider) backendFor(a *wire.JobAnnounce) string {
 	return p.backends.Reference.Name()
 }
 
+// session reports whether a job of terms t runs as a session here,
+// beyond the slots (see the package doc).
+func (p *Provider) session(t *wire.Terms) bool { return p.sessions != nil && runner.Session(t) }
+
+// freeLocked returns the free places of a kind: slots, or sessions. p.mu
+// is held.
+func (p *Provider) freeLocked(session bool) int {
+	if session {
+		return max(0, p.cfg.Sessions-p.inSessions)
+	}
+	return max(0, p.cfg.Slots-(p.load-p.inSessions))
+}
+
+// fullLocked reports whether client may not have another replica of a
+// kind here: the places of that kind, running and queued, are taken, or
+// the client holds MaxPerClient places, or those of the kind a client may
+// hold (see the package doc). p.mu is held.
+func (p *Provider) fullLocked(client peer.ID, session bool) bool {
+	if p.byPeer[client] >= p.cfg.MaxPerClient {
+		return true
+	}
+	if session {
+		return p.inSessions >= p.cfg.Sessions+p.cfg.Queue || p.sessionsBy[client] >= p.cfg.Sessions+p.cfg.Queue/2
+	}
+	mine := p.byPeer[client] - p.sessionsBy[client]
+	return p.load-p.inSessions >= p.cfg.Slots+p.cfg.Queue || p.sessions != nil && mine >= p.cfg.Slots+p.cfg.Queue/2
+}
+
 // runID names a replica a client asked for.
 type runID struct {
 	client  peer.ID
@@ -358,27 +442,38 @@ type runID struct {
 	replica uint8
 }
 
-// admit reserves a place for replica r, or says why it cannot: the
-// provider is full, the client holds MaxPerClient places, or r is under
-// way already (an assign sent twice).
-func (p *Provider) admit(r runID) string {
+// admit reserves a place for replica r, a session or not, or says why it
+// cannot: the provider's places of that kind are taken, the client holds
+// MaxPerClient places, or r is under way already (an assign sent twice).
+func (p *Provider) admit(r runID, session bool) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
 	case p.running[r]:
 		return "this replica is running already"
-	case p.load >= p.cfg.Slots+p.cfg.Queue || p.byPeer[r.client] >= p.cfg.MaxPerClient:
+	case p.fullLocked(r.client, session):
 		return wire.ReasonBusy
 	}
 	p.load++
+	if session {
+		p.inSessions++
+		p.sessionsBy[r.client]++
+	}
 	p.byPeer[r.client]++
 	p.running[r] = true
 	return ""
 }
 
-func (p *Provider) release(r runID) {
+// release gives back the place admit reserved.
+func (p *Provider) release(r runID, session bool) {
 	p.mu.Lock()
 	p.load--
+	if session {
+		p.inSessions--
+		if p.sessionsBy[r.client]--; p.sessionsBy[r.client] <= 0 {
+			delete(p.sessionsBy, r.client)
+		}
+	}
 	if p.byPeer[r.client]--; p.byPeer[r.client] <= 0 {
 		delete(p.byPeer, r.client)
 	}
@@ -440,11 +535,12 @@ func (p *Provider) handleAssign(s network.Stream) {
 		return
 	}
 	rid := runID{client, a.Announce.Job, a.Replica}
-	if why := p.admit(rid); why != "" {
+	session := p.session(&a.Announce.Terms)
+	if why := p.admit(rid, session); why != "" {
 		reject(why)
 		return
 	}
-	defer p.release(rid)
+	defer p.release(rid, session)
 	run := &store.Run{Job: a.Announce.Job, Replica: a.Replica, Client: client.String(), State: store.RunAccepted, Started: time.Now(), Terms: terms}
 	p.setActive(run, store.RunAccepted)
 	defer p.setActive(run, store.RunFinished)
@@ -626,13 +722,12 @@ func (p *Provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 		defer f.Close()
 		job.Stdin = f
 	}
-	select {
-	case p.slots <- struct{}{}:
-	case <-ctx.Done():
+	leave, err := p.place(ctx, &an.Terms)
+	if err != nil {
 		res.Error = "no slot before the deadline"
 		return res
 	}
-	defer func() { <-p.slots }()
+	defer leave()
 	p.setActive(run, store.RunRunning)
 	if err := c.Write(&wire.Update{V: wire.Version, Kind: wire.UpdateRunning}); err != nil {
 		res.Error = "client gone"
@@ -696,6 +791,32 @@ func (p *Provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 		p.cfg.Faults.SpoilProofs(out.Proofs) // fault injection: a forger
 	}
 	return runner.Result(p.cfg.Blobs, res, out, runErr, an, sp)
+}
+
+// place waits for a slot, or for a session's place and its memory, and
+// returns what gives it back; an error if ctx ends first.
+func (p *Provider) place(ctx context.Context, t *wire.Terms) (leave func(), err error) {
+	if !p.session(t) {
+		select {
+		case p.slots <- struct{}{}:
+			return func() { <-p.slots }, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	select {
+	case p.sessions <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if err := p.sessionMemory.Acquire(ctx, int64(t.Memory)); err != nil {
+		<-p.sessions
+		return nil, err
+	}
+	return func() {
+		p.sessionMemory.Release(int64(t.Memory))
+		<-p.sessions
+	}, nil
 }
 
 // spoolDir holds the outputs of running jobs; newProvider empties it.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/host/tensor"
@@ -27,7 +28,14 @@ import (
 // second host, the client's, connected to it.
 func testProvider(t *testing.T, cfg Config, opts ...partstest.Option) (*Provider, host.Host) {
 	t.Helper()
-	hs := partstest.Hosts(t, 2)
+	p, clients := testClients(t, cfg, 1, opts...)
+	return p, clients[0]
+}
+
+// testClients is testProvider with n clients' hosts.
+func testClients(t *testing.T, cfg Config, n int, opts ...partstest.Option) (*Provider, []host.Host) {
+	t.Helper()
+	hs := partstest.Hosts(t, 1+n)
 	cfg.Parts = partstest.New(t, hs[0], opts...)
 	cfg.Key = hs[0].Peerstore().PrivKey(hs[0].ID())
 	cfg.DataDir = t.TempDir()
@@ -39,7 +47,7 @@ func testProvider(t *testing.T, cfg Config, opts ...partstest.Option) (*Provider
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	return p, hs[1]
+	return p, hs[1:]
 }
 
 // limits are a provider's terms for the tests: small, so that each can be
@@ -65,18 +73,27 @@ func announce(client host.Host) wire.JobAnnounce {
 // the stream is closed when t ends.
 func send(t *testing.T, client host.Host, p *Provider, a *wire.Assign) *peers.Conn {
 	t.Helper()
+	s, conn := sendStream(t, client, p, a)
+	t.Cleanup(func() { s.Close() })
+	return conn
+}
+
+// sendStream opens an assign stream from client to the provider and
+// sends a; the caller ends the stream.
+func sendStream(t *testing.T, client host.Host, p *Provider, a *wire.Assign) (network.Stream, *peers.Conn) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := client.NewStream(ctx, p.cfg.Host.ID(), wire.ProtocolAssign)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
 	conn := p.cfg.Streams.Wrap(s)
 	if err := conn.Write(a); err != nil {
+		s.Reset()
 		t.Fatal(err)
 	}
-	return conn
+	return s, conn
 }
 
 // assign sends a to the provider from client and returns the provider's
@@ -226,7 +243,13 @@ func cpuAssign(t *testing.T, client host.Host, cp parts.Parts) (wire.Assign, []b
 // input inline.
 func jobAssign(t *testing.T, client host.Host, cp parts.Parts, name string, input []byte) wire.Assign {
 	t.Helper()
-	module := readTestdata(t, "jobs/"+name+"/"+name+".wasm")
+	return moduleAssign(t, client, cp, readTestdata(t, "jobs/"+name+"/"+name+".wasm"), input)
+}
+
+// moduleAssign publishes module on the client's parts cp and returns an
+// assign of it by client within limits, with input inline.
+func moduleAssign(t *testing.T, client host.Host, cp parts.Parts, module, input []byte) wire.Assign {
+	t.Helper()
 	d, err := cp.Blobs.PutBytes(module)
 	if err != nil {
 		t.Fatal(err)
