@@ -74,14 +74,28 @@ func Attention(ctx context.Context, threads int, p tensor.AttentionParams, q, k,
 
 // softmax replaces s by softmax(s) given its largest element m, in float32:
 // e = float32(exp(s - m)), summed in ascending order from +0, then e/sum.
-func softmax(s []float32, m float32) {
+func softmax(s []float32, m float32) { softmaxWith(kernels, s, m) }
+
+// softmaxWith is softmax with the kernels ks.
+func softmaxWith(ks *kernelSet, s []float32, m float32) {
+	if ks.softmaxExp != nil {
+		ks.softmaxExp(s, m)
+	} else {
+		softmaxExpGo(s, m)
+	}
 	var sum float32
-	for i, x := range s {
-		e := float32(pmath.Exp(float64(x - m)))
-		s[i] = e
+	for _, e := range s {
 		sum += e
 	}
 	for i := range s {
 		s[i] /= sum
+	}
+}
+
+// softmaxExpGo replaces each x of s by float32(exp(x - m)), the difference
+// rounded to float32 and pmath.Exp in float64: the definition.
+func softmaxExpGo(s []float32, m float32) {
+	for i, x := range s {
+		s[i] = float32(pmath.Exp(float64(x - m)))
 	}
 }

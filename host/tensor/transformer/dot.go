@@ -121,6 +121,8 @@ type kernelSet struct {
 	// swiGLU, if set, is swiGLUGo with the same bits (a NaN's payload
 	// aside: SwiGLU makes every NaN canonical).
 	swiGLU func(a, b, out []float32)
+	// softmaxExp, if set, is softmaxExpGo with the same bits.
+	softmaxExp func(s []float32, m float32)
 }
 
 // maxXRows is the most rows of x one q8Rows call takes.

@@ -22,8 +22,30 @@ func swiGLUAVX2(a, b, out []float32) {
 	swiGLUGo(a[i:], b[i:], out[i:])
 }
 
+//go:noescape
+func expAVX2(x, out *float64, n int) int
+
+//go:noescape
+func expSubAVX2(s *float32, m float32, n int) int
+
+// softmaxExpAVX2 is softmaxExpGo with the assembly's vector path
+// (expSubAVX2 in swiglu_amd64.s) for every four elements whose arguments
+// it takes, and the Go code for the others and the tail: the same bits.
+func softmaxExpAVX2(s []float32, m float32) {
+	n, i := len(s), 0
+	for i+4 <= n {
+		i += expSubAVX2(&s[i], m, (n-i)&^3)
+		if i+4 <= n {
+			softmaxExpGo(s[i:i+4], m)
+			i += 4
+		}
+	}
+	softmaxExpGo(s[i:], m)
+}
+
 func init() {
 	if hasAVX2 {
 		avx2Kernels.swiGLU, avx512Kernels.swiGLU = swiGLUAVX2, swiGLUAVX2
+		avx2Kernels.softmaxExp, avx512Kernels.softmaxExp = softmaxExpAVX2, softmaxExpAVX2
 	}
 }

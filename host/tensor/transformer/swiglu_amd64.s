@@ -72,6 +72,46 @@ DATA swc<>+464(SB)/8, $0x4085e00000000000
 DATA swc<>+472(SB)/8, $0x4085e00000000000
 GLOBL swc<>(SB), RODATA|NOPTR, $480
 
+// EXPPD sets Y12 to e**x for x in Y1, each lane pmath.Exp's main path op
+// for op (no FMA): k = int(float64(log2e·x) ± 0.5) with the sign of x's,
+// hi = x - float64(k)·ln2Hi, lo = float64(k)·ln2Lo, r = hi - lo, t = r·r,
+// q = t·(…) + p… from p5 down, c = r - t·q, y = 1 - ((lo - float64(r·c)/(2-c)) - hi),
+// and y·2**k as an add to the exponent, which needs a normal result
+// (2**-28 ≤ |x| ≤ 700). It leaves 1 in Y13 and clobbers Y2, Y3 and Y5…Y11.
+#define EXPPD \
+	VMULPD swc<>+96(SB), Y1, Y2 \
+	VANDPD swc<>+32(SB), Y1, Y3 \
+	VORPD swc<>+64(SB), Y3, Y3 \
+	VADDPD Y3, Y2, Y2 \
+	VCVTTPD2DQY Y2, X5 \
+	VCVTDQ2PD X5, Y6 \
+	VMULPD swc<>+128(SB), Y6, Y7 \
+	VSUBPD Y7, Y1, Y7 \
+	VMULPD swc<>+160(SB), Y6, Y8 \
+	VSUBPD Y8, Y7, Y9 \
+	VMULPD Y9, Y9, Y10 \
+	VMULPD swc<>+320(SB), Y10, Y11 \
+	VADDPD swc<>+288(SB), Y11, Y11 \
+	VMULPD Y11, Y10, Y11 \
+	VADDPD swc<>+256(SB), Y11, Y11 \
+	VMULPD Y11, Y10, Y11 \
+	VADDPD swc<>+224(SB), Y11, Y11 \
+	VMULPD Y11, Y10, Y11 \
+	VADDPD swc<>+192(SB), Y11, Y11 \
+	VMULPD Y11, Y10, Y11 \
+	VSUBPD Y11, Y9, Y11 \
+	VMULPD Y11, Y9, Y12 \
+	VMOVUPD swc<>+384(SB), Y13 \
+	VSUBPD Y11, Y13, Y13 \
+	VDIVPD Y13, Y12, Y12 \
+	VSUBPD Y12, Y8, Y12 \
+	VSUBPD Y7, Y12, Y12 \
+	VMOVUPD swc<>+352(SB), Y13 \
+	VSUBPD Y12, Y13, Y12 \
+	VPMOVSXDQ X5, Y5 \
+	VPSLLQ $52, Y5, Y5 \
+	VPADDQ Y5, Y12, Y12
+
 // func swigluAVX2(a, b, out *float32, n int) int
 // out[i] = float32(float32(a[i]·sig)·b[i]), sig = float32(1/(1 + Exp(-a[i]))),
 // four at a time for i < n (a multiple of 4), as SwiGLU computes it; it
@@ -98,47 +138,7 @@ swloop:
 	CMPL BX, $15
 	JNE swdone
 
-	// k = int(float64(log2e·x) ± 0.5), the sign of x's
-	VMULPD swc<>+96(SB), Y1, Y2
-	VANDPD swc<>+32(SB), Y1, Y3
-	VORPD swc<>+64(SB), Y3, Y3
-	VADDPD Y3, Y2, Y2
-	VCVTTPD2DQY Y2, X5                // k, int32
-	VCVTDQ2PD X5, Y6                  // float64(k)
-
-	// hi = x - float64(k)·ln2Hi, lo = float64(k)·ln2Lo, r = hi - lo
-	VMULPD swc<>+128(SB), Y6, Y7
-	VSUBPD Y7, Y1, Y7                 // hi
-	VMULPD swc<>+160(SB), Y6, Y8       // lo
-	VSUBPD Y8, Y7, Y9                 // r
-	VMULPD Y9, Y9, Y10                // t = r·r
-
-	// q = t·(…) + p…, c = r - t·q
-	VMULPD swc<>+320(SB), Y10, Y11
-	VADDPD swc<>+288(SB), Y11, Y11
-	VMULPD Y11, Y10, Y11
-	VADDPD swc<>+256(SB), Y11, Y11
-	VMULPD Y11, Y10, Y11
-	VADDPD swc<>+224(SB), Y11, Y11
-	VMULPD Y11, Y10, Y11
-	VADDPD swc<>+192(SB), Y11, Y11
-	VMULPD Y11, Y10, Y11
-	VSUBPD Y11, Y9, Y11               // c
-
-	// y = 1 - ((lo - float64(r·c)/(2-c)) - hi)
-	VMULPD Y11, Y9, Y12               // r·c
-	VMOVUPD swc<>+384(SB), Y13
-	VSUBPD Y11, Y13, Y13              // 2 - c
-	VDIVPD Y13, Y12, Y12
-	VSUBPD Y12, Y8, Y12               // lo - …
-	VSUBPD Y7, Y12, Y12               // … - hi
-	VMOVUPD swc<>+352(SB), Y13
-	VSUBPD Y12, Y13, Y12              // y
-
-	// e**x = y·2**k: k added to the exponent (the result is normal)
-	VPMOVSXDQ X5, Y5
-	VPSLLQ $52, Y5, Y5
-	VPADDQ Y5, Y12, Y12
+	EXPPD
 
 	// sig = float32(1/(1 + e**x)); out = float32(float32(v·sig)·b)
 	VADDPD Y13, Y12, Y12
@@ -153,4 +153,72 @@ swloop:
 swdone:
 	VZEROUPPER
 	MOVQ AX, ret+32(FP)
+	RET
+
+// func expSubAVX2(s *float32, m float32, n int) int
+// s[i] = float32(Exp(float64(s[i] - m))), the difference rounded to
+// float32, four at a time for i < n (a multiple of 4), as softmax computes
+// it; it stops at the first four with an argument off the vector path and
+// returns how many it did.
+TEXT ·expSubAVX2(SB), NOSPLIT, $0-32
+	MOVQ s+0(FP), SI
+	VBROADCASTSS m+8(FP), X14
+	MOVQ n+16(FP), CX
+	XORQ AX, AX
+
+exloop:
+	CMPQ AX, CX
+	JAE exdone
+	VMOVUPS (SI)(AX*4), X0
+	VSUBPS X14, X0, X0                // x - m, rounded to float32
+	VCVTPS2PD X0, Y1                  // x = float64(x - m), exact
+	VANDPD swc<>+0(SB), Y1, Y2      // |x|
+	VCMPPD $0x1D, swc<>+416(SB), Y2, Y3 // |x| ≥ 2**-28 (false for NaN)
+	VCMPPD $0x12, swc<>+448(SB), Y2, Y4  // |x| ≤ 700
+	VANDPD Y4, Y3, Y3
+	VMOVMSKPD Y3, BX
+	CMPL BX, $15
+	JNE exdone
+
+	EXPPD
+
+	VCVTPD2PSY Y12, X12               // float32(e**x)
+	VMOVUPS X12, (SI)(AX*4)
+	ADDQ $4, AX
+	JMP exloop
+
+exdone:
+	VZEROUPPER
+	MOVQ AX, ret+24(FP)
+	RET
+
+// func expAVX2(x, out *float64, n int) int
+// out[i] = Exp(x[i]) four at a time for i < n (a multiple of 4), stopping
+// at the first four with an argument off the vector path; it returns how
+// many it did. The tests' window on EXPPD.
+TEXT ·expAVX2(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), SI
+	MOVQ out+8(FP), DI
+	MOVQ n+16(FP), CX
+	XORQ AX, AX
+
+e64loop:
+	CMPQ AX, CX
+	JAE e64done
+	VMOVUPD (SI)(AX*8), Y1
+	VANDPD swc<>+0(SB), Y1, Y2      // |x|
+	VCMPPD $0x1D, swc<>+416(SB), Y2, Y3 // |x| ≥ 2**-28 (false for NaN)
+	VCMPPD $0x12, swc<>+448(SB), Y2, Y4  // |x| ≤ 700
+	VANDPD Y4, Y3, Y3
+	VMOVMSKPD Y3, BX
+	CMPL BX, $15
+	JNE e64done
+	EXPPD
+	VMOVUPD Y12, (DI)(AX*8)
+	ADDQ $4, AX
+	JMP e64loop
+
+e64done:
+	VZEROUPPER
+	MOVQ AX, ret+24(FP)
 	RET
