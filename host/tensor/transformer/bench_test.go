@@ -184,3 +184,49 @@ func BenchmarkMatMulIntPrefill(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkExpKernels compares the best kernels with and without their
+// vector exponentials (exp=go: softmaxExp and swiGLU unset) on one thread:
+// SwiGLU of a layer's activations and a decode step's attention (one row,
+// 12 heads of 64) at a few context lengths.
+func BenchmarkExpKernels(b *testing.B) {
+	ctx := context.Background()
+	best := bestKernels()
+	scalar := *best
+	scalar.name, scalar.softmaxExp, scalar.swiGLU = "go", nil, nil
+	sets := []*kernelSet{&scalar, best}
+	defer func(ks *kernelSet) { kernels = ks }(kernels)
+	for _, n := range []int{2048, 5632} {
+		r := &rng{s: 5}
+		a, bb, out := r.f32s(n), r.f32s(n), make([]float32, n)
+		for i := range a {
+			a[i] *= 4
+		}
+		for _, ks := range sets {
+			b.Run(fmt.Sprintf("swiglu/n=%d/exp=%s", n, ks.name), func(b *testing.B) {
+				for b.Loop() {
+					if err := swiGLU(ctx, ks, 1, a, bb, out); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+	for _, ctxLen := range []int{128, 512, 2048} {
+		p := tensor.AttentionParams{Rows: 1, Heads: 12, KVHeads: 12, HeadDim: 64, Pos: ctxLen - 1}
+		r := &rng{s: 3}
+		kv := ctxLen * p.KVHeads * p.HeadDim
+		q, k, v := r.f32s(p.Heads*p.HeadDim), r.f32s(kv), r.f32s(kv)
+		out := make([]float32, len(q))
+		for _, ks := range sets {
+			b.Run(fmt.Sprintf("attention/ctx=%d/exp=%s", ctxLen, ks.name), func(b *testing.B) {
+				kernels = ks
+				for b.Loop() {
+					if err := Attention(ctx, 1, p, q, k, v, out); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
