@@ -22,9 +22,17 @@ func swiGLUAVX2(a, b, out []float32) {
 	swiGLUGo(a[i:], b[i:], out[i:])
 }
 
+// expAVX2 sets out[i] = pmath.Exp(x[i]) four at a time for i < n (a
+// multiple of 4) and stops at the first four with an argument off the
+// vector path (2**-28 ≤ |x| ≤ 700), returning how many it did: EXPPD, the
+// exponential swigluAVX2 and expSubAVX2 share, on its own for the tests.
+//
 //go:noescape
 func expAVX2(x, out *float64, n int) int
 
+// expSubAVX2 sets s[i] = float32(pmath.Exp(float64(s[i] - m))), the
+// difference rounded to float32, as expAVX2 does its values.
+//
 //go:noescape
 func expSubAVX2(s *float32, m float32, n int) int
 
