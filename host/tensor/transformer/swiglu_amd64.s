@@ -72,6 +72,17 @@ DATA swc<>+464(SB)/8, $0x4085e00000000000
 DATA swc<>+472(SB)/8, $0x4085e00000000000
 GLOBL swc<>(SB), RODATA|NOPTR, $480
 
+// ONPATH(x, out) jumps to out unless every lane of x takes the vector
+// path: 2**-28 ≤ |x| ≤ 700 (false for NaN). It uses Y2–Y4 and BX.
+#define ONPATH(x, out) \
+	VANDPD swc<>+0(SB), x, Y2 \
+	VCMPPD $0x1D, swc<>+416(SB), Y2, Y3 \
+	VCMPPD $0x12, swc<>+448(SB), Y2, Y4 \
+	VANDPD Y4, Y3, Y3 \
+	VMOVMSKPD Y3, BX \
+	CMPL BX, $15 \
+	JNE out
+
 // EXPPD sets Y12 to e**x for x in Y1, each lane pmath.Exp's main path op
 // for op (no FMA): k = int(float64(log2e·x) ± 0.5) with the sign of x's,
 // hi = x - float64(k)·ln2Hi, lo = float64(k)·ln2Lo, r = hi - lo, t = r·r,
@@ -130,13 +141,7 @@ swloop:
 	VMOVUPS (SI)(AX*4), X0            // v
 	VCVTPS2PD X0, Y1                  // float64(v), exact
 	VXORPD swc<>+32(SB), Y1, Y1     // x = -v
-	VANDPD swc<>+0(SB), Y1, Y2      // |x|
-	VCMPPD $0x1D, swc<>+416(SB), Y2, Y3 // |x| ≥ 2**-28 (false for NaN)
-	VCMPPD $0x12, swc<>+448(SB), Y2, Y4  // |x| ≤ 700
-	VANDPD Y4, Y3, Y3
-	VMOVMSKPD Y3, BX
-	CMPL BX, $15
-	JNE swdone
+	ONPATH(Y1, swdone)
 
 	EXPPD
 
@@ -172,13 +177,7 @@ exloop:
 	VMOVUPS (SI)(AX*4), X0
 	VSUBPS X14, X0, X0                // x - m, rounded to float32
 	VCVTPS2PD X0, Y1                  // x = float64(x - m), exact
-	VANDPD swc<>+0(SB), Y1, Y2      // |x|
-	VCMPPD $0x1D, swc<>+416(SB), Y2, Y3 // |x| ≥ 2**-28 (false for NaN)
-	VCMPPD $0x12, swc<>+448(SB), Y2, Y4  // |x| ≤ 700
-	VANDPD Y4, Y3, Y3
-	VMOVMSKPD Y3, BX
-	CMPL BX, $15
-	JNE exdone
+	ONPATH(Y1, exdone)
 
 	EXPPD
 
@@ -206,13 +205,7 @@ e64loop:
 	CMPQ AX, CX
 	JAE e64done
 	VMOVUPD (SI)(AX*8), Y1
-	VANDPD swc<>+0(SB), Y1, Y2      // |x|
-	VCMPPD $0x1D, swc<>+416(SB), Y2, Y3 // |x| ≥ 2**-28 (false for NaN)
-	VCMPPD $0x12, swc<>+448(SB), Y2, Y4  // |x| ≤ 700
-	VANDPD Y4, Y3, Y3
-	VMOVMSKPD Y3, BX
-	CMPL BX, $15
-	JNE e64done
+	ONPATH(Y1, e64done)
 	EXPPD
 	VMOVUPD Y12, (DI)(AX*8)
 	ADDQ $4, AX
