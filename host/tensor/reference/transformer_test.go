@@ -8,11 +8,15 @@ import (
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/host/tensor/cpu"
+	"github.com/infernet/infernet/host/tensor/transformer"
 )
 
 // TestTransformerBackends checks that the reference and cpu backends run
-// the language-model ops with the same (exact) kernels: a q8_0 matmul and
-// an attention step give the same bits on both.
+// the language-model ops with package transformer's kernels: an attention
+// step gives the same (exact) bits on both, and a q8_0 matmul exact mode's
+// on the reference (transformer.MatMul) and tolerance mode's on the cpu
+// backend (transformer.MatMulInt: fused multiply-adds), within 1e-5 of
+// each other.
 func TestTransformerBackends(t *testing.T) {
 	ctx := context.Background()
 	r := &rng{s: 5}
@@ -40,9 +44,26 @@ func TestTransformerBackends(t *testing.T) {
 		}
 		outs[i] = append(mm.F32, att.F32...)
 	}
+	var want [2][]float32
+	for i, mm := range []func(context.Context, int, int, int, int, []float32, transformer.Weights, []float32) error{transformer.MatMul, transformer.MatMulInt} {
+		want[i] = make([]float32, 2*n)
+		if err := mm(ctx, 1, 2, n, k, x.F32, transformer.WeightsOf(w), want[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for i := range outs[0] {
-		if math.Float32bits(outs[0][i]) != math.Float32bits(outs[1][i]) {
-			t.Fatalf("[%d]: reference %v, cpu %v", i, outs[0][i], outs[1][i])
+		ref, fast := outs[0][i], outs[1][i]
+		if i < 2*n {
+			if math.Float32bits(ref) != math.Float32bits(want[0][i]) || math.Float32bits(fast) != math.Float32bits(want[1][i]) {
+				t.Fatalf("matmul [%d]: reference %v, cpu %v; want %v and %v", i, ref, fast, want[0][i], want[1][i])
+			}
+			if math.Abs(float64(ref-fast)) > 1e-5*max(1, math.Abs(float64(ref))) {
+				t.Fatalf("matmul [%d]: reference %v, cpu %v: too far apart", i, ref, fast)
+			}
+			continue
+		}
+		if math.Float32bits(ref) != math.Float32bits(fast) {
+			t.Fatalf("attention [%d]: reference %v, cpu %v", i-2*n, ref, fast)
 		}
 	}
 }

@@ -230,3 +230,32 @@ func BenchmarkExpKernels(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkQ8Rows measures a q8_0 matmul of 1, 4, 8 and 64 rows of x (a
+// decode step, batches of jobs, a prompt) by a 2048×768 weight, on one
+// thread, in exact mode (MatMul: each product rounded, then added) and
+// tolerance mode (MatMulInt: fused multiply-adds).
+func BenchmarkQ8Rows(b *testing.B) {
+	ctx := context.Background()
+	const n, k = 2048, 768
+	r := &rng{s: 3}
+	w := r.weights(abi.Q8_0, n, k, false)
+	for _, t := range []int{1, 4, 8, 64} {
+		for _, threads := range []int{1, 2} {
+			x, out := r.f32s(t*k), make([]float32, t*n)
+			for _, m := range []struct {
+				name string
+				mm   func(context.Context, int, int, int, int, []float32, Weights, []float32) error
+			}{{"exact", MatMul}, {"tolerance", MatMulInt}} {
+				b.Run(fmt.Sprintf("%s/rows=%d/threads=%d", m.name, t, threads), func(b *testing.B) {
+					for b.Loop() {
+						if err := m.mm(ctx, threads, t, n, k, x, w, out); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*t), "ns/row")
+				})
+			}
+		}
+	}
+}

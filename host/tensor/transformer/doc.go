@@ -39,7 +39,10 @@
 // of x go four at a time to multi-row kernels that decode each weight
 // block once for the four, a decode step's one row to kernels that take
 // four weight rows at once; AVX512-VNNI's VPDPWSSD and VPDPBUSD where the
-// CPU has them) but not exact mode's, so exact mode never takes it.
+// CPU has them) but not exact mode's, so exact mode never takes it. Q8_0
+// weights take exact mode's loops there with each lane's product and
+// addition fused into one FMA, rounded once (fma32, dotQ8Fused): half the
+// arithmetic of the multi-row kernels, the same bits on every CPU.
 //
 // Why lanes: a 16-lane sum is what a SIMD unit computes naturally (one zmm
 // register, or two ymm), so the amd64 assembly (AVX-512 or AVX2, chosen at

@@ -1,6 +1,7 @@
 package transformer
 
 import (
+	"math"
 	"unsafe"
 
 	"github.com/infernet/infernet/abi"
@@ -25,6 +26,39 @@ func (a *lanes) add16(x, w *[abi.DotLanes]float32) {
 	for l := range abi.DotLanes {
 		a[l] += float32(x[l] * w[l])
 	}
+}
+
+// fma16 is add16 with each product and its addition fused (fma32):
+// tolerance mode's q8_0 dot product.
+func (a *lanes) fma16(x, w *[abi.DotLanes]float32) {
+	for l := range abi.DotLanes {
+		a[l] = fma32(x[l], w[l], a[l])
+	}
+}
+
+// fma32 returns x·y + z rounded once to float32, as an FMA instruction
+// (VFMADD231PS) computes it. The product is exact in float64; the sum is
+// rounded to float64 by round-to-odd (the error of the addition, from
+// TwoSum, moves an inexact even result one ulp toward the exact sum), so
+// that rounding it again to float32 rounds once: float64's 53 bits are more
+// than float32's 24 + 2 (Boldo and Melquiond, "When double rounding is
+// odd").
+func fma32(x, y, z float32) float32 {
+	p, c := float64(x)*float64(y), float64(z)
+	s := p + c
+	bp := s - p
+	e := (p - (s - bp)) + (c - bp) // s + e = p + c exactly
+	if e != 0 && e == e {          // inexact, and neither infinite nor NaN
+		if b := math.Float64bits(s); b&1 == 0 {
+			if (e > 0) == (s > 0) {
+				b++ // away from zero, toward the exact sum
+			} else {
+				b--
+			}
+			s = math.Float64frombits(b)
+		}
+	}
+	return float32(s)
 }
 
 // sum adds the lanes pairwise, lane i += lane i+8, then +4, +2, +1, and
@@ -71,6 +105,19 @@ func dotRow(dt abi.DType, x []float32, row []byte) float32 {
 	if tail := len(x) - full; tail > 0 {
 		decode(dt, row, full, w[:tail])
 		acc.add(x[full:], w[:tail])
+	}
+	return acc.sum()
+}
+
+// dotQ8Fused is dotRow of a q8_0 row with fma16: tolerance mode's q8_0
+// dot product (MatMulInt), the weights dequantized as exact mode's are.
+// len(x) is a multiple of the q8_0 block.
+func dotQ8Fused(x []float32, row []byte) float32 {
+	var acc lanes
+	var w [abi.DotLanes]float32
+	for i := 0; i < len(x); i += abi.DotLanes {
+		decode16(abi.Q8_0, row, i, &w)
+		acc.fma16(chunk(x, i), &w)
 	}
 	return acc.sum()
 }
@@ -123,6 +170,18 @@ type kernelSet struct {
 	swiGLU func(a, b, out []float32)
 	// softmaxExp, if set, is softmaxExpGo with the same bits.
 	softmaxExp func(s []float32, m float32)
+	// q8Fused is the gemv of tolerance mode's q8_0 rows: dotQ8Fused, with
+	// its bits. q8RowsFused, if set, is q8Rows with q8Fused's bits.
+	q8Fused     gemvFunc
+	q8RowsFused func(out, x []float32, w []byte, k, rows, stride, nx, ldo int)
+}
+
+// fusedQ8 returns a copy of ks whose q8_0 gemv and q8Rows are the fused
+// ones: the kernels of tolerance mode's q8_0 matmul.
+func (ks *kernelSet) fusedQ8() *kernelSet {
+	f := *ks
+	f.gemv[abi.Q8_0], f.q8Rows = ks.q8Fused, ks.q8RowsFused
+	return &f
 }
 
 // maxXRows is the most rows of x one q8Rows call takes.
@@ -139,12 +198,21 @@ func (ks *kernelSet) rowGemv(dt abi.DType) gemvFunc {
 
 // goKernels is the portable implementation, the definition the assembly
 // must match bit for bit.
-var goKernels = &kernelSet{name: "go", axpy: axpyGo, blockSums: blockSumsGo, gemv: [...]gemvFunc{
+var goKernels = &kernelSet{name: "go", axpy: axpyGo, blockSums: blockSumsGo, q8Fused: gemvQ8FusedGo, gemv: [...]gemvFunc{
 	abi.F32:  gemvGo(abi.F32),
 	abi.F16:  gemvGo(abi.F16),
 	abi.BF16: gemvGo(abi.BF16),
 	abi.Q8_0: gemvGo(abi.Q8_0),
 }}
+
+// gemvQ8FusedGo is the portable gemv of tolerance mode's q8_0 rows.
+func gemvQ8FusedGo(out, x []float32, w []byte, k, stride, _ int) {
+	rb := rowBytes(abi.Q8_0, k)
+	x = x[:k]
+	for j := range out {
+		out[j] = dotQ8Fused(x, w[j*stride:j*stride+rb])
+	}
+}
 
 // gemvGo returns the portable gemv for rows of type dt.
 func gemvGo(dt abi.DType) gemvFunc {

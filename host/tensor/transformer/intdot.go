@@ -307,15 +307,22 @@ func intDot(dt abi.DType, rs *rowScales, a *q8Act, s []int32) float32 {
 // MatMulInt is MatMul for tolerance mode: weights of a type whose integer
 // kernel is faster (Q4_0, Q4_K, Q6_K: intRouted) are multiplied with x quantized
 // to int8 per 32 or 256 values (see intdot.go), much faster than the exact
-// dequantize-then-float path; other types go to MatMul. The results are the
-// same bits on every CPU and for every thread count, but not MatMul's.
+// dequantize-then-float path. Q8_0 weights take the float path with each
+// lane's product and addition fused (dotQ8Fused: one FMA, rounded once),
+// which halves the arithmetic of the kernels that multiply several rows of
+// x at once (a prompt, or the jobs of a batch). Other types go to MatMul.
+// The results are the same bits on every CPU and for every thread count,
+// but not MatMul's.
 func MatMulInt(ctx context.Context, threads, t, n, k int, x []float32, w Weights, out []float32) error {
 	return matMulInt(ctx, kernels, threads, t, n, k, x, w, out)
 }
 
 // matMulInt is MatMulInt with the kernels ks.
 func matMulInt(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float32, w Weights, out []float32) error {
-	if !intRouted(w.Type) {
+	switch {
+	case w.Type == abi.Q8_0:
+		return matMul(ctx, ks.fusedQ8(), threads, t, n, k, x, w, out)
+	case !intRouted(w.Type):
 		return matMul(ctx, ks, threads, t, n, k, x, w, out)
 	}
 	return intGemm(ctx, ks, threads, t, n, k, x, w, out)
@@ -323,8 +330,9 @@ func matMulInt(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []flo
 
 // intRouted reports whether MatMulInt takes the integer path for dt: the
 // types whose integer kernel beats the float path. Q8_0's float assembly
-// reads rows as stored at memory speed already (the integer one, with a
-// horizontal add and the scale products per block, is slower so far).
+// reads rows as stored at memory speed already, and its fused multi-row
+// kernel does fewer operations per weight and row than an integer one
+// (which needs a horizontal add and the scale products per block).
 func intRouted(dt abi.DType) bool { return dt == abi.Q4_0 || dt == abi.Q4_K || dt == abi.Q6_K }
 
 // intGemm is the integer path of matMulInt, for every type intSupported.

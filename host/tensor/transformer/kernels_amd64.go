@@ -27,6 +27,12 @@ func gemvBF16AVX512(out, x *float32, w *byte, k, rows, stride, group int)
 func gemvQ8AVX512(out, x *float32, w *byte, k, rows, stride, group int)
 
 //go:noescape
+func gemvQ8FMAAVX512(out, x *float32, w *byte, k, rows, stride, group int)
+
+//go:noescape
+func gemvQ8FMAAVX2(out, x *float32, w *byte, k, rows, stride, group int)
+
+//go:noescape
 func gemvF32AVX2(out, x *float32, w *byte, k, rows, stride, group int)
 
 //go:noescape
@@ -81,16 +87,51 @@ func gemmQ8R7AVX512(out, x *float32, w *byte, k, rows, stride, ldo int)
 //go:noescape
 func gemmQ8R8AVX512(out, x *float32, w *byte, k, rows, stride, ldo int)
 
-// q8RowsAVX512 are the multi-row kernels by their number of x rows.
-var q8RowsAVX512 = [maxXRows + 1]func(out, x *float32, w *byte, k, rows, stride, ldo int){
-	nil, gemmQ8R1AVX512, gemmQ8R2AVX512, gemmQ8R3AVX512, gemmQ8R4AVX512,
-	gemmQ8R5AVX512, gemmQ8R6AVX512, gemmQ8R7AVX512, gemmQ8R8AVX512,
-}
+// The fused multi-row kernels: gemmQ8R<nx>FMAAVX512 gives what
+// gemvQ8FMAAVX512 gives for each row of x.
 
-// q8RowsAsm wraps the multi-row kernels as a kernelSet.q8Rows. The
-// lengths are checked again here: the assembly must never read or write
-// past a slice, whatever a caller does.
-func q8RowsAsm(out, x []float32, w []byte, k, rows, stride, nx, ldo int) {
+//go:noescape
+func gemmQ8R1FMAAVX512(out, x *float32, w *byte, k, rows, stride, ldo int)
+
+//go:noescape
+func gemmQ8R2FMAAVX512(out, x *float32, w *byte, k, rows, stride, ldo int)
+
+//go:noescape
+func gemmQ8R3FMAAVX512(out, x *float32, w *byte, k, rows, stride, ldo int)
+
+//go:noescape
+func gemmQ8R4FMAAVX512(out, x *float32, w *byte, k, rows, stride, ldo int)
+
+//go:noescape
+func gemmQ8R5FMAAVX512(out, x *float32, w *byte, k, rows, stride, ldo int)
+
+//go:noescape
+func gemmQ8R6FMAAVX512(out, x *float32, w *byte, k, rows, stride, ldo int)
+
+//go:noescape
+func gemmQ8R7FMAAVX512(out, x *float32, w *byte, k, rows, stride, ldo int)
+
+//go:noescape
+func gemmQ8R8FMAAVX512(out, x *float32, w *byte, k, rows, stride, ldo int)
+
+// q8RowsKernels are multi-row kernels by their number of x rows.
+type q8RowsKernels [maxXRows + 1]func(out, x *float32, w *byte, k, rows, stride, ldo int)
+
+var (
+	q8RowsAVX512 = q8RowsKernels{
+		nil, gemmQ8R1AVX512, gemmQ8R2AVX512, gemmQ8R3AVX512, gemmQ8R4AVX512,
+		gemmQ8R5AVX512, gemmQ8R6AVX512, gemmQ8R7AVX512, gemmQ8R8AVX512,
+	}
+	q8RowsFMAAVX512 = q8RowsKernels{
+		nil, gemmQ8R1FMAAVX512, gemmQ8R2FMAAVX512, gemmQ8R3FMAAVX512, gemmQ8R4FMAAVX512,
+		gemmQ8R5FMAAVX512, gemmQ8R6FMAAVX512, gemmQ8R7FMAAVX512, gemmQ8R8FMAAVX512,
+	}
+)
+
+// asm wraps the multi-row kernels as a kernelSet.q8Rows. The lengths are
+// checked again here: the assembly must never read or write past a slice,
+// whatever a caller does.
+func (ks *q8RowsKernels) asm(out, x []float32, w []byte, k, rows, stride, nx, ldo int) {
 	if rows == 0 {
 		return
 	}
@@ -99,12 +140,12 @@ func q8RowsAsm(out, x []float32, w []byte, k, rows, stride, nx, ldo int) {
 		len(w) < (rows-1)*stride+rb || ldo < rows || len(out) < (nx-1)*ldo+rows {
 		panic("transformer: q8 rows: short buffers")
 	}
-	q8RowsAVX512[nx](&out[0], &x[0], &w[0], k, rows, stride, 4*ldo)
+	ks[nx](&out[0], &x[0], &w[0], k, rows, stride, 4*ldo)
 }
 
-// withQ8Rows returns ks with the multi-row q8_0 kernels.
+// withQ8Rows returns ks with the multi-row q8_0 kernels, exact and fused.
 func withQ8Rows(ks *kernelSet) *kernelSet {
-	ks.q8Rows = q8RowsAsm
+	ks.q8Rows, ks.q8RowsFused = q8RowsAVX512.asm, q8RowsFMAAVX512.asm
 	return ks
 }
 
@@ -112,14 +153,14 @@ func withQ8Rows(ks *kernelSet) *kernelSet {
 type asmFunc func(out, x *float32, w *byte, k, rows, stride, group int)
 
 var (
-	avx512Kernels = withQ8Rows(asmKernels("avx512", gemvF32AVX512, gemvF16AVX512, gemvBF16AVX512, gemvQ8AVX512))
-	avx2Kernels   = asmKernels("avx2", gemvF32AVX2, gemvF16AVX2, gemvBF16AVX2, gemvQ8AVX2)
+	avx512Kernels = withQ8Rows(asmKernels("avx512", gemvF32AVX512, gemvF16AVX512, gemvBF16AVX512, gemvQ8AVX512, gemvQ8FMAAVX512))
+	avx2Kernels   = asmKernels("avx2", gemvF32AVX2, gemvF16AVX2, gemvBF16AVX2, gemvQ8AVX2, gemvQ8FMAAVX2)
 )
 
 // asmKernels returns the kernel set of the assembly functions of one
 // instruction set.
-func asmKernels(name string, f32, f16, bf16, q8 asmFunc) *kernelSet {
-	return &kernelSet{name: name, axpy: axpyAsm, gemv: [...]gemvFunc{
+func asmKernels(name string, f32, f16, bf16, q8, q8Fused asmFunc) *kernelSet {
+	return &kernelSet{name: name, axpy: axpyAsm, q8Fused: asmGemv(abi.Q8_0, q8Fused), gemv: [...]gemvFunc{
 		abi.F32:  asmGemv(abi.F32, f32),
 		abi.F16:  asmGemv(abi.F16, f16),
 		abi.BF16: asmGemv(abi.BF16, bf16),
@@ -143,8 +184,8 @@ func asmGemv(dt abi.DType, f asmFunc) gemvFunc {
 	}
 }
 
-// hasAVX2 reports what the AVX2 kernels need: AVX2 and F16C.
-var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasF16C
+// hasAVX2 reports what the AVX2 kernels need: AVX2, F16C and FMA.
+var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasF16C && cpu.X86.HasFMA
 
 // bestKernels returns the fastest kernels the CPU supports; x/sys/cpu
 // reports AVX-512 only when the OS saves the zmm state.

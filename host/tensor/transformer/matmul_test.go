@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/big"
 	"testing"
 
 	"github.com/infernet/infernet/abi"
@@ -303,6 +304,109 @@ func TestQ8RowsMatchGemv(t *testing.T) {
 							if err := matMul(ctx, goKernels, 1, 1, n, k, x[i*k:(i+1)*k], w, want[i*n:(i+1)*n]); err != nil {
 								t.Fatal(err)
 							}
+						}
+						sameBits(t, fmt.Sprintf("%s/k=%d/t=%d/specials=%v/threads=%d", ks.name, k, tRows, specials, threads), got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestFMA32 checks fma32 against x·y + z computed exactly and rounded once
+// to float32 (math/big), on random operands and on the cases where
+// rounding twice would go wrong: a sum just beside a float32 rounding
+// midpoint, cancellation, subnormal results, zeros, infinities and NaN.
+func TestFMA32(t *testing.T) {
+	r := &rng{s: 11}
+	type c struct{ x, y, z float32 }
+	cases := []c{
+		{0, 0, 0}, {1, 1, -1}, {float32(math.Copysign(0, -1)), 1, 0}, {-1, 1, 1},
+		{3e38, 3e38, -3e38}, {float32(math.Inf(1)), 0, 1}, {float32(math.Inf(1)), 1, float32(math.Inf(-1))},
+		{float32(math.NaN()), 1, 1}, {1e-30, 1e-20, 0}, {1e-23, 1e-23, 1e-45},
+		// 1 + 2^-24 + 2^-60: above the midpoint between 1 and 1+2^-23 by
+		// less than float64 keeps; rounded to float64 first, it would
+		// land on the midpoint and round to even (1).
+		{1 + 0x1p-23, 1 + 0x1p-23, -(0x1p-23 + 0x1p-46) + 0x1p-24 + 0x1p-60},
+	}
+	for range 200000 {
+		x, y := r.f32(), r.f32()
+		z := -float32(float64(x) * float64(y)) // cancellation near the product
+		switch r.next() % 4 {
+		case 0:
+			z = r.f32()
+		case 1:
+			z = math.Float32frombits(math.Float32bits(z) ^ uint32(r.next()%8))
+		case 2:
+			z = float32(math.Ldexp(float64(r.f32()), -30))
+		}
+		cases = append(cases, c{x, y, z})
+	}
+	// Products whose exact sum with z sits right beside a float32 midpoint.
+	for range 20000 {
+		x, y := r.f32(), r.f32()
+		p := float64(x) * float64(y)
+		f := float32(p)
+		ulp := float64(math.Nextafter32(f, float32(math.Inf(1)))) - float64(f)
+		mid := float64(f) + ulp/2
+		z := float32(mid - p)
+		cases = append(cases, c{x, y, z}, c{x, y, math.Nextafter32(z, 0)}, c{x, y, math.Nextafter32(z, float32(math.Inf(1)))})
+	}
+	for _, c := range cases {
+		got := fma32(c.x, c.y, c.z)
+		want := exactFMA32(c.x, c.y, c.z)
+		if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
+			t.Fatalf("fma32(%g, %g, %g) = %g (%08x), want %g (%08x)", c.x, c.y, c.z, got, math.Float32bits(got), want, math.Float32bits(want))
+		}
+	}
+}
+
+// exactFMA32 is x·y + z rounded once to float32, by math/big.
+func exactFMA32(x, y, z float32) float32 {
+	fx, fy, fz := float64(x), float64(y), float64(z)
+	if math.IsInf(fx, 0) || math.IsInf(fy, 0) || math.IsInf(fz, 0) || fx != fx || fy != fy || fz != fz {
+		return float32(fx*fy + fz) // IEEE's rules for the specials, no rounding involved
+	}
+	p := new(big.Float).SetPrec(200).Mul(new(big.Float).SetFloat64(fx), new(big.Float).SetFloat64(fy))
+	s := new(big.Float).SetPrec(200).Add(p, new(big.Float).SetFloat64(fz))
+	if s.Sign() == 0 {
+		// An exact zero sum is +0, or -0 when both addends are -0.
+		return float32(fx*fy + fz)
+	}
+	f, _ := s.Float32()
+	return f
+}
+
+// TestQ8FusedSameBits checks tolerance mode's q8_0 matmul (MatMulInt:
+// every kernel set's fused gemv and multi-row kernels) against the
+// portable fused dot product, one row of x at a time, bit for bit: for
+// 1 to 19 rows of x (whole groups of maxXRows and remainders), 1 and 2
+// threads, specials included. A row's bits do not depend on the rows
+// beside it, which batching across jobs needs.
+func TestQ8FusedSameBits(t *testing.T) {
+	ctx := context.Background()
+	for _, ks := range allKernels() {
+		for _, k := range []int{32, 96, 768} {
+			for _, tRows := range []int{1, 2, 3, 7, 8, 9, 16, 19} {
+				for _, specials := range []bool{false, true} {
+					r := &rng{s: uint64(k*tRows) + 9}
+					const n = 37
+					x, w := r.f32s(tRows*k), r.weights(abi.Q8_0, n, k, specials)
+					if specials {
+						x[1], x[len(x)-2] = float32(math.Inf(-1)), float32(math.NaN())
+					}
+					want := make([]float32, tRows*n)
+					for i := range tRows {
+						for j := range n {
+							rb := rowBytes(abi.Q8_0, k)
+							want[i*n+j] = dotQ8Fused(x[i*k:(i+1)*k], w.Raw[j*rb:(j+1)*rb])
+						}
+						canonicalize(want[i*n : (i+1)*n])
+					}
+					for threads := 1; threads <= 2; threads++ {
+						got := make([]float32, tRows*n)
+						if err := matMulInt(ctx, ks, threads, tRows, n, k, x, w, got); err != nil {
+							t.Fatal(err)
 						}
 						sameBits(t, fmt.Sprintf("%s/k=%d/t=%d/specials=%v/threads=%d", ks.name, k, tRows, specials, threads), got, want)
 					}
