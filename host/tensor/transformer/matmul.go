@@ -117,7 +117,9 @@ func matMul(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float3
 // exact-mode dot product that gemv computes, so the bits are matMul's for
 // any t. k is a multiple of the q8_0 block, so x needs no padding.
 func matMulQ8Rows(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float32, w Weights, out []float32) error {
-	xp := packRows(t, k, x)
+	s := scratch(t * k)
+	defer scratchPool.Put(s)
+	xp := packRows(*s, t, k, x)
 	wb, rb := w.bytes(), rowBytes(abi.Q8_0, k)
 	block := max(4, min(blockBytes/rb, blockWork/(t*k))&^3)
 	groups := (t + maxXRows - 1) / maxXRows
@@ -140,12 +142,12 @@ func matMulQ8Rows(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []
 	})
 }
 
-// packRows returns the t rows of x (k values each, k a multiple of
-// abi.DotLanes) packed for q8Rows: in groups of maxXRows rows (the last
-// group the rest), each group chunk by chunk of abi.DotLanes values, the
-// chunk of every row of the group in turn.
-func packRows(t, k int, x []float32) []float32 {
-	xp := make([]float32, t*k)
+// packRows returns xp (t·k values) holding the t rows of x (k values
+// each, k a multiple of abi.DotLanes) packed for q8Rows: in groups of
+// maxXRows rows (the last group the rest), each group chunk by chunk of
+// abi.DotLanes values, the chunk of every row of the group in turn.
+func packRows(xp []float32, t, k int, x []float32) []float32 {
+	xp = xp[:t*k]
 	const l = abi.DotLanes
 	for r0 := 0; r0 < t; r0 += maxXRows {
 		nx := min(maxXRows, t-r0)
