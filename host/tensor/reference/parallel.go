@@ -4,7 +4,7 @@ import (
 	"context"
 	"unsafe"
 
-	"github.com/infernet/infernet/host/tensor/internal/par"
+	"github.com/infernet/infernet/host/internal/par"
 )
 
 // forBlocks is par.ForBlocks: fn(lo, hi) on the blocks of [0, n), on up to

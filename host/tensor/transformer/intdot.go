@@ -6,7 +6,7 @@ import (
 	"math"
 
 	"github.com/infernet/infernet/abi"
-	"github.com/infernet/infernet/host/tensor/internal/par"
+	"github.com/infernet/infernet/host/internal/par"
 )
 
 // Integer kernels (ggml's vec_dot_*_q8_* scheme). The input vector is

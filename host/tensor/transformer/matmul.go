@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"github.com/infernet/infernet/abi"
-	"github.com/infernet/infernet/host/tensor/internal/par"
+	"github.com/infernet/infernet/host/internal/par"
 )
 
 // Work sizes that bound how long a block runs between two context checks.

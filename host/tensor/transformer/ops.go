@@ -6,8 +6,8 @@ import (
 	"math"
 
 	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/internal/par"
 	"github.com/infernet/infernet/host/tensor"
-	"github.com/infernet/infernet/host/tensor/internal/par"
 	"github.com/infernet/infernet/host/tensor/internal/pmath"
 )
 

@@ -3,9 +3,11 @@ package par
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestForBlocks checks that every item is visited once, in blocks of the
@@ -98,5 +100,50 @@ func TestShare(t *testing.T) {
 		if got := Share(c.n, c.threads, c.limit, c.align); got != c.want {
 			t.Errorf("Share(%d, %d, %d, %d) = %d, want %d", c.n, c.threads, c.limit, c.align, got, c.want)
 		}
+	}
+}
+
+// TestHelp checks that a goroutine calling Help joins a ForBlocks call
+// that wants helpers: it runs blocks of it (every item still visited
+// once), and finds nothing to do when no call is under way.
+func TestHelp(t *testing.T) {
+	if Help() {
+		t.Fatal("Help found work with no call under way")
+	}
+	const n = 64
+	seen := make([]atomic.Int32, n)
+	var returned atomic.Bool
+	helped := make(chan bool)
+	go func() {
+		for !returned.Load() {
+			if Help() {
+				helped <- true
+				return
+			}
+			runtime.Gosched()
+		}
+		helped <- false
+	}()
+	err := ForBlocks(context.Background(), 2, n, 1, func(lo, hi int) error {
+		for i := lo; i < hi; i++ {
+			seen[i].Add(1)
+		}
+		time.Sleep(300 * time.Microsecond) // the call's runs last milliseconds
+		return nil
+	})
+	returned.Store(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !<-helped {
+		t.Error("Help never joined the call")
+	}
+	for i := range seen {
+		if seen[i].Load() != 1 {
+			t.Fatalf("item %d visited %d times", i, seen[i].Load())
+		}
+	}
+	if Help() {
+		t.Fatal("Help found work after the call returned")
 	}
 }

@@ -50,8 +50,28 @@ func ForBlocks(ctx context.Context, threads, n, block int, fn func(lo, hi int) e
 	t := newTask(ctx, fn, n, block, blocks, workers)
 	post(t, workers-1)
 	t.work() // the caller is a worker too
+	offered.CompareAndSwap(t, nil)
 	t.finish()
 	return t.err
+}
+
+// offered is the latest task posted for helpers, which Help joins.
+var offered atomic.Pointer[task]
+
+// Help runs blocks of a ForBlocks call that asked for helpers and still
+// has blocks nobody has started, if there is one, and reports whether it
+// found one. A goroutine that waits for a short while (a job whose rows a
+// batched multiply is computing) calls it between polls: it works on the
+// multiply at once, where a parked helper takes tens of microseconds to
+// wake, which a multiply of a few hundred microseconds cannot spare.
+func Help() bool {
+	t := offered.Load()
+	if t == nil || t.unclaimed.Load() == 0 || !t.enter() {
+		return false
+	}
+	t.work()
+	t.leave()
+	return true
 }
 
 // runsPer is how many runs each worker's share of a call is cut into: a
@@ -66,10 +86,12 @@ type task struct {
 	n, block int
 	workers  int
 	runs     []run
-	ids      atomic.Int64 // numbers the workers that join
-	stopped  atomic.Bool  // set by the first error
-	errOnce  sync.Once
-	err      error
+	// unclaimed counts the runs no worker has claimed yet.
+	unclaimed atomic.Int64
+	ids       atomic.Int64 // numbers the workers that join
+	stopped   atomic.Bool  // set by the first error
+	errOnce   sync.Once
+	err       error
 	// state counts the helpers inside work, plus closed once the caller is
 	// done; the last helper out after that signals done.
 	state atomic.Int64
@@ -93,6 +115,7 @@ func newTask(ctx context.Context, fn func(lo, hi int) error, n, block, blocks, w
 		t.runs[r].start = int64(r * blocks / nr)
 		t.runs[r].end = int64((r + 1) * blocks / nr)
 	}
+	t.unclaimed.Store(int64(nr))
 	return t
 }
 
@@ -105,6 +128,7 @@ func (t *task) work() {
 		if r.owned.Load() || !r.owned.CompareAndSwap(false, true) {
 			continue
 		}
+		t.unclaimed.Add(-1)
 		for i := r.start; i < r.end; i++ {
 			if t.stopped.Load() {
 				return
@@ -164,8 +188,10 @@ var helpers = struct {
 	started atomic.Int32
 }{tasks: make(chan *task, 256)}
 
-// post offers t to k helpers, starting helpers until there are k.
+// post offers t to k helpers, starting helpers until there are k, and to
+// Help.
 func post(t *task, k int) {
+	offered.Store(t)
 	for have := helpers.started.Load(); int(have) < k; have = helpers.started.Load() {
 		if helpers.started.CompareAndSwap(have, have+1) {
 			go helper()
