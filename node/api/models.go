@@ -122,6 +122,58 @@ func LocalModel(dataDir, name string) (*store.Model, error) {
 	return m, err
 }
 
+// LocalModels is the model registry of a node that does not run now, on
+// its data directory: `infernet models` names models with no node
+// running, as `infernet generate --local` runs them (LocalModel). The
+// database and blob store are the node's own, created if missing; a node
+// started on the directory later finds the models there. Close releases
+// the database, which a running node would hold.
+type LocalModels struct {
+	*models.Registry
+	db    *store.Store
+	blobs *blob.Store
+}
+
+// OpenLocalModels opens the model registry of data directory dataDir.
+func OpenLocalModels(dataDir string) (*LocalModels, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, err
+	}
+	db, err := store.Open(filepath.Join(dataDir, "node.db"))
+	if err != nil {
+		return nil, err
+	}
+	// No quota here: the node applies its own when it starts, and it
+	// never evicts a named model's blobs.
+	blobs, err := blob.OpenStore(filepath.Join(dataDir, "blobs"))
+	if err == nil {
+		var reg *models.Registry
+		if reg, err = models.New(db, blobs); err == nil {
+			return &LocalModels{Registry: reg, db: db, blobs: blobs}, nil
+		}
+	}
+	db.Close()
+	return nil, err
+}
+
+// PutFile stores the file at path as a blob.
+func (l *LocalModels) PutFile(path string) (store.BlobRef, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return store.BlobRef{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return store.BlobRef{}, err
+	}
+	d, size, err := l.blobs.Put(f, st.Size())
+	return store.BlobRef{Digest: d, Size: size}, err
+}
+
+// Close closes the registry's database.
+func (l *LocalModels) Close() error { return l.db.Close() }
+
 // BlobPath is the file that the node of data directory dataDir keeps blob
 // d in, whether or not it is there: a process that shares the directory
 // reads it in place.

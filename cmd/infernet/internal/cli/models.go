@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"text/tabwriter"
@@ -47,7 +48,8 @@ func NewCmdModels(stdio IO, runF func(ctx context.Context, verb string, o *Model
 		Long: `List the named models of the local node: each a model's weights (a llama2.c
 checkpoint or a GGUF file) and, for a llama2.c checkpoint, its tokenizer, as
 blobs the node keeps until the model is removed. infernet generate takes a
-model by name.`,
+model by name. With no node running for --datadir, models, add and rm work
+on its database directly (a node started there later serves the models).`,
 		Example: `  infernet models add stories ./stories260K.bin --tokenizer ./tok512.bin
   infernet models
   infernet generate stories --prompt "Once upon a time"
@@ -93,22 +95,23 @@ func runModels(ctx context.Context, verb string, o *ModelsOptions) error {
 			return &exitError{Code: ExitError, Err: err}
 		}
 	}
-	c, err := api.Dial(o.DataDir, o.API)
+	reg, err := o.registry(ctx)
 	if err != nil {
 		return err
 	}
+	defer reg.close()
 	var ms []store.Model
 	switch verb {
 	case "list":
-		ms, err = c.Models(ctx)
+		ms, err = reg.list(ctx)
 	case "add":
 		var m *store.Model
-		if m, err = files.add(ctx, c, o.Name); m != nil {
+		if m, err = reg.add(ctx, o.Name, files); m != nil {
 			ms = []store.Model{*m}
 		}
 	case "rm":
 		var m *store.Model
-		if m, err = c.RemoveModel(ctx, o.Name); err == nil {
+		if m, err = reg.remove(ctx, o.Name); err == nil {
 			ms = []store.Model{*m}
 		}
 	}
@@ -137,6 +140,75 @@ func runModels(ctx context.Context, verb string, o *ModelsOptions) error {
 	}
 	return tw.Flush()
 }
+
+// registry is where `infernet models` finds the named models: the node
+// that runs for --datadir, through its API (nodeModels), or, when none
+// runs, the data directory's database itself (localModels), so that a
+// model can be named before any node has started.
+type registry interface {
+	list(ctx context.Context) ([]store.Model, error)
+	add(ctx context.Context, name string, files modelFiles) (*store.Model, error)
+	remove(ctx context.Context, name string) (*store.Model, error)
+	close()
+}
+
+// registry returns the registry of o's data directory.
+func (o *ModelsOptions) registry(ctx context.Context) (registry, error) {
+	c, err := api.Dial(o.DataDir, o.API)
+	if err == nil {
+		if _, err = c.Node(ctx); err == nil {
+			return nodeModels{c}, nil
+		}
+	}
+	if o.API != "" || !errors.Is(err, api.ErrNoNode) {
+		return nil, err
+	}
+	l, err := api.OpenLocalModels(o.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("no node runs for %s, and its database: %w", o.DataDir, err)
+	}
+	return localModels{l}, nil
+}
+
+// nodeModels are a running node's models.
+type nodeModels struct{ c *api.Client }
+
+func (r nodeModels) list(ctx context.Context) ([]store.Model, error) { return r.c.Models(ctx) }
+
+func (r nodeModels) add(ctx context.Context, name string, files modelFiles) (*store.Model, error) {
+	return files.add(ctx, r.c, name)
+}
+
+func (r nodeModels) remove(ctx context.Context, name string) (*store.Model, error) {
+	return r.c.RemoveModel(ctx, name)
+}
+
+func (nodeModels) close() {}
+
+// localModels are the models of a data directory no node runs for.
+type localModels struct{ l *api.LocalModels }
+
+func (r localModels) list(context.Context) ([]store.Model, error) { return r.l.List() }
+
+func (r localModels) add(_ context.Context, name string, files modelFiles) (*store.Model, error) {
+	model, err := r.l.PutFile(files.model)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	var tok store.BlobRef
+	if files.tokenizer != "" {
+		if tok, err = r.l.PutFile(files.tokenizer); err != nil {
+			return nil, fmt.Errorf("tokenizer: %w", err)
+		}
+	}
+	return r.l.Add(name, model, tok)
+}
+
+func (r localModels) remove(_ context.Context, name string) (*store.Model, error) {
+	return r.l.Remove(name)
+}
+
+func (r localModels) close() { r.l.Close() }
 
 // modelFiles are a model file and its tokenizer ("" for none), checked.
 type modelFiles struct {

@@ -1,0 +1,74 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/infernet/infernet/node"
+	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/store"
+)
+
+// TestModelsWithoutNode: `infernet models` names, lists and removes
+// models with no node running for the data directory, in its database,
+// and generate --local runs a model named so; a node started there later
+// serves the model, and after it stops the directory's database answers
+// again.
+func TestModelsWithoutNode(t *testing.T) {
+	dir := t.TempDir()
+	list := func() []store.Model {
+		t.Helper()
+		code, out, stderr := infernet(t, "models", "--json", "--datadir", dir)
+		var ms []store.Model
+		if err := json.Unmarshal([]byte(out), &ms); code != 0 || err != nil {
+			t.Fatalf("models: exit %d, %v, stderr %q", code, err, stderr)
+		}
+		return ms
+	}
+	if ms := list(); len(ms) != 0 {
+		t.Fatalf("a new data directory lists %v", ms)
+	}
+	if code, _, stderr := infernet(t, "models", "add", "stories", storiesBin, "--tokenizer", tok512, "--datadir", dir); code != 0 {
+		t.Fatalf("models add: exit %d, stderr %q", code, stderr)
+	}
+	if ms := list(); len(ms) != 1 || ms[0].Name != "stories" || ms[0].Format != store.ModelLlama2C {
+		t.Fatalf("models: %+v", ms)
+	}
+	if code, _, stderr := infernet(t, "models", "add", "stories", storiesBin, "--tokenizer", tok512, "--datadir", dir); code == 0 || !strings.Contains(stderr, "exists") {
+		t.Errorf("models add of a name taken: exit %d, stderr %q", code, stderr)
+	}
+	byName := generateLocal(t, dir, "stories", "--prompt", "Once", "--max-tokens", "8")
+	if want := generateLocal(t, t.TempDir(), storiesBin, "--tokenizer", tok512, "--prompt", "Once", "--max-tokens", "8"); byName != want {
+		t.Errorf("generate --local stories: %q; from the files: %q", byName, want)
+	}
+
+	// A node started on the directory finds the model.
+	cfg := node.DefaultConfig()
+	cfg.DataDir, cfg.Provide, cfg.MDNS, cfg.NAT = dir, false, false, false
+	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+	n, err := node.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := api.Serve(n, api.Options{DataDir: dir, Addr: "127.0.0.1:0"})
+	if err != nil {
+		n.Close()
+		t.Fatal(err)
+	}
+	if ms, err := n.Models().List(); err != nil || len(ms) != 1 || ms[0].Name != "stories" {
+		t.Errorf("the node's models: %+v, %v", ms, err)
+	}
+	if code, _, stderr := infernet(t, "models", "rm", "stories", "--datadir", dir); code != 0 {
+		t.Errorf("models rm through the node: exit %d, stderr %q", code, stderr)
+	}
+	if ms, _ := n.Models().List(); len(ms) != 0 {
+		t.Errorf("the node still has %+v", ms)
+	}
+	srv.Close()
+	n.Close()
+	if ms := list(); len(ms) != 0 {
+		t.Errorf("after the node stopped: %+v", ms)
+	}
+}
