@@ -11,7 +11,7 @@ import (
 	"github.com/consensys/gnark/backend/groth16"
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node/challenge"
 	"github.com/infernet/infernet/node/faults"
@@ -217,7 +217,7 @@ type Config struct {
 	// Sandbox and Backends, when both set, run this provider's jobs instead
 	// of a sandbox of its own (several nodes in one process can share one);
 	// the node does not close them.
-	Sandbox  *ihost.Sandbox
+	Sandbox  *host.Sandbox
 	Backends *backends.Set
 	// Logger receives the node's logs; default slog.Default().
 	Logger *slog.Logger

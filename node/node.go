@@ -27,7 +27,6 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/infernet/infernet/guest/go/llama"
-	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/blob/blobnet"
 	"github.com/infernet/infernet/node/gossip"
@@ -306,19 +305,6 @@ func (n *Node) serve() {
 	}
 }
 
-// warmRunner compiles the built-in llama runner for the memory limits its
-// jobs use (Config.WarmRunner), in the sandbox that runs them here.
-func (n *Node) warmRunner() {
-	start := time.Now()
-	if err := n.client.Warm(n.ctx, llama.Runner(), ihost.DefaultMemoryLimit, models.APIMemory); err != nil {
-		if n.ctx.Err() == nil {
-			n.log.Warn("compiling the llama runner ahead of its first job", "err", err)
-		}
-		return
-	}
-	n.log.Info("compiled the llama runner ahead of its first job", "took", time.Since(start).Round(time.Millisecond))
-}
-
 // recover settles what a previous run of the node left unfinished: jobs it
 // was submitting fail (their client, the CLI, is gone), and results it ran
 // but had not delivered are delivered again.
@@ -504,13 +490,4 @@ func (n *Node) Close() error {
 		errs = append(errs, n.db.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// providerSandbox is the provider's sandbox, which the client's audits
-// share; nil on a node that does not provide.
-func (n *Node) providerSandbox() *ihost.Sandbox {
-	if n.provider == nil {
-		return nil
-	}
-	return n.provider.Sandbox()
 }

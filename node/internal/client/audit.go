@@ -10,7 +10,7 @@ import (
 	"slices"
 	"sync"
 
-	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/internal/runner"
@@ -37,7 +37,7 @@ type auditor struct {
 	budget auditBudget
 
 	once sync.Once
-	sb   *ihost.Sandbox
+	sb   *host.Sandbox
 	set  *backends.Set // set when the auditor opened the sandbox itself
 	err  error
 }
@@ -83,7 +83,7 @@ func (b *auditBudget) take() bool {
 }
 
 // sandbox returns the sandbox audits run in, opening it the first time.
-func (a *auditor) sandbox(ctx context.Context) (*ihost.Sandbox, error) {
+func (a *auditor) sandbox(ctx context.Context) (*host.Sandbox, error) {
 	a.once.Do(func() {
 		if a.n.Sandbox != nil {
 			if a.sb = a.n.Sandbox(); a.sb != nil {
@@ -140,7 +140,7 @@ func (a *auditor) run(ctx context.Context, an *wire.JobAnnounce, input []byte, t
 	if err != nil {
 		return nil, fmt.Errorf("audit module: %w", err)
 	}
-	job := ihost.Job{Module: module, Digest: an.Module, Input: input}
+	job := host.Job{Module: module, Digest: an.Module, Input: input}
 	for _, d := range an.Data {
 		if _, ok := n.Blobs.Has(d.Digest); !ok {
 			return nil, fmt.Errorf("audit data %s: %w", d.Name, blob.ErrNotFound)
@@ -203,7 +203,7 @@ func (c *Client) Warm(ctx context.Context, module []byte, memories ...uint64) er
 		return err
 	}
 	for _, m := range memories {
-		if _, err := sb.Compile(ctx, module, ihost.NewJobConfig().WithMemoryLimit(m)); err != nil {
+		if _, err := sb.Compile(ctx, module, host.NewJobConfig().WithMemoryLimit(m)); err != nil {
 			return err
 		}
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/challenge"
@@ -71,7 +71,7 @@ type Config struct {
 	// Runtime opens a sandbox for audits when Sandbox, the provider's, is
 	// nil or returns nil.
 	Runtime runner.Config
-	Sandbox func() *ihost.Sandbox
+	Sandbox func() *host.Sandbox
 
 	// The node's parts, and what the client does through the node:
 	// Announce gossips a job; PublishBlob makes a blob public and names it
@@ -286,16 +286,16 @@ func SetDefaults(s *jobs.Spec) {
 	}
 	// The sandbox's own defaults (package host), the one home of these.
 	if s.TimeoutMS == 0 {
-		s.TimeoutMS = ihost.DefaultTimeout.Milliseconds()
+		s.TimeoutMS = host.DefaultTimeout.Milliseconds()
 	}
 	if s.Deadline == 0 {
 		s.Deadline = 2*s.Timeout() + 30*time.Second
 	}
 	if s.Memory == 0 {
-		s.Memory = ihost.DefaultMemoryLimit
+		s.Memory = host.DefaultMemoryLimit
 	}
 	if s.MaxOutput == 0 {
-		s.MaxOutput = ihost.DefaultMaxOutput
+		s.MaxOutput = host.DefaultMaxOutput
 	}
 	// The precision as the wire writes it (f32 as ""), and a numeric
 	// comparison with no tolerance of its own gets the precision's. A name

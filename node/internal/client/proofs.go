@@ -9,7 +9,7 @@ import (
 
 	"github.com/consensys/gnark/backend/groth16"
 
-	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/proofs/gemmproof"
@@ -58,8 +58,8 @@ func (c *Client) gemmVerifyingKeys() (map[int]groth16.VerifyingKey, error) {
 // decoded proofs are kept with the result (proofsOf); replicas then vote on
 // their digests (proofDigests).
 func (j *jobRun) checkProofs(res *wire.Result) error {
-	if len(res.Proofs) > ihost.DefaultMaxProofs {
-		return fmt.Errorf("%w: %d proofs, over the cap of %d", ErrBadProof, len(res.Proofs), ihost.DefaultMaxProofs)
+	if len(res.Proofs) > host.DefaultMaxProofs {
+		return fmt.Errorf("%w: %d proofs, over the cap of %d", ErrBadProof, len(res.Proofs), host.DefaultMaxProofs)
 	}
 	proofs := make([]gemmproof.Proof, len(res.Proofs))
 	for i, raw := range res.Proofs {

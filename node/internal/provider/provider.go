@@ -46,7 +46,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"golang.org/x/sync/semaphore"
 
-	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/gpu"
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/host/tensor/backends"
@@ -91,7 +91,7 @@ type Config struct {
 	// Runtime opens the provider's own sandbox, unless Sandbox and
 	// Backends are given (and not closed by the provider).
 	Runtime  runner.Config
-	Sandbox  *ihost.Sandbox
+	Sandbox  *host.Sandbox
 	Backends *backends.Set
 	// Fair, with PK, sells outputs by fair exchange; Faults make the
 	// provider misbehave (tests).
@@ -115,7 +115,7 @@ type Provider struct {
 
 	// sandbox runs jobs on backends; the provider closes them only when it
 	// opened them itself (ownRuntime), not when Config supplied them.
-	sandbox    *ihost.Sandbox
+	sandbox    *host.Sandbox
 	backends   *backends.Set
 	ownRuntime bool
 
@@ -680,7 +680,7 @@ func (p *Provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 		res.Error = "module: " + err.Error()
 		return res
 	}
-	job := ihost.Job{Module: module, Digest: an.Module, Input: a.Input}
+	job := host.Job{Module: module, Digest: an.Module, Input: a.Input}
 	// Data blobs are fetched once per provider and mounted from the store.
 	for _, d := range an.Data {
 		defer p.cfg.Blobs.Pin(d.Digest)()
@@ -1087,7 +1087,7 @@ func (p *Provider) sell(ctx context.Context, a *wire.Assign, client peer.ID, res
 }
 
 // Sandbox is the sandbox the provider runs jobs in.
-func (p *Provider) Sandbox() *ihost.Sandbox { return p.sandbox }
+func (p *Provider) Sandbox() *host.Sandbox { return p.sandbox }
 
 // Load is how many replicas the provider has accepted and not finished,
 // running or queued.

@@ -2,7 +2,7 @@ package runner
 
 import (
 	"github.com/infernet/infernet/abi"
-	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/node/wire"
 )
 
@@ -11,8 +11,8 @@ import (
 // random source (wire.JobAnnounce.Seed, the same for every replica). In
 // proof mode (Terms.Proofs) the job's integer GEMMs are proven in
 // wire.ProofTemplates, at most host.DefaultMaxProofs of them.
-func JobConfig(t *wire.Terms, seed [32]byte) ihost.JobConfig {
-	c := ihost.NewJobConfig().
+func JobConfig(t *wire.Terms, seed [32]byte) host.JobConfig {
+	c := host.NewJobConfig().
 		WithMemoryLimit(t.Memory).
 		WithTimeout(t.Timeout()).
 		WithMaxOutput(t.MaxOutput).
@@ -23,7 +23,7 @@ func JobConfig(t *wire.Terms, seed [32]byte) ihost.JobConfig {
 		WithEnv(t.ShardEnv()...).
 		WithSeed(seed)
 	if t.Proofs {
-		c = c.WithProofMode(true).WithProofTemplates(wire.ProofTemplates()...).WithMaxProofs(ihost.DefaultMaxProofs)
+		c = c.WithProofMode(true).WithProofTemplates(wire.ProofTemplates()...).WithMaxProofs(host.DefaultMaxProofs)
 	}
 	return c
 }

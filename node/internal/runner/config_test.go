@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/abi"
-	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -25,20 +25,20 @@ func TestJobConfig(t *testing.T) {
 	tests := []struct {
 		name  string
 		edit  func(*wire.Terms)
-		check func(*testing.T, ihost.JobConfig)
+		check func(*testing.T, host.JobConfig)
 	}{
-		{"limits", func(*wire.Terms) {}, func(t *testing.T, c ihost.JobConfig) {
+		{"limits", func(*wire.Terms) {}, func(t *testing.T, c host.JobConfig) {
 			if c.MemoryLimit() != 32<<20 || c.Timeout() != 20*time.Second || c.Mode() != abi.ModeExact ||
 				c.Precision() != tensor.F32 || c.ProofMode() {
 				t.Errorf("memory %d, timeout %v, mode %v, precision %v, proofs %v", c.MemoryLimit(), c.Timeout(), c.Mode(), c.Precision(), c.ProofMode())
 			}
 		}},
-		{"tolerance at bf16", func(m *wire.Terms) { m.Mode, m.Precision = wire.ModeTolerance, "bf16" }, func(t *testing.T, c ihost.JobConfig) {
+		{"tolerance at bf16", func(m *wire.Terms) { m.Mode, m.Precision = wire.ModeTolerance, "bf16" }, func(t *testing.T, c host.JobConfig) {
 			if c.Mode() != abi.ModeTolerance || c.Precision() != tensor.BF16 {
 				t.Errorf("mode %v, precision %v", c.Mode(), c.Precision())
 			}
 		}},
-		{"proof mode", func(m *wire.Terms) { m.Proofs = true }, func(t *testing.T, c ihost.JobConfig) {
+		{"proof mode", func(m *wire.Terms) { m.Proofs = true }, func(t *testing.T, c host.JobConfig) {
 			if !c.ProofMode() || !slices.Equal(c.ProofTemplates(), wire.ProofTemplates()) || !slices.Equal(wire.ProofTemplates(), []int{16, 32}) {
 				t.Errorf("proofs %v in templates %v", c.ProofMode(), c.ProofTemplates())
 			}
@@ -52,7 +52,7 @@ func TestJobConfig(t *testing.T) {
 		})
 	}
 
-	sb, err := ihost.New(context.Background(), ihost.Config{})
+	sb, err := host.New(context.Background(), host.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,8 +67,8 @@ func TestJobConfig(t *testing.T) {
 			"shard 3 of 8\narg 0 job\narg 1 --env\n", nil},
 		{"a job on its own is shard 0 of 1", "lines", "", func(m *wire.Terms) { m.Args = []string{"--env"} },
 			"shard 0 of 1\narg 0 job\narg 1 --env\n", nil},
-		{"max output", "cat", strings.Repeat("x", 2000), func(*wire.Terms) {}, "", ihost.ErrOutputLimit},
-		{"fuel", "cpu", "", func(m *wire.Terms) { m.Fuel = 1000 }, "", ihost.ErrFuelLimit},
+		{"max output", "cat", strings.Repeat("x", 2000), func(*wire.Terms) {}, "", host.ErrOutputLimit},
+		{"fuel", "cpu", "", func(m *wire.Terms) { m.Fuel = 1000 }, "", host.ErrFuelLimit},
 	}
 	for _, tt := range runs {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,7 +78,7 @@ func TestJobConfig(t *testing.T) {
 			}
 			m := base
 			tt.edit(&m)
-			res, err := sb.Run(context.Background(), ihost.Job{Module: module, Input: []byte(tt.input)}, JobConfig(&m, [32]byte{}))
+			res, err := sb.Run(context.Background(), host.Job{Module: module, Input: []byte(tt.input)}, JobConfig(&m, [32]byte{}))
 			if !errors.Is(err, tt.err) || tt.err == nil && string(res.Output) != tt.want {
 				t.Fatalf("output %q, %v; want %q, %v", res.Output, err, tt.want, tt.err)
 			}

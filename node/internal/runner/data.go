@@ -1,7 +1,7 @@
 package runner
 
 import (
-	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -9,7 +9,7 @@ import (
 // SetDataDigests gives job the digests of its data files by name
 // (host.Job.DataDigests): blobs are checked on arrival, so the model cache
 // is keyed by them without hashing the files again.
-func SetDataDigests(job *ihost.Job, data []wire.DataBlob) {
+func SetDataDigests(job *host.Job, data []wire.DataBlob) {
 	if len(data) == 0 {
 		return
 	}

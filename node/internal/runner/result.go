@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/internal/settle"
 	"github.com/infernet/infernet/node/wire"
@@ -14,21 +14,21 @@ import (
 
 // Result fills res from a sandbox run whose output is in sp, and stores
 // large outputs as blobs in blobs.
-func Result(blobs *blob.Store, res *wire.Result, out *ihost.Result, runErr error, an *wire.JobAnnounce, sp *Spool) *wire.Result {
+func Result(blobs *blob.Store, res *wire.Result, out *host.Result, runErr error, an *wire.JobAnnounce, sp *Spool) *wire.Result {
 	switch {
 	case runErr == nil:
 		res.Outcome, res.ExitCode = wire.OutcomeExited, out.ExitCode
-	case errors.Is(runErr, ihost.ErrTimeout):
+	case errors.Is(runErr, host.ErrTimeout):
 		res.Outcome, res.Error = wire.OutcomeTimeout, runErr.Error()
-	case errors.Is(runErr, ihost.ErrCanceled) || errors.Is(runErr, ihost.ErrProof) || errors.Is(runErr, ihost.ErrModelCache) ||
-		errors.Is(runErr, ihost.ErrPrecision) || errors.Is(runErr, ihost.ErrDeviceLost):
+	case errors.Is(runErr, host.ErrCanceled) || errors.Is(runErr, host.ErrProof) || errors.Is(runErr, host.ErrModelCache) ||
+		errors.Is(runErr, host.ErrPrecision) || errors.Is(runErr, host.ErrDeviceLost):
 		// Proving fails only on this provider's side (a bad key): an honest
 		// op's product can always be proven. A model cache too small, or a
 		// precision not offered, is this provider's limit too, and a GPU
 		// that faulted its failure.
 		res.Outcome, res.Error = wire.OutcomeFailed, runErr.Error()
 		return res
-	case out == nil && !errors.Is(runErr, ihost.ErrInvalidModule) && !errors.Is(runErr, ihost.ErrImportNotAllowed) && !errors.Is(runErr, ihost.ErrMemoryLimit):
+	case out == nil && !errors.Is(runErr, host.ErrInvalidModule) && !errors.Is(runErr, host.ErrImportNotAllowed) && !errors.Is(runErr, host.ErrMemoryLimit):
 		res.Outcome, res.Error = wire.OutcomeFailed, runErr.Error()
 		return res
 	default:
@@ -75,8 +75,8 @@ func Result(blobs *blob.Store, res *wire.Result, out *ihost.Result, runErr error
 
 // StopClass names a deterministic stop cause without run-specific detail.
 func StopClass(err error) string {
-	for _, e := range []error{ihost.ErrInvalidModule, ihost.ErrImportNotAllowed, ihost.ErrTrap, ihost.ErrMemoryLimit,
-		ihost.ErrOutputLimit, ihost.ErrStderrLimit, ihost.ErrFuelLimit, ihost.ErrProofLimit} {
+	for _, e := range []error{host.ErrInvalidModule, host.ErrImportNotAllowed, host.ErrTrap, host.ErrMemoryLimit,
+		host.ErrOutputLimit, host.ErrStderrLimit, host.ErrFuelLimit, host.ErrProofLimit} {
 		if errors.Is(err, e) {
 			return e.Error()
 		}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/internal/parts/partstest"
 	"github.com/infernet/infernet/node/wire"
@@ -47,9 +47,9 @@ func TestResult(t *testing.T) {
 		{"exited", "jobs/cat/cat.wasm", []byte("hello\n"), nil, wire.OutcomeExited, 0, "", []byte("hello\n")},
 		{"exit code", "bad/proc_exit3.wasm", nil, nil, wire.OutcomeExited, 3, "", []byte("exiting with 3\n")},
 		{"output too big for the record", "jobs/cat/cat.wasm", big, nil, wire.OutcomeExited, 0, "", big},
-		{"trap", "bad/trap_unreachable.wasm", nil, nil, wire.OutcomeStopped, 0, ihost.ErrTrap.Error(), nil},
-		{"output limit", "bad/output_flood.wasm", nil, func(m *wire.Terms) { m.MaxOutput = 1000 }, wire.OutcomeStopped, 0, ihost.ErrOutputLimit.Error(), nil},
-		{"invalid module", "bad/garbage.wasm", nil, nil, wire.OutcomeStopped, 0, ihost.ErrInvalidModule.Error(), []byte{}},
+		{"trap", "bad/trap_unreachable.wasm", nil, nil, wire.OutcomeStopped, 0, host.ErrTrap.Error(), nil},
+		{"output limit", "bad/output_flood.wasm", nil, func(m *wire.Terms) { m.MaxOutput = 1000 }, wire.OutcomeStopped, 0, host.ErrOutputLimit.Error(), nil},
+		{"invalid module", "bad/garbage.wasm", nil, nil, wire.OutcomeStopped, 0, host.ErrInvalidModule.Error(), []byte{}},
 		{"timeout", "bad/infinite_loop.wasm", nil, func(m *wire.Terms) { m.TimeoutMS = 100 }, wire.OutcomeTimeout, 0, "", []byte{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -67,7 +67,7 @@ func TestResult(t *testing.T) {
 			}
 			defer sp.Remove()
 			an := &wire.JobAnnounce{Terms: terms, Deadline: time.Now().Add(time.Minute).UnixMilli()}
-			out, runErr := sb.Run(ctx, ihost.Job{Module: module, Input: tc.input, Stdout: sp}, JobConfig(&terms, [32]byte{}))
+			out, runErr := sb.Run(ctx, host.Job{Module: module, Input: tc.input, Stdout: sp}, JobConfig(&terms, [32]byte{}))
 			res := Result(blobs, &wire.Result{}, out, runErr, an, sp)
 			if res.Outcome != tc.outcome || res.ExitCode != tc.exit {
 				t.Fatalf("outcome %v, exit %d (%v); want %v, exit %d", res.Outcome, res.ExitCode, res.Error, tc.outcome, tc.exit)
@@ -120,9 +120,9 @@ func TestResult(t *testing.T) {
 // failure, never as the job's outcome, even when the guest had run.
 // (Moved from node.)
 func TestProviderFailures(t *testing.T) {
-	for _, cause := range []error{ihost.ErrDeviceLost, ihost.ErrModelCache, ihost.ErrProof, ihost.ErrPrecision, ihost.ErrCanceled} {
+	for _, cause := range []error{host.ErrDeviceLost, host.ErrModelCache, host.ErrProof, host.ErrPrecision, host.ErrCanceled} {
 		runErr := fmt.Errorf("tensor backend cuda: %w: detail", cause)
-		res := Result(nil, &wire.Result{}, &ihost.Result{ExitCode: 0}, runErr, nil, nil)
+		res := Result(nil, &wire.Result{}, &host.Result{ExitCode: 0}, runErr, nil, nil)
 		if res.Outcome != wire.OutcomeFailed || res.Error != runErr.Error() || res.OutputData != nil {
 			t.Errorf("%v: outcome %v, error %q", cause, res.Outcome, res.Error)
 		}
@@ -132,8 +132,8 @@ func TestProviderFailures(t *testing.T) {
 // TestStopClass: a stop is named by its cause alone, however it was
 // wrapped, so that replicas that stopped alike agree.
 func TestStopClass(t *testing.T) {
-	for _, e := range []error{ihost.ErrInvalidModule, ihost.ErrImportNotAllowed, ihost.ErrTrap, ihost.ErrMemoryLimit,
-		ihost.ErrOutputLimit, ihost.ErrStderrLimit, ihost.ErrFuelLimit, ihost.ErrProofLimit} {
+	for _, e := range []error{host.ErrInvalidModule, host.ErrImportNotAllowed, host.ErrTrap, host.ErrMemoryLimit,
+		host.ErrOutputLimit, host.ErrStderrLimit, host.ErrFuelLimit, host.ErrProofLimit} {
 		if got := StopClass(fmt.Errorf("at 0x%x in guest: %w", 1234, e)); got != e.Error() {
 			t.Errorf("StopClass of a wrapped %q: %q", e, got)
 		}

@@ -9,7 +9,7 @@ import (
 	"log/slog"
 	"os/exec"
 
-	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/proofs/gemmproof"
 )
@@ -34,12 +34,12 @@ type Config struct {
 
 // Open opens the tensor backends of cfg and a sandbox on them. The caller
 // closes both, the sandbox first.
-func Open(ctx context.Context, cfg Config) (*ihost.Sandbox, *backends.Set, error) {
+func Open(ctx context.Context, cfg Config) (*host.Sandbox, *backends.Set, error) {
 	set, err := backends.Open(ctx, backends.Config{Fast: cfg.Backend, Worker: cfg.Worker, Logger: cfg.Logger})
 	if err != nil {
 		return nil, nil, err
 	}
-	sb, err := ihost.New(ctx, ihost.Config{
+	sb, err := host.New(ctx, host.Config{
 		CacheDir:    cfg.CacheDir,
 		Reference:   set.Reference,
 		Fast:        set.Fast,

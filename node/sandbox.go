@@ -1,0 +1,34 @@
+package node
+
+import (
+	"time"
+
+	"github.com/infernet/infernet/guest/go/llama"
+	"github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/node/models"
+)
+
+// The node's sandboxes (package host), in a file of their own: node.go
+// names libp2p's host.
+
+// warmRunner compiles the built-in llama runner for the memory limits its
+// jobs use (Config.WarmRunner), in the sandbox that runs them here.
+func (n *Node) warmRunner() {
+	start := time.Now()
+	if err := n.client.Warm(n.ctx, llama.Runner(), host.DefaultMemoryLimit, models.APIMemory); err != nil {
+		if n.ctx.Err() == nil {
+			n.log.Warn("compiling the llama runner ahead of its first job", "err", err)
+		}
+		return
+	}
+	n.log.Info("compiled the llama runner ahead of its first job", "took", time.Since(start).Round(time.Millisecond))
+}
+
+// providerSandbox is the provider's sandbox, which the client's audits
+// share; nil on a node that does not provide.
+func (n *Node) providerSandbox() *host.Sandbox {
+	if n.provider == nil {
+		return nil
+	}
+	return n.provider.Sandbox()
+}
