@@ -474,7 +474,7 @@ func (j *jobRun) findProviders(ctx context.Context) error {
 			return ctx.Err()
 		case <-window.C:
 			if ops := j.operators(); ops < int(j.ann.Replicas) {
-				return fmt.Errorf("%w: %s for %d replicas%s", jobs.ErrNoProviders, j.providersNote(ops), j.ann.Replicas, j.precisionNote())
+				return fmt.Errorf("%w: %s for %d replicas%s%s", jobs.ErrNoProviders, j.providersNote(ops), j.ann.Replicas, j.precisionNote(), j.loneNote())
 			}
 			return nil
 		case o := <-j.bids:
@@ -529,6 +529,15 @@ func (j *jobRun) providersNote(ops int) string {
 		return fmt.Sprintf("%d providers in %d networks (one replica per network, as one operator's: --trust your own machines, or --no-netgroups on a private cluster)", n, ops)
 	}
 	return fmt.Sprint(n)
+}
+
+// loneNote is, for an error, what to do when the node knows no provider at
+// all: a new user's first run of one node, which never runs its own jobs.
+func (j *jobRun) loneNote() string {
+	if slices.ContainsFunc(j.c.n.Peers.List(), func(p store.Peer) bool { return p.Advert != nil }) {
+		return ""
+	}
+	return "; no provider is known (a node never runs its own jobs): join others with --bootstrap, or run it in this process (infernet run MODULE, infernet generate --local)"
 }
 
 // backendClass is the backend a provider runs a job on: its fast backend
