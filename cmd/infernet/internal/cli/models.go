@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -95,7 +97,7 @@ func runModels(ctx context.Context, verb string, o *ModelsOptions) error {
 			return &exitError{Code: ExitError, Err: err}
 		}
 	}
-	reg, err := o.registry(ctx)
+	reg, err := o.registry(ctx, verb)
 	if err != nil {
 		return err
 	}
@@ -152,8 +154,11 @@ type registry interface {
 	close()
 }
 
-// registry returns the registry of o's data directory.
-func (o *ModelsOptions) registry(ctx context.Context) (registry, error) {
+// registry returns the registry of o's data directory for verb. With no
+// node running, only add makes the directory's database: listing or
+// removing where there is none finds no models, and a --datadir that does
+// not exist is taken for a typo, as submit takes it.
+func (o *ModelsOptions) registry(ctx context.Context, verb string) (registry, error) {
 	c, err := api.Dial(o.DataDir, o.API)
 	if err == nil {
 		if _, err = c.Node(ctx); err == nil {
@@ -162,6 +167,12 @@ func (o *ModelsOptions) registry(ctx context.Context) (registry, error) {
 	}
 	if o.API != "" || !errors.Is(err, api.ErrNoNode) {
 		return nil, err
+	}
+	if _, err := os.Stat(o.DataDir); errors.Is(err, fs.ErrNotExist) && o.DataDir != defaultDataDir() {
+		return nil, fmt.Errorf("--datadir %s: no such directory, so no node runs there and no model is named there", o.DataDir)
+	}
+	if _, err := os.Stat(filepath.Join(o.DataDir, "node.db")); errors.Is(err, fs.ErrNotExist) && verb != "add" {
+		return noModels{}, nil
 	}
 	l, err := api.OpenLocalModels(o.DataDir)
 	if err != nil {
@@ -188,7 +199,13 @@ func (nodeModels) close() {}
 // localModels are the models of a data directory no node runs for.
 type localModels struct{ l *api.LocalModels }
 
-func (r localModels) list(context.Context) ([]store.Model, error) { return r.l.List() }
+func (r localModels) list(context.Context) ([]store.Model, error) {
+	ms, err := r.l.List()
+	if ms == nil && err == nil {
+		ms = []store.Model{} // the JSON is [], as a node's
+	}
+	return ms, err
+}
 
 func (r localModels) add(_ context.Context, name string, files modelFiles) (*store.Model, error) {
 	model, err := r.l.PutFile(files.model)
@@ -209,6 +226,21 @@ func (r localModels) remove(_ context.Context, name string) (*store.Model, error
 }
 
 func (r localModels) close() { r.l.Close() }
+
+// noModels are those of a data directory with no database yet.
+type noModels struct{}
+
+func (noModels) list(context.Context) ([]store.Model, error) { return []store.Model{}, nil }
+
+func (noModels) add(context.Context, string, modelFiles) (*store.Model, error) {
+	return nil, errors.New("models: no database to add to")
+}
+
+func (noModels) remove(_ context.Context, name string) (*store.Model, error) {
+	return nil, fmt.Errorf("model %s: %w", name, models.ErrUnknown)
+}
+
+func (noModels) close() {}
 
 // modelFiles are a model file and its tokenizer ("" for none), checked.
 type modelFiles struct {

@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -27,8 +29,14 @@ func TestModelsWithoutNode(t *testing.T) {
 		}
 		return ms
 	}
-	if ms := list(); len(ms) != 0 {
-		t.Fatalf("a new data directory lists %v", ms)
+	if code, out, stderr := infernet(t, "models", "--json", "--datadir", dir); code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Fatalf("models of a new data directory: exit %d, %q, stderr %q", code, out, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node.db")); !os.IsNotExist(err) {
+		t.Errorf("listing made a database (%v)", err)
+	}
+	if code, _, stderr := infernet(t, "models", "--datadir", filepath.Join(dir, "typo")); code == 0 || !strings.Contains(stderr, "no such directory") {
+		t.Errorf("models with a mistyped --datadir: exit %d, stderr %q", code, stderr)
 	}
 	if code, _, stderr := infernet(t, "models", "add", "stories", storiesBin, "--tokenizer", tok512, "--datadir", dir); code != 0 {
 		t.Fatalf("models add: exit %d, stderr %q", code, stderr)
@@ -68,7 +76,7 @@ func TestModelsWithoutNode(t *testing.T) {
 	}
 	srv.Close()
 	n.Close()
-	if ms := list(); len(ms) != 0 {
-		t.Errorf("after the node stopped: %+v", ms)
+	if code, out, stderr := infernet(t, "models", "--json", "--datadir", dir); code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Errorf("models after the node stopped: exit %d, %q, stderr %q", code, out, stderr)
 	}
 }
