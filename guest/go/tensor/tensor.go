@@ -32,7 +32,9 @@ func Mode() abi.Mode { return abi.Mode(hostMode()) }
 type Tensor struct {
 	h     int32     // host handle; 0 once freed
 	dtype abi.DType // element type
-	shape []int     // dimensions, kept in step with the host
+	// shape is the dimensions, kept in step with the host; nil for an
+	// op's result until its type and shape are first asked for (ask).
+	shape []int
 }
 
 // New returns a new zero-filled tensor of the given element type and shape
@@ -95,13 +97,20 @@ func (t *Tensor) Handle() int32 {
 }
 
 // DType returns the element type.
-func (t *Tensor) DType() abi.DType { return t.dtype }
+func (t *Tensor) DType() abi.DType {
+	t.ask()
+	return t.dtype
+}
 
 // Shape returns a copy of the dimensions.
-func (t *Tensor) Shape() []int { return slices.Clone(t.shape) }
+func (t *Tensor) Shape() []int {
+	t.ask()
+	return slices.Clone(t.shape)
+}
 
 // Len returns the number of elements: the product of the dimensions.
 func (t *Tensor) Len() int {
+	t.ask()
 	n, _ := numel(t.shape)
 	return n
 }
@@ -113,6 +122,7 @@ func (t *Tensor) Reshape(dims ...int) error {
 	if err != nil {
 		return err
 	}
+	t.ask() // the element type, before the shape is known here
 	if _, err := check(abi.FuncTensorReshape, hostTensorReshape(t.Handle(), nd, unsafe.Pointer(&d[0]))); err != nil {
 		return err
 	}
@@ -196,7 +206,7 @@ func transfer(fn string, t *Tensor, dt abi.DType, n int) (int32, error) {
 	switch {
 	case t == nil || t.h == 0:
 		return 0, refuse(fn, abi.EBADF, "nil or freed tensor")
-	case t.dtype != dt:
+	case t.DType() != dt:
 		return 0, refuse(fn, abi.EDTYPE, "tensor is %v, data is %v", t.dtype, dt)
 	case n != t.Len():
 		return 0, refuse(fn, abi.ESHAPE, "%d elements for a tensor of shape %v", n, t.shape)
@@ -351,25 +361,31 @@ func Max(a *Tensor) (*Tensor, error) { return Reduce(abi.OpMax, a) }
 // Mean returns the means along the last axis, as described for Reduce.
 func Mean(a *Tensor) (*Tensor, error) { return Reduce(abi.OpMean, a) }
 
-// adopt wraps the handle of a tensor the host just created, asking the host
-// for its element type and shape. If that fails the handle is freed.
-func adopt(h int32) (*Tensor, error) {
-	dt, err := check(abi.FuncTensorDType, hostTensorDType(h))
-	if err != nil {
-		hostTensorFree(h)
-		return nil, err
+// adopt wraps the handle of a tensor the host just created. Its element
+// type and shape are asked of the host when first needed (ask): most
+// results (a decode step's intermediates) only go to the next op and are
+// freed, and the two calls each were half of a decode step's host calls.
+func adopt(h int32) (*Tensor, error) { return &Tensor{h: h}, nil }
+
+// ask fills in the element type and shape of an op's result from the host,
+// once. A tensor freed before they were asked has none.
+func (t *Tensor) ask() {
+	if t == nil || t.shape != nil || t.h == 0 {
+		return
 	}
 	var d [abi.MaxDims]int32
-	nd, err := check(abi.FuncTensorShape, hostTensorShape(h, unsafe.Pointer(&d[0]), abi.MaxDims))
+	dt, err := check(abi.FuncTensorDType, hostTensorDType(t.h))
 	if err != nil {
-		hostTensorFree(h)
-		return nil, err
+		return
 	}
-	shape := make([]int, min(int(nd), abi.MaxDims))
-	for i := range shape {
-		shape[i] = int(d[i])
+	nd, err := check(abi.FuncTensorShape, hostTensorShape(t.h, unsafe.Pointer(&d[0]), abi.MaxDims))
+	if err != nil {
+		return
 	}
-	return &Tensor{h: h, dtype: abi.DType(dt), shape: shape}, nil
+	t.dtype, t.shape = abi.DType(dt), make([]int, min(int(nd), abi.MaxDims))
+	for i := range t.shape {
+		t.shape[i] = int(d[i])
+	}
 }
 
 // encodeDims converts dims to the ABI's array of little-endian i32 (wasm is
