@@ -25,7 +25,7 @@ func TestMain(m *testing.M) { workertest.Main(m) }
 func TestRunnerOnFakeCUDA(t *testing.T) {
 	ctx := context.Background()
 	set := workertest.OpenFake(t)
-	sb, err := host.New(ctx, host.Config{Reference: set.Reference, Fast: set.Fast})
+	sb, err := host.New(ctx, host.Config{Reference: set.Reference, Fast: set.Fast, CacheDir: cacheDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestDecodeStepCrossings(t *testing.T) {
 	if !ok {
 		t.Fatalf("the fast backend is %T, want the worker's", set.Fast)
 	}
-	sb, err := host.New(ctx, host.Config{Reference: set.Reference, Fast: set.Fast})
+	sb, err := host.New(ctx, host.Config{Reference: set.Reference, Fast: set.Fast, CacheDir: cacheDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
