@@ -2,6 +2,7 @@ package llama_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,7 @@ import (
 	"github.com/infernet/infernet/host/tensor/remote"
 )
 
-func TestMain(m *testing.M) { workertest.Main(m) }
+func TestMain(m *testing.M) { workertest.Main(m, func() { os.RemoveAll(cacheDir()) }) }
 
 // TestRunnerOnFakeCUDA: the runner on the CUDA backend in a GPU worker
 // process, as a provider runs it, against the FAKE driver (package
