@@ -24,6 +24,7 @@ func TestCharTransformer(t *testing.T) {
 	ctx := context.Background()
 	text := readTestdata(t, "../README.md") // any UTF-8 text will do
 	module := readTestdata(t, "jobs/chargpt/chargpt.wasm")
+	precompile(t, module, 256<<20)
 	spec := jobs.Spec{Terms: wire.Terms{Module: putBlob(t, c, module), ModuleSize: int64(len(module)), TimeoutMS: 120_000,
 		Memory: 256 << 20, Data: []wire.DataBlob{{Name: "text", Digest: putBlob(t, c, text), Size: int64(len(text))}}},
 		Replicas: 2}

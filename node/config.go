@@ -214,6 +214,12 @@ type Config struct {
 	// (host.Config.DeviceCache: 0 host.DefaultDeviceCache, negative none).
 	// Unused with Sandbox set.
 	DeviceCache int64
+	// CompileCache is the directory of compiled modules, kept across
+	// restarts; "": DataDir/wasm-cache. Nodes may share one (entries are
+	// keyed by the module's bytes and written atomically): tests that start
+	// many nodes compile each guest once, not once per node. Unused with
+	// Sandbox set.
+	CompileCache string
 	// Sandbox and Backends, when both set, run this provider's jobs instead
 	// of a sandbox of its own (several nodes in one process can share one);
 	// the node does not close them.

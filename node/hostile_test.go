@@ -22,6 +22,7 @@ import (
 	"github.com/infernet/infernet/node/blob/blobnet"
 	"github.com/infernet/infernet/node/gossip"
 	"github.com/infernet/infernet/node/jobs"
+	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -366,6 +367,12 @@ func TestHostileDiskQuota(t *testing.T) {
 	net := startNetwork(t, 1, func(c *Config) { c.BlobQuota = quota })
 	p := net.providers[0]
 	atk := joinNode(t, net)
+	// The attacker's jobs go to the providers it has adverts of: under
+	// load its first job once went out before the advert came ("not
+	// enough matching providers: 0 for 1 replicas").
+	waitFor(t, 20*time.Second, "the attacker knows the provider", func() bool {
+		return len(atk.peers.Candidates(requirement.Always, ^uint64(0), 1, time.Hour, nil)) == 1
+	})
 	ctx := context.Background()
 	cat := readTestdata(t, "jobs/cat/cat.wasm")
 	for i := range 10 {

@@ -57,6 +57,7 @@ func newMNISTNet(t *testing.T) *mnistNet {
 	m.test = []wire.DataBlob{data("images", "t10k-images-idx3-ubyte"), data("labels", "t10k-labels-idx1-ubyte")}
 	m.labels = file("t10k-labels-idx1-ubyte")[8:]
 	m.module = readTestdata(t, "jobs/mnist/mnist.wasm")
+	precompile(t, m.module, 512<<20)
 	m.spec = jobs.Spec{Terms: wire.Terms{Module: putBlob(t, m.c, m.module), ModuleSize: int64(len(m.module)),
 		TimeoutMS: 300_000, Memory: 512 << 20}, Replicas: 2}
 	return m
@@ -164,7 +165,7 @@ func TestMNISTFederated(t *testing.T) {
 	}
 	preds, _ := m.accuracy(t, weights)
 	// The network's predictions are one local run's.
-	sb, err := ihost.New(ctx, ihost.Config{})
+	sb, err := ihost.New(ctx, ihost.Config{CacheDir: compileCache})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,7 +99,11 @@ type Node struct {
 
 // runtime is how the node opens a sandbox of its own.
 func (n *Node) runtime() runner.Config {
-	return runner.Config{Backend: n.cfg.Backend, Worker: n.cfg.GPUWorker, CacheDir: filepath.Join(n.cfg.DataDir, "wasm-cache"),
+	cache := n.cfg.CompileCache
+	if cache == "" {
+		cache = filepath.Join(n.cfg.DataDir, "wasm-cache")
+	}
+	return runner.Config{Backend: n.cfg.Backend, Worker: n.cfg.GPUWorker, CacheDir: cache,
 		ModelCache: n.cfg.ModelCache, DeviceCache: n.cfg.DeviceCache, ProvingKeys: n.cfg.GemmProvingKeys, Logger: n.log}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
 
+	ihost "github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/internal/netgroup"
@@ -35,6 +36,39 @@ import (
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
 )
+
+// compileCache is the compiled-module cache of every node and local
+// sandbox in this test process: each guest is compiled once, not once per
+// node (compiling a Go guest of 2 to 4 MB costs seconds of CPU; per node it
+// was a third of this package's).
+var compileCache string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "infernet-node-test-cache-")
+	if err != nil {
+		panic(err)
+	}
+	compileCache = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// precompile compiles module for jobs of memory bytes into compileCache,
+// for a test whose providers would otherwise all compile it at once on
+// their first jobs, none finding it there yet.
+func precompile(tb testing.TB, module []byte, memory uint64) {
+	tb.Helper()
+	ctx := context.Background()
+	sb, err := ihost.New(ctx, ihost.Config{CacheDir: compileCache})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer sb.Close(ctx)
+	if _, err := sb.Compile(ctx, module, ihost.NewJobConfig().WithMemoryLimit(memory)); err != nil {
+		tb.Fatal(err)
+	}
+}
 
 // testConfig is a node on loopback only: no mDNS, no NAT port mapping,
 // short heartbeats so that tests see failures quickly.
@@ -50,6 +84,7 @@ func testConfig(tb testing.TB, provide bool) Config {
 	c.GossipHeartbeat = 100 * time.Millisecond
 	c.PaymentSweep = 200 * time.Millisecond
 	c.Backend = "reference"
+	c.CompileCache = compileCache
 	c.Logger = slog.New(slog.NewTextHandler(testWriter{tb}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	return c
 }

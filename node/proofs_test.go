@@ -302,7 +302,7 @@ func TestProofModeRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer set.Close()
-	sb, err := ihost.New(ctx, ihost.Config{Reference: set.Reference, ProvingKeys: testGemmKeys})
+	sb, err := ihost.New(ctx, ihost.Config{Reference: set.Reference, ProvingKeys: testGemmKeys, CacheDir: compileCache})
 	if err != nil {
 		t.Fatal(err)
 	}

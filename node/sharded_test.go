@@ -135,7 +135,7 @@ func TestShardEnvironment(t *testing.T) {
 // runLocallyWith runs a module with arguments in a local sandbox.
 func runLocallyWith(tb testing.TB, module, input []byte, args ...string) []byte {
 	tb.Helper()
-	sb, err := ihost.New(context.Background(), ihost.Config{})
+	sb, err := ihost.New(context.Background(), ihost.Config{CacheDir: compileCache})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -101,7 +101,7 @@ func TestStreamedJobOutvotesALiar(t *testing.T) {
 // replicas must give.
 func runRunner(tb testing.TB, n *Node, s jobs.Spec) []byte {
 	tb.Helper()
-	sb, err := ihost.New(context.Background(), ihost.Config{})
+	sb, err := ihost.New(context.Background(), ihost.Config{CacheDir: compileCache})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -104,7 +104,7 @@ func sandboxes(tb testing.TB) map[bool]*host.Sandbox {
 	}
 	boxes := map[bool]*host.Sandbox{}
 	for _, on := range []bool{false, true} {
-		sb, err := host.New(context.Background(), host.Config{Reference: set.Reference, Fast: set.Fast, NoBatching: !on})
+		sb, err := host.New(context.Background(), host.Config{Reference: set.Reference, Fast: set.Fast, NoBatching: !on, CacheDir: cacheDir()})
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package llama_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,7 @@ import (
 	"github.com/infernet/infernet/host/tensor/remote"
 )
 
-func TestMain(m *testing.M) { workertest.Main(m) }
+func TestMain(m *testing.M) { workertest.Main(m, func() { os.RemoveAll(cacheDir()) }) }
 
 // TestRunnerOnFakeCUDA: the runner on the CUDA backend in a GPU worker
 // process, as a provider runs it, against the FAKE driver (package
@@ -25,7 +26,7 @@ func TestMain(m *testing.M) { workertest.Main(m) }
 func TestRunnerOnFakeCUDA(t *testing.T) {
 	ctx := context.Background()
 	set := workertest.OpenFake(t)
-	sb, err := host.New(ctx, host.Config{Reference: set.Reference, Fast: set.Fast})
+	sb, err := host.New(ctx, host.Config{Reference: set.Reference, Fast: set.Fast, CacheDir: cacheDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func TestDecodeStepCrossings(t *testing.T) {
 	if !ok {
 		t.Fatalf("the fast backend is %T, want the worker's", set.Fast)
 	}
-	sb, err := host.New(ctx, host.Config{Reference: set.Reference, Fast: set.Fast})
+	sb, err := host.New(ctx, host.Config{Reference: set.Reference, Fast: set.Fast, CacheDir: cacheDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

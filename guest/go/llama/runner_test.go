@@ -31,6 +31,17 @@ import (
 
 var testdata = filepath.Join("..", "..", "..", "testdata", "llama")
 
+// cacheDir is one compiled-module cache for every sandbox of this test
+// process: the runner (4 MB, 2 s of CPU to compile) is compiled once for
+// each memory limit, not once for each sandbox.
+var cacheDir = sync.OnceValue(func() string {
+	dir, err := os.MkdirTemp("", "infernet-llama-test-cache-")
+	if err != nil {
+		panic(err)
+	}
+	return dir
+})
+
 // sandbox is shared by the tests: the reference backend for exact mode,
 // infernet's CPU kernels for tolerance mode, or the backend named by
 // $INFERNET_LLAMA_FAST (cuda on a GPU machine, say).
@@ -43,7 +54,7 @@ var sandbox = sync.OnceValues(func() (*host.Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	return host.New(context.Background(), host.Config{Reference: set.Reference, Fast: set.Fast})
+	return host.New(context.Background(), host.Config{Reference: set.Reference, Fast: set.Fast, CacheDir: cacheDir()})
 })
 
 // modes are the job modes every end-to-end test runs in.

@@ -49,7 +49,7 @@ func TestRunExitCodes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			args := append(tt.args, "--cache-dir", "")
+			args := append(tt.args, "--cache-dir", sharedCache())
 			code := Main(args, IO{In: strings.NewReader(tt.stdin), Out: &out, Err: &errOut})
 			if code != tt.code {
 				t.Fatalf("exit %d, want %d; stderr %q", code, tt.code, errOut.String())
@@ -81,7 +81,7 @@ func TestRunOutputFile(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out.txt")
 	var stdout, stderr bytes.Buffer
 	code := Main([]string{"run", testdata + "jobs/mlp/mlp.wasm", "--input", testdata + "jobs/mlp/input.txt",
-		"--output", out, "--stats", "--cache-dir", ""}, IO{In: strings.NewReader(""), Out: &stdout, Err: &stderr})
+		"--output", out, "--stats", "--cache-dir", sharedCache()}, IO{In: strings.NewReader(""), Out: &stdout, Err: &stderr})
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}

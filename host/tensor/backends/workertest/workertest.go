@@ -23,9 +23,9 @@ import (
 const driverEnv = "INFERNET_TEST_GPU_WORKER"
 
 // Main is a test binary's TestMain: run as a worker (by Command) it serves
-// until its stdin closes and exits; otherwise it runs the tests and removes
-// the fake drivers cudatest built.
-func Main(m *testing.M) {
+// until its stdin closes and exits; otherwise it runs the tests, removes
+// the fake drivers cudatest built and runs cleanup.
+func Main(m *testing.M, cleanup ...func()) {
 	if drv := os.Getenv(driverEnv); drv != "" {
 		if err := backends.ServeCUDA(context.Background(), cuda.Config{Driver: drv, CUBLAS: drv}, os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "test worker:", err)
@@ -35,6 +35,9 @@ func Main(m *testing.M) {
 	}
 	code := m.Run()
 	cudatest.Remove()
+	for _, f := range cleanup {
+		f()
+	}
 	os.Exit(code)
 }
 
