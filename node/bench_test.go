@@ -18,7 +18,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/internal/netgroup"
@@ -51,7 +51,7 @@ func benchNetwork(b *testing.B, n int) []*Node {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { set.Close() })
-	sb, err := ihost.New(ctx, ihost.Config{Reference: set.Reference, Fast: set.Fast})
+	sb, err := host.New(ctx, host.Config{Reference: set.Reference, Fast: set.Fast})
 	if err != nil {
 		b.Fatal(err)
 	}

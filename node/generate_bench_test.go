@@ -16,7 +16,7 @@ import (
 
 	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/guest/go/llama/llamatest"
-	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/internal/runner"
@@ -46,9 +46,9 @@ func benchModels(b *testing.B) []benchModel {
 // job is a host job of the runner on m for reqs, the module's digest and
 // the model's files as data with their digests (as a provider gives them,
 // from its blobs: without, every job would hash the 3.8 MB module).
-func (m benchModel) job(b *testing.B, reqs ...llama.Request) ihost.Job {
+func (m benchModel) job(b *testing.B, reqs ...llama.Request) host.Job {
 	data := map[string]string{llama.DataModel: m.model, llama.DataTokenizer: m.tokenizer}
-	job := ihost.Job{Module: llama.Runner(), Digest: runnerDigest(), Input: models.EncodeRequests(reqs), Data: data}
+	job := host.Job{Module: llama.Runner(), Digest: runnerDigest(), Input: models.EncodeRequests(reqs), Data: data}
 	var blobs []wire.DataBlob
 	for name, path := range data {
 		blobs = append(blobs, wire.DataBlob{Name: name, Digest: fileDigest(b, path)})
@@ -97,11 +97,11 @@ func (f *firstToken) Write(p []byte) (int, error) {
 
 // runTimed runs job on sb and returns the time to its first token and to
 // its end, from the call that starts it.
-func runTimed(b *testing.B, sb *ihost.Sandbox, job ihost.Job) (first, total time.Duration, out []byte) {
+func runTimed(b *testing.B, sb *host.Sandbox, job host.Job) (first, total time.Duration, out []byte) {
 	var w firstToken
 	job.Stdout = &w
 	start := time.Now()
-	res, err := sb.Run(context.Background(), job, ihost.NewJobConfig().WithTimeout(5*time.Minute).WithMemoryLimit(512<<20).WithMaxOutput(64<<20))
+	res, err := sb.Run(context.Background(), job, host.NewJobConfig().WithTimeout(5*time.Minute).WithMemoryLimit(512<<20).WithMaxOutput(64<<20))
 	total = time.Since(start)
 	if err != nil || res.ExitCode != 0 {
 		b.Fatalf("run: %v, exit %v", err, res)
@@ -114,15 +114,15 @@ func runTimed(b *testing.B, sb *ihost.Sandbox, job ihost.Job) (first, total time
 
 // benchSandbox is a sandbox on the reference backend (exact mode's) with
 // a model cache of cache bytes (negative: none).
-func benchSandbox(b *testing.B, cache int64) *ihost.Sandbox {
+func benchSandbox(b *testing.B, cache int64) *host.Sandbox {
 	set, err := backends.Open(context.Background(), backends.Config{Fast: "reference"})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { set.Close() })
-	cfg := ihost.Config{Reference: set.Reference, Fast: set.Fast}
+	cfg := host.Config{Reference: set.Reference, Fast: set.Fast}
 	cfg.ModelCache = cache
-	sb, err := ihost.New(context.Background(), cfg)
+	sb, err := host.New(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

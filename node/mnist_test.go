@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -165,14 +165,14 @@ func TestMNISTFederated(t *testing.T) {
 	}
 	preds, _ := m.accuracy(t, weights)
 	// The network's predictions are one local run's.
-	sb, err := ihost.New(ctx, ihost.Config{CacheDir: compileCache})
+	sb, err := host.New(ctx, host.Config{CacheDir: compileCache})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sb.Close(ctx)
-	res, err := sb.Run(ctx, ihost.Job{Module: m.module, Input: weights,
+	res, err := sb.Run(ctx, host.Job{Module: m.module, Input: weights,
 		Data: map[string]string{"images": filepath.Join(m.dir, "t10k-images-idx3-ubyte")}},
-		ihost.NewJobConfig().WithArgs("infer").WithMemoryLimit(512<<20).WithTimeout(5*time.Minute))
+		host.NewJobConfig().WithArgs("infer").WithMemoryLimit(512<<20).WithTimeout(5*time.Minute))
 	if err != nil || !bytes.Equal(res.Output, preds) {
 		t.Fatalf("local predictions differ from the network's (%d vs %d bytes), %v", len(res.Output), len(preds), err)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/infernet/infernet/digest"
 	"github.com/infernet/infernet/guest/go/llama"
-	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/node/models"
 	"github.com/infernet/infernet/node/store"
 )
@@ -69,12 +69,12 @@ func TestWarmRunner(t *testing.T) {
 	}
 	defer n.Close()
 	d := digest.Sum(llama.Runner())
-	for _, mem := range []uint64{ihost.DefaultMemoryLimit, models.APIMemory} {
+	for _, mem := range []uint64{host.DefaultMemoryLimit, models.APIMemory} {
 		waitFor(t, 2*time.Minute, fmt.Sprintf("the runner compiled for %d MiB", mem>>20), func() bool {
-			return n.providerSandbox().Cached(d, ihost.NewJobConfig().WithMemoryLimit(mem))
+			return n.providerSandbox().Cached(d, host.NewJobConfig().WithMemoryLimit(mem))
 		})
 	}
-	if n.providerSandbox().Cached(d, ihost.NewJobConfig().WithMemoryLimit(128<<20)) {
+	if n.providerSandbox().Cached(d, host.NewJobConfig().WithMemoryLimit(128<<20)) {
 		t.Error("Cached says yes for a memory limit nobody compiled for")
 	}
 }

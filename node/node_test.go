@@ -25,7 +25,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
 
-	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/internal/netgroup"
@@ -60,12 +60,12 @@ func TestMain(m *testing.M) {
 func precompile(tb testing.TB, module []byte, memory uint64) {
 	tb.Helper()
 	ctx := context.Background()
-	sb, err := ihost.New(ctx, ihost.Config{CacheDir: compileCache})
+	sb, err := host.New(ctx, host.Config{CacheDir: compileCache})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	defer sb.Close(ctx)
-	if _, err := sb.Compile(ctx, module, ihost.NewJobConfig().WithMemoryLimit(memory)); err != nil {
+	if _, err := sb.Compile(ctx, module, host.NewJobConfig().WithMemoryLimit(memory)); err != nil {
 		tb.Fatal(err)
 	}
 }

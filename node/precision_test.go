@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/guest/go/llama"
-	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/host/tensor/cuda"
@@ -31,7 +31,7 @@ import (
 // FAKE driver (host/tensor/cuda/testdata/fakecuda.c; fake driver: checks
 // our call sequence, not a GPU): a device of compute capability 8.0 that
 // offers tf32 and bf16, run on host memory. It skips without a C compiler.
-func fakeGPUSandbox(t *testing.T) (*ihost.Sandbox, *backends.Set) {
+func fakeGPUSandbox(t *testing.T) (*host.Sandbox, *backends.Set) {
 	t.Helper()
 	cc := os.Getenv("CC")
 	if cc == "" {
@@ -59,7 +59,7 @@ func fakeGPUSandbox(t *testing.T) (*ihost.Sandbox, *backends.Set) {
 	}
 	t.Cleanup(func() { gpu.Close() })
 	set := &backends.Set{Reference: reference.New(reference.Config{}), Fast: gpu}
-	sb, err := ihost.New(context.Background(), ihost.Config{Reference: set.Reference, Fast: gpu, CacheDir: t.TempDir()})
+	sb, err := host.New(context.Background(), host.Config{Reference: set.Reference, Fast: gpu, CacheDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,8 +96,8 @@ func TestPrecision(t *testing.T) {
 
 	module, input := readTestdata(t, "jobs/mlp/mlp.wasm"), readTestdata(t, "jobs/mlp/input.txt")
 	local := func(p tensor.Precision) []byte {
-		cfg := ihost.NewJobConfig().WithMode(1).WithPrecision(p)
-		res, err := sb.Run(context.Background(), ihost.Job{Module: module, Input: input}, cfg)
+		cfg := host.NewJobConfig().WithMode(1).WithPrecision(p)
+		res, err := sb.Run(context.Background(), host.Job{Module: module, Input: input}, cfg)
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("local run at %v: %v", p, err)
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/consensys/gnark/backend/groth16"
 
 	"github.com/infernet/infernet/abi"
-	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node/faults"
 	iclient "github.com/infernet/infernet/node/internal/client"
@@ -302,7 +302,7 @@ func TestProofModeRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer set.Close()
-	sb, err := ihost.New(ctx, ihost.Config{Reference: set.Reference, ProvingKeys: testGemmKeys, CacheDir: compileCache})
+	sb, err := host.New(ctx, host.Config{Reference: set.Reference, ProvingKeys: testGemmKeys, CacheDir: compileCache})
 	if err != nil {
 		t.Fatal(err)
 	}

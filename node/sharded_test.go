@@ -12,7 +12,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/jobs"
@@ -135,12 +135,12 @@ func TestShardEnvironment(t *testing.T) {
 // runLocallyWith runs a module with arguments in a local sandbox.
 func runLocallyWith(tb testing.TB, module, input []byte, args ...string) []byte {
 	tb.Helper()
-	sb, err := ihost.New(context.Background(), ihost.Config{CacheDir: compileCache})
+	sb, err := host.New(context.Background(), host.Config{CacheDir: compileCache})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	defer sb.Close(context.Background())
-	res, err := sb.Run(context.Background(), ihost.Job{Module: module, Input: input}, ihost.NewJobConfig().WithArgs(args...))
+	res, err := sb.Run(context.Background(), host.Job{Module: module, Input: input}, host.NewJobConfig().WithArgs(args...))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/guest/go/llama"
-	ihost "github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/models"
@@ -101,7 +101,7 @@ func TestStreamedJobOutvotesALiar(t *testing.T) {
 // replicas must give.
 func runRunner(tb testing.TB, n *Node, s jobs.Spec) []byte {
 	tb.Helper()
-	sb, err := ihost.New(context.Background(), ihost.Config{CacheDir: compileCache})
+	sb, err := host.New(context.Background(), host.Config{CacheDir: compileCache})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -110,11 +110,11 @@ func runRunner(tb testing.TB, n *Node, s jobs.Spec) []byte {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	job := ihost.Job{Module: llama.Runner(), Input: input, Data: map[string]string{}}
+	job := host.Job{Module: llama.Runner(), Input: input, Data: map[string]string{}}
 	for _, d := range s.Data {
 		job.Data[d.Name] = n.blobs.Path(d.Digest)
 	}
-	res, err := sb.Run(context.Background(), job, ihost.NewJobConfig())
+	res, err := sb.Run(context.Background(), job, host.NewJobConfig())
 	if err != nil || res.ExitCode != 0 {
 		tb.Fatalf("local run: %v, %v", err, res)
 	}
