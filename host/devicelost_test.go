@@ -77,19 +77,23 @@ func TestDeviceLostAtAlloc(t *testing.T) {
 	set := workertest.Open(t, worker)
 	sb := newSandbox(t, Config{Reference: set.Reference, Fast: set.Fast})
 	for i, tc := range []struct {
-		calls  func(g *guestData) []lmCall
-		starts int32
+		calls func(g *guestData) []lmCall
+		// starts is the worker starts after the job, at least and at
+		// most: an Alloc that meets a worker dead but not yet noticed
+		// (the second, whose command exits at once, may be either when
+		// the Alloc is sent) tries once more on a new one.
+		starts [2]int32
 	}{
 		{func(g *guestData) []lmCall {
 			return []lmCall{call(hcTensorNew, 1, int32(abi.F32), 1, g.dims(4)), call(hcTensorRead, 0, 1, 0xff00, 16)}
-		}, 1},
-		{func(g *guestData) []lmCall { return []lmCall{call(hcTensorNew, 1, int32(abi.F32), 1, g.dims(4))} }, 2},
+		}, [2]int32{1, 1}},
+		{func(g *guestData) []lmCall { return []lmCall{call(hcTensorNew, 1, int32(abi.F32), 1, g.dims(4))} }, [2]int32{2, 3}},
 	} {
 		g := &guestData{}
 		job := Job{Module: readFile(t, "testdata/hostcalls.wasm"), Input: g.script(tc.calls(g))}
 		_, err := sb.Run(ctx, job, NewJobConfig().WithMode(abi.ModeTolerance))
-		if !errors.Is(err, ErrDeviceLost) || starts.Load() != tc.starts {
-			t.Errorf("job %d on a faulting GPU: %v after %d worker starts, want ErrDeviceLost after %d", i, err, starts.Load(), tc.starts)
+		if n := starts.Load(); !errors.Is(err, ErrDeviceLost) || n < tc.starts[0] || n > tc.starts[1] {
+			t.Errorf("job %d on a faulting GPU: %v after %d worker starts, want ErrDeviceLost after %d to %d", i, err, n, tc.starts[0], tc.starts[1])
 		}
 	}
 }
