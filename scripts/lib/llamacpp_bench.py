@@ -9,8 +9,10 @@ infernet: `INFERNET generate MODEL --local --json` under GOMAXPROCS=THREADS,
 in exact mode (the reference kernels, the same bits everywhere) and in
 tolerance mode (the fastest CPU kernels). decode_tokens_per_second is its
 own; prompt tokens/s is the prompt's extra tokens over the extra time to
-the first token against a one-word prompt (the weights' loading, the same
-in both, cancels). llama.cpp: scripts/lib/llamacpp-speed.mjs.
+the first token against a one-word prompt, the weights' loading (load_ms)
+taken out of each: it varies between runs (how much of the memory is fresh
+to the process, which on a VM may cost the host's page faults), by more than
+the prompt takes. llama.cpp: scripts/lib/llamacpp-speed.mjs.
 """
 import json
 import os
@@ -33,7 +35,7 @@ def infernet(binary, model, prompt, tokens, threads, mode):
     short = run("Once", 1)
     long = run(prompt, tokens)
     extra = long["prompt_tokens"] - short["prompt_tokens"]
-    ms = long["first_token_ms"] - short["first_token_ms"]
+    ms = (long["first_token_ms"] - long.get("load_ms", 0)) - (short["first_token_ms"] - short.get("load_ms", 0))
     return {"prompt_tps": extra / (ms / 1000) if ms > 0 else float("nan"),
             "decode_tps": long["decode_tokens_per_second"]}
 

@@ -320,3 +320,56 @@ func TestSessionBudget(t *testing.T) {
 		t.Fatalf("after Close the budget holds %d, want the guest's 50", b.used)
 	}
 }
+
+// TestHostSpares: in host memory too, a freed tensor's buffer serves the
+// next op result of its size, holding that op's values, and a buffer past
+// maxSpareHost is not kept.
+func TestHostSpares(t *testing.T) {
+	ctx := context.Background()
+	ref := reference.New(reference.Config{Threads: 1})
+	s, err := NewSession(Config{Mode: abi.ModeExact, Reference: ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ha, a, _ := s.alloc(ctx, abi.F32, []int{2, 3})
+	hb, b, _ := s.alloc(ctx, abi.F32, []int{3, 2})
+	if err := s.backend.Write(a.buf, f32bytes(1, 2, 3, 4, 5, 6)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.backend.Write(b.buf, f32bytes(1, 0, 0, 1, 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	h1 := gemm(ctx, s, nil, []int32{ha, hb, 0, 0})
+	c1, _ := s.get(h1)
+	first := c1.buf
+	if err := s.backend.Write(first, f32bytes(9, 9, 9, 9)); err != nil { // stale values
+		t.Fatal(err)
+	}
+	if errno := s.release(h1); errno != abi.OK {
+		t.Fatal(errno)
+	}
+	h2 := gemm(ctx, s, nil, []int32{ha, hb, 0, 0})
+	c2, errno := s.get(h2)
+	if errno != abi.OK {
+		t.Fatalf("gemm = %d", h2)
+	}
+	if c2.buf != first {
+		t.Error("the freed result's buffer did not serve the next result of its size")
+	}
+	got := make([]byte, 16)
+	if err := s.backend.Read(c2.buf, got); err != nil {
+		t.Fatal(err)
+	}
+	if want := f32bytes(4, 5, 10, 11); string(got) != string(want) {
+		t.Errorf("result %x, want %x", got, want)
+	}
+	hl, _, errno := s.alloc(ctx, abi.F32, []int{maxSpareHost/4 + 1})
+	if errno != abi.OK {
+		t.Fatal(errno)
+	}
+	s.release(hl)
+	if s.spareBytes > maxSpareHost {
+		t.Errorf("%d spare bytes, more than %d", s.spareBytes, maxSpareHost)
+	}
+}

@@ -63,9 +63,7 @@ func Attention(ctx context.Context, threads int, p tensor.AttentionParams, q, k,
 			softmax(att[:n], m)
 			o := out[r*qc+h*hd : r*qc+(h+1)*hd]
 			clear(o)
-			for t, a := range att[:n] {
-				kernels.axpy(o, v[t*kc+kvOff:t*kc+kvOff+hd], a)
-			}
+			kernels.axpy(o, v[kvOff:], att[:n], kc)
 			canonicalize(o)
 		}
 		return nil

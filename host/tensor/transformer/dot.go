@@ -134,8 +134,10 @@ type gemvFunc func(out, x []float32, w []byte, k, stride, group int)
 type kernelSet struct {
 	name string
 	gemv [abi.Q8_0 + 1]gemvFunc // indexed by abi.DType
-	// axpy adds a·v[i], each product rounded, to o[i] for i < len(o).
-	axpy func(o, v []float32, a float32)
+	// axpy adds, for each t < len(a) in turn, a[t]·v[t·stride + i], each
+	// product rounded, to o[i] for i < len(o): attention's weighted sum of
+	// the rows of v.
+	axpy func(o, v, a []float32, stride int)
 	// blockSums is the integer part of the integer kernels (intdot.go),
 	// blockSumsGo or an assembly version with the same results.
 	blockSums func(dt abi.DType, row []byte, qs []int8, out []int32)
@@ -226,10 +228,11 @@ func gemvGo(dt abi.DType) gemvFunc {
 }
 
 // axpyGo is the portable axpy.
-func axpyGo(o, v []float32, a float32) {
-	v = v[:len(o)]
-	for i, vv := range v {
-		o[i] += float32(a * vv)
+func axpyGo(o, v, a []float32, stride int) {
+	for t, at := range a {
+		for i, vv := range v[t*stride : t*stride+len(o)] {
+			o[i] += float32(at * vv)
+		}
 	}
 }
 

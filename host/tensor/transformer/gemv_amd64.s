@@ -161,7 +161,7 @@ gemvF32AVX512_rows1:
 	JZ gemvF32AVX512_rows1_tail
 gemvF32AVX512_rows1_loop:
 	VMOVUPS 0(SI)(AX*1), Z1
-	PREFETCHT0 512(R9)(R13*1)
+	PREFETCHT2 4096(R9)(R13*1)
 	VMULPS 0(R9)(R13*1), Z1, Z2
 	VADDPS Z2, Z0, Z0
 	ADDQ $64, AX
@@ -1159,7 +1159,7 @@ gemvF32AVX2_rows1:
 gemvF32AVX2_rows1_loop:
 	VMOVUPS 0(SI)(AX*1), Y2
 	VMOVUPS 32(SI)(AX*1), Y3
-	PREFETCHT0 512(R9)(R13*1)
+	PREFETCHT2 4096(R9)(R13*1)
 	VMULPS 0(R9)(R13*1), Y2, Y4
 	VADDPS Y4, Y0, Y0
 	VMULPS 32(R9)(R13*1), Y3, Y4
@@ -3824,31 +3824,69 @@ gemmQ8R8FMAAVX512_done:
 	VZEROUPPER
 	RET
 
-// func axpyAVX2(o, v *float32, a float32, n int)
-TEXT ·axpyAVX2(SB), NOSPLIT, $0-32
+// func axpyRowsAVX2(o, v, a *float32, n, rows, stride int)
+TEXT ·axpyRowsAVX2(SB), NOSPLIT, $0-48
 	MOVQ o+0(FP), DI
 	MOVQ v+8(FP), SI
-	VBROADCASTSS a+16(FP), Y0
+	MOVQ a+16(FP), DX
 	MOVQ n+24(FP), CX
-	XORQ AX, AX
-axpy_loop:
+	MOVQ rows+32(FP), R8
+	MOVQ stride+40(FP), R9
+axpy_chunk32:
+	CMPQ CX, $32
+	JL axpy_chunk32_done
+	VMOVUPS 0(DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	MOVQ SI, R10
+	XORQ R11, R11
+axpy_chunk32_row:
+	CMPQ R11, R8
+	JGE axpy_chunk32_store
+	VBROADCASTSS (DX)(R11*4), Y4
+	VMULPS 0(R10), Y4, Y5
+	VADDPS Y0, Y5, Y0
+	VMULPS 32(R10), Y4, Y6
+	VADDPS Y1, Y6, Y1
+	VMULPS 64(R10), Y4, Y7
+	VADDPS Y2, Y7, Y2
+	VMULPS 96(R10), Y4, Y8
+	VADDPS Y3, Y8, Y3
+	ADDQ R9, R10
+	INCQ R11
+	JMP axpy_chunk32_row
+axpy_chunk32_store:
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, DI
+	ADDQ $128, SI
+	SUBQ $32, CX
+	JMP axpy_chunk32
+axpy_chunk32_done:
+axpy_chunk8:
 	CMPQ CX, $8
-	JL axpy_tail
-	VMULPS (SI)(AX*4), Y0, Y1
-	VADDPS (DI)(AX*4), Y1, Y1
-	VMOVUPS Y1, (DI)(AX*4)
-	ADDQ $8, AX
+	JL axpy_chunk8_done
+	VMOVUPS 0(DI), Y0
+	MOVQ SI, R10
+	XORQ R11, R11
+axpy_chunk8_row:
+	CMPQ R11, R8
+	JGE axpy_chunk8_store
+	VBROADCASTSS (DX)(R11*4), Y4
+	VMULPS 0(R10), Y4, Y5
+	VADDPS Y0, Y5, Y0
+	ADDQ R9, R10
+	INCQ R11
+	JMP axpy_chunk8_row
+axpy_chunk8_store:
+	VMOVUPS Y0, 0(DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
 	SUBQ $8, CX
-	JMP axpy_loop
-axpy_tail:
-	TESTQ CX, CX
-	JZ axpy_done
-	VMULSS (SI)(AX*4), X0, X1
-	VADDSS (DI)(AX*4), X1, X1
-	VMOVSS X1, (DI)(AX*4)
-	INCQ AX
-	DECQ CX
-	JMP axpy_tail
-axpy_done:
+	JMP axpy_chunk8
+axpy_chunk8_done:
 	VZEROUPPER
 	RET

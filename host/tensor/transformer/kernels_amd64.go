@@ -44,19 +44,27 @@ func gemvBF16AVX2(out, x *float32, w *byte, k, rows, stride, group int)
 //go:noescape
 func gemvQ8AVX2(out, x *float32, w *byte, k, rows, stride, group int)
 
-// axpyAVX2 computes o[i] += a·v[i] for i < n, each product rounded before
-// the addition. It needs AVX2.
+// axpyRowsAVX2 computes, for each row t < rows in turn, o[i] += a[t]·v[t·stride/4
+// + i] for i < n, a multiple of 8, each product rounded before the
+// addition. It needs AVX2.
 //
 //go:noescape
-func axpyAVX2(o, v *float32, a float32, n int)
+func axpyRowsAVX2(o, v, a *float32, n, rows, stride int)
 
-// axpyAsm is axpyAVX2 on slices; len(v) ≥ len(o).
-func axpyAsm(o, v []float32, a float32) {
-	if len(o) == 0 {
-		return
+// axpyAsm is kernelSet.axpy with axpyRowsAVX2 for the lanes in eights
+// and axpyGo for the rest. The lengths are checked again here: the
+// assembly must never read or write past a slice, whatever a caller does.
+func axpyAsm(o, v, a []float32, stride int) {
+	n8 := len(o) &^ 7
+	if n8 > 0 && len(a) > 0 {
+		if len(v) < (len(a)-1)*stride+len(o) {
+			panic("transformer: axpy: short buffers")
+		}
+		axpyRowsAVX2(&o[0], &v[0], &a[0], n8, len(a), 4*stride)
 	}
-	v = v[:len(o)]
-	axpyAVX2(&o[0], &v[0], a, len(o))
+	if n8 < len(o) {
+		axpyGo(o[n8:], v[min(n8, len(v)):], a, stride)
+	}
 }
 
 // The multi-row q8_0 kernels (gen_gemv.go, q8Rows): gemmQ8R<nx>AVX512

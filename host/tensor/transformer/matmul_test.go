@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"slices"
 	"testing"
 
 	"github.com/infernet/infernet/abi"
@@ -158,20 +159,30 @@ func TestKernelsStride(t *testing.T) {
 	}
 }
 
-// TestAxpy checks every kernel set's axpy against the portable one.
+// TestAxpy checks every kernel set's axpy against the portable one, and
+// against one call per row.
 func TestAxpy(t *testing.T) {
 	r := &rng{s: 9}
 	for _, ks := range allKernels() {
-		for _, n := range []int{0, 1, 7, 8, 9, 64, 100} {
-			v := r.f32s(n)
-			if n > 2 {
-				v[1], v[2] = float32(math.Inf(1)), float32(math.Copysign(0, -1))
+		for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 64, 100} {
+			for _, rows := range []int{0, 1, 2, 5} {
+				stride := n + 3
+				v := r.f32s(max(0, (rows-1)*stride+n))
+				if n > 2 && rows > 0 {
+					v[1], v[2] = float32(math.Inf(1)), float32(math.Copysign(0, -1))
+				}
+				a := r.f32s(rows)
+				o := r.f32s(n)
+				got, want, one := slices.Clone(o), slices.Clone(o), slices.Clone(o)
+				ks.axpy(got, v, a, stride)
+				axpyGo(want, v, a, stride)
+				name := fmt.Sprintf("%s/n=%d/rows=%d", ks.name, n, rows)
+				sameBits(t, name, got, want)
+				for t := range rows {
+					ks.axpy(one, v[t*stride:], a[t:t+1], 0)
+				}
+				sameBits(t, name+"/row by row", one, want)
 			}
-			o := r.f32s(n)
-			got, want := append([]float32(nil), o...), append([]float32(nil), o...)
-			ks.axpy(got, v, 0.37)
-			axpyGo(want, v, 0.37)
-			sameBits(t, fmt.Sprintf("%s/n=%d", ks.name, n), got, want)
 		}
 	}
 }

@@ -82,8 +82,9 @@ run_ms, the wall time of the runner's job (the weights' loading and the
 prompt's tokens included, module compilation not): locally this process's
 run, on the network the mean of the agreeing replicas' runs as their
 providers report them. Locally first_token_ms (from the run's start to the
-first token) and decode_tokens_per_second (the tokens after the first over
-the time after it) come too.
+first token), load_ms (the part of it spent making the weights' tensors) and
+decode_tokens_per_second (the tokens after the first over the time after it)
+come too.
 
 The sampler chain is llama.Shape's: --repeat-penalty, --frequency-penalty
 and --presence-penalty, then --top-k and --min-p, then --temperature, --top-p
@@ -559,11 +560,14 @@ type Generation struct {
 	TokensPerSecond float64 `json:"tokens_per_second"`
 	RunMS           float64 `json:"run_ms"`
 	ElapsedMS       float64 `json:"elapsed_ms"`
-	// FirstTokenMS, DecodeTokensPerSecond, CompileMS and Backend are the
-	// local run's.
+	// FirstTokenMS, DecodeTokensPerSecond, CompileMS, LoadMS and Backend
+	// are the local run's. LoadMS is the part of the run spent making the
+	// weights' tensors (reading them, faulting their memory in), which
+	// varies from run to run with the page cache and the memory's state.
 	FirstTokenMS          float64 `json:"first_token_ms,omitempty"`
 	DecodeTokensPerSecond float64 `json:"decode_tokens_per_second,omitempty"`
 	CompileMS             float64 `json:"compile_ms,omitempty"`
+	LoadMS                float64 `json:"load_ms,omitempty"`
 	Backend               string  `json:"backend,omitempty"`
 	// Profile is --profile's.
 	Profile []OpProfile `json:"profile,omitempty"`
@@ -617,7 +621,8 @@ func (g *generationOutput) done(c models.Completion) {
 
 // local returns the timings of a local run that started at start.
 func (g *generationOutput) local(res *host.Result, start time.Time) *Generation {
-	gen := &Generation{RunMS: ms(res.Duration), ElapsedMS: ms(time.Since(start)), CompileMS: ms(res.Compile), Backend: res.Backend}
+	gen := &Generation{RunMS: ms(res.Duration), ElapsedMS: ms(time.Since(start)), CompileMS: ms(res.Compile), LoadMS: ms(res.DataTime),
+		Backend: res.Backend}
 	if !g.first.IsZero() {
 		gen.FirstTokenMS = ms(g.first.Sub(start) - res.Compile)
 	}
