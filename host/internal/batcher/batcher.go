@@ -551,8 +551,8 @@ func (b *Batcher) run(kk key, bt *batch) {
 
 // pool keeps the batches' copies of x and out for the next batch: a
 // decode step of eight jobs multiplies about ten times per layer, and
-// fresh slices of up to a megabyte each (a vocabulary's logits) were a
-// tenth of its time, most of it clearing them.
+// each fresh slice (up to a megabyte: a vocabulary's logits) cost an
+// allocation and its clearing.
 var pool sync.Pool
 
 // pooled returns a slice of n floats, not cleared, from pool.
