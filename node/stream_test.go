@@ -43,11 +43,27 @@ func TestStreamedJobOutvotesALiar(t *testing.T) {
 	if len(llama.Runner()) == 0 {
 		t.Skip("no runner in this build")
 	}
-	const honestTokens = 20
+	const honestTokens, holdAt = 20, 40
+	// The honest providers hold their streams at line holdAt until the
+	// client has shown some of the completion (or for a minute): on a fast
+	// machine a whole 80-token stream could otherwise arrive, and be shown,
+	// in one piece.
+	shownSome := make(chan struct{})
+	var showOnce sync.Once
+	hold := func(line int) {
+		if line == holdAt {
+			select {
+			case <-shownSome:
+			case <-time.After(time.Minute):
+			}
+		}
+	}
 	i := 0
 	net := startNetwork(t, 3, func(c *Config) {
 		if i == 2 {
 			c.Faults = &faults.Faults{LieAfterLines: honestTokens}
+		} else if i < 2 { // the honest providers; 3 is the client
+			c.Faults = &faults.Faults{HoldLine: hold}
 		}
 		i++
 	}).vouch()
@@ -64,6 +80,7 @@ func TestStreamedJobOutvotesALiar(t *testing.T) {
 		shown = append(shown, b...)
 		chunks++
 		mu.Unlock()
+		showOnce.Do(func() { close(shownSome) })
 	}
 	job, out := submitVerified(t, net.client, s)
 	if want := runRunner(t, net.client, s); !bytes.Equal(out, want) {
@@ -82,9 +99,9 @@ func TestStreamedJobOutvotesALiar(t *testing.T) {
 		t.Fatalf("completions %+v (%v): want one of more than %d tokens", cs, err, honestTokens)
 	}
 	// How many pieces the votes release depends on how the streams
-	// interleave, which the machine's load decides (3 was asked once, and
-	// 2 came on a loaded machine): more than one is the completion shown
-	// before it ended, as it was agreed.
+	// interleave; with the honest streams held at line holdAt until some
+	// was shown, more than one is the completion shown before it ended,
+	// as it was agreed.
 	if chunks < 2 {
 		t.Errorf("the output came in %d piece: not streamed as it was agreed", chunks)
 	}

@@ -49,6 +49,11 @@ type Faults struct {
 	// LieLines, with LieAfterLines, is how many lines lie (0: all the
 	// rest): 1 changes one token of a completion.
 	LieLines int
+	// HoldLine, when set, is called before each line of a streamed
+	// output is written (line counts from 0) and may block: a test holds
+	// a stream at a line until its client has shown what came before, so
+	// that streaming does not depend on the machine's speed.
+	HoldLine func(line int)
 	// Rewrite, when set, replaces every output with what it returns for
 	// the job's input and the honest output, signed as if it were true: a
 	// liar of a test's own design (one that lies when it generates and
@@ -136,6 +141,12 @@ func (f *Faults) LiesAfter() (after, lines int) {
 		return 0, 0
 	}
 	return f.LieAfterLines, f.LieLines
+}
+func (f *Faults) Holds() func(line int) {
+	if f == nil {
+		return nil
+	}
+	return f.HoldLine
 }
 func (f *Faults) GoesSilent() bool { return f != nil && f.roll(f.Silent) }
 func (f *Faults) Withholds() bool  { return f != nil && f.Withhold }

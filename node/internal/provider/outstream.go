@@ -100,12 +100,14 @@ func (s *outputStream) send() {
 }
 
 // lineLiar is the fault Faults.LieAfterLines: after n honest lines of
-// output, each line's text changes (lines of them; 0: all the rest), as a
-// language model's provider that streams a made-up completion after an
-// honest start would.
+// output (n > 0), each line's text changes (lines of them; 0: all the
+// rest), as a language model's provider that streams a made-up completion
+// after an honest start would. With hold (Faults.HoldLine), each line
+// waits for hold(line) before it is written.
 type lineLiar struct {
 	w              io.Writer
 	n, lines, line int
+	hold           func(line int)
 	partial        []byte
 }
 
@@ -117,8 +119,11 @@ func (l *lineLiar) Write(p []byte) (int, error) {
 			return len(p), nil
 		}
 		line := l.partial[:i+1]
-		if l.line >= l.n && (l.lines == 0 || l.line < l.n+l.lines) {
+		if l.n > 0 && l.line >= l.n && (l.lines == 0 || l.line < l.n+l.lines) {
 			line = bytes.Replace(line, []byte(`"text":"`), []byte(`"text":"~`), 1)
+		}
+		if l.hold != nil {
+			l.hold(l.line)
 		}
 		l.line++
 		if _, err := l.w.Write(line); err != nil {

@@ -758,8 +758,9 @@ func (p *Provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 		job.Stdout = stream
 	}
 	var liar *lineLiar
-	if after, lines := p.cfg.Faults.LiesAfter(); after > 0 {
-		liar = &lineLiar{w: job.Stdout, n: after, lines: lines} // fault injection: a liar as it streams
+	if after, lines := p.cfg.Faults.LiesAfter(); after > 0 || p.cfg.Faults.Holds() != nil {
+		// Fault injection: a liar as it streams, or a stream a test holds.
+		liar = &lineLiar{w: job.Stdout, n: after, lines: lines, hold: p.cfg.Faults.Holds()}
 		job.Stdout = liar
 	}
 	out, runErr := p.sandbox.Run(ctx, job, cfg)
