@@ -208,15 +208,9 @@ func (r localModels) list(context.Context) ([]store.Model, error) {
 }
 
 func (r localModels) add(_ context.Context, name string, files modelFiles) (*store.Model, error) {
-	model, err := r.l.PutFile(files.model)
+	model, tok, err := files.store(r.l.PutFile)
 	if err != nil {
-		return nil, fmt.Errorf("model: %w", err)
-	}
-	var tok store.BlobRef
-	if files.tokenizer != "" {
-		if tok, err = r.l.PutFile(files.tokenizer); err != nil {
-			return nil, fmt.Errorf("tokenizer: %w", err)
-		}
+		return nil, err
 	}
 	return r.l.Add(name, model, tok)
 }
@@ -297,11 +291,17 @@ func sniffFile(path string) (models.Info, error) {
 
 // upload stores the files in the node as blobs.
 func (mf modelFiles) upload(ctx context.Context, c *api.Client) (model, tokenizer store.BlobRef, err error) {
-	if model, err = putFile(ctx, c, mf.model); err != nil {
+	return mf.store(func(path string) (store.BlobRef, error) { return putFile(ctx, c, path) })
+}
+
+// store stores the files as blobs with put: the model's, then the
+// tokenizer's if there is one.
+func (mf modelFiles) store(put func(path string) (store.BlobRef, error)) (model, tokenizer store.BlobRef, err error) {
+	if model, err = put(mf.model); err != nil {
 		return model, tokenizer, fmt.Errorf("model: %w", err)
 	}
 	if mf.tokenizer != "" {
-		if tokenizer, err = putFile(ctx, c, mf.tokenizer); err != nil {
+		if tokenizer, err = put(mf.tokenizer); err != nil {
 			return model, tokenizer, fmt.Errorf("tokenizer: %w", err)
 		}
 	}
