@@ -123,6 +123,26 @@ verdict "queued op, a GPU worker's thread" "$(usop caller-thread/queued)" us "<=
 verdict "queued op, through the backend's thread" "$(usop own-thread/queued)" us
 verdict "synced op, a GPU worker's thread" "$(usop caller-thread/synced)" us
 
+# A decode step's GEMV alone: batch 1, 4096x8192 weights of each type, far
+# past the L2; its rate against a device-to-device copy's (bytes read and
+# written), the bandwidth a kernel can reach (target >= 0.7 of it for
+# f16, bf16 and q8_0).
+echo "gpu-check: a decode step's GEMV alone (batch 1, 4096x8192 weights) against a device copy"
+gotest host/tensor/cuda -run '^$' -bench '^BenchmarkGPUGemv$' -benchtime 200x >"$LOG/gemv.log" 2>&1 || rc=1
+gbs() { awk -v want="$1" '/^BenchmarkGPUGemv\// { n = $1; sub(/^BenchmarkGPUGemv\//, "", n); sub(/-[0-9]+$/, "", n); if (n == want) for (i = 2; i <= NF; i++) if ($i == "GB/s") printf "%.0f\n", $(i - 1) }' "$LOG/gemv.log"; }
+copy=$(gbs copy)
+verdict "device copy, bytes read and written" "$copy" GB/s
+for dt in f32 f16 bf16 q8_0; do
+	g=$(gbs $dt) frac=""
+	if [ -n "$g" ] && [ -n "$copy" ]; then frac=$(awk -v g="$g" -v c="$copy" 'BEGIN { printf "%.2f", g / c }'); fi
+	verdict "GEMV $dt, weights read" "$g" GB/s
+	if [ $dt = f32 ]; then
+		verdict "GEMV $dt / device copy" "$frac" x
+	else
+		verdict "GEMV $dt / device copy" "$frac" x ">=" 0.7 || rc=1
+	fi
+done
+
 # Llama generation: tokens/s of a random-weight model of TinyLlama 1.1B's
 # shape (GGUF), greedy, batch 1, on cuda in bf16, f16 and q8_0, and on the
 # cpu backend in bf16; the bf16 run on cuda with --profile.

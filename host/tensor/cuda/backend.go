@@ -100,6 +100,8 @@ type Backend struct {
 	// device next synchronises. Nil if the driver would not pin it.
 	staging []byte
 	staged  int
+	// args is launch's parameter block, made at the first launch.
+	args *launchArgs
 }
 
 // stagingBytes is the size of Backend.staging: writes up to it are queued.
@@ -245,6 +247,10 @@ func (b *Backend) teardown() error {
 	if b.cuctx != 0 {
 		errs = append(errs, cuErr(symCtxDestroy, b.drv.cuCtxDestroy(b.cuctx)))
 		b.cuctx = 0
+	}
+	if b.args != nil {
+		b.args.pin.Unpin()
+		b.args = nil
 	}
 	return errors.Join(errs...)
 }

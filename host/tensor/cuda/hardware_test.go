@@ -630,3 +630,77 @@ func benchQueuedOp(b *testing.B, caller, synced bool) {
 	}
 	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)*1e6, "us/op")
 }
+
+// BenchmarkGPUGemv is a decode step's GEMV measured alone (issue 33's
+// target: at least 70% of the card's memory bandwidth for bf16, f16 and
+// q8_0): one row of x times gemvMats weight matrices of 4096×8192 in turn,
+// far more bytes than the L2 holds, queued back to back and waited for
+// once. It reports the weights' GB/s. "copy" is the ceiling beside it:
+// CopyRows (cuMemcpyDtoD) of 1 GiB, counting the bytes read and written.
+func BenchmarkGPUGemv(b *testing.B) {
+	const n, k, gemvMats = 4096, 8192, 8
+	be, err := New(Config{})
+	if err != nil {
+		b.Fatalf("no usable CUDA device: %v", err)
+	}
+	defer be.Close()
+	ctx := context.Background()
+	alloc := func(dt abi.DType, n int, data []byte) tensor.Buffer {
+		buf, err := be.Alloc(dt, n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if data != nil {
+			if err := be.Write(buf, data); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return buf
+	}
+	wait := func(buf tensor.Buffer) {
+		if err := be.Read(buf, make([]byte, buf.Len()*4)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	x := alloc(abi.F32, k, f32bytes(randF32(r, k)))
+	out := alloc(abi.F32, n, nil)
+	for _, dt := range []abi.DType{abi.F32, abi.F16, abi.BF16, abi.Q8_0} {
+		b.Run(dt.String(), func(b *testing.B) {
+			raw, _ := randWeights(r, dt, n, k)
+			ws := make([]tensor.Buffer, gemvMats)
+			for i := range ws {
+				ws[i] = alloc(dt, n*k, raw)
+				defer be.Free(ws[i])
+			}
+			if err := be.MatMul(ctx, 1, n, k, x, ws[0], out); err != nil { // warm up
+				b.Fatal(err)
+			}
+			wait(out)
+			b.ResetTimer()
+			for range b.N {
+				for _, w := range ws {
+					if err := be.MatMul(ctx, 1, n, k, x, w, out); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			wait(out)
+			b.ReportMetric(float64(dt.Bytes(n*k))*gemvMats*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
+	}
+	b.Run("copy", func(b *testing.B) {
+		const rows, cols = 1024, 1 << 18 // 1 GiB of f32
+		src, dst := alloc(abi.F32, rows*cols, nil), alloc(abi.F32, rows*cols, nil)
+		defer be.Free(src)
+		defer be.Free(dst)
+		b.ResetTimer()
+		for range b.N {
+			if err := be.CopyRows(ctx, 0, cols, src, dst); err != nil {
+				b.Fatal(err)
+			}
+		}
+		wait(out)
+		b.ReportMetric(2*float64(rows*cols*4)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+	})
+}

@@ -100,33 +100,46 @@ func f64Arg(v float64) kernelArg { return kernelArg{8, math.Float64bits(v)} }
 func gridFor(items int) uint32   { return uint32(min(max((items+blockSize-1)/blockSize, 1), maxGrid)) }
 func rowGrid(rows int) uint32    { return uint32(min(max(rows, 1), maxGrid)) }
 
+// maxKernelParams bounds the parameters of a kernel (kernelSigs).
+const maxKernelParams = 16
+
+// launchArgs is the parameter block of cuLaunchKernel, made once per
+// Backend and pinned for its life (launch runs on the queue's thread, one
+// at a time): the driver reads ptrs, an array of pointers to the values.
+// Each value is stored in a uint64 slot; the driver reads size bytes from
+// its start, which is the value on little-endian hosts (x86-64, arm64 and
+// ppc64le: every host CUDA runs on).
+type launchArgs struct {
+	vals [maxKernelParams]uint64
+	ptrs [maxKernelParams]unsafe.Pointer
+	pin  runtime.Pinner
+}
+
 // launch starts kernel k with grid blocks of blockSize threads on the
-// default stream. It runs on the queue's thread.
-//
-// cuLaunchKernel takes an array of pointers to the parameter values; both
-// the array and the values are Go memory handed to C, so they are pinned
-// for the call. Each value is stored in a uint64 slot; the driver reads
-// size bytes from its start, which is the value on little-endian hosts
-// (x86-64, arm64 and ppc64le: every host CUDA runs on).
+// default stream. It runs on the queue's thread. It is every op's hot
+// path: a decode step launches about 400 kernels, so it allocates nothing
+// and pins nothing per call.
 func (b *Backend) launch(k kernelID, grid uint32, args ...kernelArg) error {
 	sig := kernelSigs[k]
-	if len(args) != len(sig.params) {
+	if len(args) != len(sig.params) || len(args) > maxKernelParams {
 		return fmt.Errorf("cuda: %s takes %d parameters, got %d", sig.name, len(sig.params), len(args))
 	}
-	vals := make([]uint64, len(args))
-	ptrs := make([]unsafe.Pointer, len(args))
+	la := b.args
+	if la == nil {
+		la = new(launchArgs)
+		for i := range la.ptrs {
+			la.ptrs[i] = unsafe.Pointer(&la.vals[i])
+		}
+		la.pin.Pin(la)
+		b.args = la
+	}
 	for i, a := range args {
 		if a.size != sig.params[i] {
 			return fmt.Errorf("cuda: %s parameter %d is %d bytes, got %d", sig.name, i, sig.params[i], a.size)
 		}
-		vals[i] = a.bits
-		ptrs[i] = unsafe.Pointer(&vals[i])
+		la.vals[i] = a.bits
 	}
-	var pin runtime.Pinner
-	defer pin.Unpin()
-	pin.Pin(&vals[0])
-	pin.Pin(&ptrs[0])
-	r := b.drv.cuLaunchKernel(b.fns[k], grid, 1, 1, blockSize, 1, 1, 0, 0, &ptrs[0], nil)
+	r := b.drv.launchKernel(b.fns[k], grid, blockSize, &la.ptrs[0])
 	if err := cuErr(symLaunchKernel, r); err != nil {
 		return fmt.Errorf("%s: %w", sig.name, err)
 	}

@@ -48,7 +48,19 @@ type driver struct {
 	cuModuleLoadData     func(mod *uintptr, image *byte) int32
 	cuModuleGetFunction  func(fn *uintptr, mod uintptr, name string) int32
 	cuModuleUnload       func(mod uintptr) int32
-	cuLaunchKernel       func(fn uintptr, gx, gy, gz, bx, by, bz, shared uint32, stream uintptr, params *unsafe.Pointer, extra *unsafe.Pointer) int32
+	// cuLaunchKernel's address, called through purego.SyscallN
+	// (launchKernel).
+	cuLaunchKernel uintptr
+}
+
+// launchKernel is cuLaunchKernel of grid×1×1 blocks of block×1×1 threads,
+// no dynamic shared memory, on the default stream, with kernel parameters
+// params. It calls through purego.SyscallN rather than a RegisterFunc
+// function: every op launches, and RegisterFunc's reflection over eleven
+// arguments costs about a microsecond a call (0.1 through SyscallN).
+func (d *driver) launchKernel(fn uintptr, grid, block uint32, params *unsafe.Pointer) int32 {
+	r, _, _ := purego.SyscallN(d.cuLaunchKernel, fn, uintptr(grid), 1, 1, uintptr(block), 1, 1, 0, 0, uintptr(unsafe.Pointer(params)), 0)
+	return int32(r)
 }
 
 // Symbol names of the driver calls, the _v2 ABI where one exists (what
@@ -171,8 +183,13 @@ func loadDriver(path string) (*driver, error) {
 		symModuleLoad, &d.cuModuleLoadData,
 		symModuleFunc, &d.cuModuleGetFunction,
 		symModuleUnload, &d.cuModuleUnload,
-		symLaunchKernel, &d.cuLaunchKernel,
 	})
+	if err == nil {
+		d.cuLaunchKernel, err = purego.Dlsym(h, symLaunchKernel)
+		if err != nil || d.cuLaunchKernel == 0 {
+			err = fmt.Errorf("cuda: %s has no symbol %s: %w", path, symLaunchKernel, errMissingSymbol)
+		}
+	}
 	if err != nil {
 		// Not a CUDA driver; dropping our reference is safe since nothing ran.
 		_ = purego.Dlclose(h)

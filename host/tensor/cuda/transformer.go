@@ -129,11 +129,19 @@ func (b *Backend) matMul(ctx context.Context, compute int32, t, n, k int, x, w, 
 	return b.dequantGemm(ctx, compute, t, n, k, xs)
 }
 
+// gemvPieceScale is how many more weights than chunkElems a piece of
+// gemv_rows streams: the kernel reads each weight once (its few rows of x
+// stay in cache) and writes almost nothing, so 2^28 weights, up to 1 GiB
+// of f32, are a few milliseconds of memory traffic on any GPU, as much as
+// an elementwise piece. Counted in chunkElems, a 1.1B decode step was 66
+// pieces, and so 66 synchronisations, per token.
+const gemvPieceScale = 16
+
 // gemv runs gemv_rows for xs = {x, w, out}, in launches over bands of
-// weight rows of about chunkElems multiply-adds.
+// weight rows of about gemvPieceScale·chunkElems weights.
 func (b *Backend) gemv(ctx context.Context, t, n, k int, xs []*buffer) error {
 	x, w, out := xs[0], xs[1], xs[2]
-	step := max(chunkElems/(t*k), gemvRowsPerBlock)
+	step := max(gemvPieceScale*chunkElems/k, gemvRowsPerBlock)
 	return b.q.do(ctx, func() error {
 		if err := b.alive(xs...); err != nil {
 			return err
