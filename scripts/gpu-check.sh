@@ -178,6 +178,10 @@ if command -v python3 >/dev/null; then
 	python3 -c 'import json, sys
 for p in json.load(open(sys.argv[1])).get("profile", [])[:8]:
     print("    %-16s %6.1f calls/token %9.1f us/call %6.1f%% of the run" % (p["op"], p["per_token"], p["mean_us"], 100 * p["share"]))' "$LOG/llama-cuda-bf16.json" 2>/dev/null
+	echo "  and on the GPU worker: its thread's time per call (queueing) and the device's (CUDA events):"
+	python3 -c 'import json, sys
+for p in json.load(open(sys.argv[1])).get("device_profile", [])[:10]:
+    print("    %-16s %6.1f calls/token %8.1f us worker %8.1f us device %6.1f%% of the run" % (p["op"], p["per_token"], p["worker_us"], p["device_us"], 100 * p["share"]))' "$LOG/llama-cuda-bf16.json" 2>/dev/null
 fi
 
 {

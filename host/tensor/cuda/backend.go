@@ -102,6 +102,10 @@ type Backend struct {
 	staged  int
 	// args is launch's parameter block, made at the first launch.
 	args *launchArgs
+	// events are the CUDA events that Mark may reuse; marked, those given
+	// out by Mark and not yet released (timing.go).
+	events []uintptr
+	marked map[uintptr]bool
 }
 
 // stagingBytes is the size of Backend.staging: writes up to it are queued.
@@ -175,7 +179,7 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.PoolBytes == 0 {
 		cfg.PoolBytes = DefaultPoolBytes
 	}
-	b := &Backend{cfg: cfg, drv: drv, blas: blas, live: map[*buffer]struct{}{}, pool: map[uintptr][]uint64{}}
+	b := &Backend{cfg: cfg, drv: drv, blas: blas, live: map[*buffer]struct{}{}, pool: map[uintptr][]uint64{}, marked: map[uintptr]bool{}}
 	q, err := startQueue(b.init, b.teardown, cfg.CallerThread)
 	if err != nil {
 		return nil, unavailable(err)
@@ -236,6 +240,7 @@ func (b *Backend) teardown() error {
 		errs = append(errs, cuErr(symMemFreeHost, b.drv.cuMemFreeHost(unsafe.Pointer(&b.staging[0]))))
 		b.staging = nil
 	}
+	errs = append(errs, b.destroyEvents())
 	if b.handle != 0 {
 		errs = append(errs, blasErr(symBlasDestroy, b.blas.destroy(b.handle)))
 		b.handle = 0

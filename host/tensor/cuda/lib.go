@@ -51,6 +51,14 @@ type driver struct {
 	// cuLaunchKernel's address, called through purego.SyscallN
 	// (launchKernel).
 	cuLaunchKernel uintptr
+
+	// Events, for timing work on the device (Backend.Mark); nil where the
+	// driver lacks one of them (every CUDA has had them since 2.0).
+	cuEventCreate      func(ev *uintptr, flags uint32) int32
+	cuEventDestroy     func(ev uintptr) int32
+	cuEventRecord      func(ev uintptr, stream uintptr) int32
+	cuEventSynchronize func(ev uintptr) int32
+	cuEventElapsedTime func(ms *float32, start, end uintptr) int32
 }
 
 // launchKernel is cuLaunchKernel of grid×1×1 blocks of block×1×1 threads,
@@ -89,6 +97,11 @@ const (
 	symModuleFunc     = "cuModuleGetFunction"
 	symModuleUnload   = "cuModuleUnload"
 	symLaunchKernel   = "cuLaunchKernel"
+	symEventCreate    = "cuEventCreate"
+	symEventDestroy   = "cuEventDestroy_v2"
+	symEventRecord    = "cuEventRecord"
+	symEventSync      = "cuEventSynchronize"
+	symEventElapsed   = "cuEventElapsedTime"
 )
 
 // cuBLAS entry points (cublas_api.h, the v2 API). The handle is a pointer
@@ -202,6 +215,15 @@ func loadDriver(path string) (*driver, error) {
 			purego.RegisterFunc(&d.cuDeviceGetUUID, addr)
 			break
 		}
+	}
+	if err := bind(h, path, []any{
+		symEventCreate, &d.cuEventCreate,
+		symEventDestroy, &d.cuEventDestroy,
+		symEventRecord, &d.cuEventRecord,
+		symEventSync, &d.cuEventSynchronize,
+		symEventElapsed, &d.cuEventElapsedTime,
+	}); err != nil {
+		d.cuEventCreate = nil // Mark is unsupported
 	}
 	drivers[path] = d
 	return d, nil

@@ -97,7 +97,8 @@ type server struct {
 	poison map[uint64]error
 	views  map[tensor.Precision]tensor.Backend // of be, by precision (at)
 	w      *bufio.Writer
-	shm    *shm // large buffers' way, when the parent passed it
+	shm    *shm     // large buffers' way, when the parent passed it
+	prof   *profile // while a profile is on (Backend.Profile)
 
 	// The context of the last deadline, kept while operations share it.
 	deadline uint64
@@ -110,7 +111,8 @@ type server struct {
 func (s *server) handle(ctx context.Context, f *frame) error {
 	op := opcode(f.code)
 	if (op == opFree || op == opWrite || op == opRead) && len(f.vals) != 1 ||
-		(op == opWriteShm || op == opReadShm) && (len(f.vals) != 2 || s.shm == nil) {
+		(op == opWriteShm || op == opReadShm) && (len(f.vals) != 2 || s.shm == nil) ||
+		op == opProfile && len(f.vals) != 1 {
 		return fmt.Errorf("remote: operation %d with %d values", op, len(f.vals))
 	}
 	switch op {
@@ -145,6 +147,8 @@ func (s *server) handle(ctx context.Context, f *frame) error {
 		return s.writeShm(f.vals[0], num(f.vals[1]))
 	case opReadShm:
 		return s.readShm(f.vals[0], num(f.vals[1]))
+	case opProfile:
+		return s.profileOp(f.vals[0] != 0)
 	}
 	if op == 0 || op >= numOps || specs[op].run == nil || len(f.vals) != 1+specs[op].params+specs[op].bufs {
 		return fmt.Errorf("remote: operation %d with %d values", op, len(f.vals))
@@ -166,9 +170,16 @@ func (s *server) handle(ctx context.Context, f *frame) error {
 	}
 	if err == nil {
 		octx := s.context(ctx, f.vals[0])
+		var t timing
+		if s.prof != nil {
+			t = s.prof.begin()
+		}
 		idx, err = sp.run(octx, be, p, bufs[:len(ids)], f.blob)
 		if errors.Is(err, tensor.ErrUnsupported) && !sp.sync {
 			err = s.fallback(octx, op, p, bufs[:len(ids)], f.blob)
+		}
+		if s.prof != nil {
+			s.prof.end(op, t)
 		}
 		if err != nil {
 			err = fmt.Errorf("%s: %w", sp.name, err)

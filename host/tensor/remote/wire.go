@@ -19,7 +19,7 @@ import (
 // order and sends one unsolicited frame, replyLost, before it exits for a
 // lost device. Integers travel as int64 bits, floats as their IEEE bits.
 const (
-	version    = 5
+	version    = 6
 	headerSize = 10
 	maxVals    = 16
 )
@@ -113,6 +113,7 @@ const (
 	opWriteShm // vals: id, bytes; the bytes are in shared memory (synchronous)
 	opReadShm  // vals: id, bytes; the reply leaves them in shared memory
 	opRoPEFactors
+	opProfile // vals: on (synchronous); the reply's blob: the profile that was on (Backend.Profile)
 	numOps
 )
 

@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/infernet/infernet/digest"
 	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/host"
+	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node/api"
 	"github.com/infernet/infernet/node/jobs"
@@ -136,7 +139,7 @@ printed).`,
 	f.BoolVar(&o.Local, "local", false, "run in this process, without a network (like infernet run)")
 	f.StringVar(&o.Backend, "backend", "auto", "with --local: tensor backend for tolerance mode: auto, "+backends.Names())
 	f.StringVar(&o.CacheDir, "cache-dir", defaultCacheDir(), "with --local: compiled-module cache directory (empty: memory only)")
-	f.BoolVar(&o.Profile, "profile", false, "with --local: time the runner's tensor calls by kind and print them per token, on stderr (in --json, as profile)")
+	f.BoolVar(&o.Profile, "profile", false, "with --local: time the runner's tensor calls by kind and print them per token, on stderr (in --json, as profile); on a GPU worker, its own time and the device's per op too (device_profile)")
 	f.StringVar(&o.Runner, "runner", "", "a runner module `FILE` instead of the built-in one (development)")
 	f.MarkHidden("runner")
 	addTermsFlags(f, &o.SubmitOptions)
@@ -310,11 +313,18 @@ func (o *GenerateOptions) runLocal(ctx context.Context, reqs []llama.Request, fi
 		return &exitError{Code: ExitError, Err: err}
 	}
 	cfg = cfg.WithProfile(o.Profile)
-	sb, closeSandbox, err := ro.openSandbox(ctx)
+	sb, fast, closeSandbox, err := ro.openSandbox(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeSandbox()
+	// A GPU worker times its own side too: its thread's and the device's.
+	var device tensor.Profiler
+	if p, ok := fast.(tensor.Profiler); ok && o.Profile {
+		if _, err := p.Profile(ctx, true); err == nil {
+			device = p
+		}
+	}
 
 	out := newGenerationOutput(o, reqs)
 	dec := &models.Decoder{OnText: out.text, OnDone: out.done, Stops: o.stops}
@@ -341,10 +351,20 @@ func (o *GenerateOptions) runLocal(ctx context.Context, reqs []llama.Request, fi
 			tokens += c.CompletionTokens
 		}
 		g.Profile = profileOf(res, tokens)
+		if device != nil {
+			times, err := device.Profile(ctx, false)
+			if err != nil {
+				return &exitError{Code: ExitError, Err: fmt.Errorf("the %s worker's profile: %w", fast.Name(), err)}
+			}
+			g.DeviceProfile = deviceProfileOf(times, tokens, res.Duration)
+		}
 		if err := out.finish(g, dec.Completions()); err != nil || o.JSON {
 			return err
 		}
 		printProfile(o.IO.Err, g.Profile, tokens, res.Duration)
+		if device != nil {
+			printDeviceProfile(o.IO.Err, g.DeviceProfile, fast.Name())
+		}
 		return nil
 	}
 	return out.finish(g, dec.Completions())
@@ -392,6 +412,56 @@ func printProfile(w io.Writer, prof []OpProfile, tokens int, run time.Duration) 
 	fmt.Fprintf(w, "%d tokens in %v; host calls %v of it, the guest's own work and the waits between them the rest.\n",
 		tokens, run.Round(time.Millisecond), sum.Round(time.Millisecond))
 	fmt.Fprintln(w, "A queued call's time is the host's until its work is queued; a call that waits for the device (argmax, tensor_read) includes the work queued before it.")
+}
+
+// DeviceOpProfile is one kind of operation on a GPU worker in a --profile
+// run: the runner's calls as the worker ran them.
+type DeviceOpProfile struct {
+	Op string `json:"op"`
+	// Calls and PerToken count them, in all and per generated token.
+	Calls    uint64  `json:"calls"`
+	PerToken float64 `json:"per_token"`
+	// WorkerUS is the worker's own time per call, queueing the device's
+	// work; DeviceUS the device's, between events before and after each.
+	WorkerUS float64 `json:"worker_us"`
+	DeviceUS float64 `json:"device_us"`
+	// DeviceMS is the device's time in all, and Share its share of the run.
+	DeviceMS float64 `json:"device_ms"`
+	Share    float64 `json:"share"`
+}
+
+// deviceProfileOf returns a worker's times per token of tokens generated,
+// the most device time first.
+func deviceProfileOf(times []tensor.OpTime, tokens int, run time.Duration) []DeviceOpProfile {
+	var out []DeviceOpProfile
+	for _, t := range times {
+		calls := float64(max(t.Calls, 1))
+		p := DeviceOpProfile{Op: t.Op, Calls: t.Calls, WorkerUS: float64(t.Host.Nanoseconds()) / 1e3 / calls,
+			DeviceUS: float64(t.Device.Nanoseconds()) / 1e3 / calls, DeviceMS: ms(t.Device)}
+		if tokens > 0 {
+			p.PerToken = float64(t.Calls) / float64(tokens)
+		}
+		if run > 0 {
+			p.Share = float64(t.Device) / float64(run)
+		}
+		out = append(out, p)
+	}
+	slices.SortStableFunc(out, func(a, b DeviceOpProfile) int { return cmp.Compare(b.DeviceMS, a.DeviceMS) })
+	return out
+}
+
+// printDeviceProfile writes a worker's profile as a table.
+func printDeviceProfile(w io.Writer, prof []DeviceOpProfile, backend string) {
+	fmt.Fprintf(w, "\nOn the %s worker: its thread's time per call, queueing the work, and the device's, between events before and after each:\n", backend)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "op\tcalls\tper token\tworker µs per call\tdevice µs per call\tdevice ms\tof the run\t\n")
+	for _, p := range prof {
+		fmt.Fprintf(tw, "%s\t%7d\t%9.1f\t%18.1f\t%18.1f\t%9.1f\t%9.1f%%\t\n", p.Op, p.Calls, p.PerToken, p.WorkerUS, p.DeviceUS, p.DeviceMS, 100*p.Share)
+	}
+	tw.Flush()
+	if !slices.ContainsFunc(prof, func(p DeviceOpProfile) bool { return p.DeviceMS > 0 }) {
+		fmt.Fprintln(w, "The worker's driver has no events: the device's times are unmeasured.")
+	}
 }
 
 // localModel finds the named model MODEL for a local run: through the
@@ -569,8 +639,10 @@ type Generation struct {
 	CompileMS             float64 `json:"compile_ms,omitempty"`
 	LoadMS                float64 `json:"load_ms,omitempty"`
 	Backend               string  `json:"backend,omitempty"`
-	// Profile is --profile's.
-	Profile []OpProfile `json:"profile,omitempty"`
+	// Profile is --profile's; DeviceProfile its GPU worker's, when the
+	// backend runs in one.
+	Profile       []OpProfile       `json:"profile,omitempty"`
+	DeviceProfile []DeviceOpProfile `json:"device_profile,omitempty"`
 	// Job, State, Verification, Agree and Replicas are the network job's,
 	// as in submit's summary.
 	Job          string        `json:"job,omitempty"`

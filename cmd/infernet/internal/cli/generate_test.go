@@ -14,6 +14,7 @@ import (
 
 	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/guest/go/llama/llamatest"
+	"github.com/infernet/infernet/host/tensor/cuda/cudatest"
 	"github.com/infernet/infernet/node/models"
 )
 
@@ -366,5 +367,35 @@ func TestGenerateContextNotice(t *testing.T) {
 		if code != 0 || out == "" || said != tc.notice {
 			t.Errorf("--max-tokens %s: exit %d, stdout %q, stderr %q; want a notice: %v", tc.max, code, out, stderr, tc.notice)
 		}
+	}
+}
+
+// TestGenerateProfileGPUWorker: with a GPU worker (the FAKE driver, named
+// by INFERNET_CUDA_DRIVER), --profile also gives the worker's side: each
+// op's calls per token as the runner made them, the worker's time and the
+// device's, between events.
+//
+// fake driver: checks our call sequence, not a GPU.
+func TestGenerateProfileGPUWorker(t *testing.T) {
+	drv, _ := cudatest.Build(t)
+	t.Setenv(DriverEnv, drv)
+	t.Setenv(CUBLASEnv, drv)
+	dir := t.TempDir()
+	model := []string{storiesBin, "--tokenizer", tok512, "--prompt", "Once", "--max-tokens", "8", "--mode", "tolerance", "--backend", "cuda"}
+	var gen Generation
+	if err := json.Unmarshal([]byte(generateLocal(t, dir, append(model, "--json", "--profile")...)), &gen); err != nil {
+		t.Fatal(err)
+	}
+	ops := map[string]DeviceOpProfile{}
+	for _, p := range gen.DeviceProfile {
+		ops[p.Op] = p
+	}
+	mm := ops["matmul"]
+	if gen.Backend != "cuda" || gen.CompletionTokens != 8 || mm.PerToken < 36 || mm.WorkerUS <= 0 || mm.DeviceUS <= 0 || ops["argmax"].Calls < 8 {
+		t.Errorf("backend %s, %d tokens, the worker's profile: %+v", gen.Backend, gen.CompletionTokens, gen.DeviceProfile)
+	}
+	code, _, stderr := infernet(t, append([]string{"generate", "--local", "--datadir", dir, "--cache-dir", sharedCache(), "--profile"}, model...)...)
+	if code != 0 || !strings.Contains(stderr, "On the cuda worker") || !strings.Contains(stderr, "device µs per call") {
+		t.Errorf("exit %d; stderr %q", code, stderr)
 	}
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"os"
 	"os/signal"
 	"syscall"
 
@@ -8,6 +9,14 @@ import (
 
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/host/tensor/cuda"
+)
+
+// DriverEnv and CUBLASEnv name the CUDA driver and cuBLAS libraries a GPU
+// worker opens, where they are not the loader's defaults (the worker is
+// started by its parent, with the parent's environment).
+const (
+	DriverEnv = "INFERNET_CUDA_DRIVER"
+	CUBLASEnv = "INFERNET_CUBLAS"
 )
 
 // NewCmdGPUWorker returns the hidden `infernet gpu-worker`: one GPU of a
@@ -33,7 +42,7 @@ func NewCmdGPUWorker(stdio IO) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.IntVar(&cfg.Device, "device", 0, "CUDA device `ordinal`")
-	f.StringVar(&cfg.Driver, "cuda-driver", "", "CUDA driver `library` (default libcuda.so.1)")
-	f.StringVar(&cfg.CUBLAS, "cublas", "", "cuBLAS `library` (default the first of libcublas.so.13, .12 and .11)")
+	f.StringVar(&cfg.Driver, "cuda-driver", os.Getenv(DriverEnv), "CUDA driver `library` (default $"+DriverEnv+", else libcuda.so.1)")
+	f.StringVar(&cfg.CUBLAS, "cublas", os.Getenv(CUBLASEnv), "cuBLAS `library` (default $"+CUBLASEnv+", else the first of libcublas.so.13, .12 and .11)")
 	return cmd
 }

@@ -186,7 +186,7 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	if err != nil {
 		return &exitError{Code: ExitError, Err: fmt.Errorf("input: %w", err)}
 	}
-	sb, closeSandbox, err := o.openSandbox(ctx)
+	sb, _, closeSandbox, err := o.openSandbox(ctx)
 	if err != nil {
 		return err
 	}
@@ -222,16 +222,16 @@ func runRun(ctx context.Context, o *RunOptions) error {
 }
 
 // openSandbox opens the tensor backends (--backend) and a sandbox on them
-// (--cache-dir) for jobs run in this process; closeSandbox closes both. Its
-// errors are exit errors.
-func (o *RunOptions) openSandbox(ctx context.Context) (sb *host.Sandbox, closeSandbox func(), err error) {
+// (--cache-dir) for jobs run in this process; fast is the sandbox's fast
+// backend, and closeSandbox closes both. Its errors are exit errors.
+func (o *RunOptions) openSandbox(ctx context.Context) (sb *host.Sandbox, fast tensor.Backend, closeSandbox func(), err error) {
 	worker, err := backends.SelfWorker(0)
 	if err != nil {
-		return nil, nil, &exitError{Code: ExitError, Err: err}
+		return nil, nil, nil, &exitError{Code: ExitError, Err: err}
 	}
 	set, err := backends.Open(ctx, backends.Config{Fast: o.Backend, Worker: worker})
 	if err != nil {
-		return nil, nil, &exitError{Code: ExitError, Err: err}
+		return nil, nil, nil, &exitError{Code: ExitError, Err: err}
 	}
 	sb, err = host.New(ctx, host.Config{
 		CacheDir:   o.CacheDir,
@@ -242,9 +242,9 @@ func (o *RunOptions) openSandbox(ctx context.Context) (sb *host.Sandbox, closeSa
 	})
 	if err != nil {
 		set.Close()
-		return nil, nil, &exitError{Code: ExitNotRun, Err: err}
+		return nil, nil, nil, &exitError{Code: ExitNotRun, Err: err}
 	}
-	return sb, func() {
+	return sb, set.Fast, func() {
 		sb.Close(context.WithoutCancel(ctx))
 		set.Close()
 	}, nil

@@ -59,6 +59,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -205,7 +206,7 @@ void fake_fail(const char *call, int code) {
   pthread_mutex_unlock(&mu);
 }
 
-static int live_allocs, live_ctxs, live_mods, live_handles, live_host;
+static int live_allocs, live_ctxs, live_mods, live_handles, live_host, live_events;
 
 int fake_live(const char *what) {
   pthread_mutex_lock(&mu);
@@ -214,6 +215,7 @@ int fake_live(const char *what) {
           : !strcmp(what, "modules")  ? live_mods
           : !strcmp(what, "handles")  ? live_handles
           : !strcmp(what, "host")     ? live_host
+          : !strcmp(what, "events")   ? live_events
                                       : -1;
   pthread_mutex_unlock(&mu);
   return n;
@@ -408,6 +410,96 @@ CUresult cuCtxSynchronize(void) {
   NEED_CTX("cuCtxSynchronize");
   int rc = injected("cuCtxSynchronize");
   record("cuCtxSynchronize", rc, "");
+  return rc;
+}
+
+/* ---- events ----
+ * The fake runs each launch to its end before returning, so an event's
+ * time is the host's clock when it is recorded: the time between two
+ * events is the emulated work launched between them. */
+
+struct event {
+  int magic; /* EVENT_MAGIC while live */
+  int recorded;
+  double ms;
+};
+#define EVENT_MAGIC 0x45564e54
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int live_event(struct event *e) { return e && e->magic == EVENT_MAGIC; }
+
+CUresult cuEventCreate(void **pe, unsigned flags) {
+  NEED_CTX("cuEventCreate");
+  int rc = injected("cuEventCreate");
+  if (!rc && (!pe || flags & ~3u))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (!rc) {
+    struct event *e = calloc(1, sizeof *e);
+    e->magic = EVENT_MAGIC;
+    pthread_mutex_lock(&mu);
+    live_events++;
+    pthread_mutex_unlock(&mu);
+    *pe = e;
+  }
+  record("cuEventCreate", rc, "flags=%u", flags);
+  return rc;
+}
+
+CUresult cuEventDestroy_v2(void *ev) {
+  NEED_CTX("cuEventDestroy_v2");
+  struct event *e = ev;
+  int rc = live_event(e) ? 0 : CUDA_ERROR_INVALID_HANDLE;
+  if (!rc) {
+    e->magic = 0;
+    free(e);
+    pthread_mutex_lock(&mu);
+    live_events--;
+    pthread_mutex_unlock(&mu);
+  }
+  record("cuEventDestroy_v2", rc, "");
+  return rc;
+}
+
+CUresult cuEventRecord(void *ev, void *stream) {
+  NEED_CTX("cuEventRecord");
+  struct event *e = ev;
+  int rc = injected("cuEventRecord");
+  if (!rc && (!live_event(e) || stream))
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  if (!rc) {
+    e->recorded = 1;
+    e->ms = now_ms();
+  }
+  record("cuEventRecord", rc, "");
+  return rc;
+}
+
+CUresult cuEventSynchronize(void *ev) {
+  NEED_CTX("cuEventSynchronize");
+  int rc = injected("cuEventSynchronize");
+  if (!rc && !live_event(ev))
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  record("cuEventSynchronize", rc, "");
+  return rc;
+}
+
+/* As CUDA's, the time from start to end in ms; both must be recorded. */
+CUresult cuEventElapsedTime(float *ms, void *start, void *end) {
+  NEED_CTX("cuEventElapsedTime");
+  struct event *a = start, *b = end;
+  int rc = injected("cuEventElapsedTime");
+  if (!rc && (!ms || !live_event(a) || !live_event(b)))
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  if (!rc && (!a->recorded || !b->recorded))
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  if (!rc)
+    *ms = (float)(b->ms - a->ms);
+  record("cuEventElapsedTime", rc, "");
   return rc;
 }
 
