@@ -100,8 +100,8 @@ type Backend struct {
 	// device next synchronises. Nil if the driver would not pin it.
 	staging []byte
 	staged  int
-	// args is launch's parameter block, made at the first launch.
-	args *launchArgs
+	// args is launch's parameter block.
+	args launchArgs
 	// events are the CUDA events that Mark may reuse; marked, those given
 	// out by Mark and not yet released (timing.go).
 	events []uintptr
@@ -252,10 +252,6 @@ func (b *Backend) teardown() error {
 	if b.cuctx != 0 {
 		errs = append(errs, cuErr(symCtxDestroy, b.drv.cuCtxDestroy(b.cuctx)))
 		b.cuctx = 0
-	}
-	if b.args != nil {
-		b.args.pin.Unpin()
-		b.args = nil
 	}
 	return errors.Join(errs...)
 }

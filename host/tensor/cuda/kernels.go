@@ -4,7 +4,6 @@ import (
 	_ "embed"
 	"fmt"
 	"math"
-	"runtime"
 	"unsafe"
 )
 
@@ -103,35 +102,33 @@ func rowGrid(rows int) uint32    { return uint32(min(max(rows, 1), maxGrid)) }
 // maxKernelParams bounds the parameters of a kernel (kernelSigs).
 const maxKernelParams = 16
 
-// launchArgs is the parameter block of cuLaunchKernel, made once per
-// Backend and pinned for its life (launch runs on the queue's thread, one
-// at a time): the driver reads ptrs, an array of pointers to the values.
-// Each value is stored in a uint64 slot; the driver reads size bytes from
-// its start, which is the value on little-endian hosts (x86-64, arm64 and
-// ppc64le: every host CUDA runs on).
+// launchArgs is the parameter block of cuLaunchKernel, one per Backend,
+// used by one launch at a time (launch runs on the queue's thread): the
+// driver reads ptrs, an array of pointers to the values. Each value is
+// stored in a uint64 slot; the driver reads size bytes from its start,
+// which is the value on little-endian hosts (x86-64, arm64 and ppc64le:
+// every host CUDA runs on). It is Go memory that the driver reads only
+// during the call, and Go's heap does not move objects, so it is not
+// pinned (a runtime.Pinner left pinned panics when a Backend dropped
+// without Close is collected).
 type launchArgs struct {
 	vals [maxKernelParams]uint64
 	ptrs [maxKernelParams]unsafe.Pointer
-	pin  runtime.Pinner
 }
 
 // launch starts kernel k with grid blocks of blockSize threads on the
 // default stream. It runs on the queue's thread. It is every op's hot
-// path: a decode step launches about 400 kernels, so it allocates nothing
-// and pins nothing per call.
+// path: a decode step launches about 400 kernels, so it allocates nothing.
 func (b *Backend) launch(k kernelID, grid uint32, args ...kernelArg) error {
 	sig := kernelSigs[k]
 	if len(args) != len(sig.params) || len(args) > maxKernelParams {
 		return fmt.Errorf("cuda: %s takes %d parameters, got %d", sig.name, len(sig.params), len(args))
 	}
-	la := b.args
-	if la == nil {
-		la = new(launchArgs)
+	la := &b.args
+	if la.ptrs[0] == nil {
 		for i := range la.ptrs {
 			la.ptrs[i] = unsafe.Pointer(&la.vals[i])
 		}
-		la.pin.Pin(la)
-		b.args = la
 	}
 	for i, a := range args {
 		if a.size != sig.params[i] {
