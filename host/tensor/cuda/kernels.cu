@@ -443,30 +443,22 @@ typedef float f4 __attribute__((vector_size(16)));
 // aligned.
 typedef unsigned u4 __attribute__((vector_size(16)));
 
-// w8 is eight stored weight values in registers: f16 or bf16 halves in u,
-// or q8_0's eight int8 in u[0..1] and their block's scale in d.
-typedef struct {
-  u4 u;
-  float d;
-} w8;
-
-// load8 reads the weights of group g (values 8g to 8g+7) of a stored row
-// of type dt (F16, BF16 or Q8_0): one 16-byte load for f16 and bf16 (the
-// row starts 16-byte aligned when its length is a multiple of 8), 2-byte
-// scale and quant loads for q8_0, whose 34-byte blocks are 2-byte aligned
-// only.
-static __device__ inline w8 load8(const unsigned char *row, i64 g, int dt) {
-  w8 v;
-  if (dt != DT_Q8_0) {
-    v.u = ((const u4 *)row)[g];
-    v.d = 1.0f;
-    return v;
-  }
+// load8 reads the stored weights of group g (values 8g to 8g+7) of a row
+// of type dt (F16, BF16 or Q8_0) into registers: one 16-byte load for f16
+// and bf16 (the row starts 16-byte aligned when its length is a multiple
+// of 8); for q8_0, whose 34-byte blocks are 2-byte aligned only, the eight
+// int8 in words 0 and 1 and the block's f16 scale in word 2, by 2-byte
+// loads. Nothing here uses a loaded value, so the loads of several groups
+// are in flight together (dot8 converts).
+static __device__ inline u4 load8(const unsigned char *row, i64 g, int dt) {
+  if (dt != DT_Q8_0)
+    return ((const u4 *)row)[g];
   const unsigned char *b = row + g / 4 * Q8_BYTES, *q = b + 2 + 8 * (g % 4);
-  v.u[0] = u16_at(q) | u16_at(q + 2) << 16;
-  v.u[1] = u16_at(q + 4) | u16_at(q + 6) << 16;
-  v.u[2] = v.u[3] = 0;
-  v.d = f16_f32(u16_at(b));
+  u4 v;
+  v[0] = u16_at(q) | u16_at(q + 2) << 16;
+  v[1] = u16_at(q + 4) | u16_at(q + 6) << 16;
+  v[2] = u16_at(b);
+  v[3] = 0;
   return v;
 }
 
@@ -482,17 +474,19 @@ static __device__ inline float i8_f32(unsigned u, int i) {
   return (float)(signed char)(u >> 8 * i);
 }
 
-// dot8 is Σ x[i]·w[i] over one group of eight values (x 16-byte aligned).
-static __device__ inline float dot8(const float *x, w8 w, int dt) {
+// dot8 is Σ x[i]·w[i] over one group of eight values that load8 read (x
+// 16-byte aligned).
+static __device__ inline float dot8(const float *x, u4 w, int dt) {
   f4 a = ((const f4 *)x)[0], b = ((const f4 *)x)[1];
   if (dt == DT_Q8_0)
-    return w.d * (a[0] * i8_f32(w.u[0], 0) + a[1] * i8_f32(w.u[0], 1) + a[2] * i8_f32(w.u[0], 2) +
-                  a[3] * i8_f32(w.u[0], 3) + b[0] * i8_f32(w.u[1], 0) + b[1] * i8_f32(w.u[1], 1) +
-                  b[2] * i8_f32(w.u[1], 2) + b[3] * i8_f32(w.u[1], 3));
-  return a[0] * half_f32(w.u[0], 0, dt) + a[1] * half_f32(w.u[0], 1, dt) +
-         a[2] * half_f32(w.u[1], 0, dt) + a[3] * half_f32(w.u[1], 1, dt) +
-         b[0] * half_f32(w.u[2], 0, dt) + b[1] * half_f32(w.u[2], 1, dt) +
-         b[2] * half_f32(w.u[3], 0, dt) + b[3] * half_f32(w.u[3], 1, dt);
+    return f16_f32(w[2]) * (a[0] * i8_f32(w[0], 0) + a[1] * i8_f32(w[0], 1) +
+                            a[2] * i8_f32(w[0], 2) + a[3] * i8_f32(w[0], 3) +
+                            b[0] * i8_f32(w[1], 0) + b[1] * i8_f32(w[1], 1) +
+                            b[2] * i8_f32(w[1], 2) + b[3] * i8_f32(w[1], 3));
+  return a[0] * half_f32(w[0], 0, dt) + a[1] * half_f32(w[0], 1, dt) +
+         a[2] * half_f32(w[1], 0, dt) + a[3] * half_f32(w[1], 1, dt) +
+         b[0] * half_f32(w[2], 0, dt) + b[1] * half_f32(w[2], 1, dt) +
+         b[2] * half_f32(w[3], 0, dt) + b[3] * half_f32(w[3], 1, dt);
 }
 
 // dot4 is Σ a[i]·w[i] over four f32 values.
@@ -532,7 +526,7 @@ static __device__ float dot_lane(const float *x, const unsigned char *row, i64 k
   } else if (dt != DT_F32 && k % 8 == 0) {
     i64 groups = k / 8;
     for (; g + (GEMV_UNROLL - 1) * WARP < groups; g += GEMV_UNROLL * WARP) {
-      w8 w[GEMV_UNROLL];
+      u4 w[GEMV_UNROLL];
       for (int u = 0; u < GEMV_UNROLL; u++)
         w[u] = load8(row, g + u * WARP, dt);
       for (int u = 0; u < GEMV_UNROLL; u++)
