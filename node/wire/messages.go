@@ -260,6 +260,20 @@ type CapabilityAdvert struct {
 	// at (JobAnnounce.Precision). Names this version does not know are
 	// kept and never match. Omitted when empty.
 	Precisions []string `cbor:"16,keyasint,omitempty"`
+	// Revisions are the revisions of the backends' tolerance-mode numerics
+	// (tensor.Revision), Revisions[i] that of Backends[i]: results compared
+	// byte for byte pair providers of one backend and revision. Omitted
+	// when every one is 0, as adverts from before revisions were.
+	Revisions []uint16 `cbor:"17,keyasint,omitempty"`
+}
+
+// BackendRevision returns the revision of the advert's backend i (0 where
+// it names none).
+func (m *CapabilityAdvert) BackendRevision(i int) uint16 {
+	if i < 0 || i >= len(m.Revisions) {
+		return 0
+	}
+	return m.Revisions[i]
 }
 
 // Limits of CapabilityAdvert.Precisions checked by Validate.
@@ -295,7 +309,7 @@ func (m *CapabilityAdvert) Validate() error {
 		return fmt.Errorf("%w: peer: %v", ErrMalformed, err)
 	}
 	if m.Cores < 0 || m.Slots < 0 || m.FreeSlots < 0 || m.FreeSlots > m.Slots || len(m.GPUs) > 64 || len(m.Backends) > 16 || len(m.Features) > 16 ||
-		len(m.Precisions) > MaxPrecisions {
+		len(m.Precisions) > MaxPrecisions || len(m.Revisions) > len(m.Backends) {
 		return fmt.Errorf("%w: advert counts", ErrMalformed)
 	}
 	for _, p := range m.Precisions {
@@ -316,10 +330,13 @@ type Bid struct {
 	// Price is the provider's price for one replica, millisatoshi.
 	Price     uint64 `cbor:"5,keyasint"`
 	FreeSlots int    `cbor:"6,keyasint"`
-	// Backend is the tensor backend the job would use.
+	// Backend is the tensor backend the job would use, and Revision the
+	// revision of its tolerance-mode numerics (tensor.Revision; omitted
+	// when 0).
 	Backend string `cbor:"7,keyasint"`
 	// HasModule tells the client no module transfer is needed.
-	HasModule bool `cbor:"8,keyasint"`
+	HasModule bool   `cbor:"8,keyasint"`
+	Revision  uint16 `cbor:"9,keyasint,omitempty"`
 }
 
 // Version implements Versioned.

@@ -100,3 +100,36 @@ func TestAdvertPrecisions(t *testing.T) {
 		}
 	}
 }
+
+// TestAdvertRevisions: a backend's revision is its entry in Revisions, 0
+// where the advert has none (as before revisions were advertised); more
+// revisions than backends is malformed; revisions survive the wire, and an
+// advert without them encodes as one from before them did.
+func TestAdvertRevisions(t *testing.T) {
+	_, id := testKey(t)
+	ad := &CapabilityAdvert{V: Version, Peer: []byte(id), Backends: []string{"reference", "cuda"}, Revisions: []uint16{0, 2}}
+	if err := ad.Validate(); err != nil {
+		t.Fatalf("good advert: %v", err)
+	}
+	if ad.BackendRevision(0) != 0 || ad.BackendRevision(1) != 2 || ad.BackendRevision(2) != 0 || ad.BackendRevision(-1) != 0 {
+		t.Errorf("revisions %v read as %d %d %d", ad.Revisions, ad.BackendRevision(0), ad.BackendRevision(1), ad.BackendRevision(2))
+	}
+	b, err := Marshal(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back CapabilityAdvert
+	if err := Unmarshal(b, 1<<16, &back); err != nil || back.BackendRevision(1) != 2 {
+		t.Errorf("round trip: %v, %v", back.Revisions, err)
+	}
+	old := &CapabilityAdvert{V: Version, Peer: []byte(id), Backends: []string{"reference", "cuda"}}
+	ob, _ := Marshal(old)
+	var plain CapabilityAdvert
+	if err := Unmarshal(ob, 1<<16, &plain); err != nil || plain.Revisions != nil || plain.BackendRevision(1) != 0 {
+		t.Errorf("an advert without revisions: %v, %v", plain.Revisions, err)
+	}
+	bad := &CapabilityAdvert{V: Version, Peer: []byte(id), Backends: []string{"cuda"}, Revisions: []uint16{2, 2}}
+	if err := bad.Validate(); !errors.Is(err, ErrMalformed) {
+		t.Errorf("more revisions than backends: %v", err)
+	}
+}

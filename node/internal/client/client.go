@@ -543,13 +543,32 @@ func (j *jobRun) loneNote() string {
 // backendClass is the backend a provider runs a job on: its fast backend
 // (the last it advertises) in tolerance mode, the reference otherwise.
 func backendClass(a *wire.CapabilityAdvert, mode uint8) string {
+	return class(backendOf(a, mode))
+}
+
+// backendOf returns the backend advert a runs jobs of mode on and its
+// revision: the last it lists for tolerance mode (its fast one), the first
+// for exact mode.
+func backendOf(a *wire.CapabilityAdvert, mode uint8) (string, uint16) {
 	if a == nil || len(a.Backends) == 0 {
-		return ""
+		return "", 0
 	}
+	i := 0
 	if mode == wire.ModeTolerance {
-		return a.Backends[len(a.Backends)-1]
+		i = len(a.Backends) - 1
 	}
-	return a.Backends[0]
+	return a.Backends[i], a.BackendRevision(i)
+}
+
+// class is the backend class of backend at revision rev (tensor.Revision):
+// its name, and "@" and the revision where it has one. Results compared
+// byte for byte are paired within a class, so a provider whose kernels
+// round differently since an upgrade is never outvoted by the others.
+func class(backend string, rev uint16) string {
+	if rev == 0 {
+		return backend
+	}
+	return fmt.Sprintf("%s@%d", backend, rev)
 }
 
 // knownCandidatesLocked returns the providers known from their adverts
@@ -1041,10 +1060,10 @@ func (j *jobRun) askBid(ctx context.Context, p peer.ID) (*wire.Bid, error) {
 		// The first provider to bid fixes the backend class for the rest.
 		j.mu.Lock()
 		defer j.mu.Unlock()
-		if j.backend == "" {
-			j.backend = b.Backend
-		} else if b.Backend != j.backend {
-			return nil, fmt.Errorf("%w: backend %s, this job runs on %s", errRefused, b.Backend, j.backend)
+		if cl := class(b.Backend, b.Revision); j.backend == "" {
+			j.backend = cl
+		} else if cl != j.backend {
+			return nil, fmt.Errorf("%w: backend %s, this job runs on %s", errRefused, cl, j.backend)
 		}
 	}
 	return &b, nil
@@ -1232,7 +1251,7 @@ func (j *jobRun) checkBackend(res *wire.Result, p peer.ID) error {
 	want := j.bidBackend[p]
 	j.mu.Unlock()
 	if ok && c.Advert != nil {
-		want = backendClass(c.Advert, j.ann.Mode)
+		want, _ = backendOf(c.Advert, j.ann.Mode)
 	}
 	if want != "" && res.Backend != want {
 		return fmt.Errorf("%w: ran on %s, matched as %s", ErrLie, res.Backend, want)

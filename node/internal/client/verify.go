@@ -11,6 +11,7 @@ import (
 	"github.com/consensys/gnark/backend/groth16"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/internal/peers"
 	"github.com/infernet/infernet/node/jobs"
@@ -293,9 +294,21 @@ func (j *jobRun) audit(ctx context.Context, votes []*wire.Result) (*store.Job, e
 		j.because("this client ran its share of audits (node --audit-cap)")
 		j.emit(jobs.EventDisagree, -1, "", "not audited: "+err.Error())
 	}
-	if err == nil && j.ann.Mode == wire.ModeTolerance && j.tolerance() == nil && own.Backend != votes[0].Backend {
-		// Compared bit for bit, a run on another backend proves nothing.
-		err = fmt.Errorf("%w: this client runs it on %s, the replicas on %s", ErrNoAudit, own.Backend, votes[0].Backend)
+	if err == nil && j.ann.Mode == wire.ModeTolerance && j.tolerance() == nil {
+		// Compared bit for bit, a run on another backend class proves
+		// nothing: another backend, or the same one at another revision
+		// of its numerics. The replicas' class is the job's when it fixed
+		// one (SameBackend), else only their backend is known.
+		j.mu.Lock()
+		fixed := j.backend
+		j.mu.Unlock()
+		mine, theirs := own.Backend, votes[0].Backend
+		if fixed != "" {
+			mine, theirs = class(own.Backend, uint16(tensor.Revision(own.Backend))), fixed
+		}
+		if mine != theirs {
+			err = fmt.Errorf("%w: this client runs it on %s, the replicas on %s", ErrNoAudit, mine, theirs)
+		}
 	}
 	if err != nil {
 		j.c.log.Warn("audit failed", "job", j.ann.Job, "err", err)

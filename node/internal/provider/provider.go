@@ -199,7 +199,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	p.fixed = wire.CapabilityAdvert{
 		V: wire.Version, Peer: []byte(p.cfg.Host.ID()), Cores: runtime.NumCPU(), MemoryBytes: totalMemory(),
 		GPUs: p.gpus, Backends: names, Price: p.cfg.Price, Slots: p.cfg.Slots, Software: p.cfg.Software,
-		MaxMemory: p.cfg.MaxMemory, IntervalMS: p.cfg.AdvertInterval.Milliseconds(),
+		MaxMemory: p.cfg.MaxMemory, IntervalMS: p.cfg.AdvertInterval.Milliseconds(), Revisions: revisions(names),
 	}
 	if p.sells() {
 		p.fixed.Features = append(p.fixed.Features, wire.FeatureFair)
@@ -382,6 +382,7 @@ func (p *Provider) maxCollateral() uint64 {
 // Bid answers an announce.
 func (p *Provider) Bid(a *wire.JobAnnounce) *wire.Bid {
 	b := &wire.Bid{V: wire.Version, Job: a.Job, Price: p.cfg.Price, Backend: p.backendFor(a)}
+	b.Revision = uint16(tensor.Revision(b.Backend))
 	_, b.HasModule = p.cfg.Blobs.Has(a.Module)
 	session := p.session(&a.Terms)
 	p.mu.Lock()
@@ -405,6 +406,21 @@ func (p *Provider) backendFor(a *wire.JobAnnounce) string {
 		return p.backends.Fast.Name()
 	}
 	return p.backends.Reference.Name()
+}
+
+// revisions are the advert's Revisions of backends names: nil when none
+// has one, as before revisions were advertised.
+func revisions(names []string) []uint16 {
+	var revs []uint16
+	for i, name := range names {
+		if r := tensor.Revision(name); r != 0 {
+			if revs == nil {
+				revs = make([]uint16, len(names))
+			}
+			revs[i] = uint16(r)
+		}
+	}
+	return revs
 }
 
 // session reports whether a job of terms t runs as a session here,
