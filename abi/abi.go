@@ -1,4 +1,4 @@
-// Package abi is the contract between infernet's host and its guests: ABI v5
+// Package abi is the contract between infernet's host and its guests: ABI v6
 // of the "infernet" host module, which gives WebAssembly jobs tensor operations
 // that run on the provider's fastest hardware.
 //
@@ -101,6 +101,9 @@
 //	                                   (32; 256 for q4_k, q5_k, q6_k), else [ESHAPE]
 //	matmul(x, w) -> handle             out[..., n] = x[..., k] · wᵀ, w [n, k] of f32 or a weight type,
 //	                                   dequantized in the kernel; x f32 of t rows of k (a Linear layer)
+//	matmul_add(x, w, r) -> handle      (v6) r + matmul(x, w): r f32 of matmul's result shape (a
+//	                                   residual connection); in exact mode the bits of matmul, then
+//	                                   binary add of r and its result, in one call
 //	embed(table, ids_ptr, n) -> handle out [n, cols] f32: rows ids (n i32 in [0, rows), else EINVAL) of
 //	                                   table [rows, cols] of any weight type, dequantized
 //	rmsnorm(x, g, eps) -> handle       along the last axis: y = g · (x / √(mean(x²) + eps)); eps an f32
@@ -137,7 +140,7 @@
 //
 // # Job information
 //
-//	abi_version() -> Version (5; guests of v1 to v4 run unchanged)
+//	abi_version() -> Version (6; guests of v1 to v5 run unchanged)
 //	mode() -> ModeExact or ModeTolerance
 //
 // # Determinism
@@ -194,6 +197,10 @@
 //
 // v5 adds rope_factors, rotary embeddings with a frequency factor per pair.
 //
+// v6 adds matmul_add, a matmul and the residual connection after it in one
+// call: on a GPU each call is a launch and a crossing of the host, and a
+// decode step makes two of these per layer.
+//
 // Exact mode defines every v3 reduction so that it can run on SIMD units
 // and still be bit-identical everywhere: a dot product of length k (matmul,
 // embed's rows need none, rmsnorm's Σx², attention's q·k) sums its products,
@@ -240,7 +247,7 @@
 package abi
 
 // Version is the ABI version answered by abi_version.
-const Version = 5
+const Version = 6
 
 // ModuleName is the import module name of the host functions.
 const ModuleName = "infernet"
@@ -291,6 +298,9 @@ const (
 
 	// v5.
 	FuncRoPEFactors = "rope_factors"
+
+	// v6.
+	FuncMatMulAdd = "matmul_add"
 )
 
 // DType is a tensor element type.

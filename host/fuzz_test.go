@@ -174,6 +174,8 @@ func lmFuzzSeed() []byte {
 		{hcRMSNorm, []int32{1, 2, 0}},
 		{hcRoPE, []int32{1, math.MaxInt32, 8, f32bits(1e4), 0}},
 		{hcRoPEFactors, []int32{1, 0, 8, f32bits(1e4), 0, 1}},
+		{hcMatMulAdd, []int32{1, 1, 1}},
+		{hcMatMulAdd, []int32{1, 2, 3}},
 		{hcSwiGLU, []int32{1, 1}},
 		{hcCopyRows, []int32{1, 0, 1}},
 		{hcAttention, []int32{1, 1, 1, math.MaxInt32, 1}},
@@ -270,7 +272,7 @@ func checkHostResults(t *testing.T, script, out []byte) {
 			hcRoPE, hcCopyRows, hcRoPEFactors:
 			ok = ok && r <= 0
 		case hcTensorNew, hcGemm, hcBinary, hcUnary, hcSoftmax, hcReduce,
-			hcTensorFromData, hcMatMul, hcEmbed, hcRMSNorm, hcSwiGLU, hcAttention:
+			hcTensorFromData, hcMatMul, hcEmbed, hcRMSNorm, hcSwiGLU, hcAttention, hcMatMulAdd:
 			ok = ok && r != 0 && r <= 4096 // handles: at most DefaultMaxHandles live
 		case hcArgmax, hcSample: // an index (argmax: -1 for all NaN) or an errno
 		default:

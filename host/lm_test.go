@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -31,6 +32,7 @@ const (
 	hcArgmax
 	hcSample
 	hcRoPEFactors // v5
+	hcMatMulAdd   // v6
 )
 
 // The data file of the v3 tests (testdata/lmops.c names the same offsets).
@@ -721,4 +723,56 @@ func argmaxF32(v []float32) int32 {
 		}
 	}
 	return int32(best)
+}
+
+// TestMatMulAdd: matmul_add(x, w, r) gives the bits of matmul then binary
+// add(r, ·) in exact mode, on the reference backend and on the cpu
+// backend's exact kernels (weights f32 and bf16, 1-D and 2-D x), and
+// refuses a residual of another shape or type, and bad handles.
+func TestMatMulAdd(t *testing.T) {
+	job := Job{Data: map[string]string{"model.bin": writeLMFile(t)}}
+	f32, i32, bf16 := int32(abi.F32), int32(abi.I32), int32(abi.BF16)
+	const window = 0xff00
+	for _, fast := range []tensor.Backend{nil, cpu.New(cpu.Config{Threads: 1})} {
+		sb := newSandbox(t, Config{Fast: fast})
+		for _, c := range []struct {
+			name  string
+			off   int64
+			dt    int32
+			xdims []int32
+		}{
+			{"f32 2×4", offW, f32, []int32{2, 4}},
+			{"bf16 1-D", offG, bf16, []int32{4}},
+		} {
+			t.Run(fmt.Sprintf("%s/%v", c.name, fast != nil), func(t *testing.T) {
+				g := &guestData{}
+				rdims := append(slices.Clone(c.xdims[:len(c.xdims)-1]), 2)
+				n := int32(2 * len(c.xdims)) // result elements: 2 or 4
+				x := []float32{0.5, -1.25, 3, 0.1, 2.5, -0.75, 1e-3, 7}
+				r := []float32{1e7, -3, 0.3, 1e-8}
+				calls := []lmCall{
+					call(hcTensorFromData, 1, g.put([]byte("model.bin")), 9, int32(c.off), 0, c.dt, 2, g.dims(2, 4)),
+					call(hcTensorNew, 2, f32, int32(len(c.xdims)), g.dims(c.xdims...)),
+					call(hcTensorWrite, 0, 2, g.put(f32s(x[:4*n/2]...)), 4*n/2*4),
+					call(hcTensorNew, 3, f32, int32(len(rdims)), g.dims(rdims...)),
+					call(hcTensorWrite, 0, 3, g.put(f32s(r[:n]...)), 4*n),
+					call(hcMatMulAdd, 4, 2, 1, 3),
+					call(hcMatMul, 5, 2, 1),
+					call(hcBinary, 6, int32(abi.OpAdd), 3, 5),
+					call(hcTensorRead, 0, 4, window, 4*n),
+					call(hcTensorRead, 0, 6, window+64, 4*n),
+					call(hcTensorNew, 7, f32, 1, g.dims(3)),
+					call(hcMatMulAdd, int32(abi.ESHAPE), 2, 1, 7),
+					call(hcTensorNew, 8, i32, int32(len(rdims)), g.dims(rdims...)),
+					call(hcMatMulAdd, int32(abi.EDTYPE), 2, 1, 8),
+					call(hcMatMulAdd, int32(abi.EDTYPE), 3, 8, 3),
+					call(hcMatMulAdd, int32(abi.EBADF), 2, 1, 99),
+				}
+				win, _ := runCalls(t, sb, job, NewJobConfig().WithMode(abi.ModeExact), g, calls)
+				if got, want := win[:4*n], win[64:64+4*n]; !bytes.Equal(got, want) || bytes.Equal(got, make([]byte, 4*n)) {
+					t.Errorf("matmul_add %x, matmul then add %x", got, want)
+				}
+			})
+		}
+	}
 }

@@ -42,7 +42,7 @@ extern "C" {
 #endif
 
 /* ABI version answered by infernet_abi_version() (abi.Version). */
-#define INFERNET_ABI_VERSION 5
+#define INFERNET_ABI_VERSION 6
 
 /* Largest number of dimensions of a tensor (abi.MaxDims). */
 #define INFERNET_MAX_DIMS 8
@@ -310,6 +310,10 @@ int32_t infernet_rope(int32_t x, int32_t pos, int32_t head_dim, int32_t theta_bi
 INFERNET_IMPORT(rope_factors)
 int32_t infernet_rope_factors(int32_t x, int32_t pos, int32_t head_dim, int32_t theta_bits,
                               int32_t style, int32_t factors);
+
+/* ABI v6: r + matmul(x, w) into a new tensor, r f32 of matmul's result
+ * shape: a projection and the residual connection after it in one call. */
+INFERNET_IMPORT(matmul_add) int32_t infernet_matmul_add(int32_t x, int32_t w, int32_t r);
 
 /* silu(a) * b elementwise into a new tensor; a and b f32 of one shape. */
 INFERNET_IMPORT(swiglu) int32_t infernet_swiglu(int32_t a, int32_t b);

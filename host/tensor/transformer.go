@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/infernet/infernet/abi"
 )
@@ -37,6 +38,33 @@ type Transformer interface {
 	Argmax(ctx context.Context, x Buffer) (int, error)
 	// Sample draws a token from logits x (see SampleParams).
 	Sample(ctx context.Context, p SampleParams, x Buffer) (int, error)
+}
+
+// Fused is implemented by a Transformer that runs some pairs of its ops
+// as one (a GPU's: each op a launch, and from a worker a crossing of the
+// pipe). The host module composes them from the Transformer's own ops on
+// a backend without it, with the same result.
+type Fused interface {
+	// MatMulAdd computes out[t,n] = r[t,n] + x[t,k] · wᵀ, w stored [n,k]:
+	// MatMul, then the residual r added (r + product, in that order).
+	MatMulAdd(ctx context.Context, t, n, k int, x, w, r, out Buffer) error
+}
+
+// MatMulAdd computes out = r + x·wᵀ on be, a Transformer: with its fused
+// op where it is Fused, else MatMul into out and then the add in place
+// (out must not be r). Both give MatMul's and then Binary add's result.
+func MatMulAdd(ctx context.Context, be Backend, t, n, k int, x, w, r, out Buffer) error {
+	if f, ok := be.(Fused); ok {
+		return f.MatMulAdd(ctx, t, n, k, x, w, r, out)
+	}
+	tr, ok := be.(Transformer)
+	if !ok {
+		return fmt.Errorf("%s: %w: language-model ops", be.Name(), ErrUnsupported)
+	}
+	if err := tr.MatMul(ctx, t, n, k, x, w, out); err != nil {
+		return err
+	}
+	return be.Binary(ctx, abi.OpAdd, r, out, out)
 }
 
 // WeightHolder is implemented by a Transformer whose buffers live in

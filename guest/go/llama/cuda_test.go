@@ -72,8 +72,9 @@ func TestRunnerOnFakeCUDA(t *testing.T) {
 // prompt, 2 and 6 tokens long, after a job that put the weights on the
 // device: the difference is 4 decode tokens. Each token waits on the
 // worker once (its argmax), its operations go out in at most layers+2
-// writes to the pipe, and no buffer is allocated or freed on the worker
-// (the session reuses its results' buffers).
+// writes to the pipe, no buffer is allocated or freed on the worker (the
+// session reuses its results' buffers), and the operations are at most 15
+// per layer and 4 more.
 func TestDecodeStepCrossings(t *testing.T) {
 	ctx := context.Background()
 	set := workertest.OpenFake(t)
@@ -112,5 +113,12 @@ func TestDecodeStepCrossings(t *testing.T) {
 	if per(d.Waits) > 1 || per(d.Writes) > layers+2 || d.Allocs != 0 || d.Frees != 0 {
 		t.Errorf("per decode token: %.2f waits (want ≤ 1), %.2f writes (want ≤ %d), %d allocs and %d frees over 4 tokens (want 0)",
 			per(d.Waits), per(d.Writes), layers+2, d.Allocs, d.Frees)
+	}
+	// Each op is a frame for the worker and a launch or more on the
+	// device: 15 per layer since matmul_add (ABI v6) takes the residual
+	// adds (17 before), and 4 more per token (embed, the final norm, the
+	// logits, argmax).
+	if opsPerToken := layers*15 + 4; per(d.Frames) > float64(opsPerToken) {
+		t.Errorf("per decode token: %.1f operations, want ≤ %d", per(d.Frames), opsPerToken)
 	}
 }

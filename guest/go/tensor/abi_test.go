@@ -58,6 +58,7 @@ var arity = map[string]int{
 	abi.FuncArgmax:           1,
 	abi.FuncSample:           4,
 	abi.FuncRoPEFactors:      6,
+	abi.FuncMatMulAdd:        3,
 }
 
 // TestGoImports checks that host_wasip1.go imports every ABI function, once,

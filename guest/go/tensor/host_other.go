@@ -63,6 +63,7 @@ func hostReduceF32(op, rows, cols int32, a, out unsafe.Pointer) int32 {
 func hostTensorFromData(name unsafe.Pointer, nameLen, offLo, offHi, dtype, ndim int32, dims unsafe.Pointer) int32 {
 	return noHost
 }
+func hostMatMulAdd(x, w, r int32) int32                                  { return noHost }
 func hostMatMul(x, w int32) int32                                        { return noHost }
 func hostEmbed(table int32, ids unsafe.Pointer, n int32) int32           { return noHost }
 func hostRMSNorm(x, g, eps int32) int32                                  { return noHost }

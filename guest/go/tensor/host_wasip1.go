@@ -118,6 +118,9 @@ func hostRMSNorm(x, g, eps int32) int32
 //go:wasmimport infernet rope
 func hostRoPE(x, pos, headDim, theta, style int32) int32
 
+//go:wasmimport infernet matmul_add
+func hostMatMulAdd(x, w, r int32) int32
+
 //go:wasmimport infernet rope_factors
 func hostRoPEFactors(x, pos, headDim, theta, style, factors int32) int32
 

@@ -45,6 +45,17 @@ func MatMul(x, w *Tensor) (*Tensor, error) {
 	return adopt(h)
 }
 
+// MatMulAdd returns r + x · wᵀ, r f32 of MatMul(x, w)'s shape: a
+// projection and the residual connection after it in one call (in exact
+// mode the bits of MatMul then Add(r, ·)). ABI v6: check ABIVersion() >= 6.
+func MatMulAdd(x, w, r *Tensor) (*Tensor, error) {
+	h, err := check(abi.FuncMatMulAdd, hostMatMulAdd(x.Handle(), w.Handle(), r.Handle()))
+	if err != nil {
+		return nil, err
+	}
+	return adopt(h)
+}
+
 // Embed returns rows ids of table [rows, cols] (any weight type) as f32
 // [len(ids), cols]. ABI v3.
 func Embed(table *Tensor, ids []int32) (*Tensor, error) {

@@ -84,15 +84,10 @@ func matMul(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 		return int32(errno)
 	}
 	x, w := es[0], es[1]
-	if x.dt != abi.F32 || !isWeight(w.dt) {
-		return int32(abi.EDTYPE)
+	t, n, k, shape, errno := matMulShape(x, w)
+	if errno != abi.OK {
+		return int32(errno)
 	}
-	t, k := rowsCols(x.shape)
-	if len(w.shape) != 2 || w.shape[1] != k {
-		return int32(abi.ESHAPE)
-	}
-	n := w.shape[0]
-	shape := append(slices.Clone(x.shape[:len(x.shape)-1]), n)
 	// A data tensor may be shared with other jobs (the model cache): their
 	// concurrent multiplies by it may run as one (Config.Batcher).
 	shared := s.member != nil && w.readOnly
@@ -103,6 +98,63 @@ func matMul(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 			}
 			return tr.MatMul(ctx, t, n, k, b[0], b[1], b[2])
 		}), x.buf, w.buf)
+}
+
+// matMulShape checks matmul's x and w: it returns the rows t of x, the n
+// rows of w (its outputs) and their length k, and the result's shape.
+func matMulShape(x, w *entry) (t, n, k int, shape []int, errno abi.Errno) {
+	if x.dt != abi.F32 || !isWeight(w.dt) {
+		return 0, 0, 0, nil, abi.EDTYPE
+	}
+	t, k = rowsCols(x.shape)
+	if len(w.shape) != 2 || w.shape[1] != k {
+		return 0, 0, 0, nil, abi.ESHAPE
+	}
+	n = w.shape[0]
+	return t, n, k, append(slices.Clone(x.shape[:len(x.shape)-1]), n), abi.OK
+}
+
+// matMulAdd is matmul_add(x, w, r): r + x·wᵀ, r f32 of matmul's result
+// shape, in one call. A Fused backend runs it as one op; on others it is
+// matmul (batched across jobs as matmul is) then the add in place, with
+// matmul's then add's bits.
+func matMulAdd(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
+	es, errno := s.entries(p[0], p[1], p[2])
+	if errno != abi.OK {
+		return int32(errno)
+	}
+	x, w, r := es[0], es[1], es[2]
+	if r.dt != abi.F32 {
+		return int32(abi.EDTYPE)
+	}
+	t, n, k, shape, errno := matMulShape(x, w)
+	if errno != abi.OK {
+		return int32(errno)
+	}
+	if !slices.Equal(r.shape, shape) {
+		return int32(abi.ESHAPE)
+	}
+	shared := s.member != nil && w.readOnly
+	return s.newResult(ctx, abi.F32, shape, 2*t*n, 2*float64(t)*float64(n)*float64(k),
+		func(be tensor.Backend, b []tensor.Buffer) error {
+			tr, err := asTransformer(be)
+			if err != nil {
+				return err
+			}
+			// A Fused backend (a GPU's) is not one the batcher batches.
+			if f, ok := tr.(tensor.Fused); ok {
+				return f.MatMulAdd(ctx, t, n, k, b[0], b[1], b[2], b[3])
+			}
+			if shared {
+				err = s.member.MatMul(ctx, tr, t, n, k, b[0], b[1], b[3])
+			} else {
+				err = tr.MatMul(ctx, t, n, k, b[0], b[1], b[3])
+			}
+			if err != nil {
+				return err
+			}
+			return be.Binary(ctx, abi.OpAdd, b[2], b[3], b[3])
+		}, x.buf, w.buf, r.buf)
 }
 
 // embed is embed(table, ids_ptr, n): rows ids of table [rows, cols], of a

@@ -82,6 +82,7 @@ var functions = []struct {
 	{Signature{abi.FuncArgmax, 1}, argmax},
 	{Signature{abi.FuncSample, 4}, sample},
 	{Signature{abi.FuncRoPEFactors, 6}, ropeFactors},
+	{Signature{abi.FuncMatMulAdd, 3}, matMulAdd},
 }
 
 // Functions lists the module's functions, for import allow-lists.

@@ -546,12 +546,14 @@ static __device__ float dot_lane(const float *x, const unsigned char *row, i64 k
 
 // gemv_rows: out[r·n + j] = dot(x row r, w row j) for the t rows of x
 // ([t, k] f32) and the weight rows j in [row0, row0+rows) (w [n, k] of type
-// dt). Each warp computes one weight row for every x row (the row, read
-// again per x row, stays in cache); a block's 8 warps sum their lanes in
-// shared memory, with block barriers rather than warp shuffles so that the
-// loop bounds, and so the barriers, are the same for every thread.
+// dt), plus res[r·n + j] where res is not null (matmul_add's residual).
+// Each warp computes one weight row for every x row (the row, read again
+// per x row, stays in cache); a block's 8 warps sum their lanes in shared
+// memory, with block barriers rather than warp shuffles so that the loop
+// bounds, and so the barriers, are the same for every thread.
 KERNEL gemv_rows(const float *__restrict x, const unsigned char *__restrict w,
-                 float *__restrict out, i64 row0, i64 rows, i64 t, i64 n, i64 k, int dt) {
+                 const float *__restrict res, float *__restrict out, i64 row0, i64 rows, i64 t,
+                 i64 n, i64 k, int dt) {
   __shared__ float sh[BLOCK];
   unsigned tid = __nvvm_read_ptx_sreg_tid_x(), lane = tid % WARP, warp = tid / WARP;
   i64 rb = row_bytes(k, dt), per = BLOCK / WARP;
@@ -568,7 +570,7 @@ KERNEL gemv_rows(const float *__restrict x, const unsigned char *__restrict w,
         __syncthreads();
       }
       if (ok && lane == 0) // sh[tid] is this thread's own slot: no barrier needed before reuse
-        out[r * n + j] = sh[tid];
+        out[r * n + j] = res ? res[r * n + j] + sh[tid] : sh[tid];
     }
   }
 }

@@ -60,8 +60,8 @@ var kernelSigs = [numKernels]struct {
 	kAdamW:     {"adamw_f32", []int{8, 8, 8, 8, 8, 8, 4, 4, 4, 4, 4, 4, 4, 4}},
 	kTranspose: {"transpose_f32", []int{8, 8, 8, 8, 8, 8}}, // a, out, rows, cols, c0, nc
 	kGather:    {"gather_f32", []int{8, 8, 8, 8, 8, 8, 8}}, // table, idx, out, off, n, rows, cols
-	// x, w, out, row0, rows, t, n, k, dt
-	kGemv: {"gemv_rows", []int{8, 8, 8, 8, 8, 8, 8, 8, 4}},
+	// x, w, res, out, row0, rows, t, n, k, dt
+	kGemv: {"gemv_rows", []int{8, 8, 8, 8, 8, 8, 8, 8, 8, 4}},
 	// w, ids, out, off, n, rows, cols, dt
 	kDequant: {"dequant_rows", []int{8, 8, 8, 8, 8, 8, 8, 4}},
 	kRMSNorm: {"rmsnorm_rows", []int{8, 8, 8, 8, 8, 8, 4}},   // a, g, out, row0, rows, cols, eps

@@ -100,21 +100,9 @@ func (b *Backend) MatMul(ctx context.Context, t, n, k int, x, w, out tensor.Buff
 // GEMV is bound by memory, not arithmetic: it sums in f32 at every
 // precision).
 func (b *Backend) matMul(ctx context.Context, compute int32, t, n, k int, x, w, out tensor.Buffer) error {
-	xs, err := b.own(x, w, out)
+	xs, err := b.matMulArgs(t, n, k, x, w, out)
 	if err != nil {
 		return err
-	}
-	if t < 0 || n < 0 || k < 0 || n > math.MaxInt32 || k > math.MaxInt32 {
-		return fmt.Errorf("cuda: matmul of %d rows by %d×%d weights", t, n, k)
-	}
-	if err := checkWeights("matmul", xs[1], n, k); err != nil {
-		return err
-	}
-	if err := checkArgs("matmul", xs, want{abi.F32, t * k}, want{xs[1].dt, n * k}, want{abi.F32, t * n}); err != nil {
-		return err
-	}
-	if xs[2] == xs[0] || xs[2] == xs[1] {
-		return fmt.Errorf("cuda: %w: matmul into one of its operands", tensor.ErrUnsupported)
 	}
 	switch {
 	case t == 0 || n == 0:
@@ -122,11 +110,32 @@ func (b *Backend) matMul(ctx context.Context, compute int32, t, n, k int, x, w, 
 	case k == 0: // empty sums
 		return b.emptyProduct(ctx, tensor.GemmParams{M: t, N: n}, xs[2])
 	case t <= gemvMaxRows:
-		return b.gemv(ctx, t, n, k, xs)
+		return b.gemv(ctx, t, n, k, xs, nil)
 	case xs[1].dt == abi.F32:
 		return b.gemm(ctx, compute, tensor.GemmParams{M: t, N: n, K: k, TransB: true}, x, w, out)
 	}
 	return b.dequantGemm(ctx, compute, t, n, k, xs)
+}
+
+// matMulArgs checks the arguments of MatMul and returns its buffers.
+func (b *Backend) matMulArgs(t, n, k int, x, w, out tensor.Buffer) ([]*buffer, error) {
+	xs, err := b.own(x, w, out)
+	if err != nil {
+		return nil, err
+	}
+	if t < 0 || n < 0 || k < 0 || n > math.MaxInt32 || k > math.MaxInt32 {
+		return nil, fmt.Errorf("cuda: matmul of %d rows by %d×%d weights", t, n, k)
+	}
+	if err := checkWeights("matmul", xs[1], n, k); err != nil {
+		return nil, err
+	}
+	if err := checkArgs("matmul", xs, want{abi.F32, t * k}, want{xs[1].dt, n * k}, want{abi.F32, t * n}); err != nil {
+		return nil, err
+	}
+	if xs[2] == xs[0] || xs[2] == xs[1] {
+		return nil, fmt.Errorf("cuda: %w: matmul into one of its operands", tensor.ErrUnsupported)
+	}
+	return xs, nil
 }
 
 // gemvPieceScale is how many more weights than chunkElems a piece of
@@ -137,21 +146,61 @@ func (b *Backend) matMul(ctx context.Context, compute int32, t, n, k int, x, w, 
 // pieces, and so 66 synchronisations, per token.
 const gemvPieceScale = 16
 
-// gemv runs gemv_rows for xs = {x, w, out}, in launches over bands of
-// weight rows of about gemvPieceScale·chunkElems weights.
-func (b *Backend) gemv(ctx context.Context, t, n, k int, xs []*buffer) error {
+// gemv runs gemv_rows for xs = {x, w, out}, plus res where it is not nil
+// (MatMulAdd), in launches over bands of weight rows of about
+// gemvPieceScale·chunkElems weights.
+func (b *Backend) gemv(ctx context.Context, t, n, k int, xs []*buffer, res *buffer) error {
 	x, w, out := xs[0], xs[1], xs[2]
 	step := max(gemvPieceScale*chunkElems/k, gemvRowsPerBlock)
 	return b.q.do(ctx, func() error {
 		if err := b.alive(xs...); err != nil {
 			return err
 		}
+		var rp uint64
+		if res != nil {
+			if err := b.alive(res); err != nil {
+				return err
+			}
+			rp = res.ptr
+		}
 		return b.chunked(ctx, n, step, func(r0, rows int) error {
 			grid := uint32(min((rows+gemvRowsPerBlock-1)/gemvRowsPerBlock, maxGrid))
-			return b.launch(kGemv, grid, ptrArg(x.ptr), ptrArg(w.ptr), ptrArg(out.ptr),
+			return b.launch(kGemv, grid, ptrArg(x.ptr), ptrArg(w.ptr), ptrArg(rp), ptrArg(out.ptr),
 				i64Arg(r0), i64Arg(rows), i64Arg(t), i64Arg(n), i64Arg(k), i32Arg(int32(w.dt)))
 		})
 	})
+}
+
+var _ tensor.Fused = (*Backend)(nil)
+
+// MatMulAdd implements tensor.Fused: out = r + x·wᵀ. A decode step's
+// (t ≤ gemvMaxRows) is one gemv_rows launch that adds r as it writes out;
+// more rows are MatMul and then an add. r must not be out.
+//
+// hardware-untested: no GPU was available when this was written; the call
+// sequence is tested against a fake driver.
+func (b *Backend) MatMulAdd(ctx context.Context, t, n, k int, x, w, r, out tensor.Buffer) error {
+	rs, err := b.own(r, out)
+	if err != nil {
+		return err
+	}
+	if rs[0] == rs[1] {
+		return fmt.Errorf("cuda: %w: matmul_add into its residual", tensor.ErrUnsupported)
+	}
+	if t < 0 || n < 0 || t*n != rs[0].n || rs[0].dt != abi.F32 {
+		return fmt.Errorf("cuda: matmul_add: residual of %d %v for %d rows of %d", rs[0].n, rs[0].dt, t, n)
+	}
+	if t == 0 || n == 0 || k == 0 || t > gemvMaxRows {
+		if err := b.MatMul(ctx, t, n, k, x, w, out); err != nil {
+			return err
+		}
+		return b.Binary(ctx, abi.OpAdd, r, out, out)
+	}
+	xs, err := b.matMulArgs(t, n, k, x, w, out)
+	if err != nil {
+		return err
+	}
+	return b.gemv(ctx, t, n, k, xs, rs[0])
 }
 
 // dequantGemm computes xs = {x, w, out} for weights not F32: panels of

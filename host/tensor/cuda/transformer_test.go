@@ -237,6 +237,17 @@ func lmCases() []lmCase {
 					return 0, tr.MatMul(ctx, t, n, k, b[0], b[1], b[2])
 				},
 			})
+			// matmul_add: the fused op on cuda, the composition on the
+			// reference (its definition).
+			res := randF32(r, t*n)
+			cs = append(cs, lmCase{
+				name: fmt.Sprintf("matmul_add_%v_%dx%dx%d", dt, t, n, k),
+				bufs: []lmIn{lmF32(x), lmRaw(dt, n*k, raw), lmF32(res), lmF32(make([]float32, t*n))},
+				outs: []int{3}, tol: tol{1e-6, 0}, slack: matmulSlack(dt, t, n, k, x, mag), split: n > gemvRowsPerBlock && (dt != abi.F32 || t <= gemvMaxRows),
+				op: func(ctx context.Context, tr tensor.Transformer, b []tensor.Buffer) (int, error) {
+					return 0, tensor.MatMulAdd(ctx, tr.(tensor.Backend), t, n, k, b[0], b[1], b[2], b[3])
+				},
+			})
 		}
 		rows, cols := 11, weightCols(dt, 70)
 		raw, _ := randWeights(r, dt, rows, cols)

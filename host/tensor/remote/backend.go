@@ -917,6 +917,15 @@ func (b *Backend) matMul(ctx context.Context, prec tensor.Precision, t, n, k int
 	return b.queue(ctx, opMatMul, []uint64{word(t), word(n), word(k), uint64(prec)}, x, w, out)
 }
 
+var _ tensor.Fused = (*Backend)(nil)
+
+// MatMulAdd implements tensor.Fused (queued): one operation for the
+// worker, which runs it fused where its backend can and composed where it
+// cannot.
+func (b *Backend) MatMulAdd(ctx context.Context, t, n, k int, x, w, r, out tensor.Buffer) error {
+	return b.queue(ctx, opMatMulAdd, []uint64{word(t), word(n), word(k), uint64(tensor.F32)}, x, w, r, out)
+}
+
 // Embed implements tensor.Transformer (queued): ids are copied before it
 // returns.
 func (b *Backend) Embed(ctx context.Context, rows, cols int, table tensor.Buffer, ids []int32, out tensor.Buffer) error {

@@ -210,6 +210,9 @@ var roundTrips = []struct {
 	{"rope_factors", []bufSpec{{abi.F32, 16, 0}, {abi.F32, 2, 0}}, func(ctx context.Context, be tensor.Backend, b []tensor.Buffer) (int, error) {
 		return 0, tr(be).RoPE(ctx, tensor.RoPEParams{Rows: 2, Cols: 8, HeadDim: 4, Pos: 3, Theta: 10000, Factors: b[1]}, b[0])
 	}},
+	{"matmul_add", []bufSpec{{abi.F32, 2 * 8, 0}, {abi.F32, 3 * 8, 0}, {abi.F32, 2 * 3, 0}, {abi.F32, 2 * 3, 0}}, func(ctx context.Context, be tensor.Backend, b []tensor.Buffer) (int, error) {
+		return 0, tensor.MatMulAdd(ctx, be, 2, 3, 8, b[0], b[1], b[2], b[3])
+	}},
 	{"swiglu", []bufSpec{{abi.F32, 8, 0}, {abi.F32, 8, 0}, {abi.F32, 8, 0}}, func(ctx context.Context, be tensor.Backend, b []tensor.Buffer) (int, error) {
 		return 0, tr(be).SwiGLU(ctx, b[0], b[1], b[2])
 	}},

@@ -144,11 +144,7 @@ func (r *runner) block(l *layer, x *tensor.Tensor, pos int) (*tensor.Tensor, err
 	if err != nil {
 		return nil, err
 	}
-	o, err := tmp.add(tensor.MatMul(att, l.o))
-	if err != nil {
-		return nil, err
-	}
-	x, err = tmp.add(tensor.Add(x, o))
+	x, err = tmp.add(r.residual(&tmp, att, l.o, x))
 	if err != nil {
 		return nil, err
 	}
@@ -169,11 +165,21 @@ func (r *runner) block(l *layer, x *tensor.Tensor, pos int) (*tensor.Tensor, err
 	if err != nil {
 		return nil, err
 	}
-	down, err := tmp.add(tensor.MatMul(hid, l.down))
+	return r.residual(&tmp, hid, l.down, x)
+}
+
+// residual returns x + h·wᵀ, a new tensor: one matmul_add where the host
+// has it, else a matmul (kept in tmp for freeing) and an add, with the
+// same result.
+func (r *runner) residual(tmp *scratch, h, w, x *tensor.Tensor) (*tensor.Tensor, error) {
+	if r.fused {
+		return tensor.MatMulAdd(h, w, x)
+	}
+	y, err := tmp.add(tensor.MatMul(h, w))
 	if err != nil {
 		return nil, err
 	}
-	return tensor.Add(x, down)
+	return tensor.Add(x, y)
 }
 
 // rope rotates x [t, dim or kv_dim], rows at positions pos.., in place,

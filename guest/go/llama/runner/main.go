@@ -107,6 +107,9 @@ type runner struct {
 	outputNorm *tensor.Tensor
 	output     *tensor.Tensor
 	ropeFactor *tensor.Tensor // Llama 3.1's rotary frequency factors, or nil
+	// fused is whether the host has matmul_add (ABI v6): the residual
+	// connections are then one call with the projection before them.
+	fused bool
 }
 
 // prefillRows is the most prompt rows run through the model at once.
@@ -115,7 +118,7 @@ const prefillRows = 64
 // newRunner makes the weight tensors of m (host-held, read from the data
 // file); the KV caches are made for the first request (kvFor).
 func newRunner(m *llama.Model, tok *llama.Tokenizer) (*runner, error) {
-	r := &runner{cfg: m.Config, tok: tok, layers: make([]layer, m.Config.Layers)}
+	r := &runner{cfg: m.Config, tok: tok, layers: make([]layer, m.Config.Layers), fused: tensor.ABIVersion() >= 6}
 	v := tok.Vocab()
 	r.stops = []int{v.BOS} // run.c stops when the model starts a new sequence
 	if m.Format == llama.FormatGGUF {

@@ -857,8 +857,8 @@ static void k_gather_f32(void **params) {
 }
 
 static void k_gemv_rows(void **params) {
-  gemv_rows((const float *)P_PTR(0), (const unsigned char *)P_PTR(1), (float *)P_PTR(2), P_I64(3),
-            P_I64(4), P_I64(5), P_I64(6), P_I64(7), P_I32(8));
+  gemv_rows((const float *)P_PTR(0), (const unsigned char *)P_PTR(1), (const float *)P_PTR(2),
+            (float *)P_PTR(3), P_I64(4), P_I64(5), P_I64(6), P_I64(7), P_I64(8), P_I32(9));
 }
 static void k_dequant_rows(void **params) {
   dequant_rows((const unsigned char *)P_PTR(0), (const int *)P_PTR(1), (float *)P_PTR(2), P_I64(3),
@@ -1059,19 +1059,21 @@ static int run(const char *name, void **params, unsigned gx, unsigned bx, char *
   }
   if (!strcmp(name, "gemv_rows") || !strcmp(name, "dequant_rows")) {
     /* Weight rows of type dt: f32 1, f16 4, bf16 5, q8_0 6 (34 bytes per 32). */
-    int gemv = name[0] == 'g', dt = gemv ? P_I32(8) : P_I32(7);
-    long long cols = gemv ? P_I64(7) : P_I64(6);
+    int gemv = name[0] == 'g', dt = gemv ? P_I32(9) : P_I32(7);
+    long long cols = gemv ? P_I64(8) : P_I64(6);
     long long rb = dt == 1 ? 4 * cols : dt == 6 ? cols / 32 * 34 : 2 * cols;
     if ((dt != 1 && dt != 4 && dt != 5 && dt != 6) || cols <= 0 || (dt == 6 && cols % 32)) {
       snprintf(desc, dn, "dt=%d cols=%lld", dt, cols);
       return CUDA_ERROR_INVALID_VALUE;
     }
     if (gemv) {
-      uintptr_t x = P_PTR(0), w = P_PTR(1), o = P_PTR(2);
-      long long r0 = P_I64(3), rows = P_I64(4), t = P_I64(5), n = P_I64(6);
-      snprintf(desc, dn, "row0=%lld rows=%lld t=%lld n=%lld k=%lld dt=%d", r0, rows, t, n, cols, dt);
+      uintptr_t x = P_PTR(0), w = P_PTR(1), res = P_PTR(2), o = P_PTR(3);
+      long long r0 = P_I64(4), rows = P_I64(5), t = P_I64(6), n = P_I64(7);
+      snprintf(desc, dn, "row0=%lld rows=%lld t=%lld n=%lld k=%lld dt=%d res=%d", r0, rows, t, n, cols,
+               dt, res != 0);
       if (r0 < 0 || rows < 0 || r0 + rows > n || !in_alloc(x, 4 * t * cols) ||
-          !in_alloc(w, (r0 + rows) * rb) || !in_alloc(o, 4 * t * n))
+          !in_alloc(w, (r0 + rows) * rb) || !in_alloc(o, 4 * t * n) ||
+          (res && !in_alloc(res, 4 * t * n)))
         return CUDA_ERROR_ILLEGAL_ADDRESS;
       return emu_launch(k_gemv_rows, params, gx, bx);
     }
