@@ -104,6 +104,10 @@
 //	matmul_add(x, w, r) -> handle      (v6) r + matmul(x, w): r f32 of matmul's result shape (a
 //	                                   residual connection); in exact mode the bits of matmul, then
 //	                                   binary add of r and its result, in one call
+//	matmul_swiglu(x, gate, up) -> handle
+//	                                   (v6) swiglu(matmul(x, gate), matmul(x, up)), gate and up of
+//	                                   one shape (a feed-forward layer's first half); in exact mode
+//	                                   the bits of the three ops, in one call
 //	embed(table, ids_ptr, n) -> handle out [n, cols] f32: rows ids (n i32 in [0, rows), else EINVAL) of
 //	                                   table [rows, cols] of any weight type, dequantized
 //	rmsnorm(x, g, eps) -> handle       along the last axis: y = g · (x / √(mean(x²) + eps)); eps an f32
@@ -198,8 +202,9 @@
 // v5 adds rope_factors, rotary embeddings with a frequency factor per pair.
 //
 // v6 adds matmul_add, a matmul and the residual connection after it in one
-// call: on a GPU each call is a launch and a crossing of the host, and a
-// decode step makes two of these per layer.
+// call, and matmul_swiglu, a feed-forward layer's gate and up projections
+// and their SwiGLU in one call: on a GPU each call is a launch and a
+// crossing of the host, and a decode step makes four fewer per layer.
 //
 // Exact mode defines every v3 reduction so that it can run on SIMD units
 // and still be bit-identical everywhere: a dot product of length k (matmul,
@@ -300,7 +305,8 @@ const (
 	FuncRoPEFactors = "rope_factors"
 
 	// v6.
-	FuncMatMulAdd = "matmul_add"
+	FuncMatMulAdd    = "matmul_add"
+	FuncMatMulSwiGLU = "matmul_swiglu"
 )
 
 // DType is a tensor element type.

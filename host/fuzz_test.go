@@ -176,6 +176,8 @@ func lmFuzzSeed() []byte {
 		{hcRoPEFactors, []int32{1, 0, 8, f32bits(1e4), 0, 1}},
 		{hcMatMulAdd, []int32{1, 1, 1}},
 		{hcMatMulAdd, []int32{1, 2, 3}},
+		{hcMatMulSwiGLU, []int32{1, 1, 1}},
+		{hcMatMulSwiGLU, []int32{1, 2, 3}},
 		{hcSwiGLU, []int32{1, 1}},
 		{hcCopyRows, []int32{1, 0, 1}},
 		{hcAttention, []int32{1, 1, 1, math.MaxInt32, 1}},
@@ -272,7 +274,7 @@ func checkHostResults(t *testing.T, script, out []byte) {
 			hcRoPE, hcCopyRows, hcRoPEFactors:
 			ok = ok && r <= 0
 		case hcTensorNew, hcGemm, hcBinary, hcUnary, hcSoftmax, hcReduce,
-			hcTensorFromData, hcMatMul, hcEmbed, hcRMSNorm, hcSwiGLU, hcAttention, hcMatMulAdd:
+			hcTensorFromData, hcMatMul, hcEmbed, hcRMSNorm, hcSwiGLU, hcAttention, hcMatMulAdd, hcMatMulSwiGLU:
 			ok = ok && r != 0 && r <= 4096 // handles: at most DefaultMaxHandles live
 		case hcArgmax, hcSample: // an index (argmax: -1 for all NaN) or an errno
 		default:

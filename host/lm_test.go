@@ -33,6 +33,7 @@ const (
 	hcSample
 	hcRoPEFactors // v5
 	hcMatMulAdd   // v6
+	hcMatMulSwiGLU
 )
 
 // The data file of the v3 tests (testdata/lmops.c names the same offsets).
@@ -774,5 +775,45 @@ func TestMatMulAdd(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestMatMulSwiGLU: matmul_swiglu(x, gate, up) gives the bits of the two
+// matmuls and swiglu in exact mode, on the reference backend and on the
+// cpu backend's exact kernels (gate f32, up bf16), and refuses an up of
+// another shape or type, and bad handles.
+func TestMatMulSwiGLU(t *testing.T) {
+	job := Job{Data: map[string]string{"model.bin": writeLMFile(t)}}
+	f32, i32, bf16 := int32(abi.F32), int32(abi.I32), int32(abi.BF16)
+	const window = 0xff00
+	for _, fast := range []tensor.Backend{nil, cpu.New(cpu.Config{Threads: 1})} {
+		sb := newSandbox(t, Config{Fast: fast})
+		t.Run(fmt.Sprint(fast != nil), func(t *testing.T) {
+			g := &guestData{}
+			model := g.put([]byte("model.bin"))
+			x := []float32{0.5, -1.25, 3, 0.1, 2.5, -0.75, 1e-3, 7}
+			calls := []lmCall{
+				call(hcTensorFromData, 1, model, 9, offW, 0, f32, 2, g.dims(2, 4)),
+				call(hcTensorFromData, 2, model, 9, offG, 0, bf16, 2, g.dims(2, 4)),
+				call(hcTensorNew, 3, f32, 2, g.dims(2, 4)),
+				call(hcTensorWrite, 0, 3, g.put(f32s(x...)), 32),
+				call(hcMatMulSwiGLU, 4, 3, 1, 2),
+				call(hcMatMul, 5, 3, 1),
+				call(hcMatMul, 6, 3, 2),
+				call(hcSwiGLU, 7, 5, 6),
+				call(hcTensorRead, 0, 4, window, 16),
+				call(hcTensorRead, 0, 7, window+64, 16),
+				call(hcTensorFromData, 8, model, 9, offW, 0, f32, 2, g.dims(4, 2)),
+				call(hcMatMulSwiGLU, int32(abi.ESHAPE), 3, 1, 8),
+				call(hcTensorNew, 9, i32, 2, g.dims(2, 4)),
+				call(hcMatMulSwiGLU, int32(abi.EDTYPE), 3, 1, 9),
+				call(hcMatMulSwiGLU, int32(abi.EDTYPE), 9, 1, 2),
+				call(hcMatMulSwiGLU, int32(abi.EBADF), 3, 1, 99),
+			}
+			win, _ := runCalls(t, sb, job, NewJobConfig().WithMode(abi.ModeExact), g, calls)
+			if got, want := win[:16], win[64:80]; !bytes.Equal(got, want) || bytes.Equal(got, make([]byte, 16)) {
+				t.Errorf("matmul_swiglu %x, matmul, matmul, swiglu %x", got, want)
+			}
+		})
 	}
 }

@@ -315,6 +315,10 @@ int32_t infernet_rope_factors(int32_t x, int32_t pos, int32_t head_dim, int32_t 
  * shape: a projection and the residual connection after it in one call. */
 INFERNET_IMPORT(matmul_add) int32_t infernet_matmul_add(int32_t x, int32_t w, int32_t r);
 
+/* ABI v6: swiglu(matmul(x, gate), matmul(x, up)) into a new tensor, gate
+ * and up of one shape: a feed-forward layer's first half in one call. */
+INFERNET_IMPORT(matmul_swiglu) int32_t infernet_matmul_swiglu(int32_t x, int32_t gate, int32_t up);
+
 /* silu(a) * b elementwise into a new tensor; a and b f32 of one shape. */
 INFERNET_IMPORT(swiglu) int32_t infernet_swiglu(int32_t a, int32_t b);
 

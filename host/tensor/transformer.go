@@ -48,23 +48,74 @@ type Fused interface {
 	// MatMulAdd computes out[t,n] = r[t,n] + x[t,k] · wᵀ, w stored [n,k]:
 	// MatMul, then the residual r added (r + product, in that order).
 	MatMulAdd(ctx context.Context, t, n, k int, x, w, r, out Buffer) error
+	// MatMulSwiGLU computes out[t,n] = SwiGLU(x·gateᵀ, x·upᵀ), gate and
+	// up stored [n,k]: a feed-forward layer's first half.
+	MatMulSwiGLU(ctx context.Context, t, n, k int, x, gate, up, out Buffer) error
 }
 
 // MatMulAdd computes out = r + x·wᵀ on be, a Transformer: with its fused
-// op where it is Fused, else MatMul into out and then the add in place
-// (out must not be r). Both give MatMul's and then Binary add's result.
+// op where it is Fused, else composed (ComposeMatMulAdd).
 func MatMulAdd(ctx context.Context, be Backend, t, n, k int, x, w, r, out Buffer) error {
 	if f, ok := be.(Fused); ok {
 		return f.MatMulAdd(ctx, t, n, k, x, w, r, out)
 	}
-	tr, ok := be.(Transformer)
-	if !ok {
-		return fmt.Errorf("%s: %w: language-model ops", be.Name(), ErrUnsupported)
+	return ComposeMatMulAdd(ctx, be, t, n, k, x, w, r, out)
+}
+
+// ComposeMatMulAdd computes out = r + x·wᵀ with be's MatMul into out and
+// then its add in place (out must not be r): Fused.MatMulAdd's definition,
+// and a Fused backend's way for the shapes it does not fuse.
+func ComposeMatMulAdd(ctx context.Context, be Backend, t, n, k int, x, w, r, out Buffer) error {
+	tr, err := transformerOf(be)
+	if err != nil {
+		return err
 	}
 	if err := tr.MatMul(ctx, t, n, k, x, w, out); err != nil {
 		return err
 	}
 	return be.Binary(ctx, abi.OpAdd, r, out, out)
+}
+
+// MatMulSwiGLU computes out = SwiGLU(x·gateᵀ, x·upᵀ) on be, a
+// Transformer: with its fused op where it is Fused, else composed
+// (ComposeMatMulSwiGLU).
+func MatMulSwiGLU(ctx context.Context, be Backend, t, n, k int, x, gate, up, out Buffer) error {
+	if f, ok := be.(Fused); ok {
+		return f.MatMulSwiGLU(ctx, t, n, k, x, gate, up, out)
+	}
+	return ComposeMatMulSwiGLU(ctx, be, t, n, k, x, gate, up, out)
+}
+
+// ComposeMatMulSwiGLU computes out = SwiGLU(x·gateᵀ, x·upᵀ) with be's two
+// MatMuls (the first into out, the second into a buffer of be's for the
+// call) and its SwiGLU in place: Fused.MatMulSwiGLU's definition, and a
+// Fused backend's way for the shapes it does not fuse.
+func ComposeMatMulSwiGLU(ctx context.Context, be Backend, t, n, k int, x, gate, up, out Buffer) error {
+	tr, err := transformerOf(be)
+	if err != nil {
+		return err
+	}
+	tmp, err := be.Alloc(abi.F32, t*n)
+	if err != nil {
+		return err
+	}
+	defer be.Free(tmp)
+	if err := tr.MatMul(ctx, t, n, k, x, gate, out); err != nil {
+		return err
+	}
+	if err := tr.MatMul(ctx, t, n, k, x, up, tmp); err != nil {
+		return err
+	}
+	return tr.SwiGLU(ctx, out, tmp, out)
+}
+
+// transformerOf returns be's language-model ops, or ErrUnsupported.
+func transformerOf(be Backend) (Transformer, error) {
+	tr, ok := be.(Transformer)
+	if !ok {
+		return nil, fmt.Errorf("%s: %w: language-model ops", be.Name(), ErrUnsupported)
+	}
+	return tr, nil
 }
 
 // WeightHolder is implemented by a Transformer whose buffers live in

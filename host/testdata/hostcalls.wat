@@ -5,7 +5,7 @@
 ;; stdin (up to 64 KiB) is read into memory at 0 and stays there, so
 ;; pointers may name any of its bytes. Its first u32 is a count n of
 ;; 32-byte records, which start at offset 32 (n is clamped to the records
-;; read): byte 0 of a record selects the function (modulo 32, in the order
+;; read): byte 0 of a record selects the function (modulo 33, in the order
 ;; below), bytes 4..32 are seven little-endian i32 arguments, of which the
 ;; function takes the first ones. stdout: each call's i32 result, little
 ;; endian, then the 256 bytes of memory at 0xff00 (a window for results the
@@ -47,12 +47,14 @@
   (import "infernet" "sample" (func $sample (param i32 i32 i32 i32) (result i32)))
   (import "infernet" "rope_factors" (func $rope_factors (param i32 i32 i32 i32 i32 i32) (result i32)))
   (import "infernet" "matmul_add" (func $matmul_add (param i32 i32 i32) (result i32)))
+  (import "infernet" "matmul_swiglu" (func $matmul_swiglu (param i32 i32 i32) (result i32)))
   (memory (export "memory") 2 2)
   ;; 0x10000: iovec; 0x10008: byte count; 0x10010: a function and its result
 
-  ;; dispatch calls function sel (modulo 32) with the first of a0..a6.
+  ;; dispatch calls function sel (modulo 33) with the first of a0..a6.
   (func $dispatch (param $sel i32) (param $a0 i32) (param $a1 i32) (param $a2 i32)
       (param $a3 i32) (param $a4 i32) (param $a5 i32) (param $a6 i32) (result i32)
+    block $f32
     block $f31
     block $f30
     block $f29
@@ -86,10 +88,10 @@
     block $f1
     block $f0
       local.get $sel
-      i32.const 32
+      i32.const 33
       i32.rem_u
       br_table $f0 $f1 $f2 $f3 $f4 $f5 $f6 $f7 $f8 $f9 $f10 $f11 $f12 $f13 $f14 $f15 $f16 $f17 $f18 $f19
-        $f20 $f21 $f22 $f23 $f24 $f25 $f26 $f27 $f28 $f29 $f30 $f31 $f0
+        $f20 $f21 $f22 $f23 $f24 $f25 $f26 $f27 $f28 $f29 $f30 $f31 $f32 $f0
     end ;; $f0
     (return (call $abi_version))
     end ;; $f1
@@ -155,6 +157,8 @@
       (local.get $a4) (local.get $a5)))
     end ;; $f31
     (return (call $matmul_add (local.get $a0) (local.get $a1) (local.get $a2)))
+    end ;; $f32
+    (return (call $matmul_swiglu (local.get $a0) (local.get $a1) (local.get $a2)))
   )
 
   (func (export "_start")
@@ -177,7 +181,7 @@
         ;; Each result goes out at once, after the function it answers
         ;; (as read: earlier calls may have written over later records),
         ;; both kept in locals during the call, which may write anywhere.
-        (local.set $sel (i32.rem_u (i32.load8_u (local.get $rec)) (i32.const 32)))
+        (local.set $sel (i32.rem_u (i32.load8_u (local.get $rec)) (i32.const 33)))
         (local.set $r
           (call $dispatch
             (local.get $sel)

@@ -59,6 +59,7 @@ var arity = map[string]int{
 	abi.FuncSample:           4,
 	abi.FuncRoPEFactors:      6,
 	abi.FuncMatMulAdd:        3,
+	abi.FuncMatMulSwiGLU:     3,
 }
 
 // TestGoImports checks that host_wasip1.go imports every ABI function, once,

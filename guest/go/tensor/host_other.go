@@ -64,6 +64,7 @@ func hostTensorFromData(name unsafe.Pointer, nameLen, offLo, offHi, dtype, ndim 
 	return noHost
 }
 func hostMatMulAdd(x, w, r int32) int32                                  { return noHost }
+func hostMatMulSwiGLU(x, gate, up int32) int32                           { return noHost }
 func hostMatMul(x, w int32) int32                                        { return noHost }
 func hostEmbed(table int32, ids unsafe.Pointer, n int32) int32           { return noHost }
 func hostRMSNorm(x, g, eps int32) int32                                  { return noHost }

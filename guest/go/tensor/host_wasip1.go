@@ -121,6 +121,9 @@ func hostRoPE(x, pos, headDim, theta, style int32) int32
 //go:wasmimport infernet matmul_add
 func hostMatMulAdd(x, w, r int32) int32
 
+//go:wasmimport infernet matmul_swiglu
+func hostMatMulSwiGLU(x, gate, up int32) int32
+
 //go:wasmimport infernet rope_factors
 func hostRoPEFactors(x, pos, headDim, theta, style, factors int32) int32
 

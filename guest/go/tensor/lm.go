@@ -56,6 +56,17 @@ func MatMulAdd(x, w, r *Tensor) (*Tensor, error) {
 	return adopt(h)
 }
 
+// MatMulSwiGLU returns SwiGLU(MatMul(x, gate), MatMul(x, up)), gate and up
+// of one shape: a feed-forward layer's first half in one call (in exact
+// mode the bits of the three). ABI v6: check ABIVersion() >= 6.
+func MatMulSwiGLU(x, gate, up *Tensor) (*Tensor, error) {
+	h, err := check(abi.FuncMatMulSwiGLU, hostMatMulSwiGLU(x.Handle(), gate.Handle(), up.Handle()))
+	if err != nil {
+		return nil, err
+	}
+	return adopt(h)
+}
+
 // Embed returns rows ids of table [rows, cols] (any weight type) as f32
 // [len(ids), cols]. ABI v3.
 func Embed(table *Tensor, ids []int32) (*Tensor, error) {

@@ -10,6 +10,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/internal/batcher"
 	"github.com/infernet/infernet/host/tensor"
 )
 
@@ -117,7 +118,7 @@ func matMulShape(x, w *entry) (t, n, k int, shape []int, errno abi.Errno) {
 // matMulAdd is matmul_add(x, w, r): r + x·wᵀ, r f32 of matmul's result
 // shape, in one call. A Fused backend runs it as one op; on others it is
 // matmul (batched across jobs as matmul is) then the add in place, with
-// matmul's then add's bits.
+// matmul's then add's bits (tensor.MatMulAdd).
 func matMulAdd(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 	es, errno := s.entries(p[0], p[1], p[2])
 	if errno != abi.OK {
@@ -137,24 +138,61 @@ func matMulAdd(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
 	shared := s.member != nil && w.readOnly
 	return s.newResult(ctx, abi.F32, shape, 2*t*n, 2*float64(t)*float64(n)*float64(k),
 		func(be tensor.Backend, b []tensor.Buffer) error {
-			tr, err := asTransformer(be)
-			if err != nil {
-				return err
-			}
-			// A Fused backend (a GPU's) is not one the batcher batches.
-			if f, ok := tr.(tensor.Fused); ok {
-				return f.MatMulAdd(ctx, t, n, k, b[0], b[1], b[2], b[3])
-			}
-			if shared {
-				err = s.member.MatMul(ctx, tr, t, n, k, b[0], b[1], b[3])
-			} else {
-				err = tr.MatMul(ctx, t, n, k, b[0], b[1], b[3])
-			}
-			if err != nil {
-				return err
-			}
-			return be.Binary(ctx, abi.OpAdd, b[2], b[3], b[3])
+			return tensor.MatMulAdd(ctx, s.batched(be, shared), t, n, k, b[0], b[1], b[2], b[3])
 		}, x.buf, w.buf, r.buf)
+}
+
+// matMulSwiGLU is matmul_swiglu(x, gate, up): swiglu(x·gateᵀ, x·upᵀ),
+// gate and up of one shape, in one call. A Fused backend runs it as one
+// op; on others it is the two matmuls (batched across jobs as matmul is)
+// and swiglu, with their bits.
+func matMulSwiGLU(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
+	es, errno := s.entries(p[0], p[1], p[2])
+	if errno != abi.OK {
+		return int32(errno)
+	}
+	x, gate, up := es[0], es[1], es[2]
+	t, n, k, shape, errno := matMulShape(x, gate)
+	if errno != abi.OK {
+		return int32(errno)
+	}
+	if !isWeight(up.dt) {
+		return int32(abi.EDTYPE)
+	}
+	if !slices.Equal(up.shape, gate.shape) {
+		return int32(abi.ESHAPE)
+	}
+	shared := s.member != nil && gate.readOnly && up.readOnly
+	return s.newResult(ctx, abi.F32, shape, 3*t*n, 4*float64(t)*float64(n)*float64(k),
+		func(be tensor.Backend, b []tensor.Buffer) error {
+			return tensor.MatMulSwiGLU(ctx, s.batched(be, shared), t, n, k, b[0], b[1], b[2], b[3])
+		}, x.buf, gate.buf, up.buf)
+}
+
+// batched returns be, or where shared (weights of the model cache, which
+// other jobs' multiplies may share) and be is neither Fused (a GPU's, not
+// batched) nor without language-model ops, be with its MatMul through the
+// session's batcher member, so that the ops composed of MatMuls batch
+// theirs as matmul does.
+func (s *Session) batched(be tensor.Backend, shared bool) tensor.Backend {
+	_, fused := be.(tensor.Fused)
+	tr, ok := be.(tensor.Transformer)
+	if !shared || fused || !ok {
+		return be
+	}
+	return batchedBackend{be, tr, s.member}
+}
+
+// batchedBackend is a Backend and Transformer whose MatMul goes through a
+// batcher member.
+type batchedBackend struct {
+	tensor.Backend
+	tensor.Transformer
+	m *batcher.Member
+}
+
+func (b batchedBackend) MatMul(ctx context.Context, t, n, k int, x, w, out tensor.Buffer) error {
+	return b.m.MatMul(ctx, b.Transformer, t, n, k, x, w, out)
 }
 
 // embed is embed(table, ids_ptr, n): rows ids of table [rows, cols], of a

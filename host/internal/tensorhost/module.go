@@ -83,6 +83,7 @@ var functions = []struct {
 	{Signature{abi.FuncSample, 4}, sample},
 	{Signature{abi.FuncRoPEFactors, 6}, ropeFactors},
 	{Signature{abi.FuncMatMulAdd, 3}, matMulAdd},
+	{Signature{abi.FuncMatMulSwiGLU, 3}, matMulSwiGLU},
 }
 
 // Functions lists the module's functions, for import allow-lists.

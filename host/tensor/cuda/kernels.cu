@@ -544,13 +544,34 @@ static __device__ float dot_lane(const float *x, const unsigned char *row, i64 k
   return s;
 }
 
+// warp_sum returns the sum of v over the lanes of this thread's warp,
+// valid in lane 0, through sh (BLOCK floats) with block barriers rather
+// than warp shuffles so that every thread of the block calls it the same
+// number of times; sh[tid] stays lane 0's until the next call.
+static __device__ inline float warp_sum(float v, float *sh, unsigned tid, unsigned lane) {
+  sh[tid] = v;
+  __syncthreads();
+  for (unsigned s = WARP / 2; s > 0; s >>= 1) {
+    if (lane < s)
+      sh[tid] += sh[tid + s];
+    __syncthreads();
+  }
+  return sh[tid];
+}
+
+// silu_mul is silu(v)·b, silu(v) = v·σ(v), σ = 1/(1 + e⁻ᵛ): swiglu_f32's
+// and gemv_swiglu_rows' one formula, so the fused op gives the same bits.
+static __device__ inline float silu_mul(float v, float b) {
+  float sig = 1.0f / (1.0f + exp_f(-v));
+  return v * sig * b;
+}
+
 // gemv_rows: out[r·n + j] = dot(x row r, w row j) for the t rows of x
 // ([t, k] f32) and the weight rows j in [row0, row0+rows) (w [n, k] of type
 // dt), plus res[r·n + j] where res is not null (matmul_add's residual).
 // Each warp computes one weight row for every x row (the row, read again
 // per x row, stays in cache); a block's 8 warps sum their lanes in shared
-// memory, with block barriers rather than warp shuffles so that the loop
-// bounds, and so the barriers, are the same for every thread.
+// memory (warp_sum).
 KERNEL gemv_rows(const float *__restrict x, const unsigned char *__restrict w,
                  const float *__restrict res, float *__restrict out, i64 row0, i64 rows, i64 t,
                  i64 n, i64 k, int dt) {
@@ -562,15 +583,32 @@ KERNEL gemv_rows(const float *__restrict x, const unsigned char *__restrict w,
     i64 j = base + warp;
     int ok = j < row0 + rows;
     for (i64 r = 0; r < t; r++) {
-      sh[tid] = ok ? dot_lane(x + r * k, w + j * rb, k, dt, lane) : 0.0f;
-      __syncthreads();
-      for (unsigned s = WARP / 2; s > 0; s >>= 1) {
-        if (lane < s)
-          sh[tid] += sh[tid + s];
-        __syncthreads();
-      }
-      if (ok && lane == 0) // sh[tid] is this thread's own slot: no barrier needed before reuse
-        out[r * n + j] = res ? res[r * n + j] + sh[tid] : sh[tid];
+      float d = warp_sum(ok ? dot_lane(x + r * k, w + j * rb, k, dt, lane) : 0.0f, sh, tid, lane);
+      if (ok && lane == 0)
+        out[r * n + j] = res ? res[r * n + j] + d : d;
+    }
+  }
+}
+
+// gemv_swiglu_rows: out[r·n + j] = silu(dot(x row r, g row j))·dot(x row r,
+// u row j) (matmul_swiglu: a feed-forward layer's gate and up projections
+// and their SwiGLU in one launch), g of type dg and u of type du, both
+// [n, k]; otherwise as gemv_rows.
+KERNEL gemv_swiglu_rows(const float *__restrict x, const unsigned char *__restrict g,
+                        const unsigned char *__restrict u, float *__restrict out, i64 row0,
+                        i64 rows, i64 t, i64 n, i64 k, int dg, int du) {
+  __shared__ float sh[BLOCK];
+  unsigned tid = __nvvm_read_ptx_sreg_tid_x(), lane = tid % WARP, warp = tid / WARP;
+  i64 gb = row_bytes(k, dg), ub = row_bytes(k, du), per = BLOCK / WARP;
+  for (i64 base = row0 + (i64)__nvvm_read_ptx_sreg_ctaid_x() * per; base < row0 + rows;
+       base += (i64)__nvvm_read_ptx_sreg_nctaid_x() * per) {
+    i64 j = base + warp;
+    int ok = j < row0 + rows;
+    for (i64 r = 0; r < t; r++) {
+      float a = warp_sum(ok ? dot_lane(x + r * k, g + j * gb, k, dg, lane) : 0.0f, sh, tid, lane);
+      float b = warp_sum(ok ? dot_lane(x + r * k, u + j * ub, k, du, lane) : 0.0f, sh, tid, lane);
+      if (ok && lane == 0)
+        out[r * n + j] = silu_mul(a, b);
     }
   }
 }
@@ -654,8 +692,7 @@ KERNEL rope_f32(float *x, i64 off, i64 n, i64 cols, i64 hd, i64 pos, int style, 
 KERNEL swiglu_f32(const float *a, const float *b, float *out, i64 off, i64 n) {
   for (i64 i = global_id(); i < n; i += grid_stride()) {
     i64 j = off + i;
-    float v = a[j], sig = 1.0f / (1.0f + exp_f(-v));
-    out[j] = v * sig * b[j];
+    out[j] = silu_mul(a[j], b[j]);
   }
 }
 

@@ -28,6 +28,7 @@ const (
 	kTranspose
 	kGather
 	kGemv
+	kGemvSwiGLU
 	kDequant
 	kRMSNorm
 	kRoPE
@@ -62,6 +63,8 @@ var kernelSigs = [numKernels]struct {
 	kGather:    {"gather_f32", []int{8, 8, 8, 8, 8, 8, 8}}, // table, idx, out, off, n, rows, cols
 	// x, w, res, out, row0, rows, t, n, k, dt
 	kGemv: {"gemv_rows", []int{8, 8, 8, 8, 8, 8, 8, 8, 8, 4}},
+	// x, g, u, out, row0, rows, t, n, k, dg, du
+	kGemvSwiGLU: {"gemv_swiglu_rows", []int{8, 8, 8, 8, 8, 8, 8, 8, 8, 4, 4}},
 	// w, ids, out, off, n, rows, cols, dt
 	kDequant: {"dequant_rows", []int{8, 8, 8, 8, 8, 8, 8, 4}},
 	kRMSNorm: {"rmsnorm_rows", []int{8, 8, 8, 8, 8, 8, 4}},   // a, g, out, row0, rows, cols, eps

@@ -191,10 +191,7 @@ func (b *Backend) MatMulAdd(ctx context.Context, t, n, k int, x, w, r, out tenso
 		return fmt.Errorf("cuda: matmul_add: residual of %d %v for %d rows of %d", rs[0].n, rs[0].dt, t, n)
 	}
 	if t == 0 || n == 0 || k == 0 || t > gemvMaxRows {
-		if err := b.MatMul(ctx, t, n, k, x, w, out); err != nil {
-			return err
-		}
-		return b.Binary(ctx, abi.OpAdd, r, out, out)
+		return tensor.ComposeMatMulAdd(ctx, b, t, n, k, x, w, r, out)
 	}
 	xs, err := b.matMulArgs(t, n, k, x, w, out)
 	if err != nil {
@@ -389,6 +386,39 @@ func (b *Backend) RoPE(ctx context.Context, p tensor.RoPEParams, x tensor.Buffer
 		return b.chunked(ctx, pairs, chunkElems, func(off, n int) error {
 			return b.launch(kRoPE, gridFor(n), ptrArg(xb.ptr), i64Arg(off), i64Arg(n), i64Arg(p.Cols),
 				i64Arg(hd), i64Arg(p.Pos), i32Arg(style), f64Arg(log2Theta), ptrArg(factors))
+		})
+	})
+}
+
+// MatMulSwiGLU implements tensor.Fused: out = SwiGLU(x·gateᵀ, x·upᵀ). A
+// decode step's (t ≤ gemvMaxRows) is one gemv_swiglu_rows launch, each
+// warp summing both rows of its output and applying silu_mul, the
+// formula of swiglu_f32; more rows are the two MatMuls and SwiGLU.
+//
+// hardware-untested: no GPU was available when this was written; the call
+// sequence is tested against a fake driver.
+func (b *Backend) MatMulSwiGLU(ctx context.Context, t, n, k int, x, gate, up, out tensor.Buffer) error {
+	if t <= 0 || n <= 0 || k == 0 || t > gemvMaxRows {
+		return tensor.ComposeMatMulSwiGLU(ctx, b, t, n, k, x, gate, up, out)
+	}
+	xs, err := b.matMulArgs(t, n, k, x, gate, out)
+	if err != nil {
+		return err
+	}
+	us, err := b.matMulArgs(t, n, k, x, up, out)
+	if err != nil {
+		return err
+	}
+	xg, xu, xo := xs[1], us[1], xs[2]
+	step := max(gemvPieceScale*chunkElems/(2*k), gemvRowsPerBlock)
+	return b.q.do(ctx, func() error {
+		if err := b.alive(xs[0], xg, xu, xo); err != nil {
+			return err
+		}
+		return b.chunked(ctx, n, step, func(r0, rows int) error {
+			grid := uint32(min((rows+gemvRowsPerBlock-1)/gemvRowsPerBlock, maxGrid))
+			return b.launch(kGemvSwiGLU, grid, ptrArg(xs[0].ptr), ptrArg(xg.ptr), ptrArg(xu.ptr), ptrArg(xo.ptr),
+				i64Arg(r0), i64Arg(rows), i64Arg(t), i64Arg(n), i64Arg(k), i32Arg(int32(xg.dt)), i32Arg(int32(xu.dt)))
 		})
 	})
 }

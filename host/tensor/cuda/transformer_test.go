@@ -204,6 +204,19 @@ func matmulSlack(dt abi.DType, t, n, k int, x []float32, wMag []byte) []float32 
 	return out.F32
 }
 
+// swigluSlack is the slack of SwiGLU(a, b) where a and b have the slacks
+// sa and sb of matmulSlack (4e-6 times the bounds |a| ≤ A, |b| ≤ B): the
+// error of silu(a)·b is at most |silu'|·sa·B + |silu(a)|·sb, with |silu'|
+// under 1.1 and |silu(a)| ≤ A.
+func swigluSlack(sa, sb []float32) []float32 {
+	out := make([]float32, len(sa))
+	for i := range sa {
+		a, b := sa[i]/4e-6, sb[i]/4e-6
+		out[i] = 1.1*sa[i]*b + a*sb[i]
+	}
+	return out
+}
+
 // weightCols is a row length of weights of type dt near want: whole Q8_0
 // blocks, else want itself (not a multiple of 4, to reach the GEMV's tail).
 func weightCols(dt abi.DType, want int) int {
@@ -235,6 +248,16 @@ func lmCases() []lmCase {
 				outs: []int{2}, tol: tol{1e-6, 0}, slack: matmulSlack(dt, t, n, k, x, mag), split: n > gemvRowsPerBlock && (dt != abi.F32 || t <= gemvMaxRows), // F32 prefill: cuBLAS
 				op: func(ctx context.Context, tr tensor.Transformer, b []tensor.Buffer) (int, error) {
 					return 0, tr.MatMul(ctx, t, n, k, b[0], b[1], b[2])
+				},
+			})
+			// matmul_swiglu: up's weights another draw of dt.
+			upRaw, upMag := randWeights(r, dt, n, k)
+			cs = append(cs, lmCase{
+				name: fmt.Sprintf("matmul_swiglu_%v_%dx%dx%d", dt, t, n, k),
+				bufs: []lmIn{lmF32(x), lmRaw(dt, n*k, raw), lmRaw(dt, n*k, upRaw), lmF32(make([]float32, t*n))},
+				outs: []int{3}, tol: tol{1e-5, 0}, slack: swigluSlack(matmulSlack(dt, t, n, k, x, mag), matmulSlack(dt, t, n, k, x, upMag)), split: n > gemvRowsPerBlock && (dt != abi.F32 || t <= gemvMaxRows),
+				op: func(ctx context.Context, tr tensor.Transformer, b []tensor.Buffer) (int, error) {
+					return 0, tensor.MatMulSwiGLU(ctx, tr.(tensor.Backend), t, n, k, b[0], b[1], b[2], b[3])
 				},
 			})
 			// matmul_add: the fused op on cuda, the composition on the

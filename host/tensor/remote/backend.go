@@ -921,9 +921,14 @@ var _ tensor.Fused = (*Backend)(nil)
 
 // MatMulAdd implements tensor.Fused (queued): one operation for the
 // worker, which runs it fused where its backend can and composed where it
-// cannot.
+// cannot (tensor.MatMulAdd).
 func (b *Backend) MatMulAdd(ctx context.Context, t, n, k int, x, w, r, out tensor.Buffer) error {
 	return b.queue(ctx, opMatMulAdd, []uint64{word(t), word(n), word(k), uint64(tensor.F32)}, x, w, r, out)
+}
+
+// MatMulSwiGLU implements tensor.Fused (queued), as MatMulAdd.
+func (b *Backend) MatMulSwiGLU(ctx context.Context, t, n, k int, x, gate, up, out tensor.Buffer) error {
+	return b.queue(ctx, opMatMulSwiGLU, []uint64{word(t), word(n), word(k), uint64(tensor.F32)}, x, gate, up, out)
 }
 
 // Embed implements tensor.Transformer (queued): ids are copied before it

@@ -213,6 +213,9 @@ var roundTrips = []struct {
 	{"matmul_add", []bufSpec{{abi.F32, 2 * 8, 0}, {abi.F32, 3 * 8, 0}, {abi.F32, 2 * 3, 0}, {abi.F32, 2 * 3, 0}}, func(ctx context.Context, be tensor.Backend, b []tensor.Buffer) (int, error) {
 		return 0, tensor.MatMulAdd(ctx, be, 2, 3, 8, b[0], b[1], b[2], b[3])
 	}},
+	{"matmul_swiglu", []bufSpec{{abi.F32, 2 * 8, 0}, {abi.F32, 3 * 8, 0}, {abi.F32, 3 * 8, 0}, {abi.F32, 2 * 3, 0}}, func(ctx context.Context, be tensor.Backend, b []tensor.Buffer) (int, error) {
+		return 0, tensor.MatMulSwiGLU(ctx, be, 2, 3, 8, b[0], b[1], b[2], b[3])
+	}},
 	{"swiglu", []bufSpec{{abi.F32, 8, 0}, {abi.F32, 8, 0}, {abi.F32, 8, 0}}, func(ctx context.Context, be tensor.Backend, b []tensor.Buffer) (int, error) {
 		return 0, tr(be).SwiGLU(ctx, b[0], b[1], b[2])
 	}},

@@ -115,6 +115,7 @@ const (
 	opRoPEFactors
 	opProfile // vals: on (synchronous); the reply's blob: the profile that was on (Backend.Profile)
 	opMatMulAdd
+	opMatMulSwiGLU
 	numOps
 )
 
@@ -176,6 +177,9 @@ var specs = [numOps]spec{
 	opMatMulAdd: {"matmul_add", 4, 4, false, func(ctx context.Context, be tensor.Backend, p []uint64, b []tensor.Buffer, _ []byte) (int, error) {
 		return 0, tensor.MatMulAdd(ctx, be, num(p[0]), num(p[1]), num(p[2]), b[0], b[1], b[2], b[3])
 	}},
+	opMatMulSwiGLU: {"matmul_swiglu", 4, 4, false, func(ctx context.Context, be tensor.Backend, p []uint64, b []tensor.Buffer, _ []byte) (int, error) {
+		return 0, tensor.MatMulSwiGLU(ctx, be, num(p[0]), num(p[1]), num(p[2]), b[0], b[1], b[2], b[3])
+	}},
 	opEmbed: {"embed", 2, 2, false, transformer(func(ctx context.Context, tr tensor.Transformer, p []uint64, b []tensor.Buffer, blob []byte) (int, error) {
 		ids := make([]int32, len(blob)/4)
 		for i := range ids {
@@ -218,7 +222,7 @@ var specs = [numOps]spec{
 // precise marks the operations whose last parameter is the precision of
 // their f32 products (tensor.Precision): the worker runs them on its
 // backend's view at it (tensor.WithPrecision).
-var precise = [numOps]bool{opGemm: true, opGemmBatched: true, opMatMul: true, opMatMulAdd: true}
+var precise = [numOps]bool{opGemm: true, opGemmBatched: true, opMatMul: true, opMatMulAdd: true, opMatMulSwiGLU: true}
 
 // writes says which buffers each operation writes, bit i its i-th: a
 // failed operation leaves its failure on those alone (the worker's poison),
@@ -230,7 +234,7 @@ var writes = [numOps]uint8{
 	opSoftmax: 1 << 1, opReduce: 1 << 1, opLayerNorm: 1 << 3, opSoftmaxCausal: 1 << 1,
 	opCrossEntropy: 1<<2 | 1<<3, opAdamW: 1<<0 | 1<<2 | 1<<3, opTranspose: 1 << 1, opGather: 1 << 2,
 	opMatMul: 1 << 2, opEmbed: 1 << 1, opRMSNorm: 1 << 2, opRoPE: 1 << 0, opRoPEFactors: 1 << 0, opSwiGLU: 1 << 2,
-	opCopyRows: 1 << 1, opAttention: 1 << 3, opMatMulAdd: 1 << 3,
+	opCopyRows: 1 << 1, opAttention: 1 << 3, opMatMulAdd: 1 << 3, opMatMulSwiGLU: 1 << 3,
 }
 
 // whole says which of the buffers an operation writes it writes all of,

@@ -153,19 +153,29 @@ func (r *runner) block(l *layer, x *tensor.Tensor, pos int) (*tensor.Tensor, err
 	if err != nil {
 		return nil, err
 	}
-	gate, err := tmp.add(tensor.MatMul(xn, l.gate))
-	if err != nil {
-		return nil, err
-	}
-	up, err := tmp.add(tensor.MatMul(xn, l.up))
-	if err != nil {
-		return nil, err
-	}
-	hid, err := tmp.add(tensor.SwiGLU(gate, up))
+	hid, err := tmp.add(r.gateUp(&tmp, xn, l.gate, l.up))
 	if err != nil {
 		return nil, err
 	}
 	return r.residual(&tmp, hid, l.down, x)
+}
+
+// gateUp returns silu(xn·gateᵀ) ⊙ xn·upᵀ, a new tensor: one matmul_swiglu
+// where the host has it, else two matmuls (kept in tmp for freeing) and a
+// swiglu, with the same result.
+func (r *runner) gateUp(tmp *scratch, xn, gate, up *tensor.Tensor) (*tensor.Tensor, error) {
+	if r.fused {
+		return tensor.MatMulSwiGLU(xn, gate, up)
+	}
+	g, err := tmp.add(tensor.MatMul(xn, gate))
+	if err != nil {
+		return nil, err
+	}
+	u, err := tmp.add(tensor.MatMul(xn, up))
+	if err != nil {
+		return nil, err
+	}
+	return tensor.SwiGLU(g, u)
 }
 
 // residual returns x + h·wᵀ, a new tensor: one matmul_add where the host

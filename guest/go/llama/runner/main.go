@@ -107,8 +107,9 @@ type runner struct {
 	outputNorm *tensor.Tensor
 	output     *tensor.Tensor
 	ropeFactor *tensor.Tensor // Llama 3.1's rotary frequency factors, or nil
-	// fused is whether the host has matmul_add (ABI v6): the residual
-	// connections are then one call with the projection before them.
+	// fused is whether the host has matmul_add and matmul_swiglu (ABI
+	// v6): the residual connections are then one call with the projection
+	// before them, and the feed-forward gate, up and SwiGLU one call.
 	fused bool
 }
 

@@ -860,6 +860,11 @@ static void k_gemv_rows(void **params) {
   gemv_rows((const float *)P_PTR(0), (const unsigned char *)P_PTR(1), (const float *)P_PTR(2),
             (float *)P_PTR(3), P_I64(4), P_I64(5), P_I64(6), P_I64(7), P_I64(8), P_I32(9));
 }
+static void k_gemv_swiglu_rows(void **params) {
+  gemv_swiglu_rows((const float *)P_PTR(0), (const unsigned char *)P_PTR(1),
+                   (const unsigned char *)P_PTR(2), (float *)P_PTR(3), P_I64(4), P_I64(5),
+                   P_I64(6), P_I64(7), P_I64(8), P_I32(9), P_I32(10));
+}
 static void k_dequant_rows(void **params) {
   dequant_rows((const unsigned char *)P_PTR(0), (const int *)P_PTR(1), (float *)P_PTR(2), P_I64(3),
                P_I64(4), P_I64(5), P_I64(6), P_I32(7));
@@ -1086,6 +1091,27 @@ static int run(const char *name, void **params, unsigned gx, unsigned bx, char *
         (!ix && (off + n + cols - 1) / cols > rows))
       return CUDA_ERROR_ILLEGAL_ADDRESS;
     return emu_launch(k_dequant_rows, params, gx, bx);
+  }
+  if (!strcmp(name, "gemv_swiglu_rows")) {
+    uintptr_t x = P_PTR(0), g = P_PTR(1), u = P_PTR(2), o = P_PTR(3);
+    long long r0 = P_I64(4), rows = P_I64(5), t = P_I64(6), n = P_I64(7), cols = P_I64(8);
+    int dts[2] = {P_I32(9), P_I32(10)};
+    long long rb[2];
+    for (int i = 0; i < 2; i++) {
+      int dt = dts[i];
+      if ((dt != 1 && dt != 4 && dt != 5 && dt != 6) || cols <= 0 || (dt == 6 && cols % 32)) {
+        snprintf(desc, dn, "dt=%d cols=%lld", dt, cols);
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      rb[i] = dt == 1 ? 4 * cols : dt == 6 ? cols / 32 * 34 : 2 * cols;
+    }
+    snprintf(desc, dn, "row0=%lld rows=%lld t=%lld n=%lld k=%lld dg=%d du=%d", r0, rows, t, n, cols,
+             dts[0], dts[1]);
+    if (r0 < 0 || rows < 0 || r0 + rows > n || !in_alloc(x, 4 * t * cols) ||
+        !in_alloc(g, (r0 + rows) * rb[0]) || !in_alloc(u, (r0 + rows) * rb[1]) ||
+        !in_alloc(o, 4 * t * n))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return emu_launch(k_gemv_swiglu_rows, params, gx, bx);
   }
   if (!strcmp(name, "rmsnorm_rows")) {
     uintptr_t a = P_PTR(0), g = P_PTR(1), o = P_PTR(2);
