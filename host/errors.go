@@ -13,6 +13,11 @@ import (
 var (
 	// ErrInvalidModule: the bytes are not a valid WebAssembly command module.
 	ErrInvalidModule = errors.New("invalid module")
+	// ErrHostTooOld: the module imports a function of the infernet host
+	// module that this host does not have, one of a later ABI (abi.Version):
+	// a newer host runs it, so the refusal is this host's limit, not the
+	// job's fault (unlike ErrImportNotAllowed).
+	ErrHostTooOld = errors.New("the module needs a later tensor ABI than this host's")
 	// ErrImportNotAllowed: the module imports something outside the allow-list
 	// (WASI preview 1 and the infernet ABI) or with the wrong signature.
 	ErrImportNotAllowed = errors.New("import not allowed")

@@ -474,6 +474,9 @@ func (s *Sandbox) checkImports(mod wazero.CompiledModule) error {
 	for _, f := range mod.ImportedFunctions() {
 		m, name, _ := f.Import()
 		want, ok := s.allowed[m][name]
+		if !ok && m == abi.ModuleName {
+			return fmt.Errorf("%w: function %s.%s (this host's is ABI v%d)", ErrHostTooOld, m, name, abi.Version)
+		}
 		if !ok {
 			return fmt.Errorf("%w: function %s.%s", ErrImportNotAllowed, m, name)
 		}

@@ -43,6 +43,7 @@ func TestBadModules(t *testing.T) {
 		{file: "locals_bomb.wasm", want: ErrInvalidModule},
 		{file: "nesting_bomb.wasm", want: ErrInvalidModule},
 		{file: "unknown_import.wasm", want: ErrImportNotAllowed},
+		{file: "future_import.wasm", want: ErrHostTooOld},
 		{file: "import_memory.wasm", want: ErrImportNotAllowed},
 		{file: "import_global.wasm", want: ErrImportNotAllowed},
 		{file: "import_table.wasm", want: ErrImportNotAllowed},
@@ -78,6 +79,9 @@ func TestBadModules(t *testing.T) {
 			if tt.want != nil {
 				if !errors.Is(err, tt.want) {
 					t.Fatalf("err = %v, want %v", err, tt.want)
+				}
+				if tt.want == ErrHostTooOld && errors.Is(err, ErrImportNotAllowed) {
+					t.Errorf("a later ABI's function is the job's fault: %v", err)
 				}
 				if strings.Contains(err.Error(), "\n") {
 					t.Errorf("cause is not one line: %q", err)

@@ -50,6 +50,8 @@ func TestResult(t *testing.T) {
 		{"trap", "bad/trap_unreachable.wasm", nil, nil, wire.OutcomeStopped, 0, host.ErrTrap.Error(), nil},
 		{"output limit", "bad/output_flood.wasm", nil, func(m *wire.Terms) { m.MaxOutput = 1000 }, wire.OutcomeStopped, 0, host.ErrOutputLimit.Error(), nil},
 		{"invalid module", "bad/garbage.wasm", nil, nil, wire.OutcomeStopped, 0, host.ErrInvalidModule.Error(), []byte{}},
+		// A later ABI's function: this provider's limit, not the job's.
+		{"module of a later ABI", "bad/future_import.wasm", nil, nil, wire.OutcomeFailed, 0, "", nil},
 		{"timeout", "bad/infinite_loop.wasm", nil, func(m *wire.Terms) { m.TimeoutMS = 100 }, wire.OutcomeTimeout, 0, "", []byte{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
