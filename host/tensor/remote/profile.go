@@ -66,9 +66,11 @@ type marker interface {
 // reads their times, which waits for the device.
 const maxPendingMarks = 4096
 
-// profile is a worker's profile while one is on.
+// profile is a worker's profile while one is on. The marks cost the
+// worker's thread two event records per op, counted in its time.
 type profile struct {
 	m       marker // nil: no device times
+	failed  bool   // a mark's time could not be read (a lost device): no more device times
 	ops     [numOps]struct{ calls, host, device uint64 }
 	pending []pendingOp
 }
@@ -94,7 +96,7 @@ type timing struct {
 // begin starts timing an operation.
 func (p *profile) begin() timing {
 	t := timing{start: time.Now()}
-	if p.m != nil {
+	if p.m != nil && !p.failed {
 		var err error
 		t.from, err = p.m.Mark()
 		t.ok = err == nil
@@ -125,16 +127,14 @@ func (p *profile) end(op opcode, t timing) {
 // lost device) the profile keeps no more device times.
 func (p *profile) settle() {
 	for _, q := range p.pending {
-		if p.m == nil {
-			break
+		if !p.failed {
+			d, err := p.m.Elapsed(q.from, q.to)
+			p.failed = err != nil
+			if err == nil {
+				p.ops[q.op].device += uint64(d)
+			}
 		}
-		d, err := p.m.Elapsed(q.from, q.to)
 		p.m.Release(q.from, q.to)
-		if err != nil {
-			p.m = nil
-			continue
-		}
-		p.ops[q.op].device += uint64(d)
 	}
 	p.pending = p.pending[:0]
 }
