@@ -592,6 +592,7 @@ func (s *Sandbox) Run(ctx context.Context, job Job, cfg JobConfig) (*Result, err
 	if job.Digest.IsZero() {
 		job.Digest = digest.Sum(job.Module)
 	}
+	s.prefetchDigests(job)
 	mod, took, err := s.compiled(ctx, job, cfg.pages())
 	if err != nil {
 		return nil, err
@@ -767,6 +768,23 @@ func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, job Job, cf
 
 // dataFiles returns the job's data files for tensor_from_data, each named
 // by its digest: the one the caller gave, else the file's, hashed once.
+// prefetchDigests starts hashing the job's data files that come without a
+// digest (a local run's), while the module compiles and the guest starts:
+// the first tensor read from a file waits for its digest (the model
+// cache's key), and a 2 GB model takes a second or more to hash. Digests
+// remembers each, so the tensors' wait is for this same hash; a file that
+// fails is hashed again when the guest names it, and fails there.
+func (s *Sandbox) prefetchDigests(job Job) {
+	if s.models == nil {
+		return // without a model cache, no tensor needs a digest
+	}
+	for name, path := range job.Data {
+		if _, ok := job.DataDigests[name]; !ok {
+			go s.digests.Of(path)
+		}
+	}
+}
+
 func (s *Sandbox) dataFiles(job Job) map[string]tensorhost.DataFile {
 	files := make(map[string]tensorhost.DataFile, len(job.Data))
 	for name, path := range job.Data {

@@ -1,14 +1,17 @@
 package modelcache
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -368,4 +371,72 @@ func TestCachePurgeDuringLoad(t *testing.T) {
 		t.Errorf("%d buffers given back after the purged one's release, want 1", freed)
 	}
 	again.Release()
+}
+
+// TestReadChunks: a region read in parallel chunks is the region's bytes,
+// at offsets and lengths that straddle the chunks' bounds, and a region
+// past the file's end is io.ErrUnexpectedEOF.
+func TestReadChunks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "model.bin")
+	data := make([]byte, 3*readChunk+12345)
+	for i := range data {
+		data[i] = byte(i*7 + i>>13)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, c := range []struct {
+		off, n  int
+		workers int
+	}{
+		{0, len(data), 4},
+		{1, 2*readChunk + 3, 2},
+		{readChunk - 5, 2*readChunk + 10, 3},
+		{12345, 3 * readChunk, 8},
+		{7, 2*readChunk + 1, 1},
+	} {
+		got := make([]byte, c.n)
+		if err := readWith(f, got, int64(c.off), c.workers); err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		if !bytes.Equal(got, data[c.off:c.off+c.n]) {
+			t.Errorf("%+v: the bytes differ from the file's", c)
+		}
+	}
+	if _, err := Read(path, int64(len(data)-2*readChunk), abi.BF16, 2*readChunk); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("a region past the end: %v", err)
+	}
+}
+
+// BenchmarkRead reads 256 MiB of a file in the page cache into fresh
+// memory, as a model's tensors are loaded: with one goroutine and with
+// GOMAXPROCS.
+func BenchmarkRead(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "model.bin")
+	const size = 256 << 20
+	if err := os.WriteFile(path, make([]byte, size), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	for _, workers := range []int{1, runtime.GOMAXPROCS(0)} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			b.SetBytes(size)
+			for b.Loop() {
+				buf := make([]byte, size)
+				hugePages(buf)
+				if err := readWith(f, buf, 0, workers); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
