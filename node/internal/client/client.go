@@ -583,7 +583,7 @@ func (j *jobRun) knownCandidatesLocked() []peers.Candidate {
 			cands = append(cands, c)
 		}
 	}
-	return j.sameClassLocked(cands)
+	return j.sameClassLocked(cands, n.Peers.Group)
 }
 
 // precisionNote says, for a job at a reduced precision, that only
@@ -602,18 +602,25 @@ func (j *jobRun) precisionNote() string {
 }
 
 // sameClassLocked keeps, for a SameBackend job, the candidates of one
-// backend class: the one with the most candidates (the first seen among
-// equals), which it fixes for the job. Other jobs keep every candidate.
-
-func (j *jobRun) sameClassLocked(cands []peers.Candidate) []peers.Candidate {
+// backend class, which it fixes for the job: the class with the most
+// operators (group, Book.Group) among cands, the first seen among equals.
+// Operators, not identities: keys cost nothing, so a ring of many keys on
+// one machine advertising a class of its own (a revision no honest build
+// has) would otherwise fix the job's class to itself, and every replica,
+// and the client's audit, which needs its own class, with it.
+// Other jobs keep every candidate.
+func (j *jobRun) sameClassLocked(cands []peers.Candidate, group func(peer.ID) string) []peers.Candidate {
 	if !j.ann.SameBackend {
 		return cands
 	}
 	if j.backend == "" {
-		count := map[string]int{}
+		operators := map[string]map[string]bool{}
 		for _, c := range cands {
 			cl := backendClass(c.Advert, j.ann.Mode)
-			if count[cl]++; count[cl] > count[j.backend] {
+			if operators[cl] == nil {
+				operators[cl] = map[string]bool{}
+			}
+			if operators[cl][group(c.ID)] = true; len(operators[cl]) > len(operators[j.backend]) {
 				j.backend = cl
 			}
 		}
