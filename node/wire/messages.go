@@ -265,6 +265,22 @@ type CapabilityAdvert struct {
 	// byte for byte pair providers of one backend and revision. Omitted
 	// when every one is 0, as adverts from before revisions were.
 	Revisions []uint16 `cbor:"17,keyasint,omitempty"`
+	// HostABI is the tensor ABI version of the provider's host (abi.Version),
+	// which a job's module may need (host.ModuleABI). Omitted by hosts of v5
+	// and before, which said nothing of it: HostABIVersion reads them as 5.
+	HostABI uint16 `cbor:"18,keyasint,omitempty"`
+}
+
+// UnsaidABI is the ABI version an advert without HostABI stands for: the
+// last before adverts said it.
+const UnsaidABI = 5
+
+// HostABIVersion returns the ABI version of the advertiser's host.
+func (m *CapabilityAdvert) HostABIVersion() int {
+	if m.HostABI == 0 {
+		return UnsaidABI
+	}
+	return int(m.HostABI)
 }
 
 // BackendRevision returns the revision of the advert's backend i (0 where

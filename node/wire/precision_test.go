@@ -104,10 +104,11 @@ func TestAdvertPrecisions(t *testing.T) {
 // TestAdvertRevisions: a backend's revision is its entry in Revisions, 0
 // where the advert has none (as before revisions were advertised); more
 // revisions than backends is malformed; revisions survive the wire, and an
-// advert without them encodes as one from before them did.
+// advert without them encodes as one from before them did. The host's ABI
+// likewise: an advert without one is from a v5 host or older.
 func TestAdvertRevisions(t *testing.T) {
 	_, id := testKey(t)
-	ad := &CapabilityAdvert{V: Version, Peer: []byte(id), Backends: []string{"reference", "cuda"}, Revisions: []uint16{0, 2}}
+	ad := &CapabilityAdvert{V: Version, Peer: []byte(id), Backends: []string{"reference", "cuda"}, Revisions: []uint16{0, 2}, HostABI: 6}
 	if err := ad.Validate(); err != nil {
 		t.Fatalf("good advert: %v", err)
 	}
@@ -119,14 +120,14 @@ func TestAdvertRevisions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var back CapabilityAdvert
-	if err := Unmarshal(b, 1<<16, &back); err != nil || back.BackendRevision(1) != 2 {
-		t.Errorf("round trip: %v, %v", back.Revisions, err)
+	if err := Unmarshal(b, 1<<16, &back); err != nil || back.BackendRevision(1) != 2 || back.HostABIVersion() != 6 {
+		t.Errorf("round trip: %v, ABI %d, %v", back.Revisions, back.HostABIVersion(), err)
 	}
 	old := &CapabilityAdvert{V: Version, Peer: []byte(id), Backends: []string{"reference", "cuda"}}
 	ob, _ := Marshal(old)
 	var plain CapabilityAdvert
-	if err := Unmarshal(ob, 1<<16, &plain); err != nil || plain.Revisions != nil || plain.BackendRevision(1) != 0 {
-		t.Errorf("an advert without revisions: %v, %v", plain.Revisions, err)
+	if err := Unmarshal(ob, 1<<16, &plain); err != nil || plain.Revisions != nil || plain.BackendRevision(1) != 0 || plain.HostABIVersion() != UnsaidABI {
+		t.Errorf("an advert without revisions: %v, ABI %d, %v", plain.Revisions, plain.HostABIVersion(), err)
 	}
 	bad := &CapabilityAdvert{V: Version, Peer: []byte(id), Backends: []string{"cuda"}, Revisions: []uint16{2, 2}}
 	if err := bad.Validate(); !errors.Is(err, ErrMalformed) {

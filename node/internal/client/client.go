@@ -18,6 +18,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/infernet/infernet/digest"
 	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/node/blob"
@@ -106,6 +107,34 @@ type Client struct {
 	// free when it was sent, and load changes send none: without this count
 	// every job would pick the same providers first.
 	load providerLoad
+
+	abiMu sync.Mutex
+	abis  map[digest.Digest]int // modules' host.ModuleABI, by digest; guarded by abiMu
+}
+
+// moduleABI returns the tensor ABI the module d needs (host.ModuleABI),
+// remembered by digest: the llama runner is one module for every
+// generation. A module it cannot read needs nothing here: the sandboxes
+// that compile it say why.
+func (c *Client) moduleABI(d digest.Digest) int {
+	c.abiMu.Lock()
+	defer c.abiMu.Unlock()
+	if v, ok := c.abis[d]; ok {
+		return v
+	}
+	module, err := c.n.Blobs.Bytes(d, c.n.MaxModule)
+	if err != nil {
+		return 0
+	}
+	v, err := host.ModuleABI(module)
+	if err != nil {
+		v = 0
+	}
+	if c.abis == nil || len(c.abis) >= 64 {
+		c.abis = map[digest.Digest]int{} // a few modules in use; the rest are read again
+	}
+	c.abis[d] = v
+	return v
 }
 
 // live returns a copy of the record of job id while it is under way.
@@ -222,6 +251,9 @@ type jobRun struct {
 	matched map[peer.ID]peers.Candidate
 	// bidBackend is the backend each provider's bid named; guarded by mu.
 	bidBackend map[peer.ID]string
+	// abi is the tensor ABI version the job's module needs
+	// (host.ModuleABI): providers whose hosts advertise less cannot run it.
+	abi int
 	// backend is the backend class of a SameBackend job, fixed by the
 	// first bid; guarded by mu.
 	backend string
@@ -409,6 +441,7 @@ func (c *Client) submit(ctx context.Context, spec jobs.Spec, avoid []peer.ID, ev
 		holders: map[peer.ID]bool{}, matched: map[peer.ID]peers.Candidate{}, bidBackend: map[peer.ID]string{},
 		bids: make(chan *offer, 64), late: map[uint8]chan *wire.Result{},
 		rec: &store.Job{ID: ann.Job, Announce: *ann, State: store.JobPending, Created: now}, vks: vks,
+		abi: c.moduleABI(spec.Module),
 	}
 	if spec.Output != nil {
 		out, drain := queueOutput(spec.Output)
@@ -474,7 +507,7 @@ func (j *jobRun) findProviders(ctx context.Context) error {
 			return ctx.Err()
 		case <-window.C:
 			if ops := j.operators(); ops < int(j.ann.Replicas) {
-				return fmt.Errorf("%w: %s for %d replicas%s%s", jobs.ErrNoProviders, j.providersNote(ops), j.ann.Replicas, j.precisionNote(), j.loneNote())
+				return fmt.Errorf("%w: %s for %d replicas%s%s%s", jobs.ErrNoProviders, j.providersNote(ops), j.ann.Replicas, j.precisionNote(), j.abiNote(), j.loneNote())
 			}
 			return nil
 		case o := <-j.bids:
@@ -489,6 +522,9 @@ func (j *jobRun) findProviders(ctx context.Context) error {
 			if j.ann.Precision != "" && (a == nil || !a.OffersPrecision(j.ann.Precision)) {
 				// A peer that knows no precision bids, and would run f32.
 				continue
+			}
+			if a != nil && a.HostABIVersion() < j.abi {
+				continue // its host would refuse the module
 			}
 			if j.ann.Require != "" {
 				if a == nil {
@@ -529,6 +565,22 @@ func (j *jobRun) providersNote(ops int) string {
 		return fmt.Sprintf("%d providers in %d networks (one replica per network, as one operator's: --trust your own machines, or --no-netgroups on a private cluster)", n, ops)
 	}
 	return fmt.Sprint(n)
+}
+
+// abiNote says, for a module that needs a later tensor ABI than hosts
+// advertised before they said theirs, how many known providers that match
+// the job have a host that recent.
+func (j *jobRun) abiNote() string {
+	if j.abi <= wire.UnsaidABI {
+		return ""
+	}
+	n, have := j.c.n, 0
+	for _, c := range n.Peers.Candidates(j.req, j.ann.Price, j.ann.Memory, 3*n.AdvertInterval, nil) {
+		if c.Advert.HostABIVersion() >= j.abi {
+			have++
+		}
+	}
+	return fmt.Sprintf(" (the module needs tensor ABI v%d: %d known providers that match the job have it)", j.abi, have)
 }
 
 // loneNote is, for an error, what to do when the node knows no provider at
@@ -579,7 +631,7 @@ func (j *jobRun) knownCandidatesLocked() []peers.Candidate {
 	var cands []peers.Candidate
 	for _, c := range n.Peers.Candidates(j.req, j.ann.Price, j.ann.Memory, 3*n.AdvertInterval, nil) {
 		if (!j.isFair() || c.Advert.Offers(wire.FeatureFair)) && (!j.ann.Proofs || c.Advert.Offers(wire.FeatureProofs)) &&
-			c.Advert.OffersPrecision(j.ann.Precision) {
+			c.Advert.OffersPrecision(j.ann.Precision) && c.Advert.HostABIVersion() >= j.abi {
 			cands = append(cands, c)
 		}
 	}

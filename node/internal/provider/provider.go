@@ -46,6 +46,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/gpu"
 	"github.com/infernet/infernet/host/tensor"
@@ -200,6 +201,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		V: wire.Version, Peer: []byte(p.cfg.Host.ID()), Cores: runtime.NumCPU(), MemoryBytes: totalMemory(),
 		GPUs: p.gpus, Backends: names, Price: p.cfg.Price, Slots: p.cfg.Slots, Software: p.cfg.Software,
 		MaxMemory: p.cfg.MaxMemory, IntervalMS: p.cfg.AdvertInterval.Milliseconds(), Revisions: revisions(names),
+		HostABI: abi.Version,
 	}
 	if p.sells() {
 		p.fixed.Features = append(p.fixed.Features, wire.FeatureFair)

@@ -1,0 +1,127 @@
+package host
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/infernet/infernet/abi"
+)
+
+// ModuleABI returns the lowest tensor ABI version whose hosts have every
+// function of the infernet module that module imports (abi.Since): 0 for a
+// module that imports none, and abi.Version+1 for one that imports a
+// function this build does not know (a later ABI's, or none at all). A client offers a job only to providers whose
+// host is at least that version, since an older one can only refuse it
+// (ErrHostTooOld). It reads the module's import section and nothing else:
+// a module it cannot read is an error here and is refused again, with the
+// reason, by the sandbox that compiles it.
+func ModuleABI(module []byte) (int, error) {
+	r := wasmReader{b: module}
+	if magic := r.bytes(8); r.err != nil || string(magic) != "\x00asm\x01\x00\x00\x00" {
+		return 0, fmt.Errorf("%w: not a WebAssembly 1.0 binary", ErrInvalidModule)
+	}
+	for r.err == nil && len(r.b) > 0 {
+		id := r.byte()
+		body := wasmReader{b: r.bytes(r.u32())}
+		if r.err != nil {
+			break
+		}
+		if id != 2 { // the import section
+			continue
+		}
+		need := 0
+		for n := body.u32(); n > 0 && body.err == nil; n-- {
+			mod, name := body.name(), body.name()
+			body.importDesc()
+			if body.err == nil && mod == abi.ModuleName {
+				v := abi.Since(name)
+				if v == 0 {
+					v = abi.Version + 1
+				}
+				need = max(need, v)
+			}
+		}
+		if body.err != nil {
+			return 0, fmt.Errorf("%w: import section: %w", ErrInvalidModule, body.err)
+		}
+		return need, nil
+	}
+	if r.err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrInvalidModule, r.err)
+	}
+	return 0, nil
+}
+
+// wasmReader reads the WebAssembly binary format's primitives from b; the
+// first error sticks and later reads return zero values.
+type wasmReader struct {
+	b   []byte
+	err error
+}
+
+var errTruncated = errors.New("truncated")
+
+func (r *wasmReader) bytes(n uint32) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if uint64(n) > uint64(len(r.b)) {
+		r.err = errTruncated
+		return nil
+	}
+	out := r.b[:n]
+	r.b = r.b[n:]
+	return out
+}
+
+func (r *wasmReader) byte() byte {
+	if b := r.bytes(1); b != nil {
+		return b[0]
+	}
+	return 0
+}
+
+// u32 reads an unsigned LEB128 of at most 32 bits.
+func (r *wasmReader) u32() uint32 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b[:min(len(r.b), 5)])
+	if n <= 0 || v > 1<<32-1 {
+		r.err = errors.New("bad LEB128")
+		return 0
+	}
+	r.b = r.b[n:]
+	return uint32(v)
+}
+
+func (r *wasmReader) name() string { return string(r.bytes(r.u32())) }
+
+// importDesc skips an import's description: a function's type index, a
+// table's type and limits, a memory's limits or a global's type.
+func (r *wasmReader) importDesc() {
+	switch kind := r.byte(); kind {
+	case 0: // func
+		r.u32()
+	case 1: // table: reftype, then limits
+		r.byte()
+		r.limits()
+	case 2: // memory
+		r.limits()
+	case 3: // global: valtype, mutability
+		r.bytes(2)
+	default:
+		if r.err == nil {
+			r.err = fmt.Errorf("import kind %d", kind)
+		}
+	}
+}
+
+func (r *wasmReader) limits() {
+	flags := r.byte()
+	r.u32()
+	if flags&1 != 0 {
+		r.u32()
+	}
+}

@@ -1,0 +1,107 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tetratelabs/wazero"
+
+	"github.com/infernet/infernet/abi"
+)
+
+// TestModuleABI: the ABI a module needs is the latest of its infernet
+// imports' (abi.Since), whatever else it imports (tables, memories and
+// globals are skipped by their kinds); an unknown infernet function needs
+// a later ABI than this build's. For every module here the answer agrees
+// with wazero's own decoding of the imports; bytes that are not a module,
+// or a module cut short inside its imports, are ErrInvalidModule.
+func TestModuleABI(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		want int
+	}{
+		{"testdata/random.wasm", 0},
+		{"testdata/budget.wasm", 1},
+		{"../testdata/bad/infernet_hostile.wasm", 2},
+		{"testdata/hostcalls.wasm", 6},
+		{"../guest/go/llama/runner.wasm", abi.Version},
+		{"../testdata/bad/import_table.wasm", 0},
+		{"../testdata/bad/import_memory.wasm", 0},
+		{"../testdata/bad/import_global.wasm", 0},
+		{"../testdata/bad/future_import.wasm", abi.Version + 1},
+	} {
+		module, err := os.ReadFile(tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ModuleABI(module)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: ABI %d, %v; want %d", tc.path, got, err, tc.want)
+		}
+		if want := wazeroABI(t, module); got != want {
+			t.Errorf("%s: ABI %d, but %d from wazero's imports", tc.path, got, want)
+		}
+	}
+
+	runner, err := os.ReadFile("../guest/go/llama/runner.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := [][]byte{nil, []byte("\x00asm"), []byte("\x00asm\x02\x00\x00\x00"), []byte("#!/bin/sh\necho hi\n")}
+	for _, n := range []int{9, 10, 11, 40, 200} { // a section's header, and inside the import section
+		bad = append(bad, runner[:n])
+	}
+	garbage, _ := filepath.Glob("../testdata/bad/garbage*.wasm")
+	for _, p := range garbage {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad = append(bad, b)
+	}
+	for _, b := range bad {
+		if v, err := ModuleABI(b); !errors.Is(err, ErrInvalidModule) {
+			t.Errorf("%d bytes %q…: ABI %d, %v; want ErrInvalidModule", len(b), b[:min(len(b), 12)], v, err)
+		}
+	}
+}
+
+// wazeroABI is ModuleABI computed from wazero's decoding of module.
+func wazeroABI(t *testing.T, module []byte) int {
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	defer rt.Close(ctx)
+	cm, err := rt.CompileModule(ctx, module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	need := 0
+	for _, f := range cm.ImportedFunctions() {
+		if m, name, _ := f.Import(); m == abi.ModuleName {
+			v := abi.Since(name)
+			if v == 0 {
+				v = abi.Version + 1
+			}
+			need = max(need, v)
+		}
+	}
+	return need
+}
+
+// TestSinceCoversTheHost: every function of this host's infernet module
+// has a version in abi.Since, at most this ABI's.
+func TestSinceCoversTheHost(t *testing.T) {
+	sb := newSandbox(t, Config{})
+	fns := sb.allowed[abi.ModuleName]
+	if len(fns) < 30 {
+		t.Fatalf("%d infernet functions", len(fns))
+	}
+	for name := range fns {
+		if v := abi.Since(name); v < 1 || v > abi.Version {
+			t.Errorf("abi.Since(%q) = %d", name, v)
+		}
+	}
+}
