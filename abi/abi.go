@@ -309,30 +309,6 @@ const (
 	FuncMatMulSwiGLU = "matmul_swiglu"
 )
 
-// Since returns the ABI version that added host function name of the
-// infernet module: 1 for those of v1, 2 for those of v2, and so on; 0 for
-// a name the ABI does not have. A host of ABI v answers every function
-// whose Since is at most v.
-func Since(name string) int {
-	switch name {
-	case FuncLayerNorm, FuncLayerNormF32, FuncSoftmaxCausal, FuncSoftmaxCausalF32, FuncCrossEntropyF32,
-		FuncAdamWF32, FuncGemmBatchedF32, FuncTransposeF32, FuncGatherF32:
-		return 2
-	case FuncTensorFromData, FuncMatMul, FuncEmbed, FuncRMSNorm, FuncRoPE, FuncSwiGLU, FuncCopyRows,
-		FuncAttention, FuncArgmax, FuncSample:
-		return 3
-	case FuncRoPEFactors:
-		return 5
-	case FuncMatMulAdd, FuncMatMulSwiGLU:
-		return 6
-	case FuncABIVersion, FuncMode, FuncTensorNew, FuncTensorFree, FuncTensorWrite, FuncTensorRead,
-		FuncTensorDType, FuncTensorShape, FuncTensorReshape, FuncGemm, FuncBinary, FuncUnary, FuncSoftmax,
-		FuncReduce, FuncGemmF32, FuncGemmI8, FuncBinaryF32, FuncUnaryF32, FuncSoftmaxF32, FuncReduceF32:
-		return 1
-	}
-	return 0
-}
-
 // DType is a tensor element type.
 type DType int32
 

@@ -9,7 +9,7 @@ import (
 )
 
 // ModuleABI returns the lowest tensor ABI version whose hosts have every
-// function of the infernet module that module imports (abi.Since): 0 for a
+// function of the infernet module that module imports (since): 0 for a
 // module that imports none, and abi.Version+1 for one that imports a
 // function this build does not know (a later ABI's, or none at all). A client offers a job only to providers whose
 // host is at least that version, since an older one can only refuse it
@@ -35,7 +35,7 @@ func ModuleABI(module []byte) (int, error) {
 			mod, name := body.name(), body.name()
 			body.importDesc()
 			if body.err == nil && mod == abi.ModuleName {
-				v := abi.Since(name)
+				v := since(name)
 				if v == 0 {
 					v = abi.Version + 1
 				}
@@ -124,4 +124,28 @@ func (r *wasmReader) limits() {
 	if flags&1 != 0 {
 		r.u32()
 	}
+}
+
+// since returns the ABI version that added host function name of the
+// infernet module: 1 for those of v1, 2 for those of v2, and so on; 0 for
+// a name the ABI does not have. A host of ABI v answers every function
+// whose since is at most v.
+func since(name string) int {
+	switch name {
+	case abi.FuncLayerNorm, abi.FuncLayerNormF32, abi.FuncSoftmaxCausal, abi.FuncSoftmaxCausalF32, abi.FuncCrossEntropyF32,
+		abi.FuncAdamWF32, abi.FuncGemmBatchedF32, abi.FuncTransposeF32, abi.FuncGatherF32:
+		return 2
+	case abi.FuncTensorFromData, abi.FuncMatMul, abi.FuncEmbed, abi.FuncRMSNorm, abi.FuncRoPE, abi.FuncSwiGLU, abi.FuncCopyRows,
+		abi.FuncAttention, abi.FuncArgmax, abi.FuncSample:
+		return 3
+	case abi.FuncRoPEFactors:
+		return 5
+	case abi.FuncMatMulAdd, abi.FuncMatMulSwiGLU:
+		return 6
+	case abi.FuncABIVersion, abi.FuncMode, abi.FuncTensorNew, abi.FuncTensorFree, abi.FuncTensorWrite, abi.FuncTensorRead,
+		abi.FuncTensorDType, abi.FuncTensorShape, abi.FuncTensorReshape, abi.FuncGemm, abi.FuncBinary, abi.FuncUnary, abi.FuncSoftmax,
+		abi.FuncReduce, abi.FuncGemmF32, abi.FuncGemmI8, abi.FuncBinaryF32, abi.FuncUnaryF32, abi.FuncSoftmaxF32, abi.FuncReduceF32:
+		return 1
+	}
+	return 0
 }

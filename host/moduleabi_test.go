@@ -13,7 +13,7 @@ import (
 )
 
 // TestModuleABI: the ABI a module needs is the latest of its infernet
-// imports' (abi.Since), whatever else it imports (tables, memories and
+// imports' (since), whatever else it imports (tables, memories and
 // globals are skipped by their kinds); an unknown infernet function needs
 // a later ABI than this build's. For every module here the answer agrees
 // with wazero's own decoding of the imports; bytes that are not a module,
@@ -81,7 +81,7 @@ func wazeroABI(t *testing.T, module []byte) int {
 	need := 0
 	for _, f := range cm.ImportedFunctions() {
 		if m, name, _ := f.Import(); m == abi.ModuleName {
-			v := abi.Since(name)
+			v := since(name)
 			if v == 0 {
 				v = abi.Version + 1
 			}
@@ -92,7 +92,7 @@ func wazeroABI(t *testing.T, module []byte) int {
 }
 
 // TestSinceCoversTheHost: every function of this host's infernet module
-// has a version in abi.Since, at most this ABI's.
+// has a version in since, at most this ABI's.
 func TestSinceCoversTheHost(t *testing.T) {
 	sb := newSandbox(t, Config{})
 	fns := sb.allowed[abi.ModuleName]
@@ -100,8 +100,8 @@ func TestSinceCoversTheHost(t *testing.T) {
 		t.Fatalf("%d infernet functions", len(fns))
 	}
 	for name := range fns {
-		if v := abi.Since(name); v < 1 || v > abi.Version {
-			t.Errorf("abi.Since(%q) = %d", name, v)
+		if v := since(name); v < 1 || v > abi.Version {
+			t.Errorf("since(%q) = %d", name, v)
 		}
 	}
 }
