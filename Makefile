@@ -31,18 +31,13 @@ vet:
 	$(GO) vet -tags gpu ./host/...
 
 # Unit and integration tests: real wazero, real guests from testdata/, real
-# libp2p nodes on loopback; node processes built with fault injection; then
-# the Lightning tests (see test-payments).
-# -parallel 8: the tests marked t.Parallel are those that wait far more than
-# they compute (a stalled provider's timeout, an eclipsed client's bid
-# window, a colluding ring): they run together, beside the CPU-bound ones.
+# libp2p nodes on loopback; node processes built with fault injection; the
+# fuzz targets for a count each; and beside them, in a second lane, the
+# Lightning tests (see test-payments), the OpenAI client end to end and the
+# llama.cpp oracle (scripts/test.sh; INFERNET_TEST_SERIAL=1 runs them one
+# after another). It ends with each stage's time.
 test: deps vet
-	$(GO) test -count=1 -timeout 30m -parallel 8 $(PKGS)
-	$(GO) test -count=1 -tags faults -run TestFaults ./cmd/infernet/itest/
-	@$(MAKE) --no-print-directory fuzz FUZZCOUNT=1
-	@$(MAKE) --no-print-directory test-payments
-	@$(MAKE) --no-print-directory test-openai
-	@$(MAKE) --no-print-directory test-llamacpp
+	@GO=$(GO) MAKE=$(MAKE) ./scripts/test.sh
 
 # Go fuzz targets (package:Target:count), each fuzzed for FUZZTIME: hostile
 # bytes on the wire, in requirement expressions, at the local API, in host
