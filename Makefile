@@ -31,9 +31,9 @@ vet:
 	$(GO) vet -tags gpu ./host/...
 
 # Unit and integration tests: real wazero, real guests from testdata/, real
-# libp2p nodes on loopback; node processes built with fault injection; the
-# fuzz targets for a count each; and beside them, in a second lane, the
-# Lightning tests (see test-payments), the OpenAI client end to end and the
+# libp2p nodes on loopback; node processes built with fault injection; and
+# beside them, in a second lane, the Lightning tests (see test-payments),
+# the fuzz targets for a count each, the OpenAI client end to end and the
 # llama.cpp oracle (scripts/test.sh; INFERNET_TEST_SERIAL=1 runs them one
 # after another). It ends with each stage's time.
 test: deps vet
