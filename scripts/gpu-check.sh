@@ -184,6 +184,23 @@ for p in json.load(open(sys.argv[1])).get("device_profile", [])[:10]:
     print("    %-16s %6.1f calls/token %8.1f us worker %8.1f us device %6.1f%% of the run" % (p["op"], p["per_token"], p["worker_us"], p["device_us"], 100 * p["share"]))' "$LOG/llama-cuda-bf16.json" 2>/dev/null
 fi
 
+# The OpenAI API: two cuda providers (both on this GPU) serve the bf16
+# model through a client's /v1/completions, 2 replicas in tolerance mode;
+# a warm request's tokens/s against generate --local's on one GPU (its
+# tokens over its run, first token included), target >= 0.7.
+echo "gpu-check: the OpenAI API, two cuda providers on this GPU, a 64-token completion"
+if bin=$tools/infernet timeout 240 scripts/openai-rate.sh "$LOG/tinyllama1B-bf16.gguf" cuda 64 >"$LOG/openai.json" 2>"$LOG/openai.log"; then
+	api=$(jfield "$LOG/openai.json" tokens_per_second)
+else
+	api=""; tail -n 5 "$LOG/openai.log"; rc=1
+fi
+local_rate=$(jfield "$LOG/llama-cuda-bf16.json" tokens_per_second) api_ratio=""
+if [ -n "$api" ] && [ -n "$local_rate" ]; then api_ratio=$(awk -v a="$api" -v l="$local_rate" 'BEGIN { printf "%.2f", a / l }'); fi
+verdict "OpenAI API, 2 cuda providers, bf16, warm request" "$api" tok/s
+verdict "first request (weights to both providers)" "$(jfield "$LOG/openai.json" first_s)" s
+verdict "generate --local, cuda, bf16, whole run" "$local_rate" tok/s
+verdict "OpenAI API over generate --local" "$api_ratio" x ">=" 0.7 || rc=1
+
 {
 	printf '{"when":"%s","device":"%s","tests":{"passed":%d,"failed":%d,"skipped":%d},"figures":[' \
 		"$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(sed -nE 's/^ +[a-z_]+_test\.go:[0-9]+: +(device|GPU)[^:]*: *//p' "$LOG/preflight.log" | head -n 1 | tr -d '"\\')" "$passed" "$failed" "$skipped"
