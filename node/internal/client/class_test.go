@@ -1,12 +1,15 @@
 package client
 
 import (
+	"context"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/node/internal/peers"
+	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/wire"
 )
 
@@ -54,5 +57,36 @@ func TestSameClassByRevision(t *testing.T) {
 	}
 	if got := backendClass(advert(), wire.ModeTolerance); got != "cuda" {
 		t.Errorf("an advert without revisions: class %q, want cuda", got)
+	}
+}
+
+// TestSameClassOfBids: a SameBackend job whose providers come from the
+// open market fixes its class among the bidders by operators too: four
+// keys of one operator bidding with a revision of their own lose to two
+// honest operators, whatever order the bids arrive in, and only the
+// class's bidders stay in the pool.
+func TestSameClassOfBids(t *testing.T) {
+	groups := map[peer.ID]string{"ring1": "v4/127.9", "ring2": "v4/127.9", "ring3": "v4/127.9", "ring4": "v4/127.9",
+		"h1": "v4/127.1", "h2": "v4/127.2"}
+	cl := operatorsClient(t, groups)
+	cl.cfg.Announce = func(context.Context, *wire.JobAnnounce) error { return nil }
+	j := &jobRun{c: cl, open: true, req: requirement.Always, bids: make(chan *offer, 8),
+		ann: &wire.JobAnnounce{SameBackend: true, Replicas: 2, Price: 10, Terms: wire.Terms{Mode: wire.ModeTolerance}}}
+	for _, id := range []peer.ID{"ring1", "ring2", "ring3", "ring4", "h1", "h2"} {
+		rev := uint16(2)
+		if strings.HasPrefix(string(id), "ring") {
+			rev = 99
+		}
+		j.bids <- &offer{from: id, bid: &wire.Bid{Accept: true, Backend: "cuda", Revision: rev}}
+	}
+	if err := j.findProviders(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var pool []string
+	for _, c := range j.pool {
+		pool = append(pool, string(c.ID))
+	}
+	if slices.Sort(pool); j.backend != "cuda@2" || !slices.Equal(pool, []string{"h1", "h2"}) {
+		t.Errorf("class %q, pool %v; want cuda@2 and the honest bidders", j.backend, pool)
 	}
 }

@@ -251,6 +251,9 @@ type jobRun struct {
 	matched map[peer.ID]peers.Candidate
 	// bidBackend is the backend each provider's bid named; guarded by mu.
 	bidBackend map[peer.ID]string
+	// bidClass is the backend class (class) each open-market bidder bid
+	// with, for those whose adverts are not known; guarded by mu.
+	bidClass map[peer.ID]string
 	// abi is the tensor ABI version the job's module needs
 	// (host.ModuleABI): providers whose hosts advertise less cannot run it.
 	abi int
@@ -537,10 +540,28 @@ func (j *jobRun) findProviders(ctx context.Context) error {
 			have[o.from] = true
 			j.mu.Lock()
 			j.pool = append(j.pool, peers.Candidate{ID: o.from, Advert: a, Reputation: n.Peers.Score(o.from), Trusted: n.Peers.Trusted(o.from)})
+			if j.bidClass == nil {
+				j.bidClass = map[peer.ID]string{}
+			}
+			j.bidClass[o.from] = class(o.bid.Backend, o.bid.Revision)
 			j.mu.Unlock()
 		}
 	}
+	j.sameClassOfBids()
 	return nil
+}
+
+// sameClassOfBids fixes, for a SameBackend job whose pool the open market
+// filled, its class among the bidders as sameClassLocked does among
+// advertisers, by operators, and keeps that class's bidders: otherwise
+// the first bidder drawn would fix it, a ring of many keys as likely as
+// anyone.
+func (j *jobRun) sameClassOfBids() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.ann.SameBackend && j.backend == "" && len(j.bidClass) > 0 {
+		j.pool = j.sameClassLocked(j.pool, j.c.n.Peers.Group)
+	}
 }
 
 // operators counts the distinct operators (Book.Group) among the
@@ -668,7 +689,7 @@ func (j *jobRun) sameClassLocked(cands []peers.Candidate, group func(peer.ID) st
 	if j.backend == "" {
 		operators := map[string]map[string]bool{}
 		for _, c := range cands {
-			cl := backendClass(c.Advert, j.ann.Mode)
+			cl := j.classOfLocked(c)
 			if operators[cl] == nil {
 				operators[cl] = map[string]bool{}
 			}
@@ -679,11 +700,20 @@ func (j *jobRun) sameClassLocked(cands []peers.Candidate, group func(peer.ID) st
 	}
 	var kept []peers.Candidate
 	for _, c := range cands {
-		if backendClass(c.Advert, j.ann.Mode) == j.backend {
+		if j.classOfLocked(c) == j.backend {
 			kept = append(kept, c)
 		}
 	}
 	return kept
+}
+
+// classOfLocked is the backend class c runs this job on: its advert's, or
+// for an open-market bidder whose advert is unknown, its bid's.
+func (j *jobRun) classOfLocked(c peers.Candidate) string {
+	if c.Advert == nil {
+		return j.bidClass[c.ID]
+	}
+	return backendClass(c.Advert, j.ann.Mode)
 }
 
 // bidWindow is how long an announced job waits for bids from the open market.
