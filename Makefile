@@ -6,7 +6,7 @@ COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null)$(shell git diff --qui
 LDFLAGS := -X github.com/infernet/infernet/node.commit=$(COMMIT)
 PKGS    := ./...
 
-.PHONY: all build test vet demo bench deps docs testdata clean test-payments test-openai test-llamacpp fuzz mnist chargpt gpu-check gpu-bundle
+.PHONY: all build build-infernet test vet demo bench deps docs testdata clean test-payments test-openai test-llamacpp fuzz mnist chargpt gpu-check gpu-bundle
 
 all: build
 
@@ -19,9 +19,12 @@ deps:
 docs:
 	$(GO) generate ./cmd/infernet
 
-build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/infernet
+build: build-infernet
 	$(GO) build -ldflags "$(LDFLAGS)" -tags faults -o $(BIN)-faults ./cmd/infernet
+
+# bin/infernet alone, for what needs no fault injection.
+build-infernet:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/infernet
 
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -31,9 +34,9 @@ vet:
 	$(GO) vet -tags gpu ./host/...
 
 # Unit and integration tests: real wazero, real guests from testdata/, real
-# libp2p nodes on loopback; node processes built with fault injection; and
-# beside them, in a second lane, the Lightning tests (see test-payments),
-# the fuzz targets for a count each, the OpenAI client end to end and the
+# libp2p nodes on loopback; and beside them, in a second lane, the Lightning
+# tests (see test-payments), node processes built with fault injection, the
+# fuzz targets for a count each, the OpenAI client end to end and the
 # llama.cpp oracle (scripts/test.sh; INFERNET_TEST_SERIAL=1 runs them one
 # after another). It ends with each stage's time.
 test: deps vet
@@ -126,7 +129,7 @@ regtest-down:
 # 10 minutes). One package at a time: they share the network's balances.
 # The OpenAI API end to end with OpenAI's official npm client on four node
 # processes (scripts/openai-e2e.sh); the Go client's tests are in node/openai.
-test-openai: build
+test-openai: build-infernet
 	@./scripts/openai-e2e.sh
 
 # The packages with regtest tests, found by their names: linking every

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The stages of `make test` (after deps and vet), in two lanes that run at
-# once: the unit tests, then the fault-injection tests, stream to the
-# terminal; beside them the Lightning tests (mostly waiting on lnd and
-# btcd), the fuzz counts, the OpenAI end to end and the llama.cpp oracle
-# write to a log, printed when that lane is through. One after another
+# once: the unit tests stream to the terminal; beside them the Lightning
+# tests (mostly waiting on lnd and btcd), the fault-injection tests, the
+# fuzz counts, the OpenAI end to end and the llama.cpp oracle write to a
+# log, printed when that lane is through. One after another
 # the stages took about 1,000 s on a quiet 2-core machine with its caches
 # built, the unit tests 420 of them at 1.4 cores; side by side the second
 # lane fills the cores the unit tests leave idle. (The fuzz stage builds
@@ -34,11 +34,11 @@ stage() {
 # they compute (a stalled provider's timeout, an eclipsed client's bid
 # window, a colluding ring): they run together, beside the CPU-bound ones.
 unit() {
-  stage unit "$GO" test -count=1 -timeout 30m -parallel 8 ./... &&
-    stage faults "$GO" test -count=1 -tags faults -run TestFaults ./cmd/infernet/itest/
+  stage unit "$GO" test -count=1 -timeout 30m -parallel 8 ./...
 }
 network() {
   stage payments "$MAKE" --no-print-directory test-payments &&
+    stage faults "$GO" test -count=1 -tags faults -run TestFaults ./cmd/infernet/itest/ &&
     stage fuzz "$MAKE" --no-print-directory fuzz FUZZCOUNT=1 &&
     stage openai "$MAKE" --no-print-directory test-openai &&
     stage llamacpp "$MAKE" --no-print-directory test-llamacpp
@@ -49,12 +49,12 @@ if [ -n "${INFERNET_TEST_SERIAL:-}" ]; then
   unit && network
   rc=$?
 else
-  echo "test: the Lightning, fuzz, OpenAI and llama.cpp stages run beside the unit tests; their output follows the unit tests'" >&2
+  echo "test: the Lightning, fault, fuzz, OpenAI and llama.cpp stages run beside the unit tests; their output follows the unit tests'" >&2
   network >"$logs/network.log" 2>&1 &
   bg=$!
   unit
   rc=$?
-  kill -0 "$bg" 2>/dev/null && echo "test: waiting for the Lightning, fuzz, OpenAI and llama.cpp stages" >&2
+  kill -0 "$bg" 2>/dev/null && echo "test: waiting for the Lightning, fault, fuzz, OpenAI and llama.cpp stages" >&2
   wait "$bg"
   brc=$?
   cat "$logs/network.log"
