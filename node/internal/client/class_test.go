@@ -16,10 +16,10 @@ import (
 // TestSameClassByRevision: a SameBackend job pairs its replicas within one
 // backend class, which is the backend and the revision of its numerics:
 // providers of an older build (no revision advertised) and of a newer one
-// are never paired, and the class with the most operators wins, however
-// many keys one operator holds; a bid of another revision is refused once
-// the class is fixed. Exact-mode jobs pair by the reference backend, which
-// has no revision.
+// are never paired, and the class with the most established operators
+// wins, then the most operators, however many keys one operator holds; a
+// bid of another revision is refused once the class is fixed. Exact-mode
+// jobs pair by the reference backend, which has no revision.
 func TestSameClassByRevision(t *testing.T) {
 	advert := func(revs ...uint16) *wire.CapabilityAdvert {
 		return &wire.CapabilityAdvert{Backends: []string{"reference", "cuda"}, Revisions: revs}
@@ -31,34 +31,59 @@ func TestSameClassByRevision(t *testing.T) {
 		{ID: "new2", Advert: advert(0, 2)},
 		{ID: "new3", Advert: advert(0, 2)},
 	}
-	// A ring: six keys of one operator, advertising a revision of their own.
+	// A ring: six keys advertising a revision of their own.
 	for _, id := range []peer.ID{"ring1", "ring2", "ring3", "ring4", "ring5", "ring6"} {
 		cands = append(cands, peers.Candidate{ID: id, Advert: advert(0, 99)})
 	}
-	group := func(id peer.ID) string {
+	oneMachine := classBook{group: func(id peer.ID) string {
 		if strings.HasPrefix(string(id), "ring") {
 			return "ring"
 		}
 		return string(id)
-	}
+	}}
+	// The ring's keys spread over six networks: six operators, none
+	// established; one honest provider of revision 2 has a record.
+	spread := classBook{established: map[peer.ID]bool{"new2": true}}
 	for _, tc := range []struct {
+		name  string
+		book  classBook
 		mode  uint8
 		class string
 		kept  int
 	}{
-		{wire.ModeTolerance, "cuda@2", 3},
-		{wire.ModeExact, "reference", 11},
+		{"one machine", oneMachine, wire.ModeTolerance, "cuda@2", 3},
+		{"one machine, exact", oneMachine, wire.ModeExact, "reference", 11},
+		{"spread, one established", spread, wire.ModeTolerance, "cuda@2", 3},
+		// Nobody established (a new network): operators decide, and six
+		// networks outnumber three; the audit then needs anchored votes.
+		{"spread, none established", classBook{}, wire.ModeTolerance, "cuda@99", 6},
 	} {
 		j := &jobRun{ann: &wire.JobAnnounce{Terms: wire.Terms{Mode: tc.mode}, SameBackend: true}}
-		kept := j.sameClassLocked(cands, group)
+		kept := j.sameClassLocked(cands, tc.book)
 		if j.backend != tc.class || len(kept) != tc.kept {
-			t.Errorf("mode %d: class %q, %d kept; want %q, %d", tc.mode, j.backend, len(kept), tc.class, tc.kept)
+			t.Errorf("%s: class %q, %d kept; want %q, %d", tc.name, j.backend, len(kept), tc.class, tc.kept)
 		}
 	}
 	if got := backendClass(advert(), wire.ModeTolerance); got != "cuda" {
 		t.Errorf("an advert without revisions: class %q, want cuda", got)
 	}
 }
+
+// classBook is an operatorBook: group names each peer's operator (its
+// own ID when nil), established the peers with a record.
+type classBook struct {
+	group       func(peer.ID) string
+	established map[peer.ID]bool
+}
+
+func (b classBook) Group(id peer.ID) string {
+	if b.group == nil {
+		return string(id)
+	}
+	return b.group(id)
+}
+
+func (b classBook) Established(id peer.ID) bool { return b.established[id] }
 
 // TestSameClassOfBids: a SameBackend job whose providers come from the
 // open market fixes its class among the bidders by operators too: four

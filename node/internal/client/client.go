@@ -560,7 +560,7 @@ func (j *jobRun) sameClassOfBids() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.ann.SameBackend && j.backend == "" && len(j.bidClass) > 0 {
-		j.pool = j.sameClassLocked(j.pool, j.c.n.Peers.Group)
+		j.pool = j.sameClassLocked(j.pool, j.c.n.Peers)
 	}
 }
 
@@ -656,7 +656,7 @@ func (j *jobRun) knownCandidatesLocked() []peers.Candidate {
 			cands = append(cands, c)
 		}
 	}
-	return j.sameClassLocked(cands, n.Peers.Group)
+	return j.sameClassLocked(cands, n.Peers)
 }
 
 // precisionNote says, for a job at a reduced precision, that only
@@ -674,27 +674,51 @@ func (j *jobRun) precisionNote() string {
 	return fmt.Sprintf(" (precision %s: %d known providers that match the job offer it)", j.ann.Precision, offer)
 }
 
+// operatorBook is what sameClassLocked reads of the peer book: each
+// peer's operator and whether its record is established.
+type operatorBook interface {
+	Group(peer.ID) string
+	Established(peer.ID) bool
+}
+
 // sameClassLocked keeps, for a SameBackend job, the candidates of one
 // backend class, which it fixes for the job: the class with the most
-// operators (group, Book.Group) among cands, the first seen among equals.
-// Operators, not identities: keys cost nothing, so a ring of many keys on
-// one machine advertising a class of its own (a revision no honest build
-// has) would otherwise fix the job's class to itself, and every replica,
-// and the client's audit, which needs its own class, with it.
-// Other jobs keep every candidate.
-func (j *jobRun) sameClassLocked(cands []peers.Candidate, group func(peer.ID) string) []peers.Candidate {
+// established operators (Book.Group, Book.Established) among cands, then
+// the most operators, the first seen among equals. Operators, not
+// identities: keys cost nothing, so a ring of many keys on one machine
+// advertising a class of its own (a revision no honest build has) would
+// otherwise fix the job's class to itself, and every replica, and the
+// client's audit, which needs its own class, with it; established first,
+// so that a ring spread over many networks must first earn a record on
+// each. Other jobs keep every candidate.
+func (j *jobRun) sameClassLocked(cands []peers.Candidate, book operatorBook) []peers.Candidate {
 	if !j.ann.SameBackend {
 		return cands
 	}
 	if j.backend == "" {
-		operators := map[string]map[string]bool{}
+		type count struct{ established, all map[string]bool }
+		counts := map[string]*count{}
+		better := func(a, b *count) bool {
+			if len(a.established) != len(b.established) {
+				return len(a.established) > len(b.established)
+			}
+			return len(a.all) > len(b.all)
+		}
+		var best *count
 		for _, c := range cands {
 			cl := j.classOfLocked(c)
-			if operators[cl] == nil {
-				operators[cl] = map[string]bool{}
+			n := counts[cl]
+			if n == nil {
+				n = &count{map[string]bool{}, map[string]bool{}}
+				counts[cl] = n
 			}
-			if operators[cl][group(c.ID)] = true; len(operators[cl]) > len(operators[j.backend]) {
-				j.backend = cl
+			g := book.Group(c.ID)
+			n.all[g] = true
+			if book.Established(c.ID) {
+				n.established[g] = true
+			}
+			if best == nil || (n != best && better(n, best)) {
+				best, j.backend = n, cl
 			}
 		}
 	}
