@@ -9,11 +9,10 @@ import (
 )
 
 // ModuleABI returns the lowest tensor ABI version whose hosts have every
-// function of the infernet module that module imports (since): 0 for a
-// module that imports none, and abi.Version+1 for one that imports a
-// function this build does not know (a later ABI's, or none at all). A client offers a job only to providers whose
-// host is at least that version, since an older one can only refuse it
-// (ErrHostTooOld). It reads the module's import section and nothing else:
+// function of the infernet module that module imports (importABI): 0 for
+// a module that imports none. A client offers a job only to providers
+// whose host is at least that version, since an older one can only refuse
+// it (ErrHostTooOld). It reads the module's import section and nothing else:
 // a module it cannot read is an error here and is refused again, with the
 // reason, by the sandbox that compiles it.
 func ModuleABI(module []byte) (int, error) {
@@ -35,11 +34,7 @@ func ModuleABI(module []byte) (int, error) {
 			mod, name := body.name(), body.name()
 			body.importDesc()
 			if body.err == nil && mod == abi.ModuleName {
-				v := since(name)
-				if v == 0 {
-					v = abi.Version + 1
-				}
-				need = max(need, v)
+				need = max(need, importABI(name))
 			}
 		}
 		if body.err != nil {
@@ -124,6 +119,16 @@ func (r *wasmReader) limits() {
 	if flags&1 != 0 {
 		r.u32()
 	}
+}
+
+// importABI is the ABI version a host needs to serve the import of
+// function name of the infernet module: since's, or abi.Version+1 for a
+// name this build does not know (a later ABI's, or none at all).
+func importABI(name string) int {
+	if v := since(name); v > 0 {
+		return v
+	}
+	return abi.Version + 1
 }
 
 // since returns the ABI version that added host function name of the

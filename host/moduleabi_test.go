@@ -13,7 +13,7 @@ import (
 )
 
 // TestModuleABI: the ABI a module needs is the latest of its infernet
-// imports' (since), whatever else it imports (tables, memories and
+// imports' (importABI), whatever else it imports (tables, memories and
 // globals are skipped by their kinds); an unknown infernet function needs
 // a later ABI than this build's. For every module here the answer agrees
 // with wazero's own decoding of the imports; bytes that are not a module,
@@ -81,11 +81,7 @@ func wazeroABI(t *testing.T, module []byte) int {
 	need := 0
 	for _, f := range cm.ImportedFunctions() {
 		if m, name, _ := f.Import(); m == abi.ModuleName {
-			v := since(name)
-			if v == 0 {
-				v = abi.Version + 1
-			}
-			need = max(need, v)
+			need = max(need, importABI(name))
 		}
 	}
 	return need

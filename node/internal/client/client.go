@@ -126,10 +126,7 @@ func (c *Client) moduleABI(d digest.Digest) int {
 	if err != nil {
 		return 0
 	}
-	v, err := host.ModuleABI(module)
-	if err != nil {
-		v = 0
-	}
+	v, _ := host.ModuleABI(module) // 0 with its error
 	if c.abis == nil || len(c.abis) >= 64 {
 		c.abis = map[digest.Digest]int{} // a few modules in use; the rest are read again
 	}
@@ -595,13 +592,20 @@ func (j *jobRun) abiNote() string {
 	if j.abi <= wire.UnsaidABI {
 		return ""
 	}
-	n, have := j.c.n, 0
+	have := j.knownMatching(func(a *wire.CapabilityAdvert) bool { return a.HostABIVersion() >= j.abi })
+	return fmt.Sprintf(" (the module needs tensor ABI v%d: %d known providers that match the job have it)", j.abi, have)
+}
+
+// knownMatching counts the known providers that match the job's
+// requirement and terms and whose advert satisfies ok.
+func (j *jobRun) knownMatching(ok func(*wire.CapabilityAdvert) bool) int {
+	n, count := j.c.n, 0
 	for _, c := range n.Peers.Candidates(j.req, j.ann.Price, j.ann.Memory, 3*n.AdvertInterval, nil) {
-		if c.Advert.HostABIVersion() >= j.abi {
-			have++
+		if ok(c.Advert) {
+			count++
 		}
 	}
-	return fmt.Sprintf(" (the module needs tensor ABI v%d: %d known providers that match the job have it)", j.abi, have)
+	return count
 }
 
 // loneNote is, for an error, what to do when the node knows no provider at
@@ -665,12 +669,7 @@ func (j *jobRun) precisionNote() string {
 	if j.ann.Precision == "" {
 		return ""
 	}
-	n, offer := j.c.n, 0
-	for _, c := range n.Peers.Candidates(j.req, j.ann.Price, j.ann.Memory, 3*n.AdvertInterval, nil) {
-		if c.Advert.OffersPrecision(j.ann.Precision) {
-			offer++
-		}
-	}
+	offer := j.knownMatching(func(a *wire.CapabilityAdvert) bool { return a.OffersPrecision(j.ann.Precision) })
 	return fmt.Sprintf(" (precision %s: %d known providers that match the job offer it)", j.ann.Precision, offer)
 }
 
@@ -696,30 +695,37 @@ func (j *jobRun) sameClassLocked(cands []peers.Candidate, book operatorBook) []p
 		return cands
 	}
 	if j.backend == "" {
-		type count struct{ established, all map[string]bool }
-		counts := map[string]*count{}
-		better := func(a, b *count) bool {
-			if len(a.established) != len(b.established) {
-				return len(a.established) > len(b.established)
-			}
-			return len(a.all) > len(b.all)
+		// Each class's operators, and its established ones, in the
+		// order the classes are first seen.
+		type count struct {
+			class            string
+			established, all map[string]bool
 		}
-		var best *count
+		var counts []*count
+		byClass := map[string]*count{}
 		for _, c := range cands {
 			cl := j.classOfLocked(c)
-			n := counts[cl]
+			n := byClass[cl]
 			if n == nil {
-				n = &count{map[string]bool{}, map[string]bool{}}
-				counts[cl] = n
+				n = &count{cl, map[string]bool{}, map[string]bool{}}
+				byClass[cl] = n
+				counts = append(counts, n)
 			}
 			g := book.Group(c.ID)
 			n.all[g] = true
 			if book.Established(c.ID) {
 				n.established[g] = true
 			}
-			if best == nil || (n != best && better(n, best)) {
-				best, j.backend = n, cl
+		}
+		var best *count
+		for _, n := range counts {
+			if best == nil || len(n.established) > len(best.established) ||
+				len(n.established) == len(best.established) && len(n.all) > len(best.all) {
+				best = n
 			}
+		}
+		if best != nil {
+			j.backend = best.class
 		}
 	}
 	var kept []peers.Candidate
