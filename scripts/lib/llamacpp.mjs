@@ -8,8 +8,12 @@
 //       tokens: llama.cpp's tokenization of the prompt (no special-token
 //       parsing) with BOS in front if the model says to prepend one; logits:
 //       the whole vocabulary's logits at the last position after evaluating
-//       those tokens as one batch in a fresh sequence, indexed by token id,
-//       each the shortest decimal that reads back as the same float32
+//       those tokens as one batch in a fresh sequence (or, where they are a
+//       prefix of another prompt's, at their last position in that one's
+//       batch), indexed by token id, each the shortest decimal that reads
+//       back as the same float32; with LLAMACPP_LOGITS=f32, "logits_f32"
+//       instead: the float32s' bytes, little-endian, in base64 (a quarter
+//       of the time to write and to read)
 //   node llamacpp.mjs logits-ids MODEL.gguf IDS...
 //       the same for token ids given as comma-separated lists (used as they
 //       are: no BOS added), without "prompt"
@@ -104,25 +108,50 @@ if (mode === "tokenize") {
   });
   process.stderr.write(`llamacpp.mjs: threads ${threads}, KV ${kvType}, flash attention ${context.flashAttention}, context ${context.contextSize}, batch ${context.batchSize}\n`);
   const sequence = context.getSequence();
-  for (const { prompt, tokens } of prompts) {
-    if (tokens.length === 0) {
+  // A list that is a prefix of a longer one in the same call is read from
+  // the longer one's evaluation, at its own last position: causal
+  // attention leaves a position's logits independent of the tokens after
+  // it, and the rows of a batch are computed alike (the oracle's lists are
+  // a prompt and each prefix of its continuation: one evaluation each).
+  const cover = prompts.map((p) => prompts.reduce((best, q) =>
+    q.tokens.length > best.tokens.length && p.tokens.every((t, i) => q.tokens[i] === t) ? q : best, p));
+  const rows = new Map(); // a list evaluated -> Map from position to logits
+  for (const p of prompts) {
+    if (p.tokens.length === 0) {
       throw new Error("nothing to evaluate: an empty list of ids");
     }
-    await sequence.clearHistory();
-    const input = tokens.map((t, i) => (i === tokens.length - 1 ? [t, { generateNext: { logits: true } }] : t));
-    const out = await sequence.controlledEvaluate(input);
-    const map = out[tokens.length - 1]?.next?.logits;
+  }
+  for (const [i, { prompt, tokens }] of prompts.entries()) {
+    const full = cover[i];
+    if (!rows.has(full)) {
+      const want = new Set(prompts.filter((_, j) => cover[j] === full).map((p) => p.tokens.length - 1));
+      await sequence.clearHistory();
+      const out = await sequence.controlledEvaluate(full.tokens.map((t, k) => (want.has(k) ? [t, { generateNext: { logits: true } }] : t)));
+      rows.set(full, new Map([...want].map((k) => [k, out[k]?.next?.logits])));
+    }
+    const map = rows.get(full).get(tokens.length - 1);
     if (map == null) {
       throw new Error(`no logits for prompt ${JSON.stringify(prompt)}`);
     }
-    const logits = new Array(map.size);
+    const logits = new Float32Array(map.size);
+    const seen = new Uint8Array(map.size);
     for (const [id, v] of map) {
-      if (!(id >= 0 && id < map.size) || logits[id] !== undefined) {
+      if (!(id >= 0 && id < map.size) || seen[id]) {
         throw new Error(`unexpected token id ${id} in the logits`);
       }
-      logits[id] = f32(v);
+      if (!Number.isFinite(v)) {
+        throw new Error(`non-finite logit ${v}`);
+      }
+      logits[id] = v;
+      seen[id] = 1;
     }
-    process.stdout.write(JSON.stringify(prompt === undefined ? { tokens, logits } : { prompt, tokens, logits }) + "\n");
+    const line = prompt === undefined ? { tokens } : { prompt, tokens };
+    if (process.env.LLAMACPP_LOGITS === "f32") {
+      line.logits_f32 = Buffer.from(logits.buffer).toString("base64"); // little-endian on x86 and arm
+    } else {
+      line.logits = Array.from(logits, f32);
+    }
+    process.stdout.write(JSON.stringify(line) + "\n");
   }
   await context.dispose();
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -102,10 +103,29 @@ type cppTensor struct {
 	Size   int64  `json:"size"`
 }
 
-// cppLogits is one line of scripts/llamacpp.sh logits or logits-ids.
+// cppLogits is one line of scripts/llamacpp.sh logits or logits-ids,
+// asked for the logits' float32 bits (LLAMACPP_LOGITS=f32: a quarter of
+// the decimals' time in node and in Go).
 type cppLogits struct {
 	Tokens []int     `json:"tokens"`
-	Logits []float32 `json:"logits"`
+	Bits   []byte    `json:"logits_f32"` // little-endian float32s
+	Logits []float32 `json:"-"`
+}
+
+// llamacppLogits runs scripts/llamacpp.sh logits or logits-ids with args.
+func llamacppLogits(t testing.TB, args ...string) []cppLogits {
+	t.Helper()
+	lines := jsonLines[cppLogits](t, llamacppEnv(t, []string{"LLAMACPP_LOGITS=f32"}, args...))
+	for i, l := range lines {
+		if len(l.Bits)%4 != 0 {
+			t.Fatalf("llama.cpp's logits %d: %d bytes", i, len(l.Bits))
+		}
+		lines[i].Logits = make([]float32, len(l.Bits)/4)
+		for j := range lines[i].Logits {
+			lines[i].Logits[j] = math.Float32frombits(binary.LittleEndian.Uint32(l.Bits[4*j:]))
+		}
+	}
+	return lines
 }
 
 // llamacpp runs scripts/llamacpp.sh with args and returns its stdout.
@@ -158,7 +178,7 @@ func cppRows(t testing.TB, model string, lists [][]int, vocab int) [][]float32 {
 		}
 		args = append(args, strings.Join(s, ","))
 	}
-	out := jsonLines[cppLogits](t, llamacpp(t, args...))
+	out := llamacppLogits(t, args...)
 	if len(out) != len(lists) {
 		t.Fatalf("llama.cpp answered %d of %d lists", len(out), len(lists))
 	}
@@ -329,7 +349,7 @@ func oracleCompare(t *testing.T, path, shape, typ string) oracleResult {
 	if typ == "Q8_0" {
 		// llama.cpp's tokens of the prompts, for one file of a shape (the
 		// vocabulary is the same in each).
-		for i, l := range jsonLines[cppLogits](t, llamacpp(t, append([]string{"logits", path}, oraclePrompts...)...)) {
+		for i, l := range llamacppLogits(t, append([]string{"logits", path}, oraclePrompts...)...) {
 			if !slices.Equal(l.Tokens, prompts[i]) {
 				t.Errorf("prompt %q: infernet's tokens %v, llama.cpp's %v", oraclePrompts[i], prompts[i], l.Tokens)
 			}
