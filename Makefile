@@ -142,6 +142,7 @@ test-payments:
 # random stories15M and stories110M quantized by llama-quantize (Q8_0, Q4_0,
 # Q4_1, Q5_0, Q5_1, Q4_K_M, Q5_K_M, Q6_K), infernet's tensors, tokens,
 # logits and greedy tokens against llama.cpp's; installs node-llama-cpp
-# into ~/.cache/infernet on first use. About 2.5 minutes on 2 cores.
+# into ~/.cache/infernet on first use. About a minute on 2 cores:
+# llama.cpp answers through long-lived processes (scripts/llamacpp.sh serve).
 test-llamacpp:
 	@./scripts/llamacpp-oracle.sh

@@ -17,7 +17,7 @@
 # second each); stories110M's quantizations (about 30 s) are kept in
 # ${INFERNET_CACHE:-~/.cache/infernet}/llamacpp-oracle/, under the digest of
 # their f32 source and llama.cpp's version (650 MB; an older set is
-# removed). About 2.5 minutes on 2 cores once they are kept.
+# removed). About a minute on 2 cores once they are kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}

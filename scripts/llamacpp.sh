@@ -43,6 +43,11 @@
 #       F16 and auto (on for the CPU), differ from these by up to ~5e-3)
 #   scripts/llamacpp.sh logits-ids MODEL.gguf IDS...
 #       the same for comma-separated token ids (as given: no BOS added)
+#   scripts/llamacpp.sh serve
+#       logits, logits-ids and tokenize, many in one process (llama.cpp's
+#       library loaded once: a second of node's time each otherwise): a
+#       JSON array of a command's arguments a line on stdin, answered by
+#       its lines on stdout and then {"end":true}, or by {"error":...}
 #   scripts/llamacpp.sh tokenize MODEL.gguf FILE
 #       a JSON array: llama.cpp's token ids of FILE's content, no BOS. The
 #       text goes through a JavaScript string: invalid UTF-8 arrives as
@@ -189,6 +194,11 @@ logits | logits-ids | tokenize)
   [ "$cmd" != tokenize ] || [ $# -eq 2 ] || usage
   do_install
   NODE_LLAMA_CPP_MODULE=$pkg node "$root/scripts/lib/llamacpp.mjs" "$cmd" "$@"
+  ;;
+serve)
+  [ $# -eq 0 ] || usage
+  do_install
+  exec env NODE_LLAMA_CPP_MODULE=$pkg node "$root/scripts/lib/llamacpp.mjs" serve
   ;;
 vocabs)
   [ $# -eq 0 ] || usage

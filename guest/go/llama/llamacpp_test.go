@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -105,17 +107,53 @@ type cppTensor struct {
 
 // cppLogits is one line of scripts/llamacpp.sh logits or logits-ids,
 // asked for the logits' float32 bits (LLAMACPP_LOGITS=f32: a quarter of
-// the decimals' time in node and in Go).
+// the decimals' time in node and in Go); Logits are decoded from Bits.
 type cppLogits struct {
 	Tokens []int     `json:"tokens"`
 	Bits   []byte    `json:"logits_f32"` // little-endian float32s
 	Logits []float32 `json:"-"`
 }
 
-// llamacppLogits runs scripts/llamacpp.sh logits or logits-ids with args.
-func llamacppLogits(t testing.TB, args ...string) []cppLogits {
+// cppServers are `scripts/llamacpp.sh serve` processes, one for each
+// subtest asking at once, started on first use: llama.cpp's library is
+// loaded once a process, not once a command (about a second of node's
+// time, some 40 commands a run).
+type cppServers struct {
+	stderr string // the file of their stderr
+	mu     sync.Mutex
+	idle   []*cppServer
+	all    []*cppServer
+}
+
+// cppServer is one process of cppServers.
+type cppServer struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Reader
+}
+
+// newCppServers returns cppServers writing their stderr under dir.
+func newCppServers(dir string) *cppServers {
+	return &cppServers{stderr: filepath.Join(dir, "llamacpp-serve.log")}
+}
+
+// logits answers logits or logits-ids with args, asking for the logits'
+// float32 bits (LLAMACPP_LOGITS=f32).
+func (p *cppServers) logits(t testing.TB, args ...string) []cppLogits {
 	t.Helper()
-	lines := jsonLines[cppLogits](t, llamacppEnv(t, []string{"LLAMACPP_LOGITS=f32"}, args...))
+	s, err := p.get()
+	if err != nil {
+		t.Fatalf("scripts/llamacpp.sh serve: %v", err)
+	}
+	out, err := s.do(args)
+	if err != nil {
+		log, _ := os.ReadFile(p.stderr)
+		t.Fatalf("llama.cpp %s: %v\n%s", args[0], err, log[max(0, len(log)-4096):])
+	}
+	p.mu.Lock()
+	p.idle = append(p.idle, s) // only a process that answered goes back
+	p.mu.Unlock()
+	lines := jsonLines[cppLogits](t, out)
 	for i, l := range lines {
 		if len(l.Bits)%4 != 0 {
 			t.Fatalf("llama.cpp's logits %d: %d bytes", i, len(l.Bits))
@@ -126,6 +164,72 @@ func llamacppLogits(t testing.TB, args ...string) []cppLogits {
 		}
 	}
 	return lines
+}
+
+// get returns an idle process, or starts one.
+func (p *cppServers) get() (*cppServer, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.idle); n > 0 {
+		s := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		return s, nil
+	}
+	stderr, err := os.OpenFile(p.stderr, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer stderr.Close() // the child has its own copy
+	cmd := exec.Command(filepath.Join("..", "..", "..", "scripts", "llamacpp.sh"), "serve")
+	cmd.Env = append(os.Environ(), "LLAMACPP_LOGITS=f32")
+	cmd.Stderr = stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &cppServer{cmd: cmd, in: in, out: bufio.NewReaderSize(out, 1<<20)}
+	p.all = append(p.all, s)
+	return s, nil
+}
+
+// close ends every process.
+func (p *cppServers) close() {
+	for _, s := range p.all {
+		s.in.Close() // the end of its input ends it
+		s.cmd.Wait()
+	}
+}
+
+// do sends one command and returns its lines of output.
+func (s *cppServer) do(args []string) ([]byte, error) {
+	line, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.in.Write(append(line, '\n')); err != nil {
+		return nil, fmt.Errorf("sending the command: %w", err)
+	}
+	var out bytes.Buffer
+	for {
+		l, err := s.out.ReadBytes('\n')
+		if err != nil {
+			return nil, fmt.Errorf("reading its answer: %w", err)
+		}
+		switch {
+		case string(l) == `{"end":true}`+"\n":
+			return out.Bytes(), nil
+		case bytes.HasPrefix(l, []byte(`{"error":`)):
+			return nil, errors.New(string(bytes.TrimSpace(l)))
+		}
+		out.Write(l)
+	}
 }
 
 // llamacpp runs scripts/llamacpp.sh with args and returns its stdout.
@@ -168,7 +272,7 @@ func readGGUFFile(t testing.TB, path string) *llama.GGUF {
 }
 
 // cppRows returns llama.cpp's logits after each of lists (token ids).
-func cppRows(t testing.TB, model string, lists [][]int, vocab int) [][]float32 {
+func cppRows(t testing.TB, cpp *cppServers, model string, lists [][]int, vocab int) [][]float32 {
 	t.Helper()
 	args := []string{"logits-ids", model}
 	for _, ids := range lists {
@@ -178,7 +282,7 @@ func cppRows(t testing.TB, model string, lists [][]int, vocab int) [][]float32 {
 		}
 		args = append(args, strings.Join(s, ","))
 	}
-	out := llamacppLogits(t, args...)
+	out := cpp.logits(t, args...)
 	if len(out) != len(lists) {
 		t.Fatalf("llama.cpp answered %d of %d lists", len(out), len(lists))
 	}
@@ -253,6 +357,8 @@ func TestLlamaCppOracle(t *testing.T) {
 	if dir == "" {
 		t.Skip("INFERNET_LLAMACPP_MODELS is not set: make test-llamacpp runs this test")
 	}
+	cpp := newCppServers(t.TempDir())
+	defer cpp.close()
 	var mu sync.Mutex
 	var results []oracleResult
 	t.Run("files", func(t *testing.T) {
@@ -264,7 +370,7 @@ func TestLlamaCppOracle(t *testing.T) {
 				name := shape + "-" + typ
 				t.Run(name, func(t *testing.T) {
 					t.Parallel()
-					r := oracleCompare(t, filepath.Join(dir, name+".gguf"), shape, typ)
+					r := oracleCompare(t, cpp, filepath.Join(dir, name+".gguf"), shape, typ)
 					r.file = name
 					mu.Lock()
 					results = append(results, r)
@@ -297,7 +403,7 @@ func TestLlamaCppOracle(t *testing.T) {
 
 // oracleCompare checks the GGUF file path, of shape and type typ, against
 // llama.cpp.
-func oracleCompare(t *testing.T, path, shape, typ string) oracleResult {
+func oracleCompare(t *testing.T, cpp *cppServers, path, shape, typ string) oracleResult {
 	var res oracleResult
 	g := readGGUFFile(t, path)
 	m, err := g.Model()
@@ -349,13 +455,13 @@ func oracleCompare(t *testing.T, path, shape, typ string) oracleResult {
 	if typ == "Q8_0" {
 		// llama.cpp's tokens of the prompts, for one file of a shape (the
 		// vocabulary is the same in each).
-		for i, l := range llamacppLogits(t, append([]string{"logits", path}, oraclePrompts...)...) {
+		for i, l := range cpp.logits(t, append([]string{"logits", path}, oraclePrompts...)...) {
 			if !slices.Equal(l.Tokens, prompts[i]) {
 				t.Errorf("prompt %q: infernet's tokens %v, llama.cpp's %v", oraclePrompts[i], prompts[i], l.Tokens)
 			}
 		}
 	}
-	rows := cppRows(t, path, lists, vocab)
+	rows := cppRows(t, cpp, path, lists, vocab)
 	tol := oracleTol
 	if typ == "F32" {
 		tol = twinTol
@@ -368,7 +474,7 @@ func oracleCompare(t *testing.T, path, shape, typ string) oracleResult {
 	if oracleTwin(shape, typ) && slices.ContainsFunc(runs, func(r oracleRun) bool { return r.mode == abi.ModeExact }) {
 		twin := filepath.Join(t.TempDir(), "twin.gguf")
 		llamacpp(t, "quantize", path, twin, "F32", "--allow-requantize")
-		twinRows := cppRows(t, twin, lists, vocab)
+		twinRows := cppRows(t, cpp, twin, lists, vocab)
 		res.twin = compareRuns(t, "llama.cpp on the f32 twin", runs, twinRows, twinTol, abi.ModeExact)
 		for i := range rows {
 			res.twin.cppShift = max(res.twin.cppShift, maxAbsDiff(rows[i], twinRows[i]))

@@ -17,40 +17,73 @@ func (be *Backend) binaryF32(ctx context.Context, op abi.Op, a, b, out []float32
 	nb := len(b)
 	return forBlocks(ctx, be.threads, len(out), blockFor(1, 1), func(lo, hi int) error {
 		o, x := out[lo:hi], a[lo:hi]
-		j := lo % nb // b's index, wrapping
-		switch op {
-		case abi.OpAdd:
-			for i, v := range x {
-				o[i] = v + b[j]
-				if j++; j == nb {
-					j = 0
-				}
-			}
-		case abi.OpSub:
-			for i, v := range x {
-				o[i] = v - b[j]
-				if j++; j == nb {
-					j = 0
-				}
-			}
-		case abi.OpMul:
-			for i, v := range x {
-				o[i] = v * b[j]
-				if j++; j == nb {
-					j = 0
-				}
-			}
-		case abi.OpDiv:
-			for i, v := range x {
-				o[i] = v / b[j]
-				if j++; j == nb {
-					j = 0
-				}
-			}
+		if nb == 1 { // a scalar: a learning rate, a momentum
+			binaryScalar(op, o, x, b[0])
+			return nil
 		}
-		canonicalize(o)
+		for j := lo % nb; len(x) > 0; j = 0 { // spans of b that do not wrap
+			n := min(len(x), nb-j)
+			binarySpan(op, o[:n], x[:n], b[j:j+n])
+			o, x = o[n:], x[n:]
+		}
 		return nil
 	})
+}
+
+// binarySpan computes o[i] = x[i] op y[i], NaNs canonical: one loop an op,
+// no index wrapping, so that a step of a large update is a few
+// instructions an element.
+func binarySpan(op abi.Op, o, x, y []float32) {
+	o, y = o[:len(x)], y[:len(x)]
+	switch op {
+	case abi.OpAdd:
+		for i, v := range x {
+			o[i] = canonical(v + y[i])
+		}
+	case abi.OpSub:
+		for i, v := range x {
+			o[i] = canonical(v - y[i])
+		}
+	case abi.OpMul:
+		for i, v := range x {
+			o[i] = canonical(v * y[i])
+		}
+	case abi.OpDiv:
+		for i, v := range x {
+			o[i] = canonical(v / y[i])
+		}
+	}
+}
+
+// binaryScalar computes o[i] = x[i] op s, NaNs canonical.
+func binaryScalar(op abi.Op, o, x []float32, s float32) {
+	o = o[:len(x)]
+	switch op {
+	case abi.OpAdd:
+		for i, v := range x {
+			o[i] = canonical(v + s)
+		}
+	case abi.OpSub:
+		for i, v := range x {
+			o[i] = canonical(v - s)
+		}
+	case abi.OpMul:
+		for i, v := range x {
+			o[i] = canonical(v * s)
+		}
+	case abi.OpDiv:
+		for i, v := range x {
+			o[i] = canonical(v / s)
+		}
+	}
+}
+
+// canonical is v, or the canonical NaN if v is a NaN.
+func canonical(v float32) float32 {
+	if v != v {
+		return canonicalNaN
+	}
+	return v
 }
 
 // addI32 computes out[i] = a[i] + b[i mod len(b)] with int32 wrap-around.

@@ -37,8 +37,8 @@
 // [784,128], b1 [128], W2 [128,10], b2 [10].
 //
 // Every operation is deterministic in exact mode (the host's GEMM is the
-// reference kernel; everything else is WebAssembly arithmetic), so the
-// replicas of a shard agree bit for bit.
+// reference kernel, its elementwise ops plain float32 arithmetic, the rest
+// WebAssembly arithmetic), so the replicas of a shard agree bit for bit.
 //
 // Build: GOOS=wasip1 GOARCH=wasm go build -trimpath -ldflags=-s -o mnist.wasm .
 package main
@@ -53,6 +53,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/guest/go/tensor"
 )
 
@@ -338,6 +339,7 @@ func (m *model) train(images []float32, labels []byte, idx []int, steps int, lr 
 	p := make([]float32, batch*classes)
 	grads := [][]float32{make([]float32, len(m.w1)), make([]float32, len(m.b1)), make([]float32, len(m.w2)), make([]float32, len(m.b2))}
 	vel := [][]float32{make([]float32, len(m.w1)), make([]float32, len(m.b1)), make([]float32, len(m.w2)), make([]float32, len(m.b2))}
+	momentum, rate := []float32{0.9}, []float32{lr}
 	r := rng(seed ^ shard<<32 ^ uint64(math.Float32bits(m.w2[0])))
 	var loss float64
 	seen := 0
@@ -390,11 +392,22 @@ func (m *model) train(images []float32, labels []byte, idx []int, steps int, lr 
 		if err := tensor.GemmF32(pixels, hidden, n, x[:n*pixels], dh[:n*hidden], grads[0], tensor.TransA); err != nil {
 			return err
 		}
+		// v = 0.9v + g, w -= lr·v, on the host: the same float32 steps
+		// as a loop here, which took most of a training job's time (Go's
+		// WebAssembly runs it several times slower than native code).
 		for k, w := range m.params() {
 			g, v := grads[k], vel[k]
-			for i := range w {
-				v[i] = 0.9*v[i] + g[i]
-				w[i] -= lr * v[i]
+			if err := tensor.BinaryF32(abi.OpMul, v, momentum, v); err != nil {
+				return err
+			}
+			if err := tensor.BinaryF32(abi.OpAdd, v, g, v); err != nil {
+				return err
+			}
+			if err := tensor.BinaryF32(abi.OpMul, v, rate, g); err != nil { // g is free until the next step
+				return err
+			}
+			if err := tensor.BinaryF32(abi.OpSub, w, g, w); err != nil {
+				return err
 			}
 		}
 		s += n
