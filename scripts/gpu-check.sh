@@ -123,6 +123,14 @@ verdict "queued op, a GPU worker's thread" "$(usop caller-thread/queued)" us "<=
 verdict "queued op, through the backend's thread" "$(usop own-thread/queued)" us
 verdict "synced op, a GPU worker's thread" "$(usop caller-thread/synced)" us
 
+# A model's upload: a 256 MiB Write from pageable memory and from memory
+# pinned as a GPU worker pins its shared memory with the parent.
+echo "gpu-check: a 256 MiB upload, pageable and pinned"
+gotest host/tensor/cuda -run '^$' -bench '^BenchmarkGPUUpload$' -benchtime 8x >"$LOG/upload.log" 2>&1 || rc=1
+upload() { awk -v want="$1" '/^BenchmarkGPUUpload\// { n = $1; sub(/^BenchmarkGPUUpload\//, "", n); sub(/-[0-9]+$/, "", n); if (n == want) for (i = 2; i <= NF; i++) if ($i == "GB/s") printf "%.1f\n", $(i - 1) }' "$LOG/upload.log"; }
+verdict "upload, pageable" "$(upload pageable)" GB/s
+verdict "upload, pinned (a worker's shared memory)" "$(upload pinned)" GB/s
+
 # A decode step's GEMV alone: batch 1, 4096x8192 weights of each type, far
 # past the L2; its rate against a device-to-device copy's (bytes read and
 # written), the bandwidth a kernel can reach (target >= 0.7 of it for

@@ -106,6 +106,8 @@ type Backend struct {
 	// out by Mark and not yet released (timing.go).
 	events []uintptr
 	marked map[uintptr]bool
+	// pinned is the host memory Pin page-locked, by its start (pin.go).
+	pinned map[unsafe.Pointer]struct{}
 }
 
 // stagingBytes is the size of Backend.staging: writes up to it are queued.
@@ -179,7 +181,7 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.PoolBytes == 0 {
 		cfg.PoolBytes = DefaultPoolBytes
 	}
-	b := &Backend{cfg: cfg, drv: drv, blas: blas, live: map[*buffer]struct{}{}, pool: map[uintptr][]uint64{}, marked: map[uintptr]bool{}}
+	b := &Backend{cfg: cfg, drv: drv, blas: blas, live: map[*buffer]struct{}{}, pool: map[uintptr][]uint64{}, marked: map[uintptr]bool{}, pinned: map[unsafe.Pointer]struct{}{}}
 	q, err := startQueue(b.init, b.teardown, cfg.CallerThread)
 	if err != nil {
 		return nil, unavailable(err)
@@ -241,6 +243,10 @@ func (b *Backend) teardown() error {
 		b.staging = nil
 	}
 	errs = append(errs, b.destroyEvents())
+	for p := range b.pinned {
+		errs = append(errs, cuErr(symHostUnregister, b.drv.cuMemHostUnregister(p)))
+		delete(b.pinned, p)
+	}
 	if b.handle != 0 {
 		errs = append(errs, blasErr(symBlasDestroy, b.blas.destroy(b.handle)))
 		b.handle = 0

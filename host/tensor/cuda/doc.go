@@ -23,6 +23,10 @@
 //     for before it tries again. A write of up to
 //     1 MiB goes through pinned host memory (cuMemAllocHost) and is queued
 //     (cuMemcpyHtoDAsync) like a kernel; a larger one is a synchronous copy.
+//     Pin page-locks memory the caller keeps (cuMemHostRegister_v2): a GPU
+//     worker pins its shared memory with its parent each time it maps it
+//     (package remote), so a model's weights are copied by DMA rather than
+//     through the driver's own staging of pageable memory.
 //   - GEMM: cublasSgemm_v2 for f32 and cublasGemmEx (i8·i8→i32, compute
 //     CUBLAS_COMPUTE_32I) for int8. cuBLAS is column-major; a row-major C =
 //     A·B is computed as the column-major Cᵀ = Bᵀ·Aᵀ by swapping the operands.

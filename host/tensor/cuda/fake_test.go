@@ -140,7 +140,7 @@ func newFake(t *testing.T) *Backend {
 // cuBLAS handle.
 func assertNothingLive(t *testing.T) {
 	t.Helper()
-	for _, what := range []string{"allocs", "contexts", "modules", "handles", "host", "events"} {
+	for _, what := range []string{"allocs", "contexts", "modules", "handles", "host", "registered", "events"} {
 		if n := fakeLib.live(what); n != 0 {
 			t.Errorf("fake driver: %d %s still live", n, what)
 		}

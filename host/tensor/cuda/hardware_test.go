@@ -704,3 +704,42 @@ func BenchmarkGPUGemv(b *testing.B) {
 		b.ReportMetric(2*float64(rows*cols*4)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 	})
 }
+
+// BenchmarkGPUUpload is a large Write (256 MiB, a model's largest weights)
+// from pageable memory and from memory pinned with Pin, as a GPU worker's
+// shared memory with its parent is (issue 33: weights at the bus's speed).
+// It reports GB/s.
+func BenchmarkGPUUpload(b *testing.B) {
+	const n = 256 << 20
+	be, err := New(Config{})
+	if err != nil {
+		b.Fatalf("no usable CUDA device: %v", err)
+	}
+	defer be.Close()
+	x, err := be.Alloc(abi.I8, n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, pin := range []bool{false, true} {
+		name := map[bool]string{false: "pageable", true: "pinned"}[pin]
+		b.Run(name, func(b *testing.B) {
+			src := make([]byte, n)
+			for i := range src {
+				src[i] = byte(i)
+			}
+			if pin {
+				if err := be.Pin(src); err != nil {
+					b.Fatal(err)
+				}
+				defer be.Unpin(src)
+			}
+			b.ResetTimer()
+			for range b.N {
+				if err := be.Write(x, src); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
+	}
+}

@@ -59,6 +59,11 @@ type driver struct {
 	cuEventRecord      func(ev uintptr, stream uintptr) int32
 	cuEventSynchronize func(ev uintptr) int32
 	cuEventElapsedTime func(ms *float32, start, end uintptr) int32
+
+	// Page-locking memory the host already has (Backend.Pin); nil where
+	// the driver lacks them (CUDA 4.0+ has them).
+	cuMemHostRegister   func(p unsafe.Pointer, size uintptr, flags uint32) int32
+	cuMemHostUnregister func(p unsafe.Pointer) int32
 }
 
 // launchKernel is cuLaunchKernel of grid×1×1 blocks of block×1×1 threads,
@@ -102,6 +107,8 @@ const (
 	symEventRecord    = "cuEventRecord"
 	symEventSync      = "cuEventSynchronize"
 	symEventElapsed   = "cuEventElapsedTime"
+	symHostRegister   = "cuMemHostRegister_v2"
+	symHostUnregister = "cuMemHostUnregister"
 )
 
 // cuBLAS entry points (cublas_api.h, the v2 API). The handle is a pointer
@@ -224,6 +231,12 @@ func loadDriver(path string) (*driver, error) {
 		symEventElapsed, &d.cuEventElapsedTime,
 	}); err != nil {
 		d.cuEventCreate = nil // Mark is unsupported
+	}
+	if err := bind(h, path, []any{
+		symHostRegister, &d.cuMemHostRegister,
+		symHostUnregister, &d.cuMemHostUnregister,
+	}); err != nil {
+		d.cuMemHostRegister = nil // Pin is unsupported
 	}
 	drivers[path] = d
 	return d, nil

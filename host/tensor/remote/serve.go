@@ -21,6 +21,10 @@ import (
 // the parent and ends Serve with that error: the process must exit, since
 // nothing in it can use the device again.
 //
+// A backend that page-locks host memory (Pin and Unpin, as cuda.Backend)
+// gets the shared memory with the parent pinned each time the worker maps
+// it, so large writes and reads are copied at the bus's speed.
+//
 // A queued operation that be answers with tensor.ErrUnsupported runs on a
 // reference backend in the worker, with the buffers copied there and back:
 // by the time it runs, the host module has moved on and cannot fall back
@@ -39,6 +43,10 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, be tensor.Backend) err
 		poison: map[uint64]error{},
 		w:      bufio.NewWriterSize(w, bufSize),
 		shm:    workerShm(),
+	}
+	if p, ok := be.(pinner); ok && s.shm != nil {
+		s.shm.pin = p // a GPU's copies of shared memory at the bus's speed
+		defer s.shm.unpinMapping()
 	}
 	if err := writeFrame(s.w, replyHello, []uint64{version, uint64(be.Class()), flag(tr), precs, flag(s.shm != nil), heldWeights(be)}, []byte(be.Name())); err != nil {
 		return err

@@ -27,6 +27,32 @@ var noShm bool
 type shm struct {
 	f   *os.File
 	mem []byte // mapped; len is the mapping's size
+	// pin, on the worker's side, is its backend when that page-locks host
+	// memory (a GPU's): the mapping is pinned whole each time it is made,
+	// so the device copies it by DMA rather than through the driver's own
+	// staging; pinned says whether the mapping now is.
+	pin    pinner
+	pinned bool
+}
+
+// pinner is a backend that page-locks host memory (cuda.Backend.Pin).
+type pinner interface {
+	Pin(mem []byte) error
+	Unpin(mem []byte) error
+}
+
+// pinMapping pins the mapping made just now, if there is a pinner; a
+// failure leaves the copies pageable (slower, not wrong).
+func (m *shm) pinMapping() {
+	m.pinned = m.pin != nil && len(m.mem) > 0 && m.pin.Pin(m.mem) == nil
+}
+
+// unpinMapping unpins the mapping before it is unmapped.
+func (m *shm) unpinMapping() {
+	if m.pinned {
+		_ = m.pin.Unpin(m.mem) // the mapping goes anyway; the backend's Close unpins what stays
+		m.pinned = false
+	}
 }
 
 // workerShm returns the shared memory the parent passed, or nil when it

@@ -19,6 +19,7 @@ func newShm() (*shm, error) {
 // remap maps the file's first size bytes in place of the mapping.
 func (m *shm) remap(size int) error {
 	if m.mem != nil {
+		m.unpinMapping()
 		if err := unix.Munmap(m.mem); err != nil {
 			return err
 		}
@@ -29,12 +30,14 @@ func (m *shm) remap(size int) error {
 		return fmt.Errorf("remote: mapping %d bytes of shared memory: %w", size, err)
 	}
 	m.mem = mem
+	m.pinMapping()
 	return nil
 }
 
 // close unmaps and closes the file.
 func (m *shm) close() {
 	if m.mem != nil {
+		m.unpinMapping()
 		_ = unix.Munmap(m.mem)
 		m.mem = nil
 	}

@@ -1,13 +1,16 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -87,5 +90,78 @@ func TestGPUWorker(t *testing.T) {
 		if err := b.Close(); err != nil {
 			t.Errorf("%s: Close: %v", c.name, err)
 		}
+	}
+}
+
+// TestGPUWorkerPinsSharedMemory: the worker page-locks its mapping of the
+// shared memory with its parent, so a large write and read (2 MiB, past
+// the pipe's way) copy pinned memory to and from the device, and it
+// unpins the mapping when it ends. The fake's log comes from the worker's
+// process through FAKECUDA_LOG.
+//
+// fake driver: checks our call sequence, not a GPU.
+func TestGPUWorkerPinsSharedMemory(t *testing.T) {
+	drv, _ := cudatest.Build(t)
+	logFile := filepath.Join(t.TempDir(), "fakecuda.log")
+	worker := func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0], backends.WorkerCommand, "--device", "0", "--cuda-driver", drv, "--cublas", drv)
+		cmd.Env = append(os.Environ(), "FAKECUDA_LOG="+logFile)
+		return cmd
+	}
+	b, err := remote.New(context.Background(), remote.Config{Command: worker, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 2 << 20
+	x, err := b.Alloc(abi.I8, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := make([]byte, n)
+	for i := range in {
+		in[i] = byte(i*31 + i>>11)
+	}
+	if err := b.Write(x, in); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]byte, n)
+	if err := b.Read(x, out); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(in, out) {
+		t.Fatal("the bytes read back are not those written")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	log, err := os.ReadFile(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(call, args string) int {
+		k := 0
+		for _, line := range strings.Split(string(log), "\n") {
+			if strings.Contains(line, " "+call+" ") && strings.Contains(line, args) && strings.HasSuffix(line, "-> 0") {
+				k++
+			}
+		}
+		return k
+	}
+	for _, c := range []struct {
+		call, args string
+		want       bool
+	}{
+		{"cuMemHostRegister_v2", "", true},
+		{"cuMemcpyHtoD_v2", fmt.Sprintf("pinned=1 bytes=%d", n), true},
+		{"cuMemcpyDtoH_v2", fmt.Sprintf("pinned=1 bytes=%d", n), true},
+		{"cuMemHostUnregister", "", true},
+		{"cuMemcpyHtoD_v2", "pinned=0", false},
+	} {
+		if got := count(c.call, c.args) > 0; got != c.want {
+			t.Errorf("%s %s in the worker's log: %v, want %v\n%s", c.call, c.args, got, c.want, log)
+		}
+	}
+	if r, u := count("cuMemHostRegister_v2", ""), count("cuMemHostUnregister", ""); r != u {
+		t.Errorf("%d registrations, %d unregistrations", r, u)
 	}
 }

@@ -46,11 +46,16 @@
  *     left;
  *   - another process (a GPU worker started by a test) gets a failure
  *     injected through the environment: FAKECUDA_FAIL=CALL:CODE[:SKIP]
- *     makes CALL return CODE after SKIP calls of it that succeed.
+ *     makes CALL return CODE after SKIP calls of it that succeed; and
+ *     FAKECUDA_LOG=FILE appends its log to FILE;
+ *   - cuMemHostRegister_v2 / cuMemHostUnregister remember the caller's
+ *     memory as pinned, and the copies' log lines say whether their host
+ *     side was (pinned=1).
  *
  * Built by the tests: cc -shared -fPIC -o libfakecuda.so fakecuda.c -lm -lpthread
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -77,6 +82,8 @@ enum {
   CUDA_ERROR_INVALID_HANDLE = 400,
   CUDA_ERROR_NOT_FOUND = 500,
   CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+  CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712,
+  CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
 };
 enum {
   CUBLAS_STATUS_SUCCESS = 0,
@@ -106,6 +113,11 @@ static int is_sticky(int rc) {
   return 0;
 }
 
+/* logfd is the file FAKECUDA_LOG names, where the log is written too (for
+ * a test whose library runs in another process, a GPU worker); -2 until
+ * the first record looks, -1 for none. */
+static int logfd = -2;
+
 static void record(const char *call, int rc, const char *fmt, ...) {
   char line[1024];
   int n = snprintf(line, sizeof line, "%ld %s ", (long)syscall(SYS_gettid), call);
@@ -126,6 +138,12 @@ static void record(const char *call, int rc, const char *fmt, ...) {
   memcpy(logbuf + loglen, line, n);
   loglen += n;
   logbuf[loglen] = 0;
+  if (logfd == -2) {
+    const char *path = getenv("FAKECUDA_LOG");
+    logfd = path && *path ? open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : -1;
+  }
+  if (logfd >= 0 && write(logfd, line, n) != n)
+    logfd = -1;
   pthread_mutex_unlock(&mu);
 }
 
@@ -206,7 +224,7 @@ void fake_fail(const char *call, int code) {
   pthread_mutex_unlock(&mu);
 }
 
-static int live_allocs, live_ctxs, live_mods, live_handles, live_host, live_events;
+static int live_allocs, live_ctxs, live_mods, live_handles, live_host, live_events, live_registered;
 
 int fake_live(const char *what) {
   pthread_mutex_lock(&mu);
@@ -215,6 +233,7 @@ int fake_live(const char *what) {
           : !strcmp(what, "modules")  ? live_mods
           : !strcmp(what, "handles")  ? live_handles
           : !strcmp(what, "host")     ? live_host
+          : !strcmp(what, "registered") ? live_registered
           : !strcmp(what, "events")   ? live_events
                                       : -1;
   pthread_mutex_unlock(&mu);
@@ -578,6 +597,8 @@ CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n) {
   return rc;
 }
 
+static int pinned(const void *p, size_t n);
+
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
   NEED_CTX("cuMemcpyHtoD_v2");
   size_t off = 0;
@@ -585,16 +606,19 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
   int rc = a ? 0 : CUDA_ERROR_INVALID_VALUE;
   if (!rc)
     memcpy((void *)(uintptr_t)dst, src, n);
-  record("cuMemcpyHtoD_v2", rc, "id=%d+%zu bytes=%zu", a ? a->id : 0, off, n);
+  record("cuMemcpyHtoD_v2", rc, "id=%d+%zu pinned=%d bytes=%zu", a ? a->id : 0, off, pinned(src, n), n);
   return rc;
 }
 
-/* Pinned host memory: plain host memory here, remembered so that an async
- * copy can say whether its source was pinned (a real driver copies pageable
- * memory synchronously). */
+/* Pinned host memory: plain host memory here, remembered so that a copy
+ * can say whether its host side was pinned (a real driver copies pageable
+ * memory through a staging buffer of its own, and an async copy from it
+ * synchronously): allocated by cuMemAllocHost_v2, or the caller's own
+ * registered by cuMemHostRegister_v2 (registered). */
 struct host_alloc {
   void *p;
   size_t n;
+  int registered;
   struct host_alloc *next;
 };
 static struct host_alloc *host_allocs;
@@ -624,7 +648,7 @@ CUresult cuMemFreeHost(void *p) {
   int rc = CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&mu);
   for (struct host_alloc **ph = &host_allocs; *ph; ph = &(*ph)->next) {
-    if ((*ph)->p == p) {
+    if ((*ph)->p == p && !(*ph)->registered) {
       struct host_alloc *h = *ph;
       *ph = h->next;
       free(h->p);
@@ -636,6 +660,55 @@ CUresult cuMemFreeHost(void *p) {
   }
   pthread_mutex_unlock(&mu);
   record("cuMemFreeHost", rc, "");
+  return rc;
+}
+
+/* cuMemHostRegister_v2 page-locks the caller's memory: here it is only
+ * remembered, and refused if any of it is registered already (712), as
+ * the driver does. */
+CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags) {
+  NEED_CTX("cuMemHostRegister_v2");
+  int rc = injected("cuMemHostRegister_v2");
+  if (!rc && (n == 0 || !p))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&mu);
+  for (struct host_alloc *h = host_allocs; h && !rc; h = h->next)
+    if (h->registered && (char *)p < (char *)h->p + h->n && (char *)h->p < (char *)p + n)
+      rc = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  if (!rc) {
+    struct host_alloc *h = calloc(1, sizeof *h);
+    h->p = p;
+    h->n = n;
+    h->registered = 1;
+    h->next = host_allocs;
+    host_allocs = h;
+    live_registered++;
+  }
+  pthread_mutex_unlock(&mu);
+  record("cuMemHostRegister_v2", rc, "bytes=%zu flags=%u", n, flags);
+  return rc;
+}
+
+/* cuMemHostUnregister forgets a registration by its start (713 if there
+ * is none). */
+CUresult cuMemHostUnregister(void *p) {
+  NEED_CTX("cuMemHostUnregister");
+  int rc = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  size_t n = 0;
+  pthread_mutex_lock(&mu);
+  for (struct host_alloc **ph = &host_allocs; *ph; ph = &(*ph)->next) {
+    if ((*ph)->p == p && (*ph)->registered) {
+      struct host_alloc *h = *ph;
+      *ph = h->next;
+      n = h->n;
+      free(h);
+      live_registered--;
+      rc = 0;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&mu);
+  record("cuMemHostUnregister", rc, "bytes=%zu", n);
   return rc;
 }
 
@@ -672,7 +745,7 @@ CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
   int rc = a ? 0 : CUDA_ERROR_INVALID_VALUE;
   if (!rc)
     memcpy(dst, (void *)(uintptr_t)src, n);
-  record("cuMemcpyDtoH_v2", rc, "id=%d+%zu bytes=%zu", a ? a->id : 0, off, n);
+  record("cuMemcpyDtoH_v2", rc, "id=%d+%zu pinned=%d bytes=%zu", a ? a->id : 0, off, pinned(dst, n), n);
   return rc;
 }
 
