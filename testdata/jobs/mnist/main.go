@@ -393,7 +393,7 @@ func (m *model) train(images []float32, labels []byte, idx []int, steps int, lr 
 			return err
 		}
 		// v = 0.9v + g, w -= lr·v, on the host: the same float32 steps
-		// as a loop here, which took most of a training job's time (Go's
+		// as a loop here, which took nearly half a training job's time (Go's
 		// WebAssembly runs it several times slower than native code).
 		for k, w := range m.params() {
 			g, v := grads[k], vel[k]
