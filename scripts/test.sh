@@ -4,8 +4,8 @@
 # tests (mostly waiting on lnd and btcd), the fault-injection tests, the
 # fuzz counts, the OpenAI end to end and the llama.cpp oracle write to a
 # log, printed when that lane is through. One after another
-# the stages took about 1,000 s on a quiet 2-core machine with its caches
-# built, the unit tests 420 of them at 1.4 cores; side by side the second
+# the stages took about 700 s on a quiet 2-core machine with its caches
+# built, the unit tests 400 of them at 1.4 cores; side by side the second
 # lane fills the cores the unit tests leave idle. (The fuzz stage builds
 # every package it reaches with coverage instrumentation: on a fresh
 # machine that is a second build of lnd, libp2p, gnark and wazero.)
