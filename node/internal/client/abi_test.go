@@ -19,7 +19,8 @@ import (
 // later tensor ABI (the llama runner's matmul_add, v6) is offered only to
 // providers whose adverts say a host that recent; an advert that says
 // nothing is from a v5 host or older. A module of ABI v1 goes to every
-// provider, and the error when too few have the ABI says so.
+// provider, and the error when too few have the ABI says so (and says
+// nothing of the ABI when no provider is known at all).
 func TestModuleABIFiltersProviders(t *testing.T) {
 	cl := operatorsClient(t, map[peer.ID]string{"old": "v4/127.1", "new": "v4/127.2", "later": "v4/127.3"})
 	cl.cfg.AdvertInterval = time.Minute
@@ -67,8 +68,17 @@ func TestModuleABIFiltersProviders(t *testing.T) {
 			t.Errorf("%s: candidates %v, want %v", tc.module, got, tc.want)
 		}
 		note := j.abiNote()
-		if (tc.abi > wire.UnsaidABI) != strings.Contains(note, "2 known providers") {
+		if (tc.abi > wire.UnsaidABI) != strings.Contains(note, "2 of the 3 known providers") {
 			t.Errorf("%s: note %q", tc.module, note)
 		}
+	}
+	// A client that knows no provider blames no ABI: the error's other
+	// notes say that nobody is known.
+	alone := operatorsClient(t, nil)
+	alone.cfg.AdvertInterval = time.Minute
+	j := &jobRun{c: alone, req: requirement.Always, abi: abi.Version,
+		ann: &wire.JobAnnounce{Terms: wire.Terms{Memory: 1 << 20}, Replicas: 2}}
+	if note := j.abiNote(); note != "" {
+		t.Errorf("no provider known: ABI note %q, want none", note)
 	}
 }

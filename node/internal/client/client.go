@@ -592,20 +592,24 @@ func (j *jobRun) abiNote() string {
 	if j.abi <= wire.UnsaidABI {
 		return ""
 	}
-	have := j.knownMatching(func(a *wire.CapabilityAdvert) bool { return a.HostABIVersion() >= j.abi })
-	return fmt.Sprintf(" (the module needs tensor ABI v%d: %d known providers that match the job have it)", j.abi, have)
+	have, of := j.knownMatching(func(a *wire.CapabilityAdvert) bool { return a.HostABIVersion() >= j.abi })
+	if of == 0 {
+		return "" // nobody to blame the ABI on: providersNote and loneNote say why
+	}
+	return fmt.Sprintf(" (the module needs tensor ABI v%d: %d of the %d known providers that match the job have it)", j.abi, have, of)
 }
 
 // knownMatching counts the known providers that match the job's
-// requirement and terms and whose advert satisfies ok.
-func (j *jobRun) knownMatching(ok func(*wire.CapabilityAdvert) bool) int {
-	n, count := j.c.n, 0
-	for _, c := range n.Peers.Candidates(j.req, j.ann.Price, j.ann.Memory, 3*n.AdvertInterval, nil) {
+// requirement and terms (of), and those of them whose advert satisfies ok.
+func (j *jobRun) knownMatching(ok func(*wire.CapabilityAdvert) bool) (count, of int) {
+	n := j.c.n
+	cands := n.Peers.Candidates(j.req, j.ann.Price, j.ann.Memory, 3*n.AdvertInterval, nil)
+	for _, c := range cands {
 		if ok(c.Advert) {
 			count++
 		}
 	}
-	return count
+	return count, len(cands)
 }
 
 // loneNote is, for an error, what to do when the node knows no provider at
@@ -669,8 +673,11 @@ func (j *jobRun) precisionNote() string {
 	if j.ann.Precision == "" {
 		return ""
 	}
-	offer := j.knownMatching(func(a *wire.CapabilityAdvert) bool { return a.OffersPrecision(j.ann.Precision) })
-	return fmt.Sprintf(" (precision %s: %d known providers that match the job offer it)", j.ann.Precision, offer)
+	offer, of := j.knownMatching(func(a *wire.CapabilityAdvert) bool { return a.OffersPrecision(j.ann.Precision) })
+	if of == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (precision %s: %d of the %d known providers that match the job offer it)", j.ann.Precision, offer, of)
 }
 
 // operatorBook is what sameClassLocked reads of the peer book: each
