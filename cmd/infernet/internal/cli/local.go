@@ -70,7 +70,15 @@ func (o *SubmitOptions) connect(ctx context.Context) (*api.Client, error) {
 	if _, err := useInstalledKeys(&cfg); err != nil {
 		return nil, fmt.Errorf("proof keys: %w", err)
 	}
-	fmt.Fprintf(o.IO.Err, "no node runs for %s: starting one in this process for this command (client only)\n", o.DataDir)
+	from := "mDNS on this network"
+	if len(cfg.Bootstrap) > 0 {
+		from = fmt.Sprintf("%d bootstrap peers", len(cfg.Bootstrap))
+		if cfg.MDNS {
+			from += " and mDNS"
+		}
+	}
+	fmt.Fprintf(o.IO.Err, "no node runs for %s: starting one in this process for this command (client only); waiting up to %v for %d providers (%s)\n",
+		o.DataDir, providerWait, max(o.Replicas, 1), from)
 	n, err := node.New(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("in-process node: %w", err)
