@@ -40,9 +40,12 @@ stage() {
 # end while the other core idled.
 slow=(node cmd/infernet/itest cmd/infernet/internal/cli)
 unit() {
-  local mod pkgs
-  mod=$("$GO" list -m)
-  pkgs=$("$GO" list ./... | grep -v -x -F "${slow[@]/#/-e$mod/}")
+  local mod all pkgs
+  if ! mod=$("$GO" list -m) || ! all=$("$GO" list ./...); then
+    echo "unit 0 1" >>"$logs/times" # go list said why
+    return 1
+  fi
+  pkgs=$(grep -v -x -F "${slow[@]/#/-e$mod/}" <<<"$all")
   # shellcheck disable=SC2086 # one package a word
   stage unit "$GO" test -count=1 -timeout 30m -parallel 8 "${slow[@]/#/./}" $pkgs
 }
