@@ -6,7 +6,7 @@ COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null)$(shell git diff --qui
 LDFLAGS := -X github.com/infernet/infernet/node.commit=$(COMMIT)
 PKGS    := ./...
 
-.PHONY: all build build-infernet test vet demo bench deps docs testdata clean test-payments test-openai test-llamacpp fuzz mnist chargpt gpu-check gpu-bundle
+.PHONY: all build build-infernet test vet demo bench deps docs testdata clean test-payments test-openai test-llamacpp test-mixed fuzz mnist chargpt gpu-check gpu-bundle
 
 all: build
 
@@ -146,3 +146,11 @@ test-payments:
 # llama.cpp answers through long-lived processes (scripts/llamacpp.sh serve).
 test-llamacpp:
 	@./scripts/llamacpp-oracle.sh
+
+# A network of this build and an older one (scripts/mixed.sh): the older
+# provider agrees on a plain job and gets no job its host lacks the ABI
+# for. Builds the older binary once from git history (INFERNET_OLD_REV);
+# not part of make test, whose checkout may be shallow. About 15 s once
+# built.
+test-mixed:
+	@./scripts/mixed.sh

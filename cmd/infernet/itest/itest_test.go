@@ -51,6 +51,7 @@ type proc struct {
 	addr    string // first dialable multiaddr
 	stderr  *syncBuffer
 	ns      string // network namespace it runs in ("": this one)
+	bin     string // its program ("": this build's, binary)
 }
 
 type syncBuffer struct {
@@ -107,10 +108,14 @@ func loopback() string { return fmt.Sprintf("127.%d.0.1", loopbackNext.Add(1)%25
 // command is the infernet CLI with args, in p's network namespace if it
 // has one.
 func (p *proc) command(args ...string) *exec.Cmd {
-	if p.ns != "" {
-		return exec.Command("ip", append([]string{"netns", "exec", p.ns, binary}, args...)...)
+	bin := binary
+	if p.bin != "" {
+		bin = p.bin
 	}
-	return exec.Command(binary, args...)
+	if p.ns != "" {
+		return exec.Command("ip", append([]string{"netns", "exec", p.ns, bin}, args...)...)
+	}
+	return exec.Command(bin, args...)
 }
 
 // start starts p's node process with extra flags and waits until it
