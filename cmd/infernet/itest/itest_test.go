@@ -92,7 +92,12 @@ func peerID(t *testing.T, p *proc) string {
 // count it as an operator of its own.
 func startNodeAt(t *testing.T, name, dataDir string, extra ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, dataDir: dataDir}
+	return (&proc{name: name, dataDir: dataDir}).startOnLoopback(t, extra...)
+}
+
+// startOnLoopback starts p listening on a /16 of loopback of its own.
+func (p *proc) startOnLoopback(t *testing.T, extra ...string) *proc {
+	t.Helper()
 	ip := loopback()
 	return p.start(t, "/ip4/"+ip+"/", append([]string{"--listen", "/ip4/" + ip + "/tcp/0"}, extra...)...)
 }

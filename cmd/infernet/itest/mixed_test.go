@@ -22,12 +22,11 @@ func TestMixedVersions(t *testing.T) {
 		t.Skip("INFERNET_OLD_BINARY is not set: make test-mixed runs this test")
 	}
 	boot := startNode(t, "new1")
-	older := &proc{name: "old", dataDir: filepath.Join(t.TempDir(), "old"), bin: old}
-	ip := loopback()
-	older.start(t, "/ip4/"+ip+"/", "--listen", "/ip4/"+ip+"/tcp/0", "--bootstrap", boot.addr)
+	older := (&proc{name: "old", dataDir: filepath.Join(t.TempDir(), "old"), bin: old}).startOnLoopback(t, "--bootstrap", boot.addr)
+	oldID := peerID(t, older)
 	new2 := startNode(t, "new2", "--bootstrap", boot.addr)
 	client := startNode(t, "client", "--bootstrap", boot.addr, "--no-provide",
-		"--trust", peerID(t, boot), "--trust", peerID(t, older), "--trust", peerID(t, new2))
+		"--trust", peerID(t, boot), "--trust", oldID, "--trust", peerID(t, new2))
 	waitAdverts(t, client, 3)
 	on := []string{"--datadir", client.dataDir}
 
@@ -39,7 +38,6 @@ func TestMixedVersions(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(stdout), &s) != nil || !s.Verified || s.Agree != 3 {
 		t.Fatalf("a plain job on both versions: exit %d, %s\n%s", code, stdout, stderr)
 	}
-	oldID := peerID(t, older)
 	if !strings.Contains(stdout, oldID) {
 		t.Errorf("the older provider ran no replica of the plain job: %s", stdout)
 	}

@@ -134,13 +134,7 @@ func (be *Backend) unaryF32(ctx context.Context, op abi.Op, a, out []float32) er
 // via lifts a float64 function to float32, rounding once and
 // canonicalizing NaN.
 func via(f func(float64) float64) func(float32) float32 {
-	return func(v float32) float32 {
-		r := float32(f(float64(v)))
-		if r != r {
-			return canonicalNaN
-		}
-		return r
-	}
+	return func(v float32) float32 { return canonical(float32(f(float64(v)))) }
 }
 
 // relu returns max(v, +0): v if v > 0, the canonical NaN if v is NaN, else
