@@ -207,10 +207,12 @@ func TestSessionsPerClient(t *testing.T) {
 
 // TestSessionMemory: the sessions running at once are within
 // SessionMemory together; one that would pass it waits, and runs when a
-// running one ends.
+// running one ends. (MaxMemory is under SessionMemory here: the budget is
+// never under MaxMemory, and with limits' 64 MiB all three fit, which the
+// test, looking before the third started, missed but on a loaded machine.)
 func TestSessionMemory(t *testing.T) {
 	cfg := sessionLimits()
-	cfg.Sessions, cfg.SessionMemory = 3, 40<<20
+	cfg.Sessions, cfg.SessionMemory, cfg.MaxMemory = 3, 40<<20, 32<<20
 	p, clients := sessionProvider(t, cfg, 1)
 	client := clients[0]
 	cp := partstest.New(t, client)
@@ -222,7 +224,16 @@ func TestSessionMemory(t *testing.T) {
 			runningIs(t, p, 1, 2) // so that 3 comes last
 		}
 	}
-	partstest.Eventually(t, "3 runs", func() bool { return len(p.ActiveRuns()) == 3 })
+	// Job 3 waits for memory: with 8 MiB of the 40 free, a probe of a byte
+	// fails only while a session waits in the semaphore (TryAcquire fails
+	// when there are waiters), so this holds however slow the machine is.
+	partstest.Eventually(t, "job 3 to wait for session memory", func() bool {
+		if p.sessionMemory.TryAcquire(1) {
+			p.sessionMemory.Release(1)
+			return false
+		}
+		return true
+	})
 	runningIs(t, p, 1, 2)
 	streams[0].Reset() // the client gives job 1 up
 	runningIs(t, p, 2, 3)
