@@ -183,11 +183,14 @@ func TestCheckJobCatchesALiar(t *testing.T) {
 				t.Fatalf("try %d: the accepted output is not a local run's", try)
 			}
 			sawGenerated = true
-		default: // the liar checked an honest generation
+		default: // an honest generation the check did not verify
 			if (job.Verification != jobs.VerifiedByReplicas && job.Verification != jobs.VerifiedByAudit) || slices.Contains(job.Liars, generator) {
 				t.Fatalf("try %d: an honest generation checked by the liar: %s, liars %v", try, job.Verification, job.Liars)
 			}
-			sawChecked = true
+			// The liar checked it and was outvoted; else an honest check
+			// came too late on a loaded machine and more replicas settled
+			// it without the liar: try again.
+			sawChecked = slices.Contains(job.Liars, liar)
 		}
 	}
 	if !sawGenerated && !sawChecked {
