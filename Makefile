@@ -6,7 +6,7 @@ COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null)$(shell git diff --qui
 LDFLAGS := -X github.com/infernet/infernet/node.commit=$(COMMIT)
 PKGS    := ./...
 
-.PHONY: all build build-infernet test vet demo bench deps docs testdata clean test-payments test-openai test-llamacpp test-mixed fuzz mnist chargpt gpu-check gpu-bundle
+.PHONY: all build build-infernet test vet demo bench bench-host deps docs testdata clean test-payments test-openai test-llamacpp test-mixed fuzz mnist chargpt gpu-check gpu-bundle
 
 all: build
 
@@ -82,6 +82,12 @@ chargpt: deps build
 # Benchmarks, side by side with their peers in one run (see scripts/bench.sh).
 bench: deps build
 	@./scripts/bench.sh
+
+# The host's floor under a GPU decode step, on any machine: a 1.1B-shape
+# model through the whole GPU path on the fake driver's bench mode
+# (scripts/hostfloor.sh; also part (q) of make bench).
+bench-host: deps
+	@./scripts/hostfloor.sh
 
 # The hardware checks, for a machine with an NVIDIA GPU, its driver and
 # cuBLAS; not part of `make test` (scripts/gpu-check.sh, docs/tensor.md):

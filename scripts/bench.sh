@@ -35,6 +35,8 @@
 #   (p) the OpenAI API under concurrent users: 1, 4 and 16 streamed
 #       completions at once through the official Go client, p50/p95 time to
 #       first text and aggregate tokens/s (node/openai BenchmarkOpenAIStreams)
+#   (q) the host's floor under a GPU decode step: a 1.1B-shape model through
+#       the whole GPU path on the fake driver's bench mode (scripts/hostfloor.sh)
 # BENCH_QUICK=1 shortens every part (a smoke test of this script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -164,3 +166,5 @@ if [ "${BENCH_QUICK:-}" = 1 ]; then export INFERNET_BATCH_SHAPE=stories15M INFER
 go test -run '^$' -bench 'BenchmarkBatching' -benchtime 1x -timeout 60m ./guest/go/llama | grep -E '^Benchmark|batch_test|FAIL|differ' || true
 hr "(p) the OpenAI API under concurrent users (issue 35): 1, 4 and 16 streamed completions at once through the official Go client, 2 providers, 2 replicas each, exact mode, a random stories15M-shape model, 64 greedy tokens: p50 and p95 time to first text, aggregate tokens/s"
 go test -run '^$' -bench 'BenchmarkOpenAIStreams' -benchtime 1x -timeout 30m ./node/openai | grep -E '^Benchmark|FAIL' || true
+hr "(q) the host's floor under a GPU decode step (issue 33): 1.1B shape, bf16, the whole GPU path (guest, host module, GPU worker) on the FAKE driver in bench mode (no kernel runs): decode tokens/s no GPU can exceed on these cores, the weights' load, the first token"
+HOSTFLOOR_TOKENS=$([ "${BENCH_QUICK:-}" = 1 ] && echo 100 || echo 1000) HOSTFLOOR_RUNS=$([ "${BENCH_QUICK:-}" = 1 ] && echo 1 || echo 3) ./scripts/hostfloor.sh || true
