@@ -31,6 +31,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -59,7 +60,8 @@ import (
 // Config configures a Sandbox. The zero value is usable: memory-only cache,
 // reference backend only.
 type Config struct {
-	// CacheDir keeps compiled modules on disk across processes; "" keeps them
+	// CacheDir keeps compiled modules on disk across processes, and the
+	// digests of local data files (in its digests folder); "" keeps them
 	// in memory only.
 	CacheDir string
 	// CacheModules is how many compiled modules stay in memory (LRU); default 64.
@@ -267,6 +269,11 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 		log:     cfg.Logger,
 		modules: map[moduleKey]*list.Element{},
 		lru:     list.New(),
+	}
+	if cfg.CacheDir != "" {
+		// Beside the compiled modules: a local run's model file is hashed
+		// once, not by every process that loads it.
+		s.digests.Dir = filepath.Join(cfg.CacheDir, "digests")
 	}
 	if cfg.ModelCache >= 0 {
 		s.models = modelcache.New(cfg.ModelCache)

@@ -141,6 +141,18 @@ func HoldsWeights(b Backend, dt abi.DType) bool {
 	return ok && h.HoldsWeights(dt)
 }
 
+// Filler is implemented by a backend whose Write copies from memory of
+// its own that the caller may fill in place: a GPU worker's parent fills
+// the memory it shares with the worker (package remote), so a model's
+// weights read from a file reach the device without a copy in the host's
+// heap first.
+type Filler interface {
+	// Fill writes t's bytes as fill leaves them in dst, which is exactly
+	// t's size and holds nothing of interest before. An error of fill's
+	// leaves t's contents undefined and is returned as is.
+	Fill(t Buffer, fill func(dst []byte) error) error
+}
+
 // RoPEParams describes a rotary position embedding of Rows rows of Cols
 // values, row r at position Pos+r, in heads of HeadDim values.
 type RoPEParams struct {

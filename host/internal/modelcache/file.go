@@ -2,10 +2,13 @@ package modelcache
 
 import (
 	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,18 +43,29 @@ func Read(path string, offset int64, dt abi.DType, n int) (*tensor.HostBuffer, e
 	// every weight, and on 4 KiB pages its TLB misses cost (f32 110M Llama,
 	// one thread: 1.14x the tokens/s).
 	hugePages(raw)
-	f, err := os.Open(path)
-	if err != nil {
+	if err := ReadInto(path, offset, raw); err != nil {
 		return nil, err
 	}
+	return buf, nil
+}
+
+// ReadInto fills dst with the bytes at offset of the file at path (a
+// tensor's stored bytes, into memory the caller has: a GPU worker's shared
+// memory, see tensor.Filler). A region that passes the file's end is an
+// error wrapping io.ErrUnexpectedEOF.
+func ReadInto(path string, offset int64, dst []byte) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
 	defer f.Close()
-	if err := readAt(f, raw, offset); err != nil {
+	if err := readAt(f, dst, offset); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return nil, fmt.Errorf("modelcache: reading %d bytes at %d of %s: %w", size, offset, path, err)
+		return fmt.Errorf("modelcache: reading %d bytes at %d of %s: %w", len(dst), offset, path, err)
 	}
-	return buf, nil
+	return nil
 }
 
 // readChunk is the part of a large read that one goroutine of readAt
@@ -109,6 +123,13 @@ func readWith(f *os.File, b []byte, offset int64, workers int) error {
 // in place is hashed again. Concurrent requests for one file wait for one
 // hash. It is safe for concurrent use; the zero value is ready.
 type Digests struct {
+	// Dir, where not empty, keeps each digest on disk too, so that the
+	// next process (the next infernet generate of a 2 GB model) need not
+	// hash the file again (a second or more): a digest is found there by
+	// the file's path, size, modification time and, on Linux, its inode
+	// and change time, which a write to the file changes.
+	Dir string
+
 	mu   sync.Mutex
 	memo map[fileID]*digest
 }
@@ -150,7 +171,7 @@ func (d *Digests) Of(path string) ([32]byte, error) {
 	d.memo[id] = g
 	d.mu.Unlock()
 
-	g.sum, g.err = hashFile(path)
+	g.sum, g.err = d.hash(path, st)
 	if g.err != nil {
 		d.mu.Lock()
 		delete(d.memo, id) // let the next request try again
@@ -158,6 +179,38 @@ func (d *Digests) Of(path string) ([32]byte, error) {
 	}
 	close(g.ready)
 	return g.sum, g.err
+}
+
+// hash hashes the file at path, or reads its digest from Dir where an
+// earlier hash of the file as st describes it left one, and leaves it
+// there.
+func (d *Digests) hash(path string, st os.FileInfo) ([32]byte, error) {
+	stamp, ok := fileStamp(st)
+	if d.Dir == "" || !ok {
+		return hashFile(path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return hashFile(path)
+	}
+	name := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%s", abs, st.Size(), st.ModTime().UnixNano(), stamp))
+	file := filepath.Join(d.Dir, hex.EncodeToString(name[:]))
+	if b, err := os.ReadFile(file); err == nil {
+		if sum, err := hex.DecodeString(strings.TrimSpace(string(b))); err == nil && len(sum) == 32 {
+			return [32]byte(sum), nil
+		}
+	}
+	sum, err := hashFile(path)
+	if err == nil && os.MkdirAll(d.Dir, 0o755) == nil {
+		// A failed write costs the next process a hash, nothing more.
+		if tmp, err := os.CreateTemp(d.Dir, ".digest-*"); err == nil {
+			_, werr := tmp.WriteString(hex.EncodeToString(sum[:]) + "\n")
+			if cerr := tmp.Close(); werr != nil || cerr != nil || os.Rename(tmp.Name(), file) != nil {
+				os.Remove(tmp.Name())
+			}
+		}
+	}
+	return sum, err
 }
 
 func hashFile(path string) ([32]byte, error) {

@@ -190,6 +190,14 @@ func (c *Cache) Get(ctx context.Context, key Key, size int64, load func() (tenso
 	return &Ref{c, e}, true, nil
 }
 
+// Has reports whether key is cached now, or being loaded.
+func (c *Cache) Has(key Key) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.entries[key]
+	return ok
+}
+
 // makeRoomLocked evicts unpinned entries, least recently used first, until
 // size more bytes fit the budget, and returns them for release (outside the
 // lock: freeing device memory waits for the device). It evicts nothing when

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -283,6 +284,78 @@ func TestDigests(t *testing.T) {
 	}
 	if _, err := d.Of(path + ".gone"); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing file: %v", err)
+	}
+}
+
+// TestDigestsOnDisk: with a Dir, a digest outlives its Digests: another
+// one (the next process) takes it from the disk rather than hashing, for
+// the same file only; a rewrite of the file, even with its size and
+// modification time put back, is hashed again (its change time moved), as
+// is a file whose record is unreadable, and a Dir that cannot be made
+// costs nothing but the memo.
+func TestDigestsOnDisk(t *testing.T) {
+	root := t.TempDir()
+	path := filepath.Join(root, "blob")
+	if err := os.WriteFile(path, []byte("one"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(path)
+	if _, ok := fileStamp(st); !ok {
+		t.Skip("no change time to trust here: digests stay in memory")
+	}
+	dir := filepath.Join(root, "digests")
+	of := func(dir string) [32]byte {
+		t.Helper()
+		d := Digests{Dir: dir}
+		sum, err := d.Of(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sum
+	}
+	one, two := sha256.Sum256([]byte("one")), sha256.Sum256([]byte("two"))
+	if got := of(dir); got != one {
+		t.Fatalf("first hash %x, want %x", got, one)
+	}
+	records, _ := filepath.Glob(filepath.Join(dir, "*"))
+	if len(records) != 1 {
+		t.Fatalf("records %v, want one", records)
+	}
+	// A record that says otherwise is believed: the file is not read.
+	planted := [32]byte{0xff}
+	if err := os.WriteFile(records[0], []byte(hex.EncodeToString(planted[:])+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := of(dir); got != planted {
+		t.Fatalf("a new Digests hashed the file (%x) instead of reading its record", got)
+	}
+	if err := os.WriteFile(records[0], []byte("junk"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := of(dir); got != one {
+		t.Fatalf("with an unreadable record: %x, want %x", got, one)
+	}
+	// The kernel's clock for change times may tick coarsely (a few ms):
+	// rewrite until the change time moved, as it would for a person.
+	was, _ := fileStamp(st)
+	for now := was; now == was; {
+		if err := os.WriteFile(path, []byte("two"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := os.Stat(path); err != nil {
+			t.Fatal(err)
+		} else if now, _ = fileStamp(st); now == was {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if got := of(dir); got != two {
+		t.Fatalf("a rewritten file of the same size and time: %x, want %x (hashed again)", got, two)
+	}
+	if got := of(path); got != two { // Dir is a file: nothing kept, nothing lost
+		t.Fatalf("with a Dir that cannot be made: %x, want %x", got, two)
 	}
 }
 

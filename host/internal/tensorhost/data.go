@@ -122,28 +122,24 @@ func (s *Session) hostData(ctx context.Context, f openFile, key modelcache.Key, 
 }
 
 // deviceData returns the data tensor key in the backend's memory, pinned:
-// from the DeviceCache, or copied there from the model cache on a miss.
-// The host copy is unpinned once uploaded, to be evicted when memory is
-// short; a device eviction reads it from there again.
+// from the DeviceCache, or copied there on a miss. A backend that fills
+// its buffers in place (tensor.Filler: a GPU worker's shared memory) gets
+// the file's bytes read straight into that memory, unless the model cache
+// has them already; otherwise they go through the model cache, whose copy
+// is unpinned once uploaded, to be evicted when memory is short.
 func (s *Session) deviceData(ctx context.Context, f openFile, key modelcache.Key, size int64) (*modelcache.Ref, error) {
 	be := s.backend
 	dkey := key
 	dkey.Backend = be.Name()
 	ref, loaded, err := s.cfg.DeviceCache.Get(ctx, dkey, size, func() (tensor.Buffer, error) {
-		host, err := s.hostData(ctx, f, key, size)
-		if err != nil {
-			return nil, err
-		}
-		defer host.Release()
-		hb := host.Buffer().(*tensor.HostBuffer)
-		buf, err := be.Alloc(key.DType, hb.Len())
+		buf, err := be.Alloc(key.DType, product(key.Dims[:key.NDim]))
 		if err != nil && !errors.Is(err, tensor.ErrDeviceLost) {
 			// The device is full: the provider's limit, as for the cache.
 			return nil, fmt.Errorf("%w: %w", modelcache.ErrTooLarge, err)
 		} else if err != nil {
 			return nil, err
 		}
-		if err := be.Write(buf, hb.Stored()); err != nil {
+		if err := s.upload(ctx, f, key, size, buf); err != nil {
 			be.Free(buf)
 			return nil, err
 		}
@@ -160,6 +156,23 @@ func (s *Session) deviceData(ctx context.Context, f openFile, key modelcache.Key
 	}
 	s.onDevice[ref.Buffer()] = true
 	return ref, nil
+}
+
+// upload writes data tensor key's bytes into buf, on the device.
+func (s *Session) upload(ctx context.Context, f openFile, key modelcache.Key, size int64, buf tensor.Buffer) error {
+	if fl, ok := s.backend.(tensor.Filler); ok && !s.cfg.Cache.Has(key) {
+		err := fl.Fill(buf, func(dst []byte) error { return modelcache.ReadInto(f.path, key.Offset, dst) })
+		if err == nil {
+			s.Stats.DataLoaded += size
+		}
+		return err
+	}
+	host, err := s.hostData(ctx, f, key, size)
+	if err != nil {
+		return err
+	}
+	defer host.Release()
+	return s.backend.Write(buf, host.Buffer().(*tensor.HostBuffer).Stored())
 }
 
 // wholeBlocks reports whether a tensor of dt may have shape dims: a

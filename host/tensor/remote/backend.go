@@ -685,6 +685,47 @@ func (b *Backend) Write(t tensor.Buffer, src []byte) error {
 	return c.send(opWrite, []uint64{xs[0].id}, src, nil)
 }
 
+// Fill implements tensor.Filler: fill writes into the shared memory the
+// worker copies t from (a buffer the pipe takes, small or huge, is filled
+// in the heap and written as Write writes it).
+func (b *Backend) Fill(t tensor.Buffer, fill func(dst []byte) error) error {
+	var xs [1]*buffer
+	c, err := b.own("write", []tensor.Buffer{t}, xs[:])
+	if err != nil {
+		return err
+	}
+	n := xs[0].bytes()
+	if n >= shmMin && n <= shmMax {
+		if ok, err := c.fillShm(xs[0].id, int(n), fill); ok {
+			return err
+		}
+	}
+	src := make([]byte, n)
+	if err := fill(src); err != nil {
+		return err
+	}
+	return c.send(opWrite, []uint64{xs[0].id}, src, nil)
+}
+
+// fillShm is viaShm's write with fill writing the shared memory itself. It
+// reports false, having called nothing, where the worker has none.
+func (c *child) fillShm(id uint64, n int, fill func(dst []byte) error) (bool, error) {
+	c.shmMu.Lock()
+	defer c.shmMu.Unlock()
+	if c.shm == nil {
+		return false, nil
+	}
+	mem, err := c.shm.grow(n)
+	if err != nil {
+		return false, nil // the pipe still works
+	}
+	if err := fill(mem); err != nil {
+		return true, err
+	}
+	_, err = c.call(opWriteShm, []uint64{id, word(n)}, nil)
+	return true, err
+}
+
 // viaShm moves a large buffer through shared memory: src's bytes into
 // buffer id (opWriteShm), or buffer id's into dst (opReadShm), waiting
 // for the worker. It reports false, having done nothing, for a buffer the

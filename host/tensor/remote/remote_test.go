@@ -916,6 +916,57 @@ func TestSharedMemory(t *testing.T) {
 	}
 }
 
+// TestFill: Fill writes what fill leaves in dst, a buffer's whole size,
+// through shared memory when the buffer is a MiB or more (fill writes the
+// shared memory itself, not a copy of it) and through the pipe otherwise
+// or without shared memory; fill's error comes back as is, and the buffer
+// takes later writes as before.
+func TestFill(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pipe only %v", off), func(t *testing.T) {
+			noShm = off
+			defer func() { noShm = false }()
+			b, _ := open(t, "reference")
+			r := rand.New(rand.NewPCG(3, 4))
+			for _, n := range []int{16, shmMin / 4, 5 * shmMin / 4} { // f32s: 64 bytes, 1 MiB, 5 MiB
+				src := fill(r, bufSpec{dt: abi.F32, n: n})
+				x, err := b.Alloc(abi.F32, n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var inShm bool
+				err = b.Fill(x, func(dst []byte) error {
+					if len(dst) != len(src) {
+						t.Fatalf("%d values: fill got %d bytes, want %d", n, len(dst), len(src))
+					}
+					inShm = b.cur.shm != nil && len(b.cur.shm.mem) > 0 && &dst[0] == &b.cur.shm.mem[0]
+					copy(dst, src)
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := !off && 4*n >= shmMin; inShm != want {
+					t.Errorf("%d values: filled in shared memory %v, want %v", n, inShm, want)
+				}
+				if got := download(t, b, x); !bytes.Equal(got, src) {
+					t.Fatalf("%d values: the bytes Fill wrote did not read back", n)
+				}
+				oops := errors.New("the file is short")
+				if err := b.Fill(x, func([]byte) error { return oops }); err != oops {
+					t.Errorf("%d values: Fill with a failing fill: %v, want its error", n, err)
+				}
+				if err := b.Write(x, src); err != nil {
+					t.Fatal(err)
+				}
+				if got := download(t, b, x); !bytes.Equal(got, src) {
+					t.Fatalf("%d values: a Write after a failed Fill did not read back", n)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkWeightsUpload is a 64 MiB Write (a model's weights on their way
 // to the device) and its Read back, to a worker on the reference backend,
 // through shared memory and through the pipe alone.
