@@ -109,6 +109,7 @@ gpu-bundle:
 		$(GO) test -c -tags gpu -ldflags "-s -w" -o bin/gpu-bundle/$$(echo $$p | tr / _).test ./$$p || exit 1; done
 	@$(GO) build -ldflags "-s -w $(LDFLAGS)" -o bin/gpu-bundle/infernet ./cmd/infernet
 	@$(GO) build -ldflags "-s -w" -o bin/gpu-bundle/llamarandom ./guest/go/llama/llamatest/cmd/llamarandom
+	@$${CC:-cc} -shared -fPIC -O2 -o bin/gpu-bundle/libfakecuda.so host/tensor/cuda/testdata/fakecuda.c -lm -lpthread
 	@tar -C bin/gpu-bundle -cJf bin/gpu-bundle.tar.xz . && rm -rf bin/gpu-bundle && ls -l bin/gpu-bundle.tar.xz
 
 # Rebuilds every guest in testdata/ from its source.

@@ -181,6 +181,23 @@ ratio=""
 if [ -n "$gpu" ] && [ -n "$cpu" ]; then ratio=$(awk -v g="$gpu" -v c="$cpu" 'BEGIN { printf "%.1f", g / c }'); fi
 verdict "decode, cuda over the cpu backend, bf16" "$ratio" x ">=" 10 || rc=1
 verdict "first token, cuda, bf16, weights uploaded with it" "$(jfield "$LOG/llama-cuda-bf16.json" first_token_ms)" ms "<=" 2500 || rc=1
+# The host's floor under those figures: the same bf16 model through the
+# same path on the FAKE driver's bench mode (no kernel runs; see
+# scripts/hostfloor.sh), on this machine's cores: decode can go no faster
+# on any GPU here, so a gap between it and cuda's row is the device's.
+fake=""
+if [ -f "$tools/libfakecuda.so" ]; then
+	fake=$tools/libfakecuda.so
+elif command -v cc >/dev/null && cc -shared -fPIC -O2 -o "$LOG/libfakecuda.so" host/tensor/cuda/testdata/fakecuda.c -lm -lpthread 2>"$LOG/fakecuda.log"; then
+	fake=$LOG/libfakecuda.so
+fi
+floor=""
+if [ -n "$fake" ] && INFERNET_CUDA_DRIVER=$fake INFERNET_CUBLAS=$fake FAKECUDA_BENCH=1 "$tools/infernet" generate "$LOG/tinyllama1B-bf16.gguf" \
+	--local --backend cuda --mode tolerance --max-tokens 256 --prompt "Once upon a time" --json >"$LOG/llama-floor-bf16.json" 2>"$LOG/llama-floor-bf16.log"; then
+	floor=$(jfield "$LOG/llama-floor-bf16.json" decode_tokens_per_second)
+fi
+verdict "decode, host floor (FAKE driver, no kernel runs), bf16" "$floor" tok/s
+verdict "first token, host floor (FAKE driver), bf16, weights with it" "$(jfield "$LOG/llama-floor-bf16.json" first_token_ms)" ms
 echo "  where a cuda bf16 run's host time goes (generate --profile):"
 if command -v python3 >/dev/null; then
 	python3 -c 'import json, sys
