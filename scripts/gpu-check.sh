@@ -170,10 +170,20 @@ gen() { # BACKEND DTYPE [FLAGS...]: generate's JSON in $LOG/llama-BACKEND-DTYPE.
 		--prompt "Once upon a time, there was a little robot named" --json "$@" >"$LOG/llama-$be-$dt.json" 2>"$LOG/llama-$be-$dt.log"
 }
 gen cuda bf16 --profile || rc=1
+# The same decode with each step launched as one CUDA graph (off by
+# default until this row shows it pays): its tokens/s, and whether its
+# greedy text is the plain run's (the same kernels in the same order).
+if INFERNET_CUDA_GRAPHS=1 "$tools/infernet" generate "$LOG/tinyllama1B-bf16.gguf" --local --backend cuda --mode tolerance --temperature 0 --max-tokens 64 \
+	--prompt "Once upon a time, there was a little robot named" --json >"$LOG/llama-cuda-bf16-graphs.json" 2>"$LOG/llama-cuda-bf16-graphs.log"; then :; else rc=1; tail -n 5 "$LOG/llama-cuda-bf16-graphs.log"; fi
 gen cpu bf16 || rc=1
 for dt in f16 q8_0; do gen cuda $dt || rc=1; done
 gpu=$(jfield "$LOG/llama-cuda-bf16.json" decode_tokens_per_second) cpu=$(jfield "$LOG/llama-cpu-bf16.json" decode_tokens_per_second)
 verdict "decode, cuda, bf16" "$gpu" tok/s ">=" 300 || rc=1
+verdict "decode, cuda, bf16, CUDA graphs" "$(jfield "$LOG/llama-cuda-bf16-graphs.json" decode_tokens_per_second)" tok/s
+same=no
+if [ -n "$(jfield "$LOG/llama-cuda-bf16-graphs.json" completion)" ] && [ "$(jfield "$LOG/llama-cuda-bf16-graphs.json" completion)" = "$(jfield "$LOG/llama-cuda-bf16.json" completion)" ]; then same=yes; fi
+echo "  CUDA graphs' text is the plain run's: $same"
+[ $same = yes ] || rc=1
 verdict "decode, cuda, f16" "$(jfield "$LOG/llama-cuda-f16.json" decode_tokens_per_second)" tok/s
 verdict "decode, cuda, q8_0" "$(jfield "$LOG/llama-cuda-q8_0.json" decode_tokens_per_second)" tok/s
 verdict "decode, cpu backend, bf16" "$cpu" tok/s

@@ -3,6 +3,7 @@ package llama_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -121,5 +122,86 @@ func TestDecodeStepCrossings(t *testing.T) {
 	// argmax).
 	if opsPerToken := layers*13 + 4; per(d.Frames) > float64(opsPerToken) {
 		t.Errorf("per decode token: %.1f operations, want ≤ %d", per(d.Frames), opsPerToken)
+	}
+}
+
+// TestDecodeStepGraphs: with CUDA graphs (cuda.Config.Graphs, a worker
+// started with INFERNET_CUDA_GRAPHS=1) on the FAKE driver, which fails any
+// call on the default stream during a capture as a driver does, each
+// decode token's kernels, copies and memsets are captured and launched as
+// one graph, updated from the last token's rather than instantiated
+// again, and none is launched on its own; the tokens are run.c's. Counts,
+// from the fake's log, not times.
+func TestDecodeStepGraphs(t *testing.T) {
+	ctx := context.Background()
+	logPath := filepath.Join(t.TempDir(), "fakecuda.log")
+	set := workertest.OpenFake(t, workertest.GraphsEnv+"=1", "FAKECUDA_LOG="+logPath)
+	sb, err := host.New(ctx, host.Config{Reference: set.Reference, Fast: set.Fast, CacheDir: cacheDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(ctx)
+	g := goldens(t, stories260K, 0, 0)[0]
+	tk := tokenizer(t)
+	counts := func() map[string]int {
+		t.Helper()
+		b, _ := os.ReadFile(logPath)
+		c := map[string]int{}
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 2 {
+				continue
+			}
+			c[f[1]]++
+			if f[1] == "cuLaunchKernel" && !strings.Contains(line, "captured=1") {
+				c["direct launch"]++
+			}
+			if !strings.HasSuffix(line, "-> 0") {
+				c["failed"]++
+			}
+		}
+		return c
+	}
+	run := func(tokens int) map[string]int {
+		t.Helper()
+		req := request(g, 0)
+		req.MaxTokens = tokens
+		before := counts()
+		res, err := sb.Run(ctx, host.Job{Module: llama.Runner(), Input: requests(t, req), Data: binData()},
+			host.NewJobConfig().WithMode(abi.ModeTolerance).WithTimeout(10*time.Minute))
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%d tokens: %v, exit %d: %s", tokens, err, res.ExitCode, res.Stderr)
+		}
+		if res.Backend != "cuda" {
+			t.Fatalf("ran on %q, want cuda", res.Backend)
+		}
+		byID, _ := parseEvents(t, res.Output)
+		if want := strings.Join(pieces(g, tk)[:tokens], ""); byID[0].text() != want {
+			t.Errorf("%d tokens: %q\nwant %q (run.c's)", tokens, byID[0].text(), want)
+		}
+		after := counts()
+		for k, v := range before {
+			after[k] -= v
+		}
+		return after
+	}
+	// The first runs put the weights on the device and fill the memory
+	// pool with each length's buffers (a job's caches are sized by it).
+	run(2)
+	run(6)
+	short, long := run(2), run(6)
+	per := func(k string) float64 { return float64(long[k]-short[k]) / 4 }
+	t.Logf("per decode token: %.1f graph launches, %.1f kernels captured, %.1f launched directly; a 6-token job: %d graphs instantiated, %d updated",
+		per("cuGraphLaunch"), per("cuLaunchKernel")-per("direct launch"), per("direct launch"), long["cuGraphInstantiateWithFlags"], long["cuGraphExecUpdate_v2"])
+	if per("cuGraphLaunch") != 1 {
+		t.Errorf("per decode token: %.2f graph launches, want 1", per("cuGraphLaunch"))
+	}
+	// A job instantiates a graph for a shape it has not met (its prompt's,
+	// say), not one a token: the decode step's is updated.
+	if n := long["cuGraphInstantiateWithFlags"]; n > 2 || long["cuGraphExecUpdate_v2"] < 5 {
+		t.Errorf("a 6-token job: %d graphs instantiated (want at most 2), %d updated (want at least 5)", n, long["cuGraphExecUpdate_v2"])
+	}
+	if per("direct launch") != 0 || long["failed"] != 0 || short["failed"] != 0 {
+		t.Errorf("%.2f kernels a token launched directly (want 0); %d failed calls", per("direct launch"), long["failed"]+short["failed"])
 	}
 }

@@ -36,6 +36,14 @@ type Config struct {
 	// call then costs no hand-off between threads (a wake-up and a reply,
 	// tens of µs against a kernel launch's few).
 	CallerThread bool
+	// Graphs captures the work queued between two synchronisations (a
+	// decode step's kernels, copies and memsets, up to the read of its
+	// token) as a CUDA graph on a stream of its own and launches it whole,
+	// instead of launching each kernel (graph.go). An instantiated graph is
+	// kept per shape of step and updated with the next step's parameters.
+	// Off by default until measured on a GPU; any failure of the graph
+	// calls turns it off for the Backend, running the step's work directly.
+	Graphs bool
 }
 
 // DefaultPoolBytes is Config.PoolBytes when it is 0.
@@ -108,6 +116,8 @@ type Backend struct {
 	marked map[uintptr]bool
 	// pinned is the host memory Pin page-locked, by its start (pin.go).
 	pinned map[unsafe.Pointer]struct{}
+	// graph is the capture state of Config.Graphs (graph.go).
+	graph graphState
 }
 
 // stagingBytes is the size of Backend.staging: writes up to it are queued.
@@ -224,13 +234,14 @@ func (b *Backend) init() error {
 	if b.drv.cuMemAllocHost(&p, stagingBytes) == 0 {
 		b.staging = unsafe.Slice((*byte)(p), stagingBytes)
 	}
+	b.initGraphs()
 	return nil
 }
 
 // teardown releases everything init and the operations created, in
 // reverse order. It runs on the queue's thread, from Close or a failed init.
 func (b *Backend) teardown() error {
-	var errs []error
+	errs := []error{b.teardownGraphs()}
 	for x := range b.live {
 		if x.ptr != 0 {
 			errs = append(errs, cuErr(symMemFree, b.drv.cuMemFree(x.ptr)))
@@ -315,6 +326,9 @@ func (b *Backend) alive(bufs ...*buffer) error {
 // sync waits for the device and reports asynchronous kernel and cuBLAS
 // failures.
 func (b *Backend) sync() error {
+	if err := b.flush(); err != nil {
+		return err
+	}
 	b.drained()
 	return cuErr(symCtxSync, b.drv.cuCtxSynchronize())
 }
@@ -337,7 +351,18 @@ func (b *Backend) stage(dst uint64, src []byte) error {
 	at := b.staged
 	copy(b.staging[at:], src)
 	b.staged = (at + len(src) + 255) &^ 255 // each copy's source 256-byte aligned
-	return cuErr(symMemcpyHtoDA, b.drv.cuMemcpyHtoDAsync(dst, unsafe.Pointer(&b.staging[at]), uintptr(len(src)), 0))
+	host, n := unsafe.Pointer(&b.staging[at]), uintptr(len(src))
+	stream, err := b.capture()
+	if err != nil {
+		return err
+	}
+	if err := cuErr(symMemcpyHtoDA, b.drv.cuMemcpyHtoDAsync(dst, host, n, stream)); err != nil {
+		return err
+	}
+	if stream != 0 {
+		b.captured(spanOp{kind: spanHtoD, dst: dst, host: host, n: n})
+	}
+	return nil
 }
 
 // settle follows a launched piece of an operation, work pieces' worth of
@@ -352,7 +377,11 @@ func (b *Backend) stage(dst uint64, src []byte) error {
 // or a Read, whose copy to the host waits for the work before it.
 func (b *Backend) settle(work float64, more bool) error {
 	b.queued += work
-	if more || b.queued >= 1 {
+	// A capture (Config.Graphs) runs nothing until it is launched whole:
+	// the work queued in it is bounded by maxSpan instead, and a
+	// synchronisation here would cut a decode step's graph at a point
+	// that moves from step to step, each cut a new graph to instantiate.
+	if more || b.queued >= 1 && !b.graph.capturing {
 		return b.sync()
 	}
 	return nil
@@ -383,7 +412,8 @@ func (b *Backend) Alloc(dt abi.DType, n int) (tensor.Buffer, error) {
 			} else if err := b.devAlloc(&x.ptr, x.size); err != nil {
 				return err
 			}
-			if err := cuErr(symMemsetD8, b.drv.cuMemsetD8(x.ptr, 0, n)); err != nil {
+			if err := b.memset(x.ptr, 0, n); err != nil {
+				_ = b.flush()
 				_ = b.drv.cuMemFree(x.ptr)
 				return err
 			}
@@ -426,6 +456,9 @@ func (b *Backend) Free(t tensor.Buffer) {
 			b.pooled += int64(x.size)
 			return nil
 		}
+		if err := b.flush(); err != nil { // captured work may use x yet
+			return err
+		}
 		return cuErr(symMemFree, b.drv.cuMemFree(x.ptr))
 	})
 }
@@ -438,6 +471,9 @@ const cuOutOfMemory = 2
 // and the allocation is tried again: memory kept for reuse must not make
 // an allocation fail.
 func (b *Backend) devAlloc(p *uint64, size uintptr) error {
+	if err := b.flush(); err != nil {
+		return err
+	}
 	r := b.drv.cuMemAlloc(p, size)
 	if r == cuOutOfMemory && b.pooled > 0 {
 		if err := b.trimPool(); err != nil {
@@ -458,7 +494,7 @@ func (b *Backend) Trim() error { return b.q.do(context.Background(), b.trimPool)
 
 // trimPool frees the pool's allocations; it runs on the queue's thread.
 func (b *Backend) trimPool() error {
-	var errs []error
+	errs := []error{b.flush()} // captured work may use the pool's memory
 	for size, ptrs := range b.pool {
 		for _, p := range ptrs {
 			errs = append(errs, cuErr(symMemFree, b.drv.cuMemFree(p)))
@@ -509,7 +545,7 @@ func (b *Backend) Write(t tensor.Buffer, src []byte) error {
 		var err error
 		if len(src) <= len(b.staging) {
 			err = b.stage(x.ptr, src)
-		} else {
+		} else if err = b.flush(); err == nil {
 			err = cuErr(symMemcpyHtoD, b.drv.cuMemcpyHtoD(x.ptr, unsafe.Pointer(&src[0]), uintptr(len(src))))
 		}
 		if err != nil {
@@ -537,6 +573,9 @@ func (b *Backend) Read(t tensor.Buffer, dst []byte) error {
 	}
 	return b.q.do(context.Background(), func() error {
 		if err := b.alive(x); err != nil || len(dst) == 0 {
+			return err
+		}
+		if err := b.flush(); err != nil {
 			return err
 		}
 		b.drained() // the copy waits for the work queued before it
@@ -659,6 +698,9 @@ func (b *Backend) gemm(ctx context.Context, compute int32, p tensor.GemmParams, 
 			if !i8 {
 				return b.sgemm(compute, p, g, 1, mp, aPtr, ops[1], cPtr)
 			}
+			if err := b.flush(); err != nil { // cuBLAS runs on the default stream
+				return err
+			}
 			alpha, beta := int32(1), int32(0)
 			if p.Accumulate {
 				beta = 1
@@ -754,7 +796,7 @@ func (b *Backend) emptyProduct(ctx context.Context, p tensor.GemmParams, xc *buf
 			return err
 		}
 		xc.wrote()
-		if err := cuErr(symMemsetD8, b.drv.cuMemsetD8(xc.ptr, 0, uintptr(xc.bytes()))); err != nil {
+		if err := b.memset(xc.ptr, 0, uintptr(xc.bytes())); err != nil {
 			return err
 		}
 		return b.settle(float64(xc.n)/float64(chunkElems), false)
@@ -798,6 +840,9 @@ func (b *Backend) gemmPieces(ctx context.Context, p tensor.GemmParams, g gemmPla
 func (b *Backend) sgemm(compute int32, p tensor.GemmParams, g gemmPlan, nb, mp int, aPtr, bPtr, cPtr uint64) error {
 	if compute != cublasCompute32F {
 		return b.gemmEx32F(compute, p, g, nb, mp, aPtr, bPtr, cPtr)
+	}
+	if err := b.flush(); err != nil { // cuBLAS runs on the default stream
+		return err
 	}
 	alpha, beta := float32(1), float32(0)
 	if p.Accumulate {

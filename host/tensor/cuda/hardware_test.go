@@ -67,6 +67,32 @@ func openGPUNoStrided(t *testing.T) *Backend {
 	return b
 }
 
+// gpuGraphs runs shared tests with Config.Graphs on the GPU: a capture
+// the driver refuses turns graphs off, which the tests check too.
+var gpuGraphs = target{open: openGPUGraphs, openNoStrided: openGPUGraphs}
+
+func openGPUGraphs(t *testing.T) *Backend {
+	t.Helper()
+	b, err := New(Config{Graphs: true})
+	if err != nil {
+		t.Fatalf("no usable CUDA device: %v", err)
+	}
+	t.Cleanup(func() {
+		if st := b.GraphStats(); st.Off != nil || st.Launched == 0 {
+			t.Errorf("CUDA graphs: %+v, want some launched and none failed", st)
+		}
+		if err := b.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return b
+}
+
+func TestGPU_Graphs_TransformerMatchesReference(t *testing.T) {
+	testTransformerMatchesReference(t, gpuGraphs)
+}
+func TestGPU_Graphs_V2MatchesReference(t *testing.T) { testV2MatchesReference(t, gpuGraphs) }
+
 func TestGPU_GemmF32MatchesNaive(t *testing.T) { testGemmF32MatchesNaive(t, gpuDevice) }
 func TestGPU_GemmPanels(t *testing.T)          { testGemmPanels(t, gpuDevice) }
 func TestGPU_GemmI8(t *testing.T)              { testGemmI8(t, gpuDevice) }

@@ -120,28 +120,46 @@ type launchArgs struct {
 }
 
 // launch starts kernel k with grid blocks of blockSize threads on the
-// default stream. It runs on the queue's thread. It is every op's hot
+// default stream, or captures it (Config.Graphs). It runs on the queue's thread. It is every op's hot
 // path: a decode step launches about 400 kernels, so it allocates nothing.
 func (b *Backend) launch(k kernelID, grid uint32, args ...kernelArg) error {
 	sig := kernelSigs[k]
 	if len(args) != len(sig.params) || len(args) > maxKernelParams {
 		return fmt.Errorf("cuda: %s takes %d parameters, got %d", sig.name, len(sig.params), len(args))
 	}
+	var vals [maxKernelParams]uint64
+	for i, a := range args {
+		if a.size != sig.params[i] {
+			return fmt.Errorf("cuda: %s parameter %d is %d bytes, got %d", sig.name, i, sig.params[i], a.size)
+		}
+		vals[i] = a.bits
+	}
+	stream, err := b.capture()
+	if err != nil {
+		return err
+	}
+	if err := b.launchVals(k, grid, vals[:len(args)], stream); err != nil {
+		return err
+	}
+	if stream != 0 {
+		b.captured(spanOp{kind: spanKernel, k: k, grid: grid, nargs: len(args), vals: vals})
+	}
+	return nil
+}
+
+// launchVals launches kernel k with parameter values vals, checked, on
+// stream (0: the default stream).
+func (b *Backend) launchVals(k kernelID, grid uint32, vals []uint64, stream uintptr) error {
 	la := &b.args
 	if la.ptrs[0] == nil {
 		for i := range la.ptrs {
 			la.ptrs[i] = unsafe.Pointer(&la.vals[i])
 		}
 	}
-	for i, a := range args {
-		if a.size != sig.params[i] {
-			return fmt.Errorf("cuda: %s parameter %d is %d bytes, got %d", sig.name, i, sig.params[i], a.size)
-		}
-		la.vals[i] = a.bits
-	}
-	r := b.drv.launchKernel(b.fns[k], grid, blockSize, &la.ptrs[0])
+	copy(la.vals[:], vals)
+	r := b.drv.launchKernel(b.fns[k], grid, blockSize, stream, &la.ptrs[0])
 	if err := cuErr(symLaunchKernel, r); err != nil {
-		return fmt.Errorf("%s: %w", sig.name, err)
+		return fmt.Errorf("%s: %w", kernelSigs[k].name, err)
 	}
 	return nil
 }

@@ -64,15 +64,38 @@ type driver struct {
 	// the driver lacks them (CUDA 4.0+ has them).
 	cuMemHostRegister   func(p unsafe.Pointer, size uintptr, flags uint32) int32
 	cuMemHostUnregister func(p unsafe.Pointer) int32
+
+	// Streams and graphs (Config.Graphs, graph.go); cuStreamCreate is nil
+	// where the driver lacks one of them (CUDA 12.0+ has them all).
+	cuStreamCreate       func(s *uintptr, flags uint32) int32
+	cuStreamDestroy      func(s uintptr) int32
+	cuStreamBeginCapture func(s uintptr, mode int32) int32
+	cuStreamEndCapture   func(s uintptr, g *uintptr) int32
+	cuGraphInstantiate   func(e *uintptr, g uintptr, flags uint64) int32
+	cuGraphExecUpdate    func(e, g uintptr, info *graphUpdateInfo) int32
+	cuGraphLaunch        func(e, s uintptr) int32
+	cuGraphDestroy       func(g uintptr) int32
+	cuGraphExecDestroy   func(e uintptr) int32
+	cuMemsetD8Async      func(p uint64, v uint8, n uintptr, s uintptr) int32
+	cuMemcpyDtoDAsync    func(dst, src uint64, n uintptr, s uintptr) int32
+}
+
+// graphUpdateInfo is CUgraphExecUpdateResultInfo: the result and the
+// nodes it names.
+type graphUpdateInfo struct {
+	result               int32
+	_                    int32
+	errorNode, errorFrom uintptr
 }
 
 // launchKernel is cuLaunchKernel of grid×1×1 blocks of block×1×1 threads,
-// no dynamic shared memory, on the default stream, with kernel parameters
-// params. It calls through purego.SyscallN rather than a RegisterFunc
-// function: every op launches, and RegisterFunc's reflection over eleven
-// arguments costs about a microsecond a call (0.1 through SyscallN).
-func (d *driver) launchKernel(fn uintptr, grid, block uint32, params *unsafe.Pointer) int32 {
-	r, _, _ := purego.SyscallN(d.cuLaunchKernel, fn, uintptr(grid), 1, 1, uintptr(block), 1, 1, 0, 0, uintptr(unsafe.Pointer(params)), 0)
+// no dynamic shared memory, on stream (0: the default stream), with kernel
+// parameters params. It calls through purego.SyscallN rather than a
+// RegisterFunc function: every op launches, and RegisterFunc's reflection
+// over eleven arguments costs about a microsecond a call (0.1 through
+// SyscallN).
+func (d *driver) launchKernel(fn uintptr, grid, block uint32, stream uintptr, params *unsafe.Pointer) int32 {
+	r, _, _ := purego.SyscallN(d.cuLaunchKernel, fn, uintptr(grid), 1, 1, uintptr(block), 1, 1, 0, stream, uintptr(unsafe.Pointer(params)), 0)
 	return int32(r)
 }
 
@@ -109,6 +132,17 @@ const (
 	symEventElapsed   = "cuEventElapsedTime"
 	symHostRegister   = "cuMemHostRegister_v2"
 	symHostUnregister = "cuMemHostUnregister"
+	symStreamCreate   = "cuStreamCreate"
+	symStreamDestroy  = "cuStreamDestroy_v2"
+	symBeginCapture   = "cuStreamBeginCapture_v2"
+	symEndCapture     = "cuStreamEndCapture"
+	symInstantiate    = "cuGraphInstantiateWithFlags"
+	symExecUpdate     = "cuGraphExecUpdate_v2"
+	symGraphLaunch    = "cuGraphLaunch"
+	symGraphDestroy   = "cuGraphDestroy"
+	symExecDestroy    = "cuGraphExecDestroy"
+	symMemsetD8Async  = "cuMemsetD8Async"
+	symMemcpyDtoDA    = "cuMemcpyDtoDAsync_v2"
 )
 
 // cuBLAS entry points (cublas_api.h, the v2 API). The handle is a pointer
@@ -237,6 +271,21 @@ func loadDriver(path string) (*driver, error) {
 		symHostUnregister, &d.cuMemHostUnregister,
 	}); err != nil {
 		d.cuMemHostRegister = nil // Pin is unsupported
+	}
+	if err := bind(h, path, []any{
+		symStreamCreate, &d.cuStreamCreate,
+		symStreamDestroy, &d.cuStreamDestroy,
+		symBeginCapture, &d.cuStreamBeginCapture,
+		symEndCapture, &d.cuStreamEndCapture,
+		symInstantiate, &d.cuGraphInstantiate,
+		symExecUpdate, &d.cuGraphExecUpdate,
+		symGraphLaunch, &d.cuGraphLaunch,
+		symGraphDestroy, &d.cuGraphDestroy,
+		symExecDestroy, &d.cuGraphExecDestroy,
+		symMemsetD8Async, &d.cuMemsetD8Async,
+		symMemcpyDtoDA, &d.cuMemcpyDtoDAsync,
+	}); err != nil {
+		d.cuStreamCreate = nil // Config.Graphs is ignored
 	}
 	drivers[path] = d
 	return d, nil

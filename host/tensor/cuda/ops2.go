@@ -234,6 +234,9 @@ func (b *Backend) checkIndices(op string, idx *buffer, rows int) error {
 		return nil
 	}
 	v := make([]byte, 4*idx.n)
+	if err := b.flush(); err != nil {
+		return err
+	}
 	b.drained() // the copy waits for the work queued before it
 	if err := cuErr(symMemcpyDtoH, b.drv.cuMemcpyDtoH(unsafe.Pointer(&v[0]), idx.ptr, uintptr(len(v)))); err != nil {
 		return err
@@ -266,6 +269,6 @@ func (b *Backend) transposeInPlace(ctx context.Context, rows, cols int, x *buffe
 		if err := b.alive(x, xs[0]); err != nil {
 			return err
 		}
-		return cuErr(symMemcpyDtoD, b.drv.cuMemcpyDtoD(x.ptr, xs[0].ptr, uintptr(x.bytes())))
+		return b.copyDtoD(x.ptr, xs[0].ptr, uintptr(x.bytes()))
 	})
 }

@@ -31,6 +31,9 @@ func (b *Backend) Pin(mem []byte) error {
 		if _, ok := b.pinned[p]; ok {
 			return fmt.Errorf("cuda: Pin of memory at %p pinned already", p)
 		}
+		if err := b.flush(); err != nil {
+			return err
+		}
 		if err := cuErr(symHostRegister, b.drv.cuMemHostRegister(p, uintptr(len(mem)), 0)); err != nil {
 			return err
 		}
@@ -54,6 +57,9 @@ func (b *Backend) Unpin(mem []byte) error {
 			return fmt.Errorf("cuda: Unpin of memory at %p not pinned", p)
 		}
 		delete(b.pinned, p)
+		if err := b.flush(); err != nil {
+			return err
+		}
 		return cuErr(symHostUnregister, b.drv.cuMemHostUnregister(p))
 	})
 }

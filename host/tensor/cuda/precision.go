@@ -108,6 +108,9 @@ func (v *precisionView) GemmBatched(ctx context.Context, batch int, p tensor.Gem
 // cublasGemmStridedBatchedEx call for nb > 1 items where the library has
 // it, else one cublasGemmEx per item.
 func (b *Backend) gemmEx32F(compute int32, p tensor.GemmParams, g gemmPlan, nb, mp int, aPtr, bPtr, cPtr uint64) error {
+	if err := b.flush(); err != nil { // cuBLAS runs on the default stream
+		return err
+	}
 	alpha, beta := float32(1), float32(0)
 	if p.Accumulate {
 		beta = 1

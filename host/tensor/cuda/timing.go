@@ -33,6 +33,10 @@ func (b *Backend) Mark() (uint64, error) {
 		} else if err := cuErr(symEventCreate, b.drv.cuEventCreate(&ev, 0)); err != nil {
 			return err
 		}
+		if err := b.flush(); err != nil { // an event on the default stream ends a capture
+			b.events = append(b.events, ev)
+			return err
+		}
 		if err := cuErr(symEventRecord, b.drv.cuEventRecord(ev, 0)); err != nil {
 			b.events = append(b.events, ev)
 			return err
@@ -50,6 +54,9 @@ func (b *Backend) Elapsed(from, to uint64) (time.Duration, error) {
 	err := b.q.do(context.Background(), func() error {
 		if !b.marked[uintptr(from)] || !b.marked[uintptr(to)] {
 			return fmt.Errorf("cuda: Elapsed of marks %#x, %#x not made by Mark or released", from, to)
+		}
+		if err := b.flush(); err != nil {
+			return err
 		}
 		if err := cuErr(symEventSync, b.drv.cuEventSynchronize(uintptr(to))); err != nil {
 			return err

@@ -462,7 +462,7 @@ func (b *Backend) CopyRows(ctx context.Context, row, cols int, src, dst tensor.B
 		if err := b.alive(s, d); err != nil || s.n == 0 || s == d {
 			return err
 		}
-		return cuErr(symMemcpyDtoD, b.drv.cuMemcpyDtoD(d.ptr+uint64(4*row*cols), s.ptr, uintptr(4*s.n)))
+		return b.copyDtoD(d.ptr+uint64(4*row*cols), s.ptr, uintptr(4*s.n))
 	})
 }
 
@@ -591,13 +591,16 @@ func (b *Backend) Argmax(ctx context.Context, x tensor.Buffer) (int, error) {
 		if err := b.alive(xb, best); err != nil {
 			return err
 		}
-		if err := cuErr(symMemsetD8, b.drv.cuMemsetD8(best.ptr, 0xFF, 4)); err != nil { // -1: none yet
+		if err := b.memset(best.ptr, 0xFF, 4); err != nil { // -1: none yet
 			return err
 		}
 		err := b.chunked(ctx, xb.n, chunkElems, func(off, n int) error {
 			return b.launch(kArgmax, 1, ptrArg(xb.ptr), ptrArg(best.ptr), i64Arg(off), i64Arg(n))
 		})
 		if err != nil {
+			return err
+		}
+		if err := b.flush(); err != nil {
 			return err
 		}
 		return cuErr(symMemcpyDtoH, b.drv.cuMemcpyDtoH(unsafe.Pointer(&res), best.ptr, 4))

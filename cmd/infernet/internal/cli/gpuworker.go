@@ -19,6 +19,10 @@ const (
 	CUBLASEnv = "INFERNET_CUBLAS"
 )
 
+// GraphsEnv set to 1 makes GPU workers launch each decode step as a CUDA
+// graph (cuda.Config.Graphs; off by default until measured on a GPU).
+const GraphsEnv = "INFERNET_CUDA_GRAPHS"
+
 // NewCmdGPUWorker returns the hidden `infernet gpu-worker`: one GPU of a
 // provider served to the infernet process that started it, on stdin and
 // stdout (backends.ServeCUDA, package remote). A GPU fault that poisons
@@ -44,5 +48,6 @@ func NewCmdGPUWorker(stdio IO) *cobra.Command {
 	f.IntVar(&cfg.Device, "device", 0, "CUDA device `ordinal`")
 	f.StringVar(&cfg.Driver, "cuda-driver", os.Getenv(DriverEnv), "CUDA driver `library` (default $"+DriverEnv+", else libcuda.so.1)")
 	f.StringVar(&cfg.CUBLAS, "cublas", os.Getenv(CUBLASEnv), "cuBLAS `library` (default $"+CUBLASEnv+", else the first of libcublas.so.13, .12 and .11)")
+	f.BoolVar(&cfg.Graphs, "cuda-graphs", os.Getenv(GraphsEnv) == "1", "launch the work between two waits (a decode step) as one CUDA graph (default true where $"+GraphsEnv+" is 1)")
 	return cmd
 }

@@ -22,12 +22,17 @@ import (
 // driverEnv makes a test binary a GPU worker on the CUDA driver it names.
 const driverEnv = "INFERNET_TEST_GPU_WORKER"
 
+// GraphsEnv=1 in a worker's environment (Command's env) turns on its
+// backend's CUDA graphs (cuda.Config.Graphs).
+const GraphsEnv = "INFERNET_CUDA_GRAPHS"
+
 // Main is a test binary's TestMain: run as a worker (by Command) it serves
 // until its stdin closes and exits; otherwise it runs the tests, removes
 // the fake drivers cudatest built and runs cleanup.
 func Main(m *testing.M, cleanup ...func()) {
 	if drv := os.Getenv(driverEnv); drv != "" {
-		if err := backends.ServeCUDA(context.Background(), cuda.Config{Driver: drv, CUBLAS: drv}, os.Stdin, os.Stdout); err != nil {
+		cfg := cuda.Config{Driver: drv, CUBLAS: drv, Graphs: os.Getenv(GraphsEnv) == "1"}
+		if err := backends.ServeCUDA(context.Background(), cfg, os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "test worker:", err)
 			os.Exit(3)
 		}
@@ -63,9 +68,10 @@ func Open(tb testing.TB, worker func() *exec.Cmd) *backends.Set {
 	return set
 }
 
-// OpenFake is Open with workers on the FAKE driver (cudatest.Build).
-func OpenFake(tb testing.TB) *backends.Set {
+// OpenFake is Open with workers on the FAKE driver (cudatest.Build), with
+// env added to their environment (GraphsEnv, say).
+func OpenFake(tb testing.TB, env ...string) *backends.Set {
 	tb.Helper()
 	drv, _ := cudatest.Build(tb)
-	return Open(tb, func() *exec.Cmd { return Command(drv) })
+	return Open(tb, func() *exec.Cmd { return Command(drv, env...) })
 }

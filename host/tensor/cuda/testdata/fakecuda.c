@@ -51,6 +51,16 @@
  *   - cuMemHostRegister_v2 / cuMemHostUnregister remember the caller's
  *     memory as pinned, and the copies' log lines say whether their host
  *     side was (pinned=1);
+ *   - streams (cuStreamCreate) capture what is issued to them between
+ *     cuStreamBeginCapture_v2 and cuStreamEndCapture into a graph instead
+ *     of running it: kernels (their 16 parameter slots copied), async
+ *     memsets and copies; cuGraphInstantiateWithFlags, cuGraphExecUpdate_v2
+ *     (same nodes of the same kinds and kernels, new parameters; else
+ *     CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) and cuGraphLaunch, which runs
+ *     the nodes in order. As a driver does, any call on the legacy stream
+ *     while a stream captures (a synchronous copy or memset, a free, a
+ *     synchronisation, a kernel on stream 0, cuBLAS) fails with
+ *     CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and invalidates the capture;
  *   - FAKECUDA_BENCH=1 (scripts/hostfloor.sh; never for tests of results)
  *     neither checks nor runs a kernel, computes no GEMM and logs nothing:
  *     what is left of a decode step's time is the host's own (the guest,
@@ -87,16 +97,21 @@ enum {
   CUDA_ERROR_INVALID_IMAGE = 200,
   CUDA_ERROR_INVALID_CONTEXT = 201,
   CUDA_ERROR_INVALID_HANDLE = 400,
+  CUDA_ERROR_ILLEGAL_STATE = 401,
   CUDA_ERROR_NOT_FOUND = 500,
   CUDA_ERROR_ILLEGAL_ADDRESS = 700,
   CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712,
   CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
+  CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
+  CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906,
+  CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE = 910,
 };
 enum {
   CUBLAS_STATUS_SUCCESS = 0,
   CUBLAS_STATUS_NOT_INITIALIZED = 1,
   CUBLAS_STATUS_INVALID_VALUE = 7,
   CUBLAS_STATUS_EXECUTION_FAILED = 13,
+  CUBLAS_STATUS_INTERNAL_ERROR = 14,
   CUBLAS_STATUS_NOT_SUPPORTED = 15,
 };
 
@@ -203,7 +218,11 @@ static int injected(const char *call) {
 /* blas_injected is injected for a cuBLAS call: a sticky CUresult there (or
  * an earlier fault) is a failed kernel of cuBLAS's, which poisons the
  * context and makes the call return CUBLAS_STATUS_EXECUTION_FAILED. */
+static int implicit_sync(const char *name);
+
 static int blas_injected(const char *call) {
+  if (implicit_sync(call)) /* cuBLAS on the legacy stream while a stream captures */
+    return CUBLAS_STATUS_INTERNAL_ERROR;
   int rc = injected(call);
   if (!is_sticky(rc))
     return rc;
@@ -244,7 +263,8 @@ void fake_fail(const char *call, int code) {
   pthread_mutex_unlock(&mu);
 }
 
-static int live_allocs, live_ctxs, live_mods, live_handles, live_host, live_events, live_registered;
+static int live_allocs, live_ctxs, live_mods, live_handles, live_host, live_events, live_registered,
+    live_streams, live_graphs, live_execs;
 
 int fake_live(const char *what) {
   pthread_mutex_lock(&mu);
@@ -255,6 +275,9 @@ int fake_live(const char *what) {
           : !strcmp(what, "host")     ? live_host
           : !strcmp(what, "registered") ? live_registered
           : !strcmp(what, "events")   ? live_events
+          : !strcmp(what, "streams")  ? live_streams
+          : !strcmp(what, "graphs")   ? live_graphs
+          : !strcmp(what, "execs")    ? live_execs
                                       : -1;
   pthread_mutex_unlock(&mu);
   return n;
@@ -445,8 +468,66 @@ CUresult cuCtxDestroy_v2(void *c) {
     }                                                                          \
   } while (0)
 
+/* capturing counts streams capturing now; a call on the legacy stream
+ * meanwhile invalidates their captures (capture_broken) and fails. */
+static int capturing, capture_broken;
+
+static int implicit_sync(const char *name) {
+  pthread_mutex_lock(&mu);
+  int c = capturing;
+  if (c)
+    capture_broken = 1;
+  pthread_mutex_unlock(&mu);
+  if (c)
+    record(name, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "legacy stream while a stream captures");
+  return c ? CUDA_ERROR_STREAM_CAPTURE_IMPLICIT : 0;
+}
+
+#define NO_CAPTURE(name)                                                       \
+  do {                                                                         \
+    if (implicit_sync(name))                                                   \
+      return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;                               \
+  } while (0)
+
+/* A node of a captured graph: a kernel with its parameter slots, or an
+ * async memset or copy. */
+enum { NODE_KERNEL, NODE_MEMSET, NODE_DTOD, NODE_HTOD };
+struct node {
+  int kind;
+  struct function *f;
+  unsigned gx, bx;
+  uint64_t vals[16]; /* a kernel's parameter slots, 8 bytes each */
+  CUdeviceptr dst, src;
+  const void *hsrc;
+  size_t n;
+  unsigned char v;
+};
+struct graph {
+  struct node *nodes;
+  int n, cap;
+};
+struct stream {
+  int capturing;
+  struct graph *g;
+};
+
+static void graph_add(struct graph *g, struct node nd) {
+  if (g->n == g->cap) {
+    g->cap = g->cap ? 2 * g->cap : 64;
+    g->nodes = realloc(g->nodes, g->cap * sizeof *g->nodes);
+  }
+  g->nodes[g->n++] = nd;
+}
+
+/* capturing_on reports whether stream is a stream that captures now. */
+static int capturing_on(void *stream) {
+  struct stream *st = stream;
+  return st && st->capturing;
+}
+
 CUresult cuCtxSynchronize(void) {
   NEED_CTX("cuCtxSynchronize");
+  NO_CAPTURE("cuCtxSynchronize");
   int rc = injected("cuCtxSynchronize");
   record("cuCtxSynchronize", rc, "");
   return rc;
@@ -506,6 +587,7 @@ CUresult cuEventDestroy_v2(void *ev) {
 
 CUresult cuEventRecord(void *ev, void *stream) {
   NEED_CTX("cuEventRecord");
+  NO_CAPTURE("cuEventRecord");
   struct event *e = ev;
   int rc = injected("cuEventRecord");
   if (!rc && (!live_event(e) || stream))
@@ -520,6 +602,7 @@ CUresult cuEventRecord(void *ev, void *stream) {
 
 CUresult cuEventSynchronize(void *ev) {
   NEED_CTX("cuEventSynchronize");
+  NO_CAPTURE("cuEventSynchronize");
   int rc = injected("cuEventSynchronize");
   if (!rc && !live_event(ev))
     rc = CUDA_ERROR_INVALID_HANDLE;
@@ -576,6 +659,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
 
 CUresult cuMemFree_v2(CUdeviceptr p) {
   NEED_CTX("cuMemFree_v2");
+  NO_CAPTURE("cuMemFree_v2");
   int rc = CUDA_ERROR_INVALID_VALUE, id = 0;
   pthread_mutex_lock(&mu);
   for (struct alloc **pa = &allocs; *pa; pa = &(*pa)->next) {
@@ -609,6 +693,7 @@ CUresult cuMemGetInfo_v2(size_t *freeb, size_t *total) {
 
 CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n) {
   NEED_CTX("cuMemsetD8_v2");
+  NO_CAPTURE("cuMemsetD8_v2");
   size_t off = 0;
   struct alloc *a = find(p, n, &off);
   int rc = a ? 0 : CUDA_ERROR_INVALID_VALUE;
@@ -622,6 +707,7 @@ static int pinned(const void *p, size_t n);
 
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
   NEED_CTX("cuMemcpyHtoD_v2");
+  NO_CAPTURE("cuMemcpyHtoD_v2");
   size_t off = 0;
   struct alloc *a = find(dst, n, &off);
   int rc = a ? 0 : CUDA_ERROR_INVALID_VALUE;
@@ -689,6 +775,7 @@ CUresult cuMemFreeHost(void *p) {
  * the driver does. */
 CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags) {
   NEED_CTX("cuMemHostRegister_v2");
+  NO_CAPTURE("cuMemHostRegister_v2");
   int rc = injected("cuMemHostRegister_v2");
   if (!rc && (n == 0 || !p))
     rc = CUDA_ERROR_INVALID_VALUE;
@@ -714,6 +801,7 @@ CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags) {
  * is none). */
 CUresult cuMemHostUnregister(void *p) {
   NEED_CTX("cuMemHostUnregister");
+  NO_CAPTURE("cuMemHostUnregister");
   int rc = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
   size_t n = 0;
   pthread_mutex_lock(&mu);
@@ -752,7 +840,11 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, void *
   int rc = injected("cuMemcpyHtoDAsync_v2");
   if (!rc && !a)
     rc = CUDA_ERROR_INVALID_VALUE;
-  if (!rc)
+  if (!rc && !stream)
+    rc = implicit_sync("cuMemcpyHtoDAsync_v2");
+  if (!rc && capturing_on(stream))
+    graph_add(((struct stream *)stream)->g, (struct node){.kind = NODE_HTOD, .dst = dst, .hsrc = src, .n = n});
+  else if (!rc)
     memcpy((void *)(uintptr_t)dst, src, n);
   record("cuMemcpyHtoDAsync_v2", rc, "id=%d+%zu bytes=%zu pinned=%d stream=%p", a ? a->id : 0, off, n,
          pinned(src, n), stream);
@@ -761,6 +853,7 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, void *
 
 CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
   NEED_CTX("cuMemcpyDtoH_v2");
+  NO_CAPTURE("cuMemcpyDtoH_v2");
   size_t off = 0;
   struct alloc *a = find(src, n, &off);
   int rc = a ? 0 : CUDA_ERROR_INVALID_VALUE;
@@ -772,6 +865,7 @@ CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
 
 CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
   NEED_CTX("cuMemcpyDtoD_v2");
+  NO_CAPTURE("cuMemcpyDtoD_v2");
   size_t doff = 0, soff = 0;
   struct alloc *d = find(dst, n, &doff), *s = find(src, n, &soff);
   int rc = d && s ? 0 : CUDA_ERROR_INVALID_VALUE;
@@ -790,6 +884,260 @@ struct function {
   struct module *m;
   char name[64];
 };
+
+/* ---- streams and graphs ---- */
+
+CUresult cuStreamCreate(void **ps, unsigned flags) {
+  NEED_CTX("cuStreamCreate");
+  int rc = injected("cuStreamCreate");
+  if (!rc && (!ps || flags > 1))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (!rc) {
+    *ps = calloc(1, sizeof(struct stream));
+    pthread_mutex_lock(&mu);
+    live_streams++;
+    pthread_mutex_unlock(&mu);
+  }
+  record("cuStreamCreate", rc, "flags=%u", flags);
+  return rc;
+}
+
+CUresult cuStreamDestroy_v2(void *stream) {
+  NEED_CTX("cuStreamDestroy_v2");
+  struct stream *st = stream;
+  int rc = !st || st->capturing ? CUDA_ERROR_INVALID_HANDLE : 0;
+  if (!rc) {
+    free(st);
+    pthread_mutex_lock(&mu);
+    live_streams--;
+    pthread_mutex_unlock(&mu);
+  }
+  record("cuStreamDestroy_v2", rc, "");
+  return rc;
+}
+
+CUresult cuStreamBeginCapture_v2(void *stream, int mode) {
+  NEED_CTX("cuStreamBeginCapture_v2");
+  struct stream *st = stream;
+  int rc = injected("cuStreamBeginCapture_v2");
+  if (!rc && (!st || mode < 0 || mode > 2))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (!rc && st->capturing)
+    rc = CUDA_ERROR_ILLEGAL_STATE;
+  if (!rc) {
+    st->capturing = 1;
+    st->g = calloc(1, sizeof *st->g);
+    pthread_mutex_lock(&mu);
+    if (!capturing++)
+      capture_broken = 0;
+    live_graphs++;
+    pthread_mutex_unlock(&mu);
+  }
+  record("cuStreamBeginCapture_v2", rc, "mode=%d", mode);
+  return rc;
+}
+
+static void graph_free(struct graph *g) {
+  if (!g)
+    return;
+  free(g->nodes);
+  free(g);
+  pthread_mutex_lock(&mu);
+  live_graphs--;
+  pthread_mutex_unlock(&mu);
+}
+
+CUresult cuStreamEndCapture(void *stream, void **pg) {
+  NEED_CTX("cuStreamEndCapture");
+  struct stream *st = stream;
+  int rc = !st || !pg ? CUDA_ERROR_INVALID_VALUE : !st->capturing ? CUDA_ERROR_ILLEGAL_STATE : 0;
+  int nodes = 0;
+  if (!rc) {
+    st->capturing = 0;
+    pthread_mutex_lock(&mu);
+    capturing--;
+    int broken = capture_broken;
+    pthread_mutex_unlock(&mu);
+    nodes = st->g->n;
+    if (broken) {
+      graph_free(st->g);
+      *pg = NULL;
+      rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    } else {
+      *pg = st->g;
+    }
+    st->g = NULL;
+  }
+  record("cuStreamEndCapture", rc, "nodes=%d", nodes);
+  return rc;
+}
+
+CUresult cuGraphDestroy(void *g) {
+  NEED_CTX("cuGraphDestroy");
+  int rc = g ? 0 : CUDA_ERROR_INVALID_VALUE;
+  if (!rc)
+    graph_free(g);
+  record("cuGraphDestroy", rc, "");
+  return rc;
+}
+
+/* An executable graph is a copy of the captured one. */
+CUresult cuGraphInstantiateWithFlags(void **pe, void *graph, unsigned long long flags) {
+  NEED_CTX("cuGraphInstantiateWithFlags");
+  struct graph *g = graph;
+  int rc = injected("cuGraphInstantiateWithFlags");
+  if (!rc && (!pe || !g || flags))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (!rc) {
+    struct graph *e = calloc(1, sizeof *e);
+    e->n = e->cap = g->n;
+    e->nodes = malloc((g->n ? g->n : 1) * sizeof *e->nodes);
+    memcpy(e->nodes, g->nodes, g->n * sizeof *e->nodes);
+    *pe = e;
+    pthread_mutex_lock(&mu);
+    live_execs++;
+    pthread_mutex_unlock(&mu);
+  }
+  record("cuGraphInstantiateWithFlags", rc, "nodes=%d", g ? g->n : 0);
+  return rc;
+}
+
+CUresult cuGraphExecDestroy(void *exec) {
+  NEED_CTX("cuGraphExecDestroy");
+  struct graph *e = exec;
+  int rc = e ? 0 : CUDA_ERROR_INVALID_VALUE;
+  if (!rc) {
+    free(e->nodes);
+    free(e);
+    pthread_mutex_lock(&mu);
+    live_execs--;
+    pthread_mutex_unlock(&mu);
+  }
+  record("cuGraphExecDestroy", rc, "");
+  return rc;
+}
+
+/* cuGraphExecUpdate_v2 takes the graph's parameters into the executable
+ * one when their nodes match one for one in kind (and kernel); otherwise
+ * it fails, as a driver does for a changed topology, and says so in the
+ * result info (CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED, 2). */
+struct update_info {
+  int result;
+  void *error_node, *error_from_node;
+};
+
+CUresult cuGraphExecUpdate_v2(void *exec, void *graph, struct update_info *info) {
+  NEED_CTX("cuGraphExecUpdate_v2");
+  struct graph *e = exec, *g = graph;
+  int rc = injected("cuGraphExecUpdate_v2");
+  if (!rc && (!e || !g || !info))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  int same = !rc && e->n == g->n;
+  for (int i = 0; same && i < g->n; i++)
+    same = e->nodes[i].kind == g->nodes[i].kind && e->nodes[i].f == g->nodes[i].f;
+  if (!rc && !same)
+    rc = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+  if (!rc)
+    memcpy(e->nodes, g->nodes, g->n * sizeof *e->nodes);
+  if (info) {
+    info->result = rc == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE ? 2 : 0;
+    info->error_node = info->error_from_node = NULL;
+  }
+  record("cuGraphExecUpdate_v2", rc, "nodes=%d was=%d", g ? g->n : 0, e ? e->n : 0);
+  return rc;
+}
+
+static int run(const char *name, void **params, unsigned gx, unsigned bx, char *desc, size_t dn);
+
+/* cuGraphLaunch runs the nodes in order, at once (as every call here
+ * does); a failing node stops it, with the code a launch would give. */
+CUresult cuGraphLaunch(void *exec, void *stream) {
+  NEED_CTX("cuGraphLaunch");
+  struct graph *e = exec;
+  int rc = injected("cuGraphLaunch");
+  if (!rc && (!e || capturing_on(stream)))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  int kernels = 0;
+  char desc[256] = "";
+  for (int i = 0; !rc && i < e->n; i++) {
+    struct node *nd = &e->nodes[i];
+    switch (nd->kind) {
+    case NODE_KERNEL: {
+      void *params[16];
+      for (int j = 0; j < 16; j++)
+        params[j] = &nd->vals[j];
+      kernels++;
+      if (benching()) {
+        if (!strcmp(nd->f->name, "argmax_f32"))
+          *(int *)(uintptr_t)nd->vals[1] = 0;
+        break;
+      }
+      rc = run(nd->f->name, params, nd->gx, nd->bx, desc, sizeof desc);
+      break;
+    }
+    case NODE_MEMSET:
+      if (!find(nd->dst, nd->n, NULL))
+        rc = CUDA_ERROR_ILLEGAL_ADDRESS;
+      else if (!(benching() && nd->n >= 1 << 20))
+        memset((void *)(uintptr_t)nd->dst, nd->v, nd->n);
+      break;
+    case NODE_DTOD:
+      if (!find(nd->dst, nd->n, NULL) || !find(nd->src, nd->n, NULL))
+        rc = CUDA_ERROR_ILLEGAL_ADDRESS;
+      else
+        memmove((void *)(uintptr_t)nd->dst, (const void *)(uintptr_t)nd->src, nd->n);
+      break;
+    case NODE_HTOD:
+      if (!find(nd->dst, nd->n, NULL))
+        rc = CUDA_ERROR_ILLEGAL_ADDRESS;
+      else
+        memcpy((void *)(uintptr_t)nd->dst, nd->hsrc, nd->n);
+      break;
+    }
+  }
+  if (rc && is_sticky(rc)) {
+    pthread_mutex_lock(&mu);
+    if (!sticky)
+      sticky = rc;
+    pthread_mutex_unlock(&mu);
+  }
+  record("cuGraphLaunch", rc, "nodes=%d kernels=%d %s", e ? e->n : 0, kernels, desc);
+  return rc;
+}
+
+/* Async memsets and device copies: captured on a capturing stream, run at
+ * once otherwise (stream 0 while a stream captures is an implicit sync). */
+CUresult cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, void *stream) {
+  NEED_CTX("cuMemsetD8Async");
+  if (!stream)
+    NO_CAPTURE("cuMemsetD8Async");
+  size_t off = 0;
+  struct alloc *a = find(p, n, &off);
+  int rc = a ? 0 : CUDA_ERROR_INVALID_VALUE;
+  if (!rc && capturing_on(stream))
+    graph_add(((struct stream *)stream)->g, (struct node){.kind = NODE_MEMSET, .dst = p, .n = n, .v = v});
+  else if (!rc && !(benching() && n >= 1 << 20))
+    memset((void *)(uintptr_t)p, v, n);
+  record("cuMemsetD8Async", rc, "id=%d+%zu value=%u bytes=%zu captured=%d", a ? a->id : 0, off, v, n,
+         capturing_on(stream));
+  return rc;
+}
+
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, void *stream) {
+  NEED_CTX("cuMemcpyDtoDAsync_v2");
+  if (!stream)
+    NO_CAPTURE("cuMemcpyDtoDAsync_v2");
+  size_t doff = 0, soff = 0;
+  struct alloc *d = find(dst, n, &doff), *s = find(src, n, &soff);
+  int rc = d && s ? 0 : CUDA_ERROR_INVALID_VALUE;
+  if (!rc && capturing_on(stream))
+    graph_add(((struct stream *)stream)->g, (struct node){.kind = NODE_DTOD, .dst = dst, .src = src, .n = n});
+  else if (!rc)
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+  record("cuMemcpyDtoDAsync_v2", rc, "id=%d+%zu from id=%d+%zu bytes=%zu captured=%d", d ? d->id : 0,
+         doff, s ? s->id : 0, soff, n, capturing_on(stream));
+  return rc;
+}
 
 CUresult cuModuleLoadData(void **pm, const void *image) {
   NEED_CTX("cuModuleLoadData");
@@ -1298,6 +1646,17 @@ CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigne
     rc = CUDA_ERROR_INVALID_VALUE;
   if (!rc && bx != 256) /* kernels.cu's BLOCK */
     rc = CUDA_ERROR_INVALID_VALUE;
+  if (!rc && !stream)
+    rc = implicit_sync("cuLaunchKernel");
+  if (!rc && capturing_on(stream)) {
+    struct node nd = {.kind = NODE_KERNEL, .f = f, .gx = gx, .bx = bx};
+    for (int i = 0; i < 16; i++) /* the caller's slots are 8 bytes each */
+      memcpy(&nd.vals[i], params[i], 8);
+    graph_add(((struct stream *)stream)->g, nd);
+    record("cuLaunchKernel", 0, "%s grid=%u block=%u shared=%u stream=%p captured=1", f->name, gx, bx,
+           shared, stream);
+    return 0;
+  }
   if (!rc && benching()) {
     /* Nothing is checked or run; argmax answers token 0, a token in
      * range, for the caller to go on. */
