@@ -351,18 +351,7 @@ func (b *Backend) stage(dst uint64, src []byte) error {
 	at := b.staged
 	copy(b.staging[at:], src)
 	b.staged = (at + len(src) + 255) &^ 255 // each copy's source 256-byte aligned
-	host, n := unsafe.Pointer(&b.staging[at]), uintptr(len(src))
-	stream, err := b.capture()
-	if err != nil {
-		return err
-	}
-	if err := cuErr(symMemcpyHtoDA, b.drv.cuMemcpyHtoDAsync(dst, host, n, stream)); err != nil {
-		return err
-	}
-	if stream != 0 {
-		b.captured(spanOp{kind: spanHtoD, dst: dst, host: host, n: n})
-	}
-	return nil
+	return b.issue(&spanOp{kind: spanHtoD, dst: dst, host: unsafe.Pointer(&b.staging[at]), n: uintptr(len(src))})
 }
 
 // settle follows a launched piece of an operation, work pieces' worth of

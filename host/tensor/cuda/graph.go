@@ -251,55 +251,59 @@ func (b *Backend) replay() error {
 	span := g.span
 	g.span = g.span[:0]
 	for i := range span {
-		op := &span[i]
-		var err error
-		switch op.kind {
-		case spanKernel:
-			err = b.launchVals(op.k, op.grid, op.vals[:op.nargs], 0)
-		case spanMemset:
-			err = cuErr(symMemsetD8, b.drv.cuMemsetD8(op.dst, op.v, op.n))
-		case spanDtoD:
-			err = cuErr(symMemcpyDtoD, b.drv.cuMemcpyDtoD(op.dst, op.src, op.n))
-		case spanHtoD:
-			err = cuErr(symMemcpyHtoDA, b.drv.cuMemcpyHtoDAsync(op.dst, op.host, op.n, 0))
-		}
-		if err != nil {
+		if err := b.run(&span[i], 0); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// memset sets n bytes at p to v in order with the queued work: captured
-// with graphs on, else cuMemsetD8 (which the default stream orders).
-func (b *Backend) memset(p uint64, v uint8, n uintptr) error {
+// issue runs op in order with the queued work: captured, with graphs on,
+// else on the default stream.
+func (b *Backend) issue(op *spanOp) error {
 	s, err := b.capture()
 	if err != nil {
 		return err
 	}
-	if s != 0 {
-		if err := cuErr(symMemsetD8Async, b.drv.cuMemsetD8Async(p, v, n, s)); err != nil {
-			return err
-		}
-		b.captured(spanOp{kind: spanMemset, dst: p, v: v, n: n})
-		return nil
+	if err := b.run(op, s); err != nil {
+		return err
 	}
-	return cuErr(symMemsetD8, b.drv.cuMemsetD8(p, v, n))
+	if s != 0 {
+		b.captured(*op)
+	}
+	return nil
 }
 
-// copyDtoD copies n bytes from src to dst on the device, in order with the
-// queued work: captured with graphs on, else cuMemcpyDtoD.
-func (b *Backend) copyDtoD(dst, src uint64, n uintptr) error {
-	s, err := b.capture()
-	if err != nil {
-		return err
-	}
-	if s != 0 {
-		if err := cuErr(symMemcpyDtoDA, b.drv.cuMemcpyDtoDAsync(dst, src, n, s)); err != nil {
-			return err
+// run issues op to stream s, or without one (0) to the default stream,
+// where memsets and device copies are the synchronous calls (which the
+// default stream orders with its kernels).
+func (b *Backend) run(op *spanOp, s uintptr) error {
+	switch op.kind {
+	case spanKernel:
+		return b.launchVals(op.k, op.grid, op.vals[:op.nargs], s)
+	case spanMemset:
+		if s != 0 {
+			return cuErr(symMemsetD8Async, b.drv.cuMemsetD8Async(op.dst, op.v, op.n, s))
 		}
-		b.captured(spanOp{kind: spanDtoD, dst: dst, src: src, n: n})
-		return nil
+		return cuErr(symMemsetD8, b.drv.cuMemsetD8(op.dst, op.v, op.n))
+	case spanDtoD:
+		if s != 0 {
+			return cuErr(symMemcpyDtoDA, b.drv.cuMemcpyDtoDAsync(op.dst, op.src, op.n, s))
+		}
+		return cuErr(symMemcpyDtoD, b.drv.cuMemcpyDtoD(op.dst, op.src, op.n))
+	case spanHtoD:
+		return cuErr(symMemcpyHtoDA, b.drv.cuMemcpyHtoDAsync(op.dst, op.host, op.n, s))
 	}
-	return cuErr(symMemcpyDtoD, b.drv.cuMemcpyDtoD(dst, src, n))
+	return fmt.Errorf("cuda: operation kind %d", op.kind)
+}
+
+// memset sets n bytes at p to v in order with the queued work.
+func (b *Backend) memset(p uint64, v uint8, n uintptr) error {
+	return b.issue(&spanOp{kind: spanMemset, dst: p, v: v, n: n})
+}
+
+// copyDtoD copies n bytes from src to dst on the device in order with the
+// queued work.
+func (b *Backend) copyDtoD(dst, src uint64, n uintptr) error {
+	return b.issue(&spanOp{kind: spanDtoD, dst: dst, src: src, n: n})
 }

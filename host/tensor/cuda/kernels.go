@@ -127,24 +127,14 @@ func (b *Backend) launch(k kernelID, grid uint32, args ...kernelArg) error {
 	if len(args) != len(sig.params) || len(args) > maxKernelParams {
 		return fmt.Errorf("cuda: %s takes %d parameters, got %d", sig.name, len(sig.params), len(args))
 	}
-	var vals [maxKernelParams]uint64
+	op := spanOp{kind: spanKernel, k: k, grid: grid, nargs: len(args)}
 	for i, a := range args {
 		if a.size != sig.params[i] {
 			return fmt.Errorf("cuda: %s parameter %d is %d bytes, got %d", sig.name, i, sig.params[i], a.size)
 		}
-		vals[i] = a.bits
+		op.vals[i] = a.bits
 	}
-	stream, err := b.capture()
-	if err != nil {
-		return err
-	}
-	if err := b.launchVals(k, grid, vals[:len(args)], stream); err != nil {
-		return err
-	}
-	if stream != 0 {
-		b.captured(spanOp{kind: spanKernel, k: k, grid: grid, nargs: len(args), vals: vals})
-	}
-	return nil
+	return b.issue(&op)
 }
 
 // launchVals launches kernel k with parameter values vals, checked, on

@@ -679,7 +679,8 @@ func (b *Backend) Write(t tensor.Buffer, src []byte) error {
 	if int64(len(src)) != xs[0].bytes() {
 		return fmt.Errorf("remote: write of %d bytes into %d elements of %v", len(src), xs[0].n, xs[0].dt)
 	}
-	if ok, err := c.viaShm(opWriteShm, xs[0].id, src, nil); ok {
+	copySrc := func(mem []byte) error { copy(mem, src); return nil }
+	if ok, err := c.viaShm(opWriteShm, xs[0].id, len(src), copySrc, nil); ok {
 		return err
 	}
 	return c.send(opWrite, []uint64{xs[0].id}, src, nil)
@@ -694,11 +695,9 @@ func (b *Backend) Fill(t tensor.Buffer, fill func(dst []byte) error) error {
 	if err != nil {
 		return err
 	}
-	n := xs[0].bytes()
-	if n >= shmMin && n <= shmMax {
-		if ok, err := c.fillShm(xs[0].id, int(n), fill); ok {
-			return err
-		}
+	n := int(xs[0].bytes())
+	if ok, err := c.viaShm(opWriteShm, xs[0].id, n, fill, nil); ok {
+		return err
 	}
 	src := make([]byte, n)
 	if err := fill(src); err != nil {
@@ -707,31 +706,12 @@ func (b *Backend) Fill(t tensor.Buffer, fill func(dst []byte) error) error {
 	return c.send(opWrite, []uint64{xs[0].id}, src, nil)
 }
 
-// fillShm is viaShm's write with fill writing the shared memory itself. It
-// reports false, having called nothing, where the worker has none.
-func (c *child) fillShm(id uint64, n int, fill func(dst []byte) error) (bool, error) {
-	c.shmMu.Lock()
-	defer c.shmMu.Unlock()
-	if c.shm == nil {
-		return false, nil
-	}
-	mem, err := c.shm.grow(n)
-	if err != nil {
-		return false, nil // the pipe still works
-	}
-	if err := fill(mem); err != nil {
-		return true, err
-	}
-	_, err = c.call(opWriteShm, []uint64{id, word(n)}, nil)
-	return true, err
-}
-
-// viaShm moves a large buffer through shared memory: src's bytes into
-// buffer id (opWriteShm), or buffer id's into dst (opReadShm), waiting
-// for the worker. It reports false, having done nothing, for a buffer the
-// pipe takes (small, huge, or a worker without shared memory).
-func (c *child) viaShm(op opcode, id uint64, src, dst []byte) (bool, error) {
-	n := max(len(src), len(dst))
+// viaShm moves a large buffer of n bytes through shared memory, waiting
+// for the worker: into buffer id as fill writes it (opWriteShm), or
+// buffer id's bytes into dst (opReadShm). It reports false, having done
+// nothing, for a buffer the pipe takes (small, huge, or a worker without
+// shared memory); an error of fill's is returned as is, with nothing sent.
+func (c *child) viaShm(op opcode, id uint64, n int, fill func(mem []byte) error, dst []byte) (bool, error) {
 	if n < shmMin || n > shmMax {
 		return false, nil
 	}
@@ -744,7 +724,11 @@ func (c *child) viaShm(op opcode, id uint64, src, dst []byte) (bool, error) {
 	if err != nil {
 		return false, nil // the pipe still works
 	}
-	copy(mem, src)
+	if fill != nil {
+		if err := fill(mem); err != nil {
+			return true, err
+		}
+	}
 	if _, err := c.call(op, []uint64{id, word(n)}, nil); err != nil {
 		return true, err
 	}
@@ -763,7 +747,7 @@ func (b *Backend) Read(t tensor.Buffer, dst []byte) error {
 	if int64(len(dst)) != xs[0].bytes() {
 		return fmt.Errorf("remote: read of %d elements of %v into %d bytes", xs[0].n, xs[0].dt, len(dst))
 	}
-	if ok, err := c.viaShm(opReadShm, xs[0].id, nil, dst); ok {
+	if ok, err := c.viaShm(opReadShm, xs[0].id, len(dst), nil, dst); ok {
 		return err
 	}
 	_, err = c.call(opRead, []uint64{xs[0].id}, dst)
