@@ -89,8 +89,8 @@ func Refuse(w io.Writer, err error) error {
 }
 
 // bufSize is the buffering of each direction of the pipe: queued
-// operations collect there and go out in one write at the next
-// synchronous call.
+// operations collect there and go out together at the next synchronous
+// call, or after flushFrames of them.
 const bufSize = 64 << 10
 
 // server is a worker's state. Its maps are keyed by the parent's buffer
