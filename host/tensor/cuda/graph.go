@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"unsafe"
 )
 
@@ -90,11 +91,11 @@ func (b *Backend) initGraphs() {
 		return
 	}
 	if b.drv.cuStreamCreate == nil {
-		g.stats.Off = errors.New("cuda: the driver lacks the graph calls")
+		b.graphsOff(errors.New("the driver lacks the graph calls (CUDA 12+)"))
 		return
 	}
 	if err := cuErr(symStreamCreate, b.drv.cuStreamCreate(&g.stream, 0)); err != nil {
-		g.stats.Off = err
+		b.graphsOff(err)
 		return
 	}
 	g.on, g.execs = true, map[uint64]uintptr{}
@@ -235,12 +236,14 @@ func (b *Backend) forget(shape uint64) {
 	}
 }
 
-// graphsOff turns graphs off for good, keeping why.
+// graphsOff turns graphs off for good, keeping why, and says so once on
+// the default logger (a GPU worker's goes to its provider's stderr).
 func (b *Backend) graphsOff(err error) {
 	g := &b.graph
 	g.on = false
 	if g.stats.Off == nil {
 		g.stats.Off = fmt.Errorf("cuda graphs off: %w", err)
+		slog.Warn("cuda: CUDA graphs turned off; each operation is launched on its own", "err", err)
 	}
 }
 
