@@ -208,6 +208,81 @@ func TestDataTensorsOnDevice(t *testing.T) {
 	}
 }
 
+// fillingLM is deviceLM that fills its buffers in place (tensor.Filler,
+// as a GPU worker's shared memory does), counting the fills.
+type fillingLM struct {
+	*deviceLM
+	fills, writes int
+}
+
+func (d *fillingLM) Fill(t tensor.Buffer, fill func(dst []byte) error) error {
+	d.fills++
+	b := make([]byte, t.DType().Bytes(t.Len())) // the device's memory, as it were
+	if err := fill(b); err != nil {
+		return err
+	}
+	return d.deviceLM.Write(t, b)
+}
+
+func (d *fillingLM) Write(t tensor.Buffer, src []byte) error {
+	d.writes++
+	return d.deviceLM.Write(t, src)
+}
+
+// TestDataTensorsFilled: a device that fills its buffers in place gets a
+// data tensor's bytes read from the file straight into its buffer, with
+// nothing kept in the host's model cache; where the host cache has the
+// tensor already (a CPU job read it), it is written from there instead.
+// Either way the device's copy holds the file's bytes and ops on it give
+// the reference's results.
+func TestDataTensorsFilled(t *testing.T) {
+	ref := reference.New(reference.Config{Threads: 1})
+	path, file := weights(t)
+	mem := guestMemory(t)
+	for _, hostCached := range []bool{false, true} {
+		dev := &fillingLM{deviceLM: &deviceLM{deviceBackend: &deviceBackend{ref: ref}, Host: transformer.NewHost(1)}}
+		cache := modelcache.New(1 << 20)
+		if hostCached { // a session on the reference reads it into the host cache
+			s, err := NewSession(Config{Mode: abi.ModeTolerance, Reference: ref, Data: dataFiles(path), Cache: cache})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h := fromData(s, mem, 0, abi.F32, 4, 4); h <= 0 {
+				t.Fatalf("tensor_from_data on the reference = %d", h)
+			}
+			s.Close()
+		}
+		s, err := NewSession(Config{Mode: abi.ModeTolerance, Reference: ref, Backend: dev, Data: dataFiles(path),
+			Cache: cache, DeviceCache: modelcache.NewOn(1<<20, dev.Free)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hw := fromData(s, mem, 0, abi.F32, 4, 4)
+		if hw <= 0 {
+			t.Fatalf("host cached %v: tensor_from_data = %d", hostCached, hw)
+		}
+		e, _ := s.get(hw)
+		got := make([]byte, len(file))
+		if err := dev.Read(e.buf, got); err != nil || string(got) != string(file) {
+			t.Fatalf("host cached %v: the device's copy holds %x (%v), want %x", hostCached, got, err, file)
+		}
+		wantFills, wantWrites, wantHost := 1, 0, int64(0)
+		if hostCached {
+			wantFills, wantWrites, wantHost = 0, 1, 64
+		}
+		if dev.fills != wantFills || dev.writes != wantWrites {
+			t.Errorf("host cached %v: %d fills and %d writes, want %d and %d", hostCached, dev.fills, dev.writes, wantFills, wantWrites)
+		}
+		if st := cache.Stats(); st.Bytes != wantHost {
+			t.Errorf("host cached %v: the host cache holds %d bytes, want %d", hostCached, st.Bytes, wantHost)
+		}
+		if s.Stats.DataUploaded != 64 {
+			t.Errorf("host cached %v: uploaded %d bytes, want 64", hostCached, s.Stats.DataUploaded)
+		}
+		s.Close()
+	}
+}
+
 // TestDataTensorPins: a session's data tensors stay pinned in the cache
 // until freed or the session closes; a tensor the cache cannot hold, a
 // full handle table, a file gone and a digest that cannot be had are
