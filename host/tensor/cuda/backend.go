@@ -337,6 +337,17 @@ func (b *Backend) sync() error {
 // synchronisation, or a copy to the host, which waits for it).
 func (b *Backend) drained() { b.queued, b.staged = 0, 0 }
 
+// toHost copies n bytes of device memory at src to dst, after the work
+// queued before it (a capture under way launched first), which it waits
+// for.
+func (b *Backend) toHost(dst unsafe.Pointer, src uint64, n uintptr) error {
+	if err := b.flush(); err != nil {
+		return err
+	}
+	b.drained()
+	return cuErr(symMemcpyDtoH, b.drv.cuMemcpyDtoH(dst, src, n))
+}
+
 // stage queues the copy of src to dst through the pinned staging buffer:
 // src is copied there at once, so the caller may reuse it, and the device
 // copies it to dst in order with the kernels (cuMemcpyHtoDAsync on the
@@ -564,11 +575,7 @@ func (b *Backend) Read(t tensor.Buffer, dst []byte) error {
 		if err := b.alive(x); err != nil || len(dst) == 0 {
 			return err
 		}
-		if err := b.flush(); err != nil {
-			return err
-		}
-		b.drained() // the copy waits for the work queued before it
-		return cuErr(symMemcpyDtoH, b.drv.cuMemcpyDtoH(unsafe.Pointer(&dst[0]), x.ptr, uintptr(len(dst))))
+		return b.toHost(unsafe.Pointer(&dst[0]), x.ptr, uintptr(len(dst)))
 	})
 }
 

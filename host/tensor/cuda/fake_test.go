@@ -136,11 +136,11 @@ func newFake(t *testing.T) *Backend {
 	return b
 }
 
-// assertNothingLive checks the fake holds no allocation, context, module or
-// cuBLAS handle.
+// assertNothingLive checks the fake holds no allocation, context, module,
+// cuBLAS handle, pinned or registered memory, event, stream or graph.
 func assertNothingLive(t *testing.T) {
 	t.Helper()
-	for _, what := range []string{"allocs", "contexts", "modules", "handles", "host", "registered", "events"} {
+	for _, what := range []string{"allocs", "contexts", "modules", "handles", "host", "registered", "events", "streams", "graphs", "execs"} {
 		if n := fakeLib.live(what); n != 0 {
 			t.Errorf("fake driver: %d %s still live", n, what)
 		}

@@ -120,8 +120,9 @@ type launchArgs struct {
 }
 
 // launch starts kernel k with grid blocks of blockSize threads on the
-// default stream, or captures it (Config.Graphs). It runs on the queue's thread. It is every op's hot
-// path: a decode step launches about 400 kernels, so it allocates nothing.
+// default stream, or captures it (Config.Graphs). It runs on the queue's
+// thread. It is every op's hot path: a decode step launches about 400
+// kernels, so it allocates nothing.
 func (b *Backend) launch(k kernelID, grid uint32, args ...kernelArg) error {
 	sig := kernelSigs[k]
 	if len(args) != len(sig.params) || len(args) > maxKernelParams {

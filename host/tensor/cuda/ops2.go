@@ -234,11 +234,7 @@ func (b *Backend) checkIndices(op string, idx *buffer, rows int) error {
 		return nil
 	}
 	v := make([]byte, 4*idx.n)
-	if err := b.flush(); err != nil {
-		return err
-	}
-	b.drained() // the copy waits for the work queued before it
-	if err := cuErr(symMemcpyDtoH, b.drv.cuMemcpyDtoH(unsafe.Pointer(&v[0]), idx.ptr, uintptr(len(v)))); err != nil {
+	if err := b.toHost(unsafe.Pointer(&v[0]), idx.ptr, uintptr(len(v))); err != nil {
 		return err
 	}
 	idx.setRange(v)

@@ -56,10 +56,10 @@ func (b *Backend) Unpin(mem []byte) error {
 		if _, ok := b.pinned[p]; !ok {
 			return fmt.Errorf("cuda: Unpin of memory at %p not pinned", p)
 		}
-		delete(b.pinned, p)
-		if err := b.flush(); err != nil {
+		if err := b.flush(); err != nil { // still pinned: Close unregisters it
 			return err
 		}
+		delete(b.pinned, p)
 		return cuErr(symHostUnregister, b.drv.cuMemHostUnregister(p))
 	})
 }

@@ -16,11 +16,7 @@ import (
 //
 // fake driver: checks our call sequence, not a GPU.
 func TestFakeDriver_Pin(t *testing.T) {
-	path := fake(t)
-	b, err := New(Config{Driver: path, CUBLAS: path})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := newFake(t)       // closed below too, to see what Close undoes
 	n := 2 * stagingBytes // past the staging buffer: a synchronous copy
 	mem := make([]byte, 2*n)
 	for i := range mem[:n] {

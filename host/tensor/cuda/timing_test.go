@@ -12,11 +12,7 @@ import (
 // (on the fake, its emulation); a mark is reused once released, and then
 // no longer times anything; Close destroys every event, released or not.
 func TestFakeDriver_Marks(t *testing.T) {
-	path := fake(t)
-	b, err := New(Config{Driver: path, CUBLAS: path})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := newFake(t) // closed below too, to see what Close undoes
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(7, 8))
 	const n, k = 256, 512

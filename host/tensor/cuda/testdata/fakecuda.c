@@ -266,6 +266,13 @@ void fake_fail(const char *call, int code) {
 static int live_allocs, live_ctxs, live_mods, live_handles, live_host, live_events, live_registered,
     live_streams, live_graphs, live_execs;
 
+/* live_add adds d to a count of live objects. */
+static void live_add(int *count, int d) {
+  pthread_mutex_lock(&mu);
+  *count += d;
+  pthread_mutex_unlock(&mu);
+}
+
 int fake_live(const char *what) {
   pthread_mutex_lock(&mu);
   int n = !strcmp(what, "allocs")     ? live_allocs
@@ -434,9 +441,7 @@ CUresult cuCtxCreate_v2(void **pctx, unsigned flags, int dev) {
     c->dev = dev;
     cur = c;
     *pctx = c;
-    pthread_mutex_lock(&mu);
-    live_ctxs++;
-    pthread_mutex_unlock(&mu);
+    live_add(&live_ctxs, 1);
   }
   record("cuCtxCreate_v2", rc, "flags=%u dev=%d", flags, dev);
   return rc;
@@ -448,9 +453,7 @@ CUresult cuCtxDestroy_v2(void *c) {
     if (cur == c)
       cur = NULL;
     free(c);
-    pthread_mutex_lock(&mu);
-    live_ctxs--;
-    pthread_mutex_unlock(&mu);
+    live_add(&live_ctxs, -1);
   }
   record("cuCtxDestroy_v2", rc, "");
   return rc;
@@ -561,9 +564,7 @@ CUresult cuEventCreate(void **pe, unsigned flags) {
   if (!rc) {
     struct event *e = calloc(1, sizeof *e);
     e->magic = EVENT_MAGIC;
-    pthread_mutex_lock(&mu);
-    live_events++;
-    pthread_mutex_unlock(&mu);
+    live_add(&live_events, 1);
     *pe = e;
   }
   record("cuEventCreate", rc, "flags=%u", flags);
@@ -577,9 +578,7 @@ CUresult cuEventDestroy_v2(void *ev) {
   if (!rc) {
     e->magic = 0;
     free(e);
-    pthread_mutex_lock(&mu);
-    live_events--;
-    pthread_mutex_unlock(&mu);
+    live_add(&live_events, -1);
   }
   record("cuEventDestroy_v2", rc, "");
   return rc;
@@ -894,9 +893,7 @@ CUresult cuStreamCreate(void **ps, unsigned flags) {
     rc = CUDA_ERROR_INVALID_VALUE;
   if (!rc) {
     *ps = calloc(1, sizeof(struct stream));
-    pthread_mutex_lock(&mu);
-    live_streams++;
-    pthread_mutex_unlock(&mu);
+    live_add(&live_streams, 1);
   }
   record("cuStreamCreate", rc, "flags=%u", flags);
   return rc;
@@ -908,9 +905,7 @@ CUresult cuStreamDestroy_v2(void *stream) {
   int rc = !st || st->capturing ? CUDA_ERROR_INVALID_HANDLE : 0;
   if (!rc) {
     free(st);
-    pthread_mutex_lock(&mu);
-    live_streams--;
-    pthread_mutex_unlock(&mu);
+    live_add(&live_streams, -1);
   }
   record("cuStreamDestroy_v2", rc, "");
   return rc;
@@ -942,9 +937,7 @@ static void graph_free(struct graph *g) {
     return;
   free(g->nodes);
   free(g);
-  pthread_mutex_lock(&mu);
-  live_graphs--;
-  pthread_mutex_unlock(&mu);
+  live_add(&live_graphs, -1);
 }
 
 CUresult cuStreamEndCapture(void *stream, void **pg) {
@@ -994,9 +987,7 @@ CUresult cuGraphInstantiateWithFlags(void **pe, void *graph, unsigned long long 
     e->nodes = malloc((g->n ? g->n : 1) * sizeof *e->nodes);
     memcpy(e->nodes, g->nodes, g->n * sizeof *e->nodes);
     *pe = e;
-    pthread_mutex_lock(&mu);
-    live_execs++;
-    pthread_mutex_unlock(&mu);
+    live_add(&live_execs, 1);
   }
   record("cuGraphInstantiateWithFlags", rc, "nodes=%d", g ? g->n : 0);
   return rc;
@@ -1009,9 +1000,7 @@ CUresult cuGraphExecDestroy(void *exec) {
   if (!rc) {
     free(e->nodes);
     free(e);
-    pthread_mutex_lock(&mu);
-    live_execs--;
-    pthread_mutex_unlock(&mu);
+    live_add(&live_execs, -1);
   }
   record("cuGraphExecDestroy", rc, "");
   return rc;
@@ -1149,9 +1138,7 @@ CUresult cuModuleLoadData(void **pm, const void *image) {
     struct module *m = calloc(1, sizeof *m);
     m->image = strdup(s);
     *pm = m;
-    pthread_mutex_lock(&mu);
-    live_mods++;
-    pthread_mutex_unlock(&mu);
+    live_add(&live_mods, 1);
   }
   record("cuModuleLoadData", rc, "bytes=%zu", strlen(s));
   return rc;
@@ -1179,9 +1166,7 @@ CUresult cuModuleUnload(void *mod) {
   if (!rc) {
     free(m->image);
     free(m);
-    pthread_mutex_lock(&mu);
-    live_mods--;
-    pthread_mutex_unlock(&mu);
+    live_add(&live_mods, -1);
   }
   record("cuModuleUnload", rc, "");
   return rc;
@@ -1685,9 +1670,7 @@ int cublasCreate_v2(void **ph) {
     struct handle *h = calloc(1, sizeof *h);
     h->ctx = cur;
     *ph = h;
-    pthread_mutex_lock(&mu);
-    live_handles++;
-    pthread_mutex_unlock(&mu);
+    live_add(&live_handles, 1);
   }
   record("cublasCreate_v2", rc, "");
   return rc;
@@ -1697,9 +1680,7 @@ int cublasDestroy_v2(void *h) {
   int rc = h ? 0 : CUBLAS_STATUS_NOT_INITIALIZED;
   if (!rc) {
     free(h);
-    pthread_mutex_lock(&mu);
-    live_handles--;
-    pthread_mutex_unlock(&mu);
+    live_add(&live_handles, -1);
   }
   record("cublasDestroy_v2", rc, "");
   return rc;
