@@ -120,21 +120,50 @@ func paymentKey(p *Payment) []byte {
 
 // PutPayment records p (Updated is set to now), and whether it is open.
 func (s *Store) PutPayment(p *Payment) error {
+	return s.update(func(tx *bolt.Tx) error { return putPayment(tx, p) })
+}
+
+// UpdatePayment changes the recorded payment that has p's job, replica,
+// direction and peer in one transaction: change sees the record as it is
+// now, not as p was read, so a field written by another path meanwhile (a
+// client's settle racing the provider's delivery) is not lost. If change
+// fails nothing is written. p becomes the record as written (or as found).
+func (s *Store) UpdatePayment(p *Payment, change func(cur *Payment) error) error {
+	return s.update(func(tx *bolt.Tx) error {
+		var cur Payment
+		b := tx.Bucket(bucketPayments).Get(paymentKey(p))
+		if b == nil {
+			return ErrNotFound
+		}
+		if err := json.Unmarshal(b, &cur); err != nil {
+			return err
+		}
+		*p = cur
+		if err := change(&cur); err != nil {
+			return err
+		}
+		if err := putPayment(tx, &cur); err != nil {
+			return err
+		}
+		*p = cur
+		return nil
+	})
+}
+
+func putPayment(tx *bolt.Tx, p *Payment) error {
 	p.Updated = time.Now()
 	b, err := json.Marshal(p)
 	if err != nil {
 		return err
 	}
 	k := paymentKey(p)
-	return s.update(func(tx *bolt.Tx) error {
-		if err := paymentsByTime.put(tx, k, b, p.Created); err != nil {
-			return err
-		}
-		if p.State.Final() {
-			return tx.Bucket(bucketOpenPayments).Delete(k)
-		}
-		return tx.Bucket(bucketOpenPayments).Put(k, nil)
-	})
+	if err := paymentsByTime.put(tx, k, b, p.Created); err != nil {
+		return err
+	}
+	if p.State.Final() {
+		return tx.Bucket(bucketOpenPayments).Delete(k)
+	}
+	return tx.Bucket(bucketOpenPayments).Put(k, nil)
 }
 
 // Payment reads the payment of a replica with a peer (ErrNotFound).

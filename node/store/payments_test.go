@@ -95,3 +95,47 @@ func TestOpenPayments(t *testing.T) {
 		t.Fatalf("%d payments, want 3", len(all))
 	}
 }
+
+// TestUpdatePayment: a change is made to the record as it is now, not to a
+// copy read earlier, so what another path wrote meanwhile stays; a failed
+// change writes nothing; the open index follows the state it leaves.
+func TestUpdatePayment(t *testing.T) {
+	s, _ := openTestStore(t)
+	stale := Payment{Peer: "client", State: PayLocked, AmountMsat: 1000}
+	if err := s.PutPayment(&stale); err != nil {
+		t.Fatal(err)
+	}
+	// Another path settles the payment after stale was read.
+	settled := stale
+	settled.State, settled.Preimage[0] = PaySettled, 7
+	if err := s.PutPayment(&settled); err != nil {
+		t.Fatal(err)
+	}
+
+	p := stale
+	if err := s.UpdatePayment(&p, func(cur *Payment) error { cur.Delivered = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Payment(stale.Job, stale.Replica, false, "client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != PaySettled || got.Preimage[0] != 7 || !got.Delivered || p.State != PaySettled || !p.Delivered {
+		t.Errorf("record %+v, p %+v; want settled with the preimage, and delivered", got, p)
+	}
+	if open, _ := s.OpenPayments(); len(open) != 0 {
+		t.Errorf("open payments %+v, want none", open)
+	}
+
+	refused := errors.New("refused")
+	if err := s.UpdatePayment(&p, func(cur *Payment) error { cur.Delivered = false; return refused }); !errors.Is(err, refused) {
+		t.Fatalf("err = %v, want the change's", err)
+	}
+	if got, _ := s.Payment(stale.Job, stale.Replica, false, "client"); !got.Delivered {
+		t.Error("a failed change was written")
+	}
+	missing := Payment{Peer: "nobody"}
+	if err := s.UpdatePayment(&missing, func(*Payment) error { return nil }); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a missing record: %v, want ErrNotFound", err)
+	}
+}

@@ -133,19 +133,39 @@ func (b *Runner) HandleAggregate(s network.Stream) {
 		res.Reduce, res.Merged, res.MergedSize = &r, job.Announce.Input, job.Announce.InputSize
 	}
 	n.Faults.SpoilAggregate(n.Blobs, res) // fault injection: a lying aggregator
+	if pay != nil && res.Verified {
+		// Recorded before the result goes: a client that has it may settle
+		// at once, and from then on it owes the payment; the invoice is
+		// held until it releases or cancels.
+		if err := b.markDelivered(pay, true); err != nil {
+			reject("payment: " + err.Error())
+			return
+		}
+		delivered = true
+	}
 	if err := c.Write(&wire.AggregateUpdate{V: wire.Version, Result: res}); err != nil {
 		c.Reset()
+		if delivered {
+			if err := b.markDelivered(pay, false); err == nil {
+				delivered = false // never sent: the invoice is cancelled, the client owes nothing
+			}
+		}
 		return
 	}
-	if pay != nil && res.Verified {
-		// The client has what it paid for: from now on it owes the payment,
-		// and the invoice is held until it releases or cancels.
-		pay.Delivered, delivered = true, true
-		if err := n.DB.PutPayment(pay); err != nil {
-			n.Logger.Error("recording a delivered aggregate", "job", ann.Job, "err", err)
-		}
-	}
 	c.Close()
+}
+
+// markDelivered records on the client's open payment whether the job's
+// result went to it, on the record as it is now: the client's settle or
+// cancel writes the same record from another stream.
+func (b *Runner) markDelivered(pay *store.Payment, sent bool) error {
+	return b.n.DB.UpdatePayment(pay, func(cur *store.Payment) error {
+		if cur.State.Final() {
+			return fmt.Errorf("already %s", cur.State)
+		}
+		cur.Delivered = sent
+		return nil
+	})
 }
 
 // aggregateShard is a shard's (or the reduce's) part of an aggregate

@@ -91,22 +91,33 @@ func (l *Ledger) SettleInvoice(ctx context.Context, pay *store.Payment) error {
 	return l.CloseIncoming(pay, store.PaySettled, "")
 }
 
+// errClosed stops CloseIncoming's change of a record another path closed.
+var errClosed = errors.New("closed already")
+
 // CloseIncoming records how a provider's invoice ended and what it says of
 // the client: a result it received and did not pay counts against it.
 func (l *Ledger) CloseIncoming(pay *store.Payment, end store.PayState, why string) error {
 	l.closing.Lock()
 	defer l.closing.Unlock()
-	if cur, err := l.db.Payment(pay.Job, pay.Replica, false, pay.Peer); err == nil && cur.State.Final() {
-		*pay = *cur
+	closed := false
+	// The record as it is now is closed, not pay: another path (the
+	// aggregator marking a delivery) may have written it since pay was read.
+	err := l.db.UpdatePayment(pay, func(cur *store.Payment) error {
+		if closed = cur.State.Final(); closed {
+			return errClosed
+		}
+		if err := cur.Advance(end); err != nil {
+			return err
+		}
+		if end == store.PayCanceled {
+			cur.Error = why
+		}
+		return nil
+	})
+	switch {
+	case closed:
 		return nil // already closed, and counted, by another path
-	}
-	if err := pay.Advance(end); err != nil {
-		return err
-	}
-	if end == store.PayCanceled {
-		pay.Error = why
-	}
-	if err := l.db.PutPayment(pay); err != nil {
+	case err != nil:
 		return err
 	}
 	client, err := peer.Decode(pay.Peer)
