@@ -122,6 +122,12 @@
 //	                                   [head_dim/2] (a weight tensor of f32 is fine): Llama 3.1's
 //	                                   frequency scaling (GGUF rope_freqs); the angle is the f32
 //	                                   quotient of rope's f32 angle and the factor
+//	rope_kv(q, k, v, k_cache, v_cache, pos, head_dim, theta, style, factors) -> 0
+//	                                   (v7) an attention step's inputs in one call: rope_factors (rope
+//	                                   where factors is 0) of q [t, d] and of k [t, dkv], then
+//	                                   copy_rows(k_cache, pos, k) and copy_rows(v_cache, pos, v); q,
+//	                                   k, v and the caches [S, dkv] five tensors, else EINVAL; in exact
+//	                                   mode the bits of those four calls
 //	swiglu(a, b) -> handle             silu(a)·b elementwise, a and b f32 of one shape; silu(x) = x/(1+e⁻ˣ)
 //	copy_rows(dst, row, src) -> 0      rows row.. of f32 dst [R, C] = f32 src [r, C] (or [C], one row);
 //	                                   the KV cache's append
@@ -144,7 +150,7 @@
 //
 // # Job information
 //
-//	abi_version() -> Version (6; guests of v1 to v5 run unchanged)
+//	abi_version() -> Version (7; guests of v1 to v6 run unchanged)
 //	mode() -> ModeExact or ModeTolerance
 //
 // # Determinism
@@ -206,6 +212,9 @@
 // and their SwiGLU in one call: on a GPU each call is a launch and a
 // crossing of the host, and a decode step makes four fewer per layer.
 //
+// v7 adds rope_kv, the rotations of q and k and the KV caches' append in
+// one call: four fewer per layer again.
+//
 // Exact mode defines every v3 reduction so that it can run on SIMD units
 // and still be bit-identical everywhere: a dot product of length k (matmul,
 // embed's rows need none, rmsnorm's Σx², attention's q·k) sums its products,
@@ -252,7 +261,7 @@
 package abi
 
 // Version is the ABI version answered by abi_version.
-const Version = 6
+const Version = 7
 
 // ModuleName is the import module name of the host functions.
 const ModuleName = "infernet"
@@ -307,6 +316,9 @@ const (
 	// v6.
 	FuncMatMulAdd    = "matmul_add"
 	FuncMatMulSwiGLU = "matmul_swiglu"
+
+	// v7.
+	FuncRoPEKV = "rope_kv"
 )
 
 // DType is a tensor element type.

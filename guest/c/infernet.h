@@ -42,7 +42,7 @@ extern "C" {
 #endif
 
 /* ABI version answered by infernet_abi_version() (abi.Version). */
-#define INFERNET_ABI_VERSION 6
+#define INFERNET_ABI_VERSION 7
 
 /* Largest number of dimensions of a tensor (abi.MaxDims). */
 #define INFERNET_MAX_DIMS 8
@@ -318,6 +318,15 @@ INFERNET_IMPORT(matmul_add) int32_t infernet_matmul_add(int32_t x, int32_t w, in
 /* ABI v6: swiglu(matmul(x, gate), matmul(x, up)) into a new tensor, gate
  * and up of one shape: a feed-forward layer's first half in one call. */
 INFERNET_IMPORT(matmul_swiglu) int32_t infernet_matmul_swiglu(int32_t x, int32_t gate, int32_t up);
+
+/* ABI v7: an attention step's inputs in one call: rope_factors of q [t, d]
+ * and of k [t, dkv] (rope where factors is 0), then copy_rows(k_cache, pos,
+ * k) and copy_rows(v_cache, pos, v), the caches [S, dkv]; five distinct
+ * tensors; returns 0. */
+INFERNET_IMPORT(rope_kv)
+int32_t infernet_rope_kv(int32_t q, int32_t k, int32_t v, int32_t k_cache, int32_t v_cache,
+                         int32_t pos, int32_t head_dim, int32_t theta_bits, int32_t style,
+                         int32_t factors);
 
 /* silu(a) * b elementwise into a new tensor; a and b f32 of one shape. */
 INFERNET_IMPORT(swiglu) int32_t infernet_swiglu(int32_t a, int32_t b);

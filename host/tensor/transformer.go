@@ -51,6 +51,11 @@ type Fused interface {
 	// MatMulSwiGLU computes out[t,n] = SwiGLU(x·gateᵀ, x·upᵀ), gate and
 	// up stored [n,k]: a feed-forward layer's first half.
 	MatMulSwiGLU(ctx context.Context, t, n, k int, x, gate, up, out Buffer) error
+	// RoPEKV rotates q [p.Rows, qCols] and k [p.Rows, p.Cols] in place by
+	// p (one position, head size, θ, style and factors for both), then
+	// copies k and v [p.Rows, p.Cols] into the caches kc and vc from row
+	// p.Pos: an attention step's inputs.
+	RoPEKV(ctx context.Context, p RoPEParams, qCols int, q, k, v, kc, vc Buffer) error
 }
 
 // MatMulAdd computes out = r + x·wᵀ on be, a Transformer: with its fused
@@ -107,6 +112,38 @@ func ComposeMatMulSwiGLU(ctx context.Context, be Backend, t, n, k int, x, gate, 
 		return err
 	}
 	return tr.SwiGLU(ctx, out, tmp, out)
+}
+
+// RoPEKV rotates q and k and appends k and v to the caches kc and vc on
+// be, a Transformer (see Fused.RoPEKV): with its fused op where it is
+// Fused, else composed (ComposeRoPEKV).
+func RoPEKV(ctx context.Context, be Backend, p RoPEParams, qCols int, q, k, v, kc, vc Buffer) error {
+	if f, ok := be.(Fused); ok {
+		return f.RoPEKV(ctx, p, qCols, q, k, v, kc, vc)
+	}
+	return ComposeRoPEKV(ctx, be, p, qCols, q, k, v, kc, vc)
+}
+
+// ComposeRoPEKV is RoPEKV as be's RoPE of q, RoPE of k and two CopyRows:
+// Fused.RoPEKV's definition, and a Fused backend's way for what it does
+// not fuse.
+func ComposeRoPEKV(ctx context.Context, be Backend, p RoPEParams, qCols int, q, k, v, kc, vc Buffer) error {
+	tr, err := transformerOf(be)
+	if err != nil {
+		return err
+	}
+	pq := p
+	pq.Cols = qCols
+	if err := tr.RoPE(ctx, pq, q); err != nil {
+		return err
+	}
+	if err := tr.RoPE(ctx, p, k); err != nil {
+		return err
+	}
+	if err := tr.CopyRows(ctx, p.Pos, p.Cols, k, kc); err != nil {
+		return err
+	}
+	return tr.CopyRows(ctx, p.Pos, p.Cols, v, vc)
 }
 
 // transformerOf returns be's language-model ops, or ErrUnsupported.

@@ -60,6 +60,7 @@ var arity = map[string]int{
 	abi.FuncRoPEFactors:      6,
 	abi.FuncMatMulAdd:        3,
 	abi.FuncMatMulSwiGLU:     3,
+	abi.FuncRoPEKV:           10,
 }
 
 // TestGoImports checks that host_wasip1.go imports every ABI function, once,

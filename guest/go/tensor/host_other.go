@@ -75,3 +75,6 @@ func hostCopyRows(dst, row, src int32) int32                             { retur
 func hostAttention(q, k, v, pos, heads int32) int32                      { return noHost }
 func hostArgmax(x int32) int32                                           { return noHost }
 func hostSample(x, temperature, topP, coin int32) int32                  { return noHost }
+func hostRoPEKV(q, k, v, kCache, vCache, pos, headDim, theta, style, factors int32) int32 {
+	return noHost
+}

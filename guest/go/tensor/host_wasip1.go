@@ -127,6 +127,9 @@ func hostMatMulSwiGLU(x, gate, up int32) int32
 //go:wasmimport infernet rope_factors
 func hostRoPEFactors(x, pos, headDim, theta, style, factors int32) int32
 
+//go:wasmimport infernet rope_kv
+func hostRoPEKV(q, k, v, kCache, vCache, pos, headDim, theta, style, factors int32) int32
+
 //go:wasmimport infernet swiglu
 func hostSwiGLU(a, b int32) int32
 

@@ -105,6 +105,17 @@ func RoPEFactors(x *Tensor, pos, headDim int, theta float32, style int32, factor
 	return err
 }
 
+// RoPEKV is an attention step's inputs in one call: RoPEFactors of q
+// [t, d] and of k [t, dkv] (RoPE where factors is nil), then CopyRows of k
+// into kCache and of v into vCache [S, dkv] from row pos; five distinct
+// tensors. In exact mode the bits of those four calls. ABI v7: check
+// ABIVersion() >= 7.
+func RoPEKV(q, k, v, kCache, vCache *Tensor, pos, headDim int, theta float32, style int32, factors *Tensor) error {
+	_, err := check(abi.FuncRoPEKV, hostRoPEKV(q.Handle(), k.Handle(), v.Handle(), kCache.Handle(), vCache.Handle(),
+		int32(pos), int32(headDim), int32(math.Float32bits(theta)), style, factors.Handle()))
+	return err
+}
+
 // SwiGLU returns silu(a)·b elementwise. ABI v3.
 func SwiGLU(a, b *Tensor) (*Tensor, error) {
 	h, err := check(abi.FuncSwiGLU, hostSwiGLU(a.Handle(), b.Handle()))

@@ -294,32 +294,21 @@ func ropeOp(ctx context.Context, s *Session, p []int32, factors int32) int32 {
 	if x.readOnly {
 		return int32(abi.EROFS)
 	}
-	pos, hd, theta, style := p[1], p[2], f32Arg(p[3]), p[4]
-	if pos < 0 || hd <= 0 || hd%2 != 0 || !finite(theta) || theta <= 0 ||
-		(style != abi.RoPEInterleaved && style != abi.RoPEHalves) {
+	rp, ok := ropeArgs(p[1:5])
+	if !ok {
 		return int32(abi.EINVAL)
 	}
 	if x.dt != abi.F32 {
 		return int32(abi.EDTYPE)
 	}
 	rows, cols, ok := matrix(x.shape)
-	if !ok || cols%int(hd) != 0 {
+	if !ok || cols%rp.HeadDim != 0 {
 		return int32(abi.ESHAPE)
 	}
-	rp := tensor.RoPEParams{Rows: rows, Cols: cols, HeadDim: int(hd), Pos: int(pos), Theta: theta, Style: style}
-	bufs := []tensor.Buffer{x.buf}
-	if factors != 0 {
-		f, errno := s.get(factors)
-		if errno != abi.OK {
-			return int32(errno)
-		}
-		if f.dt != abi.F32 {
-			return int32(abi.EDTYPE)
-		}
-		if len(f.shape) != 1 || f.shape[0] != int(hd)/2 {
-			return int32(abi.ESHAPE)
-		}
-		bufs = append(bufs, f.buf)
+	rp.Rows, rp.Cols = rows, cols
+	bufs, errno := s.ropeFactors(factors, rp.HeadDim, x.buf)
+	if errno != abi.OK {
+		return int32(errno)
 	}
 	s.charge(4*x.elems(), 0)
 	return int32(s.run(ctx, transformerOp(func(tr tensor.Transformer, b []tensor.Buffer) error {
@@ -328,6 +317,86 @@ func ropeOp(ctx context.Context, s *Session, p []int32, factors int32) int32 {
 		}
 		return tr.RoPE(ctx, rp, b[0])
 	}), bufs...))
+}
+
+// ropeArgs reads rope's pos, head_dim, theta and style; false if one is
+// out of range. Rows and Cols are left to the caller.
+func ropeArgs(p []int32) (tensor.RoPEParams, bool) {
+	pos, hd, theta, style := p[0], p[1], f32Arg(p[2]), p[3]
+	if pos < 0 || hd <= 0 || hd%2 != 0 || !finite(theta) || theta <= 0 ||
+		(style != abi.RoPEInterleaved && style != abi.RoPEHalves) {
+		return tensor.RoPEParams{}, false
+	}
+	return tensor.RoPEParams{HeadDim: int(hd), Pos: int(pos), Theta: theta, Style: style}, true
+}
+
+// ropeFactors appends to bufs the buffer of handle factors (0: none),
+// checked as rope_factors' f32 [hd/2].
+func (s *Session) ropeFactors(factors int32, hd int, bufs ...tensor.Buffer) ([]tensor.Buffer, abi.Errno) {
+	if factors == 0 {
+		return bufs, abi.OK
+	}
+	f, errno := s.get(factors)
+	if errno != abi.OK {
+		return nil, errno
+	}
+	if f.dt != abi.F32 {
+		return nil, abi.EDTYPE
+	}
+	if len(f.shape) != 1 || f.shape[0] != hd/2 {
+		return nil, abi.ESHAPE
+	}
+	return append(bufs, f.buf), abi.OK
+}
+
+// ropeKV is rope_kv(q, k, v, k_cache, v_cache, pos, head_dim, theta,
+// style, factors): rope_factors of q and k (rope where factors is 0), then
+// k and v appended to the caches from row pos, in one call. A Fused
+// backend runs it as one op; on others it is those four, with their bits
+// (tensor.RoPEKV).
+func ropeKV(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
+	es, errno := s.entries(p[0], p[1], p[2], p[3], p[4])
+	if errno != abi.OK {
+		return int32(errno)
+	}
+	q, k, v, kc, vc := es[0], es[1], es[2], es[3], es[4]
+	if q.readOnly || k.readOnly || kc.readOnly || vc.readOnly {
+		return int32(abi.EROFS)
+	}
+	for i, e := range es {
+		if slices.Contains(es[i+1:], e) {
+			return int32(abi.EINVAL) // five tensors: in place, one would be another's input
+		}
+	}
+	rp, ok := ropeArgs(p[5:9])
+	if !ok {
+		return int32(abi.EINVAL)
+	}
+	if !allF32(es...) {
+		return int32(abi.EDTYPE)
+	}
+	t, qCols, okq := matrix(q.shape)
+	rows, cols, okk := matrix(k.shape)
+	vr, vcols, okv := matrix(v.shape)
+	if !okq || !okk || !okv || rows != t || vr != t || vcols != cols || qCols%rp.HeadDim != 0 || cols%rp.HeadDim != 0 ||
+		len(kc.shape) != 2 || kc.shape[1] != cols || !slices.Equal(vc.shape, kc.shape) {
+		return int32(abi.ESHAPE)
+	}
+	if rp.Pos > kc.shape[0]-t {
+		return int32(abi.EINVAL)
+	}
+	rp.Rows, rp.Cols = t, cols
+	bufs, errno := s.ropeFactors(p[9], rp.HeadDim, q.buf, k.buf, v.buf, kc.buf, vc.buf)
+	if errno != abi.OK {
+		return int32(errno)
+	}
+	s.charge(4*(q.elems()+k.elems())+2*t*cols, 0)
+	return int32(s.run(ctx, func(be tensor.Backend, b []tensor.Buffer) error {
+		if len(b) > 5 {
+			rp.Factors = b[5]
+		}
+		return tensor.RoPEKV(ctx, be, rp, qCols, b[0], b[1], b[2], b[3], b[4])
+	}, bufs...))
 }
 
 // swiGLU is swiglu(a, b): silu(a)·b, a and b f32 of one shape.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"time"
 	"unsafe"
@@ -84,6 +85,7 @@ var functions = []struct {
 	{Signature{abi.FuncRoPEFactors, 6}, ropeFactors},
 	{Signature{abi.FuncMatMulAdd, 3}, matMulAdd},
 	{Signature{abi.FuncMatMulSwiGLU, 3}, matMulSwiGLU},
+	{Signature{abi.FuncRoPEKV, 10}, ropeKV},
 }
 
 // Functions lists the module's functions, for import allow-lists.
@@ -95,6 +97,10 @@ func Functions() []Signature {
 	return out
 }
 
+// maxParams is the most parameters of a function of the module (rope_kv's):
+// a call's are read into an array of that size, not a slice per call.
+const maxParams = 10
+
 // Instantiate adds the "infernet" host module to r. Guest calls without a
 // Session in their context get EINVAL from every function but abi_version.
 func Instantiate(ctx context.Context, r wazero.Runtime) error {
@@ -105,9 +111,12 @@ func Instantiate(ctx context.Context, r wazero.Runtime) error {
 			params[i] = api.ValueTypeI32
 		}
 		body, n := f.body, f.Params
+		if n > maxParams {
+			return fmt.Errorf("tensorhost: %s takes %d parameters, more than %d", f.Name, n, maxParams)
+		}
 		b.NewFunctionBuilder().
 			WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
-				var p [8]int32
+				var p [maxParams]int32
 				for i := 0; i < n; i++ {
 					p[i] = api.DecodeI32(stack[i])
 				}

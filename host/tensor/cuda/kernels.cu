@@ -18,9 +18,10 @@
 // gradient, the AdamW step, a tiled transpose and an embedding gather; and
 // the language-model ops of ABI v3: a GEMV over f32, f16, bf16 or q8_0
 // weight rows, dequantization (embed), RMS normalization, rotary position
-// embedding, SwiGLU, causal grouped-query attention (split over blocks
-// for long contexts, then merged) and argmax; and the rounding of a
-// reduced-precision GEMM's operands.
+// embedding (alone, or of q and k with the KV caches' append), SwiGLU,
+// causal grouped-query attention (split over blocks for long contexts,
+// then merged) and argmax; and the rounding of a reduced-precision GEMM's
+// operands.
 //
 // The tests also compile this file as plain C on the host (see
 // testdata/fakecuda.c), predefining the macros below and the builtins, to run
@@ -656,34 +657,66 @@ static __device__ double exp2_d(double x) {
   return p * u.d;
 }
 
-// rope_f32: rotates the pairs [off, off+n) of x ([rows, cols], in place),
-// pair p of row r = p / (cols/2): head h, pair i of hd/2 of it, (2i, 2i+1)
-// for style 0 (interleaved) or (i, i + hd/2) for style 1 (halves), turned
-// by (pos + r)·θ^(-2i/hd). The frequency is computed in double from
+// rope_pair rotates pair p of x ([rows, cols], row r at position pos + r):
+// pair p of row r = p / (cols/2) is head h, pair i of hd/2 of it, (2i,
+// 2i+1) for style 0 (interleaved) or (i, i + hd/2) for style 1 (halves),
+// turned by (pos + r)·θ^(-2i/hd). The frequency is computed in double from
 // log2θ (as the reference computes it in float64) and rounded to float;
 // the angle is the float product, as the reference's. Its sine and cosine
 // come from sin.approx and cos.approx (absolute error about 2⁻²¹) after the
 // angle is reduced to [-π, π] in double, where those instructions are
 // accurate: exact for angles below 2²⁰·2π. factors, where not null (ABI
 // v5's rope_factors), holds hd/2 divisors of the angle, the quotient
-// rounded to float as the reference's.
+// rounded to float as the reference's. Where y is not null the rotated
+// pair is written to y too, at the same place (y laid out as x).
+static __device__ void rope_pair(float *x, float *y, i64 p, i64 cols, i64 hd, i64 pos, int style,
+                                 double log2theta, const float *factors) {
+  i64 half = hd / 2, perRow = cols / 2;
+  i64 r = p / perRow, q = p - r * perRow, h = q / half, k = q - h * half;
+  float freq = (float)exp2_d(-((double)(2 * k) / (double)hd * log2theta));
+  float ang = (float)(pos + r) * freq;
+  if (factors)
+    ang = ang / factors[k];
+  double turns = __builtin_rint((double)ang * 0.15915494309189535);
+  float red = (float)((double)ang - turns * 6.283185307179586);
+  float c = __nvvm_cos_approx_f(red), s = __nvvm_sin_approx_f(red);
+  i64 at = r * cols + h * hd, j0 = style ? k : 2 * k, j1 = style ? k + half : 2 * k + 1;
+  float v0 = x[at + j0], v1 = x[at + j1];
+  float w0 = v0 * c - v1 * s, w1 = v0 * s + v1 * c;
+  x[at + j0] = w0;
+  x[at + j1] = w1;
+  if (y) {
+    y[at + j0] = w0;
+    y[at + j1] = w1;
+  }
+}
+
+// rope_f32: rotates the pairs [off, off+n) of x ([rows, cols], in place),
+// as rope_pair.
 KERNEL rope_f32(float *x, i64 off, i64 n, i64 cols, i64 hd, i64 pos, int style, double log2theta,
                 const float *factors) {
-  i64 half = hd / 2, perRow = cols / 2;
+  for (i64 i = global_id(); i < n; i += grid_stride())
+    rope_pair(x, 0, off + i, cols, hd, pos, style, log2theta, factors);
+}
+
+// rope_kv_f32: a step's attention inputs in one launch (ABI v7's rope_kv).
+// Its items [off, off+n) are, in order: the rows·qcols/2 pairs of q [rows,
+// qcols], rotated in place; the rows·kcols/2 pairs of k [rows, kcols],
+// rotated in place and written to the key cache kc [S, kcols] from row
+// pos; and the rows·kcols values of v [rows, kcols], copied to the value
+// cache vc from row pos. Every item writes places of its own.
+KERNEL rope_kv_f32(float *q, float *k, const float *v, float *kc, float *vc, i64 off, i64 n,
+                   i64 rows, i64 qcols, i64 kcols, i64 hd, i64 pos, int style, double log2theta,
+                   const float *factors) {
+  i64 nq = rows * (qcols / 2), nk = rows * (kcols / 2);
   for (i64 i = global_id(); i < n; i += grid_stride()) {
-    i64 p = off + i, r = p / perRow, q = p - r * perRow, h = q / half, k = q - h * half;
-    float freq = (float)exp2_d(-((double)(2 * k) / (double)hd * log2theta));
-    float ang = (float)(pos + r) * freq;
-    if (factors)
-      ang = ang / factors[k];
-    double turns = __builtin_rint((double)ang * 0.15915494309189535);
-    float red = (float)((double)ang - turns * 6.283185307179586);
-    float c = __nvvm_cos_approx_f(red), s = __nvvm_sin_approx_f(red);
-    float *head = x + r * cols + h * hd;
-    i64 j0 = style ? k : 2 * k, j1 = style ? k + half : 2 * k + 1;
-    float v0 = head[j0], v1 = head[j1];
-    head[j0] = v0 * c - v1 * s;
-    head[j1] = v0 * s + v1 * c;
+    i64 j = off + i;
+    if (j < nq)
+      rope_pair(q, 0, j, qcols, hd, pos, style, log2theta, factors);
+    else if (j < nq + nk)
+      rope_pair(k, kc + pos * kcols, j - nq, kcols, hd, pos, style, log2theta, factors);
+    else
+      vc[pos * kcols + (j - nq - nk)] = v[j - nq - nk];
   }
 }
 

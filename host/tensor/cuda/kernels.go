@@ -32,6 +32,7 @@ const (
 	kDequant
 	kRMSNorm
 	kRoPE
+	kRoPEKV
 	kSwiGLU
 	kAttention
 	kAttentionCombine
@@ -70,6 +71,8 @@ var kernelSigs = [numKernels]struct {
 	kRMSNorm: {"rmsnorm_rows", []int{8, 8, 8, 8, 8, 8, 4}},   // a, g, out, row0, rows, cols, eps
 	kRoPE:    {"rope_f32", []int{8, 8, 8, 8, 8, 8, 4, 8, 8}}, // x, off, n, cols, hd, pos, style, log2theta, factors
 	kSwiGLU:  {"swiglu_f32", []int{8, 8, 8, 8, 8}},           // a, b, out, off, n
+	// q, k, v, kc, vc, off, n, rows, qcols, kcols, hd, pos, style, log2theta, factors
+	kRoPEKV: {"rope_kv_f32", []int{8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 4, 8, 8}},
 	// q, k, v, out, part, item0, items, heads, kvheads, hd, pos, splits, span
 	kAttention: {"attention_rows", []int{8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8}},
 	// part, out, item0, items, hd, splits

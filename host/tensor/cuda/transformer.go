@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/infernet/infernet/abi"
@@ -346,46 +347,108 @@ func (b *Backend) RoPE(ctx context.Context, p tensor.RoPEParams, x tensor.Buffer
 	if err != nil {
 		return err
 	}
-	hd := p.HeadDim
-	if p.Rows < 0 || p.Cols < 0 || hd <= 0 || hd%2 != 0 || p.Cols%hd != 0 || p.Pos < 0 ||
-		!(p.Theta > 0) || math.IsInf(float64(p.Theta), 1) {
-		return fmt.Errorf("cuda: rope of %d×%d in heads of %d at %d, theta %v", p.Rows, p.Cols, hd, p.Pos, p.Theta)
-	}
-	var style int32
-	switch p.Style {
-	case abi.RoPEInterleaved:
-	case abi.RoPEHalves:
-		style = 1
-	default:
-		return fmt.Errorf("cuda: rope style %d", p.Style)
-	}
 	if err := checkArgs("rope", xs, want{abi.F32, p.Rows * p.Cols}); err != nil {
 		return err
 	}
-	var factors uint64 // a null pointer: no factors
-	if p.Factors != nil {
-		fs, err := b.own(p.Factors)
-		if err != nil {
-			return err
-		}
-		if err := checkArgs("rope", fs, want{abi.F32, hd / 2}); err != nil {
-			return err
-		}
-		factors = uint64(fs[0].ptr)
-		xs = append(xs, fs[0])
+	r, err := b.ropeTerms(p, p.Cols)
+	if err != nil {
+		return err
 	}
 	pairs := p.Rows * p.Cols / 2
 	if pairs == 0 {
 		return nil
 	}
-	xb, log2Theta := xs[0], math.Log2(float64(p.Theta))
+	xs = append(xs, r.bufs...)
 	return b.q.do(ctx, func() error {
 		if err := b.alive(xs...); err != nil {
 			return err
 		}
 		return b.chunked(ctx, pairs, chunkElems, func(off, n int) error {
-			return b.launch(kRoPE, gridFor(n), ptrArg(xb.ptr), i64Arg(off), i64Arg(n), i64Arg(p.Cols),
-				i64Arg(hd), i64Arg(p.Pos), i32Arg(style), f64Arg(log2Theta), ptrArg(factors))
+			return b.launch(kRoPE, gridFor(n), ptrArg(xs[0].ptr), i64Arg(off), i64Arg(n), i64Arg(p.Cols),
+				i64Arg(p.HeadDim), i64Arg(p.Pos), i32Arg(r.style), f64Arg(r.log2Theta), ptrArg(r.factors))
+		})
+	})
+}
+
+// rope is what the rope kernels take of a tensor.RoPEParams.
+type rope struct {
+	style     int32
+	log2Theta float64
+	factors   uint64    // a null pointer: no factors
+	bufs      []*buffer // the factors' buffer, if any
+}
+
+// ropeTerms checks p for rows of cols (and of p.Cols) and gives the
+// kernels' terms.
+func (b *Backend) ropeTerms(p tensor.RoPEParams, cols int) (rope, error) {
+	hd := p.HeadDim
+	if p.Rows < 0 || p.Cols < 0 || cols < 0 || hd <= 0 || hd%2 != 0 || p.Cols%hd != 0 || cols%hd != 0 || p.Pos < 0 ||
+		!(p.Theta > 0) || math.IsInf(float64(p.Theta), 1) {
+		return rope{}, fmt.Errorf("cuda: rope of %d×%d in heads of %d at %d, theta %v", p.Rows, cols, hd, p.Pos, p.Theta)
+	}
+	r := rope{log2Theta: math.Log2(float64(p.Theta))}
+	switch p.Style {
+	case abi.RoPEInterleaved:
+	case abi.RoPEHalves:
+		r.style = 1
+	default:
+		return rope{}, fmt.Errorf("cuda: rope style %d", p.Style)
+	}
+	if p.Factors != nil {
+		fs, err := b.own(p.Factors)
+		if err != nil {
+			return rope{}, err
+		}
+		if err := checkArgs("rope", fs, want{abi.F32, hd / 2}); err != nil {
+			return rope{}, err
+		}
+		r.factors, r.bufs = uint64(fs[0].ptr), fs
+	}
+	return r, nil
+}
+
+// RoPEKV implements tensor.Fused with one rope_kv_f32 launch (per
+// chunkElems items): q's pairs, k's pairs (written to the key cache as
+// well) and v's values, each item a thread. Buffers that alias each other
+// are composed (tensor.ComposeRoPEKV), in its order.
+//
+// hardware-untested: no GPU was available when this was written; the call
+// sequence is tested against a fake driver.
+func (b *Backend) RoPEKV(ctx context.Context, p tensor.RoPEParams, qCols int, q, k, v, kc, vc tensor.Buffer) error {
+	xs, err := b.own(q, k, v, kc, vc)
+	if err != nil {
+		return err
+	}
+	for i, x := range xs {
+		if slices.Contains(xs[i+1:], x) {
+			return tensor.ComposeRoPEKV(ctx, b, p, qCols, q, k, v, kc, vc)
+		}
+	}
+	kn := p.Rows * p.Cols
+	if p.Cols > 0 && (xs[3].n%p.Cols != 0 || xs[3].n < (p.Pos+p.Rows)*p.Cols) {
+		return fmt.Errorf("cuda: rope_kv: %d rows of %d at row %d of a cache of %d values", p.Rows, p.Cols, p.Pos, xs[3].n)
+	}
+	if err := checkArgs("rope_kv", xs, want{abi.F32, p.Rows * qCols}, want{abi.F32, kn}, want{abi.F32, kn},
+		want{abi.F32, xs[3].n}, want{abi.F32, xs[3].n}); err != nil {
+		return err
+	}
+	r, err := b.ropeTerms(p, qCols)
+	if err != nil {
+		return err
+	}
+	items := p.Rows*qCols/2 + kn/2 + kn
+	if items == 0 {
+		return nil
+	}
+	xs = append(xs, r.bufs...)
+	return b.q.do(ctx, func() error {
+		if err := b.alive(xs...); err != nil {
+			return err
+		}
+		return b.chunked(ctx, items, chunkElems, func(off, n int) error {
+			return b.launch(kRoPEKV, gridFor(n), ptrArg(xs[0].ptr), ptrArg(xs[1].ptr), ptrArg(xs[2].ptr),
+				ptrArg(xs[3].ptr), ptrArg(xs[4].ptr), i64Arg(off), i64Arg(n), i64Arg(p.Rows), i64Arg(qCols),
+				i64Arg(p.Cols), i64Arg(p.HeadDim), i64Arg(p.Pos), i32Arg(r.style), f64Arg(r.log2Theta), ptrArg(r.factors))
 		})
 	})
 }

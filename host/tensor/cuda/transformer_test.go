@@ -349,6 +349,36 @@ func lmCases() []lmCase {
 			},
 		})
 	}
+	// rope_kv: the fused op on cuda, the composition on the reference (its
+	// definition); grouped-query k and v, a prompt's rows and a decode
+	// row, with and without factors. The caches' other rows must stay.
+	for i, p := range []tensor.RoPEParams{
+		{Rows: 1, Cols: 16, HeadDim: 8, Pos: 9, Theta: 10000, Style: abi.RoPEInterleaved},
+		{Rows: 3, Cols: 32, HeadDim: 16, Pos: 4093, Theta: 500000, Style: abi.RoPEHalves},
+		{Rows: 2, Cols: 64, HeadDim: 64, Pos: 0, Theta: 10000, Style: abi.RoPEHalves},
+	} {
+		qCols, S := 4*p.Cols, p.Pos+p.Rows+3
+		q, k := randF32(r, p.Rows*qCols), randF32(r, p.Rows*p.Cols)
+		bufs := []lmIn{lmF32(q), lmF32(k), lmF32(randF32(r, p.Rows*p.Cols)), lmF32(wide(r, S*p.Cols, 1)), lmF32(wide(r, S*p.Cols, 1))}
+		withFactors := i == 1
+		if withFactors {
+			factors := make([]float32, p.HeadDim/2)
+			for j := range factors {
+				factors[j] = 1 + 7*float32(j)/float32(len(factors))
+			}
+			bufs = append(bufs, lmF32(factors))
+		}
+		cs = append(cs, lmCase{
+			name: fmt.Sprintf("rope_kv_style%d_%dx%d_q%d_hd%d_pos%d_factors%v", p.Style, p.Rows, p.Cols, qCols, p.HeadDim, p.Pos, withFactors),
+			bufs: bufs, outs: []int{0, 1, 3, 4}, tol: tol{4e-6, 2e-6 * float64(max(slicesMax(absF32(q)), slicesMax(absF32(k)), 1))}, split: true,
+			op: func(ctx context.Context, tr tensor.Transformer, b []tensor.Buffer) (int, error) {
+				if withFactors {
+					p.Factors = b[5]
+				}
+				return 0, tensor.RoPEKV(ctx, tr.(tensor.Backend), p, qCols, b[0], b[1], b[2], b[3], b[4])
+			},
+		})
+	}
 	const sw = 1200
 	cs = append(cs, lmCase{
 		name: "swiglu", bufs: []lmIn{lmF32(wide(r, sw, 4)), lmF32(wide(r, sw, 4)), lmF32(make([]float32, sw))},
@@ -490,6 +520,48 @@ func testTransformerMatchesReference(t *testing.T, tg target) {
 				}
 			})
 		}
+	}
+}
+
+// TestFakeDriver_RoPEKVPaths: rope_kv is one rope_kv_f32 launch, with
+// no rope_f32 and no copy; a q that is k (aliases) is composed instead:
+// two rope_f32 launches, and the copies (k onto itself is no copy).
+func TestFakeDriver_RoPEKVPaths(t *testing.T) {
+	b := newFake(t)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(43, 44))
+	p := tensor.RoPEParams{Rows: 1, Cols: 16, HeadDim: 8, Pos: 5, Theta: 10000, Style: abi.RoPEHalves}
+	q := upload(t, b, abi.F32, 16, f32bytes(randF32(r, 16)))
+	k := upload(t, b, abi.F32, 16, f32bytes(randF32(r, 16)))
+	v := upload(t, b, abi.F32, 16, f32bytes(randF32(r, 16)))
+	kc, _ := b.Alloc(abi.F32, 8*16)
+	vc, _ := b.Alloc(abi.F32, 8*16)
+	count := func() (fused, rope, copies int) {
+		t.Helper()
+		for _, c := range fakeCalls(t) {
+			switch {
+			case c.name == "cuLaunchKernel":
+				fused += strings.Count(c.args, "rope_kv_f32")
+				rope += strings.Count(c.args, "rope_f32")
+			case strings.Contains(c.name, "DtoD"):
+				copies++
+			}
+		}
+		return
+	}
+	fakeLib.reset()
+	if err := b.RoPEKV(ctx, p, 16, q, k, v, kc, vc); err != nil {
+		t.Fatal(err)
+	}
+	if fused, rope, copies := count(); fused != 1 || rope != 0 || copies != 0 {
+		t.Errorf("rope_kv: %d rope_kv_f32, %d rope_f32 launches, %d copies; want 1, 0, 0", fused, rope, copies)
+	}
+	fakeLib.reset()
+	if err := b.RoPEKV(ctx, p, 16, q, q, v, kc, vc); err != nil {
+		t.Fatal(err)
+	}
+	if fused, rope, copies := count(); fused != 0 || rope != 2 || copies != 2 {
+		t.Errorf("rope_kv with q = k: %d rope_kv_f32, %d rope_f32 launches, %d copies; want 0, 2, 2", fused, rope, copies)
 	}
 }
 

@@ -986,11 +986,20 @@ func (b *Backend) RMSNorm(ctx context.Context, rows, cols int, eps float32, x, g
 
 // RoPE implements tensor.Transformer (queued).
 func (b *Backend) RoPE(ctx context.Context, p tensor.RoPEParams, x tensor.Buffer) error {
-	params := []uint64{word(p.Rows), word(p.Cols), word(p.HeadDim), word(p.Pos), f32word(p.Theta), uint64(int64(p.Style))}
+	params := ropeWords(p)
 	if p.Factors != nil {
 		return b.queue(ctx, opRoPEFactors, params, x, p.Factors)
 	}
 	return b.queue(ctx, opRoPE, params, x)
+}
+
+// RoPEKV implements tensor.Fused (queued), as MatMulAdd.
+func (b *Backend) RoPEKV(ctx context.Context, p tensor.RoPEParams, qCols int, q, k, v, kc, vc tensor.Buffer) error {
+	params := append(ropeWords(p), word(qCols))
+	if p.Factors != nil {
+		return b.queue(ctx, opRoPEKVFactors, params, q, k, v, kc, vc, p.Factors)
+	}
+	return b.queue(ctx, opRoPEKV, params, q, k, v, kc, vc)
 }
 
 // SwiGLU implements tensor.Transformer (queued).

@@ -216,6 +216,13 @@ var roundTrips = []struct {
 	{"matmul_swiglu", []bufSpec{{abi.F32, 2 * 8, 0}, {abi.F32, 3 * 8, 0}, {abi.F32, 3 * 8, 0}, {abi.F32, 2 * 3, 0}}, func(ctx context.Context, be tensor.Backend, b []tensor.Buffer) (int, error) {
 		return 0, tensor.MatMulSwiGLU(ctx, be, 2, 3, 8, b[0], b[1], b[2], b[3])
 	}},
+	// q [2, 8], k and v [2, 4], the caches [5, 4]: rows 3 and 4 written.
+	{"rope_kv", []bufSpec{{abi.F32, 16, 0}, {abi.F32, 8, 0}, {abi.F32, 8, 0}, {abi.F32, 20, 0}, {abi.F32, 20, 0}}, func(ctx context.Context, be tensor.Backend, b []tensor.Buffer) (int, error) {
+		return 0, tensor.RoPEKV(ctx, be, tensor.RoPEParams{Rows: 2, Cols: 4, HeadDim: 4, Pos: 3, Theta: 10000, Style: abi.RoPEHalves}, 8, b[0], b[1], b[2], b[3], b[4])
+	}},
+	{"rope_kv_factors", []bufSpec{{abi.F32, 16, 0}, {abi.F32, 8, 0}, {abi.F32, 8, 0}, {abi.F32, 20, 0}, {abi.F32, 20, 0}, {abi.F32, 2, 0}}, func(ctx context.Context, be tensor.Backend, b []tensor.Buffer) (int, error) {
+		return 0, tensor.RoPEKV(ctx, be, tensor.RoPEParams{Rows: 2, Cols: 4, HeadDim: 4, Pos: 3, Theta: 10000, Factors: b[5]}, 8, b[0], b[1], b[2], b[3], b[4])
+	}},
 	{"swiglu", []bufSpec{{abi.F32, 8, 0}, {abi.F32, 8, 0}, {abi.F32, 8, 0}}, func(ctx context.Context, be tensor.Backend, b []tensor.Buffer) (int, error) {
 		return 0, tr(be).SwiGLU(ctx, b[0], b[1], b[2])
 	}},

@@ -19,7 +19,7 @@ import (
 // order and sends one unsolicited frame, replyLost, before it exits for a
 // lost device. Integers travel as int64 bits, floats as their IEEE bits.
 const (
-	version    = 6
+	version    = 7
 	headerSize = 10
 	maxVals    = 16
 )
@@ -116,6 +116,8 @@ const (
 	opProfile // vals: on (synchronous); the reply's blob: the profile that was on (Backend.Profile)
 	opMatMulAdd
 	opMatMulSwiGLU
+	opRoPEKV
+	opRoPEKVFactors
 	numOps
 )
 
@@ -191,15 +193,21 @@ var specs = [numOps]spec{
 		return 0, tr.RMSNorm(ctx, num(p[0]), num(p[1]), math.Float32frombits(uint32(p[2])), b[0], b[1], b[2])
 	})},
 	opRoPE: {"rope", 6, 1, false, transformer(func(ctx context.Context, tr tensor.Transformer, p []uint64, b []tensor.Buffer, _ []byte) (int, error) {
-		rp := tensor.RoPEParams{Rows: num(p[0]), Cols: num(p[1]), HeadDim: num(p[2]), Pos: num(p[3]),
-			Theta: math.Float32frombits(uint32(p[4])), Style: int32(p[5])}
-		return 0, tr.RoPE(ctx, rp, b[0])
+		return 0, tr.RoPE(ctx, ropeParams(p), b[0])
 	})},
 	opRoPEFactors: {"rope_factors", 6, 2, false, transformer(func(ctx context.Context, tr tensor.Transformer, p []uint64, b []tensor.Buffer, _ []byte) (int, error) {
-		rp := tensor.RoPEParams{Rows: num(p[0]), Cols: num(p[1]), HeadDim: num(p[2]), Pos: num(p[3]),
-			Theta: math.Float32frombits(uint32(p[4])), Style: int32(p[5]), Factors: b[1]}
+		rp := ropeParams(p)
+		rp.Factors = b[1]
 		return 0, tr.RoPE(ctx, rp, b[0])
 	})},
+	opRoPEKV: {"rope_kv", 7, 5, false, func(ctx context.Context, be tensor.Backend, p []uint64, b []tensor.Buffer, _ []byte) (int, error) {
+		return 0, tensor.RoPEKV(ctx, be, ropeParams(p), num(p[6]), b[0], b[1], b[2], b[3], b[4])
+	}},
+	opRoPEKVFactors: {"rope_kv_factors", 7, 6, false, func(ctx context.Context, be tensor.Backend, p []uint64, b []tensor.Buffer, _ []byte) (int, error) {
+		rp := ropeParams(p)
+		rp.Factors = b[5]
+		return 0, tensor.RoPEKV(ctx, be, rp, num(p[6]), b[0], b[1], b[2], b[3], b[4])
+	}},
 	opSwiGLU: {"swiglu", 0, 3, false, transformer(func(ctx context.Context, tr tensor.Transformer, _ []uint64, b []tensor.Buffer, _ []byte) (int, error) {
 		return 0, tr.SwiGLU(ctx, b[0], b[1], b[2])
 	})},
@@ -235,6 +243,7 @@ var writes = [numOps]uint8{
 	opCrossEntropy: 1<<2 | 1<<3, opAdamW: 1<<0 | 1<<2 | 1<<3, opTranspose: 1 << 1, opGather: 1 << 2,
 	opMatMul: 1 << 2, opEmbed: 1 << 1, opRMSNorm: 1 << 2, opRoPE: 1 << 0, opRoPEFactors: 1 << 0, opSwiGLU: 1 << 2,
 	opCopyRows: 1 << 1, opAttention: 1 << 3, opMatMulAdd: 1 << 3, opMatMulSwiGLU: 1 << 3,
+	opRoPEKV: 1<<0 | 1<<1 | 1<<3 | 1<<4, opRoPEKVFactors: 1<<0 | 1<<1 | 1<<3 | 1<<4,
 }
 
 // whole says which of the buffers an operation writes it writes all of,
@@ -242,11 +251,23 @@ var writes = [numOps]uint8{
 // a partial copy (CopyRows) and a GEMM that may accumulate.
 var whole = func() [numOps]uint8 {
 	w := writes
-	for _, op := range []opcode{opGemm, opGemmBatched, opRoPE, opRoPEFactors, opCopyRows, opAdamW} {
+	for _, op := range []opcode{opGemm, opGemmBatched, opRoPE, opRoPEFactors, opCopyRows, opAdamW, opRoPEKV, opRoPEKVFactors} {
 		w[op] = 0
 	}
 	return w
 }()
+
+// ropeParams reads a tensor.RoPEParams (no factors) from p[:6], as
+// ropeWords writes it.
+func ropeParams(p []uint64) tensor.RoPEParams {
+	return tensor.RoPEParams{Rows: num(p[0]), Cols: num(p[1]), HeadDim: num(p[2]), Pos: num(p[3]),
+		Theta: math.Float32frombits(uint32(p[4])), Style: int32(p[5])}
+}
+
+// ropeWords is p (its factors aside) as rope's 6 parameters.
+func ropeWords(p tensor.RoPEParams) []uint64 {
+	return []uint64{word(p.Rows), word(p.Cols), word(p.HeadDim), word(p.Pos), f32word(p.Theta), uint64(int64(p.Style))}
+}
 
 // transformer adapts a language-model op to spec.run: a backend without
 // tensor.Transformer answers ErrUnsupported, as the host module expects.

@@ -129,15 +129,7 @@ func (r *runner) block(l *layer, x *tensor.Tensor, pos int) (*tensor.Tensor, err
 	if err != nil {
 		return nil, err
 	}
-	for _, t := range []*tensor.Tensor{q, k} {
-		if err := r.rope(t, pos); err != nil {
-			return nil, err
-		}
-	}
-	if err := tensor.CopyRows(l.kCache, pos, k); err != nil {
-		return nil, err
-	}
-	if err := tensor.CopyRows(l.vCache, pos, v); err != nil {
+	if err := r.ropeKV(l, q, k, v, pos); err != nil {
 		return nil, err
 	}
 	att, err := tmp.add(tensor.Attention(q, l.kCache, l.vCache, pos, c.Heads))
@@ -192,12 +184,28 @@ func (r *runner) residual(tmp *scratch, h, w, x *tensor.Tensor) (*tensor.Tensor,
 	return tensor.Add(x, y)
 }
 
-// rope rotates x [t, dim or kv_dim], rows at positions pos.., in place,
-// with the model's frequency factors where it has them.
-func (r *runner) rope(x *tensor.Tensor, pos int) error {
+// ropeKV rotates q [t, dim] and k [t, kv_dim], rows at positions pos..,
+// in place, with the model's frequency factors where it has them, and
+// appends k and v to l's KV caches: one rope_kv where the host has it,
+// else two ropes and two copy_rows, with the same result.
+func (r *runner) ropeKV(l *layer, q, k, v *tensor.Tensor, pos int) error {
 	c := r.cfg
-	if r.ropeFactor != nil {
-		return tensor.RoPEFactors(x, pos, c.HeadDim(), c.RoPETheta, c.RoPEStyle, r.ropeFactor)
+	if r.fused {
+		return tensor.RoPEKV(q, k, v, l.kCache, l.vCache, pos, c.HeadDim(), c.RoPETheta, c.RoPEStyle, r.ropeFactor)
 	}
-	return tensor.RoPE(x, pos, c.HeadDim(), c.RoPETheta, c.RoPEStyle)
+	for _, x := range []*tensor.Tensor{q, k} {
+		var err error
+		if r.ropeFactor != nil {
+			err = tensor.RoPEFactors(x, pos, c.HeadDim(), c.RoPETheta, c.RoPEStyle, r.ropeFactor)
+		} else {
+			err = tensor.RoPE(x, pos, c.HeadDim(), c.RoPETheta, c.RoPEStyle)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := tensor.CopyRows(l.kCache, pos, k); err != nil {
+		return err
+	}
+	return tensor.CopyRows(l.vCache, pos, v)
 }

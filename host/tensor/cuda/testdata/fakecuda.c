@@ -1304,6 +1304,11 @@ static void k_rope_f32(void **params) {
   rope_f32((float *)P_PTR(0), P_I64(1), P_I64(2), P_I64(3), P_I64(4), P_I64(5), P_I32(6), P_F64(7),
            (const float *)P_PTR(8));
 }
+static void k_rope_kv_f32(void **params) {
+  rope_kv_f32((float *)P_PTR(0), (float *)P_PTR(1), (const float *)P_PTR(2), (float *)P_PTR(3),
+              (float *)P_PTR(4), P_I64(5), P_I64(6), P_I64(7), P_I64(8), P_I64(9), P_I64(10),
+              P_I64(11), P_I32(12), P_F64(13), (const float *)P_PTR(14));
+}
 static void k_swiglu_f32(void **params) {
   swiglu_f32((const float *)P_PTR(0), (const float *)P_PTR(1), (float *)P_PTR(2), P_I64(3),
              P_I64(4));
@@ -1559,6 +1564,22 @@ static int run(const char *name, void **params, unsigned gx, unsigned bx, char *
         (factors && !in_alloc(factors, 4 * (hd / 2))))
       return CUDA_ERROR_ILLEGAL_ADDRESS;
     return emu_launch(k_rope_f32, params, gx, bx);
+  }
+  if (!strcmp(name, "rope_kv_f32")) {
+    uintptr_t q = P_PTR(0), k = P_PTR(1), v = P_PTR(2), kc = P_PTR(3), vc = P_PTR(4);
+    long long off = P_I64(5), n = P_I64(6), rows = P_I64(7), qcols = P_I64(8), kcols = P_I64(9),
+              hd = P_I64(10), pos = P_I64(11);
+    snprintf(desc, dn,
+             "off=%lld n=%lld rows=%lld qcols=%lld kcols=%lld hd=%lld pos=%lld style=%d log2theta=%g",
+             off, n, rows, qcols, kcols, hd, pos, P_I32(12), P_F64(13));
+    uintptr_t factors = P_PTR(14);
+    long long items = rows * (qcols / 2) + rows * (kcols / 2) + rows * kcols;
+    if (hd <= 0 || hd % 2 || qcols % hd || kcols % hd || pos < 0 || off < 0 || off + n > items ||
+        !in_alloc(q, 4 * rows * qcols) || !in_alloc(k, 4 * rows * kcols) ||
+        !in_alloc(v, 4 * rows * kcols) || !in_alloc(kc, 4 * (pos + rows) * kcols) ||
+        !in_alloc(vc, 4 * (pos + rows) * kcols) || (factors && !in_alloc(factors, 4 * (hd / 2))))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return emu_launch(k_rope_kv_f32, params, gx, bx);
   }
   if (!strcmp(name, "swiglu_f32")) {
     long long off = P_I64(3), n = P_I64(4);

@@ -1,0 +1,138 @@
+package tensorhost
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/internal/modelcache"
+	"github.com/infernet/infernet/host/tensor/reference"
+)
+
+// TestRoPEKV: rope_kv gives, in exact mode, the bits of its four calls
+// (rope or rope_factors of q and of k, copy_rows of k and of v), the
+// caches' other rows untouched; and it refuses what they would refuse, and
+// tensors that alias each other.
+func TestRoPEKV(t *testing.T) {
+	ctx := context.Background()
+	path, _ := weights(t)
+	mem := guestMemory(t)
+	s, err := NewSession(Config{Mode: abi.ModeExact, Reference: reference.New(reference.Config{Threads: 1}),
+		Data: dataFiles(path), Cache: modelcache.New(1 << 20)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := rand.New(rand.NewPCG(7, 8))
+	const rows, qCols, kCols, hd, S = 2, 16, 8, 4, 6
+	theta := int32(math.Float32bits(10000))
+	newF32 := func(dims ...int) int32 {
+		t.Helper()
+		h, e, errno := s.alloc(ctx, abi.F32, dims)
+		if errno != abi.OK {
+			t.Fatal(errno)
+		}
+		v := make([]float32, e.elems())
+		for i := range v {
+			v[i] = r.Float32()*4 - 2
+		}
+		if err := s.backend.Write(e.buf, f32bytes(v...)); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	read := func(h int32) []byte {
+		t.Helper()
+		e, errno := s.get(h)
+		if errno != abi.OK {
+			t.Fatal(errno)
+		}
+		b := make([]byte, 4*e.elems())
+		if err := s.backend.Read(e.buf, b); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	clone := func(h int32) int32 {
+		t.Helper()
+		e, _ := s.get(h)
+		c, ce, errno := s.alloc(ctx, abi.F32, e.shape)
+		if errno != abi.OK || s.backend.Write(ce.buf, read(h)) != nil {
+			t.Fatal(errno)
+		}
+		return c
+	}
+	factors := newF32(hd / 2)
+
+	for _, withFactors := range []bool{false, true} {
+		q, k, v := newF32(rows, qCols), newF32(rows, kCols), newF32(rows, kCols)
+		kc, vc := newF32(S, kCols), newF32(S, kCols)
+		q2, k2, kc2, vc2 := clone(q), clone(k), clone(kc), clone(vc)
+		fh := int32(0)
+		if withFactors {
+			fh = factors
+		}
+		const pos = 3
+		if got := ropeKV(ctx, s, nil, []int32{q, k, v, kc, vc, pos, hd, theta, abi.RoPEHalves, fh}); got != 0 {
+			t.Fatalf("factors %v: rope_kv = %d", withFactors, got)
+		}
+		for _, x := range []int32{q2, k2} {
+			if got := ropeOp(ctx, s, []int32{x, pos, hd, theta, abi.RoPEHalves}, fh); got != 0 {
+				t.Fatalf("rope = %d", got)
+			}
+		}
+		if copyRows(ctx, s, nil, []int32{kc2, pos, k2}) != 0 || copyRows(ctx, s, nil, []int32{vc2, pos, v}) != 0 {
+			t.Fatal("copy_rows failed")
+		}
+		for _, pair := range [][2]int32{{q, q2}, {k, k2}, {kc, kc2}, {vc, vc2}} {
+			if !bytes.Equal(read(pair[0]), read(pair[1])) {
+				t.Errorf("factors %v: rope_kv's %x, the four calls' %x", withFactors, read(pair[0]), read(pair[1]))
+			}
+		}
+	}
+
+	q, k, v := newF32(rows, qCols), newF32(rows, kCols), newF32(rows, kCols)
+	kc, vc := newF32(S, kCols), newF32(S, kCols)
+	data := fromData(s, mem, 0, abi.F32, 2, kCols) // the file's 16 values
+	hi, _, errno := s.alloc(ctx, abi.I32, []int{rows, kCols})
+	if data <= 0 || errno != abi.OK {
+		t.Fatalf("tensor_from_data = %d, tensor_new = %v", data, errno)
+	}
+	wideK, shortV, oddQ := newF32(rows, 2*kCols), newF32(1, kCols), newF32(rows, 6)
+	otherCache, badFactors := newF32(S, 2*kCols), newF32(hd)
+	for _, c := range []struct {
+		name string
+		args []int32
+		want abi.Errno
+	}{
+		{"a handle that is none", []int32{q, k, v, kc, 99, 0, hd, theta, 0, 0}, abi.EBADF},
+		{"a data tensor as a cache", []int32{q, k, v, data, vc, 0, hd, theta, 0, 0}, abi.EROFS},
+		{"q that is k", []int32{q, q, v, kc, vc, 0, hd, theta, 0, 0}, abi.EINVAL},
+		{"k that is the key cache", []int32{q, kc, v, kc, vc, 0, hd, theta, 0, 0}, abi.EINVAL},
+		{"the caches one tensor", []int32{q, k, v, kc, kc, 0, hd, theta, 0, 0}, abi.EINVAL},
+		{"rows past the caches' end", []int32{q, k, v, kc, vc, S - 1, hd, theta, 0, 0}, abi.EINVAL},
+		{"a negative position", []int32{q, k, v, kc, vc, -1, hd, theta, 0, 0}, abi.EINVAL},
+		{"an odd head size", []int32{q, k, v, kc, vc, 0, 3, theta, 0, 0}, abi.EINVAL},
+		{"theta NaN", []int32{q, k, v, kc, vc, 0, hd, int32(math.Float32bits(float32(math.NaN()))), 0, 0}, abi.EINVAL},
+		{"an unknown style", []int32{q, k, v, kc, vc, 0, hd, theta, 9, 0}, abi.EINVAL},
+		{"v of i32", []int32{q, k, hi, kc, vc, 0, hd, theta, 0, 0}, abi.EDTYPE},
+		{"k wider than the caches", []int32{q, wideK, v, kc, vc, 0, hd, theta, 0, 0}, abi.ESHAPE},
+		{"v of other rows", []int32{q, k, shortV, kc, vc, 0, hd, theta, 0, 0}, abi.ESHAPE},
+		{"q's row not whole heads", []int32{oddQ, k, v, kc, vc, 0, hd, theta, 0, 0}, abi.ESHAPE},
+		{"caches of two shapes", []int32{q, k, v, kc, otherCache, 0, hd, theta, 0, 0}, abi.ESHAPE},
+		{"factors of the wrong length", []int32{q, k, v, kc, vc, 0, hd, theta, 0, badFactors}, abi.ESHAPE},
+	} {
+		before := [][]byte{read(q), read(k), read(kc), read(vc)}
+		if got := ropeKV(ctx, s, nil, c.args); got != int32(c.want) {
+			t.Errorf("%s: rope_kv = %d, want %d (%v)", c.name, got, int32(c.want), c.want)
+		}
+		for i, h := range []int32{q, k, kc, vc} {
+			if !bytes.Equal(read(h), before[i]) {
+				t.Errorf("%s: tensor %d changed by a refused call", c.name, i)
+			}
+		}
+	}
+}
