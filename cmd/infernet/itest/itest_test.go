@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/api"
 	"github.com/infernet/infernet/node/store"
 )
@@ -264,11 +265,16 @@ func network(t *testing.T) (client *proc, providers []*proc) {
 	return client, providers
 }
 
-// waitAdverts waits until the client has n providers' adverts.
+// waitAdverts waits until the client has n providers' adverts. A provider
+// the client is not connected to reaches it only through the gossip mesh:
+// at the latest with its next advert, one node.DefaultAdvertInterval after
+// the last (a provider connected to it answers its subscription at once).
+// A loaded machine (CI's, running the other lanes beside) can take that
+// long to connect the two: the wait is the interval and a margin.
 func waitAdverts(t *testing.T, client *proc, n int) {
 	t.Helper()
 	c := client.api(t)
-	waitFor(t, 30*time.Second, fmt.Sprintf("the client to see %d provider adverts", n), func() bool {
+	waitFor(t, node.DefaultAdvertInterval+15*time.Second, fmt.Sprintf("the client to see %d provider adverts", n), func() bool {
 		peers, err := c.Peers(context.Background())
 		if err != nil {
 			return false
