@@ -390,8 +390,8 @@ func (b *Backend) settle(work float64, more bool) error {
 // Alloc implements tensor.Backend: a zeroed device buffer, from the pool
 // of freed ones when one of its size class is there (a device out of
 // memory gets the pool back first, devAlloc). The weight types the kernels
-// read (F16, BF16, Q8_0 in whole blocks: weightType) are allocated too,
-// for Transformer; the other block types are unsupported.
+// read (F16, BF16 and the block types in whole blocks: weightType) are
+// allocated too, for Transformer.
 //
 // hardware-untested: no GPU was available to the project; the call sequence
 // is tested against a fake driver.
@@ -399,7 +399,7 @@ func (b *Backend) Alloc(dt abi.DType, n int) (tensor.Buffer, error) {
 	if dt.Size() == 0 && !weightType(dt) {
 		return nil, fmt.Errorf("cuda: %w: %v", tensor.ErrUnsupported, dt)
 	}
-	if dt.Bytes(n) < 0 { // a negative length, or Q8_0 not in whole blocks
+	if dt.Bytes(n) < 0 { // a negative length, or a block type not in whole blocks
 		return nil, fmt.Errorf("cuda: length %d of %v", n, dt)
 	}
 	x := &buffer{owner: b, dt: dt, n: n}

@@ -58,11 +58,11 @@
 //     about a piece's worth of queued work, and when the host reads a
 //     result, which is where a failed kernel's error comes back.
 //   - Language-model ops (ABI v3, tensor.Transformer; transformer.go):
-//     weights of F32, F16, BF16 or Q8_0 live in device buffers of their
-//     stored bytes (Alloc takes these weight types) and are dequantized in
-//     the kernels. The other block types (ABI v4: Q4_0 … Q6_K) have no
-//     kernels yet: Alloc refuses them (HoldsWeights), so the host module
-//     keeps them in host memory and runs their ops on the host kernels. MatMul of up to 8 rows (decode) is the gemv_rows kernel, a
+//     weights of every weight type (F32, F16, BF16, Q8_0 and ABI v4's
+//     block types Q4_0 … Q6_K) live in device buffers of their stored
+//     bytes and are dequantized in the kernels (the v4 types value by
+//     value, as package abi defines them: correct, not yet tuned). MatMul
+//     of up to 8 rows (decode) is the gemv_rows kernel, a
 //     warp per weight row summing its lanes through shared memory; more
 //     rows (prefill) are cublasSgemm_v2 with TransB, on F32 weights directly
 //     and on other types through panels dequantized into a pooled f32

@@ -52,6 +52,11 @@
 
 typedef long long i64;
 
+// ALWAYS_INLINE makes a helper inline in its callers whatever its size:
+// the PTX must call no function (a call spills the caller's registers,
+// and the GEMV's loop is the hot path).
+#define ALWAYS_INLINE __attribute__((always_inline)) inline
+
 // blockSize is the block size every launch uses (see blockSize in kernels.go);
 // the row kernels' shared reduction arrays are sized by it.
 #define BLOCK 256
@@ -376,16 +381,27 @@ KERNEL gather_f32(const float *table, const int *idx, float *out, i64 off, i64 n
 // ---- Language-model operations (ABI v3) ----
 //
 // Weight types are the abi package's: 1 = f32, 4 = f16, 5 = bf16, 6 = q8_0
-// (blocks of an f16 scale d and 32 int8 q; a value is d·q). Weight rows
-// are addressed as bytes: a q8_0 row is 34 bytes per 32 values, 2-byte
-// aligned only.
+// (blocks of an f16 scale d and 32 int8 q; a value is d·q), and ABI v4's
+// block quantizations, 7 to 13: q4_0, q4_1, q5_0, q5_1 (blocks of 32) and
+// q4_k, q5_k, q6_k (super-blocks of 256), laid out as ggml lays them out
+// and dequantized as package abi says (quant_at). Weight rows are
+// addressed as bytes: a q8_0 row is 34 bytes per 32 values, 2-byte aligned
+// only, and so are the others' blocks.
 
 #define DT_F32 1
 #define DT_F16 4
 #define DT_BF16 5
 #define DT_Q8_0 6
+#define DT_Q4_0 7
+#define DT_Q4_1 8
+#define DT_Q5_0 9
+#define DT_Q5_1 10
+#define DT_Q4_K 11
+#define DT_Q5_K 12
+#define DT_Q6_K 13
 #define Q8_BLOCK 32
 #define Q8_BYTES 34
+#define K_BLOCK 256
 
 // WARP is the threads of a warp; gemv_rows gives each warp one weight row.
 #define WARP 32
@@ -415,12 +431,108 @@ static __device__ inline unsigned u16_at(const unsigned char *p) {
   return *(const unsigned short *)p;
 }
 
-// row_bytes is the size of a stored row of cols values of type dt.
-static __device__ inline i64 row_bytes(i64 cols, int dt) {
+// is_quant reports whether dt is one of ABI v4's block types (quant_at).
+static __device__ inline int is_quant(int dt) { return dt >= DT_Q4_0 && dt <= DT_Q6_K; }
+
+// block_of is the values in a block of type dt (1 for f32, f16 and bf16),
+// block_bytes its stored size.
+static __device__ inline i64 block_of(int dt) {
+  return dt >= DT_Q4_K ? K_BLOCK : dt >= DT_Q8_0 ? Q8_BLOCK : 1;
+}
+static __device__ inline i64 block_bytes(int dt) {
   switch (dt) {
-  case DT_F32: return 4 * cols;
-  case DT_Q8_0: return cols / Q8_BLOCK * Q8_BYTES;
-  default: return 2 * cols;
+  case DT_F32: return 4;
+  case DT_Q8_0: return Q8_BYTES;
+  case DT_Q4_0: return 18;
+  case DT_Q4_1: return 20;
+  case DT_Q5_0: return 22;
+  case DT_Q5_1: return 24;
+  case DT_Q4_K: return 144;
+  case DT_Q5_K: return 176;
+  case DT_Q6_K: return 210;
+  default: return 2;
+  }
+}
+
+// row_bytes is the size of a stored row of cols values of type dt (whole
+// blocks).
+static __device__ inline i64 row_bytes(i64 cols, int dt) {
+  return cols / block_of(dt) * block_bytes(dt);
+}
+
+// u32_at reads the little-endian 32 bits at p (2-byte aligned).
+static __device__ inline unsigned u32_at(const unsigned char *p) {
+  return u16_at(p) | u16_at(p + 2) << 16;
+}
+
+// scale_min is ggml's get_scale_min_k4: the 6-bit scale (*sc) and minimum
+// (*m) of sub-block j (0 to 7) of a q4_k or q5_k super-block, packed in
+// the 12 bytes at s.
+static __device__ inline void scale_min(int j, const unsigned char *s, unsigned *sc, unsigned *m) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *m = s[j + 4] & 63;
+  } else {
+    *sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
+    *m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+  }
+}
+
+// quant_at is value v of the block at b of ABI v4 type dt, dequantized in
+// package abi's float operations (exact products; the minimum's
+// subtraction or addition the one rounding):
+//   q4_0: (q - 8)·d, q the low nibble of qs[v] for v < 16, the high of
+//         qs[v-16] after; q4_1: q·d + m;
+//   q5_0, q5_1: those nibbles topped by bit v of qh: (q - 16)·d, q·d + m;
+//   q4_k: 4 chunks of 64 values, each 32 bytes of qs, the low nibbles
+//         sub-block 2i and the high 2i+1: (d·sc)·q - dmin·m;
+//   q5_k: the same topped by bit 2i (2i+1) of qh[l];
+//   q6_k: 2 halves of 128 values, 64 bytes of ql and 32 of qh each: value
+//         l of quarter k is the low (k < 2) or high nibble of
+//         ql[l + 32·(k&1)] topped by bits 2k, 2k+1 of qh[l], times d·sc
+//         of its 16, less 32.
+static __device__ ALWAYS_INLINE float quant_at(const unsigned char *b, i64 v, int dt) {
+  switch (dt) {
+  case DT_Q4_0:
+  case DT_Q4_1: {
+    const unsigned char *qs = b + (dt == DT_Q4_0 ? 2 : 4);
+    unsigned q = v < 16 ? qs[v] & 15 : qs[v - 16] >> 4;
+    float d = f16_f32(u16_at(b));
+    if (dt == DT_Q4_0)
+      return (float)((int)q - 8) * d;
+    return (float)q * d + f16_f32(u16_at(b + 2));
+  }
+  case DT_Q5_0:
+  case DT_Q5_1: {
+    int one = dt == DT_Q5_1;
+    unsigned qh = u32_at(b + (one ? 4 : 2));
+    const unsigned char *qs = b + (one ? 8 : 6);
+    unsigned q = (v < 16 ? qs[v] & 15 : qs[v - 16] >> 4) | (qh >> v & 1) << 4;
+    float d = f16_f32(u16_at(b));
+    if (!one)
+      return (float)((int)q - 16) * d;
+    return (float)q * d + f16_f32(u16_at(b + 2));
+  }
+  case DT_Q4_K:
+  case DT_Q5_K: {
+    int five = dt == DT_Q5_K;
+    i64 i = v / 64, l = v % 64, hi = l >= 32;
+    l -= 32 * hi;
+    const unsigned char *qs = b + (five ? 48 : 16) + 32 * i;
+    unsigned q = hi ? qs[l] >> 4 : qs[l] & 15, sc, m;
+    if (five)
+      q |= (b[16 + l] >> (2 * i + hi) & 1) << 4;
+    scale_min((int)(2 * i + hi), b + 4, &sc, &m);
+    float d = f16_f32(u16_at(b)) * (float)sc, dm = f16_f32(u16_at(b + 2)) * (float)m;
+    return d * (float)q - dm;
+  }
+  default: { // DT_Q6_K
+    i64 h = v / 128, r = v % 128, k = r / 32, l = r % 32;
+    unsigned a = b[64 * h + l + 32 * (k & 1)], top = b[128 + 32 * h + l] >> (2 * k) & 3;
+    int q = (int)((k < 2 ? a & 15 : a >> 4) | top << 4) - 32;
+    float ds = f16_f32(u16_at(b + 208)) * (float)(signed char)b[192 + 8 * h + l / 16 + 2 * k];
+    return ds * (float)q;
+  }
   }
 }
 
@@ -430,9 +542,13 @@ static __device__ inline float weight_at(const unsigned char *row, i64 i, int dt
   case DT_F32: return ((const float *)row)[i];
   case DT_F16: return f16_f32(u16_at(row + 2 * i));
   case DT_BF16: return bits_f32(u16_at(row + 2 * i) << 16);
-  default: {
+  case DT_Q8_0: {
     const unsigned char *b = row + i / Q8_BLOCK * Q8_BYTES;
     return f16_f32(u16_at(b)) * (float)(signed char)b[2 + i % Q8_BLOCK];
+  }
+  default: {
+    i64 bk = block_of(dt);
+    return quant_at(row + i / bk * block_bytes(dt), i % bk, dt);
   }
   }
 }
@@ -490,6 +606,17 @@ static __device__ inline float dot8(const float *x, u4 w, int dt) {
          b[2] * half_f32(w[3], 0, dt) + b[3] * half_f32(w[3], 1, dt);
 }
 
+// dot8q is Σ x[i]·w[i] over group g (values 8g to 8g+7, in one block) of
+// a row of ABI v4 type dt, dequantized by quant_at.
+static __device__ inline float dot8q(const float *x, const unsigned char *row, i64 g, int dt) {
+  i64 bk = block_of(dt), v = 8 * g % bk;
+  const unsigned char *b = row + 8 * g / bk * block_bytes(dt);
+  float s = 0.0f;
+  for (int i = 0; i < 8; i++)
+    s += x[i] * quant_at(b, v + i, dt);
+  return s;
+}
+
 // dot4 is Σ a[i]·w[i] over four f32 values.
 static __device__ inline float dot4(f4 a, f4 w) {
   return a[0] * w[0] + a[1] * w[1] + a[2] * w[2] + a[3] * w[3];
@@ -507,8 +634,10 @@ static __device__ inline float dot4(f4 a, f4 w) {
 // aligned. Lane l takes the groups of 4 (f32) or 8 values g = l, l+32, …,
 // GEMV_UNROLL groups at a time with every load issued before the first
 // product, so a warp reads 512 consecutive bytes of f32, f16 or bf16
-// weights (272 of q8_0) per load. Other lengths go one value at a time.
-static __device__ float dot_lane(const float *x, const unsigned char *row, i64 k, int dt,
+// weights (272 of q8_0) per load. Other lengths go one value at a time,
+// and the block types of ABI v4 a group of 8 at a time, value by value
+// (quant_at): correct, not yet tuned.
+static __device__ ALWAYS_INLINE float dot_lane(const float *x, const unsigned char *row, i64 k, int dt,
                                  unsigned lane) {
   float acc[GEMV_UNROLL] = {0};
   i64 g = lane;
@@ -524,6 +653,9 @@ static __device__ float dot_lane(const float *x, const unsigned char *row, i64 k
     }
     for (; g < groups; g += WARP)
       acc[0] += dot4(x4[g], w4[g]);
+  } else if (is_quant(dt)) { // rows of whole blocks: k a multiple of 32
+    for (i64 groups = k / 8; g < groups; g += WARP)
+      acc[0] += dot8q(x + 8 * g, row, g, dt);
   } else if (dt != DT_F32 && k % 8 == 0) {
     i64 groups = k / 8;
     for (; g + (GEMV_UNROLL - 1) * WARP < groups; g += GEMV_UNROLL * WARP) {

@@ -43,18 +43,18 @@ const (
 	attnMaxSplits = 64
 	attnPartElems = 1 << 22
 	// dequantPanelElems caps the f32 scratch of a prefill MatMul over
-	// weights of type F16, BF16 or Q8_0 (16 MiB): the weight rows it
+	// weights of a type other than F32 (16 MiB): the weight rows it
 	// dequantizes at a time.
 	dequantPanelElems = 1 << 22
 )
 
 // weightType reports whether dt may be the w of MatMul or the table of
-// Embed: the types the kernels dequantize (kernels.cu's weight_at). The
-// block types of ABI v4 are not among them yet: Alloc refuses them, and the
-// host module keeps such weights in host memory (HoldsWeights).
+// Embed: the types the kernels dequantize (kernels.cu's weight_at), every
+// weight type of ABI v4: f32, f16, bf16, q8_0 and the block types q4_0 …
+// q6_k.
 func weightType(dt abi.DType) bool {
 	switch dt {
-	case abi.F32, abi.F16, abi.BF16, abi.Q8_0:
+	case abi.F32, abi.F16, abi.BF16, abi.Q8_0, abi.Q4_0, abi.Q4_1, abi.Q5_0, abi.Q5_1, abi.Q4_K, abi.Q5_K, abi.Q6_K:
 		return true
 	}
 	return false
@@ -64,8 +64,8 @@ func weightType(dt abi.DType) bool {
 func (b *Backend) HoldsWeights(dt abi.DType) bool { return weightType(dt) }
 
 // checkWeights checks the type of weights in rows of cols values (their
-// length is checkArgs'): Q8_0 rows must be whole blocks, so that each row
-// can be addressed.
+// length is checkArgs'): rows of a block type must be whole blocks, so
+// that each row can be addressed.
 func checkWeights(op string, w *buffer, rows, cols int) error {
 	if !weightType(w.dt) {
 		return fmt.Errorf("cuda: %w: %s with weights of %v", tensor.ErrUnsupported, op, w.dt)
@@ -73,14 +73,14 @@ func checkWeights(op string, w *buffer, rows, cols int) error {
 	if rows < 0 || cols < 0 {
 		return fmt.Errorf("cuda: %s of %d×%d weights", op, rows, cols)
 	}
-	if w.dt == abi.Q8_0 && cols%abi.Q8Block != 0 {
-		return fmt.Errorf("cuda: %s: q8_0 rows of %d values are not whole blocks of %d", op, cols, abi.Q8Block)
+	if bk := w.dt.Block(); cols%bk != 0 {
+		return fmt.Errorf("cuda: %s: %v rows of %d values are not whole blocks of %d", op, w.dt, cols, bk)
 	}
 	return nil
 }
 
 // MatMul implements tensor.Transformer: out[t,n] = x[t,k]·wᵀ for w [n,k] of
-// F32, F16, BF16 or Q8_0. Up to gemvMaxRows rows of x (decode) run the
+// any weight type (weightType). Up to gemvMaxRows rows of x (decode) run the
 // gemv_rows kernel: a warp per weight row, dequantizing as it reads, so
 // the weights stream from memory once in their stored size. More rows
 // (prefill) run cuBLAS's sgemm: directly on F32 weights (Gemm with TransB),

@@ -162,6 +162,9 @@ func randWeights(r *rand.Rand, dt abi.DType, rows, cols int) (raw, mag []byte) {
 		}
 		return raw, mag
 	}
+	if dt != abi.Q8_0 {
+		return randBlocks(r, dt, rows, cols)
+	}
 	blocks := n / abi.Q8Block
 	raw, mag = make([]byte, 34*blocks), make([]byte, 34*blocks)
 	for b := range blocks {
@@ -177,6 +180,41 @@ func randWeights(r *rand.Rand, dt abi.DType, rows, cols int) (raw, mag []byte) {
 	return raw, mag
 }
 
+// randBlocks is randWeights for ABI v4's block types: random bytes, but
+// for the f16 scales and minimums, in ±[2⁻⁷, 2⁻³); the magnitudes are
+// f32, the reference's dequantized values made positive (magType).
+func randBlocks(r *rand.Rand, dt abi.DType, rows, cols int) (raw, mag []byte) {
+	raw = make([]byte, dt.Bytes(rows*cols))
+	for i := range raw {
+		raw[i] = byte(r.IntN(256))
+	}
+	halves := map[abi.DType][]int{abi.Q4_0: {0}, abi.Q5_0: {0}, abi.Q4_1: {0, 2}, abi.Q5_1: {0, 2},
+		abi.Q4_K: {0, 2}, abi.Q5_K: {0, 2}, abi.Q6_K: {208}}[dt]
+	for b := 0; b < len(raw); b += dt.BlockBytes() {
+		for _, at := range halves {
+			binary.LittleEndian.PutUint16(raw[b+at:], f16Bits(r, 8, 11))
+		}
+	}
+	ids := make([]int32, rows)
+	for i := range ids {
+		ids[i] = int32(i)
+	}
+	out := &tensor.HostBuffer{F32: make([]float32, rows*cols)}
+	table := &tensor.HostBuffer{Raw: raw, RawType: dt, RawLen: rows * cols}
+	if err := reference.New(reference.Config{Threads: 1}).Embed(context.Background(), rows, cols, table, ids, out); err != nil {
+		panic(err)
+	}
+	return raw, f32bytes(absF32(out.F32))
+}
+
+// magType is the type of randWeights' magnitudes of weights of type dt.
+func magType(dt abi.DType) abi.DType {
+	if dt.Block() > 1 && dt != abi.Q8_0 {
+		return abi.F32
+	}
+	return dt
+}
+
 // absF32 is |v| elementwise.
 func absF32(v []float32) []float32 {
 	out := make([]float32, len(v))
@@ -190,6 +228,7 @@ func absF32(v []float32) []float32 {
 // the magnitudes.
 func matmulSlack(dt abi.DType, t, n, k int, x []float32, wMag []byte) []float32 {
 	ref := reference.New(reference.Config{Threads: 1})
+	dt = magType(dt)
 	var w tensor.Buffer = &tensor.HostBuffer{Raw: wMag, RawType: dt, RawLen: n * k}
 	if dt == abi.F32 {
 		w = &tensor.HostBuffer{F32: bytesF32(wMag)}
@@ -217,11 +256,11 @@ func swigluSlack(sa, sb []float32) []float32 {
 	return out
 }
 
-// weightCols is a row length of weights of type dt near want: whole Q8_0
-// blocks, else want itself (not a multiple of 4, to reach the GEMV's tail).
+// weightCols is a row length of weights of type dt near want: whole
+// blocks of a block type, else want itself (not a multiple of 4, to reach the GEMV's tail).
 func weightCols(dt abi.DType, want int) int {
-	if dt == abi.Q8_0 {
-		return (want + abi.Q8Block - 1) / abi.Q8Block * abi.Q8Block
+	if bk := dt.Block(); bk > 1 {
+		return (want + bk - 1) / bk * bk
 	}
 	return want
 }
@@ -233,8 +272,15 @@ func weightCols(dt abi.DType, want int) int {
 func lmCases() []lmCase {
 	r := rand.New(rand.NewPCG(31, 32))
 	var cs []lmCase
-	weightTypes := []abi.DType{abi.F32, abi.F16, abi.BF16, abi.Q8_0}
+	// ABI v4's block types draw from a generator of their own, so that the
+	// other cases' data stay what they were before those types had kernels.
+	rv4 := rand.New(rand.NewPCG(35, 36))
+	weightTypes := []abi.DType{abi.F32, abi.F16, abi.BF16, abi.Q8_0, abi.Q4_0, abi.Q4_1, abi.Q5_0, abi.Q5_1, abi.Q4_K, abi.Q5_K, abi.Q6_K}
 	for _, dt := range weightTypes {
+		r := r
+		if magType(dt) != dt {
+			r = rv4
+		}
 		// t = 1, 2 and 3 take the GEMV; t = 12 cuBLAS (dequantized panels
 		// but for F32). k = 2104 reaches the GEMV's unrolled loads and
 		// their remainder.
@@ -770,30 +816,36 @@ func testTransformerRefusals(t *testing.T, tg target) {
 			t.Errorf("%s: %d kernels launched", c.name, n)
 		}
 	}
-	// The kernels read F16, BF16 and Q8_0 weights, not the other block
-	// types (ABI v4): Alloc refuses those, and HoldsWeights tells the host
-	// module to keep them in host memory.
-	for _, dt := range []abi.DType{abi.F32, abi.F16, abi.BF16, abi.Q8_0, abi.Q4_0, abi.Q4_1, abi.Q5_0, abi.Q5_1, abi.Q4_K, abi.Q5_K, abi.Q6_K} {
-		held := dt <= abi.Q8_0
+	// The kernels read every weight type, the block types of ABI v4 too:
+	// HoldsWeights tells the host module to put them on the device, and
+	// Alloc takes them in whole blocks only. Integers are no weights.
+	for _, dt := range []abi.DType{abi.F32, abi.F16, abi.BF16, abi.Q8_0, abi.Q4_0, abi.Q4_1, abi.Q5_0, abi.Q5_1, abi.Q4_K, abi.Q5_K, abi.Q6_K, abi.I8, abi.I32} {
+		held := dt != abi.I8 && dt != abi.I32
 		if got := tensor.HoldsWeights(b, dt); got != held {
 			t.Errorf("HoldsWeights(%v) = %v, want %v", dt, got, held)
 		}
 		buf, err := b.Alloc(dt, 256)
-		switch {
-		case held && err != nil:
+		if err != nil {
 			t.Errorf("Alloc of 256 %v: %v", dt, err)
-		case !held && !errors.Is(err, tensor.ErrUnsupported):
-			t.Errorf("Alloc of 256 %v: %v, want tensor.ErrUnsupported", dt, err)
-		}
-		if err == nil {
+		} else {
 			b.Free(buf)
+		}
+		if bk := dt.Block(); bk > 1 {
+			if buf, err := b.Alloc(dt, bk+1); err == nil || errors.Is(err, tensor.ErrUnsupported) {
+				t.Errorf("Alloc of %d %v (not whole blocks): %v, want an error", bk+1, dt, err)
+				if err == nil {
+					b.Free(buf)
+				}
+			}
 		}
 	}
 }
 
 // tinyLlama is a Llama-style model small enough for the fake driver, with
-// weights of every type: an F16 embedding table, Q8_0 attention, BF16
-// feed-forward and an F32 classifier.
+// weights of many types: an F16 embedding table, Q8_0 attention, BF16
+// feed-forward and an F32 classifier, and in its second layer ABI v4's
+// Q4_0 output projection and Q5_1 down projection (rows of whole blocks of
+// 32; the K types' 256 are wider than its rows).
 type tinyLlama struct {
 	dim, hidden, heads, kvHeads, vocab, layers, seqLen int
 	w                                                  map[string]lmIn
@@ -814,10 +866,14 @@ func newTinyLlama(r *rand.Rand) *tinyLlama {
 		add(p+"wq", abi.Q8_0, m.dim, m.dim)
 		add(p+"wk", abi.Q8_0, kv, m.dim)
 		add(p+"wv", abi.Q8_0, kv, m.dim)
-		add(p+"wo", abi.Q8_0, m.dim, m.dim)
+		wo, w2 := abi.Q8_0, abi.BF16
+		if l == 1 {
+			wo, w2 = abi.Q4_0, abi.Q5_1
+		}
+		add(p+"wo", wo, m.dim, m.dim)
 		add(p+"w1", abi.BF16, m.hidden, m.dim)
 		add(p+"w3", abi.BF16, m.hidden, m.dim)
-		add(p+"w2", abi.BF16, m.dim, m.hidden)
+		add(p+"w2", w2, m.dim, m.hidden)
 	}
 	m.w["norm"] = lmF32(scaledRandom(r, m.dim, 1))
 	add("cls", abi.F32, m.vocab, m.dim)

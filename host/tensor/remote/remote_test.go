@@ -477,16 +477,16 @@ func TestUnsupported(t *testing.T) {
 }
 
 // TestHeldWeights: the worker's greeting says which weight types its
-// backend holds (the CUDA backend: F16, BF16 and Q8_0, not the v4 block
-// types; the reference: none, its data tensors being host buffers), and
-// Alloc refuses the others at once with tensor.ErrUnsupported, so the host
-// module keeps those weights in host memory.
+// backend holds (the CUDA backend: every one, the v4 block types too; the
+// reference: none, its data tensors being host buffers), and Alloc refuses
+// the others at once with tensor.ErrUnsupported, so the host module keeps
+// those weights in host memory.
 func TestHeldWeights(t *testing.T) {
 	for _, c := range []struct {
 		kind string
 		held []abi.DType
 	}{
-		{"cuda", []abi.DType{abi.F32, abi.F16, abi.BF16, abi.Q8_0}},
+		{"cuda", []abi.DType{abi.F32, abi.F16, abi.BF16, abi.Q8_0, abi.Q4_0, abi.Q5_1, abi.Q4_K, abi.Q6_K}},
 		{"reference", []abi.DType{abi.F32}},
 	} {
 		b, _ := open(t, c.kind)

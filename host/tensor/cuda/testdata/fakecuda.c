@@ -1235,6 +1235,19 @@ static float __nvvm_cos_approx_f(float x) { return cosf(x); }
 #include "../kernels.cu"
 
 /* Parameter readers: kernelParams[i] points at the value. */
+/* weight_row_bytes is the size of a row of cols weights of type dt, the
+ * abi package's (f32 1, f16 4, bf16 5, q8_0 6: 34 bytes per 32; q4_0 7 to
+ * q5_1 10: 18, 20, 22, 24 per 32; q4_k 11, q5_k 12, q6_k 13: 144, 176,
+ * 210 per 256), or -1 for another type or a row not of whole blocks. */
+static long long weight_row_bytes(int dt, long long cols) {
+  static const struct { int block, bytes; } t[14] = {
+      [1] = {1, 4}, [4] = {1, 2}, [5] = {1, 2}, [6] = {32, 34}, [7] = {32, 18}, [8] = {32, 20},
+      [9] = {32, 22}, [10] = {32, 24}, [11] = {256, 144}, [12] = {256, 176}, [13] = {256, 210}};
+  if (dt < 0 || dt >= 14 || !t[dt].block || cols <= 0 || cols % t[dt].block)
+    return -1;
+  return cols / t[dt].block * t[dt].bytes;
+}
+
 #define P_PTR(i) ((uintptr_t)(*(CUdeviceptr *)params[i]))
 #define P_I64(i) (*(long long *)params[i])
 #define P_I32(i) (*(int *)params[i])
@@ -1495,11 +1508,10 @@ static int run(const char *name, void **params, unsigned gx, unsigned bx, char *
     return emu_launch(k_gather_f32, params, gx, bx);
   }
   if (!strcmp(name, "gemv_rows") || !strcmp(name, "dequant_rows")) {
-    /* Weight rows of type dt: f32 1, f16 4, bf16 5, q8_0 6 (34 bytes per 32). */
     int gemv = name[0] == 'g', dt = gemv ? P_I32(9) : P_I32(7);
     long long cols = gemv ? P_I64(8) : P_I64(6);
-    long long rb = dt == 1 ? 4 * cols : dt == 6 ? cols / 32 * 34 : 2 * cols;
-    if ((dt != 1 && dt != 4 && dt != 5 && dt != 6) || cols <= 0 || (dt == 6 && cols % 32)) {
+    long long rb = weight_row_bytes(dt, cols);
+    if (rb < 0) {
       snprintf(desc, dn, "dt=%d cols=%lld", dt, cols);
       return CUDA_ERROR_INVALID_VALUE;
     }
@@ -1531,11 +1543,11 @@ static int run(const char *name, void **params, unsigned gx, unsigned bx, char *
     long long rb[2];
     for (int i = 0; i < 2; i++) {
       int dt = dts[i];
-      if ((dt != 1 && dt != 4 && dt != 5 && dt != 6) || cols <= 0 || (dt == 6 && cols % 32)) {
+      rb[i] = weight_row_bytes(dt, cols);
+      if (rb[i] < 0) {
         snprintf(desc, dn, "dt=%d cols=%lld", dt, cols);
         return CUDA_ERROR_INVALID_VALUE;
       }
-      rb[i] = dt == 1 ? 4 * cols : dt == 6 ? cols / 32 * 34 : 2 * cols;
     }
     snprintf(desc, dn, "row0=%lld rows=%lld t=%lld n=%lld k=%lld dg=%d du=%d", r0, rows, t, n, cols,
              dts[0], dts[1]);
