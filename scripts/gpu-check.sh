@@ -152,7 +152,7 @@ for dt in f32 f16 bf16 q8_0; do
 done
 
 # Llama generation: tokens/s of a random-weight model of TinyLlama 1.1B's
-# shape (GGUF), greedy, batch 1, on cuda in bf16, f16 and q8_0, and on the
+# shape (GGUF), greedy, batch 1, on cuda in bf16, f16, q8_0 and q4_0, and on the
 # cpu backend in bf16; the bf16 run on cuda with --profile.
 echo "gpu-check: Llama generation, tinyllama1B shape, greedy, batch 1"
 if [ "$use_go" = 1 ]; then
@@ -176,7 +176,7 @@ gen cuda bf16 --profile || rc=1
 if INFERNET_CUDA_GRAPHS=1 "$tools/infernet" generate "$LOG/tinyllama1B-bf16.gguf" --local --backend cuda --mode tolerance --temperature 0 --max-tokens 64 \
 	--prompt "Once upon a time, there was a little robot named" --json >"$LOG/llama-cuda-bf16-graphs.json" 2>"$LOG/llama-cuda-bf16-graphs.log"; then :; else rc=1; tail -n 5 "$LOG/llama-cuda-bf16-graphs.log"; fi
 gen cpu bf16 || rc=1
-for dt in f16 q8_0; do gen cuda $dt || rc=1; done
+for dt in f16 q8_0 q4_0; do gen cuda $dt || rc=1; done
 gpu=$(jfield "$LOG/llama-cuda-bf16.json" decode_tokens_per_second) cpu=$(jfield "$LOG/llama-cpu-bf16.json" decode_tokens_per_second)
 verdict "decode, cuda, bf16" "$gpu" tok/s ">=" 300 || rc=1
 verdict "decode, cuda, bf16, CUDA graphs" "$(jfield "$LOG/llama-cuda-bf16-graphs.json" decode_tokens_per_second)" tok/s
@@ -186,6 +186,9 @@ echo "  CUDA graphs' text is the plain run's: $same"
 [ $same = yes ] || rc=1
 verdict "decode, cuda, f16" "$(jfield "$LOG/llama-cuda-f16.json" decode_tokens_per_second)" tok/s
 verdict "decode, cuda, q8_0" "$(jfield "$LOG/llama-cuda-q8_0.json" decode_tokens_per_second)" tok/s
+# q4_0 (ABI v4's block types, dequantized value by value: correct, not yet
+# tuned) shows what that path gives before it is.
+verdict "decode, cuda, q4_0" "$(jfield "$LOG/llama-cuda-q4_0.json" decode_tokens_per_second)" tok/s
 verdict "decode, cpu backend, bf16" "$cpu" tok/s
 ratio=""
 if [ -n "$gpu" ] && [ -n "$cpu" ]; then ratio=$(awk -v g="$gpu" -v c="$cpu" 'BEGIN { printf "%.1f", g / c }'); fi

@@ -10,7 +10,8 @@
 # and compares tensors, tokens, logits and greedy tokens, printing the
 # largest logit difference per file (its doc gives the tolerances);
 # TestLlamaCppTokenizers compares the token ids of 100 KB of mixed text
-# with Llama 2's, Llama 3's and Qwen2.5's vocabularies.
+# with Llama 2's, Llama 3's and Qwen2.5's vocabularies; and
+# TestQ4_0LikeLlamaQuantize, llamarandom's Q4_0 with llama-quantize's.
 #
 # The oracle is installed on first use (scripts/llamacpp.sh install).
 # stories15M's files are made afresh in a temporary folder (a quarter
@@ -76,7 +77,7 @@ done
 # The tokenizers: Llama 2's, and Llama 3's and Qwen2.5's real vocabularies.
 vocabs=$(scripts/llamacpp.sh vocabs)
 INFERNET_LLAMACPP_MODELS=$models INFERNET_BPE_VOCABS=$vocabs "$GO" test -count=1 -timeout 20m \
-  -run '^(TestLlamaCppOracle|TestLlamaCppTokenizers)$' -v ./guest/go/llama |
+  -run '^(TestLlamaCppOracle|TestLlamaCppTokenizers|TestQ4_0LikeLlamaQuantize)$' -v ./guest/go/llama |
   grep -v '^=== '
 
 # Chat templates as node-llama-cpp renders a GGUF's own.

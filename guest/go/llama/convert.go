@@ -9,11 +9,14 @@ import (
 )
 
 // ggufFileType returns general.file_type for weights of dtype (llama.cpp's
-// LLAMA_FTYPE_*: all F32, mostly F16, mostly Q8_0, mostly BF16).
+// LLAMA_FTYPE_*: all F32, mostly F16, mostly Q4_0, mostly Q8_0, mostly
+// BF16).
 func ggufFileType(dtype abi.DType) uint32 {
 	switch dtype {
 	case abi.F16:
 		return 1
+	case abi.Q4_0:
+		return 2
 	case abi.Q8_0:
 		return 7
 	case abi.BF16:
@@ -26,8 +29,8 @@ func ggufFileType(dtype abi.DType) uint32 {
 // llama2.c checkpoint, or any model file m was read from), with the
 // vocabulary v (m.Vocab if nil), to dst as a GGUF v3 llama file named
 // name. Weight matrices, the token embedding and the classifier are stored
-// as dtype (F32, F16, BF16 or Q8_0); norm vectors stay F32, and so does a
-// matrix whose rows are not whole Q8_0 blocks. The source's weights must
+// as dtype (F32, F16, BF16, Q8_0 or Q4_0); norm vectors stay F32, and so
+// does a matrix whose rows are not whole blocks of 32. The source's weights must
 // be of those types too (DecodeWeights). q and k need no
 // permutation: llama2.c and GGUF's llama both rotate adjacent pairs. It
 // returns the number of bytes written.
@@ -50,10 +53,10 @@ func ConvertToGGUF(dst io.Writer, src io.ReaderAt, m *Model, v *Vocab, dtype abi
 	quantized := false
 	add := func(name string, t TensorInfo, matrix bool) error {
 		to := abi.F32
-		if matrix && (dtype != abi.Q8_0 || t.Dims[len(t.Dims)-1]%abi.Q8Block == 0) {
+		if matrix && t.Dims[len(t.Dims)-1]%dtype.Block() == 0 {
 			to = dtype
 		}
-		quantized = quantized || to == abi.Q8_0
+		quantized = quantized || to.Block() > 1
 		return w.AddTensor(name, to, t.Dims, func() ([]byte, error) {
 			b := make([]byte, t.Bytes())
 			if _, err := src.ReadAt(b, t.Offset); err != nil {

@@ -78,15 +78,26 @@ func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) 
 // The other weight types (Q4_0 ... Q6_K) come quantized by llama.cpp's
 // tools; their values are the host's kernels' business.
 func codable(dtype abi.DType) bool {
-	return dtype == abi.F32 || dtype == abi.F16 || dtype == abi.BF16 || dtype == abi.Q8_0
+	switch dtype {
+	case abi.F32, abi.F16, abi.BF16, abi.Q8_0, abi.Q4_0:
+		return true
+	}
+	return false
 }
 
-// q8BlockBytes is the size of one Q8_0 block: an f16 scale and the values.
-const q8BlockBytes = 2 + abi.Q8Block
+// q8BlockBytes is the size of one Q8_0 block: an f16 scale and the values;
+// q4BlockBytes that of a Q4_0 block: an f16 scale and 16 bytes of nibbles.
+const (
+	q8BlockBytes = 2 + abi.Q8Block
+	q4BlockBytes = 2 + abi.Q8Block/2
+)
 
 // EncodeWeights returns x in dtype's storage (F32, F16, BF16, or Q8_0 as
 // GGUF and the ABI store it: per block of abi.Q8Block values the f16 scale
-// d = max|x|/127, then each value's round(x/d) as int8).
+// d = max|x|/127, then each value's round(x/d) as int8; or Q4_0, as ggml's
+// reference quantizer makes it: d = m/-8 for m the block's value of
+// largest magnitude, each value's nibble min(15, ⌊x/d + 8.5⌋), values 0 to
+// 15 in the low nibbles, 16 to 31 in the high).
 func EncodeWeights(dtype abi.DType, x []float32) ([]byte, error) {
 	n := dtype.Bytes(len(x))
 	if n < 0 || !codable(dtype) {
@@ -110,8 +121,32 @@ func EncodeWeights(dtype abi.DType, x []float32) ([]byte, error) {
 		for b := 0; b < len(x)/abi.Q8Block; b++ {
 			quantizeQ8(out[b*q8BlockBytes:(b+1)*q8BlockBytes], x[b*abi.Q8Block:(b+1)*abi.Q8Block])
 		}
+	case abi.Q4_0:
+		for b := 0; b < len(x)/abi.Q8Block; b++ {
+			quantizeQ4(out[b*q4BlockBytes:(b+1)*q4BlockBytes], x[b*abi.Q8Block:(b+1)*abi.Q8Block])
+		}
 	}
 	return out, nil
+}
+
+// quantizeQ4 writes one Q4_0 block of x to out.
+func quantizeQ4(out []byte, x []float32) {
+	var amax, m float32
+	for _, v := range x {
+		if a := float32(math.Abs(float64(v))); a > amax {
+			amax, m = a, v
+		}
+	}
+	d := m / -8
+	var id float32
+	if d != 0 {
+		id = 1 / d
+	}
+	binary.LittleEndian.PutUint16(out, F16(d))
+	nibble := func(v float32) byte { return byte(min(15, int8(v*id+8.5))) }
+	for j := range abi.Q8Block / 2 {
+		out[2+j] = nibble(x[j]) | nibble(x[j+abi.Q8Block/2])<<4
+	}
 }
 
 // quantizeQ8 writes one Q8_0 block of x to out.
@@ -131,9 +166,9 @@ func quantizeQ8(out []byte, x []float32) {
 	}
 }
 
-// DecodeWeights returns the values of n elements of dtype (F32, F16, BF16
-// or Q8_0) stored in b, as the ABI's kernels dequantize them (q8_0:
-// f32(d)·f32(q), rounded).
+// DecodeWeights returns the values of n elements of dtype (F32, F16, BF16,
+// Q8_0 or Q4_0) stored in b, as the ABI's kernels dequantize them (q8_0:
+// f32(d)·f32(q), rounded; q4_0: (q - 8)·d).
 func DecodeWeights(dtype abi.DType, b []byte, n int) ([]float32, error) {
 	if !codable(dtype) {
 		return nil, fmt.Errorf("llama: cannot decode %v weights", dtype)
@@ -159,6 +194,15 @@ func DecodeWeights(dtype abi.DType, b []byte, n int) ([]float32, error) {
 		for i := range x {
 			blk := b[i/abi.Q8Block*q8BlockBytes:]
 			x[i] = F16ToF32(binary.LittleEndian.Uint16(blk)) * float32(int8(blk[2+i%abi.Q8Block]))
+		}
+	case abi.Q4_0:
+		for i := range x {
+			blk, j := b[i/abi.Q8Block*q4BlockBytes:], i%abi.Q8Block
+			q := blk[2+j%(abi.Q8Block/2)]
+			if j >= abi.Q8Block/2 {
+				q >>= 4
+			}
+			x[i] = float32(int(q&15)-8) * F16ToF32(binary.LittleEndian.Uint16(blk))
 		}
 	}
 	return x, nil

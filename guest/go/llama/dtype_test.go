@@ -85,7 +85,7 @@ func TestEncodeDecodeWeights(t *testing.T) {
 	for i := 64; i < 96; i++ {
 		x[i] = 0 // an all-zero block: scale 0
 	}
-	for _, dtype := range []abi.DType{abi.F32, abi.F16, abi.BF16, abi.Q8_0} {
+	for _, dtype := range []abi.DType{abi.F32, abi.F16, abi.BF16, abi.Q8_0, abi.Q4_0} {
 		b, err := EncodeWeights(dtype, x)
 		if err != nil {
 			t.Fatal(err)
@@ -98,9 +98,36 @@ func TestEncodeDecodeWeights(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := range x {
-			if e := math.Abs(float64(x[i] - y[i])); e > 0.01 || x[i] == 0 && y[i] != 0 {
+			bound := 0.01
+			if dtype == abi.Q4_0 { // a step, 1/8 of the block's largest magnitude: +8 steps clamp to +7
+				bound = 1.001 * blockMax(x, i) / 8
+			}
+			if e := math.Abs(float64(x[i] - y[i])); e > bound || x[i] == 0 && y[i] != 0 && dtype != abi.Q4_0 {
 				t.Errorf("%v: %g became %g", dtype, x[i], y[i])
 			}
+		}
+	}
+	// Q4_0's all-zero block stays zero, and its largest value is exact: it
+	// is d·-8.
+	b4, _ := EncodeWeights(abi.Q4_0, x)
+	y4, _ := DecodeWeights(abi.Q4_0, b4, len(x))
+	for i := 64; i < 96; i++ {
+		if y4[i] != 0 {
+			t.Errorf("q4_0: zero block's value %d is %g", i, y4[i])
+		}
+	}
+	for blk := 0; blk < len(x); blk += abi.Q8Block {
+		if blk == 64 {
+			continue
+		}
+		j := blk
+		for i := blk; i < blk+abi.Q8Block; i++ {
+			if math.Abs(float64(x[i])) > math.Abs(float64(x[j])) {
+				j = i
+			}
+		}
+		if d := F16ToF32(uint16(b4[blk/abi.Q8Block*18]) | uint16(b4[blk/abi.Q8Block*18+1])<<8); y4[j] != -8*d || d != F16ToF32(F16(x[j]/-8)) {
+			t.Errorf("q4_0 block %d: largest %g decoded %g, scale %g; want -8·scale, scale f16(%g)", blk/abi.Q8Block, x[j], y4[j], d, x[j]/-8)
 		}
 	}
 	// The block of x[0:32] by hand: d = max|x|/127 as f16, q = round(x/d).
@@ -120,7 +147,7 @@ func TestEncodeDecodeWeights(t *testing.T) {
 	for _, tc := range []struct {
 		dtype abi.DType
 		n     int
-	}{{abi.Q8_0, 31}, {abi.I8, 4}, {abi.I32, 4}, {abi.DType(99), 1}} {
+	}{{abi.Q8_0, 31}, {abi.Q4_0, 31}, {abi.Q4_K, 256}, {abi.I8, 4}, {abi.I32, 4}, {abi.DType(99), 1}} {
 		if _, err := EncodeWeights(tc.dtype, make([]float32, tc.n)); err == nil {
 			t.Errorf("EncodeWeights(%v, %d values) succeeded", tc.dtype, tc.n)
 		}
@@ -131,6 +158,15 @@ func TestEncodeDecodeWeights(t *testing.T) {
 	if _, err := DecodeWeights(abi.F32, make([]byte, 7), 2); err == nil {
 		t.Error("DecodeWeights of 7 bytes as 2 f32 succeeded")
 	}
+}
+
+// blockMax is the largest magnitude in the block of 32 that holds x[i].
+func blockMax(x []float32, i int) float64 {
+	var m float64
+	for _, v := range x[i/abi.Q8Block*abi.Q8Block:][:abi.Q8Block] {
+		m = max(m, math.Abs(float64(v)))
+	}
+	return m
 }
 
 // TestRNG: the first draws of run.c's random_u32 and random_f32 from

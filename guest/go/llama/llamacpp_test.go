@@ -401,6 +401,62 @@ func TestLlamaCppOracle(t *testing.T) {
 	t.Log(b.String())
 }
 
+// TestQ4_0LikeLlamaQuantize: EncodeWeights' Q4_0 (llamarandom -gguf q4_0,
+// gpu-check's q4_0 model) is llama-quantize's byte for byte: every q4_0
+// tensor of the oracle's stories15M Q4_0 file, encoded here from its f32
+// source.
+func TestQ4_0LikeLlamaQuantize(t *testing.T) {
+	dir := os.Getenv("INFERNET_LLAMACPP_MODELS")
+	if dir == "" {
+		t.Skip("INFERNET_LLAMACPP_MODELS is not set: make test-llamacpp runs this test")
+	}
+	read := func(path string, ti llama.TensorInfo) []byte {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		b := make([]byte, ti.Bytes())
+		if _, err := f.ReadAt(b, ti.Offset); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	srcPath, qPath := filepath.Join(dir, "stories15M-F32.gguf"), filepath.Join(dir, "stories15M-Q4_0.gguf")
+	src, q := readGGUFFile(t, srcPath), readGGUFFile(t, qPath)
+	compared := 0
+	for _, ti := range q.Tensors {
+		if ti.DType != abi.Q4_0 {
+			continue
+		}
+		si, ok := src.Tensor(ti.Name)
+		if !ok || si.DType != abi.F32 {
+			t.Fatalf("%s: the source has %v", ti.Name, si.DType)
+		}
+		x, err := llama.DecodeWeights(abi.F32, read(srcPath, si), int(si.Elements()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := llama.EncodeWeights(abi.Q4_0, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := read(qPath, ti)
+		if i := slices.Compare(got, want); i != 0 {
+			at := 0
+			for at < len(got) && got[at] == want[at] {
+				at++
+			}
+			t.Errorf("%s: byte %d (block %d) is %#x here, %#x from llama-quantize", ti.Name, at, at/18, got[at], want[at])
+		}
+		compared++
+	}
+	if compared == 0 {
+		t.Fatal("no q4_0 tensor in the file")
+	}
+	t.Logf("%d q4_0 tensors as llama-quantize wrote them", compared)
+}
+
 // oracleCompare checks the GGUF file path, of shape and type typ, against
 // llama.cpp.
 func oracleCompare(t *testing.T, cpp *cppServers, path, shape, typ string) oracleResult {

@@ -10,8 +10,8 @@
 // the model goes to the cache, ${INFERNET_CACHE:-~/.cache/infernet}/models,
 // written only if it is not there yet; either way the command prints the
 // file's path. With -gguf the cached checkpoint is converted to a GGUF file
-// with weights of DTYPE (f32, f16, bf16 or q8_0) and the vocabulary of a
-// llama2.c tokenizer.bin, as `make gpu-check` does for its bf16 model;
+// with weights of DTYPE (f32, f16, bf16, q8_0 or q4_0) and the vocabulary
+// of a llama2.c tokenizer.bin, as `make gpu-check` does for its models;
 // -arch qwen2 makes it a qwen2 model (random Q/K/V biases besides, rotary
 // pairs in halves), -arch llama3 a llama model with Llama 3.1's rotary
 // frequency factors (see rewrite).
@@ -38,7 +38,7 @@ func main() {
 	seed := flag.Uint64("seed", 1, "the generator's seed")
 	out := flag.String("o", "", "write the model to this file (default: the cache)")
 	version := flag.Bool("version", false, "print the generator's version and exit")
-	gguf := flag.String("gguf", "", "write a GGUF file with weights of this type (f32, f16, bf16, q8_0) to -o")
+	gguf := flag.String("gguf", "", "write a GGUF file with weights of this type (f32, f16, bf16, q8_0, q4_0) to -o")
 	tokenizer := flag.String("tokenizer", "", "with -gguf: the llama2.c tokenizer.bin whose vocabulary the file gets")
 	arch := flag.String("arch", "llama", "with -gguf: the architecture, llama, llama3 (with Llama 3.1's rotary frequency factors) or qwen2")
 	flag.Usage = func() {
@@ -111,14 +111,14 @@ func create(out string, fill func(io.Writer) error) error {
 // dtype and the vocabulary of tokenizer.
 func convert(path, dtype, tokenizer, out, name string) (string, error) {
 	var dt abi.DType
-	for _, d := range []abi.DType{abi.F32, abi.F16, abi.BF16, abi.Q8_0} {
+	for _, d := range []abi.DType{abi.F32, abi.F16, abi.BF16, abi.Q8_0, abi.Q4_0} {
 		if d.String() == dtype {
 			dt = d
 		}
 	}
 	switch {
 	case dt == 0:
-		return "", fmt.Errorf("-gguf %q: want f32, f16, bf16 or q8_0", dtype)
+		return "", fmt.Errorf("-gguf %q: want f32, f16, bf16, q8_0 or q4_0", dtype)
 	case tokenizer == "" || out == "":
 		return "", fmt.Errorf("-gguf needs -tokenizer and -o")
 	}
