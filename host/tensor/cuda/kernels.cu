@@ -606,14 +606,66 @@ static __device__ inline float dot8(const float *x, u4 w, int dt) {
          b[2] * half_f32(w[3], 0, dt) + b[3] * half_f32(w[3], 1, dt);
 }
 
+// deq8 writes values v to v+7 (v a multiple of 8) of the block at b of
+// ABI v4 type dt to w, dequantized as quant_at does, with the block's (or
+// sub-block's) scale and minimum read once: 8 values of a block are always
+// one sub-block's, and their nibbles are 8 consecutive bytes' low or high
+// halves.
+static __device__ ALWAYS_INLINE void deq8(const unsigned char *b, i64 v, int dt, float *w) {
+  switch (dt) {
+  case DT_Q4_0:
+  case DT_Q4_1:
+  case DT_Q5_0:
+  case DT_Q5_1: {
+    int one = dt == DT_Q4_1 || dt == DT_Q5_1, five = dt == DT_Q5_0 || dt == DT_Q5_1;
+    const unsigned char *qs = b + 2 + 2 * one + 4 * five + (v & 15);
+    unsigned qh = five ? u32_at(b + 2 + 2 * one) >> v : 0, shift = v < 16 ? 0 : 4;
+    float d = f16_f32(u16_at(b)), m = one ? f16_f32(u16_at(b + 2)) : 0.0f;
+    int off = one ? 0 : five ? 16 : 8;
+    for (int i = 0; i < 8; i++) {
+      unsigned q = (qs[i] >> shift & 15) | (qh >> i & 1) << 4;
+      w[i] = one ? (float)q * d + m : (float)((int)q - off) * d;
+    }
+    return;
+  }
+  case DT_Q4_K:
+  case DT_Q5_K: {
+    int five = dt == DT_Q5_K;
+    i64 i = v / 64, l = v % 64, hi = l >= 32;
+    l -= 32 * hi;
+    const unsigned char *qs = b + (five ? 48 : 16) + 32 * i + l, *qh = b + 16 + l;
+    unsigned sc, mn, bit = (unsigned)(2 * i + hi);
+    scale_min((int)bit, b + 4, &sc, &mn);
+    float d = f16_f32(u16_at(b)) * (float)sc, dm = f16_f32(u16_at(b + 2)) * (float)mn;
+    for (int j = 0; j < 8; j++) {
+      unsigned q = hi ? qs[j] >> 4 : qs[j] & 15;
+      if (five)
+        q |= (qh[j] >> bit & 1) << 4;
+      w[j] = d * (float)q - dm;
+    }
+    return;
+  }
+  default: { // DT_Q6_K
+    i64 h = v / 128, r = v % 128, k = r / 32, l = r % 32;
+    const unsigned char *ql = b + 64 * h + l + 32 * (k & 1), *qh = b + 128 + 32 * h + l;
+    float ds = f16_f32(u16_at(b + 208)) * (float)(signed char)b[192 + 8 * h + l / 16 + 2 * k];
+    for (int j = 0; j < 8; j++) {
+      unsigned top = qh[j] >> (2 * k) & 3;
+      int q = (int)((k < 2 ? ql[j] & 15 : ql[j] >> 4) | top << 4) - 32;
+      w[j] = ds * (float)q;
+    }
+  }
+  }
+}
+
 // dot8q is Σ x[i]·w[i] over group g (values 8g to 8g+7, in one block) of
-// a row of ABI v4 type dt, dequantized by quant_at.
-static __device__ inline float dot8q(const float *x, const unsigned char *row, i64 g, int dt) {
-  i64 bk = block_of(dt), v = 8 * g % bk;
-  const unsigned char *b = row + 8 * g / bk * block_bytes(dt);
-  float s = 0.0f;
+// a row of ABI v4 type dt (deq8).
+static __device__ ALWAYS_INLINE float dot8q(const float *x, const unsigned char *row, i64 g, int dt) {
+  i64 bk = block_of(dt);
+  float w[8], s = 0.0f;
+  deq8(row + 8 * g / bk * block_bytes(dt), 8 * g % bk, dt, w);
   for (int i = 0; i < 8; i++)
-    s += x[i] * quant_at(b, v + i, dt);
+    s += x[i] * w[i];
   return s;
 }
 
