@@ -659,7 +659,8 @@ func benchQueuedOp(b *testing.B, caller, synced bool) {
 
 // BenchmarkGPUGemv is a decode step's GEMV measured alone (issue 33's
 // target: at least 70% of the card's memory bandwidth for bf16, f16 and
-// q8_0): one row of x times gemvMats weight matrices of 4096×8192 in turn,
+// q8_0; q4_0, q4_k and q6_k, GGUF's usual 4- to 6-bit types, beside them
+// untuned): one row of x times gemvMats weight matrices of 4096×8192 in turn,
 // far more bytes than the L2 holds, queued back to back and waited for
 // once. It reports the weights' GB/s. "copy" is the ceiling beside it:
 // CopyRows (cuMemcpyDtoD) of 1 GiB, counting the bytes read and written.
@@ -691,7 +692,7 @@ func BenchmarkGPUGemv(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	x := alloc(abi.F32, k, f32bytes(randF32(r, k)))
 	out := alloc(abi.F32, n, nil)
-	for _, dt := range []abi.DType{abi.F32, abi.F16, abi.BF16, abi.Q8_0} {
+	for _, dt := range []abi.DType{abi.F32, abi.F16, abi.BF16, abi.Q8_0, abi.Q4_0, abi.Q4_K, abi.Q6_K} {
 		b.Run(dt.String(), func(b *testing.B) {
 			raw, _ := randWeights(r, dt, n, k)
 			ws := make([]tensor.Buffer, gemvMats)
