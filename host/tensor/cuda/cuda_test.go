@@ -133,6 +133,15 @@ func TestKernelSigsMatchPTX(t *testing.T) {
 	if !strings.Contains(kernelsPTX, ".target sm_52") {
 		t.Error("kernels.ptx does not target sm_52")
 	}
+	// Every helper is inlined (a call spills the caller's registers), and
+	// no kernel keeps an array in local memory (a loop over registers not
+	// unrolled does): both cost the GEMV, the decode step's hot loop,
+	// whatever the card.
+	for _, bad := range []string{"call", ".local"} {
+		if n := strings.Count(kernelsPTX, bad); n != 0 {
+			t.Errorf("kernels.ptx has %d %q", n, bad)
+		}
+	}
 }
 
 // TestPTXUpToDate regenerates kernels.ptx with clang-14, the version that

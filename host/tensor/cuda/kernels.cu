@@ -658,12 +658,16 @@ static __device__ ALWAYS_INLINE void deq8(const unsigned char *b, i64 v, int dt,
   }
 }
 
-// dot8q is Σ x[i]·w[i] over group g (values 8g to 8g+7, in one block) of
-// a row of ABI v4 type dt (deq8).
-static __device__ ALWAYS_INLINE float dot8q(const float *x, const unsigned char *row, i64 g, int dt) {
+// group8 dequantizes group g (values 8g to 8g+7, in one block) of a row of
+// ABI v4 type dt into w (deq8).
+static __device__ ALWAYS_INLINE void group8(const unsigned char *row, i64 g, int dt, float *w) {
   i64 bk = block_of(dt);
-  float w[8], s = 0.0f;
   deq8(row + 8 * g / bk * block_bytes(dt), 8 * g % bk, dt, w);
+}
+
+// dot8f is Σ x[i]·w[i] over eight values.
+static __device__ inline float dot8f(const float *x, const float *w) {
+  float s = 0.0f;
   for (int i = 0; i < 8; i++)
     s += x[i] * w[i];
   return s;
@@ -673,6 +677,18 @@ static __device__ ALWAYS_INLINE float dot8q(const float *x, const unsigned char 
 static __device__ inline float dot4(f4 a, f4 w) {
   return a[0] * w[0] + a[1] * w[1] + a[2] * w[2] + a[3] * w[3];
 }
+
+// UNROLL asks clang to unroll the next loop 4 times, so that the loads of
+// several iterations are in flight together, and UNROLL_ALL to unroll it
+// whole (a loop over an array of registers, which a loop not unrolled
+// would index in local memory); the C compiler of the tests ignores them.
+#ifdef __CUDA__
+#define UNROLL _Pragma("unroll 4")
+#define UNROLL_ALL _Pragma("unroll")
+#else
+#define UNROLL
+#define UNROLL_ALL
+#endif
 
 // GEMV_UNROLL is how many of a lane's loads are in flight at once. A
 // decode step's GEMV is bound by memory latency unless many bytes are in
@@ -686,9 +702,11 @@ static __device__ inline float dot4(f4 a, f4 w) {
 // aligned. Lane l takes the groups of 4 (f32) or 8 values g = l, l+32, …,
 // GEMV_UNROLL groups at a time with every load issued before the first
 // product, so a warp reads 512 consecutive bytes of f32, f16 or bf16
-// weights (272 of q8_0) per load. Other lengths go one value at a time,
-// and the block types of ABI v4 a group of 8 at a time, value by value
-// (quant_at): correct, not yet tuned.
+// weights (272 of q8_0) per load; the block types of ABI v4 go a group of
+// 8 at a time too, GEMV_UNROLL groups an iteration (their loads free to
+// go ahead of the products), by byte loads (correct; not yet measured on
+// a GPU). Other
+// lengths go one value at a time.
 static __device__ ALWAYS_INLINE float dot_lane(const float *x, const unsigned char *row, i64 k, int dt,
                                  unsigned lane) {
   float acc[GEMV_UNROLL] = {0};
@@ -706,8 +724,20 @@ static __device__ ALWAYS_INLINE float dot_lane(const float *x, const unsigned ch
     for (; g < groups; g += WARP)
       acc[0] += dot4(x4[g], w4[g]);
   } else if (is_quant(dt)) { // rows of whole blocks: k a multiple of 32
-    for (i64 groups = k / 8; g < groups; g += WARP)
-      acc[0] += dot8q(x + 8 * g, row, g, dt);
+    i64 groups = k / 8;
+    for (; g + (GEMV_UNROLL - 1) * WARP < groups; g += GEMV_UNROLL * WARP) {
+      UNROLL_ALL
+      for (int u = 0; u < GEMV_UNROLL; u++) {
+        float w[8];
+        group8(row, g + u * WARP, dt, w);
+        acc[u] += dot8f(x + 8 * (g + u * WARP), w);
+      }
+    }
+    for (; g < groups; g += WARP) {
+      float w[8];
+      group8(row, g, dt, w);
+      acc[0] += dot8f(x + 8 * g, w);
+    }
   } else if (dt != DT_F32 && k % 8 == 0) {
     i64 groups = k / 8;
     for (; g + (GEMV_UNROLL - 1) * WARP < groups; g += GEMV_UNROLL * WARP) {
@@ -917,14 +947,6 @@ KERNEL swiglu_f32(const float *a, const float *b, float *out, i64 off, i64 n) {
 // head dimensions t, t+BLOCK, … of the output, in registers.
 #define MAX_HEAD_DIM 1024
 
-// UNROLL asks clang to unroll the next loop 4 times, so that the loads of
-// several iterations are in flight together; the C compiler of the tests
-// ignores it.
-#ifdef __CUDA__
-#define UNROLL _Pragma("unroll 4")
-#else
-#define UNROLL
-#endif
 
 // attention_rows: causal attention for the items [item0, item0+items),
 // item = r·heads + h: query row r, at position pos + r, attends to cache
