@@ -21,7 +21,10 @@ text=$(scripts/moby-data.sh)
 . scripts/lib/localnet.sh
 node_start p1 --slots 1; boot=$addr
 for p in $(seq 2 "$replicas"); do node_start "p$p" --slots 1 --bootstrap "$boot"; done
-node_start client --bootstrap "$boot" --no-provide
+# The client joins through two providers in two networks where it can: one
+# that met the network through a single one could be shown that one's
+# identities alone (an eclipse), and would verify nothing by replicas.
+node_start client --bootstrap "$boot" ${node_addr[p2]:+--bootstrap "${node_addr[p2]}"} --no-provide
 wait_providers client "$replicas"
 echo "network: $replicas providers (1 slot each) and a client on loopback; $steps steps in rounds of $chunk, $replicas replicas each"
 terms=(--replicas "$replicas" --memory 512MiB --timeout 60m --deadline 2h --datadir "$net/client")

@@ -28,7 +28,10 @@ data=$(scripts/mnist-data.sh)
 . scripts/lib/localnet.sh
 node_start p1 --slots 1; boot=$addr
 for p in p2 p3 p4; do node_start $p --slots 1 --bootstrap "$boot"; done
-node_start client --bootstrap "$boot" --no-provide
+# The client joins through two providers in two networks (127.1 and 127.2):
+# one that met the network through a single one could be shown that one's
+# identities alone (an eclipse), and would verify nothing by replicas.
+node_start client --bootstrap "$boot" --bootstrap "${node_addr[p2]}" --no-provide
 wait_providers client 4
 echo "network: 4 providers (1 slot each) and a client on loopback"
 
