@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
@@ -18,6 +19,7 @@ import (
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 
 	"github.com/infernet/infernet/node/internal/peers"
 	"github.com/infernet/infernet/node/reach"
@@ -51,6 +53,9 @@ func (n *Node) startHost() error {
 	if err != nil {
 		return err
 	}
+	if err := tcpPortsFree(n.cfg.Listen); err != nil {
+		return err
+	}
 	h, err := libp2p.New(append(opts, reachOpts...)...)
 	if err != nil {
 		return fmt.Errorf("libp2p: %w", err)
@@ -62,6 +67,34 @@ func (n *Node) startHost() error {
 		use = &n.relayed
 	}
 	return reach.Watch(n.ctx, &n.wg, h, n.log, use, n.cfg.Reach)
+}
+
+// tcpPortsFree fails for a listen address whose TCP port (not 0) another
+// socket holds. libp2p's TCP transport listens with SO_REUSEPORT (so that
+// it can dial from its listen port, for hole punching), and would share
+// the port with another node rather than fail: two nodes on one port, a
+// dialler reaching either, its peer ID then the wrong one half the time.
+// A plain listen, without SO_REUSEPORT, is refused on such a port.
+func tcpPortsFree(listen []string) error {
+	for _, s := range listen {
+		a, err := ma.NewMultiaddr(s)
+		if err != nil {
+			continue // libp2p says what is wrong with it
+		}
+		if port, err := a.ValueForProtocol(ma.P_TCP); err != nil || port == "0" {
+			continue
+		}
+		network, addr, err := manet.DialArgs(a)
+		if err != nil {
+			continue
+		}
+		l, err := net.Listen(network, addr)
+		if err != nil {
+			return fmt.Errorf("listen %s: %w (is another infernet node listening there? give each node a port of its own, or 0 for any)", s, err)
+		}
+		l.Close()
+	}
+	return nil
 }
 
 // bootstrap connects to the bootstrap peers (at least one must answer when

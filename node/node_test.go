@@ -304,6 +304,23 @@ func TestProviderDiesMidJob(t *testing.T) {
 // running (the data directory can be opened again at once).
 func TestNewFails(t *testing.T) {
 	cfg := testConfig(t, true)
+	// A node listening on a port of its own: a second node asking for the
+	// same port is refused, not given a share of it (SO_REUSEPORT).
+	first := testConfig(t, true)
+	n1, err := New(context.Background(), first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n1.Close()
+	var held string
+	for _, a := range n1.Host().Addrs() {
+		if _, err := a.ValueForProtocol(ma.P_TCP); err == nil {
+			held = a.String()
+		}
+	}
+	if held == "" {
+		t.Fatalf("the first node listens on no TCP address: %v", n1.Host().Addrs())
+	}
 	for _, tc := range []struct {
 		name  string
 		tweak func(*Config)
@@ -313,6 +330,7 @@ func TestNewFails(t *testing.T) {
 			c.Lnd = payments.Config{RPCServer: "127.0.0.1:1", TLSCertPath: filepath.Join(c.DataDir, "none.cert")}
 		}, payments.ErrUnavailable},
 		{"bad listen address", func(c *Config) { c.Listen = []string{"/ip4/127.0.0.1/udp/0/nonsense"} }, nil},
+		{"a TCP port another node holds", func(c *Config) { c.Listen = []string{held} }, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := cfg
