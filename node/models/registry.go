@@ -29,7 +29,7 @@ var (
 	ErrExists = errors.New("a model of that name exists (remove it first: infernet models rm)")
 	// ErrTokenizer is returned by Add for a llama2.c checkpoint without a
 	// tokenizer, or a GGUF file with one.
-	ErrTokenizer = errors.New("a llama2.c checkpoint needs the tokenizer file it was trained with (--tokenizer: llama2.c's tokenizer.bin for Llama 2's vocabulary; stories260K's is tok512.bin); a GGUF file has its own")
+	ErrTokenizer = errors.New("a llama2.c checkpoint needs its tokenizer file, the one it was trained with (--tokenizer: llama2.c's tokenizer.bin for Llama 2's vocabulary; stories260K's is tok512.bin); a GGUF file has its own")
 	// ErrNoRunner is returned by Runner when this build has no runner guest.
 	ErrNoRunner = errors.New("this build of infernet has no llama runner guest")
 )

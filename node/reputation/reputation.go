@@ -285,7 +285,7 @@ func (r *Record) Why(p Params, now time.Time) string {
 	fmt.Fprintf(&b, "agreed %.0f, outvoted %.0f (%.0f%%), completed %.0f%% (%.0f lost), uptime %.0f%%",
 		r.Agreed, r.Outvoted, 100*a, 100*c, r.Lost, 100*u)
 	if r.LatencyMS > 0 {
-		fmt.Fprintf(&b, ", %.1f ms", r.LatencyMS)
+		fmt.Fprintf(&b, ", results %.1f ms past the run", r.LatencyMS)
 	}
 	switch {
 	case r.Trusted(p, now):
