@@ -777,7 +777,10 @@ static __device__ inline float warp_sum(float v, float *sh, unsigned tid, unsign
 // silu_mul is silu(v)·b, silu(v) = v·σ(v), σ = 1/(1 + e⁻ᵛ): swiglu_f32's
 // and gemv_swiglu_rows' one formula, so the fused op gives the same bits.
 static __device__ inline float silu_mul(float v, float b) {
-  float sig = 1.0f / (1.0f + exp_f(-v));
+  // Below -80, e⁻ᵛ nears float's overflow (e^88.7) and σ is eᵛ to a
+  // relative 1e-34: taken as that, σ stays the tiny (subnormal past -87)
+  // value the reference's float64 gives, not 1/(1 + Inf) = 0.
+  float sig = v < -80.0f ? exp_f(v) : 1.0f / (1.0f + exp_f(-v));
   return v * sig * b;
 }
 

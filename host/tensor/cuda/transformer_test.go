@@ -425,6 +425,21 @@ func lmCases() []lmCase {
 			},
 		})
 	}
+	// Far below 0, silu(a) is a·eᵃ, subnormal past -87 in float: times a
+	// large b it is a normal number, which a σ of 1/(1 + e⁻ᵃ) computed in
+	// float (e⁻ᵃ overflowing to +Inf) would make 0. A subnormal σ is exact
+	// to a few units of 2⁻¹⁴⁹ only: the bound allows |a|·|b|·4·2⁻¹⁴⁹.
+	far, huge := make([]float32, 64), make([]float32, 64)
+	for i := range far {
+		far[i], huge[i] = -80-float32(i)*0.5, 1e30
+	}
+	cs = append(cs, lmCase{
+		name: "swiglu_far_below_zero", bufs: []lmIn{lmF32(far), lmF32(huge), lmF32(make([]float32, 64))},
+		outs: []int{2}, tol: tol{2e-6, 112 * 1e30 * 4 * 0x1p-149}, split: true,
+		op: func(ctx context.Context, tr tensor.Transformer, b []tensor.Buffer) (int, error) {
+			return 0, tr.SwiGLU(ctx, b[0], b[1], b[2])
+		},
+	})
 	const sw = 1200
 	cs = append(cs, lmCase{
 		name: "swiglu", bufs: []lmIn{lmF32(wide(r, sw, 4)), lmF32(wide(r, sw, 4)), lmF32(make([]float32, sw))},
