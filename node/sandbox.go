@@ -1,6 +1,7 @@
 package node
 
 import (
+	"runtime"
 	"time"
 
 	"github.com/infernet/infernet/guest/go/llama"
@@ -12,8 +13,16 @@ import (
 // names libp2p's host.
 
 // warmRunner compiles the built-in llama runner for the memory limits its
-// jobs use (Config.WarmRunner), in the sandbox that runs them here.
+// jobs use (Config.WarmRunner), in the sandbox that runs them here. It
+// compiles on a thread of its own at the lowest priority: on a machine of
+// few cores the compile (about 13 s of a core on 2) would otherwise slow
+// the node's first jobs by as much. The thread ends with this goroutine
+// (locked, never unlocked), and with it the priority.
 func (n *Node) warmRunner() {
+	runtime.LockOSThread()
+	if err := lowestPriority(); err != nil {
+		n.log.Debug("compiling the llama runner at the usual priority", "err", err)
+	}
 	start := time.Now()
 	if err := n.client.Warm(n.ctx, llama.Runner(), host.DefaultMemoryLimit, models.APIMemory); err != nil {
 		if n.ctx.Err() == nil {
