@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host/gpu"
+	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node"
 )
@@ -28,6 +32,7 @@ type machineInfo struct {
 	Arch        string            `json:"arch"`
 	Cores       int               `json:"cores"`
 	Fast        string            `json:"fast_backend"`
+	Also        []string          `json:"other_backends,omitempty"` // those --backend NAME opens besides
 	Unavailable map[string]string `json:"unavailable_backends,omitempty"`
 	GPUs        []gpu.Device      `json:"gpus"`
 	GPUError    string            `json:"gpu_error,omitempty"`
@@ -52,6 +57,14 @@ func NewCmdInfo(stdio IO, runF func(context.Context, *InfoOptions) error) *cobra
 	return cmd
 }
 
+// why is why backend name did not open, without the wrappers that repeat
+// its name and the sentinel (tensor.ErrUnavailable) the line already says.
+func why(name string, err error) string {
+	s := strings.TrimPrefix(err.Error(), "backends: "+name+": ")
+	s = strings.TrimPrefix(s, tensor.ErrUnavailable.Error()+": ")
+	return strings.TrimPrefix(s, name+": ")
+}
+
 func runInfo(ctx context.Context, o *InfoOptions) error {
 	info := machineInfo{
 		Version: node.Version(), ABI: abi.Version,
@@ -65,7 +78,17 @@ func runInfo(ctx context.Context, o *InfoOptions) error {
 	defer set.Close()
 	info.Fast = set.Fast.Name()
 	for name, err := range set.Unavailable {
-		info.Unavailable[name] = err.Error()
+		info.Unavailable[name] = why(name, err)
+	}
+	// OpenBLAS is opened by name only (--backend openblas): say whether it
+	// would open, as for CUDA.
+	if info.Fast != backends.OpenBLAS {
+		if ob, err := backends.Open(ctx, backends.Config{Fast: backends.OpenBLAS}); err != nil {
+			info.Unavailable[backends.OpenBLAS] = why(backends.OpenBLAS, err)
+		} else {
+			info.Also = append(info.Also, backends.OpenBLAS)
+			ob.Close()
+		}
 	}
 	inv, err := gpu.Detect(ctx)
 	info.GPUs, info.Driver = inv.Devices, inv.DriverVersion
@@ -83,11 +106,14 @@ func runInfo(ctx context.Context, o *InfoOptions) error {
 	w := o.IO.Out
 	fmt.Fprintf(w, "infernet %s (ABI v%d) on %s/%s, %d cores\n", info.Version, info.ABI, info.OS, info.Arch, info.Cores)
 	fmt.Fprintf(w, "tensor backends: reference (exact mode), %s (tolerance mode)\n", info.Fast)
-	for name, why := range info.Unavailable {
-		fmt.Fprintf(w, "  %s unavailable: %s\n", name, why)
+	for _, name := range info.Also {
+		fmt.Fprintf(w, "  %s available too (--backend %s)\n", name, name)
+	}
+	for _, name := range slices.Sorted(maps.Keys(info.Unavailable)) {
+		fmt.Fprintf(w, "  %s unavailable: %s\n", name, info.Unavailable[name])
 	}
 	if len(info.GPUs) == 0 {
-		fmt.Fprintf(w, "GPUs: none (%s)\n", info.GPUError)
+		fmt.Fprintf(w, "GPUs: none (%s)\n", strings.ReplaceAll(info.GPUError, "gpu: ", ""))
 	}
 	for _, d := range info.GPUs {
 		fmt.Fprintf(w, "GPU %d: %s, %d MiB, %d SMs, %d CUDA cores, compute %d.%d\n",

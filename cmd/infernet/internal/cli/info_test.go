@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,5 +29,15 @@ func TestInfoJSON(t *testing.T) {
 	}
 	if len(info.GPUs) == 0 && info.Unavailable["cuda"] == "" {
 		t.Fatal("no GPU, yet CUDA not reported unavailable")
+	}
+	// OpenBLAS, opened by name only, is reported either way; a reason
+	// does not repeat the wrappers that name the backend again.
+	if _, no := info.Unavailable["openblas"]; no == slices.Contains(info.Also, "openblas") && info.Fast != "openblas" {
+		t.Errorf("openblas: available %v, unavailable %q; want one of them", info.Also, info.Unavailable["openblas"])
+	}
+	for name, why := range info.Unavailable {
+		if strings.HasPrefix(why, "backends:") || strings.Contains(why, "tensor backend unavailable") {
+			t.Errorf("%s unavailable: %q repeats its wrappers", name, why)
+		}
 	}
 }
