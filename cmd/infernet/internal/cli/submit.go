@@ -423,7 +423,11 @@ func writeSubmitOutput(o *SubmitOptions, out []byte) error {
 	case o.Output != "":
 		return os.WriteFile(o.Output, out, 0o644)
 	case o.JSON:
-		return nil // stdout carries the JSON summary
+		// stdout carries the JSON summary: say where the output is not.
+		if len(out) > 0 {
+			fmt.Fprintf(o.IO.Err, "infernet: the job's output (%d bytes) is not written: with --json, stdout is the summary's; give --output FILE\n", len(out))
+		}
+		return nil
 	}
 	_, err := o.IO.Out.Write(out)
 	return err

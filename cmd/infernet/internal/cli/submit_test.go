@@ -188,3 +188,30 @@ func TestSubmitSummaryNotRun(t *testing.T) {
 		t.Errorf("exit: %v, want ExitNotRun naming the cause", err)
 	}
 }
+
+// TestSubmitOutputWithJSON: with --json, stdout is the summary's, so a
+// job's output goes to --output alone; without it, stderr says the output
+// was not written, and how to have it.
+func TestSubmitOutputWithJSON(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "out")
+	for _, c := range []struct {
+		name, output, stderr string
+	}{
+		{"no --output", "", "not written: with --json, stdout is the summary's; give --output FILE"},
+		{"--output", file, ""},
+	} {
+		var out, errOut bytes.Buffer
+		o := &SubmitOptions{JSON: true, Output: c.output, IO: IO{Out: &out, Err: &errOut}}
+		if err := writeSubmitOutput(o, []byte("the job's output")); err != nil {
+			t.Fatal(err)
+		}
+		if out.Len() != 0 || !strings.Contains(errOut.String(), c.stderr) || (c.stderr == "") != (errOut.Len() == 0) {
+			t.Errorf("%s: stdout %q, stderr %q; want nothing on stdout and %q on stderr", c.name, out.String(), errOut.String(), c.stderr)
+		}
+		if c.output != "" {
+			if b, err := os.ReadFile(c.output); err != nil || string(b) != "the job's output" {
+				t.Errorf("%s: file holds %q, %v", c.name, b, err)
+			}
+		}
+	}
+}
