@@ -5,6 +5,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/infernet/infernet/abi"
@@ -135,4 +136,101 @@ func TestRoPEKV(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzRoPEKV: rope_kv with any handles, position, head size, θ, style and
+// factors, over tensors of varied shapes and types (a data tensor among
+// them), never panics, answers 0 or an errno, changes nothing when it
+// refuses, and when it accepts gives the bits of its four calls.
+func FuzzRoPEKV(f *testing.F) {
+	theta := int32(math.Float32bits(10000))
+	// handles: 1 q [2,16], 2 k [2,8], 3 v [2,8], 4 kc [6,8], 5 vc [6,8],
+	// 6 factors [2], 7 i32 [2,8], 8 data [2,8], 9 [1,8], 10 [6,16].
+	f.Add(int32(1), int32(2), int32(3), int32(4), int32(5), int32(3), int32(4), theta, int32(abi.RoPEHalves), int32(0))
+	f.Add(int32(1), int32(2), int32(3), int32(4), int32(5), int32(0), int32(4), theta, int32(abi.RoPEInterleaved), int32(6))
+	f.Add(int32(1), int32(1), int32(3), int32(4), int32(5), int32(0), int32(4), theta, int32(0), int32(0))
+	f.Add(int32(1), int32(2), int32(7), int32(8), int32(5), int32(5), int32(4), theta, int32(1), int32(9))
+	f.Add(int32(10), int32(9), int32(9), int32(4), int32(5), int32(-1), int32(0), int32(-1), int32(7), int32(99))
+	f.Fuzz(func(t *testing.T, q, k, v, kc, vc, pos, hd, theta, style, factors int32) {
+		ctx := context.Background()
+		path, _ := weights(t)
+		mem := guestMemory(t)
+		s, err := NewSession(Config{Mode: abi.ModeExact, Reference: reference.New(reference.Config{Threads: 1}),
+			Data: dataFiles(path), Cache: modelcache.New(1 << 20)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		r := rand.New(rand.NewPCG(1, 2))
+		shapes := [][]int{{2, 16}, {2, 8}, {2, 8}, {6, 8}, {6, 8}, {2}, nil, nil, {1, 8}, {6, 16}}
+		for i, shape := range shapes {
+			var h int32
+			switch i {
+			case 6:
+				h, _, _ = s.alloc(ctx, abi.I32, []int{2, 8})
+			case 7:
+				h = fromData(s, mem, 0, abi.F32, 2, 8)
+			default:
+				var e *entry
+				h, e, _ = s.alloc(ctx, abi.F32, shape)
+				vals := make([]float32, e.elems())
+				for j := range vals {
+					vals[j] = r.Float32()*2 - 1
+				}
+				if err := s.backend.Write(e.buf, f32bytes(vals...)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if h != int32(i+1) {
+				t.Fatalf("tensor %d has handle %d", i+1, h)
+			}
+		}
+		snapshot := func() [][]byte {
+			var all [][]byte
+			for h := int32(1); h <= int32(len(shapes)); h++ {
+				e, _ := s.get(h)
+				b := make([]byte, e.dt.Bytes(e.elems()))
+				if err := s.backend.Read(e.buf, b); err != nil {
+					t.Fatal(err)
+				}
+				all = append(all, b)
+			}
+			return all
+		}
+		before := snapshot()
+		got := ropeKV(ctx, s, nil, []int32{q, k, v, kc, vc, pos, hd, theta, style, factors})
+		after := snapshot()
+		switch {
+		case got > 0:
+			t.Fatalf("rope_kv = %d, want 0 or an errno", got)
+		case got < 0:
+			for i := range before {
+				if !bytes.Equal(before[i], after[i]) {
+					t.Fatalf("rope_kv refused (%d) yet changed tensor %d", got, i+1)
+				}
+			}
+			return
+		}
+		// Accepted: the same four calls on the tensors as they were give
+		// the same bits.
+		for i, b := range before {
+			e, _ := s.get(int32(i + 1))
+			if !e.readOnly {
+				if err := s.backend.Write(e.buf, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for _, x := range []int32{q, k} {
+			if r := ropeOp(ctx, s, []int32{x, pos, hd, theta, style}, factors); r != 0 {
+				t.Fatalf("rope_kv accepted what rope refuses (%d)", r)
+			}
+		}
+		if copyRows(ctx, s, nil, []int32{kc, pos, k}) != 0 || copyRows(ctx, s, nil, []int32{vc, pos, v}) != 0 {
+			t.Fatal("rope_kv accepted what copy_rows refuses")
+		}
+		if again := snapshot(); !slices.EqualFunc(again, after, bytes.Equal) {
+			t.Fatal("rope_kv's bits are not its four calls'")
+		}
+	})
 }
