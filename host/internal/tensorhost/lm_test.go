@@ -8,10 +8,45 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/tetratelabs/wazero/api"
+
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host/internal/modelcache"
 	"github.com/infernet/infernet/host/tensor/reference"
 )
+
+// exactSession is a session in exact mode on the reference backend, with
+// the data file of weights as "w", and a guest memory for the host
+// functions' pointers; closed when t ends.
+func exactSession(t *testing.T) (*Session, api.Memory) {
+	t.Helper()
+	path, _ := weights(t)
+	s, err := NewSession(Config{Mode: abi.ModeExact, Reference: reference.New(reference.Config{Threads: 1}),
+		Data: dataFiles(path), Cache: modelcache.New(1 << 20)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s, guestMemory(t)
+}
+
+// randomF32 makes an f32 tensor of dims in s, of values drawn from r in
+// [-2, 2), and returns its handle.
+func randomF32(t *testing.T, s *Session, r *rand.Rand, dims ...int) int32 {
+	t.Helper()
+	h, e, errno := s.alloc(context.Background(), abi.F32, dims)
+	if errno != abi.OK {
+		t.Fatal(errno)
+	}
+	v := make([]float32, e.elems())
+	for i := range v {
+		v[i] = r.Float32()*4 - 2
+	}
+	if err := s.backend.Write(e.buf, f32bytes(v...)); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
 
 // TestRoPEKV: rope_kv gives, in exact mode, the bits of its four calls
 // (rope or rope_factors of q and of k, copy_rows of k and of v), the
@@ -19,32 +54,11 @@ import (
 // tensors that alias each other.
 func TestRoPEKV(t *testing.T) {
 	ctx := context.Background()
-	path, _ := weights(t)
-	mem := guestMemory(t)
-	s, err := NewSession(Config{Mode: abi.ModeExact, Reference: reference.New(reference.Config{Threads: 1}),
-		Data: dataFiles(path), Cache: modelcache.New(1 << 20)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, mem := exactSession(t)
 	r := rand.New(rand.NewPCG(7, 8))
 	const rows, qCols, kCols, hd, S = 2, 16, 8, 4, 6
 	theta := int32(math.Float32bits(10000))
-	newF32 := func(dims ...int) int32 {
-		t.Helper()
-		h, e, errno := s.alloc(ctx, abi.F32, dims)
-		if errno != abi.OK {
-			t.Fatal(errno)
-		}
-		v := make([]float32, e.elems())
-		for i := range v {
-			v[i] = r.Float32()*4 - 2
-		}
-		if err := s.backend.Write(e.buf, f32bytes(v...)); err != nil {
-			t.Fatal(err)
-		}
-		return h
-	}
+	newF32 := func(dims ...int) int32 { return randomF32(t, s, r, dims...) }
 	read := func(h int32) []byte {
 		t.Helper()
 		e, errno := s.get(h)
@@ -153,14 +167,7 @@ func FuzzRoPEKV(f *testing.F) {
 	f.Add(int32(10), int32(9), int32(9), int32(4), int32(5), int32(-1), int32(0), int32(-1), int32(7), int32(99))
 	f.Fuzz(func(t *testing.T, q, k, v, kc, vc, pos, hd, theta, style, factors int32) {
 		ctx := context.Background()
-		path, _ := weights(t)
-		mem := guestMemory(t)
-		s, err := NewSession(Config{Mode: abi.ModeExact, Reference: reference.New(reference.Config{Threads: 1}),
-			Data: dataFiles(path), Cache: modelcache.New(1 << 20)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+		s, mem := exactSession(t)
 		r := rand.New(rand.NewPCG(1, 2))
 		shapes := [][]int{{2, 16}, {2, 8}, {2, 8}, {6, 8}, {6, 8}, {2}, nil, nil, {1, 8}, {6, 16}}
 		for i, shape := range shapes {
@@ -171,15 +178,7 @@ func FuzzRoPEKV(f *testing.F) {
 			case 7:
 				h = fromData(s, mem, 0, abi.F32, 2, 8)
 			default:
-				var e *entry
-				h, e, _ = s.alloc(ctx, abi.F32, shape)
-				vals := make([]float32, e.elems())
-				for j := range vals {
-					vals[j] = r.Float32()*2 - 1
-				}
-				if err := s.backend.Write(e.buf, f32bytes(vals...)); err != nil {
-					t.Fatal(err)
-				}
+				h = randomF32(t, s, r, shape...)
 			}
 			if h != int32(i+1) {
 				t.Fatalf("tensor %d has handle %d", i+1, h)
