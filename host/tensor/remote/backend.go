@@ -995,7 +995,7 @@ func (b *Backend) RoPE(ctx context.Context, p tensor.RoPEParams, x tensor.Buffer
 
 // RoPEKV implements tensor.Fused (queued), as MatMulAdd.
 func (b *Backend) RoPEKV(ctx context.Context, p tensor.RoPEParams, qCols int, q, k, v, kc, vc tensor.Buffer) error {
-	params := append(ropeWords(p), word(qCols))
+	params := ropeWords(p, word(qCols))
 	if p.Factors != nil {
 		return b.queue(ctx, opRoPEKVFactors, params, q, k, v, kc, vc, p.Factors)
 	}

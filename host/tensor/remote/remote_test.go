@@ -872,55 +872,63 @@ func TestFailureDoesNotOutliveItsData(t *testing.T) {
 	}
 }
 
+// overTransports runs f on a reference worker twice: reached through shared
+// memory (off false), and through the pipe alone (off true).
+func overTransports(t *testing.T, f func(t *testing.T, b *Backend, off bool)) {
+	for _, off := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pipe only %v", off), func(t *testing.T) {
+			noShm = off
+			defer func() { noShm = false }()
+			b, _ := open(t, "reference")
+			f(t, b, off)
+		})
+	}
+}
+
 // TestSharedMemory: buffers of a MiB and more go through shared memory,
 // both ways, with the pipe's results: the bytes round-trip, a large
 // buffer an op wrote reads its values, a failure kept on a buffer comes
 // back from a large Read, and a buffer grown past the mapping remaps it.
 // With shared memory off the same calls go through the pipe.
 func TestSharedMemory(t *testing.T) {
-	for _, off := range []bool{false, true} {
-		t.Run(fmt.Sprintf("pipe only %v", off), func(t *testing.T) {
-			noShm = off
-			defer func() { noShm = false }()
-			b, _ := open(t, "reference")
-			if got := b.cur.shm != nil; got == off {
-				t.Fatalf("shared memory %v, want %v", got, !off)
+	overTransports(t, func(t *testing.T, b *Backend, off bool) {
+		if got := b.cur.shm != nil; got == off {
+			t.Fatalf("shared memory %v, want %v", got, !off)
+		}
+		ctx := context.Background()
+		r := rand.New(rand.NewPCG(1, 2))
+		for _, n := range []int{shmMin / 4, 3 * shmMin / 4, 5 * shmMin / 4} { // f32s: 1 MiB, 3 MiB, 5 MiB
+			src := fill(r, bufSpec{dt: abi.F32, n: n})
+			x := upload(t, b, abi.F32, n, src)
+			if got := download(t, b, x); !bytes.Equal(got, src) {
+				t.Fatalf("%d values: the bytes did not round-trip", n)
 			}
-			ctx := context.Background()
-			r := rand.New(rand.NewPCG(1, 2))
-			for _, n := range []int{shmMin / 4, 3 * shmMin / 4, 5 * shmMin / 4} { // f32s: 1 MiB, 3 MiB, 5 MiB
-				src := fill(r, bufSpec{dt: abi.F32, n: n})
-				x := upload(t, b, abi.F32, n, src)
-				if got := download(t, b, x); !bytes.Equal(got, src) {
-					t.Fatalf("%d values: the bytes did not round-trip", n)
-				}
-				y, _ := b.Alloc(abi.F32, n)
-				if err := b.Binary(ctx, abi.OpAdd, x, x, y); err != nil {
-					t.Fatal(err)
-				}
-				got := download(t, b, y)
-				for i := 0; i < n; i += n / 7 {
-					if want := 2 * math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:])); math.Float32frombits(binary.LittleEndian.Uint32(got[4*i:])) != want {
-						t.Fatalf("%d values: x+x at %d is not %v", n, i, want)
-					}
-				}
-			}
-			table := upload(t, b, abi.F32, 4, f32bytes(1, 2, 3, 4))
-			bad, _ := b.Alloc(abi.I32, shmMin/4)
-			out, _ := b.Alloc(abi.F32, 2*shmMin/4)
-			idx := make([]byte, shmMin)
-			binary.LittleEndian.PutUint32(idx, 7) // of 2 rows
-			if err := b.Write(bad, idx); err != nil {
+			y, _ := b.Alloc(abi.F32, n)
+			if err := b.Binary(ctx, abi.OpAdd, x, x, y); err != nil {
 				t.Fatal(err)
 			}
-			if err := b.Gather(ctx, 2, 2, table, bad, out); err != nil {
-				t.Fatal(err)
+			got := download(t, b, y)
+			for i := 0; i < n; i += n / 7 {
+				if want := 2 * math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:])); math.Float32frombits(binary.LittleEndian.Uint32(got[4*i:])) != want {
+					t.Fatalf("%d values: x+x at %d is not %v", n, i, want)
+				}
 			}
-			if err := b.Read(out, make([]byte, 2*shmMin)); err == nil || !strings.Contains(err.Error(), "gather") {
-				t.Errorf("a large Read of a failed gather's output: %v", err)
-			}
-		})
-	}
+		}
+		table := upload(t, b, abi.F32, 4, f32bytes(1, 2, 3, 4))
+		bad, _ := b.Alloc(abi.I32, shmMin/4)
+		out, _ := b.Alloc(abi.F32, 2*shmMin/4)
+		idx := make([]byte, shmMin)
+		binary.LittleEndian.PutUint32(idx, 7) // of 2 rows
+		if err := b.Write(bad, idx); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Gather(ctx, 2, 2, table, bad, out); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Read(out, make([]byte, 2*shmMin)); err == nil || !strings.Contains(err.Error(), "gather") {
+			t.Errorf("a large Read of a failed gather's output: %v", err)
+		}
+	})
 }
 
 // TestFill: Fill writes what fill leaves in dst, a buffer's whole size,
@@ -929,49 +937,44 @@ func TestSharedMemory(t *testing.T) {
 // or without shared memory; fill's error comes back as is, and the buffer
 // takes later writes as before.
 func TestFill(t *testing.T) {
-	for _, off := range []bool{false, true} {
-		t.Run(fmt.Sprintf("pipe only %v", off), func(t *testing.T) {
-			noShm = off
-			defer func() { noShm = false }()
-			b, _ := open(t, "reference")
-			r := rand.New(rand.NewPCG(3, 4))
-			for _, n := range []int{16, shmMin / 4, 5 * shmMin / 4} { // f32s: 64 bytes, 1 MiB, 5 MiB
-				src := fill(r, bufSpec{dt: abi.F32, n: n})
-				x, err := b.Alloc(abi.F32, n)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var inShm bool
-				err = b.Fill(x, func(dst []byte) error {
-					if len(dst) != len(src) {
-						t.Fatalf("%d values: fill got %d bytes, want %d", n, len(dst), len(src))
-					}
-					inShm = b.cur.shm != nil && len(b.cur.shm.mem) > 0 && &dst[0] == &b.cur.shm.mem[0]
-					copy(dst, src)
-					return nil
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if want := !off && 4*n >= shmMin; inShm != want {
-					t.Errorf("%d values: filled in shared memory %v, want %v", n, inShm, want)
-				}
-				if got := download(t, b, x); !bytes.Equal(got, src) {
-					t.Fatalf("%d values: the bytes Fill wrote did not read back", n)
-				}
-				oops := errors.New("the file is short")
-				if err := b.Fill(x, func([]byte) error { return oops }); err != oops {
-					t.Errorf("%d values: Fill with a failing fill: %v, want its error", n, err)
-				}
-				if err := b.Write(x, src); err != nil {
-					t.Fatal(err)
-				}
-				if got := download(t, b, x); !bytes.Equal(got, src) {
-					t.Fatalf("%d values: a Write after a failed Fill did not read back", n)
-				}
+	overTransports(t, func(t *testing.T, b *Backend, off bool) {
+		r := rand.New(rand.NewPCG(3, 4))
+		for _, n := range []int{16, shmMin / 4, 5 * shmMin / 4} { // f32s: 64 bytes, 1 MiB, 5 MiB
+			src := fill(r, bufSpec{dt: abi.F32, n: n})
+			x, err := b.Alloc(abi.F32, n)
+			if err != nil {
+				t.Fatal(err)
 			}
-		})
-	}
+			var inShm bool
+			err = b.Fill(x, func(dst []byte) error {
+				if len(dst) != len(src) {
+					t.Fatalf("%d values: fill got %d bytes, want %d", n, len(dst), len(src))
+				}
+				inShm = b.cur.shm != nil && len(b.cur.shm.mem) > 0 && &dst[0] == &b.cur.shm.mem[0]
+				copy(dst, src)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := !off && 4*n >= shmMin; inShm != want {
+				t.Errorf("%d values: filled in shared memory %v, want %v", n, inShm, want)
+			}
+			if got := download(t, b, x); !bytes.Equal(got, src) {
+				t.Fatalf("%d values: the bytes Fill wrote did not read back", n)
+			}
+			oops := errors.New("the file is short")
+			if err := b.Fill(x, func([]byte) error { return oops }); err != oops {
+				t.Errorf("%d values: Fill with a failing fill: %v, want its error", n, err)
+			}
+			if err := b.Write(x, src); err != nil {
+				t.Fatal(err)
+			}
+			if got := download(t, b, x); !bytes.Equal(got, src) {
+				t.Fatalf("%d values: a Write after a failed Fill did not read back", n)
+			}
+		}
+	})
 }
 
 // BenchmarkWeightsUpload is a 64 MiB Write (a model's weights on their way

@@ -264,9 +264,12 @@ func ropeParams(p []uint64) tensor.RoPEParams {
 		Theta: math.Float32frombits(uint32(p[4])), Style: int32(p[5])}
 }
 
-// ropeWords is p (its factors aside) as rope's 6 parameters.
-func ropeWords(p tensor.RoPEParams) []uint64 {
-	return []uint64{word(p.Rows), word(p.Cols), word(p.HeadDim), word(p.Pos), f32word(p.Theta), uint64(int64(p.Style))}
+// ropeWords is p (its factors aside) as rope's 6 parameters, then more, in
+// one slice (the parameters of every rope of a decode step).
+func ropeWords(p tensor.RoPEParams, more ...uint64) []uint64 {
+	w := make([]uint64, 0, 6+len(more))
+	w = append(w, word(p.Rows), word(p.Cols), word(p.HeadDim), word(p.Pos), f32word(p.Theta), uint64(int64(p.Style)))
+	return append(w, more...)
 }
 
 // transformer adapts a language-model op to spec.run: a backend without
