@@ -1,4 +1,4 @@
-// Package abi is the contract between infernet's host and its guests: ABI v6
+// Package abi is the contract between infernet's host and its guests: ABI v8
 // of the "infernet" host module, which gives WebAssembly jobs tensor operations
 // that run on the provider's fastest hardware.
 //
@@ -128,6 +128,17 @@
 //	                                   copy_rows(k_cache, pos, k) and copy_rows(v_cache, pos, v); q,
 //	                                   k, v and the caches [S, dkv] five tensors, else EINVAL; in exact
 //	                                   mode the bits of those four calls
+//	rmsnorm_matmul(x, g, eps, ws_ptr, n, outs_ptr) -> 0
+//	                                   (v8) the n matmuls (1 ≤ n ≤ [MaxNormMatMuls], else EINVAL) of one
+//	                                   normalized input: result i = matmul(rmsnorm(x, g, eps), w_i) for
+//	                                   the n weight handles w_i at ws_ptr (i32 each); the n results'
+//	                                   handles are written to outs_ptr (i32 each) when it succeeds (a
+//	                                   block's q, k and v projections, or the classifier, with the norm
+//	                                   before them); in exact mode the bits of rmsnorm and the n matmuls
+//	rmsnorm_matmul_swiglu(x, g, eps, gate, up) -> handle
+//	                                   (v8) matmul_swiglu(rmsnorm(x, g, eps), gate, up): a feed-forward
+//	                                   layer's norm and first half; in exact mode the bits of rmsnorm
+//	                                   and matmul_swiglu, in one call
 //	swiglu(a, b) -> handle             silu(a)·b elementwise, a and b f32 of one shape; silu(x) = x/(1+e⁻ˣ)
 //	copy_rows(dst, row, src) -> 0      rows row.. of f32 dst [R, C] = f32 src [r, C] (or [C], one row);
 //	                                   the KV cache's append
@@ -150,7 +161,7 @@
 //
 // # Job information
 //
-//	abi_version() -> Version (7; guests of v1 to v6 run unchanged)
+//	abi_version() -> Version (8; guests of v1 to v7 run unchanged)
 //	mode() -> ModeExact or ModeTolerance
 //
 // # Determinism
@@ -215,6 +226,11 @@
 // v7 adds rope_kv, the rotations of q and k and the KV caches' append in
 // one call: four fewer per layer again.
 //
+// v8 adds rmsnorm_matmul and rmsnorm_matmul_swiglu, the norm before a
+// block's attention and feed-forward halves in one call with the matmuls
+// after it: a decode step is 6 calls a layer, not 10, and on a GPU its
+// small k and v projections are one launch with q's.
+//
 // Exact mode defines every v3 reduction so that it can run on SIMD units
 // and still be bit-identical everywhere: a dot product of length k (matmul,
 // embed's rows need none, rmsnorm's Σx², attention's q·k) sums its products,
@@ -261,7 +277,7 @@
 package abi
 
 // Version is the ABI version answered by abi_version.
-const Version = 7
+const Version = 8
 
 // ModuleName is the import module name of the host functions.
 const ModuleName = "infernet"
@@ -319,7 +335,14 @@ const (
 
 	// v7.
 	FuncRoPEKV = "rope_kv"
+
+	// v8.
+	FuncRMSNormMatMul       = "rmsnorm_matmul"
+	FuncRMSNormMatMulSwiGLU = "rmsnorm_matmul_swiglu"
 )
+
+// MaxNormMatMuls is the most weights of one rmsnorm_matmul (q, k and v).
+const MaxNormMatMuls = 3
 
 // DType is a tensor element type.
 type DType int32

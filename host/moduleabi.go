@@ -149,6 +149,8 @@ func since(name string) int {
 		return 6
 	case abi.FuncRoPEKV:
 		return 7
+	case abi.FuncRMSNormMatMul, abi.FuncRMSNormMatMulSwiGLU:
+		return 8
 	case abi.FuncABIVersion, abi.FuncMode, abi.FuncTensorNew, abi.FuncTensorFree, abi.FuncTensorWrite, abi.FuncTensorRead,
 		abi.FuncTensorDType, abi.FuncTensorShape, abi.FuncTensorReshape, abi.FuncGemm, abi.FuncBinary, abi.FuncUnary, abi.FuncSoftmax,
 		abi.FuncReduce, abi.FuncGemmF32, abi.FuncGemmI8, abi.FuncBinaryF32, abi.FuncUnaryF32, abi.FuncSoftmaxF32, abi.FuncReduceF32:

@@ -42,10 +42,13 @@ extern "C" {
 #endif
 
 /* ABI version answered by infernet_abi_version() (abi.Version). */
-#define INFERNET_ABI_VERSION 7
+#define INFERNET_ABI_VERSION 8
 
 /* Largest number of dimensions of a tensor (abi.MaxDims). */
 #define INFERNET_MAX_DIMS 8
+
+/* Most weights of one rmsnorm_matmul (abi.MaxNormMatMuls). */
+#define INFERNET_MAX_NORM_MATMULS 3
 
 /* Bit pattern of every NaN produced in exact mode (abi.CanonicalNaN32). */
 #define INFERNET_CANONICAL_NAN32 0x7FC00000u
@@ -327,6 +330,19 @@ INFERNET_IMPORT(rope_kv)
 int32_t infernet_rope_kv(int32_t q, int32_t k, int32_t v, int32_t k_cache, int32_t v_cache,
                          int32_t pos, int32_t head_dim, int32_t theta_bits, int32_t style,
                          int32_t factors);
+
+/* v8: matmul(rmsnorm(x, g, eps), w_i) for the n weight handles at ws
+ * (1 <= n <= INFERNET_MAX_NORM_MATMULS), in one call (a block's norm and
+ * its q, k and v projections); the n results' handles are written to outs
+ * when it succeeds; returns 0. */
+INFERNET_IMPORT(rmsnorm_matmul)
+int32_t infernet_rmsnorm_matmul(int32_t x, int32_t g, int32_t eps_bits, const int32_t *ws, int32_t n,
+                                int32_t *outs);
+
+/* v8: matmul_swiglu(rmsnorm(x, g, eps), gate, up) into a new tensor, in
+ * one call (a feed-forward layer's norm and first half). */
+INFERNET_IMPORT(rmsnorm_matmul_swiglu)
+int32_t infernet_rmsnorm_matmul_swiglu(int32_t x, int32_t g, int32_t eps_bits, int32_t gate, int32_t up);
 
 /* silu(a) * b elementwise into a new tensor; a and b f32 of one shape. */
 INFERNET_IMPORT(swiglu) int32_t infernet_swiglu(int32_t a, int32_t b);

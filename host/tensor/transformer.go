@@ -56,6 +56,14 @@ type Fused interface {
 	// copies k and v [p.Rows, p.Cols] into the caches kc and vc from row
 	// p.Pos: an attention step's inputs.
 	RoPEKV(ctx context.Context, p RoPEParams, qCols int, q, k, v, kc, vc Buffer) error
+	// RMSNormMatMul computes outs[i][t, ns[i]] = xn · ws[i]ᵀ for each of
+	// the weights ws[i], stored [ns[i], k], where xn = RMSNorm(x [t, k], g,
+	// eps), g F32 [k]: a block's norm and its q, k and v projections.
+	RMSNormMatMul(ctx context.Context, t, k int, eps float32, x, g Buffer, ws []Buffer, ns []int, outs []Buffer) error
+	// RMSNormMatMulSwiGLU computes out[t,n] = SwiGLU(xn·gateᵀ, xn·upᵀ)
+	// where xn = RMSNorm(x [t, k], g, eps): a feed-forward layer's norm
+	// and first half.
+	RMSNormMatMulSwiGLU(ctx context.Context, t, n, k int, eps float32, x, g, gate, up, out Buffer) error
 }
 
 // MatMulAdd computes out = r + x·wᵀ on be, a Transformer: with its fused
@@ -144,6 +152,77 @@ func ComposeRoPEKV(ctx context.Context, be Backend, p RoPEParams, qCols int, q, 
 		return err
 	}
 	return tr.CopyRows(ctx, p.Pos, p.Cols, v, vc)
+}
+
+// RMSNormMatMul computes outs[i] = RMSNorm(x, g, eps)·ws[i]ᵀ on be, a
+// Transformer (see Fused.RMSNormMatMul): with its fused op where it is
+// Fused, else composed (ComposeRMSNormMatMul).
+func RMSNormMatMul(ctx context.Context, be Backend, t, k int, eps float32, x, g Buffer, ws []Buffer, ns []int, outs []Buffer) error {
+	if f, ok := be.(Fused); ok {
+		return f.RMSNormMatMul(ctx, t, k, eps, x, g, ws, ns, outs)
+	}
+	return ComposeRMSNormMatMul(ctx, be, t, k, eps, x, g, ws, ns, outs)
+}
+
+// ComposeRMSNormMatMul is RMSNormMatMul as be's RMSNorm into a buffer of
+// be's for the call and its MatMuls from it: Fused.RMSNormMatMul's
+// definition, and a Fused backend's way for the shapes it does not fuse.
+func ComposeRMSNormMatMul(ctx context.Context, be Backend, t, k int, eps float32, x, g Buffer, ws []Buffer, ns []int, outs []Buffer) error {
+	if len(ns) != len(ws) || len(outs) != len(ws) {
+		return fmt.Errorf("rmsnorm_matmul: %d weights, %d sizes, %d results", len(ws), len(ns), len(outs))
+	}
+	tr, xn, err := normed(ctx, be, t, k, eps, x, g)
+	if err != nil {
+		return err
+	}
+	defer be.Free(xn)
+	for i, w := range ws {
+		if err := tr.MatMul(ctx, t, ns[i], k, xn, w, outs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RMSNormMatMulSwiGLU computes out = SwiGLU(xn·gateᵀ, xn·upᵀ), xn =
+// RMSNorm(x, g, eps), on be, a Transformer: with its fused op where it is
+// Fused, else composed (ComposeRMSNormMatMulSwiGLU).
+func RMSNormMatMulSwiGLU(ctx context.Context, be Backend, t, n, k int, eps float32, x, g, gate, up, out Buffer) error {
+	if f, ok := be.(Fused); ok {
+		return f.RMSNormMatMulSwiGLU(ctx, t, n, k, eps, x, g, gate, up, out)
+	}
+	return ComposeRMSNormMatMulSwiGLU(ctx, be, t, n, k, eps, x, g, gate, up, out)
+}
+
+// ComposeRMSNormMatMulSwiGLU is RMSNormMatMulSwiGLU as be's RMSNorm into
+// a buffer of be's for the call and MatMulSwiGLU (be's fused one where it
+// has it) from it: Fused.RMSNormMatMulSwiGLU's definition, and a Fused
+// backend's way for the shapes it does not fuse.
+func ComposeRMSNormMatMulSwiGLU(ctx context.Context, be Backend, t, n, k int, eps float32, x, g, gate, up, out Buffer) error {
+	_, xn, err := normed(ctx, be, t, k, eps, x, g)
+	if err != nil {
+		return err
+	}
+	defer be.Free(xn)
+	return MatMulSwiGLU(ctx, be, t, n, k, xn, gate, up, out)
+}
+
+// normed returns be's language-model ops and a new buffer of be's holding
+// RMSNorm(x [t, k], g, eps), for the caller to free.
+func normed(ctx context.Context, be Backend, t, k int, eps float32, x, g Buffer) (Transformer, Buffer, error) {
+	tr, err := transformerOf(be)
+	if err != nil {
+		return nil, nil, err
+	}
+	xn, err := be.Alloc(abi.F32, t*k)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := tr.RMSNorm(ctx, t, k, eps, x, g, xn); err != nil {
+		be.Free(xn)
+		return nil, nil, err
+	}
+	return tr, xn, nil
 }
 
 // transformerOf returns be's language-model ops, or ErrUnsupported.

@@ -350,7 +350,7 @@
   (func (export "_start") (local $i i32) (local $h i32)
     ;; ---- Setup ------------------------------------------------------------------
     ;; abi_version: the version (abi.Version), as a sanity check
-    (drop (call $check (i32.const 0x8000) (i32.const 7)
+    (drop (call $check (i32.const 0x8000) (i32.const 8)
       (call $abi_version)))
     ;; setup.f22: f32 [2,2]
     (global.set $f22 (call $check (i32.const 0x8040) (i32.const 1001)

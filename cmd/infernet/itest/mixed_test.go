@@ -13,7 +13,7 @@ import (
 // before adverts said the host's tensor ABI). The older provider's advert
 // and bids are understood, and it agrees with this build's providers on a
 // plain job (ABI v1) run on all three; the llama runner, whose module
-// imports rope_kv (ABI v7), goes only to providers whose adverts say
+// imports rmsnorm_matmul (ABI v8), goes only to providers whose adverts say
 // so, never to the older one, which says nothing of its ABI (read as v5);
 // and asking 3 replicas of it fails saying that 2 of the 3 have it.
 func TestMixedVersions(t *testing.T) {
@@ -50,12 +50,12 @@ func TestMixedVersions(t *testing.T) {
 	generate := []string{"generate", "stories", "--prompt", "Once upon a time", "--max-tokens", "16", "--progress", "never"}
 	for range 3 { // the draw is random among those eligible
 		if out, stderr, code := infernet(t, nil, append(append(generate, "--replicas", "2"), on...)...); code != 0 || out == "" {
-			t.Fatalf("generate on the 2 providers of ABI v7: exit %d %q: %s", code, out, stderr)
+			t.Fatalf("generate on the 2 providers of ABI v8: exit %d %q: %s", code, out, stderr)
 		}
 	}
 	_, stderr, code = infernet(t, nil, append(append(generate, "--replicas", "3"), on...)...)
-	if code == 0 || !strings.Contains(stderr, "needs tensor ABI v7: 2 of the 3 known providers") {
-		t.Errorf("generate on 3 replicas: exit %d, %s; want a refusal saying 2 of the 3 have ABI v7", code, stderr)
+	if code == 0 || !strings.Contains(stderr, "needs tensor ABI v8: 2 of the 3 known providers") {
+		t.Errorf("generate on 3 replicas: exit %d, %s; want a refusal saying 2 of the 3 have ABI v8", code, stderr)
 	}
 	// The older provider ran the plain job and nothing else.
 	out, stderr, code := older.infernet(t, nil, "jobs", "--runs", "--json", "--datadir", older.dataDir)

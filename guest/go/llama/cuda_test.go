@@ -74,8 +74,8 @@ func TestRunnerOnFakeCUDA(t *testing.T) {
 // device: the difference is 4 decode tokens. Each token waits on the
 // worker once (its argmax), its operations go out in at most layers+2
 // writes to the pipe, no buffer is allocated or freed on the worker (the
-// session reuses its results' buffers), and the operations are at most 10
-// per layer and 4 more.
+// session reuses its results' buffers), and the operations are at most 6
+// per layer and 3 more.
 func TestDecodeStepCrossings(t *testing.T) {
 	ctx := context.Background()
 	set := workertest.OpenFake(t)
@@ -116,11 +116,12 @@ func TestDecodeStepCrossings(t *testing.T) {
 			per(d.Waits), per(d.Writes), layers+2, d.Allocs, d.Frees)
 	}
 	// Each op is a frame for the worker and a launch or more on the
-	// device: 10 per layer since ABI v7 (rope_kv takes the two rotations
-	// and the two appends to the KV caches; 13 before it, 17 before ABI
-	// v6's matmul_add and matmul_swiglu), and 4 more per token (embed, the
-	// final norm, the logits, argmax).
-	if opsPerToken := layers*10 + 4; per(d.Frames) > float64(opsPerToken) {
+	// device: 6 per layer since ABI v8 (rmsnorm_matmul takes the norm and
+	// the q, k and v projections, rmsnorm_matmul_swiglu the norm, gate, up
+	// and SwiGLU; 10 before it, 13 before ABI v7's rope_kv, 17 before
+	// v6's matmul_add and matmul_swiglu), and 3 more per token (embed, the
+	// final norm with the logits, argmax).
+	if opsPerToken := layers*6 + 3; per(d.Frames) > float64(opsPerToken) {
 		t.Errorf("per decode token: %.1f operations, want ≤ %d", per(d.Frames), opsPerToken)
 	}
 }

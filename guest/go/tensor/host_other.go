@@ -78,3 +78,7 @@ func hostSample(x, temperature, topP, coin int32) int32                  { retur
 func hostRoPEKV(q, k, v, kCache, vCache, pos, headDim, theta, style, factors int32) int32 {
 	return noHost
 }
+func hostRMSNormMatMul(x, g, eps int32, ws unsafe.Pointer, n int32, outs unsafe.Pointer) int32 {
+	return noHost
+}
+func hostRMSNormMatMulSwiGLU(x, g, eps, gate, up int32) int32 { return noHost }

@@ -130,6 +130,12 @@ func hostRoPEFactors(x, pos, headDim, theta, style, factors int32) int32
 //go:wasmimport infernet rope_kv
 func hostRoPEKV(q, k, v, kCache, vCache, pos, headDim, theta, style, factors int32) int32
 
+//go:wasmimport infernet rmsnorm_matmul
+func hostRMSNormMatMul(x, g, eps int32, ws unsafe.Pointer, n int32, outs unsafe.Pointer) int32
+
+//go:wasmimport infernet rmsnorm_matmul_swiglu
+func hostRMSNormMatMulSwiGLU(x, g, eps, gate, up int32) int32
+
 //go:wasmimport infernet swiglu
 func hostSwiGLU(a, b int32) int32
 

@@ -89,6 +89,48 @@ func RMSNorm(x, g *Tensor, eps float32) (*Tensor, error) {
 	return adopt(h)
 }
 
+// RMSNormMatMul returns MatMul(RMSNorm(x, g, eps), w) for each of the 1
+// to abi.MaxNormMatMuls weights ws, in one call: a block's norm and its q,
+// k and v projections (in exact mode the bits of those calls). ABI v8:
+// check ABIVersion() >= 8.
+func RMSNormMatMul(x, g *Tensor, eps float32, ws ...*Tensor) ([]*Tensor, error) {
+	if len(ws) == 0 || len(ws) > abi.MaxNormMatMuls {
+		return nil, refuse(abi.FuncRMSNormMatMul, abi.EINVAL, "%d weights", len(ws))
+	}
+	var hs, outs [abi.MaxNormMatMuls]int32
+	for i, w := range ws {
+		hs[i] = w.Handle()
+	}
+	if _, err := check(abi.FuncRMSNormMatMul, hostRMSNormMatMul(x.Handle(), g.Handle(), int32(math.Float32bits(eps)),
+		unsafe.Pointer(&hs[0]), int32(len(ws)), unsafe.Pointer(&outs[0]))); err != nil {
+		return nil, err
+	}
+	ts := make([]*Tensor, len(ws))
+	for i := range ts {
+		t, err := adopt(outs[i])
+		if err != nil {
+			for _, t := range ts[:i] {
+				t.Free()
+			}
+			return nil, err
+		}
+		ts[i] = t
+	}
+	return ts, nil
+}
+
+// RMSNormMatMulSwiGLU returns MatMulSwiGLU(RMSNorm(x, g, eps), gate, up)
+// in one call: a feed-forward layer's norm and first half (in exact mode
+// the bits of those calls). ABI v8: check ABIVersion() >= 8.
+func RMSNormMatMulSwiGLU(x, g *Tensor, eps float32, gate, up *Tensor) (*Tensor, error) {
+	h, err := check(abi.FuncRMSNormMatMulSwiGLU, hostRMSNormMatMulSwiGLU(x.Handle(), g.Handle(), int32(math.Float32bits(eps)),
+		gate.Handle(), up.Handle()))
+	if err != nil {
+		return nil, err
+	}
+	return adopt(h)
+}
+
 // RoPE rotates x [t, d] in place: row r is at position pos+r, in heads of
 // headDim values, pairs chosen by style (abi.RoPEInterleaved or
 // abi.RoPEHalves), base theta (10000 for Llama 2). ABI v3.

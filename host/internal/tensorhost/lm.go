@@ -232,44 +232,172 @@ func embed(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 {
 }
 
 // rmsNorm is rmsnorm(x, g, eps): x f32 [..., n] normalized along its last
-// axis and scaled by g of n elements. A g of a weight type is dequantized
-// first (an embed of its one row), since Transformer.RMSNorm takes f32.
+// axis and scaled by g of n elements.
 func rmsNorm(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
-	es, errno := s.entries(p[0], p[1])
+	x, g, eps, errno := s.normArgs(p[0], p[1], p[2])
 	if errno != abi.OK {
 		return int32(errno)
 	}
-	x, g := es[0], es[1]
-	eps := f32Arg(p[2])
+	rows, cols := rowsCols(x.shape)
+	return s.newResult(ctx, abi.F32, x.shape, 4*x.elems(), 0, func(be tensor.Backend, b []tensor.Buffer) error {
+		return withScale(ctx, be, g.dt, cols, b[1], func(tr tensor.Transformer, gf tensor.Buffer) error {
+			return tr.RMSNorm(ctx, rows, cols, eps, b[0], gf, b[2])
+		})
+	}, x.buf, g.buf)
+}
+
+// normArgs checks rmsnorm's x, g and eps, which the ops of v8 with a norm
+// before their matmuls take too.
+func (s *Session) normArgs(hx, hg, epsBits int32) (x, g *entry, eps float32, errno abi.Errno) {
+	es, errno := s.entries(hx, hg)
+	if errno != abi.OK {
+		return nil, nil, 0, errno
+	}
+	x, g = es[0], es[1]
+	eps = f32Arg(epsBits)
 	if !finite(eps) || eps < 0 {
-		return int32(abi.EINVAL)
+		return nil, nil, 0, abi.EINVAL
 	}
 	if x.dt != abi.F32 || !isWeight(g.dt) {
+		return nil, nil, 0, abi.EDTYPE
+	}
+	if _, cols := rowsCols(x.shape); g.elems() != cols {
+		return nil, nil, 0, abi.ESHAPE
+	}
+	return x, g, eps, abi.OK
+}
+
+// withScale calls f with be's language-model ops and rmsnorm's scale g of
+// type dt as F32, which Transformer.RMSNorm takes: g itself, or a g of a
+// weight type dequantized for the call (an embed of its one row).
+func withScale(ctx context.Context, be tensor.Backend, dt abi.DType, cols int, g tensor.Buffer,
+	f func(tr tensor.Transformer, gf tensor.Buffer) error) error {
+	tr, err := asTransformer(be)
+	if err != nil {
+		return err
+	}
+	if dt == abi.F32 {
+		return f(tr, g)
+	}
+	gf, err := be.Alloc(abi.F32, cols)
+	if err != nil {
+		return err
+	}
+	defer be.Free(gf)
+	if err := tr.Embed(ctx, 1, cols, g, []int32{0}, gf); err != nil {
+		return err
+	}
+	return f(tr, gf)
+}
+
+// rmsNormMatMul is rmsnorm_matmul(x, g, eps, ws_ptr, n, outs_ptr): the n
+// matmuls of rmsnorm(x, g, eps) by the weights at ws_ptr, their results'
+// handles written to outs_ptr. A Fused backend runs it as one op; on
+// others it is rmsnorm and the n matmuls (batched across jobs as matmul
+// is), with their bits (tensor.RMSNormMatMul).
+func rmsNormMatMul(ctx context.Context, s *Session, mem api.Memory, p []int32) int32 {
+	x, g, eps, errno := s.normArgs(p[0], p[1], p[2])
+	if errno != abi.OK {
+		return int32(errno)
+	}
+	n := p[4]
+	if n < 1 || n > abi.MaxNormMatMuls {
+		return int32(abi.EINVAL)
+	}
+	raw, ok := view(mem, p[3], 4*int64(n), 4)
+	if !ok {
+		return int32(abi.EFAULT)
+	}
+	if _, ok := view(mem, p[5], 4*int64(n), 4); !ok {
+		return int32(abi.EFAULT)
+	}
+	t, k := rowsCols(x.shape)
+	ws := make([]*entry, n)
+	ns := make([]int, n)
+	shapes := make([][]int, n)
+	shared := s.member != nil
+	var flops float64
+	work := 4 * x.elems()
+	for i := range ws {
+		w, errno := s.get(int32(binary.LittleEndian.Uint32(raw[4*i:])))
+		if errno != abi.OK {
+			return int32(errno)
+		}
+		_, ns[i], _, shapes[i], errno = matMulShape(x, w)
+		if errno != abi.OK {
+			return int32(errno)
+		}
+		ws[i], shared = w, shared && w.readOnly
+		work += t * ns[i]
+		flops += 2 * float64(t) * float64(ns[i]) * float64(k)
+	}
+	hs := make([]int32, 0, n)
+	bufs := []tensor.Buffer{x.buf, g.buf}
+	for _, w := range ws {
+		bufs = append(bufs, w.buf)
+	}
+	fail := func(errno abi.Errno) int32 {
+		for _, h := range hs {
+			s.release(h)
+		}
+		return int32(errno)
+	}
+	for i := range ws {
+		h, out, errno := s.allocFor(ctx, abi.F32, shapes[i], true)
+		if errno != abi.OK {
+			return fail(errno)
+		}
+		hs = append(hs, h)
+		bufs = append(bufs, out.buf)
+	}
+	s.charge(work, flops)
+	if errno := s.run(ctx, func(be tensor.Backend, b []tensor.Buffer) error {
+		be = s.batched(be, shared)
+		return withScale(ctx, be, g.dt, k, b[1], func(_ tensor.Transformer, gf tensor.Buffer) error {
+			return tensor.RMSNormMatMul(ctx, be, t, k, eps, b[0], gf, b[2:2+n], ns, b[2+n:])
+		})
+	}, bufs...); errno != abi.OK {
+		return fail(errno)
+	}
+	out := make([]byte, 4*n)
+	for i, h := range hs {
+		binary.LittleEndian.PutUint32(out[4*i:], uint32(h))
+	}
+	mem.Write(uint32(p[5]), out) // view checked the range
+	return 0
+}
+
+// rmsNormMatMulSwiGLU is rmsnorm_matmul_swiglu(x, g, eps, gate, up):
+// matmul_swiglu(rmsnorm(x, g, eps), gate, up) in one call, with those two
+// ops' bits where the backend is not Fused.
+func rmsNormMatMulSwiGLU(ctx context.Context, s *Session, _ api.Memory, p []int32) int32 {
+	x, g, eps, errno := s.normArgs(p[0], p[1], p[2])
+	if errno != abi.OK {
+		return int32(errno)
+	}
+	es, errno := s.entries(p[3], p[4])
+	if errno != abi.OK {
+		return int32(errno)
+	}
+	gate, up := es[0], es[1]
+	t, n, k, shape, errno := matMulShape(x, gate)
+	if errno != abi.OK {
+		return int32(errno)
+	}
+	if !isWeight(up.dt) {
 		return int32(abi.EDTYPE)
 	}
-	rows, cols := rowsCols(x.shape)
-	if g.elems() != cols {
+	if !slices.Equal(up.shape, gate.shape) {
 		return int32(abi.ESHAPE)
 	}
-	return s.newResult(ctx, abi.F32, x.shape, 4*x.elems(), 0, func(be tensor.Backend, b []tensor.Buffer) error {
-		tr, err := asTransformer(be)
-		if err != nil {
-			return err
-		}
-		gf := b[1]
-		if g.dt != abi.F32 {
-			tmp, err := be.Alloc(abi.F32, cols)
-			if err != nil {
-				return err
-			}
-			defer be.Free(tmp)
-			if err := tr.Embed(ctx, 1, cols, gf, []int32{0}, tmp); err != nil {
-				return err
-			}
-			gf = tmp
-		}
-		return tr.RMSNorm(ctx, rows, cols, eps, b[0], gf, b[2])
-	}, x.buf, g.buf)
+	shared := s.member != nil && gate.readOnly && up.readOnly
+	return s.newResult(ctx, abi.F32, shape, 4*x.elems()+3*t*n, 4*float64(t)*float64(n)*float64(k),
+		func(be tensor.Backend, b []tensor.Buffer) error {
+			be = s.batched(be, shared)
+			return withScale(ctx, be, g.dt, k, b[1], func(_ tensor.Transformer, gf tensor.Buffer) error {
+				return tensor.RMSNormMatMulSwiGLU(ctx, be, t, n, k, eps, b[0], gf, b[2], b[3], b[4])
+			})
+		}, x.buf, g.buf, gate.buf, up.buf)
 }
 
 // rope is rope(x, pos, head_dim, theta, style): x f32 [t, d] (or [d])

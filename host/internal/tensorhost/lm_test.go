@@ -233,3 +233,229 @@ func FuzzRoPEKV(f *testing.F) {
 		}
 	})
 }
+
+// readBytes returns the bytes of tensor h of s.
+func readBytes(t *testing.T, s *Session, h int32) []byte {
+	t.Helper()
+	e, errno := s.get(h)
+	if errno != abi.OK {
+		t.Fatal(errno)
+	}
+	b := make([]byte, e.dt.Bytes(e.elems()))
+	if err := s.backend.Read(e.buf, b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// normMatMulComposed is what rmsnorm_matmul of x, g, eps and ws must
+// give in exact mode: rmsnorm, then a matmul by each weight; their bytes.
+func normMatMulComposed(t *testing.T, s *Session, x, g, eps int32, ws ...int32) [][]byte {
+	t.Helper()
+	ctx := context.Background()
+	xn := rmsNorm(ctx, s, nil, []int32{x, g, eps})
+	if xn <= 0 {
+		t.Fatalf("rmsnorm = %d", xn)
+	}
+	defer s.release(xn)
+	var out [][]byte
+	for _, w := range ws {
+		y := matMul(ctx, s, nil, []int32{xn, w})
+		if y <= 0 {
+			t.Fatalf("matmul = %d", y)
+		}
+		out = append(out, readBytes(t, s, y))
+		s.release(y)
+	}
+	return out
+}
+
+// TestRMSNormMatMul: rmsnorm_matmul and rmsnorm_matmul_swiglu give, in
+// exact mode, the bits of rmsnorm and the matmuls (or matmul_swiglu) after
+// it, with weights and scales of data files among them; rmsnorm_matmul
+// refuses what those would refuse, a count outside [1, 3] and pointers
+// outside memory, and a refused call leaves no handle behind and writes
+// nothing.
+func TestRMSNormMatMul(t *testing.T) {
+	ctx := context.Background()
+	s, mem := exactSession(t)
+	r := rand.New(rand.NewPCG(9, 10))
+	newF32 := func(dims ...int) int32 { return randomF32(t, s, r, dims...) }
+	eps := int32(math.Float32bits(1e-5))
+	const wsPtr, outsPtr = 256, 512
+	call := func(x, g, eps int32, n int32, ws ...int32) int32 {
+		for i, w := range ws {
+			mem.WriteUint32Le(wsPtr+4*uint32(i), uint32(w))
+		}
+		return rmsNormMatMul(ctx, s, mem, []int32{x, g, eps, wsPtr, n, outsPtr})
+	}
+	x, g, q, v := newF32(2, 8), newF32(8), newF32(8, 8), newF32(3, 8)
+	data := fromData(s, mem, 0, abi.F32, 2, 8) // the file's 16 values: weights of 2 rows
+	gData := fromData(s, mem, 0, abi.F32, 8)
+	if data <= 0 || gData <= 0 {
+		t.Fatalf("tensor_from_data = %d, %d", data, gData)
+	}
+	for _, scale := range []int32{g, gData} {
+		want := normMatMulComposed(t, s, x, scale, eps, q, data, v)
+		live := s.live
+		if got := call(x, scale, eps, 3, q, data, v); got != 0 {
+			t.Fatalf("rmsnorm_matmul = %d", got)
+		}
+		if s.live != live+3 {
+			t.Errorf("%d handles made, want 3", s.live-live)
+		}
+		for i := range want {
+			h, _ := mem.ReadUint32Le(outsPtr + 4*uint32(i))
+			if got := readBytes(t, s, int32(h)); !bytes.Equal(got, want[i]) {
+				t.Errorf("result %d: %x, rmsnorm and matmul give %x", i, got, want[i])
+			}
+			s.release(int32(h))
+		}
+		// One weight: the classifier's form.
+		if got := call(x, scale, eps, 1, v); got != 0 {
+			t.Fatalf("rmsnorm_matmul of one = %d", got)
+		}
+		h, _ := mem.ReadUint32Le(outsPtr)
+		if got := readBytes(t, s, int32(h)); !bytes.Equal(got, want[2]) {
+			t.Errorf("one weight: %x, want %x", got, want[2])
+		}
+		s.release(int32(h))
+
+		gate, up := newF32(4, 8), newF32(4, 8)
+		xn := rmsNorm(ctx, s, nil, []int32{x, scale, eps})
+		composed := matMulSwiGLU(ctx, s, nil, []int32{xn, gate, up})
+		fused := rmsNormMatMulSwiGLU(ctx, s, nil, []int32{x, scale, eps, gate, up})
+		if xn <= 0 || composed <= 0 || fused <= 0 {
+			t.Fatalf("rmsnorm %d, matmul_swiglu %d, rmsnorm_matmul_swiglu %d", xn, composed, fused)
+		}
+		if a, b := readBytes(t, s, fused), readBytes(t, s, composed); !bytes.Equal(a, b) {
+			t.Errorf("rmsnorm_matmul_swiglu: %x, rmsnorm and matmul_swiglu give %x", a, b)
+		}
+	}
+
+	hi, _, errno := s.alloc(ctx, abi.I32, []int{8, 8})
+	if errno != abi.OK {
+		t.Fatal(errno)
+	}
+	wide, g16, gate, up, upWide := newF32(4, 16), newF32(16), newF32(4, 8), newF32(4, 8), newF32(4, 16)
+	nan := int32(math.Float32bits(float32(math.NaN())))
+	for _, c := range []struct {
+		name string
+		call func() int32
+		want abi.Errno
+	}{
+		{"no weights", func() int32 { return call(x, g, eps, 0) }, abi.EINVAL},
+		{"four weights", func() int32 { return call(x, g, eps, 4, q, q, q, q) }, abi.EINVAL},
+		{"a weight that is none", func() int32 { return call(x, g, eps, 3, q, 99, v) }, abi.EBADF},
+		{"a weight of i32", func() int32 { return call(x, g, eps, 2, q, hi) }, abi.EDTYPE},
+		{"a weight of other columns", func() int32 { return call(x, g, eps, 2, q, wide) }, abi.ESHAPE},
+		{"eps NaN", func() int32 { return call(x, g, nan, 1, q) }, abi.EINVAL},
+		{"eps negative", func() int32 { return call(x, g, int32(math.Float32bits(-1)), 1, q) }, abi.EINVAL},
+		{"a scale of other columns", func() int32 { return call(x, g16, eps, 1, q) }, abi.ESHAPE},
+		{"x of i32", func() int32 { return call(hi, g, eps, 1, q) }, abi.EDTYPE},
+		{"weights past memory", func() int32 {
+			return rmsNormMatMul(ctx, s, mem, []int32{x, g, eps, int32(mem.Size()) - 8, 3, outsPtr})
+		}, abi.EFAULT},
+		{"results misaligned", func() int32 { return rmsNormMatMul(ctx, s, mem, []int32{x, g, eps, wsPtr, 1, outsPtr + 1}) }, abi.EFAULT},
+		{"handles run out after the first result", func() int32 {
+			defer func(max int) { s.cfg.MaxHandles = max }(s.cfg.MaxHandles)
+			s.cfg.MaxHandles = s.live + 1
+			return call(x, g, eps, 3, q, data, v)
+		}, abi.ETOOMANY},
+		{"swiglu: up of other columns", func() int32 { return rmsNormMatMulSwiGLU(ctx, s, nil, []int32{x, g, eps, gate, upWide}) }, abi.ESHAPE},
+		{"swiglu: up of i32", func() int32 { return rmsNormMatMulSwiGLU(ctx, s, nil, []int32{x, g, eps, gate, hi}) }, abi.EDTYPE},
+		{"swiglu: eps NaN", func() int32 { return rmsNormMatMulSwiGLU(ctx, s, nil, []int32{x, g, nan, gate, up}) }, abi.EINVAL},
+	} {
+		for i := range abi.MaxNormMatMuls {
+			mem.WriteUint32Le(outsPtr+4*uint32(i), 0xabababab)
+		}
+		live := s.live
+		if got := c.call(); got != int32(c.want) {
+			t.Errorf("%s: %d, want %d (%v)", c.name, got, int32(c.want), c.want)
+		}
+		if s.live != live {
+			t.Errorf("%s: %d handles left behind", c.name, s.live-live)
+		}
+		for i := range abi.MaxNormMatMuls {
+			if h, _ := mem.ReadUint32Le(outsPtr + 4*uint32(i)); h != 0xabababab {
+				t.Errorf("%s: result %d written (%#x) by a refused call", c.name, i, h)
+			}
+		}
+	}
+}
+
+// FuzzRMSNormMatMul: rmsnorm_matmul with any handles, eps, count and
+// pointers, over tensors of varied shapes and types (data tensors among
+// them), never panics, answers 0 or an errno, leaves no handle and writes
+// nothing when it refuses, and when it accepts makes the count's handles,
+// written to outs_ptr, with the bits of rmsnorm and the matmuls.
+func FuzzRMSNormMatMul(f *testing.F) {
+	eps := int32(math.Float32bits(1e-5))
+	// handles: 1 x [2,8], 2 g [8], 3 w [4,8], 4 w [8,8], 5 i32 [2,8],
+	// 6 data [2,8], 7 [2,16], 8 [16], 9 data [8].
+	f.Add(int32(1), int32(2), eps, int32(3), int32(4), int32(6), int32(3), int32(256), int32(512))
+	f.Add(int32(1), int32(9), eps, int32(4), int32(0), int32(0), int32(1), int32(256), int32(260))
+	f.Add(int32(7), int32(8), eps, int32(7), int32(7), int32(7), int32(2), int32(0), int32(4))
+	f.Add(int32(1), int32(2), int32(-1), int32(5), int32(3), int32(3), int32(4), int32(65532), int32(3))
+	f.Fuzz(func(t *testing.T, x, g, eps, w0, w1, w2, n, wsPtr, outsPtr int32) {
+		ctx := context.Background()
+		s, mem := exactSession(t)
+		r := rand.New(rand.NewPCG(3, 4))
+		shapes := [][]int{{2, 8}, {8}, {4, 8}, {8, 8}, nil, nil, {2, 16}, {16}, nil}
+		for i, shape := range shapes {
+			var h int32
+			switch i {
+			case 4:
+				h, _, _ = s.alloc(ctx, abi.I32, []int{2, 8})
+			case 5:
+				h = fromData(s, mem, 0, abi.F32, 2, 8)
+			case 8:
+				h = fromData(s, mem, 0, abi.F32, 8)
+			default:
+				h = randomF32(t, s, r, shape...)
+			}
+			if h != int32(i+1) {
+				t.Fatalf("tensor %d has handle %d", i+1, h)
+			}
+		}
+		for i, w := range []int32{w0, w1, w2} {
+			mem.WriteUint32Le(uint32(wsPtr)+4*uint32(i), uint32(w)) // where it fits
+		}
+		outs := func() []byte {
+			b, _ := mem.Read(uint32(outsPtr), 4*abi.MaxNormMatMuls) // nil past the end
+			return bytes.Clone(b)
+		}
+		snapshot := func() [][]byte {
+			var all [][]byte
+			for h := int32(1); h <= int32(len(shapes)); h++ {
+				all = append(all, readBytes(t, s, h))
+			}
+			return all
+		}
+		before, outsBefore, live := snapshot(), outs(), s.live
+		got := rmsNormMatMul(ctx, s, mem, []int32{x, g, eps, wsPtr, n, outsPtr})
+		if !slices.EqualFunc(snapshot(), before, bytes.Equal) {
+			t.Fatalf("rmsnorm_matmul (%d) changed its inputs", got)
+		}
+		switch {
+		case got > 0:
+			t.Fatalf("rmsnorm_matmul = %d, want 0 or an errno", got)
+		case got < 0:
+			if s.live != live || !bytes.Equal(outs(), outsBefore) {
+				t.Fatalf("rmsnorm_matmul refused (%d) yet left %d handles or wrote its results", got, s.live-live)
+			}
+			return
+		}
+		if s.live != live+int(n) {
+			t.Fatalf("%d handles made, want %d", s.live-live, n)
+		}
+		ws := []int32{w0, w1, w2}[:n]
+		want := normMatMulComposed(t, s, x, g, eps, ws...)
+		for i := range ws {
+			h, _ := mem.ReadUint32Le(uint32(outsPtr) + 4*uint32(i))
+			if got := readBytes(t, s, int32(h)); !bytes.Equal(got, want[i]) {
+				t.Fatalf("result %d: not the bits of rmsnorm and matmul", i)
+			}
+		}
+	})
+}

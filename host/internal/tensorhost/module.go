@@ -86,6 +86,8 @@ var functions = []struct {
 	{Signature{abi.FuncMatMulAdd, 3}, matMulAdd},
 	{Signature{abi.FuncMatMulSwiGLU, 3}, matMulSwiGLU},
 	{Signature{abi.FuncRoPEKV, 10}, ropeKV},
+	{Signature{abi.FuncRMSNormMatMul, 6}, rmsNormMatMul},
+	{Signature{abi.FuncRMSNormMatMulSwiGLU, 5}, rmsNormMatMulSwiGLU},
 }
 
 // Functions lists the module's functions, for import allow-lists.

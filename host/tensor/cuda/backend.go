@@ -352,9 +352,12 @@ func (b *Backend) toHost(dst unsafe.Pointer, src uint64, n uintptr) error {
 // src is copied there at once, so the caller may reuse it, and the device
 // copies it to dst in order with the kernels (cuMemcpyHtoDAsync on the
 // default stream), so a small write costs the host no round trip. When
-// the buffer is full, the device first synchronises, which empties it.
+// the buffer is full, the device first synchronises, which empties it; so
+// it does when the capture under way is full (Config.Graphs), since the
+// copy's issue would synchronise it and empty the buffer while the copy,
+// captured after that, still reads from it.
 func (b *Backend) stage(dst uint64, src []byte) error {
-	if b.staged+len(src) > len(b.staging) {
+	if b.staged+len(src) > len(b.staging) || b.graph.full() {
 		if err := b.sync(); err != nil {
 			return err
 		}

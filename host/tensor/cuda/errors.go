@@ -34,9 +34,11 @@ func (e *Error) Error() string {
 // the process, unusable: per the CUresult documentation, after an illegal
 // address, a misaligned or out-of-space address, an illegal instruction or
 // program counter, a hardware stack error, a device assert, a launch
-// failure or timeout "any further CUDA work will return the same error"
-// and "the process must be terminated and relaunched"; an uncorrectable ECC
-// error is counted with them. Even cuCtxCreate fails after one, so a new
+// failure or timeout, an error contained by the GPU (Hopper's error
+// containment), a failed external device, a tensor memory leak, or an MPS
+// client terminated by its server "any further CUDA work will return the
+// same error" and "the process must be terminated and relaunched"; an
+// uncorrectable ECC error is counted with them. Even cuCtxCreate fails after one, so a new
 // Backend in the same process cannot recover: the provider's GPU worker
 // process (package remote) exits and is started again. cuBLAS statuses are
 // never sticky themselves: a fault of cuBLAS's own kernel comes back as a
@@ -61,6 +63,7 @@ func (e *Error) Is(target error) bool { return target == tensor.ErrDeviceLost &&
 // stickyCodes are the CUresult values of Sticky (cuda.h).
 var stickyCodes = map[int]bool{
 	214: true, // CUDA_ERROR_ECC_UNCORRECTABLE
+	226: true, // CUDA_ERROR_CONTAINED
 	700: true, // CUDA_ERROR_ILLEGAL_ADDRESS
 	702: true, // CUDA_ERROR_LAUNCH_TIMEOUT
 	710: true, // CUDA_ERROR_ASSERT
@@ -70,6 +73,9 @@ var stickyCodes = map[int]bool{
 	717: true, // CUDA_ERROR_INVALID_ADDRESS_SPACE
 	718: true, // CUDA_ERROR_INVALID_PC
 	719: true, // CUDA_ERROR_LAUNCH_FAILED
+	721: true, // CUDA_ERROR_TENSOR_MEMORY_LEAK
+	810: true, // CUDA_ERROR_MPS_CLIENT_TERMINATED
+	911: true, // CUDA_ERROR_EXTERNAL_DEVICE
 }
 
 // Common CUresult values; the full list is in cuda.h. Only these are named,
@@ -93,6 +99,7 @@ var cuResultNames = map[int32]string{
 	218: "CUDA_ERROR_INVALID_PTX",
 	221: "CUDA_ERROR_JIT_COMPILER_NOT_FOUND",
 	222: "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+	226: "CUDA_ERROR_CONTAINED",
 	300: "CUDA_ERROR_INVALID_SOURCE",
 	301: "CUDA_ERROR_FILE_NOT_FOUND",
 	303: "CUDA_ERROR_SHARED_OBJECT_INIT_FAILED",
@@ -112,11 +119,25 @@ var cuResultNames = map[int32]string{
 	717: "CUDA_ERROR_INVALID_ADDRESS_SPACE",
 	718: "CUDA_ERROR_INVALID_PC",
 	719: "CUDA_ERROR_LAUNCH_FAILED",
+	721: "CUDA_ERROR_TENSOR_MEMORY_LEAK",
 	800: "CUDA_ERROR_NOT_PERMITTED",
 	801: "CUDA_ERROR_NOT_SUPPORTED",
 	802: "CUDA_ERROR_SYSTEM_NOT_READY",
 	803: "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
 	804: "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
+	810: "CUDA_ERROR_MPS_CLIENT_TERMINATED",
+	900: "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+	901: "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+	902: "CUDA_ERROR_STREAM_CAPTURE_MERGE",
+	903: "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED",
+	904: "CUDA_ERROR_STREAM_CAPTURE_UNJOINED",
+	905: "CUDA_ERROR_STREAM_CAPTURE_ISOLATION",
+	906: "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
+	907: "CUDA_ERROR_CAPTURED_EVENT",
+	908: "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
+	909: "CUDA_ERROR_TIMEOUT",
+	910: "CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE",
+	911: "CUDA_ERROR_EXTERNAL_DEVICE",
 	999: "CUDA_ERROR_UNKNOWN",
 }
 

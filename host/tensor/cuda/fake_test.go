@@ -1266,7 +1266,11 @@ func TestFakeDriver_StickyFault(t *testing.T) {
 		{&Error{Call: symCtxSync, Code: 700}, true},
 		{&Error{Call: symLaunchKernel, Code: 719}, true},
 		{&Error{Call: symMemAlloc, Code: 214}, true},
+		{&Error{Call: symCtxSync, Code: 226}, true}, // contained by the GPU (Hopper)
+		{&Error{Call: symCtxSync, Code: 810}, true}, // an MPS client terminated
+		{&Error{Call: symCtxSync, Code: 911}, true}, // an external device failed
 		{&Error{Call: symLaunchKernel, Code: 701}, false},
+		{&Error{Call: symGraphLaunch, Code: 901}, false}, // a capture invalidated: graphs go off
 		{&Error{Call: symMemAlloc, Code: 2}, false},
 		{&Error{Call: symSgemm, Code: 14}, false},
 		{&Error{Call: symGemmEx, Code: 715}, false}, // a cuBLAS status, whatever its number

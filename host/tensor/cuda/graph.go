@@ -131,6 +131,10 @@ func (b *Backend) GraphStats() GraphStats {
 // variable so tests can make chains long.
 var maxSpan = 4096
 
+// full reports whether a capture is under way with maxSpan operations:
+// the next capturable call synchronises (launching it) first.
+func (g *graphState) full() bool { return g.capturing && len(g.span) >= maxSpan }
+
 // capture starts a capture, with graphs on and none under way, and
 // reports the stream the next capturable call goes to: the capture
 // stream, or 0 (the default stream) without one.
@@ -139,7 +143,7 @@ func (b *Backend) capture() (uintptr, error) {
 	if !g.on {
 		return 0, nil
 	}
-	if g.capturing && len(g.span) >= maxSpan {
+	if g.full() {
 		if err := b.sync(); err != nil {
 			return 0, err
 		}

@@ -248,3 +248,40 @@ func TestGraphsLongChain(t *testing.T) {
 		t.Errorf("%d graphs launched and %d waits, want 3 and 2", launches, syncs)
 	}
 }
+
+// TestGraphsLongChainOfWrites: staged writes past maxSpan operations each
+// reach their buffer. The write that fills a capture must not be staged
+// before the capture's synchronisation empties the staging buffer, or the
+// next writes, staged from its start again, overwrite its bytes before its
+// captured copy runs.
+func TestGraphsLongChainOfWrites(t *testing.T) {
+	defer func(n int) { maxSpan = n }(maxSpan)
+	maxSpan = 3
+	b := newFakeGraphs(t)
+	const n, m = 64, 12
+	xs := make([]tensor.Buffer, m)
+	for i := range xs {
+		x, err := b.Alloc(abi.I8, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		xs[i] = x
+	}
+	if err := b.Read(xs[0], make([]byte, n)); err != nil { // the allocations' memsets run
+		t.Fatal(err)
+	}
+	for i, x := range xs {
+		if err := b.Write(x, bytes.Repeat([]byte{byte(i + 1)}, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, x := range xs {
+		got := make([]byte, n)
+		if err := b.Read(x, got); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, bytes.Repeat([]byte{byte(i + 1)}, n)) {
+			t.Errorf("buffer %d holds %d, want %d", i, got[0], i+1)
+		}
+	}
+}

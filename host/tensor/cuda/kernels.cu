@@ -784,27 +784,58 @@ static __device__ inline float silu_mul(float v, float b) {
   return v * sig * b;
 }
 
-// gemv_rows: out[r·n + j] = dot(x row r, w row j) for the t rows of x
-// ([t, k] f32) and the weight rows j in [row0, row0+rows) (w [n, k] of type
-// dt), plus res[r·n + j] where res is not null (matmul_add's residual).
-// Each warp computes one weight row for every x row (the row, read again
-// per x row, stays in cache); a block's 8 warps sum their lanes in shared
-// memory (warp_sum).
+// gemv_out is a warp's share of gemv_rows: out[r·n + j] = dot(x row r,
+// row) (plus res[r·n + j] where res is not null) for the t rows of x [t,
+// k], row being weight row j, of type dt; ok is false for a warp past the
+// last row, which still takes part in warp_sum's barriers.
+static __device__ ALWAYS_INLINE void gemv_out(const float *x, const unsigned char *row,
+                                              const float *res, float *out, i64 j, i64 t, i64 n,
+                                              i64 k, int dt, int ok, float *sh, unsigned tid,
+                                              unsigned lane) {
+  for (i64 r = 0; r < t; r++) {
+    float d = warp_sum(ok ? dot_lane(x + r * k, row, k, dt, lane) : 0.0f, sh, tid, lane);
+    if (ok && lane == 0)
+      out[r * n + j] = res ? res[r * n + j] + d : d;
+  }
+}
+
+// swiglu_out is a warp's share of gemv_swiglu_rows: out[r·n + j] =
+// silu(dot(x row r, grow))·dot(x row r, urow), grow and urow being row j
+// of the gate (type dg) and up (type du) weights; otherwise as gemv_out.
+static __device__ ALWAYS_INLINE void swiglu_out(const float *x, const unsigned char *grow,
+                                                const unsigned char *urow, float *out, i64 j,
+                                                i64 t, i64 n, i64 k, int dg, int du, int ok,
+                                                float *sh, unsigned tid, unsigned lane) {
+  for (i64 r = 0; r < t; r++) {
+    float a = warp_sum(ok ? dot_lane(x + r * k, grow, k, dg, lane) : 0.0f, sh, tid, lane);
+    float b = warp_sum(ok ? dot_lane(x + r * k, urow, k, du, lane) : 0.0f, sh, tid, lane);
+    if (ok && lane == 0)
+      out[r * n + j] = silu_mul(a, b);
+  }
+}
+
+// FOR_WARP_ROWS loops base over the bands of BLOCK/WARP weight rows in
+// [row0, row0+rows) that this block computes, a band per block and then a
+// grid further; warp w of the block takes row base + w.
+#define FOR_WARP_ROWS(base) \
+  for (i64 base = row0 + (i64)__nvvm_read_ptx_sreg_ctaid_x() * (BLOCK / WARP); base < row0 + rows; \
+       base += (i64)__nvvm_read_ptx_sreg_nctaid_x() * (BLOCK / WARP))
+
+// gemv_rows: out[r·n + j] = dot(x row r, w row j) for the t rows of x ([t, k]
+// f32) and the weight rows j in [row0, row0+rows) (w [n, k] of type dt), plus
+// res[r·n + j] where res is not null (matmul_add's residual). Each warp
+// computes one weight row for every x row (the row, read again per x row,
+// stays in cache); a block's 8 warps sum their lanes in shared memory
+// (warp_sum).
 KERNEL gemv_rows(const float *__restrict x, const unsigned char *__restrict w,
                  const float *__restrict res, float *__restrict out, i64 row0, i64 rows, i64 t,
                  i64 n, i64 k, int dt) {
   __shared__ float sh[BLOCK];
-  unsigned tid = __nvvm_read_ptx_sreg_tid_x(), lane = tid % WARP, warp = tid / WARP;
-  i64 rb = row_bytes(k, dt), per = BLOCK / WARP;
-  for (i64 base = row0 + (i64)__nvvm_read_ptx_sreg_ctaid_x() * per; base < row0 + rows;
-       base += (i64)__nvvm_read_ptx_sreg_nctaid_x() * per) {
-    i64 j = base + warp;
-    int ok = j < row0 + rows;
-    for (i64 r = 0; r < t; r++) {
-      float d = warp_sum(ok ? dot_lane(x + r * k, w + j * rb, k, dt, lane) : 0.0f, sh, tid, lane);
-      if (ok && lane == 0)
-        out[r * n + j] = res ? res[r * n + j] + d : d;
-    }
+  unsigned tid = __nvvm_read_ptx_sreg_tid_x(), lane = tid % WARP;
+  i64 rb = row_bytes(k, dt);
+  FOR_WARP_ROWS(base) {
+    i64 j = base + tid / WARP;
+    gemv_out(x, w + j * rb, res, out, j, t, n, k, dt, j < row0 + rows, sh, tid, lane);
   }
 }
 
@@ -816,18 +847,84 @@ KERNEL gemv_swiglu_rows(const float *__restrict x, const unsigned char *__restri
                         const unsigned char *__restrict u, float *__restrict out, i64 row0,
                         i64 rows, i64 t, i64 n, i64 k, int dg, int du) {
   __shared__ float sh[BLOCK];
-  unsigned tid = __nvvm_read_ptx_sreg_tid_x(), lane = tid % WARP, warp = tid / WARP;
-  i64 gb = row_bytes(k, dg), ub = row_bytes(k, du), per = BLOCK / WARP;
-  for (i64 base = row0 + (i64)__nvvm_read_ptx_sreg_ctaid_x() * per; base < row0 + rows;
-       base += (i64)__nvvm_read_ptx_sreg_nctaid_x() * per) {
-    i64 j = base + warp;
-    int ok = j < row0 + rows;
-    for (i64 r = 0; r < t; r++) {
-      float a = warp_sum(ok ? dot_lane(x + r * k, g + j * gb, k, dg, lane) : 0.0f, sh, tid, lane);
-      float b = warp_sum(ok ? dot_lane(x + r * k, u + j * ub, k, du, lane) : 0.0f, sh, tid, lane);
-      if (ok && lane == 0)
-        out[r * n + j] = silu_mul(a, b);
+  unsigned tid = __nvvm_read_ptx_sreg_tid_x(), lane = tid % WARP;
+  i64 gb = row_bytes(k, dg), ub = row_bytes(k, du);
+  FOR_WARP_ROWS(base) {
+    i64 j = base + tid / WARP;
+    swiglu_out(x, g + j * gb, u + j * ub, out, j, t, n, k, dg, du, j < row0 + rows, sh, tid, lane);
+  }
+}
+
+// NORM_MAX is the most values (t rows of k) of the input that the
+// norm-fused GEMVs normalize into a block's shared memory: 32 KiB, with
+// sh's 1 KiB under the 48 KiB a block may declare statically. It is
+// 16-byte aligned, as dot_lane's vector loads of x need.
+#define NORM_MAX 8192
+
+// norm_shared writes rmsnorm(x [t, k], g, eps) to xs (t·k ≤ NORM_MAX),
+// each row as rmsnorm_rows computes it, and waits for the block: every
+// block of a norm-fused GEMV normalizes its input itself (a few KiB read
+// from cache, against the weight rows it streams), so no launch of
+// rmsnorm_rows and no buffer of xn are needed.
+static __device__ ALWAYS_INLINE void norm_shared(const float *x, const float *g, float eps, i64 t,
+                                                 i64 k, float *xs, float *sh) {
+  unsigned tid = __nvvm_read_ptx_sreg_tid_x();
+  for (i64 r = 0; r < t; r++) {
+    const float *xr = x + r * k;
+    float s = 0.0f;
+    for (i64 c = tid; c < k; c += BLOCK)
+      s += xr[c] * xr[c];
+    float inv = 1.0f / __builtin_sqrtf(block_reduce(s, 0, sh) / (float)k + eps);
+    for (i64 c = tid; c < k; c += BLOCK)
+      xs[r * k + c] = g[c] * (inv * xr[c]);
+  }
+  __syncthreads();
+}
+
+// gemv_norm_rows: rmsnorm_matmul's decode step in one launch. Rows [row0,
+// row0+rows) of the weights w0 [n0, k], w1 [n1, k] and w2 [n2, k] taken one
+// after the other (q, k and v: the small k and v share the launch with q),
+// each times rmsnorm(x [t, k], g, eps) into out0 [t, n0], out1 or out2; w_i
+// is of type (dts >> 8i) & 255, and n_i = 0 (its pointers null) for fewer
+// weights.
+KERNEL gemv_norm_rows(const float *__restrict x, const float *__restrict g,
+                      const unsigned char *__restrict w0, const unsigned char *__restrict w1,
+                      const unsigned char *__restrict w2, float *__restrict out0,
+                      float *__restrict out1, float *__restrict out2, i64 row0, i64 rows, i64 t,
+                      i64 k, i64 n0, i64 n1, i64 n2, int dts, float eps) {
+  __shared__ float sh[BLOCK];
+  __shared__ __attribute__((aligned(16))) float xs[NORM_MAX]; // dot_lane's 16-byte loads
+  unsigned tid = __nvvm_read_ptx_sreg_tid_x(), lane = tid % WARP;
+  norm_shared(x, g, eps, t, k, xs, sh);
+  FOR_WARP_ROWS(base) {
+    i64 j = base + tid / WARP, n = n0;
+    const unsigned char *w = w0;
+    float *out = out0;
+    int dt = dts & 255;
+    if (j >= n0 + n1) {
+      j -= n0 + n1, n = n2, w = w2, out = out2, dt = dts >> 16 & 255;
+    } else if (j >= n0) {
+      j -= n0, n = n1, w = w1, out = out1, dt = dts >> 8 & 255;
     }
+    int ok = base + tid / WARP < row0 + rows;
+    gemv_out(xs, w + j * row_bytes(k, dt), 0, out, j, t, n, k, dt, ok, sh, tid, lane);
+  }
+}
+
+// gemv_norm_swiglu_rows: rmsnorm_matmul_swiglu's decode step in one
+// launch: gemv_swiglu_rows of rmsnorm(x [t, k], g, eps) (t·k ≤ NORM_MAX).
+KERNEL gemv_norm_swiglu_rows(const float *__restrict x, const float *__restrict gn,
+                             const unsigned char *__restrict g, const unsigned char *__restrict u,
+                             float *__restrict out, i64 row0, i64 rows, i64 t, i64 n, i64 k,
+                             int dg, int du, float eps) {
+  __shared__ float sh[BLOCK];
+  __shared__ __attribute__((aligned(16))) float xs[NORM_MAX]; // dot_lane's 16-byte loads
+  unsigned tid = __nvvm_read_ptx_sreg_tid_x(), lane = tid % WARP;
+  i64 gb = row_bytes(k, dg), ub = row_bytes(k, du);
+  norm_shared(x, gn, eps, t, k, xs, sh);
+  FOR_WARP_ROWS(base) {
+    i64 j = base + tid / WARP;
+    swiglu_out(xs, g + j * gb, u + j * ub, out, j, t, n, k, dg, du, j < row0 + rows, sh, tid, lane);
   }
 }
 

@@ -29,6 +29,8 @@ const (
 	kGather
 	kGemv
 	kGemvSwiGLU
+	kGemvNorm
+	kGemvNormSwiGLU
 	kDequant
 	kRMSNorm
 	kRoPE
@@ -66,6 +68,10 @@ var kernelSigs = [numKernels]struct {
 	kGemv: {"gemv_rows", []int{8, 8, 8, 8, 8, 8, 8, 8, 8, 4}},
 	// x, g, u, out, row0, rows, t, n, k, dg, du
 	kGemvSwiGLU: {"gemv_swiglu_rows", []int{8, 8, 8, 8, 8, 8, 8, 8, 8, 4, 4}},
+	// x, g, w0, w1, w2, out0, out1, out2, row0, rows, t, k, n0, n1, n2, dts, eps
+	kGemvNorm: {"gemv_norm_rows", []int{8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 4, 4}},
+	// x, gn, g, u, out, row0, rows, t, n, k, dg, du, eps
+	kGemvNormSwiGLU: {"gemv_norm_swiglu_rows", []int{8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 4, 4, 4}},
 	// w, ids, out, off, n, rows, cols, dt
 	kDequant: {"dequant_rows", []int{8, 8, 8, 8, 8, 8, 8, 4}},
 	kRMSNorm: {"rmsnorm_rows", []int{8, 8, 8, 8, 8, 8, 4}},   // a, g, out, row0, rows, cols, eps
@@ -106,7 +112,7 @@ func gridFor(items int) uint32   { return uint32(min(max((items+blockSize-1)/blo
 func rowGrid(rows int) uint32    { return uint32(min(max(rows, 1), maxGrid)) }
 
 // maxKernelParams bounds the parameters of a kernel (kernelSigs).
-const maxKernelParams = 16
+const maxKernelParams = 20
 
 // launchArgs is the parameter block of cuLaunchKernel, one per Backend,
 // used by one launch at a time (launch runs on the queue's thread): the

@@ -27,6 +27,9 @@ const (
 	// memory-bound optimum. Past a few rows (prefill) the product is
 	// compute-bound and goes to cuBLAS.
 	gemvMaxRows = 8
+	// normMaxElems is kernels.cu's NORM_MAX: the most values of x (t rows
+	// of k) that a norm-fused GEMV normalizes into a block's shared memory.
+	normMaxElems = 8192
 	// gemvRowsPerBlock is the weight rows of one gemv_rows block: a warp
 	// each (kernels.cu's BLOCK / WARP).
 	gemvRowsPerBlock = blockSize / 32
@@ -288,6 +291,9 @@ func (b *Backend) Embed(ctx context.Context, rows, cols int, table tensor.Buffer
 	if err := checkArgs("embed", xs, want{xs[0].dt, rows * cols}, want{abi.F32, len(ids) * cols}); err != nil {
 		return err
 	}
+	if xs[0] == xs[1] { // the kernel's threads would read rows that others overwrite
+		return fmt.Errorf("cuda: %w: embed into its table", tensor.ErrUnsupported)
+	}
 	for i, id := range ids {
 		if id < 0 || int(id) >= rows {
 			return fmt.Errorf("cuda: embed: id %d is %d, not in [0, %d)", i, id, rows)
@@ -484,6 +490,133 @@ func (b *Backend) MatMulSwiGLU(ctx context.Context, t, n, k int, x, gate, up, ou
 				i64Arg(r0), i64Arg(rows), i64Arg(t), i64Arg(n), i64Arg(k), i32Arg(int32(xg.dt)), i32Arg(int32(xu.dt)))
 		})
 	})
+}
+
+// normFused reports whether the norm-fused GEMVs take x [t, k]: a decode
+// step's few rows, normalized into a block's shared memory.
+func normFused(t, k int) bool {
+	return t > 0 && k > 0 && t <= gemvMaxRows && t*k <= normMaxElems
+}
+
+// RMSNormMatMul implements tensor.Fused: outs[i] = rmsnorm(x, g, eps)·ws[i]ᵀ.
+// A decode step's (normFused, up to 3 weights: q, k and v) is one
+// gemv_norm_rows launch, each block normalizing x itself and taking its
+// rows from the weights one after the other; other shapes are RMSNorm and
+// the MatMuls (tensor.ComposeRMSNormMatMul).
+//
+// hardware-untested: no GPU was available when this was written; the call
+// sequence is tested against a fake driver.
+func (b *Backend) RMSNormMatMul(ctx context.Context, t, k int, eps float32, x, g tensor.Buffer, ws []tensor.Buffer, ns []int, outs []tensor.Buffer) error {
+	if !normFused(t, k) || len(ws) == 0 || len(ws) > 3 || len(ns) != len(ws) || len(outs) != len(ws) {
+		return tensor.ComposeRMSNormMatMul(ctx, b, t, k, eps, x, g, ws, ns, outs)
+	}
+	gb, err := b.normScale("rmsnorm_matmul", k, g, outs...)
+	if err != nil {
+		return err
+	}
+	// Three slots, the kernel's: an empty one has no rows and null
+	// pointers, and repeats the first's type (a valid one).
+	var ptrs [6]kernelArg // w0, w1, w2, out0, out1, out2
+	var rows [3]kernelArg
+	bufs := []*buffer{gb}
+	dts, total := 0, 0
+	for i := range 3 {
+		ptrs[i], ptrs[3+i], rows[i] = ptrArg(0), ptrArg(0), i64Arg(0)
+		if i >= len(ws) {
+			dts |= dts & 255 << (8 * i)
+			continue
+		}
+		xs, err := b.matMulArgs(t, ns[i], k, x, ws[i], outs[i])
+		if err != nil {
+			return err
+		}
+		if i == 0 {
+			bufs = append(bufs, xs[0])
+		}
+		for _, w := range ws[:i] { // an earlier weight is read while this result is written
+			if w == outs[i] {
+				return fmt.Errorf("cuda: %w: rmsnorm_matmul into one of its weights", tensor.ErrUnsupported)
+			}
+		}
+		for _, o := range outs[:i] {
+			if o == ws[i] {
+				return fmt.Errorf("cuda: %w: rmsnorm_matmul into one of its weights", tensor.ErrUnsupported)
+			}
+		}
+		bufs = append(bufs, xs[1], xs[2])
+		ptrs[i], ptrs[3+i], rows[i] = ptrArg(xs[1].ptr), ptrArg(xs[2].ptr), i64Arg(ns[i])
+		dts |= int(xs[1].dt) << (8 * i)
+		total += ns[i]
+	}
+	xp := bufs[1].ptr
+	step := max(gemvPieceScale*chunkElems/k, gemvRowsPerBlock)
+	return b.q.do(ctx, func() error {
+		if err := b.alive(bufs...); err != nil {
+			return err
+		}
+		return b.chunked(ctx, total, step, func(r0, n int) error {
+			grid := uint32(min((n+gemvRowsPerBlock-1)/gemvRowsPerBlock, maxGrid))
+			return b.launch(kGemvNorm, grid, ptrArg(xp), ptrArg(gb.ptr), ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5],
+				i64Arg(r0), i64Arg(n), i64Arg(t), i64Arg(k), rows[0], rows[1], rows[2], i32Arg(int32(dts)), f32Arg(float64(eps)))
+		})
+	})
+}
+
+// RMSNormMatMulSwiGLU implements tensor.Fused: out = SwiGLU(xn·gateᵀ,
+// xn·upᵀ), xn = rmsnorm(x, g, eps). A decode step's (normFused) is one
+// gemv_norm_swiglu_rows launch; other shapes are RMSNorm and MatMulSwiGLU
+// (tensor.ComposeRMSNormMatMulSwiGLU).
+//
+// hardware-untested: no GPU was available when this was written; the call
+// sequence is tested against a fake driver.
+func (b *Backend) RMSNormMatMulSwiGLU(ctx context.Context, t, n, k int, eps float32, x, g, gate, up, out tensor.Buffer) error {
+	if !normFused(t, k) || n <= 0 {
+		return tensor.ComposeRMSNormMatMulSwiGLU(ctx, b, t, n, k, eps, x, g, gate, up, out)
+	}
+	gb, err := b.normScale("rmsnorm_matmul_swiglu", k, g, out)
+	if err != nil {
+		return err
+	}
+	xs, err := b.matMulArgs(t, n, k, x, gate, out)
+	if err != nil {
+		return err
+	}
+	us, err := b.matMulArgs(t, n, k, x, up, out)
+	if err != nil {
+		return err
+	}
+	xg, xu, xo := xs[1], us[1], xs[2]
+	step := max(gemvPieceScale*chunkElems/(2*k), gemvRowsPerBlock)
+	return b.q.do(ctx, func() error {
+		if err := b.alive(xs[0], gb, xg, xu, xo); err != nil {
+			return err
+		}
+		return b.chunked(ctx, n, step, func(r0, rows int) error {
+			grid := uint32(min((rows+gemvRowsPerBlock-1)/gemvRowsPerBlock, maxGrid))
+			return b.launch(kGemvNormSwiGLU, grid, ptrArg(xs[0].ptr), ptrArg(gb.ptr), ptrArg(xg.ptr), ptrArg(xu.ptr),
+				ptrArg(xo.ptr), i64Arg(r0), i64Arg(rows), i64Arg(t), i64Arg(n), i64Arg(k),
+				i32Arg(int32(xg.dt)), i32Arg(int32(xu.dt)), f32Arg(float64(eps)))
+		})
+	})
+}
+
+// normScale checks the scale g (F32 [k]) of a norm-fused GEMV, which its
+// results outs must not be (the kernel reads g while it writes them), nor
+// one result twice, and returns g's buffer.
+func (b *Backend) normScale(op string, k int, g tensor.Buffer, outs ...tensor.Buffer) (*buffer, error) {
+	gs, err := b.own(append([]tensor.Buffer{g}, outs...)...)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkArgs(op, gs[:1], want{abi.F32, k}); err != nil {
+		return nil, err
+	}
+	for i, o := range gs[1:] {
+		if slices.Contains(gs[:i+1], o) {
+			return nil, fmt.Errorf("cuda: %w: %s into its scale or twice into one result", tensor.ErrUnsupported, op)
+		}
+	}
+	return gs[0], nil
 }
 
 // SwiGLU implements tensor.Transformer with the swiglu_f32 kernel

@@ -83,16 +83,17 @@ func (in lmIn) load(t *testing.T, be tensor.Backend) tensor.Buffer {
 }
 
 // lmCase runs op on the CUDA and the reference backend with the same
-// buffers: the buffers outs must agree within tol (plus slack[i] on
-// element i of the first), and the indices op returns must be equal.
+// buffers: the buffers outs must agree within tol (plus slacks[o][i] on
+// element i of out o where slacks has it), and the indices op returns
+// must be equal.
 type lmCase struct {
-	name  string
-	bufs  []lmIn
-	outs  []int
-	tol   tol
-	slack []float32
-	split bool // several launches when chunkElems is 7
-	op    func(ctx context.Context, tr tensor.Transformer, b []tensor.Buffer) (int, error)
+	name   string
+	bufs   []lmIn
+	outs   []int
+	tol    tol
+	slacks [][]float32
+	split  bool // several launches when chunkElems is 7
+	op     func(ctx context.Context, tr tensor.Transformer, b []tensor.Buffer) (int, error)
 }
 
 // runOn loads c's buffers into be, runs c.op and returns the outputs and
@@ -243,6 +244,23 @@ func matmulSlack(dt abi.DType, t, n, k int, x []float32, wMag []byte) []float32 
 	return out.F32
 }
 
+// rmsNormF64 is rmsnorm of x [t, k] by g, in float64 rounded to float32:
+// the normalized input whose magnitudes bound a norm-fused product's error.
+func rmsNormF64(x, g []float32, t, k int, eps float64) []float32 {
+	out := make([]float32, len(x))
+	for r := range t {
+		var ss float64
+		for _, v := range x[r*k : (r+1)*k] {
+			ss += float64(v) * float64(v)
+		}
+		inv := 1 / math.Sqrt(ss/float64(k)+eps)
+		for c := range k {
+			out[r*k+c] = float32(float64(g[c]) * inv * float64(x[r*k+c]))
+		}
+	}
+	return out
+}
+
 // swigluSlack is the slack of SwiGLU(a, b) where a and b have the slacks
 // sa and sb of matmulSlack (4e-6 times the bounds |a| ≤ A, |b| ≤ B): the
 // error of silu(a)·b is at most |silu'|·sa·B + |silu(a)|·sb, with |silu'|
@@ -275,6 +293,8 @@ func lmCases() []lmCase {
 	// ABI v4's block types draw from a generator of their own, so that the
 	// other cases' data stay what they were before those types had kernels.
 	rv4 := rand.New(rand.NewPCG(35, 36))
+	// So do the norm-fused ops' (ABI v8) cases.
+	rn := rand.New(rand.NewPCG(37, 38))
 	weightTypes := []abi.DType{abi.F32, abi.F16, abi.BF16, abi.Q8_0, abi.Q4_0, abi.Q4_1, abi.Q5_0, abi.Q5_1, abi.Q4_K, abi.Q5_K, abi.Q6_K}
 	for _, dt := range weightTypes {
 		r := r
@@ -291,7 +311,7 @@ func lmCases() []lmCase {
 			cs = append(cs, lmCase{
 				name: fmt.Sprintf("matmul_%v_%dx%dx%d", dt, t, n, k),
 				bufs: []lmIn{lmF32(x), lmRaw(dt, n*k, raw), lmF32(make([]float32, t*n))},
-				outs: []int{2}, tol: tol{1e-6, 0}, slack: matmulSlack(dt, t, n, k, x, mag), split: n > gemvRowsPerBlock && (dt != abi.F32 || t <= gemvMaxRows), // F32 prefill: cuBLAS
+				outs: []int{2}, tol: tol{1e-6, 0}, slacks: [][]float32{matmulSlack(dt, t, n, k, x, mag)}, split: n > gemvRowsPerBlock && (dt != abi.F32 || t <= gemvMaxRows), // F32 prefill: cuBLAS
 				op: func(ctx context.Context, tr tensor.Transformer, b []tensor.Buffer) (int, error) {
 					return 0, tr.MatMul(ctx, t, n, k, b[0], b[1], b[2])
 				},
@@ -301,7 +321,7 @@ func lmCases() []lmCase {
 			cs = append(cs, lmCase{
 				name: fmt.Sprintf("matmul_swiglu_%v_%dx%dx%d", dt, t, n, k),
 				bufs: []lmIn{lmF32(x), lmRaw(dt, n*k, raw), lmRaw(dt, n*k, upRaw), lmF32(make([]float32, t*n))},
-				outs: []int{3}, tol: tol{1e-5, 0}, slack: swigluSlack(matmulSlack(dt, t, n, k, x, mag), matmulSlack(dt, t, n, k, x, upMag)), split: n > gemvRowsPerBlock && (dt != abi.F32 || t <= gemvMaxRows),
+				outs: []int{3}, tol: tol{1e-5, 0}, slacks: [][]float32{swigluSlack(matmulSlack(dt, t, n, k, x, mag), matmulSlack(dt, t, n, k, x, upMag))}, split: n > gemvRowsPerBlock && (dt != abi.F32 || t <= gemvMaxRows),
 				op: func(ctx context.Context, tr tensor.Transformer, b []tensor.Buffer) (int, error) {
 					return 0, tensor.MatMulSwiGLU(ctx, tr.(tensor.Backend), t, n, k, b[0], b[1], b[2], b[3])
 				},
@@ -312,9 +332,47 @@ func lmCases() []lmCase {
 			cs = append(cs, lmCase{
 				name: fmt.Sprintf("matmul_add_%v_%dx%dx%d", dt, t, n, k),
 				bufs: []lmIn{lmF32(x), lmRaw(dt, n*k, raw), lmF32(res), lmF32(make([]float32, t*n))},
-				outs: []int{3}, tol: tol{1e-6, 0}, slack: matmulSlack(dt, t, n, k, x, mag), split: n > gemvRowsPerBlock && (dt != abi.F32 || t <= gemvMaxRows),
+				outs: []int{3}, tol: tol{1e-6, 0}, slacks: [][]float32{matmulSlack(dt, t, n, k, x, mag)}, split: n > gemvRowsPerBlock && (dt != abi.F32 || t <= gemvMaxRows),
 				op: func(ctx context.Context, tr tensor.Transformer, b []tensor.Buffer) (int, error) {
 					return 0, tensor.MatMulAdd(ctx, tr.(tensor.Backend), t, n, k, b[0], b[1], b[2], b[3])
+				},
+			})
+			// rmsnorm_matmul: the norm of x, then three weights (q, k and
+			// v's) of dt, dt again and F32, of n, 3 and 2 rows; and
+			// rmsnorm_matmul_swiglu. A decode step's (t·k ≤ normMaxElems)
+			// are single launches that normalize x per block; prefill rows
+			// are composed. The products' slack is matmul's of xn, twice:
+			// the sum's and that of xn's own 4e-6 error.
+			g := randF32(rn, k)
+			xn := rmsNormF64(x, g, t, k, 1e-5)
+			kRaw, kMag := randWeights(rn, dt, 3, k)
+			vRaw, vMag := randWeights(rn, abi.F32, 2, k)
+			twice := func(v []float32) []float32 {
+				for i := range v {
+					v[i] *= 2
+				}
+				return v
+			}
+			cs = append(cs, lmCase{
+				name: fmt.Sprintf("rmsnorm_matmul_%v_%dx%dx%d", dt, t, n, k),
+				bufs: []lmIn{lmF32(x), lmF32(g), lmRaw(dt, n*k, raw), lmRaw(dt, 3*k, kRaw), lmRaw(abi.F32, 2*k, vRaw),
+					lmF32(make([]float32, t*n)), lmF32(make([]float32, t*3)), lmF32(make([]float32, t*2))},
+				outs: []int{5, 6, 7}, tol: tol{1e-5, 0},
+				slacks: [][]float32{twice(matmulSlack(dt, t, n, k, xn, mag)), twice(matmulSlack(dt, t, 3, k, xn, kMag)),
+					twice(matmulSlack(abi.F32, t, 2, k, xn, vMag))},
+				split: n > gemvRowsPerBlock && (dt != abi.F32 || t <= gemvMaxRows),
+				op: func(ctx context.Context, tr tensor.Transformer, b []tensor.Buffer) (int, error) {
+					return 0, tensor.RMSNormMatMul(ctx, tr.(tensor.Backend), t, k, 1e-5, b[0], b[1], b[2:5], []int{n, 3, 2}, b[5:])
+				},
+			})
+			cs = append(cs, lmCase{
+				name: fmt.Sprintf("rmsnorm_matmul_swiglu_%v_%dx%dx%d", dt, t, n, k),
+				bufs: []lmIn{lmF32(x), lmF32(g), lmRaw(dt, n*k, raw), lmRaw(dt, n*k, upRaw), lmF32(make([]float32, t*n))},
+				outs: []int{4}, tol: tol{1e-5, 0},
+				slacks: [][]float32{swigluSlack(twice(matmulSlack(dt, t, n, k, xn, mag)), twice(matmulSlack(dt, t, n, k, xn, upMag)))},
+				split:  n > gemvRowsPerBlock && (dt != abi.F32 || t <= gemvMaxRows),
+				op: func(ctx context.Context, tr tensor.Transformer, b []tensor.Buffer) (int, error) {
+					return 0, tensor.RMSNormMatMulSwiGLU(ctx, tr.(tensor.Backend), t, n, k, 1e-5, b[0], b[1], b[2], b[3], b[4])
 				},
 			})
 		}
@@ -560,8 +618,8 @@ func testTransformerMatchesReference(t *testing.T, tg target) {
 				for i := range got {
 					tl := c.tol
 					for j := range want[i] {
-						if i == 0 && c.slack != nil {
-							tl.abs = c.tol.abs + float64(c.slack[j])
+						if i < len(c.slacks) {
+							tl.abs = c.tol.abs + float64(c.slacks[i][j])
 						}
 						if !tl.ok(got[i][j], want[i][j]) {
 							t.Errorf("buffer %d [%d] = %g, reference %g (diff %g, bound %+v)", c.outs[i], j,
@@ -623,6 +681,62 @@ func TestFakeDriver_RoPEKVPaths(t *testing.T) {
 	}
 	if fused, rope, copies := count(); fused != 0 || rope != 2 || copies != 2 {
 		t.Errorf("rope_kv with q = k: %d rope_kv_f32, %d rope_f32 launches, %d copies; want 0, 2, 2", fused, rope, copies)
+	}
+}
+
+// TestFakeDriver_NormMatMulPaths: a decode step's rmsnorm_matmul is one
+// gemv_norm_rows launch for its three weights (q, k and v) and its
+// rmsnorm_matmul_swiglu one gemv_norm_swiglu_rows, with no rmsnorm_rows
+// and no other GEMV; prefill rows, and an input past a block's shared
+// memory, are composed: rmsnorm_rows, then the products.
+func TestFakeDriver_NormMatMulPaths(t *testing.T) {
+	b := newFake(t)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(45, 46))
+	for _, c := range []struct {
+		t, k                 int
+		fused, swiglu, norms int // launches of gemv_norm_rows, gemv_norm_swiglu_rows, rmsnorm_rows
+	}{
+		{1, 64, 1, 1, 0},
+		{gemvMaxRows, 64, 1, 1, 0},
+		{gemvMaxRows + 4, 64, 0, 0, 2},
+		{1, normMaxElems + 8, 0, 0, 2},
+	} {
+		x := upload(t, b, abi.F32, c.t*c.k, f32bytes(randF32(r, c.t*c.k)))
+		g := upload(t, b, abi.F32, c.k, f32bytes(randF32(r, c.k)))
+		ns := []int{16, 4, 4}
+		var ws, outs []tensor.Buffer
+		for _, n := range ns {
+			raw, _ := randWeights(r, abi.BF16, n, c.k)
+			ws = append(ws, upload(t, b, abi.BF16, n*c.k, raw))
+			o, _ := b.Alloc(abi.F32, c.t*n)
+			outs = append(outs, o)
+		}
+		fakeLib.reset()
+		if err := b.RMSNormMatMul(ctx, c.t, c.k, 1e-5, x, g, ws, ns, outs); err != nil {
+			t.Fatalf("t=%d k=%d: %v", c.t, c.k, err)
+		}
+		if err := b.RMSNormMatMulSwiGLU(ctx, c.t, 4, c.k, 1e-5, x, g, ws[1], ws[2], outs[1]); err != nil {
+			t.Fatalf("t=%d k=%d: swiglu: %v", c.t, c.k, err)
+		}
+		var fused, swiglu, norms, gemvs int
+		for _, l := range callsNamed(fakeCalls(t), "cuLaunchKernel") {
+			name, _, _ := strings.Cut(l.args, " ")
+			switch name {
+			case "gemv_norm_rows":
+				fused++
+			case "gemv_norm_swiglu_rows":
+				swiglu++
+			case "rmsnorm_rows":
+				norms++
+			case "gemv_rows", "gemv_swiglu_rows":
+				gemvs++
+			}
+		}
+		if fused != c.fused || swiglu != c.swiglu || norms != c.norms || (c.fused > 0 && gemvs > 0) {
+			t.Errorf("t=%d k=%d: %d gemv_norm_rows, %d gemv_norm_swiglu_rows, %d rmsnorm_rows, %d other GEMVs; want %d, %d, %d",
+				c.t, c.k, fused, swiglu, norms, gemvs, c.fused, c.swiglu, c.norms)
+		}
 	}
 }
 
@@ -792,7 +906,26 @@ func testTransformerRefusals(t *testing.T, tg target) {
 		{"matmul into x", func() error { return b.MatMul(ctx, 1, 64, 64, x, f(64*64), x) }, true},
 		{"embed id past the table", func() error { return b.Embed(ctx, 2, 32, q8, []int32{0, 2}, x) }, false},
 		{"embed negative id", func() error { return b.Embed(ctx, 2, 32, q8, []int32{-1, 0}, x) }, false},
+		{"embed into its table", func() error { return b.Embed(ctx, 2, 32, x, []int32{1, 0}, x) }, true},
 		{"rmsnorm short g", func() error { return b.RMSNorm(ctx, 2, 32, 1e-5, x, f(31), out) }, false},
+		{"rmsnorm_matmul short g", func() error {
+			return b.RMSNormMatMul(ctx, 1, 64, 1e-5, x, f(63), []tensor.Buffer{f(64)}, []int{1}, []tensor.Buffer{f(1)})
+		}, false},
+		{"rmsnorm_matmul into g", func() error {
+			g := f(64)
+			return b.RMSNormMatMul(ctx, 1, 64, 1e-5, x, g, []tensor.Buffer{f(64 * 64)}, []int{64}, []tensor.Buffer{g})
+		}, true},
+		{"rmsnorm_matmul twice into one", func() error {
+			o := f(1)
+			return b.RMSNormMatMul(ctx, 1, 64, 1e-5, x, f(64), []tensor.Buffer{f(64), f(64)}, []int{1, 1}, []tensor.Buffer{o, o})
+		}, true},
+		{"rmsnorm_matmul into another's weight", func() error { // 8 rows of 8 by 8 rows of 8: w fits a result
+			w := f(64)
+			return b.RMSNormMatMul(ctx, 8, 8, 1e-5, x, f(8), []tensor.Buffer{w, f(64)}, []int{8, 8}, []tensor.Buffer{f(64), w})
+		}, true},
+		{"rmsnorm_matmul_swiglu short up", func() error {
+			return b.RMSNormMatMulSwiGLU(ctx, 1, 2, 64, 1e-5, x, f(64), f(128), f(127), f(2))
+		}, false},
 		{"rope odd head", func() error {
 			return b.RoPE(ctx, tensor.RoPEParams{Rows: 1, Cols: 63, HeadDim: 63, Theta: 1e4}, f(63))
 		}, false},

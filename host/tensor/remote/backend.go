@@ -968,6 +968,30 @@ func (b *Backend) MatMulSwiGLU(ctx context.Context, t, n, k int, x, gate, up, ou
 	return b.queue(ctx, opMatMulSwiGLU, []uint64{word(t), word(n), word(k), uint64(tensor.F32)}, x, gate, up, out)
 }
 
+// RMSNormMatMul implements tensor.Fused (queued), as MatMulAdd: one
+// operation for up to 3 weights, else the norm and the matmuls composed
+// here.
+func (b *Backend) RMSNormMatMul(ctx context.Context, t, k int, eps float32, x, g tensor.Buffer, ws []tensor.Buffer, ns []int, outs []tensor.Buffer) error {
+	m := len(ws)
+	if m == 0 || m > 3 || len(ns) != m || len(outs) != m {
+		return tensor.ComposeRMSNormMatMul(ctx, b, t, k, eps, x, g, ws, ns, outs)
+	}
+	var pa [6]uint64
+	var ba [8]tensor.Buffer
+	p := append(pa[:0], word(t), word(k), f32word(eps))
+	bufs := append(ba[:0], x, g)
+	for i := range ws {
+		p = append(p, word(ns[i]))
+	}
+	bufs = append(append(bufs, ws...), outs...)
+	return b.queue(ctx, opRMSNormMatMul1+opcode(m-1), p, bufs...)
+}
+
+// RMSNormMatMulSwiGLU implements tensor.Fused (queued), as MatMulAdd.
+func (b *Backend) RMSNormMatMulSwiGLU(ctx context.Context, t, n, k int, eps float32, x, g, gate, up, out tensor.Buffer) error {
+	return b.queue(ctx, opRMSNormMatMulSwiGLU, []uint64{word(t), word(n), word(k), f32word(eps)}, x, g, gate, up, out)
+}
+
 // Embed implements tensor.Transformer (queued): ids are copied before it
 // returns.
 func (b *Backend) Embed(ctx context.Context, rows, cols int, table tensor.Buffer, ids []int32, out tensor.Buffer) error {

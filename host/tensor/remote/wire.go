@@ -19,7 +19,7 @@ import (
 // order and sends one unsolicited frame, replyLost, before it exits for a
 // lost device. Integers travel as int64 bits, floats as their IEEE bits.
 const (
-	version    = 7
+	version    = 8
 	headerSize = 10
 	maxVals    = 16
 )
@@ -118,6 +118,10 @@ const (
 	opMatMulSwiGLU
 	opRoPEKV
 	opRoPEKVFactors
+	opRMSNormMatMul1 // vals: t, k, eps, then n of each weight; bufs: x, g, the weights, their results
+	opRMSNormMatMul2
+	opRMSNormMatMul3
+	opRMSNormMatMulSwiGLU
 	numOps
 )
 
@@ -208,6 +212,12 @@ var specs = [numOps]spec{
 		rp.Factors = b[5]
 		return 0, tensor.RoPEKV(ctx, be, rp, num(p[6]), b[0], b[1], b[2], b[3], b[4])
 	}},
+	opRMSNormMatMul1: normMatMulSpec(1),
+	opRMSNormMatMul2: normMatMulSpec(2),
+	opRMSNormMatMul3: normMatMulSpec(3),
+	opRMSNormMatMulSwiGLU: {"rmsnorm_matmul_swiglu", 4, 5, false, func(ctx context.Context, be tensor.Backend, p []uint64, b []tensor.Buffer, _ []byte) (int, error) {
+		return 0, tensor.RMSNormMatMulSwiGLU(ctx, be, num(p[0]), num(p[1]), num(p[2]), math.Float32frombits(uint32(p[3])), b[0], b[1], b[2], b[3], b[4])
+	}},
 	opSwiGLU: {"swiglu", 0, 3, false, transformer(func(ctx context.Context, tr tensor.Transformer, _ []uint64, b []tensor.Buffer, _ []byte) (int, error) {
 		return 0, tr.SwiGLU(ctx, b[0], b[1], b[2])
 	})},
@@ -244,6 +254,8 @@ var writes = [numOps]uint8{
 	opMatMul: 1 << 2, opEmbed: 1 << 1, opRMSNorm: 1 << 2, opRoPE: 1 << 0, opRoPEFactors: 1 << 0, opSwiGLU: 1 << 2,
 	opCopyRows: 1 << 1, opAttention: 1 << 3, opMatMulAdd: 1 << 3, opMatMulSwiGLU: 1 << 3,
 	opRoPEKV: 1<<0 | 1<<1 | 1<<3 | 1<<4, opRoPEKVFactors: 1<<0 | 1<<1 | 1<<3 | 1<<4,
+	opRMSNormMatMul1: 1 << 3, opRMSNormMatMul2: 1<<4 | 1<<5, opRMSNormMatMul3: 1<<5 | 1<<6 | 1<<7,
+	opRMSNormMatMulSwiGLU: 1 << 4,
 }
 
 // whole says which of the buffers an operation writes it writes all of,
@@ -256,6 +268,19 @@ var whole = func() [numOps]uint8 {
 	}
 	return w
 }()
+
+// normMatMulSpec is the spec of rmsnorm_matmul with m weights: params t,
+// k, eps and each weight's rows; buffers x, g, the m weights and their m
+// results.
+func normMatMulSpec(m int) spec {
+	return spec{fmt.Sprintf("rmsnorm_matmul%d", m), 3 + m, 2 + 2*m, false, func(ctx context.Context, be tensor.Backend, p []uint64, b []tensor.Buffer, _ []byte) (int, error) {
+		ns := make([]int, m)
+		for i := range ns {
+			ns[i] = num(p[3+i])
+		}
+		return 0, tensor.RMSNormMatMul(ctx, be, num(p[0]), num(p[1]), math.Float32frombits(uint32(p[2])), b[0], b[1], b[2:2+m], ns, b[2+m:])
+	}}
+}
 
 // ropeParams reads a tensor.RoPEParams (no factors) from p[:6], as
 // ropeWords writes it.

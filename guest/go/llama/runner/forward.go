@@ -18,12 +18,14 @@ func (s *scratch) add(t *tensor.Tensor, err error) (*tensor.Tensor, error) {
 	return t, err
 }
 
-// project returns x·wᵀ, plus bias (broadcast over x's rows) where bias is
-// not nil, keeping what it makes for freeing.
-func (s *scratch) project(x, w, bias *tensor.Tensor) (*tensor.Tensor, error) {
-	y, err := s.add(tensor.MatMul(x, w))
-	if err != nil || bias == nil {
-		return y, err
+// keep keeps ts for freeing.
+func (s *scratch) keep(ts []*tensor.Tensor) { *s = append(*s, ts...) }
+
+// biased returns y plus bias (broadcast over y's rows) where bias is not
+// nil, else y, keeping what it makes for freeing.
+func (s *scratch) biased(y, bias *tensor.Tensor) (*tensor.Tensor, error) {
+	if bias == nil {
+		return y, nil
 	}
 	return s.add(tensor.Add(y, bias))
 }
@@ -93,16 +95,13 @@ func (r *runner) hidden(ids []int, pos int) (*tensor.Tensor, error) {
 // classify returns the logits [t, vocab] of hidden states x [t, dim], a
 // new tensor.
 func (r *runner) classify(x *tensor.Tensor) (*tensor.Tensor, error) {
-	h, err := tensor.RMSNorm(x, r.outputNorm, r.cfg.NormEps)
+	var tmp scratch
+	defer tmp.free()
+	ys, err := r.normMatMul(&tmp, x, r.outputNorm, r.output)
 	if err != nil {
-		return nil, fmt.Errorf("output norm: %w", err)
+		return nil, fmt.Errorf("output norm and classifier: %w", err)
 	}
-	defer h.Free()
-	logits, err := tensor.MatMul(h, r.output)
-	if err != nil {
-		return nil, fmt.Errorf("classifier: %w", err)
-	}
-	return logits, nil
+	return ys[0], nil
 }
 
 // block runs x [t, dim], rows at positions pos.., through one transformer
@@ -112,23 +111,19 @@ func (r *runner) block(l *layer, x *tensor.Tensor, pos int) (*tensor.Tensor, err
 	c := r.cfg
 	var tmp scratch
 	defer tmp.free()
-	// Attention: x += wo · attention(rope(wq·xn), rope(wk·xn), wv·xn).
-	xn, err := tmp.add(tensor.RMSNorm(x, l.attnNorm, c.NormEps))
+	// Attention: x += wo · attention(rope(wq·xn), rope(wk·xn), wv·xn), xn
+	// = rmsnorm(x).
+	qkv, err := r.normMatMul(&tmp, x, l.attnNorm, l.q, l.k, l.v)
 	if err != nil {
 		return nil, err
 	}
-	q, err := tmp.project(xn, l.q, l.qBias)
-	if err != nil {
-		return nil, err
+	tmp.keep(qkv)
+	for i, b := range []*tensor.Tensor{l.qBias, l.kBias, l.vBias} {
+		if qkv[i], err = tmp.biased(qkv[i], b); err != nil {
+			return nil, err
+		}
 	}
-	k, err := tmp.project(xn, l.k, l.kBias)
-	if err != nil {
-		return nil, err
-	}
-	v, err := tmp.project(xn, l.v, l.vBias)
-	if err != nil {
-		return nil, err
-	}
+	q, k, v := qkv[0], qkv[1], qkv[2]
 	if err := r.ropeKV(l, q, k, v, pos); err != nil {
 		return nil, err
 	}
@@ -140,34 +135,54 @@ func (r *runner) block(l *layer, x *tensor.Tensor, pos int) (*tensor.Tensor, err
 	if err != nil {
 		return nil, err
 	}
-	// Feed-forward: x += w2 · (silu(w1·xn) ⊙ w3·xn).
-	xn, err = tmp.add(tensor.RMSNorm(x, l.ffnNorm, c.NormEps))
-	if err != nil {
-		return nil, err
-	}
-	hid, err := tmp.add(r.gateUp(&tmp, xn, l.gate, l.up))
+	// Feed-forward: x += w2 · (silu(w1·xn) ⊙ w3·xn), xn = rmsnorm(x).
+	hid, err := tmp.add(r.gateUp(&tmp, x, l))
 	if err != nil {
 		return nil, err
 	}
 	return r.residual(&tmp, hid, l.down, x)
 }
 
-// gateUp returns silu(xn·gateᵀ) ⊙ xn·upᵀ, a new tensor: one matmul_swiglu
-// where the host has it, else two matmuls (kept in tmp for freeing) and a
-// swiglu, with the same result.
-func (r *runner) gateUp(tmp *scratch, xn, gate, up *tensor.Tensor) (*tensor.Tensor, error) {
+// normMatMul returns rmsnorm(x, g)·wᵀ for each of ws (new tensors, which
+// the caller frees): one rmsnorm_matmul where the host has it, else an
+// rmsnorm (kept in tmp for freeing) and the matmuls, with the same
+// result.
+func (r *runner) normMatMul(tmp *scratch, x, g *tensor.Tensor, ws ...*tensor.Tensor) ([]*tensor.Tensor, error) {
 	if r.fused {
-		return tensor.MatMulSwiGLU(xn, gate, up)
+		return tensor.RMSNormMatMul(x, g, r.cfg.NormEps, ws...)
 	}
-	g, err := tmp.add(tensor.MatMul(xn, gate))
+	xn, err := tmp.add(tensor.RMSNorm(x, g, r.cfg.NormEps))
 	if err != nil {
 		return nil, err
 	}
-	u, err := tmp.add(tensor.MatMul(xn, up))
+	ys := make([]*tensor.Tensor, 0, len(ws))
+	for _, w := range ws {
+		y, err := tensor.MatMul(xn, w)
+		if err != nil {
+			for _, y := range ys {
+				y.Free()
+			}
+			return nil, err
+		}
+		ys = append(ys, y)
+	}
+	return ys, nil
+}
+
+// gateUp returns silu(xn·gateᵀ) ⊙ xn·upᵀ, xn = rmsnorm(x) by l's
+// feed-forward norm, a new tensor: one rmsnorm_matmul_swiglu where the
+// host has it, else an rmsnorm and two matmuls (kept in tmp for freeing)
+// and a swiglu, with the same result.
+func (r *runner) gateUp(tmp *scratch, x *tensor.Tensor, l *layer) (*tensor.Tensor, error) {
+	if r.fused {
+		return tensor.RMSNormMatMulSwiGLU(x, l.ffnNorm, r.cfg.NormEps, l.gate, l.up)
+	}
+	gu, err := r.normMatMul(tmp, x, l.ffnNorm, l.gate, l.up)
 	if err != nil {
 		return nil, err
 	}
-	return tensor.SwiGLU(g, u)
+	tmp.keep(gu)
+	return tensor.SwiGLU(gu[0], gu[1])
 }
 
 // residual returns x + h·wᵀ, a new tensor: one matmul_add where the host

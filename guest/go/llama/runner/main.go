@@ -108,10 +108,12 @@ type runner struct {
 	output     *tensor.Tensor
 	ropeFactor *tensor.Tensor // Llama 3.1's rotary frequency factors, or nil
 	// fused is whether the host has the fused ops, matmul_add and
-	// matmul_swiglu (ABI v6) and rope_kv (v7): the residual connections
-	// are then one call with the projection before them, the feed-forward
-	// gate, up and SwiGLU one call, and the rotations of q and k with the
-	// KV caches' append one call.
+	// matmul_swiglu (ABI v6), rope_kv (v7), rmsnorm_matmul and
+	// rmsnorm_matmul_swiglu (v8): the residual connections are then one
+	// call with the projection before them, the attention's norm and its
+	// q, k and v projections one call, the feed-forward norm, gate, up and
+	// SwiGLU one call, and the rotations of q and k with the KV caches'
+	// append one call.
 	fused bool
 }
 
@@ -121,7 +123,7 @@ const prefillRows = 64
 // newRunner makes the weight tensors of m (host-held, read from the data
 // file); the KV caches are made for the first request (kvFor).
 func newRunner(m *llama.Model, tok *llama.Tokenizer) (*runner, error) {
-	r := &runner{cfg: m.Config, tok: tok, layers: make([]layer, m.Config.Layers), fused: tensor.ABIVersion() >= 7}
+	r := &runner{cfg: m.Config, tok: tok, layers: make([]layer, m.Config.Layers), fused: tensor.ABIVersion() >= 8}
 	v := tok.Vocab()
 	r.stops = []int{v.BOS} // run.c stops when the model starts a new sequence
 	if m.Format == llama.FormatGGUF {

@@ -128,8 +128,8 @@ static int sticky; /* the sticky fault every later call returns, or 0 */
 /* is_sticky mirrors cuda.Error.Sticky's CUresult list. */
 static int is_sticky(int rc) {
   switch (rc) {
-  case 214: case 700: case 702: case 710: case 714: case 715: case 716: case 717: case 718:
-  case 719:
+  case 214: case 226: case 700: case 702: case 710: case 714: case 715: case 716: case 717:
+  case 718: case 719: case 721: case 810: case 911:
     return 1;
   }
   return 0;
@@ -495,11 +495,14 @@ static int implicit_sync(const char *name) {
 /* A node of a captured graph: a kernel with its parameter slots, or an
  * async memset or copy. */
 enum { NODE_KERNEL, NODE_MEMSET, NODE_DTOD, NODE_HTOD };
+/* MAX_PARAMS is the package's maxKernelParams: the parameter slots a
+ * launch passes, 8 bytes each. */
+#define MAX_PARAMS 20
 struct node {
   int kind;
   struct function *f;
   unsigned gx, bx;
-  uint64_t vals[16]; /* a kernel's parameter slots, 8 bytes each */
+  uint64_t vals[MAX_PARAMS]; /* a kernel's parameter slots, 8 bytes each */
   CUdeviceptr dst, src;
   const void *hsrc;
   size_t n;
@@ -1052,8 +1055,8 @@ CUresult cuGraphLaunch(void *exec, void *stream) {
     struct node *nd = &e->nodes[i];
     switch (nd->kind) {
     case NODE_KERNEL: {
-      void *params[16];
-      for (int j = 0; j < 16; j++)
+      void *params[MAX_PARAMS];
+      for (int j = 0; j < MAX_PARAMS; j++)
         params[j] = &nd->vals[j];
       kernels++;
       if (benching()) {
@@ -1304,6 +1307,18 @@ static void k_gemv_swiglu_rows(void **params) {
   gemv_swiglu_rows((const float *)P_PTR(0), (const unsigned char *)P_PTR(1),
                    (const unsigned char *)P_PTR(2), (float *)P_PTR(3), P_I64(4), P_I64(5),
                    P_I64(6), P_I64(7), P_I64(8), P_I32(9), P_I32(10));
+}
+static void k_gemv_norm_rows(void **params) {
+  gemv_norm_rows((const float *)P_PTR(0), (const float *)P_PTR(1), (const unsigned char *)P_PTR(2),
+                 (const unsigned char *)P_PTR(3), (const unsigned char *)P_PTR(4),
+                 (float *)P_PTR(5), (float *)P_PTR(6), (float *)P_PTR(7), P_I64(8), P_I64(9),
+                 P_I64(10), P_I64(11), P_I64(12), P_I64(13), P_I64(14), P_I32(15), P_F32(16));
+}
+static void k_gemv_norm_swiglu_rows(void **params) {
+  gemv_norm_swiglu_rows((const float *)P_PTR(0), (const float *)P_PTR(1),
+                        (const unsigned char *)P_PTR(2), (const unsigned char *)P_PTR(3),
+                        (float *)P_PTR(4), P_I64(5), P_I64(6), P_I64(7), P_I64(8), P_I64(9),
+                        P_I32(10), P_I32(11), P_F32(12));
 }
 static void k_dequant_rows(void **params) {
   dequant_rows((const unsigned char *)P_PTR(0), (const int *)P_PTR(1), (float *)P_PTR(2), P_I64(3),
@@ -1557,6 +1572,53 @@ static int run(const char *name, void **params, unsigned gx, unsigned bx, char *
       return CUDA_ERROR_ILLEGAL_ADDRESS;
     return emu_launch(k_gemv_swiglu_rows, params, gx, bx);
   }
+  if (!strcmp(name, "gemv_norm_rows")) {
+    uintptr_t x = P_PTR(0), g = P_PTR(1);
+    long long r0 = P_I64(8), rows = P_I64(9), t = P_I64(10), cols = P_I64(11);
+    long long ns[3] = {P_I64(12), P_I64(13), P_I64(14)}, total = 0;
+    int dts = P_I32(15);
+    snprintf(desc, dn, "row0=%lld rows=%lld t=%lld k=%lld n=%lld,%lld,%lld dts=%#x eps=%g", r0, rows,
+             t, cols, ns[0], ns[1], ns[2], dts, P_F32(16));
+    /* The kernel normalizes t rows of k into NORM_MAX floats of shared
+     * memory: more would write past them. */
+    if (t < 0 || cols <= 0 || t * cols > 8192 || !in_alloc(x, 4 * t * cols) || !in_alloc(g, 4 * cols))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    for (int i = 0; i < 3; i++) {
+      int dt = dts >> (8 * i) & 255;
+      long long rb = weight_row_bytes(dt, cols);
+      if (rb < 0) {
+        snprintf(desc, dn, "dt=%d cols=%lld", dt, cols);
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      if (ns[i] < 0 || (ns[i] && (!in_alloc(P_PTR(2 + i), ns[i] * rb) ||
+                                  !in_alloc(P_PTR(5 + i), 4 * t * ns[i]))))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
+      total += ns[i];
+    }
+    if (r0 < 0 || rows < 0 || r0 + rows > total)
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return emu_launch(k_gemv_norm_rows, params, gx, bx);
+  }
+  if (!strcmp(name, "gemv_norm_swiglu_rows")) {
+    uintptr_t x = P_PTR(0), gn = P_PTR(1), g = P_PTR(2), u = P_PTR(3), o = P_PTR(4);
+    long long r0 = P_I64(5), rows = P_I64(6), t = P_I64(7), n = P_I64(8), cols = P_I64(9);
+    int dts[2] = {P_I32(10), P_I32(11)};
+    long long rb[2];
+    for (int i = 0; i < 2; i++) {
+      rb[i] = weight_row_bytes(dts[i], cols);
+      if (rb[i] < 0) {
+        snprintf(desc, dn, "dt=%d cols=%lld", dts[i], cols);
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+    }
+    snprintf(desc, dn, "row0=%lld rows=%lld t=%lld n=%lld k=%lld dg=%d du=%d eps=%g", r0, rows, t, n,
+             cols, dts[0], dts[1], P_F32(12));
+    if (t < 0 || cols <= 0 || t * cols > 8192 || r0 < 0 || rows < 0 || r0 + rows > n ||
+        !in_alloc(x, 4 * t * cols) || !in_alloc(gn, 4 * cols) || !in_alloc(g, (r0 + rows) * rb[0]) ||
+        !in_alloc(u, (r0 + rows) * rb[1]) || !in_alloc(o, 4 * t * n))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return emu_launch(k_gemv_norm_swiglu_rows, params, gx, bx);
+  }
   if (!strcmp(name, "rmsnorm_rows")) {
     uintptr_t a = P_PTR(0), g = P_PTR(1), o = P_PTR(2);
     long long r0 = P_I64(3), rows = P_I64(4), cols = P_I64(5);
@@ -1668,7 +1730,7 @@ CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigne
     rc = implicit_sync("cuLaunchKernel");
   if (!rc && capturing_on(stream)) {
     struct node nd = {.kind = NODE_KERNEL, .f = f, .gx = gx, .bx = bx};
-    for (int i = 0; i < 16; i++) /* the caller's slots are 8 bytes each */
+    for (int i = 0; i < MAX_PARAMS; i++) /* the caller's slots are 8 bytes each */
       memcpy(&nd.vals[i], params[i], 8);
     graph_add(((struct stream *)stream)->g, nd);
     record("cuLaunchKernel", 0, "%s grid=%u block=%u shared=%u stream=%p captured=1", f->name, gx, bx,
