@@ -108,7 +108,7 @@ func (n *Node) bootstrap(ctx context.Context) error {
 		}
 		ai, err := peer.AddrInfoFromP2pAddr(a)
 		if err != nil {
-			return fmt.Errorf("bootstrap %q: %w", s, err)
+			return fmt.Errorf("bootstrap %q: %w (a peer's address ends in /p2p/ and its ID, as the first lines infernet node prints)", s, err)
 		}
 		infos = append(infos, *ai)
 	}

@@ -381,8 +381,8 @@ func TestDeterministicFailureIsAResult(t *testing.T) {
 		cause  string
 	}{
 		{"bad/div_by_zero.wasm", "trap"},
-		{"bad/garbage.wasm", "invalid module"},
-		{"bad/infinite_loop.wasm", ""}, // fuel-limited below: deterministic
+		{"bad/bad_start_type.wasm", "invalid module"}, // a client's own check reads no further than its imports
+		{"bad/infinite_loop.wasm", ""},                // fuel-limited below: deterministic
 	} {
 		t.Run(tt.module, func(t *testing.T) {
 			s := spec(t, net.client, readTestdata(t, tt.module), nil)
@@ -400,6 +400,10 @@ func TestDeterministicFailureIsAResult(t *testing.T) {
 				t.Errorf("%d assignments; a deterministic failure must not be retried elsewhere", len(job.Replicas))
 			}
 		})
+	}
+	// A file that is no WebAssembly at all is refused before it is offered.
+	if job, err := net.client.Submit(context.Background(), spec(t, net.client, readTestdata(t, "bad/garbage.wasm"), nil), nil); !errors.Is(err, host.ErrInvalidModule) || job != nil {
+		t.Errorf("garbage: job %v, %v; want host.ErrInvalidModule before any job", job, err)
 	}
 	// The providers still serve good jobs.
 	module := readTestdata(t, "jobs/cpu/cpu.wasm")

@@ -59,6 +59,18 @@ func TestServeLoopbackOnly(t *testing.T) {
 	}
 }
 
+// TestListenTaken: a port another API holds is refused with what to do,
+// and a non-loopback address before anything is bound.
+func TestListenTaken(t *testing.T) {
+	_, srv, _ := startNode(t)
+	if _, err := Listen(srv.Addr()); err == nil || !strings.Contains(err.Error(), "another infernet node's API") {
+		t.Errorf("Listen on the API's own port: %v, want a hint at another node", err)
+	}
+	if _, err := Listen("0.0.0.0:0"); !errors.Is(err, ErrNotLoopback) {
+		t.Errorf("Listen(0.0.0.0:0): %v, want ErrNotLoopback", err)
+	}
+}
+
 func TestToken(t *testing.T) {
 	_, srv, dir := startNode(t)
 	tok, err := os.ReadFile(filepath.Join(dir, TokenFile))

@@ -43,6 +43,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -176,11 +177,15 @@ type Options struct {
 	Log  *slog.Logger
 	// OpenAI are the terms of the OpenAI API's jobs (zero fields: defaults).
 	OpenAI openai.Config
+	// Listener, where not nil, is where the API serves (Listen's, bound
+	// before the node started so that a taken port fails at once); Addr is
+	// then unused.
+	Listener net.Listener
 }
 
-// Serve starts the API of n as o says. Close stops it.
-func Serve(n *node.Node, o Options) (*Server, error) {
-	dataDir, addr, log := o.DataDir, o.Addr, o.Log
+// Listen binds addr, a loopback host:port (port 0 picks one), for the API:
+// the error of a taken port says what to do.
+func Listen(addr string) (net.Listener, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
@@ -188,17 +193,30 @@ func Serve(n *node.Node, o Options) (*Server, error) {
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return nil, fmt.Errorf("%w: %s", ErrNotLoopback, addr)
 	}
+	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("api: %w (is another infernet node's API there? give this one --api 127.0.0.1:0, or another port)", err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	return ln, nil
+}
+
+// Serve starts the API of n as o says. Close stops it.
+func Serve(n *node.Node, o Options) (*Server, error) {
+	dataDir, log, ln := o.DataDir, o.Log, o.Listener
 	token, err := LoadToken(dataDir)
+	if err == nil && ln == nil {
+		ln, err = Listen(o.Addr)
+	}
 	if err != nil {
 		return nil, err
 	}
 	oa, err := openai.New(o.OpenAI, openai.Node{Models: n.Models(), PutBlob: n.PutBlob, Submit: n.Submit}, log)
 	if err != nil {
+		ln.Close()
 		return nil, err
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("api: %w", err)
 	}
 	s := &Server{n: n, token: token, log: log, ln: ln, dir: dataDir, openai: oa}
 	s.srv = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}

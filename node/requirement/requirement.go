@@ -149,7 +149,11 @@ func compile(src string) (*Program, error) {
 	}
 	p, err := expr.Compile(src, options...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrInvalid, strings.TrimSpace(err.Error()))
+		msg := strings.TrimSpace(err.Error())
+		if strings.Contains(msg, "unknown name") {
+			msg += "; the names are " + Names
+		}
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, msg)
 	}
 	return &Program{src: src, prog: p}, nil
 }

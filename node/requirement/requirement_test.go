@@ -2,6 +2,7 @@ package requirement
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/infernet/infernet/node/wire"
@@ -59,6 +60,10 @@ func TestCompileErrors(t *testing.T) {
 		if _, err := Compile(src); !errors.Is(err, ErrInvalid) {
 			t.Errorf("Compile(%.20q) = %v, want ErrInvalid", src, err)
 		}
+	}
+	// A name it does not know: the error lists those it does.
+	if _, err := Compile("cpus >= 1"); err == nil || !strings.Contains(err.Error(), "the names are cores, memory") {
+		t.Errorf("an unknown name: %v, want the names listed", err)
 	}
 }
 

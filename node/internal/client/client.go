@@ -114,24 +114,28 @@ type Client struct {
 
 // moduleABI returns the tensor ABI the module d needs (host.ModuleABI),
 // remembered by digest: the llama runner is one module for every
-// generation. A module it cannot read needs nothing here: the sandboxes
-// that compile it say why.
-func (c *Client) moduleABI(d digest.Digest) int {
+// generation. A module that is not WebAssembly at all (a wrong file) is
+// host.ErrInvalidModule, refused before anything is sent; one it cannot
+// read from the store needs nothing here.
+func (c *Client) moduleABI(d digest.Digest) (int, error) {
 	c.abiMu.Lock()
 	defer c.abiMu.Unlock()
 	if v, ok := c.abis[d]; ok {
-		return v
+		return v, nil
 	}
 	module, err := c.n.Blobs.Bytes(d, c.n.MaxModule)
 	if err != nil {
-		return 0
+		return 0, nil
 	}
-	v, _ := host.ModuleABI(module) // 0 with its error
+	v, err := host.ModuleABI(module)
+	if err != nil {
+		return 0, fmt.Errorf("module %s: %w (nothing was sent)", d.Short(), err)
+	}
 	if c.abis == nil || len(c.abis) >= 64 {
 		c.abis = map[digest.Digest]int{} // a few modules in use; the rest are read again
 	}
 	c.abis[d] = v
-	return v
+	return v, nil
 }
 
 // live returns a copy of the record of job id while it is under way.
@@ -421,6 +425,10 @@ func (c *Client) submit(ctx context.Context, spec jobs.Spec, avoid []peer.ID, ev
 	if _, ok := n.Blobs.Has(spec.Module); !ok {
 		return nil, fmt.Errorf("module %s: %w", spec.Module.Short(), blob.ErrNotFound)
 	}
+	need, err := c.moduleABI(spec.Module)
+	if err != nil {
+		return nil, err
+	}
 	// Providers fetch module, input and data from here while the job runs:
 	// module and data from anyone, the input only from here, by those
 	// assigned the job (attempt).
@@ -441,7 +449,7 @@ func (c *Client) submit(ctx context.Context, spec jobs.Spec, avoid []peer.ID, ev
 		holders: map[peer.ID]bool{}, matched: map[peer.ID]peers.Candidate{}, bidBackend: map[peer.ID]string{},
 		bids: make(chan *offer, 64), late: map[uint8]chan *wire.Result{},
 		rec: &store.Job{ID: ann.Job, Announce: *ann, State: store.JobPending, Created: now}, vks: vks,
-		abi: c.moduleABI(spec.Module),
+		abi: need,
 	}
 	if spec.Output != nil {
 		out, drain := queueOutput(spec.Output)
@@ -507,7 +515,7 @@ func (j *jobRun) findProviders(ctx context.Context) error {
 			return ctx.Err()
 		case <-window.C:
 			if ops := j.operators(); ops < int(j.ann.Replicas) {
-				return fmt.Errorf("%w: %s for %d replicas%s%s%s", jobs.ErrNoProviders, j.providersNote(ops), j.ann.Replicas, j.precisionNote(), j.abiNote(), j.loneNote())
+				return fmt.Errorf("%w: %s for %d replicas%s%s%s", jobs.ErrNoProviders, j.providersNote(ops), j.ann.Replicas, j.precisionNote(), j.abiNote(), j.fewNote())
 			}
 			return nil
 		case o := <-j.bids:
@@ -573,6 +581,10 @@ func (j *jobRun) operators() int {
 	return len(ops)
 }
 
+// perNetwork says, for an error, why replicas did not go to providers of
+// one network, and what the user may do: flags of the client's own node.
+const perNetwork = "one replica per network, as one operator's: restart this node (infernet node) with --trust ID for each of your own machines, or with --no-netgroups on a private cluster"
+
 // providersNote says, for an error, how many candidates there are, and how
 // many operators (ops) when they share some.
 func (j *jobRun) providersNote(ops int) string {
@@ -580,7 +592,7 @@ func (j *jobRun) providersNote(ops int) string {
 	n := len(j.pool)
 	j.mu.Unlock()
 	if ops < n {
-		return fmt.Sprintf("%d providers in %d networks (one replica per network, as one operator's: --trust your own machines, or --no-netgroups on a private cluster)", n, ops)
+		return fmt.Sprintf("%d providers in %d networks (%s)", n, ops, perNetwork)
 	}
 	return fmt.Sprint(n)
 }
@@ -593,8 +605,8 @@ func (j *jobRun) abiNote() string {
 		return ""
 	}
 	have, of := j.knownMatching(func(a *wire.CapabilityAdvert) bool { return a.HostABIVersion() >= j.abi })
-	if of == 0 {
-		return "" // nobody to blame the ABI on: providersNote and loneNote say why
+	if of == 0 || have == of {
+		return "" // nothing to blame the ABI for: providersNote and fewNote say why
 	}
 	return fmt.Sprintf(" (the module needs tensor ABI v%d: %d of the %d known providers that match the job have it)", j.abi, have, of)
 }
@@ -612,13 +624,22 @@ func (j *jobRun) knownMatching(ok func(*wire.CapabilityAdvert) bool) (count, of 
 	return count, len(cands)
 }
 
-// loneNote is, for an error, what to do when the node knows no provider at
-// all: a new user's first run of one node, which never runs its own jobs.
-func (j *jobRun) loneNote() string {
-	if slices.ContainsFunc(j.c.n.Peers.List(), func(p store.Peer) bool { return p.Advert != nil }) {
-		return ""
+// fewNote is, for an error, what to do with fewer providers than
+// replicas: with none known at all (a new user's first run of one node,
+// which never runs its own jobs), join others or run the job here; with
+// some, say how many the job's own terms left out, and that each replica
+// needs an operator of its own.
+func (j *jobRun) fewNote() string {
+	n := j.c.n
+	if !slices.ContainsFunc(n.Peers.List(), func(p store.Peer) bool { return p.Advert != nil }) {
+		return "; no provider is known (a node never runs its own jobs): join others with --bootstrap, or run it in this process (infernet run MODULE, infernet generate --local)"
 	}
-	return "; no provider is known (a node never runs its own jobs): join others with --bootstrap, or run it in this process (infernet run MODULE, infernet generate --local)"
+	note := ""
+	all := n.Peers.Candidates(requirement.Always, math.MaxUint64, 0, 3*n.AdvertInterval, nil)
+	if _, of := j.knownMatching(func(*wire.CapabilityAdvert) bool { return true }); len(all) > of {
+		note = fmt.Sprintf("; %d of the %d known providers are left out by the job's price (--max-price), memory or --require", len(all)-of, len(all))
+	}
+	return note + "; each replica goes to another operator, so that they check each other: join more providers (--bootstrap), or ask fewer replicas (--replicas 1 is unverified)"
 }
 
 // backendClass is the backend a provider runs a job on: its fast backend
@@ -890,7 +911,7 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 				same := j.sameOperator
 				j.mu.Unlock()
 				if same && errors.Is(last, jobs.ErrNoProviders) {
-					return nil, fmt.Errorf("%w: the other candidates share a network with a provider holding a replica (one replica per network, as one operator's: --trust your own machines, or --no-netgroups on a private cluster)", jobs.ErrNoProviders)
+					return nil, fmt.Errorf("%w: the other candidates share a network with a provider holding a replica (%s)", jobs.ErrNoProviders, perNetwork)
 				}
 				return nil, fmt.Errorf("%w (last: %v)", jobs.ErrNoProviders, last)
 			}

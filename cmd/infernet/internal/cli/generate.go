@@ -253,7 +253,7 @@ func (o *GenerateOptions) resolveModel(files *modelFiles, lookup func() (*store.
 		return nil, nil, err
 	}
 	if _, statErr := os.Stat(o.Model); statErr != nil {
-		return nil, nil, fmt.Errorf("%w, and there is no file %s", err, o.Model)
+		return nil, nil, fmt.Errorf("%w, and there is no file %s (models are kept per data directory: this looked in %s; --datadir names another)", err, o.Model, o.DataDir)
 	}
 	f, err := checkModelFiles(o.Model, o.Tokenizer)
 	if err != nil {

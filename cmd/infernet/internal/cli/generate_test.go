@@ -321,8 +321,9 @@ func TestGenerateLocalErrors(t *testing.T) {
 }
 
 // TestGenerateProfile: --profile times the runner's host calls by kind:
-// stories260K's 5 layers make 7 projections each (3 matmuls, 2 matmul_add,
-// a matmul_swiglu of 2) and one more for the logits per token, one argmax
+// stories260K's 5 layers make 4 calls of projections each (an
+// rmsnorm_matmul of q, k and v, 2 matmul_add, an rmsnorm_matmul_swiglu)
+// and one more for the logits per token (an rmsnorm_matmul), one argmax
 // per token, and the calls' time is within the run's.
 // Without --local it is refused: a provider times its own calls.
 func TestGenerateProfile(t *testing.T) {
@@ -339,11 +340,12 @@ func TestGenerateProfile(t *testing.T) {
 		share += p.Share
 	}
 	tokens := float64(gen.CompletionTokens)
-	// The projections: q, k and v by matmul, o and down by matmul_add
-	// (with their residual), gate and up by matmul_swiglu (ABI v6).
-	projections := ops["matmul"].PerToken + ops["matmul_add"].PerToken + 2*ops["matmul_swiglu"].PerToken
-	if gen.CompletionTokens != 16 || ops["argmax"].Calls != 16 || projections < 36 ||
-		ops["matmul_add"].PerToken < 10 || ops["matmul_swiglu"].PerToken < 5 || ops["matmul"].HostMS <= 0 || share <= 0 || share > 1 {
+	// The projections: q, k and v with their norm by rmsnorm_matmul (ABI
+	// v8), o and down by matmul_add (with their residual; v6), gate and
+	// up with their norm by rmsnorm_matmul_swiglu (v8).
+	nm := ops["rmsnorm_matmul"]
+	if gen.CompletionTokens != 16 || ops["argmax"].Calls != 16 || nm.PerToken < 6 || ops["matmul"].Calls != 0 ||
+		ops["matmul_add"].PerToken < 10 || ops["rmsnorm_matmul_swiglu"].PerToken < 5 || nm.HostMS <= 0 || share <= 0 || share > 1 {
 		t.Errorf("profile of %v tokens: %+v (shares sum to %.2f)", tokens, gen.Profile, share)
 	}
 	code, out, stderr := infernet(t, append([]string{"generate", "--local", "--datadir", dir, "--cache-dir", sharedCache(), "--profile"}, model...)...)
@@ -394,9 +396,11 @@ func TestGenerateProfileGPUWorker(t *testing.T) {
 	for _, p := range gen.DeviceProfile {
 		ops[p.Op] = p
 	}
-	mm := ops["matmul"]
-	if gen.Backend != "cuda" || gen.CompletionTokens != 8 || mm.PerToken < 16 || ops["matmul_add"].PerToken < 10 || ops["matmul_swiglu"].PerToken < 5 ||
-		mm.WorkerUS <= 0 || mm.DeviceUS <= 0 || ops["argmax"].Calls < 8 {
+	// stories260K's 5 layers: each a norm with q, k and v, a norm with the
+	// feed-forward's first half, two projections with their residuals.
+	qkv := ops["rmsnorm_matmul3"]
+	if gen.Backend != "cuda" || gen.CompletionTokens != 8 || qkv.PerToken < 5 || ops["matmul_add"].PerToken < 10 || ops["rmsnorm_matmul_swiglu"].PerToken < 5 ||
+		ops["rmsnorm_matmul1"].PerToken < 1 || qkv.WorkerUS <= 0 || qkv.DeviceUS <= 0 || ops["argmax"].Calls < 8 {
 		t.Errorf("backend %s, %d tokens, the worker's profile: %+v", gen.Backend, gen.CompletionTokens, gen.DeviceProfile)
 	}
 	code, _, stderr := infernet(t, append([]string{"generate", "--local", "--datadir", dir, "--cache-dir", sharedCache(), "--profile"}, model...)...)

@@ -201,6 +201,10 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 		sz.set(n)
 	}
 	o.Config.Reach.NoHolePunch = o.NoHolePunch
+	if o.Config.Price > 0 && !o.Config.Lnd.Enabled() {
+		// Free mode pays nothing: every job would be refused "payment required".
+		return &exitError{Code: ExitError, Err: fmt.Errorf("--price %d needs lnd to be paid (--lnd.rpcserver, --lnd.tlscertpath and --lnd.macaroonpath; see docs/payments.md): without it the node is in free mode and nobody can pay", o.Config.Price)}
+	}
 	if err := o.Config.Reach.Validate(); err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
@@ -224,12 +228,19 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 	if err != nil {
 		return fmt.Errorf("proof keys: %w", err)
 	}
+	// The API's port is bound first: taken, it fails before the node
+	// joins the network and compiles its runner.
+	ln, err := api.Listen(o.API)
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	defer ln.Close()
 	n, err := node.New(ctx, o.Config)
 	if err != nil {
 		return err
 	}
 	defer n.Close()
-	srv, err := api.Serve(n, api.Options{DataDir: o.Config.DataDir, Addr: o.API, Log: log, OpenAI: o.OpenAI})
+	srv, err := api.Serve(n, api.Options{DataDir: o.Config.DataDir, Listener: ln, Log: log, OpenAI: o.OpenAI})
 	if err != nil {
 		return err
 	}

@@ -126,12 +126,15 @@ func NewCmdJobs(stdio IO) *cobra.Command {
 				if !j.Finished.IsZero() {
 					took = j.Finished.Sub(j.Created).Round(time.Millisecond).String()
 				}
-				state := j.State.String()
-				if j.State == store.JobVerified && j.Outcome == wire.OutcomeStopped {
+				state, exit := j.State.String(), "-"
+				switch {
+				case j.State == store.JobVerified && j.Outcome == wire.OutcomeStopped:
 					state = "not run" // every replica agrees it could not run (ERROR says why)
+				case j.State == store.JobVerified || j.State == store.JobUnverified:
+					exit = fmt.Sprint(j.ExitCode) // the module's; none for a job that failed
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%d\t%d B\t%s\t%s\t%s\n", j.ID, state, j.Agree, j.Announce.Replicas,
-					j.ExitCode, j.OutputSize, took, j.Created.Format(time.DateTime), oneLine(j.Error))
+				fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%d B\t%s\t%s\t%s\n", j.ID, state, j.Agree, j.Announce.Replicas,
+					exit, j.OutputSize, took, j.Created.Format(time.DateTime), oneLine(j.Error))
 			}
 			return tw.Flush()
 		},

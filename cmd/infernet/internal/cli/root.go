@@ -26,11 +26,14 @@ type IO struct {
 // Exit codes of infernet. A job's own exit code passes through `infernet run`
 // unchanged (codes above 255 become 255).
 const (
-	ExitOK      = 0
-	ExitError   = 1   // usage or other error of infernet itself
-	ExitNotRun  = 125 // the job could not run or was stopped (invalid module, limit, trap)
-	maxExitCode = 255
-	programName = "infernet"
+	ExitOK     = 0
+	ExitError  = 1   // usage or other error of infernet itself
+	ExitNotRun = 125 // the job could not run or was stopped (invalid module, limit, trap)
+	// ExitInterrupted is a command stopped by SIGINT (Ctrl-C) or SIGTERM,
+	// 128 + SIGINT as shells count.
+	ExitInterrupted = 130
+	maxExitCode     = 255
+	programName     = "infernet"
 )
 
 // exitError carries an exit code out of a command. Err is printed unless nil.
@@ -76,11 +79,23 @@ execution.`,
 func Main(args []string, stdio IO) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	return execute(ctx, args, stdio)
+}
+
+// execute runs infernet with args until ctx, which a signal cancels, ends,
+// and returns the process exit code.
+func execute(ctx context.Context, args []string, stdio IO) int {
 	root := NewRoot(stdio)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return ExitOK
+	}
+	if ctx.Err() != nil {
+		// Stopped by a signal: what failed after it is its consequence
+		// ("progress stream: interrupt signal received"), not news.
+		fmt.Fprintf(stdio.Err, "%s: interrupted\n", programName)
+		return ExitInterrupted
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {

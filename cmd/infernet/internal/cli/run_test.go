@@ -2,10 +2,12 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 const testdata = "../../../../testdata/"
@@ -72,6 +74,19 @@ func TestRunExitCodes(t *testing.T) {
 				t.Errorf("last stderr line %q, want %q in it", last, tt.errLine)
 			}
 		})
+	}
+}
+
+// TestInterrupted: a command stopped by a signal (its context cancelled,
+// as Main's signal.NotifyContext does) exits 130 and says it was
+// interrupted, not what failed because of it.
+func TestInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(200 * time.Millisecond); cancel() }() // stops the loop whenever it comes
+	var out, errOut bytes.Buffer
+	code := execute(ctx, []string{"run", testdata + "bad/infinite_loop.wasm", "--cache-dir", sharedCache()}, IO{In: strings.NewReader(""), Out: &out, Err: &errOut})
+	if code != ExitInterrupted || strings.TrimSpace(errOut.String()) != "infernet: interrupted" {
+		t.Errorf("exit %d, stderr %q; want %d and \"infernet: interrupted\"", code, errOut.String(), ExitInterrupted)
 	}
 }
 
