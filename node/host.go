@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
@@ -98,7 +100,8 @@ func tcpPortsFree(listen []string) error {
 }
 
 // bootstrap connects to the bootstrap peers (at least one must answer when
-// any are given) and starts the DHT's routing-table refresh.
+// any are given, or a known peer: redial) and starts the DHT's
+// routing-table refresh.
 func (n *Node) bootstrap(ctx context.Context) error {
 	var infos []peer.AddrInfo
 	for _, s := range n.cfg.Bootstrap {
@@ -112,6 +115,8 @@ func (n *Node) bootstrap(ctx context.Context) error {
 		}
 		infos = append(infos, *ai)
 	}
+	known := make(chan int, 1)
+	go func() { known <- n.redial(n.ctx) }()
 	var errs []error
 	for _, ai := range infos {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -125,9 +130,78 @@ func (n *Node) bootstrap(ctx context.Context) error {
 		n.peers.Introduced(ai.ID, peers.SourceBootstrap)
 	}
 	if len(infos) > 0 && len(errs) == len(infos) {
-		return fmt.Errorf("no bootstrap peer reachable: %w", errors.Join(errs...))
+		k := <-known
+		if k == 0 {
+			return fmt.Errorf("no bootstrap peer reachable, nor a peer known from before: %w", errors.Join(errs...))
+		}
+		n.log.Warn("no bootstrap peer reachable: going on with the peers known from before", "answered", k)
 	}
 	return n.dht.Bootstrap(n.ctx)
+}
+
+// Known peers are dialled again when a node starts: up to knownDials of
+// those seen within knownFor, the most recently seen first.
+const (
+	knownDials = 8
+	knownFor   = 14 * 24 * time.Hour
+)
+
+// redial dials the peers this node knew before at the addresses it kept
+// of them (recordAddrs), so that a node restarted without a bootstrap
+// peer, or whose bootstrap peers are gone, rejoins the network; it
+// returns how many answered. Where it learned of them (their source) is
+// as before.
+func (n *Node) redial(ctx context.Context) int {
+	var wg sync.WaitGroup
+	var answered atomic.Int32
+	for _, p := range n.peers.Known(knownDials, knownFor) {
+		id, err := peer.Decode(p.ID)
+		if err != nil || id == n.host.ID() {
+			continue
+		}
+		var addrs []ma.Multiaddr
+		for _, s := range p.Addrs {
+			if a, err := ma.NewMultiaddr(s); err == nil {
+				addrs = append(addrs, a)
+			}
+		}
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			if err := n.host.Connect(cctx, peer.AddrInfo{ID: id, Addrs: addrs}); err != nil {
+				n.log.Debug("known peer unreachable", "peer", id, "err", err)
+				return
+			}
+			answered.Add(1)
+		})
+	}
+	wg.Wait()
+	return int(answered.Load())
+}
+
+// recordAddrs keeps, for each connected peer, the listen addresses it
+// claims on the IP it connects from: where to dial it after a restart
+// (redial). A claim on another IP is not kept, so that a peer cannot have
+// this node dial someone else.
+func (n *Node) recordAddrs() {
+	nw := n.host.Network()
+	for _, id := range nw.Peers() {
+		ips := map[string]bool{}
+		for _, c := range nw.ConnsToPeer(id) {
+			if ip, err := manet.ToIP(c.RemoteMultiaddr()); err == nil {
+				ips[ip.String()] = true
+			}
+		}
+		var keep []string
+		for _, a := range n.host.Peerstore().Addrs(id) {
+			if ip, err := manet.ToIP(a); err == nil && ips[ip.String()] {
+				keep = append(keep, a.String())
+			}
+		}
+		if len(keep) > 0 {
+			n.peers.SetAddrs(id, keep)
+		}
+	}
 }
 
 // peerFlushEvery is how often adverts are written to the store.
@@ -142,11 +216,13 @@ func (n *Node) peerFlushLoop() {
 	for {
 		select {
 		case <-n.ctx.Done():
+			n.recordAddrs()
 			if err := n.peers.Flush(); err != nil {
 				n.log.Warn("writing peers", "err", err)
 			}
 			return
 		case <-t.C:
+			n.recordAddrs()
 			if err := n.peers.Flush(); err != nil {
 				n.log.Warn("writing peers", "err", err)
 			}

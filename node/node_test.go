@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	noise "github.com/libp2p/go-libp2p/p2p/security/noise"
@@ -673,5 +674,68 @@ func TestTransportsAndSecurity(t *testing.T) {
 				t.Fatalf("bid %+v", bid)
 			}
 		})
+	}
+}
+
+// TestRestartRejoins: a node keeps where it reached its peers, and when
+// it starts again without a bootstrap peer, or with one that is gone, it
+// dials them and is back on the network; with neither, a dead bootstrap
+// peer is an error.
+func TestRestartRejoins(t *testing.T) {
+	ctx := context.Background()
+	a, err := New(ctx, testConfig(t, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	gone, err := New(ctx, testConfig(t, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := gone.Addrs()[0].String()
+	gone.Close()
+
+	cfg := testConfig(t, false)
+	cfg.Bootstrap = []string{a.Addrs()[0].String()}
+	b, err := New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := func() bool {
+		for _, p := range b.peers.Known(knownDials, knownFor) {
+			if p.ID == a.ID().String() {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(3 * peerFlushEvery); !kept(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no address of the bootstrap peer kept")
+		}
+	}
+	b.Close()
+
+	for _, boot := range [][]string{nil, {dead}} {
+		cfg.Bootstrap = boot
+		b, err := New(ctx, cfg)
+		if err != nil {
+			t.Fatalf("bootstrap %v: %v", boot, err)
+		}
+		for deadline := time.Now().Add(15 * time.Second); b.host.Network().Connectedness(a.ID()) != network.Connected; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("bootstrap %v: not connected to the peer known from before", boot)
+			}
+		}
+		b.Close()
+	}
+
+	cfg = testConfig(t, false)
+	cfg.Bootstrap = []string{dead}
+	if n, err := New(ctx, cfg); err == nil || !strings.Contains(err.Error(), "no bootstrap peer reachable") {
+		if n != nil {
+			n.Close()
+		}
+		t.Errorf("a dead bootstrap peer and none known: %v, want an error", err)
 	}
 }

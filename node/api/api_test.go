@@ -117,7 +117,7 @@ func TestClient(t *testing.T) {
 	if err != nil || info.ID != n.ID().String() || info.Provider {
 		t.Fatalf("Node: %+v, %v", info, err)
 	}
-	b := []byte("a module, or close enough")
+	b := []byte("\x00asm\x01\x00\x00\x00") // a module: an empty one
 	bi, err := c.PutBlob(ctx, b)
 	if err != nil || bi.Digest != blob.Sum(b) || bi.Size != int64(len(b)) {
 		t.Fatalf("PutBlob: %+v, %v", bi, err)

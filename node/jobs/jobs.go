@@ -39,6 +39,7 @@ const (
 	EventResult    = "result"    // a signed result arrived
 	EventLost      = "lost"      // the provider died, went silent or failed
 	EventDisagree  = "disagree"  // replicas disagree: one more is added
+	EventAudit     = "audit"     // this node runs the job itself, to check the replicas
 )
 
 // Event kinds of a sharded job: it is recorded (Detail: its id), a shard's

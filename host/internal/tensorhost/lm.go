@@ -152,21 +152,29 @@ func matMulSwiGLU(ctx context.Context, s *Session, _ api.Memory, p []int32) int3
 		return int32(errno)
 	}
 	x, gate, up := es[0], es[1], es[2]
-	t, n, k, shape, errno := matMulShape(x, gate)
+	t, n, k, shape, errno := s.swigluShape(x, gate, up)
 	if errno != abi.OK {
 		return int32(errno)
-	}
-	if !isWeight(up.dt) {
-		return int32(abi.EDTYPE)
-	}
-	if !slices.Equal(up.shape, gate.shape) {
-		return int32(abi.ESHAPE)
 	}
 	shared := s.member != nil && gate.readOnly && up.readOnly
 	return s.newResult(ctx, abi.F32, shape, 3*t*n, 4*float64(t)*float64(n)*float64(k),
 		func(be tensor.Backend, b []tensor.Buffer) error {
 			return tensor.MatMulSwiGLU(ctx, s.batched(be, shared), t, n, k, b[0], b[1], b[2], b[3])
 		}, x.buf, gate.buf, up.buf)
+}
+
+// swigluShape checks matmul_swiglu's x, gate and up (of one shape) as
+// matMulShape checks matmul's x and w.
+func (s *Session) swigluShape(x, gate, up *entry) (t, n, k int, shape []int, errno abi.Errno) {
+	t, n, k, shape, errno = matMulShape(x, gate)
+	switch {
+	case errno != abi.OK:
+	case !isWeight(up.dt):
+		errno = abi.EDTYPE
+	case !slices.Equal(up.shape, gate.shape):
+		errno = abi.ESHAPE
+	}
+	return t, n, k, shape, errno
 }
 
 // batched returns be, or where shared (weights of the model cache, which
@@ -380,15 +388,9 @@ func rmsNormMatMulSwiGLU(ctx context.Context, s *Session, _ api.Memory, p []int3
 		return int32(errno)
 	}
 	gate, up := es[0], es[1]
-	t, n, k, shape, errno := matMulShape(x, gate)
+	t, n, k, shape, errno := s.swigluShape(x, gate, up)
 	if errno != abi.OK {
 		return int32(errno)
-	}
-	if !isWeight(up.dt) {
-		return int32(abi.EDTYPE)
-	}
-	if !slices.Equal(up.shape, gate.shape) {
-		return int32(abi.ESHAPE)
 	}
 	shared := s.member != nil && gate.readOnly && up.readOnly
 	return s.newResult(ctx, abi.F32, shape, 4*x.elems()+3*t*n, 4*float64(t)*float64(n)*float64(k),

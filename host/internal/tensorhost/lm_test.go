@@ -59,18 +59,7 @@ func TestRoPEKV(t *testing.T) {
 	const rows, qCols, kCols, hd, S = 2, 16, 8, 4, 6
 	theta := int32(math.Float32bits(10000))
 	newF32 := func(dims ...int) int32 { return randomF32(t, s, r, dims...) }
-	read := func(h int32) []byte {
-		t.Helper()
-		e, errno := s.get(h)
-		if errno != abi.OK {
-			t.Fatal(errno)
-		}
-		b := make([]byte, 4*e.elems())
-		if err := s.backend.Read(e.buf, b); err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	read := func(h int32) []byte { t.Helper(); return readBytes(t, s, h) }
 	clone := func(h int32) int32 {
 		t.Helper()
 		e, _ := s.get(h)
@@ -184,18 +173,7 @@ func FuzzRoPEKV(f *testing.F) {
 				t.Fatalf("tensor %d has handle %d", i+1, h)
 			}
 		}
-		snapshot := func() [][]byte {
-			var all [][]byte
-			for h := int32(1); h <= int32(len(shapes)); h++ {
-				e, _ := s.get(h)
-				b := make([]byte, e.dt.Bytes(e.elems()))
-				if err := s.backend.Read(e.buf, b); err != nil {
-					t.Fatal(err)
-				}
-				all = append(all, b)
-			}
-			return all
-		}
+		snapshot := func() [][]byte { return snapshotOf(t, s, len(shapes)) }
 		before := snapshot()
 		got := ropeKV(ctx, s, nil, []int32{q, k, v, kc, vc, pos, hd, theta, style, factors})
 		after := snapshot()
@@ -246,6 +224,16 @@ func readBytes(t *testing.T, s *Session, h int32) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// snapshotOf returns the bytes of tensors 1 to n of s.
+func snapshotOf(t *testing.T, s *Session, n int) [][]byte {
+	t.Helper()
+	var all [][]byte
+	for h := int32(1); h <= int32(n); h++ {
+		all = append(all, readBytes(t, s, h))
+	}
+	return all
 }
 
 // normMatMulComposed is what rmsnorm_matmul of x, g, eps and ws must
@@ -425,13 +413,7 @@ func FuzzRMSNormMatMul(f *testing.F) {
 			b, _ := mem.Read(uint32(outsPtr), 4*abi.MaxNormMatMuls) // nil past the end
 			return bytes.Clone(b)
 		}
-		snapshot := func() [][]byte {
-			var all [][]byte
-			for h := int32(1); h <= int32(len(shapes)); h++ {
-				all = append(all, readBytes(t, s, h))
-			}
-			return all
-		}
+		snapshot := func() [][]byte { return snapshotOf(t, s, len(shapes)) }
 		before, outsBefore, live := snapshot(), outs(), s.live
 		got := rmsNormMatMul(ctx, s, mem, []int32{x, g, eps, wsPtr, n, outsPtr})
 		if !slices.EqualFunc(snapshot(), before, bytes.Equal) {

@@ -470,6 +470,13 @@ func (b *Backend) MatMulSwiGLU(ctx context.Context, t, n, k int, x, gate, up, ou
 	if t <= 0 || n <= 0 || k == 0 || t > gemvMaxRows {
 		return tensor.ComposeMatMulSwiGLU(ctx, b, t, n, k, x, gate, up, out)
 	}
+	return b.swigluGEMV(ctx, t, n, k, x, gate, up, out, nil, 0)
+}
+
+// swigluGEMV is a decode step's matmul_swiglu in launches of
+// gemv_swiglu_rows, or, with gn (rmsnorm's scale: RMSNormMatMulSwiGLU),
+// of gemv_norm_swiglu_rows, which normalize x first.
+func (b *Backend) swigluGEMV(ctx context.Context, t, n, k int, x, gate, up, out tensor.Buffer, gn *buffer, eps float32) error {
 	xs, err := b.matMulArgs(t, n, k, x, gate, out)
 	if err != nil {
 		return err
@@ -478,15 +485,24 @@ func (b *Backend) MatMulSwiGLU(ctx context.Context, t, n, k int, x, gate, up, ou
 	if err != nil {
 		return err
 	}
-	xg, xu, xo := xs[1], us[1], xs[2]
+	xx, xg, xu, xo := xs[0], xs[1], us[1], xs[2]
+	bufs := []*buffer{xx, xg, xu, xo}
+	if gn != nil {
+		bufs = append(bufs, gn)
+	}
 	step := max(gemvPieceScale*chunkElems/(2*k), gemvRowsPerBlock)
 	return b.q.do(ctx, func() error {
-		if err := b.alive(xs[0], xg, xu, xo); err != nil {
+		if err := b.alive(bufs...); err != nil {
 			return err
 		}
 		return b.chunked(ctx, n, step, func(r0, rows int) error {
 			grid := uint32(min((rows+gemvRowsPerBlock-1)/gemvRowsPerBlock, maxGrid))
-			return b.launch(kGemvSwiGLU, grid, ptrArg(xs[0].ptr), ptrArg(xg.ptr), ptrArg(xu.ptr), ptrArg(xo.ptr),
+			if gn != nil {
+				return b.launch(kGemvNormSwiGLU, grid, ptrArg(xx.ptr), ptrArg(gn.ptr), ptrArg(xg.ptr), ptrArg(xu.ptr), ptrArg(xo.ptr),
+					i64Arg(r0), i64Arg(rows), i64Arg(t), i64Arg(n), i64Arg(k), i32Arg(int32(xg.dt)), i32Arg(int32(xu.dt)),
+					f32Arg(float64(eps)))
+			}
+			return b.launch(kGemvSwiGLU, grid, ptrArg(xx.ptr), ptrArg(xg.ptr), ptrArg(xu.ptr), ptrArg(xo.ptr),
 				i64Arg(r0), i64Arg(rows), i64Arg(t), i64Arg(n), i64Arg(k), i32Arg(int32(xg.dt)), i32Arg(int32(xu.dt)))
 		})
 	})
@@ -573,31 +589,11 @@ func (b *Backend) RMSNormMatMulSwiGLU(ctx context.Context, t, n, k int, eps floa
 	if !normFused(t, k) || n <= 0 {
 		return tensor.ComposeRMSNormMatMulSwiGLU(ctx, b, t, n, k, eps, x, g, gate, up, out)
 	}
-	gb, err := b.normScale("rmsnorm_matmul_swiglu", k, g, out)
+	gn, err := b.normScale("rmsnorm_matmul_swiglu", k, g, out)
 	if err != nil {
 		return err
 	}
-	xs, err := b.matMulArgs(t, n, k, x, gate, out)
-	if err != nil {
-		return err
-	}
-	us, err := b.matMulArgs(t, n, k, x, up, out)
-	if err != nil {
-		return err
-	}
-	xg, xu, xo := xs[1], us[1], xs[2]
-	step := max(gemvPieceScale*chunkElems/(2*k), gemvRowsPerBlock)
-	return b.q.do(ctx, func() error {
-		if err := b.alive(xs[0], gb, xg, xu, xo); err != nil {
-			return err
-		}
-		return b.chunked(ctx, n, step, func(r0, rows int) error {
-			grid := uint32(min((rows+gemvRowsPerBlock-1)/gemvRowsPerBlock, maxGrid))
-			return b.launch(kGemvNormSwiGLU, grid, ptrArg(xs[0].ptr), ptrArg(gb.ptr), ptrArg(xg.ptr), ptrArg(xu.ptr),
-				ptrArg(xo.ptr), i64Arg(r0), i64Arg(rows), i64Arg(t), i64Arg(n), i64Arg(k),
-				i32Arg(int32(xg.dt)), i32Arg(int32(xu.dt)), f32Arg(float64(eps)))
-		})
-	})
+	return b.swigluGEMV(ctx, t, n, k, x, gate, up, out, gn, eps)
 }
 
 // normScale checks the scale g (F32 [k]) of a norm-fused GEMV, which its

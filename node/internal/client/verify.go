@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -289,6 +290,7 @@ func (j *jobRun) audit(ctx context.Context, votes []*wire.Result) (*store.Job, e
 		}
 		j.early = nil
 	} else if j.c.auditor.budget.take() {
+		j.emit(jobs.EventAudit, -1, "", "after the replicas")
 		own, err = j.c.auditor.run(ctx, j.ann, j.input, nil)
 	} else {
 		j.because("this client ran its share of audits (node --audit-cap)")
@@ -349,23 +351,28 @@ type earlyAudit struct {
 	err error
 }
 
-// auditEarly starts the client's own run of a streamed job as the job
-// starts, when an audit is all but certain: exact mode, and no established
-// provider among the candidates to anchor the vote, so that newcomers'
-// replicas alone never decide it. Its output streams as it comes
-// (streamVote.own) rather than when the replicas end; audit takes its
-// result. It spends an audit of the budget, or starts nothing when the
-// budget is spent.
+// auditEarly starts the client's own run of a job as the job starts, when
+// an audit is all but certain: exact mode, and no established provider
+// among the candidates to anchor the vote, so that newcomers' replicas
+// alone never decide it. It runs beside the replicas rather than after
+// them (a new network's job took twice its replicas' time), and a
+// streamed job's output streams from it as it comes (streamVote.own);
+// audit takes its result. It spends an audit of the budget, or starts
+// nothing when the budget is spent.
 func (j *jobRun) auditEarly(ctx context.Context) {
 	n := j.c.n
-	if j.stream == nil || j.ann.Mode != wire.ModeExact || n.NoAudit || !auditable(j.ann) ||
+	if j.ann.Mode != wire.ModeExact || n.NoAudit || !auditable(j.ann) ||
 		j.establishedCandidate() || !j.c.auditor.budget.take() {
 		return
 	}
+	var tee io.Writer
+	if j.stream != nil {
+		tee = writerFunc(j.stream.own)
+	}
 	j.early = make(chan earlyAudit, 1)
-	j.c.log.Debug("auditing as the job starts, streaming the audit's output", "job", j.ann.Job)
+	j.emit(jobs.EventAudit, -1, "", "beside the replicas: no established provider can anchor their vote")
 	go func() {
-		res, err := j.c.auditor.run(ctx, j.ann, j.input, writerFunc(j.stream.own))
+		res, err := j.c.auditor.run(ctx, j.ann, j.input, tee)
 		j.early <- earlyAudit{res, err}
 	}()
 }

@@ -355,6 +355,44 @@ func (b *Book) backingOffLocked(id peer.ID, now time.Time) bool {
 	return o != nil && now.Before(o.until)
 }
 
+// maxKeptAddrs bounds the addresses kept of a peer (SetAddrs).
+const maxKeptAddrs = 4
+
+// SetAddrs records where a known peer id can be dialled (at most
+// maxKeptAddrs of addrs, which the caller has checked), written with the
+// next Flush when they changed: the node dials them again when it starts
+// (Known), so that it rejoins without a bootstrap peer.
+func (b *Book) SetAddrs(id peer.ID, addrs []string) {
+	addrs = slices.Sorted(slices.Values(addrs))
+	if len(addrs) > maxKeptAddrs {
+		addrs = addrs[:maxKeptAddrs]
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.peers[id]
+	if p == nil || slices.Equal(p.Addrs, addrs) {
+		return
+	}
+	p.Addrs = addrs
+	b.dirty[id] = true
+}
+
+// Known returns, most recently seen first, up to n peers seen within
+// maxAge with addresses to dial (SetAddrs) and not banned.
+func (b *Book) Known(n int, maxAge time.Duration) []store.Peer {
+	now := time.Now()
+	b.mu.Lock()
+	var out []store.Peer
+	for _, p := range b.peers {
+		if len(p.Addrs) > 0 && now.Sub(p.LastSeen) < maxAge && !p.Rep.Banned(now) {
+			out = append(out, *p)
+		}
+	}
+	b.mu.Unlock()
+	sort.Slice(out, func(i, k int) bool { return out[i].LastSeen.After(out[k].LastSeen) })
+	return out[:min(n, len(out))]
+}
+
 // Update applies f to the reputation of id and persists it.
 func (b *Book) Update(id peer.ID, f func(r *reputation.Record, p reputation.Params, now time.Time)) {
 	b.mu.Lock()

@@ -608,21 +608,40 @@ func newProgress(o *SubmitOptions, replicas int) *progress {
 	}
 	pr := &progress{p: mpb.New(opts...), bars: map[int]*replicaBar{}}
 	for r := range replicas {
-		rb := &replicaBar{state: "looking for a provider"}
-		rb.bar = pr.p.New(3, mpb.BarStyle(), mpb.BarWidth(20),
-			mpb.PrependDecorators(decor.Name(fmt.Sprintf("replica %d ", r))),
-			mpb.AppendDecorators(decor.Elapsed(decor.ET_STYLE_GO), decor.Any(func(decor.Statistics) string {
-				pr.mu.Lock()
-				defer pr.mu.Unlock()
-				return "  " + rb.state
-			})))
-		pr.bars[r] = rb
+		pr.bars[r] = pr.bar(fmt.Sprintf("replica %d", r), "looking for a provider")
 	}
 	return pr
 }
 
+// bar adds a line named name, in state state, to pr.
+func (pr *progress) bar(name, state string) *replicaBar {
+	rb := &replicaBar{state: state}
+	rb.bar = pr.p.New(3, mpb.BarStyle(), mpb.BarWidth(20),
+		mpb.PrependDecorators(decor.Name(name+" ")),
+		mpb.AppendDecorators(decor.Elapsed(decor.ET_STYLE_GO), decor.Any(func(decor.Statistics) string {
+			pr.mu.Lock()
+			defer pr.mu.Unlock()
+			return "  " + rb.state
+		})))
+	return rb
+}
+
 func (pr *progress) event(e jobs.Event) {
 	if pr.p == nil {
+		return
+	}
+	if e.Kind == jobs.EventAudit {
+		// A line of its own, made outside pr.mu: mpb may be drawing, and
+		// its decorators take pr.mu. Events come one at a time.
+		pr.mu.Lock()
+		have := pr.bars[-1] != nil
+		pr.mu.Unlock()
+		if !have {
+			rb := pr.bar("this node", "running the job here to check the replicas ("+e.Detail+")")
+			pr.mu.Lock()
+			pr.bars[-1] = rb
+			pr.mu.Unlock()
+		}
 		return
 	}
 	pr.mu.Lock()
