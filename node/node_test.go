@@ -256,6 +256,57 @@ func TestSubmitTwoReplicas(t *testing.T) {
 func TestProviderDiesMidJob(t *testing.T) {
 	t.Parallel() // waits far more than it computes
 	net := startNetwork(t, 3, nil)
+	job, killed := killOneMidJob(t, net)
+	if job.State != store.JobVerified {
+		t.Fatalf("job: %+v", job)
+	}
+	var lost, done int
+	for _, r := range job.Replicas {
+		switch {
+		case r.State == store.ReplicaLost && r.Provider == killed.String():
+			lost++
+		case r.State == store.ReplicaDone:
+			done++
+			if r.Provider == killed.String() {
+				t.Errorf("the killed provider delivered a result")
+			}
+		}
+	}
+	if lost != 1 || done != 2 {
+		t.Fatalf("replicas %+v; want the killed one lost and two done", job.Replicas)
+	}
+}
+
+// TestProviderDiesMidJobAudited: on a new network of two providers, one
+// dies while it runs a replica and nobody can take it again; the client's
+// own run (audited beside the replicas: no established provider) checks
+// the other's result, and the job is verified by it rather than failed.
+func TestProviderDiesMidJobAudited(t *testing.T) {
+	t.Parallel() // waits far more than it computes
+	net := startNetwork(t, 2, nil)
+	job, killed := killOneMidJob(t, net)
+	if job.State != store.JobVerified || job.Verification != jobs.VerifiedByAudit {
+		t.Fatalf("job %s verified by %q (%s); want verified by audit", job.State, job.Verification, job.Error)
+	}
+	var lost, done int
+	for _, r := range job.Replicas {
+		switch {
+		case r.Provider == killed.String() && r.State != store.ReplicaDone:
+			lost++
+		case r.State == store.ReplicaDone:
+			done++
+		}
+	}
+	if lost < 1 || done != 1 {
+		t.Fatalf("replicas %+v; want the killed one's lost and the other done", job.Replicas)
+	}
+}
+
+// killOneMidJob submits a long job to net and closes the first provider
+// that starts running a replica of it; it returns the job's record and
+// the provider closed.
+func killOneMidJob(t *testing.T, net *testNet) (*store.Job, peer.ID) {
+	t.Helper()
 	module := readTestdata(t, "jobs/cpu/cpu.wasm")
 	input := []byte("700 1000") // long enough to kill a provider while it runs
 	var killed peer.ID
@@ -281,24 +332,10 @@ func TestProviderDiesMidJob(t *testing.T) {
 		}
 	}
 	<-done
-	if err != nil || job.State != store.JobVerified {
+	if err != nil {
 		t.Fatalf("job: %v, %v", job, err)
 	}
-	var lost, done2 int
-	for _, r := range job.Replicas {
-		switch {
-		case r.State == store.ReplicaLost && r.Provider == killed.String():
-			lost++
-		case r.State == store.ReplicaDone:
-			done2++
-			if r.Provider == killed.String() {
-				t.Errorf("the killed provider delivered a result")
-			}
-		}
-	}
-	if lost != 1 || done2 != 2 {
-		t.Fatalf("replicas %+v; want the killed one lost and two done", job.Replicas)
-	}
+	return job, killed
 }
 
 // TestNewFails: a node that cannot start says why and leaves nothing

@@ -85,6 +85,11 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 			// as the newcomers left it.
 			j.setEstablishedOnly(false)
 			return j.unanchored(ctx, votes)
+		case o.err != nil && j.early != nil && !errors.Is(o.err, context.Canceled):
+			// No provider took this replica again, but the client's own
+			// run, under way, checks those that come: the job goes on.
+			errs = append(errs, fmt.Errorf("replica %d: %w", o.replica, o.err))
+			continue
 		case o.err != nil:
 			rcancel() // without this replica there is no verdict
 			if !errors.Is(o.err, context.Canceled) || len(errs) == 0 {
@@ -163,6 +168,13 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 		// established one if there is any, to anchor the vote.
 		j.setEstablishedOnly(j.establishedCandidate())
 		start()
+	}
+	if len(votes) > 0 && j.early != nil {
+		// Replicas were lost with nobody to take them again: the client's
+		// own run decides those that came (audit), as it would have with
+		// all of them.
+		j.c.log.Info("replicas lost: the audit decides the others", "job", j.ann.Job, "lost", len(errs), "results", len(votes))
+		return j.audit(ctx, votes)
 	}
 	return j.finish(votes, nil, errors.Join(errs...))
 }
