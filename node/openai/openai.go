@@ -330,6 +330,9 @@ func (s *Service) terms(w http.ResponseWriter, p *params, maxTokens *int, c *com
 	case maxTokens != nil && (*maxTokens < 1 || *maxTokens > s.cfg.MaxTokens):
 		WriteError(w, http.StatusBadRequest, "max_tokens", "", fmt.Sprintf("max_tokens is %d: this node's limit is 1 to %d", *maxTokens, s.cfg.MaxTokens))
 		return false
+	case temp != nil && *temp > 2: // OpenAI's range; the runner's check (CheckRequest) takes any finite temperature ≥ 0
+		WriteError(w, http.StatusBadRequest, "temperature", "", fmt.Sprintf("temperature is %g: OpenAI's API takes 0 to 2", *temp))
+		return false
 	}
 	if f := c.given(); f != "" {
 		WriteError(w, http.StatusBadRequest, f, "unsupported_parameter", fmt.Sprintf("%s is not supported by this server", f))

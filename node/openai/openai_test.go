@@ -196,6 +196,10 @@ func TestOpenAIErrors(t *testing.T) {
 			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt, Echo: oa.Bool(true)})
 			return err
 		}, http.StatusBadRequest, "echo", "unsupported_parameter"},
+		{"temperature over 2", func() error {
+			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt, Temperature: oa.Float(5)})
+			return err
+		}, http.StatusBadRequest, "temperature", ""},
 		{"top_p over 1", func() error {
 			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt, TopP: oa.Float(1.5)})
 			return err
