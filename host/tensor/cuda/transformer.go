@@ -549,15 +549,8 @@ func (b *Backend) RMSNormMatMul(ctx context.Context, t, k int, eps float32, x, g
 		if i == 0 {
 			bufs = append(bufs, xs[0])
 		}
-		for _, w := range ws[:i] { // an earlier weight is read while this result is written
-			if w == outs[i] {
-				return fmt.Errorf("cuda: %w: rmsnorm_matmul into one of its weights", tensor.ErrUnsupported)
-			}
-		}
-		for _, o := range outs[:i] {
-			if o == ws[i] {
-				return fmt.Errorf("cuda: %w: rmsnorm_matmul into one of its weights", tensor.ErrUnsupported)
-			}
+		if slices.Contains(ws, outs[i]) { // one launch reads every weight while it writes every result
+			return fmt.Errorf("cuda: %w: rmsnorm_matmul into one of its weights", tensor.ErrUnsupported)
 		}
 		bufs = append(bufs, xs[1], xs[2])
 		ptrs[i], ptrs[3+i], rows[i] = ptrArg(xs[1].ptr), ptrArg(xs[2].ptr), i64Arg(ns[i])
