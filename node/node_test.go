@@ -776,3 +776,26 @@ func TestRestartRejoins(t *testing.T) {
 		t.Errorf("a dead bootstrap peer and none known: %v, want an error", err)
 	}
 }
+
+// TestTimeLimitTooShort: a job whose time limit runs out on two providers
+// stops there, saying the limit is too short, rather than going through
+// every provider (each of which loses a replica to it).
+func TestTimeLimitTooShort(t *testing.T) {
+	t.Parallel() // waits more than it computes
+	net := startNetwork(t, 4, nil)
+	s := spec(t, net.client, readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("700 1000"))
+	s.TimeoutMS = 50
+	job, err := net.client.Submit(context.Background(), s, nil)
+	if !errors.Is(err, jobs.ErrTimeLimit) || !strings.Contains(err.Error(), "too short") || job == nil || job.State != store.JobFailed {
+		t.Fatalf("job %v, err %v; want failed with jobs.ErrTimeLimit", job, err)
+	}
+	perReplica := map[uint8]int{}
+	for _, r := range job.Replicas {
+		perReplica[r.Index]++
+	}
+	for r, n := range perReplica {
+		if n > 2 {
+			t.Errorf("replica %d went to %d providers, want at most 2", r, n)
+		}
+	}
+}

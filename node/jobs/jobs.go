@@ -87,6 +87,9 @@ var (
 	ErrNoProviders = errors.New("not enough matching providers")
 	// ErrDisagree: replicas returned different results.
 	ErrDisagree = errors.New("replicas disagree")
+	// ErrTimeLimit: the job's time limit ran out on several providers, so
+	// it is taken to be too short rather than they too slow.
+	ErrTimeLimit = errors.New("time limit exceeded")
 	// ErrStreamContradicted: the verified output does not continue what a
 	// streamed job already showed. The vote's rules and the streaming rule
 	// make it impossible unless established providers lie together.

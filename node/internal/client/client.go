@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -898,7 +899,7 @@ func (j *jobRun) unreserve(p peer.ID) {
 func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 	var last error = jobs.ErrNoProviders
 	tried := map[peer.ID]bool{}
-	busy, failures := false, 0
+	busy, failures, timeouts := false, 0, 0
 	backoff := 10 * time.Millisecond
 	for {
 		p, ok := j.next(tried)
@@ -946,6 +947,13 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 			continue
 		}
 		j.emit(jobs.EventLost, int(r), p, err.Error())
+		if errors.Is(err, errTimeLimit) {
+			// Twice is the job's limit, not the providers: stop before
+			// more honest ones lose a replica to it.
+			if timeouts++; timeouts >= 2 {
+				return nil, fmt.Errorf("%w on %d providers: the job's %v (--timeout) is too short for it", jobs.ErrTimeLimit, timeouts, j.ann.Timeout())
+			}
+		}
 		if failures++; failures >= maxAttempts {
 			return nil, fmt.Errorf("no result after %d providers failed: %w", failures, last)
 		}
@@ -954,9 +962,11 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 
 // Why a provider lost a replica.
 var (
-	errSilent   = errors.New("provider silent")
-	errConnLost = errors.New("connection lost")
-	errStalled  = errors.New("provider stalled")
+	// errTimeLimit is a provider's run that reached the job's time limit.
+	errTimeLimit = errors.New("the job's time limit ran out")
+	errSilent    = errors.New("provider silent")
+	errConnLost  = errors.New("connection lost")
+	errStalled   = errors.New("provider stalled")
 )
 
 // stallLimits are how long a provider holding a replica may take to start
@@ -1364,6 +1374,9 @@ func (j *jobRun) check(res *wire.Result, r uint8, p peer.ID, price uint64, terms
 		return nil, err
 	}
 	if !res.Deterministic() {
+		if strings.HasPrefix(res.Error, host.ErrTimeout.Error()) {
+			return nil, fmt.Errorf("provider failed: %w", errTimeLimit)
+		}
 		return nil, fmt.Errorf("provider failed: %s", res.Error)
 	}
 	if err := j.checkBackend(res, p); err != nil {
