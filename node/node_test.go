@@ -799,3 +799,20 @@ func TestTimeLimitTooShort(t *testing.T) {
 		}
 	}
 }
+
+// TestUnverifiedSaysWhy: a result that comes back unverified says why: a
+// client that does not audit, with newcomers only; one replica.
+func TestUnverifiedSaysWhy(t *testing.T) {
+	net := startNetwork(t, 2, func(c *Config) { c.NoAudit = !c.Provide })
+	for _, tc := range []struct {
+		replicas int
+		want     string
+	}{{2, "node --no-audit"}, {1, "--replicas 1"}} {
+		s := spec(t, net.client, readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("40 40"))
+		s.Replicas = tc.replicas
+		job, err := net.client.Submit(context.Background(), s, nil)
+		if err != nil || job.State != store.JobUnverified || !strings.Contains(job.Unverified, tc.want) {
+			t.Errorf("%d replicas: job %v (%q), %v; want unverified saying %q", tc.replicas, job.State, job.Unverified, err, tc.want)
+		}
+	}
+}

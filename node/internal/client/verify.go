@@ -220,6 +220,20 @@ func (j *jobRun) anchored(votes []*wire.Result, groups [][]int) ([]int, bool) {
 	return groups[best], true
 }
 
+// unverifiedWhy is why a job came back unverified, where nothing more
+// particular (because) said so.
+func (j *jobRun) unverifiedWhy() string {
+	switch {
+	case j.ann.Replicas == 1 && !j.escalated:
+		return "one replica (--replicas 1): nothing checked it"
+	case j.c.n.NoAudit:
+		return "no established provider anchored the replicas' vote, and this node does not audit (node --no-audit)"
+	case !auditable(j.ann):
+		return "no established provider anchored the replicas' vote, and this node cannot audit the job (proof mode, fair settlement, or tolerance mode on mixed backends)"
+	}
+	return "no established provider anchored the replicas' vote"
+}
+
 // because records why the job may come back unverified.
 func (j *jobRun) because(why string) {
 	j.mu.Lock()
@@ -601,6 +615,9 @@ func (j *jobRun) finish(votes []*wire.Result, v *verdict, err error) (*store.Job
 		rec.State, rec.Error = store.JobFailed, err.Error()
 	case v.how == "":
 		rec.State, rec.Unverified = store.JobUnverified, j.unverified
+		if rec.Unverified == "" {
+			rec.Unverified = j.unverifiedWhy()
+		}
 	default:
 		rec.State, rec.Verification = store.JobVerified, v.how
 	}
