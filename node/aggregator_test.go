@@ -129,4 +129,10 @@ func TestAggregator(t *testing.T) {
 			t.Fatalf("err = %v, want a refusal naming the fee", err)
 		}
 	})
+	t.Run("a provider that is no aggregator", func(t *testing.T) {
+		_, err := net.client.SubmitVia(ctx, net.providers[0].ID(), jobs.ShardedSpec{Spec: spec, Inputs: inputs}, 0, 2, nil)
+		if err == nil || !strings.Contains(err.Error(), "is no aggregator (its node runs without --aggregator)") {
+			t.Fatalf("err = %v, want one saying the peer is no aggregator", err)
+		}
+	})
 }

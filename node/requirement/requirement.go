@@ -84,8 +84,9 @@ type Env struct {
 	Has func(prefix string) bool `expr:"has"`
 }
 
-// Names lists the names an expression can use, for help texts.
-const Names = "cores, memory, maxmemory, gpus, vram, gpu, cc, backends, price, slots, free, reputation, version, has(\"backend\")"
+// Names lists the names an expression can use, for help texts, with
+// their units (Env's).
+const Names = "cores, memory, maxmemory and vram (GiB), gpus, gpu (a name), cc (compute capability, e.g. 8.6), backends, price (millisatoshi), slots, free, reputation (0 to 1), version, has(\"backend\")"
 
 var (
 	// ErrInvalid is returned by Compile for an expression that does not

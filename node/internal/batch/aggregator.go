@@ -14,6 +14,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	msmux "github.com/multiformats/go-multistream"
 
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/internal/client"
@@ -439,6 +441,10 @@ func (b *Runner) aggregate(ctx context.Context, agg peer.ID, req *wire.Aggregate
 	octx, cancel := context.WithTimeout(ctx, peers.HandshakeTimeout)
 	c, err := n.Streams.Open(octx, agg, wire.ProtocolAggregate)
 	cancel()
+	var notSupported msmux.ErrNotSupported[protocol.ID]
+	if errors.As(err, &notSupported) {
+		return nil, fmt.Errorf("aggregator: peer %s is no aggregator (its node runs without --aggregator)", agg)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("aggregator: %w", err)
 	}

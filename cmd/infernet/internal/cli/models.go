@@ -74,13 +74,21 @@ first bytes; anything else is refused before it is uploaded.`,
 	add.Flags().StringVar(&o.Tokenizer, "tokenizer", "", "the llama2.c tokenizer.bin `FILE` of a .bin model")
 	o.flags(add)
 	rm := &cobra.Command{
-		Use:   "rm NAME",
-		Short: "Forget a named model (its blobs then age out like others)",
-		Args:  cobra.ExactArgs(1),
-		RunE:  run("rm"),
+		Use:     "rm NAME",
+		Aliases: []string{"remove"},
+		Short:   "Forget a named model (its blobs then age out like others)",
+		Args:    cobra.ExactArgs(1),
+		RunE:    run("rm"),
 	}
 	o.flags(rm)
-	cmd.AddCommand(add, rm)
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the models (as infernet models does)",
+		Args:  cobra.NoArgs,
+		RunE:  run("list"),
+	}
+	o.flags(list)
+	cmd.AddCommand(add, rm, list)
 	return cmd
 }
 

@@ -44,6 +44,9 @@ func TestModelsWithoutNode(t *testing.T) {
 	if ms := list(); len(ms) != 1 || ms[0].Name != "stories" || ms[0].Format != store.ModelLlama2C {
 		t.Fatalf("models: %+v", ms)
 	}
+	if code, out, stderr := infernet(t, "models", "list", "--datadir", dir); code != 0 || !strings.Contains(out, "stories") {
+		t.Errorf("models list: exit %d, %q, stderr %q", code, out, stderr)
+	}
 	if code, _, stderr := infernet(t, "models", "add", "stories", storiesBin, "--tokenizer", tok512, "--datadir", dir); code == 0 || !strings.Contains(stderr, "exists") {
 		t.Errorf("models add of a name taken: exit %d, stderr %q", code, stderr)
 	}
