@@ -71,9 +71,14 @@ func (s *Server) getModels(w http.ResponseWriter, _ *http.Request) {
 	ms, err := s.n.Models().List()
 	list := ModelList{Object: "list", Data: []ModelObject{}}
 	for _, m := range ms {
-		list.Data = append(list.Data, ModelObject{ID: m.Name, Object: "model", Created: m.Added.Unix(), OwnedBy: "infernet", Model: m})
+		list.Data = append(list.Data, modelObject(m))
 	}
 	answer(w, list, err)
+}
+
+// modelObject is m as OpenAI's model object.
+func modelObject(m store.Model) ModelObject {
+	return ModelObject{ID: m.Name, Object: "model", Created: m.Added.Unix(), OwnedBy: "infernet", Model: m}
 }
 
 func (s *Server) postModel(w http.ResponseWriter, r *http.Request) {
@@ -86,9 +91,15 @@ func (s *Server) postModel(w http.ResponseWriter, r *http.Request) {
 	modelAnswer(w, m, err)
 }
 
+// getModel answers OpenAI's model object, with the node's record of the
+// model (which Client.Model reads).
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
 	m, err := s.n.Models().Get(r.PathValue("name"))
-	modelAnswer(w, m, err)
+	if err != nil {
+		modelAnswer(w, nil, err)
+		return
+	}
+	writeJSON(w, modelObject(*m))
 }
 
 func (s *Server) deleteModel(w http.ResponseWriter, r *http.Request) {

@@ -306,6 +306,11 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/models/{name}", s.auth(s.getModel))
 	mux.HandleFunc("DELETE /v1/models/{name}", s.auth(s.deleteModel))
 	mux.HandleFunc("POST /v1/runner", s.auth(s.postRunner))
+	// Anything else under /v1 (a route of OpenAI's this node lacks, or a
+	// method a route does not take) answers OpenAI's error object too.
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		openai.WriteError(w, http.StatusNotFound, "", "unknown_url", fmt.Sprintf("unknown request URL: %s %s", r.Method, r.URL.Path))
+	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry(), promhttp.HandlerOpts{}))
 	newDashboard(s).routes(mux)
 	return mux

@@ -87,6 +87,9 @@ func TestOpenAIClient(t *testing.T) {
 	if err != nil || len(page.Data) != 1 || page.Data[0].ID != "stories260K" || page.Data[0].Object != "model" {
 		t.Fatalf("models: %+v, %v", page, err)
 	}
+	if m, err := c.Models.Get(ctx, "stories260K"); err != nil || m.ID != "stories260K" || m.Object != "model" || m.OwnedBy == "" {
+		t.Fatalf("model: %+v, %v", m, err)
+	}
 
 	g := golden(t, "Once upon a time")
 	params := oa.CompletionNewParams{
@@ -237,6 +240,10 @@ func TestOpenAIErrors(t *testing.T) {
 			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: long})
 			return err
 		}, http.StatusBadRequest, "prompt", ""},
+		{"an endpoint this node lacks", func() error {
+			_, err := c.Embeddings.New(ctx, oa.EmbeddingNewParams{Model: "stories260K", Input: oa.EmbeddingNewParamsInputUnion{OfString: oa.String("hi")}})
+			return err
+		}, http.StatusNotFound, "", "unknown_url"},
 		{"wrong key", func() error {
 			_, err := c.Models.List(ctx, option.WithAPIKey("not-the-token"))
 			return err
