@@ -125,9 +125,11 @@ type Job struct {
 	Outcome wire.Outcome `json:"outcome"`
 	// Agree is how many replicas returned the accepted result.
 	Agree int `json:"agree"`
-	// Verification says how the result was accepted: "replicas" (Agree
-	// replicas agreed), "trusted" (one replica from a provider with a long
-	// clean record; adaptive replication), or "" (not accepted).
+	// Verification says how the result was accepted (jobs.VerifiedBy*):
+	// "replicas" (Agree replicas agreed), "trusted" (one replica from a
+	// provider with a long clean record; adaptive replication), "audit"
+	// (this node ran it too), "check" (a check job reproduced it), or ""
+	// (not accepted).
 	Verification string `json:"verification,omitempty"`
 	// Unverified, for an unverified job, says why no vote verified it
 	// when there is more to say than that newcomers decided it (an

@@ -133,6 +133,9 @@ func NewCmdJobs(stdio IO) *cobra.Command {
 				case j.State == store.JobVerified || j.State == store.JobUnverified:
 					exit = fmt.Sprint(j.ExitCode) // the module's; none for a job that failed
 				}
+				if j.State == store.JobVerified && j.Verification != "" && state != "not run" {
+					state += " (" + j.Verification + ")" // by replicas, audit, trust or check
+				}
 				fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%d B\t%s\t%s\t%s\n", j.ID, state, j.Agree, j.Announce.Replicas,
 					exit, j.OutputSize, took, j.Created.Format(time.DateTime), oneLine(j.Error))
 			}

@@ -113,6 +113,14 @@ func execute(ctx context.Context, args []string, stdio IO) int {
 	return ExitError
 }
 
+// count is n of noun, plural but for 1: "1 round", "3 rounds".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 // oneLine keeps messages to one line on stderr.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")

@@ -198,7 +198,7 @@ func printShardedSummary(o *SubmitOptions, sj *store.ShardedStatus, elapsed time
 		return printJSON(o.IO, s)
 	}
 	w := o.IO.Err
-	fmt.Fprintf(w, "sharded job %s: %s, %d shards in %v\n", shortID(s.ID), s.State, len(s.Shards), elapsed.Round(time.Millisecond))
+	fmt.Fprintf(w, "sharded job %s: %s, %s in %v\n", shortID(s.ID), s.State, count(len(s.Shards), "shard"), elapsed.Round(time.Millisecond))
 	for i, sh := range s.Shards {
 		fmt.Fprintf(w, "  shard %-3d %s  %-10s %d/%d agree  %d job(s)\n", i, shortID(sh.Job), sh.State, sh.Agree, sh.Replicas, sj.Attempts[i])
 	}

@@ -553,16 +553,13 @@ func printSummary(o *SubmitOptions, job *store.Job, elapsed time.Duration) error
 		} else if p.State == store.ReplicaDone.String() {
 			line += "  (not run)"
 		}
-		if p.State == store.ReplicaOutvoted.String() {
-			line += "  (outvoted)"
-		}
 		if p.Error != "" {
 			line += "  (" + oneLine(p.Error) + ")"
 		}
 		fmt.Fprintln(w, line)
 	}
 	for _, l := range s.Liars {
-		fmt.Fprintf(w, "  outvoted: %s (its reputation is slashed)\n", shortID(l))
+		fmt.Fprintf(w, "  outvoted: %s (recorded here as a liar: infernet peers shows its standing, banned if this node's own run caught it)\n", shortID(l))
 	}
 	if s.Output != "" {
 		fmt.Fprintf(w, "  output %d bytes, sha256 %s\n", s.OutputSize, s.Output)

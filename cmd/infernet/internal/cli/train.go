@@ -246,8 +246,8 @@ func (w *trainWatch) event(e jobs.Event) {
 	case jobs.EventTrainRecorded:
 		if id, err := wire.ParseJobID(e.Detail); err == nil {
 			w.id = id
-			fmt.Fprintf(w.o.IO.Err, "training run %s: %d rounds, %d shards a round (infernet train --attach %s)\n",
-				shortID(e.Detail), w.o.Rounds, w.o.Shards, e.Detail)
+			fmt.Fprintf(w.o.IO.Err, "training run %s: %s, %s a round (infernet train --attach %s)\n",
+				shortID(e.Detail), count(w.o.Rounds, "round"), count(w.o.Shards, "shard"), e.Detail)
 		}
 	case jobs.EventRoundDone:
 		rec, err := w.c.TrainRun(w.ctx, w.id, false)
@@ -309,8 +309,12 @@ func (w *trainWatch) finish(rec *store.TrainRun) error {
 			return err
 		}
 	}
-	fmt.Fprintf(w.o.IO.Err, "training run %s: %s, %d rounds in %v\n", shortID(rec.ID.String()), rec.State, done,
-		time.Since(w.start).Round(time.Millisecond))
+	took := time.Since(w.start) // of this command, attached to a run under way
+	if !rec.Finished.IsZero() && w.start.After(rec.Finished) {
+		took = rec.Finished.Sub(rec.Created) // attached after the run ended: the run's
+	}
+	fmt.Fprintf(w.o.IO.Err, "training run %s: %s, %s in %v\n", shortID(rec.ID.String()), rec.State, count(done, "round"),
+		took.Round(time.Millisecond))
 	if w.o.Output != "" && done > 0 {
 		if err := w.save(rec.Rounds[done-1], w.o.Output); err != nil {
 			return &exitError{Code: ExitError, Err: fmt.Errorf("--output: %w", err)}
