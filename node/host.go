@@ -116,7 +116,7 @@ func (n *Node) bootstrap(ctx context.Context) error {
 		infos = append(infos, *ai)
 	}
 	known := make(chan int, 1)
-	go func() { known <- n.redial(n.ctx) }()
+	n.wg.Go(func() { known <- n.redial(n.ctx) }) // Close waits for it
 	var errs []error
 	for _, ai := range infos {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)

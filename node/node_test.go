@@ -816,3 +816,15 @@ func TestUnverifiedSaysWhy(t *testing.T) {
 		}
 	}
 }
+
+// TestDeadlineSaysSo: a job whose deadline passes before a result comes
+// says that its deadline passed (--deadline), not only a lost connection.
+func TestDeadlineSaysSo(t *testing.T) {
+	net := startNetwork(t, 2, nil)
+	s := spec(t, net.client, readTestdata(t, "bad/infinite_loop.wasm"), nil) // ends by its limits alone
+	s.TimeoutMS, s.Deadline = 60_000, 2*time.Second
+	job, err := net.client.Submit(context.Background(), s, nil)
+	if err == nil || !strings.Contains(err.Error(), "the job's deadline (--deadline) passed") {
+		t.Fatalf("job %v, err %v; want the deadline named", job, err)
+	}
+}

@@ -919,7 +919,7 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 			// Everyone is busy: wait, then ask everyone again.
 			select {
 			case <-ctx.Done():
-				return nil, fmt.Errorf("deadline: %w (last: %v)", ctx.Err(), last)
+				return nil, ended(ctx, last)
 			case <-time.After(backoff):
 			}
 			backoff = min(2*backoff, time.Second)
@@ -932,7 +932,7 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 			return res, nil
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("deadline: %w (last: %v)", ctx.Err(), err)
+			return nil, ended(ctx, err)
 		}
 		last, tried[p] = err, true
 		if errors.Is(err, errUnreachable) {
@@ -958,6 +958,16 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 			return nil, fmt.Errorf("no result after %d providers failed: %w", failures, last)
 		}
 	}
+}
+
+// ended is why a replica ended with its context: the job's deadline
+// (--deadline) or a cancel (the job's, or the node stopping), with the
+// last provider's error, which it may have caused.
+func ended(ctx context.Context, last error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("the job's deadline (--deadline) passed before a result came: %w (last: %v)", ctx.Err(), last)
+	}
+	return fmt.Errorf("cancelled: %w (last: %v)", ctx.Err(), last)
 }
 
 // Why a provider lost a replica.
