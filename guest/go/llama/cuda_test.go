@@ -197,6 +197,12 @@ func TestDecodeStepGraphs(t *testing.T) {
 	if per("cuGraphLaunch") != 1 {
 		t.Errorf("per decode token: %.2f graph launches, want 1", per("cuGraphLaunch"))
 	}
+	// One memset a token, argmax's -1: the operations' scratch buffers
+	// are not zeroed (they are written whole), so no memset's size moves
+	// with the context and keeps the graph from being updated in place.
+	if per("cuMemsetD8Async") > 1 {
+		t.Errorf("per decode token: %.2f memsets, want at most 1", per("cuMemsetD8Async"))
+	}
 	// A job instantiates a graph for a shape it has not met (its prompt's,
 	// say), not one a token: the decode step's is updated.
 	if n := long["cuGraphInstantiateWithFlags"]; n > 2 || long["cuGraphExecUpdate_v2"] < 5 {

@@ -399,6 +399,21 @@ func (b *Backend) settle(work float64, more bool) error {
 // hardware-untested: no GPU was available to the project; the call sequence
 // is tested against a fake driver.
 func (b *Backend) Alloc(dt abi.DType, n int) (tensor.Buffer, error) {
+	x, err := b.alloc(dt, n, true)
+	if err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// scratch is Alloc without the zeroing, for a buffer of an operation's
+// own that it writes whole before reading it (a decode step's memsets are
+// nodes of its graph, and one whose size moves with the context can keep
+// the graph from being updated in place).
+func (b *Backend) scratch(dt abi.DType, n int) (*buffer, error) { return b.alloc(dt, n, false) }
+
+// alloc is Alloc, zeroed or not.
+func (b *Backend) alloc(dt abi.DType, n int, zero bool) (*buffer, error) {
 	if dt.Size() == 0 && !weightType(dt) {
 		return nil, fmt.Errorf("cuda: %w: %v", tensor.ErrUnsupported, dt)
 	}
@@ -415,13 +430,15 @@ func (b *Backend) Alloc(dt abi.DType, n int) (tensor.Buffer, error) {
 			} else if err := b.devAlloc(&x.ptr, x.size); err != nil {
 				return err
 			}
-			if err := b.memset(x.ptr, 0, n); err != nil {
-				_ = b.flush()
-				_ = b.drv.cuMemFree(x.ptr)
-				return err
+			if zero {
+				if err := b.memset(x.ptr, 0, n); err != nil {
+					_ = b.flush()
+					_ = b.drv.cuMemFree(x.ptr)
+					return err
+				}
 			}
 		}
-		x.ranged = x.dt == abi.I32 // zeros
+		x.ranged = x.dt == abi.I32 && zero // zeros
 		b.live[x] = struct{}{}
 		return nil
 	})

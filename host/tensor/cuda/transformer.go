@@ -302,19 +302,15 @@ func (b *Backend) Embed(ctx context.Context, rows, cols int, table tensor.Buffer
 	if len(ids)*cols == 0 {
 		return nil
 	}
-	idBuf, err := b.Alloc(abi.I32, len(ids))
+	ib, err := b.scratch(abi.I32, len(ids)) // written whole next
 	if err != nil {
 		return err
 	}
-	defer b.Free(idBuf)
-	if err := b.Write(idBuf, unsafe.Slice((*byte)(unsafe.Pointer(&ids[0])), 4*len(ids))); err != nil {
+	defer b.Free(ib)
+	if err := b.Write(ib, unsafe.Slice((*byte)(unsafe.Pointer(&ids[0])), 4*len(ids))); err != nil {
 		return err
 	}
-	is, err := b.own(idBuf)
-	if err != nil {
-		return err
-	}
-	tb, ob, ib := xs[0], xs[1], is[0]
+	tb, ob := xs[0], xs[1]
 	return b.q.do(ctx, func() error {
 		if err := b.alive(tb, ob, ib); err != nil {
 			return err
@@ -692,16 +688,12 @@ func (b *Backend) Attention(ctx context.Context, p tensor.AttentionParams, q, k,
 	splits, span := attnSplits(min(items, step), keys, hd)
 	var part *buffer
 	if splits > 1 {
-		tmp, err := b.Alloc(abi.F32, min(items, step)*splits*(hd+2))
-		if err != nil {
+		// Every (item, split) block writes its part whole: not zeroed.
+		var err error
+		if part, err = b.scratch(abi.F32, min(items, step)*splits*(hd+2)); err != nil {
 			return err
 		}
-		defer b.Free(tmp)
-		ps, err := b.own(tmp)
-		if err != nil {
-			return err
-		}
-		part = ps[0]
+		defer b.Free(part)
 	}
 	return b.q.do(ctx, func() error {
 		if err := b.alive(xs...); err != nil {
@@ -762,16 +754,12 @@ func (b *Backend) Argmax(ctx context.Context, x tensor.Buffer) (int, error) {
 	if xb.n == 0 {
 		return -1, nil
 	}
-	tmp, err := b.Alloc(abi.I32, 1)
+	best, err := b.scratch(abi.I32, 1) // set to -1 below
 	if err != nil {
 		return -1, err
 	}
-	defer b.Free(tmp)
-	bs, err := b.own(tmp)
-	if err != nil {
-		return -1, err
-	}
-	best, res := bs[0], int32(-1)
+	defer b.Free(best)
+	res := int32(-1)
 	err = b.q.do(ctx, func() error {
 		if err := b.alive(xb, best); err != nil {
 			return err
