@@ -583,10 +583,13 @@ func TestOpenAIPrefill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checked := 0
+	checked, checks := 0, map[wire.JobID]bool{}
 	for _, j := range records {
 		if len(j.Replicas) != 1 {
 			t.Errorf("job %s: %d replicas, want 1", j.ID, len(j.Replicas))
+		}
+		if j.CheckOf != (wire.JobID{}) {
+			checks[j.CheckOf] = true // a check job says whose
 		}
 		// A check that passed may also be drawn for one of the client's
 		// random audits (node.DefaultAudit), which then decides.
@@ -596,8 +599,15 @@ func TestOpenAIPrefill(t *testing.T) {
 	}
 	// The check jobs themselves (one replica each) come back unverified,
 	// unless a random audit drew one.
-	if len(records) != 4 || checked < 2 {
-		t.Errorf("%d jobs, %d verified by a check or an audit; want 4, and both generations", len(records), checked)
+	generations := 0
+	for _, j := range records {
+		if checks[j.ID] {
+			generations++
+		}
+	}
+	if len(records) != 4 || checked < 2 || len(checks) != 2 || generations != 2 {
+		t.Errorf("%d jobs, %d verified by a check or an audit, %d check jobs naming %d of the generations; want 4, both generations, and 2 naming them",
+			len(records), checked, len(checks), generations)
 	}
 
 	// Shaped, sampled choices with a stop string pass their check too:

@@ -135,6 +135,8 @@ type Job struct {
 	// when there is more to say than that newcomers decided it (an
 	// eclipse, the audit cap).
 	Unverified string `json:"unverified,omitempty"`
+	// CheckOf, for a check job (jobs.Spec.Check), is the job it checks.
+	CheckOf wire.JobID `json:"check_of,omitzero"`
 	// Liars are the providers outvoted on this job.
 	Liars []string `json:"liars,omitempty"`
 	Error string   `json:"error,omitempty"`

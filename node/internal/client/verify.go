@@ -889,6 +889,15 @@ func (j *jobRun) runCheck(ctx context.Context, res *wire.Result) (bool, error) {
 		}
 	}
 	ok, note := j.confirms(res, out, rec, checker, tie)
+	// Its own record says whose check it is: alone, one replica of it
+	// would read as an unverified job.
+	rec.CheckOf = j.ann.Job
+	if rec.State == store.JobUnverified {
+		rec.Unverified = fmt.Sprintf("the check of job %s: its output is held against that job's, which it verifies", j.ann.Job)
+	}
+	if err := n.DB.PutJob(rec); err != nil {
+		j.c.log.Warn("recording a check job", "job", rec.ID, "err", err)
+	}
 	j.emit(jobs.EventResult, -1, j.checker, fmt.Sprintf("check job %s: output %s%s", rec.ID, rec.Output.Short(), note))
 	return ok, nil
 }

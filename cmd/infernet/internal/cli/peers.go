@@ -133,7 +133,10 @@ func NewCmdJobs(stdio IO) *cobra.Command {
 				case j.State == store.JobVerified || j.State == store.JobUnverified:
 					exit = fmt.Sprint(j.ExitCode) // the module's; none for a job that failed
 				}
-				if j.State == store.JobVerified && j.Verification != "" && state != "not run" {
+				switch {
+				case j.CheckOf != (wire.JobID{}):
+					state = "check of " + j.CheckOf.String()[:12] + "…" // its output held against that job's
+				case j.State == store.JobVerified && j.Verification != "" && state != "not run":
 					state += " (" + j.Verification + ")" // by replicas, audit, trust or check
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%d B\t%s\t%s\t%s\n", j.ID, state, j.Agree, j.Announce.Replicas,
