@@ -899,7 +899,8 @@ func (j *jobRun) unreserve(p peer.ID) {
 func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 	var last error = jobs.ErrNoProviders
 	tried := map[peer.ID]bool{}
-	busy, failures, timeouts := false, 0, 0
+	busy, failures := false, 0
+	timedOut := map[string]bool{} // the operators (Book.Group) whose run hit the job's time limit
 	backoff := 10 * time.Millisecond
 	for {
 		p, ok := j.next(tried)
@@ -948,10 +949,12 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 		}
 		j.emit(jobs.EventLost, int(r), p, err.Error())
 		if errors.Is(err, errTimeLimit) {
-			// Twice is the job's limit, not the providers: stop before
-			// more honest ones lose a replica to it.
-			if timeouts++; timeouts >= 2 {
-				return nil, fmt.Errorf("%w on %d providers: the job's %v (--timeout) is too short for it", jobs.ErrTimeLimit, timeouts, j.ann.Timeout())
+			// Two operators' runs is the job's limit, not the providers':
+			// stop before more honest ones lose a replica to it. (Two
+			// identities of one operator, who could claim it to end the
+			// job, count once.)
+			if timedOut[j.c.n.Peers.Group(p)] = true; len(timedOut) >= 2 {
+				return nil, fmt.Errorf("%w on %d providers: the job's %v (--timeout) is too short for it", jobs.ErrTimeLimit, len(timedOut), j.ann.Timeout())
 			}
 		}
 		if failures++; failures >= maxAttempts {
