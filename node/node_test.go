@@ -828,3 +828,20 @@ func TestDeadlineSaysSo(t *testing.T) {
 		t.Fatalf("job %v, err %v; want the deadline named", job, err)
 	}
 }
+
+// TestTimeLimitClaimsEndNoJob: providers that answer every replica at
+// once with a signed "time limit exceeded" (three, in three networks)
+// cannot end a job by it: only a claim after the limit's whole time
+// counts toward "the limit is too short", and their replicas go to others.
+func TestTimeLimitClaimsEndNoJob(t *testing.T) {
+	t.Parallel() // waits more than it computes
+	net, _ := hostileNetwork(t, 2, 3, func() *faults.Faults { return &faults.Faults{ClaimTimeout: true} }, func(c *Config) {
+		c.NoAudit = !c.Provide // no audit to decide a job whose replicas were lost
+	})
+	for i := range 8 {
+		s, _ := catJob(t, net.client, i)
+		if _, err := net.client.Submit(context.Background(), s, nil); errors.Is(err, jobs.ErrTimeLimit) {
+			t.Fatalf("job %d ended by claims of its time limit: %v", i, err)
+		}
+	}
+}

@@ -62,6 +62,10 @@ type Faults struct {
 	// Stall accepts replicas, reports them running and heartbeats, and
 	// never answers.
 	Stall bool
+	// ClaimTimeout answers every replica at once with a signed "time limit
+	// exceeded", running nothing: a provider that would end clients' jobs
+	// by blaming their limits.
+	ClaimTimeout bool
 	// ClaimGPUs are GPUs this provider's advert claims it has (an H200,
 	// say), which it runs nothing on.
 	ClaimGPUs []wire.GPU
@@ -130,6 +134,9 @@ func (f *Faults) Lies(a *wire.JobAnnounce) bool {
 	return !honest && f.roll(f.Lie)
 }
 func (f *Faults) Stalls() bool { return f != nil && f.Stall }
+
+// ClaimsTimeout reports ClaimTimeout.
+func (f *Faults) ClaimsTimeout() bool { return f != nil && f.ClaimTimeout }
 func (f *Faults) Rewriter() func(input, output []byte) []byte {
 	if f == nil {
 		return nil

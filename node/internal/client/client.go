@@ -927,6 +927,7 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 			tried, busy = map[peer.ID]bool{}, false
 			continue
 		}
+		held := time.Now()
 		res, err := j.attempt(ctx, r, p)
 		j.c.load.add(p, -1)
 		if err == nil {
@@ -948,11 +949,12 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 			continue
 		}
 		j.emit(jobs.EventLost, int(r), p, err.Error())
-		if errors.Is(err, errTimeLimit) {
+		if errors.Is(err, errTimeLimit) && time.Since(held) >= j.ann.Timeout() {
 			// Two operators' runs is the job's limit, not the providers':
-			// stop before more honest ones lose a replica to it. (Two
-			// identities of one operator, who could claim it to end the
-			// job, count once.)
+			// stop before more honest ones lose a replica to it. Only a
+			// claim after the limit's whole time here counts (a provider
+			// could claim it at once to end the job), and two identities
+			// of one operator count once.
 			if timedOut[j.c.n.Peers.Group(p)] = true; len(timedOut) >= 2 {
 				return nil, fmt.Errorf("%w on %d providers: the job's %v (--timeout) is too short for it", jobs.ErrTimeLimit, len(timedOut), j.ann.Timeout())
 			}
