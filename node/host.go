@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -179,22 +180,26 @@ func (n *Node) redial(ctx context.Context) int {
 	return int(answered.Load())
 }
 
-// recordAddrs keeps, for each connected peer, the listen addresses it
-// claims on the IP it connects from: where to dial it after a restart
-// (redial). A claim on another IP is not kept, so that a peer cannot have
-// this node dial someone else.
+// recordAddrs keeps, for each connected peer, where to dial it after a
+// restart (redial): first the addresses this node dialled it at, then
+// those it claims (identify) on an IP it connects from. A claim on another
+// IP is not kept, so that a peer cannot have this node dial someone at
+// another address (at most another port of its own IP).
 func (n *Node) recordAddrs() {
 	nw := n.host.Network()
 	for _, id := range nw.Peers() {
+		var keep []string
 		ips := map[string]bool{}
 		for _, c := range nw.ConnsToPeer(id) {
 			if ip, err := manet.ToIP(c.RemoteMultiaddr()); err == nil {
 				ips[ip.String()] = true
 			}
+			if c.Stat().Direction == network.DirOutbound {
+				keep = append(keep, c.RemoteMultiaddr().String()) // where it answered
+			}
 		}
-		var keep []string
 		for _, a := range n.host.Peerstore().Addrs(id) {
-			if ip, err := manet.ToIP(a); err == nil && ips[ip.String()] {
+			if ip, err := manet.ToIP(a); err == nil && ips[ip.String()] && !slices.Contains(keep, a.String()) {
 				keep = append(keep, a.String())
 			}
 		}

@@ -82,6 +82,18 @@ func (b *auditBudget) take() bool {
 	return true
 }
 
+// refund gives back an audit taken for a job that ended before any
+// replica's result came (its own run then checked nothing), so that
+// providers that fail every replica cannot spend the budget for nothing.
+func (b *auditBudget) refund() {
+	if b.share <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tokens = min(b.tokens+1, auditBurst)
+}
+
 // sandbox returns the sandbox audits run in, opening it the first time.
 func (a *auditor) sandbox(ctx context.Context) (*host.Sandbox, error) {
 	a.once.Do(func() {

@@ -7,9 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/internal/parts/partstest"
 	"github.com/infernet/infernet/node/jobs"
+	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/wire"
 )
 
@@ -28,5 +32,54 @@ func TestNoProviderKnown(t *testing.T) {
 	_, err = c.Submit(context.Background(), jobs.Spec{Terms: wire.Terms{Module: mod, ModuleSize: 8}}, nil)
 	if !errors.Is(err, jobs.ErrNoProviders) || !strings.Contains(err.Error(), "no provider is known") || !strings.Contains(err.Error(), "--bootstrap") {
 		t.Fatalf("Submit: %v; want jobs.ErrNoProviders saying no provider is known", err)
+	}
+}
+
+// TestFewNote: the error of a job with fewer operators than replicas says
+// what to do: with no provider known, join others or run the job here;
+// with some, how many the job's own terms left out (price, memory,
+// --require), and that each replica needs an operator of its own; and it
+// blames no ABI that every known provider has.
+func TestFewNote(t *testing.T) {
+	cl := operatorsClient(t, nil)
+	cl.cfg.AdvertInterval = time.Minute
+	job := func(price uint64, require string) *jobRun {
+		req, err := requirement.Compile(require)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &jobRun{c: cl, req: req, abi: abi.Version,
+			ann: &wire.JobAnnounce{Terms: wire.Terms{Memory: 1 << 20}, Price: price, Replicas: 2}}
+	}
+	if note := job(0, "").fewNote(); !strings.Contains(note, "no provider is known") {
+		t.Errorf("nobody known: %q", note)
+	}
+	for i, ad := range []struct {
+		id    peer.ID
+		price uint64
+	}{{"free", 0}, {"dear", 1000}} {
+		cl.cfg.Peers.OnAdvert(ad.id, ad.id, &wire.CapabilityAdvert{V: wire.Version, Peer: []byte(ad.id), Seq: uint64(i + 1),
+			Backends: []string{"reference"}, Slots: 1, MaxMemory: 1 << 30, IntervalMS: 60_000, HostABI: abi.Version, Price: ad.price})
+	}
+	for _, c := range []struct {
+		price   uint64
+		require string
+		want    string
+	}{
+		{0, "", "1 of the 2 known providers are left out by the job's price"},
+		{1000, "", "; each replica goes to another operator"},
+		{1000, "gpus >= 1", "2 of the 2 known providers are left out"},
+	} {
+		j := job(c.price, c.require)
+		note := j.fewNote()
+		if !strings.Contains(note, c.want) || !strings.Contains(note, "--replicas 1 is unverified") || strings.Contains(note, "no provider is known") {
+			t.Errorf("price %d, require %q: %q, want %q in it", c.price, c.require, note, c.want)
+		}
+		if c.price == 1000 && c.require == "" && strings.Contains(note, "left out") {
+			t.Errorf("price %d: %q says some are left out", c.price, note)
+		}
+		if note := j.abiNote(); note != "" {
+			t.Errorf("every provider has the ABI: note %q", note)
+		}
 	}
 }

@@ -176,6 +176,9 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 		j.c.log.Info("replicas lost: the audit decides the others", "job", j.ann.Job, "lost", len(errs), "results", len(votes))
 		return j.audit(ctx, votes)
 	}
+	if len(votes) == 0 && j.early != nil {
+		j.c.auditor.budget.refund() // its run checked nothing
+	}
 	return j.finish(votes, nil, errors.Join(errs...))
 }
 

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/infernet/infernet/node/internal/netgroup"
 	"github.com/infernet/infernet/node/reputation"
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
@@ -355,42 +357,78 @@ func (b *Book) backingOffLocked(id peer.ID, now time.Time) bool {
 	return o != nil && now.Before(o.until)
 }
 
-// maxKeptAddrs bounds the addresses kept of a peer (SetAddrs).
-const maxKeptAddrs = 4
+// maxKeptAddrs bounds the addresses kept of a peer (SetAddrs), and
+// knownPerGroup the peers of one network group that Known returns.
+const (
+	maxKeptAddrs  = 4
+	knownPerGroup = 2
+)
 
-// SetAddrs records where a known peer id can be dialled (at most
-// maxKeptAddrs of addrs, which the caller has checked), written with the
-// next Flush when they changed: the node dials them again when it starts
-// (Known), so that it rejoins without a bootstrap peer.
+// SetAddrs records where a known peer id can be dialled, best first (at
+// most maxKeptAddrs of addrs, which the caller has checked), written with
+// the next Flush when they changed: the node dials them again when it
+// starts (Known), so that it rejoins without a bootstrap peer.
 func (b *Book) SetAddrs(id peer.ID, addrs []string) {
-	addrs = slices.Sorted(slices.Values(addrs))
-	if len(addrs) > maxKeptAddrs {
-		addrs = addrs[:maxKeptAddrs]
-	}
+	addrs = addrs[:min(len(addrs), maxKeptAddrs)]
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	p := b.peers[id]
 	if p == nil || slices.Equal(p.Addrs, addrs) {
 		return
 	}
-	p.Addrs = addrs
+	p.Addrs = slices.Clone(addrs)
 	b.dirty[id] = true
 }
 
-// Known returns, most recently seen first, up to n peers seen within
-// maxAge with addresses to dial (SetAddrs) and not banned.
+// Known returns up to n peers seen within maxAge with addresses to dial
+// (SetAddrs) and not banned, for a node's start: first those this node
+// chose or was introduced to through them (a source: bootstrap, mDNS, a
+// vouched peer) and those with honest work to their name, then the most
+// recently seen; and no more than knownPerGroup of one network group, so
+// that identities that advertise often cannot take every slot.
 func (b *Book) Known(n int, maxAge time.Duration) []store.Peer {
 	now := time.Now()
 	b.mu.Lock()
-	var out []store.Peer
+	var all []store.Peer
 	for _, p := range b.peers {
 		if len(p.Addrs) > 0 && now.Sub(p.LastSeen) < maxAge && !p.Rep.Banned(now) {
-			out = append(out, *p)
+			all = append(all, *p)
 		}
 	}
 	b.mu.Unlock()
-	sort.Slice(out, func(i, k int) bool { return out[i].LastSeen.After(out[k].LastSeen) })
-	return out[:min(n, len(out))]
+	rank := func(p *store.Peer) int {
+		r := 0
+		if p.Source != "" {
+			r += 2
+		}
+		if p.Rep.Completed > 0 && p.Rep.Lies == 0 && p.Rep.Outvoted == 0 {
+			r++
+		}
+		return r
+	}
+	sort.Slice(all, func(i, k int) bool {
+		if ri, rk := rank(&all[i]), rank(&all[k]); ri != rk {
+			return ri > rk
+		}
+		return all[i].LastSeen.After(all[k].LastSeen)
+	})
+	var out []store.Peer
+	groups := map[string]int{}
+	for _, p := range all {
+		var addrs []ma.Multiaddr
+		for _, s := range p.Addrs {
+			if a, err := ma.NewMultiaddr(s); err == nil {
+				addrs = append(addrs, a)
+			}
+		}
+		g := netgroup.OfAny(addrs)
+		if len(out) == n || groups[g] >= knownPerGroup {
+			continue
+		}
+		groups[g]++
+		out = append(out, p)
+	}
+	return out
 }
 
 // Update applies f to the reputation of id and persists it.

@@ -1,7 +1,10 @@
 package peers
 
 import (
+	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -204,5 +207,55 @@ func TestStrangersShareAllowance(t *testing.T) {
 	book.ClientSettled(payer, false)
 	if book.StrangersSpent() != true || len(book.strangers) != StrangerAllowance {
 		t.Fatal("a client that paid counted as a stranger")
+	}
+}
+
+// TestKnownResistsAFlood: the peers a node dials when it starts (Known)
+// are, before any that only advertised more recently, those it chose
+// (a bootstrap source) or that worked for it honestly; and no more than
+// knownPerGroup of one network, so that many identities that advertise
+// often, in one network or in many, cannot take every slot.
+func TestKnownResistsAFlood(t *testing.T) {
+	db, err := store.Open(t.TempDir() + "/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	book := NewBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
+	id := func(i int) peer.ID { return peer.ID(fmt.Sprintf("peer-%02d", i)) }
+	at := func(net, host int) []string { return []string{fmt.Sprintf("/ip4/127.%d.0.%d/tcp/4001", net, host)} }
+	seen := func(p peer.ID, addrs []string) {
+		book.OnAdvert(p, p, &wire.CapabilityAdvert{Peer: []byte(p), Seq: 1, Slots: 1})
+		book.SetAddrs(p, addrs)
+	}
+	// Two the node chose, seen first, and one that worked for it.
+	seen(id(0), at(1, 1))
+	book.Introduced(id(0), SourceBootstrap)
+	seen(id(1), at(2, 1))
+	book.Introduced(id(1), SourceBootstrap)
+	seen(id(2), at(3, 1))
+	book.Complete(id(2), time.Millisecond)
+	// Then a flood: 6 identities in one network, 6 in networks of their own.
+	time.Sleep(10 * time.Millisecond)
+	for i := range 6 {
+		seen(id(10+i), at(100, i+1))
+		seen(id(20+i), at(110+i, 1))
+	}
+	got := book.Known(8, time.Hour)
+	if len(got) != 8 {
+		t.Fatalf("%d known, want 8", len(got))
+	}
+	first := []string{got[0].ID, got[1].ID, got[2].ID}
+	if !slices.Contains(first[:2], id(0).String()) || !slices.Contains(first[:2], id(1).String()) || first[2] != id(2).String() {
+		t.Errorf("known first %v, want the two bootstrap peers, then the one that worked: chosen and proven peers first", first)
+	}
+	oneNet := 0
+	for _, p := range got {
+		if strings.HasPrefix(p.Addrs[0], "/ip4/127.100.") {
+			oneNet++
+		}
+	}
+	if oneNet > knownPerGroup {
+		t.Errorf("%d known from one network, want at most %d", oneNet, knownPerGroup)
 	}
 }
