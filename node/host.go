@@ -141,7 +141,7 @@ func (n *Node) bootstrap(ctx context.Context) error {
 }
 
 // Known peers are dialled again when a node starts: up to knownDials of
-// those seen within knownFor, the most recently seen first.
+// those seen within knownFor, as Book.Known ranks them.
 const (
 	knownDials = 8
 	knownFor   = 14 * 24 * time.Hour
@@ -194,8 +194,8 @@ func (n *Node) recordAddrs() {
 			if ip, err := manet.ToIP(c.RemoteMultiaddr()); err == nil {
 				ips[ip.String()] = true
 			}
-			if c.Stat().Direction == network.DirOutbound {
-				keep = append(keep, c.RemoteMultiaddr().String()) // where it answered
+			if a := c.RemoteMultiaddr().String(); c.Stat().Direction == network.DirOutbound && !slices.Contains(keep, a) {
+				keep = append(keep, a) // where it answered
 			}
 		}
 		for _, a := range n.host.Peerstore().Addrs(id) {

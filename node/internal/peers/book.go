@@ -421,8 +421,11 @@ func (b *Book) Known(n int, maxAge time.Duration) []store.Peer {
 				addrs = append(addrs, a)
 			}
 		}
+		if len(out) == n {
+			break
+		}
 		g := netgroup.OfAny(addrs)
-		if len(out) == n || groups[g] >= knownPerGroup {
+		if groups[g] >= knownPerGroup {
 			continue
 		}
 		groups[g]++
