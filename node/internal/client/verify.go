@@ -387,10 +387,14 @@ type earlyAudit struct {
 // them (a new network's job took twice its replicas' time), and a
 // streamed job's output streams from it as it comes (streamVote.own);
 // audit takes its result. It spends an audit of the budget, or starts
-// nothing when the budget is spent.
+// nothing when the budget is spent. An adaptive job's that is not
+// streamed waits for its replicas, as before: those jobs are where
+// verification's overhead is counted, and a pool that lacks established
+// providers for a moment (a loaded machine's adverts late) would start
+// audits that the vote, anchored once they are back, never needed.
 func (j *jobRun) auditEarly(ctx context.Context) {
 	n := j.c.n
-	if j.ann.Mode != wire.ModeExact || n.NoAudit || !auditable(j.ann) ||
+	if j.ann.Mode != wire.ModeExact || n.NoAudit || !auditable(j.ann) || j.adaptive && j.stream == nil ||
 		j.establishedCandidate() || !j.c.auditor.budget.take() {
 		return
 	}
