@@ -530,6 +530,7 @@ func (b *Backend) RMSNormMatMul(ctx context.Context, t, k int, eps float32, x, g
 	// pointers, and repeats the first's type (a valid one).
 	var ptrs [6]kernelArg // w0, w1, w2, out0, out1, out2
 	var rows [3]kernelArg
+	var xb *buffer // x, as matMulArgs found it
 	bufs := []*buffer{gb}
 	dts, total := 0, 0
 	for i := range 3 {
@@ -542,18 +543,15 @@ func (b *Backend) RMSNormMatMul(ctx context.Context, t, k int, eps float32, x, g
 		if err != nil {
 			return err
 		}
-		if i == 0 {
-			bufs = append(bufs, xs[0])
-		}
 		if slices.Contains(ws, outs[i]) { // one launch reads every weight while it writes every result
 			return fmt.Errorf("cuda: %w: rmsnorm_matmul into one of its weights", tensor.ErrUnsupported)
 		}
-		bufs = append(bufs, xs[1], xs[2])
+		xb, bufs = xs[0], append(bufs, xs[1], xs[2])
 		ptrs[i], ptrs[3+i], rows[i] = ptrArg(xs[1].ptr), ptrArg(xs[2].ptr), i64Arg(ns[i])
 		dts |= int(xs[1].dt) << (8 * i)
 		total += ns[i]
 	}
-	xp := bufs[1].ptr
+	bufs = append(bufs, xb)
 	step := max(gemvPieceScale*chunkElems/k, gemvRowsPerBlock)
 	return b.q.do(ctx, func() error {
 		if err := b.alive(bufs...); err != nil {
@@ -561,7 +559,7 @@ func (b *Backend) RMSNormMatMul(ctx context.Context, t, k int, eps float32, x, g
 		}
 		return b.chunked(ctx, total, step, func(r0, n int) error {
 			grid := uint32(min((n+gemvRowsPerBlock-1)/gemvRowsPerBlock, maxGrid))
-			return b.launch(kGemvNorm, grid, ptrArg(xp), ptrArg(gb.ptr), ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5],
+			return b.launch(kGemvNorm, grid, ptrArg(xb.ptr), ptrArg(gb.ptr), ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5],
 				i64Arg(r0), i64Arg(n), i64Arg(t), i64Arg(k), rows[0], rows[1], rows[2], i32Arg(int32(dts)), f32Arg(float64(eps)))
 		})
 	})

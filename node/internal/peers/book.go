@@ -415,14 +415,14 @@ func (b *Book) Known(n int, maxAge time.Duration) []store.Peer {
 	var out []store.Peer
 	groups := map[string]int{}
 	for _, p := range all {
+		if len(out) == n {
+			break
+		}
 		var addrs []ma.Multiaddr
 		for _, s := range p.Addrs {
 			if a, err := ma.NewMultiaddr(s); err == nil {
 				addrs = append(addrs, a)
 			}
-		}
-		if len(out) == n {
-			break
 		}
 		g := netgroup.OfAny(addrs)
 		if groups[g] >= knownPerGroup {
