@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/node/faults"
-	"github.com/infernet/infernet/node/internal/settle"
 	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
@@ -47,13 +46,17 @@ func localBalance(t *testing.T, cfg payments.Config) int64 {
 }
 
 // paidNetwork: two providers charging price through PROVIDER1/2's lnd, a
-// third free provider (no lnd), and a client paying through CLIENT.
+// third free provider (no lnd), and a client paying through CLIENT; faults
+// by provider (from 0), and the client's at theClient.
+// theClient is the client's key in paidNetwork's faults.
+const theClient = -1
+
 func paidNetwork(t *testing.T, providers int, faults map[int]*faults.Faults) (*testNet, regtest.Env) {
 	env := regtestEnv(t)
 	i := 0
 	net := startNetwork(t, providers, func(c *Config) {
 		if !c.Provide {
-			c.Lnd = env.Lnd(regtest.Client)
+			c.Lnd, c.Faults = env.Lnd(regtest.Client), faults[theClient]
 			return
 		}
 		switch i {
@@ -207,17 +210,15 @@ func TestLightningProviderKilledMidJob(t *testing.T) {
 // (the release recorded) but before the provider had the preimage pays
 // when it starts again.
 func TestLightningClientRestartSettles(t *testing.T) {
-	net, env := paidNetwork(t, 3, nil)
 	stop := make(chan struct{})
-	settle.BeforeRelease = func(*store.Payment) bool { // simulate a crash right after recording
+	net, env := paidNetwork(t, 3, map[int]*faults.Faults{theClient: {DieBeforeRelease: func() bool { // a crash right after recording
 		select {
 		case <-stop:
-			return true
-		default:
 			return false
+		default:
+			return true
 		}
-	}
-	defer func() { settle.BeforeRelease = nil }()
+	}}})
 	s, _ := catJob(t, net.client, 7)
 	s.Price = price
 	p1 := localBalance(t, env.Lnd(regtest.Provider1)) + localBalance(t, env.Lnd(regtest.Provider2))

@@ -213,7 +213,7 @@ func (n *Node) startPeers() (err error) {
 		}
 	}
 	n.ledger = settle.New(n.ctx, settle.Config{Lightning: n.lnd, DB: n.db, Blobs: n.blobs, Peers: n.peers,
-		Streams: n.streams, Fair: cfg.Fair, Sweep: cfg.PaymentSweep, Logger: n.log})
+		Streams: n.streams, Fair: cfg.Fair, Sweep: cfg.PaymentSweep, Logger: n.log, Faults: cfg.Faults})
 	if err = n.peers.Load(); err != nil {
 		return err
 	}

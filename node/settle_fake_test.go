@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infernet/infernet/node/internal/settle"
+	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/payments"
@@ -256,8 +256,6 @@ func TestFakeLndClientCrashBetweenHoldAndSettle(t *testing.T) {
 			free()
 		}},
 		{"stopped after the release is recorded: settled", 2, func(t *testing.T, f *fakePaid) {
-			settle.BeforeRelease = func(*store.Payment) bool { return false } // as if the node died there
-			t.Cleanup(func() { settle.BeforeRelease = nil })
 			job, err := f.client.Submit(context.Background(), f.job(t, 2), nil)
 			if err != nil || job.State != store.JobVerified {
 				t.Fatalf("job %v, %v", job, err)
@@ -268,14 +266,19 @@ func TestFakeLndClientCrashBetweenHoldAndSettle(t *testing.T) {
 			if n := f.ln.Locked(); n != 2*price {
 				t.Fatalf("%d msat locked, want %d", n, 2*price)
 			}
-			settle.BeforeRelease = nil
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFakePaid(t, nil)
+			// The client dies after it records a release and before it
+			// sends it (the first case never gets that far).
+			f := newFakePaid(t, func(c *Config) {
+				if !c.Provide {
+					c.Faults = &faults.Faults{DieBeforeRelease: func() bool { return true }}
+				}
+			})
 			tc.crash(t, f)
 			again := restartNode(t, f.client, []string{f.providers[0].Addrs()[0].String()}, func(c *Config) {
-				c.PaymentSweep = 200 * time.Millisecond
+				c.PaymentSweep, c.Faults = 200*time.Millisecond, nil
 			})
 			if got := f.balanced(t, again, f.providers...); got != tc.settled {
 				t.Fatalf("%d payments settled, want %d", got, tc.settled)

@@ -72,6 +72,10 @@ type Faults struct {
 	// Withhold, as a client, cancels every payment, even for results it
 	// accepted: a client that takes results and does not pay.
 	Withhold bool
+	// DieBeforeRelease, as a client, when it returns true, stops each
+	// release of a payment after it is recorded and before it is sent, as a
+	// node that died there would: its sweep, started again, sends it.
+	DieBeforeRelease func() bool
 	// Tamper, as a provider selling by fair exchange, spoils every offer:
 	// "proof" and "ciphertext" change a byte of either, "key" invoices a
 	// preimage other than the key that encrypted the output.
@@ -157,6 +161,11 @@ func (f *Faults) Holds() func(line int) {
 }
 func (f *Faults) GoesSilent() bool { return f != nil && f.roll(f.Silent) }
 func (f *Faults) Withholds() bool  { return f != nil && f.Withhold }
+
+// DiesBeforeRelease reports DieBeforeRelease's answer.
+func (f *Faults) DiesBeforeRelease() bool {
+	return f != nil && f.DieBeforeRelease != nil && f.DieBeforeRelease()
+}
 func (f *Faults) Delay() time.Duration {
 	if f == nil {
 		return 0

@@ -30,10 +30,6 @@ const PayGrace = time.Minute
 // no fault of the provider's.
 var ErrPaymentFailed = errors.New("payment failed")
 
-// BeforeRelease, when a test sets it, runs after a release is recorded and
-// before it is sent; returning false stops there, as a crash would.
-var BeforeRelease func(*store.Payment) bool
-
 // HoldInvoice issues a hold invoice for pay (claimed by the caller; its
 // hash is the payer's, its Due the deadline plus a grace), records it,
 // sends it and waits until the payer's payment is locked. When it fails
@@ -287,7 +283,7 @@ func (l *Ledger) SettleOut(ctx context.Context, pay *store.Payment, inflight *pa
 			return
 		}
 	}
-	if release && BeforeRelease != nil && !BeforeRelease(pay) {
+	if release && l.faults.DiesBeforeRelease() {
 		return // a test stops here, as if the node died
 	}
 	provider, err := peer.Decode(pay.Peer)

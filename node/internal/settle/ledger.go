@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/internal/peers"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/payments"
@@ -37,6 +38,8 @@ type Config struct {
 	Sweep time.Duration
 	// Logger receives the ledger's logs.
 	Logger *slog.Logger
+	// Faults makes the ledger misbehave, for tests; nil in normal use.
+	Faults *faults.Faults
 }
 
 // Ledger settles a node's payments. Its methods are safe for concurrent
@@ -50,6 +53,7 @@ type Ledger struct {
 	fair    *fair.Keys
 	every   time.Duration
 	log     *slog.Logger
+	faults  *faults.Faults
 
 	// claims are the open payments being handled (see sweepLoop).
 	claims payClaims
@@ -65,7 +69,7 @@ type Ledger struct {
 // New returns the ledger of cfg; Start starts its sweep.
 func New(ctx context.Context, cfg Config) *Ledger {
 	return &Ledger{lnd: cfg.Lightning, db: cfg.DB, blobs: cfg.Blobs, peers: cfg.Peers, streams: cfg.Streams,
-		fair: cfg.Fair, every: cfg.Sweep, log: cfg.Logger, ctx: ctx}
+		fair: cfg.Fair, every: cfg.Sweep, log: cfg.Logger, faults: cfg.Faults, ctx: ctx}
 }
 
 // Paid reports whether the ledger can pay and be paid (not free mode).
