@@ -79,17 +79,20 @@ func TestLiarsAreOutvotedAndBanned(t *testing.T) {
 }
 
 // TestAdaptiveReplication: 10 providers, one lying at random (half of the
-// time); 500 jobs with adaptive replication. No wrong output is accepted,
-// and after warm-up the compute per accepted result, replicas and the
-// client's audits together, stays under 1.3×.
+// time); 800 jobs with adaptive replication. No wrong output is accepted,
+// and after 200 warm-up jobs the compute per accepted result, replicas and
+// the client's audits together, stays under 1.3×. The overhead is a count
+// of random draws (spot checks, audits, newcomers drawn): over 300 jobs it
+// ranged 1.18–1.24× on a quiet machine and once reached 1.31×; over 600
+// its spread is about 0.7 of that.
 func TestAdaptiveReplication(t *testing.T) {
 	t.Parallel() // waits far more than it computes
 	if testing.Short() {
-		t.Skip("500 jobs")
+		t.Skip("800 jobs")
 	}
 	net, isLiar := liarNetwork(t, 10, map[int]float64{3: 0.5})
 	c := net.client
-	const count, warmup = 500, 200
+	const count, warmup = 800, 200
 	var before Stats
 	trusted := 0
 	for i := range count {
