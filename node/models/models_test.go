@@ -26,8 +26,8 @@ func testdata(t *testing.T, name string) []byte {
 	return b
 }
 
-// gguf is stories260K converted to GGUF (F32), its vocabulary inside.
-func gguf(t *testing.T) []byte {
+// stories260K reads testdata's stories260K checkpoint and its vocabulary.
+func stories260K(t *testing.T) (*llama.Model, *llama.Vocab) {
 	t.Helper()
 	stories, tok := testdata(t, "stories260K.bin"), testdata(t, "tok512.bin")
 	m, err := llama.ReadCheckpoint(bytes.NewReader(stories), int64(len(stories)))
@@ -38,6 +38,14 @@ func gguf(t *testing.T) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m, v
+}
+
+// gguf is stories260K converted to GGUF (F32), its vocabulary inside.
+func gguf(t *testing.T) []byte {
+	t.Helper()
+	m, v := stories260K(t)
+	stories := testdata(t, "stories260K.bin")
 	var b bytes.Buffer
 	if _, err := llama.ConvertToGGUF(&b, bytes.NewReader(stories), m, v, abi.F32, "stories260K"); err != nil {
 		t.Fatal(err)

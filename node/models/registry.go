@@ -52,10 +52,12 @@ type Registry struct {
 	blobs *blob.Store
 
 	// mu guards held, the reference count of every digest a model names,
-	// and templates, the chat templates read from model files.
+	// templates, the chat templates read from model files, and prompts,
+	// the registered models' vocabularies (Prompts).
 	mu        sync.RWMutex
 	held      map[blob.Digest]int
 	templates map[blob.Digest]*ChatTemplate
+	prompts   map[promptsKey]*Prompts
 	// runnerMu guards runner, the runner guest's blob once Runner
 	// stored it.
 	runnerMu sync.Mutex
@@ -65,7 +67,8 @@ type Registry struct {
 // New returns the registry of the models recorded in db, their blobs in
 // blobs. Neither is closed by it.
 func New(db *store.Store, blobs *blob.Store) (*Registry, error) {
-	r := &Registry{db: db, blobs: blobs, held: map[blob.Digest]int{}, templates: map[blob.Digest]*ChatTemplate{}}
+	r := &Registry{db: db, blobs: blobs, held: map[blob.Digest]int{}, templates: map[blob.Digest]*ChatTemplate{},
+		prompts: map[promptsKey]*Prompts{}}
 	ms, err := db.Models()
 	if err != nil {
 		return nil, fmt.Errorf("models: %w", err)
@@ -86,6 +89,13 @@ func (r *Registry) hold(m *store.Model, by int) {
 		}
 		if r.held[d] += by; r.held[d] <= 0 {
 			delete(r.held, d)
+		}
+	}
+	if r.held[m.Model.Digest] == 0 {
+		for k := range r.prompts {
+			if k.model == m.Model.Digest {
+				delete(r.prompts, k) // a tokenizer is megabytes
+			}
 		}
 	}
 }

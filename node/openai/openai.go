@@ -597,6 +597,9 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p params) {
 		return
 	}
 	reqs := p.choices()
+	if !s.fits(w, m, p, reqs) {
+		return
+	}
 	spec, err := s.spec(ctx, m, reqs)
 	if err != nil {
 		WriteError(w, http.StatusInternalServerError, "", "", err.Error())
@@ -680,6 +683,32 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p params) {
 		}
 		return
 	}
+}
+
+// fits answers a prompt the runner would refuse (OpenAI's 400
+// context_length_exceeded for one longer than the model's context) before
+// a job is sent, which would have providers fetch the model's weights to
+// refuse it; it reports whether the request goes on. A model whose files
+// cannot be read here goes on: its runner checks the same.
+func (s *Service) fits(w http.ResponseWriter, m *store.Model, p params, reqs []llama.Request) bool {
+	pr, err := s.n.Models.Prompts(m)
+	if err != nil {
+		s.log.Warn("reading a model's vocabulary to check prompts", "model", p.model, "err", err)
+		return true
+	}
+	err = pr.Check(reqs[0]) // the choices share the prompt
+	if err == nil {
+		return true
+	}
+	param, code := "prompt", ""
+	if p.chat {
+		param = "messages"
+	}
+	if errors.Is(err, llama.ErrContextLength) {
+		code = "context_length_exceeded"
+	}
+	WriteError(w, http.StatusBadRequest, param, code, fmt.Sprintf("model %s: %v", p.model, err))
+	return false
 }
 
 // jobError is why a job did not give a verified answer, nil if it did.

@@ -240,6 +240,16 @@ func TestOpenAIErrors(t *testing.T) {
 			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: long})
 			return err
 		}, http.StatusBadRequest, "prompt", ""},
+		{"a prompt past the model's context", func() error {
+			long := oa.CompletionNewParamsPromptUnion{OfString: oa.String(strings.Repeat("Once upon a time. ", 300))}
+			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: long})
+			return err
+		}, http.StatusBadRequest, "prompt", "context_length_exceeded"},
+		{"messages past the model's context", func() error {
+			_, err := c.Chat.Completions.New(ctx, oa.ChatCompletionNewParams{Model: "stories260K",
+				Messages: []oa.ChatCompletionMessageParamUnion{oa.UserMessage(strings.Repeat("Tell me a story. ", 300))}})
+			return err
+		}, http.StatusBadRequest, "messages", "context_length_exceeded"},
 		{"an endpoint this node lacks", func() error {
 			_, err := c.Embeddings.New(ctx, oa.EmbeddingNewParams{Model: "stories260K", Input: oa.EmbeddingNewParamsInputUnion{OfString: oa.String("hi")}})
 			return err

@@ -563,7 +563,7 @@ func TestRunnerRequests(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
 			got, events, _ := runJob(t, binData(), mode, []byte(input))
-			for id, want := range map[int]string{2: "max_tokens", 3: "temperature", 4: "top_p", 5: "unknown field", 6: "does not fit"} {
+			for id, want := range map[int]string{2: "max_tokens", 3: "temperature", 4: "top_p", 5: "unknown field", 6: "prompt too long for the model"} {
 				if c := got[id]; c == nil || !strings.Contains(c.done.Error, want) || len(c.pieces) != 0 {
 					t.Errorf("request %d: %+v, want an error about %s", id, c, want)
 				}

@@ -2,6 +2,8 @@ package llama
 
 import (
 	"container/heap"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -149,6 +151,27 @@ func (t *Tokenizer) AddsBOS() bool { return !t.vocab.NoBOS }
 
 // Vocab returns the tokenizer's vocabulary.
 func (t *Tokenizer) Vocab() *Vocab { return t.vocab }
+
+// ErrContextLength is wrapped by EncodePrompt's error for a prompt longer
+// than the model's context.
+var ErrContextLength = errors.New("prompt too long for the model's context")
+
+// EncodePrompt returns a request's prompt as the runner runs it: its
+// tokens with BOS first unless the vocabulary says not (AddsBOS). A prompt
+// of more than context tokens is an error wrapping ErrContextLength, and so
+// is an empty one where no BOS goes first (there is nothing to continue).
+// A client checks its prompts with it before a job is sent, as the runner
+// does when the job runs.
+func (t *Tokenizer) EncodePrompt(prompt string, context int) ([]int, error) {
+	ids := t.Encode(prompt, t.AddsBOS(), false)
+	switch {
+	case len(ids) == 0:
+		return nil, errors.New("an empty prompt, and the vocabulary puts no BOS before it: nothing to continue")
+	case len(ids) > context:
+		return nil, fmt.Errorf("%w: %d tokens, the context %d", ErrContextLength, len(ids), context)
+	}
+	return ids, nil
+}
 
 // Encode returns the token ids of text, with BOS first if bos and EOS last
 // if eos. A byte-level vocabulary's (ModelGPT2) special tokens in text are

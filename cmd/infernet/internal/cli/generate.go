@@ -101,7 +101,8 @@ any of "max_tokens", "temperature", "top_p", "seed", "top_k", "min_p",
 (the flags give the rest); a request's id is its line number. stdout is one JSON line per request
 in input order: id, completion, counts, stop, error. With --shards N the
 lines are cut into N shards, each a job of its own on other providers. A bad
-line is refused before anything runs.
+line is refused before anything runs; so is a --prompt longer than the
+model's context.
 
 Exit status: as infernet submit's (0, 122 unverified, 123 no result, 125
 could not run, 1 other errors); 1 also when the runner refused a request
@@ -262,6 +263,39 @@ func (o *GenerateOptions) resolveModel(files *modelFiles, lookup func() (*store.
 	return nil, &f, nil
 }
 
+// checkPrompts refuses a --prompt the runner would refuse for the model
+// (longer than its context) before the weights are loaded or sent
+// anywhere: it reads the model files, or a named model's blobs where this
+// data directory has them (a node elsewhere leaves it to the runner). A
+// --prompts batch is left to the runner, which answers such a line with
+// its error and runs the others.
+func (o *GenerateOptions) checkPrompts(reqs []llama.Request, m *store.Model, files *modelFiles) error {
+	if !o.PromptSet {
+		return nil
+	}
+	model, tokenizer := "", ""
+	switch {
+	case files != nil:
+		model, tokenizer = files.model, files.tokenizer
+	case m != nil:
+		model = api.BlobPath(o.DataDir, m.Model.Digest)
+		if !m.Tokenizer.Digest.IsZero() {
+			tokenizer = api.BlobPath(o.DataDir, m.Tokenizer.Digest)
+		}
+		if _, err := os.Stat(model); err != nil {
+			return nil
+		}
+	}
+	p, err := models.ReadPromptFiles(model, tokenizer)
+	if err != nil {
+		return fmt.Errorf("model %s: %w", o.Model, err)
+	}
+	if err := p.Check(reqs[0]); err != nil {
+		return fmt.Errorf("--prompt: %w", err)
+	}
+	return nil
+}
+
 // The local run.
 
 // runLocal runs the requests in this process's sandbox, as `infernet run`
@@ -269,6 +303,9 @@ func (o *GenerateOptions) resolveModel(files *modelFiles, lookup func() (*store.
 func (o *GenerateOptions) runLocal(ctx context.Context, reqs []llama.Request, files *modelFiles) error {
 	m, files, err := o.resolveModel(files, func() (*store.Model, error) { return o.localModel(ctx) })
 	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	if err := o.checkPrompts(reqs, m, files); err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
 	// A named model's files are the node's blobs: their digests are known,
@@ -501,6 +538,9 @@ func (o *GenerateOptions) runNetwork(ctx context.Context, reqs []llama.Request, 
 	}
 	m, files, err := o.resolveModel(files, func() (*store.Model, error) { return c.Model(ctx, o.Model) })
 	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	if err := o.checkPrompts(reqs, m, files); err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
 	if m == nil {

@@ -146,6 +146,18 @@ func TestGenerateNetwork(t *testing.T) {
 	if again, _ := c.Jobs(ctx); len(again) != len(jobs) {
 		t.Errorf("a job ran for a prompts file with a bad line")
 	}
+	// A prompt past the model's context, named or a file: refused before a
+	// provider fetches the model to refuse it.
+	long := strings.Repeat("Lily and Tom played. ", 100)
+	for _, model := range [][]string{{"stories"}, {storiesBin, "--tokenizer", tok512}} {
+		code, _, stderr = infernet(t, append(append(append([]string{"generate"}, model...), "--prompt", long), net...)...)
+		if code != ExitError || !strings.Contains(stderr, "prompt too long for the model's context") {
+			t.Errorf("%s, a prompt past the context: exit %d, %q", model[0], code, stderr)
+		}
+	}
+	if again, _ := c.Jobs(ctx); len(again) != len(jobs) {
+		t.Errorf("a job ran for a prompt past the context")
+	}
 
 	mustInfernet(t, append([]string{"models", "rm", "stories"}, node...)...)
 	code, _, stderr = infernet(t, append(append([]string{"generate", "stories"}, flags(gs[0])...), net...)...)

@@ -299,7 +299,7 @@ func TestGenerateLocalErrors(t *testing.T) {
 		{"Llama 2's tokenizer for a model of 512 tokens", []string{storiesBin, "--tokenizer", testdata + "llama/tokenizer.bin", "--prompt", "x"},
 			"a tokenizer of another vocabulary", 0},
 		{"bad prompts line", append(model, "--prompts", bad), "line 2", 0},
-		{"prompt over the context", append(model, "--prompt", long), "the runner: request 0:", 1},
+		{"prompt over the context", append(model, "--prompt", long), "--prompt: prompt too long for the model's context: 702 tokens, the context 512", 0},
 		{"batch with a refused request", append(model, "--prompts", batch), "1 of 3 requests failed", 3},
 		{"no runner file", append(model, "--prompt", "x", "--runner", junk), "invalid module", 0},
 	} {

@@ -582,12 +582,8 @@ func choose(logits *tensor.Tensor, req llama.Request, rng *llama.RNG) (int, erro
 // encode encodes req's prompt with BOS and returns its tokens and the most
 // tokens req may generate: run.c runs at most seq_len positions.
 func (r *runner) encode(req llama.Request) (ids []int, maxNew int, err error) {
-	ids = r.tok.Encode(req.Prompt, r.tok.AddsBOS(), false)
-	if len(ids) == 0 {
-		return nil, 0, errors.New("an empty prompt, and the vocabulary puts no BOS before it: nothing to continue")
-	}
-	if len(ids) > r.cfg.SeqLen {
-		return nil, 0, fmt.Errorf("prompt of %d tokens does not fit the context of %d", len(ids), r.cfg.SeqLen)
+	if ids, err = r.tok.EncodePrompt(req.Prompt, r.cfg.SeqLen); err != nil {
+		return nil, 0, err
 	}
 	return ids, min(req.MaxTokens, r.cfg.SeqLen-len(ids)+1), nil
 }
