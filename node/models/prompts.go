@@ -74,6 +74,11 @@ func (p *Prompts) Context() int { return p.context }
 // and returns an error wrapping ErrBadRequest, and llama.ErrContextLength
 // for a prompt longer than the context, if the runner would refuse it.
 func (p *Prompts) Check(q llama.Request) error {
+	if q.Prompt != "" && len(q.Prompt)+2 <= p.context {
+		// A token is at least a byte, beside BOS and a dummy prefix: a
+		// prompt this short fits, and most need no encoding here.
+		return nil
+	}
 	if _, err := p.tok.EncodePrompt(q.Prompt, p.context); err != nil {
 		return fmt.Errorf("%w: %w", err, ErrBadRequest)
 	}

@@ -2,6 +2,7 @@ package models
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/infernet/infernet/guest/go/llama"
@@ -41,6 +42,13 @@ func TestPrompts(t *testing.T) {
 	}
 	if fits == "" || over == "" {
 		t.Fatalf("no prompt of %d tokens, or of one more", context)
+	}
+	// Check skips prompts of at most context-2 bytes: none is longer in
+	// tokens, bytes the vocabulary lacks and invalid UTF-8 included.
+	for _, short := range []string{strings.Repeat("\x80", context-2), strings.Repeat("語", (context-2)/3), strings.Repeat("a ", (context-2)/2)} {
+		if n := len(oracle.Encode(short, true, false)); n > context {
+			t.Errorf("%q…: %d bytes, %d tokens: more than the context of %d", short[:8], len(short), n, context)
+		}
 	}
 	for _, name := range []string{"stories", "gguf"} {
 		t.Run(name, func(t *testing.T) {
