@@ -597,7 +597,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p params) {
 		return
 	}
 	reqs := p.choices()
-	if !s.fits(w, m, p, reqs) {
+	if !s.fits(w, m, p, reqs[0]) { // the choices share the prompt
 		return
 	}
 	spec, err := s.spec(ctx, m, reqs)
@@ -685,18 +685,18 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p params) {
 	}
 }
 
-// fits answers a prompt the runner would refuse (OpenAI's 400
+// fits answers a request whose prompt the runner would refuse (OpenAI's 400
 // context_length_exceeded for one longer than the model's context) before
 // a job is sent, which would have providers fetch the model's weights to
 // refuse it; it reports whether the request goes on. A model whose files
 // cannot be read here goes on: its runner checks the same.
-func (s *Service) fits(w http.ResponseWriter, m *store.Model, p params, reqs []llama.Request) bool {
+func (s *Service) fits(w http.ResponseWriter, m *store.Model, p params, q llama.Request) bool {
 	pr, err := s.n.Models.Prompts(m)
 	if err != nil {
 		s.log.Warn("reading a model's vocabulary to check prompts", "model", p.model, "err", err)
 		return true
 	}
-	err = pr.Check(reqs[0]) // the choices share the prompt
+	err = pr.Check(q)
 	if err == nil {
 		return true
 	}

@@ -270,7 +270,7 @@ func (o *GenerateOptions) resolveModel(files *modelFiles, lookup func() (*store.
 // --prompts batch is left to the runner, which answers such a line with
 // its error and runs the others.
 func (o *GenerateOptions) checkPrompts(reqs []llama.Request, m *store.Model, files *modelFiles) error {
-	if !o.PromptSet {
+	if !o.PromptSet { // one request
 		return nil
 	}
 	model, tokenizer := "", ""
