@@ -286,8 +286,32 @@ func TestReadRequests(t *testing.T) {
 			t.Errorf("request %d: %+v; want %+v", i, reqs[i], want[i])
 		}
 	}
+	// The OpenAI API's forms: "stop" a string or an array; "logprobs" a
+	// count of top tokens (a completion's) or true with "top_logprobs"
+	// (chat's); null leaves the default.
+	forms := `{"prompt":"a","stop":"x"}
+{"prompt":"a","stop":["x","y"],"logprobs":2}
+{"prompt":"a","logprobs":true,"top_logprobs":3}
+{"prompt":"a","logprobs":0}
+{"prompt":"a","logprobs":null,"stop":null}`
+	reqs, err = ReadRequests(strings.NewReader(forms), llama.Request{Stop: []string{"z"}, Logprobs: true, TopLogprobs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []llama.Request{{ID: 1, Prompt: "a", Stop: []string{"x"}, Logprobs: true, TopLogprobs: 1},
+		{ID: 2, Prompt: "a", Stop: []string{"x", "y"}, Logprobs: true, TopLogprobs: 2},
+		{ID: 3, Prompt: "a", Stop: []string{"z"}, Logprobs: true, TopLogprobs: 3},
+		{ID: 4, Prompt: "a", Stop: []string{"z"}, Logprobs: true},
+		{ID: 5, Prompt: "a", Stop: []string{"z"}, Logprobs: true, TopLogprobs: 1}}
+	if !reflect.DeepEqual(reqs, want) {
+		t.Errorf("OpenAI's forms: %+v; want %+v", reqs, want)
+	}
 	for _, tc := range []struct{ in, line string }{
 		{"{\"prompt\":\"a\"}\n{\"prompt\":", "line 2"},
+		{"{\"prompt\":\"a\",\"max_tokens\":\"5\"}", `line 1: "max_tokens" is a JSON string: want an integer`},
+		{"{\"prompt\":\"a\",\"logprobs\":\"x\"}", `line 1: "logprobs" is "x": want true, false or a count`},
+		{"{\"prompt\":\"a\",\"logprobs\":2,\"top_logprobs\":3}", `line 1: "logprobs": N is the count of top tokens`},
+		{"{\"prompt\":\"a\",\"stop\":7}", `line 1: "stop" is 7: want a string or an array`},
 		{"{\"prompt\":\"a\"}\nnot json\n", "line 2"},
 		{"{\"prompt\":\"a\",\"id\":7}", "line 1"},
 		{"{\"prompt\":\"a\",\"max_tokens\":-1}", "line 1"},

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"slices"
 
 	"github.com/infernet/infernet/guest/go/llama"
@@ -64,25 +65,40 @@ func ReadRequests(r io.Reader, defaults llama.Request) ([]llama.Request, error) 
 			RepPenalty  float32  `json:"repetition_penalty"`
 			FreqPenalty float32  `json:"frequency_penalty"`
 			PresPenalty float32  `json:"presence_penalty"`
-			Stop        []string `json:"stop"`
-			Logprobs    bool     `json:"logprobs"`
-			TopLogprobs int      `json:"top_logprobs"`
+			Stop        stops    `json:"stop"`
+			Logprobs    logprobs `json:"logprobs"`
+			TopLogprobs *int     `json:"top_logprobs"`
 		}{Stop: defaults.Stop, MaxTokens: defaults.MaxTokens, Temperature: defaults.Temperature, TopP: defaults.TopP, Seed: defaults.Seed,
 			TopK: defaults.TopK, MinP: defaults.MinP, RepPenalty: defaults.RepetitionPenalty,
 			FreqPenalty: defaults.FrequencyPenalty, PresPenalty: defaults.PresencePenalty,
-			Logprobs: defaults.Logprobs, TopLogprobs: defaults.TopLogprobs}
+			Logprobs: logprobs{on: defaults.Logprobs, top: -1}}
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.DisallowUnknownFields()
 		err := dec.Decode(&q)
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			err = fmt.Errorf("%q is a JSON %s: want %s", typeErr.Field, typeErr.Value, jsonKind(typeErr.Type.Kind()))
+		}
 		if err == nil && dec.More() {
 			err = errors.New("more than one JSON value")
 		}
 		if err == nil && q.Prompt == nil {
 			err = errors.New(`no "prompt"`)
 		}
+		// "logprobs" is true with "top_logprobs" (chat's form) or the
+		// count of top tokens (a completion's, and --logprobs N's).
+		top := defaults.TopLogprobs
+		switch {
+		case q.Logprobs.top >= 0 && q.TopLogprobs != nil:
+			err = errors.New(`"logprobs": N is the count of top tokens: "top_logprobs" goes with "logprobs": true`)
+		case q.Logprobs.top >= 0:
+			top = q.Logprobs.top
+		case q.TopLogprobs != nil:
+			top = *q.TopLogprobs
+		}
 		req := llama.Request{ID: line, MaxTokens: q.MaxTokens, Temperature: q.Temperature, TopP: q.TopP, Seed: q.Seed,
 			TopK: q.TopK, MinP: q.MinP, RepetitionPenalty: q.RepPenalty, FrequencyPenalty: q.FreqPenalty, PresencePenalty: q.PresPenalty, Stop: q.Stop,
-			Logprobs: q.Logprobs, TopLogprobs: q.TopLogprobs}
+			Logprobs: q.Logprobs.on, TopLogprobs: top}
 		if err == nil {
 			req.Prompt = *q.Prompt
 			err = CheckRequest(req)
@@ -96,6 +112,66 @@ func ReadRequests(r io.Reader, defaults llama.Request) ([]llama.Request, error) 
 		return nil, fmt.Errorf("line %d: %w", len(out)+1, err)
 	}
 	return out, nil
+}
+
+// stops is a request line's "stop": a string, or an array of strings (as
+// the OpenAI API takes it).
+type stops []string
+
+func (s *stops) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil // the default stays
+	}
+	var one string
+	if json.Unmarshal(b, &one) == nil {
+		*s = []string{one}
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		return fmt.Errorf(`"stop" is %s: want a string or an array of strings`, b)
+	}
+	*s = many
+	return nil
+}
+
+// logprobs is a request line's "logprobs": true or false, or a count of
+// top tokens (which turns logprobs on); top is -1 unless a count.
+type logprobs struct {
+	on  bool
+	top int
+}
+
+func (l *logprobs) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil // the default stays
+	}
+	if json.Unmarshal(b, &l.on) == nil {
+		l.top = -1
+		return nil
+	}
+	var n int
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf(`"logprobs" is %s: want true, false or a count of top tokens (0 to %d)`, b, llama.MaxTopLogprobs)
+	}
+	l.on, l.top = true, n
+	return nil
+}
+
+// jsonKind names what a Go field of kind k takes in JSON.
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice:
+		return "an array"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	default:
+		return "an integer"
+	}
 }
 
 // EncodeRequests writes requests as the runner reads them: JSON lines.

@@ -97,8 +97,9 @@ run.c chooses them. --stop ends the completion at a stop string (stop
 
 --prompts runs a batch: one JSON object per line, {"prompt": "..."} with
 any of "max_tokens", "temperature", "top_p", "seed", "top_k", "min_p",
-"repetition_penalty", "frequency_penalty", "presence_penalty" and "stop"
-(the flags give the rest); a request's id is its line number. stdout is one JSON line per request
+"repetition_penalty", "frequency_penalty", "presence_penalty", "stop" (a
+string or an array) and "logprobs" (a count of top tokens, or true with
+"top_logprobs"), as the OpenAI API takes them (the flags give the rest); a request's id is its line number. stdout is one JSON line per request
 in input order: id, completion, counts, stop, error. With --shards N the
 lines are cut into N shards, each a job of its own on other providers. A bad
 line is refused before anything runs; so is a --prompt longer than the
