@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -488,4 +489,28 @@ func TestFakeLndFaults(t *testing.T) {
 			t.Fatalf("%d payments settled, want 2", got)
 		}
 	})
+}
+
+// TestFreeModeRefusesMoney: a node without lnd refuses a job with a price
+// or collateral before anything is announced: providers that charge would
+// refuse each replica, and free ones take nothing.
+func TestFreeModeRefusesMoney(t *testing.T) {
+	net := startNetwork(t, 1, nil)
+	for _, tc := range []struct {
+		name string
+		set  func(*jobs.Spec)
+		msg  string
+	}{
+		{"price", func(s *jobs.Spec) { s.Price = price }, "a price needs payments (lnd)"},
+		{"collateral", func(s *jobs.Spec) { s.Collateral = 1000 }, "collateral needs payments (lnd)"},
+	} {
+		s, _ := catJob(t, net.client, 1)
+		tc.set(&s)
+		if job, err := net.client.Submit(context.Background(), s, nil); err == nil || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%s in free mode: %v, %v; want %q", tc.name, job, err, tc.msg)
+		}
+	}
+	if js, err := net.client.Jobs(0); err != nil || len(js) != 0 {
+		t.Errorf("%d jobs recorded (%v), want none", len(js), err)
+	}
 }

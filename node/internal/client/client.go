@@ -359,11 +359,16 @@ func (c *Client) Announce(spec jobs.Spec, now time.Time) *wire.JobAnnounce {
 
 // DefaultCollateral sets spec's default collateral: jobs.CollateralTimes its
 // price in a paid escrow job, none in free mode or by fair exchange (whose
-// output is bought only once verified). Submit calls it; so does a job
+// output is bought only once verified). In free mode a price or collateral
+// is an error. Submit calls it; so does a job
 // handed to an aggregator, whose shards carry the collateral asked.
 func (c *Client) DefaultCollateral(spec *jobs.Spec) error {
 	paid := c.n.Ledger.Paid() && spec.Price > 0 && spec.Settle == wire.SettleEscrow
 	switch {
+	case spec.Price > 0 && !c.n.Ledger.Paid():
+		// Providers that charge would refuse every replica ("payment
+		// required"), and free ones take nothing.
+		return errors.New("a price needs payments (lnd): this node runs in free mode, where no job is paid")
 	case spec.Collateral > 0 && !c.n.Ledger.Paid():
 		return errors.New("collateral needs payments (lnd): this node runs in free mode")
 	case spec.Collateral == 0 && paid:
