@@ -95,6 +95,16 @@ func (macaroonCred) RequireTransportSecurity() bool { return true }
 // Dial connects to lnd and checks that it answers and is synced enough to
 // be used (GetInfo).
 func Dial(ctx context.Context, cfg Config) (*Client, error) {
+	var missing []string
+	if cfg.TLSCertPath == "" {
+		missing = append(missing, "its tls.cert (--lnd.tlscertpath)")
+	}
+	if cfg.MacaroonPath == "" {
+		missing = append(missing, "a macaroon (--lnd.macaroonpath, usually invoice.macaroon or admin.macaroon)")
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("lnd at %s needs %s", cfg.RPCServer, strings.Join(missing, " and "))
+	}
 	tlsCreds, err := credentials.NewClientTLSFromFile(cfg.TLSCertPath, "")
 	if err != nil {
 		return nil, fmt.Errorf("%w: tls cert: %v", ErrUnavailable, err)

@@ -74,3 +74,23 @@ func TestCheckPayReq(t *testing.T) {
 		})
 	}
 }
+
+// TestDialNamesMissingFiles: an lnd address without its tls.cert or
+// macaroon says which flags are missing, before anything is dialled.
+func TestDialNamesMissingFiles(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want []string
+	}{
+		{Config{RPCServer: "127.0.0.1:1"}, []string{"--lnd.tlscertpath", "--lnd.macaroonpath"}},
+		{Config{RPCServer: "127.0.0.1:1", TLSCertPath: "tls.cert"}, []string{"--lnd.macaroonpath"}},
+		{Config{RPCServer: "127.0.0.1:1", MacaroonPath: "m"}, []string{"--lnd.tlscertpath"}},
+	} {
+		_, err := Dial(t.Context(), tc.cfg)
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%+v: %v; want it to name %s", tc.cfg, err, w)
+			}
+		}
+	}
+}

@@ -90,4 +90,20 @@ func TestFaults(t *testing.T) {
 	if !strings.Contains(text, "banned until") {
 		t.Errorf("`infernet peers` does not show the ban:\n%s", text)
 	}
+	// The bootstrap provider knows the client, which never advertised: it
+	// was seen at no time ("-"), not 292 years ago.
+	clientID := peerID(t, client)
+	text, _, _ = infernet(t, nil, "peers", "--datadir", boot.dataDir)
+	listed := false
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, clientID) {
+			listed = true
+			if strings.Contains(l, "h ago") || !strings.Contains(l, " - ") {
+				t.Errorf("the client as its bootstrap peer lists it: %q", l)
+			}
+		}
+	}
+	if !listed {
+		t.Errorf("the bootstrap peer does not list the client:\n%s", text)
+	}
 }

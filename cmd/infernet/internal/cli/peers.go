@@ -74,8 +74,12 @@ func NewCmdPeers(stdio IO) *cobra.Command {
 				if strings.HasPrefix(network, "peer/") || network == "" {
 					network = "-"
 				}
-				fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%.2f\t%s\t%s\t%s\t%.1f ms\t%s ago\t%d/%d\t%s\n", p.ID, p.Connected, via, network, p.Reputation,
-					slots, backends, price, p.LatencyMS, time.Since(p.LastSeen).Round(time.Second), p.Paid, p.Unpaid, p.Why)
+				seen := "-" // a peer that never advertised (a client)
+				if !p.LastSeen.IsZero() {
+					seen = time.Since(p.LastSeen).Round(time.Second).String() + " ago"
+				}
+				fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%.2f\t%s\t%s\t%s\t%.1f ms\t%s\t%d/%d\t%s\n", p.ID, p.Connected, via, network, p.Reputation,
+					slots, backends, price, p.LatencyMS, seen, p.Paid, p.Unpaid, p.Why)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
