@@ -437,3 +437,16 @@ func runWithVictim(t *testing.T, client *proc, providers []*proc, module string,
 		t.Fatalf("summary %+v: want verified by the two survivors, one replica lost on %s", s, victimID)
 	}
 }
+
+// TestNodeRefusesMoneyWithoutLnd: a node in free mode (no lnd) refuses a
+// --price it could never be paid and a --serve-max-price its API could
+// never pay, and says what it needs, before it joins anything.
+func TestNodeRefusesMoneyWithoutLnd(t *testing.T) {
+	for _, flag := range []string{"--price", "--serve-max-price"} {
+		_, stderr, code := infernet(t, nil, "node", "--datadir", t.TempDir(), "--listen", "/ip4/127.0.0.1/tcp/0",
+			"--mdns=false", "--nat=false", flag, "5000")
+		if code == 0 || !strings.Contains(stderr, flag+" 5000 needs lnd") || !strings.Contains(stderr, "--lnd.rpcserver") {
+			t.Errorf("node %s 5000 without lnd: exit %d, %q", flag, code, stderr)
+		}
+	}
+}

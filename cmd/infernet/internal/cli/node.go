@@ -54,7 +54,8 @@ type NodeOptions struct {
 	Config node.Config
 	API    string
 	// OpenAI are the terms of the jobs of the API's OpenAI endpoints
-	// (--serve-replicas, --serve-verify, --serve-mode, --serve-max-tokens).
+	// (--serve-replicas, --serve-verify, --serve-mode, --serve-max-tokens,
+	// --serve-max-price).
 	OpenAI   openai.Config
 	LogLevel string
 	// Memory, Output, Module, Input and Data are the --max-* sizes, BlobQuota
@@ -118,6 +119,7 @@ stdout (give one to other nodes as --bootstrap).`,
 	f.StringVar(&opts.OpenAI.Verify, "serve-verify", openai.VerifyReplicas, "how the OpenAI endpoints verify a completion: replicas (--serve-replicas providers agree, streamed as they agree) or prefill (one provider generates, another checks it in batched passes: ~1.2x one generation's cost)")
 	f.StringVar(&opts.OpenAI.Mode, "serve-mode", openai.ModeExact, "determinism mode of the OpenAI endpoints' jobs: exact (the reference kernels, the same bits everywhere) or tolerance (each provider's fast backend, GPUs included; replicas of one backend class)")
 	f.IntVar(&opts.OpenAI.MaxTokens, "serve-max-tokens", openai.DefaultConfig().MaxTokens, "the most max_tokens a request of the OpenAI endpoints may ask for")
+	f.Uint64Var(&opts.OpenAI.Price, "serve-max-price", 0, "with lnd: the most the OpenAI endpoints' jobs pay per replica, in millisatoshi (0: free providers only)")
 	f.BoolVar(&noProvide, "no-provide", false, "client only: do not run jobs for others")
 	f.BoolVar(&c.MDNS, "mdns", c.MDNS, "find peers on the local network with mDNS")
 	f.BoolVar(&c.NAT, "nat", c.NAT, "ask the router for a port mapping (UPnP, NAT-PMP)")
@@ -205,6 +207,9 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 	if o.Config.Price > 0 && !o.Config.Lnd.Enabled() {
 		// Free mode pays nothing: every job would be refused "payment required".
 		return &exitError{Code: ExitError, Err: fmt.Errorf("--price %d needs lnd to be paid (--lnd.rpcserver, --lnd.tlscertpath and --lnd.macaroonpath; see docs/payments.md): without it the node is in free mode and nobody can pay", o.Config.Price)}
+	}
+	if o.OpenAI.Price > 0 && !o.Config.Lnd.Enabled() {
+		return &exitError{Code: ExitError, Err: fmt.Errorf("--serve-max-price %d needs lnd to pay (--lnd.rpcserver, --lnd.tlscertpath and --lnd.macaroonpath; see docs/payments.md)", o.OpenAI.Price)}
 	}
 	if err := o.Config.Reach.Validate(); err != nil {
 		return &exitError{Code: ExitError, Err: err}
