@@ -17,6 +17,7 @@ import (
 	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
 	"github.com/infernet/infernet/payments/paymentstest"
 )
@@ -512,5 +513,33 @@ func TestFreeModeRefusesMoney(t *testing.T) {
 	}
 	if js, err := net.client.Jobs(0); err != nil || len(js) != 0 {
 		t.Errorf("%d jobs recorded (%v), want none", len(js), err)
+	}
+}
+
+// TestFakeLndCollateralOverLimit: a client offering twice the providers'
+// price asks, by default, collateral of jobs.CollateralTimes that, over
+// their default limit (ProviderCollateralTimes their own price): each
+// refuses, and the job's error says how to ask less. Asked for less, the
+// same job runs and pays each provider its own price.
+func TestFakeLndCollateralOverLimit(t *testing.T) {
+	t.Parallel() // waits far more than it computes
+	f := newFakePaid(t, nil)
+	s := f.job(t, 1)
+	s.Price = 2 * price
+	job, err := f.client.Submit(context.Background(), s, nil)
+	if err == nil || !strings.Contains(err.Error(), wire.ReasonCollateral) || !strings.Contains(err.Error(), "--collateral") {
+		t.Fatalf("default collateral at twice the price: %v, %v; want a refusal naming --collateral", job, err)
+	}
+	s = f.job(t, 2)
+	s.Price, s.Collateral = 2*price, jobs.CollateralTimes*price
+	if job, err = f.client.Submit(context.Background(), s, nil); err != nil || job.State != store.JobVerified {
+		t.Fatalf("collateral within the limit: %v, %v", job, err)
+	}
+	if got := f.balanced(t, f.client, f.providers...); got != 2 {
+		t.Fatalf("%d payments settled, want 2", got)
+	}
+	n, spent, _ := settledPayments(t, f.client, true)
+	if n != 2 || spent != 2*price {
+		t.Errorf("the client paid %d msat in %d payments, want each provider's price %d", spent, n, price)
 	}
 }

@@ -366,6 +366,10 @@ const ReasonBusy = "busy"
 // results from this provider without paying for them.
 const ReasonUnpaid = "unpaid results"
 
+// ReasonCollateral begins the Reason of a provider that will not stake the
+// collateral a job asks (more than its limit).
+const ReasonCollateral = "collateral over this provider's limit"
+
 // Assign hands one replica of a job to a provider, with its input when small.
 type Assign struct {
 	V        uint16      `cbor:"1,keyasint"`

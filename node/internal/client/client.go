@@ -1046,8 +1046,14 @@ var (
 
 // refusal returns the error for a provider's refusal with reason.
 func refusal(reason string) error {
-	if reason == wire.ReasonBusy {
+	switch {
+	case reason == wire.ReasonBusy:
 		return fmt.Errorf("%w: %w", errRefused, errBusy)
+	case strings.HasPrefix(reason, wire.ReasonCollateral):
+		// A provider's limit is in times its own price; the default ask
+		// is in times the job's, which may be well above it.
+		return fmt.Errorf("%w: %s (ask less with --collateral, or offer a --max-price nearer the providers' prices: the default collateral is %d times it)",
+			errRefused, reason, jobs.CollateralTimes)
 	}
 	return fmt.Errorf("%w: %s", errRefused, reason)
 }

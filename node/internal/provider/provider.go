@@ -353,7 +353,7 @@ func (p *Provider) terms(a *wire.JobAnnounce) string {
 	case a.Collateral > 0 && !cfg.Ledger.Paid():
 		return "collateral asked of a provider in free mode (no lnd)"
 	case a.Collateral > p.maxCollateral():
-		return fmt.Sprintf("collateral %d msat over this provider's limit %d", a.Collateral, p.maxCollateral())
+		return fmt.Sprintf("%s: %d msat asked, at most %d staked here", wire.ReasonCollateral, a.Collateral, p.maxCollateral())
 	case a.Collateral > 0 && cfg.Peers.Slashes(peer.ID(a.Client)) > 0:
 		return "this client took collateral here before"
 	case time.Now().After(deadline):
