@@ -583,6 +583,9 @@ func (p *Provider) handleAssign(s network.Stream) {
 	// The stake first, then the client's payment: once that is locked the
 	// provider runs, its collateral already at stake.
 	if err := p.postBond(&a, client); err != nil {
+		// The operator's to fix (outbound liquidity, a macaroon that
+		// cannot pay): the client alone would hear of it otherwise.
+		p.log.Warn("cannot stake a job's collateral", "job", a.Announce.Job, "msat", a.Announce.Collateral, "err", err)
 		hb()
 		reject(err.Error())
 		return
