@@ -543,3 +543,30 @@ func TestFakeLndCollateralOverLimit(t *testing.T) {
 		t.Errorf("the client paid %d msat in %d payments, want each provider's price %d", spent, n, price)
 	}
 }
+
+// TestFakeLndProviderStopsMidRun: a provider stopped while it runs a paid
+// replica cancels its hold invoice as it stops, so the client's funds come
+// back at once rather than when the provider starts again (its lnd call
+// had been made with the node's context, already ended, and failed).
+func TestFakeLndProviderStopsMidRun(t *testing.T) {
+	t.Parallel() // waits far more than it computes
+	first := true
+	f := newFakePaid(t, func(c *Config) {
+		if c.Provide && first {
+			c.Faults, first = &faults.Faults{Slow: time.Minute}, false
+		}
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.client.Submit(context.Background(), f.job(t, 1), nil)
+	}()
+	waitFor(t, 30*time.Second, "the slow provider to hold its payment", func() bool {
+		return len(paymentsIn(t, f.providers[0], false, store.PayLocked)) == 1
+	})
+	f.providers[0].Close()
+	<-done
+	waitFor(t, 10*time.Second, "every msat back (nothing locked) without the provider", func() bool {
+		return f.ln.Locked() == 0
+	})
+}

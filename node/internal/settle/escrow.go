@@ -63,10 +63,16 @@ func (l *Ledger) HoldInvoice(ctx context.Context, pay *store.Payment, memo strin
 	return nil
 }
 
+// cancelWait bounds an invoice's cancel, which a node's stop waits for.
+const cancelWait = 5 * time.Second
+
 // CancelInvoice cancels a provider's hold invoice (the client's funds go
 // back) and records it. If lnd cannot be reached the sweep tries again.
 func (l *Ledger) CancelInvoice(pay *store.Payment, why string) {
-	ctx, cancel := context.WithTimeout(l.ctx, 10*time.Second)
+	// Not with the node's context: a run the node's stop cut short
+	// cancels its invoice as the node stops (its runs end before lnd's
+	// connection closes), so the client's funds come back at once.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), cancelWait)
 	defer cancel()
 	if err := l.lnd.Cancel(ctx, pay.Hash); err != nil && !errors.Is(err, payments.ErrUnknown) {
 		if st, serr := l.lnd.InvoiceState(ctx, pay.Hash); serr != nil || st != payments.InvoiceCanceled {
