@@ -640,10 +640,35 @@ func (j *jobRun) fewNote() string {
 	if !slices.ContainsFunc(n.Peers.List(), func(p store.Peer) bool { return p.Advert != nil }) {
 		return "; no provider is known (a node never runs its own jobs): join others with --bootstrap, or run it in this process (infernet run MODULE, infernet generate --local)"
 	}
+	// The known providers, then those the job's price, memory and
+	// requirement leave in, one term after the other.
+	age := 3 * n.AdvertInterval
+	all := n.Peers.Candidates(requirement.Always, math.MaxUint64, 0, age, nil)
+	priced := n.Peers.Candidates(requirement.Always, j.ann.Price, 0, age, nil)
+	sized := n.Peers.Candidates(requirement.Always, j.ann.Price, j.ann.Memory, age, nil)
+	_, matching := j.knownMatching(func(*wire.CapabilityAdvert) bool { return true })
+	var out []string
+	if k := len(all) - len(priced); k > 0 {
+		cheapest := uint64(math.MaxUint64) // of those that ask more
+		for _, c := range all {
+			if c.Advert.Price > j.ann.Price {
+				cheapest = min(cheapest, c.Advert.Price)
+			}
+		}
+		out = append(out, fmt.Sprintf("%d ask more than the job's price (--max-price %d; the cheapest of them %d msat)", k, j.ann.Price, cheapest))
+	}
+	if k := len(priced) - len(sized); k > 0 {
+		out = append(out, fmt.Sprintf("%d offer less memory than the job's %d MiB (--memory)", k, j.ann.Memory>>20))
+	}
+	if k := len(sized) - matching; k > 0 {
+		out = append(out, fmt.Sprintf("%d do not meet --require or the job's terms", k))
+	}
 	note := ""
-	all := n.Peers.Candidates(requirement.Always, math.MaxUint64, 0, 3*n.AdvertInterval, nil)
-	if _, of := j.knownMatching(func(*wire.CapabilityAdvert) bool { return true }); len(all) > of {
-		note = fmt.Sprintf("; %d of the %d known providers are left out by the job's price (--max-price), memory or --require", len(all)-of, len(all))
+	if len(out) > 0 {
+		note = fmt.Sprintf("; of the %d known providers, %s", len(all), strings.Join(out, ", "))
+	}
+	if j.ann.Replicas <= 1 {
+		return note
 	}
 	return note + "; each replica goes to another operator, so that they check each other: join more providers (--bootstrap), or ask fewer replicas (--replicas 1 is unverified)"
 }

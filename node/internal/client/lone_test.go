@@ -51,6 +51,9 @@ func TestFewNote(t *testing.T) {
 		return &jobRun{c: cl, req: req, abi: abi.Version,
 			ann: &wire.JobAnnounce{Terms: wire.Terms{Memory: 1 << 20}, Price: price, Replicas: 2}}
 	}
+	// A job of one replica is told nothing of operators and replicas.
+	one := job(0, "")
+	one.ann.Replicas = 1
 	if note := job(0, "").fewNote(); !strings.Contains(note, "no provider is known") {
 		t.Errorf("nobody known: %q", note)
 	}
@@ -66,20 +69,28 @@ func TestFewNote(t *testing.T) {
 		require string
 		want    string
 	}{
-		{0, "", "1 of the 2 known providers are left out by the job's price"},
+		{0, "", "of the 2 known providers, 1 ask more than the job's price (--max-price 0; the cheapest of them 1000 msat)"},
 		{1000, "", "; each replica goes to another operator"},
-		{1000, "gpus >= 1", "2 of the 2 known providers are left out"},
+		{1000, "gpus >= 1", "of the 2 known providers, 2 do not meet --require"},
 	} {
 		j := job(c.price, c.require)
 		note := j.fewNote()
 		if !strings.Contains(note, c.want) || !strings.Contains(note, "--replicas 1 is unverified") || strings.Contains(note, "no provider is known") {
 			t.Errorf("price %d, require %q: %q, want %q in it", c.price, c.require, note, c.want)
 		}
-		if c.price == 1000 && c.require == "" && strings.Contains(note, "left out") {
+		if c.price == 1000 && c.require == "" && strings.Contains(note, "known providers,") {
 			t.Errorf("price %d: %q says some are left out", c.price, note)
 		}
 		if note := j.abiNote(); note != "" {
 			t.Errorf("every provider has the ABI: note %q", note)
 		}
+	}
+	big := job(1000, "")
+	big.ann.Memory = 2 << 30
+	if note := big.fewNote(); !strings.Contains(note, "2 offer less memory than the job's 2048 MiB") {
+		t.Errorf("2 GiB asked of providers of 1: %q", note)
+	}
+	if note := one.fewNote(); strings.Contains(note, "--replicas") || !strings.Contains(note, "1 ask more") {
+		t.Errorf("one replica: %q", note)
 	}
 }
