@@ -540,10 +540,18 @@ func printSummary(o *SubmitOptions, job *store.Job, elapsed time.Duration) error
 	}
 	if s.Verified {
 		// What stood behind the answer besides the vote.
-		if s.Collateral > 0 {
+		switch a := job.Announce; {
+		case s.Collateral > 0:
 			fmt.Fprintf(w, "  backed by %d msat of collateral per replica, taken from any provider caught lying\n", s.Collateral)
-		} else {
+		case a.Price > 0 && a.Settle == wire.SettleFair:
+			fmt.Fprintln(w, "  backed by no collateral (fair exchange: an output is bought only once verified): the replicas, this node's audits and the providers' records")
+		case a.Price > 0:
+			fmt.Fprintln(w, "  backed by no collateral (none asked: --collateral -1): the replicas, this node's audits and the providers' records")
+		default:
 			fmt.Fprintln(w, "  backed by no collateral (free mode): the replicas, this node's audits and the providers' records")
+		}
+		if a := job.Announce; a.Price > 0 {
+			fmt.Fprintf(w, "  paid at most %d msat per replica, once verified (infernet spending lists each payment)\n", a.Price)
 		}
 	}
 	for _, p := range s.Providers {

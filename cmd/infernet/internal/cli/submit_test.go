@@ -189,6 +189,36 @@ func TestSubmitSummaryNotRun(t *testing.T) {
 	}
 }
 
+// TestSubmitSummaryBacking: a verified job's summary says what stood
+// behind it besides the vote, naming why there was no collateral, and
+// what a paid job paid at most.
+func TestSubmitSummaryBacking(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ann  wire.JobAnnounce
+		want []string
+	}{
+		{"free", wire.JobAnnounce{}, []string{"no collateral (free mode)"}},
+		{"paid", wire.JobAnnounce{Price: 5000, Collateral: 250000}, []string{"250000 msat of collateral", "paid at most 5000 msat per replica"}},
+		{"none asked", wire.JobAnnounce{Price: 5000}, []string{"(none asked: --collateral -1)", "paid at most 5000"}},
+		{"fair", wire.JobAnnounce{Price: 5000, Settle: wire.SettleFair}, []string{"(fair exchange", "paid at most 5000"}},
+	} {
+		job := &store.Job{State: store.JobVerified, Agree: 1, Announce: tc.ann}
+		var stderr bytes.Buffer
+		if err := printSummary(&SubmitOptions{IO: IO{Out: io.Discard, Err: &stderr}}, job, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stderr.String(), w) {
+				t.Errorf("%s: %q lacks %q", tc.name, stderr.String(), w)
+			}
+		}
+		if tc.ann.Price == 0 && strings.Contains(stderr.String(), "paid") {
+			t.Errorf("%s: %q", tc.name, stderr.String())
+		}
+	}
+}
+
 // TestSubmitOutputWithJSON: with --json, stdout is the summary's, so a
 // job's output goes to --output alone; without it, stderr says the output
 // was not written, and how to have it.
