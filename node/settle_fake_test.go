@@ -569,4 +569,10 @@ func TestFakeLndProviderStopsMidRun(t *testing.T) {
 	waitFor(t, 10*time.Second, "every msat back (nothing locked) without the provider", func() bool {
 		return f.ln.Locked() == 0
 	})
+	// Its record, read when it starts again, says why it was not paid.
+	again := restartNode(t, f.providers[0], []string{f.providers[1].Addrs()[0].String()}, nil)
+	ps := paymentsIn(t, again, false, store.PayCanceled)
+	if len(ps) != 1 || ps[0].Error != "this provider stopped before the run ended" {
+		t.Errorf("the stopped provider's cancelled payments: %+v", ps)
+	}
 }

@@ -607,7 +607,7 @@ func (p *Provider) handleAssign(s network.Stream) {
 	}
 	hb()
 	if pay != nil && !res.Deterministic() {
-		p.cfg.Ledger.CancelInvoice(pay, "the provider failed: "+res.Error) // no result, no pay
+		p.cfg.Ledger.CancelInvoice(pay, p.noResult(ctx, res)) // no result, no pay
 	}
 	p.setActive(run, store.RunFinished) // from here on run is ours alone
 	res.Terms = terms
@@ -652,6 +652,22 @@ func (p *Provider) ActiveRuns() []store.Run {
 		out = append(out, *r)
 	}
 	return out
+}
+
+// noResult says why a replica's run (under ctx, the replica's) gave res,
+// no result, for its payment's record: this node stopping, the job's
+// deadline, the client's cancel (or its going away: its stream reset), or
+// this provider's failure.
+func (p *Provider) noResult(ctx context.Context, res *wire.Result) string {
+	switch {
+	case p.cfg.Life.Err() != nil:
+		return "this provider stopped before the run ended"
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return "the job's deadline passed"
+	case ctx.Err() != nil:
+		return "the client cancelled the replica or went away"
+	}
+	return "the provider failed: " + res.Error
 }
 
 // heartbeat sends Alive updates until the returned stop is called.

@@ -215,13 +215,21 @@ func listRuns(ctx context.Context, stdio IO, c *api.Client, asJSON bool) error {
 	tw := tabwriter.NewWriter(stdio.Out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tREPLICA\tCLIENT\tSTATE\tEXIT\tRUN\tSTARTED\tERROR")
 	for _, r := range runs {
-		exit, took := "-", "-"
+		exit, took := exitOf(r.Result), "-"
 		if r.Result != nil {
-			exit = fmt.Sprint(r.Result.ExitCode)
 			took = (time.Duration(r.Result.RunMicros) * time.Microsecond).String()
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Job, r.Replica, r.Client, r.State, exit, took,
 			r.Started.Format(time.DateTime), oneLine(r.Error))
 	}
 	return tw.Flush()
+}
+
+// exitOf is a result's exit status for a table, "-" where it has none: no
+// result, or one that did not run to its end (stopped, timed out, failed).
+func exitOf(res *wire.Result) string {
+	if res == nil || res.Outcome != wire.OutcomeExited {
+		return "-"
+	}
+	return fmt.Sprint(res.ExitCode)
 }

@@ -245,3 +245,23 @@ func TestSubmitOutputWithJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestExitOf: `jobs --runs` shows an exit status only for a run to its
+// end; a failed, stopped or timed-out run's 0 is no status.
+func TestExitOf(t *testing.T) {
+	for _, tc := range []struct {
+		res  *wire.Result
+		want string
+	}{
+		{nil, "-"},
+		{&wire.Result{Outcome: wire.OutcomeExited, ExitCode: 3}, "3"},
+		{&wire.Result{Outcome: wire.OutcomeExited}, "0"},
+		{&wire.Result{Outcome: wire.OutcomeFailed}, "-"},
+		{&wire.Result{Outcome: wire.OutcomeStopped}, "-"},
+		{&wire.Result{Outcome: wire.OutcomeTimeout}, "-"},
+	} {
+		if got := exitOf(tc.res); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.res, got, tc.want)
+		}
+	}
+}
