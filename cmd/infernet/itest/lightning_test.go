@@ -92,8 +92,17 @@ func TestLightningCLI(t *testing.T) {
 	if len(earned) != 1 || earned[0].State != store.PaySettled || earned[0].AmountMsat != 7000 {
 		t.Errorf("provider 1 earnings %+v", earned)
 	}
-	if out, _, _ := infernet(t, nil, "spending", "--datadir", client.dataDir); !strings.Contains(out, "settled 14000 msat") {
+	if out, _, _ := infernet(t, nil, "spending", "--datadir", client.dataDir); !strings.Contains(out, "prices: settled 14000 msat") {
 		t.Errorf("spending table: %q", out)
+	}
+	// Each provider staked the default collateral and had it back: its
+	// spending says so, and the client's earnings list the stakes it held,
+	// apart from what it was paid.
+	if out, _, _ := infernet(t, nil, "spending", "--datadir", p1.dataDir); !strings.Contains(out, "collateral") || !strings.Contains(out, "stake returned") {
+		t.Errorf("provider 1's spending: %q", out)
+	}
+	if out, _, _ := infernet(t, nil, "earnings", "--datadir", client.dataDir); strings.Count(out, "stake returned") != 2 || !strings.Contains(out, "prices: settled 0 msat") {
+		t.Errorf("the client's earnings: %q", out)
 	}
 
 	// A node pointed at an lnd that is not there stops with a clear error.

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -47,32 +46,55 @@ func newCmdPayments(stdio IO, use string, outgoing bool) *cobra.Command {
 				return printJSON(stdio, ps)
 			}
 			tw := tabwriter.NewWriter(stdio.Out, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "JOB\tREPLICA\tPEER\tSTATE\tAMOUNT\tFEE\tWHEN\tNOTE")
-			var settled, held int64
+			fmt.Fprintln(tw, "JOB\tREPLICA\tPEER\tKIND\tSTATE\tAMOUNT\tFEE\tWHEN\tNOTE")
+			var settled, held, staked, taken int64
 			for _, p := range ps {
-				switch p.State {
-				case store.PaySettled:
+				open := p.State == store.PayLocked || p.State == store.PayReleasing || p.State == store.PayPaying
+				switch {
+				case p.Bond && p.State == store.PaySettled:
+					taken += p.AmountMsat
+				case p.Bond && open:
+					staked += p.AmountMsat
+				case p.State == store.PaySettled:
 					settled += p.AmountMsat
-				case store.PayLocked, store.PayReleasing, store.PayPaying:
+				case open:
 					held += p.AmountMsat
 				}
-				note := oneLine(p.Error)
-				switch {
-				case p.Fair:
-					note = strings.TrimSpace("fair exchange " + note)
-				case p.Aggregate:
-					note = strings.TrimSpace("whole job via an aggregator " + note)
+				kind, note := paymentKind(p), oneLine(p.Error)
+				if p.Bond && p.State == store.PayCanceled {
+					note = "stake returned" // lnd's reason for a cancelled hold is no error here
+				} else if p.Bond && p.State == store.PaySettled {
+					note = "stake taken: the provider was caught lying"
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d msat\t%d msat\t%s\t%s\n", p.Job, p.Replica, shortID(p.Peer), p.State,
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d msat\t%d msat\t%s\t%s\n", p.Job, p.Replica, shortID(p.Peer), kind, p.State,
 					p.AmountMsat, p.FeeMsat, p.Updated.Format(time.DateTime), note)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			fmt.Fprintf(stdio.Out, "settled %d msat, held in escrow %d msat\n", settled, held)
+			fmt.Fprintf(stdio.Out, "prices: settled %d msat, held in escrow %d msat\n", settled, held)
+			if staked > 0 || taken > 0 {
+				// The client holds its providers' stakes (earnings); a
+				// provider pays its own (spending).
+				fmt.Fprintf(stdio.Out, "collateral: at stake %d msat, taken %d msat\n", staked, taken)
+			}
 			return nil
 		},
 	}
 	o.flags(cmd)
 	return cmd
+}
+
+// paymentKind names what a payment is for: a replica's price (escrow or
+// fair exchange), a whole job's to an aggregator, or collateral.
+func paymentKind(p store.Payment) string {
+	switch {
+	case p.Bond:
+		return "collateral"
+	case p.Fair:
+		return "price (fair)"
+	case p.Aggregate:
+		return "job via aggregator"
+	}
+	return "price"
 }
