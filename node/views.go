@@ -161,6 +161,16 @@ func (n *Node) Payments(limit int) ([]store.Payment, error) { return n.db.Paymen
 // Provider reports whether the node runs jobs for others.
 func (n *Node) Provider() bool { return n.provider != nil }
 
+// MaxCollateral is the most this node stakes on a replica it runs, msat
+// (Config.MaxCollateral, or ProviderCollateralTimes its price); 0 when it
+// runs no jobs for others.
+func (n *Node) MaxCollateral() uint64 {
+	if n.provider == nil {
+		return 0
+	}
+	return n.provider.MaxCollateral()
+}
+
 // Capabilities returns what the node advertises as a provider (backends,
 // GPUs, price, slots free now), or nil when it runs no jobs for others.
 func (n *Node) Capabilities() *wire.CapabilityAdvert {

@@ -62,6 +62,11 @@ func TestLightningCLI(t *testing.T) {
 	startNode(t, "p2", append(lndFlags(t, env, regtest.Provider2), "--price", price, "--bootstrap", p1.addr)...)
 	client := startNode(t, "client", append(lndFlags(t, env, regtest.Client), "--no-provide", "--bootstrap", p1.addr)...)
 	waitAdverts(t, client, 2)
+	// Each says how it takes part: a provider its price and most stake.
+	if !strings.Contains(p1.stderr.String(), "paid over Lightning (7000 msat a replica, at most 420000 msat of collateral") ||
+		!strings.Contains(client.stderr.String(), "client only, paying over Lightning") {
+		t.Errorf("roles: provider %q, client %q", p1.stderr.String(), client.stderr.String())
+	}
 
 	jobs := filepath.Join("..", "..", "..", "testdata", "jobs")
 	module, input := filepath.Join(jobs, "cpu", "cpu.wasm"), filepath.Join(jobs, "cpu", "input.txt")

@@ -352,8 +352,8 @@ func (p *Provider) terms(a *wire.JobAnnounce) string {
 		return fmt.Sprintf("price %d msat under %d", a.Price, cfg.Price)
 	case a.Collateral > 0 && !cfg.Ledger.Paid():
 		return "collateral asked of a provider in free mode (no lnd)"
-	case a.Collateral > p.maxCollateral():
-		return fmt.Sprintf("%s: %d msat asked, at most %d staked here", wire.ReasonCollateral, a.Collateral, p.maxCollateral())
+	case a.Collateral > p.MaxCollateral():
+		return fmt.Sprintf("%s: %d msat asked, at most %d staked here", wire.ReasonCollateral, a.Collateral, p.MaxCollateral())
 	case a.Collateral > 0 && cfg.Peers.Slashes(peer.ID(a.Client)) > 0:
 		return "this client took collateral here before"
 	case time.Now().After(deadline):
@@ -373,8 +373,8 @@ func (p *Provider) terms(a *wire.JobAnnounce) string {
 // (jobs.CollateralTimes), so that the two meet.
 const CollateralTimes = 60
 
-// maxCollateral is the most this provider stakes on a replica.
-func (p *Provider) maxCollateral() uint64 {
+// MaxCollateral is the most this provider stakes on a replica, msat.
+func (p *Provider) MaxCollateral() uint64 {
 	if p.cfg.MaxCollateral > 0 {
 		return p.cfg.MaxCollateral
 	}

@@ -262,9 +262,12 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 	if o.Config.Aggregator {
 		role += fmt.Sprintf(", aggregator (%g%% fee)", o.Config.AggregatorFee)
 	}
-	if o.Config.Lnd.Enabled() {
-		role += ", paid over Lightning"
-	} else {
+	switch {
+	case o.Config.Lnd.Enabled() && n.Provider():
+		role += fmt.Sprintf(", paid over Lightning (%d msat a replica, at most %d msat of collateral staked on one)", o.Config.Price, n.MaxCollateral())
+	case o.Config.Lnd.Enabled():
+		role += ", paying over Lightning"
+	default:
 		role += ", free mode (no lnd)"
 	}
 	for _, f := range features {
