@@ -517,30 +517,49 @@ func TestFreeModeRefusesMoney(t *testing.T) {
 }
 
 // TestFakeLndCollateralOverLimit: a client offering twice the providers'
-// price asks, by default, collateral of jobs.CollateralTimes that, over
-// their default limit (ProviderCollateralTimes their own price): each
-// refuses, and the job's error says how to ask less. Asked for less, the
-// same job runs and pays each provider its own price.
+// price asks, by default, jobs.CollateralTimes the price each provider is
+// paid (wire.JobAnnounce.Stake), within their default limit
+// (ProviderCollateralTimes their own price): the job runs, each provider
+// stakes CollateralTimes its own price and is paid that price. A fixed
+// collateral over their limit is refused, and the job's error says how
+// to ask less.
 func TestFakeLndCollateralOverLimit(t *testing.T) {
 	t.Parallel() // waits far more than it computes
 	f := newFakePaid(t, nil)
 	s := f.job(t, 1)
 	s.Price = 2 * price
 	job, err := f.client.Submit(context.Background(), s, nil)
-	if err == nil || !strings.Contains(err.Error(), wire.ReasonCollateral) || !strings.Contains(err.Error(), "--collateral") {
-		t.Fatalf("default collateral at twice the price: %v, %v; want a refusal naming --collateral", job, err)
+	if err != nil || job.State != store.JobVerified {
+		t.Fatalf("default collateral at twice the price: %v, %v", job, err)
 	}
-	s = f.job(t, 2)
-	s.Price, s.Collateral = 2*price, jobs.CollateralTimes*price
-	if job, err = f.client.Submit(context.Background(), s, nil); err != nil || job.State != store.JobVerified {
-		t.Fatalf("collateral within the limit: %v, %v", job, err)
+	if job.Announce.Collateral != jobs.CollateralTimes*2*price || job.Announce.CollateralTimes != jobs.CollateralTimes {
+		t.Errorf("collateral asked: %d at most, %d times; want %d, %d", job.Announce.Collateral, job.Announce.CollateralTimes,
+			jobs.CollateralTimes*2*price, jobs.CollateralTimes)
 	}
 	if got := f.balanced(t, f.client, f.providers...); got != 2 {
 		t.Fatalf("%d payments settled, want 2", got)
 	}
-	n, spent, _ := settledPayments(t, f.client, true)
-	if n != 2 || spent != 2*price {
-		t.Errorf("the client paid %d msat in %d payments, want each provider's price %d", spent, n, price)
+	ps, err := f.client.Payments(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paid, stakes int
+	for _, p := range ps {
+		switch {
+		case p.Bond && p.AmountMsat == jobs.CollateralTimes*price && p.State == store.PayCanceled:
+			stakes++ // staked at the provider's own price, and returned
+		case !p.Bond && p.Outgoing && p.AmountMsat == price && p.State == store.PaySettled:
+			paid++
+		}
+	}
+	if paid != 2 || stakes != 2 {
+		t.Errorf("%d providers paid their price and %d stakes of %d returned, want 2 and 2: %+v", paid, stakes, jobs.CollateralTimes*price, ps)
+	}
+	s = f.job(t, 2)
+	s.Price, s.Collateral = 2*price, 2*jobs.CollateralTimes*price // fixed, over their limits
+	job, err = f.client.Submit(context.Background(), s, nil)
+	if err == nil || !strings.Contains(err.Error(), wire.ReasonCollateral) || !strings.Contains(err.Error(), "--collateral") {
+		t.Fatalf("fixed collateral over the limits: %v, %v; want a refusal naming --collateral", job, err)
 	}
 }
 

@@ -40,9 +40,15 @@ type Spec struct {
 	Price uint64
 	// Collateral is what each provider stakes on its replica, millisatoshi
 	// (wire.JobAnnounce.Collateral), taken only on evidence that it lied.
-	// 0 takes the default in a paid escrow job: CollateralTimes the price;
+	// 0 takes the default in a paid escrow job: CollateralTimes the price
+	// at most, CollateralTimes the price each provider is paid (at least
+	// half the most);
 	// a negative value asks for none. Free mode has none.
 	Collateral int64
+	// CollateralTimes, set with the default Collateral, makes each
+	// provider stake that many times the price it is paid, within
+	// Collateral (wire.JobAnnounce.Stake); 0: Collateral each.
+	CollateralTimes uint16
 	// Open announces the job on the jobs topic and takes bids from any
 	// provider, even when enough providers are known from their adverts.
 	Open bool

@@ -8,6 +8,7 @@ import (
 	"github.com/fxamacker/cbor/v2"
 	"io/fs"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -99,6 +100,27 @@ type JobAnnounce struct {
 	// provider lied (an audit, a proof, a canary, its backend), else
 	// cancels it. Paid mode only.
 	Collateral uint64 `cbor:"30,keyasint,omitempty" json:",omitempty"`
+	// CollateralTimes, when above 0, makes each provider's stake that many
+	// times the price it is paid (Assign.Price), within Collateral and at
+	// least half of it (Stake): a client's default, so that a provider
+	// asking less than the job's Price is not asked to stake more than its
+	// own price's worth. 0: every provider stakes Collateral.
+	CollateralTimes uint16 `cbor:"31,keyasint,omitempty" json:",omitempty"`
+}
+
+// Stake is what a provider paid price stakes on a replica of the job:
+// Collateral, or with CollateralTimes that many times price, between half
+// of Collateral and Collateral. The floor keeps a provider that asks next
+// to nothing from staking next to nothing.
+func (m *JobAnnounce) Stake(price uint64) uint64 {
+	if m.CollateralTimes == 0 {
+		return m.Collateral
+	}
+	hi, s := bits.Mul64(price, uint64(m.CollateralTimes))
+	if hi != 0 {
+		s = math.MaxUint64
+	}
+	return min(m.Collateral, max(s, m.Collateral/2))
 }
 
 // Offer is the announce as offered to providers not (yet) assigned the
@@ -181,6 +203,8 @@ func (m *JobAnnounce) Validate() error {
 		return fmt.Errorf("%w: a fair exchange's output cannot be streamed", ErrMalformed)
 	case m.Collateral > MaxCollateral:
 		return fmt.Errorf("%w: collateral %d msat over %d", ErrMalformed, m.Collateral, uint64(MaxCollateral))
+	case m.CollateralTimes > 0 && m.Collateral == 0:
+		return fmt.Errorf("%w: collateral %d times the price, and none at most", ErrMalformed, m.CollateralTimes)
 	case m.Settle == SettleFair && (m.Price == 0 || m.Format != 0):
 		// Outputs hidden until paid cannot be compared as numbers.
 		return fmt.Errorf("%w: fair exchange needs a price and exact comparison", ErrMalformed)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"github.com/fxamacker/cbor/v2"
 	"io"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -305,5 +306,40 @@ func BenchmarkReadFrame(b *testing.B) {
 		if err := ReadFrame(bufio.NewReader(bytes.NewReader(frame)), MaxDataFrame, &m); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestStake: a fixed collateral is every provider's stake; the default's
+// (CollateralTimes) is that many times the price paid, within the most
+// asked and at least half of it; Validate refuses times without a most.
+func TestStake(t *testing.T) {
+	for _, tc := range []struct {
+		collateral  uint64
+		times       uint16
+		price, want uint64
+	}{
+		{250_000, 0, 1, 250_000},               // fixed
+		{500_000, 50, 5_000, 250_000},          // asks half the offer: half the stake
+		{500_000, 50, 10_000, 500_000},         // the offer itself
+		{500_000, 50, 20_000, 500_000},         // never over the most
+		{500_000, 50, 1, 250_000},              // never under half of it
+		{500_000, 50, 0, 250_000},              // a free provider too
+		{500_000, 50, math.MaxUint64, 500_000}, // no overflow
+		{0, 0, 5_000, 0},
+	} {
+		a := &JobAnnounce{Collateral: tc.collateral, CollateralTimes: tc.times}
+		if got := a.Stake(tc.price); got != tc.want {
+			t.Errorf("collateral %d, %d times, price %d: stake %d, want %d", tc.collateral, tc.times, tc.price, got, tc.want)
+		}
+	}
+	_, client := testKey(t)
+	a := announce(client)
+	a.CollateralTimes = 50
+	if err := a.Validate(); !errors.Is(err, ErrMalformed) {
+		t.Errorf("times without a most: %v", err)
+	}
+	a.Collateral = 1000
+	if err := a.Validate(); err != nil {
+		t.Errorf("times with a most: %v", err)
 	}
 }

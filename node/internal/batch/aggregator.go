@@ -263,7 +263,7 @@ func specOf(a *wire.JobAnnounce) jobs.Spec {
 		collateral = -1 // none, as the announce says: not the default
 	}
 	return jobs.Spec{Terms: a.Terms, Replicas: int(a.Replicas), Deadline: time.Until(time.UnixMilli(a.Deadline)),
-		Require: a.Require, Price: a.Price, Collateral: collateral, SameBackend: a.SameBackend}
+		Require: a.Require, Price: a.Price, Collateral: collateral, CollateralTimes: a.CollateralTimes, SameBackend: a.SameBackend}
 }
 
 // agreeing are the signed results of a job's replicas that gave its

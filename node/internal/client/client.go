@@ -353,7 +353,7 @@ func (c *Client) Announce(spec jobs.Spec, now time.Time) *wire.JobAnnounce {
 		Require: spec.Require, Replicas: uint8(min(spec.Replicas, 255)), Price: spec.Price,
 		Deadline: wire.Millis(now.Add(spec.Deadline)), Time: wire.Millis(now),
 		SameBackend: spec.SameBackend, Settle: spec.Settle, Stream: spec.Output != nil,
-		Collateral: uint64(max(spec.Collateral, 0)),
+		Collateral: uint64(max(spec.Collateral, 0)), CollateralTimes: spec.CollateralTimes,
 	}
 }
 
@@ -372,7 +372,11 @@ func (c *Client) DefaultCollateral(spec *jobs.Spec) error {
 	case spec.Collateral > 0 && !c.n.Ledger.Paid():
 		return errors.New("collateral needs payments (lnd): this node runs in free mode")
 	case spec.Collateral == 0 && paid:
+		// At most CollateralTimes the price offered, and that many times
+		// what each provider asks: a provider's default limit is in
+		// times its own price.
 		spec.Collateral = int64(min(spec.Price*jobs.CollateralTimes, wire.MaxCollateral))
+		spec.CollateralTimes = jobs.CollateralTimes
 	}
 	return nil
 }
@@ -1075,9 +1079,9 @@ func refusal(reason string) error {
 	case reason == wire.ReasonBusy:
 		return fmt.Errorf("%w: %w", errRefused, errBusy)
 	case strings.HasPrefix(reason, wire.ReasonCollateral):
-		// A provider's limit is in times its own price; the default ask
-		// is in times the job's, which may be well above it.
-		return fmt.Errorf("%w: %s (ask less with --collateral, or offer a --max-price nearer the providers' prices: the default collateral is %d times it)",
+		// A fixed collateral, or a provider whose limit (--max-collateral)
+		// is under the default's stake.
+		return fmt.Errorf("%w: %s (ask less with --collateral; the default stakes %d times each provider's price)",
 			errRefused, reason, jobs.CollateralTimes)
 	}
 	return fmt.Errorf("%w: %s", errRefused, reason)
@@ -1173,7 +1177,7 @@ func (j *jobRun) dropPayment(pay *store.Payment, why string) {
 // newBond issues the hold invoice for the collateral of assign a to p and
 // puts it in a (Bond, BondHash).
 func (j *jobRun) newBond(ctx context.Context, a *wire.Assign, p peer.ID) (*store.Payment, error) {
-	bond := &store.Payment{Job: j.ann.Job, Replica: a.Replica, Peer: p.String(), AmountMsat: int64(j.ann.Collateral)}
+	bond := &store.Payment{Job: j.ann.Job, Replica: a.Replica, Peer: p.String(), AmountMsat: int64(j.ann.Stake(a.Price))}
 	due := time.UnixMilli(j.ann.Deadline).Add(settle.PayGrace)
 	memo := fmt.Sprintf("infernet collateral: job %s replica %d", j.ann.Job, a.Replica)
 	if err := j.c.n.Ledger.NewBond(ctx, bond, due, memo); err != nil {

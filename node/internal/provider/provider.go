@@ -352,8 +352,8 @@ func (p *Provider) terms(a *wire.JobAnnounce) string {
 		return fmt.Sprintf("price %d msat under %d", a.Price, cfg.Price)
 	case a.Collateral > 0 && !cfg.Ledger.Paid():
 		return "collateral asked of a provider in free mode (no lnd)"
-	case a.Collateral > p.MaxCollateral():
-		return fmt.Sprintf("%s: %d msat asked, at most %d staked here", wire.ReasonCollateral, a.Collateral, p.MaxCollateral())
+	case a.Stake(cfg.Price) > p.MaxCollateral():
+		return fmt.Sprintf("%s: %d msat asked, at most %d staked here", wire.ReasonCollateral, a.Stake(cfg.Price), p.MaxCollateral())
 	case a.Collateral > 0 && cfg.Peers.Slashes(peer.ID(a.Client)) > 0:
 		return "this client took collateral here before"
 	case time.Now().After(deadline):
@@ -585,7 +585,7 @@ func (p *Provider) handleAssign(s network.Stream) {
 	if err := p.postBond(&a, client); err != nil {
 		// The operator's to fix (outbound liquidity, a macaroon that
 		// cannot pay): the client alone would hear of it otherwise.
-		p.log.Warn("cannot stake a job's collateral", "job", a.Announce.Job, "msat", a.Announce.Collateral, "err", err)
+		p.log.Warn("cannot stake a job's collateral", "job", a.Announce.Job, "msat", a.Announce.Stake(a.Price), "err", err)
 		hb()
 		reject(err.Error())
 		return
@@ -1062,7 +1062,11 @@ func (p *Provider) postBond(a *wire.Assign, client peer.ID) error {
 	if len(a.BondHash) != 32 || a.Bond == "" {
 		return fmt.Errorf("%w: collateral asked without its invoice", jobs.ErrPaymentRequired)
 	}
-	bond := &store.Payment{Job: a.Announce.Job, Replica: a.Replica, Peer: client.String(), AmountMsat: int64(a.Announce.Collateral),
+	stake := a.Announce.Stake(a.Price)
+	if stake > p.MaxCollateral() { // paid more than it asked, it would stake more
+		return fmt.Errorf("%s: %d msat asked, at most %d staked here", wire.ReasonCollateral, stake, p.MaxCollateral())
+	}
+	bond := &store.Payment{Job: a.Announce.Job, Replica: a.Replica, Peer: client.String(), AmountMsat: int64(stake),
 		Due: time.UnixMilli(a.Announce.Deadline).Add(settle.PayGrace)}
 	copy(bond.Hash[:], a.BondHash)
 	return p.cfg.Ledger.PostBond(bond, a.Bond)

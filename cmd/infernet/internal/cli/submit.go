@@ -163,7 +163,7 @@ func addTermsFlags(f *pflag.FlagSet, opts *SubmitOptions) {
 	f.Uint64Var(&opts.Fuel, "fuel", 0, "stop after this many fuel units (0: no limit)")
 	f.StringVar(&opts.Require, "require", "", "requirement `EXPR` on providers, e.g. 'vram >= 16 && reputation > 0.8'")
 	f.Uint64Var(&opts.Price, "max-price", 0, "most to pay per replica in millisatoshi")
-	f.Int64Var(&opts.Collateral, "collateral", 0, fmt.Sprintf("each provider's stake on its replica in millisatoshi, taken only on evidence that it lied (default: %d times --max-price in a paid job; -1: none)", jobs.CollateralTimes))
+	f.Int64Var(&opts.Collateral, "collateral", 0, fmt.Sprintf("each provider's stake on its replica in millisatoshi, taken only on evidence that it lied (default in a paid job: %d times the price each provider is paid, at most %d times --max-price and at least half that; -1: none)", jobs.CollateralTimes, jobs.CollateralTimes))
 	f.StringVar(&opts.API, "api", "", "the node's API `HOST:PORT` (default: read from DIR/api.addr)")
 	f.StringVar(&opts.DataDir, "datadir", defaultDataDir(), "the node's data `DIR` (API token and address)")
 	f.StringArrayVar(&opts.Bootstrap, "bootstrap", nil, "with no node running: start one in this process that joins through `MULTIADDR` (repeatable; default: DIR/config.json)")
@@ -541,6 +541,8 @@ func printSummary(o *SubmitOptions, job *store.Job, elapsed time.Duration) error
 	if s.Verified {
 		// What stood behind the answer besides the vote.
 		switch a := job.Announce; {
+		case s.Collateral > 0 && a.CollateralTimes > 0:
+			fmt.Fprintf(w, "  backed by collateral of %d times each provider's price (at most %d msat) per replica, taken from any provider caught lying\n", a.CollateralTimes, s.Collateral)
 		case s.Collateral > 0:
 			fmt.Fprintf(w, "  backed by %d msat of collateral per replica, taken from any provider caught lying\n", s.Collateral)
 		case a.Price > 0 && a.Settle == wire.SettleFair:

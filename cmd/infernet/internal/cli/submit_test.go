@@ -200,6 +200,8 @@ func TestSubmitSummaryBacking(t *testing.T) {
 	}{
 		{"free", wire.JobAnnounce{}, []string{"no collateral (free mode)"}},
 		{"paid", wire.JobAnnounce{Price: 5000, Collateral: 250000}, []string{"250000 msat of collateral", "paid at most 5000 msat per replica"}},
+		{"paid, default collateral", wire.JobAnnounce{Price: 5000, Collateral: 250000, CollateralTimes: 50},
+			[]string{"collateral of 50 times each provider's price (at most 250000 msat)"}},
 		{"none asked", wire.JobAnnounce{Price: 5000}, []string{"(none asked: --collateral -1)", "paid at most 5000"}},
 		{"fair", wire.JobAnnounce{Price: 5000, Settle: wire.SettleFair}, []string{"(fair exchange", "paid at most 5000"}},
 	} {
