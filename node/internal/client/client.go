@@ -357,9 +357,10 @@ func (c *Client) Announce(spec jobs.Spec, now time.Time) *wire.JobAnnounce {
 	}
 }
 
-// DefaultCollateral sets spec's default collateral: jobs.CollateralTimes its
-// price in a paid escrow job, none in free mode or by fair exchange (whose
-// output is bought only once verified). In free mode a price or collateral
+// DefaultCollateral sets spec's default collateral in a paid escrow job:
+// jobs.CollateralTimes the price each provider is paid, within that many
+// times the job's price (wire.JobAnnounce.Stake); none in free mode or by
+// fair exchange (whose output is bought only once verified). In free mode a price or collateral
 // is an error. Submit calls it; so does a job
 // handed to an aggregator, whose shards carry the collateral asked.
 func (c *Client) DefaultCollateral(spec *jobs.Spec) error {

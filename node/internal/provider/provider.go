@@ -353,7 +353,7 @@ func (p *Provider) terms(a *wire.JobAnnounce) string {
 	case a.Collateral > 0 && !cfg.Ledger.Paid():
 		return "collateral asked of a provider in free mode (no lnd)"
 	case a.Stake(cfg.Price) > p.MaxCollateral():
-		return fmt.Sprintf("%s: %d msat asked, at most %d staked here", wire.ReasonCollateral, a.Stake(cfg.Price), p.MaxCollateral())
+		return p.overLimit(a.Stake(cfg.Price))
 	case a.Collateral > 0 && cfg.Peers.Slashes(peer.ID(a.Client)) > 0:
 		return "this client took collateral here before"
 	case time.Now().After(deadline):
@@ -379,6 +379,11 @@ func (p *Provider) MaxCollateral() uint64 {
 		return p.cfg.MaxCollateral
 	}
 	return CollateralTimes * p.cfg.Price
+}
+
+// overLimit is the refusal of a stake over this provider's limit.
+func (p *Provider) overLimit(stake uint64) string {
+	return fmt.Sprintf("%s: %d msat asked, at most %d staked here", wire.ReasonCollateral, stake, p.MaxCollateral())
 }
 
 // Bid answers an announce.
@@ -1064,7 +1069,7 @@ func (p *Provider) postBond(a *wire.Assign, client peer.ID) error {
 	}
 	stake := a.Announce.Stake(a.Price)
 	if stake > p.MaxCollateral() { // paid more than it asked, it would stake more
-		return fmt.Errorf("%s: %d msat asked, at most %d staked here", wire.ReasonCollateral, stake, p.MaxCollateral())
+		return errors.New(p.overLimit(stake))
 	}
 	bond := &store.Payment{Job: a.Announce.Job, Replica: a.Replica, Peer: client.String(), AmountMsat: int64(stake),
 		Due: time.UnixMilli(a.Announce.Deadline).Add(settle.PayGrace)}
