@@ -157,7 +157,8 @@ func TestLightningLiarIsNotPaid(t *testing.T) {
 // client's locked payment, with the client's balance before the job and
 // the job's outcome to come.
 func paidJobWithVictim(t *testing.T, seed int) (net *testNet, env regtest.Env, c0 int64, done <-chan *store.Job, victim *Node) {
-	slow := &faults.Faults{Slow: 3 * time.Second}
+	// Slow, and killed rather than stopped: its invoice stays open.
+	slow := &faults.Faults{Slow: 3 * time.Second, Vanish: true}
 	net, env = paidNetwork(t, 4, map[int]*faults.Faults{0: slow, 1: slow})
 	c0 = localBalance(t, env.Lnd(regtest.Client))
 	s, _ := catJob(t, net.client, seed)

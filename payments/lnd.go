@@ -103,7 +103,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		missing = append(missing, "a macaroon (--lnd.macaroonpath, usually invoice.macaroon or admin.macaroon)")
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("lnd at %s needs %s", cfg.RPCServer, strings.Join(missing, " and "))
+		return nil, fmt.Errorf("%w: lnd at %s needs %s", ErrUnavailable, cfg.RPCServer, strings.Join(missing, " and "))
 	}
 	tlsCreds, err := credentials.NewClientTLSFromFile(cfg.TLSCertPath, "")
 	if err != nil {

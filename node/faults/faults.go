@@ -72,6 +72,10 @@ type Faults struct {
 	// Withhold, as a client, cancels every payment, even for results it
 	// accepted: a client that takes results and does not pay.
 	Withhold bool
+	// Vanish, as a provider, leaves its open invoices as a killed process
+	// would when the node stops: it does not cancel those of the runs its
+	// stop cut short (a node stopped cleanly does).
+	Vanish bool
 	// DieBeforeRelease, as a client, when it returns true, stops each
 	// release of a payment after it is recorded and before it is sent, as a
 	// node that died there would: its sweep, started again, sends it.
@@ -161,6 +165,9 @@ func (f *Faults) Holds() func(line int) {
 }
 func (f *Faults) GoesSilent() bool { return f != nil && f.roll(f.Silent) }
 func (f *Faults) Withholds() bool  { return f != nil && f.Withhold }
+
+// Vanishes reports Vanish.
+func (f *Faults) Vanishes() bool { return f != nil && f.Vanish }
 
 // DiesBeforeRelease reports DieBeforeRelease's answer.
 func (f *Faults) DiesBeforeRelease() bool {

@@ -201,9 +201,9 @@ func (n *Node) Invoice(hash [32]byte) (Invoice, bool) {
 // enter starts a call: the hook, then the node's availability.
 func (n *Node) enter(ctx context.Context, op Op) error {
 	if err := ctx.Err(); err != nil {
-		// As a gRPC call to lnd: a call made with a context that ended
-		// fails without reaching it.
-		return fmt.Errorf("%s: %w", op, err)
+		// As payments.Client's call to lnd: a call made with a context
+		// that ended fails without reaching it, lnd unavailable.
+		return fmt.Errorf("%w: %s: %w", payments.ErrUnavailable, op, err)
 	}
 	n.net.mu.Lock()
 	hook := n.hook
