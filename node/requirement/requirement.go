@@ -122,11 +122,11 @@ var options = func() []expr.Option {
 // errors included, are cached by src (the last CacheSize texts), so
 // repeating an expression costs no compilation.
 func Compile(src string) (*Program, error) {
+	if len(src) > wire.MaxRequire { // blank or not: the announce carries it
+		return nil, fmt.Errorf("%w: longer than %d bytes", ErrInvalid, wire.MaxRequire)
+	}
 	if strings.TrimSpace(src) == "" {
 		return Always, nil
-	}
-	if len(src) > wire.MaxRequire {
-		return nil, fmt.Errorf("%w: longer than %d bytes", ErrInvalid, wire.MaxRequire)
 	}
 	return programs.get(src)
 }
