@@ -136,3 +136,39 @@ func TestAggregator(t *testing.T) {
 		}
 	})
 }
+
+// TestAggregatorSpotCheckTrustsNobody: an aggregator that audits nothing
+// hands every shard to colluding providers, whose lies agree and are
+// signed by distinct keys, so each shard's results check out. The client,
+// which audits nothing either, still catches the lie: its spot check runs
+// the shard's own job (announce, seed and all) here, not on the network,
+// where the same colluders would have agreed with themselves.
+func TestAggregatorSpotCheckTrustsNobody(t *testing.T) {
+	t.Parallel() // waits far more than it computes
+	net := startNetwork(t, 3, func(c *Config) {
+		if c.Provide {
+			c.Faults = &faults.Faults{Lie: 1, Collude: true}
+		} else {
+			c.NoAudit = true
+		}
+	})
+	module := readTestdata(t, "jobs/lines/lines.wasm")
+	md := putBlob(t, net.client, module)
+	spec := jobs.Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(module)), TimeoutMS: 10_000, Args: []string{"q"}}, Replicas: 2}
+	inputs := shardInputs(t, net.client, []byte("one\ntwo\nthree\nfour\n"), 2)
+	// The aggregator vouches for the colluders (they are its own) and
+	// audits nothing, so their agreeing lies verify there.
+	agg := startAggregator(t, net, func(c *Config) {
+		c.NoAudit = true
+		for _, p := range net.providers {
+			c.Trust = append(c.Trust, p.ID())
+		}
+	})
+	_, err := net.client.SubmitVia(context.Background(), agg.ID(), jobs.ShardedSpec{Spec: spec, Inputs: inputs}, 1, 2, nil)
+	if !errors.Is(err, jobs.ErrAggregatorLied) {
+		t.Fatalf("err = %v, want jobs.ErrAggregatorLied from the spot check", err)
+	}
+	if !strings.Contains(err.Error(), "gave") {
+		t.Errorf("caught by %v, want the spot check", err)
+	}
+}

@@ -131,6 +131,22 @@ func auditable(an *wire.JobAnnounce) bool {
 	return an.Mode == wire.ModeExact || an.Format != 0 || an.SameBackend
 }
 
+// RunHere runs the job of an in this node's own sandbox, as an audit does,
+// and returns its result, unsigned, its output in the blob store: a check
+// that trusts no provider (an aggregator's spot check). The job's module,
+// input and data must be in the store. It is ErrNoAudit for a job whose
+// run here proves nothing (see auditable).
+func (c *Client) RunHere(ctx context.Context, an *wire.JobAnnounce) (*wire.Result, error) {
+	res, err := c.auditor.run(ctx, an, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	if res.Outcome != wire.OutcomeExited || res.ExitCode != 0 {
+		return res, fmt.Errorf("it did not exit 0 here (%s)", res.Key())
+	}
+	return res, nil
+}
+
 // run runs the job of an (its input inline, or in the store) here and
 // returns the result a provider would sign, unsigned, its output in the
 // blob store; tee, where not nil, is given the output as it is written.
