@@ -65,6 +65,16 @@ func TestTrainProcesses(t *testing.T) {
 	if code != 0 || !strings.Contains(stderr, "round 3: ") || !strings.Contains(stderr, "verified, 3 rounds") {
 		t.Errorf("train --attach: exit %d: %s", code, stderr)
 	}
+	if strings.Contains(stderr, "lives in this process") {
+		t.Errorf("a run of a running node said it lives in the CLI's process: %s", stderr)
+	}
+	// With no node for its data directory, train starts one in this
+	// process, and says the run lives (and stops) with it.
+	_, stderr, code = infernet(t, nil, "train", cat, "--reduce", cat, "--shards", "2", "--rounds", "1", "--state", first,
+		"--datadir", t.TempDir(), "--bootstrap", boot.addr, "--replicas", "1")
+	if code != 0 && code != 122 || !strings.Contains(stderr, "the run lives in this process's node") {
+		t.Errorf("train with a node of its own: exit %d: %s", code, stderr)
+	}
 	// Flags that cannot make a run are refused before anything is sent.
 	for _, args := range [][]string{
 		{"train", cat, "--shards", "3"},                                 // no --reduce

@@ -248,6 +248,11 @@ func (w *trainWatch) event(e jobs.Event) {
 			w.id = id
 			fmt.Fprintf(w.o.IO.Err, "training run %s: %s, %s a round (infernet train --attach %s)\n",
 				shortID(e.Detail), count(w.o.Rounds, "round"), count(w.o.Shards, "shard"), e.Detail)
+			if w.o.local != nil {
+				// The run is the node's, and this node is this process's.
+				fmt.Fprintf(w.o.IO.Err, "the run lives in this process's node: stopped, it resumes when a node starts on %s (infernet node --datadir %s), which --attach then follows\n",
+					w.o.DataDir, w.o.DataDir)
+			}
 		}
 	case jobs.EventRoundDone:
 		rec, err := w.c.TrainRun(w.ctx, w.id, false)
