@@ -61,9 +61,15 @@ func TestTrainProcesses(t *testing.T) {
 	if code != 0 || !strings.Contains(list, rec.ID) || !strings.Contains(list, "verified") || !strings.Contains(list, "lines 27 sum 27 skipped 0") {
 		t.Errorf("jobs --train: exit %d:\n%s", code, list)
 	}
-	_, stderr, code = infernet(t, nil, "train", "--attach", rec.ID, "--datadir", client.dataDir)
-	if code != 0 || !strings.Contains(stderr, "round 3: ") || !strings.Contains(stderr, "verified, 3 rounds") {
-		t.Errorf("train --attach: exit %d: %s", code, stderr)
+	// The whole id, and the short one printed when the run began.
+	for _, id := range []string{rec.ID, "…" + rec.ID[len(rec.ID)-8:], rec.ID[:6]} {
+		_, stderr, code = infernet(t, nil, "train", "--attach", id, "--datadir", client.dataDir)
+		if code != 0 || !strings.Contains(stderr, "round 3: ") || !strings.Contains(stderr, "verified, 3 rounds") {
+			t.Errorf("train --attach %s: exit %d: %s", id, code, stderr)
+		}
+	}
+	if _, stderr, code := infernet(t, nil, "train", "--attach", "ffffffff", "--datadir", client.dataDir); code == 0 || !strings.Contains(stderr, "no training run") {
+		t.Errorf("train --attach of no run: exit %d: %s", code, stderr)
 	}
 	if strings.Contains(stderr, "lives in this process") {
 		t.Errorf("a run of a running node said it lives in the CLI's process: %s", stderr)

@@ -99,7 +99,7 @@ other errors.`,
 	f.StringArrayVar(&opts.EvalArgs, "eval-arg", nil, "argument of the evaluation (repeatable, in order)")
 	f.StringArrayVar(&opts.EvalData, "eval-data", nil, "read-only file of the evaluation at /data/NAME (`NAME=FILE`, repeatable)")
 	f.StringVar(&opts.Checkpoints, "checkpoints", "", "write each round's state to `DIR`/round-NNN")
-	f.StringVar(&opts.Attach, "attach", "", "follow the training run `ID` under way in the node instead of starting one")
+	f.StringVar(&opts.Attach, "attach", "", "follow the training run `ID` under way in the node instead of starting one (its whole id, or the short one printed when it began)")
 	return cmd
 }
 
@@ -195,13 +195,13 @@ func (o *TrainOptions) upload(ctx context.Context, c *api.Client, req *api.Train
 // attachTrain follows a training run under way until it ends, printing
 // its rounds as they end.
 func attachTrain(ctx context.Context, o *TrainOptions) error {
-	id, err := wire.ParseJobID(o.Attach)
-	if err != nil {
-		return &exitError{Code: ExitError, Err: fmt.Errorf("--attach: %w", err)}
-	}
 	c, err := api.Dial(o.DataDir, o.API)
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
+	}
+	id, err := trainRunID(ctx, c, o.Attach)
+	if err != nil {
+		return &exitError{Code: ExitError, Err: fmt.Errorf("--attach: %w", err)}
 	}
 	w := newTrainWatch(ctx, o, c)
 	w.id = id
@@ -222,6 +222,36 @@ func attachTrain(ctx context.Context, o *TrainOptions) error {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// trainRunID is the training run that s names: its whole id, or a part of
+// one that no other run shares at its start or its end (the short id
+// printed when it began, "…" and its last 8 digits).
+func trainRunID(ctx context.Context, c *api.Client, s string) (wire.JobID, error) {
+	if id, err := wire.ParseJobID(s); err == nil {
+		return id, nil
+	}
+	part := strings.ToLower(strings.TrimPrefix(s, "…"))
+	if len(part) < 4 || strings.Trim(part, "0123456789abcdef") != "" {
+		return wire.JobID{}, fmt.Errorf("%q is not a training run's id (32 hex digits, or its first or last few)", s)
+	}
+	runs, err := c.TrainRuns(ctx)
+	if err != nil {
+		return wire.JobID{}, err
+	}
+	var found []wire.JobID
+	for _, r := range runs {
+		if id := r.ID.String(); strings.HasPrefix(id, part) || strings.HasSuffix(id, part) {
+			found = append(found, r.ID)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return wire.JobID{}, fmt.Errorf("no training run of this node's id begins or ends with %s (infernet jobs --train lists them)", part)
+	case 1:
+		return found[0], nil
+	}
+	return wire.JobID{}, fmt.Errorf("%d training runs' ids begin or end with %s: give more of the id", len(found), part)
 }
 
 // trainWatch prints a training run's rounds as they end and writes their
