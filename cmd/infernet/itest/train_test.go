@@ -76,9 +76,11 @@ func TestTrainProcesses(t *testing.T) {
 	}
 	// With no node for its data directory, train starts one in this
 	// process, and says the run lives (and stops) with it.
+	// --progress shows each round's shards as they end.
 	_, stderr, code = infernet(t, nil, "train", cat, "--reduce", cat, "--shards", "2", "--rounds", "1", "--state", first,
-		"--datadir", t.TempDir(), "--bootstrap", boot.addr, "--replicas", "1")
-	if code != 0 && code != 122 || !strings.Contains(stderr, "the run lives in this process's node") {
+		"--datadir", t.TempDir(), "--bootstrap", boot.addr, "--replicas", "1", "--progress", "always")
+	if code != 0 && code != 122 || !strings.Contains(stderr, "the run lives in this process's node") ||
+		!strings.Contains(stderr, "round 1: started") || !strings.Contains(stderr, "(2 of 2 done)") {
 		t.Errorf("train with a node of its own: exit %d: %s", code, stderr)
 	}
 	// Flags that cannot make a run are refused before anything is sent.

@@ -264,6 +264,9 @@ type trainWatch struct {
 	start   time.Time
 	printed int   // rounds printed
 	err     error // the first checkpoint that could not be written
+	// shards prints the round's shards as they end (--progress), made
+	// again each round; nil when progress is off.
+	shards func(jobs.Event)
 }
 
 func newTrainWatch(ctx context.Context, o *TrainOptions, c *api.Client) *trainWatch {
@@ -283,6 +286,15 @@ func (w *trainWatch) event(e jobs.Event) {
 				fmt.Fprintf(w.o.IO.Err, "the run lives in this process's node: stopped, it resumes when a node starts on %s (infernet node --datadir %s), which --attach then follows\n",
 					w.o.DataDir, w.o.DataDir)
 			}
+		}
+	case jobs.EventRoundStart:
+		w.shards = shardProgress(&w.o.SubmitOptions, w.o.Shards)
+		if w.shards != nil {
+			fmt.Fprintf(w.o.IO.Err, "round %d: started\n", e.Round)
+		}
+	case jobs.EventShardDone, jobs.EventShardRetry, jobs.EventLost, jobs.EventReduce:
+		if w.shards != nil {
+			w.shards(e)
 		}
 	case jobs.EventRoundDone:
 		rec, err := w.c.TrainRun(w.ctx, w.id, false)
