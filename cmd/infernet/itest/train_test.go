@@ -74,6 +74,20 @@ func TestTrainProcesses(t *testing.T) {
 	if strings.Contains(stderr, "lives in this process") {
 		t.Errorf("a run of a running node said it lives in the CLI's process: %s", stderr)
 	}
+	// An evaluation that fails stops the run after its round, whose
+	// verified state is kept: printed, checkpointed and written out.
+	bad := filepath.Join("..", "..", "..", "testdata", "bad", "proc_exit3.wasm")
+	kept := t.TempDir()
+	_, stderr, code = infernet(t, nil, "train", cat, "--reduce", cat, "--shards", "2", "--rounds", "2", "--state", first,
+		"--eval", bad, "--checkpoints", filepath.Join(kept, "ckpt"), "--output", filepath.Join(kept, "last"), "--datadir", client.dataDir)
+	if code != 123 || !strings.Contains(stderr, "round 1: ") || !strings.Contains(stderr, "evaluation: exit code 3") || strings.Contains(stderr, "round 2: ") {
+		t.Errorf("a failing evaluation: exit %d: %s", code, stderr)
+	}
+	for _, f := range []string{"ckpt/round-001", "last"} {
+		if b, err := os.ReadFile(filepath.Join(kept, f)); err != nil || !bytes.Equal(b, bytes.Repeat([]byte("1\n"), 2)) {
+			t.Errorf("%s after a failing evaluation: %q, %v; want round 1's state", f, b, err)
+		}
+	}
 	// With no node for its data directory, train starts one in this
 	// process, and says the run lives (and stops) with it.
 	// --progress shows each round's shards as they end.

@@ -274,14 +274,25 @@ func (t *trainRun) round(ctx context.Context, r int, state blob.Digest, size int
 	if err := n.DB.PutTrainRun(rec); err != nil {
 		return nil, "", err
 	}
+	var evalFail string
 	if t.spec.Eval != nil {
-		if fail, err := t.eval(ctx, r, round); fail != "" || err != nil {
-			return nil, fail, err
+		fail, err := t.eval(ctx, r, round)
+		if err != nil {
+			return nil, "", err
+		}
+		// The state is the round's, verified; only its evaluation failed
+		// (an evaluation module's own error, say): the round ends with it
+		// kept, as the run's last good state, and the run stops there.
+		if evalFail = fail; fail != "" {
+			round.Report = fail
 		}
 	}
 	round.Finished = time.Now()
 	if err := n.DB.PutTrainRun(rec); err != nil {
 		return nil, "", err
+	}
+	if evalFail != "" {
+		return nil, evalFail + " (the round's state is kept)", nil
 	}
 	return sj, "", nil
 }
