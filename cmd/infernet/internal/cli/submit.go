@@ -124,6 +124,11 @@ from INFERNET_SHARD_INDEX and INFERNET_SHARD_COUNT.`,
 		Args: moduleArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Module, opts.Args = args[0], args[1:]
+			for _, f := range []string{"spot-check", "max-fee"} {
+				if cmd.Flags().Changed(f) && opts.Via == "" {
+					return &exitError{Code: ExitError, Err: fmt.Errorf("--%s goes with --via: it is about an aggregator's work", f)}
+				}
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}

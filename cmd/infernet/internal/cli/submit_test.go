@@ -111,6 +111,9 @@ func TestSubmitArgsAndShards(t *testing.T) {
 		{args: []string{"job.wasm", "--shards", "2"}, shards: -1}, // no input
 		{args: []string{"job.wasm", "--input-dir", dir}, shards: 1},
 		{args: []string{"job.wasm", "--input-dir", dir, "--input", input}, shards: -1},
+		{args: []string{"job.wasm", "--spot-check", "2"}, parse: true}, // an aggregator's terms, without --via
+		{args: []string{"job.wasm", "--max-fee", "5"}, parse: true},
+		{args: []string{"job.wasm", "--via", "12D3KooWEx", "--spot-check", "2"}, shards: 1},
 	}
 	for _, tt := range tests {
 		var got *SubmitOptions
