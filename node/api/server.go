@@ -466,7 +466,7 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 	if req.Via != "" {
 		agg, err := peer.Decode(req.Via)
 		if err != nil {
-			send(Line{Error: fmt.Sprintf("via: %q is no peer ID (an aggregator's, as infernet peers lists them)", req.Via)})
+			send(Line{Error: fmt.Sprintf("via: %q is no peer ID (an aggregator's, as `infernet id` prints it on that node)", req.Via)})
 			return
 		}
 		ss := jobs.ShardedSpec{Spec: spec, Inputs: req.Shards, Parallel: req.Parallel, Reduce: req.Reduce}
