@@ -224,7 +224,11 @@ func (c *Client) TrainRuns(ctx context.Context) ([]store.TrainRun, error) {
 // ended (or ctx is done).
 func (c *Client) TrainRun(ctx context.Context, id wire.JobID, wait bool) (*store.TrainRun, error) {
 	var v store.TrainRun
-	return &v, c.getJSON(ctx, runPath("/v1/train/", id, wait), &v)
+	err := c.getJSON(ctx, runPath("/v1/train/", id, wait), &v)
+	if se := (*statusError)(nil); errors.As(err, &se) && se.code == http.StatusNotFound {
+		return nil, fmt.Errorf("no training run %s in this node (infernet jobs --train lists them): %w", id, store.ErrNotFound)
+	}
+	return &v, err
 }
 
 // runPath is the path of the run id under base, asking to wait for its end.

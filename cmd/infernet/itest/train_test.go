@@ -68,8 +68,10 @@ func TestTrainProcesses(t *testing.T) {
 			t.Errorf("train --attach %s: exit %d: %s", id, code, stderr)
 		}
 	}
-	if _, stderr, code := infernet(t, nil, "train", "--attach", "ffffffff", "--datadir", client.dataDir); code == 0 || !strings.Contains(stderr, "no training run") {
-		t.Errorf("train --attach of no run: exit %d: %s", code, stderr)
+	for _, id := range []string{"ffffffff", strings.Repeat("f", 32)} {
+		if _, stderr, code := infernet(t, nil, "train", "--attach", id, "--datadir", client.dataDir); code == 0 || !strings.Contains(stderr, "no training run") {
+			t.Errorf("train --attach of no run %s: exit %d: %s", id, code, stderr)
+		}
 	}
 	if strings.Contains(stderr, "lives in this process") {
 		t.Errorf("a run of a running node said it lives in the CLI's process: %s", stderr)
