@@ -971,6 +971,12 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 		if ctx.Err() != nil {
 			return nil, ended(ctx, err)
 		}
+		if dl, ok := ctx.Deadline(); ok && errors.Is(err, errTimeLimit) && time.Until(dl) < time.Second {
+			// The provider's run was cut by the job's deadline, on its
+			// clock a moment before this node's: the deadline ended it.
+			<-ctx.Done()
+			return nil, ended(ctx, err)
+		}
 		last, tried[p] = err, true
 		if errors.Is(err, errUnreachable) {
 			// Not an attempt: the next candidate is asked; tried and the
