@@ -225,7 +225,7 @@ func (c *Client) TrainRuns(ctx context.Context) ([]store.TrainRun, error) {
 func (c *Client) TrainRun(ctx context.Context, id wire.JobID, wait bool) (*store.TrainRun, error) {
 	var v store.TrainRun
 	err := c.getJSON(ctx, runPath("/v1/train/", id, wait), &v)
-	if se := (*statusError)(nil); errors.As(err, &se) && se.code == http.StatusNotFound {
+	if notFound(err) {
 		return nil, fmt.Errorf("no training run %s in this node (infernet jobs --train lists them): %w", id, store.ErrNotFound)
 	}
 	return &v, err
@@ -387,10 +387,16 @@ func (c *Client) RemoveModel(ctx context.Context, name string) (*store.Model, er
 
 // modelError turns the API's 404 for the model name into models.ErrUnknown.
 func modelError(name string, err error) error {
-	if se := (*statusError)(nil); errors.As(err, &se) && se.code == http.StatusNotFound {
+	if notFound(err) {
 		return fmt.Errorf("model %s: %w", name, models.ErrUnknown)
 	}
 	return err
+}
+
+// notFound reports whether err is the API's 404.
+func notFound(err error) bool {
+	se := (*statusError)(nil)
+	return errors.As(err, &se) && se.code == http.StatusNotFound
 }
 
 // Runner has the node store its llama runner guest as a blob (once) and

@@ -10,6 +10,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/infernet/infernet/guest/go/llama"
 )
@@ -114,24 +115,39 @@ func ReadRequests(r io.Reader, defaults llama.Request) ([]llama.Request, error) 
 	return out, nil
 }
 
-// stops is a request line's "stop": a string, or an array of strings (as
-// the OpenAI API takes it).
+// Stops reads a request's "stop" as the OpenAI API takes it: null, a
+// string, or an array of strings. The generate command's request lines
+// and the API's requests read it so.
+func Stops(raw json.RawMessage) ([]string, error) {
+	if v := strings.TrimSpace(string(raw)); v == "" || v == "null" {
+		return nil, nil
+	}
+	var one string
+	if err := json.Unmarshal(raw, &one); err == nil {
+		return []string{one}, nil
+	}
+	var many []string
+	if err := json.Unmarshal(raw, &many); err != nil {
+		return nil, errors.New("stop must be a string or an array of strings")
+	}
+	if len(many) == 0 {
+		return nil, nil
+	}
+	return many, nil
+}
+
+// stops is a request line's "stop" (Stops).
 type stops []string
 
 func (s *stops) UnmarshalJSON(b []byte) error {
 	if string(b) == "null" {
 		return nil // the default stays
 	}
-	var one string
-	if json.Unmarshal(b, &one) == nil {
-		*s = []string{one}
-		return nil
-	}
-	var many []string
-	if err := json.Unmarshal(b, &many); err != nil {
+	v, err := Stops(b)
+	if err != nil {
 		return fmt.Errorf(`"stop" is %s: want a string or an array of strings`, b)
 	}
-	*s = many
+	*s = v
 	return nil
 }
 

@@ -365,7 +365,7 @@ func (s *Service) terms(w http.ResponseWriter, p *params, maxTokens *int, c *com
 	if !p.logprobs(w, c) {
 		return false
 	}
-	stop, err := stopOf(c.Stop)
+	stop, err := models.Stops(c.Stop)
 	if err != nil {
 		WriteError(w, http.StatusBadRequest, "stop", "", err.Error())
 		return false
@@ -444,25 +444,6 @@ func (p *params) choices() []llama.Request {
 		reqs[i] = q
 	}
 	return reqs
-}
-
-// stopOf reads stop: null, a string, or an array of strings.
-func stopOf(raw json.RawMessage) ([]string, error) {
-	if v := strings.TrimSpace(string(raw)); v == "" || v == "null" {
-		return nil, nil
-	}
-	var one string
-	if err := json.Unmarshal(raw, &one); err == nil {
-		return []string{one}, nil
-	}
-	var many []string
-	if err := json.Unmarshal(raw, &many); err != nil {
-		return nil, errors.New("stop must be a string or an array of strings")
-	}
-	if len(many) == 0 {
-		return nil, nil
-	}
-	return many, nil
 }
 
 // promptOf reads a completion's prompt: a string, or an array of one.
