@@ -56,7 +56,7 @@ func newFlooder(tb testing.TB, target *Node) *flooder {
 	if err := h.Connect(ctx, peer.AddrInfo{ID: target.ID(), Addrs: target.host.Addrs()}); err != nil {
 		tb.Fatal(err)
 	}
-	waitFor(tb, 10*time.Second, "the flooder sees the target on the adverts topic", func() bool {
+	waitFor(tb, 30*time.Second, "the flooder sees the target on the adverts topic", func() bool {
 		for _, p := range t.ListPeers() {
 			if p == target.ID() {
 				return true
@@ -239,7 +239,7 @@ func TestHostileUndialableAdverts(t *testing.T) {
 			dialable = append(dialable, id)
 		}
 	}
-	waitFor(t, 10*time.Second, "the client knows the fakes", func() bool {
+	waitFor(t, 30*time.Second, "the client knows the fakes", func() bool {
 		for _, id := range append(silent, dialable...) {
 			if !c.peers.Has(id) {
 				return false

@@ -434,7 +434,7 @@ func TestHostileRequirement(t *testing.T) {
 	net := startNetwork(t, 2, nil)
 	atk := joinNode(t, net)
 	ctx := context.Background()
-	waitFor(t, 10*time.Second, "the attacker's jobs topic has the providers", func() bool {
+	waitFor(t, 30*time.Second, "the attacker's jobs topic has the providers", func() bool {
 		return len(atk.gossip.PubSub().ListPeers(gossip.TopicJobs)) >= len(net.providers)
 	})
 	for _, req := range []string{"{}.A", "[].x == nil", strings.Repeat("!", 1000) + "true", strings.Repeat("(", 500) + "true" + strings.Repeat(")", 500),
@@ -518,7 +518,7 @@ func TestHostileSpy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 10*time.Second, "the eavesdropper's jobs topic has the client and providers", func() bool {
+	waitFor(t, 30*time.Second, "the eavesdropper's jobs topic has the client and providers", func() bool {
 		return len(g.PubSub().ListPeers(gossip.TopicJobs)) >= 1+len(net.providers)
 	})
 

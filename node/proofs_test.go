@@ -327,7 +327,7 @@ func TestProofModeRefusals(t *testing.T) {
 		a.Proofs, a.Require = proofs, ""
 		want := map[bool]int{false: 2, true: 1}[proofs]
 		var cands []peers.Candidate
-		waitFor(t, 10*time.Second, "the client sees both adverts", func() bool {
+		waitFor(t, 30*time.Second, "the client sees both adverts", func() bool {
 			var err error
 			if cands, err = net.client.client.Candidates(&a); err != nil {
 				t.Fatal(err)
