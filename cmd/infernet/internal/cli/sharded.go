@@ -57,7 +57,23 @@ func (o *SubmitOptions) shardInputs() ([][]byte, error) {
 	if len(shards) == 0 {
 		return nil, errors.New("--shards: the input is empty")
 	}
+	if len(shards) < o.Shards {
+		// Shards keep their units whole: say why fewer run than were asked.
+		fmt.Fprintf(o.IO.Err, "--shards %d: the input has %s (--split %s), so %s\n",
+			o.Shards, count(len(shards), unitOf(split)), split, count(len(shards), "shard"))
+	}
 	return shards, nil
+}
+
+// unitOf names what split cuts the input into.
+func unitOf(split shard.Split) string {
+	switch {
+	case len(split.Sep) == 0:
+		return "byte"
+	case string(split.Sep) == "\n":
+		return "line"
+	}
+	return "record"
 }
 
 // runSharded submits a sharded job, writes the merged output and prints a

@@ -28,7 +28,8 @@ func TestSubmitProofs(t *testing.T) {
 		{[]string{"job.wasm", "--proofs"}, true},
 	} {
 		var got *SubmitOptions
-		cmd := NewCmdSubmit(IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}},
+		var stderr bytes.Buffer
+		cmd := NewCmdSubmit(IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &stderr},
 			func(_ context.Context, o *SubmitOptions) error { got = o; return nil })
 		cmd.SetArgs(tt.args)
 		if err := cmd.Execute(); err != nil {
@@ -68,7 +69,8 @@ func TestSubmitPrecision(t *testing.T) {
 		{args: append(tol, "--precision", "fp16"), err: `--precision: precision "fp16"`},
 	} {
 		var got *SubmitOptions
-		cmd := NewCmdSubmit(IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}},
+		var stderr bytes.Buffer
+		cmd := NewCmdSubmit(IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &stderr},
 			func(_ context.Context, o *SubmitOptions) error { got = o; return nil })
 		cmd.SetArgs(tt.args)
 		if err := cmd.Execute(); err != nil {
@@ -100,12 +102,14 @@ func TestSubmitArgsAndShards(t *testing.T) {
 		want   []string // job arguments
 		shards int      // -1: the shards are refused
 		parse  bool     // the command line itself is refused
+		note   string   // on stderr
 	}{
 		{args: []string{"job.wasm"}, shards: 1},
 		{args: []string{"job.wasm", "--", "-x", "y"}, want: []string{"-x", "y"}, shards: 1},
 		{args: []string{"job.wasm", "x"}, parse: true},
 		{args: []string{"job.wasm", "--input", input, "--shards", "3"}, shards: 3},
-		{args: []string{"job.wasm", "--input", input, "--shards", "9"}, shards: 4},
+		{args: []string{"job.wasm", "--input", input, "--shards", "9"}, shards: 4,
+			note: "--shards 9: the input has 4 lines (--split lines), so 4 shards"},
 		{args: []string{"job.wasm", "--input", input, "--shards", "2", "--split", "records:c"}, shards: 2},
 		{args: []string{"job.wasm", "--input", input, "--shards", "2", "--split", "words"}, shards: -1},
 		{args: []string{"job.wasm", "--shards", "2"}, shards: -1}, // no input
@@ -117,7 +121,8 @@ func TestSubmitArgsAndShards(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var got *SubmitOptions
-		cmd := NewCmdSubmit(IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}},
+		var stderr bytes.Buffer
+		cmd := NewCmdSubmit(IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &stderr},
 			func(_ context.Context, o *SubmitOptions) error { got = o; return nil })
 		cmd.SetArgs(tt.args)
 		cmd.SetOut(io.Discard)
@@ -144,6 +149,9 @@ func TestSubmitArgsAndShards(t *testing.T) {
 			t.Errorf("%v: %d shards, want refused", tt.args, len(shards))
 		case tt.shards >= 0 && (err != nil || len(shards) != tt.shards):
 			t.Errorf("%v: %d shards, %v; want %d", tt.args, len(shards), err, tt.shards)
+		}
+		if got := strings.TrimSpace(stderr.String()); got != tt.note {
+			t.Errorf("%v: stderr %q, want %q", tt.args, got, tt.note)
 		}
 	}
 }
