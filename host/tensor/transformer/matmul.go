@@ -74,10 +74,11 @@ func matMul(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float3
 		gemv, blockRB = ks.gemv[abi.F32], 4*k
 	}
 	// One x row (a decode step) reads each weight once, from memory: rows
-	// one by one stream best. Many x rows reuse a block in cache: four
-	// interleaved rows compute faster.
+	// one by one stream best. Many x rows reuse a block in cache, and
+	// dequantized rows are in cache: four interleaved rows compute faster
+	// (one row's lanes are a chain of dependent additions).
 	group := 4
-	if t == 1 {
+	if t == 1 && !deq {
 		group = 1
 	}
 	block := max(4, min(blockBytes/blockRB, blockWork/(t*k))&^3)
