@@ -148,6 +148,12 @@ type kernelSet struct {
 	// as decode does, for the types it reports ok for, with the same bits
 	// (a NaN's payload aside: matMul makes every NaN canonical).
 	dequantRow func(dt abi.DType, row []byte, dst []float32) bool
+	// deqGemv, if set, returns for the block types it reads as stored a
+	// gemv with the bits of dequantRow and then gemv[abi.F32], in one
+	// pass: a one-row matmul (a decode step) reads each weight once, from
+	// memory, with no f32 row written and read again between. It returns
+	// nil for the other types.
+	deqGemv func(dt abi.DType) gemvFunc
 	// q8Rows, if set, computes out[r·ldo + j] = dot(x row r, weight row
 	// j) for rows q8_0 weight rows of k values (stride bytes apart) and
 	// nx ≤ maxXRows rows of x packed by packRows, with gemv's bits: the

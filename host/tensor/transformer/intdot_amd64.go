@@ -34,6 +34,41 @@ func dequantQ4KAVX2(w *byte, dst *float32, n int)
 //go:noescape
 func dequantQ6KAVX2(w *byte, dst *float32, n int)
 
+// gemvQ4KAVX2 and gemvQ6KAVX2 set out[j] for j < rows to the exact-mode
+// dot product of x (n·256 values) and row j of w (rows of n super-blocks,
+// stride bytes apart), with the bits of dequantizing the row and
+// gemvF32AVX2's, in one pass.
+//
+//go:noescape
+func gemvQ4KAVX2(out, x *float32, w *byte, n, rows, stride int)
+
+//go:noescape
+func gemvQ6KAVX2(out, x *float32, w *byte, n, rows, stride int)
+
+// deqGemvAVX2 is kernelSet.deqGemv with gemvQ4KAVX2 and gemvQ6KAVX2.
+func deqGemvAVX2(dt abi.DType) gemvFunc {
+	var kernel func(out, x *float32, w *byte, n, rows, stride int)
+	switch dt {
+	case abi.Q4_K:
+		kernel = gemvQ4KAVX2
+	case abi.Q6_K:
+		kernel = gemvQ6KAVX2
+	default:
+		return nil
+	}
+	return func(out, x []float32, w []byte, k, stride, _ int) {
+		rows := len(out)
+		if rows == 0 {
+			return
+		}
+		// The assembly must never read past a slice, whatever a caller does.
+		if k == 0 || k%256 != 0 || len(x) < k || len(w) < (rows-1)*stride+rowBytes(dt, k) {
+			panic("transformer: gemv: short buffers")
+		}
+		kernel(&out[0], &x[0], &w[0], k/256, rows, stride)
+	}
+}
+
 //go:noescape
 func dequantQ4_0AVX2(w *byte, dst *float32, n int)
 
@@ -246,7 +281,7 @@ func init() {
 	// AVX-512 machines have AVX2 (and F16C: hasAVX2): both sets use the
 	// AVX2 integer kernels.
 	for _, ks := range []*kernelSet{avx2Kernels, avx512Kernels} {
-		ks.blockSums, ks.rowDot, ks.dequantRow = blockSumsAVX2, rowDotAVX2, dequantRowAVX2
+		ks.blockSums, ks.rowDot, ks.dequantRow, ks.deqGemv = blockSumsAVX2, rowDotAVX2, dequantRowAVX2, deqGemvAVX2
 		ks.quantAct = quantizeActAVX2
 		ks.cols4 = cols4Asm(q8C4AVX2, q4KC4AVX2, q6KC4AVX2)
 		ks.rows4 = rows4Asm(q8R4AVX2, q40R4AVX2, q4KR4AVX2, q6KR4AVX2)

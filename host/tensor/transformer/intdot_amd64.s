@@ -73,11 +73,13 @@
 
 // D8 dequantizes 8 values: the bytes at src(SP) as int32, to float32,
 // times Y8 (d·sc), less Y9 (dmin·m), each op rounded, stored at dst(DI).
+// The product and the subtraction are one FMA: the product of an f16
+// scale and an integer of at most 12 bits is exact in float32
+// (TestQuantProductsExact), so the one rounding is the subtraction's.
 #define D8(src, dst) \
 	VPMOVZXBD src(SP), Y10; \
 	VCVTDQ2PS Y10, Y10; \
-	VMULPS Y8, Y10, Y10; \
-	VSUBPS Y9, Y10, Y10; \
+	VFMSUB213PS Y9, Y8, Y10; \
 	VMOVUPS Y10, dst(DI)
 
 
@@ -171,6 +173,88 @@
 	VCVTDQ2PS Y10, Y10; \
 	VMULPS Y11, Y10, Y10; \
 	VMOVUPS Y10, dst3(DI)
+
+// The fused GEMVs of exact mode's block types (gemvQ4KAVX2,
+// gemvQ6KAVX2; kernelSet.deqGemv): each weight dequantized as
+// dequantQ4KAVX2 or dequantQ6KAVX2 does and its product added to its lane
+// as gemvF32AVX2 does (lanes 0–7 in one ymm, 8–15 in another; VMULPS,
+// then VADDPS, never an FMA), so the bits are those of dequantizing the
+// row and gemvF32AVX2's, without the f32 row in memory between them. x
+// holds n·256 values; out[j] is the dot product of x and row j of rows,
+// stride bytes apart.
+
+// D8F is D8 whose 8 values, rather than stored, multiply x's 8 at xoff(DI)
+// and add to acc.
+#define D8F(src, xoff, acc) \
+	VPMOVZXBD src(SP), Y10; \
+	VCVTDQ2PS Y10, Y10; \
+	VFMSUB213PS Y9, Y8, Y10; \
+	VMULPS xoff(DI), Y10, Y10; \
+	VADDPS Y10, acc, acc
+
+// K4PAIRF is K4HALVES of the 32 bytes of nibbles at R15 (sub-blocks 2i
+// and 2i+1, i in R14) into the lanes Y12 (0–7) and Y13 (8–15), against
+// x's 64 values at DI.
+#define K4PAIRF \
+	VMOVDQU (R15), Y7; \
+	VPSRLW $4, Y7, Y11; \
+	VPAND Y14, Y7, Y7; \
+	VPAND Y14, Y11, Y11; \
+	VMOVDQU Y7, 64(SP); \
+	VMOVDQU Y11, 96(SP); \
+	VBROADCASTSS 0(SP)(R14*8), Y8; \
+	VBROADCASTSS 32(SP)(R14*8), Y9; \
+	D8F(64, 0, Y12); \
+	D8F(72, 32, Y13); \
+	D8F(80, 64, Y12); \
+	D8F(88, 96, Y13); \
+	VBROADCASTSS 4(SP)(R14*8), Y8; \
+	VBROADCASTSS 36(SP)(R14*8), Y9; \
+	D8F(96, 128, Y12); \
+	D8F(104, 160, Y13); \
+	D8F(112, 192, Y12); \
+	D8F(120, 224, Y13)
+
+// LANESUM stores at (R8) the sum of the 16 lanes in A (0–7) and B
+// (8–15), added pairwise as gemvF32AVX2 does (lane i += lane i+8, +4,
+// +2, +1), XA and XB their low halves; B is clobbered.
+#define LANESUM(A, B, XA, XB) \
+	VADDPS B, A, A; \
+	VEXTRACTF128 $1, A, XB; \
+	VADDPS XB, XA, XA; \
+	VMOVHLPS XA, XA, XB; \
+	VADDPS XB, XA, XA; \
+	VMOVSHDUP XA, XB; \
+	VADDSS XB, XA, XA; \
+	VMOVSS XA, (R8)
+
+// D6F is D6 whose 32 values, rather than stored, multiply x's at x0…x3(DI)
+// and add to the lanes Y5 (0–7) and Y6 (8–15).
+#define D6F(s0, s1, x0, x1, x2, x3) \
+	VPSUBB Y12, Y9, Y9; \
+	VMOVDQU Y9, 64(SP); \
+	VBROADCASTSS s0(SP), Y11; \
+	VPMOVSXBD 64(SP), Y10; \
+	VCVTDQ2PS Y10, Y10; \
+	VMULPS Y11, Y10, Y10; \
+	VMULPS x0(DI), Y10, Y10; \
+	VADDPS Y10, Y5, Y5; \
+	VPMOVSXBD 72(SP), Y10; \
+	VCVTDQ2PS Y10, Y10; \
+	VMULPS Y11, Y10, Y10; \
+	VMULPS x1(DI), Y10, Y10; \
+	VADDPS Y10, Y6, Y6; \
+	VBROADCASTSS s1(SP), Y11; \
+	VPMOVSXBD 80(SP), Y10; \
+	VCVTDQ2PS Y10, Y10; \
+	VMULPS Y11, Y10, Y10; \
+	VMULPS x2(DI), Y10, Y10; \
+	VADDPS Y10, Y5, Y5; \
+	VPMOVSXBD 88(SP), Y10; \
+	VCVTDQ2PS Y10, Y10; \
+	VMULPS Y11, Y10, Y10; \
+	VMULPS x3(DI), Y10, Y10; \
+	VADDPS Y10, Y6, Y6
 
 // K6CONSTS sets Y14 to 0x0F bytes and Y13 to 0x30 bytes.
 #define K6CONSTS \
@@ -1664,3 +1748,109 @@ TEXT ·q8C4VNNI(SB), NOSPLIT, $0-64
 	VPBROADCASTD X13, Y13
 
 	C4LOOP(C4ROWS3, Q8C4B(Q8C4VNNI), q8c4vgroup, q8c4vb)
+
+// func gemvQ4KAVX2(out, x *float32, w *byte, n, rows, stride int)
+TEXT ·gemvQ4KAVX2(SB), NOSPLIT, $128-48
+	MOVQ out+0(FP), R8
+	MOVQ w+16(FP), R9
+	MOVL $0x0F0F0F0F, AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14
+
+g4krow:
+	CMPQ rows+32(FP), $0
+	JEQ g4kdone
+	MOVQ R9, SI
+	MOVQ x+8(FP), DI
+	MOVQ n+24(FP), CX
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+
+g4ksb:
+	K4SCALES
+	K4SUBSCALES
+	XORQ R14, R14
+	LEAQ 16(SI), R15 // the nibbles, 32 bytes a pair of sub-blocks
+
+g4kpair:
+	K4PAIRF
+	ADDQ $256, DI
+	ADDQ $32, R15
+	INCQ R14
+	CMPQ R14, $4
+	JLT g4kpair
+	ADDQ $144, SI
+	DECQ CX
+	JNZ g4ksb
+	LANESUM(Y12, Y13, X12, X13)
+	ADDQ $4, R8
+	ADDQ stride+40(FP), R9
+	DECQ rows+32(FP)
+	JMP g4krow
+
+g4kdone:
+	VZEROUPPER
+	RET
+
+// func gemvQ6KAVX2(out, x *float32, w *byte, n, rows, stride int)
+TEXT ·gemvQ6KAVX2(SB), NOSPLIT, $96-48
+	MOVQ out+0(FP), R8
+	MOVQ w+16(FP), R9
+	K6CONSTS
+	MOVL $0x20202020, AX
+	VMOVD AX, X12
+	VPBROADCASTD X12, Y12
+
+g6krow:
+	CMPQ rows+32(FP), $0
+	JEQ g6kdone
+	MOVQ R9, SI
+	MOVQ x+8(FP), DI
+	MOVQ n+24(FP), CX
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+
+g6ksb:
+	MOVWLZX 208(SI), DX
+	VMOVD DX, X1
+	VCVTPH2PS X1, X1
+	VBROADCASTSS X1, Y4
+	VPMOVSXBD 192(SI), Y2
+	VCVTDQ2PS Y2, Y2
+	VMULPS Y2, Y4, Y2
+	VMOVUPS Y2, 0(SP) // d·sc_g at 4g(SP)
+	VPMOVSXBD 200(SI), Y3
+	VCVTDQ2PS Y3, Y3
+	VMULPS Y3, Y4, Y3
+	VMOVUPS Y3, 32(SP)
+	Q6KLOAD(0, 32, 128)
+	Q6KQ0
+	D6F(0, 4, 0, 32, 64, 96)
+	Q6KQ1
+	D6F(8, 12, 128, 160, 192, 224)
+	Q6KQ2
+	D6F(16, 20, 256, 288, 320, 352)
+	Q6KQ3
+	D6F(24, 28, 384, 416, 448, 480)
+	Q6KLOAD(64, 96, 160)
+	Q6KQ0
+	D6F(32, 36, 512, 544, 576, 608)
+	Q6KQ1
+	D6F(40, 44, 640, 672, 704, 736)
+	Q6KQ2
+	D6F(48, 52, 768, 800, 832, 864)
+	Q6KQ3
+	D6F(56, 60, 896, 928, 960, 992)
+	ADDQ $210, SI
+	ADDQ $1024, DI
+	DECQ CX
+	JNZ g6ksb
+	LANESUM(Y5, Y6, X5, X6)
+	ADDQ $4, R8
+	ADDQ stride+40(FP), R9
+	DECQ rows+32(FP)
+	JMP g6krow
+
+g6kdone:
+	VZEROUPPER
+	RET

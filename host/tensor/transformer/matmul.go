@@ -64,6 +64,9 @@ func matMul(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float3
 		return matMulQ8Rows(ctx, ks, threads, t, n, k, x, w, out)
 	}
 	gemv, wb, rb := ks.rowGemv(w.Type), w.bytes(), rowBytes(w.Type, k)
+	if gemv == nil && t == 1 && ks.deqGemv != nil {
+		gemv = ks.deqGemv(w.Type) // dequantizes as it goes: nothing to keep in cache
+	}
 	// Rows of a type the kernels do not read as stored (the v4 block
 	// types) are dequantized into f32 scratch, a block of rows at a time,
 	// for the f32 kernel: the bits are the same, since the dot product is

@@ -106,10 +106,14 @@ func TestKernelsMatchGo(t *testing.T) {
 				if !fitsType(dt, k) {
 					continue
 				}
-				for _, specials := range []bool{false, true} {
-					name := fmt.Sprintf("%s/%v/k=%d/specials=%v", ks.name, dt, k, specials)
+				for _, c := range []struct {
+					specials bool
+					tRows    int // 1: a decode step's kernels (deqGemv)
+				}{{false, 1}, {true, 1}, {false, 3}, {true, 3}} {
+					specials, tRows := c.specials, c.tRows
+					name := fmt.Sprintf("%s/%v/k=%d/specials=%v/t=%d", ks.name, dt, k, specials, tRows)
 					r := &rng{s: uint64(k)*31 + uint64(dt)}
-					const tRows, n = 3, 13 // n: blocks of 4 rows and a remainder
+					const n = 13 // blocks of 4 rows and a remainder
 					x := r.f32s(tRows * k)
 					if specials {
 						x[0], x[len(x)-1] = float32(math.Inf(1)), float32(math.Copysign(0, -1))
