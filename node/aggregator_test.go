@@ -145,30 +145,47 @@ func TestAggregator(t *testing.T) {
 // where the same colluders would have agreed with themselves.
 func TestAggregatorSpotCheckTrustsNobody(t *testing.T) {
 	t.Parallel() // waits far more than it computes
-	net := startNetwork(t, 3, func(c *Config) {
-		if c.Provide {
-			c.Faults = &faults.Faults{Lie: 1, Collude: true}
-		} else {
-			c.NoAudit = true
-		}
-	})
-	module := readTestdata(t, "jobs/lines/lines.wasm")
-	md := putBlob(t, net.client, module)
-	spec := jobs.Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(module)), TimeoutMS: 10_000, Args: []string{"q"}}, Replicas: 2}
-	inputs := shardInputs(t, net.client, []byte("one\ntwo\nthree\nfour\n"), 2)
-	// The aggregator vouches for the colluders (they are its own) and
-	// audits nothing, so their agreeing lies verify there.
-	agg := startAggregator(t, net, func(c *Config) {
-		c.NoAudit = true
-		for _, p := range net.providers {
-			c.Trust = append(c.Trust, p.ID())
-		}
-	})
-	_, err := net.client.SubmitVia(context.Background(), agg.ID(), jobs.ShardedSpec{Spec: spec, Inputs: inputs}, 1, 2, nil)
-	if !errors.Is(err, jobs.ErrAggregatorLied) {
-		t.Fatalf("err = %v, want jobs.ErrAggregatorLied from the spot check", err)
+	tests := []struct {
+		name   string
+		faults func() *faults.Faults
+		input  []byte // lines exits 3 on none
+		want   string // how the spot check says it
+	}{
+		{"a false output", func() *faults.Faults { return &faults.Faults{Lie: 1, Collude: true} }, []byte("one\ntwo\nthree\nfour\n"), "gave"},
+		{"a false ending", func() *faults.Faults { return &faults.Faults{ClaimExitZero: true} }, nil, "shard 0 exited 3 here, exited 0 by the aggregator"},
 	}
-	if !strings.Contains(err.Error(), "gave") {
-		t.Errorf("caught by %v, want the spot check", err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			net := startNetwork(t, 3, func(c *Config) {
+				if c.Provide {
+					c.Faults = tt.faults()
+				} else {
+					c.NoAudit = true
+				}
+			})
+			module := readTestdata(t, "jobs/lines/lines.wasm")
+			md := putBlob(t, net.client, module)
+			spec := jobs.Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(module)), TimeoutMS: 10_000, Args: []string{"q"}}, Replicas: 2}
+			inputs := []jobs.ShardInput{{Input: putBlob(t, net.client, tt.input)}}
+			if len(tt.input) > 0 {
+				inputs = shardInputs(t, net.client, tt.input, 2)
+			}
+			// The aggregator vouches for the colluders (they are its own) and
+			// audits nothing, so their agreeing lies verify there.
+			agg := startAggregator(t, net, func(c *Config) {
+				c.NoAudit = true
+				for _, p := range net.providers {
+					c.Trust = append(c.Trust, p.ID())
+				}
+			})
+			_, err := net.client.SubmitVia(context.Background(), agg.ID(), jobs.ShardedSpec{Spec: spec, Inputs: inputs}, 1, 2, nil)
+			if !errors.Is(err, jobs.ErrAggregatorLied) {
+				t.Fatalf("err = %v, want jobs.ErrAggregatorLied from the spot check", err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("caught by %v, want the spot check (%q)", err, tt.want)
+			}
+		})
 	}
 }

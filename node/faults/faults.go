@@ -66,6 +66,9 @@ type Faults struct {
 	// exceeded", running nothing: a provider that would end clients' jobs
 	// by blaming their limits.
 	ClaimTimeout bool
+	// ClaimExitZero signs every run that exited as exited 0, whatever its
+	// status: a liar about how a job ended rather than about its output.
+	ClaimExitZero bool
 	// ClaimGPUs are GPUs this provider's advert claims it has (an H200,
 	// say), which it runs nothing on.
 	ClaimGPUs []wire.GPU
@@ -151,6 +154,11 @@ func (f *Faults) Rewriter() func(input, output []byte) []byte {
 	}
 	return f.Rewrite
 }
+
+// ExitsZero reports whether runs are to be signed as exited 0
+// (ClaimExitZero).
+func (f *Faults) ExitsZero() bool { return f != nil && f.ClaimExitZero }
+
 func (f *Faults) LiesAfter() (after, lines int) {
 	if f == nil {
 		return 0, 0

@@ -416,6 +416,11 @@ func (b *Runner) spotCheck(ctx context.Context, spec jobs.Spec, inputs []jobs.Sh
 	if err == nil {
 		return res.Output, nil
 	}
+	if res != nil && res.Deterministic() && (res.Outcome != shard.Outcome || res.ExitCode != shard.ExitCode) {
+		// How a job ends (an exit status, a trap, a limit) is the same on
+		// every honest machine: the aggregator's shard did not end as it said.
+		return blob.Digest{}, fmt.Errorf("%w: shard %d %s here, %s by the aggregator", jobs.ErrAggregatorLied, i, ending(res.Outcome, res.ExitCode), ending(shard.Outcome, shard.ExitCode))
+	}
 	if !errors.Is(err, client.ErrNoAudit) {
 		return blob.Digest{}, err
 	}
@@ -445,6 +450,14 @@ func (b *Runner) settleVia(pay *store.Payment, inflight *payments.Payment, relea
 	ctx, cancel := context.WithTimeout(n.Life, settle.PaymentWait)
 	defer cancel()
 	n.Ledger.SettleOut(ctx, pay, inflight, release)
+}
+
+// ending says how a run ended: "exited 3", "stopped".
+func ending(o wire.Outcome, exit uint32) string {
+	if o == wire.OutcomeExited {
+		return fmt.Sprintf("exited %d", exit)
+	}
+	return o.String()
 }
 
 func jobError(j *store.Job) string {

@@ -836,6 +836,9 @@ func (p *Provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 			}
 		}
 		p.cfg.Faults.SpoilProofs(out.Proofs) // fault injection: a forger
+		if p.cfg.Faults.ExitsZero() {
+			out.ExitCode = 0 // fault injection: a liar about the ending
+		}
 	}
 	return runner.Result(p.cfg.Blobs, res, out, runErr, an, sp)
 }
