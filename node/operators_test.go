@@ -6,9 +6,11 @@ package node
 // provider has a /16 of its own (testConfig: netgroup.Loopback).
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -263,5 +265,49 @@ func TestHostileEclipseAcrossNetworks(t *testing.T) {
 				t.Fatal("without audits no job came back unverified")
 			}
 		})
+	}
+}
+
+// TestHostileOperatorStreamsThenRefuses: two established keys of one
+// operator each stream the same made-up output for a replica and then
+// refuse it as busy, which, before, cost nothing and freed the operator's
+// place for its other key: two agreeing established streams outvoted the
+// one honest stream, and the client was shown the made-up bytes (found by
+// a red-team run, at the second or third job). Now streams count by
+// operator, and a refusal after output is a lost replica.
+func TestHostileOperatorStreamsThenRefuses(t *testing.T) {
+	t.Parallel() // waits far more than it computes
+	fake := []byte("made up by one operator\n")
+	net, bad := operatorNetwork(t, 2, 2, func() *faults.Faults { return &faults.Faults{StreamThenRefuse: fake} })
+	c := net.client
+	for _, p := range net.providers[:2] {
+		c.peers.Vouch(p.ID()) // the honest providers: established
+	}
+	for id := range bad {
+		// As if each key had earned its place with honest work.
+		c.peers.Update(id, func(r *reputation.Record, p reputation.Params, _ time.Time) { r.Proven = p.Probation })
+	}
+	for i := range 8 {
+		s, want := catJob(t, c, i)
+		var mu sync.Mutex
+		var shown []byte
+		s.Output = func(b []byte) { mu.Lock(); shown = append(shown, b...); mu.Unlock() }
+		job, err := c.Submit(context.Background(), s, nil)
+		mu.Lock()
+		got := bytes.Clone(shown)
+		mu.Unlock()
+		if err != nil || job.State != store.JobVerified {
+			t.Fatalf("job %d: %v (shown %q)", i, err, got)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("job %d: shown %q, want %q", i, got, want)
+		}
+	}
+	lost := 0.0
+	for id := range bad {
+		lost += c.peers.Record(id).Lost
+	}
+	if lost == 0 {
+		t.Error("the operator's refusals after output are not on its keys' records as lost replicas")
 	}
 }

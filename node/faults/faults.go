@@ -66,6 +66,11 @@ type Faults struct {
 	// exceeded", running nothing: a provider that would end clients' jobs
 	// by blaming their limits.
 	ClaimTimeout bool
+	// StreamThenRefuse, when set, answers each assign of a streamed job by
+	// streaming these bytes as its output and then refusing the replica as
+	// busy: one operator's keys that take turns at a replica, each adding
+	// its voice to a made-up stream.
+	StreamThenRefuse []byte
 	// ClaimExitZero signs every run that exited as exited 0, whatever its
 	// status: a liar about how a job ended rather than about its output.
 	ClaimExitZero bool
@@ -153,6 +158,14 @@ func (f *Faults) Rewriter() func(input, output []byte) []byte {
 		return nil
 	}
 	return f.Rewrite
+}
+
+// StreamsThenRefuses returns StreamThenRefuse.
+func (f *Faults) StreamsThenRefuses() []byte {
+	if f == nil {
+		return nil
+	}
+	return f.StreamThenRefuse
 }
 
 // ExitsZero reports whether runs are to be signed as exited 0

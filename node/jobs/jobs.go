@@ -92,7 +92,8 @@ var (
 	ErrTimeLimit = errors.New("time limit exceeded")
 	// ErrStreamContradicted: the verified output does not continue what a
 	// streamed job already showed. The vote's rules and the streaming rule
-	// make it impossible unless established providers lie together.
+	// make it impossible unless established providers of several operators
+	// lie together.
 	ErrStreamContradicted = errors.New("the verified output contradicts the streamed output")
 	// ErrNoVerifyingKeys: a proof-mode job was submitted without the
 	// CommittedGEMM verifying keys; nothing is recorded.

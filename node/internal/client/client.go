@@ -465,7 +465,7 @@ func (c *Client) submit(ctx context.Context, spec jobs.Spec, avoid []peer.ID, ev
 	if spec.Output != nil {
 		out, drain := queueOutput(spec.Output)
 		defer drain() // every byte passed on before Submit returns
-		j.stream = newStreamVote(n.Peers.Established, out, ann.MaxOutput)
+		j.stream = newStreamVote(n.Peers.Established, n.Peers.SameOperator, out, ann.MaxOutput)
 	}
 	if spec.Check != nil {
 		if spec.Replicas != 1 {
@@ -1023,6 +1023,9 @@ var (
 	errSilent    = errors.New("provider silent")
 	errConnLost  = errors.New("connection lost")
 	errStalled   = errors.New("provider stalled")
+	// errRenegedAfterOutput is a refusal of a replica whose output the
+	// provider had begun to stream.
+	errRenegedAfterOutput = errors.New("refused the replica after streaming its output")
 )
 
 // stallLimits are how long a provider holding a replica may take to start
@@ -1346,6 +1349,7 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 			}
 		}
 	}()
+	streamed := false // the provider sent some of its output
 	for {
 		var up update
 		var ok bool
@@ -1380,6 +1384,12 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 		switch u := up.u; u.Kind {
 		case wire.UpdateRejected:
 			c.Close()
+			if streamed {
+				// Output sent, then the replica refused: not a refusal, which
+				// costs nothing and frees the operator's place for its next
+				// key (whose stream would join this one's), but a lost replica.
+				return nil, inflight, fmt.Errorf("%w: %s", errRenegedAfterOutput, u.Reason)
+			}
 			return nil, inflight, refusal(u.Reason)
 		case wire.UpdateRunning:
 			stall.Reset(runFor)
@@ -1394,6 +1404,7 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 				c.Reset()
 				return nil, inflight, err
 			}
+			streamed = true
 		case wire.UpdateResult:
 			c.Close()
 			if j.stream != nil && u.Result != nil && !j.stream.matches(r, p, u.Result) {

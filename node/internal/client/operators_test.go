@@ -250,7 +250,7 @@ func TestGroupsSeenInTwoNetworks(t *testing.T) {
 			t.Errorf("SameOperator(%s, %s) = %v, want %v", tc.a, tc.b, got, tc.same)
 		}
 	}
-	if n := operatorsAmong(book, []peer.ID{"a1", "a2", "h1"}); n != 1 {
+	if n := operatorsAmong(book.SameOperator, []peer.ID{"a1", "a2", "h1"}); n != 1 {
 		t.Errorf("operators among a1, a2, h1: %d, want 1 (a1 shares a network with each)", n)
 	}
 	if j := (&jobRun{c: cl}); j.independent("a1", "h1") || j.independent("a1", "a2") || !j.independent("h1", "a2") {

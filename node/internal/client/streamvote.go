@@ -17,13 +17,17 @@ import (
 // accept if the job ended now: bytes that a group of at least two streams
 // share, with an established provider among them and more established
 // providers than the streams that say otherwise (the rule of anchored, per
-// byte). A liar's stream is thus shown only as far as it agrees with
-// honest ones; two replicas that disagree stop the release where they part
-// until a third one decides.
+// byte). Streams are counted by operator (Book.SameOperator), as the vote
+// counts them: one operator's many keys, each streaming the same bytes
+// (and each refusing its replica after, so that the next key is drawn),
+// are one voice. A liar's stream is thus shown only as far as it agrees
+// with honest ones; two replicas that disagree stop the release where they
+// part until a third one decides.
 type streamVote struct {
-	established func(peer.ID) bool
-	out         func([]byte) // jobs.Spec.Output
-	max         int64        // the job's output limit
+	established  func(peer.ID) bool
+	sameOperator func(a, b peer.ID) bool
+	out          func([]byte) // jobs.Spec.Output
+	max          int64        // the job's output limit
 
 	mu       sync.Mutex
 	streams  map[attempt]*stream
@@ -58,8 +62,8 @@ func (s *stream) recheck(released []byte) {
 	s.checked = n
 }
 
-func newStreamVote(established func(peer.ID) bool, out func([]byte), max int64) *streamVote {
-	return &streamVote{established: established, out: out, max: max, streams: map[attempt]*stream{}}
+func newStreamVote(established func(peer.ID) bool, sameOperator func(a, b peer.ID) bool, out func([]byte), max int64) *streamVote {
+	return &streamVote{established: established, sameOperator: sameOperator, out: out, max: max, streams: map[attempt]*stream{}}
 }
 
 // add appends data to the stream of replica r run by p and releases what
@@ -131,13 +135,14 @@ func (v *streamVote) advance() {
 // it (at most len(v.released) if none).
 func (v *streamVote) decided(ref *stream) int {
 	type other struct {
+		p           peer.ID
 		lcp         int  // bytes in common with ref
 		opinion     bool // it has a byte at lcp, which differs from ref's
 		established bool
 	}
 	var others []other
 	for a, s := range v.streams {
-		o := other{established: v.established(a.p)}
+		o := other{p: a.p, established: v.established(a.p)}
 		switch {
 		case s == ref:
 			o.lcp = len(ref.b)
@@ -159,23 +164,28 @@ func (v *streamVote) decided(ref *stream) int {
 		if n <= best {
 			continue
 		}
-		support, estFor, estAgainst := 0, 0, 0
+		var support, estFor, estAgainst []peer.ID
 		for _, o := range others {
 			switch {
 			case o.lcp >= n:
-				support++
+				support = append(support, o.p)
 				if o.established {
-					estFor++
+					estFor = append(estFor, o.p)
 				}
 			case o.opinion && o.established:
-				estAgainst++
+				estAgainst = append(estAgainst, o.p)
 			}
 		}
-		if support >= 2 && estFor > 0 && estFor > estAgainst {
+		if ops := v.operators(estFor); v.operators(support) >= 2 && ops > 0 && ops > v.operators(estAgainst) {
 			best = n
 		}
 	}
 	return best
+}
+
+// operators is how many operators the peers ids are.
+func (v *streamVote) operators(ids []peer.ID) int {
+	return operatorsAmong(v.sameOperator, ids)
 }
 
 // commonPrefix is the length of the common prefix of a and b.

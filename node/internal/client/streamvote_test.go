@@ -17,34 +17,51 @@ func TestStreamVote(t *testing.T) {
 	type step struct {
 		r    uint8
 		data string
-		want string // all released so far
+		want string  // all released so far
+		p    peer.ID // who runs it, if not the replica's peer
 	}
 	est := func(p peer.ID) bool { return p != "newcomer" }
+	// The keys m1 and m2 are one operator's, and so are n1 and n2.
+	same := func(a, b peer.ID) bool {
+		return a == b || len(a) == 2 && len(b) == 2 && a[0] == b[0] && (a[0] == 'm' || a[0] == 'n')
+	}
 	cases := []struct {
 		name  string
 		peers []peer.ID // by replica
 		steps []step
 	}{
-		{"one stream alone releases nothing", []peer.ID{"a", "b"}, []step{{0, "hello", ""}}},
+		{"one stream alone releases nothing", []peer.ID{"a", "b"}, []step{{0, "hello", "", ""}}},
 		{"two agreeing streams release their common prefix", []peer.ID{"a", "b"}, []step{
-			{0, "hello wor", ""}, {1, "hel", "hel"}, {1, "lo w", "hello w"}, {0, "ld", "hello w"}, {1, "orld", "hello world"}}},
+			{0, "hello wor", "", ""}, {1, "hel", "hel", ""}, {1, "lo w", "hello w", ""}, {0, "ld", "hello w", ""}, {1, "orld", "hello world", ""}}},
 		{"two that part stop where they part", []peer.ID{"a", "b"}, []step{
-			{0, "the cat", ""}, {1, "the dog", "the "}, {0, " sat", "the "}, {1, " ran", "the "}}},
+			{0, "the cat", "", ""}, {1, "the dog", "the ", ""}, {0, " sat", "the ", ""}, {1, " ran", "the ", ""}}},
 		{"a third decides for the majority", []peer.ID{"a", "liar", "c"}, []step{
-			{0, "the cat", ""}, {1, "the dog", "the "}, {2, "the c", "the c"}, {2, "at sat", "the cat"}, {0, " sat", "the cat sat"}}},
+			{0, "the cat", "", ""}, {1, "the dog", "the ", ""}, {2, "the c", "the c", ""}, {2, "at sat", "the cat", ""}, {0, " sat", "the cat sat", ""}}},
 		{"newcomers alone decide nothing", []peer.ID{"newcomer", "newcomer2"}, []step{
-			{0, "abc", ""}, {1, "abc", ""}}},
+			{0, "abc", "", ""}, {1, "abc", "", ""}}},
 		{"an established peer anchors a newcomer", []peer.ID{"a", "newcomer"}, []step{
-			{0, "abc", ""}, {1, "abd", "ab"}}},
+			{0, "abc", "", ""}, {1, "abd", "ab", ""}}},
 		{"two against one established, no release past the split", []peer.ID{"a", "b", "c", "d"}, []step{
-			{0, "xy1", ""}, {1, "xy1", "xy1"}, {2, "xy2", "xy1"}, {3, "xy2", "xy1"}}},
+			{0, "xy1", "", ""}, {1, "xy1", "xy1", ""}, {2, "xy2", "xy1", ""}, {3, "xy2", "xy1", ""}}},
+		{"one operator's two keys alone release nothing", []peer.ID{"m1", "m2"}, []step{
+			{0, "made up", "", ""}, {1, "made up", "", ""}}},
+		{"one operator's keys on one replica in turn are one voice", []peer.ID{"m1", "a"}, []step{
+			{0, "made up", "", ""}, {0, "made up", "", "m2"}, {1, "the truth", "", ""}}},
+		{"two operators' two keys each", []peer.ID{"m1", "m2", "n1", "n2"}, []step{
+			{0, "ok", "", ""}, {1, "ok", "", ""}, {2, "ok", "ok", ""}, {3, "ok!", "ok", ""}}},
+		{"one operator's keys cannot outvote an established one", []peer.ID{"a", "m1", "m2", "b"}, []step{
+			{0, "xy1", "", ""}, {1, "xy2", "xy", ""}, {2, "xy2", "xy", ""}, {3, "xy1", "xy1", ""}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var got []byte
-			v := newStreamVote(func(p peer.ID) bool { return est(p) && p != "newcomer2" }, func(b []byte) { got = append(got, b...) }, 1<<20)
+			v := newStreamVote(func(p peer.ID) bool { return est(p) && p != "newcomer2" }, same, func(b []byte) { got = append(got, b...) }, 1<<20)
 			for i, s := range c.steps {
-				if err := v.add(s.r, c.peers[s.r], []byte(s.data)); err != nil {
+				p := c.peers[s.r]
+				if s.p != "" {
+					p = s.p
+				}
+				if err := v.add(s.r, p, []byte(s.data)); err != nil {
 					t.Fatal(err)
 				}
 				if string(got) != s.want {
@@ -58,7 +75,7 @@ func TestStreamVote(t *testing.T) {
 // TestStreamVoteLimits checks the output limit, matches and finish.
 func TestStreamVoteLimits(t *testing.T) {
 	var got []byte
-	v := newStreamVote(func(peer.ID) bool { return true }, func(b []byte) { got = append(got, b...) }, 8)
+	v := newStreamVote(func(peer.ID) bool { return true }, func(a, b peer.ID) bool { return a == b }, func(b []byte) { got = append(got, b...) }, 8)
 	if err := v.add(0, "a", []byte("123456789")); err == nil {
 		t.Fatal("a stream over the output limit was taken")
 	}

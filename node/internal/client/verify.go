@@ -207,7 +207,7 @@ func (j *jobRun) anchored(votes []*wire.Result, groups [][]int) ([]int, bool) {
 				est = append(est, id)
 			}
 		}
-		established[g], operators[g] = operatorsAmong(book, est), operatorsAmong(book, all)
+		established[g], operators[g] = operatorsAmong(book.SameOperator, est), operatorsAmong(book.SameOperator, all)
 		if best < 0 || established[g] > established[best] {
 			best = g
 		}
@@ -700,11 +700,11 @@ func (j *jobRun) heldGroupsLocked() map[string]bool {
 }
 
 // operatorsAmong counts the operators ids belong to, at least: identities
-// that may be one operator's (Book.SameOperator) count once.
-func operatorsAmong(book *peers.Book, ids []peer.ID) int {
+// that may be one operator's (same: Book.SameOperator) count once.
+func operatorsAmong(same func(a, b peer.ID) bool, ids []peer.ID) int {
 	var distinct []peer.ID
 	for _, id := range ids {
-		if !slices.ContainsFunc(distinct, func(o peer.ID) bool { return book.SameOperator(o, id) }) {
+		if !slices.ContainsFunc(distinct, func(o peer.ID) bool { return same(o, id) }) {
 			distinct = append(distinct, id)
 		}
 	}

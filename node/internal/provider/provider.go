@@ -571,6 +571,12 @@ func (p *Provider) handleAssign(s network.Stream) {
 		c.Reset()
 		return
 	}
+	if out := p.cfg.Faults.StreamsThenRefuses(); out != nil && a.Announce.Stream {
+		// fault injection: made-up output, then a refusal
+		c.Write(&wire.Update{V: wire.Version, Kind: wire.UpdateOutput, Output: out})
+		reject(wire.ReasonBusy)
+		return
+	}
 	ctx, cancel := context.WithDeadline(p.cfg.Life, time.UnixMilli(a.Announce.Deadline))
 	defer cancel()
 	// The client sends nothing more: a reset means it gave up the replica
