@@ -16,6 +16,7 @@ import (
 
 	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/jobs"
+	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
@@ -593,5 +594,62 @@ func TestFakeLndProviderStopsMidRun(t *testing.T) {
 	ps := paymentsIn(t, again, false, store.PayCanceled)
 	if len(ps) != 1 || ps[0].Error != "this provider stopped before the run ended" {
 		t.Errorf("the stopped provider's cancelled payments: %+v", ps)
+	}
+}
+
+// TestFakeLndStakeThieves: a client takes every stake whatever the
+// verdict (it holds each stake's preimage), then a second key of the
+// thief's, with a Lightning node of its own, tries again. Before, the
+// providers' only caution was the key that took their stake, so each new
+// key took 50 times the price from every honest provider once more (a
+// red-team run). Now a client that has paid fewer than peers.StakeHistory
+// results here is a stranger, and after a stranger took a stake no
+// stranger is staked for a day: each provider loses one stake, and the
+// second key's job is refused collateral, saying why.
+func TestFakeLndStakeThieves(t *testing.T) {
+	t.Parallel() // waits far more than it computes
+	thief := func() *faults.Faults { return &faults.Faults{TakeStakes: true} }
+	f := newFakePaid(t, func(c *Config) {
+		if !c.Provide {
+			c.Faults = thief()
+		}
+	})
+	job, err := f.client.Submit(context.Background(), f.job(t, 1), nil)
+	if err != nil || job.State != store.JobVerified {
+		t.Fatalf("the thief's first job: %v, %v", job, err)
+	}
+	allFinal(t, time.Minute, append([]*Node{f.client}, f.providers...)...)
+	cfg := testConfig(t, false)
+	cfg.Bootstrap = []string{f.providers[0].Addrs()[0].String()}
+	cfg.Payments, cfg.PaymentSweep, cfg.Faults = f.ln.NewNode("thief2", fund, fund), time.Hour, thief()
+	again, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { again.Close() })
+	waitFor(t, 30*time.Second, "the second key knows both providers", func() bool {
+		return len(again.peers.Candidates(requirement.Always, ^uint64(0), 1, time.Hour, nil)) == 2
+	})
+	for _, p := range f.providers {
+		again.peers.Vouch(p.ID())
+	}
+	s, _ := catJob(t, again, 2)
+	s.Price, s.Deadline = price, 20*time.Second
+	if job, err := again.Submit(context.Background(), s, nil); err == nil && job.State == store.JobVerified {
+		t.Fatal("the thief's second key was staked again")
+	} else if !strings.Contains(fmt.Sprint(err, job), "took collateral here today") {
+		t.Errorf("the second key's job: %v, %+v; want the refusal's reason", err, job)
+	}
+	allFinal(t, time.Minute, append([]*Node{again}, f.providers...)...)
+	for i, p := range f.providers {
+		stakes := 0
+		for _, pay := range paymentsIn(t, p, true, store.PaySettled) {
+			if pay.Bond {
+				stakes++
+			}
+		}
+		if stakes != 1 {
+			t.Errorf("provider %d lost %d stakes to the thief's keys, want 1", i+1, stakes)
+		}
 	}
 }

@@ -80,6 +80,11 @@ type Faults struct {
 	// Withhold, as a client, cancels every payment, even for results it
 	// accepted: a client that takes results and does not pay.
 	Withhold bool
+	// TakeStakes, as a client, takes every provider's collateral when its
+	// replica ends, whatever the verdict: the client holds the preimage of
+	// each stake's hold invoice, so nothing but the providers' caution
+	// stops it.
+	TakeStakes bool
 	// Vanish, as a provider, leaves its open invoices as a killed process
 	// would when the node stops: it does not cancel those of the runs its
 	// stop cut short (a node stopped cleanly does).
@@ -167,6 +172,9 @@ func (f *Faults) StreamsThenRefuses() []byte {
 	}
 	return f.StreamThenRefuse
 }
+
+// TakesStakes reports TakeStakes.
+func (f *Faults) TakesStakes() bool { return f != nil && f.TakeStakes }
 
 // ExitsZero reports whether runs are to be signed as exited 0
 // (ClaimExitZero).

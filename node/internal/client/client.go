@@ -1216,6 +1216,7 @@ func (j *jobRun) keepBond(bond *store.Payment, untilVerdict bool) {
 func (j *jobRun) endBond(bond *store.Payment, slash bool) {
 	ctx, cancel := context.WithTimeout(j.c.n.Life, settle.PaymentWait)
 	defer cancel()
+	slash = slash || j.c.n.Faults.TakesStakes() // fault injection: a thief
 	j.c.n.Ledger.EndBond(ctx, bond, slash)
 }
 

@@ -1,6 +1,8 @@
 package peers
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -62,6 +64,11 @@ type Book struct {
 	// unpaid, newest last: they share one allowance (strangersSpent), so
 	// that a new identity does not bring a new one. Guarded by mu.
 	strangers []time.Time
+	// strangerStakes is how many stakes this provider has open for clients
+	// that paid it fewer than StakeHistory results (TakeStake), and
+	// strangerSlash when such a client last took one. Guarded by mu.
+	strangerStakes int
+	strangerSlash  time.Time
 	// groups remembers the network groups each peer in the book
 	// connected from, the first first, at most maxGroups (see Groups).
 	// Not persisted.
@@ -724,6 +731,11 @@ func (b *Book) ClientSettled(id peer.ID, paid bool) {
 // ClientSlashed records, on a provider, that client id took its
 // collateral.
 func (b *Book) ClientSlashed(id peer.ID) {
+	b.mu.Lock()
+	if b.strangerLocked(id) {
+		b.strangerSlash = time.Now()
+	}
+	b.mu.Unlock()
 	b.count(id, "a slash", func(p *store.Peer) { p.Slashed++ })
 }
 
@@ -735,6 +747,89 @@ func (b *Book) Slashes(id peer.ID) int {
 		return p.Slashed
 	}
 	return 0
+}
+
+// A client takes a provider's collateral at its own discretion: it holds
+// the preimage of the stake's hold invoice. So a provider stakes for a
+// client only as far as the client's record here covers it: none for a
+// client whose operator took collateral here before; and for clients that
+// paid fewer than StakeHistory results here (strangers: new keys cost
+// nothing), at most StrangerStakes stakes open at once among them all, and
+// none for strangerWindow after one of them took a stake. A thief's fresh
+// keys thus take at most StrangerStakes stakes a day; a client that paid
+// StakeHistory results here paid about what one default stake is
+// (jobs.CollateralTimes times the price) before it could take one.
+const (
+	StakeHistory   = 50
+	StrangerStakes = 8
+)
+
+// StakeRefusal says why this provider stakes no collateral for client id,
+// or "" (see StakeHistory): checked when a job is offered.
+func (b *Book) StakeRefusal(id peer.ID) string {
+	if b.slashedBy(id) {
+		return "this client, or another of its network, took collateral here before"
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.strangerStakeRefusalLocked(id)
+}
+
+// TakeStake is StakeRefusal when a stake is about to be posted for client
+// id; a stranger's stake counts as open until release is called.
+func (b *Book) TakeStake(id peer.ID) (release func(), err error) {
+	if why := b.StakeRefusal(id); why != "" {
+		return nil, errors.New(why)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.strangerLocked(id) {
+		return func() {}, nil
+	}
+	if why := b.strangerStakeRefusalLocked(id); why != "" { // taken since StakeRefusal
+		return nil, errors.New(why)
+	}
+	b.strangerStakes++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			b.mu.Lock()
+			b.strangerStakes--
+			b.mu.Unlock()
+		})
+	}, nil
+}
+
+func (b *Book) strangerStakeRefusalLocked(id peer.ID) string {
+	switch {
+	case !b.strangerLocked(id):
+		return ""
+	case time.Since(b.strangerSlash) < strangerWindow:
+		return fmt.Sprintf("a client that paid fewer than %d results here took collateral here today: no stakes for such clients until %s (pay for jobs without collateral first)",
+			StakeHistory, b.strangerSlash.Add(strangerWindow).UTC().Format(time.DateTime))
+	case b.strangerStakes >= StrangerStakes:
+		return fmt.Sprintf("clients that paid fewer than %d results here hold %d stakes of collateral here already", StakeHistory, StrangerStakes)
+	}
+	return ""
+}
+
+func (b *Book) strangerLocked(id peer.ID) bool {
+	p := b.peers[id]
+	return p == nil || p.Paid < StakeHistory
+}
+
+// slashedBy reports whether client id, or a peer that may be its
+// operator's (SameOperator), took this provider's collateral.
+func (b *Book) slashedBy(id peer.ID) bool {
+	b.mu.Lock()
+	var slashers []peer.ID
+	for pid, p := range b.peers {
+		if p.Slashed > 0 {
+			slashers = append(slashers, pid)
+		}
+	}
+	b.mu.Unlock()
+	return slices.ContainsFunc(slashers, func(s peer.ID) bool { return b.SameOperator(s, id) })
 }
 
 // StrangerAllowance is how many results clients that never paid here may

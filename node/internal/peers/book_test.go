@@ -259,3 +259,64 @@ func TestKnownResistsAFlood(t *testing.T) {
 		t.Errorf("%d known from one network, want at most %d", oneNet, knownPerGroup)
 	}
 }
+
+// TestStakeAllowance: a provider stakes for strangers (clients that paid
+// fewer than StakeHistory results here) at most StrangerStakes stakes at
+// once, none for a day after one of them took a stake, and none for a
+// client of an operator that took one; a client with the history is
+// staked throughout.
+func TestStakeAllowance(t *testing.T) {
+	db, err := store.Open(t.TempDir() + "/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	book := NewBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
+	groups := map[peer.ID]string{}
+	book.GroupsOf = func(id peer.ID) ([]string, bool) { return []string{groups[id]}, true }
+	newClient := func(group string, paid int) peer.ID {
+		id := p2ptest.RandPeerIDFatal(t)
+		groups[id] = group
+		for range paid {
+			book.ClientSettled(id, true)
+		}
+		return id
+	}
+	regular := newClient("v4/10.9", StakeHistory)
+	var open []func()
+	for i := range StrangerStakes {
+		end, err := book.TakeStake(newClient(fmt.Sprintf("v4/10.%d", i), StakeHistory-1))
+		if err != nil {
+			t.Fatalf("stranger stake %d: %v", i, err)
+		}
+		open = append(open, end)
+	}
+	if _, err := book.TakeStake(newClient("v4/10.100", 0)); err == nil {
+		t.Fatalf("a stranger was staked with %d strangers' stakes open", StrangerStakes)
+	}
+	end, err := book.TakeStake(regular)
+	if err != nil {
+		t.Fatalf("a client with %d paid results: %v", StakeHistory, err)
+	}
+	end()
+	open[0]()
+	open[0]() // twice: once counts
+	thief := newClient("v4/10.200", 0)
+	if _, err := book.TakeStake(thief); err != nil {
+		t.Fatalf("a stake ended, and the next stranger is refused: %v", err)
+	}
+	book.ClientSlashed(thief)
+	for _, c := range []struct {
+		id   peer.ID
+		want string // "" staked
+	}{
+		{newClient("v4/10.201", 0), "took collateral here today"},
+		{newClient("v4/10.200", StakeHistory), "another of its network"}, // the thief's operator
+		{regular, ""},
+	} {
+		why := book.StakeRefusal(c.id)
+		if (c.want == "") != (why == "") || !strings.Contains(why, c.want) {
+			t.Errorf("after the theft: %q, want %q", why, c.want)
+		}
+	}
+}

@@ -354,8 +354,8 @@ func (p *Provider) terms(a *wire.JobAnnounce) string {
 		return "collateral asked of a provider in free mode (no lnd)"
 	case a.Stake(cfg.Price) > p.MaxCollateral():
 		return p.overLimit(a.Stake(cfg.Price))
-	case a.Collateral > 0 && cfg.Peers.Slashes(peer.ID(a.Client)) > 0:
-		return "this client took collateral here before"
+	case a.Collateral > 0 && cfg.Peers.StakeRefusal(peer.ID(a.Client)) != "":
+		return cfg.Peers.StakeRefusal(peer.ID(a.Client))
 	case time.Now().After(deadline):
 		return "deadline passed"
 	case time.Until(deadline) > cfg.MaxDeadline:
@@ -1080,10 +1080,14 @@ func (p *Provider) postBond(a *wire.Assign, client peer.ID) error {
 	if stake > p.MaxCollateral() { // paid more than it asked, it would stake more
 		return errors.New(p.overLimit(stake))
 	}
+	ended, err := p.cfg.Peers.TakeStake(client)
+	if err != nil {
+		return err
+	}
 	bond := &store.Payment{Job: a.Announce.Job, Replica: a.Replica, Peer: client.String(), AmountMsat: int64(stake),
 		Due: time.UnixMilli(a.Announce.Deadline).Add(settle.PayGrace)}
 	copy(bond.Hash[:], a.BondHash)
-	return p.cfg.Ledger.PostBond(bond, a.Bond)
+	return p.cfg.Ledger.PostBond(bond, a.Bond, ended)
 }
 
 // sells reports whether this provider can sell an output by fair exchange.

@@ -122,25 +122,31 @@ func (l *Ledger) finishBond(ctx context.Context, bond *store.Payment) {
 // PostBond pays a client's collateral invoice for a replica on the
 // provider (bond: Job, Replica, Peer the client, Hash and AmountMsat, the
 // announce's collateral) and returns once the payment is locked. Its end is
-// recorded when it comes: settled means the client took it.
-func (l *Ledger) PostBond(bond *store.Payment, invoice string) error {
+// recorded when it comes: settled means the client took it. ended is
+// called once the stake is no longer at risk: it ended, it was never
+// posted, or this node stops (the sweep follows it after a restart).
+func (l *Ledger) PostBond(bond *store.Payment, invoice string, ended func()) error {
 	bond.Bond, bond.Outgoing, bond.State, bond.Created = true, true, store.PayCreated, time.Now()
 	if !l.claims.Claim(bond) {
+		ended()
 		return errors.New("collateral posted already")
 	}
 	if err := l.db.PutPayment(bond); err != nil {
 		l.claims.Drop(bond)
+		ended()
 		return err
 	}
 	inflight, err := l.PayHold(bond, invoice) // at most the announce's amount
 	if err != nil {
 		l.claims.Drop(bond)
+		ended()
 		return fmt.Errorf("collateral: %w", err)
 	}
 	// Nothing else follows this payment: it ends when the client decides.
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
+		defer ended()
 		defer l.claims.Drop(bond)
 		select {
 		case <-inflight.Done:

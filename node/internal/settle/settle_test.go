@@ -197,7 +197,7 @@ func TestCollateral(t *testing.T) {
 				t.Fatal(err)
 			}
 			posted := &store.Payment{Job: job, Peer: id(pr.c.Host), Hash: bond.Hash, AmountMsat: stake, Due: time.Now().Add(time.Hour)}
-			if err := pr.p.Ledger.PostBond(posted, bond.Invoice); err != nil {
+			if err := pr.p.Ledger.PostBond(posted, bond.Invoice, func() {}); err != nil {
 				t.Fatal(err)
 			}
 			if err := pr.c.Ledger.BondLocked(ctx, bond); err != nil || bond.State != store.PayLocked {
