@@ -697,6 +697,8 @@ func jobError(rec *store.Job, err error) error {
 	switch {
 	case err != nil:
 		return err
+	case rec.State == store.JobUnverified:
+		return fmt.Errorf("job %s ended unverified, and the API answers verified completions only: %s", rec.ID, rec.Unverified)
 	case rec.State != store.JobVerified:
 		return fmt.Errorf("job %s ended %s: %s", rec.ID, rec.State, rec.Error)
 	case rec.ExitCode != 0:

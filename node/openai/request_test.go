@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/infernet/infernet/guest/go/llama"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
 )
 
 func TestMessagesOf(t *testing.T) {
@@ -88,6 +90,27 @@ func TestMaxOutput(t *testing.T) {
 	} {
 		if got := maxOutput(tc.reqs); got != tc.want {
 			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestJobError: a job that did not give a verified answer says why,
+// an unverified one with its reason (it had said "ended unverified: ").
+func TestJobError(t *testing.T) {
+	id := wire.NewJobID()
+	for _, tt := range []struct {
+		rec  store.Job
+		want string // "" no error
+	}{
+		{store.Job{ID: id, State: store.JobVerified}, ""},
+		{store.Job{ID: id, State: store.JobUnverified, Unverified: "one replica (--replicas 1): nothing checked it"},
+			"ended unverified, and the API answers verified completions only: one replica (--replicas 1): nothing checked it"},
+		{store.Job{ID: id, State: store.JobFailed, Error: "no providers"}, "ended failed: no providers"},
+		{store.Job{ID: id, State: store.JobVerified, ExitCode: 2}, "the runner exited with status 2"},
+	} {
+		err := jobError(&tt.rec, nil)
+		if (err == nil) != (tt.want == "") || err != nil && !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: %v, want %q", tt.rec.State, err, tt.want)
 		}
 	}
 }

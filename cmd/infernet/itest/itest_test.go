@@ -442,11 +442,23 @@ func runWithVictim(t *testing.T, client *proc, providers []*proc, module string,
 // --price it could never be paid and a --serve-max-price its API could
 // never pay, and says what it needs, before it joins anything.
 func TestNodeRefusesMoneyWithoutLnd(t *testing.T) {
-	for _, flag := range []string{"--price", "--serve-max-price"} {
-		_, stderr, code := infernet(t, nil, "node", "--datadir", t.TempDir(), "--listen", "/ip4/127.0.0.1/tcp/0",
-			"--mdns=false", "--nat=false", flag, "5000")
-		if code == 0 || !strings.Contains(stderr, flag+" 5000 needs lnd") || !strings.Contains(stderr, "--lnd.rpcserver") {
-			t.Errorf("node %s 5000 without lnd: exit %d, %q", flag, code, stderr)
+	for _, tt := range []struct {
+		flags []string
+		want  []string // in stderr
+	}{
+		{[]string{"--price", "5000"}, []string{"--price 5000 needs lnd", "--lnd.rpcserver"}},
+		{[]string{"--serve-max-price", "5000"}, []string{"--serve-max-price 5000 needs lnd", "--lnd.rpcserver"}},
+		// Not money, but refused as early: an API whose every answer
+		// would be unverified.
+		{[]string{"--serve-replicas", "1"}, []string{"--serve-replicas 1: want 2 or more", "--serve-verify prefill"}},
+		{[]string{"--serve-replicas", "0"}, []string{"--serve-replicas 0: want 2 or more"}},
+	} {
+		args := append([]string{"node", "--datadir", t.TempDir(), "--listen", "/ip4/127.0.0.1/tcp/0", "--mdns=false", "--nat=false"}, tt.flags...)
+		_, stderr, code := infernet(t, nil, args...)
+		for _, w := range tt.want {
+			if code == 0 || !strings.Contains(stderr, w) {
+				t.Errorf("node %v: exit %d, %q; want %q", tt.flags, code, stderr, w)
+			}
 		}
 	}
 }

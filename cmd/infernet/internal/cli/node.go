@@ -115,7 +115,7 @@ stdout (give one to other nodes as --bootstrap).`,
 	f.StringArrayVar(&c.Listen, "listen", c.Listen, "`MULTIADDR` to listen on (repeatable)")
 	f.StringArrayVar(&c.Bootstrap, "bootstrap", nil, "`MULTIADDR` with /p2p/ID of a peer to join through (repeatable)")
 	f.StringVar(&opts.API, "api", "127.0.0.1:0", "local API `HOST:PORT` (loopback only; port 0 picks one, written to DIR/api.addr)")
-	f.IntVar(&opts.OpenAI.Replicas, "serve-replicas", openai.DefaultConfig().Replicas, "providers that run each request of the API's OpenAI endpoints (/v1/completions, /v1/chat/completions)")
+	f.IntVar(&opts.OpenAI.Replicas, "serve-replicas", openai.DefaultConfig().Replicas, "providers that run each request of the API's OpenAI endpoints (/v1/completions, /v1/chat/completions), 2 or more: they check each other")
 	f.StringVar(&opts.OpenAI.Verify, "serve-verify", openai.VerifyReplicas, "how the OpenAI endpoints verify a completion: replicas (--serve-replicas providers agree, streamed as they agree) or prefill (one provider generates, another checks it in batched passes: ~1.2x one generation's cost)")
 	f.StringVar(&opts.OpenAI.Mode, "serve-mode", openai.ModeExact, "determinism mode of the OpenAI endpoints' jobs: exact (the reference kernels, the same bits everywhere) or tolerance (each provider's fast backend, GPUs included; replicas of one backend class)")
 	f.IntVar(&opts.OpenAI.MaxTokens, "serve-max-tokens", openai.DefaultConfig().MaxTokens, "the most max_tokens a request of the OpenAI endpoints may ask for")
@@ -210,6 +210,11 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 	}
 	if o.OpenAI.Price > 0 && !o.Config.Lnd.Enabled() {
 		return &exitError{Code: ExitError, Err: fmt.Errorf("--serve-max-price %d needs lnd to pay (--lnd.rpcserver, --lnd.tlscertpath and --lnd.macaroonpath; see docs/payments.md)", o.OpenAI.Price)}
+	}
+	if o.OpenAI.Replicas < 2 && o.OpenAI.Verify != openai.VerifyPrefill {
+		// The API answers verified completions only, and one replica
+		// checks nothing: every request but the audited few would fail.
+		return &exitError{Code: ExitError, Err: fmt.Errorf("--serve-replicas %d: want 2 or more: the OpenAI endpoints answer only completions that replicas verified (or --serve-verify prefill: one provider generates, another checks)", o.OpenAI.Replicas)}
 	}
 	if err := o.Config.Reach.Validate(); err != nil {
 		return &exitError{Code: ExitError, Err: err}
