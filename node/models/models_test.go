@@ -271,13 +271,14 @@ func TestRunnerBlob(t *testing.T) {
 }
 
 func TestReadRequests(t *testing.T) {
-	good := "{\"prompt\":\"Once upon a time\"}\n\n  {\"prompt\":\"\",\"max_tokens\":8,\"temperature\":0.8,\"top_p\":0.9,\"seed\":42}  \n{\"prompt\":\"x\"}"
-	reqs, err := ReadRequests(strings.NewReader(good), llama.Request{ID: 9, Prompt: "unused", MaxTokens: 5})
+	good := "{\"prompt\":\"Once upon a time\"}\n\n  {\"prompt\":\"\",\"max_tokens\":8,\"temperature\":0.8,\"top_p\":0.9,\"seed\":42}  \n{\"prompt\":\"x\"}\n" +
+		"{\"prompt\":\"y\",\"temperature\":0.8,\"top_p\":0}" // top_p 0: the top token alone, greedy
+	reqs, err := ReadRequests(strings.NewReader(good), llama.Request{ID: 9, Prompt: "unused", MaxTokens: 5, TopP: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []llama.Request{{ID: 1, Prompt: "Once upon a time", MaxTokens: 5}, {ID: 3, MaxTokens: 8, Temperature: 0.8, TopP: 0.9, Seed: 42},
-		{ID: 4, Prompt: "x", MaxTokens: 5}}
+	want := []llama.Request{{ID: 1, Prompt: "Once upon a time", MaxTokens: 5, TopP: 1}, {ID: 3, MaxTokens: 8, Temperature: 0.8, TopP: 0.9, Seed: 42},
+		{ID: 4, Prompt: "x", MaxTokens: 5, TopP: 1}, {ID: 5, Prompt: "y", MaxTokens: 5}}
 	if len(reqs) != len(want) {
 		t.Fatalf("got %+v", reqs)
 	}

@@ -39,6 +39,16 @@ func CheckRequest(q llama.Request) error {
 	return nil
 }
 
+// TopPZeroGreedy makes a top_p of 0, as a user gives it, mean what it
+// means to OpenAI and llama.cpp: the most likely token alone, which is
+// greedy decoding. (To the runner, as to llama2.c, a top_p of 0 is no
+// nucleus at all: every token.)
+func TopPZeroGreedy(q *llama.Request) {
+	if q.TopP == 0 && q.Temperature > 0 { // a bad temperature stays, to be refused
+		q.Temperature = 0
+	}
+}
+
 // ReadRequests reads a batch of requests, one JSON object per line: a
 // llama.Request without its id ({"prompt": "..."} at least), the fields it
 // leaves out taken from defaults (whose ID and Prompt are unused). A
@@ -100,6 +110,7 @@ func ReadRequests(r io.Reader, defaults llama.Request) ([]llama.Request, error) 
 		req := llama.Request{ID: line, MaxTokens: q.MaxTokens, Temperature: q.Temperature, TopP: q.TopP, Seed: q.Seed,
 			TopK: q.TopK, MinP: q.MinP, RepetitionPenalty: q.RepPenalty, FrequencyPenalty: q.FreqPenalty, PresencePenalty: q.PresPenalty, Stop: q.Stop,
 			Logprobs: q.Logprobs.on, TopLogprobs: top}
+		TopPZeroGreedy(&req)
 		if err == nil {
 			req.Prompt = *q.Prompt
 			err = CheckRequest(req)

@@ -349,6 +349,7 @@ func (s *Service) terms(w http.ResponseWriter, p *params, maxTokens *int, c *com
 	}
 	if topP != nil {
 		p.req.TopP = *topP
+		models.TopPZeroGreedy(&p.req)
 	}
 	set := func(dst *float32, v *float32) {
 		if v != nil {

@@ -337,6 +337,11 @@ func TestOpenAISampling(t *testing.T) {
 	if whole, streamed, _, _ := complete(topK, option.WithJSONSet("top_k", 1)); whole != g.Completion || streamed != whole {
 		t.Errorf("top_k 1 at temperature 1: %q, streamed %q; want greedy's %q", whole, streamed, g.Completion)
 	}
+	topP := topK // top_p 0: the top token alone, as OpenAI and llama.cpp read it
+	topP.TopP = oa.Float(0)
+	if whole, streamed, _, _ := complete(topP); whole != g.Completion || streamed != whole {
+		t.Errorf("top_p 0 at temperature 1: %q, streamed %q; want greedy's %q", whole, streamed, g.Completion)
+	}
 
 	words := func(s string) int { // the words said again
 		seen, n := map[string]bool{}, 0

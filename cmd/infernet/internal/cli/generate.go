@@ -129,7 +129,7 @@ printed).`,
 	f.StringVar(&o.Prompts, "prompts", "", "a batch of requests, one JSON object per line (`FILE`.jsonl, - for stdin)")
 	f.IntVar(&o.Request.MaxTokens, "max-tokens", llama.DefaultMaxTokens, "most tokens to generate (at most the model's context less the prompt)")
 	f.Float32Var(&o.Request.Temperature, "temperature", 0, "sampling temperature (0: greedy, the most likely token)")
-	f.Float32Var(&o.Request.TopP, "top-p", 0.9, "with --temperature: sample from the smallest set of tokens of this total probability (1: all, the OpenAI API's default: with the same --seed, --top-p 1 gives its text)")
+	f.Float32Var(&o.Request.TopP, "top-p", 0.9, "with --temperature: sample from the smallest set of tokens of this total probability (1: all, the OpenAI API's default: with the same --seed, --top-p 1 gives its text; 0: the most likely token alone, greedy)")
 	f.IntVar(&o.Request.TopK, "top-k", 0, "with --temperature: sample from the `K` most likely tokens alone (0: all)")
 	f.Float32Var(&o.Request.MinP, "min-p", 0, "with --temperature: drop the tokens less likely than this fraction of the most likely one's probability (0: none)")
 	f.Float32Var(&o.Request.RepetitionPenalty, "repeat-penalty", 0, fmt.Sprintf("penalize the tokens of the last %d (llama.cpp's repeat_penalty: positive logits divided by it, negative multiplied; 0 or 1: off)", llama.RepeatLastN))
@@ -182,6 +182,7 @@ func (o *GenerateOptions) requests() ([]llama.Request, error) {
 	if o.PromptSet {
 		q := o.Request
 		q.Prompt = o.Prompt
+		models.TopPZeroGreedy(&q)
 		if err := models.CheckRequest(q); err != nil {
 			return nil, err
 		}
