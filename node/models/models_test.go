@@ -458,3 +458,24 @@ func TestDecoderLogprobs(t *testing.T) {
 		t.Errorf("completions %+v", cs)
 	}
 }
+
+// TestTokenizerGiven: a missing tokenizer and an extra one are both
+// ErrTokenizer, each said its own way (a GGUF file given one was told
+// that a llama2.c checkpoint needs one).
+func TestTokenizerGiven(t *testing.T) {
+	for _, tt := range []struct {
+		format store.ModelFormat
+		given  bool
+		want   string // "" no error
+	}{
+		{store.ModelLlama2C, true, ""},
+		{store.ModelGGUF, false, ""},
+		{store.ModelLlama2C, false, "needs its tokenizer file"},
+		{store.ModelGGUF, true, "has its own tokenizer"},
+	} {
+		err := TokenizerGiven(Info{Format: tt.format}, tt.given)
+		if (err == nil) != (tt.want == "") || err != nil && (!errors.Is(err, ErrTokenizer) || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%s, tokenizer given %v: %v; want %q", tt.format, tt.given, err, tt.want)
+		}
+	}
+}

@@ -27,9 +27,9 @@ var (
 	ErrUnknown = errors.New("no model of that name (infernet models lists them)")
 	// ErrExists is returned by Add for a name already taken.
 	ErrExists = errors.New("a model of that name exists (remove it first: infernet models rm)")
-	// ErrTokenizer is returned by Add for a llama2.c checkpoint without a
-	// tokenizer, or a GGUF file with one.
-	ErrTokenizer = errors.New("a llama2.c checkpoint needs its tokenizer file, the one it was trained with (--tokenizer: llama2.c's tokenizer.bin for Llama 2's vocabulary; stories260K's is tok512.bin); a GGUF file has its own")
+	// ErrTokenizer is returned for a llama2.c checkpoint without a
+	// tokenizer, and (TokenizerGiven) for a GGUF file with one.
+	ErrTokenizer = errors.New("a llama2.c checkpoint needs its tokenizer file, the one it was trained with (--tokenizer: llama2.c's tokenizer.bin for Llama 2's vocabulary; stories260K's is tok512.bin)")
 	// ErrNoRunner is returned by Runner when this build has no runner guest.
 	ErrNoRunner = errors.New("this build of infernet has no llama runner guest")
 )
@@ -113,6 +113,28 @@ func (r *Registry) Holds(d blob.Digest) bool {
 	return r.held[d] > 0
 }
 
+// TokenizerGiven returns nil if a tokenizer file is given (given) as a
+// model of info needs one, else an error that is ErrTokenizer, saying
+// which way it is wrong.
+func TokenizerGiven(info Info, given bool) error {
+	switch needs := info.NeedsTokenizer(); {
+	case needs == given:
+		return nil
+	case needs:
+		return ErrTokenizer
+	}
+	return extraTokenizer{}
+}
+
+// extraTokenizer is a tokenizer file given for a model that has its own.
+type extraTokenizer struct{}
+
+func (extraTokenizer) Error() string {
+	return "a GGUF file has its own tokenizer: give no tokenizer file (--tokenizer)"
+}
+
+func (extraTokenizer) Is(target error) bool { return target == ErrTokenizer }
+
 // Add names a model whose weights (and tokenizer, for a llama2.c
 // checkpoint) are blobs already stored here: it checks their format
 // (Sniff, CheckTokenizer) and records them under name. The name must be
@@ -125,8 +147,8 @@ func (r *Registry) Add(name string, model, tokenizer store.BlobRef) (*store.Mode
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
-	if info.NeedsTokenizer() != !tokenizer.Digest.IsZero() {
-		return nil, fmt.Errorf("model %s is %s: %w", name, info.Format, ErrTokenizer)
+	if err := TokenizerGiven(info, !tokenizer.Digest.IsZero()); err != nil {
+		return nil, fmt.Errorf("model %s is %s: %w", name, info.Format, err)
 	}
 	if info.NeedsTokenizer() {
 		if err := r.checkTokenizer(tokenizer, info.Config.VocabSize); err != nil {

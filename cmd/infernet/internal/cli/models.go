@@ -260,8 +260,8 @@ func checkModelFiles(path, tokenizer string) (modelFiles, error) {
 		return mf, err
 	}
 	mf.info = info
-	if info.NeedsTokenizer() != (tokenizer != "") {
-		return mf, fmt.Errorf("%s is %s: %w", path, info.Format, models.ErrTokenizer)
+	if err := models.TokenizerGiven(info, tokenizer != ""); err != nil {
+		return mf, fmt.Errorf("%s is %s: %w", path, info.Format, err)
 	}
 	if tokenizer != "" {
 		f, err := os.Open(tokenizer)
