@@ -42,7 +42,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -178,6 +181,7 @@ type common struct {
 	TopK              *int     `json:"top_k"`
 	MinP              *float32 `json:"min_p"`
 	RepetitionPenalty *float32 `json:"repetition_penalty"`
+	RepeatPenalty     *float32 `json:"repeat_penalty"` // llama.cpp's server's name of it
 	FrequencyPenalty  *float32 `json:"frequency_penalty"`
 	PresencePenalty   *float32 `json:"presence_penalty"`
 	// Stop is a string or an array of up to 4 (llama.Request.Stop).
@@ -313,7 +317,40 @@ func (s *Service) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		WriteError(w, http.StatusBadRequest, "", "invalid_json", fmt.Sprintf("the request body is not valid JSON: %v", err))
 		return false
 	}
+	// A field this server does not know is refused, as OpenAI's API does,
+	// rather than ignored: a sampling term under another server's name
+	// would otherwise change nothing, silently.
+	var fields map[string]json.RawMessage
+	json.Unmarshal(b, &fields) // an object: v's decoding succeeded
+	known := jsonFields(reflect.TypeOf(v).Elem())
+	for _, f := range slices.Sorted(maps.Keys(fields)) {
+		if !known[f] && !ignored[f] {
+			WriteError(w, http.StatusBadRequest, f, "unsupported_parameter", fmt.Sprintf("unrecognized request argument supplied: %s", f))
+			return false
+		}
+	}
 	return true
+}
+
+// ignored are OpenAI's request fields that change nothing a server of
+// open models answers: accepted, and read no further.
+var ignored = map[string]bool{"user": true, "metadata": true, "store": true, "service_tier": true,
+	"prompt_cache_key": true, "safety_identifier": true, "parallel_tool_calls": true, "tool_choice": true}
+
+// jsonFields are the JSON names of a struct's fields, its embedded
+// structs' among them.
+func jsonFields(t reflect.Type) map[string]bool {
+	out := map[string]bool{}
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case f.Anonymous && f.Type.Kind() == reflect.Struct:
+			maps.Copy(out, jsonFields(f.Type))
+		case name != "" && name != "-":
+			out[name] = true
+		}
+	}
+	return out
 }
 
 // terms checks and sets the sampling terms of p from c and maxTokens,
@@ -360,6 +397,11 @@ func (s *Service) terms(w http.ResponseWriter, p *params, maxTokens *int, c *com
 		p.req.TopK = *c.TopK
 	}
 	set(&p.req.MinP, c.MinP)
+	if c.RepeatPenalty != nil && c.RepetitionPenalty != nil && *c.RepeatPenalty != *c.RepetitionPenalty {
+		WriteError(w, http.StatusBadRequest, "repeat_penalty", "", "repeat_penalty and repetition_penalty are one term: give one")
+		return false
+	}
+	set(&p.req.RepetitionPenalty, c.RepeatPenalty)
 	set(&p.req.RepetitionPenalty, c.RepetitionPenalty)
 	set(&p.req.FrequencyPenalty, c.FrequencyPenalty)
 	set(&p.req.PresencePenalty, c.PresencePenalty)

@@ -227,6 +227,19 @@ func TestOpenAIErrors(t *testing.T) {
 			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt}, option.WithJSONSet("repetition_penalty", -1))
 			return err
 		}, http.StatusBadRequest, "repetition_penalty", ""},
+		{"an unknown field", func() error { // refused, as OpenAI's API does: ignored, it changed nothing unseen
+			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt}, option.WithJSONSet("mirostat", 2))
+			return err
+		}, http.StatusBadRequest, "mirostat", "unsupported_parameter"},
+		{"repeat_penalty (llama.cpp's name) beside another repetition_penalty", func() error {
+			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt},
+				option.WithJSONSet("repeat_penalty", 1.2), option.WithJSONSet("repetition_penalty", 1.1))
+			return err
+		}, http.StatusBadRequest, "repeat_penalty", ""},
+		{"negative repeat_penalty", func() error {
+			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt}, option.WithJSONSet("repeat_penalty", -1))
+			return err
+		}, http.StatusBadRequest, "repetition_penalty", ""},
 		{"n of 9", func() error {
 			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt, N: oa.Int(9)})
 			return err
@@ -336,6 +349,11 @@ func TestOpenAISampling(t *testing.T) {
 	topK.Temperature, topK.Seed = oa.Float(1), oa.Int(3)
 	if whole, streamed, _, _ := complete(topK, option.WithJSONSet("top_k", 1)); whole != g.Completion || streamed != whole {
 		t.Errorf("top_k 1 at temperature 1: %q, streamed %q; want greedy's %q", whole, streamed, g.Completion)
+	}
+	// repeat_penalty, llama.cpp's server's name, is repetition_penalty.
+	alias, _, _, _ := complete(base, option.WithJSONSet("repeat_penalty", 2), option.WithJSONSet("user", "someone"))
+	if named, _, _, _ := complete(base, option.WithJSONSet("repetition_penalty", 2)); alias != named || alias == g.Completion {
+		t.Errorf("repeat_penalty 2: %q; repetition_penalty 2: %q; greedy: %q", alias, named, g.Completion)
 	}
 	topP := topK // top_p 0: the top token alone, as OpenAI and llama.cpp read it
 	topP.TopP = oa.Float(0)
