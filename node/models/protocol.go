@@ -88,7 +88,7 @@ func ReadRequests(r io.Reader, defaults llama.Request) ([]llama.Request, error) 
 		err := dec.Decode(&q)
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
-			err = fmt.Errorf("%q is a JSON %s: want %s", typeErr.Field, typeErr.Value, jsonKind(typeErr.Type.Kind()))
+			err = fmt.Errorf("%q is a JSON %s: want %s", typeErr.Field, typeErr.Value, JSONKind(typeErr.Type))
 		}
 		if err == nil && dec.More() {
 			err = errors.New("more than one JSON value")
@@ -185,9 +185,13 @@ func (l *logprobs) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// jsonKind names what a Go field of kind k takes in JSON.
-func jsonKind(k reflect.Kind) string {
-	switch k {
+// JSONKind says what JSON value a Go field of type t takes, for an
+// error about a value of the wrong type ("a number", "an integer").
+func JSONKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
 	case reflect.String:
 		return "a string"
 	case reflect.Bool:
@@ -196,6 +200,10 @@ func jsonKind(k reflect.Kind) string {
 		return "an array"
 	case reflect.Float32, reflect.Float64:
 		return "a number"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer, 0 or more"
+	case reflect.Struct, reflect.Map:
+		return "an object"
 	default:
 		return "an integer"
 	}

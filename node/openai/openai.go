@@ -174,7 +174,7 @@ type common struct {
 	MaxTokens   *int     `json:"max_tokens"`
 	Temperature *float32 `json:"temperature"`
 	TopP        *float32 `json:"top_p"`
-	Seed        *uint64  `json:"seed"`
+	Seed        *int64   `json:"seed"` // under 0 (llama.cpp's -1): a random one, as none
 	N           *int     `json:"n"`
 	// Sampling terms beyond OpenAI's own (llama.cpp's and vLLM's names),
 	// and OpenAI's penalties: see llama.Shape.
@@ -313,7 +313,14 @@ func (s *Service) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		return false
 	}
 	rc.SetReadDeadline(time.Time{})
-	if err := json.Unmarshal(b, v); err != nil {
+	var typeErr *json.UnmarshalTypeError
+	if err := json.Unmarshal(b, v); errors.As(err, &typeErr) && typeErr.Field != "" {
+		// Valid JSON, a field of the wrong type: say which, in the API's
+		// words (Go's names the struct field).
+		field := typeErr.Field[strings.LastIndex(typeErr.Field, ".")+1:]
+		WriteError(w, http.StatusBadRequest, field, "", fmt.Sprintf("%s is a JSON %s: want %s", field, typeErr.Value, models.JSONKind(typeErr.Type)))
+		return false
+	} else if err != nil {
 		WriteError(w, http.StatusBadRequest, "", "invalid_json", fmt.Sprintf("the request body is not valid JSON: %v", err))
 		return false
 	}
@@ -414,8 +421,8 @@ func (s *Service) terms(w http.ResponseWriter, p *params, maxTokens *int, c *com
 		return false
 	}
 	p.req.Stop = stop
-	if seed != nil {
-		p.req.Seed = *seed
+	if seed != nil && *seed >= 0 {
+		p.req.Seed = uint64(*seed)
 	} else {
 		var b [8]byte
 		rand.Read(b[:])

@@ -227,6 +227,9 @@ func TestOpenAIErrors(t *testing.T) {
 			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt}, option.WithJSONSet("repetition_penalty", -1))
 			return err
 		}, http.StatusBadRequest, "repetition_penalty", ""},
+		{"a temperature as a string", func() error { // valid JSON: not invalid_json, and no Go names
+			return c.Post(ctx, "completions", []byte(`{"model": "stories260K", "prompt": "a", "temperature": "0.5"}`), nil, option.WithHeader("Content-Type", "application/json"))
+		}, http.StatusBadRequest, "temperature", ""},
 		{"an unknown field", func() error { // refused, as OpenAI's API does: ignored, it changed nothing unseen
 			_, err := c.Completions.New(ctx, oa.CompletionNewParams{Model: "stories260K", Prompt: prompt}, option.WithJSONSet("mirostat", 2))
 			return err
@@ -349,6 +352,10 @@ func TestOpenAISampling(t *testing.T) {
 	topK.Temperature, topK.Seed = oa.Float(1), oa.Int(3)
 	if whole, streamed, _, _ := complete(topK, option.WithJSONSet("top_k", 1)); whole != g.Completion || streamed != whole {
 		t.Errorf("top_k 1 at temperature 1: %q, streamed %q; want greedy's %q", whole, streamed, g.Completion)
+	}
+	// A seed under 0 (llama.cpp's -1) is a random one, as none.
+	if whole, _, _, _ := complete(base, option.WithJSONSet("seed", -1)); whole != g.Completion {
+		t.Errorf("seed -1, greedy: %q, want %q", whole, g.Completion)
 	}
 	// repeat_penalty, llama.cpp's server's name, is repetition_penalty.
 	alias, _, _, _ := complete(base, option.WithJSONSet("repeat_penalty", 2), option.WithJSONSet("user", "someone"))
