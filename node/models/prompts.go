@@ -80,7 +80,7 @@ func (p *Prompts) Check(q llama.Request) error {
 		return nil
 	}
 	if _, err := p.tok.EncodePrompt(q.Prompt, p.context); err != nil {
-		return fmt.Errorf("%w: %w", err, ErrBadRequest)
+		return badRequest{err}
 	}
 	return nil
 }

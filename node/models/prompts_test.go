@@ -70,7 +70,7 @@ func TestPrompts(t *testing.T) {
 				t.Errorf("a prompt of the context's length: %v", err)
 			}
 			err = p.Check(llama.Request{Prompt: over})
-			if !errors.Is(err, llama.ErrContextLength) || !errors.Is(err, ErrBadRequest) {
+			if !errors.Is(err, llama.ErrContextLength) || !errors.Is(err, ErrBadRequest) || strings.HasSuffix(err.Error(), "bad request") {
 				t.Errorf("one token past the context: %v; want ErrContextLength and ErrBadRequest", err)
 			}
 			t.Log(err)

@@ -18,6 +18,13 @@ import (
 // ErrBadRequest is returned for a request the runner would refuse.
 var ErrBadRequest = errors.New("bad request")
 
+// badRequest is err, which is also ErrBadRequest: the message is err's
+// alone (a user reads it; a trailing ": bad request" told nothing).
+type badRequest struct{ err error }
+
+func (b badRequest) Error() string   { return b.err.Error() }
+func (b badRequest) Unwrap() []error { return []error{b.err, ErrBadRequest} }
+
 // APIMemory is the memory limit of the OpenAI API's generation jobs; the
 // CLI's take host.DefaultMemoryLimit unless --memory says otherwise.
 const APIMemory = 512 << 20
@@ -31,10 +38,10 @@ const MaxPromptLine = 1 << 20
 // MaxPromptLine bytes.
 func CheckRequest(q llama.Request) error {
 	if err := llama.CheckSampling(q); err != nil { // the runner's own check
-		return fmt.Errorf("%w: %w", err, ErrBadRequest)
+		return badRequest{err}
 	}
 	if n := len(EncodeRequests([]llama.Request{q})); n > MaxPromptLine { // the line and its newline
-		return fmt.Errorf("prompt of %d bytes: the request is %d bytes, the runner reads at most %d: %w", len(q.Prompt), n, MaxPromptLine, ErrBadRequest)
+		return badRequest{fmt.Errorf("prompt of %d bytes: the request is %d bytes, the runner reads at most %d", len(q.Prompt), n, MaxPromptLine)}
 	}
 	return nil
 }

@@ -162,7 +162,7 @@ func TestCheckRequestSize(t *testing.T) {
 		t.Errorf("a request of %d bytes: %v", len(EncodeRequests([]llama.Request{fits})), err)
 	}
 	over := llama.Request{Prompt: strings.Repeat("a", MaxPromptLine), MaxTokens: 1}
-	if err := CheckRequest(over); !errors.Is(err, ErrBadRequest) || !strings.HasPrefix(err.Error(), "prompt ") {
+	if err := CheckRequest(over); !errors.Is(err, ErrBadRequest) || !strings.HasPrefix(err.Error(), "prompt ") || strings.HasSuffix(err.Error(), "bad request") {
 		t.Errorf("a prompt of %d bytes: %v, want ErrBadRequest naming the prompt", len(over.Prompt), err)
 	}
 }
