@@ -77,6 +77,20 @@ var ggmlTypes = [...]struct {
 	{ggmlQ4_K, abi.Q4_K}, {ggmlQ5_K, abi.Q5_K}, {ggmlQ6_K, abi.Q6_K},
 }
 
+// ggmlNames are the names of ggml's other tensor types (the GGUF
+// specification's), so that a file of one says which it is.
+var ggmlNames = map[uint32]string{9: "Q8_1", 10: "Q2_K", 11: "Q3_K", 15: "Q8_K", 16: "IQ2_XXS", 17: "IQ2_XS",
+	18: "IQ3_XXS", 19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S", 23: "IQ4_XS", 24: "I8", 25: "I16",
+	26: "I32", 27: "I64", 28: "F64", 29: "IQ1_M", 34: "TQ1_0", 35: "TQ2_0"}
+
+// ggmlName names ggml type gt.
+func ggmlName(gt uint32) string {
+	if n, ok := ggmlNames[gt]; ok {
+		return n
+	}
+	return fmt.Sprintf("ggml type %d", gt)
+}
+
 // ggmlType returns the ggml type code of an ABI type.
 func ggmlType(d abi.DType) (uint32, bool) {
 	for _, t := range ggmlTypes {
@@ -257,8 +271,11 @@ func (d *ggufReader) count(what string, limit uint64, unit int64) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if n > limit || unit > 0 && n > uint64((d.size-d.pos)/unit) {
-		return 0, formatErr("gguf: %s %d too large (limit %d, %d bytes left)", what, n, limit, d.size-d.pos)
+	switch {
+	case n > limit:
+		return 0, formatErr("gguf: %s %d over the limit of %d", what, n, limit)
+	case unit > 0 && n > uint64((d.size-d.pos)/unit):
+		return 0, formatErr("gguf: %s %d, and only %d bytes of the file left (is it cut short?)", what, n, d.size-d.pos)
 	}
 	return int(n), nil
 }
@@ -616,7 +633,7 @@ func (d *ggufReader) tensorInfo() (TensorInfo, uint64, error) {
 	}
 	var ok bool
 	if t.DType, ok = abiType(gt); !ok {
-		return t, 0, formatErr("gguf tensor %s: ggml type %d (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K are supported)", t.Name, gt)
+		return t, 0, formatErr("gguf tensor %s is %s, which the runner does not read (it reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K: a Q4_K_M, Q5_K_M, Q6_K or Q8_0 file of the model)", t.Name, ggmlName(gt))
 	}
 	off, err := d.u64()
 	return t, off, err

@@ -333,6 +333,18 @@ func TestGGUFTypes(t *testing.T) {
 	}
 }
 
+// TestGGUFTypesRefused: a tensor of a type the runner does not read
+// names it (a Q3_K_M file had said "ggml type 11").
+func TestGGUFTypesRefused(t *testing.T) {
+	for gt, want := range map[uint32]string{11: "is Q3_K,", 20: "is IQ4_NL,", 99: "is ggml type 99,"} {
+		file := (&hostileGGUF{}).header(3, 1, 0).tensor("t", gt, 0, 256, 3).pad(4096).Bytes()
+		_, err := ReadGGUF(bytes.NewReader(file), int64(len(file)))
+		if !errors.Is(err, ErrFormat) || !strings.Contains(fmt.Sprint(err), want) {
+			t.Errorf("ggml type %d: %v; want an ErrFormat saying %q", gt, err, want)
+		}
+	}
+}
+
 // TestReadGGUFTruncated: every prefix of a valid file that cuts its
 // header or its tensor data is refused.
 func TestReadGGUFTruncated(t *testing.T) {
