@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -181,10 +182,41 @@ type topLogprob struct {
 // the legacy shape: text_offset is each token's offset in the choice's
 // text, in bytes.
 type completionLogprobs struct {
-	Tokens        []string             `json:"tokens"`
-	TokenLogprobs []float32            `json:"token_logprobs"`
-	TopLogprobs   []map[string]float32 `json:"top_logprobs"`
-	TextOffset    []int                `json:"text_offset"`
+	Tokens        []string    `json:"tokens"`
+	TokenLogprobs []float32   `json:"token_logprobs"`
+	TopLogprobs   []likeliest `json:"top_logprobs"`
+	TextOffset    []int       `json:"text_offset"`
+}
+
+// likeliest is one token's top logprobs in the legacy shape, an object
+// from token text to logprob, written likeliest first, as OpenAI's are (a
+// Go map's keys would be sorted).
+type likeliest []textLogprob
+
+// textLogprob is a token's text and its logprob.
+type textLogprob struct {
+	text    string
+	logprob float32
+}
+
+// MarshalJSON writes l as a JSON object in its order.
+func (l likeliest) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for i, e := range l {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k, err := json.Marshal(e.text)
+		if err != nil {
+			return nil, err
+		}
+		v, err := json.Marshal(e.logprob)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(append(b, k...), ':'), v...)
+	}
+	return append(b, '}'), nil
 }
 
 // logprobs returns the logprobs of choice index's tokens lps in the
@@ -207,14 +239,15 @@ func (a *answer) logprobs(index int, lps []*llama.Logprobs) any {
 	if a.offsets == nil {
 		a.offsets = make([]int, a.p.n)
 	}
-	out := completionLogprobs{Tokens: []string{}, TokenLogprobs: []float32{}, TopLogprobs: []map[string]float32{}, TextOffset: []int{}}
+	out := completionLogprobs{Tokens: []string{}, TokenLogprobs: []float32{}, TopLogprobs: []likeliest{}, TextOffset: []int{}}
 	for _, lp := range lps {
 		out.Tokens = append(out.Tokens, tokenString(lp.Piece))
 		out.TokenLogprobs = append(out.TokenLogprobs, lp.Logprob)
-		top := make(map[string]float32, len(lp.Top))
-		for _, t := range lp.Top {
-			if _, ok := top[tokenString(t.Piece)]; !ok { // two tokens of one text: the likelier
-				top[tokenString(t.Piece)] = t.Logprob
+		top := make(likeliest, 0, len(lp.Top))
+		for _, t := range lp.Top { // likeliest first
+			text := tokenString(t.Piece)
+			if !slices.ContainsFunc(top, func(e textLogprob) bool { return e.text == text }) { // two tokens of one text: the likelier
+				top = append(top, textLogprob{text, t.Logprob})
 			}
 		}
 		out.TopLogprobs = append(out.TopLogprobs, top)

@@ -460,6 +460,32 @@ func TestOpenAILogprobs(t *testing.T) {
 	if strings.Join(lp.Tokens, "") != g.Completion || n != g.CompletionTokens || len(lp.TokenLogprobs) != n || len(lp.TopLogprobs) != n || len(lp.TextOffset) != n {
 		t.Fatalf("logprobs of %d tokens %q, want run.c's %d tokens %q: %+v", n, lp.Tokens, g.CompletionTokens, g.Completion, lp)
 	}
+	// Each top_logprobs object lists its tokens likeliest first, as
+	// OpenAI's do: read in the order of the raw JSON.
+	var raw struct {
+		Choices []struct {
+			Logprobs struct {
+				TopLogprobs []json.RawMessage `json:"top_logprobs"`
+			} `json:"logprobs"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal([]byte(whole.RawJSON()), &raw); err != nil || len(raw.Choices) != 1 {
+		t.Fatalf("raw completion: %v", err)
+	}
+	for i, obj := range raw.Choices[0].Logprobs.TopLogprobs {
+		dec := json.NewDecoder(bytes.NewReader(obj))
+		dec.Token() // {
+		last := math.Inf(1)
+		for dec.More() {
+			dec.Token() // the token's text
+			var v float64
+			if err := dec.Decode(&v); err != nil || v > last {
+				t.Errorf("token %d: top_logprobs %s not likeliest first", i, obj)
+				break
+			}
+			last = v
+		}
+	}
 	offset := 0
 	for i, tok := range lp.Tokens {
 		top := lp.TopLogprobs[i]
