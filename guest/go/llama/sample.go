@@ -149,7 +149,7 @@ func CheckSampling(q Request) error {
 	case !in(q.MinP, 0, 1):
 		return fmt.Errorf("min_p %v: want 0 to 1", q.MinP)
 	case !in(q.RepetitionPenalty, 0, MaxRepetitionPenalty):
-		return fmt.Errorf("repetition_penalty %v: want 0 (off) or above 0 to %d (1: off)", q.RepetitionPenalty, MaxRepetitionPenalty)
+		return fmt.Errorf("repetition_penalty %v: want 0 to %d (0 and 1: off)", q.RepetitionPenalty, MaxRepetitionPenalty)
 	case !in(q.FrequencyPenalty, -MaxPenalty, MaxPenalty):
 		return fmt.Errorf("frequency_penalty %v: want -%d to %d", q.FrequencyPenalty, MaxPenalty, MaxPenalty)
 	case !in(q.PresencePenalty, -MaxPenalty, MaxPenalty):

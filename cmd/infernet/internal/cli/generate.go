@@ -127,7 +127,7 @@ printed).`,
 	f.StringVar(&o.Tokenizer, "tokenizer", "", "the llama2.c tokenizer.bin `FILE` of a .bin MODEL file")
 	f.StringVarP(&o.Prompt, "prompt", "p", "", "the `TEXT` to complete")
 	f.StringVar(&o.Prompts, "prompts", "", "a batch of requests, one JSON object per line (`FILE`.jsonl, - for stdin)")
-	f.IntVar(&o.Request.MaxTokens, "max-tokens", llama.DefaultMaxTokens, "most tokens to generate (at most the model's context less the prompt)")
+	f.IntVar(&o.Request.MaxTokens, "max-tokens", llama.DefaultMaxTokens, fmt.Sprintf("most tokens to generate (at most the model's context less the prompt; 0: %d)", llama.DefaultMaxTokens))
 	f.Float32Var(&o.Request.Temperature, "temperature", 0, "sampling temperature (0: greedy, the most likely token)")
 	f.Float32Var(&o.Request.TopP, "top-p", 0.9, "with --temperature: sample from the smallest set of tokens of this total probability (1: all, the OpenAI API's default: with the same --seed, --top-p 1 gives its text; 0: the most likely token alone, greedy)")
 	f.IntVar(&o.Request.TopK, "top-k", 0, "with --temperature: sample from the `K` most likely tokens alone (0: all)")

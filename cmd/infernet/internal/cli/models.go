@@ -177,6 +177,9 @@ func (o *ModelsOptions) registry(ctx context.Context, verb string) (registry, er
 		return nil, err
 	}
 	if _, err := os.Stat(o.DataDir); errors.Is(err, fs.ErrNotExist) && o.DataDir != defaultDataDir() {
+		if verb == "add" {
+			return nil, fmt.Errorf("--datadir %s: no such directory (a typo? to name models there before a node first starts on it, create it: mkdir -p %s)", o.DataDir, o.DataDir)
+		}
 		return nil, fmt.Errorf("--datadir %s: no such directory, so no node runs there and no model is named there", o.DataDir)
 	}
 	if _, err := os.Stat(filepath.Join(o.DataDir, "node.db")); errors.Is(err, fs.ErrNotExist) && verb != "add" {

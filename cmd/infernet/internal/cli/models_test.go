@@ -38,6 +38,9 @@ func TestModelsWithoutNode(t *testing.T) {
 	if code, _, stderr := infernet(t, "models", "--datadir", filepath.Join(dir, "typo")); code == 0 || !strings.Contains(stderr, "no such directory") {
 		t.Errorf("models with a mistyped --datadir: exit %d, stderr %q", code, stderr)
 	}
+	if code, _, stderr := infernet(t, "models", "add", "stories", storiesBin, "--tokenizer", tok512, "--datadir", filepath.Join(dir, "new")); code == 0 || !strings.Contains(stderr, "mkdir -p") {
+		t.Errorf("models add to a --datadir not made yet: exit %d, stderr %q; want how to make it", code, stderr)
+	}
 	if code, _, stderr := infernet(t, "models", "add", "stories", storiesBin, "--tokenizer", tok512, "--datadir", dir); code != 0 {
 		t.Fatalf("models add: exit %d, stderr %q", code, stderr)
 	}
