@@ -92,6 +92,8 @@ func (t *ChatTemplate) Render(msgs []Message) (string, error) {
 // tokenizer reads back as them.
 //
 //	[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} [INST] {user} [/INST]
+//
+// A system message with no user turn after it opens one.
 func Llama2Chat(msgs []Message) string {
 	var b strings.Builder
 	var system string
@@ -115,6 +117,14 @@ func Llama2Chat(msgs []Message) string {
 		case "assistant":
 			b.WriteString(" " + strings.TrimSpace(m.Content))
 		}
+	}
+	if system != "" {
+		// No user turn after it: the system prompt opens one, as
+		// llama.cpp's llama2 template writes it, rather than being lost.
+		if b.Len() > 0 {
+			b.WriteString(" ")
+		}
+		b.WriteString("[INST] <<SYS>>\n" + system + "\n<</SYS>>\n\n")
 	}
 	return b.String()
 }

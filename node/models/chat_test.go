@@ -28,6 +28,9 @@ func TestLlama2Chat(t *testing.T) {
 			"[INST] <<SYS>>\nA\nB\n<</SYS>>\n\nC [/INST]"},
 		{"turns", []Message{{"system", "S"}, {"user", "1"}, {"assistant", "one"}, {"user", "2"}},
 			"[INST] <<SYS>>\nS\n<</SYS>>\n\n1 [/INST] one [INST] 2 [/INST]"},
+		{"system alone", []Message{{"system", "Be kind."}}, "[INST] <<SYS>>\nBe kind.\n<</SYS>>\n\n"}, // it was lost: an empty prompt
+		{"system last", []Message{{"user", "1"}, {"assistant", "one"}, {"system", "S"}},
+			"[INST] 1 [/INST] one [INST] <<SYS>>\nS\n<</SYS>>\n\n"},
 	} {
 		if got := Llama2Chat(c.msgs); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
