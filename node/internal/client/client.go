@@ -285,6 +285,9 @@ type jobRun struct {
 	proofs map[*wire.Result][]gemmproof.Proof
 	bids   chan *offer                 // bids from the open market
 	late   map[uint8]chan *wire.Result // results delivered over wire.ProtocolResult
+	// refused are the attempts whose provider refused the replica: a late
+	// result of one is not its replica's (wasAssigned). Guarded by mu.
+	refused map[attempt]bool
 	// stream holds a streamed job's replica streams (jobs.Spec.Output).
 	stream *streamVote
 	// checkJob is jobs.Spec.Check and spec the job's own; escalated is set once the
@@ -1147,18 +1150,7 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 		// No invoice came: the provider ran it free, or it was lost first.
 		j.dropPayment(pay, "no invoice")
 	}
-	j.mu.Lock()
-	rep := &j.rec.Replicas[idx]
-	rep.Finished = time.Now()
-	if err != nil {
-		rep.State, rep.Error = store.ReplicaLost, err.Error()
-		if errors.Is(err, ErrLie) {
-			j.rec.Liars = append(j.rec.Liars, p.String())
-		}
-	} else {
-		rep.State, rep.Result = store.ReplicaDone, res.Stripped()
-	}
-	j.mu.Unlock()
+	j.attemptEnded(idx, p, res, err)
 	switch {
 	case errors.Is(err, ErrLie):
 		j.convict(p) // it signed the evidence itself
@@ -1238,6 +1230,7 @@ func (j *jobRun) record(r uint8, p peer.ID, terms blob.Digest) int {
 	j.mu.Lock()
 	j.rec.State = store.JobRunning
 	j.rec.Replicas = append(j.rec.Replicas, store.Replica{Index: r, Provider: p.String(), State: store.ReplicaAssigned, Assigned: time.Now(), Terms: terms})
+	delete(j.refused, attempt{r, p}) // asked again: its result may come late
 	idx := len(j.rec.Replicas) - 1
 	c := *j.rec
 	c.Replicas = append([]store.Replica(nil), j.rec.Replicas...)
@@ -1249,6 +1242,29 @@ func (j *jobRun) record(r uint8, p peer.ID, terms blob.Digest) int {
 		j.c.log.Error("recording assignment", "err", err)
 	}
 	return idx
+}
+
+// attemptEnded records how p's attempt recorded at idx ended: its result,
+// or err.
+func (j *jobRun) attemptEnded(idx int, p peer.ID, res *wire.Result, err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	rep := &j.rec.Replicas[idx]
+	rep.Finished = time.Now()
+	if err == nil {
+		rep.State, rep.Result = store.ReplicaDone, res.Stripped()
+		return
+	}
+	rep.State, rep.Error = store.ReplicaLost, err.Error()
+	if errors.Is(err, errRefused) {
+		if j.refused == nil {
+			j.refused = map[attempt]bool{}
+		}
+		j.refused[attempt{rep.Index, p}] = true
+	}
+	if errors.Is(err, ErrLie) {
+		j.rec.Liars = append(j.rec.Liars, p.String())
+	}
 }
 
 // askBid sends the announce to p and reads its bid.
@@ -1514,6 +1530,9 @@ func (j *jobRun) sources(p peer.ID) [][]byte {
 func (j *jobRun) wasAssigned(r uint8, p peer.ID, terms blob.Digest) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.refused[attempt{r, p}] {
+		return false // it refused the replica: whatever it ran, it was not this
+	}
 	for _, rep := range j.rec.Replicas {
 		if rep.Index == r && rep.Provider == p.String() && rep.Terms == terms {
 			return true

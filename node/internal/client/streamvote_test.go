@@ -8,6 +8,7 @@ import (
 
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/jobs"
+	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
 
@@ -112,5 +113,29 @@ func TestQueueOutput(t *testing.T) {
 	drain()
 	if string(got) != "abcdefgh" {
 		t.Fatalf("consumer got %q", got)
+	}
+}
+
+// TestRefusedNotAssigned: a provider that refused a replica is not its
+// holder, so a result it delivers late is not taken for the replica's
+// (it would have reset the honest holder's run); asked again, it is.
+func TestRefusedNotAssigned(t *testing.T) {
+	j := &jobRun{ephemeral: true, rec: &store.Job{}}
+	p, terms := peer.ID("provider"), blob.Sum([]byte("terms"))
+	idx := j.record(1, p, terms)
+	if !j.wasAssigned(1, p, terms) {
+		t.Fatal("a provider holding a replica is not its holder")
+	}
+	j.attemptEnded(idx, p, nil, refusal(wire.ReasonBusy))
+	if j.wasAssigned(1, p, terms) {
+		t.Error("a provider that refused the replica counts as assigned it")
+	}
+	j.record(1, p, terms)
+	if !j.wasAssigned(1, p, terms) {
+		t.Error("asked again, the provider is not the replica's holder")
+	}
+	j.attemptEnded(j.record(0, "other", terms), "other", nil, errConnLost)
+	if !j.wasAssigned(0, "other", terms) {
+		t.Error("a provider whose stream broke is not the holder its late result comes from")
 	}
 }
