@@ -128,7 +128,7 @@ func (n *Node) bootstrap(ctx context.Context) error {
 			n.log.Warn("bootstrap peer unreachable", "peer", ai.ID, "err", err)
 			continue
 		}
-		n.peers.Introduced(ai.ID, peers.SourceBootstrap)
+		n.peers.Introduced(ai.ID, peers.SourceBootstrap, ai.Addrs...)
 	}
 	if len(infos) > 0 && len(errs) == len(infos) {
 		k := <-known

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/infernet/infernet/node/internal/netgroup"
 )
 
 // A peer's source is where this node first learned of it, traced back to
@@ -29,12 +32,20 @@ const (
 // Introduced records that id is a root of this node's view: a bootstrap
 // peer it dialled, an mDNS find, or a peer vouched for (kind). A
 // bootstrap peer's source is its network group, so that two bootstrap
-// identities of one operator count once.
-func (b *Book) Introduced(id peer.ID, kind string) {
+// identities of one operator count once: that of the address the
+// operator gave (addrs), the same at every start, or for a name with no
+// IP the one it is connected from. (The connected one alone could be
+// another network's, where a key of the same identity connected in
+// first, and a client eclipsed by it would then count two sources.)
+func (b *Book) Introduced(id peer.ID, kind string, addrs ...ma.Multiaddr) {
 	src := kind
 	switch kind {
 	case SourceBootstrap:
-		src = kind + " " + b.Group(id)
+		g := netgroup.OfAny(addrs)
+		if g == "" {
+			g = b.Group(id)
+		}
+		src = kind + " " + g
 	case SourceTrust:
 		src = kind + " " + id.String()
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	p2ptest "github.com/libp2p/go-libp2p/core/test"
+	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/infernet/infernet/node/reputation"
 	"github.com/infernet/infernet/node/store"
@@ -85,5 +86,45 @@ func TestEclipsed(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBootstrapSourceIsTheGivenAddress: a bootstrap peer's source is the
+// network of the address the operator gave, whatever network its
+// identity is connected from when the node starts (a key of the same
+// identity elsewhere may connect in first): a client eclipsed before a
+// restart stays so after it.
+func TestBootstrapSourceIsTheGivenAddress(t *testing.T) {
+	db, err := store.Open(t.TempDir() + "/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	book := NewBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
+	boot, other := p2ptest.RandPeerIDFatal(t), p2ptest.RandPeerIDFatal(t)
+	connected := map[peer.ID]string{boot: "v4/10.1", other: "v4/10.2"}
+	book.GroupsOf = func(id peer.ID) ([]string, bool) { return []string{connected[id]}, true }
+	given := ma.StringCast("/ip4/10.1.0.1/tcp/4001")
+	book.Introduced(boot, SourceBootstrap, given)
+	book.OnAdvert(other, boot, &wire.CapabilityAdvert{Peer: []byte(other), Seq: 1, Slots: 1})
+	if book.Eclipsed() == "" {
+		t.Fatal("every peer through one bootstrap peer, and not eclipsed")
+	}
+	// After a restart, the same identity connected from another network
+	// first.
+	connected[boot] = "v4/10.9"
+	book.Introduced(boot, SourceBootstrap, given)
+	if got := book.Source(boot); got != SourceBootstrap+" v4/10.1" {
+		t.Errorf("source %q, want the given address's network", got)
+	}
+	if book.Eclipsed() == "" {
+		t.Error("a restart where the bootstrap identity connected in from elsewhere first undid the eclipse's notice")
+	}
+	// A name with no IP: the network it is connected from.
+	named := p2ptest.RandPeerIDFatal(t)
+	connected[named] = "v4/10.3"
+	book.Introduced(named, SourceBootstrap, ma.StringCast("/dns4/boot.example/tcp/4001"))
+	if got := book.Source(named); got != SourceBootstrap+" v4/10.3" {
+		t.Errorf("a named bootstrap peer's source %q, want its connection's network", got)
 	}
 }
