@@ -2,12 +2,15 @@ package itest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestTrainProcesses: `infernet train` on node processes. Each shard
@@ -72,6 +75,37 @@ func TestTrainProcesses(t *testing.T) {
 		if _, stderr, code := infernet(t, nil, "train", "--attach", id, "--datadir", client.dataDir); code == 0 || !strings.Contains(stderr, "no training run") {
 			t.Errorf("train --attach of no run %s: exit %d: %s", id, code, stderr)
 		}
+	}
+	if _, stderr, code := infernet(t, nil, "train", "--cancel", rec.ID, "--datadir", client.dataDir); code != 0 || !strings.Contains(stderr, "had ended (verified): nothing to cancel") {
+		t.Errorf("train --cancel of an ended run: exit %d: %s", code, stderr)
+	}
+	// --cancel ends a run under way, failed, its verified rounds kept; the
+	// command that started it ends with it.
+	lctx, lcancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer lcancel()
+	long := exec.CommandContext(lctx, binary, "train", cat, "--reduce", cat, "--shards", "2", "--rounds", "1000", "--state", first, "--datadir", client.dataDir)
+	var longErr bytes.Buffer
+	long.Stderr = &longErr
+	if err := long.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var live string
+	waitFor(t, 60*time.Second, "a long run's second round", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		runs, err := client.api(t).TrainRuns(ctx)
+		for _, r := range runs {
+			if err == nil && !r.State.Final() && len(r.Rounds) > 1 {
+				live = r.ID.String()
+			}
+		}
+		return live != ""
+	})
+	if _, stderr, code := infernet(t, nil, "train", "--cancel", live[:8], "--datadir", client.dataDir); code != 0 || !strings.Contains(stderr, "cancelled: failed after") {
+		t.Errorf("train --cancel of a run under way: exit %d: %s", code, stderr)
+	}
+	if err := long.Wait(); err == nil || !strings.Contains(longErr.String(), "cancelled") {
+		t.Errorf("the cancelled run's command: %v: %s", err, longErr.String())
 	}
 	if strings.Contains(stderr, "lives in this process") {
 		t.Errorf("a run of a running node said it lives in the CLI's process: %s", stderr)

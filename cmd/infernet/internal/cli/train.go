@@ -35,6 +35,8 @@ type TrainOptions struct {
 	Checkpoints string
 	// Attach follows a training run under way (an id) instead of starting one.
 	Attach string
+	// Cancel ends a training run under way (an id): failed, not resumed.
+	Cancel string
 }
 
 // NewCmdTrain returns `infernet train`. runF replaces the action in tests.
@@ -59,7 +61,7 @@ the run's record goes to stdout at the end.
 
 The run belongs to the node: if this command stops, the run goes on, and if
 the node restarts it resumes where it stood (a round is not run twice);
---attach ID follows it again. --output writes the last state, --checkpoints
+--attach ID follows it again, and --cancel ID ends it. --output writes the last state, --checkpoints
 DIR each round's (round-001, ...).
 
 Exit status: 0 when every round was verified; 122 when some ran on one
@@ -71,7 +73,10 @@ other errors.`,
     --output weights.bin -- train 2 0.05 32
   infernet train --attach 1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if opts.Attach != "" {
+			if opts.Attach != "" && opts.Cancel != "" {
+				return errors.New("--attach and --cancel exclude each other")
+			}
+			if opts.Attach != "" || opts.Cancel != "" {
 				return cobra.NoArgs(cmd, args)
 			}
 			return moduleArgs(cmd, args)
@@ -100,6 +105,7 @@ other errors.`,
 	f.StringArrayVar(&opts.EvalData, "eval-data", nil, "read-only file of the evaluation at /data/NAME (`NAME=FILE`, repeatable)")
 	f.StringVar(&opts.Checkpoints, "checkpoints", "", "write each round's state to `DIR`/round-NNN")
 	f.StringVar(&opts.Attach, "attach", "", "follow the training run `ID` under way in the node instead of starting one (its whole id, or the short one printed when it began)")
+	f.StringVar(&opts.Cancel, "cancel", "", "end the training run `ID` under way in the node: it stops after the work in flight, failed, and is not resumed (its last verified state is kept)")
 	return cmd
 }
 
@@ -107,6 +113,9 @@ func runTrain(ctx context.Context, o *TrainOptions) error {
 	defer o.closeLocal()
 	if o.Attach != "" {
 		return attachTrain(ctx, o)
+	}
+	if o.Cancel != "" {
+		return cancelTrain(ctx, o)
 	}
 	req, err := o.trainRequest()
 	if err != nil {
@@ -222,6 +231,35 @@ func attachTrain(ctx context.Context, o *TrainOptions) error {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// cancelTrain ends a training run under way and says where it stood.
+func cancelTrain(ctx context.Context, o *TrainOptions) error {
+	c, err := api.Dial(o.DataDir, o.API)
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	id, err := trainRunID(ctx, c, o.Cancel)
+	if err != nil {
+		return &exitError{Code: ExitError, Err: fmt.Errorf("--cancel: %w", err)}
+	}
+	if rec, err := c.TrainRun(ctx, id, false); err == nil && rec.State.Final() {
+		fmt.Fprintf(o.IO.Err, "training run %s had ended (%s): nothing to cancel\n", shortID(id.String()), rec.State)
+		return nil
+	}
+	rec, err := c.CancelTrainRun(ctx, id)
+	if err != nil {
+		return &exitError{Code: ExitError, Err: fmt.Errorf("--cancel %s: %w", shortID(id.String()), err)}
+	}
+	done := 0
+	for _, r := range rec.Rounds {
+		if !r.State.IsZero() {
+			done++
+		}
+	}
+	fmt.Fprintf(o.IO.Err, "training run %s cancelled: %s after %s (--attach %s writes its last state with --output)\n",
+		shortID(id.String()), rec.State, count(done, "round"), shortID(id.String()))
+	return nil
 }
 
 // trainRunID is the training run that s names: its whole id, or a part of
