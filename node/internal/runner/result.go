@@ -12,6 +12,36 @@ import (
 	"github.com/infernet/infernet/node/wire"
 )
 
+// stops are the causes of a job's own for which the sandbox stops it, the
+// same on every honest machine (wire.OutcomeStopped): a module that is
+// none or imports what it may not, a trap, a limit of its terms (memory,
+// fuel, output, stderr, proofs). Every other error is the machine's.
+var stops = []error{host.ErrInvalidModule, host.ErrImportNotAllowed, host.ErrTrap, host.ErrMemoryLimit,
+	host.ErrOutputLimit, host.ErrStderrLimit, host.ErrFuelLimit, host.ErrProofLimit}
+
+// stopCause is the one of stops that err is, or nil.
+func stopCause(err error) error {
+	for _, e := range stops {
+		if errors.Is(err, e) {
+			return e
+		}
+	}
+	return nil
+}
+
+// stoppedByTheJob reports whether err stopped a job for a cause of its
+// own (stops). Only a module's refusal, or its memory, can stop a job
+// before it ran (ran false).
+func stoppedByTheJob(err error, ran bool) bool {
+	switch c := stopCause(err); c {
+	case nil:
+		return false
+	case host.ErrInvalidModule, host.ErrImportNotAllowed, host.ErrMemoryLimit:
+		return true
+	}
+	return ran
+}
+
 // Result fills res from a sandbox run whose output is in sp, and stores
 // large outputs as blobs in blobs.
 func Result(blobs *blob.Store, res *wire.Result, out *host.Result, runErr error, an *wire.JobAnnounce, sp *Spool) *wire.Result {
@@ -20,15 +50,13 @@ func Result(blobs *blob.Store, res *wire.Result, out *host.Result, runErr error,
 		res.Outcome, res.ExitCode = wire.OutcomeExited, out.ExitCode
 	case errors.Is(runErr, host.ErrTimeout):
 		res.Outcome, res.Error = wire.OutcomeTimeout, runErr.Error()
-	case errors.Is(runErr, host.ErrCanceled) || errors.Is(runErr, host.ErrProof) || errors.Is(runErr, host.ErrModelCache) ||
-		errors.Is(runErr, host.ErrPrecision) || errors.Is(runErr, host.ErrDeviceLost):
-		// Proving fails only on this provider's side (a bad key): an honest
-		// op's product can always be proven. A model cache too small, or a
-		// precision not offered, is this provider's limit too, and a GPU
-		// that faulted its failure.
-		res.Outcome, res.Error = wire.OutcomeFailed, runErr.Error()
-		return res
-	case out == nil && !errors.Is(runErr, host.ErrInvalidModule) && !errors.Is(runErr, host.ErrImportNotAllowed) && !errors.Is(runErr, host.ErrMemoryLimit):
+	case !stoppedByTheJob(runErr, out != nil):
+		// Anything else is this machine's: a cancel, proving that failed (an
+		// honest op's product can always be proven), a model cache too
+		// small, a precision not offered, a GPU that faulted, a disk too
+		// full for the output. Signed as stopped, it would be a vote
+		// against every honest replica, and an audit's own run like it
+		// would convict them.
 		res.Outcome, res.Error = wire.OutcomeFailed, runErr.Error()
 		return res
 	default:
@@ -75,11 +103,8 @@ func Result(blobs *blob.Store, res *wire.Result, out *host.Result, runErr error,
 
 // StopClass names a deterministic stop cause without run-specific detail.
 func StopClass(err error) string {
-	for _, e := range []error{host.ErrInvalidModule, host.ErrImportNotAllowed, host.ErrTrap, host.ErrMemoryLimit,
-		host.ErrOutputLimit, host.ErrStderrLimit, host.ErrFuelLimit, host.ErrProofLimit} {
-		if errors.Is(err, e) {
-			return e.Error()
-		}
+	if c := stopCause(err); c != nil {
+		return c.Error()
 	}
 	return err.Error()
 }

@@ -122,7 +122,11 @@ func TestResult(t *testing.T) {
 // failure, never as the job's outcome, even when the guest had run.
 // (Moved from node.)
 func TestProviderFailures(t *testing.T) {
-	for _, cause := range []error{host.ErrDeviceLost, host.ErrModelCache, host.ErrProof, host.ErrPrecision, host.ErrCanceled} {
+	// A disk too full for the output too: signed as a stop, it was a vote
+	// against every honest replica, and an audit's own run like it
+	// convicted them (a red-team run).
+	for _, cause := range []error{host.ErrDeviceLost, host.ErrModelCache, host.ErrProof, host.ErrPrecision, host.ErrCanceled,
+		host.ErrOutputWrite, host.ErrHostTooOld, errors.New("a cause no one listed")} {
 		runErr := fmt.Errorf("tensor backend cuda: %w: detail", cause)
 		res := Result(nil, &wire.Result{}, &host.Result{ExitCode: 0}, runErr, nil, nil)
 		if res.Outcome != wire.OutcomeFailed || res.Error != runErr.Error() || res.OutputData != nil {
