@@ -269,45 +269,68 @@ func TestHostileEclipseAcrossNetworks(t *testing.T) {
 }
 
 // TestHostileOperatorStreamsThenRefuses: two established keys of one
-// operator each stream the same made-up output for a replica and then
+// attacker each stream the same made-up output for a replica and then
 // refuse it as busy, which, before, cost nothing and freed the operator's
 // place for its other key: two agreeing established streams outvoted the
 // one honest stream, and the client was shown the made-up bytes (found by
 // a red-team run, at the second or third job). Now streams count by
-// operator, and a refusal after output is a lost replica.
+// operator, a refusal after output is a lost replica, and the stream of
+// an attempt that ended without a result has no voice: keys in two
+// networks, or on one dual-stack machine (an IPv4 /16 and an IPv6 /32 are
+// two groups), showed them in 1 or 2 of 8 jobs before that.
 func TestHostileOperatorStreamsThenRefuses(t *testing.T) {
 	t.Parallel() // waits far more than it computes
-	fake := []byte("made up by one operator\n")
-	net, bad := operatorNetwork(t, 2, 2, func() *faults.Faults { return &faults.Faults{StreamThenRefuse: fake} })
-	c := net.client
-	for _, p := range net.providers[:2] {
-		c.peers.Vouch(p.ID()) // the honest providers: established
-	}
-	for id := range bad {
-		// As if each key had earned its place with honest work.
-		c.peers.Update(id, func(r *reputation.Record, p reputation.Params, _ time.Time) { r.Proven = p.Probation })
-	}
-	for i := range 8 {
-		s, want := catJob(t, c, i)
-		var mu sync.Mutex
-		var shown []byte
-		s.Output = func(b []byte) { mu.Lock(); shown = append(shown, b...); mu.Unlock() }
-		job, err := c.Submit(context.Background(), s, nil)
-		mu.Lock()
-		got := bytes.Clone(shown)
-		mu.Unlock()
-		if err != nil || job.State != store.JobVerified {
-			t.Fatalf("job %d: %v (shown %q)", i, err, got)
-		}
-		if !bytes.Equal(got, want) {
-			t.Fatalf("job %d: shown %q, want %q", i, got, want)
-		}
-	}
-	lost := 0.0
-	for id := range bad {
-		lost += c.peers.Record(id).Lost
-	}
-	if lost == 0 {
-		t.Error("the operator's refusals after output are not on its keys' records as lost replicas")
+	for _, tt := range []struct {
+		name   string
+		listen [2]string // the attacker's two keys'
+	}{
+		{"one network", [2]string{netgroup.SharedLoopback(0, 0), netgroup.SharedLoopback(0, 1)}},
+		{"two networks", [2]string{netgroup.SharedLoopback(22, 0), netgroup.SharedLoopback(23, 0)}},
+		{"dual stack", [2]string{netgroup.SharedLoopback(24, 0), "/ip6/::1/tcp/0"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fake := []byte("made up by one operator\n")
+			i := 0
+			net, bad := hostileNetwork(t, 2, 2, func() *faults.Faults { return &faults.Faults{StreamThenRefuse: fake} }, func(c *Config) {
+				if c.Provide {
+					if i >= 2 {
+						c.Listen = []string{tt.listen[i-2]}
+					}
+					i++
+				}
+			})
+			c := net.client
+			for _, p := range net.providers[:2] {
+				c.peers.Vouch(p.ID()) // the honest providers: established
+			}
+			for id := range bad {
+				// As if each key had earned its place with honest work.
+				c.peers.Update(id, func(r *reputation.Record, p reputation.Params, _ time.Time) { r.Proven = p.Probation })
+			}
+			for i := range 8 {
+				s, want := catJob(t, c, i)
+				var mu sync.Mutex
+				var shown []byte
+				s.Output = func(b []byte) { mu.Lock(); shown = append(shown, b...); mu.Unlock() }
+				job, err := c.Submit(context.Background(), s, nil)
+				mu.Lock()
+				got := bytes.Clone(shown)
+				mu.Unlock()
+				if err != nil || job.State != store.JobVerified {
+					t.Fatalf("job %d: %v (shown %q)", i, err, got)
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("job %d: shown %q, want %q", i, got, want)
+				}
+			}
+			lost := 0.0
+			for id := range bad {
+				lost += c.peers.Record(id).Lost
+			}
+			if lost == 0 {
+				t.Error("the attacker's refusals after output are not on its keys' records as lost replicas")
+			}
+		})
 	}
 }

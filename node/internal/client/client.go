@@ -1143,6 +1143,9 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 			err, res = berr, nil // its terms were not met: no vote
 		}
 	}
+	if err != nil && j.stream != nil {
+		j.stream.kill(r, p) // no result: its stream has no voice either
+	}
 	switch {
 	case pay != nil && pay.State >= store.PayPaying:
 		j.keepEscrow(res, pay, inflight) // settled or cancelled at the verdict

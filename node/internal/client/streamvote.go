@@ -50,6 +50,7 @@ type stream struct {
 	b        []byte
 	diverged bool
 	checked  int
+	dead     bool // its attempt ended without a result: no voice any more
 }
 
 // recheck compares what is new in s, or newly released, with released.
@@ -114,7 +115,7 @@ func (v *streamVote) own(data []byte) (int, error) {
 func (v *streamVote) advance() {
 	best := v.released
 	for _, ref := range v.streams {
-		if !ref.diverged && len(ref.b) > len(best) {
+		if !ref.diverged && !ref.dead && len(ref.b) > len(best) {
 			if n := v.decided(ref); n > len(best) {
 				best = ref.b[:n]
 			}
@@ -142,6 +143,9 @@ func (v *streamVote) decided(ref *stream) int {
 	}
 	var others []other
 	for a, s := range v.streams {
+		if s.dead && s != ref {
+			continue
+		}
 		o := other{p: a.p, established: v.established(a.p)}
 		switch {
 		case s == ref:
@@ -197,6 +201,16 @@ func commonPrefix(a, b []byte) int {
 		}
 	}
 	return n
+}
+
+// kill takes the stream of replica r run by p out of the vote: its
+// attempt ended without a result (lost, reneged, connection dropped).
+func (v *streamVote) kill(r uint8, p peer.ID) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if s := v.streams[attempt{r, p}]; s != nil {
+		s.dead = true
+	}
 }
 
 // matches reports whether the stream of replica r run by p is exactly

@@ -73,6 +73,27 @@ func TestStreamVote(t *testing.T) {
 	}
 }
 
+// TestStreamVoteDeadStreams: the stream of an attempt that ended without
+// a result (lost, reneged) has no voice: an attacker's keys in two
+// networks, taking turns at one replica slot and streaming the same
+// made-up bytes, had two voices against an honest replica's one (a
+// red-team run: 1 or 2 jobs of 8 showed them).
+func TestStreamVoteDeadStreams(t *testing.T) {
+	var got []byte
+	v := newStreamVote(func(peer.ID) bool { return true }, func(a, b peer.ID) bool { return a == b }, func(b []byte) { got = append(got, b...) }, 1<<20)
+	v.add(1, "honest", []byte("the truth"))
+	v.add(0, "x1", []byte("made up"))
+	v.kill(0, "x1") // it reneged
+	v.add(0, "x2", []byte("made up"))
+	if len(got) != 0 {
+		t.Fatalf("shown %q: a dead stream voted", got)
+	}
+	v.add(0, "honest2", []byte("the tr"))
+	if string(got) != "the tr" {
+		t.Fatalf("shown %q, want the two live honest streams' agreement", got)
+	}
+}
+
 // TestStreamVoteLimits checks the output limit, matches and finish.
 func TestStreamVoteLimits(t *testing.T) {
 	var got []byte
