@@ -653,3 +653,43 @@ func TestFakeLndStakeThieves(t *testing.T) {
 		}
 	}
 }
+
+// TestFakeLndStakeTakenWhileDown: a client that takes a provider's stake
+// while the provider is down is on the provider's record for it after the
+// restart, when the sweep finds the stake settled: only the provider's
+// own wait for the stake had counted it, so a thief that waited for a
+// provider to go down stayed clean (a red-team run).
+func TestFakeLndStakeTakenWhileDown(t *testing.T) {
+	t.Parallel() // waits far more than it computes
+	first := true
+	f := newFakePaid(t, func(c *Config) {
+		switch {
+		case !c.Provide:
+			c.Faults = &faults.Faults{TakeStakes: true}
+		case first:
+			c.Faults, first = &faults.Faults{Slow: time.Minute}, false
+		}
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.client.Submit(context.Background(), f.job(t, 1), nil)
+	}()
+	waitFor(t, 30*time.Second, "the slow provider to hold its payment (its stake posted before)", func() bool {
+		return len(paymentsIn(t, f.providers[0], false, store.PayLocked)) == 1
+	})
+	f.providers[0].Close() // the thief takes the stake while it is down
+	<-done
+	again := restartNode(t, f.providers[0], []string{f.providers[1].Addrs()[0].String()}, func(c *Config) { c.Faults = nil })
+	allFinal(t, time.Minute, again)
+	stakes := 0
+	for _, pay := range paymentsIn(t, again, true, store.PaySettled) {
+		if pay.Bond {
+			stakes++
+		}
+	}
+	if slashes := again.peers.Slashes(f.client.ID()); stakes != 1 || slashes != 1 || again.peers.StakeRefusal(f.client.ID()) == "" {
+		t.Errorf("%d stakes taken on record, the client's slashes %d, its refusal %q; want 1, 1 and a refusal",
+			stakes, slashes, again.peers.StakeRefusal(f.client.ID()))
+	}
+}

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/peer"
-
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/payments"
 )
@@ -153,13 +151,7 @@ func (l *Ledger) PostBond(bond *store.Payment, invoice string, ended func()) err
 		case <-l.ctx.Done():
 			return // the sweep follows it after a restart
 		}
-		l.RecordOutgoing(bond, inflight)
-		if bond.State == store.PaySettled {
-			l.log.Warn("collateral taken by the client", "job", bond.Job, "replica", bond.Replica, "client", bond.Peer, "msat", bond.AmountMsat)
-			if id, err := peer.Decode(bond.Peer); err == nil {
-				l.peers.ClientSlashed(id)
-			}
-		}
+		l.RecordOutgoing(bond, inflight) // a stake taken counts against the client
 	}()
 	return nil
 }

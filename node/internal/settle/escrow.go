@@ -264,8 +264,11 @@ func (l *Ledger) PayHold(pay *store.Payment, invoice string) (*payments.Payment,
 }
 
 // RecordOutgoing records how a client's payment ended, as lnd reported it;
-// if lnd went away before the end, the record stays open for the sweep.
+// if lnd went away before the end, the record stays open for the sweep. A
+// stake (a Bond) that ends settled was taken: it counts against the client
+// (ClientSlashed), however this node learned of it.
 func (l *Ledger) RecordOutgoing(pay *store.Payment, inflight *payments.Payment) {
+	was := pay.State
 	switch err := inflight.Err; {
 	case err == nil:
 		pay.FeeMsat = inflight.FeeMsat
@@ -278,6 +281,15 @@ func (l *Ledger) RecordOutgoing(pay *store.Payment, inflight *payments.Payment) 
 	}
 	if err := l.db.PutPayment(pay); err != nil {
 		l.log.Error("recording payment", "job", pay.Job, "err", err)
+	}
+	if pay.Bond && pay.State == store.PaySettled && was != store.PaySettled {
+		// The client took this provider's stake: whether this node saw it
+		// happen or its sweep found it after a restart, the client's
+		// record says so.
+		l.log.Warn("collateral taken by the client", "job", pay.Job, "replica", pay.Replica, "client", pay.Peer, "msat", pay.AmountMsat)
+		if id, err := peer.Decode(pay.Peer); err == nil {
+			l.peers.ClientSlashed(id)
+		}
 	}
 }
 
