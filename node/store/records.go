@@ -253,6 +253,12 @@ type Peer struct {
 	// it: an honest provider expects none, and posts no more to a client
 	// that took any (settle.PostBond).
 	Slashed int `json:"slashed,omitempty"`
+	// SlashedAt is when it last did; StakedFrom the networks it was
+	// connected from when collateral was posted for it (peers.Book
+	// TakeStake), so that another key of its network is known after it
+	// has gone.
+	SlashedAt  time.Time `json:"slashed_at,omitzero"`
+	StakedFrom []string  `json:"staked_from,omitempty"`
 	// Staked, on a client, counts the provider's results accepted with its
 	// collateral at stake, and returned (peers.Book.Staked).
 	Staked int `json:"staked,omitempty"`

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,11 +65,13 @@ type Book struct {
 	// unpaid, newest last: they share one allowance (strangersSpent), so
 	// that a new identity does not bring a new one. Guarded by mu.
 	strangers []time.Time
-	// strangerStakes is how many stakes this provider has open for clients
-	// that paid it fewer than StakeHistory results (TakeStake), and
-	// strangerSlash when such a client last took one. Guarded by mu.
-	strangerStakes int
-	strangerSlash  time.Time
+	// ownStakes are the stakes open for each client that its paid results
+	// cover, poolStakes those of the shared pool (TakeStake), and lastSlash
+	// when a client last took one (persisted as Peer.SlashedAt). Guarded
+	// by mu.
+	ownStakes  map[peer.ID]int
+	poolStakes int
+	lastSlash  time.Time
 	// groups remembers the network groups each peer in the book
 	// connected from, the first first, at most maxGroups (see Groups).
 	// Not persisted.
@@ -104,7 +107,7 @@ func NewBook(db *store.Store, self peer.ID, params reputation.Params, limit int,
 	}
 	b := &Book{db: db, self: self, params: params.WithDefaults(), max: limit, log: log,
 		peers: map[peer.ID]*store.Peer{}, vouched: map[peer.ID]bool{}, backoff: map[peer.ID]*backoff{},
-		dialable: map[peer.ID]bool{}, dirty: map[peer.ID]bool{}, gone: map[peer.ID]bool{}, groups: map[peer.ID][]string{}}
+		dialable: map[peer.ID]bool{}, dirty: map[peer.ID]bool{}, gone: map[peer.ID]bool{}, groups: map[peer.ID][]string{}, ownStakes: map[peer.ID]int{}}
 	for _, id := range vouched {
 		b.vouched[id] = true
 	}
@@ -122,6 +125,9 @@ func (b *Book) Load() error {
 	for i := range ps {
 		if id, err := peer.Decode(ps[i].ID); err == nil {
 			b.peers[id] = &ps[i]
+		}
+		if ps[i].SlashedAt.After(b.lastSlash) {
+			b.lastSlash = ps[i].SlashedAt
 		}
 	}
 	if over := len(b.peers) - b.max; over > 0 {
@@ -731,12 +737,11 @@ func (b *Book) ClientSettled(id peer.ID, paid bool) {
 // ClientSlashed records, on a provider, that client id took its
 // collateral.
 func (b *Book) ClientSlashed(id peer.ID) {
+	now := time.Now()
 	b.mu.Lock()
-	if b.strangerLocked(id) {
-		b.strangerSlash = time.Now()
-	}
+	b.lastSlash = now
 	b.mu.Unlock()
-	b.count(id, "a slash", func(p *store.Peer) { p.Slashed++ })
+	b.count(id, "a slash", func(p *store.Peer) { p.Slashed, p.SlashedAt = p.Slashed+1, now })
 }
 
 // Slashes returns how often client id took this provider's collateral.
@@ -751,14 +756,18 @@ func (b *Book) Slashes(id peer.ID) int {
 
 // A client takes a provider's collateral at its own discretion: it holds
 // the preimage of the stake's hold invoice. So a provider stakes for a
-// client only as far as the client's record here covers it: none for a
-// client whose operator took collateral here before; and for clients that
-// paid fewer than StakeHistory results here (strangers: new keys cost
-// nothing), at most StrangerStakes stakes open at once among them all, and
-// none for strangerWindow after one of them took a stake. A thief's fresh
-// keys thus take at most StrangerStakes stakes a day; a client that paid
-// StakeHistory results here paid about what one default stake is
-// (jobs.CollateralTimes times the price) before it could take one.
+// client only as far as the client's record here covers it:
+//   - none for a client whose operator took collateral here before (its
+//     key, or another in a network it was staked from);
+//   - one stake open at a time per StakeHistory results the client paid
+//     here (about one default stake's worth, jobs.CollateralTimes times
+//     the price, each);
+//   - beyond those, stakes from one pool shared by every client (new keys
+//     cost nothing): at most StrangerStakes open at once, and none for
+//     strangerWindow after any client took a stake.
+//
+// A thief's fresh keys thus take at most StrangerStakes stakes a day, and
+// one with history what its history paid.
 const (
 	StakeHistory   = 50
 	StrangerStakes = 8
@@ -772,59 +781,79 @@ func (b *Book) StakeRefusal(id peer.ID) string {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.strangerStakeRefusalLocked(id)
+	_, why := b.stakeKindLocked(id)
+	return why
 }
 
 // TakeStake is StakeRefusal when a stake is about to be posted for client
-// id; a stranger's stake counts as open until release is called.
+// id, and counts it open until release is called.
 func (b *Book) TakeStake(id peer.ID) (release func(), err error) {
 	if why := b.StakeRefusal(id); why != "" {
 		return nil, errors.New(why)
 	}
+	groups := b.Groups(id) // outside mu: it asks the host
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.strangerLocked(id) {
-		return func() {}, nil
-	}
-	if why := b.strangerStakeRefusalLocked(id); why != "" { // taken since StakeRefusal
+	own, why := b.stakeKindLocked(id) // again: another may have taken the last since
+	if why != "" {
 		return nil, errors.New(why)
 	}
-	b.strangerStakes++
+	p := b.getLocked(id)
+	for _, g := range groups {
+		if !strings.HasPrefix(g, "peer/") && !slices.Contains(p.StakedFrom, g) && len(p.StakedFrom) < maxGroups {
+			p.StakedFrom = append(p.StakedFrom, g)
+			b.dirty[id] = true
+		}
+	}
+	if own {
+		b.ownStakes[id]++
+	} else {
+		b.poolStakes++
+	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			b.mu.Lock()
-			b.strangerStakes--
-			b.mu.Unlock()
+			defer b.mu.Unlock()
+			if !own {
+				b.poolStakes--
+			} else if b.ownStakes[id]--; b.ownStakes[id] <= 0 {
+				delete(b.ownStakes, id)
+			}
 		})
 	}, nil
 }
 
-func (b *Book) strangerStakeRefusalLocked(id peer.ID) string {
-	switch {
-	case !b.strangerLocked(id):
-		return ""
-	case time.Since(b.strangerSlash) < strangerWindow:
-		return fmt.Sprintf("a client that paid fewer than %d results here took collateral here today: no stakes for such clients until %s (pay for jobs without collateral first)",
-			StakeHistory, b.strangerSlash.Add(strangerWindow).UTC().Format(time.DateTime))
-	case b.strangerStakes >= StrangerStakes:
-		return fmt.Sprintf("clients that paid fewer than %d results here hold %d stakes of collateral here already", StakeHistory, StrangerStakes)
+// stakeKindLocked says whether a stake for client id would be one its
+// history covers (own) or one of the shared pool, or why there is none.
+// b.mu must be held.
+func (b *Book) stakeKindLocked(id peer.ID) (own bool, why string) {
+	if p := b.peers[id]; p != nil && b.ownStakes[id] < p.Paid/StakeHistory {
+		return true, ""
 	}
-	return ""
-}
-
-func (b *Book) strangerLocked(id peer.ID) bool {
-	p := b.peers[id]
-	return p == nil || p.Paid < StakeHistory
+	switch {
+	case time.Since(b.lastSlash) < strangerWindow:
+		return false, fmt.Sprintf("a client took collateral here today: beyond what its results paid here cover (one stake per %d), no client is staked until %s (pay for jobs without collateral first)",
+			StakeHistory, b.lastSlash.Add(strangerWindow).UTC().Format(time.DateTime))
+	case b.poolStakes >= StrangerStakes:
+		return false, fmt.Sprintf("clients hold %d stakes of collateral here beyond what their paid results cover (one stake per %d)", StrangerStakes, StakeHistory)
+	}
+	return false, ""
 }
 
 // slashedBy reports whether client id, or a peer that may be its
-// operator's (SameOperator), took this provider's collateral.
+// operator's (SameOperator, or a network it was staked from), took this
+// provider's collateral.
 func (b *Book) slashedBy(id peer.ID) bool {
+	groups := b.Groups(id)
 	b.mu.Lock()
 	var slashers []peer.ID
 	for pid, p := range b.peers {
 		if p.Slashed > 0 {
+			if pid == id || slices.ContainsFunc(p.StakedFrom, func(g string) bool { return slices.Contains(groups, g) }) {
+				b.mu.Unlock()
+				return true
+			}
 			slashers = append(slashers, pid)
 		}
 	}

@@ -260,20 +260,29 @@ func TestKnownResistsAFlood(t *testing.T) {
 	}
 }
 
-// TestStakeAllowance: a provider stakes for strangers (clients that paid
-// fewer than StakeHistory results here) at most StrangerStakes stakes at
-// once, none for a day after one of them took a stake, and none for a
-// client of an operator that took one; a client with the history is
-// staked throughout.
+// TestStakeAllowance: a provider stakes for a client one stake at a time
+// per StakeHistory results it paid here, and beyond that from a pool
+// shared by all (new keys cost nothing): at most StrangerStakes open at
+// once, none for a day after any client took a stake, and none ever for a
+// client of an operator that took one. A restart forgets neither the day
+// nor the networks stakes went to.
 func TestStakeAllowance(t *testing.T) {
-	db, err := store.Open(t.TempDir() + "/db")
+	dir := t.TempDir()
+	db, err := store.Open(dir + "/db")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	book := NewBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
 	groups := map[peer.ID]string{}
-	book.GroupsOf = func(id peer.ID) ([]string, bool) { return []string{groups[id]}, true }
+	newBook := func() *Book {
+		book := NewBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
+		book.GroupsOf = func(id peer.ID) ([]string, bool) { return []string{groups[id]}, true }
+		if err := book.Load(); err != nil {
+			t.Fatal(err)
+		}
+		return book
+	}
+	book := newBook()
 	newClient := func(group string, paid int) peer.ID {
 		id := p2ptest.RandPeerIDFatal(t)
 		groups[id] = group
@@ -282,41 +291,51 @@ func TestStakeAllowance(t *testing.T) {
 		}
 		return id
 	}
-	regular := newClient("v4/10.9", StakeHistory)
+	regular := newClient("v4/10.9", 2*StakeHistory) // two stakes of its own
 	var open []func()
 	for i := range StrangerStakes {
 		end, err := book.TakeStake(newClient(fmt.Sprintf("v4/10.%d", i), StakeHistory-1))
 		if err != nil {
-			t.Fatalf("stranger stake %d: %v", i, err)
+			t.Fatalf("pool stake %d: %v", i, err)
 		}
 		open = append(open, end)
 	}
 	if _, err := book.TakeStake(newClient("v4/10.100", 0)); err == nil {
-		t.Fatalf("a stranger was staked with %d strangers' stakes open", StrangerStakes)
+		t.Fatalf("a stranger was staked with %d pool stakes open", StrangerStakes)
 	}
-	end, err := book.TakeStake(regular)
-	if err != nil {
-		t.Fatalf("a client with %d paid results: %v", StakeHistory, err)
+	for i := range 2 {
+		if _, err := book.TakeStake(regular); err != nil {
+			t.Fatalf("own stake %d of a client with %d paid results: %v", i, 2*StakeHistory, err)
+		}
 	}
-	end()
+	if _, err := book.TakeStake(regular); err == nil {
+		t.Fatalf("a client with %d paid results had 3 stakes open beside a full pool", 2*StakeHistory)
+	}
 	open[0]()
 	open[0]() // twice: once counts
 	thief := newClient("v4/10.200", 0)
 	if _, err := book.TakeStake(thief); err != nil {
-		t.Fatalf("a stake ended, and the next stranger is refused: %v", err)
+		t.Fatalf("a pool stake ended, and the next stranger is refused: %v", err)
 	}
 	book.ClientSlashed(thief)
-	for _, c := range []struct {
-		id   peer.ID
-		want string // "" staked
-	}{
-		{newClient("v4/10.201", 0), "took collateral here today"},
-		{newClient("v4/10.200", StakeHistory), "another of its network"}, // the thief's operator
-		{regular, ""},
-	} {
-		why := book.StakeRefusal(c.id)
-		if (c.want == "") != (why == "") || !strings.Contains(why, c.want) {
-			t.Errorf("after the theft: %q, want %q", why, c.want)
+	check := func(when string) {
+		t.Helper()
+		for _, c := range []struct {
+			id   peer.ID
+			want string // "" staked
+		}{
+			{newClient("v4/10.201", 0), "took collateral here today"},
+			{newClient("v4/10.200", 3*StakeHistory), "another of its network"}, // the thief's operator
+			{newClient("v4/10.202", StakeHistory), ""},                         // its own stake
+		} {
+			why := book.StakeRefusal(c.id)
+			if (c.want == "") != (why == "") || !strings.Contains(why, c.want) {
+				t.Errorf("%s: %q, want %q", when, why, c.want)
+			}
 		}
 	}
+	check("after the theft")
+	delete(groups, thief) // gone: its connections closed
+	book = newBook()
+	check("after a restart")
 }
