@@ -742,11 +742,12 @@ func (s *Service) fits(w http.ResponseWriter, m *store.Model, p params, q llama.
 	return false
 }
 
-// jobError is why a job did not give a verified answer, nil if it did.
+// jobError is why a job did not give a verified answer, nil if it did,
+// in the words of the node's flags: a job's refusal names submit's.
 func jobError(rec *store.Job, err error) error {
 	switch {
 	case err != nil:
-		return err
+		return apiWords{err}
 	case rec.State == store.JobUnverified:
 		return fmt.Errorf("job %s ended unverified, and the API answers verified completions only: %s", rec.ID, rec.Unverified)
 	case rec.State != store.JobVerified:
@@ -756,6 +757,22 @@ func jobError(rec *store.Job, err error) error {
 	}
 	return nil
 }
+
+// apiWords is an error of a job the API made, its text in the words of
+// the node's flags that set the API's jobs' terms (--serve-replicas,
+// --serve-max-price), not submit's; errors.Is sees the error it wraps.
+type apiWords struct{ err error }
+
+var submitToServe = strings.NewReplacer(
+	", or ask fewer replicas (--replicas 1 is unverified)", "",
+	"--replicas", "--serve-replicas",
+	"--max-price", "--serve-max-price",
+	" (--memory)", "",
+	"--require or ", "",
+)
+
+func (a apiWords) Error() string { return submitToServe.Replace(a.err.Error()) }
+func (a apiWords) Unwrap() error { return a.err }
 
 // spec is the job of one request on model m.
 func (s *Service) spec(ctx context.Context, m *store.Model, reqs []llama.Request) (jobs.Spec, error) {

@@ -2,10 +2,13 @@ package openai
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/infernet/infernet/guest/go/llama"
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -112,5 +115,12 @@ func TestJobError(t *testing.T) {
 		if (err == nil) != (tt.want == "") || err != nil && !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%v: %v, want %q", tt.rec.State, err, tt.want)
 		}
+	}
+	// A job's refusal names submit's flags; the API's caller is told the
+	// node's that set its jobs' terms.
+	few := fmt.Errorf("%w: of the 3 known providers, 2 ask more than the job's price (--max-price 0; the cheapest of them 5 msat), 1 do not meet --require or the job's terms; each replica goes to another operator, so that they check each other: join more providers (--bootstrap), or ask fewer replicas (--replicas 1 is unverified)", jobs.ErrNoProviders)
+	want := fmt.Sprintf("%v: of the 3 known providers, 2 ask more than the job's price (--serve-max-price 0; the cheapest of them 5 msat), 1 do not meet the job's terms; each replica goes to another operator, so that they check each other: join more providers (--bootstrap)", jobs.ErrNoProviders)
+	if err := jobError(nil, few); !errors.Is(err, jobs.ErrNoProviders) || err.Error() != want {
+		t.Errorf("no providers: %v\nwant %s", err, want)
 	}
 }
