@@ -751,6 +751,11 @@ func TestRestartRejoins(t *testing.T) {
 			t.Fatal("no address of the bootstrap peer kept")
 		}
 	}
+	for _, p := range b.Peers() { // the kept addresses and the peerstore's, each once
+		if p.ID == a.ID().String() && len(p.Addrs) != len(slices.Compact(slices.Sorted(slices.Values(p.Addrs)))) {
+			t.Errorf("peers lists an address twice: %v", p.Addrs)
+		}
+	}
 	b.Close()
 
 	for _, boot := range [][]string{nil, {dead}} {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"slices"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
@@ -106,7 +107,9 @@ func (n *Node) Peers() []PeerInfo {
 			Trusted: rep.Trusted(n.cfg.Reputation, now), Established: rep.Established(n.cfg.Reputation, now),
 			Banned: p.Rep.Banned(now), Connected: n.host.Network().Connectedness(id) == network.Connected}
 		for _, a := range n.host.Peerstore().Addrs(id) {
-			info.Addrs = append(info.Addrs, a.String())
+			if !slices.Contains(info.Addrs, a.String()) { // the kept ones first, each once
+				info.Addrs = append(info.Addrs, a.String())
+			}
 		}
 		info.LatencyMS = float64(n.host.Peerstore().LatencyEWMA(id).Microseconds()) / 1000
 		info.Via = reach.How(n.host, &n.punched, id)

@@ -137,3 +137,14 @@ func random32(t *testing.T) [32]byte {
 	}
 	return b
 }
+
+// TestSize: a refusal's sizes read in MiB or KiB where they are whole
+// ones (an operator had read "output limit 67108864 over this provider's
+// limit 1048576").
+func TestSize(t *testing.T) {
+	for n, want := range map[uint64]string{64 << 20: "64 MiB", 3 << 19: "1.5 MiB", 10 << 10: "10 KiB", 1000: "1000 bytes", 0: "0 bytes"} {
+		if got := size(n); got != want {
+			t.Errorf("size(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

@@ -335,19 +335,19 @@ func (p *Provider) terms(a *wire.JobAnnounce) string {
 	case a.Validate() != nil:
 		return "malformed announce"
 	case a.Memory > cfg.MaxMemory:
-		return fmt.Sprintf("memory %d over this provider's limit %d", a.Memory, cfg.MaxMemory)
+		return fmt.Sprintf("memory %s over this provider's limit %s (--memory)", size(a.Memory), size(cfg.MaxMemory))
 	case a.MaxOutput > cfg.MaxOutput:
-		return fmt.Sprintf("output limit %d over this provider's limit %d", a.MaxOutput, cfg.MaxOutput)
+		return fmt.Sprintf("output limit %s over this provider's limit %s (--max-output)", size(uint64(a.MaxOutput)), size(uint64(cfg.MaxOutput)))
 	case a.ModuleSize > cfg.MaxModule:
-		return fmt.Sprintf("module of %d bytes over this provider's limit %d", a.ModuleSize, cfg.MaxModule)
+		return fmt.Sprintf("module of %s over this provider's limit %s", size(uint64(a.ModuleSize)), size(uint64(cfg.MaxModule)))
 	case a.InputSize > cfg.MaxInput:
-		return fmt.Sprintf("input of %d bytes over this provider's limit %d", a.InputSize, cfg.MaxInput)
+		return fmt.Sprintf("input of %s over this provider's limit %s", size(uint64(a.InputSize)), size(uint64(cfg.MaxInput)))
 	case a.DataSize() > cfg.MaxData:
-		return fmt.Sprintf("data of %d bytes over this provider's limit %d", a.DataSize(), cfg.MaxData)
+		return fmt.Sprintf("data of %s over this provider's limit %s", size(uint64(a.DataSize())), size(uint64(cfg.MaxData)))
 	case cfg.BlobQuota > 0 && a.ModuleSize+a.InputSize+a.DataSize() > cfg.BlobQuota:
-		return fmt.Sprintf("module, input and data over this provider's disk quota %d", cfg.BlobQuota)
+		return fmt.Sprintf("module, input and data over this provider's disk quota %s", size(uint64(cfg.BlobQuota)))
 	case a.Timeout() > cfg.MaxTimeout:
-		return fmt.Sprintf("timeout %d ms over this provider's limit %v", a.TimeoutMS, cfg.MaxTimeout)
+		return fmt.Sprintf("timeout %v over this provider's limit %v (--timeout)", a.Timeout(), cfg.MaxTimeout)
 	case a.Price < cfg.Price:
 		return fmt.Sprintf("price %d msat under %d", a.Price, cfg.Price)
 	case a.Collateral > 0 && !cfg.Ledger.Paid():
@@ -366,6 +366,19 @@ func (p *Provider) terms(a *wire.JobAnnounce) string {
 		return fmt.Sprintf("precision %s not offered here (offers %s)", a.Precision, strings.Join(append([]string{"f32"}, p.fixed.Precisions...), ", "))
 	}
 	return p.fairTerms(a)
+}
+
+// size writes n bytes for a refusal a person reads: in MiB, KiB or bytes.
+func size(n uint64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // CollateralTimes is a provider's default limit on collateral per

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -30,6 +31,9 @@ func (o *listOptions) flags(cmd *cobra.Command) {
 }
 
 func printJSON(stdio IO, v any) error {
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice && rv.IsNil() {
+		v = []any{} // an empty list, as the other listings print it, not null
+	}
 	enc := json.NewEncoder(stdio.Out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)

@@ -530,6 +530,9 @@ func printSummary(o *SubmitOptions, job *store.Job, elapsed time.Duration) error
 	case s.Verified && job.Outcome == wire.OutcomeStopped:
 		// Not a result: every replica agrees the job could not run.
 		verdict = fmt.Sprintf("not run: %s (%d of %d replicas agree)", oneLine(s.Error), s.Agree, results)
+	case job.Outcome == wire.OutcomeStopped && s.Error != "":
+		// Unverified, and what the replicas said was that it could not run.
+		verdict = fmt.Sprintf("%s: not run: %s (%s said so, unchecked)", s.State, oneLine(s.Error), count(results, "replica"))
 	case s.Verified && s.Verification == jobs.VerifiedByTrust:
 		verdict = "verified by trust (one replica from a provider with a long clean record; adaptive)"
 	case s.Verified:

@@ -198,6 +198,15 @@ func TestSubmitSummaryNotRun(t *testing.T) {
 	if err := submitExit(job); err == nil || !strings.Contains(err.Error(), "invalid module") {
 		t.Errorf("exit: %v, want ExitNotRun naming the cause", err)
 	}
+	// Unverified (one replica), it still says why the job did not run.
+	job.State, job.Agree, job.Error, job.Replicas = store.JobUnverified, 1, "trap", job.Replicas[:1]
+	stderr.Reset()
+	if err := printSummary(&SubmitOptions{IO: IO{Out: io.Discard, Err: &stderr}}, job, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if out := stderr.String(); !strings.Contains(out, "unverified: not run: trap (1 replica said so, unchecked)") {
+		t.Errorf("an unverified stop's summary:\n%s", out)
+	}
 }
 
 // TestSubmitSummaryBacking: a verified job's summary says what stood
@@ -276,5 +285,15 @@ func TestExitOf(t *testing.T) {
 		if got := exitOf(tc.res); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.res, got, tc.want)
 		}
+	}
+}
+
+// TestPrintJSONEmpty: an empty listing prints [], not null (peers,
+// earnings and spending had printed null, jobs and models []).
+func TestPrintJSONEmpty(t *testing.T) {
+	var out bytes.Buffer
+	var none []store.Payment
+	if err := printJSON(IO{Out: &out}, none); err != nil || strings.TrimSpace(out.String()) != "[]" {
+		t.Errorf("an empty list: %q, %v", out.String(), err)
 	}
 }
