@@ -208,7 +208,7 @@ func TestHostileOperatorEclipse(t *testing.T) {
 	}
 	s, _ := catJob(t, net.client, 100)
 	_, err := net.client.Submit(context.Background(), s, nil)
-	if err == nil || !strings.Contains(err.Error(), "2 providers in 1 networks") {
+	if err == nil || !strings.Contains(err.Error(), "2 providers in one network") {
 		t.Fatalf("an eclipsed client's job: %v, want an error saying its providers share a network", err)
 	}
 }

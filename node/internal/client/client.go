@@ -606,7 +606,11 @@ func (j *jobRun) providersNote(ops int) string {
 	n := len(j.pool)
 	j.mu.Unlock()
 	if ops < n {
-		return fmt.Sprintf("%d providers in %d networks (%s)", n, ops, perNetwork)
+		networks := fmt.Sprintf("%d networks", ops)
+		if ops == 1 {
+			networks = "one network"
+		}
+		return fmt.Sprintf("%d providers in %s (%s)", n, networks, perNetwork)
 	}
 	return fmt.Sprint(n)
 }

@@ -50,7 +50,8 @@ func loadFileConfig(dataDir string) (FileConfig, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&fc); err != nil {
-		return fc, fmt.Errorf("%s: %w", path, err)
+		// It holds the network's settings only: say which.
+		return fc, fmt.Errorf("%s: %w (it takes bootstrap, listen, mdns, nat and lnd; every other setting is a flag of infernet node)", path, err)
 	}
 	return fc, nil
 }
