@@ -462,3 +462,16 @@ func TestNodeRefusesMoneyWithoutLnd(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigFileSaysWhatItTakes: a setting config.json does not take is
+// refused, saying which it takes (an operator tried "slots").
+func TestConfigFileSaysWhatItTakes(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"slots": 1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := infernet(t, nil, "node", "--datadir", dir, "--listen", "/ip4/127.0.0.1/tcp/0", "--mdns=false", "--nat=false")
+	if code == 0 || !strings.Contains(stderr, `unknown field "slots"`) || !strings.Contains(stderr, "it takes bootstrap, listen, mdns, nat and lnd") {
+		t.Errorf("config.json with slots: exit %d, %q", code, stderr)
+	}
+}
