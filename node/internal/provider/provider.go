@@ -540,6 +540,7 @@ func (p *Provider) handleAssign(s network.Stream) {
 		return
 	}
 	reject := func(why string) {
+		p.log.Info("replica refused", "job", a.Announce.Job, "replica", a.Replica, "client", client, "why", why)
 		c.Write(&wire.Update{V: wire.Version, Kind: wire.UpdateRejected, Reason: why})
 		c.Close()
 	}
@@ -651,6 +652,9 @@ func (p *Provider) handleAssign(s network.Stream) {
 	if err := p.cfg.DB.PutRun(run); err != nil {
 		p.log.Error("recording run", "err", err)
 	}
+	// What an operator looks for first in its log: each replica run.
+	p.log.Info("replica run", "job", a.Announce.Job, "replica", a.Replica, "client", client, "outcome", res.Outcome,
+		"exit", res.ExitCode, "error", res.Error, "output_bytes", res.OutputSize, "run", time.Duration(res.RunMicros)*time.Microsecond, "backend", res.Backend)
 	p.deliver(c, run)
 }
 

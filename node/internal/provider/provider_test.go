@@ -1,11 +1,14 @@
 package provider
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -112,6 +115,7 @@ func assign(t *testing.T, client host.Host, p *Provider, a *wire.Assign) *wire.U
 // the stream's, and a malformed one; and it runs nothing for them.
 func TestAssignRefused(t *testing.T) {
 	p, client := testProvider(t, limits)
+	logged := logTo(p)
 	for _, tc := range []struct {
 		name   string
 		change func(a *wire.JobAnnounce)
@@ -144,6 +148,35 @@ func TestAssignRefused(t *testing.T) {
 	if runs := p.ActiveRuns(); len(runs) != 0 {
 		t.Errorf("%d runs active after refusals", len(runs))
 	}
+	// The operator's log says each refusal and why (it said nothing).
+	if n := strings.Count(logged.String(), "msg=\"replica refused\""); n != 11 || !strings.Contains(logged.String(), "why=\"output limit") {
+		t.Errorf("%d refusals logged, want 11:\n%s", n, logged)
+	}
+}
+
+// logTo makes p log to the buffer it returns, at Info.
+func logTo(p *Provider) *lockedBuffer {
+	b := &lockedBuffer{}
+	p.log = slog.New(slog.NewTextHandler(b, nil))
+	return b
+}
+
+// lockedBuffer is a bytes.Buffer that handlers may write at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestAssignRuns: a provider takes an assign within its limits, fetches
@@ -153,10 +186,14 @@ func TestAssignRefused(t *testing.T) {
 // same replica on the same terms is answered from the record.
 func TestAssignRuns(t *testing.T) {
 	p, client := testProvider(t, limits)
+	logged := logTo(p)
 	cp := partstest.New(t, client) // the client's blob store and service
 	a, want := cpuAssign(t, client, cp)
 	for i := range 2 {
 		checkResult(t, fmt.Sprintf("assign %d", i), p, run(t, client, p, &a), want)
+	}
+	if n := strings.Count(logged.String(), "msg=\"replica run\""); n != 1 || !strings.Contains(logged.String(), "outcome=exited") {
+		t.Errorf("%d runs logged, want the one run (the second answered from its record):\n%s", n, logged)
 	}
 	if r, err := p.cfg.DB.Run(client.ID().String(), a.Announce.Job, 0); err != nil || r.Result == nil {
 		t.Fatalf("the run's record: %+v, %v", r, err)
