@@ -1,11 +1,14 @@
 package node
 
 import (
+	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/consensys/gnark/backend/groth16"
@@ -255,6 +258,42 @@ func DefaultConfig() Config {
 		BlobQuota:      DefaultBlobQuota,
 		CheckTie:       DefaultCheckTie,
 	}
+}
+
+// CheckLimits refuses limits that are no limit: a negative count, size
+// or time (0 is the default), a share above 1, a negative fee. An
+// operator's typo would otherwise become a default unseen.
+func (c *Config) CheckLimits() error {
+	var bad []string
+	for _, n := range []struct {
+		name string
+		v    int64
+	}{{"--slots", int64(c.Slots)}, {"--max-per-client", int64(c.MaxPerClient)},
+		{"--max-output", c.MaxOutput}, {"--max-module", c.MaxModule}, {"--max-input", c.MaxInput}, {"--max-data", c.MaxData},
+		{"--blob-quota", c.BlobQuota}, {"--max-timeout", int64(c.MaxTimeout)}, {"--max-deadline", int64(c.MaxDeadline)},
+		{"--heartbeat", int64(c.Heartbeat)}, {"--silence", int64(c.Silence)}, {"--advert-interval", int64(c.AdvertInterval)}} {
+		if n.v < 0 {
+			bad = append(bad, n.name+" is negative (0: the default)")
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"--audit", c.Audit}, {"--audit-new", c.AuditNew}, {"--audit-cap", c.AuditCap}} {
+		if f.v > 1 || math.IsNaN(f.v) {
+			bad = append(bad, fmt.Sprintf("%s %g is a share: 0 to 1 (-1: none)", f.name, f.v))
+		}
+	}
+	if c.MaxMemory != 0 && c.MaxMemory < 1<<20 {
+		bad = append(bad, fmt.Sprintf("--max-memory %d bytes is under the 1 MiB a job needs at least", c.MaxMemory))
+	}
+	if !(c.AggregatorFee >= 0) {
+		bad = append(bad, fmt.Sprintf("--fee %g is negative", c.AggregatorFee))
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("node: %s", strings.Join(bad, "; "))
+	}
+	return nil
 }
 
 func (c *Config) setDefaults() {

@@ -452,6 +452,9 @@ func TestNodeRefusesMoneyWithoutLnd(t *testing.T) {
 		// would be unverified.
 		{[]string{"--serve-replicas", "1"}, []string{"--serve-replicas 1: want 2 or more", "--serve-verify prefill"}},
 		{[]string{"--serve-replicas", "0"}, []string{"--serve-replicas 0: want 2 or more"}},
+		// Nor limits that are no limit (they had become defaults unseen).
+		{[]string{"--slots", "-1", "--max-timeout", "-5s", "--audit", "2", "--fee", "-1", "--max-memory", "10"},
+			[]string{"--slots is negative", "--max-timeout is negative", "--audit 2 is a share", "--fee -1 is negative", "--max-memory 10 bytes"}},
 	} {
 		args := append([]string{"node", "--datadir", t.TempDir(), "--listen", "/ip4/127.0.0.1/tcp/0", "--mdns=false", "--nat=false"}, tt.flags...)
 		_, stderr, code := infernet(t, nil, args...)

@@ -211,6 +211,9 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 	if o.OpenAI.Price > 0 && !o.Config.Lnd.Enabled() {
 		return &exitError{Code: ExitError, Err: fmt.Errorf("--serve-max-price %d needs lnd to pay (--lnd.rpcserver, --lnd.tlscertpath and --lnd.macaroonpath; see docs/payments.md)", o.OpenAI.Price)}
 	}
+	if err := o.Config.CheckLimits(); err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
 	if o.OpenAI.Replicas < 2 && o.OpenAI.Verify != openai.VerifyPrefill {
 		// The API answers verified completions only, and one replica
 		// checks nothing: every request but the audited few would fail.
