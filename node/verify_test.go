@@ -211,3 +211,32 @@ func TestSameBackend(t *testing.T) {
 		}
 	}
 }
+
+// TestUnplacedReplicaSaysWhy: a replica no provider would take (one
+// provider's output limit is under the job's, the other holds the other
+// replica) is decided without, by the client's own run, and the job's
+// record says why it was not run (an operator's walk: the summary had
+// left the replica out, saying nothing).
+func TestUnplacedReplicaSaysWhy(t *testing.T) {
+	t.Parallel() // waits far more than it computes
+	i := 0
+	net := startNetwork(t, 2, func(c *Config) {
+		if c.Provide {
+			if i == 0 {
+				c.MaxOutput = 1 << 20
+			}
+			i++
+		}
+	})
+	s, want := catJob(t, net.client, 1) // the default output limit, 64 MiB
+	job, err := net.client.Submit(context.Background(), s, nil)
+	if err != nil || job.State != store.JobVerified {
+		t.Fatalf("job: %v, %+v", err, job)
+	}
+	if out, err := net.client.Blob(job.Output, 1<<20); err != nil || !bytes.Equal(out, want) {
+		t.Fatalf("output %q, %v", out, err)
+	}
+	if len(job.Unplaced) != 1 || !strings.Contains(job.Unplaced[0], "output limit 64 MiB over this provider's limit 1 MiB") {
+		t.Errorf("unplaced %q, want the refusal's reason", job.Unplaced)
+	}
+}

@@ -135,6 +135,9 @@ type Job struct {
 	// when there is more to say than that newcomers decided it (an
 	// eclipse, the audit cap).
 	Unverified string `json:"unverified,omitempty"`
+	// Unplaced says, per replica that no provider ran, why: the job was
+	// decided without it (the client's own run decides the rest).
+	Unplaced []string `json:"unplaced,omitempty"`
 	// CheckOf, for a check job (jobs.Spec.Check), is the job it checks.
 	CheckOf wire.JobID `json:"check_of,omitzero"`
 	// Liars are the providers outvoted on this job.

@@ -174,6 +174,11 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 		// own run decides those that came (audit), as it would have with
 		// all of them.
 		j.c.log.Info("replicas lost: the audit decides the others", "job", j.ann.Job, "lost", len(errs), "results", len(votes))
+		j.mu.Lock()
+		for _, err := range errs {
+			j.rec.Unplaced = append(j.rec.Unplaced, err.Error())
+		}
+		j.mu.Unlock()
 		return j.audit(ctx, votes)
 	}
 	if len(votes) == 0 && j.early != nil {

@@ -546,6 +546,9 @@ func printSummary(o *SubmitOptions, job *store.Job, elapsed time.Duration) error
 	if s.Unverified != "" && !s.Verified {
 		fmt.Fprintf(w, "  unverified: %s\n", s.Unverified)
 	}
+	for _, u := range job.Unplaced {
+		fmt.Fprintf(w, "  not run: %s\n", oneLine(u))
+	}
 	if s.Verified {
 		// What stood behind the answer besides the vote.
 		switch a := job.Announce; {
