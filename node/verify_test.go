@@ -213,17 +213,19 @@ func TestSameBackend(t *testing.T) {
 }
 
 // TestUnplacedReplicaSaysWhy: a replica no provider would take (one
-// provider's output limit is under the job's, the other holds the other
+// provider's input limit is under the job's, the other holds the other
 // replica) is decided without, by the client's own run, and the job's
 // record says why it was not run (an operator's walk: the summary had
-// left the replica out, saying nothing).
+// left the replica out, saying nothing). A limit that adverts carry (the
+// output limit, the time limit) keeps the client from asking a provider
+// that would refuse.
 func TestUnplacedReplicaSaysWhy(t *testing.T) {
 	t.Parallel() // waits far more than it computes
 	i := 0
 	net := startNetwork(t, 2, func(c *Config) {
 		if c.Provide {
 			if i == 0 {
-				c.MaxOutput = 1 << 20
+				c.MaxInput = 64 // not in its advert: it refuses when asked
 			}
 			i++
 		}
@@ -236,7 +238,17 @@ func TestUnplacedReplicaSaysWhy(t *testing.T) {
 	if out, err := net.client.Blob(job.Output, 1<<20); err != nil || !bytes.Equal(out, want) {
 		t.Fatalf("output %q, %v", out, err)
 	}
-	if len(job.Unplaced) != 1 || !strings.Contains(job.Unplaced[0], "output limit 64 MiB over this provider's limit 1 MiB") {
+	if len(job.Unplaced) != 1 || !strings.Contains(job.Unplaced[0], "over this provider's limit 64 bytes") {
 		t.Errorf("unplaced %q, want the refusal's reason", job.Unplaced)
+	}
+	ann := job.Announce
+	for _, tt := range []struct {
+		maxOutput int64
+		want      int
+	}{{1 << 20, 2}, {DefaultMaxOutput, 2}, {DefaultMaxOutput + 1, 0}} {
+		ann.MaxOutput = tt.maxOutput
+		if cands, err := net.client.client.Candidates(&ann); err != nil || len(cands) != tt.want {
+			t.Errorf("candidates of a job of %d bytes of output: %v, %v; want %d", tt.maxOutput, cands, err, tt.want)
+		}
 	}
 }

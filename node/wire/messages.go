@@ -293,6 +293,18 @@ type CapabilityAdvert struct {
 	// which a job's module may need (host.ModuleABI). Omitted by hosts of v5
 	// and before, which said nothing of it: HostABIVersion reads them as 5.
 	HostABI uint16 `cbor:"18,keyasint,omitempty"`
+	// MaxOutput and MaxTimeoutMS are the largest output limit and time
+	// limit (Terms.MaxOutput, TimeoutMS) the provider takes, so that a
+	// client asks only providers that would take its job. Omitted by
+	// providers from before they said them: 0 is unsaid.
+	MaxOutput    int64 `cbor:"19,keyasint,omitempty"`
+	MaxTimeoutMS int64 `cbor:"20,keyasint,omitempty"`
+}
+
+// Takes reports whether the advertiser's limits that it says take a job
+// of terms t (a limit it does not say takes anything).
+func (m *CapabilityAdvert) Takes(t *Terms) bool {
+	return (m.MaxOutput == 0 || t.MaxOutput <= m.MaxOutput) && (m.MaxTimeoutMS == 0 || t.TimeoutMS <= m.MaxTimeoutMS)
 }
 
 // UnsaidABI is the ABI version an advert without HostABI stands for: the
@@ -349,7 +361,7 @@ func (m *CapabilityAdvert) Validate() error {
 		return fmt.Errorf("%w: peer: %v", ErrMalformed, err)
 	}
 	if m.Cores < 0 || m.Slots < 0 || m.FreeSlots < 0 || m.FreeSlots > m.Slots || len(m.GPUs) > 64 || len(m.Backends) > 16 || len(m.Features) > 16 ||
-		len(m.Precisions) > MaxPrecisions || len(m.Revisions) > len(m.Backends) {
+		len(m.Precisions) > MaxPrecisions || len(m.Revisions) > len(m.Backends) || m.MaxOutput < 0 || m.MaxTimeoutMS < 0 {
 		return fmt.Errorf("%w: advert counts", ErrMalformed)
 	}
 	for _, p := range m.Precisions {

@@ -134,3 +134,37 @@ func TestAdvertRevisions(t *testing.T) {
 		t.Errorf("more revisions than backends: %v", err)
 	}
 }
+
+// TestAdvertLimits: an advert's output and time limits survive the wire;
+// one that says none (from before adverts said them) takes any job;
+// negative ones are malformed.
+func TestAdvertLimits(t *testing.T) {
+	_, id := testKey(t)
+	ad := &CapabilityAdvert{V: Version, Peer: []byte(id), Backends: []string{"reference"}, MaxOutput: 1 << 20, MaxTimeoutMS: 5000}
+	b, err := Marshal(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back CapabilityAdvert
+	if err := Unmarshal(b, 1<<16, &back); err != nil || back.MaxOutput != 1<<20 || back.MaxTimeoutMS != 5000 {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+	for _, tt := range []struct {
+		ad    *CapabilityAdvert
+		terms Terms
+		takes bool
+	}{
+		{ad, Terms{MaxOutput: 1 << 20, TimeoutMS: 5000}, true},
+		{ad, Terms{MaxOutput: 1<<20 + 1, TimeoutMS: 5000}, false},
+		{ad, Terms{MaxOutput: 1, TimeoutMS: 5001}, false},
+		{&CapabilityAdvert{}, Terms{MaxOutput: 1 << 40, TimeoutMS: 1 << 40}, true}, // says nothing
+	} {
+		if got := tt.ad.Takes(&tt.terms); got != tt.takes {
+			t.Errorf("advert %d/%d ms takes %d/%d ms: %v", tt.ad.MaxOutput, tt.ad.MaxTimeoutMS, tt.terms.MaxOutput, tt.terms.TimeoutMS, got)
+		}
+	}
+	bad := &CapabilityAdvert{V: Version, Peer: []byte(id), MaxOutput: -1}
+	if err := bad.Validate(); !errors.Is(err, ErrMalformed) {
+		t.Errorf("a negative output limit: %v", err)
+	}
+}

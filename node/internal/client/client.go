@@ -672,7 +672,17 @@ func (j *jobRun) fewNote() string {
 	if k := len(priced) - len(sized); k > 0 {
 		out = append(out, fmt.Sprintf("%d offer less memory than the job's %d MiB (--memory)", k, j.ann.Memory>>20))
 	}
-	if k := len(sized) - matching; k > 0 {
+	limited := 0
+	for _, c := range sized {
+		if !c.Advert.Takes(&j.ann.Terms) {
+			limited++
+		}
+	}
+	if limited > 0 {
+		out = append(out, fmt.Sprintf("%d take a smaller output limit or time limit than the job's %d MiB and %v (--max-output, --timeout)",
+			limited, j.ann.MaxOutput>>20, j.ann.Timeout()))
+	}
+	if k := len(sized) - limited - matching; k > 0 {
 		out = append(out, fmt.Sprintf("%d do not meet --require or the job's terms", k))
 	}
 	note := ""
@@ -724,7 +734,7 @@ func (j *jobRun) knownCandidatesLocked() []peers.Candidate {
 	var cands []peers.Candidate
 	for _, c := range n.Peers.Candidates(j.req, j.ann.Price, j.ann.Memory, 3*n.AdvertInterval, nil) {
 		if (!j.isFair() || c.Advert.Offers(wire.FeatureFair)) && (!j.ann.Proofs || c.Advert.Offers(wire.FeatureProofs)) &&
-			c.Advert.OffersPrecision(j.ann.Precision) && c.Advert.HostABIVersion() >= j.abi {
+			c.Advert.OffersPrecision(j.ann.Precision) && c.Advert.HostABIVersion() >= j.abi && c.Advert.Takes(&j.ann.Terms) {
 			cands = append(cands, c)
 		}
 	}

@@ -93,4 +93,12 @@ func TestFewNote(t *testing.T) {
 	if note := one.fewNote(); strings.Contains(note, "--replicas") || !strings.Contains(note, "1 ask more") {
 		t.Errorf("one replica: %q", note)
 	}
+	// A provider whose advert says a smaller output limit than the job's.
+	cl.cfg.Peers.OnAdvert("small", "small", &wire.CapabilityAdvert{V: wire.Version, Peer: []byte("small"), Seq: 1,
+		Backends: []string{"reference"}, Slots: 1, MaxMemory: 1 << 30, IntervalMS: 60_000, HostABI: abi.Version, MaxOutput: 1 << 20})
+	wide := job(1000, "")
+	wide.ann.MaxOutput, wide.ann.TimeoutMS = 2<<20, 60_000
+	if note := wide.fewNote(); !strings.Contains(note, "1 take a smaller output limit or time limit than the job's 2 MiB and 1m0s") || strings.Contains(note, "do not meet") {
+		t.Errorf("2 MiB of output asked of a provider of 1: %q", note)
+	}
 }

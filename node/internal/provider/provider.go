@@ -201,7 +201,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		V: wire.Version, Peer: []byte(p.cfg.Host.ID()), Cores: runtime.NumCPU(), MemoryBytes: totalMemory(),
 		GPUs: p.gpus, Backends: names, Price: p.cfg.Price, Slots: p.cfg.Slots, Software: p.cfg.Software,
 		MaxMemory: p.cfg.MaxMemory, IntervalMS: p.cfg.AdvertInterval.Milliseconds(), Revisions: revisions(names),
-		HostABI: abi.Version,
+		HostABI: abi.Version, MaxOutput: p.cfg.MaxOutput, MaxTimeoutMS: p.cfg.MaxTimeout.Milliseconds(),
 	}
 	if p.sells() {
 		p.fixed.Features = append(p.fixed.Features, wire.FeatureFair)
