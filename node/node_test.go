@@ -850,3 +850,24 @@ func TestTimeLimitClaimsEndNoJob(t *testing.T) {
 		}
 	}
 }
+
+// TestLoopCostsNoRecord: a job that loops until its time limit on two
+// providers ends with its limit named (jobs.ErrTimeLimit), and neither
+// provider loses anything on the client's record for it: each ran the
+// job's whole time, as likely the job's own doing as their pace (an
+// operator's walk: a client's own loops took an honest provider from 100
+// to 84 % completed).
+func TestLoopCostsNoRecord(t *testing.T) {
+	t.Parallel() // waits more than it computes
+	net := startNetwork(t, 2, func(c *Config) { c.NoAudit = !c.Provide })
+	s := spec(t, net.client, readTestdata(t, "bad/infinite_loop.wasm"), nil)
+	s.TimeoutMS = 1000
+	if _, err := net.client.Submit(context.Background(), s, nil); !errors.Is(err, jobs.ErrTimeLimit) {
+		t.Fatalf("a loop: %v, want its time limit named", err)
+	}
+	for _, p := range net.providers {
+		if r := net.client.peers.Record(p.ID()); r.Lost != 0 {
+			t.Errorf("provider %s: %v lost on record for the job's own loop", p.ID().ShortString(), r.Lost)
+		}
+	}
+}

@@ -286,8 +286,11 @@ type jobRun struct {
 	bids   chan *offer                 // bids from the open market
 	late   map[uint8]chan *wire.Result // results delivered over wire.ProtocolResult
 	// refused are the attempts whose provider refused the replica: a late
-	// result of one is not its replica's (wasAssigned). Guarded by mu.
-	refused map[attempt]bool
+	// result of one is not its replica's (wasAssigned). timedOut are the
+	// operators (Book.Group) whose run of a replica ran out of the job's
+	// time limit, over all its replicas. Guarded by mu.
+	refused  map[attempt]bool
+	timedOut map[string]bool
 	// stream holds a streamed job's replica streams (jobs.Spec.Output).
 	stream *streamVote
 	// checkJob is jobs.Spec.Check and spec the job's own; escalated is set once the
@@ -952,11 +955,15 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 	var last error = jobs.ErrNoProviders
 	tried := map[peer.ID]bool{}
 	busy, failures := false, 0
-	timedOut := map[string]bool{} // the operators (Book.Group) whose run hit the job's time limit
 	backoff := 10 * time.Millisecond
 	for {
 		p, ok := j.next(tried)
 		if !ok {
+			if ops := j.timedOutOn(""); ops > 0 && errors.Is(last, errTimeLimit) {
+				// Its run ran out of the job's time, and no other provider is
+				// free to try: the limit, not the providers, most likely.
+				return nil, j.tooShort(ops)
+			}
 			if !busy && errors.Is(last, settle.ErrPaymentFailed) {
 				return nil, fmt.Errorf("no provider could be paid (%d tried): %w", len(tried), last)
 			}
@@ -1013,14 +1020,38 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 			// claim after the limit's whole time here counts (a provider
 			// could claim it at once to end the job), and two identities
 			// of one operator count once.
-			if timedOut[j.c.n.Peers.Group(p)] = true; len(timedOut) >= 2 {
-				return nil, fmt.Errorf("%w on %d providers: the job's %v (--timeout) is too short for it", jobs.ErrTimeLimit, len(timedOut), j.ann.Timeout())
+			if ops := j.timedOutOn(j.c.n.Peers.Group(p)); ops >= 2 {
+				return nil, j.tooShort(ops)
 			}
 		}
 		if failures++; failures >= maxAttempts {
 			return nil, fmt.Errorf("no result after %d providers failed: %w", failures, last)
 		}
 	}
+}
+
+// timedOutOn records that the operator group's run of one of the job's
+// replicas ran out of the job's time limit (none for ""), and returns
+// how many operators' runs did, over all the replicas.
+func (j *jobRun) timedOutOn(group string) int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if group != "" {
+		if j.timedOut == nil {
+			j.timedOut = map[string]bool{}
+		}
+		j.timedOut[group] = true
+	}
+	return len(j.timedOut)
+}
+
+// tooShort is the job's end when ops operators' runs ran out of its time
+// (and, for one, no other provider was free to try).
+func (j *jobRun) tooShort(ops int) error {
+	if ops < 2 {
+		return fmt.Errorf("%w on the one provider free to run it: the job's %v (--timeout) may be too short for it", jobs.ErrTimeLimit, j.ann.Timeout())
+	}
+	return fmt.Errorf("%w on %d providers: the job's %v (--timeout) is too short for it", jobs.ErrTimeLimit, ops, j.ann.Timeout())
 }
 
 // ended is why a replica ended with its context: the job's deadline
@@ -1175,6 +1206,10 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 		n.Counts.Replicas.Add(1)
 		n.Peers.Complete(p, time.Since(assigned)-time.Duration(res.RunMicros)*time.Microsecond)
 		j.emit(jobs.EventResult, int(r), p, fmt.Sprintf("exit %d, output %s (%d bytes), %.1f ms", res.ExitCode, res.Output.Short(), res.OutputSize, float64(res.RunMicros)/1000))
+	case errors.Is(err, errTimeLimit) && time.Since(assigned) >= j.ann.Timeout():
+		// It ran the job's whole time limit: as likely the job's own (a
+		// loop) as the provider's pace, and a job that loops would cost
+		// every honest provider it reaches its record. Not a loss.
 	case !errors.Is(err, errRefused) && !errors.Is(err, settle.ErrPaymentFailed) && ctx.Err() == nil:
 		n.Peers.Lose(p)
 	}
