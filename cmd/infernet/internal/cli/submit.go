@@ -109,7 +109,7 @@ Requirement expressions may use: ` + requirement.Names + `.
 
 Exit status: 0 for a verified result of a job that exited 0; the job's own
 exit code for a verified result of a job that exited otherwise (above 255:
-255); 125 when the job verifiably could not run (invalid module, trap, limit);
+255); 125 when the job verifiably could not run (invalid module, trap, a memory, fuel or output limit);
 122 when the result is unverified (--replicas 1); 123 when there is no result
 (no matching providers, replicas disagree, deadline); 1 for other errors.
 

@@ -115,8 +115,8 @@ var limitTables = map[string][]limit{
 	"exit": {
 		{"cli.ExitOK", cli.ExitOK, "a verified result of a job that exited 0 (`run`: the job exited 0)"},
 		{"cli.ExitUnverified", cli.ExitUnverified, "an unverified result (`--replicas 1`, or no established provider and no audit), or a training run with a round on one replica only"},
-		{"cli.ExitNoResult", cli.ExitNoResult, "no result: no matching provider, replicas disagree, deadline; a training round failed"},
-		{"cli.ExitNotRun", cli.ExitNotRun, "the job could not run or was stopped (invalid module, trap, limit); on the network, every replica agrees it could not"},
+		{"cli.ExitNoResult", cli.ExitNoResult, "no result: no matching provider, replicas disagree, deadline, the job's time limit (a provider's pace, or the job's own loop: not deterministic); a training round failed"},
+		{"cli.ExitNotRun", cli.ExitNotRun, "the job could not run or was stopped (invalid module, trap, a memory, fuel or output limit); on the network, every replica agrees it could not"},
 		{"cli.ExitInterrupted", cli.ExitInterrupted, "stopped by Ctrl-C (SIGINT) or SIGTERM"},
 		{"cli.ExitError", cli.ExitError, "any other error"},
 	},
