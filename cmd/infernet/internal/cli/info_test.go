@@ -3,11 +3,15 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/node"
 )
 
 // TestInfoJSON: `infernet info --json` reports the backends and, on machines
@@ -39,5 +43,30 @@ func TestInfoJSON(t *testing.T) {
 		if strings.HasPrefix(why, "backends:") || strings.Contains(why, "tensor backend unavailable") {
 			t.Errorf("%s unavailable: %q repeats its wrappers", name, why)
 		}
+	}
+}
+
+// TestCheckDataDir: a data directory the node cannot use says so first,
+// by its flag (a file in its place here; an unwritable one is refused
+// alike), and an identity key others can read is warned of.
+func TestCheckDataDir(t *testing.T) {
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	file := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkDataDir(file, log); err == nil || !strings.HasPrefix(err.Error(), "--datadir "+file) {
+		t.Errorf("a file for a data directory: %v", err)
+	}
+	dir := filepath.Join(t.TempDir(), "new")
+	if err := checkDataDir(dir, log); err != nil || logged.Len() != 0 {
+		t.Fatalf("a new data directory: %v, %s", err, &logged)
+	}
+	if err := os.WriteFile(filepath.Join(dir, node.IdentityFile), []byte("key"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkDataDir(dir, log); err != nil || !strings.Contains(logged.String(), "identity key is readable by others") {
+		t.Errorf("an identity key of mode 644: %v, %q", err, &logged)
 	}
 }

@@ -231,6 +231,9 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 	}
 	log := slog.New(slog.NewTextHandler(o.IO.Err, &slog.HandlerOptions{Level: level}))
 	o.Config.Logger = log
+	if err := checkDataDir(o.Config.DataDir, log); err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
 	if o.Config.GPUWorker == nil {
 		worker, err := backends.SelfWorker(0)
 		if err != nil {
@@ -301,4 +304,24 @@ func mustAbs(p string) string {
 		return a
 	}
 	return p
+}
+
+// checkDataDir makes the data directory if need be and checks that the
+// node can write there, before anything else opens a file in it (the
+// first to fail had named itself: "proof keys: keys: opening store: …");
+// it warns when the identity key is readable by others.
+func checkDataDir(dir string, log *slog.Logger) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("--datadir %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".write-check-*")
+	if err != nil {
+		return fmt.Errorf("--datadir %s: the node cannot write there: %w", dir, err)
+	}
+	f.Close()
+	os.Remove(f.Name())
+	if fi, err := os.Stat(filepath.Join(dir, node.IdentityFile)); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		log.Warn("the identity key is readable by others: whoever reads it is this node (chmod 600 it)", "file", filepath.Join(dir, node.IdentityFile), "mode", fi.Mode().Perm())
+	}
+	return nil
 }
