@@ -1,14 +1,12 @@
 package provider
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -155,28 +153,10 @@ func TestAssignRefused(t *testing.T) {
 }
 
 // logTo makes p log to the buffer it returns, at Info.
-func logTo(p *Provider) *lockedBuffer {
-	b := &lockedBuffer{}
+func logTo(p *Provider) *partstest.SyncBuffer {
+	b := &partstest.SyncBuffer{}
 	p.log = slog.New(slog.NewTextHandler(b, nil))
 	return b
-}
-
-// lockedBuffer is a bytes.Buffer that handlers may write at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestAssignRuns: a provider takes an assign within its limits, fetches

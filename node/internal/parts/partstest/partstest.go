@@ -63,7 +63,7 @@ func New(tb testing.TB, h host.Host, opts ...Option) parts.Parts {
 	dir := tb.TempDir()
 	// The log is printed if the test fails: a role's goroutines may still
 	// write after the test's end, where the test's own log would panic.
-	var logBuf syncBuffer
+	var logBuf SyncBuffer
 	log := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", h.ID().ShortString())
 	tb.Cleanup(func() {
 		if tb.Failed() {
@@ -172,19 +172,20 @@ func Eventually(tb testing.TB, what string, cond func() bool) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writes.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer safe for concurrent writes: a log that
+// handlers of several goroutines write.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
