@@ -455,6 +455,7 @@ func TestNodeRefusesMoneyWithoutLnd(t *testing.T) {
 		// Nor limits that are no limit (they had become defaults unseen).
 		{[]string{"--slots", "-1", "--max-timeout", "-5s", "--audit", "2", "--fee", "-1", "--max-memory", "10"},
 			[]string{"--slots is negative", "--max-timeout is negative", "--audit 2 is a share", "--fee -1 is negative", "--max-memory 10 bytes"}},
+		{[]string{"--backend", "nope"}, []string{"--backend nope: want auto, reference"}},
 	} {
 		args := append([]string{"node", "--datadir", t.TempDir(), "--listen", "/ip4/127.0.0.1/tcp/0", "--mdns=false", "--nat=false"}, tt.flags...)
 		_, stderr, code := infernet(t, nil, args...)

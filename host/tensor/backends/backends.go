@@ -41,6 +41,16 @@ const (
 // Names lists the backend names other than auto, for help texts.
 func Names() string { return strings.Join([]string{Reference, CPU, OpenBLAS, CUDA}, ", ") }
 
+// Known reports whether Open knows the backend name ("" and Auto too), so
+// that a caller can refuse a misspelt one before it starts anything.
+func Known(name string) bool {
+	switch name {
+	case "", Auto, Reference, CPU, OpenBLAS, CUDA:
+		return true
+	}
+	return false
+}
+
 // Config selects backends.
 type Config struct {
 	// Fast names the backend for tolerance-mode jobs; "" or "auto" picks

@@ -214,6 +214,10 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 	if err := o.Config.CheckLimits(); err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
+	if !backends.Known(o.Config.Backend) {
+		// Before the network starts, whose listeners would log first.
+		return &exitError{Code: ExitError, Err: fmt.Errorf("--backend %s: want auto, %s", o.Config.Backend, backends.Names())}
+	}
 	if o.OpenAI.Replicas < 2 && o.OpenAI.Verify != openai.VerifyPrefill {
 		// The API answers verified completions only, and one replica
 		// checks nothing: every request but the audited few would fail.
