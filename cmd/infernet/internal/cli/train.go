@@ -204,13 +204,9 @@ func (o *TrainOptions) upload(ctx context.Context, c *api.Client, req *api.Train
 // attachTrain follows a training run under way until it ends, printing
 // its rounds as they end.
 func attachTrain(ctx context.Context, o *TrainOptions) error {
-	c, err := api.Dial(o.DataDir, o.API)
+	c, id, err := o.dialRun(ctx, "--attach", o.Attach)
 	if err != nil {
-		return &exitError{Code: ExitError, Err: err}
-	}
-	id, err := trainRunID(ctx, c, o.Attach)
-	if err != nil {
-		return &exitError{Code: ExitError, Err: fmt.Errorf("--attach: %w", err)}
+		return err
 	}
 	w := newTrainWatch(ctx, o, c)
 	w.id = id
@@ -235,13 +231,9 @@ func attachTrain(ctx context.Context, o *TrainOptions) error {
 
 // cancelTrain ends a training run under way and says where it stood.
 func cancelTrain(ctx context.Context, o *TrainOptions) error {
-	c, err := api.Dial(o.DataDir, o.API)
+	c, id, err := o.dialRun(ctx, "--cancel", o.Cancel)
 	if err != nil {
-		return &exitError{Code: ExitError, Err: err}
-	}
-	id, err := trainRunID(ctx, c, o.Cancel)
-	if err != nil {
-		return &exitError{Code: ExitError, Err: fmt.Errorf("--cancel: %w", err)}
+		return err
 	}
 	if rec, err := c.TrainRun(ctx, id, false); err == nil && rec.State.Final() {
 		fmt.Fprintf(o.IO.Err, "training run %s had ended (%s): nothing to cancel\n", shortID(id.String()), rec.State)
@@ -260,6 +252,20 @@ func cancelTrain(ctx context.Context, o *TrainOptions) error {
 	fmt.Fprintf(o.IO.Err, "training run %s cancelled: %s after %s (--attach %s writes its last state with --output)\n",
 		shortID(id.String()), rec.State, count(done, "round"), shortID(id.String()))
 	return nil
+}
+
+// dialRun dials the node and finds the training run that s, the value of
+// flag, names (trainRunID).
+func (o *TrainOptions) dialRun(ctx context.Context, flag, s string) (*api.Client, wire.JobID, error) {
+	c, err := api.Dial(o.DataDir, o.API)
+	if err != nil {
+		return nil, wire.JobID{}, &exitError{Code: ExitError, Err: err}
+	}
+	id, err := trainRunID(ctx, c, s)
+	if err != nil {
+		return nil, wire.JobID{}, &exitError{Code: ExitError, Err: fmt.Errorf("%s: %w", flag, err)}
+	}
+	return c, id, nil
 }
 
 // trainRunID is the training run that s names: its whole id, or a part of
