@@ -871,3 +871,31 @@ func TestLoopCostsNoRecord(t *testing.T) {
 		}
 	}
 }
+
+// TestStallerLosesRecord: a provider that holds each replica for the
+// job's whole time limit and then claims it ran out loses on its record
+// when others run the job within the limit: costing nothing when the job
+// itself loops (TestLoopCostsNoRecord) must not make it a free stall.
+func TestStallerLosesRecord(t *testing.T) {
+	t.Parallel() // waits more than it computes
+	net, bad := hostileNetwork(t, 2, 1, func() *faults.Faults { return &faults.Faults{ClaimTimeout: true, Slow: 1100 * time.Millisecond} }, nil)
+	var staller peer.ID
+	for id := range bad {
+		staller = id
+	}
+	for i := 0; net.client.peers.Record(staller).Lost == 0; i++ {
+		if i == 12 {
+			t.Fatalf("the staller held replicas in 12 jobs and lost nothing: %+v", net.client.peers.Record(staller))
+		}
+		s, _ := catJob(t, net.client, i)
+		s.TimeoutMS = 1000
+		if job, err := net.client.Submit(context.Background(), s, nil); err != nil || job.State != store.JobVerified {
+			t.Fatalf("job %d: %v, %v", i, job, err)
+		}
+	}
+	for _, p := range net.providers[:2] {
+		if r := net.client.peers.Record(p.ID()); r.Lost != 0 {
+			t.Errorf("honest provider %s lost %v", p.ID().ShortString(), r.Lost)
+		}
+	}
+}

@@ -62,9 +62,9 @@ type Faults struct {
 	// Stall accepts replicas, reports them running and heartbeats, and
 	// never answers.
 	Stall bool
-	// ClaimTimeout answers every replica at once with a signed "time limit
-	// exceeded", running nothing: a provider that would end clients' jobs
-	// by blaming their limits.
+	// ClaimTimeout answers every replica at once (or after Slow) with a
+	// signed "time limit exceeded", running nothing: a provider that would
+	// end clients' jobs by blaming their limits, or stall them.
 	ClaimTimeout bool
 	// StreamThenRefuse, when set, answers each assign of a streamed job by
 	// streaming these bytes as its output and then refusing the replica as

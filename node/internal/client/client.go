@@ -291,6 +291,10 @@ type jobRun struct {
 	// time limit, over all its replicas. Guarded by mu.
 	refused  map[attempt]bool
 	timedOut map[string]bool
+	// outOfTime are the providers whose run ran out of the job's time
+	// limit: they lose a replica if the job gets a result (accept).
+	// Guarded by mu.
+	outOfTime []peer.ID
 	// stream holds a streamed job's replica streams (jobs.Spec.Output).
 	stream *streamVote
 	// checkJob is jobs.Spec.Check and spec the job's own; escalated is set once the
@@ -1209,7 +1213,12 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 	case errors.Is(err, errTimeLimit) && time.Since(assigned) >= j.ann.Timeout():
 		// It ran the job's whole time limit: as likely the job's own (a
 		// loop) as the provider's pace, and a job that loops would cost
-		// every honest provider it reaches its record. Not a loss.
+		// every honest provider it reaches its record. A loss only if
+		// another runs the job within the limit (accept), so that holding
+		// replicas the whole time and then claiming it is no free stall.
+		j.mu.Lock()
+		j.outOfTime = append(j.outOfTime, p)
+		j.mu.Unlock()
 	case !errors.Is(err, errRefused) && !errors.Is(err, settle.ErrPaymentFailed) && ctx.Err() == nil:
 		n.Peers.Lose(p)
 	}

@@ -517,6 +517,13 @@ func (j *jobRun) output(ctx context.Context, r *wire.Result, hints []peer.ID) ([
 func (j *jobRun) accept(ctx context.Context, votes []*wire.Result, winners, losers []int, how string) (*store.Job, error) {
 	n := j.c.n
 	best := votes[winners[0]]
+	j.mu.Lock()
+	slow := j.outOfTime
+	j.outOfTime = nil
+	j.mu.Unlock()
+	for _, p := range slow {
+		n.Peers.Lose(p) // others ran the job within its limit
+	}
 	var hints []peer.ID
 	for _, i := range winners {
 		hints = append(hints, peer.ID(votes[i].Provider))

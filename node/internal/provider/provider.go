@@ -804,15 +804,15 @@ func (p *Provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 		res.Error = "stalled"
 		return res
 	}
-	if p.cfg.Faults.ClaimsTimeout() {
-		res.Error = host.ErrTimeout.Error() // fault injection: the job's limit blamed, nothing run
-		return res
-	}
 	if d := p.cfg.Faults.Delay(); d > 0 {
 		select { // fault injection: a slow machine
 		case <-time.After(d):
 		case <-ctx.Done():
 		}
+	}
+	if p.cfg.Faults.ClaimsTimeout() {
+		res.Error = host.ErrTimeout.Error() // fault injection: the job's limit blamed, nothing run (after Slow, if set)
+		return res
 	}
 	sp, err := runner.NewSpool(p.spoolDir())
 	if err != nil {
