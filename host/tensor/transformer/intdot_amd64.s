@@ -234,27 +234,20 @@
 	VPSUBB Y12, Y9, Y9; \
 	VMOVDQU Y9, 64(SP); \
 	VBROADCASTSS s0(SP), Y11; \
-	VPMOVSXBD 64(SP), Y10; \
-	VCVTDQ2PS Y10, Y10; \
-	VMULPS Y11, Y10, Y10; \
-	VMULPS x0(DI), Y10, Y10; \
-	VADDPS Y10, Y5, Y5; \
-	VPMOVSXBD 72(SP), Y10; \
-	VCVTDQ2PS Y10, Y10; \
-	VMULPS Y11, Y10, Y10; \
-	VMULPS x1(DI), Y10, Y10; \
-	VADDPS Y10, Y6, Y6; \
+	D6F8(64, x0, Y5); \
+	D6F8(72, x1, Y6); \
 	VBROADCASTSS s1(SP), Y11; \
-	VPMOVSXBD 80(SP), Y10; \
+	D6F8(80, x2, Y5); \
+	D6F8(88, x3, Y6)
+
+// D6F8 is 8 of D6F's values: the bytes at src(SP) as int32, to float32,
+// times Y11 (d·sc), times x's 8 at xoff(DI), added to acc.
+#define D6F8(src, xoff, acc) \
+	VPMOVSXBD src(SP), Y10; \
 	VCVTDQ2PS Y10, Y10; \
 	VMULPS Y11, Y10, Y10; \
-	VMULPS x2(DI), Y10, Y10; \
-	VADDPS Y10, Y5, Y5; \
-	VPMOVSXBD 88(SP), Y10; \
-	VCVTDQ2PS Y10, Y10; \
-	VMULPS Y11, Y10, Y10; \
-	VMULPS x3(DI), Y10, Y10; \
-	VADDPS Y10, Y6, Y6
+	VMULPS xoff(DI), Y10, Y10; \
+	VADDPS Y10, acc, acc
 
 // Q6KSB does the Q6_K super-block at SI with D (D6, or D6F): its groups'
 // scales d·sc_g to 4g(SP), then its 8 runs of 32 values, the first 16 of
@@ -290,6 +283,26 @@
 	D(48, 52, 768, 800, 832, 864); \
 	Q6KQ3; \
 	D(56, 60, 896, 928, 960, 992)
+
+// GEMVROW starts a weight row of the fused GEMVs (R9 at it; jumping to
+// done when no row is left): SI at the row, DI at x, CX its super-blocks,
+// the lanes A and B zero. GEMVNEXT stores the row's sum (LANESUM) at R8
+// and goes on to the next row (label row).
+#define GEMVROW(A, B, done) \
+	CMPQ rows+32(FP), $0; \
+	JEQ done; \
+	MOVQ R9, SI; \
+	MOVQ x+8(FP), DI; \
+	MOVQ n+24(FP), CX; \
+	VXORPS A, A, A; \
+	VXORPS B, B, B
+
+#define GEMVNEXT(A, B, XA, XB, row) \
+	LANESUM(A, B, XA, XB); \
+	ADDQ $4, R8; \
+	ADDQ stride+40(FP), R9; \
+	DECQ rows+32(FP); \
+	JMP row
 
 // K6CONSTS sets Y14 to 0x0F bytes and Y13 to 0x30 bytes.
 #define K6CONSTS \
@@ -1764,13 +1777,7 @@ TEXT ·gemvQ4KAVX2(SB), NOSPLIT, $128-48
 	VPBROADCASTD X14, Y14
 
 g4krow:
-	CMPQ rows+32(FP), $0
-	JEQ g4kdone
-	MOVQ R9, SI
-	MOVQ x+8(FP), DI
-	MOVQ n+24(FP), CX
-	VXORPS Y12, Y12, Y12
-	VXORPS Y13, Y13, Y13
+	GEMVROW(Y12, Y13, g4kdone)
 
 g4ksb:
 	K4SCALES
@@ -1788,11 +1795,7 @@ g4kpair:
 	ADDQ $144, SI
 	DECQ CX
 	JNZ g4ksb
-	LANESUM(Y12, Y13, X12, X13)
-	ADDQ $4, R8
-	ADDQ stride+40(FP), R9
-	DECQ rows+32(FP)
-	JMP g4krow
+	GEMVNEXT(Y12, Y13, X12, X13, g4krow)
 
 g4kdone:
 	VZEROUPPER
@@ -1808,13 +1811,7 @@ TEXT ·gemvQ6KAVX2(SB), NOSPLIT, $96-48
 	VPBROADCASTD X12, Y12
 
 g6krow:
-	CMPQ rows+32(FP), $0
-	JEQ g6kdone
-	MOVQ R9, SI
-	MOVQ x+8(FP), DI
-	MOVQ n+24(FP), CX
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
+	GEMVROW(Y5, Y6, g6kdone)
 
 g6ksb:
 	Q6KSB(D6F)
@@ -1822,11 +1819,7 @@ g6ksb:
 	ADDQ $1024, DI
 	DECQ CX
 	JNZ g6ksb
-	LANESUM(Y5, Y6, X5, X6)
-	ADDQ $4, R8
-	ADDQ stride+40(FP), R9
-	DECQ rows+32(FP)
-	JMP g6krow
+	GEMVNEXT(Y5, Y6, X5, X6, g6krow)
 
 g6kdone:
 	VZEROUPPER
