@@ -442,6 +442,25 @@ func (n *Node) collectBlobs() (int, error) {
 	return n.blobs.GC(func(d blob.Digest) bool { return keep[d] || n.models.Holds(d) }, n.cfg.BlobRetention)
 }
 
+// Load is how many replicas this node's provider runs or has queued now.
+func (n *Node) Load() int {
+	if n.provider == nil {
+		return 0
+	}
+	return n.provider.Load()
+}
+
+// Drain stops this node's provider taking replicas, with an advert of no
+// free slots, and waits until those it runs or has queued end, or ctx does
+// (its error). Close follows: the node keeps serving its other roles
+// until then.
+func (n *Node) Drain(ctx context.Context) error {
+	if n.provider == nil {
+		return nil
+	}
+	return n.provider.Drain(ctx)
+}
+
 // Close stops the node: running jobs are cancelled, streams reset, the
 // database closed. It is safe to call more than once.
 func (n *Node) Close() error {

@@ -1,8 +1,11 @@
 package models
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 
 	"github.com/ardanlabs/jinja"
@@ -16,6 +19,45 @@ import (
 type Message struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
+}
+
+// ReadMessages reads a chat's messages as the OpenAI API gives them: a
+// non-empty array of roles and text content, each a string or an array of
+// text parts.
+func ReadMessages(raw json.RawMessage) ([]Message, error) {
+	var in []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &in); err != nil || len(in) == 0 {
+		return nil, errors.New("messages must be a non-empty array of messages")
+	}
+	out := make([]Message, len(in))
+	for i, m := range in {
+		switch m.Role {
+		case "system", "developer", "user", "assistant":
+		default:
+			return nil, fmt.Errorf("messages[%d].role %q: want system, developer, user or assistant", i, m.Role)
+		}
+		var text string
+		if err := json.Unmarshal(m.Content, &text); err != nil {
+			var parts []struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			}
+			if err := json.Unmarshal(m.Content, &parts); err != nil {
+				return nil, fmt.Errorf("messages[%d].content must be text", i)
+			}
+			for _, p := range parts {
+				if p.Type != "text" {
+					return nil, fmt.Errorf("messages[%d].content: %q parts are not supported", i, p.Type)
+				}
+				text += p.Text
+			}
+		}
+		out[i] = Message{Role: m.Role, Content: text}
+	}
+	return out, nil
 }
 
 // ErrTemplate wraps the errors of a model's chat template: one that does
@@ -151,11 +193,7 @@ func (r *Registry) ChatTemplate(name string) (*ChatTemplate, error) {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
 	defer f.Close()
-	g, err := llama.ReadGGUF(f, size)
-	if err != nil {
-		return nil, fmt.Errorf("model %s: %w", name, err)
-	}
-	if t, err = ggufChatTemplate(g); err != nil {
+	if t, err = ggufChatTemplate(f, size); err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
 	r.mu.Lock()
@@ -164,10 +202,40 @@ func (r *Registry) ChatTemplate(name string) (*ChatTemplate, error) {
 	return t, nil
 }
 
-// ggufChatTemplate is the chat template g's metadata gives:
-// tokenizer.chat_template with the texts of its BOS and EOS tokens, or
-// Llama 2's where there is none.
-func ggufChatTemplate(g *llama.GGUF) (*ChatTemplate, error) {
+// ReadChatTemplate returns the chat template of the model file at path: a
+// GGUF's own, or Llama 2's (a llama2.c checkpoint, or a GGUF without one).
+func ReadChatTemplate(path string) (*ChatTemplate, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	info, err := Sniff(f, st.Size())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if info.Format != store.ModelGGUF {
+		return &ChatTemplate{}, nil
+	}
+	t, err := ggufChatTemplate(f, st.Size())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return t, nil
+}
+
+// ggufChatTemplate is the chat template the metadata of the GGUF file r
+// gives: tokenizer.chat_template with the texts of its BOS and EOS tokens,
+// or Llama 2's where there is none.
+func ggufChatTemplate(r io.ReaderAt, size int64) (*ChatTemplate, error) {
+	g, err := llama.ReadGGUF(r, size)
+	if err != nil {
+		return nil, err
+	}
 	source, _, err := g.String("tokenizer.chat_template")
 	if err != nil || source == "" {
 		return &ChatTemplate{}, err

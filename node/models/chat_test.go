@@ -278,3 +278,30 @@ func TestChatTemplateOracle(t *testing.T) {
 		t.Errorf("%d of %d differ", len(cases)-same, len(cases))
 	}
 }
+
+func TestReadMessages(t *testing.T) {
+	for _, c := range []struct {
+		in, want, err string
+	}{
+		{`[{"role": "user", "content": "hi"}]`, "user:hi", ""},
+		{`[{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]`, "user:ab", ""},
+		{`[]`, "", "non-empty array"},
+		{`{"role": "user"}`, "", "non-empty array"},
+		{`[{"role": "tool", "content": "x"}]`, "", "role"},
+		{`[{"role": "user", "content": [{"type": "image_url", "text": ""}]}]`, "", "image_url"},
+		{`[{"role": "user", "content": 3}]`, "", "must be text"},
+	} {
+		msgs, err := ReadMessages(json.RawMessage(c.in))
+		var got []string
+		for _, m := range msgs {
+			got = append(got, m.Role+":"+m.Content)
+		}
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: %v, want an error with %q", c.in, err, c.err)
+			}
+		} else if err != nil || strings.Join(got, ",") != c.want {
+			t.Errorf("%s: %v, %v; want %s", c.in, got, err, c.want)
+		}
+	}
+}

@@ -273,7 +273,7 @@ func TestRunnerBlob(t *testing.T) {
 func TestReadRequests(t *testing.T) {
 	good := "{\"prompt\":\"Once upon a time\"}\n\n  {\"prompt\":\"\",\"max_tokens\":8,\"temperature\":0.8,\"top_p\":0.9,\"seed\":42}  \n{\"prompt\":\"x\"}\n" +
 		"{\"prompt\":\"y\",\"temperature\":0.8,\"top_p\":0}" // top_p 0: the top token alone, greedy
-	reqs, err := ReadRequests(strings.NewReader(good), llama.Request{ID: 9, Prompt: "unused", MaxTokens: 5, TopP: 1})
+	reqs, err := ReadRequests(strings.NewReader(good), llama.Request{ID: 9, Prompt: "unused", MaxTokens: 5, TopP: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func TestReadRequests(t *testing.T) {
 {"prompt":"a","logprobs":true,"top_logprobs":3}
 {"prompt":"a","logprobs":0}
 {"prompt":"a","logprobs":null,"stop":null}`
-	reqs, err = ReadRequests(strings.NewReader(forms), llama.Request{Stop: []string{"z"}, Logprobs: true, TopLogprobs: 1})
+	reqs, err = ReadRequests(strings.NewReader(forms), llama.Request{Stop: []string{"z"}, Logprobs: true, TopLogprobs: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,8 +307,21 @@ func TestReadRequests(t *testing.T) {
 	if !reflect.DeepEqual(reqs, want) {
 		t.Errorf("OpenAI's forms: %+v; want %+v", reqs, want)
 	}
+	// A chat, rendered by the template given; none given, it is refused.
+	chats := `{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":3}
+{"prompt":"plain"}`
+	reqs, err = ReadRequests(strings.NewReader(chats), llama.Request{}, (&ChatTemplate{}).Render)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []llama.Request{{ID: 1, Prompt: "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST]", MaxTokens: 3}, {ID: 2, Prompt: "plain"}}
+	if !reflect.DeepEqual(reqs, want) {
+		t.Errorf("chat lines: %+v; want %+v", reqs, want)
+	}
 	for _, tc := range []struct{ in, line string }{
 		{"{\"prompt\":\"a\"}\n{\"prompt\":", "line 2"},
+		{`{"messages":[{"role":"user","content":"a"}]}`, `line 1: "messages" are not taken here`},
+		{`{"prompt":"a","messages":[{"role":"user","content":"a"}]}`, `line 1: "prompt" or "messages", not both`},
 		{"{\"prompt\":\"a\",\"max_tokens\":\"5\"}", `line 1: "max_tokens" is a JSON string: want an integer`},
 		{"{\"prompt\":\"a\",\"logprobs\":\"x\"}", `line 1: "logprobs" is "x": want true, false or a count`},
 		{"{\"prompt\":\"a\",\"logprobs\":2,\"top_logprobs\":3}", `line 1: "logprobs": N is the count of top tokens`},
@@ -319,11 +332,16 @@ func TestReadRequests(t *testing.T) {
 		{"{\"prompt\":\"a\",\"temperature\":-0.5}", "line 1"},
 		{"{\"prompt\":\"a\",\"top_p\":1.5}", "line 1"},
 		{"{\"max_tokens\":5}", "line 1"},
+		{`{"messages":[{"role":"tool","content":"a"}],"prompt":null}`, `line 1: messages[0].role "tool"`},
 		{"\n\n[\"a\"]", "line 3"},
 		{"{\"prompt\":\"a\"} {\"prompt\":\"b\"}", "line 1"},
 		{"{\"prompt\":\"" + strings.Repeat("a", MaxPromptLine) + "\"}", "line 1"},
 	} {
-		reqs, err := ReadRequests(strings.NewReader(tc.in), llama.Request{})
+		var chat func([]Message) (string, error)
+		if strings.Contains(tc.in, "prompt") {
+			chat = (&ChatTemplate{}).Render
+		}
+		reqs, err := ReadRequests(strings.NewReader(tc.in), llama.Request{}, chat)
 		if err == nil || reqs != nil || !strings.Contains(err.Error(), tc.line) {
 			t.Errorf("%.60q: %v, %v; want an error at %s", tc.in, reqs, err, tc.line)
 		}

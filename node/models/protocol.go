@@ -58,12 +58,14 @@ func TopPZeroGreedy(q *llama.Request) {
 
 // ReadRequests reads a batch of requests, one JSON object per line: a
 // llama.Request without its id ({"prompt": "..."} at least), the fields it
-// leaves out taken from defaults (whose ID and Prompt are unused). A
+// leaves out taken from defaults (whose ID and Prompt are unused). A line
+// may give a chat, "messages" as the OpenAI API takes them, in place of the
+// prompt: chat renders them (nil: a chat is refused). A
 // request's ID is its line number, from 1; blank lines are skipped. A line that is
 // not a valid request (bad JSON, an unknown field such as "id", terms
 // CheckRequest refuses) is an error naming the line, and nothing is
 // returned.
-func ReadRequests(r io.Reader, defaults llama.Request) ([]llama.Request, error) {
+func ReadRequests(r io.Reader, defaults llama.Request, chat func([]Message) (string, error)) ([]llama.Request, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), MaxPromptLine)
 	var out []llama.Request
@@ -73,19 +75,20 @@ func ReadRequests(r io.Reader, defaults llama.Request) ([]llama.Request, error) 
 			continue
 		}
 		q := struct {
-			Prompt      *string  `json:"prompt"`
-			MaxTokens   int      `json:"max_tokens"`
-			Temperature float32  `json:"temperature"`
-			TopP        float32  `json:"top_p"`
-			Seed        uint64   `json:"seed"`
-			TopK        int      `json:"top_k"`
-			MinP        float32  `json:"min_p"`
-			RepPenalty  float32  `json:"repetition_penalty"`
-			FreqPenalty float32  `json:"frequency_penalty"`
-			PresPenalty float32  `json:"presence_penalty"`
-			Stop        stops    `json:"stop"`
-			Logprobs    logprobs `json:"logprobs"`
-			TopLogprobs *int     `json:"top_logprobs"`
+			Prompt      *string         `json:"prompt"`
+			Messages    json.RawMessage `json:"messages"`
+			MaxTokens   int             `json:"max_tokens"`
+			Temperature float32         `json:"temperature"`
+			TopP        float32         `json:"top_p"`
+			Seed        uint64          `json:"seed"`
+			TopK        int             `json:"top_k"`
+			MinP        float32         `json:"min_p"`
+			RepPenalty  float32         `json:"repetition_penalty"`
+			FreqPenalty float32         `json:"frequency_penalty"`
+			PresPenalty float32         `json:"presence_penalty"`
+			Stop        stops           `json:"stop"`
+			Logprobs    logprobs        `json:"logprobs"`
+			TopLogprobs *int            `json:"top_logprobs"`
 		}{Stop: defaults.Stop, MaxTokens: defaults.MaxTokens, Temperature: defaults.Temperature, TopP: defaults.TopP, Seed: defaults.Seed,
 			TopK: defaults.TopK, MinP: defaults.MinP, RepPenalty: defaults.RepetitionPenalty,
 			FreqPenalty: defaults.FrequencyPenalty, PresPenalty: defaults.PresencePenalty,
@@ -100,8 +103,17 @@ func ReadRequests(r io.Reader, defaults llama.Request) ([]llama.Request, error) 
 		if err == nil && dec.More() {
 			err = errors.New("more than one JSON value")
 		}
-		if err == nil && q.Prompt == nil {
-			err = errors.New(`no "prompt"`)
+		switch {
+		case err != nil:
+		case q.Prompt != nil && q.Messages != nil:
+			err = errors.New(`"prompt" or "messages", not both`)
+		case q.Messages != nil:
+			var p string
+			if p, err = renderChat(chat, q.Messages); err == nil {
+				q.Prompt = &p
+			}
+		case q.Prompt == nil:
+			err = errors.New(`no "prompt" (or "messages")`)
 		}
 		// "logprobs" is true with "top_logprobs" (chat's form) or the
 		// count of top tokens (a completion's, and --logprobs N's).
@@ -131,6 +143,18 @@ func ReadRequests(r io.Reader, defaults llama.Request) ([]llama.Request, error) 
 		return nil, fmt.Errorf("line %d: %w", len(out)+1, err)
 	}
 	return out, nil
+}
+
+// renderChat is the prompt of a request line's messages.
+func renderChat(chat func([]Message) (string, error), raw json.RawMessage) (string, error) {
+	if chat == nil {
+		return "", errors.New(`"messages" are not taken here: give a "prompt"`)
+	}
+	msgs, err := ReadMessages(raw)
+	if err != nil {
+		return "", err
+	}
+	return chat(msgs)
 }
 
 // Stops reads a request's "stop" as the OpenAI API takes it: null, a

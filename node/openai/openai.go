@@ -233,7 +233,7 @@ func (s *Service) Chat(w http.ResponseWriter, r *http.Request) {
 	if !s.decode(w, r, &body) {
 		return
 	}
-	msgs, err := messagesOf(body.Messages)
+	msgs, err := models.ReadMessages(body.Messages)
 	if err != nil {
 		WriteError(w, http.StatusBadRequest, "messages", "", err.Error())
 		return
@@ -513,44 +513,6 @@ func promptOf(raw json.RawMessage) (string, error) {
 		return ss[0], nil
 	}
 	return "", errors.New("prompt must be a string (token arrays are not supported)")
-}
-
-// messagesOf reads a chat's messages: text content, as a string or an array
-// of text parts.
-func messagesOf(raw json.RawMessage) ([]models.Message, error) {
-	var in []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	}
-	if err := json.Unmarshal(raw, &in); err != nil || len(in) == 0 {
-		return nil, errors.New("messages must be a non-empty array of messages")
-	}
-	out := make([]models.Message, len(in))
-	for i, m := range in {
-		switch m.Role {
-		case "system", "developer", "user", "assistant":
-		default:
-			return nil, fmt.Errorf("messages[%d].role %q: want system, developer, user or assistant", i, m.Role)
-		}
-		var text string
-		if err := json.Unmarshal(m.Content, &text); err != nil {
-			var parts []struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-			}
-			if err := json.Unmarshal(m.Content, &parts); err != nil {
-				return nil, fmt.Errorf("messages[%d].content must be text", i)
-			}
-			for _, p := range parts {
-				if p.Type != "text" {
-					return nil, fmt.Errorf("messages[%d].content: %q parts are not supported", i, p.Type)
-				}
-				text += p.Text
-			}
-		}
-		out[i] = models.Message{Role: m.Role, Content: text}
-	}
-	return out, nil
 }
 
 // newID returns a response id with prefix.

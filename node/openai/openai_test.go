@@ -20,7 +20,6 @@ import (
 	oa "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/guest/go/llama/llamatest"
 	"github.com/infernet/infernet/guest/go/llama/llamatest/script"
@@ -905,30 +904,9 @@ func TestChatTemplateServed(t *testing.T) {
 // whose tokenizer.chat_template is template.
 func storiesGGUF(t *testing.T, template string) []byte {
 	t.Helper()
-	dir := filepath.Join("..", "..", "testdata", "llama")
-	model, err := os.ReadFile(filepath.Join(dir, "stories260K.bin"))
+	b, err := script.StoriesGGUF(filepath.Join("..", "..", "testdata", "llama"), template)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := os.ReadFile(filepath.Join(dir, "tok512.bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := llama.ReadCheckpoint(bytes.NewReader(model), int64(len(model)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := llama.ReadTokenizerBin(bytes.NewReader(tok), m.Config.VocabSize)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plain bytes.Buffer
-	if _, err := llama.ConvertToGGUF(&plain, bytes.NewReader(model), m, v, abi.F32, "stories260K"); err != nil {
-		t.Fatal(err)
-	}
-	out, err := script.WithChatTemplate(plain.Bytes(), template)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return b
 }

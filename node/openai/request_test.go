@@ -13,33 +13,6 @@ import (
 	"github.com/infernet/infernet/node/wire"
 )
 
-func TestMessagesOf(t *testing.T) {
-	for _, c := range []struct {
-		in, want, err string
-	}{
-		{`[{"role": "user", "content": "hi"}]`, "user:hi", ""},
-		{`[{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]`, "user:ab", ""},
-		{`[]`, "", "non-empty array"},
-		{`{"role": "user"}`, "", "non-empty array"},
-		{`[{"role": "tool", "content": "x"}]`, "", "role"},
-		{`[{"role": "user", "content": [{"type": "image_url", "text": ""}]}]`, "", "image_url"},
-		{`[{"role": "user", "content": 3}]`, "", "must be text"},
-	} {
-		msgs, err := messagesOf(json.RawMessage(c.in))
-		var got []string
-		for _, m := range msgs {
-			got = append(got, m.Role+":"+m.Content)
-		}
-		if c.err != "" {
-			if err == nil || !strings.Contains(err.Error(), c.err) {
-				t.Errorf("%s: %v, want an error with %q", c.in, err, c.err)
-			}
-		} else if err != nil || strings.Join(got, ",") != c.want {
-			t.Errorf("%s: %v, %v; want %s", c.in, got, err, c.want)
-		}
-	}
-}
-
 func TestPromptOfAndUnsupported(t *testing.T) {
 	for _, c := range []struct {
 		in, want string

@@ -252,8 +252,13 @@ func (p *Provider) Close() error {
 	return errors.Join(p.sandbox.Close(context.Background()), p.backends.Close())
 }
 
-// StopAccepting refuses new assigns; wait waits for those in progress,
-// which end soon after the node's context is cancelled.
+// ReasonStopping is a bid's Reason once the provider stops taking
+// replicas (StopAccepting).
+const ReasonStopping = "this provider is stopping"
+
+// StopAccepting refuses new assigns and bids, and asks for an advert of no
+// free slots; Wait waits for the assigns in progress, which end soon after
+// the node's context is cancelled.
 func (p *Provider) StopAccepting() {
 	p.cfg.Host.RemoveStreamHandler(wire.ProtocolAssign)
 	if p.challenges != nil {
@@ -262,9 +267,29 @@ func (p *Provider) StopAccepting() {
 	p.mu.Lock()
 	p.closing = true
 	p.mu.Unlock()
+	p.Poke()
 }
 
+// Wait waits for the assigns in progress to end.
 func (p *Provider) Wait() { p.handlers.Wait() }
+
+// Drain is StopAccepting, then a wait until the replicas running or
+// queued here end, or ctx does (its error): an operator's stop that lets
+// clients have what they asked for.
+func (p *Provider) Drain(ctx context.Context) error {
+	p.StopAccepting()
+	done := make(chan struct{})
+	go func() {
+		p.handlers.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // Capabilities is what this provider offers now: the machine's fixed
 // description (built once in newProvider) with the current free slots.
@@ -410,8 +435,11 @@ func (p *Provider) Bid(a *wire.JobAnnounce) *wire.Bid {
 	// As admit will: a bid the assign then refuses costs the client a
 	// round trip and a back-off.
 	full := p.fullLocked(peer.ID(a.Client), session)
+	closing := p.closing
 	p.mu.Unlock()
-	if why := p.terms(a); why != "" {
+	if why := p.terms(a); closing {
+		b.Reason = ReasonStopping
+	} else if why != "" {
 		b.Reason = why
 	} else if full {
 		b.Reason = wire.ReasonBusy
@@ -450,6 +478,9 @@ func (p *Provider) session(t *wire.Terms) bool { return p.sessions != nil && run
 // freeLocked returns the free places of a kind: slots, or sessions. p.mu
 // is held.
 func (p *Provider) freeLocked(session bool) int {
+	if p.closing {
+		return 0
+	}
 	if session {
 		return max(0, p.cfg.Sessions-p.inSessions)
 	}

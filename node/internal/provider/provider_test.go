@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -319,4 +320,61 @@ func readTestdata(t *testing.T, name string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestDrain: a provider that drains takes no more replicas (its bids say
+// it is stopping, its advert has no free slot) and returns once the
+// replica it runs has been delivered; a drain whose time ends first says
+// so.
+func TestDrain(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		slow  time.Duration
+		limit time.Duration
+		want  error
+	}{
+		{"the run ends", 500 * time.Millisecond, time.Minute, nil},
+		{"the drain's time ends", 3 * time.Second, 100 * time.Millisecond, context.DeadlineExceeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := limits
+			cfg.Faults = &faults.Faults{Slow: tc.slow}
+			p, client := testProvider(t, cfg)
+			a := jobAssign(t, client, partstest.New(t, client), "cat", []byte("drained\n"))
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			result := make(chan *wire.Update, 1)
+			go func() {
+				u, _ := finalUpdate(ctx, client, p, &a) // nil: checked below
+				result <- u
+			}()
+			for p.Load() == 0 {
+				time.Sleep(5 * time.Millisecond)
+			}
+			dctx, dcancel := context.WithTimeout(ctx, tc.limit)
+			defer dcancel()
+			err := p.Drain(dctx)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Drain: %v; want %v", err, tc.want)
+			}
+			if b := p.Bid(&a.Announce); b.Accept || b.Reason != ReasonStopping || p.Capabilities().FreeSlots != 0 {
+				t.Errorf("bid after the drain: %+v, %d free slots; want a refusal saying it stops, none free", b, p.Capabilities().FreeSlots)
+			}
+			if tc.want != nil {
+				if p.Load() != 1 {
+					t.Errorf("load %d when the drain's time ended; want the replica still running", p.Load())
+				}
+				cancel()
+				<-result
+				return
+			}
+			// Drained: the replica ran to its end and its result went out.
+			if p.Load() != 0 {
+				t.Errorf("load %d after the drain; want 0", p.Load())
+			}
+			if u := <-result; u == nil || u.Kind != wire.UpdateResult || string(u.Result.OutputData) != "drained\n" {
+				t.Errorf("the replica running during the drain: %+v; want its result", u)
+			}
+		})
+	}
 }

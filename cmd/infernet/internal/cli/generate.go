@@ -3,6 +3,8 @@ package cli
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,6 +42,10 @@ type GenerateOptions struct {
 	Prompt    string
 	PromptSet bool
 	Prompts   string
+	// Chat is --chat, a user's message, and System --system, the system
+	// message before it: the prompt is the model's chat template with
+	// them.
+	Chat, System string
 	// Request holds the terms of --max-tokens, --temperature, --top-p and
 	// --seed: those of --prompt, and the defaults of --prompts' lines.
 	Request llama.Request
@@ -63,7 +69,7 @@ type GenerateOptions struct {
 func NewCmdGenerate(stdio IO, runF func(context.Context, *GenerateOptions) error) *cobra.Command {
 	o := &GenerateOptions{SubmitOptions: SubmitOptions{IO: stdio, Settle: "escrow"}}
 	cmd := &cobra.Command{
-		Use:   "generate MODEL (--prompt TEXT | --prompts FILE.jsonl)",
+		Use:   "generate MODEL (--prompt TEXT | --chat TEXT | --prompts FILE.jsonl)",
 		Short: "Complete a prompt with a language model, on the network or locally",
 		Long: `Complete text with a Llama-architecture language model: MODEL is a model the
 local node holds by name (infernet models), or else a file, a llama2.c
@@ -79,8 +85,8 @@ printed as it grows: with --local as it is generated, from the network as
 the replicas' streamed outputs agree on it (no token before it is verified;
 a summary goes to stderr). --json prints one JSON object
 instead: completion, prompt_tokens, completion_tokens, stop ("eos", "stop" or
-"length"), tokens_per_second, the timings and, for a network job, the job,
-its verification and replicas. tokens_per_second is completion_tokens over
+"length"), the seed of a sampled completion, tokens_per_second, the timings
+and, for a network job, the job, its verification and replicas. tokens_per_second is completion_tokens over
 run_ms, the wall time of the runner's job (the weights' loading and the
 prompt's tokens included, module compilation not): locally this process's
 run, on the network the mean of the agreeing replicas' runs as their
@@ -89,21 +95,29 @@ first token), load_ms (the part of it spent making the weights' tensors) and
 decode_tokens_per_second (the tokens after the first over the time after it)
 come too.
 
+--chat MESSAGE (with --system MESSAGE) asks as a chat: the prompt is the
+model's chat template with the messages, as the OpenAI API's
+/v1/chat/completions renders them (a GGUF's tokenizer.chat_template, else
+Llama 2's), and the completion is the assistant's reply.
+
 The sampler chain is llama.Shape's: --repeat-penalty, --frequency-penalty
 and --presence-penalty, then --top-k and --min-p, then --temperature, --top-p
 and the draw; with none of the first five, tokens are chosen as llama2.c's
 run.c chooses them. --stop ends the completion at a stop string (stop
-"stop"), which is cut from the text, streamed or not.
+"stop"), which is cut from the text, streamed or not. A sampled request
+(--temperature above 0) without a seed gets a random one, as the OpenAI
+API's do: --seed (or a line's "seed") makes a completion repeatable.
 
---prompts runs a batch: one JSON object per line, {"prompt": "..."} with
-any of "max_tokens", "temperature", "top_p", "seed", "top_k", "min_p",
-"repetition_penalty", "frequency_penalty", "presence_penalty", "stop" (a
-string or an array) and "logprobs" (a count of top tokens, or true with
-"top_logprobs"), as the OpenAI API takes them (the flags give the rest); a request's id is its line number. stdout is one JSON line per request
-in input order: id, completion, counts, stop, error. With --shards N the
-lines are cut into N shards, each a job of its own on other providers. A bad
-line is refused before anything runs; so is a --prompt longer than the
-model's context.
+--prompts runs a batch: one JSON object per line, {"prompt": "..."} or a
+chat, {"messages": [...]}, with any of "max_tokens", "temperature",
+"top_p", "seed", "top_k", "min_p", "repetition_penalty",
+"frequency_penalty", "presence_penalty", "stop" (a string or an array) and
+"logprobs" (a count of top tokens, or true with "top_logprobs"), as the
+OpenAI API takes them (the flags give the rest); a request's id is its line
+number. stdout is one JSON line per request in input order: id,
+completion, counts, stop, error. With --shards N the lines are cut into N
+shards, each a job of its own on other providers. A bad line is refused
+before anything runs; so is a --prompt longer than the model's context.
 
 Exit status: as infernet submit's (0, 122 unverified, 123 no result, 125
 could not run, 1 other errors); 1 also when the runner refused a request
@@ -112,10 +126,14 @@ printed).`,
 		Example: `  infernet generate stories --prompt "Once upon a time"
   infernet generate ./stories260K.bin --tokenizer ./tok512.bin --prompt "Lily" --local
   infernet generate stories --prompt "Tom" --temperature 0.8 --seed 42 --replicas 3 --json
+  infernet generate ./tinyllama-chat.Q4_K_M.gguf --local --system "Answer briefly." --chat "Why is the sky blue?"
   infernet generate stories --prompts batch.jsonl --shards 4 > completions.jsonl`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Model, o.PromptSet = args[0], cmd.Flags().Changed("prompt")
+			if cmd.Flags().Changed("chat") && o.Chat == "" {
+				return errors.New("--chat: an empty message")
+			}
 			o.Request.Logprobs = cmd.Flags().Changed("logprobs")
 			if runF != nil {
 				return runF(cmd.Context(), o)
@@ -127,6 +145,8 @@ printed).`,
 	f.StringVar(&o.Tokenizer, "tokenizer", "", "the llama2.c tokenizer.bin `FILE` of a .bin MODEL file")
 	f.StringVarP(&o.Prompt, "prompt", "p", "", "the `TEXT` to complete")
 	f.StringVar(&o.Prompts, "prompts", "", "a batch of requests, one JSON object per line (`FILE`.jsonl, - for stdin)")
+	f.StringVar(&o.Chat, "chat", "", "a user's `MESSAGE`: the prompt is the model's chat template with it (its GGUF's own, else Llama 2's)")
+	f.StringVar(&o.System, "system", "", "with --chat: the system `MESSAGE` before it")
 	f.IntVar(&o.Request.MaxTokens, "max-tokens", llama.DefaultMaxTokens, fmt.Sprintf("most tokens to generate (at most the model's context less the prompt; 0: %d)", llama.DefaultMaxTokens))
 	f.Float32Var(&o.Request.Temperature, "temperature", 0, "sampling temperature (0: greedy, the most likely token)")
 	f.Float32Var(&o.Request.TopP, "top-p", 0.9, "with --temperature: sample from the smallest set of tokens of this total probability (1: all, the OpenAI API's default: with the same --seed, --top-p 1 gives its text; 0: the most likely token alone, greedy)")
@@ -137,7 +157,7 @@ printed).`,
 	f.Float32Var(&o.Request.PresencePenalty, "presence-penalty", 0, "lower the logit of each token already in the completion by this (-2 to 2, OpenAI's)")
 	f.StringArrayVar(&o.Request.Stop, "stop", nil, fmt.Sprintf("end the completion before this `TEXT`, which is not printed (repeatable, at most %d)", llama.MaxStops))
 	f.IntVar(&o.Request.TopLogprobs, "logprobs", 0, fmt.Sprintf("with --json or --prompts: each token's log probability, and the `N` most likely tokens at its place (0 to %d)", llama.MaxTopLogprobs))
-	f.Uint64Var(&o.Request.Seed, "seed", 0, "seed of the sampler's generator (0 is 1): a seeded completion is the same on every provider")
+	f.Uint64Var(&o.Request.Seed, "seed", 0, "with --temperature: seed of the sampler's generator (0: a random one, in --json's seed), the same on every provider")
 	f.BoolVar(&o.Local, "local", false, "run in this process, without a network (like infernet run)")
 	f.StringVar(&o.Backend, "backend", "auto", "with --local: tensor backend for tolerance mode: auto, "+backends.Names())
 	f.StringVar(&o.CacheDir, "cache-dir", defaultCacheDir(), "with --local: compiled-module cache directory (empty: memory only)")
@@ -150,11 +170,24 @@ printed).`,
 	return cmd
 }
 
-// requests checks the flags and returns the requests to run.
-func (o *GenerateOptions) requests() ([]llama.Request, error) {
+// single reports whether one request runs (--prompt or --chat), not a
+// batch (--prompts).
+func (o *GenerateOptions) single() bool { return o.Prompts == "" }
+
+// requests checks the flags and returns the requests to run; a chat is
+// rendered with MODEL's template (chatTemplate).
+func (o *GenerateOptions) requests(ctx context.Context) ([]llama.Request, error) {
+	given := 0
+	for _, set := range []bool{o.PromptSet, o.Chat != "", o.Prompts != ""} {
+		if set {
+			given++
+		}
+	}
 	switch {
-	case o.PromptSet == (o.Prompts != ""):
-		return nil, errors.New("give --prompt TEXT or --prompts FILE")
+	case given != 1:
+		return nil, errors.New("give one of --prompt TEXT, --chat MESSAGE or --prompts FILE")
+	case o.System != "" && o.Chat == "":
+		return nil, errors.New("--system goes with --chat (a --prompts line gives its own \"messages\")")
 	case o.Prompts != "" && o.JSON:
 		return nil, errors.New("--json is for one prompt: --prompts prints a JSON line per request")
 	case o.Shards != 1 && o.Prompts == "":
@@ -179,9 +212,20 @@ func (o *GenerateOptions) requests() ([]llama.Request, error) {
 		}
 		return nil, errors.New(msg)
 	}
-	if o.PromptSet {
+	chat := o.chatRenderer(ctx)
+	if o.single() {
 		q := o.Request
 		q.Prompt = o.Prompt
+		if o.Chat != "" {
+			var msgs []models.Message
+			if o.System != "" {
+				msgs = append(msgs, models.Message{Role: "system", Content: o.System})
+			}
+			var err error
+			if q.Prompt, err = chat(append(msgs, models.Message{Role: "user", Content: o.Chat})); err != nil {
+				return nil, fmt.Errorf("--chat: %w", err)
+			}
+		}
 		models.TopPZeroGreedy(&q)
 		if err := models.CheckRequest(q); err != nil {
 			return nil, err
@@ -198,7 +242,7 @@ func (o *GenerateOptions) requests() ([]llama.Request, error) {
 		defer f.Close()
 		r = f
 	}
-	reqs, err := models.ReadRequests(r, o.Request)
+	reqs, err := models.ReadRequests(r, o.Request, chat)
 	if err != nil {
 		return nil, fmt.Errorf("--prompts %s: %w", o.Prompts, err)
 	}
@@ -207,6 +251,58 @@ func (o *GenerateOptions) requests() ([]llama.Request, error) {
 	}
 	o.stops = models.StopsOf(reqs)
 	return reqs, nil
+}
+
+// chatRenderer returns a function that renders a chat with MODEL's chat
+// template, read when it is first needed.
+func (o *GenerateOptions) chatRenderer(ctx context.Context) func([]models.Message) (string, error) {
+	var t *models.ChatTemplate
+	return func(msgs []models.Message) (string, error) {
+		if t == nil {
+			var err error
+			if t, err = o.chatTemplate(ctx); err != nil {
+				return "", err
+			}
+		}
+		return t.Render(msgs)
+	}
+}
+
+// chatTemplate reads MODEL's chat template: a GGUF's own, or Llama 2's. A
+// named model's file is this data directory's blob; a node elsewhere
+// (--api) has the only copy, and its OpenAI API renders chats itself.
+func (o *GenerateOptions) chatTemplate(ctx context.Context) (*models.ChatTemplate, error) {
+	path := o.Model
+	if models.CheckName(o.Model) == nil {
+		m, err := o.localModel(ctx)
+		switch {
+		case err == nil:
+			path = api.BlobPath(o.DataDir, m.Model.Digest)
+			if _, err := os.Stat(path); err != nil {
+				return nil, fmt.Errorf("model %s: its file is not in %s, so its chat template cannot be read here (the node's /v1/chat/completions renders chats with it)", o.Model, o.DataDir)
+			}
+		case errors.Is(err, models.ErrUnknown):
+			if _, statErr := os.Stat(o.Model); statErr != nil {
+				return nil, err // neither a name nor a file: resolveModel says so too
+			}
+		default:
+			return nil, err
+		}
+	}
+	return models.ReadChatTemplate(path)
+}
+
+// seed gives each sampled request without a seed (0) a random one, as
+// the OpenAI API does: two runs of one prompt differ, unless --seed (or a
+// line's "seed") makes them the same.
+func seed(reqs []llama.Request) {
+	for i := range reqs {
+		for reqs[i].Seed == 0 && reqs[i].Temperature > 0 {
+			var b [8]byte
+			rand.Read(b[:])
+			reqs[i].Seed = binary.LittleEndian.Uint64(b[:])
+		}
+	}
 }
 
 // samplingFlags are the flags of the sampling terms by the request's
@@ -218,10 +314,11 @@ var samplingFlags = map[string]string{
 }
 
 func runGenerate(ctx context.Context, o *GenerateOptions) error {
-	reqs, err := o.requests()
+	reqs, err := o.requests(ctx)
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
+	seed(reqs)
 	// A MODEL that cannot be a name is a file: checked before anything
 	// starts.
 	var files *modelFiles
@@ -272,7 +369,7 @@ func (o *GenerateOptions) resolveModel(files *modelFiles, lookup func() (*store.
 // --prompts batch is left to the runner, which answers such a line with
 // its error and runs the others.
 func (o *GenerateOptions) checkPrompts(reqs []llama.Request, m *store.Model, files *modelFiles) error {
-	if !o.PromptSet { // one request
+	if !o.single() {
 		return nil
 	}
 	model, tokenizer := "", ""
@@ -669,6 +766,9 @@ func (o *GenerateOptions) decodeOutput(ctx context.Context, c *api.Client, d dig
 // replicas.
 type Generation struct {
 	models.Completion
+	// Seed is a sampled completion's seed: --seed Seed gives its text
+	// again.
+	Seed            uint64  `json:"seed,omitempty"`
 	TokensPerSecond float64 `json:"tokens_per_second"`
 	RunMS           float64 `json:"run_ms"`
 	ElapsedMS       float64 `json:"elapsed_ms"`
@@ -793,6 +893,9 @@ func (g *generationOutput) finish(gen *Generation, cs []models.Completion) error
 			}
 		case g.o.JSON:
 			gen.Completion = c
+			if q.Temperature > 0 {
+				gen.Seed = q.Seed
+			}
 			if gen.RunMS > 0 {
 				gen.TokensPerSecond = float64(c.CompletionTokens) / (gen.RunMS / 1000)
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/guest/go/llama/llamatest"
+	"github.com/infernet/infernet/guest/go/llama/llamatest/script"
 	"github.com/infernet/infernet/host/tensor/cuda/cudatest"
 	"github.com/infernet/infernet/node/models"
 )
@@ -165,7 +166,7 @@ func TestGenerateFlags(t *testing.T) {
 		if err := cmd.Execute(); err != nil {
 			t.Fatalf("%q: %v", tc.args, err)
 		}
-		reqs, err := got.requests()
+		reqs, err := got.requests(context.Background())
 		if tc.want == nil {
 			if err == nil {
 				t.Errorf("%q: requests %+v; want refused", tc.args, reqs)
@@ -184,6 +185,102 @@ func TestGenerateFlags(t *testing.T) {
 		if err != nil || fmt.Sprint(reqs) != fmt.Sprint(tc.want) {
 			t.Errorf("%q: %+v, %v; want %+v", tc.args, reqs, err, tc.want)
 		}
+	}
+}
+
+// chatML is a GGUF chat template in the ChatML form (Qwen's, SmolLM's).
+const chatML = `{% for m in messages %}<|im_start|>{{ m.role }}
+{{ m.content }}<|im_end|>
+{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
+{% endif %}`
+
+// TestGenerateChat: --chat (with --system) and --prompts' "messages" are
+// rendered with the model's chat template, a GGUF's own or else Llama 2's;
+// what does not make one chat is refused.
+func TestGenerateChat(t *testing.T) {
+	dir := t.TempDir()
+	ggufPath := filepath.Join(dir, "stories-chatml.gguf")
+	b, err := script.StoriesGGUF(llamatest.Dir(t), chatML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(ggufPath, b, 0o600)
+	chats := filepath.Join(dir, "chats.jsonl")
+	os.WriteFile(chats, []byte(`{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}]}
+{"prompt":"Once"}
+`), 0o600)
+	const asked = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+	for _, tc := range []struct {
+		args []string
+		want []string // the prompts; nil: refused
+	}{
+		{[]string{ggufPath, "--system", "Be brief.", "--chat", "Hi"}, []string{asked}},
+		{[]string{ggufPath, "--prompts", chats}, []string{asked, "Once"}},
+		{[]string{storiesBin, "--tokenizer", tok512, "--chat", "Hi"}, []string{"[INST] Hi [/INST]"}}, // no template: Llama 2's
+		{[]string{ggufPath, "--system", "Be brief.", "--prompt", "Hi"}, nil},
+		{[]string{ggufPath, "--chat", "Hi", "--prompt", "Hi"}, nil},
+		{[]string{ggufPath, "--chat", "Hi", "--prompts", chats}, nil},
+		{[]string{filepath.Join(dir, "absent.gguf"), "--chat", "Hi"}, nil},
+	} {
+		var got *GenerateOptions
+		cmd := NewCmdGenerate(IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}},
+			func(_ context.Context, o *GenerateOptions) error { got = o; return nil })
+		cmd.SetArgs(append(tc.args, "--datadir", dir))
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		reqs, err := got.requests(context.Background())
+		var prompts []string
+		for _, q := range reqs {
+			prompts = append(prompts, q.Prompt)
+		}
+		if tc.want == nil {
+			if err == nil {
+				t.Errorf("%q: prompts %q; want refused", tc.args, prompts)
+			}
+		} else if err != nil || !slices.Equal(prompts, tc.want) {
+			t.Errorf("%q: %q, %v; want %q", tc.args, prompts, err, tc.want)
+		}
+	}
+	cmd := NewCmdGenerate(IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}},
+		func(context.Context, *GenerateOptions) error { return nil })
+	cmd.SetArgs([]string{ggufPath, "--chat", ""})
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--chat: an empty message") {
+		t.Errorf("an empty --chat: %v", err)
+	}
+
+	// Run, the reply is the completion of the rendered prompt.
+	chat := generateLocal(t, dir, ggufPath, "--system", "Be brief.", "--chat", "Hi", "--max-tokens", "12")
+	plain := generateLocal(t, dir, ggufPath, "--prompt", asked, "--max-tokens", "12")
+	if chat != plain || strings.TrimSpace(chat) == "" {
+		t.Errorf("--chat gave %q; the same prompt as --prompt %q", chat, plain)
+	}
+}
+
+// TestGenerateSeeds: a sampled request without a seed gets a random one,
+// so that two runs differ; a given seed, and a greedy request, are kept.
+func TestGenerateSeeds(t *testing.T) {
+	reqs := []llama.Request{{Temperature: 0.8}, {Temperature: 0.8}, {Temperature: 0.8, Seed: 42}, {}}
+	seed(reqs)
+	if reqs[0].Seed == 0 || reqs[1].Seed == 0 || reqs[0].Seed == reqs[1].Seed {
+		t.Errorf("sampled without a seed: seeds %d and %d; want two random ones", reqs[0].Seed, reqs[1].Seed)
+	}
+	if reqs[2].Seed != 42 || reqs[3].Seed != 0 {
+		t.Errorf("a given seed and a greedy request: %d and %d; want 42 and 0", reqs[2].Seed, reqs[3].Seed)
+	}
+	// The seed printed is the one that gives the text again.
+	dir := t.TempDir()
+	var out struct {
+		Completion string `json:"completion"`
+		Seed       uint64 `json:"seed"`
+	}
+	args := []string{storiesBin, "--tokenizer", tok512, "--prompt", "Once", "--temperature", "1", "--max-tokens", "24", "--json"}
+	if err := json.Unmarshal([]byte(generateLocal(t, dir, args...)), &out); err != nil || out.Seed == 0 {
+		t.Fatalf("%+v, %v; want a seed", out, err)
+	}
+	again := generateLocal(t, dir, append(args, "--seed", fmt.Sprint(out.Seed))...)
+	if !strings.Contains(again, fmt.Sprintf(`"seed": %d`, out.Seed)) || !strings.Contains(again, fmt.Sprintf("%q", out.Completion)) {
+		t.Errorf("--seed %d gave %s; want the completion %q again", out.Seed, again, out.Completion)
 	}
 }
 

@@ -6,8 +6,11 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/spf13/cobra"
@@ -67,6 +70,8 @@ type NodeOptions struct {
 	RelayData string
 	// NoHolePunch is --hole-punch=false.
 	NoHolePunch bool
+	// Drain is --drain: how long a stop waits for the replicas running.
+	Drain time.Duration
 }
 
 // NewCmdNode returns `infernet node`. runF replaces the action in tests.
@@ -91,7 +96,11 @@ Keys in its key store (DIR/keys, installed by 'infernet ceremony finalize' or
 --settle fair), committed-gemm-16 and -32 proof mode (submit --proofs).
 
 On start it prints its peer ID and then one dialable address per line on
-stdout (give one to other nodes as --bootstrap).`,
+stdout (give one to other nodes as --bootstrap).
+
+On SIGINT or SIGTERM it stops taking replicas, advertises no free slots,
+and waits up to --drain for those it runs to end, so that their clients get
+them; a second signal stops it at once.`,
 		Example: `  infernet node
   infernet node --datadir /tmp/a --listen /ip4/127.0.0.1/tcp/4001 --no-provide
   infernet node --bootstrap /ip4/203.0.113.7/tcp/4001/p2p/12D3KooW...`,
@@ -121,6 +130,7 @@ stdout (give one to other nodes as --bootstrap).`,
 	f.IntVar(&opts.OpenAI.MaxTokens, "serve-max-tokens", openai.DefaultConfig().MaxTokens, "the most max_tokens a request of the OpenAI endpoints may ask for")
 	f.Uint64Var(&opts.OpenAI.Price, "serve-max-price", 0, "with lnd: the most the OpenAI endpoints' jobs pay per replica, in millisatoshi (0: free providers only)")
 	f.BoolVar(&noProvide, "no-provide", false, "client only: do not run jobs for others")
+	f.DurationVar(&opts.Drain, "drain", 30*time.Second, "on a stop, the longest to wait for the replicas running here to end (0: stop them at once)")
 	f.BoolVar(&c.MDNS, "mdns", c.MDNS, "find peers on the local network with mDNS")
 	f.BoolVar(&c.NAT, "nat", c.NAT, "ask the router for a port mapping (UPnP, NAT-PMP)")
 	f.BoolVar(&c.Reach.Relay, "relay", false, "offer circuit relay service to peers behind NAT (once this node is publicly reachable), within the --relay.* limits")
@@ -256,7 +266,15 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 		return &exitError{Code: ExitError, Err: err}
 	}
 	defer ln.Close()
-	n, err := node.New(ctx, o.Config)
+	// The node's life outlasts ctx, which the first signal ends, by the
+	// drain; a signal while it starts stops the start.
+	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
+	defer endLife()
+	starting := context.AfterFunc(ctx, endLife)
+	n, err := node.New(life, o.Config)
+	if !starting() && err == nil {
+		err = ctx.Err()
+	}
 	if err != nil {
 		return err
 	}
@@ -299,8 +317,35 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 		"datadir", mustAbs(o.Config.DataDir), "listen", strings.Join(o.Config.Listen, " "),
 		"reachability", o.Config.Reach.Reachability)
 	<-ctx.Done()
+	o.drain(life, n, log)
 	log.Info("node stopping")
 	return nil
+}
+
+// drain waits, up to --drain, for the replicas n runs to end, once ctx
+// (the first signal) ended; a second signal cuts it short.
+func (o *NodeOptions) drain(life context.Context, n *node.Node, log *slog.Logger) {
+	if o.Drain <= 0 || n.Load() == 0 {
+		n.Drain(context.Background()) // refuse new work; nothing to wait for
+		return
+	}
+	// Registered after the first signal: what comes here is a second.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	ctx, cancel := context.WithTimeout(life, o.Drain)
+	defer cancel()
+	go func() {
+		select {
+		case <-sig:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	log.Info("node draining: the replicas it runs end first (interrupt again to stop now)", "replicas", n.Load(), "at_most", o.Drain)
+	if err := n.Drain(ctx); err != nil {
+		log.Warn("node stopping with replicas still running: their clients will ask other providers", "replicas", n.Load())
+	}
 }
 
 func mustAbs(p string) string {

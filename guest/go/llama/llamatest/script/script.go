@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/guest/go/llama"
@@ -133,6 +135,36 @@ func GGUF(v *llama.Vocab, chain []int, seed uint64, template string) ([]byte, er
 	}
 	var plain bytes.Buffer
 	if _, err := llama.ConvertToGGUF(&plain, bytes.NewReader(ckpt), m, v, abi.F32, "scripted"); err != nil {
+		return nil, err
+	}
+	if template == "" {
+		return plain.Bytes(), nil
+	}
+	return WithChatTemplate(plain.Bytes(), template)
+}
+
+// StoriesGGUF returns stories260K (stories260K.bin and tok512.bin in dir,
+// the repository's testdata/llama) as an F32 GGUF file, its vocabulary
+// inside, with template as its chat template ("" for none).
+func StoriesGGUF(dir, template string) ([]byte, error) {
+	model, err := os.ReadFile(filepath.Join(dir, "stories260K.bin"))
+	if err != nil {
+		return nil, err
+	}
+	tok, err := os.ReadFile(filepath.Join(dir, "tok512.bin"))
+	if err != nil {
+		return nil, err
+	}
+	m, err := llama.ReadCheckpoint(bytes.NewReader(model), int64(len(model)))
+	if err != nil {
+		return nil, err
+	}
+	v, err := llama.ReadTokenizerBin(bytes.NewReader(tok), m.Config.VocabSize)
+	if err != nil {
+		return nil, err
+	}
+	var plain bytes.Buffer
+	if _, err := llama.ConvertToGGUF(&plain, bytes.NewReader(model), m, v, abi.F32, "stories260K"); err != nil {
 		return nil, err
 	}
 	if template == "" {
