@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/blob/blobnet"
+	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/gossip"
 	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/requirement"
@@ -583,5 +585,115 @@ func TestHostileSpy(t *testing.T) {
 		if _, ok := spy.blobs.Has(s.Input); ok {
 			t.Fatalf("%d-byte input: the spy has it", size)
 		}
+	}
+}
+
+// TestHostileBlobSlotsHeld: a stranger opens blobnet.DefaultMaxStreams
+// streams to a client's blob service and keeps each open, asking every
+// few seconds for a blob the client does not have. It had taken every
+// place: the providers could not fetch the job's module or input, the job
+// failed and each honest provider lost a replica on its record. Idle
+// streams now hold no place (blobnet.Config.MaxStreams).
+func TestHostileBlobSlotsHeld(t *testing.T) {
+	net := startNetwork(t, 3, nil)
+	atk, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer atk.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := net.client
+	if err := atk.Connect(ctx, peer.AddrInfo{ID: c.ID(), Addrs: c.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var opened sync.WaitGroup
+	for i := range blobnet.DefaultMaxStreams {
+		opened.Add(1)
+		wg.Go(func() {
+			first := true
+			defer func() {
+				if first {
+					opened.Done()
+				}
+			}()
+			s, err := atk.NewStream(ctx, c.ID(), blobnet.ProtocolID)
+			if err != nil {
+				return
+			}
+			defer s.Reset()
+			br := bufio.NewReader(s)
+			for ctx.Err() == nil {
+				if err := wire.WriteFrame(s, &wire.BlobRequest{V: wire.Version, Digest: blob.Sum([]byte{byte(i)})}); err != nil {
+					return
+				}
+				var resp wire.BlobResponse
+				if err := wire.ReadFrame(br, wire.MaxControlFrame, &resp); err != nil {
+					return
+				}
+				if first {
+					first = false
+					opened.Done()
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(2 * time.Second):
+				}
+			}
+		})
+	}
+	opened.Wait()
+	input := bytes.Repeat([]byte("x\n"), 1<<20) // 2 MiB: not inline, fetched from the client
+	s := withBlobs(jobs.Spec{Replicas: 2, Terms: wire.Terms{MaxOutput: 4 << 20, TimeoutMS: 10_000}, Deadline: 90 * time.Second},
+		t, c, readTestdata(t, "jobs/cat/cat.wasm"), input)
+	job, err := c.Submit(ctx, s, nil)
+	if err != nil || job.State != store.JobVerified {
+		t.Fatalf("a job beside the held streams: %+v, %v; want it verified", job, err)
+	}
+	for _, p := range net.providers {
+		if r := c.peers.Record(p.ID()); r.Lost > 0 {
+			t.Errorf("honest provider %s: %+v; want no replica lost", p.ID().ShortString(), r)
+		}
+	}
+	cancel()
+	wg.Wait()
+}
+
+// TestHostileWithheldOutput: in tolerance mode each replica's output is
+// compared by its bytes, fetched from its provider when over
+// wire.MaxInline. A liar that served none of its outputs had failed every
+// job, kept a clean record and was credited with each replica. Its result
+// is now no result: it loses the replica, another provider runs it, and the
+// job verifies.
+func TestHostileWithheldOutput(t *testing.T) {
+	calls := 0
+	net := startNetwork(t, 3, func(c *Config) {
+		if calls++; calls == 2 {
+			c.Faults = &faults.Faults{Rewrite: func(_, out []byte) []byte {
+				o := slices.Clone(out)
+				o[3] ^= 0x40 // an exponent's bit: far outside the tolerance
+				return o
+			}}
+		}
+	})
+	atk := net.providers[1]
+	atk.host.SetStreamHandler(blobnet.ProtocolID, func(s network.Stream) { s.Reset() }) // serves nothing
+	c := net.client
+	waitFor(t, 20*time.Second, "the client knows every provider", func() bool {
+		return c.peers.Has(net.providers[0].ID()) && c.peers.Has(atk.ID()) && c.peers.Has(net.providers[2].ID())
+	})
+	cat := readTestdata(t, "jobs/cat/cat.wasm")
+	for i := range 3 {
+		input := bytes.Repeat([]byte{0, 0, 128, byte(0x3f + i)}, 1<<19) // 2 MiB of f32
+		s := withBlobs(jobs.Spec{Replicas: 2, Terms: wire.Terms{MaxOutput: 4 << 20, TimeoutMS: 10_000, Mode: wire.ModeTolerance,
+			Format: 1, Rtol: 1e-5, Atol: 1e-8}, Deadline: 60 * time.Second}, t, c, cat, input)
+		job, err := c.Submit(context.Background(), s, nil)
+		if err != nil || job.State != store.JobVerified || job.Output != blob.Sum(input) {
+			t.Fatalf("job %d: %+v, %v; want the input verified", i, job, err)
+		}
+	}
+	if r := c.peers.Record(atk.ID()); r.Completed > 0 {
+		t.Errorf("the withholder's record: %+v; want no replica completed", r)
 	}
 }

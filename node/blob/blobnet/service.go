@@ -36,6 +36,7 @@ const ProtocolID = "/infernet/blob/1.0.0"
 // Defaults of Config's zero fields.
 const (
 	DefaultMaxStreams        = 64
+	DefaultMaxPerPeer        = 8
 	DefaultChunkSize         = 1 << 20
 	DefaultParallelThreshold = 4 << 20
 	DefaultMaxSources        = 4
@@ -87,9 +88,12 @@ type Config struct {
 	// Routing announces and finds providers. Optional: without it, Provide
 	// is a no-op and Fetch uses only its hints.
 	Routing Router
-	// MaxStreams caps the streams served at once; more are answered
-	// BlobBusy. Default DefaultMaxStreams (64).
-	MaxStreams int
+	// MaxStreams caps the requests served at once, and MaxPerPeer those
+	// of one peer; a request past either is answered BlobBusy. A request
+	// holds its place while its bytes are sent, not while its stream is
+	// open, so that idle streams (or requests for blobs not here) hold
+	// none. Defaults DefaultMaxStreams (64) and DefaultMaxPerPeer (8).
+	MaxStreams, MaxPerPeer int
 	// ChunkSize is the range size of parallel fetches, in bytes. Default
 	// DefaultChunkSize (1 MiB).
 	ChunkSize int64
@@ -142,8 +146,10 @@ type Service struct {
 	// ctx is cancelled by Close; it aborts served streams and fetches.
 	ctx    context.Context
 	cancel context.CancelFunc
-	// active counts the streams being served.
+	// active counts the requests being served, in all and by peer.
 	active atomic.Int64
+	slots  sync.Mutex
+	byPeer map[peer.ID]int
 	bufs   sync.Pool // *[]byte of copyBuf bytes, for serving
 
 	// mu guards closed and inflight, and orders wg.Add against Close.
@@ -170,6 +176,9 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	if cfg.MaxStreams <= 0 {
 		cfg.MaxStreams = DefaultMaxStreams
+	}
+	if cfg.MaxPerPeer <= 0 {
+		cfg.MaxPerPeer = DefaultMaxPerPeer
 	}
 	if cfg.ChunkSize <= 0 {
 		cfg.ChunkSize = DefaultChunkSize
@@ -201,6 +210,7 @@ func NewService(cfg Config) (*Service, error) {
 		ctx:      ctx,
 		cancel:   cancel,
 		inflight: make(map[blob.Digest]*call),
+		byPeer:   make(map[peer.ID]int),
 	}
 	s.bufs.New = func() any { b := make([]byte, copyBuf); return &b }
 	s.h.SetStreamHandler(ProtocolID, s.handle)
@@ -260,9 +270,7 @@ func (s *Service) handle(st network.Stream) {
 	defer s.wg.Done()
 	stop := context.AfterFunc(s.ctx, func() { st.Reset() })
 	defer stop()
-	busy := s.active.Add(1) > int64(s.cfg.MaxStreams)
-	defer s.active.Add(-1)
-	if err := s.serve(st, st.Conn().RemotePeer(), busy); err != nil {
+	if err := s.serve(st, st.Conn().RemotePeer()); err != nil {
 		s.log.Debug("blob stream reset", "peer", st.Conn().RemotePeer(), "err", err)
 		st.Reset()
 		return
@@ -270,7 +278,7 @@ func (s *Service) handle(st network.Stream) {
 	st.Close()
 }
 
-func (s *Service) serve(st network.Stream, p peer.ID, busy bool) error {
+func (s *Service) serve(st network.Stream, p peer.ID) error {
 	br := bufio.NewReader(st)
 	w := &idleWriter{st: st, timeout: s.cfg.StreamTimeout, rate: s.rate()}
 	for {
@@ -284,12 +292,36 @@ func (s *Service) serve(st network.Stream, p peer.ID, busy bool) error {
 			return fmt.Errorf("request: %w", err)
 		}
 		st.SetWriteDeadline(time.Now().Add(s.cfg.StreamTimeout))
-		if busy {
+		if !s.take(p) {
 			return wire.WriteFrame(st, &wire.BlobResponse{V: wire.Version, Status: wire.BlobBusy})
 		}
-		if err := s.serveOne(w, p, &req); err != nil {
+		err = s.serveOne(w, p, &req)
+		s.give(p)
+		if err != nil {
 			return err
 		}
+	}
+}
+
+// take claims a place for a request of peer p, if there is one
+// (Config.MaxStreams, MaxPerPeer); give returns it.
+func (s *Service) take(p peer.ID) bool {
+	s.slots.Lock()
+	defer s.slots.Unlock()
+	if s.active.Load() >= int64(s.cfg.MaxStreams) || s.byPeer[p] >= s.cfg.MaxPerPeer {
+		return false
+	}
+	s.active.Add(1)
+	s.byPeer[p]++
+	return true
+}
+
+func (s *Service) give(p peer.ID) {
+	s.slots.Lock()
+	defer s.slots.Unlock()
+	s.active.Add(-1)
+	if s.byPeer[p]--; s.byPeer[p] <= 0 {
+		delete(s.byPeer, p)
 	}
 }
 

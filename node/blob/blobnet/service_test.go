@@ -545,38 +545,81 @@ func TestServe(t *testing.T) {
 	}
 }
 
+// TestServeBusy: a request past Config.MaxStreams, or past MaxPerPeer of
+// its peer's, is answered BlobBusy; a request holds its place while its
+// bytes go out, so that streams held open idle, asking for blobs not here
+// (a stranger's way to take every place), hold none.
 func TestServeBusy(t *testing.T) {
-	data := randBytes(1000, 7)
-	d := blob.Sum(data)
-	srv := newNode(t, Config{MaxStreams: 1})
-	srv.put(t, data)
-	cli := newHost(t)
-	connect(t, cli, srv.h)
-	req := frame(t, &wire.BlobRequest{V: wire.Version, Digest: d})
-	// The first stream holds the only slot: half a request, then nothing.
-	st1, br1 := rawStream(t, cli, srv.h, req[:1])
-	defer st1.Reset()
-	// Wait for its handler to run (negotiation is lazy on the client).
-	deadline := time.Now().Add(testTimeout)
-	for srv.svc.active.Load() < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("first stream never served")
+	big, small := randBytes(32<<20, 7), randBytes(1000, 8)
+	absent := blob.Sum([]byte("not here"))
+	// hold opens a stream from c asking for the big blob and reads
+	// nothing: its bytes fill the stream's windows, and the request holds
+	// its place until the stream ends.
+	hold := func(t *testing.T, c host.Host, srv *node) {
+		t.Helper()
+		was := srv.svc.active.Load()
+		st, _ := rawStream(t, c, srv.h, frame(t, &wire.BlobRequest{V: wire.Version, Digest: blob.Sum(big)}))
+		t.Cleanup(func() { st.Reset() })
+		deadline := time.Now().Add(testTimeout)
+		for srv.svc.active.Load() <= was {
+			if time.Now().After(deadline) {
+				t.Fatal("the held request was never served")
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	st2, br2 := rawStream(t, cli, srv.h, req)
-	defer st2.Reset()
-	var resp wire.BlobResponse
-	if err := wire.ReadFrame(br2, wire.MaxControlFrame, &resp); err != nil || resp.Status != wire.BlobBusy {
-		t.Fatalf("second stream: %+v, %v; want BlobBusy", resp, err)
+	ask := func(t *testing.T, c host.Host, srv *node, d blob.Digest) uint8 {
+		t.Helper()
+		st, br := rawStream(t, c, srv.h, frame(t, &wire.BlobRequest{V: wire.Version, Digest: d}))
+		t.Cleanup(func() { st.Reset() })
+		var resp wire.BlobResponse
+		if err := wire.ReadFrame(br, wire.MaxControlFrame, &resp); err != nil {
+			t.Fatal(err)
+		}
+		return resp.Status
 	}
-	// The first one is served once its request is complete.
-	if _, err := st1.Write(req[1:]); err != nil {
-		t.Fatal(err)
+	newServer := func(t *testing.T, cfg Config) (*node, host.Host) {
+		srv := newNode(t, cfg)
+		srv.put(t, big)
+		srv.put(t, small)
+		cli := newHost(t)
+		connect(t, cli, srv.h)
+		return srv, cli
 	}
-	if err := wire.ReadFrame(br1, wire.MaxControlFrame, &resp); err != nil || resp.Status != wire.BlobOK {
-		t.Fatalf("first stream: %+v, %v", resp, err)
-	}
+	t.Run("all places taken", func(t *testing.T) {
+		srv, cli := newServer(t, Config{MaxStreams: 1})
+		hold(t, cli, srv)
+		other := newHost(t)
+		connect(t, other, srv.h)
+		if got := ask(t, other, srv, blob.Sum(small)); got != wire.BlobBusy {
+			t.Fatalf("another peer's request: %v; want BlobBusy", got)
+		}
+	})
+	t.Run("one peer's places taken", func(t *testing.T) {
+		srv, cli := newServer(t, Config{MaxStreams: 4, MaxPerPeer: 1})
+		hold(t, cli, srv)
+		if got := ask(t, cli, srv, blob.Sum(small)); got != wire.BlobBusy {
+			t.Fatalf("the holder's second request: %v; want BlobBusy", got)
+		}
+		f := newNode(t, Config{})
+		connect(t, f.h, srv.h)
+		if err := f.svc.Fetch(testCtx(t), blob.Sum(small), int64(len(small)), []peer.ID{srv.h.ID()}); err != nil {
+			t.Fatalf("another peer's fetch: %v", err)
+		}
+	})
+	t.Run("idle streams hold nothing", func(t *testing.T) {
+		srv, cli := newServer(t, Config{MaxStreams: 2})
+		for range 8 {
+			if got := ask(t, cli, srv, absent); got != wire.BlobNotFound {
+				t.Fatalf("a blob not here: %v", got)
+			}
+		}
+		f := newNode(t, Config{})
+		connect(t, f.h, srv.h)
+		if err := f.svc.Fetch(testCtx(t), blob.Sum(small), int64(len(small)), []peer.ID{srv.h.ID()}); err != nil {
+			t.Fatalf("a fetch beside 8 open streams: %v", err)
+		}
+	})
 }
 
 func TestFetchShared(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/blob/blobnet"
 	"github.com/infernet/infernet/node/challenge"
 	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/internal/parts"
@@ -1078,6 +1079,9 @@ var (
 	// errRenegedAfterOutput is a refusal of a replica whose output the
 	// provider had begun to stream.
 	errRenegedAfterOutput = errors.New("refused the replica after streaming its output")
+	// errWithheld is a result whose output, compared by its bytes, its
+	// provider did not serve.
+	errWithheld = errors.New("its output was not served")
 )
 
 // stallLimits are how long a provider holding a replica may take to start
@@ -1190,6 +1194,14 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 			j.c.log.Warn("cannot check a provider's collateral: lnd unavailable", "job", j.ann.Job, "provider", p)
 		case berr != nil:
 			err, res = berr, nil // its terms were not met: no vote
+		}
+	}
+	if err == nil && res.OutputData == nil && j.tolerance() != nil {
+		// Compared by tolerance, a result votes with its bytes, which its
+		// provider alone has: one it will not serve is no result, else
+		// withholding a lie would fail the job with nobody judged.
+		if _, ferr := j.output(ctx, res, []peer.ID{p}); errors.Is(ferr, blobnet.ErrUnavailable) {
+			err, res = fmt.Errorf("%w: %w", errWithheld, ferr), nil
 		}
 	}
 	if err != nil && j.stream != nil {
