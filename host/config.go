@@ -99,7 +99,9 @@ func (c JobConfig) WithTimeout(d time.Duration) JobConfig { c.timeout = d; retur
 // WithMaxOutput caps stdout, in bytes; writing more stops the job.
 func (c JobConfig) WithMaxOutput(n int64) JobConfig { c.maxOutput = n; return c }
 
-// WithMaxStderr caps stderr, in bytes; writing more stops the job.
+// WithMaxStderr caps the stderr kept, in bytes: past it the first and
+// the last halves are kept, what lies between is dropped (and counted in
+// the text), and the job goes on.
 func (c JobConfig) WithMaxStderr(n int64) JobConfig { c.maxStderr = n; return c }
 
 // WithMode sets the determinism mode of tensor ops (default abi.ModeExact).

@@ -31,8 +31,6 @@ var (
 	ErrMemoryLimit = errors.New("memory limit exceeded")
 	// ErrOutputLimit: the job wrote more to stdout than allowed.
 	ErrOutputLimit = errors.New("output limit exceeded")
-	// ErrStderrLimit: the job wrote more to stderr than allowed.
-	ErrStderrLimit = errors.New("stderr limit exceeded")
 	// ErrFuelLimit: the job used more fuel (metered work) than allowed.
 	ErrFuelLimit = errors.New("fuel limit exceeded")
 	// ErrCanceled: the caller's context was cancelled.

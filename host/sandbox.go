@@ -714,7 +714,7 @@ func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, job Job, cf
 	runCtx = experimental.WithMemoryAllocator(runCtx, linmem.Allocator(budget))
 
 	stdout := &limitedBuffer{limit: cfg.maxOutput, st: st, cause: ErrOutputLimit, to: job.Stdout}
-	stderr := &limitedBuffer{limit: cfg.maxStderr, st: st, cause: ErrStderrLimit}
+	stderr := newStderrBuffer(cfg.maxStderr)
 	mc := wazero.NewModuleConfig().
 		WithName(""). // anonymous: many instances of one module may run at once
 		WithArgs(append([]string{"job"}, cfg.args...)...).
@@ -749,7 +749,7 @@ func (s *Sandbox) run(ctx context.Context, cm wazero.CompiledModule, job Job, cf
 	_, err = mod.ExportedFunction("_start").Call(runCtx)
 	res := &Result{
 		Output:    stdout.buf.Bytes(),
-		Stderr:    stderr.buf.Bytes(),
+		Stderr:    stderr.Bytes(),
 		Duration:  time.Since(start),
 		Backend:   session.Backend().Name(),
 		TensorOps: session.Stats.Ops,
@@ -913,6 +913,48 @@ func stdin(job Job) io.Reader {
 
 // limitedBuffer collects a guest stream up to limit bytes, in buf or passed
 // on to to, and stops the job when the guest writes more.
+// stderrBuffer keeps a job's stderr within limit bytes without stopping
+// the job: its first half and its last, a chatty job's last lines (a
+// panic's) being what matters most; what lies between is dropped.
+type stderrBuffer struct {
+	head, tail []byte // tail: the last keep bytes once trimmed
+	half, keep int
+	total      int64
+}
+
+func newStderrBuffer(limit int64) *stderrBuffer {
+	return &stderrBuffer{half: int(limit / 2), keep: int(limit - limit/2)}
+}
+
+func (w *stderrBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	w.total += int64(n)
+	if room := w.half - len(w.head); room > 0 {
+		k := min(room, len(p))
+		w.head, p = append(w.head, p[:k]...), p[k:]
+	}
+	if len(p) >= w.keep { // the last keep bytes of p are all that stay
+		w.tail = append(w.tail[:0], p[len(p)-w.keep:]...)
+		return n, nil
+	}
+	w.tail = append(w.tail, p...)
+	if len(w.tail) > 2*w.keep { // trimmed now and then: amortized O(1) a byte
+		w.tail = append(w.tail[:0], w.tail[len(w.tail)-w.keep:]...)
+	}
+	return n, nil
+}
+
+// Bytes is the stderr kept, with a line where bytes were dropped.
+func (w *stderrBuffer) Bytes() []byte {
+	tail := w.tail[max(0, len(w.tail)-w.keep):]
+	dropped := w.total - int64(len(w.head)+len(tail))
+	if dropped == 0 {
+		return append(slices.Clip(w.head), tail...)
+	}
+	out := append(slices.Clip(w.head), fmt.Sprintf("\n[infernet: %d bytes of stderr dropped here]\n", dropped)...)
+	return append(out, tail...)
+}
+
 type limitedBuffer struct {
 	buf   bytes.Buffer
 	to    io.Writer // nil: buf

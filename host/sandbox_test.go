@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -59,7 +60,7 @@ func TestBadModules(t *testing.T) {
 		{file: "exp_recursion.wasm", want: ErrTimeout},
 		{file: "start_loop.wasm", want: ErrTimeout},
 		{file: "output_flood.wasm", want: ErrOutputLimit},
-		{file: "stderr_flood.wasm", want: ErrStderrLimit},
+		{file: "stderr_flood.wasm", want: ErrTimeout}, // stderr is trimmed, not fatal (TestStderrKept)
 		// memory.grow fails (-1) at the limit; the guest reports and exits.
 		{file: "memory_grow_loop.wasm", out: "grown to 1024 pages"}, // the 64 MiB limit
 		{file: "proc_exit3.wasm", exit: 3},
@@ -310,5 +311,53 @@ func TestCompileCache(t *testing.T) {
 	sb.mu.Unlock()
 	if n > 2 {
 		t.Fatalf("cache holds %d modules, limit 2", n)
+	}
+}
+
+// TestStderrKept: stderr past its limit is trimmed, not fatal: its first
+// half and its last are kept, with a line saying how much lies between,
+// whatever the sizes of the writes; a job that floods it runs on to its
+// own end (here its time limit) with the kept bytes bounded.
+func TestStderrKept(t *testing.T) {
+	all := make([]byte, 10_000)
+	for i := range all {
+		all[i] = byte('a' + i%26)
+	}
+	for _, tc := range []struct {
+		limit  int64
+		writes []int // sizes, summing to at most len(all)
+	}{
+		{limit: 100, writes: []int{10, 10, 10}},       // within the limit
+		{limit: 100, writes: []int{100}},              // exactly
+		{limit: 100, writes: []int{60, 1, 1, 300, 7}}, // small and large past it
+		{limit: 101, writes: slices.Repeat([]int{3}, 2000)},
+		{limit: 0, writes: []int{5, 5}},
+	} {
+		w := newStderrBuffer(tc.limit)
+		n := 0
+		for _, k := range tc.writes {
+			if got, err := w.Write(all[n : n+k]); got != k || err != nil {
+				t.Fatalf("limit %d: Write(%d bytes) = %d, %v", tc.limit, k, got, err)
+			}
+			n += k
+		}
+		want := string(all[:n])
+		if int64(n) > tc.limit {
+			half, keep := int(tc.limit/2), int(tc.limit-tc.limit/2)
+			want = fmt.Sprintf("%s\n[infernet: %d bytes of stderr dropped here]\n%s", all[:half], n-half-keep, all[n-keep:n])
+		}
+		if got := string(w.Bytes()); got != want {
+			t.Errorf("limit %d, writes %v: %q; want %q", tc.limit, tc.writes[:min(len(tc.writes), 5)], got, want)
+		}
+	}
+
+	sb := newSandbox(t, Config{})
+	cfg := NewJobConfig().WithMemoryLimit(64 << 20).WithMaxStderr(64 << 10).WithTimeout(300 * time.Millisecond)
+	res, err := sb.Run(context.Background(), Job{Module: readFile(t, "../testdata/bad/stderr_flood.wasm")}, cfg)
+	if !errors.Is(err, ErrTimeout) || res == nil {
+		t.Fatalf("a stderr flood: %v; want it to run to its time limit", err)
+	}
+	if len(res.Stderr) > 65<<10 || !bytes.Contains(res.Stderr, []byte("bytes of stderr dropped here")) || res.Stderr[0] != 'e' {
+		t.Errorf("a flood's stderr kept: %d bytes, %q…; want the limit's, with the dropped bytes counted", len(res.Stderr), res.Stderr[:min(len(res.Stderr), 40)])
 	}
 }

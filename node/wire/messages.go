@@ -193,8 +193,10 @@ func (m *JobAnnounce) Validate() error {
 		return fmt.Errorf("%w: input of %d bytes", ErrMalformed, m.InputSize)
 	case m.Mode > ModeTolerance:
 		return fmt.Errorf("%w: mode %d", ErrMalformed, m.Mode)
-	case m.Memory == 0 || m.MaxOutput <= 0:
-		return fmt.Errorf("%w: memory %d, max output %d", ErrMalformed, m.Memory, m.MaxOutput)
+	case m.Memory < 64<<10: // a guest's memory comes in 64 KiB pages
+		return fmt.Errorf("%w: memory of %d bytes, under one 64 KiB page", ErrMalformed, m.Memory)
+	case m.MaxOutput <= 0:
+		return fmt.Errorf("%w: max output %d", ErrMalformed, m.MaxOutput)
 	case !(m.Rtol >= 0 && m.Atol >= 0 && m.Rtol < math.Inf(1) && m.Atol < math.Inf(1)) || m.Format > 3:
 		return fmt.Errorf("%w: tolerance %g/%g format %d", ErrMalformed, m.Rtol, m.Atol, m.Format)
 	case m.Settle > SettleFair:
@@ -558,7 +560,15 @@ type Result struct {
 	// covers it, so a result cannot be passed off as an answer to another
 	// client's assign of the same job and replica.
 	Terms digest.Digest `cbor:"18,keyasint"`
+	// Stderr is the end of the job's stderr, at most MaxResultStderr
+	// bytes, for the client to show why a job failed. It is the provider's
+	// word: replicas are not compared by it and Sig leaves it out (as
+	// nodes from before it did, which verify a result without it).
+	Stderr []byte `cbor:"19,keyasint,omitempty"`
 }
+
+// MaxResultStderr is the most of a job's stderr a Result carries.
+const MaxResultStderr = 4 << 10
 
 // Version implements Versioned.
 func (m *Result) Version() uint16 { return m.V }
@@ -579,11 +589,12 @@ func (m *Result) Key() string {
 // CheckInline for inline output that is not the output signed for.
 var ErrBadSignature = errors.New("wire: bad result signature")
 
-// SignedBytes is what the provider signs: the result without its signature
-// and without the inline output, which Output's digest stands for.
+// SignedBytes is what the provider signs: the result without its signature,
+// without the inline output, which Output's digest stands for, and without
+// Stderr.
 func (m *Result) SignedBytes() ([]byte, error) {
 	c := *m
-	c.Sig, c.OutputData = nil, nil
+	c.Sig, c.OutputData, c.Stderr = nil, nil, nil
 	return Marshal(&c)
 }
 

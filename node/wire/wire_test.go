@@ -137,6 +137,7 @@ func TestValidate(t *testing.T) {
 		"bad mode":               func(a *JobAnnounce) { a.Mode = 9 },
 		"bad client":             func(a *JobAnnounce) { a.Client = []byte("x") },
 		"no memory":              func(a *JobAnnounce) { a.Memory = 0 },
+		"memory under a page":    func(a *JobAnnounce) { a.Memory = 64<<10 - 1 },
 		"bad settle":             func(a *JobAnnounce) { a.Settle = 2 },
 		"free fair":              func(a *JobAnnounce) { a.Settle, a.Price = SettleFair, 0 },
 		"numeric fair":           func(a *JobAnnounce) { a.Settle, a.Price, a.Mode, a.Format = SettleFair, 1, ModeTolerance, 1 },
@@ -341,5 +342,39 @@ func TestStake(t *testing.T) {
 	a.Collateral = 1000
 	if err := a.Validate(); err != nil {
 		t.Errorf("times with a most: %v", err)
+	}
+}
+
+// TestResultStderr: a result's Stderr travels with it but is not signed,
+// and a result without one encodes as results did before it, so that
+// nodes on either side of the change verify each other's signatures.
+func TestResultStderr(t *testing.T) {
+	r := &Result{V: Version, Job: JobID{1}, Output: blob.Sum([]byte("x")), OutputSize: 1, Outcome: OutcomeExited, ExitCode: 2}
+	plain, err := Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed, _ := r.SignedBytes()
+	r.Stderr = []byte("panic: boom\n")
+	withStderr, _ := r.SignedBytes()
+	if !bytes.Equal(signed, withStderr) {
+		t.Error("Stderr changed the signed bytes")
+	}
+	b, err := Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Result
+	if err := Unmarshal(b, MaxControlFrame, &back); err != nil || string(back.Stderr) != "panic: boom\n" {
+		t.Fatalf("round trip: %q, %v", back.Stderr, err)
+	}
+	// Without Stderr, the encoding has no field for it: that of the
+	// results of nodes before it.
+	var m map[int]any
+	if err := UnmarshalProof(plain, &m); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m[19]; ok {
+		t.Error("a result without stderr encodes its field")
 	}
 }

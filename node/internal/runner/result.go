@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/infernet/infernet/host"
@@ -15,9 +16,9 @@ import (
 // stops are the causes of a job's own for which the sandbox stops it, the
 // same on every honest machine (wire.OutcomeStopped): a module that is
 // none or imports what it may not, a trap, a limit of its terms (memory,
-// fuel, output, stderr, proofs). Every other error is the machine's.
+// fuel, output, proofs). Every other error is the machine's.
 var stops = []error{host.ErrInvalidModule, host.ErrImportNotAllowed, host.ErrTrap, host.ErrMemoryLimit,
-	host.ErrOutputLimit, host.ErrStderrLimit, host.ErrFuelLimit, host.ErrProofLimit}
+	host.ErrOutputLimit, host.ErrFuelLimit, host.ErrProofLimit}
 
 // stopCause is the one of stops that err is, or nil.
 func stopCause(err error) error {
@@ -65,6 +66,7 @@ func Result(blobs *blob.Store, res *wire.Result, out *host.Result, runErr error,
 	if out != nil {
 		res.Output, res.OutputSize = sp.Digest(), sp.size
 		res.Fuel, res.RunMicros, res.Backend = out.Fuel, out.Duration.Microseconds(), out.Backend
+		res.Stderr = slices.Clone(out.Stderr[max(0, len(out.Stderr)-wire.MaxResultStderr):])
 		res.Proofs = res.Proofs[:0]
 		for _, p := range out.Proofs {
 			b, err := wire.MarshalProof(p)

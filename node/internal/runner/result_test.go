@@ -102,6 +102,27 @@ func TestResult(t *testing.T) {
 		})
 	}
 
+	t.Run("stderr", func(t *testing.T) {
+		// A flood of stderr runs to its time limit; the result carries the
+		// end of it.
+		module, err := os.ReadFile(filepath.Join(testdata(t), "bad/stderr_flood.wasm"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp, err := NewSpool(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sp.Remove()
+		terms := base
+		terms.TimeoutMS = 100
+		out, runErr := sb.Run(ctx, host.Job{Module: module, Stdout: sp}, JobConfig(&terms, [32]byte{}))
+		res := Result(blobs, &wire.Result{}, out, runErr, &wire.JobAnnounce{Terms: terms}, sp)
+		if res.Outcome != wire.OutcomeTimeout || len(res.Stderr) != wire.MaxResultStderr || res.Stderr[len(res.Stderr)-1] != 'e' {
+			t.Errorf("outcome %v, stderr of %d bytes; want a timeout with the last %d bytes of its stderr", res.Outcome, len(res.Stderr), wire.MaxResultStderr)
+		}
+	})
+
 	t.Run("no run", func(t *testing.T) {
 		sp, err := NewSpool(t.TempDir())
 		if err != nil {
@@ -139,7 +160,7 @@ func TestProviderFailures(t *testing.T) {
 // wrapped, so that replicas that stopped alike agree.
 func TestStopClass(t *testing.T) {
 	for _, e := range []error{host.ErrInvalidModule, host.ErrImportNotAllowed, host.ErrTrap, host.ErrMemoryLimit,
-		host.ErrOutputLimit, host.ErrStderrLimit, host.ErrFuelLimit, host.ErrProofLimit} {
+		host.ErrOutputLimit, host.ErrFuelLimit, host.ErrProofLimit} {
 		if got := StopClass(fmt.Errorf("at 0x%x in guest: %w", 1234, e)); got != e.Error() {
 			t.Errorf("StopClass of a wrapped %q: %q", e, got)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -201,6 +202,9 @@ func (o *SubmitOptions) request() (api.SubmitRequest, error) {
 	if err != nil {
 		return req, fmt.Errorf("--memory: %w", err)
 	}
+	if mem < 64<<10 {
+		return req, fmt.Errorf("--memory %s: under one 64 KiB page of WebAssembly memory", o.Memory)
+	}
 	switch o.Settle {
 	case "escrow":
 		req.Settle = wire.SettleEscrow
@@ -226,6 +230,12 @@ func (o *SubmitOptions) request() (api.SubmitRequest, error) {
 	}
 	if o.Replicas < 1 || o.Replicas > wire.MaxReplicas {
 		return req, fmt.Errorf("--replicas: want 1 to %d", wire.MaxReplicas)
+	}
+	switch {
+	case o.Shards < 1 || o.Shards > wire.MaxShards:
+		return req, fmt.Errorf("--shards %d: want 1 to %d", o.Shards, wire.MaxShards)
+	case o.changed("split") && o.Shards == 1:
+		return req, errors.New("--split cuts the input into --shards N: give --shards")
 	}
 	if err := api.CheckRequirement(o.Require); err != nil {
 		return req, fmt.Errorf("--require: %w", err)
@@ -302,17 +312,23 @@ func runSubmit(ctx context.Context, o *SubmitOptions) error {
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
+	var outErr error
 	if job.State == store.JobVerified || job.State == store.JobUnverified {
 		out, err := c.Blob(ctx, job.Output, job.OutputSize)
-		if err != nil {
-			return &exitError{Code: ExitError, Err: fmt.Errorf("output: %w", err)}
+		if err == nil {
+			err = writeSubmitOutput(o, out)
 		}
-		if err := writeSubmitOutput(o, out); err != nil {
-			return &exitError{Code: ExitError, Err: fmt.Errorf("output: %w", err)}
+		if err != nil {
+			// The summary still says which job it was: its output stays in
+			// the node (infernet jobs).
+			outErr = &exitError{Code: ExitError, Err: fmt.Errorf("job %s: output: %w", job.ID, err)}
 		}
 	}
 	if err := printSummary(o, job, time.Since(start)); err != nil {
 		return err
+	}
+	if outErr != nil {
+		return outErr
 	}
 	return submitExit(job)
 }
@@ -409,8 +425,9 @@ func (o *SubmitOptions) readInput() ([]byte, error) {
 	return input, nil
 }
 
-// checkFiles fails on a module or input file that is not there before a
-// node is dialled, or started for the job.
+// checkFiles fails on a module or input file that is not there, or an
+// --output that cannot be written, before a node is dialled, or started
+// for the job.
 func (o *SubmitOptions) checkFiles() error {
 	for _, f := range []struct{ what, path string }{{"module", o.Module}, {"input", o.Input}} {
 		if f.path == "" || f.path == "-" {
@@ -419,6 +436,21 @@ func (o *SubmitOptions) checkFiles() error {
 		if _, err := os.Stat(f.path); err != nil {
 			return fmt.Errorf("%s: %w", f.what, err)
 		}
+	}
+	return checkOutputPath(o.Output)
+}
+
+// checkOutputPath fails on an --output path whose directory is missing,
+// or that is a directory, before any job runs for it.
+func checkOutputPath(path string) error {
+	if path == "" {
+		return nil
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("--output %s: a directory; give a file's path", path)
+	}
+	if st, err := os.Stat(filepath.Dir(path)); err != nil || !st.IsDir() {
+		return fmt.Errorf("--output %s: no directory %s", path, filepath.Dir(path))
 	}
 	return nil
 }
@@ -543,6 +575,15 @@ func printSummary(o *SubmitOptions, job *store.Job, elapsed time.Duration) error
 		}
 	}
 	fmt.Fprintf(w, "job %s: %s in %s\n", s.Job, verdict, elapsed.Round(time.Millisecond))
+	ran := job.State == store.JobVerified || job.State == store.JobUnverified
+	if ran && job.Outcome == wire.OutcomeExited && job.ExitCode != 0 {
+		// A verified failure is still the job's failure: its status is
+		// this command's (submitExit), said here in words.
+		fmt.Fprintf(w, "  the job exited with status %d\n", job.ExitCode)
+	}
+	if ran && (job.Outcome == wire.OutcomeStopped || job.ExitCode != 0) {
+		printStderr(w, job)
+	}
 	if s.Unverified != "" && !s.Verified {
 		fmt.Fprintf(w, "  unverified: %s\n", s.Unverified)
 	}
@@ -589,6 +630,33 @@ func printSummary(o *SubmitOptions, job *store.Job, elapsed time.Duration) error
 		fmt.Fprintf(w, "  %d GEMM proofs, verified (infernet jobs --json shows them)\n", s.Proofs)
 	}
 	return nil
+}
+
+// stderrLines is how many of a failed job's last stderr lines its summary
+// shows.
+const stderrLines = 10
+
+// printStderr writes the end of a failed job's stderr, as the first
+// replica that has one sent it: the provider's word, with terminal
+// control characters replaced, since any provider may lie in it.
+func printStderr(w io.Writer, job *store.Job) {
+	for _, r := range job.Replicas {
+		if r.State != store.ReplicaDone || r.Result == nil || len(r.Result.Stderr) == 0 {
+			continue
+		}
+		text := strings.TrimRight(strings.ToValidUTF8(string(r.Result.Stderr), "\uFFFD"), "\n")
+		lines := strings.Split(text, "\n")
+		fmt.Fprintf(w, "  the end of its stderr, as replica %d's provider sent it:\n", r.Index)
+		for _, l := range lines[max(0, len(lines)-stderrLines):] {
+			fmt.Fprintf(w, "    | %s\n", strings.Map(func(c rune) rune {
+				if c < 0x20 && c != '\t' || c == 0x7f || c >= 0x80 && c < 0xa0 {
+					return '\uFFFD'
+				}
+				return c
+			}, l))
+		}
+		return
+	}
 }
 
 // shortID shortens a peer ID for tables: its last 8 characters.

@@ -297,3 +297,68 @@ func TestPrintJSONEmpty(t *testing.T) {
 		t.Errorf("an empty list: %q, %v", out.String(), err)
 	}
 }
+
+// TestSubmitRefusals: terms no provider could run, and an --output that
+// cannot be written, are refused before anything is sent.
+func TestSubmitRefusals(t *testing.T) {
+	dir := t.TempDir()
+	module := filepath.Join(dir, "job.wasm")
+	os.WriteFile(module, []byte("\x00asm\x01\x00\x00\x00"), 0o600)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--memory", "5"}, "--memory 5: under one 64 KiB page"},
+		{[]string{"--shards", "0"}, "--shards 0: want 1 to"},
+		{[]string{"--split", "bytes"}, "--split cuts the input into --shards N"},
+		{[]string{"--output", filepath.Join(dir, "absent", "out")}, "no directory"},
+		{[]string{"--output", dir}, "a directory"},
+	} {
+		var got *SubmitOptions
+		cmd := NewCmdSubmit(IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}},
+			func(_ context.Context, o *SubmitOptions) error { got = o; return nil })
+		cmd.SetArgs(append([]string{module}, tc.args...))
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		_, err := got.request()
+		if err == nil {
+			err = got.checkFiles()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v; want an error saying %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestSubmitSummaryExitStatus: a verified job that exited non-zero says
+// so in the summary, not only in the command's status.
+func TestSubmitSummaryExitStatus(t *testing.T) {
+	job := &store.Job{State: store.JobVerified, Agree: 2, Outcome: wire.OutcomeExited, ExitCode: 2,
+		Replicas: []store.Replica{{Index: 0, Provider: "12D3KooWprovider0000", State: store.ReplicaDone, Result: &wire.Result{}},
+			{Index: 1, Provider: "12D3KooWprovider1111", State: store.ReplicaDone, Result: &wire.Result{}}}}
+	var stderr bytes.Buffer
+	if err := printSummary(&SubmitOptions{IO: IO{Out: io.Discard, Err: &stderr}}, job, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr.String(), "the job exited with status 2") {
+		t.Errorf("summary:\n%s", stderr.String())
+	}
+	// With the end of its stderr, the provider's word, its last lines and
+	// no terminal escapes.
+	job.Replicas[1].Result.Stderr = []byte("line 0\n" + strings.Repeat("noise\n", 20) + "panic: boom \x1b[2J\n\tmain.go:7\n")
+	stderr.Reset()
+	printSummary(&SubmitOptions{IO: IO{Out: io.Discard, Err: &stderr}}, job, time.Second)
+	out := stderr.String()
+	if !strings.Contains(out, "as replica 1's provider sent it") || !strings.Contains(out, "| panic: boom \uFFFD[2J") ||
+		strings.Contains(out, "\x1b") || strings.Contains(out, "line 0") || strings.Count(out, "    | ") != stderrLines {
+		t.Errorf("a failed job's stderr in its summary:\n%s", out)
+	}
+	job.Replicas[1].Result.Stderr = nil
+	job.ExitCode = 0
+	stderr.Reset()
+	printSummary(&SubmitOptions{IO: IO{Out: io.Discard, Err: &stderr}}, job, time.Second)
+	if strings.Contains(stderr.String(), "exited with status") {
+		t.Errorf("a job that exited 0:\n%s", stderr.String())
+	}
+}
