@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	wasi "github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
 	"github.com/infernet/infernet/abi"
 )
 
@@ -12,9 +14,13 @@ import (
 // function of the infernet module that module imports (importABI): 0 for
 // a module that imports none. A client offers a job only to providers
 // whose host is at least that version, since an older one can only refuse
-// it (ErrHostTooOld). It reads the module's import section and nothing else:
-// a module it cannot read is an error here and is refused again, with the
-// reason, by the sandbox that compiles it.
+// it. A function of the infernet module this build does not know (a later
+// ABI's, or a misspelling) needs abi.Version+1 and comes with an error
+// wrapping ErrHostTooOld that names it. It reads the module's import
+// section and nothing else: a module it cannot read is ErrInvalidModule,
+// and one that imports what no host gives (another module's function, a
+// memory, table or global) ErrImportNotAllowed, as the sandbox that
+// compiles it would refuse it, with the reason.
 func ModuleABI(module []byte) (int, error) {
 	r := wasmReader{b: module}
 	if magic := r.bytes(8); r.err != nil || string(magic) != "\x00asm\x01\x00\x00\x00" {
@@ -30,17 +36,28 @@ func ModuleABI(module []byte) (int, error) {
 			continue
 		}
 		need := 0
+		var refused, later error
 		for n := body.u32(); n > 0 && body.err == nil; n-- {
 			mod, name := body.name(), body.name()
-			body.importDesc()
-			if body.err == nil && mod == abi.ModuleName {
+			kind := body.importDesc()
+			switch {
+			case body.err != nil || refused != nil:
+			case kind != "function" || mod != abi.ModuleName && mod != wasi.ModuleName:
+				refused = fmt.Errorf("%w: %s %s.%s", ErrImportNotAllowed, kind, mod, name)
+			case mod == abi.ModuleName:
 				need = max(need, importABI(name))
+				if since(name) == 0 && later == nil {
+					later = fmt.Errorf("%w: function %s.%s, not in this build's ABI v%d (a later ABI's, or a misspelling)", ErrHostTooOld, mod, name, abi.Version)
+				}
 			}
 		}
-		if body.err != nil {
+		switch {
+		case body.err != nil:
 			return 0, fmt.Errorf("%w: import section: %w", ErrInvalidModule, body.err)
+		case refused != nil:
+			return 0, refused
 		}
-		return need, nil
+		return need, later
 	}
 	if r.err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrInvalidModule, r.err)
@@ -93,23 +110,29 @@ func (r *wasmReader) u32() uint32 {
 
 func (r *wasmReader) name() string { return string(r.bytes(r.u32())) }
 
-// importDesc skips an import's description: a function's type index, a
-// table's type and limits, a memory's limits or a global's type.
-func (r *wasmReader) importDesc() {
+// importDesc skips an import's description (a function's type index, a
+// table's type and limits, a memory's limits or a global's type) and
+// returns its kind.
+func (r *wasmReader) importDesc() string {
 	switch kind := r.byte(); kind {
-	case 0: // func
+	case 0:
 		r.u32()
-	case 1: // table: reftype, then limits
+		return "function"
+	case 1: // reftype, then limits
 		r.byte()
 		r.limits()
-	case 2: // memory
+		return "table"
+	case 2:
 		r.limits()
-	case 3: // global: valtype, mutability
+		return "memory"
+	case 3: // valtype, mutability
 		r.bytes(2)
+		return "global"
 	default:
 		if r.err == nil {
 			r.err = fmt.Errorf("import kind %d", kind)
 		}
+		return ""
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/tetratelabs/wazero"
@@ -13,36 +14,42 @@ import (
 )
 
 // TestModuleABI: the ABI a module needs is the latest of its infernet
-// imports' (importABI), whatever else it imports (tables, memories and
-// globals are skipped by their kinds); an unknown infernet function needs
-// a later ABI than this build's. For every module here the answer agrees
-// with wazero's own decoding of the imports; bytes that are not a module,
+// imports' (importABI); an unknown infernet function needs a later ABI
+// than this build's, and is named (ErrHostTooOld). For every module here
+// the answer agrees with wazero's own decoding of the imports. What no
+// host gives (another module's function, a table, memory or global) is
+// ErrImportNotAllowed, as the sandbox says; bytes that are not a module,
 // or a module cut short inside its imports, are ErrInvalidModule.
 func TestModuleABI(t *testing.T) {
 	for _, tc := range []struct {
 		path string
 		want int
+		err  error
+		says string // in err
 	}{
-		{"testdata/random.wasm", 0},
-		{"testdata/budget.wasm", 1},
-		{"../testdata/bad/infernet_hostile.wasm", 2},
-		{"testdata/hostcalls.wasm", 6},
-		{"../guest/go/llama/runner.wasm", abi.Version},
-		{"../testdata/bad/import_table.wasm", 0},
-		{"../testdata/bad/import_memory.wasm", 0},
-		{"../testdata/bad/import_global.wasm", 0},
-		{"../testdata/bad/future_import.wasm", abi.Version + 1},
+		{"testdata/random.wasm", 0, nil, ""},
+		{"testdata/budget.wasm", 1, nil, ""},
+		{"../testdata/bad/infernet_hostile.wasm", 2, nil, ""},
+		{"testdata/hostcalls.wasm", 6, nil, ""},
+		{"../guest/go/llama/runner.wasm", abi.Version, nil, ""},
+		{"../testdata/bad/future_import.wasm", abi.Version + 1, ErrHostTooOld, "function infernet."},
+		{"../testdata/bad/import_table.wasm", 0, ErrImportNotAllowed, "table "},
+		{"../testdata/bad/import_memory.wasm", 0, ErrImportNotAllowed, "memory "},
+		{"../testdata/bad/import_global.wasm", 0, ErrImportNotAllowed, "global "},
+		{"../testdata/bad/unknown_import.wasm", 0, ErrImportNotAllowed, "function "},
 	} {
 		module, err := os.ReadFile(tc.path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got, err := ModuleABI(module)
-		if err != nil || got != tc.want {
-			t.Errorf("%s: ABI %d, %v; want %d", tc.path, got, err, tc.want)
+		if got != tc.want || !errors.Is(err, tc.err) || tc.err != nil && !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: ABI %d, %v; want %d, %v saying %q", tc.path, got, err, tc.want, tc.err, tc.says)
 		}
-		if want := wazeroABI(t, module); got != want {
-			t.Errorf("%s: ABI %d, but %d from wazero's imports", tc.path, got, want)
+		if tc.err == nil || tc.err == ErrHostTooOld {
+			if want := wazeroABI(t, module); got != want {
+				t.Errorf("%s: ABI %d, but %d from wazero's imports", tc.path, got, want)
+			}
 		}
 	}
 

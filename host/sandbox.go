@@ -482,7 +482,7 @@ func (s *Sandbox) checkImports(mod wazero.CompiledModule) error {
 		m, name, _ := f.Import()
 		want, ok := s.allowed[m][name]
 		if !ok && m == abi.ModuleName {
-			return fmt.Errorf("%w: function %s.%s (this host's is ABI v%d)", ErrHostTooOld, m, name, abi.Version)
+			return fmt.Errorf("%w: function %s.%s, not in this host's ABI v%d (a later ABI's, or a misspelling)", ErrHostTooOld, m, name, abi.Version)
 		}
 		if !ok {
 			return fmt.Errorf("%w: function %s.%s", ErrImportNotAllowed, m, name)

@@ -1,6 +1,8 @@
 package client
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/wire"
@@ -54,9 +57,10 @@ func TestModuleABIFiltersProviders(t *testing.T) {
 	}{
 		{"../../../guest/go/llama/runner.wasm", abi.Version, []string{"later", "new"}},
 		{"../../../host/testdata/budget.wasm", 1, []string{"later", "new", "old"}},
+		{"../../../testdata/bad/future_import.wasm", abi.Version + 1, []string{"later"}},
 	} {
 		need, err := cl.moduleABI(put(tc.module))
-		j := &jobRun{c: cl, req: requirement.Always, abi: need,
+		j := &jobRun{c: cl, req: requirement.Always, abi: need.abi, abiLater: need.later,
 			ann: &wire.JobAnnounce{Terms: wire.Terms{Memory: 1 << 20}, Replicas: 3}}
 		if j.abi != tc.abi || err != nil {
 			t.Errorf("%s: needs ABI %d, %v; want %d", tc.module, j.abi, err, tc.abi)
@@ -69,9 +73,18 @@ func TestModuleABIFiltersProviders(t *testing.T) {
 			t.Errorf("%s: candidates %v, want %v", tc.module, got, tc.want)
 		}
 		note := j.abiNote()
-		if (tc.abi > wire.UnsaidABI) != strings.Contains(note, "2 of the 3 known providers") {
+		if (tc.abi > wire.UnsaidABI) != strings.Contains(note, fmt.Sprintf("%d of the 3 known providers", len(tc.want))) {
 			t.Errorf("%s: note %q", tc.module, note)
 		}
+		// A function this build does not know is named: a later ABI's, or
+		// a misspelling.
+		if later := tc.abi > abi.Version; later != strings.Contains(note, "for function infernet.a_function_of_a_later_abi, not in this build's ABI") {
+			t.Errorf("%s: note %q", tc.module, note)
+		}
+	}
+	// What no host gives is refused before anything is sent, naming it.
+	if _, err := cl.moduleABI(put("../../../testdata/bad/unknown_import.wasm")); !errors.Is(err, host.ErrImportNotAllowed) || !strings.Contains(err.Error(), "nothing was sent") {
+		t.Errorf("a module importing another module's function: %v", err)
 	}
 	// A client that knows no provider blames no ABI: the error's other
 	// notes say that nobody is known.

@@ -111,15 +111,22 @@ type Client struct {
 	load providerLoad
 
 	abiMu sync.Mutex
-	abis  map[digest.Digest]int // modules' host.ModuleABI, by digest; guarded by abiMu
+	abis  map[digest.Digest]moduleNeeds // by digest; guarded by abiMu
 }
 
-// moduleABI returns the tensor ABI the module d needs (host.ModuleABI),
-// remembered by digest: the llama runner is one module for every
-// generation. A module that is not WebAssembly at all (a wrong file) is
-// host.ErrInvalidModule, refused before anything is sent; one it cannot
-// read from the store needs nothing here.
-func (c *Client) moduleABI(d digest.Digest) (int, error) {
+// moduleNeeds is what a module's imports ask of a host (host.ModuleABI):
+// a tensor ABI version, and why one later than this build's.
+type moduleNeeds struct {
+	abi   int
+	later string // the function this build does not know, if any
+}
+
+// moduleABI returns what the module d needs (host.ModuleABI), remembered
+// by digest: the llama runner is one module for every generation. A
+// module that is not WebAssembly at all (a wrong file), or imports what no
+// host gives, is refused before anything is sent; one it cannot read from
+// the store needs nothing here.
+func (c *Client) moduleABI(d digest.Digest) (moduleNeeds, error) {
 	c.abiMu.Lock()
 	defer c.abiMu.Unlock()
 	if v, ok := c.abis[d]; ok {
@@ -127,17 +134,22 @@ func (c *Client) moduleABI(d digest.Digest) (int, error) {
 	}
 	module, err := c.n.Blobs.Bytes(d, c.n.MaxModule)
 	if err != nil {
-		return 0, nil
+		return moduleNeeds{}, nil
 	}
 	v, err := host.ModuleABI(module)
+	need := moduleNeeds{abi: v}
+	if errors.Is(err, host.ErrHostTooOld) {
+		// Providers of a later ABI may run it.
+		need.later, err = strings.TrimPrefix(err.Error(), host.ErrHostTooOld.Error()+": "), nil
+	}
 	if err != nil {
-		return 0, fmt.Errorf("module %s: %w (nothing was sent)", d.Short(), err)
+		return moduleNeeds{}, fmt.Errorf("module %s: %w (nothing was sent)", d.Short(), err)
 	}
 	if c.abis == nil || len(c.abis) >= 64 {
-		c.abis = map[digest.Digest]int{} // a few modules in use; the rest are read again
+		c.abis = map[digest.Digest]moduleNeeds{} // a few modules in use; the rest are read again
 	}
-	c.abis[d] = v
-	return v, nil
+	c.abis[d] = need
+	return need, nil
 }
 
 // live returns a copy of the record of job id while it is under way.
@@ -258,8 +270,10 @@ type jobRun struct {
 	// with, for those whose adverts are not known; guarded by mu.
 	bidClass map[peer.ID]string
 	// abi is the tensor ABI version the job's module needs
-	// (host.ModuleABI): providers whose hosts advertise less cannot run it.
-	abi int
+	// (host.ModuleABI): providers whose hosts advertise less cannot run it;
+	// abiLater names the function that makes it later than this build's.
+	abi      int
+	abiLater string
 	// backend is the backend class of a SameBackend job, fixed by the
 	// first bid; guarded by mu.
 	backend string
@@ -471,7 +485,7 @@ func (c *Client) submit(ctx context.Context, spec jobs.Spec, avoid []peer.ID, ev
 		holders: map[peer.ID]bool{}, matched: map[peer.ID]peers.Candidate{}, bidBackend: map[peer.ID]string{},
 		bids: make(chan *offer, 64), late: map[uint8]chan *wire.Result{},
 		rec: &store.Job{ID: ann.Job, Announce: *ann, State: store.JobPending, Created: now}, vks: vks,
-		abi: need,
+		abi: need.abi, abiLater: need.later,
 	}
 	if spec.Output != nil {
 		out, drain := queueOutput(spec.Output)
@@ -633,6 +647,9 @@ func (j *jobRun) abiNote() string {
 	have, of := j.knownMatching(func(a *wire.CapabilityAdvert) bool { return a.HostABIVersion() >= j.abi })
 	if of == 0 || have == of {
 		return "" // nothing to blame the ABI for: providersNote and fewNote say why
+	}
+	if j.abiLater != "" {
+		return fmt.Sprintf(" (the module needs tensor ABI v%d for %s: %d of the %d known providers that match the job have it)", j.abi, j.abiLater, have, of)
 	}
 	return fmt.Sprintf(" (the module needs tensor ABI v%d: %d of the %d known providers that match the job have it)", j.abi, have, of)
 }
