@@ -1,5 +1,5 @@
 /*
- * infernet.h - C SDK for infernet jobs: ABI v3 of the "infernet" host module.
+ * infernet.h - C SDK for infernet jobs: the ABI of the "infernet" host module.
  *
  * The contract is written down in abi/abi.go of github.com/infernet/infernet,
  * which is the single source of truth; every name, number and signature below

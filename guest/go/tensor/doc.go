@@ -3,9 +3,10 @@
 // provider's fastest hardware (or on the bit-exact reference kernel, see
 // [Mode]).
 //
-// The contract with the host is ABI v1, written down in package
-// github.com/infernet/infernet/abi; this package declares every function of it
-// with //go:wasmimport and wraps them in an idiomatic API.
+// The contract with the host is the ABI of package
+// github.com/infernet/infernet/abi (abi.Version; guests of earlier versions
+// run unchanged); this package declares every function of it with
+// //go:wasmimport and wraps them in an idiomatic API.
 //
 // # Two ways to compute
 //

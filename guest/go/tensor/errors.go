@@ -50,6 +50,25 @@ func check(fn string, r int32) (int32, error) {
 	return 0, &Error{Func: fn, Errno: abi.Errno(r)}
 }
 
+// withShapes adds the shapes of the operands ts to a host's ESHAPE answer,
+// which says only that they do not fit.
+func withShapes(err error, ts ...*Tensor) error {
+	var e *Error
+	if !errors.As(err, &e) || e.Errno != abi.ESHAPE || e.Msg != "" {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString("shapes")
+	for i, t := range ts {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(" " + sprint("%v", t.Shape()))
+	}
+	e.Msg = b.String()
+	return e
+}
+
 // refuse reports a call this package did not pass on to the host. The
 // message is formatted by sprint, not fmt, so that jobs which do not use fmt
 // themselves do not carry it (it adds about 0.5 MB to a module).

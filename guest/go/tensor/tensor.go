@@ -8,8 +8,9 @@ import (
 	"github.com/infernet/infernet/abi"
 )
 
-// ABIVersion returns the ABI version of the host module (abi.Version, 2, for
-// this SDK), or 0 outside an infernet host (a non-wasip1 build).
+// ABIVersion returns the ABI version of the host module (at least
+// abi.Version, for this SDK's functions), or 0 outside an infernet host (a
+// non-wasip1 build).
 func ABIVersion() int {
 	v, err := check(abi.FuncABIVersion, hostABIVersion())
 	if err != nil {
@@ -233,7 +234,7 @@ const (
 func Gemm(a, b *Tensor, flags ...GemmFlags) (*Tensor, error) {
 	h, err := check(abi.FuncGemm, hostGemm(a.Handle(), b.Handle(), 0, int32(join(flags))))
 	if err != nil {
-		return nil, err
+		return nil, withShapes(err, a, b)
 	}
 	return adopt(h)
 }
@@ -247,7 +248,7 @@ func GemmInto(c, a, b *Tensor, flags ...GemmFlags) error {
 		return refuse(abi.FuncGemm, abi.EBADF, "nil or freed result tensor")
 	}
 	_, err := check(abi.FuncGemm, hostGemm(a.Handle(), b.Handle(), c.h, int32(join(flags))))
-	return err
+	return withShapes(err, c, a, b)
 }
 
 func join(flags []GemmFlags) GemmFlags {
@@ -264,7 +265,7 @@ func join(flags []GemmFlags) GemmFlags {
 func Binary(op abi.Op, a, b *Tensor) (*Tensor, error) {
 	h, err := check(abi.FuncBinary, hostBinary(int32(op), a.Handle(), b.Handle()))
 	if err != nil {
-		return nil, err
+		return nil, withShapes(err, a, b)
 	}
 	return adopt(h)
 }

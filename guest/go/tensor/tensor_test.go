@@ -100,3 +100,19 @@ func TestSprint(t *testing.T) {
 		t.Errorf("FromF32 error %v, want %q", err, want)
 	}
 }
+
+// TestWithShapes: a host's ESHAPE answer for handles gets the operands'
+// shapes, which it does not say; other answers are left as they are.
+func TestWithShapes(t *testing.T) {
+	a, b := &Tensor{h: 1, shape: []int{2, 3}}, &Tensor{h: 2, shape: []int{2, 4}}
+	err := withShapes(&Error{Func: abi.FuncGemm, Errno: abi.ESHAPE}, a, b)
+	if !errors.Is(err, abi.ESHAPE) || !strings.HasSuffix(err.Error(), ": shapes [2 3], [2 4]") {
+		t.Errorf("ESHAPE: %v", err)
+	}
+	if err := withShapes(&Error{Func: abi.FuncGemm, Errno: abi.EBADF}, a, b); strings.Contains(err.Error(), "shapes") {
+		t.Errorf("EBADF: %v", err)
+	}
+	if err := withShapes(nil, a, b); err != nil {
+		t.Errorf("no error: %v", err)
+	}
+}

@@ -10,7 +10,9 @@
 //! command-line argument, 10 by default. Then a last line
 //! "total <words> distinct <distinct words>".
 //!
-//! Build: rustc --edition 2021 --target wasm32-wasi -O -o wordcount.wasm wordcount.rs
+//! Build: rustc --edition 2021 --target wasm32-wasip1 -O -o wordcount.wasm wordcount.rs
+//! (Rust 1.78 and later, after `rustup target add wasm32-wasip1`; before,
+//! `--target wasm32-wasi`, as testdata/Makefile's pinned rustc does).
 
 use std::collections::HashMap;
 use std::io::{self, BufWriter, Read, Write};

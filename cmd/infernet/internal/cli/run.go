@@ -100,9 +100,26 @@ func moduleArgs(cmd *cobra.Command, args []string) error {
 	case len(args) == 0 || dash == 0:
 		return errors.New("want MODULE [-- ARG...]")
 	case dash == -1 && len(args) > 1, dash > 1:
+		if st, err := os.Stat(args[1]); err == nil && st.Mode().IsRegular() {
+			// A job has no file system: a file is its input.
+			return fmt.Errorf("job arguments go after --: %q (the job sees no files: to give it %s, --input %s)", args[1:], args[1], args[1])
+		}
 		return fmt.Errorf("job arguments go after --: %q", args[1:])
 	}
 	return nil
+}
+
+// stdinNote warns, on w, when this process's stdin is a pipe or a file
+// with bytes in it that the job will not see: a job's input is --input,
+// and - passes stdin.
+func stdinNote(w io.Writer, in io.Reader, input string) {
+	f, ok := in.(*os.File)
+	if !ok || input != "" {
+		return
+	}
+	if st, err := f.Stat(); err == nil && (st.Mode()&os.ModeNamedPipe != 0 || st.Mode().IsRegular() && st.Size() > 0) {
+		fmt.Fprintf(w, "%s: the job's input is empty: stdin goes to it only with --input -\n", programName)
+	}
 }
 
 func defaultCacheDir() string {
@@ -176,6 +193,7 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
+	stdinNote(o.IO.Err, o.IO.In, o.Input)
 	// A file that cannot be read is the command's error, as in submit:
 	// the job never got to run.
 	module, err := os.ReadFile(o.Module)

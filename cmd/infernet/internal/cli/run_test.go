@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -201,5 +202,58 @@ func TestMistypedDataDir(t *testing.T) {
 	}
 	if _, err := os.Stat(missing); !os.IsNotExist(err) {
 		t.Errorf("the mistyped --datadir was made (%v)", err)
+	}
+}
+
+// TestStdinNote: a job's input is --input alone, so stdin with bytes in it
+// (a file or a pipe) and no --input gets a note; an empty stdin, a
+// terminal's or /dev/null, and --input get none. A file given where job
+// arguments go is pointed at --input.
+func TestStdinNote(t *testing.T) {
+	dir := t.TempDir()
+	full := filepath.Join(dir, "in.txt")
+	os.WriteFile(full, []byte("data\n"), 0o600)
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, nil, 0o600)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close()
+	open := func(p string) *os.File {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	for _, tc := range []struct {
+		name  string
+		in    io.Reader
+		input string
+		note  bool
+	}{
+		{"a file", open(full), "", true},
+		{"a pipe", pr, "", true},
+		{"an empty file", open(empty), "", false},
+		{"/dev/null", open(os.DevNull), "", false},
+		{"--input -", open(full), "-", false},
+		{"--input FILE", open(full), full, false},
+		{"not a file", strings.NewReader("x"), "", false},
+	} {
+		var w bytes.Buffer
+		stdinNote(&w, tc.in, tc.input)
+		if got := strings.Contains(w.String(), "--input -"); got != tc.note {
+			t.Errorf("%s: note %q; want one: %v", tc.name, w.String(), tc.note)
+		}
+	}
+	cmd := NewCmdRun(IO{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard}, func(context.Context, *RunOptions) error { return nil })
+	cmd.SetArgs([]string{"job.wasm", full})
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--input "+full) {
+		t.Errorf("a file as a job argument: %v; want a pointer to --input", err)
 	}
 }

@@ -289,6 +289,9 @@ func runSubmit(ctx context.Context, o *SubmitOptions) error {
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
+	if o.InputDir == "" {
+		stdinNote(o.IO.Err, o.IO.In, o.Input)
+	}
 	if o.Shards > 1 || o.InputDir != "" || o.Reduce != "" || o.Via != "" {
 		return runSharded(ctx, o, req)
 	}
