@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -273,7 +274,7 @@ func TestRunnerBlob(t *testing.T) {
 func TestReadRequests(t *testing.T) {
 	good := "{\"prompt\":\"Once upon a time\"}\n\n  {\"prompt\":\"\",\"max_tokens\":8,\"temperature\":0.8,\"top_p\":0.9,\"seed\":42}  \n{\"prompt\":\"x\"}\n" +
 		"{\"prompt\":\"y\",\"temperature\":0.8,\"top_p\":0}" // top_p 0: the top token alone, greedy
-	reqs, err := ReadRequests(strings.NewReader(good), llama.Request{ID: 9, Prompt: "unused", MaxTokens: 5, TopP: 1}, nil)
+	reqs, err := ReadRequests(strings.NewReader(good), llama.Request{ID: 9, Prompt: "unused", MaxTokens: 5, TopP: 1}, LineOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +296,7 @@ func TestReadRequests(t *testing.T) {
 {"prompt":"a","logprobs":true,"top_logprobs":3}
 {"prompt":"a","logprobs":0}
 {"prompt":"a","logprobs":null,"stop":null}`
-	reqs, err = ReadRequests(strings.NewReader(forms), llama.Request{Stop: []string{"z"}, Logprobs: true, TopLogprobs: 1}, nil)
+	reqs, err = ReadRequests(strings.NewReader(forms), llama.Request{Stop: []string{"z"}, Logprobs: true, TopLogprobs: 1}, LineOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,10 +308,23 @@ func TestReadRequests(t *testing.T) {
 	if !reflect.DeepEqual(reqs, want) {
 		t.Errorf("OpenAI's forms: %+v; want %+v", reqs, want)
 	}
+	// A sampled line without a seed gets opts.Seed's; one with a seed, 0
+	// too, or greedy, keeps its own or the defaults'.
+	seeds := `{"prompt":"a","temperature":0.8}
+{"prompt":"a","temperature":0.8,"seed":0}
+{"prompt":"a","temperature":0.8,"seed":5}
+{"prompt":"a"}`
+	reqs, err = ReadRequests(strings.NewReader(seeds), llama.Request{Seed: 3}, LineOptions{Seed: func() uint64 { return 77 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := []uint64{reqs[0].Seed, reqs[1].Seed, reqs[2].Seed, reqs[3].Seed}; !slices.Equal(got, []uint64{77, 0, 5, 3}) {
+		t.Errorf("seeds %v; want 77, 0, 5, 3", got)
+	}
 	// A chat, rendered by the template given; none given, it is refused.
 	chats := `{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":3}
 {"prompt":"plain"}`
-	reqs, err = ReadRequests(strings.NewReader(chats), llama.Request{}, (&ChatTemplate{}).Render)
+	reqs, err = ReadRequests(strings.NewReader(chats), llama.Request{}, LineOptions{Chat: (&ChatTemplate{}).Render})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +355,7 @@ func TestReadRequests(t *testing.T) {
 		if strings.Contains(tc.in, "prompt") {
 			chat = (&ChatTemplate{}).Render
 		}
-		reqs, err := ReadRequests(strings.NewReader(tc.in), llama.Request{}, chat)
+		reqs, err := ReadRequests(strings.NewReader(tc.in), llama.Request{}, LineOptions{Chat: chat})
 		if err == nil || reqs != nil || !strings.Contains(err.Error(), tc.line) {
 			t.Errorf("%.60q: %v, %v; want an error at %s", tc.in, reqs, err, tc.line)
 		}

@@ -56,16 +56,24 @@ func TopPZeroGreedy(q *llama.Request) {
 	}
 }
 
+// LineOptions are what ReadRequests needs beyond the defaults.
+type LineOptions struct {
+	// Chat renders a line's "messages" into its prompt; nil refuses them.
+	Chat func([]Message) (string, error)
+	// Seed, when set, gives each sampled line without a "seed" its own
+	// (a random one), in place of the defaults' seed.
+	Seed func() uint64
+}
+
 // ReadRequests reads a batch of requests, one JSON object per line: a
 // llama.Request without its id ({"prompt": "..."} at least), the fields it
-// leaves out taken from defaults (whose ID and Prompt are unused). A line
-// may give a chat, "messages" as the OpenAI API takes them, in place of the
-// prompt: chat renders them (nil: a chat is refused). A
-// request's ID is its line number, from 1; blank lines are skipped. A line that is
-// not a valid request (bad JSON, an unknown field such as "id", terms
-// CheckRequest refuses) is an error naming the line, and nothing is
-// returned.
-func ReadRequests(r io.Reader, defaults llama.Request, chat func([]Message) (string, error)) ([]llama.Request, error) {
+// leaves out taken from defaults (whose ID and Prompt are unused), or from
+// opts. A line may give a chat, "messages" as the OpenAI API takes them,
+// in place of the prompt. A request's ID is its line number, from 1; blank
+// lines are skipped. A line that is not a valid request (bad JSON, an
+// unknown field such as "id", terms CheckRequest refuses) is an error
+// naming the line, and nothing is returned.
+func ReadRequests(r io.Reader, defaults llama.Request, opts LineOptions) ([]llama.Request, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), MaxPromptLine)
 	var out []llama.Request
@@ -80,7 +88,7 @@ func ReadRequests(r io.Reader, defaults llama.Request, chat func([]Message) (str
 			MaxTokens   int             `json:"max_tokens"`
 			Temperature float32         `json:"temperature"`
 			TopP        float32         `json:"top_p"`
-			Seed        uint64          `json:"seed"`
+			Seed        *uint64         `json:"seed"`
 			TopK        int             `json:"top_k"`
 			MinP        float32         `json:"min_p"`
 			RepPenalty  float32         `json:"repetition_penalty"`
@@ -89,7 +97,7 @@ func ReadRequests(r io.Reader, defaults llama.Request, chat func([]Message) (str
 			Stop        stops           `json:"stop"`
 			Logprobs    logprobs        `json:"logprobs"`
 			TopLogprobs *int            `json:"top_logprobs"`
-		}{Stop: defaults.Stop, MaxTokens: defaults.MaxTokens, Temperature: defaults.Temperature, TopP: defaults.TopP, Seed: defaults.Seed,
+		}{Stop: defaults.Stop, MaxTokens: defaults.MaxTokens, Temperature: defaults.Temperature, TopP: defaults.TopP,
 			TopK: defaults.TopK, MinP: defaults.MinP, RepPenalty: defaults.RepetitionPenalty,
 			FreqPenalty: defaults.FrequencyPenalty, PresPenalty: defaults.PresencePenalty,
 			Logprobs: logprobs{on: defaults.Logprobs, top: -1}}
@@ -109,7 +117,7 @@ func ReadRequests(r io.Reader, defaults llama.Request, chat func([]Message) (str
 			err = errors.New(`"prompt" or "messages", not both`)
 		case q.Messages != nil:
 			var p string
-			if p, err = renderChat(chat, q.Messages); err == nil {
+			if p, err = renderChat(opts.Chat, q.Messages); err == nil {
 				q.Prompt = &p
 			}
 		case q.Prompt == nil:
@@ -126,7 +134,14 @@ func ReadRequests(r io.Reader, defaults llama.Request, chat func([]Message) (str
 		case q.TopLogprobs != nil:
 			top = *q.TopLogprobs
 		}
-		req := llama.Request{ID: line, MaxTokens: q.MaxTokens, Temperature: q.Temperature, TopP: q.TopP, Seed: q.Seed,
+		seed := defaults.Seed
+		switch {
+		case q.Seed != nil:
+			seed = *q.Seed
+		case opts.Seed != nil && q.Temperature > 0:
+			seed = opts.Seed()
+		}
+		req := llama.Request{ID: line, MaxTokens: q.MaxTokens, Temperature: q.Temperature, TopP: q.TopP, Seed: seed,
 			TopK: q.TopK, MinP: q.MinP, RepetitionPenalty: q.RepPenalty, FrequencyPenalty: q.FreqPenalty, PresencePenalty: q.PresPenalty, Stop: q.Stop,
 			Logprobs: q.Logprobs.on, TopLogprobs: top}
 		TopPZeroGreedy(&req)

@@ -48,7 +48,10 @@ type GenerateOptions struct {
 	Chat, System string
 	// Request holds the terms of --max-tokens, --temperature, --top-p and
 	// --seed: those of --prompt, and the defaults of --prompts' lines.
+	// Without SeedSet (no --seed), a sampled request without a seed gets a
+	// random one, as the OpenAI API's do.
 	Request llama.Request
+	SeedSet bool
 	// Local runs the job in this process, on --backend, with compiled
 	// modules cached in --cache-dir.
 	Local    bool
@@ -130,7 +133,7 @@ printed).`,
   infernet generate stories --prompts batch.jsonl --shards 4 > completions.jsonl`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Model, o.PromptSet = args[0], cmd.Flags().Changed("prompt")
+			o.Model, o.PromptSet, o.SeedSet = args[0], cmd.Flags().Changed("prompt"), cmd.Flags().Changed("seed")
 			if cmd.Flags().Changed("chat") && o.Chat == "" {
 				return errors.New("--chat: an empty message")
 			}
@@ -157,7 +160,7 @@ printed).`,
 	f.Float32Var(&o.Request.PresencePenalty, "presence-penalty", 0, "lower the logit of each token already in the completion by this (-2 to 2, OpenAI's)")
 	f.StringArrayVar(&o.Request.Stop, "stop", nil, fmt.Sprintf("end the completion before this `TEXT`, which is not printed (repeatable, at most %d)", llama.MaxStops))
 	f.IntVar(&o.Request.TopLogprobs, "logprobs", 0, fmt.Sprintf("with --json or --prompts: each token's log probability, and the `N` most likely tokens at its place (0 to %d)", llama.MaxTopLogprobs))
-	f.Uint64Var(&o.Request.Seed, "seed", 0, "with --temperature: seed of the sampler's generator (0: a random one, in --json's seed), the same on every provider")
+	f.Uint64Var(&o.Request.Seed, "seed", 0, "with --temperature: seed of the sampler's generator, the same on every provider (none: a random one, in --json's seed; 0 is 1)")
 	f.BoolVar(&o.Local, "local", false, "run in this process, without a network (like infernet run)")
 	f.StringVar(&o.Backend, "backend", "auto", "with --local: tensor backend for tolerance mode: auto, "+backends.Names())
 	f.StringVar(&o.CacheDir, "cache-dir", defaultCacheDir(), "with --local: compiled-module cache directory (empty: memory only)")
@@ -213,9 +216,16 @@ func (o *GenerateOptions) requests(ctx context.Context) ([]llama.Request, error)
 		return nil, errors.New(msg)
 	}
 	chat := o.chatRenderer(ctx)
+	var seed func() uint64
+	if !o.SeedSet {
+		seed = randomSeed
+	}
 	if o.single() {
 		q := o.Request
 		q.Prompt = o.Prompt
+		if seed != nil && q.Temperature > 0 {
+			q.Seed = seed()
+		}
 		if o.Chat != "" {
 			var msgs []models.Message
 			if o.System != "" {
@@ -242,7 +252,7 @@ func (o *GenerateOptions) requests(ctx context.Context) ([]llama.Request, error)
 		defer f.Close()
 		r = f
 	}
-	reqs, err := models.ReadRequests(r, o.Request, chat)
+	reqs, err := models.ReadRequests(r, o.Request, models.LineOptions{Chat: chat, Seed: seed})
 	if err != nil {
 		return nil, fmt.Errorf("--prompts %s: %w", o.Prompts, err)
 	}
@@ -292,17 +302,13 @@ func (o *GenerateOptions) chatTemplate(ctx context.Context) (*models.ChatTemplat
 	return models.ReadChatTemplate(path)
 }
 
-// seed gives each sampled request without a seed (0) a random one, as
-// the OpenAI API does: two runs of one prompt differ, unless --seed (or a
-// line's "seed") makes them the same.
-func seed(reqs []llama.Request) {
-	for i := range reqs {
-		for reqs[i].Seed == 0 && reqs[i].Temperature > 0 {
-			var b [8]byte
-			rand.Read(b[:])
-			reqs[i].Seed = binary.LittleEndian.Uint64(b[:])
-		}
-	}
+// randomSeed is a sampler's seed for a request that gives none: two runs
+// of one prompt differ, unless --seed (or a line's "seed") makes them the
+// same.
+func randomSeed() uint64 {
+	var b [8]byte
+	rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])
 }
 
 // samplingFlags are the flags of the sampling terms by the request's
@@ -318,7 +324,6 @@ func runGenerate(ctx context.Context, o *GenerateOptions) error {
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
-	seed(reqs)
 	// A MODEL that cannot be a name is a file: checked before anything
 	// starts.
 	var files *modelFiles

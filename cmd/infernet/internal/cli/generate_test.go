@@ -112,7 +112,7 @@ func generateLocal(t *testing.T, datadir string, args ...string) string {
 func TestGenerateFlags(t *testing.T) {
 	dir := t.TempDir()
 	prompts := filepath.Join(dir, "p.jsonl")
-	os.WriteFile(prompts, []byte("{\"prompt\":\"a\"}\n{\"prompt\":\"b\",\"temperature\":0.5}\n"), 0o600)
+	os.WriteFile(prompts, []byte("{\"prompt\":\"a\"}\n{\"prompt\":\"b\",\"temperature\":0.5,\"seed\":9}\n"), 0o600)
 	lpPrompts := filepath.Join(dir, "lp.jsonl")
 	os.WriteFile(lpPrompts, []byte("{\"prompt\":\"a\",\"logprobs\":true,\"top_logprobs\":1}\n"), 0o600)
 	for _, tc := range []struct {
@@ -123,19 +123,19 @@ func TestGenerateFlags(t *testing.T) {
 		{[]string{"m", "--prompt", ""}, []llama.Request{{MaxTokens: llama.DefaultMaxTokens, TopP: 0.9}}},
 		{[]string{"m", "-p", "x", "--max-tokens", "7", "--temperature", "0.8", "--top-p", "0.5", "--seed", "42"},
 			[]llama.Request{{Prompt: "x", MaxTokens: 7, Temperature: 0.8, TopP: 0.5, Seed: 42}}},
-		{[]string{"m", "-p", "x", "--temperature", "1", "--top-k", "40", "--min-p", "0.05", "--repeat-penalty", "1.1",
+		{[]string{"m", "-p", "x", "--temperature", "1", "--seed", "0", "--top-k", "40", "--min-p", "0.05", "--repeat-penalty", "1.1",
 			"--frequency-penalty", "0.5", "--presence-penalty", "-0.5", "--stop", "\n", "--stop", "The end"},
 			[]llama.Request{{Prompt: "x", MaxTokens: llama.DefaultMaxTokens, Temperature: 1, TopP: 0.9, TopK: 40, MinP: 0.05,
 				RepetitionPenalty: 1.1, FrequencyPenalty: 0.5, PresencePenalty: -0.5, Stop: []string{"\n", "The end"}}}},
 		{[]string{"m", "--prompts", prompts, "--max-tokens", "3", "--shards", "2"},
-			[]llama.Request{{ID: 1, Prompt: "a", MaxTokens: 3, TopP: 0.9}, {ID: 2, Prompt: "b", MaxTokens: 3, Temperature: 0.5, TopP: 0.9}}},
+			[]llama.Request{{ID: 1, Prompt: "a", MaxTokens: 3, TopP: 0.9}, {ID: 2, Prompt: "b", MaxTokens: 3, Temperature: 0.5, TopP: 0.9, Seed: 9}}},
 		{[]string{"m", "-p", "x", "--json", "--logprobs", "3"},
 			[]llama.Request{{Prompt: "x", MaxTokens: llama.DefaultMaxTokens, TopP: 0.9, Logprobs: true, TopLogprobs: 3}}},
 		{[]string{"m", "-p", "x", "--json", "--logprobs", "0"},
 			[]llama.Request{{Prompt: "x", MaxTokens: llama.DefaultMaxTokens, TopP: 0.9, Logprobs: true}}},
 		{[]string{"m", "--prompts", prompts, "--logprobs", "2"},
 			[]llama.Request{{ID: 1, Prompt: "a", MaxTokens: llama.DefaultMaxTokens, TopP: 0.9, Logprobs: true, TopLogprobs: 2},
-				{ID: 2, Prompt: "b", MaxTokens: llama.DefaultMaxTokens, Temperature: 0.5, TopP: 0.9, Logprobs: true, TopLogprobs: 2}}},
+				{ID: 2, Prompt: "b", MaxTokens: llama.DefaultMaxTokens, Temperature: 0.5, TopP: 0.9, Seed: 9, Logprobs: true, TopLogprobs: 2}}},
 		{[]string{"m", "--prompts", lpPrompts},
 			[]llama.Request{{ID: 1, Prompt: "a", MaxTokens: llama.DefaultMaxTokens, TopP: 0.9, Logprobs: true, TopLogprobs: 1}}},
 		{[]string{"m", "-p", "x", "--logprobs", "2"}, nil}, // text has no room for them
@@ -258,15 +258,55 @@ func TestGenerateChat(t *testing.T) {
 }
 
 // TestGenerateSeeds: a sampled request without a seed gets a random one,
-// so that two runs differ; a given seed, and a greedy request, are kept.
+// so that two runs differ; a given seed (0 too), and a greedy request, are
+// kept, in --prompt and in --prompts' lines alike.
 func TestGenerateSeeds(t *testing.T) {
-	reqs := []llama.Request{{Temperature: 0.8}, {Temperature: 0.8}, {Temperature: 0.8, Seed: 42}, {}}
-	seed(reqs)
-	if reqs[0].Seed == 0 || reqs[1].Seed == 0 || reqs[0].Seed == reqs[1].Seed {
-		t.Errorf("sampled without a seed: seeds %d and %d; want two random ones", reqs[0].Seed, reqs[1].Seed)
+	prompts := filepath.Join(t.TempDir(), "p.jsonl")
+	os.WriteFile(prompts, []byte(`{"prompt":"a","temperature":0.8}
+{"prompt":"a","temperature":0.8}
+{"prompt":"a","temperature":0.8,"seed":0}
+{"prompt":"a"}
+`), 0o600)
+	seeds := func(args ...string) []uint64 {
+		t.Helper()
+		var got *GenerateOptions
+		cmd := NewCmdGenerate(IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}},
+			func(_ context.Context, o *GenerateOptions) error { got = o; return nil })
+		cmd.SetArgs(append([]string{"m"}, args...))
+		if err := cmd.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		reqs, err := got.requests(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []uint64
+		for _, q := range reqs {
+			out = append(out, q.Seed)
+		}
+		return out
 	}
-	if reqs[2].Seed != 42 || reqs[3].Seed != 0 {
-		t.Errorf("a given seed and a greedy request: %d and %d; want 42 and 0", reqs[2].Seed, reqs[3].Seed)
+	one, two := seeds("-p", "x", "--temperature", "0.8"), seeds("-p", "x", "--temperature", "0.8")
+	if one[0] == 0 || one[0] == two[0] {
+		t.Errorf("sampled without a seed: seeds %d and %d; want two random ones", one[0], two[0])
+	}
+	for _, tc := range []struct {
+		args []string
+		want uint64
+	}{
+		{[]string{"-p", "x", "--temperature", "0.8", "--seed", "0"}, 0},
+		{[]string{"-p", "x", "--temperature", "0.8", "--seed", "42"}, 42},
+		{[]string{"-p", "x"}, 0},
+	} {
+		if got := seeds(tc.args...); got[0] != tc.want {
+			t.Errorf("%q: seed %d, want %d", tc.args, got[0], tc.want)
+		}
+	}
+	if got := seeds("--prompts", prompts); got[0] == 0 || got[0] == got[1] || got[2] != 0 || got[3] != 0 {
+		t.Errorf("--prompts: seeds %v; want two random ones, then 0 given, then greedy's 0", got)
+	}
+	if got := seeds("--prompts", prompts, "--seed", "7"); !slices.Equal(got, []uint64{7, 7, 0, 7}) {
+		t.Errorf("--prompts with --seed 7: seeds %v; want the lines' without one 7", got)
 	}
 	// The seed printed is the one that gives the text again.
 	dir := t.TempDir()
