@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -100,13 +102,34 @@ func (s *Service) get(ctx context.Context, d blob.Digest, size int64, hints []pe
 		s.wg.Add(1)
 		s.mu.Unlock()
 
-		c.err = s.fetch(ctx, d, size, hints, direct)
+		c.err = s.fetchBusy(ctx, d, size, hints, direct)
 		s.mu.Lock()
 		delete(s.inflight, d)
 		s.mu.Unlock()
 		close(c.done)
 		s.wg.Done()
 		return c.err
+	}
+}
+
+// fetchBusy is fetch, tried again for Config.BusyRetry while no source
+// delivered the blob and one said it was busy: a source at its limit of
+// requests (Config.MaxStreams, MaxPerPeer) has room again soon, while one
+// that is busy for ever (it will not serve) leaves ErrUnavailable.
+func (s *Service) fetchBusy(ctx context.Context, d blob.Digest, size int64, hints []peer.ID, direct bool) error {
+	until := time.Now().Add(s.cfg.BusyRetry)
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		err := s.fetch(ctx, d, size, hints, direct)
+		if !errors.Is(err, errBusy) || time.Now().Add(wait).After(until) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-s.ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
 	}
 }
 
@@ -163,6 +186,9 @@ func (s *Service) fetch(ctx context.Context, d blob.Digest, size int64, hints []
 	f.mu.Lock()
 	st := f.stats
 	f.mu.Unlock()
+	if errors.Is(err, ErrUnavailable) && slices.ContainsFunc(slices.Collect(maps.Values(st.Dropped)), func(e error) bool { return errors.Is(e, errBusy) }) {
+		err = fmt.Errorf("%w (%w)", err, errBusy) // fetchBusy tries again
+	}
 	st.Tried = f.src.count()
 	st.Err = err
 	st.Elapsed = time.Since(start)

@@ -46,6 +46,9 @@ const (
 	// small blob at RateGrace.
 	DefaultMinRate   = 8 << 10
 	DefaultRateGrace = 10 * time.Second
+	// DefaultBusyRetry is how long a fetch whose sources said they were
+	// busy keeps asking them again.
+	DefaultBusyRetry = 30 * time.Second
 )
 
 var (
@@ -120,6 +123,10 @@ type Config struct {
 	// RateGrace is the head start of MinRate, which also bounds the wait
 	// for a response's header. Default DefaultRateGrace (10 s).
 	RateGrace time.Duration
+	// BusyRetry is how long a fetch that no source delivered, one of them
+	// having said it was busy, is tried again, after pauses from 100 ms
+	// doubling to 2 s. Default DefaultBusyRetry (30 s).
+	BusyRetry time.Duration
 	// Logger receives debug lines per fetch and source, and warnings about
 	// lying sources. Default slog.Default().
 	Logger *slog.Logger
@@ -197,6 +204,9 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	if cfg.RateGrace <= 0 {
 		cfg.RateGrace = DefaultRateGrace
+	}
+	if cfg.BusyRetry <= 0 {
+		cfg.BusyRetry = DefaultBusyRetry
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -607,6 +607,27 @@ func TestServeBusy(t *testing.T) {
 			t.Fatalf("another peer's fetch: %v", err)
 		}
 	})
+	t.Run("a fetch waits out a busy source", func(t *testing.T) {
+		srv, cli := newServer(t, Config{MaxStreams: 1})
+		st, _ := rawStream(t, cli, srv.h, frame(t, &wire.BlobRequest{V: wire.Version, Digest: blob.Sum(big)}))
+		for srv.svc.active.Load() == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.AfterFunc(500*time.Millisecond, func() { st.Reset() }) // the place comes free
+		f := newNode(t, Config{BusyRetry: time.Minute})
+		connect(t, f.h, srv.h)
+		if err := f.svc.Fetch(testCtx(t), blob.Sum(small), int64(len(small)), []peer.ID{srv.h.ID()}); err != nil {
+			t.Fatalf("a fetch from a source busy for a while: %v", err)
+		}
+		// Busy for longer than BusyRetry: unavailable, saying why.
+		hold(t, cli, srv)
+		g := newNode(t, Config{BusyRetry: 300 * time.Millisecond})
+		connect(t, g.h, srv.h)
+		err := g.svc.Fetch(testCtx(t), blob.Sum(small), int64(len(small)), []peer.ID{srv.h.ID()})
+		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, errBusy) {
+			t.Fatalf("a source busy for ever: %v; want unavailable, busy", err)
+		}
+	})
 	t.Run("idle streams hold nothing", func(t *testing.T) {
 		srv, cli := newServer(t, Config{MaxStreams: 2})
 		for range 8 {
