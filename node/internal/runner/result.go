@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/infernet/infernet/host"
@@ -97,8 +98,14 @@ func Result(blobs *blob.Store, res *wire.Result, out *host.Result, runErr error,
 	}
 	if res.Outcome == wire.OutcomeStopped {
 		// The message may name provider-specific detail; the class is what
-		// replicas agree on.
+		// replicas agree on. The detail goes with stderr, the provider's
+		// word, for the client to show.
 		res.Error = StopClass(runErr)
+		if detail := runErr.Error(); detail != res.Error {
+			note := "\n[infernet: " + strings.ReplaceAll(detail, "\n", " ") + "]\n"
+			res.Stderr = append(res.Stderr, note...)
+			res.Stderr = res.Stderr[max(0, len(res.Stderr)-wire.MaxResultStderr):]
+		}
 	}
 	return res
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,6 +77,9 @@ func TestResult(t *testing.T) {
 			}
 			if tc.err != "" && res.Error != tc.err {
 				t.Fatalf("error %q, want the stop's class %q", res.Error, tc.err)
+			}
+			if res.Outcome == wire.OutcomeStopped && runErr.Error() != res.Error && !strings.Contains(string(res.Stderr), "[infernet: "+runErr.Error()+"]") {
+				t.Errorf("stderr %q; want the stop's detail %q, which its class leaves out", res.Stderr, runErr)
 			}
 			if tc.output == nil {
 				return
