@@ -114,9 +114,9 @@ var limitTables = map[string][]limit{
 	},
 	"exit": {
 		{"cli.ExitOK", cli.ExitOK, "a verified result of a job that exited 0 (`run`: the job exited 0)"},
-		{"cli.ExitUnverified", cli.ExitUnverified, "an unverified result (`--replicas 1`, or no established provider and no audit), or a training run with a round on one replica only"},
-		{"cli.ExitNoResult", cli.ExitNoResult, "no result: no matching provider, replicas disagree, deadline, the job's time limit (a provider's pace, or the job's own loop: not deterministic); a training round failed"},
-		{"cli.ExitNotRun", cli.ExitNotRun, "the job could not run or was stopped (invalid module, trap, a memory, fuel or output limit); on the network, every replica agrees it could not"},
+		{"cli.ExitUnverified", cli.ExitUnverified, "an unverified result (`--replicas 1` unless this node audits it, or no established provider and no audit), or a training run with a round on one replica only"},
+		{"cli.ExitNoResult", cli.ExitNoResult, "no result: no matching provider, replicas disagree, deadline, the job's time limit (a provider's pace, or the job's own loop: not deterministic); a sharded job or training round with a shard or reduce that failed or exited non-zero"},
+		{"cli.ExitNotRun", cli.ExitNotRun, "the job could not run or was stopped (invalid module, trap, a memory, fuel or output limit; what it wrote before the stop is still written); on the network, every replica agrees it could not. A module `submit` refuses before sending it is 1"},
 		{"cli.ExitInterrupted", cli.ExitInterrupted, "stopped by Ctrl-C (SIGINT) or SIGTERM"},
 		{"cli.ExitError", cli.ExitError, "any other error"},
 	},
