@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/ardanlabs/jinja"
@@ -205,23 +204,19 @@ func (r *Registry) ChatTemplate(name string) (*ChatTemplate, error) {
 // ReadChatTemplate returns the chat template of the model file at path: a
 // GGUF's own, or Llama 2's (a llama2.c checkpoint, or a GGUF without one).
 func ReadChatTemplate(path string) (*ChatTemplate, error) {
-	f, err := os.Open(path)
+	f, size, err := openFile(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	info, err := Sniff(f, st.Size())
+	info, err := Sniff(f, size)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if info.Format != store.ModelGGUF {
 		return &ChatTemplate{}, nil
 	}
-	t, err := ggufChatTemplate(f, st.Size())
+	t, err := ggufChatTemplate(f, size)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -46,15 +46,11 @@ func ReadPrompts(model io.ReaderAt, size int64, tokenizer io.Reader) (*Prompts, 
 
 // ReadPromptFiles is ReadPrompts of files by path (tokenizer "" for none).
 func ReadPromptFiles(model, tokenizer string) (*Prompts, error) {
-	f, err := os.Open(model)
+	f, size, err := openFile(model)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
 	var tr io.Reader
 	if tokenizer != "" {
 		t, err := os.Open(tokenizer)
@@ -64,7 +60,21 @@ func ReadPromptFiles(model, tokenizer string) (*Prompts, error) {
 		defer t.Close()
 		tr = t
 	}
-	return ReadPrompts(f, st.Size(), tr)
+	return ReadPrompts(f, size, tr)
+}
+
+// openFile opens the file at path, with its size.
+func openFile(path string) (*os.File, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, st.Size(), nil
 }
 
 // Context is the model's context, in tokens.
