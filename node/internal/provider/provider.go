@@ -437,13 +437,14 @@ func (p *Provider) Bid(a *wire.JobAnnounce) *wire.Bid {
 	full := p.fullLocked(peer.ID(a.Client), session)
 	closing := p.closing
 	p.mu.Unlock()
-	if why := p.terms(a); closing {
+	switch why := p.terms(a); {
+	case closing:
 		b.Reason = ReasonStopping
-	} else if why != "" {
+	case why != "":
 		b.Reason = why
-	} else if full {
+	case full:
 		b.Reason = wire.ReasonBusy
-	} else {
+	default:
 		b.Accept = true
 	}
 	return b
