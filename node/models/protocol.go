@@ -3,6 +3,8 @@ package models
 import (
 	"bufio"
 	"bytes"
+	"crypto/rand"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,6 +56,14 @@ func TopPZeroGreedy(q *llama.Request) {
 	if q.TopP == 0 && q.Temperature > 0 { // a bad temperature stays, to be refused
 		q.Temperature = 0
 	}
+}
+
+// RandomSeed is a sampler's seed for a request that gives none, as the
+// OpenAI API takes it: two runs of one prompt differ.
+func RandomSeed() uint64 {
+	var b [8]byte
+	rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])
 }
 
 // LineOptions are what ReadRequests needs beyond the defaults.

@@ -35,7 +35,6 @@ package openai
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -424,9 +423,7 @@ func (s *Service) terms(w http.ResponseWriter, p *params, maxTokens *int, c *com
 	if seed != nil && *seed >= 0 {
 		p.req.Seed = uint64(*seed)
 	} else {
-		var b [8]byte
-		rand.Read(b[:])
-		p.req.Seed = binary.LittleEndian.Uint64(b[:])
+		p.req.Seed = models.RandomSeed()
 	}
 	if err := models.CheckRequest(p.req); err != nil {
 		param := strings.TrimSuffix(strings.Fields(err.Error())[0], ":")

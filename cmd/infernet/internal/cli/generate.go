@@ -3,8 +3,6 @@ package cli
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -218,7 +216,7 @@ func (o *GenerateOptions) requests(ctx context.Context) ([]llama.Request, error)
 	chat := o.chatRenderer(ctx)
 	var seed func() uint64
 	if !o.SeedSet {
-		seed = randomSeed
+		seed = models.RandomSeed
 	}
 	if o.single() {
 		q := o.Request
@@ -300,15 +298,6 @@ func (o *GenerateOptions) chatTemplate(ctx context.Context) (*models.ChatTemplat
 		}
 	}
 	return models.ReadChatTemplate(path)
-}
-
-// randomSeed is a sampler's seed for a request that gives none: two runs
-// of one prompt differ, unless --seed (or a line's "seed") makes them the
-// same.
-func randomSeed() uint64 {
-	var b [8]byte
-	rand.Read(b[:])
-	return binary.LittleEndian.Uint64(b[:])
 }
 
 // samplingFlags are the flags of the sampling terms by the request's
