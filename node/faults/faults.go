@@ -104,7 +104,9 @@ type Faults struct {
 	// Aggregate, as an aggregator, spoils its results: "output" changes a
 	// byte of the merged output (stored as another blob), "shard" claims
 	// another output for shard 0 (its results re-signed by nobody),
-	// "overcharge" invoices a paid job for twice what it owes.
+	// "terms" passes shard 1's honestly signed results off as shard 0's
+	// (under shard 1's job id, shard 0's terms and a merged output to
+	// match), "overcharge" invoices a paid job for twice what it owes.
 	Aggregate string
 
 	mu   sync.Mutex
@@ -287,6 +289,25 @@ func (f *Faults) SpoilAggregate(blobs *blob.Store, res *wire.AggregateResult) {
 	case "shard":
 		if rs := res.Shards[0].Results; len(rs) > 0 {
 			rs[0].Output = blob.Sum([]byte("another output"))
+		}
+	case "terms":
+		if len(res.Shards) < 2 || len(res.Shards[1].Results) == 0 || res.Merged != (blob.Digest{}) {
+			return
+		}
+		s0, s1 := &res.Shards[0], res.Shards[1]
+		s0.Announce.Job, s0.Announce.Time, s0.Announce.Deadline = s1.Announce.Job, s1.Announce.Time, s1.Announce.Deadline
+		s0.Results, s0.Terms = s1.Results, s1.Terms
+		var merged []byte
+		for _, sh := range res.Shards {
+			r := sh.Results[0]
+			b, err := blobs.Bytes(r.Output, r.OutputSize)
+			if err != nil {
+				return
+			}
+			merged = append(merged, b...)
+		}
+		if d, err := blobs.PutBytes(merged); err == nil {
+			res.Output, res.OutputSize = d, int64(len(merged))
 		}
 	}
 }

@@ -101,8 +101,11 @@ type Replica struct {
 	Assigned time.Time    `json:"assigned"`
 	Finished time.Time    `json:"finished,omitzero"`
 	// Terms is the digest of the assign sent (wire.Assign.TermsDigest); a
-	// result is accepted only for those terms.
-	Terms blob.Digest `json:"terms,omitzero"`
+	// result is accepted only for those terms. AssignTerms are its terms
+	// beyond the announce and replica (payment, collateral), kept for an
+	// aggregator's client, which checks Terms with them.
+	Terms       blob.Digest       `json:"terms,omitzero"`
+	AssignTerms *wire.AssignTerms `json:"assign_terms,omitempty"`
 	// Result is the provider's signed receipt, without inline output.
 	Result *wire.Result `json:"result,omitempty"`
 	Error  string       `json:"error,omitempty"`

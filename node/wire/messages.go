@@ -453,6 +453,33 @@ func (m *Assign) TermsDigest() digest.Digest {
 	return digest.Sum(b)
 }
 
+// AssignTerms are an Assign's terms beyond its announce and replica: with
+// them, one who knows the announce can check a result's Terms (an
+// aggregator's client does, AggregateShard).
+type AssignTerms struct {
+	PaymentHash []byte `cbor:"1,keyasint,omitempty" json:"payment_hash,omitempty"`
+	Price       uint64 `cbor:"2,keyasint,omitempty" json:"price,omitempty"`
+	Bond        string `cbor:"3,keyasint,omitempty" json:"bond,omitempty"`
+	BondHash    []byte `cbor:"4,keyasint,omitempty" json:"bond_hash,omitempty"`
+}
+
+// Terms returns m's terms beyond its announce and replica.
+func (m *Assign) Terms() AssignTerms {
+	return AssignTerms{PaymentHash: m.PaymentHash, Price: m.Price, Bond: m.Bond, BondHash: m.BondHash}
+}
+
+// IsZero reports whether t has no terms: a free job's assign, without
+// collateral.
+func (t AssignTerms) IsZero() bool {
+	return len(t.PaymentHash) == 0 && t.Price == 0 && t.Bond == "" && len(t.BondHash) == 0
+}
+
+// Digest is the TermsDigest of the assign of replica of ann on terms t.
+func (t AssignTerms) Digest(ann JobAnnounce, replica uint8) digest.Digest {
+	a := Assign{V: Version, Announce: ann, Replica: replica, PaymentHash: t.PaymentHash, Price: t.Price, Bond: t.Bond, BondHash: t.BondHash}
+	return a.TermsDigest()
+}
+
 // UpdateKind says what an Update carries.
 type UpdateKind uint8
 
@@ -768,6 +795,11 @@ type AggregateShard struct {
 	// Results are the agreeing replicas' signed results (without inline
 	// outputs).
 	Results []Result `cbor:"2,keyasint"`
+	// Terms are each result's assign terms, in Results' order (none for a
+	// free job's): with Announce, they are what its Terms digest binds, so
+	// that a result signed for another announce under the same job id is
+	// no part of this one.
+	Terms []AssignTerms `cbor:"3,keyasint,omitempty"`
 }
 
 // Stripped returns a copy of r without its inline output, for a record

@@ -378,3 +378,22 @@ func TestResultStderr(t *testing.T) {
 		t.Error("a result without stderr encodes its field")
 	}
 }
+
+// TestAssignTerms: an assign's terms beyond its announce and replica give,
+// with them, its TermsDigest; another announce under the same job id, or
+// other terms, give another.
+func TestAssignTerms(t *testing.T) {
+	ann := *announce(peer.ID("client"))
+	a := &Assign{V: Version, Announce: ann, Replica: 2, Input: []byte("inline"), PaymentHash: bytes.Repeat([]byte{7}, 32), Price: 5, Bond: "lnbc1", BondHash: bytes.Repeat([]byte{9}, 32)}
+	if got := a.Terms().Digest(ann, 2); got != a.TermsDigest() {
+		t.Fatalf("Digest %s, TermsDigest %s", got.Short(), a.TermsDigest().Short())
+	}
+	other := ann
+	other.InputSize++
+	if a.Terms().Digest(other, 2) == a.TermsDigest() || a.Terms().Digest(ann, 1) == a.TermsDigest() || (AssignTerms{}).Digest(ann, 2) == a.TermsDigest() {
+		t.Error("another announce, replica or terms give the same digest")
+	}
+	if !(AssignTerms{}).IsZero() || a.Terms().IsZero() {
+		t.Error("IsZero")
+	}
+}

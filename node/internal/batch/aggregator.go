@@ -172,12 +172,26 @@ func (b *Runner) markDelivered(pay *store.Payment, sent bool) error {
 
 // aggregateShard is a shard's (or the reduce's) part of an aggregate
 // result: the announce it ran under, and the replicas' signed results that
-// agreed; empty for a shard none of whose jobs ended.
+// agreed, with their assigns' terms; empty for a shard none of whose jobs
+// ended.
 func aggregateShard(job *store.Job) wire.AggregateShard {
+	sh := wire.AggregateShard{}
 	if job == nil {
-		return wire.AggregateShard{}
+		return sh
 	}
-	return wire.AggregateShard{Announce: job.Announce, Results: agreeing(job)}
+	sh.Announce = job.Announce
+	paid := false
+	for _, r := range agreeing(job) {
+		var t wire.AssignTerms
+		if r.AssignTerms != nil {
+			t, paid = *r.AssignTerms, true
+		}
+		sh.Results, sh.Terms = append(sh.Results, *r.Result), append(sh.Terms, t)
+	}
+	if !paid {
+		sh.Terms = nil // a free job's terms are its announce's alone
+	}
+	return sh
 }
 
 // aggregateParts is how many jobs of R replicas an aggregated job pays
@@ -268,12 +282,12 @@ func specOf(a *wire.JobAnnounce) jobs.Spec {
 
 // agreeing are the signed results of a job's replicas that gave its
 // accepted result.
-func agreeing(job *store.Job) []wire.Result {
-	var out []wire.Result
+func agreeing(job *store.Job) []store.Replica {
+	var out []store.Replica
 	for _, r := range job.Replicas {
 		if r.State == store.ReplicaDone && r.Result != nil && r.Result.Output == job.Output &&
 			r.Result.Outcome == job.Outcome && r.Result.ExitCode == job.ExitCode {
-			out = append(out, *r.Result)
+			out = append(out, r)
 		}
 	}
 	return out
@@ -636,14 +650,25 @@ func checkPart(agg peer.ID, want wire.JobAnnounce, sh *wire.AggregateShard) (*st
 	if len(sh.Results) < need {
 		return nil, fmt.Errorf("%d agreeing results, want %d", len(sh.Results), need)
 	}
+	if len(sh.Terms) != 0 && len(sh.Terms) != len(sh.Results) {
+		return nil, fmt.Errorf("%d results, the assign terms of %d", len(sh.Results), len(sh.Terms))
+	}
 	seen := map[string]bool{}
 	for k := range sh.Results {
 		r := &sh.Results[k]
+		var terms wire.AssignTerms
+		if len(sh.Terms) > 0 {
+			terms = sh.Terms[k]
+		}
 		switch err := peers.VerifyResult(r); {
 		case err != nil:
 			return nil, err
 		case r.Job != a.Job || seen[string(r.Provider)]:
 			return nil, errors.New("results for another job, or twice from one provider")
+		case r.Terms != terms.Digest(a, r.Replica):
+			// Signed under this job id for another announce (another
+			// input, say), or other terms than the aggregator says.
+			return nil, fmt.Errorf("result %d was signed for other terms than its announce's", k)
 		case r.Key() != sh.Results[0].Key() || !r.Deterministic():
 			return nil, errors.New("results that do not agree")
 		}

@@ -1197,7 +1197,7 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 			return nil, err
 		}
 	}
-	idx := j.record(r, p, a.TermsDigest())
+	idx := j.record(r, p, a)
 	// p may fetch the input from here while it holds the assign.
 	defer n.Access.Grant(j.ann.Input, p)()
 	assigned := time.Now()
@@ -1316,10 +1316,14 @@ func (j *jobRun) convict(p peer.ID) {
 
 // record adds an assignment on terms to the job record and persists it
 // before the assign is sent. It returns the assignment's index.
-func (j *jobRun) record(r uint8, p peer.ID, terms blob.Digest) int {
+func (j *jobRun) record(r uint8, p peer.ID, a *wire.Assign) int {
+	rep := store.Replica{Index: r, Provider: p.String(), State: store.ReplicaAssigned, Assigned: time.Now(), Terms: a.TermsDigest()}
+	if t := a.Terms(); !t.IsZero() {
+		rep.AssignTerms = &t
+	}
 	j.mu.Lock()
 	j.rec.State = store.JobRunning
-	j.rec.Replicas = append(j.rec.Replicas, store.Replica{Index: r, Provider: p.String(), State: store.ReplicaAssigned, Assigned: time.Now(), Terms: terms})
+	j.rec.Replicas = append(j.rec.Replicas, rep)
 	delete(j.refused, attempt{r, p}) // asked again: its result may come late
 	idx := len(j.rec.Replicas) - 1
 	c := *j.rec

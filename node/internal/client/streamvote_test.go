@@ -142,8 +142,9 @@ func TestQueueOutput(t *testing.T) {
 // (it would have reset the honest holder's run); asked again, it is.
 func TestRefusedNotAssigned(t *testing.T) {
 	j := &jobRun{ephemeral: true, rec: &store.Job{}}
-	p, terms := peer.ID("provider"), blob.Sum([]byte("terms"))
-	idx := j.record(1, p, terms)
+	a := &wire.Assign{V: wire.Version, Replica: 1}
+	p, terms := peer.ID("provider"), a.TermsDigest()
+	idx := j.record(1, p, a)
 	if !j.wasAssigned(1, p, terms) {
 		t.Fatal("a provider holding a replica is not its holder")
 	}
@@ -151,11 +152,11 @@ func TestRefusedNotAssigned(t *testing.T) {
 	if j.wasAssigned(1, p, terms) {
 		t.Error("a provider that refused the replica counts as assigned it")
 	}
-	j.record(1, p, terms)
+	j.record(1, p, a)
 	if !j.wasAssigned(1, p, terms) {
 		t.Error("asked again, the provider is not the replica's holder")
 	}
-	j.attemptEnded(j.record(0, "other", terms), "other", nil, errConnLost)
+	j.attemptEnded(j.record(0, "other", a), "other", nil, errConnLost)
 	if !j.wasAssigned(0, "other", terms) {
 		t.Error("a provider whose stream broke is not the holder its late result comes from")
 	}
