@@ -872,6 +872,46 @@ func TestLoopCostsNoRecord(t *testing.T) {
 	}
 }
 
+// TestTimeLimitGivenUpReplica: a loop whose run ran out of time on one
+// provider ends the job while the other, which started later, still runs
+// it: that replica is reported as given up ("cancelled: replica N ended the
+// job"), not as a lost connection (the reset was the client's own), costs
+// its provider nothing, and the job's error counts the one run that ran
+// out, on one line with no other replica's cancel in it.
+func TestTimeLimitGivenUpReplica(t *testing.T) {
+	t.Parallel() // waits more than it computes
+	net, bad := hostileNetwork(t, 1, 1, func() *faults.Faults { return &faults.Faults{Slow: 1500 * time.Millisecond} }, func(c *Config) {
+		c.NoAudit = !c.Provide // no audit to wait for: the first run out ends the job
+	})
+	s := spec(t, net.client, readTestdata(t, "bad/infinite_loop.wasm"), nil)
+	s.TimeoutMS = 1000
+	job, err := net.client.Submit(context.Background(), s, nil)
+	if !errors.Is(err, jobs.ErrTimeLimit) || !strings.Contains(err.Error(), "on 1 provider") || job == nil {
+		t.Fatalf("job %v, err %v; want jobs.ErrTimeLimit on 1 provider", job, err)
+	}
+	if strings.Contains(err.Error(), "\n") || strings.Contains(err.Error(), "cancelled") {
+		t.Errorf("err %q: want the time limit alone", err)
+	}
+	gaveUp := 0
+	for _, r := range job.Replicas {
+		if id, err := peer.Decode(r.Provider); err != nil || !bad[id] {
+			continue
+		}
+		if strings.Contains(r.Error, "connection lost") || !strings.Contains(r.Error, "cancelled: replica") || !strings.Contains(r.Error, "ended the job") {
+			t.Errorf("the slow provider's replica %d: %q, want it given up by the client", r.Index, r.Error)
+		}
+		gaveUp++
+	}
+	if gaveUp != 1 {
+		t.Errorf("%d replicas on the slow provider, want 1: %+v", gaveUp, job.Replicas)
+	}
+	for _, p := range net.providers {
+		if r := net.client.peers.Record(p.ID()); r.Lost != 0 {
+			t.Errorf("provider %s: %v lost on record", p.ID().ShortString(), r.Lost)
+		}
+	}
+}
+
 // TestStallerLosesRecord: a provider that holds each replica for the
 // job's whole time limit and then claims it ran out loses on its record
 // when others run the job within the limit: costing nothing when the job

@@ -1014,6 +1014,16 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 		if err == nil {
 			return res, nil
 		}
+		// Only a claim after the limit's whole time here counts (a provider
+		// could claim it at once to end the job), and two identities of one
+		// operator count once. It counts even when the job ended meanwhile
+		// (another replica's run ran out a moment before): the job's
+		// time-limit error counts the runs that really ran out.
+		ranOut := errors.Is(err, errTimeLimit) && time.Since(held) >= j.ann.Timeout()
+		ops := 0
+		if ranOut {
+			ops = j.timedOutOn(j.c.n.Peers.Group(p))
+		}
 		if ctx.Err() != nil {
 			return nil, ended(ctx, err)
 		}
@@ -1036,15 +1046,10 @@ func (j *jobRun) replica(ctx context.Context, r uint8) (*wire.Result, error) {
 			continue
 		}
 		j.emit(jobs.EventLost, int(r), p, err.Error())
-		if errors.Is(err, errTimeLimit) && time.Since(held) >= j.ann.Timeout() {
+		if ranOut && ops >= 2 {
 			// Two operators' runs is the job's limit, not the providers':
-			// stop before more honest ones lose a replica to it. Only a
-			// claim after the limit's whole time here counts (a provider
-			// could claim it at once to end the job), and two identities
-			// of one operator count once.
-			if ops := j.timedOutOn(j.c.n.Peers.Group(p)); ops >= 2 {
-				return nil, j.tooShort(ops)
-			}
+			// stop before more honest ones lose a replica to it.
+			return nil, j.tooShort(ops)
 		}
 		if failures++; failures >= maxAttempts {
 			return nil, fmt.Errorf("no result after %d providers failed: %w", failures, last)
@@ -1068,23 +1073,50 @@ func (j *jobRun) timedOutOn(group string) int {
 }
 
 // tooShort is the job's end when ops operators' runs ran out of its time
-// (and, for one, no other provider was free to try).
+// (and, for one, no other provider was free to try: the others, if any,
+// held the job's other replicas).
 func (j *jobRun) tooShort(ops int) error {
 	if ops < 2 {
-		return fmt.Errorf("%w on the one provider free to run it: the job's %v (--timeout) may be too short for it", jobs.ErrTimeLimit, j.ann.Timeout())
+		return fmt.Errorf("%w on 1 provider, and no other was free to run it again: the job's %v (--timeout) may be too short for it", jobs.ErrTimeLimit, j.ann.Timeout())
 	}
 	return fmt.Errorf("%w on %d providers: the job's %v (--timeout) is too short for it", jobs.ErrTimeLimit, ops, j.ann.Timeout())
 }
 
 // ended is why a replica ended with its context: the job's deadline
-// (--deadline) or a cancel (the job's, or the node stopping), with the
-// last provider's error, which it may have caused.
+// (--deadline) or a cancel (the job's, another replica's end, or the node
+// stopping), with the last provider's error, which it may have caused;
+// none when that error is the cancel itself (gaveUp).
 func ended(ctx context.Context, last error) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("the job's deadline (--deadline) passed before a result came: %w (last: %v)", ctx.Err(), last)
+	why := gaveUp(ctx)
+	if last == nil || errors.Is(last, ctx.Err()) {
+		return why
 	}
-	return fmt.Errorf("cancelled: %w (last: %v)", ctx.Err(), last)
+	return fmt.Errorf("%w (last: %v)", why, last)
 }
+
+// gaveUp is the error of a replica this node stopped following because
+// ctx ended: no fault of its provider's or of the network (cancelling ctx
+// resets the assign stream, which follow then reads as broken). It wraps
+// ctx.Err() and says why: the deadline, or context.Cause (the job's run
+// names the replica whose failure ended it).
+func gaveUp(ctx context.Context) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("the job's deadline (--deadline) passed before a result came: %w", ctx.Err())
+	}
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+		return wrapped{"cancelled: " + cause.Error(), ctx.Err()}
+	}
+	return fmt.Errorf("cancelled: %w", ctx.Err())
+}
+
+// wrapped is an error that says msg and wraps err without repeating it.
+type wrapped struct {
+	msg string
+	err error
+}
+
+func (w wrapped) Error() string { return w.msg }
+func (w wrapped) Unwrap() error { return w.err }
 
 // Why a provider lost a replica.
 var (
@@ -1431,6 +1463,9 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 	defer stop()
 	if err := c.Write(a); err != nil {
 		c.Reset()
+		if ctx.Err() != nil {
+			return nil, inflight, gaveUp(ctx)
+		}
 		return nil, inflight, fmt.Errorf("assign: %w", err)
 	}
 	j.emit(jobs.EventAssigned, int(r), p, "")
@@ -1478,7 +1513,7 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 			continue
 		case up, ok = <-updates:
 			if !ok {
-				return nil, inflight, ctx.Err()
+				return nil, inflight, gaveUp(ctx) // the reader saw ctx end
 			}
 		case <-stall.C:
 			c.Reset()
@@ -1486,6 +1521,11 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 		}
 		if up.err != nil {
 			c.Reset()
+			if ctx.Err() != nil {
+				// ctx's end reset the stream (stop, above): this node gave
+				// the replica up, the connection did not fail.
+				return nil, inflight, gaveUp(ctx)
+			}
 			j.c.log.Debug("assign stream broke", "job", j.ann.Job, "provider", p, "err", up.err)
 			if timedOut(up.err) {
 				return nil, inflight, fmt.Errorf("%w for %v", errSilent, n.Silence)

@@ -51,8 +51,8 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 	}
 	limit := min(2*int(j.ann.Replicas)+1, wire.MaxReplicas)
 	results := make(chan outcome, wire.MaxReplicas)
-	rctx, rcancel := context.WithCancel(ctx)
-	defer rcancel()
+	rctx, rcancel := context.WithCancelCause(ctx)
+	defer rcancel(errJobEnded)
 	j.auditEarly(rctx)
 	started, running := 0, 0
 	start := func() {
@@ -91,7 +91,9 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 			errs = append(errs, fmt.Errorf("replica %d: %w", o.replica, o.err))
 			continue
 		case o.err != nil:
-			rcancel() // without this replica there is no verdict
+			// Without this replica there is no verdict: the others are
+			// given up (gaveUp), which is no fault of their providers.
+			rcancel(fmt.Errorf("replica %d ended the job", o.replica))
 			if !errors.Is(o.err, context.Canceled) || len(errs) == 0 {
 				errs = append(errs, fmt.Errorf("replica %d: %w", o.replica, o.err))
 			}
@@ -184,7 +186,35 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 	if len(votes) == 0 && j.early != nil {
 		j.c.auditor.budget.refund() // its run checked nothing
 	}
-	return j.finish(votes, nil, errors.Join(errs...))
+	return j.finish(votes, nil, errors.Join(j.oneTimeLimit(errs)...))
+}
+
+// errJobEnded is why a job's replicas still running when its run returns
+// are given up.
+var errJobEnded = errors.New("the job ended")
+
+// oneTimeLimit replaces the replicas' time-limit errors (tooShort), each
+// counting the runs that had run out when it was made, by one that counts
+// them all: two replicas whose runs ran out together said "on 1 provider"
+// and "on 2 providers".
+func (j *jobRun) oneTimeLimit(errs []error) []error {
+	ops := j.timedOutOn("")
+	var out []error
+	first := true
+	for _, err := range errs {
+		if !errors.Is(err, jobs.ErrTimeLimit) {
+			out = append(out, err)
+			continue
+		}
+		if first {
+			first = false
+			if ops >= 2 {
+				err = j.tooShort(ops)
+			}
+			out = append([]error{err}, out...)
+		}
+	}
+	return out
 }
 
 // anchored returns the group of agreeing results that established

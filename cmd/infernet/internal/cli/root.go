@@ -121,7 +121,15 @@ func count(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-// oneLine keeps messages to one line on stderr.
+// oneLine keeps messages to one line on stderr: the lines of several
+// errors (errors.Join's) are parted by "; ", so that they do not run
+// together.
 func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.Join(strings.Fields(l), " "); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "; ")
 }
