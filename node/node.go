@@ -217,7 +217,7 @@ func (n *Node) startPeers() (err error) {
 	if err = n.peers.Load(); err != nil {
 		return err
 	}
-	n.blobSvc, err = blobnet.NewService(blobnet.Config{Host: n.host, Store: n.blobs, Routing: n.dht, Logger: n.log, Allow: n.access.Allow,
+	n.blobSvc, err = blobnet.NewService(blobnet.Config{Host: n.host, Store: n.blobs, Routing: n.dht, Logger: n.log, Allow: n.access.Allow, Known: n.access.Known,
 		OnFetch: func(st blobnet.FetchStats) {
 			if st.Err == nil {
 				n.blobsFetched.Add(1)

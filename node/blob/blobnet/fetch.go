@@ -92,12 +92,14 @@ func (s *Service) get(ctx context.Context, d blob.Digest, size int64, hints []pe
 			case <-ctx.Done():
 				return ctx.Err()
 			}
-			if c.err != nil && ctx.Err() == nil && isContextErr(c.err) {
-				continue // the leader gave up, this caller has not
+			if c.err != nil && ctx.Err() == nil && (isContextErr(c.err) || !containsAll(c.hints, hints)) {
+				// The leader gave up, this caller has not; or it asked other
+				// sources than this caller names, which it asks now.
+				continue
 			}
 			return c.err
 		}
-		c := &call{done: make(chan struct{})}
+		c := &call{done: make(chan struct{}), hints: hints}
 		s.inflight[d] = c
 		s.wg.Add(1)
 		s.mu.Unlock()
@@ -120,7 +122,7 @@ func (s *Service) fetchBusy(ctx context.Context, d blob.Digest, size int64, hint
 	until := time.Now().Add(s.cfg.BusyRetry)
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
 		err := s.fetch(ctx, d, size, hints, direct)
-		if !errors.Is(err, errBusy) || time.Now().Add(wait).After(until) {
+		if !errors.Is(err, ErrBusy) || time.Now().Add(wait).After(until) {
 			return err
 		}
 		select {
@@ -131,6 +133,16 @@ func (s *Service) fetchBusy(ctx context.Context, d blob.Digest, size int64, hint
 		case <-time.After(wait):
 		}
 	}
+}
+
+// containsAll reports whether have holds every peer of want.
+func containsAll(have, want []peer.ID) bool {
+	for _, p := range want {
+		if !slices.Contains(have, p) {
+			return false
+		}
+	}
+	return true
 }
 
 func isContextErr(err error) bool {
@@ -186,8 +198,8 @@ func (s *Service) fetch(ctx context.Context, d blob.Digest, size int64, hints []
 	f.mu.Lock()
 	st := f.stats
 	f.mu.Unlock()
-	if errors.Is(err, ErrUnavailable) && slices.ContainsFunc(slices.Collect(maps.Values(st.Dropped)), func(e error) bool { return errors.Is(e, errBusy) }) {
-		err = fmt.Errorf("%w (%w)", err, errBusy) // fetchBusy tries again
+	if errors.Is(err, ErrUnavailable) && slices.ContainsFunc(slices.Collect(maps.Values(st.Dropped)), func(e error) bool { return errors.Is(e, ErrBusy) }) {
+		err = fmt.Errorf("%w (%w)", err, ErrBusy) // fetchBusy tries again
 	}
 	st.Tried = f.src.count()
 	st.Err = err
@@ -468,7 +480,7 @@ func (f *fetcher) rangeWorker(ctx, pctx context.Context, q *queue) {
 // isVerdict reports whether err is the source's answer rather than a
 // broken stream.
 func isVerdict(err error) bool {
-	for _, v := range []error{errNotFound, errBusy, errBadRange, errWrongSize, errWrongLength, errBadStatus, errTooSlow} {
+	for _, v := range []error{errNotFound, ErrBusy, errBadRange, errWrongSize, errWrongLength, errBadStatus, errTooSlow} {
 		if errors.Is(err, v) {
 			return true
 		}

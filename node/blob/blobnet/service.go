@@ -37,6 +37,7 @@ const ProtocolID = "/infernet/blob/1.0.0"
 const (
 	DefaultMaxStreams        = 64
 	DefaultMaxPerPeer        = 8
+	DefaultReserved          = 16
 	DefaultChunkSize         = 1 << 20
 	DefaultParallelThreshold = 4 << 20
 	DefaultMaxSources        = 4
@@ -57,12 +58,15 @@ var (
 	ErrUnavailable = errors.New("blobnet: blob unavailable")
 	// ErrClosed is returned by calls on a closed Service.
 	ErrClosed = errors.New("blobnet: service closed")
+	// ErrBusy is in the chain of a fetch's error when a source said it had
+	// no place for the request (Config.MaxStreams): not a refusal of the
+	// blob.
+	ErrBusy = errors.New("source is busy")
 )
 
 // Why a source was dropped, in FetchStats.Dropped.
 var (
 	errNotFound    = errors.New("source does not have the blob")
-	errBusy        = errors.New("source is busy")
 	errBadRange    = errors.New("source refused the range")
 	errWrongSize   = errors.New("source has another size for the blob")
 	errWrongLength = errors.New("source sent another length than asked")
@@ -97,6 +101,12 @@ type Config struct {
 	// open, so that idle streams (or requests for blobs not here) hold
 	// none. Defaults DefaultMaxStreams (64) and DefaultMaxPerPeer (8).
 	MaxStreams, MaxPerPeer int
+	// Reserved of the MaxStreams places are kept for peers Known says this
+	// node works with (its providers and clients): keys cost nothing, so
+	// strangers reading slowly could otherwise take every place. Default
+	// DefaultReserved (16); without Known, none are kept.
+	Reserved int
+	Known    func(peer.ID) bool
 	// ChunkSize is the range size of parallel fetches, in bytes. Default
 	// DefaultChunkSize (1 MiB).
 	ChunkSize int64
@@ -167,10 +177,12 @@ type Service struct {
 	wg sync.WaitGroup
 }
 
-// call is one fetch in progress; done is closed when err is set.
+// call is one fetch in progress, from hints; done is closed when err is
+// set.
 type call struct {
-	done chan struct{}
-	err  error
+	done  chan struct{}
+	err   error
+	hints []peer.ID
 }
 
 const copyBuf = 128 << 10
@@ -186,6 +198,9 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	if cfg.MaxPerPeer <= 0 {
 		cfg.MaxPerPeer = DefaultMaxPerPeer
+	}
+	if cfg.Reserved <= 0 {
+		cfg.Reserved = min(DefaultReserved, cfg.MaxStreams/2)
 	}
 	if cfg.ChunkSize <= 0 {
 		cfg.ChunkSize = DefaultChunkSize
@@ -318,8 +333,12 @@ func (s *Service) serve(st network.Stream, p peer.ID) error {
 func (s *Service) take(p peer.ID) bool {
 	s.slots.Lock()
 	defer s.slots.Unlock()
-	if s.active.Load() >= int64(s.cfg.MaxStreams) || s.byPeer[p] >= s.cfg.MaxPerPeer {
+	active := s.active.Load()
+	if active >= int64(s.cfg.MaxStreams) || s.byPeer[p] >= s.cfg.MaxPerPeer {
 		return false
+	}
+	if k := s.cfg.Known; k != nil && active >= int64(s.cfg.MaxStreams-s.cfg.Reserved) && !k(p) {
+		return false // the last places are for the peers this node works with
 	}
 	s.active.Add(1)
 	s.byPeer[p]++
@@ -515,7 +534,7 @@ func (c *conn) get(d blob.Digest, size, off, n int64) (io.Reader, error) {
 	case wire.BlobNotFound:
 		return nil, errNotFound
 	case wire.BlobBusy:
-		return nil, errBusy
+		return nil, ErrBusy
 	case wire.BlobBadRange:
 		return nil, fmt.Errorf("%w: [%d,+%d) of %d", errBadRange, off, n, resp.Size)
 	default:

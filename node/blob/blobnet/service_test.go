@@ -624,8 +624,21 @@ func TestServeBusy(t *testing.T) {
 		g := newNode(t, Config{BusyRetry: 300 * time.Millisecond})
 		connect(t, g.h, srv.h)
 		err := g.svc.Fetch(testCtx(t), blob.Sum(small), int64(len(small)), []peer.ID{srv.h.ID()})
-		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, errBusy) {
+		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrBusy) {
 			t.Fatalf("a source busy for ever: %v; want unavailable, busy", err)
+		}
+	})
+	t.Run("strangers leave the reserved places", func(t *testing.T) {
+		known := newNode(t, Config{})
+		srv, cli := newServer(t, Config{MaxStreams: 3, Reserved: 1, Known: func(p peer.ID) bool { return p == known.h.ID() }})
+		hold(t, cli, srv)
+		hold(t, cli, srv)
+		if got := ask(t, cli, srv, blob.Sum(small)); got != wire.BlobBusy {
+			t.Fatalf("a stranger's request in the reserved place: %v; want BlobBusy", got)
+		}
+		connect(t, known.h, srv.h)
+		if err := known.svc.Fetch(testCtx(t), blob.Sum(small), int64(len(small)), []peer.ID{srv.h.ID()}); err != nil {
+			t.Fatalf("a known peer's fetch: %v", err)
 		}
 	})
 	t.Run("idle streams hold nothing", func(t *testing.T) {

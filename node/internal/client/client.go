@@ -1249,7 +1249,13 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 		// Compared by tolerance, a result votes with its bytes, which its
 		// provider alone has: one it will not serve is no result, else
 		// withholding a lie would fail the job with nobody judged.
-		if _, ferr := j.output(ctx, res, []peer.ID{p}); errors.Is(ferr, blobnet.ErrUnavailable) {
+		switch _, ferr := j.output(ctx, res, []peer.ID{p}); {
+		case errors.Is(ferr, blobnet.ErrBusy):
+			// No place for the fetch is no refusal to serve: a third party
+			// may be holding the provider's places. No result and no blame:
+			// another provider runs the replica.
+			err, res = fmt.Errorf("%w: its output could not be fetched: %w", errRefused, ferr), nil
+		case errors.Is(ferr, blobnet.ErrUnavailable):
 			err, res = fmt.Errorf("%w: %w", errWithheld, ferr), nil
 		}
 	}

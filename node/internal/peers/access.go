@@ -38,6 +38,20 @@ func (a *Access) Allow(p peer.ID, d blob.Digest) bool {
 	return !a.private[d] || a.public[d] || a.grants[d][p] > 0
 }
 
+// Known reports whether p holds a grant now: a provider running one of
+// this node's jobs, or a client fetching an output of a run here. The blob
+// service keeps places for them (blobnet.Config.Known).
+func (a *Access) Known(p peer.ID) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, g := range a.grants {
+		if g[p] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Hidden reports whether d is private: never announced.
 func (a *Access) Hidden(d blob.Digest) bool {
 	a.mu.Lock()

@@ -43,5 +43,8 @@ func VerifyResult(res *wire.Result) error {
 	if ok, err := pub.Verify(b, res.Sig); err != nil || !ok {
 		return wire.ErrBadSignature
 	}
+	if len(res.Stderr) > wire.MaxResultStderr { // unsigned: a sender's word, within bounds
+		return fmt.Errorf("%w: stderr of %d bytes, over %d", wire.ErrMalformed, len(res.Stderr), wire.MaxResultStderr)
+	}
 	return res.CheckInline()
 }

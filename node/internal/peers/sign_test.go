@@ -86,6 +86,17 @@ func TestResultSignature(t *testing.T) {
 			t.Errorf("tampered %s: %v", name, err)
 		}
 	}
+	// Stderr is not signed: any sender's word, but no more of it than a
+	// result carries.
+	c := *r
+	c.Stderr = make([]byte, wire.MaxResultStderr)
+	if err := VerifyResult(&c); err != nil {
+		t.Errorf("stderr of %d bytes: %v", len(c.Stderr), err)
+	}
+	c.Stderr = make([]byte, wire.MaxResultStderr+1)
+	if err := VerifyResult(&c); !errors.Is(err, wire.ErrMalformed) {
+		t.Errorf("stderr of %d bytes: %v; want it refused", len(c.Stderr), err)
+	}
 }
 
 // TestVerifyResultGarbage: a result's provider and signature are a peer's

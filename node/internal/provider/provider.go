@@ -895,7 +895,14 @@ func (p *Provider) execute(ctx context.Context, c *peers.Conn, a *wire.Assign, c
 			out.ExitCode = 0 // fault injection: a liar about the ending
 		}
 	}
-	return runner.Result(p.cfg.Blobs, res, out, runErr, an, sp)
+	res = runner.Result(p.cfg.Blobs, res, out, runErr, an, sp)
+	if res.OutputSize > wire.MaxInline {
+		// The client fetches it from here: one this node works with, whose
+		// requests the blob service keeps places for (peers.Access.Known).
+		revoke := p.cfg.Access.Grant(res.Output, client)
+		time.AfterFunc(time.Until(time.UnixMilli(an.Deadline))+settle.PayGrace, revoke)
+	}
+	return res
 }
 
 // place waits for a slot, or for a session's place and its memory, and

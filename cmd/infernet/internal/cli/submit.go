@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -636,12 +637,17 @@ func printSummary(o *SubmitOptions, job *store.Job, elapsed time.Duration) error
 }
 
 // stderrLines is how many of a failed job's last stderr lines its summary
-// shows.
-const stderrLines = 10
+// shows, and stderrWidth how many characters of each.
+const (
+	stderrLines = 10
+	stderrWidth = 200
+)
 
 // printStderr writes the end of a failed job's stderr, as the first
-// replica that has one sent it: the provider's word, with terminal
-// control characters replaced, since any provider may lie in it.
+// replica that has one sent it: the provider's word, any provider may lie
+// in it, so what could steer a terminal or disguise text (control and
+// format characters: escapes, bidirectional overrides, zero-width and
+// line separators) is replaced, and each line cut to stderrWidth.
 func printStderr(w io.Writer, job *store.Job) {
 	for _, r := range job.Replicas {
 		if r.State != store.ReplicaDone || r.Result == nil || len(r.Result.Stderr) == 0 {
@@ -651,12 +657,16 @@ func printStderr(w io.Writer, job *store.Job) {
 		lines := strings.Split(text, "\n")
 		fmt.Fprintf(w, "  the end of its stderr, as replica %d's provider sent it:\n", r.Index)
 		for _, l := range lines[max(0, len(lines)-stderrLines):] {
-			fmt.Fprintf(w, "    | %s\n", strings.Map(func(c rune) rune {
-				if c < 0x20 && c != '\t' || c == 0x7f || c >= 0x80 && c < 0xa0 {
+			l = strings.Map(func(c rune) rune {
+				if c != '\t' && (unicode.IsControl(c) || unicode.In(c, unicode.Cf, unicode.Zl, unicode.Zp)) {
 					return '\uFFFD'
 				}
 				return c
-			}, l))
+			}, l)
+			if rs := []rune(l); len(rs) > stderrWidth {
+				l = string(rs[:stderrWidth]) + "…"
+			}
+			fmt.Fprintf(w, "    | %s\n", l)
 		}
 		return
 	}

@@ -346,12 +346,13 @@ func TestSubmitSummaryExitStatus(t *testing.T) {
 	}
 	// With the end of its stderr, the provider's word, its last lines and
 	// no terminal escapes.
-	job.Replicas[1].Result.Stderr = []byte("line 0\n" + strings.Repeat("noise\n", 20) + "panic: boom \x1b[2J\n\tmain.go:7\n")
+	job.Replicas[1].Result.Stderr = []byte("line 0\n" + strings.Repeat("noise\n", 19) + "evil \u202egnp.exe\u200b\u2028" + strings.Repeat("x", 300) + "\npanic: boom \x1b[2J\n\tmain.go:7\n")
 	stderr.Reset()
 	printSummary(&SubmitOptions{IO: IO{Out: io.Discard, Err: &stderr}}, job, time.Second)
 	out := stderr.String()
 	if !strings.Contains(out, "as replica 1's provider sent it") || !strings.Contains(out, "| panic: boom \uFFFD[2J") ||
-		strings.Contains(out, "\x1b") || strings.Contains(out, "line 0") || strings.Count(out, "    | ") != stderrLines {
+		strings.Contains(out, "\x1b") || strings.Contains(out, "line 0") || strings.Count(out, "    | ") != stderrLines ||
+		strings.ContainsAny(out, "\u202e\u200b\u2028") || !strings.Contains(out, "evil \uFFFDgnp.exe\uFFFD\uFFFD"+strings.Repeat("x", stderrWidth-15)+"…\n") {
 		t.Errorf("a failed job's stderr in its summary:\n%s", out)
 	}
 	job.Replicas[1].Result.Stderr = nil

@@ -105,7 +105,7 @@ func New(tb testing.TB, h host.Host, opts ...Option) parts.Parts {
 		h.SetStreamHandler(wire.ProtocolSettle, ledger.HandleSettle)
 		ledger.Start()
 	}
-	svc, err := blobnet.NewService(blobnet.Config{Host: h, Store: blobs, Logger: log, Allow: access.Allow})
+	svc, err := blobnet.NewService(blobnet.Config{Host: h, Store: blobs, Logger: log, Allow: access.Allow, Known: access.Known})
 	if err != nil {
 		tb.Fatal(err)
 	}
