@@ -251,8 +251,11 @@ func (m mdnsNotifee) HandlePeerFound(ai peer.AddrInfo) {
 	m.n.peers.Introduced(ai.ID, peers.SourceMDNS)
 }
 
-// onPeerJoin advertises to a peer that just subscribed to adverts.
-func (n *Node) onPeerJoin(peer.ID) {
+// onPeerJoin advertises to a peer that just subscribed to adverts, and
+// ends its back-off: it is connected to this node (a provider restarted
+// after a failed dial is a candidate again at once).
+func (n *Node) onPeerJoin(p peer.ID) {
+	n.peers.Reached(p)
 	if n.provider != nil {
 		n.provider.Poke()
 	}

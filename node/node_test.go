@@ -939,3 +939,22 @@ func TestStallerLosesRecord(t *testing.T) {
 		}
 	}
 }
+
+// TestRestartedProviderNotBackingOff: a provider whose dial failed (it was
+// down) is on a back-off of 30 s and more; once it is back and joins the
+// client's adverts topic, connected, the back-off ends, rather than the
+// client refusing it as unreachable while it is connected.
+func TestRestartedProviderNotBackingOff(t *testing.T) {
+	net := startNetwork(t, 2, nil)
+	c, p := net.client, net.providers[0]
+	waitFor(t, 20*time.Second, "the client knows the provider", func() bool { return c.peers.Has(p.ID()) })
+	c.peers.Unreachable(p.ID()) // as a dial of it while it was down
+	again := restartNode(t, p, []string{c.Addrs()[0].String()}, nil)
+	waitFor(t, 20*time.Second, "the restarted provider's back-off to end", func() bool {
+		return !c.peers.BackingOff(again.ID())
+	})
+	job, err := c.Submit(context.Background(), spec(t, c, readTestdata(t, "jobs/cat/cat.wasm"), []byte("back\n")), nil)
+	if err != nil || job.State != store.JobVerified {
+		t.Fatalf("a job after the restart: %+v, %v", job, err)
+	}
+}

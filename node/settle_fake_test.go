@@ -693,3 +693,24 @@ func TestFakeLndStakeTakenWhileDown(t *testing.T) {
 			stakes, slashes, again.peers.StakeRefusal(f.client.ID()))
 	}
 }
+
+// TestFakeLndRouteFails: a payment lnd reports locked at its first HTLC,
+// whose route then fails (no route, say), never reaches the provider, which
+// waits for it up to its PaymentWait (a minute) and only then refuses. The
+// client had waited as long for each provider; it now drops the replica
+// as soon as lnd gives the payment up, saying why, and blames nobody.
+func TestFakeLndRouteFails(t *testing.T) {
+	t.Parallel() // waits far more than it computes
+	f := newFakePaid(t, nil)
+	f.lnClient.SetRouteFails("FAILURE_REASON_NO_ROUTE")
+	_, err := f.client.Submit(context.Background(), f.job(t, 1), nil)
+	if err == nil || !strings.Contains(err.Error(), "FAILURE_REASON_NO_ROUTE") {
+		t.Fatalf("a job whose payments fail on their way: %v; want the failure (not the providers' refusal after their PaymentWait)", err)
+	}
+	for _, p := range f.providers {
+		if r := f.client.peers.Record(p.ID()); r.Lost > 0 {
+			t.Errorf("provider %s lost a replica for the client's payment: %+v", p.ID().ShortString(), r)
+		}
+	}
+	waitFor(t, 30*time.Second, "nothing locked", func() bool { return f.ln.Locked() == 0 })
+}

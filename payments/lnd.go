@@ -47,6 +47,9 @@ var (
 	// ErrCanceled: the invoice was cancelled, or the payment failed and the
 	// payer's funds are back.
 	ErrCanceled = errors.New("payment canceled")
+	// ErrPayeeCanceled is in the chain of a payment's ErrCanceled when the
+	// payee cancelled its (hold) invoice, not a failure on the way.
+	ErrPayeeCanceled = errors.New("the payee canceled the invoice")
 	// ErrMismatch: an invoice does not carry the hash or amount agreed, or
 	// asks for more than a payer accepts (see CheckInvoice).
 	ErrMismatch = errors.New("invoice does not match the terms")
@@ -100,7 +103,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		missing = append(missing, "its tls.cert (--lnd.tlscertpath)")
 	}
 	if cfg.MacaroonPath == "" {
-		missing = append(missing, "a macaroon (--lnd.macaroonpath, usually invoice.macaroon or admin.macaroon)")
+		missing = append(missing, "a macaroon (--lnd.macaroonpath, admin.macaroon, or one with invoice and offchain rights: a client pays prices and a provider stakes collateral)")
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("%w: lnd at %s needs %s", ErrUnavailable, cfg.RPCServer, strings.Join(missing, " and "))
@@ -403,6 +406,10 @@ func (c *Client) follow(st paymentStream) (*Payment, error) {
 				return
 			case lnrpc.Payment_FAILED:
 				p.Err = fmt.Errorf("%w: %s", ErrCanceled, u.FailureReason)
+				if u.FailureReason == lnrpc.PaymentFailureReason_FAILURE_REASON_INCORRECT_PAYMENT_DETAILS {
+					// What a payer hears of a cancelled hold invoice.
+					p.Err = fmt.Errorf("%w (%w): %s", ErrCanceled, ErrPayeeCanceled, u.FailureReason)
+				}
 				signal(p.Err)
 				return
 			}

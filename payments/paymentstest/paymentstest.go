@@ -141,6 +141,19 @@ type Node struct {
 	local, remote int64
 	gone          bool
 	hook          func(context.Context, Op) error
+	// routeFails, when set, is the failure reason of every payment this
+	// node makes, reported a moment after Pay returned it in flight.
+	routeFails string
+}
+
+// SetRouteFails makes every later payment of the node fail on its way
+// with reason (FAILURE_REASON_NO_ROUTE, say) a moment after Pay returns it
+// in flight, never reaching its payee: as lnd reports a payment locked at
+// its first HTLC, whose route then fails. "" turns it off.
+func (n *Node) SetRouteFails(reason string) {
+	n.net.mu.Lock()
+	defer n.net.mu.Unlock()
+	n.routeFails = reason
 }
 
 var _ payments.Lightning = (*Node)(nil)
@@ -450,6 +463,15 @@ func (n *Node) Pay(ctx context.Context, payReq string, feeLimitMsat int64, timeo
 		n.expireLocked(inv)
 	}
 	switch {
+	case n.routeFails != "":
+		p.status = inFlight
+		reason := n.routeFails
+		time.AfterFunc(50*time.Millisecond, func() {
+			n.net.mu.Lock()
+			defer n.net.mu.Unlock()
+			p.status, p.reason = failed, reason
+			n.net.changedLocked()
+		})
 	case inv == nil || inv.amount != d.amount || inv.state != payments.InvoiceOpen:
 		p.status, p.reason = failed, "FAILURE_REASON_INCORRECT_PAYMENT_DETAILS"
 	case n.local < d.amount:
@@ -507,6 +529,9 @@ func (n *Node) follow(ctx context.Context, p *payment) (*payments.Payment, error
 			out.Preimage = p.preimage
 		case failed:
 			out.Err = fmt.Errorf("%w: %s", payments.ErrCanceled, p.reason)
+			if p.reason == "FAILURE_REASON_INCORRECT_PAYMENT_DETAILS" { // as lnd's client says it
+				out.Err = fmt.Errorf("%w (%w): %s", payments.ErrCanceled, payments.ErrPayeeCanceled, p.reason)
+			}
 		}
 	}
 	n.net.mu.Lock()

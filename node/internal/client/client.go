@@ -1195,9 +1195,9 @@ func refusal(reason string) error {
 		return fmt.Errorf("%w: %w", errRefused, errBusy)
 	case strings.HasPrefix(reason, wire.ReasonCollateral):
 		// A fixed collateral, or a provider whose limit (--max-collateral)
-		// is under the default's stake.
-		return fmt.Errorf("%w: %s (ask less with --collateral; the default stakes %d times each provider's price)",
-			errRefused, reason, jobs.CollateralTimes)
+		// is under the default's stake, whose floor follows --max-price.
+		return fmt.Errorf("%w: %s (ask less with --collateral N, or a --max-price nearer the providers' prices: the default stakes %d times each provider's price, and at least %d times --max-price)",
+			errRefused, reason, jobs.CollateralTimes, jobs.CollateralTimes/2)
 	}
 	return fmt.Errorf("%w: %s", errRefused, reason)
 }
@@ -1502,10 +1502,22 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 		}
 	}()
 	streamed := false // the provider sent some of its output
+	var paying <-chan struct{} // the price's payment, once sent
 	for {
 		var up update
 		var ok bool
 		select {
+		case <-paying:
+			paying = nil
+			if errors.Is(inflight.Err, payments.ErrCanceled) && !errors.Is(inflight.Err, payments.ErrPayeeCanceled) {
+				// lnd gave the payment up on the way (no route, say): the
+				// provider, waiting for it, would only refuse after its
+				// PaymentWait. (A provider cancelling its own invoice is
+				// answered by what it sends next, or its stall.)
+				c.Reset()
+				return nil, inflight, fmt.Errorf("%w: %w", settle.ErrPaymentFailed, inflight.Err)
+			}
+			continue
 		case res := <-j.late[r]:
 			// A provider that lost its stream earlier delivered after all.
 			from := peer.ID(res.Provider)
@@ -1581,6 +1593,7 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 				c.Reset()
 				return nil, inflight, err
 			}
+			paying = inflight.Done
 		}
 	}
 }

@@ -311,6 +311,11 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 		role += fmt.Sprintf(", relay (%d reservations, %d circuits a peer, %s and %s a connection)",
 			l.MaxReservations, l.MaxCircuits, formatSize(l.Data), l.Duration)
 	}
+	if p := o.Config.Price; p > 0 && p < 1000 {
+		// lnd's channels carry no HTLC under 1 sat unless their operators
+		// lowered min_htlc: such a price would fail with no route.
+		log.Warn("a price under 1000 msat (1 sat) is under lnd's default min_htlc: most channels cannot carry its payment", "price_msat", p)
+	}
 	// AutoNAT's verdict and the relayed addresses are logged as they come
 	// ("reachability", "relayed addresses").
 	log.Info("node running", "id", n.ID(), "role", role, "api", srv.Addr(),

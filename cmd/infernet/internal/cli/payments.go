@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -61,7 +62,9 @@ func newCmdPayments(stdio IO, use string, outgoing bool) *cobra.Command {
 					held += p.AmountMsat
 				}
 				kind, note := paymentKind(p), oneLine(p.Error)
-				if p.Bond && p.State == store.PayCanceled {
+				if p.Bond && p.State == store.PayCanceled && neverStaked(&p) {
+					note = "not staked: " + note
+				} else if p.Bond && p.State == store.PayCanceled {
 					note = "stake returned" // lnd's reason for a cancelled hold is no error here
 				} else if p.Bond && p.State == store.PaySettled {
 					note = "stake taken: the provider was caught lying"
@@ -97,4 +100,12 @@ func paymentKind(p store.Payment) string {
 		return "job via aggregator"
 	}
 	return "price"
+}
+
+// neverStaked reports whether a provider's stake p, cancelled, failed on
+// its way (no route, too little balance, a macaroon that cannot pay): it
+// never was at stake. A stake the client returned ends in lnd's word for a
+// cancelled hold invoice.
+func neverStaked(p *store.Payment) bool {
+	return p.Outgoing && p.Error != "" && !strings.Contains(p.Error, "INCORRECT_PAYMENT_DETAILS")
 }
