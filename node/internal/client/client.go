@@ -1501,7 +1501,7 @@ func (j *jobRun) follow(ctx context.Context, a *wire.Assign, p peer.ID, pay *sto
 			}
 		}
 	}()
-	streamed := false // the provider sent some of its output
+	streamed := false          // the provider sent some of its output
 	var paying <-chan struct{} // the price's payment, once sent
 	for {
 		var up update
