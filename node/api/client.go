@@ -280,10 +280,14 @@ func (c *Client) progress(ctx context.Context, path string, req any, onEvent fun
 			return nil, errors.New(l.Error)
 		}
 	}
-	if err := sc.Err(); err != nil {
+	if err := sc.Err(); err != nil && ctx.Err() == nil {
+		// The node stopped (or was killed) under the command: the job's
+		// record stays in its database.
+		return nil, fmt.Errorf("api: progress stream: %w: the node went away before the job ended (once it runs again, infernet jobs shows the job)", err)
+	} else if err != nil {
 		return nil, fmt.Errorf("api: progress stream: %w", err)
 	}
-	return nil, errors.New("api: node closed the progress stream before the job ended")
+	return nil, errors.New("api: node closed the progress stream before the job ended (infernet jobs shows the job)")
 }
 
 // Jobs lists the jobs the node submitted.

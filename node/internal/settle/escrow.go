@@ -54,7 +54,16 @@ func (l *Ledger) HoldInvoice(ctx context.Context, pay *store.Payment, memo strin
 	wctx, cancel := context.WithTimeout(ctx, PaymentWait)
 	defer cancel()
 	if _, err := l.lnd.WaitAccepted(wctx, pay.Hash); err != nil {
-		return fail("not paid: "+err.Error(), fmt.Errorf("payment not locked: %w", err))
+		why := "not paid: " + err.Error()
+		switch {
+		case ctx.Err() != nil:
+			// Not lnd's fault, though its call says so: the replica ended
+			// first (the client cancelled it, or went away).
+			why = "not paid: the replica ended before the client paid"
+		case wctx.Err() != nil:
+			why = fmt.Sprintf("not paid: no payment came within %v", PaymentWait)
+		}
+		return fail(why, fmt.Errorf("payment not locked: %w", err))
 	}
 	pay.Advance(store.PayLocked)
 	if err := l.db.PutPayment(pay); err != nil {
