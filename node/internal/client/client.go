@@ -394,7 +394,7 @@ func (c *Client) DefaultCollateral(spec *jobs.Spec) error {
 	case spec.Price > 0 && !c.n.Ledger.Paid():
 		// Providers that charge would refuse every replica ("payment
 		// required"), and free ones take nothing.
-		return errors.New("a price needs payments (lnd): this node runs in free mode, where no job is paid")
+		return errors.New("a price needs payments (lnd): this node runs in free mode, where no job is paid (start it with --lnd.rpcserver, --lnd.tlscertpath and --lnd.macaroonpath, or lnd in DIR/config.json: docs/payments.md)")
 	case spec.Collateral > 0 && !c.n.Ledger.Paid():
 		return errors.New("collateral needs payments (lnd): this node runs in free mode")
 	case spec.Collateral == 0 && paid:

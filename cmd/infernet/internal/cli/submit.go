@@ -206,6 +206,9 @@ func (o *SubmitOptions) request() (api.SubmitRequest, error) {
 	if mem < 64<<10 {
 		return req, fmt.Errorf("--memory %s: under one 64 KiB page of WebAssembly memory", o.Memory)
 	}
+	if o.Collateral < -1 {
+		return req, fmt.Errorf("--collateral %d: want millisatoshi, 0 for the default or -1 for none", o.Collateral)
+	}
 	switch o.Settle {
 	case "escrow":
 		req.Settle = wire.SettleEscrow

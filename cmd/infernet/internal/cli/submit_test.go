@@ -310,6 +310,7 @@ func TestSubmitRefusals(t *testing.T) {
 	}{
 		{[]string{"--memory", "5"}, "--memory 5: under one 64 KiB page"},
 		{[]string{"--shards", "0"}, "--shards 0: want 1 to"},
+		{[]string{"--collateral", "-7"}, "--collateral -7: want millisatoshi"},
 		{[]string{"--split", "bytes"}, "--split cuts the input into --shards N"},
 		{[]string{"--output", filepath.Join(dir, "absent", "out")}, "no directory"},
 		{[]string{"--output", dir}, "a directory"},
