@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/infernet/infernet/node"
 )
@@ -51,9 +52,26 @@ func loadFileConfig(dataDir string) (FileConfig, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&fc); err != nil {
 		// It holds the network's settings only: say which.
-		return fc, fmt.Errorf("%s: %w (it takes bootstrap, listen, mdns, nat and lnd; every other setting is a flag of infernet node)", path, err)
+		return fc, fmt.Errorf("%s: %w (it takes bootstrap, listen, mdns, nat and lnd, whose object takes rpcserver, tlscertpath and macaroonpath; every other setting is a flag of infernet node)", path, err)
+	}
+	if l := fc.Lnd; l != nil {
+		// Written by hand, as a shell would read them.
+		l.TLSCertPath, l.MacaroonPath = expandHome(l.TLSCertPath), expandHome(l.MacaroonPath)
 	}
 	return fc, nil
+}
+
+// expandHome replaces a leading ~/ with the user's home directory.
+func expandHome(path string) string {
+	rest, ok := strings.CutPrefix(path, "~/")
+	if !ok {
+		return path
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return path
+	}
+	return filepath.Join(home, rest)
 }
 
 // apply sets c's fields from fc, except those whose flag was given
