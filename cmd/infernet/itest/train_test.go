@@ -61,7 +61,7 @@ func TestTrainProcesses(t *testing.T) {
 		t.Fatalf("--json: %+v, %v\n%s", rec, err, out)
 	}
 	list, _, code := infernet(t, nil, "jobs", "--train", "--datadir", client.dataDir)
-	if code != 0 || !strings.Contains(list, rec.ID) || !strings.Contains(list, "verified") || !strings.Contains(list, "lines 27 sum 27 skipped 0") {
+	if code != 0 || !strings.Contains(list, rec.ID) || !strings.Contains(list, "verified") || !strings.Contains(list, "lines 27; sum 27; skipped 0") {
 		t.Errorf("jobs --train: exit %d:\n%s", code, list)
 	}
 	// The whole id, and the short one printed when the run began.
