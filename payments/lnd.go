@@ -132,12 +132,52 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	info, err := c.ln.GetInfo(ictx, &lnrpc.GetInfoRequest{})
+	if denied(err) {
+		err = fmt.Errorf("%v: the macaroon %s cannot read lnd's info (info:read): use admin.macaroon", err, cfg.MacaroonPath)
+	}
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, cfg.RPCServer, err)
 	}
+	if err := c.rights(ictx, cfg.MacaroonPath); err != nil {
+		conn.Close()
+		return nil, err
+	}
 	c.Pubkey = info.IdentityPubkey
 	return c, nil
+}
+
+// ErrRights: lnd's macaroon lacks a right a node needs.
+var ErrRights = errors.New("lnd macaroon lacks rights")
+
+// rights checks that the macaroon at path lets a node create hold
+// invoices (a provider's price, a client's collateral) and pay (a client's
+// price, a provider's stake). lnd checks a call's macaroon before its
+// request, so requests that are not valid (no hash, no invoice) answer
+// "permission denied" without the right and a refusal of the request with
+// it, and create nothing.
+func (c *Client) rights(ctx context.Context, path string) error {
+	var missing []string
+	if _, err := c.inv.AddHoldInvoice(ctx, &invoicesrpc.AddHoldInvoiceRequest{}); denied(err) {
+		missing = append(missing, "create invoices (invoices:write)")
+	}
+	st, err := c.router.SendPaymentV2(ctx, &routerrpc.SendPaymentRequest{})
+	if err == nil {
+		_, err = st.Recv()
+	}
+	if denied(err) {
+		missing = append(missing, "pay (offchain:write)")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: the macaroon %s cannot %s: use admin.macaroon, or bake one with invoices:write, offchain:write and info:read", ErrRights, path, strings.Join(missing, " or "))
+	}
+	return nil
+}
+
+// denied reports whether err is lnd's refusal of a call its macaroon does
+// not allow.
+func denied(err error) bool {
+	return err != nil && (status.Code(err) == codes.PermissionDenied || strings.Contains(err.Error(), "permission denied"))
 }
 
 // Ready checks that lnd answers (ErrUnavailable if not) and can pay: it

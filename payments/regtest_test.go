@@ -322,6 +322,33 @@ func TestLightningDialUnavailable(t *testing.T) {
 	}
 }
 
+// TestLightningDialRights: a node whose macaroon cannot create invoices
+// or pay refuses to start, saying which right is missing, rather than
+// refusing every paid job later; admin.macaroon has them all.
+func TestLightningDialRights(t *testing.T) {
+	env, err := regtest.Load(filepath.Join("..", ".regtest", "env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := env.Lnd(regtest.Provider1)
+	if c, err := payments.Dial(context.Background(), cfg); err != nil {
+		t.Fatalf("admin.macaroon: %v", err)
+	} else {
+		c.Close()
+	}
+	dir := filepath.Dir(cfg.MacaroonPath)
+	for _, tc := range []struct{ macaroon, says string }{
+		{"readonly.macaroon", "cannot create invoices (invoices:write) or pay (offchain:write)"},
+		{"invoice.macaroon", "cannot read lnd's info"},
+	} {
+		cfg.MacaroonPath = filepath.Join(dir, tc.macaroon)
+		_, err := payments.Dial(context.Background(), cfg)
+		if err == nil || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: %v; want it refused saying %q", tc.macaroon, err, tc.says)
+		}
+	}
+}
+
 // BenchmarkHoldInvoice is the latency one escrow adds: hold invoice, pay,
 // accepted, settle, payer done.
 func BenchmarkHoldInvoice(b *testing.B) {
