@@ -91,6 +91,10 @@ var limitTables = map[string][]limit{
 		{"blobnet.DefaultMaxSources", blobnet.DefaultMaxSources, "sources of one fetch, at most"},
 		{"blobnet.DefaultMinRate", size(blobnet.DefaultMinRate), "per second: the slowest a fetch may be after its grace"},
 		{"blobnet.DefaultRateGrace", blobnet.DefaultRateGrace, "that grace"},
+		{"blobnet.DefaultMaxStreams", blobnet.DefaultMaxStreams, "requests a node's blob service answers at once"},
+		{"blobnet.DefaultMaxPerPeer", blobnet.DefaultMaxPerPeer, "of them one peer's"},
+		{"blobnet.DefaultReserved", blobnet.DefaultReserved, "of them kept for the peers the node works with (its providers and clients)"},
+		{"blobnet.DefaultBusyRetry", blobnet.DefaultBusyRetry, "how long a fetch that found a source busy tries again"},
 	},
 	"verification": {
 		{"reputation.Defaults.TrustStreak", reputation.Defaults.TrustStreak, "agreed results in a row, with no lie, that make a provider trusted"},
