@@ -133,6 +133,22 @@ func LocalModel(dataDir, name string) (*store.Model, error) {
 	return m, err
 }
 
+// LocalPayments are the payments recorded by a node that does not run
+// now, on its data directory (none without a database): what `infernet
+// earnings` and `spending` list with no node running.
+func LocalPayments(dataDir string) ([]store.Payment, error) {
+	path := filepath.Join(dataDir, "node.db")
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	db, err := store.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	return db.Payments(0)
+}
+
 // LocalModels is the model registry of a node that does not run now, on
 // its data directory: `infernet models` names models with no node
 // running, as `infernet generate --local` runs them (LocalModel). The

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -29,11 +31,7 @@ func newCmdPayments(stdio IO, use string, outgoing bool) *cobra.Command {
 		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := api.Dial(o.DataDir, o.API)
-			if err != nil {
-				return err
-			}
-			all, err := c.Payments(cmd.Context())
+			all, err := o.payments(cmd.Context(), stdio)
 			if err != nil {
 				return err
 			}
@@ -100,6 +98,25 @@ func paymentKind(p store.Payment) string {
 		return "job via aggregator"
 	}
 	return "price"
+}
+
+// payments lists the node's payments: through its API, or with no node
+// running for --datadir (and no --api), from its database, as of its last
+// stop, said on stderr.
+func (o *listOptions) payments(ctx context.Context, stdio IO) ([]store.Payment, error) {
+	c, err := api.Dial(o.DataDir, o.API)
+	if err == nil {
+		return c.Payments(ctx)
+	}
+	if !errors.Is(err, api.ErrNoNode) || o.API != "" {
+		return nil, err
+	}
+	ps, lerr := api.LocalPayments(o.DataDir)
+	if lerr != nil {
+		return nil, fmt.Errorf("%w; and its database: %w", err, lerr)
+	}
+	fmt.Fprintf(stdio.Err, "%s: no node runs for %s: its records as of its last stop\n", programName, o.DataDir)
+	return ps, nil
 }
 
 // neverStaked reports whether a provider's stake p, cancelled, failed on

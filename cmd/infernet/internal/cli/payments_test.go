@@ -1,9 +1,13 @@
 package cli
 
 import (
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
 )
 
 // TestNeverStaked: a provider's stake that failed on its way was never at
@@ -23,5 +27,33 @@ func TestNeverStaked(t *testing.T) {
 		if got := neverStaked(&tc.p); got != tc.want {
 			t.Errorf("%+v: %v, want %v", tc.p, got, tc.want)
 		}
+	}
+}
+
+// TestPaymentsWithoutNode: earnings and spending list the records of a
+// node that does not run, from its database, saying so; an empty data
+// directory lists none.
+func TestPaymentsWithoutNode(t *testing.T) {
+	dir := t.TempDir()
+	db, err := store.Open(filepath.Join(dir, "node.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pay := &store.Payment{Job: wire.NewJobID(), Replica: 1, Peer: "12D3KooWprovider0000", State: store.PaySettled, AmountMsat: 5000,
+		Outgoing: true, Created: time.Now()}
+	pay.Hash[0] = 1
+	if err := db.PutPayment(pay); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	code, out, errOut := infernet(t, "spending", "--datadir", dir)
+	if code != 0 || !strings.Contains(out, pay.Job.String()) || !strings.Contains(out, "prices: settled 5000 msat") || !strings.Contains(errOut, "no node runs for") {
+		t.Errorf("spending with no node: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, _ := infernet(t, "earnings", "--datadir", dir); code != 0 || strings.Contains(out, pay.Job.String()) {
+		t.Errorf("earnings with no node: exit %d\n%s", code, out)
+	}
+	if code, out, _ := infernet(t, "spending", "--datadir", t.TempDir()); code != 0 || !strings.Contains(out, "prices: settled 0 msat") {
+		t.Errorf("spending of an empty data directory: exit %d\n%s", code, out)
 	}
 }
