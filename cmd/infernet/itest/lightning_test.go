@@ -31,9 +31,20 @@ func lndFlags(t *testing.T, env regtest.Env, name string) []string {
 func ledger(t *testing.T, dataDir, cmd string) []store.Payment {
 	t.Helper()
 	out, stderr, code := infernet(t, nil, cmd, "--json", "--datadir", dataDir)
-	var ps []store.Payment
-	if code != 0 || json.Unmarshal([]byte(out), &ps) != nil {
+	var views []struct { // as --json prints a payment: hash and preimage in hex
+		store.Payment
+		Hash     string `json:"hash"`
+		Preimage string `json:"preimage"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &views) != nil {
 		t.Fatalf("%s: exit %d %q %s", cmd, code, out, stderr)
+	}
+	ps := make([]store.Payment, len(views))
+	for i, v := range views {
+		if len(v.Hash) != 64 {
+			t.Fatalf("%s: hash %q, want 32 bytes in hex", cmd, v.Hash)
+		}
+		ps[i] = v.Payment
 	}
 	return ps
 }
@@ -181,8 +192,12 @@ func TestLightningFairCLI(t *testing.T) {
 		t.Fatalf("output %q (%v), want %q", got, err, input)
 	}
 	spentOut, _, _ := infernet(t, nil, "spending", "--json", "--datadir", client.dataDir)
-	var spent []store.Payment
-	if err := json.Unmarshal([]byte(spentOut), &spent); err != nil || len(spent) != 2 {
+	var spent []struct { // as --json prints a payment (hash and preimage in hex)
+		store.Payment
+		Hash     string `json:"hash"`
+		Preimage string `json:"preimage"`
+	}
+	if err := json.Unmarshal([]byte(spentOut), &spent); err != nil || len(spent) != 2 || len(spent[0].Hash) != 64 {
 		t.Fatalf("spending: %q, %v", spentOut, err)
 	}
 	for _, p := range spent {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -42,7 +43,11 @@ func newCmdPayments(stdio IO, use string, outgoing bool) *cobra.Command {
 				}
 			}
 			if o.JSON {
-				return printJSON(stdio, ps)
+				views := make([]paymentView, len(ps))
+				for i, p := range ps {
+					views[i] = viewPayment(p)
+				}
+				return printJSON(stdio, views)
 			}
 			tw := tabwriter.NewWriter(stdio.Out, 2, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "JOB\tREPLICA\tPEER\tKIND\tSTATE\tAMOUNT\tFEE\tWHEN\tNOTE")
@@ -117,6 +122,22 @@ func (o *listOptions) payments(ctx context.Context, stdio IO) ([]store.Payment, 
 	}
 	fmt.Fprintf(stdio.Err, "%s: no node runs for %s: its records as of its last stop\n", programName, o.DataDir)
 	return ps, nil
+}
+
+// paymentView is a payment as --json prints it: its hash and preimage in
+// hex, as lncli prints them, rather than arrays of numbers.
+type paymentView struct {
+	store.Payment
+	Hash     string `json:"hash"`
+	Preimage string `json:"preimage,omitempty"`
+}
+
+func viewPayment(p store.Payment) paymentView {
+	v := paymentView{Payment: p, Hash: hex.EncodeToString(p.Hash[:])}
+	if p.Preimage != ([32]byte{}) {
+		v.Preimage = hex.EncodeToString(p.Preimage[:])
+	}
+	return v
 }
 
 // neverStaked reports whether a provider's stake p, cancelled, failed on

@@ -50,6 +50,10 @@ func TestPaymentsWithoutNode(t *testing.T) {
 	if code != 0 || !strings.Contains(out, pay.Job.String()) || !strings.Contains(out, "prices: settled 5000 msat") || !strings.Contains(errOut, "no node runs for") {
 		t.Errorf("spending with no node: exit %d\n%s\n%s", code, out, errOut)
 	}
+	// --json: the hash in hex, as lncli prints it.
+	if code, out, _ := infernet(t, "spending", "--datadir", dir, "--json"); code != 0 || !strings.Contains(out, `"hash": "01000000`) || strings.Contains(out, `"preimage"`) {
+		t.Errorf("spending --json: exit %d\n%s", code, out)
+	}
 	if code, out, _ := infernet(t, "earnings", "--datadir", dir); code != 0 || strings.Contains(out, pay.Job.String()) {
 		t.Errorf("earnings with no node: exit %d\n%s", code, out)
 	}
