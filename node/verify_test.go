@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"slices"
 	"testing"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -50,7 +51,7 @@ func catJob(t *testing.T, n *Node, i int) (jobs.Spec, []byte) {
 func TestLiarsAreOutvotedAndBanned(t *testing.T) {
 	net, isLiar := liarNetwork(t, 6, map[int]float64{1: 1, 4: 1})
 	c := net.client
-	extra := 0
+	extra, convictions := 0, 0
 	for i := range 100 {
 		s, want := catJob(t, c, i)
 		job, err := c.Submit(context.Background(), s, nil)
@@ -67,7 +68,16 @@ func TestLiarsAreOutvotedAndBanned(t *testing.T) {
 				t.Fatalf("job %d: honest provider %s outvoted", i, l)
 			}
 		}
+		for _, l := range job.Convicted { // proved wrong by this node's run
+			if !slices.Contains(job.Liars, l) {
+				t.Fatalf("job %d: %s convicted but not outvoted", i, l)
+			}
+			convictions++
+		}
 		extra += len(job.Replicas) - 2
+	}
+	if convictions == 0 {
+		t.Error("no job's record names a liar its audit convicted, yet both end banned")
 	}
 	for _, p := range c.Peers() {
 		id, _ := peer.Decode(p.ID)

@@ -143,8 +143,11 @@ type Job struct {
 	Unplaced []string `json:"unplaced,omitempty"`
 	// CheckOf, for a check job (jobs.Spec.Check), is the job it checks.
 	CheckOf wire.JobID `json:"check_of,omitzero"`
-	// Liars are the providers outvoted on this job.
-	Liars []string `json:"liars,omitempty"`
+	// Liars are the providers outvoted on this job; Convicted those of
+	// them this job proved wrong (this node's own run, a bad proof):
+	// banned, their collateral on the job taken.
+	Liars     []string `json:"liars,omitempty"`
+	Convicted []string `json:"convicted,omitempty"`
 	Error string   `json:"error,omitempty"`
 	// Proofs are, for a proof-mode job (Announce.Proofs), the accepted
 	// result's CommittedGEMM proofs: one per integer GEMM the job

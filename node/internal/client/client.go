@@ -1394,8 +1394,11 @@ func (j *jobRun) attemptEnded(idx int, p peer.ID, res *wire.Result, err error) {
 		}
 		j.refused[attempt{rep.Index, p}] = true
 	}
-	if errors.Is(err, ErrLie) {
+	if errors.Is(err, ErrLie) { // convicted by what it signed
 		j.rec.Liars = append(j.rec.Liars, p.String())
+		if !slices.Contains(j.rec.Convicted, p.String()) {
+			j.rec.Convicted = append(j.rec.Convicted, p.String())
+		}
 	}
 }
 

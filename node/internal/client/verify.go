@@ -676,6 +676,9 @@ func (j *jobRun) finish(votes []*wire.Result, v *verdict, err error) (*store.Job
 		rec.Proofs = j.proofs[v.best] // j.mu is held
 		for _, l := range v.liars {
 			rec.Liars = append(rec.Liars, peer.ID(l.Provider).String())
+			if id := peer.ID(l.Provider).String(); j.convicted[id] && !slices.Contains(rec.Convicted, id) {
+				rec.Convicted = append(rec.Convicted, id)
+			}
 			for i := range rec.Replicas {
 				if rec.Replicas[i].Provider == peer.ID(l.Provider).String() && rec.Replicas[i].Index == l.Replica {
 					rec.Replicas[i].State = store.ReplicaOutvoted

@@ -507,8 +507,11 @@ type Summary struct {
 	Verification string `json:"verification,omitempty"`
 	// Unverified says why an unverified result is, beyond newcomers
 	// deciding it (an eclipse, the audit cap).
-	Unverified string   `json:"unverified,omitempty"`
-	Liars      []string `json:"liars,omitempty"`
+	Unverified string `json:"unverified,omitempty"`
+	// Liars were outvoted; Convicted, of them, proved wrong here (banned,
+	// their collateral taken).
+	Liars     []string `json:"liars,omitempty"`
+	Convicted []string `json:"convicted,omitempty"`
 	// Proofs counts the accepted result's GEMM proofs (proof mode), each
 	// verified on arrival; infernet jobs --json shows them.
 	Proofs int `json:"proofs,omitempty"`
@@ -536,7 +539,7 @@ func summarize(job *store.Job, elapsed time.Duration) Summary {
 	s := Summary{Job: job.ID.String(), State: job.State.String(), Verified: job.State == store.JobVerified,
 		Agree: job.Agree, Replicas: int(job.Announce.Replicas), ExitCode: job.ExitCode, Error: job.Error,
 		OutputSize: job.OutputSize, ElapsedMS: float64(elapsed.Microseconds()) / 1000,
-		Verification: job.Verification, Unverified: job.Unverified, Liars: job.Liars, Proofs: len(job.Proofs), Collateral: job.Announce.Collateral}
+		Verification: job.Verification, Unverified: job.Unverified, Liars: job.Liars, Convicted: job.Convicted, Proofs: len(job.Proofs), Collateral: job.Announce.Collateral}
 	if !job.Output.IsZero() {
 		s.Output = job.Output.String()
 	}
@@ -628,7 +631,14 @@ func printSummary(o *SubmitOptions, job *store.Job, elapsed time.Duration) error
 		fmt.Fprintln(w, line)
 	}
 	for _, l := range s.Liars {
-		fmt.Fprintf(w, "  outvoted: %s (recorded here as a liar: infernet peers shows its standing, banned if this node's own run caught it)\n", shortID(l))
+		switch {
+		case slices.Contains(s.Convicted, l) && s.Collateral > 0:
+			fmt.Fprintf(w, "  convicted: %s (its result proved wrong here: banned, and its collateral on this job taken)\n", shortID(l))
+		case slices.Contains(s.Convicted, l):
+			fmt.Fprintf(w, "  convicted: %s (its result proved wrong here: banned)\n", shortID(l))
+		default:
+			fmt.Fprintf(w, "  outvoted: %s (recorded here as a liar: infernet peers shows its standing)\n", shortID(l))
+		}
 	}
 	if s.Output != "" {
 		fmt.Fprintf(w, "  output %d bytes, sha256 %s\n", s.OutputSize, s.Output)

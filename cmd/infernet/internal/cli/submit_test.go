@@ -364,3 +364,21 @@ func TestSubmitSummaryExitStatus(t *testing.T) {
 		t.Errorf("a job that exited 0:\n%s", stderr.String())
 	}
 }
+
+// TestSubmitSummaryConvicted: a liar this node's own run proved wrong is
+// said convicted, its collateral taken when the job had some; one only
+// outvoted is said outvoted.
+func TestSubmitSummaryConvicted(t *testing.T) {
+	job := &store.Job{State: store.JobVerified, Agree: 1, Outcome: wire.OutcomeExited, Verification: "audit",
+		Liars: []string{"12D3KooWliar0000aaaa", "12D3KooWliar1111bbbb"}, Convicted: []string{"12D3KooWliar0000aaaa"}}
+	job.Announce.Collateral = 5000
+	var stderr bytes.Buffer
+	if err := printSummary(&SubmitOptions{IO: IO{Out: io.Discard, Err: &stderr}}, job, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	out := stderr.String()
+	if !strings.Contains(out, "convicted: …0000aaaa (its result proved wrong here: banned, and its collateral on this job taken)") ||
+		!strings.Contains(out, "outvoted: …1111bbbb (recorded here as a liar") {
+		t.Errorf("summary:\n%s", out)
+	}
+}
