@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"strings"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/libp2p/go-libp2p/core/peer"

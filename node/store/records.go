@@ -148,7 +148,7 @@ type Job struct {
 	// banned, their collateral on the job taken.
 	Liars     []string `json:"liars,omitempty"`
 	Convicted []string `json:"convicted,omitempty"`
-	Error string   `json:"error,omitempty"`
+	Error     string   `json:"error,omitempty"`
 	// Proofs are, for a proof-mode job (Announce.Proofs), the accepted
 	// result's CommittedGEMM proofs: one per integer GEMM the job
 	// performed, in call order. Each verifies from its digests alone
