@@ -230,8 +230,10 @@ func (o *GenerateOptions) requests(ctx context.Context) ([]llama.Request, error)
 				msgs = append(msgs, models.Message{Role: "system", Content: o.System})
 			}
 			var err error
-			if q.Prompt, err = chat(append(msgs, models.Message{Role: "user", Content: o.Chat})); err != nil {
+			if q.Prompt, err = chat(append(msgs, models.Message{Role: "user", Content: o.Chat})); errors.Is(err, models.ErrTemplate) {
 				return nil, fmt.Errorf("--chat: %w", err)
+			} else if err != nil {
+				return nil, err // the model's: as a --prompt would say it
 			}
 		}
 		models.TopPZeroGreedy(&q)
@@ -280,22 +282,24 @@ func (o *GenerateOptions) chatRenderer(ctx context.Context) func([]models.Messag
 // named model's file is this data directory's blob; a node elsewhere
 // (--api) has the only copy, and its OpenAI API renders chats itself.
 func (o *GenerateOptions) chatTemplate(ctx context.Context) (*models.ChatTemplate, error) {
-	path := o.Model
-	if models.CheckName(o.Model) == nil {
-		m, err := o.localModel(ctx)
-		switch {
-		case err == nil:
-			path = api.BlobPath(o.DataDir, m.Model.Digest)
-			if _, err := os.Stat(path); err != nil {
-				return nil, fmt.Errorf("model %s: its file is not in %s, so its chat template cannot be read here (the node's /v1/chat/completions renders chats with it)", o.Model, o.DataDir)
-			}
-		case errors.Is(err, models.ErrUnknown):
-			if _, statErr := os.Stat(o.Model); statErr != nil {
-				return nil, err // neither a name nor a file: resolveModel says so too
-			}
-		default:
+	var files *modelFiles
+	if models.CheckName(o.Model) != nil {
+		f, err := checkModelFiles(o.Model, o.Tokenizer)
+		if err != nil {
 			return nil, err
 		}
+		files = &f
+	}
+	m, files, err := o.resolveModel(files, func() (*store.Model, error) { return o.localModel(ctx) })
+	if err != nil {
+		return nil, err
+	}
+	if files != nil {
+		return models.ReadChatTemplate(files.model)
+	}
+	path := api.BlobPath(o.DataDir, m.Model.Digest)
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("model %s: its file is not in %s, so its chat template cannot be read here (the node's /v1/chat/completions renders chats with it)", o.Model, o.DataDir)
 	}
 	return models.ReadChatTemplate(path)
 }
@@ -762,7 +766,7 @@ type Generation struct {
 	models.Completion
 	// Seed is a sampled completion's seed: --seed Seed gives its text
 	// again.
-	Seed            uint64  `json:"seed,omitempty"`
+	Seed            *uint64 `json:"seed,omitempty"`
 	TokensPerSecond float64 `json:"tokens_per_second"`
 	RunMS           float64 `json:"run_ms"`
 	ElapsedMS       float64 `json:"elapsed_ms"`
@@ -823,8 +827,32 @@ func (g *generationOutput) done(c models.Completion) {
 	g.last = time.Now()
 	if g.batch {
 		g.printed[c.ID] = true
-		printJSONLine(g.o.IO.Out, c)
+		g.printLine(c)
 	}
+}
+
+// batchLine is a --prompts line of output: the completion, with a
+// sampled request's seed, which gives its text again.
+type batchLine struct {
+	models.Completion
+	Seed *uint64 `json:"seed,omitempty"`
+}
+
+// printLine prints request c.ID's line of a batch.
+func (g *generationOutput) printLine(c models.Completion) {
+	line := batchLine{Completion: c}
+	if i := slices.IndexFunc(g.reqs, func(q llama.Request) bool { return q.ID == c.ID }); i >= 0 {
+		line.Seed = seedOf(g.reqs[i])
+	}
+	printJSONLine(g.o.IO.Out, line)
+}
+
+// seedOf is a sampled request's seed, nil for a greedy one.
+func seedOf(q llama.Request) *uint64 {
+	if q.Temperature <= 0 {
+		return nil
+	}
+	return &q.Seed
 }
 
 // local returns the timings of a local run that started at start.
@@ -883,13 +911,11 @@ func (g *generationOutput) finish(gen *Generation, cs []models.Completion) error
 		switch {
 		case g.batch:
 			if !g.printed[c.ID] {
-				printJSONLine(g.o.IO.Out, c)
+				g.printLine(c)
 			}
 		case g.o.JSON:
 			gen.Completion = c
-			if q.Temperature > 0 {
-				gen.Seed = q.Seed
-			}
+			gen.Seed = seedOf(q)
 			if gen.RunMS > 0 {
 				gen.TokensPerSecond = float64(c.CompletionTokens) / (gen.RunMS / 1000)
 			}

@@ -242,7 +242,19 @@ func TestGenerateChat(t *testing.T) {
 			t.Errorf("%q: %q, %v; want %q", tc.args, prompts, err, tc.want)
 		}
 	}
+	// A model that is neither a name here nor a file is said so, as for a
+	// --prompt, not blamed on --chat.
+	var got *GenerateOptions
 	cmd := NewCmdGenerate(IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}},
+		func(_ context.Context, o *GenerateOptions) error { got = o; return nil })
+	cmd.SetArgs([]string{"nosuch", "--chat", "Hi", "--datadir", dir})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := got.requests(context.Background()); err == nil || strings.HasPrefix(err.Error(), "--chat") || !strings.Contains(err.Error(), "there is no file nosuch") {
+		t.Errorf("an unknown model: %v", err)
+	}
+	cmd = NewCmdGenerate(IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}},
 		func(context.Context, *GenerateOptions) error { return nil })
 	cmd.SetArgs([]string{ggufPath, "--chat", ""})
 	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--chat: an empty message") {
@@ -321,6 +333,16 @@ func TestGenerateSeeds(t *testing.T) {
 	again := generateLocal(t, dir, append(args, "--seed", fmt.Sprint(out.Seed))...)
 	if !strings.Contains(again, fmt.Sprintf(`"seed": %d`, out.Seed)) || !strings.Contains(again, fmt.Sprintf("%q", out.Completion)) {
 		t.Errorf("--seed %d gave %s; want the completion %q again", out.Seed, again, out.Completion)
+	}
+	if zero := generateLocal(t, dir, append(args, "--seed", "0")...); !strings.Contains(zero, `"seed": 0`) {
+		t.Errorf("--seed 0: %s; want its seed printed", zero)
+	}
+	// A batch's sampled line says its seed too; a greedy one has none.
+	batch := filepath.Join(dir, "b.jsonl")
+	os.WriteFile(batch, []byte("{\"prompt\":\"Once\",\"temperature\":1,\"max_tokens\":8}\n{\"prompt\":\"Once\",\"max_tokens\":8}\n"), 0o600)
+	lines := strings.Split(strings.TrimSpace(generateLocal(t, dir, storiesBin, "--tokenizer", tok512, "--prompts", batch)), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"seed":`) || strings.Contains(lines[1], `"seed"`) {
+		t.Errorf("a batch's lines: %q; want the sampled one's seed alone", lines)
 	}
 }
 

@@ -512,6 +512,9 @@ type Summary struct {
 	// their collateral taken).
 	Liars     []string `json:"liars,omitempty"`
 	Convicted []string `json:"convicted,omitempty"`
+	// Stderr is the end of a failed job's stderr, as the first replica
+	// that has one sent it (the provider's word).
+	Stderr string `json:"stderr,omitempty"`
 	// Proofs counts the accepted result's GEMM proofs (proof mode), each
 	// verified on arrival; infernet jobs --json shows them.
 	Proofs int `json:"proofs,omitempty"`
@@ -542,6 +545,9 @@ func summarize(job *store.Job, elapsed time.Duration) Summary {
 		Verification: job.Verification, Unverified: job.Unverified, Liars: job.Liars, Convicted: job.Convicted, Proofs: len(job.Proofs), Collateral: job.Announce.Collateral}
 	if !job.Output.IsZero() {
 		s.Output = job.Output.String()
+	}
+	if r, ok := stderrOf(job); ok {
+		s.Stderr = strings.ToValidUTF8(string(r.Result.Stderr), "\uFFFD")
 	}
 	for _, r := range job.Replicas {
 		pr := ProviderRun{Replica: int(r.Index), Provider: r.Provider, State: r.State.String(), Error: r.Error}
@@ -591,9 +597,7 @@ func printSummary(o *SubmitOptions, job *store.Job, elapsed time.Duration) error
 		// this command's (submitExit), said here in words.
 		fmt.Fprintf(w, "  the job exited with status %d\n", job.ExitCode)
 	}
-	if ran && (job.Outcome == wire.OutcomeStopped || job.ExitCode != 0) {
-		printStderr(w, job)
-	}
+	printStderr(w, job)
 	if s.Unverified != "" && !s.Verified {
 		fmt.Fprintf(w, "  unverified: %s\n", s.Unverified)
 	}
@@ -662,27 +666,40 @@ const (
 // format characters: escapes, bidirectional overrides, zero-width and
 // line separators) is replaced, and each line cut to stderrWidth.
 func printStderr(w io.Writer, job *store.Job) {
-	for _, r := range job.Replicas {
-		if r.State != store.ReplicaDone || r.Result == nil || len(r.Result.Stderr) == 0 {
-			continue
-		}
-		text := strings.TrimRight(strings.ToValidUTF8(string(r.Result.Stderr), "\uFFFD"), "\n")
-		lines := strings.Split(text, "\n")
-		fmt.Fprintf(w, "  the end of its stderr, as replica %d's provider sent it:\n", r.Index)
-		for _, l := range lines[max(0, len(lines)-stderrLines):] {
-			l = strings.Map(func(c rune) rune {
-				if c != '\t' && (unicode.IsControl(c) || unicode.In(c, unicode.Cf, unicode.Zl, unicode.Zp)) {
-					return '\uFFFD'
-				}
-				return c
-			}, l)
-			if rs := []rune(l); len(rs) > stderrWidth {
-				l = string(rs[:stderrWidth]) + "…"
-			}
-			fmt.Fprintf(w, "    | %s\n", l)
-		}
+	r, ok := stderrOf(job)
+	if !ok {
 		return
 	}
+	text := strings.TrimRight(strings.ToValidUTF8(string(r.Result.Stderr), "\uFFFD"), "\n")
+	lines := strings.Split(text, "\n")
+	fmt.Fprintf(w, "  the end of its stderr, as replica %d's provider sent it:\n", r.Index)
+	for _, l := range lines[max(0, len(lines)-stderrLines):] {
+		l = strings.Map(func(c rune) rune {
+			if c != '\t' && (unicode.IsControl(c) || unicode.In(c, unicode.Cf, unicode.Zl, unicode.Zp)) {
+				return '\uFFFD'
+			}
+			return c
+		}, l)
+		if rs := []rune(l); len(rs) > stderrWidth {
+			l = string(rs[:stderrWidth]) + "…"
+		}
+		fmt.Fprintf(w, "    | %s\n", l)
+	}
+}
+
+// stderrOf is the first done replica of a failed job (one that exited
+// non-zero or was stopped) with stderr: the provider's word.
+func stderrOf(job *store.Job) (store.Replica, bool) {
+	ran := job.State == store.JobVerified || job.State == store.JobUnverified
+	if !ran || job.Outcome != wire.OutcomeStopped && job.ExitCode == 0 {
+		return store.Replica{}, false
+	}
+	for _, r := range job.Replicas {
+		if r.State == store.ReplicaDone && r.Result != nil && len(r.Result.Stderr) > 0 {
+			return r, true
+		}
+	}
+	return store.Replica{}, false
 }
 
 // shortID shortens a peer ID for tables: its last 8 characters.

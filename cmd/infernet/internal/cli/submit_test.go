@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"maps"
 	"os"
@@ -355,6 +356,15 @@ func TestSubmitSummaryExitStatus(t *testing.T) {
 		strings.Contains(out, "\x1b") || strings.Contains(out, "line 0") || strings.Count(out, "    | ") != stderrLines ||
 		strings.ContainsAny(out, "\u202e\u200b\u2028") || !strings.Contains(out, "evil \uFFFDgnp.exe\uFFFD\uFFFD"+strings.Repeat("x", stderrWidth-15)+"…\n") {
 		t.Errorf("a failed job's stderr in its summary:\n%s", out)
+	}
+	// --json carries it whole.
+	stderr.Reset()
+	printSummary(&SubmitOptions{IO: IO{Out: &stderr, Err: io.Discard}, JSON: true}, job, time.Second)
+	var js struct {
+		Stderr string `json:"stderr"`
+	}
+	if err := json.Unmarshal(stderr.Bytes(), &js); err != nil || !strings.HasSuffix(js.Stderr, "\tmain.go:7\n") {
+		t.Errorf("--json's stderr: %q, %v", js.Stderr, err)
 	}
 	job.Replicas[1].Result.Stderr = nil
 	job.ExitCode = 0
