@@ -35,7 +35,7 @@ func startAggregator(t *testing.T, net *testNet, tweak func(*Config)) *Node {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close() })
-	waitFor(t, 20*time.Second, "the aggregator knows every provider", func() bool {
+	waitFor(t, 30*time.Second, "the aggregator knows every provider", func() bool {
 		return len(a.peers.Candidates(requirement.Always, ^uint64(0), 1, time.Hour, nil)) == len(net.providers)
 	})
 	if err := net.client.host.Connect(context.Background(), peer.AddrInfo{ID: a.ID(), Addrs: a.Addrs()}); err != nil {
