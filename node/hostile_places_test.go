@@ -160,22 +160,27 @@ func plantPublicBlob(tb testing.TB, atk *Node, targets []*Node, module []byte) b
 func TestHostileStrangersHoldProviderPlaces(t *testing.T) {
 	net := startNetwork(t, 3, nil)
 	atk := joinNode(t, net)
+	// startNetwork waited until the client knows every provider.
 	c := net.client
-	waitFor(t, 20*time.Second, "the client knows every provider", func() bool {
-		for _, p := range net.providers {
-			if !c.peers.Has(p.ID()) {
-				return false
-			}
-		}
-		return true
-	})
 	big := readTestdata(t, "jobs/echo/echo.wasm") // 2.2 MB: any public blob over a stream window will do
 	d := plantPublicBlob(t, atk, net.providers, big)
 	sh := startSlowHolders(t, net.providers, d, blobnet.DefaultMaxStreams/blobnet.DefaultMaxPerPeer, blobnet.DefaultMaxPerPeer, 16<<10)
 	time.Sleep(3 * time.Second)
 	t.Logf("attack under way: %d transfers holding places, %d busy, %d failed", sh.ok.Load(), sh.busy.Load(), sh.fail.Load())
 
-	s := toleranceJob(t, c, 150*time.Second)
+	job, lost, err := submitBeside(t, net, sh, toleranceJob(t, c, 150*time.Second))
+	if err != nil || job.State != store.JobVerified || lost > 0 {
+		t.Errorf("a job beside strangers holding its providers' places: %v; honest providers lost %g replicas", err, lost)
+	}
+}
+
+// submitBeside runs job s on net's client while the slow holders sh hold
+// places, then stops them; it returns the job, the replicas the honest
+// providers lost on the client's record, and the job's error, logging
+// what each side saw.
+func submitBeside(t *testing.T, net *testNet, sh *slowHolders, s jobs.Spec) (*store.Job, float64, error) {
+	t.Helper()
+	c := net.client
 	start := time.Now()
 	job, err := c.Submit(context.Background(), s, nil)
 	t.Logf("job after %v: err %v", time.Since(start).Round(time.Millisecond), err)
@@ -193,9 +198,7 @@ func TestHostileStrangersHoldProviderPlaces(t *testing.T) {
 		lost += r.Lost
 	}
 	sh.stop()
-	if err != nil || job.State != store.JobVerified || lost > 0 {
-		t.Errorf("a job beside strangers holding its providers' places: %v; honest providers lost %g replicas", err, lost)
-	}
+	return job, lost, err
 }
 
 // toleranceJob is a tolerance-mode job of 2 replicas whose 2 MiB output
@@ -229,23 +232,7 @@ func TestHostileStrangersHoldClientPlaces(t *testing.T) {
 	rebuilt := append(append([]byte(nil), echo...), 0x00, 0x02, 0x00, 0x01) // a custom section: the next build
 	s := spec(t, c, rebuilt, []byte("two\n"))
 	s.Deadline = 120 * time.Second
-	start := time.Now()
-	job, err := c.Submit(context.Background(), s, nil)
-	t.Logf("second job after %v: err %v", time.Since(start).Round(time.Millisecond), err)
-	if job != nil {
-		t.Logf("state %s error %q", job.State, job.Error)
-		for _, r := range job.Replicas {
-			t.Logf("  replica %d on %s: %s %q", r.Index, r.Provider[len(r.Provider)-6:], r.State, r.Error)
-		}
-	}
-	lost := 0.0
-	for _, p := range net.providers {
-		r := c.peers.Record(p.ID())
-		lost += r.Lost
-		t.Logf("provider %s: completed %.2f lost %.2f", p.ID().ShortString(), r.Completed, r.Lost)
-	}
-	t.Logf("attacker: %d transfers, %d busy, %d failed", sh.ok.Load(), sh.busy.Load(), sh.fail.Load())
-	sh.stop()
+	job, lost, err := submitBeside(t, net, sh, s)
 	if err != nil || job.State != store.JobVerified || lost > 0 {
 		t.Errorf("the job beside strangers holding the client's places: %v; honest providers lost %g replicas", err, lost)
 	}

@@ -133,14 +133,7 @@ func GGUF(v *llama.Vocab, chain []int, seed uint64, template string) ([]byte, er
 	if err != nil {
 		return nil, err
 	}
-	var plain bytes.Buffer
-	if _, err := llama.ConvertToGGUF(&plain, bytes.NewReader(ckpt), m, v, abi.F32, "scripted"); err != nil {
-		return nil, err
-	}
-	if template == "" {
-		return plain.Bytes(), nil
-	}
-	return WithChatTemplate(plain.Bytes(), template)
+	return toGGUF(ckpt, m, v, "scripted", template)
 }
 
 // StoriesGGUF returns stories260K (stories260K.bin and tok512.bin in dir,
@@ -163,8 +156,15 @@ func StoriesGGUF(dir, template string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return toGGUF(model, m, v, "stories260K", template)
+}
+
+// toGGUF converts the llama2.c checkpoint ckpt (read as m) with vocabulary
+// v to an F32 GGUF file named name, with template as its chat template
+// ("" for none).
+func toGGUF(ckpt []byte, m *llama.Model, v *llama.Vocab, name, template string) ([]byte, error) {
 	var plain bytes.Buffer
-	if _, err := llama.ConvertToGGUF(&plain, bytes.NewReader(model), m, v, abi.F32, "stories260K"); err != nil {
+	if _, err := llama.ConvertToGGUF(&plain, bytes.NewReader(ckpt), m, v, abi.F32, name); err != nil {
 		return nil, err
 	}
 	if template == "" {
