@@ -406,6 +406,11 @@ func TestHostileCompileBomb(t *testing.T) {
 	t.Parallel() // waits far more than it computes
 	net := startNetwork(t, 2, nil)
 	atk := joinNode(t, net)
+	// It submits the bombs itself: its adverts must have come (a make test
+	// under load had it submit with none: "0 for 2 replicas").
+	waitFor(t, 30*time.Second, "the attacker knows both providers", func() bool {
+		return len(atk.peers.Candidates(requirement.Always, ^uint64(0), 1, time.Hour, nil)) == len(net.providers)
+	})
 	ctx := context.Background()
 	bomb := readTestdata(t, "bad/nesting_bomb.wasm")
 	for i := range 3 {
