@@ -251,8 +251,9 @@ func TestFakeLndClientCrashBetweenHoldAndSettle(t *testing.T) {
 			waitFor(t, time.Minute, "both payments to lock", func() bool {
 				return len(paymentsIn(t, f.client, true, store.PayLocked)) == 2
 			})
-			// The client's payments, and the providers' stakes posted first.
-			if n, want := f.ln.Locked(), int64(2*price+2*jobs.CollateralTimes*price); n != want {
+			// The client's payments alone: a provider stakes once it sees
+			// its payment locked.
+			if n, want := f.ln.Locked(), int64(2*price); n != want {
 				t.Fatalf("%d msat locked, want %d", n, want)
 			}
 			f.client.Close()
@@ -675,7 +676,7 @@ func TestFakeLndStakeTakenWhileDown(t *testing.T) {
 		defer close(done)
 		f.client.Submit(context.Background(), f.job(t, 1), nil)
 	}()
-	waitFor(t, 30*time.Second, "the slow provider to hold its payment (its stake posted before)", func() bool {
+	waitFor(t, 30*time.Second, "the slow provider to hold its payment (its stake posted with it)", func() bool {
 		return len(paymentsIn(t, f.providers[0], false, store.PayLocked)) == 1
 	})
 	f.providers[0].Close() // the thief takes the stake while it is down

@@ -805,6 +805,30 @@ func (b *Book) TakeStake(id peer.ID) (release func(), err error) {
 			b.dirty[id] = true
 		}
 	}
+	return b.openStakeLocked(id, own), nil
+}
+
+// HoldStake counts a stake for client id open until release is called, as
+// TakeStake does but refusing none: one that a previous run of this node
+// posted and that was still open at its start, so that a restart does not
+// empty the pool while its stakes are still out.
+func (b *Book) HoldStake(id peer.ID) (release func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.openStakeLocked(id, b.coveredLocked(id))
+}
+
+// coveredLocked reports whether client id's payments here cover one more
+// stake of its own (see StakeHistory). b.mu must be held.
+func (b *Book) coveredLocked(id peer.ID) bool {
+	p := b.peers[id]
+	return p != nil && b.ownStakes[id] < p.Paid/StakeHistory
+}
+
+// openStakeLocked counts one more stake open for client id, one its
+// history covers (own) or one of the pool, and returns what ends it.
+// b.mu must be held.
+func (b *Book) openStakeLocked(id peer.ID, own bool) (release func()) {
 	if own {
 		b.ownStakes[id]++
 	} else {
@@ -821,14 +845,14 @@ func (b *Book) TakeStake(id peer.ID) (release func(), err error) {
 				delete(b.ownStakes, id)
 			}
 		})
-	}, nil
+	}
 }
 
 // stakeKindLocked says whether a stake for client id would be one its
 // history covers (own) or one of the shared pool, or why there is none.
 // b.mu must be held.
 func (b *Book) stakeKindLocked(id peer.ID) (own bool, why string) {
-	if p := b.peers[id]; p != nil && b.ownStakes[id] < p.Paid/StakeHistory {
+	if b.coveredLocked(id) {
 		return true, ""
 	}
 	switch {

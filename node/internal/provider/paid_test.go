@@ -18,18 +18,22 @@ const (
 	fund  = partstest.Fund // what each fake Lightning node holds on each side
 )
 
-// TestAssignPaid: in paid mode a provider with a price first stakes the
-// collateral the announce asks (it pays the client's hold invoice), then
-// answers with a hold invoice for the agreed price on the client's
-// payment hash, runs once that payment is locked and delivers its result
-// with the payment still held. It refuses a release with a wrong
-// preimage; the right one settles its invoice and the price has moved.
-// Then the client ends the stake: returned, the provider has all of it
-// back; taken (a slash), the provider records it, has lost it, and
-// refuses that client's collateral from then on.
+// TestAssignPaid: in paid mode a provider with a price answers with a
+// hold invoice for the agreed price on the client's payment hash; once
+// that payment is locked it stakes the collateral the announce asks (it
+// pays the client's hold invoice), runs, and delivers its result with the
+// payment still held. It refuses a release with a wrong preimage; the
+// right one settles its invoice and the price has moved. Then the client
+// ends the stake: returned, the provider has all of it back; taken (a
+// slash), the provider records it, has lost it, and refuses that client's
+// collateral from then on. A client that never pays holds no stake: the
+// provider had staked first, and a client that gave up its replicas
+// unpaid and kept their stakes held the provider's funds and its pool of
+// stakes (peers.StrangerStakes) until the stakes expired.
 func TestAssignPaid(t *testing.T) {
-	for _, slash := range []bool{false, true} {
-		t.Run(map[bool]string{false: "stake returned", true: "stake taken"}[slash], func(t *testing.T) {
+	for _, end := range []string{"stake returned", "stake taken", "price never paid"} {
+		slash := end == "stake taken"
+		t.Run(end, func(t *testing.T) {
 			ctx := context.Background()
 			_, ln := partstest.Lightning("provider", "client")
 			lnP, lnC := ln[0], ln[1]
@@ -48,7 +52,8 @@ func TestAssignPaid(t *testing.T) {
 			}
 			a.PaymentHash, a.Bond, a.BondHash = hash[:], bond, bondHash[:]
 
-			conn := send(t, client, p, &a)
+			s, conn := sendStream(t, client, p, &a)
+			t.Cleanup(func() { s.Close() })
 			var res *wire.Result
 			for res == nil {
 				var u wire.Update
@@ -59,11 +64,25 @@ func TestAssignPaid(t *testing.T) {
 				case wire.UpdateRejected:
 					t.Fatalf("rejected: %s", u.Reason)
 				case wire.UpdateInvoice:
-					if inv, _ := lnC.Invoice(bondHash); inv.State != payments.InvoiceAccepted || inv.Payer != "provider" {
-						t.Fatalf("the stake when the provider asks to be paid: %+v", inv)
+					if inv, _ := lnC.Invoice(bondHash); inv.State != payments.InvoiceOpen {
+						t.Fatalf("the stake when the provider asks to be paid: %+v; want it not paid yet", inv)
 					}
 					if amt, err := lnC.CheckInvoice(ctx, u.Invoice, hash, price); err != nil || amt != price {
 						t.Fatalf("the provider's invoice: %d msat, %v", amt, err)
+					}
+					if end == "price never paid" {
+						s.Reset() // the client gives the replica up unpaid
+						partstest.Eventually(t, "the provider to cancel its invoice", func() bool {
+							pay, err := p.cfg.DB.Payment(a.Announce.Job, a.Replica, false, client.ID().String())
+							return err == nil && pay.State == store.PayCanceled
+						})
+						if inv, _ := lnC.Invoice(bondHash); inv.State != payments.InvoiceOpen {
+							t.Fatalf("the stake of a replica never paid: %+v; want it never paid", inv)
+						}
+						if got := lnP.Funds().Local; got != fund {
+							t.Fatalf("the provider holds %d msat, want all its %d", got, fund)
+						}
+						return
 					}
 					if _, err := lnC.Pay(ctx, u.Invoice, 1000, time.Minute); err != nil {
 						t.Fatal(err)
@@ -73,6 +92,9 @@ func TestAssignPaid(t *testing.T) {
 				}
 			}
 			checkResult(t, "paid assign", p, res, want)
+			if inv, _ := lnC.Invoice(bondHash); inv.State != payments.InvoiceAccepted || inv.Payer != "provider" {
+				t.Fatalf("the stake with the result: %+v; want it paid by the provider", inv)
+			}
 			if inv, _ := lnP.Invoice(hash); inv.State != payments.InvoiceAccepted || inv.AmountMsat != price {
 				t.Fatalf("the provider's invoice after the result: %+v; want held", inv)
 			}

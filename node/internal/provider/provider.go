@@ -637,12 +637,10 @@ func (p *Provider) handleAssign(s network.Stream) {
 	}
 	hb := p.heartbeat(ctx, c)
 	defer hb()
-	// The stake first, then the client's payment: once that is locked the
-	// provider runs, its collateral already at stake.
-	if err := p.postBond(&a, client); err != nil {
-		// The operator's to fix (outbound liquidity, a macaroon that
-		// cannot pay): the client alone would hear of it otherwise.
-		p.log.Warn("cannot stake a job's collateral", "job", a.Announce.Job, "msat", a.Announce.Stake(a.Price), "err", err)
+	// The client's payment first, then the stake: a client that never pays
+	// holds none of this provider's collateral, nor a place in its pool of
+	// stakes (Book.TakeStake). Once both are locked the provider runs.
+	if err := p.bondTerms(&a); err != nil {
 		hb()
 		reject(err.Error())
 		return
@@ -655,6 +653,17 @@ func (p *Provider) handleAssign(s network.Stream) {
 	}
 	if pay != nil {
 		defer p.cfg.Ledger.Drop(pay) // from here the sweep may finish it
+	}
+	if err := p.postBond(&a, client); err != nil {
+		// The operator's to fix (outbound liquidity, a macaroon that
+		// cannot pay): the client alone would hear of it otherwise.
+		p.log.Warn("cannot stake a job's collateral", "job", a.Announce.Job, "msat", a.Announce.Stake(a.Price), "err", err)
+		hb()
+		if pay != nil {
+			p.cfg.Ledger.CancelInvoice(pay, "no collateral staked: "+err.Error())
+		}
+		reject(err.Error())
+		return
 	}
 	res := p.execute(ctx, c, &a, client, run)
 	if a.Announce.Settle == wire.SettleFair && res.Deterministic() {
@@ -1122,20 +1131,29 @@ func (p *Provider) escrow(ctx context.Context, c *peers.Conn, a *wire.Assign, cl
 	return pay, nil
 }
 
-// postBond stakes the assign's collateral: it pays the client's hold
-// invoice for it and returns once the payment is locked. Nothing is asked
-// of a job without collateral.
-func (p *Provider) postBond(a *wire.Assign, client peer.ID) error {
+// bondTerms is why this provider will not stake the assign's collateral,
+// checked before any invoice is issued, or nil.
+func (p *Provider) bondTerms(a *wire.Assign) error {
 	if a.Announce.Collateral == 0 {
 		return nil
 	}
 	if len(a.BondHash) != 32 || a.Bond == "" {
 		return fmt.Errorf("%w: collateral asked without its invoice", jobs.ErrPaymentRequired)
 	}
-	stake := a.Announce.Stake(a.Price)
-	if stake > p.MaxCollateral() { // paid more than it asked, it would stake more
+	if stake := a.Announce.Stake(a.Price); stake > p.MaxCollateral() { // paid more than it asked, it would stake more
 		return errors.New(p.overLimit(stake))
 	}
+	return nil
+}
+
+// postBond stakes the collateral of an assign whose bondTerms were met: it
+// pays the client's hold invoice for it and returns once the payment is
+// locked. Nothing is asked of a job without collateral.
+func (p *Provider) postBond(a *wire.Assign, client peer.ID) error {
+	if a.Announce.Collateral == 0 {
+		return nil
+	}
+	stake := a.Announce.Stake(a.Price)
 	ended, err := p.cfg.Peers.TakeStake(client)
 	if err != nil {
 		return err

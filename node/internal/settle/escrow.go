@@ -291,6 +291,9 @@ func (l *Ledger) RecordOutgoing(pay *store.Payment, inflight *payments.Payment) 
 	if err := l.db.PutPayment(pay); err != nil {
 		l.log.Error("recording payment", "job", pay.Job, "err", err)
 	}
+	if pay.Bond {
+		l.endHeld(pay)
+	}
 	if pay.Bond && pay.State == store.PaySettled && was != store.PaySettled {
 		// The client took this provider's stake: whether this node saw it
 		// happen or its sweep found it after a restart, the client's

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/internal/peers"
@@ -60,6 +62,10 @@ type Ledger struct {
 	// closing serialises CloseIncoming, so that a provider's invoice ended
 	// by two paths at once (the client's cancel, the sweep) counts once.
 	closing sync.Mutex
+	// held end the stakes a previous run posted that were open at Start,
+	// each counted open in peers until the sweep records its end.
+	heldMu sync.Mutex
+	held   map[payKey]func()
 
 	// ctx is the node's lifetime; wg counts the ledger's goroutines.
 	ctx context.Context
@@ -92,8 +98,44 @@ func (l *Ledger) Start() {
 	if l.lnd == nil {
 		return
 	}
+	l.holdStakes()
 	l.wg.Add(1)
 	go l.sweepLoop()
+}
+
+// holdStakes counts the stakes a previous run of this node posted, still
+// open, against their clients' allowances (peers.Book.HoldStake) until
+// the sweep finds them ended: a restart would otherwise forget them, and a
+// client could be staked again beyond what its record covers.
+func (l *Ledger) holdStakes() {
+	open, err := l.db.OpenPayments()
+	if err != nil {
+		l.log.Error("reading open payments", "err", err)
+		return
+	}
+	l.heldMu.Lock()
+	defer l.heldMu.Unlock()
+	for _, pay := range open {
+		id, err := peer.Decode(pay.Peer)
+		if !pay.Bond || !pay.Outgoing || pay.State == store.PayCreated || err != nil {
+			continue // a stake recorded and never paid holds nothing
+		}
+		if l.held == nil {
+			l.held = map[payKey]func(){}
+		}
+		l.held[keyOf(&pay)] = l.peers.HoldStake(id)
+	}
+}
+
+// endHeld ends the count of a stake holdStakes found open, if pay is one.
+func (l *Ledger) endHeld(pay *store.Payment) {
+	l.heldMu.Lock()
+	release := l.held[keyOf(pay)]
+	delete(l.held, keyOf(pay))
+	l.heldMu.Unlock()
+	if release != nil {
+		release()
+	}
 }
 
 // Wait waits for the ledger's goroutines after its context ended.

@@ -11,8 +11,10 @@ import (
 
 	"github.com/infernet/infernet/node/internal/parts"
 	"github.com/infernet/infernet/node/internal/parts/partstest"
+	"github.com/infernet/infernet/node/internal/peers"
 	"github.com/infernet/infernet/node/internal/settle"
 	"github.com/infernet/infernet/node/jobs"
+	"github.com/infernet/infernet/node/reputation"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
@@ -335,4 +337,55 @@ func TestCanPay(t *testing.T) {
 	if err := pr.c.Ledger.CanPay(ctx, 1, "a job"); !errors.Is(err, jobs.ErrCannotPay) || !errors.Is(err, payments.ErrUnavailable) {
 		t.Fatalf("with its lnd away: %v; want jobs.ErrCannotPay and ErrUnavailable", err)
 	}
+}
+
+// TestStakesOpenAtRestart: a provider's stakes still open when it stops
+// count against its pool of stakes after the restart, until the sweep
+// finds each ended. A restart had emptied the count: the stakes were
+// still out, and as many more could be posted for clients whose record
+// covers none.
+func TestStakesOpenAtRestart(t *testing.T) {
+	ctx := context.Background()
+	pr := newPair(t, 0)
+	client := pr.c.Host.ID()
+	const small = 10_000 // msat: the pool's worth fits the fake channels
+	var bonds []*store.Payment
+	for i := range peers.StrangerStakes {
+		job := wire.JobID{9, byte(i)}
+		bond := &store.Payment{Job: job, Peer: id(pr.p.Host), AmountMsat: small}
+		if err := pr.c.Ledger.NewBond(ctx, bond, time.Now().Add(time.Hour), "stake"); err != nil {
+			t.Fatal(err)
+		}
+		ended, err := pr.p.Peers.TakeStake(client)
+		if err != nil {
+			t.Fatalf("stake %d: %v", i, err)
+		}
+		posted := &store.Payment{Job: job, Peer: id(pr.c.Host), Hash: bond.Hash, AmountMsat: small, Due: time.Now().Add(time.Hour)}
+		if err := pr.p.Ledger.PostBond(posted, bond.Invoice, ended); err != nil {
+			t.Fatal(err)
+		}
+		bonds = append(bonds, bond)
+	}
+	stranger := partstest.Hosts(t, 1)[0].ID()
+	if why := pr.p.Peers.StakeRefusal(stranger); !strings.Contains(why, "stakes of collateral here") {
+		t.Fatalf("with the pool's stakes open: %q; want the pool's refusal", why)
+	}
+
+	// The provider's next run: a new book and ledger on its database.
+	lctx, stop := context.WithCancel(ctx)
+	book := peers.NewBook(pr.p.DB, pr.p.Host.ID(), reputation.Params{}, 0, nil, pr.p.Logger)
+	if err := book.Load(); err != nil {
+		t.Fatal(err)
+	}
+	again := settle.New(lctx, settle.Config{Lightning: pr.lnP, DB: pr.p.DB, Blobs: pr.p.Blobs, Peers: book,
+		Streams: pr.p.Streams, Sweep: 20 * time.Millisecond, Logger: pr.p.Logger})
+	t.Cleanup(func() { stop(); again.Wait() })
+	again.Start()
+	if why := book.StakeRefusal(stranger); !strings.Contains(why, "stakes of collateral here") {
+		t.Fatalf("after a restart with the pool's stakes open: %q; want the pool's refusal", why)
+	}
+	pr.c.Ledger.EndBond(ctx, bonds[0], false) // one comes back
+	partstest.Eventually(t, "the restarted sweep to see a stake back and free its place", func() bool {
+		return book.StakeRefusal(stranger) == ""
+	})
 }

@@ -32,9 +32,14 @@ type payClaims struct {
 	m  map[payKey]bool // guarded by mu
 }
 
+// keyOf is pay's key.
+func keyOf(pay *store.Payment) payKey {
+	return payKey{pay.Job, pay.Replica, pay.Outgoing, pay.Peer}
+}
+
 // Claim marks pay as handled by the caller; false if someone else is.
 func (c *payClaims) Claim(pay *store.Payment) bool {
-	k := payKey{pay.Job, pay.Replica, pay.Outgoing, pay.Peer}
+	k := keyOf(pay)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m[k] {
@@ -51,7 +56,7 @@ func (c *payClaims) Claim(pay *store.Payment) bool {
 func (c *payClaims) Drop(pay *store.Payment) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.m, payKey{pay.Job, pay.Replica, pay.Outgoing, pay.Peer})
+	delete(c.m, keyOf(pay))
 }
 
 // sweepLoop finishes, at start and every PaymentSweep, the open payments
