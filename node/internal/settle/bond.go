@@ -21,6 +21,10 @@ import (
 // ErrNoBond: a provider returned a result without its collateral locked.
 var ErrNoBond = errors.New("collateral not posted")
 
+// NeverStaked is the note on a client's record of a stake its provider
+// never paid (the replica ended first): cancelled, but nothing came back.
+const NeverStaked = "the replica ended before its provider staked it"
+
 // NewBond issues the hold invoice for a replica's collateral on the client:
 // bond has Job, Replica, Peer (the provider) and AmountMsat set. It gets a
 // fresh preimage, is claimed and recorded before the invoice leaves, and
@@ -104,6 +108,13 @@ func (l *Ledger) finishBond(ctx context.Context, bond *store.Payment) {
 		bond.Advance(store.PaySettled)
 		l.log.Info("collateral taken", "job", bond.Job, "replica", bond.Replica, "provider", bond.Peer, "msat", bond.AmountMsat)
 	} else {
+		if bond.State == store.PayInvoiced {
+			// Never seen locked: say so if it was not, else the client's
+			// record would read as a stake returned.
+			if st, err := l.lnd.InvoiceState(ctx, bond.Hash); err == nil && st == payments.InvoiceOpen {
+				bond.Error = NeverStaked
+			}
+		}
 		if err := l.lnd.Cancel(ctx, bond.Hash); err != nil && !errors.Is(err, payments.ErrUnknown) {
 			if st, serr := l.lnd.InvoiceState(ctx, bond.Hash); serr != nil || st != payments.InvoiceCanceled {
 				l.log.Warn("returning collateral; will retry", "job", bond.Job, "err", err)

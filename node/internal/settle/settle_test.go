@@ -235,8 +235,8 @@ func TestCollateral(t *testing.T) {
 			t.Fatalf("a stake never posted: %v; want ErrNoBond", err)
 		}
 		pr.c.Ledger.EndBond(ctx, bond, true)
-		if st := record(t, pr.c, job, false, pr.p.Host).State; st != store.PayCanceled {
-			t.Fatalf("a slash of a stake never posted ended it %s, want cancelled", st)
+		if r := record(t, pr.c, job, false, pr.p.Host); r.State != store.PayCanceled || r.Error != settle.NeverStaked {
+			t.Fatalf("a slash of a stake never posted ended it %s (%q), want cancelled, noted never staked", r.State, r.Error)
 		}
 		if inv, _ := pr.lnC.Invoice(bond.Hash); inv.State != payments.InvoiceCanceled {
 			t.Fatalf("its invoice is %s", inv.State)

@@ -140,10 +140,14 @@ func viewPayment(p store.Payment) paymentView {
 	return v
 }
 
-// neverStaked reports whether a provider's stake p, cancelled, failed on
-// its way (no route, too little balance, a macaroon that cannot pay): it
-// never was at stake. A stake the client returned ends in lnd's word for a
-// cancelled hold invoice.
+// neverStaked reports whether a stake p, cancelled, never was at stake. On
+// the provider, its payment failed on its way (no route, too little
+// balance, a macaroon that cannot pay); a stake the client returned ends
+// in lnd's word for a cancelled hold invoice. On the client, whose
+// returns carry no note, the replica ended before the provider paid it.
 func neverStaked(p *store.Payment) bool {
-	return p.Outgoing && p.Error != "" && !strings.Contains(p.Error, "INCORRECT_PAYMENT_DETAILS")
+	if !p.Outgoing {
+		return p.Error != ""
+	}
+	return p.Error != "" && !strings.Contains(p.Error, "INCORRECT_PAYMENT_DETAILS")
 }
