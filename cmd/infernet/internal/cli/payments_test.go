@@ -23,7 +23,7 @@ func TestNeverStaked(t *testing.T) {
 		{store.Payment{Outgoing: true, Error: "payment canceled (the payee canceled the invoice): FAILURE_REASON_INCORRECT_PAYMENT_DETAILS"}, false},
 		{store.Payment{Outgoing: true}, false},
 		{store.Payment{Error: "the replica ended before its provider staked it"}, true}, // the client's record
-		{store.Payment{}, false}, // the client's record of a stake returned
+		{store.Payment{}, false},                                                        // the client's record of a stake returned
 	} {
 		if got := neverStaked(&tc.p); got != tc.want {
 			t.Errorf("%+v: %v, want %v", tc.p, got, tc.want)
