@@ -1,8 +1,11 @@
 // Package netgroup names the network a peer connects from, so that many
 // identities of one operator count as one. Identities cost nothing to make;
 // addresses in distinct networks do. As Bitcoin Core buckets its peers, an
-// IPv4 address is grouped by its /16 and an IPv6 address by its /32; a peer
-// reached through a relay is grouped with its relay.
+// IPv4 address is grouped by its /16 and an IPv6 address by its /32. Peers
+// reached only through relays share one group, Relayed: a peer chooses its
+// relays, and honest nodes in many networks relay for anyone, so a relay's
+// network says nothing of the operator behind it (Bitcoin Core likewise
+// puts Tor's free addresses in few groups).
 package netgroup
 
 import (
@@ -14,37 +17,38 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 )
 
+// Relayed is the group of every peer reached only through a relay.
+const Relayed = "relayed"
+
 // Of returns the group of a: "v4/A.B" for an IPv4 address (its /16), "v6/"
-// and the first 32 bits in hex for IPv6 (an IPv4-mapped one is IPv4), the
-// relay's group for a relayed address (/p2p-circuit: the relay's address
-// comes before it), and "" for an address with no IP (a DNS name, which is
-// not resolved here).
+// and the first 32 bits in hex for IPv6 (an IPv4-mapped one is IPv4),
+// Relayed for a relayed address (/p2p-circuit), whatever relay it goes
+// through, and "" for an address with no IP (a DNS name, which is not
+// resolved here).
 func Of(a ma.Multiaddr) string {
+	if isRelayed(a) {
+		return Relayed
+	}
 	for _, c := range a {
 		switch c.Protocol().Code {
 		case ma.P_IP4, ma.P_IP6:
 			ip, _ := netip.AddrFromSlice(c.RawValue())
 			return OfIP(ip)
-		case ma.P_CIRCUIT:
-			return ""
 		}
 	}
 	return ""
 }
 
 // OfAny returns the group of a peer known by addrs: that of a direct
-// address if it has one, else that of a relayed one (its relay's), else "".
-// A peer connected both ways counts where it really is, not in a relay's
-// network of its choosing.
+// address if it has one, else Relayed if it has a relayed one, else "". A
+// peer connected both ways counts where it really is.
 func OfAny(addrs []ma.Multiaddr) string {
 	relayed := ""
 	for _, a := range addrs {
-		switch g := Of(a); {
-		case g == "":
-		case isRelayed(a):
-			if relayed == "" {
-				relayed = g
-			}
+		switch g := Of(a); g {
+		case "":
+		case Relayed:
+			relayed = g
 		default:
 			return g
 		}
@@ -53,24 +57,20 @@ func OfAny(addrs []ma.Multiaddr) string {
 }
 
 // All returns the groups of a peer connected from addrs, each once: those
-// of its direct addresses, or if it has none that of its first relay
-// (see OfAny). A connection from 127.0.0.1 says nothing of the peer's
-// network: it is the kernel's source for a dial on this machine that did
-// not leave from the dialler's own listening address (as libp2p's dials
-// do when they can), so every local node would share it.
+// of its direct addresses, or if it has none Relayed (see OfAny). A
+// connection from 127.0.0.1 says nothing of the peer's network: it is the
+// kernel's source for a dial on this machine that did not leave from the
+// dialler's own listening address (as libp2p's dials do when they can), so
+// every local node would share it.
 func All(addrs []ma.Multiaddr) []string {
 	var gs []string
 	for _, a := range addrs {
-		if g := Of(a); g != "" && !isRelayed(a) && !isLocalDefault(a) && !slices.Contains(gs, g) {
+		if g := Of(a); g != "" && g != Relayed && !isLocalDefault(a) && !slices.Contains(gs, g) {
 			gs = append(gs, g)
 		}
 	}
-	if len(gs) == 0 {
-		for _, a := range addrs {
-			if g := Of(a); g != "" && isRelayed(a) {
-				return []string{g}
-			}
-		}
+	if len(gs) == 0 && slices.ContainsFunc(addrs, isRelayed) {
+		return []string{Relayed}
 	}
 	return gs
 }
