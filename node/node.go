@@ -218,6 +218,7 @@ func (n *Node) startPeers() (err error) {
 		return err
 	}
 	n.blobSvc, err = blobnet.NewService(blobnet.Config{Host: n.host, Store: n.blobs, Routing: n.dht, Logger: n.log, Allow: n.access.Allow, Known: n.access.Known,
+		Operator: n.peers.Group, // many keys of one network share its places
 		OnFetch: func(st blobnet.FetchStats) {
 			if st.Err == nil {
 				n.blobsFetched.Add(1)

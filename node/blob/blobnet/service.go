@@ -96,11 +96,16 @@ type Config struct {
 	// is a no-op and Fetch uses only its hints.
 	Routing Router
 	// MaxStreams caps the requests served at once, and MaxPerPeer those
-	// of one peer; a request past either is answered BlobBusy. A request
-	// holds its place while its bytes are sent, not while its stream is
-	// open, so that idle streams (or requests for blobs not here) hold
-	// none. Defaults DefaultMaxStreams (64) and DefaultMaxPerPeer (8).
+	// of one operator (Operator); a request past either is answered
+	// BlobBusy. A request holds its place while its bytes are sent, not
+	// while its stream is open, so that idle streams (or requests for
+	// blobs not here) hold none. Defaults DefaultMaxStreams (64) and
+	// DefaultMaxPerPeer (8).
 	MaxStreams, MaxPerPeer int
+	// Operator names the operator a peer counts as (its network group),
+	// so that many keys of one operator share its MaxPerPeer places; ""
+	// or a nil Operator: each peer counts alone.
+	Operator func(peer.ID) string
 	// Reserved of the MaxStreams places are kept for peers Known says this
 	// node works with (its providers and clients): keys cost nothing, so
 	// strangers reading slowly could otherwise take every place. Default
@@ -166,8 +171,8 @@ type Service struct {
 	// active counts the requests being served, in all and by peer.
 	active atomic.Int64
 	slots  sync.Mutex
-	byPeer map[peer.ID]int
-	bufs   sync.Pool // *[]byte of copyBuf bytes, for serving
+	byPeer map[string]int // places held per operator (or peer)
+	bufs   sync.Pool      // *[]byte of copyBuf bytes, for serving
 
 	// mu guards closed and inflight, and orders wg.Add against Close.
 	mu       sync.Mutex
@@ -235,7 +240,7 @@ func NewService(cfg Config) (*Service, error) {
 		ctx:      ctx,
 		cancel:   cancel,
 		inflight: make(map[blob.Digest]*call),
-		byPeer:   make(map[peer.ID]int),
+		byPeer:   make(map[string]int),
 	}
 	s.bufs.New = func() any { b := make([]byte, copyBuf); return &b }
 	s.h.SetStreamHandler(ProtocolID, s.handle)
@@ -304,6 +309,12 @@ func (s *Service) handle(st network.Stream) {
 }
 
 func (s *Service) serve(st network.Stream, p peer.ID) error {
+	who := "peer/" + p.String()
+	if s.cfg.Operator != nil {
+		if op := s.cfg.Operator(p); op != "" {
+			who = op
+		}
+	}
 	br := bufio.NewReader(st)
 	w := &idleWriter{st: st, timeout: s.cfg.StreamTimeout, rate: s.rate()}
 	for {
@@ -317,40 +328,40 @@ func (s *Service) serve(st network.Stream, p peer.ID) error {
 			return fmt.Errorf("request: %w", err)
 		}
 		st.SetWriteDeadline(time.Now().Add(s.cfg.StreamTimeout))
-		if !s.take(p) {
+		if !s.take(p, who) {
 			return wire.WriteFrame(st, &wire.BlobResponse{V: wire.Version, Status: wire.BlobBusy})
 		}
 		err = s.serveOne(w, p, &req)
-		s.give(p)
+		s.give(who)
 		if err != nil {
 			return err
 		}
 	}
 }
 
-// take claims a place for a request of peer p, if there is one
-// (Config.MaxStreams, MaxPerPeer); give returns it.
-func (s *Service) take(p peer.ID) bool {
+// take claims a place for a request of peer p, of operator who, if there
+// is one (Config.MaxStreams, MaxPerPeer); give returns it.
+func (s *Service) take(p peer.ID, who string) bool {
 	s.slots.Lock()
 	defer s.slots.Unlock()
 	active := s.active.Load()
-	if active >= int64(s.cfg.MaxStreams) || s.byPeer[p] >= s.cfg.MaxPerPeer {
+	if active >= int64(s.cfg.MaxStreams) || s.byPeer[who] >= s.cfg.MaxPerPeer {
 		return false
 	}
 	if k := s.cfg.Known; k != nil && active >= int64(s.cfg.MaxStreams-s.cfg.Reserved) && !k(p) {
 		return false // the last places are for the peers this node works with
 	}
 	s.active.Add(1)
-	s.byPeer[p]++
+	s.byPeer[who]++
 	return true
 }
 
-func (s *Service) give(p peer.ID) {
+func (s *Service) give(who string) {
 	s.slots.Lock()
 	defer s.slots.Unlock()
 	s.active.Add(-1)
-	if s.byPeer[p]--; s.byPeer[p] <= 0 {
-		delete(s.byPeer, p)
+	if s.byPeer[who]--; s.byPeer[who] <= 0 {
+		delete(s.byPeer, who)
 	}
 }
 

@@ -607,6 +607,30 @@ func TestServeBusy(t *testing.T) {
 			t.Fatalf("another peer's fetch: %v", err)
 		}
 	})
+	t.Run("one operator's keys share its places", func(t *testing.T) {
+		// Keys cost nothing: an operator's second key gets none of the
+		// places its first holds; another operator's key gets its own.
+		var attacker sync.Map
+		srv, cli := newServer(t, Config{MaxStreams: 4, MaxPerPeer: 1, Operator: func(p peer.ID) string {
+			if _, ok := attacker.Load(p); ok {
+				return "v4/198.51"
+			}
+			return ""
+		}})
+		attacker.Store(cli.ID(), true)
+		hold(t, cli, srv)
+		second := newHost(t)
+		attacker.Store(second.ID(), true)
+		connect(t, second, srv.h)
+		if got := ask(t, second, srv, blob.Sum(small)); got != wire.BlobBusy {
+			t.Fatalf("the operator's second key: %v; want BlobBusy", got)
+		}
+		other := newHost(t)
+		connect(t, other, srv.h)
+		if got := ask(t, other, srv, blob.Sum(small)); got != wire.BlobOK {
+			t.Fatalf("another operator's key: %v; want BlobOK", got)
+		}
+	})
 	t.Run("a fetch waits out a busy source", func(t *testing.T) {
 		srv, cli := newServer(t, Config{MaxStreams: 1})
 		st, _ := rawStream(t, cli, srv.h, frame(t, &wire.BlobRequest{V: wire.Version, Digest: blob.Sum(big)}))
