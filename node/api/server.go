@@ -213,7 +213,7 @@ func Serve(n *node.Node, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	oa, err := openai.New(o.OpenAI, openai.Node{Models: n.Models(), PutBlob: n.PutBlob, Submit: n.Submit}, log)
+	oa, err := openai.New(o.OpenAI, openai.Node{Models: n.Models(), PutBlob: n.PutBlob, Blob: n.Blob, Submit: n.Submit}, log)
 	if err != nil {
 		ln.Close()
 		return nil, err

@@ -36,6 +36,11 @@ type Options struct {
 	Trust bool
 	// OpenAI are the terms of the client API's OpenAI jobs.
 	OpenAI openai.Config
+	// Trusted are the providers (by index) the client vouches for, beside
+	// or instead of Trust's all: an established key among newcomers.
+	Trusted []int
+	// Client, when set, changes the client's config before it starts.
+	Client func(*node.Config)
 }
 
 // Network is a running network: its client and the client's API.
@@ -122,6 +127,12 @@ func Start(tb testing.TB, o Options) *Network {
 	cfg := config(false, boot)
 	if o.Trust {
 		cfg.Trust = trust
+	}
+	for _, i := range o.Trusted {
+		cfg.Trust = append(cfg.Trust, trust[i])
+	}
+	if o.Client != nil {
+		o.Client(&cfg)
 	}
 	net.Client, net.DataDir = start(cfg), cfg.DataDir
 	if net.API, err = api.Serve(net.Client, api.Options{DataDir: cfg.DataDir, Addr: "127.0.0.1:0", Log: cfg.Logger, OpenAI: o.OpenAI}); err != nil {

@@ -33,12 +33,15 @@
 package openai
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"log/slog"
 	"maps"
@@ -114,7 +117,9 @@ func DefaultConfig() Config {
 type Node struct {
 	Models  *models.Registry
 	PutBlob func(ctx context.Context, b []byte) (blob.Digest, error)
-	Submit  func(ctx context.Context, spec jobs.Spec, events func(jobs.Event)) (*store.Job, error)
+	// Blob reads a blob of at most max bytes (a job's verified output).
+	Blob   func(d blob.Digest, max int64) ([]byte, error)
+	Submit func(ctx context.Context, spec jobs.Spec, events func(jobs.Event)) (*store.Job, error)
 }
 
 // Service answers the API's requests.
@@ -523,6 +528,8 @@ func newID(prefix string) string {
 // output, passed from the job's goroutine to the HTTP handler's.
 type job struct {
 	mu      sync.Mutex
+	sum     hash.Hash // of every byte decoded, and their count
+	size    int64
 	pieces  []piece
 	done    map[int]models.Completion // by choice
 	decErr  error
@@ -531,7 +538,7 @@ type job struct {
 }
 
 func newJob() *job {
-	j := &job{wake: make(chan struct{}, 1), done: map[int]models.Completion{}}
+	j := &job{wake: make(chan struct{}, 1), done: map[int]models.Completion{}, sum: sha256.New()}
 	j.decoder.OnText = func(id int, text string) { j.pieces = append(j.pieces, piece{choice: id, text: text}) }
 	j.decoder.OnLogprobs = func(id int, lp *llama.Logprobs) { j.pieces = append(j.pieces, piece{choice: id, logprobs: lp}) }
 	j.decoder.OnDone = func(c models.Completion) { j.done[c.ID] = c }
@@ -541,6 +548,8 @@ func newJob() *job {
 // output is the job's Spec.Output: agreed bytes of the runner's events.
 func (j *job) output(b []byte) {
 	j.mu.Lock()
+	j.sum.Write(b)
+	j.size += int64(len(b))
 	if j.decErr == nil {
 		_, j.decErr = j.decoder.Write(b)
 	}
@@ -556,6 +565,14 @@ type piece struct {
 	choice   int
 	text     string
 	logprobs *llama.Logprobs
+}
+
+// is reports whether the bytes decoded are exactly those of digest d and
+// size n (a job's verified output).
+func (j *job) is(d blob.Digest, n int64) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.size == n && bytes.Equal(j.sum.Sum(nil), d[:])
 }
 
 // take returns the pieces decoded since the last call, and the choices'
@@ -597,7 +614,9 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p params) {
 	}
 	j := newJob()
 	j.decoder.Stops = models.StopsOf(reqs)
-	spec.Output = j.output
+	if p.stream {
+		spec.Output = j.output
+	}
 	type result struct {
 		job *store.Job
 		err error
@@ -622,6 +641,16 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p params) {
 		case <-j.wake:
 		case r := <-ended:
 			res = &r
+			if !p.stream && jobError(r.job, r.err) == nil {
+				// A whole answer is decoded from the verified output
+				// alone, once the job ends: nothing streamed stands in
+				// for it.
+				if b, err := s.n.Blob(r.job.Output, r.job.OutputSize); err != nil {
+					res.err = fmt.Errorf("reading the verified output: %w", err)
+				} else {
+					j.output(b)
+				}
+			}
 		}
 		pieces, done, decErr := j.take(p.n)
 		for _, pc := range pieces {
@@ -643,6 +672,10 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p params) {
 		}
 		err := jobError(res.job, res.err)
 		switch {
+		case err == nil && !j.is(res.job.Output, res.job.OutputSize):
+			// The stream vote passes on only what continues the verified
+			// output; should it ever not, the caller hears of it.
+			err = errors.New("the streamed output differs from the verified output")
 		case err == nil && decErr != nil:
 			err = decErr
 		case err == nil && done == nil:

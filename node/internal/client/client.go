@@ -1230,6 +1230,9 @@ func (j *jobRun) attempt(ctx context.Context, r uint8, p peer.ID) (*wire.Result,
 		}
 	}
 	idx := j.record(r, p, a)
+	if j.stream != nil {
+		j.stream.join(r, p) // a voice from its assign on, streaming or not
+	}
 	// p may fetch the input from here while it holds the assign.
 	defer n.Access.Grant(j.ann.Input, p)()
 	assigned := time.Now()

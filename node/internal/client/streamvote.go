@@ -16,9 +16,12 @@ import (
 // they run and releases, in order, the longest prefix that the vote would
 // accept if the job ended now: bytes that a group of at least two streams
 // share, with an established provider among them and more established
-// providers than the streams that say otherwise (the rule of anchored, per
-// byte). Streams are counted by operator (Book.SameOperator), as the vote
-// counts them: one operator's many keys, each streaming the same bytes
+// providers than the streams that say otherwise or may yet (the rule of
+// anchored, per byte: an established replica assigned and not yet that
+// far may still contradict it, so one that is slow, or has streamed
+// nothing yet, holds the release back rather than be outrun by
+// colluders). Streams are counted by operator (Book.SameOperator), as the
+// vote counts them: one operator's many keys, each streaming the same bytes
 // (and each refusing its replica after, so that the next key is drawn),
 // are one voice. A liar's stream is thus shown only as far as it agrees
 // with honest ones; two replicas that disagree stop the release where they
@@ -65,6 +68,17 @@ func (s *stream) recheck(released []byte) {
 
 func newStreamVote(established func(peer.ID) bool, sameOperator func(a, b peer.ID) bool, out func([]byte), max int64) *streamVote {
 	return &streamVote{established: established, sameOperator: sameOperator, out: out, max: max, streams: map[attempt]*stream{}}
+}
+
+// join counts replica r run by p in the vote from its assign on, before
+// it streams anything (see decided): an honest provider still fetching a
+// model's weights is no less a voice than colluders streaming already.
+func (v *streamVote) join(r uint8, p peer.ID) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.streams[attempt{r, p}] == nil {
+		v.streams[attempt{r, p}] = &stream{}
+	}
 }
 
 // add appends data to the stream of replica r run by p and releases what
@@ -137,8 +151,7 @@ func (v *streamVote) advance() {
 func (v *streamVote) decided(ref *stream) int {
 	type other struct {
 		p           peer.ID
-		lcp         int  // bytes in common with ref
-		opinion     bool // it has a byte at lcp, which differs from ref's
+		lcp         int // bytes in common with ref
 		established bool
 	}
 	var others []other
@@ -151,17 +164,16 @@ func (v *streamVote) decided(ref *stream) int {
 		case s == ref:
 			o.lcp = len(ref.b)
 		case s.diverged:
-			o.lcp, o.opinion = 0, true
+			o.lcp = 0
 		case len(s.b) <= len(v.released): // agrees, and says nothing further yet
 			o.lcp = len(s.b)
 		default:
 			o.lcp = len(v.released) + commonPrefix(s.b[len(v.released):], ref.b[len(v.released):])
-			o.opinion = o.lcp < len(s.b)
 		}
 		others = append(others, o)
 	}
-	// The condition weakens as the prefix grows: try each candidate length
-	// from the longest.
+	// A longer prefix has fewer streams for it and more against: try each
+	// candidate length.
 	best := len(v.released)
 	for _, cand := range others {
 		n := cand.lcp
@@ -176,7 +188,8 @@ func (v *streamVote) decided(ref *stream) int {
 				if o.established {
 					estFor = append(estFor, o.p)
 				}
-			case o.opinion && o.established:
+			case o.established:
+				// Against, or not that far yet: it may still be.
 				estAgainst = append(estAgainst, o.p)
 			}
 		}

@@ -17,7 +17,7 @@ import (
 func TestStreamVote(t *testing.T) {
 	type step struct {
 		r    uint8
-		data string
+		data string  // "": the replica starts running, streaming nothing
 		want string  // all released so far
 		p    peer.ID // who runs it, if not the replica's peer
 	}
@@ -52,6 +52,15 @@ func TestStreamVote(t *testing.T) {
 			{0, "ok", "", ""}, {1, "ok", "", ""}, {2, "ok", "ok", ""}, {3, "ok!", "ok", ""}}},
 		{"one operator's keys cannot outvote an established one", []peer.ID{"a", "m1", "m2", "b"}, []step{
 			{0, "xy1", "", ""}, {1, "xy2", "xy", ""}, {2, "xy2", "xy", ""}, {3, "xy1", "xy1", ""}}},
+		// An established replica assigned and not yet that far may still
+		// contradict: colluders faster than it (an established key and a
+		// newcomer) had their made-up stream shown in full (a red-team run).
+		{"a slower established replica holds colluders back", []peer.ID{"a", "newcomer", "c"}, []step{
+			{2, "", "", ""}, {0, "made up", "", ""}, {1, "made up", "", ""}, {2, "the tru", "", ""}}},
+		{"and releases what it then confirms", []peer.ID{"a", "newcomer", "c"}, []step{
+			{2, "", "", ""}, {0, "abc", "", ""}, {1, "abc", "", ""}, {2, "ab", "ab", ""}, {2, "c", "abc", ""}}},
+		{"a majority of established replicas need not wait for the slowest", []peer.ID{"a", "b", "c"}, []step{
+			{2, "", "", ""}, {0, "xyz", "", ""}, {1, "xyz", "xyz", ""}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -62,7 +71,9 @@ func TestStreamVote(t *testing.T) {
 				if s.p != "" {
 					p = s.p
 				}
-				if err := v.add(s.r, p, []byte(s.data)); err != nil {
+				if s.data == "" {
+					v.join(s.r, p)
+				} else if err := v.add(s.r, p, []byte(s.data)); err != nil {
 					t.Fatal(err)
 				}
 				if string(got) != s.want {

@@ -402,9 +402,21 @@ func (j *jobRun) audit(ctx context.Context, votes []*wire.Result) (*store.Job, e
 		for _, i := range losers {
 			j.convict(peer.ID(votes[i].Provider))
 		}
-		n.Counts.Verified.Add(1)
 		j.c.remember(j, own)
-		return j.finish(votes, &verdict{best: own, how: jobs.VerifiedByAudit, liars: pick(votes, losers)}, nil)
+		v := &verdict{best: own, how: jobs.VerifiedByAudit, liars: pick(votes, losers)}
+		if j.stream != nil {
+			// What the replicas streamed may have been released: the
+			// answer must continue it, or the job fails (a lie shown).
+			out, err := j.output(ctx, own, nil)
+			if err == nil {
+				err = j.stream.finish(out)
+			}
+			if err != nil {
+				return j.finish(votes, v, err)
+			}
+		}
+		n.Counts.Verified.Add(1)
+		return j.finish(votes, v, nil)
 	}
 	return j.accept(ctx, votes, winners, losers, jobs.VerifiedByAudit)
 }
@@ -558,6 +570,7 @@ func (j *jobRun) accept(ctx context.Context, votes []*wire.Result, winners, lose
 	for _, i := range winners {
 		hints = append(hints, peer.ID(votes[i].Provider))
 	}
+	var out []byte
 	if j.isFair() {
 		// The verdict is recorded before anything is paid, so that an
 		// output opened after a restart (openBought) is known verified.
@@ -573,20 +586,48 @@ func (j *jobRun) accept(ctx context.Context, votes []*wire.Result, winners, lose
 		for _, i := range winners {
 			won = append(won, votes[i])
 		}
-		out, err := j.buy(ctx, won)
-		if err == nil {
+		var err error
+		if out, err = j.buy(ctx, won); err == nil {
 			_, err = n.Blobs.PutBytes(out)
 		}
 		if err != nil {
 			return j.finish(votes, nil, err)
 		}
-	} else if out, err := j.output(ctx, best, hints); err != nil {
-		return j.finish(votes, nil, fmt.Errorf("output: %w", err))
-	} else if j.stream != nil && how != "" {
-		if err := j.stream.finish(out); err != nil {
-			return j.finish(votes, nil, err)
+	} else {
+		var err error
+		if out, err = j.output(ctx, best, hints); err != nil {
+			return j.finish(votes, nil, fmt.Errorf("output: %w", err))
 		}
 	}
+	// The verdict stands whatever was streamed: winners and losers are
+	// judged first, so that liars whose stream was shown before the truth
+	// came are not spared by the job's failure.
+	j.judge(votes, winners, losers, how, best)
+	var liars []*wire.Result
+	for _, i := range losers {
+		liars = append(liars, votes[i])
+	}
+	won := map[*wire.Result]bool{}
+	for _, i := range winners {
+		won[votes[i]] = true
+	}
+	v := &verdict{best: best, agree: len(winners), how: how, liars: liars, winners: won}
+	if j.stream != nil && how != "" {
+		if err := j.stream.finish(out); err != nil {
+			return j.finish(votes, v, err)
+		}
+	}
+	n.Counts.Verified.Add(1)
+	if j.adaptive && rand.Float64() < n.Canary {
+		j.c.sendCanary()
+	}
+	return j.finish(votes, v, nil)
+}
+
+// judge settles the reputations of a verdict's providers: winners agreed,
+// losers lied (outvoted, or convicted by the client's own run).
+func (j *jobRun) judge(votes []*wire.Result, winners, losers []int, how string, best *wire.Result) {
+	n := j.c.n
 	switch how {
 	case jobs.VerifiedByReplicas:
 		for _, i := range winners {
@@ -623,19 +664,6 @@ func (j *jobRun) accept(ctx context.Context, votes []*wire.Result, winners, lose
 		}
 		j.c.remember(j, best)
 	}
-	n.Counts.Verified.Add(1)
-	if j.adaptive && rand.Float64() < n.Canary {
-		j.c.sendCanary()
-	}
-	var liars []*wire.Result
-	for _, i := range losers {
-		liars = append(liars, votes[i])
-	}
-	won := map[*wire.Result]bool{}
-	for _, i := range winners {
-		won[votes[i]] = true
-	}
-	return j.finish(votes, &verdict{best: best, agree: len(winners), how: how, liars: liars, winners: won}, nil)
 }
 
 // verdict is an accepted result and how it was reached.
@@ -671,8 +699,14 @@ func (j *jobRun) finish(votes []*wire.Result, v *verdict, err error) (*store.Job
 		rec.State, rec.Verification = store.JobVerified, v.how
 	}
 	if v != nil {
+		// With err too, the verdict stands and the job failed anyway (its
+		// stream showed what the verdict contradicts): its liars are on
+		// record, and the winners paid.
 		rec.Output, rec.OutputSize, rec.ExitCode = v.best.Output, v.best.OutputSize, v.best.ExitCode
-		rec.Agree, rec.Outcome, rec.Error = v.agree, v.best.Outcome, v.best.Error
+		rec.Agree, rec.Outcome = v.agree, v.best.Outcome
+		if err == nil {
+			rec.Error = v.best.Error
+		}
 		rec.Proofs = j.proofs[v.best] // j.mu is held
 		for _, l := range v.liars {
 			rec.Liars = append(rec.Liars, peer.ID(l.Provider).String())
