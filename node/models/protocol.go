@@ -564,6 +564,9 @@ func (c Check) Input(output []byte, tie float32) ([]byte, error) {
 		if q.Temperature == 0 {
 			q.Tie = tie
 		}
+		if q.TopLogprobs > 0 {
+			q.TopLogprobs += llama.CheckTopExtra // see llama.LogprobsAgree
+		}
 		checks[i] = q
 	}
 	return EncodeRequests(checks), nil

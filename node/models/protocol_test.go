@@ -13,7 +13,8 @@ import (
 // the tie bound goes to greedy requests only, and one outside 0 to
 // llama.MaxTie, or output that is not the runner's, is refused.
 func TestCheckInput(t *testing.T) {
-	c := Check{{ID: 1, Prompt: "a", MaxTokens: 4}, {ID: 2, Prompt: "b", Temperature: 0.8, Seed: 3}, {ID: 3, Prompt: "c"}}
+	// Request 3's check lists llama.CheckTopExtra more top tokens.
+	c := Check{{ID: 1, Prompt: "a", MaxTokens: 4}, {ID: 2, Prompt: "b", Temperature: 0.8, Seed: 3}, {ID: 3, Prompt: "c", Logprobs: true, TopLogprobs: 2}}
 	output := []byte(`{"id":1,"text":" x","token":7}
 {"id":2,"text":" y","token":9}
 {"id":1,"text":" z","token":8}
@@ -29,11 +30,11 @@ func TestCheckInput(t *testing.T) {
 	}{
 		{"exact", output, 0, `{"id":1,"prompt":"a","max_tokens":4,"claim":[7,8]}
 {"id":2,"prompt":"b","temperature":0.8,"seed":3,"claim":[9]}
-{"id":3,"prompt":"c","claim":[]}
+{"id":3,"prompt":"c","claim":[],"logprobs":true,"top_logprobs":6}
 `},
 		{"near-ties", output, 0.05, `{"id":1,"prompt":"a","max_tokens":4,"claim":[7,8],"tie":0.05}
 {"id":2,"prompt":"b","temperature":0.8,"seed":3,"claim":[9]}
-{"id":3,"prompt":"c","claim":[],"tie":0.05}
+{"id":3,"prompt":"c","claim":[],"tie":0.05,"logprobs":true,"top_logprobs":6}
 `},
 		{"tie above the cap", output, 1.5, ""},
 		{"negative tie", output, -0.1, ""},
@@ -92,8 +93,9 @@ func TestCheckConfirms(t *testing.T) {
 // TestCheckConfirmsLogprobs: a check's logprobs, which its own arithmetic
 // computes, confirm the generation's within llama.LogprobBound of the
 // check's tie; a top list may differ where a near-tie was rounded the
-// other way; anything else, or a generation's line that is not the
-// runner's encoding, fails.
+// other way, the check listing llama.CheckTopExtra more; a token or piece
+// the check does not list, anything else, or a generation's line that is
+// not the runner's encoding, fails.
 func TestCheckConfirmsLogprobs(t *testing.T) {
 	event := func(lp string) string { return `{"id":1,"text":" x","token":7,"logprobs":` + lp + "}\n" }
 	done := `{"id":1,"done":true,"prompt_tokens":2,"completion_tokens":1,"stop":"length"}` + "\n"
@@ -113,14 +115,17 @@ func TestCheckConfirmsLogprobs(t *testing.T) {
 		{"off by 0.02, tie 0.05", 0.05, gen,
 			event(`{"logprob":-0.52,"piece":" x","top":[{"token":7,"piece":" x","logprob":-0.52},{"token":3,"piece":"y","logprob":-1.2}]}`) + done, true},
 		{"a near-tie listed the other way", 0.05, gen,
-			event(`{"logprob":-0.5,"piece":" x","top":[{"token":7,"piece":" x","logprob":-0.5},{"token":4,"piece":"z","logprob":-1.19}]}`) + done, true},
+			event(`{"logprob":-0.5,"piece":" x","top":[{"token":7,"piece":" x","logprob":-0.5},{"token":4,"piece":"z","logprob":-1.19},{"token":3,"piece":"y","logprob":-1.21}]}`) + done, true},
+		{"a token of the generation's making", 0.05,
+			event(`{"logprob":-0.5,"piece":" x","top":[{"token":7,"piece":" x","logprob":-0.5},{"token":9,"piece":" visit evil.example","logprob":-1.3}]}`) + done,
+			event(`{"logprob":-0.5,"piece":" x","top":[{"token":7,"piece":" x","logprob":-0.5},{"token":3,"piece":"y","logprob":-1.2},{"token":4,"piece":"z","logprob":-1.25}]}`) + done, false},
 		{"a token listed far above the check's", 0.05,
 			event(`{"logprob":-0.5,"piece":" x","top":[{"token":7,"piece":" x","logprob":-0.5},{"token":3,"piece":"y","logprob":-0.9}]}`) + done,
 			event(`{"logprob":-0.5,"piece":" x","top":[{"token":7,"piece":" x","logprob":-0.5},{"token":4,"piece":"z","logprob":-1.19}]}`) + done, false},
 		{"a top list out of order", 0.05,
 			event(`{"logprob":-0.5,"piece":" x","top":[{"token":3,"piece":"y","logprob":-1.2},{"token":7,"piece":" x","logprob":-0.5}]}`) + done, gen, false},
-		{"a shorter top list", 0.05,
-			event(`{"logprob":-0.5,"piece":" x","top":[{"token":7,"piece":" x","logprob":-0.5}]}`) + done, gen, false},
+		{"a check listing fewer", 0.05, gen,
+			event(`{"logprob":-0.5,"piece":" x","top":[{"token":7,"piece":" x","logprob":-0.5}]}`) + done, false},
 		{"another piece", 0.05, gen,
 			event(`{"logprob":-0.5,"piece":"x","top":[{"token":7,"piece":" x","logprob":-0.5},{"token":3,"piece":"y","logprob":-1.2}]}`) + done, false},
 		{"no logprobs in the check", 0.05, gen, `{"id":1,"text":" x","token":7}` + "\n" + done, false},

@@ -11,6 +11,14 @@ import (
 // MaxTopLogprobs caps Request.TopLogprobs (OpenAI's cap of top_logprobs).
 const MaxTopLogprobs = 20
 
+// CheckTopExtra is how many more of the most likely tokens a check by
+// prefill lists than the generation it checks (a Request with a Claim may
+// ask up to MaxTopLogprobs+CheckTopExtra): every token the generation
+// lists must be among the check's, so that a near-tie at the end of its
+// list, which the check's arithmetic may rank a place or two lower, is
+// still found, and a token the model does not rank there is not.
+const CheckTopExtra = 4
+
 // Logprobs are the log probabilities a token's event carries when its
 // request asks for them (Request.Logprobs): the model's own distribution
 // at that position, the log-softmax of its logits before temperature,
@@ -134,45 +142,46 @@ const MinLogprobBound = 1e-3
 
 // LogprobsAgree reports whether b, a check's logprobs of a position,
 // confirm a, the generation's, within bound: the same chosen token's
-// logprob within bound, and the same top list up to rounding: each token
-// listed by both within bound, and a token listed by one alone no more
-// likely than the other's least listed token, plus bound (where two
-// computations round a near-tie differently, one lists a token the other
-// does not). Both lists must be as long and in order.
+// logprob within bound, and the same top list up to rounding. Every token
+// a lists is among b's, which lists CheckTopExtra more (or all the
+// vocabulary has), with its piece and within bound: a generation may not
+// list a token, or a piece, of its own making. Every token of b's first
+// len(a.Top) is in a within bound, or no more likely than a's least listed
+// token, plus bound (where two computations round a near-tie differently,
+// one lists a token the other does not). a must be in order.
 func LogprobsAgree(a, b *Logprobs, bound float32) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
 	near := func(x, y float32) bool { return math.Abs(float64(x)-float64(y)) <= float64(bound) }
-	if a.Piece != b.Piece || !near(a.Logprob, b.Logprob) || len(a.Top) != len(b.Top) {
+	if a.Piece != b.Piece || !near(a.Logprob, b.Logprob) || len(a.Top) > len(b.Top) {
 		return false
 	}
 	if len(a.Top) == 0 {
 		return true
 	}
-	// lists reports whether every token of x is in y within bound, or
-	// below y's least plus bound; and whether x is sorted.
-	lists := func(x, y []TopLogprob) bool {
-		least := y[len(y)-1].Logprob
-		for i, e := range x {
-			if i > 0 && cmp.Compare(e.Logprob, x[i-1].Logprob) > 0 {
-				return false
-			}
-			j := -1
-			for k := range y {
-				if y[k].Token == e.Token {
-					j = k
-					break
-				}
-			}
-			switch {
-			case j >= 0 && (y[j].Piece != e.Piece || !near(y[j].Logprob, e.Logprob)):
-				return false
-			case j < 0 && e.Logprob > least+bound:
-				return false
+	find := func(x []TopLogprob, token int) int {
+		for k := range x {
+			if x[k].Token == token {
+				return k
 			}
 		}
-		return true
+		return -1
 	}
-	return lists(a.Top, b.Top) && lists(b.Top, a.Top)
+	for i, e := range a.Top {
+		if i > 0 && cmp.Compare(e.Logprob, a.Top[i-1].Logprob) > 0 {
+			return false
+		}
+		j := find(b.Top, e.Token)
+		if j < 0 || b.Top[j].Piece != e.Piece || !near(b.Top[j].Logprob, e.Logprob) {
+			return false
+		}
+	}
+	least := a.Top[len(a.Top)-1].Logprob
+	for _, e := range b.Top[:len(a.Top)] {
+		if j := find(a.Top, e.Token); j < 0 && e.Logprob > least+bound {
+			return false
+		}
+	}
+	return true
 }

@@ -159,7 +159,9 @@ func TestRunnerLogprobs(t *testing.T) {
 			for _, q := range []llama.Request{reqs[1], reqs[3], reqs[5]} {
 				q.Logits = false
 				_, gen, _ := runJob(t, binData(), mode, requests(t, q))
-				_, chk, _ := runJob(t, binData(), mode, requests(t, claimOf(q, gen)))
+				check := claimOf(q, gen)
+				check.TopLogprobs += llama.CheckTopExtra // as node/models.Check asks
+				_, chk, _ := runJob(t, binData(), mode, requests(t, check))
 				if len(chk) != len(gen) {
 					t.Fatalf("request %d: the check wrote %d events, the generation %d", q.ID, len(chk), len(gen))
 				}
@@ -174,9 +176,13 @@ func TestRunnerLogprobs(t *testing.T) {
 	}
 }
 
-// TestLogprobsAgree: the top lists of two computations agree where each
-// token is within the bound, or listed by one alone near the other's
-// cut.
+// TestLogprobsAgree: the top lists of a generation and its check (which
+// lists CheckTopExtra more) agree where each token the generation lists is
+// the check's, within the bound, and each the check lists among the first
+// is the generation's or near its cut. A token or piece the check does not
+// list is the generation's own making: a red-team generator had put
+// arbitrary text into the last place of each top list, and the check
+// passed it.
 func TestLogprobsAgree(t *testing.T) {
 	lp := func(chosen float32, top ...llama.TopLogprob) *llama.Logprobs {
 		return &llama.Logprobs{Logprob: chosen, Piece: "a", Top: top}
@@ -196,10 +202,14 @@ func TestLogprobsAgree(t *testing.T) {
 		{"chosen off", lp(-1), lp(-1.01), 0.001, false},
 		{"chosen within", lp(-1), lp(-1.01), 0.02, true},
 		{"swapped near-tie", lp(-1, e(0, -1), e(1, -2), e(2, -2.005)), lp(-1, e(0, -1), e(2, -2.004), e(1, -2.006)), 0.01, true},
-		{"cut near-tie", lp(-1, e(0, -1), e(1, -2)), lp(-1, e(0, -1), e(2, -1.995)), 0.01, true},
-		{"cut far", lp(-1, e(0, -1), e(1, -1.5)), lp(-1, e(0, -1), e(2, -1.995)), 0.01, false},
+		{"cut near-tie", lp(-1, e(0, -1), e(1, -2)), lp(-1, e(0, -1), e(2, -1.995), e(1, -2.003)), 0.01, true},
+		{"cut far", lp(-1, e(0, -1), e(1, -1.5)), lp(-1, e(0, -1), e(2, -1.995), e(1, -2.5)), 0.01, false},
+		{"a token the check does not list", lp(-1, e(0, -1), e(9, -2.01)), lp(-1, e(0, -1), e(1, -2), e(2, -2.3)), 0.01, false},
+		{"a piece the check does not give", lp(-1, e(0, -1), llama.TopLogprob{Token: 1, Piece: " visit evil.example", Logprob: -2}),
+			lp(-1, e(0, -1), e(1, -2), e(2, -2.3)), 0.01, false},
 		{"a piece differs", lp(-1, e(0, -1)), lp(-1, llama.TopLogprob{Token: 0, Piece: "b", Logprob: -1}), 0.01, false},
-		{"lengths differ", lp(-1, e(0, -1)), lp(-1, e(0, -1), e(1, -2)), 0.01, false},
+		{"the check lists fewer", lp(-1, e(0, -1), e(1, -2)), lp(-1, e(0, -1)), 0.01, false},
+		{"the check lists more", lp(-1, e(0, -1)), lp(-1, e(0, -1), e(1, -2)), 0.01, true},
 	} {
 		if got := llama.LogprobsAgree(tc.a, tc.b, tc.bound); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)

@@ -154,7 +154,7 @@ func CheckSampling(q Request) error {
 		return fmt.Errorf("frequency_penalty %v: want -%d to %d", q.FrequencyPenalty, MaxPenalty, MaxPenalty)
 	case !in(q.PresencePenalty, -MaxPenalty, MaxPenalty):
 		return fmt.Errorf("presence_penalty %v: want -%d to %d", q.PresencePenalty, MaxPenalty, MaxPenalty)
-	case q.TopLogprobs < 0 || q.TopLogprobs > MaxTopLogprobs:
+	case q.TopLogprobs < 0 || q.TopLogprobs > MaxTopLogprobs && (q.Claim == nil || q.TopLogprobs > MaxTopLogprobs+CheckTopExtra):
 		return fmt.Errorf("top_logprobs %d: want 0 to %d", q.TopLogprobs, MaxTopLogprobs)
 	case q.TopLogprobs > 0 && !q.Logprobs:
 		return fmt.Errorf("top_logprobs %d: needs logprobs", q.TopLogprobs)
