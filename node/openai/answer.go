@@ -2,10 +2,12 @@ package openai
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/infernet/infernet/guest/go/llama"
@@ -69,6 +71,10 @@ type answer struct {
 	id      string
 	created int64
 	offsets []int // completions' text_offset so far, by choice
+	// wait bounds each streamed write (Config.WriteTimeout); gone is set
+	// once one failed: the caller stopped reading, or went away.
+	wait time.Duration
+	gone bool
 }
 
 func (a *answer) response(object string, choices []choice, u *Usage) response {
@@ -117,7 +123,7 @@ func (a *answer) begin(w http.ResponseWriter) {
 			a.event(w, a.response(a.chunkObject(), []choice{{Index: i, Delta: &chatText{Role: "assistant", Content: &empty}}}, nil))
 		}
 	}
-	flush(w)
+	a.flush(w)
 }
 
 // piece sends one token's text of a choice, with the logprobs of the
@@ -130,7 +136,7 @@ func (a *answer) piece(w http.ResponseWriter, index int, text string, lps []*lla
 		ch.Text = &text
 	}
 	a.event(w, a.response(a.chunkObject(), []choice{ch}, nil))
-	flush(w)
+	a.flush(w)
 }
 
 // end sends each choice's last chunk, with the logprobs of its tokens
@@ -155,7 +161,7 @@ func (a *answer) end(w http.ResponseWriter, cs []models.Completion, lps [][]*lla
 		a.event(w, a.response(a.chunkObject(), []choice{}, usageOf(cs)))
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
-	flush(w)
+	a.flush(w)
 }
 
 // The logprobs of a choice, in OpenAI's two shapes.
@@ -283,17 +289,31 @@ func tokenString(p llama.Piece) string {
 // fail ends a stream with an error event, as OpenAI's servers do.
 func (a *answer) fail(w http.ResponseWriter, err error) {
 	a.event(w, errorBody{Error: errorObject{Message: err.Error(), Type: "server_error", Code: ptr("job_failed")}})
-	flush(w)
+	a.flush(w)
 }
 
 func (a *answer) event(w http.ResponseWriter, v any) {
+	if a.gone {
+		return
+	}
+	if a.wait > 0 {
+		// A caller that takes no chunk for a.wait holds the handler and its
+		// job no longer (one that never reads had held both for good).
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(a.wait))
+	}
 	b, _ := json.Marshal(v)
-	fmt.Fprintf(w, "data: %s\n\n", b)
+	if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+		a.gone = true
+	}
 }
 
-func flush(w http.ResponseWriter) {
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
+// flush sends what was written, unless the caller is gone.
+func (a *answer) flush(w http.ResponseWriter) {
+	if a.gone {
+		return
+	}
+	if err := http.NewResponseController(w).Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		a.gone = true
 	}
 }
 

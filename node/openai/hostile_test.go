@@ -2,6 +2,10 @@ package openai_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	stdnet "net"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -104,4 +108,47 @@ func TestOpenAIStreamWaitsForEstablished(t *testing.T) {
 		t.Fatalf("streamed %q, %v; want run.c's %q", text, err, g.Completion)
 	}
 	banned(t, net, 1, 2)
+}
+
+// TestOpenAISlowReaders: a caller that opens a streamed request asking for
+// much output and never reads holds its place among the requests served at
+// once (Config.MaxRequests; past it, 429) only until a chunk has waited
+// Config.WriteTimeout: then its request and job end, and the next caller
+// is served. Before, 40 such callers held their handlers and jobs for
+// good, and a caller behind them waited 80 s (a red-team run).
+func TestOpenAISlowReaders(t *testing.T) {
+	c, net := serve(t, nodetest.Options{Providers: 2, Trust: true,
+		OpenAI: openai.Config{MaxRequests: 1, WriteTimeout: time.Second}})
+	body := `{"model":"stories260K","messages":[{"role":"user","content":"Tell me a long story."}],` +
+		`"stream":true,"n":8,"logprobs":true,"top_logprobs":20,"temperature":1,"max_tokens":400}`
+	conn, err := stdnet.Dial("tcp", net.API.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.(*stdnet.TCPConn).SetReadBuffer(4096)
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		net.Token(t), len(body), body)
+	short := oa.CompletionNewParams{Model: "stories260K", Prompt: oa.CompletionNewParamsPromptUnion{OfString: oa.String("Once")},
+		MaxTokens: oa.Int(4), Temperature: oa.Float(0)}
+	var apiErr *oa.Error
+	busy := false
+	for deadline := time.Now().Add(30 * time.Second); !busy; {
+		_, err := c.Completions.New(context.Background(), short)
+		busy = errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusTooManyRequests
+		if !busy && time.Now().After(deadline) {
+			t.Fatalf("no 429 while the reader that never reads holds the only place: %v", err)
+		}
+	}
+	// Served once the reader's request has ended (its chunks unread for
+	// WriteTimeout): without that end, never.
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		r, err := c.Completions.New(context.Background(), short)
+		if err == nil && len(r.Choices) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the next caller was not served after the reader's timeout: %v", err)
+		}
+	}
 }

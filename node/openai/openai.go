@@ -87,6 +87,14 @@ type Config struct {
 	// BodyTimeout bounds the time a request's body takes to arrive
 	// (default 30 s): a body that trickles holds no handler forever.
 	BodyTimeout time.Duration
+	// WriteTimeout bounds each chunk of a streamed answer (default 30 s):
+	// a caller that takes none for that long has its request, and its job,
+	// ended.
+	WriteTimeout time.Duration
+	// MaxRequests caps the completions served at once (default 32); a
+	// request past it is answered 429, rate_limit_exceeded, as OpenAI's
+	// servers answer theirs.
+	MaxRequests int
 }
 
 // Verification methods of Config.Verify.
@@ -110,7 +118,7 @@ const (
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{Replicas: 2, Verify: VerifyReplicas, Mode: ModeExact, MaxTokens: 1024, Timeout: 5 * time.Minute,
-		BodyTimeout: 30 * time.Second}
+		BodyTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, MaxRequests: 32}
 }
 
 // Node is what the service needs of a node.
@@ -127,6 +135,8 @@ type Service struct {
 	cfg Config
 	n   Node
 	log *slog.Logger
+	// busy holds a token per completion being served (Config.MaxRequests).
+	busy chan struct{}
 }
 
 // New returns a service of n on the terms of cfg (zero fields: defaults).
@@ -144,6 +154,12 @@ func New(cfg Config, n Node, log *slog.Logger) (*Service, error) {
 	if cfg.BodyTimeout <= 0 {
 		cfg.BodyTimeout = d.BodyTimeout
 	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = d.WriteTimeout
+	}
+	if cfg.MaxRequests <= 0 {
+		cfg.MaxRequests = d.MaxRequests
+	}
 	if cfg.Verify == "" {
 		cfg.Verify = d.Verify
 	}
@@ -156,7 +172,7 @@ func New(cfg Config, n Node, log *slog.Logger) (*Service, error) {
 	if cfg.Mode != ModeExact && cfg.Mode != ModeTolerance {
 		return nil, fmt.Errorf("openai: mode %q: want %s or %s", cfg.Mode, ModeExact, ModeTolerance)
 	}
-	return &Service{cfg: cfg, n: n, log: log}, nil
+	return &Service{cfg: cfg, n: n, log: log, busy: make(chan struct{}, cfg.MaxRequests)}, nil
 }
 
 // maxBody caps a request's body.
@@ -594,7 +610,18 @@ func (j *job) take(n int) ([]piece, []models.Completion, error) {
 
 // serve runs p as a job and answers it, streamed or whole.
 func (s *Service) serve(w http.ResponseWriter, r *http.Request, p params) {
-	ctx := r.Context()
+	select {
+	case s.busy <- struct{}{}:
+		defer func() { <-s.busy }()
+	default:
+		WriteError(w, http.StatusTooManyRequests, "", "rate_limit_exceeded",
+			fmt.Sprintf("%d requests are being served, this node's most at once: try again shortly", cap(s.busy)))
+		return
+	}
+	// The job ends with the request: a caller gone, or too slow to read
+	// (Config.WriteTimeout), leaves nothing running for it.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
 	m, err := s.n.Models.Get(p.model)
 	if errors.Is(err, models.ErrUnknown) || errors.Is(err, models.ErrBadName) {
 		WriteError(w, http.StatusNotFound, "model", "model_not_found", fmt.Sprintf("The model `%s` does not exist", p.model))
@@ -626,7 +653,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p params) {
 		rec, err := s.n.Submit(ctx, spec, nil)
 		ended <- result{rec, err}
 	}()
-	a := answer{p: p, id: newID("cmpl-"), created: time.Now().Unix()}
+	a := answer{p: p, id: newID("cmpl-"), created: time.Now().Unix(), wait: s.cfg.WriteTimeout}
 	if p.chat {
 		a.id = newID("chatcmpl-")
 	}
@@ -666,6 +693,10 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p params) {
 				a.piece(w, pc.choice, pc.text, pending[pc.choice])
 			}
 			pending[pc.choice] = nil
+		}
+		if a.gone {
+			s.log.Warn("openai request ended: the caller stopped reading its stream", "model", p.model, "wait", a.wait)
+			return
 		}
 		if res == nil {
 			continue

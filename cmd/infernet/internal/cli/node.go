@@ -58,7 +58,7 @@ type NodeOptions struct {
 	API    string
 	// OpenAI are the terms of the jobs of the API's OpenAI endpoints
 	// (--serve-replicas, --serve-verify, --serve-mode, --serve-max-tokens,
-	// --serve-max-price).
+	// --serve-max-requests, --serve-max-price).
 	OpenAI   openai.Config
 	LogLevel string
 	// Memory, Output, Module, Input and Data are the --max-* sizes, BlobQuota
@@ -128,6 +128,7 @@ them; a second signal stops it at once.`,
 	f.StringVar(&opts.OpenAI.Verify, "serve-verify", openai.VerifyReplicas, "how the OpenAI endpoints verify a completion: replicas (--serve-replicas providers agree, streamed as they agree) or prefill (one provider generates, another checks it in batched passes: ~1.2x one generation's cost)")
 	f.StringVar(&opts.OpenAI.Mode, "serve-mode", openai.ModeExact, "determinism mode of the OpenAI endpoints' jobs: exact (the reference kernels, the same bits everywhere) or tolerance (each provider's fast backend, GPUs included; replicas of one backend class)")
 	f.IntVar(&opts.OpenAI.MaxTokens, "serve-max-tokens", openai.DefaultConfig().MaxTokens, "the most max_tokens a request of the OpenAI endpoints may ask for")
+	f.IntVar(&opts.OpenAI.MaxRequests, "serve-max-requests", openai.DefaultConfig().MaxRequests, "the most requests the OpenAI endpoints serve at once; more are answered 429, as OpenAI's servers answer theirs")
 	f.Uint64Var(&opts.OpenAI.Price, "serve-max-price", 0, "with lnd: the most the OpenAI endpoints' jobs pay per replica, in millisatoshi (0: free providers only)")
 	f.BoolVar(&noProvide, "no-provide", false, "client only: do not run jobs for others")
 	f.DurationVar(&opts.Drain, "drain", 30*time.Second, "on a stop, the longest to wait for the replicas running here to end (0: stop them at once)")
