@@ -413,3 +413,84 @@ func TestShardedCancel(t *testing.T) {
 		t.Fatalf("state after resume: %s", again.State)
 	}
 }
+
+// TestShardedWaitsForProviders: a provider that leaves mid-run (its node
+// stopped after the first shard) and comes back fails no shard: the next
+// shard's job finds too few providers for its 2 replicas, and waits for
+// them (providerWait) rather than failing its three tries back to back and
+// the whole run with them (a training run's user lost every round's work
+// that way to a provider's restart).
+func TestShardedWaitsForProviders(t *testing.T) {
+	t.Parallel() // waits far more than it computes
+	net := startNetwork(t, 2, nil)
+	module := readTestdata(t, "jobs/lines/lines.wasm")
+	input := []byte("a\nb\nc\n")
+	spec := jobs.Spec{Terms: wire.Terms{Module: putBlob(t, net.client, module), ModuleSize: int64(len(module)), TimeoutMS: 30_000, Args: []string{"p"}}, Replicas: 2}
+	left, waiting := make(chan struct{}), make(chan string, 1)
+	var leave, wait sync.Once
+	type result struct {
+		sj  *store.ShardedStatus
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		sj, err := net.client.SubmitShards(context.Background(), spec, shardInputs(t, net.client, input, 3), 1, func(e jobs.Event) {
+			switch {
+			case e.Kind == jobs.EventShardDone:
+				leave.Do(func() {
+					net.providers[1].Close() // before the next shard's job
+					close(left)
+				})
+			case e.Kind == jobs.EventShardRetry:
+				wait.Do(func() { waiting <- e.Detail })
+			}
+		})
+		done <- result{sj, err}
+	}()
+	<-left
+	select {
+	case d := <-waiting:
+		if !strings.Contains(d, "waiting") {
+			t.Fatalf("the shard's retry: %q; want a wait for providers", d)
+		}
+	case r := <-done:
+		t.Fatalf("the run ended without waiting for providers: %+v, %v", r.sj, r.err)
+	}
+	restartNode(t, net.providers[1], []string{net.client.Addrs()[0].String()}, nil)
+	r := <-done
+	if r.err != nil || r.sj.State != store.JobVerified {
+		t.Fatalf("sharded job: %+v, %v; want verified once the provider came back", r.sj, r.err)
+	}
+	got, err := net.client.Blob(r.sj.Output, 1<<20)
+	if want := runLocallyWith(t, module, input, "p"); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("merged output %q, %v; want %q", got, err, want)
+	}
+}
+
+// TestBadModulesRefusedFirst: a sharded job's or a training run's module
+// that no provider would run (here a text file given as the reduce or the
+// evaluation) is refused before anything runs or is recorded. Before, a
+// run's shards ran, then its reduce failed three tries.
+func TestBadModulesRefusedFirst(t *testing.T) {
+	n := startNetwork(t, 0, nil).client
+	module := readTestdata(t, "jobs/lines/lines.wasm")
+	md, text := putBlob(t, n, module), putBlob(t, n, []byte("a line of text\n"))
+	spec := jobs.Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(module)), TimeoutMS: 30_000}, Replicas: 1}
+	_, err := n.SubmitSharded(context.Background(), jobs.ShardedSpec{Spec: spec, Inputs: shardInputs(t, n, []byte("a\nb\n"), 2),
+		Reduce: &jobs.ReduceSpec{Module: text, ModuleSize: 15}}, nil)
+	if !errors.Is(err, host.ErrInvalidModule) || !strings.Contains(err.Error(), "reduce") {
+		t.Errorf("a text file as reduce: %v; want it refused as an invalid module", err)
+	}
+	eval := spec
+	eval.Module = text
+	_, err = n.Train(context.Background(), jobs.TrainSpec{Spec: spec, Shards: 1, Rounds: 1, Reduce: jobs.ReduceSpec{Module: md, ModuleSize: int64(len(module))}, Eval: &eval}, nil)
+	if !errors.Is(err, host.ErrInvalidModule) || !strings.Contains(err.Error(), "evaluation") {
+		t.Errorf("a text file as evaluation: %v; want it refused as an invalid module", err)
+	}
+	if sj, _ := n.ShardedJobs(0); len(sj) != 0 {
+		t.Errorf("%d sharded jobs recorded, want none", len(sj))
+	}
+	if runs, _ := n.TrainRuns(); len(runs) != 0 {
+		t.Errorf("%d training runs recorded, want none", len(runs))
+	}
+}

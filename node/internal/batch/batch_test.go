@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
 
@@ -72,5 +73,32 @@ func TestSpecOf(t *testing.T) {
 	if !reflect.DeepEqual(s.Terms, a.Terms) || s.Replicas != 3 || s.Require != a.Require || s.Price != 5 || !s.SameBackend ||
 		s.Deadline <= 0 || s.Deadline > time.Hour {
 		t.Fatalf("spec %+v of %+v", s, a)
+	}
+}
+
+// TestShardFailure: a shard's failure says how its job ended and, where a
+// replica sent stderr, its last line: a training run whose data was wrong
+// had said only "exit status 1 (on every replica)".
+func TestShardFailure(t *testing.T) {
+	done := func(stderr string) []store.Replica {
+		return []store.Replica{{State: store.ReplicaLost}, {State: store.ReplicaDone, Result: &wire.Result{Stderr: []byte(stderr)}}}
+	}
+	for _, tc := range []struct {
+		name string
+		job  store.Job
+		want string
+	}{
+		{"exited, with stderr", store.Job{State: store.JobVerified, Outcome: wire.OutcomeExited, ExitCode: 1,
+			Replicas: done("loading\nmnist: /data/images: not an IDX file of 28x28 images\n")},
+			"exit status 1 (on every replica); its stderr ends: mnist: /data/images: not an IDX file of 28x28 images"},
+		{"exited, no stderr", store.Job{State: store.JobVerified, Outcome: wire.OutcomeExited, ExitCode: 2, Replicas: done("")},
+			"exit status 2 (on every replica)"},
+		{"stopped", store.Job{State: store.JobVerified, Outcome: wire.OutcomeStopped, Error: "trap", Replicas: done("panic: x\x1b[0m")},
+			"trap (on every replica); its stderr ends: panic: x\uFFFD[0m"},
+		{"failed", store.Job{State: store.JobFailed, Error: "no providers", Replicas: done("ignored")}, "no providers"},
+	} {
+		if got := shardFailure(&tc.job); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

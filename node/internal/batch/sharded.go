@@ -8,8 +8,10 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/internal/client"
 	"github.com/infernet/infernet/node/jobs"
@@ -23,6 +25,13 @@ import (
 // submitted again, afresh. A node that restarts gives every unfinished
 // part this many more.
 const shardAttempts = 3
+
+// providerWait is how long in all a part waits, tries apart, for providers
+// that left mid-run: its job found too few where an earlier job of the
+// run had enough. A provider restarting, or away for a minute, no longer
+// fails a long run (a training run's every round) at once; a network that
+// never had enough still fails at the first try.
+const providerWait = 2 * time.Minute
 
 // SubmitShards is SubmitSharded without a reduce step.
 func (b *Runner) SubmitShards(ctx context.Context, spec jobs.Spec, inputs []jobs.ShardInput, parallel int, events func(jobs.Event)) (*store.ShardedStatus, error) {
@@ -57,6 +66,14 @@ func (b *Runner) SubmitSharded(ctx context.Context, ss jobs.ShardedSpec, events 
 	}
 	if r := ss.Reduce; r != nil && r.Module.IsZero() {
 		return nil, errors.New("sharded job: reduce without a module")
+	}
+	if err := n.Client.CheckModule(ss.Spec.Module); err != nil {
+		return nil, fmt.Errorf("sharded job: %w", err)
+	}
+	if r := ss.Reduce; r != nil {
+		if err := n.Client.CheckModule(r.Module); err != nil {
+			return nil, fmt.Errorf("sharded job: reduce: %w", err)
+		}
 	}
 	spec := ss.Spec
 	spec.Input, spec.InputSize, spec.Shard, spec.Shards = blob.Digest{}, 0, 0, 0
@@ -97,6 +114,8 @@ type shardedRun struct {
 
 	mu  sync.Mutex        // serialises the record's writes
 	rec *store.ShardedJob // guarded by mu
+	// placed: a job of this run found its providers (see providerWait).
+	placed atomic.Bool
 }
 
 func (r *shardedRun) bg() *background { return &r.background }
@@ -469,6 +488,8 @@ func (r *shardedRun) runReduce(ctx context.Context, d blob.Digest, size int64) (
 // sharded job) fails; or an error when it stops unfinished.
 func (r *shardedRun) runPart(ctx context.Context, s jobs.Spec, p store.ShardPart, put func(store.ShardPart) error, events func(jobs.Event)) (*store.Job, string, error) {
 	var last error
+	var waited time.Duration
+	waits := 0
 	for attempt := 1; attempt <= shardAttempts; attempt++ {
 		p.State, p.Attempts = store.JobRunning, p.Attempts+1
 		if err := put(p); err != nil {
@@ -478,6 +499,9 @@ func (r *shardedRun) runPart(ctx context.Context, s jobs.Spec, p store.ShardPart
 		if ctx.Err() != nil {
 			// Stopped, not failed: the part stays running, to run again.
 			return nil, "", ctx.Err()
+		}
+		if !errors.Is(err, jobs.ErrNoProviders) {
+			r.placed.Store(true)
 		}
 		switch {
 		case err == nil && job.State != store.JobFailed:
@@ -489,19 +513,33 @@ func (r *shardedRun) runPart(ctx context.Context, s jobs.Spec, p store.ShardPart
 			if err := put(p); err != nil {
 				return nil, "", err
 			}
-			events(jobs.Event{Kind: jobs.EventShardDone, Detail: job.State.String()})
 			if !shardOK(job) {
-				return nil, shardFailure(job), nil
+				fail := shardFailure(job)
+				events(jobs.Event{Kind: jobs.EventShardDone, Detail: job.State.String() + ", but " + fail})
+				return nil, fail, nil
 			}
+			events(jobs.Event{Kind: jobs.EventShardDone, Detail: job.State.String()})
 			return job, "", nil
 		case err == nil:
 			p.Job, last = job.ID, errors.New(job.Error)
-		case errors.Is(err, jobs.ErrCannotPay):
+		case errors.Is(err, jobs.ErrCannotPay), errors.Is(err, host.ErrInvalidModule), errors.Is(err, host.ErrImportNotAllowed):
+			// Another job of it would fail alike.
 			p.State = store.JobFailed
 			if perr := put(p); perr != nil {
 				return nil, "", perr
 			}
 			return nil, err.Error(), nil
+		case errors.Is(err, jobs.ErrNoProviders) && r.placed.Load() && waited < providerWait:
+			pause := min(5*time.Second<<min(waits, 3), 30*time.Second, providerWait-waited)
+			events(jobs.Event{Kind: jobs.EventShardRetry, Detail: fmt.Sprintf("waiting %v for providers (up to %v in all): %v", pause, providerWait, err)})
+			select {
+			case <-time.After(pause):
+			case <-ctx.Done():
+				return nil, "", ctx.Err()
+			}
+			waited, waits = waited+pause, waits+1
+			attempt-- // not a try: no provider ran it
+			continue
 		default:
 			last = err
 		}
@@ -521,15 +559,28 @@ func shardOK(j *store.Job) bool {
 	return j != nil && j.State != store.JobFailed && j.Outcome == wire.OutcomeExited && j.ExitCode == 0
 }
 
-// shardFailure says why a shard's job is not a usable part of the whole.
+// shardFailure says why a shard's job is not a usable part of the whole,
+// with the last line of its stderr, where a replica sent one: what a job
+// says of its own failure ("not an IDX file") is most of what its author
+// needs.
 func shardFailure(j *store.Job) string {
+	var why string
 	switch {
 	case j.State == store.JobFailed:
 		return j.Error
 	case j.Outcome != wire.OutcomeExited:
-		return j.Error + " (on every replica)"
+		why = j.Error + " (on every replica)"
+	default:
+		why = fmt.Sprintf("exit status %d (on every replica)", j.ExitCode)
 	}
-	return fmt.Sprintf("exit status %d (on every replica)", j.ExitCode)
+	for _, r := range j.Replicas {
+		if r.State == store.ReplicaDone && r.Result != nil {
+			if lines := jobs.StderrTail(r.Result.Stderr, 1); len(lines) > 0 {
+				return why + "; its stderr ends: " + lines[0]
+			}
+		}
+	}
+	return why
 }
 
 // concat stores the outputs of jobs, in order, as one blob.

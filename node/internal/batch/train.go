@@ -55,6 +55,23 @@ func (b *Runner) Train(ctx context.Context, ts jobs.TrainSpec, events func(jobs.
 	if err := checkTrain(&ts); err != nil {
 		return nil, err
 	}
+	// Each round runs them all: a module no provider would run fails here,
+	// not after a round's work.
+	modules := []struct {
+		what string
+		m    blob.Digest
+	}{{"", ts.Spec.Module}, {"reduce: ", ts.Reduce.Module}}
+	if ts.Eval != nil {
+		modules = append(modules, struct {
+			what string
+			m    blob.Digest
+		}{"evaluation: ", ts.Eval.Module})
+	}
+	for _, m := range modules {
+		if err := n.Client.CheckModule(m.m); err != nil {
+			return nil, fmt.Errorf("training run: %s%w", m.what, err)
+		}
+	}
 	terms, err := json.Marshal(ts)
 	if err != nil {
 		return nil, fmt.Errorf("training run: terms: %w", err)

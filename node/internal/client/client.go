@@ -152,6 +152,15 @@ func (c *Client) moduleABI(d digest.Digest) (moduleNeeds, error) {
 	return need, nil
 }
 
+// CheckModule refuses module d, in this node's store, where no provider
+// would run it (not WebAssembly, or an import no host gives), as Submit
+// does before it sends anything: for work of many jobs (a sharded job's
+// reduce, a training run's eval) to refuse before its first job runs.
+func (c *Client) CheckModule(d digest.Digest) error {
+	_, err := c.moduleABI(d)
+	return err
+}
+
 // live returns a copy of the record of job id while it is under way.
 func (c *Client) live(id wire.JobID) (store.Job, bool) {
 	c.mu.Lock()

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -654,35 +653,19 @@ func printSummary(o *SubmitOptions, job *store.Job, elapsed time.Duration) error
 }
 
 // stderrLines is how many of a failed job's last stderr lines its summary
-// shows, and stderrWidth how many characters of each.
-const (
-	stderrLines = 10
-	stderrWidth = 200
-)
+// shows (jobs.StderrWidth characters of each at most).
+const stderrLines = 10
 
 // printStderr writes the end of a failed job's stderr, as the first
-// replica that has one sent it: the provider's word, any provider may lie
-// in it, so what could steer a terminal or disguise text (control and
-// format characters: escapes, bidirectional overrides, zero-width and
-// line separators) is replaced, and each line cut to stderrWidth.
+// replica that has one sent it: the provider's word, made safe to print
+// (jobs.StderrTail).
 func printStderr(w io.Writer, job *store.Job) {
 	r, ok := stderrOf(job)
 	if !ok {
 		return
 	}
-	text := strings.TrimRight(strings.ToValidUTF8(string(r.Result.Stderr), "\uFFFD"), "\n")
-	lines := strings.Split(text, "\n")
 	fmt.Fprintf(w, "  the end of its stderr, as replica %d's provider sent it:\n", r.Index)
-	for _, l := range lines[max(0, len(lines)-stderrLines):] {
-		l = strings.Map(func(c rune) rune {
-			if c != '\t' && (unicode.IsControl(c) || unicode.In(c, unicode.Cf, unicode.Zl, unicode.Zp)) {
-				return '\uFFFD'
-			}
-			return c
-		}, l)
-		if rs := []rune(l); len(rs) > stderrWidth {
-			l = string(rs[:stderrWidth]) + "…"
-		}
+	for _, l := range jobs.StderrTail(r.Result.Stderr, stderrLines) {
 		fmt.Fprintf(w, "    | %s\n", l)
 	}
 }

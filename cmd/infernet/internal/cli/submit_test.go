@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/proofs/gemmproof"
@@ -354,7 +355,7 @@ func TestSubmitSummaryExitStatus(t *testing.T) {
 	out := stderr.String()
 	if !strings.Contains(out, "as replica 1's provider sent it") || !strings.Contains(out, "| panic: boom \uFFFD[2J") ||
 		strings.Contains(out, "\x1b") || strings.Contains(out, "line 0") || strings.Count(out, "    | ") != stderrLines ||
-		strings.ContainsAny(out, "\u202e\u200b\u2028") || !strings.Contains(out, "evil \uFFFDgnp.exe\uFFFD\uFFFD"+strings.Repeat("x", stderrWidth-15)+"…\n") {
+		strings.ContainsAny(out, "\u202e\u200b\u2028") || !strings.Contains(out, "evil \uFFFDgnp.exe\uFFFD\uFFFD"+strings.Repeat("x", jobs.StderrWidth-15)+"…\n") {
 		t.Errorf("a failed job's stderr in its summary:\n%s", out)
 	}
 	// --json carries it whole.
