@@ -347,8 +347,8 @@ func (t *trainRun) eval(ctx context.Context, r int, round *store.TrainRound) (st
 		return "evaluation: " + err.Error(), nil
 	case job.State != store.JobVerified && job.State != store.JobUnverified:
 		return "evaluation: " + job.Error, nil
-	case job.ExitCode != 0:
-		return fmt.Sprintf("evaluation: exit code %d", job.ExitCode), nil
+	case !shardOK(job):
+		return "evaluation: " + shardFailure(job), nil // its stderr's last line with it
 	}
 	out, err := n.Blobs.Head(job.Output, jobs.MaxTrainReport)
 	if err != nil {
