@@ -105,6 +105,13 @@ func dashboardWork(t *testing.T, c *node.Node) *store.ShardedStatus {
 	if err != nil || rec.State != store.JobVerified {
 		t.Fatalf("training run: %+v, %v", rec, err)
 	}
+	// A run that fails in its first round (each shard's output over its
+	// 1-byte limit) leaves that round unfinished.
+	s.MaxOutput = 1
+	if rec, err := c.Train(ctx, jobs.TrainSpec{Spec: s, Shards: 1, Rounds: 2, State: first.Input, StateSize: first.InputSize,
+		Reduce: jobs.ReduceSpec{Module: cat.Input, ModuleSize: cat.InputSize}}, nil); err != nil || rec.State != store.JobFailed {
+		t.Fatalf("a training run that fails: %+v, %v", rec, err)
+	}
 	return sj
 }
 
@@ -152,7 +159,7 @@ func TestDashboardBrowser(t *testing.T) {
 	t.Run("status", func(t *testing.T) {
 		dashboardtest.Page(t, ctx, "status")
 		text := dashboardtest.Eval[string](t, ctx, "document.body.innerText")
-		for _, want := range []string{c.ID().String(), "client only", "free mode", "Peers connected\n3", "Training runs\n1"} {
+		for _, want := range []string{c.ID().String(), "client only", "free mode", "Peers connected\n3", "Training runs\n2"} {
 			if !strings.Contains(text, want) {
 				t.Errorf("status page lacks %q:\n%s", want, text)
 			}
@@ -190,9 +197,10 @@ func TestDashboardBrowser(t *testing.T) {
 		if shards != 4 { // 3 shards and the reduce
 			t.Errorf("sharded job shows %d verified parts, want 3 shards and the reduce", shards)
 		}
+		// Newest first: the failed run's round 1, then the verified run's.
 		rounds := dashboardtest.Eval[[]string](t, ctx, `[...document.querySelectorAll(".job.sharded .round")].map(e => e.innerText)`)
-		if len(rounds) != 2 || !strings.HasPrefix(rounds[0], "round 2 of training run") || !strings.HasPrefix(rounds[1], "round 1 of training run") {
-			t.Errorf("the training run's sharded jobs are labelled %q, want its rounds 2 and 1", rounds)
+		if len(rounds) != 3 || !strings.HasPrefix(rounds[1], "round 2 of training run") || !strings.HasPrefix(rounds[2], "round 1 of training run") {
+			t.Errorf("the training runs' sharded jobs are labelled %q, want the failed run's round 1, then the other's rounds 2 and 1", rounds)
 		}
 		replicas := dashboardtest.Eval[int](t, ctx, `document.querySelectorAll("table.jobs tr[data-state=verified] td.replicas .chip.s-done").length`)
 		jobs := dashboardtest.Eval[int](t, ctx, `document.querySelectorAll("table.jobs tr[data-state=verified]").length`)
@@ -219,6 +227,10 @@ func TestDashboardBrowser(t *testing.T) {
 		dashboardtest.Page(t, ctx, "training")
 		if n := dashboardtest.Eval[int](t, ctx, `document.querySelectorAll(".job.training[data-state=verified] table.rounds tbody tr").length`); n != 2 {
 			t.Errorf("training run shows %d rounds, want 2", n)
+		}
+		// The failed run's unfinished round ended with it: not running.
+		if got := dashboardtest.Eval[string](t, ctx, `[...document.querySelectorAll(".job.training[data-state=failed] table.rounds tbody tr .chip")].map(c => c.textContent).join(",")`); got != "failed" {
+			t.Errorf("the failed run's rounds show %q, want one round, failed", got)
 		}
 		ys := dashboardtest.Eval[[]string](t, ctx, `[...document.querySelectorAll('svg[data-chart=lines] circle')].map(c => c.dataset.y)`)
 		if strings.Join(ys, " ") != "3 9" {

@@ -238,8 +238,13 @@ function training(s) {
       h += `<div>` + lineChart([{ name: n, points: pts }], { name: n, title: `${n} per round`, xInteger: true, xTicks: Math.min(10, Math.max(1, done.length - 1)), xFormat: x => "round " + x, height: 180 }) + `</div>`;
     }
     h += `</div>`;
+    // A round the run ended in without finishing it ended with the run:
+    // failed (or cancelled), not running, and took until the run's end.
+    const live = t.state === "running" || t.state === "pending";
+    const roundState = r => !zeroTime(r.finished) ? chip("done") : live ? chip("running") : chip(t.state);
+    const roundEnd = r => zeroTime(r.finished) && !live ? t.finished : r.finished;
     h += table(["Round#", "State", "Took#", "State size#", "Report"], t.rounds.map((r, i) =>
-      `<tr data-round="${i + 1}"><td class="num">${i + 1}</td><td>${zeroTime(r.finished) ? chip("running") : chip("done")}</td><td class="num">${esc(dur(r.started, r.finished))}</td>` +
+      `<tr data-round="${i + 1}"><td class="num">${i + 1}</td><td>${roundState(r)}</td><td class="num">${esc(dur(r.started, roundEnd(r)))}</td>` +
       `<td class="num">${r.state_size !== undefined && !zeroTime(r.finished) ? bytes(r.state_size) : ""}</td><td><pre class="report">${esc(r.report || "")}</pre></td></tr>`), "rounds");
     h += `</div>`;
   }
