@@ -210,7 +210,7 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	}
 	defer closeSandbox()
 
-	data, err := dataFiles(o.Data)
+	data, err := dataFiles("--data", o.Data)
 	if err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}

@@ -95,7 +95,7 @@ func runSharded(ctx context.Context, o *SubmitOptions, req api.SubmitRequest) er
 		}
 		req.Reduce = &jobs.ReduceSpec{Module: rb.Digest, ModuleSize: rb.Size}
 	}
-	if req.Data, err = uploadData(ctx, c, o.Data); err != nil {
+	if req.Data, err = uploadData(ctx, c, "--data", o.Data); err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
 	for _, b := range shards {

@@ -307,7 +307,7 @@ func runSubmit(ctx context.Context, o *SubmitOptions) error {
 		return &exitError{Code: ExitError, Err: err}
 	}
 	req.Module, req.ModuleSize, req.Input, req.InputSize = mb.Digest, mb.Size, ib.Digest, ib.Size
-	if req.Data, err = uploadData(ctx, c, o.Data); err != nil {
+	if req.Data, err = uploadData(ctx, c, "--data", o.Data); err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
 
@@ -339,25 +339,27 @@ func runSubmit(ctx context.Context, o *SubmitOptions) error {
 	return submitExit(job)
 }
 
-// dataFiles parses --data NAME=FILE flags into names and paths.
-func dataFiles(flags []string) (map[string]string, error) {
+// dataFiles parses NAME=FILE flags (--data, or flag) into names and
+// paths; its errors name flag.
+func dataFiles(flag string, flags []string) (map[string]string, error) {
 	files := map[string]string{}
 	for _, f := range flags {
 		name, path, ok := strings.Cut(f, "=")
 		if !ok || name == "" || path == "" || strings.Contains(name, "/") || name == "." || name == ".." {
-			return nil, fmt.Errorf("--data %q: want NAME=FILE, NAME a plain file name", f)
+			return nil, fmt.Errorf("%s %q: want NAME=FILE, NAME a plain file name", flag, f)
 		}
 		if _, dup := files[name]; dup {
-			return nil, fmt.Errorf("--data: %s given twice", name)
+			return nil, fmt.Errorf("%s: %s given twice", flag, name)
 		}
 		files[name] = path
 	}
 	return files, nil
 }
 
-// uploadData stores the --data files in the node as blobs.
-func uploadData(ctx context.Context, c *api.Client, flags []string) ([]wire.DataBlob, error) {
-	files, err := dataFiles(flags)
+// uploadData stores the files of flag (--data, --eval-data) in the node
+// as blobs.
+func uploadData(ctx context.Context, c *api.Client, flag string, flags []string) ([]wire.DataBlob, error) {
+	files, err := dataFiles(flag, flags)
 	if err != nil {
 		return nil, err
 	}
@@ -365,7 +367,7 @@ func uploadData(ctx context.Context, c *api.Client, flags []string) ([]wire.Data
 	for name, path := range files {
 		info, err := putFile(ctx, c, path)
 		if err != nil {
-			return nil, fmt.Errorf("--data %s: %w", name, err)
+			return nil, fmt.Errorf("%s %s: %w", flag, name, err)
 		}
 		out = append(out, wire.DataBlob{Name: name, Digest: info.Digest, Size: info.Size})
 	}

@@ -174,7 +174,7 @@ func TestDataFlags(t *testing.T) {
 		{[]string{"w=1", "w=2"}, nil},
 	}
 	for _, tt := range tests {
-		got, err := dataFiles(tt.flags)
+		got, err := dataFiles("--data", tt.flags)
 		if (err != nil) != (tt.want == nil) || (tt.want != nil && !maps.Equal(got, tt.want)) {
 			t.Errorf("dataFiles(%q) = %v, %v; want %v", tt.flags, got, err, tt.want)
 		}

@@ -156,10 +156,11 @@ func (o *TrainOptions) trainRequest() (api.TrainRequest, error) {
 	case o.Eval == "" && (len(o.EvalArgs) > 0 || len(o.EvalData) > 0):
 		return api.TrainRequest{}, errors.New("--eval-arg and --eval-data need --eval")
 	}
-	for _, flags := range [][]string{o.Data, o.EvalData} {
-		if _, err := dataFiles(flags); err != nil {
-			return api.TrainRequest{}, err
-		}
+	if _, err := dataFiles("--data", o.Data); err != nil {
+		return api.TrainRequest{}, err
+	}
+	if _, err := dataFiles("--eval-data", o.EvalData); err != nil {
+		return api.TrainRequest{}, err
 	}
 	req := api.TrainRequest{Job: job, Shards: o.Shards, Rounds: o.Rounds, StateData: o.StateData}
 	if o.Eval != "" {
@@ -178,7 +179,7 @@ func (o *TrainOptions) upload(ctx context.Context, c *api.Client, req *api.Train
 		return fmt.Errorf("--reduce: %w", err)
 	}
 	req.Job.Reduce = &jobs.ReduceSpec{Module: rb.Digest, ModuleSize: rb.Size}
-	if req.Job.Data, err = uploadData(ctx, c, o.Data); err != nil {
+	if req.Job.Data, err = uploadData(ctx, c, "--data", o.Data); err != nil {
 		return err
 	}
 	if o.State != "" {
@@ -194,8 +195,8 @@ func (o *TrainOptions) upload(ctx context.Context, c *api.Client, req *api.Train
 			return fmt.Errorf("--eval: %w", err)
 		}
 		req.Eval.Module, req.Eval.ModuleSize = eb.Digest, eb.Size
-		if req.Eval.Data, err = uploadData(ctx, c, o.EvalData); err != nil {
-			return fmt.Errorf("--eval-data: %w", err)
+		if req.Eval.Data, err = uploadData(ctx, c, "--eval-data", o.EvalData); err != nil {
+			return err
 		}
 	}
 	return nil
