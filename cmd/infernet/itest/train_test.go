@@ -116,7 +116,7 @@ func TestTrainProcesses(t *testing.T) {
 	kept := t.TempDir()
 	_, stderr, code = infernet(t, nil, "train", cat, "--reduce", cat, "--shards", "2", "--rounds", "2", "--state", first,
 		"--eval", bad, "--checkpoints", filepath.Join(kept, "ckpt"), "--output", filepath.Join(kept, "last"), "--datadir", client.dataDir)
-	if code != 123 || !strings.Contains(stderr, "round 1: ") || !strings.Contains(stderr, "evaluation: exit code 3") || strings.Contains(stderr, "round 2: ") {
+	if code != 123 || !strings.Contains(stderr, "round 1: ") || !strings.Contains(stderr, "evaluation: exit status 3") || strings.Contains(stderr, "round 2: ") {
 		t.Errorf("a failing evaluation: exit %d: %s", code, stderr)
 	}
 	for _, f := range []string{"ckpt/round-001", "last"} {

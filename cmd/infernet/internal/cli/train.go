@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -103,7 +104,7 @@ other errors.`,
 	f.StringVar(&opts.Eval, "eval", "", "evaluation `MODULE` run on each round's state")
 	f.StringArrayVar(&opts.EvalArgs, "eval-arg", nil, "argument of the evaluation (repeatable, in order)")
 	f.StringArrayVar(&opts.EvalData, "eval-data", nil, "read-only file of the evaluation at /data/NAME (`NAME=FILE`, repeatable)")
-	f.StringVar(&opts.Checkpoints, "checkpoints", "", "write each round's state to `DIR`/round-NNN")
+	f.StringVar(&opts.Checkpoints, "checkpoints", "", "write each round's state to `DIR`/round-NNN, and the run's id to DIR/run (a DIR holding another run's states is refused)")
 	f.StringVar(&opts.Attach, "attach", "", "follow the training run `ID` under way in the node instead of starting one (its whole id, or the short one printed when it began)")
 	f.StringVar(&opts.Cancel, "cancel", "", "end the training run `ID` under way in the node: it stops after the work in flight, failed, and is not resumed (its last verified state is kept)")
 	return cmd
@@ -119,6 +120,9 @@ func runTrain(ctx context.Context, o *TrainOptions) error {
 	}
 	req, err := o.trainRequest()
 	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	if err := checkpointsFor(o.Checkpoints, wire.JobID{}); err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
 	c, mb, err := o.dialAndPutModule(ctx)
@@ -208,6 +212,9 @@ func attachTrain(ctx context.Context, o *TrainOptions) error {
 	c, id, err := o.dialRun(ctx, "--attach", o.Attach)
 	if err != nil {
 		return err
+	}
+	if err := checkpointsFor(o.Checkpoints, id); err != nil {
+		return &exitError{Code: ExitError, Err: err}
 	}
 	w := newTrainWatch(ctx, o, c)
 	w.id = id
@@ -367,7 +374,38 @@ func (w *trainWatch) rounds(rec *store.TrainRun) error {
 			if err := w.save(r, filepath.Join(w.o.Checkpoints, fmt.Sprintf("round-%03d", k))); err != nil {
 				return fmt.Errorf("checkpoint of round %d: %w", k, err)
 			}
+			if err := os.WriteFile(filepath.Join(w.o.Checkpoints, checkpointsRun), []byte(w.id.String()+"\n"), 0o644); err != nil {
+				return fmt.Errorf("checkpoints: %w", err)
+			}
 		}
+	}
+	return nil
+}
+
+// checkpointsRun is the file of a --checkpoints directory that names the
+// training run whose states it holds.
+const checkpointsRun = "run"
+
+// checkpointsFor refuses --checkpoints dir if it holds another run's
+// checkpoints than id's (none, for a run about to start): one run's
+// round-003 left beside another's round-001 and round-002 reads as one
+// run's.
+func checkpointsFor(dir string, id wire.JobID) error {
+	if dir == "" {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(dir, checkpointsRun))
+	switch {
+	case err == nil && strings.TrimSpace(string(b)) == id.String():
+		return nil
+	case err == nil:
+		return fmt.Errorf("--checkpoints %s holds training run %s's states: give another directory (or --attach %s to go on writing them)",
+			dir, strings.TrimSpace(string(b)), strings.TrimSpace(string(b)))
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("--checkpoints: %w", err)
+	}
+	if old, _ := filepath.Glob(filepath.Join(dir, "round-*")); len(old) > 0 {
+		return fmt.Errorf("--checkpoints %s holds round states already (%s): give another directory", dir, filepath.Base(old[0]))
 	}
 	return nil
 }
@@ -401,16 +439,19 @@ func (w *trainWatch) finish(rec *store.TrainRun) error {
 			return err
 		}
 	}
-	took := time.Since(w.start) // of this command, attached to a run under way
-	if !rec.Finished.IsZero() && w.start.After(rec.Finished) {
-		took = rec.Finished.Sub(rec.Created) // attached after the run ended: the run's
+	took := time.Since(w.start) // of this command, with a run not ended
+	if !rec.Finished.IsZero() {
+		took = rec.Finished.Sub(rec.Created) // the run's, however long this command followed it
 	}
 	fmt.Fprintf(w.o.IO.Err, "training run %s: %s, %s in %v\n", shortID(rec.ID.String()), rec.State, count(done, "round"),
 		took.Round(time.Millisecond))
-	if w.o.Output != "" && done > 0 {
+	switch {
+	case w.o.Output != "" && done > 0:
 		if err := w.save(rec.Rounds[done-1], w.o.Output); err != nil {
 			return &exitError{Code: ExitError, Err: fmt.Errorf("--output: %w", err)}
 		}
+	case w.o.Output != "":
+		fmt.Fprintf(w.o.IO.Err, "no round finished: %s not written\n", w.o.Output)
 	}
 	if w.err != nil {
 		return &exitError{Code: ExitError, Err: w.err}

@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/infernet/infernet/node/wire"
 )
 
 // TestTrainDataFlagsNamed: a mistake in --eval-data is named as such, not
@@ -23,6 +26,40 @@ func TestTrainDataFlagsNamed(t *testing.T) {
 		args := append([]string{"train", module, "--reduce", module, "--shards", "1", "--eval", module, "--datadir", dir}, tc.flags...)
 		if code, _, errOut := infernet(t, args...); code == 0 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%q: exit %d, %q; want %q", tc.flags, code, errOut, tc.want)
+		}
+	}
+}
+
+// TestCheckpointsFor: a --checkpoints directory holds one training run's
+// states: another run's directory, or one with round states and no run
+// named, is refused; the same run's (--attach) is taken.
+func TestCheckpointsFor(t *testing.T) {
+	id, other := wire.NewJobID(), wire.NewJobID()
+	marked := func(run wire.JobID) string {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, checkpointsRun), []byte(run.String()+"\n"), 0o644)
+		os.WriteFile(filepath.Join(dir, "round-001"), []byte("state"), 0o644)
+		return dir
+	}
+	unmarked := t.TempDir()
+	os.WriteFile(filepath.Join(unmarked, "round-003"), []byte("state"), 0o644)
+	for _, tc := range []struct {
+		name string
+		dir  string
+		id   wire.JobID
+		want string // "" for taken
+	}{
+		{"none", "", wire.JobID{}, ""},
+		{"new", filepath.Join(t.TempDir(), "new"), wire.JobID{}, ""},
+		{"empty", t.TempDir(), wire.JobID{}, ""},
+		{"the same run's", marked(id), id, ""},
+		{"another run's, attached", marked(other), id, "holds training run " + other.String()},
+		{"another run's, a new run", marked(other), wire.JobID{}, "holds training run " + other.String()},
+		{"round states of no run named", unmarked, wire.JobID{}, "round-003"},
+	} {
+		err := checkpointsFor(tc.dir, tc.id)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: %v; want %q", tc.name, err, tc.want)
 		}
 	}
 }
