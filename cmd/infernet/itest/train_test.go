@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -109,6 +110,23 @@ func TestTrainProcesses(t *testing.T) {
 	}
 	if strings.Contains(stderr, "lives in this process") {
 		t.Errorf("a run of a running node said it lives in the CLI's process: %s", stderr)
+	}
+	// Interrupted, the command says the run goes on and how to find it.
+	sigint := exec.CommandContext(lctx, binary, "train", cat, "--reduce", cat, "--shards", "2", "--rounds", "1000", "--state", first, "--datadir", client.dataDir)
+	var sigErr syncBuffer
+	sigint.Stderr = &sigErr
+	if err := sigint.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the interrupted run's record", func() bool { return strings.Contains(sigErr.String(), "--attach ") })
+	sigint.Process.Signal(os.Interrupt)
+	sigint.Wait()
+	m := regexp.MustCompile(`infernet train --attach ([0-9a-f]{32}) follows it`).FindStringSubmatch(sigErr.String())
+	if m == nil {
+		t.Fatalf("an interrupted train: %s; want how to follow the run", sigErr.String())
+	}
+	if _, stderr, code := infernet(t, nil, "train", "--cancel", m[1], "--datadir", client.dataDir); code != 0 || !strings.Contains(stderr, "cancelled") {
+		t.Errorf("train --cancel of the interrupted command's run: exit %d: %s", code, stderr)
 	}
 	// An evaluation that fails stops the run after its round, whose
 	// verified state is kept: printed, checkpointed and written out.

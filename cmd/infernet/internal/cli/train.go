@@ -136,6 +136,12 @@ func runTrain(ctx context.Context, o *TrainOptions) error {
 	w := newTrainWatch(ctx, o, c)
 	rec, err := c.Train(ctx, req, w.event)
 	if err != nil {
+		if w.id != (wire.JobID{}) && o.local == nil {
+			// The run is the node's, and goes on (or resumes) without
+			// this command: say how to find it again.
+			fmt.Fprintf(o.IO.Err, "training run %s is the node's, not this command's, and goes on (or resumes when the node starts again): infernet train --attach %s follows it (--output FILE writes its last state), --cancel %s ends it\n",
+				shortID(w.id.String()), w.id, w.id)
+		}
 		return &exitError{Code: ExitError, Err: err}
 	}
 	return w.finish(rec)
