@@ -2,12 +2,17 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
+
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/api"
@@ -32,8 +37,9 @@ func (l *localNode) close() {
 // connect returns a client of the node of o's data directory. When none
 // runs there (and --api is not given) it starts one in this process, as
 // `docker run` or `bacalhau` users expect: client only, bootstrapped from
-// --bootstrap or DIR/config.json (mDNS too, unless the file turns it off),
-// and waits until it knows --replicas providers. closeLocal stops it.
+// --bootstrap or DIR/config.json (mDNS too, unless the file or the
+// directory's last node turned it off: standInConfig), and waits until it
+// knows --replicas providers. closeLocal stops it.
 func (o *SubmitOptions) connect(ctx context.Context) (*api.Client, error) {
 	c, err := api.Dial(o.DataDir, o.API)
 	if err == nil {
@@ -49,22 +55,9 @@ func (o *SubmitOptions) connect(ctx context.Context) (*api.Client, error) {
 		// node there and find no providers half a minute later.
 		return nil, fmt.Errorf("--datadir %s: no such directory, so no node runs there (mistyped? `infernet node --datadir %s` starts one)", o.DataDir, o.DataDir)
 	}
-	fc, err := loadFileConfig(o.DataDir)
+	cfg, err := o.standInConfig()
 	if err != nil {
 		return nil, err
-	}
-	cfg := node.DefaultConfig()
-	// Any free port: this node lives for one command, beside whatever else
-	// runs (config.json may name its addresses).
-	cfg.DataDir, cfg.Provide = o.DataDir, false
-	cfg.Listen = []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"}
-	fc.apply(&cfg, func(flag string) bool { return flag == "bootstrap" && len(o.Bootstrap) > 0 })
-	if len(o.Bootstrap) > 0 {
-		cfg.Bootstrap = o.Bootstrap
-	}
-	if len(cfg.Bootstrap) == 0 && !cfg.MDNS {
-		return nil, fmt.Errorf("no node runs for %s and no peer to join through: start `infernet node`, or give --bootstrap (or \"bootstrap\" in %s)",
-			o.DataDir, ConfigFile)
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(o.IO.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if _, err := useInstalledKeys(&cfg); err != nil {
@@ -98,6 +91,81 @@ func (o *SubmitOptions) connect(ctx context.Context) (*api.Client, error) {
 	fmt.Fprintf(o.IO.Err, "in-process node %s: %d providers known after %v\n", shortID(n.ID().String()), got,
 		time.Since(start).Round(time.Millisecond))
 	return api.Dial(o.DataDir, srv.Addr())
+}
+
+// standInConfig is the config of the node connect starts in this process:
+// client only, on any free port; as the node of the data directory last
+// ran (lastNetwork: mDNS, NAT, loopback only), then DIR/config.json, then
+// --bootstrap.
+func (o *SubmitOptions) standInConfig() (node.Config, error) {
+	fc, err := loadFileConfig(o.DataDir)
+	if err != nil {
+		return node.Config{}, err
+	}
+	cfg := node.DefaultConfig()
+	// Any free port: this node lives for one command, beside whatever else
+	// runs (config.json may name its addresses).
+	cfg.DataDir, cfg.Provide = o.DataDir, false
+	cfg.Listen = []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"}
+	last, ran := readLastNetwork(o.DataDir)
+	if ran {
+		// A node run with --mdns=false on loopback, say: its stand-in
+		// neither announces itself on the LAN nor listens beyond it.
+		cfg.MDNS, cfg.NAT = last.MDNS, last.NAT
+		if last.Loopback {
+			cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"}
+		}
+	}
+	fc.apply(&cfg, func(flag string) bool { return flag == "bootstrap" && len(o.Bootstrap) > 0 })
+	if len(o.Bootstrap) > 0 {
+		cfg.Bootstrap = o.Bootstrap
+	}
+	if len(cfg.Bootstrap) == 0 && !cfg.MDNS && !ran { // a node that ran here left peers in the book
+		return node.Config{}, fmt.Errorf("no node runs for %s and no peer to join through: start `infernet node`, or give --bootstrap (or \"bootstrap\" in %s)",
+			o.DataDir, ConfigFile)
+	}
+	return cfg, nil
+}
+
+// lastNetworkFile, in a data directory, is how its node last reached the
+// network (lastNetwork), written as it starts.
+const lastNetworkFile = "network.json"
+
+// lastNetwork is the network settings a data directory's node last ran
+// with, which a node started in-process for one command on that directory
+// follows (unless config.json says otherwise): the flags are not kept
+// anywhere else.
+type lastNetwork struct {
+	MDNS bool `json:"mdns"`
+	NAT  bool `json:"nat"`
+	// Loopback: every address it listened on was a loopback one.
+	Loopback bool `json:"loopback"`
+}
+
+// writeLastNetwork records cfg's network settings in its data directory.
+func writeLastNetwork(cfg node.Config) error {
+	last := lastNetwork{MDNS: cfg.MDNS, NAT: cfg.NAT, Loopback: len(cfg.Listen) > 0}
+	for _, l := range cfg.Listen {
+		a, err := ma.NewMultiaddr(l)
+		if err != nil || !manet.IsIPLoopback(a) {
+			last.Loopback = false
+		}
+	}
+	b, err := json.Marshal(last)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(cfg.DataDir, lastNetworkFile), append(b, '\n'), 0o644)
+}
+
+// readLastNetwork reads dir's lastNetwork, if its node ever ran.
+func readLastNetwork(dir string) (lastNetwork, bool) {
+	var last lastNetwork
+	b, err := os.ReadFile(filepath.Join(dir, lastNetworkFile))
+	if err != nil || json.Unmarshal(b, &last) != nil {
+		return lastNetwork{}, false
+	}
+	return last, true
 }
 
 // closeLocal stops the in-process node connect started, if any.

@@ -280,6 +280,9 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 		return err
 	}
 	defer n.Close()
+	if err := writeLastNetwork(o.Config); err != nil {
+		log.Warn("recording the network settings for in-process nodes", "err", err)
+	}
 	srv, err := api.Serve(n, api.Options{DataDir: o.Config.DataDir, Listener: ln, Log: log, OpenAI: o.OpenAI})
 	if err != nil {
 		return err
