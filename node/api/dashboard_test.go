@@ -236,6 +236,12 @@ func TestDashboardBrowser(t *testing.T) {
 		if strings.Join(ys, " ") != "3 9" {
 			t.Errorf("the lines chart's points are %v, want the 3 and 9 lines of rounds 1 and 2", ys)
 		}
+		// A metric's axis spans its values, padded, not from 0 (a newcomer's
+		// accuracy from 0.948 to 0.964 drew flat).
+		ticks := dashboardtest.Eval[[]string](t, ctx, `[...document.querySelectorAll('svg[data-chart=lines] text[text-anchor=end]')].map(e => e.textContent)`)
+		if len(ticks) != 5 || ticks[0] != "2.4" || ticks[4] != "9.6" {
+			t.Errorf("the lines chart's axis reads %q, want 2.4 to 9.6 (3 to 9, padded a tenth)", ticks)
+		}
 		if near, _ := dashboardtest.Screenshot(t, ctx, "training", dashboardtest.Accent); near[0] < 100 {
 			t.Errorf("training screenshot: %d pixels of the metric chart", near[0])
 		}

@@ -56,9 +56,15 @@ function lineChart(series, o) {
   const pts = series.flatMap(s => s.points);
   if (!pts.length) return empty(o.empty || "Nothing to draw yet.");
   let x0 = Math.min(...pts.map(p => p.x)), x1 = Math.max(...pts.map(p => p.x));
-  let y0 = Math.min(0, ...pts.map(p => p.y)), y1 = Math.max(...pts.map(p => p.y));
+  let y0 = Math.min(o.fit ? Infinity : 0, ...pts.map(p => p.y)), y1 = Math.max(...pts.map(p => p.y));
   if (o.yMin !== undefined) y0 = Math.min(o.yMin, y0);
   if (x1 === x0) { x0 -= 1; x1 += 1; }
+  if (o.fit) {
+    // The data's own range, padded: an accuracy from 0.948 to 0.964 drawn
+    // from 0 is a flat line.
+    const pad = (y1 - y0) / 10 || Math.abs(y1) / 20 || 1;
+    y0 -= pad; y1 += pad;
+  }
   if (y1 === y0) y1 = y0 + 1;
   const sx = x => L + (x - x0) / (x1 - x0) * (W - L - R), sy = y => H - B - (y - y0) / (y1 - y0) * (H - T - B);
   let svg = `<svg class="chart" data-chart="${esc(o.name)}" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" role="img" aria-label="${esc(o.title || o.name)}">`;
@@ -235,7 +241,7 @@ function training(s) {
     h += `<div class="charts">`;
     for (const n of charted) {
       const pts = done.map((r, i) => ({ x: i + 1, y: (r.metrics || {})[n] })).filter(p => p.y !== undefined);
-      h += `<div>` + lineChart([{ name: n, points: pts }], { name: n, title: `${n} per round`, xInteger: true, xTicks: Math.min(10, Math.max(1, done.length - 1)), xFormat: x => "round " + x, height: 180 }) + `</div>`;
+      h += `<div>` + lineChart([{ name: n, points: pts }], { name: n, title: `${n} per round`, fit: true, xInteger: true, xTicks: Math.min(10, Math.max(1, done.length - 1)), xFormat: x => "round " + x, height: 180 }) + `</div>`;
     }
     h += `</div>`;
     // A round the run ended in without finishing it ended with the run:
