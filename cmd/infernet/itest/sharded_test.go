@@ -94,6 +94,14 @@ func TestShardedProcesses(t *testing.T) {
 	if list, _, code := infernet(t, nil, "jobs", "--sharded", "--datadir", client.dataDir); code != 0 || !strings.Contains(list, "verified") || !strings.Contains(list, "10/10 done") {
 		t.Errorf("jobs --sharded: exit %d:\n%s", code, list)
 	}
+	// Its shards' jobs are left out of the plain list, which says so;
+	// --all lists them.
+	if list, stderr, code := infernet(t, nil, "jobs", "--datadir", client.dataDir); code != 0 || strings.Count(list, "\n") != 1 || !strings.Contains(stderr, "of sharded jobs and training runs not shown") {
+		t.Errorf("jobs: exit %d:\n%s%s", code, list, stderr)
+	}
+	if list, _, code := infernet(t, nil, "jobs", "--all", "--datadir", client.dataDir); code != 0 || strings.Count(list, "\n") < 11 {
+		t.Errorf("jobs --all: exit %d:\n%s", code, list)
+	}
 	got, err := os.ReadFile(out)
 	if err != nil || got == nil || string(got) != want {
 		t.Fatalf("merged output of %d bytes, %v; want the whole input's %d bytes", len(got), err, len(want))

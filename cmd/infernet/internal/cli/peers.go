@@ -101,7 +101,7 @@ func NewCmdPeers(stdio IO) *cobra.Command {
 // NewCmdJobs returns `infernet jobs`.
 func NewCmdJobs(stdio IO) *cobra.Command {
 	var o listOptions
-	var runs, sharded, train bool
+	var runs, sharded, train, all bool
 	cmd := &cobra.Command{
 		Use:   "jobs",
 		Short: "List the jobs submitted through the local node (--runs: those it runs for others; --sharded: sharded jobs; --train: training runs)",
@@ -123,6 +123,12 @@ func NewCmdJobs(stdio IO) *cobra.Command {
 			jobs, err := c.Jobs(cmd.Context())
 			if err != nil {
 				return err
+			}
+			hidden := 0
+			if !all {
+				if jobs, hidden, err = withoutParts(cmd.Context(), c, jobs); err != nil {
+					return err
+				}
 			}
 			if o.JSON {
 				return printJSON(stdio, jobs)
@@ -150,14 +156,55 @@ func NewCmdJobs(stdio IO) *cobra.Command {
 				fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%d B\t%s\t%s\t%s\n", j.ID, state, j.Agree, j.Announce.Replicas,
 					exit, j.OutputSize, took, j.Created.Format(time.DateTime), oneLine(j.Error))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if hidden > 0 {
+				fmt.Fprintf(stdio.Err, "%s of sharded jobs and training runs not shown (--all shows them; --sharded and --train list those)\n",
+					count(hidden, "job"))
+			}
+			return nil
 		},
 	}
 	o.flags(cmd)
+	cmd.Flags().BoolVar(&all, "all", false, "list the jobs of sharded jobs and training runs too (shards, reduces, evaluations)")
 	cmd.Flags().BoolVar(&runs, "runs", false, "list the replicas this node ran or runs for others instead")
 	cmd.Flags().BoolVar(&sharded, "sharded", false, "list the sharded jobs instead: state, shards done, output")
 	cmd.Flags().BoolVar(&train, "train", false, "list the training runs instead: state, rounds done, the last round's report")
 	return cmd
+}
+
+// withoutParts leaves out of jobs those that are parts of sharded jobs
+// and training runs (a shard's, a reduce's, an evaluation's), which
+// --sharded and --train list as wholes: a few training runs are hundreds
+// of them. It returns how many it left out.
+func withoutParts(ctx context.Context, c *api.Client, jobs []store.Job) ([]store.Job, int, error) {
+	parts := map[wire.JobID]bool{}
+	sharded, err := c.ShardedJobs(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, sj := range sharded {
+		if sj.Reduce != nil {
+			parts[sj.Reduce.ID] = true
+		}
+	}
+	runs, err := c.TrainRuns(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, r := range runs {
+		for _, round := range r.Rounds {
+			parts[round.Eval] = true
+		}
+	}
+	kept := jobs[:0:0]
+	for _, j := range jobs {
+		if j.Announce.Shards == 0 && !parts[j.ID] { // every shard's job says its count
+			kept = append(kept, j)
+		}
+	}
+	return kept, len(jobs) - len(kept), nil
 }
 
 func listSharded(ctx context.Context, stdio IO, c *api.Client, asJSON bool) error {
