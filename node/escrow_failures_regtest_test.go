@@ -146,8 +146,9 @@ func TestLightningLndAwayAtProvider(t *testing.T) {
 	s, _ := catJob(t, net.client, 3)
 	s.Price = price
 	done := submitAsync(t, net.client, s)
-	waitFor(t, 30*time.Second, "provider1's payment to lock", func() bool {
-		return len(paymentsIn(t, p1, false, store.PayLocked)) == 1
+	// Its stake is posted once the payment is locked: cut once both are.
+	waitFor(t, 30*time.Second, "provider1's payment and stake to lock", func() bool {
+		return len(paymentsIn(t, p1, false, store.PayLocked)) == 1 && len(paymentsIn(t, p1, true, store.PayLocked)) == 1
 	})
 	proxy.cut()
 	job := <-done
