@@ -102,6 +102,19 @@ func TestShardedProcesses(t *testing.T) {
 	if list, _, code := infernet(t, nil, "jobs", "--all", "--datadir", client.dataDir); code != 0 || strings.Count(list, "\n") < 11 {
 		t.Errorf("jobs --all: exit %d:\n%s", code, list)
 	}
+	// jobs ID --output writes a sharded job's whole output again, the ID
+	// given by its last digits.
+	var sharded []store.ShardedStatus
+	if list, _, code := infernet(t, nil, "jobs", "--sharded", "--json", "--datadir", client.dataDir); code != 0 || json.Unmarshal([]byte(list), &sharded) != nil || len(sharded) != 1 {
+		t.Fatalf("jobs --sharded --json: exit %d:\n%s", code, list)
+	}
+	again := filepath.Join(t.TempDir(), "again")
+	if _, stderr, code := infernet(t, nil, "jobs", "…"+sharded[0].ID.String()[24:], "--output", again, "--datadir", client.dataDir); code != 0 || !strings.Contains(stderr, "sharded job") {
+		t.Errorf("jobs ID --output: exit %d: %s", code, stderr)
+	}
+	if got, err := os.ReadFile(again); err != nil || string(got) != want {
+		t.Errorf("jobs ID --output wrote %d bytes, %v; want the merged output's %d", len(got), err, len(want))
+	}
 	got, err := os.ReadFile(out)
 	if err != nil || got == nil || string(got) != want {
 		t.Fatalf("merged output of %d bytes, %v; want the whole input's %d bytes", len(got), err, len(want))

@@ -3,8 +3,11 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -102,14 +106,27 @@ func NewCmdPeers(stdio IO) *cobra.Command {
 func NewCmdJobs(stdio IO) *cobra.Command {
 	var o listOptions
 	var runs, sharded, train, all bool
+	var output string
 	cmd := &cobra.Command{
-		Use:   "jobs",
-		Short: "List the jobs submitted through the local node (--runs: those it runs for others; --sharded: sharded jobs; --train: training runs)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Use:   "jobs [ID]",
+		Short: "List the jobs submitted through the local node (--runs: those it runs for others; --sharded: sharded jobs; --train: training runs), or show one",
+		Long: `List the jobs submitted through the local node (--runs: those it runs for
+others; --sharded: sharded jobs; --train: training runs).
+
+With ID (a job's or a sharded job's id, or its first or last few digits),
+show that one; --output FILE writes its output (a sharded job's whole
+output), for a job whose submit command ended before it did.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := api.Dial(o.DataDir, o.API)
 			if err != nil {
 				return err
+			}
+			if len(args) == 1 {
+				return showJob(cmd.Context(), stdio, c, args[0], output, o.JSON)
+			}
+			if output != "" {
+				return errors.New("--output needs a job's ID")
 			}
 			if runs {
 				return listRuns(cmd.Context(), stdio, c, o.JSON)
@@ -167,11 +184,72 @@ func NewCmdJobs(stdio IO) *cobra.Command {
 		},
 	}
 	o.flags(cmd)
+	cmd.Flags().StringVarP(&output, "output", "o", "", "with ID: write its output to `FILE` (- for stdout)")
 	cmd.Flags().BoolVar(&all, "all", false, "list the jobs of sharded jobs and training runs too (shards, reduces, evaluations)")
 	cmd.Flags().BoolVar(&runs, "runs", false, "list the replicas this node ran or runs for others instead")
 	cmd.Flags().BoolVar(&sharded, "sharded", false, "list the sharded jobs instead: state, shards done, output")
 	cmd.Flags().BoolVar(&train, "train", false, "list the training runs instead: state, rounds done, the last round's report")
 	return cmd
+}
+
+// showJob shows the job or sharded job s names and, with output, writes
+// its output there.
+func showJob(ctx context.Context, stdio IO, c *api.Client, s, output string, asJSON bool) error {
+	jobs, err := c.Jobs(ctx)
+	if err != nil {
+		return err
+	}
+	sharded, err := c.ShardedJobs(ctx)
+	if err != nil {
+		return err
+	}
+	var ids []wire.JobID
+	for _, j := range jobs {
+		ids = append(ids, j.ID)
+	}
+	for _, sj := range sharded {
+		ids = append(ids, sj.ID)
+	}
+	id, err := pickID(s, ids, "job", "infernet jobs --all and --sharded list them")
+	if err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
+	var (
+		what, state string
+		out         blob.Digest
+		size        int64
+		record      any
+	)
+	if i := slices.IndexFunc(jobs, func(j store.Job) bool { return j.ID == id }); i >= 0 {
+		j := jobs[i]
+		what, state, out, size, record = "job", j.State.String(), j.Output, j.OutputSize, j
+	} else {
+		i := slices.IndexFunc(sharded, func(j store.ShardedStatus) bool { return j.ID == id })
+		j := sharded[i]
+		what, state, out, size, record = "sharded job", j.State.String(), j.Output, j.OutputSize, j
+	}
+	if asJSON {
+		if err := printJSON(stdio, record); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(stdio.Err, "%s %s: %s, output %d B\n", what, id, state, size)
+	}
+	if output == "" {
+		return nil
+	}
+	if out.IsZero() {
+		return &exitError{Code: ExitError, Err: fmt.Errorf("%s %s has no output (%s)", what, id, state)}
+	}
+	b, err := c.Blob(ctx, out, size)
+	if err != nil {
+		return &exitError{Code: ExitError, Err: fmt.Errorf("its output: %w", err)}
+	}
+	if output == "-" {
+		_, err = stdio.Out.Write(b)
+		return err
+	}
+	return os.WriteFile(output, b, 0o644)
 }
 
 // withoutParts leaves out of jobs those that are parts of sharded jobs

@@ -106,8 +106,23 @@ func runSharded(ctx context.Context, o *SubmitOptions, req api.SubmitRequest) er
 		req.Shards = append(req.Shards, jobs.ShardInput{Input: ib.Digest, InputSize: ib.Size})
 	}
 	start := time.Now()
-	sj, err := c.SubmitShards(ctx, req, shardProgress(o, len(shards)))
+	progress := shardProgress(o, len(shards))
+	var id string // the sharded job's, once recorded
+	sj, err := c.SubmitShards(ctx, req, func(e jobs.Event) {
+		if e.Kind == jobs.EventShardedRecorded && e.Shard >= 0 {
+			id = e.Detail
+		}
+		if progress != nil {
+			progress(e)
+		}
+	})
 	if err != nil {
+		if id != "" && o.local == nil {
+			// The sharded job is the node's and goes on without this
+			// command: say how to have its output.
+			fmt.Fprintf(o.IO.Err, "sharded job %s is the node's, not this command's, and goes on (or resumes when the node starts again): infernet jobs %s --output FILE writes its output once it ends\n",
+				shortID(id), id)
+		}
 		return &exitError{Code: ExitError, Err: err}
 	}
 	if !sj.Output.IsZero() {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -282,34 +283,47 @@ func (o *TrainOptions) dialRun(ctx context.Context, flag, s string) (*api.Client
 	return c, id, nil
 }
 
-// trainRunID is the training run that s names: its whole id, or a part of
-// one that no other run shares at its start or its end (the short id
-// printed when it began, "…" and its last 8 digits).
+// trainRunID is the training run that s names (see pickID).
 func trainRunID(ctx context.Context, c *api.Client, s string) (wire.JobID, error) {
 	if id, err := wire.ParseJobID(s); err == nil {
 		return id, nil
-	}
-	part := strings.ToLower(strings.TrimPrefix(s, "…"))
-	if len(part) < 4 || strings.Trim(part, "0123456789abcdef") != "" {
-		return wire.JobID{}, fmt.Errorf("%q is not a training run's id (32 hex digits, or its first or last few)", s)
 	}
 	runs, err := c.TrainRuns(ctx)
 	if err != nil {
 		return wire.JobID{}, err
 	}
+	ids := make([]wire.JobID, len(runs))
+	for i, r := range runs {
+		ids[i] = r.ID
+	}
+	return pickID(s, ids, "training run", "infernet jobs --train lists them")
+}
+
+// pickID is the one of ids that s names: its whole id, or a part of one
+// that no other shares at its start or its end (a short id as printed,
+// "…" and its last 8 digits). what names the kind, list the command that
+// lists them.
+func pickID(s string, ids []wire.JobID, what, list string) (wire.JobID, error) {
+	if id, err := wire.ParseJobID(s); err == nil && slices.Contains(ids, id) {
+		return id, nil
+	}
+	part := strings.ToLower(strings.TrimPrefix(s, "…"))
+	if len(part) < 4 || strings.Trim(part, "0123456789abcdef") != "" {
+		return wire.JobID{}, fmt.Errorf("%q is not a %s's id (32 hex digits, or its first or last few)", s, what)
+	}
 	var found []wire.JobID
-	for _, r := range runs {
-		if id := r.ID.String(); strings.HasPrefix(id, part) || strings.HasSuffix(id, part) {
-			found = append(found, r.ID)
+	for _, id := range ids {
+		if h := id.String(); strings.HasPrefix(h, part) || strings.HasSuffix(h, part) {
+			found = append(found, id)
 		}
 	}
 	switch len(found) {
 	case 0:
-		return wire.JobID{}, fmt.Errorf("no training run of this node's id begins or ends with %s (infernet jobs --train lists them)", part)
+		return wire.JobID{}, fmt.Errorf("no %s of this node's id begins or ends with %s (%s)", what, part, list)
 	case 1:
 		return found[0], nil
 	}
-	return wire.JobID{}, fmt.Errorf("%d training runs' ids begin or end with %s: give more of the id", len(found), part)
+	return wire.JobID{}, fmt.Errorf("%d %ss' ids begin or end with %s: give more of the id", len(found), what, part)
 }
 
 // trainWatch prints a training run's rounds as they end and writes their
