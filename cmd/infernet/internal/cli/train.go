@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/infernet/infernet/node/api"
 	"github.com/infernet/infernet/node/jobs"
@@ -79,6 +80,23 @@ other errors.`,
 				return errors.New("--attach and --cancel exclude each other")
 			}
 			if opts.Attach != "" || opts.Cancel != "" {
+				// A run's terms are fixed when it starts: a flag of them
+				// beside --attach or --cancel would be ignored silently.
+				var ignored []string
+				cmd.Flags().Visit(func(f *pflag.Flag) {
+					switch f.Name {
+					case "attach", "cancel", "datadir", "api", "json", "progress", "log-level":
+					case "output", "checkpoints":
+						if opts.Cancel != "" {
+							ignored = append(ignored, "--"+f.Name)
+						}
+					default:
+						ignored = append(ignored, "--"+f.Name)
+					}
+				})
+				if len(ignored) > 0 {
+					return fmt.Errorf("%s: a run's terms are fixed when it starts (--attach takes --output and --checkpoints)", strings.Join(ignored, ", "))
+				}
 				return cobra.NoArgs(cmd, args)
 			}
 			return moduleArgs(cmd, args)

@@ -63,3 +63,21 @@ func TestCheckpointsFor(t *testing.T) {
 		}
 	}
 }
+
+// TestTrainAttachTakesNoTerms: a run's terms are fixed when it starts, so
+// --attach and --cancel refuse them rather than ignore them silently.
+func TestTrainAttachTakesNoTerms(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--attach", "abcd", "--rounds", "5"}, "--rounds: a run's terms are fixed"},
+		{[]string{"--cancel", "abcd", "--output", "f", "--shards", "2"}, "--output, --shards"},
+	} {
+		args := append([]string{"train", "--datadir", dir}, tc.args...)
+		if code, _, errOut := infernet(t, args...); code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%q: exit %d, %q; want %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
