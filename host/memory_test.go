@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/infernet/infernet/abi"
@@ -84,5 +85,26 @@ func TestMemoryBudgetTrap(t *testing.T) {
 		NewJobConfig().WithMemoryLimit(64<<20))
 	if !errors.Is(err, ErrMemoryLimit) {
 		t.Fatalf("err = %v, want ErrMemoryLimit", err)
+	}
+}
+
+// TestMemoryBudgetExit: a guest that exits non-zero after a memory.grow
+// refused (a Go guest out of memory exits 2) keeps its status, and its
+// stderr ends with a note that its memory was at the job's limit: a
+// newcomer's training shard had read only "exit status 2".
+func TestMemoryBudgetExit(t *testing.T) {
+	sb := newSandbox(t, Config{})
+	in := binary.LittleEndian.AppendUint32(nil, 3)    // tensor, grow, exit 2
+	in = binary.LittleEndian.AppendUint32(in, 480)    // 30 MiB of memory
+	in = binary.LittleEndian.AppendUint32(in, 40<<20) // 40 MiB of tensors
+	res, err := sb.Run(context.Background(), Job{Module: readFile(t, "testdata/budget.wasm"), Input: in},
+		NewJobConfig().WithMemoryLimit(64<<20))
+	if err != nil || res.ExitCode != 2 || !strings.Contains(string(res.Stderr), "memory was at its limit of 67108864 bytes (--memory) when it exited 2") {
+		t.Fatalf("exit %d, stderr %q, %v; want exit 2 with the note", res.ExitCode, res.Stderr, err)
+	}
+	in[0] = 1 // no exit: a refused grow that the guest survives is no note
+	if res, err := sb.Run(context.Background(), Job{Module: readFile(t, "testdata/budget.wasm"), Input: in},
+		NewJobConfig().WithMemoryLimit(64<<20)); err != nil || res.ExitCode != 0 || len(res.Stderr) != 0 {
+		t.Fatalf("exit %d, stderr %q, %v; want exit 0, nothing on stderr", res.ExitCode, res.Stderr, err)
 	}
 }

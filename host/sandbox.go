@@ -815,6 +815,13 @@ func (s *Sandbox) classify(err error, st *jobState, res *Result, cfg JobConfig) 
 	var exit *sys.ExitError
 	if errors.As(err, &exit) {
 		res.ExitCode = exit.ExitCode()
+		if res.ExitCode != 0 && (res.MemoryBytes >= uint64(cfg.pages())*pageSize || st.budget.GrowRefused()) {
+			// A Go guest out of memory exits 2 rather than trapping: its
+			// status is its own, and the job's result, but its author
+			// should hear why (after the guest's last word, on stderr).
+			res.Stderr = fmt.Appendf(res.Stderr, "\ninfernet: the job's memory was at its limit of %d bytes (--memory) when it exited %d\n",
+				cfg.memoryLimit, res.ExitCode)
+		}
 		return nil
 	}
 	// A trap after memory.grow failed for the job's limit (linear memory

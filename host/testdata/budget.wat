@@ -4,7 +4,8 @@
 ;; the guest first grows its memory by pages, then asks for an i8 tensor of
 ;; bytes elements; with order 1 it asks for the tensor first. Then it frees
 ;; the tensor (if it got one) and grows by pages again. Order 2 is order 1,
-;; then a trap (unreachable) if the grow failed: a guest out of memory. stdout: four
+;; then a trap (unreachable) if the grow failed: a guest out of memory; order
+;; 3 exits with status 2 there instead, as a Go guest does. stdout: four
 ;; little-endian i32 values: the first grow's result, tensor_new's result,
 ;; tensor_free's result (0 when there was no tensor), the second grow's
 ;; result. memory.grow answers -1 and tensor_new ENOMEM (-6) when the job's
@@ -12,6 +13,7 @@
 (module
   (import "wasi_snapshot_preview1" "fd_read" (func $fd_read (param i32 i32 i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func $proc_exit (param i32)))
   (import "infernet" "tensor_new" (func $tensor_new (param i32 i32 i32) (result i32)))
   (import "infernet" "tensor_free" (func $tensor_free (param i32) (result i32)))
   (memory (export "memory") 1)
@@ -35,6 +37,10 @@
     (if (i32.and (i32.eq (i32.load (i32.const 32)) (i32.const 2))
                  (i32.eq (i32.load (i32.const 64)) (i32.const -1)))
       (then unreachable))
+    ;; Order 3: as 1, then exit 2 if the grow failed.
+    (if (i32.and (i32.eq (i32.load (i32.const 32)) (i32.const 3))
+                 (i32.eq (i32.load (i32.const 64)) (i32.const -1)))
+      (then (call $proc_exit (i32.const 2))))
     (i32.store (i32.const 68) (local.get $h))
     (if (i32.gt_s (local.get $h) (i32.const 0))
       (then (i32.store (i32.const 72) (call $tensor_free (local.get $h)))))
