@@ -13,8 +13,10 @@ import (
 	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/node/faults"
+	"github.com/infernet/infernet/node/internal/netgroup"
 	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/models"
+	"github.com/infernet/infernet/node/reputation"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -294,5 +296,62 @@ func TestStreamedFromOwnRun(t *testing.T) {
 	if votes != 2 || !bytes.Equal(atFirstVote, out) {
 		t.Errorf("%d of %d bytes shown when the first of %d replicas answered: want the whole completion streamed from the client's own run",
 			len(atFirstVote), len(out), votes)
+	}
+}
+
+// TestStreamShownThenBackedOut: an established attacker key (E) and a
+// fresh one of another network (N) stream the same made-up bytes, are
+// shown (two operators, an established one among them, against an honest
+// newcomer not yet that far), and then refuse their replicas rather than
+// sign the lie. The client's own run decides the job with the honest
+// result (an audit, as the replicas backed out after being shown), and E
+// and N are outvoted for what they streamed: E is shown once, not until
+// its lost replicas ban it for a while (3 shown lies and 3 failed jobs
+// per established key in a red-team run; the job fails each time, as the
+// stream showed a lie).
+func TestStreamShownThenBackedOut(t *testing.T) {
+	t.Parallel() // waits far more than it computes
+	fake := []byte("made up by the attacker\n")
+	i := 0
+	net, _ := hostileNetwork(t, 1, 2, func() *faults.Faults {
+		return &faults.Faults{StreamThenRefuse: fake, StreamThenRefuseAfter: 2 * time.Second}
+	}, func(c *Config) {
+		if c.Provide {
+			c.Listen = []string{netgroup.SharedLoopback(30+i, 0)} // every provider its own /16
+			i++
+		}
+	})
+	c := net.client
+	est, fresh := net.providers[1].ID(), net.providers[2].ID()
+	c.peers.Update(est, func(r *reputation.Record, p reputation.Params, _ time.Time) { r.Proven = p.Probation })
+	shown := 0
+	for k := range 3 {
+		// N is a fresh key each job (keys cost nothing).
+		c.peers.Update(fresh, func(r *reputation.Record, p reputation.Params, _ time.Time) {
+			*r = reputation.Record{FirstAdvert: r.FirstAdvert, Adverts: r.Adverts, Interval: r.Interval}
+		})
+		s, _ := catJob(t, c, k)
+		s.Replicas = 3
+		var mu sync.Mutex
+		var got []byte
+		s.Output = func(b []byte) { mu.Lock(); got = append(got, b...); mu.Unlock() }
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		job, err := c.Submit(ctx, s, nil)
+		cancel()
+		mu.Lock()
+		if bytes.Contains(got, fake) {
+			shown++
+			if err == nil {
+				t.Errorf("job %d: the made-up bytes were shown and the job ended %v with no error", k, job.State)
+			}
+		}
+		mu.Unlock()
+	}
+	t.Logf("the made-up stream was shown in %d of 3 jobs; the established key's record %+v", shown, c.peers.Record(est))
+	if shown > 1 {
+		t.Errorf("the made-up stream was shown in %d of 3 jobs: its established key went on after the first", shown)
+	}
+	if shown == 1 && c.peers.Record(est).Lies == 0 {
+		t.Errorf("the established key's stream was shown, contradicted, and it is not outvoted: %+v", c.peers.Record(est))
 	}
 }

@@ -71,6 +71,10 @@ type Faults struct {
 	// busy: one operator's keys that take turns at a replica, each adding
 	// its voice to a made-up stream.
 	StreamThenRefuse []byte
+	// StreamThenRefuseAfter, with StreamThenRefuse, holds the stream open
+	// that long before the refusal: long enough for a colluder's stream to
+	// join it, and the two to be shown.
+	StreamThenRefuseAfter time.Duration
 	// ClaimExitZero signs every run that exited as exited 0, whatever its
 	// status: a liar about how a job ended rather than about its output.
 	ClaimExitZero bool

@@ -104,7 +104,7 @@ type Config struct {
 	MaxStreams, MaxPerPeer int
 	// Operator names the operator a peer counts as (its network group),
 	// so that many keys of one operator share its MaxPerPeer places; ""
-	// or a nil Operator: each peer counts alone.
+	// or a nil Operator: each peer counts alone, as a Known peer does.
 	Operator func(peer.ID) string
 	// Reserved of the MaxStreams places are kept for peers Known says this
 	// node works with (its providers and clients): keys cost nothing, so
@@ -309,12 +309,6 @@ func (s *Service) handle(st network.Stream) {
 }
 
 func (s *Service) serve(st network.Stream, p peer.ID) error {
-	who := "peer/" + p.String()
-	if s.cfg.Operator != nil {
-		if op := s.cfg.Operator(p); op != "" {
-			who = op
-		}
-	}
 	br := bufio.NewReader(st)
 	w := &idleWriter{st: st, timeout: s.cfg.StreamTimeout, rate: s.rate()}
 	for {
@@ -328,6 +322,7 @@ func (s *Service) serve(st network.Stream, p peer.ID) error {
 			return fmt.Errorf("request: %w", err)
 		}
 		st.SetWriteDeadline(time.Now().Add(s.cfg.StreamTimeout))
+		who := s.placesOf(p)
 		if !s.take(p, who) {
 			return wire.WriteFrame(st, &wire.BlobResponse{V: wire.Version, Status: wire.BlobBusy})
 		}
@@ -337,6 +332,21 @@ func (s *Service) serve(st network.Stream, p peer.ID) error {
 			return err
 		}
 	}
+}
+
+// placesOf names whose MaxPerPeer places a request of p takes: its
+// operator's (Config.Operator), shared by its operator's keys; but a peer
+// this node works with (Known) has its own, so that a stranger in its
+// network cannot take them from it (a red-team run: a stranger of an
+// honest provider's /16 reading public blobs slowly had kept it from the
+// input of every job it was given).
+func (s *Service) placesOf(p peer.ID) string {
+	if s.cfg.Operator != nil && (s.cfg.Known == nil || !s.cfg.Known(p)) {
+		if op := s.cfg.Operator(p); op != "" {
+			return op
+		}
+	}
+	return "peer/" + p.String()
 }
 
 // take claims a place for a request of peer p, of operator who, if there

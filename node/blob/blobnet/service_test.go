@@ -609,13 +609,17 @@ func TestServeBusy(t *testing.T) {
 	})
 	t.Run("one operator's keys share its places", func(t *testing.T) {
 		// Keys cost nothing: an operator's second key gets none of the
-		// places its first holds; another operator's key gets its own.
-		var attacker sync.Map
+		// places its first holds; another operator's key gets its own, and
+		// so does a peer this node works with.
+		var attacker, worksWith sync.Map
 		srv, cli := newServer(t, Config{MaxStreams: 4, MaxPerPeer: 1, Operator: func(p peer.ID) string {
 			if _, ok := attacker.Load(p); ok {
 				return "v4/198.51"
 			}
 			return ""
+		}, Known: func(p peer.ID) bool {
+			_, ok := worksWith.Load(p)
+			return ok
 		}})
 		attacker.Store(cli.ID(), true)
 		hold(t, cli, srv)
@@ -629,6 +633,15 @@ func TestServeBusy(t *testing.T) {
 		connect(t, other, srv.h)
 		if got := ask(t, other, srv, blob.Sum(small)); got != wire.BlobOK {
 			t.Fatalf("another operator's key: %v; want BlobOK", got)
+		}
+		// A peer this node works with, in the attacker's network (an honest
+		// provider sharing its /16), has places of its own.
+		known := newHost(t)
+		attacker.Store(known.ID(), true)
+		worksWith.Store(known.ID(), true)
+		connect(t, known, srv.h)
+		if got := ask(t, known, srv, blob.Sum(small)); got != wire.BlobOK {
+			t.Fatalf("a known peer of the attacker's network: %v; want BlobOK", got)
 		}
 	})
 	t.Run("a fetch waits out a busy source", func(t *testing.T) {

@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -224,6 +225,35 @@ func (v *streamVote) kill(r uint8, p peer.ID) {
 	if s := v.streams[attempt{r, p}]; s != nil {
 		s.dead = true
 	}
+}
+
+// shownThenDied reports whether the attempt of a stream whose bytes were
+// released ended without a result: its provider backed out after what it
+// streamed was shown, which only a verdict can judge.
+func (v *streamVote) shownThenDied() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, s := range v.streams {
+		if s.dead && s.checked > 0 && !s.diverged {
+			return true
+		}
+	}
+	return false
+}
+
+// contradicting returns the providers whose streams out, the verified
+// output, contradicts, but for those judged already (judged: by their
+// results).
+func (v *streamVote) contradicting(out []byte, judged func(peer.ID) bool) []peer.ID {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var ps []peer.ID
+	for a, s := range v.streams {
+		if len(s.b) > 0 && !bytes.HasPrefix(out, s.b) && !judged(a.p) && !slices.Contains(ps, a.p) {
+			ps = append(ps, a.p)
+		}
+	}
+	return ps
 }
 
 // matches reports whether the stream of replica r run by p is exactly

@@ -171,10 +171,11 @@ func (j *jobRun) run(ctx context.Context) (*store.Job, error) {
 		j.setEstablishedOnly(j.establishedCandidate())
 		start()
 	}
-	if len(votes) > 0 && j.early != nil {
+	if len(votes) > 0 && (j.early != nil || j.stream != nil && j.stream.shownThenDied()) {
 		// Replicas were lost with nobody to take them again: the client's
 		// own run decides those that came (audit), as it would have with
-		// all of them.
+		// all of them. So it does when a provider whose stream was shown
+		// backed out: the verdict judges what it streamed (judgeStreams).
 		j.c.log.Info("replicas lost: the audit decides the others", "job", j.ann.Job, "lost", len(errs), "results", len(votes))
 		j.mu.Lock()
 		for _, err := range errs {
@@ -409,6 +410,7 @@ func (j *jobRun) audit(ctx context.Context, votes []*wire.Result) (*store.Job, e
 			// answer must continue it, or the job fails (a lie shown).
 			out, err := j.output(ctx, own, nil)
 			if err == nil {
+				j.judgeStreams(votes, out)
 				err = j.stream.finish(out)
 			}
 			if err != nil {
@@ -613,6 +615,7 @@ func (j *jobRun) accept(ctx context.Context, votes []*wire.Result, winners, lose
 	}
 	v := &verdict{best: best, agree: len(winners), how: how, liars: liars, winners: won}
 	if j.stream != nil && how != "" {
+		j.judgeStreams(votes, out)
 		if err := j.stream.finish(out); err != nil {
 			return j.finish(votes, v, err)
 		}
@@ -622,6 +625,25 @@ func (j *jobRun) accept(ctx context.Context, votes []*wire.Result, winners, lose
 		j.c.sendCanary()
 	}
 	return j.finish(votes, v, nil)
+}
+
+// judgeStreams outvotes the providers whose streams out, the verified
+// output, contradicts and whose results did not vote (those the verdict
+// judged): an attempt that streamed made-up bytes and then backed out, by
+// a refusal or a dropped connection, had cost its provider only a lost
+// replica, however often its bytes were shown (a red-team run: an
+// established key and a fresh one, 3 shown lies per established key).
+func (j *jobRun) judgeStreams(votes []*wire.Result, out []byte) {
+	if j.ann.Mode == wire.ModeTolerance && !j.ann.SameBackend {
+		return // honest replicas of other backends may part at a near-tie
+	}
+	voted := func(p peer.ID) bool {
+		return slices.ContainsFunc(votes, func(r *wire.Result) bool { return peer.ID(r.Provider) == p })
+	}
+	for _, p := range j.stream.contradicting(out, voted) {
+		j.c.log.Warn("a provider's stream contradicts the verified output", "job", j.ann.Job, "provider", p)
+		j.c.n.Peers.Outvote(p, j.ann.Job)
+	}
 }
 
 // judge settles the reputations of a verdict's providers: winners agreed,

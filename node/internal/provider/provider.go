@@ -620,6 +620,7 @@ func (p *Provider) handleAssign(s network.Stream) {
 	if out := p.cfg.Faults.StreamsThenRefuses(); out != nil && a.Announce.Stream {
 		// fault injection: made-up output, then a refusal
 		c.Write(&wire.Update{V: wire.Version, Kind: wire.UpdateOutput, Output: out})
+		time.Sleep(p.cfg.Faults.StreamThenRefuseAfter)
 		reject(wire.ReasonBusy)
 		return
 	}
