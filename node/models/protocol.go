@@ -583,8 +583,12 @@ var tiesKey = []byte(`,"ties":`)
 // arithmetic: those must agree within llama.LogprobBound(tie), tie being
 // the check's near-tie bound (llama.LogprobsAgree). ties and gap are the
 // report's: the near-ties taken, and the largest gap among them.
-func (Check) Confirms(output, checked []byte, tie float32) (ties int, gap float32, ok bool) {
+func (c Check) Confirms(output, checked []byte, tie float32) (ties int, gap float32, ok bool) {
 	bound := llama.LogprobBound(tie)
+	top := map[int]int{} // each request's top_logprobs, by id
+	for _, q := range c {
+		top[q.ID] = q.TopLogprobs
+	}
 	want := output
 	for rest := checked; len(rest) > 0; {
 		line, o := nextLine(rest), nextLine(want)
@@ -596,7 +600,7 @@ func (Check) Confirms(output, checked []byte, tie float32) (ties int, gap float3
 			ties, gap = ties+e.Ties, max(gap, e.TieGap)
 			line = append(slices.Clip(line[:k]), line[end:]...) // a copy: checked stays as it is
 		}
-		if !bytes.Equal(line, o) && !sameButLogprobs(o, line, bound) {
+		if !bytes.Equal(line, o) && !sameButLogprobs(o, line, bound, top) {
 			return ties, gap, false
 		}
 	}
@@ -613,11 +617,12 @@ func nextLine(b []byte) []byte {
 
 // sameButLogprobs reports whether lines a (a generation's, as the runner
 // writes it) and b (its check's) are the same token's event, their
-// logprobs agreeing within bound.
-func sameButLogprobs(a, b []byte, bound float32) bool {
+// logprobs agreeing within bound; top are the requests' top_logprobs by
+// id.
+func sameButLogprobs(a, b []byte, bound float32, top map[int]int) bool {
 	var ea, eb llama.Event
 	if json.Unmarshal(a, &ea) != nil || json.Unmarshal(b, &eb) != nil || ea.Done || eb.Done ||
-		!llama.LogprobsAgree(ea.Logprobs, eb.Logprobs, bound) {
+		!llama.LogprobsAgree(ea.Logprobs, eb.Logprobs, bound, top[ea.ID]) {
 		return false
 	}
 	// a must be the runner's own encoding, so that nothing beside the

@@ -124,6 +124,9 @@ func TestCheckConfirmsLogprobs(t *testing.T) {
 			event(`{"logprob":-0.5,"piece":" x","top":[{"token":7,"piece":" x","logprob":-0.5},{"token":4,"piece":"z","logprob":-1.19}]}`) + done, false},
 		{"a top list out of order", 0.05,
 			event(`{"logprob":-0.5,"piece":" x","top":[{"token":3,"piece":"y","logprob":-1.2},{"token":7,"piece":" x","logprob":-0.5}]}`) + done, gen, false},
+		{"a generation cut short", 0.05,
+			event(`{"logprob":-0.5,"piece":" x","top":[{"token":7,"piece":" x","logprob":-0.5}]}`) + done,
+			event(`{"logprob":-0.5,"piece":" x","top":[{"token":7,"piece":" x","logprob":-0.5},{"token":3,"piece":"y","logprob":-1.2},{"token":4,"piece":"z","logprob":-1.25}]}`) + done, false},
 		{"a check listing fewer", 0.05, gen,
 			event(`{"logprob":-0.5,"piece":" x","top":[{"token":7,"piece":" x","logprob":-0.5}]}`) + done, false},
 		{"another piece", 0.05, gen,
@@ -134,7 +137,7 @@ func TestCheckConfirmsLogprobs(t *testing.T) {
 			event(`{"logprob":-0.5001,"piece":" x","top":[{"token":7,"piece":" x","logprob":-0.5001},{"token":3,"piece":"y","logprob":-1.2}]}`) + done, false},
 		{"a line more", 0.05, gen, gen + gen, false},
 	} {
-		if _, _, ok := (Check{}).Confirms([]byte(tc.output), []byte(tc.checked), tc.tie); ok != tc.ok {
+		if _, _, ok := (Check{{ID: 1, Logprobs: true, TopLogprobs: 2}}).Confirms([]byte(tc.output), []byte(tc.checked), tc.tie); ok != tc.ok {
 			t.Errorf("%s: confirmed %v, want %v", tc.name, ok, tc.ok)
 		}
 	}

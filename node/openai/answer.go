@@ -98,8 +98,14 @@ func (a *answer) whole(w http.ResponseWriter, texts []string, cs []models.Comple
 		}
 		choices[i] = ch
 	}
+	b, _ := json.Marshal(a.response(object, choices, usageOf(cs)))
+	if a.wait > 0 {
+		// As a stream's chunk: a caller that does not read its answer
+		// holds the handler no longer than a slow one (16 KiB/s) would.
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(a.wait + time.Duration(len(b)>>14)*time.Second))
+	}
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(a.response(object, choices, usageOf(cs)))
+	w.Write(append(b, '\n'))
 }
 
 // The streamed response: server-sent events of chunks, then [DONE].

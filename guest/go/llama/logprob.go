@@ -141,20 +141,22 @@ func LogprobBound(tie float32) float32 { return max(2*tie, MinLogprobBound) }
 const MinLogprobBound = 1e-3
 
 // LogprobsAgree reports whether b, a check's logprobs of a position,
-// confirm a, the generation's, within bound: the same chosen token's
-// logprob within bound, and the same top list up to rounding. Every token
-// a lists is among b's, which lists CheckTopExtra more (or all the
-// vocabulary has), with its piece and within bound: a generation may not
-// list a token, or a piece, of its own making. Every token of b's first
-// len(a.Top) is in a within bound, or no more likely than a's least listed
-// token, plus bound (where two computations round a near-tie differently,
-// one lists a token the other does not). a must be in order.
-func LogprobsAgree(a, b *Logprobs, bound float32) bool {
+// confirm a, the generation's of a request for top of the most likely
+// tokens (Request.TopLogprobs), within bound: the same chosen token's
+// logprob within bound, and the same top list up to rounding. a lists top
+// tokens, or all b does if fewer (a small vocabulary): a generation may
+// not cut its list short. Every token a lists is among b's, which lists
+// CheckTopExtra more, with its piece and within bound: a generation may
+// not list a token, or a piece, of its own making. Every token of b's
+// first len(a.Top) is in a within bound, or no more likely than a's least
+// listed token, plus bound (where two computations round a near-tie
+// differently, one lists a token the other does not). a must be in order.
+func LogprobsAgree(a, b *Logprobs, bound float32, top int) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
 	near := func(x, y float32) bool { return math.Abs(float64(x)-float64(y)) <= float64(bound) }
-	if a.Piece != b.Piece || !near(a.Logprob, b.Logprob) || len(a.Top) > len(b.Top) {
+	if a.Piece != b.Piece || !near(a.Logprob, b.Logprob) || len(a.Top) != min(top, len(b.Top)) {
 		return false
 	}
 	if len(a.Top) == 0 {

@@ -167,7 +167,7 @@ func TestRunnerLogprobs(t *testing.T) {
 				}
 				for i := range gen {
 					a, b := gen[i], chk[i]
-					if a.Token != b.Token || a.Text != b.Text || a.Done != b.Done || !llama.LogprobsAgree(a.Logprobs, b.Logprobs, llama.MinLogprobBound) {
+					if a.Token != b.Token || a.Text != b.Text || a.Done != b.Done || !llama.LogprobsAgree(a.Logprobs, b.Logprobs, llama.MinLogprobBound, q.TopLogprobs) {
 						t.Errorf("request %d event %d: generated %+v %+v, checked %+v %+v", q.ID, i, a, a.Logprobs, b, b.Logprobs)
 					}
 				}
@@ -210,8 +210,26 @@ func TestLogprobsAgree(t *testing.T) {
 		{"a piece differs", lp(-1, e(0, -1)), lp(-1, llama.TopLogprob{Token: 0, Piece: "b", Logprob: -1}), 0.01, false},
 		{"the check lists fewer", lp(-1, e(0, -1), e(1, -2)), lp(-1, e(0, -1)), 0.01, false},
 		{"the check lists more", lp(-1, e(0, -1)), lp(-1, e(0, -1), e(1, -2)), 0.01, true},
+		// A generation may not cut its list short (a red-team generator
+		// sent 1 of the 20 asked for, and passed), but lists all a small
+		// vocabulary has.
+		{"the generation cut short", lp(-1, e(0, -1)), lp(-1, e(0, -1), e(1, -2), e(2, -2.3)), 0.01, false},
+		{"none of those asked", lp(-1), lp(-1, e(0, -1), e(1, -2)), 0.01, false},
+		{"all a small vocabulary has", lp(-1, e(0, -1), e(1, -2)), lp(-1, e(0, -1), e(1, -2)), 0.01, true},
 	} {
-		if got := llama.LogprobsAgree(tc.a, tc.b, tc.bound); got != tc.want {
+		top := 0 // asked of the generation: as many as it lists, but where it cut its list
+		if tc.a != nil {
+			top = len(tc.a.Top)
+		}
+		switch tc.name {
+		case "the generation cut short", "none of those asked":
+			top = 2
+		case "the check lists fewer":
+			top = 2 // a vocabulary of 1 cannot list 2: the generation lists too many
+		case "all a small vocabulary has":
+			top = 20 // of a vocabulary of 2
+		}
+		if got := llama.LogprobsAgree(tc.a, tc.b, tc.bound, top); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
