@@ -582,8 +582,8 @@ func TestFakeLndProviderStopsMidRun(t *testing.T) {
 		defer close(done)
 		f.client.Submit(context.Background(), f.job(t, 1), nil)
 	}()
-	waitFor(t, 30*time.Second, "the slow provider to hold its payment", func() bool {
-		return len(paymentsIn(t, f.providers[0], false, store.PayLocked)) == 1
+	waitFor(t, 30*time.Second, "the slow provider to hold its payment, and its stake posted after it", func() bool {
+		return len(paymentsIn(t, f.providers[0], false, store.PayLocked)) == 1 && len(paymentsIn(t, f.providers[0], true, store.PayLocked)) == 1
 	})
 	f.providers[0].Close()
 	<-done
@@ -676,8 +676,8 @@ func TestFakeLndStakeTakenWhileDown(t *testing.T) {
 		defer close(done)
 		f.client.Submit(context.Background(), f.job(t, 1), nil)
 	}()
-	waitFor(t, 30*time.Second, "the slow provider to hold its payment (its stake posted with it)", func() bool {
-		return len(paymentsIn(t, f.providers[0], false, store.PayLocked)) == 1
+	waitFor(t, 30*time.Second, "the slow provider to hold its payment and to have posted its stake after it", func() bool {
+		return len(paymentsIn(t, f.providers[0], false, store.PayLocked)) == 1 && len(paymentsIn(t, f.providers[0], true, store.PayLocked)) == 1
 	})
 	f.providers[0].Close() // the thief takes the stake while it is down
 	<-done
