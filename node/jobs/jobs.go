@@ -12,6 +12,7 @@ package jobs
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -85,6 +86,10 @@ const (
 var (
 	// ErrNoProviders: not enough providers match the job's requirements.
 	ErrNoProviders = errors.New("not enough matching providers")
+	// ErrFewProviders is the ErrNoProviders of a job that found fewer
+	// providers than its replicas, none of which refused or failed it:
+	// too few were known, which may change (one that left comes back).
+	ErrFewProviders = fmt.Errorf("%w", ErrNoProviders)
 	// ErrDisagree: replicas returned different results.
 	ErrDisagree = errors.New("replicas disagree")
 	// ErrTimeLimit: the job's time limit ran out on several providers, so

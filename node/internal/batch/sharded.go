@@ -28,9 +28,11 @@ const shardAttempts = 3
 
 // providerWait is how long in all a part waits, tries apart, for providers
 // that left mid-run: its job found too few where an earlier job of the
-// run had enough. A provider restarting, or away for a minute, no longer
-// fails a long run (a training run's every round) at once; a network that
-// never had enough still fails at the first try.
+// run had enough (jobs.ErrFewProviders). A provider restarting, or away
+// for a minute, no longer fails a long run (a training run's every round)
+// at once; a network that never had enough still fails at the first try,
+// and so do providers that refused or failed the job (collateral refused,
+// a stall): no wait would change those, and a stall would get free tries.
 const providerWait = 2 * time.Minute
 
 // SubmitShards is SubmitSharded without a reduce step.
@@ -500,8 +502,8 @@ func (r *shardedRun) runPart(ctx context.Context, s jobs.Spec, p store.ShardPart
 			// Stopped, not failed: the part stays running, to run again.
 			return nil, "", ctx.Err()
 		}
-		if !errors.Is(err, jobs.ErrNoProviders) {
-			r.placed.Store(true)
+		if err == nil || !errors.Is(err, jobs.ErrNoProviders) {
+			r.placed.Store(true) // providers took it
 		}
 		switch {
 		case err == nil && job.State != store.JobFailed:
@@ -529,7 +531,7 @@ func (r *shardedRun) runPart(ctx context.Context, s jobs.Spec, p store.ShardPart
 				return nil, "", perr
 			}
 			return nil, err.Error(), nil
-		case errors.Is(err, jobs.ErrNoProviders) && r.placed.Load() && waited < providerWait:
+		case errors.Is(err, jobs.ErrFewProviders) && r.placed.Load() && waited < providerWait:
 			pause := min(5*time.Second<<min(waits, 3), 30*time.Second, providerWait-waited)
 			events(jobs.Event{Kind: jobs.EventShardRetry, Detail: fmt.Sprintf("waiting %v for providers (up to %v in all): %v", pause, providerWait, err)})
 			select {

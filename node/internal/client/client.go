@@ -560,7 +560,7 @@ func (j *jobRun) findProviders(ctx context.Context) error {
 			return ctx.Err()
 		case <-window.C:
 			if ops := j.operators(); ops < int(j.ann.Replicas) {
-				return fmt.Errorf("%w: %s for %d replicas%s%s%s", jobs.ErrNoProviders, j.providersNote(ops), j.ann.Replicas, j.precisionNote(), j.abiNote(), j.fewNote())
+				return fmt.Errorf("%w: %s for %d replicas%s%s%s", jobs.ErrFewProviders, j.providersNote(ops), j.ann.Replicas, j.precisionNote(), j.abiNote(), j.fewNote())
 			}
 			return nil
 		case o := <-j.bids:

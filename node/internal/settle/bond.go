@@ -140,6 +140,14 @@ func (l *Ledger) PostBond(bond *store.Payment, invoice string, ended func()) err
 		ended()
 		return errors.New("collateral posted already")
 	}
+	if old, err := l.db.Payment(bond.Job, bond.Replica, true, bond.Peer); err == nil && old.Bond && old.State != store.PayCreated && !old.State.Final() {
+		// A stake of this replica is still out (posted by this node's
+		// previous run): a second one's record would hide the first,
+		// whose end would then go uncounted (a red-team run).
+		l.claims.Drop(bond)
+		ended()
+		return errors.New("collateral of this replica is out already")
+	}
 	if err := l.db.PutPayment(bond); err != nil {
 		l.claims.Drop(bond)
 		ended()

@@ -2,6 +2,7 @@ package settle_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"strings"
 	"testing"
@@ -340,17 +341,17 @@ func TestCanPay(t *testing.T) {
 }
 
 // TestStakesOpenAtRestart: a provider's stakes still open when it stops
-// count against its pool of stakes after the restart, until the sweep
-// finds each ended. A restart had emptied the count: the stakes were
-// still out, and as many more could be posted for clients whose record
-// covers none.
+// count against its pool of stakes (here the client's share of it) after
+// the restart, until the sweep finds each ended. A restart had emptied the
+// count: the stakes were still out, and as many more could be posted for
+// clients whose record covers none.
 func TestStakesOpenAtRestart(t *testing.T) {
 	ctx := context.Background()
 	pr := newPair(t, 0)
 	client := pr.c.Host.ID()
 	const small = 10_000 // msat: the pool's worth fits the fake channels
 	var bonds []*store.Payment
-	for i := range peers.StrangerStakes {
+	for i := range peers.PoolStakesPerOperator {
 		job := wire.JobID{9, byte(i)}
 		bond := &store.Payment{Job: job, Peer: id(pr.p.Host), AmountMsat: small}
 		if err := pr.c.Ledger.NewBond(ctx, bond, time.Now().Add(time.Hour), "stake"); err != nil {
@@ -366,9 +367,8 @@ func TestStakesOpenAtRestart(t *testing.T) {
 		}
 		bonds = append(bonds, bond)
 	}
-	stranger := partstest.Hosts(t, 1)[0].ID()
-	if why := pr.p.Peers.StakeRefusal(stranger); !strings.Contains(why, "stakes of collateral here") {
-		t.Fatalf("with the pool's stakes open: %q; want the pool's refusal", why)
+	if why := pr.p.Peers.StakeRefusal(client); !strings.Contains(why, "stakes of collateral here") {
+		t.Fatalf("with the client's share of the pool open: %q; want the pool's refusal", why)
 	}
 
 	// The provider's next run: a new book and ledger on its database.
@@ -381,11 +381,31 @@ func TestStakesOpenAtRestart(t *testing.T) {
 		Streams: pr.p.Streams, Sweep: 20 * time.Millisecond, Logger: pr.p.Logger})
 	t.Cleanup(func() { stop(); again.Wait() })
 	again.Start()
-	if why := book.StakeRefusal(stranger); !strings.Contains(why, "stakes of collateral here") {
-		t.Fatalf("after a restart with the pool's stakes open: %q; want the pool's refusal", why)
+	if why := book.StakeRefusal(client); !strings.Contains(why, "stakes of collateral here") {
+		t.Fatalf("after a restart with the client's share of the pool open: %q; want the pool's refusal", why)
+	}
+	// A second stake of a replica whose stake is still out is refused: its
+	// record would have hidden the first.
+	key := random32(t)
+	inv, err := pr.lnC.AddHoldInvoice(ctx, payments.Hash(key), small, time.Hour, "stake again")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again2 := &store.Payment{Job: bonds[1].Job, Peer: id(pr.c.Host), Hash: payments.Hash(key), AmountMsat: small, Due: time.Now().Add(time.Hour)}
+	if err := again.PostBond(again2, inv, func() {}); err == nil || !strings.Contains(err.Error(), "out already") {
+		t.Fatalf("a second stake of a replica whose stake is out: %v", err)
 	}
 	pr.c.Ledger.EndBond(ctx, bonds[0], false) // one comes back
 	partstest.Eventually(t, "the restarted sweep to see a stake back and free its place", func() bool {
-		return book.StakeRefusal(stranger) == ""
+		return book.StakeRefusal(client) == ""
 	})
+}
+
+// random32 returns 32 random bytes.
+func random32(t *testing.T) [32]byte {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
