@@ -605,15 +605,11 @@ func (j *jobRun) accept(ctx context.Context, votes []*wire.Result, winners, lose
 	// judged first, so that liars whose stream was shown before the truth
 	// came are not spared by the job's failure.
 	j.judge(votes, winners, losers, how, best)
-	var liars []*wire.Result
-	for _, i := range losers {
-		liars = append(liars, votes[i])
-	}
 	won := map[*wire.Result]bool{}
 	for _, i := range winners {
 		won[votes[i]] = true
 	}
-	v := &verdict{best: best, agree: len(winners), how: how, liars: liars, winners: won}
+	v := &verdict{best: best, agree: len(winners), how: how, liars: pick(votes, losers), winners: won}
 	if j.stream != nil && how != "" {
 		j.judgeStreams(votes, out)
 		if err := j.stream.finish(out); err != nil {
