@@ -66,12 +66,11 @@ type Book struct {
 	// that a new identity does not bring a new one. Guarded by mu.
 	strangers []time.Time
 	// ownStakes are the stakes open for each client that its paid results
-	// cover, poolStakes those of the shared pool (TakeStake) and poolBy
-	// them by the client's operator (Group), and lastSlash when a client
-	// last took one (persisted as Peer.SlashedAt). Guarded by mu.
+	// cover, poolStakes those of the shared pool (TakeStake), and lastSlash
+	// when a client last took one (persisted as Peer.SlashedAt). Guarded
+	// by mu.
 	ownStakes  map[peer.ID]int
 	poolStakes int
-	poolBy     map[string]int
 	lastSlash  time.Time
 	// groups remembers the network groups each peer in the book
 	// connected from, the first first, at most maxGroups (see Groups).
@@ -108,7 +107,7 @@ func NewBook(db *store.Store, self peer.ID, params reputation.Params, limit int,
 	}
 	b := &Book{db: db, self: self, params: params.WithDefaults(), max: limit, log: log,
 		peers: map[peer.ID]*store.Peer{}, vouched: map[peer.ID]bool{}, backoff: map[peer.ID]*backoff{},
-		dialable: map[peer.ID]bool{}, dirty: map[peer.ID]bool{}, gone: map[peer.ID]bool{}, groups: map[peer.ID][]string{}, ownStakes: map[peer.ID]int{}, poolBy: map[string]int{}}
+		dialable: map[peer.ID]bool{}, dirty: map[peer.ID]bool{}, gone: map[peer.ID]bool{}, groups: map[peer.ID][]string{}, ownStakes: map[peer.ID]int{}}
 	for _, id := range vouched {
 		b.vouched[id] = true
 	}
@@ -764,17 +763,14 @@ func (b *Book) Slashes(id peer.ID) int {
 //     here (about one default stake's worth, jobs.CollateralTimes times
 //     the price, each);
 //   - beyond those, stakes from one pool shared by every client (new keys
-//     cost nothing): at most StrangerStakes open at once, of which at most
-//     PoolStakesPerOperator for one operator's clients (one that paid and
-//     then gave its replicas up, keeping their stakes, had held them all),
-//     and none for strangerWindow after any client took a stake.
+//     cost nothing): at most StrangerStakes open at once, and none for
+//     strangerWindow after any client took a stake.
 //
 // A thief's fresh keys thus take at most StrangerStakes stakes a day, and
 // one with history what its history paid.
 const (
-	StakeHistory          = 50
-	StrangerStakes        = 8
-	PoolStakesPerOperator = 2
+	StakeHistory   = 50
+	StrangerStakes = 8
 )
 
 // StakeRefusal says why this provider stakes no collateral for client id,
@@ -783,10 +779,9 @@ func (b *Book) StakeRefusal(id peer.ID) string {
 	if b.slashedBy(id) {
 		return "this client, or another of its network, took collateral here before"
 	}
-	group := b.Group(id) // outside mu: it asks the host
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	_, why := b.stakeKindLocked(id, group)
+	_, why := b.stakeKindLocked(id)
 	return why
 }
 
@@ -799,7 +794,7 @@ func (b *Book) TakeStake(id peer.ID) (release func(), err error) {
 	groups := b.Groups(id) // outside mu: it asks the host
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	own, why := b.stakeKindLocked(id, groups[0]) // again: another may have taken the last since
+	own, why := b.stakeKindLocked(id) // again: another may have taken the last since
 	if why != "" {
 		return nil, errors.New(why)
 	}
@@ -810,7 +805,7 @@ func (b *Book) TakeStake(id peer.ID) (release func(), err error) {
 			b.dirty[id] = true
 		}
 	}
-	return b.openStakeLocked(id, own, groups[0]), nil
+	return b.openStakeLocked(id, own), nil
 }
 
 // HoldStake counts a stake for client id open until release is called, as
@@ -818,10 +813,9 @@ func (b *Book) TakeStake(id peer.ID) (release func(), err error) {
 // posted and that was still open at its start, so that a restart does not
 // empty the pool while its stakes are still out.
 func (b *Book) HoldStake(id peer.ID) (release func()) {
-	group := b.Group(id) // outside mu: it asks the host
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.openStakeLocked(id, b.coveredLocked(id), group)
+	return b.openStakeLocked(id, b.coveredLocked(id))
 }
 
 // coveredLocked reports whether client id's payments here cover one more
@@ -831,39 +825,33 @@ func (b *Book) coveredLocked(id peer.ID) bool {
 	return p != nil && b.ownStakes[id] < p.Paid/StakeHistory
 }
 
-// openStakeLocked counts one more stake open for client id of operator
-// group, one its history covers (own) or one of the pool, and returns
-// what ends it. b.mu must be held.
-func (b *Book) openStakeLocked(id peer.ID, own bool, group string) (release func()) {
+// openStakeLocked counts one more stake open for client id, one its
+// history covers (own) or one of the pool, and returns what ends it.
+// b.mu must be held.
+func (b *Book) openStakeLocked(id peer.ID, own bool) (release func()) {
 	if own {
 		b.ownStakes[id]++
 	} else {
 		b.poolStakes++
-		b.poolBy[group]++
 	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			b.mu.Lock()
 			defer b.mu.Unlock()
-			if own {
-				if b.ownStakes[id]--; b.ownStakes[id] <= 0 {
-					delete(b.ownStakes, id)
-				}
-				return
-			}
-			b.poolStakes--
-			if b.poolBy[group]--; b.poolBy[group] <= 0 {
-				delete(b.poolBy, group)
+			if !own {
+				b.poolStakes--
+			} else if b.ownStakes[id]--; b.ownStakes[id] <= 0 {
+				delete(b.ownStakes, id)
 			}
 		})
 	}
 }
 
-// stakeKindLocked says whether a stake for client id, of operator group,
-// would be one its history covers (own) or one of the shared pool, or why
-// there is none. b.mu must be held.
-func (b *Book) stakeKindLocked(id peer.ID, group string) (own bool, why string) {
+// stakeKindLocked says whether a stake for client id would be one its
+// history covers (own) or one of the shared pool, or why there is none.
+// b.mu must be held.
+func (b *Book) stakeKindLocked(id peer.ID) (own bool, why string) {
 	if b.coveredLocked(id) {
 		return true, ""
 	}
@@ -873,8 +861,6 @@ func (b *Book) stakeKindLocked(id peer.ID, group string) (own bool, why string) 
 			StakeHistory, b.lastSlash.Add(strangerWindow).UTC().Format(time.DateTime))
 	case b.poolStakes >= StrangerStakes:
 		return false, fmt.Sprintf("clients hold %d stakes of collateral here beyond what their paid results cover (one stake per %d)", StrangerStakes, StakeHistory)
-	case b.poolBy[group] >= PoolStakesPerOperator:
-		return false, fmt.Sprintf("this client's network holds %d stakes of collateral here beyond what its paid results cover (one stake per %d)", PoolStakesPerOperator, StakeHistory)
 	}
 	return false, ""
 }

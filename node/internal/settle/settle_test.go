@@ -341,8 +341,8 @@ func TestCanPay(t *testing.T) {
 }
 
 // TestStakesOpenAtRestart: a provider's stakes still open when it stops
-// count against its pool of stakes (here the client's share of it) after
-// the restart, until the sweep finds each ended. A restart had emptied the
+// count against its pool of stakes after the restart, until the sweep
+// finds each ended. A restart had emptied the
 // count: the stakes were still out, and as many more could be posted for
 // clients whose record covers none.
 func TestStakesOpenAtRestart(t *testing.T) {
@@ -351,7 +351,7 @@ func TestStakesOpenAtRestart(t *testing.T) {
 	client := pr.c.Host.ID()
 	const small = 10_000 // msat: the pool's worth fits the fake channels
 	var bonds []*store.Payment
-	for i := range peers.PoolStakesPerOperator {
+	for i := range peers.StrangerStakes {
 		job := wire.JobID{9, byte(i)}
 		bond := &store.Payment{Job: job, Peer: id(pr.p.Host), AmountMsat: small}
 		if err := pr.c.Ledger.NewBond(ctx, bond, time.Now().Add(time.Hour), "stake"); err != nil {
@@ -367,8 +367,9 @@ func TestStakesOpenAtRestart(t *testing.T) {
 		}
 		bonds = append(bonds, bond)
 	}
-	if why := pr.p.Peers.StakeRefusal(client); !strings.Contains(why, "stakes of collateral here") {
-		t.Fatalf("with the client's share of the pool open: %q; want the pool's refusal", why)
+	stranger := partstest.Hosts(t, 1)[0].ID()
+	if why := pr.p.Peers.StakeRefusal(stranger); !strings.Contains(why, "stakes of collateral here") {
+		t.Fatalf("with the pool's stakes open: %q; want the pool's refusal", why)
 	}
 
 	// The provider's next run: a new book and ledger on its database.
@@ -381,8 +382,8 @@ func TestStakesOpenAtRestart(t *testing.T) {
 		Streams: pr.p.Streams, Sweep: 20 * time.Millisecond, Logger: pr.p.Logger})
 	t.Cleanup(func() { stop(); again.Wait() })
 	again.Start()
-	if why := book.StakeRefusal(client); !strings.Contains(why, "stakes of collateral here") {
-		t.Fatalf("after a restart with the client's share of the pool open: %q; want the pool's refusal", why)
+	if why := book.StakeRefusal(stranger); !strings.Contains(why, "stakes of collateral here") {
+		t.Fatalf("after a restart with the pool's stakes open: %q; want the pool's refusal", why)
 	}
 	// A second stake of a replica whose stake is still out is refused: its
 	// record would have hidden the first.
@@ -397,7 +398,7 @@ func TestStakesOpenAtRestart(t *testing.T) {
 	}
 	pr.c.Ledger.EndBond(ctx, bonds[0], false) // one comes back
 	partstest.Eventually(t, "the restarted sweep to see a stake back and free its place", func() bool {
-		return book.StakeRefusal(client) == ""
+		return book.StakeRefusal(stranger) == ""
 	})
 }
 
