@@ -31,6 +31,17 @@ type TrainRun struct {
 	Finished time.Time    `json:"finished,omitzero"`
 }
 
+// Done counts the rounds of r that ended.
+func (r *TrainRun) Done() int {
+	done := 0
+	for _, round := range r.Rounds {
+		if !round.Finished.IsZero() {
+			done++
+		}
+	}
+	return done
+}
+
 // TrainRound is one round of a training run.
 type TrainRound struct {
 	// Sharded is the round's sharded job, recorded as soon as it is.

@@ -157,7 +157,7 @@ func (b *Runner) ResumeTrainRuns() ([]wire.JobID, error) {
 		if err := json.Unmarshal(rec.Terms, &ts); err != nil {
 			return started, fmt.Errorf("training run %s: terms: %w", rec.ID, err)
 		}
-		n.Logger.Info("resuming training run", "id", rec.ID, "rounds", ts.Rounds, "done", finishedRounds(rec))
+		n.Logger.Info("resuming training run", "id", rec.ID, "rounds", ts.Rounds, "done", rec.Done())
 		if _, err := b.startTrain(rec, ts, func(e jobs.Event) {
 			n.Logger.Debug("resumed training run", "id", rec.ID, "round", e.Round, "kind", e.Kind, "detail", e.Detail)
 		}); err != nil {
@@ -166,17 +166,6 @@ func (b *Runner) ResumeTrainRuns() ([]wire.JobID, error) {
 		started = append(started, rec.ID)
 	}
 	return started, nil
-}
-
-// finishedRounds counts the rounds of rec that ended.
-func finishedRounds(rec *store.TrainRun) int {
-	done := 0
-	for _, r := range rec.Rounds {
-		if !r.Finished.IsZero() {
-			done++
-		}
-	}
-	return done
 }
 
 // trainRun is a training run under way in this node.

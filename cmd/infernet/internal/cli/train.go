@@ -466,12 +466,7 @@ func (w *trainWatch) finish(rec *store.TrainRun) error {
 	if err := w.rounds(rec); err != nil && w.err == nil {
 		w.err = err
 	}
-	done := 0
-	for _, r := range rec.Rounds {
-		if !r.Finished.IsZero() {
-			done++
-		}
-	}
+	done := rec.Done()
 	if w.o.JSON {
 		if err := printJSON(w.o.IO, rec); err != nil {
 			return err
