@@ -128,14 +128,19 @@ type fakePaid struct {
 }
 
 func newFakePaid(t *testing.T, tweak func(*Config)) *fakePaid {
+	return newFakePaidFunds(t, fund, tweak)
+}
+
+// newFakePaidFunds is newFakePaid with channels of funds msat each way.
+func newFakePaidFunds(t *testing.T, funds int64, tweak func(*Config)) *fakePaid {
 	f := &fakePaid{ln: paymentstest.New()}
 	f.testNet = startNetwork(t, 2, func(c *Config) {
 		if c.Provide {
-			ln := f.ln.NewNode(fmt.Sprintf("provider%d", len(f.lnProvide)+1), fund, fund)
+			ln := f.ln.NewNode(fmt.Sprintf("provider%d", len(f.lnProvide)+1), funds, funds)
 			f.lnProvide = append(f.lnProvide, ln)
 			c.Payments, c.Price = ln, price
 		} else {
-			f.lnClient = f.ln.NewNode("client", fund, fund)
+			f.lnClient = f.ln.NewNode("client", funds, funds)
 			c.Payments, c.PaymentSweep = f.lnClient, time.Hour
 		}
 		if tweak != nil {
@@ -717,4 +722,76 @@ func TestFakeLndRouteFails(t *testing.T) {
 		}
 	}
 	waitFor(t, 30*time.Second, "nothing locked", func() bool { return f.ln.Locked() == 0 })
+}
+
+// TestFakeLndStakesHeldByForce: a client pays the price, waits for each
+// provider's stake to lock, then gives its replicas up (the prices come
+// back) and keeps the stakes (faults.KeepStakes), which the providers
+// cannot take back before the HTLCs expire. A red-team client did so 8
+// times and filled every provider's pool of stakes for strangers at no
+// cost (an honest stranger's job with collateral then failed). Now its
+// next job is refused collateral by both providers, saying why, and an
+// honest stranger is staked beside the one stake held.
+func TestFakeLndStakesHeldByForce(t *testing.T) {
+	t.Parallel() // waits far more than it computes
+	f := newFakePaidFunds(t, 10*fund, func(c *Config) { // room for many stakes: refusals are the book's
+		if !c.Provide {
+			c.Faults = &faults.Faults{KeepStakes: true}
+		}
+	})
+	lockedStakes := func(n *Node) int {
+		k := 0
+		for _, pay := range paymentsIn(t, n, true, store.PayLocked) {
+			if pay.Bond {
+				k++
+			}
+		}
+		return k
+	}
+	long := spec(t, f.client, readTestdata(t, "jobs/cpu/cpu.wasm"), []byte("700 1000"))
+	long.Price, long.TimeoutMS = price, (2 * time.Minute).Milliseconds()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.client.Submit(ctx, long, nil)
+	}()
+	waitFor(t, 30*time.Second, "both providers' stakes locked", func() bool {
+		return lockedStakes(f.providers[0]) == 1 && lockedStakes(f.providers[1]) == 1
+	})
+	cancel() // the replicas given up: their prices come back
+	<-done
+	waitFor(t, 20*time.Second, "both prices cancelled", func() bool {
+		return len(paymentsIn(t, f.providers[0], false, store.PayLocked)) == 0 && len(paymentsIn(t, f.providers[1], false, store.PayLocked)) == 0
+	})
+	if job, err := f.client.Submit(context.Background(), f.job(t, 2), nil); err == nil && job.State == store.JobVerified {
+		t.Fatal("a client holding stakes it gave up was staked again")
+	} else if !strings.Contains(fmt.Sprint(err, job), "no use for") {
+		t.Errorf("its next job: %v, %+v; want the refusal's reason", err, job)
+	}
+
+	cfg := testConfig(t, false)
+	cfg.Bootstrap = []string{f.providers[0].Addrs()[0].String()}
+	cfg.Payments, cfg.PaymentSweep = f.ln.NewNode("honest", fund, fund), time.Hour
+	honest, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { honest.Close() })
+	waitFor(t, 30*time.Second, "the honest client knows both providers", func() bool {
+		return len(honest.peers.Candidates(requirement.Always, ^uint64(0), 1, time.Hour, nil)) == 2
+	})
+	for _, p := range f.providers {
+		honest.peers.Vouch(p.ID())
+	}
+	s, _ := catJob(t, honest, 3)
+	s.Price = price
+	if job, err := honest.Submit(context.Background(), s, nil); err != nil || job.State != store.JobVerified {
+		t.Fatalf("an honest stranger's job beside the held stakes: %v, %v", job, err)
+	}
+	for i, p := range f.providers {
+		if k := lockedStakes(p); k != 1 {
+			t.Errorf("provider %d: %d stakes still locked, want the one held", i+1, k)
+		}
+	}
 }

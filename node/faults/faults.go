@@ -89,6 +89,10 @@ type Faults struct {
 	// each stake's hold invoice, so nothing but the providers' caution
 	// stops it.
 	TakeStakes bool
+	// KeepStakes, as a client, never ends a provider's stake: it neither
+	// returns nor takes it, in its job or in its sweep, so that the
+	// provider's payment stays locked until its HTLC expires.
+	KeepStakes bool
 	// Vanish, as a provider, leaves its open invoices as a killed process
 	// would when the node stops: it does not cancel those of the runs its
 	// stop cut short (a node stopped cleanly does).
@@ -181,6 +185,9 @@ func (f *Faults) StreamsThenRefuses() []byte {
 
 // TakesStakes reports TakeStakes.
 func (f *Faults) TakesStakes() bool { return f != nil && f.TakeStakes }
+
+// KeepsStakes reports KeepStakes.
+func (f *Faults) KeepsStakes() bool { return f != nil && f.KeepStakes }
 
 // ExitsZero reports whether runs are to be signed as exited 0
 // (ClaimExitZero).

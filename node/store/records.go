@@ -268,6 +268,11 @@ type Peer struct {
 	// has gone.
 	SlashedAt  time.Time `json:"slashed_at,omitzero"`
 	StakedFrom []string  `json:"staked_from,omitempty"`
+	// HeldStakeAt, on a provider, is when a stake this client had no use
+	// for (its replica ended without a result, or its job was past due)
+	// last came back, or expired, longer than peers.AbandonGrace after: a
+	// client that keeps stakes by force keeps them from other strangers.
+	HeldStakeAt time.Time `json:"held_stake_at,omitzero"`
 	// Staked, on a client, counts the provider's results accepted with its
 	// collateral at stake, and returned (peers.Book.Staked).
 	Staked int `json:"staked,omitempty"`

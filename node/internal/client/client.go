@@ -1349,6 +1349,9 @@ func (j *jobRun) endBond(bond *store.Payment, slash bool) {
 	ctx, cancel := context.WithTimeout(j.c.n.Life, settle.PaymentWait)
 	defer cancel()
 	slash = slash || j.c.n.Faults.TakesStakes() // fault injection: a thief
+	if j.c.n.Faults.KeepsStakes() {
+		return // fault injection: the stake stays out
+	}
 	j.c.n.Ledger.EndBond(ctx, bond, slash)
 }
 

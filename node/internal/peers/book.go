@@ -1,14 +1,11 @@
 package peers
 
 import (
-	"errors"
-	"fmt"
 	"log/slog"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -65,13 +62,11 @@ type Book struct {
 	// unpaid, newest last: they share one allowance (strangersSpent), so
 	// that a new identity does not bring a new one. Guarded by mu.
 	strangers []time.Time
-	// ownStakes are the stakes open for each client that its paid results
-	// cover, poolStakes those of the shared pool (TakeStake), and lastSlash
-	// when a client last took one (persisted as Peer.SlashedAt). Guarded
-	// by mu.
-	ownStakes  map[peer.ID]int
-	poolStakes int
-	lastSlash  time.Time
+	// stakes are the stakes of collateral open for clients (TakeStake),
+	// and lastSlash when a client last took one (persisted as
+	// Peer.SlashedAt). Guarded by mu.
+	stakes    map[*Stake]bool
+	lastSlash time.Time
 	// groups remembers the network groups each peer in the book
 	// connected from, the first first, at most maxGroups (see Groups).
 	// Not persisted.
@@ -107,7 +102,7 @@ func NewBook(db *store.Store, self peer.ID, params reputation.Params, limit int,
 	}
 	b := &Book{db: db, self: self, params: params.WithDefaults(), max: limit, log: log,
 		peers: map[peer.ID]*store.Peer{}, vouched: map[peer.ID]bool{}, backoff: map[peer.ID]*backoff{},
-		dialable: map[peer.ID]bool{}, dirty: map[peer.ID]bool{}, gone: map[peer.ID]bool{}, groups: map[peer.ID][]string{}, ownStakes: map[peer.ID]int{}}
+		dialable: map[peer.ID]bool{}, dirty: map[peer.ID]bool{}, gone: map[peer.ID]bool{}, groups: map[peer.ID][]string{}, stakes: map[*Stake]bool{}}
 	for _, id := range vouched {
 		b.vouched[id] = true
 	}
@@ -732,157 +727,6 @@ func (b *Book) ClientSettled(id peer.ID, paid bool) {
 			b.mu.Unlock()
 		}
 	}
-}
-
-// ClientSlashed records, on a provider, that client id took its
-// collateral.
-func (b *Book) ClientSlashed(id peer.ID) {
-	now := time.Now()
-	b.mu.Lock()
-	b.lastSlash = now
-	b.mu.Unlock()
-	b.count(id, "a slash", func(p *store.Peer) { p.Slashed, p.SlashedAt = p.Slashed+1, now })
-}
-
-// Slashes returns how often client id took this provider's collateral.
-func (b *Book) Slashes(id peer.ID) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if p := b.peers[id]; p != nil {
-		return p.Slashed
-	}
-	return 0
-}
-
-// A client takes a provider's collateral at its own discretion: it holds
-// the preimage of the stake's hold invoice. So a provider stakes for a
-// client only as far as the client's record here covers it:
-//   - none for a client whose operator took collateral here before (its
-//     key, or another in a network it was staked from);
-//   - one stake open at a time per StakeHistory results the client paid
-//     here (about one default stake's worth, jobs.CollateralTimes times
-//     the price, each);
-//   - beyond those, stakes from one pool shared by every client (new keys
-//     cost nothing): at most StrangerStakes open at once, and none for
-//     strangerWindow after any client took a stake.
-//
-// A thief's fresh keys thus take at most StrangerStakes stakes a day, and
-// one with history what its history paid.
-const (
-	StakeHistory   = 50
-	StrangerStakes = 8
-)
-
-// StakeRefusal says why this provider stakes no collateral for client id,
-// or "" (see StakeHistory): checked when a job is offered.
-func (b *Book) StakeRefusal(id peer.ID) string {
-	if b.slashedBy(id) {
-		return "this client, or another of its network, took collateral here before"
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	_, why := b.stakeKindLocked(id)
-	return why
-}
-
-// TakeStake is StakeRefusal when a stake is about to be posted for client
-// id, and counts it open until release is called.
-func (b *Book) TakeStake(id peer.ID) (release func(), err error) {
-	if why := b.StakeRefusal(id); why != "" {
-		return nil, errors.New(why)
-	}
-	groups := b.Groups(id) // outside mu: it asks the host
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	own, why := b.stakeKindLocked(id) // again: another may have taken the last since
-	if why != "" {
-		return nil, errors.New(why)
-	}
-	p := b.getLocked(id)
-	for _, g := range groups {
-		if !strings.HasPrefix(g, "peer/") && !slices.Contains(p.StakedFrom, g) && len(p.StakedFrom) < maxGroups {
-			p.StakedFrom = append(p.StakedFrom, g)
-			b.dirty[id] = true
-		}
-	}
-	return b.openStakeLocked(id, own), nil
-}
-
-// HoldStake counts a stake for client id open until release is called, as
-// TakeStake does but refusing none: one that a previous run of this node
-// posted and that was still open at its start, so that a restart does not
-// empty the pool while its stakes are still out.
-func (b *Book) HoldStake(id peer.ID) (release func()) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.openStakeLocked(id, b.coveredLocked(id))
-}
-
-// coveredLocked reports whether client id's payments here cover one more
-// stake of its own (see StakeHistory). b.mu must be held.
-func (b *Book) coveredLocked(id peer.ID) bool {
-	p := b.peers[id]
-	return p != nil && b.ownStakes[id] < p.Paid/StakeHistory
-}
-
-// openStakeLocked counts one more stake open for client id, one its
-// history covers (own) or one of the pool, and returns what ends it.
-// b.mu must be held.
-func (b *Book) openStakeLocked(id peer.ID, own bool) (release func()) {
-	if own {
-		b.ownStakes[id]++
-	} else {
-		b.poolStakes++
-	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			b.mu.Lock()
-			defer b.mu.Unlock()
-			if !own {
-				b.poolStakes--
-			} else if b.ownStakes[id]--; b.ownStakes[id] <= 0 {
-				delete(b.ownStakes, id)
-			}
-		})
-	}
-}
-
-// stakeKindLocked says whether a stake for client id would be one its
-// history covers (own) or one of the shared pool, or why there is none.
-// b.mu must be held.
-func (b *Book) stakeKindLocked(id peer.ID) (own bool, why string) {
-	if b.coveredLocked(id) {
-		return true, ""
-	}
-	switch {
-	case time.Since(b.lastSlash) < strangerWindow:
-		return false, fmt.Sprintf("a client took collateral here today: beyond what its results paid here cover (one stake per %d), no client is staked until %s (pay for jobs without collateral first)",
-			StakeHistory, b.lastSlash.Add(strangerWindow).UTC().Format(time.DateTime))
-	case b.poolStakes >= StrangerStakes:
-		return false, fmt.Sprintf("clients hold %d stakes of collateral here beyond what their paid results cover (one stake per %d)", StrangerStakes, StakeHistory)
-	}
-	return false, ""
-}
-
-// slashedBy reports whether client id, or a peer that may be its
-// operator's (SameOperator, or a network it was staked from), took this
-// provider's collateral.
-func (b *Book) slashedBy(id peer.ID) bool {
-	groups := b.Groups(id)
-	b.mu.Lock()
-	var slashers []peer.ID
-	for pid, p := range b.peers {
-		if p.Slashed > 0 {
-			if pid == id || slices.ContainsFunc(p.StakedFrom, func(g string) bool { return slices.Contains(groups, g) }) {
-				b.mu.Unlock()
-				return true
-			}
-			slashers = append(slashers, pid)
-		}
-	}
-	b.mu.Unlock()
-	return slices.ContainsFunc(slashers, func(s peer.ID) bool { return b.SameOperator(s, id) })
 }
 
 // StrangerAllowance is how many results clients that never paid here may

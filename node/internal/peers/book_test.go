@@ -292,29 +292,30 @@ func TestStakeAllowance(t *testing.T) {
 		return id
 	}
 	regular := newClient("v4/10.9", 2*StakeHistory) // two stakes of its own
-	var open []func()
+	due := time.Now().Add(time.Hour)
+	var open []*Stake
 	for i := range StrangerStakes {
-		end, err := book.TakeStake(newClient(fmt.Sprintf("v4/10.%d", i), StakeHistory-1))
+		end, err := book.TakeStake(newClient(fmt.Sprintf("v4/10.%d", i), StakeHistory-1), due)
 		if err != nil {
 			t.Fatalf("pool stake %d: %v", i, err)
 		}
 		open = append(open, end)
 	}
-	if _, err := book.TakeStake(newClient("v4/10.100", 0)); err == nil {
+	if _, err := book.TakeStake(newClient("v4/10.100", 0), due); err == nil {
 		t.Fatalf("a stranger was staked with %d pool stakes open", StrangerStakes)
 	}
 	for i := range 2 {
-		if _, err := book.TakeStake(regular); err != nil {
+		if _, err := book.TakeStake(regular, due); err != nil {
 			t.Fatalf("own stake %d of a client with %d paid results: %v", i, 2*StakeHistory, err)
 		}
 	}
-	if _, err := book.TakeStake(regular); err == nil {
+	if _, err := book.TakeStake(regular, due); err == nil {
 		t.Fatalf("a client with %d paid results had 3 stakes open beside a full pool", 2*StakeHistory)
 	}
-	open[0]()
-	open[0]() // twice: once counts
+	open[0].End()
+	open[0].End() // twice: once counts
 	thief := newClient("v4/10.200", 0)
-	if _, err := book.TakeStake(thief); err != nil {
+	if _, err := book.TakeStake(thief, due); err != nil {
 		t.Fatalf("a pool stake ended, and the next stranger is refused: %v", err)
 	}
 	book.ClientSlashed(thief)
@@ -338,4 +339,97 @@ func TestStakeAllowance(t *testing.T) {
 	delete(groups, thief) // gone: its connections closed
 	book = newBook()
 	check("after a restart")
+}
+
+// TestStakesHeldByForce: a client that keeps a stake it has no use for
+// (its replica ended without a result, or its job is past due) gets no
+// more stakes from the pool here, nor does another key of its network,
+// while it holds it and for a day after it held one past AbandonGrace;
+// and stakes held that long leave the pool's count, up to StrangerStakes
+// of them. A client paying, letting the provider stake and giving the
+// replica up had pinned every place of the pool for free until the
+// stakes' HTLCs expired (a red-team run).
+func TestStakesHeldByForce(t *testing.T) {
+	db, err := store.Open(t.TempDir() + "/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	groups := map[peer.ID]string{}
+	newBook := func() *Book {
+		book := NewBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
+		book.GroupsOf = func(id peer.ID) ([]string, bool) { return []string{groups[id]}, true }
+		if err := book.Load(); err != nil {
+			t.Fatal(err)
+		}
+		return book
+	}
+	book := newBook()
+	net := 0
+	newClient := func(group string, paid int) peer.ID {
+		id := p2ptest.RandPeerIDFatal(t)
+		if group == "" {
+			net++
+			group = fmt.Sprintf("v4/10.%d", net)
+		}
+		groups[id] = group
+		for range paid {
+			book.ClientSettled(id, true)
+		}
+		return id
+	}
+	take := func(id peer.ID, due time.Time) *Stake {
+		t.Helper()
+		s, err := book.TakeStake(id, due)
+		if err != nil {
+			t.Fatalf("a stake: %v", err)
+		}
+		return s
+	}
+	const held = "no use for"
+	refusal := func(id peer.ID, want string) {
+		t.Helper()
+		if why := book.StakeRefusal(id); (want == "") != (why == "") || !strings.Contains(why, want) {
+			t.Errorf("%q, want %q", why, want)
+		}
+	}
+	soon, past := time.Now().Add(time.Hour), time.Now().Add(-AbandonGrace-time.Minute)
+
+	// Given up and returned at once: no mark.
+	honest := newClient("", 0)
+	s := take(honest, soon)
+	s.GaveUp()
+	refusal(honest, held) // until it comes back
+	s.End()
+	refusal(honest, "")
+
+	// Given up and kept: the key and its network are refused from the
+	// pool; another network, and the key's own covered stake, are not.
+	pinner := newClient("", 0)
+	take(pinner, soon).GaveUp()
+	refusal(pinner, held)
+	refusal(newClient(groups[pinner], 0), held)
+	refusal(newClient("", 0), "")
+	regular := newClient("", 2*StakeHistory)
+	take(regular, soon).GaveUp()
+	refusal(regular, "") // its own stakes are its own
+
+	// Held past due and its grace: out of the pool's count, up to
+	// StrangerStakes of them; its end goes on the client's record.
+	var force []*Stake
+	for range StrangerStakes + 1 {
+		force = append(force, take(newClient("", 0), past))
+	}
+	for range StrangerStakes - 2 { // the pinner's, and one held by force over the cap
+		take(newClient("", 0), soon)
+	}
+	refusal(newClient("", 0), "stakes of collateral here")
+	force[0].End() // StrangerStakes held by force are left: none in the pool
+	refusal(newClient("", 0), "")
+	gone := force[0].client
+	refusal(gone, held)
+	refusal(newClient(groups[gone], 0), held)
+	book = newBook()
+	refusal(gone, held) // the record outlives a restart
+	refusal(honest, "")
 }

@@ -655,7 +655,8 @@ func (p *Provider) handleAssign(s network.Stream) {
 	if pay != nil {
 		defer p.cfg.Ledger.Drop(pay) // from here the sweep may finish it
 	}
-	if err := p.postBond(&a, client); err != nil {
+	stake, err := p.postBond(&a, client)
+	if err != nil {
 		// The operator's to fix (outbound liquidity, a macaroon that
 		// cannot pay): the client alone would hear of it otherwise.
 		p.log.Warn("cannot stake a job's collateral", "job", a.Announce.Job, "msat", a.Announce.Stake(a.Price), "err", err)
@@ -673,8 +674,13 @@ func (p *Provider) handleAssign(s network.Stream) {
 		}
 	}
 	hb()
-	if pay != nil && !res.Deterministic() {
-		p.cfg.Ledger.CancelInvoice(pay, p.noResult(ctx, res)) // no result, no pay
+	if !res.Deterministic() {
+		if pay != nil {
+			p.cfg.Ledger.CancelInvoice(pay, p.noResult(ctx, res)) // no result, no pay
+		}
+		if p.cfg.Life.Err() == nil {
+			stake.GaveUp() // the client has no use for it: it returns it now
+		}
 	}
 	p.setActive(run, store.RunFinished) // from here on run is ours alone
 	res.Terms = terms
@@ -1149,20 +1155,20 @@ func (p *Provider) bondTerms(a *wire.Assign) error {
 
 // postBond stakes the collateral of an assign whose bondTerms were met: it
 // pays the client's hold invoice for it and returns once the payment is
-// locked. Nothing is asked of a job without collateral.
-func (p *Provider) postBond(a *wire.Assign, client peer.ID) error {
+// locked, with the stake as counted in the book. Nothing is asked of a
+// job without collateral (a nil stake).
+func (p *Provider) postBond(a *wire.Assign, client peer.ID) (*peers.Stake, error) {
 	if a.Announce.Collateral == 0 {
-		return nil
+		return nil, nil
 	}
-	stake := a.Announce.Stake(a.Price)
-	ended, err := p.cfg.Peers.TakeStake(client)
+	due := time.UnixMilli(a.Announce.Deadline).Add(settle.PayGrace)
+	stake, err := p.cfg.Peers.TakeStake(client, due)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	bond := &store.Payment{Job: a.Announce.Job, Replica: a.Replica, Peer: client.String(), AmountMsat: int64(stake),
-		Due: time.UnixMilli(a.Announce.Deadline).Add(settle.PayGrace)}
+	bond := &store.Payment{Job: a.Announce.Job, Replica: a.Replica, Peer: client.String(), AmountMsat: int64(a.Announce.Stake(a.Price)), Due: due}
 	copy(bond.Hash[:], a.BondHash)
-	return p.cfg.Ledger.PostBond(bond, a.Bond, ended)
+	return stake, p.cfg.Ledger.PostBond(bond, a.Bond, stake)
 }
 
 // sells reports whether this provider can sell an output by fair exchange.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/infernet/infernet/node/internal/peers"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/payments"
 )
@@ -131,13 +132,14 @@ func (l *Ledger) finishBond(ctx context.Context, bond *store.Payment) {
 // PostBond pays a client's collateral invoice for a replica on the
 // provider (bond: Job, Replica, Peer the client, Hash and AmountMsat, the
 // announce's collateral) and returns once the payment is locked. Its end is
-// recorded when it comes: settled means the client took it. ended is
-// called once the stake is no longer at risk: it ended, it was never
-// posted, or this node stops (the sweep follows it after a restart).
-func (l *Ledger) PostBond(bond *store.Payment, invoice string, ended func()) error {
+// recorded when it comes: settled means the client took it. stake, counted
+// for the client in the provider's book (peers.Book.TakeStake), ends with
+// it, or when it was never posted; it is forgotten if this node stops (the
+// sweep follows it after a restart).
+func (l *Ledger) PostBond(bond *store.Payment, invoice string, stake *peers.Stake) error {
 	bond.Bond, bond.Outgoing, bond.State, bond.Created = true, true, store.PayCreated, time.Now()
 	if !l.claims.Claim(bond) {
-		ended()
+		stake.End()
 		return errors.New("collateral posted already")
 	}
 	if old, err := l.db.Payment(bond.Job, bond.Replica, true, bond.Peer); err == nil && old.Bond && old.State != store.PayCreated && !old.State.Final() {
@@ -145,32 +147,33 @@ func (l *Ledger) PostBond(bond *store.Payment, invoice string, ended func()) err
 		// previous run): a second one's record would hide the first,
 		// whose end would then go uncounted (a red-team run).
 		l.claims.Drop(bond)
-		ended()
+		stake.End()
 		return errors.New("collateral of this replica is out already")
 	}
 	if err := l.db.PutPayment(bond); err != nil {
 		l.claims.Drop(bond)
-		ended()
+		stake.End()
 		return err
 	}
 	inflight, err := l.PayHold(bond, invoice) // at most the announce's amount
 	if err != nil {
 		l.claims.Drop(bond)
-		ended()
+		stake.End()
 		return fmt.Errorf("collateral: %w", err)
 	}
 	// Nothing else follows this payment: it ends when the client decides.
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		defer ended()
 		defer l.claims.Drop(bond)
 		select {
 		case <-inflight.Done:
 		case <-l.ctx.Done():
-			return // the sweep follows it after a restart
+			stake.Forget() // the sweep follows it after a restart
+			return
 		}
 		l.RecordOutgoing(bond, inflight) // a stake taken counts against the client
+		stake.End()
 	}()
 	return nil
 }

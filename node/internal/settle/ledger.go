@@ -65,7 +65,7 @@ type Ledger struct {
 	// held end the stakes a previous run posted that were open at Start,
 	// each counted open in peers until the sweep records its end.
 	heldMu sync.Mutex
-	held   map[payKey]func()
+	held   map[payKey]*peers.Stake
 
 	// ctx is the node's lifetime; wg counts the ledger's goroutines.
 	ctx context.Context
@@ -121,21 +121,19 @@ func (l *Ledger) holdStakes() {
 			continue // a stake recorded and never paid holds nothing
 		}
 		if l.held == nil {
-			l.held = map[payKey]func(){}
+			l.held = map[payKey]*peers.Stake{}
 		}
-		l.held[keyOf(&pay)] = l.peers.HoldStake(id)
+		l.held[keyOf(&pay)] = l.peers.HoldStake(id, pay.Due)
 	}
 }
 
 // endHeld ends the count of a stake holdStakes found open, if pay is one.
 func (l *Ledger) endHeld(pay *store.Payment) {
 	l.heldMu.Lock()
-	release := l.held[keyOf(pay)]
+	stake := l.held[keyOf(pay)]
 	delete(l.held, keyOf(pay))
 	l.heldMu.Unlock()
-	if release != nil {
-		release()
-	}
+	stake.End()
 }
 
 // Wait waits for the ledger's goroutines after its context ended.

@@ -200,7 +200,7 @@ func TestCollateral(t *testing.T) {
 				t.Fatal(err)
 			}
 			posted := &store.Payment{Job: job, Peer: id(pr.c.Host), Hash: bond.Hash, AmountMsat: stake, Due: time.Now().Add(time.Hour)}
-			if err := pr.p.Ledger.PostBond(posted, bond.Invoice, func() {}); err != nil {
+			if err := pr.p.Ledger.PostBond(posted, bond.Invoice, nil); err != nil {
 				t.Fatal(err)
 			}
 			if err := pr.c.Ledger.BondLocked(ctx, bond); err != nil || bond.State != store.PayLocked {
@@ -357,12 +357,12 @@ func TestStakesOpenAtRestart(t *testing.T) {
 		if err := pr.c.Ledger.NewBond(ctx, bond, time.Now().Add(time.Hour), "stake"); err != nil {
 			t.Fatal(err)
 		}
-		ended, err := pr.p.Peers.TakeStake(client)
+		stake, err := pr.p.Peers.TakeStake(client, time.Now().Add(time.Hour))
 		if err != nil {
 			t.Fatalf("stake %d: %v", i, err)
 		}
 		posted := &store.Payment{Job: job, Peer: id(pr.c.Host), Hash: bond.Hash, AmountMsat: small, Due: time.Now().Add(time.Hour)}
-		if err := pr.p.Ledger.PostBond(posted, bond.Invoice, ended); err != nil {
+		if err := pr.p.Ledger.PostBond(posted, bond.Invoice, stake); err != nil {
 			t.Fatal(err)
 		}
 		bonds = append(bonds, bond)
@@ -393,7 +393,7 @@ func TestStakesOpenAtRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	again2 := &store.Payment{Job: bonds[1].Job, Peer: id(pr.c.Host), Hash: payments.Hash(key), AmountMsat: small, Due: time.Now().Add(time.Hour)}
-	if err := again.PostBond(again2, inv, func() {}); err == nil || !strings.Contains(err.Error(), "out already") {
+	if err := again.PostBond(again2, inv, nil); err == nil || !strings.Contains(err.Error(), "out already") {
 		t.Fatalf("a second stake of a replica whose stake is out: %v", err)
 	}
 	pr.c.Ledger.EndBond(ctx, bonds[0], false) // one comes back

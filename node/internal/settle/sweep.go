@@ -156,6 +156,9 @@ func (l *Ledger) sweepOutgoing(ctx context.Context, pay *store.Payment) {
 // aggregated jobs never delivered. A delivered result's invoice is held
 // until the client releases or cancels it, or lnd expires it.
 func (l *Ledger) sweepIncoming(ctx context.Context, pay *store.Payment) {
+	if pay.Bond && l.faults.KeepsStakes() {
+		return // fault injection: the stake stays out
+	}
 	if pay.Bond {
 		// Collateral no job is handling: a slash decided is taken, any
 		// other stake goes back (its job ended without evidence).
