@@ -734,7 +734,8 @@ func TestFakeLndRouteFails(t *testing.T) {
 // honest stranger is staked beside the one stake held.
 func TestFakeLndStakesHeldByForce(t *testing.T) {
 	t.Parallel() // waits far more than it computes
-	f := newFakePaidFunds(t, 10*fund, func(c *Config) { // room for many stakes: refusals are the book's
+	// Room for many stakes: any refusal is the provider's book's.
+	f := newFakePaidFunds(t, 10*fund, func(c *Config) {
 		if !c.Provide {
 			c.Faults = &faults.Faults{KeepStakes: true}
 		}
