@@ -432,4 +432,12 @@ func TestStakesHeldByForce(t *testing.T) {
 	book = newBook()
 	refusal(gone, held) // the record outlives a restart
 	refusal(honest, "")
+
+	// Open at a restart, found ended by the sweep: when it came back is
+	// not known, so nothing goes on the record.
+	restarted := newClient("", 0)
+	s = book.HoldStake(restarted, past)
+	refusal(restarted, held)
+	s.End()
+	refusal(restarted, "")
 }

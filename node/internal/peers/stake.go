@@ -53,6 +53,9 @@ type Stake struct {
 	client peer.ID
 	own    bool      // covered by the client's paid results, not the pool
 	due    time.Time // when its job's payments are due: returned by then
+	// seen: this node sees the stake's end when it comes (not after a
+	// restart, when it may have come long before), so that End judges.
+	seen bool
 
 	// Guarded by b.mu.
 	gaveUp time.Time // when its replica ended without a result
@@ -75,8 +78,10 @@ func (s *Stake) GaveUp() {
 
 // End ends the stake's count: it came back, it was taken, or it was never
 // posted. A stake that was held past AbandonGrace goes on its client's
-// record (store.Peer.HeldStakeAt). Calls after the first do nothing.
-func (s *Stake) End() { s.end(true) }
+// record (store.Peer.HeldStakeAt), unless it was open at this node's start
+// (HoldStake): the sweep finds those ended, not when. Calls after the
+// first do nothing.
+func (s *Stake) End() { s.end(s != nil && s.seen) }
 
 // Forget ends the stake's count without judging its client: this node
 // stops (its next run counts the stake again, HoldStake).
@@ -149,7 +154,9 @@ func (b *Book) TakeStake(id peer.ID, due time.Time) (*Stake, error) {
 			b.dirty[id] = true
 		}
 	}
-	return b.openStakeLocked(id, own, due), nil
+	s := b.openStakeLocked(id, own, due)
+	s.seen = true
+	return s, nil
 }
 
 // HoldStake counts a stake for client id open until it ends, as TakeStake
