@@ -192,7 +192,10 @@ func worth(p *store.Peer) int {
 	switch {
 	case r.Lies > 0 || !r.BannedUntil.IsZero() || r.Outvoted > 0:
 		return 2
-	case r.Completed > 0 || r.Lost > 0 || r.Agreed > 0 || r.Streak > 0 || p.Paid > 0 || p.Unpaid > 0 || p.Staked > 0 || p.Slashed > 0:
+	case r.Completed > 0 || r.Lost > 0 || r.Agreed > 0 || r.Streak > 0 || p.Paid > 0 || p.Unpaid > 0 || p.Staked > 0 || p.Slashed > 0 ||
+		len(p.StakedFrom) > 0 || !p.HeldStakeAt.IsZero():
+		// A client staked here: its networks and marks (stake.go) must
+		// outlast its silence.
 		return 1
 	}
 	return 0

@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	p2ptest "github.com/libp2p/go-libp2p/core/test"
 
+	"github.com/infernet/infernet/node/internal/netgroup"
 	"github.com/infernet/infernet/node/reputation"
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
@@ -432,6 +433,25 @@ func TestStakesHeldByForce(t *testing.T) {
 	book = newBook()
 	refusal(gone, held) // the record outlives a restart
 	refusal(honest, "")
+
+	// The marks outlast the prune of silent records, and so does the tie
+	// of an open stake to its network, record or not.
+	book.Prune(time.Now().Add(2 * peerSilentFor))
+	refusal(gone, held)
+	refusal(newClient(groups[gone], 0), held)
+	quiet := newClient("", 0)
+	take(quiet, soon).GaveUp()
+	book.mu.Lock()
+	delete(book.peers, quiet) // as an eviction would
+	book.mu.Unlock()
+	refusal(newClient(groups[quiet], 0), held)
+
+	// Clients behind relays share one group: one holding a stake marks
+	// no other.
+	relayedHolder := newClient(netgroup.Relayed, 0)
+	take(relayedHolder, soon).GaveUp()
+	refusal(relayedHolder, held)
+	refusal(newClient(netgroup.Relayed, 0), "")
 
 	// Open at a restart, found ended by the sweep: when it came back is
 	// not known, so nothing goes on the record.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/infernet/infernet/node/internal/netgroup"
 	"github.com/infernet/infernet/node/store"
 )
 
@@ -53,6 +54,10 @@ type Stake struct {
 	client peer.ID
 	own    bool      // covered by the client's paid results, not the pool
 	due    time.Time // when its job's payments are due: returned by then
+	// nets are the networks the client was staked from (stakeNets): they
+	// tie the stake to other keys of its operator, also once the client's
+	// record is gone.
+	nets []string
 	// seen: this node sees the stake's end when it comes (not after a
 	// restart, when it may have come long before), so that End judges.
 	seen bool
@@ -148,15 +153,26 @@ func (b *Book) TakeStake(id peer.ID, due time.Time) (*Stake, error) {
 		return nil, errors.New(why)
 	}
 	p := b.getLocked(id)
-	for _, g := range m.groups {
-		if !strings.HasPrefix(g, "peer/") && !slices.Contains(p.StakedFrom, g) && len(p.StakedFrom) < maxGroups {
+	nets := stakeNets(m.groups)
+	for _, g := range nets {
+		if !slices.Contains(p.StakedFrom, g) && len(p.StakedFrom) < maxGroups {
 			p.StakedFrom = append(p.StakedFrom, g)
 			b.dirty[id] = true
 		}
 	}
 	s := b.openStakeLocked(id, own, due)
-	s.seen = true
+	s.seen, s.nets = true, nets
 	return s, nil
+}
+
+// stakeNets are the groups of a client's that tie it to its operator's
+// other keys in stake marks: its networks, but not its own key's group,
+// nor netgroup.Relayed, which every client behind a relay shares (one
+// relayed thief would mark them all).
+func stakeNets(groups []string) []string {
+	return slices.DeleteFunc(slices.Clone(groups), func(g string) bool {
+		return strings.HasPrefix(g, "peer/") || g == netgroup.Relayed
+	})
 }
 
 // HoldStake counts a stake for client id open until it ends, as TakeStake
@@ -166,7 +182,11 @@ func (b *Book) TakeStake(id peer.ID, due time.Time) (*Stake, error) {
 func (b *Book) HoldStake(id peer.ID, due time.Time) *Stake {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.openStakeLocked(id, b.coveredLocked(id), due)
+	s := b.openStakeLocked(id, b.coveredLocked(id), due)
+	if p := b.peers[id]; p != nil {
+		s.nets = slices.Clone(p.StakedFrom)
+	}
+	return s
 }
 
 // ClientSlashed records, on a provider, that client id took its
@@ -239,44 +259,31 @@ type marks struct {
 }
 
 // marksOf finds client id's operator's marks: its own, and those of any
-// peer that may be its operator's (SameOperator, or a network it was
-// staked from).
+// client that shares a network with it (stakeNets: one either was staked
+// from or was seen from).
 func (b *Book) marksOf(id peer.ID) marks {
 	m := marks{groups: b.Groups(id)}
+	nets := stakeNets(m.groups)
+	ours := func(pid peer.ID, staked []string) bool {
+		return pid == id || slices.ContainsFunc(staked, func(g string) bool { return slices.Contains(nets, g) })
+	}
 	now := time.Now()
 	b.mu.Lock()
-	of := map[peer.ID]*marks{}
-	mark := func(pid peer.ID) *marks {
-		if of[pid] == nil {
-			of[pid] = &marks{}
-		}
-		return of[pid]
+	defer b.mu.Unlock()
+	if p := b.peers[id]; p != nil {
+		nets = append(nets, p.StakedFrom...)
 	}
 	for s := range b.stakes {
-		if !s.idleSinceLocked(now).IsZero() {
-			mark(s.client).held = true
+		if !s.idleSinceLocked(now).IsZero() && ours(s.client, s.nets) {
+			m.held = true
 		}
 	}
 	for pid, p := range b.peers {
-		if p.Slashed > 0 {
-			mark(pid).slashed = true
-		}
-		if now.Sub(p.HeldStakeAt) < strangerWindow {
-			mark(pid).held = true
-		}
-	}
-	var others []peer.ID
-	for pid, pm := range of {
-		if p := b.peers[pid]; pid == id || p != nil && slices.ContainsFunc(p.StakedFrom, func(g string) bool { return slices.Contains(m.groups, g) }) {
-			m.slashed, m.held = m.slashed || pm.slashed, m.held || pm.held
-		} else {
-			others = append(others, pid)
-		}
-	}
-	b.mu.Unlock()
-	for _, pid := range others {
-		if pm := of[pid]; (pm.slashed && !m.slashed || pm.held && !m.held) && b.SameOperator(pid, id) {
-			m.slashed, m.held = m.slashed || pm.slashed, m.held || pm.held
+		// The networks it was staked from, and those it was seen from
+		// since (Groups).
+		if (p.Slashed > 0 || now.Sub(p.HeldStakeAt) < strangerWindow) && ours(pid, append(stakeNets(b.groups[pid]), p.StakedFrom...)) {
+			m.slashed = m.slashed || p.Slashed > 0
+			m.held = m.held || now.Sub(p.HeldStakeAt) < strangerWindow
 		}
 	}
 	return m

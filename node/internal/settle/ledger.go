@@ -106,7 +106,8 @@ func (l *Ledger) Start() {
 // holdStakes counts the stakes a previous run of this node posted, still
 // open, against their clients' allowances (peers.Book.HoldStake) until
 // the sweep finds them ended: a restart would otherwise forget them, and a
-// client could be staked again beyond what its record covers.
+// client could be staked again beyond what its record covers. Those whose
+// replica gave no result are of no use to their clients (Stake.GaveUp).
 func (l *Ledger) holdStakes() {
 	open, err := l.db.OpenPayments()
 	if err != nil {
@@ -123,7 +124,13 @@ func (l *Ledger) holdStakes() {
 		if l.held == nil {
 			l.held = map[payKey]*peers.Stake{}
 		}
-		l.held[keyOf(&pay)] = l.peers.HoldStake(id, pay.Due)
+		stake := l.peers.HoldStake(id, pay.Due)
+		if run, err := l.db.Run(pay.Peer, pay.Job, pay.Replica); err != nil || run.Result == nil || !run.Result.Deterministic() {
+			// Its replica ended without a result, or with the previous run
+			// of this node: the client has no use for the stake.
+			stake.GaveUp()
+		}
+		l.held[keyOf(&pay)] = stake
 	}
 }
 

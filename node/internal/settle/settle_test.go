@@ -385,6 +385,11 @@ func TestStakesOpenAtRestart(t *testing.T) {
 	if why := book.StakeRefusal(stranger); !strings.Contains(why, "stakes of collateral here") {
 		t.Fatalf("after a restart with the pool's stakes open: %q; want the pool's refusal", why)
 	}
+	// Their replicas never ran: the client has no use for them, and gets
+	// no more until they are back (the restart had forgotten that).
+	if why := book.StakeRefusal(client); !strings.Contains(why, "no use for") {
+		t.Fatalf("after a restart, the client of stakes whose replicas gave no result: %q", why)
+	}
 	// A second stake of a replica whose stake is still out is refused: its
 	// record would have hidden the first.
 	key := random32(t)
