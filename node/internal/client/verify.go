@@ -293,10 +293,14 @@ func (j *jobRun) independent(a, b peer.ID) bool {
 }
 
 // proves reports whether id's agreement with the winners is proven: an
-// established winner of another operator agrees. An operator's own
-// identities never graduate one another.
+// established winner of another operator agrees, and this client is not
+// eclipsed (whoever eclipses it may hold keys in many networks). An
+// operator's own identities never graduate one another.
 func (j *jobRun) proves(votes []*wire.Result, winners []int, id peer.ID) bool {
 	book := j.c.n.Peers
+	if book.Eclipsed() != "" {
+		return false
+	}
 	for _, k := range winners {
 		other := peer.ID(votes[k].Provider)
 		if book.Established(other) && !book.SameOperator(other, id) {

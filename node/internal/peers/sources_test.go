@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	p2ptest "github.com/libp2p/go-libp2p/core/test"
@@ -126,5 +127,38 @@ func TestBootstrapSourceIsTheGivenAddress(t *testing.T) {
 	book.Introduced(named, SourceBootstrap, ma.StringCast("/dns4/boot.example/tcp/4001"))
 	if got := book.Source(named); got != SourceBootstrap+" v4/10.3" {
 		t.Errorf("a named bootstrap peer's source %q, want its connection's network", got)
+	}
+}
+
+// TestEclipsedRootsOutlastRecords: a node whose only bootstrap peer's
+// record goes (pruned after an hour's silence: a bare bootstrap host never
+// advertises; or evicted by a flood of adverts) is eclipsed still. It had
+// counted no source at all then, as the network's first node does, and a
+// red-team client took 24 of 30 lies as verified.
+func TestEclipsedRootsOutlastRecords(t *testing.T) {
+	db, err := store.Open(t.TempDir() + "/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	book := NewBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
+	groups := map[peer.ID]string{}
+	book.GroupsOf = func(id peer.ID) ([]string, bool) { return []string{groups[id]}, true }
+	boot := p2ptest.RandPeerIDFatal(t)
+	groups[boot] = "a"
+	book.Introduced(boot, SourceBootstrap)
+	for _, g := range []string{"b", "c"} { // the attacker's keys, dialling in
+		id := p2ptest.RandPeerIDFatal(t)
+		groups[id] = g
+		book.OnAdvert(id, id, &wire.CapabilityAdvert{Peer: []byte(id), Seq: 1, Slots: 1})
+	}
+	if book.Eclipsed() == "" {
+		t.Fatalf("one bootstrap peer: not eclipsed (sources %v)", book.Sources())
+	}
+	if n := book.Prune(time.Now().Add(2 * peerSilentFor)); n == 0 || book.Source(boot) != "" {
+		t.Fatalf("the prune removed %d records, the bootstrap's source is %q; the test needs it gone", n, book.Source(boot))
+	}
+	if why := book.Eclipsed(); !strings.Contains(why, "one network (a)") {
+		t.Fatalf("the bootstrap's record gone: Eclipsed() = %q (sources %v)", why, book.Sources())
 	}
 }

@@ -199,6 +199,8 @@ func (o *GenerateOptions) requests(ctx context.Context) ([]llama.Request, error)
 		return nil, errors.New("--logprobs needs --json or --prompts: the text alone has no room for them")
 	case o.Profile && !o.Local:
 		return nil, errors.New("--profile needs --local: a provider's calls are timed where it runs them")
+	case o.Backend != backends.Auto && !o.Local:
+		return nil, errors.New("--backend needs --local: on the network, each provider runs its own (--require 'has(\"cuda\")' asks for a GPU)")
 	case o.Shards < 1 || o.Shards > wire.MaxShards:
 		return nil, fmt.Errorf("--shards: want 1 to %d", wire.MaxShards)
 	}

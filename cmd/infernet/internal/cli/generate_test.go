@@ -146,6 +146,8 @@ func TestGenerateFlags(t *testing.T) {
 		{[]string{"m", "--prompt", "x", "--shards", "2"}, nil},
 		{[]string{"m", "--prompts", prompts, "--shards", "2", "--local"}, nil},
 		{[]string{"m", "--prompts", prompts, "--shards", "0"}, nil},
+		{[]string{"m", "--prompt", "x", "--backend", "cuda"}, nil}, // a provider's is its own
+		{[]string{"m", "--prompt", "x", "--backend", "cuda", "--local", "--mode", "tolerance"}, []llama.Request{{Prompt: "x", MaxTokens: llama.DefaultMaxTokens, TopP: 0.9}}},
 		{[]string{"m", "--prompt", "x", "--max-tokens", "-1"}, nil},
 		{[]string{"m", "--prompt", "x", "--temperature", "-1"}, nil},
 		{[]string{"m", "--prompt", "x", "--top-p", "2"}, nil},

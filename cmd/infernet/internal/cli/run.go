@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -148,6 +149,9 @@ func (o *RunOptions) jobConfig() (host.JobConfig, error) {
 	prec, err := parsePrecision(o.Precision, mode)
 	if err != nil {
 		return cfg, err
+	}
+	if slices.Contains([]string{backends.CPU, backends.OpenBLAS, backends.CUDA}, o.Backend) && mode != abi.ModeTolerance {
+		return cfg, fmt.Errorf("--backend %s needs --mode tolerance (exact mode runs on the reference backend)", o.Backend)
 	}
 	var seed [32]byte
 	if o.Seed != "" {

@@ -44,6 +44,7 @@ func TestRunExitCodes(t *testing.T) {
 		{"bad mode", []string{"run", testdata + "jobs/echo/echo.wasm", "--mode", "fast"}, "", ExitError, "", "--mode"},
 		{"bad size", []string{"run", testdata + "jobs/echo/echo.wasm", "--memory", "lots"}, "", ExitError, "", "--memory"},
 		{"bad backend", []string{"run", testdata + "jobs/echo/echo.wasm", "--backend", "tpu"}, "", ExitError, "", "unknown backend"},
+		{"fast backend in exact mode", []string{"run", testdata + "jobs/echo/echo.wasm", "--backend", "cpu"}, "", ExitError, "", "--backend cpu needs --mode tolerance"},
 		{"bad precision", []string{"run", testdata + "jobs/echo/echo.wasm", "--mode", "tolerance", "--precision", "fp8"}, "", ExitError, "", `--precision: precision "fp8"`},
 		{"precision in exact mode", []string{"run", testdata + "jobs/echo/echo.wasm", "--precision", "bf16"}, "", ExitError, "", "--precision bf16 needs --mode tolerance"},
 		{"precision not offered", []string{"run", testdata + "jobs/echo/echo.wasm", "--mode", "tolerance", "--precision", "tf32", "--backend", "reference"}, "", ExitNotRun, "", "precision not offered: tf32"},
