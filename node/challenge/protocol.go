@@ -222,8 +222,17 @@ func (s *Server) serve(ctx context.Context, st network.Stream, from peer.ID, log
 	if _, err := st.Write(append([]byte{statusOK}, root[:]...)); err != nil {
 		return fmt.Errorf("write root: %w", err)
 	}
-	log.Info("challenge answered", "n", n, "backend", s.b.Name(), "took", time.Since(start),
-		"generate", tm.Generate, "upload", tm.Upload, "gemm", tm.Gemm, "download", tm.Download, "hash", tm.Hash)
+	took := time.Since(start)
+	attrs := []any{"n", n, "backend", s.b.Name(), "took", took,
+		"generate", tm.Generate, "upload", tm.Upload, "gemm", tm.Gemm, "download", tm.Download, "hash", tm.Hash}
+	if took >= DefaultDeadline {
+		// The client holds the root to its deadline, round trip included,
+		// and takes a late one for a fake GPU: the operator must hear it
+		// here, or an honest but slow GPU is banned with nothing said.
+		log.Warn(fmt.Sprintf("GPU challenge answered later than clients' default deadline (%v): they ban a provider whose root is late", DefaultDeadline), attrs...)
+	} else {
+		log.Info("challenge answered", attrs...)
+	}
 
 	var kb [2]byte
 	if _, err := io.ReadFull(st, kb[:]); err != nil {

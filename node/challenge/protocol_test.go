@@ -1,9 +1,13 @@
 package challenge
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -98,6 +102,46 @@ func TestProtocol(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLateAnswerWarned: a provider whose root takes longer than clients'
+// default deadline says so in its log, as a warning: the client bans it,
+// and an honest operator with a slow GPU had heard nothing of it.
+func TestLateAnswerWarned(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		var log syncBuffer
+		slow := func(ctx context.Context, b tensor.Backend, nonce [32]byte, n int) (*Tree, []byte, Timings, error) {
+			if late {
+				time.Sleep(DefaultDeadline)
+			}
+			return Compute(ctx, b, nonce, n)
+		}
+		c, p := pair(t, Config{compute: slow, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		if _, err := Run(context.Background(), c, p, Params{N: 64, Deadline: 20 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		if warned := strings.Contains(log.String(), "level=WARN") && strings.Contains(log.String(), "later than clients' default deadline"); warned != late {
+			t.Errorf("late %v: warned %v: %s", late, warned, log.String())
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestRateLimit: a second challenge from the same client within Every is

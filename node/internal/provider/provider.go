@@ -167,12 +167,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		running:    map[runID]bool{},
 		seq:        uint64(time.Now().UnixNano()), // increases across restarts too
 	}
-	if inv, err := gpu.Detect(ctx); err == nil {
-		for _, d := range inv.Devices {
-			p.gpus = append(p.gpus, wire.GPU{Name: d.Name, MemoryBytes: d.MemoryBytes, SMs: d.SMs,
-				CUDACores: d.CUDACores, ComputeMajor: d.ComputeMajor, ComputeMinor: d.ComputeMinor})
-		}
-	}
+	inv, _ := gpu.Detect(ctx)
 	// Outputs spooled by a previous process are of runs that never finished.
 	if err := os.RemoveAll(p.spoolDir()); err != nil {
 		return nil, err
@@ -193,6 +188,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if f := p.backends.Fast; f != nil && f.Name() != names[0] {
 		names = append(names, f.Name())
 	}
+	p.gpus = p.gpusInUse(inv)
 	if f := p.cfg.Faults; f != nil && len(f.ClaimGPUs) > 0 {
 		// fault injection: hardware it lacks, and the backend that goes with it
 		p.gpus, names = append(p.gpus, f.ClaimGPUs...), append(names, "cuda")
@@ -220,6 +216,31 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		p.challenges = challenge.Serve(p.cfg.Host, f, challenge.Config{Logger: p.log})
 	}
 	return p, nil
+}
+
+// gpusInUse is what the advert says of GPUs: the one the fast backend
+// runs on (the GPU worker's device 0, the first NVML lists: the worker
+// numbers devices in NVML's order), none when tensor ops run on the CPU,
+// so that a requirement on GPU memory or compute capability matches the
+// device a job gets. It logs which, and why a GPU present goes unused.
+func (p *Provider) gpusInUse(inv gpu.Inventory) []wire.GPU {
+	fast := p.backends.Fast
+	attrs := []any{"exact", p.backends.Reference.Name(), "tolerance", fast.Name()}
+	var used []wire.GPU
+	switch {
+	case fast.Class() == tensor.ClassGPU && len(inv.Devices) > 0:
+		d := inv.Devices[0]
+		used = []wire.GPU{{Name: d.Name, MemoryBytes: d.MemoryBytes, SMs: d.SMs, CUDACores: d.CUDACores, ComputeMajor: d.ComputeMajor, ComputeMinor: d.ComputeMinor}}
+		attrs = append(attrs, "gpu", d.Name, "gpu_memory_mib", d.MemoryBytes>>20, "compute", fmt.Sprintf("%d.%d", d.ComputeMajor, d.ComputeMinor), "gpus_found", len(inv.Devices))
+	case len(inv.Devices) > 0:
+		why := "--backend " + fast.Name()
+		if err := p.backends.Unavailable[backends.CUDA]; err != nil {
+			why = err.Error()
+		}
+		p.log.Warn("an NVIDIA GPU is present but unused: tolerance-mode tensor ops run on the CPU", "gpu", inv.Devices[0].Name, "why", why)
+	}
+	p.log.Info("tensor backends", attrs...)
+	return used
 }
 
 // sessionBudget is Config.SessionMemory, or its default.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,11 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/infernet/infernet/host/gpu"
 	"github.com/infernet/infernet/host/tensor"
+	"github.com/infernet/infernet/host/tensor/backends"
+	"github.com/infernet/infernet/host/tensor/cpu"
+	"github.com/infernet/infernet/host/tensor/reference"
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/internal/parts"
@@ -374,6 +379,53 @@ func TestDrain(t *testing.T) {
 			}
 			if u := <-result; u == nil || u.Kind != wire.UpdateResult || string(u.Result.OutputData) != "drained\n" {
 				t.Errorf("the replica running during the drain: %+v; want its result", u)
+			}
+		})
+	}
+}
+
+// onGPU stands in for a GPU backend: it says it is one (a fake: no GPU
+// here), and computes as the CPU kernel it wraps.
+type onGPU struct{ tensor.Backend }
+
+func (onGPU) Class() tensor.Class { return tensor.ClassGPU }
+
+// TestGPUsInUse: the advert names the GPU the fast backend runs on, the
+// first NVML lists (the worker's device 0), and none when tensor ops run
+// on the CPU. Every GPU NVML found was advertised, also beside a CPU
+// backend and beside another device the jobs never ran on, so that
+// `--require 'vram >= 40'` could match a provider whose jobs got a
+// smaller card, or no card.
+func TestGPUsInUse(t *testing.T) {
+	inv := gpu.Inventory{Devices: []gpu.Device{
+		{Index: 0, Name: "small", MemoryBytes: 8 << 30, ComputeMajor: 8, ComputeMinor: 6},
+		{Index: 1, Name: "big", MemoryBytes: 80 << 30, ComputeMajor: 9},
+	}}
+	ref := reference.New(reference.Config{})
+	cases := []struct {
+		name string
+		fast tensor.Backend
+		inv  gpu.Inventory
+		want []string
+	}{
+		{"cuda on a machine of two GPUs", onGPU{cpu.New(cpu.Config{})}, inv, []string{"small"}},
+		{"the CPU beside two GPUs", cpu.New(cpu.Config{}), inv, nil},
+		{"cuda where NVML finds none", onGPU{cpu.New(cpu.Config{})}, gpu.Inventory{}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var log strings.Builder
+			p := &Provider{backends: &backends.Set{Reference: ref, Fast: tc.fast, Unavailable: map[string]error{}},
+				log: slog.New(slog.NewTextHandler(&log, nil))}
+			var got []string
+			for _, g := range p.gpusInUse(tc.inv) {
+				got = append(got, g.Name)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("advertised %v, want %v", got, tc.want)
+			}
+			if unused := tc.fast.Class() != tensor.ClassGPU && len(tc.inv.Devices) > 0; unused != strings.Contains(log.String(), "present but unused") {
+				t.Errorf("log %q: want a warning %v", log.String(), unused)
 			}
 		})
 	}

@@ -61,8 +61,13 @@ func NewCmdInfo(stdio IO, runF func(context.Context, *InfoOptions) error) *cobra
 // its name and the sentinel (tensor.ErrUnavailable) the line already says.
 func why(name string, err error) string {
 	s := strings.TrimPrefix(err.Error(), "backends: "+name+": ")
+	s = strings.TrimPrefix(s, "backends: "+name+" worker: remote: ")
 	s = strings.TrimPrefix(s, tensor.ErrUnavailable.Error()+": ")
-	return strings.TrimPrefix(s, name+": ")
+	s = strings.TrimPrefix(s, name+": ")
+	if name == backends.CUDA && strings.HasPrefix(s, "load ") {
+		s += " (install NVIDIA's driver and cuBLAS, or name them with $" + DriverEnv + " and $" + CUBLASEnv + ")"
+	}
+	return s
 }
 
 func runInfo(ctx context.Context, o *InfoOptions) error {
@@ -71,7 +76,13 @@ func runInfo(ctx context.Context, o *InfoOptions) error {
 		OS: runtime.GOOS, Arch: runtime.GOARCH, Cores: runtime.NumCPU(),
 		Unavailable: map[string]string{},
 	}
-	set, err := backends.Open(ctx, backends.Config{})
+	// The GPU worker, as `infernet node` and `infernet run` open CUDA (it
+	// reads $INFERNET_CUDA_DRIVER and $INFERNET_CUBLAS).
+	worker, err := backends.SelfWorker(0)
+	if err != nil {
+		return err
+	}
+	set, err := backends.Open(ctx, backends.Config{Worker: worker})
 	if err != nil {
 		return err
 	}
@@ -96,7 +107,7 @@ func runInfo(ctx context.Context, o *InfoOptions) error {
 		info.GPUs = []gpu.Device{}
 	}
 	if err != nil {
-		info.GPUError = err.Error()
+		info.GPUError = strings.ReplaceAll(err.Error(), "gpu: ", "")
 	}
 	if o.JSON {
 		enc := json.NewEncoder(o.IO.Out)
@@ -113,11 +124,17 @@ func runInfo(ctx context.Context, o *InfoOptions) error {
 		fmt.Fprintf(w, "  %s unavailable: %s\n", name, info.Unavailable[name])
 	}
 	if len(info.GPUs) == 0 {
-		fmt.Fprintf(w, "GPUs: none (%s)\n", strings.ReplaceAll(info.GPUError, "gpu: ", ""))
+		fmt.Fprintf(w, "GPUs: none (%s)\n", info.GPUError)
+	} else {
+		fmt.Fprintf(w, "NVIDIA driver %s\n", info.Driver)
 	}
-	for _, d := range info.GPUs {
-		fmt.Fprintf(w, "GPU %d: %s, %d MiB, %d SMs, %d CUDA cores, compute %d.%d\n",
-			d.Index, d.Name, d.MemoryBytes>>20, d.SMs, d.CUDACores, d.ComputeMajor, d.ComputeMinor)
+	for i, d := range info.GPUs {
+		used := ""
+		if i == 0 && info.Fast == backends.CUDA {
+			used = " (the cuda backend's)"
+		}
+		fmt.Fprintf(w, "GPU %d: %s, %d MiB, %d SMs, %d CUDA cores, compute %d.%d%s\n",
+			d.Index, d.Name, d.MemoryBytes>>20, d.SMs, d.CUDACores, d.ComputeMajor, d.ComputeMinor, used)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/tensor/cuda/cudatest"
 	"github.com/infernet/infernet/node"
 )
 
@@ -43,6 +44,29 @@ func TestInfoJSON(t *testing.T) {
 		if strings.HasPrefix(why, "backends:") || strings.Contains(why, "tensor backend unavailable") {
 			t.Errorf("%s unavailable: %q repeats its wrappers", name, why)
 		}
+	}
+}
+
+// TestInfoOpensCUDAAsNodesDo: `infernet info` opens CUDA through the GPU
+// worker, as `infernet node` and `infernet run` do, so the libraries named
+// by $INFERNET_CUDA_DRIVER and $INFERNET_CUBLAS count: info had said "cuda
+// unavailable" where a node would run on it.
+//
+// fake driver: checks our call sequence, not a GPU.
+func TestInfoOpensCUDAAsNodesDo(t *testing.T) {
+	drv, _ := cudatest.Build(t)
+	t.Setenv(DriverEnv, drv)
+	t.Setenv(CUBLASEnv, drv)
+	var out, errOut bytes.Buffer
+	if code := Main([]string{"info", "--json"}, IO{In: strings.NewReader(""), Out: &out, Err: &errOut}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var info machineInfo
+	if err := json.Unmarshal(out.Bytes(), &info); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if info.Fast != "cuda" || info.Unavailable["cuda"] != "" {
+		t.Errorf("fast backend %q, cuda unavailable: %q; want cuda", info.Fast, info.Unavailable["cuda"])
 	}
 }
 

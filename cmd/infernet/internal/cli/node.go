@@ -95,6 +95,13 @@ Keys in its key store (DIR/keys, installed by 'infernet ceremony finalize' or
 'install') turn on what they serve: exchange-256 fair exchange (submit
 --settle fair), committed-gemm-16 and -32 proof mode (submit --proofs).
 
+With an NVIDIA GPU, --backend auto (or cuda) runs tolerance-mode tensor ops
+on its first GPU, in a worker process; $INFERNET_CUDA_DRIVER and
+$INFERNET_CUBLAS name the driver and cuBLAS libraries where they are not the
+loader's defaults. Exact-mode jobs run on the CPU (the reference backend).
+'infernet info' shows what this machine offers, and the log's "tensor
+backends" line what the node uses.
+
 On start it prints its peer ID and then one dialable address per line on
 stdout (give one to other nodes as --bootstrap).
 
@@ -150,8 +157,8 @@ them; a second signal stops it at once.`,
 	f.StringVar(&opts.Module, "max-module", formatSize(node.DefaultMaxModule), "largest job module accepted (`SIZE`)")
 	f.StringVar(&opts.Input, "max-input", formatSize(node.DefaultMaxInput), "largest job input accepted (`SIZE`)")
 	f.StringVar(&opts.Data, "max-data", formatSize(node.DefaultMaxData), "most data blobs (read-only files such as model weights) a job may mount (`SIZE`)")
-	f.StringVar(&opts.ModelCache, "model-cache", formatSize(host.DefaultModelCache), "memory for the weights of language models kept loaded across jobs, beside the jobs' own (`SIZE`; least recently used ones are dropped)")
-	f.StringVar(&opts.DeviceCache, "device-cache", formatSize(host.DefaultDeviceCache), "GPU memory for those weights, copied there once and shared by every job on the GPU (`SIZE`; least recently used ones are dropped)")
+	f.StringVar(&opts.ModelCache, "model-cache", formatSize(host.DefaultModelCache), "memory for the weights of language models kept loaded across jobs, beside the jobs' own (`SIZE`, 0: none; least recently used ones are dropped)")
+	f.StringVar(&opts.DeviceCache, "device-cache", formatSize(host.DefaultDeviceCache), "GPU memory for the weights of --model-cache, copied there once and shared by every job on the GPU (`SIZE`, 0: none; least recently used ones are dropped)")
 	f.StringVar(&opts.BlobQuota, "blob-quota", formatSize(c.BlobQuota), "disk space for blobs (`SIZE`; least recently used ones are evicted, 0: no cap)")
 	f.DurationVar(&c.MaxTimeout, "max-timeout", node.DefaultMaxTimeout, "longest job run time limit accepted")
 	f.DurationVar(&c.MaxDeadline, "max-deadline", node.DefaultMaxDeadline, "furthest job deadline accepted, from when it is offered")
@@ -203,8 +210,8 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 		{"--max-input", o.Input, func(n uint64) { o.Config.MaxInput = int64(min(n, math.MaxInt64)) }},
 		{"--max-data", o.Data, func(n uint64) { o.Config.MaxData = int64(min(n, math.MaxInt64)) }},
 		{"--blob-quota", o.BlobQuota, func(n uint64) { o.Config.BlobQuota = int64(min(n, math.MaxInt64)) }},
-		{"--model-cache", o.ModelCache, func(n uint64) { o.Config.ModelCache = int64(min(n, math.MaxInt64)) }},
-		{"--device-cache", o.DeviceCache, func(n uint64) { o.Config.DeviceCache = int64(min(n, math.MaxInt64)) }},
+		{"--model-cache", o.ModelCache, func(n uint64) { o.Config.ModelCache = cacheSize(n) }},
+		{"--device-cache", o.DeviceCache, func(n uint64) { o.Config.DeviceCache = cacheSize(n) }},
 		{"--relay.data", o.RelayData, func(n uint64) { o.Config.Reach.Limits.Data = int64(min(n, math.MaxInt64)) }},
 	}
 	for _, sz := range sizes {
@@ -329,6 +336,15 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 	o.drain(life, n, log)
 	log.Info("node stopping")
 	return nil
+}
+
+// cacheSize is a cache's budget in node.Config from its flag's size: 0
+// there is no cache (negative), not the default (0).
+func cacheSize(n uint64) int64 {
+	if n == 0 {
+		return -1
+	}
+	return int64(min(n, math.MaxInt64))
 }
 
 // drain waits, up to --drain, for the replicas n runs to end, once ctx

@@ -258,3 +258,17 @@ func TestStdinNote(t *testing.T) {
 		t.Errorf("a file as a job argument: %v; want a pointer to --input", err)
 	}
 }
+
+// TestCacheSize: --model-cache 0 and --device-cache 0 turn the cache off;
+// they had meant the default, and nothing on the command line could.
+func TestCacheSize(t *testing.T) {
+	for _, tc := range []struct {
+		flag string
+		want int64
+	}{{"0", -1}, {"1GiB", 1 << 30}, {"65536", 65536}} {
+		n, err := parseSize(tc.flag)
+		if got := cacheSize(n); err != nil || got != tc.want {
+			t.Errorf("%q: %d, %v; want %d", tc.flag, got, err, tc.want)
+		}
+	}
+}
