@@ -8,8 +8,8 @@
 # runs, nothing is logged, weights are not copied; the tokens are
 # garbage). What is left is the time the host itself spends per token,
 # which no GPU can take away: the ceiling on a GPU's tokens/s from this
-# machine's cores (issue 33 asks for 300 on an H100). A real driver adds
-# its own cost per launch (about 2-3 us on the H200 of FACTS.md).
+# machine's cores (the target is 300 on an H100, docs/tensor.md). A real
+# driver adds its own cost per launch (about 2-3 us on an H200).
 #
 # Prints, per run: decode tokens/s and us per token, and the model's load
 # (weights to the worker) and first token; then, from one --profile run,
