@@ -56,7 +56,7 @@ dev = p.get("device_profile") or []
 ops = sum(x["per_token"] for x in dev)
 print(f"median decode {med:.1f} tok/s: {1e6 / med:.0f} us a token, {ops:.0f} worker operations a token, {1e6 / med / ops:.2f} us an operation end to end")
 for x in sorted(dev, key=lambda x: -x["per_token"] * x["worker_us"]):
-    print(f"  {x['op']:16s} {x['per_token']:6.2f}/token   worker {x['worker_us']:6.2f} us   (profiled: the marks' cost included)")
+    print(f"  {x['op']:22s} {x['per_token']:6.2f}/token   worker {x['worker_us']:6.2f} us   (profiled: the marks' cost included)")
 guest = sum(x["host_ms"] for x in p["profile"] if x["op"] not in ("argmax", "sample", "tensor_from_data"))
 print(f"guest side: {1e3 * guest / p['completion_tokens']:.0f} us a token in host calls other than the token's wait (argmax)")
 EOF
