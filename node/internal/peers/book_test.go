@@ -261,6 +261,25 @@ func TestKnownResistsAFlood(t *testing.T) {
 	}
 }
 
+// stakeBooks returns what the stake tests share: newBook opens a book on
+// one store (again: a restart), whose clients' networks are in groups.
+func stakeBooks(t *testing.T) (newBook func() *Book, groups map[peer.ID]string) {
+	db, err := store.Open(t.TempDir() + "/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	groups = map[peer.ID]string{}
+	return func() *Book {
+		book := NewBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
+		book.GroupsOf = func(id peer.ID) ([]string, bool) { return []string{groups[id]}, true }
+		if err := book.Load(); err != nil {
+			t.Fatal(err)
+		}
+		return book
+	}, groups
+}
+
 // TestStakeAllowance: a provider stakes for a client one stake at a time
 // per StakeHistory results it paid here, and beyond that from a pool
 // shared by all (new keys cost nothing): at most StrangerStakes open at
@@ -268,21 +287,7 @@ func TestKnownResistsAFlood(t *testing.T) {
 // client of an operator that took one. A restart forgets neither the day
 // nor the networks stakes went to.
 func TestStakeAllowance(t *testing.T) {
-	dir := t.TempDir()
-	db, err := store.Open(dir + "/db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	groups := map[peer.ID]string{}
-	newBook := func() *Book {
-		book := NewBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
-		book.GroupsOf = func(id peer.ID) ([]string, bool) { return []string{groups[id]}, true }
-		if err := book.Load(); err != nil {
-			t.Fatal(err)
-		}
-		return book
-	}
+	newBook, groups := stakeBooks(t)
 	book := newBook()
 	newClient := func(group string, paid int) peer.ID {
 		id := p2ptest.RandPeerIDFatal(t)
@@ -351,20 +356,7 @@ func TestStakeAllowance(t *testing.T) {
 // replica up had pinned every place of the pool for free until the
 // stakes' HTLCs expired (a red-team run).
 func TestStakesHeldByForce(t *testing.T) {
-	db, err := store.Open(t.TempDir() + "/db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	groups := map[peer.ID]string{}
-	newBook := func() *Book {
-		book := NewBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
-		book.GroupsOf = func(id peer.ID) ([]string, bool) { return []string{groups[id]}, true }
-		if err := book.Load(); err != nil {
-			t.Fatal(err)
-		}
-		return book
-	}
+	newBook, groups := stakeBooks(t)
 	book := newBook()
 	net := 0
 	newClient := func(group string, paid int) peer.ID {

@@ -15,9 +15,9 @@ import (
 	"github.com/infernet/infernet/node"
 )
 
-// TestInfoJSON: `infernet info --json` reports the backends and, on machines
-// without an NVIDIA driver (like the project's), why there are no GPUs.
-func TestInfoJSON(t *testing.T) {
+// infoJSON runs `infernet info --json` and decodes what it printed.
+func infoJSON(t *testing.T) machineInfo {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	if code := Main([]string{"info", "--json"}, IO{In: strings.NewReader(""), Out: &out, Err: &errOut}); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
@@ -26,6 +26,13 @@ func TestInfoJSON(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &info); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
+	return info
+}
+
+// TestInfoJSON: `infernet info --json` reports the backends and, on machines
+// without an NVIDIA driver (like the project's), why there are no GPUs.
+func TestInfoJSON(t *testing.T) {
+	info := infoJSON(t)
 	if info.ABI != abi.Version || info.Cores < 1 || info.Fast == "" {
 		t.Fatalf("info %+v", info)
 	}
@@ -57,14 +64,7 @@ func TestInfoOpensCUDAAsNodesDo(t *testing.T) {
 	drv, _ := cudatest.Build(t)
 	t.Setenv(DriverEnv, drv)
 	t.Setenv(CUBLASEnv, drv)
-	var out, errOut bytes.Buffer
-	if code := Main([]string{"info", "--json"}, IO{In: strings.NewReader(""), Out: &out, Err: &errOut}); code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut.String())
-	}
-	var info machineInfo
-	if err := json.Unmarshal(out.Bytes(), &info); err != nil {
-		t.Fatalf("%v: %s", err, out.String())
-	}
+	info := infoJSON(t)
 	if info.Fast != "cuda" || info.Unavailable["cuda"] != "" {
 		t.Errorf("fast backend %q, cuda unavailable: %q; want cuda", info.Fast, info.Unavailable["cuda"])
 	}
