@@ -262,3 +262,25 @@ func TestUnplacedReplicaSaysWhy(t *testing.T) {
 		}
 	}
 }
+
+// TestCompareOutputNotItsFormat: a job whose output is not the format
+// --compare reads (text under f32) fails saying so, and convicts nobody.
+// Its identical, honest outputs compared equal to nothing, the audit
+// found "every replica wrong", and two established providers were banned
+// for a week (a newcomer's walk).
+func TestCompareOutputNotItsFormat(t *testing.T) {
+	net := startNetwork(t, 2, nil).vouch()
+	c := net.client
+	s, out := catJob(t, c, 2)
+	if len(out)%4 == 0 {
+		t.Fatalf("the test needs an output that is not whole f32s: %d bytes", len(out))
+	}
+	s.Mode, s.Format, s.Rtol, s.Audit = wire.ModeTolerance, uint8(redundancy.FormatF32), 1e-5, 1
+	job, err := c.Submit(context.Background(), s, nil)
+	if err == nil || !strings.Contains(err.Error(), "not whole f32 values") {
+		t.Errorf("job %+v, %v; want it failed, saying the output is not f32", job, err)
+	}
+	if honest, _ := judged(c, nil); honest != 0 {
+		t.Errorf("%d honest providers banned", honest)
+	}
+}

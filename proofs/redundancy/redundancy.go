@@ -27,6 +27,10 @@ var (
 	// ErrUnknownFormat is returned by [ParseFormat] for a name it does not
 	// know. [Tolerance.Validate] wraps it too.
 	ErrUnknownFormat = errors.New("redundancy: unknown format")
+
+	// ErrMalformed is returned by [Tolerance.Fits] for an output that is
+	// not a whole number of its format's elements.
+	ErrMalformed = errors.New("redundancy: output malformed for its format")
 )
 
 // Format says how tolerance mode reads an output. The zero value is not a
@@ -118,6 +122,19 @@ func (t Tolerance) Validate() error {
 	}
 	if !t.Format.valid() {
 		return fmt.Errorf("%w: %w %v", ErrBadTolerance, ErrUnknownFormat, t.Format)
+	}
+	return nil
+}
+
+// Fits reports why out cannot be compared under t, or nil: an f32 or f64
+// output must be a whole number of elements. A job whose honest output
+// does not fit its format cannot be judged by t (any two outputs of it
+// that differ are "malformed", not compared), so a verdict against its
+// providers would be the client's mistake.
+func (t Tolerance) Fits(out []byte) error {
+	size := map[Format]int{FormatF32: 4, FormatF64: 8}[t.Format]
+	if size > 0 && len(out)%size != 0 {
+		return fmt.Errorf("%w: %d bytes are not whole %v values (%d bytes each, little-endian)", ErrMalformed, len(out), t.Format, size)
 	}
 	return nil
 }

@@ -390,6 +390,19 @@ func (j *jobRun) audit(ctx context.Context, votes []*wire.Result) (*store.Job, e
 		}
 		return j.unanchored(ctx, votes)
 	}
+	if tol := j.tolerance(); tol != nil {
+		// An honest output that is not the format --compare reads is the
+		// job's, not its providers': it compares equal to nothing, so
+		// every replica would be convicted (a newcomer's walk: text under
+		// --compare f32 banned two honest, established providers).
+		out, err := j.output(ctx, own, nil)
+		if err == nil {
+			err = tol.Fits(out)
+		}
+		if err != nil {
+			return j.finish(votes, nil, fmt.Errorf("this client's own run: %w (--compare %v reads the output as such; compare otherwise, or bit for bit without --compare)", err, tol.Format))
+		}
+	}
 	all := append(slices.Clone(votes), own)
 	v, err := j.tally(ctx, all)
 	if err != nil {
