@@ -104,31 +104,45 @@ func tcpPortsFree(listen []string) error {
 // any are given, or a known peer: redial) and starts the DHT's
 // routing-table refresh.
 func (n *Node) bootstrap(ctx context.Context) error {
-	var infos []peer.AddrInfo
+	var addrs []ma.Multiaddr
 	for _, s := range n.cfg.Bootstrap {
 		a, err := ma.NewMultiaddr(s)
 		if err != nil {
 			return fmt.Errorf("bootstrap %q: %w", s, err)
 		}
-		ai, err := peer.AddrInfoFromP2pAddr(a)
-		if err != nil {
+		if _, err := peer.AddrInfoFromP2pAddr(a); err != nil {
 			return fmt.Errorf("bootstrap %q: %w (a peer's address ends in /p2p/ and its ID, as the first lines infernet node prints)", s, err)
 		}
-		infos = append(infos, *ai)
+		addrs = append(addrs, a)
+	}
+	// One peer given at several addresses is one bootstrap peer, and one
+	// root of this node's view whether or not it answers now (Book.Root):
+	// the view is the configured bootstrap's making either way.
+	infos, err := peer.AddrInfosFromP2pAddrs(addrs...)
+	if err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	for _, ai := range infos {
+		n.peers.Root(ai.ID, ai.Addrs...)
 	}
 	known := make(chan int, 1)
 	n.wg.Go(func() { known <- n.redial(n.ctx) }) // Close waits for it
 	var errs []error
+	var later []peer.AddrInfo
 	for _, ai := range infos {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := n.host.Connect(cctx, ai)
 		cancel()
 		if err != nil {
 			errs = append(errs, err)
+			later = append(later, ai)
 			n.log.Warn("bootstrap peer unreachable", "peer", ai.ID, "err", err)
 			continue
 		}
 		n.peers.Introduced(ai.ID, peers.SourceBootstrap, ai.Addrs...)
+	}
+	if len(later) > 0 {
+		n.wg.Go(func() { n.retryBootstrap(later) })
 	}
 	if len(infos) > 0 && len(errs) == len(infos) {
 		k := <-known
@@ -138,6 +152,37 @@ func (n *Node) bootstrap(ctx context.Context) error {
 		n.log.Warn("no bootstrap peer reachable: going on with the peers known from before", "answered", k)
 	}
 	return n.dht.Bootstrap(n.ctx)
+}
+
+// bootstrapRetry is how often bootstrap peers that did not answer at the
+// start are dialled again.
+const bootstrapRetry = time.Minute
+
+// retryBootstrap dials the bootstrap peers in infos, which did not answer
+// at the start, every bootstrapRetry until each does or the node stops:
+// until then they are no source of this node's view, which may count as
+// eclipsed (a second bootstrap network down at the start had left an
+// honest node's replica votes verifying nothing for the whole run).
+func (n *Node) retryBootstrap(infos []peer.AddrInfo) {
+	t := time.NewTicker(bootstrapRetry)
+	defer t.Stop()
+	for len(infos) > 0 {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+		infos = slices.DeleteFunc(infos, func(ai peer.AddrInfo) bool {
+			ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+			defer cancel()
+			if err := n.host.Connect(ctx, ai); err != nil {
+				return false
+			}
+			n.log.Info("bootstrap peer reached", "peer", ai.ID)
+			n.peers.Introduced(ai.ID, peers.SourceBootstrap, ai.Addrs...)
+			return true
+		})
+	}
 }
 
 // Known peers are dialled again when a node starts: up to knownDials of

@@ -71,10 +71,10 @@ type Book struct {
 	// connected from, the first first, at most maxGroups (see Groups).
 	// Not persisted.
 	groups map[peer.ID][]string // guarded by mu
-	// roots are the sources (Introduced) this run learned of peers
-	// through, kept when their records go. Not persisted: each start
-	// introduces its own. Guarded by mu.
-	roots map[string]bool
+	// roots are the source of each root peer of this run's view
+	// (Introduced, Root), kept when their records go. Not persisted: each
+	// start introduces its own. Guarded by mu.
+	roots map[peer.ID]root
 	// gpu holds each GPU challenge, under way or ended in the last 24 h
 	// (gpuchallenge.go); made on first use. Not persisted.
 	gpu map[peer.ID]*gpuCheck // guarded by mu

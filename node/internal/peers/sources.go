@@ -38,17 +38,7 @@ const (
 // another network's, where a key of the same identity connected in
 // first, and a client eclipsed by it would then count two sources.)
 func (b *Book) Introduced(id peer.ID, kind string, addrs ...ma.Multiaddr) {
-	src := kind
-	switch kind {
-	case SourceBootstrap:
-		g := netgroup.OfAny(addrs)
-		if g == "" {
-			g = b.Group(id)
-		}
-		src = kind + " " + g
-	case SourceTrust:
-		src = kind + " " + id.String()
-	}
+	src := b.sourceOf(id, kind, addrs)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	p := b.getLocked(id)
@@ -57,10 +47,55 @@ func (b *Book) Introduced(id peer.ID, kind string, addrs ...ma.Multiaddr) {
 	}
 	p.Source = src
 	b.dirty[id] = true
-	if b.roots == nil {
-		b.roots = map[string]bool{}
+	b.rootLocked(id, root{src: src, reached: true})
+}
+
+// Root records that id, a configured bootstrap peer at addrs, is a root of
+// this node's view, whether or not it answers: it adds no source until it
+// does (Introduced), but a view of no source at all is then not a first
+// node's, and counts as eclipsed (Eclipsed): the peers known from before,
+// whose records may have lost their source or never had one, came through
+// the configured bootstrap peers.
+func (b *Book) Root(id peer.ID, addrs ...ma.Multiaddr) {
+	src := b.sourceOf(id, SourceBootstrap, addrs)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.roots[id].reached {
+		return
 	}
-	b.roots[src] = true
+	b.rootLocked(id, root{src: src})
+}
+
+// sourceOf is the source of a root id of kind, at addrs (Introduced).
+func (b *Book) sourceOf(id peer.ID, kind string, addrs []ma.Multiaddr) string {
+	switch kind {
+	case SourceBootstrap:
+		g := netgroup.OfAny(addrs)
+		if g == "" {
+			g = b.Group(id)
+		}
+		return kind + " " + g
+	case SourceTrust:
+		return kind + " " + id.String()
+	}
+	return kind
+}
+
+// A root is a peer this node's view started from: its source, and whether
+// it answered in this run.
+type root struct {
+	src     string
+	reached bool
+}
+
+// rootLocked keeps r for root id: one per peer, so that one bootstrap
+// peer given at addresses in two networks is one source. b.mu must be
+// held.
+func (b *Book) rootLocked(id peer.ID, r root) {
+	if b.roots == nil {
+		b.roots = map[peer.ID]root{}
+	}
+	b.roots[id] = r
 }
 
 // learnedLocked gives id, whose advert came through via, via's source if
@@ -105,7 +140,11 @@ func (b *Book) Source(id peer.ID) string {
 func (b *Book) Eclipsed() string {
 	b.mu.Lock()
 	sources := b.sourcesLocked()
+	configured := len(b.roots) > 0
 	b.mu.Unlock()
+	if len(sources) == 0 && configured {
+		return "no peer this node knows came from anywhere it chose, and none of its bootstrap peers answered: replicas verify nothing here until one does, or add --bootstrap peers in other networks, or --trust your own"
+	}
 	if len(sources) != 1 {
 		return ""
 	}
@@ -129,9 +168,9 @@ func (b *Book) sourcesLocked() map[string]int {
 	for id := range b.vouched {
 		n[SourceTrust+" "+id.String()]++
 	}
-	for src := range b.roots {
-		if n[src] == 0 {
-			n[src] = 0 // a root whose peers are all gone is a source still
+	for _, r := range b.roots {
+		if r.reached && n[r.src] == 0 {
+			n[r.src] = 0 // a root whose peers are all gone is a source still
 		}
 	}
 	return n

@@ -162,3 +162,48 @@ func TestEclipsedRootsOutlastRecords(t *testing.T) {
 		t.Fatalf("the bootstrap's record gone: Eclipsed() = %q (sources %v)", why, book.Sources())
 	}
 }
+
+// TestEclipsedByConfiguredRoots: roots come from the configured bootstrap
+// peers, one per peer whatever its addresses, and count as sources once
+// they answer. A bootstrap identity given at two networks' addresses had
+// counted twice (not eclipsed); a restart whose bootstrap did not answer,
+// with peers known from before and no source on record, had counted none
+// (a first node's view, not eclipsed). Both were red-team runs.
+func TestEclipsedByConfiguredRoots(t *testing.T) {
+	db, err := store.Open(t.TempDir() + "/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	book := NewBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
+	book.GroupsOf = func(id peer.ID) ([]string, bool) { return nil, false }
+	addr := func(s string) ma.Multiaddr { return ma.StringCast(s) }
+	boot, other := p2ptest.RandPeerIDFatal(t), p2ptest.RandPeerIDFatal(t)
+	v4, v6 := addr("/ip4/198.51.100.7/tcp/4001"), addr("/ip6/2001:db8::7/tcp/4001")
+
+	// Known from before, with no source (they dialled in), and the
+	// configured bootstrap down: no source at all, yet eclipsed.
+	known := p2ptest.RandPeerIDFatal(t)
+	book.OnAdvert(known, known, &wire.CapabilityAdvert{Peer: []byte(known), Seq: 1, Slots: 1})
+	book.Root(boot, v4, v6)
+	if why := book.Eclipsed(); !strings.Contains(why, "none of its bootstrap peers answered") {
+		t.Fatalf("bootstrap down, no source: Eclipsed() = %q", why)
+	}
+	// It answers, at both addresses: one source.
+	book.Introduced(boot, SourceBootstrap, v4)
+	book.Introduced(boot, SourceBootstrap, v6)
+	if why := book.Eclipsed(); why == "" {
+		t.Fatalf("one bootstrap peer at two networks' addresses: not eclipsed (sources %v)", book.Sources())
+	}
+	// A second bootstrap peer, in another network: configured, it adds a
+	// source only once it answers.
+	elsewhere := addr("/ip4/203.0.113.9/tcp/4001")
+	book.Root(other, elsewhere)
+	if book.Eclipsed() == "" {
+		t.Fatalf("a second bootstrap that never answered made a source (sources %v)", book.Sources())
+	}
+	book.Introduced(other, SourceBootstrap, elsewhere)
+	if why := book.Eclipsed(); why != "" {
+		t.Fatalf("two bootstrap networks that answered: %q", why)
+	}
+}
