@@ -261,6 +261,38 @@ func TestKnownResistsAFlood(t *testing.T) {
 	}
 }
 
+// TestRelayedStakes: clients reached only through relays share no
+// network, so a fresh key of theirs escapes every mark: together they hold
+// at most RelayedStakes of the pool, and those never leave its count. 8
+// fresh relayed keys had filled the pool, and 8 more refilled it each time
+// the first had held theirs past the grace (a red-team run).
+func TestRelayedStakes(t *testing.T) {
+	newBook, groups := stakeBooks(t)
+	book := newBook()
+	client := func(group string) peer.ID {
+		id := p2ptest.RandPeerIDFatal(t)
+		groups[id] = group
+		return id
+	}
+	past := time.Now().Add(-AbandonGrace - time.Minute)
+	for i := range RelayedStakes {
+		if _, err := book.TakeStake(client(netgroup.Relayed), past); err != nil {
+			t.Fatalf("relayed stake %d: %v", i, err)
+		}
+	}
+	if _, err := book.TakeStake(client(netgroup.Relayed), past); err == nil || !strings.Contains(err.Error(), "through relays") {
+		t.Fatalf("a relayed stake beyond %d: %v", RelayedStakes, err)
+	}
+	for i := range StrangerStakes - RelayedStakes { // held past their grace, the relayed ones count still
+		if _, err := book.TakeStake(client(fmt.Sprintf("v4/10.%d", i)), time.Now().Add(time.Hour)); err != nil {
+			t.Fatalf("a stake of another network, %d: %v", i, err)
+		}
+	}
+	if why := book.StakeRefusal(client("v4/10.99")); !strings.Contains(why, "stakes of collateral here") {
+		t.Fatalf("the pool full with %d relayed stakes held: %q", RelayedStakes, why)
+	}
+}
+
 // stakeBooks returns what the stake tests share: newBook opens a book on
 // one store (again: a restart), whose clients' networks are in groups.
 func stakeBooks(t *testing.T) (newBook func() *Book, groups map[peer.ID]string) {
@@ -419,9 +451,13 @@ func TestStakesHeldByForce(t *testing.T) {
 	refusal(newClient("", 0), "stakes of collateral here")
 	force[0].End() // StrangerStakes held by force are left: none in the pool
 	refusal(newClient("", 0), "")
+	// Past its grace a stake held marks its key, not its network: an
+	// honest client gone away would shut out its whole network.
+	refusal(force[1].client, held)
+	refusal(newClient(groups[force[1].client], 0), "")
 	gone := force[0].client
 	refusal(gone, held)
-	refusal(newClient(groups[gone], 0), held)
+	refusal(newClient(groups[gone], 0), "")
 	book = newBook()
 	refusal(gone, held) // the record outlives a restart
 	refusal(honest, "")
@@ -430,7 +466,6 @@ func TestStakesHeldByForce(t *testing.T) {
 	// of an open stake to its network, record or not.
 	book.Prune(time.Now().Add(2 * peerSilentFor))
 	refusal(gone, held)
-	refusal(newClient(groups[gone], 0), held)
 	quiet := newClient("", 0)
 	take(quiet, soon).GaveUp()
 	book.mu.Lock()

@@ -38,6 +38,11 @@ import (
 const (
 	StakeHistory   = 50
 	StrangerStakes = 8
+	// RelayedStakes is how many of the pool's stakes clients reached only
+	// through relays hold at once: their keys share no network, so a
+	// fresh one escapes every mark, and each could take a place and keep
+	// it; theirs never leave the pool's count.
+	RelayedStakes = 2
 )
 
 // AbandonGrace is how long a client may take to return a stake it has no
@@ -56,8 +61,10 @@ type Stake struct {
 	due    time.Time // when its job's payments are due: returned by then
 	// nets are the networks the client was staked from (stakeNets): they
 	// tie the stake to other keys of its operator, also once the client's
-	// record is gone.
-	nets []string
+	// record is gone. relayed: the client was reached only through relays
+	// (no network to tie its keys by: RelayedStakes).
+	nets    []string
+	relayed bool
 	// seen: this node sees the stake's end when it comes (not after a
 	// restart, when it may have come long before), so that End judges.
 	seen bool
@@ -161,7 +168,7 @@ func (b *Book) TakeStake(id peer.ID, due time.Time) (*Stake, error) {
 		}
 	}
 	s := b.openStakeLocked(id, own, due)
-	s.seen, s.nets = true, nets
+	s.seen, s.nets, s.relayed = true, nets, m.relayed()
 	return s, nil
 }
 
@@ -229,17 +236,22 @@ func (b *Book) coveredLocked(id peer.ID) bool {
 // open, less those held past AbandonGrace (up to StrangerStakes of them),
 // so that a client keeping stakes by force does not shut every other
 // stranger out until their HTLCs expire. b.mu must be held.
-func (b *Book) poolLocked(now time.Time) int {
-	open, held := 0, 0
+func (b *Book) poolLocked(now time.Time) (taken, relayed int) {
+	held := 0
 	for s := range b.stakes {
-		if !s.own {
-			open++
+		switch {
+		case s.own:
+		case s.relayed:
+			taken++
+			relayed++
+		default:
+			taken++
 			if s.heldLocked(now) {
 				held++
 			}
 		}
 	}
-	return open - min(held, StrangerStakes)
+	return taken - min(held, StrangerStakes), relayed
 }
 
 // openStakeLocked counts one more stake open for client id, one its
@@ -258,6 +270,11 @@ type marks struct {
 	held    bool     // holds a stake it has no use for, or held one past AbandonGrace lately
 }
 
+// relayed reports whether the client is reached only through relays.
+func (m marks) relayed() bool {
+	return slices.Contains(m.groups, netgroup.Relayed) && len(stakeNets(m.groups)) == 0
+}
+
 // marksOf finds client id's operator's marks: its own, and those of any
 // client that shares a network with it (stakeNets: one either was staked
 // from or was seen from).
@@ -274,16 +291,24 @@ func (b *Book) marksOf(id peer.ID) marks {
 		nets = append(nets, p.StakedFrom...)
 	}
 	for s := range b.stakes {
-		if !s.idleSinceLocked(now).IsZero() && ours(s.client, s.nets) {
+		// A stake given up ties its network for its grace, when a thief
+		// would take the next place with a fresh key of it; after, only
+		// its key: an honest client that went away (a crash, a laptop
+		// asleep) would otherwise shut its whole network out (a cloud's
+		// /16, a carrier's NAT) until it came back.
+		idle := s.idleSinceLocked(now)
+		if !idle.IsZero() && (s.client == id || now.Sub(idle) <= AbandonGrace && ours(s.client, s.nets)) {
 			m.held = true
 		}
 	}
 	for pid, p := range b.peers {
 		// The networks it was staked from, and those it was seen from
-		// since (Groups).
-		if (p.Slashed > 0 || now.Sub(p.HeldStakeAt) < strangerWindow) && ours(pid, append(stakeNets(b.groups[pid]), p.StakedFrom...)) {
-			m.slashed = m.slashed || p.Slashed > 0
-			m.held = m.held || now.Sub(p.HeldStakeAt) < strangerWindow
+		// since (Groups), for a slash; its key alone for a stake held.
+		if p.Slashed > 0 && ours(pid, append(stakeNets(b.groups[pid]), p.StakedFrom...)) {
+			m.slashed = true
+		}
+		if pid == id && now.Sub(p.HeldStakeAt) < strangerWindow {
+			m.held = true
 		}
 	}
 	return m
@@ -303,8 +328,13 @@ func (b *Book) stakeKindLocked(id peer.ID, m marks) (own bool, why string) {
 	case time.Since(b.lastSlash) < strangerWindow:
 		return false, fmt.Sprintf("a client took collateral here today: beyond what its results paid here cover (one stake per %d), no client is staked until %s (pay for jobs without collateral first)",
 			StakeHistory, b.lastSlash.Add(strangerWindow).UTC().Format(time.DateTime))
-	case b.poolLocked(time.Now()) >= StrangerStakes:
+	}
+	taken, relayed := b.poolLocked(time.Now())
+	switch {
+	case taken >= StrangerStakes:
 		return false, fmt.Sprintf("clients hold %d stakes of collateral here beyond what their paid results cover (one stake per %d)", StrangerStakes, StakeHistory)
+	case m.relayed() && relayed >= RelayedStakes:
+		return false, fmt.Sprintf("clients reached only through relays hold %d stakes of collateral here beyond what their paid results cover (one stake per %d)", RelayedStakes, StakeHistory)
 	}
 	return false, ""
 }

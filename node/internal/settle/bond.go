@@ -158,7 +158,11 @@ func (l *Ledger) PostBond(bond *store.Payment, invoice string, stake *peers.Stak
 	inflight, err := l.PayHold(bond, invoice) // at most the announce's amount
 	if err != nil {
 		l.claims.Drop(bond)
-		stake.End()
+		if errors.Is(err, payments.ErrUnavailable) {
+			l.holdForSweep(bond, stake) // lnd went away: the stake may be out
+		} else {
+			stake.End()
+		}
 		return fmt.Errorf("collateral: %w", err)
 	}
 	// Nothing else follows this payment: it ends when the client decides.
@@ -173,6 +177,10 @@ func (l *Ledger) PostBond(bond *store.Payment, invoice string, stake *peers.Stak
 			return
 		}
 		l.RecordOutgoing(bond, inflight) // a stake taken counts against the client
+		if errors.Is(inflight.Err, payments.ErrUnavailable) {
+			l.holdForSweep(bond, stake) // lnd went away with the stake still out
+			return
+		}
 		stake.End()
 	}()
 	return nil

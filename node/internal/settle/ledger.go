@@ -114,15 +114,10 @@ func (l *Ledger) holdStakes() {
 		l.log.Error("reading open payments", "err", err)
 		return
 	}
-	l.heldMu.Lock()
-	defer l.heldMu.Unlock()
 	for _, pay := range open {
 		id, err := peer.Decode(pay.Peer)
 		if !pay.Bond || !pay.Outgoing || pay.State == store.PayCreated || err != nil {
 			continue // a stake recorded and never paid holds nothing
-		}
-		if l.held == nil {
-			l.held = map[payKey]*peers.Stake{}
 		}
 		stake := l.peers.HoldStake(id, pay.Due)
 		if run, err := l.db.Run(pay.Peer, pay.Job, pay.Replica); err != nil || run.Result == nil || !run.Result.Deterministic() {
@@ -130,8 +125,23 @@ func (l *Ledger) holdStakes() {
 			// of this node: the client has no use for the stake.
 			stake.GaveUp()
 		}
-		l.held[keyOf(&pay)] = stake
+		l.holdForSweep(&pay, stake)
 	}
+}
+
+// holdForSweep keeps stake counted until the sweep finds pay, its
+// payment, ended (endHeld): this node's lnd went away while the stake may
+// be out, and its end would otherwise go uncounted.
+func (l *Ledger) holdForSweep(pay *store.Payment, stake *peers.Stake) {
+	if stake == nil {
+		return
+	}
+	l.heldMu.Lock()
+	defer l.heldMu.Unlock()
+	if l.held == nil {
+		l.held = map[payKey]*peers.Stake{}
+	}
+	l.held[keyOf(pay)] = stake
 }
 
 // endHeld ends the count of a stake holdStakes found open, if pay is one.

@@ -407,6 +407,45 @@ func TestStakesOpenAtRestart(t *testing.T) {
 	})
 }
 
+// TestStakeCountedWhileLndAway: a stake whose payment the provider's lnd
+// stopped reporting (it went away) stays counted until the sweep finds it
+// ended. It had been counted as ended at once, with the stake still out,
+// and the pool undercounted until a restart (a red-team reading).
+func TestStakeCountedWhileLndAway(t *testing.T) {
+	ctx := context.Background()
+	pr := newPair(t, 20*time.Millisecond)
+	client := pr.c.Host.ID()
+	const small = 10_000 // msat
+	var bonds []*store.Payment
+	for i := range peers.StrangerStakes {
+		job := wire.JobID{8, byte(i)}
+		bond := &store.Payment{Job: job, Peer: id(pr.p.Host), AmountMsat: small}
+		if err := pr.c.Ledger.NewBond(ctx, bond, time.Now().Add(time.Hour), "stake"); err != nil {
+			t.Fatal(err)
+		}
+		stake, err := pr.p.Peers.TakeStake(client, time.Now().Add(time.Hour))
+		if err != nil {
+			t.Fatalf("stake %d: %v", i, err)
+		}
+		posted := &store.Payment{Job: job, Peer: id(pr.c.Host), Hash: bond.Hash, AmountMsat: small, Due: time.Now().Add(time.Hour)}
+		if err := pr.p.Ledger.PostBond(posted, bond.Invoice, stake); err != nil {
+			t.Fatal(err)
+		}
+		bonds = append(bonds, bond)
+	}
+	stranger := partstest.Hosts(t, 1)[0].ID()
+	pr.lnP.SetGone(true) // the stakes' payments end unknown
+	time.Sleep(100 * time.Millisecond)
+	if why := pr.p.Peers.StakeRefusal(stranger); !strings.Contains(why, "stakes of collateral here") {
+		t.Fatalf("with the provider's lnd away and the stakes out: %q; want the pool's refusal", why)
+	}
+	pr.lnP.SetGone(false)
+	pr.c.Ledger.EndBond(ctx, bonds[0], false) // one comes back
+	partstest.Eventually(t, "the sweep to see a stake back and free its place", func() bool {
+		return pr.p.Peers.StakeRefusal(stranger) == ""
+	})
+}
+
 // random32 returns 32 random bytes.
 func random32(t *testing.T) [32]byte {
 	var b [32]byte
