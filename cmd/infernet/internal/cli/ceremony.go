@@ -13,7 +13,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/consensys/gnark/logger"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -81,7 +80,6 @@ announced before the phase started: --beacon NETWORK:HEIGHT:BLOCKHASH.`,
 				if runF != nil {
 					return runF(cmd.Context(), name, opts)
 				}
-				logger.Disable() // gnark logs every compile on stdout
 				return interruptible(cmd.Context(), func() error { return ceremonyRuns[name](cmd.Context(), opts) })
 			},
 		}

@@ -3,12 +3,16 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/consensys/gnark/logger"
+	"github.com/rs/zerolog"
 
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host/tensor/cuda/cudatest"
@@ -92,5 +96,20 @@ func TestCheckDataDir(t *testing.T) {
 	}
 	if err := checkDataDir(dir, log); err != nil || !strings.Contains(logged.String(), "identity key is readable by others") {
 		t.Errorf("an identity key of mode 644: %v, %q", err, &logged)
+	}
+}
+
+// TestGnarkSilent: gnark's logger, which writes every circuit compiled and
+// every proof to stdout, is off for every command: a node with proof keys
+// printed six such lines before its peer ID, and a job's output got them
+// mixed in (a newcomer's walk).
+func TestGnarkSilent(t *testing.T) {
+	logger.Set(zerolog.New(io.Discard).Level(zerolog.DebugLevel))
+	var out bytes.Buffer
+	if code := Main([]string{"--version"}, IO{In: strings.NewReader(""), Out: &out, Err: &out}); code != 0 {
+		t.Fatalf("exit %d: %s", code, &out)
+	}
+	if l := logger.Logger().GetLevel(); l != zerolog.Disabled {
+		t.Errorf("gnark's log level after a command: %v, want disabled", l)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	ma "github.com/multiformats/go-multiaddr"
@@ -63,13 +64,15 @@ func (o *SubmitOptions) connect(ctx context.Context) (*api.Client, error) {
 	if _, err := useInstalledKeys(&cfg); err != nil {
 		return nil, fmt.Errorf("proof keys: %w", err)
 	}
-	from := "mDNS on this network"
+	var ways []string
 	if len(cfg.Bootstrap) > 0 {
-		from = fmt.Sprintf("%d bootstrap peers", len(cfg.Bootstrap))
-		if cfg.MDNS {
-			from += " and mDNS"
-		}
+		ways = append(ways, fmt.Sprintf("%d bootstrap peers", len(cfg.Bootstrap)))
 	}
+	if cfg.MDNS {
+		ways = append(ways, "mDNS on this network")
+	}
+	ways = append(ways, "the peers known from before")
+	from := strings.Join(ways, ", ")
 	fmt.Fprintf(o.IO.Err, "no node runs for %s: starting one in this process for this command (client only); waiting up to %v for %d providers (%s)\n",
 		o.DataDir, providerWait, max(o.Replicas, 1), from)
 	n, err := node.New(ctx, cfg)

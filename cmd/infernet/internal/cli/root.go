@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/consensys/gnark/logger"
 	"github.com/spf13/cobra"
 
 	"github.com/infernet/infernet/node"
@@ -85,6 +86,9 @@ func Main(args []string, stdio IO) int {
 // execute runs infernet with args until ctx, which a signal cancels, ends,
 // and returns the process exit code.
 func execute(ctx context.Context, args []string, stdio IO) int {
+	// gnark logs every circuit compiled and every proof on stdout, where a
+	// node prints its peer ID and a job its output: never wanted.
+	logger.Disable()
 	root := NewRoot(stdio)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)

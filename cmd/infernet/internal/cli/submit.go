@@ -259,6 +259,12 @@ func (o *SubmitOptions) request() (api.SubmitRequest, error) {
 		return req, err
 	}
 	req.Precision = prec.Wire()
+	if o.Compare == "" && (o.changed("rtol") || o.changed("atol")) {
+		return req, errors.New("--rtol and --atol go with --compare FORMAT (f32, f64 or text): without it, outputs are compared bit for bit")
+	}
+	if o.Same && mode != abi.ModeTolerance {
+		return req, errors.New("--same-backend needs --mode tolerance (exact mode gives the same bits on every backend)")
+	}
 	if o.Compare != "" {
 		if mode != abi.ModeTolerance {
 			return req, errors.New("--compare needs --mode tolerance")

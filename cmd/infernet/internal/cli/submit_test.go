@@ -69,6 +69,8 @@ func TestSubmitPrecision(t *testing.T) {
 		{args: append(tol, "--compare", "text"), rtol: 1e-5, atol: 1e-8},
 		{args: []string{"job.wasm", "--precision", "bf16"}, err: "--precision bf16 needs --mode tolerance"},
 		{args: append(tol, "--precision", "fp16"), err: `--precision: precision "fp16"`},
+		{args: append(tol, "--rtol", "0.1"), err: "--rtol and --atol go with --compare"},
+		{args: []string{"job.wasm", "--same-backend"}, err: "--same-backend needs --mode tolerance"},
 	} {
 		var got *SubmitOptions
 		var stderr bytes.Buffer
