@@ -105,7 +105,7 @@ func (n *Node) Peers() []PeerInfo {
 		rep.Updated = p.Rep.Updated
 		info := PeerInfo{Peer: p, Reputation: rep.Score(n.cfg.Reputation, now), Why: rep.Why(n.cfg.Reputation, now),
 			Trusted: rep.Trusted(n.cfg.Reputation, now), Established: rep.Established(n.cfg.Reputation, now),
-			Banned: p.Rep.Banned(now), Connected: n.host.Network().Connectedness(id) == network.Connected}
+			Banned: p.Rep.Banned(now), Connected: slices.Contains([]network.Connectedness{network.Connected, network.Limited}, n.host.Network().Connectedness(id))}
 		for _, a := range n.host.Peerstore().Addrs(id) {
 			if !slices.Contains(info.Addrs, a.String()) { // the kept ones first, each once
 				info.Addrs = append(info.Addrs, a.String())

@@ -28,6 +28,7 @@ import (
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
@@ -258,6 +259,12 @@ func Watch(ctx context.Context, wg *sync.WaitGroup, h host.Host, log *slog.Logge
 			Repunch(ctx, h, log)
 		}()
 	}
+	if use != nil && c.Reachability != Public {
+		// libp2p runs the relay service only while this node is publicly
+		// reachable, which AutoNAT confirms from several peers: in a
+		// small network, never. A relay that says nothing looks on.
+		log.Warn("the relay service starts once AutoNAT finds this node publicly reachable, which needs several peers to confirm it: give --reachability public if this host is")
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -279,6 +286,9 @@ func Watch(ctx context.Context, wg *sync.WaitGroup, h host.Host, log *slog.Logge
 				switch e := e.(type) {
 				case event.EvtLocalReachabilityChanged:
 					log.Info("reachability", "reachable", e.Reachability.String())
+					if use != nil {
+						log.Info("relay service", "on", e.Reachability == network.ReachabilityPublic)
+					}
 				case event.EvtLocalAddressesUpdated:
 					now := fmt.Sprint(RelayAddrs(h.Addrs()))
 					if now != relays {

@@ -27,6 +27,7 @@ import (
 	"github.com/infernet/infernet/node/challenge"
 	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/internal/parts"
+	"github.com/infernet/infernet/node/internal/netgroup"
 	"github.com/infernet/infernet/node/internal/peers"
 	"github.com/infernet/infernet/node/internal/runner"
 	"github.com/infernet/infernet/node/internal/settle"
@@ -641,16 +642,28 @@ const perNetwork = "one replica per network, as one operator's: restart this nod
 // many operators (ops) when they share some.
 func (j *jobRun) providersNote(ops int) string {
 	j.mu.Lock()
-	n := len(j.pool)
+	pool := slices.Clone(j.pool)
 	j.mu.Unlock()
-	if ops < n {
-		networks := fmt.Sprintf("%d networks", ops)
-		if ops == 1 {
-			networks = "one network"
-		}
-		return fmt.Sprintf("%d providers in %s (%s)", n, networks, perNetwork)
+	n := len(pool)
+	if ops >= n {
+		return fmt.Sprint(n)
 	}
-	return fmt.Sprint(n)
+	networks := fmt.Sprintf("%d networks", ops)
+	if ops == 1 {
+		networks = "one network"
+	}
+	relayed := 0
+	for _, c := range pool {
+		if j.c.n.Peers.Group(c.ID) == netgroup.Relayed {
+			relayed++
+		}
+	}
+	if relayed > 1 {
+		// Strangers behind relays share one group: nothing tells their
+		// operators apart.
+		return fmt.Sprintf("%d providers in %s, %d of them reached only through relays, which count as one network (%s)", n, networks, relayed, perNetwork)
+	}
+	return fmt.Sprintf("%d providers in %s (%s)", n, networks, perNetwork)
 }
 
 // abiNote says, for a module that needs a later tensor ABI than hosts

@@ -68,7 +68,7 @@ type NodeOptions struct {
 	Trust []string
 	// RelayData is --relay.data, as given.
 	RelayData string
-	// NoHolePunch is --hole-punch=false.
+	// NoHolePunch is --no-hole-punch.
 	NoHolePunch bool
 	// Drain is --drain: how long a stop waits for the replicas running.
 	Drain time.Duration
