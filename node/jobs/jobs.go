@@ -102,7 +102,7 @@ var (
 	ErrStreamContradicted = errors.New("the verified output contradicts the streamed output")
 	// ErrNoVerifyingKeys: a proof-mode job was submitted without the
 	// CommittedGEMM verifying keys; nothing is recorded.
-	ErrNoVerifyingKeys = errors.New("proof mode needs the CommittedGEMM verifying keys (install them from a ceremony)")
+	ErrNoVerifyingKeys = errors.New("proof mode needs the verifying keys of both committed-gemm-16 and committed-gemm-32 in this node's key store (infernet ceremony install; a running node reads them at its start: restart it)")
 )
 
 // Errors of payments.

@@ -246,6 +246,7 @@ type summary struct {
 	Verified  bool     `json:"verified"`
 	Agree     int      `json:"agree"`
 	Liars     []string `json:"liars"`
+	Output    string   `json:"output"`
 	Providers []struct {
 		Replica  int    `json:"replica"`
 		Provider string `json:"provider"`
@@ -321,6 +322,11 @@ func TestNetworkProcesses(t *testing.T) {
 		var list []store.Job
 		if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 || list[0].ID.String() != s.Job {
 			t.Fatalf("jobs: exit %d %s", code, out)
+		}
+		// jobs ID says how it was verified, as submit did.
+		if _, stderr, code := infernet(t, nil, "jobs", s.Job[:8], "--datadir", client.dataDir); code != 0 ||
+			!strings.Contains(stderr, "2 of 2 replicas agree") || !strings.Contains(stderr, "replica 1") || !strings.Contains(stderr, "sha256 "+s.Output) {
+			t.Errorf("jobs ID: exit %d, %q; want the job's verdict and replicas", code, stderr)
 		}
 		// The plain-text summary goes to stderr and the output to stdout.
 		stdout, stderr, code = infernet(t, nil, "submit", module, "--input", filepath.Join(jobs, "cpu", "input.txt"), "--datadir", client.dataDir, "--progress", "always")

@@ -131,6 +131,18 @@ func auditable(an *wire.JobAnnounce) bool {
 	return an.Mode == wire.ModeExact || an.Format != 0 || an.SameBackend
 }
 
+// unauditableWhy says why a job that is not auditable is not, and what
+// would make it so.
+func unauditableWhy(an *wire.JobAnnounce) string {
+	switch {
+	case an.Proofs:
+		return "a proof-mode job runs its GEMMs with proofs this node does not make (--trust the providers you run, see docs/proofs.md)"
+	case an.Settle == wire.SettleFair:
+		return "by fair exchange this node sees an output only once it has paid for it"
+	}
+	return "tolerance mode compared bit for bit gives other bits on another backend (--compare f32|f64|text compares within a tolerance, --same-backend runs every replica on one backend class)"
+}
+
 // RunHere runs the job of an in this node's own sandbox, as an audit does,
 // and returns its result, unsigned, its output in the blob store: a check
 // that trusts no provider (an aggregator's spot check). The job's module,

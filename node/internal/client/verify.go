@@ -268,7 +268,7 @@ func (j *jobRun) unverifiedWhy() string {
 	case j.c.n.NoAudit:
 		return "no established provider anchored the replicas' vote, and this node does not audit (node --no-audit)"
 	case !auditable(j.ann):
-		return "no established provider anchored the replicas' vote, and this node cannot audit the job (proof mode, fair settlement, or tolerance mode on mixed backends)"
+		return "no established provider anchored the replicas' vote, and this node cannot audit the job: " + unauditableWhy(j.ann)
 	}
 	return "no established provider anchored the replicas' vote"
 }

@@ -161,8 +161,12 @@ func runCeremonyFetch(ctx context.Context, o *CeremonyOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(o.IO.Out, "fetched %d files (%s) of the %s ceremony into %s (%s): verify, then contribute or install\n",
-		len(idx.Files), humanBytes(total), cer.State().Template, o.Dir, cer.Stage())
+	next := "contribute"
+	if cer.Stage() == keys.StageSealed {
+		next = "install" // a sealed ceremony takes no more contributions
+	}
+	fmt.Fprintf(o.IO.Out, "fetched %d files (%s) of the %s ceremony into %s (%s): verify, then %s\n",
+		len(idx.Files), humanBytes(total), cer.State().Template, o.Dir, cer.Stage(), next)
 	return nil
 }
 

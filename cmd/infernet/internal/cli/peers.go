@@ -228,11 +228,18 @@ func showJob(ctx context.Context, stdio IO, c *api.Client, s, output string, asJ
 		j := sharded[i]
 		what, state, out, size, record = "sharded job", j.State.String(), j.Output, j.OutputSize, j
 	}
-	if asJSON {
+	switch job, ok := record.(store.Job); {
+	case asJSON:
 		if err := printJSON(stdio, record); err != nil {
 			return err
 		}
-	} else {
+	case ok:
+		end := job.Finished
+		if end.IsZero() {
+			end = time.Now() // under way
+		}
+		describeJob(stdio.Err, &job, end.Sub(job.Created))
+	default:
 		fmt.Fprintf(stdio.Err, "%s %s: %s, output %d B\n", what, id, state, size)
 	}
 	if output == "" {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/consensys/gnark/backend/groth16"
 
@@ -55,11 +56,22 @@ func useInstalledKeys(cfg *node.Config) ([]string, error) {
 	}
 	pks, vks := map[int]groth16.ProvingKey{}, map[int]groth16.VerifyingKey{}
 	canProve := cfg.Provide
+	var missing []string
+	for _, n := range node.ProofTemplates() {
+		if name := fmt.Sprintf("committed-gemm-%d", n); !installed[name] {
+			missing = append(missing, name)
+		}
+	}
+	switch {
+	case len(missing) == len(node.ProofTemplates()):
+		return on, nil
+	case len(missing) > 0:
+		// Proof mode needs every template: one alone is a ceremony half
+		// done, which the operator would not otherwise hear of.
+		return append(on, "proof mode off ("+strings.Join(missing, ", ")+" not installed)"), nil
+	}
 	for _, n := range node.ProofTemplates() {
 		name := fmt.Sprintf("committed-gemm-%d", n)
-		if !installed[name] {
-			return on, nil // proof mode needs every template
-		}
 		c, err := keys.Compile(name)
 		if err != nil {
 			return nil, err

@@ -567,13 +567,20 @@ func summarize(job *store.Job, elapsed time.Duration) Summary {
 }
 
 func printSummary(o *SubmitOptions, job *store.Job, elapsed time.Duration) error {
-	s := summarize(job, elapsed)
 	if o.JSON {
 		enc := json.NewEncoder(o.IO.Out)
 		enc.SetIndent("", "  ")
-		return enc.Encode(s)
+		return enc.Encode(summarize(job, elapsed))
 	}
-	w := o.IO.Err
+	describeJob(o.IO.Err, job, elapsed)
+	return nil
+}
+
+// describeJob writes, for a person, how job ended and how it was
+// verified: its verdict, why not, what backed it, each replica, liars,
+// the output's digest (submit, and infernet jobs ID).
+func describeJob(w io.Writer, job *store.Job, elapsed time.Duration) {
+	s := summarize(job, elapsed)
 	verdict := s.State
 	results := 0
 	for _, p := range s.Providers {
@@ -613,17 +620,21 @@ func printSummary(o *SubmitOptions, job *store.Job, elapsed time.Duration) error
 	}
 	if s.Verified {
 		// What stood behind the answer besides the vote.
+		behind := "the replicas, this node's audits and the providers' records"
+		if job.Announce.Proofs {
+			behind = "the replicas, their GEMM proofs and the providers' records (proof-mode jobs are not audited)"
+		}
 		switch a := job.Announce; {
 		case s.Collateral > 0 && a.CollateralTimes > 0:
 			fmt.Fprintf(w, "  backed by collateral of %d times each provider's price (at most %d msat) per replica, taken from any provider caught lying\n", a.CollateralTimes, s.Collateral)
 		case s.Collateral > 0:
 			fmt.Fprintf(w, "  backed by %d msat of collateral per replica, taken from any provider caught lying\n", s.Collateral)
 		case a.Price > 0 && a.Settle == wire.SettleFair:
-			fmt.Fprintln(w, "  backed by no collateral (fair exchange: an output is bought only once verified): the replicas, this node's audits and the providers' records")
+			fmt.Fprintln(w, "  backed by no collateral (fair exchange: an output is bought only once verified): "+behind)
 		case a.Price > 0:
-			fmt.Fprintln(w, "  backed by no collateral (none asked: --collateral -1): the replicas, this node's audits and the providers' records")
+			fmt.Fprintln(w, "  backed by no collateral (none asked: --collateral -1): "+behind)
 		default:
-			fmt.Fprintln(w, "  backed by no collateral (free mode): the replicas, this node's audits and the providers' records")
+			fmt.Fprintln(w, "  backed by no collateral (free mode): "+behind)
 		}
 		if a := job.Announce; a.Price > 0 {
 			fmt.Fprintf(w, "  paid at most %d msat per replica, once verified (infernet spending lists each payment)\n", a.Price)
@@ -657,7 +668,6 @@ func printSummary(o *SubmitOptions, job *store.Job, elapsed time.Duration) error
 	if s.Proofs > 0 {
 		fmt.Fprintf(w, "  %d GEMM proofs, verified (infernet jobs --json shows them)\n", s.Proofs)
 	}
-	return nil
 }
 
 // stderrLines is how many of a failed job's last stderr lines its summary

@@ -327,7 +327,7 @@ func pickID(s string, ids []wire.JobID, what, list string) (wire.JobID, error) {
 	}
 	part := strings.ToLower(strings.TrimPrefix(s, "…"))
 	if len(part) < 4 || strings.Trim(part, "0123456789abcdef") != "" {
-		return wire.JobID{}, fmt.Errorf("%q is not a %s's id (32 hex digits, or its first or last few)", s, what)
+		return wire.JobID{}, fmt.Errorf("%q is not a %s's id (32 hex digits, or at least 4 of its first or last)", s, what)
 	}
 	var found []wire.JobID
 	for _, id := range ids {
