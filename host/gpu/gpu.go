@@ -55,6 +55,10 @@ type Device struct {
 	ComputeMinor int `json:"compute_minor"`
 	// MaxClockMHz is the maximum SM clock.
 	MaxClockMHz int `json:"max_clock_mhz"`
+	// CUDAOrdinal is the device's CUDA ordinal in this process (the order
+	// of CUDA_DEVICE_ORDER, among CUDA_VISIBLE_DEVICES), matched by UUID;
+	// -1 when CUDA does not show it or cannot be loaded.
+	CUDAOrdinal int `json:"cuda_ordinal"`
 }
 
 // Inventory is the GPUs of a machine and the driver that runs them.
@@ -165,7 +169,7 @@ func detect(ctx context.Context, lib nvmlLib, cudaInfo func() ([]cuda.DeviceInfo
 // readDevice reads NVML device i. Name, UUID and memory are required; the
 // rest are left 0 when the driver or GPU does not support them.
 func readDevice(lib nvmlLib, i int) (Device, error) {
-	d := Device{Index: i}
+	d := Device{Index: i, CUDAOrdinal: -1}
 	h, err := lib.DeviceGetHandleByIndex(i)
 	if err != nil {
 		return d, err
@@ -208,7 +212,7 @@ func addCUDAInfo(devs []Device, cudaInfo func() ([]cuda.DeviceInfo, error)) {
 		if !ok {
 			continue
 		}
-		d.SMs = c.SMs
+		d.CUDAOrdinal, d.SMs = c.Ordinal, c.SMs
 		if d.ComputeMajor == 0 {
 			d.ComputeMajor, d.ComputeMinor = c.ComputeMajor, c.ComputeMinor
 		}

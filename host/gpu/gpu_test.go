@@ -116,9 +116,9 @@ func TestDetectFakeNVMLTwoGPUs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Inventory{DriverVersion: "550.54.15", Devices: []Device{
-		{Index: 0, Name: "FAKE A100 (not a GPU)", UUID: uuid0, MemoryBytes: 80 << 30, SMs: 108, CUDACores: 6912, ComputeMajor: 8, ComputeMinor: 0, MaxClockMHz: 1410},
+		{Index: 0, Name: "FAKE A100 (not a GPU)", UUID: uuid0, MemoryBytes: 80 << 30, SMs: 108, CUDACores: 6912, ComputeMajor: 8, ComputeMinor: 0, MaxClockMHz: 1410, CUDAOrdinal: 1},
 		// No NVML core count: 40 SMs × 64 cores of compute capability 7.5.
-		{Index: 1, Name: "FAKE T4 (not a GPU)", UUID: uuid1, MemoryBytes: 16 << 30, SMs: 40, CUDACores: 2560, ComputeMajor: 7, ComputeMinor: 5, MaxClockMHz: 1590},
+		{Index: 1, Name: "FAKE T4 (not a GPU)", UUID: uuid1, MemoryBytes: 16 << 30, SMs: 40, CUDACores: 2560, ComputeMajor: 7, ComputeMinor: 5, MaxClockMHz: 1590, CUDAOrdinal: 0}, // CUDA's order: fastest first
 	}}
 	if !reflect.DeepEqual(inv, want) {
 		t.Errorf("Detect:\n got  %+v\n want %+v", inv, want)
@@ -134,8 +134,8 @@ func TestDetectFakeNVMLWithoutCUDA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(inv.Devices) != 2 || inv.Devices[0].SMs != 0 || inv.Devices[1].CUDACores != 0 {
-		t.Errorf("without CUDA SMs and derived cores must stay 0: %+v", inv.Devices)
+	if len(inv.Devices) != 2 || inv.Devices[0].SMs != 0 || inv.Devices[1].CUDACores != 0 || inv.Devices[0].CUDAOrdinal != -1 {
+		t.Errorf("without CUDA SMs and derived cores must stay 0, and no CUDA ordinal be known: %+v", inv.Devices)
 	}
 	if inv.Devices[0].CUDACores != 6912 {
 		t.Errorf("NVML's core count lost: %+v", inv.Devices[0])

@@ -85,14 +85,7 @@ func SelfWorker(device int) (func() *exec.Cmd, error) {
 		return nil, fmt.Errorf("backends: the GPU worker's program: %w", err)
 	}
 	return func() *exec.Cmd {
-		cmd := exec.Command(exe, WorkerCommand, "--device", strconv.Itoa(device))
-		if os.Getenv("CUDA_DEVICE_ORDER") == "" {
-			// CUDA numbers devices fastest first by default, NVML by PCI
-			// bus: in NVML's order, a provider's advert (NVML's) names the
-			// device its worker runs on.
-			cmd.Env = append(os.Environ(), "CUDA_DEVICE_ORDER=PCI_BUS_ID")
-		}
-		return cmd
+		return exec.Command(exe, WorkerCommand, "--device", strconv.Itoa(device))
 	}, nil
 }
 

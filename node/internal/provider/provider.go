@@ -37,6 +37,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -219,17 +220,20 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 }
 
 // gpusInUse is what the advert says of GPUs: the one the fast backend
-// runs on (the GPU worker's device 0, the first NVML lists: the worker
-// numbers devices in NVML's order), none when tensor ops run on the CPU,
-// so that a requirement on GPU memory or compute capability matches the
-// device a job gets. It logs which, and why a GPU present goes unused.
+// runs on (the GPU worker's CUDA device 0), none when tensor ops run on
+// the CPU, so that a requirement on GPU memory or compute capability
+// matches the device a job gets. It logs which, and why a GPU present goes
+// unused.
 func (p *Provider) gpusInUse(inv gpu.Inventory) []wire.GPU {
 	fast := p.backends.Fast
 	attrs := []any{"exact", p.backends.Reference.Name(), "tolerance", fast.Name()}
 	var used []wire.GPU
+	i, onGPU := workerDevice(inv.Devices), fast.Class() == tensor.ClassGPU
 	switch {
-	case fast.Class() == tensor.ClassGPU && len(inv.Devices) > 0:
-		d := inv.Devices[0]
+	case onGPU && i < 0 && len(inv.Devices) > 0:
+		attrs = append(attrs, "gpu", fmt.Sprintf("one of %d that NVML lists, not known which (CUDA_VISIBLE_DEVICES): none advertised", len(inv.Devices)))
+	case onGPU && i >= 0:
+		d := inv.Devices[i]
 		used = []wire.GPU{{Name: d.Name, MemoryBytes: d.MemoryBytes, SMs: d.SMs, CUDACores: d.CUDACores, ComputeMajor: d.ComputeMajor, ComputeMinor: d.ComputeMinor}}
 		attrs = append(attrs, "gpu", d.Name, "gpu_memory_mib", d.MemoryBytes>>20, "compute", fmt.Sprintf("%d.%d", d.ComputeMajor, d.ComputeMinor), "gpus_found", len(inv.Devices))
 	case len(inv.Devices) > 0:
@@ -241,6 +245,20 @@ func (p *Provider) gpusInUse(inv gpu.Inventory) []wire.GPU {
 	}
 	p.log.Info("tensor backends", attrs...)
 	return used
+}
+
+// workerDevice is the index in devs of the GPU worker's device: CUDA's
+// device 0 in this process's order, which the worker inherits
+// (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER); else, where CUDA named none,
+// NVML's first when no CUDA_VISIBLE_DEVICES can have moved it; else -1.
+func workerDevice(devs []gpu.Device) int {
+	if i := slices.IndexFunc(devs, func(d gpu.Device) bool { return d.CUDAOrdinal == 0 }); i >= 0 {
+		return i
+	}
+	if len(devs) > 0 && os.Getenv("CUDA_VISIBLE_DEVICES") == "" && !slices.ContainsFunc(devs, func(d gpu.Device) bool { return d.CUDAOrdinal >= 0 }) {
+		return 0
+	}
+	return -1
 }
 
 // sessionBudget is Config.SessionMemory, or its default.

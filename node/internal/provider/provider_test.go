@@ -390,17 +390,19 @@ type onGPU struct{ tensor.Backend }
 
 func (onGPU) Class() tensor.Class { return tensor.ClassGPU }
 
-// TestGPUsInUse: the advert names the GPU the fast backend runs on, the
-// first NVML lists (the worker's device 0), and none when tensor ops run
-// on the CPU. Every GPU NVML found was advertised, also beside a CPU
+// TestGPUsInUse: the advert names the GPU the fast backend runs on (the
+// worker's CUDA device 0, matched to NVML's list by UUID; NVML's first
+// where CUDA listed none), and none when tensor ops run on the CPU. Every GPU NVML found was advertised, also beside a CPU
 // backend and beside another device the jobs never ran on, so that
 // `--require 'vram >= 40'` could match a provider whose jobs got a
 // smaller card, or no card.
 func TestGPUsInUse(t *testing.T) {
+	// CUDA numbers the big one 0 (fastest first, or CUDA_VISIBLE_DEVICES=1).
 	inv := gpu.Inventory{Devices: []gpu.Device{
-		{Index: 0, Name: "small", MemoryBytes: 8 << 30, ComputeMajor: 8, ComputeMinor: 6},
-		{Index: 1, Name: "big", MemoryBytes: 80 << 30, ComputeMajor: 9},
+		{Index: 0, Name: "small", MemoryBytes: 8 << 30, ComputeMajor: 8, ComputeMinor: 6, CUDAOrdinal: 1},
+		{Index: 1, Name: "big", MemoryBytes: 80 << 30, ComputeMajor: 9, CUDAOrdinal: 0},
 	}}
+	noCUDA := gpu.Inventory{Devices: []gpu.Device{{Index: 0, Name: "small", CUDAOrdinal: -1}, {Index: 1, Name: "big", CUDAOrdinal: -1}}}
 	ref := reference.New(reference.Config{})
 	cases := []struct {
 		name string
@@ -408,7 +410,8 @@ func TestGPUsInUse(t *testing.T) {
 		inv  gpu.Inventory
 		want []string
 	}{
-		{"cuda on a machine of two GPUs", onGPU{cpu.New(cpu.Config{})}, inv, []string{"small"}},
+		{"cuda on a machine of two GPUs", onGPU{cpu.New(cpu.Config{})}, inv, []string{"big"}},
+		{"cuda where the driver listed no ordinals", onGPU{cpu.New(cpu.Config{})}, noCUDA, []string{"small"}},
 		{"the CPU beside two GPUs", cpu.New(cpu.Config{}), inv, nil},
 		{"cuda where NVML finds none", onGPU{cpu.New(cpu.Config{})}, gpu.Inventory{}, nil},
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -89,6 +90,12 @@ func execute(ctx context.Context, args []string, stdio IO) int {
 	// gnark logs every circuit compiled and every proof on stdout, where a
 	// node prints its peer ID and a job its output: never wanted.
 	logger.Disable()
+	if os.Getenv("CUDA_DEVICE_ORDER") == "" {
+		// CUDA numbers devices fastest first, NVML and nvidia-smi by PCI
+		// bus: one order for both, here and in the GPU workers this
+		// process starts, so "GPU 0" is one device everywhere.
+		os.Setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+	}
 	root := NewRoot(stdio)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
