@@ -142,7 +142,7 @@ from INFERNET_SHARD_INDEX and INFERNET_SHARD_COUNT.`,
 	addTermsFlags(f, opts)
 	addDataFlag(f, opts)
 	f.BoolVar(&opts.Adaptive, "adaptive", false, "let a provider with a long clean record run the job alone (spot-checked)")
-	f.Float64Var(&opts.Audit, "audit", 0, "also run this share `P` (0 to 1) of jobs here, and ban every provider whose result differs from this node's own (jobs no established provider verifies are run here anyway)")
+	f.Float64Var(&opts.Audit, "audit", 0, "also run this share `P` (0 to 1) of jobs here, and ban every provider whose result differs from this node's own (jobs of 2 or more replicas that no established provider verifies are run here anyway)")
 	tmpl := node.ProofTemplates()
 	f.BoolVar(&opts.Proofs, "proofs", false, fmt.Sprintf("proof mode: providers prove each integer GEMM of the job (Groth16; at most %d ops, each at most %d in every dimension, larger ones fail with ENOPROOF) and the proofs are kept with the job (infernet jobs --json); needs the GEMM verifying keys",
 		host.DefaultMaxProofs, tmpl[len(tmpl)-1]))
