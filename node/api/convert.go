@@ -33,6 +33,9 @@ type Peer struct {
 	// connected from when this node staked collateral for it.
 	SlashedAt  time.Time `json:"slashed_at,omitzero"`
 	StakedFrom []string  `json:"staked_from,omitempty"`
+	// HeldStakeAt is when it last kept a stake here it had no use for past
+	// peers.AbandonGrace (store.Peer.HeldStakeAt).
+	HeldStakeAt time.Time `json:"held_stake_at,omitzero"`
 	// Staked counts the peer's results this node accepted with its
 	// collateral at stake, and returned.
 	Staked int `json:"staked,omitempty"`
@@ -68,7 +71,7 @@ type Peer struct {
 // reputation record under its own name (TestRecordsKeepTheirJSON fails
 // when the node's PeerInfo gains a field the answer lacks).
 func peerOf(p node.PeerInfo) Peer {
-	return Peer{ID: p.ID, Addrs: p.Addrs, Advert: p.Advert, LastSeen: p.LastSeen, Paid: p.Paid, Unpaid: p.Unpaid, Slashed: p.Slashed, SlashedAt: p.SlashedAt, StakedFrom: p.StakedFrom, Staked: p.Staked, Source: p.Source,
+	return Peer{ID: p.ID, Addrs: p.Addrs, Advert: p.Advert, LastSeen: p.LastSeen, Paid: p.Paid, Unpaid: p.Unpaid, Slashed: p.Slashed, SlashedAt: p.SlashedAt, StakedFrom: p.StakedFrom, HeldStakeAt: p.HeldStakeAt, Staked: p.Staked, Source: p.Source,
 		Reputation: p.Reputation, Why: p.Why, Established: p.Established, Trusted: p.Trusted, Banned: p.Banned,
 		Connected: p.Connected, LatencyMS: p.LatencyMS, Via: p.Via, Network: p.Network, Record: p.Rep}
 }

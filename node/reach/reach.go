@@ -290,7 +290,13 @@ func Watch(ctx context.Context, wg *sync.WaitGroup, h host.Host, log *slog.Logge
 						log.Info("relay service", "on", e.Reachability == network.ReachabilityPublic)
 					}
 				case event.EvtLocalAddressesUpdated:
-					now := fmt.Sprint(RelayAddrs(h.Addrs()))
+					// Whole, with this node's ID: what others give as
+					// --bootstrap to reach a node behind NAT.
+					var dialable []ma.Multiaddr
+					for _, a := range RelayAddrs(h.Addrs()) {
+						dialable = append(dialable, a.Encapsulate(ma.StringCast("/p2p/"+h.ID().String())))
+					}
+					now := fmt.Sprint(dialable)
 					if now != relays {
 						relays = now
 						log.Info("relayed addresses", "via", now)

@@ -206,8 +206,10 @@ func TestNAT(t *testing.T) {
 			client := startIn(t, lab.homeB, "client", "192.168.2.2", "--no-provide", "--reachability", "private",
 				"--bootstrap", boot.addr, "--no-netgroups", "--silence", "10s")
 			for _, p := range providers {
+				// Logged whole, with the provider's own ID: dialable.
+				self := p.addr[strings.LastIndex(p.addr, "/p2p/"):]
 				waitFor(t, 60*time.Second, p.name+"'s relayed address", func() bool {
-					return strings.Contains(p.stderr.String(), "/p2p-circuit")
+					return strings.Contains(p.stderr.String(), "/p2p-circuit"+self)
 				})
 			}
 			relayedAt := time.Since(start)
