@@ -96,12 +96,7 @@ func TestEclipsed(t *testing.T) {
 // identity elsewhere may connect in first): a client eclipsed before a
 // restart stays so after it.
 func TestBootstrapSourceIsTheGivenAddress(t *testing.T) {
-	db, err := store.Open(t.TempDir() + "/db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	book := NewBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
+	book := emptyBook(t)
 	boot, other := p2ptest.RandPeerIDFatal(t), p2ptest.RandPeerIDFatal(t)
 	connected := map[peer.ID]string{boot: "v4/10.1", other: "v4/10.2"}
 	book.GroupsOf = func(id peer.ID) ([]string, bool) { return []string{connected[id]}, true }
@@ -136,12 +131,7 @@ func TestBootstrapSourceIsTheGivenAddress(t *testing.T) {
 // counted no source at all then, as the network's first node does, and a
 // red-team client took 24 of 30 lies as verified.
 func TestEclipsedRootsOutlastRecords(t *testing.T) {
-	db, err := store.Open(t.TempDir() + "/db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	book := NewBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
+	book := emptyBook(t)
 	groups := map[peer.ID]string{}
 	book.GroupsOf = func(id peer.ID) ([]string, bool) { return []string{groups[id]}, true }
 	boot := p2ptest.RandPeerIDFatal(t)
@@ -170,12 +160,7 @@ func TestEclipsedRootsOutlastRecords(t *testing.T) {
 // with peers known from before and no source on record, had counted none
 // (a first node's view, not eclipsed). Both were red-team runs.
 func TestEclipsedByConfiguredRoots(t *testing.T) {
-	db, err := store.Open(t.TempDir() + "/db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	book := NewBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
+	book := emptyBook(t)
 	book.GroupsOf = func(id peer.ID) ([]string, bool) { return nil, false }
 	addr := func(s string) ma.Multiaddr { return ma.StringCast(s) }
 	boot, other := p2ptest.RandPeerIDFatal(t), p2ptest.RandPeerIDFatal(t)
@@ -206,4 +191,14 @@ func TestEclipsedByConfiguredRoots(t *testing.T) {
 	if why := book.Eclipsed(); why != "" {
 		t.Fatalf("two bootstrap networks that answered: %q", why)
 	}
+}
+
+// emptyBook returns a book of no peers on a store of its own.
+func emptyBook(t *testing.T) *Book {
+	db, err := store.Open(t.TempDir() + "/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return NewBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
 }

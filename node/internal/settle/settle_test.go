@@ -340,6 +340,36 @@ func TestCanPay(t *testing.T) {
 	}
 }
 
+// smallStake is the stakes' amount in the pool tests, msat: the pool's
+// worth fits the fake channels.
+const smallStake = 10_000
+
+// fillPool has the client of pr ask, and the provider post, the pool's
+// worth of stakes (peers.StrangerStakes), on jobs {tag, i}; it returns the
+// client's records of them.
+func fillPool(t *testing.T, pr *pair, tag byte) []*store.Payment {
+	t.Helper()
+	ctx := context.Background()
+	var bonds []*store.Payment
+	for i := range peers.StrangerStakes {
+		job := wire.JobID{tag, byte(i)}
+		bond := &store.Payment{Job: job, Peer: id(pr.p.Host), AmountMsat: smallStake}
+		if err := pr.c.Ledger.NewBond(ctx, bond, time.Now().Add(time.Hour), "stake"); err != nil {
+			t.Fatal(err)
+		}
+		stake, err := pr.p.Peers.TakeStake(pr.c.Host.ID(), time.Now().Add(time.Hour))
+		if err != nil {
+			t.Fatalf("stake %d: %v", i, err)
+		}
+		posted := &store.Payment{Job: job, Peer: id(pr.c.Host), Hash: bond.Hash, AmountMsat: smallStake, Due: time.Now().Add(time.Hour)}
+		if err := pr.p.Ledger.PostBond(posted, bond.Invoice, stake); err != nil {
+			t.Fatal(err)
+		}
+		bonds = append(bonds, bond)
+	}
+	return bonds
+}
+
 // TestStakesOpenAtRestart: a provider's stakes still open when it stops
 // count against its pool of stakes after the restart, until the sweep
 // finds each ended. A restart had emptied the
@@ -349,24 +379,7 @@ func TestStakesOpenAtRestart(t *testing.T) {
 	ctx := context.Background()
 	pr := newPair(t, 0)
 	client := pr.c.Host.ID()
-	const small = 10_000 // msat: the pool's worth fits the fake channels
-	var bonds []*store.Payment
-	for i := range peers.StrangerStakes {
-		job := wire.JobID{9, byte(i)}
-		bond := &store.Payment{Job: job, Peer: id(pr.p.Host), AmountMsat: small}
-		if err := pr.c.Ledger.NewBond(ctx, bond, time.Now().Add(time.Hour), "stake"); err != nil {
-			t.Fatal(err)
-		}
-		stake, err := pr.p.Peers.TakeStake(client, time.Now().Add(time.Hour))
-		if err != nil {
-			t.Fatalf("stake %d: %v", i, err)
-		}
-		posted := &store.Payment{Job: job, Peer: id(pr.c.Host), Hash: bond.Hash, AmountMsat: small, Due: time.Now().Add(time.Hour)}
-		if err := pr.p.Ledger.PostBond(posted, bond.Invoice, stake); err != nil {
-			t.Fatal(err)
-		}
-		bonds = append(bonds, bond)
-	}
+	bonds := fillPool(t, pr, 9)
 	stranger := partstest.Hosts(t, 1)[0].ID()
 	if why := pr.p.Peers.StakeRefusal(stranger); !strings.Contains(why, "stakes of collateral here") {
 		t.Fatalf("with the pool's stakes open: %q; want the pool's refusal", why)
@@ -393,11 +406,11 @@ func TestStakesOpenAtRestart(t *testing.T) {
 	// A second stake of a replica whose stake is still out is refused: its
 	// record would have hidden the first.
 	key := random32(t)
-	inv, err := pr.lnC.AddHoldInvoice(ctx, payments.Hash(key), small, time.Hour, "stake again")
+	inv, err := pr.lnC.AddHoldInvoice(ctx, payments.Hash(key), smallStake, time.Hour, "stake again")
 	if err != nil {
 		t.Fatal(err)
 	}
-	again2 := &store.Payment{Job: bonds[1].Job, Peer: id(pr.c.Host), Hash: payments.Hash(key), AmountMsat: small, Due: time.Now().Add(time.Hour)}
+	again2 := &store.Payment{Job: bonds[1].Job, Peer: id(pr.c.Host), Hash: payments.Hash(key), AmountMsat: smallStake, Due: time.Now().Add(time.Hour)}
 	if err := again.PostBond(again2, inv, nil); err == nil || !strings.Contains(err.Error(), "out already") {
 		t.Fatalf("a second stake of a replica whose stake is out: %v", err)
 	}
@@ -414,25 +427,7 @@ func TestStakesOpenAtRestart(t *testing.T) {
 func TestStakeCountedWhileLndAway(t *testing.T) {
 	ctx := context.Background()
 	pr := newPair(t, 20*time.Millisecond)
-	client := pr.c.Host.ID()
-	const small = 10_000 // msat
-	var bonds []*store.Payment
-	for i := range peers.StrangerStakes {
-		job := wire.JobID{8, byte(i)}
-		bond := &store.Payment{Job: job, Peer: id(pr.p.Host), AmountMsat: small}
-		if err := pr.c.Ledger.NewBond(ctx, bond, time.Now().Add(time.Hour), "stake"); err != nil {
-			t.Fatal(err)
-		}
-		stake, err := pr.p.Peers.TakeStake(client, time.Now().Add(time.Hour))
-		if err != nil {
-			t.Fatalf("stake %d: %v", i, err)
-		}
-		posted := &store.Payment{Job: job, Peer: id(pr.c.Host), Hash: bond.Hash, AmountMsat: small, Due: time.Now().Add(time.Hour)}
-		if err := pr.p.Ledger.PostBond(posted, bond.Invoice, stake); err != nil {
-			t.Fatal(err)
-		}
-		bonds = append(bonds, bond)
-	}
+	bonds := fillPool(t, pr, 8)
 	stranger := partstest.Hosts(t, 1)[0].ID()
 	pr.lnP.SetGone(true) // the stakes' payments end unknown
 	time.Sleep(100 * time.Millisecond)
