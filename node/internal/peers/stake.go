@@ -24,15 +24,17 @@ import (
 //     the price, each);
 //   - beyond those, stakes from one pool shared by every client (new keys
 //     cost nothing): at most StrangerStakes open at once; none for
-//     strangerWindow after any client took a stake; and none for a client
-//     whose operator holds a stake it has no use for (Stake.GaveUp), or
-//     held one past AbandonGrace in strangerWindow.
+//     strangerWindow after any client took a stake; none for a client
+//     that holds a stake it has no use for (Stake.GaveUp), nor for another
+//     key of its network within AbandonGrace of that, nor for a client
+//     that held one past AbandonGrace in strangerWindow; and at most
+//     RelayedStakes for clients reached only through relays.
 //
 // A thief's fresh keys thus take at most StrangerStakes stakes a day, and
 // one with history what its history paid. A client that keeps stakes it
 // has no use for (it paid, let the provider stake, then gave the replica
 // up: its price came back) holds them from the pool at no cost until
-// their HTLCs expire: one at a time per operator, unless it takes many at
+// their HTLCs expire: one at a time per network, unless it takes many at
 // once before giving them up; and those held past AbandonGrace make room
 // in the pool for StrangerStakes more.
 const (
@@ -76,7 +78,8 @@ type Stake struct {
 
 // GaveUp records that the stake's replica ended without a result: its
 // client has no more use for the stake, and an honest one returns it at
-// once. Until it does, its operator gets no stake from the pool here.
+// once. Until it does, the client gets no stake from the pool here (nor,
+// for AbandonGrace, does another key of its network).
 func (s *Stake) GaveUp() {
 	if s == nil {
 		return
