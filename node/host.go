@@ -122,6 +122,8 @@ func (n *Node) bootstrap(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
+	// A shared list may name this node itself, which never answers.
+	infos = slices.DeleteFunc(infos, func(ai peer.AddrInfo) bool { return ai.ID == n.host.ID() })
 	for _, ai := range infos {
 		n.peers.Root(ai.ID, ai.Addrs...)
 	}

@@ -75,6 +75,10 @@ func (b *Book) sourceOf(id peer.ID, kind string, addrs []ma.Multiaddr) string {
 			g = b.Group(id)
 		}
 		return kind + " " + g
+	case SourceMDNS:
+		// Its network, as it connected: a key on the client's LAN that
+		// connects from the bootstrap's network is that network's.
+		return kind + " " + b.Group(id)
 	case SourceTrust:
 		return kind + " " + id.String()
 	}
@@ -142,6 +146,25 @@ func (b *Book) Eclipsed() string {
 	sources := b.sourcesLocked()
 	configured := len(b.roots) > 0
 	b.mu.Unlock()
+	// Sources in one network are one: a bootstrap peer, and an mDNS find
+	// connected from the same network (the attacker's own, on the
+	// client's LAN as well), are not two views.
+	nets := map[string]string{}
+	for src := range sources {
+		_, g, _ := strings.Cut(src, " ")
+		if g == "" {
+			g = src
+		}
+		if had := nets[g]; !strings.HasPrefix(had, SourceBootstrap) { // a bootstrap names the network
+			nets[g] = src
+		}
+	}
+	if len(nets) < len(sources) {
+		sources = map[string]int{}
+		for _, src := range nets {
+			sources[src] = 1
+		}
+	}
 	if len(sources) == 0 && configured {
 		return "no peer this node knows came from anywhere it chose, and none of its bootstrap peers answered: replicas verify nothing here until one does, or add --bootstrap peers in other networks, or --trust your own"
 	}

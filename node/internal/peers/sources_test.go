@@ -202,3 +202,24 @@ func emptyBook(t *testing.T) *Book {
 	t.Cleanup(func() { db.Close() })
 	return NewBook(db, "self", reputation.Params{}, 0, nil, slog.Default())
 }
+
+// TestEclipsedMDNSInTheBootstrapsNetwork: an mDNS find connected from the
+// network of the node's only bootstrap peer is no second view: one
+// attacker, as the bootstrap and on the client's LAN, had shown two
+// sources (a red-team run). An mDNS find from a network of its own is.
+func TestEclipsedMDNSInTheBootstrapsNetwork(t *testing.T) {
+	book := emptyBook(t)
+	groups := map[peer.ID]string{}
+	book.GroupsOf = func(id peer.ID) ([]string, bool) { return []string{groups[id]}, true }
+	boot, lan, home := p2ptest.RandPeerIDFatal(t), p2ptest.RandPeerIDFatal(t), p2ptest.RandPeerIDFatal(t)
+	groups[boot], groups[lan], groups[home] = "v4/66.6", "v4/66.6", "v4/192.168"
+	book.Introduced(boot, SourceBootstrap)
+	book.Introduced(lan, SourceMDNS)
+	if why := book.Eclipsed(); !strings.Contains(why, "one network (v4/66.6)") {
+		t.Fatalf("an mDNS find in the bootstrap's network: Eclipsed() = %q (sources %v)", why, book.Sources())
+	}
+	book.Introduced(home, SourceMDNS)
+	if why := book.Eclipsed(); why != "" {
+		t.Fatalf("an mDNS find on a network of its own: %q", why)
+	}
+}

@@ -26,8 +26,8 @@ import (
 //     cost nothing): at most StrangerStakes open at once; none for
 //     strangerWindow after any client took a stake; none for a client
 //     that holds a stake it has no use for (Stake.GaveUp), nor for another
-//     key of its network within AbandonGrace of that, nor for a client
-//     that held one past AbandonGrace in strangerWindow; and at most
+//     key of its network while that stake is out, nor for a client that
+//     held one past AbandonGrace in strangerWindow; and at most
 //     RelayedStakes for clients reached only through relays.
 //
 // A thief's fresh keys thus take at most StrangerStakes stakes a day, and
@@ -36,7 +36,7 @@ import (
 // up: its price came back) holds them from the pool at no cost until
 // their HTLCs expire: one at a time per network, unless it takes many at
 // once before giving them up; and those held past AbandonGrace make room
-// in the pool for StrangerStakes more.
+// in the pool for StrangerStakes more, which that network cannot take.
 const (
 	StakeHistory   = 50
 	StrangerStakes = 8
@@ -78,8 +78,8 @@ type Stake struct {
 
 // GaveUp records that the stake's replica ended without a result: its
 // client has no more use for the stake, and an honest one returns it at
-// once. Until it does, the client gets no stake from the pool here (nor,
-// for AbandonGrace, does another key of its network).
+// once. Until it does, neither the client nor another key of its network
+// gets a stake from the pool here.
 func (s *Stake) GaveUp() {
 	if s == nil {
 		return
@@ -196,6 +196,10 @@ func (b *Book) HoldStake(id peer.ID, due time.Time) *Stake {
 	if p := b.peers[id]; p != nil {
 		s.nets = slices.Clone(p.StakedFrom)
 	}
+	// Staked from no network while networks count: reached through relays
+	// (TakeStake records none for them), or a record gone. Counted as
+	// relayed, the stake stays within RelayedStakes' count.
+	s.relayed = b.GroupsOf != nil && len(s.nets) == 0
 	return s
 }
 
@@ -294,13 +298,14 @@ func (b *Book) marksOf(id peer.ID) marks {
 		nets = append(nets, p.StakedFrom...)
 	}
 	for s := range b.stakes {
-		// A stake given up ties its network for its grace, when a thief
-		// would take the next place with a fresh key of it; after, only
-		// its key: an honest client that went away (a crash, a laptop
-		// asleep) would otherwise shut its whole network out (a cloud's
-		// /16, a carrier's NAT) until it came back.
-		idle := s.idleSinceLocked(now)
-		if !idle.IsZero() && (s.client == id || now.Sub(idle) <= AbandonGrace && ours(s.client, s.nets)) {
+		// A stake given up ties its network while it is out: past its
+		// grace it leaves the pool's count, and fresh keys of its network
+		// would take the places it made (a red-team run: one /16 filled
+		// the pool with 16 keys). Once it is back, its record marks its
+		// key alone (HeldStakeAt): an honest client that went away with
+		// a stake out (a crash, a laptop asleep) does not shut its
+		// network out for a day after.
+		if !s.idleSinceLocked(now).IsZero() && ours(s.client, s.nets) {
 			m.held = true
 		}
 	}
