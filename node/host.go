@@ -69,7 +69,7 @@ func (n *Node) startHost() error {
 	if n.cfg.Reach.Relay {
 		use = &n.relayed
 	}
-	return reach.Watch(n.ctx, &n.wg, h, n.log, use, n.cfg.Reach)
+	return reach.Watch(n.ctx, &n.wg, h, n.log, use, &n.reachable, n.cfg.Reach)
 }
 
 // tcpPortsFree fails for a listen address whose TCP port (not 0) another

@@ -53,13 +53,14 @@ type Node struct {
 	log *slog.Logger
 	key crypto.PrivKey
 
-	host    host.Host
-	dht     *dht.IpfsDHT
-	punched reach.Punched // peers a hole punch succeeded with
-	relayed reach.Usage   // what the relay service spends
-	gossip  *gossip.Gossip
-	blobs   *blob.Store
-	blobSvc *blobnet.Service
+	host      host.Host
+	dht       *dht.IpfsDHT
+	punched   reach.Punched   // peers a hole punch succeeded with
+	reachable reach.Reachable // AutoNAT's verdict
+	relayed   reach.Usage     // what the relay service spends
+	gossip    *gossip.Gossip
+	blobs     *blob.Store
+	blobSvc   *blobnet.Service
 	// access says who may have which blob: inputs are private.
 	access *peers.Access
 	db     *store.Store

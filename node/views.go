@@ -26,6 +26,10 @@ func (n *Node) Addrs() []ma.Multiaddr {
 	return addrs
 }
 
+// Reachability is AutoNAT's latest verdict on this node: "unknown",
+// "public" or "private".
+func (n *Node) Reachability() string { return n.reachable.String() }
+
 // Models returns the node's named models.
 func (n *Node) Models() *models.Registry { return n.models }
 

@@ -82,6 +82,10 @@ type NodeInfo struct {
 	// count the peers learned of through each source.
 	Eclipsed string   `json:"eclipsed,omitempty"`
 	Sources  []string `json:"sources,omitempty"`
+	// Reachability is AutoNAT's latest verdict: "unknown", "public" or
+	// "private" (behind NAT: Addrs then has the relayed addresses others
+	// dial, /p2p-circuit, once a relay holds a slot).
+	Reachability string `json:"reachability"`
 }
 
 // SubmitRequest is the body of POST /v1/jobs: the job's terms and how to
@@ -372,7 +376,7 @@ func (s *Server) getNode(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) nodeInfo() NodeInfo {
 	info := NodeInfo{ID: s.n.ID().String(), Provider: s.n.Provider(), Software: node.Software(), Stats: s.n.Stats(),
-		Eclipsed: s.n.Eclipsed(), Sources: s.n.Sources()}
+		Eclipsed: s.n.Eclipsed(), Sources: s.n.Sources(), Reachability: s.n.Reachability()}
 	for _, a := range s.n.Addrs() {
 		info.Addrs = append(info.Addrs, a.String())
 	}

@@ -225,18 +225,41 @@ func RelayAddrs(addrs []ma.Multiaddr) []ma.Multiaddr {
 	return out
 }
 
+// Reachable is AutoNAT's latest verdict on this node, as Watch hears it:
+// "unknown" until one comes (or what --reachability asserts). The zero
+// value is ready to use; it is safe for concurrent use.
+type Reachable struct{ v atomic.Int32 }
+
+// String is "unknown", "public" or "private".
+func (r *Reachable) String() string {
+	switch network.Reachability(r.v.Load()) {
+	case network.ReachabilityPublic:
+		return Public
+	case network.ReachabilityPrivate:
+		return Private
+	}
+	return "unknown"
+}
+
 // usageEvery is how often Watch logs a relay's changed usage.
 const usageEvery = 10 * time.Second
 
 // Watch logs, until ctx is done, every change of this node's reachability
-// (AutoNAT's verdict) and of its relayed addresses, and, when use is not
-// nil, what its relay service spends against limits; it also runs
-// Repunch unless hole punching is off. Its goroutines are counted in wg.
-func Watch(ctx context.Context, wg *sync.WaitGroup, h host.Host, log *slog.Logger, use *Usage, c Config) error {
+// (AutoNAT's verdict, kept in reach too) and of its relayed addresses, and,
+// when use is not nil, what its relay service spends against limits; it
+// also runs Repunch unless hole punching is off. Its goroutines are
+// counted in wg.
+func Watch(ctx context.Context, wg *sync.WaitGroup, h host.Host, log *slog.Logger, use *Usage, reach *Reachable, c Config) error {
 	limits, noPunch := c.Limits, c.NoHolePunch
 	sub, err := h.EventBus().Subscribe([]any{new(event.EvtLocalReachabilityChanged), new(event.EvtLocalAddressesUpdated)})
 	if err != nil {
 		return fmt.Errorf("reachability events: %w", err)
+	}
+	switch c.Reachability { // asserted: AutoNAT may say nothing more
+	case Public:
+		reach.v.Store(int32(network.ReachabilityPublic))
+	case Private:
+		reach.v.Store(int32(network.ReachabilityPrivate))
 	}
 	rc := limits.Resources() // zero limits are libp2p's defaults
 	tick := time.NewTicker(usageEvery)
@@ -285,6 +308,7 @@ func Watch(ctx context.Context, wg *sync.WaitGroup, h host.Host, log *slog.Logge
 				}
 				switch e := e.(type) {
 				case event.EvtLocalReachabilityChanged:
+					reach.v.Store(int32(e.Reachability))
 					log.Info("reachability", "reachable", e.Reachability.String())
 					if use != nil {
 						log.Info("relay service", "on", e.Reachability == network.ReachabilityPublic)

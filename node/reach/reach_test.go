@@ -3,11 +3,14 @@ package reach
 import (
 	"context"
 	"io"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -214,5 +217,50 @@ func TestRelayed(t *testing.T) {
 	}
 	if st := use.Stats(); !st.Active || st.Reserved != 1 || st.Opened < 1 || st.Bytes == 0 {
 		t.Fatalf("relay usage %+v: want active, 1 reservation, a circuit and bytes", st)
+	}
+}
+
+// TestWatchKeepsReachability: AutoNAT's verdict, as its event brings it,
+// is what Reachable says (GET /v1/node), and what --reachability asserts
+// before any: an operator behind NAT could read it in the log alone.
+func TestWatchKeepsReachability(t *testing.T) {
+	for _, tc := range []struct {
+		asserted string
+		event    network.Reachability // 0: none
+		want     string
+	}{
+		{"", 0, "unknown"},
+		{"", network.ReachabilityPrivate, "private"},
+		{Public, 0, "public"},
+		{"", network.ReachabilityPublic, "public"},
+	} {
+		h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableRelay())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		var r Reachable
+		if err := Watch(ctx, &wg, h, slog.New(slog.DiscardHandler), nil, &r, Config{Reachability: tc.asserted, NoHolePunch: true}); err != nil {
+			t.Fatal(err)
+		}
+		if tc.event != 0 {
+			em, err := h.EventBus().Emitter(new(event.EvtLocalReachabilityChanged))
+			if err != nil {
+				t.Fatal(err)
+			}
+			em.Emit(event.EvtLocalReachabilityChanged{Reachability: tc.event})
+			em.Close()
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for r.String() != tc.want && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got := r.String(); got != tc.want {
+			t.Errorf("asserted %q, event %v: %q, want %q", tc.asserted, tc.event, got, tc.want)
+		}
+		cancel()
+		wg.Wait()
+		h.Close()
 	}
 }
