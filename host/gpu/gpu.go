@@ -70,6 +70,10 @@ type Inventory struct {
 	DriverVersion string `json:"driver_version"`
 	// Devices is in NVML index order.
 	Devices []Device `json:"devices"`
+	// CUDADevices is how many devices CUDA lists in this process (0: none,
+	// or no libcuda). More than Devices match (CUDAOrdinal) when some are
+	// MIG slices, whose UUIDs are not their GPU's.
+	CUDADevices int `json:"cuda_devices"`
 }
 
 // nvmlLib is the part of NVML that Detect uses, so that tests can stand in
@@ -161,7 +165,7 @@ func detect(ctx context.Context, lib nvmlLib, cudaInfo func() ([]cuda.DeviceInfo
 		inv.Devices = append(inv.Devices, d)
 	}
 	if len(inv.Devices) > 0 {
-		addCUDAInfo(inv.Devices, cudaInfo)
+		inv.CUDADevices = addCUDAInfo(inv.Devices, cudaInfo)
 	}
 	return inv, errors.Join(errs...)
 }
@@ -197,8 +201,9 @@ func readDevice(lib nvmlLib, i int) (Device, error) {
 
 // addCUDAInfo fills SMs (and a missing compute capability) from the CUDA
 // driver, matching devices by UUID since CUDA's ordinal order need not be
-// NVML's. Without libcuda the fields stay 0.
-func addCUDAInfo(devs []Device, cudaInfo func() ([]cuda.DeviceInfo, error)) {
+// NVML's. Without libcuda the fields stay 0. It returns how many devices
+// CUDA listed.
+func addCUDAInfo(devs []Device, cudaInfo func() ([]cuda.DeviceInfo, error)) int {
 	infos, _ := cudaInfo() // partial lists are still useful
 	byUUID := map[string]cuda.DeviceInfo{}
 	for _, c := range infos {
@@ -220,6 +225,7 @@ func addCUDAInfo(devs []Device, cudaInfo func() ([]cuda.DeviceInfo, error)) {
 			d.CUDACores = d.SMs * coresPerSM(d.ComputeMajor, d.ComputeMinor)
 		}
 	}
+	return len(infos)
 }
 
 // coresPerSM is the FP32 cores per SM of a compute capability (the table of

@@ -119,7 +119,7 @@ func TestDetectFakeNVMLTwoGPUs(t *testing.T) {
 		{Index: 0, Name: "FAKE A100 (not a GPU)", UUID: uuid0, MemoryBytes: 80 << 30, SMs: 108, CUDACores: 6912, ComputeMajor: 8, ComputeMinor: 0, MaxClockMHz: 1410, CUDAOrdinal: 1},
 		// No NVML core count: 40 SMs × 64 cores of compute capability 7.5.
 		{Index: 1, Name: "FAKE T4 (not a GPU)", UUID: uuid1, MemoryBytes: 16 << 30, SMs: 40, CUDACores: 2560, ComputeMajor: 7, ComputeMinor: 5, MaxClockMHz: 1590, CUDAOrdinal: 0}, // CUDA's order: fastest first
-	}}
+	}, CUDADevices: 2}
 	if !reflect.DeepEqual(inv, want) {
 		t.Errorf("Detect:\n got  %+v\n want %+v", inv, want)
 	}

@@ -228,10 +228,10 @@ func (p *Provider) gpusInUse(inv gpu.Inventory) []wire.GPU {
 	fast := p.backends.Fast
 	attrs := []any{"exact", p.backends.Reference.Name(), "tolerance", fast.Name()}
 	var used []wire.GPU
-	i, onGPU := workerDevice(inv.Devices), fast.Class() == tensor.ClassGPU
+	i, onGPU := workerDevice(inv), fast.Class() == tensor.ClassGPU
 	switch {
 	case onGPU && i < 0 && len(inv.Devices) > 0:
-		attrs = append(attrs, "gpu", fmt.Sprintf("one of %d that NVML lists, not known which (CUDA_VISIBLE_DEVICES): none advertised", len(inv.Devices)))
+		attrs = append(attrs, "gpu", fmt.Sprintf("none of the %d NVML lists whole (CUDA_VISIBLE_DEVICES, a MIG slice): none advertised", len(inv.Devices)))
 	case onGPU && i >= 0:
 		d := inv.Devices[i]
 		used = []wire.GPU{{Name: d.Name, MemoryBytes: d.MemoryBytes, SMs: d.SMs, CUDACores: d.CUDACores, ComputeMajor: d.ComputeMajor, ComputeMinor: d.ComputeMinor}}
@@ -247,15 +247,16 @@ func (p *Provider) gpusInUse(inv gpu.Inventory) []wire.GPU {
 	return used
 }
 
-// workerDevice is the index in devs of the GPU worker's device: CUDA's
-// device 0 in this process's order, which the worker inherits
-// (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER); else, where CUDA named none,
-// NVML's first when no CUDA_VISIBLE_DEVICES can have moved it; else -1.
-func workerDevice(devs []gpu.Device) int {
-	if i := slices.IndexFunc(devs, func(d gpu.Device) bool { return d.CUDAOrdinal == 0 }); i >= 0 {
+// workerDevice is the index in inv.Devices of the GPU worker's device:
+// CUDA's device 0 in this process's order, which the worker inherits
+// (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER); else, where CUDA listed no
+// device, NVML's first when no CUDA_VISIBLE_DEVICES can have moved it;
+// else -1 (CUDA's device 0 is none NVML lists whole: a MIG slice).
+func workerDevice(inv gpu.Inventory) int {
+	if i := slices.IndexFunc(inv.Devices, func(d gpu.Device) bool { return d.CUDAOrdinal == 0 }); i >= 0 {
 		return i
 	}
-	if len(devs) > 0 && os.Getenv("CUDA_VISIBLE_DEVICES") == "" && !slices.ContainsFunc(devs, func(d gpu.Device) bool { return d.CUDAOrdinal >= 0 }) {
+	if len(inv.Devices) > 0 && inv.CUDADevices == 0 && os.Getenv("CUDA_VISIBLE_DEVICES") == "" {
 		return 0
 	}
 	return -1

@@ -401,8 +401,10 @@ func TestGPUsInUse(t *testing.T) {
 	inv := gpu.Inventory{Devices: []gpu.Device{
 		{Index: 0, Name: "small", MemoryBytes: 8 << 30, ComputeMajor: 8, ComputeMinor: 6, CUDAOrdinal: 1},
 		{Index: 1, Name: "big", MemoryBytes: 80 << 30, ComputeMajor: 9, CUDAOrdinal: 0},
-	}}
+	}, CUDADevices: 2}
 	noCUDA := gpu.Inventory{Devices: []gpu.Device{{Index: 0, Name: "small", CUDAOrdinal: -1}, {Index: 1, Name: "big", CUDAOrdinal: -1}}}
+	// MIG: CUDA lists slices, whose UUIDs are no GPU's.
+	mig := gpu.Inventory{Devices: []gpu.Device{{Index: 0, Name: "big", MemoryBytes: 80 << 30, CUDAOrdinal: -1}}, CUDADevices: 7}
 	ref := reference.New(reference.Config{})
 	cases := []struct {
 		name string
@@ -412,6 +414,7 @@ func TestGPUsInUse(t *testing.T) {
 	}{
 		{"cuda on a machine of two GPUs", onGPU{cpu.New(cpu.Config{})}, inv, []string{"big"}},
 		{"cuda where the driver listed no ordinals", onGPU{cpu.New(cpu.Config{})}, noCUDA, []string{"small"}},
+		{"cuda on a MIG slice", onGPU{cpu.New(cpu.Config{})}, mig, nil},
 		{"the CPU beside two GPUs", cpu.New(cpu.Config{}), inv, nil},
 		{"cuda where NVML finds none", onGPU{cpu.New(cpu.Config{})}, gpu.Inventory{}, nil},
 	}
