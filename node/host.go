@@ -52,6 +52,7 @@ func (n *Node) startHost() error {
 	if n.cfg.NAT {
 		opts = append(opts, libp2p.NATPortMap())
 	}
+	n.punched.Log = n.log
 	reachOpts, bind, err := n.cfg.Reach.Options(&n.punched, &n.relayed)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package reach
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -28,13 +29,21 @@ const (
 // Punched remembers the peers a hole punch succeeded with. The zero value
 // is ready; a nil one remembers nothing.
 type Punched struct {
+	// Log, if set, hears each hole punch's end (an operator behind NAT
+	// had only infernet peers' VIA column to tell).
+	Log *slog.Logger
+
 	mu    sync.Mutex
 	peers map[peer.ID]time.Time
 }
 
 // Trace implements holepunch.EventTracer.
 func (p *Punched) Trace(e *holepunch.Event) {
-	if end, ok := e.Evt.(*holepunch.EndHolePunchEvt); ok && end.Success {
+	end, ok := e.Evt.(*holepunch.EndHolePunchEvt)
+	if ok && p.Log != nil {
+		p.Log.Info("hole punch", "peer", e.Remote, "ok", end.Success, "took", end.EllapsedTime, "err", end.Error)
+	}
+	if ok && end.Success {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if p.peers == nil {

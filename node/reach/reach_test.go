@@ -122,7 +122,8 @@ func pair(t *testing.T) (a, b host.Host) {
 func TestHow(t *testing.T) {
 	a, b := pair(t)
 	_, stranger := pair(t)
-	var punched Punched
+	var log strings.Builder
+	punched := Punched{Log: slog.New(slog.NewTextHandler(&log, nil))}
 	if got := How(a, &punched, stranger.ID()); got != "" {
 		t.Fatalf("not connected: How = %q, want \"\"", got)
 	}
@@ -138,6 +139,10 @@ func TestHow(t *testing.T) {
 	punched.Trace(&holepunch.Event{Remote: b.ID(), Timestamp: time.Now().UnixNano(), Evt: &holepunch.EndHolePunchEvt{Success: true}})
 	if got := How(a, &punched, b.ID()); got != HolePunched {
 		t.Fatalf("after a punch: How = %q, want %q", got, HolePunched)
+	}
+	// Both ends are in the operator's log.
+	if l := log.String(); strings.Count(l, "msg=\"hole punch\"") != 2 || !strings.Contains(l, "ok=false") || !strings.Contains(l, "ok=true") {
+		t.Errorf("log %q: want both punches' ends", l)
 	}
 	// A nil Punched remembers nothing.
 	if got := How(a, nil, b.ID()); got != Direct {
