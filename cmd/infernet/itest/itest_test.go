@@ -481,7 +481,7 @@ func TestConfigFileSaysWhatItTakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, stderr, code := infernet(t, nil, "node", "--datadir", dir, "--listen", "/ip4/127.0.0.1/tcp/0", "--mdns=false", "--nat=false")
-	if code == 0 || !strings.Contains(stderr, `unknown field "slots"`) || !strings.Contains(stderr, "it takes bootstrap, listen, mdns, nat and lnd") {
+	if code == 0 || !strings.Contains(stderr, `unknown field "slots"`) || !strings.Contains(stderr, "it takes bootstrap, listen, mdns, nat, reachability, relays and lnd") {
 		t.Errorf("config.json with slots: exit %d, %q", code, stderr)
 	}
 }

@@ -28,7 +28,12 @@ type FileConfig struct {
 	Listen    []string `json:"listen,omitempty"`
 	MDNS      *bool    `json:"mdns,omitempty"`
 	NAT       *bool    `json:"nat,omitempty"`
-	Lnd       *struct {
+	// Reachability and Relays are --reachability and --relay.static: what
+	// a node behind NAT needs at every start, the stand-in node of submit
+	// and train too.
+	Reachability string   `json:"reachability,omitempty"`
+	Relays       []string `json:"relays,omitempty"`
+	Lnd          *struct {
 		RPCServer    string `json:"rpcserver"`
 		TLSCertPath  string `json:"tlscertpath"`
 		MacaroonPath string `json:"macaroonpath"`
@@ -52,7 +57,7 @@ func loadFileConfig(dataDir string) (FileConfig, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&fc); err != nil {
 		// It holds the network's settings only: say which.
-		return fc, fmt.Errorf("%s: %w (it takes bootstrap, listen, mdns, nat and lnd, whose object takes rpcserver, tlscertpath and macaroonpath; every other setting is a flag of infernet node)", path, err)
+		return fc, fmt.Errorf("%s: %w (it takes bootstrap, listen, mdns, nat, reachability, relays and lnd, whose object takes rpcserver, tlscertpath and macaroonpath; every other setting is a flag of infernet node)", path, err)
 	}
 	if l := fc.Lnd; l != nil {
 		// Written by hand, as a shell would read them.
@@ -88,6 +93,12 @@ func (fc FileConfig) apply(c *node.Config, changed func(flag string) bool) {
 	}
 	if fc.NAT != nil && !changed("nat") {
 		c.NAT = *fc.NAT
+	}
+	if fc.Reachability != "" && !changed("reachability") {
+		c.Reach.Reachability = fc.Reachability
+	}
+	if len(fc.Relays) > 0 && !changed("relay.static") {
+		c.Reach.StaticRelays = fc.Relays
 	}
 	if l := fc.Lnd; l != nil && !changed("lnd.rpcserver") {
 		c.Lnd.RPCServer, c.Lnd.TLSCertPath, c.Lnd.MacaroonPath = l.RPCServer, l.TLSCertPath, l.MacaroonPath
