@@ -170,7 +170,13 @@ output), for a job whose submit command ended before it did.`,
 				case j.State == store.JobVerified && j.Verification != "" && state != "not run":
 					state += " (" + j.Verification + ")" // by replicas, audit, trust or check
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%d B\t%s\t%s\t%s\n", j.ID, state, j.Agree, j.Announce.Replicas,
+				// Of the results that came, as submit says it: an adaptive
+				// job's one trusted replica is 1/1, not 1/2.
+				results := resultCount(&j)
+				if results == 0 {
+					results = int(j.Announce.Replicas)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%d B\t%s\t%s\t%s\n", j.ID, state, j.Agree, results,
 					exit, j.OutputSize, took, j.Created.Format(time.DateTime), oneLine(j.Error))
 			}
 			if err := tw.Flush(); err != nil {

@@ -582,12 +582,7 @@ func printSummary(o *SubmitOptions, job *store.Job, elapsed time.Duration) error
 func describeJob(w io.Writer, job *store.Job, elapsed time.Duration) {
 	s := summarize(job, elapsed)
 	verdict := s.State
-	results := 0
-	for _, p := range s.Providers {
-		if p.State == store.ReplicaDone.String() || p.State == store.ReplicaOutvoted.String() {
-			results++
-		}
-	}
+	results := resultCount(job)
 	switch {
 	case s.Verified && job.Outcome == wire.OutcomeStopped:
 		// Not a result: every replica agrees the job could not run.
@@ -668,6 +663,18 @@ func describeJob(w io.Writer, job *store.Job, elapsed time.Duration) {
 	if s.Proofs > 0 {
 		fmt.Fprintf(w, "  %d GEMM proofs, verified (infernet jobs --json shows them)\n", s.Proofs)
 	}
+}
+
+// resultCount is how many of job's replicas brought a result (done or
+// outvoted): what a job's agreement is out of.
+func resultCount(job *store.Job) int {
+	n := 0
+	for _, r := range job.Replicas {
+		if r.State == store.ReplicaDone || r.State == store.ReplicaOutvoted {
+			n++
+		}
+	}
+	return n
 }
 
 // stderrLines is how many of a failed job's last stderr lines its summary
