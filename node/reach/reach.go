@@ -269,7 +269,7 @@ func Watch(ctx context.Context, wg *sync.WaitGroup, h host.Host, log *slog.Logge
 		}
 		if st := use.Stats(); st != last {
 			log.Info("relay usage", "active", st.Active, "reservations", st.Reservations, "max_reservations", rc.MaxReservations,
-				"circuits", st.Circuits, "circuits_opened", st.Opened, "refused", st.Refused, "bytes", st.Bytes,
+				"circuits", st.Circuits, "circuits_opened", st.Opened, "refused", st.Refused, "refused_at_limits", st.AtLimits, "refused_no_slot", st.NoSlot, "bytes", st.Bytes,
 				"max_circuits_per_peer", rc.MaxCircuits, "data_limit_per_circuit", rc.Limit.Data, "duration_limit", rc.Limit.Duration)
 			return st
 		}

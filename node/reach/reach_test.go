@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	pbv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/pb"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/libp2p/go-libp2p/p2p/protocol/holepunch"
 	ma "github.com/multiformats/go-multiaddr"
@@ -92,9 +93,13 @@ func TestUsage(t *testing.T) {
 	u.ConnectionOpened()
 	u.ConnectionClosed(time.Second)
 	u.BytesTransferred(100)
-	u.ReservationRequestHandled(1) // anything but OK (0) is a refusal
+	u.ReservationRequestHandled(1) // anything but OK is a refusal
+	u.ReservationRequestHandled(pbv2.Status_RESERVATION_REFUSED)
+	u.ConnectionRequestHandled(pbv2.Status_RESOURCE_LIMIT_EXCEEDED)
+	u.ConnectionRequestHandled(pbv2.Status_NO_RESERVATION)
+	u.ConnectionRequestHandled(pbv2.Status_OK)
 	u.ReservationClosed(1)
-	want := UsageStats{Active: true, Reservations: 0, Circuits: 1, Reserved: 1, Opened: 2, Refused: 1, Bytes: 100}
+	want := UsageStats{Active: true, Reservations: 0, Circuits: 1, Reserved: 1, Opened: 2, Refused: 4, Bytes: 100, AtLimits: 2, NoSlot: 1}
 	if got := u.Stats(); got != want {
 		t.Fatalf("Stats() = %+v, want %+v", got, want)
 	}

@@ -13,6 +13,7 @@ type Usage struct {
 	active                      atomic.Bool
 	reservations, open          atomic.Int64 // held now
 	reserved, circuits, refused atomic.Int64 // ever
+	atLimits, noSlot            atomic.Int64 // of refused
 	bytes                       atomic.Int64
 }
 
@@ -22,15 +23,31 @@ type UsageStats struct {
 	// to be publicly reachable).
 	Active bool
 	// Reservations and Circuits are held now; Reserved, Opened and
-	// Refused (reservations and circuits refused, limits reached among
-	// the reasons) count since start; Bytes are the bytes relayed.
+	// Refused (reservations and circuits refused) count since start;
+	// Bytes are the bytes relayed.
 	Reservations, Circuits, Reserved, Opened, Refused, Bytes int64
+	// Of Refused: AtLimits were over this relay's limits (the operator's
+	// to raise); NoSlot were circuits to peers that hold no reservation
+	// here (most often a relayed address of a peer since gone: harmless).
+	AtLimits, NoSlot int64
 }
 
 // Stats returns the counts now.
 func (u *Usage) Stats() UsageStats {
 	return UsageStats{Active: u.active.Load(), Reservations: u.reservations.Load(), Circuits: u.open.Load(),
-		Reserved: u.reserved.Load(), Opened: u.circuits.Load(), Refused: u.refused.Load(), Bytes: u.bytes.Load()}
+		Reserved: u.reserved.Load(), Opened: u.circuits.Load(), Refused: u.refused.Load(), Bytes: u.bytes.Load(),
+		AtLimits: u.atLimits.Load(), NoSlot: u.noSlot.Load()}
+}
+
+// refuse counts a refusal of status s.
+func (u *Usage) refuse(s pbv2.Status) {
+	u.refused.Add(1)
+	switch s {
+	case pbv2.Status_RESOURCE_LIMIT_EXCEEDED, pbv2.Status_RESERVATION_REFUSED:
+		u.atLimits.Add(1)
+	case pbv2.Status_NO_RESERVATION:
+		u.noSlot.Add(1)
+	}
 }
 
 // RelayStatus implements relay.MetricsTracer.
@@ -45,7 +62,7 @@ func (u *Usage) ConnectionClosed(time.Duration) { u.open.Add(-1) }
 // ConnectionRequestHandled implements relay.MetricsTracer.
 func (u *Usage) ConnectionRequestHandled(s pbv2.Status) {
 	if s != pbv2.Status_OK {
-		u.refused.Add(1)
+		u.refuse(s)
 	}
 }
 
@@ -63,7 +80,7 @@ func (u *Usage) ReservationClosed(n int) { u.reservations.Add(-int64(n)) }
 // ReservationRequestHandled implements relay.MetricsTracer.
 func (u *Usage) ReservationRequestHandled(s pbv2.Status) {
 	if s != pbv2.Status_OK {
-		u.refused.Add(1)
+		u.refuse(s)
 	}
 }
 
