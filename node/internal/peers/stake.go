@@ -240,9 +240,10 @@ func (b *Book) coveredLocked(id peer.ID) bool {
 }
 
 // poolLocked is how many places of the shared pool are taken: its stakes
-// open, less those held past AbandonGrace (up to StrangerStakes of them),
-// so that a client keeping stakes by force does not shut every other
-// stranger out until their HTLCs expire. b.mu must be held.
+// open, less those held past AbandonGrace (up to StrangerStakes of them,
+// none of relayed clients), so that a client keeping stakes by force does
+// not shut every other stranger out until their HTLCs expire; and how many
+// relayed clients hold (RelayedStakes). b.mu must be held.
 func (b *Book) poolLocked(now time.Time) (taken, relayed int) {
 	held := 0
 	for s := range b.stakes {
@@ -296,6 +297,8 @@ func (b *Book) marksOf(id peer.ID) marks {
 	defer b.mu.Unlock()
 	if p := b.peers[id]; p != nil {
 		nets = append(nets, p.StakedFrom...)
+		// A stake held goes on its key's record alone.
+		m.held = now.Sub(p.HeldStakeAt) < strangerWindow
 	}
 	for s := range b.stakes {
 		// A stake given up ties its network while it is out: past its
@@ -310,13 +313,11 @@ func (b *Book) marksOf(id peer.ID) marks {
 		}
 	}
 	for pid, p := range b.peers {
-		// The networks it was staked from, and those it was seen from
-		// since (Groups), for a slash; its key alone for a stake held.
+		// A slash marks the networks it was staked from, and those it was
+		// seen from since (Groups).
 		if p.Slashed > 0 && ours(pid, append(stakeNets(b.groups[pid]), p.StakedFrom...)) {
 			m.slashed = true
-		}
-		if pid == id && now.Sub(p.HeldStakeAt) < strangerWindow {
-			m.held = true
+			break
 		}
 	}
 	return m

@@ -419,8 +419,6 @@ func (p *Provider) terms(a *wire.JobAnnounce) string {
 		return "collateral asked of a provider in free mode (no lnd)"
 	case a.Stake(cfg.Price) > p.MaxCollateral():
 		return p.overLimit(a.Stake(cfg.Price))
-	case a.Collateral > 0 && cfg.Peers.StakeRefusal(peer.ID(a.Client)) != "":
-		return cfg.Peers.StakeRefusal(peer.ID(a.Client))
 	case time.Now().After(deadline):
 		return "deadline passed"
 	case time.Until(deadline) > cfg.MaxDeadline:
@@ -429,6 +427,12 @@ func (p *Provider) terms(a *wire.JobAnnounce) string {
 		return "no proof mode here (no CommittedGEMM proving keys)"
 	case !p.fixed.OffersPrecision(a.Precision):
 		return fmt.Sprintf("precision %s not offered here (offers %s)", a.Precision, strings.Join(append([]string{"f32"}, p.fixed.Precisions...), ", "))
+	}
+	if a.Collateral > 0 {
+		// Last, and once: it reads every client's marks (Book.StakeRefusal).
+		if why := cfg.Peers.StakeRefusal(peer.ID(a.Client)); why != "" {
+			return why
+		}
 	}
 	return p.fairTerms(a)
 }
