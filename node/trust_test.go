@@ -12,6 +12,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -350,5 +352,79 @@ func TestAuditConvicts(t *testing.T) {
 	}
 	if got := c.Stats().Audits; got == 0 {
 		t.Fatal("no audit counted")
+	}
+}
+
+// TestForgiveLiftsBan: an operator forgives a provider its client banned
+// (`infernet peers forgive`: a ban made by mistake, a machine repaired).
+// The provider lies until an audit convicts it, then runs honestly; while
+// banned it is drawn for nothing, and once forgiven it runs replicas
+// again, which verify.
+func TestForgiveLiftsBan(t *testing.T) {
+	var lying atomic.Bool
+	lying.Store(true)
+	net, bad := hostileNetwork(t, 2, 1, func() *faults.Faults {
+		return &faults.Faults{Rewrite: func(_, out []byte) []byte {
+			if lying.Load() {
+				return append(slices.Clone(out), '!')
+			}
+			return out
+		}}
+	}, nil)
+	net.vouch()
+	c := net.client
+	var liar peer.ID
+	for id := range bad {
+		liar = id
+	}
+	ran := func(job *store.Job) bool {
+		return slices.ContainsFunc(job.Replicas, func(r store.Replica) bool { return r.Provider == liar.String() })
+	}
+	for i := 0; ; i++ {
+		s, _ := catJob(t, c, i)
+		s.Audit = 1
+		job, err := c.Submit(context.Background(), s, nil)
+		if err != nil || job.State != store.JobVerified {
+			t.Fatalf("job %d: %+v, %v", i, job, err)
+		}
+		if len(job.Liars) > 0 {
+			break
+		}
+		if i == 10 {
+			t.Fatal("the liar was not drawn in 10 jobs")
+		}
+	}
+	if _, caught := judged(c, bad); caught != 1 {
+		t.Fatal("the liar is not banned")
+	}
+	lying.Store(false)
+	for i := range 4 {
+		s, _ := catJob(t, c, 100+i)
+		if job, err := c.Submit(context.Background(), s, nil); err != nil || ran(job) {
+			t.Fatalf("job %d while banned: %+v, %v", i, job, err)
+		}
+	}
+	if _, err := c.Forgive(net.client.ID()); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("forgiving a peer with no record: %v", err)
+	}
+	info, err := c.Forgive(liar)
+	if err != nil || info.Banned || info.Rep.Lies != 0 || info.Reputation == 0 {
+		t.Fatalf("forgiven: %+v, %v", info, err)
+	}
+	for i := 0; ; i++ {
+		s, want := catJob(t, c, 200+i)
+		job, err := c.Submit(context.Background(), s, nil)
+		if err != nil || job.State != store.JobVerified {
+			t.Fatalf("job %d after forgiving: %+v, %v", i, job, err)
+		}
+		if out, _ := c.Blob(job.Output, 1<<20); !bytes.Equal(out, want) {
+			t.Fatalf("job %d after forgiving: wrong output", i)
+		}
+		if ran(job) {
+			break
+		}
+		if i == 20 {
+			t.Fatal("the forgiven provider ran nothing in 20 jobs")
+		}
 	}
 }

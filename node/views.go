@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -104,21 +105,7 @@ func (n *Node) Peers() []PeerInfo {
 			return
 		}
 		seen[p.ID] = true
-		now := time.Now()
-		rep := n.peers.Record(id) // with the operator's vouching
-		rep.Updated = p.Rep.Updated
-		info := PeerInfo{Peer: p, Reputation: rep.Score(n.cfg.Reputation, now), Why: rep.Why(n.cfg.Reputation, now),
-			Trusted: rep.Trusted(n.cfg.Reputation, now), Established: rep.Established(n.cfg.Reputation, now),
-			Banned: p.Rep.Banned(now), Connected: slices.Contains([]network.Connectedness{network.Connected, network.Limited}, n.host.Network().Connectedness(id))}
-		for _, a := range n.host.Peerstore().Addrs(id) {
-			if !slices.Contains(info.Addrs, a.String()) { // the kept ones first, each once
-				info.Addrs = append(info.Addrs, a.String())
-			}
-		}
-		info.LatencyMS = float64(n.host.Peerstore().LatencyEWMA(id).Microseconds()) / 1000
-		info.Via = reach.How(n.host, &n.punched, id)
-		info.Network = n.peers.Group(id)
-		out = append(out, info)
+		out = append(out, n.peerInfo(id, p))
 	}
 	for _, p := range known {
 		add(p)
@@ -129,6 +116,38 @@ func (n *Node) Peers() []PeerInfo {
 		}
 	}
 	return out
+}
+
+// peerInfo is what `infernet peers` shows of id, whose record is p.
+func (n *Node) peerInfo(id peer.ID, p store.Peer) PeerInfo {
+	now := time.Now()
+	rep := n.peers.Record(id) // with the operator's vouching
+	rep.Updated = p.Rep.Updated
+	info := PeerInfo{Peer: p, Reputation: rep.Score(n.cfg.Reputation, now), Why: rep.Why(n.cfg.Reputation, now),
+		Trusted: rep.Trusted(n.cfg.Reputation, now), Established: rep.Established(n.cfg.Reputation, now),
+		Banned: p.Rep.Banned(now), Connected: slices.Contains([]network.Connectedness{network.Connected, network.Limited}, n.host.Network().Connectedness(id))}
+	for _, a := range n.host.Peerstore().Addrs(id) {
+		if !slices.Contains(info.Addrs, a.String()) { // the kept ones first, each once
+			info.Addrs = append(info.Addrs, a.String())
+		}
+	}
+	info.LatencyMS = float64(n.host.Peerstore().LatencyEWMA(id).Microseconds()) / 1000
+	info.Via = reach.How(n.host, &n.punched, id)
+	info.Network = n.peers.Group(id)
+	return info
+}
+
+// Forgive lifts id's ban at the operator's word (`infernet peers forgive`:
+// a ban made by mistake) and clears the lies, lost replicas and unpaid
+// results on its record, keeping what it earned; it returns the peer as
+// it stands then, or an error wrapping store.ErrNotFound when this node
+// keeps no record of id.
+func (n *Node) Forgive(id peer.ID) (PeerInfo, error) {
+	if !n.peers.Forgive(id) {
+		return PeerInfo{}, fmt.Errorf("peer %s: %w", id, store.ErrNotFound)
+	}
+	p, _ := n.peers.Peer(id)
+	return n.peerInfo(id, p), nil
 }
 
 // Jobs returns the newest limit jobs this node submitted (0: all), those

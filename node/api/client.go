@@ -345,6 +345,13 @@ func (c *Client) Peers(ctx context.Context) ([]Peer, error) {
 	return v, c.getJSON(ctx, "/v1/peers", &v)
 }
 
+// Forgive lifts the ban on peer id and clears the lies, lost replicas and
+// unpaid results on its record (node.Node.Forgive), and returns the peer.
+func (c *Client) Forgive(ctx context.Context, id string) (Peer, error) {
+	var v Peer
+	return v, c.deleteJSON(ctx, "/v1/peers/"+url.PathEscape(id)+"/ban", &v)
+}
+
 // Runs lists the replicas the node ran or runs for others.
 func (c *Client) Runs(ctx context.Context) ([]store.Run, error) {
 	var v []store.Run

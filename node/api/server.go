@@ -14,6 +14,7 @@
 //	GET  /v1/sharded/{id}      one sharded job (?wait: once it has ended)
 //	DELETE /v1/sharded/{id}    cancel a sharded job
 //	GET  /v1/peers             peers this node knows
+//	DELETE /v1/peers/{id}/ban  lift a peer's ban, forgiving what it was blamed for → its Peer
 //	GET  /v1/runs              replicas this node ran or runs for others
 //	GET  /v1/payments          escrowed payments, in and out
 //	GET  /v1/models            named models (infernet models), as OpenAI's model list
@@ -301,6 +302,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/train/{id}", s.auth(s.getTrainRun))
 	mux.HandleFunc("DELETE /v1/train/{id}", s.auth(s.cancelTrainRun))
 	mux.HandleFunc("GET /v1/peers", s.auth(s.getPeers))
+	mux.HandleFunc("DELETE /v1/peers/{id}/ban", s.auth(s.forgivePeer))
 	mux.HandleFunc("GET /v1/runs", s.auth(s.getRuns))
 	mux.HandleFunc("GET /v1/payments", s.auth(s.getPayments))
 	mux.HandleFunc("POST /v1/completions", s.auth(s.openai.Completions))
@@ -635,6 +637,24 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) getPeers(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, mapSlice(s.n.Peers(), peerOf))
+}
+
+// forgivePeer lifts a peer's ban at the operator's word (node.Forgive).
+func (s *Server) forgivePeer(w http.ResponseWriter, r *http.Request) {
+	id, err := peer.Decode(r.PathValue("id"))
+	if err != nil {
+		httpError(w, http.StatusBadRequest, fmt.Errorf("peer ID %q: %w", r.PathValue("id"), err))
+		return
+	}
+	p, err := s.n.Forgive(id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		httpError(w, http.StatusNotFound, err)
+	case err != nil:
+		httpError(w, http.StatusInternalServerError, err)
+	default:
+		writeJSON(w, peerOf(p))
+	}
 }
 
 func (s *Server) getRuns(w http.ResponseWriter, _ *http.Request) {

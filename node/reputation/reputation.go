@@ -201,6 +201,17 @@ func (r *Record) checkBan(p Params, now time.Time) {
 	}
 }
 
+// Forgive undoes what the peer is blamed for, at its operator's word (a
+// ban made by mistake: the client's own wrong comparison, an outage that
+// lost its replicas): the ban, the lies and the lost replicas go; what it
+// earned (results completed, agreed and proven) stays, so that a peer
+// established before is established again.
+func (r *Record) Forgive(p Params, now time.Time) {
+	r.decay(p.WithDefaults(), now)
+	r.BannedUntil = time.Time{}
+	r.Lies, r.Outvoted, r.Lost, r.LastLie = 0, 0, 0, ""
+}
+
 // Banned reports whether the peer is banned at now.
 func (r *Record) Banned(now time.Time) bool { return now.Before(r.BannedUntil) }
 

@@ -90,6 +90,35 @@ func TestBanExpires(t *testing.T) {
 	}
 }
 
+func TestForgive(t *testing.T) {
+	var r Record
+	now := t0
+	for range Defaults.Probation {
+		now = now.Add(time.Second)
+		r.Complete(Defaults, now, time.Millisecond)
+		r.Agree(Defaults, now)
+	}
+	before := r.Score(Defaults, now)
+	r.Lose(Defaults, now)
+	r.Convict(Defaults, now, "job")
+	if !r.Banned(now) || r.Established(Defaults, now) {
+		t.Fatal("a convicted peer is not banned")
+	}
+	r.Forgive(Defaults, now)
+	if r.Banned(now) || !r.Established(Defaults, now) || r.Lies != 0 || r.LastLie != "" {
+		t.Fatalf("forgiven: banned %v, established %v, lies %d", r.Banned(now), r.Established(Defaults, now), r.Lies)
+	}
+	if got := r.Score(Defaults, now); got != before {
+		t.Errorf("forgiven score %v, before the ban %v", got, before)
+	}
+	if strings.Contains(r.Why(Defaults, now), "banned") || strings.Contains(r.Why(Defaults, now), "lied") {
+		t.Errorf("why after forgiving: %q", r.Why(Defaults, now))
+	}
+	if r.Trusted(Defaults, now) {
+		t.Error("forgiving restored a streak it had lost")
+	}
+}
+
 func TestTrust(t *testing.T) {
 	var r Record
 	now := t0

@@ -106,4 +106,25 @@ func TestFaults(t *testing.T) {
 	if !listed {
 		t.Errorf("the bootstrap peer does not list the client:\n%s", text)
 	}
+	// The operator forgives the liar (a ban made by mistake, say): its
+	// lies leave the record and it is drawn again. A peer ID that is not
+	// one, or one the node has no record of, is an error saying so.
+	out, stderr, code := infernet(t, nil, "peers", "forgive", liarID, "--datadir", client.dataDir)
+	if code != 0 || !strings.Contains(out, liarID+" forgiven") {
+		t.Fatalf("peers forgive: exit %d\n%s%s", code, out, stderr)
+	}
+	out, _, _ = infernet(t, nil, "peers", "--json", "--datadir", client.dataDir)
+	if json.Unmarshal([]byte(out), &peers) != nil {
+		t.Fatalf("peers after forgiving: %s", out)
+	}
+	for _, p := range peers {
+		if p.ID == liarID && (p.Banned || p.Record.Lies != 0 || strings.Contains(p.Why, "banned")) {
+			t.Errorf("the forgiven liar: banned %v, %d lies: %s", p.Banned, p.Record.Lies, p.Why)
+		}
+	}
+	for _, bad := range []struct{ id, why string }{{"nonsense", "400"}, {clientID, "404"}} {
+		if _, stderr, code := infernet(t, nil, "peers", "forgive", bad.id, "--datadir", boot.dataDir); code == 0 || !strings.Contains(stderr, bad.why) {
+			t.Errorf("forgiving %s: exit %d, stderr %q; want an error (%s)", bad.id, code, stderr, bad.why)
+		}
+	}
 }

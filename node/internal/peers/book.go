@@ -576,6 +576,36 @@ func (b *Book) Convict(id peer.ID, job wire.JobID) {
 	b.log.Warn("provider convicted by the client's own run", "peer", id, "job", job)
 }
 
+// Forgive lifts id's ban at this node's operator's word and clears what
+// it was blamed for (reputation.Record.Forgive), the results it left
+// unpaid here, and a failed GPU challenge kept against it; false if the
+// book has no record of id. Stake marks stay: they bound what the pool
+// of stakes risks, not who is welcome.
+func (b *Book) Forgive(id peer.ID) bool {
+	b.mu.Lock()
+	p := b.peers[id]
+	if p == nil {
+		b.mu.Unlock()
+		return false
+	}
+	p.Rep.Forgive(b.params, time.Now())
+	p.Unpaid = 0
+	if c := b.gpu[id]; c != nil {
+		select {
+		case <-c.done:
+			delete(b.gpu, id)
+		default: // under way: its outcome is news, not the past
+		}
+	}
+	c := *p
+	b.mu.Unlock()
+	if err := b.db.PutPeer(&c); err != nil {
+		b.log.Warn("recording reputation", "peer", id, "err", err)
+	}
+	b.log.Info("peer forgiven by the operator", "peer", id)
+	return true
+}
+
 // Score is id's reputation now (0 when banned; a newcomer's is low).
 func (b *Book) Score(id peer.ID) float64 {
 	b.mu.Lock()

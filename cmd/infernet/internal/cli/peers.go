@@ -99,6 +99,51 @@ func NewCmdPeers(stdio IO) *cobra.Command {
 		},
 	}
 	o.flags(cmd)
+	cmd.AddCommand(newCmdForgive(stdio))
+	return cmd
+}
+
+// newCmdForgive returns `infernet peers forgive`.
+func newCmdForgive(stdio IO) *cobra.Command {
+	var o listOptions
+	cmd := &cobra.Command{
+		Use:     "forgive PEER...",
+		Aliases: []string{"unban"},
+		Short:   "Lift the ban on peers the local node banned by mistake",
+		Long: `Lift the ban on each PEER (a peer ID, as infernet peers lists it) and
+clear what the local node blames it for: the results it was outvoted or
+convicted on, the replicas it lost, the results it left unpaid here, and a
+failed GPU challenge. What it earned stays: a peer out of probation before
+the ban is out of it again, though it earns single replicas anew. A ban
+made by mistake (a comparison of your own that was wrong, an outage that
+lost its replicas) is what this is for; a peer that lies again is banned
+again.
+
+The node must be running. It logs each peer forgiven.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, ids []string) error {
+			c, err := api.Dial(o.DataDir, o.API)
+			if err != nil {
+				return err
+			}
+			var forgiven []api.Peer
+			for _, id := range ids {
+				p, err := c.Forgive(cmd.Context(), id)
+				if err != nil {
+					return fmt.Errorf("forgiving %s: %w", id, err)
+				}
+				forgiven = append(forgiven, p)
+				if !o.JSON {
+					fmt.Fprintf(stdio.Out, "%s forgiven: reputation %.2f, %s\n", p.ID, p.Reputation, p.Why)
+				}
+			}
+			if o.JSON {
+				return printJSON(stdio, forgiven)
+			}
+			return nil
+		},
+	}
+	o.flags(cmd)
 	return cmd
 }
 
