@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/infernet/infernet/node/challenge"
 	"github.com/infernet/infernet/node/faults"
@@ -121,4 +124,56 @@ func peerOf(t *testing.T, s string) peer.ID {
 		t.Fatal(err)
 	}
 	return id
+}
+
+// TestGPUChallengeStalled: a stranger asks a GPU provider the smallest
+// challenge, reads the root and never asks for rows. Before, that held
+// the provider's only challenge place for 30 s and the client, refused
+// busy, dropped it: a job that only it matched failed in 13 ms (a red
+// team's attack). The place is held only while the product computes, and
+// a busy provider is asked again: the job runs on the honest GPU.
+func TestGPUChallengeStalled(t *testing.T) {
+	net, gpu := hostileNetwork(t, 0, 1, func() *faults.Faults { return &faults.Faults{ClaimGPUs: []wire.GPU{fakeH200}} }, func(c *Config) {
+		if c.Faults != nil {
+			c.Backend = "cpu" // stands in for a GPU that meets the deadline below
+		}
+		c.GPUChallenge = challenge.Params{N: 256, Deadline: 10 * time.Second}
+	})
+	var prov *Node
+	for _, p := range net.providers {
+		if gpu[p.ID()] {
+			prov = p
+		}
+	}
+	eve, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eve.Close() })
+	ctx := context.Background()
+	if err := eve.Connect(ctx, peer.AddrInfo{ID: prov.ID(), Addrs: prov.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := eve.NewStream(ctx, prov.ID(), protocol.ID(challenge.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Reset()
+	req := make([]byte, 37) // the wire's version 1, a zero nonce, N = MinN
+	req[0], req[36] = 1, challenge.MinN
+	st.Write(req)
+	var root [33]byte
+	if _, err := io.ReadFull(st, root[:]); err != nil || root[0] != 0 {
+		t.Fatalf("the stall's challenge was not answered: %v %v", root[0], err)
+	}
+	s, _ := catJob(t, net.client, 0)
+	s.Mode, s.Replicas, s.Require = wire.ModeExact, 1, "gpus >= 1"
+	s.Deadline = 20 * time.Second
+	job, err := net.client.Submit(ctx, s, nil)
+	if err != nil || job.State == store.JobFailed {
+		t.Fatalf("a GPU-only job while a stranger stalls a challenge: %+v, %v", job, err)
+	}
+	if _, err := gpuReport(net.client, prov.ID()); err != nil {
+		t.Fatalf("the client's challenge: %v", err)
+	}
 }

@@ -593,6 +593,47 @@ func TestHostileSpy(t *testing.T) {
 	}
 }
 
+// TestHostileSpyReduceInput: a sharded job with a reduce step whose map
+// passes its input through. The merged shard outputs, the reduce job's
+// input and here the client's whole input, were announced in the DHT: a
+// DHT server never assigned anything held their provider record and
+// fetched them from the client (a red team's attack). They are private
+// like any input now: not announced, and refused to the spy.
+func TestHostileSpyReduceInput(t *testing.T) {
+	net := startNetwork(t, 2, nil)
+	spy := joinNode(t, net)
+	ctx := context.Background()
+	cat := readTestdata(t, "jobs/cat/cat.wasm")
+	md := putBlob(t, net.client, cat)
+	secret := bytes.Repeat([]byte("my private prompt: the launch code is 0000\n"), 100)
+	spec := jobs.Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(cat)), TimeoutMS: 30_000}, Replicas: 2}
+	sj, err := net.client.SubmitSharded(ctx, jobs.ShardedSpec{
+		Spec: spec, Inputs: shardInputs(t, net.client, secret, 2), Parallel: 2,
+		Reduce: &jobs.ReduceSpec{Module: md, ModuleSize: int64(len(cat))},
+	}, nil)
+	if err != nil || sj.State != store.JobVerified || sj.Reduce == nil {
+		t.Fatalf("sharded job: %+v, %v", sj, err)
+	}
+	merged, size := sj.Reduce.Announce.Input, sj.Reduce.Announce.InputSize
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := spy.blobSvc.FetchDirect(fctx, merged, size, []peer.ID{net.client.ID()}); err == nil {
+		t.Fatal("a peer never assigned the reduce job fetched its input from the client")
+	}
+	// The module is announced as the shards start, the merge (were it
+	// announced) after them: once the spy holds the module's record, the
+	// merge's would have come.
+	has := func(d blob.Digest) bool {
+		ps, err := spy.dht.ProviderStore().GetProviders(ctx, blob.CID(d).Hash())
+		return err == nil && len(ps) > 0
+	}
+	waitFor(t, 10*time.Second, "the module's provider record at the spy", func() bool { return has(md) })
+	time.Sleep(500 * time.Millisecond)
+	if has(merged) {
+		t.Fatal("the reduce job's input was announced in the DHT")
+	}
+}
+
 // TestHostileBlobSlotsHeld: a stranger opens blobnet.DefaultMaxStreams
 // streams to a client's blob service and keeps each open, asking every
 // few seconds for a blob the client does not have. It had taken every

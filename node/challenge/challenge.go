@@ -3,7 +3,11 @@
 // before a client sends it a job that only a GPU advert matches.
 //
 // The client sends a nonce and a size N. Both sides derive two N×N
-// matrices A and B from the nonce (Matrix, Row); the provider computes
+// matrices A and B from the nonce bound to the two peers (Seed: the
+// provider's ID and the client's), so that the answer is the challenged
+// provider's own work: a peer without the hardware that passes the
+// challenge on to one with it gets matrices made for another pair, whose
+// rows fail (Matrix, Row). The provider computes
 // C = A·B on its fast backend and answers the Merkle root over the SHA-256
 // hashes of C's rows (Compute) as fast as it can. The client times that
 // answer, then asks for a few rows drawn after it arrived, recomputes them
@@ -32,10 +36,14 @@ import (
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // ID is the protocol of the challenge stream.
-const ID = "/infernet/challenge/1"
+// Version 2 binds the matrices to the peers (Seed); version 1's answer
+// could be borrowed from another provider.
+const ID = "/infernet/challenge/2"
 
 // Defaults and limits.
 const (
@@ -113,26 +121,41 @@ func (p Params) WithDefaults() Params {
 	return p
 }
 
-// Matrices derived from a nonce.
+// Matrices derived from a seed.
 const (
 	MatrixA byte = 'A'
 	MatrixB byte = 'B'
 )
 
+// Seed is what a challenge's matrices derive from: the client's nonce
+// bound to the provider challenged and the client. A provider relaying a
+// challenge to another computes the matrices of another pair (itself and
+// the relay), whose rows the client does not expect.
+func Seed(nonce [32]byte, provider, client peer.ID) [32]byte {
+	h := sha256.New()
+	h.Write([]byte(ID))
+	h.Write(nonce[:])
+	for _, id := range []peer.ID{provider, client} {
+		h.Write(binary.BigEndian.AppendUint16(nil, uint16(len(id))))
+		h.Write([]byte(id))
+	}
+	return [32]byte(h.Sum(nil))
+}
+
 // rowRNG is the generator of row r of matrix m: each row has its own seed,
 // so rows are made in parallel and the verifier makes single rows of A.
-func rowRNG(nonce [32]byte, m byte, r int) *rand.ChaCha8 {
+func rowRNG(seed [32]byte, m byte, r int) *rand.ChaCha8 {
 	var buf [32 + 1 + 4]byte
-	copy(buf[:], nonce[:])
+	copy(buf[:], seed[:])
 	buf[32] = m
 	binary.LittleEndian.PutUint32(buf[33:], uint32(r))
 	return rand.NewChaCha8(sha256.Sum256(buf[:]))
 }
 
-// Row writes row r of matrix m (N = len(dst) columns) derived from nonce:
+// Row writes row r of matrix m (N = len(dst) columns) derived from seed:
 // integers in [-8, 7], sixteen from each 64-bit output.
-func Row(nonce [32]byte, m byte, r int, dst []int8) {
-	g := rowRNG(nonce, m, r)
+func Row(seed [32]byte, m byte, r int, dst []int8) {
+	g := rowRNG(seed, m, r)
 	for j := 0; j < len(dst); j += 16 {
 		x := g.Uint64()
 		for k := j; k < min(j+16, len(dst)); k++ {
@@ -150,15 +173,15 @@ var f32bits = func() (t [16]uint32) {
 	return t
 }()
 
-// Matrix returns matrix m of size n×n derived from nonce, row-major, as
+// Matrix returns matrix m of size n×n derived from seed, row-major, as
 // little-endian float32 bytes (what tensor.Backend.Write takes). Rows are
 // made in parallel.
-func Matrix(nonce [32]byte, m byte, n int) []byte {
+func Matrix(seed [32]byte, m byte, n int) []byte {
 	out := make([]byte, 4*n*n)
 	parallel(n, func(lo, hi int) {
 		row := make([]int8, n)
 		for r := lo; r < hi; r++ {
-			Row(nonce, m, r, row)
+			Row(seed, m, r, row)
 			b := out[4*n*r : 4*n*(r+1)]
 			for j, v := range row {
 				binary.LittleEndian.PutUint32(b[4*j:], f32bits[int(v)+8])
@@ -168,14 +191,14 @@ func Matrix(nonce [32]byte, m byte, n int) []byte {
 	return out
 }
 
-// ExpectedRows returns rows rows of C = A·B derived from nonce, as
+// ExpectedRows returns rows rows of C = A·B derived from seed, as
 // little-endian float32 bytes, computed exactly in int32: row i of A and
 // every row of B, N² multiply-adds per row. It is the verifier's cost.
-func ExpectedRows(nonce [32]byte, n int, rows []int) [][]byte {
+func ExpectedRows(seed [32]byte, n int, rows []int) [][]byte {
 	a := make([][]int8, len(rows))
 	for i, r := range rows {
 		a[i] = make([]int8, n)
-		Row(nonce, MatrixA, r, a[i])
+		Row(seed, MatrixA, r, a[i])
 	}
 	// Each worker sums the products of a range of B's rows; int32 sums
 	// are exact, so the order of the final sum does not matter.
@@ -191,7 +214,7 @@ func ExpectedRows(nonce [32]byte, n int, rows []int) [][]byte {
 		}
 		b := make([]int8, n)
 		for k := lo; k < hi; k++ {
-			Row(nonce, MatrixB, k, b)
+			Row(seed, MatrixB, k, b)
 			for i := range rows {
 				aik, p := int32(a[i][k]), part[i]
 				if aik == 0 {

@@ -41,15 +41,16 @@ type Timings struct {
 	Generate, Upload, Gemm, Download, Hash time.Duration
 }
 
-// Compute derives A and B from nonce, computes C = A·B on b and returns the
-// Merkle tree of C's rows and C itself (little-endian float32 bytes).
-func Compute(ctx context.Context, b tensor.Backend, nonce [32]byte, n int) (*Tree, []byte, Timings, error) {
+// Compute derives A and B from seed (Seed), computes C = A·B on b and
+// returns the Merkle tree of C's rows and C itself (little-endian float32
+// bytes).
+func Compute(ctx context.Context, b tensor.Backend, seed [32]byte, n int) (*Tree, []byte, Timings, error) {
 	var tm Timings
 	t0 := time.Now()
 	var ah, bh []byte
 	var wg sync.WaitGroup
-	wg.Go(func() { ah = Matrix(nonce, MatrixA, n) })
-	bh = Matrix(nonce, MatrixB, n)
+	wg.Go(func() { ah = Matrix(seed, MatrixA, n) })
+	bh = Matrix(seed, MatrixB, n)
 	wg.Wait()
 	tm.Generate = time.Since(t0)
 
@@ -95,19 +96,37 @@ func Compute(ctx context.Context, b tensor.Backend, nonce [32]byte, n int) (*Tre
 type Config struct {
 	// MaxN is the largest challenge accepted; default MaxN.
 	MaxN int
-	// Every is how often one client may challenge; default 10 s.
+	// Every is how often clients of one network may challenge; default
+	// 10 s.
 	Every time.Duration
+	// Group names a client's network (peers.Book.Group), so that fresh
+	// identities in one network share its rate and its place; nil: each
+	// identity alone.
+	Group func(peer.ID) string
 	// Timeout bounds one exchange; default DefaultTimeout.
 	Timeout time.Duration
 	// Logger receives a line per challenge; default slog.Default().
 	Logger *slog.Logger
 
 	// compute replaces Compute, for tests of cheating providers.
-	compute func(ctx context.Context, b tensor.Backend, nonce [32]byte, n int) (*Tree, []byte, Timings, error)
+	compute func(ctx context.Context, b tensor.Backend, seed [32]byte, n int) (*Tree, []byte, Timings, error)
 }
 
-// Server answers challenges on a host with a backend. It runs one
-// challenge at a time (each holds 3·N² float32 of memory) and refuses
+// Limits of a Server.
+const (
+	// RowsWithin is how long a provider waits for the rows to open once
+	// it sent the root: the client asks at once, so a round trip or two.
+	// A client that never asks holds nothing longer.
+	RowsWithin = 5 * time.Second
+	// maxHeld bounds the bytes of C kept for exchanges waiting for their
+	// rows (four of DefaultN, one of MaxN).
+	maxHeld = 4 * 4 * DefaultN * DefaultN
+)
+
+// Server answers challenges on a host with a backend. It computes one
+// challenge at a time (each holds 3·N² float32 of device memory) and
+// keeps C in host memory until its rows are asked (RowsWithin, at most
+// maxHeld bytes in all), one exchange per client network; it refuses
 // others as busy. NOTE: safe for concurrent use.
 type Server struct {
 	h   host.Host
@@ -117,10 +136,12 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // running handlers
-	sem    chan struct{}  // a token while a challenge runs
+	sem    chan struct{}  // a token while a challenge computes
 
 	mu   sync.Mutex
-	last map[peer.ID]time.Time // when each client last challenged; guarded by mu
+	last map[string]time.Time // when each client network last challenged; guarded by mu
+	open map[string]bool      // networks with an exchange under way; guarded by mu
+	held int                  // bytes of C kept by exchanges under way; guarded by mu
 }
 
 // Serve registers the challenge handler on h, computing on b. The caller
@@ -141,7 +162,10 @@ func Serve(h host.Host, b tensor.Backend, cfg Config) *Server {
 	if cfg.compute == nil {
 		cfg.compute = Compute
 	}
-	s := &Server{h: h, b: b, cfg: cfg, sem: make(chan struct{}, 1), last: map[peer.ID]time.Time{}}
+	if cfg.Group == nil {
+		cfg.Group = func(p peer.ID) string { return p.String() }
+	}
+	s := &Server{h: h, b: b, cfg: cfg, sem: make(chan struct{}, 1), last: map[string]time.Time{}, open: map[string]bool{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	h.SetStreamHandler(protocol.ID(ID), s.handle)
 	return s
@@ -154,24 +178,44 @@ func (s *Server) Close() {
 	s.wg.Wait()
 }
 
-// admit reports why a challenge from p of size n is refused, or "".
-func (s *Server) admit(p peer.ID, n int) (reason string, busy bool) {
+// admit reports why a challenge of size n from a client of network group
+// is refused, or "" when it may run: then the caller computes it in the
+// compute slot (sem) and calls done(group, n) when it ends. A refusal
+// costs the client nothing of its rate.
+func (s *Server) admit(group string, n int) (reason string, busy bool) {
 	if n < MinN || n > s.cfg.MaxN {
 		return fmt.Sprintf("size %d outside [%d, %d]", n, MinN, s.cfg.MaxN), false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	if t, ok := s.last[p]; ok && now.Sub(t) < s.cfg.Every {
+	if t, ok := s.last[group]; ok && now.Sub(t) < s.cfg.Every {
 		return "rate limited", true
 	}
-	for id, t := range s.last { // keep the map small
+	if c := 4 * n * n; s.open[group] || s.held > 0 && s.held+c > maxHeld {
+		return "busy", true
+	}
+	select {
+	case s.sem <- struct{}{}:
+	default:
+		return "busy", true
+	}
+	for g, t := range s.last { // keep the map small
 		if now.Sub(t) >= s.cfg.Every {
-			delete(s.last, id)
+			delete(s.last, g)
 		}
 	}
-	s.last[p] = now
+	s.last[group], s.open[group] = now, true
+	s.held += 4 * n * n
 	return "", false
+}
+
+// done ends an exchange admit let run.
+func (s *Server) done(group string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.open, group)
+	s.held -= 4 * n * n
 }
 
 func (s *Server) handle(st network.Stream) {
@@ -203,17 +247,14 @@ func (s *Server) serve(ctx context.Context, st network.Stream, from peer.ID, log
 	var nonce [32]byte
 	copy(nonce[:], req[1:33])
 	n := int(binary.BigEndian.Uint32(req[33:]))
-	if reason, busy := s.admit(from, n); reason != "" {
+	group := s.cfg.Group(from)
+	if reason, busy := s.admit(group, n); reason != "" {
 		return refuse(st, reason, busy)
 	}
-	select {
-	case s.sem <- struct{}{}:
-		defer func() { <-s.sem }()
-	default:
-		return refuse(st, "busy", true)
-	}
+	defer s.done(group, n)
 	start := time.Now()
-	tree, c, tm, err := s.cfg.compute(ctx, s.b, nonce, n)
+	tree, c, tm, err := s.cfg.compute(ctx, s.b, Seed(nonce, s.h.ID(), from), n)
+	<-s.sem // the device is free; C waits in host memory for the rows
 	if err != nil {
 		refuse(st, "compute failed", true)
 		return err
@@ -222,6 +263,7 @@ func (s *Server) serve(ctx context.Context, st network.Stream, from peer.ID, log
 	if _, err := st.Write(append([]byte{statusOK}, root[:]...)); err != nil {
 		return fmt.Errorf("write root: %w", err)
 	}
+	_ = st.SetReadDeadline(time.Now().Add(RowsWithin))
 	took := time.Since(start)
 	attrs := []any{"n", n, "backend", s.b.Name(), "took", took,
 		"generate", tm.Generate, "upload", tm.Upload, "gemm", tm.Gemm, "download", tm.Download, "hash", tm.Hash}
@@ -379,7 +421,7 @@ func Run(ctx context.Context, h host.Host, p peer.ID, params Params) (Report, er
 	// Recompute while the rows travel.
 	t0 := time.Now()
 	want := make(chan [][]byte, 1)
-	go func() { want <- ExpectedRows(nonce, n, rows) }()
+	go func() { want <- ExpectedRows(Seed(nonce, p, h.ID()), n, rows) }()
 	depth := Depth(n)
 	got := make([][]byte, len(rows))
 	var bad error

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
@@ -13,7 +14,9 @@ import (
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/infernet/infernet/host/tensor"
 	"github.com/infernet/infernet/host/tensor/cpu"
@@ -155,5 +158,113 @@ func TestRateLimit(t *testing.T) {
 	_, err := Run(context.Background(), c, p, params)
 	if !errors.Is(err, ErrRefused) || !errors.Is(err, ErrBusy) {
 		t.Fatalf("second challenge: %v, want refused busy", err)
+	}
+}
+
+// newHost is a libp2p host on loopback.
+func newHost(t *testing.T) host.Host {
+	t.Helper()
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableRelay())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+func connect(t *testing.T, a, b host.Host) {
+	t.Helper()
+	if err := a.Connect(context.Background(), peer.AddrInfo{ID: b.ID(), Addrs: b.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRelayedAnswerFails: a peer without the hardware passes a client's
+// challenge on to a provider that has it, and its answers back (a red
+// team's attack: with matrices from the nonce alone the relay passed, in
+// about one round trip more than the provider's own answer). The matrices
+// are bound to the provider and the client, so the relayed rows are
+// another pair's and fail.
+func TestRelayedAnswerFails(t *testing.T) {
+	client, faker, honest := newHost(t), newHost(t), newHost(t)
+	s := Serve(honest, cpu.New(cpu.Config{}), Config{})
+	t.Cleanup(s.Close)
+	connect(t, client, faker)
+	connect(t, faker, honest)
+	faker.SetStreamHandler(protocol.ID(ID), func(in network.Stream) {
+		out, err := faker.NewStream(context.Background(), honest.ID(), protocol.ID(ID))
+		if err != nil {
+			in.Reset()
+			return
+		}
+		go func() { io.Copy(out, in); out.CloseWrite() }()
+		io.Copy(in, out)
+		in.Close()
+	})
+	params := Params{N: 256, Deadline: 10 * time.Second}
+	if _, err := Run(context.Background(), client, faker.ID(), params); !errors.Is(err, ErrWrongRow) {
+		t.Fatalf("relayed challenge: %v, want %v", err, ErrWrongRow)
+	}
+	connect(t, client, honest)
+	if _, err := Run(context.Background(), client, honest.ID(), params); err != nil {
+		t.Fatalf("the provider's own answer: %v", err)
+	}
+}
+
+// TestStalledExchange: a client that takes the root and never asks for
+// rows (a red team's stall: it held the provider's only place for 30 s,
+// and every honest client's challenge was refused busy, with fresh
+// identities dodging the rate limit) holds the device no longer than the
+// product, and its network's place no longer than RowsWithin: an honest
+// client of another network passes at once, while a fresh identity of
+// the staller's network is refused busy, without spending its rate.
+func TestStalledExchange(t *testing.T) {
+	prov := newHost(t)
+	attackers := map[peer.ID]bool{}
+	group := func(p peer.ID) string {
+		if attackers[p] {
+			return "attacker"
+		}
+		return p.String()
+	}
+	stallers := []host.Host{newHost(t), newHost(t)}
+	for _, h := range stallers {
+		attackers[h.ID()] = true // before Serve reads the map
+	}
+	s := Serve(prov, cpu.New(cpu.Config{}), Config{Group: group, Every: time.Hour})
+	t.Cleanup(s.Close)
+	open := func(h host.Host) (network.Stream, byte) {
+		connect(t, h, prov)
+		st, err := h.NewStream(context.Background(), prov.ID(), protocol.ID(ID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := make([]byte, 37)
+		req[0], req[36] = version, MinN
+		st.Write(req)
+		var status [1]byte
+		if _, err := io.ReadFull(st, status[:]); err != nil {
+			t.Fatal(err)
+		}
+		return st, status[0]
+	}
+	st, status := open(stallers[0])
+	if status != statusOK {
+		t.Fatal("the first stall was refused")
+	}
+	defer st.Reset() // never asks for rows
+	honest := newHost(t)
+	connect(t, honest, prov)
+	if _, err := Run(context.Background(), honest, prov.ID(), Params{N: 64, Deadline: 20 * time.Second}); err != nil {
+		t.Fatalf("an honest client during the stall: %v", err)
+	}
+	if _, status := open(stallers[1]); status != statusNo {
+		t.Fatal("a second identity of the staller's network was let in beside the first")
+	}
+	s.mu.Lock()
+	_, spent := s.last["attacker"]
+	s.mu.Unlock()
+	if !spent {
+		t.Fatal("the first stall spent no rate")
 	}
 }

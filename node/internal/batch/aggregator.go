@@ -133,6 +133,9 @@ func (b *Runner) HandleAggregate(s network.Stream) {
 	if job := sj.Reduce; job != nil {
 		r := aggregateShard(job)
 		res.Reduce, res.Merged, res.MergedSize = &r, job.Announce.Input, job.Announce.InputSize
+		// The merge is the reduce job's input, private here; the client
+		// fetches it to check it, as it may its own shard inputs.
+		n.Access.Grant(res.Merged, buyer)
 	}
 	n.Faults.SpoilAggregate(n.Blobs, res) // fault injection: a lying aggregator
 	if pay != nil && res.Verified {
@@ -564,6 +567,9 @@ func (b *Runner) checkAggregate(ctx context.Context, agg peer.ID, ann *wire.JobA
 	if mergedSize != total {
 		return nil, lie("merged output of %d bytes, the shards' make %d", mergedSize, total)
 	}
+	// What the aggregator sends back is this client's own (the merge can
+	// be the shard inputs' bytes): fetched without announcing it.
+	n.Access.Input(merged)
 	if err := n.FetchBlob(ctx, merged, mergedSize, []peer.ID{agg}); err != nil {
 		return nil, fmt.Errorf("merged output from the aggregator: %w", err)
 	}
@@ -585,6 +591,7 @@ func (b *Runner) checkAggregate(ctx context.Context, agg peer.ID, ann *wire.JobA
 		if res.Output != job.Output || res.OutputSize != job.OutputSize {
 			return nil, lie("its output is not the reduce job's")
 		}
+		n.Access.Input(res.Output)
 		if err := n.FetchBlob(ctx, res.Output, res.OutputSize, []peer.ID{agg}); err != nil {
 			return nil, fmt.Errorf("output from the aggregator: %w", err)
 		}

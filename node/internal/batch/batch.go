@@ -25,11 +25,10 @@ type Config struct {
 	Faults         *faults.Faults
 
 	// The node's parts. Client runs the jobs. FetchBlob makes a blob
-	// local; PublishBlob makes one public and names it in the DHT.
+	// local and names it in the DHT, unless it is private (Access.Input).
 	parts.Parts
-	Client      *client.Client
-	FetchBlob   func(ctx context.Context, d blob.Digest, size int64, hints []peer.ID) error
-	PublishBlob func(blob.Digest)
+	Client    *client.Client
+	FetchBlob func(ctx context.Context, d blob.Digest, size int64, hints []peer.ID) error
 }
 
 // Runner runs a node's batch work. Its methods are safe for concurrent

@@ -453,10 +453,10 @@ func (r *shardedRun) runShards(ctx context.Context) (records []*store.Job, fail 
 // runReduce submits the reduce job on the merged outputs d.
 func (r *shardedRun) runReduce(ctx context.Context, d blob.Digest, size int64) (*store.Job, string, error) {
 	n := r.n
-	// The merged outputs are outputs, public like any (the client of an
-	// aggregator fetches them to check the merge), though the reduce job
-	// takes them as its input.
-	n.PublishBlob(d)
+	// The merged outputs are the reduce job's input, private as any
+	// (Submit marks them): announced, they had told every DHT server near
+	// their key where to fetch what can be the client's whole input. An
+	// aggregator grants them to its client, which checks the merge.
 	r.mu.Lock()
 	red := *r.rec.Reduce
 	if red.Input != d {

@@ -38,8 +38,8 @@ func isCUDA(name string) bool { return strings.HasPrefix(name, "cuda") }
 // p's advert only for the GPU it claims. A failed challenge is a lie (a
 // wrong row convicts p at once, a late root counts as one outvote) and
 // the replica goes elsewhere. A refusal or a transport
-// error passes on as errRefused or errUnreachable, and p gets no
-// GPU-only job until it passes.
+// error passes on as errRefused (with errBusy when p may accept later)
+// or errUnreachable, and p gets no GPU-only job until it passes.
 func (j *jobRun) checkGPU(ctx context.Context, p peer.ID) error {
 	n := j.c.n
 	j.mu.Lock()
@@ -69,6 +69,10 @@ func (j *jobRun) checkGPU(ctx context.Context, p peer.ID) error {
 		return nil
 	case errors.Is(err, challenge.ErrFailed):
 		return fmt.Errorf("%w: GPU challenge: %w", ErrLie, err)
+	case errors.Is(err, challenge.ErrBusy):
+		// Asked again after a back-off, as a busy bid is: one client's
+		// exchange under way must not drop the provider from the job.
+		return fmt.Errorf("%w: %w: GPU challenge: %w", errRefused, errBusy, err)
 	case errors.Is(err, challenge.ErrRefused):
 		return fmt.Errorf("%w: GPU challenge: %w", errRefused, err)
 	}

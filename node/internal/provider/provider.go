@@ -214,7 +214,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	p.cfg.Host.SetStreamHandler(wire.ProtocolAssign, p.handleAssign)
 	// Only a GPU answers GPU challenges in time; a faker tries its best.
 	if f := p.backends.Fast; f != nil && (f.Class() == tensor.ClassGPU || p.cfg.Faults != nil && len(p.cfg.Faults.ClaimGPUs) > 0) {
-		p.challenges = challenge.Serve(p.cfg.Host, f, challenge.Config{Logger: p.log})
+		p.challenges = challenge.Serve(p.cfg.Host, f, challenge.Config{Logger: p.log, Group: p.cfg.Peers.Group})
 	}
 	return p, nil
 }
