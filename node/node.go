@@ -94,8 +94,11 @@ type Node struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	closed atomic.Bool
-	mdns   mdns.Service
+	// warming is set while the llama runner compiles ahead of its first
+	// job (warmRunner), which nothing cuts short: Close says it waits.
+	warming atomic.Bool
+	closed  atomic.Bool
+	mdns    mdns.Service
 }
 
 // runtime is how the node opens a sandbox of its own.
@@ -484,6 +487,9 @@ func (n *Node) Close() error {
 	if n.host != nil {
 		// Aggregations in progress end with the node's context.
 		n.host.RemoveStreamHandler(wire.ProtocolAggregate)
+	}
+	if n.warming.Load() {
+		n.log.Info("node stopping: waiting for the llama runner's compile, begun ahead of its first job, to end (it cannot be cut short; interrupt again to stop now)")
 	}
 	n.wg.Wait()
 	if n.ledger != nil {

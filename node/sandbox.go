@@ -23,6 +23,8 @@ func (n *Node) warmRunner() {
 	if err := lowestPriority(); err != nil {
 		n.log.Debug("compiling the llama runner at the usual priority", "err", err)
 	}
+	n.warming.Store(true)
+	defer n.warming.Store(false)
 	start := time.Now()
 	if err := n.client.Warm(n.ctx, llama.Runner(), host.DefaultMemoryLimit, models.APIMemory); err != nil {
 		if n.ctx.Err() == nil {

@@ -49,6 +49,9 @@ type Stats struct {
 	Replicas, Verified, Canaries, Audits uint64
 	// BlobsFetched is blobs transferred from other peers.
 	BlobsFetched uint64
+	// BidsRefused is bids this provider refused for its terms (its price,
+	// limits, collateral), busy and stopping aside; each kind is logged.
+	BidsRefused uint64
 }
 
 // Stats returns the node's traffic counters.
@@ -57,6 +60,9 @@ func (n *Node) Stats() Stats {
 		Canaries: n.counts.Canaries.Load(), Audits: n.counts.Audits.Load(), BlobsFetched: n.blobsFetched.Load()}
 	if n.gossip != nil {
 		s.Gossip = n.gossip.Stats()
+	}
+	if n.provider != nil {
+		s.BidsRefused = n.provider.BidsRefused()
 	}
 	return s
 }

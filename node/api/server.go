@@ -676,6 +676,7 @@ func (s *Server) registry() *prometheus.Registry {
 			func() float64 { return float64(f(s.n.Stats())) }))
 	}
 	counter("stream_frames_sent_total", "Stream frames written (bids, assigns, updates, results, blob requests).", func(st node.Stats) uint64 { return st.Frames })
+	counter("bids_refused_total", "Bids this provider refused for its terms (price, limits, collateral; busy aside): each kind is logged.", func(st node.Stats) uint64 { return st.BidsRefused })
 	counter("gossip_published_total", "Gossip messages this node originated.", func(st node.Stats) uint64 { return st.Gossip.Published })
 	counter("gossip_delivered_total", "Valid gossip messages received from others.", func(st node.Stats) uint64 { return st.Gossip.Delivered })
 	counter("gossip_rejected_total", "Malformed gossip messages rejected.", func(st node.Stats) uint64 { return st.Gossip.Rejected })

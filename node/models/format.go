@@ -13,7 +13,7 @@ import (
 var (
 	// ErrBadModel is returned for a file the runner does not read: neither
 	// a llama2.c checkpoint nor a GGUF file of the llama or qwen2 architecture.
-	ErrBadModel = errors.New("not a model the runner reads (a llama2.c checkpoint, or a GGUF file of the llama or qwen2 architecture)")
+	ErrBadModel = errors.New("not a model the runner reads")
 	// ErrBadTokenizer is returned for a file that is not a llama2.c
 	// tokenizer.bin of the model's vocabulary.
 	ErrBadTokenizer = errors.New("not a llama2.c tokenizer of the model's vocabulary")
@@ -36,7 +36,13 @@ func (i Info) NeedsTokenizer() bool { return i.Format == store.ModelLlama2C }
 func Sniff(r io.ReaderAt, size int64) (Info, error) {
 	m, err := llama.Open(r, size)
 	if err != nil {
-		return Info{}, fmt.Errorf("%w: %w", ErrBadModel, err)
+		// Said by the format the file is in: a GGUF file of a type or
+		// architecture not read here had been called neither format.
+		var magic [4]byte
+		if _, merr := r.ReadAt(magic[:], 0); merr == nil && string(magic[:]) == "GGUF" {
+			return Info{}, fmt.Errorf("%w: a GGUF file it cannot read (it reads the llama and qwen2 architectures): %w", ErrBadModel, err)
+		}
+		return Info{}, fmt.Errorf("%w: neither a GGUF file (no GGUF magic) nor a llama2.c checkpoint: %w", ErrBadModel, err)
 	}
 	info := Info{Format: store.ModelLlama2C, Config: m.Config}
 	if m.Format == llama.FormatGGUF {

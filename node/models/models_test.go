@@ -82,6 +82,12 @@ func TestSniff(t *testing.T) {
 				if !errors.Is(err, ErrBadModel) || !errors.Is(err, llama.ErrFormat) {
 					t.Fatalf("Sniff: %+v, %v; want ErrBadModel", info, err)
 				}
+				// Said by the format the file is in (a GGUF of a type not
+				// read here had been called neither format).
+				gguf := bytes.HasPrefix(tc.b, []byte("GGUF"))
+				if strings.Contains(err.Error(), "a GGUF file it cannot read") != gguf || strings.Contains(err.Error(), "neither a GGUF file") == gguf {
+					t.Errorf("GGUF magic %v: %v", gguf, err)
+				}
 				t.Log(err)
 				return
 			}

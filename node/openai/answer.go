@@ -70,7 +70,8 @@ type answer struct {
 	p       params
 	id      string
 	created int64
-	offsets []int // completions' text_offset so far, by choice
+	offsets []int        // completions' text_offset so far, by choice
+	texts   []llama.Text // the text each choice's pieces made so far
 	// wait bounds each streamed write (Config.WriteTimeout); gone is set
 	// once one failed: the caller stopped reading, or went away.
 	wait time.Duration
@@ -249,7 +250,7 @@ func (a *answer) logprobs(index int, lps []*llama.Logprobs) any {
 		return out
 	}
 	if a.offsets == nil {
-		a.offsets = make([]int, a.p.n)
+		a.offsets, a.texts = make([]int, a.p.n), make([]llama.Text, a.p.n)
 	}
 	out := completionLogprobs{Tokens: []string{}, TokenLogprobs: []float32{}, TopLogprobs: []likeliest{}, TextOffset: []int{}}
 	for _, lp := range lps {
@@ -264,7 +265,9 @@ func (a *answer) logprobs(index int, lps []*llama.Logprobs) any {
 		}
 		out.TopLogprobs = append(out.TopLogprobs, top)
 		out.TextOffset = append(out.TextOffset, a.offsets[index])
-		a.offsets[index] += len(lp.Piece)
+		// By the text the piece adds, not its bytes: a piece of a
+		// character that never completes, or a control byte, adds none.
+		a.offsets[index] += len(a.texts[index].Next(string(lp.Piece)))
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -95,5 +96,23 @@ func TestJobError(t *testing.T) {
 	want := fmt.Sprintf("%v: of the 3 known providers, 2 ask more than the job's price (--serve-max-price 0; the cheapest of them 5 msat), 1 do not meet the job's terms; each replica goes to another operator, so that they check each other: join more providers (--bootstrap)", jobs.ErrNoProviders)
 	if err := jobError(nil, few); !errors.Is(err, jobs.ErrNoProviders) || err.Error() != want {
 		t.Errorf("no providers: %v\nwant %s", err, want)
+	}
+}
+
+// TestTextOffsets: a completion's text_offset counts the text each token
+// added: a token of a character that never completes adds none, as the
+// text drops it (its bytes had shifted every offset after it: a
+// newcomer's walk), and one that completes a character adds it whole.
+func TestTextOffsets(t *testing.T) {
+	a := &answer{p: params{n: 1, req: llama.Request{Logprobs: true}}}
+	var lps []*llama.Logprobs
+	for _, p := range []string{"中", "\xeb\x96", " Em", "\xe2\x82", "\xac", "!"} {
+		lps = append(lps, &llama.Logprobs{Piece: llama.Piece(p)})
+	}
+	got := a.logprobs(0, lps).(completionLogprobs).TextOffset
+	// 中 (3 bytes), then a lost pair, " Em" at 3, € (3 bytes, from two
+	// pieces) at 6, "!" at 9.
+	if want := []int{0, 3, 3, 6, 6, 9}; !slices.Equal(got, want) {
+		t.Errorf("text offsets %v, want %v", got, want)
 	}
 }

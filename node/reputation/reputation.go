@@ -82,8 +82,10 @@ type Record struct {
 	Agreed    float64 `json:"agreed"`
 	Outvoted  float64 `json:"outvoted"`
 	// Lies counts outvoted results ever (it does not decay): a peer that
-	// lied once is never trusted with single replicas again.
-	Lies int `json:"lies"`
+	// lied once is never trusted with single replicas again. Convictions
+	// are those of them this node proved wrong by its own run (Convict).
+	Lies        int `json:"lies"`
+	Convictions int `json:"convictions,omitempty"`
 	// Streak is consecutive agreed results since the last lie or loss.
 	Streak int `json:"streak"`
 	// Proven counts results that agreed with an anchor: the client's own
@@ -175,6 +177,7 @@ func (r *Record) Outvote(p Params, now time.Time, job string) {
 func (r *Record) Convict(p Params, now time.Time, job string) {
 	p = p.WithDefaults()
 	r.Outvote(p, now, job)
+	r.Convictions++
 	r.BannedUntil = now.Add(p.BanFor)
 }
 
@@ -209,7 +212,7 @@ func (r *Record) checkBan(p Params, now time.Time) {
 func (r *Record) Forgive(p Params, now time.Time) {
 	r.decay(p.WithDefaults(), now)
 	r.BannedUntil = time.Time{}
-	r.Lies, r.Outvoted, r.Lost, r.LastLie = 0, 0, 0, ""
+	r.Lies, r.Convictions, r.Outvoted, r.Lost, r.LastLie = 0, 0, 0, 0, ""
 }
 
 // Banned reports whether the peer is banned at now.
@@ -287,9 +290,14 @@ func (r *Record) Why(p Params, now time.Time) string {
 	c, a, u := r.parts(p, now)
 	var b strings.Builder
 	if r.Banned(now) {
-		if r.Lies > 0 {
+		switch outvoted := r.Lies - r.Convictions; {
+		case r.Convictions > 0 && outvoted > 0:
+			fmt.Fprintf(&b, "banned until %s: proved wrong by this node's own run %d×, outvoted %d× (last on job %.12s); ", r.BannedUntil.Format(time.DateTime), r.Convictions, outvoted, r.LastLie)
+		case r.Convictions > 0:
+			fmt.Fprintf(&b, "banned until %s: proved wrong by this node's own run %d× (last on job %.12s); ", r.BannedUntil.Format(time.DateTime), r.Convictions, r.LastLie)
+		case r.Lies > 0:
 			fmt.Fprintf(&b, "banned until %s: outvoted %d× (last on job %.12s); ", r.BannedUntil.Format(time.DateTime), r.Lies, r.LastLie)
-		} else {
+		default:
 			fmt.Fprintf(&b, "banned until %s: replicas lost; ", r.BannedUntil.Format(time.DateTime))
 		}
 	}

@@ -212,3 +212,30 @@ func TestDeclaredIntervalBounded(t *testing.T) {
 		t.Fatalf("uptime %.2f after an hour of silence", u)
 	}
 }
+
+// TestWhyNamesTheEvidence: a ban says what it rests on: results this
+// node proved wrong by its own run, or votes (a conviction had read
+// "outvoted 1×", sending an operator after a vote that never happened:
+// a newcomer's walk).
+func TestWhyNamesTheEvidence(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		convict, outvote int
+		want, not        string
+	}{
+		{"convicted", 1, 0, "proved wrong by this node's own run 1× (last on job", "outvoted 1×"},
+		{"outvoted", 0, 2, "outvoted 2× (last on job", "proved wrong"},
+		{"both", 1, 1, "proved wrong by this node's own run 1×, outvoted 1×", "outvoted 2×"},
+	} {
+		var r Record
+		for range tc.outvote {
+			r.Outvote(Defaults, t0, "vote")
+		}
+		for range tc.convict {
+			r.Convict(Defaults, t0, "audit")
+		}
+		if why := r.Why(Defaults, t0); !strings.Contains(why, tc.want) || strings.Contains(why, tc.not) {
+			t.Errorf("%s: %q; want %q, not %q", tc.name, why, tc.want, tc.not)
+		}
+	}
+}

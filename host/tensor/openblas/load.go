@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -60,13 +61,20 @@ func load(path string) (*library, error) {
 		names = defaultNames[runtime.GOOS]
 	}
 	var errs []error
+	missing := true
 	for _, name := range names {
 		h, err := purego.Dlopen(name, purego.RTLD_NOW|purego.RTLD_LOCAL)
 		if err != nil {
 			errs = append(errs, err)
+			missing = missing && strings.Contains(err.Error(), "No such file")
 			continue
 		}
 		return register(h, name)
+	}
+	if missing {
+		// One line, not one per name tried: the usual case, OpenBLAS not
+		// installed.
+		return nil, fmt.Errorf("openblas: %w: not installed (none of %s found; on Debian: apt install libopenblas0)", tensor.ErrUnavailable, strings.Join(names, ", "))
 	}
 	return nil, fmt.Errorf("openblas: %w: %w", tensor.ErrUnavailable, errors.Join(errs...))
 }

@@ -743,6 +743,17 @@ func (j *jobRun) fewNote() string {
 	if len(out) > 0 {
 		note = fmt.Sprintf("; of the %d known providers, %s", len(all), strings.Join(out, ", "))
 	}
+	now, banned := time.Now(), 0
+	for _, p := range n.Peers.List() {
+		if p.Advert != nil && now.Sub(p.LastSeen) <= age && p.Rep.Banned(now) {
+			banned++
+		}
+	}
+	if banned > 0 {
+		// Candidates leave them out: said here, or a provider known and
+		// connected seems not to count for nothing said.
+		note += fmt.Sprintf("; %d more banned here (infernet peers says why; infernet peers forgive ID lifts a ban made by mistake)", banned)
+	}
 	if j.ann.Replicas <= 1 {
 		return note
 	}

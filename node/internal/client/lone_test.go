@@ -101,4 +101,13 @@ func TestFewNote(t *testing.T) {
 	if note := wide.fewNote(); !strings.Contains(note, "1 take a smaller output limit or time limit than the job's 2 MiB and 1m0s") || strings.Contains(note, "do not meet") {
 		t.Errorf("2 MiB of output asked of a provider of 1: %q", note)
 	}
+	// A banned provider is no candidate, and the note says it is there
+	// (it had said nothing of a provider known and connected).
+	if note := job(1000, "").fewNote(); strings.Contains(note, "banned") {
+		t.Errorf("nobody banned: %q", note)
+	}
+	cl.cfg.Peers.Convict("free", wire.JobID{1})
+	if note := job(1000, "").fewNote(); !strings.Contains(note, "1 more banned here") || !strings.Contains(note, "infernet peers forgive") {
+		t.Errorf("one provider banned: %q", note)
+	}
 }

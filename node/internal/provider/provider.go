@@ -152,6 +152,7 @@ type Provider struct {
 	// challenges answers GPU challenges when the fast backend is a GPU;
 	// nil otherwise. Closed in stopAccepting.
 	challenges *challenge.Server
+	refused    refusals // bids refused for their terms, logged
 }
 
 // New starts a provider: it opens its sandbox (unless cfg has one), makes
@@ -168,6 +169,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		running:    map[runID]bool{},
 		seq:        uint64(time.Now().UnixNano()), // increases across restarts too
 	}
+	p.refused.log = p.log
 	inv, _ := gpu.Detect(ctx)
 	// Outputs spooled by a previous process are of runs that never finished.
 	if err := os.RemoveAll(p.spoolDir()); err != nil {
@@ -468,6 +470,10 @@ func (p *Provider) overLimit(stake uint64) string {
 	return fmt.Sprintf("%s: %d msat asked, at most %d staked here", wire.ReasonCollateral, stake, p.MaxCollateral())
 }
 
+// BidsRefused is how many bids this provider refused for its terms
+// (busy and stopping aside): what its settings turned away.
+func (p *Provider) BidsRefused() uint64 { return p.refused.Total() }
+
 // Bid answers an announce.
 func (p *Provider) Bid(a *wire.JobAnnounce) *wire.Bid {
 	b := &wire.Bid{V: wire.Version, Job: a.Job, Price: p.cfg.Price, Backend: p.backendFor(a)}
@@ -486,6 +492,7 @@ func (p *Provider) Bid(a *wire.JobAnnounce) *wire.Bid {
 		b.Reason = ReasonStopping
 	case why != "":
 		b.Reason = why
+		p.refused.note(peer.ID(a.Client), why)
 	case full:
 		b.Reason = wire.ReasonBusy
 	default:

@@ -136,6 +136,19 @@ printed).`,
 				return errors.New("--chat: an empty message")
 			}
 			o.Request.Logprobs = cmd.Flags().Changed("logprobs")
+			if o.Request.Temperature <= 0 && o.Prompts == "" {
+				// Greedy: they change nothing, and said nothing of it
+				// (a batch's lines may sample, with these as defaults).
+				var idle []string
+				for _, name := range []string{"seed", "top-k", "min-p", "top-p"} {
+					if cmd.Flags().Changed(name) {
+						idle = append(idle, "--"+name)
+					}
+				}
+				if len(idle) > 0 {
+					fmt.Fprintf(o.IO.Err, "warning: %s: no effect without --temperature (at temperature 0 the most likely token is chosen each time)\n", strings.Join(idle, ", "))
+				}
+			}
 			if runF != nil {
 				return runF(cmd.Context(), o)
 			}

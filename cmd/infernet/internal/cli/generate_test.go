@@ -190,6 +190,33 @@ func TestGenerateFlags(t *testing.T) {
 	}
 }
 
+// TestGreedyWarning: sampling flags without --temperature change nothing,
+// and say so (a newcomer's --seed and --top-k gave greedy text silently);
+// with it, or in a batch whose lines may sample, they say nothing.
+func TestGreedyWarning(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"m", "-p", "x", "--seed", "5", "--top-k", "3"}, "warning: --seed, --top-k: no effect without --temperature"},
+		{[]string{"m", "-p", "x", "--min-p", "0.5"}, "warning: --min-p: no effect"},
+		{[]string{"m", "-p", "x", "--seed", "5", "--temperature", "0.7"}, ""},
+		{[]string{"m", "--prompts", "p.jsonl", "--seed", "5"}, ""},
+		{[]string{"m", "-p", "x"}, ""},
+	} {
+		var stderr bytes.Buffer
+		cmd := NewCmdGenerate(IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &stderr},
+			func(context.Context, *GenerateOptions) error { return nil })
+		cmd.SetArgs(tc.args)
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if got := stderr.String(); tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+			t.Errorf("%q: stderr %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}
+
 // chatML is a GGUF chat template in the ChatML form (Qwen's, SmolLM's).
 const chatML = `{% for m in messages %}<|im_start|>{{ m.role }}
 {{ m.content }}<|im_end|>

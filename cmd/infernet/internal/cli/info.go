@@ -60,10 +60,15 @@ func NewCmdInfo(stdio IO, runF func(context.Context, *InfoOptions) error) *cobra
 // why is why backend name did not open, without the wrappers that repeat
 // its name and the sentinel (tensor.ErrUnavailable) the line already says.
 func why(name string, err error) string {
-	s := strings.TrimPrefix(err.Error(), "backends: "+name+": ")
-	s = strings.TrimPrefix(s, "backends: "+name+" worker: remote: ")
-	s = strings.TrimPrefix(s, tensor.ErrUnavailable.Error()+": ")
-	s = strings.TrimPrefix(s, name+": ")
+	// The wrappers come in any order ("backends: openblas: openblas:
+	// tensor backend unavailable: …"): off until none is left.
+	s := err.Error()
+	for prev := ""; s != prev; {
+		prev = s
+		for _, w := range []string{"backends: " + name + ": ", "backends: " + name + " worker: remote: ", tensor.ErrUnavailable.Error() + ": ", name + ": "} {
+			s = strings.TrimPrefix(s, w)
+		}
+	}
 	if name == backends.CUDA && strings.HasPrefix(s, "load ") {
 		s += " (install NVIDIA's driver and cuBLAS, or name them with $" + DriverEnv + " and $" + CUBLASEnv + ")"
 	}

@@ -335,6 +335,7 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 	<-ctx.Done()
 	o.drain(life, n, log)
 	log.Info("node stopping")
+	stopNow(log)
 	return nil
 }
 
@@ -371,6 +372,20 @@ func (o *NodeOptions) drain(life context.Context, n *node.Node, log *slog.Logger
 	if err := n.Drain(ctx); err != nil {
 		log.Warn("node stopping with replicas still running: their clients will ask other providers", "replicas", n.Load())
 	}
+}
+
+// stopNow ends the process at the next interrupt while the node closes:
+// closing waits for what cannot be cut short (a compile of the llama
+// runner under way takes minutes on a small loaded machine), and the
+// operator was told "interrupt again to stop now".
+func stopNow(log *slog.Logger) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		log.Warn("node stopped at once, without closing")
+		os.Exit(130)
+	}()
 }
 
 func mustAbs(p string) string {

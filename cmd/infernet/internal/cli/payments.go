@@ -107,11 +107,16 @@ func paymentKind(p store.Payment) string {
 
 // payments lists the node's payments: through its API, or with no node
 // running for --datadir (and no --api), from its database, as of its last
-// stop, said on stderr.
+// stop, said on stderr. A node that was killed left its API's address
+// behind, where nobody answers: that is no node running too, and just
+// when its operator wants to know what it earned.
 func (o *listOptions) payments(ctx context.Context, stdio IO) ([]store.Payment, error) {
 	c, err := api.Dial(o.DataDir, o.API)
 	if err == nil {
-		return c.Payments(ctx)
+		var ps []store.Payment
+		if ps, err = c.Payments(ctx); err == nil {
+			return ps, nil
+		}
 	}
 	if !errors.Is(err, api.ErrNoNode) || o.API != "" {
 		return nil, err

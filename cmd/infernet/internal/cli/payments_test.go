@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node/api"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
@@ -60,5 +63,22 @@ func TestPaymentsWithoutNode(t *testing.T) {
 	}
 	if code, out, _ := infernet(t, "spending", "--datadir", t.TempDir()); code != 0 || !strings.Contains(out, "prices: settled 0 msat") {
 		t.Errorf("spending of an empty data directory: exit %d\n%s", code, out)
+	}
+	// A node killed (kill -9, power loss) leaves its API's address behind,
+	// where nobody answers: its records are read as after a clean stop
+	// (they were "no running node … connection refused": a newcomer's walk).
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := l.Addr().String()
+	l.Close()
+	for name, b := range map[string]string{api.AddrFile: stale, api.TokenFile: "deadbeef"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(b+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, out, errOut := infernet(t, "spending", "--datadir", dir); code != 0 || !strings.Contains(out, "prices: settled 5000 msat") || !strings.Contains(errOut, "no node runs for") {
+		t.Errorf("spending of a killed node: exit %d\n%s\n%s", code, out, errOut)
 	}
 }
