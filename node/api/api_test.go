@@ -32,8 +32,15 @@ func startNode(t testing.TB) (*node.Node, *Server, string) {
 // boot, with its API.
 func serveNode(t testing.TB, provide bool, boot []string) (*node.Node, *Server, string) {
 	t.Helper()
+	return serveNodeAt(t, t.TempDir(), provide, boot)
+}
+
+// serveNodeAt is serveNode with the data directory dir, which may hold
+// the records of a previous run.
+func serveNodeAt(t testing.TB, dir string, provide bool, boot []string) (*node.Node, *Server, string) {
+	t.Helper()
 	cfg := node.DefaultConfig()
-	cfg.DataDir = t.TempDir()
+	cfg.DataDir = dir
 	cfg.Listen = []string{netgroup.Loopback()} // an operator of its own
 	cfg.MDNS, cfg.NAT, cfg.Provide, cfg.Bootstrap = false, false, provide, boot
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

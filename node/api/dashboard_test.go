@@ -279,6 +279,97 @@ func TestDashboardBrowser(t *testing.T) {
 	})
 }
 
+// TestDashboardCollateral: the money page keeps collateral (stakes,
+// Payment.Bond) out of what was earned, spent and held, and shows it
+// apart, in the CLI's categories (infernet earnings and spending: at
+// stake, taken, returned, "not staked" left out) and words. On a node
+// that holds its providers' stakes and stakes its own as a provider, one
+// of each taken (a slashed provider's 250,000 msat had shown as earned on
+// its client and as spent on it).
+func TestDashboardCollateral(t *testing.T) {
+	dir := t.TempDir()
+	db, err := store.Open(filepath.Join(dir, "node.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const peer = "12D3KooWPeerOfTheCollateralTest"
+	start := time.Now().Add(-time.Hour)
+	for i, p := range []store.Payment{
+		{State: store.PaySettled, AmountMsat: 5000},                                               // a price earned
+		{State: store.PayLocked, AmountMsat: 3000},                                                // a price held for this node
+		{Bond: true, State: store.PaySettled, AmountMsat: 250_000},                                // a liar's stake taken
+		{Bond: true, State: store.PayLocked, AmountMsat: 100_000},                                 // a stake held
+		{Bond: true, State: store.PayCanceled, AmountMsat: 60_000},                                // a stake returned
+		{Bond: true, State: store.PayCanceled, AmountMsat: 70_000, Error: "replica ended"},        // never staked
+		{Outgoing: true, State: store.PaySettled, AmountMsat: 7000, FeeMsat: 10},                  // a price paid
+		{Outgoing: true, Bond: true, State: store.PaySettled, AmountMsat: 250_000, FeeMsat: 1000}, // slashed
+		{Outgoing: true, Bond: true, State: store.PayLocked, AmountMsat: 40_000, FeeMsat: 5},      // at stake
+		{Outgoing: true, Bond: true, State: store.PayCanceled, AmountMsat: 30_000, // returned
+			Error: "FAILURE_REASON_INCORRECT_PAYMENT_DETAILS"},
+		{Outgoing: true, Bond: true, State: store.PayCanceled, AmountMsat: 20_000, Error: "FAILURE_REASON_NO_ROUTE"}, // never staked
+	} {
+		p.Job, p.Peer, p.Created = wire.JobID{byte(i + 1)}, peer, start.Add(time.Duration(i)*time.Minute)
+		p.Hash = [32]byte{byte(i + 1)}
+		if err := db.PutPayment(&p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, srv, _ := serveNodeAt(t, dir, false, nil)
+	ctx := dashboardtest.Browser(t)
+	dashboardtest.Login(t, ctx, loginURL(t, &dashNode{srv: srv, dir: dir}))
+	dashboardtest.Page(t, ctx, "money")
+	cards := func(sel string) map[string]string {
+		t.Helper()
+		kv := dashboardtest.Eval[[][]string](t, ctx, fmt.Sprintf(`[...document.querySelectorAll(%q)].map(c => [c.querySelector(".label").innerText, c.querySelector(".value").innerText])`, sel))
+		m := map[string]string{}
+		for _, c := range kv {
+			m[c[0]] = c[1]
+		}
+		return m
+	}
+	for _, tt := range []struct {
+		sel  string
+		want map[string]string
+	}{
+		{".cards:not(.collateral) .card", map[string]string{"Earned": "5,000 msat", "Spent (with routing fees)": "7,010 msat",
+			"Held in escrow for you": "3,000 msat", "Payments": "11"}},
+		{`.cards.collateral[data-direction=incoming] .card`, map[string]string{"Collateral at stake with you": "100,000 msat",
+			"Collateral taken by you": "250,000 msat", "Collateral returned by you": "60,000 msat"}},
+		{`.cards.collateral[data-direction=outgoing] .card`, map[string]string{"Your collateral at stake": "40,000 msat",
+			"Collateral taken from you (slashed)": "250,000 msat\n+ 1,000 msat routing fees", "Collateral returned to you": "30,000 msat"}},
+	} {
+		if got := cards(tt.sel); fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Errorf("%s:\n got %v\nwant %v", tt.sel, got, tt.want)
+		}
+	}
+	// The chart is of prices: one settled each way.
+	for series, want := range map[string]string{"earned": "5000", "spent": "7010"} {
+		ys := dashboardtest.Eval[[]string](t, ctx, fmt.Sprintf(`[...document.querySelectorAll('svg[data-chart=money] circle[data-series=%s]')].map(c => c.dataset.y)`, series))
+		if strings.Join(ys, " ") != want {
+			t.Errorf("%s chart: %v, want %s", series, ys, want)
+		}
+	}
+	// Each stake row says it is collateral, whose, and what became of it.
+	rows := dashboardtest.Eval[[]string](t, ctx, `[...document.querySelectorAll("table.payments tbody tr[data-kind=collateral]")].map(r => [...r.cells].slice(2).map(c => c.innerText).join("|"))`)
+	if len(rows) != 8 {
+		t.Fatalf("recent payments list %d collateral rows, want 8: %q", len(rows), rows)
+	}
+	joined := strings.Join(rows, "\n")
+	for _, want := range []string{"stake taken: the provider was caught lying", "stake returned", "not staked: replica ended",
+		"not staked: FAILURE_REASON_NO_ROUTE", "staked with you", "staked by you"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("collateral rows lack %q:\n%s", want, joined)
+		}
+	}
+	if prices := dashboardtest.Eval[string](t, ctx, `[...document.querySelectorAll("table.payments tbody tr:not([data-kind=collateral]) td:nth-child(4)")].map(c => c.innerText).sort().join(",")`); prices != "earned,earned,paid" {
+		t.Errorf("price rows are %q, want earned, earned, paid", prices)
+	}
+	dashboardtest.Screenshot(t, ctx, "money-collateral")
+}
+
 // TestDashboardAccess: the login link works once; the pages, snapshot and
 // events need its session; other Host names get nothing; issuing a link
 // needs the API token.

@@ -176,7 +176,7 @@ function runs(s) {
   if (!s.node.provider) return empty("This node runs no jobs for others (--no-provide).");
   if (!s.runs.length) return empty("No runs for others yet.");
   const paid = {};
-  for (const p of s.payments) if (!p.outgoing) paid[p.job + "/" + p.replica] = p;
+  for (const p of s.payments) if (!p.outgoing && !p.bond) paid[p.job + "/" + p.replica] = p;
   const rows = [...s.runs].reverse().map(r => {
     const p = paid[r.job + "/" + r.replica];
     return `<tr data-job="${esc(r.job)}" data-state="${esc(r.state)}"><td>${idCell(r.job)}</td><td class="num">${r.replica}</td><td>${idCell(r.client)}</td>` +
@@ -205,24 +205,74 @@ function before(oldest) {
   return x => x > -unit / 2 ? "now" : `${Math.round(-x / unit)} ${name} ago`;
 }
 
+// open reports whether a payment's funds are out but not yet settled or
+// returned: held, for a price; at stake, for collateral (as `infernet
+// earnings` and `spending` count them).
+function isOpen(p) { return p.state === "locked" || p.state === "releasing" || p.state === "paying"; }
+
+// neverStaked reports whether a stake p, cancelled, never was at stake (as
+// the CLI's neverStaked): on the provider its payment failed on its way; a
+// stake the client returned ends in lnd's word for a cancelled hold
+// invoice. On the client, a replica ended before the provider paid it.
+function neverStaked(p) { return p.outgoing ? !!p.error && !p.error.includes("INCORRECT_PAYMENT_DETAILS") : !!p.error; }
+
+// payKind names what a payment is for, in the CLI's words (KIND).
+function payKind(p) { return p.bond ? "collateral" : p.fair ? "price (fair)" : p.aggregate ? "job via aggregator" : "price"; }
+
+// payNote is the CLI's note on a payment: what became of a stake, else its error.
+function payNote(p) {
+  if (p.bond && p.state === "canceled") return neverStaked(p) ? "not staked: " + (p.error || "") : "stake returned";
+  if (p.bond && p.state === "settled") return "stake taken: the provider was caught lying";
+  return p.error || "";
+}
+
+// sum is the msat of the payments f selects, routing fees left out.
+function sum(pays, f) { return pays.filter(f).reduce((t, p) => t + p.amount_msat, 0); }
+
+// collateral draws the cards of the stakes of one direction: those a
+// client holds from its providers (incoming), or those this node staked as
+// a provider (outgoing). None when there are none.
+function collateral(pays, outgoing) {
+  const bonds = pays.filter(p => p.bond && p.outgoing === outgoing);
+  if (!bonds.length) return "";
+  const taken = bonds.filter(p => p.state === "settled"), fee = taken.reduce((t, p) => t + (p.fee_msat || 0), 0);
+  const words = outgoing ?
+    { at: "Your collateral at stake", taken: "Collateral taken from you (slashed)", back: "Collateral returned to you",
+      atTitle: "stakes you paid on replicas you run, held by their clients until their verdicts",
+      takenTitle: "stakes your clients took: they caught a result of yours as a lie", backTitle: "stakes your clients gave back after their verdicts" } :
+    { at: "Collateral at stake with you", taken: "Collateral taken by you", back: "Collateral returned by you",
+      atTitle: "providers' stakes on your replicas, held until their verdicts: not yours unless a provider is caught lying",
+      takenTitle: "providers' stakes you took: they were caught lying", backTitle: "providers' stakes you gave back after the verdict" };
+  return `<div class="cards collateral" data-direction="${outgoing ? "outgoing" : "incoming"}">` +
+    card(words.at, msat(sum(bonds, isOpen)), words.atTitle) +
+    card(words.taken, msat(sum(taken, () => true)) + (fee ? `<span class="muted fee">+ ${msat(fee)} routing fees</span>` : ""), words.takenTitle) +
+    card(words.back, msat(sum(bonds, p => p.state === "canceled" && !neverStaked(p))), words.backTitle) + `</div>`;
+}
+
 function money(s) {
-  const pays = s.payments;
+  // Collateral (p.bond) is no price: a stake at stake, returned or taken
+  // is counted apart, as `infernet earnings` and `spending` do.
+  const pays = s.payments, prices = pays.filter(p => !p.bond);
   const settled = p => p.state === "settled";
-  const earned = cumulative(pays, p => !p.outgoing && settled(p)), spent = cumulative(pays, p => p.outgoing && settled(p));
-  const held = pays.filter(p => !p.outgoing && p.state === "locked").reduce((t, p) => t + p.amount_msat, 0);
+  const earned = cumulative(prices, p => !p.outgoing && settled(p)), spent = cumulative(prices, p => p.outgoing && settled(p));
+  const held = sum(prices, p => !p.outgoing && isOpen(p));
   let h = "";
   if (!s.paid) h += `<div class="empty" data-free="true">Free mode: this node has no lnd configured, so nothing is paid or charged. Start it with --lnd.* flags to earn.</div>`;
   if (pays.length >= s.payments_limit) h += `<p class="muted">Totals and chart of the newest ${num(s.payments_limit)} payments (infernet earnings and spending list them all).</p>`;
-  h += `<div class="cards">` + card("Earned", msat(earned.length ? earned[earned.length - 1].y : 0)) +
-    card("Spent (with routing fees)", msat(spent.length ? spent[spent.length - 1].y : 0)) +
-    card("Held in escrow for you", msat(held)) + card("Payments", num(pays.length)) + `</div>`;
+  h += `<div class="cards prices">` + card("Earned", msat(earned.length ? earned[earned.length - 1].y : 0), "prices settled to you; collateral apart") +
+    card("Spent (with routing fees)", msat(spent.length ? spent[spent.length - 1].y : 0), "prices you settled, with their routing fees; collateral apart") +
+    card("Held in escrow for you", msat(held), "prices your clients' funds hold for you until their verdicts") + card("Payments", num(pays.length)) + `</div>`;
+  const stakes = collateral(pays, false) + collateral(pays, true);
+  if (stakes) h += `<h2>Collateral</h2><p class="muted">Stakes providers pay on their replicas and their clients hold until the verdict: returned, or taken from a provider caught lying. Not prices: counted apart from the above.</p>` + stakes;
   h += `<h2>Over time</h2>` + lineChart([{ name: "earned", points: earned }, { name: "spent", points: spent }].filter(x => x.points.length),
-    { name: "money", title: "cumulative msat over time", empty: "No settled payments yet.",
+    { name: "money", title: "cumulative msat of prices over time", empty: "No settled payments yet.",
       xFormat: before(Math.min(0, ...earned.map(p => p.x), ...spent.map(p => p.x))), yFormat: y => num(Math.round(y)) });
   const recent = [...pays].reverse().slice(0, 30);
-  h += `<h2>Recent payments</h2>` + (recent.length ? table(["Job", "Replica#", "Direction", "Peer", "State", "Amount#", "Fee#", "Updated"], recent.map(p =>
-    `<tr data-state="${esc(p.state)}"><td>${idCell(p.job)}</td><td class="num">${p.replica}</td><td>${p.outgoing ? "paid" : "earned"}${p.aggregate ? " (aggregate)" : ""}</td>` +
-    `<td>${idCell(p.peer)}</td><td>${chip(p.state)}</td><td class="num">${msat(p.amount_msat)}</td><td class="num">${msat(p.fee_msat)}</td><td>${esc(ago(p.updated))}</td></tr>`), "payments") : empty("No payments."));
+  const direction = p => p.bond ? (p.outgoing ? "staked by you" : "staked with you") : (p.outgoing ? "paid" : "earned") + (p.aggregate ? " (aggregate)" : "");
+  h += `<h2>Recent payments</h2>` + (recent.length ? table(["Job", "Replica#", "Kind", "Direction", "Peer", "State", "Amount#", "Fee#", "Updated", "Note"], recent.map(p =>
+    `<tr data-state="${esc(p.state)}" data-kind="${esc(payKind(p))}"><td>${idCell(p.job)}</td><td class="num">${p.replica}</td><td>${esc(payKind(p))}</td><td>${esc(direction(p))}</td>` +
+    `<td>${idCell(p.peer)}</td><td>${chip(p.state)}</td><td class="num">${msat(p.amount_msat)}</td><td class="num">${msat(p.fee_msat)}</td><td>${esc(ago(p.updated))}</td>` +
+    `<td class="muted">${esc(payNote(p))}</td></tr>`), "payments") : empty("No payments."));
   return h;
 }
 
