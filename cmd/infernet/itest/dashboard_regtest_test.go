@@ -3,12 +3,15 @@
 package itest
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/infernet/infernet/node/api/dashboardtest"
+	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/payments/regtest"
 )
 
@@ -70,6 +73,12 @@ func TestLightningDashboard(t *testing.T) {
 			if want := fmt.Sprintf("%s\n%s msat", tt.card, commas(total)); !strings.Contains(cards, want) {
 				t.Errorf("money cards lack %q:\n%s", want, cards)
 			}
+			// The stakes its providers paid on the client's replicas, all
+			// returned, are collateral, apart from prices, as earnings
+			// counts them: none earned.
+			if tt.name == "client" {
+				collateralAsLedger(t, ctx, client.dataDir)
+			}
 			if dashboardtest.Eval[bool](t, ctx, `!!document.querySelector("[data-free=true]")`) {
 				t.Error("a paid node's money page says free mode")
 			}
@@ -91,6 +100,40 @@ func TestLightningDashboard(t *testing.T) {
 			}
 		}
 	})
+}
+
+// collateralAsLedger: the client's dashboard earned nothing, and shows
+// the stakes it held as `earnings` lists them (collateral returned, none
+// taken). A stake's return is recorded after the verdict, so both are read
+// again until they agree, or 30 s.
+func collateralAsLedger(t *testing.T, ctx context.Context, dataDir string) {
+	t.Helper()
+	var want, got string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		var returned, taken, stakes int64
+		for _, p := range ledger(t, dataDir, "earnings") {
+			switch {
+			case p.Bond && p.State == store.PaySettled:
+				taken += p.AmountMsat
+			case p.Bond && p.State == store.PayCanceled && p.Error == "":
+				returned += p.AmountMsat
+			}
+			if p.Bond {
+				stakes++
+			}
+		}
+		if stakes == 0 {
+			t.Fatal("earnings lists no collateral: the providers staked nothing")
+		}
+		want = fmt.Sprintf("Earned\n0 msat|Collateral taken by you\n%s msat|Collateral returned by you\n%s msat", commas(taken), commas(returned))
+		got = dashboardtest.Eval[string](t, ctx, `[".cards:not(.collateral) .card", ".cards.collateral[data-direction=incoming] .card"].flatMap(s => [...document.querySelectorAll(s)]).map(c => c.innerText).filter(x => /^(Earned|Collateral (taken|returned))/.test(x)).join("|")`)
+		if got == want || time.Now().After(deadline) {
+			break
+		}
+	}
+	if got != want {
+		t.Errorf("the client's money cards read %q, its earnings ledger %q", got, want)
+	}
 }
 
 // commas writes n as the dashboard does (en-US grouping).
