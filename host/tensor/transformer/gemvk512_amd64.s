@@ -1,0 +1,249 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// The AVX-512 fused GEMVs of exact mode's K-quant rows (kernelSet.deqGemv
+// of the avx512 set): the bits of gemvQ4KAVX2 and gemvQ6KAVX2 (dequantize
+// each weight as the dequantizer does, multiply it by x's value, VMULPS,
+// and add the product to its lane, VADDPS, lanes 0–15 in one zmm; lane
+// i += lane i+8, +4, +2, +1 at the end), four weight rows at a time: a
+// lane's additions are a chain of dependent VADDPS, and four rows' chains
+// keep the adders busy where one row's would leave them waiting.
+//
+// Q4_K: a sub-block's 16 possible values (d·sc)·q − dmin·m, q = 0…15, are
+// one zmm (one FMA of iota16, the product exact: TestQuantProductsExact),
+// and VPERMPS looks each nibble up in it (it reads an index's low 4 bits
+// only, so a byte's low nibble needs no mask), in place of a conversion
+// and an FMA per value.
+//
+// Stack: 64 bytes of scales per row (d·sc_j at 4j, dmin·m_j at 32+4j for
+// Q4_K; d·sc_g at 4g for Q6_K), the next group's first row at 256(SP).
+
+// iota16 is the float32 values 0…15.
+DATA iota16<>+0(SB)/4, $0x00000000
+DATA iota16<>+4(SB)/4, $0x3f800000
+DATA iota16<>+8(SB)/4, $0x40000000
+DATA iota16<>+12(SB)/4, $0x40400000
+DATA iota16<>+16(SB)/4, $0x40800000
+DATA iota16<>+20(SB)/4, $0x40a00000
+DATA iota16<>+24(SB)/4, $0x40c00000
+DATA iota16<>+28(SB)/4, $0x40e00000
+DATA iota16<>+32(SB)/4, $0x41000000
+DATA iota16<>+36(SB)/4, $0x41100000
+DATA iota16<>+40(SB)/4, $0x41200000
+DATA iota16<>+44(SB)/4, $0x41300000
+DATA iota16<>+48(SB)/4, $0x41400000
+DATA iota16<>+52(SB)/4, $0x41500000
+DATA iota16<>+56(SB)/4, $0x41600000
+DATA iota16<>+60(SB)/4, $0x41700000
+GLOBL iota16<>(SB), RODATA|NOPTR, $64
+
+// K4SC unpacks the 6-bit scales and minimums of the Q4_K super-block at P
+// (scaleMin) into R12 (sc0..7, a byte each) and R13 (m0..7), using AX,
+// BX, DX, R14 and R15 (intdot_amd64.s's K4SCALES).
+#define K4SC(P) \
+	MOVL 4(P), AX; \
+	MOVL 8(P), BX; \
+	MOVL 12(P), DX; \
+	MOVL AX, R14; \
+	ANDL $0x3F3F3F3F, R14; \
+	MOVL BX, R15; \
+	ANDL $0x3F3F3F3F, R15; \
+	MOVL DX, R12; \
+	ANDL $0x0F0F0F0F, R12; \
+	SHRL $6, AX; \
+	ANDL $0x03030303, AX; \
+	SHLL $4, AX; \
+	ORL AX, R12; \
+	MOVL DX, R13; \
+	SHRL $4, R13; \
+	ANDL $0x0F0F0F0F, R13; \
+	SHRL $6, BX; \
+	ANDL $0x03030303, BX; \
+	SHLL $4, BX; \
+	ORL BX, R13; \
+	SHLQ $32, R12; \
+	ORQ R14, R12; \
+	SHLQ $32, R13; \
+	ORQ R15, R13
+
+// K4SUB stores the sub-block scales float32(d·sc_j) at off+4j(SP) and
+// minimums float32(dmin·m_j) at off+32+4j(SP) (subScales), from K4SC's
+// R12 and R13 and the f16 d and dmin at P.
+#define K4SUB(P, off, offm) \
+	MOVL (P), DX; \
+	VMOVD DX, X1; \
+	VCVTPH2PS X1, X1; \
+	VMOVSHDUP X1, X2; \
+	VBROADCASTSS X1, Y4; \
+	VBROADCASTSS X2, Y6; \
+	VMOVQ R12, X3; \
+	VPMOVZXBD X3, Y3; \
+	VCVTDQ2PS Y3, Y3; \
+	VMULPS Y3, Y4, Y3; \
+	VMOVUPS Y3, off(SP); \
+	VMOVQ R13, X5; \
+	VPMOVZXBD X5, Y5; \
+	VCVTDQ2PS Y5, Y5; \
+	VMULPS Y5, Y6, Y5; \
+	VMOVUPS Y5, offm(SP)
+
+// K4PAIR does sub-blocks 2i and 2i+1 of the row at P (their 32 bytes of
+// nibbles at off(P), their scales and minimums at s0, s1, m0, m1 (SP))
+// against x's 64 values in Z21–Z24, into the lanes acc: the tables
+// d·sc·iota − dmin·m in Z25 (low nibbles) and Z27 (high), the bytes as
+// int32 in Z29 and Z30, each value looked up, times x, added in order.
+#define K4PAIR(P, off, s0, s1, m0, m1, acc) \
+	VBROADCASTSS s0(SP), Z25; \
+	VBROADCASTSS m0(SP), Z26; \
+	VFMSUB213PS Z26, Z20, Z25; \
+	VBROADCASTSS s1(SP), Z27; \
+	VBROADCASTSS m1(SP), Z28; \
+	VFMSUB213PS Z28, Z20, Z27; \
+	VPMOVZXBD off(P), Z29; \
+	VPMOVZXBD off+16(P), Z30; \
+	VPERMPS Z25, Z29, Z31; \
+	VMULPS Z21, Z31, Z31; \
+	VADDPS Z31, acc, acc; \
+	VPERMPS Z25, Z30, Z31; \
+	VMULPS Z22, Z31, Z31; \
+	VADDPS Z31, acc, acc; \
+	VPSRLD $4, Z29, Z29; \
+	VPERMPS Z27, Z29, Z31; \
+	VMULPS Z23, Z31, Z31; \
+	VADDPS Z31, acc, acc; \
+	VPSRLD $4, Z30, Z30; \
+	VPERMPS Z27, Z30, Z31; \
+	VMULPS Z24, Z31, Z31; \
+	VADDPS Z31, acc, acc
+
+// XLOAD loads x's 64 values at DI into Z21–Z24.
+#define XLOAD \
+	VMOVUPS 0(DI), Z21; \
+	VMOVUPS 64(DI), Z22; \
+	VMOVUPS 128(DI), Z23; \
+	VMOVUPS 192(DI), Z24
+
+// LSUM stores at off(R8) the sum of the 16 lanes in Z (lane i += lane
+// i+8, +4, +2, +1), using Z0 and Z1.
+#define LSUM(Z, off) \
+	VMOVAPS Z, Z0; \
+	VEXTRACTF64X4 $1, Z0, Y1; \
+	VADDPS Y1, Y0, Y0; \
+	VEXTRACTF128 $1, Y0, X1; \
+	VADDPS X1, X0, X0; \
+	VMOVHLPS X0, X0, X1; \
+	VADDPS X1, X0, X0; \
+	VMOVSHDUP X0, X1; \
+	VADDSS X1, X0, X0; \
+	VMOVSS X0, off(R8)
+
+
+// func gemvQ4KAVX512(out, x *float32, w *byte, n, rows, stride int)
+TEXT ·gemvQ4KAVX512(SB), NOSPLIT, $264-48
+	MOVQ out+0(FP), R8
+	MOVQ w+16(FP), AX
+	MOVQ AX, 256(SP)
+	VMOVUPS iota16<>(SB), Z20
+
+gemvQ4KAVX512_g4:
+	CMPQ rows+32(FP), $4
+	JLT gemvQ4KAVX512_r1
+	MOVQ 256(SP), SI
+	MOVQ stride+40(FP), AX
+	LEAQ (SI)(AX*1), R9
+	LEAQ (R9)(AX*1), R10
+	LEAQ (R10)(AX*1), R11
+	LEAQ (R11)(AX*1), DX
+	MOVQ DX, 256(SP)
+	MOVQ x+8(FP), DI
+	MOVQ n+24(FP), CX
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+
+gemvQ4KAVX512_g4sb:
+	K4SC(SI)
+	K4SUB(SI, 0, 32)
+	K4SC(R9)
+	K4SUB(R9, 64, 96)
+	K4SC(R10)
+	K4SUB(R10, 128, 160)
+	K4SC(R11)
+	K4SUB(R11, 192, 224)
+	XLOAD
+	K4PAIR(SI, 16, 0, 4, 32, 36, Z16)
+	K4PAIR(R9, 16, 64, 68, 96, 100, Z17)
+	K4PAIR(R10, 16, 128, 132, 160, 164, Z18)
+	K4PAIR(R11, 16, 192, 196, 224, 228, Z19)
+	ADDQ $256, DI
+	XLOAD
+	K4PAIR(SI, 48, 8, 12, 40, 44, Z16)
+	K4PAIR(R9, 48, 72, 76, 104, 108, Z17)
+	K4PAIR(R10, 48, 136, 140, 168, 172, Z18)
+	K4PAIR(R11, 48, 200, 204, 232, 236, Z19)
+	ADDQ $256, DI
+	XLOAD
+	K4PAIR(SI, 80, 16, 20, 48, 52, Z16)
+	K4PAIR(R9, 80, 80, 84, 112, 116, Z17)
+	K4PAIR(R10, 80, 144, 148, 176, 180, Z18)
+	K4PAIR(R11, 80, 208, 212, 240, 244, Z19)
+	ADDQ $256, DI
+	XLOAD
+	K4PAIR(SI, 112, 24, 28, 56, 60, Z16)
+	K4PAIR(R9, 112, 88, 92, 120, 124, Z17)
+	K4PAIR(R10, 112, 152, 156, 184, 188, Z18)
+	K4PAIR(R11, 112, 216, 220, 248, 252, Z19)
+	ADDQ $256, DI
+	ADDQ $144, SI
+	ADDQ $144, R9
+	ADDQ $144, R10
+	ADDQ $144, R11
+	DECQ CX
+	JNZ gemvQ4KAVX512_g4sb
+	LSUM(Z16, 0)
+	LSUM(Z17, 4)
+	LSUM(Z18, 8)
+	LSUM(Z19, 12)
+	ADDQ $16, R8
+	SUBQ $4, rows+32(FP)
+	JMP gemvQ4KAVX512_g4
+
+gemvQ4KAVX512_r1:
+	CMPQ rows+32(FP), $0
+	JEQ gemvQ4KAVX512_done
+	MOVQ 256(SP), SI
+	MOVQ stride+40(FP), AX
+	LEAQ (SI)(AX*1), DX
+	MOVQ DX, 256(SP)
+	MOVQ x+8(FP), DI
+	MOVQ n+24(FP), CX
+	VPXORD Z16, Z16, Z16
+
+gemvQ4KAVX512_r1sb:
+	K4SC(SI)
+	K4SUB(SI, 0, 32)
+	XLOAD
+	K4PAIR(SI, 16, 0, 4, 32, 36, Z16)
+	ADDQ $256, DI
+	XLOAD
+	K4PAIR(SI, 48, 8, 12, 40, 44, Z16)
+	ADDQ $256, DI
+	XLOAD
+	K4PAIR(SI, 80, 16, 20, 48, 52, Z16)
+	ADDQ $256, DI
+	XLOAD
+	K4PAIR(SI, 112, 24, 28, 56, 60, Z16)
+	ADDQ $256, DI
+	ADDQ $144, SI
+	DECQ CX
+	JNZ gemvQ4KAVX512_r1sb
+	LSUM(Z16, 0)
+	ADDQ $4, R8
+	DECQ rows+32(FP)
+	JMP gemvQ4KAVX512_r1
+
+gemvQ4KAVX512_done:
+	VZEROUPPER
+	RET
