@@ -51,6 +51,9 @@ func gemvQ6KAVX2(out, x *float32, w *byte, n, rows, stride int)
 //go:noescape
 func gemvQ4KAVX512(out, x *float32, w *byte, n, rows, stride int)
 
+//go:noescape
+func gemvQ6KAVX512(out, x *float32, w *byte, n, rows, stride int)
+
 // deqGemvAVX2 is kernelSet.deqGemv with gemvQ4KAVX2 and gemvQ6KAVX2.
 func deqGemvAVX2(dt abi.DType) gemvFunc {
 	switch dt {
@@ -68,7 +71,7 @@ func deqGemvAVX512(dt abi.DType) gemvFunc {
 	case abi.Q4_K:
 		return deqGemvAsm(dt, gemvQ4KAVX512)
 	case abi.Q6_K:
-		return deqGemvAsm(dt, gemvQ6KAVX2)
+		return deqGemvAsm(dt, gemvQ6KAVX512)
 	}
 	return nil
 }
