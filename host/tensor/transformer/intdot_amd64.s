@@ -601,10 +601,42 @@
 	MOVQ R13, 32+c(SP); \
 	ADDQ R14, SI
 
+// C4PF4 and C4PF6 prefetch (PREFETCHT0) the super-block at SI of the
+// next group's four weight rows (SI + 4·R14 on), 144 and 210 bytes a row,
+// using R15 (C4PF4 R11 too, before K4SCALES sets it; C4PF6 reads R11 as
+// the group's fourth row): L3 to L2 ahead of the stream.
+#define C4PF(o) \
+	PREFETCHT0 o(R15); \
+	PREFETCHT0 o(R15)(R14*1); \
+	PREFETCHT0 o(R15)(R14*2); \
+	PREFETCHT0 o(R11)
+
+#define C4PF4 \
+	LEAQ (SI)(R14*4), R15; \
+	LEAQ (R15)(R14*2), R11; \
+	ADDQ R14, R11; \
+	C4PF(0); \
+	C4PF(64); \
+	C4PF(128)
+
+#define C4PF6R(o) \
+	PREFETCHT0 o(R15); \
+	PREFETCHT0 o(R15)(R14*1); \
+	PREFETCHT0 o(R15)(R14*2); \
+	PREFETCHT0 o(R11)(R14*4)
+
+#define C4PF6 \
+	LEAQ (SI)(R14*4), R15; \
+	C4PF6R(0); \
+	C4PF6R(64); \
+	C4PF6R(128); \
+	C4PF6R(192)
+
 // Q4KC4SB adds one super-block of the four Q4_K weight rows against x
 // (DI: int8, R9: its scale, R8: its sums per 16, int32) to X0's lanes in
 // intDot's order and rounding, as dotQ4KAVX2 does for each row.
 #define Q4KC4SB(M) \
+	C4PF4; \
 	Q4KC4SCALES(0); \
 	Q4KC4SCALES(8); \
 	Q4KC4SCALES(16); \
@@ -695,6 +727,7 @@
 // X0's lanes, as dotQ6KAVX2 does for each row; Y13 and Y14 hold
 // K6CONSTS.
 #define Q6KC4SB(M) \
+	C4PF6; \
 	VPMOVSXBW 192(SI), Y1; \
 	VMOVDQU Y1, 0(SP); \
 	VPMOVSXBW 192(SI)(R14*1), Y1; \
