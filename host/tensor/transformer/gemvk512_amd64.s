@@ -38,55 +38,44 @@ DATA iota16<>+56(SB)/4, $0x41600000
 DATA iota16<>+60(SB)/4, $0x41700000
 GLOBL iota16<>(SB), RODATA|NOPTR, $64
 
-// K4SC unpacks the 6-bit scales and minimums of the Q4_K super-block at P
-// (scaleMin) into R12 (sc0..7, a byte each) and R13 (m0..7), using AX,
-// BX, DX, R14 and R15 (intdot_amd64.s's K4SCALES).
-#define K4SC(P) \
-	MOVL 4(P), AX; \
-	MOVL 8(P), BX; \
-	MOVL 12(P), DX; \
-	MOVL AX, R14; \
-	ANDL $0x3F3F3F3F, R14; \
-	MOVL BX, R15; \
-	ANDL $0x3F3F3F3F, R15; \
-	MOVL DX, R12; \
-	ANDL $0x0F0F0F0F, R12; \
-	SHRL $6, AX; \
-	ANDL $0x03030303, AX; \
-	SHLL $4, AX; \
-	ORL AX, R12; \
-	MOVL DX, R13; \
-	SHRL $4, R13; \
-	ANDL $0x0F0F0F0F, R13; \
-	SHRL $6, BX; \
-	ANDL $0x03030303, BX; \
-	SHLL $4, BX; \
-	ORL BX, R13; \
-	SHLQ $32, R12; \
-	ORQ R14, R12; \
-	SHLQ $32, R13; \
-	ORQ R15, R13
+// k4shufL, k4shufH, k4mask and k4c0 unpack a Q4_K super-block's 6-bit
+// scales and minimums (scaleMin) from its first 16 bytes (f16 d and dmin,
+// then the 12 bytes s0…s11) in one xmm, VK4SCALES.
+DATA k4shufL<>+0(SB)/8, $0x0f0e0d0c07060504
+DATA k4shufL<>+8(SB)/8, $0x0f0e0d0c0b0a0908
+GLOBL k4shufL<>(SB), RODATA|NOPTR, $16
+DATA k4shufH<>+0(SB)/8, $0x0706050480808080
+DATA k4shufH<>+8(SB)/8, $0x0b0a090880808080
+GLOBL k4shufH<>(SB), RODATA|NOPTR, $16
+DATA k4mask<>+0(SB)/8, $0x0f0f0f0f3f3f3f3f
+DATA k4mask<>+8(SB)/8, $0x0f0f0f0f3f3f3f3f
+GLOBL k4mask<>(SB), RODATA|NOPTR, $16
+DATA k4c0<>+0(SB)/8, $0xc0c0c0c0c0c0c0c0
+DATA k4c0<>+8(SB)/8, $0xc0c0c0c0c0c0c0c0
+GLOBL k4c0<>(SB), RODATA|NOPTR, $16
 
-// K4SUB stores the sub-block scales float32(d·sc_j) at off+4j(SP) and
-// minimums float32(dmin·m_j) at off+32+4j(SP) (subScales), from K4SC's
-// R12 and R13 and the f16 d and dmin at P.
-#define K4SUB(P, off, offm) \
-	MOVL (P), DX; \
-	VMOVD DX, X1; \
-	VCVTPH2PS X1, X1; \
-	VMOVSHDUP X1, X2; \
-	VBROADCASTSS X1, Y4; \
-	VBROADCASTSS X2, Y6; \
-	VMOVQ R12, X3; \
-	VPMOVZXBD X3, Y3; \
-	VCVTDQ2PS Y3, Y3; \
-	VMULPS Y3, Y4, Y3; \
-	VMOVUPS Y3, off(SP); \
-	VMOVQ R13, X5; \
-	VPMOVZXBD X5, Y5; \
-	VCVTDQ2PS Y5, Y5; \
-	VMULPS Y5, Y6, Y5; \
-	VMOVUPS Y5, offm(SP)
+// k4dd is the VPERMPS indices 0 (eight times) and 1 (eight times): d for
+// the scales, dmin for the minimums.
+DATA k4dd<>+0(SB)/8, $0
+DATA k4dd<>+8(SB)/8, $0
+DATA k4dd<>+16(SB)/8, $0
+DATA k4dd<>+24(SB)/8, $0
+DATA k4dd<>+32(SB)/8, $0x0000000100000001
+DATA k4dd<>+40(SB)/8, $0x0000000100000001
+DATA k4dd<>+48(SB)/8, $0x0000000100000001
+DATA k4dd<>+56(SB)/8, $0x0000000100000001
+GLOBL k4dd<>(SB), RODATA|NOPTR, $64
+
+// VK4SCALES leaves in S the bytes sc0…sc7, m0…m7 (scaleMin) of the Q4_K
+// super-block whose first 16 bytes are in X, using T and U: sc0..3 =
+// s0..3 & 63, sc4..7 = s8..11 & 15 | s0..3>>6<<4, m0..3 = s4..7 & 63,
+// m4..7 = s8..11>>4 | s4..7>>6<<4.
+#define VK4SCALES(X, S, T, U) 	VPSHUFB k4shufL<>(SB), X, S; 	VPSHUFB k4shufH<>(SB), X, T; 	VPSRLW $4, S, U; 	VPBLENDD $8, U, S, S; 	VPAND k4mask<>(SB), S, S; 	VPAND k4c0<>(SB), T, T; 	VPSRLW $2, T, T; 	VPOR T, S, S
+
+// K4SCV stores the Q4_K super-block at P's sub-block scales float32(d·sc_j)
+// at off+4j(SP) and minimums float32(dmin·m_j) at off+32+4j(SP)
+// (subScales), using X1–X4 (Z2, Z3) and Z15 (k4dd).
+#define K4SCV(P, off) 	VMOVDQU (P), X1; 	VK4SCALES(X1, X2, X3, X4); 	VPMOVZXBD X2, Z2; 	VCVTDQ2PS Z2, Z2; 	VCVTPH2PS X1, X3; 	VPERMPS Z3, Z15, Z3; 	VMULPS Z3, Z2, Z2; 	VMOVUPS Z2, off(SP)
 
 // K4PAIR does sub-blocks 2i and 2i+1 of the row at P (their 32 bytes of
 // nibbles at off(P), their scales and minimums at s0, s1, m0, m1 (SP))
@@ -190,6 +179,7 @@ TEXT ·gemvQ4KAVX512(SB), NOSPLIT, $528-48
 	MOVQ w+16(FP), AX
 	MOVQ AX, 256(SP)
 	VMOVUPS iota16<>(SB), Z20
+	VMOVUPS k4dd<>(SB), Z15
 	MOVL $0x0F0F0F0F, AX
 	VPBROADCASTD AX, Z26
 	MOVL $0x30303030, AX
@@ -232,14 +222,10 @@ gemvQ4KAVX512_g4sb:
 	PREFETCHT0 0(R11)(AX*1)
 	PREFETCHT0 64(R11)(AX*1)
 	PREFETCHT0 128(R11)(AX*1)
-	K4SC(SI)
-	K4SUB(SI, 0, 32)
-	K4SC(R9)
-	K4SUB(R9, 64, 96)
-	K4SC(R10)
-	K4SUB(R10, 128, 160)
-	K4SC(R11)
-	K4SUB(R11, 192, 224)
+	K4SCV(SI, 0)
+	K4SCV(R9, 64)
+	K4SCV(R10, 128)
+	K4SCV(R11, 192)
 	XLOAD
 	K4PAIR(SI, 16, 0, 4, 32, 36, Z16)
 	K4PAIR(R9, 16, 64, 68, 96, 100, Z17)
@@ -290,8 +276,7 @@ gemvQ4KAVX512_r1:
 	VPXORD Z16, Z16, Z16
 
 gemvQ4KAVX512_r1sb:
-	K4SC(SI)
-	K4SUB(SI, 0, 32)
+	K4SCV(SI, 0)
 	XLOAD
 	K4PAIR(SI, 16, 0, 4, 32, 36, Z16)
 	ADDQ $256, DI
@@ -322,6 +307,7 @@ TEXT ·gemvQ6KAVX512(SB), NOSPLIT, $528-48
 	MOVQ w+16(FP), AX
 	MOVQ AX, 256(SP)
 	VMOVUPS iota16<>(SB), Z20
+	VMOVUPS k4dd<>(SB), Z15
 	MOVL $0x0F0F0F0F, AX
 	VPBROADCASTD AX, Z26
 	MOVL $0x30303030, AX

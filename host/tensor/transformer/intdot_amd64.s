@@ -50,6 +50,36 @@
 	SHLQ $32, R13; \
 	ORQ R11, R13
 
+// k4shufL, k4shufH, k4mask and k4c0 unpack a Q4_K super-block's 6-bit
+// scales and minimums (scaleMin) from its first 16 bytes (f16 d and dmin,
+// then the 12 bytes s0…s11) in one xmm, VK4SCALES.
+DATA k4shufL<>+0(SB)/8, $0x0f0e0d0c07060504
+DATA k4shufL<>+8(SB)/8, $0x0f0e0d0c0b0a0908
+GLOBL k4shufL<>(SB), RODATA|NOPTR, $16
+DATA k4shufH<>+0(SB)/8, $0x0706050480808080
+DATA k4shufH<>+8(SB)/8, $0x0b0a090880808080
+GLOBL k4shufH<>(SB), RODATA|NOPTR, $16
+DATA k4mask<>+0(SB)/8, $0x0f0f0f0f3f3f3f3f
+DATA k4mask<>+8(SB)/8, $0x0f0f0f0f3f3f3f3f
+GLOBL k4mask<>(SB), RODATA|NOPTR, $16
+DATA k4c0<>+0(SB)/8, $0xc0c0c0c0c0c0c0c0
+DATA k4c0<>+8(SB)/8, $0xc0c0c0c0c0c0c0c0
+GLOBL k4c0<>(SB), RODATA|NOPTR, $16
+
+// VK4SCALES leaves in S the bytes sc0…sc7, m0…m7 (scaleMin) of the Q4_K
+// super-block whose first 16 bytes are in X, using T and U: sc0..3 =
+// s0..3 & 63, sc4..7 = s8..11 & 15 | s0..3>>6<<4, m0..3 = s4..7 & 63,
+// m4..7 = s8..11>>4 | s4..7>>6<<4.
+#define VK4SCALES(X, S, T, U) \
+	VPSHUFB k4shufL<>(SB), X, S; \
+	VPSHUFB k4shufH<>(SB), X, T; \
+	VPSRLW $4, S, U; \
+	VPBLENDD $8, U, S, S; \
+	VPAND k4mask<>(SB), S, S; \
+	VPAND k4c0<>(SB), T, T; \
+	VPSRLW $2, T, T; \
+	VPOR T, S, S
+
 // K4SUBSCALES stores the super-block's sub-block scales float32(d·sc_j)
 // at 4j(SP) and minimums float32(dmin·m_j) at 32+4j(SP) (subScales), from
 // K4SCALES's R12 and R13 and the f16 d and dmin at SI.
@@ -593,12 +623,14 @@
 	Q4KC4ROW(M, off(SI)(R14*2), 96+2*j, 98+2*j, Y10); \
 	Q4KC4ROW(M, off(R11), 112+2*j, 114+2*j, Y11)
 
-// Q4KC4SCALES unpacks (K4SCALES) one weight row's scales to c(SP) and
-// minimums to 32+c(SP), a byte each, and moves SI to the next row.
+// Q4KC4SCALES unpacks (VK4SCALES, using X1–X4) one weight row's scales to
+// c(SP) and minimums to 32+c(SP), a byte each, and moves SI to the next
+// row.
 #define Q4KC4SCALES(c) \
-	K4SCALES; \
-	MOVQ R12, c(SP); \
-	MOVQ R13, 32+c(SP); \
+	VMOVDQU (SI), X1; \
+	VK4SCALES(X1, X2, X3, X4); \
+	VMOVQ X2, c(SP); \
+	VMOVHPS X2, 32+c(SP); \
 	ADDQ R14, SI
 
 // C4PF4 and C4PF6 prefetch (PREFETCHT0) the super-block at SI of the
