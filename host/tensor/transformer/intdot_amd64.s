@@ -205,7 +205,9 @@ GLOBL k4c0<>(SB), RODATA|NOPTR, $16
 	VMOVUPS Y10, dst3(DI)
 
 // The fused GEMVs of exact mode's block types (gemvQ4KAVX2,
-// gemvQ6KAVX2; kernelSet.deqGemv): each weight dequantized as
+// gemvQ6KAVX2; kernelSet.deqGemv), each super-block prefetching
+// (PREFETCHT0) the one 2 KiB further on, a few rows ahead in the
+// stream, L3 to L2: each weight dequantized as
 // dequantQ4KAVX2 or dequantQ6KAVX2 does and its product added to its lane
 // as gemvF32AVX2 does (lanes 0–7 in one ymm, 8–15 in another; VMULPS,
 // then VADDPS, never an FMA), so the bits are those of dequantizing the
@@ -1845,6 +1847,9 @@ g4krow:
 	GEMVROW(Y12, Y13, g4kdone)
 
 g4ksb:
+	PREFETCHT0 2048(SI)
+	PREFETCHT0 2112(SI)
+	PREFETCHT0 2176(SI)
 	K4SCALES
 	K4SUBSCALES
 	XORQ R14, R14
@@ -1879,6 +1884,10 @@ g6krow:
 	GEMVROW(Y5, Y6, g6kdone)
 
 g6ksb:
+	PREFETCHT0 2048(SI)
+	PREFETCHT0 2112(SI)
+	PREFETCHT0 2176(SI)
+	PREFETCHT0 2240(SI)
 	Q6KSB(D6F)
 	ADDQ $210, SI
 	ADDQ $1024, DI
