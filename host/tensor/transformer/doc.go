@@ -28,7 +28,12 @@
 // dequantizes rows of the v4 block types into f32 scratch, a block of rows
 // at a time, for the F32 kernel (same bits: the dot product is defined on
 // the dequantized values), Q4_0, Q4_K and Q6_K rows with AVX2 assembly
-// that does the Go code's float32 operations in its order.
+// that does the Go code's float32 operations in its order. A one-row
+// matmul (a decode step) over Q4_K or Q6_K rows dequantizes and multiplies
+// in one pass (kernelSet.deqGemv): AVX2, or on AVX-512 four weight rows at
+// a time in zmm, a Q4_K sub-block's 16 possible values one zmm that
+// VPERMPS looks the nibbles up in (gemvk512_amd64.s), prefetching the next
+// four rows; the same bits.
 //
 // Tolerance mode has a faster path for quantized weights, MatMulInt
 // (intdot.go), which the cpu backend's Host uses: x quantized to int8 per

@@ -45,17 +45,39 @@ func gemvQ4KAVX2(out, x *float32, w *byte, n, rows, stride int)
 //go:noescape
 func gemvQ6KAVX2(out, x *float32, w *byte, n, rows, stride int)
 
+// gemvQ4KAVX512 and gemvQ6KAVX512 (gemvk512_amd64.s) are gemvQ4KAVX2 and
+// gemvQ6KAVX2 with the same bits, four rows at a time in zmm registers.
+//
+//go:noescape
+func gemvQ4KAVX512(out, x *float32, w *byte, n, rows, stride int)
+
+//go:noescape
+func gemvQ6KAVX512(out, x *float32, w *byte, n, rows, stride int)
+
 // deqGemvAVX2 is kernelSet.deqGemv with gemvQ4KAVX2 and gemvQ6KAVX2.
 func deqGemvAVX2(dt abi.DType) gemvFunc {
-	var kernel func(out, x *float32, w *byte, n, rows, stride int)
 	switch dt {
 	case abi.Q4_K:
-		kernel = gemvQ4KAVX2
+		return deqGemvAsm(dt, gemvQ4KAVX2)
 	case abi.Q6_K:
-		kernel = gemvQ6KAVX2
-	default:
-		return nil
+		return deqGemvAsm(dt, gemvQ6KAVX2)
 	}
+	return nil
+}
+
+// deqGemvAVX512 is kernelSet.deqGemv with the AVX-512 kernels.
+func deqGemvAVX512(dt abi.DType) gemvFunc {
+	switch dt {
+	case abi.Q4_K:
+		return deqGemvAsm(dt, gemvQ4KAVX512)
+	case abi.Q6_K:
+		return deqGemvAsm(dt, gemvQ6KAVX512)
+	}
+	return nil
+}
+
+// deqGemvAsm wraps a fused GEMV kernel for rows of type dt as a gemvFunc.
+func deqGemvAsm(dt abi.DType, kernel func(out, x *float32, w *byte, n, rows, stride int)) gemvFunc {
 	return func(out, x []float32, w []byte, k, stride, _ int) {
 		rows := len(out)
 		if rows == 0 {
@@ -288,6 +310,7 @@ func init() {
 	}
 	// AVX512-VNNI (on ymm: AVX512VL) multiplies and adds int16 pairs in
 	// one instruction.
+	avx512Kernels.deqGemv = deqGemvAVX512
 	if cpu.X86.HasAVX512VNNI && cpu.X86.HasAVX512VL {
 		avx512Kernels.rows4 = rows4Asm(q8R4VNNI, q40R4VNNI, q4KR4VNNI, q6KR4VNNI)
 		avx512Kernels.cols4 = cols4Asm(q8C4VNNI, q4KC4VNNI, q6KC4VNNI)

@@ -50,6 +50,36 @@
 	SHLQ $32, R13; \
 	ORQ R11, R13
 
+// k4shufL, k4shufH, k4mask and k4c0 unpack a Q4_K super-block's 6-bit
+// scales and minimums (scaleMin) from its first 16 bytes (f16 d and dmin,
+// then the 12 bytes s0…s11) in one xmm, VK4SCALES.
+DATA k4shufL<>+0(SB)/8, $0x0f0e0d0c07060504
+DATA k4shufL<>+8(SB)/8, $0x0f0e0d0c0b0a0908
+GLOBL k4shufL<>(SB), RODATA|NOPTR, $16
+DATA k4shufH<>+0(SB)/8, $0x0706050480808080
+DATA k4shufH<>+8(SB)/8, $0x0b0a090880808080
+GLOBL k4shufH<>(SB), RODATA|NOPTR, $16
+DATA k4mask<>+0(SB)/8, $0x0f0f0f0f3f3f3f3f
+DATA k4mask<>+8(SB)/8, $0x0f0f0f0f3f3f3f3f
+GLOBL k4mask<>(SB), RODATA|NOPTR, $16
+DATA k4c0<>+0(SB)/8, $0xc0c0c0c0c0c0c0c0
+DATA k4c0<>+8(SB)/8, $0xc0c0c0c0c0c0c0c0
+GLOBL k4c0<>(SB), RODATA|NOPTR, $16
+
+// VK4SCALES leaves in S the bytes sc0…sc7, m0…m7 (scaleMin) of the Q4_K
+// super-block whose first 16 bytes are in X, using T and U: sc0..3 =
+// s0..3 & 63, sc4..7 = s8..11 & 15 | s0..3>>6<<4, m0..3 = s4..7 & 63,
+// m4..7 = s8..11>>4 | s4..7>>6<<4.
+#define VK4SCALES(X, S, T, U) \
+	VPSHUFB k4shufL<>(SB), X, S; \
+	VPSHUFB k4shufH<>(SB), X, T; \
+	VPSRLW $4, S, U; \
+	VPBLENDD $8, U, S, S; \
+	VPAND k4mask<>(SB), S, S; \
+	VPAND k4c0<>(SB), T, T; \
+	VPSRLW $2, T, T; \
+	VPOR T, S, S
+
 // K4SUBSCALES stores the super-block's sub-block scales float32(d·sc_j)
 // at 4j(SP) and minimums float32(dmin·m_j) at 32+4j(SP) (subScales), from
 // K4SCALES's R12 and R13 and the f16 d and dmin at SI.
@@ -175,7 +205,9 @@
 	VMOVUPS Y10, dst3(DI)
 
 // The fused GEMVs of exact mode's block types (gemvQ4KAVX2,
-// gemvQ6KAVX2; kernelSet.deqGemv): each weight dequantized as
+// gemvQ6KAVX2; kernelSet.deqGemv), each super-block prefetching
+// (PREFETCHT0) the one 2 KiB further on, a few rows ahead in the
+// stream, L3 to L2: each weight dequantized as
 // dequantQ4KAVX2 or dequantQ6KAVX2 does and its product added to its lane
 // as gemvF32AVX2 does (lanes 0–7 in one ymm, 8–15 in another; VMULPS,
 // then VADDPS, never an FMA), so the bits are those of dequantizing the
@@ -593,18 +625,52 @@
 	Q4KC4ROW(M, off(SI)(R14*2), 96+2*j, 98+2*j, Y10); \
 	Q4KC4ROW(M, off(R11), 112+2*j, 114+2*j, Y11)
 
-// Q4KC4SCALES unpacks (K4SCALES) one weight row's scales to c(SP) and
-// minimums to 32+c(SP), a byte each, and moves SI to the next row.
+// Q4KC4SCALES unpacks (VK4SCALES, using X1–X4) one weight row's scales to
+// c(SP) and minimums to 32+c(SP), a byte each, and moves SI to the next
+// row.
 #define Q4KC4SCALES(c) \
-	K4SCALES; \
-	MOVQ R12, c(SP); \
-	MOVQ R13, 32+c(SP); \
+	VMOVDQU (SI), X1; \
+	VK4SCALES(X1, X2, X3, X4); \
+	VMOVQ X2, c(SP); \
+	VMOVHPS X2, 32+c(SP); \
 	ADDQ R14, SI
+
+// C4PF4 and C4PF6 prefetch (PREFETCHT0) the super-block at SI of the
+// next group's four weight rows (SI + 4·R14 on), 144 and 210 bytes a row,
+// using R15 (C4PF4 R11 too, before K4SCALES sets it; C4PF6 reads R11 as
+// the group's fourth row): L3 to L2 ahead of the stream.
+#define C4PF(o) \
+	PREFETCHT0 o(R15); \
+	PREFETCHT0 o(R15)(R14*1); \
+	PREFETCHT0 o(R15)(R14*2); \
+	PREFETCHT0 o(R11)
+
+#define C4PF4 \
+	LEAQ (SI)(R14*4), R15; \
+	LEAQ (R15)(R14*2), R11; \
+	ADDQ R14, R11; \
+	C4PF(0); \
+	C4PF(64); \
+	C4PF(128)
+
+#define C4PF6R(o) \
+	PREFETCHT0 o(R15); \
+	PREFETCHT0 o(R15)(R14*1); \
+	PREFETCHT0 o(R15)(R14*2); \
+	PREFETCHT0 o(R11)(R14*4)
+
+#define C4PF6 \
+	LEAQ (SI)(R14*4), R15; \
+	C4PF6R(0); \
+	C4PF6R(64); \
+	C4PF6R(128); \
+	C4PF6R(192)
 
 // Q4KC4SB adds one super-block of the four Q4_K weight rows against x
 // (DI: int8, R9: its scale, R8: its sums per 16, int32) to X0's lanes in
 // intDot's order and rounding, as dotQ4KAVX2 does for each row.
 #define Q4KC4SB(M) \
+	C4PF4; \
 	Q4KC4SCALES(0); \
 	Q4KC4SCALES(8); \
 	Q4KC4SCALES(16); \
@@ -695,6 +761,7 @@
 // X0's lanes, as dotQ6KAVX2 does for each row; Y13 and Y14 hold
 // K6CONSTS.
 #define Q6KC4SB(M) \
+	C4PF6; \
 	VPMOVSXBW 192(SI), Y1; \
 	VMOVDQU Y1, 0(SP); \
 	VPMOVSXBW 192(SI)(R14*1), Y1; \
@@ -1780,6 +1847,9 @@ g4krow:
 	GEMVROW(Y12, Y13, g4kdone)
 
 g4ksb:
+	PREFETCHT0 2048(SI)
+	PREFETCHT0 2112(SI)
+	PREFETCHT0 2176(SI)
 	K4SCALES
 	K4SUBSCALES
 	XORQ R14, R14
@@ -1814,6 +1884,10 @@ g6krow:
 	GEMVROW(Y5, Y6, g6kdone)
 
 g6ksb:
+	PREFETCHT0 2048(SI)
+	PREFETCHT0 2112(SI)
+	PREFETCHT0 2176(SI)
+	PREFETCHT0 2240(SI)
 	Q6KSB(D6F)
 	ADDQ $210, SI
 	ADDQ $1024, DI

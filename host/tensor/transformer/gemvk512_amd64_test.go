@@ -1,0 +1,92 @@
+//go:build amd64 && !purego
+
+package transformer
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/infernet/infernet/abi"
+	"golang.org/x/sys/cpu"
+)
+
+// TestDeqGemvAVX512 checks the AVX-512 fused K-quant GEMVs against
+// dequantizing each row (decode) and the portable f32 dot product, bit
+// for bit, for every row count up to 9 (groups of four and the rest),
+// rows further apart than their size, and specials in x and the weights.
+func TestDeqGemvAVX512(t *testing.T) {
+	if !cpu.X86.HasAVX512F || !hasAVX2 {
+		t.Skip("no AVX-512")
+	}
+	for _, dt := range []abi.DType{abi.Q4_K, abi.Q6_K} {
+		gemv := deqGemvAVX512(dt)
+		for _, k := range []int{256, 768, 2048} {
+			for _, specials := range []bool{false, true} {
+				for rows := 0; rows <= 9; rows++ {
+					r := &rng{s: uint64(k*10+rows) + uint64(dt)}
+					const gap = 2
+					w := r.weights(dt, max(1, rows*gap), k, specials)
+					rb := rowBytes(dt, k)
+					x := r.f32s(k)
+					if specials {
+						x[3], x[k-1] = float32(posInf), float32(negZero)
+					}
+					want, got := make([]float32, rows), make([]float32, rows)
+					row := make([]float32, k)
+					for j := range rows {
+						decode(dt, w.Raw[j*gap*rb:j*gap*rb+rb], 0, row)
+						want[j] = dot(x, row)
+					}
+					gemv(got, x, w.Raw, k, gap*rb, 1)
+					canonicalize(got)
+					canonicalize(want)
+					sameBits(t, fmt.Sprintf("%v/k=%d/rows=%d/specials=%v", dt, k, rows, specials), got, want)
+				}
+			}
+		}
+	}
+}
+
+var posInf, negZero = func() (float32, float32) {
+	var z float32
+	return 1 / z, -z
+}()
+
+// TestDeqGemvAB times the AVX2 and AVX-512 fused K-quant GEMVs against each
+// other, interleaved, on one thread (INFERNET_AB=1; a shared machine's
+// noise falls on both alike): the minimum and median of many rounds.
+func TestDeqGemvAB(t *testing.T) {
+	if os.Getenv("INFERNET_AB") == "" || !cpu.X86.HasAVX512F {
+		t.Skip("INFERNET_AB unset")
+	}
+	for _, dt := range []abi.DType{abi.Q4_K, abi.Q6_K} {
+		for _, s := range gemvShapes {
+			r := &rng{s: 1}
+			x, w := r.f32s(s.k), r.weights(dt, s.n, s.k, false)
+			out := make([]float32, s.n)
+			fs := []gemvFunc{deqGemvAVX2(dt), deqGemvAVX512(dt)}
+			var ts [2][]time.Duration
+			rb := rowBytes(dt, s.k)
+			reps := max(1, 4<<20/len(w.Raw))
+			for range 30 {
+				for i, f := range fs {
+					t0 := time.Now()
+					for range reps {
+						f(out, x, w.Raw, s.k, rb, 1)
+					}
+					ts[i] = append(ts[i], time.Since(t0)/time.Duration(reps))
+				}
+			}
+			for i := range ts {
+				sort.Slice(ts[i], func(a, b int) bool { return ts[i][a] < ts[i][b] })
+			}
+			t.Logf("%v %dx%d: avx2 min %v med %v (%.1f GB/s), avx512 min %v med %v (%.1f GB/s): min ratio %.2fx, median %.2fx",
+				dt, s.n, s.k, ts[0][0], ts[0][15], float64(len(w.Raw))/float64(ts[0][0].Nanoseconds()),
+				ts[1][0], ts[1][15], float64(len(w.Raw))/float64(ts[1][0].Nanoseconds()),
+				float64(ts[0][0])/float64(ts[1][0]), float64(ts[0][15])/float64(ts[1][15]))
+		}
+	}
+}
