@@ -51,13 +51,19 @@ func (n *Node) provideAsync(d blob.Digest) {
 }
 
 // FetchBlob makes the blob d of size bytes local, from hints or the peers
-// that announce it in the DHT, and announces it in turn (unless it is an
-// input here).
+// that announce it in the DHT, and announces it in turn; an input here
+// (private, Access.Input) comes from hints alone and is not announced:
+// looked up in the DHT, its digest had gone to every server on the way
+// (a large blob's spare fetch workers asked even while a hint served it).
 func (n *Node) FetchBlob(ctx context.Context, d blob.Digest, size int64, hints []peer.ID) error {
 	if _, ok := n.blobs.Has(d); ok {
 		return nil
 	}
-	if err := n.blobSvc.Fetch(ctx, d, size, hints); err != nil {
+	fetch := n.blobSvc.Fetch
+	if n.access.Hidden(d) {
+		fetch = n.blobSvc.FetchDirect
+	}
+	if err := fetch(ctx, d, size, hints); err != nil {
 		return err
 	}
 	n.provideAsync(d)

@@ -8,9 +8,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"io"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/blob/blobnet"
@@ -739,5 +743,59 @@ func TestHostileWithheldOutput(t *testing.T) {
 	}
 	if r := c.peers.Record(atk.ID()); r.Completed > 0 {
 		t.Errorf("the withholder's record: %+v; want no replica completed", r)
+	}
+}
+
+// TestHostileSpyPrivateFetch: a node fetches a private blob of 5 MiB from
+// the one peer that may give it, as an aggregator fetches a client's shard
+// inputs and a client the merged shard outputs. The hint served it, yet
+// the fetch workers the hint did not take (a blob from 4 MiB up is fetched
+// by several) asked the DHT for more sources: a spy among its servers was
+// sent the private digest twice (a red team's attack). A private blob is
+// fetched from its hints alone now.
+func TestHostileSpyPrivateFetch(t *testing.T) {
+	net := startNetwork(t, 1, nil)
+	holder, fetcher := net.providers[0], net.client
+	spy := joinNode(t, net)
+	if err := fetcher.host.Connect(context.Background(), peer.AddrInfo{ID: spy.ID(), Addrs: spy.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	secret := make([]byte, 5<<20)
+	rand.NewChaCha8([32]byte{7}).Read(secret)
+	d := putBlob(t, holder, secret)
+	holder.access.Input(d)
+	holder.access.Grant(d, fetcher.ID())
+	want := blob.CID(d).Hash()
+
+	// The spy's DHT records every message that names the digest.
+	var seen atomic.Int32
+	kad := protocol.ID("/infernet/kad/1.0.0")
+	spy.host.SetStreamHandler(kad, func(s network.Stream) {
+		defer s.Reset()
+		_ = s.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b, _ := io.ReadAll(io.LimitReader(s, 1<<16))
+		if bytes.Contains(b, want) {
+			seen.Add(1)
+		}
+	})
+	// Streams the fetcher's DHT opened before are the old handler's: a
+	// new connection, new streams.
+	spy.host.Network().ClosePeer(fetcher.ID())
+	if err := fetcher.host.Connect(context.Background(), peer.AddrInfo{ID: spy.ID(), Addrs: spy.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the spy in the fetcher's routing table", func() bool {
+		return fetcher.dht.RoutingTable().Find(spy.ID()) != ""
+	})
+
+	fetcher.access.Input(d) // as aggregator.go:96 and :572 do
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := fetcher.FetchBlob(ctx, d, int64(len(secret)), []peer.ID{holder.ID()}); err != nil {
+		t.Fatalf("fetch from the hint: %v", err)
+	}
+	time.Sleep(time.Second) // for a lookup begun in the background
+	if n := seen.Load(); n > 0 {
+		t.Fatalf("a DHT server never assigned anything was sent the private digest %d time(s) while the hint served it", n)
 	}
 }

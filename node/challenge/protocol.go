@@ -96,15 +96,17 @@ func Compute(ctx context.Context, b tensor.Backend, seed [32]byte, n int) (*Tree
 type Config struct {
 	// MaxN is the largest challenge accepted; default MaxN.
 	MaxN int
-	// Every is how often clients of one network may challenge; default
-	// 10 s.
+	// Every is how often one client may challenge; default 10 s.
 	Every time.Duration
-	// Group names a client's network (peers.Book.Group), so that fresh
-	// identities in one network share its rate and its place; nil: each
-	// identity alone.
+	// Group names a client's network (peers.Book.Group): one exchange at
+	// a time per network, so that fresh identities of one network hold no
+	// more than one place; nil: each identity alone.
 	Group func(peer.ID) string
 	// Timeout bounds one exchange; default DefaultTimeout.
 	Timeout time.Duration
+	// RowsWithin is how long a client has, once the root is sent, to ask
+	// for its rows and read them; default RowsWithin.
+	RowsWithin time.Duration
 	// Logger receives a line per challenge; default slog.Default().
 	Logger *slog.Logger
 
@@ -114,19 +116,22 @@ type Config struct {
 
 // Limits of a Server.
 const (
-	// RowsWithin is how long a provider waits for the rows to open once
-	// it sent the root: the client asks at once, so a round trip or two.
-	// A client that never asks holds nothing longer.
+	// RowsWithin is how long a provider gives a client, once it sent the
+	// root, to ask for its rows and read them (plus a second a MiB of
+	// rows): the client asks at once, so a round trip or two. A client
+	// that never asks, or never reads, holds nothing longer.
 	RowsWithin = 5 * time.Second
-	// maxHeld bounds the bytes of C kept for exchanges waiting for their
-	// rows (four of DefaultN, one of MaxN).
-	maxHeld = 4 * 4 * DefaultN * DefaultN
+	// heldExchanges is how many exchanges of the largest size accepted
+	// may keep C at once (eight of DefaultN at the default MaxN): one
+	// network's exchange never takes all of it.
+	heldExchanges = 2
 )
 
 // Server answers challenges on a host with a backend. It computes one
 // challenge at a time (each holds 3·N² float32 of device memory) and
-// keeps C in host memory until its rows are asked (RowsWithin, at most
-// maxHeld bytes in all), one exchange per client network; it refuses
+// keeps C in host memory until its rows are read (RowsWithin; at most
+// heldExchanges of the largest size in all), one exchange per client
+// network and one challenge per client every Config.Every; it refuses
 // others as busy. NOTE: safe for concurrent use.
 type Server struct {
 	h   host.Host
@@ -139,9 +144,9 @@ type Server struct {
 	sem    chan struct{}  // a token while a challenge computes
 
 	mu   sync.Mutex
-	last map[string]time.Time // when each client network last challenged; guarded by mu
-	open map[string]bool      // networks with an exchange under way; guarded by mu
-	held int                  // bytes of C kept by exchanges under way; guarded by mu
+	last map[peer.ID]time.Time // when each client last challenged; guarded by mu
+	open map[string]bool       // networks with an exchange under way; guarded by mu
+	held int                   // bytes of C kept by exchanges under way; guarded by mu
 }
 
 // Serve registers the challenge handler on h, computing on b. The caller
@@ -156,6 +161,9 @@ func Serve(h host.Host, b tensor.Backend, cfg Config) *Server {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
+	if cfg.RowsWithin == 0 {
+		cfg.RowsWithin = RowsWithin
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -165,7 +173,7 @@ func Serve(h host.Host, b tensor.Backend, cfg Config) *Server {
 	if cfg.Group == nil {
 		cfg.Group = func(p peer.ID) string { return p.String() }
 	}
-	s := &Server{h: h, b: b, cfg: cfg, sem: make(chan struct{}, 1), last: map[string]time.Time{}, open: map[string]bool{}}
+	s := &Server{h: h, b: b, cfg: cfg, sem: make(chan struct{}, 1), last: map[peer.ID]time.Time{}, open: map[string]bool{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	h.SetStreamHandler(protocol.ID(ID), s.handle)
 	return s
@@ -178,21 +186,23 @@ func (s *Server) Close() {
 	s.wg.Wait()
 }
 
-// admit reports why a challenge of size n from a client of network group
-// is refused, or "" when it may run: then the caller computes it in the
-// compute slot (sem) and calls done(group, n) when it ends. A refusal
-// costs the client nothing of its rate.
-func (s *Server) admit(group string, n int) (reason string, busy bool) {
+// admit reports why a challenge of size n from client p of network
+// group is refused, or "" when it may run: then the caller computes it in
+// the compute slot (sem) and calls done(group, n) when it ends. A refusal
+// costs the client nothing of its rate. The rate is the client's own: a
+// network's rate would let a stranger in it (every relayed client shares
+// one) spend it for the honest.
+func (s *Server) admit(p peer.ID, group string, n int) (reason string, busy bool) {
 	if n < MinN || n > s.cfg.MaxN {
 		return fmt.Sprintf("size %d outside [%d, %d]", n, MinN, s.cfg.MaxN), false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	if t, ok := s.last[group]; ok && now.Sub(t) < s.cfg.Every {
+	if t, ok := s.last[p]; ok && now.Sub(t) < s.cfg.Every {
 		return "rate limited", true
 	}
-	if c := 4 * n * n; s.open[group] || s.held > 0 && s.held+c > maxHeld {
+	if c := 4 * n * n; s.open[group] || s.held+c > heldExchanges*4*s.cfg.MaxN*s.cfg.MaxN {
 		return "busy", true
 	}
 	select {
@@ -200,12 +210,12 @@ func (s *Server) admit(group string, n int) (reason string, busy bool) {
 	default:
 		return "busy", true
 	}
-	for g, t := range s.last { // keep the map small
+	for id, t := range s.last { // keep the map small
 		if now.Sub(t) >= s.cfg.Every {
-			delete(s.last, g)
+			delete(s.last, id)
 		}
 	}
-	s.last[group], s.open[group] = now, true
+	s.last[p], s.open[group] = now, true
 	s.held += 4 * n * n
 	return "", false
 }
@@ -248,7 +258,7 @@ func (s *Server) serve(ctx context.Context, st network.Stream, from peer.ID, log
 	copy(nonce[:], req[1:33])
 	n := int(binary.BigEndian.Uint32(req[33:]))
 	group := s.cfg.Group(from)
-	if reason, busy := s.admit(group, n); reason != "" {
+	if reason, busy := s.admit(from, group, n); reason != "" {
 		return refuse(st, reason, busy)
 	}
 	defer s.done(group, n)
@@ -263,7 +273,9 @@ func (s *Server) serve(ctx context.Context, st network.Stream, from peer.ID, log
 	if _, err := st.Write(append([]byte{statusOK}, root[:]...)); err != nil {
 		return fmt.Errorf("write root: %w", err)
 	}
-	_ = st.SetReadDeadline(time.Now().Add(RowsWithin))
+	// Reads and writes alike: a client that asks for rows and never reads
+	// them had held C and its network's place to the 30 s timeout.
+	_ = st.SetDeadline(time.Now().Add(s.cfg.RowsWithin + time.Duration(MaxRows*4*n/(1<<20))*time.Second))
 	took := time.Since(start)
 	attrs := []any{"n", n, "backend", s.b.Name(), "took", took,
 		"generate", tm.Generate, "upload", tm.Upload, "gemm", tm.Gemm, "download", tm.Download, "hash", tm.Hash}

@@ -3,6 +3,7 @@ package challenge
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"log/slog"
@@ -262,9 +263,119 @@ func TestStalledExchange(t *testing.T) {
 		t.Fatal("a second identity of the staller's network was let in beside the first")
 	}
 	s.mu.Lock()
-	_, spent := s.last["attacker"]
+	_, spent := s.last[stallers[0].ID()]
 	s.mu.Unlock()
 	if !spent {
 		t.Fatal("the first stall spent no rate")
+	}
+}
+
+// zeroTree is the tree of an all-zero C of n rows, made without hashing
+// every row.
+func zeroTree(n int) *Tree {
+	width := 1
+	for width < n {
+		width *= 2
+	}
+	leaf := LeafHash(make([]byte, 4*n))
+	leaves := make([][32]byte, width)
+	for i := range n {
+		leaves[i] = leaf
+	}
+	t := &Tree{n: n, levels: [][][32]byte{leaves}}
+	for l := leaves; len(l) > 1; {
+		up := make([][32]byte, len(l)/2)
+		for i := range up {
+			up[i] = nodeHash(l[2*i], l[2*i+1])
+		}
+		t.levels, l = append(t.levels, up), up
+	}
+	return t
+}
+
+// instantLarge stands in for a GPU: small challenges are computed, large
+// ones answered at once with a C of zeros (untouched pages: no memory).
+func instantLarge(ctx context.Context, b tensor.Backend, seed [32]byte, n int) (*Tree, []byte, Timings, error) {
+	if n <= 512 {
+		return Compute(ctx, b, seed, n)
+	}
+	return zeroTree(n), make([]byte, 4*n*n), Timings{}, nil
+}
+
+// TestUnreadRows: a stranger challenges at MaxN, takes the root, asks for
+// MaxRows rows and never reads them (a red team's second stall: the
+// provider's write blocked on the stream's window to the 30 s timeout,
+// and its C alone had filled the memory kept for rows, so every network
+// was refused busy for 30 s, again and again). An honest client of
+// another network is served meanwhile, and the stranger's network gets
+// its place back once RowsWithin (and the rows' allowance) passed.
+func TestUnreadRows(t *testing.T) {
+	prov, staller := newHost(t), newHost(t)
+	group := func(p peer.ID) string {
+		if p == staller.ID() {
+			return "attacker"
+		}
+		return p.String()
+	}
+	s := Serve(prov, cpu.New(cpu.Config{}), Config{Group: group, compute: instantLarge, RowsWithin: 100 * time.Millisecond})
+	t.Cleanup(s.Close)
+	connect(t, staller, prov)
+	st, err := staller.NewStream(context.Background(), prov.ID(), protocol.ID(ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Reset()
+	req := make([]byte, 37)
+	req[0] = version
+	binary.BigEndian.PutUint32(req[33:], MaxN)
+	st.Write(req)
+	var ans [33]byte
+	if _, err := io.ReadFull(st, ans[:]); err != nil || ans[0] != statusOK {
+		t.Fatalf("the stall was not admitted: %v %v", ans[0], err)
+	}
+	ask := binary.BigEndian.AppendUint16(nil, MaxRows) // row 0, MaxRows times
+	if _, err := st.Write(append(ask, make([]byte, 4*MaxRows)...)); err != nil {
+		t.Fatal(err)
+	}
+	honest := newHost(t)
+	connect(t, honest, prov)
+	if _, err := Run(context.Background(), honest, prov.ID(), Params{N: 64, Deadline: 10 * time.Second}); err != nil {
+		t.Fatalf("an honest client of another network during the stall: %v", err)
+	}
+	// 4 MiB of rows: 100 ms and 4 s to read them.
+	bound := time.Now().Add(4*time.Second + 100*time.Millisecond + 5*time.Second)
+	for {
+		s.mu.Lock()
+		open := s.open["attacker"]
+		s.mu.Unlock()
+		if !open {
+			break
+		}
+		if time.Now().After(bound) {
+			t.Fatal("unread rows still hold their network's place")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestRateIsPerClient: a stranger sharing an honest client's network
+// group (every client reached through relays shares one) challenges as
+// often as it may; the honest client's challenges are still served (the
+// rate had been the group's: refused 32 of 32 times over 8 s).
+func TestRateIsPerClient(t *testing.T) {
+	prov, attacker, honest := newHost(t), newHost(t), newHost(t)
+	s := Serve(prov, cpu.New(cpu.Config{}), Config{Group: func(peer.ID) string { return "relayed" }, Every: time.Hour})
+	t.Cleanup(s.Close)
+	connect(t, attacker, prov)
+	connect(t, honest, prov)
+	params := Params{N: 64, Deadline: 10 * time.Second}
+	if _, err := Run(context.Background(), attacker, prov.ID(), params); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(context.Background(), honest, prov.ID(), params); err != nil {
+		t.Fatalf("the honest client of the stranger's group: %v", err)
+	}
+	if _, err := Run(context.Background(), attacker, prov.ID(), params); !errors.Is(err, ErrBusy) {
+		t.Fatalf("the stranger's second challenge within Every: %v, want refused", err)
 	}
 }
