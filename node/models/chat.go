@@ -128,9 +128,14 @@ func (t *ChatTemplate) Render(msgs []Message) (string, error) {
 // system (or developer) message goes into the first user turn between
 // <<SYS>> markers, each user turn is wrapped in [INST] ... [/INST], and
 // each assistant turn follows its user turn. The runner adds BOS; later
-// turns are joined by a space where Llama 2 would start a new sequence, as
-// the vocabulary's BOS and EOS cannot be written as text a SentencePiece
-// tokenizer reads back as them.
+// turns are joined by a space where Llama 2 would end the turn with EOS
+// and start a new sequence with BOS: this template serves llama2.c
+// checkpoints too, whose tokenizer.bin has no token types, so "</s><s>"
+// would be read there as the text "<", "/", "s", ">", ... A GGUF
+// vocabulary reads the special tokens written in a prompt as those
+// tokens, as llama.cpp's parse_special does, so a GGUF model's own
+// template that writes eos_token and bos_token between turns (Mistral's,
+// Llama 2's) gets them.
 //
 //	[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} [INST] {user} [/INST]
 //

@@ -1,7 +1,6 @@
 package llama
 
 import (
-	"sort"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -12,8 +11,8 @@ import (
 // word's UTF-8 bytes are written as printable characters (GPT-2's
 // bytes_to_unicode), and the pair of adjacent symbols whose merge ranks
 // first (tokenizer.ggml.merges) is merged until none is. Special tokens
-// (control and user-defined) in the text are tokens of their own, never
-// split or merged, as llama.cpp's tokenizer takes them with parse_special.
+// in the text are tokens of their own, never split or merged (Tokenizer's
+// partition, as for SentencePiece).
 
 // Vocabulary models (GGUF's tokenizer.ggml.model).
 const (
@@ -55,10 +54,7 @@ type bpe struct {
 	// the id of the merged token.
 	merges map[uint64]merge
 	// byteTok is the token of each byte alone.
-	byteTok [256]int32
-	// specials are the control and user-defined tokens' texts, longest
-	// first, with their ids.
-	specials  []special
+	byteTok   [256]int32
 	maxDigits int
 	// wholeWords: a word that is a token is that token, merges or not
 	// (llama.cpp's ignore_merges, Llama 3's).
@@ -66,11 +62,6 @@ type bpe struct {
 }
 
 type merge struct{ rank, id int32 }
-
-type special struct {
-	text string
-	id   int32
-}
 
 // newBPE builds the lookups of t's byte-level vocabulary, once t's piece
 // table is (index calls it).
@@ -99,56 +90,12 @@ func newBPE(t *Tokenizer) *bpe {
 			b.merges[key] = merge{int32(rank), id}
 		}
 	}
-	for i, p := range v.Pieces {
-		if v.Types != nil && (v.Types[i] == TokenControl || v.Types[i] == TokenUserDefined) && p != "" {
-			b.specials = append(b.specials, special{p, int32(i)})
-		}
-	}
-	sort.SliceStable(b.specials, func(i, j int) bool { return len(b.specials[i].text) > len(b.specials[j].text) })
 	return b
-}
-
-// fragment is a part of the text: a special token (id >= 0) or raw text.
-type fragment struct {
-	text string
-	id   int32
-}
-
-// partition splits text at the special tokens in it, the longest token
-// first, as llama.cpp's tokenizer_st_partition does.
-func (b *bpe) partition(text string) []fragment {
-	frags := []fragment{{text, -1}}
-	for _, s := range b.specials {
-		var out []fragment
-		for _, f := range frags {
-			if f.id >= 0 || !strings.Contains(f.text, s.text) {
-				out = append(out, f)
-				continue
-			}
-			rest := f.text
-			for {
-				i := strings.Index(rest, s.text)
-				if i < 0 {
-					break
-				}
-				if i > 0 {
-					out = append(out, fragment{rest[:i], -1})
-				}
-				out = append(out, fragment{s.text, s.id})
-				rest = rest[i+len(s.text):]
-			}
-			if rest != "" {
-				out = append(out, fragment{rest, -1})
-			}
-		}
-		frags = out
-	}
-	return frags
 }
 
 // encode appends the tokens of text to toks.
 func (b *bpe) encode(t *Tokenizer, toks []int32, text string) []int32 {
-	for _, f := range b.partition(text) {
+	for _, f := range t.partition(text) {
 		if f.id >= 0 {
 			toks = append(toks, f.id)
 			continue

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/infernet/infernet/guest/go/llama/llamatest"
@@ -62,7 +63,9 @@ func ggufVocab(t testing.TB, v *Vocab) *Vocab {
 }
 
 // TestEncodeGolden: both tokenizers, as tokenizer.bin and as a GGUF
-// vocabulary, give run.c's token ids for every golden prompt.
+// vocabulary, give run.c's token ids for every golden prompt, but for a
+// GGUF vocabulary's encoding of a prompt that writes one of its special
+// tokens ("<s> </s> <unk>"), which is llama.cpp's (TestEncodeSpecialTokens).
 func TestEncodeGolden(t *testing.T) {
 	goldens := llamatest.Tokenizations(t)
 	if len(goldens) < 2*20 {
@@ -81,18 +84,82 @@ func TestEncodeGolden(t *testing.T) {
 		}
 		toks[name] = pair
 	}
+	special := map[string]bool{}
+	for _, g := range llamatest.SpecialTokenizations(t) {
+		special[g.Tokenizer+"\x00"+g.PromptHex] = true
+	}
 	for i, g := range goldens {
 		prompt, err := g.Prompt()
 		if err != nil {
 			t.Fatal(err)
 		}
 		for j, format := range []string{"tokenizer.bin", "gguf"} {
+			if j == 1 && writesSpecial(toks[g.Tokenizer][j].Vocab(), prompt) {
+				if !special[g.Tokenizer+"\x00"+g.PromptHex] {
+					t.Errorf("golden %d, %s as gguf: %q writes a special token and has no llama.cpp golden (%s)", i, g.Tokenizer, prompt, llamatest.SpecialTokensFile)
+				}
+				continue // llama.cpp's ids, not run.c's: TestEncodeSpecialTokens
+			}
 			got := toks[g.Tokenizer][j].Encode(prompt, true, false)
 			if !slices.Equal(got, g.IDs) {
 				t.Errorf("golden %d, %s as %s: Encode(%q) = %v, want %v", i, g.Tokenizer, format, prompt, got, g.IDs)
 			}
 		}
 	}
+}
+
+// TestEncodeSpecialTokens: a GGUF vocabulary's special tokens written in a
+// prompt ("</s>" between the turns of Llama 2's and Mistral's chat
+// templates) are those tokens, as llama.cpp reads a prompt with
+// parse_special (llama-server, llama-cli): the ids of both tokenizers as
+// GGUF vocabularies are llama.cpp's for every prompt of
+// special_prompts.txt (special_tokens.jsonl, scripts/llamacpp-goldens.sh).
+// The text "<", "/", "s", ">" came before.
+func TestEncodeSpecialTokens(t *testing.T) {
+	goldens := llamatest.SpecialTokenizations(t)
+	if len(goldens) < 2*15 {
+		t.Fatalf("%d llama.cpp tokenizations, want at least 30", len(goldens))
+	}
+	toks := map[string]*Tokenizer{}
+	for name := range tokenizerFiles {
+		tk, err := NewTokenizer(ggufVocab(t, loadVocab(t, name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks[name] = tk
+	}
+	withEOS := 0
+	for i, g := range goldens {
+		prompt, err := g.Prompt()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk := toks[g.Tokenizer]
+		if tk == nil {
+			t.Fatalf("golden %d: no tokenizer %s", i, g.Tokenizer)
+		}
+		got := tk.Encode(prompt, true, false)
+		if !slices.Equal(got, g.IDs) {
+			t.Errorf("golden %d, %s as gguf: Encode(%q) = %v, llama.cpp %v", i, g.Tokenizer, prompt, got, g.IDs)
+		}
+		if slices.Contains(g.IDs, tk.Vocab().EOS) {
+			withEOS++
+		}
+	}
+	if withEOS < len(goldens)/2 {
+		t.Errorf("%d of %d llama.cpp tokenizations hold EOS: the prompts write too few special tokens", withEOS, len(goldens))
+	}
+}
+
+// writesSpecial reports whether text holds the text of one of v's control,
+// user-defined or unknown tokens.
+func writesSpecial(v *Vocab, text string) bool {
+	for i, p := range v.Pieces {
+		if v.Types != nil && (v.Types[i] == TokenControl || v.Types[i] == TokenUserDefined || v.Types[i] == TokenUnknown) && p != "" && strings.Contains(text, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // TestDecodeGolden: decoding every golden completion's tokens (both

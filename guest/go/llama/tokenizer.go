@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -25,9 +26,19 @@ import (
 // the same in llama2.c's vocabularies) and is UNK when the vocabulary has
 // none; the dummy prefix is left out when the vocabulary has no " "; a NUL
 // in the text is encoded as a byte rather than ending it; of duplicate
-// pieces the lowest id is found. A GGUF vocabulary's control and unknown
-// tokens ("<s>", "</s>", "<unk>") are never produced from text, and its
-// add_space_prefix false turns the dummy prefix off.
+// pieces the lowest id is found.
+//
+// A GGUF vocabulary's special tokens, its control, user-defined and unknown
+// ones ("<s>", "</s>", "<unk>", "[INST]" where it is one), written in the
+// text are those tokens, as llama.cpp's tokenizer reads a prompt with
+// parse_special (llama-server, llama-cli): the text is cut at them, the
+// longest first (partition), and the rest is encoded a part at a time, so
+// no merge runs across one. As llama.cpp's SentencePiece path does, a part
+// gets the dummy prefix when it starts the text or follows a special token
+// ("a</s> b" is " a", "</s>", "  b"). A special token is never made by a
+// merge, and add_space_prefix false turns the dummy prefix off. A llama2.c
+// tokenizer.bin has no token types, so none of its pieces is special:
+// "</s>" in the text is "<", "/", "s", ">", as run.c encodes it.
 //
 // A Tokenizer is safe for concurrent use.
 type Tokenizer struct {
@@ -44,6 +55,15 @@ type Tokenizer struct {
 	bytes [256]int32 // byte tokens
 	space int32      // the dummy prefix's id, -1 if none
 	bpe   *bpe       // a byte-level vocabulary's merges (ModelGPT2)
+	// specials are the special tokens' texts, longest first, with their
+	// ids.
+	specials []special
+}
+
+// special is a special token: its text and id.
+type special struct {
+	text string
+	id   int32
 }
 
 // mergeFloor is run.c's initial best score: a merge must score above it.
@@ -84,6 +104,12 @@ func (t *Tokenizer) index() {
 				}
 			}
 		}
+		for i, p := range v.Pieces {
+			if v.Types != nil && (v.Types[i] == TokenControl || v.Types[i] == TokenUserDefined || v.Types[i] == TokenUnknown) && p != "" {
+				t.specials = append(t.specials, special{p, int32(i)})
+			}
+		}
+		sort.SliceStable(t.specials, func(i, j int) bool { return len(t.specials[i].text) > len(t.specials[j].text) })
 		if v.Model == ModelGPT2 {
 			t.bpe = newBPE(t)
 			return
@@ -174,20 +200,20 @@ func (t *Tokenizer) EncodePrompt(prompt string, context int) ([]int, error) {
 }
 
 // Encode returns the token ids of text, with BOS first if bos and EOS last
-// if eos. A byte-level vocabulary's (ModelGPT2) special tokens in text are
-// tokens of their own (see package doc of bpe.go).
+// if eos. A GGUF vocabulary's special tokens in text are tokens of their
+// own (see Tokenizer).
 func (t *Tokenizer) Encode(text string, bos, eos bool) []int {
 	toks := make([]int32, 0, len(text)+3)
 	if bos {
 		toks = append(toks, int32(t.vocab.BOS))
 	}
-	if t.vocab.Model == ModelGPT2 {
-		if text != "" {
-			t.index()
+	if text != "" {
+		t.index()
+		if t.vocab.Model == ModelGPT2 {
 			toks = t.bpe.encode(t, toks, text)
+		} else {
+			toks = t.encodeSPM(toks, text)
 		}
-	} else {
-		toks = t.merge(append(toks, t.codePoints(text)...))
 	}
 	if eos {
 		toks = append(toks, int32(t.vocab.EOS))
@@ -199,14 +225,71 @@ func (t *Tokenizer) Encode(text string, bos, eos bool) []int {
 	return out
 }
 
+// fragment is a part of the text: a special token (id >= 0) or raw text.
+type fragment struct {
+	text string
+	id   int32
+}
+
+// partition splits text at the special tokens in it, the longest token
+// first, as llama.cpp's tokenizer_st_partition does.
+func (t *Tokenizer) partition(text string) []fragment {
+	frags := []fragment{{text, -1}}
+	for _, s := range t.specials {
+		var out []fragment
+		for _, f := range frags {
+			if f.id >= 0 || !strings.Contains(f.text, s.text) {
+				out = append(out, f)
+				continue
+			}
+			rest := f.text
+			for {
+				i := strings.Index(rest, s.text)
+				if i < 0 {
+					break
+				}
+				if i > 0 {
+					out = append(out, fragment{rest[:i], -1})
+				}
+				out = append(out, fragment{s.text, s.id})
+				rest = rest[i+len(s.text):]
+			}
+			if rest != "" {
+				out = append(out, fragment{rest, -1})
+			}
+		}
+		frags = out
+	}
+	return frags
+}
+
+// encodeSPM appends the tokens of text to toks, a SentencePiece
+// vocabulary's: each part of the text between special tokens merged on its
+// own, with the dummy prefix where it starts the text or follows a special
+// token.
+func (t *Tokenizer) encodeSPM(toks []int32, text string) []int32 {
+	afterSpecial := true // the text's start counts as after one
+	for _, f := range t.partition(text) {
+		if f.id >= 0 {
+			toks = append(toks, f.id)
+			afterSpecial = true
+			continue
+		}
+		toks = append(toks, t.merge(t.codePoints(f.text, afterSpecial))...)
+		afterSpecial = false
+	}
+	return toks
+}
+
 // codePoints returns the tokens text starts as, before any merge: the
-// dummy prefix, then a token per code point, or its bytes' tokens.
-func (t *Tokenizer) codePoints(text string) []int32 {
+// dummy prefix if prefix, then a token per code point, or its bytes'
+// tokens.
+func (t *Tokenizer) codePoints(text string, prefix bool) []int32 {
 	if text != "" {
 		t.index()
 	}
 	toks := make([]int32, 0, len(text)+1)
-	if text != "" && t.space >= 0 {
+	if prefix && text != "" && t.space >= 0 {
 		toks = append(toks, t.space)
 	}
 	var cp [4]byte

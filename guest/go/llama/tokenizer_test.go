@@ -60,7 +60,7 @@ func TestMergeMatchesRunC(t *testing.T) {
 				}
 			}
 			text := sb.String()
-			start := tk.codePoints(text)
+			start := tk.codePoints(text, true)
 			if got, want := tk.merge(slices.Clone(start)), naiveMerge(tk, slices.Clone(start)); !slices.Equal(got, want) {
 				t.Fatalf("%s: merge of %q = %v, run.c's loop gives %v", name, text, got, want)
 			}
@@ -108,15 +108,47 @@ func TestEncodeEdges(t *testing.T) {
 			t.Errorf("no dummy prefix: Encode(ab) = %v", got)
 		}
 	}
-	// A GGUF vocabulary's control and unknown tokens never come from text.
-	g := &Vocab{Pieces: []string{"<unk>", "<s>", "</s>", "<", "s", ">", "<s", "u", "n", "k", "<unk"},
-		Scores: make([]float32, 11), Types: []int32{2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, BOS: 1, EOS: 2, NoSpacePrefix: true}
-	tk, err = NewTokenizer(g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := tk.Encode("<s><unk>", false, false); !slices.Equal(got, []int{6, 5, 3, 7, 8, 9, 5}) {
-		t.Errorf("Encode(<s><unk>) = %v: control or unknown tokens", got)
+}
+
+// TestEncodeSpecialTokensRules: a GGUF vocabulary's control and unknown
+// tokens written in the text are those tokens, each part of the text
+// between them merged on its own (never "ab" across "</s>") with the dummy
+// prefix where it starts the text or follows one, as llama.cpp's
+// SentencePiece tokenizer does with parse_special; without token types (a
+// llama2.c tokenizer.bin) they are text. llama.cpp's own ids:
+// TestEncodeSpecialTokens.
+func TestEncodeSpecialTokensRules(t *testing.T) {
+	pieces := []string{"<unk>", "<s>", "</s>", "<", "s", ">", "<s", "u", "n", "k", "/", " ", "a", "b", "ab", " a"}
+	scores := []float32{0, 0, 0, -1, -1, -1, -2, -1, -1, -1, -1, -1, -1, -1, -2, -3}
+	types := []int32{TokenUnknown, TokenControl, TokenControl, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}
+	typed := &Vocab{Pieces: pieces, Scores: scores, Types: types, BOS: 1, EOS: 2}
+	noPrefix := &Vocab{Pieces: pieces, Scores: scores, Types: types, BOS: 1, EOS: 2, NoSpacePrefix: true}
+	untyped := &Vocab{Pieces: pieces, Scores: scores, BOS: 1, EOS: 2}
+	for _, tc := range []struct {
+		name string
+		v    *Vocab
+		text string
+		want []int
+	}{
+		{"merge before", typed, "ab", []int{11, 14}},
+		{"no merge across", typed, "a</s>b", []int{15, 2, 11, 13}},
+		{"alone", typed, "</s>", []int{2}},
+		{"first", typed, "</s>a", []int{2, 15}},
+		{"last", typed, "a</s>", []int{15, 2}},
+		{"space after", typed, "</s> a", []int{2, 11, 15}},
+		{"adjacent", typed, "<s><unk>", []int{1, 0}},
+		{"inside text", typed, "<<s>>", []int{11, 3, 1, 11, 5}},
+		{"near miss", typed, "<s", []int{11, 6}},
+		{"no dummy prefix", noPrefix, "a</s>b", []int{12, 2, 13}},
+		{"no types", untyped, "</s>", []int{11, 3, 10, 4, 5}},
+	} {
+		tk, err := NewTokenizer(tc.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tk.Encode(tc.text, false, false); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: Encode(%q) = %v, want %v", tc.name, tc.text, got, tc.want)
+		}
 	}
 }
 

@@ -23,6 +23,12 @@ const GoldenFile = "testdata/llama/golden.jsonl"
 // written by scripts/llama-goldens.sh with GoldenFile.
 const TokensFile = "testdata/llama/tokens.jsonl"
 
+// SpecialTokensFile is the path in the repository of llama.cpp's
+// tokenizations, with special tokens parsed (parse_special), of prompts that
+// write special tokens ("</s>"), in the GGUF vocabularies of TokensFile's
+// tokenizers: Tokenizations, written by scripts/llamacpp-goldens.sh.
+const SpecialTokensFile = "testdata/llama/special_tokens.jsonl"
+
 // RandomPrefix starts a Golden's Model when the model is WriteRandom's:
 // "llamatest:" and a preset shape's name.
 const RandomPrefix = "llamatest:"
@@ -84,8 +90,8 @@ type Golden struct {
 	Margins []float64 `json:"margins,omitempty"`
 }
 
-// Tokenization is one line of TokensFile: run.c's encode of a prompt, BOS
-// added, no EOS.
+// Tokenization is one line of TokensFile, run.c's encode of a prompt, or of
+// SpecialTokensFile, llama.cpp's: BOS added, no EOS.
 type Tokenization struct {
 	// Tokenizer is a file of testdata/llama: tok512.bin or tokenizer.bin.
 	Tokenizer string `json:"tokenizer"`
@@ -171,6 +177,13 @@ func Goldens(tb testing.TB) []Golden {
 func Tokenizations(tb testing.TB) []Tokenization {
 	tb.Helper()
 	return load(tb, TokensFile, ReadTokenizations)
+}
+
+// SpecialTokenizations is the repository's llama.cpp tokenizations
+// (SpecialTokensFile), for a test, which it fails if they cannot be read.
+func SpecialTokenizations(tb testing.TB) []Tokenization {
+	tb.Helper()
+	return load(tb, SpecialTokensFile, ReadTokenizations)
 }
 
 // load reads the repository's file name with read, failing tb on an error.
