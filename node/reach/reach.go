@@ -35,6 +35,7 @@ import (
 	circuitproto "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/proto"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 )
 
 // Reachability values of Config.Reachability.
@@ -225,6 +226,19 @@ func RelayAddrs(addrs []ma.Multiaddr) []ma.Multiaddr {
 	return out
 }
 
+// PublicAddrs are the addresses among addrs that others on the internet
+// may dial directly: public IPs, not relayed (a port the router mapped
+// with --nat, UPnP or NAT-PMP, or one AutoNAT confirmed).
+func PublicAddrs(addrs []ma.Multiaddr) []ma.Multiaddr {
+	var out []ma.Multiaddr
+	for _, a := range addrs {
+		if !IsRelayed(a) && manet.IsPublicAddr(a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // Reachable is AutoNAT's latest verdict on this node, as Watch hears it:
 // "unknown" until one comes (or what --reachability asserts). The zero
 // value is ready to use; it is safe for concurrent use.
@@ -294,6 +308,7 @@ func Watch(ctx context.Context, wg *sync.WaitGroup, h host.Host, log *slog.Logge
 		defer sub.Close()
 		defer tick.Stop()
 		relays := fmt.Sprint([]ma.Multiaddr(nil)) // none yet: nothing to say
+		public := relays
 		var used UsageStats
 		for {
 			select {
@@ -324,6 +339,12 @@ func Watch(ctx context.Context, wg *sync.WaitGroup, h host.Host, log *slog.Logge
 					if now != relays {
 						relays = now
 						log.Info("relayed addresses", "via", now)
+					}
+					// What --nat's port mapping gave, if anything: it had
+					// said nothing either way.
+					if now := fmt.Sprint(PublicAddrs(h.Addrs())); now != public {
+						public = now
+						log.Info("public addresses (dialled directly: a port the router mapped, or one AutoNAT confirmed)", "addrs", now)
 					}
 				}
 			}

@@ -82,6 +82,11 @@ func TestRelayAddrs(t *testing.T) {
 	if len(got) != 1 || !got[0].Equal(addrs[1]) {
 		t.Fatalf("RelayAddrs = %v, want only the circuit address", got)
 	}
+	// Public: dialled directly, neither private nor relayed (what --nat's
+	// port mapping adds, logged as it comes).
+	if got := PublicAddrs(append(addrs, ma.StringCast("/ip4/127.0.0.1/tcp/4001"))); len(got) != 1 || !got[0].Equal(addrs[0]) {
+		t.Fatalf("PublicAddrs = %v, want only the public direct address", got)
+	}
 }
 
 func TestUsage(t *testing.T) {

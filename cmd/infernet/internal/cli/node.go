@@ -331,7 +331,7 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 	// ("reachability", "relayed addresses").
 	log.Info("node running", "id", n.ID(), "role", role, "api", srv.Addr(),
 		"datadir", mustAbs(o.Config.DataDir), "listen", strings.Join(o.Config.Listen, " "),
-		"reachability", o.Config.Reach.Reachability)
+		"reachability", o.Config.Reach.Reachability, "nat_port_mapping", o.Config.NAT)
 	<-ctx.Done()
 	o.drain(life, n, log)
 	log.Info("node stopping")
