@@ -71,6 +71,10 @@ func newCmdPayments(stdio IO, use string, outgoing bool) *cobra.Command {
 					note = "stake returned" // lnd's reason for a cancelled hold is no error here
 				} else if p.Bond && p.State == store.PaySettled {
 					note = "stake taken: the provider was caught lying"
+				} else if p.State == store.PayCanceled && p.Outgoing && strings.Contains(p.Error, cancelledHold) {
+					// lnd's words for a hold invoice its payee cancelled,
+					// which is how a price comes back unspent.
+					note = "price returned: its result was not taken (refused, not needed, or the job ended)"
 				}
 				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d msat\t%d msat\t%s\t%s\n", p.Job, p.Replica, shortID(p.Peer), kind, p.State,
 					p.AmountMsat, p.FeeMsat, p.Updated.Format(time.DateTime), note)
@@ -90,6 +94,10 @@ func newCmdPayments(stdio IO, use string, outgoing bool) *cobra.Command {
 	o.flags(cmd)
 	return cmd
 }
+
+// cancelledHold is in lnd's reason for a payment to a hold invoice its
+// payee cancelled.
+const cancelledHold = "INCORRECT_PAYMENT_DETAILS"
 
 // paymentKind names what a payment is for: a replica's price (escrow or
 // fair exchange), a whole job's to an aggregator, or collateral.
@@ -154,5 +162,5 @@ func neverStaked(p *store.Payment) bool {
 	if !p.Outgoing {
 		return p.Error != ""
 	}
-	return p.Error != "" && !strings.Contains(p.Error, "INCORRECT_PAYMENT_DETAILS")
+	return p.Error != "" && !strings.Contains(p.Error, cancelledHold)
 }

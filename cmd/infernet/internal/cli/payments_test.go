@@ -49,8 +49,19 @@ func TestPaymentsWithoutNode(t *testing.T) {
 	if err := db.PutPayment(pay); err != nil {
 		t.Fatal(err)
 	}
+	// A price that came back: lnd's words for a cancelled hold invoice
+	// are no note for a person.
+	back := &store.Payment{Job: wire.NewJobID(), Replica: 2, Peer: "12D3KooWprovider0001", State: store.PayCanceled, AmountMsat: 5000,
+		Outgoing: true, Created: time.Now(), Error: "payment canceled (the payee canceled the invoice): FAILURE_REASON_INCORRECT_PAYMENT_DETAILS"}
+	back.Hash[0] = 2
+	if err := db.PutPayment(back); err != nil {
+		t.Fatal(err)
+	}
 	db.Close()
 	code, out, errOut := infernet(t, "spending", "--datadir", dir)
+	if !strings.Contains(out, "price returned: its result was not taken") || strings.Contains(out, "FAILURE_REASON") {
+		t.Errorf("a returned price's note:\n%s", out)
+	}
 	if code != 0 || !strings.Contains(out, pay.Job.String()) || !strings.Contains(out, "prices: settled 5000 msat") || !strings.Contains(errOut, "no node runs for") {
 		t.Errorf("spending with no node: exit %d\n%s\n%s", code, out, errOut)
 	}
