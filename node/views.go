@@ -140,7 +140,26 @@ func (n *Node) peerInfo(id peer.ID, p store.Peer) PeerInfo {
 	info.LatencyMS = float64(n.host.Peerstore().LatencyEWMA(id).Microseconds()) / 1000
 	info.Via = reach.How(n.host, &n.punched, id)
 	info.Network = n.peers.Group(id)
+	if p.Advert == nil && (p.Paid > 0 || p.Unpaid > 0 || p.Slashed > 0) {
+		// A client of this provider's, which it judges by how it pays,
+		// not by a provider's scores (an operator's walk: a client that
+		// took its stake showed "on probation (0 of 5 proven)").
+		info.Why = clientWhy(p, n.peers.StakeRefusal(id))
+	}
 	return info
+}
+
+// clientWhy is what a provider says of a client: how it paid, the
+// collateral it took here, and why it gets no more stakes.
+func clientWhy(p store.Peer, refusal string) string {
+	why := fmt.Sprintf("a client: paid for %d results, left %d unpaid", p.Paid, p.Unpaid)
+	if p.Slashed > 0 {
+		why += fmt.Sprintf(", took this node's collateral %d× (it caught a lie)", p.Slashed)
+	}
+	if refusal != "" {
+		why += "; no more stakes: " + refusal
+	}
+	return why
 }
 
 // Forgive lifts id's ban at the operator's word (`infernet peers forgive`:
