@@ -148,14 +148,29 @@ func TestAggregator(t *testing.T) {
 // where the same colluders would have agreed with themselves.
 func TestAggregatorSpotCheckTrustsNobody(t *testing.T) {
 	t.Parallel() // waits far more than it computes
+	// Shards honest, the reduce forged: its input is the merged outputs of
+	// lines' shards of four lines (a red team's attack: passed with every
+	// shard spot-checked, since the spot checks drew shards alone).
+	four := []byte("one\ntwo\nthree\nfour\n")
+	merged := runLocallyWith(t, readTestdata(t, "jobs/lines/lines.wasm"), four, "q")
+	forgeReduce := func() *faults.Faults {
+		return &faults.Faults{Rewrite: func(in, out []byte) []byte {
+			if bytes.Equal(in, merged) {
+				return []byte("forged by the aggregator's providers\n")
+			}
+			return out
+		}}
+	}
 	tests := []struct {
 		name   string
 		faults func() *faults.Faults
 		input  []byte // lines exits 3 on none
+		reduce bool
 		want   string // how the spot check says it
 	}{
-		{"a false output", func() *faults.Faults { return &faults.Faults{Lie: 1, Collude: true} }, []byte("one\ntwo\nthree\nfour\n"), "gave"},
-		{"a false ending", func() *faults.Faults { return &faults.Faults{ClaimExitZero: true} }, nil, "shard 0 exited 3 here, exited 0 by the aggregator"},
+		{"a false output", func() *faults.Faults { return &faults.Faults{Lie: 1, Collude: true} }, four, false, "gave"},
+		{"a false ending", func() *faults.Faults { return &faults.Faults{ClaimExitZero: true} }, nil, false, "shard 0 exited 3 here, exited 0 by the aggregator"},
+		{"a false reduce", forgeReduce, four, true, "the reduce gave"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -182,7 +197,12 @@ func TestAggregatorSpotCheckTrustsNobody(t *testing.T) {
 					c.Trust = append(c.Trust, p.ID())
 				}
 			})
-			_, err := net.client.SubmitVia(context.Background(), agg.ID(), jobs.ShardedSpec{Spec: spec, Inputs: inputs}, 1, 2, nil)
+			ss := jobs.ShardedSpec{Spec: spec, Inputs: inputs}
+			if tt.reduce {
+				reducer := readTestdata(t, "jobs/sum/sum.wasm")
+				ss.Reduce = &jobs.ReduceSpec{Module: putBlob(t, net.client, reducer), ModuleSize: int64(len(reducer))}
+			}
+			_, err := net.client.SubmitVia(context.Background(), agg.ID(), ss, 1, 2, nil)
 			if !errors.Is(err, jobs.ErrAggregatorLied) {
 				t.Fatalf("err = %v, want jobs.ErrAggregatorLied from the spot check", err)
 			}
@@ -190,5 +210,50 @@ func TestAggregatorSpotCheckTrustsNobody(t *testing.T) {
 				t.Errorf("caught by %v, want the spot check (%q)", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestAggregatorClientLeaves: a client hands an 8-shard job to an
+// aggregator, one shard at a time, and leaves after the first. The
+// aggregator stops the job: it had run all 8 shards, every replica its
+// own to pay, for a result nobody took (a red team's attack).
+func TestAggregatorClientLeaves(t *testing.T) {
+	net := startNetwork(t, 3, func(c *Config) {
+		if c.Provide {
+			c.Faults = &faults.Faults{Slow: 300 * time.Millisecond}
+		}
+	})
+	module := readTestdata(t, "jobs/lines/lines.wasm")
+	var in bytes.Buffer
+	for i := range 80 {
+		fmt.Fprintf(&in, "row %d\n", i)
+	}
+	md := putBlob(t, net.client, module)
+	spec := jobs.Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(module)), TimeoutMS: 10_000, Args: []string{"q"}}, Replicas: 2}
+	agg := startAggregator(t, net, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	net.client.SubmitVia(ctx, agg.ID(), jobs.ShardedSpec{Spec: spec, Inputs: shardInputs(t, net.client, in.Bytes(), 8), Parallel: 1}, 0, 2, func(e jobs.Event) {
+		if e.Kind == jobs.EventShardDone {
+			cancel() // the buyer leaves after one shard
+		}
+	})
+	var sj *store.ShardedStatus
+	waitFor(t, 30*time.Second, "the aggregator's job to end", func() bool {
+		sjs, err := agg.ShardedJobs(0)
+		if err != nil || len(sjs) != 1 || !sjs[0].State.Final() {
+			return false
+		}
+		sj = sjs[0]
+		return true
+	})
+	done := 0
+	for _, j := range sj.Shards {
+		if j != nil && j.State == store.JobVerified {
+			done++
+		}
+	}
+	if sj.State == store.JobVerified || done > 2 {
+		t.Fatalf("the client left after 1 shard; the aggregator's job went on: %s, %d of 8 shards verified", sj.State, done)
 	}
 }

@@ -117,10 +117,23 @@ func (b *Runner) HandleAggregate(s network.Stream) {
 		inputs[i] = jobs.ShardInput{Input: sh.Input, InputSize: sh.Size}
 	}
 	ss := jobs.ShardedSpec{Spec: spec, Inputs: inputs, Parallel: int(req.Parallel), Reduce: reduce}
+	var job wire.JobID
 	sj, err := b.SubmitSharded(ctx, ss, func(e jobs.Event) {
+		if e.Kind == jobs.EventShardedRecorded {
+			job, _ = wire.ParseJobID(e.Detail)
+		}
 		// The reduce job's events (Shard -1) go as shard 2³²-1.
 		c.Write(&wire.AggregateUpdate{V: wire.Version, Shard: uint32(e.Shard), Event: e.Kind, Detail: e.Detail})
 	})
+	if ctx.Err() != nil && job != (wire.JobID{}) {
+		// The client left (or the deadline passed): the sharded job is
+		// this node's, and would run on, every replica this node's to pay,
+		// for a result nobody takes (a red team's client left after one
+		// shard of 8; all 8 ran).
+		if _, err := b.CancelShardedJob(job); err != nil {
+			n.Logger.Warn("aggregator: cancelling the job of a client that left", "job", job, "err", err)
+		}
+	}
 	if err != nil {
 		reject(err.Error())
 		return
@@ -412,42 +425,62 @@ func (b *Runner) runVia(ctx context.Context, agg peer.ID, spec jobs.Spec, inputs
 		return sj, nil
 	}
 	for _, i := range rand.Perm(len(inputs))[:min(spotChecks, len(inputs))] {
-		out, err := b.spotCheck(ctx, spec, inputs, i, sj.Shards[i])
-		if err != nil {
-			return sj, fmt.Errorf("spot check of shard %d: %w", i, err)
+		s := spec
+		s.Input, s.InputSize, s.Shard, s.Shards = inputs[i].Input, inputs[i].InputSize, uint32(i), uint32(len(inputs))
+		if err := b.recheck(ctx, fmt.Sprintf("shard %d", i), s, sj.Shards[i]); err != nil {
+			return sj, err
 		}
-		if out != sj.Shards[i].Output {
-			return sj, fmt.Errorf("%w: shard %d gave %s here, %s by the aggregator", jobs.ErrAggregatorLied, i, out.Short(), sj.Shards[i].Output.Short())
+	}
+	if r := req.Reduce; r != nil {
+		// Always: one lie there is the whole output, and the aggregator's
+		// own identities may hold every replica of it (a red team's
+		// forged reduce passed with every shard spot-checked). Its input,
+		// the merge, was checked against the shards and is here.
+		s := spec
+		s.Module, s.ModuleSize, s.Args = r.Module, r.ModuleSize, r.Args
+		s.Input, s.InputSize, s.Shard, s.Shards = sj.Reduce.Announce.Input, sj.Reduce.Announce.InputSize, 0, 1
+		if err := b.recheck(ctx, "the reduce", s, sj.Reduce); err != nil {
+			return sj, err
 		}
 	}
 	return sj, nil
 }
 
-// spotCheck runs shard i again and returns its output: here, the very job
-// the aggregator's providers signed (its announce, so its seed), trusting
-// nobody; or, for a job whose run here proves nothing (client.ErrNoAudit),
-// as a job of this node's own on the network.
-func (b *Runner) spotCheck(ctx context.Context, spec jobs.Spec, inputs []jobs.ShardInput, i int, shard *store.Job) (blob.Digest, error) {
+// recheck runs part (a shard or the reduce, called what) again and checks
+// its output: here, the very job the aggregator's providers signed (its
+// announce, so its seed), trusting nobody; or, for a job whose run here
+// proves nothing (client.ErrNoAudit), as s, a job of this node's own on
+// the network.
+func (b *Runner) recheck(ctx context.Context, what string, s jobs.Spec, part *store.Job) error {
 	n := b.n
-	res, err := n.Client.RunHere(ctx, &shard.Announce)
-	if err == nil {
-		return res.Output, nil
+	out, err := func() (blob.Digest, error) {
+		res, err := n.Client.RunHere(ctx, &part.Announce)
+		if err == nil {
+			return res.Output, nil
+		}
+		if res != nil && res.Deterministic() && (res.Outcome != part.Outcome || res.ExitCode != part.ExitCode) {
+			// How a job ends (an exit status, a trap, a limit) is the same
+			// on every honest machine: the aggregator's did not end as it said.
+			return blob.Digest{}, fmt.Errorf("%w: %s %s here, %s by the aggregator", jobs.ErrAggregatorLied, what, ending(res.Outcome, res.ExitCode), ending(part.Outcome, part.ExitCode))
+		}
+		if !errors.Is(err, client.ErrNoAudit) {
+			return blob.Digest{}, err
+		}
+		job, err := n.Client.Submit(ctx, s, nil)
+		if err != nil || job.State == store.JobFailed {
+			return blob.Digest{}, errors.Join(err, errors.New(jobError(job)))
+		}
+		return job.Output, nil
+	}()
+	switch {
+	case errors.Is(err, jobs.ErrAggregatorLied):
+		return err
+	case err != nil:
+		return fmt.Errorf("checking %s: %w", what, err)
+	case out != part.Output:
+		return fmt.Errorf("%w: %s gave %s here, %s by the aggregator", jobs.ErrAggregatorLied, what, out.Short(), part.Output.Short())
 	}
-	if res != nil && res.Deterministic() && (res.Outcome != shard.Outcome || res.ExitCode != shard.ExitCode) {
-		// How a job ends (an exit status, a trap, a limit) is the same on
-		// every honest machine: the aggregator's shard did not end as it said.
-		return blob.Digest{}, fmt.Errorf("%w: shard %d %s here, %s by the aggregator", jobs.ErrAggregatorLied, i, ending(res.Outcome, res.ExitCode), ending(shard.Outcome, shard.ExitCode))
-	}
-	if !errors.Is(err, client.ErrNoAudit) {
-		return blob.Digest{}, err
-	}
-	s := spec
-	s.Input, s.InputSize, s.Shard, s.Shards = inputs[i].Input, inputs[i].InputSize, uint32(i), uint32(len(inputs))
-	job, err := n.Client.Submit(ctx, s, nil)
-	if err != nil || job.State == store.JobFailed {
-		return blob.Digest{}, errors.Join(err, errors.New(jobError(job)))
-	}
-	return job.Output, nil
+	return nil
 }
 
 // settleVia ends the client's payment to an aggregator: released when the

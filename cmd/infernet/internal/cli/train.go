@@ -119,7 +119,7 @@ other errors.`,
 	f.IntVar(&opts.Rounds, "rounds", 3, "rounds to run")
 	f.StringVar(&opts.Reduce, "reduce", "", "`MODULE` that makes the next state from the shards' outputs (required)")
 	f.StringVar(&opts.State, "state", "", "the first state (`FILE`; default: empty, the module's own)")
-	f.StringVar(&opts.StateData, "state-data", "", "hand the state to the shards and the reduce as /data/`NAME` instead of as the shards' input")
+	f.StringVar(&opts.StateData, "state-data", "", "hand the state to the shards and the reduce as /data/`NAME` instead of as the shards' input (a data blob is public: anyone may fetch each round's state)")
 	f.StringVar(&opts.Eval, "eval", "", "evaluation `MODULE` run on each round's state")
 	f.StringArrayVar(&opts.EvalArgs, "eval-arg", nil, "argument of the evaluation (repeatable, in order)")
 	f.StringArrayVar(&opts.EvalData, "eval-data", nil, "read-only file of the evaluation at /data/NAME (`NAME=FILE`, repeatable)")
