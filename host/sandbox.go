@@ -476,13 +476,20 @@ func (s *Sandbox) compileRecovering(ctx context.Context, bin []byte) (mod wazero
 }
 
 // checkImports enforces the allow-list: functions of the host modules with
-// matching signatures, and nothing else.
+// matching signatures, and nothing else. An import no host gives is the
+// job's fault, whatever comes before it: a function of a later ABI (the
+// host's limit) is said only when nothing else is wrong, as ModuleABI,
+// the client's check, says it.
 func (s *Sandbox) checkImports(mod wazero.CompiledModule) error {
+	var later error
 	for _, f := range mod.ImportedFunctions() {
 		m, name, _ := f.Import()
 		want, ok := s.allowed[m][name]
 		if !ok && m == abi.ModuleName {
-			return fmt.Errorf("%w: function %s.%s, not in this host's ABI v%d (a later ABI's, or a misspelling)", ErrHostTooOld, m, name, abi.Version)
+			if later == nil {
+				later = fmt.Errorf("%w: function %s.%s, not in this host's ABI v%d (a later ABI's, or a misspelling)", ErrHostTooOld, m, name, abi.Version)
+			}
+			continue
 		}
 		if !ok {
 			return fmt.Errorf("%w: function %s.%s", ErrImportNotAllowed, m, name)
@@ -492,7 +499,7 @@ func (s *Sandbox) checkImports(mod wazero.CompiledModule) error {
 				ErrImportNotAllowed, m, name, signature(f), signature(want))
 		}
 	}
-	return nil
+	return later
 }
 
 // detail strips the meter's sentinel text from its errors: the sandbox's

@@ -509,6 +509,11 @@ type Summary struct {
 	Verified bool   `json:"verified"`
 	Agree    int    `json:"agree"`
 	Replicas int    `json:"replicas"`
+	// Outcome is how the job ended where a replica ran it: "exited" (with
+	// ExitCode) or "stopped" by the sandbox (a trap, a limit, an invalid
+	// module: Error says which, and it did not run to its end); empty when
+	// no result came. A stopped job, verified, is not a success.
+	Outcome  string `json:"outcome,omitempty"`
 	ExitCode uint32 `json:"exit_code"`
 	// Verification is "replicas" or "trusted" (adaptive replication).
 	Verification string `json:"verification,omitempty"`
@@ -560,6 +565,7 @@ func summarize(job *store.Job, elapsed time.Duration) Summary {
 		pr := ProviderRun{Replica: int(r.Index), Provider: r.Provider, State: r.State.String(), Error: r.Error}
 		if r.Result != nil {
 			pr.RunMS, pr.Backend = float64(r.Result.RunMicros)/1000, r.Result.Backend
+			s.Outcome = job.Outcome.String()
 		}
 		s.Providers = append(s.Providers, pr)
 	}

@@ -202,6 +202,15 @@ func TestSubmitSummaryNotRun(t *testing.T) {
 	if err := submitExit(job); err == nil || !strings.Contains(err.Error(), "invalid module") {
 		t.Errorf("exit: %v, want ExitNotRun naming the cause", err)
 	}
+	// --json says so too: "verified" with exit code 0 had read as a
+	// success to a script (a newcomer's walk).
+	var js bytes.Buffer
+	if err := printSummary(&SubmitOptions{IO: IO{Out: &js, Err: io.Discard}, JSON: true}, job, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(js.String(), `"outcome": "stopped"`) {
+		t.Errorf("--json of a job not run: %s", js.String())
+	}
 	// Unverified (one replica), it still says why the job did not run.
 	job.State, job.Agree, job.Error, job.Replicas = store.JobUnverified, 1, "trap", job.Replicas[:1]
 	stderr.Reset()
