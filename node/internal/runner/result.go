@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -67,7 +68,7 @@ func Result(blobs *blob.Store, res *wire.Result, out *host.Result, runErr error,
 	if out != nil {
 		res.Output, res.OutputSize = sp.Digest(), sp.size
 		res.Fuel, res.RunMicros, res.Backend = out.Fuel, out.Duration.Microseconds(), out.Backend
-		res.Stderr = slices.Clone(out.Stderr[max(0, len(out.Stderr)-wire.MaxResultStderr):])
+		res.Stderr = stderrTail(out.Stderr)
 		res.Proofs = res.Proofs[:0]
 		for _, p := range out.Proofs {
 			b, err := wire.MarshalProof(p)
@@ -108,6 +109,30 @@ func Result(blobs *blob.Store, res *wire.Result, out *host.Result, runErr error,
 		}
 	}
 	return res
+}
+
+// stderrTail is what of a job's stderr its result carries: the end, at
+// most wire.MaxResultStderr bytes, after the line that says why a Go or
+// Rust guest died when the end left it out ("fatal error: out of memory"
+// comes before a long dump of goroutines: a newcomer's walk saw frames
+// alone, and no word of the memory limit).
+func stderrTail(stderr []byte) []byte {
+	if len(stderr) <= wire.MaxResultStderr {
+		return slices.Clone(stderr)
+	}
+	cut := len(stderr) - wire.MaxResultStderr
+	var why []byte
+	for _, mark := range []string{"fatal error: ", "panic: ", "thread 'main' panicked"} {
+		if i := bytes.Index(stderr[:cut], []byte(mark)); i >= 0 && (i == 0 || stderr[i-1] == '\n') {
+			line := stderr[i:cut]
+			if j := bytes.IndexByte(line, '\n'); j >= 0 {
+				line = line[:j]
+			}
+			why = append(line[:min(len(line), 512):min(len(line), 512)], "\n…\n"...)
+			break
+		}
+	}
+	return append(why, stderr[len(stderr)-(wire.MaxResultStderr-len(why)):]...)
 }
 
 // StopClass names a deterministic stop cause without run-specific detail.

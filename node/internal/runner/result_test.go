@@ -201,3 +201,28 @@ func TestSpool(t *testing.T) {
 		t.Fatalf("%d files left after Remove", len(left))
 	}
 }
+
+// TestStderrTail: a result carries the end of stderr, and, where the end
+// left it out, the line that says why a Go guest died ("fatal error: out
+// of memory" before a long dump of goroutines: a newcomer's walk saw the
+// frames alone).
+func TestStderrTail(t *testing.T) {
+	frames := bytes.Repeat([]byte("goroutine 1 [running]:\n\tmain.main()\n"), 400)
+	for _, tc := range []struct {
+		name        string
+		stderr      []byte
+		first, last string
+	}{
+		{"short", []byte("fatal error: out of memory\nframes\n"), "fatal error: out of memory", "frames\n"},
+		{"Go out of memory", append([]byte("runtime: out of memory: cannot allocate\nfatal error: out of memory\n\n"), frames...), "fatal error: out of memory\n…\n", "main.main()\n"},
+		{"no cause", frames, "", "main.main()\n"},
+	} {
+		got := stderrTail(tc.stderr)
+		if len(got) > wire.MaxResultStderr || !bytes.HasPrefix(got, []byte(tc.first)) || !bytes.HasSuffix(got, []byte(tc.last)) {
+			t.Errorf("%s: %d bytes, %q…%q", tc.name, len(got), got[:min(len(got), 40)], got[max(0, len(got)-20):])
+		}
+		if tc.first == "" && !bytes.Equal(got, tc.stderr[len(tc.stderr)-wire.MaxResultStderr:]) {
+			t.Errorf("%s: not the end of stderr", tc.name)
+		}
+	}
+}
