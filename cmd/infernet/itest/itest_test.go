@@ -247,6 +247,7 @@ type summary struct {
 	Agree     int      `json:"agree"`
 	Liars     []string `json:"liars"`
 	Output    string   `json:"output"`
+	Seed      string   `json:"seed"`
 	Providers []struct {
 		Replica  int    `json:"replica"`
 		Provider string `json:"provider"`
@@ -367,6 +368,24 @@ func TestNetworkProcesses(t *testing.T) {
 		_, stderr, code = infernet(t, nil, "submit", module, "--datadir", lonely)
 		if code != 1 || !strings.Contains(stderr, "no node runs for") || !strings.Contains(stderr, "no peer to join through") {
 			t.Fatalf("no node: exit %d %q", code, stderr)
+		}
+	})
+
+	// A job that draws random bytes gives on the network what infernet run
+	// gives with the seed --json names (a newcomer could not reproduce
+	// one: submit has no --seed, and the seed was said nowhere).
+	t.Run("a network run reproduced here", func(t *testing.T) {
+		random := filepath.Join("..", "..", "..", "host", "testdata", "random.wasm")
+		outFile := filepath.Join(t.TempDir(), "out")
+		stdout, stderr, code := infernet(t, nil, "submit", random, "--replicas", "2", "--json", "--output", outFile, "--datadir", client.dataDir)
+		var s summary
+		if code != 0 || json.Unmarshal([]byte(stdout), &s) != nil || len(s.Seed) != 64 {
+			t.Fatalf("submit: exit %d %s %s", code, stdout, stderr)
+		}
+		got, _ := os.ReadFile(outFile)
+		here, _, code := infernet(t, nil, "run", random, "--seed", s.Seed)
+		if other, _, _ := infernet(t, nil, "run", random); code != 0 || len(got) != 16 || here != string(got) || other == here {
+			t.Fatalf("network %x, here with its seed %x, here without %x", got, here, other)
 		}
 	})
 }

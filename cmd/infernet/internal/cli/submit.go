@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -515,6 +516,9 @@ type Summary struct {
 	// no result came. A stopped job, verified, is not a success.
 	Outcome  string `json:"outcome,omitempty"`
 	ExitCode uint32 `json:"exit_code"`
+	// Seed is the job's guest random source, every replica's (the digest
+	// of its id): infernet run --seed SEED gives its bytes here.
+	Seed string `json:"seed,omitempty"`
 	// Verification is "replicas" or "trusted" (adaptive replication).
 	Verification string `json:"verification,omitempty"`
 	// Unverified says why an unverified result is, beyond newcomers
@@ -557,6 +561,10 @@ func summarize(job *store.Job, elapsed time.Duration) Summary {
 		Verification: job.Verification, Unverified: job.Unverified, Liars: job.Liars, Convicted: job.Convicted, Proofs: len(job.Proofs), Collateral: job.Announce.Collateral}
 	if !job.Output.IsZero() {
 		s.Output = job.Output.String()
+	}
+	if job.Announce.Job != (wire.JobID{}) {
+		seed := job.Announce.Seed()
+		s.Seed = hex.EncodeToString(seed[:])
 	}
 	if r, ok := stderrOf(job); ok {
 		s.Stderr = strings.ToValidUTF8(string(r.Result.Stderr), "\uFFFD")
