@@ -40,8 +40,13 @@ type Book struct {
 	// (node.Config.NoNetGroups). Fixed before the book is shared.
 	GroupsOf func(peer.ID) (groups []string, seen bool)
 
-	mu    sync.Mutex
-	peers map[peer.ID]*store.Peer // guarded by mu
+	// writeMu, taken before mu by every write of records, orders the
+	// writes as their copies: two changes of one record copied in one
+	// order and written in the other had left the older on disk (a ban
+	// forgiven came back after a restart).
+	writeMu sync.Mutex
+	mu      sync.Mutex
+	peers   map[peer.ID]*store.Peer // guarded by mu
 	// vouched are peers this node's operator trusts (node.Config.Trust): they
 	// are established whatever their record says, until proven wrong.
 	vouched map[peer.ID]bool // guarded by mu
@@ -169,6 +174,8 @@ func (b *Book) addLocked(id peer.ID) *store.Peer {
 // Flush writes the records adverts changed and deletes those evicted or
 // pruned since the last flush, in one transaction.
 func (b *Book) Flush() error {
+	b.writeMu.Lock()
+	defer b.writeMu.Unlock()
 	b.mu.Lock()
 	put := make([]*store.Peer, 0, len(b.dirty))
 	for id := range b.dirty {
@@ -451,14 +458,32 @@ func (b *Book) Known(n int, maxAge time.Duration) []store.Peer {
 
 // Update applies f to the reputation of id and persists it.
 func (b *Book) Update(id peer.ID, f func(r *reputation.Record, p reputation.Params, now time.Time)) {
+	b.put(id, "reputation", true, func(p *store.Peer) { f(&p.Rep, b.params, time.Now()) })
+}
+
+// put applies change to id's record and writes it at once, in the order
+// of the changes (writeMu), and returns the record as written; a record
+// the book does not hold is made if create, else nothing is changed or
+// written (false).
+func (b *Book) put(id peer.ID, what string, create bool, change func(*store.Peer)) (store.Peer, bool) {
+	b.writeMu.Lock()
+	defer b.writeMu.Unlock()
 	b.mu.Lock()
-	p := b.getLocked(id)
-	f(&p.Rep, b.params, time.Now())
+	p := b.peers[id]
+	if p == nil && !create {
+		b.mu.Unlock()
+		return store.Peer{}, false
+	}
+	if p == nil {
+		p = b.getLocked(id)
+	}
+	change(p)
 	c := *p
 	b.mu.Unlock()
 	if err := b.db.PutPeer(&c); err != nil {
-		b.log.Warn("recording reputation", "peer", id, "err", err)
+		b.log.Warn("recording "+what, "peer", id, "err", err)
 	}
+	return c, true
 }
 
 // Complete records a result from id that took latency beyond its run.
@@ -582,28 +607,21 @@ func (b *Book) Convict(id peer.ID, job wire.JobID) {
 // book has no record of id. Stake marks stay: they bound what the pool
 // of stakes risks, not who is welcome.
 func (b *Book) Forgive(id peer.ID) bool {
-	b.mu.Lock()
-	p := b.peers[id]
-	if p == nil {
-		b.mu.Unlock()
-		return false
-	}
-	p.Rep.Forgive(b.params, time.Now())
-	p.Unpaid = 0
-	if c := b.gpu[id]; c != nil {
-		select {
-		case <-c.done:
-			delete(b.gpu, id)
-		default: // under way: its outcome is news, not the past
+	_, ok := b.put(id, "reputation", false, func(p *store.Peer) {
+		p.Rep.Forgive(b.params, time.Now())
+		p.Unpaid = 0
+		if c := b.gpu[id]; c != nil { // b.mu is held
+			select {
+			case <-c.done:
+				delete(b.gpu, id)
+			default: // under way: its outcome is news, not the past
+			}
 		}
+	})
+	if ok {
+		b.log.Info("peer forgiven by the operator", "peer", id)
 	}
-	c := *p
-	b.mu.Unlock()
-	if err := b.db.PutPeer(&c); err != nil {
-		b.log.Warn("recording reputation", "peer", id, "err", err)
-	}
-	b.log.Info("peer forgiven by the operator", "peer", id)
-	return true
+	return ok
 }
 
 // Score is id's reputation now (0 when banned; a newcomer's is low).
@@ -677,14 +695,7 @@ func (b *Book) Staked(id peer.ID) {
 // count applies inc to id's record (made if need be) and writes it at
 // once: counts of money are not left to the next flush.
 func (b *Book) count(id peer.ID, what string, inc func(*store.Peer)) {
-	b.mu.Lock()
-	p := b.getLocked(id)
-	inc(p)
-	c := *p
-	b.mu.Unlock()
-	if err := b.db.PutPeer(&c); err != nil {
-		b.log.Warn("recording "+what, "peer", id, "err", err)
-	}
+	b.put(id, what, true, inc)
 }
 
 // Trusted reports whether id may be given single replicas.
@@ -741,18 +752,13 @@ func (b *Book) AppScore(id peer.ID) float64 {
 // ClientSettled records, on a provider, how a client settled a result it
 // received: paid, or not (cancelled, or left to expire).
 func (b *Book) ClientSettled(id peer.ID, paid bool) {
-	b.mu.Lock()
-	p := b.getLocked(id)
-	if paid {
-		p.Paid++
-	} else {
-		p.Unpaid++
-	}
-	c := *p
-	b.mu.Unlock()
-	if err := b.db.PutPeer(&c); err != nil {
-		b.log.Warn("recording a client's payment", "peer", id, "err", err)
-	}
+	c, _ := b.put(id, "a client's payment", true, func(p *store.Peer) {
+		if paid {
+			p.Paid++
+		} else {
+			p.Unpaid++
+		}
+	})
 	if !paid {
 		b.log.Warn("client did not pay for a result", "peer", id, "paid", c.Paid, "unpaid", c.Unpaid)
 		if c.Paid == 0 {
