@@ -23,13 +23,13 @@ func (n *Node) warmRunner() {
 	if err := lowestPriority(); err != nil {
 		n.log.Debug("compiling the llama runner at the usual priority", "err", err)
 	}
-	n.warming.Store(true)
-	defer n.warming.Store(false)
 	start := time.Now()
-	if err := n.client.Warm(n.ctx, llama.Runner(), host.DefaultMemoryLimit, models.APIMemory); err != nil {
-		if n.ctx.Err() == nil {
-			n.log.Warn("compiling the llama runner ahead of its first job", "err", err)
-		}
+	err := n.client.Warm(n.ctx, llama.Runner(), host.DefaultMemoryLimit, models.APIMemory)
+	switch {
+	case n.ctx.Err() != nil:
+		return // stopped: Close may have gone on without it (warmWait)
+	case err != nil:
+		n.log.Warn("compiling the llama runner ahead of its first job", "err", err)
 		return
 	}
 	n.log.Info("compiled the llama runner ahead of its first job", "took", time.Since(start).Round(time.Millisecond))
