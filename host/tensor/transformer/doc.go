@@ -28,7 +28,10 @@
 // dequantizes rows of the v4 block types into f32 scratch, a block of rows
 // at a time, for the F32 kernel (same bits: the dot product is defined on
 // the dequantized values), Q4_0, Q4_K and Q6_K rows with AVX2 assembly
-// that does the Go code's float32 operations in its order. A one-row
+// that does the Go code's float32 operations in its order. Several rows
+// of x (a prompt) over f32 rows, stored or dequantized, run four at a
+// time against four weight rows on AVX-512 (gemmF32X4AVX512: sixteen
+// accumulators, each lane's additions in gemv's order; the same bits). A one-row
 // matmul (a decode step) over Q4_K or Q6_K rows dequantizes and multiplies
 // in one pass (kernelSet.deqGemv): AVX2, or on AVX-512 four weight rows at
 // a time in zmm, a Q4_K sub-block's 16 possible values one zmm that
@@ -41,7 +44,7 @@
 // order. Its results are the same bits on every CPU (the AVX2 kernels
 // match the portable ones; for Q8_0, Q4_0, Q4_K and Q6_K a whole row's dot
 // product, float part included, is one assembly call, and a prompt's rows
-// of x go four at a time to multi-row kernels that decode each weight
+// of x go four at a time (Q4_K with AVX512-VNNI: eight) to multi-row kernels that decode each weight
 // block once for the four, a decode step's one row to kernels that take
 // four weight rows at once; AVX512-VNNI's VPDPWSSD and VPDPBUSD where the
 // CPU has them) but not exact mode's, so exact mode never takes it. Q8_0

@@ -159,12 +159,22 @@ type kernelSet struct {
 	// nx ≤ maxXRows rows of x packed by packRows, with gemv's bits: the
 	// multi-row kernel of matMulQ8Rows.
 	q8Rows func(out, x []float32, w []byte, k, rows, stride, nx, ldo int)
+	// f32Rows4, if set, computes out[r·ldo + j] = dot(x row r, weight row
+	// j) for rows f32 weight rows of k values (k a multiple of
+	// abi.DotLanes; stride bytes apart) and the four rows of x r·ldx
+	// values apart, with gemv[abi.F32]'s bits: matMul's kernel for
+	// several rows of x over f32 rows, stored or dequantized.
+	f32Rows4 func(out, x []float32, w []byte, k, rows, stride, ldx, ldo int)
 	// rows4, if set, is rowDot for rows weight rows of type dt (stored
 	// one after the other) against the four rows of x packed in p:
 	// out[r·ldo + j] for x row r and weight row j, with the same bits; ok
 	// is false for the types it lacks (rows 0: only ok is reported). The
 	// multi-row kernel of intGemm.
 	rows4 func(dt abi.DType, out []float32, p *act4, w []byte, rows, ldo int) (ok bool)
+	// rows8, if set, is rows4 against the eight rows of x of two packs
+	// (p: rows 0…3, q: rows 4…7), out[r·ldo + j] with rows4's bits, for
+	// the types it reports ok for (rows 0: only ok is reported).
+	rows8 func(dt abi.DType, out []float32, p, q *act4, w []byte, rows, ldo int) (ok bool)
 	// cols4, if set, is rowDot for rows (a multiple of 4) weight rows of
 	// type dt (stored one after the other) against the one row of x a:
 	// out[j] for weight row j, with the same bits; ok is false for the

@@ -3,6 +3,7 @@
 package transformer
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sort"
@@ -87,6 +88,53 @@ func TestDeqGemvAB(t *testing.T) {
 				dt, s.n, s.k, ts[0][0], ts[0][15], float64(len(w.Raw))/float64(ts[0][0].Nanoseconds()),
 				ts[1][0], ts[1][15], float64(len(w.Raw))/float64(ts[1][0].Nanoseconds()),
 				float64(ts[0][0])/float64(ts[1][0]), float64(ts[0][15])/float64(ts[1][15]))
+		}
+	}
+}
+
+// TestPromptAB times a prompt's matmuls (64 rows of x, as the runner's
+// prefill batches them, by the 110M shape's weights) with the best kernels
+// against the same kernels without the prompt kernels added since
+// (f32Rows4 in exact mode, rows8 in tolerance mode), interleaved, on one
+// thread (INFERNET_AB=1): the minimum and median of many rounds, and
+// their ratios.
+func TestPromptAB(t *testing.T) {
+	if os.Getenv("INFERNET_AB") == "" {
+		t.Skip("INFERNET_AB unset")
+	}
+	ctx := context.Background()
+	const rows, rounds = 64, 41
+	best := bestKernels()
+	old := *best
+	old.f32Rows4, old.rows8 = nil, nil
+	sets := []*kernelSet{&old, best}
+	for _, c := range []struct {
+		mode string
+		mm   func(context.Context, *kernelSet, int, int, int, int, []float32, Weights, []float32) error
+		dts  []abi.DType
+	}{{"exact", matMul, []abi.DType{abi.F32, abi.Q4_K, abi.Q6_K}}, {"tolerance", matMulInt, []abi.DType{abi.Q4_K}}} {
+		for _, dt := range c.dts {
+			for _, s := range gemvShapes[:3] {
+				r := &rng{s: 1}
+				x, w := r.f32s(rows*s.k), r.weights(dt, s.n, s.k, false)
+				out := make([]float32, rows*s.n)
+				var ts [2][]time.Duration
+				for range rounds {
+					for i, ks := range sets {
+						t0 := time.Now()
+						if err := c.mm(ctx, ks, 1, rows, s.n, s.k, x, w, out); err != nil {
+							t.Fatal(err)
+						}
+						ts[i] = append(ts[i], time.Since(t0))
+					}
+				}
+				for i := range ts {
+					sort.Slice(ts[i], func(a, b int) bool { return ts[i][a] < ts[i][b] })
+				}
+				t.Logf("%s %v %dx%dx%d: old min %v med %v, new min %v med %v: min ratio %.2fx, median %.2fx",
+					c.mode, dt, rows, s.n, s.k, ts[0][0], ts[0][rounds/2], ts[1][0], ts[1][rounds/2],
+					float64(ts[0][0])/float64(ts[1][0]), float64(ts[0][rounds/2])/float64(ts[1][rounds/2]))
+			}
 		}
 	}
 }

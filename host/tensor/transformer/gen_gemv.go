@@ -384,6 +384,110 @@ func q8Rows(nx int, fused bool) {
 	p("RET")
 }
 
+// f32Rows4 writes gemmF32X4AVX512(out, x *float32, w *byte, k, rows,
+// stride, ldx, ldo int): for each of rows f32 weight rows j (stride bytes
+// apart) and each of four rows r of x (ldx bytes apart), out[r·ldo/4 + j]
+// = the 16-lane dot product, as gemvF32AVX512 computes it for x row r
+// alone; k is a multiple of 16. Four weight rows against the four x rows
+// at a time, sixteen accumulators (a register-blocked micro-kernel: each
+// chunk of a weight row and of an x row is loaded once for four products,
+// and sixteen independent addition chains keep both FP ports busy), then
+// the last rows one at a time against the four x rows. Each lane of each
+// accumulator adds the same rounded products in the same order as the
+// one-row kernel, so the bits are gemv's: the prompt rows of exact mode's
+// matmul over f32 (or dequantized) weights in cache.
+func f32Rows4() {
+	k := kernel{isa: avx512, wtype: wtype{"F32", 4}, fn: "gemmF32X4AVX512"}
+	fn := k.fn
+	fmt.Fprintf(&out, "\n// func %s(out, x *float32, w *byte, k, rows, stride, ldx, ldo int)\n", fn)
+	fmt.Fprintf(&out, "TEXT ·%s(SB), NOSPLIT, $0-64\n", fn)
+	p("MOVQ out+0(FP), DI")
+	p("MOVQ x+8(FP), SI")
+	p("MOVQ w+16(FP), BX")
+	p("MOVQ k+24(FP), CX")
+	p("SHLQ $2, CX") // bytes of a row
+	p("MOVQ rows+32(FP), DX")
+	p("MOVQ stride+40(FP), R8")
+	p("MOVQ ldx+48(FP), AX")
+	p("LEAQ (SI)(AX*1), R13")
+	p("LEAQ (R13)(AX*1), R14")
+	p("LEAQ (R14)(AX*1), R15")
+	xrow := []string{"SI", "R13", "R14", "R15"}
+	for _, nr := range []int{4, 1} {
+		top := fmt.Sprintf("%s_rows%d", fn, nr)
+		label(top)
+		p("CMPQ DX, $%d", nr)
+		p("JL %s_done", top)
+		for i := range nr {
+			if i == 0 {
+				p("MOVQ BX, %s", rowRegs[0])
+			} else {
+				p("LEAQ (%s)(R8*1), %s", rowRegs[i-1], rowRegs[i])
+			}
+		}
+		// acc(r, j) = Z<4r+j>; weights Z16…; x Z20…; products Z24…Z31.
+		acc := func(r, j int) int { return 4*r + j }
+		for r := range 4 {
+			for j := range nr {
+				a := acc(r, j)
+				p("VPXORD Z%d, Z%d, Z%d", a, a, a)
+			}
+		}
+		p("XORQ AX, AX")
+		label(top + "_loop")
+		for j := range nr {
+			p("VMOVUPS (%s)(AX*1), Z%d", rowRegs[j], 16+j)
+		}
+		for r := range 4 {
+			p("VMOVUPS (%s)(AX*1), Z%d", xrow[r], 20+r)
+		}
+		n := 0
+		for r := range 4 {
+			for j := range nr {
+				t := 24 + n%8
+				n++
+				p("VMULPS Z%d, Z%d, Z%d", 16+j, 20+r, t)
+				p("VADDPS Z%d, Z%d, Z%d", t, acc(r, j), acc(r, j))
+			}
+		}
+		p("ADDQ $64, AX")
+		p("CMPQ AX, CX")
+		p("JLT %s_loop", top)
+		// Reduce each accumulator (i += i+8, +4, +2, +1) and store lane 0.
+		p("MOVQ ldo+56(FP), AX")
+		p("LEAQ (DI)(AX*2), R9")
+		dst := []string{"(DI)", "(DI)(AX*1)", "(R9)", "(R9)(AX*1)"}
+		n = 0
+		for r := range 4 {
+			for j := range nr {
+				a, t := acc(r, j), 24+n%8
+				n++
+				p("VEXTRACTF64X4 $1, Z%d, Y%d", a, t)
+				p("VADDPS Y%d, Y%d, Y%d", t, a, a)
+				p("VEXTRACTF32X4 $1, Y%d, X%d", a, t)
+				p("VADDPS X%d, X%d, X%d", t, a, a)
+				p("VMOVHLPS X%d, X%d, X%d", a, a, t)
+				p("VADDPS X%d, X%d, X%d", t, a, a)
+				p("VMOVSHDUP X%d, X%d", a, t)
+				p("VADDSS X%d, X%d, X%d", t, a, a)
+				m := strings.Replace(dst[r], "(", fmt.Sprintf("%d(", 4*j), 1)
+				p("VMOVSS X%d, %s", a, m)
+			}
+		}
+		p("ADDQ $%d, DI", 4*nr)
+		if nr == 4 {
+			p("LEAQ (BX)(R8*4), BX")
+		} else {
+			p("ADDQ R8, BX")
+		}
+		p("SUBQ $%d, DX", nr)
+		p("JMP %s", top)
+		label(top + "_done")
+	}
+	p("VZEROUPPER")
+	p("RET")
+}
+
 // axpy writes axpyRowsAVX2(o, v, a *float32, n, rows, stride int): for each
 // row t < rows in turn, o[i] += a[t]·v[t·stride/4 + i] for i < n (n a
 // multiple of 8), each product rounded before the addition: attention's
@@ -452,6 +556,7 @@ func main() {
 			q8Rows(nx, fused)
 		}
 	}
+	f32Rows4()
 	axpy()
 	s := strings.ReplaceAll(out.String(), "\n\n\n", "\n\n")
 	if err := os.WriteFile("gemv_amd64.s", []byte(s), 0o644); err != nil {

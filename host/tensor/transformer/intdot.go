@@ -376,7 +376,14 @@ func intGemm(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float
 	// (a prompt's rows: prefill); in the portable path each weight row's
 	// scales are decoded once for all of them.
 	return par.ForBlocks(ctx, threads, n, block, func(lo, hi int) error {
-		for g := range packs {
+		g := 0
+		if ks.rows8 != nil && len(packs) >= 2 && ks.rows8(w.Type, nil, nil, nil, nil, 0, n) {
+			// Packs in pairs: each weight block decoded once for eight x rows.
+			for ; g+2 <= len(packs); g += 2 {
+				ks.rows8(w.Type, out[4*g*n+lo:], &packs[g], &packs[g+1], wb[lo*rb:hi*rb], hi-lo, n)
+			}
+		}
+		for ; g < len(packs); g++ {
 			ks.rows4(w.Type, out[4*g*n+lo:], &packs[g], wb[lo*rb:hi*rb], hi-lo, n)
 		}
 		// The other x rows one by one, against four weight rows at a time

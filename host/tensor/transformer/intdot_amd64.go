@@ -110,6 +110,9 @@ func q4KR4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows,
 func q4KR4VNNI(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
 
 //go:noescape
+func q4KR8VNNI(out *float32, w *byte, x *int8, d *float32, sums *int16, x2 *int8, d2 *float32, sums2 *int16, n, rows, ldo int)
+
+//go:noescape
 func q6KR4AVX2(out *float32, w *byte, x *int8, d *float32, sums *int16, n, rows, ldo int)
 
 //go:noescape
@@ -228,6 +231,29 @@ func rows4Asm(q8, q40 q8R4Func, q4K, q6K r4Func) func(dt abi.DType, out []float3
 	}
 }
 
+// rows8Q4KVNNI is kernelSet.rows8 with q4KR8VNNI, for Q4_K alone. The
+// lengths are checked here: the assembly must never read or write past a
+// slice.
+func rows8Q4KVNNI(dt abi.DType, out []float32, p, q *act4, w []byte, rows, ldo int) bool {
+	if dt != abi.Q4_K {
+		return false
+	}
+	if rows == 0 {
+		return true
+	}
+	k := len(p.qs) / 4
+	for _, a := range []*act4{p, q} {
+		if k == 0 || k%256 != 0 || len(a.qs) < 4*k || len(a.d) < 4*(k/256) || len(a.sums) < 4*(k/16) {
+			panic("transformer: rows8: short buffers")
+		}
+	}
+	if len(w) < rows*rowBytes(dt, k) || ldo < rows || len(out) < 7*ldo+rows {
+		panic("transformer: rows8: short buffers")
+	}
+	q4KR8VNNI(&out[0], &w[0], &p.qs[0], &p.d[0], &p.sums[0], &q.qs[0], &q.d[0], &q.sums[0], k/256, rows, 4*ldo)
+	return true
+}
+
 // blockSumsAVX2 is blockSumsGo in assembly. The lengths are checked here: the assembly must never
 // read past a slice.
 func blockSumsAVX2(dt abi.DType, row []byte, qs []int8, out []int32) {
@@ -314,5 +340,8 @@ func init() {
 	if cpu.X86.HasAVX512VNNI && cpu.X86.HasAVX512VL {
 		avx512Kernels.rows4 = rows4Asm(q8R4VNNI, q40R4VNNI, q4KR4VNNI, q6KR4VNNI)
 		avx512Kernels.cols4 = cols4Asm(q8C4VNNI, q4KC4VNNI, q6KC4VNNI)
+		if cpu.X86.HasAVX512BW {
+			avx512Kernels.rows8 = rows8Q4KVNNI
+		}
 	}
 }

@@ -1898,3 +1898,161 @@ g6ksb:
 g6kdone:
 	VZEROUPPER
 	RET
+
+// The eight-row Q4_K kernel (q4KR8VNNI): one weight row against eight
+// rows of x, two packs of packAct4 (rows 0…3 at DI, R9, R8; rows 4…7 at
+// R14, R15, R13), so that the decoding of each weight block (nibbles,
+// scales, minimums) serves eight x rows rather than four. The integer
+// sums are exact and the float part runs in a ymm of eight lanes, one per
+// x row, with Q4KR4SB's operations in its order, so each row's bits are
+// q4KR4VNNI's (dotQ4KAVX2's).
+
+// Q4KR8PAIR adds to Y8…Y15 (x rows 0…7) the int32 products sc·w·x of
+// sub-blocks 2i and 2i+1 of the super-block at SI (Q4KR4PAIR's
+// arguments); Y31 holds 0x0F bytes.
+#define Q4KR8PAIR(off, xo, s0, s1) \
+	VMOVDQU off(SI), Y2; \
+	VPSRLW $4, Y2, Y3; \
+	VPANDD Y31, Y2, Y2; \
+	VPANDD Y31, Y3, Y3; \
+	VPBROADCASTW s0(SP), Y4; \
+	VPBROADCASTW s1(SP), Y5; \
+	VPMADDUBSW xo(DI), Y2, Y6; \
+	VPMADDUBSW xo+32(DI), Y3, Y7; \
+	VPDPWSSD Y4, Y6, Y8; \
+	VPDPWSSD Y5, Y7, Y8; \
+	VPMADDUBSW xo+256(DI), Y2, Y16; \
+	VPMADDUBSW xo+288(DI), Y3, Y17; \
+	VPDPWSSD Y4, Y16, Y9; \
+	VPDPWSSD Y5, Y17, Y9; \
+	VPMADDUBSW xo+512(DI), Y2, Y18; \
+	VPMADDUBSW xo+544(DI), Y3, Y19; \
+	VPDPWSSD Y4, Y18, Y10; \
+	VPDPWSSD Y5, Y19, Y10; \
+	VPMADDUBSW xo+768(DI), Y2, Y20; \
+	VPMADDUBSW xo+800(DI), Y3, Y21; \
+	VPDPWSSD Y4, Y20, Y11; \
+	VPDPWSSD Y5, Y21, Y11; \
+	VPMADDUBSW xo(R14), Y2, Y22; \
+	VPMADDUBSW xo+32(R14), Y3, Y23; \
+	VPDPWSSD Y4, Y22, Y12; \
+	VPDPWSSD Y5, Y23, Y12; \
+	VPMADDUBSW xo+256(R14), Y2, Y24; \
+	VPMADDUBSW xo+288(R14), Y3, Y25; \
+	VPDPWSSD Y4, Y24, Y13; \
+	VPDPWSSD Y5, Y25, Y13; \
+	VPMADDUBSW xo+512(R14), Y2, Y26; \
+	VPMADDUBSW xo+544(R14), Y3, Y27; \
+	VPDPWSSD Y4, Y26, Y14; \
+	VPDPWSSD Y5, Y27, Y14; \
+	VPMADDUBSW xo+768(R14), Y2, Y28; \
+	VPMADDUBSW xo+800(R14), Y3, Y29; \
+	VPDPWSSD Y4, Y28, Y15; \
+	VPDPWSSD Y5, Y29, Y15
+
+// Q4KR8SB adds one Q4_K super-block (SI) against the eight x rows to Y0's
+// eight lanes, as Q4KR4SB does for four: the scales and minimums unpacked
+// in vector registers (VK4SCALES), the sub-block scales as int16 at 0(SP),
+// the minimums, each twice (one per 16 values), in Y1.
+#define Q4KR8SB \
+	VMOVDQU (SI), X1; \
+	VK4SCALES(X1, X2, X3, X4); \
+	VPMOVZXBW X2, Y3; \
+	VMOVDQU Y3, 0(SP); \
+	VPSRLDQ $8, X2, X1; \
+	VPUNPCKLBW X1, X1, X1; \
+	VPMOVZXBW X1, Y1; \
+	VPXOR Y8, Y8, Y8; \
+	VPXOR Y9, Y9, Y9; \
+	VPXOR Y10, Y10, Y10; \
+	VPXOR Y11, Y11, Y11; \
+	VPXOR Y12, Y12, Y12; \
+	VPXOR Y13, Y13, Y13; \
+	VPXOR Y14, Y14, Y14; \
+	VPXOR Y15, Y15, Y15; \
+	Q4KR8PAIR(16, 0, 0, 2); \
+	Q4KR8PAIR(48, 64, 4, 6); \
+	Q4KR8PAIR(80, 128, 8, 10); \
+	Q4KR8PAIR(112, 192, 12, 14); \
+	R4REDUCE(Y8, Y9, Y10, Y11, X8, X9); \
+	R4REDUCE(Y12, Y13, Y14, Y15, X12, X13); \
+	VINSERTI128 $1, X12, Y8, Y8; \
+	VPMADDWD 0(R8), Y1, Y10; \
+	VPMADDWD 32(R8), Y1, Y11; \
+	VPMADDWD 64(R8), Y1, Y12; \
+	VPMADDWD 96(R8), Y1, Y13; \
+	R4REDUCE(Y10, Y11, Y12, Y13, X10, X11); \
+	VPMADDWD 0(R13), Y1, Y11; \
+	VPMADDWD 32(R13), Y1, Y12; \
+	VPMADDWD 64(R13), Y1, Y13; \
+	VPMADDWD 96(R13), Y1, Y14; \
+	R4REDUCE(Y11, Y12, Y13, Y14, X11, X12); \
+	VINSERTI128 $1, X11, Y10, Y10; \
+	MOVL (SI), DX; \
+	VMOVD DX, X1; \
+	VCVTPH2PS X1, X1; \
+	VBROADCASTSS X1, Y2; \
+	VMOVSHDUP X1, X3; \
+	VBROADCASTSS X3, Y3; \
+	VMOVUPS (R9), X4; \
+	VINSERTF128 $1, (R15), Y4, Y4; \
+	VMULPS Y4, Y2, Y2; \
+	VCVTDQ2PS Y8, Y5; \
+	VMULPS Y5, Y2, Y2; \
+	VMULPS Y4, Y3, Y3; \
+	VCVTDQ2PS Y10, Y6; \
+	VMULPS Y6, Y3, Y3; \
+	VSUBPS Y3, Y2, Y2; \
+	VADDPS Y2, Y0, Y0; \
+	ADDQ $144, SI; \
+	ADDQ $1024, DI; \
+	ADDQ $1024, R14; \
+	ADDQ $16, R9; \
+	ADDQ $16, R15; \
+	ADDQ $128, R8; \
+	ADDQ $128, R13
+
+// func q4KR8VNNI(out *float32, w *byte, x *int8, d *float32, sums *int16, x2 *int8, d2 *float32, sums2 *int16, n, rows, ldo int)
+// rows Q4_K weight rows of n super-blocks each (stored one after the
+// other) against eight x rows, two packs of packAct4 (x, d, sums: rows
+// 0…3; x2, d2, sums2: rows 4…7): out[r·ldo/4 + j] is dotQ4KAVX2's result
+// for x row r and weight row j. rows, n ≥ 1. Needs AVX512-VNNI, BW and VL.
+TEXT ·q4KR8VNNI(SB), NOSPLIT, $32-88
+	MOVQ w+8(FP), SI
+	MOVL $0x0F0F0F0F, AX
+	VPBROADCASTD AX, Y31
+
+q4kr8row:
+	MOVQ x+16(FP), DI
+	MOVQ d+24(FP), R9
+	MOVQ sums+32(FP), R8
+	MOVQ x2+40(FP), R14
+	MOVQ d2+48(FP), R15
+	MOVQ sums2+56(FP), R13
+	MOVQ n+64(FP), CX
+	VXORPS Y0, Y0, Y0
+
+q4kr8sb:
+	Q4KR8SB
+	DECQ CX
+	JNZ q4kr8sb
+	MOVQ out+0(FP), AX
+	MOVQ ldo+80(FP), BX
+	VMOVSS X0, (AX)
+	VEXTRACTPS $1, X0, (AX)(BX*1)
+	LEAQ (AX)(BX*2), DX
+	VEXTRACTPS $2, X0, (DX)
+	VEXTRACTPS $3, X0, (DX)(BX*1)
+	LEAQ (DX)(BX*2), DX
+	VEXTRACTF128 $1, Y0, X1
+	VMOVSS X1, (DX)
+	VEXTRACTPS $1, X1, (DX)(BX*1)
+	LEAQ (DX)(BX*2), DX
+	VEXTRACTPS $2, X1, (DX)
+	VEXTRACTPS $3, X1, (DX)(BX*1)
+	ADDQ $4, AX
+	MOVQ AX, out+0(FP)
+	DECQ rows+72(FP)
+	JNZ q4kr8row
+	VZEROUPPER
+	RET

@@ -77,6 +77,16 @@ func TestMatMulIntSameBits(t *testing.T) {
 			{"rows7", 7, 1, 256, nil},
 			{"rows8", 8, 9, 512, nil},
 			{"rows9", 9, 17, 768, nil},
+			// kernelSet.rows8 takes the fours in pairs: 12 rows are a
+			// pair and a four, 17 two pairs and a row.
+			{"rows12", 12, 9, 768, nil},
+			{"rows17", 17, 5, 512, nil},
+			{"hugeX8", 8, 9, 512, func(x []float32, _ []byte) { x[3], x[600], x[7*512+100] = 3e38, -3e38, 3e38 }},
+			{"bytes8", 8, 8, 512, func(_ []float32, w []byte) {
+				for i := range w {
+					w[i] = byte(i * 13)
+				}
+			}},
 			{"zeroX", 1, 9, 256, func(x []float32, _ []byte) { clear(x[:64]) }},
 			{"zeroX4", 5, 9, 256, func(x []float32, _ []byte) { clear(x[256+32 : 256+96]) }},
 			{"hugeX4", 4, 9, 512, func(x []float32, _ []byte) { x[3], x[600], x[1200] = 3e38, -3e38, 3e38 }},

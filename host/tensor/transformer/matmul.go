@@ -93,6 +93,9 @@ func matMul(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float3
 		block = max(block, min(blockWork/k, n/(8*max(1, threads)))&^3)
 	}
 	rowsPerCheck := max(1, blockWork/(block*k))
+	// Several rows of x over f32 rows (stored, or dequantized: in cache)
+	// go four at a time to the register-blocked kernel, if there is one.
+	rows4 := t >= 4 && ks.f32Rows4 != nil && k%abi.DotLanes == 0 && (deq || w.Type == abi.F32)
 	return par.ForBlocks(ctx, threads, n, block, func(lo, hi int) error {
 		src, stride := wb[lo*rb:hi*rb], rb
 		if deq {
@@ -106,7 +109,23 @@ func matMul(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float3
 			}
 			src, stride = F32Weights(*s).bytes(), 4*k
 		}
-		for r := range t {
+		r := 0
+		if rows4 {
+			// Four rows of x at a time against the block: each chunk of
+			// weights and of x loaded once for four products.
+			for ; r+4 <= t; r += 4 {
+				if r > 0 && r%(4*rowsPerCheck) == 0 {
+					if err := ctx.Err(); err != nil {
+						return err
+					}
+				}
+				ks.f32Rows4(out[r*n+lo:], xp[r*kp:], src, k, hi-lo, stride, kp, n)
+				for i := r; i < r+4; i++ {
+					canonicalize(out[i*n+lo : i*n+hi])
+				}
+			}
+		}
+		for ; r < t; r++ {
 			if r > 0 && r%rowsPerCheck == 0 {
 				if err := ctx.Err(); err != nil {
 					return err
