@@ -17,6 +17,7 @@ import (
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
+	"github.com/infernet/infernet/proofs/redundancy"
 )
 
 // startAggregator starts an aggregator node on net (not a provider) with
@@ -255,5 +256,33 @@ func TestAggregatorClientLeaves(t *testing.T) {
 	}
 	if sj.State == store.JobVerified || done > 2 {
 		t.Fatalf("the client left after 1 shard; the aggregator's job went on: %s, %d of 8 shards verified", sj.State, done)
+	}
+}
+
+// TestAggregatorRecheckWithinTolerance: an honest aggregator's
+// tolerance-mode job (compared as text within 1e-4) with a reduce of
+// tensor ops; its providers on the reference backend, the client on the
+// CPU backend. The client's re-run of the reduce compares as the replicas
+// were compared, within the tolerance: it had compared bytes and called
+// the honest aggregator a liar (a red team's attack, round 4).
+func TestAggregatorRecheckWithinTolerance(t *testing.T) {
+	net := startNetwork(t, 3, func(c *Config) {
+		if c.Provide {
+			c.Backend = "reference"
+		} else {
+			c.Backend = "cpu"
+		}
+	})
+	cat := readTestdata(t, "jobs/cat/cat.wasm")
+	mlp := readTestdata(t, "jobs/mlp/mlp.wasm")
+	md := putBlob(t, net.client, cat)
+	spec := jobs.Spec{Terms: wire.Terms{Module: md, ModuleSize: int64(len(cat)), TimeoutMS: 20_000,
+		Mode: wire.ModeTolerance, Rtol: 1e-4, Atol: 1e-6, Format: uint8(redundancy.FormatText)}, Replicas: 2}
+	inputs := shardInputs(t, net.client, readTestdata(t, "jobs/mlp/input.txt"), 2)
+	reduce := &jobs.ReduceSpec{Module: putBlob(t, net.client, mlp), ModuleSize: int64(len(mlp))}
+	agg := startAggregator(t, net, nil)
+	sj, err := net.client.SubmitVia(context.Background(), agg.ID(), jobs.ShardedSpec{Spec: spec, Inputs: inputs, Reduce: reduce}, 2, 2, nil)
+	if err != nil || sj == nil || sj.State == store.JobFailed {
+		t.Fatalf("an honest aggregator's tolerance job, its client on another backend: %+v, %v", sj, err)
 	}
 }

@@ -63,8 +63,9 @@ const (
 	MaxN = 16384
 	// MinN is the smallest N: below it the timing says nothing.
 	MinN = 16
-	// MaxRows caps the rows a client may open.
-	MaxRows = 64
+	// MaxRows caps the rows a client may open: the provider makes each
+	// again on its CPU (N² multiply-adds).
+	MaxRows = 16
 )
 
 // Errors. A failed challenge (ErrFailed) is evidence against the provider;

@@ -121,18 +121,21 @@ const (
 	// rows): the client asks at once, so a round trip or two. A client
 	// that never asks, or never reads, holds nothing longer.
 	RowsWithin = 5 * time.Second
-	// heldExchanges is how many exchanges of the largest size accepted
-	// may keep C at once (eight of DefaultN at the default MaxN): one
-	// network's exchange never takes all of it.
-	heldExchanges = 2
+	// maxOpen bounds the exchanges under way at once, one per client
+	// network: each keeps the Merkle tree of C's row hashes (64·N bytes),
+	// not C, until its rows are asked.
+	maxOpen = 64
 )
 
 // Server answers challenges on a host with a backend. It computes one
-// challenge at a time (each holds 3·N² float32 of device memory) and
-// keeps C in host memory until its rows are read (RowsWithin; at most
-// heldExchanges of the largest size in all), one exchange per client
-// network and one challenge per client every Config.Every; it refuses
-// others as busy. NOTE: safe for concurrent use.
+// challenge at a time (each holds 3·N² float32 of device memory), keeps
+// only the Merkle tree of C's rows until they are asked and read
+// (RowsWithin), and makes the rows asked again, exactly, on the CPU: a
+// client that never asks holds no C (two networks' stalls at MaxN had
+// held the 2 GiB kept for C, and every other client was refused busy: a
+// red team's attack). One exchange per client network, maxOpen in all,
+// one challenge per client every Config.Every; others are refused as
+// busy. NOTE: safe for concurrent use.
 type Server struct {
 	h   host.Host
 	b   tensor.Backend
@@ -146,7 +149,6 @@ type Server struct {
 	mu   sync.Mutex
 	last map[peer.ID]time.Time // when each client last challenged; guarded by mu
 	open map[string]bool       // networks with an exchange under way; guarded by mu
-	held int                   // bytes of C kept by exchanges under way; guarded by mu
 }
 
 // Serve registers the challenge handler on h, computing on b. The caller
@@ -202,7 +204,7 @@ func (s *Server) admit(p peer.ID, group string, n int) (reason string, busy bool
 	if t, ok := s.last[p]; ok && now.Sub(t) < s.cfg.Every {
 		return "rate limited", true
 	}
-	if c := 4 * n * n; s.open[group] || s.held+c > heldExchanges*4*s.cfg.MaxN*s.cfg.MaxN {
+	if s.open[group] || len(s.open) >= maxOpen {
 		return "busy", true
 	}
 	select {
@@ -216,16 +218,14 @@ func (s *Server) admit(p peer.ID, group string, n int) (reason string, busy bool
 		}
 	}
 	s.last[p], s.open[group] = now, true
-	s.held += 4 * n * n
 	return "", false
 }
 
 // done ends an exchange admit let run.
-func (s *Server) done(group string, n int) {
+func (s *Server) done(group string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.open, group)
-	s.held -= 4 * n * n
 }
 
 func (s *Server) handle(st network.Stream) {
@@ -261,10 +261,11 @@ func (s *Server) serve(ctx context.Context, st network.Stream, from peer.ID, log
 	if reason, busy := s.admit(from, group, n); reason != "" {
 		return refuse(st, reason, busy)
 	}
-	defer s.done(group, n)
+	defer s.done(group)
 	start := time.Now()
-	tree, c, tm, err := s.cfg.compute(ctx, s.b, Seed(nonce, s.h.ID(), from), n)
-	<-s.sem // the device is free; C waits in host memory for the rows
+	seed := Seed(nonce, s.h.ID(), from)
+	tree, _, tm, err := s.cfg.compute(ctx, s.b, seed, n)
+	<-s.sem // the device is free, and C is let go: the tree is what is kept
 	if err != nil {
 		refuse(st, "compute failed", true)
 		return err
@@ -300,17 +301,19 @@ func (s *Server) serve(ctx context.Context, st network.Stream, from peer.ID, log
 	if _, err := io.ReadFull(st, idx); err != nil {
 		return fmt.Errorf("read rows: %w", err)
 	}
-	stride := 4 * n
-	for j := range k {
-		i := int(binary.BigEndian.Uint32(idx[4*j:]))
-		if i >= n {
-			return fmt.Errorf("row %d out of range", i)
+	asked := make([]int, k)
+	for j := range asked {
+		if asked[j] = int(binary.BigEndian.Uint32(idx[4*j:])); asked[j] >= n {
+			return fmt.Errorf("row %d out of range", asked[j])
 		}
-		out := append([]byte(nil), c[i*stride:(i+1)*stride]...)
-		for _, h := range tree.Path(i) {
-			out = append(out, h[:]...)
+	}
+	// Made again, exactly (as the client checks them): what binds them to
+	// the device's work is their paths to the root it sent.
+	for j, row := range ExpectedRows(seed, n, asked) {
+		for _, h := range tree.Path(asked[j]) {
+			row = append(row, h[:]...)
 		}
-		if _, err := st.Write(out); err != nil {
+		if _, err := st.Write(row); err != nil {
 			return fmt.Errorf("write row: %w", err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -302,13 +303,14 @@ func instantLarge(ctx context.Context, b tensor.Backend, seed [32]byte, n int) (
 	return zeroTree(n), make([]byte, 4*n*n), Timings{}, nil
 }
 
-// TestUnreadRows: a stranger challenges at MaxN, takes the root, asks for
-// MaxRows rows and never reads them (a red team's second stall: the
-// provider's write blocked on the stream's window to the 30 s timeout,
-// and its C alone had filled the memory kept for rows, so every network
-// was refused busy for 30 s, again and again). An honest client of
-// another network is served meanwhile, and the stranger's network gets
-// its place back once RowsWithin (and the rows' allowance) passed.
+// TestUnreadRows: a stranger challenges at N = 8192, takes the root, asks
+// for MaxRows rows (512 KiB, past the stream's window) and never reads
+// them (a red team's second stall: the provider's write blocked to the
+// 30 s timeout, and at MaxN its C alone had filled the memory kept for
+// rows, so every network was refused busy for 30 s, again and again). An
+// honest client of another network is served meanwhile, and the
+// stranger's network gets its place back once RowsWithin (and the rows'
+// allowance) passed.
 func TestUnreadRows(t *testing.T) {
 	prov, staller := newHost(t), newHost(t)
 	group := func(p peer.ID) string {
@@ -327,7 +329,7 @@ func TestUnreadRows(t *testing.T) {
 	defer st.Reset()
 	req := make([]byte, 37)
 	req[0] = version
-	binary.BigEndian.PutUint32(req[33:], MaxN)
+	binary.BigEndian.PutUint32(req[33:], DefaultN)
 	st.Write(req)
 	var ans [33]byte
 	if _, err := io.ReadFull(st, ans[:]); err != nil || ans[0] != statusOK {
@@ -342,8 +344,8 @@ func TestUnreadRows(t *testing.T) {
 	if _, err := Run(context.Background(), honest, prov.ID(), Params{N: 64, Deadline: 10 * time.Second}); err != nil {
 		t.Fatalf("an honest client of another network during the stall: %v", err)
 	}
-	// 4 MiB of rows: 100 ms and 4 s to read them.
-	bound := time.Now().Add(4*time.Second + 100*time.Millisecond + 5*time.Second)
+	// Making the rows, then 100 ms to read them.
+	bound := time.Now().Add(100*time.Millisecond + 30*time.Second)
 	for {
 		s.mu.Lock()
 		open := s.open["attacker"]
@@ -377,5 +379,46 @@ func TestRateIsPerClient(t *testing.T) {
 	}
 	if _, err := Run(context.Background(), attacker, prov.ID(), params); !errors.Is(err, ErrBusy) {
 		t.Fatalf("the stranger's second challenge within Every: %v, want refused", err)
+	}
+}
+
+// TestStallsHoldNoMemory: two strangers of two networks challenge at MaxN
+// and never ask for rows. An honest client of a third network is served:
+// the exchanges waiting for rows keep C's tree, not C (two such stalls had
+// filled the 2 GiB kept for C, and the honest client was refused busy 3
+// times of 3: a red team's attack, round 4).
+func TestStallsHoldNoMemory(t *testing.T) {
+	prov := newHost(t)
+	stallers := []host.Host{newHost(t), newHost(t)}
+	group := func(p peer.ID) string {
+		for i, h := range stallers {
+			if h.ID() == p {
+				return fmt.Sprint("attacker-", i)
+			}
+		}
+		return p.String()
+	}
+	s := Serve(prov, cpu.New(cpu.Config{}), Config{Group: group, compute: instantLarge})
+	t.Cleanup(s.Close)
+	for _, h := range stallers {
+		connect(t, h, prov)
+		st, err := h.NewStream(context.Background(), prov.ID(), protocol.ID(ID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Reset()
+		req := make([]byte, 37)
+		req[0] = version
+		binary.BigEndian.PutUint32(req[33:], MaxN)
+		st.Write(req)
+		var ans [33]byte
+		if _, err := io.ReadFull(st, ans[:]); err != nil || ans[0] != statusOK {
+			t.Fatalf("a stall was not admitted: %v %v", ans[0], err)
+		}
+	}
+	honest := newHost(t)
+	connect(t, honest, prov)
+	if _, err := Run(context.Background(), honest, prov.ID(), Params{N: 64, Deadline: 10 * time.Second}); err != nil {
+		t.Fatalf("an honest client of a third network during two stalls at MaxN: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -25,6 +26,7 @@ import (
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 	"github.com/infernet/infernet/payments"
+	"github.com/infernet/infernet/proofs/redundancy"
 )
 
 // MaxAggregateShards caps the shards of a job handed to an aggregator: its
@@ -427,7 +429,7 @@ func (b *Runner) runVia(ctx context.Context, agg peer.ID, spec jobs.Spec, inputs
 	for _, i := range rand.Perm(len(inputs))[:min(spotChecks, len(inputs))] {
 		s := spec
 		s.Input, s.InputSize, s.Shard, s.Shards = inputs[i].Input, inputs[i].InputSize, uint32(i), uint32(len(inputs))
-		if err := b.recheck(ctx, fmt.Sprintf("shard %d", i), s, sj.Shards[i]); err != nil {
+		if err := b.recheck(ctx, fmt.Sprintf("shard %d", i), s, sj.Shards[i], func() ([]byte, error) { return b.shardOutput(sj, i) }); err != nil {
 			return sj, err
 		}
 	}
@@ -439,7 +441,7 @@ func (b *Runner) runVia(ctx context.Context, agg peer.ID, spec jobs.Spec, inputs
 		s := spec
 		s.Module, s.ModuleSize, s.Args = r.Module, r.ModuleSize, r.Args
 		s.Input, s.InputSize, s.Shard, s.Shards = sj.Reduce.Announce.Input, sj.Reduce.Announce.InputSize, 0, 1
-		if err := b.recheck(ctx, "the reduce", s, sj.Reduce); err != nil {
+		if err := b.recheck(ctx, "the reduce", s, sj.Reduce, func() ([]byte, error) { return b.n.Blobs.Bytes(sj.Output, sj.OutputSize) }); err != nil {
 			return sj, err
 		}
 	}
@@ -447,24 +449,34 @@ func (b *Runner) runVia(ctx context.Context, agg peer.ID, spec jobs.Spec, inputs
 }
 
 // recheck runs part (a shard or the reduce, called what) again and checks
-// its output: here, the very job the aggregator's providers signed (its
-// announce, so its seed), trusting nobody; or, for a job whose run here
-// proves nothing (client.ErrNoAudit), as s, a job of this node's own on
-// the network.
-func (b *Runner) recheck(ctx context.Context, what string, s jobs.Spec, part *store.Job) error {
-	n := b.n
+// its output against theirs (the part's output bytes): here, the very job
+// the aggregator's providers signed (its announce, so its seed), trusting
+// nobody; or, for a job whose run here proves nothing (client.ErrNoAudit),
+// as s, a job of this node's own on the network. A tolerance-mode job is
+// compared as its replicas were: within its tolerance (--compare), or, bit
+// for bit, only where this node's run is on the replicas' backend (other
+// bits prove nothing: a red team's honest aggregator was called a liar
+// when its client ran the reduce on another backend).
+func (b *Runner) recheck(ctx context.Context, what string, s jobs.Spec, part *store.Job, theirs func() ([]byte, error)) error {
+	n, an := b.n, &part.Announce
+	bitwise := an.Mode == wire.ModeTolerance && an.Format == 0
 	out, err := func() (blob.Digest, error) {
-		res, err := n.Client.RunHere(ctx, &part.Announce)
-		if err == nil {
-			return res.Output, nil
-		}
+		res, err := n.Client.RunHere(ctx, an)
 		if res != nil && res.Deterministic() && (res.Outcome != part.Outcome || res.ExitCode != part.ExitCode) {
 			// How a job ends (an exit status, a trap, a limit) is the same
 			// on every honest machine: the aggregator's did not end as it said.
 			return blob.Digest{}, fmt.Errorf("%w: %s %s here, %s by the aggregator", jobs.ErrAggregatorLied, what, ending(res.Outcome, res.ExitCode), ending(part.Outcome, part.ExitCode))
 		}
-		if !errors.Is(err, client.ErrNoAudit) {
+		if err == nil && bitwise && !slices.ContainsFunc(part.Replicas, func(r store.Replica) bool { return r.Result != nil && r.Result.Backend == res.Backend }) {
+			err = fmt.Errorf("%w: run here on %s, not the replicas' backend", client.ErrNoAudit, res.Backend)
+		}
+		switch {
+		case err == nil:
+			return res.Output, nil
+		case !errors.Is(err, client.ErrNoAudit):
 			return blob.Digest{}, err
+		case bitwise:
+			return blob.Digest{}, err // the network's other backends prove no more
 		}
 		job, err := n.Client.Submit(ctx, s, nil)
 		if err != nil || job.State == store.JobFailed {
@@ -475,12 +487,29 @@ func (b *Runner) recheck(ctx context.Context, what string, s jobs.Spec, part *st
 	switch {
 	case errors.Is(err, jobs.ErrAggregatorLied):
 		return err
+	case bitwise && errors.Is(err, client.ErrNoAudit):
+		n.Logger.Info("aggregated job: not checked here, compared bit for bit on another backend (--compare checks within a tolerance)", "part", what, "err", err)
+		return nil
 	case err != nil:
 		return fmt.Errorf("checking %s: %w", what, err)
-	case out != part.Output:
-		return fmt.Errorf("%w: %s gave %s here, %s by the aggregator", jobs.ErrAggregatorLied, what, out.Short(), part.Output.Short())
+	case out == part.Output:
+		return nil
+	case an.Mode == wire.ModeTolerance && an.Format != 0:
+		mine, err := n.Blobs.Bytes(out, an.MaxOutput)
+		if err != nil {
+			return fmt.Errorf("checking %s: %w", what, err)
+		}
+		want, err := theirs()
+		if err != nil {
+			return fmt.Errorf("checking %s: %w", what, err)
+		}
+		tol := redundancy.Tolerance{Rtol: an.Rtol, Atol: an.Atol, Format: redundancy.Format(an.Format)}
+		if ok, diff := redundancy.Equal(mine, want, &tol); !ok {
+			return fmt.Errorf("%w: %s gave %s here, %s by the aggregator (%v)", jobs.ErrAggregatorLied, what, out.Short(), part.Output.Short(), diff)
+		}
+		return nil
 	}
-	return nil
+	return fmt.Errorf("%w: %s gave %s here, %s by the aggregator", jobs.ErrAggregatorLied, what, out.Short(), part.Output.Short())
 }
 
 // settleVia ends the client's payment to an aggregator: released when the
@@ -634,6 +663,27 @@ func (b *Runner) checkAggregate(ctx context.Context, agg peer.ID, ann *wire.JobA
 		}
 	}
 	return sj, nil
+}
+
+// shardOutput returns shard i's output, its part of the merged output
+// the client fetched (checkAggregate).
+func (b *Runner) shardOutput(sj *store.ShardedStatus, i int) ([]byte, error) {
+	merged := sj.Output
+	if sj.Reduce != nil {
+		merged = sj.Reduce.Announce.Input
+	}
+	f, _, err := b.n.Blobs.Open(merged)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var off int64
+	for _, sh := range sj.Shards[:i] {
+		off += sh.OutputSize
+	}
+	out := make([]byte, sj.Shards[i].OutputSize)
+	_, err = f.ReadAt(out, off)
+	return out, err
 }
 
 // checkMerged checks that the local blob merged is the outputs of shards

@@ -513,7 +513,7 @@ type Summary struct {
 	// Outcome is how the job ended where a replica ran it: "exited" (with
 	// ExitCode) or "stopped" by the sandbox (a trap, a limit, an invalid
 	// module: Error says which, and it did not run to its end); empty when
-	// no result came. A stopped job, verified, is not a success.
+	// no results agreed. A stopped job, verified, is not a success.
 	Outcome  string `json:"outcome,omitempty"`
 	ExitCode uint32 `json:"exit_code"`
 	// Seed is the job's guest random source, every replica's (the digest
@@ -562,6 +562,11 @@ func summarize(job *store.Job, elapsed time.Duration) Summary {
 	if !job.Output.IsZero() {
 		s.Output = job.Output.String()
 	}
+	if job.Agree > 0 {
+		// Set with a verdict only: a job whose results agreed on nothing
+		// has no outcome (its zero value reads "exited").
+		s.Outcome = job.Outcome.String()
+	}
 	if job.Announce.Job != (wire.JobID{}) {
 		seed := job.Announce.Seed()
 		s.Seed = hex.EncodeToString(seed[:])
@@ -573,7 +578,6 @@ func summarize(job *store.Job, elapsed time.Duration) Summary {
 		pr := ProviderRun{Replica: int(r.Index), Provider: r.Provider, State: r.State.String(), Error: r.Error}
 		if r.Result != nil {
 			pr.RunMS, pr.Backend = float64(r.Result.RunMicros)/1000, r.Result.Backend
-			s.Outcome = job.Outcome.String()
 		}
 		s.Providers = append(s.Providers, pr)
 	}

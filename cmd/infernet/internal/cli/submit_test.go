@@ -211,6 +211,13 @@ func TestSubmitSummaryNotRun(t *testing.T) {
 	if !strings.Contains(js.String(), `"outcome": "stopped"`) {
 		t.Errorf("--json of a job not run: %s", js.String())
 	}
+	// Results that agreed on nothing have no outcome (its zero value had
+	// read "exited": a red team's read).
+	failed := &store.Job{State: store.JobFailed, Error: "no replica finished in time",
+		Replicas: []store.Replica{{Provider: "12D3KooWprovider0000", State: store.ReplicaDone, Result: &wire.Result{Outcome: wire.OutcomeTimeout}}}}
+	if s := summarize(failed, time.Second); s.Outcome != "" {
+		t.Errorf("a job with no verdict: outcome %q", s.Outcome)
+	}
 	// Unverified (one replica), it still says why the job did not run.
 	job.State, job.Agree, job.Error, job.Replicas = store.JobUnverified, 1, "trap", job.Replicas[:1]
 	stderr.Reset()
