@@ -94,11 +94,22 @@ func (b *Runner) HandleAggregate(s network.Stream) {
 	for _, d := range ann.Data {
 		need = append(need, wire.ShardRef{Input: d.Digest, Size: d.Size})
 	}
+	// The client may have its inputs back (a shard's output, or the
+	// merge, can be the same bytes as one) and the merge (granted below)
+	// until its payment's grace after the deadline; the marks of inputs
+	// never fetched go with the request. Both had stayed for good: a
+	// client naming 256 made-up digests per request grew them without
+	// bound (a red team's read).
+	until := time.Until(time.UnixMilli(ann.Deadline)) + settle.PayGrace
+	grant := func(d blob.Digest) { time.AfterFunc(until, n.Access.Grant(d, buyer)) }
 	for _, sh := range req.Shards {
 		n.Access.Input(sh.Input) // not announced by FetchBlob below
-		// The client may have it back (a shard's output, or the merge,
-		// can be the same bytes as an input), as from any provider.
-		n.Access.Grant(sh.Input, buyer)
+		grant(sh.Input)
+		defer func() {
+			if _, ok := n.Blobs.Has(sh.Input); !ok {
+				n.Access.Forget(sh.Input)
+			}
+		}()
 	}
 	need = append(need, req.Shards...)
 	var reduce *jobs.ReduceSpec
@@ -150,7 +161,7 @@ func (b *Runner) HandleAggregate(s network.Stream) {
 		res.Reduce, res.Merged, res.MergedSize = &r, job.Announce.Input, job.Announce.InputSize
 		// The merge is the reduce job's input, private here; the client
 		// fetches it to check it, as it may its own shard inputs.
-		n.Access.Grant(res.Merged, buyer)
+		grant(res.Merged)
 	}
 	n.Faults.SpoilAggregate(n.Blobs, res) // fault injection: a lying aggregator
 	if pay != nil && res.Verified {

@@ -73,6 +73,15 @@ func (a *Access) Publish(d blob.Digest) {
 	a.mu.Unlock()
 }
 
+// Forget drops d's mark as an input: for a digest named and never held
+// (an aggregator's client's shard input that did not come), whose mark
+// would otherwise stay for good. Its grants end as they were given.
+func (a *Access) Forget(d blob.Digest) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.private, d)
+}
+
 // Grant lets p have private blob d until the returned function is called.
 func (a *Access) Grant(d blob.Digest, p peer.ID) (revoke func()) {
 	a.mu.Lock()
