@@ -6,6 +6,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/jobs"
@@ -794,5 +797,51 @@ func TestFakeLndStakesHeldByForce(t *testing.T) {
 		if k := lockedStakes(p); k != 1 {
 			t.Errorf("provider %d: %d stakes still locked, want the one held", i+1, k)
 		}
+	}
+}
+
+// TestFakeLndAggregatorClientLeaves: a client pays an aggregator for an
+// 8-shard job and leaves once the first shard ran. Its payment comes back,
+// and the shards that ran were the aggregator's to pay: each time is a
+// result left unpaid there, and after three the aggregator takes no job of
+// that client's (it could leave again and again, at no cost: a red team's
+// read).
+func TestFakeLndAggregatorClientLeaves(t *testing.T) {
+	f := newFakePaid(t, func(c *Config) {
+		if c.Provide {
+			c.Faults = &faults.Faults{Slow: 300 * time.Millisecond}
+		}
+	})
+	agg := startAggregator(t, f.testNet, func(c *Config) {
+		c.Payments, c.Price = f.ln.NewNode("aggregator", fund, fund), price
+		c.Trust = []peer.ID{f.providers[0].ID(), f.providers[1].ID()}
+	})
+	module := readTestdata(t, "jobs/lines/lines.wasm")
+	var in bytes.Buffer
+	for i := range 80 {
+		fmt.Fprintf(&in, "row %d\n", i)
+	}
+	spec := jobs.Spec{Terms: wire.Terms{Module: putBlob(t, f.client, module), ModuleSize: int64(len(module)), TimeoutMS: 10_000, Args: []string{"q"}},
+		Replicas: 2, Price: price, Collateral: -1}
+	inputs := shardInputs(t, f.client, in.Bytes(), 8)
+	leave := func() error {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		_, err := f.client.SubmitVia(ctx, agg.ID(), jobs.ShardedSpec{Spec: spec, Inputs: inputs, Parallel: 1}, 0, 2, func(e jobs.Event) {
+			if e.Kind == jobs.EventShardDone {
+				cancel() // the buyer leaves after one shard
+			}
+		})
+		return err
+	}
+	for i := range 3 {
+		leave()
+		waitFor(t, 30*time.Second, fmt.Sprintf("the aggregator to count result %d unpaid", i+1), func() bool {
+			unpaid, _ := agg.peers.Unpaid(f.client.ID())
+			return unpaid == i+1
+		})
+	}
+	if err := leave(); err == nil || !strings.Contains(err.Error(), wire.ReasonUnpaid) {
+		t.Fatalf("a fourth job of a client that left three unpaid: %v; want refused, %s", err, wire.ReasonUnpaid)
 	}
 }

@@ -146,6 +146,14 @@ func (b *Runner) HandleAggregate(s network.Stream) {
 		if _, err := b.CancelShardedJob(job); err != nil {
 			n.Logger.Warn("aggregator: cancelling the job of a client that left", "job", job, "err", err)
 		}
+		if left := errors.Is(ctx.Err(), context.Canceled) && n.Life.Err() == nil; left && pay != nil {
+			// It reset the stream (not the deadline, not this node
+			// stopping): its payment is returned, and what ran was this
+			// node's to pay. A result left unpaid, counted as a provider
+			// counts one (peers.OwesTooMuch), or a client could do it
+			// again and again.
+			n.Peers.ClientSettled(buyer, false)
+		}
 	}
 	if err != nil {
 		reject(err.Error())
@@ -253,6 +261,11 @@ func (b *Runner) chargeAggregate(ctx context.Context, c *peers.Conn, req *wire.A
 		return nil, fmt.Errorf("%w: %d msat for %d jobs at %d msat per replica, and a %g%% fee", jobs.ErrPaymentRequired, total+fee, parts, ann.Price, n.AggregatorFee)
 	case len(req.PaymentHash) != 32:
 		return nil, fmt.Errorf("%w: bad payment terms", jobs.ErrPaymentRequired)
+	}
+	if unpaid, paid := n.Peers.Unpaid(buyer); peers.OwesTooMuch(unpaid, paid) {
+		// As a provider refuses it: a client that left jobs unpaid here
+		// (one that leaves once the shards ran) pays first.
+		return nil, fmt.Errorf("%s: %d results unpaid, %d paid", wire.ReasonUnpaid, unpaid, paid)
 	}
 	if err := n.Ledger.CanPay(ctx, total, fmt.Sprintf("the providers of %d shards", len(req.Shards))); err != nil {
 		return nil, err
