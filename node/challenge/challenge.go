@@ -276,6 +276,11 @@ func NewTree(c []byte, n int) *Tree {
 			leaves[i] = LeafHash(c[i*stride : (i+1)*stride])
 		}
 	})
+	return treeOf(n, leaves)
+}
+
+// treeOf builds the tree of n rows over leaves, padded to a power of two.
+func treeOf(n int, leaves [][32]byte) *Tree {
 	t := &Tree{n: n, levels: [][][32]byte{leaves}}
 	for l := leaves; len(l) > 1; {
 		up := make([][32]byte, len(l)/2)

@@ -28,15 +28,7 @@ import (
 // challenges on the CPU backend with cfg.
 func pair(t *testing.T, cfg Config) (host.Host, peer.ID) {
 	t.Helper()
-	var hs []host.Host
-	for range 2 {
-		h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableRelay())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { h.Close() })
-		hs = append(hs, h)
-	}
+	hs := []host.Host{newHost(t), newHost(t)}
 	if cfg.Every == 0 {
 		cfg.Every = time.Nanosecond
 	}
@@ -283,15 +275,7 @@ func zeroTree(n int) *Tree {
 	for i := range n {
 		leaves[i] = leaf
 	}
-	t := &Tree{n: n, levels: [][][32]byte{leaves}}
-	for l := leaves; len(l) > 1; {
-		up := make([][32]byte, len(l)/2)
-		for i := range up {
-			up[i] = nodeHash(l[2*i], l[2*i+1])
-		}
-		t.levels, l = append(t.levels, up), up
-	}
-	return t
+	return treeOf(n, leaves)
 }
 
 // instantLarge stands in for a GPU: small challenges are computed, large
