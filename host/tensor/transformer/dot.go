@@ -175,6 +175,12 @@ type kernelSet struct {
 	// (p: rows 0…3, q: rows 4…7), out[r·ldo + j] with rows4's bits, for
 	// the types it reports ok for (rows 0: only ok is reported).
 	rows8 func(dt abi.DType, out []float32, p, q *act4, w []byte, rows, ldo int) (ok bool)
+	// tile8, if set, is rows4 over Q4_K weights for eight weight rows
+	// repacked by repackQ4KT8 (t, nsb super-blocks): out[r·ldo + j] for x
+	// row r < 4 and weight row j < 8, with rows4's bits.
+	tile8 func(out []float32, t []byte, p *act4, nsb, ldo int)
+	// repackT8, if set, is repackQ4KT8 with the same bytes.
+	repackT8 func(t, w []byte, rb, nsb int)
 	// cols4, if set, is rowDot for rows (a multiple of 4) weight rows of
 	// type dt (stored one after the other) against the one row of x a:
 	// out[j] for weight row j, with the same bits; ok is false for the

@@ -2,6 +2,7 @@ package transformer
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -328,6 +329,43 @@ func matMulInt(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []flo
 	return intGemm(ctx, ks, threads, t, n, k, x, w, out)
 }
 
+// q4KT8Bytes is the size of one super-block of eight Q4_K weight rows
+// repacked by repackQ4KT8.
+const q4KT8Bytes = 2048 + 256 + 256 + 32 + 32
+
+// repackQ4KT8 repacks eight Q4_K weight rows of nsb super-blocks (w, rows
+// rb bytes apart) into t, q4KT8Bytes per super-block, for kernelSet.tile8:
+// the nibbles of sub-block j, values 4i…4i+3, of the eight rows as eight
+// uint32 at 256j + 32i (a byte per value), then at 2048 the sub-block
+// scales sc_j of the eight rows as int32 (32 bytes per j), at 2304 their
+// minimums m_j as two int16 each, at 2560 the eight rows' float32 d and at
+// 2592 their dmin.
+func repackQ4KT8(t, w []byte, rb, nsb int) {
+	t = t[:nsb*q4KT8Bytes]
+	for r := range 8 {
+		row := w[r*rb : r*rb+nsb*144]
+		for sb := range nsb {
+			blk, o := row[sb*144:sb*144+144], t[sb*q4KT8Bytes:(sb+1)*q4KT8Bytes]
+			binary.LittleEndian.PutUint32(o[2560+4*r:], math.Float32bits(half(blk)))
+			binary.LittleEndian.PutUint32(o[2592+4*r:], math.Float32bits(half(blk[2:])))
+			for j := range 8 {
+				sc, m := scaleMin(j, blk[4:16])
+				binary.LittleEndian.PutUint32(o[2048+32*j+4*r:], uint32(sc))
+				binary.LittleEndian.PutUint32(o[2304+32*j+4*r:], uint32(m)|uint32(m)<<16)
+			}
+			for p := range 4 {
+				q := blk[16+32*p : 48+32*p]
+				lo, hi := o[512*p+4*r:], o[512*p+256+4*r:]
+				for i := range 8 {
+					v := binary.LittleEndian.Uint32(q[4*i:])
+					binary.LittleEndian.PutUint32(lo[32*i:], v&0x0F0F0F0F)
+					binary.LittleEndian.PutUint32(hi[32*i:], v>>4&0x0F0F0F0F)
+				}
+			}
+		}
+	}
+}
+
 // intRouted reports whether MatMulInt takes the integer path for dt: the
 // types whose integer kernel beats the float path. Q8_0's float assembly
 // reads rows as stored at memory speed already, and its fused multi-row
@@ -375,7 +413,27 @@ func intGemm(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float
 	// Every x row passes over a block of weight rows while it is in cache
 	// (a prompt's rows: prefill); in the portable path each weight row's
 	// scales are decoded once for all of them.
-	return par.ForBlocks(ctx, threads, n, block, func(lo, hi int) error {
+	tile8 := ks.tile8 != nil && w.Type == abi.Q4_K && len(packs) > 0
+	if tile8 {
+		block = max(8, block&^7)
+	}
+	return par.ForBlocks(ctx, threads, n, block, func(lo0, hi int) error {
+		lo := lo0
+		if tile8 {
+			// Eight weight rows at a time repacked (repackQ4KT8), each
+			// pack's four x rows against them; the rest of the rows below.
+			nsb, repack := k/256, ks.repackT8
+			if repack == nil {
+				repack = repackQ4KT8
+			}
+			tb := make([]byte, nsb*q4KT8Bytes)
+			for ; lo+8 <= hi; lo += 8 {
+				repack(tb, wb[lo*rb:(lo+8)*rb], rb, nsb)
+				for g := range packs {
+					ks.tile8(out[4*g*n+lo:], tb, &packs[g], nsb, n)
+				}
+			}
+		}
 		g := 0
 		if ks.rows8 != nil && len(packs) >= 2 && ks.rows8(w.Type, nil, nil, nil, nil, 0, n) {
 			// Packs in pairs: each weight block decoded once for eight x rows.
@@ -386,14 +444,14 @@ func intGemm(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float
 		for ; g < len(packs); g++ {
 			ks.rows4(w.Type, out[4*g*n+lo:], &packs[g], wb[lo*rb:hi*rb], hi-lo, n)
 		}
-		// The other x rows one by one, against four weight rows at a time
-		// if there is a kernel for it.
-		jlo, rest := lo, 4*len(packs)
-		if nc := (hi - lo) &^ 3; ks.cols4 != nil && rest < t && nc > 0 && ks.cols4(w.Type, nil, nil, nil, 0) {
+		// The other x rows one by one, over the whole block, against four
+		// weight rows at a time if there is a kernel for it.
+		jlo, rest := lo0, 4*len(packs)
+		if nc := (hi - lo0) &^ 3; ks.cols4 != nil && rest < t && nc > 0 && ks.cols4(w.Type, nil, nil, nil, 0) {
 			for r := rest; r < t; r++ {
-				ks.cols4(w.Type, out[r*n+lo:r*n+lo+nc], wb[lo*rb:(lo+nc)*rb], &acts[r], nc)
+				ks.cols4(w.Type, out[r*n+lo0:r*n+lo0+nc], wb[lo0*rb:(lo0+nc)*rb], &acts[r], nc)
 			}
-			jlo = lo + nc
+			jlo = lo0 + nc
 		}
 		s := make([]int32, ng)
 		var rs rowScales
@@ -417,7 +475,7 @@ func intGemm(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float
 			}
 		}
 		for r := range t {
-			canonicalize(out[r*n+lo : r*n+hi])
+			canonicalize(out[r*n+lo0 : r*n+hi])
 		}
 		return nil
 	})

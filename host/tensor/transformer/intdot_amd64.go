@@ -254,6 +254,30 @@ func rows8Q4KVNNI(dt abi.DType, out []float32, p, q *act4, w []byte, rows, ldo i
 	return true
 }
 
+//go:noescape
+func q4KT8VNNI(out *float32, t *byte, x *int8, d *float32, sums *int16, n, ldo int)
+
+//go:noescape
+func repackQ4KT8AVX512(t *byte, w *byte, rb, nsb int)
+
+// repackQ4KT8Asm is repackQ4KT8 in assembly (AVX-512 VL).
+func repackQ4KT8Asm(t, w []byte, rb, nsb int) {
+	if nsb <= 0 || len(t) < nsb*q4KT8Bytes || rb < nsb*144 || len(w) < 7*rb+nsb*144 {
+		panic("transformer: repack: short buffers")
+	}
+	repackQ4KT8AVX512(&t[0], &w[0], rb, nsb)
+}
+
+// tile8Q4KVNNI is kernelSet.tile8 with q4KT8VNNI. The lengths are checked
+// here: the assembly must never read or write past a slice.
+func tile8Q4KVNNI(out []float32, t []byte, p *act4, nsb, ldo int) {
+	k := 256 * nsb
+	if nsb <= 0 || len(t) < nsb*q4KT8Bytes || len(p.qs) < 4*k || len(p.d) < 4*nsb || len(p.sums) < 4*(k/16) || ldo < 8 || len(out) < 3*ldo+8 {
+		panic("transformer: tile8: short buffers")
+	}
+	q4KT8VNNI(&out[0], &t[0], &p.qs[0], &p.d[0], &p.sums[0], nsb, 4*ldo)
+}
+
 // blockSumsAVX2 is blockSumsGo in assembly. The lengths are checked here: the assembly must never
 // read past a slice.
 func blockSumsAVX2(dt abi.DType, row []byte, qs []int8, out []int32) {
@@ -342,6 +366,7 @@ func init() {
 		avx512Kernels.cols4 = cols4Asm(q8C4VNNI, q4KC4VNNI, q6KC4VNNI)
 		if cpu.X86.HasAVX512BW {
 			avx512Kernels.rows8 = rows8Q4KVNNI
+			avx512Kernels.tile8, avx512Kernels.repackT8 = tile8Q4KVNNI, repackQ4KT8Asm
 		}
 	}
 }

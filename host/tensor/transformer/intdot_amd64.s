@@ -2056,3 +2056,308 @@ q4kr8sb:
 	JNZ q4kr8row
 	VZEROUPPER
 	RET
+
+// The eight-weight-row Q4_K tile kernel (q4KT8VNNI, kernelSet.tile8):
+// eight weight rows repacked by repackQ4KT8 against the four x rows of a
+// pack of packAct4. Each 32-bit lane holds one weight row's four nibbles
+// of a sub-block, so one VPDPBUSD of a weight ymm and a broadcast of four
+// of an x row's int8 adds 32 products into the eight rows' lanes, with no
+// horizontal sums; a sub-block's sums are kept in two halves of 16
+// values, each within int16 (|Σ| ≤ 16·15·127), whose int32 lanes are then
+// int16 pairs (Σ, its sign) that one VPDPWSSD by the pairs (sc_j, 0)
+// multiplies by the sub-block's 6-bit scale. One integer multiply per 32
+// products and two per 256, rather than two per 32. The integer sums are
+// exact and the float part runs lane by lane with Q4KR4SB's operations in
+// its order, so each result's bits are q4KR4VNNI's.
+
+// T8SUB adds to Y4…Y7 (x rows 0…3) sc_j times the sums of sub-block j
+// (its 32 nibbles of each weight row at 256j(SI), the x rows' 32 int8 at
+// 32j(DI), 256 bytes apart): values 0-3, 8-11, … in Y8…Y11, the others in
+// Y16…Y19; Y12 clobbered.
+#define T8STEP(woff, xoff, A0, A1, A2, A3) \
+	VMOVDQU woff(SI), Y12; \
+	VPDPBUSD.BCST xoff(DI), Y12, A0; \
+	VPDPBUSD.BCST xoff+256(DI), Y12, A1; \
+	VPDPBUSD.BCST xoff+512(DI), Y12, A2; \
+	VPDPBUSD.BCST xoff+768(DI), Y12, A3
+
+#define T8SUB(j) \
+	VPXOR Y8, Y8, Y8; \
+	VPXOR Y9, Y9, Y9; \
+	VPXOR Y10, Y10, Y10; \
+	VPXOR Y11, Y11, Y11; \
+	VPXORD Y16, Y16, Y16; \
+	VPXORD Y17, Y17, Y17; \
+	VPXORD Y18, Y18, Y18; \
+	VPXORD Y19, Y19, Y19; \
+	T8STEP(256*j, 32*j, Y8, Y9, Y10, Y11); \
+	T8STEP(256*j+32, 32*j+4, Y16, Y17, Y18, Y19); \
+	T8STEP(256*j+64, 32*j+8, Y8, Y9, Y10, Y11); \
+	T8STEP(256*j+96, 32*j+12, Y16, Y17, Y18, Y19); \
+	T8STEP(256*j+128, 32*j+16, Y8, Y9, Y10, Y11); \
+	T8STEP(256*j+160, 32*j+20, Y16, Y17, Y18, Y19); \
+	T8STEP(256*j+192, 32*j+24, Y8, Y9, Y10, Y11); \
+	T8STEP(256*j+224, 32*j+28, Y16, Y17, Y18, Y19); \
+	VMOVDQU (2048+32*j)(SI), Y12; \
+	VPDPWSSD Y12, Y8, Y4; \
+	VPDPWSSD Y12, Y16, Y4; \
+	VPDPWSSD Y12, Y9, Y5; \
+	VPDPWSSD Y12, Y17, Y5; \
+	VPDPWSSD Y12, Y10, Y6; \
+	VPDPWSSD Y12, Y18, Y6; \
+	VPDPWSSD Y12, Y11, Y7; \
+	VPDPWSSD Y12, Y19, Y7
+
+// T8MIN adds to Y8…Y11 m_j·(Σx of sub-block j) for each x row (the pair
+// of int16 sums per 16 at 4j(R8), rows 32 bytes apart).
+#define T8MIN(j) \
+	VMOVDQU (2304+32*j)(SI), Y12; \
+	VPDPWSSD.BCST (4*j)(R8), Y12, Y8; \
+	VPDPWSSD.BCST (4*j+32)(R8), Y12, Y9; \
+	VPDPWSSD.BCST (4*j+64)(R8), Y12, Y10; \
+	VPDPWSSD.BCST (4*j+96)(R8), Y12, Y11
+
+// T8FLOAT adds to acc (x row r's eight lanes) the super-block's
+// float32(float32(d·dx)·float32(is)) - float32(float32(dmin·dx)·float32(im)).
+#define T8FLOAT(r, is, im, acc) \
+	VBROADCASTSS (4*r)(R9), Y13; \
+	VMULPS 2560(SI), Y13, Y14; \
+	VCVTDQ2PS is, Y15; \
+	VMULPS Y15, Y14, Y14; \
+	VMULPS 2592(SI), Y13, Y13; \
+	VCVTDQ2PS im, Y15; \
+	VMULPS Y15, Y13, Y13; \
+	VSUBPS Y13, Y14, Y14; \
+	VADDPS Y14, acc, acc
+
+// func q4KT8VNNI(out *float32, t *byte, x *int8, d *float32, sums *int16, n, ldo int)
+// eight Q4_K weight rows of n super-blocks repacked by repackQ4KT8 (t)
+// against the four x rows of a pack of packAct4: out[r·ldo/4 + j] for x
+// row r and weight row j. n ≥ 1. Needs AVX512-VNNI and VL.
+TEXT ·q4KT8VNNI(SB), NOSPLIT, $0-56
+	MOVQ t+8(FP), SI
+	MOVQ x+16(FP), DI
+	MOVQ d+24(FP), R9
+	MOVQ sums+32(FP), R8
+	MOVQ n+40(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+q4kt8sb:
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	T8SUB(0)
+	T8SUB(1)
+	T8SUB(2)
+	T8SUB(3)
+	T8SUB(4)
+	T8SUB(5)
+	T8SUB(6)
+	T8SUB(7)
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+	T8MIN(0)
+	T8MIN(1)
+	T8MIN(2)
+	T8MIN(3)
+	T8MIN(4)
+	T8MIN(5)
+	T8MIN(6)
+	T8MIN(7)
+	T8FLOAT(0, Y4, Y8, Y0)
+	T8FLOAT(1, Y5, Y9, Y1)
+	T8FLOAT(2, Y6, Y10, Y2)
+	T8FLOAT(3, Y7, Y11, Y3)
+	ADDQ $2624, SI
+	ADDQ $1024, DI
+	ADDQ $16, R9
+	ADDQ $128, R8
+	DECQ CX
+	JNZ q4kt8sb
+	MOVQ out+0(FP), AX
+	MOVQ ldo+48(FP), BX
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, (AX)(BX*1)
+	LEAQ (AX)(BX*2), DX
+	VMOVUPS Y2, (DX)
+	VMOVUPS Y3, (DX)(BX*1)
+	VZEROUPPER
+	RET
+
+// repackQ4KT8AVX512 is repackQ4KT8: each 32 bytes of nibbles of the
+// eight rows an 8×8 transpose of dwords, then split into low and high
+// nibbles; the scales and minimums unpacked by VK4SCALES, their bytes
+// transposed and widened.
+
+// T8LOAD8 loads the eight rows' 32 bytes at off into Y0…Y7 (rows rb
+// bytes apart: R8 = rb, R10 = 3rb, R11 = 5rb, R12 = 7rb).
+#define T8LOAD8(off) \
+	VMOVDQU off(SI), Y0; \
+	VMOVDQU off(SI)(R8*1), Y1; \
+	VMOVDQU off(SI)(R8*2), Y2; \
+	VMOVDQU off(SI)(R10*1), Y3; \
+	VMOVDQU off(SI)(R8*4), Y4; \
+	VMOVDQU off(SI)(R11*1), Y5; \
+	VMOVDQU off(SI)(R10*2), Y6; \
+	VMOVDQU off(SI)(R12*1), Y7
+
+// T8NIBOUT stores the low nibbles of D (dword i of the eight rows) at
+// dst(DI) and its high ones at dst+256(DI), clobbering D and Y15; Y16
+// holds 0x0F bytes.
+#define T8NIBOUT(D, dst) \
+	VPANDD Y16, D, Y15; \
+	VMOVDQU Y15, dst(DI); \
+	VPSRLW $4, D, D; \
+	VPANDD Y16, D, D; \
+	VMOVDQU D, dst+256(DI)
+
+// T8NIB repacks the nibbles of sub-blocks 2p and 2p+1 (the 32 bytes at
+// off of each row) to 512p(DI).
+#define T8NIB(off, dst) \
+	T8LOAD8(off); \
+	VPUNPCKLDQ Y1, Y0, Y8; \
+	VPUNPCKHDQ Y1, Y0, Y9; \
+	VPUNPCKLDQ Y3, Y2, Y10; \
+	VPUNPCKHDQ Y3, Y2, Y11; \
+	VPUNPCKLDQ Y5, Y4, Y12; \
+	VPUNPCKHDQ Y5, Y4, Y13; \
+	VPUNPCKLDQ Y7, Y6, Y14; \
+	VPUNPCKHDQ Y7, Y6, Y15; \
+	VPUNPCKLQDQ Y10, Y8, Y0; \
+	VPUNPCKHQDQ Y10, Y8, Y1; \
+	VPUNPCKLQDQ Y11, Y9, Y2; \
+	VPUNPCKHQDQ Y11, Y9, Y3; \
+	VPUNPCKLQDQ Y14, Y12, Y4; \
+	VPUNPCKHQDQ Y14, Y12, Y5; \
+	VPUNPCKLQDQ Y15, Y13, Y6; \
+	VPUNPCKHQDQ Y15, Y13, Y7; \
+	VPERM2I128 $0x20, Y4, Y0, Y8; \
+	VPERM2I128 $0x31, Y4, Y0, Y9; \
+	VPERM2I128 $0x20, Y5, Y1, Y10; \
+	VPERM2I128 $0x31, Y5, Y1, Y11; \
+	VPERM2I128 $0x20, Y6, Y2, Y12; \
+	VPERM2I128 $0x31, Y6, Y2, Y13; \
+	VPERM2I128 $0x20, Y7, Y3, Y14; \
+	VPERM2I128 $0x31, Y7, Y3, Y0; \
+	T8NIBOUT(Y8, dst); \
+	T8NIBOUT(Y10, dst+32); \
+	T8NIBOUT(Y12, dst+64); \
+	T8NIBOUT(Y14, dst+96); \
+	T8NIBOUT(Y9, dst+128); \
+	T8NIBOUT(Y11, dst+160); \
+	T8NIBOUT(Y13, dst+192); \
+	T8NIBOUT(Y0, dst+224)
+
+// T8DM stores the float32 d and dmin of the row at src to 2560+4r(DI)
+// and 2592+4r(DI).
+#define T8DM(src, r) \
+	MOVL src, AX; \
+	VMOVD AX, X0; \
+	VCVTPH2PS X0, X0; \
+	VMOVSS X0, (2560+4*r)(DI); \
+	VEXTRACTPS $1, X0, (2592+4*r)(DI)
+
+// T8SCJ stores sub-block j's scales (int32) and minimums (two int16) of
+// the eight rows from the transposed bytes at 8j(SP) and 64+8j(SP).
+#define T8SCJ(j) \
+	VPMOVZXBD (8*j)(SP), Y0; \
+	VMOVDQU Y0, (2048+32*j)(DI); \
+	VPMOVZXBD (64+8*j)(SP), Y1; \
+	VPSLLD $16, Y1, Y2; \
+	VPOR Y2, Y1, Y1; \
+	VMOVDQU Y1, (2304+32*j)(DI)
+
+// func repackQ4KT8AVX512(t *byte, w *byte, rb, nsb int)
+TEXT ·repackQ4KT8AVX512(SB), NOSPLIT, $128-32
+	MOVQ t+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ rb+16(FP), R8
+	MOVQ nsb+24(FP), CX
+	LEAQ (R8)(R8*2), R10
+	LEAQ (R8)(R8*4), R11
+	LEAQ (R10)(R8*4), R12
+	MOVL $0x0F0F0F0F, AX
+	VPBROADCASTD AX, Y16
+
+t8rsb:
+	T8NIB(16, 0)
+	T8NIB(48, 512)
+	T8NIB(80, 1024)
+	T8NIB(112, 1536)
+	VMOVDQU (SI), X10
+	VK4SCALES(X10, X0, X8, X9)
+	VMOVDQU (SI)(R8*1), X10
+	VK4SCALES(X10, X1, X8, X9)
+	VMOVDQU (SI)(R8*2), X10
+	VK4SCALES(X10, X2, X8, X9)
+	VMOVDQU (SI)(R10*1), X10
+	VK4SCALES(X10, X3, X8, X9)
+	VMOVDQU (SI)(R8*4), X10
+	VK4SCALES(X10, X4, X8, X9)
+	VMOVDQU (SI)(R11*1), X10
+	VK4SCALES(X10, X5, X8, X9)
+	VMOVDQU (SI)(R10*2), X10
+	VK4SCALES(X10, X6, X8, X9)
+	VMOVDQU (SI)(R12*1), X10
+	VK4SCALES(X10, X7, X8, X9)
+	VPUNPCKLBW X1, X0, X8
+	VPUNPCKHBW X1, X0, X9
+	VPUNPCKLBW X3, X2, X10
+	VPUNPCKHBW X3, X2, X11
+	VPUNPCKLBW X5, X4, X12
+	VPUNPCKHBW X5, X4, X13
+	VPUNPCKLBW X7, X6, X14
+	VPUNPCKHBW X7, X6, X15
+	VPUNPCKLWD X10, X8, X0
+	VPUNPCKHWD X10, X8, X1
+	VPUNPCKLWD X14, X12, X2
+	VPUNPCKHWD X14, X12, X3
+	VPUNPCKLWD X11, X9, X4
+	VPUNPCKHWD X11, X9, X5
+	VPUNPCKLWD X15, X13, X6
+	VPUNPCKHWD X15, X13, X7
+	VPUNPCKLDQ X2, X0, X8
+	VPUNPCKHDQ X2, X0, X9
+	VPUNPCKLDQ X3, X1, X10
+	VPUNPCKHDQ X3, X1, X11
+	VPUNPCKLDQ X6, X4, X12
+	VPUNPCKHDQ X6, X4, X13
+	VPUNPCKLDQ X7, X5, X14
+	VPUNPCKHDQ X7, X5, X15
+	VMOVDQU X8, 0(SP)
+	VMOVDQU X9, 16(SP)
+	VMOVDQU X10, 32(SP)
+	VMOVDQU X11, 48(SP)
+	VMOVDQU X12, 64(SP)
+	VMOVDQU X13, 80(SP)
+	VMOVDQU X14, 96(SP)
+	VMOVDQU X15, 112(SP)
+	T8SCJ(0)
+	T8SCJ(1)
+	T8SCJ(2)
+	T8SCJ(3)
+	T8SCJ(4)
+	T8SCJ(5)
+	T8SCJ(6)
+	T8SCJ(7)
+	T8DM((SI), 0)
+	T8DM((SI)(R8*1), 1)
+	T8DM((SI)(R8*2), 2)
+	T8DM((SI)(R10*1), 3)
+	T8DM((SI)(R8*4), 4)
+	T8DM((SI)(R11*1), 5)
+	T8DM((SI)(R10*2), 6)
+	T8DM((SI)(R12*1), 7)
+	ADDQ $144, SI
+	ADDQ $2624, DI
+	DECQ CX
+	JNZ t8rsb
+	VZEROUPPER
+	RET
+

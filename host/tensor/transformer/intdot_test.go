@@ -81,6 +81,10 @@ func TestMatMulIntSameBits(t *testing.T) {
 			// pair and a four, 17 two pairs and a row.
 			{"rows12", 12, 9, 768, nil},
 			{"rows17", 17, 5, 512, nil},
+			// kernelSet.tile8 takes weight rows in eights (blocks of 8s),
+			// the rest of them rows8 and rows4.
+			{"tiles", 12, 43, 768, nil},
+			{"tiles2048", 8, 24, 2048, nil},
 			{"hugeX8", 8, 9, 512, func(x []float32, _ []byte) { x[3], x[600], x[7*512+100] = 3e38, -3e38, 3e38 }},
 			{"bytes8", 8, 8, 512, func(_ []float32, w []byte) {
 				for i := range w {
@@ -122,7 +126,16 @@ func TestMatMulIntSameBits(t *testing.T) {
 				if err := intGemm(ctx, goKernels, 1, c.t, c.n, c.k, x, w, want); err != nil {
 					t.Fatal(err)
 				}
-				for _, ks := range allKernels() {
+				sets := allKernels()
+				for _, ks := range sets {
+					if ks.tile8 != nil {
+						// The kernels tile8 leaves less to.
+						c := *ks
+						c.name, c.tile8 = ks.name+" without tile8", nil
+						sets = append(sets, &c)
+					}
+				}
+				for _, ks := range sets {
 					for _, threads := range []int{1, 2, 3} {
 						got := make([]float32, len(want))
 						if err := intGemm(ctx, ks, threads, c.t, c.n, c.k, x, w, got); err != nil {
