@@ -121,7 +121,7 @@ func TestClient(t *testing.T) {
 	}
 	ctx := context.Background()
 	info, err := c.Node(ctx)
-	if err != nil || info.ID != n.ID().String() || info.Provider {
+	if err != nil || info.ID != n.ID().String() || info.Provider || info.Paid || info.Price != 0 || info.MaxCollateral != 0 {
 		t.Fatalf("Node: %+v, %v", info, err)
 	}
 	b := []byte("\x00asm\x01\x00\x00\x00") // a module: an empty one

@@ -87,6 +87,13 @@ type NodeInfo struct {
 	// "private" (behind NAT: Addrs then has the relayed addresses others
 	// dial, /p2p-circuit, once a relay holds a slot).
 	Reachability string `json:"reachability"`
+	// Paid is whether the node pays and is paid over Lightning (lnd); a
+	// provider's Price is what a replica costs here and MaxCollateral the
+	// most it stakes on one, msat (an operator's walk found none of its
+	// terms here).
+	Paid          bool   `json:"paid"`
+	Price         uint64 `json:"price_msat,omitempty"`
+	MaxCollateral uint64 `json:"max_collateral_msat,omitempty"`
 }
 
 // SubmitRequest is the body of POST /v1/jobs: the job's terms and how to
@@ -378,7 +385,11 @@ func (s *Server) getNode(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) nodeInfo() NodeInfo {
 	info := NodeInfo{ID: s.n.ID().String(), Provider: s.n.Provider(), Software: node.Software(), Stats: s.n.Stats(),
-		Eclipsed: s.n.Eclipsed(), Sources: s.n.Sources(), Reachability: s.n.Reachability()}
+		Eclipsed: s.n.Eclipsed(), Sources: s.n.Sources(), Reachability: s.n.Reachability(),
+		Paid: s.n.Paid(), MaxCollateral: s.n.MaxCollateral()}
+	if a := s.n.Capabilities(); a != nil {
+		info.Price = a.Price
+	}
 	for _, a := range s.n.Addrs() {
 		info.Addrs = append(info.Addrs, a.String())
 	}
