@@ -610,14 +610,17 @@ func (b *Book) Forgive(id peer.ID) bool {
 	_, ok := b.put(id, "reputation", false, func(p *store.Peer) {
 		p.Rep.Forgive(b.params, time.Now())
 		p.Unpaid = 0
-		if c := b.gpu[id]; c != nil { // b.mu is held
-			select {
-			case <-c.done:
-				delete(b.gpu, id)
-			default: // under way: its outcome is news, not the past
-			}
-		}
 	})
+	b.mu.Lock()
+	if c := b.gpu[id]; c != nil { // kept apart from the record: evicted, it may outlive it
+		select {
+		case <-c.done:
+			delete(b.gpu, id)
+			ok = true
+		default: // under way: its outcome is news, not the past
+		}
+	}
+	b.mu.Unlock()
 	if ok {
 		b.log.Info("peer forgiven by the operator", "peer", id)
 	}

@@ -122,14 +122,23 @@ func stderrTail(stderr []byte) []byte {
 	}
 	cut := len(stderr) - wire.MaxResultStderr
 	var why []byte
+marks:
 	for _, mark := range []string{"fatal error: ", "panic: ", "thread 'main' panicked"} {
-		if i := bytes.Index(stderr[:cut], []byte(mark)); i >= 0 && (i == 0 || stderr[i-1] == '\n') {
+		for from := 0; from < cut; {
+			i := bytes.Index(stderr[from:cut], []byte(mark))
+			if i < 0 {
+				break
+			}
+			if i += from; i > 0 && stderr[i-1] != '\n' {
+				from = i + 1 // mid-line: not the runtime's line
+				continue
+			}
 			line := stderr[i:cut]
 			if j := bytes.IndexByte(line, '\n'); j >= 0 {
 				line = line[:j]
 			}
 			why = append(line[:min(len(line), 512):min(len(line), 512)], "\n…\n"...)
-			break
+			break marks
 		}
 	}
 	return append(why, stderr[len(stderr)-(wire.MaxResultStderr-len(why)):]...)

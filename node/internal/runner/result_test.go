@@ -216,6 +216,7 @@ func TestStderrTail(t *testing.T) {
 		{"short", []byte("fatal error: out of memory\nframes\n"), "fatal error: out of memory", "frames\n"},
 		{"Go out of memory", append([]byte("runtime: out of memory: cannot allocate\nfatal error: out of memory\n\n"), frames...), "fatal error: out of memory\n…\n", "main.main()\n"},
 		{"no cause", frames, "", "main.main()\n"},
+		{"a mark mid-line first", append([]byte("log: no panic: here\npanic: runtime error: index out of range\n"), frames...), "panic: runtime error: index out of range\n…\n", "main.main()\n"},
 	} {
 		got := stderrTail(tc.stderr)
 		if len(got) > wire.MaxResultStderr || !bytes.HasPrefix(got, []byte(tc.first)) || !bytes.HasSuffix(got, []byte(tc.last)) {
