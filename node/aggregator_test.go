@@ -1,8 +1,10 @@
 package node
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/infernet/infernet/node/blob"
 	"github.com/infernet/infernet/node/faults"
 	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/requirement"
@@ -280,9 +284,72 @@ func TestAggregatorRecheckWithinTolerance(t *testing.T) {
 		Mode: wire.ModeTolerance, Rtol: 1e-4, Atol: 1e-6, Format: uint8(redundancy.FormatText)}, Replicas: 2}
 	inputs := shardInputs(t, net.client, readTestdata(t, "jobs/mlp/input.txt"), 2)
 	reduce := &jobs.ReduceSpec{Module: putBlob(t, net.client, mlp), ModuleSize: int64(len(mlp))}
-	agg := startAggregator(t, net, nil)
+	agg := startAggregator(t, net, func(c *Config) {
+		for _, p := range net.providers { // so that bit-for-bit results verify there too
+			c.Trust = append(c.Trust, p.ID())
+		}
+	})
 	sj, err := net.client.SubmitVia(context.Background(), agg.ID(), jobs.ShardedSpec{Spec: spec, Inputs: inputs, Reduce: reduce}, 2, 2, nil)
-	if err != nil || sj == nil || sj.State == store.JobFailed {
+	if err != nil || sj == nil || sj.State != store.JobVerified {
 		t.Fatalf("an honest aggregator's tolerance job, its client on another backend: %+v, %v", sj, err)
+	}
+	// Compared bit for bit, another backend's run proves nothing: the
+	// reduce is not checked, and the result is unverified, saying why (it
+	// had passed as verified: a red team's read, since the backends the
+	// replicas name are their providers' word).
+	spec.Format, spec.Rtol, spec.Atol = 0, 0, 0
+	sj, err = net.client.SubmitVia(context.Background(), agg.ID(), jobs.ShardedSpec{Spec: spec, Inputs: inputs, Reduce: reduce}, 0, 2, nil)
+	if err != nil || sj == nil || sj.State != store.JobUnverified || !strings.Contains(sj.Error, "not checked") {
+		t.Fatalf("bit for bit on another backend: %+v, %v; want unverified, not checked", sj, err)
+	}
+}
+
+// TestAggregatorStrangerHoldsNothing: a stranger's free requests naming
+// 256 made-up shard inputs, with a deadline a year ahead and then one
+// within the node's bound, are refused, and nothing of them stays: the
+// grants and their timers had stayed to the deadline (a red team's read:
+// memory a stranger grows at will, one round trip per 256).
+func TestAggregatorStrangerHoldsNothing(t *testing.T) {
+	net := startNetwork(t, 1, nil)
+	agg := startAggregator(t, net, nil)
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableRelay())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ctx := context.Background()
+	if err := h.Connect(ctx, peer.AddrInfo{ID: agg.ID(), Addrs: agg.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	made := func() (d blob.Digest) { crand.Read(d[:]); return }
+	for _, tc := range []struct {
+		ahead time.Duration
+		want  string
+	}{{365 * 24 * time.Hour, "deadline more than"}, {time.Minute, "blob "}} {
+		now := time.Now()
+		ann := wire.JobAnnounce{V: wire.Version, Client: []byte(h.ID()), Replicas: 1, Settle: wire.SettleEscrow,
+			Time: now.UnixMilli(), Deadline: now.Add(tc.ahead).UnixMilli()}
+		ann.Module, ann.ModuleSize, ann.Memory, ann.TimeoutMS, ann.MaxOutput = made(), 100, 1<<20, 1000, 1<<10
+		crand.Read(ann.Job[:])
+		req := &wire.AggregateRequest{V: wire.Version, Announce: ann, MaxFeePercent: 100}
+		for range 256 {
+			req.Shards = append(req.Shards, wire.ShardRef{Input: made(), Size: 10})
+		}
+		st, err := h.NewStream(ctx, agg.ID(), wire.ProtocolAggregate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wire.WriteFrame(st, req); err != nil {
+			t.Fatal(err)
+		}
+		var u wire.AggregateUpdate
+		if err := wire.ReadFrame(bufio.NewReader(st), wire.MaxDataFrame, &u); err != nil || !strings.Contains(u.Reason, tc.want) {
+			t.Fatalf("a stranger's request %v ahead: %q, %v; want refused, %q", tc.ahead, u.Reason, err, tc.want)
+		}
+		st.Close()
+		// The refusal goes out before the request's last marks do.
+		waitFor(t, 10*time.Second, fmt.Sprintf("a stranger's refused request (%v ahead) to leave no grants or marks", tc.ahead), func() bool {
+			return !agg.access.Known(h.ID()) && !agg.access.Hidden(req.Shards[0].Input)
+		})
 	}
 }

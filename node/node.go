@@ -254,7 +254,7 @@ func (n *Node) startRoles(ctx context.Context) (err error) {
 	})
 	n.host.SetStreamHandler(wire.ProtocolBid, n.handleBid)
 	n.batch = batch.New(batch.Config{
-		AggregatorFee: cfg.AggregatorFee, AdvertInterval: cfg.AdvertInterval, Faults: cfg.Faults,
+		AggregatorFee: cfg.AggregatorFee, MaxDeadline: cfg.MaxDeadline, AdvertInterval: cfg.AdvertInterval, Faults: cfg.Faults,
 		Parts: ps, Client: n.client, FetchBlob: n.FetchBlob,
 	})
 	if !cfg.Provide {

@@ -28,6 +28,7 @@
 package challenge
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -196,6 +197,13 @@ func Matrix(seed [32]byte, m byte, n int) []byte {
 // little-endian float32 bytes, computed exactly in int32: row i of A and
 // every row of B, N² multiply-adds per row. It is the verifier's cost.
 func ExpectedRows(seed [32]byte, n int, rows []int) [][]byte {
+	out, _ := expectedRows(context.Background(), seed, n, rows, runtime.GOMAXPROCS(0))
+	return out
+}
+
+// expectedRows is ExpectedRows on at most workers goroutines, given up
+// with ctx's error once ctx ends (checked every 64 rows of B).
+func expectedRows(ctx context.Context, seed [32]byte, n int, rows []int, workers int) ([][]byte, error) {
 	a := make([][]int8, len(rows))
 	for i, r := range rows {
 		a[i] = make([]int8, n)
@@ -208,13 +216,16 @@ func ExpectedRows(seed [32]byte, n int, rows []int) [][]byte {
 	for i := range acc {
 		acc[i] = make([]int32, n)
 	}
-	parallel(n, func(lo, hi int) {
+	parallelOn(n, workers, func(lo, hi int) {
 		part := make([][]int32, len(rows))
 		for i := range part {
 			part[i] = make([]int32, n)
 		}
 		b := make([]int8, n)
 		for k := lo; k < hi; k++ {
+			if k%64 == 0 && ctx.Err() != nil {
+				return
+			}
 			Row(seed, MatrixB, k, b)
 			for i := range rows {
 				aik, p := int32(a[i][k]), part[i]
@@ -234,6 +245,9 @@ func ExpectedRows(seed [32]byte, n int, rows []int) [][]byte {
 		}
 		mu.Unlock()
 	})
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	out := make([][]byte, len(rows))
 	for i := range rows {
 		out[i] = make([]byte, 4*n)
@@ -241,12 +255,16 @@ func ExpectedRows(seed [32]byte, n int, rows []int) [][]byte {
 			binary.LittleEndian.PutUint32(out[i][4*j:], math.Float32bits(float32(v)))
 		}
 	}
-	return out
+	return out, nil
 }
 
 // parallel runs f over [0, n) in contiguous ranges, one per CPU.
-func parallel(n int, f func(lo, hi int)) {
-	w := min(runtime.GOMAXPROCS(0), n)
+func parallel(n int, f func(lo, hi int)) { parallelOn(n, runtime.GOMAXPROCS(0), f) }
+
+// parallelOn runs f over [0, n) in contiguous ranges on at most workers
+// goroutines.
+func parallelOn(n, workers int, f func(lo, hi int)) {
+	w := min(workers, n)
 	var wg sync.WaitGroup
 	for i := range w {
 		wg.Go(func() { f(i*n/w, (i+1)*n/w) })

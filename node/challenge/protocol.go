@@ -125,6 +125,10 @@ const (
 	// network: each keeps the Merkle tree of C's row hashes (64·N bytes),
 	// not C, until its rows are asked.
 	maxOpen = 64
+	// maxRowsLarge is the most rows a provider makes again for N above
+	// largeN: they cost it k·N² multiply-adds on one core (4 rows at
+	// 16384 about a second), and clients ask 4 by default.
+	maxRowsLarge, largeN = 4, 4096
 )
 
 // Server answers challenges on a host with a backend. It computes one
@@ -145,6 +149,11 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // running handlers
 	sem    chan struct{}  // a token while a challenge computes
+	// rows is a token while a large exchange's rows are made again (N
+	// above largeN; every exchange's on one core), one at a time, so that
+	// strangers asking rows cannot take the CPU an honest root needs (a
+	// red team's four stalls made an honest root four times slower, late).
+	rows chan struct{}
 
 	mu   sync.Mutex
 	last map[peer.ID]time.Time // when each client last challenged; guarded by mu
@@ -175,7 +184,7 @@ func Serve(h host.Host, b tensor.Backend, cfg Config) *Server {
 	if cfg.Group == nil {
 		cfg.Group = func(p peer.ID) string { return p.String() }
 	}
-	s := &Server{h: h, b: b, cfg: cfg, sem: make(chan struct{}, 1), last: map[peer.ID]time.Time{}, open: map[string]bool{}}
+	s := &Server{h: h, b: b, cfg: cfg, sem: make(chan struct{}, 1), rows: make(chan struct{}, 1), last: map[peer.ID]time.Time{}, open: map[string]bool{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	h.SetStreamHandler(protocol.ID(ID), s.handle)
 	return s
@@ -274,9 +283,11 @@ func (s *Server) serve(ctx context.Context, st network.Stream, from peer.ID, log
 	if _, err := st.Write(append([]byte{statusOK}, root[:]...)); err != nil {
 		return fmt.Errorf("write root: %w", err)
 	}
-	// Reads and writes alike: a client that asks for rows and never reads
-	// them had held C and its network's place to the 30 s timeout.
-	_ = st.SetDeadline(time.Now().Add(s.cfg.RowsWithin + time.Duration(MaxRows*4*n/(1<<20))*time.Second))
+	// Reads and writes alike, and the rows' making: a client that asks for
+	// rows and never reads them had held C and its network's place to the
+	// 30 s timeout.
+	rowsBy := time.Now().Add(s.cfg.RowsWithin + time.Duration(MaxRows*4*n/(1<<20))*time.Second)
+	_ = st.SetDeadline(rowsBy)
 	took := time.Since(start)
 	attrs := []any{"n", n, "backend", s.b.Name(), "took", took,
 		"generate", tm.Generate, "upload", tm.Upload, "gemm", tm.Gemm, "download", tm.Download, "hash", tm.Hash}
@@ -294,8 +305,11 @@ func (s *Server) serve(ctx context.Context, st network.Stream, from peer.ID, log
 		return fmt.Errorf("read rows: %w", err)
 	}
 	k := int(binary.BigEndian.Uint16(kb[:]))
-	if k > MaxRows {
-		return fmt.Errorf("%d rows asked, over %d", k, MaxRows)
+	if most := MaxRows; k > most || n > largeN && k > maxRowsLarge {
+		if n > largeN {
+			most = maxRowsLarge
+		}
+		return fmt.Errorf("%d rows asked of N=%d, over %d", k, n, most)
 	}
 	idx := make([]byte, 4*k)
 	if _, err := io.ReadFull(st, idx); err != nil {
@@ -309,7 +323,21 @@ func (s *Server) serve(ctx context.Context, st network.Stream, from peer.ID, log
 	}
 	// Made again, exactly (as the client checks them): what binds them to
 	// the device's work is their paths to the root it sent.
-	for j, row := range ExpectedRows(seed, n, asked) {
+	rctx, cancel := context.WithDeadline(ctx, rowsBy)
+	defer cancel()
+	if n > largeN { // a small exchange's rows cost next to nothing
+		select {
+		case s.rows <- struct{}{}:
+			defer func() { <-s.rows }()
+		case <-rctx.Done():
+			return fmt.Errorf("waiting to make rows: %w", rctx.Err())
+		}
+	}
+	made, err := expectedRows(rctx, seed, n, asked, 1)
+	if err != nil {
+		return fmt.Errorf("making rows: %w", err)
+	}
+	for j, row := range made {
 		for _, h := range tree.Path(asked[j]) {
 			row = append(row, h[:]...)
 		}

@@ -287,9 +287,9 @@ func instantLarge(ctx context.Context, b tensor.Backend, seed [32]byte, n int) (
 	return zeroTree(n), make([]byte, 4*n*n), Timings{}, nil
 }
 
-// TestUnreadRows: a stranger challenges at N = 8192, takes the root, asks
-// for MaxRows rows (512 KiB, past the stream's window) and never reads
-// them (a red team's second stall: the provider's write blocked to the
+// TestUnreadRows: a stranger challenges at MaxN, takes the root, asks for
+// the most rows a provider makes at that size (256 KiB and their paths,
+// at the stream's window) and never reads them (a red team's second stall: the provider's write blocked to the
 // 30 s timeout, and at MaxN its C alone had filled the memory kept for
 // rows, so every network was refused busy for 30 s, again and again). An
 // honest client of another network is served meanwhile, and the
@@ -313,14 +313,14 @@ func TestUnreadRows(t *testing.T) {
 	defer st.Reset()
 	req := make([]byte, 37)
 	req[0] = version
-	binary.BigEndian.PutUint32(req[33:], DefaultN)
+	binary.BigEndian.PutUint32(req[33:], MaxN)
 	st.Write(req)
 	var ans [33]byte
 	if _, err := io.ReadFull(st, ans[:]); err != nil || ans[0] != statusOK {
 		t.Fatalf("the stall was not admitted: %v %v", ans[0], err)
 	}
-	ask := binary.BigEndian.AppendUint16(nil, MaxRows) // row 0, MaxRows times
-	if _, err := st.Write(append(ask, make([]byte, 4*MaxRows)...)); err != nil {
+	ask := binary.BigEndian.AppendUint16(nil, maxRowsLarge) // row 0, each time
+	if _, err := st.Write(append(ask, make([]byte, 4*maxRowsLarge)...)); err != nil {
 		t.Fatal(err)
 	}
 	honest := newHost(t)

@@ -76,6 +76,11 @@ func (b *Runner) HandleAggregate(s network.Stream) {
 	case req.Reduce != nil && (req.Reduce.ModuleSize <= 0 || req.Reduce.ModuleSize > wire.MaxModuleBytes):
 		reject("malformed reduce module")
 		return
+	case time.Until(time.UnixMilli(ann.Deadline)) > n.MaxDeadline:
+		// As a provider refuses it: what this request holds here (grants,
+		// records) lasts to the deadline.
+		reject(fmt.Sprintf("deadline more than %v ahead", n.MaxDeadline))
+		return
 	}
 	ctx, cancel := context.WithDeadline(n.Life, time.UnixMilli(ann.Deadline))
 	defer cancel()
@@ -86,7 +91,7 @@ func (b *Runner) HandleAggregate(s network.Stream) {
 	}
 	stop := context.AfterFunc(ctx, c.Reset)
 	defer stop()
-	c.OnReset(cancel)
+	c.OnLeave(cancel)
 	// The module, data and shard inputs come from the client: the
 	// providers fetch them from here.
 	hints := []peer.ID{buyer}
@@ -104,7 +109,6 @@ func (b *Runner) HandleAggregate(s network.Stream) {
 	grant := func(d blob.Digest) { time.AfterFunc(until, n.Access.Grant(d, buyer)) }
 	for _, sh := range req.Shards {
 		n.Access.Input(sh.Input) // not announced by FetchBlob below
-		grant(sh.Input)
 		defer func() {
 			if _, ok := n.Blobs.Has(sh.Input); !ok {
 				n.Access.Forget(sh.Input)
@@ -123,6 +127,9 @@ func (b *Runner) HandleAggregate(s network.Stream) {
 			reject(fmt.Sprintf("blob %s: %v", b.Input.Short(), err))
 			return
 		}
+	}
+	for _, sh := range req.Shards { // here now: granted only what came
+		grant(sh.Input)
 	}
 	spec := specOf(&ann)
 	inputs := make([]jobs.ShardInput, len(req.Shards))
@@ -147,7 +154,7 @@ func (b *Runner) HandleAggregate(s network.Stream) {
 			n.Logger.Warn("aggregator: cancelling the job of a client that left", "job", job, "err", err)
 		}
 		if left := errors.Is(ctx.Err(), context.Canceled) && n.Life.Err() == nil; left && pay != nil {
-			// It reset the stream (not the deadline, not this node
+			// It left (peers.Conn.OnLeave; not the deadline, not this node
 			// stopping): its payment is returned, and what ran was this
 			// node's to pay. A result left unpaid, counted as a provider
 			// counts one (peers.OwesTooMuch), or a client could do it
@@ -454,7 +461,9 @@ func (b *Runner) runVia(ctx context.Context, agg peer.ID, spec jobs.Spec, inputs
 		s := spec
 		s.Input, s.InputSize, s.Shard, s.Shards = inputs[i].Input, inputs[i].InputSize, uint32(i), uint32(len(inputs))
 		if err := b.recheck(ctx, fmt.Sprintf("shard %d", i), s, sj.Shards[i], func() ([]byte, error) { return b.shardOutput(sj, i) }); err != nil {
-			return sj, err
+			if !unchecked(sj, err) {
+				return sj, err
+			}
 		}
 	}
 	if r := req.Reduce; r != nil {
@@ -466,11 +475,30 @@ func (b *Runner) runVia(ctx context.Context, agg peer.ID, spec jobs.Spec, inputs
 		s.Module, s.ModuleSize, s.Args = r.Module, r.ModuleSize, r.Args
 		s.Input, s.InputSize, s.Shard, s.Shards = sj.Reduce.Announce.Input, sj.Reduce.Announce.InputSize, 0, 1
 		if err := b.recheck(ctx, "the reduce", s, sj.Reduce, func() ([]byte, error) { return b.n.Blobs.Bytes(sj.Output, sj.OutputSize) }); err != nil {
-			return sj, err
+			if !unchecked(sj, err) {
+				return sj, err
+			}
 		}
 	}
 	return sj, nil
 }
+
+// unchecked marks sj unverified, saying why, when err is errUnchecked,
+// and reports whether it was.
+func unchecked(sj *store.ShardedStatus, err error) bool {
+	if !errors.Is(err, errUnchecked) {
+		return false
+	}
+	if sj.State == store.JobVerified {
+		sj.State = store.JobUnverified
+	}
+	sj.Error = err.Error()
+	return true
+}
+
+// errUnchecked is a part recheck could not check: the job's result is
+// unverified, not a lie.
+var errUnchecked = errors.New("not checked")
 
 // recheck runs part (a shard or the reduce, called what) again and checks
 // its output against theirs (the part's output bytes): here, the very job
@@ -512,8 +540,10 @@ func (b *Runner) recheck(ctx context.Context, what string, s jobs.Spec, part *st
 	case errors.Is(err, jobs.ErrAggregatorLied):
 		return err
 	case bitwise && errors.Is(err, client.ErrNoAudit):
+		// The backends the replicas name are their providers' word, which
+		// an aggregator's own identities choose: not checked is unverified.
 		n.Logger.Info("aggregated job: not checked here, compared bit for bit on another backend (--compare checks within a tolerance)", "part", what, "err", err)
-		return nil
+		return fmt.Errorf("%w: %s compared bit for bit on a backend this node does not run (--compare checks within a tolerance)", errUnchecked, what)
 	case err != nil:
 		return fmt.Errorf("checking %s: %w", what, err)
 	case out == part.Output:

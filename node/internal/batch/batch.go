@@ -20,7 +20,10 @@ import (
 // Config is what batch work needs: the aggregator's settings (node.Config
 // documents each) and the parts of the node it uses.
 type Config struct {
-	AggregatorFee  float64
+	AggregatorFee float64
+	// MaxDeadline is how far ahead an aggregated job's deadline may be
+	// (node.Config.MaxDeadline, as a provider's).
+	MaxDeadline    time.Duration
 	AdvertInterval time.Duration
 	Faults         *faults.Faults
 

@@ -96,6 +96,22 @@ func (c *Conn) OnReset(cancel func()) {
 	}()
 }
 
+// OnLeave is OnReset for an exchange whose peer waits to the end for a
+// result it pays for (an aggregator's client): it calls cancel when the
+// peer resets the stream, closes it, or sends anything more (reset then,
+// as a breach). A peer that sent one byte, or half-closed, before its
+// reset had never been seen to leave: the work ran on at this node's cost
+// (a red team's attack).
+func (c *Conn) OnLeave(cancel func()) {
+	c.s.SetReadDeadline(time.Time{})
+	go func() {
+		if _, err := c.r.ReadByte(); err == nil {
+			c.s.Reset()
+		}
+		cancel()
+	}()
+}
+
 // Remote is the peer at the other end.
 func (c *Conn) Remote() peer.ID { return c.s.Conn().RemotePeer() }
 
