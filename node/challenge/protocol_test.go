@@ -173,6 +173,28 @@ func connect(t *testing.T, a, b host.Host) {
 	}
 }
 
+// ask sends prov a challenge of size n from h, by hand (a zero nonce),
+// and returns the stream, reset when t ends, and the answer's status
+// byte: what a staller does before it stops following the protocol.
+func ask(t *testing.T, h host.Host, prov host.Host, n int) (network.Stream, byte) {
+	t.Helper()
+	connect(t, h, prov)
+	st, err := h.NewStream(context.Background(), prov.ID(), protocol.ID(ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Reset() })
+	req := make([]byte, 37)
+	req[0] = version
+	binary.BigEndian.PutUint32(req[33:], uint32(n))
+	st.Write(req)
+	var status [1]byte
+	if _, err := io.ReadFull(st, status[:]); err != nil {
+		t.Fatal(err)
+	}
+	return st, status[0]
+}
+
 // TestRelayedAnswerFails: a peer without the hardware passes a client's
 // challenge on to a provider that has it, and its answers back (a red
 // team's attack: with matrices from the nonce alone the relay passed, in
@@ -227,32 +249,15 @@ func TestStalledExchange(t *testing.T) {
 	}
 	s := Serve(prov, cpu.New(cpu.Config{}), Config{Group: group, Every: time.Hour})
 	t.Cleanup(s.Close)
-	open := func(h host.Host) (network.Stream, byte) {
-		connect(t, h, prov)
-		st, err := h.NewStream(context.Background(), prov.ID(), protocol.ID(ID))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req := make([]byte, 37)
-		req[0], req[36] = version, MinN
-		st.Write(req)
-		var status [1]byte
-		if _, err := io.ReadFull(st, status[:]); err != nil {
-			t.Fatal(err)
-		}
-		return st, status[0]
-	}
-	st, status := open(stallers[0])
-	if status != statusOK {
+	if _, status := ask(t, stallers[0], prov, MinN); status != statusOK { // and never asks for rows
 		t.Fatal("the first stall was refused")
 	}
-	defer st.Reset() // never asks for rows
 	honest := newHost(t)
 	connect(t, honest, prov)
 	if _, err := Run(context.Background(), honest, prov.ID(), Params{N: 64, Deadline: 20 * time.Second}); err != nil {
 		t.Fatalf("an honest client during the stall: %v", err)
 	}
-	if _, status := open(stallers[1]); status != statusNo {
+	if _, status := ask(t, stallers[1], prov, MinN); status != statusNo {
 		t.Fatal("a second identity of the staller's network was let in beside the first")
 	}
 	s.mu.Lock()
@@ -305,22 +310,12 @@ func TestUnreadRows(t *testing.T) {
 	}
 	s := Serve(prov, cpu.New(cpu.Config{}), Config{Group: group, compute: instantLarge, RowsWithin: 100 * time.Millisecond})
 	t.Cleanup(s.Close)
-	connect(t, staller, prov)
-	st, err := staller.NewStream(context.Background(), prov.ID(), protocol.ID(ID))
-	if err != nil {
-		t.Fatal(err)
+	st, status := ask(t, staller, prov, MaxN)
+	if status != statusOK {
+		t.Fatal("the stall was not admitted")
 	}
-	defer st.Reset()
-	req := make([]byte, 37)
-	req[0] = version
-	binary.BigEndian.PutUint32(req[33:], MaxN)
-	st.Write(req)
-	var ans [33]byte
-	if _, err := io.ReadFull(st, ans[:]); err != nil || ans[0] != statusOK {
-		t.Fatalf("the stall was not admitted: %v %v", ans[0], err)
-	}
-	ask := binary.BigEndian.AppendUint16(nil, maxRowsLarge) // row 0, each time
-	if _, err := st.Write(append(ask, make([]byte, 4*maxRowsLarge)...)); err != nil {
+	rows := binary.BigEndian.AppendUint16(nil, maxRowsLarge) // row 0, each time
+	if _, err := st.Write(append(rows, make([]byte, 4*maxRowsLarge)...)); err != nil {
 		t.Fatal(err)
 	}
 	honest := newHost(t)
@@ -385,19 +380,8 @@ func TestStallsHoldNoMemory(t *testing.T) {
 	s := Serve(prov, cpu.New(cpu.Config{}), Config{Group: group, compute: instantLarge})
 	t.Cleanup(s.Close)
 	for _, h := range stallers {
-		connect(t, h, prov)
-		st, err := h.NewStream(context.Background(), prov.ID(), protocol.ID(ID))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Reset()
-		req := make([]byte, 37)
-		req[0] = version
-		binary.BigEndian.PutUint32(req[33:], MaxN)
-		st.Write(req)
-		var ans [33]byte
-		if _, err := io.ReadFull(st, ans[:]); err != nil || ans[0] != statusOK {
-			t.Fatalf("a stall was not admitted: %v %v", ans[0], err)
+		if _, status := ask(t, h, prov, MaxN); status != statusOK { // and never asks for rows
+			t.Fatal("a stall was not admitted")
 		}
 	}
 	honest := newHost(t)
