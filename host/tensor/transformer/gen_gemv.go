@@ -143,18 +143,25 @@ func (k kernel) gen() {
 			k.body(top, nr)
 		}
 		k.reduce(nr)
-		p("ADDQ $%d, DI", 4*nr)
-		if nr == 4 {
-			p("LEAQ (BX)(R8*4), BX")
-		} else {
-			p("ADDQ R8, BX")
-		}
-		p("SUBQ $%d, DX", nr)
-		p("JMP %s", top)
-		label(top + "_done")
+		nextRows(top, nr)
 	}
 	p("VZEROUPPER")
 	p("RET")
+}
+
+// nextRows ends a pass over nr weight rows: the output and weight
+// pointers move on (by 4 rows' stride at once for 4), the rows left count
+// down, and the loop at top goes round again.
+func nextRows(top string, nr int) {
+	p("ADDQ $%d, DI", 4*nr)
+	if nr == 4 {
+		p("LEAQ (BX)(R8*4), BX")
+	} else {
+		p("ADDQ R8, BX")
+	}
+	p("SUBQ $%d, DX", nr)
+	p("JMP %s", top)
+	label(top + "_done")
 }
 
 // xRegs is the first register holding x's values.
@@ -474,15 +481,7 @@ func f32Rows4() {
 				p("VMOVSS X%d, %s", a, m)
 			}
 		}
-		p("ADDQ $%d, DI", 4*nr)
-		if nr == 4 {
-			p("LEAQ (BX)(R8*4), BX")
-		} else {
-			p("ADDQ R8, BX")
-		}
-		p("SUBQ $%d, DX", nr)
-		p("JMP %s", top)
-		label(top + "_done")
+		nextRows(top, nr)
 	}
 	p("VZEROUPPER")
 	p("RET")
