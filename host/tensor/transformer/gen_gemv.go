@@ -119,17 +119,7 @@ func (k kernel) gen() {
 	p("CMPQ group+48(FP), $4")
 	p("JLT %s_rows1", k.fn)
 	for _, nr := range []int{4, 1} {
-		top := fmt.Sprintf("%s_rows%d", k.fn, nr)
-		label(top)
-		p("CMPQ DX, $%d", nr)
-		p("JL %s_done", top)
-		for i := range nr {
-			if i == 0 {
-				p("MOVQ BX, %s", rowRegs[0])
-			} else {
-				p("LEAQ (%s)(R8*1), %s", rowRegs[i-1], rowRegs[i])
-			}
-		}
+		top := startRows(k.fn, nr)
 		zero := "VXORPS" // AVX; VXORPS on zmm would need AVX512DQ
 		if k.reg == "Z" {
 			zero = "VPXORD"
@@ -147,6 +137,24 @@ func (k kernel) gen() {
 	}
 	p("VZEROUPPER")
 	p("RET")
+}
+
+// startRows begins the loop of fn over nr weight rows at a time: its
+// label, the exit once fewer are left, and the rows' pointers; it returns
+// the label (nextRows ends the loop).
+func startRows(fn string, nr int) string {
+	top := fmt.Sprintf("%s_rows%d", fn, nr)
+	label(top)
+	p("CMPQ DX, $%d", nr)
+	p("JL %s_done", top)
+	for i := range nr {
+		if i == 0 {
+			p("MOVQ BX, %s", rowRegs[0])
+		} else {
+			p("LEAQ (%s)(R8*1), %s", rowRegs[i-1], rowRegs[i])
+		}
+	}
+	return top
 }
 
 // nextRows ends a pass over nr weight rows: the output and weight
@@ -421,17 +429,7 @@ func f32Rows4() {
 	p("LEAQ (R14)(AX*1), R15")
 	xrow := []string{"SI", "R13", "R14", "R15"}
 	for _, nr := range []int{4, 1} {
-		top := fmt.Sprintf("%s_rows%d", fn, nr)
-		label(top)
-		p("CMPQ DX, $%d", nr)
-		p("JL %s_done", top)
-		for i := range nr {
-			if i == 0 {
-				p("MOVQ BX, %s", rowRegs[0])
-			} else {
-				p("LEAQ (%s)(R8*1), %s", rowRegs[i-1], rowRegs[i])
-			}
-		}
+		top := startRows(fn, nr)
 		// acc(r, j) = Z<4r+j>; weights Z16…; x Z20…; products Z24…Z31.
 		acc := func(r, j int) int { return 4*r + j }
 		for r := range 4 {

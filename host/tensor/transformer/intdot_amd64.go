@@ -54,26 +54,25 @@ func gemvQ4KAVX512(out, x *float32, w *byte, n, rows, stride int)
 //go:noescape
 func gemvQ6KAVX512(out, x *float32, w *byte, n, rows, stride int)
 
-// deqGemvAVX2 is kernelSet.deqGemv with gemvQ4KAVX2 and gemvQ6KAVX2.
-func deqGemvAVX2(dt abi.DType) gemvFunc {
-	switch dt {
-	case abi.Q4_K:
-		return deqGemvAsm(dt, gemvQ4KAVX2)
-	case abi.Q6_K:
-		return deqGemvAsm(dt, gemvQ6KAVX2)
-	}
-	return nil
-}
+// deqGemvAVX2 and deqGemvAVX512 are kernelSet.deqGemv with the fused
+// Q4_K and Q6_K kernels of each instruction set.
+var (
+	deqGemvAVX2   = deqGemvWith(gemvQ4KAVX2, gemvQ6KAVX2)
+	deqGemvAVX512 = deqGemvWith(gemvQ4KAVX512, gemvQ6KAVX512)
+)
 
-// deqGemvAVX512 is kernelSet.deqGemv with the AVX-512 kernels.
-func deqGemvAVX512(dt abi.DType) gemvFunc {
-	switch dt {
-	case abi.Q4_K:
-		return deqGemvAsm(dt, gemvQ4KAVX512)
-	case abi.Q6_K:
-		return deqGemvAsm(dt, gemvQ6KAVX512)
+// deqGemvWith is a kernelSet.deqGemv of fused kernels for Q4_K and Q6_K
+// rows; nil for other types.
+func deqGemvWith(q4k, q6k func(out, x *float32, w *byte, n, rows, stride int)) func(abi.DType) gemvFunc {
+	return func(dt abi.DType) gemvFunc {
+		switch dt {
+		case abi.Q4_K:
+			return deqGemvAsm(dt, q4k)
+		case abi.Q6_K:
+			return deqGemvAsm(dt, q6k)
+		}
+		return nil
 	}
-	return nil
 }
 
 // deqGemvAsm wraps a fused GEMV kernel for rows of type dt as a gemvFunc.
