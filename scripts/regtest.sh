@@ -197,7 +197,7 @@ btcctl() {
 alive() {
   local pid
   pid="$(cat "$RT/$1.pid" 2>/dev/null)" || return 1
-  [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$RT/"
+  [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "$RT/"
 }
 
 # start NAME BINARY ARGS...: in its own session, so it outlives make and the calling shell.
