@@ -54,7 +54,7 @@ test: deps vet
 FUZZTIME ?= 60s
 FUZZ_TARGETS := ./node/wire:FuzzUnmarshal:40000 ./node/wire:FuzzReadFrame:20000 \
 	./node/requirement:FuzzCompileMatch:10000 ./node/api:FuzzAPI:100 \
-	./host:FuzzHostCalls:2000 ./host/internal/tensorhost:FuzzRoPEKV:3000 ./host/internal/tensorhost:FuzzRMSNormMatMul:3000 ./host/internal/meter:FuzzInstrument:10000 \
+	./host:FuzzHostCalls:2000 ./host:FuzzModuleABI:3000 ./host/internal/tensorhost:FuzzRoPEKV:3000 ./host/internal/tensorhost:FuzzRMSNormMatMul:3000 ./host/internal/meter:FuzzInstrument:10000 \
 	./proofs/redundancy:FuzzEqual:60000 ./guest/go/llama:FuzzReadGGUF:8000
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,4 +108,76 @@ func TestSinceCoversTheHost(t *testing.T) {
 			t.Errorf("since(%q) = %d", name, v)
 		}
 	}
+}
+
+// TestModuleABIRefusesAsTheSandbox: what the client's check refuses
+// before sending anything, the sandbox refuses too, for the same reason:
+// a module without _start, a _start of another type, a host function
+// imported with another signature, imports no host gives. Each was a
+// provider's refusal after the job was sent (a newcomer's walk).
+func TestModuleABIRefusesAsTheSandbox(t *testing.T) {
+	// (module (import "wasi_snapshot_preview1" "fd_write" (func (param i32) (result i32)))
+	//         (memory (export "memory") 1) (func (export "_start")))
+	wrongSignature := []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, 0x01, 0x09, 0x02, 0x60, 0x01, 0x7f, 0x01, 0x7f, 0x60, 0x00, 0x00, 0x02, 0x23, 0x01, 0x16, 0x77, 0x61, 0x73, 0x69, 0x5f, 0x73, 0x6e, 0x61, 0x70, 0x73, 0x68, 0x6f, 0x74, 0x5f, 0x70, 0x72, 0x65, 0x76, 0x69, 0x65, 0x77, 0x31, 0x08, 0x66, 0x64, 0x5f, 0x77, 0x72, 0x69, 0x74, 0x65, 0x00, 0x00, 0x03, 0x02, 0x01, 0x01, 0x05, 0x03, 0x01, 0x00, 0x01, 0x07, 0x13, 0x02, 0x06, 0x6d, 0x65, 0x6d, 0x6f, 0x72, 0x79, 0x02, 0x00, 0x06, 0x5f, 0x73, 0x74, 0x61, 0x72, 0x74, 0x00, 0x01, 0x0a, 0x04, 0x01, 0x02, 0x00, 0x0b}
+	read := func(path string) []byte {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	sb := newSandbox(t, Config{})
+	for _, tc := range []struct {
+		name   string
+		module []byte
+		err    error
+		says   string
+	}{
+		{"no _start", read("../testdata/bad/no_start.wasm"), ErrInvalidModule, "no _start export"},
+		{"_start of another type", read("../testdata/bad/bad_start_type.wasm"), ErrInvalidModule, "_start has signature ("},
+		{"a WASI function of another signature", wrongSignature, ErrImportNotAllowed, "fd_write has signature (i32)->(i32), want (i32,i32,i32,i32)->(i32)"},
+		{"a function no host gives", read("../testdata/bad/unknown_import.wasm"), ErrImportNotAllowed, "function env.foo"},
+		{"a memory", read("../testdata/bad/import_memory.wasm"), ErrImportNotAllowed, "memory "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ModuleABI(tc.module)
+			if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("ModuleABI: %v; want %v saying %q", err, tc.err, tc.says)
+			}
+			_, err = sb.Run(context.Background(), Job{Module: tc.module}, NewJobConfig())
+			if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("sandbox: %v; want %v saying %q, as ModuleABI", err, tc.err, tc.says)
+			}
+		})
+	}
+}
+
+// FuzzModuleABI: the client's check never panics, and it answers as the
+// sandbox's compile does where both read the same things. A module the
+// sandbox compiles it accepts (at most a later ABI's function, as the
+// sandbox says); one it accepts, the sandbox refuses for its imports or
+// _start never (what only the code or the meter says, it cannot know).
+func FuzzModuleABI(f *testing.F) {
+	sb := newSandbox(f, Config{})
+	for _, p := range []string{"testdata/random.wasm", "testdata/budget.wasm", "../testdata/bad/no_start.wasm",
+		"../testdata/bad/bad_start_type.wasm", "../testdata/bad/future_import.wasm", "../testdata/bad/unknown_import.wasm",
+		"../testdata/bad/import_memory.wasm", "../testdata/bad/wasi_hostile.wasm"} {
+		f.Add(readFile(f, p))
+	}
+	pages := uint32(NewJobConfig().memoryLimit / 65536)
+	f.Fuzz(func(t *testing.T, module []byte) {
+		need, err := ModuleABI(module)
+		mod, cerr := sb.compile(context.Background(), module, pages)
+		if mod != nil {
+			defer mod.Close(context.Background())
+		}
+		switch {
+		case cerr == nil && err != nil:
+			t.Fatalf("the sandbox compiles it; ModuleABI: %v", err)
+		case errors.Is(cerr, ErrHostTooOld) && !errors.Is(err, ErrHostTooOld):
+			t.Fatalf("the sandbox: %v; ModuleABI: ABI %d, %v", cerr, need, err)
+		case err == nil && (errors.Is(cerr, ErrImportNotAllowed) || strings.Contains(fmt.Sprint(cerr), "_start")):
+			t.Fatalf("ModuleABI accepts it; the sandbox: %v", cerr)
+		}
+	})
 }

@@ -309,10 +309,7 @@ func (s *Sandbox) instantiateHostModules(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("host: meter module: %w", err)
 	}
-	s.allowed = map[string]map[string]api.FunctionDefinition{}
-	for _, name := range []string{wasi_snapshot_preview1.ModuleName, abi.ModuleName, meter.ImportModule} {
-		s.allowed[name] = s.rt.Module(name).ExportedFunctionDefinitions()
-	}
+	s.allowed = exportedFunctions(s.rt, wasi_snapshot_preview1.ModuleName, abi.ModuleName, meter.ImportModule)
 	return nil
 }
 
@@ -514,7 +511,10 @@ func detail(err error) string {
 
 func sameTypes(a, b []api.ValueType) bool { return bytes.Equal(a, b) }
 
-func signature(f api.FunctionDefinition) string {
+func signature(f api.FunctionDefinition) string { return typeString(f.ParamTypes(), f.ResultTypes()) }
+
+// typeString writes a function type as (i32,i64)->(f32).
+func typeString(params, results []api.ValueType) string {
 	names := func(ts []api.ValueType) string {
 		out := make([]string, len(ts))
 		for i, t := range ts {
@@ -522,7 +522,7 @@ func signature(f api.FunctionDefinition) string {
 		}
 		return strings.Join(out, ",")
 	}
-	return fmt.Sprintf("(%s)->(%s)", names(f.ParamTypes()), names(f.ResultTypes()))
+	return fmt.Sprintf("(%s)->(%s)", names(params), names(results))
 }
 
 // ModelCacheStats are the counters of a sandbox's model cache.

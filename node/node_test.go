@@ -414,16 +414,23 @@ func TestRunLongerThanHandshake(t *testing.T) {
 
 func TestDeterministicFailureIsAResult(t *testing.T) {
 	net := startNetwork(t, 2, nil)
+	// (module (func (export "_start") <an opcode that does not exist>)):
+	// its header passes the client's check, which does not read code.
+	badCode := []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, 0x01, 0x04, 0x01, 0x60, 0x00, 0x00, 0x03, 0x02, 0x01, 0x00, 0x07, 0x0a, 0x01, 0x06, 0x5f, 0x73, 0x74, 0x61, 0x72, 0x74, 0x00, 0x00, 0x0a, 0x05, 0x01, 0x03, 0x00, 0xff, 0x0b}
 	for _, tt := range []struct {
 		module string
 		cause  string
 	}{
 		{"bad/div_by_zero.wasm", "trap"},
-		{"bad/bad_start_type.wasm", "invalid module"}, // a client's own check reads no further than its imports
-		{"bad/infinite_loop.wasm", ""},                // fuel-limited below: deterministic
+		{"code that does not compile", "invalid module"},
+		{"bad/infinite_loop.wasm", ""}, // fuel-limited below: deterministic
 	} {
 		t.Run(tt.module, func(t *testing.T) {
-			s := spec(t, net.client, readTestdata(t, tt.module), nil)
+			module := badCode
+			if strings.HasSuffix(tt.module, ".wasm") {
+				module = readTestdata(t, tt.module)
+			}
+			s := spec(t, net.client, module, nil)
 			if tt.cause == "" {
 				s.Fuel, tt.cause = 1<<24, "fuel limit exceeded"
 			}
@@ -439,9 +446,12 @@ func TestDeterministicFailureIsAResult(t *testing.T) {
 			}
 		})
 	}
-	// A file that is no WebAssembly at all is refused before it is offered.
-	if job, err := net.client.Submit(context.Background(), spec(t, net.client, readTestdata(t, "bad/garbage.wasm"), nil), nil); !errors.Is(err, host.ErrInvalidModule) || job != nil {
-		t.Errorf("garbage: job %v, %v; want host.ErrInvalidModule before any job", job, err)
+	// A file that is no WebAssembly at all, or no WASI command, is refused
+	// before it is offered.
+	for _, bad := range []string{"bad/garbage.wasm", "bad/bad_start_type.wasm", "bad/no_start.wasm"} {
+		if job, err := net.client.Submit(context.Background(), spec(t, net.client, readTestdata(t, bad), nil), nil); !errors.Is(err, host.ErrInvalidModule) || job != nil {
+			t.Errorf("%s: job %v, %v; want host.ErrInvalidModule before any job", bad, job, err)
+		}
 	}
 	// The providers still serve good jobs.
 	module := readTestdata(t, "jobs/cpu/cpu.wasm")
