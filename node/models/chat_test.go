@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -303,5 +304,25 @@ func TestReadMessages(t *testing.T) {
 		} else if err != nil || strings.Join(got, ",") != c.want {
 			t.Errorf("%s: %v, %v; want %s", c.in, got, err, c.want)
 		}
+	}
+}
+
+// TestLlama2ChatLinear: a chat request's body is at most 4 MiB, and
+// Llama2Chat's work must be linear in it. It joined system messages with
+// system += …, copying the whole system text again for each one: 100,000
+// system messages of 10 bytes (about 3 MiB of JSON) took 227 s of CPU and
+// tens of GB of garbage (a red team's find). Counted in bytes allocated,
+// not time.
+func TestLlama2ChatLinear(t *testing.T) {
+	msgs := make([]Message, 100_000)
+	for i := range msgs {
+		msgs[i] = Message{Role: "system", Content: "0123456789"}
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	out := Llama2Chat(msgs)
+	runtime.ReadMemStats(&after)
+	if got, limit := after.TotalAlloc-before.TotalAlloc, uint64(16*len(out)); got > limit {
+		t.Errorf("Llama2Chat of %d system messages allocated %d bytes for %d bytes out; want at most %d", len(msgs), got, len(out), limit)
 	}
 }
