@@ -6,9 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	"github.com/infernet/infernet/node"
 )
@@ -22,7 +26,8 @@ const ConfigFile = "config.json"
 //
 //	{"bootstrap": ["/ip4/203.0.113.7/tcp/4001/p2p/12D3KooW..."],
 //	 "listen": ["/ip4/0.0.0.0/tcp/4001"], "mdns": false,
-//	 "lnd": {"rpcserver": "127.0.0.1:10009", "tlscertpath": "...", "macaroonpath": "..."}}
+//	 "lnd": {"rpcserver": "127.0.0.1:10009", "tlscertpath": "...", "macaroonpath": "..."},
+//	 "node": {"price": 5000, "max-collateral": 250000, "slots": 4}}
 type FileConfig struct {
 	Bootstrap []string `json:"bootstrap,omitempty"`
 	Listen    []string `json:"listen,omitempty"`
@@ -38,6 +43,10 @@ type FileConfig struct {
 		TLSCertPath  string `json:"tlscertpath"`
 		MacaroonPath string `json:"macaroonpath"`
 	} `json:"lnd,omitempty"`
+	// Node holds flags of `infernet node` by name, without their dashes
+	// (price, max-collateral, slots, backend…): an operator's settings
+	// that outlive a command line. Only `infernet node` reads them.
+	Node map[string]any `json:"node,omitempty"`
 }
 
 // loadFileConfig reads DIR/config.json; a missing file is an empty
@@ -55,15 +64,59 @@ func loadFileConfig(dataDir string) (FileConfig, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
+	dec.UseNumber() // a price of 5000000000 msat is not 5e+09
 	if err := dec.Decode(&fc); err != nil {
 		// It holds the network's settings only: say which.
-		return fc, fmt.Errorf("%s: %w (it takes bootstrap, listen, mdns, nat, reachability, relays and lnd, whose object takes rpcserver, tlscertpath and macaroonpath; every other setting is a flag of infernet node)", path, err)
+		return fc, fmt.Errorf("%s: %w (it takes bootstrap, listen, mdns, nat, reachability, relays, lnd, whose object takes rpcserver, tlscertpath and macaroonpath, and node, whose object takes flags of infernet node by name)", path, err)
 	}
 	if l := fc.Lnd; l != nil {
 		// Written by hand, as a shell would read them.
 		l.TLSCertPath, l.MacaroonPath = expandHome(l.TLSCertPath), expandHome(l.MacaroonPath)
 	}
 	return fc, nil
+}
+
+// setFlags sets the flags of fs that fc.Node names, except those given on
+// the command line: a value is a JSON string, number or boolean, or for a
+// repeatable flag a list of them. A name fs lacks, or a value its flag
+// refuses, is an error naming config.json's key.
+func (fc FileConfig) setFlags(fs *pflag.FlagSet) error {
+	names := slices.Sorted(maps.Keys(fc.Node))
+	for _, name := range names {
+		key := fmt.Sprintf("%s: node.%s", ConfigFile, name)
+		f := fs.Lookup(name)
+		switch {
+		case f == nil:
+			return fmt.Errorf("%s: infernet node has no flag --%s", key, name)
+		case name == "datadir":
+			return fmt.Errorf("%s: the data directory holds config.json: give --datadir on the command line", key)
+		case f.Changed:
+			continue // the command line wins
+		}
+		values, ok := fc.Node[name].([]any)
+		if !ok {
+			values = []any{fc.Node[name]}
+		} else if !strings.HasSuffix(f.Value.Type(), "Array") && !strings.HasSuffix(f.Value.Type(), "Slice") {
+			return fmt.Errorf("%s: --%s takes one value, not a list", key, name)
+		}
+		for _, v := range values {
+			var text string
+			switch v := v.(type) {
+			case string:
+				text = v
+			case bool:
+				text = fmt.Sprint(v)
+			case json.Number:
+				text = v.String()
+			default:
+				return fmt.Errorf("%s: %v: want a string, number or boolean", key, v)
+			}
+			if err := fs.Set(name, text); err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
+		}
+	}
+	return nil
 }
 
 // expandHome replaces a leading ~/ with the user's home directory.

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,6 +45,48 @@ func TestLoadFileConfig(t *testing.T) {
 		write(bad)
 		if _, err := loadFileConfig(dir); err == nil || !strings.Contains(err.Error(), "rpcserver, tlscertpath and macaroonpath") {
 			t.Errorf("%s: %v; want the keys named", bad, err)
+		}
+	}
+}
+
+// TestConfigNodeFlags: config.json's "node" object sets flags of infernet
+// node by name (an operator's price and collateral outlive a command
+// line); a flag given wins; a name the command lacks, the data directory,
+// a list for a flag of one value, or a value the flag refuses is an error
+// naming the key.
+func TestConfigNodeFlags(t *testing.T) {
+	dir := t.TempDir()
+	run := func(config string, args ...string) (*NodeOptions, error) {
+		if err := os.WriteFile(filepath.Join(dir, ConfigFile), []byte(config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var got *NodeOptions
+		cmd := NewCmdNode(IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}},
+			func(_ context.Context, o *NodeOptions) error { got = o; return nil })
+		cmd.SetArgs(append([]string{"--datadir", dir}, args...))
+		cmd.SilenceErrors, cmd.SilenceUsage = true, true
+		return got, cmd.Execute()
+	}
+	o, err := run(`{"node": {"price": 5000000000, "max-collateral": 250000, "slots": 4, "no-provide": true,
+		"max-memory": "2GiB", "trust": ["12D3KooWMiHmotNvaatPgVBRK6HrMZWWbMneEoKyFYggCQih7A5Y"], "audit": 0.25}}`, "--slots", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.Config
+	if c.Price != 5_000_000_000 || c.MaxCollateral != 250_000 || c.Slots != 2 || c.Provide || o.Memory != "2GiB" || len(o.Trust) != 1 || c.Audit != 0.25 {
+		t.Errorf("price %d, max-collateral %d, slots %d (--slots 2 given), provide %v, max-memory %q, trust %q, audit %v",
+			c.Price, c.MaxCollateral, c.Slots, c.Provide, o.Memory, o.Trust, c.Audit)
+	}
+	for _, tc := range []struct{ config, says string }{
+		{`{"node": {"prize": 5}}`, "node.prize: infernet node has no flag --prize"},
+		{`{"node": {"datadir": "/x"}}`, "give --datadir on the command line"},
+		{`{"node": {"price": [1, 2]}}`, "node.price: --price takes one value"},
+		{`{"node": {"slots": "many"}}`, "node.slots: "},
+		{`{"node": {"price": -5}}`, "node.price: "},
+		{`{"node": {"backend": {"name": "cpu"}}}`, "node.backend: "},
+	} {
+		if _, err := run(tc.config); err == nil || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: %v; want an error saying %q", tc.config, err, tc.says)
 		}
 	}
 }

@@ -88,8 +88,10 @@ bootstrap peers, mDNS and the DHT, advertises what this machine offers (unless
 that infernet submit, peers and jobs use.
 
 Settings may also come from DIR/config.json (bootstrap, listen, mdns, nat,
-lnd); flags win over it. infernet submit and train read the same file to start
-a node in their own process when none runs.
+reachability, relays, lnd, and any flag of this command under "node", by
+name: {"node": {"price": 5000, "slots": 4}}); flags win over it. infernet
+submit and train read the same file, but for "node", to start a node in their
+own process when none runs.
 
 Keys in its key store (DIR/keys, installed by 'infernet ceremony finalize' or
 'install') turn on what they serve: exchange-256 fair exchange (submit
@@ -113,11 +115,14 @@ them; a second signal stops it at once.`,
   infernet node --bootstrap /ip4/203.0.113.7/tcp/4001/p2p/12D3KooW...`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts.Config.Provide = !noProvide
 			fc, err := loadFileConfig(opts.Config.DataDir)
 			if err != nil {
 				return &exitError{Code: ExitError, Err: err}
 			}
+			if err := fc.setFlags(cmd.Flags()); err != nil {
+				return &exitError{Code: ExitError, Err: err}
+			}
+			opts.Config.Provide = !noProvide
 			fc.apply(&opts.Config, cmd.Flags().Changed)
 			if runF != nil {
 				return runF(cmd.Context(), opts)
