@@ -31,6 +31,15 @@ func (n *Node) Addrs() []ma.Multiaddr {
 // "public" or "private".
 func (n *Node) Reachability() string { return n.reachable.String() }
 
+// PortMapping is whether the node asks its router for a port mapping
+// (Config.NAT: UPnP, NAT-PMP).
+func (n *Node) PortMapping() bool { return n.cfg.NAT }
+
+// PublicAddrs are the node's addresses that others on the internet could
+// dial (reach.PublicAddrs): a mapped port shows here once the router gave
+// one.
+func (n *Node) PublicAddrs() []ma.Multiaddr { return reach.PublicAddrs(n.host.Addrs()) }
+
 // Models returns the node's named models.
 func (n *Node) Models() *models.Registry { return n.models }
 

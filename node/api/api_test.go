@@ -124,7 +124,11 @@ func TestClient(t *testing.T) {
 	if err != nil || info.ID != n.ID().String() || info.Provider || info.Paid || info.Price != 0 || info.MaxCollateral != 0 {
 		t.Fatalf("Node: %+v, %v", info, err)
 	}
-	b := []byte("\x00asm\x01\x00\x00\x00") // a module: an empty one
+	// On loopback, without --nat: nothing the internet could dial.
+	if info.PortMapping || len(info.PublicAddrs) != 0 || len(info.Addrs) == 0 {
+		t.Fatalf("Node: port mapping %v, public %q of %q", info.PortMapping, info.PublicAddrs, info.Addrs)
+	}
+	b := []byte("\x00asm\x01\x00\x00\x00\x01\x04\x01\x60\x00\x00\x03\x02\x01\x00\x07\x0a\x01\x06_start\x00\x00\x0a\x04\x01\x02\x00\x0b") // (module (func (export "_start")))
 	bi, err := c.PutBlob(ctx, b)
 	if err != nil || bi.Digest != blob.Sum(b) || bi.Size != int64(len(b)) {
 		t.Fatalf("PutBlob: %+v, %v", bi, err)

@@ -87,6 +87,11 @@ type NodeInfo struct {
 	// "private" (behind NAT: Addrs then has the relayed addresses others
 	// dial, /p2p-circuit, once a relay holds a slot).
 	Reachability string `json:"reachability"`
+	// PortMapping is whether the node asks its router for a port (--nat),
+	// PublicAddrs its addresses others on the internet could dial, a
+	// mapped port's among them once the router gave one.
+	PortMapping bool     `json:"nat_port_mapping"`
+	PublicAddrs []string `json:"public_addrs,omitempty"`
 	// Paid is whether the node pays and is paid over Lightning (lnd); a
 	// provider's Price is what a replica costs here and MaxCollateral the
 	// most it stakes on one, msat (an operator's walk found none of its
@@ -386,7 +391,10 @@ func (s *Server) getNode(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) nodeInfo() NodeInfo {
 	info := NodeInfo{ID: s.n.ID().String(), Provider: s.n.Provider(), Software: node.Software(), Stats: s.n.Stats(),
 		Eclipsed: s.n.Eclipsed(), Sources: s.n.Sources(), Reachability: s.n.Reachability(),
-		Paid: s.n.Paid(), MaxCollateral: s.n.MaxCollateral()}
+		PortMapping: s.n.PortMapping(), Paid: s.n.Paid(), MaxCollateral: s.n.MaxCollateral()}
+	for _, a := range s.n.PublicAddrs() {
+		info.PublicAddrs = append(info.PublicAddrs, a.String())
+	}
 	if a := s.n.Capabilities(); a != nil {
 		info.Price = a.Price
 	}

@@ -25,11 +25,11 @@ func TestNoProviderKnown(t *testing.T) {
 	ps := partstest.New(t, h)
 	c := New(Config{Parts: ps, AdvertInterval: time.Second, Silence: time.Second, DataDir: t.TempDir(), Counts: &Counts{},
 		Announce: func(context.Context, *wire.JobAnnounce) error { return nil }, PublishBlob: func(blob.Digest) {}, Provide: func(blob.Digest) {}})
-	mod, err := ps.Blobs.PutBytes([]byte("\x00asm\x01\x00\x00\x00"))
+	mod, err := ps.Blobs.PutBytes([]byte("\x00asm\x01\x00\x00\x00\x01\x04\x01\x60\x00\x00\x03\x02\x01\x00\x07\x0a\x01\x06_start\x00\x00\x0a\x04\x01\x02\x00\x0b")) // (module (func (export "_start")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Submit(context.Background(), jobs.Spec{Terms: wire.Terms{Module: mod, ModuleSize: 8}}, nil)
+	_, err = c.Submit(context.Background(), jobs.Spec{Terms: wire.Terms{Module: mod, ModuleSize: 36}}, nil)
 	if !errors.Is(err, jobs.ErrNoProviders) || !strings.Contains(err.Error(), "no provider is known") || !strings.Contains(err.Error(), "--bootstrap") {
 		t.Fatalf("Submit: %v; want jobs.ErrNoProviders saying no provider is known", err)
 	}
