@@ -185,6 +185,14 @@ func (o *TrainOptions) trainRequest() (api.TrainRequest, error) {
 	case o.Eval == "" && (len(o.EvalArgs) > 0 || len(o.EvalData) > 0):
 		return api.TrainRequest{}, errors.New("--eval-arg and --eval-data need --eval")
 	}
+	for _, m := range []struct{ what, path string }{{"module", o.Module}, {"--reduce", o.Reduce}, {"--eval", o.Eval}} {
+		if m.path == "" {
+			continue
+		}
+		if err := checkModuleFile(m.what, m.path); err != nil {
+			return api.TrainRequest{}, err
+		}
+	}
 	if _, err := dataFiles("--data", o.Data); err != nil {
 		return api.TrainRequest{}, err
 	}

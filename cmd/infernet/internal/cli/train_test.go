@@ -81,3 +81,39 @@ func TestTrainAttachTakesNoTerms(t *testing.T) {
 		}
 	}
 }
+
+// TestModuleFilesChecked: a module that is missing or is not a
+// WebAssembly binary is refused before anything is sent, naming the flag
+// and the file (a newcomer who gave README.md as a module read "training
+// run: module e8640f499ba9: invalid module", a digest rather than its file,
+// and a missing --reduce file as a bare "open ...").
+func TestModuleFilesChecked(t *testing.T) {
+	module := filepath.Join("..", "..", "..", "..", "testdata", "jobs", "cat", "cat.wasm")
+	dir := t.TempDir()
+	text := filepath.Join(dir, "notes.txt")
+	os.WriteFile(text, []byte("not a module\n"), 0o644)
+	empty := filepath.Join(dir, "empty.wasm")
+	os.WriteFile(empty, nil, 0o644)
+	missing := filepath.Join(dir, "missing.wasm")
+	datadir := filepath.Join(dir, "no-node")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"train: a text file as the module", []string{"train", text, "--reduce", module}, "module " + text + " is not a WebAssembly module"},
+		{"train: an empty --reduce", []string{"train", module, "--reduce", empty}, "--reduce " + empty + " is not a WebAssembly module"},
+		{"train: a missing --eval", []string{"train", module, "--reduce", module, "--eval", missing}, "--eval: open " + missing},
+		{"submit: a text file", []string{"submit", text}, "module " + text + " is not a WebAssembly module"},
+		{"submit: a text file as --reduce", []string{"submit", module, "--shards", "2", "--reduce", text}, "--reduce " + text + " is not"},
+		{"submit: a missing module", []string{"submit", missing}, "module: open " + missing},
+	} {
+		args := append(tc.args, "--datadir", datadir)
+		if code, _, errOut := infernet(t, args...); code != ExitError || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%s: exit %d, %q; want %d and %q", tc.name, code, errOut, ExitError, tc.want)
+		}
+	}
+	if err := checkModuleFile("module", module); err != nil {
+		t.Errorf("a real module: %v", err)
+	}
+}
