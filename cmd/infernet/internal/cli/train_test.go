@@ -117,3 +117,24 @@ func TestModuleFilesChecked(t *testing.T) {
 		t.Errorf("a real module: %v", err)
 	}
 }
+
+// TestCancelledLine: a run cancelled before its first round ended is not
+// told to write a last state it does not have (--attach --output then
+// says "no round finished").
+func TestCancelledLine(t *testing.T) {
+	id := wire.NewJobID()
+	short := shortID(id.String())
+	for _, tc := range []struct {
+		done      int
+		want, not string
+	}{
+		{0, "failed after 0 rounds (no state to write)", "--output"},
+		{1, "failed after 1 round (--attach " + short + " writes its last state with --output)", "no state"},
+		{3, "after 3 rounds (--attach", "no state"},
+	} {
+		got := cancelledLine(id, "failed", tc.done)
+		if !strings.Contains(got, tc.want) || strings.Contains(got, tc.not) {
+			t.Errorf("%d rounds: %q; want %q, without %q", tc.done, got, tc.want, tc.not)
+		}
+	}
+}
