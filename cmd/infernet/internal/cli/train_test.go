@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
 
@@ -136,5 +138,31 @@ func TestCancelledLine(t *testing.T) {
 		if !strings.Contains(got, tc.want) || strings.Contains(got, tc.not) {
 			t.Errorf("%d rounds: %q; want %q, without %q", tc.done, got, tc.want, tc.not)
 		}
+	}
+}
+
+// TestTrainRunHint: infernet jobs given a training run's id (which
+// infernet jobs --train lists) says how to show it, rather than "no job
+// of this node's id begins or ends with ...".
+func TestTrainRunHint(t *testing.T) {
+	run := wire.NewJobID()
+	runs := []store.TrainRun{{ID: run}}
+	miss := errors.New("no job of this node's id begins or ends with x")
+	h := run.String()
+	for _, tc := range []struct {
+		s, want string
+	}{
+		{h, "is training run " + h + ", not a job: infernet train --attach " + h},
+		{h[:8], "infernet train --attach " + h},
+		{"…" + h[24:], "infernet train --attach " + h},
+		{"ffff0000", miss.Error()},
+		{"zz", miss.Error()},
+	} {
+		if got := trainRunHint(tc.s, runs, miss); !strings.Contains(got.Error(), tc.want) {
+			t.Errorf("%q: %v; want %q", tc.s, got, tc.want)
+		}
+	}
+	if got := trainRunHint(h[:8], nil, miss); got != miss {
+		t.Errorf("no runs: %v", got)
 	}
 }
