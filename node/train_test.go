@@ -133,6 +133,24 @@ func TestTrainStateAsData(t *testing.T) {
 	}
 }
 
+// TestTrainEmptyStateAsData: a reduce that writes an empty state ends a
+// run whose state is data at the next round, saying so, rather than after
+// every shard's jobs fail as malformed (a data blob is never empty). Each
+// shard (jobs/cat) copies its empty input, and the reduce (cat) their
+// empty outputs.
+func TestTrainEmptyStateAsData(t *testing.T) {
+	t.Parallel() // waits far more than it computes
+	net := startNetwork(t, 2, nil)
+	c := net.client
+	ts := toyTraining(t, c, []byte("s\n"), 2, 3)
+	ts.StateData, ts.Eval = "state", nil
+	rec, err := c.Train(context.Background(), ts, nil)
+	if err != nil || rec.State != store.JobFailed || len(rec.Rounds) != 1 || rec.Rounds[0].StateSize != 0 ||
+		!strings.Contains(rec.Error, `round 2: round 1's reduce wrote an empty state, which cannot be the data blob "state"`) {
+		t.Fatalf("Train: %+v, %v; want it failed at round 2 for round 1's empty state", rec, err)
+	}
+}
+
 // TestTrainResume: a node that closes during a training run resumes it
 // when it starts again on the same data directory: the round done before
 // is not run again, and the run ends as if never interrupted.

@@ -222,6 +222,11 @@ func (t *trainRun) run(ctx context.Context) error {
 			state, size = rec.Rounds[r].State, rec.Rounds[r].StateSize
 			continue // done before a restart
 		}
+		if name := t.spec.StateData; name != "" && size == 0 {
+			// A data blob is never empty: no provider would take the
+			// round's jobs, which would fail as malformed, three times a shard.
+			return t.finish(store.JobFailed, fmt.Sprintf("round %d: round %d's reduce wrote an empty state, which cannot be the data blob %q (a data blob is never empty)", r+1, r, name))
+		}
 		if r == len(rec.Rounds) {
 			rec.Rounds = append(rec.Rounds, store.TrainRound{Started: time.Now()})
 			if err := n.DB.PutTrainRun(rec); err != nil {

@@ -91,8 +91,9 @@ and, for a network job, the job, its verification and replicas. tokens_per_secon
 run_ms, the wall time of the runner's job (the weights' loading and the
 prompt's tokens included, module compilation not): locally this process's
 run, on the network the mean of the agreeing replicas' runs as their
-providers report them. Locally first_token_ms (from the run's start to the
-first token), load_ms (the part of it spent making the weights' tensors) and
+providers report them. Locally first_token_ms (from the local job's start,
+the sandbox's setup included, to the first token: it may exceed run_ms on a
+short completion), load_ms (the part of it spent making the weights' tensors) and
 decode_tokens_per_second (the tokens after the first over the time after it)
 come too.
 

@@ -160,7 +160,9 @@ others; --sharded: sharded jobs; --train: training runs).
 
 With ID (a job's or a sharded job's id, or its first or last few digits),
 show that one; --output FILE writes its output (a sharded job's whole
-output), for a job whose submit command ended before it did.`,
+output), for a job whose submit command ended before it did. A training
+run is shown, and its last state written, by infernet train --attach ID
+--output FILE.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := api.Dial(o.DataDir, o.API)
@@ -263,6 +265,9 @@ func showJob(ctx context.Context, stdio IO, c *api.Client, s, output string, asJ
 	}
 	id, err := pickID(s, ids, "job", "infernet jobs --all and --sharded list them")
 	if err != nil {
+		if runs, rerr := c.TrainRuns(ctx); rerr == nil {
+			err = trainRunHint(s, runs, err)
+		}
 		return &exitError{Code: ExitError, Err: err}
 	}
 	var (
@@ -419,4 +424,20 @@ func exitOf(res *wire.Result) string {
 		return "-"
 	}
 	return fmt.Sprint(res.ExitCode)
+}
+
+// trainRunHint is err, the lookup of a job by s that failed, unless s
+// names one of runs: a training run is shown and its state written by
+// infernet train --attach, not by infernet jobs, which lists them with
+// --train.
+func trainRunHint(s string, runs []store.TrainRun, err error) error {
+	ids := make([]wire.JobID, len(runs))
+	for i, r := range runs {
+		ids[i] = r.ID
+	}
+	id, terr := pickID(s, ids, "training run", "")
+	if terr != nil {
+		return err
+	}
+	return fmt.Errorf("%s is training run %s, not a job: infernet train --attach %s shows it (with --output FILE, its last state)", s, id, id)
 }

@@ -444,15 +444,39 @@ func (o *SubmitOptions) readInput() ([]byte, error) {
 // --output that cannot be written, before a node is dialled, or started
 // for the job.
 func (o *SubmitOptions) checkFiles() error {
-	for _, f := range []struct{ what, path string }{{"module", o.Module}, {"input", o.Input}} {
-		if f.path == "" || f.path == "-" {
-			continue
+	if err := checkModuleFile("module", o.Module); err != nil {
+		return err
+	}
+	if o.Reduce != "" {
+		if err := checkModuleFile("--reduce", o.Reduce); err != nil {
+			return err
 		}
-		if _, err := os.Stat(f.path); err != nil {
-			return fmt.Errorf("%s: %w", f.what, err)
+	}
+	if o.Input != "" && o.Input != "-" {
+		if _, err := os.Stat(o.Input); err != nil {
+			return fmt.Errorf("input: %w", err)
 		}
 	}
 	return checkOutputPath(o.Output)
+}
+
+// wasmMagic is how every WebAssembly binary module begins.
+const wasmMagic = "\x00asm"
+
+// checkModuleFile fails, naming what (the module, or its flag) and path,
+// on a module file that is not there or is not a WebAssembly binary, before
+// anything is uploaded: the node would refuse it by its digest alone.
+func checkModuleFile(what, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	defer f.Close()
+	head := make([]byte, len(wasmMagic))
+	if n, _ := io.ReadFull(f, head); string(head[:n]) != wasmMagic {
+		return fmt.Errorf("%s %s is not a WebAssembly module (a .wasm file begins with \\0asm): give a module compiled for wasip1, as testdata/jobs holds", what, path)
+	}
+	return nil
 }
 
 // checkOutputPath fails on an --output path whose directory is missing,

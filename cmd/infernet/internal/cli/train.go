@@ -185,6 +185,14 @@ func (o *TrainOptions) trainRequest() (api.TrainRequest, error) {
 	case o.Eval == "" && (len(o.EvalArgs) > 0 || len(o.EvalData) > 0):
 		return api.TrainRequest{}, errors.New("--eval-arg and --eval-data need --eval")
 	}
+	for _, m := range []struct{ what, path string }{{"module", o.Module}, {"--reduce", o.Reduce}, {"--eval", o.Eval}} {
+		if m.path == "" {
+			continue
+		}
+		if err := checkModuleFile(m.what, m.path); err != nil {
+			return api.TrainRequest{}, err
+		}
+	}
 	if _, err := dataFiles("--data", o.Data); err != nil {
 		return api.TrainRequest{}, err
 	}
@@ -282,9 +290,19 @@ func cancelTrain(ctx context.Context, o *TrainOptions) error {
 			done++
 		}
 	}
-	fmt.Fprintf(o.IO.Err, "training run %s cancelled: %s after %s (--attach %s writes its last state with --output)\n",
-		shortID(id.String()), rec.State, count(done, "round"), shortID(id.String()))
+	fmt.Fprintln(o.IO.Err, cancelledLine(id, rec.State.String(), done))
 	return nil
+}
+
+// cancelledLine says where a cancelled training run stood: after done
+// rounds, and how to write its last state, which a run with no round done
+// has not.
+func cancelledLine(id wire.JobID, state string, done int) string {
+	s := fmt.Sprintf("training run %s cancelled: %s after %s", shortID(id.String()), state, count(done, "round"))
+	if done == 0 {
+		return s + " (no state to write)"
+	}
+	return s + fmt.Sprintf(" (--attach %s writes its last state with --output)", shortID(id.String()))
 }
 
 // dialRun dials the node and finds the training run that s, the value of

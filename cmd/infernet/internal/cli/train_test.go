@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
 )
 
@@ -79,5 +81,88 @@ func TestTrainAttachTakesNoTerms(t *testing.T) {
 		if code, _, errOut := infernet(t, args...); code == 0 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%q: exit %d, %q; want %q", tc.args, code, errOut, tc.want)
 		}
+	}
+}
+
+// TestModuleFilesChecked: a module that is missing or is not a
+// WebAssembly binary is refused before anything is sent, naming the flag
+// and the file (a newcomer who gave README.md as a module read "training
+// run: module e8640f499ba9: invalid module", a digest rather than its file,
+// and a missing --reduce file as a bare "open ...").
+func TestModuleFilesChecked(t *testing.T) {
+	module := filepath.Join("..", "..", "..", "..", "testdata", "jobs", "cat", "cat.wasm")
+	dir := t.TempDir()
+	text := filepath.Join(dir, "notes.txt")
+	os.WriteFile(text, []byte("not a module\n"), 0o644)
+	empty := filepath.Join(dir, "empty.wasm")
+	os.WriteFile(empty, nil, 0o644)
+	missing := filepath.Join(dir, "missing.wasm")
+	datadir := filepath.Join(dir, "no-node")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"train: a text file as the module", []string{"train", text, "--reduce", module}, "module " + text + " is not a WebAssembly module"},
+		{"train: an empty --reduce", []string{"train", module, "--reduce", empty}, "--reduce " + empty + " is not a WebAssembly module"},
+		{"train: a missing --eval", []string{"train", module, "--reduce", module, "--eval", missing}, "--eval: open " + missing},
+		{"submit: a text file", []string{"submit", text}, "module " + text + " is not a WebAssembly module"},
+		{"submit: a text file as --reduce", []string{"submit", module, "--shards", "2", "--reduce", text}, "--reduce " + text + " is not"},
+		{"submit: a missing module", []string{"submit", missing}, "module: open " + missing},
+	} {
+		args := append(tc.args, "--datadir", datadir)
+		if code, _, errOut := infernet(t, args...); code != ExitError || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%s: exit %d, %q; want %d and %q", tc.name, code, errOut, ExitError, tc.want)
+		}
+	}
+	if err := checkModuleFile("module", module); err != nil {
+		t.Errorf("a real module: %v", err)
+	}
+}
+
+// TestCancelledLine: a run cancelled before its first round ended is not
+// told to write a last state it does not have (--attach --output then
+// says "no round finished").
+func TestCancelledLine(t *testing.T) {
+	id := wire.NewJobID()
+	short := shortID(id.String())
+	for _, tc := range []struct {
+		done      int
+		want, not string
+	}{
+		{0, "failed after 0 rounds (no state to write)", "--output"},
+		{1, "failed after 1 round (--attach " + short + " writes its last state with --output)", "no state"},
+		{3, "after 3 rounds (--attach", "no state"},
+	} {
+		got := cancelledLine(id, "failed", tc.done)
+		if !strings.Contains(got, tc.want) || strings.Contains(got, tc.not) {
+			t.Errorf("%d rounds: %q; want %q, without %q", tc.done, got, tc.want, tc.not)
+		}
+	}
+}
+
+// TestTrainRunHint: infernet jobs given a training run's id (which
+// infernet jobs --train lists) says how to show it, rather than "no job
+// of this node's id begins or ends with ...".
+func TestTrainRunHint(t *testing.T) {
+	run := wire.NewJobID()
+	runs := []store.TrainRun{{ID: run}}
+	miss := errors.New("no job of this node's id begins or ends with x")
+	h := run.String()
+	for _, tc := range []struct {
+		s, want string
+	}{
+		{h, "is training run " + h + ", not a job: infernet train --attach " + h},
+		{h[:8], "infernet train --attach " + h},
+		{"…" + h[24:], "infernet train --attach " + h},
+		{"ffff0000", miss.Error()},
+		{"zz", miss.Error()},
+	} {
+		if got := trainRunHint(tc.s, runs, miss); !strings.Contains(got.Error(), tc.want) {
+			t.Errorf("%q: %v; want %q", tc.s, got, tc.want)
+		}
+	}
+	if got := trainRunHint(h[:8], nil, miss); got != miss {
+		t.Errorf("no runs: %v", got)
 	}
 }
