@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -464,17 +465,20 @@ func (o *SubmitOptions) checkFiles() error {
 const wasmMagic = "\x00asm"
 
 // checkModuleFile fails, naming what (the module, or its flag) and path,
-// on a module file that is not there or is not a WebAssembly binary, before
-// anything is uploaded: the node would refuse it by its digest alone.
+// on a module file that is not there, is not a WebAssembly binary, or that
+// every host would refuse for its header (host.ModuleABI: no _start, an
+// import no host gives), before anything is uploaded: the node would
+// refuse it by its digest alone.
 func checkModuleFile(what, path string) error {
-	f, err := os.Open(path)
+	module, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	defer f.Close()
-	head := make([]byte, len(wasmMagic))
-	if n, _ := io.ReadFull(f, head); string(head[:n]) != wasmMagic {
+	if !bytes.HasPrefix(module, []byte(wasmMagic)) {
 		return fmt.Errorf("%s %s is not a WebAssembly module (a .wasm file begins with \\0asm): give a module compiled for wasip1, as testdata/jobs holds", what, path)
+	}
+	if _, err := host.ModuleABI(module); err != nil && !errors.Is(err, host.ErrHostTooOld) {
+		return fmt.Errorf("%s %s: %w", what, path, err) // a later ABI's function is for providers to say
 	}
 	return nil
 }

@@ -84,8 +84,9 @@ func TestTrainAttachTakesNoTerms(t *testing.T) {
 	}
 }
 
-// TestModuleFilesChecked: a module that is missing or is not a
-// WebAssembly binary is refused before anything is sent, naming the flag
+// TestModuleFilesChecked: a module that is missing, is not a
+// WebAssembly binary, or that every host would refuse for its header is
+// refused before anything is sent, naming the flag
 // and the file (a newcomer who gave README.md as a module read "training
 // run: module e8640f499ba9: invalid module", a digest rather than its file,
 // and a missing --reduce file as a bare "open ...").
@@ -97,6 +98,8 @@ func TestModuleFilesChecked(t *testing.T) {
 	empty := filepath.Join(dir, "empty.wasm")
 	os.WriteFile(empty, nil, 0o644)
 	missing := filepath.Join(dir, "missing.wasm")
+	noStart := filepath.Join("..", "..", "..", "..", "testdata", "bad", "no_start.wasm")
+	badImport := filepath.Join("..", "..", "..", "..", "testdata", "bad", "unknown_import.wasm")
 	datadir := filepath.Join(dir, "no-node")
 	for _, tc := range []struct {
 		name string
@@ -109,6 +112,8 @@ func TestModuleFilesChecked(t *testing.T) {
 		{"submit: a text file", []string{"submit", text}, "module " + text + " is not a WebAssembly module"},
 		{"submit: a text file as --reduce", []string{"submit", module, "--shards", "2", "--reduce", text}, "--reduce " + text + " is not"},
 		{"submit: a missing module", []string{"submit", missing}, "module: open " + missing},
+		{"submit: no _start", []string{"submit", noStart}, "module " + noStart + ": invalid module: no _start export"},
+		{"train: an --eval no host gives its imports", []string{"train", module, "--reduce", module, "--eval", badImport}, "--eval " + badImport + ": import not allowed: function env.foo"},
 	} {
 		args := append(tc.args, "--datadir", datadir)
 		if code, _, errOut := infernet(t, args...); code != ExitError || !strings.Contains(errOut, tc.want) {
