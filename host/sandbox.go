@@ -432,9 +432,13 @@ func (s *Sandbox) compile(ctx context.Context, module []byte, pages uint32) (waz
 		}
 		return nil, fmt.Errorf("%w: %v", ErrInvalidModule, firstLine(err))
 	}
-	if err := s.checkImports(mod); err != nil {
+	// A later ABI's function (ErrHostTooOld, this host's limit) is said
+	// only when nothing else is wrong: a module without a good _start is
+	// refused by every host, as ModuleABI says.
+	later := s.checkImports(mod)
+	if later != nil && !errors.Is(later, ErrHostTooOld) {
 		mod.Close(ctx)
-		return nil, err
+		return nil, later
 	}
 	start, ok := mod.ExportedFunctions()["_start"]
 	if !ok {
@@ -444,6 +448,10 @@ func (s *Sandbox) compile(ctx context.Context, module []byte, pages uint32) (waz
 	if len(start.ParamTypes()) != 0 || len(start.ResultTypes()) != 0 {
 		mod.Close(ctx)
 		return nil, fmt.Errorf("%w: _start has signature %s, want ()->()", ErrInvalidModule, signature(start))
+	}
+	if later != nil {
+		mod.Close(ctx)
+		return nil, later
 	}
 	return mod, nil
 }
