@@ -29,7 +29,7 @@ func cacheDirSize(dir string) (n int64, files int) {
 // Config.CacheDirBytes.
 func TestRedteam58bCompileCacheBounded(t *testing.T) {
 	dir := t.TempDir()
-	const budget = 64 << 10
+	const budget = 4 << 10
 	sb := newSandbox(t, Config{CacheDir: dir, CacheModules: 1, CacheDirBytes: budget})
 	m := readFile(t, "testdata/random.wasm")
 	var largest int64
