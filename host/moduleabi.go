@@ -12,6 +12,7 @@ import (
 	wasi "github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/host/internal/meter"
 	"github.com/infernet/infernet/host/internal/tensorhost"
 )
 
@@ -32,6 +33,9 @@ import (
 // A later ABI's function is said only when nothing else is wrong.
 func ModuleABI(module []byte) (int, error) {
 	m, err := readModule(module)
+	if errors.Is(err, errReserved) {
+		return 0, fmt.Errorf("%w: %w", ErrImportNotAllowed, err)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrInvalidModule, err)
 	}
@@ -144,6 +148,7 @@ func readModule(module []byte) (*moduleHeader, error) {
 		return nil, errors.New("not a WebAssembly 1.0 binary")
 	}
 	m := &moduleHeader{exports: map[string]uint32{}}
+	names := map[string]bool{} // every export's, of any kind
 	typeIndex := func(body *wasmReader) uint32 {
 		i := body.u32()
 		if body.err == nil && uint64(i) >= uint64(len(m.types)) {
@@ -178,6 +183,14 @@ func readModule(module []byte) (*moduleHeader, error) {
 		case 7:
 			for n := body.u32(); n > 0 && body.err == nil; n-- {
 				name, kind, index := body.name(), body.byte(), body.u32()
+				switch {
+				case body.err != nil:
+				case names[name]:
+					body.err = fmt.Errorf("export %q twice", name)
+				case name == meter.ExportFuel: // the sandbox's meter's own
+					return nil, fmt.Errorf("%w: module exports %q", errReserved, name)
+				}
+				names[name] = true
 				if kind == 0 {
 					m.exports[name] = index
 				}
@@ -201,6 +214,11 @@ type wasmReader struct {
 }
 
 var errTruncated = errors.New("truncated")
+
+// errReserved is an export of a name the sandbox's meter keeps for its
+// own (meter.ErrReserved): every sandbox refuses it as an import no host
+// allows.
+var errReserved = errors.New("a reserved name")
 
 func (r *wasmReader) bytes(n uint32) []byte {
 	if r.err != nil {

@@ -28,9 +28,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -66,6 +68,12 @@ type Config struct {
 	CacheDir string
 	// CacheModules is how many compiled modules stay in memory (LRU); default 64.
 	CacheModules int
+	// CacheDirBytes is the most bytes of compiled modules kept in
+	// CacheDir: past it the oldest written go (a later job of theirs
+	// compiles again). 0: DefaultCacheDirBytes; negative: no bound. Each
+	// module and memory limit a job names is a compile of its own (18 MB
+	// for the llama runner), so without one strangers' jobs fill the disk.
+	CacheDirBytes int64
 	// Reference is the exact tensor backend; default reference.New with all cores.
 	Reference tensor.Backend
 	// Fast runs tensor ops of tolerance-mode jobs; nil means Reference.
@@ -110,6 +118,10 @@ type Config struct {
 
 // DefaultModelCache is the default Config.ModelCache: 2 GiB.
 const DefaultModelCache = modelcache.DefaultBudget
+
+// DefaultCacheDirBytes is Config.CacheDirBytes's default: compiled modules
+// kept on disk.
+const DefaultCacheDirBytes = 4 << 30
 
 // DefaultDeviceCache is the default Config.DeviceCache: 8 GiB, a 4B-
 // parameter model in bf16, within the memory of most data-centre GPUs and
@@ -213,6 +225,7 @@ type Sandbox struct {
 	lru     *list.List // of *compiled, most recent first
 
 	closing sync.WaitGroup // evicted modules being closed; Close waits
+	pruning sync.Mutex     // one pruneCacheDir at a time
 
 	batch   *batcher.Batcher  // nil: Config.NoBatching, or no model cache
 	models  *modelcache.Cache // nil: none (Config.ModelCache < 0)
@@ -244,6 +257,9 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	}
 	if cfg.FuelSlice == 0 {
 		cfg.FuelSlice = 1 << 22
+	}
+	if cfg.CacheDirBytes == 0 {
+		cfg.CacheDirBytes = DefaultCacheDirBytes
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -426,15 +442,20 @@ func (s *Sandbox) compile(ctx context.Context, module []byte, pages uint32) (waz
 		}
 	}
 	mod, err := s.compileRecovering(ctx, metered)
+	s.pruneCacheDir()
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return nil, fmt.Errorf("%w: %v", ErrInvalidModule, firstLine(err))
 	}
-	if err := s.checkImports(mod); err != nil {
+	// A later ABI's function (ErrHostTooOld, this host's limit) is said
+	// only when nothing else is wrong: a module without a good _start is
+	// refused by every host, as ModuleABI says.
+	later := s.checkImports(mod)
+	if later != nil && !errors.Is(later, ErrHostTooOld) {
 		mod.Close(ctx)
-		return nil, err
+		return nil, later
 	}
 	start, ok := mod.ExportedFunctions()["_start"]
 	if !ok {
@@ -445,7 +466,58 @@ func (s *Sandbox) compile(ctx context.Context, module []byte, pages uint32) (waz
 		mod.Close(ctx)
 		return nil, fmt.Errorf("%w: _start has signature %s, want ()->()", ErrInvalidModule, signature(start))
 	}
+	if later != nil {
+		mod.Close(ctx)
+		return nil, later
+	}
 	return mod, nil
+}
+
+// pruneCacheDir removes the oldest written compiled modules of the disk
+// cache (wazero's folders in CacheDir, of every wazero version) until they
+// take at most Config.CacheDirBytes. One prune at a time; a file another
+// process is writing (*.tmp, under a minute old) is left alone, and one
+// removed while another reads it is read to its end (a file that is gone
+// is only a compile again).
+func (s *Sandbox) pruneCacheDir() {
+	if s.cfg.CacheDir == "" || s.cfg.CacheDirBytes < 0 || !s.pruning.TryLock() {
+		return
+	}
+	defer s.pruning.Unlock()
+	dirs, _ := filepath.Glob(filepath.Join(s.cfg.CacheDir, "wazero-*"))
+	type file struct {
+		path string
+		size int64
+		mod  time.Time
+	}
+	var files []file
+	var total int64
+	for _, dir := range dirs {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			info, err := e.Info()
+			if err != nil || !info.Mode().IsRegular() {
+				continue
+			}
+			if strings.HasSuffix(e.Name(), ".tmp") && time.Since(info.ModTime()) < time.Minute {
+				continue
+			}
+			files = append(files, file{filepath.Join(dir, e.Name()), info.Size(), info.ModTime()})
+			total += info.Size()
+		}
+	}
+	if total <= s.cfg.CacheDirBytes {
+		return
+	}
+	slices.SortFunc(files, func(a, b file) int { return a.mod.Compare(b.mod) })
+	for _, f := range files {
+		if total <= s.cfg.CacheDirBytes {
+			break
+		}
+		if err := os.Remove(f.path); err == nil || errors.Is(err, fs.ErrNotExist) {
+			total -= f.size
+		}
+	}
 }
 
 // compileRecovering compiles, turning a panic of the compiler (wazero panics
