@@ -181,3 +181,78 @@ func FuzzModuleABI(f *testing.F) {
 		}
 	})
 }
+
+// leb128, section, wasmName and wasmModule write a module by hand.
+func leb128(v uint32) []byte {
+	var out []byte
+	for {
+		b := byte(v & 0x7f)
+		v >>= 7
+		if v != 0 {
+			out = append(out, b|0x80)
+		} else {
+			return append(out, b)
+		}
+	}
+}
+
+func section(id byte, body ...[]byte) []byte {
+	var b []byte
+	for _, p := range body {
+		b = append(b, p...)
+	}
+	return append(append([]byte{id}, leb128(uint32(len(b)))...), b...)
+}
+
+func wasmName(s string) []byte { return append(leb128(uint32(len(s))), s...) }
+
+func wasmModule(secs ...[]byte) []byte {
+	m := []byte("\x00asm\x01\x00\x00\x00")
+	for _, s := range secs {
+		m = append(m, s...)
+	}
+	return m
+}
+
+var (
+	typeVoid    = section(1, []byte{1, 0x60, 0, 0})
+	funcOfType0 = section(3, []byte{1, 0})
+	oneMemory   = section(5, []byte{1, 0, 1})
+	emptyCode   = section(10, []byte{1, 2, 0, 0x0b})
+)
+
+// TestModuleABIExportsAsTheSandbox: what the client's check passes,
+// no host refuses for its header's reasons (FuzzModuleABI's property), and
+// both say the same of each module here: a module exporting the meter's
+// reserved global name (every sandbox: import not allowed), one exporting
+// _start twice (invalid), and one of a later ABI without _start (the
+// sandbox said "host too old", the provider's limit, of a module every
+// host refuses).
+func TestModuleABIExportsAsTheSandbox(t *testing.T) {
+	sb := newSandbox(t, Config{})
+	pages := uint32(NewJobConfig().memoryLimit / 65536)
+	for _, tc := range []struct {
+		name   string
+		module []byte
+		err    error
+	}{
+		{"exports the meter's global", wasmModule(typeVoid, funcOfType0, oneMemory,
+			section(7, []byte{2}, wasmName("_start"), []byte{0, 0}, wasmName("infernet_meter_fuel"), []byte{0, 0}), emptyCode), ErrImportNotAllowed},
+		{"exports _start twice", wasmModule(typeVoid, funcOfType0, oneMemory,
+			section(7, []byte{2}, wasmName("_start"), []byte{0, 0}, wasmName("_start"), []byte{0, 0}), emptyCode), ErrInvalidModule},
+		{"a later ABI's function, no _start", wasmModule(typeVoid,
+			section(2, []byte{1}, wasmName("infernet"), wasmName("no_such_function_yet"), []byte{0, 0}), funcOfType0, oneMemory,
+			section(7, []byte{1}, wasmName("main"), []byte{0, 1}), emptyCode), ErrInvalidModule},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ModuleABI(tc.module)
+			mod, cerr := sb.compile(context.Background(), tc.module, pages)
+			if mod != nil {
+				mod.Close(context.Background())
+			}
+			if !errors.Is(err, tc.err) || !errors.Is(cerr, tc.err) {
+				t.Errorf("ModuleABI: %v; sandbox: %v; want %v of both", err, cerr, tc.err)
+			}
+		})
+	}
+}

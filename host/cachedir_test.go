@@ -21,13 +21,13 @@ func cacheDirSize(dir string) (n int64, files int) {
 	return
 }
 
-// TestRedteam58bCompileCacheBounded: a stranger's jobs, each of a module
+// TestCompileCacheBounded: a stranger's jobs, each of a module
 // of its own or the same module at another memory limit (each a compile
 // of its own), kept a compiled module on the provider's disk for good:
 // 18 MB for the llama runner at each of the 4096 memory limits a 256 MiB
 // --max-memory allows, never evicted. The disk cache keeps at most
 // Config.CacheDirBytes.
-func TestRedteam58bCompileCacheBounded(t *testing.T) {
+func TestCompileCacheBounded(t *testing.T) {
 	dir := t.TempDir()
 	const budget = 4 << 10
 	sb := newSandbox(t, Config{CacheDir: dir, CacheModules: 1, CacheDirBytes: budget})
