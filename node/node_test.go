@@ -890,7 +890,10 @@ func TestLoopCostsNoRecord(t *testing.T) {
 // out, on one line with no other replica's cancel in it.
 func TestTimeLimitGivenUpReplica(t *testing.T) {
 	t.Parallel() // waits more than it computes
-	net, bad := hostileNetwork(t, 1, 1, func() *faults.Faults { return &faults.Faults{Slow: 1500 * time.Millisecond} }, func(c *Config) {
+	// Slow enough that the honest replica's limit runs out first however
+	// loaded the machine (1.5 s was not, in a CI run at load 12 on 2
+	// cores); given up, its delay ends at once.
+	net, bad := hostileNetwork(t, 1, 1, func() *faults.Faults { return &faults.Faults{Slow: 20 * time.Second} }, func(c *Config) {
 		c.NoAudit = !c.Provide // no audit to wait for: the first run out ends the job
 	})
 	s := spec(t, net.client, readTestdata(t, "bad/infinite_loop.wasm"), nil)

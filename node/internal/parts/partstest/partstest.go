@@ -60,6 +60,16 @@ func Fair(keys *fair.Keys) Option {
 // ledger waited for first).
 func New(tb testing.TB, h host.Host, opts ...Option) parts.Parts {
 	tb.Helper()
+	ps, _ := NewStoppable(tb, h, opts...)
+	return ps
+}
+
+// NewStoppable is New, with stop, which ends the node's Life and waits for
+// its Group and ledger, as the node's process ending would: for tests of
+// what its next run finds in its database (its database and blobs stay
+// open until tb ends).
+func NewStoppable(tb testing.TB, h host.Host, opts ...Option) (ps parts.Parts, stop func()) {
+	tb.Helper()
 	dir := tb.TempDir()
 	// The log is printed if the test fails: a role's goroutines may still
 	// write after the test's end, where the test's own log would panic.
@@ -81,12 +91,15 @@ func New(tb testing.TB, h host.Host, opts ...Option) parts.Parts {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var ledger *settle.Ledger
-	tb.Cleanup(func() {
+	stop = func() {
 		cancel()
 		wg.Wait()
 		if ledger != nil {
 			ledger.Wait()
 		}
+	}
+	tb.Cleanup(func() {
+		stop()
 		db.Close()
 	})
 	access := peers.NewAccess()
@@ -110,7 +123,7 @@ func New(tb testing.TB, h host.Host, opts ...Option) parts.Parts {
 		tb.Fatal(err)
 	}
 	return parts.Parts{Host: h, Blobs: blobs, BlobSvc: svc, Access: access, DB: db, Peers: book, Streams: streams,
-		Ledger: ledger, Changes: &peers.Changes{}, Logger: log, Life: ctx, Group: &wg}
+		Ledger: ledger, Changes: &peers.Changes{}, Logger: log, Life: ctx, Group: &wg}, stop
 }
 
 // Hosts returns n libp2p hosts of a mocknet with Ed25519 keys, linked and
