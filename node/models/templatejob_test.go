@@ -3,6 +3,8 @@ package models
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -109,5 +111,25 @@ func TestChatTemplateCanceled(t *testing.T) {
 	cancel()
 	if _, err := ct.RenderContext(ctx, []Message{{"user", "a"}}); err == nil || errors.Is(err, ErrTemplate) {
 		t.Errorf("%v, want the context's error", err)
+	}
+}
+
+// BenchmarkChatTemplateRender: one chat of two messages with Llama 3's
+// template, a job of the sandbox (instantiate and run; the guest is
+// compiled once, before).
+func BenchmarkChatTemplateRender(b *testing.B) {
+	src, err := os.ReadFile(filepath.Join("testdata", "chat", "llama3.jinja"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ct, err := NewChatTemplate(string(src), "<|begin_of_text|>", "<|eot_id|>", true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	msgs := []Message{{"system", "Be kind."}, {"user", "Hi"}}
+	for b.Loop() {
+		if _, err := ct.Render(msgs); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
