@@ -1,14 +1,15 @@
 package models
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
-	"github.com/ardanlabs/jinja"
-
+	"github.com/infernet/infernet/guest/go/chattemplate"
 	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/node/store"
 )
@@ -60,8 +61,10 @@ func ReadMessages(raw json.RawMessage) ([]Message, error) {
 }
 
 // ErrTemplate wraps the errors of a model's chat template: one that does
-// not compile, or that refuses a conversation (raise_exception, such as
-// Llama 2's "Conversation roles must alternate").
+// not compile, that refuses a conversation (raise_exception, such as
+// Llama 2's "Conversation roles must alternate"), or that went past the
+// limits of its job (TemplateMemory, TemplateTimeout, TemplateFuel,
+// TemplateOutput).
 var ErrTemplate = errors.New("chat template")
 
 // ChatTemplate turns a conversation into a model's prompt. A GGUF model's
@@ -70,6 +73,11 @@ var ErrTemplate = errors.New("chat template")
 // its trim_blocks and lstrip_blocks), given messages, bos_token, eos_token
 // and add_generation_prompt true; a model without one gets Llama 2's
 // (Llama2Chat). The zero ChatTemplate is Llama 2's.
+//
+// A template is the GGUF's maker's code: it is compiled and rendered in
+// the sandbox, a job of the chattemplate guest with the limits of
+// TemplateMemory, TemplateTimeout, TemplateFuel and TemplateOutput, never
+// in this process. A ChatTemplate is safe for concurrent use.
 type ChatTemplate struct {
 	// Source is the Jinja text, "" for Llama 2's built-in rendering.
 	Source string
@@ -82,40 +90,53 @@ type ChatTemplate struct {
 	// the prompt would begin with two.
 	AddBOS bool
 
-	tmpl *jinja.Template
+	compiled bool // NewChatTemplate compiled Source
 }
 
-// NewChatTemplate compiles source, a Jinja chat template; "" is Llama 2's.
+// NewChatTemplate compiles source, a Jinja chat template, in the sandbox;
+// "" is Llama 2's. A template that does not compile is an ErrTemplate
+// error.
 func NewChatTemplate(source, bos, eos string, addBOS bool) (*ChatTemplate, error) {
 	t := &ChatTemplate{Source: source, BOS: bos, EOS: eos, AddBOS: addBOS}
 	if source == "" {
 		return t, nil
 	}
-	var err error
-	if t.tmpl, err = jinja.Compile(source); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrTemplate, err)
+	if _, err := runTemplate(context.Background(), chattemplate.Request{Template: source, Check: true}); err != nil {
+		return nil, err
 	}
+	t.compiled = true
 	return t, nil
 }
 
 // Render returns the prompt of msgs, ending where the assistant's next
-// message begins.
+// message begins: RenderContext with no deadline of the caller's.
 func (t *ChatTemplate) Render(msgs []Message) (string, error) {
-	if t == nil || t.tmpl == nil {
+	return t.RenderContext(context.Background(), msgs)
+}
+
+// RenderContext returns the prompt of msgs, ending where the assistant's
+// next message begins. The template renders in the sandbox; ctx stops it
+// early (an error that is not ErrTemplate).
+func (t *ChatTemplate) RenderContext(ctx context.Context, msgs []Message) (string, error) {
+	if t == nil || !t.compiled {
 		return Llama2Chat(msgs), nil
 	}
-	list := make([]any, len(msgs))
-	for i, m := range msgs {
-		list[i] = map[string]any{"role": m.Role, "content": m.Content}
+	q := chattemplate.Request{
+		Template:            t.Source,
+		BOSToken:            t.BOS,
+		EOSToken:            t.EOS,
+		AddGenerationPrompt: true,
+		Messages:            make([]chattemplate.Message, len(msgs)),
 	}
-	out, err := t.tmpl.Render(map[string]any{
-		"messages":              list,
-		"bos_token":             t.BOS,
-		"eos_token":             t.EOS,
-		"add_generation_prompt": true,
-	})
+	for i, m := range msgs {
+		q.Messages[i] = chattemplate.Message(m)
+	}
+	now := time.Now()
+	q.Now = now.UnixNano()
+	q.Zone, q.ZoneOffset = now.Zone()
+	out, err := runTemplate(ctx, q)
 	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrTemplate, err)
+		return "", err
 	}
 	if t.AddBOS && t.BOS != "" {
 		out = strings.TrimPrefix(out, t.BOS)

@@ -186,6 +186,11 @@ type params struct {
 	n      int // choices: requests of the job, ID 0 to n-1 (choices)
 	stream bool
 	usage  bool // stream_options.include_usage
+	// msgs are a chat's messages, which serve renders into req.Prompt
+	// with the model's chat template, within the requests served at once
+	// (Config.MaxRequests): a template's job takes up to a CPU and
+	// models.TemplateMemory.
+	msgs []models.Message
 }
 
 // common are the request fields both endpoints read.
@@ -258,15 +263,8 @@ func (s *Service) Chat(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "messages", "", err.Error())
 		return
 	}
-	prompt, err := s.chatPrompt(body.Model, msgs)
-	if errors.Is(err, models.ErrTemplate) {
-		WriteError(w, http.StatusBadRequest, "messages", "", err.Error())
-		return
-	} else if err != nil {
-		WriteError(w, http.StatusInternalServerError, "", "", err.Error())
-		return
-	}
-	p := body.params(true, prompt, s.cfg.MaxTokens)
+	p := body.params(true, "", s.cfg.MaxTokens) // serve renders the prompt
+	p.msgs = msgs
 	max := body.MaxCompletionTokens
 	if max == nil {
 		max = body.MaxTokens
@@ -446,7 +444,12 @@ func (s *Service) terms(w http.ResponseWriter, p *params, maxTokens *int, c *com
 	} else {
 		p.req.Seed = models.RandomSeed()
 	}
-	if err := models.CheckRequest(p.req); err != nil {
+	return checkRequest(w, p.req)
+}
+
+// checkRequest answers a request no runner accepts (models.CheckRequest).
+func checkRequest(w http.ResponseWriter, q llama.Request) bool {
+	if err := models.CheckRequest(q); err != nil {
 		param := strings.TrimSuffix(strings.Fields(err.Error())[0], ":")
 		WriteError(w, http.StatusBadRequest, param, "", err.Error())
 		return false
@@ -628,6 +631,9 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p params) {
 		return
 	} else if err != nil {
 		WriteError(w, http.StatusInternalServerError, "", "", err.Error())
+		return
+	}
+	if p.chat && !s.render(ctx, w, &p) {
 		return
 	}
 	reqs := p.choices()
@@ -846,13 +852,29 @@ func maxOutput(reqs []llama.Request) int64 {
 	return min(baseOutput+extra, maxLogprobsOutput)
 }
 
+// render sets the prompt of p, a chat, to its messages in the model's
+// chat template, answering a template that fails (400: the model's
+// template, its limits) or a prompt no runner takes.
+func (s *Service) render(ctx context.Context, w http.ResponseWriter, p *params) bool {
+	prompt, err := s.chatPrompt(ctx, p.model, p.msgs)
+	if errors.Is(err, models.ErrTemplate) {
+		WriteError(w, http.StatusBadRequest, "messages", "", err.Error())
+		return false
+	} else if err != nil {
+		WriteError(w, http.StatusInternalServerError, "", "", err.Error())
+		return false
+	}
+	p.req.Prompt = prompt
+	return checkRequest(w, p.req)
+}
+
 // chatPrompt renders msgs with the chat template of the model named model.
 // A model this node does not name gets Llama 2's here: the request is
 // refused for it with the error of every other request (serve).
-func (s *Service) chatPrompt(model string, msgs []models.Message) (string, error) {
+func (s *Service) chatPrompt(ctx context.Context, model string, msgs []models.Message) (string, error) {
 	t, err := s.n.Models.ChatTemplate(model)
 	if err != nil && !errors.Is(err, models.ErrUnknown) && !errors.Is(err, models.ErrBadName) {
 		return "", err
 	}
-	return t.Render(msgs)
+	return t.RenderContext(ctx, msgs)
 }

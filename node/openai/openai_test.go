@@ -910,3 +910,33 @@ func storiesGGUF(t *testing.T, template string) []byte {
 	}
 	return b
 }
+
+// TestHostileChatTemplateServed: a model whose chat template recurses
+// without end (which killed the node when templates rendered in its
+// process) is answered a 400 on messages that names the limit, and the
+// node goes on serving chats.
+func TestHostileChatTemplateServed(t *testing.T) {
+	c, net := serve(t, nodetest.Options{Providers: 2, Trust: true})
+	ctx := context.Background()
+	b := storiesGGUF(t, `{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}`)
+	d, err := net.Client.PutBlob(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := net.Client.Models().Add("recursing", store.BlobRef{Digest: d, Size: int64(len(b))}, store.BlobRef{}); err != nil {
+		t.Fatal(err)
+	}
+	hi := []oa.ChatCompletionMessageParamUnion{oa.UserMessage("hi")}
+	for range 2 {
+		_, err = c.Chat.Completions.New(ctx, oa.ChatCompletionNewParams{Model: "recursing", Messages: hi})
+		var apiErr *oa.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Param != "messages" ||
+			!strings.Contains(apiErr.Message, "exceeded its memory limit") {
+			t.Errorf("a template that recurses: %v; want a 400 on messages that names the limit", err)
+		}
+	}
+	chat, err := c.Chat.Completions.New(ctx, oa.ChatCompletionNewParams{Model: "stories260K", Messages: hi, MaxCompletionTokens: oa.Int(4)})
+	if err != nil || len(chat.Choices) != 1 {
+		t.Errorf("a chat after: %+v, %v", chat, err)
+	}
+}

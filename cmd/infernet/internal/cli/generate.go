@@ -280,7 +280,8 @@ func (o *GenerateOptions) requests(ctx context.Context) ([]llama.Request, error)
 }
 
 // chatRenderer returns a function that renders a chat with MODEL's chat
-// template, read when it is first needed.
+// template, read when it is first needed; a GGUF's template renders in
+// the sandbox (models.ChatTemplate), stopped with ctx.
 func (o *GenerateOptions) chatRenderer(ctx context.Context) func([]models.Message) (string, error) {
 	var t *models.ChatTemplate
 	return func(msgs []models.Message) (string, error) {
@@ -290,7 +291,7 @@ func (o *GenerateOptions) chatRenderer(ctx context.Context) func([]models.Messag
 				return "", err
 			}
 		}
-		return t.Render(msgs)
+		return t.RenderContext(ctx, msgs)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/infernet/infernet/node/blob/blobnet"
 	"github.com/infernet/infernet/node/gossip"
 	"github.com/infernet/infernet/node/jobs"
+	"github.com/infernet/infernet/node/models"
 	"github.com/infernet/infernet/node/reputation"
 	"github.com/infernet/infernet/node/requirement"
 	"github.com/infernet/infernet/node/wire"
@@ -47,6 +48,12 @@ var limitTables = map[string][]limit{
 		{"host.MaxModuleCodeBytes", size(host.MaxModuleCodeBytes), "code of a module, all function bodies together"},
 		{"host.MaxModuleFunctionBytes", size(host.MaxModuleFunctionBytes), "code of one function"},
 		{"host.MaxModuleNesting", host.MaxModuleNesting, "depth of control nesting"},
+	},
+	"chat": {
+		{"models.TemplateMemory", size(models.TemplateMemory), "memory of a chat template's job: the guest, the request and the prompt"},
+		{"models.TemplateFuel", models.TemplateFuel, "fuel of a chat template's job, its work: the same bound on every machine"},
+		{"models.TemplateTimeout", models.TemplateTimeout, "wall clock of a chat template's job, a backstop of its fuel on a loaded machine"},
+		{"models.TemplateOutput", size(models.TemplateOutput), "a rendered prompt, at most"},
 	},
 	"tensor": {
 		{"abi.Version", abi.Version, "the tensor ABI's version, what `abi_version()` answers"},
