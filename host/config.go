@@ -2,6 +2,8 @@ package host
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -217,4 +219,15 @@ func (c JobConfig) validate() error {
 		}
 	}
 	return nil
+}
+
+// DefaultCacheDir is where compiled modules are kept by default
+// (Config.CacheDir): infernet/wasm in the user's cache directory, shared
+// by the programs of one user; "" where there is none.
+func DefaultCacheDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "infernet", "wasm")
 }

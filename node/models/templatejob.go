@@ -41,6 +41,13 @@ const (
 	templateStderr = 64 << 10
 )
 
+// TemplateCacheDir is where the chattemplate guest, compiled, is kept
+// across processes (host.Config.CacheDir), or "" for none: its compile
+// takes 2–3 s, which `infernet generate --chat` would pay on every run.
+// The user's cache directory by default, which `infernet node` and `run`
+// share; a program sets it before its first chat template.
+var TemplateCacheDir = host.DefaultCacheDir()
+
 // templateJob is the job config of every chat template's job.
 var templateJob = host.NewJobConfig().
 	WithMemoryLimit(TemplateMemory).
@@ -65,6 +72,7 @@ var templates = sync.OnceValues(func() (*templateRunner, error) {
 	sb, err := host.New(ctx, host.Config{
 		Reference:  reference.New(reference.Config{Threads: 1}), // the guest makes no tensors
 		ModelCache: -1,
+		CacheDir:   TemplateCacheDir,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("chat template sandbox: %w", err)

@@ -20,6 +20,7 @@ import (
 	"github.com/infernet/infernet/host/tensor/backends"
 	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/api"
+	"github.com/infernet/infernet/node/models"
 	"github.com/infernet/infernet/node/openai"
 )
 
@@ -284,6 +285,9 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
 	defer endLife()
 	starting := context.AfterFunc(ctx, endLife)
+	if o.Config.CompileCache != "" {
+		models.TemplateCacheDir = o.Config.CompileCache // chat templates' compiled guest beside the jobs'
+	}
 	n, err := node.New(life, o.Config)
 	if !starting() && err == nil {
 		err = ctx.Err()

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -123,13 +122,8 @@ func stdinNote(w io.Writer, in io.Reader, input string) {
 	}
 }
 
-func defaultCacheDir() string {
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		return ""
-	}
-	return filepath.Join(dir, "infernet", "wasm")
-}
+// defaultCacheDir is --cache-dir's default, the one chat templates use too.
+func defaultCacheDir() string { return host.DefaultCacheDir() }
 
 // jobConfig turns the options into a host.JobConfig.
 func (o *RunOptions) jobConfig() (host.JobConfig, error) {

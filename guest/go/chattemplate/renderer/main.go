@@ -95,54 +95,80 @@ func run(r io.Reader) (out string, err error) {
 	return t.RenderValues(vals)
 }
 
-// strftimeNow is the engine's strftime_now (jinja v1.8.0's
-// builtinStrftimeNow, whose time.Now would read the sandbox's fixed
-// clock) at now.
+// strftimeNow is strftime_now(format), which templates such as Llama
+// 3.1's call for today's date, at now: the engine's own would read the
+// sandbox's clock, which is fixed.
 func strftimeNow(now time.Time) jinja.Value {
 	return jinja.NewCallable("strftime_now", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 		format := "%Y-%m-%d"
-		if len(args) > 0 {
-			format = printValue(args[0])
+		if len(args) > 0 && args[0].IsString() {
+			format = args[0].AsString()
 		}
-		return jinja.NewString(now.Format(strftimeToGo.Replace(format))), nil
+		return jinja.NewString(strftime(format, now)), nil
 	})
 }
 
-// strftimeToGo turns a Python strftime format into a Go time layout, as
-// jinja v1.8.0's strftimeToGo does.
-var strftimeToGo = strings.NewReplacer(
-	"%Y", "2006",
-	"%m", "01",
-	"%d", "02",
-	"%H", "15",
-	"%M", "04",
-	"%S", "05",
-	"%B", "January",
-	"%b", "Jan",
-	"%A", "Monday",
-	"%a", "Mon",
-	"%p", "PM",
-	"%I", "03",
-	"%Z", "MST",
-	"%%", "%",
-)
-
-// printValue is a value's text, as jinja v1.8.0's printValue writes it.
-func printValue(v jinja.Value) string {
-	switch {
-	case v.IsUndefined(), v.IsNone(), v.IsCallable():
-		return ""
-	case v.IsBool():
-		if v.AsBool() {
-			return "True"
+// strftime formats t as C's strftime does format, for the directives chat
+// templates use (%d %b %Y and their kin); another is written as it is.
+func strftime(format string, t time.Time) string {
+	var b strings.Builder
+	for i := 0; i < len(format); i++ {
+		if format[i] != '%' || i+1 == len(format) {
+			b.WriteByte(format[i])
+			continue
 		}
-		return "False"
-	case v.IsInt():
-		return fmt.Sprintf("%d", v.AsInt())
-	case v.IsFloat():
-		return fmt.Sprintf("%g", v.AsFloat())
-	case v.IsString():
-		return v.AsString()
+		i++
+		switch c := format[i]; c {
+		case 'Y':
+			fmt.Fprintf(&b, "%d", t.Year())
+		case 'y':
+			fmt.Fprintf(&b, "%02d", t.Year()%100)
+		case 'm':
+			fmt.Fprintf(&b, "%02d", int(t.Month()))
+		case 'd':
+			fmt.Fprintf(&b, "%02d", t.Day())
+		case 'e':
+			fmt.Fprintf(&b, "%2d", t.Day())
+		case 'j':
+			fmt.Fprintf(&b, "%03d", t.YearDay())
+		case 'H':
+			fmt.Fprintf(&b, "%02d", t.Hour())
+		case 'I':
+			fmt.Fprintf(&b, "%02d", (t.Hour()+11)%12+1)
+		case 'M':
+			fmt.Fprintf(&b, "%02d", t.Minute())
+		case 'S':
+			fmt.Fprintf(&b, "%02d", t.Second())
+		case 'p':
+			if t.Hour() < 12 {
+				b.WriteString("AM")
+			} else {
+				b.WriteString("PM")
+			}
+		case 'B':
+			b.WriteString(t.Month().String())
+		case 'b', 'h':
+			b.WriteString(t.Month().String()[:3])
+		case 'A':
+			b.WriteString(t.Weekday().String())
+		case 'a':
+			b.WriteString(t.Weekday().String()[:3])
+		case 'Z':
+			name, _ := t.Zone()
+			b.WriteString(name)
+		case 'z':
+			_, off := t.Zone()
+			sign := '+'
+			if off < 0 {
+				sign, off = '-', -off
+			}
+			fmt.Fprintf(&b, "%c%02d%02d", sign, off/3600, off/60%60)
+		case '%':
+			b.WriteByte('%')
+		default:
+			b.WriteByte('%')
+			b.WriteByte(c)
+		}
 	}
-	return v.String()
+	return b.String()
 }
