@@ -128,10 +128,10 @@ func TestMatMulIntSameBits(t *testing.T) {
 				}
 				sets := allKernels()
 				for _, ks := range sets {
-					if ks.tile8 != nil {
+					if ks.tile8 != nil || ks.tile8Q6 != nil {
 						// The kernels tile8 leaves less to.
 						c := *ks
-						c.name, c.tile8 = ks.name+" without tile8", nil
+						c.name, c.tile8, c.tile8Q6 = ks.name+" without tile8", nil, nil
 						sets = append(sets, &c)
 					}
 				}
