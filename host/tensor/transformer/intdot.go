@@ -485,7 +485,7 @@ func intGemm(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float
 	if tile8 != nil {
 		block = max(8, block&^7)
 	}
-	return par.ForBlocks(ctx, threads, n, block, func(lo0, hi int) error {
+	err := par.ForBlocks(ctx, threads, n, block, func(lo0, hi int) error {
 		lo := lo0
 		if tile8 != nil {
 			// Eight weight rows at a time repacked (repackQ4KT8,
@@ -540,9 +540,10 @@ func intGemm(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float
 				out[r*n+j] = intDot(w.Type, &rs, a, s)
 			}
 		}
-		for r := range t {
-			canonicalize(out[r*n+lo0 : r*n+hi])
-		}
 		return nil
 	})
+	if err == nil {
+		canonicalize(out) // once, as matMul does
+	}
+	return err
 }
