@@ -126,6 +126,38 @@ func TestRepackQ4KT8(t *testing.T) {
 	}
 }
 
+// TestRepackQ4KT16 checks the assembly repacking of sixteen Q4_K rows
+// (kernelSet.repackT16) against repackQ4KT16, byte for byte, for rows
+// further apart than their size and weights of every byte value.
+func TestRepackQ4KT16(t *testing.T) {
+	if !cpu.X86.HasAVX512F || !cpu.X86.HasAVX512VL || !hasAVX2 {
+		t.Skip("no AVX-512 VL")
+	}
+	for _, k := range []int{256, 768, 2048} {
+		for _, bytes := range []bool{false, true} {
+			r := &rng{s: uint64(k)}
+			w := r.weights(abi.Q4_K, 17, k, false)
+			if bytes {
+				for i := range w.Raw {
+					w.Raw[i] = byte(i * 11)
+				}
+			}
+			rb, nsb := rowBytes(abi.Q4_K, k), k/256
+			want, got := make([]byte, 2*nsb*q4KT8Bytes), make([]byte, 2*nsb*q4KT8Bytes)
+			for _, c := range []struct{ off, rb, nsb int }{{0, rb, nsb}, {rb, rb, nsb}, {0, rb, 1}} {
+				repackQ4KT16(want, w.bytes()[c.off:], c.rb, c.nsb)
+				clear(got)
+				repackQ4KT16Asm(got, w.bytes()[c.off:], c.rb, c.nsb)
+				for i := range 2 * c.nsb * q4KT8Bytes {
+					if got[i] != want[i] {
+						t.Fatalf("k %d, bytes %v, %+v: byte %d = %d, want %d", k, bytes, c, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestRepackQ6KT8 checks the assembly repacking of eight Q6_K rows
 // (kernelSet.repackT8Q6) against repackQ6KT8, byte for byte, for rows
 // further apart than their size and weights of every byte value.
@@ -171,10 +203,10 @@ func TestRepackQ6KT8(t *testing.T) {
 
 // TestPromptAB times a prompt's matmuls (64 rows of x, as the runner's
 // prefill batches them, by the 110M shape's weights) with the best kernels
-// against the same kernels without the prompt kernel added since
-// (tile8Q6, tolerance mode's Q6_K; exact mode's and tolerance mode's Q4_K
-// are the same kernels both times: a check of the measure), interleaved,
-// on one
+// against the same kernels without the prompt kernels added since
+// (tile16, tolerance mode's Q4_K, and tile8Q6, its Q6_K; exact mode's are
+// the same kernels both times: a check of the measure), interleaved, on
+// one
 // thread (INFERNET_AB=1): the minimum and median of many rounds, and
 // their ratios.
 func TestPromptAB(t *testing.T) {
@@ -185,7 +217,7 @@ func TestPromptAB(t *testing.T) {
 	const rows, rounds = 64, 41
 	best := bestKernels()
 	old := *best
-	old.tile8Q6 = nil
+	old.tile8Q6, old.tile16 = nil, nil
 	sets := []*kernelSet{&old, best}
 	for _, c := range []struct {
 		mode string

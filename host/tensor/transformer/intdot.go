@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host/internal/par"
@@ -366,6 +367,22 @@ func repackQ4KT8(t, w []byte, rb, nsb int) {
 	}
 }
 
+// repackQ4KT16 repacks sixteen Q4_K weight rows of nsb super-blocks (w,
+// rows rb bytes apart) into t, 2·q4KT8Bytes per super-block, for
+// kernelSet.tile16: repackQ4KT8's layout of rows 0…7 and of rows 8…15,
+// 32-byte chunk by chunk (chunk c of the eight-row layout at 64c, rows
+// 0…7, and 64c+32, rows 8…15), so that a zmm's lanes are the sixteen
+// rows.
+func repackQ4KT16(t, w []byte, rb, nsb int) {
+	t8 := make([]byte, nsb*q4KT8Bytes)
+	for h := range 2 {
+		repackQ4KT8(t8, w[8*h*rb:], rb, nsb)
+		for c := range nsb * q4KT8Bytes / 32 {
+			copy(t[64*c+32*h:64*c+32*h+32], t8[32*c:])
+		}
+	}
+}
+
 // q6KT8Bytes is the size of one super-block of eight Q6_K weight rows
 // repacked by repackQ6KT8.
 const q6KT8Bytes = 2048 + 512 + 256 + 32
@@ -415,6 +432,21 @@ func repackQ6KT8(t, w []byte, rb, nsb int) {
 			}
 		}
 	}
+}
+
+// tilePool holds the scratch of repacked weight rows (repackQ4KT8 and
+// the like): a block's tiles, reused rather than allocated and cleared for
+// every block.
+var tilePool sync.Pool
+
+// tileBuf returns a scratch slice of n bytes from tilePool.
+func tileBuf(n int) *[]byte {
+	if b, ok := tilePool.Get().(*[]byte); ok && cap(*b) >= n {
+		*b = (*b)[:n]
+		return b
+	}
+	b := make([]byte, n)
+	return &b
 }
 
 // intRouted reports whether MatMulInt takes the integer path for dt: the
@@ -482,17 +514,37 @@ func intGemm(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float
 	if len(packs) == 0 {
 		tile8 = nil
 	}
-	if tile8 != nil {
+	tile16 := ks.tile16 != nil && ks.repackT16 != nil && tile8 != nil && w.Type == abi.Q4_K
+	switch {
+	case tile16:
+		block = max(16, block&^15)
+	case tile8 != nil:
 		block = max(8, block&^7)
 	}
 	err := par.ForBlocks(ctx, threads, n, block, func(lo0, hi int) error {
 		lo := lo0
+		if tile16 {
+			// Sixteen weight rows at a time (repackQ4KT16) where the
+			// kernels take them, then eights.
+			nsb := k / 256
+			tp := tileBuf(2 * nsb * q4KT8Bytes)
+			defer tilePool.Put(tp)
+			tb := *tp
+			for ; lo+16 <= hi; lo += 16 {
+				ks.repackT16(tb, wb[lo*rb:(lo+16)*rb], rb, nsb)
+				for g := range packs {
+					ks.tile16(out[4*g*n+lo:], tb, &packs[g], nsb, n)
+				}
+			}
+		}
 		if tile8 != nil {
 			// Eight weight rows at a time repacked (repackQ4KT8,
 			// repackQ6KT8), each pack's four x rows against them; the
 			// rest of the rows below.
 			nsb := k / 256
-			tb := make([]byte, nsb*tileBytes)
+			tp := tileBuf(nsb * tileBytes)
+			defer tilePool.Put(tp)
+			tb := *tp
 			for ; lo+8 <= hi; lo += 8 {
 				repack(tb, wb[lo*rb:(lo+8)*rb], rb, nsb)
 				for g := range packs {

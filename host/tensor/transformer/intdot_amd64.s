@@ -2697,3 +2697,257 @@ q6rsb:
 	JNZ q6rsb
 	VZEROUPPER
 	RET
+
+// The sixteen-weight-row Q4_K tile kernel (q4KT16VNNI, kernelSet.tile16):
+// q4KT8VNNI in zmm, sixteen weight rows repacked by repackQ4KT16 (two
+// eight-row tiles, 32-byte chunk by chunk) in the sixteen lanes; the same
+// operations lane by lane, so the same bits. VPDPBUSD on zmm does twice
+// the products of one on ymm at less than twice the cost where the CPU
+// has two 512-bit ports.
+#define T16STEP(woff, xoff, A0, A1, A2, A3) \
+	VMOVDQU64 (2*(woff))(SI), Z12; \
+	VPDPBUSD.BCST xoff(DI), Z12, A0; \
+	VPDPBUSD.BCST xoff+256(DI), Z12, A1; \
+	VPDPBUSD.BCST xoff+512(DI), Z12, A2; \
+	VPDPBUSD.BCST xoff+768(DI), Z12, A3
+
+#define T16SUB(j) \
+	VPXORD Z8, Z8, Z8; \
+	VPXORD Z9, Z9, Z9; \
+	VPXORD Z10, Z10, Z10; \
+	VPXORD Z11, Z11, Z11; \
+	VPXORD Z16, Z16, Z16; \
+	VPXORD Z17, Z17, Z17; \
+	VPXORD Z18, Z18, Z18; \
+	VPXORD Z19, Z19, Z19; \
+	T16STEP(256*j, 32*j, Z8, Z9, Z10, Z11); \
+	T16STEP(256*j+32, 32*j+4, Z16, Z17, Z18, Z19); \
+	T16STEP(256*j+64, 32*j+8, Z8, Z9, Z10, Z11); \
+	T16STEP(256*j+96, 32*j+12, Z16, Z17, Z18, Z19); \
+	T16STEP(256*j+128, 32*j+16, Z8, Z9, Z10, Z11); \
+	T16STEP(256*j+160, 32*j+20, Z16, Z17, Z18, Z19); \
+	T16STEP(256*j+192, 32*j+24, Z8, Z9, Z10, Z11); \
+	T16STEP(256*j+224, 32*j+28, Z16, Z17, Z18, Z19); \
+	VMOVDQU64 (4096+64*j)(SI), Z12; \
+	VPDPWSSD Z12, Z8, Z4; \
+	VPDPWSSD Z12, Z16, Z4; \
+	VPDPWSSD Z12, Z9, Z5; \
+	VPDPWSSD Z12, Z17, Z5; \
+	VPDPWSSD Z12, Z10, Z6; \
+	VPDPWSSD Z12, Z18, Z6; \
+	VPDPWSSD Z12, Z11, Z7; \
+	VPDPWSSD Z12, Z19, Z7
+
+// T16MIN adds to Z8…Z11 m_j·(Σx of sub-block j) for each x row (the pair
+// of int16 sums per 16 at 4j(R8), rows 32 bytes apart).
+#define T16MIN(j) \
+	VMOVDQU64 (4608+64*j)(SI), Z12; \
+	VPDPWSSD.BCST (4*j)(R8), Z12, Z8; \
+	VPDPWSSD.BCST (4*j+32)(R8), Z12, Z9; \
+	VPDPWSSD.BCST (4*j+64)(R8), Z12, Z10; \
+	VPDPWSSD.BCST (4*j+96)(R8), Z12, Z11
+
+// T16FLOAT adds to acc (x row r's eight lanes) the super-block's
+// float32(float32(d·dx)·float32(is)) - float32(float32(dmin·dx)·float32(im)).
+#define T16FLOAT(r, is, im, acc) \
+	VBROADCASTSS (4*r)(R9), Z13; \
+	VMULPS 5120(SI), Z13, Z14; \
+	VCVTDQ2PS is, Z15; \
+	VMULPS Z15, Z14, Z14; \
+	VMULPS 5184(SI), Z13, Z13; \
+	VCVTDQ2PS im, Z15; \
+	VMULPS Z15, Z13, Z13; \
+	VSUBPS Z13, Z14, Z14; \
+	VADDPS Z14, acc, acc
+
+// func q4KT16VNNI(out *float32, t *byte, x *int8, d *float32, sums *int16, n, ldo int)
+// sixteen Q4_K weight rows of n super-blocks repacked by repackQ4KT16 (t)
+// against the four x rows of a pack of packAct4: out[r·ldo/4 + j] for x
+// row r and weight row j < 16. n ≥ 1. Needs AVX512-VNNI.
+TEXT ·q4KT16VNNI(SB), NOSPLIT, $0-56
+	MOVQ t+8(FP), SI
+	MOVQ x+16(FP), DI
+	MOVQ d+24(FP), R9
+	MOVQ sums+32(FP), R8
+	MOVQ n+40(FP), CX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+
+q4kt16sb:
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	T16SUB(0)
+	T16SUB(1)
+	T16SUB(2)
+	T16SUB(3)
+	T16SUB(4)
+	T16SUB(5)
+	T16SUB(6)
+	T16SUB(7)
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	T16MIN(0)
+	T16MIN(1)
+	T16MIN(2)
+	T16MIN(3)
+	T16MIN(4)
+	T16MIN(5)
+	T16MIN(6)
+	T16MIN(7)
+	T16FLOAT(0, Z4, Z8, Z0)
+	T16FLOAT(1, Z5, Z9, Z1)
+	T16FLOAT(2, Z6, Z10, Z2)
+	T16FLOAT(3, Z7, Z11, Z3)
+	ADDQ $5248, SI
+	ADDQ $1024, DI
+	ADDQ $16, R9
+	ADDQ $128, R8
+	DECQ CX
+	JNZ q4kt16sb
+	MOVQ out+0(FP), AX
+	MOVQ ldo+48(FP), BX
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, (AX)(BX*1)
+	LEAQ (AX)(BX*2), DX
+	VMOVUPS Z2, (DX)
+	VMOVUPS Z3, (DX)(BX*1)
+	VZEROUPPER
+	RET
+
+
+// repackQ4KT8S2AVX512 is repackQ4KT8AVX512 writing each 32-byte chunk of
+// the eight-row layout at twice its offset (chunk c at 64c, a super-block
+// 2·q4KT8Bytes): called for rows 0…7 at t and rows 8…15 at t+32, it
+// writes repackQ4KT16's layout. Its macros are repackQ4KT8AVX512's with
+// the offsets doubled.
+
+// T8NIBOUTS2 is T8NIBOUT at the doubled offsets.
+#define T8NIBOUTS2(D, dst) \
+	VPANDD Y16, D, Y15; \
+	VMOVDQU Y15, (2*(dst))(DI); \
+	VPSRLW $4, D, D; \
+	VPANDD Y16, D, D; \
+	VMOVDQU D, (2*(dst)+512)(DI)
+
+// T8NIBS2 is T8NIB at the doubled offsets.
+#define T8NIBS2(off, dst) \
+	T8TRANS(off); \
+	T8NIBOUTS2(Y8, dst); \
+	T8NIBOUTS2(Y10, dst+32); \
+	T8NIBOUTS2(Y12, dst+64); \
+	T8NIBOUTS2(Y14, dst+96); \
+	T8NIBOUTS2(Y9, dst+128); \
+	T8NIBOUTS2(Y11, dst+160); \
+	T8NIBOUTS2(Y13, dst+192); \
+	T8NIBOUTS2(Y0, dst+224)
+
+// T8DMS2 is T8DM at the doubled offsets.
+#define T8DMS2(src, r) \
+	MOVL src, AX; \
+	VMOVD AX, X0; \
+	VCVTPH2PS X0, X0; \
+	VMOVSS X0, (5120+4*r)(DI); \
+	VEXTRACTPS $1, X0, (5184+4*r)(DI)
+
+// T8SCJS2 is T8SCJ at the doubled offsets.
+#define T8SCJS2(j) \
+	VPMOVZXBD (8*j)(SP), Y0; \
+	VMOVDQU Y0, (4096+64*j)(DI); \
+	VPMOVZXBD (64+8*j)(SP), Y1; \
+	VPSLLD $16, Y1, Y2; \
+	VPOR Y2, Y1, Y1; \
+	VMOVDQU Y1, (4608+64*j)(DI)
+
+// func repackQ4KT8S2AVX512(t *byte, w *byte, rb, nsb int)
+TEXT ·repackQ4KT8S2AVX512(SB), NOSPLIT, $128-32
+	MOVQ t+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ rb+16(FP), R8
+	MOVQ nsb+24(FP), CX
+	LEAQ (R8)(R8*2), R10
+	LEAQ (R8)(R8*4), R11
+	LEAQ (R10)(R8*4), R12
+	MOVL $0x0F0F0F0F, AX
+	VPBROADCASTD AX, Y16
+
+t8rs2sb:
+	T8NIBS2(16, 0)
+	T8NIBS2(48, 512)
+	T8NIBS2(80, 1024)
+	T8NIBS2(112, 1536)
+	VMOVDQU (SI), X10
+	VK4SCALES(X10, X0, X8, X9)
+	VMOVDQU (SI)(R8*1), X10
+	VK4SCALES(X10, X1, X8, X9)
+	VMOVDQU (SI)(R8*2), X10
+	VK4SCALES(X10, X2, X8, X9)
+	VMOVDQU (SI)(R10*1), X10
+	VK4SCALES(X10, X3, X8, X9)
+	VMOVDQU (SI)(R8*4), X10
+	VK4SCALES(X10, X4, X8, X9)
+	VMOVDQU (SI)(R11*1), X10
+	VK4SCALES(X10, X5, X8, X9)
+	VMOVDQU (SI)(R10*2), X10
+	VK4SCALES(X10, X6, X8, X9)
+	VMOVDQU (SI)(R12*1), X10
+	VK4SCALES(X10, X7, X8, X9)
+	VPUNPCKLBW X1, X0, X8
+	VPUNPCKHBW X1, X0, X9
+	VPUNPCKLBW X3, X2, X10
+	VPUNPCKHBW X3, X2, X11
+	VPUNPCKLBW X5, X4, X12
+	VPUNPCKHBW X5, X4, X13
+	VPUNPCKLBW X7, X6, X14
+	VPUNPCKHBW X7, X6, X15
+	VPUNPCKLWD X10, X8, X0
+	VPUNPCKHWD X10, X8, X1
+	VPUNPCKLWD X14, X12, X2
+	VPUNPCKHWD X14, X12, X3
+	VPUNPCKLWD X11, X9, X4
+	VPUNPCKHWD X11, X9, X5
+	VPUNPCKLWD X15, X13, X6
+	VPUNPCKHWD X15, X13, X7
+	VPUNPCKLDQ X2, X0, X8
+	VPUNPCKHDQ X2, X0, X9
+	VPUNPCKLDQ X3, X1, X10
+	VPUNPCKHDQ X3, X1, X11
+	VPUNPCKLDQ X6, X4, X12
+	VPUNPCKHDQ X6, X4, X13
+	VPUNPCKLDQ X7, X5, X14
+	VPUNPCKHDQ X7, X5, X15
+	VMOVDQU X8, 0(SP)
+	VMOVDQU X9, 16(SP)
+	VMOVDQU X10, 32(SP)
+	VMOVDQU X11, 48(SP)
+	VMOVDQU X12, 64(SP)
+	VMOVDQU X13, 80(SP)
+	VMOVDQU X14, 96(SP)
+	VMOVDQU X15, 112(SP)
+	T8SCJS2(0)
+	T8SCJS2(1)
+	T8SCJS2(2)
+	T8SCJS2(3)
+	T8SCJS2(4)
+	T8SCJS2(5)
+	T8SCJS2(6)
+	T8SCJS2(7)
+	T8DMS2((SI), 0)
+	T8DMS2((SI)(R8*1), 1)
+	T8DMS2((SI)(R8*2), 2)
+	T8DMS2((SI)(R10*1), 3)
+	T8DMS2((SI)(R8*4), 4)
+	T8DMS2((SI)(R11*1), 5)
+	T8DMS2((SI)(R10*2), 6)
+	T8DMS2((SI)(R12*1), 7)
+	ADDQ $144, SI
+	ADDQ $5248, DI
+	DECQ CX
+	JNZ t8rs2sb
+	VZEROUPPER
+	RET
