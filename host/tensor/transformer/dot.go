@@ -191,6 +191,10 @@ type kernelSet struct {
 	// and weight row j < 16, with rows4's bits.
 	tile16    func(out []float32, t []byte, p *act4, nsb, ldo int)
 	repackT16 func(t, w []byte, rb, nsb int)
+	// tile16Q6, if set, is tile16 over Q6_K weights repacked by
+	// repackT16Q6 (repackQ6KT16's bytes), with rows4's bits.
+	tile16Q6    func(out []float32, t []byte, p *act4, nsb, ldo int)
+	repackT16Q6 func(t, w []byte, rb, nsb int)
 	// cols4, if set, is rowDot for rows (a multiple of 4) weight rows of
 	// type dt (stored one after the other) against the one row of x a:
 	// out[j] for weight row j, with the same bits; ok is false for the

@@ -158,6 +158,46 @@ func TestRepackQ4KT16(t *testing.T) {
 	}
 }
 
+// TestRepackQ6KT16 checks the assembly repacking of sixteen Q6_K rows
+// (kernelSet.repackT16Q6) against repackQ6KT16, as TestRepackQ6KT8 does
+// eight (a signaling NaN d may come back quiet).
+func TestRepackQ6KT16(t *testing.T) {
+	if !cpu.X86.HasAVX512F || !cpu.X86.HasAVX512VL || !cpu.X86.HasAVX512BW || !hasAVX2 {
+		t.Skip("no AVX-512 VL and BW")
+	}
+	for _, k := range []int{256, 768, 2048} {
+		for _, bytes := range []bool{false, true} {
+			r := &rng{s: uint64(k)}
+			w := r.weights(abi.Q6_K, 17, k, false)
+			if bytes {
+				for i := range w.Raw {
+					w.Raw[i] = byte(i * 11)
+				}
+			}
+			rb, nsb := rowBytes(abi.Q6_K, k), k/256
+			want, got := make([]byte, 2*nsb*q6KT8Bytes), make([]byte, 2*nsb*q6KT8Bytes)
+			for _, c := range []struct{ off, rb, nsb int }{{0, rb, nsb}, {rb, rb, nsb}, {0, rb, 1}} {
+				repackQ6KT16(want, w.bytes()[c.off:], c.rb, c.nsb)
+				clear(got)
+				repackQ6KT16Asm(got, w.bytes()[c.off:], c.rb, c.nsb)
+				for i := range 2 * c.nsb * q6KT8Bytes {
+					if i%(2*q6KT8Bytes) >= 2*2816 {
+						j := i &^ 3
+						g := math.Float32frombits(binary.LittleEndian.Uint32(got[j:]))
+						w := math.Float32frombits(binary.LittleEndian.Uint32(want[j:]))
+						if g != g && w != w {
+							continue
+						}
+					}
+					if got[i] != want[i] {
+						t.Fatalf("k %d, bytes %v, %+v: byte %d = %d, want %d", k, bytes, c, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestRepackQ6KT8 checks the assembly repacking of eight Q6_K rows
 // (kernelSet.repackT8Q6) against repackQ6KT8, byte for byte, for rows
 // further apart than their size and weights of every byte value.
@@ -204,7 +244,7 @@ func TestRepackQ6KT8(t *testing.T) {
 // TestPromptAB times a prompt's matmuls (64 rows of x, as the runner's
 // prefill batches them, by the 110M shape's weights) with the best kernels
 // against the same kernels without the prompt kernels added since
-// (tile16, tolerance mode's Q4_K, and tile8Q6, its Q6_K; exact mode's are
+// (tile16, tolerance mode's Q4_K, and tile8Q6 and tile16Q6, its Q6_K; exact mode's are
 // the same kernels both times: a check of the measure), interleaved, on
 // one
 // thread (INFERNET_AB=1): the minimum and median of many rounds, and
@@ -217,7 +257,7 @@ func TestPromptAB(t *testing.T) {
 	const rows, rounds = 64, 41
 	best := bestKernels()
 	old := *best
-	old.tile8Q6, old.tile16 = nil, nil
+	old.tile8Q6, old.tile16, old.tile16Q6 = nil, nil, nil
 	sets := []*kernelSet{&old, best}
 	for _, c := range []struct {
 		mode string

@@ -373,11 +373,19 @@ func repackQ4KT8(t, w []byte, rb, nsb int) {
 // 32-byte chunk by chunk (chunk c of the eight-row layout at 64c, rows
 // 0…7, and 64c+32, rows 8…15), so that a zmm's lanes are the sixteen
 // rows.
-func repackQ4KT16(t, w []byte, rb, nsb int) {
-	t8 := make([]byte, nsb*q4KT8Bytes)
+func repackQ4KT16(t, w []byte, rb, nsb int) { repackT16(repackQ4KT8, q4KT8Bytes, t, w, rb, nsb) }
+
+// repackQ6KT16 is repackQ4KT16 for Q6_K rows (repackQ6KT8's layout), for
+// kernelSet.tile16Q6.
+func repackQ6KT16(t, w []byte, rb, nsb int) { repackT16(repackQ6KT8, q6KT8Bytes, t, w, rb, nsb) }
+
+// repackT16 repacks sixteen rows with repack8, whose layout has size
+// bytes per super-block, rows 0…7 and 8…15 32-byte chunk by chunk.
+func repackT16(repack8 func(t, w []byte, rb, nsb int), size int, t, w []byte, rb, nsb int) {
+	t8 := make([]byte, nsb*size)
 	for h := range 2 {
-		repackQ4KT8(t8, w[8*h*rb:], rb, nsb)
-		for c := range nsb * q4KT8Bytes / 32 {
+		repack8(t8, w[8*h*rb:], rb, nsb)
+		for c := range nsb * size / 32 {
 			copy(t[64*c+32*h:64*c+32*h+32], t8[32*c:])
 		}
 	}
@@ -514,26 +522,32 @@ func intGemm(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float
 	if len(packs) == 0 {
 		tile8 = nil
 	}
-	tile16 := ks.tile16 != nil && ks.repackT16 != nil && tile8 != nil && w.Type == abi.Q4_K
+	tile16, repack16 := ks.tile16, ks.repackT16
+	if w.Type == abi.Q6_K {
+		tile16, repack16 = ks.tile16Q6, ks.repackT16Q6
+	}
+	if tile16 == nil || repack16 == nil || tile8 == nil {
+		tile16 = nil
+	}
 	switch {
-	case tile16:
+	case tile16 != nil:
 		block = max(16, block&^15)
 	case tile8 != nil:
 		block = max(8, block&^7)
 	}
 	err := par.ForBlocks(ctx, threads, n, block, func(lo0, hi int) error {
 		lo := lo0
-		if tile16 {
-			// Sixteen weight rows at a time (repackQ4KT16) where the
-			// kernels take them, then eights.
+		if tile16 != nil {
+			// Sixteen weight rows at a time (repackQ4KT16,
+			// repackQ6KT16) where the kernels take them, then eights.
 			nsb := k / 256
-			tp := tileBuf(2 * nsb * q4KT8Bytes)
+			tp := tileBuf(2 * nsb * tileBytes)
 			defer tilePool.Put(tp)
 			tb := *tp
 			for ; lo+16 <= hi; lo += 16 {
-				ks.repackT16(tb, wb[lo*rb:(lo+16)*rb], rb, nsb)
+				repack16(tb, wb[lo*rb:(lo+16)*rb], rb, nsb)
 				for g := range packs {
-					ks.tile16(out[4*g*n+lo:], tb, &packs[g], nsb, n)
+					tile16(out[4*g*n+lo:], tb, &packs[g], nsb, n)
 				}
 			}
 		}

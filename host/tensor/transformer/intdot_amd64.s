@@ -2951,3 +2951,309 @@ t8rs2sb:
 	JNZ t8rs2sb
 	VZEROUPPER
 	RET
+
+// The sixteen-weight-row Q6_K tile kernel (q6KT16VNNI,
+// kernelSet.tile16Q6): q6KT8VNNI in zmm over repackQ6KT16's layout (two
+// eight-row tiles, 32-byte chunk by chunk), as q4KT16VNNI is q4KT8VNNI;
+// the same operations lane by lane, so the same bits.
+
+// Q6T16Q adds to A0…A3 (x rows 0…3) the products of the eight rows' four
+// values at woff(SI) and each x row's four int8 at xoff(DI) (rows 256
+// bytes apart); Z12 clobbered.
+#define Q6T16Q(woff, xoff, A0, A1, A2, A3) \
+	VMOVDQU64 (2*(woff))(SI), Z12; \
+	VPDPBUSD.BCST xoff(DI), Z12, A0; \
+	VPDPBUSD.BCST xoff+256(DI), Z12, A1; \
+	VPDPBUSD.BCST xoff+512(DI), Z12, A2; \
+	VPDPBUSD.BCST xoff+768(DI), Z12, A3
+
+// Q6T16G adds to Z4…Z7 (x rows 0…3) sc_g times the sums of group g (16
+// values), using A0…A3 and Z12, Z13.
+#define Q6T16G(g, A0, A1, A2, A3) \
+	VPXORD A0, A0, A0; \
+	VPXORD A1, A1, A1; \
+	VPXORD A2, A2, A2; \
+	VPXORD A3, A3, A3; \
+	Q6T16Q(128*g, 16*g, A0, A1, A2, A3); \
+	Q6T16Q(128*g+32, 16*g+4, A0, A1, A2, A3); \
+	Q6T16Q(128*g+64, 16*g+8, A0, A1, A2, A3); \
+	Q6T16Q(128*g+96, 16*g+12, A0, A1, A2, A3); \
+	VMOVDQU64 (4096+64*g)(SI), Z13; \
+	VPMULLD Z13, A0, A0; \
+	VPMULLD Z13, A1, A1; \
+	VPMULLD Z13, A2, A2; \
+	VPMULLD Z13, A3, A3; \
+	VPADDD A0, Z4, Z4; \
+	VPADDD A1, Z5, Z5; \
+	VPADDD A2, Z6, Z6; \
+	VPADDD A3, Z7, Z7
+
+// Q6T16MIN adds to Z8…Z11 sc_2p·Σx_2p + sc_2p+1·Σx_2p+1 for each x row
+// (the pair of int16 sums per 16 at 4p(R8), rows 32 bytes apart).
+#define Q6T16MIN(p) \
+	VMOVDQU64 (5120+64*p)(SI), Z12; \
+	VPDPWSSD.BCST (4*p)(R8), Z12, Z8; \
+	VPDPWSSD.BCST (4*p+32)(R8), Z12, Z9; \
+	VPDPWSSD.BCST (4*p+64)(R8), Z12, Z10; \
+	VPDPWSSD.BCST (4*p+96)(R8), Z12, Z11
+
+// Q6T16FLOAT adds to acc (x row r's eight lanes) the super-block's
+// float32(float32(d·dx)·float32(is - 32·im)).
+#define Q6T16FLOAT(r, is, im, acc) \
+	VPSLLD $5, im, im; \
+	VPSUBD im, is, is; \
+	VBROADCASTSS (4*r)(R9), Z13; \
+	VMULPS 5632(SI), Z13, Z14; \
+	VCVTDQ2PS is, Z15; \
+	VMULPS Z15, Z14, Z14; \
+	VADDPS Z14, acc, acc
+
+// func q6KT16VNNI(out *float32, t *byte, x *int8, d *float32, sums *int16, n, ldo int)
+// sixteen Q6_K weight rows of n super-blocks repacked by repackQ6KT16 (t)
+// against the four x rows of a pack of packAct4: out[r·ldo/4 + j] for x
+// row r and weight row j < 16. n ≥ 1. Needs AVX512-VNNI.
+TEXT ·q6KT16VNNI(SB), NOSPLIT, $0-56
+	MOVQ t+8(FP), SI
+	MOVQ x+16(FP), DI
+	MOVQ d+24(FP), R9
+	MOVQ sums+32(FP), R8
+	MOVQ n+40(FP), CX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+
+q6kt16sb:
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	Q6T16G(0, Z8, Z9, Z10, Z11)
+	Q6T16G(1, Z16, Z17, Z18, Z19)
+	Q6T16G(2, Z8, Z9, Z10, Z11)
+	Q6T16G(3, Z16, Z17, Z18, Z19)
+	Q6T16G(4, Z8, Z9, Z10, Z11)
+	Q6T16G(5, Z16, Z17, Z18, Z19)
+	Q6T16G(6, Z8, Z9, Z10, Z11)
+	Q6T16G(7, Z16, Z17, Z18, Z19)
+	Q6T16G(8, Z8, Z9, Z10, Z11)
+	Q6T16G(9, Z16, Z17, Z18, Z19)
+	Q6T16G(10, Z8, Z9, Z10, Z11)
+	Q6T16G(11, Z16, Z17, Z18, Z19)
+	Q6T16G(12, Z8, Z9, Z10, Z11)
+	Q6T16G(13, Z16, Z17, Z18, Z19)
+	Q6T16G(14, Z8, Z9, Z10, Z11)
+	Q6T16G(15, Z16, Z17, Z18, Z19)
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	Q6T16MIN(0)
+	Q6T16MIN(1)
+	Q6T16MIN(2)
+	Q6T16MIN(3)
+	Q6T16MIN(4)
+	Q6T16MIN(5)
+	Q6T16MIN(6)
+	Q6T16MIN(7)
+	Q6T16FLOAT(0, Z4, Z8, Z0)
+	Q6T16FLOAT(1, Z5, Z9, Z1)
+	Q6T16FLOAT(2, Z6, Z10, Z2)
+	Q6T16FLOAT(3, Z7, Z11, Z3)
+	ADDQ $5696, SI
+	ADDQ $1024, DI
+	ADDQ $16, R9
+	ADDQ $128, R8
+	DECQ CX
+	JNZ q6kt16sb
+	MOVQ out+0(FP), AX
+	MOVQ ldo+48(FP), BX
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, (AX)(BX*1)
+	LEAQ (AX)(BX*2), DX
+	VMOVUPS Z2, (DX)
+	VMOVUPS Z3, (DX)(BX*1)
+	VZEROUPPER
+	RET
+
+// repackQ6KT8S2AVX512 is repackQ6KT8AVX512 writing each 32-byte chunk of
+// the eight-row layout at twice its offset (chunk c at 64c, a super-block
+// 2·q6KT8Bytes): called for rows 0…7 at t and rows 8…15 at t+32, it
+// writes repackQ6KT16's layout. Its macros (…S2) are repackQ6KT8AVX512's
+// with the offsets doubled.
+#define Q6RSTORES2(off) \
+	VMOVDQU Y8, off(SP); \
+	VMOVDQU Y10, off+32(SP); \
+	VMOVDQU Y12, off+64(SP); \
+	VMOVDQU Y14, off+96(SP); \
+	VMOVDQU Y9, off+128(SP); \
+	VMOVDQU Y11, off+160(SP); \
+	VMOVDQU Y13, off+192(SP); \
+	VMOVDQU Y0, off+224(SP)
+
+#define Q6RLOS2(Q, m, TS, dst) \
+	VPANDD Y16, Q, Y1; \
+	VMOVDQU (32*m)(SP), Y2; \
+	TS; \
+	VPANDD Y17, Y2, Y2; \
+	VPORD Y2, Y1, Y1; \
+	VMOVDQU Y1, (2*(dst))(DI)
+#define Q6RHIS2(Q, m, TS, dst) \
+	VPSRLW $4, Q, Y1; \
+	VPANDD Y16, Y1, Y1; \
+	VMOVDQU (32*m)(SP), Y2; \
+	TS; \
+	VPANDD Y17, Y2, Y2; \
+	VPORD Y2, Y1, Y1; \
+	VMOVDQU Y1, (2*(dst))(DI)
+#define Q6RHI0S2(Q, m, dst) \
+	VPSRLW $4, Q, Y1; \
+	VPANDD Y16, Y1, Y1; \
+	VPANDD (32*m)(SP), Y17, Y2; \
+	VPORD Y2, Y1, Y1; \
+	VMOVDQU Y1, (2*(dst))(DI)
+#define Q6SHL4S2 VPSLLW $4, Y2, Y2
+#define Q6SHL2S2 VPSLLW $2, Y2, Y2
+#define Q6RAS2(Q, m, h) \
+	Q6RLOS2(Q, m, Q6SHL4S2, (32*(32*h+m))); \
+	Q6RHI0S2(Q, m, (32*(32*h+16+m)))
+
+#define Q6RBS2(Q, m, h) \
+	Q6RLOS2(Q, m, Q6SHL2S2, (32*(32*h+8+m))); \
+	Q6RHIS2(Q, m, Q6SHR2, (32*(32*h+24+m)))
+
+#define Q6RHALFS2(h) \
+	T8TRANS(128+32*h); \
+	Q6RSTORES2(0); \
+	T8TRANS(64*h); \
+	Q6RAS2(Y8, 0, h); \
+	Q6RAS2(Y10, 1, h); \
+	Q6RAS2(Y12, 2, h); \
+	Q6RAS2(Y14, 3, h); \
+	Q6RAS2(Y9, 4, h); \
+	Q6RAS2(Y11, 5, h); \
+	Q6RAS2(Y13, 6, h); \
+	Q6RAS2(Y0, 7, h); \
+	T8TRANS(64*h+32); \
+	Q6RBS2(Y8, 0, h); \
+	Q6RBS2(Y10, 1, h); \
+	Q6RBS2(Y12, 2, h); \
+	Q6RBS2(Y14, 3, h); \
+	Q6RBS2(Y9, 4, h); \
+	Q6RBS2(Y11, 5, h); \
+	Q6RBS2(Y13, 6, h); \
+	Q6RBS2(Y0, 7, h)
+
+#define Q6RSCS2(g) \
+	VPMOVSXBD (256+8*g)(SP), Y1; \
+	VMOVDQU Y1, (4096+64*g)(DI)
+
+#define Q6RPAIRS2(p) \
+	VPMOVSXBW (256+16*p)(SP), X1; \
+	VPMOVSXBW (256+16*p+8)(SP), X2; \
+	VPUNPCKLWD X2, X1, X3; \
+	VPUNPCKHWD X2, X1, X4; \
+	VMOVDQU X3, (5120+64*p)(DI); \
+	VMOVDQU X4, (5120+64*p+16)(DI)
+
+#define Q6RDS2(src, r) \
+	MOVWLZX src, AX; \
+	VMOVD AX, X1; \
+	VCVTPH2PS X1, X1; \
+	VMOVSS X1, (5632+4*r)(DI)
+
+// func repackQ6KT8S2AVX512(t *byte, w *byte, rb, nsb int)
+TEXT ·repackQ6KT8S2AVX512(SB), NOSPLIT, $384-32
+	MOVQ t+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ rb+16(FP), R8
+	MOVQ nsb+24(FP), CX
+	LEAQ (R8)(R8*2), R10
+	LEAQ (R8)(R8*4), R11
+	LEAQ (R10)(R8*4), R12
+	MOVL $0x0F0F0F0F, AX
+	VPBROADCASTD AX, Y16
+	MOVL $0x30303030, AX
+	VPBROADCASTD AX, Y17
+
+q6rs2sb:
+	Q6RHALFS2(0)
+	Q6RHALFS2(1)
+	VMOVDQU 192(SI), X0
+	VMOVDQU 192(SI)(R8*1), X1
+	VMOVDQU 192(SI)(R8*2), X2
+	VMOVDQU 192(SI)(R10*1), X3
+	VMOVDQU 192(SI)(R8*4), X4
+	VMOVDQU 192(SI)(R11*1), X5
+	VMOVDQU 192(SI)(R10*2), X6
+	VMOVDQU 192(SI)(R12*1), X7
+	VPUNPCKLBW X1, X0, X8
+	VPUNPCKHBW X1, X0, X9
+	VPUNPCKLBW X3, X2, X10
+	VPUNPCKHBW X3, X2, X11
+	VPUNPCKLBW X5, X4, X12
+	VPUNPCKHBW X5, X4, X13
+	VPUNPCKLBW X7, X6, X14
+	VPUNPCKHBW X7, X6, X15
+	VPUNPCKLWD X10, X8, X0
+	VPUNPCKHWD X10, X8, X1
+	VPUNPCKLWD X14, X12, X2
+	VPUNPCKHWD X14, X12, X3
+	VPUNPCKLWD X11, X9, X4
+	VPUNPCKHWD X11, X9, X5
+	VPUNPCKLWD X15, X13, X6
+	VPUNPCKHWD X15, X13, X7
+	VPUNPCKLDQ X2, X0, X8
+	VPUNPCKHDQ X2, X0, X9
+	VPUNPCKLDQ X3, X1, X10
+	VPUNPCKHDQ X3, X1, X11
+	VPUNPCKLDQ X6, X4, X12
+	VPUNPCKHDQ X6, X4, X13
+	VPUNPCKLDQ X7, X5, X14
+	VPUNPCKHDQ X7, X5, X15
+	VMOVDQU X8, 256(SP)
+	VMOVDQU X9, 272(SP)
+	VMOVDQU X10, 288(SP)
+	VMOVDQU X11, 304(SP)
+	VMOVDQU X12, 320(SP)
+	VMOVDQU X13, 336(SP)
+	VMOVDQU X14, 352(SP)
+	VMOVDQU X15, 368(SP)
+	Q6RSCS2(0)
+	Q6RSCS2(1)
+	Q6RSCS2(2)
+	Q6RSCS2(3)
+	Q6RSCS2(4)
+	Q6RSCS2(5)
+	Q6RSCS2(6)
+	Q6RSCS2(7)
+	Q6RSCS2(8)
+	Q6RSCS2(9)
+	Q6RSCS2(10)
+	Q6RSCS2(11)
+	Q6RSCS2(12)
+	Q6RSCS2(13)
+	Q6RSCS2(14)
+	Q6RSCS2(15)
+	Q6RPAIRS2(0)
+	Q6RPAIRS2(1)
+	Q6RPAIRS2(2)
+	Q6RPAIRS2(3)
+	Q6RPAIRS2(4)
+	Q6RPAIRS2(5)
+	Q6RPAIRS2(6)
+	Q6RPAIRS2(7)
+	Q6RDS2(208(SI), 0)
+	Q6RDS2(208(SI)(R8*1), 1)
+	Q6RDS2(208(SI)(R8*2), 2)
+	Q6RDS2(208(SI)(R10*1), 3)
+	Q6RDS2(208(SI)(R8*4), 4)
+	Q6RDS2(208(SI)(R11*1), 5)
+	Q6RDS2(208(SI)(R10*2), 6)
+	Q6RDS2(208(SI)(R12*1), 7)
+	ADDQ $210, SI
+	ADDQ $5696, DI
+	DECQ CX
+	JNZ q6rs2sb
+	VZEROUPPER
+	RET

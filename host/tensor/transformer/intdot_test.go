@@ -134,15 +134,15 @@ func TestMatMulIntSameBits(t *testing.T) {
 				}
 				sets := allKernels()
 				for _, ks := range sets {
-					if ks.tile16 != nil {
+					if ks.tile16 != nil || ks.tile16Q6 != nil {
 						// The kernels tile16 leaves less to.
 						c := *ks
-						c.name, c.tile16 = ks.name+" without tile16", nil
+						c.name, c.tile16, c.tile16Q6 = ks.name+" without tile16", nil, nil
 						sets = append(sets, &c)
 					}
 					if ks.tile8 != nil || ks.tile8Q6 != nil {
 						c := *ks
-						c.name, c.tile8, c.tile8Q6, c.tile16 = ks.name+" without tiles", nil, nil, nil
+						c.name, c.tile8, c.tile8Q6, c.tile16, c.tile16Q6 = ks.name+" without tiles", nil, nil, nil, nil
 						sets = append(sets, &c)
 					}
 				}
