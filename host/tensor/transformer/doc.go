@@ -45,8 +45,9 @@
 // match the portable ones; for Q8_0, Q4_0, Q4_K and Q6_K a whole row's dot
 // product, float part included, is one assembly call, and a prompt's rows
 // of x go four at a time (Q4_K with AVX512-VNNI: eight) to multi-row kernels that decode each weight
-// block once for the four (Q4_K with AVX512-VNNI: eight weight rows at a
-// time repacked so that VPDPBUSD's lanes are weight rows, kernelSet.tile8,
+// block once for the four (Q4_K and Q6_K with AVX512-VNNI: sixteen weight
+// rows at a time in zmm, then eights in ymm, repacked so that VPDPBUSD's
+// lanes are weight rows, kernelSet.tile16, tile16Q6, tile8 and tile8Q6,
 // against four x rows), a decode step's one row to kernels that take
 // four weight rows at once; AVX512-VNNI's VPDPWSSD and VPDPBUSD where the
 // CPU has them) but not exact mode's, so exact mode never takes it. Q8_0

@@ -181,6 +181,20 @@ type kernelSet struct {
 	tile8 func(out []float32, t []byte, p *act4, nsb, ldo int)
 	// repackT8, if set, is repackQ4KT8 with the same bytes.
 	repackT8 func(t, w []byte, rb, nsb int)
+	// tile8Q6, if set, is tile8 over Q6_K weights repacked by
+	// repackQ6KT8, with rows4's bits.
+	tile8Q6 func(out []float32, t []byte, p *act4, nsb, ldo int)
+	// repackT8Q6, if set, is repackQ6KT8 with the same bytes.
+	repackT8Q6 func(t, w []byte, rb, nsb int)
+	// tile16, if set, is tile8 for sixteen Q4_K weight rows repacked by
+	// repackT16 (repackQ4KT16's bytes): out[r·ldo + j] for x row r < 4
+	// and weight row j < 16, with rows4's bits.
+	tile16    func(out []float32, t []byte, p *act4, nsb, ldo int)
+	repackT16 func(t, w []byte, rb, nsb int)
+	// tile16Q6, if set, is tile16 over Q6_K weights repacked by
+	// repackT16Q6 (repackQ6KT16's bytes), with rows4's bits.
+	tile16Q6    func(out []float32, t []byte, p *act4, nsb, ldo int)
+	repackT16Q6 func(t, w []byte, rb, nsb int)
 	// cols4, if set, is rowDot for rows (a multiple of 4) weight rows of
 	// type dt (stored one after the other) against the one row of x a:
 	// out[j] for weight row j, with the same bits; ok is false for the

@@ -4,7 +4,9 @@ package transformer
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"os"
 	"sort"
 	"testing"
@@ -124,11 +126,127 @@ func TestRepackQ4KT8(t *testing.T) {
 	}
 }
 
+// TestRepackQ4KT16 checks the assembly repacking of sixteen Q4_K rows
+// (kernelSet.repackT16) against repackQ4KT16, byte for byte, for rows
+// further apart than their size and weights of every byte value.
+func TestRepackQ4KT16(t *testing.T) {
+	if !cpu.X86.HasAVX512F || !cpu.X86.HasAVX512VL || !hasAVX2 {
+		t.Skip("no AVX-512 VL")
+	}
+	for _, k := range []int{256, 768, 2048} {
+		for _, bytes := range []bool{false, true} {
+			r := &rng{s: uint64(k)}
+			w := r.weights(abi.Q4_K, 17, k, false)
+			if bytes {
+				for i := range w.Raw {
+					w.Raw[i] = byte(i * 11)
+				}
+			}
+			rb, nsb := rowBytes(abi.Q4_K, k), k/256
+			want, got := make([]byte, 2*nsb*q4KT8Bytes), make([]byte, 2*nsb*q4KT8Bytes)
+			for _, c := range []struct{ off, rb, nsb int }{{0, rb, nsb}, {rb, rb, nsb}, {0, rb, 1}} {
+				repackQ4KT16(want, w.bytes()[c.off:], c.rb, c.nsb)
+				clear(got)
+				repackQ4KT16Asm(got, w.bytes()[c.off:], c.rb, c.nsb)
+				for i := range 2 * c.nsb * q4KT8Bytes {
+					if got[i] != want[i] {
+						t.Fatalf("k %d, bytes %v, %+v: byte %d = %d, want %d", k, bytes, c, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestRepackQ6KT16 checks the assembly repacking of sixteen Q6_K rows
+// (kernelSet.repackT16Q6) against repackQ6KT16, as TestRepackQ6KT8 does
+// eight (a signaling NaN d may come back quiet).
+func TestRepackQ6KT16(t *testing.T) {
+	if !cpu.X86.HasAVX512F || !cpu.X86.HasAVX512VL || !cpu.X86.HasAVX512BW || !hasAVX2 {
+		t.Skip("no AVX-512 VL and BW")
+	}
+	for _, k := range []int{256, 768, 2048} {
+		for _, bytes := range []bool{false, true} {
+			r := &rng{s: uint64(k)}
+			w := r.weights(abi.Q6_K, 17, k, false)
+			if bytes {
+				for i := range w.Raw {
+					w.Raw[i] = byte(i * 11)
+				}
+			}
+			rb, nsb := rowBytes(abi.Q6_K, k), k/256
+			want, got := make([]byte, 2*nsb*q6KT8Bytes), make([]byte, 2*nsb*q6KT8Bytes)
+			for _, c := range []struct{ off, rb, nsb int }{{0, rb, nsb}, {rb, rb, nsb}, {0, rb, 1}} {
+				repackQ6KT16(want, w.bytes()[c.off:], c.rb, c.nsb)
+				clear(got)
+				repackQ6KT16Asm(got, w.bytes()[c.off:], c.rb, c.nsb)
+				for i := range 2 * c.nsb * q6KT8Bytes {
+					if i%(2*q6KT8Bytes) >= 2*2816 {
+						j := i &^ 3
+						g := math.Float32frombits(binary.LittleEndian.Uint32(got[j:]))
+						w := math.Float32frombits(binary.LittleEndian.Uint32(want[j:]))
+						if g != g && w != w {
+							continue
+						}
+					}
+					if got[i] != want[i] {
+						t.Fatalf("k %d, bytes %v, %+v: byte %d = %d, want %d", k, bytes, c, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestRepackQ6KT8 checks the assembly repacking of eight Q6_K rows
+// (kernelSet.repackT8Q6) against repackQ6KT8, byte for byte, for rows
+// further apart than their size and weights of every byte value.
+func TestRepackQ6KT8(t *testing.T) {
+	if !cpu.X86.HasAVX512F || !cpu.X86.HasAVX512VL || !cpu.X86.HasAVX512BW || !hasAVX2 {
+		t.Skip("no AVX-512 VL and BW")
+	}
+	for _, k := range []int{256, 768, 2048} {
+		for _, bytes := range []bool{false, true} {
+			r := &rng{s: uint64(k)}
+			w := r.weights(abi.Q6_K, 9, k, false)
+			if bytes {
+				for i := range w.Raw {
+					w.Raw[i] = byte(i * 11)
+				}
+			}
+			rb, nsb := rowBytes(abi.Q6_K, k), k/256
+			want, got := make([]byte, nsb*q6KT8Bytes), make([]byte, nsb*q6KT8Bytes)
+			for _, c := range []struct{ off, rb, nsb int }{{0, rb, nsb}, {rb, rb, nsb}, {0, rb, 1}} {
+				repackQ6KT8(want, w.bytes()[c.off:], c.rb, c.nsb)
+				clear(got)
+				repackQ6KT8Asm(got, w.bytes()[c.off:], c.rb, c.nsb)
+				for i := range c.nsb * q6KT8Bytes {
+					if i%q6KT8Bytes >= 2816 {
+						// A d that is a signaling NaN comes back quiet
+						// (VCVTPH2PS): a NaN all the same, whose results
+						// are NaN, made canonical.
+						j := i &^ 3 // the float's first byte
+						g := math.Float32frombits(binary.LittleEndian.Uint32(got[j:]))
+						w := math.Float32frombits(binary.LittleEndian.Uint32(want[j:]))
+						if g != g && w != w {
+							continue
+						}
+					}
+					if got[i] != want[i] {
+						t.Fatalf("k %d, bytes %v, %+v: byte %d = %d, want %d", k, bytes, c, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestPromptAB times a prompt's matmuls (64 rows of x, as the runner's
 // prefill batches them, by the 110M shape's weights) with the best kernels
-// against the same kernels without the prompt kernel added since (tile8,
-// tolerance mode's Q4_K; exact mode's are the same kernels both times: a
-// check of the measure), interleaved, on one
+// against the same kernels without the prompt kernels added since
+// (tile16, tolerance mode's Q4_K, and tile8Q6 and tile16Q6, its Q6_K; exact mode's are
+// the same kernels both times: a check of the measure), interleaved, on
+// one
 // thread (INFERNET_AB=1): the minimum and median of many rounds, and
 // their ratios.
 func TestPromptAB(t *testing.T) {
@@ -139,13 +257,13 @@ func TestPromptAB(t *testing.T) {
 	const rows, rounds = 64, 41
 	best := bestKernels()
 	old := *best
-	old.tile8 = nil
+	old.tile8Q6, old.tile16, old.tile16Q6 = nil, nil, nil
 	sets := []*kernelSet{&old, best}
 	for _, c := range []struct {
 		mode string
 		mm   func(context.Context, *kernelSet, int, int, int, int, []float32, Weights, []float32) error
 		dts  []abi.DType
-	}{{"exact", matMul, []abi.DType{abi.F32, abi.Q4_K, abi.Q6_K}}, {"tolerance", matMulInt, []abi.DType{abi.Q4_K}}} {
+	}{{"exact", matMul, []abi.DType{abi.F32, abi.Q4_K, abi.Q6_K}}, {"tolerance", matMulInt, []abi.DType{abi.Q4_K, abi.Q6_K}}} {
 		for _, dt := range c.dts {
 			for _, s := range gemvShapes[:3] {
 				r := &rng{s: 1}

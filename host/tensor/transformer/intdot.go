@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host/internal/par"
@@ -366,6 +367,96 @@ func repackQ4KT8(t, w []byte, rb, nsb int) {
 	}
 }
 
+// repackQ4KT16 repacks sixteen Q4_K weight rows of nsb super-blocks (w,
+// rows rb bytes apart) into t, 2·q4KT8Bytes per super-block, for
+// kernelSet.tile16: repackQ4KT8's layout of rows 0…7 and of rows 8…15,
+// 32-byte chunk by chunk (chunk c of the eight-row layout at 64c, rows
+// 0…7, and 64c+32, rows 8…15), so that a zmm's lanes are the sixteen
+// rows.
+func repackQ4KT16(t, w []byte, rb, nsb int) { repackT16(repackQ4KT8, q4KT8Bytes, t, w, rb, nsb) }
+
+// repackQ6KT16 is repackQ4KT16 for Q6_K rows (repackQ6KT8's layout), for
+// kernelSet.tile16Q6.
+func repackQ6KT16(t, w []byte, rb, nsb int) { repackT16(repackQ6KT8, q6KT8Bytes, t, w, rb, nsb) }
+
+// repackT16 repacks sixteen rows with repack8, whose layout has size
+// bytes per super-block, rows 0…7 and 8…15 32-byte chunk by chunk.
+func repackT16(repack8 func(t, w []byte, rb, nsb int), size int, t, w []byte, rb, nsb int) {
+	t8 := make([]byte, nsb*size)
+	for h := range 2 {
+		repack8(t8, w[8*h*rb:], rb, nsb)
+		for c := range nsb * size / 32 {
+			copy(t[64*c+32*h:64*c+32*h+32], t8[32*c:])
+		}
+	}
+}
+
+// q6KT8Bytes is the size of one super-block of eight Q6_K weight rows
+// repacked by repackQ6KT8.
+const q6KT8Bytes = 2048 + 512 + 256 + 32
+
+// repackQ6KT8 repacks eight Q6_K weight rows of nsb super-blocks (w, rows
+// rb bytes apart) into t, q6KT8Bytes per super-block, for
+// kernelSet.tile8Q6: the 6-bit values 4i…4i+3 of the eight rows as eight
+// uint32 at 32i (a byte per value, 0…63), then at 2048 the group scales
+// sc_g of the eight rows as int32 (32 bytes per group g of 16 values), at
+// 2560 the pairs (sc_2p, sc_2p+1) as two int16 (32 bytes per pair p) and
+// at 2816 the eight rows' float32 d.
+func repackQ6KT8(t, w []byte, rb, nsb int) {
+	t = t[:nsb*q6KT8Bytes]
+	const lo4, lo2 = 0x0F0F0F0F0F0F0F0F, 0x0303030303030303
+	for r := range 8 {
+		row := w[r*rb : r*rb+nsb*210]
+		for sb := range nsb {
+			blk, o := row[sb*210:sb*210+210], t[sb*q6KT8Bytes:(sb+1)*q6KT8Bytes]
+			binary.LittleEndian.PutUint32(o[2816+4*r:], math.Float32bits(half(blk[208:])))
+			for g := range 16 {
+				binary.LittleEndian.PutUint32(o[2048+32*g+4*r:], uint32(int32(int8(blk[192+g]))))
+			}
+			for p := range 8 {
+				lo, hi := uint32(uint16(int16(int8(blk[192+2*p])))), uint32(uint16(int16(int8(blk[193+2*p]))))
+				binary.LittleEndian.PutUint32(o[2560+32*p+4*r:], lo|hi<<16)
+			}
+			// Values 128h + 32c + l (l < 32) from ql (a: l, b: l+32) and
+			// qh (t: l) of half h, eight l at a time (blockSumsGo's
+			// decoding).
+			for h := range 2 {
+				ql, qh := blk[64*h:64*h+64], blk[128+32*h:160+32*h]
+				for l := 0; l < 32; l += 8 {
+					a := binary.LittleEndian.Uint64(ql[l:])
+					b := binary.LittleEndian.Uint64(ql[l+32:])
+					th := binary.LittleEndian.Uint64(qh[l:])
+					for c, v := range [4]uint64{
+						a&lo4 | (th&lo2)<<4,
+						b&lo4 | (th>>2&lo2)<<4,
+						a>>4&lo4 | (th>>4&lo2)<<4,
+						b>>4&lo4 | (th>>6&lo2)<<4,
+					} {
+						i := (128*h + 32*c + l) / 4
+						binary.LittleEndian.PutUint32(o[32*i+4*r:], uint32(v))
+						binary.LittleEndian.PutUint32(o[32*i+32+4*r:], uint32(v>>32))
+					}
+				}
+			}
+		}
+	}
+}
+
+// tilePool holds the scratch of repacked weight rows (repackQ4KT8 and
+// the like): a block's tiles, reused rather than allocated and cleared for
+// every block.
+var tilePool sync.Pool
+
+// tileBuf returns a scratch slice of n bytes from tilePool.
+func tileBuf(n int) *[]byte {
+	if b, ok := tilePool.Get().(*[]byte); ok && cap(*b) >= n {
+		*b = (*b)[:n]
+		return b
+	}
+	b := make([]byte, n)
+	return &b
+}
+
 // intRouted reports whether MatMulInt takes the integer path for dt: the
 // types whose integer kernel beats the float path. Q8_0's float assembly
 // reads rows as stored at memory speed already, and its fused multi-row
@@ -413,24 +504,65 @@ func intGemm(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float
 	// Every x row passes over a block of weight rows while it is in cache
 	// (a prompt's rows: prefill); in the portable path each weight row's
 	// scales are decoded once for all of them.
-	tile8 := ks.tile8 != nil && w.Type == abi.Q4_K && len(packs) > 0
-	if tile8 {
+	// Weight rows in eights repacked for a tile kernel (Q4_K, Q6_K), if
+	// there is one for the type.
+	tile8, repack, tileBytes := ks.tile8, ks.repackT8, q4KT8Bytes
+	if repack == nil {
+		repack = repackQ4KT8
+	}
+	switch {
+	case w.Type == abi.Q6_K:
+		tile8, repack, tileBytes = ks.tile8Q6, ks.repackT8Q6, q6KT8Bytes
+		if repack == nil {
+			repack = repackQ6KT8
+		}
+	case w.Type != abi.Q4_K:
+		tile8 = nil
+	}
+	if len(packs) == 0 {
+		tile8 = nil
+	}
+	tile16, repack16 := ks.tile16, ks.repackT16
+	if w.Type == abi.Q6_K {
+		tile16, repack16 = ks.tile16Q6, ks.repackT16Q6
+	}
+	if tile16 == nil || repack16 == nil || tile8 == nil {
+		tile16 = nil
+	}
+	switch {
+	case tile16 != nil:
+		block = max(16, block&^15)
+	case tile8 != nil:
 		block = max(8, block&^7)
 	}
-	return par.ForBlocks(ctx, threads, n, block, func(lo0, hi int) error {
+	err := par.ForBlocks(ctx, threads, n, block, func(lo0, hi int) error {
 		lo := lo0
-		if tile8 {
-			// Eight weight rows at a time repacked (repackQ4KT8), each
-			// pack's four x rows against them; the rest of the rows below.
-			nsb, repack := k/256, ks.repackT8
-			if repack == nil {
-				repack = repackQ4KT8
+		if tile16 != nil {
+			// Sixteen weight rows at a time (repackQ4KT16,
+			// repackQ6KT16) where the kernels take them, then eights.
+			nsb := k / 256
+			tp := tileBuf(2 * nsb * tileBytes)
+			defer tilePool.Put(tp)
+			tb := *tp
+			for ; lo+16 <= hi; lo += 16 {
+				repack16(tb, wb[lo*rb:(lo+16)*rb], rb, nsb)
+				for g := range packs {
+					tile16(out[4*g*n+lo:], tb, &packs[g], nsb, n)
+				}
 			}
-			tb := make([]byte, nsb*q4KT8Bytes)
+		}
+		if tile8 != nil {
+			// Eight weight rows at a time repacked (repackQ4KT8,
+			// repackQ6KT8), each pack's four x rows against them; the
+			// rest of the rows below.
+			nsb := k / 256
+			tp := tileBuf(nsb * tileBytes)
+			defer tilePool.Put(tp)
+			tb := *tp
 			for ; lo+8 <= hi; lo += 8 {
 				repack(tb, wb[lo*rb:(lo+8)*rb], rb, nsb)
 				for g := range packs {
-					ks.tile8(out[4*g*n+lo:], tb, &packs[g], nsb, n)
+					tile8(out[4*g*n+lo:], tb, &packs[g], nsb, n)
 				}
 			}
 		}
@@ -474,9 +606,10 @@ func intGemm(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float
 				out[r*n+j] = intDot(w.Type, &rs, a, s)
 			}
 		}
-		for r := range t {
-			canonicalize(out[r*n+lo0 : r*n+hi])
-		}
 		return nil
 	})
+	if err == nil {
+		canonicalize(out) // once, as matMul does
+	}
+	return err
 }

@@ -277,6 +277,83 @@ func tile8Q4KVNNI(out []float32, t []byte, p *act4, nsb, ldo int) {
 	q4KT8VNNI(&out[0], &t[0], &p.qs[0], &p.d[0], &p.sums[0], nsb, 4*ldo)
 }
 
+//go:noescape
+func q6KT8VNNI(out *float32, t *byte, x *int8, d *float32, sums *int16, n, ldo int)
+
+//go:noescape
+func repackQ6KT8AVX512(t *byte, w *byte, rb, nsb int)
+
+// repackQ6KT8Asm is repackQ6KT8 in assembly (AVX-512 VL and BW).
+func repackQ6KT8Asm(t, w []byte, rb, nsb int) {
+	if nsb <= 0 || len(t) < nsb*q6KT8Bytes || rb < nsb*210 || len(w) < 7*rb+nsb*210 {
+		panic("transformer: repack: short buffers")
+	}
+	repackQ6KT8AVX512(&t[0], &w[0], rb, nsb)
+}
+
+// tile8Q6KVNNI is kernelSet.tile8Q6 with q6KT8VNNI. The lengths are
+// checked here: the assembly must never read or write past a slice.
+func tile8Q6KVNNI(out []float32, t []byte, p *act4, nsb, ldo int) {
+	k := 256 * nsb
+	if nsb <= 0 || len(t) < nsb*q6KT8Bytes || len(p.qs) < 4*k || len(p.d) < 4*nsb || len(p.sums) < 4*(k/16) || ldo < 8 || len(out) < 3*ldo+8 {
+		panic("transformer: tile8Q6: short buffers")
+	}
+	q6KT8VNNI(&out[0], &t[0], &p.qs[0], &p.d[0], &p.sums[0], nsb, 4*ldo)
+}
+
+//go:noescape
+func q4KT16VNNI(out *float32, t *byte, x *int8, d *float32, sums *int16, n, ldo int)
+
+//go:noescape
+func repackQ4KT8S2AVX512(t *byte, w *byte, rb, nsb int)
+
+// repackQ4KT16Asm is repackQ4KT16 in assembly (AVX-512 VL): rows 0…7 and
+// 8…15 each by repackQ4KT8S2AVX512, which writes repackQ4KT8's chunks
+// 64 bytes apart.
+func repackQ4KT16Asm(t, w []byte, rb, nsb int) {
+	if nsb <= 0 || len(t) < 2*nsb*q4KT8Bytes || rb < nsb*144 || len(w) < 15*rb+nsb*144 {
+		panic("transformer: repack: short buffers")
+	}
+	repackQ4KT8S2AVX512(&t[0], &w[0], rb, nsb)
+	repackQ4KT8S2AVX512(&t[32], &w[8*rb], rb, nsb)
+}
+
+// tile16Q4KVNNI is kernelSet.tile16 with q4KT16VNNI. The lengths are
+// checked here: the assembly must never read or write past a slice.
+func tile16Q4KVNNI(out []float32, t []byte, p *act4, nsb, ldo int) {
+	k := 256 * nsb
+	if nsb <= 0 || len(t) < 2*nsb*q4KT8Bytes || len(p.qs) < 4*k || len(p.d) < 4*nsb || len(p.sums) < 4*(k/16) || ldo < 16 || len(out) < 3*ldo+16 {
+		panic("transformer: tile16: short buffers")
+	}
+	q4KT16VNNI(&out[0], &t[0], &p.qs[0], &p.d[0], &p.sums[0], nsb, 4*ldo)
+}
+
+//go:noescape
+func q6KT16VNNI(out *float32, t *byte, x *int8, d *float32, sums *int16, n, ldo int)
+
+//go:noescape
+func repackQ6KT8S2AVX512(t *byte, w *byte, rb, nsb int)
+
+// repackQ6KT16Asm is repackQ6KT16 in assembly (AVX-512 VL and BW), as
+// repackQ4KT16Asm.
+func repackQ6KT16Asm(t, w []byte, rb, nsb int) {
+	if nsb <= 0 || len(t) < 2*nsb*q6KT8Bytes || rb < nsb*210 || len(w) < 15*rb+nsb*210 {
+		panic("transformer: repack: short buffers")
+	}
+	repackQ6KT8S2AVX512(&t[0], &w[0], rb, nsb)
+	repackQ6KT8S2AVX512(&t[32], &w[8*rb], rb, nsb)
+}
+
+// tile16Q6KVNNI is kernelSet.tile16Q6 with q6KT16VNNI. The lengths are
+// checked here: the assembly must never read or write past a slice.
+func tile16Q6KVNNI(out []float32, t []byte, p *act4, nsb, ldo int) {
+	k := 256 * nsb
+	if nsb <= 0 || len(t) < 2*nsb*q6KT8Bytes || len(p.qs) < 4*k || len(p.d) < 4*nsb || len(p.sums) < 4*(k/16) || ldo < 16 || len(out) < 3*ldo+16 {
+		panic("transformer: tile16Q6: short buffers")
+	}
+	q6KT16VNNI(&out[0], &t[0], &p.qs[0], &p.d[0], &p.sums[0], nsb, 4*ldo)
+}
+
 // blockSumsAVX2 is blockSumsGo in assembly. The lengths are checked here: the assembly must never
 // read past a slice.
 func blockSumsAVX2(dt abi.DType, row []byte, qs []int8, out []int32) {
@@ -366,6 +443,9 @@ func init() {
 		if cpu.X86.HasAVX512BW {
 			avx512Kernels.rows8 = rows8Q4KVNNI
 			avx512Kernels.tile8, avx512Kernels.repackT8 = tile8Q4KVNNI, repackQ4KT8Asm
+			avx512Kernels.tile8Q6, avx512Kernels.repackT8Q6 = tile8Q6KVNNI, repackQ6KT8Asm
+			avx512Kernels.tile16, avx512Kernels.repackT16 = tile16Q4KVNNI, repackQ4KT16Asm
+			avx512Kernels.tile16Q6, avx512Kernels.repackT16Q6 = tile16Q6KVNNI, repackQ6KT16Asm
 		}
 	}
 }

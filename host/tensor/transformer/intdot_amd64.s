@@ -2217,9 +2217,10 @@ q4kt8sb:
 	VPANDD Y16, D, D; \
 	VMOVDQU D, dst+256(DI)
 
-// T8NIB repacks the nibbles of sub-blocks 2p and 2p+1 (the 32 bytes at
-// off of each row) to 512p(DI).
-#define T8NIB(off, dst) \
+// T8TRANS loads the eight rows' 32 bytes at off and transposes them as
+// dwords: dword i of the eight rows in Y8, Y10, Y12, Y14, Y9, Y11, Y13,
+// Y0 for i = 0…7; Y1…Y7 and Y15 clobbered.
+#define T8TRANS(off) \
 	T8LOAD8(off); \
 	VPUNPCKLDQ Y1, Y0, Y8; \
 	VPUNPCKHDQ Y1, Y0, Y9; \
@@ -2244,7 +2245,12 @@ q4kt8sb:
 	VPERM2I128 $0x20, Y6, Y2, Y12; \
 	VPERM2I128 $0x31, Y6, Y2, Y13; \
 	VPERM2I128 $0x20, Y7, Y3, Y14; \
-	VPERM2I128 $0x31, Y7, Y3, Y0; \
+	VPERM2I128 $0x31, Y7, Y3, Y0
+
+// T8NIB repacks the nibbles of sub-blocks 2p and 2p+1 (the 32 bytes at
+// off of each row) to 512p(DI).
+#define T8NIB(off, dst) \
+	T8TRANS(off); \
 	T8NIBOUT(Y8, dst); \
 	T8NIBOUT(Y10, dst+32); \
 	T8NIBOUT(Y12, dst+64); \
@@ -2361,3 +2367,893 @@ t8rsb:
 	VZEROUPPER
 	RET
 
+
+// The eight-weight-row Q6_K tile kernel (q6KT8VNNI, kernelSet.tile8Q6):
+// eight weight rows repacked by repackQ6KT8 against the four x rows of a
+// pack of packAct4, as q4KT8VNNI for Q4_K: each 32-bit lane one weight
+// row's four 6-bit values, one VPDPBUSD of a weight ymm and a broadcast of
+// four of an x row's int8 adding 32 products into the eight rows' lanes.
+// A group's sum of 16 products (|Σ| ≤ 16·63·127) needs int32, so VPMULLD
+// multiplies it by the group's scale; the minimum part 32·Σ sc_g·Σx_g is
+// one VPDPWSSD per pair of groups and x row. The integer sums are exact
+// (int32 arithmetic wraps alike in any order) and the float part runs
+// lane by lane with Q6KR4SB's operations in its order, so each result's
+// bits are q6KR4VNNI's.
+
+// Q6T8Q adds to A0…A3 (x rows 0…3) the products of the eight rows' four
+// values at woff(SI) and each x row's four int8 at xoff(DI) (rows 256
+// bytes apart); Y12 clobbered.
+#define Q6T8Q(woff, xoff, A0, A1, A2, A3) \
+	VMOVDQU woff(SI), Y12; \
+	VPDPBUSD.BCST xoff(DI), Y12, A0; \
+	VPDPBUSD.BCST xoff+256(DI), Y12, A1; \
+	VPDPBUSD.BCST xoff+512(DI), Y12, A2; \
+	VPDPBUSD.BCST xoff+768(DI), Y12, A3
+
+// Q6T8G adds to Y4…Y7 (x rows 0…3) sc_g times the sums of group g (16
+// values), using A0…A3 and Y12, Y13.
+#define Q6T8G(g, A0, A1, A2, A3) \
+	VPXORD A0, A0, A0; \
+	VPXORD A1, A1, A1; \
+	VPXORD A2, A2, A2; \
+	VPXORD A3, A3, A3; \
+	Q6T8Q(128*g, 16*g, A0, A1, A2, A3); \
+	Q6T8Q(128*g+32, 16*g+4, A0, A1, A2, A3); \
+	Q6T8Q(128*g+64, 16*g+8, A0, A1, A2, A3); \
+	Q6T8Q(128*g+96, 16*g+12, A0, A1, A2, A3); \
+	VMOVDQU (2048+32*g)(SI), Y13; \
+	VPMULLD Y13, A0, A0; \
+	VPMULLD Y13, A1, A1; \
+	VPMULLD Y13, A2, A2; \
+	VPMULLD Y13, A3, A3; \
+	VPADDD A0, Y4, Y4; \
+	VPADDD A1, Y5, Y5; \
+	VPADDD A2, Y6, Y6; \
+	VPADDD A3, Y7, Y7
+
+// Q6T8MIN adds to Y8…Y11 sc_2p·Σx_2p + sc_2p+1·Σx_2p+1 for each x row
+// (the pair of int16 sums per 16 at 4p(R8), rows 32 bytes apart).
+#define Q6T8MIN(p) \
+	VMOVDQU (2560+32*p)(SI), Y12; \
+	VPDPWSSD.BCST (4*p)(R8), Y12, Y8; \
+	VPDPWSSD.BCST (4*p+32)(R8), Y12, Y9; \
+	VPDPWSSD.BCST (4*p+64)(R8), Y12, Y10; \
+	VPDPWSSD.BCST (4*p+96)(R8), Y12, Y11
+
+// Q6T8FLOAT adds to acc (x row r's eight lanes) the super-block's
+// float32(float32(d·dx)·float32(is - 32·im)).
+#define Q6T8FLOAT(r, is, im, acc) \
+	VPSLLD $5, im, im; \
+	VPSUBD im, is, is; \
+	VBROADCASTSS (4*r)(R9), Y13; \
+	VMULPS 2816(SI), Y13, Y14; \
+	VCVTDQ2PS is, Y15; \
+	VMULPS Y15, Y14, Y14; \
+	VADDPS Y14, acc, acc
+
+// func q6KT8VNNI(out *float32, t *byte, x *int8, d *float32, sums *int16, n, ldo int)
+// eight Q6_K weight rows of n super-blocks repacked by repackQ6KT8 (t)
+// against the four x rows of a pack of packAct4: out[r·ldo/4 + j] for x
+// row r and weight row j. n ≥ 1. Needs AVX512-VNNI and VL.
+TEXT ·q6KT8VNNI(SB), NOSPLIT, $0-56
+	MOVQ t+8(FP), SI
+	MOVQ x+16(FP), DI
+	MOVQ d+24(FP), R9
+	MOVQ sums+32(FP), R8
+	MOVQ n+40(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+q6kt8sb:
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	Q6T8G(0, Y8, Y9, Y10, Y11)
+	Q6T8G(1, Y16, Y17, Y18, Y19)
+	Q6T8G(2, Y8, Y9, Y10, Y11)
+	Q6T8G(3, Y16, Y17, Y18, Y19)
+	Q6T8G(4, Y8, Y9, Y10, Y11)
+	Q6T8G(5, Y16, Y17, Y18, Y19)
+	Q6T8G(6, Y8, Y9, Y10, Y11)
+	Q6T8G(7, Y16, Y17, Y18, Y19)
+	Q6T8G(8, Y8, Y9, Y10, Y11)
+	Q6T8G(9, Y16, Y17, Y18, Y19)
+	Q6T8G(10, Y8, Y9, Y10, Y11)
+	Q6T8G(11, Y16, Y17, Y18, Y19)
+	Q6T8G(12, Y8, Y9, Y10, Y11)
+	Q6T8G(13, Y16, Y17, Y18, Y19)
+	Q6T8G(14, Y8, Y9, Y10, Y11)
+	Q6T8G(15, Y16, Y17, Y18, Y19)
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+	Q6T8MIN(0)
+	Q6T8MIN(1)
+	Q6T8MIN(2)
+	Q6T8MIN(3)
+	Q6T8MIN(4)
+	Q6T8MIN(5)
+	Q6T8MIN(6)
+	Q6T8MIN(7)
+	Q6T8FLOAT(0, Y4, Y8, Y0)
+	Q6T8FLOAT(1, Y5, Y9, Y1)
+	Q6T8FLOAT(2, Y6, Y10, Y2)
+	Q6T8FLOAT(3, Y7, Y11, Y3)
+	ADDQ $2848, SI
+	ADDQ $1024, DI
+	ADDQ $16, R9
+	ADDQ $128, R8
+	DECQ CX
+	JNZ q6kt8sb
+	MOVQ out+0(FP), AX
+	MOVQ ldo+48(FP), BX
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, (AX)(BX*1)
+	LEAQ (AX)(BX*2), DX
+	VMOVUPS Y2, (DX)
+	VMOVUPS Y3, (DX)(BX*1)
+	VZEROUPPER
+	RET
+
+// repackQ6KT8AVX512 is repackQ6KT8: the bytes of ql and qh of the eight
+// rows transposed as dwords (T8TRANS; a value's bits sit at the same byte
+// of ql and qh, so the transposes commute with the decoding), then each
+// dword's four 6-bit values decoded as Q6KQ0…Q6KQ3 do; the scales' bytes
+// transposed and widened.
+
+// Q6RSTORE stores the transposed registers to off(SP)…off+224(SP).
+#define Q6RSTORE(off) \
+	VMOVDQU Y8, off(SP); \
+	VMOVDQU Y10, off+32(SP); \
+	VMOVDQU Y12, off+64(SP); \
+	VMOVDQU Y14, off+96(SP); \
+	VMOVDQU Y9, off+128(SP); \
+	VMOVDQU Y11, off+160(SP); \
+	VMOVDQU Y13, off+192(SP); \
+	VMOVDQU Y0, off+224(SP)
+
+// Q6RLO and Q6RHI store to dst(DI) the values of dword m of ql (Q, its
+// low or high nibbles) and qh (at 32m(SP), shifted by TS): Q's nibble |
+// (TS(t))&0x30, with Y16: 0x0F bytes, Y17: 0x30 bytes; Y1, Y2 clobbered.
+// Q6RHI0 is Q6RHI with t unshifted.
+#define Q6RLO(Q, m, TS, dst) \
+	VPANDD Y16, Q, Y1; \
+	VMOVDQU (32*m)(SP), Y2; \
+	TS; \
+	VPANDD Y17, Y2, Y2; \
+	VPORD Y2, Y1, Y1; \
+	VMOVDQU Y1, dst(DI)
+#define Q6RHI(Q, m, TS, dst) \
+	VPSRLW $4, Q, Y1; \
+	VPANDD Y16, Y1, Y1; \
+	VMOVDQU (32*m)(SP), Y2; \
+	TS; \
+	VPANDD Y17, Y2, Y2; \
+	VPORD Y2, Y1, Y1; \
+	VMOVDQU Y1, dst(DI)
+#define Q6RHI0(Q, m, dst) \
+	VPSRLW $4, Q, Y1; \
+	VPANDD Y16, Y1, Y1; \
+	VPANDD (32*m)(SP), Y17, Y2; \
+	VPORD Y2, Y1, Y1; \
+	VMOVDQU Y1, dst(DI)
+#define Q6SHL4 VPSLLW $4, Y2, Y2
+#define Q6SHL2 VPSLLW $2, Y2, Y2
+#define Q6SHR2 VPSRLW $2, Y2, Y2
+
+// Q6RA decodes the transposed ql bytes 0…31 of half h: values 128h + 4m…
+// (t's bits 0-1) and 128h + 64 + 4m… (bits 4-5), value quad i at 32i.
+#define Q6RA(Q, m, h) \
+	Q6RLO(Q, m, Q6SHL4, (32*(32*h+m))); \
+	Q6RHI0(Q, m, (32*(32*h+16+m)))
+
+// Q6RB decodes the transposed ql bytes 32…63 of half h: values 128h + 32
+// + 4m… (t's bits 2-3) and 128h + 96 + 4m… (bits 6-7).
+#define Q6RB(Q, m, h) \
+	Q6RLO(Q, m, Q6SHL2, (32*(32*h+8+m))); \
+	Q6RHI(Q, m, Q6SHR2, (32*(32*h+24+m)))
+
+// Q6RHALF repacks the values of half h.
+#define Q6RHALF(h) \
+	T8TRANS(128+32*h); \
+	Q6RSTORE(0); \
+	T8TRANS(64*h); \
+	Q6RA(Y8, 0, h); \
+	Q6RA(Y10, 1, h); \
+	Q6RA(Y12, 2, h); \
+	Q6RA(Y14, 3, h); \
+	Q6RA(Y9, 4, h); \
+	Q6RA(Y11, 5, h); \
+	Q6RA(Y13, 6, h); \
+	Q6RA(Y0, 7, h); \
+	T8TRANS(64*h+32); \
+	Q6RB(Y8, 0, h); \
+	Q6RB(Y10, 1, h); \
+	Q6RB(Y12, 2, h); \
+	Q6RB(Y14, 3, h); \
+	Q6RB(Y9, 4, h); \
+	Q6RB(Y11, 5, h); \
+	Q6RB(Y13, 6, h); \
+	Q6RB(Y0, 7, h)
+
+// Q6RSC stores group g's scales (int32) of the eight rows from the
+// transposed bytes at 256+8g(SP).
+#define Q6RSC(g) \
+	VPMOVSXBD (256+8*g)(SP), Y1; \
+	VMOVDQU Y1, (2048+32*g)(DI)
+
+// Q6RPAIR stores the pairs (sc_2p, sc_2p+1) of the eight rows as int16.
+#define Q6RPAIR(p) \
+	VPMOVSXBW (256+16*p)(SP), X1; \
+	VPMOVSXBW (256+16*p+8)(SP), X2; \
+	VPUNPCKLWD X2, X1, X3; \
+	VPUNPCKHWD X2, X1, X4; \
+	VMOVDQU X3, (2560+32*p)(DI); \
+	VMOVDQU X4, (2560+32*p+16)(DI)
+
+// Q6RD stores the float32 d of the row at src to 2816+4r(DI).
+#define Q6RD(src, r) \
+	MOVWLZX src, AX; \
+	VMOVD AX, X1; \
+	VCVTPH2PS X1, X1; \
+	VMOVSS X1, (2816+4*r)(DI)
+
+// func repackQ6KT8AVX512(t *byte, w *byte, rb, nsb int)
+TEXT ·repackQ6KT8AVX512(SB), NOSPLIT, $384-32
+	MOVQ t+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ rb+16(FP), R8
+	MOVQ nsb+24(FP), CX
+	LEAQ (R8)(R8*2), R10
+	LEAQ (R8)(R8*4), R11
+	LEAQ (R10)(R8*4), R12
+	MOVL $0x0F0F0F0F, AX
+	VPBROADCASTD AX, Y16
+	MOVL $0x30303030, AX
+	VPBROADCASTD AX, Y17
+
+q6rsb:
+	Q6RHALF(0)
+	Q6RHALF(1)
+	VMOVDQU 192(SI), X0
+	VMOVDQU 192(SI)(R8*1), X1
+	VMOVDQU 192(SI)(R8*2), X2
+	VMOVDQU 192(SI)(R10*1), X3
+	VMOVDQU 192(SI)(R8*4), X4
+	VMOVDQU 192(SI)(R11*1), X5
+	VMOVDQU 192(SI)(R10*2), X6
+	VMOVDQU 192(SI)(R12*1), X7
+	VPUNPCKLBW X1, X0, X8
+	VPUNPCKHBW X1, X0, X9
+	VPUNPCKLBW X3, X2, X10
+	VPUNPCKHBW X3, X2, X11
+	VPUNPCKLBW X5, X4, X12
+	VPUNPCKHBW X5, X4, X13
+	VPUNPCKLBW X7, X6, X14
+	VPUNPCKHBW X7, X6, X15
+	VPUNPCKLWD X10, X8, X0
+	VPUNPCKHWD X10, X8, X1
+	VPUNPCKLWD X14, X12, X2
+	VPUNPCKHWD X14, X12, X3
+	VPUNPCKLWD X11, X9, X4
+	VPUNPCKHWD X11, X9, X5
+	VPUNPCKLWD X15, X13, X6
+	VPUNPCKHWD X15, X13, X7
+	VPUNPCKLDQ X2, X0, X8
+	VPUNPCKHDQ X2, X0, X9
+	VPUNPCKLDQ X3, X1, X10
+	VPUNPCKHDQ X3, X1, X11
+	VPUNPCKLDQ X6, X4, X12
+	VPUNPCKHDQ X6, X4, X13
+	VPUNPCKLDQ X7, X5, X14
+	VPUNPCKHDQ X7, X5, X15
+	VMOVDQU X8, 256(SP)
+	VMOVDQU X9, 272(SP)
+	VMOVDQU X10, 288(SP)
+	VMOVDQU X11, 304(SP)
+	VMOVDQU X12, 320(SP)
+	VMOVDQU X13, 336(SP)
+	VMOVDQU X14, 352(SP)
+	VMOVDQU X15, 368(SP)
+	Q6RSC(0)
+	Q6RSC(1)
+	Q6RSC(2)
+	Q6RSC(3)
+	Q6RSC(4)
+	Q6RSC(5)
+	Q6RSC(6)
+	Q6RSC(7)
+	Q6RSC(8)
+	Q6RSC(9)
+	Q6RSC(10)
+	Q6RSC(11)
+	Q6RSC(12)
+	Q6RSC(13)
+	Q6RSC(14)
+	Q6RSC(15)
+	Q6RPAIR(0)
+	Q6RPAIR(1)
+	Q6RPAIR(2)
+	Q6RPAIR(3)
+	Q6RPAIR(4)
+	Q6RPAIR(5)
+	Q6RPAIR(6)
+	Q6RPAIR(7)
+	Q6RD(208(SI), 0)
+	Q6RD(208(SI)(R8*1), 1)
+	Q6RD(208(SI)(R8*2), 2)
+	Q6RD(208(SI)(R10*1), 3)
+	Q6RD(208(SI)(R8*4), 4)
+	Q6RD(208(SI)(R11*1), 5)
+	Q6RD(208(SI)(R10*2), 6)
+	Q6RD(208(SI)(R12*1), 7)
+	ADDQ $210, SI
+	ADDQ $2848, DI
+	DECQ CX
+	JNZ q6rsb
+	VZEROUPPER
+	RET
+
+// The sixteen-weight-row Q4_K tile kernel (q4KT16VNNI, kernelSet.tile16):
+// q4KT8VNNI in zmm, sixteen weight rows repacked by repackQ4KT16 (two
+// eight-row tiles, 32-byte chunk by chunk) in the sixteen lanes; the same
+// operations lane by lane, so the same bits. VPDPBUSD on zmm does twice
+// the products of one on ymm at less than twice the cost where the CPU
+// has two 512-bit ports.
+#define T16STEP(woff, xoff, A0, A1, A2, A3) \
+	VMOVDQU64 (2*(woff))(SI), Z12; \
+	VPDPBUSD.BCST xoff(DI), Z12, A0; \
+	VPDPBUSD.BCST xoff+256(DI), Z12, A1; \
+	VPDPBUSD.BCST xoff+512(DI), Z12, A2; \
+	VPDPBUSD.BCST xoff+768(DI), Z12, A3
+
+#define T16SUB(j) \
+	VPXORD Z8, Z8, Z8; \
+	VPXORD Z9, Z9, Z9; \
+	VPXORD Z10, Z10, Z10; \
+	VPXORD Z11, Z11, Z11; \
+	VPXORD Z16, Z16, Z16; \
+	VPXORD Z17, Z17, Z17; \
+	VPXORD Z18, Z18, Z18; \
+	VPXORD Z19, Z19, Z19; \
+	T16STEP(256*j, 32*j, Z8, Z9, Z10, Z11); \
+	T16STEP(256*j+32, 32*j+4, Z16, Z17, Z18, Z19); \
+	T16STEP(256*j+64, 32*j+8, Z8, Z9, Z10, Z11); \
+	T16STEP(256*j+96, 32*j+12, Z16, Z17, Z18, Z19); \
+	T16STEP(256*j+128, 32*j+16, Z8, Z9, Z10, Z11); \
+	T16STEP(256*j+160, 32*j+20, Z16, Z17, Z18, Z19); \
+	T16STEP(256*j+192, 32*j+24, Z8, Z9, Z10, Z11); \
+	T16STEP(256*j+224, 32*j+28, Z16, Z17, Z18, Z19); \
+	VMOVDQU64 (4096+64*j)(SI), Z12; \
+	VPDPWSSD Z12, Z8, Z4; \
+	VPDPWSSD Z12, Z16, Z4; \
+	VPDPWSSD Z12, Z9, Z5; \
+	VPDPWSSD Z12, Z17, Z5; \
+	VPDPWSSD Z12, Z10, Z6; \
+	VPDPWSSD Z12, Z18, Z6; \
+	VPDPWSSD Z12, Z11, Z7; \
+	VPDPWSSD Z12, Z19, Z7
+
+// T16MIN adds to Z8…Z11 m_j·(Σx of sub-block j) for each x row (the pair
+// of int16 sums per 16 at 4j(R8), rows 32 bytes apart).
+#define T16MIN(j) \
+	VMOVDQU64 (4608+64*j)(SI), Z12; \
+	VPDPWSSD.BCST (4*j)(R8), Z12, Z8; \
+	VPDPWSSD.BCST (4*j+32)(R8), Z12, Z9; \
+	VPDPWSSD.BCST (4*j+64)(R8), Z12, Z10; \
+	VPDPWSSD.BCST (4*j+96)(R8), Z12, Z11
+
+// T16FLOAT adds to acc (x row r's eight lanes) the super-block's
+// float32(float32(d·dx)·float32(is)) - float32(float32(dmin·dx)·float32(im)).
+#define T16FLOAT(r, is, im, acc) \
+	VBROADCASTSS (4*r)(R9), Z13; \
+	VMULPS 5120(SI), Z13, Z14; \
+	VCVTDQ2PS is, Z15; \
+	VMULPS Z15, Z14, Z14; \
+	VMULPS 5184(SI), Z13, Z13; \
+	VCVTDQ2PS im, Z15; \
+	VMULPS Z15, Z13, Z13; \
+	VSUBPS Z13, Z14, Z14; \
+	VADDPS Z14, acc, acc
+
+// func q4KT16VNNI(out *float32, t *byte, x *int8, d *float32, sums *int16, n, ldo int)
+// sixteen Q4_K weight rows of n super-blocks repacked by repackQ4KT16 (t)
+// against the four x rows of a pack of packAct4: out[r·ldo/4 + j] for x
+// row r and weight row j < 16. n ≥ 1. Needs AVX512-VNNI.
+TEXT ·q4KT16VNNI(SB), NOSPLIT, $0-56
+	MOVQ t+8(FP), SI
+	MOVQ x+16(FP), DI
+	MOVQ d+24(FP), R9
+	MOVQ sums+32(FP), R8
+	MOVQ n+40(FP), CX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+
+q4kt16sb:
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	T16SUB(0)
+	T16SUB(1)
+	T16SUB(2)
+	T16SUB(3)
+	T16SUB(4)
+	T16SUB(5)
+	T16SUB(6)
+	T16SUB(7)
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	T16MIN(0)
+	T16MIN(1)
+	T16MIN(2)
+	T16MIN(3)
+	T16MIN(4)
+	T16MIN(5)
+	T16MIN(6)
+	T16MIN(7)
+	T16FLOAT(0, Z4, Z8, Z0)
+	T16FLOAT(1, Z5, Z9, Z1)
+	T16FLOAT(2, Z6, Z10, Z2)
+	T16FLOAT(3, Z7, Z11, Z3)
+	ADDQ $5248, SI
+	ADDQ $1024, DI
+	ADDQ $16, R9
+	ADDQ $128, R8
+	DECQ CX
+	JNZ q4kt16sb
+	MOVQ out+0(FP), AX
+	MOVQ ldo+48(FP), BX
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, (AX)(BX*1)
+	LEAQ (AX)(BX*2), DX
+	VMOVUPS Z2, (DX)
+	VMOVUPS Z3, (DX)(BX*1)
+	VZEROUPPER
+	RET
+
+
+// repackQ4KT8S2AVX512 is repackQ4KT8AVX512 writing each 32-byte chunk of
+// the eight-row layout at twice its offset (chunk c at 64c, a super-block
+// 2·q4KT8Bytes): called for rows 0…7 at t and rows 8…15 at t+32, it
+// writes repackQ4KT16's layout. Its macros are repackQ4KT8AVX512's with
+// the offsets doubled.
+
+// T8NIBOUTS2 is T8NIBOUT at the doubled offsets.
+#define T8NIBOUTS2(D, dst) \
+	VPANDD Y16, D, Y15; \
+	VMOVDQU Y15, (2*(dst))(DI); \
+	VPSRLW $4, D, D; \
+	VPANDD Y16, D, D; \
+	VMOVDQU D, (2*(dst)+512)(DI)
+
+// T8NIBS2 is T8NIB at the doubled offsets.
+#define T8NIBS2(off, dst) \
+	T8TRANS(off); \
+	T8NIBOUTS2(Y8, dst); \
+	T8NIBOUTS2(Y10, dst+32); \
+	T8NIBOUTS2(Y12, dst+64); \
+	T8NIBOUTS2(Y14, dst+96); \
+	T8NIBOUTS2(Y9, dst+128); \
+	T8NIBOUTS2(Y11, dst+160); \
+	T8NIBOUTS2(Y13, dst+192); \
+	T8NIBOUTS2(Y0, dst+224)
+
+// T8DMS2 is T8DM at the doubled offsets.
+#define T8DMS2(src, r) \
+	MOVL src, AX; \
+	VMOVD AX, X0; \
+	VCVTPH2PS X0, X0; \
+	VMOVSS X0, (5120+4*r)(DI); \
+	VEXTRACTPS $1, X0, (5184+4*r)(DI)
+
+// T8SCJS2 is T8SCJ at the doubled offsets.
+#define T8SCJS2(j) \
+	VPMOVZXBD (8*j)(SP), Y0; \
+	VMOVDQU Y0, (4096+64*j)(DI); \
+	VPMOVZXBD (64+8*j)(SP), Y1; \
+	VPSLLD $16, Y1, Y2; \
+	VPOR Y2, Y1, Y1; \
+	VMOVDQU Y1, (4608+64*j)(DI)
+
+// func repackQ4KT8S2AVX512(t *byte, w *byte, rb, nsb int)
+TEXT ·repackQ4KT8S2AVX512(SB), NOSPLIT, $128-32
+	MOVQ t+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ rb+16(FP), R8
+	MOVQ nsb+24(FP), CX
+	LEAQ (R8)(R8*2), R10
+	LEAQ (R8)(R8*4), R11
+	LEAQ (R10)(R8*4), R12
+	MOVL $0x0F0F0F0F, AX
+	VPBROADCASTD AX, Y16
+
+t8rs2sb:
+	T8NIBS2(16, 0)
+	T8NIBS2(48, 512)
+	T8NIBS2(80, 1024)
+	T8NIBS2(112, 1536)
+	VMOVDQU (SI), X10
+	VK4SCALES(X10, X0, X8, X9)
+	VMOVDQU (SI)(R8*1), X10
+	VK4SCALES(X10, X1, X8, X9)
+	VMOVDQU (SI)(R8*2), X10
+	VK4SCALES(X10, X2, X8, X9)
+	VMOVDQU (SI)(R10*1), X10
+	VK4SCALES(X10, X3, X8, X9)
+	VMOVDQU (SI)(R8*4), X10
+	VK4SCALES(X10, X4, X8, X9)
+	VMOVDQU (SI)(R11*1), X10
+	VK4SCALES(X10, X5, X8, X9)
+	VMOVDQU (SI)(R10*2), X10
+	VK4SCALES(X10, X6, X8, X9)
+	VMOVDQU (SI)(R12*1), X10
+	VK4SCALES(X10, X7, X8, X9)
+	VPUNPCKLBW X1, X0, X8
+	VPUNPCKHBW X1, X0, X9
+	VPUNPCKLBW X3, X2, X10
+	VPUNPCKHBW X3, X2, X11
+	VPUNPCKLBW X5, X4, X12
+	VPUNPCKHBW X5, X4, X13
+	VPUNPCKLBW X7, X6, X14
+	VPUNPCKHBW X7, X6, X15
+	VPUNPCKLWD X10, X8, X0
+	VPUNPCKHWD X10, X8, X1
+	VPUNPCKLWD X14, X12, X2
+	VPUNPCKHWD X14, X12, X3
+	VPUNPCKLWD X11, X9, X4
+	VPUNPCKHWD X11, X9, X5
+	VPUNPCKLWD X15, X13, X6
+	VPUNPCKHWD X15, X13, X7
+	VPUNPCKLDQ X2, X0, X8
+	VPUNPCKHDQ X2, X0, X9
+	VPUNPCKLDQ X3, X1, X10
+	VPUNPCKHDQ X3, X1, X11
+	VPUNPCKLDQ X6, X4, X12
+	VPUNPCKHDQ X6, X4, X13
+	VPUNPCKLDQ X7, X5, X14
+	VPUNPCKHDQ X7, X5, X15
+	VMOVDQU X8, 0(SP)
+	VMOVDQU X9, 16(SP)
+	VMOVDQU X10, 32(SP)
+	VMOVDQU X11, 48(SP)
+	VMOVDQU X12, 64(SP)
+	VMOVDQU X13, 80(SP)
+	VMOVDQU X14, 96(SP)
+	VMOVDQU X15, 112(SP)
+	T8SCJS2(0)
+	T8SCJS2(1)
+	T8SCJS2(2)
+	T8SCJS2(3)
+	T8SCJS2(4)
+	T8SCJS2(5)
+	T8SCJS2(6)
+	T8SCJS2(7)
+	T8DMS2((SI), 0)
+	T8DMS2((SI)(R8*1), 1)
+	T8DMS2((SI)(R8*2), 2)
+	T8DMS2((SI)(R10*1), 3)
+	T8DMS2((SI)(R8*4), 4)
+	T8DMS2((SI)(R11*1), 5)
+	T8DMS2((SI)(R10*2), 6)
+	T8DMS2((SI)(R12*1), 7)
+	ADDQ $144, SI
+	ADDQ $5248, DI
+	DECQ CX
+	JNZ t8rs2sb
+	VZEROUPPER
+	RET
+
+// The sixteen-weight-row Q6_K tile kernel (q6KT16VNNI,
+// kernelSet.tile16Q6): q6KT8VNNI in zmm over repackQ6KT16's layout (two
+// eight-row tiles, 32-byte chunk by chunk), as q4KT16VNNI is q4KT8VNNI;
+// the same operations lane by lane, so the same bits.
+
+// Q6T16Q adds to A0…A3 (x rows 0…3) the products of the eight rows' four
+// values at woff(SI) and each x row's four int8 at xoff(DI) (rows 256
+// bytes apart); Z12 clobbered.
+#define Q6T16Q(woff, xoff, A0, A1, A2, A3) \
+	VMOVDQU64 (2*(woff))(SI), Z12; \
+	VPDPBUSD.BCST xoff(DI), Z12, A0; \
+	VPDPBUSD.BCST xoff+256(DI), Z12, A1; \
+	VPDPBUSD.BCST xoff+512(DI), Z12, A2; \
+	VPDPBUSD.BCST xoff+768(DI), Z12, A3
+
+// Q6T16G adds to Z4…Z7 (x rows 0…3) sc_g times the sums of group g (16
+// values), using A0…A3 and Z12, Z13.
+#define Q6T16G(g, A0, A1, A2, A3) \
+	VPXORD A0, A0, A0; \
+	VPXORD A1, A1, A1; \
+	VPXORD A2, A2, A2; \
+	VPXORD A3, A3, A3; \
+	Q6T16Q(128*g, 16*g, A0, A1, A2, A3); \
+	Q6T16Q(128*g+32, 16*g+4, A0, A1, A2, A3); \
+	Q6T16Q(128*g+64, 16*g+8, A0, A1, A2, A3); \
+	Q6T16Q(128*g+96, 16*g+12, A0, A1, A2, A3); \
+	VMOVDQU64 (4096+64*g)(SI), Z13; \
+	VPMULLD Z13, A0, A0; \
+	VPMULLD Z13, A1, A1; \
+	VPMULLD Z13, A2, A2; \
+	VPMULLD Z13, A3, A3; \
+	VPADDD A0, Z4, Z4; \
+	VPADDD A1, Z5, Z5; \
+	VPADDD A2, Z6, Z6; \
+	VPADDD A3, Z7, Z7
+
+// Q6T16MIN adds to Z8…Z11 sc_2p·Σx_2p + sc_2p+1·Σx_2p+1 for each x row
+// (the pair of int16 sums per 16 at 4p(R8), rows 32 bytes apart).
+#define Q6T16MIN(p) \
+	VMOVDQU64 (5120+64*p)(SI), Z12; \
+	VPDPWSSD.BCST (4*p)(R8), Z12, Z8; \
+	VPDPWSSD.BCST (4*p+32)(R8), Z12, Z9; \
+	VPDPWSSD.BCST (4*p+64)(R8), Z12, Z10; \
+	VPDPWSSD.BCST (4*p+96)(R8), Z12, Z11
+
+// Q6T16FLOAT adds to acc (x row r's eight lanes) the super-block's
+// float32(float32(d·dx)·float32(is - 32·im)).
+#define Q6T16FLOAT(r, is, im, acc) \
+	VPSLLD $5, im, im; \
+	VPSUBD im, is, is; \
+	VBROADCASTSS (4*r)(R9), Z13; \
+	VMULPS 5632(SI), Z13, Z14; \
+	VCVTDQ2PS is, Z15; \
+	VMULPS Z15, Z14, Z14; \
+	VADDPS Z14, acc, acc
+
+// func q6KT16VNNI(out *float32, t *byte, x *int8, d *float32, sums *int16, n, ldo int)
+// sixteen Q6_K weight rows of n super-blocks repacked by repackQ6KT16 (t)
+// against the four x rows of a pack of packAct4: out[r·ldo/4 + j] for x
+// row r and weight row j < 16. n ≥ 1. Needs AVX512-VNNI.
+TEXT ·q6KT16VNNI(SB), NOSPLIT, $0-56
+	MOVQ t+8(FP), SI
+	MOVQ x+16(FP), DI
+	MOVQ d+24(FP), R9
+	MOVQ sums+32(FP), R8
+	MOVQ n+40(FP), CX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+
+q6kt16sb:
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	Q6T16G(0, Z8, Z9, Z10, Z11)
+	Q6T16G(1, Z16, Z17, Z18, Z19)
+	Q6T16G(2, Z8, Z9, Z10, Z11)
+	Q6T16G(3, Z16, Z17, Z18, Z19)
+	Q6T16G(4, Z8, Z9, Z10, Z11)
+	Q6T16G(5, Z16, Z17, Z18, Z19)
+	Q6T16G(6, Z8, Z9, Z10, Z11)
+	Q6T16G(7, Z16, Z17, Z18, Z19)
+	Q6T16G(8, Z8, Z9, Z10, Z11)
+	Q6T16G(9, Z16, Z17, Z18, Z19)
+	Q6T16G(10, Z8, Z9, Z10, Z11)
+	Q6T16G(11, Z16, Z17, Z18, Z19)
+	Q6T16G(12, Z8, Z9, Z10, Z11)
+	Q6T16G(13, Z16, Z17, Z18, Z19)
+	Q6T16G(14, Z8, Z9, Z10, Z11)
+	Q6T16G(15, Z16, Z17, Z18, Z19)
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	Q6T16MIN(0)
+	Q6T16MIN(1)
+	Q6T16MIN(2)
+	Q6T16MIN(3)
+	Q6T16MIN(4)
+	Q6T16MIN(5)
+	Q6T16MIN(6)
+	Q6T16MIN(7)
+	Q6T16FLOAT(0, Z4, Z8, Z0)
+	Q6T16FLOAT(1, Z5, Z9, Z1)
+	Q6T16FLOAT(2, Z6, Z10, Z2)
+	Q6T16FLOAT(3, Z7, Z11, Z3)
+	ADDQ $5696, SI
+	ADDQ $1024, DI
+	ADDQ $16, R9
+	ADDQ $128, R8
+	DECQ CX
+	JNZ q6kt16sb
+	MOVQ out+0(FP), AX
+	MOVQ ldo+48(FP), BX
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, (AX)(BX*1)
+	LEAQ (AX)(BX*2), DX
+	VMOVUPS Z2, (DX)
+	VMOVUPS Z3, (DX)(BX*1)
+	VZEROUPPER
+	RET
+
+// repackQ6KT8S2AVX512 is repackQ6KT8AVX512 writing each 32-byte chunk of
+// the eight-row layout at twice its offset (chunk c at 64c, a super-block
+// 2·q6KT8Bytes): called for rows 0…7 at t and rows 8…15 at t+32, it
+// writes repackQ6KT16's layout. Its macros (…S2) are repackQ6KT8AVX512's
+// with the offsets doubled.
+#define Q6RSTORES2(off) \
+	VMOVDQU Y8, off(SP); \
+	VMOVDQU Y10, off+32(SP); \
+	VMOVDQU Y12, off+64(SP); \
+	VMOVDQU Y14, off+96(SP); \
+	VMOVDQU Y9, off+128(SP); \
+	VMOVDQU Y11, off+160(SP); \
+	VMOVDQU Y13, off+192(SP); \
+	VMOVDQU Y0, off+224(SP)
+
+#define Q6RLOS2(Q, m, TS, dst) \
+	VPANDD Y16, Q, Y1; \
+	VMOVDQU (32*m)(SP), Y2; \
+	TS; \
+	VPANDD Y17, Y2, Y2; \
+	VPORD Y2, Y1, Y1; \
+	VMOVDQU Y1, (2*(dst))(DI)
+#define Q6RHIS2(Q, m, TS, dst) \
+	VPSRLW $4, Q, Y1; \
+	VPANDD Y16, Y1, Y1; \
+	VMOVDQU (32*m)(SP), Y2; \
+	TS; \
+	VPANDD Y17, Y2, Y2; \
+	VPORD Y2, Y1, Y1; \
+	VMOVDQU Y1, (2*(dst))(DI)
+#define Q6RHI0S2(Q, m, dst) \
+	VPSRLW $4, Q, Y1; \
+	VPANDD Y16, Y1, Y1; \
+	VPANDD (32*m)(SP), Y17, Y2; \
+	VPORD Y2, Y1, Y1; \
+	VMOVDQU Y1, (2*(dst))(DI)
+#define Q6SHL4S2 VPSLLW $4, Y2, Y2
+#define Q6SHL2S2 VPSLLW $2, Y2, Y2
+#define Q6RAS2(Q, m, h) \
+	Q6RLOS2(Q, m, Q6SHL4S2, (32*(32*h+m))); \
+	Q6RHI0S2(Q, m, (32*(32*h+16+m)))
+
+#define Q6RBS2(Q, m, h) \
+	Q6RLOS2(Q, m, Q6SHL2S2, (32*(32*h+8+m))); \
+	Q6RHIS2(Q, m, Q6SHR2, (32*(32*h+24+m)))
+
+#define Q6RHALFS2(h) \
+	T8TRANS(128+32*h); \
+	Q6RSTORES2(0); \
+	T8TRANS(64*h); \
+	Q6RAS2(Y8, 0, h); \
+	Q6RAS2(Y10, 1, h); \
+	Q6RAS2(Y12, 2, h); \
+	Q6RAS2(Y14, 3, h); \
+	Q6RAS2(Y9, 4, h); \
+	Q6RAS2(Y11, 5, h); \
+	Q6RAS2(Y13, 6, h); \
+	Q6RAS2(Y0, 7, h); \
+	T8TRANS(64*h+32); \
+	Q6RBS2(Y8, 0, h); \
+	Q6RBS2(Y10, 1, h); \
+	Q6RBS2(Y12, 2, h); \
+	Q6RBS2(Y14, 3, h); \
+	Q6RBS2(Y9, 4, h); \
+	Q6RBS2(Y11, 5, h); \
+	Q6RBS2(Y13, 6, h); \
+	Q6RBS2(Y0, 7, h)
+
+#define Q6RSCS2(g) \
+	VPMOVSXBD (256+8*g)(SP), Y1; \
+	VMOVDQU Y1, (4096+64*g)(DI)
+
+#define Q6RPAIRS2(p) \
+	VPMOVSXBW (256+16*p)(SP), X1; \
+	VPMOVSXBW (256+16*p+8)(SP), X2; \
+	VPUNPCKLWD X2, X1, X3; \
+	VPUNPCKHWD X2, X1, X4; \
+	VMOVDQU X3, (5120+64*p)(DI); \
+	VMOVDQU X4, (5120+64*p+16)(DI)
+
+#define Q6RDS2(src, r) \
+	MOVWLZX src, AX; \
+	VMOVD AX, X1; \
+	VCVTPH2PS X1, X1; \
+	VMOVSS X1, (5632+4*r)(DI)
+
+// func repackQ6KT8S2AVX512(t *byte, w *byte, rb, nsb int)
+TEXT ·repackQ6KT8S2AVX512(SB), NOSPLIT, $384-32
+	MOVQ t+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ rb+16(FP), R8
+	MOVQ nsb+24(FP), CX
+	LEAQ (R8)(R8*2), R10
+	LEAQ (R8)(R8*4), R11
+	LEAQ (R10)(R8*4), R12
+	MOVL $0x0F0F0F0F, AX
+	VPBROADCASTD AX, Y16
+	MOVL $0x30303030, AX
+	VPBROADCASTD AX, Y17
+
+q6rs2sb:
+	Q6RHALFS2(0)
+	Q6RHALFS2(1)
+	VMOVDQU 192(SI), X0
+	VMOVDQU 192(SI)(R8*1), X1
+	VMOVDQU 192(SI)(R8*2), X2
+	VMOVDQU 192(SI)(R10*1), X3
+	VMOVDQU 192(SI)(R8*4), X4
+	VMOVDQU 192(SI)(R11*1), X5
+	VMOVDQU 192(SI)(R10*2), X6
+	VMOVDQU 192(SI)(R12*1), X7
+	VPUNPCKLBW X1, X0, X8
+	VPUNPCKHBW X1, X0, X9
+	VPUNPCKLBW X3, X2, X10
+	VPUNPCKHBW X3, X2, X11
+	VPUNPCKLBW X5, X4, X12
+	VPUNPCKHBW X5, X4, X13
+	VPUNPCKLBW X7, X6, X14
+	VPUNPCKHBW X7, X6, X15
+	VPUNPCKLWD X10, X8, X0
+	VPUNPCKHWD X10, X8, X1
+	VPUNPCKLWD X14, X12, X2
+	VPUNPCKHWD X14, X12, X3
+	VPUNPCKLWD X11, X9, X4
+	VPUNPCKHWD X11, X9, X5
+	VPUNPCKLWD X15, X13, X6
+	VPUNPCKHWD X15, X13, X7
+	VPUNPCKLDQ X2, X0, X8
+	VPUNPCKHDQ X2, X0, X9
+	VPUNPCKLDQ X3, X1, X10
+	VPUNPCKHDQ X3, X1, X11
+	VPUNPCKLDQ X6, X4, X12
+	VPUNPCKHDQ X6, X4, X13
+	VPUNPCKLDQ X7, X5, X14
+	VPUNPCKHDQ X7, X5, X15
+	VMOVDQU X8, 256(SP)
+	VMOVDQU X9, 272(SP)
+	VMOVDQU X10, 288(SP)
+	VMOVDQU X11, 304(SP)
+	VMOVDQU X12, 320(SP)
+	VMOVDQU X13, 336(SP)
+	VMOVDQU X14, 352(SP)
+	VMOVDQU X15, 368(SP)
+	Q6RSCS2(0)
+	Q6RSCS2(1)
+	Q6RSCS2(2)
+	Q6RSCS2(3)
+	Q6RSCS2(4)
+	Q6RSCS2(5)
+	Q6RSCS2(6)
+	Q6RSCS2(7)
+	Q6RSCS2(8)
+	Q6RSCS2(9)
+	Q6RSCS2(10)
+	Q6RSCS2(11)
+	Q6RSCS2(12)
+	Q6RSCS2(13)
+	Q6RSCS2(14)
+	Q6RSCS2(15)
+	Q6RPAIRS2(0)
+	Q6RPAIRS2(1)
+	Q6RPAIRS2(2)
+	Q6RPAIRS2(3)
+	Q6RPAIRS2(4)
+	Q6RPAIRS2(5)
+	Q6RPAIRS2(6)
+	Q6RPAIRS2(7)
+	Q6RDS2(208(SI), 0)
+	Q6RDS2(208(SI)(R8*1), 1)
+	Q6RDS2(208(SI)(R8*2), 2)
+	Q6RDS2(208(SI)(R10*1), 3)
+	Q6RDS2(208(SI)(R8*4), 4)
+	Q6RDS2(208(SI)(R11*1), 5)
+	Q6RDS2(208(SI)(R10*2), 6)
+	Q6RDS2(208(SI)(R12*1), 7)
+	ADDQ $210, SI
+	ADDQ $5696, DI
+	DECQ CX
+	JNZ q6rs2sb
+	VZEROUPPER
+	RET

@@ -84,6 +84,12 @@ func TestMatMulIntSameBits(t *testing.T) {
 			// kernelSet.tile8 takes weight rows in eights (blocks of 8s),
 			// the rest of them rows8 and rows4.
 			{"tiles", 12, 43, 768, nil},
+			// tile16 takes sixteens first: 16 rows, 40 (two and an eight)
+			// and 31 (one, an eight and seven) at one, three and eight
+			// super-blocks.
+			{"tiles16", 8, 16, 256, nil},
+			{"tiles40", 4, 40, 768, nil},
+			{"tiles31", 9, 31, 2048, nil},
 			{"tiles2048", 8, 24, 2048, nil},
 			{"hugeX8", 8, 9, 512, func(x []float32, _ []byte) { x[3], x[600], x[7*512+100] = 3e38, -3e38, 3e38 }},
 			{"bytes8", 8, 8, 512, func(_ []float32, w []byte) {
@@ -128,10 +134,15 @@ func TestMatMulIntSameBits(t *testing.T) {
 				}
 				sets := allKernels()
 				for _, ks := range sets {
-					if ks.tile8 != nil {
-						// The kernels tile8 leaves less to.
+					if ks.tile16 != nil || ks.tile16Q6 != nil {
+						// The kernels tile16 leaves less to.
 						c := *ks
-						c.name, c.tile8 = ks.name+" without tile8", nil
+						c.name, c.tile16, c.tile16Q6 = ks.name+" without tile16", nil, nil
+						sets = append(sets, &c)
+					}
+					if ks.tile8 != nil || ks.tile8Q6 != nil {
+						c := *ks
+						c.name, c.tile8, c.tile8Q6, c.tile16, c.tile16Q6 = ks.name+" without tiles", nil, nil, nil, nil
 						sets = append(sets, &c)
 					}
 				}

@@ -215,6 +215,27 @@ func asmGemv(dt abi.DType, f asmFunc) gemvFunc {
 	}
 }
 
+// canonAVX2 replaces every NaN of the n floats at s (n a multiple of 32)
+// by canonicalNaN (canon_amd64.s). It needs AVX.
+//
+//go:noescape
+func canonAVX2(s *float32, n int)
+
+// canonicalizeAVX2 is canonicalizeGo with canonAVX2 for the floats in 32s.
+func canonicalizeAVX2(s []float32) {
+	if n := len(s) &^ 31; n > 0 {
+		canonAVX2(&s[0], n)
+		s = s[n:]
+	}
+	canonicalizeGo(s)
+}
+
+func init() {
+	if hasAVX2 {
+		canonicalizeFast = canonicalizeAVX2
+	}
+}
+
 // hasAVX2 reports what the AVX2 kernels need: AVX2, F16C and FMA.
 var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasF16C && cpu.X86.HasFMA
 

@@ -96,7 +96,7 @@ func matMul(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float3
 	// Several rows of x over f32 rows (stored, or dequantized: in cache)
 	// go four at a time to the register-blocked kernel, if there is one.
 	rows4 := t >= 4 && ks.f32Rows4 != nil && k%abi.DotLanes == 0 && (deq || w.Type == abi.F32)
-	return par.ForBlocks(ctx, threads, n, block, func(lo, hi int) error {
+	err := par.ForBlocks(ctx, threads, n, block, func(lo, hi int) error {
 		src, stride := wb[lo*rb:hi*rb], rb
 		if deq {
 			s := scratch((hi - lo) * k)
@@ -120,9 +120,6 @@ func matMul(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float3
 					}
 				}
 				ks.f32Rows4(out[r*n+lo:], xp[r*kp:], src, k, hi-lo, stride, kp, n)
-				for i := r; i < r+4; i++ {
-					canonicalize(out[i*n+lo : i*n+hi])
-				}
 			}
 		}
 		for ; r < t; r++ {
@@ -133,10 +130,15 @@ func matMul(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float3
 			}
 			o := out[r*n+lo : r*n+hi]
 			gemv(o, xp[r*kp:(r+1)*kp], src, k, stride, group)
-			canonicalize(o)
 		}
 		return nil
 	})
+	if err == nil {
+		// Once for the whole output: on amd64 the assembly checks 32
+		// floats at a time, where a block's rows are a few each.
+		canonicalize(out)
+	}
+	return err
 }
 
 // matMulQ8Rows is matMul of several rows of x by q8_0 weights with the
@@ -154,7 +156,7 @@ func matMulQ8Rows(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []
 	block := max(4, min(blockBytes/rb, blockWork/(t*k))&^3)
 	groups := (t + maxXRows - 1) / maxXRows
 	groupsPerCheck := max(1, blockWork/(block*k*maxXRows))
-	return par.ForBlocks(ctx, threads, n, block, func(lo, hi int) error {
+	err := par.ForBlocks(ctx, threads, n, block, func(lo, hi int) error {
 		for g := range groups {
 			if g > 0 && g%groupsPerCheck == 0 {
 				if err := ctx.Err(); err != nil {
@@ -164,12 +166,13 @@ func matMulQ8Rows(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []
 			r0 := g * maxXRows
 			nx := min(maxXRows, t-r0)
 			ks.q8Rows(out[r0*n+lo:], xp[r0*k:(r0+nx)*k], wb[lo*rb:hi*rb], k, hi-lo, rb, nx, n)
-			for r := r0; r < r0+nx; r++ {
-				canonicalize(out[r*n+lo : r*n+hi])
-			}
 		}
 		return nil
 	})
+	if err == nil {
+		canonicalize(out)
+	}
+	return err
 }
 
 // packRows returns xp (t·k values) holding the t rows of x (k values
@@ -208,8 +211,22 @@ func scratch(n int) *[]float32 {
 var canonicalNaN = math.Float32frombits(abi.CanonicalNaN32)
 
 // canonicalize replaces every NaN in s with canonicalNaN: whether a result
-// is NaN is fixed by IEEE-754, but its payload and sign are not.
+// is NaN is fixed by IEEE-754, but its payload and sign are not. A matmul's
+// every output passes here: on amd64 the assembly (canonicalizeFast) checks
+// 32 at a time.
 func canonicalize(s []float32) {
+	if canonicalizeFast != nil && len(s) >= 32 {
+		canonicalizeFast(s)
+		return
+	}
+	canonicalizeGo(s)
+}
+
+// canonicalizeFast, if set, is canonicalizeGo in assembly.
+var canonicalizeFast func(s []float32)
+
+// canonicalizeGo is canonicalize in Go.
+func canonicalizeGo(s []float32) {
 	for i, v := range s {
 		if v != v {
 			s[i] = canonicalNaN

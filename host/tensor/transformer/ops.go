@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
+	"sync/atomic"
 
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host/internal/par"
@@ -118,17 +120,17 @@ func RoPE(ctx context.Context, threads int, p tensor.RoPEParams, x, factors []fl
 		e := float64(2*i) / float64(hd)
 		freq[i] = float32(pmath.Exp(-float64(e * logTheta)))
 	}
+	// A prompt's rows (and q's then k's call) ask for the same angles:
+	// their cosines and sines come from a table kept for the last
+	// parameters, the same values computed once.
+	table, lo0 := ropeCS(p.Theta, freq, factors, p.Pos, p.Rows)
 	return par.ForBlocks(ctx, threads, p.Rows, max(1, elemBlock/max(p.Cols, 1)), func(lo, hi int) error {
 		cs := make([]float32, 2*half)
 		for r := lo; r < hi; r++ {
-			pos := float32(p.Pos + r)
-			for i, f := range freq {
-				a32 := pos * f
-				if factors != nil {
-					a32 /= factors[i]
-				}
-				a := float64(a32)
-				cs[2*i], cs[2*i+1] = float32(pmath.Cos(a)), float32(pmath.Sin(a))
+			if P := p.Pos + r; table != nil {
+				cs = table[2*half*(P-lo0) : 2*half*(P-lo0+1)]
+			} else {
+				ropeAngles(cs, float32(P), freq, factors)
 			}
 			row := x[r*p.Cols : (r+1)*p.Cols]
 			for h := 0; h < p.Cols; h += hd {
@@ -145,6 +147,81 @@ func RoPE(ctx context.Context, threads int, p tensor.RoPEParams, x, factors []fl
 		}
 		return nil
 	})
+}
+
+// ropeAngles sets cs[2i] and cs[2i+1] to the cosine and sine of pair i's
+// angle at position pos: pos·freq[i] (divided by factors[i] if given) in
+// float32, then pmath.Cos and pmath.Sin in float64, rounded.
+func ropeAngles(cs []float32, pos float32, freq, factors []float32) {
+	for i, f := range freq {
+		a32 := pos * f
+		if factors != nil {
+			a32 /= factors[i]
+		}
+		a := float64(a32)
+		cs[2*i], cs[2*i+1] = float32(pmath.Cos(a)), float32(pmath.Sin(a))
+	}
+}
+
+// ropeTable is ropeAngles for positions lo, lo+1, … (len(cs)/(2·len(freq))
+// of them), one after the other, of one set of RoPE parameters.
+type ropeTable struct {
+	theta         float32
+	freq, factors []float32
+	lo            int
+	cs            []float32
+}
+
+// ropeLast is the table of the last RoPE parameters; tables are never
+// changed once stored, so jobs share them without locks.
+var ropeLast atomic.Pointer[ropeTable]
+
+// ropeTables is whether RoPE keeps tables (ropeCS): the tests compare
+// it with and without.
+var ropeTables = true
+
+// maxRoPETable bounds a table's values (4 MiB).
+const maxRoPETable = 1 << 20
+
+// ropeAhead is the positions a new table covers at least: a decode step's
+// one row makes a table for the steps after it.
+const ropeAhead = 32
+
+// ropeCS returns a table of ropeAngles for positions pos…pos+rows-1 of
+// theta, freq and factors, as cs and the position of its first values:
+// ropeLast if it has them, else a new one that replaces it, from pos for
+// at least ropeAhead positions. nil if it would be larger than
+// maxRoPETable.
+func ropeCS(theta float32, freq, factors []float32, pos, rows int) (cs []float32, lo int) {
+	w := 2 * len(freq)
+	if !ropeTables || rows <= 0 || rows > maxRoPETable/w {
+		return nil, 0
+	}
+	t := ropeLast.Load()
+	if t != nil && t.lo <= pos && pos+rows <= t.lo+len(t.cs)/w && math.Float32bits(t.theta) == math.Float32bits(theta) &&
+		equalBits(t.freq, freq) && (t.factors == nil) == (factors == nil) && equalBits(t.factors, factors) {
+		return t.cs, t.lo
+	}
+	m := min(max(rows, ropeAhead), maxRoPETable/w)
+	nt := &ropeTable{theta: theta, freq: slices.Clone(freq), factors: slices.Clone(factors), lo: pos, cs: make([]float32, m*w)}
+	for i := range m {
+		ropeAngles(nt.cs[i*w:(i+1)*w], float32(pos+i), freq, factors)
+	}
+	ropeLast.Store(nt)
+	return nt.cs, nt.lo
+}
+
+// equalBits reports whether a and b hold the same float32 bits.
+func equalBits(a, b []float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // SwiGLU computes out[i] = silu(a[i])·b[i], with silu(v) = v·σ(v) as in

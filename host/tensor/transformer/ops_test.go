@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/infernet/infernet/abi"
@@ -403,5 +404,64 @@ func TestHost(t *testing.T) {
 	}
 	if err := h.MatMul(ctx, 1, 1, 4, &tensor.HostBuffer{I8: make([]int8, 4)}, &tensor.HostBuffer{F32: make([]float32, 4)}, &tensor.HostBuffer{F32: make([]float32, 1)}); err == nil {
 		t.Fatal("i8 x accepted")
+	}
+}
+
+// TestRoPETable checks RoPE with its table of angles (ropeCS) against RoPE
+// computing them row by row, bit for bit, over calls whose positions grow
+// pass the table's ends, go back, and change parameters (theta, head
+// size, factors) and back again.
+func TestRoPETable(t *testing.T) {
+	ctx := context.Background()
+	defer func() { ropeTables = true }()
+	factors := make([]float32, 32)
+	for i := range factors {
+		factors[i] = 1 + float32(i)/7
+	}
+	r := &rng{s: 11}
+	for _, c := range []struct {
+		theta       float32
+		hd, pos     int
+		rows        int
+		factors     []float32
+		interleaved bool
+	}{
+		{10000, 64, 0, 5, nil, true},
+		{10000, 64, 3, 200, nil, true},  // a new table
+		{10000, 64, 100, 3, nil, false}, // within it
+		{10000, 64, 202, 2, nil, true},  // its last position and one past
+		{10000, 64, 1000, 1, nil, true}, // a decode step's table
+		{10000, 64, 1001, 1, nil, true}, // the next step's, within it
+		{500000, 64, 7, 9, nil, true},
+		{500000, 64, 7, 9, factors, true},
+		{500000, 64, 7, 9, factors[:16], false}, // heads of 32
+		{10000, 128, 50, 4, nil, true},
+		{10000, 64, 0, 5, nil, true},
+		{10000, 64, 20000, 1, nil, true},
+		{10000, 64, 0, 16385, nil, true}, // past the table's bound
+	} {
+		hd := c.hd
+		if c.factors != nil {
+			hd = 2 * len(c.factors)
+		}
+		style := abi.RoPEHalves
+		if c.interleaved {
+			style = abi.RoPEInterleaved
+		}
+		p := tensor.RoPEParams{Rows: c.rows, Cols: 2 * hd, HeadDim: hd, Pos: c.pos, Theta: c.theta, Style: style}
+		x := r.f32s(c.rows * 2 * hd)
+		want, got := slices.Clone(x), slices.Clone(x)
+		ropeTables = false
+		if err := RoPE(ctx, 1, p, want, c.factors); err != nil {
+			t.Fatal(err)
+		}
+		ropeTables = true
+		for threads := 1; threads <= 2; threads++ {
+			copy(got, x)
+			if err := RoPE(ctx, threads, p, got, c.factors); err != nil {
+				t.Fatal(err)
+			}
+			sameBits(t, fmt.Sprintf("%+v, %d threads", c, threads), got, want)
+		}
 	}
 }
