@@ -183,14 +183,15 @@ var ropeTables = true
 // maxRoPETable bounds a table's values (4 MiB).
 const maxRoPETable = 1 << 20
 
-// ropeAhead is the positions a new table covers at least: a decode step's
-// one row makes a table for the steps after it.
+// ropeAhead is the positions a new table covers at least when it goes on
+// from the last one's end: a decode step's one row makes a table for the
+// steps after it.
 const ropeAhead = 32
 
 // ropeCS returns a table of ropeAngles for positions pos…pos+rows-1 of
 // theta, freq and factors, as cs and the position of its first values:
-// ropeLast if it has them, else a new one that replaces it, from pos for
-// at least ropeAhead positions. nil if it would be larger than
+// ropeLast if it has them, else a new one that replaces it, from pos (for
+// at least ropeAhead positions where it goes on from ropeLast's end). nil if it would be larger than
 // maxRoPETable.
 func ropeCS(theta float32, freq, factors []float32, pos, rows int) (cs []float32, lo int) {
 	w := 2 * len(freq)
@@ -202,7 +203,14 @@ func ropeCS(theta float32, freq, factors []float32, pos, rows int) (cs []float32
 		equalBits(t.freq, freq) && (t.factors == nil) == (factors == nil) && equalBits(t.factors, factors) {
 		return t.cs, t.lo
 	}
-	m := min(max(rows, ropeAhead), maxRoPETable/w)
+	// Ahead only where one sequence goes on from the last table's end (a
+	// decode step after its prompt or its last step): sessions decoding
+	// at once, each elsewhere, would otherwise make ropeAhead positions
+	// for each other's every step.
+	m := rows
+	if t != nil && t.lo+len(t.cs)/w == pos {
+		m = min(max(rows, ropeAhead), maxRoPETable/w)
+	}
 	nt := &ropeTable{theta: theta, freq: slices.Clone(freq), factors: slices.Clone(factors), lo: pos, cs: make([]float32, m*w)}
 	for i := range m {
 		ropeAngles(nt.cs[i*w:(i+1)*w], float32(pos+i), freq, factors)
