@@ -57,12 +57,24 @@ type chatText struct {
 
 // response is a completion, chat completion or one of their chunks.
 type response struct {
-	ID      string   `json:"id"`
-	Object  string   `json:"object"`
-	Created int64    `json:"created"`
-	Model   string   `json:"model"`
-	Choices []choice `json:"choices"`
-	Usage   *Usage   `json:"usage,omitempty"`
+	ID       string      `json:"id"`
+	Object   string      `json:"object"`
+	Created  int64       `json:"created"`
+	Model    string      `json:"model"`
+	Choices  []choice    `json:"choices"`
+	Usage    *Usage      `json:"usage,omitempty"`
+	Infernet *Provenance `json:"infernet,omitempty"`
+}
+
+// Provenance is the field "infernet" of a whole answer and of a stream's
+// last chunks, beyond OpenAI's: the job whose verified output the answer
+// is (infernet jobs ID shows its replicas and how they agreed), and a
+// sampled request's seed, the one the node drew where the request gave
+// none (a request with it gives the same text; choice i>0 samples with
+// seed i·0x9E3779B97F4A7C15 XOR it).
+type Provenance struct {
+	Job  string  `json:"job"`
+	Seed *uint64 `json:"seed,omitempty"`
 }
 
 // answer writes one request's response.
@@ -72,6 +84,8 @@ type answer struct {
 	created int64
 	offsets []int        // completions' text_offset so far, by choice
 	texts   []llama.Text // the text each choice's pieces made so far
+	// made is the answer's Provenance, once its job is verified.
+	made *Provenance
 	// wait bounds each streamed write (Config.WriteTimeout); gone is set
 	// once one failed: the caller stopped reading, or went away.
 	wait time.Duration
@@ -99,13 +113,18 @@ func (a *answer) whole(w http.ResponseWriter, texts []string, cs []models.Comple
 		}
 		choices[i] = ch
 	}
-	b, _ := json.Marshal(a.response(object, choices, usageOf(cs)))
+	r := a.response(object, choices, usageOf(cs))
+	r.Infernet = a.made
+	b, _ := json.Marshal(r)
 	if a.wait > 0 {
 		// As a stream's chunk: a caller that does not read its answer
 		// holds the handler no longer than a slow one (16 KiB/s) would.
 		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(a.wait + time.Duration(len(b)>>14)*time.Second))
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if a.made != nil {
+		w.Header().Set("X-Infernet-Job", a.made.Job)
+	}
 	w.Write(append(b, '\n'))
 }
 
@@ -162,10 +181,14 @@ func (a *answer) end(w http.ResponseWriter, cs []models.Completion, lps [][]*lla
 			empty := ""
 			ch.Text = &empty
 		}
-		a.event(w, a.response(a.chunkObject(), []choice{ch}, nil))
+		last := a.response(a.chunkObject(), []choice{ch}, nil)
+		last.Infernet = a.made
+		a.event(w, last)
 	}
 	if a.p.usage {
-		a.event(w, a.response(a.chunkObject(), []choice{}, usageOf(cs)))
+		u := a.response(a.chunkObject(), []choice{}, usageOf(cs))
+		u.Infernet = a.made
+		a.event(w, u)
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
 	a.flush(w)

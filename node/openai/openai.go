@@ -732,6 +732,10 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p params) {
 			}
 			return
 		}
+		a.made = &Provenance{Job: res.job.ID.String()}
+		if p.req.Temperature > 0 {
+			a.made.Seed = &p.req.Seed
+		}
 		if p.stream {
 			a.end(w, done, pending)
 		} else {

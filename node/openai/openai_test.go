@@ -301,7 +301,7 @@ func TestOpenAIErrors(t *testing.T) {
 // finish_reason "stop"; top_k 1 sampled is greedy's text; penalties change
 // a greedy completion and repeat fewer words.
 func TestOpenAISampling(t *testing.T) {
-	c, _ := serve(t, nodetest.Options{Providers: 3, Trust: true})
+	c, net := serve(t, nodetest.Options{Providers: 3, Trust: true})
 	ctx := context.Background()
 	g := golden(t, "Once upon a time")
 	k := strings.Index(g.Completion, " the ")
@@ -420,6 +420,9 @@ func TestOpenAISampling(t *testing.T) {
 			byIndex[ch.Index] += ch.Text
 			if ch.FinishReason != "" {
 				finished++
+				if raw := st.Current().RawJSON(); !strings.Contains(raw, `"infernet":{"job":"`) || !strings.Contains(raw, `"seed":11`) {
+					t.Errorf("a stream's last chunk of choice %d: %s; want its job and seed", ch.Index, raw)
+				}
 			}
 		}
 	}
@@ -430,6 +433,36 @@ func TestOpenAISampling(t *testing.T) {
 		if byIndex[i] != r.Choices[i].Text {
 			t.Errorf("streamed choice %d: %q; whole %q", i, byIndex[i], r.Choices[i].Text)
 		}
+	}
+
+	// An answer names the job whose verified output it is, and a sampled
+	// one the seed it used: the node's own draw, where the request gave
+	// none, gives the same text again (a researcher's walk).
+	drawn := one
+	drawn.Seed = oa.CompletionNewParams{}.Seed
+	var raw *http.Response
+	r, err = c.Completions.New(ctx, drawn, option.WithResponseInto(&raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var made struct {
+		Infernet struct {
+			Job  string  `json:"job"`
+			Seed *uint64 `json:"seed"`
+		} `json:"infernet"`
+	}
+	if err := json.Unmarshal([]byte(r.RawJSON()), &made); err != nil || made.Infernet.Seed == nil || raw.Header.Get("X-Infernet-Job") != made.Infernet.Job {
+		t.Fatalf("a sampled answer's infernet field: %+v, %v; X-Infernet-Job %q", made, err, raw.Header.Get("X-Infernet-Job"))
+	}
+	if id, err := wire.ParseJobID(made.Infernet.Job); err != nil {
+		t.Errorf("the answer's job %q: %v", made.Infernet.Job, err)
+	} else if rec, err := net.Client.Job(id); err != nil || rec.State != store.JobVerified {
+		t.Errorf("the answer's job %s: %+v, %v; want it verified in the node's jobs", made.Infernet.Job, rec, err)
+	}
+	again := one
+	again.Seed = oa.Int(int64(*made.Infernet.Seed))
+	if r2, err := c.Completions.New(ctx, again); err != nil || r2.Choices[0].Text != r.Choices[0].Text {
+		t.Errorf("seed %d again: %+v, %v; want %q", *made.Infernet.Seed, r2, err, r.Choices[0].Text)
 	}
 
 	chat, err := c.Chat.Completions.New(ctx, oa.ChatCompletionNewParams{Model: "stories260K",
