@@ -57,7 +57,7 @@ func checkToyRounds(t *testing.T, c *Node, rec *store.TrainRun, first []byte, sh
 		if !maps.Equal(r.Metrics, want) || r.Report != fmt.Sprintf("lines %d\nsum %d\nskipped 0", lines, lines) {
 			t.Errorf("round %d: report %q, metrics %v; want %v", k+1, r.Report, r.Metrics, want)
 		}
-		if r.Sharded == (wire.JobID{}) || r.Eval == (wire.JobID{}) || r.Finished.Before(r.Started) {
+		if r.Sharded == (wire.JobID{}) || r.Eval == (wire.JobID{}) || r.Finished.Before(r.Started) || r.Unverified {
 			t.Errorf("round %d: %+v", k+1, r)
 		}
 	}
@@ -99,6 +99,21 @@ func TestTrain(t *testing.T) {
 	runs, err := c.TrainRuns()
 	if err != nil || len(runs) != 1 || runs[0].ID != rec.ID {
 		t.Errorf("TrainRuns: %+v, %v", runs, err)
+	}
+}
+
+// TestTrainUnverifiedRound: a round whose parts ran on one replica each
+// says so in its record (train's round line reads it), as the run's
+// state does at its end (a researcher's walk: only the last line said
+// it).
+func TestTrainUnverifiedRound(t *testing.T) {
+	t.Parallel() // waits far more than it computes
+	net := startNetwork(t, 2, func(c *Config) { c.NoAudit = !c.Provide })
+	ts := toyTraining(t, net.client, []byte("1\n"), 2, 1)
+	ts.Spec.Replicas, ts.Eval.Replicas = 1, 1
+	rec, err := net.client.Train(context.Background(), ts, nil)
+	if err != nil || rec.State != store.JobUnverified || len(rec.Rounds) != 1 || !rec.Rounds[0].Unverified {
+		t.Fatalf("Train on one replica: %+v, %v; want its round and the run unverified", rec, err)
 	}
 }
 

@@ -50,6 +50,9 @@ type TrainRound struct {
 	// round ended.
 	State     blob.Digest `json:"state,omitzero"`
 	StateSize int64       `json:"state_size"`
+	// Unverified is whether some part of the round's job ran on one
+	// replica, or ended with no majority (its sharded job unverified).
+	Unverified bool `json:"unverified,omitempty"`
 	// Eval is the evaluation job run on State, Report its output (text,
 	// capped) and Metrics the NAME=NUMBER pairs read from it.
 	Eval     wire.JobID         `json:"eval,omitzero"`

@@ -294,6 +294,7 @@ func (t *trainRun) round(ctx context.Context, r int, state blob.Digest, size int
 		return nil, sj.Error, nil
 	}
 	round.State, round.StateSize = sj.Output, sj.OutputSize
+	round.Unverified = sj.State != store.JobVerified
 	if err := n.DB.PutTrainRun(rec); err != nil {
 		return nil, "", err
 	}

@@ -422,6 +422,9 @@ func (w *trainWatch) rounds(rec *store.TrainRun) error {
 		k, r := w.printed+1, rec.Rounds[w.printed]
 		fmt.Fprintf(w.o.IO.Err, "round %d: %v, state %d bytes (%s)", k, r.Finished.Sub(r.Started).Round(time.Millisecond),
 			r.StateSize, shortID(r.State.String()))
+		if r.Unverified {
+			fmt.Fprint(w.o.IO.Err, ", unverified (a part ran on one replica, or its replicas agreed on nothing)")
+		}
 		if r.Report != "" {
 			fmt.Fprintf(w.o.IO.Err, ", %s", strings.ReplaceAll(r.Report, "\n", "; "))
 		}
