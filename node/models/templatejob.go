@@ -67,12 +67,26 @@ type templateRunner struct {
 }
 
 // templates returns the process's template runner, made on first use.
+// The sandbox is made once, error and all: a TemplateCacheDir that cannot
+// be made or written (a read-only home, a disk full at the first chat) is
+// passed over for a cache in memory, or every template of the process
+// would fail for good, where the engine in the process needed no disk.
 var templates = sync.OnceValues(func() (*templateRunner, error) {
+	r, err := newTemplateRunner(TemplateCacheDir)
+	if err != nil && TemplateCacheDir != "" {
+		r, err = newTemplateRunner("")
+	}
+	return r, err
+})
+
+// newTemplateRunner makes a template runner whose compiled guest is kept in
+// cacheDir ("" for in memory only).
+func newTemplateRunner(cacheDir string) (*templateRunner, error) {
 	ctx := context.Background()
 	sb, err := host.New(ctx, host.Config{
 		Reference:  reference.New(reference.Config{Threads: 1}), // the guest makes no tensors
 		ModelCache: -1,
-		CacheDir:   TemplateCacheDir,
+		CacheDir:   cacheDir,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("chat template sandbox: %w", err)
@@ -83,7 +97,7 @@ var templates = sync.OnceValues(func() (*templateRunner, error) {
 		return nil, fmt.Errorf("chat template sandbox: %w", err)
 	}
 	return r, nil
-})
+}
 
 // runTemplate runs the chattemplate guest on q and returns its stdout. An
 // error of the template, or a template past its job's limits, is an
@@ -94,18 +108,29 @@ func runTemplate(ctx context.Context, q chattemplate.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	in, err := json.Marshal(q)
-	if err != nil {
-		return "", fmt.Errorf("chat template: %w", err)
-	}
 	select {
 	case r.slots <- struct{}{}:
 		defer func() { <-r.slots }()
 	case <-ctx.Done():
 		return "", fmt.Errorf("chat template: %w", ctx.Err())
 	}
-	res, err := r.sb.Run(ctx, host.Job{Module: r.module, Digest: r.digest, Input: in}, templateJob)
+	// Encoded once a slot is held, so that the requests waiting for one
+	// hold only their messages, and without Go's HTML escaping: each '<',
+	// '>' and '&' of a message was six bytes (\u003c) for the guest to
+	// read, and a 3 MiB message of code ran out of fuel.
+	var in bytes.Buffer
+	enc := json.NewEncoder(&in)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(q); err != nil {
+		return "", fmt.Errorf("chat template: %w", err)
+	}
+	res, err := r.sb.Run(ctx, host.Job{Module: r.module, Digest: r.digest, Input: in.Bytes()}, templateJob)
 	if err != nil {
+		if ctx.Err() != nil {
+			// The caller's deadline or cancel, which the sandbox reads
+			// as its own timeout: not the template's doing.
+			return "", fmt.Errorf("chat template: %w", ctx.Err())
+		}
 		return "", limitError(err)
 	}
 	switch res.ExitCode {
