@@ -13,13 +13,13 @@ import (
 	"github.com/ardanlabs/jinja"
 )
 
-// TestRedteam58cEscapedContent: a chat of one message of 3 MiB, within the
+// TestChatTemplateEscapedContent: a chat of one message of 3 MiB, within the
 // API's 4 MiB body, of '<' (as in code, HTML, XML) rendered in the
 // node's process with Llama 3's template; in the sandbox it ran out of
 // fuel, because the request handed to the guest was JSON with Go's HTML
 // escaping: each '<', '>' and '&' six bytes (\u003c), 18 MiB to parse
 // (and held by every request waiting for a template slot).
-func TestRedteam58cEscapedContent(t *testing.T) {
+func TestChatTemplateEscapedContent(t *testing.T) {
 	src := chatTemplate(t, "llama3")
 	content := strings.Repeat("<", 3<<20)
 	msgs := []Message{{"user", content}}
@@ -43,11 +43,11 @@ func TestRedteam58cEscapedContent(t *testing.T) {
 	}
 }
 
-// TestRedteam58cCallerDeadline: a caller's own deadline that passes while
+// TestChatTemplateCallerDeadline: a caller's own deadline that passes while
 // the template renders is the caller's context error, not the template
 // "exceeded its time limit of 10s" (an ErrTemplate, which the API answers
 // as a 400 blaming the model's template).
-func TestRedteam58cCallerDeadline(t *testing.T) {
+func TestChatTemplateCallerDeadline(t *testing.T) {
 	ct, err := NewChatTemplate(`{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}`, "", "", false)
 	if err != nil {
 		t.Fatal(err)
@@ -60,14 +60,14 @@ func TestRedteam58cCallerDeadline(t *testing.T) {
 	}
 }
 
-// TestRedteam58cCacheDirFails: the template sandbox is made once per
+// TestChatTemplateCacheDirFails: the template sandbox is made once per
 // process (sync.OnceValues), error and all: a compile cache directory that
 // cannot be written when the first template is read (a disk full for a
 // moment, a read-only home) failed every chat template of the process for
 // good, where the engine in the process needed no directory. Run in a
 // child process, the sandbox being the process's.
-func TestRedteam58cCacheDirFails(t *testing.T) {
-	if dir := os.Getenv("REDTEAM58C_CACHE"); dir != "" {
+func TestChatTemplateCacheDirFails(t *testing.T) {
+	if dir := os.Getenv("INFERNET_TEST_TEMPLATE_CACHE"); dir != "" {
 		TemplateCacheDir = dir
 		ct, err := NewChatTemplate("{{ messages[0].content }}", "", "", false)
 		if err != nil {
@@ -82,8 +82,8 @@ func TestRedteam58cCacheDirFails(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestRedteam58cCacheDirFails$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "REDTEAM58C_CACHE="+filepath.Join(file, "wasm")) // under a file: never a directory
+	cmd := exec.Command(os.Args[0], "-test.run=^TestChatTemplateCacheDirFails$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "INFERNET_TEST_TEMPLATE_CACHE="+filepath.Join(file, "wasm")) // under a file: never a directory
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("a cache directory that cannot be made: %v\n%s", err, out)
 	}
