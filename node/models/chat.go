@@ -201,7 +201,9 @@ func Llama2Chat(msgs []Message) string {
 
 // ChatTemplate returns the chat template of the model named name: its
 // GGUF's own, or Llama 2's. A model's template is read from its file once
-// and kept with its digest.
+// and kept with its digest, and so is a template that does not compile
+// (ErrTemplate): each chat had read the file and checked it again, a job
+// of up to TemplateTimeout.
 func (r *Registry) ChatTemplate(name string) (*ChatTemplate, error) {
 	m, err := r.Get(name)
 	if err != nil {
@@ -211,23 +213,34 @@ func (r *Registry) ChatTemplate(name string) (*ChatTemplate, error) {
 		return &ChatTemplate{}, nil
 	}
 	r.mu.RLock()
-	t, ok := r.templates[m.Model.Digest]
+	kept, ok := r.templates[m.Model.Digest]
 	r.mu.RUnlock()
 	if ok {
-		return t, nil
+		return kept.t, kept.err
 	}
 	f, size, err := r.blobs.Open(m.Model.Digest)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
 	defer f.Close()
-	if t, err = ggufChatTemplate(f, size); err != nil {
-		return nil, fmt.Errorf("model %s: %w", name, err)
+	t, err := ggufChatTemplate(f, size)
+	if err != nil {
+		err = fmt.Errorf("model %s: %w", name, err)
+		if !errors.Is(err, ErrTemplate) {
+			return nil, err // the file's reading, or the sandbox's: try again next time
+		}
 	}
 	r.mu.Lock()
-	r.templates[m.Model.Digest] = t
+	r.templates[m.Model.Digest] = keptTemplate{t, err}
 	r.mu.Unlock()
-	return t, nil
+	return t, err
+}
+
+// keptTemplate is a model's chat template as Registry.ChatTemplate read
+// it: the template, or the ErrTemplate error of one that does not compile.
+type keptTemplate struct {
+	t   *ChatTemplate
+	err error
 }
 
 // ReadChatTemplate returns the chat template of the model file at path: a

@@ -174,6 +174,7 @@ func TestRegistryChatTemplate(t *testing.T) {
 		{"stories", put(t, blobs, testdata(t, "stories260K.bin")), put(t, blobs, testdata(t, "tok512.bin"))},
 		{"plain", put(t, blobs, plain), store.BlobRef{}},
 		{"own", put(t, blobs, own), store.BlobRef{}},
+		{"broken", put(t, blobs, withChatTemplate(t, plain, "{% for m in messages %}")), store.BlobRef{}},
 	} {
 		if _, err := r.Add(m.name, m.ref, m.tok); err != nil {
 			t.Fatal(err)
@@ -199,6 +200,12 @@ func TestRegistryChatTemplate(t *testing.T) {
 	}
 	if _, err := r.ChatTemplate("nosuch"); !errors.Is(err, ErrUnknown) {
 		t.Errorf("an unknown model: %v", err)
+	}
+	// A template that does not compile is kept too, its error the same
+	// value: no chat reads the file and checks it again.
+	_, first := r.ChatTemplate("broken")
+	if _, again := r.ChatTemplate("broken"); !errors.Is(first, ErrTemplate) || again != first {
+		t.Errorf("a broken template: %v, then %v; want one ErrTemplate error, kept", first, again)
 	}
 }
 

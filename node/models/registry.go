@@ -56,7 +56,7 @@ type Registry struct {
 	// the registered models' vocabularies (Prompts).
 	mu        sync.RWMutex
 	held      map[blob.Digest]int
-	templates map[blob.Digest]*ChatTemplate
+	templates map[blob.Digest]keptTemplate
 	prompts   map[promptsKey]*Prompts
 	// runnerMu guards runner, the runner guest's blob once Runner
 	// stored it.
@@ -67,7 +67,7 @@ type Registry struct {
 // New returns the registry of the models recorded in db, their blobs in
 // blobs. Neither is closed by it.
 func New(db *store.Store, blobs *blob.Store) (*Registry, error) {
-	r := &Registry{db: db, blobs: blobs, held: map[blob.Digest]int{}, templates: map[blob.Digest]*ChatTemplate{},
+	r := &Registry{db: db, blobs: blobs, held: map[blob.Digest]int{}, templates: map[blob.Digest]keptTemplate{},
 		prompts: map[promptsKey]*Prompts{}}
 	ms, err := db.Models()
 	if err != nil {
