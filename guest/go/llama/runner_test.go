@@ -8,10 +8,8 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +17,7 @@ import (
 	"time"
 
 	"github.com/infernet/infernet/abi"
+	"github.com/infernet/infernet/guest/go/internal/wasmbuild"
 	"github.com/infernet/infernet/guest/go/llama"
 	"github.com/infernet/infernet/guest/go/llama/llamatest"
 	"github.com/infernet/infernet/host"
@@ -707,26 +706,7 @@ func TestRunnerBadModel(t *testing.T) {
 // TestRunnerUpToDate: the embedded runner.wasm is what its sources build
 // to (make -C testdata rebuilds it), when this Go built it.
 func TestRunnerUpToDate(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the runner")
-	}
-	if !bytes.Contains(llama.Runner(), []byte(runtime.Version())) {
-		t.Skipf("runner.wasm was built by another Go than %s", runtime.Version())
-	}
-	out := filepath.Join(t.TempDir(), "runner.wasm")
-	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s", "-o", out, ".")
-	cmd.Dir = "runner"
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
-	built, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(built, llama.Runner()) {
-		t.Fatal("runner.wasm is out of date: run make -C testdata")
-	}
+	wasmbuild.CheckUpToDate(t, "runner", llama.Runner())
 }
 
 // TestRunnerLogits: a request with Logits gets, in its Done event, the
