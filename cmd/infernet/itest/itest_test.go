@@ -493,14 +493,16 @@ func TestNodeRefusesMoneyWithoutLnd(t *testing.T) {
 }
 
 // TestConfigFileSaysWhatItTakes: a setting config.json does not take is
-// refused, saying which it takes (an operator tried "slots").
+// refused, saying which it takes (an operator tried "slots", a flag of
+// infernet node, which goes in its "node" object).
 func TestConfigFileSaysWhatItTakes(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"slots": 1}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	_, stderr, code := infernet(t, nil, "node", "--datadir", dir, "--listen", "/ip4/127.0.0.1/tcp/0", "--mdns=false", "--nat=false")
-	if code == 0 || !strings.Contains(stderr, `unknown field "slots"`) || !strings.Contains(stderr, "it takes bootstrap, listen, mdns, nat, reachability, relays and lnd") {
+	if code == 0 || !strings.Contains(stderr, `unknown field "slots"`) || !strings.Contains(stderr, "it takes bootstrap, listen, mdns, nat, reachability, relays, lnd") ||
+		!strings.Contains(stderr, "and node, whose object takes flags of infernet node by name") {
 		t.Errorf("config.json with slots: exit %d, %q", code, stderr)
 	}
 }

@@ -323,7 +323,7 @@ func TestPrintJSONEmpty(t *testing.T) {
 func TestSubmitRefusals(t *testing.T) {
 	dir := t.TempDir()
 	module := filepath.Join(dir, "job.wasm")
-	os.WriteFile(module, []byte("\x00asm\x01\x00\x00\x00"), 0o600)
+	os.WriteFile(module, []byte("\x00asm\x01\x00\x00\x00\x01\x04\x01\x60\x00\x00\x03\x02\x01\x00\x07\x0a\x01\x06_start\x00\x00\x0a\x04\x01\x02\x00\x0b"), 0o600) // (module (func (export "_start")))
 	for _, tc := range []struct {
 		args []string
 		want string
