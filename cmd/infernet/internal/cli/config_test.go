@@ -84,6 +84,9 @@ func TestConfigNodeFlags(t *testing.T) {
 		{`{"node": {"slots": "many"}}`, "node.slots: "},
 		{`{"node": {"price": -5}}`, "node.price: "},
 		{`{"node": {"backend": {"name": "cpu"}}}`, "node.backend: "},
+		// A size is checked where it was given, and said so.
+		{`{"node": {"max-memory": "lots"}}`, `config.json: node.max-memory: invalid argument "lots" for "--max-memory" flag`},
+		{`{"node": {"blob-quota": "1.5GiB"}}`, "node.blob-quota: "},
 	} {
 		if _, err := run(tc.config); err == nil || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s: %v; want an error saying %q", tc.config, err, tc.says)
