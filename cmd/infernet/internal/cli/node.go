@@ -262,6 +262,9 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 	if err := checkDataDir(o.Config.DataDir, log); err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
+	if err := checkCacheDir(o.Config.CompileCache); err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
 	if o.Config.GPUWorker == nil {
 		worker, err := backends.SelfWorker(0)
 		if err != nil {
@@ -395,6 +398,27 @@ func stopNow(log *slog.Logger) {
 		log.Warn("node stopped at once, without closing")
 		os.Exit(130)
 	}()
+}
+
+// checkCacheDir checks, as checkDataDir, that the node can write in its
+// compiled-module cache (--cache-dir, ~/.cache/infernet/wasm by default):
+// under a service manager that makes the home directory read-only the
+// node had stopped with "host: compilation cache in …", naming no flag.
+func checkCacheDir(dir string) error {
+	if dir == "" {
+		return nil // DIR/wasm-cache, checked with DIR
+	}
+	hint := `give --cache-dir another directory, or "" for DIR/wasm-cache`
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("--cache-dir %s: %w (%s)", dir, err, hint)
+	}
+	f, err := os.CreateTemp(dir, ".write-check-*")
+	if err != nil {
+		return fmt.Errorf("--cache-dir %s: the node cannot write there: %w (%s)", dir, err, hint)
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
 }
 
 func mustAbs(p string) string {
