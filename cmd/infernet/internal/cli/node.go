@@ -174,7 +174,7 @@ them; a second signal stops it at once.`,
 	f.StringArrayVar(&opts.Trust, "trust", nil, "peer `ID` of a provider you vouch for (your own machines): its results verify jobs from the start, without probation (repeatable)")
 	f.Float32Var(&c.CheckTie, "check-tie", c.CheckTie, "near-tie bound in logits (0 to 1; 0: exact) of the check jobs that verify this node's tolerance-mode generations by prefill (--serve-verify prefill): a token the checker would not have chosen passes when within this of its top logit")
 	f.BoolVar(&c.WarmRunner, "warm-runner", true, "compile the built-in llama runner in the background at start, so that the first generation waits for no compile")
-	f.StringVar(&c.CompileCache, "cache-dir", defaultCacheDir(), "compiled-module cache directory, shared with other nodes, run and generate --local (empty: DIR/wasm-cache)")
+	f.StringVar(&c.CompileCache, "cache-dir", defaultCacheDir(), "compiled-module cache directory, shared with other nodes, run and generate --local (empty: DIR/wasm-cache); at most "+formatSize(host.DefaultCacheDirBytes)+" of modules there, the oldest written go first")
 	f.BoolVar(&c.NoNetGroups, "no-netgroups", false, "count every peer as an operator of its own, for a private cluster on one network (by default peers that connect from one IPv4 /16 or IPv6 /32 count as one operator in votes, and so do all peers reached only through relays; --trust your own machines instead)")
 	f.Float64Var(&c.Audit, "audit", node.DefaultAudit, "share `P` of this client's jobs it also runs itself, at random, and holds every replica to (-1: none)")
 	f.Float64Var(&c.AuditNew, "audit-new", node.DefaultAuditNew, "share `P` of jobs audited when one of their providers has a new record")
