@@ -312,7 +312,16 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 		fmt.Fprintln(o.IO.Out, a)
 	}
 	role := "provider and client"
-	if !n.Provider() {
+	if caps := n.Capabilities(); caps != nil {
+		// What config.json's "node" or the flags made of it: an operator
+		// checks here that they took effect.
+		slots := "slots"
+		if caps.Slots == 1 {
+			slots = "slot"
+		}
+		role += fmt.Sprintf(" (%d %s, jobs of up to %s of memory and %s)", caps.Slots, slots,
+			formatSize(int64(min(caps.MaxMemory, math.MaxInt64))), time.Duration(caps.MaxTimeoutMS)*time.Millisecond)
+	} else {
 		role = "client only"
 	}
 	if o.Config.Aggregator {
@@ -343,7 +352,7 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 	// ("reachability", "relayed addresses").
 	log.Info("node running", "id", n.ID(), "role", role, "api", srv.Addr(),
 		"datadir", mustAbs(o.Config.DataDir), "listen", strings.Join(o.Config.Listen, " "),
-		"reachability", o.Config.Reach.Reachability, "nat_port_mapping", o.Config.NAT)
+		"reachability", o.Config.Reach.Reachability, "nat_port_mapping", o.Config.NAT, "blob_quota", blobQuota(o.Config.BlobQuota))
 	<-ctx.Done()
 	o.drain(life, n, log)
 	log.Info("node stopping")
@@ -398,6 +407,14 @@ func stopNow(log *slog.Logger) {
 		log.Warn("node stopped at once, without closing")
 		os.Exit(130)
 	}()
+}
+
+// blobQuota says --blob-quota as the node runs with it.
+func blobQuota(n int64) string {
+	if n <= 0 {
+		return "no cap"
+	}
+	return formatSize(n)
 }
 
 // checkCacheDir checks, as checkDataDir, that the node can write in its
