@@ -356,8 +356,13 @@ func parseSize(s string) (uint64, error) {
 	}
 	mult := map[string]uint64{"": 1, "B": 1, "K": 1 << 10, "KiB": 1 << 10, "M": 1 << 20, "MiB": 1 << 20, "G": 1 << 30, "GiB": 1 << 30}
 	m, ok := mult[unit]
-	if !ok || n > (1<<40)/m {
+	if !ok {
 		return 0, fmt.Errorf("%q: %w", s, errBadSize)
+	}
+	if n > (1<<40)/m {
+		// Well written, but past what any flag takes: say so, not that
+		// "2048GiB" is no size.
+		return 0, fmt.Errorf("%q: more than %s, the largest size taken", s, formatSize(1<<40))
 	}
 	return n * m, nil
 }
