@@ -2,7 +2,9 @@ package host
 
 import (
 	"context"
+	"errors"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"testing"
 )
@@ -45,5 +47,63 @@ func TestCompileCacheBounded(t *testing.T) {
 	}
 	if n, files := cacheDirSize(dir); largest > 2*budget {
 		t.Errorf("compiled-module cache grew to %d bytes (now %d in %d files); its budget is %d", largest, n, files, budget)
+	}
+}
+
+// TestCompileCacheDamaged: a damaged file in the compiled-module cache
+// (here one flipped byte) made every later compile of its module fail as
+// an invalid module, on this machine only: a provider signed that as its
+// verdict and was convicted on each such job. The file goes, and the
+// module compiles again.
+func TestCompileCacheDamaged(t *testing.T) {
+	dir := t.TempDir()
+	m := readFile(t, "testdata/random.wasm")
+	cfg := NewJobConfig()
+	if _, err := newSandbox(t, Config{CacheDir: dir}).Compile(context.Background(), m, cfg); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "wazero-*", "*"))
+	if len(files) != 1 {
+		t.Fatalf("cache holds %v, want one compiled module", files)
+	}
+	b := readFile(t, files[0])
+	b[len(b)/2] ^= 0xff
+	if err := os.WriteFile(files[0], b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A new sandbox, as a node restarted: nothing in memory.
+	if _, err := newSandbox(t, Config{CacheDir: dir}).Compile(context.Background(), m, cfg); err != nil {
+		t.Fatalf("compile over a damaged cache file: %v", err)
+	}
+}
+
+// TestCompileCacheUnusable: a cache the sandbox cannot use (a full or
+// read-only disk; here a file where its folder was) is the sandbox's
+// failure, never an invalid module, and is not remembered: the module
+// compiles once the cache works again.
+func TestCompileCacheUnusable(t *testing.T) {
+	dir := t.TempDir()
+	sb := newSandbox(t, Config{CacheDir: dir})
+	sub, _ := filepath.Glob(filepath.Join(dir, "wazero-*"))
+	if len(sub) != 1 {
+		t.Fatalf("cache folders %v, want one", sub)
+	}
+	if err := os.Remove(sub[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sub[0], nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := readFile(t, "testdata/random.wasm")
+	_, err := sb.Compile(context.Background(), m, NewJobConfig())
+	if !errors.Is(err, ErrCompileCache) || errors.Is(err, ErrInvalidModule) {
+		t.Fatalf("compile with an unusable cache: %v, want ErrCompileCache and not ErrInvalidModule", err)
+	}
+	os.Remove(sub[0])
+	if err := os.Mkdir(sub[0], 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Compile(context.Background(), m, NewJobConfig()); err != nil {
+		t.Fatalf("compile once the cache works again: %v", err)
 	}
 }

@@ -38,6 +38,12 @@ var (
 	// ErrOutputWrite: Job.Stdout refused the guest's output (a full disk):
 	// the host's failure, not the job's.
 	ErrOutputWrite = errors.New("writing the output failed")
+	// ErrCompileCache: the compiled-module cache on disk (Config.CacheDir)
+	// failed a compile: a full or read-only disk, a damaged file. The
+	// sandbox's failure, not the module's (a module that is none is
+	// ErrInvalidModule): a damaged file is removed and the compile tried
+	// once more before it is said.
+	ErrCompileCache = errors.New("compiled-module cache unusable")
 	// ErrNoProvingKeys: a proof-mode job was refused before it started
 	// because the sandbox has no proving key for one of its templates
 	// (Config.ProvingKeys).

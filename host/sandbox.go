@@ -393,7 +393,7 @@ func (s *Sandbox) compiled(ctx context.Context, job Job, pages uint32) (wazero.C
 	c.mod, c.err = s.compile(ctx, job.Module, pages)
 	c.took = time.Since(start)
 	close(c.ready)
-	if c.err != nil && (errors.Is(c.err, context.Canceled) || errors.Is(c.err, context.DeadlineExceeded)) {
+	if c.err != nil && (errors.Is(c.err, context.Canceled) || errors.Is(c.err, context.DeadlineExceeded) || errors.Is(c.err, ErrCompileCache)) {
 		s.forget(key) // not the module's fault: let the next caller try again
 	}
 	return c.mod, c.took, c.err
@@ -442,10 +442,26 @@ func (s *Sandbox) compile(ctx context.Context, module []byte, pages uint32) (waz
 		}
 	}
 	mod, err := s.compileRecovering(ctx, metered)
+	if err != nil && ctx.Err() == nil && s.cfg.CacheDir != "" && cacheFault(err) {
+		// The disk cache's fault, never the module's: said as an invalid
+		// module it was a signed verdict against every honest replica, and
+		// a full disk or one damaged file got an honest provider convicted
+		// on every job. wazero kept the module it could not write in
+		// memory, so a second compile finds it there; a damaged file goes
+		// first (which one is wazero's to know: the cache is only a cache).
+		s.log.Warn("compiled-module cache failed a compile: compiling again", "dir", s.cfg.CacheDir, "err", err)
+		if strings.Contains(err.Error(), "compilationcache:") {
+			s.clearCacheDir()
+		}
+		mod, err = s.compileRecovering(ctx, metered)
+	}
 	s.pruneCacheDir()
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if s.cfg.CacheDir != "" && cacheFault(err) {
+			return nil, fmt.Errorf("%w (%s): %v", ErrCompileCache, s.cfg.CacheDir, firstLine(err))
 		}
 		return nil, fmt.Errorf("%w: %v", ErrInvalidModule, firstLine(err))
 	}
@@ -516,6 +532,34 @@ func (s *Sandbox) pruneCacheDir() {
 		}
 		if err := os.Remove(f.path); err == nil || errors.Is(err, fs.ErrNotExist) {
 			total -= f.size
+		}
+	}
+}
+
+// cacheFault reports whether err, from compiling a module, is the disk
+// cache's: a file operation that failed (a full or read-only disk), or a
+// cached file wazero could not read back (its errors say
+// "compilationcache:"). Decoding and compiling a module touch no file.
+func cacheFault(err error) bool {
+	var pe *fs.PathError
+	var le *os.LinkError
+	var se *os.SyscallError
+	return errors.As(err, &pe) || errors.As(err, &le) || errors.As(err, &se) ||
+		strings.Contains(err.Error(), "compilationcache:")
+}
+
+// clearCacheDir removes the compiled modules of the disk cache, as
+// pruneCacheDir does past its budget.
+func (s *Sandbox) clearCacheDir() {
+	s.pruning.Lock()
+	defer s.pruning.Unlock()
+	dirs, _ := filepath.Glob(filepath.Join(s.cfg.CacheDir, "wazero-*"))
+	for _, dir := range dirs {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if e.Type().IsRegular() {
+				os.Remove(filepath.Join(dir, e.Name()))
+			}
 		}
 	}
 }

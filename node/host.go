@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"slices"
 	"sync"
@@ -266,20 +267,34 @@ func (n *Node) peerFlushLoop() {
 	defer n.wg.Done()
 	t := time.NewTicker(peerFlushEvery)
 	defer t.Stop()
+	var w repeatWarn
 	for {
 		select {
 		case <-n.ctx.Done():
 			n.recordAddrs()
-			if err := n.peers.Flush(); err != nil {
-				n.log.Warn("writing peers", "err", err)
-			}
+			w.log(n.log, "writing peers", n.peers.Flush())
 			return
 		case <-t.C:
 			n.recordAddrs()
-			if err := n.peers.Flush(); err != nil {
-				n.log.Warn("writing peers", "err", err)
-			}
+			w.log(n.log, "writing peers", n.peers.Flush())
 		}
+	}
+}
+
+// repeatWarn logs a task's failure the first time, and again only when
+// its error changes: a full disk had "writing peers" warned every 5 s,
+// 17,000 lines a day in an unattended node's journal. A success after
+// failures is logged once too.
+type repeatWarn struct{ last string }
+
+func (w *repeatWarn) log(log *slog.Logger, msg string, err error) {
+	switch {
+	case err == nil && w.last != "":
+		w.last = ""
+		log.Info(msg + ": works again")
+	case err != nil && err.Error() != w.last:
+		w.last = err.Error()
+		log.Warn(msg, "err", err, "repeats", "unsaid until it changes")
 	}
 }
 

@@ -358,11 +358,11 @@ func httpError(w http.ResponseWriter, code int, err error) {
 	openai.WriteError(w, code, "", "", err.Error())
 }
 
-// storeStatus is 507 for a blob the node's disk quota has no room for,
-// otherwise code.
+// storeStatus is 507 for a blob the node's disk quota, or its disk, has
+// no room for, otherwise code.
 func storeStatus(err error, code int) int {
 	switch {
-	case errors.Is(err, blob.ErrQuota):
+	case errors.Is(err, blob.ErrQuota), errors.Is(err, blob.ErrWrite):
 		return http.StatusInsufficientStorage
 	case errors.Is(err, blob.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge

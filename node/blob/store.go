@@ -30,6 +30,10 @@ var (
 	// quota and evicting every blob neither pinned nor kept would not make
 	// room. Nothing is stored and nothing is evicted.
 	ErrQuota = errors.New("blob: over quota")
+	// ErrWrite is returned, wrapped with the file system's error, when
+	// the store cannot write a blob's bytes to disk (a full or read-only
+	// disk): this node's failure, never the source's.
+	ErrWrite = errors.New("blob: writing to disk failed")
 )
 
 // StaleTemp is how long a temp file may go unmodified before OpenStore and
@@ -376,7 +380,7 @@ func (s *Store) put(r io.Reader, max int64, want *Digest, reserved int64) (Diges
 	f, err := os.CreateTemp(s.tmp, "put-*")
 	if err != nil {
 		s.release(reserved)
-		return Digest{}, 0, fmt.Errorf("blob: put: %w", err)
+		return Digest{}, 0, fmt.Errorf("%w: %w", ErrWrite, err)
 	}
 	committed := false
 	defer func() {
@@ -387,7 +391,11 @@ func (s *Store) put(r io.Reader, max int64, want *Digest, reserved int64) (Diges
 		}
 	}()
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(r, max+1))
+	w := &fileWriter{f: f}
+	n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(r, max+1))
+	if w.err != nil {
+		return Digest{}, n, fmt.Errorf("%w: %w", ErrWrite, w.err)
+	}
 	if err != nil {
 		return Digest{}, n, fmt.Errorf("blob: put: read: %w", err)
 	}
@@ -425,7 +433,7 @@ func (s *Store) commit(f *os.File, d Digest, size, reserved int64) error {
 	if err != nil {
 		os.Remove(tmp)
 		s.release(reserved)
-		return fmt.Errorf("blob %s: sync: %w", d.Short(), err)
+		return fmt.Errorf("blob %s: sync: %w: %w", d.Short(), ErrWrite, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -601,15 +609,30 @@ func (s *Store) NewPartial(size int64) (*Partial, error) {
 	f, err := os.CreateTemp(s.tmp, "part-*")
 	if err != nil {
 		s.release(size)
-		return nil, fmt.Errorf("blob: partial: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrWrite, err)
 	}
 	if err := f.Truncate(size); err != nil {
 		f.Close()
 		os.Remove(f.Name())
 		s.release(size)
-		return nil, fmt.Errorf("blob: partial: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrWrite, err)
 	}
 	return &Partial{s: s, f: f, size: size}, nil
+}
+
+// fileWriter writes to f and keeps its error, so that put tells a disk
+// that failed (ErrWrite) from a reader that did.
+type fileWriter struct {
+	f   *os.File
+	err error
+}
+
+func (w *fileWriter) Write(b []byte) (int, error) {
+	n, err := w.f.Write(b)
+	if err != nil {
+		w.err = err
+	}
+	return n, err
 }
 
 // Size returns the size the blob will have, in bytes.
@@ -620,7 +643,11 @@ func (p *Partial) WriteAt(b []byte, off int64) (int, error) {
 	if off < 0 || off+int64(len(b)) > p.size {
 		return 0, fmt.Errorf("blob: partial write [%d,%d) outside %d bytes: %w", off, off+int64(len(b)), p.size, ErrTooLarge)
 	}
-	return p.f.WriteAt(b, off)
+	n, err := p.f.WriteAt(b, off)
+	if err != nil {
+		err = fmt.Errorf("%w: %w", ErrWrite, err)
+	}
+	return n, err
 }
 
 // ReadAt reads what was written at offset off.

@@ -168,6 +168,9 @@ type fetcher struct {
 	prov  []peer.ID  // prov[i]: who sent range i's bytes now in the partial
 	sums  [][32]byte // sums[i]: their SHA-256
 	part  *blob.Partial
+	// localErr is this node's failure to write a range (a full disk),
+	// which ends a parallel fetch: no source is to blame.
+	localErr error
 }
 
 func (s *Service) fetch(ctx context.Context, d blob.Digest, size int64, hints []peer.ID, direct bool) error {
@@ -281,7 +284,7 @@ func (f *fetcher) whole(ctx context.Context, order []peer.ID) error {
 		if err == nil {
 			return nil
 		}
-		if errors.Is(err, blob.ErrQuota) {
+		if local(err) {
 			return fmt.Errorf("blobnet: fetch %s: %w", f.d.Short(), err)
 		}
 		if ctx.Err() != nil {
@@ -297,11 +300,17 @@ func (f *fetcher) whole(ctx context.Context, order []peer.ID) error {
 		if err == nil {
 			return nil
 		}
-		if errors.Is(err, blob.ErrQuota) {
+		if local(err) {
 			return fmt.Errorf("blobnet: fetch %s: %w", f.d.Short(), err)
 		}
 	}
 }
+
+// local reports whether err, storing a blob, is this node's own (a quota
+// it cannot make room in, a disk that failed): no other source does
+// better, and the source is not to blame. A full disk had been said as
+// "no source delivered it", the sources dropped one by one.
+func local(err error) bool { return errors.Is(err, blob.ErrQuota) || errors.Is(err, blob.ErrWrite) }
 
 // wholeFrom streams the whole blob from p into the store, verified.
 func (f *fetcher) wholeFrom(ctx context.Context, p peer.ID) error {
@@ -322,7 +331,7 @@ func (f *fetcher) wholeFrom(ctx context.Context, p peer.ID) error {
 	if err != nil {
 		c.abort()
 		switch {
-		case errors.Is(err, blob.ErrQuota): // ours, not the source's
+		case local(err): // ours, not the source's
 		case errors.Is(err, blob.ErrDigestMismatch):
 			f.lied(p)
 		default:
@@ -378,6 +387,12 @@ func (f *fetcher) parallel(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	f.mu.Lock()
+	lerr := f.localErr
+	f.mu.Unlock()
+	if lerr != nil {
+		return fmt.Errorf("blobnet: fetch %s: %w", f.d.Short(), lerr)
+	}
 	if left := q.left(); left > 0 {
 		if ctx.Err() != nil {
 			return f.unavailable(ctx)
@@ -462,7 +477,9 @@ func (f *fetcher) rangeWorker(ctx, pctx context.Context, q *queue) {
 		off, n := f.rng(i)
 		if _, err := f.part.WriteAt(buf[:n], off); err != nil {
 			q.put(i)
-			f.drop(p, err) // a local failure: give up on this worker
+			f.mu.Lock()
+			f.localErr = err // a local failure, not p's: the fetch ends with it
+			f.mu.Unlock()
 			q.abort()
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -223,6 +224,38 @@ func TestFetchOverQuota(t *testing.T) {
 				t.Fatalf("Fetch: %v, want ErrQuota", err)
 			}
 			checkHolds(t, f.store, d, nil)
+			if st := f.lastStats(t); len(st.Dropped) != 0 || st.Tried > 1 {
+				t.Fatalf("stats %+v", st)
+			}
+		})
+	}
+}
+
+// TestFetchDiskFails: a blob the fetcher's disk cannot take (full or
+// read-only; here a file where the store's temp folder was) fails with
+// blob.ErrWrite, saying the disk's error, without blaming the source: a
+// provider with a full disk had said "no source delivered it: blob
+// unavailable", and dropped each source in turn.
+func TestFetchDiskFails(t *testing.T) {
+	for _, size := range []int{200_000, 6 << 20} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			data := randBytes(size, 23)
+			d := blob.Sum(data)
+			src := newNode(t, Config{})
+			src.put(t, data)
+			f := newNode(t, Config{})
+			tmp := filepath.Join(f.store.Dir(), "tmp")
+			if err := os.RemoveAll(tmp); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(tmp, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			connect(t, f.h, src.h)
+			err := f.svc.Fetch(testCtx(t), d, int64(size), []peer.ID{src.h.ID()})
+			if !errors.Is(err, blob.ErrWrite) || errors.Is(err, ErrUnavailable) {
+				t.Fatalf("Fetch: %v, want ErrWrite", err)
+			}
 			if st := f.lastStats(t); len(st.Dropped) != 0 || st.Tried > 1 {
 				t.Fatalf("stats %+v", st)
 			}

@@ -87,7 +87,7 @@ func (fc FileConfig) setFlags(fs *pflag.FlagSet) error {
 		f := fs.Lookup(name)
 		switch {
 		case f == nil:
-			return fmt.Errorf("%s: infernet node has no flag --%s", key, name)
+			return fmt.Errorf("%s: infernet node has no flag --%s%s", key, name, suggestFlag(fs, name))
 		case name == "datadir":
 			return fmt.Errorf("%s: the data directory holds config.json: give --datadir on the command line", key)
 		case f.Changed:
@@ -109,7 +109,8 @@ func (fc FileConfig) setFlags(fs *pflag.FlagSet) error {
 			case json.Number:
 				text = v.String()
 			default:
-				return fmt.Errorf("%s: %v: want a string, number or boolean", key, v)
+				b, _ := json.Marshal(v)
+				return fmt.Errorf("%s: %s: want a string, number or boolean", key, b)
 			}
 			if err := fs.Set(name, text); err != nil {
 				return fmt.Errorf("%s: %w", key, err)
@@ -117,6 +118,48 @@ func (fc FileConfig) setFlags(fs *pflag.FlagSet) error {
 		}
 	}
 	return nil
+}
+
+// suggestFlag names the flag of fs that a misspelt name (a key of
+// config.json's "node") likely meant, as ` (did you mean "slots"?)`, or
+// is empty: the name with its dashes dropped or its underscores as
+// dashes, else one a letter or two away.
+func suggestFlag(fs *pflag.FlagSet, name string) string {
+	say := func(n string) string { return fmt.Sprintf(" (did you mean %q? flags go by name, without dashes)", n) }
+	if n := strings.ReplaceAll(strings.TrimLeft(strings.ToLower(name), "-"), "_", "-"); n != name && fs.Lookup(n) != nil {
+		return say(n)
+	}
+	best, dist := "", 3
+	fs.VisitAll(func(f *pflag.Flag) {
+		if d := editDistance(name, f.Name); !f.Hidden && d < dist {
+			best, dist = f.Name, d
+		}
+	})
+	if best == "" {
+		return ""
+	}
+	return say(best)
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // expandHome replaces a leading ~/ with the user's home directory.

@@ -83,7 +83,14 @@ func TestConfigNodeFlags(t *testing.T) {
 		{`{"node": {"price": [1, 2]}}`, "node.price: --price takes one value"},
 		{`{"node": {"slots": "many"}}`, "node.slots: "},
 		{`{"node": {"price": -5}}`, "node.price: "},
-		{`{"node": {"backend": {"name": "cpu"}}}`, "node.backend: "},
+		{`{"node": {"backend": {"name": "cpu"}}}`, `node.backend: {"name":"cpu"}: want a string`},
+		{`{"node": {"price": null}}`, "node.price: null: want a string"},
+		{`{"node": {"slot": 1}}`, `no flag --slot (did you mean "slots"?`},
+		{`{"node": {"max_memory": "1GiB"}}`, `(did you mean "max-memory"?`},
+		{`{"node": {"--slots": 1}}`, `(did you mean "slots"?`},
+		// A size is checked where it was given, and said so.
+		{`{"node": {"max-memory": "lots"}}`, `config.json: node.max-memory: invalid argument "lots" for "--max-memory" flag`},
+		{`{"node": {"blob-quota": "1.5GiB"}}`, "node.blob-quota: "},
 	} {
 		if _, err := run(tc.config); err == nil || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s: %v; want an error saying %q", tc.config, err, tc.says)

@@ -113,3 +113,22 @@ func TestGnarkSilent(t *testing.T) {
 		t.Errorf("gnark's log level after a command: %v, want disabled", l)
 	}
 }
+
+// TestCheckCacheDir: a compiled-module cache the node cannot write in is
+// refused at the start by its flag (a file in its place here, as a
+// read-only home under a service manager), with what to do.
+func TestCheckCacheDir(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkCacheDir(file); err == nil || !strings.HasPrefix(err.Error(), "--cache-dir "+file) || !strings.Contains(err.Error(), "DIR/wasm-cache") {
+		t.Errorf("a file for a cache directory: %v", err)
+	}
+	if err := checkCacheDir(filepath.Join(t.TempDir(), "new", "wasm")); err != nil {
+		t.Errorf("a new cache directory: %v", err)
+	}
+	if err := checkCacheDir(""); err != nil {
+		t.Errorf("no cache directory (DIR/wasm-cache): %v", err)
+	}
+}

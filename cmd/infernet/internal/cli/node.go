@@ -150,7 +150,7 @@ them; a second signal stops it at once.`,
 	f.BoolVar(&c.Reach.Relay, "relay", false, "offer circuit relay service to peers behind NAT (once this node is publicly reachable), within the --relay.* limits")
 	f.IntVar(&c.Reach.Limits.MaxReservations, "relay.max-reservations", c.Reach.Limits.MaxReservations, "peers that may hold a relay slot here at once")
 	f.IntVar(&c.Reach.Limits.MaxCircuits, "relay.max-circuits", c.Reach.Limits.MaxCircuits, "relayed connections one peer may have open here at once")
-	f.StringVar(&opts.RelayData, "relay.data", formatSize(c.Reach.Limits.Data), "most bytes relayed each way on one connection before it is reset (`SIZE`)")
+	sizeVar(f, &opts.RelayData, "relay.data", formatSize(c.Reach.Limits.Data), "most bytes relayed each way on one connection before it is reset (`SIZE`)")
 	f.DurationVar(&c.Reach.Limits.Duration, "relay.duration", c.Reach.Limits.Duration, "longest a relayed connection may last")
 	f.StringArrayVar(&c.Reach.StaticRelays, "relay.static", nil, "`MULTIADDR` with /p2p/ID of a relay to reserve a slot on when this node is not reachable (repeatable; default: connected peers that offer relay service)")
 	f.StringVar(&c.Reach.Reachability, "reachability", c.Reach.Reachability, "whether this node is reachable from the internet: auto (AutoNAT finds out), public or private (ask relays for a slot at once)")
@@ -158,14 +158,14 @@ them; a second signal stops it at once.`,
 	f.IntVar(&c.Slots, "slots", 0, "jobs run at once (default: number of CPUs)")
 	f.IntVar(&c.Sessions, "sessions", 0, fmt.Sprintf("sessions of the built-in llama runner run at once besides --slots, sharing the model cache's weights and batched (default: %d × slots; negative: none, they take slots)", node.DefaultSessionsPerSlot))
 	f.Uint64Var(&c.Price, "price", 0, "price per job replica in millisatoshi")
-	f.StringVar(&opts.Memory, "max-memory", formatSize(node.DefaultMaxMemory), "largest job memory accepted, guest and tensor memory together (`SIZE`)")
-	f.StringVar(&opts.Output, "max-output", formatSize(node.DefaultMaxOutput), "largest job output limit accepted (`SIZE`)")
-	f.StringVar(&opts.Module, "max-module", formatSize(node.DefaultMaxModule), "largest job module accepted (`SIZE`)")
-	f.StringVar(&opts.Input, "max-input", formatSize(node.DefaultMaxInput), "largest job input accepted (`SIZE`)")
-	f.StringVar(&opts.Data, "max-data", formatSize(node.DefaultMaxData), "most data blobs (read-only files such as model weights) a job may mount (`SIZE`)")
-	f.StringVar(&opts.ModelCache, "model-cache", formatSize(host.DefaultModelCache), "memory for the weights of language models kept loaded across jobs, beside the jobs' own (`SIZE`, 0: none; least recently used ones are dropped)")
-	f.StringVar(&opts.DeviceCache, "device-cache", formatSize(host.DefaultDeviceCache), "GPU memory for the weights of --model-cache, copied there once and shared by every job on the GPU (`SIZE`, 0: none; least recently used ones are dropped)")
-	f.StringVar(&opts.BlobQuota, "blob-quota", formatSize(c.BlobQuota), "disk space for blobs (`SIZE`; least recently used ones are evicted, 0: no cap)")
+	sizeVar(f, &opts.Memory, "max-memory", formatSize(node.DefaultMaxMemory), "largest job memory accepted, guest and tensor memory together (`SIZE`)")
+	sizeVar(f, &opts.Output, "max-output", formatSize(node.DefaultMaxOutput), "largest job output limit accepted (`SIZE`)")
+	sizeVar(f, &opts.Module, "max-module", formatSize(node.DefaultMaxModule), "largest job module accepted (`SIZE`)")
+	sizeVar(f, &opts.Input, "max-input", formatSize(node.DefaultMaxInput), "largest job input accepted (`SIZE`)")
+	sizeVar(f, &opts.Data, "max-data", formatSize(node.DefaultMaxData), "most data blobs (read-only files such as model weights) a job may mount (`SIZE`)")
+	sizeVar(f, &opts.ModelCache, "model-cache", formatSize(host.DefaultModelCache), "memory for the weights of language models kept loaded across jobs, beside the jobs' own (`SIZE`, 0: none; least recently used ones are dropped)")
+	sizeVar(f, &opts.DeviceCache, "device-cache", formatSize(host.DefaultDeviceCache), "GPU memory for the weights of --model-cache, copied there once and shared by every job on the GPU (`SIZE`, 0: none; least recently used ones are dropped)")
+	sizeVar(f, &opts.BlobQuota, "blob-quota", formatSize(c.BlobQuota), "disk space for blobs (`SIZE`; least recently used ones are evicted, 0: no cap)")
 	f.DurationVar(&c.MaxTimeout, "max-timeout", node.DefaultMaxTimeout, "longest job run time limit accepted")
 	f.DurationVar(&c.MaxDeadline, "max-deadline", node.DefaultMaxDeadline, "furthest job deadline accepted, from when it is offered")
 	f.BoolVar(&c.Aggregator, "aggregator", false, "run whole sharded jobs for clients (infernet submit --via), for --fee")
@@ -174,7 +174,7 @@ them; a second signal stops it at once.`,
 	f.StringArrayVar(&opts.Trust, "trust", nil, "peer `ID` of a provider you vouch for (your own machines): its results verify jobs from the start, without probation (repeatable)")
 	f.Float32Var(&c.CheckTie, "check-tie", c.CheckTie, "near-tie bound in logits (0 to 1; 0: exact) of the check jobs that verify this node's tolerance-mode generations by prefill (--serve-verify prefill): a token the checker would not have chosen passes when within this of its top logit")
 	f.BoolVar(&c.WarmRunner, "warm-runner", true, "compile the built-in llama runner in the background at start, so that the first generation waits for no compile")
-	f.StringVar(&c.CompileCache, "cache-dir", defaultCacheDir(), "compiled-module cache directory, shared with other nodes, run and generate --local (empty: DIR/wasm-cache)")
+	f.StringVar(&c.CompileCache, "cache-dir", defaultCacheDir(), "compiled-module cache directory, shared with other nodes, run and generate --local (empty: DIR/wasm-cache); at most "+formatSize(host.DefaultCacheDirBytes)+" of modules there, the oldest written go first")
 	f.BoolVar(&c.NoNetGroups, "no-netgroups", false, "count every peer as an operator of its own, for a private cluster on one network (by default peers that connect from one IPv4 /16 or IPv6 /32 count as one operator in votes, and so do all peers reached only through relays; --trust your own machines instead)")
 	f.Float64Var(&c.Audit, "audit", node.DefaultAudit, "share `P` of this client's jobs it also runs itself, at random, and holds every replica to (-1: none)")
 	f.Float64Var(&c.AuditNew, "audit-new", node.DefaultAuditNew, "share `P` of jobs audited when one of their providers has a new record")
@@ -262,6 +262,9 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 	if err := checkDataDir(o.Config.DataDir, log); err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
+	if err := checkCacheDir(o.Config.CompileCache); err != nil {
+		return &exitError{Code: ExitError, Err: err}
+	}
 	if o.Config.GPUWorker == nil {
 		worker, err := backends.SelfWorker(0)
 		if err != nil {
@@ -309,7 +312,16 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 		fmt.Fprintln(o.IO.Out, a)
 	}
 	role := "provider and client"
-	if !n.Provider() {
+	if caps := n.Capabilities(); caps != nil {
+		// What config.json's "node" or the flags made of it: an operator
+		// checks here that they took effect.
+		slots := "slots"
+		if caps.Slots == 1 {
+			slots = "slot"
+		}
+		role += fmt.Sprintf(" (%d %s, jobs of up to %s of memory and %s)", caps.Slots, slots,
+			formatSize(int64(min(caps.MaxMemory, math.MaxInt64))), time.Duration(caps.MaxTimeoutMS)*time.Millisecond)
+	} else {
 		role = "client only"
 	}
 	if o.Config.Aggregator {
@@ -340,7 +352,7 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 	// ("reachability", "relayed addresses").
 	log.Info("node running", "id", n.ID(), "role", role, "api", srv.Addr(),
 		"datadir", mustAbs(o.Config.DataDir), "listen", strings.Join(o.Config.Listen, " "),
-		"reachability", o.Config.Reach.Reachability, "nat_port_mapping", o.Config.NAT)
+		"reachability", o.Config.Reach.Reachability, "nat_port_mapping", o.Config.NAT, "blob_quota", blobQuota(o.Config.BlobQuota))
 	<-ctx.Done()
 	o.drain(life, n, log)
 	log.Info("node stopping")
@@ -395,6 +407,35 @@ func stopNow(log *slog.Logger) {
 		log.Warn("node stopped at once, without closing")
 		os.Exit(130)
 	}()
+}
+
+// blobQuota says --blob-quota as the node runs with it.
+func blobQuota(n int64) string {
+	if n <= 0 {
+		return "no cap"
+	}
+	return formatSize(n)
+}
+
+// checkCacheDir checks, as checkDataDir, that the node can write in its
+// compiled-module cache (--cache-dir, ~/.cache/infernet/wasm by default):
+// under a service manager that makes the home directory read-only the
+// node had stopped with "host: compilation cache in …", naming no flag.
+func checkCacheDir(dir string) error {
+	if dir == "" {
+		return nil // DIR/wasm-cache, checked with DIR
+	}
+	hint := `give --cache-dir another directory, or "" for DIR/wasm-cache`
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("--cache-dir %s: %w (%s)", dir, err, hint)
+	}
+	f, err := os.CreateTemp(dir, ".write-check-*")
+	if err != nil {
+		return fmt.Errorf("--cache-dir %s: the node cannot write there: %w (%s)", dir, err, hint)
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
 }
 
 func mustAbs(p string) string {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/infernet/infernet/abi"
 	"github.com/infernet/infernet/host"
@@ -306,6 +307,28 @@ func printStats(w io.Writer, res *host.Result, runErr error) {
 // errBadSize is returned for sizes parseSize does not understand.
 var errBadSize = errors.New("want a size such as 65536, 64KiB, 256MiB or 1G")
 
+// sizeText is a flag whose value is a SIZE, kept as written (parseSize
+// reads it later) but checked when set: a size that is none is refused
+// where it was given, on the command line or in config.json's "node".
+type sizeText struct{ p *string }
+
+func (s sizeText) String() string { return *s.p }
+func (s sizeText) Type() string   { return "string" }
+func (s sizeText) Set(v string) error {
+	if _, err := parseSize(v); err != nil {
+		return err
+	}
+	*s.p = v
+	return nil
+}
+
+// sizeVar defines a SIZE flag, as StringVar would, that refuses what
+// parseSize does.
+func sizeVar(f *pflag.FlagSet, p *string, name, value, usage string) {
+	*p = value
+	f.Var(sizeText{p}, name, usage)
+}
+
 // formatSize writes a byte count as parseSize reads it, in the largest
 // binary unit that divides it ("64MiB"), so that flags show the code's
 // defaults in the form a user would type them.
@@ -333,8 +356,13 @@ func parseSize(s string) (uint64, error) {
 	}
 	mult := map[string]uint64{"": 1, "B": 1, "K": 1 << 10, "KiB": 1 << 10, "M": 1 << 20, "MiB": 1 << 20, "G": 1 << 30, "GiB": 1 << 30}
 	m, ok := mult[unit]
-	if !ok || n > (1<<40)/m {
+	if !ok {
 		return 0, fmt.Errorf("%q: %w", s, errBadSize)
+	}
+	if n > (1<<40)/m {
+		// Well written, but past what any flag takes: say so, not that
+		// "2048GiB" is no size.
+		return 0, fmt.Errorf("%q: more than %s, the largest size taken", s, formatSize(1<<40))
 	}
 	return n * m, nil
 }

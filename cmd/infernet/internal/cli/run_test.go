@@ -137,6 +137,10 @@ func TestParseSize(t *testing.T) {
 			t.Errorf("parseSize(%q) = %d, %v; want %d ok=%v", tt.in, got, err, tt.want, tt.ok)
 		}
 	}
+	// A size past the largest is said so, not as a size that is none.
+	if _, err := parseSize("2048GiB"); err == nil || !strings.Contains(err.Error(), "more than 1024GiB") {
+		t.Errorf("parseSize(2048GiB): %v, want it said past the largest size", err)
+	}
 }
 
 // TestFormatSize: the flags' defaults, written from the code's constants,
