@@ -450,7 +450,7 @@ func (s *Sandbox) compile(ctx context.Context, module []byte, pages uint32) (waz
 		// memory, so a second compile finds it there; a damaged file goes
 		// first (which one is wazero's to know: the cache is only a cache).
 		s.log.Warn("compiled-module cache failed a compile: compiling again", "dir", s.cfg.CacheDir, "err", err)
-		if strings.Contains(err.Error(), "compilationcache:") {
+		if strings.HasPrefix(err.Error(), cacheErrPrefix) {
 			s.clearCacheDir()
 		}
 		mod, err = s.compileRecovering(ctx, metered)
@@ -536,16 +536,24 @@ func (s *Sandbox) pruneCacheDir() {
 	}
 }
 
+// cacheErrPrefix begins wazero v1.11's errors of a cached file it could
+// not read back, which it returns from CompileModule as they are.
+const cacheErrPrefix = "compilationcache:"
+
 // cacheFault reports whether err, from compiling a module, is the disk
 // cache's: a file operation that failed (a full or read-only disk), or a
-// cached file wazero could not read back (its errors say
-// "compilationcache:"). Decoding and compiling a module touch no file.
+// cached file wazero could not read back (its errors begin
+// cacheErrPrefix: a prefix, not text anywhere, since an invalid module's
+// error may quote the module's own names, and a module that could pass
+// for the cache's fault would be a machine's failure on every provider
+// and clear each one's cache). Decoding and compiling a module touch no
+// file.
 func cacheFault(err error) bool {
 	var pe *fs.PathError
 	var le *os.LinkError
 	var se *os.SyscallError
 	return errors.As(err, &pe) || errors.As(err, &le) || errors.As(err, &se) ||
-		strings.Contains(err.Error(), "compilationcache:")
+		strings.HasPrefix(err.Error(), cacheErrPrefix)
 }
 
 // clearCacheDir removes the compiled modules of the disk cache, as
