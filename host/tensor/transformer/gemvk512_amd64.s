@@ -520,3 +520,52 @@ gemvQ6KAVX512_r1sb:
 gemvQ6KAVX512_done:
 	VZEROUPPER
 	RET
+
+// K4DEQ writes sub-blocks 2i and 2i+1 of the Q4_K row at P (their 32 bytes
+// of nibbles at off(P), their scales and minimums at s0, s1, m0, m1 (SP))
+// as 64 float32 at d(DI): K4PAIR's tables and lookups, each value stored
+// where gemvQ4KAVX512 multiplies it by x.
+#define K4DEQ(P, off, s0, s1, m0, m1, d) \
+	VBROADCASTSS s0(SP), Z25; \
+	VBROADCASTSS m0(SP), Z26; \
+	VFMSUB213PS Z26, Z20, Z25; \
+	VBROADCASTSS s1(SP), Z27; \
+	VBROADCASTSS m1(SP), Z28; \
+	VFMSUB213PS Z28, Z20, Z27; \
+	VPMOVZXBD off(P), Z29; \
+	VPMOVZXBD off+16(P), Z30; \
+	VPERMPS Z25, Z29, Z31; \
+	VMOVUPS Z31, d(DI); \
+	VPERMPS Z25, Z30, Z31; \
+	VMOVUPS Z31, d+64(DI); \
+	VPSRLD $4, Z29, Z29; \
+	VPERMPS Z27, Z29, Z31; \
+	VMOVUPS Z31, d+128(DI); \
+	VPSRLD $4, Z30, Z30; \
+	VPERMPS Z27, Z30, Z31; \
+	VMOVUPS Z31, d+192(DI)
+
+// func dequantQ4KAVX512(w *byte, dst *float32, n int)
+TEXT ·dequantQ4KAVX512(SB), NOSPLIT, $64-24
+	MOVQ w+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ n+16(FP), CX
+	VMOVUPS iota16<>(SB), Z20
+	VMOVUPS k4dd<>(SB), Z15
+	TESTQ CX, CX
+	JEQ dequantQ4KAVX512_done
+
+dequantQ4KAVX512_sb:
+	K4SCV(SI, 0)
+	K4DEQ(SI, 16, 0, 4, 32, 36, 0)
+	K4DEQ(SI, 48, 8, 12, 40, 44, 256)
+	K4DEQ(SI, 80, 16, 20, 48, 52, 512)
+	K4DEQ(SI, 112, 24, 28, 56, 60, 768)
+	ADDQ $144, SI
+	ADDQ $1024, DI
+	DECQ CX
+	JNZ dequantQ4KAVX512_sb
+
+dequantQ4KAVX512_done:
+	VZEROUPPER
+	RET
