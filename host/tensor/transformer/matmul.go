@@ -94,8 +94,10 @@ func matMul(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float3
 	}
 	rowsPerCheck := max(1, blockWork/(block*k))
 	// Several rows of x over f32 rows (stored, or dequantized: in cache)
-	// go four at a time to the register-blocked kernel, if there is one.
-	rows4 := t >= 4 && ks.f32Rows4 != nil && k%abi.DotLanes == 0 && (deq || w.Type == abi.F32)
+	// go four at a time to the register-blocked kernel, if there is one,
+	// and the last two or three together (a one-row GEMV each ran at
+	// about half its speed).
+	rows4 := t >= 2 && ks.f32Rows != nil && k%abi.DotLanes == 0 && (deq || w.Type == abi.F32)
 	err := par.ForBlocks(ctx, threads, n, block, func(lo, hi int) error {
 		src, stride := wb[lo*rb:hi*rb], rb
 		if deq {
@@ -119,7 +121,11 @@ func matMul(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float3
 						return err
 					}
 				}
-				ks.f32Rows4(out[r*n+lo:], xp[r*kp:], src, k, hi-lo, stride, kp, n)
+				ks.f32Rows(out[r*n+lo:], xp[r*kp:], src, k, hi-lo, stride, kp, n, 4)
+			}
+			if t-r >= 2 {
+				ks.f32Rows(out[r*n+lo:], xp[r*kp:], src, k, hi-lo, stride, kp, n, t-r)
+				r = t
 			}
 		}
 		for ; r < t; r++ {
