@@ -115,13 +115,19 @@ func matMul(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float3
 		if rows4 {
 			// Four rows of x at a time against the block: each chunk of
 			// weights and of x loaded once for four products.
-			for ; r+4 <= t; r += 4 {
+			// A last row alone would take the one-row GEMV: the last five
+			// go as two and three.
+			for ; r+4 <= t && t-r != 5; r += 4 {
 				if r > 0 && r%(4*rowsPerCheck) == 0 {
 					if err := ctx.Err(); err != nil {
 						return err
 					}
 				}
 				ks.f32Rows(out[r*n+lo:], xp[r*kp:], src, k, hi-lo, stride, kp, n, 4)
+			}
+			if t-r == 5 {
+				ks.f32Rows(out[r*n+lo:], xp[r*kp:], src, k, hi-lo, stride, kp, n, 2)
+				r += 2
 			}
 			if t-r >= 2 {
 				ks.f32Rows(out[r*n+lo:], xp[r*kp:], src, k, hi-lo, stride, kp, n, t-r)

@@ -108,7 +108,7 @@ func TestKernelsMatchGo(t *testing.T) {
 				}
 				for _, c := range []struct {
 					specials bool
-					tRows    int // 1: a decode step's kernels (deqGemv); 3, 6, 9: f32Rows (three, four and two, four twice and one)
+					tRows    int // 1: a decode step's kernels (deqGemv); 3, 6, 9: f32Rows (three, four and two, four then two and three)
 				}{{false, 1}, {true, 1}, {false, 3}, {true, 3}, {false, 6}, {true, 6}, {false, 9}, {true, 9}} {
 					specials, tRows := c.specials, c.tRows
 					name := fmt.Sprintf("%s/%v/k=%d/specials=%v/t=%d", ks.name, dt, k, specials, tRows)
