@@ -28,10 +28,13 @@
 // dequantizes rows of the v4 block types into f32 scratch, a block of rows
 // at a time, for the F32 kernel (same bits: the dot product is defined on
 // the dequantized values), Q4_0, Q4_K and Q6_K rows with AVX2 assembly
-// that does the Go code's float32 operations in its order. Several rows
-// of x (a prompt) over f32 rows, stored or dequantized, run four at a
-// time against four weight rows on AVX-512 (gemmF32X4AVX512: sixteen
-// accumulators, each lane's additions in gemv's order; the same bits). A one-row
+// that does the Go code's float32 operations in its order (Q4_K and Q6_K
+// in AVX-512 where the CPU has it: dequantQ4KAVX512, dequantQ6KAVX512).
+// Several rows of x (a prompt) over f32 rows, stored or dequantized, run
+// four at a time against four weight rows on AVX-512 (gemmF32X4AVX512:
+// sixteen accumulators, each lane's additions in gemv's order, reduced
+// four at a time in shuffled registers; the same bits), and x's last two
+// or three rows together (gemmF32X2AVX512, gemmF32X3AVX512). A one-row
 // matmul (a decode step) over Q4_K or Q6_K rows dequantizes and multiplies
 // in one pass (kernelSet.deqGemv): AVX2, or on AVX-512 four weight rows at
 // a time in zmm, a Q4_K sub-block's 16 possible values one zmm that

@@ -520,3 +520,114 @@ gemvQ6KAVX512_r1sb:
 gemvQ6KAVX512_done:
 	VZEROUPPER
 	RET
+
+// K4DEQ writes sub-blocks 2i and 2i+1 of the Q4_K row at P (their 32 bytes
+// of nibbles at off(P), their scales and minimums at s0, s1, m0, m1 (SP))
+// as 64 float32 at d(DI): K4PAIR's tables and lookups, each value stored
+// where gemvQ4KAVX512 multiplies it by x.
+#define K4DEQ(P, off, s0, s1, m0, m1, d) \
+	VBROADCASTSS s0(SP), Z25; \
+	VBROADCASTSS m0(SP), Z26; \
+	VFMSUB213PS Z26, Z20, Z25; \
+	VBROADCASTSS s1(SP), Z27; \
+	VBROADCASTSS m1(SP), Z28; \
+	VFMSUB213PS Z28, Z20, Z27; \
+	VPMOVZXBD off(P), Z29; \
+	VPMOVZXBD off+16(P), Z30; \
+	VPERMPS Z25, Z29, Z31; \
+	VMOVUPS Z31, d(DI); \
+	VPERMPS Z25, Z30, Z31; \
+	VMOVUPS Z31, d+64(DI); \
+	VPSRLD $4, Z29, Z29; \
+	VPERMPS Z27, Z29, Z31; \
+	VMOVUPS Z31, d+128(DI); \
+	VPSRLD $4, Z30, Z30; \
+	VPERMPS Z27, Z30, Z31; \
+	VMOVUPS Z31, d+192(DI)
+
+// func dequantQ4KAVX512(w *byte, dst *float32, n int)
+TEXT ·dequantQ4KAVX512(SB), NOSPLIT, $64-24
+	MOVQ w+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ n+16(FP), CX
+	VMOVUPS iota16<>(SB), Z20
+	VMOVUPS k4dd<>(SB), Z15
+	TESTQ CX, CX
+	JEQ dequantQ4KAVX512_done
+
+dequantQ4KAVX512_sb:
+	PREFETCHT1 4096(SI)
+	PREFETCHT1 4160(SI)
+	PREFETCHT1 4224(SI)
+	K4SCV(SI, 0)
+	K4DEQ(SI, 16, 0, 4, 32, 36, 0)
+	K4DEQ(SI, 48, 8, 12, 40, 44, 256)
+	K4DEQ(SI, 80, 16, 20, 48, 52, 512)
+	K4DEQ(SI, 112, 24, 28, 56, 60, 768)
+	ADDQ $144, SI
+	ADDQ $1024, DI
+	DECQ CX
+	JNZ dequantQ4KAVX512_sb
+
+dequantQ4KAVX512_done:
+	VZEROUPPER
+	RET
+
+// D6CHUNK writes 16 values of a Q6_K row: the bytes at b(SP) as int32, to
+// float32, times their group's scale at s(SP) (K6CHUNK's operations, its
+// product by x left out), at d(DI), using T and U.
+#define D6CHUNK(b, s, d, T, U) \
+	VPMOVSXBD b(SP), T; \
+	VCVTDQ2PS T, T; \
+	VBROADCASTSS s(SP), U; \
+	VMULPS U, T, T; \
+	VMOVUPS T, d(DI)
+
+// func dequantQ6KAVX512(w *byte, dst *float32, n int)
+TEXT ·dequantQ6KAVX512(SB), NOSPLIT, $400-24
+	MOVQ w+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVL $0x0F0F0F0F, AX
+	VPBROADCASTD AX, Z26
+	MOVL $0x30303030, AX
+	VPBROADCASTD AX, Z27
+	MOVL $0x20202020, AX
+	VPBROADCASTD AX, Z28
+	MOVL $0xFFFF0000, AX
+	KMOVD AX, K1
+	TESTQ CX, CX
+	JEQ dequantQ6KAVX512_done
+
+dequantQ6KAVX512_sb:
+	PREFETCHT1 4096(SI)
+	PREFETCHT1 4160(SI)
+	PREFETCHT1 4224(SI)
+	PREFETCHT1 4288(SI)
+	K6SC(SI, 0)
+	K6HALF(SI, 0, 128, 264)
+	D6CHUNK(264, 0, 0, Z4, Z5)
+	D6CHUNK(280, 4, 64, Z6, Z7)
+	D6CHUNK(296, 8, 128, Z8, Z9)
+	D6CHUNK(312, 12, 192, Z10, Z11)
+	D6CHUNK(328, 16, 256, Z4, Z5)
+	D6CHUNK(344, 20, 320, Z6, Z7)
+	D6CHUNK(360, 24, 384, Z8, Z9)
+	D6CHUNK(376, 28, 448, Z10, Z11)
+	K6HALF(SI, 64, 160, 264)
+	D6CHUNK(264, 32, 512, Z4, Z5)
+	D6CHUNK(280, 36, 576, Z6, Z7)
+	D6CHUNK(296, 40, 640, Z8, Z9)
+	D6CHUNK(312, 44, 704, Z10, Z11)
+	D6CHUNK(328, 48, 768, Z4, Z5)
+	D6CHUNK(344, 52, 832, Z6, Z7)
+	D6CHUNK(360, 56, 896, Z8, Z9)
+	D6CHUNK(376, 60, 960, Z10, Z11)
+	ADDQ $210, SI
+	ADDQ $1024, DI
+	DECQ CX
+	JNZ dequantQ6KAVX512_sb
+
+dequantQ6KAVX512_done:
+	VZEROUPPER
+	RET

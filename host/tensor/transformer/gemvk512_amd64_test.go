@@ -241,23 +241,35 @@ func TestRepackQ6KT8(t *testing.T) {
 	}
 }
 
-// TestPromptAB times a prompt's matmuls (64 rows of x, as the runner's
-// prefill batches them, by the 110M shape's weights) with the best kernels
-// against the same kernels without the prompt kernels added since
-// (tile16, tolerance mode's Q4_K, and tile8Q6 and tile16Q6, its Q6_K; exact mode's are
-// the same kernels both times: a check of the measure), interleaved, on
-// one
-// thread (INFERNET_AB=1): the minimum and median of many rounds, and
-// their ratios.
+// TestPromptAB times a prompt's matmuls (64 and 35 rows of x, as the
+// runner's prefill batches them, by the 110M shape's weights) with the
+// best kernels against the same kernels without the prompt kernels added
+// since (tile16, tolerance mode's Q4_K, and tile8Q6 and tile16Q6, its
+// Q6_K; in exact mode the AVX2 row dequantizers, and x's last two or three
+// rows one by one rather than with f32Rows), interleaved, on one thread
+// (INFERNET_AB=1): the minimum and median of many rounds, and their
+// ratios.
 func TestPromptAB(t *testing.T) {
 	if os.Getenv("INFERNET_AB") == "" {
 		t.Skip("INFERNET_AB unset")
 	}
 	ctx := context.Background()
-	const rows, rounds = 64, 41
+	const rounds = 41
 	best := bestKernels()
 	old := *best
 	old.tile8Q6, old.tile16, old.tile16Q6 = nil, nil, nil
+	old.dequantRow = dequantRowAVX2
+	if f := best.f32Rows; f != nil {
+		old.f32Rows = func(out, x []float32, w []byte, k, rows, stride, ldx, ldo, nx int) {
+			if nx == 4 {
+				f(out, x, w, k, rows, stride, ldx, ldo, nx)
+				return
+			}
+			for r := range nx {
+				old.gemv[abi.F32](out[r*ldo:r*ldo+rows], x[r*ldx:r*ldx+k], w, k, stride, 4)
+			}
+		}
+	}
 	sets := []*kernelSet{&old, best}
 	for _, c := range []struct {
 		mode string
@@ -266,25 +278,27 @@ func TestPromptAB(t *testing.T) {
 	}{{"exact", matMul, []abi.DType{abi.F32, abi.Q4_K, abi.Q6_K}}, {"tolerance", matMulInt, []abi.DType{abi.Q4_K, abi.Q6_K}}} {
 		for _, dt := range c.dts {
 			for _, s := range gemvShapes[:3] {
-				r := &rng{s: 1}
-				x, w := r.f32s(rows*s.k), r.weights(dt, s.n, s.k, false)
-				out := make([]float32, rows*s.n)
-				var ts [2][]time.Duration
-				for range rounds {
-					for i, ks := range sets {
-						t0 := time.Now()
-						if err := c.mm(ctx, ks, 1, rows, s.n, s.k, x, w, out); err != nil {
-							t.Fatal(err)
+				for _, rows := range []int{64, 35} {
+					r := &rng{s: 1}
+					x, w := r.f32s(rows*s.k), r.weights(dt, s.n, s.k, false)
+					out := make([]float32, rows*s.n)
+					var ts [2][]time.Duration
+					for range rounds {
+						for i, ks := range sets {
+							t0 := time.Now()
+							if err := c.mm(ctx, ks, 1, rows, s.n, s.k, x, w, out); err != nil {
+								t.Fatal(err)
+							}
+							ts[i] = append(ts[i], time.Since(t0))
 						}
-						ts[i] = append(ts[i], time.Since(t0))
 					}
+					for i := range ts {
+						sort.Slice(ts[i], func(a, b int) bool { return ts[i][a] < ts[i][b] })
+					}
+					t.Logf("%s %v %dx%dx%d: old min %v med %v, new min %v med %v: min ratio %.2fx, median %.2fx",
+						c.mode, dt, rows, s.n, s.k, ts[0][0], ts[0][rounds/2], ts[1][0], ts[1][rounds/2],
+						float64(ts[0][0])/float64(ts[1][0]), float64(ts[0][rounds/2])/float64(ts[1][rounds/2]))
 				}
-				for i := range ts {
-					sort.Slice(ts[i], func(a, b int) bool { return ts[i][a] < ts[i][b] })
-				}
-				t.Logf("%s %v %dx%dx%d: old min %v med %v, new min %v med %v: min ratio %.2fx, median %.2fx",
-					c.mode, dt, rows, s.n, s.k, ts[0][0], ts[0][rounds/2], ts[1][0], ts[1][rounds/2],
-					float64(ts[0][0])/float64(ts[1][0]), float64(ts[0][rounds/2])/float64(ts[1][rounds/2]))
 			}
 		}
 	}

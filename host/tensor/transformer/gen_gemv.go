@@ -399,20 +399,22 @@ func q8Rows(nx int, fused bool) {
 	p("RET")
 }
 
-// f32Rows4 writes gemmF32X4AVX512(out, x *float32, w *byte, k, rows,
+// f32Rows writes gemmF32X<nx>AVX512(out, x *float32, w *byte, k, rows,
 // stride, ldx, ldo int): for each of rows f32 weight rows j (stride bytes
-// apart) and each of four rows r of x (ldx bytes apart), out[r·ldo/4 + j]
+// apart) and each of nx rows r of x (ldx bytes apart), out[r·ldo/4 + j]
 // = the 16-lane dot product, as gemvF32AVX512 computes it for x row r
-// alone; k is a multiple of 16. Four weight rows against the four x rows
-// at a time, sixteen accumulators (a register-blocked micro-kernel: each
+// alone; k is a multiple of 16. Four weight rows against the nx x rows
+// at a time, 4·nx accumulators (a register-blocked micro-kernel: each
 // chunk of a weight row and of an x row is loaded once for four products,
-// and sixteen independent addition chains keep both FP ports busy), then
-// the last rows one at a time against the four x rows. Each lane of each
+// and sixteen independent addition chains keep both FP ports busy; eight
+// or twelve for a prompt's last two or three rows, which a one-row GEMV
+// each ran at about half the speed), then the last rows one at a time
+// against the nx x rows. Each lane of each
 // accumulator adds the same rounded products in the same order as the
 // one-row kernel, so the bits are gemv's: the prompt rows of exact mode's
 // matmul over f32 (or dequantized) weights in cache.
-func f32Rows4() {
-	k := kernel{isa: avx512, wtype: wtype{"F32", 4}, fn: "gemmF32X4AVX512"}
+func f32Rows(nx int) {
+	k := kernel{isa: avx512, wtype: wtype{"F32", 4}, fn: fmt.Sprintf("gemmF32X%dAVX512", nx)}
 	fn := k.fn
 	fmt.Fprintf(&out, "\n// func %s(out, x *float32, w *byte, k, rows, stride, ldx, ldo int)\n", fn)
 	fmt.Fprintf(&out, "TEXT ·%s(SB), NOSPLIT, $0-64\n", fn)
@@ -424,15 +426,15 @@ func f32Rows4() {
 	p("MOVQ rows+32(FP), DX")
 	p("MOVQ stride+40(FP), R8")
 	p("MOVQ ldx+48(FP), AX")
-	p("LEAQ (SI)(AX*1), R13")
-	p("LEAQ (R13)(AX*1), R14")
-	p("LEAQ (R14)(AX*1), R15")
-	xrow := []string{"SI", "R13", "R14", "R15"}
+	xrow := []string{"SI", "R13", "R14", "R15"}[:nx]
+	for r := 1; r < nx; r++ {
+		p("LEAQ (%s)(AX*1), %s", xrow[r-1], xrow[r])
+	}
 	for _, nr := range []int{4, 1} {
 		top := startRows(fn, nr)
 		// acc(r, j) = Z<4r+j>; weights Z16…; x Z20…; products Z24…Z31.
 		acc := func(r, j int) int { return 4*r + j }
-		for r := range 4 {
+		for r := range nx {
 			for j := range nr {
 				a := acc(r, j)
 				p("VPXORD Z%d, Z%d, Z%d", a, a, a)
@@ -443,11 +445,11 @@ func f32Rows4() {
 		for j := range nr {
 			p("VMOVUPS (%s)(AX*1), Z%d", rowRegs[j], 16+j)
 		}
-		for r := range 4 {
+		for r := range nx {
 			p("VMOVUPS (%s)(AX*1), Z%d", xrow[r], 20+r)
 		}
 		n := 0
-		for r := range 4 {
+		for r := range nx {
 			for j := range nr {
 				t := 24 + n%8
 				n++
@@ -462,8 +464,13 @@ func f32Rows4() {
 		p("MOVQ ldo+56(FP), AX")
 		p("LEAQ (DI)(AX*2), R9")
 		dst := []string{"(DI)", "(DI)(AX*1)", "(R9)", "(R9)(AX*1)"}
+		if nr == 4 {
+			reduce4x4(nx, acc, dst)
+			nextRows(top, nr)
+			continue
+		}
 		n = 0
-		for r := range 4 {
+		for r := range nx {
 			for j := range nr {
 				a, t := acc(r, j), 24+n%8
 				n++
@@ -483,6 +490,41 @@ func f32Rows4() {
 	}
 	p("VZEROUPPER")
 	p("RET")
+}
+
+// reduce4x4 reduces f32Rows's 4·nx accumulators, an x row's four
+// (weight rows j = 0…3, acc(r, j)) at a time, transposed: the four are
+// added pairwise within shuffled registers, lane i += lane i+8 (two
+// VADDPS for the four: each 256-bit half beside its other half),
+// then +4 (one, each 128-bit lane one accumulator's four), +2 and +1
+// (one each, within 128-bit lanes), and lanes 0, 4, 8 and 12, the four
+// sums, go out in one store. Each sum adds the same lanes in the same
+// order as the one-accumulator reduction (and an addition's operands
+// commute), so the bits are gemv's, in 14 operations rather than 32
+// for the four. Z16 holds the indices 0, 4, 8, 12; Z24…Z29 are scratch.
+func reduce4x4(nx int, acc func(r, j int) int, dst []string) {
+	p("VMOVDQU32 red4x4<>(SB), Z16")
+	for r := range nx {
+		a := func(j int) int { return acc(r, j) }
+		// lane i += lane i+8: [a0 lo, a1 lo] + [a0 hi, a1 hi], and a2, a3.
+		p("VSHUFF32X4 $0x44, Z%d, Z%d, Z24", a(1), a(0))
+		p("VSHUFF32X4 $0xEE, Z%d, Z%d, Z25", a(1), a(0))
+		p("VADDPS Z25, Z24, Z24")
+		p("VSHUFF32X4 $0x44, Z%d, Z%d, Z26", a(3), a(2))
+		p("VSHUFF32X4 $0xEE, Z%d, Z%d, Z27", a(3), a(2))
+		p("VADDPS Z27, Z26, Z26")
+		// lane i += lane i+4: 128-bit lane j holds accumulator j's four.
+		p("VSHUFF32X4 $0x88, Z26, Z24, Z28")
+		p("VSHUFF32X4 $0xDD, Z26, Z24, Z29")
+		p("VADDPS Z29, Z28, Z28")
+		// lane i += lane i+2, then lane 0 += lane 1, in each 128-bit lane.
+		p("VPERMILPS $0x4E, Z28, Z29")
+		p("VADDPS Z29, Z28, Z28")
+		p("VMOVSHDUP Z28, Z29")
+		p("VADDPS Z29, Z28, Z28")
+		p("VPERMPS Z28, Z16, Z28")
+		p("VMOVUPS X28, %s", dst[r])
+	}
 }
 
 // axpy writes axpyRowsAVX2(o, v, a *float32, n, rows, stride int): for each
@@ -542,6 +584,9 @@ func main() {
 		fmt.Sscan(os.Args[1], &pf)
 	}
 	out.WriteString("// Code generated by gen_gemv.go; DO NOT EDIT.\n\n//go:build !purego\n\n#include \"textflag.h\"\n")
+	// red4x4 is the indices 0, 4, 8, 12 (then zeros) for reduce4x4's
+	// VPERMPS.
+	out.WriteString("\nDATA red4x4<>+0(SB)/8, $0x0000000400000000\nDATA red4x4<>+8(SB)/8, $0x0000000c00000008\nDATA red4x4<>+16(SB)/8, $0\nDATA red4x4<>+24(SB)/8, $0\nDATA red4x4<>+32(SB)/8, $0\nDATA red4x4<>+40(SB)/8, $0\nDATA red4x4<>+48(SB)/8, $0\nDATA red4x4<>+56(SB)/8, $0\nGLOBL red4x4<>(SB), RODATA|NOPTR, $64\n")
 	for _, is := range []isa{avx512, avx2} {
 		for _, wt := range []wtype{{"F32", 4}, {"F16", 2}, {"BF16", 2}, {"Q8", 0}} {
 			kernel{isa: is, wtype: wt, fn: "gemv" + wt.name + is.name}.gen()
@@ -553,7 +598,9 @@ func main() {
 			q8Rows(nx, fused)
 		}
 	}
-	f32Rows4()
+	for nx := 2; nx <= 4; nx++ {
+		f32Rows(nx)
+	}
 	axpy()
 	s := strings.ReplaceAll(out.String(), "\n\n\n", "\n\n")
 	if err := os.WriteFile("gemv_amd64.s", []byte(s), 0o644); err != nil {

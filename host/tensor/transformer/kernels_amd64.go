@@ -122,26 +122,33 @@ func gemmQ8R7FMAAVX512(out, x *float32, w *byte, k, rows, stride, ldo int)
 //go:noescape
 func gemmQ8R8FMAAVX512(out, x *float32, w *byte, k, rows, stride, ldo int)
 
-// gemmF32X4AVX512 computes rows f32 weight rows against four rows of x
+// gemmF32X<nx>AVX512 computes rows f32 weight rows against nx rows of x
 // (ldx bytes apart), k a multiple of 16: out[r·ldo/4 + j] is what
-// gemvF32AVX512 gives for x row r and weight row j (f32Rows4 in
+// gemvF32AVX512 gives for x row r and weight row j (f32Rows in
 // gen_gemv.go).
 //
 //go:noescape
+func gemmF32X2AVX512(out, x *float32, w *byte, k, rows, stride, ldx, ldo int)
+
+//go:noescape
+func gemmF32X3AVX512(out, x *float32, w *byte, k, rows, stride, ldx, ldo int)
+
+//go:noescape
 func gemmF32X4AVX512(out, x *float32, w *byte, k, rows, stride, ldx, ldo int)
 
-// f32Rows4AVX512 is kernelSet.f32Rows4 with gemmF32X4AVX512. The lengths
-// are checked again here: the assembly must never read or write past a
-// slice, whatever a caller does.
-func f32Rows4AVX512(out, x []float32, w []byte, k, rows, stride, ldx, ldo int) {
+// f32RowsAVX512 is kernelSet.f32Rows with gemmF32X<nx>AVX512. The
+// lengths are checked again here: the assembly must never read or write
+// past a slice, whatever a caller does.
+func f32RowsAVX512(out, x []float32, w []byte, k, rows, stride, ldx, ldo, nx int) {
 	if rows == 0 {
 		return
 	}
-	if k <= 0 || k%abi.DotLanes != 0 || ldx < k || len(x) < 3*ldx+k || stride < 4*k ||
-		len(w) < (rows-1)*stride+4*k || ldo < rows || len(out) < 3*ldo+rows {
+	if nx < 2 || nx > 4 || k <= 0 || k%abi.DotLanes != 0 || ldx < k || len(x) < (nx-1)*ldx+k || stride < 4*k ||
+		len(w) < (rows-1)*stride+4*k || ldo < rows || len(out) < (nx-1)*ldo+rows {
 		panic("transformer: f32 rows: short buffers")
 	}
-	gemmF32X4AVX512(&out[0], &x[0], &w[0], k, rows, stride, 4*ldx, 4*ldo)
+	f := [...]func(out, x *float32, w *byte, k, rows, stride, ldx, ldo int){gemmF32X2AVX512, gemmF32X3AVX512, gemmF32X4AVX512}[nx-2]
+	f(&out[0], &x[0], &w[0], k, rows, stride, 4*ldx, 4*ldo)
 }
 
 // q8RowsKernels are multi-row kernels by their number of x rows.
@@ -176,7 +183,7 @@ func (ks *q8RowsKernels) asm(out, x []float32, w []byte, k, rows, stride, nx, ld
 // withQ8Rows returns ks with the multi-row q8_0 kernels, exact and fused.
 func withQ8Rows(ks *kernelSet) *kernelSet {
 	ks.q8Rows, ks.q8RowsFused = q8RowsAVX512.asm, q8RowsFMAAVX512.asm
-	ks.f32Rows4 = f32Rows4AVX512
+	ks.f32Rows = f32RowsAVX512
 	return ks
 }
 

@@ -94,8 +94,10 @@ func matMul(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float3
 	}
 	rowsPerCheck := max(1, blockWork/(block*k))
 	// Several rows of x over f32 rows (stored, or dequantized: in cache)
-	// go four at a time to the register-blocked kernel, if there is one.
-	rows4 := t >= 4 && ks.f32Rows4 != nil && k%abi.DotLanes == 0 && (deq || w.Type == abi.F32)
+	// go four at a time to the register-blocked kernel, if there is one,
+	// and the last two or three together (a one-row GEMV each ran at
+	// about half its speed).
+	rows4 := t >= 2 && ks.f32Rows != nil && k%abi.DotLanes == 0 && (deq || w.Type == abi.F32)
 	err := par.ForBlocks(ctx, threads, n, block, func(lo, hi int) error {
 		src, stride := wb[lo*rb:hi*rb], rb
 		if deq {
@@ -113,13 +115,23 @@ func matMul(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float3
 		if rows4 {
 			// Four rows of x at a time against the block: each chunk of
 			// weights and of x loaded once for four products.
-			for ; r+4 <= t; r += 4 {
+			// A last row alone would take the one-row GEMV: the last five
+			// go as two and three.
+			for ; r+4 <= t && t-r != 5; r += 4 {
 				if r > 0 && r%(4*rowsPerCheck) == 0 {
 					if err := ctx.Err(); err != nil {
 						return err
 					}
 				}
-				ks.f32Rows4(out[r*n+lo:], xp[r*kp:], src, k, hi-lo, stride, kp, n)
+				ks.f32Rows(out[r*n+lo:], xp[r*kp:], src, k, hi-lo, stride, kp, n, 4)
+			}
+			if t-r == 5 {
+				ks.f32Rows(out[r*n+lo:], xp[r*kp:], src, k, hi-lo, stride, kp, n, 2)
+				r += 2
+			}
+			if t-r >= 2 {
+				ks.f32Rows(out[r*n+lo:], xp[r*kp:], src, k, hi-lo, stride, kp, n, t-r)
+				r = t
 			}
 		}
 		for ; r < t; r++ {

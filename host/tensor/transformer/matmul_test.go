@@ -108,8 +108,8 @@ func TestKernelsMatchGo(t *testing.T) {
 				}
 				for _, c := range []struct {
 					specials bool
-					tRows    int // 1: a decode step's kernels (deqGemv); 9: f32Rows4 and the rest
-				}{{false, 1}, {true, 1}, {false, 3}, {true, 3}, {false, 9}, {true, 9}} {
+					tRows    int // 1: a decode step's kernels (deqGemv); 3, 6, 9: f32Rows (three, four and two, four then two and three)
+				}{{false, 1}, {true, 1}, {false, 3}, {true, 3}, {false, 6}, {true, 6}, {false, 9}, {true, 9}} {
 					specials, tRows := c.specials, c.tRows
 					name := fmt.Sprintf("%s/%v/k=%d/specials=%v/t=%d", ks.name, dt, k, specials, tRows)
 					r := &rng{s: uint64(k)*31 + uint64(dt)}
@@ -163,38 +163,41 @@ func TestKernelsStride(t *testing.T) {
 	}
 }
 
-// TestF32Rows4 checks each kernel set's f32Rows4 (several rows of x over
-// f32 rows) against one-row calls of the portable gemv, bit for bit: every
-// weight-row count up to 9 (groups of four and the rest), rows further
-// apart than their size, x rows further apart than k, and specials (NaN,
-// ±Inf, -0) in x and the weights.
-func TestF32Rows4(t *testing.T) {
+// TestF32Rows checks each kernel set's f32Rows (two, three or four rows
+// of x over f32 rows) against one-row calls of the portable gemv, bit for
+// bit: every weight-row count up to 9 (groups of four and the rest), rows
+// further apart than their size, x rows further apart than k (and x no
+// longer than its nx rows), and specials (NaN, ±Inf, -0) in x and the
+// weights.
+func TestF32Rows(t *testing.T) {
 	for _, ks := range allKernels() {
-		if ks.f32Rows4 == nil {
+		if ks.f32Rows == nil {
 			continue
 		}
-		for _, k := range []int{16, 48, 768, 2048} {
-			for _, specials := range []bool{false, true} {
-				for rows := 0; rows <= 9; rows++ {
-					r := &rng{s: uint64(k*10+rows) + 5}
-					const gap, xgap, ldo = 2, 32, 11 // weight rows, x values and out values past each row
-					w := r.weights(abi.F32, max(1, rows*gap), k, specials)
-					ldx := k + xgap
-					x := r.f32s(4 * ldx)
-					if specials {
-						x[1], x[ldx+3], x[3*ldx+k-1] = float32(math.Inf(-1)), float32(math.NaN()), float32(math.Copysign(0, -1))
+		for nx := 2; nx <= 4; nx++ {
+			for _, k := range []int{16, 48, 768, 2048} {
+				for _, specials := range []bool{false, true} {
+					for rows := 0; rows <= 9; rows++ {
+						r := &rng{s: uint64(k*10+rows+100*nx) + 5}
+						const gap, xgap, ldo = 2, 32, 11 // weight rows, x values and out values past each row
+						w := r.weights(abi.F32, max(1, rows*gap), k, specials)
+						ldx := k + xgap
+						x := r.f32s((nx-1)*ldx + k)
+						if specials {
+							x[1], x[ldx+3], x[(nx-1)*ldx+k-1] = float32(math.Inf(-1)), float32(math.NaN()), float32(math.Copysign(0, -1))
+						}
+						got, want := make([]float32, 4*(rows+ldo)), make([]float32, 4*(rows+ldo))
+						for i := range got {
+							got[i], want[i] = 7, 7 // untouched past each row's rows, and past x's nx rows
+						}
+						ks.f32Rows(got, x, w.bytes(), k, rows, gap*4*k, ldx, rows+ldo, nx)
+						for i := range nx {
+							goKernels.gemv[abi.F32](want[i*(rows+ldo):i*(rows+ldo)+rows], x[i*ldx:i*ldx+k], w.bytes(), k, gap*4*k, 1)
+						}
+						canonicalize(got)
+						canonicalize(want)
+						sameBits(t, fmt.Sprintf("%s/nx=%d/k=%d/rows=%d/specials=%v", ks.name, nx, k, rows, specials), got, want)
 					}
-					got, want := make([]float32, 4*(rows+ldo)), make([]float32, 4*(rows+ldo))
-					for i := range got {
-						got[i], want[i] = 7, 7 // untouched past each row's rows
-					}
-					ks.f32Rows4(got, x, w.bytes(), k, rows, gap*4*k, ldx, rows+ldo)
-					for i := range 4 {
-						goKernels.gemv[abi.F32](want[i*(rows+ldo):i*(rows+ldo)+rows], x[i*ldx:i*ldx+k], w.bytes(), k, gap*4*k, 1)
-					}
-					canonicalize(got)
-					canonicalize(want)
-					sameBits(t, fmt.Sprintf("%s/k=%d/rows=%d/specials=%v", ks.name, k, rows, specials), got, want)
 				}
 			}
 		}

@@ -264,3 +264,49 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestDequantRowKernels checks each kernel set's whole-row dequantizer
+// (kernelSet.dequantRow, what exact mode's prompt matmul decodes its
+// weight rows with) against decode, bit for bit (a NaN's payload aside):
+// one to several super-blocks, and specials in d and the minimum's scale
+// (±Inf, NaN, -0, a subnormal).
+func TestDequantRowKernels(t *testing.T) {
+	for _, ks := range allKernels() {
+		if ks.dequantRow == nil {
+			continue
+		}
+		for _, dt := range []abi.DType{abi.Q4_0, abi.Q4_K, abi.Q5_K, abi.Q6_K} {
+			for _, k := range []int{256, 768, 2048} {
+				for _, specials := range []bool{false, true} {
+					r := &rng{s: uint64(k) + uint64(dt)}
+					const n = 3
+					w := r.weights(dt, n, k, specials)
+					if specials {
+						bb := dt.BlockBytes()
+						hs := []uint16{0xFC00, 0x7E00, 0x8000, 0x0001, 0x7C00}
+						for i, h := range hs {
+							for _, off := range halfs[dt] {
+								b := (i*7 + off) % (len(w.Raw) / bb)
+								binary.LittleEndian.PutUint16(w.Raw[b*bb+off:], h)
+							}
+						}
+					}
+					rb := rowBytes(dt, k)
+					for j := range n {
+						got, want := make([]float32, k), make([]float32, k)
+						for i := range got {
+							got[i] = 7
+						}
+						if !ks.dequantRow(dt, w.Raw[j*rb:(j+1)*rb], got) {
+							t.Fatalf("%s: %v not dequantized", ks.name, dt)
+						}
+						decode(dt, w.Raw[j*rb:(j+1)*rb], 0, want)
+						canonicalize(got)
+						canonicalize(want)
+						sameBits(t, fmt.Sprintf("%s/%v/k=%d/row %d/specials=%v", ks.name, dt, k, j, specials), got, want)
+					}
+				}
+			}
+		}
+	}
+}
