@@ -246,11 +246,15 @@ func init() {
 // hasAVX2 reports what the AVX2 kernels need: AVX2, F16C and FMA.
 var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasF16C && cpu.X86.HasFMA
 
+// hasAVX512 reports what the AVX-512 kernels need besides hasAVX2's:
+// AVX-512 F, BW (gemvQ6KAVX512's byte and word operations) and VL.
+var hasAVX512 = hasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL
+
 // bestKernels returns the fastest kernels the CPU supports; x/sys/cpu
 // reports AVX-512 only when the OS saves the zmm state.
 func bestKernels() *kernelSet {
 	switch {
-	case cpu.X86.HasAVX512F && hasAVX2:
+	case hasAVX512:
 		return avx512Kernels
 	case hasAVX2:
 		return avx2Kernels
@@ -264,7 +268,7 @@ func allKernels() []*kernelSet {
 	if hasAVX2 {
 		ks = append(ks, avx2Kernels)
 	}
-	if cpu.X86.HasAVX512F && hasAVX2 {
+	if hasAVX512 {
 		ks = append(ks, avx512Kernels)
 	}
 	return ks
