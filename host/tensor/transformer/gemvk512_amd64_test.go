@@ -94,150 +94,63 @@ func TestDeqGemvAB(t *testing.T) {
 	}
 }
 
-// TestRepackQ4KT8 checks the assembly repacking of eight Q4_K rows
-// (kernelSet.repackT8) against repackQ4KT8, byte for byte, for rows
-// further apart than their size and weights of every byte value.
-func TestRepackQ4KT8(t *testing.T) {
-	if !cpu.X86.HasAVX512F || !cpu.X86.HasAVX512VL || !hasAVX2 {
-		t.Skip("no AVX-512 VL")
-	}
-	for _, k := range []int{256, 768, 2048} {
-		for _, bytes := range []bool{false, true} {
-			r := &rng{s: uint64(k)}
-			w := r.weights(abi.Q4_K, 9, k, false)
-			if bytes {
-				for i := range w.Raw {
-					w.Raw[i] = byte(i * 11)
-				}
-			}
-			rb, nsb := rowBytes(abi.Q4_K, k), k/256
-			want, got := make([]byte, nsb*q4KT8Bytes), make([]byte, nsb*q4KT8Bytes)
-			for _, c := range []struct{ off, rb, nsb int }{{0, rb, nsb}, {rb, rb, nsb}, {0, rb, 1}} {
-				repackQ4KT8(want, w.bytes()[c.off:], c.rb, c.nsb)
-				clear(got)
-				repackQ4KT8Asm(got, w.bytes()[c.off:], c.rb, c.nsb)
-				for i := range c.nsb * q4KT8Bytes {
-					if got[i] != want[i] {
-						t.Fatalf("k %d, bytes %v, %+v: byte %d = %d, want %d", k, bytes, c, i, got[i], want[i])
-					}
-				}
-			}
-		}
-	}
-}
-
-// TestRepackQ4KT16 checks the assembly repacking of sixteen Q4_K rows
-// (kernelSet.repackT16) against repackQ4KT16, byte for byte, for rows
-// further apart than their size and weights of every byte value.
-func TestRepackQ4KT16(t *testing.T) {
-	if !cpu.X86.HasAVX512F || !cpu.X86.HasAVX512VL || !hasAVX2 {
-		t.Skip("no AVX-512 VL")
-	}
-	for _, k := range []int{256, 768, 2048} {
-		for _, bytes := range []bool{false, true} {
-			r := &rng{s: uint64(k)}
-			w := r.weights(abi.Q4_K, 17, k, false)
-			if bytes {
-				for i := range w.Raw {
-					w.Raw[i] = byte(i * 11)
-				}
-			}
-			rb, nsb := rowBytes(abi.Q4_K, k), k/256
-			want, got := make([]byte, 2*nsb*q4KT8Bytes), make([]byte, 2*nsb*q4KT8Bytes)
-			for _, c := range []struct{ off, rb, nsb int }{{0, rb, nsb}, {rb, rb, nsb}, {0, rb, 1}} {
-				repackQ4KT16(want, w.bytes()[c.off:], c.rb, c.nsb)
-				clear(got)
-				repackQ4KT16Asm(got, w.bytes()[c.off:], c.rb, c.nsb)
-				for i := range 2 * c.nsb * q4KT8Bytes {
-					if got[i] != want[i] {
-						t.Fatalf("k %d, bytes %v, %+v: byte %d = %d, want %d", k, bytes, c, i, got[i], want[i])
-					}
-				}
-			}
-		}
-	}
-}
-
-// TestRepackQ6KT16 checks the assembly repacking of sixteen Q6_K rows
-// (kernelSet.repackT16Q6) against repackQ6KT16, as TestRepackQ6KT8 does
-// eight (a signaling NaN d may come back quiet).
-func TestRepackQ6KT16(t *testing.T) {
+// TestRepackTiles checks each assembly repacking of eight or sixteen
+// Q4_K or Q6_K rows (kernelSet.repackT8, repackT16, repackT8Q6,
+// repackT16Q6) against its Go repacking, byte for byte, for rows further
+// apart than their size and weights of every byte value. In a Q6_K tile
+// (of 8 rows, 2816 bytes of weights and then the scales d) a d that is a
+// signaling NaN comes back quiet (VCVTPH2PS): a NaN all the same, whose
+// results are NaN, made canonical.
+func TestRepackTiles(t *testing.T) {
 	if !cpu.X86.HasAVX512F || !cpu.X86.HasAVX512VL || !cpu.X86.HasAVX512BW || !hasAVX2 {
 		t.Skip("no AVX-512 VL and BW")
 	}
-	for _, k := range []int{256, 768, 2048} {
-		for _, bytes := range []bool{false, true} {
-			r := &rng{s: uint64(k)}
-			w := r.weights(abi.Q6_K, 17, k, false)
-			if bytes {
-				for i := range w.Raw {
-					w.Raw[i] = byte(i * 11)
-				}
-			}
-			rb, nsb := rowBytes(abi.Q6_K, k), k/256
-			want, got := make([]byte, 2*nsb*q6KT8Bytes), make([]byte, 2*nsb*q6KT8Bytes)
-			for _, c := range []struct{ off, rb, nsb int }{{0, rb, nsb}, {rb, rb, nsb}, {0, rb, 1}} {
-				repackQ6KT16(want, w.bytes()[c.off:], c.rb, c.nsb)
-				clear(got)
-				repackQ6KT16Asm(got, w.bytes()[c.off:], c.rb, c.nsb)
-				for i := range 2 * c.nsb * q6KT8Bytes {
-					if i%(2*q6KT8Bytes) >= 2*2816 {
-						j := i &^ 3
-						g := math.Float32frombits(binary.LittleEndian.Uint32(got[j:]))
-						w := math.Float32frombits(binary.LittleEndian.Uint32(want[j:]))
-						if g != g && w != w {
-							continue
+	type repack func(t, w []byte, rb, nsb int)
+	for _, tc := range []struct {
+		name          string
+		typ           abi.DType
+		rows, size    int // rows repacked, and a tile's bytes per 256 values
+		goRef, asm    repack
+		weightsBefore int // bytes of a tile before its d, where NaNs may be quieted (0: none)
+	}{
+		{"Q4_K 8 rows", abi.Q4_K, 8, q4KT8Bytes, repackQ4KT8, repackQ4KT8Asm, 0},
+		{"Q4_K 16 rows", abi.Q4_K, 16, 2 * q4KT8Bytes, repackQ4KT16, repackQ4KT16Asm, 0},
+		{"Q6_K 8 rows", abi.Q6_K, 8, q6KT8Bytes, repackQ6KT8, repackQ6KT8Asm, 2816},
+		{"Q6_K 16 rows", abi.Q6_K, 16, 2 * q6KT8Bytes, repackQ6KT16, repackQ6KT16Asm, 2 * 2816},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, k := range []int{256, 768, 2048} {
+				for _, bytes := range []bool{false, true} {
+					r := &rng{s: uint64(k)}
+					w := r.weights(tc.typ, tc.rows+1, k, false)
+					if bytes {
+						for i := range w.Raw {
+							w.Raw[i] = byte(i * 11)
 						}
 					}
-					if got[i] != want[i] {
-						t.Fatalf("k %d, bytes %v, %+v: byte %d = %d, want %d", k, bytes, c, i, got[i], want[i])
-					}
-				}
-			}
-		}
-	}
-}
-
-// TestRepackQ6KT8 checks the assembly repacking of eight Q6_K rows
-// (kernelSet.repackT8Q6) against repackQ6KT8, byte for byte, for rows
-// further apart than their size and weights of every byte value.
-func TestRepackQ6KT8(t *testing.T) {
-	if !cpu.X86.HasAVX512F || !cpu.X86.HasAVX512VL || !cpu.X86.HasAVX512BW || !hasAVX2 {
-		t.Skip("no AVX-512 VL and BW")
-	}
-	for _, k := range []int{256, 768, 2048} {
-		for _, bytes := range []bool{false, true} {
-			r := &rng{s: uint64(k)}
-			w := r.weights(abi.Q6_K, 9, k, false)
-			if bytes {
-				for i := range w.Raw {
-					w.Raw[i] = byte(i * 11)
-				}
-			}
-			rb, nsb := rowBytes(abi.Q6_K, k), k/256
-			want, got := make([]byte, nsb*q6KT8Bytes), make([]byte, nsb*q6KT8Bytes)
-			for _, c := range []struct{ off, rb, nsb int }{{0, rb, nsb}, {rb, rb, nsb}, {0, rb, 1}} {
-				repackQ6KT8(want, w.bytes()[c.off:], c.rb, c.nsb)
-				clear(got)
-				repackQ6KT8Asm(got, w.bytes()[c.off:], c.rb, c.nsb)
-				for i := range c.nsb * q6KT8Bytes {
-					if i%q6KT8Bytes >= 2816 {
-						// A d that is a signaling NaN comes back quiet
-						// (VCVTPH2PS): a NaN all the same, whose results
-						// are NaN, made canonical.
-						j := i &^ 3 // the float's first byte
-						g := math.Float32frombits(binary.LittleEndian.Uint32(got[j:]))
-						w := math.Float32frombits(binary.LittleEndian.Uint32(want[j:]))
-						if g != g && w != w {
-							continue
+					rb, nsb := rowBytes(tc.typ, k), k/256
+					want, got := make([]byte, nsb*tc.size), make([]byte, nsb*tc.size)
+					for _, c := range []struct{ off, rb, nsb int }{{0, rb, nsb}, {rb, rb, nsb}, {0, rb, 1}} {
+						tc.goRef(want, w.bytes()[c.off:], c.rb, c.nsb)
+						clear(got)
+						tc.asm(got, w.bytes()[c.off:], c.rb, c.nsb)
+						for i := range c.nsb * tc.size {
+							if tc.weightsBefore > 0 && i%tc.size >= tc.weightsBefore {
+								j := i &^ 3 // the float's first byte
+								g := math.Float32frombits(binary.LittleEndian.Uint32(got[j:]))
+								w := math.Float32frombits(binary.LittleEndian.Uint32(want[j:]))
+								if g != g && w != w {
+									continue
+								}
+							}
+							if got[i] != want[i] {
+								t.Fatalf("k %d, bytes %v, %+v: byte %d = %d, want %d", k, bytes, c, i, got[i], want[i])
+							}
 						}
 					}
-					if got[i] != want[i] {
-						t.Fatalf("k %d, bytes %v, %+v: byte %d = %d, want %d", k, bytes, c, i, got[i], want[i])
-					}
 				}
 			}
-		}
+		})
 	}
 }
 
