@@ -73,6 +73,7 @@ type Config struct {
 	// compiles again). 0: DefaultCacheDirBytes; negative: no bound. Each
 	// module and memory limit a job names is a compile of its own (18 MB
 	// for the llama runner), so without one strangers' jobs fill the disk.
+	// A file counts at least 64 KiB (cacheFileMin).
 	CacheDirBytes int64
 	// Reference is the exact tensor backend; default reference.New with all cores.
 	Reference tensor.Backend
