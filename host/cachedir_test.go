@@ -9,12 +9,12 @@ import (
 	"testing"
 )
 
-// cacheDirSize is the bytes and files of the compiled modules under dir.
+// cacheDirSize is the bytes (as the budget counts them) and files of the compiled modules under dir.
 func cacheDirSize(dir string) (n int64, files int) {
 	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			if i, err := d.Info(); err == nil {
-				n += i.Size()
+				n += cacheFileCost(i.Size())
 				files++
 			}
 		}
@@ -31,7 +31,7 @@ func cacheDirSize(dir string) (n int64, files int) {
 // Config.CacheDirBytes.
 func TestCompileCacheBounded(t *testing.T) {
 	dir := t.TempDir()
-	const budget = 4 << 10
+	const budget = 4 * cacheFileMin
 	sb := newSandbox(t, Config{CacheDir: dir, CacheModules: 1, CacheDirBytes: budget})
 	m := readFile(t, "testdata/random.wasm")
 	var largest int64

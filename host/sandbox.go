@@ -73,6 +73,7 @@ type Config struct {
 	// compiles again). 0: DefaultCacheDirBytes; negative: no bound. Each
 	// module and memory limit a job names is a compile of its own (18 MB
 	// for the llama runner), so without one strangers' jobs fill the disk.
+	// A file counts at least 64 KiB (cacheFileMin).
 	CacheDirBytes int64
 	// Reference is the exact tensor backend; default reference.New with all cores.
 	Reference tensor.Backend
@@ -518,8 +519,9 @@ func (s *Sandbox) pruneCacheDir() {
 			if strings.HasSuffix(e.Name(), ".tmp") && time.Since(info.ModTime()) < time.Minute {
 				continue
 			}
-			files = append(files, file{filepath.Join(dir, e.Name()), info.Size(), info.ModTime()})
-			total += info.Size()
+			cost := cacheFileCost(info.Size())
+			files = append(files, file{filepath.Join(dir, e.Name()), cost, info.ModTime()})
+			total += cost
 		}
 	}
 	if total <= s.cfg.CacheDirBytes {
@@ -534,6 +536,21 @@ func (s *Sandbox) pruneCacheDir() {
 			total -= f.size
 		}
 	}
+}
+
+// cacheFileMin is the least a compiled module's file counts for against
+// Config.CacheDirBytes: a small module's file (a few hundred bytes) takes
+// a block and an inode on disk, and counted at its size a budget of
+// CacheDirBytes held about ten times that on disk in millions of files,
+// each listed by every prune. Counted at 64 KiB, the cache holds at most
+// CacheDirBytes/64KiB files (65536 at the default), and a tiny module
+// pushed out compiles again in milliseconds.
+const cacheFileMin = 64 << 10
+
+// cacheFileCost is what a file of size bytes counts for in the disk
+// cache: its size rounded up to 4 KiB blocks, at least cacheFileMin.
+func cacheFileCost(size int64) int64 {
+	return max(cacheFileMin, (size+4095)&^4095)
 }
 
 // cacheErrPrefix begins wazero v1.11's errors of a cached file it could
