@@ -10,13 +10,13 @@ import (
 	"testing"
 )
 
-// TestRedteam58dCacheDirOnDisk: Config.CacheDirBytes counted each
+// TestCompileCacheCountsDiskUse: Config.CacheDirBytes counted each
 // compiled module's apparent size, but a small module's file (396 bytes
 // for random.wasm) takes a whole block on disk (4 KiB) and an inode: a
 // stranger's tiny jobs, one per memory limit, kept about ten times the
 // budget on disk (4 GiB said, 40 GiB and ten million inodes used), and
 // every compile listed all those files to prune them.
-func TestRedteam58dCacheDirOnDisk(t *testing.T) {
+func TestCompileCacheCountsDiskUse(t *testing.T) {
 	dir := t.TempDir()
 	const budget = 64 << 10
 	sb := newSandbox(t, Config{CacheDir: dir, CacheModules: 1, CacheDirBytes: budget})
