@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -71,11 +73,43 @@ func precompile(tb testing.TB, module []byte, memory uint64) {
 	}
 }
 
+// dataDir is a node's data directory, removed when tb ends, after the
+// node closed (its cleanup comes first). A file there that appears as the
+// directory is removed is a writer Close did not wait for: it is named on
+// stderr, and the removal tried again a second later. A clean make test
+// failed once on t.TempDir's "directory not empty", naming nothing.
+func dataDir(tb testing.TB) string {
+	tb.Helper()
+	dir, err := os.MkdirTemp("", "infernet-node-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		err := os.RemoveAll(dir)
+		if err == nil {
+			return
+		}
+		var left []string
+		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				left = append(left, p)
+			}
+			return nil
+		})
+		fmt.Fprintf(os.Stderr, "%s: files written in a node's data directory after it closed: %q (%v)\n", tb.Name(), left, err)
+		time.Sleep(time.Second)
+		if err := os.RemoveAll(dir); err != nil {
+			tb.Errorf("removing a node's data directory: %v", err)
+		}
+	})
+	return dir
+}
+
 // testConfig is a node on loopback only: no mDNS, no NAT port mapping,
 // short heartbeats so that tests see failures quickly.
 func testConfig(tb testing.TB, provide bool) Config {
 	c := DefaultConfig()
-	c.DataDir = tb.TempDir()
+	c.DataDir = dataDir(tb)
 	c.Listen = []string{netgroup.Loopback()} // an operator of its own
 	c.MDNS, c.NAT = false, false
 	c.Provide = provide
