@@ -45,6 +45,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"net/http"
 	"reflect"
 	"slices"
@@ -442,7 +443,9 @@ func (s *Service) terms(w http.ResponseWriter, p *params, maxTokens *int, c *com
 	if seed != nil && *seed >= 0 {
 		p.req.Seed = uint64(*seed)
 	} else {
-		p.req.Seed = models.RandomSeed()
+		// One a caller can send back (Provenance.Seed): the API's seed is
+		// an int64, and one drawn past its range repeated nothing.
+		p.req.Seed = models.RandomSeed() & math.MaxInt64
 	}
 	return checkRequest(w, p.req)
 }

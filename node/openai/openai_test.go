@@ -459,6 +459,9 @@ func TestOpenAISampling(t *testing.T) {
 	} else if rec, err := net.Client.Job(id); err != nil || rec.State != store.JobVerified {
 		t.Errorf("the answer's job %s: %+v, %v; want it verified in the node's jobs", made.Infernet.Job, rec, err)
 	}
+	if *made.Infernet.Seed > math.MaxInt64 {
+		t.Fatalf("a drawn seed %d past the API's int64: no caller can send it back", *made.Infernet.Seed)
+	}
 	again := one
 	again.Seed = oa.Int(int64(*made.Infernet.Seed))
 	if r2, err := c.Completions.New(ctx, again); err != nil || r2.Choices[0].Text != r.Choices[0].Text {
