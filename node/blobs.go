@@ -72,3 +72,7 @@ func (n *Node) FetchBlob(ctx context.Context, d blob.Digest, size int64, hints [
 
 // Blob returns a stored blob's bytes (at most max).
 func (n *Node) Blob(d blob.Digest, max int64) ([]byte, error) { return n.blobs.Bytes(d, max) }
+
+// BlobSpace is the blob store's accounting against --blob-quota: what an
+// operator watches the disk by (/metrics).
+func (n *Node) BlobSpace() blob.Space { return n.blobs.Space() }

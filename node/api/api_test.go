@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -79,7 +80,7 @@ func TestListenTaken(t *testing.T) {
 }
 
 func TestToken(t *testing.T) {
-	_, srv, dir := startNode(t)
+	n, srv, dir := startNode(t)
 	tok, err := os.ReadFile(filepath.Join(dir, TokenFile))
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +103,9 @@ func TestToken(t *testing.T) {
 		}
 	}
 	// Metrics need no token and show the node's counters.
+	if _, err := n.PutBlob(context.Background(), []byte("twelve bytes")); err != nil {
+		t.Fatal(err)
+	}
 	resp, err := http.Get("http://" + srv.Addr() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -110,6 +114,18 @@ func TestToken(t *testing.T) {
 	resp.Body.Close()
 	if !strings.Contains(string(body), "infernet_stream_frames_sent_total") {
 		t.Errorf("metrics lack infernet counters:\n%.500s", body)
+	}
+	// The blob store's disk use, against its quota (an operator walk
+	// found none: du DIR/blobs).
+	sp := n.BlobSpace()
+	if sp.Used < 12 || sp.Blobs < 1 {
+		t.Fatalf("blob space after a blob: %+v", sp)
+	}
+	for _, want := range []string{fmt.Sprintf("infernet_blob_bytes %d\n", sp.Used), fmt.Sprintf("infernet_blobs %d\n", sp.Blobs),
+		"infernet_blob_quota_bytes "} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %q", want)
+		}
 	}
 }
 

@@ -703,5 +703,12 @@ func (s *Server) registry() *prometheus.Registry {
 	counter("gossip_dropped_rpcs_total", "Outbound gossip RPCs dropped on full queues.", func(st node.Stats) uint64 { return st.Gossip.Dropped })
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "infernet", Name: "peers_connected", Help: "Connected peers."},
 		func() float64 { return float64(len(s.n.Host().Network().Peers())) }))
+	gauge := func(name, help string, f func(blob.Space) int64) {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "infernet", Name: name, Help: help},
+			func() float64 { return float64(f(s.n.BlobSpace())) }))
+	}
+	gauge("blob_bytes", "Bytes of blobs held on disk (modules, inputs, outputs, model weights).", func(sp blob.Space) int64 { return sp.Used })
+	gauge("blob_quota_bytes", "The blob store's cap, --blob-quota (0: none); the least recently used blobs go past it.", func(sp blob.Space) int64 { return sp.Quota })
+	gauge("blobs", "Blobs held on disk.", func(sp blob.Space) int64 { return int64(sp.Blobs) })
 	return reg
 }
