@@ -751,9 +751,12 @@ func (p *Provider) handleAssign(s network.Stream) {
 	if err := p.cfg.DB.PutRun(run); err != nil {
 		p.log.Error("recording run", "err", err)
 	}
-	// What an operator looks for first in its log: each replica run.
+	// What an operator looks for first in its log: each replica run, its
+	// run in the sandbox and how long it held a slot here (fetches, compile
+	// and a run stopped before its end, which counts no run, included).
 	p.log.Info("replica run", "job", a.Announce.Job, "replica", a.Replica, "client", client, "outcome", res.Outcome,
-		"exit", res.ExitCode, "error", res.Error, "output_bytes", res.OutputSize, "run", time.Duration(res.RunMicros)*time.Microsecond, "backend", res.Backend)
+		"exit", res.ExitCode, "error", res.Error, "output_bytes", res.OutputSize, "run", time.Duration(res.RunMicros)*time.Microsecond,
+		"held", run.Finished.Sub(run.Started).Round(time.Millisecond), "backend", res.Backend)
 	p.deliver(c, run)
 }
 

@@ -178,7 +178,7 @@ func TestAssignRuns(t *testing.T) {
 	for i := range 2 {
 		checkResult(t, fmt.Sprintf("assign %d", i), p, run(t, client, p, &a), want)
 	}
-	if n := strings.Count(logged.String(), "msg=\"replica run\""); n != 1 || !strings.Contains(logged.String(), "outcome=exited") {
+	if n := strings.Count(logged.String(), "msg=\"replica run\""); n != 1 || !strings.Contains(logged.String(), "outcome=exited") || !strings.Contains(logged.String(), " held=") {
 		t.Errorf("%d runs logged, want the one run (the second answered from its record):\n%s", n, logged)
 	}
 	if r, err := p.cfg.DB.Run(client.ID().String(), a.Announce.Job, 0); err != nil || r.Result == nil {
