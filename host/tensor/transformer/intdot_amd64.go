@@ -281,16 +281,6 @@ func repackQ4KT8Asm(t, w []byte, rb, nsb int) {
 	repackQ4KT8AVX512(&t[0], &w[0], rb, nsb)
 }
 
-// tile8Q4KVNNI is kernelSet.tile8 with q4KT8VNNI. The lengths are checked
-// here: the assembly must never read or write past a slice.
-func tile8Q4KVNNI(out []float32, t []byte, p *act4, nsb, ldo int) {
-	k := 256 * nsb
-	if nsb <= 0 || len(t) < nsb*q4KT8Bytes || len(p.qs) < 4*k || len(p.d) < 4*nsb || len(p.sums) < 4*(k/16) || ldo < 8 || len(out) < 3*ldo+8 {
-		panic("transformer: tile8: short buffers")
-	}
-	q4KT8VNNI(&out[0], &t[0], &p.qs[0], &p.d[0], &p.sums[0], nsb, 4*ldo)
-}
-
 //go:noescape
 func q6KT8VNNI(out *float32, t *byte, x *int8, d *float32, sums *int16, n, ldo int)
 
@@ -303,16 +293,6 @@ func repackQ6KT8Asm(t, w []byte, rb, nsb int) {
 		panic("transformer: repack: short buffers")
 	}
 	repackQ6KT8AVX512(&t[0], &w[0], rb, nsb)
-}
-
-// tile8Q6KVNNI is kernelSet.tile8Q6 with q6KT8VNNI. The lengths are
-// checked here: the assembly must never read or write past a slice.
-func tile8Q6KVNNI(out []float32, t []byte, p *act4, nsb, ldo int) {
-	k := 256 * nsb
-	if nsb <= 0 || len(t) < nsb*q6KT8Bytes || len(p.qs) < 4*k || len(p.d) < 4*nsb || len(p.sums) < 4*(k/16) || ldo < 8 || len(out) < 3*ldo+8 {
-		panic("transformer: tile8Q6: short buffers")
-	}
-	q6KT8VNNI(&out[0], &t[0], &p.qs[0], &p.d[0], &p.sums[0], nsb, 4*ldo)
 }
 
 //go:noescape
@@ -332,16 +312,6 @@ func repackQ4KT16Asm(t, w []byte, rb, nsb int) {
 	repackQ4KT8S2AVX512(&t[32], &w[8*rb], rb, nsb)
 }
 
-// tile16Q4KVNNI is kernelSet.tile16 with q4KT16VNNI. The lengths are
-// checked here: the assembly must never read or write past a slice.
-func tile16Q4KVNNI(out []float32, t []byte, p *act4, nsb, ldo int) {
-	k := 256 * nsb
-	if nsb <= 0 || len(t) < 2*nsb*q4KT8Bytes || len(p.qs) < 4*k || len(p.d) < 4*nsb || len(p.sums) < 4*(k/16) || ldo < 16 || len(out) < 3*ldo+16 {
-		panic("transformer: tile16: short buffers")
-	}
-	q4KT16VNNI(&out[0], &t[0], &p.qs[0], &p.d[0], &p.sums[0], nsb, 4*ldo)
-}
-
 //go:noescape
 func q6KT16VNNI(out *float32, t *byte, x *int8, d *float32, sums *int16, n, ldo int)
 
@@ -358,15 +328,26 @@ func repackQ6KT16Asm(t, w []byte, rb, nsb int) {
 	repackQ6KT8S2AVX512(&t[32], &w[8*rb], rb, nsb)
 }
 
-// tile16Q6KVNNI is kernelSet.tile16Q6 with q6KT16VNNI. The lengths are
-// checked here: the assembly must never read or write past a slice.
-func tile16Q6KVNNI(out []float32, t []byte, p *act4, nsb, ldo int) {
-	k := 256 * nsb
-	if nsb <= 0 || len(t) < 2*nsb*q6KT8Bytes || len(p.qs) < 4*k || len(p.d) < 4*nsb || len(p.sums) < 4*(k/16) || ldo < 16 || len(out) < 3*ldo+16 {
-		panic("transformer: tile16Q6: short buffers")
+// tileWith is a kernelSet's tile function (tile8, tile8Q6, tile16,
+// tile16Q6) with kernel, a tile of rows weight rows, blockBytes bytes per
+// 256 values. The lengths are checked here: the assembly must never read
+// or write past a slice.
+func tileWith(kernel func(out *float32, t *byte, x *int8, d *float32, sums *int16, n, ldo int), rows, blockBytes int, name string) func(out []float32, t []byte, p *act4, nsb, ldo int) {
+	return func(out []float32, t []byte, p *act4, nsb, ldo int) {
+		k := 256 * nsb
+		if nsb <= 0 || len(t) < nsb*blockBytes || len(p.qs) < 4*k || len(p.d) < 4*nsb || len(p.sums) < 4*(k/16) || ldo < rows || len(out) < 3*ldo+rows {
+			panic("transformer: " + name + ": short buffers")
+		}
+		kernel(&out[0], &t[0], &p.qs[0], &p.d[0], &p.sums[0], nsb, 4*ldo)
 	}
-	q6KT16VNNI(&out[0], &t[0], &p.qs[0], &p.d[0], &p.sums[0], nsb, 4*ldo)
 }
+
+var (
+	tile8Q4KVNNI  = tileWith(q4KT8VNNI, 8, q4KT8Bytes, "tile8")
+	tile8Q6KVNNI  = tileWith(q6KT8VNNI, 8, q6KT8Bytes, "tile8Q6")
+	tile16Q4KVNNI = tileWith(q4KT16VNNI, 16, 2*q4KT8Bytes, "tile16")
+	tile16Q6KVNNI = tileWith(q6KT16VNNI, 16, 2*q6KT8Bytes, "tile16Q6")
+)
 
 // blockSumsAVX2 is blockSumsGo in assembly. The lengths are checked here: the assembly must never
 // read past a slice.
