@@ -470,7 +470,17 @@ func (j *jobRun) auditEarly(ctx context.Context) {
 	}
 	j.early = make(chan earlyAudit, 1)
 	j.emit(jobs.EventAudit, -1, "", "beside the replicas: no established provider can anchor their vote")
+	// The run can outlive the job's (a verdict the audit was not needed
+	// for): cancelled with it, it still writes, its spool and perhaps its
+	// output blob. The node's Close stops it and waits: it had written in
+	// a test's data directory as its cleanup removed it.
+	ctx, stop := context.WithCancel(ctx)
+	stopOnClose := context.AfterFunc(n.Life, stop)
+	n.Group.Add(1)
 	go func() {
+		defer n.Group.Done()
+		defer stopOnClose()
+		defer stop()
 		res, err := j.c.auditor.run(ctx, j.ann, j.input, tee)
 		j.early <- earlyAudit{res, err}
 	}()
