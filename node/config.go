@@ -223,6 +223,10 @@ type Config struct {
 	// many nodes compile each guest once, not once per node. Unused with
 	// Sandbox set.
 	CompileCache string
+	// CompileCacheBytes bounds this node's share of CompileCache on disk
+	// (host.Config.CacheDirBytes: 0 host.DefaultCacheDirBytes, negative no
+	// bound): strangers' jobs name the modules compiled there.
+	CompileCacheBytes int64
 	// Sandbox and Backends, when both set, run this provider's jobs instead
 	// of a sandbox of its own (several nodes in one process can share one);
 	// the node does not close them.

@@ -112,7 +112,7 @@ func (n *Node) runtime() runner.Config {
 	if cache == "" {
 		cache = filepath.Join(n.cfg.DataDir, "wasm-cache")
 	}
-	return runner.Config{Backend: n.cfg.Backend, Worker: n.cfg.GPUWorker, CacheDir: cache,
+	return runner.Config{Backend: n.cfg.Backend, Worker: n.cfg.GPUWorker, CacheDir: cache, CacheDirBytes: n.cfg.CompileCacheBytes,
 		ModelCache: n.cfg.ModelCache, DeviceCache: n.cfg.DeviceCache, ProvingKeys: n.cfg.GemmProvingKeys, Logger: n.log}
 }
 

@@ -21,8 +21,10 @@ type Config struct {
 	// (backends.Config.Worker).
 	Backend string
 	Worker  func() *exec.Cmd
-	// CacheDir keeps compiled modules.
-	CacheDir string
+	// CacheDir keeps compiled modules, at most CacheDirBytes of them
+	// (host.Config.CacheDirBytes: 0 its default, negative no bound).
+	CacheDir      string
+	CacheDirBytes int64
 	// ModelCache and DeviceCache are the budgets of the model caches
 	// (host.Config.ModelCache, DeviceCache).
 	ModelCache, DeviceCache int64
@@ -40,13 +42,14 @@ func Open(ctx context.Context, cfg Config) (*host.Sandbox, *backends.Set, error)
 		return nil, nil, err
 	}
 	sb, err := host.New(ctx, host.Config{
-		CacheDir:    cfg.CacheDir,
-		Reference:   set.Reference,
-		Fast:        set.Fast,
-		Logger:      cfg.Logger,
-		ProvingKeys: cfg.ProvingKeys,
-		ModelCache:  cfg.ModelCache,
-		DeviceCache: cfg.DeviceCache,
+		CacheDir:      cfg.CacheDir,
+		CacheDirBytes: cfg.CacheDirBytes,
+		Reference:     set.Reference,
+		Fast:          set.Fast,
+		Logger:        cfg.Logger,
+		ProvingKeys:   cfg.ProvingKeys,
+		ModelCache:    cfg.ModelCache,
+		DeviceCache:   cfg.DeviceCache,
 	})
 	if err != nil {
 		set.Close()

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/infernet/infernet/host"
 	"github.com/infernet/infernet/node"
 )
 
@@ -76,6 +77,18 @@ func TestConfigNodeFlags(t *testing.T) {
 	if c.Price != 5_000_000_000 || c.MaxCollateral != 250_000 || c.Slots != 2 || c.Provide || o.Memory != "2GiB" || len(o.Trust) != 1 || c.Audit != 0.25 {
 		t.Errorf("price %d, max-collateral %d, slots %d (--slots 2 given), provide %v, max-memory %q, trust %q, audit %v",
 			c.Price, c.MaxCollateral, c.Slots, c.Provide, o.Memory, o.Trust, c.Audit)
+	}
+	for _, tc := range []struct {
+		args []string
+		want int64
+	}{{nil, host.DefaultCacheDirBytes}, {[]string{"--cache-size", "512MiB"}, 512 << 20}, {[]string{"--cache-size", "0"}, -1}} {
+		o, err := run(`{}`, tc.args...)
+		if err == nil {
+			err = o.applySizes()
+		}
+		if got := o.Config.CompileCacheBytes; err != nil || got != tc.want {
+			t.Errorf("%q: the compile cache's bound %d, %v; want %d", tc.args, got, err, tc.want)
+		}
 	}
 	for _, tc := range []struct{ config, says string }{
 		{`{"node": {"prize": 5}}`, "node.prize: infernet node has no flag --prize"},

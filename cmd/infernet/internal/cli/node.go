@@ -63,8 +63,9 @@ type NodeOptions struct {
 	OpenAI   openai.Config
 	LogLevel string
 	// Memory, Output, Module, Input and Data are the --max-* sizes, BlobQuota
-	// --blob-quota, ModelCache --model-cache, DeviceCache --device-cache, as given.
-	Memory, Output, Module, Input, Data, BlobQuota, ModelCache, DeviceCache string
+	// --blob-quota, ModelCache --model-cache, DeviceCache --device-cache,
+	// CacheSize --cache-size, as given.
+	Memory, Output, Module, Input, Data, BlobQuota, ModelCache, DeviceCache, CacheSize string
 	// Trust are the --trust peer IDs, as given.
 	Trust []string
 	// RelayData is --relay.data, as given.
@@ -174,7 +175,8 @@ them; a second signal stops it at once.`,
 	f.StringArrayVar(&opts.Trust, "trust", nil, "peer `ID` of a provider you vouch for (your own machines): its results verify jobs from the start, without probation (repeatable)")
 	f.Float32Var(&c.CheckTie, "check-tie", c.CheckTie, "near-tie bound in logits (0 to 1; 0: exact) of the check jobs that verify this node's tolerance-mode generations by prefill (--serve-verify prefill): a token the checker would not have chosen passes when within this of its top logit")
 	f.BoolVar(&c.WarmRunner, "warm-runner", true, "compile the built-in llama runner in the background at start, so that the first generation waits for no compile")
-	f.StringVar(&c.CompileCache, "cache-dir", defaultCacheDir(), "compiled-module cache directory, shared with other nodes, run and generate --local (empty: DIR/wasm-cache); at most "+formatSize(host.DefaultCacheDirBytes)+" of modules there, the oldest written go first")
+	f.StringVar(&c.CompileCache, "cache-dir", defaultCacheDir(), "compiled-module cache directory, shared with other nodes, run and generate --local (empty: DIR/wasm-cache)")
+	sizeVar(f, &opts.CacheSize, "cache-size", formatSize(host.DefaultCacheDirBytes), "disk space for compiled modules in --cache-dir (`SIZE`; the oldest written go first, 0: no cap)")
 	f.BoolVar(&c.NoNetGroups, "no-netgroups", false, "count every peer as an operator of its own, for a private cluster on one network (by default peers that connect from one IPv4 /16 or IPv6 /32 count as one operator in votes, and so do all peers reached only through relays; --trust your own machines instead)")
 	f.Float64Var(&c.Audit, "audit", node.DefaultAudit, "share `P` of this client's jobs it also runs itself, at random, and holds every replica to (-1: none)")
 	f.Float64Var(&c.AuditNew, "audit-new", node.DefaultAuditNew, "share `P` of jobs audited when one of their providers has a new record")
@@ -206,26 +208,8 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 	if err := level.UnmarshalText([]byte(o.LogLevel)); err != nil {
 		return &exitError{Code: ExitError, Err: fmt.Errorf("--log-level: %w", err)}
 	}
-	sizes := []struct {
-		flag, value string
-		set         func(uint64)
-	}{
-		{"--max-memory", o.Memory, func(n uint64) { o.Config.MaxMemory = n }},
-		{"--max-output", o.Output, func(n uint64) { o.Config.MaxOutput = int64(min(n, math.MaxInt64)) }},
-		{"--max-module", o.Module, func(n uint64) { o.Config.MaxModule = int64(min(n, math.MaxInt64)) }},
-		{"--max-input", o.Input, func(n uint64) { o.Config.MaxInput = int64(min(n, math.MaxInt64)) }},
-		{"--max-data", o.Data, func(n uint64) { o.Config.MaxData = int64(min(n, math.MaxInt64)) }},
-		{"--blob-quota", o.BlobQuota, func(n uint64) { o.Config.BlobQuota = int64(min(n, math.MaxInt64)) }},
-		{"--model-cache", o.ModelCache, func(n uint64) { o.Config.ModelCache = cacheSize(n) }},
-		{"--device-cache", o.DeviceCache, func(n uint64) { o.Config.DeviceCache = cacheSize(n) }},
-		{"--relay.data", o.RelayData, func(n uint64) { o.Config.Reach.Limits.Data = int64(min(n, math.MaxInt64)) }},
-	}
-	for _, sz := range sizes {
-		n, err := parseSize(sz.value)
-		if err != nil {
-			return &exitError{Code: ExitError, Err: fmt.Errorf("%s: %w", sz.flag, err)}
-		}
-		sz.set(n)
+	if err := o.applySizes(); err != nil {
+		return err
 	}
 	o.Config.Reach.NoHolePunch = o.NoHolePunch
 	if o.Config.Price > 0 && !o.Config.Lnd.Enabled() {
@@ -360,8 +344,36 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 	return nil
 }
 
+// applySizes sets the Config's sizes from their flags (--max-*, the
+// caches' and quotas' sizes), as given.
+func (o *NodeOptions) applySizes() error {
+	sizes := []struct {
+		flag, value string
+		set         func(uint64)
+	}{
+		{"--max-memory", o.Memory, func(n uint64) { o.Config.MaxMemory = n }},
+		{"--max-output", o.Output, func(n uint64) { o.Config.MaxOutput = int64(min(n, math.MaxInt64)) }},
+		{"--max-module", o.Module, func(n uint64) { o.Config.MaxModule = int64(min(n, math.MaxInt64)) }},
+		{"--max-input", o.Input, func(n uint64) { o.Config.MaxInput = int64(min(n, math.MaxInt64)) }},
+		{"--max-data", o.Data, func(n uint64) { o.Config.MaxData = int64(min(n, math.MaxInt64)) }},
+		{"--blob-quota", o.BlobQuota, func(n uint64) { o.Config.BlobQuota = int64(min(n, math.MaxInt64)) }},
+		{"--model-cache", o.ModelCache, func(n uint64) { o.Config.ModelCache = cacheSize(n) }},
+		{"--device-cache", o.DeviceCache, func(n uint64) { o.Config.DeviceCache = cacheSize(n) }},
+		{"--cache-size", o.CacheSize, func(n uint64) { o.Config.CompileCacheBytes = cacheSize(n) }},
+		{"--relay.data", o.RelayData, func(n uint64) { o.Config.Reach.Limits.Data = int64(min(n, math.MaxInt64)) }},
+	}
+	for _, sz := range sizes {
+		n, err := parseSize(sz.value)
+		if err != nil {
+			return &exitError{Code: ExitError, Err: fmt.Errorf("%s: %w", sz.flag, err)}
+		}
+		sz.set(n)
+	}
+	return nil
+}
+
 // cacheSize is a cache's budget in node.Config from its flag's size: 0
-// there is no cache (negative), not the default (0).
+// there is no cache, or no cap on one (negative), not the default (0).
 func cacheSize(n uint64) int64 {
 	if n == 0 {
 		return -1

@@ -43,7 +43,7 @@ var limitTables = map[string][]limit{
 		{"host.DefaultMaxProofs", host.DefaultMaxProofs, "proven GEMMs of a proof-mode job"},
 		{"host.DefaultModelCache", size(host.DefaultModelCache), "model weights kept loaded across jobs, outside every job's memory limit"},
 		{"host.DefaultDeviceCache", size(host.DefaultDeviceCache), "copies of those weights in a GPU's memory"},
-		{"host.DefaultCacheDirBytes", size(host.DefaultCacheDirBytes), "compiled modules kept on disk (`--cache-dir`); the oldest written go first"},
+		{"host.DefaultCacheDirBytes", size(host.DefaultCacheDirBytes), "compiled modules kept on disk in `--cache-dir` (`--cache-size`); the oldest written go first"},
 		{"host.MaxModuleFunctions", host.MaxModuleFunctions, "functions a module may define; the four limits on a module bound its compile time"},
 		{"host.MaxModuleCodeBytes", size(host.MaxModuleCodeBytes), "code of a module, all function bodies together"},
 		{"host.MaxModuleFunctionBytes", size(host.MaxModuleFunctionBytes), "code of one function"},
