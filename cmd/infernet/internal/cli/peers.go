@@ -406,15 +406,25 @@ func listRuns(ctx context.Context, stdio IO, c *api.Client, asJSON bool) error {
 	}
 	tw := tabwriter.NewWriter(stdio.Out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tREPLICA\tCLIENT\tSTATE\tEXIT\tRUN\tSTARTED\tERROR")
+	now := time.Now()
 	for _, r := range runs {
-		exit, took := exitOf(r.Result), "-"
-		if r.Result != nil {
-			took = (time.Duration(r.Result.RunMicros) * time.Microsecond).String()
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Job, r.Replica, r.Client, r.State, exit, took,
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Job, r.Replica, r.Client, r.State, exitOf(r.Result), runTime(&r, now),
 			r.Started.Format(time.DateTime), oneLine(r.Error))
 	}
 	return tw.Flush()
+}
+
+// runTime is a run's time for a table: its result's run time, or, while
+// it fetches or runs, the time since it was taken ("so far"); an operator
+// watching a long replica had read "-" until it ended.
+func runTime(r *store.Run, now time.Time) string {
+	switch {
+	case r.Result != nil:
+		return (time.Duration(r.Result.RunMicros) * time.Microsecond).String()
+	case r.State == store.RunAccepted || r.State == store.RunRunning:
+		return now.Sub(r.Started).Round(time.Second).String() + " so far"
+	}
+	return "-"
 }
 
 // exitOf is a result's exit status for a table, "-" where it has none: no

@@ -308,6 +308,25 @@ func TestExitOf(t *testing.T) {
 	}
 }
 
+// TestRunTime: `jobs --runs` shows a run's time from its result, and the
+// time so far of one still fetching or running.
+func TestRunTime(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		run  store.Run
+		want string
+	}{
+		{store.Run{State: store.RunDelivered, Result: &wire.Result{RunMicros: 1_500_000}}, "1.5s"},
+		{store.Run{State: store.RunRunning, Started: now.Add(-90 * time.Second)}, "1m30s so far"},
+		{store.Run{State: store.RunAccepted, Started: now.Add(-2 * time.Second)}, "2s so far"},
+		{store.Run{State: store.RunFailed, Started: now.Add(-time.Minute)}, "-"},
+	} {
+		if got := runTime(&tc.run, now); got != tc.want {
+			t.Errorf("%v run: %q, want %q", tc.run.State, got, tc.want)
+		}
+	}
+}
+
 // TestPrintJSONEmpty: an empty listing prints [], not null (peers,
 // earnings and spending had printed null, jobs and models []).
 func TestPrintJSONEmpty(t *testing.T) {
