@@ -1,9 +1,11 @@
 package llama
 
 import (
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestSplitWords: the pre-tokenizers split as their regular expression
@@ -96,5 +98,46 @@ func TestBPEEncode(t *testing.T) {
 	}
 	if !tk.AddsBOS() {
 		t.Error("a vocabulary that does not say otherwise adds BOS")
+	}
+}
+
+// TestRedteamBPELongWord: a word is as long as the text makes it (a run of
+// letters, of other characters, of white space), and merging one by a
+// scan per merge was quadratic: 64 KiB of "a" took 22 s to encode, and a
+// prompt of 1 MiB, which the OpenAI API's check of prompts encodes in the
+// node's own process before any job, about an hour and a half of a CPU
+// (a red-team run). A long word now merges with a heap, to the same
+// tokens as the scan.
+func TestRedteamBPELongWord(t *testing.T) {
+	v := bpeVocab(PreLlama3, "a a", "aa aa", "aaaa aaaa", "b a", "ba a", "a b", "aa b", "b b", "ab ab")
+	tk, err := NewTokenizer(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.index()
+	// The heap merges as the scan does, on words of every length around
+	// the cut between them.
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := 2; n < 4*maxScanWord; n++ {
+		for range 8 {
+			syms := make([]int32, n)
+			for i := range syms {
+				syms[i] = tk.bpe.byteTok["ab"[rng.IntN(2)]]
+			}
+			want := tk.bpe.mergeScan(slices.Clone(syms))
+			if got := tk.bpe.mergeLong(slices.Clone(syms)); !slices.Equal(got, want) {
+				t.Fatalf("mergeLong(%v) = %v, mergeScan %v", syms, got, want)
+			}
+		}
+	}
+	done := make(chan []int, 1)
+	go func() { done <- tk.Encode(strings.Repeat("a", 1<<20), false, false) }()
+	select {
+	case ids := <-done:
+		if len(ids) != (1<<20)/8 {
+			t.Fatalf("%d tokens of 1 MiB of a, want %d", len(ids), (1<<20)/8)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("1 MiB of \"a\" not encoded in 20 s")
 	}
 }
