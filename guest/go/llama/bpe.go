@@ -151,108 +151,13 @@ func (b *bpe) mergeScan(syms []int32) []int32 {
 	return syms
 }
 
-// mergeLong merges as mergeScan does, with a heap of candidate pairs over
-// a linked list of the symbols (O(n log n)), as Tokenizer.merge does
-// SentencePiece's: the lowest rank first, and of equal ranks the leftmost,
-// which is the lowest index since merges keep the symbols' order.
+// mergeLong merges as mergeScan does, with mergePairs's heap (O(n log
+// n)): the lowest rank first, and of equal ranks the leftmost.
 func (b *bpe) mergeLong(syms []int32) []int32 {
-	n := len(syms)
-	next, prev, ver := make([]int, n), make([]int, n), make([]int, n)
-	for i := range syms {
-		next[i], prev[i] = i+1, i-1
-	}
-	next[n-1] = -1
-	var h rankHeap
-	consider := func(a int) {
-		if a < 0 || next[a] < 0 {
-			return
-		}
-		c := next[a]
-		if m, ok := b.merges[uint64(uint32(syms[a]))<<32|uint64(uint32(syms[c]))]; ok {
-			h.push(rankPair{rank: m.rank, left: a, right: c, id: m.id, lv: ver[a], rv: ver[c]})
-		}
-	}
-	for i := 0; i < n-1; i++ {
-		consider(i)
-	}
-	for len(h) > 0 {
-		p := h.pop()
-		a, c := p.left, p.right
-		if next[a] != c || ver[a] != p.lv || ver[c] != p.rv || syms[a] < 0 || syms[c] < 0 {
-			continue // stale: one side was merged since
-		}
-		syms[a] = p.id
-		ver[a]++
-		syms[c] = -1
-		next[a] = next[c]
-		if next[c] >= 0 {
-			prev[next[c]] = a
-		}
-		consider(prev[a])
-		consider(a)
-	}
-	out := syms[:0]
-	for i := 0; i >= 0; i = next[i] {
-		out = append(out, syms[i])
-	}
-	return out
-}
-
-// rankPair is a candidate merge of the adjacent symbols at left and right
-// into id, valid while both still have the versions lv and rv.
-type rankPair struct {
-	rank, id    int32
-	left, right int
-	lv, rv      int
-}
-
-// before orders candidates: the lowest rank, then the leftmost.
-func (p rankPair) before(q rankPair) bool {
-	if p.rank != q.rank {
-		return p.rank < q.rank
-	}
-	return p.left < q.left
-}
-
-// rankHeap is a binary min-heap of candidates (rankPair.before), without
-// container/heap's boxing of each one.
-type rankHeap []rankPair
-
-func (h *rankHeap) push(p rankPair) {
-	*h = append(*h, p)
-	a := *h
-	for i := len(a) - 1; i > 0; {
-		up := (i - 1) / 2
-		if !a[i].before(a[up]) {
-			break
-		}
-		a[i], a[up] = a[up], a[i]
-		i = up
-	}
-}
-
-func (h *rankHeap) pop() rankPair {
-	a := *h
-	top := a[0]
-	last := len(a) - 1
-	a[0] = a[last]
-	a = a[:last]
-	for i := 0; ; {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < len(a) && a[l].before(a[m]) {
-			m = l
-		}
-		if r < len(a) && a[r].before(a[m]) {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		a[i], a[m] = a[m], a[i]
-		i = m
-	}
-	*h = a
-	return top
+	return mergePairs(syms, func(a, c int32) (int32, float64, bool) {
+		m, ok := b.merges[uint64(uint32(a))<<32|uint64(uint32(c))]
+		return m.id, float64(m.rank), ok
+	})
 }
 
 // splitWords splits text into words as the pre-tokenizers of Llama 3

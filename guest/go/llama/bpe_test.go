@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestSplitWords: the pre-tokenizers split as their regular expression
@@ -101,14 +100,14 @@ func TestBPEEncode(t *testing.T) {
 	}
 }
 
-// TestRedteamBPELongWord: a word is as long as the text makes it (a run of
+// TestBPELongWord: a word is as long as the text makes it (a run of
 // letters, of other characters, of white space), and merging one by a
 // scan per merge was quadratic: 64 KiB of "a" took 22 s to encode, and a
 // prompt of 1 MiB, which the OpenAI API's check of prompts encodes in the
 // node's own process before any job, about an hour and a half of a CPU
 // (a red-team run). A long word now merges with a heap, to the same
 // tokens as the scan.
-func TestRedteamBPELongWord(t *testing.T) {
+func TestBPELongWord(t *testing.T) {
 	v := bpeVocab(PreLlama3, "a a", "aa aa", "aaaa aaaa", "b a", "ba a", "a b", "aa b", "b b", "ab ab")
 	tk, err := NewTokenizer(v)
 	if err != nil {
@@ -130,14 +129,8 @@ func TestRedteamBPELongWord(t *testing.T) {
 			}
 		}
 	}
-	done := make(chan []int, 1)
-	go func() { done <- tk.Encode(strings.Repeat("a", 1<<20), false, false) }()
-	select {
-	case ids := <-done:
-		if len(ids) != (1<<20)/8 {
-			t.Fatalf("%d tokens of 1 MiB of a, want %d", len(ids), (1<<20)/8)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("1 MiB of \"a\" not encoded in 20 s")
+	// About a second; the scan took hours, past go test's timeout.
+	if ids := tk.Encode(strings.Repeat("a", 1<<20), false, false); len(ids) != (1<<20)/8 {
+		t.Fatalf("%d tokens of 1 MiB of a, want %d", len(ids), (1<<20)/8)
 	}
 }

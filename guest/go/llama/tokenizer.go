@@ -1,7 +1,6 @@
 package llama
 
 import (
-	"container/heap"
 	"errors"
 	"fmt"
 	"sort"
@@ -314,8 +313,24 @@ func (t *Tokenizer) codePoints(text string, prefix bool) []int32 {
 
 // merge applies the BPE merges to toks, the best-scoring pair first and
 // the leftmost of equals first, as run.c's loop over all pairs does, but
-// with a heap of candidate pairs over a linked list (O(n log n)).
+// with mergePairs's heap (O(n log n)).
 func (t *Tokenizer) merge(toks []int32) []int32 {
+	return mergePairs(toks, func(a, b int32) (int32, float64, bool) {
+		id, ok := t.id(t.vocab.Pieces[a], t.vocab.Pieces[b])
+		if !ok || !(t.vocab.Scores[id] > mergeFloor) { // NaN never merges
+			return 0, 0, false
+		}
+		return id, -float64(t.vocab.Scores[id]), true // the highest score first
+	})
+}
+
+// mergePairs merges adjacent tokens of toks, the pair of the lowest key
+// first and the leftmost of equal keys, until no pair merges. pairOf says
+// what two tokens merge into and the merge's key, or that they do not
+// merge. A heap of candidate pairs over a linked list of the tokens makes
+// it O(n log n): a scan of all pairs per merge, as run.c's, is quadratic,
+// and a word or a prompt is as long as its text.
+func mergePairs(toks []int32, pairOf func(a, b int32) (id int32, key float64, ok bool)) []int32 {
 	n := len(toks)
 	if n < 2 {
 		return toks
@@ -325,22 +340,21 @@ func (t *Tokenizer) merge(toks []int32) []int32 {
 		next[i], prev[i] = i+1, i-1
 	}
 	next[n-1] = -1
-	h := &pairHeap{}
+	var h pairHeap
 	consider := func(a int) {
 		if a < 0 || next[a] < 0 {
 			return
 		}
 		b := next[a]
-		id, ok := t.id(t.vocab.Pieces[toks[a]], t.vocab.Pieces[toks[b]])
-		if ok && t.vocab.Scores[id] > mergeFloor {
-			heap.Push(h, pair{score: t.vocab.Scores[id], left: a, right: b, id: id, lv: ver[a], rv: ver[b]})
+		if id, key, ok := pairOf(toks[a], toks[b]); ok {
+			h.push(pair{key: key, left: a, right: b, id: id, lv: ver[a], rv: ver[b]})
 		}
 	}
 	for i := 0; i < n-1; i++ {
 		consider(i)
 	}
-	for h.Len() > 0 {
-		p := heap.Pop(h).(pair)
+	for len(h) > 0 {
+		p := h.pop()
 		a, b := p.left, p.right
 		if next[a] != b || ver[a] != p.lv || ver[b] != p.rv || toks[a] < 0 || toks[b] < 0 {
 			continue // stale: one side was merged since
@@ -365,29 +379,60 @@ func (t *Tokenizer) merge(toks []int32) []int32 {
 // pair is a candidate merge of the adjacent tokens at left and right into
 // id, valid while both still have the versions lv and rv.
 type pair struct {
-	score       float32
+	key         float64
 	left, right int
 	id          int32
 	lv, rv      int
 }
 
-// pairHeap orders candidates by score, then leftmost first.
+// before orders candidates: the lowest key, then the leftmost (the lowest
+// index, since merges keep the tokens' order).
+func (p pair) before(q pair) bool {
+	if p.key != q.key {
+		return p.key < q.key
+	}
+	return p.left < q.left
+}
+
+// pairHeap is a binary min-heap of candidates (pair.before), without
+// container/heap's boxing of each one.
 type pairHeap []pair
 
-func (h pairHeap) Len() int { return len(h) }
-func (h pairHeap) Less(i, j int) bool {
-	if h[i].score != h[j].score {
-		return h[i].score > h[j].score
+func (h *pairHeap) push(p pair) {
+	*h = append(*h, p)
+	a := *h
+	for i := len(a) - 1; i > 0; {
+		up := (i - 1) / 2
+		if !a[i].before(a[up]) {
+			break
+		}
+		a[i], a[up] = a[up], a[i]
+		i = up
 	}
-	return h[i].left < h[j].left
 }
-func (h pairHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *pairHeap) Push(x any)   { *h = append(*h, x.(pair)) }
-func (h *pairHeap) Pop() any {
-	old := *h
-	p := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return p
+
+func (h *pairHeap) pop() pair {
+	a := *h
+	top := a[0]
+	last := len(a) - 1
+	a[0] = a[last]
+	a = a[:last]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(a) && a[l].before(a[m]) {
+			m = l
+		}
+		if r < len(a) && a[r].before(a[m]) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		a[i], a[m] = a[m], a[i]
+		i = m
+	}
+	*h = a
+	return top
 }
 
 // Decode returns the bytes of token following prev, as run.c's decode: the

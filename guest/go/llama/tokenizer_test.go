@@ -95,6 +95,18 @@ func TestEncodeEdges(t *testing.T) {
 			t.Errorf("Encode(%q, %v, %v) = %v, want %v", tc.text, tc.bos, tc.eos, got, tc.want)
 		}
 	}
+	// A merge scoring NaN or at most run.c's floor never merges.
+	for _, score := range []float32{float32(math.NaN()), mergeFloor, float32(math.Inf(-1))} {
+		odd := Vocab{Pieces: v.Pieces, Scores: slices.Clone(v.Scores), BOS: 1, EOS: 2, NoSpacePrefix: true}
+		odd.Scores[5] = score
+		tk, err := NewTokenizer(&odd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tk.Encode("ab", false, false); !slices.Equal(got, []int{3, 4}) {
+			t.Errorf("\"ab\" scoring %v: Encode(ab) = %v, want [3 4]", score, got)
+		}
+	}
 	// Without " " there is no dummy prefix; nor with add_space_prefix false.
 	nospace := *v
 	nospace.Pieces = slices.Clone(v.Pieces)
