@@ -2,9 +2,11 @@ package jobs
 
 import (
 	"encoding/json"
+	"reflect"
 	"time"
 
 	"github.com/infernet/infernet/digest"
+	"github.com/infernet/infernet/node/internal/oldjson"
 	"github.com/infernet/infernet/node/wire"
 )
 
@@ -30,32 +32,32 @@ type Spec struct {
 	// once. node.SubmitShards sets Shard and Shards.
 	wire.Terms
 	// Replicas is how many distinct providers run the job; default 2.
-	Replicas int
+	Replicas int `json:"replicas"`
 	// Deadline is how long the whole job may take, reassignments included;
 	// default 2×Timeout + 30 s.
-	Deadline time.Duration
+	Deadline time.Duration `json:"deadline_ns,omitempty"`
 	// Require is a requirement expression over providers' adverts.
-	Require string
+	Require string `json:"require,omitempty"`
 	// Price is the most this client pays per replica, millisatoshi.
-	Price uint64
+	Price uint64 `json:"price,omitempty"`
 	// Collateral is what each provider stakes on its replica, millisatoshi
 	// (wire.JobAnnounce.Collateral), taken only on evidence that it lied.
 	// 0 takes the default in a paid escrow job: CollateralTimes the price
 	// at most, CollateralTimes the price each provider is paid (at least
 	// half the most);
 	// a negative value asks for none. Free mode has none.
-	Collateral int64
+	Collateral int64 `json:"collateral,omitempty"`
 	// CollateralTimes, set with the default Collateral, makes each
 	// provider stake that many times the price it is paid, within
 	// Collateral (wire.JobAnnounce.Stake); 0: Collateral each.
-	CollateralTimes uint16
+	CollateralTimes uint16 `json:"collateral_times,omitempty"`
 	// Open announces the job on the jobs topic and takes bids from any
 	// provider, even when enough providers are known from their adverts.
-	Open bool
+	Open bool `json:"open,omitempty"`
 	// Adaptive lets a trusted provider run the job alone (BOINC's adaptive
 	// replication): node.Config.SpotCheck of such jobs still get all replicas,
 	// and known-answer canaries test trusted providers now and then.
-	Adaptive bool
+	Adaptive bool `json:"adaptive,omitempty"`
 	// SameBackend puts every replica on one tensor backend class. A
 	// streamed tolerance-mode job (Output set, a generation) gets it
 	// unless MixedBackends: its replicas vote byte for byte, and kernels
@@ -64,19 +66,19 @@ type Spec struct {
 	// runs the reference kernels.) A job verified by a check job (Check)
 	// does not: near-ties are what its check allows for (node.Config.CheckTie),
 	// and its generator may be of any class.
-	SameBackend bool
+	SameBackend bool `json:"same_backend,omitempty"`
 	// MixedBackends lets a streamed job's replicas run on different
 	// backend classes (see SameBackend).
-	MixedBackends bool
+	MixedBackends bool `json:"mixed_backends,omitempty"`
 	// Audit is the chance that this client also runs the job itself and
 	// holds every replica to its own answer: a replica that disagrees is
 	// banned at once (`--audit P`). Jobs whose vote no established provider
 	// decides are audited whatever it is, unless node.Config.NoAudit.
-	Audit float64
+	Audit float64 `json:"audit,omitempty"`
 	// Settle is how a paid job pays: wire.SettleEscrow (default) or
 	// wire.SettleFair, which needs node.Config.Fair and small outputs (MaxOutput
 	// defaults to the template's capacity).
-	Settle uint8
+	Settle uint8 `json:"settle,omitempty"`
 	// Output, if set, streams the job (wire.JobAnnounce.Stream): it is
 	// called, from one goroutine at a time and in order, with the bytes of
 	// stdout as soon as the replicas' streams decide them (the client's stream vote),
@@ -98,12 +100,13 @@ type Spec struct {
 }
 
 // UnmarshalJSON reads a Spec as json.Marshal writes it (sharded jobs' and
-// training runs' records keep their terms so) and, from records written
-// before its terms were a wire.Terms, the run's limit as Timeout, a
-// time.Duration.
+// training runs' records keep their terms so), as it wrote one before its
+// fields had JSON names (under their Go names: oldjson.Rename) and, from
+// records written before its terms were a wire.Terms, the run's limit as
+// Timeout, a time.Duration.
 func (s *Spec) UnmarshalJSON(b []byte) error {
 	type plain Spec // without this method
-	if err := json.Unmarshal(b, (*plain)(s)); err != nil {
+	if err := json.Unmarshal(oldjson.Rename(b, reflect.TypeFor[Spec]()), (*plain)(s)); err != nil {
 		return err
 	}
 	var old struct{ Timeout time.Duration }

@@ -3,18 +3,22 @@ package wire
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/fxamacker/cbor/v2"
 	"io/fs"
 	"math"
 	"math/bits"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/fxamacker/cbor/v2"
+
 	"github.com/infernet/infernet/digest"
 	"github.com/infernet/infernet/host/tensor"
+	"github.com/infernet/infernet/node/internal/oldjson"
 )
 
 // JobID names a job: 16 random bytes chosen by the client.
@@ -68,44 +72,44 @@ const (
 // directly to chosen providers as a bid request, both as its Offer, which
 // leaves the input's digest out; only an Assign carries it whole.
 type JobAnnounce struct {
-	V      uint16 `cbor:"1,keyasint"`
-	Job    JobID  `cbor:"2,keyasint"`
-	Client []byte `cbor:"3,keyasint"` // peer ID bytes
+	V      uint16 `cbor:"1,keyasint" json:"v"`
+	Job    JobID  `cbor:"2,keyasint" json:"job"`
+	Client []byte `cbor:"3,keyasint" json:"client"` // peer ID bytes
 	// Terms are what the job is: module, input, data, arguments, limits
 	// and how outputs compare (CBOR keys 4 to 11, 17 to 20, 23 to 27, 29).
 	Terms
 	// Require is a requirement expression over the provider's advert.
-	Require string `cbor:"12,keyasint"`
+	Require string `cbor:"12,keyasint" json:"require,omitempty"`
 	// Replicas is how many distinct providers must run the job.
-	Replicas uint8 `cbor:"13,keyasint"`
+	Replicas uint8 `cbor:"13,keyasint" json:"replicas"`
 	// Price is the client's offer per replica in millisatoshi (0: free).
-	Price uint64 `cbor:"14,keyasint"`
+	Price uint64 `cbor:"14,keyasint" json:"price"`
 	// Deadline is when the client stops waiting, unix ms.
-	Deadline int64 `cbor:"15,keyasint"`
+	Deadline int64 `cbor:"15,keyasint" json:"deadline"`
 	// Time is when the announce was made, unix ms.
-	Time int64 `cbor:"16,keyasint"`
+	Time int64 `cbor:"16,keyasint" json:"time"`
 	// SameBackend asks for every replica on the same tensor backend.
-	SameBackend bool `cbor:"21,keyasint"`
+	SameBackend bool `cbor:"21,keyasint" json:"same_backend,omitempty"`
 	// Settle is how a paid job pays: SettleEscrow or SettleFair.
-	Settle uint8 `cbor:"22,keyasint"`
+	Settle uint8 `cbor:"22,keyasint" json:"settle,omitempty"`
 	// Stream asks providers to send the job's stdout while it runs
 	// (UpdateOutput), so that the client can show what replicas agree on
 	// before the job ends (a language model's tokens). The Result's output
 	// must be exactly the bytes streamed. Not with SettleFair, which sells
 	// the output.
-	Stream bool `cbor:"28,keyasint"`
+	Stream bool `cbor:"28,keyasint" json:"stream,omitempty"`
 	// Collateral is what each provider stakes on its replica, millisatoshi
 	// (0: none): it pays the client's hold invoice for it (Assign.Bond)
 	// before it runs, and the client takes it only on evidence that the
 	// provider lied (an audit, a proof, a canary, its backend), else
 	// cancels it. Paid mode only.
-	Collateral uint64 `cbor:"30,keyasint,omitempty" json:",omitempty"`
+	Collateral uint64 `cbor:"30,keyasint,omitempty" json:"collateral,omitempty"`
 	// CollateralTimes, when above 0, makes each provider's stake that many
 	// times the price it is paid (Assign.Price), within Collateral and at
 	// least half of it (Stake): a client's default, so that a provider
 	// asking less than the job's Price is not asked to stake more than its
 	// own price's worth. 0: every provider stakes Collateral.
-	CollateralTimes uint16 `cbor:"31,keyasint,omitempty" json:",omitempty"`
+	CollateralTimes uint16 `cbor:"31,keyasint,omitempty" json:"collateral_times,omitempty"`
 }
 
 // Stake is what a provider paid price stakes on a replica of the job:
@@ -140,6 +144,35 @@ type DataBlob struct {
 	Name   string        `cbor:"1,keyasint" json:"name"`
 	Digest digest.Digest `cbor:"2,keyasint" json:"digest"`
 	Size   int64         `cbor:"3,keyasint" json:"size"`
+}
+
+// The records a node keeps (jobs, runs, peers) and its local API have
+// announces, results and adverts in JSON. Before their fields had JSON
+// names they were written under their Go names ("ModuleSize" for
+// "module_size"); each type's UnmarshalJSON reads both (oldjson.Rename).
+
+// UnmarshalJSON implements json.Unmarshaler (see above).
+func (a *JobAnnounce) UnmarshalJSON(b []byte) error {
+	type plain JobAnnounce // without this method
+	return json.Unmarshal(oldjson.Rename(b, reflect.TypeFor[JobAnnounce]()), (*plain)(a))
+}
+
+// UnmarshalJSON implements json.Unmarshaler (see JobAnnounce's).
+func (r *Result) UnmarshalJSON(b []byte) error {
+	type plain Result
+	return json.Unmarshal(oldjson.Rename(b, reflect.TypeFor[Result]()), (*plain)(r))
+}
+
+// UnmarshalJSON implements json.Unmarshaler (see JobAnnounce's).
+func (a *CapabilityAdvert) UnmarshalJSON(b []byte) error {
+	type plain CapabilityAdvert
+	return json.Unmarshal(oldjson.Rename(b, reflect.TypeFor[CapabilityAdvert]()), (*plain)(a))
+}
+
+// UnmarshalJSON implements json.Unmarshaler (see JobAnnounce's).
+func (g *GPU) UnmarshalJSON(b []byte) error {
+	type plain GPU
+	return json.Unmarshal(oldjson.Rename(b, reflect.TypeFor[GPU]()), (*plain)(g))
 }
 
 // Settle values of JobAnnounce.Settle.
@@ -245,62 +278,62 @@ func (m *JobAnnounce) Validate() error {
 
 // GPU is one GPU in an advert.
 type GPU struct {
-	Name         string `cbor:"1,keyasint"`
-	MemoryBytes  uint64 `cbor:"2,keyasint"`
-	SMs          int    `cbor:"3,keyasint"`
-	CUDACores    int    `cbor:"4,keyasint"`
-	ComputeMajor int    `cbor:"5,keyasint"`
-	ComputeMinor int    `cbor:"6,keyasint"`
+	Name         string `cbor:"1,keyasint" json:"name"`
+	MemoryBytes  uint64 `cbor:"2,keyasint" json:"memory_bytes"`
+	SMs          int    `cbor:"3,keyasint" json:"sms"`
+	CUDACores    int    `cbor:"4,keyasint" json:"cuda_cores"`
+	ComputeMajor int    `cbor:"5,keyasint" json:"compute_major"`
+	ComputeMinor int    `cbor:"6,keyasint" json:"compute_minor"`
 }
 
 // CapabilityAdvert is what a provider offers, published on the adverts topic
 // every minute and whenever it changes.
 type CapabilityAdvert struct {
-	V    uint16 `cbor:"1,keyasint"`
-	Peer []byte `cbor:"2,keyasint"`
+	V    uint16 `cbor:"1,keyasint" json:"v"`
+	Peer []byte `cbor:"2,keyasint" json:"peer"`
 	// Seq increases with every advert of a peer; older ones are dropped.
-	Seq  uint64 `cbor:"3,keyasint"`
-	Time int64  `cbor:"4,keyasint"`
+	Seq  uint64 `cbor:"3,keyasint" json:"seq"`
+	Time int64  `cbor:"4,keyasint" json:"time"`
 	// Cores and MemoryBytes describe the machine.
-	Cores       int    `cbor:"5,keyasint"`
-	MemoryBytes uint64 `cbor:"6,keyasint"`
-	GPUs        []GPU  `cbor:"7,keyasint"`
+	Cores       int    `cbor:"5,keyasint" json:"cores"`
+	MemoryBytes uint64 `cbor:"6,keyasint" json:"memory_bytes"`
+	GPUs        []GPU  `cbor:"7,keyasint" json:"gpus"`
 	// Backends are the tensor backends, e.g. ["reference", "cpu-avx512"].
-	Backends []string `cbor:"8,keyasint"`
+	Backends []string `cbor:"8,keyasint" json:"backends"`
 	// Price is the provider's price per job replica in millisatoshi.
-	Price uint64 `cbor:"9,keyasint"`
+	Price uint64 `cbor:"9,keyasint" json:"price"`
 	// Slots is how many jobs run at once; FreeSlots how many are idle.
-	Slots     int    `cbor:"10,keyasint"`
-	FreeSlots int    `cbor:"11,keyasint"`
-	Software  string `cbor:"12,keyasint"`
+	Slots     int    `cbor:"10,keyasint" json:"slots"`
+	FreeSlots int    `cbor:"11,keyasint" json:"free_slots"`
+	Software  string `cbor:"12,keyasint" json:"software"`
 	// MaxMemory is the largest guest memory the provider accepts, bytes.
-	MaxMemory uint64 `cbor:"13,keyasint"`
+	MaxMemory uint64 `cbor:"13,keyasint" json:"max_memory"`
 	// IntervalMS is how often the provider republishes its advert; peers
 	// measure its uptime against it.
-	IntervalMS int64 `cbor:"14,keyasint"`
+	IntervalMS int64 `cbor:"14,keyasint" json:"interval_ms"`
 	// Features are what the provider offers beyond plain jobs: FeatureFair,
 	// FeatureProofs.
-	Features []string `cbor:"15,keyasint"`
+	Features []string `cbor:"15,keyasint" json:"features"`
 	// Precisions are the precisions its fast backend offers besides f32
 	// (tensor.Precision names, e.g. ["tf32", "bf16"]), which it runs jobs
 	// at (JobAnnounce.Precision). Names this version does not know are
 	// kept and never match. Omitted when empty.
-	Precisions []string `cbor:"16,keyasint,omitempty"`
+	Precisions []string `cbor:"16,keyasint,omitempty" json:"precisions,omitempty"`
 	// Revisions are the revisions of the backends' tolerance-mode numerics
 	// (tensor.Revision), Revisions[i] that of Backends[i]: results compared
 	// byte for byte pair providers of one backend and revision. Omitted
 	// when every one is 0, as adverts from before revisions were.
-	Revisions []uint16 `cbor:"17,keyasint,omitempty"`
+	Revisions []uint16 `cbor:"17,keyasint,omitempty" json:"revisions,omitempty"`
 	// HostABI is the tensor ABI version of the provider's host (abi.Version),
 	// which a job's module may need (host.ModuleABI). Omitted by hosts of v5
 	// and before, which said nothing of it: HostABIVersion reads them as 5.
-	HostABI uint16 `cbor:"18,keyasint,omitempty"`
+	HostABI uint16 `cbor:"18,keyasint,omitempty" json:"host_abi,omitempty"`
 	// MaxOutput and MaxTimeoutMS are the largest output limit and time
 	// limit (Terms.MaxOutput, TimeoutMS) the provider takes, so that a
 	// client asks only providers that would take its job. Omitted by
 	// providers from before they said them: 0 is unsaid.
-	MaxOutput    int64 `cbor:"19,keyasint,omitempty"`
-	MaxTimeoutMS int64 `cbor:"20,keyasint,omitempty"`
+	MaxOutput    int64 `cbor:"19,keyasint,omitempty" json:"max_output,omitempty"`
+	MaxTimeoutMS int64 `cbor:"20,keyasint,omitempty" json:"max_timeout_ms,omitempty"`
 }
 
 // Takes reports whether the advertiser's limits that it says take a job
@@ -553,45 +586,45 @@ func (o Outcome) String() string {
 
 // Result is a provider's signed receipt for one replica.
 type Result struct {
-	V        uint16 `cbor:"1,keyasint"`
-	Job      JobID  `cbor:"2,keyasint"`
-	Replica  uint8  `cbor:"3,keyasint"`
-	Provider []byte `cbor:"4,keyasint"`
+	V        uint16 `cbor:"1,keyasint" json:"v"`
+	Job      JobID  `cbor:"2,keyasint" json:"job"`
+	Replica  uint8  `cbor:"3,keyasint" json:"replica"`
+	Provider []byte `cbor:"4,keyasint" json:"provider"`
 	// Output is the digest of stdout; OutputData carries it when it is at
 	// most MaxInline bytes, else it is fetched as a blob from the provider.
-	Output     digest.Digest `cbor:"5,keyasint"`
-	OutputSize int64         `cbor:"6,keyasint"`
-	OutputData []byte        `cbor:"7,keyasint"`
-	Outcome    Outcome       `cbor:"8,keyasint"`
-	ExitCode   uint32        `cbor:"9,keyasint"`
-	Error      string        `cbor:"10,keyasint"`
-	Fuel       uint64        `cbor:"11,keyasint"`
-	RunMicros  int64         `cbor:"12,keyasint"`
-	Backend    string        `cbor:"13,keyasint"`
+	Output     digest.Digest `cbor:"5,keyasint" json:"output"`
+	OutputSize int64         `cbor:"6,keyasint" json:"output_size"`
+	OutputData []byte        `cbor:"7,keyasint" json:"output_data"`
+	Outcome    Outcome       `cbor:"8,keyasint" json:"outcome"`
+	ExitCode   uint32        `cbor:"9,keyasint" json:"exit_code"`
+	Error      string        `cbor:"10,keyasint" json:"error"`
+	Fuel       uint64        `cbor:"11,keyasint" json:"fuel"`
+	RunMicros  int64         `cbor:"12,keyasint" json:"run_micros"`
+	Backend    string        `cbor:"13,keyasint" json:"backend"`
 	// Sig is the provider's signature over the result with Sig and
 	// OutputData empty (the output is bound through its digest; Offer and
 	// Proofs are signed as they are).
-	Sig []byte `cbor:"14,keyasint"`
+	Sig []byte `cbor:"14,keyasint" json:"sig"`
 	// Offer and Invoice, in a SettleFair job, sell the output instead of
 	// OutputData: Offer is a CBOR proofs/fair.Offer (ciphertext, commitment,
 	// payment hash, proof), Invoice a BOLT 11 request for its payment hash.
-	Offer   []byte `cbor:"15,keyasint"`
-	Invoice string `cbor:"16,keyasint"`
+	Offer   []byte `cbor:"15,keyasint" json:"offer"`
+	Invoice string `cbor:"16,keyasint" json:"invoice"`
 	// Proofs, in a proof-mode job (JobAnnounce.Proofs) that ran to its
 	// end, are the CommittedGEMM proofs of the job's integer GEMMs in call
 	// order, each a CBOR proofs/gemmproof.Proof (MarshalProof), decoded
 	// where they are checked: this package needs no proving system. Sig
 	// covers them.
-	Proofs []cbor.RawMessage `cbor:"17,keyasint"`
+	Proofs []cbor.RawMessage `cbor:"17,keyasint" json:"proofs"`
 	// Terms is the Terms digest of the assign this result answers. Sig
 	// covers it, so a result cannot be passed off as an answer to another
 	// client's assign of the same job and replica.
-	Terms digest.Digest `cbor:"18,keyasint"`
+	Terms digest.Digest `cbor:"18,keyasint" json:"terms"`
 	// Stderr is the end of the job's stderr, at most MaxResultStderr
 	// bytes, for the client to show why a job failed. It is the provider's
 	// word: replicas are not compared by it and Sig leaves it out (as
 	// nodes from before it did, which verify a result without it).
-	Stderr []byte `cbor:"19,keyasint,omitempty"`
+	Stderr []byte `cbor:"19,keyasint,omitempty" json:"stderr,omitempty"`
 }
 
 // MaxResultStderr is the most of a job's stderr a Result carries.

@@ -28,49 +28,49 @@ import (
 // keys (its encoding sorts them), and in JSON the same Go field names.
 type Terms struct {
 	// Module and Input are blob digests with their sizes in bytes.
-	Module     digest.Digest `cbor:"4,keyasint"`
-	ModuleSize int64         `cbor:"5,keyasint"`
-	Input      digest.Digest `cbor:"6,keyasint"`
-	InputSize  int64         `cbor:"7,keyasint"`
+	Module     digest.Digest `cbor:"4,keyasint" json:"module"`
+	ModuleSize int64         `cbor:"5,keyasint" json:"module_size"`
+	Input      digest.Digest `cbor:"6,keyasint" json:"input"`
+	InputSize  int64         `cbor:"7,keyasint" json:"input_size"`
 	// Memory is the guest memory limit in bytes.
-	Memory uint64 `cbor:"8,keyasint"`
+	Memory uint64 `cbor:"8,keyasint" json:"memory"`
 	// TimeoutMS is the run's wall-time limit in milliseconds.
-	TimeoutMS int64 `cbor:"9,keyasint"`
+	TimeoutMS int64 `cbor:"9,keyasint" json:"timeout_ms"`
 	// Fuel is the metered-work limit (0: none).
-	Fuel uint64 `cbor:"10,keyasint"`
+	Fuel uint64 `cbor:"10,keyasint" json:"fuel,omitempty"`
 	// Mode is ModeExact or ModeTolerance.
-	Mode uint8 `cbor:"11,keyasint"`
+	Mode uint8 `cbor:"11,keyasint" json:"mode"`
 	// MaxOutput caps the job's stdout in bytes.
-	MaxOutput int64 `cbor:"17,keyasint"`
+	MaxOutput int64 `cbor:"17,keyasint" json:"max_output"`
 	// In tolerance mode, replicas' outputs are compared as numbers within
 	// Rtol/Atol, read as Format (redundancy.Format; 0: compared exactly).
-	Rtol   float64 `cbor:"18,keyasint"`
-	Atol   float64 `cbor:"19,keyasint"`
-	Format uint8   `cbor:"20,keyasint"`
+	Rtol   float64 `cbor:"18,keyasint" json:"rtol,omitempty"`
+	Atol   float64 `cbor:"19,keyasint" json:"atol,omitempty"`
+	Format uint8   `cbor:"20,keyasint" json:"format,omitempty"`
 	// Proofs asks for proof mode: the provider proves every integer
 	// (i8·i8→i32) GEMM the job performs with a CommittedGEMM Groth16 proof
 	// on the network's templates (ProofTemplates) and attaches the proofs
 	// to its Result. Proof mode changes what some ops answer
 	// (abi.ENOPROOF), so it is part of the job's definition.
-	Proofs bool `cbor:"23,keyasint"`
+	Proofs bool `cbor:"23,keyasint" json:"proofs,omitempty"`
 	// Args are the guest's arguments after argv[0].
-	Args []string `cbor:"24,keyasint"`
+	Args []string `cbor:"24,keyasint" json:"args,omitempty"`
 	// Shard and Shards place the job in a sharded one: it is shard Shard
 	// (from 0) of Shards, which the guest reads from its environment as
 	// INFERNET_SHARD_INDEX and INFERNET_SHARD_COUNT. Shards 0 is a job on
 	// its own: shard 0 of 1.
-	Shard  uint32 `cbor:"25,keyasint"`
-	Shards uint32 `cbor:"26,keyasint"`
+	Shard  uint32 `cbor:"25,keyasint" json:"shard,omitempty"`
+	Shards uint32 `cbor:"26,keyasint" json:"shards,omitempty"`
 	// Data are read-only files the guest reads at /data/NAME (model
 	// weights, dictionaries): blobs every replica fetches and sees alike.
-	Data []DataBlob `cbor:"27,keyasint"`
+	Data []DataBlob `cbor:"27,keyasint" json:"data,omitempty"`
 	// Precision is the precision of the job's f32 GEMMs, a
 	// tensor.Precision name: "" is f32, what every provider runs and what
 	// peers that know no precision run; "tf32" or "bf16" (tolerance mode
 	// only) go to providers whose advert offers them (Precisions), and
 	// every replica runs at it. Omitted when empty, so an f32 job encodes
 	// as it did before the field existed.
-	Precision string `cbor:"29,keyasint,omitempty"`
+	Precision string `cbor:"29,keyasint,omitempty" json:"precision,omitempty"`
 }
 
 // Timeout is the run's wall-time limit, TimeoutMS.

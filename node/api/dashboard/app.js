@@ -111,12 +111,12 @@ function status(s) {
   }
   if (a) {
     h += `<h2>What this node offers</h2><table class="kv"><tbody>` +
-      `<tr><th>Backends</th><td>${esc((a.Backends || []).join(", "))}</td></tr>` +
-      `<tr><th>GPUs</th><td>${(a.GPUs || []).length ? a.GPUs.map(g => esc(`${g.Name} (${bytes(g.MemoryBytes)})`)).join(", ") : "none"}</td></tr>` +
-      `<tr><th>Slots</th><td data-free="${a.FreeSlots}" data-slots="${a.Slots}">${a.FreeSlots} free of ${a.Slots}</td></tr>` +
-      `<tr><th>Price</th><td>${msat(a.Price)} per replica</td></tr>` +
-      `<tr><th>Cores, memory</th><td>${a.Cores} cores, ${bytes(a.MemoryBytes)} (jobs up to ${bytes(a.MaxMemory)})</td></tr>` +
-      `<tr><th>Features</th><td>${esc((a.Features || []).join(", ") || "none")}</td></tr>` +
+      `<tr><th>Backends</th><td>${esc((a.backends || []).join(", "))}</td></tr>` +
+      `<tr><th>GPUs</th><td>${(a.gpus || []).length ? a.gpus.map(g => esc(`${g.name} (${bytes(g.memory_bytes)})`)).join(", ") : "none"}</td></tr>` +
+      `<tr><th>Slots</th><td data-free="${a.free_slots}" data-slots="${a.slots}">${a.free_slots} free of ${a.slots}</td></tr>` +
+      `<tr><th>Price</th><td>${msat(a.price)} per replica</td></tr>` +
+      `<tr><th>Cores, memory</th><td>${a.cores} cores, ${bytes(a.memory_bytes)} (jobs up to ${bytes(a.max_memory)})</td></tr>` +
+      `<tr><th>Features</th><td>${esc((a.features || []).join(", ") || "none")}</td></tr>` +
       `</tbody></table>`;
   }
   h += `<h2>Addresses</h2><table><tbody>${s.node.addrs.map(x => `<tr><td class="mono">${esc(x)}</td></tr>`).join("")}</tbody></table>`;
@@ -133,9 +133,9 @@ function peers(s) {
       `<td>${p.connected ? chip("done", p.via || "yes") : chip("none", "no")}</td>` +
       `<td class="num"><span class="bar"><span class="w${Math.round(Math.min(1, Math.max(0, p.reputation)) * 10)}"></span></span> ${p.reputation.toFixed(2)}</td>` +
       `<td>${flags}</td><td class="why">${esc(p.why)}</td>` +
-      `<td>${a ? esc((a.Backends || []).join(", ")) : '<span class="muted">client</span>'}</td>` +
-      `<td class="num">${a ? `${a.FreeSlots}/${a.Slots}` : ""}</td>` +
-      `<td class="num">${a ? msat(a.Price) : ""}</td>` +
+      `<td>${a ? esc((a.backends || []).join(", ")) : '<span class="muted">client</span>'}</td>` +
+      `<td class="num">${a ? `${a.free_slots}/${a.slots}` : ""}</td>` +
+      `<td class="num">${a ? msat(a.price) : ""}</td>` +
       `<td class="num">${p.latency_ms ? p.latency_ms.toFixed(1) + " ms" : ""}</td>` +
       `<td>${esc(ago(p.last_seen))}</td></tr>`;
   });
@@ -161,14 +161,14 @@ function jobs(s) {
         `${sj.error ? `<span class="muted">${esc(sj.error)}</span>` : ""}</div><div class="shards">${chips}${reduce}</div></div>`;
     }
   }
-  const plain = [...s.jobs].reverse().filter(j => !j.announce.Shards);
+  const plain = [...s.jobs].reverse().filter(j => !j.announce.shards);
   h += `<h2>Jobs</h2>`;
   if (!plain.length && !sharded.length) return h + empty("No jobs yet: infernet submit job.wasm --input data");
   h += table(["Job", "State", "Replicas", "Agree#", "Module", "Arguments", "Created", "Took#"], plain.map(j =>
     `<tr data-job="${esc(j.id)}" data-state="${esc(j.state)}"><td>${idCell(j.id)}</td><td>${chip(j.state)}${j.error ? ` <span class="muted">${esc(j.error)}</span>` : ""}</td>` +
     `<td class="replicas">${(j.replicas || []).map(r => chip(r.state, short(r.provider))).join("")}</td>` +
-    `<td class="num">${j.agree}/${j.announce.Replicas}</td><td>${idCell(j.announce.Module)}</td>` +
-    `<td class="mono">${esc((j.announce.Args || []).join(" "))}</td><td>${esc(ago(j.created))}</td><td class="num">${esc(dur(j.created, j.finished))}</td></tr>`), "jobs");
+    `<td class="num">${j.agree}/${j.announce.replicas}</td><td>${idCell(j.announce.module)}</td>` +
+    `<td class="mono">${esc((j.announce.args || []).join(" "))}</td><td>${esc(ago(j.created))}</td><td class="num">${esc(dur(j.created, j.finished))}</td></tr>`), "jobs");
   return h;
 }
 
