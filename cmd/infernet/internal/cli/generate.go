@@ -695,6 +695,7 @@ func (o *GenerateOptions) runNetwork(ctx context.Context, reqs []llama.Request, 
 	}
 	elapsed := time.Since(start)
 	if !o.JSON {
+		out.endLine()
 		if err := printSummary(&o.SubmitOptions, job, elapsed); err != nil {
 			return err
 		}
@@ -817,6 +818,8 @@ type generationOutput struct {
 	reqs    []llama.Request
 	batch   bool
 	printed map[int]bool // requests whose text or line is out
+	// ended is whether the streamed text's line has its newline (endLine).
+	ended bool
 	// start is when the run started; first and last when its first token
 	// and last Done event came.
 	start, first, last time.Time
@@ -835,6 +838,16 @@ func (g *generationOutput) text(id int, s string) {
 	if !g.batch && !g.o.JSON {
 		io.WriteString(g.o.IO.Out, s)
 		g.printed[id] = true
+	}
+}
+
+// endLine ends the line of one prompt's streamed text on stdout before
+// the summary goes to stderr: on a terminal the two share the screen, and
+// the summary's first line was glued to the completion's last.
+func (g *generationOutput) endLine() {
+	if !g.batch && !g.o.JSON && len(g.printed) > 0 && !g.ended {
+		io.WriteString(g.o.IO.Out, "\n")
+		g.ended = true
 	}
 }
 
@@ -902,6 +915,7 @@ func (g *generationOutput) network(job *store.Job, elapsed time.Duration) *Gener
 // finish prints what is not out yet and returns the error of a request
 // the runner refused, or that has no answer.
 func (g *generationOutput) finish(gen *Generation, cs []models.Completion) error {
+	g.endLine() // before a notice on stderr
 	byID := map[int]models.Completion{}
 	for _, c := range cs {
 		byID[c.ID] = c
@@ -946,7 +960,9 @@ func (g *generationOutput) finish(gen *Generation, cs []models.Completion) error
 			if !g.printed[c.ID] {
 				io.WriteString(g.o.IO.Out, c.Completion)
 			}
-			io.WriteString(g.o.IO.Out, "\n")
+			if !g.ended {
+				io.WriteString(g.o.IO.Out, "\n")
+			}
 		}
 	}
 	switch {

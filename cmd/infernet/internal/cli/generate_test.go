@@ -596,3 +596,48 @@ func TestGenerateProfileGPUWorker(t *testing.T) {
 		t.Errorf("exit %d; stderr %q", code, stderr)
 	}
 }
+
+// TestGenerateLineEndsBeforeSummary: a network generation's streamed
+// completion ends its line on stdout before the summary goes to stderr, so
+// that on a terminal, which shows both, the summary does not start on the
+// completion's last line; and finish adds no second newline.
+func TestGenerateLineEndsBeforeSummary(t *testing.T) {
+	var screen strings.Builder
+	o := &GenerateOptions{SubmitOptions: SubmitOptions{IO: IO{Out: &screen, Err: &screen}}}
+	g := newGenerationOutput(o, []llama.Request{{ID: 0, MaxTokens: 2}})
+	g.text(0, ", there")
+	g.text(0, " was")
+	g.endLine()
+	screen.WriteString("job 1234: verified\n") // printSummary's, on stderr
+	if err := g.finish(&Generation{}, []models.Completion{{ID: 0, Completion: ", there was", CompletionTokens: 2, Stop: "length"}}); err != nil {
+		t.Fatal(err)
+	}
+	if want := ", there was\njob 1234: verified\n"; screen.String() != want {
+		t.Errorf("the screen shows %q; want %q", screen.String(), want)
+	}
+
+	// Nothing streamed (--replicas 1: the text comes with the result):
+	// no empty line before the summary, and the text's own newline after.
+	screen.Reset()
+	g = newGenerationOutput(o, []llama.Request{{ID: 0, MaxTokens: 2}})
+	g.endLine()
+	screen.WriteString("job 1234: unverified\n")
+	if err := g.finish(&Generation{}, []models.Completion{{ID: 0, Completion: ", there was", CompletionTokens: 2, Stop: "length"}}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "job 1234: unverified\n, there was\n"; screen.String() != want {
+		t.Errorf("the screen shows %q; want %q", screen.String(), want)
+	}
+
+	// Streamed and stopped at the model's context (--local): the notice on
+	// stderr starts a line of its own too.
+	screen.Reset()
+	g = newGenerationOutput(o, []llama.Request{{ID: 0, MaxTokens: 9}})
+	g.text(0, ", there was")
+	if err := g.finish(&Generation{}, []models.Completion{{ID: 0, Completion: ", there was", CompletionTokens: 2, Stop: "length"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := screen.String(); !strings.HasPrefix(got, ", there was\ninfernet: the completion stopped at the model's context") || strings.Count(got, "\n") != 2 {
+		t.Errorf("the screen shows %q", got)
+	}
+}
