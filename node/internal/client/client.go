@@ -636,7 +636,7 @@ func (j *jobRun) operators() int {
 
 // perNetwork says, for an error, why replicas did not go to providers of
 // one network, and what the user may do: flags of the client's own node.
-const perNetwork = "one replica per network, as one operator's: restart this node (infernet node) with --trust ID for each of your own machines (--no-netgroups spreads replicas over one network, but a node whose bootstrap peers are all in it verifies them by its own audits alone)"
+const perNetwork = "one replica per network, as one operator's: restart this node (infernet node) with --trust ID for each of your own machines, or with --no-netgroups on a private cluster (bootstrapped through two of its machines)"
 
 // providersNote says, for an error, how many candidates there are, and how
 // many operators (ops) when they share some.

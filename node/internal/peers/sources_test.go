@@ -125,6 +125,25 @@ func TestBootstrapSourceIsTheGivenAddress(t *testing.T) {
 	}
 }
 
+// TestEclipsedWithoutNetGroups: with net groups off (node --no-netgroups),
+// two bootstrap peers on one network are two views, as they are two
+// operators; one alone is still one view.
+func TestEclipsedWithoutNetGroups(t *testing.T) {
+	book := emptyBook(t)
+	book.GroupsOf = nil
+	a, c, other := p2ptest.RandPeerIDFatal(t), p2ptest.RandPeerIDFatal(t), p2ptest.RandPeerIDFatal(t)
+	book.Introduced(a, SourceBootstrap, ma.StringCast("/ip4/10.1.0.1/tcp/4001"))
+	book.OnAdvert(other, a, &wire.CapabilityAdvert{Peer: []byte(other), Seq: 1, Slots: 1})
+	if book.Eclipsed() == "" {
+		t.Fatal("every peer through one bootstrap peer, and not eclipsed")
+	}
+	book.Introduced(c, SourceBootstrap, ma.StringCast("/ip4/10.1.0.2/tcp/4001"))
+	book.OnAdvert(c, c, &wire.CapabilityAdvert{Peer: []byte(c), Seq: 1, Slots: 1})
+	if why := book.Eclipsed(); why != "" {
+		t.Errorf("two bootstrap peers of one network with net groups off: %q (sources %v)", why, book.Sources())
+	}
+}
+
 // TestEclipsedRootsOutlastRecords: a node whose only bootstrap peer's
 // record goes (pruned after an hour's silence: a bare bootstrap host never
 // advertises; or evicted by a flood of adverts) is eclipsed still. It had
