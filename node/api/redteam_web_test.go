@@ -9,6 +9,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/infernet/infernet/node/api/dashboardtest"
+	"github.com/infernet/infernet/node/store"
+	"github.com/infernet/infernet/node/wire"
 )
 
 // routesInSource lists the API's routes as its source registers them
@@ -81,6 +86,9 @@ func TestRedteamEveryRoute(t *testing.T) {
 		if resp.StatusCode < 400 && path != "/metrics" {
 			t.Errorf("%s: a cross-origin simple request without the token: %s %.200s", route, resp.Status, body)
 		}
+		if h := resp.Header.Get("X-Content-Type-Options"); h != "nosniff" {
+			t.Errorf("%s: X-Content-Type-Options %q", route, h)
+		}
 		if h := resp.Header.Get("Access-Control-Allow-Origin"); h != "" {
 			t.Errorf("%s: Access-Control-Allow-Origin %q", route, h)
 		}
@@ -126,5 +134,59 @@ func TestRedteamEmptyToken(t *testing.T) {
 	t.Logf("%s %.100s", resp.Status, b)
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("an empty token file, Authorization %q: %s %.200s", "Bearer ", resp.Status, b)
+	}
+}
+
+// TestRedteamDashboardHostileStrings: strings hostile peers choose (a
+// provider's error, a job's arguments relayed, a client's name in a run,
+// an evaluation job's report and the metric names read from it) are put in
+// a real node's records and each dashboard page is drawn in Chromium: no
+// element of theirs may appear, and their text must show as text.
+func TestRedteamDashboardHostileStrings(t *testing.T) {
+	const (
+		tag = `<img data-xss src=x onerror="window.xss=1">`
+		esc = `"><b data-xss>'><b data-xss></pre></td></table><svg><b data-xss></svg>`
+		bad = tag + esc
+	)
+	dir := t.TempDir()
+	db, err := store.Open(filepath.Join(dir, "node.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Add(-time.Minute)
+	job := &store.Job{ID: wire.NewJobID(), State: store.JobFailed, Created: now, Finished: now, Error: bad,
+		Replicas: []store.Replica{{Provider: bad, State: store.ReplicaLost, Error: bad}}}
+	job.Announce.Replicas = 1
+	job.Announce.Args = []string{bad, "--x=" + bad}
+	run := &store.Run{Job: wire.NewJobID(), Client: bad, State: store.RunFailed, Started: now, Finished: now, Error: bad}
+	pay := &store.Payment{Job: run.Job, Peer: bad, State: store.PayCanceled, Error: bad, Updated: now}
+	train := &store.TrainRun{ID: wire.NewJobID(), State: store.JobFailed, Terms: []byte(`{}`), Error: bad, Created: now, Finished: now,
+		Rounds: []store.TrainRound{
+			{Report: bad, Metrics: map[string]float64{bad: 1, "__proto__": 2}, Started: now, Finished: now},
+			{Report: bad, Metrics: map[string]float64{bad: 3, "__proto__": 4}, Started: now, Finished: now}}}
+	for _, err := range []error{db.PutJob(job), db.PutRun(run), db.PutPayment(pay), db.PutTrainRun(train)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	n, srv, _ := serveNodeAt(t, dir, true, nil)
+	if js, err := n.Jobs(10); err != nil || len(js) != 1 {
+		t.Fatalf("the node's jobs: %d, %v", len(js), err)
+	}
+	ctx := dashboardtest.Browser(t)
+	dashboardtest.Login(t, ctx, loginURL(t, &dashNode{n: n, srv: srv, dir: dir}))
+	for _, page := range []string{"status", "peers", "jobs", "runs", "money", "training"} {
+		dashboardtest.Page(t, ctx, page)
+		if got := dashboardtest.Eval[int](t, ctx, `document.querySelectorAll("[data-xss], main img").length`); got != 0 {
+			t.Errorf("%s: %d elements a peer wrote: %s", page, got, dashboardtest.Eval[string](t, ctx, "document.querySelector('main').innerHTML"))
+		}
+		if dashboardtest.Eval[bool](t, ctx, "window.xss === 1") {
+			t.Errorf("%s: a peer's script ran", page)
+		}
+		text := dashboardtest.Eval[string](t, ctx, "document.querySelector('main').innerText")
+		if page != "status" && page != "peers" && !strings.Contains(text, `onerror="window.xss=1"`) {
+			t.Errorf("%s: the hostile text is not shown as text:\n%.2000s", page, text)
+		}
 	}
 }

@@ -339,14 +339,17 @@ func (s *Server) routes() http.Handler {
 // 127.0.0.1 is same-origin with the API and reads its answers. The token
 // keeps it out of /v1, the session cookie (another host's) out of the
 // dashboard, but not out of a tokenless route (/metrics).
+//
+// Every answer is also nosniff: no browser reads a blob or a job's output
+// (peer-chosen bytes) as a page or a script of the API's origin.
 func loopbackHost(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		host, _, err := net.SplitHostPort(r.Host)
 		if err != nil {
 			host = r.Host
 		}
 		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-			w.Header().Set("X-Content-Type-Options", "nosniff")
 			w.Header().Set("Cache-Control", "no-store")
 			if strings.HasPrefix(r.URL.Path, "/v1/") {
 				httpError(w, http.StatusForbidden, errors.New("the API answers on a loopback address only"))
