@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -162,9 +161,9 @@ func (d *dashboard) login(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/dashboard/", http.StatusSeeOther)
 }
 
-// guard sets the dashboard's security headers and refuses requests whose
-// Host is not a loopback address: a page of another site that rebinds its
-// name to 127.0.0.1 gets nothing.
+// guard sets the dashboard's security headers. (Requests whose Host is not
+// a loopback address, a page of another site that rebinds its name to
+// 127.0.0.1, are refused before any route: loopbackHost.)
 func (d *dashboard) guard(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		hdr := w.Header()
@@ -172,14 +171,6 @@ func (d *dashboard) guard(h http.HandlerFunc) http.HandlerFunc {
 		hdr.Set("X-Content-Type-Options", "nosniff")
 		hdr.Set("Referrer-Policy", "no-referrer")
 		hdr.Set("Cache-Control", "no-store")
-		host, _, err := net.SplitHostPort(r.Host)
-		if err != nil {
-			host = r.Host
-		}
-		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-			dashboardError(w, http.StatusForbidden, "The dashboard answers on a loopback address only.")
-			return
-		}
 		h(w, r)
 	}
 }

@@ -236,7 +236,7 @@ func Serve(n *node.Node, o Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{n: n, token: token, log: log, ln: ln, dir: dataDir, openai: oa}
-	s.srv = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
+	s.srv = &http.Server{Handler: loopbackHost(s.routes()), ReadHeaderTimeout: 10 * time.Second}
 	if err := os.WriteFile(filepath.Join(dataDir, AddrFile), []byte(ln.Addr().String()+"\n"), 0o600); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("api: %w", err)
@@ -332,6 +332,34 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry(), promhttp.HandlerOpts{}))
 	newDashboard(s).routes(mux)
 	return mux
+}
+
+// loopbackHost refuses every request whose Host is not a loopback address
+// (DNS rebinding): a page of another site that rebinds its name to
+// 127.0.0.1 is same-origin with the API and reads its answers. The token
+// keeps it out of /v1, the session cookie (another host's) out of the
+// dashboard, but not out of a tokenless route (/metrics).
+//
+// Every answer is also nosniff: no browser reads a blob or a job's output
+// (peer-chosen bytes) as a page or a script of the API's origin.
+func loopbackHost(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		host, _, err := net.SplitHostPort(r.Host)
+		if err != nil {
+			host = r.Host
+		}
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			w.Header().Set("Cache-Control", "no-store")
+			if strings.HasPrefix(r.URL.Path, "/v1/") {
+				httpError(w, http.StatusForbidden, errors.New("the API answers on a loopback address only"))
+			} else {
+				dashboardError(w, http.StatusForbidden, "The node's API and dashboard answer on a loopback address only.")
+			}
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
