@@ -271,8 +271,16 @@ func (s *Server) Close() error {
 func LoadToken(dataDir string) ([]byte, error) {
 	path := filepath.Join(dataDir, TokenFile)
 	b, err := os.ReadFile(path)
+	if tok := strings.TrimSpace(string(b)); err == nil && tok != "" {
+		return []byte(tok), nil
+	}
 	if err == nil {
-		return []byte(strings.TrimSpace(string(b))), nil
+		// Empty: a first write failed (a full disk). Every client was
+		// refused until the file was removed by hand; a new token now.
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("api token: %w", err)
+		}
+		return LoadToken(dataDir)
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("api token: %w", err)

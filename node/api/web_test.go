@@ -37,13 +37,13 @@ func routesInSource(t *testing.T) []string {
 	return routes
 }
 
-// TestRedteamEveryRoute attacks every route the API registers as a hostile
+// TestEveryRouteRefusesWebPages attacks every route the API registers as a hostile
 // web page would: a cross-origin "simple" request (a form post, a text/plain
 // body, no custom header; the browser sends the Origin), a CORS preflight,
 // and a DNS-rebound request (the page's own name resolved to 127.0.0.1, so
 // its Host header is that name and the page may read the answer). None may
 // succeed, and none may answer with CORS headers.
-func TestRedteamEveryRoute(t *testing.T) {
+func TestEveryRouteRefusesWebPages(t *testing.T) {
 	_, srv, _ := startNode(t)
 	base := "http://" + srv.Addr()
 	fill := strings.NewReplacer("{digest}", strings.Repeat("ab", 32), "{id}", "x", "{name}", "m")
@@ -106,12 +106,12 @@ func TestRedteamEveryRoute(t *testing.T) {
 	}
 }
 
-// TestRedteamEmptyToken: a token file left empty (its first write failed
-// on a full disk, or the node died between creating and writing it) makes
-// the token "". Held: "Authorization: Bearer " cannot carry an empty token
-// (HTTP servers trim a header's trailing space, so the prefix is not there),
-// so even a DNS-rebound page, which may set any header, gets a 401.
-func TestRedteamEmptyToken(t *testing.T) {
+// TestEmptyTokenFile: a token file left empty (its first write failed on a
+// full disk, or the node died between creating and writing it) gets a new
+// token: it had made the token "", which opened nothing ("Authorization:
+// Bearer " cannot carry an empty token: servers trim a header's trailing
+// space) but refused every client until the file was removed by hand.
+func TestEmptyTokenFile(t *testing.T) {
 	n, _, _ := startNode(t)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, TokenFile), []byte("\n"), 0o600); err != nil {
@@ -119,30 +119,37 @@ func TestRedteamEmptyToken(t *testing.T) {
 	}
 	srv, err := Serve(n, Options{DataDir: dir, Addr: "127.0.0.1:0", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
-		t.Logf("refused: %v", err)
-		return
-	}
-	defer srv.Close()
-	req, _ := http.NewRequest(http.MethodGet, "http://"+srv.Addr()+"/v1/node", nil)
-	req.Header.Set("Authorization", "Bearer ")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	t.Logf("%s %.100s", resp.Status, b)
-	if resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("an empty token file, Authorization %q: %s %.200s", "Bearer ", resp.Status, b)
+	defer srv.Close()
+	tok, err := os.ReadFile(filepath.Join(dir, TokenFile))
+	if err != nil || len(strings.TrimSpace(string(tok))) != 64 {
+		t.Fatalf("token file %q, %v; want a new token", tok, err)
+	}
+	for _, tc := range []struct {
+		auth string
+		want int
+	}{{"Bearer ", http.StatusUnauthorized}, {"Bearer " + strings.TrimSpace(string(tok)), http.StatusOK}} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+srv.Addr()+"/v1/node", nil)
+		req.Header.Set("Authorization", tc.auth)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("Authorization %.12q…: %s %.200s; want %d", tc.auth, resp.Status, b, tc.want)
+		}
 	}
 }
 
-// TestRedteamDashboardHostileStrings: strings hostile peers choose (a
+// TestDashboardHostileStrings: strings hostile peers choose (a
 // provider's error, a job's arguments relayed, a client's name in a run,
 // an evaluation job's report and the metric names read from it) are put in
 // a real node's records and each dashboard page is drawn in Chromium: no
 // element of theirs may appear, and their text must show as text.
-func TestRedteamDashboardHostileStrings(t *testing.T) {
+func TestDashboardHostileStrings(t *testing.T) {
 	const (
 		tag = `<img data-xss src=x onerror="window.xss=1">`
 		esc = `"><b data-xss>'><b data-xss></pre></td></table><svg><b data-xss></svg>`
