@@ -45,7 +45,9 @@ type FileConfig struct {
 	} `json:"lnd,omitempty"`
 	// Node holds flags of `infernet node` by name, without their dashes
 	// (price, max-collateral, slots, backend…): an operator's settings
-	// that outlive a command line. Only `infernet node` reads them.
+	// that outlive a command line. `infernet node` reads them; the node
+	// submit and train start in-process takes those of its client
+	// (clientSettings).
 	Node map[string]any `json:"node,omitempty"`
 }
 

@@ -120,6 +120,9 @@ func (o *SubmitOptions) standInConfig() (node.Config, error) {
 		}
 	}
 	fc.apply(&cfg, func(flag string) bool { return flag == "bootstrap" && len(o.Bootstrap) > 0 })
+	if err := o.clientSettings(&cfg, fc); err != nil {
+		return node.Config{}, err
+	}
 	if len(o.Bootstrap) > 0 {
 		cfg.Bootstrap = o.Bootstrap
 	}
@@ -128,6 +131,32 @@ func (o *SubmitOptions) standInConfig() (node.Config, error) {
 			o.DataDir, ConfigFile)
 	}
 	return cfg, nil
+}
+
+// clientSettings sets, from config.json's "node" object, the settings of
+// the node's client: whom it vouches for (trust), net groups, audits. The
+// stand-in verifies as `infernet node` would on this
+// directory: it had ignored the object, and an error's advice to --trust
+// one's own machines could not be followed without running a node.
+func (o *SubmitOptions) clientSettings(cfg *node.Config, fc FileConfig) error {
+	if len(fc.Node) == 0 {
+		return nil
+	}
+	var ns *NodeOptions
+	cmd := NewCmdNode(o.IO, func(_ context.Context, opts *NodeOptions) error { ns = opts; return nil })
+	cmd.SetArgs([]string{"--datadir", o.DataDir})
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	if err := cmd.Execute(); err != nil {
+		return err // it names config.json's key
+	}
+	trust, err := parseTrust(ns.Trust)
+	if err != nil {
+		return fmt.Errorf("%s: node.trust: %w", ConfigFile, err)
+	}
+	nc := ns.Config
+	cfg.Trust, cfg.NoNetGroups = trust, nc.NoNetGroups
+	cfg.Audit, cfg.AuditNew, cfg.AuditCap, cfg.NoAudit = nc.Audit, nc.AuditNew, nc.AuditCap, nc.NoAudit
+	return nil
 }
 
 // lastNetworkFile, in a data directory, is how its node last reached the

@@ -234,13 +234,11 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 	if err := o.Config.Reach.Validate(); err != nil {
 		return &exitError{Code: ExitError, Err: err}
 	}
-	for _, t := range o.Trust {
-		id, err := peer.Decode(t)
-		if err != nil {
-			return &exitError{Code: ExitError, Err: fmt.Errorf("--trust %q: %w", t, err)}
-		}
-		o.Config.Trust = append(o.Config.Trust, id)
+	trust, err := parseTrust(o.Trust)
+	if err != nil {
+		return &exitError{Code: ExitError, Err: fmt.Errorf("--trust %w", err)}
 	}
+	o.Config.Trust = append(o.Config.Trust, trust...)
 	log := slog.New(slog.NewTextHandler(o.IO.Err, &slog.HandlerOptions{Level: level}))
 	o.Config.Logger = log
 	if err := checkDataDir(o.Config.DataDir, log); err != nil {
@@ -342,6 +340,19 @@ func runNode(ctx context.Context, o *NodeOptions) error {
 	log.Info("node stopping")
 	stopNow(log)
 	return nil
+}
+
+// parseTrust reads --trust's peer IDs.
+func parseTrust(ids []string) ([]peer.ID, error) {
+	var out []peer.ID
+	for _, s := range ids {
+		id, err := peer.Decode(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", s, err)
+		}
+		out = append(out, id)
+	}
+	return out, nil
 }
 
 // applySizes sets the Config's sizes from their flags (--max-*, the
