@@ -636,7 +636,7 @@ func (j *jobRun) operators() int {
 
 // perNetwork says, for an error, why replicas did not go to providers of
 // one network, and what the user may do: flags of the client's own node.
-const perNetwork = "one replica per network, as one operator's: restart this node (infernet node) with --trust ID for each of your own machines, or with --no-netgroups on a private cluster (bootstrapped through two of its machines)"
+const perNetwork = "one replica per network, as one operator's: restart this node (infernet node) with --trust ID for each of your own machines, or with --no-netgroups on a private cluster (bootstrapped through two of its machines); config.json's node object takes both, for submit's own node too"
 
 // providersNote says, for an error, how many candidates there are, and how
 // many operators (ops) when they share some.
