@@ -32,9 +32,13 @@ func newCmdPayments(stdio IO, use string, outgoing bool) *cobra.Command {
 		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			all, err := o.payments(cmd.Context(), stdio)
+			all, free, err := o.payments(cmd.Context(), stdio)
 			if err != nil {
 				return err
+			}
+			if free && len(all) == 0 {
+				// An empty table and "settled 0 msat" said nothing of why.
+				fmt.Fprintf(stdio.Err, "%s: the node runs in free mode (no lnd): it pays and is paid nothing (docs/payments.md)\n", programName)
 			}
 			var ps []store.Payment
 			for _, p := range all {
@@ -117,24 +121,25 @@ func paymentKind(p store.Payment) string {
 // running for --datadir (and no --api), from its database, as of its last
 // stop, said on stderr. A node that was killed left its API's address
 // behind, where nobody answers: that is no node running too, and just
-// when its operator wants to know what it earned.
-func (o *listOptions) payments(ctx context.Context, stdio IO) ([]store.Payment, error) {
+// when its operator wants to know what it earned. free is whether the
+// running node is in free mode (no lnd).
+func (o *listOptions) payments(ctx context.Context, stdio IO) (ps []store.Payment, free bool, err error) {
 	c, err := api.Dial(o.DataDir, o.API)
 	if err == nil {
-		var ps []store.Payment
 		if ps, err = c.Payments(ctx); err == nil {
-			return ps, nil
+			info, ierr := c.Node(ctx)
+			return ps, ierr == nil && !info.Paid, nil
 		}
 	}
 	if !errors.Is(err, api.ErrNoNode) || o.API != "" {
-		return nil, err
+		return nil, false, err
 	}
 	ps, lerr := api.LocalPayments(o.DataDir)
 	if lerr != nil {
-		return nil, fmt.Errorf("%w; and its database: %w", err, lerr)
+		return nil, false, fmt.Errorf("%w; and its database: %w", err, lerr)
 	}
 	fmt.Fprintf(stdio.Err, "%s: no node runs for %s: its records as of its last stop\n", programName, o.DataDir)
-	return ps, nil
+	return ps, false, nil
 }
 
 // paymentView is a payment as --json prints it: its hash and preimage in

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"net"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infernet/infernet/node"
 	"github.com/infernet/infernet/node/api"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -91,5 +93,30 @@ func TestPaymentsWithoutNode(t *testing.T) {
 	}
 	if code, out, errOut := infernet(t, "spending", "--datadir", dir); code != 0 || !strings.Contains(out, "prices: settled 5000 msat") || !strings.Contains(errOut, "no node runs for") {
 		t.Errorf("spending of a killed node: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// TestPaymentsFreeMode: earnings and spending of a node in free mode (no
+// lnd) say why they list nothing; they printed an empty table and
+// "settled 0 msat" alone (a docs walk).
+func TestPaymentsFreeMode(t *testing.T) {
+	dir := t.TempDir()
+	cfg := node.DefaultConfig()
+	cfg.DataDir, cfg.Provide, cfg.MDNS, cfg.NAT = dir, false, false, false
+	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+	n, err := node.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	srv, err := api.Serve(n, api.Options{DataDir: dir, Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for _, cmd := range []string{"earnings", "spending"} {
+		if code, _, errOut := infernet(t, cmd, "--datadir", dir); code != 0 || !strings.Contains(errOut, "free mode (no lnd)") {
+			t.Errorf("%s of a free node: exit %d, stderr %q", cmd, code, errOut)
+		}
 	}
 }
