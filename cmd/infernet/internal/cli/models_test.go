@@ -1,15 +1,12 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/infernet/infernet/node"
-	"github.com/infernet/infernet/node/api"
 	"github.com/infernet/infernet/node/store"
 )
 
@@ -59,18 +56,7 @@ func TestModelsWithoutNode(t *testing.T) {
 	}
 
 	// A node started on the directory finds the model.
-	cfg := node.DefaultConfig()
-	cfg.DataDir, cfg.Provide, cfg.MDNS, cfg.NAT = dir, false, false, false
-	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
-	n, err := node.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := api.Serve(n, api.Options{DataDir: dir, Addr: "127.0.0.1:0"})
-	if err != nil {
-		n.Close()
-		t.Fatal(err)
-	}
+	n, stop := serveNode(t, dir)
 	if ms, err := n.Models().List(); err != nil || len(ms) != 1 || ms[0].Name != "stories" {
 		t.Errorf("the node's models: %+v, %v", ms, err)
 	}
@@ -80,8 +66,7 @@ func TestModelsWithoutNode(t *testing.T) {
 	if ms, _ := n.Models().List(); len(ms) != 0 {
 		t.Errorf("the node still has %+v", ms)
 	}
-	srv.Close()
-	n.Close()
+	stop()
 	if code, out, stderr := infernet(t, "models", "--json", "--datadir", dir); code != 0 || strings.TrimSpace(out) != "[]" {
 		t.Errorf("models after the node stopped: exit %d, %q, stderr %q", code, out, stderr)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,6 +102,18 @@ func TestPaymentsWithoutNode(t *testing.T) {
 // "settled 0 msat" alone (a docs walk).
 func TestPaymentsFreeMode(t *testing.T) {
 	dir := t.TempDir()
+	serveNode(t, dir)
+	for _, cmd := range []string{"earnings", "spending"} {
+		if code, _, errOut := infernet(t, cmd, "--datadir", dir); code != 0 || !strings.Contains(errOut, "free mode (no lnd)") {
+			t.Errorf("%s of a free node: exit %d, stderr %q", cmd, code, errOut)
+		}
+	}
+}
+
+// serveNode starts a client-only node on loopback for data directory dir,
+// with its local API; stop (also at the test's end) stops both.
+func serveNode(t *testing.T, dir string) (n *node.Node, stop func()) {
+	t.Helper()
 	cfg := node.DefaultConfig()
 	cfg.DataDir, cfg.Provide, cfg.MDNS, cfg.NAT = dir, false, false, false
 	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
@@ -108,15 +121,13 @@ func TestPaymentsFreeMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer n.Close()
 	srv, err := api.Serve(n, api.Options{DataDir: dir, Addr: "127.0.0.1:0"})
 	if err != nil {
+		n.Close()
 		t.Fatal(err)
 	}
-	defer srv.Close()
-	for _, cmd := range []string{"earnings", "spending"} {
-		if code, _, errOut := infernet(t, cmd, "--datadir", dir); code != 0 || !strings.Contains(errOut, "free mode (no lnd)") {
-			t.Errorf("%s of a free node: exit %d, stderr %q", cmd, code, errOut)
-		}
-	}
+	var once sync.Once
+	stop = func() { once.Do(func() { srv.Close(); n.Close() }) }
+	t.Cleanup(stop)
+	return n, stop
 }
