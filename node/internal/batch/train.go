@@ -96,11 +96,33 @@ func (b *Runner) TrainRun(id wire.JobID) (*store.TrainRun, error) {
 	if err != nil {
 		return nil, fmt.Errorf("training run %s: %w", id, err)
 	}
+	newNames(rec)
 	return rec, nil
 }
 
 // TrainRuns returns every training run of the store, oldest first.
-func (b *Runner) TrainRuns() ([]store.TrainRun, error) { return b.n.DB.TrainRuns() }
+func (b *Runner) TrainRuns() ([]store.TrainRun, error) {
+	recs, err := b.n.DB.TrainRuns()
+	for i := range recs {
+		newNames(&recs[i])
+	}
+	return recs, err
+}
+
+// newNames writes rec's terms, a jobs.TrainSpec the store keeps as JSON it
+// does not read, as this version writes them: a run recorded before
+// jobs.Spec had JSON names has its spec and eval under their Go names
+// ("ModuleSize"), which the API would show as they are, beside new runs'
+// "module_size". Terms that do not decode are left as they are.
+func newNames(rec *store.TrainRun) {
+	var ts jobs.TrainSpec
+	if json.Unmarshal(rec.Terms, &ts) != nil {
+		return
+	}
+	if b, err := json.Marshal(ts); err == nil {
+		rec.Terms = b
+	}
+}
 
 // WaitTrainRun returns the training run id's record once it has ended, or
 // where it stands when ctx ends first.
@@ -157,6 +179,7 @@ func (b *Runner) ResumeTrainRuns() ([]wire.JobID, error) {
 		if err := json.Unmarshal(rec.Terms, &ts); err != nil {
 			return started, fmt.Errorf("training run %s: terms: %w", rec.ID, err)
 		}
+		newNames(rec) // its record is written again as it goes on
 		n.Logger.Info("resuming training run", "id", rec.ID, "rounds", ts.Rounds, "done", rec.Done())
 		if _, err := b.startTrain(rec, ts, func(e jobs.Event) {
 			n.Logger.Debug("resumed training run", "id", rec.ID, "round", e.Round, "kind", e.Kind, "detail", e.Detail)
