@@ -94,3 +94,28 @@ func TestQ4KC4ZAB(t *testing.T) {
 		t.Logf("%dx%d: ymm %.0f/%.0f µs, zmm %.0f/%.0f µs (min/median): %.2fx, %.2fx", s.n, s.k, ts[0][0], ts[0][20], ts[1][0], ts[1][20], ts[0][0]/ts[1][0], ts[0][20]/ts[1][20])
 	}
 }
+
+// TestAxpyAB times attention's weighted sum of v rows (a 64-wide head,
+// 256 rows 768 floats apart, 12 heads) by axpyRowsAVX2 against
+// axpyRowsAVX512, interleaved (INFERNET_AB=1).
+func TestAxpyAB(t *testing.T) {
+	if os.Getenv("INFERNET_AB") == "" || !cpu.X86.HasAVX512F {
+		t.Skip("INFERNET_AB=1 and AVX-512")
+	}
+	const hd, heads, rows, stride = 64, 12, 256, 768
+	r := &rng{s: 3}
+	v, a, o := r.f32s(rows*stride), r.f32s(rows), make([]float32, hd)
+	var ts [2][]float64
+	for range 41 {
+		for i, f := range []func(o, v, a []float32, stride int){axpyAsm, axpyAsm512} {
+			t0 := time.Now()
+			for h := range heads {
+				f(o, v[h*hd:], a, stride)
+			}
+			ts[i] = append(ts[i], float64(time.Since(t0).Nanoseconds())/1e3)
+		}
+	}
+	sort.Float64s(ts[0])
+	sort.Float64s(ts[1])
+	t.Logf("ymm %.1f/%.1f µs, zmm %.1f/%.1f µs (min/median): %.2fx, %.2fx", ts[0][0], ts[0][20], ts[1][0], ts[1][20], ts[0][0]/ts[1][0], ts[0][20]/ts[1][20])
+}
