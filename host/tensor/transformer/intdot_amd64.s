@@ -3439,3 +3439,151 @@ TEXT ·q4KC4Z(SB), NOSPLIT, $0-64
 	KMOVW AX, K1
 
 	C4LOOP(C4ROWS3, Q4KZSB, q4kzgroup, q4kzsb)
+
+// The four-weight-row Q6_K kernel on zmm (q6KC4Z, AVX-512 BW, VNNI and
+// GFNI): q6KC4VNNI's results by fewer operations. Per half h of a weight
+// row's super-block, its 64 bytes of ql (values l and l+32: low nibbles;
+// l+64 and l+96: high) and its 32 bytes of qh, loaded in both 256-bit
+// halves, make the 6-bit values of 64 x values in order twice: the high
+// nibbles and qh's bit pairs moved into place by VGF2P8AFFINEQB (k6zShr4,
+// k6zLo, k6zHi: a bit matrix per qword, so each 256-bit half takes its own
+// pair), then OR. VPDPBUSD by x in order gives four products a dword lane
+// (|Σ| ≤ 4·63·127, within int16), a group of 16 a 128-bit lane; packed to
+// int16 and multiplied by the groups' int8 scales (VPERMW, k6zIdxA and
+// k6zIdxB) and added (VPDPWSSD); the -32·Σ sc·Σx of the unsigned values'
+// offset one VPDPWSSD of 32·sc by -Σx. Integer sums are exact, so each
+// row's are q6KC4VNNI's, and the float part is its operations in its
+// order: the same bits.
+DATA k6zShr4<>+0(SB)/8, $0x1020408000000000
+GLOBL k6zShr4<>(SB), RODATA|NOPTR, $8
+DATA k6zLo<>+0(SB)/8, $0x0000000001020000
+DATA k6zLo<>+8(SB)/8, $0x0000000001020000
+DATA k6zLo<>+16(SB)/8, $0x0000000001020000
+DATA k6zLo<>+24(SB)/8, $0x0000000001020000
+DATA k6zLo<>+32(SB)/8, $0x0000000004080000
+DATA k6zLo<>+40(SB)/8, $0x0000000004080000
+DATA k6zLo<>+48(SB)/8, $0x0000000004080000
+DATA k6zLo<>+56(SB)/8, $0x0000000004080000
+GLOBL k6zLo<>(SB), RODATA|NOPTR, $64
+DATA k6zHi<>+0(SB)/8, $0x0000000010200000
+DATA k6zHi<>+8(SB)/8, $0x0000000010200000
+DATA k6zHi<>+16(SB)/8, $0x0000000010200000
+DATA k6zHi<>+24(SB)/8, $0x0000000010200000
+DATA k6zHi<>+32(SB)/8, $0x0000000040800000
+DATA k6zHi<>+40(SB)/8, $0x0000000040800000
+DATA k6zHi<>+48(SB)/8, $0x0000000040800000
+DATA k6zHi<>+56(SB)/8, $0x0000000040800000
+GLOBL k6zHi<>(SB), RODATA|NOPTR, $64
+DATA k6zIdxA<>+0(SB)/8, $0x0000000000000000
+DATA k6zIdxA<>+8(SB)/8, $0x0004000400040004
+DATA k6zIdxA<>+16(SB)/8, $0x0001000100010001
+DATA k6zIdxA<>+24(SB)/8, $0x0005000500050005
+DATA k6zIdxA<>+32(SB)/8, $0x0002000200020002
+DATA k6zIdxA<>+40(SB)/8, $0x0006000600060006
+DATA k6zIdxA<>+48(SB)/8, $0x0003000300030003
+DATA k6zIdxA<>+56(SB)/8, $0x0007000700070007
+GLOBL k6zIdxA<>(SB), RODATA|NOPTR, $64
+DATA k6zIdxB<>+0(SB)/8, $0x0008000800080008
+DATA k6zIdxB<>+8(SB)/8, $0x000c000c000c000c
+DATA k6zIdxB<>+16(SB)/8, $0x0009000900090009
+DATA k6zIdxB<>+24(SB)/8, $0x000d000d000d000d
+DATA k6zIdxB<>+32(SB)/8, $0x000a000a000a000a
+DATA k6zIdxB<>+40(SB)/8, $0x000e000e000e000e
+DATA k6zIdxB<>+48(SB)/8, $0x000b000b000b000b
+DATA k6zIdxB<>+56(SB)/8, $0x000f000f000f000f
+GLOBL k6zIdxB<>(SB), RODATA|NOPTR, $64
+
+// Q6KZHALF adds half of one Q6_K row's super-block (ql at qlo+base, qh at
+// qho+base) against x's 128 int8 in xa and xb to acc, by the groups'
+// scales spread in sc.
+#define Q6KZHALF(qlo, qho, base, xa, xb, sc, acc) \
+	VMOVDQU64 qlo+base, Z16; \
+	VBROADCASTI64X4 qho+base, Z17; \
+	VGF2P8AFFINEQB $0, Z29, Z17, Z18; \
+	VGF2P8AFFINEQB $0, Z28, Z17, Z17; \
+	VPTERNLOGD $0xF8, Z31, Z16, Z18; \
+	VGF2P8AFFINEQB $0, Z30, Z16, Z16; \
+	VPORD Z16, Z17, Z17; \
+	VPXORD Z4, Z4, Z4; \
+	VPXORD Z5, Z5, Z5; \
+	VPDPBUSD xa, Z18, Z4; \
+	VPDPBUSD xb, Z17, Z5; \
+	VPACKSSDW Z5, Z4, Z4; \
+	VPDPWSSD sc, Z4, acc
+
+// Q6KZROW sets acc to one Q6_K weight row's super-block (at base) against
+// x (Z20…Z23; Z13: -Σx per group of 16 as int16).
+#define Q6KZROW(base, acc) \
+	VPMOVSXBW 192+base, Y6; \
+	VPERMW Z6, Z27, Z7; \
+	VPERMW Z6, Z26, Z8; \
+	VPSLLW $5, Y6, Y6; \
+	VPXORD acc, acc, acc; \
+	VPDPWSSD Z13, Z6, acc; \
+	Q6KZHALF(0, 128, base, Z20, Z21, Z7, acc); \
+	Q6KZHALF(64, 160, base, Z22, Z23, Z8, acc)
+
+// Q6KZSB adds one super-block of the four Q6_K weight rows (SI,
+// (SI)(R14*1), (SI)(R14*2), R11) against x (DI, R9, R8 as for Q6KC4SB)
+// to X0's lanes.
+#define Q6KZSB \
+	C4PF6; \
+	VMOVDQU64 0(DI), Z20; \
+	VMOVDQU64 64(DI), Z21; \
+	VMOVDQU64 128(DI), Z22; \
+	VMOVDQU64 192(DI), Z23; \
+	VMOVDQU (R8), Y1; \
+	VPACKSSDW 32(R8), Y1, Y1; \
+	VPERMQ $0xD8, Y1, Y1; \
+	VPXOR Y2, Y2, Y2; \
+	VPSUBW Y1, Y2, Y13; \
+	Q6KZROW(0(SI), Z9); \
+	Q6KZROW(0(SI)(R14*1), Z10); \
+	Q6KZROW(0(SI)(R14*2), Z11); \
+	Q6KZROW(0(R11), Z12); \
+	VSHUFI32X4 $0x44, Z10, Z9, Z1; \
+	VSHUFI32X4 $0xEE, Z10, Z9, Z2; \
+	VPADDD Z2, Z1, Z1; \
+	VSHUFI32X4 $0x44, Z12, Z11, Z3; \
+	VSHUFI32X4 $0xEE, Z12, Z11, Z2; \
+	VPADDD Z2, Z3, Z3; \
+	VSHUFI32X4 $0x88, Z3, Z1, Z2; \
+	VSHUFI32X4 $0xDD, Z3, Z1, Z4; \
+	VPADDD Z4, Z2, Z1; \
+	VPSHUFD $0x4E, Z1, Z2; \
+	VPADDD Z2, Z1, Z1; \
+	VPSHUFD $0xB1, Z1, Z2; \
+	VPADDD Z2, Z1, Z1; \
+	VPERMD Z1, Z25, Z8; \
+	VPXOR X1, X1, X1; \
+	VPINSRW $0, 208(SI), X1, X1; \
+	VPINSRW $1, 208(SI)(R14*1), X1, X1; \
+	VPINSRW $2, 208(SI)(R14*2), X1, X1; \
+	VPINSRW $3, 208(R11), X1, X1; \
+	VCVTPH2PS X1, X1; \
+	VBROADCASTSS (R9), X5; \
+	VMULPS X5, X1, X1; \
+	VCVTDQ2PS X8, X4; \
+	VMULPS X4, X1, X1; \
+	VADDPS X1, X0, X0; \
+	ADDQ $210, SI; \
+	ADDQ $210, R11; \
+	ADDQ $256, DI; \
+	ADDQ $4, R9; \
+	ADDQ $64, R8
+
+// func q6KC4Z(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
+// q6KC4VNNI on zmm (AVX512BW, AVX512-VNNI, GFNI): the same results.
+TEXT ·q6KC4Z(SB), NOSPLIT, $0-64
+	MOVQ w+8(FP), SI
+	MOVQ stride+56(FP), R14
+	MOVL $0x0F0F0F0F, AX
+	VPBROADCASTD AX, Z31
+	VPBROADCASTQ k6zShr4<>(SB), Z30
+	VMOVDQU64 k6zLo<>(SB), Z29
+	VMOVDQU64 k6zHi<>(SB), Z28
+	VMOVDQU64 k6zIdxA<>(SB), Z27
+	VMOVDQU64 k6zIdxB<>(SB), Z26
+	VMOVDQU64 k4zIdx<>(SB), Y25
+
+	C4LOOP(C4ROWS3, Q6KZSB, q6kzgroup, q6kzsb)
