@@ -3304,6 +3304,21 @@ DATA k4zIdx<>+16(SB)/8, $0x0000000600000002
 DATA k4zIdx<>+24(SB)/8, $0x0000000e0000000a
 GLOBL k4zIdx<>(SB), RODATA|NOPTR, $32
 
+// C4PFZ prefetches (PREFETCHT0) line o of the super-block at SI of the
+// four weight rows C4PFROWS rows on (R13: C4PFROWS·stride, set by the
+// kernel), using R15 and R12: two groups ahead, where C4PF4 and C4PF6 go
+// one. Streaming matrices from memory (600 MB of them, one thread), eight
+// rows ahead made q4KC4Z 1.15x (best of 9 rounds; 1.34x the median) and
+// q6KC4Z 1.03x (1.06x) faster than four; twelve and sixteen no faster.
+#define C4PFROWS 8
+#define C4PFZ(o) \
+	LEAQ (SI)(R13*1), R15; \
+	LEAQ (R11)(R13*1), R12; \
+	PREFETCHT0 o(R15); \
+	PREFETCHT0 o(R15)(R14*1); \
+	PREFETCHT0 o(R15)(R14*2); \
+	PREFETCHT0 o(R12)
+
 // Q4KZROW adds one Q4_K weight row's super-block (its nibbles at base)
 // against x (Z20…Z23) to acc (zeroed first); the row's sc0…sc7 are bytes
 // 0…7 of 128-bit lane imm/0x55 of Z2 (Q4KZSCALES).
@@ -3359,10 +3374,9 @@ GLOBL k4zIdx<>(SB), RODATA|NOPTR, $32
 // (SI)(R14*1), (SI)(R14*2), R11) against x (DI, R9, R8 as for Q4KC4SB)
 // to X0's lanes.
 #define Q4KZSB \
-	LEAQ (SI)(R14*4), R15; \
-	C4PF6R(0); \
-	C4PF6R(64); \
-	C4PF6R(128); \
+	C4PFZ(0); \
+	C4PFZ(64); \
+	C4PFZ(128); \
 	VMOVDQU64 0(DI), Y20; \
 	VINSERTI64X4 $1, 64(DI), Z20, Z20; \
 	VMOVDQU64 32(DI), Y21; \
@@ -3425,6 +3439,7 @@ GLOBL k4zIdx<>(SB), RODATA|NOPTR, $32
 TEXT ·q4KC4Z(SB), NOSPLIT, $0-64
 	MOVQ w+8(FP), SI
 	MOVQ stride+56(FP), R14
+	IMUL3Q $C4PFROWS, R14, R13
 	NIBBLEMASK
 	VPBROADCASTD X14, Z31
 	VMOVDQU64 k4zA<>(SB), Z30
@@ -3527,7 +3542,10 @@ GLOBL k6zIdxB<>(SB), RODATA|NOPTR, $64
 // (SI)(R14*1), (SI)(R14*2), R11) against x (DI, R9, R8 as for Q6KC4SB)
 // to X0's lanes.
 #define Q6KZSB \
-	C4PF6; \
+	C4PFZ(0); \
+	C4PFZ(64); \
+	C4PFZ(128); \
+	C4PFZ(192); \
 	VMOVDQU64 0(DI), Z20; \
 	VMOVDQU64 64(DI), Z21; \
 	VMOVDQU64 128(DI), Z22; \
@@ -3577,6 +3595,7 @@ GLOBL k6zIdxB<>(SB), RODATA|NOPTR, $64
 TEXT ·q6KC4Z(SB), NOSPLIT, $0-64
 	MOVQ w+8(FP), SI
 	MOVQ stride+56(FP), R14
+	IMUL3Q $C4PFROWS, R14, R13
 	MOVL $0x0F0F0F0F, AX
 	VPBROADCASTD AX, Z31
 	VPBROADCASTQ k6zShr4<>(SB), Z30
@@ -3587,3 +3606,4 @@ TEXT ·q6KC4Z(SB), NOSPLIT, $0-64
 	VMOVDQU64 k4zIdx<>(SB), Y25
 
 	C4LOOP(C4ROWS3, Q6KZSB, q6kzgroup, q6kzsb)
+
