@@ -4437,3 +4437,92 @@ axpy_chunk8_store:
 axpy_chunk8_done:
 	VZEROUPPER
 	RET
+
+// func axpyRowsAVX512(o, v, a *float32, n, rows, stride int)
+TEXT ·axpyRowsAVX512(SB), NOSPLIT, $0-48
+	MOVQ o+0(FP), DI
+	MOVQ v+8(FP), SI
+	MOVQ a+16(FP), DX
+	MOVQ n+24(FP), CX
+	MOVQ rows+32(FP), R8
+	MOVQ stride+40(FP), R9
+axpyavx512_chunk64:
+	CMPQ CX, $64
+	JL axpyavx512_chunk64_done
+	VMOVUPS 0(DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	MOVQ SI, R10
+	XORQ R11, R11
+axpyavx512_chunk64_row:
+	CMPQ R11, R8
+	JGE axpyavx512_chunk64_store
+	VBROADCASTSS (DX)(R11*4), Z4
+	VMULPS 0(R10), Z4, Z5
+	VADDPS Z0, Z5, Z0
+	VMULPS 64(R10), Z4, Z6
+	VADDPS Z1, Z6, Z1
+	VMULPS 128(R10), Z4, Z7
+	VADDPS Z2, Z7, Z2
+	VMULPS 192(R10), Z4, Z8
+	VADDPS Z3, Z8, Z3
+	ADDQ R9, R10
+	INCQ R11
+	JMP axpyavx512_chunk64_row
+axpyavx512_chunk64_store:
+	VMOVUPS Z0, 0(DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	ADDQ $256, DI
+	ADDQ $256, SI
+	SUBQ $64, CX
+	JMP axpyavx512_chunk64
+axpyavx512_chunk64_done:
+axpyavx512_chunk16:
+	CMPQ CX, $16
+	JL axpyavx512_chunk16_done
+	VMOVUPS 0(DI), Z0
+	MOVQ SI, R10
+	XORQ R11, R11
+axpyavx512_chunk16_row:
+	CMPQ R11, R8
+	JGE axpyavx512_chunk16_store
+	VBROADCASTSS (DX)(R11*4), Z4
+	VMULPS 0(R10), Z4, Z5
+	VADDPS Z0, Z5, Z0
+	ADDQ R9, R10
+	INCQ R11
+	JMP axpyavx512_chunk16_row
+axpyavx512_chunk16_store:
+	VMOVUPS Z0, 0(DI)
+	ADDQ $64, DI
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JMP axpyavx512_chunk16
+axpyavx512_chunk16_done:
+axpyavx512_chunk8:
+	CMPQ CX, $8
+	JL axpyavx512_chunk8_done
+	VMOVUPS 0(DI), Y0
+	MOVQ SI, R10
+	XORQ R11, R11
+axpyavx512_chunk8_row:
+	CMPQ R11, R8
+	JGE axpyavx512_chunk8_store
+	VBROADCASTSS (DX)(R11*4), Y4
+	VMULPS 0(R10), Y4, Y5
+	VADDPS Y0, Y5, Y0
+	ADDQ R9, R10
+	INCQ R11
+	JMP axpyavx512_chunk8_row
+axpyavx512_chunk8_store:
+	VMOVUPS Y0, 0(DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JMP axpyavx512_chunk8
+axpyavx512_chunk8_done:
+	VZEROUPPER
+	RET

@@ -531,47 +531,69 @@ func reduce4x4(nx int, acc func(r, j int) int, dst []string) {
 // row t < rows in turn, o[i] += a[t]·v[t·stride/4 + i] for i < n (n a
 // multiple of 8), each product rounded before the addition: attention's
 // weighted sum of v rows, with o kept in registers across the rows rather
-// than loaded and stored once per row.
-func axpy() {
-	fmt.Fprintf(&out, "\n// func axpyRowsAVX2(o, v, a *float32, n, rows, stride int)\n")
-	fmt.Fprintf(&out, "TEXT ·axpyRowsAVX2(SB), NOSPLIT, $0-48\n")
+// than loaded and stored once per row. With zmm (axpyRowsAVX512), the
+// lanes go 64 at a time (a 64-wide head in one pass over the rows, its
+// four dependent chains of additions rather than two passes of four
+// ymm), then 16, then 8 in a ymm: per lane the same operations.
+func axpy(zmm bool) {
+	name, reg, bytes := "AVX2", "Y", 32
+	if zmm {
+		name, reg, bytes = "AVX512", "Z", 64
+	}
+	fmt.Fprintf(&out, "\n// func axpyRows%s(o, v, a *float32, n, rows, stride int)\n", name)
+	fmt.Fprintf(&out, "TEXT ·axpyRows%s(SB), NOSPLIT, $0-48\n", name)
 	p("MOVQ o+0(FP), DI")
 	p("MOVQ v+8(FP), SI")
 	p("MOVQ a+16(FP), DX")
 	p("MOVQ n+24(FP), CX")
 	p("MOVQ rows+32(FP), R8")
 	p("MOVQ stride+40(FP), R9")
-	// Lanes in chunks of 32, then 8, each chunk of o in registers while
-	// every row of v passes: per lane the same additions in the same order
-	// as one axpy per row.
+	// Lanes in chunks of 4 registers, then 1 (and in zmm then a ymm of
+	// 8), each chunk of o in registers while every row of v passes: per
+	// lane the same additions in the same order as one axpy per row.
+	type chunk struct {
+		w, bytes int
+		reg      string
+	}
+	chunks := []chunk{}
 	for _, w := range []int{4, 1} {
-		top := fmt.Sprintf("axpy_chunk%d", 8*w)
+		chunks = append(chunks, chunk{w, bytes, reg})
+	}
+	if zmm {
+		chunks = append(chunks, chunk{1, 32, "Y"})
+	}
+	for _, c := range chunks {
+		lanes := c.w * c.bytes / 4
+		top := fmt.Sprintf("axpy%s_chunk%d", strings.ToLower(name), lanes)
+		if !zmm {
+			top = fmt.Sprintf("axpy_chunk%d", lanes)
+		}
 		label(top)
-		p("CMPQ CX, $%d", 8*w)
+		p("CMPQ CX, $%d", lanes)
 		p("JL %s_done", top)
-		for i := range w {
-			p("VMOVUPS %d(DI), Y%d", 32*i, i)
+		for i := range c.w {
+			p("VMOVUPS %d(DI), %s%d", c.bytes*i, c.reg, i)
 		}
 		p("MOVQ SI, R10")
 		p("XORQ R11, R11")
 		label(top + "_row")
 		p("CMPQ R11, R8")
 		p("JGE %s_store", top)
-		p("VBROADCASTSS (DX)(R11*4), Y4")
-		for i := range w {
-			p("VMULPS %d(R10), Y4, Y%d", 32*i, 5+i)
-			p("VADDPS Y%d, Y%d, Y%d", i, 5+i, i) // product + o, as the one-row axpy adds
+		p("VBROADCASTSS (DX)(R11*4), %s4", c.reg)
+		for i := range c.w {
+			p("VMULPS %d(R10), %s4, %s%d", c.bytes*i, c.reg, c.reg, 5+i)
+			p("VADDPS %s%d, %s%d, %s%d", c.reg, i, c.reg, 5+i, c.reg, i) // product + o, as the one-row axpy adds
 		}
 		p("ADDQ R9, R10")
 		p("INCQ R11")
 		p("JMP %s_row", top)
 		label(top + "_store")
-		for i := range w {
-			p("VMOVUPS Y%d, %d(DI)", i, 32*i)
+		for i := range c.w {
+			p("VMOVUPS %s%d, %d(DI)", c.reg, i, c.bytes*i)
 		}
-		p("ADDQ $%d, DI", 32*w)
-		p("ADDQ $%d, SI", 32*w)
-		p("SUBQ $%d, CX", 8*w)
+		p("ADDQ $%d, DI", c.bytes*c.w)
+		p("ADDQ $%d, SI", c.bytes*c.w)
+		p("SUBQ $%d, CX", lanes)
 		p("JMP %s", top)
 		label(top + "_done")
 	}
@@ -601,7 +623,8 @@ func main() {
 	for nx := 2; nx <= 4; nx++ {
 		f32Rows(nx)
 	}
-	axpy()
+	axpy(false)
+	axpy(true)
 	s := strings.ReplaceAll(out.String(), "\n\n\n", "\n\n")
 	if err := os.WriteFile("gemv_amd64.s", []byte(s), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)

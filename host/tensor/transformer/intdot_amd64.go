@@ -454,6 +454,10 @@ func init() {
 		avx512Kernels.rows4 = rows4Asm(q8R4VNNI, q40R4VNNI, q4KR4VNNI, q6KR4VNNI)
 		avx512Kernels.cols4 = cols4Asm(q8C4VNNI, q4KC4VNNI, q6KC4VNNI)
 		if cpu.X86.HasAVX512BW {
+			avx512Kernels.cols4 = cols4Asm(q8C4VNNI, q4KC4Z, q6KC4VNNI)
+			if cpu.X86.HasAVX512GFNI {
+				avx512Kernels.cols4 = cols4Asm(q8C4VNNI, q4KC4Z, q6KC4Z)
+			}
 			avx512Kernels.rows8 = rows8Q4KVNNI
 			avx512Kernels.tile8, avx512Kernels.repackT8 = tile8Q4KVNNI, repackQ4KT8Asm
 			avx512Kernels.tile8Q6, avx512Kernels.repackT8Q6 = tile8Q6KVNNI, repackQ6KT8Asm
@@ -462,3 +466,9 @@ func init() {
 		}
 	}
 }
+
+//go:noescape
+func q4KC4Z(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
+
+//go:noescape
+func q6KC4Z(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)

@@ -680,9 +680,13 @@ GLOBL k4c0<>(SB), RODATA|NOPTR, $16
 	SUBQ R14, SI; \
 	SUBQ R14, SI; \
 	SUBQ R14, SI; \
-	VPMOVZXBW 0(SP), Y1; \
+	VPMOVZXBW 0(SP), X1; \
+	VPMOVZXBW 8(SP), X2; \
+	VINSERTI128 $1, X2, Y1, Y1; \
 	VMOVDQU Y1, 64(SP); \
-	VPMOVZXBW 16(SP), Y1; \
+	VPMOVZXBW 16(SP), X1; \
+	VPMOVZXBW 24(SP), X2; \
+	VINSERTI128 $1, X2, Y1, Y1; \
 	VMOVDQU Y1, 96(SP); \
 	VPXOR Y8, Y8, Y8; \
 	VPXOR Y9, Y9, Y9; \
@@ -3261,3 +3265,345 @@ q6rs2sb:
 	JNZ q6rs2sb
 	VZEROUPPER
 	RET
+
+// The four-weight-row Q4_K kernel on zmm (q4KC4Z, AVX-512 BW and VNNI):
+// q4KC4VNNI's results by fewer operations. Each weight row's 128 bytes of
+// nibbles are two zmm; the low and high nibbles of each (sub-blocks 2p and
+// 2p+1 of pairs p = 0, 1 and 2, 3 in its 256-bit halves) go by VPDPBUSD
+// against x's matching 64 int8 (Z20…Z23: x's 32-byte runs paired as the
+// halves are), four products a dword lane (|Σ| ≤ 4·15·128, within int16),
+// packed to int16 (VPACKSSDW) and multiplied by their sub-block's 6-bit
+// scale and added in pairs (VPDPWSSD by the scales spread by VPSHUFB,
+// k4zA and k4zB). The four rows' scales and minimums are unpacked
+// together, a 128-bit lane each (Q4KZSCALES), and their m·Σx too; the
+// four rows' sums reduced together in zmm. Integer sums are exact, so each
+// row's int32 sums are q4KC4VNNI's, and the float part is its operations
+// in its order: the same bits.
+DATA k4zA<>+0(SB)/8, $0x8000800080008000
+DATA k4zA<>+8(SB)/8, $0x8001800180018001
+DATA k4zA<>+16(SB)/8, $0x8000800080008000
+DATA k4zA<>+24(SB)/8, $0x8001800180018001
+DATA k4zA<>+32(SB)/8, $0x8002800280028002
+DATA k4zA<>+40(SB)/8, $0x8003800380038003
+DATA k4zA<>+48(SB)/8, $0x8002800280028002
+DATA k4zA<>+56(SB)/8, $0x8003800380038003
+GLOBL k4zA<>(SB), RODATA|NOPTR, $64
+DATA k4zB<>+0(SB)/8, $0x8004800480048004
+DATA k4zB<>+8(SB)/8, $0x8005800580058005
+DATA k4zB<>+16(SB)/8, $0x8004800480048004
+DATA k4zB<>+24(SB)/8, $0x8005800580058005
+DATA k4zB<>+32(SB)/8, $0x8006800680068006
+DATA k4zB<>+40(SB)/8, $0x8007800780078007
+DATA k4zB<>+48(SB)/8, $0x8006800680068006
+DATA k4zB<>+56(SB)/8, $0x8007800780078007
+GLOBL k4zB<>(SB), RODATA|NOPTR, $64
+// k4zIdx gathers dword 0 of each 128-bit lane, then dword 2 (VPERMD).
+DATA k4zIdx<>+0(SB)/8, $0x0000000400000000
+DATA k4zIdx<>+8(SB)/8, $0x0000000c00000008
+DATA k4zIdx<>+16(SB)/8, $0x0000000600000002
+DATA k4zIdx<>+24(SB)/8, $0x0000000e0000000a
+GLOBL k4zIdx<>(SB), RODATA|NOPTR, $32
+
+// C4PFZ prefetches (PREFETCHT0) line o of the super-block at SI of the
+// four weight rows C4PFROWS rows on (R13: C4PFROWS·stride, set by the
+// kernel), using R15 and R12: two groups ahead, where C4PF4 and C4PF6 go
+// one. Streaming matrices from memory (600 MB of them, one thread), eight
+// rows ahead made q4KC4Z 1.15x (best of 9 rounds; 1.34x the median) and
+// q6KC4Z 1.03x (1.06x) faster than four; twelve and sixteen no faster.
+#define C4PFROWS 8
+#define C4PFZ(o) \
+	LEAQ (SI)(R13*1), R15; \
+	LEAQ (R11)(R13*1), R12; \
+	PREFETCHT0 o(R15); \
+	PREFETCHT0 o(R15)(R14*1); \
+	PREFETCHT0 o(R15)(R14*2); \
+	PREFETCHT0 o(R12)
+
+// Q4KZROW adds one Q4_K weight row's super-block (its nibbles at base)
+// against x (Z20…Z23) to acc (zeroed first); the row's sc0…sc7 are bytes
+// 0…7 of 128-bit lane imm/0x55 of Z2 (Q4KZSCALES).
+#define Q4KZROW(base, acc, imm) \
+	VSHUFI32X4 $imm, Z2, Z2, Z3; \
+	VPSHUFB Z30, Z3, Z24; \
+	VPSHUFB Z29, Z3, Z25; \
+	VMOVDQU64 16+base, Z16; \
+	VMOVDQU64 80+base, Z17; \
+	VPSRLW $4, Z16, Z18; \
+	VPSRLW $4, Z17, Z19; \
+	VPANDD Z31, Z16, Z16; \
+	VPANDD Z31, Z17, Z17; \
+	VPANDD Z31, Z18, Z18; \
+	VPANDD Z31, Z19, Z19; \
+	VPXORD Z4, Z4, Z4; \
+	VPXORD Z5, Z5, Z5; \
+	VPXORD Z6, Z6, Z6; \
+	VPXORD Z7, Z7, Z7; \
+	VPDPBUSD Z20, Z16, Z4; \
+	VPDPBUSD Z21, Z18, Z5; \
+	VPDPBUSD Z22, Z17, Z6; \
+	VPDPBUSD Z23, Z19, Z7; \
+	VPACKSSDW Z5, Z4, Z4; \
+	VPACKSSDW Z7, Z6, Z6; \
+	VPXORD acc, acc, acc; \
+	VPDPWSSD Z24, Z4, acc; \
+	VPDPWSSD Z25, Z6, acc
+
+// Q4KZSCALES is VK4SCALES for the four rows at once: row r's first 16
+// bytes in 128-bit lane r of Z1, its sc0…sc7, m0…m7 left in lane r of Z2
+// (Z12…Z15: k4shufL, k4shufH, k4mask, k4c0 in each lane; K1: dwords 3, 7,
+// 11 and 15); then each row's four dwords of m·Σx in its lane of Z26
+// (X26 in: x's Σ per sub-block as int16; Z27 zero).
+#define Q4KZSCALES \
+	VMOVDQU 0(SI), X1; \
+	VINSERTI32X4 $1, 0(SI)(R14*1), Z1, Z1; \
+	VINSERTI32X4 $2, 0(SI)(R14*2), Z1, Z1; \
+	VINSERTI32X4 $3, 0(R11), Z1, Z1; \
+	VPSHUFB Z12, Z1, Z2; \
+	VPSHUFB Z13, Z1, Z3; \
+	VPSRLW $4, Z2, Z4; \
+	VMOVDQA32 Z4, K1, Z2; \
+	VPANDD Z14, Z2, Z2; \
+	VPANDD Z15, Z3, Z3; \
+	VPSRLW $2, Z3, Z3; \
+	VPORD Z3, Z2, Z2; \
+	VPUNPCKHBW Z27, Z2, Z3; \
+	VSHUFI32X4 $0, Z26, Z26, Z4; \
+	VPMADDWD Z4, Z3, Z26
+
+// Q4KZSB adds one super-block of the four Q4_K weight rows (SI,
+// (SI)(R14*1), (SI)(R14*2), R11) against x (DI, R9, R8 as for Q4KC4SB)
+// to X0's lanes.
+#define Q4KZSB \
+	C4PFZ(0); \
+	C4PFZ(64); \
+	C4PFZ(128); \
+	VMOVDQU64 0(DI), Y20; \
+	VINSERTI64X4 $1, 64(DI), Z20, Z20; \
+	VMOVDQU64 32(DI), Y21; \
+	VINSERTI64X4 $1, 96(DI), Z21, Z21; \
+	VMOVDQU64 128(DI), Y22; \
+	VINSERTI64X4 $1, 192(DI), Z22, Z22; \
+	VMOVDQU64 160(DI), Y23; \
+	VINSERTI64X4 $1, 224(DI), Z23, Z23; \
+	VMOVDQU (R8), Y1; \
+	VPHADDD 32(R8), Y1, Y1; \
+	VPERMQ $0xD8, Y1, Y1; \
+	VEXTRACTI128 $1, Y1, X2; \
+	VPACKSSDW X2, X1, X26; \
+	Q4KZSCALES; \
+	Q4KZROW(0(SI), Z8, 0x00); \
+	Q4KZROW(0(SI)(R14*1), Z9, 0x55); \
+	Q4KZROW(0(SI)(R14*2), Z10, 0xAA); \
+	Q4KZROW(0(R11), Z11, 0xFF); \
+	VSHUFI32X4 $0x44, Z9, Z8, Z1; \
+	VSHUFI32X4 $0xEE, Z9, Z8, Z2; \
+	VPADDD Z2, Z1, Z1; \
+	VSHUFI32X4 $0x44, Z11, Z10, Z3; \
+	VSHUFI32X4 $0xEE, Z11, Z10, Z2; \
+	VPADDD Z2, Z3, Z3; \
+	VSHUFI32X4 $0x88, Z3, Z1, Z2; \
+	VSHUFI32X4 $0xDD, Z3, Z1, Z4; \
+	VPADDD Z4, Z2, Z1; \
+	VPUNPCKLQDQ Z26, Z1, Z2; \
+	VPUNPCKHQDQ Z26, Z1, Z3; \
+	VPADDD Z3, Z2, Z2; \
+	VPSHUFD $0xB1, Z2, Z3; \
+	VPADDD Z3, Z2, Z2; \
+	VPERMD Z2, Z28, Z8; \
+	VEXTRACTI32X4 $1, Z8, X10; \
+	VMOVD 0(SI), X1; \
+	VPINSRD $1, 0(SI)(R14*1), X1, X1; \
+	VPINSRD $2, 0(SI)(R14*2), X1, X1; \
+	VPINSRD $3, 0(R11), X1, X1; \
+	VCVTPH2PS X1, Y1; \
+	VEXTRACTF128 $1, Y1, X2; \
+	VSHUFPS $0x88, X2, X1, X3; \
+	VSHUFPS $0xDD, X2, X1, X4; \
+	VBROADCASTSS (R9), X5; \
+	VMULPS X5, X3, X3; \
+	VCVTDQ2PS X8, X6; \
+	VMULPS X6, X3, X3; \
+	VMULPS X5, X4, X4; \
+	VCVTDQ2PS X10, X7; \
+	VMULPS X7, X4, X4; \
+	VSUBPS X4, X3, X3; \
+	VADDPS X3, X0, X0; \
+	ADDQ $144, SI; \
+	ADDQ $144, R11; \
+	ADDQ $256, DI; \
+	ADDQ $4, R9; \
+	ADDQ $64, R8
+
+// func q4KC4Z(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
+// q4KC4VNNI on zmm (AVX512BW and AVX512-VNNI): the same results.
+TEXT ·q4KC4Z(SB), NOSPLIT, $0-64
+	MOVQ w+8(FP), SI
+	MOVQ stride+56(FP), R14
+	IMUL3Q $C4PFROWS, R14, R13
+	NIBBLEMASK
+	VPBROADCASTD X14, Z31
+	VMOVDQU64 k4zA<>(SB), Z30
+	VMOVDQU64 k4zB<>(SB), Z29
+	VMOVDQU64 k4zIdx<>(SB), Y28
+	VPXORD Z27, Z27, Z27
+	VBROADCASTI32X4 k4shufL<>(SB), Z12
+	VBROADCASTI32X4 k4shufH<>(SB), Z13
+	VBROADCASTI32X4 k4mask<>(SB), Z14
+	VBROADCASTI32X4 k4c0<>(SB), Z15
+	MOVL $0x8888, AX
+	KMOVW AX, K1
+
+	C4LOOP(C4ROWS3, Q4KZSB, q4kzgroup, q4kzsb)
+
+// The four-weight-row Q6_K kernel on zmm (q6KC4Z, AVX-512 BW, VNNI and
+// GFNI): q6KC4VNNI's results by fewer operations. Per half h of a weight
+// row's super-block, its 64 bytes of ql (values l and l+32: low nibbles;
+// l+64 and l+96: high) and its 32 bytes of qh, loaded in both 256-bit
+// halves, make the 6-bit values of 64 x values in order twice: the high
+// nibbles and qh's bit pairs moved into place by VGF2P8AFFINEQB (k6zShr4,
+// k6zLo, k6zHi: a bit matrix per qword, so each 256-bit half takes its own
+// pair), then OR. VPDPBUSD by x in order gives four products a dword lane
+// (|Σ| ≤ 4·63·127, within int16), a group of 16 a 128-bit lane; packed to
+// int16 and multiplied by the groups' int8 scales (VPERMW, k6zIdxA and
+// k6zIdxB) and added (VPDPWSSD); the -32·Σ sc·Σx of the unsigned values'
+// offset one VPDPWSSD of 32·sc by -Σx. Integer sums are exact, so each
+// row's are q6KC4VNNI's, and the float part is its operations in its
+// order: the same bits.
+DATA k6zShr4<>+0(SB)/8, $0x1020408000000000
+GLOBL k6zShr4<>(SB), RODATA|NOPTR, $8
+DATA k6zLo<>+0(SB)/8, $0x0000000001020000
+DATA k6zLo<>+8(SB)/8, $0x0000000001020000
+DATA k6zLo<>+16(SB)/8, $0x0000000001020000
+DATA k6zLo<>+24(SB)/8, $0x0000000001020000
+DATA k6zLo<>+32(SB)/8, $0x0000000004080000
+DATA k6zLo<>+40(SB)/8, $0x0000000004080000
+DATA k6zLo<>+48(SB)/8, $0x0000000004080000
+DATA k6zLo<>+56(SB)/8, $0x0000000004080000
+GLOBL k6zLo<>(SB), RODATA|NOPTR, $64
+DATA k6zHi<>+0(SB)/8, $0x0000000010200000
+DATA k6zHi<>+8(SB)/8, $0x0000000010200000
+DATA k6zHi<>+16(SB)/8, $0x0000000010200000
+DATA k6zHi<>+24(SB)/8, $0x0000000010200000
+DATA k6zHi<>+32(SB)/8, $0x0000000040800000
+DATA k6zHi<>+40(SB)/8, $0x0000000040800000
+DATA k6zHi<>+48(SB)/8, $0x0000000040800000
+DATA k6zHi<>+56(SB)/8, $0x0000000040800000
+GLOBL k6zHi<>(SB), RODATA|NOPTR, $64
+DATA k6zIdxA<>+0(SB)/8, $0x0000000000000000
+DATA k6zIdxA<>+8(SB)/8, $0x0004000400040004
+DATA k6zIdxA<>+16(SB)/8, $0x0001000100010001
+DATA k6zIdxA<>+24(SB)/8, $0x0005000500050005
+DATA k6zIdxA<>+32(SB)/8, $0x0002000200020002
+DATA k6zIdxA<>+40(SB)/8, $0x0006000600060006
+DATA k6zIdxA<>+48(SB)/8, $0x0003000300030003
+DATA k6zIdxA<>+56(SB)/8, $0x0007000700070007
+GLOBL k6zIdxA<>(SB), RODATA|NOPTR, $64
+DATA k6zIdxB<>+0(SB)/8, $0x0008000800080008
+DATA k6zIdxB<>+8(SB)/8, $0x000c000c000c000c
+DATA k6zIdxB<>+16(SB)/8, $0x0009000900090009
+DATA k6zIdxB<>+24(SB)/8, $0x000d000d000d000d
+DATA k6zIdxB<>+32(SB)/8, $0x000a000a000a000a
+DATA k6zIdxB<>+40(SB)/8, $0x000e000e000e000e
+DATA k6zIdxB<>+48(SB)/8, $0x000b000b000b000b
+DATA k6zIdxB<>+56(SB)/8, $0x000f000f000f000f
+GLOBL k6zIdxB<>(SB), RODATA|NOPTR, $64
+
+// Q6KZHALF adds half of one Q6_K row's super-block (ql at qlo+base, qh at
+// qho+base) against x's 128 int8 in xa and xb to acc, by the groups'
+// scales spread in sc.
+#define Q6KZHALF(qlo, qho, base, xa, xb, sc, acc) \
+	VMOVDQU64 qlo+base, Z16; \
+	VBROADCASTI64X4 qho+base, Z17; \
+	VGF2P8AFFINEQB $0, Z29, Z17, Z18; \
+	VGF2P8AFFINEQB $0, Z28, Z17, Z17; \
+	VPTERNLOGD $0xF8, Z31, Z16, Z18; \
+	VGF2P8AFFINEQB $0, Z30, Z16, Z16; \
+	VPORD Z16, Z17, Z17; \
+	VPXORD Z4, Z4, Z4; \
+	VPXORD Z5, Z5, Z5; \
+	VPDPBUSD xa, Z18, Z4; \
+	VPDPBUSD xb, Z17, Z5; \
+	VPACKSSDW Z5, Z4, Z4; \
+	VPDPWSSD sc, Z4, acc
+
+// Q6KZROW sets acc to one Q6_K weight row's super-block (at base) against
+// x (Z20…Z23; Z13: -Σx per group of 16 as int16).
+#define Q6KZROW(base, acc) \
+	VPMOVSXBW 192+base, Y6; \
+	VPERMW Z6, Z27, Z7; \
+	VPERMW Z6, Z26, Z8; \
+	VPSLLW $5, Y6, Y6; \
+	VPXORD acc, acc, acc; \
+	VPDPWSSD Z13, Z6, acc; \
+	Q6KZHALF(0, 128, base, Z20, Z21, Z7, acc); \
+	Q6KZHALF(64, 160, base, Z22, Z23, Z8, acc)
+
+// Q6KZSB adds one super-block of the four Q6_K weight rows (SI,
+// (SI)(R14*1), (SI)(R14*2), R11) against x (DI, R9, R8 as for Q6KC4SB)
+// to X0's lanes.
+#define Q6KZSB \
+	C4PFZ(0); \
+	C4PFZ(64); \
+	C4PFZ(128); \
+	C4PFZ(192); \
+	VMOVDQU64 0(DI), Z20; \
+	VMOVDQU64 64(DI), Z21; \
+	VMOVDQU64 128(DI), Z22; \
+	VMOVDQU64 192(DI), Z23; \
+	VMOVDQU (R8), Y1; \
+	VPACKSSDW 32(R8), Y1, Y1; \
+	VPERMQ $0xD8, Y1, Y1; \
+	VPXOR Y2, Y2, Y2; \
+	VPSUBW Y1, Y2, Y13; \
+	Q6KZROW(0(SI), Z9); \
+	Q6KZROW(0(SI)(R14*1), Z10); \
+	Q6KZROW(0(SI)(R14*2), Z11); \
+	Q6KZROW(0(R11), Z12); \
+	VSHUFI32X4 $0x44, Z10, Z9, Z1; \
+	VSHUFI32X4 $0xEE, Z10, Z9, Z2; \
+	VPADDD Z2, Z1, Z1; \
+	VSHUFI32X4 $0x44, Z12, Z11, Z3; \
+	VSHUFI32X4 $0xEE, Z12, Z11, Z2; \
+	VPADDD Z2, Z3, Z3; \
+	VSHUFI32X4 $0x88, Z3, Z1, Z2; \
+	VSHUFI32X4 $0xDD, Z3, Z1, Z4; \
+	VPADDD Z4, Z2, Z1; \
+	VPSHUFD $0x4E, Z1, Z2; \
+	VPADDD Z2, Z1, Z1; \
+	VPSHUFD $0xB1, Z1, Z2; \
+	VPADDD Z2, Z1, Z1; \
+	VPERMD Z1, Z25, Z8; \
+	VPXOR X1, X1, X1; \
+	VPINSRW $0, 208(SI), X1, X1; \
+	VPINSRW $1, 208(SI)(R14*1), X1, X1; \
+	VPINSRW $2, 208(SI)(R14*2), X1, X1; \
+	VPINSRW $3, 208(R11), X1, X1; \
+	VCVTPH2PS X1, X1; \
+	VBROADCASTSS (R9), X5; \
+	VMULPS X5, X1, X1; \
+	VCVTDQ2PS X8, X4; \
+	VMULPS X4, X1, X1; \
+	VADDPS X1, X0, X0; \
+	ADDQ $210, SI; \
+	ADDQ $210, R11; \
+	ADDQ $256, DI; \
+	ADDQ $4, R9; \
+	ADDQ $64, R8
+
+// func q6KC4Z(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
+// q6KC4VNNI on zmm (AVX512BW, AVX512-VNNI, GFNI): the same results.
+TEXT ·q6KC4Z(SB), NOSPLIT, $0-64
+	MOVQ w+8(FP), SI
+	MOVQ stride+56(FP), R14
+	IMUL3Q $C4PFROWS, R14, R13
+	MOVL $0x0F0F0F0F, AX
+	VPBROADCASTD AX, Z31
+	VPBROADCASTQ k6zShr4<>(SB), Z30
+	VMOVDQU64 k6zLo<>(SB), Z29
+	VMOVDQU64 k6zHi<>(SB), Z28
+	VMOVDQU64 k6zIdxA<>(SB), Z27
+	VMOVDQU64 k6zIdxB<>(SB), Z26
+	VMOVDQU64 k4zIdx<>(SB), Y25
+
+	C4LOOP(C4ROWS3, Q6KZSB, q6kzgroup, q6kzsb)
+

@@ -51,19 +51,31 @@ func gemvQ8AVX2(out, x *float32, w *byte, k, rows, stride, group int)
 //go:noescape
 func axpyRowsAVX2(o, v, a *float32, n, rows, stride int)
 
+// axpyRowsAVX512 is axpyRowsAVX2 in zmm (64 lanes, then 16, then 8): the
+// same operations per lane. It needs AVX-512 F.
+//
+//go:noescape
+func axpyRowsAVX512(o, v, a *float32, n, rows, stride int)
+
 // axpyAsm is kernelSet.axpy with axpyRowsAVX2 for the lanes in eights
-// and axpyGo for the rest. The lengths are checked again here: the
-// assembly must never read or write past a slice, whatever a caller does.
-func axpyAsm(o, v, a []float32, stride int) {
-	n8 := len(o) &^ 7
-	if n8 > 0 && len(a) > 0 {
-		if len(v) < (len(a)-1)*stride+len(o) {
-			panic("transformer: axpy: short buffers")
+// and axpyGo for the rest; axpyAsm512 with axpyRowsAVX512.
+var axpyAsm, axpyAsm512 = axpyWith(axpyRowsAVX2), axpyWith(axpyRowsAVX512)
+
+// axpyWith is kernelSet.axpy with kernel for the lanes in eights and
+// axpyGo for the rest. The lengths are checked again here: the assembly
+// must never read or write past a slice, whatever a caller does.
+func axpyWith(kernel func(o, v, a *float32, n, rows, stride int)) func(o, v, a []float32, stride int) {
+	return func(o, v, a []float32, stride int) {
+		n8 := len(o) &^ 7
+		if n8 > 0 && len(a) > 0 {
+			if len(v) < (len(a)-1)*stride+len(o) {
+				panic("transformer: axpy: short buffers")
+			}
+			kernel(&o[0], &v[0], &a[0], n8, len(a), 4*stride)
 		}
-		axpyRowsAVX2(&o[0], &v[0], &a[0], n8, len(a), 4*stride)
-	}
-	if n8 < len(o) {
-		axpyGo(o[n8:], v[min(n8, len(v)):], a, stride)
+		if n8 < len(o) {
+			axpyGo(o[n8:], v[min(n8, len(v)):], a, stride)
+		}
 	}
 }
 
@@ -191,9 +203,15 @@ func withQ8Rows(ks *kernelSet) *kernelSet {
 type asmFunc func(out, x *float32, w *byte, k, rows, stride, group int)
 
 var (
-	avx512Kernels = withQ8Rows(asmKernels("avx512", gemvF32AVX512, gemvF16AVX512, gemvBF16AVX512, gemvQ8AVX512, gemvQ8FMAAVX512))
+	avx512Kernels = withAxpy(withQ8Rows(asmKernels("avx512", gemvF32AVX512, gemvF16AVX512, gemvBF16AVX512, gemvQ8AVX512, gemvQ8FMAAVX512)), axpyAsm512)
 	avx2Kernels   = asmKernels("avx2", gemvF32AVX2, gemvF16AVX2, gemvBF16AVX2, gemvQ8AVX2, gemvQ8FMAAVX2)
 )
+
+// withAxpy returns ks with axpy.
+func withAxpy(ks *kernelSet, axpy func(o, v, a []float32, stride int)) *kernelSet {
+	ks.axpy = axpy
+	return ks
+}
 
 // asmKernels returns the kernel set of the assembly functions of one
 // instruction set.

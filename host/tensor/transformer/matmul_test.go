@@ -205,16 +205,18 @@ func TestF32Rows(t *testing.T) {
 }
 
 // TestAxpy checks every kernel set's axpy against the portable one, and
-// against one call per row.
+// against one call per row: every chunk width of the AVX2 (32, 8) and
+// AVX-512 (64, 16, 8) kernels and their mixes, specials in v.
 func TestAxpy(t *testing.T) {
 	r := &rng{s: 9}
 	for _, ks := range allKernels() {
-		for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 64, 100} {
-			for _, rows := range []int{0, 1, 2, 5} {
+		for _, n := range []int{0, 1, 7, 8, 9, 16, 24, 31, 32, 33, 64, 65, 72, 88, 100, 128, 200} {
+			for _, rows := range []int{0, 1, 2, 5, 17} {
 				stride := n + 3
 				v := r.f32s(max(0, (rows-1)*stride+n))
 				if n > 2 && rows > 0 {
 					v[1], v[2] = float32(math.Inf(1)), float32(math.Copysign(0, -1))
+					v[len(v)-1] = float32(math.NaN())
 				}
 				a := r.f32s(rows)
 				o := r.f32s(n)

@@ -285,15 +285,30 @@ func CopyRows(ctx context.Context, row, cols int, src, dst []float32) error {
 // Argmax returns the index of the largest element of x: the first on ties
 // (-0 ties +0), never a NaN; -1 if every element is NaN or x is empty.
 func Argmax(ctx context.Context, x []float32) (int, error) {
-	best := -1
-	for i, v := range x {
-		if i%(elemBlock*16) == 0 {
-			if err := ctx.Err(); err != nil {
-				return -1, err
-			}
+	best, bv := -1, float32(0)
+	const chunk = elemBlock * 16
+	for lo := 0; lo < len(x); lo += chunk {
+		if err := ctx.Err(); err != nil {
+			return -1, err
 		}
-		if v == v && (best < 0 || v > x[best]) {
-			best = i
+		c := x[lo:min(lo+chunk, len(x))]
+		i := 0
+		if best < 0 {
+			// The first non-NaN element starts the search.
+			for i < len(c) && c[i] != c[i] {
+				i++
+			}
+			if i == len(c) {
+				continue
+			}
+			best, bv = lo+i, c[i]
+			i++
+		}
+		// v > bv is false for a NaN v: NaNs are skipped.
+		for ; i < len(c); i++ {
+			if v := c[i]; v > bv {
+				best, bv = lo+i, v
+			}
 		}
 	}
 	return best, nil

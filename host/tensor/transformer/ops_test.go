@@ -301,6 +301,47 @@ func TestArgmax(t *testing.T) {
 	}
 }
 
+// TestArgmaxChunks checks Argmax against the definition (the first
+// largest non-NaN) on vectors longer than its chunks of elements between
+// context checks: NaNs filling whole chunks, ties and the largest value
+// in a later chunk, ±0, infinities.
+func TestArgmaxChunks(t *testing.T) {
+	ref := func(x []float32) int {
+		best := -1
+		for i, v := range x {
+			if v == v && (best < 0 || v > x[best]) {
+				best = i
+			}
+		}
+		return best
+	}
+	r := &rng{s: 11}
+	for _, n := range []int{1, 31, elemBlock * 16, elemBlock*16 + 1, 32000, 3*elemBlock*16 + 5} {
+		for mode := range 5 {
+			x := r.f32s(n)
+			switch mode {
+			case 1: // NaNs up to past the first chunk
+				for i := range min(n, elemBlock*16+3) {
+					x[i] = nan32
+				}
+			case 2: // ties: a few values only
+				for i := range x {
+					x[i] = float32(i % 3)
+				}
+			case 3:
+				x[n-1] = float32(math.Inf(1))
+			case 4:
+				for i := range x {
+					x[i] = float32(math.Copysign(0, float64(i%2)-0.5))
+				}
+			}
+			if got, want := must(Argmax(context.Background(), x)), ref(x); got != want {
+				t.Errorf("n=%d mode=%d: Argmax = %d, want %d", n, mode, got, want)
+			}
+		}
+	}
+}
+
 // TestSample checks hand-computed cases. For logits 1, 2, 3, 0 the
 // probabilities are 0.0871, 0.2369, 0.6439, 0.0321 (cumulative 0.0871,
 // 0.3240, 0.9679, 1). With top-p 0.9 the cutoff 0.1/3 drops token 3 and the
@@ -464,4 +505,11 @@ func TestRoPETable(t *testing.T) {
 			sameBits(t, fmt.Sprintf("%+v, %d threads", c, threads), got, want)
 		}
 	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
