@@ -50,17 +50,20 @@ func (n *Node) Host() host.Host { return n.host }
 type Stats struct {
 	// Frames is stream frames written (bids, assigns, updates, results, blob
 	// requests and answers).
-	Frames uint64
-	Gossip gossip.Stats
+	Frames uint64       `json:"frames"`
+	Gossip gossip.Stats `json:"gossip"`
 	// Replicas is results received from providers (canaries included),
 	// Verified is jobs accepted, Canaries is canary replicas run, Audits is
 	// jobs this client ran itself to check their results.
-	Replicas, Verified, Canaries, Audits uint64
+	Replicas uint64 `json:"replicas"`
+	Verified uint64 `json:"verified"`
+	Canaries uint64 `json:"canaries"`
+	Audits   uint64 `json:"audits"`
 	// BlobsFetched is blobs transferred from other peers.
-	BlobsFetched uint64
+	BlobsFetched uint64 `json:"blobs_fetched"`
 	// BidsRefused is bids this provider refused for its terms (its price,
 	// limits, collateral), busy and stopping aside; each kind is logged.
-	BidsRefused uint64
+	BidsRefused uint64 `json:"bids_refused"`
 }
 
 // Stats returns the node's traffic counters.

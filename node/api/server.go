@@ -291,18 +291,28 @@ func LoadToken(dataDir string) ([]byte, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return LoadToken(dataDir)
-	}
+	// Written whole, then linked into place: a file created empty and
+	// written after was, in between, an empty token to another LoadToken,
+	// which removed it and made its own, while this one's was unlinked
+	// (TestRedteamTokenRace: a node's token not the file's).
+	f, err := os.CreateTemp(dataDir, TokenFile+".*")
 	if err != nil {
 		return nil, fmt.Errorf("api token: %w", err)
 	}
+	defer os.Remove(f.Name())
 	if _, err := f.WriteString(tok + "\n"); err != nil {
 		f.Close()
-		return nil, err
+		return nil, fmt.Errorf("api token: %w", err)
 	}
-	return []byte(tok), f.Close()
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("api token: %w", err)
+	}
+	if err := os.Link(f.Name(), path); errors.Is(err, fs.ErrExist) {
+		return LoadToken(dataDir)
+	} else if err != nil {
+		return nil, fmt.Errorf("api token: %w", err)
+	}
+	return []byte(tok), nil
 }
 
 func (s *Server) routes() http.Handler {

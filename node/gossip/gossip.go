@@ -88,22 +88,22 @@ type Config struct {
 // Stats counts what happened to gossip on this node since it started.
 type Stats struct {
 	// Published is messages this node originated.
-	Published uint64
+	Published uint64 `json:"published"`
 	// Delivered is valid messages from others handed to the node.
-	Delivered uint64
+	Delivered uint64 `json:"delivered"`
 	// Rejected is provably malformed messages (the sender is penalised).
-	Rejected uint64
+	Rejected uint64 `json:"rejected"`
 	// Ignored is messages dropped without penalty (rate limit, clock skew,
 	// stale advert, unknown version).
-	Ignored uint64
+	Ignored uint64 `json:"ignored"`
 	// SentRPCs is RPCs sent to peers (publish, forward, control).
-	SentRPCs uint64
+	SentRPCs uint64 `json:"sent_rpcs"`
 	// SentMessages is messages carried by SentRPCs (each forward counts).
-	SentMessages uint64
+	SentMessages uint64 `json:"sent_messages"`
 	// SentJobMessages is the part of SentMessages on the jobs topic.
-	SentJobMessages uint64
+	SentJobMessages uint64 `json:"sent_job_messages"`
 	// Dropped is outbound RPCs dropped because a peer's queue was full.
-	Dropped uint64
+	Dropped uint64 `json:"dropped"`
 }
 
 // Gossip is a node's GossipSub membership. It is safe for concurrent use.

@@ -20,9 +20,11 @@ package gemmproof
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/consensys/gnark-crypto/ecc"
@@ -132,21 +134,46 @@ func (o Op) Digests() (a, b, c circuits.Digest, err error) {
 // stable for the wire.
 type Proof struct {
 	// Index is the op's position among the job's integer GEMMs, from 0.
-	Index int `cbor:"1,keyasint"`
+	Index int `cbor:"1,keyasint" json:"index"`
 	// Template is the CommittedGEMM template size n the op was padded to.
-	Template int `cbor:"2,keyasint"`
+	Template int `cbor:"2,keyasint" json:"template"`
 	// M, N, K and Flags describe the guest's op; they are not proven.
-	M     int   `cbor:"3,keyasint"`
-	N     int   `cbor:"4,keyasint"`
-	K     int   `cbor:"5,keyasint"`
-	Flags int32 `cbor:"6,keyasint"`
+	M     int   `cbor:"3,keyasint" json:"m"`
+	N     int   `cbor:"4,keyasint" json:"n"`
+	K     int   `cbor:"5,keyasint" json:"k"`
+	Flags int32 `cbor:"6,keyasint" json:"flags"`
 	// DigestA, DigestB and DigestC are the MatrixDigests of the padded
 	// op(A), op(B) and C: the proof's public inputs.
-	DigestA circuits.Digest `cbor:"7,keyasint"`
-	DigestB circuits.Digest `cbor:"8,keyasint"`
-	DigestC circuits.Digest `cbor:"9,keyasint"`
+	DigestA circuits.Digest `cbor:"7,keyasint" json:"digest_a"`
+	DigestB circuits.Digest `cbor:"8,keyasint" json:"digest_b"`
+	DigestC circuits.Digest `cbor:"9,keyasint" json:"digest_c"`
 	// Groth16 is the BN254 Groth16 proof in gnark's raw encoding (WriteRawTo).
-	Groth16 []byte `cbor:"10,keyasint"`
+	Groth16 []byte `cbor:"10,keyasint" json:"groth16"`
+}
+
+// UnmarshalJSON reads a Proof as json.Marshal writes it, and as it wrote
+// one before its fields had JSON names (a proof-mode job's record): under
+// the Go names, which differ from the JSON names by case alone (matched
+// as they are) but for DigestA, DigestB and DigestC.
+func (p *Proof) UnmarshalJSON(b []byte) error {
+	type plain Proof // without this method
+	if err := json.Unmarshal(b, (*plain)(p)); err != nil {
+		return err
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(b, &keys); err != nil {
+		return err
+	}
+	for old, d := range map[string]*circuits.Digest{"DigestA": &p.DigestA, "DigestB": &p.DigestB, "DigestC": &p.DigestC} {
+		if v, ok := keys[old]; ok {
+			if _, now := keys["digest_"+strings.ToLower(old[len(old)-1:])]; !now {
+				if err := json.Unmarshal(v, d); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // Keys gives a prover the proving key of each template.

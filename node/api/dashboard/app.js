@@ -104,7 +104,7 @@ function status(s) {
     card("Verified", num(jobStates.verified || 0)) +
     card("Runs for others", num(s.runs.length)) +
     card("Training runs", num(s.training.length)) +
-    card("Gossip in / out", `${num(s.node.stats.Gossip.Delivered)} / ${num(s.node.stats.Gossip.Published)}`) +
+    card("Gossip in / out", `${num(s.node.stats.gossip.delivered)} / ${num(s.node.stats.gossip.published)}`) +
     `</div>`;
   if (s.node.eclipsed) {
     h += `<p class="warn" id="eclipsed">Replica votes verify nothing here: ${esc(s.node.eclipsed)}</p>`;

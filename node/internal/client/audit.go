@@ -205,6 +205,10 @@ func (a *auditor) run(ctx context.Context, an *wire.JobAnnounce, input []byte, t
 		return nil, ctx.Err()
 	}
 	defer func() { <-a.slots }()
+	cfg := runner.JobConfig(&an.Terms, an.Seed())
+	if err := compiled(ctx, sb, job.Module, cfg); err != nil {
+		return nil, err
+	}
 	sp, err := runner.NewSpool(filepath.Join(n.DataDir, "audit"))
 	if err != nil {
 		return nil, err
@@ -214,7 +218,7 @@ func (a *auditor) run(ctx context.Context, an *wire.JobAnnounce, input []byte, t
 	if tee != nil {
 		job.Stdout = io.MultiWriter(sp, tee)
 	}
-	out, runErr := sb.Run(ctx, job, runner.JobConfig(&an.Terms, an.Seed()))
+	out, runErr := sb.Run(ctx, job, cfg)
 	res := runner.Result(n.Blobs, &wire.Result{V: wire.Version, Job: an.Job, Outcome: wire.OutcomeFailed}, out, runErr, an, sp)
 	if res.Outcome == wire.OutcomeFailed {
 		return nil, fmt.Errorf("audit run: %s", res.Error)
@@ -230,6 +234,28 @@ func (a *auditor) run(ctx context.Context, an *wire.JobAnnounce, input []byte, t
 	}
 	n.Counts.Audits.Add(1)
 	return res, nil
+}
+
+// compiled compiles module for cfg in sb, or returns ctx's error when ctx
+// ends first. A compile ignores ctx (wazero's, and the wait for another
+// caller's compile of the module, the llama runner's warm compile among
+// them), and the node's Close waits for an early audit: a job of a large
+// module had held Close for its whole compile (a red-team run: 15 s of
+// the llama runner). The compile goes on without the audit, as the warm
+// one does, and a run of the module then finds it compiled. A compile's
+// own error is the run's to say (Run returns the same).
+func compiled(ctx context.Context, sb *host.Sandbox, module []byte, cfg host.JobConfig) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sb.Compile(ctx, module, cfg)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Warm compiles module, for each memory limit, in the sandbox the client's
