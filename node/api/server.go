@@ -294,7 +294,7 @@ func LoadToken(dataDir string) ([]byte, error) {
 	// Written whole, then linked into place: a file created empty and
 	// written after was, in between, an empty token to another LoadToken,
 	// which removed it and made its own, while this one's was unlinked
-	// (TestRedteamTokenRace: a node's token not the file's).
+	// (TestLoadTokenConcurrent: a node's token not the file's).
 	f, err := os.CreateTemp(dataDir, TokenFile+".*")
 	if err != nil {
 		return nil, fmt.Errorf("api token: %w", err)

@@ -8,10 +8,10 @@ import (
 	"testing"
 )
 
-// TestRedteamTokenRace: two LoadTokens of one new data directory return
+// TestLoadTokenConcurrent: two LoadTokens of one new data directory return
 // the token the file holds. (The empty file's removal can take the file
 // another LoadToken created and has not written yet.)
-func TestRedteamTokenRace(t *testing.T) {
+func TestLoadTokenConcurrent(t *testing.T) {
 	for i := range 2000 {
 		dir := filepath.Join(t.TempDir(), "d")
 		var wg sync.WaitGroup

@@ -6,12 +6,12 @@ import (
 	"testing"
 )
 
-// TestRedteamLoopbackHostForms: loopbackHost lets through a loopback IP
+// TestLoopbackHostForms: loopbackHost lets through a loopback IP
 // literal or localhost only; the other spellings of loopback a page's
 // name could be, and names that end up there, are refused (held). A
 // port that is not a number passes ("127.0.0.1:80@evil"), but no browser
 // sends one: a page's Host is its URL's host and port.
-func TestRedteamLoopbackHostForms(t *testing.T) {
+func TestLoopbackHostForms(t *testing.T) {
 	h := loopbackHost(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	for host, want := range map[string]int{
 		"127.0.0.1:8080": 200, "[::1]:8080": 200, "localhost:8080": 200, "127.9.9.9": 200,

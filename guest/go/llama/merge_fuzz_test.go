@@ -7,18 +7,18 @@ import (
 	"testing"
 )
 
-// redteamScores are the scores a fuzzed SentencePiece vocabulary draws
+// fuzzScores are the scores a fuzzed SentencePiece vocabulary draws
 // from: ties, the floor and around it, infinities, NaN, signed zeros,
 // subnormals, the extremes of float32.
-var redteamScores = []float32{0, float32(math.Copysign(0, -1)), -1, -1, -2, 1, 1e30, -1e30,
+var fuzzScores = []float32{0, float32(math.Copysign(0, -1)), -1, -1, -2, 1, 1e30, -1e30,
 	float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), mergeFloor,
 	math.Nextafter32(mergeFloor, 0), math.Nextafter32(mergeFloor, -2e10), math.MaxFloat32,
 	-math.MaxFloat32, math.SmallestNonzeroFloat32, -math.SmallestNonzeroFloat32}
 
-// FuzzRedteamMergePairs: SentencePiece's heap merge (mergePairs) gives the
+// FuzzMergePairs: SentencePiece's heap merge (mergePairs) gives the
 // tokens of run.c's scan (naiveMerge), and byte-level BPE's (mergeLong)
 // those of mergeScan, on vocabularies and sequences drawn from data.
-func FuzzRedteamMergePairs(f *testing.F) {
+func FuzzMergePairs(f *testing.F) {
 	f.Add([]byte("\x00\x01\x02\x03abcabcabcaaaabbbb"), []byte("aaaaabababababcccc"))
 	f.Add([]byte("\x0a\x0a\x0a\x0a\x0a\x0a\x0a"), []byte("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"))
 	f.Fuzz(func(t *testing.T, scores, seq []byte) {
@@ -43,7 +43,7 @@ func FuzzRedteamMergePairs(f *testing.F) {
 		sc := make([]float32, len(pieces))
 		for i := 3; i < len(sc); i++ {
 			if len(scores) > 0 {
-				sc[i] = redteamScores[int(scores[i%len(scores)])%len(redteamScores)]
+				sc[i] = fuzzScores[int(scores[i%len(scores)])%len(fuzzScores)]
 			}
 		}
 		tk, err := NewTokenizer(&Vocab{Pieces: pieces, Scores: sc, BOS: 1, EOS: 2, NoSpacePrefix: true})

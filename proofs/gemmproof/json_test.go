@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// TestRedteamProofJSONNames: a Proof's JSON (a proof-mode job's record,
+// TestProofOldJSONNames: a Proof's JSON (a proof-mode job's record,
 // the API's job answers) has snake_case names, and a record written
 // under the Go names reads as before.
-func TestRedteamProofJSONNames(t *testing.T) {
+func TestProofOldJSONNames(t *testing.T) {
 	p := Proof{Index: 3, Template: 64, M: 5, N: 6, K: 7, Flags: 1, Groth16: []byte{1, 2, 3}}
 	p.DigestA[0], p.DigestB[1], p.DigestC[2] = 9, 8, 7
 	b, err := json.Marshal(p)

@@ -10,11 +10,11 @@ import (
 	"github.com/infernet/infernet/node/store"
 )
 
-// TestRedteamAPIJSONNames: every field of every type the local API
+// TestAPIJSONNames: every field of every type the local API
 // answers (and --json prints) has a JSON name; a field without one is
 // written under its Go name. GET /v1/node's stats were ("Frames",
 // "Gossip": {"Published", ...}) after the wire types were renamed.
-func TestRedteamAPIJSONNames(t *testing.T) {
+func TestAPIJSONNames(t *testing.T) {
 	marshaler := reflect.TypeFor[json.Marshaler]()
 	textMarshaler := reflect.TypeFor[encoding.TextMarshaler]()
 	seen := map[reflect.Type]bool{}
