@@ -127,7 +127,7 @@ func TestOpenAISlowReaders(t *testing.T) {
 	}
 	defer conn.Close()
 	conn.(*stdnet.TCPConn).SetReadBuffer(4096)
-	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
 		net.Token(t), len(body), body)
 	short := oa.CompletionNewParams{Model: "stories260K", Prompt: oa.CompletionNewParamsPromptUnion{OfString: oa.String("Once")},
 		MaxTokens: oa.Int(4), Temperature: oa.Float(0)}

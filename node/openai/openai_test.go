@@ -612,7 +612,7 @@ func TestOpenAIBodyTrickles(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\": ", network.Token(t))
+	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\": ", network.Token(t))
 	conn.SetReadDeadline(time.Now().Add(time.Minute)) // the test's own bound, far above the timeout
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
