@@ -95,6 +95,9 @@ func (s *Session) loadData(ctx context.Context, f openFile, off int64, dt abi.DT
 		return e, abi.OK
 	}
 	key := modelcache.NewKey(f.digest, off, dt, dims)
+	if errno := s.pinData(key, f.size, size); errno != abi.OK {
+		return nil, errno
+	}
 	var ref *modelcache.Ref
 	var err error
 	if s.dataOnDevice() && tensor.HoldsWeights(s.backend, dt) {
@@ -103,10 +106,68 @@ func (s *Session) loadData(ctx context.Context, f openFile, off int64, dt abi.DT
 		ref, err = s.hostData(ctx, f, key, size)
 	}
 	if err != nil {
+		s.unpinData(key)
 		return nil, s.loadErrno(ctx, err)
 	}
-	e.buf, e.unpin = ref.Buffer(), ref.Release
+	e.buf, e.unpin, e.key = ref.Buffer(), ref.Release, &key
 	return e, abi.OK
+}
+
+// pinData counts a handle of cached data tensor key, of size bytes, of a
+// file of fileSize bytes. Cached tensors are outside the job's memory
+// limit, but each region of a file (offset, type, shape) is a key of its
+// own: one small file read at overlapping regions pinned the whole model
+// cache, and other jobs' weights then did not fit (ErrModelCache, their
+// providers' failure). So the distinct keys a job holds of a file are free
+// up to the file's size, and what they hold past it (the same bytes read
+// again as another type or shape) is counted in the job's memory limit,
+// as a data tensor is without a cache; ENOMEM if it does not fit. A
+// model's weights, which do not overlap, always fit their file. The count
+// depends on the job's calls alone, as every replica makes them.
+func (s *Session) pinData(key modelcache.Key, fileSize, size int64) abi.Errno {
+	if s.pins[key] == 0 {
+		p := s.pinned[key.Digest]
+		over := min(size, max(0, p.bytes-p.counted+size-fileSize))
+		if over > 0 {
+			if errno := s.reserve(over); errno != abi.OK {
+				return errno
+			}
+		}
+		if s.pins == nil {
+			s.pins, s.pinned, s.counted = map[modelcache.Key]int{}, map[[32]byte]pinnedFile{}, map[modelcache.Key]int64{}
+		}
+		s.pinned[key.Digest] = pinnedFile{p.bytes + size, p.counted + over}
+		if over > 0 {
+			s.counted[key] = over
+		}
+	}
+	s.pins[key]++
+	return abi.OK
+}
+
+// pinnedFile is what a job's cached data tensors of one file hold: bytes,
+// of which counted are in its memory limit (pinData).
+type pinnedFile struct{ bytes, counted int64 }
+
+// unpinData gives back a count of pinData.
+func (s *Session) unpinData(key modelcache.Key) {
+	if s.pins[key]--; s.pins[key] > 0 {
+		return
+	}
+	delete(s.pins, key)
+	over := s.counted[key]
+	delete(s.counted, key)
+	p := s.pinned[key.Digest]
+	p.bytes -= key.DType.Bytes(product(key.Dims[:key.NDim]))
+	p.counted -= over
+	if p.bytes > 0 {
+		s.pinned[key.Digest] = p
+	} else {
+		delete(s.pinned, key.Digest)
+	}
+	if over > 0 {
+		s.unreserve(over)
+	}
 }
 
 // hostData returns the data tensor key from the model cache, pinned,

@@ -190,6 +190,12 @@ type Session struct {
 	ops []gemmproof.Op // recorded in proof mode, in call order
 
 	files map[string]openFile // data files resolved by tensor_from_data
+	// pins counts the job's handles of each model-cache key; pinned is
+	// what the keys it holds take, by file digest, and counted the bytes
+	// of a key counted in the job's memory limit (see pinData).
+	pins    map[modelcache.Key]int
+	pinned  map[[32]byte]pinnedFile
+	counted map[modelcache.Key]int64
 
 	// Stats are the session's counters; read them after the job.
 	Stats Stats
@@ -233,6 +239,7 @@ type entry struct {
 	// gives it back to its cache.
 	readOnly bool
 	unpin    func()
+	key      *modelcache.Key // a cached data tensor's, counted in Session.pins
 }
 
 func (e *entry) elems() int { return product(e.shape) }
@@ -520,6 +527,9 @@ func (s *Session) drop(e *entry) {
 		s.backend.Free(e.buf)
 	case e.unpin != nil:
 		e.unpin()
+	}
+	if e.key != nil {
+		s.unpinData(*e.key)
 	}
 	s.unreserve(e.size)
 }
