@@ -12,14 +12,14 @@ import (
 	"github.com/infernet/infernet/host/tensor/reference"
 )
 
-// TestRedteamPinsBeyondOwnData: cached data tensors are outside every
+// TestDataPinsBeyondTheFile: cached data tensors are outside every
 // job's memory limit, and each region of a file (offset, type, shape) is a
 // key of its own, so a stranger's job with one small data file pinned the
 // whole model cache by reading overlapping regions of it, and a concurrent
 // honest job's weights then did not fit: ErrModelCache, the honest
 // provider's failure. A job pins its data files' bytes for free, and
 // what it pins past them counts in its memory limit.
-func TestRedteamPinsBeyondOwnData(t *testing.T) {
+func TestDataPinsBeyondTheFile(t *testing.T) {
 	ref := reference.New(reference.Config{Threads: 1})
 	path, _ := weights(t) // 64 bytes: 16 f32
 	honestPath := filepath.Join(t.TempDir(), "h.bin")
