@@ -196,6 +196,10 @@ type kernelSet struct {
 	// repackT16Q6 (repackQ6KT16's bytes), with rows4's bits.
 	tile16Q6    func(out []float32, t []byte, p *act4, nsb, ldo int)
 	repackT16Q6 func(t, w []byte, rb, nsb int)
+	// prefetch, if set, asks for b's cache lines to be brought into the
+	// caches, reading nothing: the tile kernels' loop fetches the next
+	// block's weight rows with it while the kernels run.
+	prefetch func(b []byte)
 	// cols4, if set, is rowDot for rows (a multiple of 4) weight rows of
 	// type dt (stored one after the other) against the one row of x a:
 	// out[j] for weight row j, with the same bits; ok is false for the

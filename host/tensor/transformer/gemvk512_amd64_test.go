@@ -216,3 +216,54 @@ func TestPromptAB(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefetchAB (INFERNET_AB=1) times a 142-row prompt batch's tolerance
+// matmul over the 110M shape's weights, a layer's seven matrices twelve
+// times over (85 MB of Q4_K, each read once a pass as a prompt reads
+// them), the tile kernels' loop without and with kernelSet.prefetch,
+// interleaved.
+func TestPrefetchAB(t *testing.T) {
+	if os.Getenv("INFERNET_AB") == "" {
+		t.Skip("INFERNET_AB unset")
+	}
+	best := bestKernels()
+	if best.prefetch == nil {
+		t.Skip("no prefetch")
+	}
+	ctx := context.Background()
+	const rows, rounds = 142, 9
+	old := *best
+	old.prefetch = nil
+	sets := []*kernelSet{&old, best}
+	type mat struct {
+		n, k int
+		w    Weights
+	}
+	r := &rng{s: 1}
+	var mats []mat
+	for range 12 {
+		for _, s := range []struct{ n, k int }{{768, 768}, {768, 768}, {768, 768}, {768, 768}, {2048, 768}, {2048, 768}, {768, 2048}} {
+			mats = append(mats, mat{s.n, s.k, r.weights(abi.Q4_K, s.n, s.k, false)})
+		}
+	}
+	x := r.f32s(rows * 2048)
+	out := make([]float32, rows*2048)
+	var ts [2][]time.Duration
+	for range rounds {
+		for i, ks := range sets {
+			t0 := time.Now()
+			for _, m := range mats {
+				if err := matMulInt(ctx, ks, 1, rows, m.n, m.k, x[:rows*m.k], m.w, out[:rows*m.n]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ts[i] = append(ts[i], time.Since(t0))
+		}
+	}
+	for i := range ts {
+		sort.Slice(ts[i], func(a, b int) bool { return ts[i][a] < ts[i][b] })
+	}
+	t.Logf("%d rows, %d matrices: without min %v med %v, with min %v med %v: min ratio %.2fx, median %.2fx",
+		rows, len(mats), ts[0][0], ts[0][rounds/2], ts[1][0], ts[1][rounds/2],
+		float64(ts[0][0])/float64(ts[1][0]), float64(ts[0][rounds/2])/float64(ts[1][rounds/2]))
+}

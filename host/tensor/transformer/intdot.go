@@ -457,6 +457,16 @@ func tileBuf(n int) *[]byte {
 	return &b
 }
 
+// actScratch is intGemm's quantized rows of x and their packs, kept in
+// actPool between calls with their buffers (quantize and packAct4 grow
+// them and write every element), rather than allocated for every matmul.
+type actScratch struct {
+	acts  []q8Act
+	packs []act4
+}
+
+var actPool = sync.Pool{New: func() any { return new(actScratch) }}
+
 // intRouted reports whether MatMulInt takes the integer path for dt: the
 // types whose integer kernel beats the float path. Q8_0's float assembly
 // reads rows as stored at memory speed already, and its fused multi-row
@@ -478,7 +488,10 @@ func intGemm(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float
 	if err := ctx.Err(); err != nil || t == 0 || n == 0 {
 		return err
 	}
-	acts, bs := make([]q8Act, t), actBlockOf(w.Type)
+	sc := actPool.Get().(*actScratch)
+	defer actPool.Put(sc)
+	sc.acts = grow(sc.acts, t)
+	acts, bs := sc.acts, actBlockOf(w.Type)
 	quantize := ks.quantAct
 	if quantize == nil {
 		quantize = quantizeAct
@@ -496,7 +509,8 @@ func intGemm(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float
 	// the type: each weight block is decoded once for four x rows.
 	var packs []act4
 	if ks.rows4 != nil && t >= 4 && ks.rows4(w.Type, nil, nil, nil, 0, n) {
-		packs = make([]act4, t/4)
+		sc.packs = grow(sc.packs, t/4)
+		packs = sc.packs
 		for g := range packs {
 			packAct4(acts[4*g:4*g+4], bs, &packs[g])
 		}
@@ -546,7 +560,15 @@ func intGemm(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float
 			tb := *tp
 			for ; lo+16 <= hi; lo += 16 {
 				repack16(tb, wb[lo*rb:(lo+16)*rb], rb, nsb)
+				// The next sixteen rows' bytes, asked for a piece before
+				// each pack's kernel, arrive while the kernels run rather
+				// than stall their repack (the weights come from memory).
+				next := wb[min((lo+16)*rb, len(wb)):min((lo+32)*rb, len(wb))]
+				step := (len(next) + len(packs) - 1) / len(packs)
 				for g := range packs {
+					if ks.prefetch != nil {
+						ks.prefetch(next[min(g*step, len(next)):min((g+1)*step, len(next))])
+					}
 					tile16(out[4*g*n+lo:], tb, &packs[g], nsb, n)
 				}
 			}

@@ -463,6 +463,7 @@ func init() {
 			avx512Kernels.tile8Q6, avx512Kernels.repackT8Q6 = tile8Q6KVNNI, repackQ6KT8Asm
 			avx512Kernels.tile16, avx512Kernels.repackT16 = tile16Q4KVNNI, repackQ4KT16Asm
 			avx512Kernels.tile16Q6, avx512Kernels.repackT16Q6 = tile16Q6KVNNI, repackQ6KT16Asm
+			avx512Kernels.prefetch = prefetch
 		}
 	}
 }
@@ -472,3 +473,14 @@ func q4KC4Z(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, st
 
 //go:noescape
 func q6KC4Z(out *float32, w *byte, x *int8, d *float32, sums *int32, n, rows, stride int)
+
+//go:noescape
+func prefetchLines(p *byte, n int)
+
+// prefetch asks for the cache lines of b, up to 64 bytes before it
+// included, to be brought into the caches (PREFETCHT0); it reads nothing.
+func prefetch(b []byte) {
+	if len(b) > 0 {
+		prefetchLines(&b[0], (len(b)+63)/64)
+	}
+}

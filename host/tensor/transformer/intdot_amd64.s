@@ -3607,3 +3607,18 @@ TEXT ·q6KC4Z(SB), NOSPLIT, $0-64
 
 	C4LOOP(C4ROWS3, Q6KZSB, q6kzgroup, q6kzsb)
 
+
+// func prefetchLines(p *byte, n int)
+// PREFETCHT0 of the n cache lines from p, 64 bytes apart.
+TEXT ·prefetchLines(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+	TESTQ CX, CX
+	JLE pfdone
+pfloop:
+	PREFETCHT0 (SI)
+	ADDQ $64, SI
+	DECQ CX
+	JNZ pfloop
+pfdone:
+	RET

@@ -117,8 +117,17 @@ type runner struct {
 	fused bool
 }
 
-// prefillRows is the most prompt rows run through the model at once.
+// prefillRows is the most rows run through the model at once for their
+// logits (a claim's check).
 const prefillRows = 64
+
+// promptRows is the most prompt rows run through the model at once where
+// no logits are taken (prefill): each call of a matmul then passes over
+// (and, in tolerance mode, repacks) its weights once for more rows, so a
+// prompt of up to promptRows+1 tokens goes in one batch. Rows are
+// independent in every op but attention's causal mask, so the results are
+// the same bits for any batch size.
+const promptRows = 256
 
 // newRunner makes the weight tensors of m (host-held, read from the data
 // file); the KV caches are made for the first request (kvFor).
@@ -596,8 +605,8 @@ func (r *runner) prefill(ids []int, maxNew int) error {
 	if err := r.kvFor(n + maxNew - 1); err != nil { // the last token is not run
 		return err
 	}
-	for pos := 0; pos < n-1; pos += prefillRows {
-		if _, err := r.forward(ids[pos:min(pos+prefillRows, n-1)], pos, nil); err != nil {
+	for pos := 0; pos < n-1; pos += promptRows {
+		if _, err := r.forward(ids[pos:min(pos+promptRows, n-1)], pos, nil); err != nil {
 			return err
 		}
 	}
