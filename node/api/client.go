@@ -14,7 +14,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/infernet/infernet/digest"
@@ -33,7 +35,17 @@ type Client struct {
 	base  string
 	token string
 	http  *http.Client
+	// newer, if set, is told once that the node's API is of a later
+	// Revision than this package's (OnNewer).
+	newer     func(node int)
+	newerOnce sync.Once
 }
+
+// OnNewer has f called, once, with the node's API revision when an answer
+// says it is later than this package's Revision: this client may then
+// read some of its records' fields as zeros (an older CLI against an
+// upgraded node).
+func (c *Client) OnNewer(f func(node int)) { c.newer = f }
 
 // Dial returns a client for the node whose data directory is dataDir; addr,
 // if not empty, overrides the address the node wrote there.
@@ -67,6 +79,11 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader) (*
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoNode, err)
+	}
+	if c.newer != nil {
+		if v, _ := strconv.Atoi(resp.Header.Get(RevisionHeader)); v > Revision {
+			c.newerOnce.Do(func() { c.newer(v) })
+		}
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()

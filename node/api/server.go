@@ -42,6 +42,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -352,6 +353,18 @@ func (s *Server) routes() http.Handler {
 	return mux
 }
 
+// Revision is the revision of the local API's records: it goes up when a
+// record's JSON names or meaning change, so that a client older than its
+// node can say so rather than read the new names as zeros. 2: the wire
+// types' names are snake_case (1: they were Go's; 0: a node too old to
+// say).
+const Revision = 2
+
+// RevisionHeader carries Revision on every answer.
+const RevisionHeader = "Infernet-Api-Revision"
+
+var revision = strconv.Itoa(Revision)
+
 // loopbackHost refuses every request whose Host is not a loopback address
 // (DNS rebinding): a page of another site that rebinds its name to
 // 127.0.0.1 is same-origin with the API and reads its answers. The token
@@ -359,10 +372,12 @@ func (s *Server) routes() http.Handler {
 // dashboard, but not out of a tokenless route (/metrics).
 //
 // Every answer is also nosniff: no browser reads a blob or a job's output
-// (peer-chosen bytes) as a page or a script of the API's origin.
+// (peer-chosen bytes) as a page or a script of the API's origin; and it
+// says the API's Revision (RevisionHeader).
 func loopbackHost(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set(RevisionHeader, revision)
 		host, _, err := net.SplitHostPort(r.Host)
 		if err != nil {
 			host = r.Host

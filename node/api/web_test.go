@@ -1,12 +1,15 @@
 package api
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -195,5 +198,44 @@ func TestDashboardHostileStrings(t *testing.T) {
 		if page != "status" && page != "peers" && !strings.Contains(text, `onerror="window.xss=1"`) {
 			t.Errorf("%s: the hostile text is not shown as text:\n%.2000s", page, text)
 		}
+	}
+}
+
+// TestRevision: every answer says the API's revision, and a client is
+// told, once, of a node whose revision is later than its own, and not of
+// one of its own.
+func TestRevision(t *testing.T) {
+	n, _, _ := startNode(t)
+	dir := t.TempDir()
+	srv, err := Serve(n, Options{DataDir: dir, Addr: "127.0.0.1:0", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c, err := Dial(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	told := 0
+	c.OnNewer(func(int) { told++ })
+	if _, err := c.Node(context.Background()); err != nil || told != 0 {
+		t.Fatalf("a node of this revision: told %d, %v", told, err)
+	}
+	later := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(RevisionHeader, strconv.Itoa(Revision+1))
+		w.Write([]byte(`{"id": "x"}`))
+	}))
+	defer later.Close()
+	c, err = Dial(dir, strings.TrimPrefix(later.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var said int
+	c.OnNewer(func(rev int) { told++; said = rev })
+	for range 2 {
+		c.Node(context.Background())
+	}
+	if told != 1 || said != Revision+1 {
+		t.Errorf("a later node: told %d times, of revision %d; want once, of %d", told, said, Revision+1)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	"github.com/infernet/infernet/digest"
-	"github.com/infernet/infernet/node/api"
 	"github.com/infernet/infernet/proofs/keys"
 )
 
@@ -57,7 +56,7 @@ func runCeremonyPublish(ctx context.Context, o *CeremonyOptions) error {
 	if err != nil {
 		return err
 	}
-	c, err := api.Dial(o.DataDir, "")
+	c, err := dialNode(o.IO.Err, o.DataDir, "")
 	if err != nil {
 		return err
 	}
@@ -107,7 +106,7 @@ func runCeremonyFetch(ctx context.Context, o *CeremonyOptions) error {
 	if _, err := os.Stat(o.Dir); err == nil {
 		return fmt.Errorf("%s exists: fetch into a new directory", o.Dir)
 	}
-	c, err := api.Dial(o.DataDir, "")
+	c, err := dialNode(o.IO.Err, o.DataDir, "")
 	if err != nil {
 		return err
 	}

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/infernet/infernet/node/api"
 )
 
 // NewCmdDashboard returns `infernet dashboard`.
@@ -23,7 +21,7 @@ two minutes, on this machine only (the API listens on loopback); opening it
 starts a browser session of 12 hours.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := api.Dial(o.DataDir, o.API)
+			c, err := dialNode(stdio.Err, o.DataDir, o.API)
 			if err != nil {
 				return err
 			}

@@ -618,7 +618,7 @@ func printDeviceProfile(w io.Writer, prof []DeviceOpProfile, backend string) {
 // localModel finds the named model MODEL for a local run: through the
 // node's API when a node runs for --datadir, else in its database.
 func (o *GenerateOptions) localModel(ctx context.Context) (*store.Model, error) {
-	c, err := api.Dial(o.DataDir, o.API)
+	c, err := dialNode(o.IO.Err, o.DataDir, o.API)
 	if err == nil {
 		var m *store.Model
 		if m, err = c.Model(ctx, o.Model); err == nil || !errors.Is(err, api.ErrNoNode) {

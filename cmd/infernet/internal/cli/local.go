@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -42,7 +43,7 @@ func (l *localNode) close() {
 // directory's last node turned it off: standInConfig), and waits until it
 // knows --replicas providers. closeLocal stops it.
 func (o *SubmitOptions) connect(ctx context.Context) (*api.Client, error) {
-	c, err := api.Dial(o.DataDir, o.API)
+	c, err := dialNode(o.IO.Err, o.DataDir, o.API)
 	if err == nil {
 		if _, err = c.Node(ctx); err == nil {
 			return c, nil
@@ -93,7 +94,7 @@ func (o *SubmitOptions) connect(ctx context.Context) (*api.Client, error) {
 	}
 	fmt.Fprintf(o.IO.Err, "in-process node %s: %d providers known after %v\n", shortID(n.ID().String()), got,
 		time.Since(start).Round(time.Millisecond))
-	return api.Dial(o.DataDir, srv.Addr())
+	return dialNode(o.IO.Err, o.DataDir, srv.Addr())
 }
 
 // standInConfig is the config of the node connect starts in this process:
@@ -217,4 +218,19 @@ func providersKnown(n *node.Node) int {
 		}
 	}
 	return k
+}
+
+// dialNode is api.Dial, with a word on errOut when the node's API is of a
+// later revision than this binary's: it would read the new records' fields
+// it does not know as zeros, silently (an upgrade walk: an old CLI showed
+// an upgraded node's run times and free slots as 0).
+func dialNode(errOut io.Writer, dataDir, addr string) (*api.Client, error) {
+	c, err := api.Dial(dataDir, addr)
+	if err == nil {
+		c.OnNewer(func(node int) {
+			fmt.Fprintf(errOut, "%s: the node's API is newer than this binary's (revision %d, this one knows %d): some fields may read as zero; run the node's own infernet (upgrade this one)\n",
+				programName, node, api.Revision)
+		})
+	}
+	return c, err
 }

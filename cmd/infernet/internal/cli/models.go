@@ -167,7 +167,7 @@ type registry interface {
 // removing where there is none finds no models, and a --datadir that does
 // not exist is taken for a typo, as submit takes it.
 func (o *ModelsOptions) registry(ctx context.Context, verb string) (registry, error) {
-	c, err := api.Dial(o.DataDir, o.API)
+	c, err := dialNode(o.IO.Err, o.DataDir, o.API)
 	if err == nil {
 		if _, err = c.Node(ctx); err == nil {
 			return nodeModels{c}, nil

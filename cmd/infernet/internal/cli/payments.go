@@ -124,7 +124,7 @@ func paymentKind(p store.Payment) string {
 // when its operator wants to know what it earned. free is whether the
 // running node is in free mode (no lnd).
 func (o *listOptions) payments(ctx context.Context, stdio IO) (ps []store.Payment, free bool, err error) {
-	c, err := api.Dial(o.DataDir, o.API)
+	c, err := dialNode(stdio.Err, o.DataDir, o.API)
 	if err == nil {
 		if ps, err = c.Payments(ctx); err == nil {
 			info, ierr := c.Node(ctx)

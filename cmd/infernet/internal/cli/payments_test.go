@@ -3,8 +3,11 @@ package cli
 import (
 	"context"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -130,4 +133,22 @@ func serveNode(t *testing.T, dir string) (n *node.Node, stop func()) {
 	stop = func() { once.Do(func() { srv.Close(); n.Close() }) }
 	t.Cleanup(stop)
 	return n, stop
+}
+
+// TestNewerNodeSaid: a command against a node whose API is of a later
+// revision says so on stderr, once: an older CLI read an upgraded node's
+// new names as zeros, silently (an upgrade walk).
+func TestNewerNodeSaid(t *testing.T) {
+	later := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(api.RevisionHeader, strconv.Itoa(api.Revision+1))
+		w.Write([]byte("[]"))
+	}))
+	defer later.Close()
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, api.TokenFile), []byte("t\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, api.AddrFile), []byte(strings.TrimPrefix(later.URL, "http://")), 0o600)
+	code, _, errOut := infernet(t, "peers", "--datadir", dir)
+	if code != 0 || strings.Count(errOut, "the node's API is newer than this binary's") != 1 {
+		t.Errorf("peers against a later node: exit %d, stderr %q", code, errOut)
+	}
 }

@@ -51,7 +51,7 @@ func NewCmdPeers(stdio IO) *cobra.Command {
 		Short: "List the peers the local node knows, with what they offer and their reputation",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := api.Dial(o.DataDir, o.API)
+			c, err := dialNode(stdio.Err, o.DataDir, o.API)
 			if err != nil {
 				return err
 			}
@@ -122,7 +122,7 @@ again.
 The node must be running. It logs each peer forgiven.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, ids []string) error {
-			c, err := api.Dial(o.DataDir, o.API)
+			c, err := dialNode(stdio.Err, o.DataDir, o.API)
 			if err != nil {
 				return err
 			}
@@ -165,7 +165,7 @@ run is shown, and its last state written, by infernet train --attach ID
 --output FILE.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := api.Dial(o.DataDir, o.API)
+			c, err := dialNode(stdio.Err, o.DataDir, o.API)
 			if err != nil {
 				return err
 			}

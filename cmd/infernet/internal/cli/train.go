@@ -308,7 +308,7 @@ func cancelledLine(id wire.JobID, state string, done int) string {
 // dialRun dials the node and finds the training run that s, the value of
 // flag, names (trainRunID).
 func (o *TrainOptions) dialRun(ctx context.Context, flag, s string) (*api.Client, wire.JobID, error) {
-	c, err := api.Dial(o.DataDir, o.API)
+	c, err := dialNode(o.IO.Err, o.DataDir, o.API)
 	if err != nil {
 		return nil, wire.JobID{}, &exitError{Code: ExitError, Err: err}
 	}
