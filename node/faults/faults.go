@@ -98,8 +98,9 @@ type Faults struct {
 	// stop cut short (a node stopped cleanly does).
 	Vanish bool
 	// DieBeforeRelease, as a client, when it returns true, stops each
-	// release of a payment after it is recorded and before it is sent, as a
-	// node that died there would: its sweep, started again, sends it.
+	// release of a payment after it is recorded and before it is sent, the
+	// sweep's too, as a node that died there would: started again (the
+	// function then false), its sweep sends it.
 	DieBeforeRelease func() bool
 	// Tamper, as a provider selling by fair exchange, spoils every offer:
 	// "proof" and "ciphertext" change a byte of either, "key" invoices a
