@@ -38,33 +38,54 @@ func Attention(ctx context.Context, threads int, p tensor.AttentionParams, q, k,
 	}
 	scale := 1 / float32(math.Sqrt(float64(hd)))
 	group := H / Hkv
-	cost := (p.Pos + p.Rows) * hd * 2
 	// The scores are a GEMV of the head's q over the rows of its kv head,
-	// kc values apart in k: the matmul kernels, on a padded q.
+	// kc values apart in k: the matmul kernels, on a padded q. Up to
+	// qRows rows of q go together (an item is a head of a group of rows):
+	// with f32Rows, each chunk of k loaded once for them and four sums
+	// reduced at a time, over the cache rows the group's last row attends
+	// to (the others' extra scores unused); the same bits as a GEMV each
+	// (f32Rows's NaNs canonical, where a NaN score makes the output NaN
+	// anyway, canonicalized).
 	gemv, kb, hp := kernels.gemv[abi.F32], F32Weights(k).bytes(), padLen(hd)
-	items := p.Rows * H
+	rowsFn := kernels.f32Rows
+	qRows := 4
+	if rowsFn == nil || hd%abi.DotLanes != 0 {
+		qRows = 1
+	}
+	groups := (p.Rows + qRows - 1) / qRows
+	cost := (p.Pos + p.Rows) * hd * 2 * qRows
+	items := groups * H
 	return par.ForBlocks(ctx, threads, items, par.Share(items, threads, max(1, blockWork/cost), 1), func(lo, hi int) error {
-		att := make([]float32, p.Pos+p.Rows)
+		att := make([]float32, qRows*(p.Pos+p.Rows))
 		qp := make([]float32, hp)
 		for item := lo; item < hi; item++ {
-			r, h := item/H, item%H
-			n := p.Pos + r + 1 // cache rows attended to
-			copy(qp, q[r*qc+h*hd:r*qc+(h+1)*hd])
+			g, h := item/H, item%H
+			r0, r1 := g*qRows, min((g+1)*qRows, p.Rows)
 			kvOff := (h / group) * hd
-			gemv(att[:n], qp, kb[4*kvOff:], hd, 4*kc, 4)
-			m := float32(math.Inf(-1))
-			for t, d := range att[:n] {
-				s := d * scale
-				att[t] = s
-				if s > m {
-					m = s
-				}
+			ld := p.Pos + r1 // scores a row of the group: the last row's
+			if r1-r0 >= 2 {
+				rowsFn(att, q[r0*qc+h*hd:], kb[4*kvOff:], hd, ld, 4*kc, qc, ld, r1-r0)
+			} else {
+				copy(qp, q[r0*qc+h*hd:r0*qc+(h+1)*hd])
+				gemv(att[:ld], qp, kb[4*kvOff:], hd, 4*kc, 4)
 			}
-			softmax(att[:n], m)
-			o := out[r*qc+h*hd : r*qc+(h+1)*hd]
-			clear(o)
-			kernels.axpy(o, v[kvOff:], att[:n], kc)
-			canonicalize(o)
+			for r := r0; r < r1; r++ {
+				n := p.Pos + r + 1 // cache rows attended to
+				a := att[(r-r0)*ld : (r-r0)*ld+n]
+				m := float32(math.Inf(-1))
+				for t, d := range a {
+					s := d * scale
+					a[t] = s
+					if s > m {
+						m = s
+					}
+				}
+				softmax(a, m)
+				o := out[r*qc+h*hd : r*qc+(h+1)*hd]
+				clear(o)
+				kernels.axpy(o, v[kvOff:], a, kc)
+				canonicalize(o)
+			}
 		}
 		return nil
 	})

@@ -161,10 +161,11 @@ type kernelSet struct {
 	q8Rows func(out, x []float32, w []byte, k, rows, stride, nx, ldo int)
 	// f32Rows, if set, computes out[r·ldo + j] = dot(x row r, weight row
 	// j) for rows f32 weight rows of k values (k a multiple of
-	// abi.DotLanes; stride bytes apart) and the nx rows of x (2 ≤ nx ≤ 4)
-	// r·ldx values apart, with gemv[abi.F32]'s bits: matMul's kernel for
-	// several rows of x over f32 rows, stored or dequantized, four at a
-	// time and the last two or three together.
+	// abi.DotLanes; stride bytes apart) and the nx rows of x (2, 3, or a
+	// multiple of 4) r·ldx values apart, with gemv[abi.F32]'s bits and
+	// NaNs canonical: matMul's kernel for several rows of x over f32
+	// rows, stored or dequantized, four at a time and the last two or
+	// three together; matMul does not canonicalize what it writes.
 	f32Rows func(out, x []float32, w []byte, k, rows, stride, ldx, ldo, nx int)
 	// rows4, if set, is rowDot for rows weight rows of type dt (stored
 	// one after the other) against the four rows of x packed in p:

@@ -155,11 +155,14 @@ func TestSoftmaxOpsKernels(t *testing.T) {
 	defer func(ks *kernelSet) { kernels = ks }(kernels)
 	ctx := context.Background()
 	r := &rng{s: 31}
-	p := tensor.AttentionParams{Rows: 3, Pos: 300, Heads: 4, KVHeads: 2, HeadDim: 64}
+	// 9 rows: Attention's groups of four rows of q (f32Rows), and one
+	// alone (a GEMV); a NaN and an infinity in q.
+	p := tensor.AttentionParams{Rows: 9, Pos: 300, Heads: 4, KVHeads: 2, HeadDim: 64}
 	q, k, v := r.f32s(p.Rows*p.Heads*p.HeadDim), r.f32s((p.Pos+p.Rows)*p.KVHeads*p.HeadDim), r.f32s((p.Pos+p.Rows)*p.KVHeads*p.HeadDim)
 	for i := range q {
 		q[i] *= float32(i%5) * 3 // scores from flat to peaked
 	}
+	q[5*p.Heads*p.HeadDim+70], q[8*p.Heads*p.HeadDim+3] = nan32, float32(math.Inf(1))
 	logits := r.f32s(32000)
 	for i := range logits {
 		logits[i] *= 20

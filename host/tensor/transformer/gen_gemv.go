@@ -400,10 +400,14 @@ func q8Rows(nx int, fused bool) {
 }
 
 // f32Rows writes gemmF32X<nx>AVX512(out, x *float32, w *byte, k, rows,
-// stride, ldx, ldo int): for each of rows f32 weight rows j (stride bytes
-// apart) and each of nx rows r of x (ldx bytes apart), out[r·ldo/4 + j]
-// = the 16-lane dot product, as gemvF32AVX512 computes it for x row r
-// alone; k is a multiple of 16. Four weight rows against the nx x rows
+// stride, ldx, ldo, groups int): for each of rows f32 weight rows j
+// (stride bytes apart) and each of nx rows r of x (ldx bytes apart),
+// out[r·ldo/4 + j] = the 16-lane dot product, as gemvF32AVX512 computes
+// it for x row r alone, NaNs canonical (each sum checked as it is
+// stored, so matMul needs no pass over its output); k is a multiple of
+// 16. Then the next nx rows of x and of out, groups times in all: a
+// prompt's rows of x over a block of weight rows in one call (a call
+// per four rows from Go cost 1-2% of the matmul). Four weight rows against the nx x rows
 // at a time, 4·nx accumulators (a register-blocked micro-kernel: each
 // chunk of a weight row and of an x row is loaded once for four products,
 // and sixteen independent addition chains keep both FP ports busy; eight
@@ -416,8 +420,9 @@ func q8Rows(nx int, fused bool) {
 func f32Rows(nx int) {
 	k := kernel{isa: avx512, wtype: wtype{"F32", 4}, fn: fmt.Sprintf("gemmF32X%dAVX512", nx)}
 	fn := k.fn
-	fmt.Fprintf(&out, "\n// func %s(out, x *float32, w *byte, k, rows, stride, ldx, ldo int)\n", fn)
-	fmt.Fprintf(&out, "TEXT ·%s(SB), NOSPLIT, $0-64\n", fn)
+	fmt.Fprintf(&out, "\n// func %s(out, x *float32, w *byte, k, rows, stride, ldx, ldo, groups int)\n", fn)
+	fmt.Fprintf(&out, "TEXT ·%s(SB), NOSPLIT, $0-72\n", fn)
+	label(fn + "_group")
 	p("MOVQ out+0(FP), DI")
 	p("MOVQ x+8(FP), SI")
 	p("MOVQ w+16(FP), BX")
@@ -460,7 +465,9 @@ func f32Rows(nx int) {
 		p("ADDQ $64, AX")
 		p("CMPQ AX, CX")
 		p("JLT %s_loop", top)
-		// Reduce each accumulator (i += i+8, +4, +2, +1) and store lane 0.
+		// Reduce each accumulator (i += i+8, +4, +2, +1) and store lane 0,
+		// a NaN as abi.CanonicalNaN32 (Z30).
+		p("VBROADCASTSS canonf32<>(SB), Z30")
 		p("MOVQ ldo+56(FP), AX")
 		p("LEAQ (DI)(AX*2), R9")
 		dst := []string{"(DI)", "(DI)(AX*1)", "(R9)", "(R9)(AX*1)"}
@@ -482,12 +489,28 @@ func f32Rows(nx int) {
 				p("VADDPS X%d, X%d, X%d", t, a, a)
 				p("VMOVSHDUP X%d, X%d", a, t)
 				p("VADDSS X%d, X%d, X%d", t, a, a)
+				p("VCMPPS $3, Z%d, Z%d, K1", a, a) // unordered: NaN
+				p("VMOVAPS Z30, K1, Z%d", a)
 				m := strings.Replace(dst[r], "(", fmt.Sprintf("%d(", 4*j), 1)
 				p("VMOVSS X%d, %s", a, m)
 			}
 		}
 		nextRows(top, nr)
 	}
+	// The next nx rows of x and of out, if groups are left: the
+	// arguments, read again at the top, move on.
+	p("MOVQ groups+64(FP), AX")
+	p("DECQ AX")
+	p("JLE %s_end", fn)
+	p("MOVQ AX, groups+64(FP)")
+	p("MOVQ ldo+56(FP), AX")
+	p("IMUL3Q $%d, AX, AX", nx)
+	p("ADDQ AX, out+0(FP)")
+	p("MOVQ ldx+48(FP), AX")
+	p("IMUL3Q $%d, AX, AX", nx)
+	p("ADDQ AX, x+8(FP)")
+	p("JMP %s_group", fn)
+	label(fn + "_end")
 	p("VZEROUPPER")
 	p("RET")
 }
@@ -501,7 +524,8 @@ func f32Rows(nx int) {
 // sums, go out in one store. Each sum adds the same lanes in the same
 // order as the one-accumulator reduction (and an addition's operands
 // commute), so the bits are gemv's, in 14 operations rather than 32
-// for the four. Z16 holds the indices 0, 4, 8, 12; Z24…Z29 are scratch.
+// for the four. Z16 holds the indices 0, 4, 8, 12; Z24…Z29 are scratch;
+// a NaN sum goes out as Z30 (abi.CanonicalNaN32 in every lane).
 func reduce4x4(nx int, acc func(r, j int) int, dst []string) {
 	p("VMOVDQU32 red4x4<>(SB), Z16")
 	for r := range nx {
@@ -523,6 +547,8 @@ func reduce4x4(nx int, acc func(r, j int) int, dst []string) {
 		p("VMOVSHDUP Z28, Z29")
 		p("VADDPS Z29, Z28, Z28")
 		p("VPERMPS Z28, Z16, Z28")
+		p("VCMPPS $3, Z28, Z28, K1") // unordered: NaN
+		p("VMOVAPS Z30, K1, Z28")
 		p("VMOVUPS X28, %s", dst[r])
 	}
 }
@@ -609,6 +635,8 @@ func main() {
 	// red4x4 is the indices 0, 4, 8, 12 (then zeros) for reduce4x4's
 	// VPERMPS.
 	out.WriteString("\nDATA red4x4<>+0(SB)/8, $0x0000000400000000\nDATA red4x4<>+8(SB)/8, $0x0000000c00000008\nDATA red4x4<>+16(SB)/8, $0\nDATA red4x4<>+24(SB)/8, $0\nDATA red4x4<>+32(SB)/8, $0\nDATA red4x4<>+40(SB)/8, $0\nDATA red4x4<>+48(SB)/8, $0\nDATA red4x4<>+56(SB)/8, $0\nGLOBL red4x4<>(SB), RODATA|NOPTR, $64\n")
+	// canonf32 is abi.CanonicalNaN32, for f32Rows's stores.
+	out.WriteString("\nDATA canonf32<>+0(SB)/4, $0x7fc00000\nGLOBL canonf32<>(SB), RODATA|NOPTR, $4\n")
 	for _, is := range []isa{avx512, avx2} {
 		for _, wt := range []wtype{{"F32", 4}, {"F16", 2}, {"BF16", 2}, {"Q8", 0}} {
 			kernel{isa: is, wtype: wt, fn: "gemv" + wt.name + is.name}.gen()

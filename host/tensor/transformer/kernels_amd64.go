@@ -136,31 +136,37 @@ func gemmQ8R8FMAAVX512(out, x *float32, w *byte, k, rows, stride, ldo int)
 
 // gemmF32X<nx>AVX512 computes rows f32 weight rows against nx rows of x
 // (ldx bytes apart), k a multiple of 16: out[r·ldo/4 + j] is what
-// gemvF32AVX512 gives for x row r and weight row j (f32Rows in
+// gemvF32AVX512 gives for x row r and weight row j, NaNs canonical; then
+// the next nx rows of x and out, groups ≥ 1 times in all (f32Rows in
 // gen_gemv.go).
 //
 //go:noescape
-func gemmF32X2AVX512(out, x *float32, w *byte, k, rows, stride, ldx, ldo int)
+func gemmF32X2AVX512(out, x *float32, w *byte, k, rows, stride, ldx, ldo, groups int)
 
 //go:noescape
-func gemmF32X3AVX512(out, x *float32, w *byte, k, rows, stride, ldx, ldo int)
+func gemmF32X3AVX512(out, x *float32, w *byte, k, rows, stride, ldx, ldo, groups int)
 
 //go:noescape
-func gemmF32X4AVX512(out, x *float32, w *byte, k, rows, stride, ldx, ldo int)
+func gemmF32X4AVX512(out, x *float32, w *byte, k, rows, stride, ldx, ldo, groups int)
 
-// f32RowsAVX512 is kernelSet.f32Rows with gemmF32X<nx>AVX512. The
-// lengths are checked again here: the assembly must never read or write
-// past a slice, whatever a caller does.
+// f32RowsAVX512 is kernelSet.f32Rows with gemmF32X<nx>AVX512, a multiple
+// of four rows of x in one call of gemmF32X4AVX512. The lengths are
+// checked again here: the assembly must never read or write past a
+// slice, whatever a caller does.
 func f32RowsAVX512(out, x []float32, w []byte, k, rows, stride, ldx, ldo, nx int) {
 	if rows == 0 {
 		return
 	}
-	if nx < 2 || nx > 4 || k <= 0 || k%abi.DotLanes != 0 || ldx < k || len(x) < (nx-1)*ldx+k || stride < 4*k ||
+	if nx < 2 || (nx > 4 && nx%4 != 0) || k <= 0 || k%abi.DotLanes != 0 || ldx < k || len(x) < (nx-1)*ldx+k || stride < 4*k ||
 		len(w) < (rows-1)*stride+4*k || ldo < rows || len(out) < (nx-1)*ldo+rows {
 		panic("transformer: f32 rows: short buffers")
 	}
-	f := [...]func(out, x *float32, w *byte, k, rows, stride, ldx, ldo int){gemmF32X2AVX512, gemmF32X3AVX512, gemmF32X4AVX512}[nx-2]
-	f(&out[0], &x[0], &w[0], k, rows, stride, 4*ldx, 4*ldo)
+	if nx >= 4 {
+		gemmF32X4AVX512(&out[0], &x[0], &w[0], k, rows, stride, 4*ldx, 4*ldo, nx/4)
+		return
+	}
+	f := [...]func(out, x *float32, w *byte, k, rows, stride, ldx, ldo, groups int){gemmF32X2AVX512, gemmF32X3AVX512}[nx-2]
+	f(&out[0], &x[0], &w[0], k, rows, stride, 4*ldx, 4*ldo, 1)
 }
 
 // q8RowsKernels are multi-row kernels by their number of x rows.

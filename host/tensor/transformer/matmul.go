@@ -114,16 +114,23 @@ func matMul(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float3
 		r := 0
 		if rows4 {
 			// Four rows of x at a time against the block: each chunk of
-			// weights and of x loaded once for four products.
+			// weights and of x loaded once for four products; up to
+			// rowsPerCheck of them (rounded to four) a call.
 			// A last row alone would take the one-row GEMV: the last five
 			// go as two and three.
-			for ; r+4 <= t && t-r != 5; r += 4 {
-				if r > 0 && r%(4*rowsPerCheck) == 0 {
+			m := t - t%4
+			if t%4 == 1 {
+				m = max(0, t-5)
+			}
+			for r < m {
+				if r > 0 {
 					if err := ctx.Err(); err != nil {
 						return err
 					}
 				}
-				ks.f32Rows(out[r*n+lo:], xp[r*kp:], src, k, hi-lo, stride, kp, n, 4)
+				nx := min(m-r, max(4, rowsPerCheck&^3))
+				ks.f32Rows(out[r*n+lo:], xp[r*kp:], src, k, hi-lo, stride, kp, n, nx)
+				r += nx
 			}
 			if t-r == 5 {
 				ks.f32Rows(out[r*n+lo:], xp[r*kp:], src, k, hi-lo, stride, kp, n, 2)
@@ -145,9 +152,10 @@ func matMul(ctx context.Context, ks *kernelSet, threads, t, n, k int, x []float3
 		}
 		return nil
 	})
-	if err == nil {
+	if err == nil && !rows4 {
 		// Once for the whole output: on amd64 the assembly checks 32
 		// floats at a time, where a block's rows are a few each.
+		// f32Rows's sums are canonical as they are stored.
 		canonicalize(out)
 	}
 	return err

@@ -38,7 +38,11 @@ func expSubAVX2(s *float32, m float32, n int) int
 
 // softmaxExpAVX2 is softmaxExpGo with the assembly's vector path
 // (expSubAVX2 in swiglu_amd64.s) for every four elements whose arguments
-// it takes, and the Go code for the others and the tail: the same bits.
+// it takes, and the Go code for the others: the same bits. The tail of
+// one to three goes through the vector path too, padded with m (an
+// argument of 0), each lane on its own: a softmax over a row of
+// attention scores had spent as long on its tail and its largest
+// element's four in Go as on the rest.
 func softmaxExpAVX2(s []float32, m float32) {
 	n, i := len(s), 0
 	for i+4 <= n {
@@ -47,6 +51,15 @@ func softmaxExpAVX2(s []float32, m float32) {
 			softmaxExpGo(s[i:i+4], m)
 			i += 4
 		}
+	}
+	if i == n {
+		return
+	}
+	t := [4]float32{m, m, m, m}
+	copy(t[:], s[i:])
+	if expSubAVX2(&t[0], m, 4) == 4 {
+		copy(s[i:], t[:])
+		return
 	}
 	softmaxExpGo(s[i:], m)
 }

@@ -83,6 +83,25 @@ GLOBL swc<>(SB), RODATA|NOPTR, $480
 	CMPL BX, $15 \
 	JNE out
 
+// ONPATHSM(x, out) jumps to out unless every lane of x is within
+// |x| ≤ 700 (false for NaN): softmax's vector path, which also takes
+// |x| < 2**-28 (Exp's 1 + x, NEARZERO), as its largest element's x = 0
+// is. It uses Y2–Y3 and BX.
+#define ONPATHSM(x, out) \
+	VANDPD swc<>+0(SB), x, Y2 \
+	VCMPPD $0x12, swc<>+448(SB), Y2, Y3 \
+	VMOVMSKPD Y3, BX \
+	CMPL BX, $15 \
+	JNE out
+
+// NEARZERO sets Y12's lanes whose |x| (x in Y1) is below 2**-28 to 1 + x,
+// Exp's value there, after EXPPD (1 in Y13). It uses Y2–Y4.
+#define NEARZERO \
+	VANDPD swc<>+0(SB), Y1, Y2 \
+	VCMPPD $0x11, swc<>+416(SB), Y2, Y3 \
+	VADDPD Y13, Y1, Y4 \
+	VBLENDVPD Y3, Y4, Y12, Y12
+
 // EXPPD sets Y12 to e**x for x in Y1, each lane pmath.Exp's main path op
 // for op (no FMA): k = int(float64(log2e·x) ± 0.5) with the sign of x's,
 // hi = x - float64(k)·ln2Hi, lo = float64(k)·ln2Lo, r = hi - lo, t = r·r,
@@ -163,8 +182,9 @@ swdone:
 // func expSubAVX2(s *float32, m float32, n int) int
 // s[i] = float32(Exp(float64(s[i] - m))), the difference rounded to
 // float32, four at a time for i < n (a multiple of 4), as softmax computes
-// it; it stops at the first four with an argument off the vector path and
-// returns how many it did.
+// it; it stops at the first four with an argument off its vector path
+// (ONPATHSM: |x| ≤ 700, the near-zero ones by NEARZERO) and returns how
+// many it did.
 TEXT ·expSubAVX2(SB), NOSPLIT, $0-32
 	MOVQ s+0(FP), SI
 	VBROADCASTSS m+8(FP), X14
@@ -177,9 +197,10 @@ exloop:
 	VMOVUPS (SI)(AX*4), X0
 	VSUBPS X14, X0, X0                // x - m, rounded to float32
 	VCVTPS2PD X0, Y1                  // x = float64(x - m), exact
-	ONPATH(Y1, exdone)
+	ONPATHSM(Y1, exdone)
 
 	EXPPD
+	NEARZERO
 
 	VCVTPD2PSY Y12, X12               // float32(e**x)
 	VMOVUPS X12, (SI)(AX*4)
