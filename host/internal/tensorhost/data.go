@@ -2,6 +2,7 @@ package tensorhost
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -23,7 +24,7 @@ const maxDataName = 255
 type openFile struct {
 	path   string
 	size   int64
-	digest [32]byte // with a Cache only
+	digest [32]byte // with a Cache; without, of its name
 }
 
 // tensorFromData is tensor_from_data(name_ptr, name_len, off_lo, off_hi,
@@ -78,25 +79,34 @@ func tensorFromData(ctx context.Context, s *Session, mem api.Memory, p []int32) 
 
 // loadData makes a data tensor of size bytes: from the cache, pinned (and
 // on the device, with a DeviceCache, if the device holds weights of dt),
-// or without one read for this job alone and counted in its limits.
+// or without one read for this job alone, one buffer per region. What it
+// counts in the job's limits is pinData's either way: a guest sees the
+// same ENOMEM on a provider with a cache and one without (a job's model
+// had counted in its limit only without one, so a memory-tight model job
+// ran on some providers and failed on others, in exact mode a vote
+// against honest providers).
 func (s *Session) loadData(ctx context.Context, f openFile, off int64, dt abi.DType, dims []int, size int64) (*entry, abi.Errno) {
 	e := &entry{dt: dt, shape: dims, readOnly: true}
-	if s.cfg.Cache == nil {
-		if errno := s.reserve(size); errno != abi.OK {
-			return nil, errno
-		}
-		buf, err := modelcache.Read(f.path, off, dt, product(dims))
-		if err != nil {
-			s.unreserve(size)
-			return nil, s.loadErrno(ctx, err)
-		}
-		e.buf, e.size = buf, size
-		s.Stats.DataLoaded += size
-		return e, abi.OK
-	}
 	key := modelcache.NewKey(f.digest, off, dt, dims)
 	if errno := s.pinData(key, f.size, size); errno != abi.OK {
 		return nil, errno
+	}
+	if s.cfg.Cache == nil {
+		buf, ok := s.read[key]
+		if !ok {
+			var err error
+			if buf, err = modelcache.Read(f.path, off, dt, product(dims)); err != nil {
+				s.unpinData(key)
+				return nil, s.loadErrno(ctx, err)
+			}
+			if s.read == nil {
+				s.read = map[modelcache.Key]tensor.Buffer{}
+			}
+			s.read[key] = buf
+			s.Stats.DataLoaded += size
+		}
+		e.buf, e.key = buf, &key
+		return e, abi.OK
 	}
 	var ref *modelcache.Ref
 	var err error
@@ -165,6 +175,7 @@ func (s *Session) unpinData(key modelcache.Key) {
 	} else {
 		delete(s.pinned, key.Digest)
 	}
+	delete(s.read, key) // without a cache: the region's buffer, held no more
 	if over > 0 {
 		s.unreserve(over)
 	}
@@ -261,6 +272,9 @@ func (s *Session) dataFile(name string) (openFile, abi.Errno) {
 		return openFile{}, fileErrno(err)
 	}
 	f := openFile{path: df.Path, size: st.Size()}
+	// Without a cache the file needs no digest: a name of its own in this
+	// job keys its regions (pinData).
+	f.digest = sha256.Sum256([]byte("data file " + name))
 	if s.cfg.Cache != nil {
 		if df.Digest == nil {
 			return openFile{}, abi.EBACKEND // the host did not say how to name the file

@@ -196,6 +196,9 @@ type Session struct {
 	pins    map[modelcache.Key]int
 	pinned  map[[32]byte]pinnedFile
 	counted map[modelcache.Key]int64
+	// read, without a Cache, is each region's one buffer while the job
+	// holds it: a handle each had been a read each.
+	read map[modelcache.Key]tensor.Buffer
 
 	// Stats are the session's counters; read them after the job.
 	Stats Stats
