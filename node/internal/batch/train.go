@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/infernet/infernet/node/blob"
+	"github.com/infernet/infernet/node/internal/oldjson"
 	"github.com/infernet/infernet/node/jobs"
 	"github.com/infernet/infernet/node/store"
 	"github.com/infernet/infernet/node/wire"
@@ -115,6 +117,9 @@ func (b *Runner) TrainRuns() ([]store.TrainRun, error) {
 // ("ModuleSize"), which the API would show as they are, beside new runs'
 // "module_size". Terms that do not decode are left as they are.
 func newNames(rec *store.TrainRun) {
+	if !oldjson.Old(rec.Terms, reflect.TypeFor[jobs.Spec]()) {
+		return // written under the new names: nothing to do on every listing
+	}
 	var ts jobs.TrainSpec
 	if json.Unmarshal(rec.Terms, &ts) != nil {
 		return

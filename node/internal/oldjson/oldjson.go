@@ -5,6 +5,7 @@
 package oldjson
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -19,8 +20,8 @@ import (
 // A key given under both names keeps the new name's value.
 func Rename(b []byte, t reflect.Type) []byte {
 	names := renames(t)
-	if len(names) == 0 {
-		return b
+	if !anyQuoted(b, names) {
+		return b // the new names: no second parse of every record
 	}
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(b, &obj) != nil {
@@ -46,6 +47,24 @@ func Rename(b []byte, t reflect.Type) []byte {
 		return b
 	}
 	return out
+}
+
+// Old reports whether b, JSON holding values of type t at any depth, may
+// hold one under t's old names (a quoted old name anywhere in it).
+func Old(b []byte, t reflect.Type) bool { return anyQuoted(b, renames(t)) }
+
+// anyQuoted reports whether b holds one of names' old names as a quoted
+// string: a record written before has them as keys, and one written since
+// has none of them anywhere, keys or values (a value that happens to read
+// "ModuleSize" costs only the parse).
+func anyQuoted(b []byte, names map[string]string) bool {
+	for old := range names {
+		q := []byte(`"` + old + `"`)
+		if bytes.Contains(b, q) {
+			return true
+		}
+	}
+	return false
 }
 
 var cache sync.Map // reflect.Type → map[string]string
