@@ -39,15 +39,13 @@ func (n *Node) provideAsync(d blob.Digest) {
 	if n.access.Hidden(d) {
 		return
 	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
+	n.roles.Go(func() { // an API call's: it may come as the node closes
 		ctx, cancel := context.WithTimeout(n.ctx, time.Minute)
 		defer cancel()
 		if err := n.blobSvc.Provide(ctx, d); err != nil && n.ctx.Err() == nil {
 			n.log.Debug("provide", "blob", d.Short(), "err", err)
 		}
-	}()
+	})
 }
 
 // FetchBlob makes the blob d of size bytes local, from hints or the peers

@@ -93,7 +93,8 @@ type Node struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // the node's own loops, started before it serves
+	roles  parts.Group    // goroutines its roles and API calls start (Parts.Group)
 	// warm is closed once the llama runner's compile ahead of its first
 	// job (warmRunner) ended, or from the start when there is none: nothing
 	// cuts a compile short, so Close waits for it a while, no longer.
@@ -242,7 +243,7 @@ func (n *Node) startPeers() (err error) {
 func (n *Node) startRoles(ctx context.Context) (err error) {
 	cfg := n.cfg
 	ps := parts.Parts{Host: n.host, Blobs: n.blobs, BlobSvc: n.blobSvc, Access: n.access, DB: n.db, Peers: n.peers,
-		Streams: n.streams, Ledger: n.ledger, Changes: &n.changes, Logger: n.log, Life: n.ctx, Group: &n.wg}
+		Streams: n.streams, Ledger: n.ledger, Changes: &n.changes, Logger: n.log, Life: n.ctx, Group: &n.roles}
 	n.client = client.New(client.Config{
 		Silence: cfg.Silence, AdvertInterval: cfg.AdvertInterval, SpotCheck: cfg.SpotCheck, Canary: cfg.Canary,
 		Audit: max(cfg.Audit, 0), AuditNew: max(cfg.AuditNew, 0), AuditCap: max(cfg.AuditCap, 0),
@@ -306,8 +307,7 @@ func (n *Node) serve() {
 		n.ledger.Start() // its first round finishes what a previous run left
 	}
 	if n.provider != nil {
-		n.wg.Add(1)
-		go n.provider.AdvertLoop()
+		n.roles.Go(n.provider.AdvertLoop)
 	}
 	if n.cfg.Aggregator {
 		n.host.SetStreamHandler(wire.ProtocolAggregate, n.batch.HandleAggregate)
@@ -499,6 +499,7 @@ func (n *Node) Close() error {
 		// Aggregations in progress end with the node's context.
 		n.host.RemoveStreamHandler(wire.ProtocolAggregate)
 	}
+	n.roles.Wait()
 	n.wg.Wait()
 	select {
 	case <-n.warm:

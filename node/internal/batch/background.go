@@ -87,16 +87,20 @@ func (s *runs[R]) start(n *Config, id wire.JobID, events func(jobs.Event), inter
 		s.m = map[wire.JobID]R{}
 	}
 	s.m[id] = r
-	n.Group.Add(1)
-	go func() {
-		defer n.Group.Done()
+	started := n.Group.Go(func() {
 		defer cancel()
 		b.err = r.run(ctx)
 		s.mu.Lock()
 		delete(s.m, id)
 		s.mu.Unlock()
 		close(b.done)
-	}()
+	})
+	if !started { // the node began to close since Life was looked at
+		cancel()
+		delete(s.m, id)
+		var none R
+		return none, fmt.Errorf("%s: %w", id, interrupted)
+	}
 	return r, nil
 }
 

@@ -476,14 +476,17 @@ func (j *jobRun) auditEarly(ctx context.Context) {
 	// a test's data directory as its cleanup removed it.
 	ctx, stop := context.WithCancel(ctx)
 	stopOnClose := context.AfterFunc(n.Life, stop)
-	n.Group.Add(1)
-	go func() {
-		defer n.Group.Done()
+	run := func() {
 		defer stopOnClose()
 		defer stop()
 		res, err := j.c.auditor.run(ctx, j.ann, j.input, tee)
 		j.early <- earlyAudit{res, err}
-	}()
+	}
+	if !n.Group.Go(run) {
+		stopOnClose()
+		stop()
+		j.early <- earlyAudit{nil, fmt.Errorf("audit: %w", context.Canceled)} // the node is closing
+	}
 }
 
 // writerFunc is an io.Writer of a function.
@@ -922,9 +925,7 @@ func (c *Client) sendCanary() {
 		return
 	}
 	p := trusted[rand.IntN(len(trusted))].ID
-	n.Group.Add(1)
-	go func() {
-		defer n.Group.Done()
+	n.Group.Go(func() {
 		now := time.Now()
 		ann := k.ann
 		ann.Job, ann.Replicas, ann.Time = wire.NewJobID(), 1, wire.Millis(now)
@@ -948,7 +949,7 @@ func (c *Client) sendCanary() {
 		if right {
 			n.Peers.Agree(p)
 		}
-	}()
+	})
 }
 
 // runCheck runs the check job of the replica res (jobs.Spec.Check) on another

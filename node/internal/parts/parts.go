@@ -41,5 +41,35 @@ type Parts struct {
 	// Life is the node's lifetime: a role's goroutines end with it,
 	// counted in Group, which the node waits for.
 	Life  context.Context
-	Group *sync.WaitGroup
+	Group *Group
+}
+
+// Group counts a node's goroutines that its Close waits for. A role starts
+// them from handlers and calls (a submit's audit, a bid, a redelivery)
+// that may still run as the node closes, and a WaitGroup's Add racing its
+// Wait is a misuse: Go refuses a new goroutine once Wait has begun.
+type Group struct {
+	mu      sync.Mutex
+	closing bool
+	wg      sync.WaitGroup
+}
+
+// Go runs f in a goroutine counted in g and reports true, or, once Wait
+// has begun, reports false and runs nothing.
+func (g *Group) Go(f func()) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closing {
+		return false
+	}
+	g.wg.Go(f)
+	return true
+}
+
+// Wait refuses new goroutines and waits for those running.
+func (g *Group) Wait() {
+	g.mu.Lock()
+	g.closing = true
+	g.mu.Unlock()
+	g.wg.Wait()
 }

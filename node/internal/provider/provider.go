@@ -367,7 +367,6 @@ func (p *Provider) Poke() {
 // AdvertLoop publishes an advert at start, every AdvertInterval, and at
 // most once a second when poked.
 func (p *Provider) AdvertLoop() {
-	defer p.cfg.Group.Done()
 	t := time.NewTicker(p.cfg.AdvertInterval)
 	defer t.Stop()
 	for {
@@ -1046,11 +1045,7 @@ func (p *Provider) deliver(c *peers.Conn, run *store.Run) {
 	if err != nil {
 		return
 	}
-	p.cfg.Group.Add(1)
-	go func() {
-		defer p.cfg.Group.Done()
-		p.Redeliver(client, run, res)
-	}()
+	p.cfg.Group.Go(func() { p.Redeliver(client, run, res) })
 }
 
 // WithOutput returns a copy of a result with its inline output, read back
@@ -1128,9 +1123,7 @@ func (p *Provider) OnAnnounce(from peer.ID, a *wire.JobAnnounce) {
 	if !b.Accept {
 		return
 	}
-	p.cfg.Group.Add(1)
-	go func() {
-		defer p.cfg.Group.Done()
+	p.cfg.Group.Go(func() {
 		ctx, cancel := context.WithTimeout(p.cfg.Life, peers.HandshakeTimeout)
 		defer cancel()
 		c, err := p.cfg.Streams.Open(ctx, from, wire.ProtocolBid)
@@ -1142,7 +1135,7 @@ func (p *Provider) OnAnnounce(from peer.ID, a *wire.JobAnnounce) {
 			return
 		}
 		c.Close()
-	}()
+	})
 }
 
 // matches evaluates a job's requirement on this provider's own

@@ -89,11 +89,11 @@ func NewStoppable(tb testing.TB, h host.Host, opts ...Option) (ps parts.Parts, s
 		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
+	var group parts.Group
 	var ledger *settle.Ledger
 	stop = func() {
 		cancel()
-		wg.Wait()
+		group.Wait()
 		if ledger != nil {
 			ledger.Wait()
 		}
@@ -123,7 +123,7 @@ func NewStoppable(tb testing.TB, h host.Host, opts ...Option) (ps parts.Parts, s
 		tb.Fatal(err)
 	}
 	return parts.Parts{Host: h, Blobs: blobs, BlobSvc: svc, Access: access, DB: db, Peers: book, Streams: streams,
-		Ledger: ledger, Changes: &peers.Changes{}, Logger: log, Life: ctx, Group: &wg}, stop
+		Ledger: ledger, Changes: &peers.Changes{}, Logger: log, Life: ctx, Group: &group}, stop
 }
 
 // Hosts returns n libp2p hosts of a mocknet with Ed25519 keys, linked and
